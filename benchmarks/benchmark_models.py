@@ -1,0 +1,75 @@
+"""Time one training step and one inference step per device, model and batch size.
+
+Motivated by Apple's "7x faster training" chart (ResNet50 bs 128, BERT bs 64,
+VGG16 bs 64) and the community's VGG16/CIFAR-10, MLP and BERT fine-tuning
+measurements: issue #2.
+"""
+
+from mpsbench import devices, models, suite
+
+
+class _StepBenchmark:
+    """Shared by Training and Inference: the params, setup and three measurements.
+
+    ``time_step`` is the median wall time of one step. Models whose step is
+    sub-millisecond on a GPU (``ModelSpec.steps_per_call`` > 1: mlp and lenet5,
+    k = 20) loop k steps inside the timed body before the one synchronize, and
+    the class's ``timer`` divides asv's clock by k, so every reported time is
+    per step. asv's ``number`` stays automatic: with a ``setup``, asv_runner
+    0.3.2 times one call per sample.
+    """
+
+    kind = "training"
+    param_names = ("device", "model", "batch_size")
+    version = "1"  # bump when what is measured changes, not for cosmetic edits
+    timeout = 1800  # the full sweep's largest cpu steps take a minute each
+    warmup_time = 0  # setup warms up explicitly (kernels, shaders, optimizer state)
+    repeat = (3, 20, 10.0)  # min samples, max samples, seconds per round
+    rounds = 2
+
+    def setup(self, device, model, batch_size):
+        self.workload = suite.prepare(self.kind, device, model, batch_size)
+        self.steps = self.workload.spec.steps_per_call
+        self.timer = suite.StepTimer(self.steps)
+
+    def time_step(self, device, model, batch_size):
+        self.workload.run(self.steps)
+        devices.synchronize(device)  # the clock stops when the device is done
+
+    def track_throughput(self, device, model, batch_size):
+        """Samples per second: batch size over the median step time of several calls."""
+        return suite.throughput(self.workload)
+
+    track_throughput.unit = "samples/s"
+
+    def track_peak_memory(self, device, model, batch_size):
+        """Peak device memory over one step, in MiB (cpu: the process's peak RSS)."""
+        return suite.peak_memory_mib(self.workload)
+
+    track_peak_memory.unit = "MiB"
+
+
+class Training(_StepBenchmark):
+    """One training step: zero grads, forward, loss, backward, optimizer step."""
+
+    kind = "training"
+    params = (devices.NAMES, models.NAMES, models.BATCH_SIZES)
+
+
+class Inference(_StepBenchmark):
+    """One inference step: forward in eval mode under torch.inference_mode()."""
+
+    kind = "inference"
+    params = (devices.NAMES, models.INFERENCE_NAMES, models.BATCH_SIZES)
+
+
+class Environment:
+    """Facts recorded with every run, so that results can be read in context."""
+
+    version = "1"
+
+    def track_cpu_threads(self):
+        """Threads torch uses on the cpu: cpu timings scale with it."""
+        return devices.cpu_threads()
+
+    track_cpu_threads.unit = "threads"

@@ -1,0 +1,130 @@
+"""The ``mpsbench`` command: list models and devices, and time one workload outside asv."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+
+from mpsbench import devices, models, timing, workloads
+
+
+class UsageError(Exception):
+    """A user mistake: printed as one line, exit status 2, no traceback."""
+
+
+def _table(rows: list[list[str]]) -> str:
+    widths = [max(len(row[col]) for row in rows) for col in range(len(rows[0]))]
+    lines = ["  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip() for row in rows]
+    lines.insert(1, "  ".join("-" * width for width in widths))
+    return "\n".join(lines)
+
+
+def cmd_models(args: argparse.Namespace) -> int:
+    rows = [["model", "seed batch", "batch sizes", "needs", "description"]]
+    for spec in models.REGISTRY.values():
+        sizes = ",".join(str(size) for size in spec.batch_sizes)
+        needs = ",".join(spec.requires) or "-"
+        rows.append([spec.name, str(spec.seed_batch_size), sizes, needs, spec.description])
+    print(_table(rows))
+    return 0
+
+
+def cmd_devices(args: argparse.Namespace) -> int:
+    import torch
+
+    rows = [["device", "usable", "details"]]
+    for name in devices.NAMES:
+        found = devices.availability(name)
+        rows.append([name, "yes" if found.usable else "no", found.reason])
+    print(f"torch {torch.__version__}")
+    print(_table(rows))
+    return 0
+
+
+def _parse_int(text: str, what: str) -> int:
+    try:
+        return int(text)
+    except ValueError:
+        raise UsageError(f"{what} must be a whole number, got {text!r}") from None
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    kinds = workloads.KINDS if args.kind == "both" else (workloads.check_kind(args.kind),)
+    spec = models.get(args.model)
+    device = devices.check_name(args.device)
+    batch_size = spec.seed_batch_size if args.batch_size is None else _parse_int(args.batch_size, "--batch-size")
+    models.check_batch_size(spec, batch_size)
+    found = devices.availability(device)
+    if not found.usable:
+        raise UsageError(f"device {device} is not usable here: {found.reason}")
+    rows = [["workload", "model", "device", "batch", "ms/step", "samples/s", "calls"]]
+    for kind in kinds:
+        if kind == "inference" and spec.name not in models.INFERENCE_NAMES:
+            continue
+        workload = _build_or_explain(kind, device, spec.name, batch_size)
+        workload.warm_up()
+        result = timing.time_steps(workload, min_seconds=args.seconds)
+        rows.append([
+            kind, spec.name, device, str(batch_size),
+            f"{result.seconds_per_step * 1e3:.3f}", f"{result.samples_per_second:.1f}",
+            f"{result.calls}x{result.steps_per_call}",
+        ])
+        workloads.forget()
+    print(_table(rows))
+    if device == "cpu":
+        print(f"cpu threads: {devices.cpu_threads()}")
+    return 0
+
+
+def _build_or_explain(kind: str, device: str, model: str, batch_size: int) -> workloads.Workload:
+    try:
+        return workloads.build(kind, device, model, batch_size)
+    except Exception as exc:
+        if devices.is_out_of_memory(exc):
+            raise UsageError(f"{model} at batch {batch_size} does not fit in {device} memory") from None
+        raise
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="mpsbench",
+        description="PyTorch training and inference benchmarks for mps, cuda and cpu (asv suite helpers).",
+    )
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND")
+    commands.required = True
+    commands.add_parser("models", help="list the registered models").set_defaults(func=cmd_models)
+    commands.add_parser("devices", help="list devices and whether they are usable here").set_defaults(
+        func=cmd_devices
+    )
+    run = commands.add_parser("run", help="time one model outside asv for a quick look")
+    run.add_argument("model", help=f"one of: {', '.join(models.NAMES)}")
+    run.add_argument("--device", default="cpu", help=f"one of: {', '.join(devices.NAMES)} (default cpu)")
+    run.add_argument("--batch-size", default=None, help="default: the model's seed batch size")
+    run.add_argument("--kind", default="both", help="training, inference or both (default both)")
+    run.add_argument("--seconds", type=float, default=1.0, help="least time spent timing each workload")
+    run.set_defaults(func=cmd_run)
+    return parser
+
+
+# The errors that mean "the user asked for something that does not exist".
+USER_ERRORS = (
+    UsageError,
+    devices.DeviceError,
+    models.UnknownModelError,
+    models.BatchSizeError,
+    workloads.WorkloadError,
+)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return int(args.func(args))
+    except USER_ERRORS as exc:
+        print(f"mpsbench: error: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,237 @@
+"""Everything the suite knows about a device: usable here or not, sync, memory, seed.
+
+One place answers, per device (``cpu``, ``mps``, ``cuda``), the questions a
+benchmark asks: can I run here (and if not, why), how do I wait for the device
+to finish, how much memory does it hold, how do I empty its cache and seed it.
+
+Every ``torch.mps`` call is guarded by availability *and* by torch version:
+torch 1.12/1.13 have ``torch.backends.mps`` but no ``torch.mps`` module, so
+their synchronize is a read-back of a tiny tensor and their memory counters
+are absent. ``mps`` counts as usable only after a real op on it succeeds: some
+hosted Macs report it available and then fail at the first allocation.
+"""
+
+from __future__ import annotations
+
+import os
+import resource
+import sys
+from dataclasses import dataclass
+from functools import cache
+from typing import Any
+
+import torch
+
+NAMES: tuple[str, ...] = ("cpu", "mps", "cuda")
+GPU_NAMES: tuple[str, ...] = ("mps", "cuda")
+MIB = 1024 * 1024
+
+
+class DeviceError(ValueError):
+    """A device name that is not one of :data:`NAMES`."""
+
+
+def check_name(name: str) -> str:
+    """Return ``name`` if it names a known device, else raise a one-line error."""
+    if name not in NAMES:
+        raise DeviceError(f"unknown device {name!r}; choose one of: {', '.join(NAMES)}")
+    return name
+
+
+@dataclass(frozen=True)
+class Availability:
+    """Whether a device can run workloads in this process, and why not."""
+
+    usable: bool
+    reason: str  # a human sentence: what was found, or why it is unusable
+
+
+def _mps_module() -> Any | None:
+    """``torch.mps`` where this torch has it (2.0 and later), else None."""
+    return getattr(torch, "mps", None)
+
+
+def _mps_backend_available() -> tuple[bool, str]:
+    backend = getattr(getattr(torch, "backends", None), "mps", None)
+    if backend is None:
+        return False, f"torch {torch.__version__} has no MPS backend (needs 1.12 or later)"
+    if not backend.is_built():
+        return False, f"torch {torch.__version__} was built without MPS"
+    if not backend.is_available():
+        if sys.platform != "darwin":
+            return False, f"MPS needs macOS on Apple silicon; this is {sys.platform}"
+        return False, "MPS is built but not available (macOS 12.3+ on Apple silicon needed)"
+    return True, "available"
+
+
+@cache
+def availability(name: str) -> Availability:
+    """Probe ``name`` once per process with a real allocation and a real op."""
+    check_name(name)
+    if name == "cpu":
+        return Availability(True, f"cpu, {torch.get_num_threads()} threads")
+    if name == "cuda":
+        if not torch.cuda.is_available():
+            built = torch.version.cuda is not None
+            why = "no CUDA device found" if built else f"torch {torch.__version__} has no CUDA"
+            return Availability(False, why)
+    else:
+        ok, why = _mps_backend_available()
+        if not ok:
+            return Availability(False, why)
+    try:
+        probe = torch.ones(4, device=name) * 2
+        total = float(probe.sum().cpu())  # a read-back proves the op really ran
+    except Exception as exc:  # a device that reports available and fails on first use
+        first_line = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        return Availability(False, f"{name} reported available but a first op failed: {first_line}")
+    if total != 8.0:
+        return Availability(False, f"{name} computed 2*ones(4).sum() = {total}, expected 8")
+    return Availability(True, describe(name))
+
+
+def describe(name: str) -> str:
+    """A short description of the device: its model name where torch knows it."""
+    if name == "cuda":
+        return f"cuda: {torch.cuda.get_device_name(0)}"
+    if name == "mps":
+        return "mps: Apple GPU via Metal Performance Shaders"
+    return f"cpu, {torch.get_num_threads()} threads"
+
+
+def is_usable(name: str) -> bool:
+    return availability(name).usable
+
+
+def synchronize(name: str) -> None:
+    """Block until every kernel queued on ``name`` has finished.
+
+    A GPU runs asynchronously: a clock read before this returns measures the
+    launch, not the work.
+    """
+    if name == "cuda":
+        torch.cuda.synchronize()
+    elif name == "mps":
+        mps = _mps_module()
+        if mps is not None and hasattr(mps, "synchronize"):
+            mps.synchronize()
+        else:
+            # torch 1.12/1.13: no torch.mps; a read-back waits for the queue to drain.
+            torch.zeros(1, device="mps").cpu()
+
+
+@dataclass(frozen=True)
+class MemoryReading:
+    """Bytes held on a device at one moment; None where the device cannot say."""
+
+    current: int | None  # tensors alive now (cuda/mps allocator; cpu: process RSS)
+    peak: int | None  # high-water mark since the last reset (cuda; cpu: process max RSS)
+    driver: int | None = None  # mps only: everything the Metal driver holds for us
+
+
+def _process_rss() -> int | None:
+    """Resident set size of this process now (Linux), else None."""
+    try:
+        with open("/proc/self/statm") as statm:
+            pages = int(statm.read().split()[1])
+    except (OSError, ValueError, IndexError):
+        return None
+    return pages * os.sysconf("SC_PAGE_SIZE")
+
+
+def _process_max_rss() -> int:
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return peak if sys.platform == "darwin" else peak * 1024  # bytes on macOS, KiB on Linux
+
+
+def memory(name: str) -> MemoryReading:
+    """Read the device's memory counters now."""
+    if name == "cuda":
+        return MemoryReading(torch.cuda.memory_allocated(), torch.cuda.max_memory_allocated())
+    if name == "mps":
+        mps = _mps_module()
+        if mps is None or not hasattr(mps, "current_allocated_memory"):
+            return MemoryReading(None, None)  # torch < 2.0: no MPS memory counters
+        # MPS has no peak counter: callers sample (see PeakSampler).
+        return MemoryReading(mps.current_allocated_memory(), None, mps.driver_allocated_memory())
+    current = _process_rss()
+    # The kernel updates the max RSS lazily: it can trail the current RSS slightly.
+    return MemoryReading(current, max(_process_max_rss(), current or 0))
+
+
+def reset_peak(name: str) -> None:
+    """Start a new high-water mark where the device keeps one (cuda)."""
+    if name == "cuda":
+        torch.cuda.reset_peak_memory_stats()
+
+
+def empty_cache(name: str) -> None:
+    """Hand cached, unused blocks back to the driver, so the next reading starts clean."""
+    if name == "cuda":
+        torch.cuda.empty_cache()
+    elif name == "mps":
+        mps = _mps_module()
+        if mps is not None and hasattr(mps, "empty_cache"):
+            mps.empty_cache()
+
+
+def seed(name: str, value: int) -> None:
+    """Seed the host generator and the device's own.
+
+    ``torch.manual_seed`` seeds the cpu generator and those of cuda and (from
+    torch 2.0) mps as well, so one call covers every device.
+    """
+    check_name(name)
+    torch.manual_seed(value)
+
+
+class PeakSampler:
+    """Track the largest memory reading seen across explicit sample points.
+
+    cuda keeps a true peak counter; mps does not, so a workload calls
+    :meth:`sample` at the points where memory is highest (after the forward
+    pass, after backward) and the maximum of those samples stands in for the
+    peak. On cpu the process's max RSS is the peak.
+    """
+
+    def __init__(self, device: str) -> None:
+        self.device = device
+        self.allocated = 0
+        self.driver = 0
+        reset_peak(device)
+
+    def sample(self) -> None:
+        reading = memory(self.device)
+        if reading.current is not None:
+            self.allocated = max(self.allocated, reading.current)
+        if reading.driver is not None:
+            self.driver = max(self.driver, reading.driver)
+
+    def peak_bytes(self) -> int | None:
+        """The peak: the device's own counter where it has one, else the largest sample."""
+        if self.device == "mps":
+            has_counters = hasattr(_mps_module(), "current_allocated_memory")
+            return self.allocated if has_counters else None
+        return memory(self.device).peak
+
+
+def cpu_threads() -> int:
+    """Threads torch uses for intra-op work: recorded with every cpu result."""
+    return torch.get_num_threads()
+
+
+def is_out_of_memory(exc: BaseException) -> bool:
+    """True for the out-of-memory errors of cuda and mps (and the host allocator).
+
+    cuda raises ``torch.cuda.OutOfMemoryError`` (torch 1.13+, a RuntimeError
+    before), mps a plain RuntimeError that says "MPS backend out of memory".
+    """
+    oom_type = getattr(torch.cuda, "OutOfMemoryError", None)
+    if oom_type is not None and isinstance(exc, oom_type):
+        return True
+    if isinstance(exc, MemoryError):
+        return True
+    text = str(exc)
+    return isinstance(exc, RuntimeError) and (
+        "out of memory" in text or "MPS backend out of memory" in text
+    )

@@ -1,0 +1,42 @@
+"""Which combinations the default ``asv run`` times, and the switch for the full sweep.
+
+The params of every benchmark class are fixed (they never change with the
+hardware, the torch version or the environment); the default selection is
+applied in ``setup``, which skips the combinations outside it with a reason.
+The budget this keeps to is measured in docs/budget.md.
+"""
+
+from __future__ import annotations
+
+import os
+
+from mpsbench.models import ModelSpec
+
+FULL_SWEEP_ENV = "MPSBENCH_FULL"  # set to 1: every device at every batch size
+SMALL_BATCH_SIZES = (1, 8, 32)  # latency and a mid size, on every device
+CPU_LARGE_BATCH_SIZES = (1, 8)  # a large model's cpu step at batch 128 takes about a minute
+
+
+def full_sweep() -> bool:
+    return os.environ.get(FULL_SWEEP_ENV, "") not in ("", "0")
+
+
+def in_default_selection(device: str, spec: ModelSpec, batch_size: int) -> bool:
+    """True for the combinations the default run times.
+
+    Every device runs the small sizes and the model's seed batch size, except
+    that the large models run on the cpu at their smallest sizes only.
+    """
+    if device == "cpu" and spec.large:
+        return batch_size in CPU_LARGE_BATCH_SIZES
+    return batch_size in SMALL_BATCH_SIZES or batch_size == spec.seed_batch_size
+
+
+def skip_reason(device: str, spec: ModelSpec, batch_size: int) -> str | None:
+    """Why this combination is left out of this run, or None if it runs."""
+    if full_sweep() or in_default_selection(device, spec, batch_size):
+        return None
+    return (
+        f"{spec.name} at batch {batch_size} on {device} is outside the default selection;"
+        f" set {FULL_SWEEP_ENV}=1 for the full sweep"
+    )

@@ -1,0 +1,16 @@
+"""Shared fixtures: a clean device-probe cache and workload cache for every test."""
+
+from __future__ import annotations
+
+import pytest
+
+from mpsbench import devices, workloads
+
+
+@pytest.fixture(autouse=True)
+def _fresh_caches():
+    devices.availability.cache_clear()
+    workloads.forget()
+    yield
+    devices.availability.cache_clear()
+    workloads.forget()

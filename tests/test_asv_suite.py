@@ -1,0 +1,83 @@
+"""The asv suite itself: well-formed classes, `asv check`, and a real asv run on a subset."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from benchmarks import benchmark_models
+
+ROOT = Path(__file__).resolve().parents[1]
+ASV = [sys.executable, "-m", "asv"]
+CLASSES = [benchmark_models.Training, benchmark_models.Inference]
+
+
+@pytest.mark.parametrize("cls", CLASSES)
+def test_params_match_param_names_and_never_depend_on_the_environment(cls):
+    assert len(cls.params) == len(cls.param_names) == 3
+    devices, model_names, batch_sizes = cls.params
+    assert devices == ("cpu", "mps", "cuda")  # every device, present or not
+    assert set(model_names) <= set(benchmark_models.models.NAMES)
+    assert batch_sizes == (1, 8, 32, 64, 128, 1024)
+    assert cls.version  # explicit: cosmetic edits keep history
+
+
+@pytest.fixture(scope="module")
+def asv_env(tmp_path_factory):
+    """An environment with its own HOME, holding a machine file for asv."""
+    home = tmp_path_factory.mktemp("home")
+    env = dict(os.environ, HOME=str(home))
+    env.pop(__import__("mpsbench.selection").selection.FULL_SWEEP_ENV, None)
+    subprocess.run([*ASV, "machine", "--yes", "--machine", "ci"], cwd=ROOT, env=env, check=True,
+                   capture_output=True)
+    return env
+
+
+def test_asv_check_passes(asv_env):
+    done = subprocess.run([*ASV, "check", "--python=same"], cwd=ROOT, env=asv_env, capture_output=True, text=True)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "No problems found" in done.stdout
+
+
+def _rows(output: str) -> dict[tuple[str, ...], str]:
+    """Map (benchmark, device, model, batch) to asv's printed value."""
+    rows: dict[tuple[str, ...], str] = {}
+    current = ""
+    for line in output.splitlines():
+        found = re.search(r"benchmark_models\.(\w+\.\w+)", line)
+        if found:
+            current = found.group(1)
+            continue
+        cells = line.split()
+        if len(cells) >= 4 and cells[0] in ("cpu", "mps", "cuda"):
+            rows[(current, cells[0], cells[1], cells[2])] = " ".join(cells[3:])
+    return rows
+
+
+@pytest.mark.slow
+def test_a_real_asv_run_on_a_small_subset_produces_numbers(asv_env):
+    selection = [
+        "-b", r"Training.time_step\('(cpu|cuda)', '(mlp|lenet5)', (1|8)\)",
+        "-b", r"Inference.track_throughput\('cpu', 'mlp', 8\)",
+        "-b", r"Training.track_peak_memory\('cpu', 'lenet5', 8\)",
+    ]
+    done = subprocess.run(
+        [*ASV, "run", "--python=same", "--quick", "--dry-run", "--show-stderr",
+         "--launch-method", "forkserver", *selection],
+        cwd=ROOT, env=asv_env, capture_output=True, text=True, timeout=900,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    rows = _rows(done.stdout)
+    for model in ("mlp", "lenet5"):
+        for batch in ("1", "8"):
+            assert re.fullmatch(r"[\d.]+(±[\d.]+)?(μs|us|ms|s)", rows[("Training.time_step", "cpu", model, batch)])
+    assert float(rows[("Inference.track_throughput", "cpu", "mlp", "8")]) > 0
+    assert float(rows[("Training.track_peak_memory", "cpu", "lenet5", "8")]) > 0
+    # an absent device is skipped with its reason (n/a), never a failure
+    if not benchmark_models.devices.is_usable("cuda"):
+        assert rows[("Training.time_step", "cuda", "mlp", "8")] == "n/a"
+        assert "asv: skipped: SkipNotImplemented('cuda is not usable here:" in done.stdout

@@ -1,0 +1,200 @@
+"""The device layer: cpu for real; mps and cuda through stand-ins that record calls."""
+
+from __future__ import annotations
+
+import types
+
+import pytest
+import torch
+
+from mpsbench import devices
+
+
+class Recorder:
+    """Records the order of device calls made through stand-in functions."""
+
+    def __init__(self) -> None:
+        self.calls: list[str] = []
+
+    def fn(self, name: str, result=None):
+        def call(*args, **kwargs):
+            self.calls.append(name)
+            return result() if callable(result) else result
+
+        return call
+
+
+def fake_mps(recorder: Recorder, allocated: list[int], driver: int = 7 * devices.MIB) -> types.SimpleNamespace:
+    """A stand-in for torch.mps (torch >= 2.0): memory readings come from `allocated`."""
+    readings = iter(allocated)
+    return types.SimpleNamespace(
+        synchronize=recorder.fn("mps.synchronize"),
+        current_allocated_memory=recorder.fn("mps.current_allocated_memory", lambda: next(readings)),
+        driver_allocated_memory=recorder.fn("mps.driver_allocated_memory", driver),
+        empty_cache=recorder.fn("mps.empty_cache"),
+        manual_seed=recorder.fn("mps.manual_seed"),
+    )
+
+
+# --- cpu, for real ---------------------------------------------------------
+
+
+def test_cpu_is_usable_and_reports_its_threads():
+    found = devices.availability("cpu")
+    assert found.usable
+    assert f"{torch.get_num_threads()} threads" in found.reason
+    assert devices.cpu_threads() == torch.get_num_threads() >= 1
+
+
+def test_cpu_memory_is_the_process_rss():
+    reading = devices.memory("cpu")
+    assert reading.current is not None and reading.current > 10 * devices.MIB
+    assert reading.peak is not None and reading.peak >= reading.current
+
+
+def test_cpu_peak_sampler_sees_a_large_allocation():
+    sampler = devices.PeakSampler("cpu")
+    block = torch.ones(64 * devices.MIB // 4)  # 64 MiB touched
+    sampler.sample()
+    assert sampler.peak_bytes() >= block.numel() * 4
+    del block
+
+
+def test_unknown_device_is_one_line_with_the_choices():
+    with pytest.raises(devices.DeviceError, match=r"unknown device 'gpu'; choose one of: cpu, mps, cuda"):
+        devices.availability("gpu")
+
+
+def test_seeding_makes_draws_repeat():
+    devices.seed("cpu", 3)
+    first = torch.rand(4)
+    devices.seed("cpu", 3)
+    assert torch.equal(first, torch.rand(4))
+
+
+# --- mps through stand-ins ---------------------------------------------------
+
+
+def test_mps_sync_and_memory_use_torch_mps_in_order(monkeypatch):
+    recorder = Recorder()
+    monkeypatch.setattr(torch, "mps", fake_mps(recorder, [5 * devices.MIB, 9 * devices.MIB, 4 * devices.MIB]))
+    sampler = devices.PeakSampler("mps")  # mps has no peak to reset: no call
+    sampler.sample()  # 5 MiB
+    devices.synchronize("mps")
+    sampler.sample()  # 9 MiB: the peak
+    devices.empty_cache("mps")
+    assert recorder.calls == [
+        "mps.current_allocated_memory",
+        "mps.driver_allocated_memory",
+        "mps.synchronize",
+        "mps.current_allocated_memory",
+        "mps.driver_allocated_memory",
+        "mps.empty_cache",
+    ]
+    assert sampler.allocated == 9 * devices.MIB
+    assert sampler.driver == 7 * devices.MIB
+
+
+def test_mps_peak_is_the_largest_sample(monkeypatch):
+    recorder = Recorder()
+    monkeypatch.setattr(torch, "mps", fake_mps(recorder, [2 * devices.MIB, 11 * devices.MIB, 3 * devices.MIB]))
+    sampler = devices.PeakSampler("mps")
+    sampler.sample()
+    sampler.sample()
+    assert sampler.peak_bytes() == 11 * devices.MIB  # the third reading (3 MiB) is lower
+
+
+def test_mps_before_torch_2_synchronizes_by_read_back(monkeypatch):
+    """torch 1.12/1.13 have no torch.mps: a read-back of a tiny tensor drains the queue."""
+    monkeypatch.delattr(torch, "mps", raising=False)
+    recorder = Recorder()
+    tensor = types.SimpleNamespace(cpu=recorder.fn("tensor.cpu"))
+
+    def fake_zeros(*shape, device=None):
+        recorder.calls.append(f"zeros on {device}")
+        return tensor
+
+    monkeypatch.setattr(torch, "zeros", fake_zeros)
+    devices.synchronize("mps")
+    assert recorder.calls == ["zeros on mps", "tensor.cpu"]
+    assert devices.memory("mps") == devices.MemoryReading(None, None)
+    assert devices.PeakSampler("mps").peak_bytes() is None
+    devices.empty_cache("mps")  # nothing to call, and no AttributeError
+
+
+def test_mps_available_but_failing_first_op_is_unusable(monkeypatch):
+    backend = types.SimpleNamespace(is_built=lambda: True, is_available=lambda: True)
+    monkeypatch.setattr(torch.backends, "mps", backend)
+    real_ones = torch.ones
+
+    def ones(*shape, device=None, **kwargs):
+        if device == "mps":
+            raise RuntimeError("MPS backend: failed to allocate private MTLBuffer\nmore detail")
+        return real_ones(*shape, device=device, **kwargs)
+
+    monkeypatch.setattr(torch, "ones", ones)
+    found = devices.availability("mps")
+    assert not found.usable
+    first_line = "MPS backend: failed to allocate private MTLBuffer"
+    assert found.reason == f"mps reported available but a first op failed: {first_line}"
+
+
+def test_mps_unusable_on_this_platform_says_why():
+    found = devices.availability("mps")
+    if found.usable:  # pragma: no cover - only on a Mac
+        pytest.skip("mps is usable here")
+    assert "MPS" in found.reason
+
+
+# --- cuda through stand-ins --------------------------------------------------
+
+
+def test_cuda_peak_resets_then_reads_the_allocator_peak(monkeypatch):
+    recorder = Recorder()
+    for name, result in [
+        ("synchronize", None),
+        ("reset_peak_memory_stats", None),
+        ("memory_allocated", 3 * devices.MIB),
+        ("max_memory_allocated", 12 * devices.MIB),
+        ("empty_cache", None),
+    ]:
+        monkeypatch.setattr(torch.cuda, name, recorder.fn(f"cuda.{name}", result))
+    sampler = devices.PeakSampler("cuda")
+    devices.synchronize("cuda")
+    peak = sampler.peak_bytes()
+    devices.empty_cache("cuda")
+    assert recorder.calls == [
+        "cuda.reset_peak_memory_stats",
+        "cuda.synchronize",
+        "cuda.memory_allocated",
+        "cuda.max_memory_allocated",
+        "cuda.empty_cache",
+    ]
+    assert peak == 12 * devices.MIB
+
+
+def test_cuda_absent_says_why():
+    if torch.cuda.is_available():  # pragma: no cover - only on a GPU machine
+        pytest.skip("cuda is usable here")
+    assert not devices.availability("cuda").usable
+    assert devices.availability("cuda").reason in ("no CUDA device found", f"torch {torch.__version__} has no CUDA")
+
+
+@pytest.mark.parametrize(
+    ("error", "expected"),
+    [
+        (RuntimeError("MPS backend out of memory (MPS allocated: 17.00 GB, other allocations: 1 GB)"), True),
+        (RuntimeError("CUDA out of memory. Tried to allocate 2.00 GiB"), True),
+        (MemoryError(), True),
+        (RuntimeError("shape mismatch"), False),
+        (ValueError("out of memory"), False),
+    ],
+)
+def test_out_of_memory_is_recognised_by_type_and_message(error, expected):
+    assert devices.is_out_of_memory(error) is expected
+
+
+def test_cuda_out_of_memory_error_type_is_recognised():
+    oom = getattr(torch.cuda, "OutOfMemoryError", None)
+    assert oom is not None  # torch >= 1.13 in this environment
+    assert devices.is_out_of_memory(oom("Tried to allocate 20.00 GiB"))

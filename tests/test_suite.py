@@ -1,0 +1,83 @@
+"""suite.prepare turns every reason a combination cannot run into asv's outcome."""
+
+from __future__ import annotations
+
+import pytest
+
+from mpsbench import devices, models, selection, suite, workloads
+
+
+def test_step_timer_divides_the_clock_by_the_steps_per_call(monkeypatch):
+    monkeypatch.setattr(suite.time, "perf_counter", lambda: 10.0)
+    assert suite.StepTimer(20)() == 0.5
+
+
+def test_prepare_builds_once_and_caches_across_setup_calls():
+    first = suite.prepare("training", "cpu", "mlp", 8)
+    again = suite.prepare("training", "cpu", "mlp", 8)
+    assert first is again
+
+
+def test_a_batch_size_the_model_does_not_run_is_skipped_with_reason():
+    with pytest.raises(suite.SkipNotImplemented, match="resnet50 is not run at batch 1024"):
+        suite.prepare("training", "cpu", "resnet50", 1024)
+
+
+def test_outside_the_default_selection_is_skipped_unless_full_sweep(monkeypatch):
+    monkeypatch.delenv(selection.FULL_SWEEP_ENV, raising=False)
+    with pytest.raises(suite.SkipNotImplemented, match="set MPSBENCH_FULL=1 for the full sweep"):
+        suite.prepare("training", "cpu", "mlp", 64)
+    monkeypatch.setenv(selection.FULL_SWEEP_ENV, "1")
+    assert suite.prepare("training", "cpu", "mlp", 64).batch_size == 64
+
+
+def test_default_selection_keeps_seed_sizes_on_gpus_and_small_batches_for_large_models_on_cpu():
+    resnet = models.get("resnet50")
+    assert selection.in_default_selection("cuda", resnet, 128)
+    assert selection.in_default_selection("mps", resnet, 128)
+    assert not selection.in_default_selection("cpu", resnet, 128)
+    assert selection.in_default_selection("cpu", resnet, 8)
+    assert selection.in_default_selection("cpu", models.get("mlp"), 1024)
+    assert not selection.in_default_selection("cuda", resnet, 64)
+
+
+def test_an_absent_device_is_skipped_with_the_reason():
+    if devices.is_usable("cuda"):  # pragma: no cover - GPU machines
+        pytest.skip("cuda is present")
+    with pytest.raises(suite.SkipNotImplemented, match="cuda is not usable here: "):
+        suite.prepare("training", "cuda", "mlp", 8)
+
+
+def test_torch_lacking_an_op_fails_the_combination_with_the_op_name(monkeypatch):
+    def missing_op(*args):
+        raise NotImplementedError("The operator 'aten::_foo' is not currently implemented for the MPS device")
+
+    monkeypatch.setattr(workloads, "cached", missing_op)
+    with pytest.raises(RuntimeError, match="torch lacks an op: The operator 'aten::_foo'") as caught:
+        suite.prepare("training", "cpu", "mlp", 8)
+    assert not isinstance(caught.value, NotImplementedError)  # a failure, never an n/a
+
+
+def test_out_of_memory_is_skipped_with_the_reason(monkeypatch):
+    def too_big(*args):
+        raise RuntimeError("MPS backend out of memory (MPS allocated: 18.00 GB)\nTip: ...")
+
+    monkeypatch.setattr(workloads, "cached", too_big)
+    expected = r"mlp at batch 8 does not fit in cpu memory: MPS backend out of memory \(MPS allocated: 18.00 GB\)$"
+    with pytest.raises(suite.SkipNotImplemented, match=expected):
+        suite.prepare("training", "cpu", "mlp", 8)
+
+
+def test_other_errors_fail_the_combination(monkeypatch):
+    def broken(*args):
+        raise ValueError("shape mismatch")
+
+    monkeypatch.setattr(workloads, "cached", broken)
+    with pytest.raises(ValueError, match="shape mismatch"):
+        suite.prepare("training", "cpu", "mlp", 8)
+
+
+def test_throughput_and_peak_memory_are_positive_on_cpu():
+    workload = suite.prepare("inference", "cpu", "mlp", 8)
+    assert suite.throughput(workload) > 0
+    assert suite.peak_memory_mib(workload) > 10
