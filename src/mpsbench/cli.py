@@ -6,7 +6,8 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from mpsbench import devices, models, timing, workloads
+from mpsbench import devices, history, install_build, models, resolve, timeline, timing, wheels, workloads
+from mpsbench import manifest as mf
 
 
 class UsageError(Exception):
@@ -104,6 +105,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--kind", default="both", help="training, inference or both (default both)")
     run.add_argument("--seconds", type=float, default=1.0, help="least time spent timing each workload")
     run.set_defaults(func=cmd_run)
+    history.add_subcommands(commands)
     return parser
 
 
@@ -114,6 +116,12 @@ USER_ERRORS = (
     models.UnknownModelError,
     models.BatchSizeError,
     workloads.WorkloadError,
+    history.HistoryError,
+    mf.ManifestError,
+    resolve.ResolveError,
+    wheels.WheelError,
+    timeline.TimelineError,
+    install_build.InstallError,
 )
 
 

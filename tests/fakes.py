@@ -1,0 +1,57 @@
+"""Stand-in wheels and PEP 503 indexes, made in tests: no network, no real torch."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import zipfile
+from datetime import datetime
+from pathlib import Path
+
+
+def make_wheel(
+    folder: Path, name: str, version: str, *, python: str = "cp311", platform: str = "manylinux_2_28_x86_64",
+    git_version: str = "0" * 40, built: datetime = datetime(2026, 1, 1, 12, 0, 0), module: str = "",
+) -> Path:
+    """A valid, installable wheel. A torch wheel carries torch/version.py like the real one.
+
+    ``module`` becomes the package's __init__.py.
+    """
+    abi = "none" if python.startswith("py") else python
+    filename = f"{name}-{version}-{python}-{abi}-{platform}.whl"
+    dist_info = f"{name}-{version.split('+')[0]}.dist-info"
+    files: dict[str, str] = {f"{name}/__init__.py": module or f"__version__ = {version!r}\n"}
+    if name == "torch":
+        files["torch/version.py"] = f"__version__ = '{version}'\ngit_version = '{git_version}'\n"
+    files[f"{dist_info}/METADATA"] = f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n"
+    files[f"{dist_info}/WHEEL"] = (
+        f"Wheel-Version: 1.0\nGenerator: fakes\nRoot-Is-Purelib: false\nTag: {python}-{abi}-{platform}\n"
+    )
+    record = []
+    for path, text in files.items():
+        digest = base64.urlsafe_b64encode(hashlib.sha256(text.encode()).digest()).rstrip(b"=").decode()
+        record.append(f"{path},sha256={digest},{len(text.encode())}")
+    record.append(f"{dist_info}/RECORD,,")
+    files[f"{dist_info}/RECORD"] = "\n".join(record) + "\n"
+    path = folder / filename
+    with zipfile.ZipFile(path, "w") as archive:
+        for member, text in files.items():
+            archive.writestr(zipfile.ZipInfo(member, date_time=built.timetuple()[:6]), text)
+    return path
+
+
+def sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def make_index(root: Path, wheels: list[Path]) -> Path:
+    """A PEP 503 simple index in ``root`` listing ``wheels`` with #sha256= fragments."""
+    by_project: dict[str, list[Path]] = {}
+    for wheel in wheels:
+        by_project.setdefault(wheel.name.split("-")[0].replace("_", "-").lower(), []).append(wheel)
+    for project, files in by_project.items():
+        page = root / project
+        page.mkdir(parents=True, exist_ok=True)
+        links = "".join(f'<a href="{w.resolve().as_uri()}#sha256={sha256(w)}">{w.name}</a><br/>\n' for w in files)
+        (page / "index.html").write_text(f"<!DOCTYPE html><html><body>\n{links}</body></html>\n")
+    return root

@@ -1,0 +1,114 @@
+"""Adding builds by kind, against a local PEP 503 index made in the test; refusals change nothing."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+import pytest
+from tests import fakes
+
+from mpsbench import cli, resolve
+from mpsbench import manifest as mf
+
+GIT_A, GIT_B = "a1" * 20, "b2" * 20
+
+
+@pytest.fixture
+def index(tmp_path):
+    files = tmp_path / "files"
+    files.mkdir()
+    wheels = [
+        fakes.make_wheel(files, "torch", "2.14.1", git_version=GIT_A, built=datetime(2026, 9, 30, 12, 58, 32)),
+        fakes.make_wheel(files, "torch", "2.14.1", platform="macosx_14_0_arm64", git_version=GIT_A),
+        fakes.make_wheel(files, "torch", "2.14.1", python="cp39"),  # an interpreter we do not pin
+        fakes.make_wheel(files, "torchvision", "0.29.0"),
+        fakes.make_wheel(files, "torchvision", "0.29.1"),
+        fakes.make_wheel(files, "transformers", "5.18.0", python="py3", platform="any"),
+        fakes.make_wheel(files, "torch", "2.15.0.dev20261120+cpu", git_version=GIT_B, built=datetime(2026, 11, 20, 3)),
+        fakes.make_wheel(files, "torchvision", "0.30.0.dev20261120+cpu"),
+        fakes.make_wheel(files, "torch", "2.15.0.dev20261122+cpu", git_version=GIT_A, built=datetime(2026, 11, 22, 3)),
+    ]
+    return fakes.make_index(tmp_path / "simple", wheels)
+
+
+def test_a_release_pins_torch_vision_and_transformers_per_platform(index):
+    build = resolve.release("2.14.1", index=str(index))
+    assert build.git_version == GIT_A and build.date == "2026-09-30T12:58:32Z" and build.tag == "v2.14.1"
+    assert sorted(build.pins) == ["linux-x86_64-cuda", "macos-arm64"]
+    linux = [pin.filename for pin in build.pins["linux-x86_64-cuda"]]
+    assert linux == [
+        "torch-2.14.1-cp311-cp311-manylinux_2_28_x86_64.whl",
+        "torchvision-0.29.1-cp311-cp311-manylinux_2_28_x86_64.whl",  # the patch that matches torch's
+        "transformers-5.18.0-py3-none-any.whl",
+    ]
+    for pin in build.pins["linux-x86_64-cuda"]:
+        assert pin.sha256 == fakes.sha256(index.parent / "files" / pin.filename)
+
+
+def test_a_nightly_by_date_resolves_its_version_and_identity(index):
+    build = resolve.nightly("2026-11-20", indexes=(str(index),), transformers_index=str(index))
+    assert build.torch_version == "2.15.0.dev20261120" and build.git_version == GIT_B
+    assert build.id == "2026-11-20" and build.kind == "nightly"
+    assert [pin.name for pin in build.pins["linux-x86_64-cpu"]] == ["torch", "torchvision", "transformers"]
+    assert resolve.nightly_dates((str(index),)) == ["2026-11-20", "2026-11-22"]
+
+
+@pytest.mark.parametrize(
+    ("call", "message"),
+    [
+        (lambda ix: resolve.release("2.99.0", index=ix), "torch 2.99.0 is not on .*; recent releases there: 2.14.1"),
+        (lambda ix: resolve.release("latest", index=ix), "release version 'latest' is not MAJOR.MINOR.PATCH"),
+        (lambda ix: resolve.nightly("2026-11-21", indexes=(ix,)), "no torch nightly of 2026-11-21 .* 2026-11-20, 2026-11-22"),
+        (lambda ix: resolve.nightly("21/11/2026", indexes=(ix,)), "nightly date '21/11/2026' is not YYYY-MM-DD"),
+    ],
+)
+def test_bad_versions_and_dates_are_refused_with_the_choices(index, call, message):
+    with pytest.raises(resolve.ResolveError, match=message):
+        call(str(index))
+
+
+def test_a_wheel_file_with_the_wrong_checksum_or_missing_is_refused(index, tmp_path):
+    wheel = index.parent / "files" / "torch-2.14.1-cp311-cp311-manylinux_2_28_x86_64.whl"
+    with pytest.raises(resolve.ResolveError, match="does not match the given " + "0" * 64):
+        resolve.wheel_file(wheel, sha256="0" * 64, index=str(index))
+    with pytest.raises(resolve.ResolveError, match="does not exist"):
+        resolve.wheel_file(tmp_path / "nope.whl", index=str(index))
+    build = resolve.wheel_file(wheel, index=str(index), build_id="mine-1")
+    assert build.kind == "wheel-file" and build.pins["linux-x86_64-cuda"][0].url == wheel.resolve().as_uri()
+
+
+def test_torchvision_series_follows_torch():
+    assert resolve.torchvision_series("1.12.1") == "0.13"
+    assert resolve.torchvision_series("2.0.1") == "0.15"
+    assert resolve.torchvision_series("2.14.1") == "0.29"
+
+
+def _cli(*args: str) -> int:
+    return cli.main(list(args))
+
+
+def test_cli_refusals_leave_manifest_and_timeline_untouched(index, tmp_path, capsys):
+    manifest, line = tmp_path / "m.json", tmp_path / "timeline"
+    paths = ["--manifest", str(manifest), "--timeline", str(line)]
+    assert _cli("build", "add-nightly", "2026-11-22", "--index", str(index), "--transformers-index", str(index), *paths) == 0
+    before = manifest.read_bytes()
+    tip = (line / ".git" / "refs" / "heads" / "nightly").read_text()
+    assert _cli("build", "add-nightly", "2026-11-20", "--index", str(index), "--transformers-index", str(index), *paths) == 2
+    err = capsys.readouterr().err
+    assert "is older than nightly's tip 2026-11-22" in err and err.count("\n") == 1
+    assert _cli("build", "add-release", "9.9.9", "--index", str(index), *paths) == 2
+    assert manifest.read_bytes() == before
+    assert (line / ".git" / "refs" / "heads" / "nightly").read_text() == tip
+    # the bisection route: a channel forked from the good build accepts the older nightly
+    assert _cli("build", "add-nightly", "2026-11-20", "--channel", "bisect", "--parent", "nightly@2026-11-22",
+                "--index", str(index), "--transformers-index", str(index), *paths) == 2  # older than its parent
+    assert mf.load(manifest).channel("bisect") is None
+
+
+def test_cli_latest_nightly_appends_once(index, tmp_path, capsys):
+    paths = ["--manifest", str(tmp_path / "m.json"), "--timeline", str(tmp_path / "t")]
+    args = ["build", "add-nightly", "latest", "--index", str(index), "--transformers-index", str(index), *paths]
+    assert _cli(*args) == 0
+    assert "added nightly@2026-11-22" in capsys.readouterr().out
+    assert _cli(*args) == 0
+    assert "already the newest nightly" in capsys.readouterr().out

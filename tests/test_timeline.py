@@ -1,0 +1,74 @@
+"""The timeline repository: deterministic hashes, append-only history, upstream ranges."""
+
+from __future__ import annotations
+
+import subprocess
+
+import pytest
+from tests.test_manifest import build
+
+from mpsbench import history, timeline
+from mpsbench import manifest as mf
+
+
+def _two_releases() -> mf.Manifest:
+    first = mf.append(mf.Manifest(), "release", build("2.13.0", "2026-07-06T21:56:20Z", "v2.13.0"))
+    return mf.append(first, "release", build("2.14.1", "2026-09-30T12:58:32Z", "v2.14.1"))
+
+
+def git(repo, *args):
+    return subprocess.run(["git", *args], cwd=repo, capture_output=True, text=True, check=True).stdout.strip()
+
+
+def test_the_same_manifest_gives_the_same_hashes_in_any_repository(tmp_path):
+    one = timeline.generate(_two_releases(), tmp_path / "a")
+    two = timeline.generate(_two_releases(), tmp_path / "b")
+    assert one == two
+    assert git(tmp_path / "a", "rev-parse", "release") == one.branches["release"]
+
+
+def test_appending_a_build_keeps_every_earlier_hash(tmp_path):
+    before = timeline.generate(_two_releases(), tmp_path / "repo")
+    grown = mf.append(_two_releases(), "release", build("2.15.0", "2026-12-01T00:00:00Z", "v2.15.0"))
+    after = timeline.generate(grown, tmp_path / "repo")
+    for name, commit in before.commits.items():
+        assert after.commits[name] == commit
+    assert git(tmp_path / "repo", "rev-parse", "release~1") == before.branches["release"]
+
+
+def test_commits_carry_the_build_date_version_and_git_version(tmp_path):
+    generated = timeline.generate(_two_releases(), tmp_path / "repo")
+    commit = generated.commits["release@2.14.1"]
+    assert git(tmp_path / "repo", "log", "-1", "--format=%ad|%cd", "--date=iso-strict", commit) == (
+        "2026-09-30T12:58:32+00:00|2026-09-30T12:58:32+00:00"
+    )
+    message = git(tmp_path / "repo", "log", "-1", "--format=%B", commit)
+    assert "torch_version: 2.14.1" in message and f"git_version: {'f' * 40}" in message
+    assert git(tmp_path / "repo", "cat-file", "-t", "v2.14.1") == "tag"  # annotated
+    assert git(tmp_path / "repo", "rev-parse", "v2.14.1^{commit}") == commit
+    assert git(tmp_path / "repo", "ls-tree", "--name-only", commit).split() == ["README.md", "build.json"]
+
+
+def test_a_rewritten_channel_is_refused_unless_forced(tmp_path):
+    timeline.generate(_two_releases(), tmp_path / "repo")
+    rewritten = mf.append(mf.Manifest(), "release", build("2.14.1", "2026-09-30T12:58:32Z", "v2.14.1"))
+    with pytest.raises(timeline.TimelineError, match="would be orphaned"):
+        timeline.generate(rewritten, tmp_path / "repo")
+    timeline.generate(rewritten, tmp_path / "repo", force=True)
+
+
+def test_a_bisection_channel_forks_from_the_good_build(tmp_path):
+    manifest = mf.append(_two_releases(), "bisect", build("2.14.0", "2026-08-01T00:00:00Z"), parent="release@2.13.0")
+    generated = timeline.generate(manifest, tmp_path / "repo")
+    assert git(tmp_path / "repo", "rev-parse", "bisect~1") == generated.commits["release@2.13.0"]
+    assert generated.commits["release@2.14.1"] == timeline.generate(_two_releases(), tmp_path / "b").commits[
+        "release@2.14.1"
+    ]
+
+
+def test_upstream_range_links_the_two_git_versions(tmp_path):
+    manifest = _two_releases()
+    generated = timeline.generate(manifest, tmp_path / "repo")
+    line = history.upstream_range(manifest, generated, generated.commits["release@2.13.0"][:10], "release@2.14.1")
+    assert line.endswith(f"https://github.com/pytorch/pytorch/compare/{'f' * 40}...{'f' * 40}")
+    assert line.startswith("release@2.13.0 (torch 2.13.0")
