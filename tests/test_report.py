@@ -1,0 +1,244 @@
+"""The report reproduces known ratios from synthetic results written through asv's own classes."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from asv.results import Results
+from asv.runner import BenchmarkResult
+
+from mpsbench import factor, report
+from mpsbench.report import Workload
+
+ASV = [sys.executable, "-m", "asv"]
+ROOT = Path(__file__).resolve().parents[1]
+PARAM_NAMES = ["device", "model", "batch_size"]
+DEVICES = ["cpu", "mps", "cuda"]
+MODELS = ["mlp", "resnet50", "vgg16"]
+BATCHES = [1, 8, 64, 128, 1024]
+GIT_VERSIONS = ["a" * 40, "b" * 40, "c" * 40]  # the PyTorch commit of each build
+
+# (machine, build index) -> {(kind, metric, device, model, batch): value}; build 2 is the newest.
+# Step times in seconds; throughputs in samples/s.
+MEASURED = {
+    ("m1max", 0): {("training", "time_step", "mps", "mlp", 1024): 0.08,
+                   ("training", "time_step", "cpu", "mlp", 1024): 0.79},
+    ("m1max", 1): {("training", "time_step", "mps", "mlp", 1024): 0.08,
+                   ("training", "time_step", "cpu", "mlp", 1024): 0.79,
+                   ("inference", "time_step", "cpu", "mlp", 1024): 0.25},
+    ("m1max", 2): {
+        ("training", "time_step", "mps", "mlp", 1024): 0.10,  # 1.25x slower than build 1: a regression
+        ("training", "time_step", "cpu", "mlp", 1024): 0.80,  # speedup 8.0; 1.013x build 1: within 1.05
+        ("training", "time_step", "cpu", "mlp", 1): 0.002,
+        ("inference", "time_step", "mps", "mlp", 1024): 0.05,
+        ("inference", "time_step", "cpu", "mlp", 1024): 0.20,  # speedup 4.0; 0.8x build 1: faster
+        # resnet50: cpu only at small batches, so the speedup falls back to cpu's largest (8)
+        ("training", "time_step", "mps", "resnet50", 128): 2.0,  # 64 samples/s
+        ("training", "time_step", "cpu", "resnet50", 8): 4.0,  # 2 samples/s: speedup 32
+        ("training", "time_step", "cpu", "resnet50", 1): 1.0,
+    },
+    ("rtx3080", 2): {
+        ("training", "time_step", "cuda", "mlp", 1024): 0.02,
+        ("training", "time_step", "cpu", "mlp", 1024): 0.50,  # speedup 25
+        # throughput only, no step time: across machines reads it as it is
+        ("training", "track_throughput", "cuda", "vgg16", 64): 300.0,
+    },
+}
+
+
+def _git(repo: Path, *args: str, date: str = "") -> str:
+    env = dict(os.environ, GIT_AUTHOR_NAME="t", GIT_AUTHOR_EMAIL="t@t.invalid",
+               GIT_COMMITTER_NAME="t", GIT_COMMITTER_EMAIL="t@t.invalid")
+    if date:
+        env.update(GIT_AUTHOR_DATE=date, GIT_COMMITTER_DATE=date)
+    return subprocess.run(["git", *args], cwd=repo, env=env, check=True, capture_output=True,
+                          text=True).stdout.strip()
+
+
+def _timeline(path: Path) -> list[str]:
+    """A timeline repository: three builds, each message naming its PyTorch git_version."""
+    path.mkdir()
+    _git(path, "init", "-q", "-b", "release")
+    commits = []
+    for day, version in enumerate(GIT_VERSIONS, start=1):
+        _git(path, "commit", "-q", "--allow-empty", "-m", f"torch 2.{day}.0\n\ngit_version: {version}\n",
+             date=f"2026-0{day}-01T00:00:00Z")
+        commits.append(_git(path, "rev-parse", "HEAD"))
+    return commits
+
+
+def _benchmark(kind: str, metric: str) -> dict[str, object]:
+    return {
+        "name": f"benchmark_models.{kind.title()}.{metric}",
+        "params": [[repr(d) for d in DEVICES], [repr(m) for m in MODELS], [str(b) for b in BATCHES]],
+        "param_names": PARAM_NAMES, "version": "1", "code": "", "type": metric.split("_")[0],
+        "unit": "seconds" if metric == "time_step" else "samples/s",
+    }
+
+
+def _write_results(results_dir: Path, commits: list[str]) -> None:
+    """Results files for MEASURED, through asv's Results class, plus the benchmarks.json asv run writes."""
+    benchmarks = {}
+    for (machine, index), values in MEASURED.items():
+        (results_dir / machine).mkdir(parents=True, exist_ok=True)
+        (results_dir / machine / "machine.json").write_text(json.dumps({"machine": machine, "version": 1}))
+        date_ms = 1767225600000 + index * 31 * 86400 * 1000
+        result = Results({"machine": machine, "python": "3.11"}, {}, commits[index], date_ms, "3.11",
+                         "existing-py", {})
+        for kind in ("training", "inference"):
+            for metric in ("time_step", "track_throughput"):
+                benchmark = _benchmark(kind, metric)
+                benchmarks[benchmark["name"]] = benchmark
+                grid = [values.get((kind, metric, d, m, b)) for d in DEVICES for m in MODELS for b in BATCHES]
+                if any(value is not None for value in grid):
+                    result.add_result(benchmark, BenchmarkResult(
+                        result=grid, samples=[None] * len(grid), number=[None] * len(grid),
+                        errcode=0, stderr="", profile=None))
+        result.save(str(results_dir))
+    (results_dir / "benchmarks.json").write_text(json.dumps({**benchmarks, "version": 2}))
+
+
+@pytest.fixture(scope="module")
+def suite(tmp_path_factory):
+    """A results directory, its timeline repository and an asv.conf.json naming both."""
+    tmp = tmp_path_factory.mktemp("report")
+    commits = _timeline(tmp / "timeline")
+    _write_results(tmp / "results", commits)
+    config = factor.read_config(ROOT / "asv.conf.json")
+    config.update(repo="timeline", branches=["release"], results_dir="results", html_dir="html",
+                  env_dir="env", benchmark_dir=str(ROOT / "benchmarks"))
+    (tmp / "asv.conf.json").write_text(json.dumps(config))
+    return tmp, commits
+
+
+@pytest.fixture(scope="module")
+def loaded(suite):
+    tmp, _ = suite
+    return report.load(tmp / "results")
+
+
+def test_speedups_are_throughput_ratios_at_the_seed_batch_with_a_marked_fallback(loaded):
+    found = {(s.machine, s.kind, s.model, s.device): s for s in report.speedups(loaded)}
+    assert {key: s.ratio for key, s in found.items()} == pytest.approx({
+        ("m1max", "training", "mlp", "mps"): 8.0,
+        ("m1max", "inference", "mlp", "mps"): 4.0,
+        ("m1max", "training", "resnet50", "mps"): 32.0,
+        ("rtx3080", "training", "mlp", "cuda"): 25.0,
+    })
+    resnet = found[("m1max", "training", "resnet50", "mps")]
+    assert (resnet.gpu.workload.batch, resnet.gpu.seed) == (128, True)
+    assert (resnet.cpu.workload.batch, resnet.cpu.seed) == (8, False)  # cpu's largest, not the seed's 128
+
+
+def test_across_machines_uses_each_machines_newest_build_and_reads_track_throughput(loaded, suite):
+    _, commits = suite
+    points = {(p.machine, p.workload.kind, p.workload.model, p.workload.device): p
+              for p in report.across_machines(loaded)}
+    assert points[("m1max", "training", "mlp", "mps")].samples_per_second == pytest.approx(1024 / 0.10)
+    assert points[("m1max", "training", "mlp", "mps")].commit == commits[2]
+    assert points[("rtx3080", "training", "mlp", "cuda")].samples_per_second == pytest.approx(1024 / 0.02)
+    assert points[("rtx3080", "training", "vgg16", "cuda")].samples_per_second == pytest.approx(300.0)
+
+
+def test_batch_curves_list_every_batch_of_the_newest_build(loaded):
+    curves = report.batch_curves(loaded)
+    assert dict(curves[("mlp", "training", "m1max", "cpu")]) == pytest.approx({1: 1 / 0.002, 1024: 1024 / 0.80})
+    assert dict(curves[("resnet50", "training", "m1max", "cpu")]) == pytest.approx({1: 1.0, 8: 2.0})
+
+
+def test_build_over_build_compares_the_newest_two_builds_against_the_factor(loaded, suite):
+    _, commits = suite
+    changes = {(c.machine, c.workload): c for c in report.build_changes(loaded)}
+    assert set(changes) == {  # only what both builds measured; rtx3080 has one build
+        ("m1max", Workload("training", "mlp", "mps", 1024)),
+        ("m1max", Workload("training", "mlp", "cpu", 1024)),
+        ("m1max", Workload("inference", "mlp", "cpu", 1024)),
+    }
+    ratios = {workload: (c.ratio, report.verdict(c.ratio, 1.05)) for (_, workload), c in changes.items()}
+    assert ratios[Workload("training", "mlp", "mps", 1024)] == (pytest.approx(1.25), "slower")
+    assert ratios[Workload("training", "mlp", "cpu", 1024)] == (pytest.approx(0.80 / 0.79), "")
+    assert ratios[Workload("inference", "mlp", "cpu", 1024)] == (pytest.approx(0.8), "faster")
+    assert {(c.old, c.new) for c in changes.values()} == {(commits[1], commits[2])}
+
+
+@pytest.fixture(scope="module")
+def published(suite):
+    """asv publish over the synthetic results: asv's own regressions.json and index.json."""
+    tmp, _ = suite
+    done = subprocess.run([*ASV, "publish", "--config", str(tmp / "asv.conf.json")], cwd=tmp,
+                          env=dict(os.environ, HOME=str(tmp)), capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stdout + done.stderr
+    return tmp / "html"
+
+
+def test_regressions_name_the_pytorch_commit_range_from_each_builds_git_version(suite, published):
+    tmp, commits = suite
+    found = report.regressions(published, report.timeline_from_config(tmp / "asv.conf.json"))
+    mps = [r for r in found if r.benchmark == "benchmark_models.Training.time_step('mps', 'mlp', 1024)"]
+    assert len(mps) == 1, found
+    assert mps[0].ratio == pytest.approx(1.25)
+    assert (mps[0].old_commit, mps[0].new_commit) == (commits[1], commits[2])
+
+
+def test_the_report_writes_figures_and_a_summary_with_the_numbers(suite, published, tmp_path, capsys):
+    tmp, _ = suite
+    out = tmp_path / "mpsbench"
+    code = report.main([str(tmp / "results"), str(out), "--config", str(tmp / "asv.conf.json"),
+                        "--site", str(published)])
+    assert code == 0
+    for name in ("speedup_mlp", "speedup_resnet50", "machines_mlp", "machines_vgg16", "batches_mlp"):
+        assert (out / f"{name}.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n", name
+    summary = (out / "summary.md").read_text()
+    for number in ("8.00x", "4.00x", "32.00x", "25.00x", "**1.250**", "**slower**", "**faster**"):
+        assert number in summary, number
+    assert "| bs 128 | bs 8* |" in summary
+    compare = f"https://github.com/pytorch/pytorch/compare/{GIT_VERSIONS[1]}...{GIT_VERSIONS[2]}"
+    assert compare in summary
+    page = (out / "summary.html").read_text()
+    assert '<tr class="slower">' in page and '<td class="n">1.250</td>' in page
+    assert f'href="{compare}"' in page
+    assert "http" not in page.replace(compare, "").replace("https://github.com/pytorch/pytorch/compare/", "")
+    progress = capsys.readouterr().err
+    assert "mpsbench report: writing" in progress
+
+
+def test_a_missing_results_directory_is_one_line_and_exit_2(tmp_path, capsys):
+    assert report.main([str(tmp_path / "nope"), str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[-1] == f"mpsbench: error: results directory {tmp_path / 'nope'} does not exist"
+
+
+def test_the_subcommand_registers_on_the_clis_subparsers(suite, tmp_path):
+    import argparse
+
+    tmp, _ = suite
+    parser = argparse.ArgumentParser(prog="mpsbench")
+    report.add_subcommand(parser.add_subparsers(dest="command"))
+    args = parser.parse_args(["report", str(tmp / "results"), str(tmp_path / "out"), "--config",
+                              str(tmp / "asv.conf.json")])
+    assert args.func(args) == 0
+    assert "8.00x" in (tmp_path / "out" / "summary.md").read_text()
+
+
+def test_the_factor_is_one_plus_the_default_threshold_of_asv_conf(tmp_path):
+    config = tmp_path / "asv.conf.json"
+    config.write_text('{\n  // a comment, as asv allows\n  "regressions_thresholds": {".*": 0.2, "x": 0.5},\n}\n')
+    assert factor.regression_factor(config) == pytest.approx(1.2)
+    config.write_text('{"version": 1}')
+    assert factor.regression_factor(config) == pytest.approx(1 + factor.ASV_DEFAULT_THRESHOLD)
+    assert factor.regression_factor(ROOT / "asv.conf.json") > 1
+
+
+def test_a_bad_threshold_is_one_line_naming_it(tmp_path, capsys):
+    config = tmp_path / "asv.conf.json"
+    config.write_text('{"regressions_thresholds": {".*": "five percent"}}')
+    with pytest.raises(factor.FactorError, match=r"regressions_thresholds\['\.\*'\] must be a fraction >= 0, "
+                                                  r"got 'five percent'"):
+        factor.regression_factor(config)
+    assert factor.main([str(config)]) == 2
+    assert capsys.readouterr().err.count("\n") == 1

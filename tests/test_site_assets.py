@@ -1,0 +1,134 @@
+"""Making a published site self-contained: the asset table, the hash checks, the rewrite."""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import shutil
+import tarfile
+from base64 import b64encode
+from pathlib import Path
+
+import asv
+import pytest
+
+from mpsbench import site_assets
+from mpsbench.site_assets import Asset, Package, SiteAssetError
+
+ROOT = Path(__file__).resolve().parents[1]
+ASV_WWW = Path(asv.__file__).parent / "www"  # the template asv publish copies into html_dir
+FAKE_URL = "https://cdn.example.invalid/fakelib/1.0.0/fakelib.min.js"
+FAKE_JS = b"window.fakelib = 1;\n"
+
+
+def _sri(data: bytes, algorithm: str = "sha256") -> str:
+    return f"{algorithm}-{b64encode(hashlib.new(algorithm, data).digest()).decode()}"
+
+
+def test_the_table_names_exactly_the_urls_asvs_pages_load():
+    loaded = {load.url for page in site_assets.pages(ASV_WWW) for load in site_assets.external_loads(page)}
+    assert loaded == set(site_assets.ASSETS)
+    assert {asset.package for asset in site_assets.ASSETS.values()} == set(site_assets.PACKAGES)
+
+
+@pytest.fixture
+def fake_site(tmp_path, monkeypatch):
+    """A one-library site and a cache holding that library's tarball; the real tables swapped out."""
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w:gz") as archive:
+        member = tarfile.TarInfo("package/dist/fakelib.min.js")
+        member.size = len(FAKE_JS)
+        archive.addfile(member, io.BytesIO(FAKE_JS))
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    (cache / "fakelib-1.0.0.tgz").write_bytes(buffer.getvalue())
+    monkeypatch.setattr(site_assets, "PACKAGES", {"fakelib": Package("fakelib", "1.0.0", _sri(buffer.getvalue(),
+                                                                                                "sha512"))})
+    monkeypatch.setattr(site_assets, "ASSETS", {FAKE_URL: Asset(FAKE_URL, "fakelib", "dist/fakelib.min.js")})
+    html = tmp_path / "html"
+    html.mkdir()
+    return html, cache
+
+
+def _page(html: Path, integrity: str) -> Path:
+    page = html / "index.html"
+    page.write_text(
+        "<html><head>\n"
+        f'<script src="{FAKE_URL}" integrity="{integrity}" crossorigin="anonymous"></script>\n'
+        '<a href="https://github.com/airspeed-velocity/asv/">a link is not a load</a>\n'
+        "</head></html>\n"
+    )
+    return page
+
+
+def test_a_library_is_copied_in_and_the_page_points_at_it(fake_site):
+    html, cache = fake_site
+    page = _page(html, _sri(FAKE_JS))
+    assert site_assets.make_offline(html, cache) == ["vendor/fakelib@1.0.0/dist/fakelib.min.js"]
+    assert (html / "vendor/fakelib@1.0.0/dist/fakelib.min.js").read_bytes() == FAKE_JS
+    text = page.read_text()
+    assert f'<script src="vendor/fakelib@1.0.0/dist/fakelib.min.js" integrity="{_sri(FAKE_JS)}"' in text
+    assert FAKE_URL not in text
+    assert "https://github.com/airspeed-velocity/asv/" in text  # links stay: they load nothing
+    site_assets.make_offline(html, cache)  # after the next publish-less run: nothing left to do
+    assert page.read_text() == text
+
+
+def test_a_file_that_does_not_match_the_pages_integrity_is_refused(fake_site):
+    html, cache = fake_site
+    page = _page(html, _sri(b"something else"))
+    before = page.read_text()
+    with pytest.raises(SiteAssetError, match=r"fakelib@1.0.0/dist/fakelib.min.js has integrity sha256-.*refusing"):
+        site_assets.make_offline(html, cache)
+    assert page.read_text() == before
+    assert not (html / "vendor").exists()
+
+
+def test_a_corrupt_cached_tarball_is_fetched_again_and_without_npm_that_is_a_clear_error(fake_site, monkeypatch):
+    html, cache = fake_site
+    _page(html, _sri(FAKE_JS))
+    (cache / "fakelib-1.0.0.tgz").write_bytes(b"not the tarball")
+    monkeypatch.setattr(shutil, "which", lambda name: None)
+    with pytest.raises(SiteAssetError, match=r"npm is needed to fetch fakelib@1.0.0 .* not on PATH"):
+        site_assets.make_offline(html, cache)
+    assert not (cache / "fakelib-1.0.0.tgz").exists()
+
+
+def test_an_unknown_external_url_names_itself(fake_site):
+    html, cache = fake_site
+    (html / "index.html").write_text('<link rel="stylesheet" href="https://cdn.example.invalid/other.css">')
+    with pytest.raises(SiteAssetError, match=r"https://cdn.example.invalid/other.css .* not in .*ASSETS"):
+        site_assets.make_offline(html, cache)
+
+
+def test_the_command_reports_a_missing_site_in_one_line(tmp_path, capsys):
+    assert site_assets.main([str(tmp_path)]) == 2
+    assert capsys.readouterr().err == f"mpsbench: error: {tmp_path} holds no index.html: run `asv publish` first\n"
+
+
+def test_the_navbar_link_is_added_once_after_the_regressions_tab(tmp_path):
+    shutil.copy(ASV_WWW / "index.html", tmp_path / "index.html")
+    site_assets.add_nav_link(tmp_path, "Figures", "mpsbench/summary.html")
+    site_assets.add_nav_link(tmp_path, "Figures", "mpsbench/summary.html")
+    text = (tmp_path / "index.html").read_text()
+    assert text.count('href="mpsbench/summary.html"') == 1
+    assert text.index('id="nav-li-regressions"') < text.index('href="mpsbench/summary.html"')
+
+
+def test_asvs_own_pages_become_self_contained_from_the_npm_registry(tmp_path):
+    """The real libraries (npm registry, or the tarball cache a previous run filled)."""
+    site = tmp_path / "html"
+    shutil.copytree(ASV_WWW, site)
+    pinned = {load.url: load.integrity for page in site_assets.pages(site) for load in site_assets.external_loads(page)}
+    site_assets.make_offline(site, ROOT / site_assets.CACHE)
+    assert [load for page in site_assets.pages(site) for load in site_assets.external_loads(page)] == []
+    index = (site / "index.html").read_text()
+    for url, asset in site_assets.ASSETS.items():
+        local = site / site_assets._local_path(asset)
+        data = local.read_bytes()
+        algorithm = pinned[url].split("-", 1)[0]
+        if not asset.substitute:  # the very bytes asv's page pins
+            assert _sri(data, algorithm) == pinned[url], url
+        assert f'"{site_assets._local_path(asset)}" integrity="{_sri(data, algorithm)}"' in index
+        for companion in asset.companions:
+            assert (site / site_assets._local_path(asset, companion)).stat().st_size > 0
