@@ -1,0 +1,97 @@
+"""Time single operators per device, op, dtype and size: what a model-level regression is made of.
+
+A model that got 15% slower says something is wrong; an op that got 3x slower
+says where (issue #7: PyTorch's own MPS regressions were often one op, such
+as a ``mul`` out-variant, a ``gather`` mitigation or an attention path). The
+ops, their shapes and their work counts live in ``mpsbench.ops``; docs/ops.md
+lists them. ``mpsbench ops-rank`` ranks the ops by slowdown between two runs.
+"""
+
+from mpsbench import devices, ops, suite
+
+
+class _OpBenchmark:
+    """Shared by every op class: params, setup and the timed body.
+
+    ``time_*`` is the time of one call. Each timed call loops k calls of the
+    op and then synchronizes the device once; the class's ``timer`` divides
+    asv's clock by k, so every reported time is per call. k is fixed per size
+    (``ops.CALLS_PER_SAMPLE``: small 100, medium 20, large 3), never chosen
+    from the hardware, so that every machine times the same loop. asv's
+    ``number`` stays automatic: with a ``setup``, asv_runner 0.3.2 times one
+    call per sample and re-runs ``setup`` before each, so the built inputs are
+    cached per process (``ops.cached``).
+
+    The default selection runs every op on mps and cuda at every size and
+    dtype, and on the cpu in float32 at the small and medium sizes;
+    MPSBENCH_FULL=1 adds the cpu's large size and its float16/bfloat16 (never
+    at large: minutes a call). Combinations left out skip in ``setup`` with
+    the reason, as do absent devices and reduced-precision dtypes torch
+    refuses on a device; torch refusing float32 fails the combination.
+    """
+
+    training = False
+    param_names = ("device", "op", "dtype", "size")
+    version = "1"  # bump when what is measured changes, not for cosmetic edits
+    timeout = 900  # the full sweep's large cpu calls take seconds each
+    warmup_time = 0  # setup warms up explicitly (kernel choice, shader compilation)
+    # One round of 3 to 20 samples: asv launches a process per combination,
+    # method and round, and the default selection is mostly combinations that
+    # skip (absent devices, the cpu's reduced precision), whose launches a
+    # second round would double for no sample.
+    repeat = (3, 20, 0.5)  # min samples, max samples, seconds
+    rounds = 1
+
+    def setup(self, device, op, dtype, size):
+        self.case = ops.prepare(device, op, dtype, size, self.training)
+        self.calls = self.case.calls_per_sample
+        self.timer = suite.StepTimer(self.calls)
+
+    def _time_calls(self, device):
+        self.case.run(self.calls)
+        devices.synchronize(device)  # the clock stops when the device is done
+
+
+class ComputeBoundOps(_OpBenchmark):
+    """Forward of the compute-bound ops (matmul, linear, conv2d, attention), with GFLOP/s."""
+
+    params = (devices.NAMES, ops.COMPUTE_NAMES, ops.DTYPES, ops.SIZES)
+
+    def time_forward(self, device, op, dtype, size):
+        self._time_calls(device)
+
+    def track_gflops(self, device, op, dtype, size):
+        """Forward FLOPs (docs/ops.md) over the median time of one call across several samples."""
+        return ops.throughput(self.case)
+
+    track_gflops.unit = ops.GFLOPS
+
+
+class MemoryBoundOps(_OpBenchmark):
+    """Forward of the memory-bound ops (norms, elementwise, reductions, indexing, copies), with GB/s."""
+
+    params = (devices.NAMES, ops.MEMORY_NAMES, ops.DTYPES, ops.SIZES)
+
+    def time_forward(self, device, op, dtype, size):
+        self._time_calls(device)
+
+    def track_gbps(self, device, op, dtype, size):
+        """Compulsory bytes (docs/ops.md) over the median time of one call across several samples."""
+        return ops.throughput(self.case)
+
+    track_gbps.unit = ops.GBPS
+
+
+class ForwardBackwardOps(_OpBenchmark):
+    """Forward and backward of the ops a model is trained through.
+
+    The backward computes the gradient of every trained input (weights and
+    the activation input alike) for a fixed output gradient, with
+    ``torch.autograd.grad``: nothing accumulates between calls.
+    """
+
+    training = True
+    params = (devices.NAMES, ops.BACKWARD_NAMES, ops.DTYPES, ops.SIZES)
+
+    def time_forward_backward(self, device, op, dtype, size):
+        self._time_calls(device)
