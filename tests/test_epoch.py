@@ -1,0 +1,173 @@
+"""The epoch benchmark: every image once per epoch, the wait for data told apart from compute."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+import torch
+from benchmarks import benchmark_epoch
+from torch import nn
+
+from mpsbench import epoch, models, selection, suite, workloads
+
+BATCH = 8
+
+
+def _tiny_cnn() -> nn.Module:
+    # Takes the real 3 x 224 x 224 transformed images at a fraction of ResNet-50's cost.
+    return nn.Sequential(
+        nn.Conv2d(3, 4, kernel_size=3, stride=8), nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(4, 10)
+    )
+
+
+TINY_CNN = models.ModelSpec(
+    name="tiny_cnn",
+    description="a stand-in image classifier for tests",
+    build=_tiny_cnn,
+    make_batch=models._image_batch(3, 224, 10),
+    num_classes=10,
+    seed_batch_size=BATCH,
+    batch_sizes=(BATCH,),
+    large=False,
+)
+
+
+class CountingImages(epoch.SyntheticImages):
+    """Counts every item fetched, in a shared-memory tensor that worker processes write to."""
+
+    def __init__(self, images, labels, transform):
+        super().__init__(images, labels, transform)
+        self.counts = torch.zeros(len(labels), dtype=torch.int32).share_memory_()
+
+    def __getitem__(self, index):
+        self.counts[index] += 1
+        return super().__getitem__(index)
+
+
+@pytest.fixture
+def odd_sizes(monkeypatch):
+    """Splits that batch 8 does not divide, so the last partial batch is counted too."""
+    monkeypatch.setitem(epoch.DATASETS, "tiny", epoch.DatasetSize(train=21, test=11))
+    monkeypatch.setattr(epoch, "SyntheticImages", CountingImages)
+
+
+def _runner(num_workers: int, multiprocessing_context: str | None = None) -> epoch.EpochRunner:
+    workload = workloads.Workload("training", "cpu", TINY_CNN, BATCH)
+    return epoch.EpochRunner(workload, "tiny", num_workers, multiprocessing_context)
+
+
+@pytest.mark.parametrize("num_workers", [0, 2])
+def test_every_image_goes_through_exactly_once_per_epoch(odd_sizes, num_workers):
+    runner = _runner(num_workers)
+    for _ in range(2):
+        train = runner.train_epoch()
+        evaluation = runner.eval_epoch()
+        assert (train.images, evaluation.images) == (21, 11)
+    assert runner.train.counts.tolist() == [2] * 21
+    assert runner.test.counts.tolist() == [2] * 11
+    for timing in (train, evaluation):
+        assert 0 < timing.data_wait_fraction < 1
+        assert timing.images_per_second == timing.images / timing.seconds
+
+
+@pytest.mark.slow  # each spawned worker imports torch and torchvision afresh
+def test_workers_started_by_spawn_receive_the_dataset_by_pickling():
+    timing = _runner(2, "spawn").train_epoch()
+    assert timing.images == epoch.DATASETS["tiny"].train
+    assert 0 < timing.data_wait_fraction < 1
+
+
+class _SlowImages(torch.utils.data.Dataset):
+    def __init__(self, count: int, delay: float) -> None:
+        self.count, self.delay = count, delay
+
+    def __len__(self):
+        return self.count
+
+    def __getitem__(self, index):
+        time.sleep(self.delay)
+        return torch.zeros(1), 0
+
+
+def _wait_fraction(item_delay: float, step_delay: float) -> float:
+    loader = torch.utils.data.DataLoader(_SlowImages(8, item_delay), batch_size=2)
+    return epoch.run_epoch(loader, "cpu", lambda inputs, labels: time.sleep(step_delay)).data_wait_fraction
+
+
+def test_time_in_the_step_is_compute_and_time_in_the_loader_is_wait():
+    assert _wait_fraction(item_delay=0.0, step_delay=0.05) < 0.2  # 4 steps of 50 ms, loading instant
+    assert _wait_fraction(item_delay=0.025, step_delay=0.0) > 0.8  # 4 batches of 50 ms, steps instant
+
+
+def test_the_dataset_is_seeded_cifar10_shaped_uint8_with_labels_in_range():
+    images, labels = epoch.synthetic_split(64, 1000, models.SEED)
+    again, _ = epoch.synthetic_split(64, 1000, models.SEED)
+    epoch._splits.clear()
+    rebuilt, rebuilt_labels = epoch.synthetic_split(64, 1000, models.SEED)
+    assert images.shape == (64, 32, 32, 3) and images.dtype == torch.uint8
+    assert torch.equal(images, rebuilt) and torch.equal(labels, rebuilt_labels) and again is images
+    assert int(labels.min()) >= 0 and int(labels.max()) < 1000
+    train, test = epoch.make_datasets(epoch.DatasetSize(train=4, test=4), num_classes=10)
+    assert not torch.equal(train.images, test.images)  # the test split is drawn from another seed
+    image, label = train[0]
+    assert image.shape == (3, 224, 224) and image.dtype == torch.float32 and 0 <= label < 10
+
+
+def test_bad_parameters_give_one_line_errors_naming_the_choices():
+    workload = workloads.Workload("training", "cpu", TINY_CNN, BATCH)
+    with pytest.raises(epoch.EpochError, match="unknown dataset 'huge'; choose one of: tiny, small, cifar10"):
+        epoch.EpochRunner(workload, "huge", 0)
+    with pytest.raises(epoch.EpochError, match="unknown phase 'test'; choose one of: train, eval"):
+        epoch.result({}, ("cpu", "resnet50", 8, 0, "tiny"), "test")
+
+
+def test_default_selection_is_resnet50_tiny_on_cpu_and_seed_batch_small_on_gpus(monkeypatch):
+    monkeypatch.delenv(selection.FULL_SWEEP_ENV, raising=False)
+    assert epoch.skip_reason("cpu", "resnet50", 8, 2, "tiny") is None
+    assert epoch.skip_reason("cuda", "vgg16", 64, 0, "small") is None
+    assert "MPSBENCH_FULL=1" in epoch.skip_reason("cpu", "vgg16", 8, 0, "tiny")
+    assert "MPSBENCH_FULL=1" in epoch.skip_reason("mps", "vgg16", 64, 0, "cifar10")
+    monkeypatch.setenv(selection.FULL_SWEEP_ENV, "1")
+    assert epoch.skip_reason("mps", "vgg16", 64, 0, "cifar10") is None
+    assert "takes hours" in epoch.skip_reason("cpu", "resnet50", 8, 0, "cifar10")
+
+
+def test_measure_selection_measures_what_is_selected_and_records_why_the_rest_cannot_run(monkeypatch):
+    monkeypatch.setitem(models.REGISTRY, "tiny_cnn", TINY_CNN)
+    monkeypatch.setattr(epoch, "MODELS", ("tiny_cnn",))
+    monkeypatch.setattr(epoch, "BATCH_SIZES", (BATCH,))
+    monkeypatch.setattr(epoch, "skip_reason", lambda device, model, batch, workers, dataset: (
+        None if dataset == "tiny" and workers == 0 else "not selected"
+    ))
+    outcomes = epoch.measure_selection(epochs=2)
+    measured = outcomes[("cpu", "tiny_cnn", BATCH, 0, "tiny")]
+    assert measured.phases["train"].images == epoch.DATASETS["tiny"].train
+    assert measured.phases["eval"].images == epoch.DATASETS["tiny"].test
+    assert 0 < measured.phases["train"].data_wait_fraction < 1
+    assert set(outcomes) == {(device, "tiny_cnn", BATCH, 0, "tiny") for device in ("cpu", "mps", "cuda")}
+    if not epoch.devices.is_usable("cuda"):
+        assert outcomes[("cuda", "tiny_cnn", BATCH, 0, "tiny")].skipped.startswith("cuda is not usable here")
+
+
+def test_the_benchmark_reports_the_measured_phase_and_turns_outcomes_into_asv_results():
+    summary = epoch.PhaseSummary(images=16, seconds=2.0, images_per_second=8.0, data_wait_fraction=0.25)
+    combination = ("cpu", "resnet50", 8, 0, "tiny")
+    outcomes = {combination: epoch.Outcome(phases={"train": summary, "eval": summary})}
+    bench = benchmark_epoch.Epoch()
+    bench.setup(outcomes, *combination, "train")
+    assert bench.track_epoch_seconds(outcomes, *combination, "train") == 2.0
+    assert bench.track_images_per_second(outcomes, *combination, "train") == 8.0
+    assert bench.track_data_wait_fraction(outcomes, *combination, "train") == 0.25
+    with pytest.raises(suite.SkipNotImplemented, match="does not fit"):
+        bench.setup({combination: epoch.Outcome(skipped="does not fit")}, *combination, "train")
+    with pytest.raises(RuntimeError, match="ValueError: broken"):
+        bench.setup({combination: epoch.Outcome(failed="ValueError: broken")}, *combination, "train")
+
+
+def test_params_are_fixed_and_the_class_has_a_version():
+    cls = benchmark_epoch.Epoch
+    assert len(cls.params) == len(cls.param_names) == 6
+    assert cls.params[0] == ("cpu", "mps", "cuda")
+    assert cls.params[3] == (0, 2) and cls.params[5] == ("train", "eval")
+    assert cls.version
