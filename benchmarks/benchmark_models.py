@@ -5,7 +5,7 @@ VGG16 bs 64) and the community's VGG16/CIFAR-10, MLP and BERT fine-tuning
 measurements: issue #2.
 """
 
-from mpsbench import devices, models, suite
+from mpsbench import devices, fallback, models, suite
 
 
 class _StepBenchmark:
@@ -17,6 +17,10 @@ class _StepBenchmark:
     the class's ``timer`` divides asv's clock by k, so every reported time is
     per step. asv's ``number`` stays automatic: with a ``setup``, asv_runner
     0.3.2 times one call per sample.
+
+    ``setup`` refuses combinations whose numbers would mislead (issue #6): ops
+    that fell back to the cpu during warm-up, or GPU results that disagree
+    with the cpu's, fail the combination with the reason (docs/instruments.md).
     """
 
     kind = "training"
@@ -73,3 +77,20 @@ class Environment:
         return devices.cpu_threads()
 
     track_cpu_threads.unit = "threads"
+
+    # PyTorch reads these two at start-up; they change what mps runs and how
+    # much memory it may take, so each run records them (docs/instruments.md).
+    def track_mps_fallback_enabled(self):
+        """1 if PYTORCH_ENABLE_MPS_FALLBACK was on: ops mps lacks then run on the cpu."""
+        return int(fallback.enabled())
+
+    track_mps_fallback_enabled.unit = "on"
+
+    def track_mps_high_watermark_ratio(self):
+        """PYTORCH_MPS_HIGH_WATERMARK_RATIO, the mps allocator's limit; n/a when unset (torch's default)."""
+        ratio = devices.mps_high_watermark_ratio()
+        if ratio is None:
+            raise suite.SkipNotImplemented(f"{devices.MPS_WATERMARK_ENV} is unset: torch's default applies")
+        return ratio
+
+    track_mps_high_watermark_ratio.unit = "ratio"

@@ -214,6 +214,35 @@ class PeakSampler:
             return self.allocated if has_counters else None
         return memory(self.device).peak
 
+    def driver_peak_bytes(self) -> int | None:
+        """The peak of what the driver holds for torch, cached blocks included.
+
+        mps: the largest ``driver_allocated_memory`` sample (torch 2.0+); cuda:
+        the caching allocator's reserved peak. cpu has no such pool: None.
+        """
+        if self.device == "cuda":
+            return int(torch.cuda.max_memory_reserved())
+        if self.device == "mps" and hasattr(_mps_module(), "driver_allocated_memory"):
+            return self.driver
+        return None
+
+
+MPS_WATERMARK_ENV = "PYTORCH_MPS_HIGH_WATERMARK_RATIO"  # read by torch when mps first allocates
+
+
+def mps_high_watermark_ratio() -> float | None:
+    """The mps allocator's memory limit as a fraction of the recommended working set; None if unset.
+
+    Unset means torch's built-in default (1.7 in current releases); 0 means no limit.
+    """
+    text = os.environ.get(MPS_WATERMARK_ENV, "").strip()
+    if not text:
+        return None
+    try:
+        return float(text)
+    except ValueError:
+        raise DeviceError(f"{MPS_WATERMARK_ENV}={text!r} is not a number") from None
+
 
 def cpu_threads() -> int:
     """Threads torch uses for intra-op work: recorded with every cpu result."""

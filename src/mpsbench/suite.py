@@ -1,4 +1,4 @@
-"""What the asv benchmark classes share: preparing a combination and timing it per step.
+"""What the asv benchmark classes share: preparing, guarding and timing a combination, its memory, its cold start.
 
 Kept in the package (not in ``benchmarks/``) so it is unit-tested and typed;
 the benchmark modules stay declarative.
@@ -7,11 +7,13 @@ the benchmark modules stay declarative.
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
+from typing import Callable
 
-from mpsbench import devices, models, selection, timing, workloads
+from mpsbench import accuracy, devices, fallback, models, precision, selection, timing, workloads
 
 try:  # present in every asv environment; absent only outside asv
-    from asv_runner.benchmarks.mark import SkipNotImplemented
+    from asv_runner.benchmarks.mark import SkipNotImplemented as SkipNotImplemented  # re-exported
 except ImportError:  # pragma: no cover - exercised only without asv installed
 
     class SkipNotImplemented(NotImplementedError):  # type: ignore[no-redef]
@@ -33,19 +35,59 @@ class StepTimer:
         return time.perf_counter() / self.steps_per_call
 
 
-def prepare(kind: str, device: str, model: str, batch_size: int) -> workloads.Workload:
-    """Build (once per process) and warm up a workload for an asv ``setup``.
+# Decides whether a (device, model spec, batch size) runs in this asv run: a
+# reason to skip, or None. Each family of benchmark classes has its own.
+SkipRule = Callable[[str, models.ModelSpec, int], "str | None"]
 
-    Turns the reasons a combination cannot run into asv's outcomes: absent
-    devices, combinations the registry does not define, missing packages,
-    selections and batches that do not fit in memory are skipped with the
-    reason (n/a); an op that torch lacks on the device fails the combination
-    with the op's name, never a silent skip.
+# The precision classes' default models: the sub-millisecond mlp (launch
+# overhead), a CNN and a transformer, the two families mixed precision is for.
+PRECISION_MODELS: dict[str, tuple[str, ...]] = {
+    "cpu": ("mlp",),
+    "mps": ("mlp", "resnet50", "bert_base"),
+    "cuda": ("mlp", "resnet50", "bert_base"),
+}
+
+
+def _outside(what: str, spec: models.ModelSpec, batch_size: int, device: str) -> str:
+    return (
+        f"{spec.name} at batch {batch_size} on {device} is outside the default {what} selection;"
+        f" set {selection.FULL_SWEEP_ENV}=1 for the full sweep"
+    )
+
+
+def instrument_skip_reason(device: str, spec: models.ModelSpec, batch_size: int) -> str | None:
+    """Instruments and cold start (run at the seed batch size): on the cpu, small models only."""
+    if device == "cpu" and spec.large and not selection.full_sweep():
+        return _outside("instruments", spec, batch_size, device)
+    return None
+
+
+def precision_skip_reason(device: str, spec: models.ModelSpec, batch_size: int) -> str | None:
+    """The dtype classes (run at the seed batch size) time the models of :data:`PRECISION_MODELS`."""
+    if spec.name not in PRECISION_MODELS[device] and not selection.full_sweep():
+        return _outside("precision", spec, batch_size, device)
+    return None
+
+
+def require(
+    kind: str,
+    device: str,
+    model: str,
+    batch_size: int,
+    *,
+    dtype: str = precision.DEFAULT,
+    skip_reason: SkipRule = selection.skip_reason,
+) -> models.ModelSpec:
+    """Skip, with the reason (asv shows n/a), a combination that cannot or should not run here.
+
+    Checks in order: the model runs at this batch size; the combination is in
+    this run's selection; the device is usable; the model's packages import;
+    the device supports the dtype with this torch and OS. Builds nothing.
     """
     spec = models.get(model)
     if batch_size not in spec.batch_sizes:
         raise SkipNotImplemented(str(models.BatchSizeError(f"{model} is not run at batch {batch_size}")))
-    reason = selection.skip_reason(device, spec, batch_size)
+    reason = skip_reason(device, spec, batch_size)
     if reason is not None:
         raise SkipNotImplemented(reason)
     found = devices.availability(device)
@@ -54,8 +96,35 @@ def prepare(kind: str, device: str, model: str, batch_size: int) -> workloads.Wo
     missing = spec.missing_requirements()
     if missing:
         raise SkipNotImplemented(f"{model} needs {', '.join(missing)}, not importable in this environment")
+    reason = precision.unsupported_reason(device, kind, dtype)
+    if reason is not None:
+        raise SkipNotImplemented(f"{model} {kind} in {dtype} on {device}: {reason}")
+    return spec
+
+
+def prepare(
+    kind: str,
+    device: str,
+    model: str,
+    batch_size: int,
+    *,
+    dtype: str = precision.DEFAULT,
+    skip_reason: SkipRule = selection.skip_reason,
+    guarded: bool = True,
+) -> workloads.Workload:
+    """Build (once per process) and warm up a workload for an asv ``setup``.
+
+    Turns the reasons a combination cannot run into asv's outcomes: absent
+    devices, combinations the registry does not define, missing packages,
+    selections, unsupported dtypes and batches that do not fit in memory are
+    skipped with the reason (n/a); an op that torch lacks on the device fails
+    the combination with the op's name, never a silent skip. ``guarded``
+    (timings) also fails combinations whose numbers would mislead: see
+    :func:`guard`. Instruments that report those very facts pass False.
+    """
+    require(kind, device, model, batch_size, dtype=dtype, skip_reason=skip_reason)
     try:
-        workload, _ = workloads.cached(kind, device, model, batch_size)
+        workload, _ = workloads.cached(kind, device, model, batch_size, dtype)
     except SkipNotImplemented:
         raise
     except NotImplementedError as exc:  # torch has no kernel for an op on this device
@@ -69,7 +138,22 @@ def prepare(kind: str, device: str, model: str, batch_size: int) -> workloads.Wo
                 f"{model} at batch {batch_size} does not fit in {device} memory: {first_line}"
             ) from exc
         raise
+    if guarded:
+        guard(workload)
     return workload
+
+
+def guard(workload: workloads.Workload) -> None:
+    """Fail a combination whose timing would not be an honest device number.
+
+    Ops that fell back to the cpu during warm-up fail it with their names
+    (``MPSBENCH_ALLOW_FALLBACK=1`` times it anyway); on a GPU, results that
+    disagree with the cpu's fail it with the measured error (checked once
+    per process and workload).
+    """
+    fallback.refuse(workload.label, workload.fallback_ops)
+    if accuracy.needed(workload.device):
+        accuracy.verify(workload)
 
 
 def throughput(workload: workloads.Workload) -> float:
@@ -77,13 +161,63 @@ def throughput(workload: workloads.Workload) -> float:
     return timing.time_steps(workload).samples_per_second
 
 
-def peak_memory_mib(workload: workloads.Workload) -> float | None:
-    """Peak memory over one step, in MiB; None where the device keeps no counters."""
+@dataclass(frozen=True)
+class MemoryPeaks:
+    """Peaks over one step in MiB; None where the device keeps no such counter."""
+
+    allocated: float | None  # live tensors (cuda, mps); cpu: the process's peak RSS
+    driver: float | None  # what the driver holds for torch, caches included (mps, cuda)
+
+
+def memory_peaks(workload: workloads.Workload) -> MemoryPeaks:
+    """Sample memory before, inside (after forward, after backward) and after one step."""
     device = workload.device
     devices.synchronize(device)
     sampler = devices.PeakSampler(device)
     sampler.sample()
     workload.step(probe=sampler.sample)
     devices.synchronize(device)
-    peak = sampler.peak_bytes()
-    return None if peak is None else peak / devices.MIB
+    sampler.sample()  # mps frees late: the driver may still grow while the step finishes
+    peak, driver = sampler.peak_bytes(), sampler.driver_peak_bytes()
+    return MemoryPeaks(
+        None if peak is None else peak / devices.MIB,
+        None if driver is None else driver / devices.MIB,
+    )
+
+
+def peak_memory_mib(workload: workloads.Workload) -> float | None:
+    """Peak memory over one step, in MiB; None where the device keeps no counters."""
+    return memory_peaks(workload).allocated
+
+
+def cold_start_code(kind: str, device: str, model: str, batch_size: int) -> tuple[str, str]:
+    """An asv ``timeraw_`` body: (statement, setup), run in a fresh process; only the statement is timed.
+
+    The setup imports torch and builds the workload on the device (creating
+    the device context and copying the weights): excluded. The statement is
+    the first step and a synchronize: kernel selection, Metal shader and
+    graph compilation, cuBLAS/cuDNN initialisation and lazy module loading.
+    """
+    setup = (
+        "from mpsbench import suite\n"
+        f"first_step = suite.cold_first_step({kind!r}, {device!r}, {model!r}, {batch_size!r})"
+    )
+    return "first_step()", setup
+
+
+def cold_first_step(kind: str, device: str, model: str, batch_size: int) -> Callable[[], None]:
+    """In a fresh process: build the workload (untimed); return its first step (timed).
+
+    The step runs under the fallback recorder and fails, like a timing does,
+    when an op fell back to the cpu (unless ``MPSBENCH_ALLOW_FALLBACK=1``).
+    """
+    workload = workloads.build(kind, device, model, batch_size)
+    devices.synchronize(device)
+
+    def first_step() -> None:
+        with fallback.Recorder() as recorder:
+            workload.step()
+            devices.synchronize(device)
+        fallback.refuse(f"{workload.label}, first step", recorder.ops)
+
+    return first_step

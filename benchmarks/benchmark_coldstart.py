@@ -1,0 +1,45 @@
+"""Cold start: the first step in a fresh process, apart from the steady-state steps (issue #6).
+
+asv runs every sample of a ``timeraw_`` benchmark in a new Python process.
+Untimed there: importing torch and building the workload on the device (the
+device context, the weights' copy). Timed: the first step and a synchronize,
+where kernels are chosen, Metal shaders and graphs compiled, cuBLAS and cuDNN
+initialised and CUDA modules loaded. Every model runs at its seed batch size;
+on the cpu, small models only unless MPSBENCH_FULL=1.
+"""
+
+from mpsbench import devices, models, suite
+
+
+class _ColdStart:
+    """Shared by TrainingColdStart and InferenceColdStart."""
+
+    kind = "training"
+    param_names = ("device", "model")
+    version = "1"
+    timeout = 600
+    number = 1  # one first step per fresh process
+    warmup_time = 0  # a warm-up sample would be one more process for nothing
+    repeat = (2, 5, 60.0)  # each sample imports torch and builds the model anew
+    rounds = 2
+
+    def setup(self, device, model):
+        batch_size = models.get(model).seed_batch_size
+        suite.require(self.kind, device, model, batch_size, skip_reason=suite.instrument_skip_reason)
+
+    def timeraw_first_step(self, device, model):
+        return suite.cold_start_code(self.kind, device, model, models.get(model).seed_batch_size)
+
+
+class TrainingColdStart(_ColdStart):
+    """The first training step in a fresh process."""
+
+    kind = "training"
+    params = (devices.NAMES, models.NAMES)
+
+
+class InferenceColdStart(_ColdStart):
+    """The first inference step in a fresh process."""
+
+    kind = "inference"
+    params = (devices.NAMES, models.INFERENCE_NAMES)

@@ -1,0 +1,58 @@
+"""Training and inference steps in float32, float16 and bfloat16 (issue #6).
+
+Training in a reduced dtype is mixed precision (autocast; float16 with loss
+scaling); inference casts the model and inputs. Combinations a device or torch
+release does not support are skipped with the reason; a step whose logits are
+not computed in the named dtype (autocast falling back to float32 silently)
+fails. Every model runs at its seed batch size; by default mlp on the cpu and
+mlp, resnet50 and bert_base on GPUs (MPSBENCH_FULL=1 for the rest). Kept apart
+from benchmark_models so that Training and Inference keep their params and
+history.
+"""
+
+from mpsbench import devices, models, precision, suite
+
+
+class _PrecisionStep:
+    """Shared by TrainingPrecision and InferencePrecision; per-step times as in benchmark_models."""
+
+    kind = "training"
+    param_names = ("device", "model", "dtype")
+    version = "1"
+    timeout = 1800
+    warmup_time = 0  # setup warms up explicitly
+    repeat = (3, 20, 10.0)
+    rounds = 2
+
+    def setup(self, device, model, dtype):
+        batch_size = models.get(model).seed_batch_size
+        self.workload = suite.prepare(
+            self.kind, device, model, batch_size, dtype=dtype, skip_reason=suite.precision_skip_reason
+        )
+        self.steps = self.workload.spec.steps_per_call
+        self.timer = suite.StepTimer(self.steps)
+
+    def time_step(self, device, model, dtype):
+        """Median time of one step (k steps per timed call for sub-millisecond models, divided by k)."""
+        self.workload.run(self.steps)
+        devices.synchronize(device)  # the clock stops when the device is done
+
+    def track_peak_memory(self, device, model, dtype):
+        """Peak device memory over one step, in MiB (cpu: the process's peak RSS)."""
+        return suite.peak_memory_mib(self.workload)
+
+    track_peak_memory.unit = "MiB"
+
+
+class TrainingPrecision(_PrecisionStep):
+    """One mixed-precision training step: autocast forward and loss, (scaled) backward, update."""
+
+    kind = "training"
+    params = (devices.NAMES, models.NAMES, precision.NAMES)
+
+
+class InferencePrecision(_PrecisionStep):
+    """One inference step with the model and inputs in the dtype."""
+
+    kind = "inference"
+    params = (devices.NAMES, models.INFERENCE_NAMES, precision.NAMES)

@@ -1,0 +1,111 @@
+"""Which ops silently ran on the cpu instead of mps: recorded from PyTorch's own warning.
+
+With ``PYTORCH_ENABLE_MPS_FALLBACK=1`` (read once, at ``import torch``), an op
+that mps lacks runs on the cpu: its inputs are copied to the host and back.
+The step still works, but its time is no longer a GPU number. PyTorch says so
+only through a ``TORCH_WARN_ONCE`` in aten/src/ATen/mps/MPSFallback.mm, once
+per process for all ops together; :class:`Recorder` turns on
+``torch.set_warn_always`` so that every fallback warns, and collects the op
+names from the warnings' text.
+
+A combination with fallbacks fails its timing with the ops' names unless
+``MPSBENCH_ALLOW_FALLBACK=1`` (see docs/instruments.md); the count itself is an
+asv ``track_`` benchmark. On cuda and cpu nothing falls back, so the count is 0.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import warnings
+from collections.abc import Sequence
+from types import TracebackType
+
+import torch
+
+ENABLE_ENV = "PYTORCH_ENABLE_MPS_FALLBACK"  # PyTorch's switch; read at `import torch`
+ALLOW_ENV = "MPSBENCH_ALLOW_FALLBACK"  # ours: 1 times combinations that fell back
+
+# The text of MPSFallback.mm's warning in every release since 1.12; later ones
+# append "This may have performance implications." (some with a typo), which
+# the pattern leaves out. The op is `op.schema().operator_name()`: "aten::name"
+# or "aten::name.overload".
+WARNING = re.compile(
+    r"The operator '(?P<op>[^']+)' is not currently supported on the MPS backend"
+    r" and will fall back to run on the CPU"
+)
+
+
+class FallbackError(RuntimeError):
+    """Ops fell back to the cpu in a combination whose timing must be pure device work."""
+
+
+def enabled() -> bool:
+    """Whether this process was started with PyTorch's mps fallback on."""
+    return os.environ.get(ENABLE_ENV, "").strip() not in ("", "0")
+
+
+def allowed() -> bool:
+    """Whether combinations with fallbacks may be timed (``MPSBENCH_ALLOW_FALLBACK=1``)."""
+    return os.environ.get(ALLOW_ENV, "").strip() not in ("", "0")
+
+
+def ops_in(message: str) -> list[str]:
+    """The op names a warning's text reports as fallen back (none for other warnings)."""
+    return [found.group("op") for found in WARNING.finditer(message)]
+
+
+class Recorder:
+    """Context manager: records the ops that fall back to the cpu inside it.
+
+    Inside, ``torch.set_warn_always(True)`` makes the once-per-process
+    fallback warning fire for every op, and Python's warnings are captured.
+    Fallback warnings are consumed (their ops land in :attr:`ops`); every
+    other warning is emitted again on exit, once per distinct text, so that
+    nothing else is hidden. Warnings raised by autograd's worker threads during
+    ``backward`` reach here too: the engine replays them on the calling thread.
+    """
+
+    def __init__(self) -> None:
+        self.ops: list[str] = []  # distinct names, in the order they first fell back
+        self._catcher: warnings.catch_warnings[list[warnings.WarningMessage]] | None = None
+        self._log: list[warnings.WarningMessage] = []
+        self._warned_always = False
+
+    def __enter__(self) -> Recorder:
+        self._warned_always = torch.is_warn_always_enabled()
+        torch.set_warn_always(True)
+        self._catcher = warnings.catch_warnings(record=True)
+        self._log = self._catcher.__enter__()
+        warnings.simplefilter("always")
+        return self
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        value: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        assert self._catcher is not None, "Recorder exited without entering"
+        self._catcher.__exit__(kind, value, traceback)
+        torch.set_warn_always(self._warned_always)
+        others: dict[str, warnings.WarningMessage] = {}
+        for record in self._log:
+            names = ops_in(str(record.message))
+            for name in names:
+                if name not in self.ops:
+                    self.ops.append(name)
+            if not names:
+                others.setdefault(f"{record.category.__name__}: {record.message}", record)
+        for record in others.values():
+            warnings.warn_explicit(record.message, record.category, record.filename, record.lineno)
+
+
+def refuse(what: str, ops: Sequence[str]) -> None:
+    """Fail a timed combination whose warm-up fell back to the cpu, unless allowed."""
+    if not ops or allowed():
+        return
+    raise FallbackError(
+        f"{what}: {len(ops)} op(s) fell back to the cpu during warm-up ({', '.join(ops)}),"
+        f" so its time is not a pure device number; set {ALLOW_ENV}=1 to time it anyway"
+    )

@@ -1,0 +1,141 @@
+"""What a dtype means for a step, where it is supported, and proof that it was used.
+
+Each dtype is applied the way users apply it:
+
+* training in float16 or bfloat16 is *mixed precision*: the forward pass and
+  loss run under ``torch.autocast`` while the weights and optimizer stay
+  float32; float16 adds loss scaling (``GradScaler``), as PyTorch's AMP recipe
+  does, because float16 gradients underflow without it;
+* inference in float16 or bfloat16 casts the model and the batch's floating
+  inputs to the dtype (``model.half()``-style deployment), under
+  ``torch.inference_mode()``.
+
+``torch.autocast`` on a device/dtype it does not support only warns and runs
+float32 (mps autocast: float16 from torch 2.5, bfloat16 from 2.6 and macOS 14),
+so every warm-up checks the dtype the logits were actually computed in and
+fails the combination when it differs from the one named. Combinations known
+to be unsupported (the table in :func:`unsupported_reason`, documented in
+docs/instruments.md) are skipped with the reason instead.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import platform
+import re
+from typing import Any
+
+import torch
+
+NAMES: tuple[str, ...] = ("float32", "float16", "bfloat16")
+DEFAULT = "float32"
+DTYPES: dict[str, torch.dtype] = {
+    "float32": torch.float32,
+    "float16": torch.float16,
+    "bfloat16": torch.bfloat16,
+}
+
+
+class PrecisionError(ValueError):
+    """A dtype name that is not one of :data:`NAMES`."""
+
+
+class DtypeMismatchError(RuntimeError):
+    """The step computed in another dtype than the one named (autocast silently fell back)."""
+
+
+def check_name(name: str) -> str:
+    """Return ``name`` if it names a benchmarked dtype, else raise a one-line error."""
+    if name not in DTYPES:
+        raise PrecisionError(f"unknown dtype {name!r}; choose one of: {', '.join(NAMES)}")
+    return name
+
+
+def dtype_of(name: str) -> torch.dtype:
+    return DTYPES[check_name(name)]
+
+
+def is_reduced(name: str) -> bool:
+    return check_name(name) != DEFAULT
+
+
+def autocast(device: str, kind: str, name: str) -> contextlib.AbstractContextManager[Any]:
+    """The region a forward and loss run in: autocast for training in a reduced dtype, else nothing."""
+    if kind != "training" or not is_reduced(name):
+        return contextlib.nullcontext()
+    return torch.autocast(device_type=device, dtype=dtype_of(name))
+
+
+def casts_model(kind: str, name: str) -> bool:
+    """True where the model and inputs are cast to the dtype (inference) instead of autocast."""
+    return kind == "inference" and is_reduced(name)
+
+
+def grad_scaler(device: str, kind: str, name: str) -> Any | None:
+    """The loss scaler float16 training uses (torch.amp.GradScaler from torch 2.3), else None."""
+    if kind != "training" or name != "float16":
+        return None
+    amp_scaler = getattr(getattr(torch, "amp", None), "GradScaler", None)
+    if amp_scaler is not None:
+        return amp_scaler(device)
+    return torch.cuda.amp.GradScaler()  # torch < 2.3: only cuda had a scaler (the table skips the rest)
+
+
+def torch_version() -> tuple[int, int]:
+    """(major, minor) of the torch in use; "2.5.0a0+git1234" reads as (2, 5)."""
+    found = re.match(r"(\d+)\.(\d+)", str(torch.__version__))
+    if found is None:  # pragma: no cover - every torch release has a numeric version
+        raise RuntimeError(f"cannot read torch version {torch.__version__!r}")
+    return int(found.group(1)), int(found.group(2))
+
+
+def macos_version() -> tuple[int, ...] | None:
+    """The macOS version as numbers, or None when this is not macOS."""
+    release = platform.mac_ver()[0]
+    if not release:
+        return None
+    return tuple(int(part) for part in release.split(".") if part.isdigit())
+
+
+# (device, kind, dtype) -> the torch version the recipe needs, and why. Sources
+# are in docs/instruments.md. Absent entries need nothing beyond the device.
+_MIN_TORCH: dict[tuple[str, str, str], tuple[tuple[int, int], str]] = {
+    ("mps", "training", "float16"): (
+        (2, 8), "mps float16 training (autocast from 2.5, GradScaler kernels from 2.8) needs torch 2.8",
+    ),
+    ("mps", "training", "bfloat16"): ((2, 6), "mps autocast in bfloat16 needs torch 2.6"),
+    ("mps", "inference", "bfloat16"): ((2, 3), "bfloat16 tensors on mps need torch 2.3"),
+    ("cpu", "training", "float16"): (
+        (2, 4), "cpu float16 training (float16 autocast and GradScaler on cpu) needs torch 2.4",
+    ),
+    ("cpu", "inference", "float16"): ((2, 1), "float16 matrix products on the cpu need torch 2.1"),
+}
+
+
+def unsupported_reason(device: str, kind: str, name: str) -> str | None:
+    """Why ``device`` cannot run ``kind`` in dtype ``name`` with this torch and OS, or None.
+
+    Call it only for a device that is usable here.
+    """
+    if not is_reduced(name):
+        return None
+    needed = _MIN_TORCH.get((device, kind, name))
+    if needed is not None and torch_version() < needed[0]:
+        return f"{needed[1]}; this is torch {torch.__version__}"
+    if device == "mps" and name == "bfloat16":
+        macos = macos_version()
+        if macos is not None and macos < (14,):
+            return f"bfloat16 on mps needs macOS 14 or later; this is macOS {platform.mac_ver()[0]}"
+    if device == "cuda" and name == "bfloat16" and not torch.cuda.is_bf16_supported():
+        return f"{torch.cuda.get_device_name(0)} lacks bfloat16 (compute capability 8.0 or later needed)"
+    return None
+
+
+def check_computed(what: str, name: str, computed: torch.dtype | None) -> None:
+    """Fail when a step's logits were not computed in the dtype the combination names."""
+    expected = dtype_of(name)
+    if computed != expected:
+        raise DtypeMismatchError(
+            f"{what}: asked for {name} but the logits were computed in {computed}"
+            " (autocast on an unsupported device/dtype warns and silently runs float32)"
+        )

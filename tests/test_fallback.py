@@ -1,0 +1,132 @@
+"""The fallback recorder: PyTorch's real warning text in, op names out; timings refuse fallbacks."""
+
+from __future__ import annotations
+
+import dataclasses
+import warnings
+
+import pytest
+import torch
+from benchmarks import benchmark_instruments, benchmark_models
+
+from mpsbench import fallback, models, suite
+
+# The warning of aten/src/ATen/mps/MPSFallback.mm as PyTorch releases have
+# printed it: the 1.12 text, the 1.13-2.0 text (with its typo), the current
+# text, each as Python shows a C++ warning (with the "Triggered internally" tail).
+TAIL = " (Triggered internally at /Users/runner/work/pytorch/aten/src/ATen/mps/MPSFallback.mm:13.)"
+RELEASE_TEXTS = [
+    "The operator '{op}' is not currently supported on the MPS backend and will fall back to run on the CPU.",
+    "The operator '{op}' is not currently supported on the MPS backend and will fall back to run on the CPU."
+    " This may performance implications.",
+    "The operator '{op}' is not currently supported on the MPS backend and will fall back to run on the CPU."
+    " This may have performance implications." + TAIL,
+]
+
+
+def warn_fallback(op: str, text: str = RELEASE_TEXTS[-1]) -> None:
+    warnings.warn(text.format(op=op), UserWarning, stacklevel=2)
+
+
+@pytest.mark.parametrize("text", RELEASE_TEXTS)
+@pytest.mark.parametrize("op", ["aten::linalg_svd.U", "aten::_embedding_bag", "aten::upsample_bicubic2d.out"])
+def test_every_release_text_gives_the_op_name(text, op):
+    assert fallback.ops_in(text.format(op=op)) == [op]
+
+
+def test_other_warnings_name_no_op():
+    assert fallback.ops_in("The operator 'aten::foo' is not currently implemented for the MPS device.") == []
+    assert fallback.ops_in("Casting complex values to real discards the imaginary part") == []
+
+
+def test_recorder_collects_distinct_ops_in_order_and_swallows_their_warnings():
+    with warnings.catch_warnings(record=True) as after:
+        warnings.simplefilter("always")
+        with fallback.Recorder() as recorder:
+            warn_fallback("aten::linalg_svd.U")
+            warn_fallback("aten::_embedding_bag", RELEASE_TEXTS[0])
+            warn_fallback("aten::linalg_svd.U")  # warn-always: the same op warns on every call
+    assert recorder.ops == ["aten::linalg_svd.U", "aten::_embedding_bag"]
+    assert after == []  # recorded, not printed again
+
+
+def test_recorder_re_emits_other_warnings_once():
+    with pytest.warns(UserWarning, match="something else") as caught, fallback.Recorder() as recorder:
+        warnings.warn("something else", UserWarning, stacklevel=1)
+        warnings.warn("something else", UserWarning, stacklevel=1)
+        warn_fallback("aten::_embedding_bag")
+    assert recorder.ops == ["aten::_embedding_bag"]
+    assert [str(w.message) for w in caught] == ["something else"]
+
+
+def test_recorder_makes_torch_warn_once_fire_every_time_and_restores_the_setting():
+    """A real TORCH_WARN_ONCE from C++ (the fallback uses the same macro) reaches the recorder again."""
+    complex_value = torch.tensor([1 + 2j])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        torch.zeros(1).copy_(complex_value)  # spends the once-per-process warning
+    before = torch.is_warn_always_enabled()
+    with pytest.warns(UserWarning, match="Casting complex values to real"), fallback.Recorder():
+        assert torch.is_warn_always_enabled()
+        torch.zeros(1).copy_(complex_value)
+    assert torch.is_warn_always_enabled() == before
+
+
+def _model_that_falls_back(op: str) -> models.ModelSpec:
+    """The mlp, with a forward that reports a fallback as mps would (what PyTorch prints)."""
+    mlp = models.get("mlp")
+
+    def forward(model, inputs):
+        warn_fallback(op)
+        return mlp.forward(model, inputs)
+
+    return dataclasses.replace(mlp, forward=forward)
+
+
+@pytest.fixture
+def falls_back(monkeypatch):
+    monkeypatch.setitem(models.REGISTRY, "mlp", _model_that_falls_back("aten::_embedding_bag"))
+    monkeypatch.delenv(fallback.ALLOW_ENV, raising=False)
+
+
+def test_warm_up_records_the_ops_and_the_timing_fails_naming_them(falls_back):
+    expected = (
+        r"mlp training on cpu at batch 8 \(float32\): 1 op\(s\) fell back to the cpu during warm-up"
+        r" \(aten::_embedding_bag\), so its time is not a pure device number;"
+        r" set MPSBENCH_ALLOW_FALLBACK=1 to time it anyway"
+    )
+    with pytest.raises(fallback.FallbackError, match=expected):
+        suite.prepare("training", "cpu", "mlp", 8)
+
+
+def test_the_switch_allows_timing_a_combination_that_fell_back(falls_back, monkeypatch):
+    monkeypatch.setenv(fallback.ALLOW_ENV, "1")
+    workload = suite.prepare("inference", "cpu", "mlp", 8)
+    assert workload.fallback_ops == ("aten::_embedding_bag",)
+
+
+def test_the_track_counts_the_ops_that_fell_back(falls_back):
+    bench = benchmark_instruments.TrainingInstruments()
+    bench.setup("cpu", "mlp")  # instruments are never refused
+    assert bench.track_fallback_ops("cpu", "mlp") == 1
+
+
+def test_a_real_cpu_workload_has_no_fallbacks():
+    bench = benchmark_instruments.InferenceInstruments()
+    bench.setup("cpu", "mlp")
+    assert bench.workload.fallback_ops == ()
+    assert bench.track_fallback_ops("cpu", "mlp") == 0
+
+
+@pytest.mark.parametrize(("value", "on"), [("1", 1), ("0", 0), ("", 0)])
+def test_the_environment_records_whether_fallback_was_on(monkeypatch, value, on):
+    monkeypatch.setenv(fallback.ENABLE_ENV, value)
+    assert benchmark_models.Environment().track_mps_fallback_enabled() == on
+
+
+def test_the_environment_records_the_watermark_ratio_or_skips_when_unset(monkeypatch):
+    monkeypatch.setenv("PYTORCH_MPS_HIGH_WATERMARK_RATIO", "1.4")
+    assert benchmark_models.Environment().track_mps_high_watermark_ratio() == 1.4
+    monkeypatch.delenv("PYTORCH_MPS_HIGH_WATERMARK_RATIO")
+    with pytest.raises(suite.SkipNotImplemented, match="unset: torch's default applies"):
+        benchmark_models.Environment().track_mps_high_watermark_ratio()
