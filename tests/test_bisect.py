@@ -52,7 +52,7 @@ def test_asv_find_names_the_build_that_made_it_slower(tmp_path):
         "version": 1, "project": "fake", "repo": str(tmp_path / "timeline"), "branches": ["nightly"],
         "environment_type": "virtualenv", "benchmark_dir": "benchmarks", "env_dir": "env",
         "results_dir": "results", "html_dir": "html", "build_command": [],
-        "install_command": [f"python {installer} install {{build_dir}} {{env_dir}} {{conf_dir}}"],
+        "install_command": [f"python {installer} install {{build_dir}} {{env_dir}} {ROOT / 'src'}"],
         "uninstall_command": [f"return-code=any python {installer} uninstall {{env_dir}}"],
     }
     (tmp_path / "asv.conf.json").write_text(json.dumps(conf))

@@ -43,13 +43,13 @@ def test_install_once_then_switch_by_pth(cache):
     build_dir = _build_dir(cache / "b1", _wheel(cache / "w1", "first"))
     env = cache / "env"
     env.mkdir()
-    conf = Path(__file__).resolve().parents[1]
-    first = install_build.install(build_dir, env, conf)
+    src = Path(__file__).resolve().parents[1] / "src"
+    first = install_build.install(build_dir, env, src)
     assert first.startswith("mpsbench: installed torch 2.14.1 (linux-x86_64-cpu)")
     pth = (cache / "site-packages" / install_build.PTH_NAME).read_text().splitlines()
-    assert pth[1] == str(conf / "src")
+    assert pth[1] == str(src)
     assert (Path(pth[0]) / "torch" / "__init__.py").read_text() == "MARKER = 'first'\n"
-    again = install_build.install(build_dir, env, conf)
+    again = install_build.install(build_dir, env, src)
     assert again.startswith("mpsbench: switched to cached torch 2.14.1")
     assert json.loads((env / "mpsbench-build.json").read_text())["fresh"] is False
     install_build.uninstall(env)

@@ -6,7 +6,7 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from mpsbench import devices, history, install_build, models, resolve, timeline, timing, wheels, workloads
+from mpsbench import devices, history, install_build, models, report, resolve, timeline, timing, wheels, workloads
 from mpsbench import manifest as mf
 
 
@@ -106,6 +106,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--seconds", type=float, default=1.0, help="least time spent timing each workload")
     run.set_defaults(func=cmd_run)
     history.add_subcommands(commands)
+    report.add_subcommand(commands)
     return parser
 
 

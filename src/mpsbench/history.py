@@ -82,6 +82,21 @@ def cmd_add_url(args: argparse.Namespace) -> int:
     return _add(args, build)
 
 
+def _env_pairs(pairs: list[str]) -> dict[str, str]:
+    env = {}
+    for pair in pairs:
+        name, sep, value = pair.partition("=")
+        if not sep or not name:
+            raise HistoryError(f"--env takes NAME=VALUE, got {pair!r}")
+        env[name] = value
+    return env
+
+
+def cmd_add_existing(args: argparse.Namespace) -> int:
+    build = resolve.existing(args.site_packages, build_id=args.id, date=args.date, env=_env_pairs(args.env), note=args.note)
+    return _add(args, build)
+
+
 def cmd_list(args: argparse.Namespace) -> int:
     manifest = _manifest(args)
     generated = timeline.compute(manifest, args.timeline)
@@ -192,6 +207,16 @@ def add_subcommands(commands: argparse._SubParsersAction) -> None:  # type: igno
     url.add_argument("--note", default="")
     url.add_argument("--transformers-index", default=resolve.PYPI)
     url.set_defaults(func=cmd_add_url)
+
+    here = build_commands.add_parser("add-existing", help="a torch already installed here, used in place")
+    here.add_argument("site_packages", type=Path, help="the site-packages folder that holds torch")
+    adding(here, "local")
+    here.add_argument("--id", help="build id (default: from the torch version)")
+    here.add_argument("--date", help="build date (default: when torch/version.py was written)")
+    here.add_argument("--env", action="append", default=[], metavar="NAME=VALUE",
+                      help="set in every process of this build's environment (repeatable)")
+    here.add_argument("--note", default="")
+    here.set_defaults(func=cmd_add_existing)
 
     listing = build_commands.add_parser("list", help="the builds and their timeline commits")
     paths(listing)

@@ -5,13 +5,13 @@ asv.conf.json), before anything else is installed there, so it uses the
 standard library only. A build is installed once, with pip, into a cache
 folder keyed by the sha256 of its pinned wheels; every later switch of an
 environment to that build only rewrites one ``.pth`` file, which puts the
-cached build and this checkout's ``src/`` on ``sys.path``.
+cached build and the suite's ``src/`` (SUITE_SRC) on ``sys.path``.
 
 Every wheel is checked against its pinned sha256 before it is installed.
 A build is installed into a temporary folder and renamed into place only
 when pip succeeds, so a failed install leaves no half-built cache entry.
 
-    python install_build.py install BUILD_DIR ENV_DIR CONF_DIR
+    python install_build.py install BUILD_DIR ENV_DIR SUITE_SRC
     python install_build.py uninstall ENV_DIR
 """
 
@@ -238,14 +238,31 @@ def _site_packages() -> Path:
     return Path(sysconfig.get_paths()["purelib"])
 
 
-def install(build_dir: Path, env_dir: Path, conf_dir: Path) -> str:
+def _existing(build: dict[str, Any]) -> Path:
+    folder = Path(build["site_packages"])
+    if not (folder / "torch" / "__init__.py").is_file():
+        raise InstallError(f"build {build['channel']}@{build['id']}: {folder} holds no torch")
+    return folder
+
+
+def _pth_lines(folder: Path, suite_src: Path, env: dict[str, str]) -> str:
+    lines = [str(folder), str(suite_src.resolve())]
+    if env:  # a .pth line that starts with "import" is executed at every interpreter start
+        lines.append(f"import os; os.environ.update({json.dumps(env, sort_keys=True)})")
+    return "\n".join(lines) + "\n"
+
+
+def install(build_dir: Path, env_dir: Path, suite_src: Path) -> str:
     """Install (once) and switch the running environment to the build in ``build_dir``."""
     started = time.perf_counter()
     build = json.loads((build_dir / "build.json").read_text())
-    key, pins = select_pins(build)
-    folder, fresh = ensure_installed(pins)
+    if build["kind"] == "existing":
+        key, folder, fresh = "existing", _existing(build), False
+    else:
+        key, pins = select_pins(build)
+        folder, fresh = ensure_installed(pins)
     pth = _site_packages() / PTH_NAME
-    pth.write_text(f"{folder}\n{(conf_dir / 'src').resolve()}\n")
+    pth.write_text(_pth_lines(folder, suite_src, build.get("env", {})))
     record = {"build": f"{build['channel']}@{build['id']}", "platform": key, "folder": str(folder), "fresh": fresh}
     (env_dir / "mpsbench-build.json").write_text(json.dumps(record, indent=1) + "\n")
     how = "installed" if fresh else "switched to cached"

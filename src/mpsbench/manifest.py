@@ -18,14 +18,14 @@ import os
 import re
 import tempfile
 from dataclasses import asdict, dataclass, field, replace
-from datetime import datetime
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
 from mpsbench.wheels import PLATFORMS
 
 SCHEMA = 1
-KINDS = ("release", "nightly", "wheel-file", "wheel-url")
+KINDS = ("release", "nightly", "wheel-file", "wheel-url", "existing")
 _NAME = re.compile(r"^[a-z0-9][a-z0-9._-]*$")
 _SHA256 = re.compile(r"^[0-9a-f]{64}$")
 _DATE = "%Y-%m-%dT%H:%M:%SZ"
@@ -58,9 +58,15 @@ class Build:
     pins: dict[str, list[Pin]]  # platform key -> the wheels to install there
     tag: str | None = None  # an annotated tag on the timeline (releases)
     note: str = ""
+    # kind "existing": a torch already installed here, used in place (nothing is installed)
+    site_packages: str | None = None
+    # Environment variables set in every process of the build's asv environment
+    # (through its .pth file): e.g. a calibration copy of a build that injects a slowdown.
+    env: dict[str, str] = field(default_factory=dict)
 
     def when(self) -> datetime:
-        return datetime.strptime(self.date, _DATE)
+        """The build's date, timezone-aware in UTC (never the local zone: hashes depend on it)."""
+        return datetime.strptime(self.date, _DATE).replace(tzinfo=timezone.utc)
 
 
 @dataclass(frozen=True)
@@ -140,6 +146,10 @@ def _validate_build(channel: str, build: Build) -> None:
         build.when()
     except ValueError:
         raise ManifestError(f"{where}: date {build.date!r} is not YYYY-MM-DDTHH:MM:SSZ") from None
+    if build.kind == "existing":
+        if not build.site_packages or build.pins:
+            raise ManifestError(f"{where}: an existing build names its site-packages folder and pins no wheels")
+        return
     if not build.pins:
         raise ManifestError(f"{where}: pins no wheels for any platform")
     for platform, pins in build.pins.items():
@@ -166,6 +176,7 @@ def _build_from(data: dict[str, Any]) -> Build:
     return Build(
         id=data["id"], torch_version=data["torch_version"], date=data["date"], git_version=data["git_version"],
         kind=data["kind"], pins=pins, tag=data.get("tag"), note=data.get("note", ""),
+        site_packages=data.get("site_packages"), env=dict(data.get("env", {})),
     )
 
 
@@ -197,10 +208,11 @@ def to_json(manifest: Manifest) -> dict[str, Any]:
 
 def build_to_json(build: Build) -> dict[str, Any]:
     data = asdict(build)
-    if build.tag is None:
-        del data["tag"]
-    if not build.note:
-        del data["note"]
+    # Optional fields are left out when unset, so that adding a field never changes
+    # the bytes (and so the timeline hashes) of builds that do not use it.
+    for key in ("tag", "note", "site_packages", "env"):
+        if not data[key]:
+            del data[key]
     return data
 
 

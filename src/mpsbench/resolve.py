@@ -9,7 +9,7 @@ from the torch wheel itself (``torch/version.py`` and its timestamp).
 from __future__ import annotations
 
 import re
-from datetime import datetime
+from datetime import datetime, timezone
 from pathlib import Path
 
 from mpsbench import install_build, wheels
@@ -245,4 +245,34 @@ def wheel_url(
         id=build_id or _build_id(identity.version), torch_version=identity.version,
         date=mf.format_date(identity.built), git_version=identity.git_version, kind="wheel-url",
         pins={key: [pin, *([extra] if extra else [])]}, note=note,
+    )
+
+
+def _read_torch_version(folder: Path) -> tuple[str, str]:
+    text = (folder / "torch" / "version.py").read_text()
+    version = re.search(r"^__version__\s*=\s*['\"]([^'\"]+)", text, re.M)
+    git = re.search(r"^git_version\s*=\s*['\"]([0-9a-fA-F]+|Unknown)['\"]", text, re.M)
+    if not version or not git:
+        raise ResolveError(f"{folder}/torch/version.py has no __version__ or git_version")
+    return version.group(1), git.group(1)
+
+
+def existing(
+    site_packages: Path, build_id: str | None = None, date: str | None = None, env: dict[str, str] | None = None,
+    note: str = "",
+) -> mf.Build:
+    """A torch already installed on this machine, used in place: nothing is downloaded or copied.
+
+    For machines with no network and a preinstalled torch (a CI image, a GPU box),
+    and for a developer's own installed build. ``env`` sets environment variables
+    in every process of the build's asv environment.
+    """
+    folder = site_packages.resolve()
+    if not (folder / "torch" / "version.py").is_file():
+        raise ResolveError(f"{site_packages} holds no installed torch (no torch/version.py)")
+    version, git_version = _read_torch_version(folder)
+    when = datetime.fromtimestamp((folder / "torch" / "version.py").stat().st_mtime, tz=timezone.utc)
+    return mf.Build(
+        id=build_id or _build_id(version), torch_version=version, date=date or mf.format_date(when),
+        git_version=git_version, kind="existing", pins={}, note=note, site_packages=str(folder), env=dict(env or {}),
     )

@@ -1,0 +1,357 @@
+"""Calibrate the suite on the GPU present: fidelity, noise, sensitivity and cost (issue #4).
+
+    python -m mpsbench.calibrate [--device cuda|mps] [--workdir DIR] [--phases ...]
+
+Runs the real suite through asv in virtual environments whose build is the torch
+already installed here (``mpsbench build add-existing``: nothing is downloaded),
+against a calibration timeline of three commits: A and A2 (the same build
+twice) and B (the same build with a 5% slowdown of one model injected,
+mpsbench.inject). Then:
+
+- fidelity: for each model at its seed batch size, asv's median step time on
+  commit A against a hand-written loop in this process (warm-up, then timed
+  calls with a synchronize before each clock read; CUDA events as a second
+  opinion). Small models are timed in calls of ``steps_per_call`` steps in
+  both, as the suite does.
+- noise: the default selection on A and on A2, compared benchmark by benchmark,
+  and the spread within a run (interquartile range over the median).
+- sensitivity: ``asv continuous`` A→A2 must flag nothing, A2→B must flag the
+  injected model, at the factor chosen from the noise.
+- cost: wall time of the default selection under forkserver and spawn, and the
+  share of it spent outside timed steps.
+
+Prints Markdown tables and writes them, with the raw numbers, to --out.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import statistics
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+from mpsbench import asvconf, devices, inject, machine, models, resolve, timeline, workloads
+from mpsbench import manifest as mf
+
+PHASES = ("fidelity", "noise", "sensitivity", "cost")
+INJECTED_MODEL = "resnet50"
+INJECTED_FRACTION = 0.05
+SEED_CASES = [("training", name) for name in models.NAMES] + [("inference", name) for name in models.INFERENCE_NAMES]
+TIME_BENCH = {"training": "benchmark_models.Training.time_step", "inference": "benchmark_models.Inference.time_step"}
+
+
+@dataclass
+class Report:
+    device: str
+    torch_version: str
+    machine: dict[str, Any]
+    sections: list[str] = field(default_factory=list)
+    raw: dict[str, Any] = field(default_factory=dict)
+
+    def add(self, title: str, header: list[str], rows: list[list[str]], note: str = "") -> None:
+        lines = [f"### {title}", "", "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+        lines += ["| " + " | ".join(row) + " |" for row in rows]
+        if note:
+            lines += ["", note]
+        text = "\n".join(lines) + "\n"
+        self.sections.append(text)
+        print(text, flush=True)
+
+
+# --- the calibration timeline ----------------------------------------------------------
+
+
+def calibration_timeline(workdir: Path) -> dict[str, str]:
+    """Commits A, A2 (the installed torch, twice) and B (with the injected slowdown)."""
+    import torch
+
+    site = Path(torch.__file__).resolve().parents[1]
+    base = resolve.existing(site, build_id="a")
+    start = base.when()
+    builds = [
+        base,
+        resolve.existing(site, build_id="a2", date=mf.format_date(start + timedelta(minutes=1))),
+        resolve.existing(
+            site, build_id="b", date=mf.format_date(start + timedelta(minutes=2)),
+            env={inject.INJECT_ENV: f"{INJECTED_MODEL}:{INJECTED_FRACTION}"},
+        ),
+    ]
+    manifest = mf.Manifest()
+    for build in builds:
+        manifest = mf.append(manifest, "calib", build)
+    generated = timeline.generate(manifest, workdir / "timeline", force=True)
+    return {build.id: generated.commits[f"calib@{build.id}"] for build in builds}
+
+
+class Asv:
+    """Runs asv in the calibration folder, logging everything, timing each call."""
+
+    def __init__(self, workdir: Path, machine_name: str) -> None:
+        self.workdir = workdir
+        self.machine = machine_name
+        self.log = open(workdir / "asv.log", "a")  # noqa: SIM115 - kept open for the whole calibration
+        self.env = dict(os.environ)
+        self.env.pop("MPSBENCH_FULL", None)
+
+    def __call__(self, *args: str, check: bool = True) -> tuple[int, float, str]:
+        command = [sys.executable, "-m", "asv", *args]
+        print("$ asv " + " ".join(args), flush=True)
+        started = time.perf_counter()
+        done = subprocess.run(command, cwd=self.workdir, env=self.env, capture_output=True, text=True)
+        seconds = time.perf_counter() - started
+        self.log.write(f"$ asv {' '.join(args)}\n{done.stdout}\n{done.stderr}\n[exit {done.returncode}, {seconds:.1f} s]\n")
+        self.log.flush()
+        if check and done.returncode not in (0, 2):  # 2: some benchmark failed, recorded
+            raise RuntimeError(f"asv {args[0]} failed ({done.returncode}): {done.stdout[-2000:]}{done.stderr[-2000:]}")
+        return done.returncode, seconds, done.stdout
+
+    def run(self, commit: str, *selection: str, launch: str = "forkserver") -> float:
+        _, seconds, _ = self("run", "--machine", self.machine, "--launch-method", launch, "--record-samples",
+                             *selection, f"{commit}^!")
+        return seconds
+
+
+# --- reading asv's results --------------------------------------------------------------
+
+
+def load_results(workdir: Path, machine_name: str, commit: str) -> Any:
+    from asv.results import Results
+
+    folder = workdir / "results" / machine_name
+    files = sorted(folder.glob(f"{commit[:8]}-*.json"))
+    if not files:
+        raise RuntimeError(f"no asv results for {commit[:8]} in {folder}")
+    return Results.load(str(files[-1]))
+
+
+def time_values(results: Any) -> dict[tuple[str, tuple[str, ...]], dict[str, Any]]:
+    """Every timed value: (benchmark, params) -> median, q25, q75, samples."""
+    import itertools
+
+    values = {}
+    for name in results.get_all_result_keys():
+        if ".time_" not in name:
+            continue
+        params = results.get_result_params(name)
+        combos = list(itertools.product(*params)) if params else [()]
+        medians = results.get_result_value(name, params)
+        stats = results.get_result_stats(name, params)
+        samples = results.get_result_samples(name, params)
+        for index, combo in enumerate(combos):
+            if medians[index] is None or stats[index] is None:
+                continue
+            values[(name, tuple(str(p) for p in combo))] = {
+                "median": medians[index], "q25": stats[index].get("q_25"), "q75": stats[index].get("q_75"),
+                "samples": samples[index] or [],
+            }
+    return values
+
+
+def _param(value: str) -> str:
+    return repr(value)
+
+
+def _key(kind: str, device: str, model: str, batch: int) -> tuple[str, tuple[str, ...]]:
+    return TIME_BENCH[kind], (_param(device), _param(model), str(batch))
+
+
+# --- phases ------------------------------------------------------------------------------
+
+
+def hand_loop(kind: str, device: str, model: str, batch: int, calls: int = 30) -> tuple[float, float | None]:
+    """Median seconds per step: perf_counter with a sync before each read, and CUDA events."""
+    import torch
+
+    workload = workloads.build(kind, device, model, batch)
+    workload.warm_up()
+    steps = workload.spec.steps_per_call
+    clock: list[float] = []
+    events: list[float] = []
+    for _ in range(calls):
+        devices.synchronize(device)
+        begin = time.perf_counter()
+        workload.run(steps)
+        devices.synchronize(device)
+        clock.append((time.perf_counter() - begin) / steps)
+    if device == "cuda":
+        for _ in range(calls):
+            start = torch.cuda.Event(enable_timing=True)  # type: ignore[no-untyped-call]
+            end = torch.cuda.Event(enable_timing=True)  # type: ignore[no-untyped-call]
+            start.record()
+            workload.run(steps)
+            end.record()
+            end.synchronize()
+            events.append(start.elapsed_time(end) / 1000 / steps)
+    workloads.forget()
+    del workload
+    devices.empty_cache(device)
+    return statistics.median(clock), statistics.median(events) if events else None
+
+
+def fidelity(report: Report, asv_values: dict[Any, dict[str, Any]], device: str) -> None:
+    rows = []
+    worst = 0.0
+    for kind, name in SEED_CASES:
+        batch = models.get(name).seed_batch_size
+        measured = asv_values.get(_key(kind, device, name, batch))
+        if measured is None:
+            rows.append([kind, name, str(batch), "n/a", "", "", "", ""])
+            continue
+        clock, events = hand_loop(kind, device, name, batch)
+        ratio = measured["median"] / clock
+        worst = max(worst, abs(ratio - 1))
+        rows.append([
+            kind, name, str(batch), f"{measured['median'] * 1e3:.3f}", f"{clock * 1e3:.3f}",
+            f"{events * 1e3:.3f}" if events else "-", f"{ratio:.3f}",
+            f"{measured['median'] / events:.3f}" if events else "-",
+        ])
+        report.raw.setdefault("fidelity", []).append(
+            {"kind": kind, "model": name, "batch": batch, "asv": measured["median"], "clock": clock, "events": events}
+        )
+    report.add(
+        "Fidelity: asv's median against a hand-written loop (ms per step)",
+        ["workload", "model", "batch", "asv", "hand loop", "CUDA events", "asv/loop", "asv/events"], rows,
+        f"Largest deviation of asv/loop from 1: {worst:.3f} (goal: within 0.02).",
+    )
+
+
+def spread(values: dict[Any, dict[str, Any]]) -> dict[Any, float]:
+    """Within-run spread: interquartile range over the median."""
+    return {key: (v["q75"] - v["q25"]) / v["median"] for key, v in values.items() if v["q25"] is not None}
+
+
+def noise(report: Report, first: dict[Any, dict[str, Any]], second: dict[Any, dict[str, Any]]) -> float:
+    rows = []
+    large: list[float] = []
+    small: list[float] = []
+    within = spread(first)
+    for key in sorted(set(first) & set(second)):
+        a, b = first[key]["median"], second[key]["median"]
+        change = b / a - 1
+        (large if a > 5e-3 else small).append(abs(change))
+        rows.append([key[0].split(".", 1)[1], ", ".join(key[1]), f"{a * 1e3:.3f}", f"{b * 1e3:.3f}", f"{change * 100:+.2f}%",
+                     f"{within.get(key, math.nan) * 100:.2f}%"])
+    report.raw["noise"] = {"large": large, "small": small}
+
+    def summary(changes: list[float]) -> str:
+        if not changes:
+            return "none"
+        return f"median {statistics.median(changes) * 100:.2f}%, max {max(changes) * 100:.2f}% over {len(changes)}"
+
+    report.add(
+        "Noise: two full runs of the same build (A and A2)",
+        ["benchmark", "params", "A ms", "A2 ms", "A2/A - 1", "IQR/median in A"], rows,
+        f"Run-to-run change, steps over 5 ms: {summary(large)}; steps under 5 ms: {summary(small)}.",
+    )
+    return max(large) if large else 0.0
+
+
+def choose_factor(max_noise: float) -> float:
+    """The smallest factor at 1.01 steps that is at least three times the worst noise, at least 1.02."""
+    return max(1.02, math.ceil((1 + 3 * max_noise) * 100) / 100)
+
+
+def sensitivity(report: Report, run: Asv, commits: dict[str, str], device: str, factor: float) -> None:
+    selection = ["-b", rf"time_step\('{device}'"]
+    rows = []
+    for label, old, new in (("A/A", commits["a"], commits["a2"]), ("A2/B (5% injected)", commits["a2"], commits["b"])):
+        code, seconds, out = run("continuous", "--machine", run.machine, "--launch-method", "forkserver",
+                                 "--factor", f"{factor}", *selection, old, new, check=False)
+        flagged = [line.strip() for line in out.splitlines() if line.strip().startswith("+") and "±" in line]
+        rows.append([label, str(code), str(len(flagged)), "<br>".join(flagged) or "-", f"{seconds:.0f} s"])
+    report.add(
+        f"Sensitivity: asv continuous at factor {factor}", ["comparison", "exit", "flagged", "rows", "took"], rows,
+        f"B injects a {INJECTED_FRACTION:.0%} slowdown into every {INJECTED_MODEL} step (MPSBENCH_INJECT_SLOWDOWN).",
+    )
+
+
+def timed_seconds(values: dict[Any, dict[str, Any]]) -> float:
+    """Seconds spent inside timed calls: every recorded sample times steps_per_call steps."""
+    total = 0.0
+    for (_, params), value in values.items():
+        model = params[1].strip("'") if len(params) > 1 else ""
+        steps = models.REGISTRY[model].steps_per_call if model in models.REGISTRY else 1
+        total += sum(value["samples"]) * steps
+    return total
+
+
+def cost(report: Report, timings: dict[str, tuple[float, float]]) -> None:
+    rows = [[launch, f"{wall:.0f} s", f"{timed:.0f} s", f"{(1 - timed / wall) * 100:.0f}%"]
+            for launch, (wall, timed) in timings.items()]
+    report.add("Cost: the default selection for one build", ["launch method", "wall", "in timed calls", "outside"], rows,
+               "'in timed calls' counts the recorded samples of time_ benchmarks; everything else (process start,"
+               " imports, model builds, warm-ups, track_ benchmarks' own timing) counts as outside.")
+
+
+# --- main ------------------------------------------------------------------------------------
+
+
+def first_gpu() -> str:
+    for name in ("cuda", "mps"):
+        if devices.is_usable(name):
+            return name
+    raise SystemExit("mpsbench calibrate: no usable GPU (cuda or mps) here; pass --device cpu to calibrate the cpu")
+
+
+def main(argv: list[str] | None = None) -> int:
+    import torch
+
+    parser = argparse.ArgumentParser(prog="python -m mpsbench.calibrate", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--device", choices=devices.NAMES, default=None)
+    parser.add_argument("--workdir", type=Path, default=Path(".asv/calibration"))
+    parser.add_argument("--out", type=Path, default=Path(os.environ.get("OUT", ".asv/calibration")))
+    parser.add_argument("--phases", nargs="+", choices=PHASES, default=list(PHASES))
+    parser.add_argument("--factor", type=float, help="use this factor instead of choosing one from the noise")
+    parser.add_argument("--select", help="an asv -b regex in place of the default selection (for a quick try)")
+    parser.add_argument("--whole-suite", action="store_true",
+                        help="time every benchmark module's default selection (default: benchmark_models only)")
+    args = parser.parse_args(argv)
+    device = args.device or first_gpu()
+    workdir = args.workdir.resolve()
+    workdir.mkdir(parents=True, exist_ok=True)
+    args.out.mkdir(parents=True, exist_ok=True)
+
+    commits = calibration_timeline(workdir)
+    asvconf.derived(workdir, workdir / "timeline", ["calib"])
+    name, facts = machine.write(f"calib-{device}")
+    report = Report(device, torch.__version__, facts)
+    run = Asv(workdir, name)
+    modules = "" if args.whole_suite else r"benchmark_models\."
+    device_filter = ["-b", args.select or rf"{modules}.*\('{device}'"]
+    timings: dict[str, tuple[float, float]] = {}
+
+    wall = run.run(commits["a"], *device_filter)
+    first = time_values(load_results(workdir, name, commits["a"]))
+    timings["forkserver"] = (wall, timed_seconds(first))
+    if "fidelity" in args.phases:
+        fidelity(report, first, device)
+    factor = args.factor or 1.05
+    if "noise" in args.phases or "sensitivity" in args.phases:
+        run.run(commits["a2"], *device_filter)
+        second = time_values(load_results(workdir, name, commits["a2"]))
+        factor = args.factor or choose_factor(noise(report, first, second))
+    if "cost" in args.phases:
+        wall = run.run(commits["b"], *device_filter, launch="spawn")
+        timings["spawn"] = (wall, timed_seconds(time_values(load_results(workdir, name, commits["b"]))))
+        cost(report, timings)
+    if "sensitivity" in args.phases:
+        sensitivity(report, run, commits, device, factor)
+    report.raw["factor"] = factor
+    header = (f"# Calibration on {device}: torch {torch.__version__}, {facts['chip']}, {facts['os']},"
+              f" {time.strftime('%Y-%m-%d')}\n\nCommand: `python -m mpsbench.calibrate --device {device}`\n\n")
+    (args.out / "calibration.md").write_text(header + "\n".join(report.sections))
+    (args.out / "calibration.json").write_text(json.dumps(report.raw, indent=1, default=str))
+    print(f"suggested regression factor: {factor}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,67 @@
+"""Calibration's arithmetic and its timeline; the GPU run itself is scripts/calibrate's (docs/performance.md)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+
+import pytest
+
+from mpsbench import asvconf, calibrate, factor, inject
+
+
+def _value(median, q25=None, q75=None, samples=()):
+    return {"median": median, "q25": q25, "q75": q75, "samples": list(samples)}
+
+
+@pytest.mark.parametrize(
+    ("noise", "expected"), [(0.0, 1.02), (0.003, 1.02), (0.0067, 1.03), (0.01, 1.03), (0.02, 1.06)]
+)
+def test_factor_is_three_times_the_worst_noise_rounded_up_to_a_percent(noise, expected):
+    assert calibrate.choose_factor(noise) == pytest.approx(expected)
+
+
+def test_noise_splits_steps_at_5_ms_and_returns_the_worst_large_change():
+    key_large = ("benchmark_models.Training.time_step", ("'cuda'", "'resnet50'", "128"))
+    key_small = ("benchmark_models.Training.time_step", ("'cuda'", "'mlp'", "1024"))
+    first = {key_large: _value(0.100, 0.099, 0.101), key_small: _value(0.001)}
+    second = {key_large: _value(0.101), key_small: _value(0.0011)}
+    report = calibrate.Report("cuda", "2.14.1", {})
+    worst = calibrate.noise(report, first, second)
+    assert worst == pytest.approx(0.01)
+    assert report.raw["noise"]["small"] == [pytest.approx(0.1)]
+    assert "+1.00%" in report.sections[0] and "2.00%" in report.sections[0]  # change, then IQR/median
+
+
+def test_timed_seconds_counts_every_step_of_every_sample():
+    values = {
+        ("benchmark_models.Training.time_step", ("'cpu'", "'mlp'", "8")): _value(0.001, samples=[0.001, 0.002]),
+        ("benchmark_models.Training.time_step", ("'cpu'", "'resnet50'", "1")): _value(0.5, samples=[0.5]),
+    }
+    steps = calibrate.models.REGISTRY["mlp"].steps_per_call
+    assert calibrate.timed_seconds(values) == pytest.approx(0.003 * steps + 0.5)
+
+
+def test_calibration_timeline_has_the_build_twice_and_once_with_the_injected_slowdown(tmp_path):
+    commits = calibrate.calibration_timeline(tmp_path)
+    assert set(commits) == {"a", "a2", "b"} and len(set(commits.values())) == 3
+    repo = tmp_path / "timeline"
+    log = subprocess.run(["git", "-C", str(repo), "log", "--format=%H %ad", "--date=unix", "calib"],
+                         capture_output=True, text=True, check=True).stdout.split("\n")
+    dates = {line.split()[0]: int(line.split()[1]) for line in log if line}
+    assert dates[commits["a"]] < dates[commits["a2"]] < dates[commits["b"]]
+    pin_b = subprocess.run(["git", "-C", str(repo), "show", f"{commits['b']}:build.json"],
+                           capture_output=True, text=True, check=True).stdout
+    assert json.loads(pin_b)["env"] == {inject.INJECT_ENV: f"{calibrate.INJECTED_MODEL}:{calibrate.INJECTED_FRACTION}"}
+    pin_a = subprocess.run(["git", "-C", str(repo), "show", f"{commits['a']}:build.json"],
+                           capture_output=True, text=True, check=True).stdout
+    assert "env" not in json.loads(pin_a)
+
+
+def test_derived_config_keeps_the_suite_and_the_factor_but_moves_every_folder(tmp_path):
+    path = asvconf.derived(tmp_path, tmp_path / "timeline", ["calib"])
+    conf = factor.read_config(path)
+    assert conf["repo"] == str(tmp_path / "timeline") and conf["branches"] == ["calib"]
+    assert all(str(conf[key]).startswith(str(tmp_path)) for key in ("env_dir", "results_dir", "html_dir"))
+    assert "{conf_dir}" not in " ".join(conf["install_command"])
+    assert factor.regression_factor(path) == factor.regression_factor(asvconf.ROOT / "asv.conf.json")
