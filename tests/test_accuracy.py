@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import pytest
@@ -60,10 +61,10 @@ def wrong_device(monkeypatch):
     """A device whose forward returns every logit 30% too large (what a broken kernel does)."""
     real_evaluate = workloads.Workload.evaluate
 
-    def evaluate(self):
-        logits, _ = real_evaluate(self)
+    def evaluate(self, samples=None):
+        logits, _ = real_evaluate(self, samples)
         wrong = logits * 1.3
-        return wrong, torch.nn.functional.cross_entropy(wrong.float(), self.batch.target)
+        return wrong, torch.nn.functional.cross_entropy(wrong.float(), self.batch.head(len(wrong)).target)
 
     monkeypatch.setattr(workloads.Workload, "evaluate", evaluate)
     monkeypatch.setattr(accuracy, "needed", lambda device: True)  # check the cpu as if it were a GPU
@@ -109,3 +110,17 @@ def test_the_cpu_has_no_accuracy_track():
     bench.setup("cpu", "lenet5")
     with pytest.raises(suite.SkipNotImplemented, match="the cpu is the reference"):
         bench.track_accuracy_error("cpu", "lenet5")
+
+
+def test_the_check_compares_only_the_first_samples_of_a_large_batch(monkeypatch):
+    seen: list[int] = []
+    real_forward = accuracy.models.get("mlp").forward
+
+    def counting_forward(model, inputs):
+        seen.append(len(next(iter(inputs.values()))))
+        return real_forward(model, inputs)
+
+    workload = workloads.build("inference", "cpu", "mlp", 1024)
+    monkeypatch.setattr(workload, "spec", dataclasses.replace(workload.spec, forward=counting_forward))
+    assert accuracy.compare(workload).ok
+    assert seen == [accuracy.CHECK_SAMPLES, accuracy.CHECK_SAMPLES]  # the device's forward, then the cpu's

@@ -41,7 +41,7 @@ from typing import Any
 from mpsbench import asvconf, devices, inject, machine, models, resolve, timeline, workloads
 from mpsbench import manifest as mf
 
-PHASES = ("fidelity", "noise", "sensitivity", "cost")
+PHASES = ("fidelity", "noise", "sensitivity", "cost", "breakdown")
 INJECTED_MODEL = "resnet50"
 INJECTED_FRACTION = 0.05
 SEED_CASES = [("training", name) for name in models.NAMES] + [("inference", name) for name in models.INFERENCE_NAMES]
@@ -105,13 +105,25 @@ class Asv:
         command = [sys.executable, "-m", "asv", *args]
         print("$ asv " + " ".join(args), flush=True)
         started = time.perf_counter()
-        done = subprocess.run(command, cwd=self.workdir, env=self.env, capture_output=True, text=True)
-        seconds = time.perf_counter() - started
-        self.log.write(f"$ asv {' '.join(args)}\n{done.stdout}\n{done.stderr}\n[exit {done.returncode}, {seconds:.1f} s]\n")
+        self.log.write(f"$ asv {' '.join(args)}\n")
         self.log.flush()
-        if check and done.returncode not in (0, 2):  # 2: some benchmark failed, recorded
-            raise RuntimeError(f"asv {args[0]} failed ({done.returncode}): {done.stdout[-2000:]}{done.stderr[-2000:]}")
-        return done.returncode, seconds, done.stdout
+        # asv's output goes to the log as it comes, so a run stopped by a time limit leaves its progress behind
+        process = subprocess.Popen(command, cwd=self.workdir, env=self.env, stdout=subprocess.PIPE,
+                                   stderr=subprocess.STDOUT, text=True)
+        assert process.stdout is not None
+        lines = []
+        for line in process.stdout:
+            lines.append(line)
+            self.log.write(f"[{time.perf_counter() - started:7.1f}] {line}")
+            self.log.flush()
+        code = process.wait()
+        seconds = time.perf_counter() - started
+        output = "".join(lines)
+        self.log.write(f"[exit {code}, {seconds:.1f} s]\n")
+        self.log.flush()
+        if check and code not in (0, 2):  # 2: some benchmark failed, recorded
+            raise RuntimeError(f"asv {args[0]} failed ({code}): {output[-3000:]}")
+        return code, seconds, output
 
     def run(self, commit: str, *selection: str, launch: str = "forkserver") -> float:
         _, seconds, _ = self("run", "--machine", self.machine, "--launch-method", launch, "--record-samples",
@@ -146,8 +158,8 @@ def time_values(results: Any) -> dict[tuple[str, tuple[str, ...]], dict[str, Any
         stats = results.get_result_stats(name, params)
         samples = results.get_result_samples(name, params)
         for index, combo in enumerate(combos):
-            if medians[index] is None or stats[index] is None:
-                continue
+            if medians[index] is None or math.isnan(medians[index]) or stats[index] is None:
+                continue  # skipped (n/a) or failed: nothing was timed
             values[(name, tuple(str(p) for p in combo))] = {
                 "median": medians[index], "q25": stats[index].get("q_25"), "q75": stats[index].get("q_75"),
                 "samples": samples[index] or [],
@@ -291,6 +303,53 @@ def cost(report: Report, timings: dict[str, tuple[float, float]]) -> None:
                " imports, model builds, warm-ups, track_ benchmarks' own timing) counts as outside.")
 
 
+# What one benchmark process spends before its first timed call, stage by stage,
+# measured in a fresh interpreter as asv's spawn starts one (forkserver saves
+# only the first stage).
+_BREAKDOWN = """
+import json, sys, time
+clock = time.perf_counter()
+stages = {}
+def stage(name):
+    global clock
+    now = time.perf_counter(); stages[name] = now - clock; clock = now
+kind, device, model, batch = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
+from mpsbench import accuracy, devices, models, timing, workloads
+spec = models.get(model)
+spec.missing_requirements()  # imports torchvision / transformers where the model needs them
+stage("imports")
+devices.synchronize(device)
+stage("device init")
+workload = workloads.build(kind, device, model, batch)
+devices.synchronize(device)
+stage("build and copy")
+workload.warm_up()
+stage("warm-up")
+if accuracy.needed(device):
+    accuracy.compare(workload)
+stage("accuracy check")
+stages["one step"] = timing.time_steps(workload, min_calls=10, min_seconds=0).seconds_per_step
+print(json.dumps(stages))
+"""
+
+
+def breakdown(report: Report, device: str) -> None:
+    rows = []
+    for kind, name in SEED_CASES:
+        batch = models.get(name).seed_batch_size
+        done = subprocess.run([sys.executable, "-c", _BREAKDOWN, kind, device, name, str(batch)],
+                              capture_output=True, text=True)
+        if done.returncode != 0:
+            rows.append([kind, name, str(batch), "failed: " + done.stderr.strip().splitlines()[-1][:120]])
+            continue
+        stages = json.loads(done.stdout.strip().splitlines()[-1])
+        report.raw.setdefault("breakdown", []).append({"kind": kind, "model": name, "batch": batch, **stages})
+        rows.append([kind, name, str(batch)] + [f"{stages[key] * 1e3:.0f}" for key in stages])
+    header = ["workload", "model", "batch", "imports", "device init", "build and copy", "warm-up", "accuracy check",
+              "one step"]
+    report.add("Breakdown: what a fresh benchmark process spends before timing (ms)", header, rows)
+
+
 # --- main ------------------------------------------------------------------------------------
 
 
@@ -318,11 +377,29 @@ def main(argv: list[str] | None = None) -> int:
     workdir = args.workdir.resolve()
     workdir.mkdir(parents=True, exist_ok=True)
     args.out.mkdir(parents=True, exist_ok=True)
-
-    commits = calibration_timeline(workdir)
-    asvconf.derived(workdir, workdir / "timeline", ["calib"])
     name, facts = machine.write(f"calib-{device}")
     report = Report(device, torch.__version__, facts)
+    header = (f"# Calibration on {device}: torch {torch.__version__}, {facts['chip']}, {facts['os']},"
+              f" {time.strftime('%Y-%m-%d')}\n\nCommand: `python -m mpsbench.calibrate --device {device}"
+              f" --phases {' '.join(args.phases)}`\n\n")
+
+    def save() -> None:  # after every phase, so that a run stopped early keeps what it measured
+        (args.out / "calibration.md").write_text(header + "\n".join(report.sections))
+        (args.out / "calibration.json").write_text(json.dumps(report.raw, indent=1, default=str))
+
+    if "breakdown" in args.phases:
+        breakdown(report, device)
+        save()
+    if set(args.phases) - {"breakdown"}:
+        run_suite_phases(args, report, device, workdir, name)
+        save()
+    return 0
+
+
+def run_suite_phases(args: argparse.Namespace, report: Report, device: str, workdir: Path, name: str) -> None:
+    """Fidelity, noise, cost and sensitivity: each needs real asv runs of the calibration timeline."""
+    commits = calibration_timeline(workdir)
+    asvconf.derived(workdir, workdir / "timeline", ["calib"])
     run = Asv(workdir, name)
     modules = "" if args.whole_suite else r"benchmark_models\."
     device_filter = ["-b", args.select or rf"{modules}.*\('{device}'"]
@@ -331,6 +408,7 @@ def main(argv: list[str] | None = None) -> int:
     wall = run.run(commits["a"], *device_filter)
     first = time_values(load_results(workdir, name, commits["a"]))
     timings["forkserver"] = (wall, timed_seconds(first))
+    print(f"default selection, forkserver: {wall:.0f} s", flush=True)
     if "fidelity" in args.phases:
         fidelity(report, first, device)
     factor = args.factor or 1.05
@@ -345,12 +423,7 @@ def main(argv: list[str] | None = None) -> int:
     if "sensitivity" in args.phases:
         sensitivity(report, run, commits, device, factor)
     report.raw["factor"] = factor
-    header = (f"# Calibration on {device}: torch {torch.__version__}, {facts['chip']}, {facts['os']},"
-              f" {time.strftime('%Y-%m-%d')}\n\nCommand: `python -m mpsbench.calibrate --device {device}`\n\n")
-    (args.out / "calibration.md").write_text(header + "\n".join(report.sections))
-    (args.out / "calibration.json").write_text(json.dumps(report.raw, indent=1, default=str))
     print(f"suggested regression factor: {factor}")
-    return 0
 
 
 if __name__ == "__main__":

@@ -35,6 +35,10 @@ class Batch:
         moved = {key: value.to(device) for key, value in self.inputs.items()}
         return Batch(moved, self.target.to(device))
 
+    def head(self, samples: int) -> Batch:
+        """The first ``samples`` samples (every input and the target sliced alike)."""
+        return Batch({key: value[:samples] for key, value in self.inputs.items()}, self.target[:samples])
+
 
 @dataclass(frozen=True)
 class ModelSpec:

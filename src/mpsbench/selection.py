@@ -13,8 +13,12 @@ import os
 from mpsbench.models import ModelSpec
 
 FULL_SWEEP_ENV = "MPSBENCH_FULL"  # set to 1: every device at every batch size
-SMALL_BATCH_SIZES = (1, 8, 32)  # latency and a mid size, on every device
+CPU_BATCH_SIZES = (1, 8, 32)  # latency and mid sizes, beside each model's seed size
 CPU_LARGE_BATCH_SIZES = (1, 8)  # a large model's cpu step at batch 128 takes about a minute
+# On a GPU a benchmark process costs seconds before its first timed step (imports,
+# model build, warm-up, accuracy check: docs/budget.md), far more than its steps:
+# the default keeps latency (batch 1) and the seeds' size, the full sweep the rest.
+GPU_BATCH_SIZES = (1,)
 
 
 def full_sweep() -> bool:
@@ -24,12 +28,15 @@ def full_sweep() -> bool:
 def in_default_selection(device: str, spec: ModelSpec, batch_size: int) -> bool:
     """True for the combinations the default run times.
 
-    Every device runs the small sizes and the model's seed batch size, except
-    that the large models run on the cpu at their smallest sizes only.
+    GPUs run batch 1 and the model's seed batch size; the cpu runs the small
+    sizes and the seed size, except that the large models run on the cpu at
+    their smallest sizes only.
     """
-    if device == "cpu" and spec.large:
+    if device != "cpu":
+        return batch_size in GPU_BATCH_SIZES or batch_size == spec.seed_batch_size
+    if spec.large:
         return batch_size in CPU_LARGE_BATCH_SIZES
-    return batch_size in SMALL_BATCH_SIZES or batch_size == spec.seed_batch_size
+    return batch_size in CPU_BATCH_SIZES or batch_size == spec.seed_batch_size
 
 
 def skip_reason(device: str, spec: ModelSpec, batch_size: int) -> str | None:

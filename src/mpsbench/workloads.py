@@ -110,8 +110,10 @@ class Workload:
             self.scaler.update()
         return loss
 
-    def evaluate(self) -> tuple[torch.Tensor, torch.Tensor]:
+    def evaluate(self, samples: int | None = None) -> tuple[torch.Tensor, torch.Tensor]:
         """Logits and loss of one deterministic forward: eval mode, no gradients, this dtype.
+
+        ``samples`` limits the forward to the batch's first samples (all by default).
 
         Eval mode switches dropout off and makes batch norm use its running
         statistics, so the result is comparable with another device's. A
@@ -121,8 +123,9 @@ class Workload:
         self.model.eval()
         try:
             with torch.no_grad(), precision.autocast(self.device, self.kind, self.dtype):
-                logits: torch.Tensor = self.spec.forward(self.model, self.batch.inputs)
-                loss: torch.Tensor = self.loss_fn(logits.float(), self.batch.target)
+                batch = self.batch if samples is None else self.batch.head(samples)
+                logits: torch.Tensor = self.spec.forward(self.model, batch.inputs)
+                loss: torch.Tensor = self.loss_fn(logits.float(), batch.target)
         finally:
             self.model.train(was_training)
         return logits, loss
