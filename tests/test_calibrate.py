@@ -65,3 +65,15 @@ def test_derived_config_keeps_the_suite_and_the_factor_but_moves_every_folder(tm
     assert all(str(conf[key]).startswith(str(tmp_path)) for key in ("env_dir", "results_dir", "html_dir"))
     assert "{conf_dir}" not in " ".join(conf["install_command"])
     assert factor.regression_factor(path) == factor.regression_factor(asvconf.ROOT / "asv.conf.json")
+
+
+def test_only_rows_marked_slower_count_as_flagged():
+    output = """
+| Change   | Before [a]   | After [b]   |   Ratio | Benchmark (Parameter)                                   |
+|----------|--------------|-------------|---------|---------------------------------------------------------|
+| +        | 100±1ms      | 106±1ms     |    1.06 | benchmark_models.Training.time_step('cuda', 'resnet50', 128) |
+| -        | 10.0±0.1ms   | 9.0±0.1ms   |    0.9  | benchmark_models.Training.time_step('cuda', 'mlp', 1024) |
+|          | 5.00±0.1ms   | 5.01±0.1ms  |    1.00 | benchmark_models.Inference.time_step('cuda', 'resnet50', 1) |
+"""
+    rows = calibrate.flagged(output)
+    assert len(rows) == 1 and "'resnet50', 128" in rows[0] and "Training" in rows[0]

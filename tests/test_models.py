@@ -97,3 +97,14 @@ def test_missing_package_is_named(monkeypatch):
     assert models.get("resnet50").missing_requirements() == ["torchvision"]
     with pytest.raises(workloads.WorkloadError, match="resnet50 needs torchvision"):
         workloads.build("training", "cpu", "resnet50", 1)
+
+
+def test_optional_packages_are_preloaded_only_in_asvs_forkserver(monkeypatch):
+    import sys
+    import types
+
+    monkeypatch.delitem(sys.modules, "asv_runner.server", raising=False)
+    assert models.preload_for_forkserver() == []
+    monkeypatch.setitem(sys.modules, "asv_runner.server", types.ModuleType("asv_runner.server"))
+    assert models.preload_for_forkserver() == list(models.PRELOADED)  # both installed in the test venv
+    assert all(package in sys.modules for package in models.PRELOADED)

@@ -12,6 +12,7 @@ that motivated this project used; the comment beside it names the source.
 from __future__ import annotations
 
 import importlib
+import sys
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
@@ -290,3 +291,25 @@ def make_batch(spec: ModelSpec, batch_size: int) -> Batch:
     """The model's synthetic batch: the same tensors on every call and machine."""
     generator = torch.Generator().manual_seed(SEED)
     return spec.make_batch(batch_size, generator)
+
+
+# Packages the models import inside their builders. asv's forkserver imports the
+# benchmark modules once and forks a process per benchmark from there: importing
+# these in that server too saves every forked process their import (seconds for
+# transformers). Nothing here touches a GPU, which must not be initialized before
+# a fork. Under spawn (macOS) each process imports what its model needs, as before.
+PRELOADED = ("torchvision.models", "transformers.models.bert.modeling_bert")
+
+
+def preload_for_forkserver() -> list[str]:
+    """In asv's forkserver, import the models' optional packages; elsewhere do nothing."""
+    if "asv_runner.server" not in sys.modules:
+        return []
+    loaded = []
+    for package in PRELOADED:
+        try:
+            importlib.import_module(package)
+        except ImportError:  # an environment without it: its models skip with the reason
+            continue
+        loaded.append(package)
+    return loaded
