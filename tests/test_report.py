@@ -9,15 +9,13 @@ import sys
 from pathlib import Path
 
 import pytest
-from asv.results import Results
-from asv.runner import BenchmarkResult
+from tests import asvresults
 
 from mpsbench import factor, report
 from mpsbench.report import Workload
 
 ASV = [sys.executable, "-m", "asv"]
 ROOT = Path(__file__).resolve().parents[1]
-PARAM_NAMES = ["device", "model", "batch_size"]
 DEVICES = ["cpu", "mps", "cuda"]
 MODELS = ["mlp", "resnet50", "vgg16"]
 BATCHES = [1, 8, 64, 128, 1024]
@@ -72,35 +70,14 @@ def _timeline(path: Path) -> list[str]:
     return commits
 
 
-def _benchmark(kind: str, metric: str) -> dict[str, object]:
-    return {
-        "name": f"benchmark_models.{kind.title()}.{metric}",
-        "params": [[repr(d) for d in DEVICES], [repr(m) for m in MODELS], [str(b) for b in BATCHES]],
-        "param_names": PARAM_NAMES, "version": "1", "code": "", "type": metric.split("_")[0],
-        "unit": "seconds" if metric == "time_step" else "samples/s",
-    }
-
-
 def _write_results(results_dir: Path, commits: list[str]) -> None:
     """Results files for MEASURED, through asv's Results class, plus the benchmarks.json asv run writes."""
     benchmarks = {}
     for (machine, index), values in MEASURED.items():
-        (results_dir / machine).mkdir(parents=True, exist_ok=True)
-        (results_dir / machine / "machine.json").write_text(json.dumps({"machine": machine, "version": 1}))
         date_ms = 1767225600000 + index * 31 * 86400 * 1000
-        result = Results({"machine": machine, "python": "3.11"}, {}, commits[index], date_ms, "3.11",
-                         "existing-py", {})
-        for kind in ("training", "inference"):
-            for metric in ("time_step", "track_throughput"):
-                benchmark = _benchmark(kind, metric)
-                benchmarks[benchmark["name"]] = benchmark
-                grid = [values.get((kind, metric, d, m, b)) for d in DEVICES for m in MODELS for b in BATCHES]
-                if any(value is not None for value in grid):
-                    result.add_result(benchmark, BenchmarkResult(
-                        result=grid, samples=[None] * len(grid), number=[None] * len(grid),
-                        errcode=0, stderr="", profile=None))
-        result.save(str(results_dir))
-    (results_dir / "benchmarks.json").write_text(json.dumps({**benchmarks, "version": 2}))
+        benchmarks.update(asvresults.write_results(results_dir, machine, commits[index], date_ms, values,
+                                                   DEVICES, MODELS, BATCHES))
+    asvresults.write_benchmarks(results_dir, benchmarks)
 
 
 @pytest.fixture(scope="module")

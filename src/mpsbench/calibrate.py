@@ -34,6 +34,7 @@ import statistics
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import timedelta
 from pathlib import Path
@@ -417,12 +418,13 @@ def main(argv: list[str] | None = None) -> int:
         breakdown(report, device)
         save()
     if set(args.phases) - {"breakdown"}:
-        run_suite_phases(args, report, device, workdir, name)
-        save()
+        run_suite_phases(args, report, device, workdir, name, save)
     return 0
 
 
-def run_suite_phases(args: argparse.Namespace, report: Report, device: str, workdir: Path, name: str) -> None:
+def run_suite_phases(
+    args: argparse.Namespace, report: Report, device: str, workdir: Path, name: str, save: Callable[[], None]
+) -> None:
     """Fidelity, noise, cost and sensitivity: each needs real asv runs of the calibration timeline."""
     commits = calibration_timeline(workdir)
     asvconf.derived(workdir, workdir / "timeline", ["calib"])
@@ -437,18 +439,22 @@ def run_suite_phases(args: argparse.Namespace, report: Report, device: str, work
     print(f"default selection, forkserver: {wall:.0f} s", flush=True)
     if "fidelity" in args.phases:
         fidelity(report, first, device)
+        save()
     factor = args.factor or 1.05
     if "noise" in args.phases or "sensitivity" in args.phases:
         run.run(commits["a2"], *device_filter)
         second = time_values(load_results(workdir, name, commits["a2"]))
         factor = args.factor or choose_factor(noise(report, first, second))
+        save()
     if "cost" in args.phases:
         wall = run.run(commits["b"], *device_filter, launch="spawn")
         timings["spawn"] = (wall, timed_seconds(time_values(load_results(workdir, name, commits["b"]))))
         cost(report, timings)
+        save()
     if "sensitivity" in args.phases:
         sensitivity(report, run, commits, device, factor)
     report.raw["factor"] = factor
+    save()
     print(f"suggested regression factor: {factor}")
 
 

@@ -6,7 +6,21 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from mpsbench import devices, history, install_build, models, report, resolve, timeline, timing, wheels, workloads
+from mpsbench import (
+    alerts,
+    command,
+    devices,
+    history,
+    install_build,
+    merge,
+    models,
+    report,
+    resolve,
+    timeline,
+    timing,
+    wheels,
+    workloads,
+)
 from mpsbench import manifest as mf
 
 
@@ -107,6 +121,8 @@ def build_parser() -> argparse.ArgumentParser:
     run.set_defaults(func=cmd_run)
     history.add_subcommands(commands)
     report.add_subcommand(commands)
+    merge.add_subcommand(commands)
+    alerts.add_subcommand(commands)
     return parser
 
 
@@ -123,16 +139,13 @@ USER_ERRORS = (
     wheels.WheelError,
     timeline.TimelineError,
     install_build.InstallError,
+    merge.MergeError,
+    alerts.AlertError,
 )
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    try:
-        return int(args.func(args))
-    except USER_ERRORS as exc:
-        print(f"mpsbench: error: {exc}", file=sys.stderr)
-        return 2
+    return command.run(build_parser(), argv, USER_ERRORS)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,18 @@
+"""Run a command-line parser's chosen function: a user mistake is one line on stderr and exit status 2."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+
+
+def run(parser: argparse.ArgumentParser, argv: Sequence[str] | None, errors: tuple[type[Exception], ...],
+        prog: str = "mpsbench") -> int:
+    """Parse ``argv`` and call the chosen ``func``; ``errors`` are user mistakes: no traceback."""
+    args = parser.parse_args(argv)
+    try:
+        return int(args.func(args))
+    except errors as exc:
+        print(f"{prog}: error: {exc}", file=sys.stderr)
+        return 2

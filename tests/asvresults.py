@@ -1,0 +1,55 @@
+"""asv results files for tests, written through asv's own classes, as ``asv run`` writes them.
+
+``values`` map ``(kind, metric, device, model, batch)`` to a number: a step time in
+seconds for ``time_step``, samples/s for ``track_throughput``.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from asv.results import Results
+from asv.runner import BenchmarkResult
+
+PARAM_NAMES = ["device", "model", "batch_size"]
+KINDS = ("training", "inference")
+METRICS = ("time_step", "track_throughput")
+
+
+def benchmark(kind: str, metric: str, devices: list[str], models: list[str], batches: list[int],
+              version: str = "1") -> dict[str, object]:
+    """A benchmarks.json entry for ``benchmark_models.<Kind>.<metric>`` over the given params."""
+    return {
+        "name": f"benchmark_models.{kind.title()}.{metric}",
+        "params": [[repr(d) for d in devices], [repr(m) for m in models], [str(b) for b in batches]],
+        "param_names": PARAM_NAMES, "version": version, "code": "", "type": metric.split("_")[0],
+        "unit": "seconds" if metric == "time_step" else "samples/s",
+    }
+
+
+def write_results(
+    results_dir: Path, machine: str, commit: str, date_ms: int, values: dict[tuple[str, str, str, str, int], float],
+    devices: list[str], models: list[str], batches: list[int], version: str = "1",
+) -> dict[str, dict[str, object]]:
+    """One machine's results file for one build (and its machine.json); the benchmarks it holds, by name."""
+    (results_dir / machine).mkdir(parents=True, exist_ok=True)
+    (results_dir / machine / "machine.json").write_text(json.dumps({"machine": machine, "version": 1}))
+    result = Results({"machine": machine, "python": "3.11"}, {}, commit, date_ms, "3.11", "existing-py", {})
+    benchmarks = {}
+    for kind in KINDS:
+        for metric in METRICS:
+            entry = benchmark(kind, metric, devices, models, batches, version)
+            benchmarks[str(entry["name"])] = entry
+            grid = [values.get((kind, metric, d, m, b)) for d in devices for m in models for b in batches]
+            if any(value is not None for value in grid):
+                result.add_result(entry, BenchmarkResult(
+                    result=grid, samples=[None] * len(grid), number=[None] * len(grid),
+                    errcode=0, stderr="", profile=None))
+    result.save(str(results_dir))
+    return benchmarks
+
+
+def write_benchmarks(results_dir: Path, benchmarks: dict[str, dict[str, object]]) -> None:
+    """The benchmarks.json that asv run writes beside the machines' folders."""
+    (results_dir / "benchmarks.json").write_text(json.dumps({**benchmarks, "version": 2}))

@@ -1,0 +1,134 @@
+"""Merging results directories of several machines: nothing lost, nothing overwritten, problems named."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+from tests import asvresults
+
+from mpsbench import cli, merge, report
+
+DEVICES, MODELS, BATCHES = ["cpu", "mps"], ["mlp"], [8]
+COMMITS = ["1" * 40, "2" * 40, "3" * 40]
+DAY_MS = 86400 * 1000
+
+
+def _results(root: Path, machine: str, build: int, seconds: float, version: str = "1") -> Path:
+    """One machine's results for build ``build`` (0, 1, 2), with the benchmarks.json asv writes beside them."""
+    values = {("training", "time_step", "cpu", "mlp", 8): seconds}
+    benchmarks = asvresults.write_results(root, machine, COMMITS[build], 1767225600000 + build * DAY_MS, values,
+                                          DEVICES, MODELS, BATCHES, version)
+    asvresults.write_benchmarks(root, benchmarks)
+    return root / machine / f"{COMMITS[build][:8]}-existing-py.json"
+
+
+def _snapshot(root: Path) -> dict[str, bytes]:
+    return {str(path.relative_to(root)): path.read_bytes() for path in sorted(root.rglob("*")) if path.is_file()}
+
+
+@pytest.fixture
+def machines(tmp_path):
+    """Two runners' artifacts: m1 ran builds 0 and 1, m2 ran builds 1 and 2; the fleet already has m1's build 0."""
+    a, b, fleet = tmp_path / "artifact-m1", tmp_path / "artifact-m2", tmp_path / "fleet"
+    first = _results(a, "m1", 0, 0.010)
+    (fleet / "m1").mkdir(parents=True)
+    for path in (first, a / "m1" / "machine.json", a / "benchmarks.json"):  # as an earlier night merged them
+        shutil.copy(path, fleet / path.relative_to(a))
+    _results(a, "m1", 1, 0.011)
+    _results(b, "m2", 1, 0.020)
+    _results(b, "m2", 2, 0.021)
+    return fleet, a, b
+
+
+def test_two_machines_with_overlapping_builds_merge_without_losing_a_file(machines):
+    fleet, a, b = machines
+    before = _snapshot(fleet)
+    found = merge.merge(fleet, [a, b])
+    assert found.clean
+    assert found.identical == [str(fleet / "m1" / f"{COMMITS[0][:8]}-existing-py.json"), str(fleet / "m1" / "machine.json")]
+    assert len(found.copied) == 4  # m1's build 1; m2's machine.json and its two builds
+    after = _snapshot(fleet)
+    assert all(after[name] == data for name, data in before.items())  # what was there is unchanged
+    for artifact in (a, b):  # every file of every artifact is now in the fleet, byte for byte
+        for name, data in _snapshot(artifact).items():
+            if name != "benchmarks.json":
+                assert after[name] == data, name
+    loaded = report.load(fleet)  # asv reads the merged directory
+    assert loaded.machines == ["m1", "m2"]
+    assert loaded.builds("m1") == COMMITS[:2] and loaded.builds("m2") == COMMITS[1:]
+    again = merge.merge(fleet, [a, b])
+    assert again.clean and not again.copied and _snapshot(fleet) == after  # merging twice changes nothing
+
+
+def test_a_differing_file_is_a_conflict_named_and_left_untouched_on_both_sides(machines, capsys):
+    fleet, a, b = machines
+    theirs = _results(a, "m1", 0, 0.099)  # the same build, other numbers: not the fleet's file
+    ours = fleet / "m1" / theirs.name
+    kept, incoming = ours.read_bytes(), theirs.read_bytes()
+    assert cli.main(["results", "merge", str(fleet), str(a), str(b)]) == 1
+    out = capsys.readouterr().out
+    assert f"conflict  {theirs} differs from {ours}; both left untouched" in out
+    assert ours.read_bytes() == kept and theirs.read_bytes() == incoming
+    assert (fleet / "m2" / f"{COMMITS[2][:8]}-existing-py.json").is_file()  # the rest is merged all the same
+    assert "1 in conflict (left untouched)" in out.splitlines()[-1]
+
+
+def test_a_corrupt_file_is_reported_by_name_skipped_and_left_untouched(machines, capsys):
+    fleet, a, b = machines
+    corrupt = b / "m2" / f"{COMMITS[2][:8]}-existing-py.json"
+    corrupt.write_text('{"version": 2, "results": {')  # a runner killed mid-write
+    broken_machine = a / "m1" / "machine.json"
+    broken_machine.write_text("[]")
+    assert cli.main(["results", "merge", str(fleet), str(a), str(b)]) == 1
+    out = capsys.readouterr().out
+    assert f"corrupt   {corrupt}: Error parsing JSON in file '{corrupt}'" in out
+    assert f"corrupt   {broken_machine}:" in out
+    assert corrupt.read_text() == '{"version": 2, "results": {'
+    assert not (fleet / "m2" / corrupt.name).exists()
+    assert (fleet / "m2" / f"{COMMITS[1][:8]}-existing-py.json").is_file()
+    assert "2 corrupt (skipped)" in out.splitlines()[-1]
+
+
+def test_benchmarks_json_becomes_the_union_of_every_side(tmp_path):
+    fleet, a = tmp_path / "fleet", tmp_path / "a"
+    _results(fleet, "m1", 0, 0.01)
+    _results(a, "m2", 0, 0.01)
+    assert merge.merge(fleet, [a]).benchmarks == []  # the same suite: nothing to add
+    data = json.loads((a / "benchmarks.json").read_text())
+    data["benchmark_models.Extra.time_step"] = {**data["benchmark_models.Training.time_step"], "name": "Extra"}
+    (a / "benchmarks.json").write_text(json.dumps(data))
+    found = merge.merge(fleet, [a])
+    merged = json.loads((fleet / "benchmarks.json").read_text())
+    assert "benchmark_models.Extra.time_step" in merged and merged["version"] == 2
+    assert found.benchmarks == ["added benchmark_models.Extra.time_step"]
+
+
+def test_a_benchmark_version_that_differs_is_a_clear_error_and_nothing_is_written(machines, capsys):
+    fleet, a, b = machines
+    _results(b, "m2", 2, 0.021, version="2")  # m2 ran a suite whose benchmarks changed
+    before = _snapshot(fleet)
+    assert cli.main(["results", "merge", str(fleet), str(b)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("mpsbench: error: benchmark benchmark_models.Training.time_step has "
+                                               f"version 1 in {fleet / 'benchmarks.json'} but 2 in {b / 'benchmarks.json'}")
+    assert _snapshot(fleet) == before
+    assert "--update-benchmarks when the sources ran the newer suite" in err[0]
+    # sources that disagree with each other are an error, even when the sources may replace DEST's entries
+    disagree = f"version 1 in {a / 'benchmarks.json'} but 2 in {b / 'benchmarks.json'}: those machines ran"
+    with pytest.raises(merge.MergeError, match=disagree):
+        merge.merge(fleet, [a, b], update_benchmarks=True)
+    # a newer suite, all sources agreeing, replaces the fleet's definitions, each named
+    found = merge.merge(fleet, [b], update_benchmarks=True)
+    assert "replaced benchmark_models.Training.time_step (version 1 -> 2)" in found.benchmarks
+    assert json.loads((fleet / "benchmarks.json").read_text())["benchmark_models.Training.time_step"]["version"] == "2"
+
+
+def test_only_the_named_machines_and_a_missing_source_is_one_line(machines, capsys):
+    fleet, a, b = machines
+    found = merge.merge(fleet, [a, b], machines=["m2"])
+    assert {Path(name).parent.name for name in found.copied} == {"m2"}
+    assert cli.main(["results", "merge", str(fleet), str(a / "nope")]) == 2
+    assert capsys.readouterr().err == f"mpsbench: error: results directory {a / 'nope'} does not exist\n"

