@@ -5,7 +5,8 @@ Untimed there: importing torch and building the workload on the device (the
 device context, the weights' copy). Timed: the first step and a synchronize,
 where kernels are chosen, Metal shaders and graphs compiled, cuBLAS and cuDNN
 initialised and CUDA modules loaded. Every model runs at its seed batch size;
-on the cpu, small models only unless MPSBENCH_FULL=1.
+on the cpu its small models, on a GPU resnet50's training step
+(suite.GPU_COLD_START), unless MPSBENCH_FULL=1.
 """
 
 from mpsbench import devices, models, suite
@@ -20,12 +21,12 @@ class _ColdStart:
     timeout = 600
     number = 1  # one first step per fresh process
     warmup_time = 0  # a warm-up sample would be one more process for nothing
-    repeat = (2, 5, 60.0)  # each sample imports torch and builds the model anew
-    rounds = 2
+    repeat = (2, 3, 60.0)  # each sample imports torch and builds the model anew
+    rounds = 1  # every sample is a fresh process already: a round adds processes, not independence
 
     def setup(self, device, model):
         batch_size = models.get(model).seed_batch_size
-        suite.require(self.kind, device, model, batch_size, skip_reason=suite.instrument_skip_reason)
+        suite.require(self.kind, device, model, batch_size, skip_reason=suite.cold_start_skip_reason(self.kind))
 
     def timeraw_first_step(self, device, model):
         return suite.cold_start_code(self.kind, device, model, models.get(model).seed_batch_size)

@@ -5,12 +5,12 @@ scaling); inference casts the model and inputs. Combinations a device or torch
 release does not support are skipped with the reason; a step whose logits are
 not computed in the named dtype (autocast falling back to float32 silently)
 fails. Every model runs at its seed batch size; by default mlp on the cpu and
-mlp, resnet50 and bert_base on GPUs (MPSBENCH_FULL=1 for the rest). Kept apart
+resnet50 and bert_base on GPUs (MPSBENCH_FULL=1 for the rest). Kept apart
 from benchmark_models so that Training and Inference keep their params and
 history.
 """
 
-from mpsbench import devices, models, precision, suite
+from mpsbench import capacity, devices, models, precision, suite
 
 
 class _PrecisionStep:
@@ -22,7 +22,10 @@ class _PrecisionStep:
     timeout = 1800
     warmup_time = 0  # setup warms up explicitly
     repeat = (3, 20, 10.0)
-    rounds = 2
+    # One round: a GPU benchmark process costs seconds before its first step,
+    # and these steps (milliseconds and up, at the seed batch) vary less
+    # between processes than within one (docs/performance.md).
+    rounds = 1
 
     def setup(self, device, model, dtype):
         batch_size = models.get(model).seed_batch_size
@@ -37,12 +40,6 @@ class _PrecisionStep:
         self.workload.run(self.steps)
         devices.synchronize(device)  # the clock stops when the device is done
 
-    def track_peak_memory(self, device, model, dtype):
-        """Peak device memory over one step, in MiB (cpu: the process's peak RSS)."""
-        return suite.peak_memory_mib(self.workload)
-
-    track_peak_memory.unit = "MiB"
-
 
 class TrainingPrecision(_PrecisionStep):
     """One mixed-precision training step: autocast forward and loss, (scaled) backward, update."""
@@ -56,3 +53,38 @@ class InferencePrecision(_PrecisionStep):
 
     kind = "inference"
     params = (devices.NAMES, models.INFERENCE_NAMES, precision.NAMES)
+
+
+class _PrecisionCapacity:
+    """Peak memory of the same combinations, measured once per run in ``setup_cache`` (see benchmark_models)."""
+
+    kind = "training"
+    param_names = ("device", "model", "dtype")
+    version = "1"
+    rounds = 1  # a lookup
+    timeout = 60
+
+    def setup_cache(self):
+        return capacity.measure_precision(self.kind, self.params[1])
+
+    setup_cache.timeout = 3 * 3600
+
+    def track_peak_memory(self, table, device, model, dtype):
+        """Peak device memory over one step, in MiB (cpu: the process's largest RSS sample over the step)."""
+        return table.lookup((device, model, dtype), "peak_memory")
+
+    track_peak_memory.unit = "MiB"
+
+
+class TrainingPrecisionCapacity(_PrecisionCapacity):
+    """Peak memory of a mixed-precision training step."""
+
+    kind = "training"
+    params = TrainingPrecision.params
+
+
+class InferencePrecisionCapacity(_PrecisionCapacity):
+    """Peak memory of an inference step in the dtype."""
+
+    kind = "inference"
+    params = InferencePrecision.params

@@ -19,9 +19,9 @@ METRICS = ("time_step", "track_throughput")
 
 def benchmark(kind: str, metric: str, devices: list[str], models: list[str], batches: list[int],
               version: str = "1") -> dict[str, object]:
-    """A benchmarks.json entry for ``benchmark_models.<Kind>.<metric>`` over the given params."""
+    """A benchmarks.json entry for ``benchmark_models.<Kind>.time_step`` or ``<Kind>Capacity.track_throughput``."""
     return {
-        "name": f"benchmark_models.{kind.title()}.{metric}",
+        "name": f"benchmark_models.{kind.title()}{'' if metric == 'time_step' else 'Capacity'}.{metric}",
         "params": [[repr(d) for d in devices], [repr(m) for m in models], [str(b) for b in batches]],
         "param_names": PARAM_NAMES, "version": version, "code": "", "type": metric.split("_")[0],
         "unit": "seconds" if metric == "time_step" else "samples/s",

@@ -9,7 +9,7 @@ import pytest
 import torch
 from benchmarks import benchmark_instruments
 
-from mpsbench import accuracy, suite, workloads
+from mpsbench import accuracy, instruments, suite, workloads
 
 
 def test_relative_error_is_scaled_by_the_reference():
@@ -80,9 +80,9 @@ def test_wrong_results_fail_the_timing_with_the_measured_error(wrong_device):
 
 
 def test_the_instrument_reports_the_error_instead_of_failing(wrong_device):
+    table = instruments.measure("inference", ("lenet5",))  # what the class's setup_cache returns
     bench = benchmark_instruments.InferenceInstruments()
-    bench.setup("cpu", "lenet5")
-    assert bench.track_accuracy_error("cpu", "lenet5") == pytest.approx(0.3, rel=1e-3)
+    assert bench.track_accuracy_error(table, "cpu", "lenet5") == pytest.approx(0.3, rel=1e-3)
 
 
 def test_the_check_runs_once_per_workload_across_setup_calls(monkeypatch):
@@ -106,10 +106,10 @@ def test_only_gpu_results_are_checked(device, checked):
 
 
 def test_the_cpu_has_no_accuracy_track():
+    table = instruments.measure("training", ("lenet5",))
     bench = benchmark_instruments.TrainingInstruments()
-    bench.setup("cpu", "lenet5")
     with pytest.raises(suite.SkipNotImplemented, match="the cpu is the reference"):
-        bench.track_accuracy_error("cpu", "lenet5")
+        bench.track_accuracy_error(table, "cpu", "lenet5")
 
 
 def test_the_check_compares_only_the_first_samples_of_a_large_batch(monkeypatch):

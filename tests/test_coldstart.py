@@ -64,9 +64,19 @@ def test_a_first_step_that_falls_back_fails_unless_allowed(monkeypatch):
 
 def test_large_models_on_the_cpu_are_outside_the_default_selection(monkeypatch):
     monkeypatch.delenv(selection.FULL_SWEEP_ENV, raising=False)
-    with pytest.raises(suite.SkipNotImplemented, match="vgg16 at batch 64 on cpu is outside the default instruments"):
+    with pytest.raises(suite.SkipNotImplemented, match="vgg16 at batch 64 on cpu is outside the default cold start"):
         benchmark_coldstart.InferenceColdStart().setup("cpu", "vgg16")
     benchmark_coldstart.InferenceColdStart().setup("cpu", "lenet5")  # small: runs
+
+
+def test_a_gpu_cold_starts_resnet50_training_only_by_default(monkeypatch):
+    monkeypatch.delenv(selection.FULL_SWEEP_ENV, raising=False)
+    rule = suite.cold_start_skip_reason
+    assert rule("training")("cuda", models.get("resnet50"), 128) is None
+    assert "outside the default training cold start" in rule("training")("mps", models.get("mlp"), 1024)
+    assert "outside the default inference cold start" in rule("inference")("cuda", models.get("resnet50"), 128)
+    monkeypatch.setenv(selection.FULL_SWEEP_ENV, "1")
+    assert rule("inference")("mps", models.get("bert_base"), 64) is None
 
 
 # --- a real asv run --------------------------------------------------------------------

@@ -9,7 +9,7 @@ import pytest
 import torch
 from benchmarks import benchmark_instruments, benchmark_models
 
-from mpsbench import fallback, models, suite
+from mpsbench import fallback, instruments, models, suite
 
 # The warning of aten/src/ATen/mps/MPSFallback.mm as PyTorch releases have
 # printed it: the 1.12 text, the 1.13-2.0 text (with its typo), the current
@@ -106,16 +106,13 @@ def test_the_switch_allows_timing_a_combination_that_fell_back(falls_back, monke
 
 
 def test_the_track_counts_the_ops_that_fell_back(falls_back):
-    bench = benchmark_instruments.TrainingInstruments()
-    bench.setup("cpu", "mlp")  # instruments are never refused
-    assert bench.track_fallback_ops("cpu", "mlp") == 1
+    table = instruments.measure("training", ("mlp",))  # instruments are never refused
+    assert benchmark_instruments.TrainingInstruments().track_fallback_ops(table, "cpu", "mlp") == 1
 
 
 def test_a_real_cpu_workload_has_no_fallbacks():
-    bench = benchmark_instruments.InferenceInstruments()
-    bench.setup("cpu", "mlp")
-    assert bench.workload.fallback_ops == ()
-    assert bench.track_fallback_ops("cpu", "mlp") == 0
+    table = instruments.measure("inference", ("mlp",))
+    assert benchmark_instruments.InferenceInstruments().track_fallback_ops(table, "cpu", "mlp") == 0
 
 
 @pytest.mark.parametrize(("value", "on"), [("1", 1), ("0", 0), ("", 0)])

@@ -11,7 +11,7 @@ import pytest
 import torch
 from benchmarks import benchmark_instruments
 
-from mpsbench import devices, leak, models, suite, workloads
+from mpsbench import devices, instruments, leak, models, suite, workloads
 
 MIB = devices.MIB
 
@@ -181,8 +181,8 @@ def test_cuda_driver_memory_is_the_reserved_peak_since_the_reset(monkeypatch):
 
 def test_the_cpu_tracks_skip_driver_memory_and_report_a_flat_leak_slope(monkeypatch):
     monkeypatch.setattr(leak, "STEPS_SMALL", 20)  # the asv track runs 200; the wiring is what is tested
+    table = instruments.measure("inference", ("mlp",))
     bench = benchmark_instruments.InferenceInstruments()
-    bench.setup("cpu", "mlp")
     with pytest.raises(suite.SkipNotImplemented, match="cpu keeps no driver memory counter"):
-        bench.track_driver_memory("cpu", "mlp")
-    assert abs(bench.track_leak("cpu", "mlp")) < 25
+        bench.track_driver_memory(table, "cpu", "mlp")
+    assert abs(bench.track_leak(table, "cpu", "mlp")) < 25

@@ -191,7 +191,10 @@ class PeakSampler:
     cuda keeps a true peak counter; mps does not, so a workload calls
     :meth:`sample` at the points where memory is highest (after the forward
     pass, after backward) and the maximum of those samples stands in for the
-    peak. On cpu the process's max RSS is the peak.
+    peak. On cpu the largest sample of the process's resident set size is
+    the peak: the process's own max RSS would carry the high-water mark of
+    whatever ran in it before (setup_cache measures many combinations in one
+    process).
     """
 
     def __init__(self, device: str) -> None:
@@ -209,6 +212,8 @@ class PeakSampler:
 
     def peak_bytes(self) -> int | None:
         """The peak: the device's own counter where it has one, else the largest sample."""
+        if self.device == "cpu":
+            return self.allocated
         if self.device == "mps":
             has_counters = hasattr(_mps_module(), "current_allocated_memory")
             return self.allocated if has_counters else None

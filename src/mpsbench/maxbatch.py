@@ -236,6 +236,9 @@ def skip_reason(device: str, model: str, kind: str) -> str | None:
     """
     if kind == "inference" and model not in models.INFERENCE_NAMES:
         return f"{model} differs from its base model in training only: its inference is bert_base's"
+    excluded = selection.device_reason(device)
+    if excluded is not None:
+        return excluded
     if selection.full_sweep() or device == "cuda":
         return None
     if device == "mps":

@@ -589,16 +589,31 @@ def throughput(case: OpCase) -> float:
 _CPU_REDUCED_PRECISION_SIZES = ("small", "medium")
 
 
+def in_default_selection(device: str, dtype: str, size: str) -> bool:
+    """float32 on every device: every size on a GPU, small and medium on the cpu.
+
+    A GPU pays its device context (about 0.3 s on an H100) in every benchmark
+    process, one per combination: float16 and bfloat16, which would triple the
+    op processes, are in the full sweep (and, model-level, in benchmark_precision).
+    """
+    if dtype != "float32":
+        return False
+    return device != "cpu" or size != "large"
+
+
 def skip_reason(device: str, spec: OpSpec, dtype: str, size: str) -> str | None:
     """Why this combination is not timed in this run, or None if it is."""
+    excluded = selection.device_reason(device)
+    if excluded is not None:
+        return excluded
     if spec.host_device_copy and device == "cpu":
         return f"{spec.name} copies between host and a device; on the cpu both ends are host memory"
     if device == "cpu" and dtype != "float32" and size not in _CPU_REDUCED_PRECISION_SIZES:
         return f"{spec.name} in {dtype} at {size} on the cpu is not timed: reduced precision is 10-20x slower there"
-    if selection.full_sweep() or device != "cpu" or (dtype == "float32" and size != "large"):
+    if selection.full_sweep() or in_default_selection(device, dtype, size):
         return None
     return (
-        f"{spec.name} in {dtype} at {size} on cpu is outside the default selection;"
+        f"{spec.name} in {dtype} at {size} on {device} is outside the default selection;"
         f" set {selection.FULL_SWEEP_ENV}=1 for the full sweep"
     )
 

@@ -18,7 +18,7 @@ Every figure uses each machine's newest build and the model's seed batch size
 (``models.ModelSpec.seed_batch_size``); where a device has no result at that
 size, the largest batch it has is used and the figure says so. Throughput is
 batch size over asv's median step time (``time_step``), or asv's
-``track_throughput`` where no step time was recorded; a speedup is the ratio
+``*Capacity.track_throughput`` where no step time was recorded; a speedup is the ratio
 of throughputs, which is the ratio of step times when the batches are equal.
 """
 
@@ -45,6 +45,8 @@ CLASSES = {"training": f"{SUITE}.Training", "inference": f"{SUITE}.Inference"}
 KINDS = tuple(CLASSES)
 TIME = "time_step"
 THROUGHPUT = "track_throughput"
+# Where each metric lives: time_step in Training/Inference, throughput in their *Capacity classes.
+METRIC_CLASS_SUFFIX = {TIME: "", THROUGHPUT: "Capacity"}
 PARAM_NAMES = ("device", "model", "batch_size")  # the classes' param_names, when benchmarks.json is absent
 CPU = "cpu"
 LATEST_REGRESSIONS = 20  # rows in the summary's regressions table
@@ -138,7 +140,7 @@ def load(results_dir: Path) -> Results:
         keys = set(result.get_all_result_keys())
         for kind, cls in CLASSES.items():
             for metric, table in ((TIME, found.seconds), (THROUGHPUT, found.throughput)):
-                name = f"{cls}.{metric}"
+                name = f"{cls}{METRIC_CLASS_SUFFIX[metric]}.{metric}"
                 if name not in keys:
                     continue
                 params = result.get_result_params(name)

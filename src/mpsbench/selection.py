@@ -13,6 +13,10 @@ import os
 from mpsbench.models import ModelSpec
 
 FULL_SWEEP_ENV = "MPSBENCH_FULL"  # set to 1: every device at every batch size
+# A comma-separated list of devices to run (default: every device): a CUDA box's
+# nightly can leave its cpu out, a calibration can time one device. asv passes the
+# environment through to every benchmark process, setup_cache included.
+DEVICES_ENV = "MPSBENCH_DEVICES"
 CPU_BATCH_SIZES = (1, 8, 32)  # latency and mid sizes, beside each model's seed size
 CPU_LARGE_BATCH_SIZES = (1, 8)  # a large model's cpu step at batch 128 takes about a minute
 # On a GPU a benchmark process costs seconds before its first timed step (imports,
@@ -23,6 +27,27 @@ GPU_BATCH_SIZES = (1,)
 
 def full_sweep() -> bool:
     return os.environ.get(FULL_SWEEP_ENV, "") not in ("", "0")
+
+
+def selected_devices() -> tuple[str, ...] | None:
+    """The devices named in MPSBENCH_DEVICES, or None (every device); exits on an unknown name."""
+    from mpsbench import devices  # here, not at the top: devices imports torch
+
+    value = os.environ.get(DEVICES_ENV, "").strip()
+    if not value:
+        return None
+    names = tuple(name.strip() for name in value.split(",") if name.strip())
+    for name in names:
+        devices.check_name(name)
+    return names
+
+
+def device_reason(device: str) -> str | None:
+    """Why ``device`` is left out of this run by MPSBENCH_DEVICES, or None if it runs."""
+    names = selected_devices()
+    if names is None or device in names:
+        return None
+    return f"{device} is not in {DEVICES_ENV}={','.join(names)}"
 
 
 def in_default_selection(device: str, spec: ModelSpec, batch_size: int) -> bool:
@@ -41,6 +66,9 @@ def in_default_selection(device: str, spec: ModelSpec, batch_size: int) -> bool:
 
 def skip_reason(device: str, spec: ModelSpec, batch_size: int) -> str | None:
     """Why this combination is left out of this run, or None if it runs."""
+    excluded = device_reason(device)
+    if excluded is not None:
+        return excluded
     if full_sweep() or in_default_selection(device, spec, batch_size):
         return None
     return (

@@ -39,13 +39,23 @@ class StepTimer:
 # reason to skip, or None. Each family of benchmark classes has its own.
 SkipRule = Callable[[str, models.ModelSpec, int], "str | None"]
 
-# The precision classes' default models: the sub-millisecond mlp (launch
-# overhead), a CNN and a transformer, the two families mixed precision is for.
+# On a GPU every benchmark process pays seconds before its first step (device
+# context, model build and copy, warm-up: docs/budget.md). The classes beyond the
+# step timings therefore run a shortlist there by default: a CNN and a
+# transformer, plus the sub-millisecond mlp where launch overhead is the point.
+# The full sweep (MPSBENCH_FULL=1) runs every model.
+GPU_INSTRUMENT_MODELS = ("mlp", "resnet50", "bert_base")
+# The precision classes' default models: float16/bfloat16 is for CNNs and
+# transformers (on the cpu, where reduced precision is slow, only the mlp).
 PRECISION_MODELS: dict[str, tuple[str, ...]] = {
     "cpu": ("mlp",),
-    "mps": ("mlp", "resnet50", "bert_base"),
-    "cuda": ("mlp", "resnet50", "bert_base"),
+    "mps": ("resnet50", "bert_base"),
+    "cuda": ("resnet50", "bert_base"),
 }
+# Cold start: every sample is a fresh interpreter that imports torch and builds the
+# model (about 12 s for resnet50 on the H100 host), so a GPU's default times one
+# model, training; the cpu times its small models.
+GPU_COLD_START = {"training": ("resnet50",), "inference": ()}
 
 
 def _outside(what: str, spec: models.ModelSpec, batch_size: int, device: str) -> str:
@@ -56,10 +66,29 @@ def _outside(what: str, spec: models.ModelSpec, batch_size: int, device: str) ->
 
 
 def instrument_skip_reason(device: str, spec: models.ModelSpec, batch_size: int) -> str | None:
-    """Instruments and cold start (run at the seed batch size): on the cpu, small models only."""
-    if device == "cpu" and spec.large and not selection.full_sweep():
+    """Instruments (at the seed batch size): the cpu's small models, a GPU's :data:`GPU_INSTRUMENT_MODELS`."""
+    if selection.full_sweep():
+        return None
+    if device == "cpu" and spec.large:
+        return _outside("instruments", spec, batch_size, device)
+    if device != "cpu" and spec.name not in GPU_INSTRUMENT_MODELS:
         return _outside("instruments", spec, batch_size, device)
     return None
+
+
+def cold_start_skip_reason(kind: str) -> SkipRule:
+    """The cold-start rule for ``kind``: the cpu's small models, a GPU's :data:`GPU_COLD_START`."""
+
+    def reason(device: str, spec: models.ModelSpec, batch_size: int) -> str | None:
+        if selection.full_sweep():
+            return None
+        if device == "cpu" and spec.large:
+            return _outside("cold start", spec, batch_size, device)
+        if device != "cpu" and spec.name not in GPU_COLD_START[kind]:
+            return _outside(f"{kind} cold start", spec, batch_size, device)
+        return None
+
+    return reason
 
 
 def precision_skip_reason(device: str, spec: models.ModelSpec, batch_size: int) -> str | None:
@@ -87,7 +116,7 @@ def require(
     spec = models.get(model)
     if batch_size not in spec.batch_sizes:
         raise SkipNotImplemented(str(models.BatchSizeError(f"{model} is not run at batch {batch_size}")))
-    reason = skip_reason(device, spec, batch_size)
+    reason = selection.device_reason(device) or skip_reason(device, spec, batch_size)
     if reason is not None:
         raise SkipNotImplemented(reason)
     found = devices.availability(device)
@@ -169,7 +198,7 @@ def throughput(workload: workloads.Workload) -> float:
 class MemoryPeaks:
     """Peaks over one step in MiB; None where the device keeps no such counter."""
 
-    allocated: float | None  # live tensors (cuda, mps); cpu: the process's peak RSS
+    allocated: float | None  # live tensors (cuda, mps); cpu: the largest RSS sample over the step
     driver: float | None  # what the driver holds for torch, caches included (mps, cuda)
 
 

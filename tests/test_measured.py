@@ -1,0 +1,92 @@
+"""Measure once, look up per combination: the setup_cache tables of the track_ classes."""
+
+from __future__ import annotations
+
+import pickle
+
+import pytest
+import torch
+from benchmarks import benchmark_models
+
+from mpsbench import capacity, measured, selection, suite
+
+
+def _prepare(device, name):
+    if name == "absent":
+        raise suite.SkipNotImplemented(f"{device} is not usable here: no such device")
+    if name == "broken":
+        raise RuntimeError("a kernel failed\nsecond line")
+    if name == "huge":
+        raise torch.cuda.OutOfMemoryError("CUDA out of memory. Tried to allocate 80 GiB")
+    return name
+
+
+FIGURES = {
+    "length": lambda state: len(state),
+    "none": lambda state: None,
+    "refused": lambda state: (_ for _ in ()).throw(suite.SkipNotImplemented("not on this device")),
+}
+
+
+@pytest.fixture(scope="module")
+def table():
+    return measured.measure(measured.grid(["cpu"], ["ok", "absent", "broken", "huge"]), _prepare, FIGURES)
+
+
+def test_a_measured_figure_is_looked_up_by_its_combination(table):
+    assert table.lookup(("cpu", "ok"), "length") == 2.0
+
+
+def test_one_failing_combination_leaves_the_others_measured(table):
+    with pytest.raises(RuntimeError, match=r"^RuntimeError: a kernel failed$"):
+        table.lookup(("cpu", "broken"), "length")
+    assert table.lookup(("cpu", "ok"), "length") == 2.0
+
+
+def test_skips_and_out_of_memory_show_as_na_with_the_reason(table):
+    with pytest.raises(suite.SkipNotImplemented, match="cpu is not usable here: no such device"):
+        table.lookup(("cpu", "absent"), "length")
+    with pytest.raises(suite.SkipNotImplemented, match="does not fit in device memory: CUDA out of memory"):
+        table.lookup(("cpu", "huge"), "length")
+
+
+def test_a_figure_that_refuses_or_has_no_reading_skips_without_hiding_the_others(table):
+    with pytest.raises(suite.SkipNotImplemented, match="not on this device"):
+        table.lookup(("cpu", "ok"), "refused")
+    with pytest.raises(suite.SkipNotImplemented, match="cpu keeps no reading for none"):
+        table.lookup(("cpu", "ok"), "none")
+
+
+def test_a_combination_missing_from_the_table_fails_instead_of_reporting_nothing(table):
+    with pytest.raises(RuntimeError, match="was not measured in this run's setup_cache"):
+        table.lookup(("mps", "ok"), "length")
+
+
+def test_the_table_survives_asvs_pickling(table):
+    assert pickle.loads(pickle.dumps(table)).lookup(("cpu", "ok"), "length") == 2.0
+
+
+def test_the_capacity_classes_report_real_cpu_figures_and_skip_absent_devices():
+    table = capacity.measure("inference", ("mlp",))
+    bench = benchmark_models.InferenceCapacity()
+    assert bench.track_throughput(table, "cpu", "mlp", 8) > 0
+    assert bench.track_peak_memory(table, "cpu", "mlp", 8) > 0
+    with pytest.raises(suite.SkipNotImplemented, match="outside the default selection"):
+        bench.track_throughput(table, "cpu", "mlp", 64)
+    if not suite.devices.is_usable("cuda"):
+        with pytest.raises(suite.SkipNotImplemented, match="cuda is not usable here"):
+            bench.track_throughput(table, "cuda", "mlp", 1)
+
+
+def test_mpsbench_devices_leaves_the_other_devices_out_with_the_reason(monkeypatch):
+    monkeypatch.setenv(selection.DEVICES_ENV, "cuda,mps")
+    assert selection.device_reason("cpu") == "cpu is not in MPSBENCH_DEVICES=cuda,mps"
+    assert selection.device_reason("mps") is None
+    with pytest.raises(suite.SkipNotImplemented, match="cpu is not in MPSBENCH_DEVICES"):
+        suite.require("training", "cpu", "mlp", 8)
+
+
+def test_an_unknown_device_in_mpsbench_devices_is_refused_by_name(monkeypatch):
+    monkeypatch.setenv(selection.DEVICES_ENV, "cpu,tpu")
+    with pytest.raises(suite.devices.DeviceError, match="unknown device 'tpu'; choose one of: cpu, mps, cuda"):
+        selection.device_reason("cpu")
