@@ -233,8 +233,9 @@ def test_calls_per_sample_are_a_fixed_table_per_size():
 # --- selection and setup outcomes ---------------------------------------------
 
 
-def test_default_selection_on_cpu_is_float32_small_and_medium(monkeypatch):
+def test_default_selection_is_float32_on_every_device_and_small_medium_on_the_cpu(monkeypatch):
     monkeypatch.delenv(selection.FULL_SWEEP_ENV, raising=False)
+    monkeypatch.delenv(selection.DEVICES_ENV, raising=False)
     matmul = ops.get("matmul")
     assert ops.skip_reason("cpu", matmul, "float32", "small") is None
     assert ops.skip_reason("cpu", matmul, "float32", "medium") is None
@@ -242,8 +243,11 @@ def test_default_selection_on_cpu_is_float32_small_and_medium(monkeypatch):
         reason = ops.skip_reason("cpu", matmul, dtype, size)
         assert reason is not None and reason.endswith("set MPSBENCH_FULL=1 for the full sweep")
     for device in devices.GPU_NAMES:
-        for dtype in ops.DTYPES:
-            assert ops.skip_reason(device, matmul, dtype, "large") is None
+        for size in ops.SIZES:
+            assert ops.skip_reason(device, matmul, "float32", size) is None
+        for dtype in ("float16", "bfloat16"):
+            reason = ops.skip_reason(device, matmul, dtype, "large")
+            assert reason is not None and reason.endswith("set MPSBENCH_FULL=1 for the full sweep")
 
 
 def test_full_sweep_adds_cpu_large_and_reduced_precision_but_never_both(monkeypatch):
