@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import importlib
+import inspect
 import os
 import re
 import subprocess
@@ -24,6 +26,30 @@ def test_params_match_param_names_and_never_depend_on_the_environment(cls):
     assert set(model_names) <= set(benchmark_models.models.NAMES)
     assert batch_sizes == (1, 8, 32, 64, 128, 1024)
     assert cls.version  # explicit: cosmetic edits keep history
+
+
+def test_every_class_defines_its_own_setup_cache():
+    """asv keys a setup_cache by its source file and line: an inherited one is shared between classes.
+
+    The Training and Inference halves of a class pair measure different
+    selections; sharing one cache gave the training tracks the inference table
+    (found on the H100, where bert_base_frozen then had no reading).
+    """
+    from asv_runner.benchmarks._base import get_setup_cache_key
+
+    keys: dict[str, str] = {}
+    for module_path in sorted((ROOT / "benchmarks").glob("benchmark_*.py")):
+        module = importlib.import_module(f"benchmarks.{module_path.stem}")
+        for name, cls in vars(module).items():
+            if not inspect.isclass(cls) or name.startswith("_") or cls.__module__ != module.__name__:
+                continue
+            setup_cache = getattr(cls, "setup_cache", None)
+            if setup_cache is None:
+                continue
+            key = get_setup_cache_key(setup_cache)
+            assert key not in keys, f"{name} shares its setup_cache with {keys[key]}"
+            keys[key] = name
+    assert {"TrainingCapacity", "InferenceCapacity", "TrainingInstruments", "InferenceInstruments"} <= set(keys.values())
 
 
 @pytest.fixture(scope="module")
