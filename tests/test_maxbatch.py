@@ -111,22 +111,26 @@ def test_the_mps_watermark_ratio_is_read_from_the_environment(monkeypatch):
         maxbatch.mps_high_watermark_ratio()
 
 
-def test_selection_runs_cuda_by_default_and_cpu_and_mps_in_the_full_sweep(monkeypatch):
+def test_default_selection_is_the_bert_pair_on_cuda_and_the_full_sweep_runs_everything(monkeypatch):
     monkeypatch.delenv(selection.FULL_SWEEP_ENV, raising=False)
+    monkeypatch.delenv(selection.DEVICES_ENV, raising=False)
     monkeypatch.setenv(maxbatch.MPS_WATERMARK_ENV, "1.0")
     assert maxbatch.skip_reason("cuda", "bert_base_frozen", "training") is None
+    assert maxbatch.skip_reason("cuda", "bert_base", "training") is None
+    assert "the seeds' BERT pair only" in maxbatch.skip_reason("cuda", "resnet50", "inference")
     assert "MPSBENCH_FULL=1" in maxbatch.skip_reason("cpu", "resnet50", "training")
     assert "PYTORCH_MPS_HIGH_WATERMARK_RATIO=1.0" in maxbatch.skip_reason("mps", "vgg16", "inference")
     assert "training only" in maxbatch.skip_reason("cuda", "bert_base_frozen", "inference")
     monkeypatch.setenv(selection.FULL_SWEEP_ENV, "1")
     assert maxbatch.skip_reason("cpu", "resnet50", "training") is None
+    assert maxbatch.skip_reason("cuda", "resnet50", "inference") is None
 
 
 def test_the_benchmark_skips_an_absent_device_with_the_reason(monkeypatch):
     if maxbatch.devices.is_usable("cuda"):  # pragma: no cover - GPU machines
         pytest.skip("cuda is present")
     with pytest.raises(suite.SkipNotImplemented, match="cuda is not usable here"):
-        benchmark_maxbatch.MaxBatch().setup("cuda", "resnet50", "training")
+        benchmark_maxbatch.MaxBatch().setup("cuda", "bert_base", "training")
     if not maxbatch.devices.is_usable("mps"):
         with pytest.raises(suite.SkipNotImplemented, match="only matters on mps"):
             benchmark_maxbatch.MpsWatermark().setup()
