@@ -72,3 +72,14 @@ def test_upstream_range_links_the_two_git_versions(tmp_path):
     line = history.upstream_range(manifest, generated, generated.commits["release@2.13.0"][:10], "release@2.14.1")
     assert line.endswith(f"https://github.com/pytorch/pytorch/compare/{'f' * 40}...{'f' * 40}")
     assert line.startswith("release@2.13.0 (torch 2.13.0")
+
+
+def test_a_range_naming_no_timeline_commit_is_refused_in_one_line(tmp_path):
+    generated = timeline.generate(_two_releases(), tmp_path / "repo")
+    old, new = generated.commits["release@2.13.0"], generated.commits["release@2.14.1"]
+    # A -b regex may contain "..": option values are never taken for the range.
+    for good in (["-b", r"benchmark_models\..*", f"{old}..{new}"], [f"{new}^!"], ["release"], ["--quick", "NEW"]):
+        assert timeline.bad_range(tmp_path / "repo", good) is None, good
+    reason = timeline.bad_range(tmp_path / "repo", ["-b", "Training", "^..deadbeef"])
+    assert reason is not None
+    assert "'^..deadbeef'" in reason and "v2.14.1" in reason and "\n" not in reason

@@ -149,6 +149,14 @@ def cmd_range(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_check_range(args: argparse.Namespace) -> int:
+    asv_args = [arg for arg in args.asv_args if arg != "--"]
+    reason = timeline.bad_range(args.timeline, asv_args)
+    if reason is not None:
+        raise HistoryError(reason)
+    return 0
+
+
 def cmd_machine(args: argparse.Namespace) -> int:
     name, fields = machine.write(args.name)
     print(f"machine {name} written to {machine.machine_file()}:")
@@ -234,6 +242,12 @@ def add_subcommands(commands: argparse._SubParsersAction) -> None:  # type: igno
     span.add_argument("new", help="CHANNEL@ID or timeline commit hash (prefix)")
     paths(span)
     span.set_defaults(func=cmd_range)
+    check = line_commands.add_parser(
+        "check-range", help="refuse, in one line, an asv run range that names no timeline commit"
+    )
+    check.add_argument("--timeline", type=Path, default=TIMELINE, help=f"default {TIMELINE}")
+    check.add_argument("asv_args", nargs=argparse.REMAINDER, help="the arguments given to asv run")
+    check.set_defaults(func=cmd_check_range)
 
     host = commands.add_parser("machine", help="write a stable asv machine entry for this machine")
     host.add_argument("--name", help="machine name (default: from chip and core count)")

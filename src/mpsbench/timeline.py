@@ -166,3 +166,40 @@ def generate(manifest: mf.Manifest, repo: Path, force: bool = False) -> Generate
     if first:
         git("symbolic-ref", "HEAD", f"refs/heads/{first}")
     return generated
+
+
+# The options of `asv run` that take a value: their values (a -b regex such as
+# "benchmark_models\..*" contains "..") are never ranges.
+_ASV_RUN_VALUE_OPTIONS = frozenset({
+    "-b", "--bench", "-a", "--attribute", "-E", "--environment", "-m", "--machine", "--python",
+    "--launch-method", "--cpu-affinity", "--date-period", "-s", "--steps", "--set-commit-hash",
+    "--config",
+})
+_ASV_RANGE_WORDS = ("ALL", "NEW", "EXISTING")
+
+
+def bad_range(repo: Path, asv_run_args: list[str]) -> str | None:
+    """Why the commit range among ``asv run``'s arguments names nothing in the timeline, or None.
+
+    asv answers an unknown revision with a git traceback; this says it in one
+    line first, naming what can be used instead.
+    """
+    git = _Git(repo)
+    previous = ""
+    for arg in asv_run_args:
+        is_value = previous in _ASV_RUN_VALUE_OPTIONS
+        previous = arg
+        if is_value or arg.startswith("-") or arg in _ASV_RANGE_WORDS or arg.startswith("HASHFILE:"):
+            continue
+        try:
+            git("rev-list", "--quiet", "--first-parent", arg, "--")
+        except TimelineError:
+            tags = git("tag", "--list").split()
+            branches = git("for-each-ref", "--format=%(refname:short)", "refs/heads").split()
+            names = ", ".join(branches + tags) or "none yet"
+            return (
+                f"no build range {arg!r} in the timeline {repo}: use timeline hashes from"
+                f" 'mpsbench build list' (HASH^! or OLD..NEW), channels and tags ({names}),"
+                f" or {', '.join(_ASV_RANGE_WORDS)}"
+            )
+    return None
