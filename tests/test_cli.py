@@ -48,3 +48,10 @@ def test_bad_input_is_one_line_on_stderr_with_status_2(capsys, argv, message):
     assert captured.out == ""
     assert captured.err.startswith(f"mpsbench: error: {message}")
     assert captured.err.count("\n") == 1
+
+
+def test_machine_quiet_prints_only_the_name_asv_commands_take(capsys, monkeypatch, tmp_path):
+    monkeypatch.setenv("HOME", str(tmp_path))  # asv's machine file lives in the home folder
+    assert cli.main(["machine", "--quiet", "--name", "ci-box"]) == 0
+    assert capsys.readouterr().out == "ci-box\n"
+    assert "ci-box" in (tmp_path / ".asv-machine.json").read_text()

@@ -159,6 +159,9 @@ def cmd_check_range(args: argparse.Namespace) -> int:
 
 def cmd_machine(args: argparse.Namespace) -> int:
     name, fields = machine.write(args.name)
+    if args.quiet:  # for scripts: NAME=$(mpsbench machine --quiet)
+        print(name)
+        return 0
     print(f"machine {name} written to {machine.machine_file()}:")
     for key, value in sorted(fields.items()):
         print(f"  {key}: {value}")
@@ -251,4 +254,5 @@ def add_subcommands(commands: argparse._SubParsersAction) -> None:  # type: igno
 
     host = commands.add_parser("machine", help="write a stable asv machine entry for this machine")
     host.add_argument("--name", help="machine name (default: from chip and core count)")
+    host.add_argument("--quiet", action="store_true", help="print only the machine's name")
     host.set_defaults(func=cmd_machine)
