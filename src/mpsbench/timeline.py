@@ -197,8 +197,10 @@ def bad_range(repo: Path, asv_run_args: list[str]) -> str | None:
             tags = git("tag", "--list").split()
             branches = git("for-each-ref", "--format=%(refname:short)", "refs/heads").split()
             names = ", ".join(branches + tags) or "none yet"
+            # FIRST^..LAST fails when FIRST is its channel's first build: it has no parent.
+            root = " (a channel's first build has no '^': name the channel for all its builds)" if "^" in arg else ""
             return (
-                f"no build range {arg!r} in the timeline {repo}: use timeline hashes from"
+                f"no build range {arg!r} in the timeline {repo}{root}: use timeline hashes from"
                 f" 'mpsbench build list' (HASH^! or OLD..NEW), channels and tags ({names}),"
                 f" or {', '.join(_ASV_RANGE_WORDS)}"
             )
