@@ -111,14 +111,17 @@ def test_the_mps_watermark_ratio_is_read_from_the_environment(monkeypatch):
         maxbatch.mps_high_watermark_ratio()
 
 
-def test_default_selection_is_the_bert_pair_on_cuda_and_the_full_sweep_runs_everything(monkeypatch):
+def test_default_selection_is_the_bert_pair_on_cuda_and_cpu_and_the_full_sweep_runs_everything(monkeypatch):
     monkeypatch.delenv(selection.FULL_SWEEP_ENV, raising=False)
     monkeypatch.delenv(selection.DEVICES_ENV, raising=False)
     monkeypatch.setenv(maxbatch.MPS_WATERMARK_ENV, "1.0")
     assert maxbatch.skip_reason("cuda", "bert_base_frozen", "training") is None
     assert maxbatch.skip_reason("cuda", "bert_base", "training") is None
     assert "the seeds' BERT pair only" in maxbatch.skip_reason("cuda", "resnet50", "inference")
+    assert maxbatch.skip_reason("cpu", "bert_base", "training") is None
+    assert maxbatch.skip_reason("cpu", "bert_base_frozen", "training") is None
     assert "MPSBENCH_FULL=1" in maxbatch.skip_reason("cpu", "resnet50", "training")
+    assert "MPSBENCH_FULL=1" in maxbatch.skip_reason("mps", "bert_base", "training")
     assert "PYTORCH_MPS_HIGH_WATERMARK_RATIO=1.0" in maxbatch.skip_reason("mps", "vgg16", "inference")
     assert "training only" in maxbatch.skip_reason("cuda", "bert_base_frozen", "inference")
     monkeypatch.setenv(selection.FULL_SWEEP_ENV, "1")
