@@ -36,6 +36,7 @@ class TrainingColdStart(_ColdStart):
     """The first training step in a fresh process."""
 
     kind = "training"
+    left_out = staticmethod(suite.cold_start_left_out("training"))  # for mpsbench.preselect
     params = (devices.NAMES, models.NAMES)
 
 
@@ -43,4 +44,5 @@ class InferenceColdStart(_ColdStart):
     """The first inference step in a fresh process."""
 
     kind = "inference"
+    left_out = staticmethod(suite.cold_start_left_out("inference"))  # for mpsbench.preselect
     params = (devices.NAMES, models.INFERENCE_NAMES)

@@ -29,6 +29,7 @@ class Epoch:
 
     params = (devices.NAMES, epoch.MODELS, epoch.BATCH_SIZES, epoch.NUM_WORKERS, epoch.DATASET_NAMES, epoch.PHASES)
     param_names = ("device", "model", "batch_size", "num_workers", "dataset", "phase")
+    left_out = staticmethod(epoch.left_out)  # the selection setup_cache measures, for mpsbench.preselect
     version = "1"  # bump when what is measured changes, not for cosmetic edits
     rounds = 1  # a track_ benchmark is a lookup here: a second round would only read the cache again
     timeout = 60  # per lookup; the measuring happens in setup_cache

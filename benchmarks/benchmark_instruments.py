@@ -7,7 +7,7 @@ combination the way the timings do: they report the very facts the timings
 are refused for.
 """
 
-from mpsbench import devices, instruments, models
+from mpsbench import devices, instruments, models, suite
 
 
 class _Instruments:
@@ -21,6 +21,7 @@ class _Instruments:
 
     kind = "training"
     param_names = ("device", "model")
+    left_out = staticmethod(suite.instruments_left_out)  # the selection setup_cache measures
     version = "1"
     rounds = 1  # a lookup: a second round would read the same cache again
     timeout = 60  # per lookup; the measuring happens in setup_cache

@@ -27,6 +27,7 @@ class MaxBatch:
 
     params = (devices.NAMES, maxbatch.MODELS, workloads.KINDS)
     param_names = ("device", "model", "kind")
+    left_out = staticmethod(maxbatch.skip_reason)  # this run's selection, for mpsbench.preselect
     version = "1"  # bump when what is measured changes, not for cosmetic edits
     rounds = 1  # the search is deterministic up to the device: a second round repeats it
     timeout = 3600  # a cpu search steps the model at every size up to its budget

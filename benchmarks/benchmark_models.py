@@ -25,6 +25,7 @@ class _StepBenchmark:
 
     kind = "training"
     param_names = ("device", "model", "batch_size")
+    left_out = staticmethod(suite.steps_left_out)  # this run's selection, for mpsbench.preselect
     version = "1"  # bump when what is measured changes, not for cosmetic edits
     timeout = 1800  # the full sweep's largest cpu steps take a minute each
     warmup_time = 0  # setup warms up explicitly (kernels, shaders, optimizer state)
@@ -74,6 +75,7 @@ class _Capacity:
 
     kind = "training"
     param_names = ("device", "model", "batch_size")
+    left_out = staticmethod(suite.steps_left_out)  # the selection setup_cache measures
     version = "1"
     rounds = 1  # a lookup: a second round would read the same cache again
     timeout = 60  # per lookup; the measuring happens in setup_cache

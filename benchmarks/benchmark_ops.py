@@ -32,6 +32,7 @@ class _OpBenchmark:
 
     training = False
     param_names = ("device", "op", "dtype", "size")
+    left_out = staticmethod(ops.left_out)  # this run's selection, for mpsbench.preselect
     version = "1"  # bump when what is measured changes, not for cosmetic edits
     timeout = 900  # the full sweep's large cpu calls take seconds each
     warmup_time = 0  # setup warms up explicitly (kernel choice, shader compilation)

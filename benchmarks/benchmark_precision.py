@@ -18,6 +18,7 @@ class _PrecisionStep:
 
     kind = "training"
     param_names = ("device", "model", "dtype")
+    left_out = staticmethod(suite.precision_left_out)  # this run's selection, for mpsbench.preselect
     version = "1"
     timeout = 1800
     warmup_time = 0  # setup warms up explicitly
@@ -60,6 +61,7 @@ class _PrecisionCapacity:
 
     kind = "training"
     param_names = ("device", "model", "dtype")
+    left_out = staticmethod(suite.precision_left_out)  # the selection setup_cache measures
     version = "1"
     rounds = 1  # a lookup
     timeout = 60

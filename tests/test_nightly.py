@@ -127,6 +127,9 @@ def test_a_dry_run_resolves_and_benchmarks_but_records_nothing(nights):
     bench = nights["bench-dry"]
     assert bench.returncode == 0, bench.stdout + bench.stderr
     assert "machine fleet-a: benchmarking 1 builds: nightly@2026-11-20" in bench.stdout
+    # --device cpu: asv is given the cpu combination only, and starts no process for the mps one
+    assert "asv will run 1 of the suite's 2 combinations (mpsbench preselect)" in bench.stdout
+    assert "'mps'" not in bench.stdout
     assert "benchmark_models.Training.time_step" in bench.stdout
     assert "dry run: nothing was recorded" in bench.stdout
 

@@ -14,6 +14,7 @@ from mpsbench import (
     install_build,
     merge,
     models,
+    preselect,
     report,
     resolve,
     timeline,
@@ -123,6 +124,7 @@ def build_parser() -> argparse.ArgumentParser:
     report.add_subcommand(commands)
     merge.add_subcommand(commands)
     alerts.add_subcommand(commands)
+    preselect.add_subcommand(commands)
     return parser
 
 
@@ -141,6 +143,7 @@ USER_ERRORS = (
     install_build.InstallError,
     merge.MergeError,
     alerts.AlertError,
+    preselect.PreselectError,
 )
 
 

@@ -333,6 +333,11 @@ def skip_reason(device: str, model: str, batch_size: int, num_workers: int, data
     )
 
 
+def left_out(device: str, model: str, batch_size: int, num_workers: int, dataset: str, phase: str) -> str | None:
+    """The Epoch class's rule for :mod:`mpsbench.preselect`: both phases come from one measurement."""
+    return skip_reason(device, model, batch_size, num_workers, dataset)
+
+
 @dataclass(frozen=True)
 class Outcome:
     """What one combination gave: medians per phase, or why it could not run."""

@@ -36,7 +36,22 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from mpsbench import alerts, asvconf, command, factor, fleet, history, machine, merge, report, resolve, timeline, wheels
+from mpsbench import (
+    alerts,
+    asvconf,
+    command,
+    factor,
+    fleet,
+    history,
+    machine,
+    merge,
+    preselect,
+    report,
+    resolve,
+    selection,
+    timeline,
+    wheels,
+)
 from mpsbench import manifest as mf
 
 WORKDIR = Path(".asv/nightly")
@@ -52,7 +67,7 @@ class NightlyError(ValueError):
 
 ERRORS = (
     NightlyError, alerts.AlertError, merge.MergeError, fleet.FleetError, history.HistoryError, mf.ManifestError,
-    resolve.ResolveError, wheels.WheelError, timeline.TimelineError, factor.FactorError,
+    resolve.ResolveError, wheels.WheelError, timeline.TimelineError, factor.FactorError, preselect.PreselectError,
 )
 
 
@@ -209,6 +224,23 @@ def _selection(devices: list[str], benches: list[str]) -> list[str]:
     return [rf"^(?=.*(?:{bench})){rest}" for bench in benches or [""] for rest in (rf".*{on}", r"[^(]*$")]
 
 
+def _bench_patterns(paths: Paths, devices: list[str], benches: list[str]) -> list[str]:
+    """What ``asv run -b`` gets: the given benchmarks on the devices, or this run's exact selection.
+
+    Without ``--bench``, :mod:`mpsbench.preselect` names the combinations that
+    run, so asv starts no process for the rest (under spawn, on a Mac, each
+    such process imports torch again); the devices become MPSBENCH_DEVICES, so
+    the preselection and every benchmark's ``setup`` leave out the same ones.
+    """
+    if benches:
+        return _selection(devices, benches)
+    if devices:
+        os.environ[selection.DEVICES_ENV] = ",".join(devices)
+    pattern, count, total = preselect.pattern(paths.suite / "benchmarks")
+    say(f"asv will run {count} of the suite's {total} combinations (mpsbench preselect)")
+    return [pattern]
+
+
 def _check_devices(requested: list[str]) -> list[str]:
     names = [name for item in requested for name in item.split(",") if name]
     if not names:
@@ -312,11 +344,11 @@ def cmd_bench(args: argparse.Namespace) -> int:
         say(f"machine {name}: benchmarking {len(todo)} builds: {', '.join(prepared.name_of(c) for c in todo)}")
         hashfile = paths.work / f"builds-{name}.txt"
         hashfile.write_text("".join(f"{commit}\n" for commit in todo))
-        selection = [option for regex in _selection(devices, args.bench) for option in ("-b", regex)]
+        bench_options = [option for regex in _bench_patterns(paths, devices, args.bench) for option in ("-b", regex)]
         quick = ["--quick", "--dry-run"] if args.dry_run else []
         status, _ = _asv(
             "run", "--config", str(prepared.config), "--machine", name, "--launch-method", _launch_method(),
-            "--skip-existing-commits", *quick, *selection, f"HASHFILE:{hashfile}", cwd=paths.suite,
+            "--skip-existing-commits", *quick, *bench_options, f"HASHFILE:{hashfile}", cwd=paths.suite,
         )
     if args.dry_run:
         say("dry run: nothing was recorded")

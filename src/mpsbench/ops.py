@@ -618,6 +618,11 @@ def skip_reason(device: str, spec: OpSpec, dtype: str, size: str) -> str | None:
     )
 
 
+def left_out(device: str, op: str, dtype: str, size: str) -> str | None:
+    """The op classes' rule for :mod:`mpsbench.preselect`: :func:`skip_reason` from the params alone."""
+    return skip_reason(device, get(op), dtype, size)
+
+
 # Words in torch's errors for a dtype a device or kernel does not support.
 _UNSUPPORTED_WORDS = ("not implemented for", "not supported", "does not support", "does not have support",
                       "unsupported")

@@ -98,6 +98,47 @@ def precision_skip_reason(device: str, spec: models.ModelSpec, batch_size: int) 
     return None
 
 
+def left_out(device: str, model: str, batch_size: int, skip_reason: SkipRule = selection.skip_reason) -> str | None:
+    """Why this run leaves the combination out, judged from its params alone, or None if it runs.
+
+    The model is not run at the batch size, the device is not in
+    MPSBENCH_DEVICES, or ``skip_reason`` leaves it out. Probes no device and
+    builds nothing: :mod:`mpsbench.preselect` asks it before asv starts any
+    process, and :func:`require` asks it first in every ``setup``.
+    """
+    spec = models.get(model)
+    if batch_size not in spec.batch_sizes:
+        return str(models.BatchSizeError(f"{model} is not run at batch {batch_size}"))
+    return selection.device_reason(device) or skip_reason(device, spec, batch_size)
+
+
+# Each benchmark class's ``left_out``: its params in order, the reason this run
+# leaves the combination out (None: it runs). The class's setup applies the same
+# rule through require(); tests/test_preselect.py checks the two agree.
+def steps_left_out(device: str, model: str, batch_size: int) -> str | None:
+    """Training, Inference and their capacity classes."""
+    return left_out(device, model, batch_size)
+
+
+def cold_start_left_out(kind: str) -> Callable[[str, str], str | None]:
+    """The cold-start classes of ``kind`` (seed batch size)."""
+
+    def rule(device: str, model: str) -> str | None:
+        return left_out(device, model, models.get(model).seed_batch_size, cold_start_skip_reason(kind))
+
+    return rule
+
+
+def precision_left_out(device: str, model: str, dtype: str) -> str | None:
+    """The precision classes (seed batch size); a dtype the device lacks is found in ``setup``, by the build's torch."""
+    return left_out(device, model, models.get(model).seed_batch_size, precision_skip_reason)
+
+
+def instruments_left_out(device: str, model: str) -> str | None:
+    """The instrument classes (seed batch size)."""
+    return left_out(device, model, models.get(model).seed_batch_size, instrument_skip_reason)
+
+
 def require(
     kind: str,
     device: str,
@@ -114,9 +155,7 @@ def require(
     the device supports the dtype with this torch and OS. Builds nothing.
     """
     spec = models.get(model)
-    if batch_size not in spec.batch_sizes:
-        raise SkipNotImplemented(str(models.BatchSizeError(f"{model} is not run at batch {batch_size}")))
-    reason = selection.device_reason(device) or skip_reason(device, spec, batch_size)
+    reason = left_out(device, model, batch_size, skip_reason)
     if reason is not None:
         raise SkipNotImplemented(reason)
     found = devices.availability(device)

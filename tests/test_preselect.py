@@ -1,0 +1,163 @@
+"""mpsbench preselect: the -b pattern names exactly the combinations whose setup would not skip."""
+
+from __future__ import annotations
+
+import itertools
+import re
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from asv.benchmarks import Benchmarks
+
+from mpsbench import devices, epoch, maxbatch, ops, preselect, selection, suite, workloads
+
+ROOT = Path(__file__).resolve().parents[1]
+BENCHMARKS = ROOT / "benchmarks"
+
+
+class Built(Exception):
+    """Raised where a benchmark would build its model or inputs: the combination runs."""
+
+
+@pytest.fixture(scope="module")
+def discovered() -> list[Any]:
+    return preselect.discover(BENCHMARKS)
+
+
+@pytest.fixture
+def every_device_usable(monkeypatch):
+    """Every device present and usable, every build a :class:`Built`: setup's verdicts cost nothing."""
+
+    def build(*args, **kwargs):
+        raise Built(args)
+
+    monkeypatch.setattr(preselect, "device_present", lambda name: True)
+    monkeypatch.setattr(devices, "availability", lambda name: devices.Availability(True, f"{name}, a stand-in"))
+    monkeypatch.setattr(workloads, "cached", build)
+    monkeypatch.setattr(workloads, "build", build)
+    monkeypatch.setattr(ops, "cached", build)
+    # Unsupported dtypes are found by the build's torch in setup, after the rule: not the rule's business.
+    monkeypatch.setattr(suite.precision, "unsupported_reason", lambda device, kind, dtype: None)
+    monkeypatch.setattr(maxbatch.os.path, "exists", lambda path: True)
+
+
+def setup_skips(benchmark: Any, param_idx: int, caches: dict[Any, Any]) -> bool:
+    """Whether asv would record n/a for this combination: its setup (or its figure's lookup) skips."""
+    benchmark.set_param_idx(param_idx)
+    benchmark.set_cache(None)
+    if benchmark._setup_cache is not None:
+        key = benchmark.setup_cache_key
+        if key not in caches:
+            caches[key] = benchmark.do_setup_cache()
+        benchmark.set_cache(caches[key])
+    try:
+        if benchmark.do_setup():  # asv_runner's own verdict: True when setup raised SkipNotImplemented
+            return True
+        if benchmark._setup_cache is not None and benchmark.name.split(".")[-1].startswith("track_"):
+            benchmark.func(*benchmark._build_params())  # the figure's lookup in setup_cache's table
+    except NotImplementedError:  # asv's SkipNotImplemented from the lookup: n/a
+        return True
+    except (Built, RuntimeError):  # a build was reached, or the lookup of a measured (here: failed) combination
+        return False
+    return False
+
+
+@pytest.mark.parametrize(
+    "env",
+    [{}, {selection.FULL_SWEEP_ENV: "1"}, {selection.DEVICES_ENV: "cuda"}, {selection.DEVICES_ENV: "mps,cpu"}],
+    ids=["default", "full-sweep", "cuda-only", "mps-and-cpu"],
+)
+def test_the_pattern_leaves_out_exactly_the_combinations_whose_setup_skips(discovered, every_device_usable,
+                                                                         monkeypatch, env):
+    for name in (selection.FULL_SWEEP_ENV, selection.DEVICES_ENV):
+        monkeypatch.delenv(name, raising=False)
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    caches: dict[Any, Any] = {}
+    disagreements = []
+    counted = 0
+    for benchmark in discovered:
+        if not benchmark._params:
+            continue
+        combos = list(preselect.combinations([benchmark]))
+        for param_idx, combination in enumerate(combos):
+            skips = setup_skips(benchmark, param_idx, caches)
+            if skips != (combination.reason is not None):
+                disagreements.append(f"{combination.name}: setup skips={skips}, rule says {combination.reason}")
+            counted += 1
+    assert counted > 2900  # every parameterized benchmark of the suite was compared
+    assert disagreements == []
+
+
+def test_every_parameterized_class_names_its_rule(discovered):
+    missing = sorted({b.name.rsplit(".", 1)[0] for b in discovered if b._params and preselect._rule_of(b) is None})
+    assert missing == []
+
+
+def test_asvs_own_matcher_selects_exactly_the_combinations_that_run(discovered, monkeypatch):
+    monkeypatch.delenv(selection.FULL_SWEEP_ENV, raising=False)
+    monkeypatch.delenv(selection.DEVICES_ENV, raising=False)
+    pattern, count, total = preselect.pattern(BENCHMARKS)
+    runs = {c.name for c in preselect.combinations(discovered) if c.reason is None}
+    assert count == len(runs) and total > count
+    dicts = [{"name": b.name, "params": b.params} for b in discovered]
+    conf = type("Conf", (), {"benchmark_dir": str(BENCHMARKS)})()
+    chosen = Benchmarks(conf, dicts, regex=[pattern])
+    picked = set()
+    for benchmark in dicts:
+        selected = chosen.benchmark_selection[benchmark["name"]]
+        if selected is None:
+            if benchmark["name"] in chosen:
+                picked.add(benchmark["name"])
+            continue
+        combos = list(itertools.product(*benchmark["params"]))
+        picked |= {f"{benchmark['name']}({', '.join(combos[idx])})" for idx in selected}
+    assert picked == runs
+    # On this cpu-only machine: the cpu's default selection, every fact, nothing of mps or cuda.
+    assert "benchmark_models.Training.time_step('cpu', 'mlp', 1024)" in picked
+    assert "benchmark_models.Environment.track_cpu_threads" in picked
+    if not preselect.device_present("cuda"):
+        assert not any("'cuda'" in name for name in picked)
+    assert "benchmark_models.Training.time_step('cpu', 'resnet50', 128)" not in picked  # full sweep only
+
+
+def test_devices_are_left_out_only_when_the_machine_plainly_lacks_them(monkeypatch):
+    monkeypatch.setattr(preselect.os.path, "exists", lambda path: path == "/dev/nvidiactl")
+    monkeypatch.setattr(preselect.sys, "platform", "linux")
+    assert preselect.device_present("cpu") and preselect.device_present("cuda")
+    assert preselect.absent_reason("mps") == "mps is absent: this machine has no Apple silicon under macOS"
+    monkeypatch.setattr(preselect.sys, "platform", "darwin")
+    monkeypatch.setattr(preselect.platform, "machine", lambda: "arm64")
+    assert preselect.device_present("mps")
+    monkeypatch.setattr(preselect.os.path, "exists", lambda path: False)
+    monkeypatch.setattr(preselect, "_torch_sees_cuda", lambda: False)
+    assert preselect.absent_reason("cuda") == "cuda is absent: this machine has no NVIDIA driver"
+
+
+def test_the_epoch_rule_ignores_the_phase_both_come_from_one_measurement(monkeypatch):
+    monkeypatch.delenv(selection.FULL_SWEEP_ENV, raising=False)
+    monkeypatch.delenv(selection.DEVICES_ENV, raising=False)
+    assert epoch.left_out("cpu", "resnet50", 8, 2, "tiny", "train") is None
+    assert epoch.left_out("cpu", "resnet50", 8, 2, "tiny", "eval") is None
+    assert "outside the default selection" in str(epoch.left_out("cpu", "vgg16", 8, 2, "tiny", "eval"))
+
+
+def test_a_pattern_with_nothing_in_it_is_refused_in_one_line():
+    with pytest.raises(preselect.PreselectError, match="no benchmark combination runs"):
+        preselect.regex([])
+    assert re.fullmatch(preselect.regex(["a.b(1, 'x')"]), "a.b(1, 'x')")
+    assert not re.search(preselect.regex(["a.b"]), "a.b(1, 'x')")  # a bare name selects no combination
+
+
+def test_the_command_line_prints_the_pattern_and_refuses_a_folder_that_is_no_suite(tmp_path):
+    mpsbench = [sys.executable, "-m", "mpsbench.cli"]
+    done = subprocess.run([*mpsbench, "preselect"], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("^(?:") and "asv will run" in done.stderr
+    done = subprocess.run([*mpsbench, "preselect", "--benchmark-dir", str(tmp_path)], cwd=ROOT,
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 2
+    assert done.stderr == f"mpsbench: error: {tmp_path} is not a benchmark package (no __init__.py); pass the suite's\n"
