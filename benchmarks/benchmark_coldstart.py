@@ -5,8 +5,9 @@ Untimed there: importing torch and building the workload on the device (the
 device context, the weights' copy). Timed: the first step and a synchronize,
 where kernels are chosen, Metal shaders and graphs compiled, cuBLAS and cuDNN
 initialised and CUDA modules loaded. Every model runs at its seed batch size;
-on the cpu its small models, on a GPU resnet50's training step
-(suite.GPU_COLD_START), unless MPSBENCH_FULL=1.
+on the cpu its small models; on a GPU, where every sample is a fresh
+interpreter importing torch (about 12 s on the H100 host), the full sweep
+only (MPSBENCH_FULL=1; suite.cold_start_skip_reason).
 """
 
 from mpsbench import devices, models, suite

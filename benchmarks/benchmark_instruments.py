@@ -1,65 +1,75 @@
 """What a stopwatch does not show: cpu fallbacks, driver memory, leaks, wrong results (issue #6).
 
 Every model runs at its seed batch size (models.ModelSpec.seed_batch_size);
-on the cpu its small models, on a GPU mlp, resnet50 and bert_base
+on the cpu its small models, on a GPU mlp and resnet50 training
 (suite.GPU_INSTRUMENT_MODELS), unless MPSBENCH_FULL=1. None of these refuses a
 combination the way the timings do: they report the very facts the timings
 are refused for.
 """
 
-from mpsbench import devices, instruments, models, suite
+from mpsbench import devices, instruments, measured, models, suite
+
+
+def _measure_instruments(self):
+    """The setup_cache of both instrument classes: one spawned interpreter measures both (mpsbench.measured)."""
+    return measured.measure_families({
+        "training": lambda: instruments.measure("training", models.NAMES),
+        "inference": lambda: instruments.measure("inference", models.INFERENCE_NAMES),
+    })
+
+
+_measure_instruments.timeout = 6 * 3600  # the full sweep's large models step 50 times each for the leak
 
 
 class _Instruments:
     """Shared by TrainingInstruments and InferenceInstruments: four readings of one warmed-up workload.
 
-    Measured once per run in ``setup_cache`` (src/mpsbench/instruments.py):
-    one process builds each selected combination in turn and takes all four
-    readings; the ``track_`` processes look theirs up. ``setup_cache``
-    measures the class's whole selection even when ``-b`` picks one.
+    Measured once per run in one ``setup_cache`` shared by both classes
+    (src/mpsbench/instruments.py): one process builds each selected
+    combination in turn and takes all four readings; the ``track_`` processes
+    look theirs up. ``setup_cache`` measures both classes' whole selection
+    even when ``-b`` picks one.
     """
 
-    kind = "training"
+    kind = "training"  # this class's part of the shared setup_cache
     param_names = ("device", "model")
-    left_out = staticmethod(suite.instruments_left_out)  # the selection setup_cache measures
     version = "1"
     rounds = 1  # a lookup: a second round would read the same cache again
     timeout = 60  # per lookup; the measuring happens in setup_cache
-    SETUP_CACHE_TIMEOUT = 3 * 3600  # the full sweep's large models step 50 times each for the leak
+    setup_cache = _measure_instruments  # one key for both classes: asv keys a cache by where it is defined
 
-    def measure(self):
-        """The setup_cache of each subclass: asv keys one by where it is defined (see benchmark_models)."""
-        return instruments.measure(self.kind, self.params[1])
+    def _lookup(self, readings, device, model, figure):
+        return measured.family(readings, self.kind).lookup((device, model), figure)
 
-    def track_fallback_ops(self, table, device, model):
+    def track_fallback_ops(self, readings, device, model):
         """Distinct ops that fell back from mps to the cpu during warm-up (0 on cuda and cpu).
 
         Needs PYTORCH_ENABLE_MPS_FALLBACK=1 (asv matrix ``env_nobuild``):
         without it such an op raises and the combination fails with its name.
         """
-        return table.lookup((device, model), "fallback_ops")
+        return self._lookup(readings, device, model, "fallback_ops")
 
     track_fallback_ops.unit = "ops"
 
-    def track_driver_memory(self, table, device, model):
+    def track_driver_memory(self, readings, device, model):
         """Peak memory the driver holds for torch over one step, in MiB (mps driver, cuda reserved)."""
-        return table.lookup((device, model), "driver_memory")
+        return self._lookup(readings, device, model, "driver_memory")
 
     track_driver_memory.unit = "MiB"
 
-    def track_leak(self, table, device, model):
+    def track_leak(self, readings, device, model):
         """Memory growth in MiB per 100 steps: least squares over one reading per step after warm-up.
 
         About 0 for a clean step. cuda: memory_allocated; mps:
         current_allocated_memory; cpu (and mps before torch 2.0): process RSS.
         """
-        return table.lookup((device, model), "leak")
+        return self._lookup(readings, device, model, "leak")
 
     track_leak.unit = "MiB/100 steps"
 
-    def track_accuracy_error(self, table, device, model):
+    def track_accuracy_error(self, readings, device, model):
         """Relative error of the device's logits and loss against the cpu's (docs/instruments.md)."""
-        return table.lookup((device, model), "accuracy_error")
+        return self._lookup(readings, device, model, "accuracy_error")
 
     track_accuracy_error.unit = "relative error"
 
@@ -69,11 +79,7 @@ class TrainingInstruments(_Instruments):
 
     kind = "training"
     params = (devices.NAMES, models.NAMES)
-
-    def setup_cache(self):
-        return self.measure()
-
-    setup_cache.timeout = _Instruments.SETUP_CACHE_TIMEOUT
+    left_out = staticmethod(suite.instruments_left_out("training"))  # the selection setup_cache measures
 
 
 class InferenceInstruments(_Instruments):
@@ -81,8 +87,4 @@ class InferenceInstruments(_Instruments):
 
     kind = "inference"
     params = (devices.NAMES, models.INFERENCE_NAMES)
-
-    def setup_cache(self):
-        return self.measure()
-
-    setup_cache.timeout = _Instruments.SETUP_CACHE_TIMEOUT
+    left_out = staticmethod(suite.instruments_left_out("inference"))  # the selection setup_cache measures

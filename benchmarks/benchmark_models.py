@@ -5,7 +5,7 @@ VGG16 bs 64) and the community's VGG16/CIFAR-10, MLP and BERT fine-tuning
 measurements: issue #2.
 """
 
-from mpsbench import capacity, devices, fallback, models, suite
+from mpsbench import capacity, devices, fallback, measured, models, suite
 
 
 class _StepBenchmark:
@@ -62,41 +62,46 @@ class Inference(_StepBenchmark):
     params = (devices.NAMES, models.INFERENCE_NAMES, models.BATCH_SIZES)
 
 
+def _measure_capacity(self):
+    """The setup_cache of both capacity classes: one spawned interpreter measures both (mpsbench.measured)."""
+    return measured.measure_families({
+        "training": lambda: capacity.measure("training", models.NAMES),
+        "inference": lambda: capacity.measure("inference", models.INFERENCE_NAMES),
+    })
+
+
+_measure_capacity.timeout = 6 * 3600  # the full sweep's cpu steps at the seed batch take a minute each
+
+
 class _Capacity:
     """Throughput and peak memory of the same combinations as the step timings.
 
-    Measured once per run in ``setup_cache`` (one process builds and warms up
-    each selected combination in turn; src/mpsbench/capacity.py), so the
-    ``track_`` processes only look their figure up: on a GPU a benchmark
-    process costs seconds before its first step, two per combination more
-    than doubled the default run. ``setup_cache`` measures the class's whole
-    selection even when ``-b`` picks one combination.
+    Measured once per run in one ``setup_cache`` shared by both classes (one
+    process builds and warms up each selected combination in turn;
+    src/mpsbench/capacity.py), so the ``track_`` processes only look their
+    figure up: on a GPU a benchmark process costs seconds before its first
+    step, two per combination more than doubled the default run, and each
+    ``setup_cache`` is an interpreter of its own. ``setup_cache`` measures
+    both classes' whole selection even when ``-b`` picks one combination.
     """
 
-    kind = "training"
+    kind = "training"  # this class's part of the shared setup_cache
     param_names = ("device", "model", "batch_size")
     left_out = staticmethod(suite.steps_left_out)  # the selection setup_cache measures
     version = "1"
     rounds = 1  # a lookup: a second round would read the same cache again
     timeout = 60  # per lookup; the measuring happens in setup_cache
-    SETUP_CACHE_TIMEOUT = 3 * 3600  # the full sweep's cpu steps at the seed batch take a minute each
+    setup_cache = _measure_capacity  # one key for both classes: asv keys a cache by where it is defined
 
-    # asv keys a setup_cache by the file and line that define it: a setup_cache
-    # inherited by two classes would be one cache, measured for whichever ran
-    # first. Each subclass therefore defines its own, calling this
-    # (tests/test_asv_suite.py checks it).
-    def measure(self):
-        return capacity.measure(self.kind, self.params[1])
-
-    def track_throughput(self, table, device, model, batch_size):
+    def track_throughput(self, readings, device, model, batch_size):
         """Samples per second: batch size over the median step time of several calls."""
-        return table.lookup((device, model, batch_size), "throughput")
+        return measured.family(readings, self.kind).lookup((device, model, batch_size), "throughput")
 
     track_throughput.unit = "samples/s"
 
-    def track_peak_memory(self, table, device, model, batch_size):
+    def track_peak_memory(self, readings, device, model, batch_size):
         """Peak device memory over one step, in MiB (cpu: the process's largest RSS sample over the step)."""
-        return table.lookup((device, model, batch_size), "peak_memory")
+        return measured.family(readings, self.kind).lookup((device, model, batch_size), "peak_memory")
 
     track_peak_memory.unit = "MiB"
 
@@ -107,22 +112,12 @@ class TrainingCapacity(_Capacity):
     kind = "training"
     params = Training.params
 
-    def setup_cache(self):
-        return self.measure()
-
-    setup_cache.timeout = _Capacity.SETUP_CACHE_TIMEOUT
-
 
 class InferenceCapacity(_Capacity):
     """Throughput and peak memory of the inference step."""
 
     kind = "inference"
     params = Inference.params
-
-    def setup_cache(self):
-        return self.measure()
-
-    setup_cache.timeout = _Capacity.SETUP_CACHE_TIMEOUT
 
 
 class Environment:

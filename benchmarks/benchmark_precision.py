@@ -4,13 +4,14 @@ Training in a reduced dtype is mixed precision (autocast; float16 with loss
 scaling); inference casts the model and inputs. Combinations a device or torch
 release does not support are skipped with the reason; a step whose logits are
 not computed in the named dtype (autocast falling back to float32 silently)
-fails. Every model runs at its seed batch size; by default mlp on the cpu and
-resnet50 and bert_base on GPUs (MPSBENCH_FULL=1 for the rest). Kept apart
+fails. Every model runs at its seed batch size; by default mlp on the cpu in
+every dtype, and on GPUs bert_base training in float16 and bfloat16
+(suite.PRECISION_MODELS; MPSBENCH_FULL=1 for the rest). Kept apart
 from benchmark_models so that Training and Inference keep their params and
 history.
 """
 
-from mpsbench import capacity, devices, models, precision, suite
+from mpsbench import capacity, devices, measured, models, precision, suite
 
 
 class _PrecisionStep:
@@ -18,7 +19,6 @@ class _PrecisionStep:
 
     kind = "training"
     param_names = ("device", "model", "dtype")
-    left_out = staticmethod(suite.precision_left_out)  # this run's selection, for mpsbench.preselect
     version = "1"
     timeout = 1800
     warmup_time = 0  # setup warms up explicitly
@@ -31,7 +31,7 @@ class _PrecisionStep:
     def setup(self, device, model, dtype):
         batch_size = models.get(model).seed_batch_size
         self.workload = suite.prepare(
-            self.kind, device, model, batch_size, dtype=dtype, skip_reason=suite.precision_skip_reason
+            self.kind, device, model, batch_size, dtype=dtype, skip_reason=suite.precision_skip_reason(self.kind, dtype)
         )
         self.steps = self.workload.spec.steps_per_call
         self.timer = suite.StepTimer(self.steps)
@@ -47,6 +47,7 @@ class TrainingPrecision(_PrecisionStep):
 
     kind = "training"
     params = (devices.NAMES, models.NAMES, precision.NAMES)
+    left_out = staticmethod(suite.precision_left_out("training"))  # this run's selection, for mpsbench.preselect
 
 
 class InferencePrecision(_PrecisionStep):
@@ -54,26 +55,33 @@ class InferencePrecision(_PrecisionStep):
 
     kind = "inference"
     params = (devices.NAMES, models.INFERENCE_NAMES, precision.NAMES)
+    left_out = staticmethod(suite.precision_left_out("inference"))  # this run's selection, for mpsbench.preselect
+
+
+def _measure_peak_memory(self):
+    """The setup_cache of both capacity classes below: one spawned interpreter measures both (mpsbench.measured)."""
+    return measured.measure_families({
+        "training": lambda: capacity.measure_precision("training", models.NAMES),
+        "inference": lambda: capacity.measure_precision("inference", models.INFERENCE_NAMES),
+    })
+
+
+_measure_peak_memory.timeout = 6 * 3600
 
 
 class _PrecisionCapacity:
-    """Peak memory of the same combinations, measured once per run in ``setup_cache`` (see benchmark_models)."""
+    """Peak memory of the same combinations, measured once per run in one ``setup_cache`` (see benchmark_models)."""
 
-    kind = "training"
+    kind = "training"  # this class's part of the shared setup_cache
     param_names = ("device", "model", "dtype")
-    left_out = staticmethod(suite.precision_left_out)  # the selection setup_cache measures
     version = "1"
     rounds = 1  # a lookup
     timeout = 60
-    SETUP_CACHE_TIMEOUT = 3 * 3600
+    setup_cache = _measure_peak_memory  # one key for both classes: asv keys a cache by where it is defined
 
-    def measure(self):
-        """The setup_cache of each subclass: asv keys one by where it is defined, so each defines its own."""
-        return capacity.measure_precision(self.kind, self.params[1])
-
-    def track_peak_memory(self, table, device, model, dtype):
+    def track_peak_memory(self, readings, device, model, dtype):
         """Peak device memory over one step, in MiB (cpu: the process's largest RSS sample over the step)."""
-        return table.lookup((device, model, dtype), "peak_memory")
+        return measured.family(readings, self.kind).lookup((device, model, dtype), "peak_memory")
 
     track_peak_memory.unit = "MiB"
 
@@ -83,11 +91,7 @@ class TrainingPrecisionCapacity(_PrecisionCapacity):
 
     kind = "training"
     params = TrainingPrecision.params
-
-    def setup_cache(self):
-        return self.measure()
-
-    setup_cache.timeout = _PrecisionCapacity.SETUP_CACHE_TIMEOUT
+    left_out = staticmethod(suite.precision_left_out("training", memory=True))  # the selection setup_cache measures
 
 
 class InferencePrecisionCapacity(_PrecisionCapacity):
@@ -95,8 +99,4 @@ class InferencePrecisionCapacity(_PrecisionCapacity):
 
     kind = "inference"
     params = InferencePrecision.params
-
-    def setup_cache(self):
-        return self.measure()
-
-    setup_cache.timeout = _PrecisionCapacity.SETUP_CACHE_TIMEOUT
+    left_out = staticmethod(suite.precision_left_out("inference", memory=True))  # the selection setup_cache measures

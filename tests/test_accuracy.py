@@ -80,7 +80,7 @@ def test_wrong_results_fail_the_timing_with_the_measured_error(wrong_device):
 
 
 def test_the_instrument_reports_the_error_instead_of_failing(wrong_device):
-    table = instruments.measure("inference", ("lenet5",))  # what the class's setup_cache returns
+    table = {"inference": instruments.measure("inference", ("lenet5",))}  # the class's part of setup_cache's readings
     bench = benchmark_instruments.InferenceInstruments()
     assert bench.track_accuracy_error(table, "cpu", "lenet5") == pytest.approx(0.3, rel=1e-3)
 
@@ -106,7 +106,7 @@ def test_only_gpu_results_are_checked(device, checked):
 
 
 def test_the_cpu_has_no_accuracy_track():
-    table = instruments.measure("training", ("lenet5",))
+    table = {"training": instruments.measure("training", ("lenet5",))}  # the class's part of setup_cache
     bench = benchmark_instruments.TrainingInstruments()
     with pytest.raises(suite.SkipNotImplemented, match="the cpu is the reference"):
         bench.track_accuracy_error(table, "cpu", "lenet5")

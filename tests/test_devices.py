@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 import types
 
 import pytest
 import torch
 
-from mpsbench import devices
+from mpsbench import devices, models, workloads
 
 
 class Recorder:
@@ -198,3 +200,30 @@ def test_cuda_out_of_memory_error_type_is_recognised():
     oom = getattr(torch.cuda, "OutOfMemoryError", None)
     assert oom is not None  # torch >= 1.13 in this environment
     assert devices.is_out_of_memory(oom("Tried to allocate 20.00 GiB"))
+
+
+def test_weights_are_created_on_cuda_directly_and_on_the_cpu_elsewhere():
+    on_cuda = devices.creating_on("cuda")
+    assert isinstance(on_cuda, torch.device) and on_cuda.type == "cuda"  # torch 2.0+: a context manager
+    for name in ("cpu", "mps"):  # mps: an initializer it lacks must not fail a timing
+        assert isinstance(devices.creating_on(name), contextlib.nullcontext)
+
+
+def test_a_workload_builds_its_model_inside_creating_on(monkeypatch):
+    spec = models.get("mlp")
+    state = {"inside": None, "built_inside": None}
+
+    @contextlib.contextmanager
+    def recording(name):
+        state["inside"] = name
+        yield
+        state["inside"] = None
+
+    def build():
+        state["built_inside"] = state["inside"]
+        return spec.build()
+
+    monkeypatch.setattr(workloads.devices, "creating_on", recording)
+    workload = workloads.Workload("training", "cpu", dataclasses.replace(spec, build=build), 8)
+    assert state["built_inside"] == "cpu" and state["inside"] is None
+    assert next(workload.model.parameters()).device.type == "cpu"

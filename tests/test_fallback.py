@@ -106,12 +106,12 @@ def test_the_switch_allows_timing_a_combination_that_fell_back(falls_back, monke
 
 
 def test_the_track_counts_the_ops_that_fell_back(falls_back):
-    table = instruments.measure("training", ("mlp",))  # instruments are never refused
+    table = {"training": instruments.measure("training", ("mlp",))}  # instruments are never refused
     assert benchmark_instruments.TrainingInstruments().track_fallback_ops(table, "cpu", "mlp") == 1
 
 
 def test_a_real_cpu_workload_has_no_fallbacks():
-    table = instruments.measure("inference", ("mlp",))
+    table = {"inference": instruments.measure("inference", ("mlp",))}
     assert benchmark_instruments.InferenceInstruments().track_fallback_ops(table, "cpu", "mlp") == 0
 
 

@@ -111,13 +111,12 @@ def test_the_mps_watermark_ratio_is_read_from_the_environment(monkeypatch):
         maxbatch.mps_high_watermark_ratio()
 
 
-def test_default_selection_is_the_bert_pair_on_cuda_and_cpu_and_the_full_sweep_runs_everything(monkeypatch):
+def test_default_selection_is_the_bert_pair_on_the_cpu_and_the_full_sweep_runs_everything(monkeypatch):
     monkeypatch.delenv(selection.FULL_SWEEP_ENV, raising=False)
-    monkeypatch.delenv(selection.DEVICES_ENV, raising=False)
+    monkeypatch.setenv(selection.DEVICES_ENV, "cpu,mps,cuda")
     monkeypatch.setenv(maxbatch.MPS_WATERMARK_ENV, "1.0")
-    assert maxbatch.skip_reason("cuda", "bert_base_frozen", "training") is None
-    assert maxbatch.skip_reason("cuda", "bert_base", "training") is None
-    assert "the seeds' BERT pair only" in maxbatch.skip_reason("cuda", "resnet50", "inference")
+    assert "fills the GPU's memory" in maxbatch.skip_reason("cuda", "bert_base_frozen", "training")
+    assert "outside the default selection" in maxbatch.skip_reason("cuda", "bert_base", "training")
     assert maxbatch.skip_reason("cpu", "bert_base", "training") is None
     assert maxbatch.skip_reason("cpu", "bert_base_frozen", "training") is None
     assert "MPSBENCH_FULL=1" in maxbatch.skip_reason("cpu", "resnet50", "training")
@@ -132,6 +131,7 @@ def test_default_selection_is_the_bert_pair_on_cuda_and_cpu_and_the_full_sweep_r
 def test_the_benchmark_skips_an_absent_device_with_the_reason(monkeypatch):
     if maxbatch.devices.is_usable("cuda"):  # pragma: no cover - GPU machines
         pytest.skip("cuda is present")
+    monkeypatch.setenv(selection.FULL_SWEEP_ENV, "1")  # the GPUs' searches are in the full sweep only
     with pytest.raises(suite.SkipNotImplemented, match="cuda is not usable here"):
         benchmark_maxbatch.MaxBatch().setup("cuda", "bert_base", "training")
     if not maxbatch.devices.is_usable("mps"):

@@ -67,7 +67,7 @@ def test_the_table_survives_asvs_pickling(table):
 
 
 def test_the_capacity_classes_report_real_cpu_figures_and_skip_absent_devices():
-    table = capacity.measure("inference", ("mlp",))
+    table = {"inference": capacity.measure("inference", ("mlp",))}  # the part of setup_cache's readings it reads
     bench = benchmark_models.InferenceCapacity()
     assert bench.track_throughput(table, "cpu", "mlp", 8) > 0
     assert bench.track_peak_memory(table, "cpu", "mlp", 8) > 0
@@ -75,7 +75,7 @@ def test_the_capacity_classes_report_real_cpu_figures_and_skip_absent_devices():
         bench.track_throughput(table, "cpu", "mlp", 64)
     if not suite.devices.is_usable("cuda"):
         with pytest.raises(suite.SkipNotImplemented, match="cuda is not usable here"):
-            bench.track_throughput(table, "cuda", "mlp", 1)
+            bench.track_throughput(table, "cuda", "mlp", 1024)
 
 
 def test_mpsbench_devices_leaves_the_other_devices_out_with_the_reason(monkeypatch):
@@ -90,3 +90,16 @@ def test_an_unknown_device_in_mpsbench_devices_is_refused_by_name(monkeypatch):
     monkeypatch.setenv(selection.DEVICES_ENV, "cpu,tpu")
     with pytest.raises(suite.devices.DeviceError, match="unknown device 'tpu'; choose one of: cpu, mps, cuda"):
         selection.device_reason("cpu")
+
+
+def test_a_shared_setup_cache_gives_each_family_its_readings_and_isolates_a_failing_one():
+    def broken():
+        raise ValueError("no kernel\nsecond line")
+
+    readings = measured.measure_families({"training": lambda: 1.0, "inference": broken})
+    assert measured.family(readings, "training") == 1.0
+    with pytest.raises(RuntimeError, match=r"^measuring inference failed: ValueError: no kernel$"):
+        measured.family(readings, "inference")
+    with pytest.raises(RuntimeError, match="measured no family 'epoch'; it measured: training, inference"):
+        measured.family(readings, "epoch")
+    assert pickle.loads(pickle.dumps(readings))["inference"] == readings["inference"]  # asv pickles the cache

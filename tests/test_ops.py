@@ -233,7 +233,7 @@ def test_calls_per_sample_are_a_fixed_table_per_size():
 # --- selection and setup outcomes ---------------------------------------------
 
 
-def test_default_selection_is_float32_on_every_device_and_small_medium_on_the_cpu(monkeypatch):
+def test_default_selection_is_float32_large_on_gpus_and_small_medium_on_the_cpu(monkeypatch):
     monkeypatch.delenv(selection.FULL_SWEEP_ENV, raising=False)
     monkeypatch.delenv(selection.DEVICES_ENV, raising=False)
     matmul = ops.get("matmul")
@@ -243,8 +243,10 @@ def test_default_selection_is_float32_on_every_device_and_small_medium_on_the_cp
         reason = ops.skip_reason("cpu", matmul, dtype, size)
         assert reason is not None and reason.endswith("set MPSBENCH_FULL=1 for the full sweep")
     for device in devices.GPU_NAMES:
-        for size in ops.SIZES:
-            assert ops.skip_reason(device, matmul, "float32", size) is None
+        assert ops.skip_reason(device, matmul, "float32", "large") is None
+        for size in ("small", "medium"):  # launch-bound on a GPU: the full sweep
+            reason = ops.skip_reason(device, matmul, "float32", size)
+            assert reason is not None and reason.endswith("set MPSBENCH_FULL=1 for the full sweep")
         for dtype in ("float16", "bfloat16"):
             reason = ops.skip_reason(device, matmul, dtype, "large")
             assert reason is not None and reason.endswith("set MPSBENCH_FULL=1 for the full sweep")
@@ -274,7 +276,7 @@ def test_an_absent_device_is_skipped_with_the_reason():
     if devices.is_usable("cuda"):  # pragma: no cover - GPU machines
         pytest.skip("cuda is present")
     with pytest.raises(suite.SkipNotImplemented, match="cuda is not usable here: "):
-        ops.prepare("cuda", "matmul", "float32", "small", training=False)
+        ops.prepare("cuda", "matmul", "float32", "large", training=False)
 
 
 def test_a_torch_without_the_function_skips_with_its_version(monkeypatch):

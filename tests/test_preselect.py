@@ -34,7 +34,7 @@ def every_device_usable(monkeypatch):
     def build(*args, **kwargs):
         raise Built(args)
 
-    monkeypatch.setattr(preselect, "device_present", lambda name: True)
+    monkeypatch.setattr(devices, "present", lambda name: True)
     monkeypatch.setattr(devices, "availability", lambda name: devices.Availability(True, f"{name}, a stand-in"))
     monkeypatch.setattr(workloads, "cached", build)
     monkeypatch.setattr(workloads, "build", build)
@@ -119,22 +119,39 @@ def test_asvs_own_matcher_selects_exactly_the_combinations_that_run(discovered, 
     # On this cpu-only machine: the cpu's default selection, every fact, nothing of mps or cuda.
     assert "benchmark_models.Training.time_step('cpu', 'mlp', 1024)" in picked
     assert "benchmark_models.Environment.track_cpu_threads" in picked
-    if not preselect.device_present("cuda"):
+    if not devices.present("cuda"):
         assert not any("'cuda'" in name for name in picked)
     assert "benchmark_models.Training.time_step('cpu', 'resnet50', 128)" not in picked  # full sweep only
 
 
 def test_devices_are_left_out_only_when_the_machine_plainly_lacks_them(monkeypatch):
-    monkeypatch.setattr(preselect.os.path, "exists", lambda path: path == "/dev/nvidiactl")
-    monkeypatch.setattr(preselect.sys, "platform", "linux")
-    assert preselect.device_present("cpu") and preselect.device_present("cuda")
-    assert preselect.absent_reason("mps") == "mps is absent: this machine has no Apple silicon under macOS"
-    monkeypatch.setattr(preselect.sys, "platform", "darwin")
-    monkeypatch.setattr(preselect.platform, "machine", lambda: "arm64")
-    assert preselect.device_present("mps")
-    monkeypatch.setattr(preselect.os.path, "exists", lambda path: False)
-    monkeypatch.setattr(preselect, "_torch_sees_cuda", lambda: False)
-    assert preselect.absent_reason("cuda") == "cuda is absent: this machine has no NVIDIA driver"
+    monkeypatch.setattr(devices.os.path, "exists", lambda path: path == "/dev/nvidiactl")
+    monkeypatch.setattr(devices.sys, "platform", "linux")
+    assert devices.present("cpu") and devices.present("cuda")
+    assert devices.absent_reason("mps") == "mps is absent: this machine has no Apple silicon under macOS"
+    assert devices.accelerators_present() == ("cuda",)
+    monkeypatch.setattr(devices.sys, "platform", "darwin")
+    monkeypatch.setattr(devices.platform, "machine", lambda: "arm64")
+    assert devices.present("mps")
+    monkeypatch.setattr(devices.os.path, "exists", lambda path: False)
+    monkeypatch.setattr(devices.torch.cuda, "is_available", lambda: False)
+    assert devices.absent_reason("cuda") == "cuda is absent: this machine has no NVIDIA driver"
+    assert devices.accelerators_present() == ("mps",)
+
+
+def test_a_machine_with_a_gpu_leaves_its_cpu_out_unless_named(monkeypatch):
+    monkeypatch.delenv(selection.DEVICES_ENV, raising=False)
+    monkeypatch.setattr(devices, "present", lambda name: name in ("cpu", "cuda"))
+    reason = selection.device_reason("cpu")
+    assert reason == ("the cpu is left out by default on a machine with cuda;"
+                      " set MPSBENCH_DEVICES=cuda,cpu to time it too")
+    assert selection.device_reason("cuda") is None
+    assert suite.steps_left_out("cpu", "mlp", 1024) == reason  # every family asks the same question
+    monkeypatch.setenv(selection.DEVICES_ENV, "cuda,cpu")
+    assert selection.device_reason("cpu") is None
+    monkeypatch.delenv(selection.DEVICES_ENV)
+    monkeypatch.setattr(devices, "present", lambda name: name == "cpu")
+    assert selection.device_reason("cpu") is None
 
 
 def test_the_epoch_rule_ignores_the_phase_both_come_from_one_measurement(monkeypatch):

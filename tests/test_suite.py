@@ -39,15 +39,16 @@ def test_default_selection_keeps_seed_sizes_on_gpus_and_small_batches_for_large_
     assert selection.in_default_selection("cpu", resnet, 8)
     assert selection.in_default_selection("cpu", models.get("mlp"), 1024)
     assert not selection.in_default_selection("cuda", resnet, 64)
-    assert not selection.in_default_selection("cuda", resnet, 8)  # GPUs: latency and the seed size only
-    assert selection.in_default_selection("mps", resnet, 1)
+    assert not selection.in_default_selection("cuda", resnet, 8)  # GPUs: the seed size only
+    assert not selection.in_default_selection("mps", resnet, 1)  # launch-bound on a GPU: the full sweep
+    assert selection.in_default_selection("cpu", resnet, 1)
 
 
 def test_an_absent_device_is_skipped_with_the_reason():
     if devices.is_usable("cuda"):  # pragma: no cover - GPU machines
         pytest.skip("cuda is present")
     with pytest.raises(suite.SkipNotImplemented, match="cuda is not usable here: "):
-        suite.prepare("training", "cuda", "mlp", 1)
+        suite.prepare("training", "cuda", "mlp", 1024)
 
 
 def test_torch_lacking_an_op_fails_the_combination_with_the_op_name(monkeypatch):

@@ -40,7 +40,7 @@ def _prepare_precision(kind: str) -> Callable[[str, str, str], workloads.Workloa
     def prepare(device: str, model: str, dtype: str) -> workloads.Workload:
         batch_size = models.get(model).seed_batch_size
         workload = suite.prepare(kind, device, model, batch_size, dtype=dtype,
-                                 skip_reason=suite.precision_skip_reason, guarded=False)
+                                 skip_reason=suite.precision_memory_skip_reason(kind, dtype), guarded=False)
         fallback.refuse(workload.label, workload.fallback_ops)
         return workload
 

@@ -13,9 +13,12 @@ hosted Macs report it available and then fail at the first allocation.
 
 from __future__ import annotations
 
+import contextlib
 import os
+import platform
 import resource
 import sys
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from functools import cache
 from typing import Any
@@ -64,6 +67,35 @@ def _mps_backend_available() -> tuple[bool, str]:
     return True, "available"
 
 
+def present(name: str) -> bool:
+    """Whether this machine could have ``name`` at all, whatever torch is installed; touches no GPU.
+
+    Asked before asv starts any process (mpsbench.preselect, in ``.venv``) and
+    again in every benchmark's ``setup`` (in the build's environment), so it
+    must not depend on which torch answers: the benchmarked build may differ.
+    """
+    check_name(name)
+    if name == "cpu":
+        return True
+    if name == "cuda":
+        # The driver's control node exists on any Linux host (or container) given an NVIDIA GPU.
+        return os.path.exists("/dev/nvidiactl") or bool(torch.cuda.is_available())
+    return sys.platform == "darwin" and platform.machine() == "arm64"
+
+
+def absent_reason(name: str) -> str | None:
+    """Why this machine plainly lacks ``name``, or None if it could have it."""
+    if present(name):
+        return None
+    what = "NVIDIA driver" if name == "cuda" else "Apple silicon under macOS"
+    return f"{name} is absent: this machine has no {what}"
+
+
+def accelerators_present() -> tuple[str, ...]:
+    """The GPUs this machine could have (see :func:`present`), in :data:`GPU_NAMES` order."""
+    return tuple(name for name in GPU_NAMES if present(name))
+
+
 @cache
 def availability(name: str) -> Availability:
     """Probe ``name`` once per process with a real allocation and a real op."""
@@ -97,6 +129,21 @@ def describe(name: str) -> str:
     if name == "mps":
         return "mps: Apple GPU via Metal Performance Shaders"
     return f"cpu, {torch.get_num_threads()} threads"
+
+
+def creating_on(name: str) -> AbstractContextManager[Any]:
+    """Where a model built inside this context creates its weights: on ``name`` where that is safe.
+
+    cuda (torch 2.0 and later, whose ``torch.device`` is a context manager):
+    on the GPU. Initializing VGG16's or BERT's weights on a cpu took 1.7 to
+    2.4 s of every benchmark process on the H100 host, on the GPU 0.03 to
+    0.09 s (docs/performance.md). Everywhere else on the cpu, to be copied
+    after: an initializer that mps lacks would fail the combination for an op
+    that no timed step runs.
+    """
+    if name == "cuda" and hasattr(torch.device, "__enter__"):
+        return torch.device(name)  # a context manager since torch 2.0
+    return contextlib.nullcontext()
 
 
 def is_usable(name: str) -> bool:

@@ -50,7 +50,8 @@ def _prepare(kind: str) -> Callable[[str, str], workloads.Workload]:
     def prepare(device: str, model: str) -> workloads.Workload:
         # Unguarded: these readings report the very facts a timing is refused for.
         batch_size = models.get(model).seed_batch_size
-        return suite.prepare(kind, device, model, batch_size, skip_reason=suite.instrument_skip_reason, guarded=False)
+        return suite.prepare(kind, device, model, batch_size, skip_reason=suite.instrument_skip_reason(kind),
+                             guarded=False)
 
     return prepare
 

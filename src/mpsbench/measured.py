@@ -120,3 +120,41 @@ def measure(
 def grid(*axes: Iterable[Any]) -> list[Key]:
     """Every combination of the params' axes, in asv's order."""
     return list(itertools.product(*axes))
+
+
+# --- one setup_cache for a module's classes ---------------------------------------------
+# asv runs each ``setup_cache`` in a freshly spawned interpreter, even under
+# forkserver, and keys it by the module and line that define the function: on
+# the H100 host such an interpreter spends 10 to 17 s importing torch,
+# torchvision and transformers again before it measures anything
+# (docs/budget.md). A module whose Training and Inference classes both measure
+# once per run therefore defines one function that measures both families, and
+# both classes name it: one interpreter, one cache, each class reading its part.
+
+
+@dataclass(frozen=True)
+class FamilyFailure:
+    """A family whose measuring raised: each of its benchmarks fails with this message."""
+
+    message: str
+
+
+def measure_families(families: Mapping[str, Callable[[], Any]]) -> dict[str, Any]:
+    """Each family's readings, or its :class:`FamilyFailure`, measured one family after the other."""
+    readings: dict[str, Any] = {}
+    for name, measure_family in families.items():
+        try:
+            readings[name] = measure_family()
+        except Exception as exc:  # one family's bug must not cost the other its readings
+            readings[name] = FamilyFailure(f"measuring {name} failed: {type(exc).__name__}: {_first_line(exc)}")
+    return readings
+
+
+def family(readings: Mapping[str, Any], name: str) -> Any:
+    """Family ``name``'s readings from a shared setup_cache; raises (the benchmark fails) if it has none."""
+    if name not in readings:
+        raise RuntimeError(f"the setup_cache measured no family {name!r}; it measured: {', '.join(readings)}")
+    found = readings[name]
+    if isinstance(found, FamilyFailure):
+        raise RuntimeError(found.message)
+    return found

@@ -25,8 +25,6 @@ from __future__ import annotations
 
 import argparse
 import itertools
-import os
-import platform
 import re
 import sys
 from collections.abc import Callable, Iterator, Sequence
@@ -47,30 +45,6 @@ class Combination:
 
     name: str  # "benchmark_models.Training.time_step('cpu', 'mlp', 8)", or a bare name
     reason: str | None  # why this run leaves it out; None: it runs
-
-
-def device_present(name: str) -> bool:
-    """Whether this machine could have ``name`` at all, whatever torch is installed."""
-    devices.check_name(name)
-    if name == "cpu":
-        return True
-    if name == "cuda":
-        # The driver's control node exists on any Linux host (or container) given an NVIDIA GPU.
-        return os.path.exists("/dev/nvidiactl") or _torch_sees_cuda()
-    return sys.platform == "darwin" and platform.machine() == "arm64"
-
-
-def _torch_sees_cuda() -> bool:
-    import torch  # here: only a machine without the driver's node gets this far
-
-    return bool(torch.cuda.is_available())
-
-
-def absent_reason(device: str) -> str | None:
-    if device_present(device):
-        return None
-    what = "NVIDIA driver" if device == "cuda" else "Apple silicon under macOS"
-    return f"{device} is absent: this machine has no {what}"
 
 
 def discover(benchmark_dir: Path) -> list[Any]:
@@ -119,7 +93,7 @@ def combinations(benchmarks: Sequence[Any]) -> Iterator[Combination]:
             if device_first:
                 device = actual[0]
                 if device not in absent:
-                    absent[device] = absent_reason(device)
+                    absent[device] = devices.absent_reason(device)
                 reason = absent[device]
             if reason is None and rule is not None:
                 reason = rule(*actual)

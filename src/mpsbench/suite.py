@@ -40,22 +40,33 @@ class StepTimer:
 SkipRule = Callable[[str, models.ModelSpec, int], "str | None"]
 
 # On a GPU every benchmark process pays seconds before its first step (device
-# context, model build and copy, warm-up: docs/budget.md). The classes beyond the
-# step timings therefore run a shortlist there by default: a CNN and a
-# transformer, plus the sub-millisecond mlp where launch overhead is the point.
-# The full sweep (MPSBENCH_FULL=1) runs every model.
-GPU_INSTRUMENT_MODELS = ("mlp", "resnet50", "bert_base")
-# The precision classes' default models: float16/bfloat16 is for CNNs and
-# transformers (on the cpu, where reduced precision is slow, only the mlp).
-PRECISION_MODELS: dict[str, tuple[str, ...]] = {
-    "cpu": ("mlp",),
-    "mps": ("resnet50", "bert_base"),
-    "cuda": ("resnet50", "bert_base"),
+# context, warm-up, accuracy check: docs/performance.md), and one GPU's default
+# run has 3 minutes (docs/budget.md). The classes beyond the step timings
+# therefore run a shortlist there by default; the full sweep (MPSBENCH_FULL=1)
+# runs every model, kind and dtype.
+# Instruments: on mps, training, where leaks live (the May 2022 nightly leaked in
+# VGG16 training), on a CNN and on the sub-millisecond mlp where launch overhead
+# is the point. On cuda, where nothing falls back to the cpu, the full sweep only:
+# their setup_cache is an interpreter of its own (22 s of the H100's default).
+GpuModels = dict[str, dict[str, tuple[str, ...]]]  # device -> kind -> models
+GPU_INSTRUMENT_MODELS: GpuModels = {
+    "mps": {"training": ("mlp", "resnet50"), "inference": ()},
+    "cuda": {"training": (), "inference": ()},
 }
-# Cold start: every sample is a fresh interpreter that imports torch and builds the
-# model (about 12 s for resnet50 on the H100 host), so a GPU's default times one
-# model, training; the cpu times its small models.
-GPU_COLD_START = {"training": ("resnet50",), "inference": ()}
+# Precision: reduced precision is for CNNs and transformers; a GPU's default is
+# the transformer's mixed-precision training (its float32 row is
+# benchmark_models' Training at the same batch); the cpu, where reduced
+# precision is slow, times the mlp in every dtype. Its peak memory on a GPU is in
+# the full sweep: another setup_cache interpreter (15 s of the H100's default).
+PRECISION_MODELS: dict[str, dict[str, tuple[str, ...]]] = {
+    "cpu": {"training": ("mlp",), "inference": ("mlp",)},
+    "gpu": {"training": ("bert_base",), "inference": ()},
+}
+GPU_PRECISION_DTYPES = tuple(name for name in precision.NAMES if name != precision.DEFAULT)
+# Cold start: every sample is a fresh interpreter that imports torch and builds
+# the model (about 12 s a sample for resnet50 on the H100 host, 38 s for three):
+# the cpu's default times its small models, a GPU's is the full sweep only.
+GPU_COLD_START: GpuModels = {gpu: {"training": (), "inference": ()} for gpu in devices.GPU_NAMES}
 
 
 def _outside(what: str, spec: models.ModelSpec, batch_size: int, device: str) -> str:
@@ -65,37 +76,51 @@ def _outside(what: str, spec: models.ModelSpec, batch_size: int, device: str) ->
     )
 
 
-def instrument_skip_reason(device: str, spec: models.ModelSpec, batch_size: int) -> str | None:
-    """Instruments (at the seed batch size): the cpu's small models, a GPU's :data:`GPU_INSTRUMENT_MODELS`."""
-    if selection.full_sweep():
-        return None
-    if device == "cpu" and spec.large:
-        return _outside("instruments", spec, batch_size, device)
-    if device != "cpu" and spec.name not in GPU_INSTRUMENT_MODELS:
-        return _outside("instruments", spec, batch_size, device)
-    return None
-
-
-def cold_start_skip_reason(kind: str) -> SkipRule:
-    """The cold-start rule for ``kind``: the cpu's small models, a GPU's :data:`GPU_COLD_START`."""
+def _small_on_cpu_listed_on_gpus(what: str, kind: str, gpu_models: GpuModels) -> SkipRule:
+    """A rule for ``kind``: the cpu's small models; on a GPU, the models ``gpu_models`` lists for it."""
 
     def reason(device: str, spec: models.ModelSpec, batch_size: int) -> str | None:
         if selection.full_sweep():
             return None
         if device == "cpu" and spec.large:
-            return _outside("cold start", spec, batch_size, device)
-        if device != "cpu" and spec.name not in GPU_COLD_START[kind]:
-            return _outside(f"{kind} cold start", spec, batch_size, device)
+            return _outside(what, spec, batch_size, device)
+        if device != "cpu" and spec.name not in gpu_models[device][kind]:
+            return _outside(f"{kind} {what}", spec, batch_size, device)
         return None
 
     return reason
 
 
-def precision_skip_reason(device: str, spec: models.ModelSpec, batch_size: int) -> str | None:
-    """The dtype classes (run at the seed batch size) time the models of :data:`PRECISION_MODELS`."""
-    if spec.name not in PRECISION_MODELS[device] and not selection.full_sweep():
-        return _outside("precision", spec, batch_size, device)
-    return None
+def instrument_skip_reason(kind: str) -> SkipRule:
+    """The instruments' rule for ``kind`` (seed batch): the cpu's small models, :data:`GPU_INSTRUMENT_MODELS`."""
+    return _small_on_cpu_listed_on_gpus("instruments", kind, GPU_INSTRUMENT_MODELS)
+
+
+def cold_start_skip_reason(kind: str) -> SkipRule:
+    """The cold-start rule for ``kind``: the cpu's small models; on a GPU, the full sweep only."""
+    return _small_on_cpu_listed_on_gpus("cold start", kind, GPU_COLD_START)
+
+
+def precision_skip_reason(kind: str, dtype: str) -> SkipRule:
+    """The dtype classes' rule for ``kind`` and ``dtype`` (seed batch): :data:`PRECISION_MODELS`.
+
+    On a GPU only the reduced dtypes: the float32 step is benchmark_models' own.
+    """
+
+    def reason(device: str, spec: models.ModelSpec, batch_size: int) -> str | None:
+        if selection.full_sweep():
+            return None
+        on_gpu = device != "cpu"
+        if spec.name not in PRECISION_MODELS["gpu" if on_gpu else "cpu"][kind]:
+            return _outside("precision", spec, batch_size, device)
+        if on_gpu and dtype not in GPU_PRECISION_DTYPES:
+            return (
+                f"{spec.name} {kind} in {dtype} on {device} is outside the default precision selection"
+                f" (benchmark_models times it); set {selection.FULL_SWEEP_ENV}=1 for the full sweep"
+            )
+        return None
+
+    return reason
 
 
 def left_out(device: str, model: str, batch_size: int, skip_reason: SkipRule = selection.skip_reason) -> str | None:
@@ -129,14 +154,38 @@ def cold_start_left_out(kind: str) -> Callable[[str, str], str | None]:
     return rule
 
 
-def precision_left_out(device: str, model: str, dtype: str) -> str | None:
-    """The precision classes (seed batch size); a dtype the device lacks is found in ``setup``, by the build's torch."""
-    return left_out(device, model, models.get(model).seed_batch_size, precision_skip_reason)
+def precision_memory_skip_reason(kind: str, dtype: str) -> SkipRule:
+    """The precision peak-memory rule: the step timings' on the cpu; on a GPU, the full sweep only."""
+    timings = precision_skip_reason(kind, dtype)
+
+    def reason(device: str, spec: models.ModelSpec, batch_size: int) -> str | None:
+        if device != "cpu" and not selection.full_sweep():
+            return _outside(f"{kind} precision peak memory", spec, batch_size, device)
+        return timings(device, spec, batch_size)
+
+    return reason
 
 
-def instruments_left_out(device: str, model: str) -> str | None:
-    """The instrument classes (seed batch size)."""
-    return left_out(device, model, models.get(model).seed_batch_size, instrument_skip_reason)
+def precision_left_out(kind: str, memory: bool = False) -> Callable[[str, str, str], str | None]:
+    """The precision classes of ``kind`` (seed batch size), ``memory`` for the peak memory ones.
+
+    A dtype the device lacks is found in ``setup``, by the build's torch.
+    """
+    rule_for = precision_memory_skip_reason if memory else precision_skip_reason
+
+    def rule(device: str, model: str, dtype: str) -> str | None:
+        return left_out(device, model, models.get(model).seed_batch_size, rule_for(kind, dtype))
+
+    return rule
+
+
+def instruments_left_out(kind: str) -> Callable[[str, str], str | None]:
+    """The instrument classes of ``kind`` (seed batch size)."""
+
+    def rule(device: str, model: str) -> str | None:
+        return left_out(device, model, models.get(model).seed_batch_size, instrument_skip_reason(kind))
+
+    return rule
 
 
 def require(

@@ -44,7 +44,8 @@ class Workload:
         self.batch_size = batch_size
         self.dtype = dtype
         devices.seed(device, models.SEED)
-        self.model = spec.build().to(device)
+        with devices.creating_on(device):
+            self.model = spec.build().to(device)  # the copy is a no-op where the weights were created on device
         self.batch = models.make_batch(spec, batch_size).to(device)
         if precision.casts_model(kind, dtype):
             self.model.to(precision.dtype_of(dtype))
