@@ -12,10 +12,7 @@ from mpsbench import devices, instruments, measured, models, suite
 
 def _measure_instruments(self):
     """The setup_cache of both instrument classes: one spawned interpreter measures both (mpsbench.measured)."""
-    return measured.measure_families({
-        "training": lambda: instruments.measure("training", models.NAMES),
-        "inference": lambda: instruments.measure("inference", models.INFERENCE_NAMES),
-    })
+    return measured.measure_kinds(instruments.measure)
 
 
 _measure_instruments.timeout = 6 * 3600  # the full sweep's large models step 50 times each for the leak

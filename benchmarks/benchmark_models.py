@@ -64,10 +64,7 @@ class Inference(_StepBenchmark):
 
 def _measure_capacity(self):
     """The setup_cache of both capacity classes: one spawned interpreter measures both (mpsbench.measured)."""
-    return measured.measure_families({
-        "training": lambda: capacity.measure("training", models.NAMES),
-        "inference": lambda: capacity.measure("inference", models.INFERENCE_NAMES),
-    })
+    return measured.measure_kinds(capacity.measure)
 
 
 _measure_capacity.timeout = 6 * 3600  # the full sweep's cpu steps at the seed batch take a minute each

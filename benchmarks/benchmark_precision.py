@@ -60,10 +60,7 @@ class InferencePrecision(_PrecisionStep):
 
 def _measure_peak_memory(self):
     """The setup_cache of both capacity classes below: one spawned interpreter measures both (mpsbench.measured)."""
-    return measured.measure_families({
-        "training": lambda: capacity.measure_precision("training", models.NAMES),
-        "inference": lambda: capacity.measure_precision("inference", models.INFERENCE_NAMES),
-    })
+    return measured.measure_kinds(capacity.measure_precision)
 
 
 _measure_peak_memory.timeout = 6 * 3600

@@ -8,7 +8,7 @@ import pytest
 import torch
 from benchmarks import benchmark_models
 
-from mpsbench import capacity, measured, selection, suite
+from mpsbench import capacity, measured, models, selection, suite
 
 
 def _prepare(device, name):
@@ -103,3 +103,8 @@ def test_a_shared_setup_cache_gives_each_family_its_readings_and_isolates_a_fail
     with pytest.raises(RuntimeError, match="measured no family 'epoch'; it measured: training, inference"):
         measured.family(readings, "epoch")
     assert pickle.loads(pickle.dumps(readings))["inference"] == readings["inference"]  # asv pickles the cache
+
+
+def test_measure_kinds_measures_training_over_every_model_and_inference_over_its_models():
+    readings = measured.measure_kinds(lambda kind, names: (kind, names))
+    assert readings == {"training": ("training", models.NAMES), "inference": ("inference", models.INFERENCE_NAMES)}

@@ -22,7 +22,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from mpsbench import devices, suite, workloads
+from mpsbench import devices, models, suite, workloads
 
 Key = tuple[Any, ...]
 
@@ -158,3 +158,11 @@ def family(readings: Mapping[str, Any], name: str) -> Any:
     if isinstance(found, FamilyFailure):
         raise RuntimeError(found.message)
     return found
+
+
+def measure_kinds(measure_kind: Callable[[str, tuple[str, ...]], Any]) -> dict[str, Any]:
+    """:func:`measure_families` of training (every model) and inference (the models it has)."""
+    return measure_families({
+        "training": lambda: measure_kind("training", models.NAMES),
+        "inference": lambda: measure_kind("inference", models.INFERENCE_NAMES),
+    })

@@ -145,13 +145,18 @@ def steps_left_out(device: str, model: str, batch_size: int) -> str | None:
     return left_out(device, model, batch_size)
 
 
-def cold_start_left_out(kind: str) -> Callable[[str, str], str | None]:
-    """The cold-start classes of ``kind`` (seed batch size)."""
+def _at_seed_batch(skip_reason: SkipRule) -> Callable[[str, str], str | None]:
+    """The rule of a class whose params are (device, model), run at the model's seed batch size."""
 
     def rule(device: str, model: str) -> str | None:
-        return left_out(device, model, models.get(model).seed_batch_size, cold_start_skip_reason(kind))
+        return left_out(device, model, models.get(model).seed_batch_size, skip_reason)
 
     return rule
+
+
+def cold_start_left_out(kind: str) -> Callable[[str, str], str | None]:
+    """The cold-start classes of ``kind`` (seed batch size)."""
+    return _at_seed_batch(cold_start_skip_reason(kind))
 
 
 def precision_memory_skip_reason(kind: str, dtype: str) -> SkipRule:
@@ -181,11 +186,7 @@ def precision_left_out(kind: str, memory: bool = False) -> Callable[[str, str, s
 
 def instruments_left_out(kind: str) -> Callable[[str, str], str | None]:
     """The instrument classes of ``kind`` (seed batch size)."""
-
-    def rule(device: str, model: str) -> str | None:
-        return left_out(device, model, models.get(model).seed_batch_size, instrument_skip_reason(kind))
-
-    return rule
+    return _at_seed_batch(instrument_skip_reason(kind))
 
 
 def require(
