@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import math
 import os
 import re
 import subprocess
@@ -23,7 +24,8 @@ def test_the_first_step_is_timed_in_a_fresh_process_as_asv_does():
     """asv_runner's own timeraw timer runs the code in a new interpreter and returns its seconds."""
     timer = _SeparateProcessTimer(lambda: suite.cold_start_code("training", "cpu", "mlp", 8))
     seconds = timer.timeit(1)
-    assert 0 < seconds < 120
+    assert math.isfinite(seconds)
+    assert seconds > 0
 
 
 def test_only_the_step_is_timed_the_build_is_setup():

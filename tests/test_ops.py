@@ -11,7 +11,7 @@ import pytest
 import torch
 from benchmarks import benchmark_ops
 
-from mpsbench import devices, fallback, ops, ops_table, selection, suite
+from mpsbench import devices, fallback, ops, ops_table, selection, suite, timing
 
 
 @pytest.fixture(autouse=True)
@@ -214,7 +214,7 @@ def test_median_takes_several_samples_of_k_calls_each(monkeypatch):
     calls = []
     monkeypatch.setattr(case, "call", lambda: calls.append(1))
     ticks = iter(range(1000))
-    monkeypatch.setattr(ops.time, "perf_counter", lambda: float(next(ticks)))
+    monkeypatch.setattr(timing.time, "perf_counter", lambda: float(next(ticks)))
     seconds = ops.median_seconds_per_call(case, min_samples=5, min_seconds=0.0)
     assert len(calls) == 5 * ops.CALLS_PER_SAMPLE["small"]
     assert seconds == 1.0 / ops.CALLS_PER_SAMPLE["small"]  # one tick per sample, divided by k

@@ -15,6 +15,7 @@ from mpsbench import (
     merge,
     models,
     preselect,
+    rank_ops,
     report,
     resolve,
     timeline,
@@ -125,6 +126,7 @@ def build_parser() -> argparse.ArgumentParser:
     merge.add_subcommand(commands)
     alerts.add_subcommand(commands)
     preselect.add_subcommand(commands)
+    rank_ops.add_subcommand(commands)
     return parser
 
 

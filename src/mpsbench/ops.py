@@ -24,8 +24,6 @@ The rest of this module turns a registry entry into something an asv
 
 from __future__ import annotations
 
-import statistics
-import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Callable
@@ -33,7 +31,7 @@ from typing import Callable
 import torch
 import torch.nn.functional as F
 
-from mpsbench import devices, fallback, precision, selection
+from mpsbench import devices, fallback, precision, selection, timing
 from mpsbench.suite import SkipNotImplemented  # asv's, or suite's stand-in
 
 SEED = 0  # every input is drawn after seeding with this
@@ -555,23 +553,12 @@ class OpCase:
 
 def median_seconds_per_call(case: OpCase, min_samples: int = 3, min_seconds: float = 0.2,
                             max_samples: int = 50) -> float:
-    """Median seconds per call over at least ``min_samples`` samples and ``min_seconds``.
+    """Median seconds per call (:func:`mpsbench.timing.median_seconds`), each sample the case's calls per sample.
 
-    Each sample loops the case's calls per sample, then synchronizes, like
-    the asv ``time_`` body. The case must be warmed up already.
+    Like the asv ``time_`` body. The case must be warmed up already.
     """
-    calls = case.calls_per_sample
-    durations: list[float] = []
-    devices.synchronize(case.device)
-    started = time.perf_counter()
-    while len(durations) < max_samples and (
-        len(durations) < min_samples or time.perf_counter() - started < min_seconds
-    ):
-        begin = time.perf_counter()
-        case.run(calls)
-        devices.synchronize(case.device)
-        durations.append((time.perf_counter() - begin) / calls)
-    return statistics.median(durations)
+    median, _ = timing.median_seconds(case.run, case.device, case.calls_per_sample, min_samples, min_seconds, max_samples)
+    return median
 
 
 def throughput(case: OpCase) -> float:
