@@ -20,7 +20,8 @@ class MaxBatch:
     mps: "MPS backend out of memory", raised at PYTORCH_MPS_HIGH_WATERMARK_RATIO
     times the recommended working set (default 1.7, past it into swap; 0.0 turns
     the limit off, and the search then ends at the ceiling); the ratio in effect
-    is recorded by ``MpsWatermark``; full sweep only.
+    is recorded with every run by ``Environment.track_mps_high_watermark_ratio``
+    (benchmark_models); full sweep only.
     cpu: a spawned child limited by RLIMIT_AS to its state after batch 1 plus
     ``maxbatch.CPU_MEMORY_BUDGET`` (2 GiB); full sweep only, Linux only.
     """
@@ -41,18 +42,3 @@ class MaxBatch:
 
     track_largest_batch.unit = "samples"
 
-
-class MpsWatermark:
-    """The mps allocator's limit the MaxBatch numbers were found under."""
-
-    version = "1"
-    rounds = 1
-
-    def setup(self):
-        maxbatch.prepare_watermark()
-
-    def track_mps_high_watermark_ratio(self):
-        """PYTORCH_MPS_HIGH_WATERMARK_RATIO, or torch's default 1.7 when unset; 0.0: no limit."""
-        return maxbatch.mps_high_watermark_ratio()
-
-    track_mps_high_watermark_ratio.unit = "ratio"

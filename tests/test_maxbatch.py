@@ -101,16 +101,6 @@ def test_the_cpu_search_in_a_memory_limited_child_stops_at_the_limit():
     assert "DefaultCPUAllocator" in found.error
 
 
-def test_the_mps_watermark_ratio_is_read_from_the_environment(monkeypatch):
-    monkeypatch.delenv(maxbatch.MPS_WATERMARK_ENV, raising=False)
-    assert maxbatch.mps_high_watermark_ratio() == 1.7
-    monkeypatch.setenv(maxbatch.MPS_WATERMARK_ENV, "0.0")
-    assert maxbatch.mps_high_watermark_ratio() == 0.0
-    monkeypatch.setenv(maxbatch.MPS_WATERMARK_ENV, "lots")
-    with pytest.raises(ValueError, match="PYTORCH_MPS_HIGH_WATERMARK_RATIO='lots' is not a number"):
-        maxbatch.mps_high_watermark_ratio()
-
-
 def test_default_selection_is_the_bert_pair_on_the_cpu_and_the_full_sweep_runs_everything(monkeypatch):
     monkeypatch.delenv(selection.FULL_SWEEP_ENV, raising=False)
     monkeypatch.setenv(selection.DEVICES_ENV, "cpu,mps,cuda")
@@ -123,6 +113,8 @@ def test_default_selection_is_the_bert_pair_on_the_cpu_and_the_full_sweep_runs_e
     assert "MPSBENCH_FULL=1" in maxbatch.skip_reason("mps", "bert_base", "training")
     assert "PYTORCH_MPS_HIGH_WATERMARK_RATIO=1.0" in maxbatch.skip_reason("mps", "vgg16", "inference")
     assert "training only" in maxbatch.skip_reason("cuda", "bert_base_frozen", "inference")
+    monkeypatch.delenv(maxbatch.MPS_WATERMARK_ENV)
+    assert "PYTORCH_MPS_HIGH_WATERMARK_RATIO unset: torch's default" in maxbatch.skip_reason("mps", "vgg16", "inference")
     monkeypatch.setenv(selection.FULL_SWEEP_ENV, "1")
     assert maxbatch.skip_reason("cpu", "resnet50", "training") is None
     assert maxbatch.skip_reason("cuda", "resnet50", "inference") is None
@@ -134,13 +126,10 @@ def test_the_benchmark_skips_an_absent_device_with_the_reason(monkeypatch):
     monkeypatch.setenv(selection.FULL_SWEEP_ENV, "1")  # the GPUs' searches are in the full sweep only
     with pytest.raises(suite.SkipNotImplemented, match="cuda is not usable here"):
         benchmark_maxbatch.MaxBatch().setup("cuda", "bert_base", "training")
-    if not maxbatch.devices.is_usable("mps"):
-        with pytest.raises(suite.SkipNotImplemented, match="only matters on mps"):
-            benchmark_maxbatch.MpsWatermark().setup()
 
 
 def test_params_are_fixed_and_cover_the_seed_models_and_both_kinds():
     cls = benchmark_maxbatch.MaxBatch
     assert cls.params == (("cpu", "mps", "cuda"), ("resnet50", "vgg16", "bert_base", "bert_base_frozen"),
                           ("training", "inference"))
-    assert cls.version and benchmark_maxbatch.MpsWatermark.version
+    assert cls.version

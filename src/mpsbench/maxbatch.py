@@ -49,8 +49,7 @@ CPU_MEMORY_BUDGET = 2 * 1024**3
 # against its frozen encoder. On an H100 all seven searches took 110 s, the pair 29 s; on
 # the 2-core cpu the pair takes about 4 minutes (39 s and 200 s), the other five longer.
 DEFAULT_SEARCHES = (("bert_base", "training"), ("bert_base_frozen", "training"))
-MPS_WATERMARK_ENV = "PYTORCH_MPS_HIGH_WATERMARK_RATIO"
-MPS_DEFAULT_WATERMARK = 1.7  # torch's default since 2.0 (ATen/mps/MPSAllocator.h)
+MPS_WATERMARK_ENV = devices.MPS_WATERMARK_ENV
 # A training step's peak (activations, gradients and optimizer state together)
 # is reached only once the optimizer state exists: from the second step on.
 STEPS_PER_TRY = {"training": 2, "inference": 1}
@@ -222,13 +221,9 @@ def largest_batch_in_child(kind: str, model: str, ceiling: int = CEILING, budget
             ) from exc
 
 
-def mps_high_watermark_ratio() -> float:
-    """The ratio the mps allocator runs under: the variable's value, else torch's default."""
-    value = os.environ.get(MPS_WATERMARK_ENV, "")
-    try:
-        return float(value) if value else MPS_DEFAULT_WATERMARK
-    except ValueError:
-        raise ValueError(f"{MPS_WATERMARK_ENV}={value!r} is not a number; torch needs one between 0 and 2") from None
+def _watermark_in_effect() -> str:
+    ratio = devices.mps_high_watermark_ratio()
+    return f"{MPS_WATERMARK_ENV}={ratio}" if ratio is not None else f"{MPS_WATERMARK_ENV} unset: torch's default"
 
 
 def skip_reason(device: str, model: str, kind: str) -> str | None:
@@ -254,8 +249,8 @@ def skip_reason(device: str, model: str, kind: str) -> str | None:
         )
     if device == "mps":
         return (
-            f"the mps search grows memory up to the high watermark ({MPS_WATERMARK_ENV}="
-            f"{mps_high_watermark_ratio()}), which can push the Mac into swap first;"
+            f"the mps search grows memory up to the high watermark ({_watermark_in_effect()}),"
+            " which can push the Mac into swap first;"
             f" set {selection.FULL_SWEEP_ENV}=1 to run it"
         )
     return (
@@ -286,11 +281,3 @@ def measure(device: str, model: str, kind: str, ceiling: int = CEILING) -> Searc
     if device == "cpu":
         return largest_batch_in_child(kind, model, ceiling)
     return largest_batch(kind, device, model, ceiling)
-
-
-def prepare_watermark() -> None:
-    """For an asv ``setup``: the watermark ratio is recorded only where mps runs."""
-    found = devices.availability("mps")
-    if not found.usable:
-        raise suite.SkipNotImplemented(f"{MPS_WATERMARK_ENV} only matters on mps, not usable here: {found.reason}")
-    mps_high_watermark_ratio()  # a malformed value fails here, with its one-line reason
