@@ -16,3 +16,13 @@ def run(parser: argparse.ArgumentParser, argv: Sequence[str] | None, errors: tup
     except errors as exc:
         print(f"{prog}: error: {exc}", file=sys.stderr)
         return 2
+
+
+def first_line(exc: BaseException) -> str:
+    """An error in one line: the first line of its message, or its type's name when it has none.
+
+    Used wherever an exception becomes a recorded reason (a skip, a failure), so that
+    a multi-line torch error never spills into asv's output or a results file.
+    """
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__

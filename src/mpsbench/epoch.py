@@ -29,7 +29,7 @@ from typing import Any, Callable
 import torch
 from torch.utils.data import DataLoader, Dataset
 
-from mpsbench import devices, models, selection, suite, workloads
+from mpsbench import command, devices, models, selection, suite, workloads
 
 # --- the parameter axes (never dependent on the machine or the environment) ---
 
@@ -350,9 +350,8 @@ class Outcome:
     failed: str | None = None  # an error: the combination fails
 
 
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip()
-    return f"{type(exc).__name__}: {text.splitlines()[0] if text else ''}"
+def _error_line(exc: BaseException) -> str:
+    return f"{type(exc).__name__}: {command.first_line(exc)}"
 
 
 def _measure_one(
@@ -364,8 +363,8 @@ def _measure_one(
         return Outcome(phases=measure(EpochRunner(workload, dataset, num_workers), epochs))
     except Exception as exc:
         if devices.is_out_of_memory(exc):
-            return Outcome(skipped=f"does not fit in {device} memory: {_first_line(exc)}")
-        return Outcome(failed=_first_line(exc))
+            return Outcome(skipped=f"does not fit in {device} memory: {_error_line(exc)}")
+        return Outcome(failed=_error_line(exc))
 
 
 def _build(device: str, model: str, batch_size: int) -> workloads.Workload | Outcome:
@@ -383,8 +382,8 @@ def _build(device: str, model: str, batch_size: int) -> workloads.Workload | Out
         return Outcome(failed=f"{model} on {device}: torch lacks an op: {exc}")
     except Exception as exc:
         if devices.is_out_of_memory(exc):
-            return Outcome(skipped=f"{model} at batch {batch_size} does not fit in {device} memory: {_first_line(exc)}")
-        return Outcome(failed=_first_line(exc))
+            return Outcome(skipped=f"{model} at batch {batch_size} does not fit in {device} memory: {_error_line(exc)}")
+        return Outcome(failed=_error_line(exc))
     return workload
 
 

@@ -38,7 +38,7 @@ from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
 from typing import Callable
 
-from mpsbench import devices, models, selection, suite, workloads
+from mpsbench import command, devices, models, selection, suite, workloads
 
 CEILING = 4096  # the search stops here even if everything fits: 13 tries at most (1, 2, ..., 4096)
 MODELS: tuple[str, ...] = ("resnet50", "vgg16", "bert_base", "bert_base_frozen")
@@ -78,11 +78,6 @@ class Search:
         return self.error is None
 
 
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip()
-    return text.splitlines()[0] if text else type(exc).__name__
-
-
 def _attempt(step: Callable[[int], None], batch_size: int) -> str | None:
     """Run ``step`` at ``batch_size``; the first line of its out-of-memory error, or None if it fit.
 
@@ -94,7 +89,7 @@ def _attempt(step: Callable[[int], None], batch_size: int) -> str | None:
     except Exception as exc:
         if not is_out_of_memory(exc):
             raise
-        return _first_line(exc)
+        return command.first_line(exc)
     return None
 
 
