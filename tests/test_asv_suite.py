@@ -13,6 +13,8 @@ from pathlib import Path
 import pytest
 from benchmarks import benchmark_models
 
+from mpsbench import selection
+
 ROOT = Path(__file__).resolve().parents[1]
 ASV = [sys.executable, "-m", "asv"]
 CLASSES = [benchmark_models.Training, benchmark_models.Inference]
@@ -61,7 +63,7 @@ def asv_env(tmp_path_factory):
     """An environment with its own HOME, holding a machine file for asv."""
     home = tmp_path_factory.mktemp("home")
     env = dict(os.environ, HOME=str(home))
-    env.pop(__import__("mpsbench.selection").selection.FULL_SWEEP_ENV, None)
+    env.pop(selection.FULL_SWEEP_ENV, None)
     subprocess.run([*ASV, "machine", "--yes", "--machine", "ci"], cwd=ROOT, env=env, check=True,
                    capture_output=True)
     return env
