@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from mpsbench import (
     alerts,
@@ -18,11 +19,12 @@ from mpsbench import (
     report,
     resolve,
     timeline,
-    timing,
     wheels,
-    workloads,
 )
 from mpsbench import manifest as mf
+
+if TYPE_CHECKING:
+    from mpsbench.workloads import Workload
 
 
 class UsageError(Exception):
@@ -66,7 +68,12 @@ def _parse_int(text: str, what: str) -> int:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    kinds = workloads.KINDS if args.kind == "both" else (workloads.check_kind(args.kind),)
+    from mpsbench import timing, workloads  # torch: imported where something is measured, so the rest runs without it
+
+    try:
+        kinds = workloads.KINDS if args.kind == "both" else (workloads.check_kind(args.kind),)
+    except workloads.WorkloadError as exc:
+        raise UsageError(str(exc)) from None
     spec = models.get(args.model)
     device = devices.check_name(args.device)
     batch_size = spec.seed_batch_size if args.batch_size is None else _parse_int(args.batch_size, "--batch-size")
@@ -93,9 +100,13 @@ def cmd_run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _build_or_explain(kind: str, device: str, model: str, batch_size: int) -> workloads.Workload:
+def _build_or_explain(kind: str, device: str, model: str, batch_size: int) -> Workload:
+    from mpsbench import workloads
+
     try:
         return workloads.build(kind, device, model, batch_size)
+    except workloads.WorkloadError as exc:
+        raise UsageError(str(exc)) from None
     except Exception as exc:
         if devices.is_out_of_memory(exc):
             raise UsageError(f"{model} at batch {batch_size} does not fit in {device} memory") from None
@@ -134,7 +145,6 @@ USER_ERRORS = (
     devices.DeviceError,
     models.UnknownModelError,
     models.BatchSizeError,
-    workloads.WorkloadError,
     history.HistoryError,
     mf.ManifestError,
     resolve.ResolveError,

@@ -22,9 +22,8 @@ from dataclasses import dataclass
 from functools import cache
 from typing import Any
 
-import torch
-
-from mpsbench import process_memory
+from mpsbench import optional_torch, process_memory
+from mpsbench.optional_torch import torch  # device names import without torch
 
 NAMES: tuple[str, ...] = ("cpu", "mps", "cuda")
 GPU_NAMES: tuple[str, ...] = ("mps", "cuda")
@@ -80,7 +79,7 @@ def present(name: str) -> bool:
         return True
     if name == "cuda":
         # The driver's control node exists on any Linux host (or container) given an NVIDIA GPU.
-        return os.path.exists("/dev/nvidiactl") or bool(torch.cuda.is_available())
+        return os.path.exists("/dev/nvidiactl") or (optional_torch.INSTALLED and bool(torch.cuda.is_available()))
     return sys.platform == "darwin" and platform.machine() == "arm64"
 
 
