@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from mpsbench import (
     alerts,
@@ -48,8 +48,17 @@ def cmd_models(args: argparse.Namespace) -> int:
     return 0
 
 
+def _torch() -> Any:
+    """torch, or one line saying this command measures and torch is missing (the rest of the CLI runs without it)."""
+    try:
+        import torch
+    except ImportError as exc:
+        raise UsageError(f"this command needs torch, which is not installed here ({exc}): pip install torch") from None
+    return torch
+
+
 def cmd_devices(args: argparse.Namespace) -> int:
-    import torch
+    torch = _torch()
 
     rows = [["device", "usable", "details"]]
     for name in devices.NAMES:
@@ -68,6 +77,7 @@ def _parse_int(text: str, what: str) -> int:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
+    _torch()
     from mpsbench import timing, workloads  # torch: imported where something is measured, so the rest runs without it
 
     try:

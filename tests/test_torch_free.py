@@ -1,0 +1,117 @@
+"""The fleet's torch-free commands in a real virtualenv without torch: help, resolve, merge, publish (Node off PATH).
+
+A copy of the checkout gets its own ``.venv`` (``python -m venv``) holding the
+suite installed with ``--no-deps``, psutil, asv and matplotlib, and no torch,
+as the nightly's hosted resolve and publish jobs have. The wheels come from a
+folder that this test fills with pip's own download (pip's cache serves it
+offline). Publishing runs ``scripts/publish`` itself over the recorded cpu
+results in docs/results, with every folder holding node or npm taken off PATH.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from tests.test_alerts import nightly_build
+from tests.test_nightly import _index
+
+from mpsbench import manifest as mf
+from mpsbench import site_assets
+
+ROOT = Path(__file__).resolve().parents[1]
+RESULTS = ROOT / "docs" / "results" / "cpu-2026-11-23"
+MACHINE = "debian-x86-64-2cpu"  # the machine those results were recorded under
+COPIED = ("src", "scripts", "benchmarks", "builds", "asv.conf.json", "pyproject.toml", "README.md")
+
+
+def _run(command: list[str], cwd: Path, env: dict[str, str] | None = None) -> str:
+    done = subprocess.run(command, cwd=cwd, env=env, capture_output=True, text=True, timeout=900)
+    assert done.returncode == 0, f"{command}: {done.stdout[-2000:]}{done.stderr[-2000:]}"
+    return done.stdout + done.stderr
+
+
+def _without_node() -> dict[str, str]:
+    folders = os.environ["PATH"].split(os.pathsep)
+    kept = [f for f in folders if not any((Path(f) / tool).exists() for tool in ("node", "npm"))]
+    return dict(os.environ, PATH=os.pathsep.join(kept))
+
+
+@pytest.fixture(scope="module")
+def clone(tmp_path_factory):
+    """A copy of the checkout whose .venv has the suite and its light dependencies, and no torch."""
+    base = tmp_path_factory.mktemp("torch-free")
+    clone = base / "clone"
+    clone.mkdir()
+    for name in COPIED:
+        source = ROOT / name
+        if source.is_dir():
+            shutil.copytree(source, clone / name, ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))
+        else:
+            shutil.copy2(source, clone / name)
+    wheels = base / "wheels"
+    pip = [sys.executable, "-m", "pip", "--disable-pip-version-check"]
+    _run([*pip, "download", "--quiet", "--only-binary=:all:", "-d", str(wheels), "asv==0.6.6", "matplotlib", "psutil"],
+         cwd=base)
+    _run([*pip, "wheel", "--quiet", "--no-deps", "--no-build-isolation", "-w", str(wheels), str(clone)], cwd=base)
+    _run([sys.executable, "-m", "venv", str(clone / ".venv")], cwd=base)
+    venv_pip = [str(clone / ".venv" / "bin" / "python"), "-m", "pip", "--disable-pip-version-check"]
+    _run([*venv_pip, "install", "--quiet", "--no-index", "--find-links", str(wheels), "asv==0.6.6", "matplotlib",
+          "psutil"], cwd=base)
+    _run([*venv_pip, "install", "--quiet", "--no-index", "--no-deps", "--find-links", str(wheels), "mpsbench"],
+         cwd=base)
+    absent = subprocess.run([str(clone / ".venv" / "bin" / "python"), "-c", "import torch"], capture_output=True)
+    assert absent.returncode != 0  # the point: no torch in this environment
+    return clone
+
+
+@pytest.mark.slow
+def test_the_cli_help_and_the_registry_need_no_torch(clone):
+    bin_dir = clone / ".venv" / "bin"
+    assert "preselect" in _run([str(bin_dir / "mpsbench"), "--help"], cwd=clone)
+    assert "resnet50" in _run([str(bin_dir / "mpsbench"), "models"], cwd=clone)
+    refused = subprocess.run([str(bin_dir / "mpsbench"), "run", "mlp"], cwd=clone, capture_output=True, text=True)
+    assert refused.returncode != 0 and refused.stderr.startswith(
+        "mpsbench: error: this command needs torch, which is not installed here")
+
+
+@pytest.mark.slow
+def test_the_nightly_resolve_step_runs_without_torch(clone, tmp_path):
+    suite, fleet = tmp_path / "suite", tmp_path / "fleet"
+    (suite / "builds").mkdir(parents=True)
+    (suite / "asv.conf.json").write_text('{"branches": ["release"]}')
+    release = mf.Build(id="2.14.1", torch_version="2.14.1", date="2026-09-30T12:00:00Z", git_version="d" * 40,
+                       kind="release", pins=nightly_build(0).pins)
+    mf.save(mf.append(mf.Manifest(), "release", release), suite / "builds" / "manifest.json")
+    index = str(_index(tmp_path, ["2026-11-20", "2026-11-21"]))
+    said = _run([str(clone / ".venv" / "bin" / "python"), "-m", "mpsbench.nightly", "resolve", "--suite", str(suite),
+                 "--fleet", str(fleet), "--index", index, "--transformers-index", index], cwd=clone)
+    assert "added nightly@2026-11-21" in said
+    assert mf.load(fleet / "builds" / "manifest.json").find("nightly@2026-11-21") is not None
+
+
+@pytest.mark.slow
+def test_merge_and_publish_run_without_torch_and_without_node(clone, tmp_path):
+    source = tmp_path / "recorded"
+    (source / MACHINE).mkdir(parents=True)
+    shutil.copy2(RESULTS / "benchmarks.json", source / "benchmarks.json")
+    for path in (RESULTS / "main-command").glob("*.json"):
+        shutil.copy2(path, source / MACHINE / path.name)
+    bin_dir = clone / ".venv" / "bin"
+    _run([str(bin_dir / "mpsbench"), "results", "merge", str(clone / ".asv" / "results"), str(source)], cwd=clone)
+    assert len(list((clone / ".asv" / "results" / MACHINE).glob("*-virtualenv-*.json"))) == 2
+    _run([str(bin_dir / "mpsbench"), "timeline", "generate"], cwd=clone)  # the hashes asv places results by
+    cache = ROOT / site_assets.CACHE  # filled by an earlier run, or fetched now over HTTPS
+    cache.mkdir(parents=True, exist_ok=True)
+    (clone / ".asv").mkdir(exist_ok=True)
+    os.symlink(cache, clone / site_assets.CACHE)
+    said = _run([str(clone / "scripts" / "publish")], cwd=clone, env=_without_node())
+    html = clone / ".asv" / "html"
+    assert "site written to" in said
+    assert (html / "mpsbench" / "summary.html").is_file()
+    assert [load for page in site_assets.pages(html) for load in site_assets.external_loads(page)] == []
+    assert 'href="mpsbench/summary.html"' in (html / "index.html").read_text()
