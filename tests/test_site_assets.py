@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import hashlib
 import io
-import os
 import shutil
 import subprocess
 import sys
@@ -15,6 +14,7 @@ from pathlib import Path
 
 import asv
 import pytest
+from tests.test_torch_free import without_node
 
 from mpsbench import site_assets
 from mpsbench.site_assets import Asset, Package, SiteAssetError
@@ -181,9 +181,7 @@ def test_the_publish_step_runs_without_node_on_path(tmp_path):
     """The site step as scripts/publish runs it, with every folder holding node or npm taken off PATH."""
     site = tmp_path / "html"
     shutil.copytree(ASV_WWW, site)
-    folders = os.environ["PATH"].split(os.pathsep)
-    path = os.pathsep.join(f for f in folders if not any((Path(f) / tool).exists() for tool in ("node", "npm")))
-    env = dict(os.environ, PATH=path)
+    env = without_node(tmp_path / "bin")
     probe = "import shutil, sys; sys.exit(shutil.which('node') or shutil.which('npm'))"
     assert subprocess.run([sys.executable, "-c", probe], env=env).returncode == 0  # no Node to be found
     done = subprocess.run([sys.executable, "-m", "mpsbench.site_assets", str(site), "--cache", str(ROOT / site_assets.CACHE),

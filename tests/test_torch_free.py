@@ -35,10 +35,25 @@ def _run(command: list[str], cwd: Path, env: dict[str, str] | None = None) -> st
     return done.stdout + done.stderr
 
 
-def _without_node() -> dict[str, str]:
-    folders = os.environ["PATH"].split(os.pathsep)
-    kept = [f for f in folders if not any((Path(f) / tool).exists() for tool in ("node", "npm"))]
-    return dict(os.environ, PATH=os.pathsep.join(kept))
+NODE = ("node", "nodejs", "npm", "npx", "corepack")
+
+
+def without_node(scratch: Path) -> dict[str, str]:
+    """This environment with Node.js gone from PATH: a folder holding node is replaced by links to the rest of it."""
+    folders = []
+    for number, folder in enumerate(os.environ["PATH"].split(os.pathsep)):
+        if not any((Path(folder) / tool).exists() for tool in NODE):
+            folders.append(folder)
+            continue
+        stand_in = scratch / f"path-{number}"
+        stand_in.mkdir(parents=True)
+        for entry in Path(folder).iterdir():
+            if entry.name not in NODE:
+                (stand_in / entry.name).symlink_to(entry)
+        folders.append(str(stand_in))
+    env = dict(os.environ, PATH=os.pathsep.join(folders))
+    assert not any(shutil.which(tool, path=env["PATH"]) for tool in NODE)
+    return env
 
 
 @pytest.fixture(scope="module")
@@ -109,7 +124,7 @@ def test_merge_and_publish_run_without_torch_and_without_node(clone, tmp_path):
     cache.mkdir(parents=True, exist_ok=True)
     (clone / ".asv").mkdir(exist_ok=True)
     os.symlink(cache, clone / site_assets.CACHE)
-    said = _run([str(clone / "scripts" / "publish")], cwd=clone, env=_without_node())
+    said = _run([str(clone / "scripts" / "publish")], cwd=clone, env=without_node(tmp_path / "bin"))
     html = clone / ".asv" / "html"
     assert "site written to" in said
     assert (html / "mpsbench" / "summary.html").is_file()

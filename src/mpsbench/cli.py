@@ -59,7 +59,9 @@ def _torch() -> Any:
 
 def cmd_devices(args: argparse.Namespace) -> int:
     torch = _torch()
-
+    if args.usable:  # for scripts: MPSBENCH_DEVICES=$(mpsbench devices --usable)
+        print(",".join(name for name in devices.NAMES if devices.availability(name).usable))
+        return 0
     rows = [["device", "usable", "details"]]
     for name in devices.NAMES:
         found = devices.availability(name)
@@ -131,9 +133,10 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
     commands.required = True
     commands.add_parser("models", help="list the registered models").set_defaults(func=cmd_models)
-    commands.add_parser("devices", help="list devices and whether they are usable here").set_defaults(
-        func=cmd_devices
-    )
+    devices_command = commands.add_parser("devices", help="list devices and whether they are usable here")
+    devices_command.add_argument("--usable", action="store_true",
+                                 help="print only the usable devices, comma-separated (a value for MPSBENCH_DEVICES)")
+    devices_command.set_defaults(func=cmd_devices)
     run = commands.add_parser("run", help="time one model outside asv for a quick look")
     run.add_argument("model", help=f"one of: {', '.join(models.NAMES)}")
     run.add_argument("--device", default="cpu", help=f"one of: {', '.join(devices.NAMES)} (default cpu)")
