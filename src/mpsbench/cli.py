@@ -11,6 +11,7 @@ from mpsbench import (
     alerts,
     command,
     devices,
+    doctor,
     history,
     install_build,
     merge,
@@ -149,6 +150,7 @@ def build_parser() -> argparse.ArgumentParser:
     merge.add_subcommand(commands)
     alerts.add_subcommand(commands)
     preselect.add_subcommand(commands)
+    doctor.add_subcommand(commands)
     return parser
 
 
