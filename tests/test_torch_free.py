@@ -17,8 +17,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from tests.test_alerts import nightly_build
-from tests.test_nightly import _index
+from tests.test_nightly import resolve_arguments
 
 from mpsbench import manifest as mf
 from mpsbench import site_assets
@@ -96,17 +95,10 @@ def test_the_cli_help_and_the_registry_need_no_torch(clone):
 
 @pytest.mark.slow
 def test_the_nightly_resolve_step_runs_without_torch(clone, tmp_path):
-    suite, fleet = tmp_path / "suite", tmp_path / "fleet"
-    (suite / "builds").mkdir(parents=True)
-    (suite / "asv.conf.json").write_text('{"branches": ["release"]}')
-    release = mf.Build(id="2.14.1", torch_version="2.14.1", date="2026-09-30T12:00:00Z", git_version="d" * 40,
-                       kind="release", pins=nightly_build(0).pins)
-    mf.save(mf.append(mf.Manifest(), "release", release), suite / "builds" / "manifest.json")
-    index = str(_index(tmp_path, ["2026-11-20", "2026-11-21"]))
-    said = _run([str(clone / ".venv" / "bin" / "python"), "-m", "mpsbench.nightly", "resolve", "--suite", str(suite),
-                 "--fleet", str(fleet), "--index", index, "--transformers-index", index], cwd=clone)
+    args, fleet_manifest = resolve_arguments(tmp_path)
+    said = _run([str(clone / ".venv" / "bin" / "python"), "-m", "mpsbench.nightly", *args], cwd=clone)
     assert "added nightly@2026-11-21" in said
-    assert mf.load(fleet / "builds" / "manifest.json").find("nightly@2026-11-21") is not None
+    assert mf.load(fleet_manifest).find("nightly@2026-11-21") is not None
 
 
 @pytest.mark.slow
