@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import sys
 import types
+from pathlib import Path
 
 import psutil  # before any test plays darwin: psutil picks its platform module at import
 import pytest
@@ -146,3 +147,16 @@ def test_doctor_on_a_quiet_mac_on_ac_power_finds_nothing(mac, monkeypatch, capsy
                                            doctor.check_load))
     assert doctor.cmd_doctor(types.SimpleNamespace(strict=True)) == 0
     assert "nothing found that would make numbers untrustworthy" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(("mps_usable", "expected"), [(True, "cpu,mps"), (False, "cpu")])
+def test_the_macos_job_times_mps_only_where_torch_can_use_it(monkeypatch, capsys, mps_usable, expected):
+    """scripts/tiny-bench sets MPSBENCH_DEVICES=$(mpsbench devices --usable) and says which it timed."""
+    from mpsbench import cli, devices
+
+    verdicts = {"cpu": True, "mps": mps_usable, "cuda": False}
+    monkeypatch.setattr(devices, "availability", lambda name: devices.Availability(verdicts[name], "stand-in"))
+    assert cli.main(["devices", "--usable"]) == 0
+    assert capsys.readouterr().out == expected + "\n"
+    script = (Path(__file__).resolve().parents[1] / "scripts" / "tiny-bench").read_text()
+    assert 'usable=$(.venv/bin/mpsbench devices --usable)' in script and "MPSBENCH_DEVICES=$usable" in script
