@@ -264,7 +264,8 @@ def test_the_fleets_manifest_takes_in_the_repositorys_new_builds_and_refuses_div
         nightly.sync(repository, diverged)
 
 
-def test_resolve_appends_the_newest_nightly_once_and_a_dry_run_changes_nothing(tmp_path, capsys):
+def resolve_arguments(tmp_path: Path) -> tuple[list[str], Path]:
+    """The resolve step's arguments over a suite with one release and a local index of two nightlies; the fleet's manifest."""
     suite, fleet_dir = tmp_path / "suite", tmp_path / "fleet"
     (suite / "builds").mkdir(parents=True)
     (suite / "asv.conf.json").write_text('{"branches": ["release"]}')
@@ -273,7 +274,11 @@ def test_resolve_appends_the_newest_nightly_once_and_a_dry_run_changes_nothing(t
     mf.save(mf.append(mf.Manifest(), "release", release), suite / "builds" / "manifest.json")
     index = str(_index(tmp_path, ["2026-11-20", "2026-11-21"]))
     args = ["resolve", "--suite", str(suite), "--fleet", str(fleet_dir), "--index", index, "--transformers-index", index]
-    fleet_manifest = fleet_dir / "builds" / "manifest.json"
+    return args, fleet_dir / "builds" / "manifest.json"
+
+
+def test_resolve_appends_the_newest_nightly_once_and_a_dry_run_changes_nothing(tmp_path, capsys):
+    args, fleet_manifest = resolve_arguments(tmp_path)
 
     assert nightly.main([*args, "--dry-run"]) == 0
     assert "added nightly@2026-11-21" in capsys.readouterr().out and not fleet_manifest.exists()

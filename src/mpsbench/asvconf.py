@@ -1,19 +1,40 @@
-"""Derived asv configurations: the suite's asv.conf.json pointed at another timeline and folders.
+"""Derived asv configurations, and this platform's launch method, read from the suite's asv.conf.json.
 
-Calibration and the integration tests run the real suite, with the real install
-command, against a timeline and result folders of their own; this writes the
-asv.conf.json they use, derived from the repository's, so that nothing drifts.
+Calibration, the nightly and the integration tests run the real suite, with the
+real install command, against a timeline and result folders of their own; this
+writes the asv.conf.json they use, derived from the repository's, so that
+nothing drifts.
+
+asv.conf.json is one file for every platform, and asv reads one
+``launch_method`` from it: spawn there, safe everywhere (a plain ``asv run`` on
+a Mac gets it). ``launch_method_by_platform`` beside it names the platforms
+where another method is proven safe and faster (Linux: forkserver); the
+comment there says why. :func:`launch_method` picks this platform's value, which
+derived configs carry as their own ``launch_method`` and scripts/bench passes
+asv (``python -m mpsbench.asvconf launch-method``).
 """
 
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 from typing import Any
 
 from mpsbench import factor
 
 ROOT = Path(__file__).resolve().parents[2]  # the checkout: asv.conf.json, benchmarks/, src/
+BY_PLATFORM = "launch_method_by_platform"  # sys.platform -> asv launch method, beside asv's own key
+
+
+def launch_method(conf: dict[str, Any], platform: str | None = None) -> str:
+    """asv's launch method for ``platform`` (default: this one): its entry in launch_method_by_platform, else launch_method."""
+    platform = platform or sys.platform
+    table = conf.get(BY_PLATFORM) or {}
+    method = table.get(platform) or conf.get("launch_method") or "spawn"  # asv's "auto" is spawn
+    if method not in ("spawn", "forkserver"):
+        raise factor.FactorError(f"launch method {method!r} for {platform}: asv knows spawn and forkserver")
+    return str(method)
 
 
 def derived(workdir: Path, timeline: Path, branches: list[str], root: Path = ROOT) -> Path:
@@ -22,6 +43,7 @@ def derived(workdir: Path, timeline: Path, branches: list[str], root: Path = ROO
     conf.update(
         repo=str(timeline), branches=branches, benchmark_dir=str(root / "benchmarks"),
         env_dir=str(workdir / "env"), results_dir=str(workdir / "results"), html_dir=str(workdir / "html"),
+        launch_method=launch_method(conf),  # this platform's, so every asv command on it gets it unasked
     )
     for key in ("install_command", "uninstall_command"):
         conf[key] = [command.replace("{conf_dir}", str(root)) for command in conf[key]]
@@ -29,3 +51,20 @@ def derived(workdir: Path, timeline: Path, branches: list[str], root: Path = ROO
     path = workdir / "asv.conf.json"
     path.write_text(json.dumps(conf, indent=2) + "\n")
     return path
+
+
+def main(argv: list[str]) -> int:
+    """``python -m mpsbench.asvconf launch-method [CONFIG]``: print this platform's launch method."""
+    if argv[:1] != ["launch-method"] or len(argv) > 2:
+        print("usage: python -m mpsbench.asvconf launch-method [ASV_CONF_JSON]", file=sys.stderr)
+        return 2
+    try:
+        print(launch_method(factor.read_config(Path(argv[1]) if len(argv) == 2 else factor.CONFIG)))
+    except factor.FactorError as exc:
+        print(f"mpsbench: error: {exc}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

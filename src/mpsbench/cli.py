@@ -5,11 +5,13 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
 
 from mpsbench import (
     alerts,
     command,
     devices,
+    doctor,
     history,
     install_build,
     merge,
@@ -19,11 +21,12 @@ from mpsbench import (
     report,
     resolve,
     timeline,
-    timing,
     wheels,
-    workloads,
 )
 from mpsbench import manifest as mf
+
+if TYPE_CHECKING:
+    from mpsbench.workloads import Workload
 
 
 class UsageError(Exception):
@@ -47,9 +50,20 @@ def cmd_models(args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_devices(args: argparse.Namespace) -> int:
-    import torch
+def _torch() -> Any:
+    """torch, or one line saying this command measures and torch is missing (the rest of the CLI runs without it)."""
+    try:
+        import torch
+    except ImportError as exc:
+        raise UsageError(f"this command needs torch, which is not installed here ({exc}): pip install torch") from None
+    return torch
 
+
+def cmd_devices(args: argparse.Namespace) -> int:
+    torch = _torch()
+    if args.usable:  # for scripts: MPSBENCH_DEVICES=$(mpsbench devices --usable)
+        print(",".join(name for name in devices.NAMES if devices.availability(name).usable))
+        return 0
     rows = [["device", "usable", "details"]]
     for name in devices.NAMES:
         found = devices.availability(name)
@@ -67,7 +81,13 @@ def _parse_int(text: str, what: str) -> int:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    kinds = workloads.KINDS if args.kind == "both" else (workloads.check_kind(args.kind),)
+    _torch()
+    from mpsbench import timing, workloads  # torch: imported where something is measured, so the rest runs without it
+
+    try:
+        kinds = workloads.KINDS if args.kind == "both" else (workloads.check_kind(args.kind),)
+    except workloads.WorkloadError as exc:
+        raise UsageError(str(exc)) from None
     spec = models.get(args.model)
     device = devices.check_name(args.device)
     batch_size = spec.seed_batch_size if args.batch_size is None else _parse_int(args.batch_size, "--batch-size")
@@ -94,9 +114,13 @@ def cmd_run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _build_or_explain(kind: str, device: str, model: str, batch_size: int) -> workloads.Workload:
+def _build_or_explain(kind: str, device: str, model: str, batch_size: int) -> Workload:
+    from mpsbench import workloads
+
     try:
         return workloads.build(kind, device, model, batch_size)
+    except workloads.WorkloadError as exc:
+        raise UsageError(str(exc)) from None
     except Exception as exc:
         if devices.is_out_of_memory(exc):
             raise UsageError(f"{model} at batch {batch_size} does not fit in {device} memory") from None
@@ -111,9 +135,10 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
     commands.required = True
     commands.add_parser("models", help="list the registered models").set_defaults(func=cmd_models)
-    commands.add_parser("devices", help="list devices and whether they are usable here").set_defaults(
-        func=cmd_devices
-    )
+    devices_command = commands.add_parser("devices", help="list devices and whether they are usable here")
+    devices_command.add_argument("--usable", action="store_true",
+                                 help="print only the usable devices, comma-separated (a value for MPSBENCH_DEVICES)")
+    devices_command.set_defaults(func=cmd_devices)
     run = commands.add_parser("run", help="time one model outside asv for a quick look")
     run.add_argument("model", help=f"one of: {', '.join(models.NAMES)}")
     run.add_argument("--device", default="cpu", help=f"one of: {', '.join(devices.NAMES)} (default cpu)")
@@ -127,6 +152,7 @@ def build_parser() -> argparse.ArgumentParser:
     alerts.add_subcommand(commands)
     preselect.add_subcommand(commands)
     rank_ops.add_subcommand(commands)
+    doctor.add_subcommand(commands)
     return parser
 
 
@@ -136,7 +162,6 @@ USER_ERRORS = (
     devices.DeviceError,
     models.UnknownModelError,
     models.BatchSizeError,
-    workloads.WorkloadError,
     history.HistoryError,
     mf.ManifestError,
     resolve.ResolveError,

@@ -16,14 +16,14 @@ from __future__ import annotations
 import contextlib
 import os
 import platform
-import resource
 import sys
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from functools import cache
 from typing import Any
 
-import torch
+from mpsbench import optional_torch, process_memory
+from mpsbench.optional_torch import torch  # device names import without torch
 
 NAMES: tuple[str, ...] = ("cpu", "mps", "cuda")
 GPU_NAMES: tuple[str, ...] = ("mps", "cuda")
@@ -79,7 +79,7 @@ def present(name: str) -> bool:
         return True
     if name == "cuda":
         # The driver's control node exists on any Linux host (or container) given an NVIDIA GPU.
-        return os.path.exists("/dev/nvidiactl") or bool(torch.cuda.is_available())
+        return os.path.exists("/dev/nvidiactl") or (optional_torch.INSTALLED and bool(torch.cuda.is_available()))
     return sys.platform == "darwin" and platform.machine() == "arm64"
 
 
@@ -176,21 +176,6 @@ class MemoryReading:
     driver: int | None = None  # mps only: everything the Metal driver holds for us
 
 
-def _process_rss() -> int | None:
-    """Resident set size of this process now (Linux), else None."""
-    try:
-        with open("/proc/self/statm") as statm:
-            pages = int(statm.read().split()[1])
-    except (OSError, ValueError, IndexError):
-        return None
-    return pages * os.sysconf("SC_PAGE_SIZE")
-
-
-def _process_max_rss() -> int:
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    return peak if sys.platform == "darwin" else peak * 1024  # bytes on macOS, KiB on Linux
-
-
 def memory(name: str) -> MemoryReading:
     """Read the device's memory counters now."""
     if name == "cuda":
@@ -201,9 +186,18 @@ def memory(name: str) -> MemoryReading:
             return MemoryReading(None, None)  # torch < 2.0: no MPS memory counters
         # MPS has no peak counter: callers sample (see PeakSampler).
         return MemoryReading(mps.current_allocated_memory(), None, mps.driver_allocated_memory())
-    current = _process_rss()
+    current = process_memory.rss()
+    peak = process_memory.max_rss()
     # The kernel updates the max RSS lazily: it can trail the current RSS slightly.
-    return MemoryReading(current, max(_process_max_rss(), current or 0))
+    return MemoryReading(current, None if peak is None else max(peak, current or 0))
+
+
+def no_reading_reason(name: str) -> str:
+    """Why :func:`memory` has no current reading for ``name`` here (asked after it found none)."""
+    if name == "cpu":
+        return process_memory.unreadable_reason()
+    return f"torch {torch.__version__} keeps no {name} memory counters"
+
 
 
 def reset_peak(name: str) -> None:
@@ -248,22 +242,21 @@ class PeakSampler:
         self.device = device
         self.allocated = 0
         self.driver = 0
+        self.read = False  # whether any sample had a reading: no reading is None, never 0
         reset_peak(device)
 
     def sample(self) -> None:
         reading = memory(self.device)
         if reading.current is not None:
             self.allocated = max(self.allocated, reading.current)
+            self.read = True
         if reading.driver is not None:
             self.driver = max(self.driver, reading.driver)
 
     def peak_bytes(self) -> int | None:
         """The peak: the device's own counter where it has one, else the largest sample."""
-        if self.device == "cpu":
-            return self.allocated
-        if self.device == "mps":
-            has_counters = hasattr(_mps_module(), "current_allocated_memory")
-            return self.allocated if has_counters else None
+        if self.device in ("cpu", "mps"):
+            return self.allocated if self.read else None
         return memory(self.device).peak
 
     def driver_peak_bytes(self) -> int | None:

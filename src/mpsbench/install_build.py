@@ -38,6 +38,9 @@ PTH_NAME = "mpsbench_build.pth"
 CACHE_ENV = "MPSBENCH_CACHE"  # default: ~/.cache/mpsbench
 PLATFORM_ENV = "MPSBENCH_PLATFORM"  # force one of the manifest's platform keys
 WHEELHOUSE_ENV = "MPSBENCH_WHEELHOUSE"  # folders searched for pinned wheels, os.pathsep-separated
+# The suite's own imports beside the build (pyproject's dependencies): psutil reads the cpu's
+# memory on every OS (src/mpsbench/process_memory.py, which falls back where this install failed).
+SUITE_NEEDS = ("psutil>=5.9",)
 
 
 class InstallError(Exception):
@@ -252,6 +255,21 @@ def _pth_lines(folder: Path, suite_src: Path, env: dict[str, str]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def ensure_suite_needs() -> str:
+    """Install SUITE_NEEDS into this environment (once: later calls find them); '' or what is missing and why."""
+    import importlib.util
+
+    missing = [need for need in SUITE_NEEDS if importlib.util.find_spec(need.split(">")[0]) is None]
+    if not missing:
+        return ""
+    command = [sys.executable, "-m", "pip", "install", "--quiet", "--disable-pip-version-check", "--no-deps", *missing]
+    done = subprocess.run(command, capture_output=True, text=True, env=_pip_env())
+    if done.returncode == 0:
+        return ""
+    tail = (done.stderr or done.stdout).strip().splitlines()[-1:]
+    return f"; {', '.join(missing)} not installed ({' '.join(tail)}): cpu memory falls back to /proc or is skipped"
+
+
 def install(build_dir: Path, env_dir: Path, suite_src: Path) -> str:
     """Install (once) and switch the running environment to the build in ``build_dir``."""
     started = time.perf_counter()
@@ -266,7 +284,8 @@ def install(build_dir: Path, env_dir: Path, suite_src: Path) -> str:
     record = {"build": f"{build['channel']}@{build['id']}", "platform": key, "folder": str(folder), "fresh": fresh}
     (env_dir / "mpsbench-build.json").write_text(json.dumps(record, indent=1) + "\n")
     how = "installed" if fresh else "switched to cached"
-    return f"mpsbench: {how} torch {build['torch_version']} ({key}) in {time.perf_counter() - started:.2f} s"
+    needs = ensure_suite_needs()
+    return f"mpsbench: {how} torch {build['torch_version']} ({key}) in {time.perf_counter() - started:.2f} s{needs}"
 
 
 def uninstall(env_dir: Path) -> None:

@@ -16,15 +16,12 @@ from collections.abc import Sequence
 from typing import Callable
 
 from mpsbench import devices
+from mpsbench.suite import SkipNotImplemented
 from mpsbench.workloads import Workload
 
 STEPS_SMALL = 200  # mlp, lenet5: milliseconds a step even on a cpu
 STEPS_LARGE = 50  # resnet50, vgg16, bert: a second a step on an M1 at the seed batch
 PER = 100  # the slope is reported per this many steps
-
-
-class LeakError(RuntimeError):
-    """The device offers no memory reading to measure growth with."""
 
 
 def steps_for(workload: Workload) -> int:
@@ -37,8 +34,8 @@ def reading(device: str) -> int:
     current = devices.memory(device).current
     if current is None:  # mps before torch 2.0: no counters; its buffers live in process memory
         current = devices.memory("cpu").current
-    if current is None:
-        raise LeakError(f"no memory reading for {device} on this platform")
+    if current is None:  # a skip with the reason (asv's n/a), never a slope of zeros
+        raise SkipNotImplemented(f"no memory reading for {device}: {devices.no_reading_reason('cpu')}")
     return current
 
 

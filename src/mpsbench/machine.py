@@ -3,8 +3,10 @@
 asv's detected ``os`` includes the kernel build string, which differs between
 machines of one kind (and after an OS update on a Mac): every field is part of
 a graph's identity, so a drifting field splits history into two graphs. This
-writes every field itself, from facts that do not drift: the OS name and
-version (not the kernel), the chip or cpu model, core count and memory.
+writes every field itself, from facts that do not drift: the OS name (and on
+Linux its release; not the kernel), the chip or cpu model, core count, memory
+and the GPU. ``asv machine --yes`` with overrides cannot do it: it knows only
+asv's six fields (machine, os, arch, cpu, num_cpu, ram), not the chip or GPU.
 """
 
 from __future__ import annotations
@@ -17,6 +19,8 @@ import subprocess
 import sys
 from pathlib import Path
 from typing import Any
+
+from mpsbench import host
 
 
 def _sysctl(name: str) -> str:
@@ -53,21 +57,34 @@ def _ram_gib() -> int:
 
 
 def describe() -> dict[str, Any]:
-    """This machine's stable facts."""
+    """This machine's stable facts.
+
+    A Mac records its OS by name only: a macOS update changes what mps runs
+    (MPSGraph ships with the OS) and must show on the same graph, not start a
+    new one, so the version is a tracked value of every run instead
+    (benchmarks/benchmark_host.py). Linux keeps its distribution and release,
+    as its machines have recorded them from the start (a changed field would
+    split their history). ``gpu`` is written only where there is one (the chip
+    and its GPU core count on a Mac, the NVIDIA model on Linux), so that two
+    machines with different GPUs differ while a machine without a GPU keeps
+    the fields it always had.
+    """
     cores = os.cpu_count() or 1
     if sys.platform == "darwin":
         chip = _sysctl("machdep.cpu.brand_string") or platform.processor()
-        os_version = f"macOS {platform.mac_ver()[0]}"
+        facts = {"os": "macOS"}
     else:
         chip = _linux_cpu()
-        os_version = _os_release()
+        facts = {"os": _os_release(), "os_version": _os_release()}
+    gpu = host.gpu()
+    if gpu:
+        facts["gpu"] = gpu
     return {
         "arch": platform.machine(),
         "chip": chip,
         "cpu": chip,
         "num_cpu": str(cores),
-        "os": os_version,
-        "os_version": os_version,
+        **facts,
         "ram": f"{_ram_gib()} GiB",
     }
 

@@ -16,8 +16,7 @@ import sys
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-import torch
-from torch import nn
+from mpsbench.optional_torch import nn, torch  # the registry's names and sizes import without torch
 
 SEED = 0  # every synthetic batch is drawn from a generator seeded with this
 

@@ -266,11 +266,6 @@ def _machine(args: argparse.Namespace) -> str:
     return name
 
 
-def _launch_method() -> str:
-    # as scripts/bench: forkserver imports the suite once per run; a fork after torch loaded Metal is unsafe
-    return "spawn" if sys.platform == "darwin" else "forkserver"
-
-
 def _asv(*args: str, cwd: Path) -> tuple[int, list[str]]:
     """Run asv with this interpreter, its output streamed; its exit status and the lines it printed."""
     argv = [sys.executable, "-m", "asv", *args]
@@ -347,7 +342,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
         bench_options = [option for regex in _bench_patterns(paths, devices, args.bench) for option in ("-b", regex)]
         quick = ["--quick", "--dry-run"] if args.dry_run else []
         status, _ = _asv(
-            "run", "--config", str(prepared.config), "--machine", name, "--launch-method", _launch_method(),
+            "run", "--config", str(prepared.config), "--machine", name,
             "--skip-existing-commits", *quick, *bench_options, f"HASHFILE:{hashfile}", cwd=paths.suite,
         )
     if args.dry_run:
@@ -396,8 +391,8 @@ def cmd_bisect(args: argparse.Namespace) -> int:
     # asv find leaves the range's first commit out, hence GOOD^; a channel's first build has no parent
     span = f"{good}^..{bad}" if line.parent(good) else bad
     say(f"bisecting {prepared.name_of(good)}..{prepared.name_of(bad)} for {args.bench} on {name}")
-    status, lines = _asv("find", "--config", str(prepared.config), "--machine", name, "--launch-method", _launch_method(),
-                 "--skip-save", "--show-stderr", span, args.bench, cwd=paths.suite)
+    status, lines = _asv("find", "--config", str(prepared.config), "--machine", name,
+                         "--skip-save", "--show-stderr", span, args.bench, cwd=paths.suite)
     found = next((FOUND.search(text) for text in lines if FOUND.search(text)), None)
     if status != 0 or found is None:
         raise NightlyError(f"asv find named no build (exit status {status}; see its output above)")

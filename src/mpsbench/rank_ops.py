@@ -20,12 +20,13 @@ from __future__ import annotations
 import argparse
 import itertools
 import math
-import platform
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from mpsbench import asvconf, factor
 
 MODULE = "benchmark_ops"  # the asv module whose benchmarks are ranked
 DEFAULT_RESULTS_DIR = ".asv/results"
@@ -141,9 +142,10 @@ def format_ranking(ranking: Ranking, top: int | None = None) -> str:
 
 def asv_run_command(commit: str, config: str, machine: str | None) -> str:
     """The asv command that measures the op benchmarks of one commit (one build of a timeline)."""
-    # forkserver imports the suite once per run; on macOS a fork after torch
-    # has loaded Metal is unsafe, so asv's spawn stays there (as scripts/bench does).
-    launch = "spawn" if platform.system() == "Darwin" else "forkserver"
+    try:
+        launch = asvconf.launch_method(factor.read_config(Path(config)))  # this platform's, as scripts/bench
+    except factor.FactorError as exc:
+        raise RankError(str(exc)) from None
     machine_option = f" --machine {machine}" if machine else ""
     return f"asv run --config {config}{machine_option} -b {MODULE} --launch-method {launch} {commit}^!"
 

@@ -3,9 +3,10 @@
 asv 0.6.6's ``index.html`` loads jQuery, flot and its plugins, flot-orderbars,
 stupidtable, blueimp-md5 and bootstrap from three CDNs; without them the page
 is blank. After every ``asv publish`` (which wipes ``html_dir``) this module
-fetches those libraries from the npm registry with ``npm pack`` at the
-versions asv pins, keeps the tarballs in a cache (``.asv/npm-cache``, never
-committed), copies the files into ``html_dir/vendor/NAME@VERSION/`` and
+fetches those libraries' tarballs from the npm registry over HTTPS, with
+Python's standard library (no Node.js, no npm), at the versions asv pins,
+keeps them in a cache (``.asv/npm-cache``, never committed; a machine
+without network is served from it), copies the files into ``html_dir/vendor/NAME@VERSION/`` and
 points the pages at the local copies, so any static server shows the graphs
 with no request leaving the host.
 
@@ -20,9 +21,13 @@ Two of asv's CDN files do not exist on npm byte for byte, and say so in
 ``substitute``: cdnjs serves a minified build of flot 0.8.3 that npm lacks (the npm
 ``flot@0.8.3`` package holds the same release unminified), and stupidtable 1.0.1
 was never published to npm (``stupid-table-plugin@1.1.3`` is the same plugin,
-API-compatible for asv's sortable tables). For those the page's hash cannot
-match; the pinned tarball integrity vouches for them instead, and the rewritten
-tag carries the local file's own hash.
+API-compatible for asv's sortable tables; checked on 2026-11-23: the registry's
+``flot``, ``jquery-flot``, ``jquery.flot`` and ``flot-charts`` 0.8.3 hold no
+minified build, ``stupid-table-plugin`` has only 1.1.3). For those two the
+very file asv's page loads is fetched from its CDN and kept when it matches
+the page's own hash (:func:`original`); where the CDN cannot be reached the
+npm substitute stands in, vouched for by the pinned tarball integrity, the
+rewritten tag carries the local file's own hash, and the step says so.
 
 ``python -m mpsbench.site_assets HTML_DIR [--cache DIR] [--link LABEL=HREF]``
 """
@@ -34,11 +39,11 @@ import base64
 import contextlib
 import hashlib
 import html
+import os
 import re
-import shutil
-import subprocess
 import sys
 import tarfile
+import urllib.request
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -159,8 +164,32 @@ def check_integrity(data: bytes, expected: str, what: str) -> None:
 # --- fetching --------------------------------------------------------------
 
 
+REGISTRY_ENV = "npm_config_registry"  # npm's own name for a mirror of the registry
+REGISTRY = "https://registry.npmjs.org"
+
+
+def tarball_url(package: Package) -> str:
+    """Where the registry keeps the package's tarball (its metadata's ``dist.tarball``)."""
+    registry = (os.environ.get(REGISTRY_ENV) or REGISTRY).rstrip("/")
+    return f"{registry}/{package.name}/-/{package.name.rsplit('/', 1)[-1]}-{package.version}.tgz"
+
+
+def download(url: str) -> bytes:
+    """The bytes at ``url`` over HTTPS, with the standard library only (no Node, no npm)."""
+    request = urllib.request.Request(url, headers={"User-Agent": "mpsbench"})
+    with urllib.request.urlopen(request, timeout=60) as response:
+        return bytes(response.read())
+
+
+def _store(path: Path, data: bytes) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    partial = path.with_name(path.name + ".partial")
+    partial.write_bytes(data)
+    os.replace(partial, path)  # a reader never sees half a file
+
+
 def tarball(package: Package, cache: Path) -> Path:
-    """The package's registry tarball, from the cache or fetched with ``npm pack``; integrity-checked."""
+    """The package's registry tarball, from the cache or fetched over HTTPS; integrity-checked either way."""
     path = cache / f"{package.name}-{package.version}.tgz"
     if path.is_file():
         try:
@@ -169,24 +198,36 @@ def tarball(package: Package, cache: Path) -> Path:
         except SiteAssetError:
             _say(f"{path} does not match its pinned integrity: fetching it again")
             path.unlink()
-    npm = shutil.which("npm")
-    if npm is None:
+    url = tarball_url(package)
+    _say(f"fetching {package.spec} from {url}")
+    try:
+        data = download(url)
+    except (OSError, ValueError) as exc:  # URLError and HTTPError are OSErrors
         raise SiteAssetError(
-            f"npm is needed to fetch {package.spec} from the npm registry and is not on PATH: "
-            f"install Node.js, or put {path.name} (from `npm pack {package.spec}`) in {cache}"
-        )
-    cache.mkdir(parents=True, exist_ok=True)
-    _say(f"fetching {package.spec} from the npm registry")
-    done = subprocess.run(
-        [npm, "pack", package.spec, "--pack-destination", str(cache), "--json"],
-        capture_output=True, text=True, check=False,
-    )
-    if done.returncode != 0 or not path.is_file():
-        errors = [line for line in done.stderr.splitlines() if "npm error" in line or "ERR!" in line]
-        reason = errors[0] if errors else f"npm pack exited {done.returncode}"
-        raise SiteAssetError(f"cannot fetch {package.spec} from the npm registry: {reason}")
-    check_integrity(path.read_bytes(), package.integrity, f"{package.spec} from the npm registry")
+            f"cannot fetch {package.spec} from {url} ({exc}): put {path.name} from a machine that can in {cache}"
+        ) from None
+    check_integrity(data, package.integrity, f"{package.spec} from {url}")
+    _store(path, data)
     return path
+
+
+def original(url: str, integrity: str, cache: Path) -> bytes | None:
+    """The very file asv's page loads, from the cache or its CDN, when it matches the page's hash; else None.
+
+    Asked only for the assets npm lacks byte for byte (``substitute``): where the
+    CDN cannot be reached, or serves other bytes, the npm substitute stands in.
+    """
+    path = cache / "cdn" / re.sub(r"[^\w.-]+", "_", url.split("://", 1)[-1])
+    if path.is_file() and sri(path.read_bytes(), integrity.split("-", 1)[0]) in integrity.split():
+        return path.read_bytes()
+    try:
+        data = download(url)
+        check_integrity(data, integrity, url)
+    except (OSError, ValueError, SiteAssetError) as exc:
+        _say(f"{url} unusable ({exc}): its npm substitute stands in")
+        return None
+    _store(path, data)
+    return data
 
 
 def _member(archive: tarfile.TarFile, package: Package, path: str) -> bytes:
@@ -284,9 +325,10 @@ def make_offline(html_dir: Path, cache: Path = CACHE) -> list[str]:
             if package.name not in archives:
                 archives[package.name] = stack.enter_context(tarfile.open(tarball(package, cache), "r:gz"))
             archive = archives[package.name]
-            data = _member(archive, package, asset.path)
             page_integrity = next(load.integrity for load in loads if load.url == url)
-            if asset.substitute:
+            exact = original(url, page_integrity, cache) if asset.substitute and page_integrity else None
+            data = exact if exact is not None else _member(archive, package, asset.path)
+            if asset.substitute and exact is None:
                 substitutes.add(f"{package.spec} ({asset.substitute})")
             elif page_integrity:
                 check_integrity(data, page_integrity, f"{package.spec}/{asset.path}")

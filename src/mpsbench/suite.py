@@ -307,9 +307,12 @@ def memory_peaks(workload: workloads.Workload) -> MemoryPeaks:
     )
 
 
-def peak_memory_mib(workload: workloads.Workload) -> float | None:
-    """Peak memory over one step, in MiB; None where the device keeps no counters."""
-    return memory_peaks(workload).allocated
+def peak_memory_mib(workload: workloads.Workload) -> float:
+    """Peak memory over one step, in MiB; skipped with the reason where the device gives no reading (never 0)."""
+    allocated = memory_peaks(workload).allocated
+    if allocated is None:
+        raise SkipNotImplemented(f"no {workload.device} memory reading: {devices.no_reading_reason(workload.device)}")
+    return allocated
 
 
 def cold_start_code(kind: str, device: str, model: str, batch_size: int) -> tuple[str, str]:

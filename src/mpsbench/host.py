@@ -1,0 +1,182 @@
+"""What the host says about itself: its GPU, macOS version, power source, thermal state and busy processes.
+
+Each fact comes from the tool the OS provides, parsed by a pure function
+that the tests feed with captured output (tests/test_host.py cites where each
+format was seen):
+
+- GPU: ``system_profiler SPDisplaysDataType -json`` on macOS (``sppci_model``,
+  ``sppci_cores``: an Apple chip's GPU core count); ``nvidia-smi
+  --query-gpu=name --format=csv,noheader`` on Linux, else the driver's
+  ``/proc/driver/nvidia/gpus/*/information`` (its ``Model:`` line);
+- power source: ``pmset -g batt`` ("Now drawing from 'AC Power'" or
+  "'Battery Power'"; pmset(1)); a laptop on battery runs slower;
+- thermal state: ``pmset -g therm`` (``CPU_Speed_Limit = 100`` when not
+  throttled, and "No thermal warning level has been recorded" or a level);
+- busy processes: psutil.
+
+Imports no torch: ``mpsbench doctor``, the machine entry and the suite's
+``Host`` benchmarks share it.
+"""
+
+from __future__ import annotations
+
+import json
+import platform
+import re
+import shutil
+import subprocess
+import sys
+import time
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+
+NVIDIA_PROC = Path("/proc/driver/nvidia/gpus")
+
+
+def output(*command: str) -> str | None:
+    """The command's standard output, or None when it is missing, fails or hangs."""
+    if shutil.which(command[0]) is None:
+        return None
+    try:
+        done = subprocess.run(command, capture_output=True, text=True, timeout=30, check=False)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return done.stdout if done.returncode == 0 else None
+
+
+# --- the GPU ---------------------------------------------------------------
+
+
+def apple_gpu(displays_json: str) -> str | None:
+    """``Apple M2 Max, 38 GPU cores`` from system_profiler's SPDisplaysDataType JSON; None without a core count."""
+    try:
+        entries = json.loads(displays_json).get("SPDisplaysDataType", [])
+    except (ValueError, AttributeError):
+        return None
+    for entry in entries:
+        cores = str(entry.get("sppci_cores", "")).strip()
+        model = entry.get("sppci_model") or entry.get("_name")
+        if cores.isdigit() and model:
+            return f"{model}, {cores} GPU cores"
+    return None
+
+
+def _counted(names: list[str]) -> str | None:
+    """``NVIDIA H100 80GB HBM3`` for one GPU, ``2 x NVIDIA H100 80GB HBM3`` for two of a kind."""
+    if not names:
+        return None
+    return ", ".join(name if count == 1 else f"{count} x {name}" for name, count in Counter(names).items())
+
+
+def nvidia_gpus(smi_names: str) -> str | None:
+    """The GPUs of ``nvidia-smi --query-gpu=name --format=csv,noheader`` (one name a line)."""
+    return _counted([line.strip() for line in smi_names.splitlines() if line.strip()])
+
+
+def proc_nvidia_gpus(root: Path = NVIDIA_PROC) -> str | None:
+    """The GPUs the NVIDIA driver lists in /proc (each ``information`` file's ``Model:`` line)."""
+    names = []
+    for information in sorted(root.glob("*/information")):
+        found = re.search(r"^Model:\s*(.+)$", information.read_text(errors="replace"), re.M)
+        if found:
+            names.append(found.group(1).strip())
+    return _counted(names)
+
+
+def gpu() -> str | None:
+    """This machine's GPU, described so that two machines with different GPUs differ; None without one."""
+    if sys.platform == "darwin":
+        text = output("system_profiler", "SPDisplaysDataType", "-json")
+        return apple_gpu(text) if text else None
+    names = output("nvidia-smi", "--query-gpu=name", "--format=csv,noheader")
+    return (nvidia_gpus(names) if names else None) or proc_nvidia_gpus()
+
+
+# --- macOS version and power -----------------------------------------------
+
+
+def macos_version() -> str | None:
+    """``15.1.1`` on macOS (what changes MPSGraph), None elsewhere."""
+    if sys.platform != "darwin":
+        return None
+    return platform.mac_ver()[0] or None
+
+
+def version_number(version: str) -> float:
+    """A version as one number that sorts and plots: 15.1.1 -> 15.0101, 14.10 -> 14.10, 14.1 -> 14.01."""
+    parts = [int(part) for part in re.findall(r"\d+", version)[:3]] + [0, 0]
+    return round(parts[0] + parts[1] / 100 + parts[2] / 10000, 4)
+
+
+def power_source(pmset_batt: str) -> str | None:
+    """'AC Power', 'Battery Power' or 'UPS Power' from ``pmset -g batt``; None if it names none."""
+    found = re.search(r"Now drawing from '([^']+)'", pmset_batt)
+    return found.group(1) if found else None
+
+
+def on_battery() -> bool | None:
+    """True on battery, False on AC (or a UPS), None where the OS does not say (not macOS)."""
+    text = output("pmset", "-g", "batt") if sys.platform == "darwin" else None
+    source = power_source(text) if text else None
+    return None if source is None else source == "Battery Power"
+
+
+# --- thermal state ----------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Thermal:
+    """What ``pmset -g therm`` reports: the speed limits (100 = not throttled) and any warning level."""
+
+    limits: dict[str, int]
+    warnings: tuple[str, ...]  # recorded warning levels, as pmset words them
+
+    def problem(self) -> str | None:
+        """Why timing now would be throttled, or None."""
+        throttled = {name: value for name, value in self.limits.items() if value < 100}
+        if throttled:
+            return "throttled: " + ", ".join(f"{name} = {value}" for name, value in sorted(throttled.items()))
+        return "; ".join(self.warnings) or None
+
+
+def thermal(pmset_therm: str) -> Thermal:
+    limits = {name: int(value) for name, value in re.findall(r"(\w+_Limit)\s*=\s*(\d+)", pmset_therm)}
+    warnings = tuple(
+        line.strip() for line in pmset_therm.splitlines()
+        if re.search(r"warning level", line, re.I) and not re.search(r"\bNo \w+ warning level", line)
+    )
+    return Thermal(limits, warnings)
+
+
+def thermal_state() -> Thermal | None:
+    """macOS's thermal state now; None where the OS does not report one."""
+    text = output("pmset", "-g", "therm") if sys.platform == "darwin" else None
+    return thermal(text) if text is not None else None
+
+
+# --- other processes ---------------------------------------------------------
+
+
+def busy_processes(threshold: float = 25.0, seconds: float = 1.0) -> list[tuple[str, int, float]]:
+    """Other processes using more than ``threshold`` percent of one core over ``seconds``: (name, pid, percent)."""
+    import psutil
+
+    mine = psutil.Process().pid
+    processes = []
+    for process in psutil.process_iter(["name"]):
+        try:
+            process.cpu_percent(None)  # the first call starts the interval
+            processes.append(process)
+        except (psutil.NoSuchProcess, psutil.AccessDenied):
+            continue
+    time.sleep(seconds)
+    busy = []
+    for process in processes:
+        try:
+            percent = process.cpu_percent(None)
+        except (psutil.NoSuchProcess, psutil.AccessDenied):
+            continue
+        if percent > threshold and process.pid != mine:
+            busy.append((str(process.info["name"]), process.pid, percent))
+    return sorted(busy, key=lambda found: -found[2])

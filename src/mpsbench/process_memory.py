@@ -1,0 +1,58 @@
+"""This process's memory on every OS: its resident set size now, and its high-water mark.
+
+psutil reads the resident set size (``Process().memory_info().rss``) on
+Linux, macOS and Windows alike. The suite's code runs inside asv's
+environments, which hold only the build under test: ``install_build.py``
+adds psutil there, and where that failed (an offline machine without its
+wheel) Linux still has ``/proc/self/statm``. No other OS offers a current RSS
+in the standard library, so there the reading is None, with
+:func:`unreadable_reason` saying why: never 0, which a graph would show as
+a real figure.
+
+The high-water mark comes from ``resource.getrusage``, whose ``ru_maxrss`` is
+in bytes on macOS and in KiB on Linux (getrusage(2) on each).
+
+Imports no torch: ``mpsbench doctor`` and the leak reader share it.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from typing import Any
+
+
+def _psutil() -> Any | None:
+    try:
+        import psutil
+    except ImportError:
+        return None
+    return psutil
+
+
+def rss() -> int | None:
+    """Bytes of this process resident in memory now; None where neither psutil nor /proc can say."""
+    psutil = _psutil()
+    if psutil is not None:
+        return int(psutil.Process().memory_info().rss)
+    try:
+        with open("/proc/self/statm") as statm:
+            pages = int(statm.read().split()[1])
+    except (OSError, ValueError, IndexError):
+        return None
+    return pages * os.sysconf("SC_PAGE_SIZE")
+
+
+def unreadable_reason() -> str:
+    """Why :func:`rss` gives no reading here (asked only after it returned None)."""
+    return f"the process's resident memory is unreadable on {sys.platform} without psutil (not importable here)"
+
+
+def max_rss() -> int | None:
+    """This process's largest resident set size so far, in bytes; None where getrusage is absent (Windows)."""
+    try:
+        import resource
+    except ImportError:
+        return None
+    peak = int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)
+    return peak if sys.platform == "darwin" else peak * 1024  # bytes on macOS, KiB on Linux

@@ -1,0 +1,44 @@
+"""The launch method: one per-platform table in asv.conf.json, read by scripts/bench and every derived config."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from mpsbench import asvconf, factor
+
+ROOT = Path(__file__).resolve().parents[1]
+CONF = factor.read_config(ROOT / "asv.conf.json")
+
+
+def test_macos_gets_spawn_linux_forkserver_and_a_plain_asv_run_spawn():
+    assert CONF["launch_method"] == "spawn"  # what asv itself reads: safe on every platform
+    assert asvconf.launch_method(CONF, "darwin") == "spawn"
+    assert asvconf.launch_method(CONF, "linux") == "forkserver"
+    assert asvconf.launch_method(CONF, "win32") == "spawn"  # no entry: asv's own key
+    assert asvconf.launch_method({"repo": "x"}, "linux") == "spawn"  # neither: asv's auto, which is spawn
+
+
+def test_a_launch_method_asv_does_not_know_is_refused_in_one_line():
+    with pytest.raises(factor.FactorError, match="launch method 'fork' for linux: asv knows spawn and forkserver"):
+        asvconf.launch_method({"launch_method_by_platform": {"linux": "fork"}}, "linux")
+
+
+def test_a_derived_config_carries_this_platforms_launch_method(tmp_path, monkeypatch):
+    monkeypatch.setattr(sys, "platform", "darwin")
+    path = asvconf.derived(tmp_path, tmp_path / "timeline", ["release"])
+    assert json.loads(path.read_text())["launch_method"] == "spawn"
+
+
+def test_the_scripts_ask_the_config_instead_of_naming_a_method():
+    done = subprocess.run([sys.executable, "-m", "mpsbench.asvconf", "launch-method"], cwd=ROOT,
+                          capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == asvconf.launch_method(CONF)
+    bench = (ROOT / "scripts" / "bench").read_text()
+    assert "python -m mpsbench.asvconf launch-method" in bench
+    for text in (bench, (ROOT / "src/mpsbench/nightly.py").read_text()):
+        assert "spawn" not in text.replace("under spawn", "") and "Darwin" not in text

@@ -1,0 +1,162 @@
+"""macOS and GPU facts through stand-ins for every command output parsed (no Mac here, no GPU).
+
+The captured formats: ``pmset -g batt`` and ``pmset -g therm`` as pmset(1)
+documents them (https://www.sudo.is/docs/macos/man_pmset.html, macOS 14.2.1)
+and as public projects capture them ("Now drawing from 'AC Power'" /
+"'Battery Power'", " -InternalBattery-0 (id=...)\\t85%; charging; ...";
+"CPU_Speed_Limit = 100", "Note: No thermal warning level has been recorded");
+``system_profiler SPDisplaysDataType -json`` with ``sppci_model`` and the GPU
+core count as a string in ``sppci_cores``; ``nvidia-smi --query-gpu=name
+--format=csv,noheader``, one name a line; the NVIDIA driver's
+``/proc/driver/nvidia/gpus/<bus>/information`` ("Model: \\t NVIDIA ...").
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import types
+from pathlib import Path
+
+import psutil  # before any test plays darwin: psutil picks its platform module at import
+import pytest
+from benchmarks import benchmark_host
+
+from mpsbench import doctor, host, machine, suite
+
+BATT_AC = "Now drawing from 'AC Power'\n -InternalBattery-0 (id=4653155)\t100%; charged; 0:00 remaining present: true\n"
+BATT_BATTERY = ("Now drawing from 'Battery Power'\n"
+                " -InternalBattery-0 (id=4653155)\t19%; discharging; 1:02 remaining present: true\n")
+BATT_DESKTOP = "Now drawing from 'AC Power'\n"  # a Mac mini or Studio: no battery line
+THERM_QUIET = "Note: No thermal warning level has been recorded\nNote: No performance warning level has been recorded\n"
+THERM_LIMITED = " - CPU_Scheduler_Limit \t= 100\n - CPU_Available_CPUs \t= 10\n - CPU_Speed_Limit \t= 60\n"
+THERM_WARNED = "Thermal warning level set to 2.\n"
+DISPLAYS = json.dumps({"SPDisplaysDataType": [{
+    "_name": "Apple M2 Max", "sppci_model": "Apple M2 Max", "sppci_cores": "38",
+    "spdisplays_vendor": "sppci_vendor_Apple", "spdisplays_mtlgpufamilysupport": "spdisplays_metal3",
+}]})
+
+
+@pytest.fixture
+def mac(monkeypatch):
+    """darwin, with each macOS command answered from a captured output."""
+    answers = {
+        ("pmset", "-g", "batt"): BATT_AC,
+        ("pmset", "-g", "therm"): THERM_QUIET,
+        ("system_profiler", "SPDisplaysDataType", "-json"): DISPLAYS,
+        ("sysctl", "-n", "machdep.cpu.brand_string"): "Apple M2 Max\n",
+        ("sysctl", "-n", "hw.memsize"): str(32 * 1024**3) + "\n",
+    }
+    monkeypatch.setattr(sys, "platform", "darwin")
+    monkeypatch.setattr(host, "output", lambda *command: answers.get(command))
+    monkeypatch.setattr(machine, "_sysctl", lambda name: answers[("sysctl", "-n", name)].strip())
+    monkeypatch.setattr(host.platform, "mac_ver", lambda: ("15.1.1", ("", "", ""), "arm64"))
+    monkeypatch.setattr(machine.platform, "machine", lambda: "arm64")
+    monkeypatch.setattr(machine.os, "cpu_count", lambda: 12)
+    return answers
+
+
+def test_the_power_source_comes_from_pmset_batt():
+    assert host.power_source(BATT_AC) == "AC Power"
+    assert host.power_source(BATT_BATTERY) == "Battery Power"
+    assert host.power_source(BATT_DESKTOP) == "AC Power"
+    assert host.power_source("No batteries available.\n") is None
+
+
+def test_thermal_pressure_comes_from_pmset_therm():
+    assert host.thermal(THERM_QUIET).problem() is None
+    assert host.thermal(THERM_LIMITED).problem() == "throttled: CPU_Speed_Limit = 60"
+    assert host.thermal(THERM_WARNED).problem() == "Thermal warning level set to 2."
+
+
+def test_the_gpu_names_its_model_and_core_count():
+    assert host.apple_gpu(DISPLAYS) == "Apple M2 Max, 38 GPU cores"
+    assert host.apple_gpu(json.dumps({"SPDisplaysDataType": [{"sppci_model": "Apple M1"}]})) is None  # no core count
+    assert host.apple_gpu("not json") is None
+    assert host.nvidia_gpus("NVIDIA H100 80GB HBM3\n") == "NVIDIA H100 80GB HBM3"
+    assert host.nvidia_gpus("NVIDIA A100-SXM4-40GB\nNVIDIA A100-SXM4-40GB\n") == "2 x NVIDIA A100-SXM4-40GB"
+
+
+def test_the_nvidia_driver_names_the_gpu_in_proc(tmp_path):
+    board = tmp_path / "0000:01:00.0"
+    board.mkdir()
+    (board / "information").write_text("Model: \t\t NVIDIA H100 80GB HBM3\nIRQ:   \t\t 42\nBus Location: \t 0000:01:00.0\n")
+    assert host.proc_nvidia_gpus(tmp_path) == "NVIDIA H100 80GB HBM3"
+    assert host.proc_nvidia_gpus(tmp_path / "none") is None
+
+
+def test_a_macs_machine_entry_has_its_chip_gpu_cores_memory_and_os_name_but_not_its_version(mac):
+    facts = machine.describe()
+    assert facts == {"arch": "arm64", "chip": "Apple M2 Max", "cpu": "Apple M2 Max", "num_cpu": "12", "os": "macOS",
+                     "gpu": "Apple M2 Max, 38 GPU cores", "ram": "32 GiB"}
+    assert machine.default_name(facts) == "apple-m2-max-12cpu"
+
+
+def test_linux_without_a_gpu_keeps_the_fields_its_history_was_recorded_with(monkeypatch):
+    monkeypatch.setattr(host, "gpu", lambda: None)
+    assert set(machine.describe()) == {"arch", "chip", "cpu", "num_cpu", "os", "os_version", "ram"}
+    monkeypatch.setattr(host, "gpu", lambda: "NVIDIA H100 80GB HBM3")
+    assert machine.describe()["gpu"] == "NVIDIA H100 80GB HBM3"  # two boxes with different GPUs differ
+
+
+def test_the_macos_version_and_power_source_are_tracked_with_every_run(mac):
+    bench = benchmark_host.Host()
+    assert bench.track_macos_version() == 15.0101
+    assert bench.track_on_battery() == 0
+    mac[("pmset", "-g", "batt")] = BATT_BATTERY
+    assert bench.track_on_battery() == 1
+    assert host.version_number("14.10") > host.version_number("14.9") > host.version_number("14.1")
+
+
+def test_elsewhere_both_tracks_skip_with_the_reason(monkeypatch):
+    monkeypatch.setattr(sys, "platform", "linux")
+    with pytest.raises(suite.SkipNotImplemented, match="not macOS"):
+        benchmark_host.Host().track_macos_version()
+    with pytest.raises(suite.SkipNotImplemented, match="no power source"):
+        benchmark_host.Host().track_on_battery()
+
+
+def test_doctor_warns_about_battery_heat_memory_and_busy_processes(mac, monkeypatch, capsys):
+    mac[("pmset", "-g", "batt")] = BATT_BATTERY
+    mac[("pmset", "-g", "therm")] = THERM_LIMITED
+    gib = 1024**3
+    monkeypatch.setattr(psutil, "virtual_memory", lambda: types.SimpleNamespace(available=2 * gib, total=32 * gib))
+    monkeypatch.setattr(psutil, "swap_memory", lambda: types.SimpleNamespace(used=3 * gib))
+    monkeypatch.setattr(host, "busy_processes", lambda threshold: [("Xcode", 812, 180.0)])
+    monkeypatch.setattr(doctor.os, "getloadavg", lambda: (1.0, 1.0, 1.0))
+    monkeypatch.setattr(doctor, "check_devices", lambda: iter([doctor.Finding("ok", "mps", "mps: Apple GPU")]))
+    monkeypatch.setattr(doctor, "CHECKS", (doctor.check_devices, doctor.check_memory, doctor.check_power,
+                                           doctor.check_thermal, doctor.check_load))
+    assert doctor.cmd_doctor(types.SimpleNamespace(strict=True)) == 1
+    out = capsys.readouterr().out
+    assert "warn  power      on battery: a Mac throttles on battery" in out
+    assert "warn  thermal    throttled: CPU_Speed_Limit = 60" in out
+    assert "warn  memory     2.0 of 32.0 GiB available, 3.0 GiB swap used: large batches may swap" in out
+    assert "warn  processes  busy on the cpu: Xcode (pid 812, 180%)" in out
+    assert "ok    load" in out
+    assert "untrustworthy (memory, power, thermal, processes)" in out
+
+
+def test_doctor_on_a_quiet_mac_on_ac_power_finds_nothing(mac, monkeypatch, capsys):
+    gib = 1024**3
+    monkeypatch.setattr(psutil, "virtual_memory", lambda: types.SimpleNamespace(available=24 * gib, total=32 * gib))
+    monkeypatch.setattr(psutil, "swap_memory", lambda: types.SimpleNamespace(used=0))
+    monkeypatch.setattr(host, "busy_processes", lambda threshold: [])
+    monkeypatch.setattr(doctor.os, "getloadavg", lambda: (0.5, 0.5, 0.5))
+    monkeypatch.setattr(doctor, "CHECKS", (doctor.check_memory, doctor.check_power, doctor.check_thermal,
+                                           doctor.check_load))
+    assert doctor.cmd_doctor(types.SimpleNamespace(strict=True)) == 0
+    assert "nothing found that would make numbers untrustworthy" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(("mps_usable", "expected"), [(True, "cpu,mps"), (False, "cpu")])
+def test_the_macos_job_times_mps_only_where_torch_can_use_it(monkeypatch, capsys, mps_usable, expected):
+    """scripts/tiny-bench sets MPSBENCH_DEVICES=$(mpsbench devices --usable) and says which it timed."""
+    from mpsbench import cli, devices
+
+    verdicts = {"cpu": True, "mps": mps_usable, "cuda": False}
+    monkeypatch.setattr(devices, "availability", lambda name: devices.Availability(verdicts[name], "stand-in"))
+    assert cli.main(["devices", "--usable"]) == 0
+    assert capsys.readouterr().out == expected + "\n"
+    script = (Path(__file__).resolve().parents[1] / "scripts" / "tiny-bench").read_text()
+    assert 'usable=$(.venv/bin/mpsbench devices --usable)' in script and "MPSBENCH_DEVICES=$usable" in script

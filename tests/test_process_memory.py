@@ -1,0 +1,103 @@
+"""cpu memory on every OS: psutil where importable, /proc on Linux, and a skip with the reason (never 0) elsewhere.
+
+macOS is played by stand-ins: ``sys.platform`` set to ``darwin``, ``/proc``
+made unreadable (a Mac has none), and psutil either a stand-in module or absent.
+"""
+
+from __future__ import annotations
+
+import builtins
+import sys
+import types
+
+import pytest
+
+from mpsbench import devices, leak, measured, process_memory, suite
+
+MIB = devices.MIB
+
+
+@pytest.fixture
+def macos(monkeypatch):
+    """This process as a Mac sees it: darwin, and no /proc/self/statm to read."""
+    monkeypatch.setattr(sys, "platform", "darwin")
+    real_open = builtins.open
+
+    def no_proc(path, *args, **kwargs):
+        if str(path).startswith("/proc/"):
+            raise FileNotFoundError(2, "No such file or directory", str(path))
+        return real_open(path, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "open", no_proc)
+
+
+def _stand_in_psutil(rss_values):
+    readings = iter(rss_values)
+
+    class Process:
+        def memory_info(self):
+            return types.SimpleNamespace(rss=next(readings))
+
+    return types.SimpleNamespace(Process=Process)
+
+
+def test_psutil_reads_this_process_rss_here():
+    import psutil
+
+    reading = process_memory.rss()
+    assert reading is not None and reading > 10 * MIB
+    assert abs(reading - psutil.Process().memory_info().rss) < 64 * MIB  # the same counter, read twice
+
+
+def test_linux_without_psutil_still_reads_proc(monkeypatch):
+    if not sys.platform.startswith("linux"):
+        pytest.skip("/proc/self/statm is Linux's")
+    monkeypatch.setattr(process_memory, "_psutil", lambda: None)
+    reading = process_memory.rss()
+    assert reading is not None and reading > 10 * MIB
+
+
+def test_macos_with_psutil_samples_the_cpu_peak(monkeypatch, macos):
+    psutil = _stand_in_psutil([300 * MIB, 700 * MIB, 500 * MIB])
+    monkeypatch.setattr(process_memory, "_psutil", lambda: psutil)
+    sampler = devices.PeakSampler("cpu")
+    for _ in range(3):
+        sampler.sample()
+    assert sampler.peak_bytes() == 700 * MIB
+
+
+def test_macos_without_psutil_skips_peak_memory_and_leak_with_the_reason(monkeypatch, macos):
+    monkeypatch.setattr(process_memory, "_psutil", lambda: None)
+    assert process_memory.rss() is None
+    sampler = devices.PeakSampler("cpu")
+    sampler.sample()
+    assert sampler.peak_bytes() is None  # was 0: a 0.0 MiB point on the graph
+    workload = types.SimpleNamespace(device="cpu", step=lambda probe=None: probe and probe())
+    with pytest.raises(suite.SkipNotImplemented, match="unreadable on darwin without psutil") as skipped:
+        suite.peak_memory_mib(workload)  # type: ignore[arg-type]
+    assert measured.outcome_of(skipped.value).skipped is not None  # asv's n/a, not a failure and not 0
+    with pytest.raises(suite.SkipNotImplemented, match="unreadable on darwin without psutil"):
+        leak.reading("cpu")
+
+
+@pytest.mark.parametrize(("platform", "factor"), [("darwin", 1), ("linux", 1024)])
+def test_max_rss_is_bytes_on_macos_and_kib_on_linux(monkeypatch, platform, factor):
+    import resource
+
+    monkeypatch.setattr(sys, "platform", platform)
+    monkeypatch.setattr(resource, "getrusage", lambda who: types.SimpleNamespace(ru_maxrss=5000))
+    assert process_memory.max_rss() == 5000 * factor
+
+
+def test_asv_environments_get_psutil_from_the_installer(monkeypatch):
+    from mpsbench import install_build
+
+    assert install_build.ensure_suite_needs() == ""  # importable here: nothing to install, no pip call
+    calls = []
+    monkeypatch.setattr(install_build, "SUITE_NEEDS", ("mpsbench-no-such-package>=1",))
+    monkeypatch.setattr(install_build.subprocess, "run",
+                        lambda command, **kw: calls.append(command) or types.SimpleNamespace(
+                            returncode=1, stderr="ERROR: No matching distribution found", stdout=""))
+    said = install_build.ensure_suite_needs()
+    assert calls and calls[0][-1] == "mpsbench-no-such-package>=1" and "--no-deps" in calls[0]
+    assert "mpsbench-no-such-package>=1 not installed (ERROR: No matching distribution found)" in said
