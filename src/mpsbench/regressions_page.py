@@ -38,7 +38,7 @@ class PageError(ValueError):
     """The published site or its results cannot be read: one line, exit status 2."""
 
 
-def _graph_param(graph_path: str, key: str) -> str | None:
+def graph_param(graph_path: str, key: str) -> str | None:
     found = re.search(rf"(?:^|/){key}-([^/]*)/", graph_path)
     return found.group(1) if found else None
 
@@ -66,7 +66,7 @@ def judge_site(html: Path, results_dir: Path, rules: thresholds.Rules) -> list[d
     several_branches = len(index.get("params", {}).get("branch", [])) > 1
     kept_entries, judged, kept_keys = [], [], set()
     for name, graph_path, graph_params, idx, last, best, jumps in detected:
-        machine, branch = _graph_param(graph_path, "machine"), _graph_param(graph_path, "branch")
+        machine, branch = graph_param(graph_path, "machine"), graph_param(graph_path, "branch")
         graph_params = dict(graph_params)
         if several_branches and branch and "branch" not in graph_params:
             graph_params["branch"] = branch  # what asv's page filters each branch's table by
@@ -90,7 +90,7 @@ def judge_site(html: Path, results_dir: Path, rules: thresholds.Rules) -> list[d
                 "benchmark": name, "machine": machine, "branch": branch, "unit": unit,
                 "old": old, "new": new, "before": before, "after": after, "ratio": verdict.ratio,
                 "verdict": verdict.verdict, "reason": verdict.reason, "threshold": verdict.threshold,
-                "graph": graph_url(benchmark, {"machine": machine or "", **_url_params(index, benchmark, idx)}, commits),
+                "graph": graph_url(benchmark, {"machine": machine or "", **url_params(index, benchmark, idx)}, commits),
             })
             if verdict.slower:
                 kept_jumps.append([rev_a, rev_b, before, after])
@@ -103,7 +103,7 @@ def judge_site(html: Path, results_dir: Path, rules: thresholds.Rules) -> list[d
     return judged
 
 
-def _url_params(index: dict[str, Any], benchmark: str, idx: int | None) -> dict[str, str]:
+def url_params(index: dict[str, Any], benchmark: str, idx: int | None) -> dict[str, str]:
     """``p-NAME=VALUE`` for a parameterized row, as asv's pages select one combination."""
     spec = index.get("benchmarks", {}).get(benchmark, {})
     if idx is None or not spec.get("params"):
