@@ -67,7 +67,7 @@ class Rules:
         factor.regression_factor(config)  # raises FactorError on a bad default entry
         thresholds = factor.read_config(config).get("regressions_thresholds", {})
         fractions = {}
-        for regex, value in thresholds.items():  # type: ignore[union-attr]
+        for regex, value in (thresholds.items() if isinstance(thresholds, dict) else ()):
             if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
                 raise factor.FactorError(f"{config}: regressions_thresholds[{regex!r}] must be a fraction >= 0,"
                                          f" got {value!r}")
@@ -88,7 +88,7 @@ def noise(measured: Measured) -> float | None:
     stats = measured.stats
     if not stats or stats.get("q_25") is None or stats.get("q_75") is None or not measured.value:
         return None
-    return abs(get_err(measured.value, stats) / measured.value)
+    return abs(float(get_err(measured.value, stats)) / measured.value)
 
 
 def _significant(old: Measured, new: Measured) -> bool | None:
