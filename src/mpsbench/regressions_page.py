@@ -5,7 +5,8 @@ after ``asv publish`` (scripts/publish). asv's step detection flags every
 increase beyond one fraction; each jump it found is judged again here with
 :func:`mpsbench.thresholds.judge` on the values and statistics asv recorded
 for the two builds. Only jumps judged slower stay in ``regressions.json`` (the
-Regressions tab) and ``regressions.xml`` (the feed); the others, with their
+Regressions tab, where a one-build jump is given the build before it, so that
+its link is a range) and ``regressions.xml`` (the feed); the others, with their
 verdict (below floor, noisy, not significant, an improvement of a rate), go to
 ``regressions-judged.json`` with every kept one, for the figures page.
 
@@ -63,6 +64,7 @@ def judge_site(html: Path, results_dir: Path, rules: thresholds.Rules) -> list[d
     found = recorded.load(results_dir)
     rows = {row.entry: row for table in found.values.values() for row in table}
     revision_to_hash = index["revision_to_hash"]
+    revision_of = {commit: int(revision) for revision, commit in revision_to_hash.items()}
     several_branches = len(index.get("params", {}).get("branch", [])) > 1
     kept_entries, judged, kept_keys = [], [], set()
     for name, graph_path, graph_params, idx, last, best, jumps in detected:
@@ -93,7 +95,10 @@ def judge_site(html: Path, results_dir: Path, rules: thresholds.Rules) -> list[d
                 "graph": graph_url(benchmark, {"machine": machine or "", **url_params(index, benchmark, idx)}, commits),
             })
             if verdict.slower:
-                kept_jumps.append([rev_a, rev_b, before, after])
+                # a one-commit jump becomes the range from the build before: asv's page then links the
+                # range (a PyTorch compare, pytorch_links.py) where it linked the new build alone
+                rev_old = revision_of.get(old, rev_a) if old else rev_a
+                kept_jumps.append([rev_old, rev_b, before, after])
                 kept_keys.add((name, commits))
         if kept_jumps:
             kept_entries.append([name, graph_path, graph_params, idx, last, best, kept_jumps])
