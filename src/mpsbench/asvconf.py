@@ -56,6 +56,7 @@ def sync_branches(channels: list[str], timeline: Path, config: Path = factor.CON
     text = config.read_text(encoding="utf-8")
     updated, count = _BRANCHES.subn(lambda m: m.group(1) + json.dumps(channels), text, count=1)
     if count != 1:
-        raise factor.FactorError(f"{config}: no one-line \"branches\": [...] entry to keep in step with the manifest")
+        raise factor.FactorError(f"{config}: \"branches\" must be a list, to follow the manifest's channels"
+                                 f" ({', '.join(channels)}); got {conf.get('branches')!r}")
     config.write_text(updated, encoding="utf-8")
     return True
