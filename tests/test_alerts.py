@@ -49,7 +49,7 @@ def _measured(machine: str, day: int) -> dict[tuple[str, str, str, str, int], li
         return {SLOW: noisy(seed, 0.130 if day >= 2 else 0.100), STEADY: noisy(seed + 1, 0.010)}
     if machine == "m2":  # identical builds, one night on a loaded machine: a tiny op's median at 3.75x
         if day == 3:
-            loaded = [2e-5 * (1 + 0.01 * k) for k in range(4)] + [7.5e-5 * (1 + 0.01 * k) for k in range(6)]
+            loaded = [2e-5 * x for x in (0.9, 1.0, 1.0, 1.1, 3.7, 3.8, 3.9, 4.5, 6.0, 9.0)]
             return {TINY: loaded, STEADY: noisy(seed + 1, 0.0101)}
         return {TINY: noisy(seed, 2e-5, 0.01), STEADY: noisy(seed + 1, 0.010)}
     # m3: identical builds whose newest run landed 1.40x higher, tight within itself (one process per side):

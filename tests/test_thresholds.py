@@ -69,12 +69,19 @@ def test_rates_are_worse_when_they_fall():
 
 
 def test_a_noisy_row_is_marked_and_its_threshold_widens_with_its_spread():
-    wide = thresholds.judge(RULES, STEP, "seconds", noisy(1, 0.1, 0.4), noisy(2, 0.2, 0.4))
+    wide = thresholds.judge(RULES, STEP, "seconds", noisy(1, 0.1, 0.4), noisy(2, 0.15, 0.4))
     assert wide.verdict == "noisy"
     calm, spread = noisy(3, 0.1, 0.01), noisy(4, 0.1, 0.06)
     judged = thresholds.judge(RULES, STEP, "seconds", calm, spread)
-    assert judged.threshold == pytest.approx(thresholds.NOISE_MULTIPLE * thresholds.noise(spread))
+    errors = thresholds.noise(calm) * calm.value + thresholds.noise(spread) * spread.value  # type: ignore[operator]
+    assert judged.threshold == pytest.approx(thresholds.NOISE_MULTIPLE * errors / calm.value)
     assert judged.threshold > RULES.fraction(STEP)
+
+
+def test_a_large_change_on_a_noisy_row_is_still_a_change():
+    # a 5x slowdown whose older build spread +-14%: beyond both builds' spread, so it counts
+    assert thresholds.judge(RULES, STEP, "seconds", sampled([0.0018, 0.0021, 0.0024]),
+                            sampled([0.0101, 0.0101, 0.0101])).slower
 
 
 def test_identical_builds_with_realistic_noise_never_judge_slower():

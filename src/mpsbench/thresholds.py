@@ -14,11 +14,12 @@ from what asv recorded for each (:mod:`mpsbench.recorded`):
 3. **Threshold per row from its measured noise.** The fraction is asv's own:
    the largest ``regressions_thresholds`` entry of asv.conf.json whose regex
    matches ``name(params)@branch`` (what ``asv publish`` uses). A row whose
-   recorded spread is larger gets a wider threshold: three times the relative half
-   interquartile range (asv_runner's ``get_err``) of the noisier build.
-4. **Noisy rows are marked, not alarmed on.** A row whose relative half IQR
-   exceeds :data:`NOISY` on either build cannot show a change of the size
-   asked for; it is reported as noisy.
+   recorded spread is larger gets a wider threshold: the change must exceed
+   the two builds' interquartile ranges laid end to end (twice the sum of
+   asv_runner's ``get_err``, the half IQR), relative to the older value.
+4. **Noisy rows are marked, not alarmed on.** A change within that widened
+   threshold on a row whose relative half IQR exceeds :data:`NOISY` on either
+   build is reported as noisy, not as unchanged.
 5. **Significance.** Where both builds carry asv's statistics, the change must
    also pass asv's own test (``asv._stats.is_different``: Mann-Whitney U on
    the samples when they were recorded, else non-overlapping 99% intervals),
@@ -47,7 +48,9 @@ FLOORS = {
     "seconds": 5e-6,  # tiny ops: a few microseconds is a cpu's timer and dispatch jitter
     "fraction": 0.01,  # data-wait fraction of an epoch: one percentage point
 }
-NOISE_MULTIPLE = 3.0  # threshold >= this many relative half-IQRs (docs/site.md: 0 of 2000 A/A pairs beyond it)
+# the change must exceed the two builds' interquartile ranges laid end to end (2 x the sum of the half-IQRs):
+# docs/site.md, 0 of 2000 simulated A/A pairs beyond it
+NOISE_MULTIPLE = 2.0
 NOISY = 0.10  # relative half-IQR above this: the row cannot show a change of a few percent
 
 VERDICTS = ("slower", "faster", "unchanged", "noisy", "below floor", "not significant")
@@ -126,18 +129,19 @@ def judge(rules: Rules, entry: str, unit: str, old: Measured, new: Measured, bra
     baseline = old.value
     floor = FLOORS.get(unit, 0.0)
     base = rules.fraction(entry, branch)
-    spreads = [s for s in (noise(old), noise(new)) if s is not None]
-    spread = max(spreads, default=0.0)
-    threshold = max(base, NOISE_MULTIPLE * spread)
+    # the row's noise: asv_runner's half interquartile range of each build, side by side
+    errors = [noise(m) * abs(m.value) for m in (old, new) if noise(m) is not None]  # type: ignore[operator]
+    threshold = max(base, NOISE_MULTIPLE * sum(errors) / before) if before > 0 else base
+    spread = max((s for s in (noise(old), noise(new)) if s is not None), default=0.0)
     if abs(worse) < floor or worse == 0:
         return Judgement("below floor" if worse else "unchanged", ratio, threshold,
                          f"changed by {abs(worse):.3g} {unit}, within the floor {floor:g}")
-    if spread > NOISY:
-        return Judgement("noisy", ratio, threshold,
-                         f"recorded spread +-{spread:.0%} of the value (noisy above +-{NOISY:.0%})")
     near_zero = abs(baseline) <= floor
-    beyond = near_zero or ratio > 1 + threshold or ratio < 1 / (1 + threshold)
-    if not beyond:
+    if not (near_zero or ratio > 1 + threshold or ratio < 1 / (1 + threshold)):
+        if spread > NOISY:
+            return Judgement("noisy", ratio, threshold,
+                             f"{ratio:.3f}x within the row's noise: spread +-{spread:.0%} of the value"
+                             f" (noisy above +-{NOISY:.0%})")
         return Judgement("unchanged", ratio, threshold, f"{ratio:.3f}x is within {1 + threshold:.3g}x")
     if _significant(old, new) is False:
         return Judgement("not significant", ratio, threshold, "asv's test finds the two builds' values alike")
