@@ -24,6 +24,7 @@ import time
 from pathlib import Path
 
 import pytest
+from tests.test_report import _git
 
 from mpsbench import factor, pytorch_links, recorded, regressions_page, site_assets, thresholds
 
@@ -34,15 +35,6 @@ RECORDED = {"e8fbb5a5ef7979c46a02c4f4573b4638e100b41e": ("2.13.0", "cf30153c4c13
             "58d72ce060b2bdba9b29c5fe00aa3685dea0db6e": ("2.14.1", "5c4886908584029761b579af026dcfb627c84070")}
 UPSTREAM = [git for _, git in RECORDED.values()]
 ASV = [sys.executable, "-m", "asv"]
-
-
-def _git(repo: Path, *args: str, date: str = "") -> str:
-    env = dict(os.environ, GIT_AUTHOR_NAME="t", GIT_AUTHOR_EMAIL="t@t.invalid",
-               GIT_COMMITTER_NAME="t", GIT_COMMITTER_EMAIL="t@t.invalid")
-    if date:
-        env.update(GIT_AUTHOR_DATE=date, GIT_COMMITTER_DATE=date)
-    return subprocess.run(["git", *args], cwd=repo, env=env, check=True, capture_output=True,
-                          text=True).stdout.strip()
 
 
 @pytest.fixture(scope="module")

@@ -23,7 +23,6 @@ page (``regressions.js``), the summary list and ``regressions.xml`` all led to
 
 from __future__ import annotations
 
-import argparse
 import html
 import json
 import re
@@ -31,7 +30,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from mpsbench import factor, report
+from mpsbench import command, report
 
 PAGE = "pytorch.html"
 SHOW_COMMIT_URL = f"{PAGE}#//github.com/"
@@ -123,19 +122,15 @@ def rewrite(site: Path, timeline: report.Timeline) -> dict[str, str | None]:
     return builds
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m mpsbench.pytorch_links", description=__doc__.split("\n")[0])
-    parser.add_argument("html", type=Path, help="the published html_dir")
-    parser.add_argument("--config", type=Path, default=factor.CONFIG, help="asv.conf.json (its repo: the timeline)")
-    args = parser.parse_args(argv)
-    try:
-        builds = rewrite(args.html, report.timeline_from_config(args.config))
-    except (ValueError, KeyError) as exc:
-        print(f"mpsbench: error: {exc}", file=sys.stderr)
-        return 2
+def _step(html: Path, config: Path) -> str:
+    builds = rewrite(html, report.timeline_from_config(config))
     known = sum(1 for git in builds.values() if git)
-    print(f"mpsbench: commit links lead to PyTorch: {known} of {len(builds)} builds have an upstream commit")
-    return 0
+    return f"commit links lead to PyTorch: {known} of {len(builds)} builds have an upstream commit"
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    return command.site_step("mpsbench.pytorch_links", __doc__, "asv.conf.json (its repo: the timeline)", argv,
+                             _step, (ValueError, KeyError))
 
 
 if __name__ == "__main__":

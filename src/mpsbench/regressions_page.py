@@ -19,7 +19,6 @@ graph's path.
 
 from __future__ import annotations
 
-import argparse
 import json
 import re
 import sys
@@ -29,7 +28,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from mpsbench import factor, recorded, thresholds
+from mpsbench import command, factor, recorded, thresholds
 
 JUDGED = "regressions-judged.json"
 ATOM = "http://www.w3.org/2005/Atom"
@@ -136,22 +135,17 @@ def _filter_feed(feed: Path, kept: set[tuple[str, str]]) -> None:
     tree.write(feed, encoding="utf-8", xml_declaration=True)
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m mpsbench.regressions_page", description=__doc__.split("\n")[0])
-    parser.add_argument("html", type=Path, help="the published html_dir")
-    parser.add_argument("--config", type=Path, default=factor.CONFIG, help="asv.conf.json (results_dir, thresholds)")
-    args = parser.parse_args(argv)
-    try:
-        rules = thresholds.Rules.from_config(args.config)
-        results_dir = Path(str(factor.read_config(args.config).get("results_dir", "results")))
-        judged = judge_site(args.html, results_dir, rules)
-    except (PageError, recorded.RecordedError, factor.FactorError) as exc:
-        print(f"mpsbench: error: {exc}", file=sys.stderr)
-        return 2
+def _step(html: Path, config: Path) -> str:
+    rules = thresholds.Rules.from_config(config)
+    judged = judge_site(html, Path(str(factor.read_config(config).get("results_dir", "results"))), rules)
     kept = sum(1 for j in judged if j["verdict"] == "slower")
-    print(f"mpsbench: Regressions page: {kept} of {len(judged)} jumps asv found are regressions;"
-          f" the rest are set aside with their reason in {args.html / JUDGED}")
-    return 0
+    return (f"Regressions page: {kept} of {len(judged)} jumps asv found are regressions;"
+            f" the rest are set aside with their reason in {html / JUDGED}")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    return command.site_step("mpsbench.regressions_page", __doc__, "asv.conf.json (results_dir, thresholds)", argv,
+                             _step, (PageError, recorded.RecordedError, factor.FactorError))
 
 
 if __name__ == "__main__":
