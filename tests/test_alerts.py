@@ -177,3 +177,6 @@ def test_a_missing_empty_or_corrupt_results_directory_is_one_line_and_exit_2(fle
     assert cli.main(["alert", *paths]) == 2
     err = capsys.readouterr().err
     assert err.startswith(f"mpsbench: error: results file {corrupt} cannot be read") and err.count("\n") == 1
+    # the site, like asv publish, goes on without it and says so
+    assert recorded.load(tmp / "results", strict=False).files == 3 * len(DATES) - 1
+    assert capsys.readouterr().err.startswith(f"mpsbench: warning: results file {corrupt} cannot be read")

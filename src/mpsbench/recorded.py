@@ -16,6 +16,7 @@ import itertools
 import json
 import math
 import os
+import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -98,8 +99,11 @@ def _rows(result: Any, name: str) -> Iterator[tuple[Row, Measured]]:
         yield Row(name, tuple(combination)), Measured(number, stat or None, kept)
 
 
-def load(results_dir: Path) -> Recorded:
-    """Every results file under ``results_dir``; RecordedError if there is none or one is unreadable."""
+def load(results_dir: Path, strict: bool = True) -> Recorded:
+    """Every results file under ``results_dir``; RecordedError if there is none or one is unreadable.
+
+    ``strict=False`` (for the site, as ``asv publish`` does) skips an unreadable file with a warning on stderr.
+    """
     from asv import results as asv_results  # what wrote them reads them best
     from asv import util
 
@@ -111,7 +115,11 @@ def load(results_dir: Path) -> Recorded:
         try:
             result = asv_results.Results.load(path, machine_name=machine)
         except (util.UserError, ValueError, KeyError, TypeError) as exc:
-            raise RecordedError(f"results file {path} cannot be read ({str(exc).splitlines()[0]})") from None
+            message = f"results file {path} cannot be read ({str(exc).splitlines()[0]})"
+            if strict:
+                raise RecordedError(message) from None
+            print(f"mpsbench: warning: {message}: skipped", file=sys.stderr)
+            continue
         found.files += 1
         found.dates[result.commit_hash] = int(result.date or 0)
         table = found.values.setdefault((result.params["machine"], result.commit_hash), {})

@@ -60,7 +60,7 @@ def judge_site(html: Path, results_dir: Path, rules: thresholds.Rules) -> list[d
         index = json.loads((html / "index.json").read_text())
     except (OSError, ValueError, KeyError) as exc:
         raise PageError(f"{html} holds no readable regressions.json and index.json: publish first ({exc})") from None
-    found = recorded.load(results_dir)
+    found = recorded.load(results_dir, strict=False)
     rows = {row.entry: row for table in found.values.values() for row in table}
     revision_to_hash = index["revision_to_hash"]
     revision_of = {commit: int(revision) for revision, commit in revision_to_hash.items()}

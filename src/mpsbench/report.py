@@ -688,20 +688,36 @@ def _batches_section(results: Results, save: Save) -> Section:
     return Section("Throughput across batch sizes", blocks)
 
 
-def _changes_section(results: Results, limit: float) -> Section:
+def _judged(changes: list[Change], results_dir: Path, rules: Any) -> list[str]:
+    """Each change's verdict by the one rule (mpsbench.thresholds), from the statistics asv recorded."""
+    from mpsbench import recorded, thresholds
+
+    found = recorded.load(results_dir, strict=False)
+    verdicts = []
+    for c in changes:
+        w = c.workload
+        row = recorded.Row(f"{CLASSES[w.kind]}.{TIME}", (repr(w.device), repr(w.model), str(w.batch)))
+        old, new = found.get(c.machine, c.old, row), found.get(c.machine, c.new, row)
+        judged = thresholds.judge(rules, row.entry, "seconds", old, new) if old and new else None
+        verdicts.append(judged.verdict if judged and judged.verdict != "unchanged" else "")
+    return verdicts
+
+
+def _changes_section(results: Results, results_dir: Path, rules: Any) -> Section:
     changes = build_changes(results)
     say(f"comparing each machine's newest two builds: {len(changes)} workloads")
     if not changes:
         return Section("Build over build", ["No machine has results for two builds yet."])
-    verdicts = [verdict(c.ratio, limit) for c in changes]
+    verdicts = _judged(changes, results_dir, rules)
     return Section("Build over build", [
-        f"Step time of each machine's newest build over its previous one; beyond {limit:g}x either way is "
-        "highlighted (slower: a regression; faster: an improvement).",
+        "Step time of each machine's newest build over its previous one, each row judged with the statistics asv "
+        "recorded and its own threshold (docs/site.md); slower and faster are highlighted, noisy and not "
+        "significant are said.",
         Table(["machine", "kind", "model", "device", "batch", "old ms", "new ms", "new/old", "change"],
               [[c.machine, c.workload.kind, c.workload.model, c.workload.device, str(c.workload.batch),
                 _ms(c.old_seconds), _ms(c.new_seconds), f"{c.ratio:.3f}", mark]
                for c, mark in zip(changes, verdicts)],
-              verdicts),
+              [mark if mark in ("slower", "faster") else "" for mark in verdicts]),
     ])
 
 
@@ -712,6 +728,8 @@ def build(results_dir: Path, out_dir: Path, config: Path | None = None, site: Pa
     factor and the timeline repository; ``site`` (the published html_dir) the
     regressions asv detected.
     """
+    from mpsbench import thresholds
+
     say(f"reading results from {results_dir}")
     results = load(results_dir)
     config = config if config is not None else (factor.CONFIG if factor.CONFIG.is_file() else None)
@@ -733,7 +751,7 @@ def build(results_dir: Path, out_dir: Path, config: Path | None = None, site: Pa
         _speedup_section(results, save),
         _machines_section(results, save),
         _batches_section(results, save),
-        _changes_section(results, limit),
+        _changes_section(results, results_dir, thresholds.Rules.from_config(config)),
         _regressions_section(site, timeline),
     ]
     title = "mpsbench: the seeds' figures"
