@@ -61,11 +61,12 @@ def test_near_zero_values_are_judged_by_their_absolute_change():
     assert thresholds.judge(RULES, tiny, "seconds", Measured(2.0e-6), Measured(4.0e-6)).verdict == "below floor"
 
 
-def test_rates_are_worse_when_they_fall():
+def test_rates_are_worse_when_they_fall_and_never_judged_from_bare_medians():
     rate = "benchmark_models.TrainingCapacity.track_throughput('cpu', 'mlp', 8)"
-    assert thresholds.judge(RULES, rate, "samples/s", Measured(1000.0), Measured(1300.0)).verdict == "faster"
-    fell = thresholds.judge(RULES, rate, "samples/s", Measured(1000.0), Measured(800.0))
-    assert fell.slower and fell.ratio == pytest.approx(1.25)
+    assert thresholds.judge(RULES, rate, "samples/s", noisy(1, 1000.0, 0.01), noisy(2, 1300.0, 0.01)).verdict == "faster"
+    fell = thresholds.judge(RULES, rate, "samples/s", noisy(3, 1000.0, 0.01), noisy(4, 800.0, 0.01))
+    assert fell.slower and fell.ratio == pytest.approx(1.25, rel=0.03)
+    assert thresholds.judge(RULES, rate, "samples/s", Measured(1000.0), Measured(800.0)).verdict == "no statistics"
 
 
 def test_a_noisy_row_is_marked_and_its_threshold_widens_with_its_spread():

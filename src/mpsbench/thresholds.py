@@ -20,7 +20,10 @@ from what asv recorded for each (:mod:`mpsbench.recorded`):
 4. **Noisy rows are marked, not alarmed on.** A change within that widened
    threshold on a row whose relative half IQR exceeds :data:`NOISY` on either
    build is reported as noisy, not as unchanged.
-5. **Significance.** Where both builds carry asv's statistics, the change must
+5. **No bare medians for rates.** A rate with no statistics on either build
+   (asv keeps none for ``track_`` rows) is not judged: it is a batch or a
+   byte count over a step time whose ``time_`` row is.
+6. **Significance.** Where both builds carry asv's statistics, the change must
    also pass asv's own test (``asv._stats.is_different``: Mann-Whitney U on
    the samples when they were recorded, else non-overlapping 99% intervals),
    as ``asv continuous`` requires.
@@ -53,7 +56,7 @@ FLOORS = {
 NOISE_MULTIPLE = 2.0
 NOISY = 0.10  # relative half-IQR above this: the row cannot show a change of a few percent
 
-VERDICTS = ("slower", "faster", "unchanged", "noisy", "below floor", "not significant")
+VERDICTS = ("slower", "faster", "unchanged", "noisy", "below floor", "not significant", "no statistics")
 
 
 @dataclass(frozen=True)
@@ -136,6 +139,11 @@ def judge(rules: Rules, entry: str, unit: str, old: Measured, new: Measured, bra
     if abs(worse) < floor or worse == 0:
         return Judgement("below floor" if worse else "unchanged", ratio, threshold,
                          f"changed by {abs(worse):.3g} {unit}, within the floor {floor:g}")
+    if unit in HIGHER_IS_BETTER and not errors:
+        # asv keeps no statistics for track_ rates: a bare median is what made the false alarms,
+        # and each rate is the batch or bytes over a step time whose timed row is judged
+        return Judgement("no statistics", ratio, threshold,
+                         "a rate with no recorded statistics: its timed row (time_*) is judged instead")
     near_zero = abs(baseline) <= floor
     if not (near_zero or ratio > 1 + threshold or ratio < 1 / (1 + threshold)):
         if spread > NOISY:
