@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import json
 import random
+import subprocess
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -158,8 +159,15 @@ def _checksums(folder: Path) -> dict[str, str]:
 def test_alert_confirm_leaves_the_recorded_results_untouched(fleet, monkeypatch):
     tmp, _, _, _, paths = fleet
     before = _checksums(tmp / "results")
-    monkeypatch.setattr(alerts, "run_compare", lambda old, new, bench: alerts.COMPARE_SLOWER)
-    assert cli.main(["alert", *paths, "--confirm"]) == 1
+    asked = []
+
+    def compare_command(manifest, timeline_repo, machine):
+        asked.append((manifest, timeline_repo, machine))
+        return lambda old, new, bench: alerts.COMPARE_SLOWER
+
+    monkeypatch.setattr(alerts, "compare_command", compare_command)
+    assert cli.main(["alert", *paths, "--confirm", "--machine", "m1"]) == 1
+    assert asked == [(tmp / "manifest.json", tmp / "timeline", "m1")]  # the same builds, measured on this machine
     assert _checksums(tmp / "results") == before
 
 
@@ -167,6 +175,9 @@ def test_a_missing_empty_or_corrupt_results_directory_is_one_line_and_exit_2(fle
     tmp, _, commits, _, paths = fleet
     assert cli.main(["alert", *paths, "--build", "nightly@2026-12-01"]) == 2
     assert capsys.readouterr().err.startswith("mpsbench: error: no build '2026-12-01' on channel nightly")
+    assert cli.main(["alert", *paths, "--confirm", "--machine", "m1", "--machine", "m2"]) == 2
+    assert capsys.readouterr().err == ("mpsbench: error: --confirm measures on this machine: give at most one"
+                                       " --machine, this machine's name\n")
     assert cli.main(["alert", *paths, "--results", str(tmp / "nope")]) == 2
     assert capsys.readouterr().err == f"mpsbench: error: results directory {tmp / 'nope'} does not exist\n"
     (tmp / "empty").mkdir()
@@ -180,3 +191,18 @@ def test_a_missing_empty_or_corrupt_results_directory_is_one_line_and_exit_2(fle
     # the site, like asv publish, goes on without it and says so
     assert recorded.load(tmp / "results", strict=False).files == 3 * len(DATES) - 1
     assert capsys.readouterr().err.startswith(f"mpsbench: warning: results file {corrupt} cannot be read")
+
+
+def test_the_confirming_compare_is_the_mpsbench_command_on_the_same_builds_and_machine(tmp_path, monkeypatch):
+    ran = []
+
+    def run(command, check):
+        ran.append(command)
+        return subprocess.CompletedProcess(command, alerts.COMPARE_UNDECIDED)
+
+    monkeypatch.setattr(alerts.subprocess, "run", run)
+    compare = alerts.compare_command(tmp_path / "manifest.json", tmp_path / "timeline", "m1")
+    assert compare("a" * 40, "b" * 40, "^x$") == alerts.COMPARE_UNDECIDED
+    assert Path(ran[0][0]).name == "mpsbench" and Path(ran[0][0]).is_file()
+    assert ran[0][1:] == ["compare", "a" * 40, "b" * 40, "-b", "^x$", "--manifest", str(tmp_path / "manifest.json"),
+                          "--timeline", str(tmp_path / "timeline"), "--machine", "m1"]

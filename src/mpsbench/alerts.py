@@ -155,14 +155,24 @@ def find(
 Compare = Callable[[str, str, str], int]  # (old commit, new commit, -b regex) -> compare's exit status
 
 
-def run_compare(old: str, new: str, benchmark: str) -> int:
-    """``mpsbench compare OLD NEW -b BENCH``, as a command: fresh, interleaved, writes no recorded result."""
-    command = [str(Path(sys.executable).with_name("mpsbench")), "compare", old, new, "-b", benchmark]
-    print(f"mpsbench alert: confirming: {' '.join(command[1:])}", flush=True)
-    return subprocess.run(command, check=False).returncode
+def compare_command(manifest: Path, timeline_repo: Path, machine: str | None = None) -> Compare:
+    """``mpsbench compare OLD NEW -b BENCH`` run as a command, on the same manifest, timeline and machine.
+
+    A fresh, interleaved measurement of both builds that writes no recorded result (issue 23, part A);
+    run as a command so that the alert needs none of its code, and so a test can put a stand-in here.
+    """
+    def run_compare(old: str, new: str, benchmark: str) -> int:
+        command = [str(Path(sys.executable).with_name("mpsbench")), "compare", old, new, "-b", benchmark,
+                   "--manifest", str(manifest), "--timeline", str(timeline_repo)]
+        if machine:
+            command += ["--machine", machine]
+        print(f"mpsbench alert: confirming: mpsbench {' '.join(command[1:])}", flush=True)
+        return subprocess.run(command, check=False).returncode
+
+    return run_compare
 
 
-def confirm(found: list[Alert], compare: Compare = run_compare) -> list[Alert]:
+def confirm(found: list[Alert], compare: Compare) -> list[Alert]:
     """Each alert with the verdict of a fresh ``compare`` of its two builds on its one row."""
     verdicts = {COMPARE_SLOWER: "confirmed", COMPARE_UNCHANGED: "not confirmed", COMPARE_UNDECIDED: "undecided"}
     confirmed = []
@@ -242,8 +252,13 @@ def cmd_alert(args: argparse.Namespace) -> int:
         raise AlertError(str(exc)) from None
     results_dir = args.results or Path(str(config.get("results_dir", "results")))
     manifest = mf.load(args.manifest)
+    compare = None
+    if args.confirm:
+        if len(args.machine) > 1:
+            raise AlertError("--confirm measures on this machine: give at most one --machine, this machine's name")
+        compare = compare_command(args.manifest, args.timeline, args.machine[0] if args.machine else None)
     return check(results_dir, rules, manifest, args.timeline, args.machine or None, args.build, args.summary,
-                 run_compare if args.confirm else None)[0]
+                 compare)[0]
 
 
 def add_subcommand(commands: Any) -> None:

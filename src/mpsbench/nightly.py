@@ -324,8 +324,9 @@ def _alert(paths: Paths, prepared: Prepared, channel: str, machines: list[str] |
     ``confirm`` (only where the machine is this one) re-measures each alert with ``mpsbench compare``.
     """
     rules = thresholds.Rules.from_config(prepared.config)
+    compare = alerts.compare_command(paths.fleet_manifest, paths.timeline, machines[0]) if confirm and machines else None
     status, text = alerts.check(paths.results, rules, prepared.manifest, paths.timeline, machines,
-                                prepared.tip(channel), summary, alerts.run_compare if confirm else None)
+                                prepared.tip(channel), summary, compare)
     _step_summary(text)
     return status
 
