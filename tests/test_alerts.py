@@ -206,3 +206,22 @@ def test_the_confirming_compare_is_the_mpsbench_command_on_the_same_builds_and_m
     assert Path(ran[0][0]).name == "mpsbench" and Path(ran[0][0]).is_file()
     assert ran[0][1:] == ["compare", "a" * 40, "b" * 40, "-b", "^x$", "--manifest", str(tmp_path / "manifest.json"),
                           "--timeline", str(tmp_path / "timeline"), "--machine", "m1"]
+
+
+def test_the_newest_build_is_judged_within_its_own_channel_not_by_date(tmp_path):
+    # a release dated between two nightlies runs 0.7x their step time: another line, not a slowdown of the nightly
+    manifest = mf.append(mf.append(mf.Manifest(), "nightly", nightly_build(0)), "nightly", nightly_build(3))
+    release = mf.Build(id="2.14.1", torch_version="2.14.1", date="2026-11-22T03:00:00Z", git_version="e" * 40,
+                       kind="release", pins=nightly_build(2).pins)
+    manifest = mf.append(manifest, "release", release)
+    generated = timeline.generate(manifest, tmp_path / "timeline")
+    runs = [("nightly@2026-11-20", DATES[0], 0.100), ("release@2.14.1", DATES[2], 0.070), ("nightly@2026-11-23", DATES[3], 0.100)]
+    for index, (name, date, centre) in enumerate(runs):
+        when = int(datetime.fromisoformat(f"{date}T03:00:00").replace(tzinfo=timezone.utc).timestamp() * 1000)
+        benchmarks = asvresults.write_results(tmp_path / "results", "m4", generated.commits[name], when, {}, DEVICES,
+                                              MODELS, BATCHES, samples={STEADY: noisy(index, centre)})
+    asvresults.write_benchmarks(tmp_path / "results", benchmarks)
+    found = recorded.load(tmp_path / "results")
+    assert found.builds("m4")[1] == generated.commits["release@2.14.1"]  # by date, the release is the build before
+    rules = thresholds.Rules({".*": 0.05})
+    assert alerts.find(tmp_path / "results", rules, manifest, tmp_path / "timeline") == []

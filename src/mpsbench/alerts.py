@@ -4,7 +4,8 @@
 and, for every row (benchmark combination) of each machine's newest build,
 judges it with the one rule of :mod:`mpsbench.thresholds` (the recorded
 statistics, the row's noise, absolute floors, asv's significance test; never
-bare medians) against
+bare medians), within the build's own channel (the timeline's first
+parents), against
 
 - the build before it, and
 - the last build that was not flagged: walking the row's history oldest
@@ -93,11 +94,24 @@ def _upstream(manifest: mf.Manifest, generated: timeline.Generated, old: str, ne
         return f"timeline commits {old[:12]}..{new[:12]} (not both in the manifest)"
 
 
+def _lineage(repo: Path, newest: str) -> list[str]:
+    """The builds the newest one descends from on its channel (first parents), oldest first, itself last.
+
+    The newest build is compared only with its own channel's history: by date alone, a release could
+    follow a nightly and the two lines be judged against each other.
+    """
+    done = subprocess.run(["git", "-C", str(repo), "rev-list", "--first-parent", newest],
+                          capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        raise AlertError(f"the timeline {repo} has no commit {newest[:12]}: run mpsbench timeline generate")
+    return done.stdout.split()[::-1]
+
+
 def _row_alerts(found: recorded.Recorded, rules: thresholds.Rules, machine: str, row: recorded.Row,
-                ) -> list[tuple[str, str, thresholds.Judgement]]:
+                lineage: list[str]) -> list[tuple[str, str, thresholds.Judgement]]:
     """(old build, against, judgement) where the newest build of the row is slower."""
     unit = found.units.get(row.benchmark, "")
-    builds = [b for b in found.builds(machine) if found.get(machine, b, row) is not None]
+    builds = [b for b in lineage if found.get(machine, b, row) is not None]
     if len(builds) < 2:
         return []
 
@@ -142,8 +156,9 @@ def find(
         builds = found.builds(machine)
         if (machines is not None and machine not in machines) or (newest is not None and builds[-1] != newest):
             continue
+        lineage = _lineage(timeline_repo, builds[-1])
         for row in sorted(found.values[(machine, builds[-1])], key=lambda r: r.entry):
-            for old, against, judgement in _row_alerts(found, rules, machine, row):
+            for old, against, judgement in _row_alerts(found, rules, machine, row, lineage):
                 alerts.append(Alert(
                     machine, row, found.units.get(row.benchmark, ""), old, builds[-1], against,
                     found.get(machine, old, row).value, found.get(machine, builds[-1], row).value,  # type: ignore[union-attr]
