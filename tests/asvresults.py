@@ -31,8 +31,14 @@ def benchmark(kind: str, metric: str, devices: list[str], models: list[str], bat
 def write_results(
     results_dir: Path, machine: str, commit: str, date_ms: int, values: dict[tuple[str, str, str, str, int], float],
     devices: list[str], models: list[str], batches: list[int], version: str = "1",
+    samples: dict[tuple[str, str, str, str, int], list[float]] | None = None,
 ) -> dict[str, dict[str, object]]:
-    """One machine's results file for one build (and its machine.json); the benchmarks it holds, by name."""
+    """One machine's results file for one build (and its machine.json); the benchmarks it holds, by name.
+
+    ``samples`` give a value its samples instead (one timed call each): asv computes the median and the
+    statistics it records (ci_99_a/b, q_25/q_75, repeat) as ``asv run`` does, and keeps the samples too.
+    """
+    samples = samples or {}
     (results_dir / machine).mkdir(parents=True, exist_ok=True)
     (results_dir / machine / "machine.json").write_text(json.dumps({"machine": machine, "version": 1}))
     result = Results({"machine": machine, "python": "3.11"}, {}, commit, date_ms, "3.11", "existing-py", {})
@@ -41,11 +47,13 @@ def write_results(
         for metric in METRICS:
             entry = benchmark(kind, metric, devices, models, batches, version)
             benchmarks[str(entry["name"])] = entry
-            grid = [values.get((kind, metric, d, m, b)) for d in devices for m in models for b in batches]
+            keys = [(kind, metric, d, m, b) for d in devices for m in models for b in batches]
+            grid = [values.get(key, min(samples[key]) if key in samples else None) for key in keys]
             if any(value is not None for value in grid):
                 result.add_result(entry, BenchmarkResult(
-                    result=grid, samples=[None] * len(grid), number=[None] * len(grid),
-                    errcode=0, stderr="", profile=None))
+                    result=grid, samples=[samples.get(key) for key in keys],
+                    number=[1 if key in samples else None for key in keys], errcode=0, stderr="", profile=None),
+                    record_samples=bool(samples))
     result.save(str(results_dir))
     return benchmarks
 

@@ -147,7 +147,7 @@ def test_each_night_appends_the_newest_nightly_to_the_fleets_manifest(nights, ni
 def test_the_first_night_benchmarks_cpu_only_and_finds_nothing_to_compare(nights):
     bench = nights["bench-1"]
     assert bench.returncode == 0, bench.stdout + bench.stderr
-    assert "mpsbench alert: nothing slower than 1.05x" in bench.stdout
+    assert "mpsbench alert: nothing slower (" in bench.stdout
     files = nights["first-results"]
     assert len(files) == 1
     data = json.loads(next(iter(files.values())))  # type: ignore[attr-defined]

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from pathlib import Path
 
 
 def run(parser: argparse.ArgumentParser, argv: Sequence[str] | None, errors: tuple[type[Exception], ...],
@@ -26,3 +27,20 @@ def first_line(exc: BaseException) -> str:
     """
     text = str(exc).strip()
     return text.splitlines()[0] if text else type(exc).__name__
+
+
+def site_step(module: str, doc: str, config_help: str, argv: Sequence[str] | None,
+              step: Callable[[Path, Path], str], errors: tuple[type[Exception], ...]) -> int:
+    """``python -m MODULE HTML_DIR [--config asv.conf.json]``: one step after ``asv publish``, its line printed."""
+    from mpsbench import factor
+
+    parser = argparse.ArgumentParser(prog=f"python -m {module}", description=doc.split("\n")[0])
+    parser.add_argument("html", type=Path, help="the published html_dir")
+    parser.add_argument("--config", type=Path, default=factor.CONFIG, help=config_help)
+
+    def func(args: argparse.Namespace) -> int:
+        print(f"mpsbench: {step(args.html, args.config)}")
+        return 0
+
+    parser.set_defaults(func=func)
+    return run(parser, argv, errors)

@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from mpsbench import machine, resolve, timeline
+from mpsbench import asvconf, factor, machine, resolve, timeline
 from mpsbench import manifest as mf
 
 MANIFEST = Path("builds/manifest.json")
@@ -31,6 +31,7 @@ def _add(args: argparse.Namespace, build: mf.Build) -> int:
     timeline.compute(updated, args.timeline)  # proves the timeline can be written before saving
     mf.save(updated, args.manifest)
     generated = timeline.generate(updated, args.timeline)
+    _sync_branches(generated, args.timeline)
     commit = generated.commits[f"{args.channel}@{build.id}"]
     print(
         f"added {args.channel}@{build.id}: torch {build.torch_version}, git {build.git_version[:12]},"
@@ -120,7 +121,18 @@ def cmd_generate(args: argparse.Namespace) -> int:
         count = len(manifest.channel(channel).builds)  # type: ignore[union-attr]
         print(f"{channel}: {count} builds, tip {tip[:12]}")
     print(f"timeline written to {args.timeline}")
+    _sync_branches(generated, args.timeline)
     return 0
+
+
+def _sync_branches(generated: timeline.Generated, repo: Path) -> None:
+    """asv.conf.json's branches follow the manifest's channels (asvconf.sync_branches)."""
+    try:
+        changed = asvconf.sync_branches(list(generated.branches), repo)
+    except factor.FactorError as exc:
+        raise HistoryError(str(exc)) from None
+    if changed:
+        print(f"{factor.CONFIG}: branches set to the channels {', '.join(generated.branches)}")
 
 
 def _resolve_ref(manifest: mf.Manifest, generated: timeline.Generated, ref: str) -> tuple[str, mf.Build]:

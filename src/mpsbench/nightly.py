@@ -49,6 +49,7 @@ from mpsbench import (
     report,
     resolve,
     selection,
+    thresholds,
     timeline,
     wheels,
 )
@@ -311,11 +312,16 @@ def _github_output(**values: str) -> None:
             out.writelines(f"{key}={value}\n" for key, value in values.items())
 
 
-def _alert(paths: Paths, prepared: Prepared, channel: str, machines: list[str] | None, summary: Path | None) -> int:
-    """``mpsbench alert`` on the work folder's results, for the channel's newest build; 1 if anything is slower."""
-    limit = factor.regression_factor(prepared.config)
-    status, text = alerts.check(paths.results, limit, prepared.manifest, paths.timeline, machines,
-                                prepared.tip(channel), summary)
+def _alert(paths: Paths, prepared: Prepared, channel: str, machines: list[str] | None, summary: Path | None,
+           confirm: bool = False) -> int:
+    """``mpsbench alert`` on the work folder's results, for the channel's newest build; 1 if anything is slower.
+
+    ``confirm`` (only where the machine is this one) re-measures each alert with ``mpsbench compare``.
+    """
+    rules = thresholds.Rules.from_config(prepared.config)
+    compare = alerts.compare_command(paths.fleet_manifest, paths.timeline, machines[0]) if confirm and machines else None
+    status, text = alerts.check(paths.results, rules, prepared.manifest, paths.timeline, machines,
+                                prepared.tip(channel), summary, compare)
     _step_summary(text)
     return status
 
@@ -348,7 +354,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
     if args.dry_run:
         say("dry run: nothing was recorded")
         return BENCHMARKS_FAILED if status else 0
-    regressed = _alert(paths, prepared, args.channel, [name], paths.work / f"alert-{name}.md")
+    regressed = _alert(paths, prepared, args.channel, [name], paths.work / f"alert-{name}.md", args.confirm)
     if status:
         say(f"asv run exited with status {status}: some benchmarks failed (see above); their results say which")
     return 1 if regressed else (BENCHMARKS_FAILED if status else 0)
@@ -454,6 +460,8 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--limit", type=int, default=0, help="at most the newest N missing builds (default: all)")
     bench.add_argument("--dry-run", action="store_true",
                        help="run each selected benchmark once (asv --quick --dry-run); record nothing")
+    bench.add_argument("--confirm", action="store_true",
+                       help="raise an alert only if a fresh `mpsbench compare` on this machine agrees")
 
     collecting = step("collect", "merge results directories (the machines' artifacts) into the fleet's", cmd_collect)
     collecting.add_argument("sources", type=Path, nargs="+", help="asv results directories")

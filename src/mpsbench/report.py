@@ -364,6 +364,9 @@ class Regression:
     before: float
     after: float
     revision: int
+    graph: str = ""  # the row's graph, relative to the site's root
+    verdict: str = "slower"  # thresholds.judge's, where regressions_page judged it
+    reason: str = ""
 
     @property
     def ratio(self) -> float:
@@ -374,17 +377,25 @@ def regressions(site: Path, timeline: Timeline) -> list[Regression]:
     """The jumps in asv's published regressions.json, newest first."""
     try:
         detected = json.loads((site / "regressions.json").read_text())["regressions"]
-        revision_to_hash = json.loads((site / "index.json").read_text())["revision_to_hash"]
+        index = json.loads((site / "index.json").read_text())
+        revision_to_hash = index["revision_to_hash"]
     except (OSError, ValueError, KeyError) as exc:
         raise ReportError(f"{site} holds no readable regressions.json and index.json: publish first ({exc})") from None
+    from mpsbench import regressions_page
+
     found = []
-    for name, _path, graph_params, _index, _last, _best, jumps in detected:
-        params = ", ".join(f"{key}={value}" for key, value in sorted(graph_params.items()))
+    for name, graph_path, _graph_params, index_of_params, _last, _best, jumps in detected:
+        benchmark = name.split("(", 1)[0]
+        machine = {"machine": regressions_page.graph_param(graph_path, "machine") or ""}
+        params = regressions_page.url_params(index, benchmark, index_of_params)
         for old_revision, new_revision, before, after in jumps:
             new = revision_to_hash[str(new_revision)]
             # None: the jump is one commit, whose parent is the build before it
             old = revision_to_hash[str(old_revision)] if old_revision is not None else timeline.parent(new)
-            found.append(Regression(name, params, old, new, float(before), float(after), int(new_revision)))
+            commits = f"{old}-{new}" if old_revision is not None else new
+            found.append(Regression(name, machine["machine"], old, new, float(before), float(after),
+                                    int(new_revision), regressions_page.graph_url(benchmark, {**machine, **params},
+                                                                                  commits)))
     found.sort(key=lambda r: (-r.revision, -r.ratio, r.benchmark))
     return found[:LATEST_REGRESSIONS]
 
@@ -677,20 +688,36 @@ def _batches_section(results: Results, save: Save) -> Section:
     return Section("Throughput across batch sizes", blocks)
 
 
-def _changes_section(results: Results, limit: float) -> Section:
+def _judged(changes: list[Change], results_dir: Path, rules: Any) -> list[str]:
+    """Each change's verdict by the one rule (mpsbench.thresholds), from the statistics asv recorded."""
+    from mpsbench import recorded, thresholds
+
+    found = recorded.load(results_dir, strict=False)
+    verdicts = []
+    for c in changes:
+        w = c.workload
+        row = recorded.Row(f"{CLASSES[w.kind]}.{TIME}", (repr(w.device), repr(w.model), str(w.batch)))
+        old, new = found.get(c.machine, c.old, row), found.get(c.machine, c.new, row)
+        judged = thresholds.judge(rules, row.entry, "seconds", old, new) if old and new else None
+        verdicts.append(judged.verdict if judged and judged.verdict != "unchanged" else "")
+    return verdicts
+
+
+def _changes_section(results: Results, results_dir: Path, rules: Any) -> Section:
     changes = build_changes(results)
     say(f"comparing each machine's newest two builds: {len(changes)} workloads")
     if not changes:
         return Section("Build over build", ["No machine has results for two builds yet."])
-    verdicts = [verdict(c.ratio, limit) for c in changes]
+    verdicts = _judged(changes, results_dir, rules)
     return Section("Build over build", [
-        f"Step time of each machine's newest build over its previous one; beyond {limit:g}x either way is "
-        "highlighted (slower: a regression; faster: an improvement).",
+        "Step time of each machine's newest build over its previous one, each row judged with the statistics asv "
+        "recorded and its own threshold (docs/site.md); slower and faster are highlighted, noisy and not "
+        "significant are said.",
         Table(["machine", "kind", "model", "device", "batch", "old ms", "new ms", "new/old", "change"],
               [[c.machine, c.workload.kind, c.workload.model, c.workload.device, str(c.workload.batch),
                 _ms(c.old_seconds), _ms(c.new_seconds), f"{c.ratio:.3f}", mark]
                for c, mark in zip(changes, verdicts)],
-              verdicts),
+              [mark if mark in ("slower", "faster") else "" for mark in verdicts]),
     ])
 
 
@@ -701,6 +728,8 @@ def build(results_dir: Path, out_dir: Path, config: Path | None = None, site: Pa
     factor and the timeline repository; ``site`` (the published html_dir) the
     regressions asv detected.
     """
+    from mpsbench import thresholds
+
     say(f"reading results from {results_dir}")
     results = load(results_dir)
     config = config if config is not None else (factor.CONFIG if factor.CONFIG.is_file() else None)
@@ -722,7 +751,7 @@ def build(results_dir: Path, out_dir: Path, config: Path | None = None, site: Pa
         _speedup_section(results, save),
         _machines_section(results, save),
         _batches_section(results, save),
-        _changes_section(results, limit),
+        _changes_section(results, results_dir, thresholds.Rules.from_config(config)),
         _regressions_section(site, timeline),
     ]
     title = "mpsbench: the seeds' figures"
@@ -732,26 +761,55 @@ def build(results_dir: Path, out_dir: Path, config: Path | None = None, site: Pa
     return written
 
 
+def _pytorch_cell(timeline: Timeline, old: str | None, new: str) -> Cell:
+    old_version = timeline.git_version(old) if old else None
+    new_version = timeline.git_version(new)
+    if not (old_version and new_version):
+        return "git_version unknown"
+    if old_version == new_version:  # two builds of one upstream commit: nothing to compare
+        return Link(f"{new_version[:12]} (both builds)", f"https://github.com/pytorch/pytorch/commit/{new_version}")
+    return Link(f"{old_version[:12]}...{new_version[:12]}", COMPARE_URL.format(old=old_version, new=new_version))
+
+
+def set_aside(site: Path) -> list[dict[str, Any]]:
+    """The jumps asv found that regressions_page judged not to be regressions, with the reason for each."""
+    from mpsbench import regressions_page
+
+    try:
+        judged = json.loads((site / regressions_page.JUDGED).read_text())
+    except (OSError, ValueError):
+        return []
+    return [j for j in judged if j.get("verdict") != "slower"]
+
+
 def _regressions_section(site: Path | None, timeline: Timeline) -> Section:
     title = "Latest regressions asv detected"
     if site is None:
         return Section(title, ["Not read: pass --site with the published html_dir."])
     found = regressions(site, timeline)
+    blocks: list[Block] = []
     if not found:
-        return Section(title, ["asv detected no regression."])
-    rows: list[list[Cell]] = []
-    for r in found:
-        old_version = timeline.git_version(r.old_commit) if r.old_commit else None
-        new_version = timeline.git_version(r.new_commit)
-        pytorch: Cell = (Link(f"{old_version[:12]}...{new_version[:12]}",
-                              COMPARE_URL.format(old=old_version, new=new_version))
-                         if old_version and new_version else "git_version unknown")
-        builds = f"{r.old_commit[:8]}..{r.new_commit[:8]}" if r.old_commit else r.new_commit[:8]
-        rows.append([r.benchmark, r.params, f"{r.ratio:.2f}x", builds, pytorch])
-    return Section(title, [
-        "From asv's regressions.json (the Regressions tab and regressions.xml feed hold the same); newest first.",
-        Table(["benchmark", "graph", "after/before", "builds", "PyTorch commits"], rows),
-    ])
+        blocks.append("No regression: asv detected none, or none held up row by row (below).")
+    else:
+        rows: list[list[Cell]] = []
+        for r in found:
+            builds = f"{r.old_commit[:8]}..{r.new_commit[:8]}" if r.old_commit else r.new_commit[:8]
+            rows.append([r.benchmark, Link("graph", f"../{r.graph}"), r.params, f"{r.ratio:.2f}x", builds,
+                         _pytorch_cell(timeline, r.old_commit, r.new_commit)])
+        blocks += [
+            "From the site's regressions.json (the Regressions tab and the regressions.xml feed hold the same),"
+            " after each jump was judged row by row with its recorded statistics (docs/site.md); newest first.",
+            Table(["benchmark", "graph", "machine", "after/before", "builds", "PyTorch commits"], rows),
+        ]
+    aside = set_aside(site)
+    if aside:
+        blocks += [
+            f"{len(aside)} jumps asv's single threshold flagged are not regressions by the row's own rule:",
+            Table(["benchmark", "graph", "machine", "verdict", "why"],
+                  [[j["benchmark"], Link("graph", f"../{j['graph']}"), str(j["machine"]), j["verdict"], j["reason"]]
+                   for j in aside[:LATEST_REGRESSIONS * 5]]),
+        ]
+    return Section(title, blocks)
 
 
 # --- command line ----------------------------------------------------------

@@ -1,0 +1,188 @@
+"""The Regressions page after a real ``asv publish`` of a real two-release run: judged rows, every channel, PyTorch links.
+
+The results are the ones recorded by README's main command on the project's
+2-core VM under load (docs/results/cpu-2026-11-23/main-command: 2.13.0 and
+2.14.1), re-keyed onto a small timeline whose commit messages carry the two
+releases' real upstream ``git_version``s, plus a channel ``exam`` with a build
+of 2.14.1's upstream commit (a root of its own) and no results on the machine. asv's own page
+flags every increase beyond 5% there; the judged page keeps only what holds
+up by the row's own rule.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import http.server
+import json
+import os
+import shutil
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+from tests.test_report import _git
+
+from mpsbench import factor, pytorch_links, recorded, regressions_page, site_assets, thresholds
+
+ROOT = Path(__file__).resolve().parents[1]
+RUN = ROOT / "docs" / "results" / "cpu-2026-11-23"
+MACHINE = "debian-x86-64-2cpu"
+RECORDED = {"e8fbb5a5ef7979c46a02c4f4573b4638e100b41e": ("2.13.0", "cf30153c4c131c8164ee7798e5022d810682e2cb"),
+            "58d72ce060b2bdba9b29c5fe00aa3685dea0db6e": ("2.14.1", "5c4886908584029761b579af026dcfb627c84070")}
+UPSTREAM = [git for _, git in RECORDED.values()]
+ASV = [sys.executable, "-m", "asv"]
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory):
+    """asv publish of the recorded run with branches release and exam; asv's regressions.json kept aside."""
+    tmp = tmp_path_factory.mktemp("regressions")
+    repo = tmp / "timeline"
+    repo.mkdir()
+    _git(repo, "init", "-q", "-b", "release")
+    rekey = {}
+    for day, (old_hash, (version, git)) in enumerate(RECORDED.items(), start=1):
+        _git(repo, "commit", "-q", "--allow-empty", "-m", f"torch {version} (release@{version})\n\ngit_version: {git}\n",
+             date=f"2026-0{day}-01T00:00:00Z")
+        rekey[old_hash] = _git(repo, "rev-parse", "HEAD")
+    _git(repo, "checkout", "-q", "--orphan", "exam")  # a channel of its own, as the manifest roots one
+    _git(repo, "commit", "-q", "--allow-empty", "-m", f"torch 2.14.1 (exam@local)\n\ngit_version: {UPSTREAM[1]}\n",
+         date="2026-03-01T00:00:00Z")
+    results = tmp / "results"
+    (results / MACHINE).mkdir(parents=True)
+    shutil.copy(RUN / "benchmarks.json", results / "benchmarks.json")
+    shutil.copy(RUN / "main-command" / "machine.json", results / MACHINE / "machine.json")
+    for path in (RUN / "main-command").glob("*-virtualenv-*.json"):
+        data = json.loads(path.read_text())
+        data["commit_hash"] = rekey[data["commit_hash"]]
+        (results / MACHINE / f"{data['commit_hash'][:8]}{path.name[8:]}").write_text(json.dumps(data))
+    config = factor.read_config(ROOT / "asv.conf.json")
+    config.update(repo=str(repo), branches=["release", "exam"], results_dir=str(results), html_dir=str(tmp / "html"),
+                  env_dir=str(tmp / "env"), benchmark_dir=str(ROOT / "benchmarks"))
+    (tmp / "asv.conf.json").write_text(json.dumps(config))
+    done = subprocess.run([*ASV, "publish", "--config", str(tmp / "asv.conf.json")], cwd=tmp,
+                          env=dict(os.environ, HOME=str(tmp)), capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stdout + done.stderr
+    asv_own = json.loads((tmp / "html" / "regressions.json").read_text())["regressions"]
+    assert regressions_page.main([str(tmp / "html"), "--config", str(tmp / "asv.conf.json")]) == 0
+    assert pytorch_links.main([str(tmp / "html"), "--config", str(tmp / "asv.conf.json")]) == 0
+    return tmp, asv_own, list(rekey.values())
+
+
+def test_only_jumps_that_hold_up_by_the_rows_own_rule_stay_on_the_page(site):
+    tmp, asv_own, commits = site
+    html = tmp / "html"
+    kept = json.loads((html / "regressions.json").read_text())["regressions"]
+    judged = json.loads((html / regressions_page.JUDGED).read_text())
+    assert len(judged) == sum(len(entry[6]) for entry in asv_own)  # every jump asv found is judged
+    slower = [j for j in judged if j["verdict"] == "slower"]
+    assert 0 < len(slower) < len(judged)
+    assert sorted(entry[0] for entry in kept) == sorted(j["benchmark"] for j in slower)
+    # the issue's false alarms are set aside, each with its reason
+    leaks = [j for j in judged if ".track_leak(" in j["benchmark"]]
+    assert leaks and all(j["verdict"] == "below floor" for j in leaks)
+    # asv calls a higher throughput a regression; and a rate's bare median judges nothing
+    rates = [j for j in judged if j["unit"] in thresholds.HIGHER_IS_BETTER]
+    assert rates and all(j["verdict"] == "no statistics" for j in rates)
+    assert {j["verdict"] for j in judged} >= {"slower", "below floor", "noisy", "no statistics"}
+    # and each kept one is what the rule says from the recorded statistics
+    found = recorded.load(tmp / "results")
+    rows = {row.entry: row for table in found.values.values() for row in table}
+    rules = thresholds.Rules.from_config(tmp / "asv.conf.json")
+    for j in slower:
+        row = rows[j["benchmark"]]
+        old, new = found.get(MACHINE, commits[0], row), found.get(MACHINE, commits[1], row)
+        assert thresholds.judge(rules, j["benchmark"], j["unit"], old, new).slower  # type: ignore[arg-type]
+
+
+def test_a_channel_without_results_leaves_every_regression_under_its_own_branch(site):
+    tmp, asv_own, _ = site
+    index = json.loads((tmp / "html" / "index.json").read_text())
+    assert index["params"]["branch"] == ["release", "exam"]
+    # asv's page keeps a row in a branch's table only if its graph params name the branch: asv left it out
+    assert all("branch" not in entry[2] for entry in asv_own)
+    kept = json.loads((tmp / "html" / "regressions.json").read_text())["regressions"]
+    assert kept and all(entry[2].get("branch") == "release" for entry in kept)
+
+
+def test_the_feed_and_the_commit_links_lead_to_pytorch(site):
+    tmp, _, commits = site
+    html = tmp / "html"
+    kept = json.loads((html / "regressions.json").read_text())["regressions"]
+    feed = (html / "regressions.xml").read_text()
+    assert feed.count("<entry>") == sum(len(entry[6]) for entry in kept)
+    compare = f"https://github.com/pytorch/pytorch/compare/{UPSTREAM[0]}...{UPSTREAM[1]}"
+    assert feed.count(f'href="{compare}"') == feed.count("<entry>")
+    assert "pytorch/pytorch/commit/" not in feed.replace(compare, "")
+    index = json.loads((html / "index.json").read_text())
+    assert index["show_commit_url"] == pytorch_links.SHOW_COMMIT_URL
+    page = (html / pytorch_links.PAGE).read_text()
+    for commit, git in zip(commits, UPSTREAM):
+        assert f"<code>{commit[:12]}</code>" in page and f'href="https://github.com/pytorch/pytorch/commit/{git}"' in page
+
+
+def test_upstream_url_is_a_compare_range_a_commit_or_nothing():
+    builds = {"t1": "g1", "t2": "g2", "t3": "g2", "t4": None}
+    assert pytorch_links.upstream_url(builds, "t1", "t2") == "https://github.com/pytorch/pytorch/compare/g1...g2"
+    assert pytorch_links.upstream_url(builds, "t2", "t3") == "https://github.com/pytorch/pytorch/commit/g2"
+    assert pytorch_links.upstream_url(builds, None, "t2") == "https://github.com/pytorch/pytorch/commit/g2"
+    assert pytorch_links.upstream_url(builds, "t1", "t4") is None
+
+
+CHROMIUM = Path("/usr/bin/chromium")
+
+
+def _requests_until(browser, prefix: str, seconds: float = 20) -> list[str]:
+    """The URLs the page asked for, once one starts with ``prefix`` (or after ``seconds``)."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        with contextlib.suppress(RuntimeError):  # the page is being replaced: that is what we wait for
+            browser.evaluate("1")  # reads the events that arrived meanwhile
+        went = [e["request"]["url"] for e in browser.of("Network.requestWillBeSent")]
+        if any(url.startswith(prefix) for url in went):
+            return went
+        time.sleep(0.2)
+    return went
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not CHROMIUM.exists(), reason=f"{CHROMIUM} is absent: install Debian's chromium package")
+def test_in_a_browser_the_regressions_page_lists_rows_and_its_links_reach_pytorch(site, tmp_path):
+    from tests.test_site_browser import DevTools, _LoggingHandler
+
+    tmp, _, commits = site
+    html = tmp / "html"
+    site_assets.make_offline(html, ROOT / site_assets.CACHE)
+    handler = type("Handler", (_LoggingHandler,), {"requested": []})
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(handler, directory=str(html)))
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    browser = DevTools(tmp_path / "profile")
+    try:
+        browser.open_page()
+        browser.send("Network.setBlockedURLs", urls=["*github.com*"])  # see where a link goes without going
+        base = f"http://127.0.0.1:{server.server_address[1]}"
+        browser.send("Page.navigate", url=f"{base}/index.html#regressions")
+        rows = browser.wait_for("document.querySelectorAll('#regressions-body tbody tr').length", 60)
+        kept = json.loads((html / "regressions.json").read_text())["regressions"]
+        assert rows == sum(len(entry[6]) for entry in kept)
+        links = browser.evaluate("Array.from(document.querySelectorAll('#regressions-body a'))"
+                                 ".map(a => a.getAttribute('href')).filter(h => h && h.indexOf('github') >= 0)")
+        assert links and set(links) == {f"{pytorch_links.PAGE}#//github.com/../compare/{commits[0][:8]}...{commits[1][:8]}"}
+        revisions = json.loads((html / "index.json").read_text())["revision_to_hash"]
+        newest = next(revision for revision, commit in revisions.items() if commit == commits[1])
+        # what a click on the graph's point of 2.14.1 opens (graphdisplay.js)
+        point = browser.evaluate(f"$.asv.main_json.show_commit_url + $.asv.get_commit_hash({newest})")
+        for link, upstream in ((links[0], f"compare/{UPSTREAM[0]}...{UPSTREAM[1]}"), (point, f"commit/{UPSTREAM[1]}")):
+            browser.events.clear()
+            browser.send("Page.navigate", url=f"{base}/{link}")
+            went = _requests_until(browser, "https://github.com/")  # the page's script sends the browser on
+            assert f"https://github.com/pytorch/pytorch/{upstream}" in went, went
+        assert browser.of("Runtime.exceptionThrown") == []
+    finally:
+        browser.close()
+        server.shutdown()
+        server.server_close()
