@@ -142,11 +142,12 @@ def _values(path: Path) -> dict[str, object]:
 
 def test_values_merge_one_by_one_keeping_recorded_adding_new_and_failures_only_where_nothing_was(tmp_path):
     fleet, run = tmp_path / "results", tmp_path / "scratch"
-    values = {("training", "time_step", "cpu", "mlp", 8): 0.009, ("inference", "time_step", "cpu", "mlp", 8): None}
+    values = {("training", "time_step", "cpu", "mlp", 8): 0.009, ("inference", "time_step", "cpu", "mlp", 8): None,
+              ("training", "time_step", "mps", "mlp", 8): float("nan")}  # asv's NaN: skipped, or not selected
     asvresults.write_results(fleet, "m", COMMITS[0], 0, values, DEVICES, MODELS, BATCHES)
     target = fleet / "m" / f"{COMMITS[0][:8]}-existing-py.json"
-    # the new run: mlp 8 failed this time, mps got a value, and a new batch size (32) appeared
-    again = {("training", "time_step", "mps", "mlp", 8): 0.002, ("training", "time_step", "cpu", "mlp", 32): 0.03,
+    # the new run: cpu mlp 8 failed this time, mps got a value, and a new batch size (32) appeared
+    again = {("training", "time_step", "cpu", "mlp", 8): None, ("training", "time_step", "mps", "mlp", 8): 0.002, ("training", "time_step", "cpu", "mlp", 32): 0.03,
              ("inference", "time_step", "cpu", "mlp", 8): 0.004}
     asvresults.write_results(run, "m", COMMITS[0], 0, again, DEVICES, MODELS, [8, 32])
     found = merge.merge(fleet, [run])

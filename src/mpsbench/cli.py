@@ -15,6 +15,7 @@ from mpsbench import (
     merge,
     models,
     preselect,
+    record,
     report,
     resolve,
     timeline,
@@ -122,7 +123,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.set_defaults(func=cmd_run)
     history.add_subcommands(commands)
     report.add_subcommand(commands)
-    merge.add_subcommand(commands)
+    record.add_subcommand(merge.add_subcommand(commands))
     alerts.add_subcommand(commands)
     preselect.add_subcommand(commands)
     return parser
@@ -144,6 +145,7 @@ USER_ERRORS = (
     merge.MergeError,
     alerts.AlertError,
     preselect.PreselectError,
+    record.RecordError,
 )
 
 

@@ -147,13 +147,29 @@ def _by_combination(row: Row) -> dict[Combination, dict[str, Any]]:
     return {combo: {key: columns[key][j] for key in PER_COMBINATION} for j, combo in enumerate(combos)}
 
 
+def measured(value: Any) -> bool:
+    """A number: asv writes null for a failure and NaN for a combination skipped or not selected."""
+    return value is not None and value == value
+
+
 def recorded(data: dict[str, Any]) -> dict[str, set[Combination]]:
-    """The combinations of each benchmark that hold a value (a number, or n/a for a deliberate skip)."""
+    """The combinations of each benchmark that hold a measured value."""
     found: dict[str, set[Combination]] = {}
     for name in data["results"]:
         combos = _by_combination(_row(data, name))
-        found[name] = {combo for combo, columns in combos.items() if columns["result"] is not None}
+        found[name] = {combo for combo, columns in combos.items() if measured(columns["result"])}
     return found
+
+
+def _takes(kept: dict[str, Any] | None, incoming: dict[str, Any] | None) -> bool:
+    """Whether an incoming combination fills the place of the kept one (never a measured value's)."""
+    if incoming is None or (kept is not None and measured(kept["result"])):
+        return False
+    if measured(incoming["result"]):
+        return True
+    if incoming["result"] is None:  # a failure is recorded where nothing was: absent, or not run (NaN)
+        return kept is None or kept["result"] is not None
+    return kept is None  # NaN (not run) only fills an absent place
 
 
 def _text(value: Any) -> str:
@@ -193,8 +209,8 @@ def _merge_row(name: str, mine: Row, theirs: Row, replace: bool, merged: FileMer
     for combo in itertools.product(*params):
         kept, incoming = old.get(combo), new.get(combo)
         chosen = kept
-        if incoming is not None and incoming["result"] is not None and kept is not None \
-                and kept["result"] is not None and _text(incoming["result"]) != _text(kept["result"]):
+        if incoming is not None and kept is not None and measured(incoming["result"]) and measured(kept["result"]) \
+                and _text(incoming["result"]) != _text(kept["result"]):
             shown = f"{name}({', '.join(combo)})"
             if replace:
                 merged.replaced.append({"benchmark": shown, "recorded": kept, "by": incoming})
@@ -202,9 +218,9 @@ def _merge_row(name: str, mine: Row, theirs: Row, replace: bool, merged: FileMer
             else:
                 merged.conflicts.append(f"{shown}: recorded {kept['result']}, incoming {incoming['result']};"
                                         " recorded kept")
-        elif incoming is not None and (kept is None or (kept["result"] is None and incoming["result"] is not None)):
+        elif _takes(kept, incoming):
             chosen = incoming  # a value, or a failure where nothing was recorded
-            merged.added += incoming["result"] is not None
+            merged.added += measured(incoming["result"]) if incoming is not None else 0
         took = took or (chosen is incoming and incoming is not None)
         for key in PER_COMBINATION:
             columns[key].append(chosen[key] if chosen is not None else None)
@@ -224,7 +240,7 @@ def merge_data(mine: dict[str, Any], theirs: dict[str, Any], replace: bool = Fal
         incoming = _row(theirs, name)
         if name not in rows:
             rows[name] = incoming
-            merged.added += sum(columns["result"] is not None for columns in _by_combination(incoming).values())
+            merged.added += sum(measured(columns["result"]) for columns in _by_combination(incoming).values())
         else:
             rows[name] = _merge_row(name, rows[name], incoming, replace, merged)
     columns = list(mine["result_columns"]) + [key for key in theirs["result_columns"] if key not in mine["result_columns"]]
@@ -349,9 +365,17 @@ def reconcile(
     return merged if changed else None
 
 
+def _readable(handle: int) -> None:
+    """The mode a plain open() would give (mkstemp's files are private to their owner)."""
+    mask = os.umask(0)
+    os.umask(mask)
+    os.fchmod(handle, 0o666 & ~mask)
+
+
 def _write_json(path: Path, data: Any, compact: bool = False) -> None:
     """Write beside ``path``, flush to disk, then rename over it: a kill leaves the old file or the new one."""
     handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}-", suffix=".tmp")
+    _readable(handle)
     try:
         with os.fdopen(handle, "w", encoding="utf-8") as out:
             if compact:  # as asv writes results files
@@ -371,6 +395,7 @@ def _copy_new(source: Path, target: Path) -> bool:
     """Copy ``source`` to ``target`` unless ``target`` exists (checked atomically); True if copied."""
     target.parent.mkdir(parents=True, exist_ok=True)
     handle, temporary = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}-", suffix=".tmp")
+    _readable(handle)
     try:
         with os.fdopen(handle, "wb") as out:
             out.write(source.read_bytes())
@@ -446,8 +471,8 @@ def cmd_merge(args: argparse.Namespace) -> int:
     return print_report(report, args.dest)
 
 
-def add_subcommand(commands: Any) -> None:
-    """Register ``mpsbench results merge`` on the CLI's subparsers."""
+def add_subcommand(commands: Any) -> Any:
+    """Register ``mpsbench results merge`` on the CLI's subparsers; ``mpsbench results``'s own subparsers."""
     results = commands.add_parser("results", help="asv results directories from several machines")
     actions = results.add_subparsers(dest="results_command", metavar="ACTION")
     actions.required = True
@@ -465,3 +490,4 @@ def add_subcommand(commands: Any) -> None:
                         help="re-measured on purpose: incoming values replace recorded ones, which go to the"
                              " audit trail DEST-replaced.jsonl")
     parser.set_defaults(func=cmd_merge)
+    return actions
