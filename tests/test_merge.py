@@ -147,7 +147,8 @@ def test_values_merge_one_by_one_keeping_recorded_adding_new_and_failures_only_w
     asvresults.write_results(fleet, "m", COMMITS[0], 0, values, DEVICES, MODELS, BATCHES)
     target = fleet / "m" / f"{COMMITS[0][:8]}-existing-py.json"
     # the new run: cpu mlp 8 failed this time, mps got a value, and a new batch size (32) appeared
-    again = {("training", "time_step", "cpu", "mlp", 8): None, ("training", "time_step", "mps", "mlp", 8): 0.002, ("training", "time_step", "cpu", "mlp", 32): 0.03,
+    again = {("training", "time_step", "cpu", "mlp", 8): None, ("training", "time_step", "mps", "mlp", 8): 0.002,
+             ("training", "time_step", "cpu", "mlp", 32): 0.03,
              ("inference", "time_step", "cpu", "mlp", 8): 0.004}
     asvresults.write_results(run, "m", COMMITS[0], 0, again, DEVICES, MODELS, [8, 32])
     found = merge.merge(fleet, [run])
