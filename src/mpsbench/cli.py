@@ -12,6 +12,7 @@ from mpsbench import (
     devices,
     history,
     install_build,
+    machine,
     merge,
     models,
     preselect,
@@ -146,6 +147,7 @@ USER_ERRORS = (
     alerts.AlertError,
     preselect.PreselectError,
     record.RecordError,
+    machine.MachineError,
 )
 
 
