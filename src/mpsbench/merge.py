@@ -152,12 +152,17 @@ def measured(value: Any) -> bool:
     return value is not None and value == value
 
 
+def values(data: dict[str, Any]) -> dict[tuple[str, Combination], dict[str, Any]]:
+    """Every measured value of a results file with its statistics and samples, by benchmark and combination."""
+    return {(name, combo): columns for name in data["results"]
+            for combo, columns in _by_combination(_row(data, name)).items() if measured(columns["result"])}
+
+
 def recorded(data: dict[str, Any]) -> dict[str, set[Combination]]:
     """The combinations of each benchmark that hold a measured value."""
-    found: dict[str, set[Combination]] = {}
-    for name in data["results"]:
-        combos = _by_combination(_row(data, name))
-        found[name] = {combo for combo, columns in combos.items() if measured(columns["result"])}
+    found: dict[str, set[Combination]] = {name: set() for name in data["results"]}
+    for name, combo in values(data):
+        found[name].add(combo)
     return found
 
 
