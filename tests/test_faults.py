@@ -195,6 +195,8 @@ def test_out_of_memory_on_the_cpu_skips_with_the_reason_in_a_real_process_under_
 
 SELECTION = ["-b", r"Training.time_step\('cpu', 'mlp', (1|8)\)"]
 COMBOS = {("'cpu'", "'mlp'", "1"), ("'cpu'", "'mlp'", "8")}
+QUICK_SELECTION = ["-b", r"Training.time_step\('cpu', 'mlp', 8\)"]  # CI: one combination
+QUICK_COMBOS = {("'cpu'", "'mlp'", "8")}
 BENCH = "benchmark_models.Training.time_step"
 # what the log shows when each moment has come (asv's and scripts/bench's own lines)
 MOMENTS = {
@@ -249,10 +251,10 @@ def recorded_values(results: Path) -> dict[tuple[str, str, tuple[str, ...]], str
 
 
 def run_bench(repo: Path, env: dict[str, str], log: Path, moment: str | None, rng: random.Random,
-              timeout: float = 1500) -> tuple[int | None, bool]:
+              selection: list[str], timeout: float = 1500) -> tuple[int | None, bool]:
     """scripts/bench SELECTION; with a moment, kill -9 its whole process group then. (status, killed)."""
     with open(log, "w") as out:
-        process = subprocess.Popen(["scripts/bench", *SELECTION], cwd=repo, env=env, stdout=out,
+        process = subprocess.Popen(["scripts/bench", *selection], cwd=repo, env=env, stdout=out,
                                    stderr=subprocess.STDOUT, start_new_session=True)
     started = time.monotonic()
     while process.poll() is None and time.monotonic() - started < timeout:
@@ -269,15 +271,21 @@ def run_bench(repo: Path, env: dict[str, str], log: Path, moment: str | None, rn
     return process.returncode, False
 
 
-def kill_and_rerun(tmp_path: Path, moments: list[str], with_wheel: bool, seed: int) -> dict[str, int]:
-    """Run scripts/bench killed at each moment in turn, then to the end; assert nothing recorded was lost."""
+def kill_and_rerun(tmp_path: Path, moments: list[str], with_wheel: bool, seed: int, selection: list[str] = SELECTION,
+                   combos: set[tuple[str, ...]] = COMBOS, again: bool = True) -> dict[str, int]:
+    """Run scripts/bench killed at each moment in turn, then to the end; assert nothing recorded was lost.
+
+    With ``again``, one more run must find nothing to do and change nothing,
+    and a ``--remeasure`` run must replace the values and keep the earlier
+    ones in the audit trail.
+    """
     repo, env = bench_checkout(tmp_path, with_wheel)
     rng = random.Random(seed)
     results = repo / ".asv" / "results"
     tally = {"kills": 0, "values_lost": 0, "runs": 0}
     for number, moment in enumerate(moments):
         before = recorded_values(results) if results.is_dir() else {}
-        _, killed = run_bench(repo, env, tmp_path / f"bench-{number}-{moment}.log", moment, rng)
+        _, killed = run_bench(repo, env, tmp_path / f"bench-{number}-{moment}.log", moment, rng, selection)
         tally["runs"] += 1
         tally["kills"] += killed
         after = recorded_values(results) if results.is_dir() else {}
@@ -285,7 +293,7 @@ def kill_and_rerun(tmp_path: Path, moments: list[str], with_wheel: bool, seed: i
         tally["values_lost"] += len(lost)
         assert not lost, f"kill during {moment} changed or lost {sorted(lost)}"
     before = recorded_values(results) if results.is_dir() else {}
-    status, _ = run_bench(repo, env, tmp_path / "bench-final.log", None, rng)
+    status, _ = run_bench(repo, env, tmp_path / "bench-final.log", None, rng, selection)
     tally["runs"] += 1
     assert status == 0, (tmp_path / "bench-final.log").read_text()[-4000:]
     after = recorded_values(results)
@@ -293,24 +301,59 @@ def kill_and_rerun(tmp_path: Path, moments: list[str], with_wheel: bool, seed: i
     builds = subprocess.run(["git", "rev-list", "release"], cwd=repo / ".asv" / "timeline", capture_output=True,
                             text=True, check=True).stdout.split()
     for commit in builds:  # the selection is complete on every build
-        assert {combo for (c, name, combo) in after if c == commit and name == BENCH} == COMBOS, commit
+        assert {combo for (c, name, combo) in after if c == commit and name == BENCH} == combos, commit
     scratch = repo / ".asv" / "results.scratch"
     assert not [path for path in scratch.iterdir() if path.is_dir()]  # interrupted runs' scratch merged and removed
     assert not list((tmp_path / "cache" / "builds").glob("*.staging-*")) if (tmp_path / "cache" / "builds").is_dir() else True
-    again = run_bench(repo, env, tmp_path / "bench-again.log", None, rng)
-    assert again == (0, False)
-    assert recorded_values(results) == after  # a run with nothing missing changes nothing
-    assert "nothing to run" in (tmp_path / "bench-again.log").read_text()
+    if again:
+        assert run_bench(repo, env, tmp_path / "bench-again.log", None, rng, selection) == (0, False)
+        assert recorded_values(results) == after  # a run with nothing missing changes nothing
+        assert "nothing to run" in (tmp_path / "bench-again.log").read_text()
+        remeasure = subprocess.run(["scripts/bench", "--remeasure", *selection, "release^!"], cwd=repo, env=env,
+                                   capture_output=True, text=True, timeout=1500)
+        assert remeasure.returncode == 0, remeasure.stdout[-3000:] + remeasure.stderr[-2000:]
+        tip = builds[0]
+        trail = [json.loads(line) for line in (repo / ".asv" / "results-replaced.jsonl").read_text().splitlines()]
+        assert {record["benchmark"] for record in trail} == {f"{BENCH}({', '.join(combo)})" for combo in combos}
+        for record in trail:  # the earlier value, byte for byte, is in the trail
+            combo = tuple(record["benchmark"][len(BENCH) + 1:-1].split(", "))
+            assert json.dumps(record["recorded"], sort_keys=True) == after[(tip, BENCH, combo)]
     print(f"\nfaults: {len(moments)} kill moments {moments}: {tally}")
     return tally
 
 
+NEEDS_VENV = pytest.mark.skipif(sys.version_info[:2] != (3, 11) or not (ROOT / ".venv" / "bin" / "mpsbench").exists(),
+                                reason="needs this checkout's .venv (python 3.11)")
+
+
 @pytest.mark.slow
-@pytest.mark.skipif(sys.version_info[:2] != (3, 11) or not (ROOT / ".venv" / "bin" / "mpsbench").exists(),
-                    reason="needs this checkout's .venv (python 3.11)")
+@NEEDS_VENV
+def test_scripts_bench_refuses_bad_input_in_one_line_before_asv_starts(tmp_path):
+    """The issue's three: a failing preselection inside $(...), a -b that matches nothing, a reversed range."""
+    repo, env = bench_checkout(tmp_path, with_wheel=False)
+    cases = [
+        ({"MPSBENCH_DEVICES": "tpu"}, [], r"^mpsbench: error: unknown device 'tpu'; choose one of: cpu, mps, cuda$"),
+        ({}, ["-b", "NoSuchBenchmark"], r"^mpsbench: error: no benchmark matches -b NoSuchBenchmark"),
+        ({}, ["release..release"], r"^mpsbench: error: range release\.\.release names no build of the timeline"),
+    ]
+    for extra, args, pattern in cases:
+        before = checksums(repo / "builds") | {f"home/{k}": v for k, v in checksums(tmp_path / "home").items()}
+        done = subprocess.run(["scripts/bench", *args], cwd=repo, env={**env, **extra}, capture_output=True, text=True,
+                              timeout=600)
+        assert done.returncode == 2, done.stdout[-2000:] + done.stderr
+        assert re.match(pattern, done.stderr) and done.stderr.count("\n") == 1, done.stderr
+        assert "Creating environments" not in done.stdout and not (repo / ".asv" / "env").exists()  # asv never started
+        assert not (repo / ".asv" / "results").exists() and not (repo / ".asv" / "html").exists()  # nothing published
+        after = checksums(repo / "builds") | {f"home/{k}": v for k, v in checksums(tmp_path / "home").items()}
+        assert after == before
+
+
+@pytest.mark.slow
+@NEEDS_VENV
 def test_kill_9_during_a_benchmark_loses_nothing_and_the_rerun_completes(tmp_path):
     """The quick case, in CI: one build used in place, killed while a benchmark runs, then run to the end."""
-    tally = kill_and_rerun(tmp_path, ["benchmark"], with_wheel=False, seed=int(time.time()))
+    tally = kill_and_rerun(tmp_path, ["benchmark"], with_wheel=False, seed=int(time.time()), selection=QUICK_SELECTION,
+                           combos=QUICK_COMBOS, again=False)
     assert tally["values_lost"] == 0
 
 
