@@ -331,6 +331,8 @@ NEEDS_VENV = pytest.mark.skipif(sys.version_info[:2] != (3, 11) or not (ROOT / "
 def test_scripts_bench_refuses_bad_input_in_one_line_before_asv_starts(tmp_path):
     """The issue's three: a failing preselection inside $(...), a -b that matches nothing, a reversed range."""
     repo, env = bench_checkout(tmp_path, with_wheel=False)
+    subprocess.run([str(repo / ".venv" / "bin" / "mpsbench"), "machine", "--quiet"], cwd=repo, env=env, check=True,
+                   capture_output=True)  # as any earlier run left it: scripts/bench rewrites it, unchanged
     cases = [
         ({"MPSBENCH_DEVICES": "tpu"}, [], r"^mpsbench: error: unknown device 'tpu'; choose one of: cpu, mps, cuda$"),
         ({}, ["-b", "NoSuchBenchmark"], r"^mpsbench: error: no benchmark matches -b NoSuchBenchmark"),
