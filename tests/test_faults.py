@@ -198,12 +198,13 @@ COMBOS = {("'cpu'", "'mlp'", "1"), ("'cpu'", "'mlp'", "8")}
 QUICK_SELECTION = ["-b", r"Training.time_step\('cpu', 'mlp', 8\)"]  # CI: one combination
 QUICK_COMBOS = {("'cpu'", "'mlp'", "8")}
 BENCH = "benchmark_models.Training.time_step"
-# what the log shows when each moment has come (asv's and scripts/bench's own lines)
-MOMENTS = {
-    "before": "",
-    "install": "Installing ",
-    "benchmark": "Benchmarking ",
-    "publish": "mpsbench: asv publish",
+# when each moment has come: what the log shows (asv's and scripts/bench's own lines), or for an
+# install, pip at work in a staging folder of the build cache
+MOMENTS: dict[str, Callable[[str, Path], bool]] = {
+    "before": lambda log, cache: True,
+    "install": lambda log, cache: any((cache / "builds").glob("*.staging-*/target")),
+    "benchmark": lambda log, cache: "Benchmarking " in log,
+    "publish": lambda log, cache: "mpsbench: asv publish" in log,
 }
 
 
@@ -259,8 +260,8 @@ def run_bench(repo: Path, env: dict[str, str], log: Path, moment: str | None, rn
                                    stderr=subprocess.STDOUT, start_new_session=True)
     started = time.monotonic()
     while process.poll() is None and time.monotonic() - started < timeout:
-        if moment is not None and MOMENTS[moment] in log.read_text(errors="replace"):
-            time.sleep(rng.uniform(0.0, {"before": 4.0, "install": 20.0, "benchmark": 12.0, "publish": 3.0}[moment]))
+        if moment is not None and MOMENTS[moment](log.read_text(errors="replace"), Path(env["MPSBENCH_CACHE"])):
+            time.sleep(rng.uniform(0.0, {"before": 4.0, "install": 15.0, "benchmark": 12.0, "publish": 3.0}[moment]))
             if process.poll() is None:
                 os.killpg(process.pid, signal.SIGKILL)
                 process.wait()
