@@ -254,9 +254,9 @@ def recorded_values(results: Path) -> dict[tuple[str, str, tuple[str, ...]], str
 
 def run_bench(repo: Path, env: dict[str, str], log: Path, moment: str | None, rng: random.Random,
               selection: list[str], timeout: float = 1500) -> tuple[int | None, bool]:
-    """scripts/bench SELECTION; with a moment, kill -9 its whole process group then. (status, killed)."""
+    """scripts/bench SELECTION ALL; with a moment, kill -9 its whole process group then. (status, killed)."""
     with open(log, "w") as out:
-        process = subprocess.Popen(["scripts/bench", *selection], cwd=repo, env=env, stdout=out,
+        process = subprocess.Popen(["scripts/bench", *selection, "ALL"], cwd=repo, env=env, stdout=out,
                                    stderr=subprocess.STDOUT, start_new_session=True)
     started = time.monotonic()
     while process.poll() is None and time.monotonic() - started < timeout:
