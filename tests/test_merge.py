@@ -178,3 +178,20 @@ def test_replace_re_measures_on_purpose_and_keeps_the_earlier_value_in_the_audit
     assert [(r["benchmark"], r["recorded"]["result"], r["by"]["result"]) for r in trail] == [
         ("benchmark_models.Training.time_step('cpu', 'mlp', 8)", 0.009, 0.0423)]
     assert "1 values replaced on purpose" in capsys.readouterr().out
+
+
+def test_a_run_recovers_what_a_killed_run_left_in_scratch_and_its_temporary_files(tmp_path):
+    from mpsbench import record
+
+    results = tmp_path / "results"
+    asvresults.write_results(results, "m", COMMITS[0], 0, {("training", "time_step", "cpu", "mlp", 8): 0.009},
+                             DEVICES, MODELS, BATCHES)
+    left = record.scratch_root(results) / "20261123T000000-1"  # killed after asv saved, before the merge
+    asvresults.write_results(left / "results", "m", COMMITS[0], 0, {("training", "time_step", "mps", "mlp", 8): 0.002},
+                             DEVICES, MODELS, BATCHES)
+    torn = results / "m" / f".{COMMITS[0][:8]}-existing-py.json-abc.tmp"  # killed before a merge's rename
+    torn.write_text('{"half')
+    target = results / "m" / f"{COMMITS[0][:8]}-existing-py.json"
+    record.recover(results, record.scratch_root(results))
+    assert _values(target)["benchmark_models.Training.time_step"] == [0.009, 0.002]
+    assert not torn.exists() and not left.exists()

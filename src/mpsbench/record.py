@@ -184,7 +184,13 @@ def _merge_scratch(results: Path, scratch: Path, replace: bool) -> merge.Report 
 
 
 def recover(results: Path, root: Path) -> None:
-    """Merge what interrupted runs left in scratch (never replacing), then remove their folders."""
+    """Merge what interrupted runs left in scratch (never replacing), then remove their folders.
+
+    Also removes the temporary files a merge killed before its rename left
+    beside the recorded files (the recorded file itself is intact).
+    """
+    for leftover in [*results.glob(".*.tmp"), *results.glob("*/.*.tmp")]:
+        leftover.unlink()
     for folder in sorted(path for path in root.iterdir() if path.is_dir()):
         report = _merge_scratch(results, folder, replace=False)
         if report is not None and (report.copied or report.merged):
