@@ -44,8 +44,9 @@ class _StepBenchmark:
         self.timer = suite.StepTimer(self.steps)
 
     def time_step(self, device, model, batch_size):
-        self.workload.run(self.steps)
-        devices.synchronize(device)  # the clock stops when the device is done
+        with suite.OutOfMemorySkips(device, model, batch_size):  # n/a with the reason, not a traceback
+            self.workload.run(self.steps)
+            devices.synchronize(device)  # the clock stops when the device is done
 
 
 class Training(_StepBenchmark):

@@ -188,6 +188,9 @@ def test_cuda_absent_says_why():
         (RuntimeError("MPS backend out of memory (MPS allocated: 17.00 GB, other allocations: 1 GB)"), True),
         (RuntimeError("CUDA out of memory. Tried to allocate 2.00 GiB"), True),
         (MemoryError(), True),
+        (RuntimeError("[enforce fail at alloc_cpu.cpp:117] data. DefaultCPUAllocator: can't allocate memory:"
+                      " you tried to allocate 4294967296 bytes. Error code 12 (Cannot allocate memory)"), True),
+        (RuntimeError("DefaultCPUAllocator: not enough memory: you tried to allocate 8 bytes"), True),
         (RuntimeError("shape mismatch"), False),
         (ValueError("out of memory"), False),
     ],

@@ -93,3 +93,56 @@ def test_a_local_wheelhouse_is_searched_by_file_name(cache, monkeypatch):
     monkeypatch.setenv(install_build.WHEELHOUSE_ENV, str(wheel.parent))
     stored = install_build.fetch_wheel(pin)
     assert stored.read_bytes() == wheel.read_bytes() and stored.parent.name == pin["sha256"]
+
+
+def test_a_stored_wheel_changed_after_its_check_is_refused_at_install(cache):
+    wheel = _wheel(cache / "w1", "good")
+    build_dir = _build_dir(cache / "b1", wheel)
+    pin = json.loads((build_dir / "build.json").read_text())["pins"]["linux-x86_64-cpu"][0]
+    stored = install_build.fetch_wheel(pin)  # checked and stored
+    tampered = _wheel(cache / "w2", "tampered")
+    stored.write_bytes(tampered.read_bytes())  # someone replaces the store's copy
+    with pytest.raises(install_build.InstallError, match=r"of the stored copy .* does not match the pinned"):
+        install_build.install(build_dir, cache / "env", cache)
+    assert not (cache / "site-packages" / install_build.PTH_NAME).exists()
+    assert not any((cache / "cache" / "builds").glob("*/.complete"))
+
+
+def _chattr(flag: str, *paths: Path) -> bool:
+    import shutil
+    import subprocess
+
+    if shutil.which("chattr") is None:
+        return False
+    return subprocess.run(["chattr", flag, *map(str, paths)], capture_output=True).returncode == 0
+
+
+def test_an_immutable_cache_serves_its_installed_builds_and_refuses_others_in_one_line(cache):
+    env = cache / "env"
+    env.mkdir()
+    src = Path(__file__).resolve().parents[1] / "src"
+    installed = _build_dir(cache / "b1", _wheel(cache / "w1", "first"))
+    install_build.install(installed, env, src)
+    other = _build_dir(cache / "b2", _wheel(cache / "w2", "second"), channel="nightly")
+    folders = [cache / "cache", cache / "cache" / "builds", cache / "cache" / "wheels"]
+    if not _chattr("+i", *folders):
+        pytest.skip("chattr +i is not available here")
+    try:
+        again = install_build.install(installed, env, src)
+        assert again.startswith("mpsbench: switched to cached torch 2.14.1")
+        with pytest.raises(install_build.InstallError, match=r"^cannot install into the build cache .*"):
+            install_build.install(other, env, src)
+    finally:
+        _chattr("-i", *folders)
+
+
+def test_what_a_killed_install_left_is_removed_by_the_next_install(cache):
+    builds, wheels = cache / "cache" / "builds", cache / "cache" / "wheels"
+    staging = builds / "0123456789abcdef0123.staging-x1y2"
+    (staging / "tmp" / "pip-target-abc").mkdir(parents=True)
+    (staging / "target" / "torch").mkdir(parents=True)
+    fetch = wheels / "fetch-999999999-abc"  # no such process
+    fetch.mkdir(parents=True)
+    install_build.install(_build_dir(cache / "b1", _wheel(cache / "w1", "x")), cache, cache)
+    assert not staging.exists() and not fetch.exists()
+    assert all((folder / ".complete").is_file() for folder in builds.iterdir() if folder.is_dir())  # only the build

@@ -63,17 +63,18 @@ def test_two_machines_with_overlapping_builds_merge_without_losing_a_file(machin
     assert again.clean and not again.copied and _snapshot(fleet) == after  # merging twice changes nothing
 
 
-def test_a_differing_file_is_a_conflict_named_and_left_untouched_on_both_sides(machines, capsys):
+def test_a_differing_value_is_a_conflict_named_and_the_recorded_one_kept(machines, capsys):
     fleet, a, b = machines
     theirs = _results(a, "m1", 0, 0.099)  # the same build, other numbers: not the fleet's file
     ours = fleet / "m1" / theirs.name
     kept, incoming = ours.read_bytes(), theirs.read_bytes()
     assert cli.main(["results", "merge", str(fleet), str(a), str(b)]) == 1
     out = capsys.readouterr().out
-    assert f"conflict  {theirs} differs from {ours}; both left untouched" in out
+    assert (f"conflict  {theirs}: benchmark_models.Training.time_step('cpu', 'mlp', 8): recorded 0.01,"
+            " incoming 0.099; recorded kept") in out
     assert ours.read_bytes() == kept and theirs.read_bytes() == incoming
     assert (fleet / "m2" / f"{COMMITS[2][:8]}-existing-py.json").is_file()  # the rest is merged all the same
-    assert "1 in conflict (left untouched)" in out.splitlines()[-1]
+    assert "1 in conflict (recorded kept)" in out.splitlines()[-1]
 
 
 def test_a_corrupt_file_is_reported_by_name_skipped_and_left_untouched(machines, capsys):
@@ -132,3 +133,65 @@ def test_only_the_named_machines_and_a_missing_source_is_one_line(machines, caps
     assert {Path(name).parent.name for name in found.copied} == {"m2"}
     assert cli.main(["results", "merge", str(fleet), str(a / "nope")]) == 2
     assert capsys.readouterr().err == f"mpsbench: error: results directory {a / 'nope'} does not exist\n"
+
+
+def _values(path: Path) -> dict[str, object]:
+    data = json.loads(path.read_text())
+    return {name: dict(zip(data["result_columns"], row, strict=False)).get("result") for name, row in data["results"].items()}
+
+
+def test_values_merge_one_by_one_keeping_recorded_adding_new_and_failures_only_where_nothing_was(tmp_path):
+    fleet, run = tmp_path / "results", tmp_path / "scratch"
+    values = {("training", "time_step", "cpu", "mlp", 8): 0.009, ("inference", "time_step", "cpu", "mlp", 8): None,
+              ("training", "time_step", "mps", "mlp", 8): float("nan")}  # asv's NaN: skipped, or not selected
+    asvresults.write_results(fleet, "m", COMMITS[0], 0, values, DEVICES, MODELS, BATCHES)
+    target = fleet / "m" / f"{COMMITS[0][:8]}-existing-py.json"
+    # the new run: cpu mlp 8 failed this time, mps got a value, and a new batch size (32) appeared
+    again = {("training", "time_step", "cpu", "mlp", 8): None, ("training", "time_step", "mps", "mlp", 8): 0.002,
+             ("training", "time_step", "cpu", "mlp", 32): 0.03,
+             ("inference", "time_step", "cpu", "mlp", 8): 0.004}
+    asvresults.write_results(run, "m", COMMITS[0], 0, again, DEVICES, MODELS, [8, 32])
+    found = merge.merge(fleet, [run])
+    assert found.clean and found.merged == [str(target)]
+    assert _values(target) == {
+        "benchmark_models.Training.time_step": [0.009, 0.03, 0.002, None],  # cpu 8 kept; cpu 32 and mps 8 added
+        "benchmark_models.Inference.time_step": [0.004, None, None, None],
+    }
+    data = json.loads(target.read_text())
+    assert dict(zip(data["result_columns"], data["results"]["benchmark_models.Training.time_step"], strict=False))[
+        "params"] == [["'cpu'", "'mps'"], ["'mlp'"], ["8", "32"]]
+    loaded = report.load(fleet)  # asv still reads it
+    assert loaded.builds("m") == [COMMITS[0]]
+    assert not merge.audit_trail(fleet).exists()
+
+
+def test_replace_re_measures_on_purpose_and_keeps_the_earlier_value_in_the_audit_trail(tmp_path, capsys):
+    fleet, run = tmp_path / "results", tmp_path / "scratch"
+    asvresults.write_results(fleet, "m", COMMITS[0], 0, {("training", "time_step", "cpu", "mlp", 8): 0.009},
+                             DEVICES, MODELS, BATCHES)
+    asvresults.write_results(run, "m", COMMITS[0], 0, {("training", "time_step", "cpu", "mlp", 8): 0.0423},
+                             DEVICES, MODELS, BATCHES)
+    target = fleet / "m" / f"{COMMITS[0][:8]}-existing-py.json"
+    assert cli.main(["results", "merge", str(fleet), str(run), "--replace"]) == 0
+    assert _values(target)["benchmark_models.Training.time_step"] == [0.0423, None]
+    trail = [json.loads(line) for line in merge.audit_trail(fleet).read_text().splitlines()]
+    assert [(r["benchmark"], r["recorded"]["result"], r["by"]["result"]) for r in trail] == [
+        ("benchmark_models.Training.time_step('cpu', 'mlp', 8)", 0.009, 0.0423)]
+    assert "1 values replaced on purpose" in capsys.readouterr().out
+
+
+def test_a_run_recovers_what_a_killed_run_left_in_scratch_and_its_temporary_files(tmp_path):
+    from mpsbench import record
+
+    results = tmp_path / "results"
+    asvresults.write_results(results, "m", COMMITS[0], 0, {("training", "time_step", "cpu", "mlp", 8): 0.009},
+                             DEVICES, MODELS, BATCHES)
+    left = record.scratch_root(results) / "20261123T000000-1"  # killed after asv saved, before the merge
+    asvresults.write_results(left / "results", "m", COMMITS[0], 0, {("training", "time_step", "mps", "mlp", 8): 0.002},
+                             DEVICES, MODELS, BATCHES)
+    torn = results / "m" / f".{COMMITS[0][:8]}-existing-py.json-abc.tmp"  # killed before a merge's rename
+    torn.write_text('{"half')
+    target = results / "m" / f"{COMMITS[0][:8]}-existing-py.json"
+    record.recover(results, record.scratch_root(results))
+    assert _values(target)["benchmark_models.Training.time_step"] == [0.009, 0.002]
+    assert not torn.exists() and not left.exists()

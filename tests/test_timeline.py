@@ -83,3 +83,13 @@ def test_a_range_naming_no_timeline_commit_is_refused_in_one_line(tmp_path):
     reason = timeline.bad_range(tmp_path / "repo", ["-b", "Training", "^..deadbeef"])
     assert reason is not None
     assert "'^..deadbeef'" in reason and "v2.14.1" in reason and "\n" not in reason
+
+
+def test_a_channel_removed_from_the_manifest_loses_its_branch_on_generate(tmp_path):
+    manifest = mf.append(_two_releases(), "bisect", build("2.14.0", "2026-08-01T00:00:00Z"), parent="release@2.13.0")
+    timeline.generate(manifest, tmp_path / "repo")
+    assert git(tmp_path / "repo", "branch", "--format=%(refname:short)").split() == ["bisect", "release"]
+    generated = timeline.generate(_two_releases(), tmp_path / "repo")  # the bisection is done: channel removed
+    assert git(tmp_path / "repo", "branch", "--format=%(refname:short)").split() == ["release"]
+    assert git(tmp_path / "repo", "rev-parse", "release") == generated.branches["release"]
+    assert git(tmp_path / "repo", "symbolic-ref", "HEAD") == "refs/heads/release"

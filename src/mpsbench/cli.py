@@ -14,10 +14,12 @@ from mpsbench import (
     doctor,
     history,
     install_build,
+    machine,
     merge,
     models,
     preselect,
     rank_ops,
+    record,
     report,
     resolve,
     timeline,
@@ -148,7 +150,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.set_defaults(func=cmd_run)
     history.add_subcommands(commands)
     report.add_subcommand(commands)
-    merge.add_subcommand(commands)
+    record.add_subcommand(merge.add_subcommand(commands))
     alerts.add_subcommand(commands)
     preselect.add_subcommand(commands)
     rank_ops.add_subcommand(commands)
@@ -171,6 +173,8 @@ USER_ERRORS = (
     merge.MergeError,
     alerts.AlertError,
     preselect.PreselectError,
+    record.RecordError,
+    machine.MachineError,
 )
 
 

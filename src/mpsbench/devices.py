@@ -294,11 +294,18 @@ def cpu_threads() -> int:
     return torch.get_num_threads()
 
 
+# The host allocator's words when an allocation fails (torch 2.x, then 1.x): the cpu's
+# out-of-memory under a memory limit (ulimit -v, RLIMIT_AS), and a GPU's host-side copies.
+HOST_OUT_OF_MEMORY = ("DefaultCPUAllocator: can't allocate memory", "DefaultCPUAllocator: not enough memory")
+
+
 def is_out_of_memory(exc: BaseException) -> bool:
-    """True for the out-of-memory errors of cuda and mps (and the host allocator).
+    """True for the out-of-memory errors of every device: cuda, mps and the host allocator (cpu).
 
     cuda raises ``torch.cuda.OutOfMemoryError`` (torch 1.13+, a RuntimeError
-    before), mps a plain RuntimeError that says "MPS backend out of memory".
+    before), mps a plain RuntimeError that says "MPS backend out of memory",
+    the cpu's allocator a RuntimeError that says it "can't allocate memory",
+    and Python itself MemoryError. The one check for the whole suite.
     """
     oom_type = getattr(torch.cuda, "OutOfMemoryError", None)
     if oom_type is not None and isinstance(exc, oom_type):
@@ -307,5 +314,5 @@ def is_out_of_memory(exc: BaseException) -> bool:
         return True
     text = str(exc)
     return isinstance(exc, RuntimeError) and (
-        "out of memory" in text or "MPS backend out of memory" in text
+        "out of memory" in text or any(words in text for words in HOST_OUT_OF_MEMORY)
     )

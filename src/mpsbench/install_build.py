@@ -7,9 +7,14 @@ folder keyed by the sha256 of its pinned wheels; every later switch of an
 environment to that build only rewrites one ``.pth`` file, which puts the
 cached build and the suite's ``src/`` (SUITE_SRC) on ``sys.path``.
 
-Every wheel is checked against its pinned sha256 before it is installed.
-A build is installed into a temporary folder and renamed into place only
-when pip succeeds, so a failed install leaves no half-built cache entry.
+Every wheel is checked against its pinned sha256 before it is installed,
+wherever it comes from (the wheel store, a wheelhouse, pip, a URL): a
+stored copy is checked again each time a build is installed from it.
+A build is installed into a staging folder (pip's own temporary files
+inside it) and renamed into place only when pip succeeds, so a failed or
+killed install leaves no half-built cache entry; the next install removes
+what a killed one left. A cached build is switched to without writing to
+the cache, so a read-only cache serves the builds it holds.
 
     python install_build.py install BUILD_DIR ENV_DIR SUITE_SRC
     python install_build.py uninstall ENV_DIR
@@ -124,10 +129,22 @@ def _local_wheelhouses() -> list[Path]:
     return folders
 
 
-def _pip_env() -> dict[str, str]:
+def _pip_env(tmp: Path | None = None) -> dict[str, str]:
     # The manifest's pins are the authority on what is installed: a machine-wide
     # pip constraint (a cap on torch's version, say) must not veto the build under test.
-    return dict(os.environ, PIP_CONSTRAINT=os.devnull)
+    env = dict(os.environ, PIP_CONSTRAINT=os.devnull)
+    if tmp is not None:  # pip --target unpacks GBs into TMPDIR: keep them where the next run cleans up
+        env["TMPDIR"] = str(tmp)
+    return env
+
+
+def _check(pin: dict[str, str], found: Path, where: str) -> None:
+    actual = sha256_of(found)
+    if actual != pin["sha256"]:
+        raise InstallError(
+            f"{pin['filename']}: sha256 {actual} of {where} {found} does not match the pinned {pin['sha256']};"
+            " refusing to install"
+        )
 
 
 def _pip_download(pin: dict[str, str], dest: Path) -> Path | None:
@@ -159,9 +176,10 @@ def fetch_wheel(pin: dict[str, str]) -> Path:
     store = cache_root() / "wheels" / pin["sha256"]
     stored = store / pin["filename"]
     if stored.is_file():
+        _check(pin, stored, "the stored copy (changed since it was checked; delete it to fetch it again)")
         return stored
     store.parent.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(dir=store.parent) as scratch:
+    with tempfile.TemporaryDirectory(dir=store.parent, prefix=f"fetch-{os.getpid()}-") as scratch:
         found: Path | None = None
         for folder in _local_wheelhouses():
             if (folder / pin["filename"]).is_file():
@@ -180,11 +198,7 @@ def fetch_wheel(pin: dict[str, str]) -> Path:
                 found = _download(url, Path(scratch))
             except OSError as exc:
                 raise InstallError(f"{pin['filename']}: cannot download {url}: {exc}") from None
-        actual = sha256_of(found)
-        if actual != pin["sha256"]:
-            raise InstallError(
-                f"{pin['filename']}: sha256 {actual} does not match the pinned {pin['sha256']}; refusing to install"
-            )
+        _check(pin, found, "the wheel found at")
         store.mkdir(exist_ok=True)
         partial = store / (pin["filename"] + ".partial")
         shutil.copyfile(found, partial)
@@ -200,41 +214,79 @@ def build_key(pins: list[dict[str, str]]) -> str:
 
 
 @contextlib.contextmanager
-def _locked(path: Path) -> Iterator[None]:
-    """Serialize installs of one build between concurrent asv runs."""
+def _locked(path: Path, wait: bool = True) -> Iterator[bool]:
+    """Serialize installs of one build between concurrent asv runs; yields False if ``wait`` is off and it is held."""
     import fcntl
 
     path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "w") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
+    with open(path, "a") as handle:
         try:
-            yield
+            fcntl.flock(handle, fcntl.LOCK_EX | (0 if wait else fcntl.LOCK_NB))
+        except BlockingIOError:
+            yield False
+            return
+        try:
+            yield True
         finally:
             fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def _alive(pid: str) -> bool:
+    try:
+        os.kill(int(pid), 0)
+    except (ValueError, ProcessLookupError):
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def clean_leftovers(root: Path) -> list[Path]:
+    """Remove what killed installs left: staging folders no install holds, fetch folders of dead processes."""
+    removed = []
+    for staging in sorted((root / "builds").glob("*.staging-*")):
+        with _locked(root / "builds" / (staging.name.split(".staging-")[0] + ".lock"), wait=False) as free:
+            if free:
+                shutil.rmtree(staging, ignore_errors=True)
+                removed.append(staging)
+    for fetch in sorted((root / "wheels").glob("fetch-*-*")):
+        if not _alive(fetch.name.split("-")[1]):
+            shutil.rmtree(fetch, ignore_errors=True)
+            removed.append(fetch)
+    return removed
 
 
 def ensure_installed(pins: list[dict[str, str]]) -> tuple[Path, bool]:
     """The folder holding this set of wheels installed with their dependencies; True if installed now."""
     folder = cache_root() / "builds" / build_key(pins)
-    with _locked(folder.with_suffix(".lock")):
-        if (folder / ".complete").is_file():
-            return folder, False
-        wheels = [str(fetch_wheel(pin)) for pin in pins]
-        staging = Path(tempfile.mkdtemp(dir=folder.parent, prefix=folder.name + ".staging-"))
-        command = [
-            sys.executable, "-m", "pip", "install", "--quiet", "--disable-pip-version-check",
-            "--no-warn-script-location", "--target", str(staging), *wheels,
-        ]
-        done = subprocess.run(command, capture_output=True, text=True, env=_pip_env())
-        if done.returncode != 0:
+    if (folder / ".complete").is_file():  # installed: nothing to write, so a read-only cache serves it
+        return folder, False
+    try:
+        clean_leftovers(cache_root())
+        with _locked(folder.with_suffix(".lock")):
+            if (folder / ".complete").is_file():
+                return folder, False
+            wheels = [str(fetch_wheel(pin)) for pin in pins]
+            staging = Path(tempfile.mkdtemp(dir=folder.parent, prefix=folder.name + ".staging-"))
+            (staging / "tmp").mkdir()
+            command = [
+                sys.executable, "-m", "pip", "install", "--quiet", "--disable-pip-version-check",
+                "--no-warn-script-location", "--target", str(staging / "target"), *wheels,
+            ]
+            done = subprocess.run(command, capture_output=True, text=True, env=_pip_env(staging / "tmp"))
+            if done.returncode != 0:
+                shutil.rmtree(staging, ignore_errors=True)
+                tail = (done.stderr or done.stdout).strip().splitlines()[-5:]
+                raise InstallError("pip could not install the build: " + " | ".join(tail))
+            installed = staging / "target"
+            (installed / ".complete").write_text(json.dumps({"wheels": [Path(w).name for w in wheels]}, indent=1))
+            if folder.exists():
+                shutil.rmtree(folder)
+            os.replace(installed, folder)
             shutil.rmtree(staging, ignore_errors=True)
-            tail = (done.stderr or done.stdout).strip().splitlines()[-5:]
-            raise InstallError("pip could not install the build: " + " | ".join(tail))
-        (staging / ".complete").write_text(json.dumps({"wheels": [Path(w).name for w in wheels]}, indent=1))
-        if folder.exists():
-            shutil.rmtree(folder)
-        os.replace(staging, folder)
-        return folder, True
+            return folder, True
+    except OSError as exc:  # a read-only or full cache: one line, not a traceback
+        raise InstallError(f"cannot install into the build cache {cache_root()}: {exc}") from None
 
 
 def _site_packages() -> Path:

@@ -96,6 +96,10 @@ def default_name(facts: dict[str, Any]) -> str:
     return re.sub(r"[^a-z0-9]+", "-", f"{stem} {facts['num_cpu']}cpu".lower()).strip("-")
 
 
+class MachineError(ValueError):
+    """A machine name asv cannot file results under."""
+
+
 def machine_file() -> Path:
     return Path.home() / ".asv-machine.json"  # where asv reads it
 
@@ -103,9 +107,9 @@ def machine_file() -> Path:
 def write(name: str | None = None, path: Path | None = None) -> tuple[str, dict[str, Any]]:
     """Write (or replace) this machine's entry in asv's machine file; returns its name and fields."""
     facts = describe()
-    name = name or default_name(facts)
+    name = default_name(facts) if name is None else name  # an empty --name is a mistake, not the default
     if not re.fullmatch(r"[A-Za-z0-9._-]+", name):
-        raise ValueError(f"machine name {name!r} may hold only letters, digits, '.', '_' and '-'")
+        raise MachineError(f"machine name {name!r} may hold only letters, digits, '.', '_' and '-' (at least one)")
     path = path or machine_file()
     try:
         entries = json.loads(path.read_text())

@@ -181,6 +181,8 @@ def _build_from(data: dict[str, Any]) -> Build:
 
 
 def from_json(data: dict[str, Any]) -> Manifest:
+    if not isinstance(data, dict):  # e.g. [] : one line, not an AttributeError
+        raise ManifestError(f"a manifest is a JSON object with \"schema\": {SCHEMA} and \"channels\", not {type(data).__name__}")
     if data.get("schema") != SCHEMA:
         raise ManifestError(f"manifest schema {data.get('schema')!r} is not {SCHEMA}")
     try:
@@ -188,8 +190,10 @@ def from_json(data: dict[str, Any]) -> Manifest:
             Channel(c["name"], tuple(_build_from(b) for b in c["builds"]), c.get("parent"))
             for c in data["channels"]
         )
-    except (KeyError, TypeError) as exc:
+    except KeyError as exc:
         raise ManifestError(f"manifest entry lacks a field: {exc}") from None
+    except (TypeError, AttributeError) as exc:  # an entry that is not an object
+        raise ManifestError(f"manifest entry is malformed: {exc}") from None
     manifest = Manifest(channels)
     validate(manifest)
     return manifest

@@ -54,17 +54,6 @@ MPS_WATERMARK_ENV = devices.MPS_WATERMARK_ENV
 # is reached only once the optimizer state exists: from the second step on.
 STEPS_PER_TRY = {"training": 2, "inference": 1}
 
-# The host allocator's words when an allocation fails (torch 2.x, then 1.x).
-_HOST_OOM_TEXTS = ("DefaultCPUAllocator: can't allocate memory", "DefaultCPUAllocator: not enough memory")
-
-
-def is_out_of_memory(exc: BaseException) -> bool:
-    """A device's out-of-memory error (cuda, mps), or the host allocator's under a memory limit."""
-    if devices.is_out_of_memory(exc):
-        return True
-    return isinstance(exc, RuntimeError) and any(text in str(exc) for text in _HOST_OOM_TEXTS)
-
-
 @dataclass(frozen=True)
 class Search:
     """The outcome of one doubling search."""
@@ -87,7 +76,7 @@ def _attempt(step: Callable[[int], None], batch_size: int) -> str | None:
     try:
         step(batch_size)
     except Exception as exc:
-        if not is_out_of_memory(exc):
+        if not devices.is_out_of_memory(exc):
             raise
         return command.first_line(exc)
     return None

@@ -1,16 +1,23 @@
-"""Merge asv results directories from several machines into one, never overwriting a recorded file.
+"""Merge asv results directories into one, value by value, never replacing a recorded value.
 
 An asv results directory holds one folder per machine (``machine.json`` and
 one ``<commit>-<env>.json`` per build) and a shared ``benchmarks.json`` (the
 suite's benchmarks and their versions, rewritten by every ``asv run``).
-``mpsbench results merge DEST SRC...`` copies every machine's files from each
-SRC into DEST:
+``mpsbench results merge DEST SRC...`` merges every machine's files from each
+SRC into DEST, so that DEST only ever grows:
 
 - a file DEST lacks is copied (written beside it, then linked into place, so a
   file that appears meanwhile is never replaced);
 - a file DEST holds with the same content (or the same JSON) is left as it is;
-- a file DEST holds with other content is a conflict: reported by name, both
-  copies left untouched;
+- a file DEST holds with other content is merged per benchmark combination:
+  a value recorded in DEST is kept, a combination DEST lacks (a new build's,
+  a new parameter value's, a benchmark's first) is added, and a failure is
+  recorded only where DEST has nothing; an incoming value that differs from
+  a recorded one is a conflict, reported by name, and DEST's value stays;
+  the file is rewritten in asv's format (temporary file, then renamed over);
+- ``--replace`` re-measures on purpose: incoming values replace recorded
+  ones, and each replaced value is first appended to DEST's audit trail
+  (``<DEST>-replaced.jsonl`` beside DEST, one JSON line per value);
 - a file that is not valid asv JSON is reported by name and skipped;
 - ``benchmarks.json`` becomes the union of every side's benchmarks; a
   benchmark whose ``version`` differs between two sides is an error naming it,
@@ -18,14 +25,16 @@ SRC into DEST:
   sources' definitions replace DEST's, for a suite that changed since DEST was
   written; sources that disagree with each other are still an error).
 
-The exit status is 0 when everything merged cleanly, 1 when some file was in
-conflict or corrupt (the rest is merged all the same), 2 for a mistake in the
-command (one line, nothing written).
+The exit status is 0 when everything merged cleanly, 1 when some value was in
+conflict or some file corrupt (the rest is merged all the same), 2 for a
+mistake in the command (one line, nothing written).
 """
 
 from __future__ import annotations
 
 import argparse
+import datetime
+import itertools
 import json
 import os
 import tempfile
@@ -47,7 +56,9 @@ class Report:
     """What a merge did, file by file."""
 
     copied: list[str] = field(default_factory=list)
+    merged: list[str] = field(default_factory=list)  # files DEST had, to which values were added
     identical: list[str] = field(default_factory=list)
+    replaced: list[str] = field(default_factory=list)  # values replaced on purpose (--replace), audited
     conflicts: list[str] = field(default_factory=list)
     corrupt: list[str] = field(default_factory=list)
     benchmarks: list[str] = field(default_factory=list)  # changes to DEST's benchmarks.json
@@ -59,6 +70,8 @@ class Report:
     def lines(self) -> list[str]:
         return [
             *(f"copied    {name}" for name in self.copied),
+            *(f"merged    {name}" for name in self.merged),
+            *(f"replaced  {text}" for text in self.replaced),
             *(f"conflict  {text}" for text in self.conflicts),
             *(f"corrupt   {text}" for text in self.corrupt),
             *(f"benchmarks.json: {text}" for text in self.benchmarks),
@@ -67,7 +80,8 @@ class Report:
     def summary(self, dest: Path) -> str:
         return (
             f"merged into {dest}: {len(self.copied)} copied, {len(self.identical)} already there,"
-            f" {len(self.conflicts)} in conflict (left untouched), {len(self.corrupt)} corrupt (skipped)"
+            f" {len(self.merged)} with values added, {len(self.replaced)} values replaced on purpose,"
+            f" {len(self.conflicts)} in conflict (recorded kept), {len(self.corrupt)} corrupt (skipped)"
         )
 
 
@@ -108,6 +122,172 @@ def _same(one: Path, other: Path) -> bool:
         return bool(json.loads(first) == json.loads(second))
     except ValueError:
         return False
+
+
+# --- one results file, value by value ------------------------------------------------
+
+# asv's result_columns that hold one entry per parameter combination; the others
+# (params, version, started_at, duration, profile) describe the benchmark as a whole.
+PER_COMBINATION = ("result", "stats_ci_99_a", "stats_ci_99_b", "stats_q_25", "stats_q_75", "stats_number",
+                   "stats_repeat", "samples")
+
+Row = dict[str, Any]  # one benchmark's row of a results file, by column name
+Combination = tuple[str, ...]
+
+
+def _row(data: dict[str, Any], name: str) -> Row:
+    return dict(zip(data["result_columns"], data["results"][name], strict=False))
+
+
+def _by_combination(row: Row) -> dict[Combination, dict[str, Any]]:
+    """Every combination's own columns (its value, statistics and samples)."""
+    params = row.get("params") or []
+    combos = list(itertools.product(*params))
+    columns = {key: row.get(key) or [None] * len(combos) for key in PER_COMBINATION}
+    return {combo: {key: columns[key][j] for key in PER_COMBINATION} for j, combo in enumerate(combos)}
+
+
+def measured(value: Any) -> bool:
+    """A number: asv writes null for a failure and NaN for a combination skipped or not selected."""
+    return value is not None and value == value
+
+
+def values(data: dict[str, Any]) -> dict[tuple[str, Combination], dict[str, Any]]:
+    """Every measured value of a results file with its statistics and samples, by benchmark and combination."""
+    return {(name, combo): columns for name in data["results"]
+            for combo, columns in _by_combination(_row(data, name)).items() if measured(columns["result"])}
+
+
+def recorded(data: dict[str, Any]) -> dict[str, set[Combination]]:
+    """The combinations of each benchmark that hold a measured value."""
+    found: dict[str, set[Combination]] = {name: set() for name in data["results"]}
+    for name, combo in values(data):
+        found[name].add(combo)
+    return found
+
+
+def _takes(kept: dict[str, Any] | None, incoming: dict[str, Any] | None) -> bool:
+    """Whether an incoming combination fills the place of the kept one (never a measured value's)."""
+    if incoming is None or (kept is not None and measured(kept["result"])):
+        return False
+    if measured(incoming["result"]):
+        return True
+    if incoming["result"] is None:  # a failure is recorded where nothing was: absent, or not run (NaN)
+        return kept is None or kept["result"] is not None
+    return kept is None  # NaN (not run) only fills an absent place
+
+
+def _text(value: Any) -> str:
+    return json.dumps(value, sort_keys=True)  # NaN (n/a) equals NaN here, unlike with ==
+
+
+def _merged_params(old: list[list[str]], new: list[list[str]]) -> list[list[str]]:
+    if len(old) != len(new):  # another number of parameters is another benchmark: asv bumps its version
+        return old
+    return [list(mine) + [value for value in theirs if value not in mine] for mine, theirs in zip(old, new, strict=True)]
+
+
+@dataclass
+class FileMerge:
+    """One file's merge: the merged JSON and what happened to its values."""
+
+    data: dict[str, Any]
+    added: int = 0
+    conflicts: list[str] = field(default_factory=list)
+    replaced: list[dict[str, Any]] = field(default_factory=list)  # audit records of replaced values
+
+
+def _merge_row(name: str, mine: Row, theirs: Row, replace: bool, merged: FileMerge) -> Row:
+    """One benchmark's row: recorded values kept (or replaced and audited), the incoming rest added."""
+    if mine.get("version") != theirs.get("version") or len(mine.get("params") or []) != len(theirs.get("params") or []):
+        if replace:
+            merged.replaced.append({"benchmark": name, "recorded": mine, "by": theirs})
+            return theirs
+        merged.conflicts.append(f"{name}: recorded with version {mine.get('version')}, incoming"
+                                f" {theirs.get('version')}; recorded kept")
+        return mine
+    params = _merged_params(mine.get("params") or [], theirs.get("params") or [])
+    old, new = _by_combination(mine), _by_combination(theirs)
+    out: Row = dict(mine, params=params)
+    columns: dict[str, list[Any]] = {key: [] for key in PER_COMBINATION}
+    took = False
+    for combo in itertools.product(*params):
+        kept, incoming = old.get(combo), new.get(combo)
+        chosen = kept
+        if incoming is not None and kept is not None and measured(incoming["result"]) and measured(kept["result"]) \
+                and _text(incoming["result"]) != _text(kept["result"]):
+            shown = f"{name}({', '.join(combo)})"
+            if replace:
+                merged.replaced.append({"benchmark": shown, "recorded": kept, "by": incoming})
+                chosen = incoming
+            else:
+                merged.conflicts.append(f"{shown}: recorded {kept['result']}, incoming {incoming['result']};"
+                                        " recorded kept")
+        elif _takes(kept, incoming):
+            chosen = incoming  # a value, or a failure where nothing was recorded
+            merged.added += measured(incoming["result"]) if incoming is not None else 0
+        took = took or (chosen is incoming and incoming is not None)
+        for key in PER_COMBINATION:
+            columns[key].append(chosen[key] if chosen is not None else None)
+    for key in PER_COMBINATION:  # asv writes a column of nothing but nulls as null
+        out[key] = None if all(value is None for value in columns[key]) else columns[key]
+    if took:
+        out.update(started_at=theirs.get("started_at"), duration=theirs.get("duration"))
+        out["profile"] = mine.get("profile") or theirs.get("profile")
+    return out
+
+
+def merge_data(mine: dict[str, Any], theirs: dict[str, Any], replace: bool = False) -> FileMerge:
+    """``theirs`` merged into ``mine`` (two results files of one machine and build), asv's format kept."""
+    merged = FileMerge(dict(mine))
+    rows: dict[str, Row] = {name: _row(mine, name) for name in mine["results"]}
+    for name in theirs["results"]:
+        incoming = _row(theirs, name)
+        if name not in rows:
+            rows[name] = incoming
+            merged.added += sum(measured(columns["result"]) for columns in _by_combination(incoming).values())
+        else:
+            rows[name] = _merge_row(name, rows[name], incoming, replace, merged)
+    columns = list(mine["result_columns"]) + [key for key in theirs["result_columns"] if key not in mine["result_columns"]]
+    results = {}
+    for name, row in rows.items():
+        values = [row.get(key) for key in columns]
+        while values and values[-1] is None:  # as asv's save trims them
+            values.pop()
+        results[name] = values
+    merged.data.update(result_columns=columns, results=results,
+                       durations={**(theirs.get("durations") or {}), **(mine.get("durations") or {})})
+    return merged
+
+
+def audit(trail: Path, target: Path, records: list[dict[str, Any]]) -> None:
+    """Append the replaced values to the audit trail, flushed to disk before the file that replaces them is."""
+    stamp = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
+    with open(trail, "a", encoding="utf-8") as out:
+        for record in records:
+            out.write(json.dumps({"replaced_at": stamp, "file": str(target), **record}, sort_keys=True) + "\n")
+        out.flush()
+        os.fsync(out.fileno())
+
+
+def _merge_file(path: Path, target: Path, replace: bool, report: Report, trail: Path) -> None:
+    """Merge one results file into DEST's file of the same name, value by value."""
+    try:
+        check_file(target, target.parent.name)
+    except MergeError as exc:
+        report.corrupt.append(f"{exc}; left untouched, not merged into")
+        return
+    before = _load_json(target)
+    merged = merge_data(before, _load_json(path), replace)
+    report.conflicts.extend(f"{path}: {text}" for text in merged.conflicts)
+    if merged.replaced:
+        audit(trail, target, merged.replaced)
+        report.replaced.extend(f"{target}: {record['benchmark']}" for record in merged.replaced)
+    if _text(merged.data) == _text(before):
+        report.identical.append(str(target))
+        return
+    _write_json(target, merged.data, compact=True)
+    report.merged.append(str(target))
 
 
 def _machine_files(source: Path, machines: set[str] | None) -> Iterable[tuple[str, Path]]:
@@ -190,21 +370,42 @@ def reconcile(
     return merged if changed else None
 
 
-def _write_json(path: Path, data: Any) -> None:
+def _readable(handle: int) -> None:
+    """The mode a plain open() would give (mkstemp's files are private to their owner)."""
+    mask = os.umask(0)
+    os.umask(mask)
+    os.fchmod(handle, 0o666 & ~mask)
+
+
+def _write_json(path: Path, data: Any, compact: bool = False) -> None:
+    """Write beside ``path``, flush to disk, then rename over it: a kill leaves the old file or the new one."""
     handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}-", suffix=".tmp")
-    with os.fdopen(handle, "w", encoding="utf-8") as out:
-        json.dump(data, out, indent=4, sort_keys=True)
-        out.write("\n")
-    os.replace(temporary, path)
+    _readable(handle)
+    try:
+        with os.fdopen(handle, "w", encoding="utf-8") as out:
+            if compact:  # as asv writes results files
+                json.dump(data, out)
+            else:
+                json.dump(data, out, indent=4, sort_keys=True)
+                out.write("\n")
+            out.flush()
+            os.fsync(out.fileno())
+        os.replace(temporary, path)
+    except BaseException:
+        Path(temporary).unlink(missing_ok=True)
+        raise
 
 
 def _copy_new(source: Path, target: Path) -> bool:
     """Copy ``source`` to ``target`` unless ``target`` exists (checked atomically); True if copied."""
     target.parent.mkdir(parents=True, exist_ok=True)
     handle, temporary = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}-", suffix=".tmp")
+    _readable(handle)
     try:
         with os.fdopen(handle, "wb") as out:
             out.write(source.read_bytes())
+            out.flush()
+            os.fsync(out.fileno())
         try:
             os.link(temporary, target)  # fails if target exists: never replaces a file
         except FileExistsError:
@@ -217,8 +418,14 @@ def _copy_new(source: Path, target: Path) -> bool:
 # --- the merge -------------------------------------------------------------------
 
 
+def audit_trail(dest: Path) -> Path:
+    """Where replaced values are kept: beside DEST, outside it (asv reads every file inside)."""
+    return dest.parent / f"{dest.name}-replaced.jsonl"
+
+
 def merge(
-    dest: Path, sources: Sequence[Path], machines: Iterable[str] | None = None, update_benchmarks: bool = False
+    dest: Path, sources: Sequence[Path], machines: Iterable[str] | None = None, update_benchmarks: bool = False,
+    replace: bool = False,
 ) -> Report:
     """Merge every machine's files of each source into ``dest`` (see the module's docstring)."""
     for source in sources:
@@ -240,8 +447,10 @@ def merge(
             if target.exists():
                 if _same(path, target):
                     report.identical.append(str(target))
-                else:
+                elif path.name == MACHINE:
                     report.conflicts.append(f"{path} differs from {target}; both left untouched")
+                else:
+                    _merge_file(path, target, replace, report, audit_trail(dest))
             elif _copy_new(path, target):
                 report.copied.append(str(target))
             else:
@@ -263,17 +472,17 @@ def print_report(report: Report, dest: Path) -> int:
 
 
 def cmd_merge(args: argparse.Namespace) -> int:
-    report = merge(args.dest, args.sources, args.machine or None, args.update_benchmarks)
+    report = merge(args.dest, args.sources, args.machine or None, args.update_benchmarks, args.replace)
     return print_report(report, args.dest)
 
 
-def add_subcommand(commands: Any) -> None:
-    """Register ``mpsbench results merge`` on the CLI's subparsers."""
+def add_subcommand(commands: Any) -> Any:
+    """Register ``mpsbench results merge`` on the CLI's subparsers; ``mpsbench results``'s own subparsers."""
     results = commands.add_parser("results", help="asv results directories from several machines")
     actions = results.add_subparsers(dest="results_command", metavar="ACTION")
     actions.required = True
     parser = actions.add_parser(
-        "merge", help="merge results directories into one without overwriting any file",
+        "merge", help="merge results directories into one, value by value, never replacing a recorded value",
         description=__doc__.split("\n\n", 1)[1] if __doc__ else None,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
@@ -282,4 +491,8 @@ def add_subcommand(commands: Any) -> None:
     parser.add_argument("--machine", action="append", default=[], help="merge only this machine's folder (repeatable)")
     parser.add_argument("--update-benchmarks", action="store_true",
                         help="the sources ran a newer suite: their benchmarks.json entries replace DEST's")
+    parser.add_argument("--replace", action="store_true",
+                        help="re-measured on purpose: incoming values replace recorded ones, which go to the"
+                             " audit trail DEST-replaced.jsonl")
     parser.set_defaults(func=cmd_merge)
+    return actions

@@ -46,6 +46,7 @@ from mpsbench import (
     machine,
     merge,
     preselect,
+    record,
     report,
     resolve,
     selection,
@@ -69,6 +70,7 @@ class NightlyError(ValueError):
 ERRORS = (
     NightlyError, alerts.AlertError, merge.MergeError, fleet.FleetError, history.HistoryError, mf.ManifestError,
     resolve.ResolveError, wheels.WheelError, timeline.TimelineError, factor.FactorError, preselect.PreselectError,
+    record.RecordError,
 )
 
 
@@ -347,10 +349,9 @@ def cmd_bench(args: argparse.Namespace) -> int:
         hashfile.write_text("".join(f"{commit}\n" for commit in todo))
         bench_options = [option for regex in _bench_patterns(paths, devices, args.bench) for option in ("-b", regex)]
         quick = ["--quick", "--dry-run"] if args.dry_run else []
-        status, _ = _asv(
-            "run", "--config", str(prepared.config), "--machine", name,
-            "--skip-existing-commits", *quick, *bench_options, f"HASHFILE:{hashfile}", cwd=paths.suite,
-        )
+        # measured into scratch and merged value by value: nothing recorded is replaced (mpsbench.record)
+        status = record.record(prepared.config, name, [
+            *quick, *bench_options, f"HASHFILE:{hashfile}"])
     if args.dry_run:
         say("dry run: nothing was recorded")
         return BENCHMARKS_FAILED if status else 0

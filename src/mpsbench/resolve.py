@@ -9,8 +9,11 @@ from the torch wheel itself (``torch/version.py`` and its timestamp).
 from __future__ import annotations
 
 import re
+import urllib.parse
 from datetime import datetime, timezone
 from pathlib import Path
+
+from packaging.version import Version
 
 from mpsbench import install_build, wheels
 from mpsbench import manifest as mf
@@ -111,7 +114,8 @@ def release(
     all_torch = wheels.project_links(index, "torch")
     torch_links = [link for link in all_torch if link.wheel.public_version == version]
     if not torch_links:
-        known = sorted({link.wheel.public_version for link in all_torch if "dev" not in link.wheel.version})
+        known = sorted({link.wheel.public_version for link in all_torch if "dev" not in link.wheel.version},
+                       key=Version)  # by version: as strings 2.10 would sort before 2.9
         raise ResolveError(f"torch {version} is not on {index}; recent releases there: {', '.join(known[-8:])}")
     torch_pins = _by_platform(torch_links, pythons)
     if not torch_pins:
@@ -227,6 +231,8 @@ def wheel_url(
 ) -> mf.Build:
     """A torch wheel at a URL: fetched once into the wheel store and checked against ``sha256``."""
     url, _, fragment = url.partition("#")
+    if urllib.parse.urlparse(url).scheme not in ("http", "https", "file"):  # a bare path fails later in fetch_wheel
+        raise ResolveError(f"{url!r} is not a URL (http://, https:// or file://); for a wheel file use add-wheel")
     digest = sha256 or (fragment[len("sha256="):] if fragment.startswith("sha256=") else None)
     if not digest or not re.fullmatch(r"[0-9a-fA-F]{64}", digest):
         raise ResolveError(f"a wheel URL needs its sha256: pass --sha256 or a URL ending in #sha256=...; got {digest!r}")

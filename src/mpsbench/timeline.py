@@ -160,11 +160,14 @@ def generate(manifest: mf.Manifest, repo: Path, force: bool = False) -> Generate
                 ) from None
     for channel, tip in generated.branches.items():
         git("update-ref", f"refs/heads/{channel}", tip)
+    first = manifest.channels[0].name if manifest.channels else None
+    if first:  # HEAD off any branch pruned below
+        git("symbolic-ref", "HEAD", f"refs/heads/{first}")
+    for stale in git("for-each-ref", "--format=%(refname:short)", "refs/heads").split():
+        if stale not in generated.branches:  # a channel removed from the manifest: asv must not walk it
+            git("update-ref", "-d", f"refs/heads/{stale}")
     for name, tag in generated.tags.items():
         git("update-ref", f"refs/tags/{name}", tag)
-    first = manifest.channels[0].name if manifest.channels else None
-    if first:
-        git("symbolic-ref", "HEAD", f"refs/heads/{first}")
     return generated
 
 
