@@ -142,13 +142,12 @@ def _combos(links: list[wheels.IndexLink], pythons: Pythons) -> dict[tuple[str, 
 
 
 def _resolve_pins(
-    combos: dict[tuple[str, str], str], index: str, extra_indexes: tuple[str, ...],
-    torchvision: str | None, transformers: str | None,
+    wanted: dict[tuple[str, str], list[str]], index: str, extra_indexes: tuple[str, ...] = (),
 ) -> dict[str, list[mf.Pin]]:
+    """pip's set for each (platform, python) and its requirements."""
     pins: dict[str, list[mf.Pin]] = {}
-    for (platform, python), version in sorted(combos.items()):
-        wanted = requirements(version, torchvision, transformers)
-        pins.setdefault(platform, []).extend(pip_set(wanted, platform, python, index, extra_indexes))
+    for (platform, python), lines in sorted(wanted.items()):
+        pins.setdefault(platform, []).extend(pip_set(lines, platform, python, index, extra_indexes))
     return pins
 
 
@@ -159,10 +158,6 @@ def _identity(pins: dict[str, list[mf.Pin]]) -> wheels.TorchIdentity:
             preferred = sorted(torch_pins, key=lambda pin: ("cp311" not in pin.filename, pin.filename))[0]
             return wheels.torch_identity(preferred.url)
     raise ResolveError("no torch wheel to read the build's identity from")
-
-
-def _has_series(index: str, series: str) -> bool:
-    return any(link.wheel.public_version.startswith(series + ".") for link in wheels.project_links(index, "torchvision"))
 
 
 def release(
@@ -183,9 +178,16 @@ def release(
     combos = _combos(torch_links, pythons)
     if not combos:
         raise ResolveError(f"torch {version} on {index} has no wheel for {pythons} on a tracked platform")
-    if torchvision is None and not _has_series(index, torchvision_series(version)):
-        torchvision = "none"  # not released yet (or not on this index): the build pins no torchvision
-    pins = _resolve_pins(combos, index, (), torchvision, transformers)
+    series = torchvision_series(version)
+    vision_links = [link for link in wheels.project_links(index, "torchvision")
+                    if link.wheel.public_version.startswith(series + ".")]
+    with_vision = set(_combos(vision_links, pythons))
+    # Where the series has no wheel (not released yet, or none for that Python: 0.14 has no
+    # cp311), the set has no torchvision and the suite skips its models with the reason.
+    pins = _resolve_pins({
+        combo: requirements(exact, torchvision or ("none" if combo not in with_vision else None), transformers)
+        for combo, exact in combos.items()
+    }, index)
     identity = _identity(pins)
     return mf.Build(
         id=version, torch_version=version, date=date or mf.format_date(identity.built),
@@ -230,7 +232,8 @@ def nightly(
         # one torchvision nightly of that date, else the build pins torch without it
         torchvision = max(vision, key=Version) if vision else "none"
         extra = (transformers_index,) if transformers_index != index else ()
-        for platform, found in _resolve_pins(combos, index, extra, torchvision, transformers).items():
+        wanted = {combo: requirements(exact, torchvision, transformers) for combo, exact in combos.items()}
+        for platform, found in _resolve_pins(wanted, index, extra).items():
             pins[platform] = found
     if not pins:
         near = [d for d in nightly_dates(indexes) if abs((datetime.fromisoformat(d) - datetime.fromisoformat(date)).days) <= 7]
