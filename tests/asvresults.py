@@ -30,12 +30,16 @@ def benchmark(kind: str, metric: str, devices: list[str], models: list[str], bat
 
 def write_results(
     results_dir: Path, machine: str, commit: str, date_ms: int, values: dict[tuple[str, str, str, str, int], float],
-    devices: list[str], models: list[str], batches: list[int], version: str = "1",
+    devices: list[str], models: list[str], batches: list[int], version: str = "1", python: str = "3.11",
 ) -> dict[str, dict[str, object]]:
-    """One machine's results file for one build (and its machine.json); the benchmarks it holds, by name."""
+    """One machine's results file for one build (and its machine.json); the benchmarks it holds, by name.
+
+    ``python`` other than 3.11 names its own environment, as asv's matrix of Pythons does.
+    """
     (results_dir / machine).mkdir(parents=True, exist_ok=True)
     (results_dir / machine / "machine.json").write_text(json.dumps({"machine": machine, "version": 1}))
-    result = Results({"machine": machine, "python": "3.11"}, {}, commit, date_ms, "3.11", "existing-py", {})
+    env_name = "existing-py" if python == "3.11" else f"virtualenv-py{python}"
+    result = Results({"machine": machine, "python": python}, {}, commit, date_ms, python, env_name, {})
     benchmarks = {}
     for kind in KINDS:
         for metric in METRICS:
