@@ -56,7 +56,8 @@ def test_newest_keeps_the_last_few_and_no_pythons_means_asvs_own():
 
 def test_the_machines_platform_picks_its_rule_and_an_absent_one_is_named():
     assert defaults.rule_for(made_up(), ["linux-x86_64-cpu", "linux-x86_64-cuda"])[0] == "linux-x86_64-cuda"
-    with pytest.raises(defaults.DefaultsError, match="no default timeline for linux-x86_64-cpu; .* linux-x86_64-cuda, macos-arm64"):
+    named = r"no default timeline for linux-x86_64-cpu; .* linux-x86_64-cuda, macos-arm64"
+    with pytest.raises(defaults.DefaultsError, match=named):
         defaults.rule_for(made_up(), ["linux-x86_64-cpu"])
 
 

@@ -25,10 +25,10 @@ def index(tmp_path):
         fakes.make_wheel(files, "torchvision", "0.29.0"),
         fakes.make_wheel(files, "torchvision", "0.29.1"),
         fakes.make_wheel(files, "torchvision", "0.29.1", platform="macosx_14_0_arm64"),
-        fakes.make_wheel(files, "transformers", "5.18.0", python="py3", platform="any", metadata=TORCH_EXTRA + (
-            'Requires-Dist: torch>=2.5; extra == "torch"',)),
-        fakes.make_wheel(files, "transformers", "4.36.2", python="py3", platform="any", metadata=TORCH_EXTRA + (
-            'Requires-Dist: torch>=1.10; extra == "torch"',)),
+        fakes.make_wheel(files, "transformers", "5.18.0", python="py3", platform="any", metadata=(
+            *TORCH_EXTRA, 'Requires-Dist: torch>=2.5; extra == "torch"')),
+        fakes.make_wheel(files, "transformers", "4.36.2", python="py3", platform="any", metadata=(
+            *TORCH_EXTRA, 'Requires-Dist: torch>=1.10; extra == "torch"')),
         # an old release: its torchvision series, numpy 1.x, and the transformers whose extra accepts it
         fakes.make_wheel(files, "torch", "2.0.1", platform="manylinux1_x86_64", git_version=GIT_B),
         fakes.make_wheel(files, "torchvision", "0.15.2", platform="manylinux1_x86_64",

@@ -94,7 +94,8 @@ def pip_set(
 
     ``pip install --dry-run --report`` resolves from the packages' own
     requirements for a platform and interpreter other than this one, without
-    downloading a wheel; its report names each file's URL and sha256.
+    downloading a wheel (pip_target.py makes its markers the target's too);
+    its report names each file's URL and sha256.
     """
     if not re.fullmatch(r"cp3\d+", python):
         raise ResolveError(f"python tag {python!r} is not cpython 3 (e.g. cp312)")
@@ -103,8 +104,8 @@ def pip_set(
     with tempfile.TemporaryDirectory(prefix="mpsbench-resolve-") as scratch:
         report = Path(scratch) / "report.json"
         command = [
-            sys.executable, "-m", "pip", "install", "--dry-run", "--ignore-installed", "--quiet",
-            "--disable-pip-version-check", "--target", str(Path(scratch) / "target"), "--report", str(report),
+            sys.executable, "-m", "mpsbench.pip_target", platform, python,
+            "install", "--dry-run", "--ignore-installed", "--quiet", "--disable-pip-version-check", "--target", str(Path(scratch) / "target"), "--report", str(report),
             "--only-binary=:all:", "--implementation", "cp", "--python-version", f"3.{python[3:]}",
             "--abi", python, "--index-url", _index_url(index),
             *(f"--extra-index-url={_index_url(extra)}" for extra in extra_indexes),
