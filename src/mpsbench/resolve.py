@@ -105,7 +105,8 @@ def pip_set(
         report = Path(scratch) / "report.json"
         command = [
             sys.executable, "-m", "mpsbench.pip_target", platform, python,
-            "install", "--dry-run", "--ignore-installed", "--quiet", "--disable-pip-version-check", "--target", str(Path(scratch) / "target"), "--report", str(report),
+            "install", "--dry-run", "--ignore-installed", "--quiet", "--disable-pip-version-check",
+            "--target", str(Path(scratch) / "target"), "--report", str(report),
             "--only-binary=:all:", "--implementation", "cp", "--python-version", f"3.{python[3:]}",
             "--abi", python, "--index-url", _index_url(index),
             *(f"--extra-index-url={_index_url(extra)}" for extra in extra_indexes),
