@@ -38,7 +38,7 @@ def main(argv: list[str]) -> None:
 
     target = markers(argv[0], argv[1])
     host = pip_markers.default_environment
-    pip_markers.default_environment = lambda: {**host(), **target}  # type: ignore[assignment,return-value]
+    pip_markers.default_environment = lambda: {**host(), **target}
     sys.argv = ["pip", *argv[2:]]
     runpy.run_module("pip", run_name="__main__", alter_sys=True)
 
