@@ -12,6 +12,7 @@ from mpsbench import manifest as mf
 
 GIT_A, GIT_B = "a1" * 20, "b2" * 20
 TORCH_EXTRA = ("Provides-Extra: torch",)
+LINUX_ONLY = 'Requires-Dist: nvidia-fake; platform_system == "Linux"'
 
 
 @pytest.fixture
@@ -19,8 +20,12 @@ def index(tmp_path):
     files = tmp_path / "files"
     files.mkdir()
     wheels = [
-        fakes.make_wheel(files, "torch", "2.14.1", git_version=GIT_A, built=datetime(2026, 9, 30, 12, 58, 32)),
-        fakes.make_wheel(files, "torch", "2.14.1", platform="macosx_14_0_arm64", git_version=GIT_A),
+        # pip resolving on this Linux host must judge markers as the target would (pip_target.py)
+        fakes.make_wheel(files, "torch", "2.14.1", git_version=GIT_A, built=datetime(2026, 9, 30, 12, 58, 32),
+                         metadata=(LINUX_ONLY,)),
+        fakes.make_wheel(files, "nvidia_fake", "13.0", python="py3", platform="manylinux_2_17_x86_64"),
+        fakes.make_wheel(files, "torch", "2.14.1", platform="macosx_14_0_arm64", git_version=GIT_A,
+                         metadata=(LINUX_ONLY,)),
         fakes.make_wheel(files, "torch", "2.14.1", python="cp39"),  # an interpreter we do not pin
         fakes.make_wheel(files, "torchvision", "0.29.0"),
         fakes.make_wheel(files, "torchvision", "0.29.1"),
@@ -48,12 +53,14 @@ def test_a_release_pins_what_pip_resolves_per_platform_and_python(index):
     assert sorted(build.pins) == ["linux-x86_64-cuda", "macos-arm64"]
     linux = [pin.filename for pin in build.pins["linux-x86_64-cuda"]]
     assert linux == [
+        "nvidia_fake-13.0-py3-none-manylinux_2_17_x86_64.whl",  # Linux only: absent from the macOS set
         "torch-2.14.1-cp311-cp311-manylinux_2_28_x86_64.whl",
         "torchvision-0.29.1-cp311-cp311-manylinux_2_28_x86_64.whl",  # the newest of its series
         "transformers-5.18.0-py3-none-any.whl",  # the newest whose torch extra accepts 2.14.1
     ]
     for pin in build.pins["linux-x86_64-cuda"]:
         assert pin.sha256 == fakes.sha256(index.parent / "files" / pin.filename) and pin.python == "cp311"
+    assert [pin.name for pin in build.pins["macos-arm64"]] == ["torch", "torchvision", "transformers"]
 
 
 def test_an_old_release_gets_numpy_1_and_the_transformers_its_requirements_allow(index):
@@ -103,7 +110,8 @@ def test_a_wheel_file_with_the_wrong_checksum_or_missing_is_refused(index, tmp_p
     with pytest.raises(resolve.ResolveError, match="does not exist"):
         resolve.wheel_file(tmp_path / "nope.whl", index=str(index))
     build = resolve.wheel_file(wheel, index=str(index), build_id="mine-1")
-    assert build.kind == "wheel-file" and build.pins["linux-x86_64-cuda"][0].url == wheel.resolve().as_uri()
+    torch_pin = next(pin for pin in build.pins["linux-x86_64-cuda"] if pin.name == "torch")
+    assert build.kind == "wheel-file" and torch_pin.url == wheel.resolve().as_uri()
 
 
 def test_torchvision_series_follows_torch():
