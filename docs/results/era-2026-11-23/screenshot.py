@@ -19,7 +19,7 @@ import threading
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[3]))
-from tests.test_site_browser import DevTools  # noqa: E402
+from tests.test_site_browser import DevTools
 
 
 def main(html: Path, out: Path, graph: str, buttons: list[str]) -> None:
