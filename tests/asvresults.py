@@ -31,17 +31,19 @@ def benchmark(kind: str, metric: str, devices: list[str], models: list[str], bat
 def write_results(
     results_dir: Path, machine: str, commit: str, date_ms: int, values: dict[tuple[str, str, str, str, int], float],
     devices: list[str], models: list[str], batches: list[int], version: str = "1",
-    samples: dict[tuple[str, str, str, str, int], list[float]] | None = None,
+    samples: dict[tuple[str, str, str, str, int], list[float]] | None = None, python: str = "3.11",
 ) -> dict[str, dict[str, object]]:
     """One machine's results file for one build (and its machine.json); the benchmarks it holds, by name.
 
     ``samples`` give a value its samples instead (one timed call each): asv computes the median and the
     statistics it records (ci_99_a/b, q_25/q_75, repeat) as ``asv run`` does, and keeps the samples too.
+    ``python`` other than 3.11 names its own environment, as asv's matrix of Pythons does.
     """
     samples = samples or {}
     (results_dir / machine).mkdir(parents=True, exist_ok=True)
     (results_dir / machine / "machine.json").write_text(json.dumps({"machine": machine, "version": 1}))
-    result = Results({"machine": machine, "python": "3.11"}, {}, commit, date_ms, "3.11", "existing-py", {})
+    env_name = "existing-py" if python == "3.11" else f"virtualenv-py{python}"
+    result = Results({"machine": machine, "python": python}, {}, commit, date_ms, python, env_name, {})
     benchmarks = {}
     for kind in KINDS:
         for metric in METRICS:

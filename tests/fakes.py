@@ -12,10 +12,12 @@ from pathlib import Path
 def make_wheel(
     folder: Path, name: str, version: str, *, python: str = "cp311", platform: str = "manylinux_2_28_x86_64",
     git_version: str = "0" * 40, built: datetime = datetime(2026, 1, 1, 12, 0, 0), module: str = "",
+    metadata: tuple[str, ...] = (),
 ) -> Path:
     """A valid, installable wheel. A torch wheel carries torch/version.py like the real one.
 
-    ``module`` becomes the package's __init__.py.
+    ``module`` becomes the package's __init__.py; ``metadata`` adds METADATA lines
+    (``Requires-Dist: torch>=2.5; extra == "torch"``), which pip's resolver reads.
     """
     abi = "none" if python.startswith("py") else python
     filename = f"{name}-{version}-{python}-{abi}-{platform}.whl"
@@ -23,7 +25,9 @@ def make_wheel(
     files: dict[str, str] = {f"{name}/__init__.py": module or f"__version__ = {version!r}\n"}
     if name == "torch":
         files["torch/version.py"] = f"__version__ = '{version}'\ngit_version = '{git_version}'\n"
-    files[f"{dist_info}/METADATA"] = f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n"
+    files[f"{dist_info}/METADATA"] = "".join(
+        line + "\n" for line in ("Metadata-Version: 2.1", f"Name: {name}", f"Version: {version}", *metadata)
+    )
     files[f"{dist_info}/WHEEL"] = (
         f"Wheel-Version: 1.0\nGenerator: fakes\nRoot-Is-Purelib: false\nTag: {python}-{abi}-{platform}\n"
     )

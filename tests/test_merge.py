@@ -195,3 +195,21 @@ def test_a_run_recovers_what_a_killed_run_left_in_scratch_and_its_temporary_file
     record.recover(results, record.scratch_root(results))
     assert _values(target)["benchmark_models.Training.time_step"] == [0.009, 0.002]
     assert not torn.exists() and not left.exists()
+
+
+def test_values_recorded_under_one_python_do_not_count_for_another(tmp_path):
+    """A build measured under Python 3.10 and 3.12 has a results file per Python (asv's -E)."""
+    from mpsbench import record
+
+    commit = "ab" * 20
+    folder = tmp_path / "box"
+    folder.mkdir()
+    data = {"commit_hash": commit, "result_columns": ["result", "params"],
+            "results": {"bench.time_x": [[1.0], []]}}
+    (folder / f"{commit[:8]}-virtualenv-py3.10.json").write_text(json.dumps(data))
+    assert record.environment_name(["-E", "virtualenv:3.12", "--launch-method", "spawn"]) == "virtualenv-py3.12"
+    assert record.environment_name(["--environment=virtualenv:3.10"]) == "virtualenv-py3.10"
+    assert record.environment_name(["--launch-method", "spawn"]) == "*"
+    assert record.recorded_names(tmp_path, "box", commit, "virtualenv-py3.12") == set()
+    assert record.recorded_names(tmp_path, "box", commit, "virtualenv-py3.10") == {"bench.time_x"}
+    assert record.recorded_names(tmp_path, "box", commit) == {"bench.time_x"}

@@ -6,6 +6,7 @@ import json
 import os
 import subprocess
 import sys
+from datetime import datetime
 from pathlib import Path
 
 import pytest
@@ -179,7 +180,8 @@ def test_the_report_writes_figures_and_a_summary_with_the_numbers(suite, publish
     page = (out / "summary.html").read_text()
     assert '<tr class="slower">' in page and '<td class="n">1.250</td>' in page
     assert f'href="{compare}"' in page
-    assert "http" not in page.replace(compare, "").replace("https://github.com/pytorch/pytorch/compare/", "")
+    upstream = ("https://github.com/pytorch/pytorch/compare/", "https://github.com/pytorch/pytorch/commit/")
+    assert "http" not in page.replace(compare, "").replace(upstream[0], "").replace(upstream[1], "")
     progress = capsys.readouterr().err
     assert "mpsbench report: writing" in progress
 
@@ -219,3 +221,33 @@ def test_a_bad_threshold_is_one_line_naming_it(tmp_path, capsys):
         factor.regression_factor(config)
     assert factor.main([str(config)]) == 2
     assert capsys.readouterr().err.count("\n") == 1
+
+
+def test_speedup_by_release_draws_each_python_along_the_dates_and_links_each_release(tmp_path):
+    repo = tmp_path / "timeline"
+    repo.mkdir()
+    _git(repo, "init", "-q", "-b", "era")
+    commits = []
+    for version, date in (("1.12.1", "2022-08-05"), ("2.2.2", "2024-03-27"), ("2.15.0", "2026-11-01")):
+        _git(repo, "commit", "-q", "--allow-empty", "-m",
+             f"torch {version}\n\nkind: release\ntorch_version: {version}\ngit_version: {'d' * 40}\n",
+             date=f"{date}T00:00:00Z")
+        commits.append(_git(repo, "rev-parse", "HEAD"))
+    results_dir, benchmarks = tmp_path / "results", {}
+    # (build, python) -> mps step time; cpu takes 1.0 s, so the speedup is 1 / mps
+    mps = {(0, "3.10"): 0.5, (1, "3.10"): 0.25, (1, "3.12"): 0.25, (2, "3.12"): 0.2}
+    for (index, python), seconds in mps.items():
+        values = {("training", "time_step", "mps", "mlp", 1024): seconds,
+                  ("training", "time_step", "cpu", "mlp", 1024): 1.0}
+        date_ms = int(datetime.fromisoformat(("2022-08-05", "2024-03-27", "2026-11-01")[index]).timestamp() * 1000)
+        benchmarks.update(asvresults.write_results(results_dir, "m2", commits[index], date_ms, values, DEVICES,
+                                                   MODELS, BATCHES, python=python))
+    asvresults.write_benchmarks(results_dir, benchmarks)
+    points = report.speedup_by_release(results_dir, report.Timeline(repo))
+    assert [(p.python, p.torch_version, round(p.ratio, 6)) for p in sorted(points, key=lambda p: (p.python, p.date_ms))] == [
+        ("3.10", "1.12.1", 2.0), ("3.10", "2.2.2", 4.0), ("3.12", "2.2.2", 4.0), ("3.12", "2.15.0", 5.0),
+    ]
+    assert points[0].link == "https://github.com/pytorch/pytorch/releases/tag/v1.12.1"
+    section = report._by_release_section(results_dir, report.Timeline(repo), lambda name: tmp_path / name)
+    assert (tmp_path / "speedup_by_release.png").stat().st_size > 0
+    assert "releases/tag/v2.15.0" in report.to_html("t", [section])

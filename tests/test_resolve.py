@@ -11,6 +11,8 @@ from mpsbench import cli, resolve
 from mpsbench import manifest as mf
 
 GIT_A, GIT_B = "a1" * 20, "b2" * 20
+TORCH_EXTRA = ("Provides-Extra: torch",)
+LINUX_ONLY = 'Requires-Dist: nvidia-fake; platform_system == "Linux"'
 
 
 @pytest.fixture
@@ -18,12 +20,26 @@ def index(tmp_path):
     files = tmp_path / "files"
     files.mkdir()
     wheels = [
-        fakes.make_wheel(files, "torch", "2.14.1", git_version=GIT_A, built=datetime(2026, 9, 30, 12, 58, 32)),
-        fakes.make_wheel(files, "torch", "2.14.1", platform="macosx_14_0_arm64", git_version=GIT_A),
+        # pip resolving on this Linux host must judge markers as the target would (pip_target.py)
+        fakes.make_wheel(files, "torch", "2.14.1", git_version=GIT_A, built=datetime(2026, 9, 30, 12, 58, 32),
+                         metadata=(LINUX_ONLY,)),
+        fakes.make_wheel(files, "nvidia_fake", "13.0", python="py3", platform="manylinux_2_17_x86_64"),
+        fakes.make_wheel(files, "torch", "2.14.1", platform="macosx_14_0_arm64", git_version=GIT_A,
+                         metadata=(LINUX_ONLY,)),
         fakes.make_wheel(files, "torch", "2.14.1", python="cp39"),  # an interpreter we do not pin
         fakes.make_wheel(files, "torchvision", "0.29.0"),
         fakes.make_wheel(files, "torchvision", "0.29.1"),
-        fakes.make_wheel(files, "transformers", "5.18.0", python="py3", platform="any"),
+        fakes.make_wheel(files, "torchvision", "0.29.1", platform="macosx_14_0_arm64"),
+        fakes.make_wheel(files, "transformers", "5.18.0", python="py3", platform="any", metadata=(
+            *TORCH_EXTRA, 'Requires-Dist: torch>=2.5; extra == "torch"')),
+        fakes.make_wheel(files, "transformers", "4.36.2", python="py3", platform="any", metadata=(
+            *TORCH_EXTRA, 'Requires-Dist: torch>=1.10; extra == "torch"')),
+        # an old release: its torchvision series, numpy 1.x, and the transformers whose extra accepts it
+        fakes.make_wheel(files, "torch", "2.0.1", platform="manylinux1_x86_64", git_version=GIT_B),
+        fakes.make_wheel(files, "torchvision", "0.15.2", platform="manylinux1_x86_64",
+                         metadata=("Requires-Dist: numpy",)),
+        fakes.make_wheel(files, "numpy", "1.26.4"),
+        fakes.make_wheel(files, "numpy", "2.1.0"),
         fakes.make_wheel(files, "torch", "2.15.0.dev20261120+cpu", git_version=GIT_B, built=datetime(2026, 11, 20, 3)),
         fakes.make_wheel(files, "torchvision", "0.30.0.dev20261120+cpu"),
         fakes.make_wheel(files, "torch", "2.15.0.dev20261122+cpu", git_version=GIT_A, built=datetime(2026, 11, 22, 3)),
@@ -31,18 +47,37 @@ def index(tmp_path):
     return fakes.make_index(tmp_path / "simple", wheels)
 
 
-def test_a_release_pins_torch_vision_and_transformers_per_platform(index):
+def test_a_release_pins_what_pip_resolves_per_platform_and_python(index):
     build = resolve.release("2.14.1", index=str(index))
     assert build.git_version == GIT_A and build.date == "2026-09-30T12:58:32Z" and build.tag == "v2.14.1"
     assert sorted(build.pins) == ["linux-x86_64-cuda", "macos-arm64"]
     linux = [pin.filename for pin in build.pins["linux-x86_64-cuda"]]
     assert linux == [
+        "nvidia_fake-13.0-py3-none-manylinux_2_17_x86_64.whl",  # Linux only: absent from the macOS set
         "torch-2.14.1-cp311-cp311-manylinux_2_28_x86_64.whl",
-        "torchvision-0.29.1-cp311-cp311-manylinux_2_28_x86_64.whl",  # the patch that matches torch's
-        "transformers-5.18.0-py3-none-any.whl",
+        "torchvision-0.29.1-cp311-cp311-manylinux_2_28_x86_64.whl",  # the newest of its series
+        "transformers-5.18.0-py3-none-any.whl",  # the newest whose torch extra accepts 2.14.1
     ]
     for pin in build.pins["linux-x86_64-cuda"]:
-        assert pin.sha256 == fakes.sha256(index.parent / "files" / pin.filename)
+        assert pin.sha256 == fakes.sha256(index.parent / "files" / pin.filename) and pin.python == "cp311"
+    assert [pin.name for pin in build.pins["macos-arm64"]] == ["torch", "torchvision", "transformers"]
+
+
+def test_an_old_release_gets_numpy_1_and_the_transformers_its_requirements_allow(index):
+    build = resolve.release("2.0.1", index=str(index), pythons={"linux-x86_64-cuda": ("cp311",)})
+    assert [pin.filename for pin in build.pins["linux-x86_64-cuda"]] == [
+        "numpy-1.26.4-cp311-cp311-manylinux_2_28_x86_64.whl",  # torch before 2.3 breaks under numpy 2
+        "torch-2.0.1-cp311-cp311-manylinux1_x86_64.whl",
+        "torchvision-0.15.2-cp311-cp311-manylinux1_x86_64.whl",
+        "transformers-4.36.2-py3-none-any.whl",  # 5.18.0's torch extra wants torch>=2.5
+    ]
+    assert resolve.requirements("2.3.0")[-1] == "transformers[torch]"  # no numpy cap from 2.3 on
+
+
+def test_pythons_per_platform_pin_only_those_sets(index):
+    build = resolve.release("2.14.1", index=str(index), pythons={"macos-arm64": ("cp311",)})
+    assert list(build.pins) == ["macos-arm64"]
+    assert {pin.python for pin in build.pins["macos-arm64"]} == {"cp311"}
 
 
 def test_a_nightly_by_date_resolves_its_version_and_identity(index):
@@ -50,13 +85,14 @@ def test_a_nightly_by_date_resolves_its_version_and_identity(index):
     assert build.torch_version == "2.15.0.dev20261120" and build.git_version == GIT_B
     assert build.id == "2026-11-20" and build.kind == "nightly"
     assert [pin.name for pin in build.pins["linux-x86_64-cpu"]] == ["torch", "torchvision", "transformers"]
+    assert build.pins["linux-x86_64-cpu"][1].version == "0.30.0.dev20261120+cpu"
     assert resolve.nightly_dates((str(index),)) == ["2026-11-20", "2026-11-22"]
 
 
 @pytest.mark.parametrize(
     ("call", "message"),
     [
-        (lambda ix: resolve.release("2.99.0", index=ix), "torch 2.99.0 is not on .*; recent releases there: 2.14.1"),
+        (lambda ix: resolve.release("2.99.0", index=ix), "torch 2.99.0 is not on .*; recent releases there: 2.0.1, 2.14.1"),
         (lambda ix: resolve.release("latest", index=ix), "release version 'latest' is not MAJOR.MINOR.PATCH"),
         (lambda ix: resolve.nightly("2026-11-21", indexes=(ix,)), "no torch nightly of 2026-11-21 .* 2026-11-20, 2026-11-22"),
         (lambda ix: resolve.nightly("21/11/2026", indexes=(ix,)), "nightly date '21/11/2026' is not YYYY-MM-DD"),
@@ -74,7 +110,8 @@ def test_a_wheel_file_with_the_wrong_checksum_or_missing_is_refused(index, tmp_p
     with pytest.raises(resolve.ResolveError, match="does not exist"):
         resolve.wheel_file(tmp_path / "nope.whl", index=str(index))
     build = resolve.wheel_file(wheel, index=str(index), build_id="mine-1")
-    assert build.kind == "wheel-file" and build.pins["linux-x86_64-cuda"][0].url == wheel.resolve().as_uri()
+    torch_pin = next(pin for pin in build.pins["linux-x86_64-cuda"] if pin.name == "torch")
+    assert build.kind == "wheel-file" and torch_pin.url == wheel.resolve().as_uri()
 
 
 def test_torchvision_series_follows_torch():

@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from mpsbench import asvconf, factor, machine, resolve, timeline
+from mpsbench import asvconf, defaults, factor, install_build, machine, resolve, timeline, wheels
 from mpsbench import manifest as mf
 
 MANIFEST = Path("builds/manifest.json")
@@ -41,8 +41,10 @@ def _add(args: argparse.Namespace, build: mf.Build) -> int:
 
 
 def cmd_add_release(args: argparse.Namespace) -> int:
+    # The manifest's defaults say which interpreters each platform pins, unless --python names them.
+    pythons = tuple(args.python) if args.python else defaults.pin_pythons(_manifest(args))
     build = resolve.release(
-        args.version, index=args.index, pythons=tuple(args.python), torchvision=args.torchvision,
+        args.version, index=args.index, pythons=pythons, torchvision=args.torchvision,
         transformers=args.transformers, date=args.date,
     )
     return _add(args, build)
@@ -161,6 +163,27 @@ def cmd_range(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_default(args: argparse.Namespace) -> int:
+    manifest = _manifest(args)
+    platform, _ = defaults.rule_for(manifest, [args.platform] if args.platform else install_build.platform_candidates())
+    planned = defaults.schedule(manifest, platform)
+    if args.pythons:  # for scripts: one asv run per Python
+        print("\n".join(dict.fromkeys(python for item in planned for python in item.pythons)))
+        return 0
+    generated = timeline.compute(manifest, args.timeline)
+    if args.hashes:  # for asv run HASHFILE:
+        if args.python is None:
+            raise HistoryError("--hashes needs --python VERSION: each Python runs its own builds")
+        print("\n".join(generated.commits[item.ref] for item in planned if args.python in item.pythons))
+        return 0
+    print(f"default timeline of {platform}: {len(planned)} builds")
+    for item in planned:
+        commit = generated.commits[item.ref]
+        print(f"  {commit[:12]}  {item.ref:<16} torch {item.build.torch_version:<10} {item.build.date[:10]}"
+              f"  python {', '.join(item.pythons)}")
+    return 0
+
+
 def cmd_check_range(args: argparse.Namespace) -> int:
     asv_args = [arg for arg in args.asv_args if arg != "--"]
     reason = timeline.bad_range(args.timeline, asv_args)
@@ -200,7 +223,8 @@ def add_subcommands(commands: argparse._SubParsersAction) -> None:  # type: igno
     adding(release, "release")
     release.add_argument("--index", default=resolve.PYPI, help="PEP 503 index (default PyPI)")
     release.add_argument("--torchvision", help="torchvision version (default: the one made for this torch)")
-    release.add_argument("--python", nargs="+", default=list(resolve.PYTHONS), help="python tags to pin")
+    release.add_argument("--python", nargs="+", help="python tags to pin on every platform"
+                         " (default: per platform, the manifest's defaults' Pythons, else cp310-cp313)")
     release.add_argument("--date", help="override the build date (YYYY-MM-DDTHH:MM:SSZ)")
     release.set_defaults(func=cmd_add_release)
 
@@ -257,6 +281,16 @@ def add_subcommands(commands: argparse._SubParsersAction) -> None:  # type: igno
     span.add_argument("new", help="CHANNEL@ID or timeline commit hash (prefix)")
     paths(span)
     span.set_defaults(func=cmd_range)
+    default = line_commands.add_parser(
+        "default", help="this platform's default timeline (builds/manifest.json 'defaults'): builds and Pythons"
+    )
+    paths(default)
+    default.add_argument("--platform", choices=wheels.PLATFORMS,
+                         help="a manifest platform (default: this machine's)")
+    default.add_argument("--pythons", action="store_true", help="print only the Pythons to run, one a line")
+    default.add_argument("--hashes", action="store_true", help="print only the timeline commits --python runs")
+    default.add_argument("--python", help="with --hashes: the Python, e.g. 3.10")
+    default.set_defaults(func=cmd_default)
     check = line_commands.add_parser(
         "check-range", help="refuse, in one line, an asv run range that names no timeline commit"
     )

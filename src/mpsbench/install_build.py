@@ -100,11 +100,19 @@ def _fits_this_python(filename: str) -> bool:
     return _python_tag() in tags
 
 
+def _for_this_python(pins: list[dict[str, str]]) -> list[dict[str, str]]:
+    # A build resolved per interpreter names each wheel's set ("python": "cp310"): this
+    # interpreter's set, complete, and no other. Older builds: each wheel by its tags.
+    if any(pin.get("python") for pin in pins):
+        return [pin for pin in pins if pin.get("python") == _python_tag()]
+    return [pin for pin in pins if _fits_this_python(pin["filename"])]
+
+
 def select_pins(build: dict[str, Any]) -> tuple[str, list[dict[str, str]]]:
     """The platform and the wheels of ``build`` for this machine and python."""
     candidates = platform_candidates()
     for key in candidates:
-        pins = [pin for pin in build["pins"].get(key, []) if _fits_this_python(pin["filename"])]
+        pins = _for_this_python(build["pins"].get(key, []))
         if any(pin["name"] == "torch" for pin in pins):
             chosen: dict[str, dict[str, str]] = {}
             for pin in pins:  # one wheel per package

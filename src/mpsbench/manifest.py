@@ -44,6 +44,10 @@ class Pin:
     filename: str
     url: str
     sha256: str
+    # The interpreter whose resolved set this wheel belongs to ("cp310"): a build
+    # resolved by pip pins one complete set per platform and Python. Empty on
+    # builds pinned before that (each wheel then serves the Pythons its tags name).
+    python: str = ""
 
 
 @dataclass(frozen=True)
@@ -77,8 +81,19 @@ class Channel:
 
 
 @dataclass(frozen=True)
+class Default:
+    """Which builds a platform runs by default: its releases, by rule (defaults.py applies it)."""
+
+    channels: tuple[str, ...]  # the channels whose releases it draws from, in order
+    since: str | None = None  # the oldest minor release, e.g. "1.12"; None: from the first
+    newest: int | None = None  # keep only this many newest releases; None: all
+    pythons: tuple[str, ...] = ()  # "3.10", "3.12": each build runs under each it has wheels for; (): asv's own
+
+
+@dataclass(frozen=True)
 class Manifest:
     channels: tuple[Channel, ...] = field(default_factory=tuple)
+    defaults: dict[str, Default] = field(default_factory=dict)  # platform key -> its default timeline
 
     def channel(self, name: str) -> Channel | None:
         return next((channel for channel in self.channels if channel.name == name), None)
@@ -134,6 +149,18 @@ def validate(manifest: Manifest) -> None:
                     raise ManifestError(f"tag {build.tag!r} is used twice")
                 tags.add(build.tag)
             previous = build
+    for platform, rule in manifest.defaults.items():
+        where = f"the default timeline of {platform}"
+        if platform not in PLATFORMS:
+            raise ManifestError(f"{where}: unknown platform; choose one of: {', '.join(PLATFORMS)}")
+        unknown = [name for name in rule.channels if name not in seen_channels]
+        if not rule.channels or unknown:
+            raise ManifestError(f"{where} names channels {unknown or '[]'}; the manifest has: {', '.join(sorted(seen_channels))}")
+        if rule.newest is not None and rule.newest < 1:
+            raise ManifestError(f"{where}: newest must be at least 1, got {rule.newest}")
+        bad = [python for python in rule.pythons if not re.fullmatch(r"3\.\d+", python)]
+        if bad:
+            raise ManifestError(f"{where}: pythons must look like 3.12, got {bad}")
 
 
 def _validate_build(channel: str, build: Build) -> None:
@@ -168,7 +195,15 @@ def _validate_build(channel: str, build: Build) -> None:
 
 
 def _pin_from(data: dict[str, Any]) -> Pin:
-    return Pin(**{key: str(data[key]) for key in ("name", "version", "filename", "url", "sha256")})
+    return Pin(**{key: str(data[key]) for key in ("name", "version", "filename", "url", "sha256")},
+               python=str(data.get("python", "")))
+
+
+def _default_from(data: dict[str, Any]) -> Default:
+    return Default(
+        channels=tuple(data["channels"]), since=data.get("since"), newest=data.get("newest"),
+        pythons=tuple(data.get("pythons", ())),
+    )
 
 
 def _build_from(data: dict[str, Any]) -> Build:
@@ -190,11 +225,12 @@ def from_json(data: dict[str, Any]) -> Manifest:
             Channel(c["name"], tuple(_build_from(b) for b in c["builds"]), c.get("parent"))
             for c in data["channels"]
         )
+        defaults = {platform: _default_from(rule) for platform, rule in data.get("defaults", {}).items()}
     except KeyError as exc:
         raise ManifestError(f"manifest entry lacks a field: {exc}") from None
     except (TypeError, AttributeError) as exc:  # an entry that is not an object
         raise ManifestError(f"manifest entry is malformed: {exc}") from None
-    manifest = Manifest(channels)
+    manifest = Manifest(channels, defaults)
     validate(manifest)
     return manifest
 
@@ -207,7 +243,13 @@ def to_json(manifest: Manifest) -> dict[str, Any]:
             entry["parent"] = channel.parent
         entry["builds"] = [build_to_json(build) for build in channel.builds]
         channels.append(entry)
-    return {"schema": SCHEMA, "channels": channels}
+    data: dict[str, Any] = {"schema": SCHEMA, "channels": channels}
+    if manifest.defaults:
+        data["defaults"] = {
+            platform: {key: value for key, value in asdict(rule).items() if value not in (None, ())}
+            for platform, rule in manifest.defaults.items()
+        }
+    return data
 
 
 def build_to_json(build: Build) -> dict[str, Any]:
@@ -217,6 +259,10 @@ def build_to_json(build: Build) -> dict[str, Any]:
     for key in ("tag", "note", "site_packages", "env"):
         if not data[key]:
             del data[key]
+    for pins in data["pins"].values():
+        for pin in pins:
+            if not pin["python"]:
+                del pin["python"]
     return data
 
 
@@ -275,6 +321,6 @@ def append(manifest: Manifest, channel_name: str, build: Build, parent: str | No
             )
         updated = replace(existing, builds=(*existing.builds, build))
         channels = tuple(updated if c.name == channel_name else c for c in manifest.channels)
-    result = Manifest(channels)
+    result = Manifest(channels, manifest.defaults)
     validate(result)
     return result

@@ -74,7 +74,7 @@ class ModelSpec:
         for package in self.requires:
             try:
                 importlib.import_module(package)
-            except ImportError:
+            except Exception:  # absent, or made for a newer torch (transformers 4.51 needs torch.compiler: 2.1+)
                 missing.append(package)
         return missing
 
@@ -199,7 +199,7 @@ _BERT_COMMON: dict[str, Any] = dict(
     seed_batch_size=64,  # Apple's BERT chart and the fine-tuning seed: batch 64
     batch_sizes=_BIG_SIZES,
     large=True,
-    requires=("transformers",),
+    requires=("transformers.models.bert.modeling_bert",),  # transformers imports lazily: import what BERT needs
     make_optimizer=_adamw,
     forward=_bert_forward,
 )
@@ -308,7 +308,7 @@ def preload_for_forkserver() -> list[str]:
     for package in PRELOADED:
         try:
             importlib.import_module(package)
-        except ImportError:  # an environment without it: its models skip with the reason
+        except Exception:  # absent, or not importable with this torch: its models skip with the reason
             continue
         loaded.append(package)
     return loaded

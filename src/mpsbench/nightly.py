@@ -133,7 +133,7 @@ def sync(repository: mf.Manifest, fleet_manifest: mf.Manifest) -> mf.Manifest:
                 " one must continue the other (fix the manifest on one side)"
             )
         channels.append(longer)
-    synced = mf.Manifest(tuple(channel for channel in channels if channel is not None))
+    synced = mf.Manifest(tuple(channel for channel in channels if channel is not None), repository.defaults)
     mf.validate(synced)
     return synced
 

@@ -139,10 +139,28 @@ def selection(benchmark_dir: Path, patterns: list[str]) -> list[str]:
     return chosen
 
 
-def recorded_names(results: Path, machine: str, commit: str) -> set[str]:
+def environment_name(asv_options: Sequence[str]) -> str:
+    """The results files' environment part that ``-E TYPE:PYTHON`` makes asv write (``virtualenv-py3.10``), or ``*``.
+
+    A build measured under two Pythons has one results file per Python: the
+    values recorded under one must not count as recorded for the other.
+    """
+    for i, option in enumerate(asv_options):
+        spec = None
+        if option in ("-E", "--environment") and i + 1 < len(asv_options):
+            spec = asv_options[i + 1]
+        elif option.startswith("--environment="):
+            spec = option.split("=", 1)[1]
+        if spec and ":" in spec:
+            kind, python = spec.split(":", 1)
+            return f"{kind}-py{python}"
+    return "*"
+
+
+def recorded_names(results: Path, machine: str, commit: str, environment: str = "*") -> set[str]:
     """The combinations that hold a value in this machine's results for the build, named as -b sees them."""
     names: set[str] = set()
-    for path in sorted((results / machine).glob(f"{commit[:8]}-*.json")):
+    for path in sorted((results / machine).glob(f"{commit[:8]}-{environment}.json")):
         data = merge._load_json(path)
         if not isinstance(data, dict) or data.get("commit_hash") != commit:
             continue
@@ -217,8 +235,9 @@ def record(config: Path, machine: str, asv_args: Sequence[str], remeasure: bool 
     with locked(results) as root:
         recover(results, root)
         groups: dict[tuple[str, ...], list[str]] = {}
+        environment = environment_name(rest)
         for commit in commits:
-            have = set() if remeasure else recorded_names(results, machine, commit)
+            have = set() if remeasure else recorded_names(results, machine, commit, environment)
             missing = tuple(name for name in wanted if name not in have)
             if missing:
                 groups.setdefault(missing, []).append(commit)

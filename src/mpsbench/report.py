@@ -125,8 +125,8 @@ def _number(value: Any) -> float | None:
     return float(value) if math.isfinite(value) and value > 0 else None
 
 
-def load(results_dir: Path) -> Results:
-    """Read every results file under ``results_dir`` through asv's own reader."""
+def load(results_dir: Path, python: str | None = None) -> Results:
+    """Read every results file under ``results_dir`` through asv's own reader (``python``: only its)."""
     from asv import results as asv_results  # asv is what wrote them; it also reads them best
 
     if not results_dir.is_dir():
@@ -134,6 +134,8 @@ def load(results_dir: Path) -> Results:
     names = _param_names(results_dir)
     found = Results()
     for result in asv_results.iter_results(str(results_dir)):
+        if python is not None and result.params.get("python") != python:
+            continue
         found.files += 1
         machine, commit = result.params["machine"], result.commit_hash
         found.dates[commit] = int(result.date or 0)
@@ -749,6 +751,7 @@ def build(results_dir: Path, out_dir: Path, config: Path | None = None, site: Pa
     sections = [
         _builds_section(results, results_dir, timeline, limit),
         _speedup_section(results, save),
+        _by_release_section(results_dir, timeline, save),
         _machines_section(results, save),
         _batches_section(results, save),
         _changes_section(results, results_dir, thresholds.Rules.from_config(config)),
@@ -780,6 +783,94 @@ def set_aside(site: Path) -> list[dict[str, Any]]:
     except (OSError, ValueError):
         return []
     return [j for j in judged if j.get("verdict") != "slower"]
+
+
+# --- MPS speedup over cpu by release ----------------------------------------------
+
+RELEASE_URL = "https://github.com/pytorch/pytorch/releases/tag/v{version}"
+UPSTREAM_COMMIT_URL = "https://github.com/pytorch/pytorch/commit/{git_version}"
+BY_RELEASE_DEVICE = "mps"
+
+
+@dataclass(frozen=True)
+class ReleasePoint:
+    """One build's mps-over-cpu speedup for a model, under one Python on one machine."""
+
+    python: str
+    machine: str
+    kind: str
+    model: str
+    torch_version: str
+    date_ms: int
+    link: str  # the PyTorch release page; a nightly or local build: its upstream commit
+    ratio: float
+
+
+def _build_link(timeline: Timeline, commit: str, torch_version: str) -> str:
+    if re.search(r"^kind: release$", timeline.message(commit), re.MULTILINE):
+        return RELEASE_URL.format(version=torch_version)
+    git_version = timeline.git_version(commit)
+    return UPSTREAM_COMMIT_URL.format(git_version=git_version) if git_version else ""
+
+
+def speedup_by_release(results_dir: Path, timeline: Timeline, device: str = BY_RELEASE_DEVICE) -> list[ReleasePoint]:
+    """Every build's ``device`` speedup over cpu (seed batch, as in the speedup figure), per Python."""
+    from asv import results as asv_results
+
+    pythons = sorted({str(r.params.get("python")) for r in asv_results.iter_results(str(results_dir))})
+    found = []
+    for python in pythons:
+        results = load(results_dir, python)
+        for machine in results.machines:
+            for commit in results.builds(machine):
+                found_version = re.search(r"^torch_version:\s*(\S+)", timeline.message(commit), re.MULTILINE)
+                version = found_version.group(1) if found_version else commit[:8]
+                for model, kind in itertools.product(models_in(results), KINDS):
+                    gpu = pick(results, machine, commit, kind, model, device)
+                    cpu = pick(results, machine, commit, kind, model, CPU)
+                    if gpu and cpu:
+                        found.append(ReleasePoint(
+                            python, machine, kind, model, version, results.dates.get(commit, 0),
+                            _build_link(timeline, commit, version), gpu.samples_per_second / cpu.samples_per_second,
+                        ))
+    return found
+
+
+def plot_by_release(points: list[ReleasePoint], out: Path) -> None:
+    """Speedup along the builds' dates, one line per model, kind, machine and Python; releases named."""
+    from datetime import datetime, timezone
+
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(11, 5), layout="constrained")
+    for key in sorted({(p.model, p.kind, p.machine, p.python) for p in points}):
+        line = sorted((p for p in points if (p.model, p.kind, p.machine, p.python) == key), key=lambda p: p.date_ms)
+        when = [datetime.fromtimestamp(p.date_ms / 1000, tz=timezone.utc) for p in line]
+        ax.plot(when, [p.ratio for p in line], marker="o", label=f"{key[0]} {key[1]}, {key[2]}, python {key[3]}")
+        for moment, point in zip(when, line):
+            ax.annotate(point.torch_version, (moment, point.ratio), fontsize=7, rotation=45,
+                        textcoords="offset points", xytext=(0, 6))
+    ax.axhline(1.0, color="black", linewidth=0.8)
+    ax.set_ylabel(f"{BY_RELEASE_DEVICE} speedup over cpu (samples/s ratio)")
+    ax.set_title(f"{BY_RELEASE_DEVICE.upper()} speedup over cpu by release")
+    ax.legend(fontsize=7)
+    fig.savefig(out, dpi=110)
+    plt.close(fig)
+
+
+def _by_release_section(results_dir: Path, timeline: Timeline, save: Save) -> Section:
+    title = f"{BY_RELEASE_DEVICE.upper()} speedup over cpu by release"
+    points = speedup_by_release(results_dir, timeline)
+    if not points:
+        return Section(title, [f"No build has both {BY_RELEASE_DEVICE} and cpu results."])
+    plot_by_release(points, save("speedup_by_release.png"))
+    return Section(title, [
+        Image("speedup_by_release.png", title),
+        "Each build at its date; each line one Python (the era needs two: no Python has wheels for every"
+        " release), so a build measured under both shows the seam. Each version links to its PyTorch release.",
+        Table(["torch", "python", "machine", "model", "kind", "speedup"],
+              [[Link(p.torch_version, p.link) if p.link else p.torch_version, p.python, p.machine, p.model,
+                p.kind, f"{p.ratio:.2f}x"] for p in sorted(points, key=lambda p: (p.date_ms, p.python))]),
+    ])
 
 
 def _regressions_section(site: Path | None, timeline: Timeline) -> Section:

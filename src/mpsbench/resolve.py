@@ -8,12 +8,20 @@ from the torch wheel itself (``torch/version.py`` and its timestamp).
 
 from __future__ import annotations
 
+import json
+import os
 import re
+import subprocess
+import sys
+import tempfile
 import urllib.parse
+from collections.abc import Mapping
+from dataclasses import replace
 from datetime import datetime, timezone
 from pathlib import Path
 
-from packaging.version import Version
+import packaging.tags
+from packaging.version import InvalidVersion, Version
 
 from mpsbench import install_build, wheels
 from mpsbench import manifest as mf
@@ -33,66 +41,117 @@ class ResolveError(ValueError):
 
 
 def torchvision_series(torch_version: str) -> str:
-    """The torchvision minor series made for a torch release: 1.13 -> 0.14, 2.14 -> 0.29."""
-    match = re.match(r"(\d+)\.(\d+)", torch_version)
-    if not match:
-        raise ResolveError(f"torch version {torch_version!r} is not MAJOR.MINOR[.PATCH]")
-    major, minor = int(match.group(1)), int(match.group(2))
+    """The torchvision minor series made for a torch release: 1.13 -> 0.14, 2.14 -> 0.29.
+
+    torchvision's macOS wheels of the 1.x era do not require their torch, so
+    pip alone would pair torch 1.12.1 with any torchvision: the series says which.
+    """
+    try:
+        major, minor = Version(torch_version).release[:2]
+    except (InvalidVersion, ValueError):
+        raise ResolveError(f"torch version {torch_version!r} is not MAJOR.MINOR[.PATCH]") from None
     return f"0.{minor + 1}" if major == 1 else f"0.{minor + 15}"
 
 
-def default_transformers(torch_version: str) -> str:
-    """A transformers release that supports this torch (its own requirement, from its metadata)."""
-    major, minor = (int(part) for part in re.findall(r"\d+", torch_version)[:2])
-    if (major, minor) >= (2, 5):
-        return "5.18.0"  # requires torch >= 2.5
-    if (major, minor) >= (2, 2):
-        return "4.57.6"  # requires torch >= 2.2
-    return "4.36.2"  # before torch 2.2: a release from the torch 1.x/2.0-2.1 era; pass --transformers to choose
+def requirements(torch_version: str, torchvision: str | None = None, transformers: str | None = None) -> list[str]:
+    """What pip resolves a build from: torch, its torchvision, a transformers whose own torch extra accepts it.
+
+    ``torchvision`` and ``transformers`` name a version, or ``none`` to leave
+    the package out. Torch before 2.3 was built against numpy 1.x without
+    saying so in its metadata: numpy 2 breaks it at import, hence the one rule.
+    """
+    wanted = [f"torch=={torch_version}"]
+    if torchvision != "none":
+        wanted.append(f"torchvision=={torchvision or torchvision_series(torch_version) + '.*'}")
+    if transformers != "none":
+        wanted.append(f"transformers[torch]{'==' + transformers if transformers else ''}")
+    if Version(torch_version).release[:2] < (2, 3):
+        wanted.append("numpy<2")
+    return wanted
 
 
-def _pin(link: wheels.IndexLink, sha256: str | None = None) -> mf.Pin:
-    digest = sha256 or link.sha256
-    if not digest:
-        raise ResolveError(f"{link.url} carries no sha256 on its index; pass the wheel as a file instead")
-    return mf.Pin(link.wheel.name, link.wheel.version, link.wheel.filename, link.url, digest)
+# The platform tags pip resolves for, per manifest platform: the newest first, then
+# every older tag a wheel of the era may carry (torch 1.13.1 is manylinux1, 2.15.0 manylinux_2_28).
+PLATFORM_TAGS: dict[str, tuple[str, ...]] = {
+    "macos-arm64": tuple(packaging.tags.mac_platforms((14, 0), "arm64")),
+    "linux-x86_64-cuda": (
+        *(f"manylinux_2_{minor}_x86_64" for minor in range(28, 4, -1)),
+        "manylinux2014_x86_64", "manylinux2010_x86_64", "manylinux1_x86_64",
+    ),
+}
+PLATFORM_TAGS["linux-x86_64-cpu"] = (*PLATFORM_TAGS["linux-x86_64-cuda"], "linux_x86_64")
+# pip's settings that would change what it finds: the manifest pins what the named indexes hold.
+_PIP_KEPT = ("PIP_CERT", "PIP_DEFAULT_TIMEOUT", "PIP_CACHE_DIR", "PIP_NO_CACHE_DIR")
 
 
-def _pythons_ok(wheel: wheels.WheelName, pythons: tuple[str, ...]) -> bool:
-    return wheel.python in pythons and wheel.abi == wheel.python
+def _index_url(index: str) -> str:
+    return index if "://" in index else Path(index).resolve().as_uri()
 
 
-def _by_platform(links: list[wheels.IndexLink], pythons: tuple[str, ...]) -> dict[str, list[mf.Pin]]:
-    pins: dict[str, list[mf.Pin]] = {}
-    for link in sorted(links, key=lambda item: item.wheel.filename):
+def pip_set(
+    wanted: list[str], platform: str, python: str, index: str = PYPI, extra_indexes: tuple[str, ...] = (),
+) -> list[mf.Pin]:
+    """Every wheel pip installs for ``wanted`` on ``platform`` under ``python`` (cp310), pinned.
+
+    ``pip install --dry-run --report`` resolves from the packages' own
+    requirements for a platform and interpreter other than this one, without
+    downloading a wheel (pip_target.py makes its markers the target's too);
+    its report names each file's URL and sha256.
+    """
+    if not re.fullmatch(r"cp3\d+", python):
+        raise ResolveError(f"python tag {python!r} is not cpython 3 (e.g. cp312)")
+    env = {key: value for key, value in os.environ.items() if not key.startswith("PIP_") or key in _PIP_KEPT}
+    env["PIP_CONFIG_FILE"] = os.devnull  # no machine-wide find-links or mirrors in the pins
+    with tempfile.TemporaryDirectory(prefix="mpsbench-resolve-") as scratch:
+        report = Path(scratch) / "report.json"
+        command = [
+            sys.executable, "-m", "mpsbench.pip_target", platform, python,
+            "install", "--dry-run", "--ignore-installed", "--quiet", "--disable-pip-version-check",
+            "--target", str(Path(scratch) / "target"), "--report", str(report),
+            "--only-binary=:all:", "--implementation", "cp", "--python-version", f"3.{python[3:]}",
+            "--abi", python, "--index-url", _index_url(index),
+            *(f"--extra-index-url={_index_url(extra)}" for extra in extra_indexes),
+            *(f"--platform={tag}" for tag in PLATFORM_TAGS[platform]), *wanted,
+        ]
+        done = subprocess.run(command, capture_output=True, text=True, env=env)
+        if done.returncode != 0:
+            why = (done.stderr.strip().splitlines() or ["no output"])[-1]
+            raise ResolveError(f"pip cannot resolve {' '.join(wanted)} for {platform} {python}: {why}")
+        installs = json.loads(report.read_text())["install"]
+    pins = []
+    for item in installs:
+        info = item["download_info"]
+        archive = info.get("archive_info", {})
+        digest = archive.get("hashes", {}).get("sha256") or archive.get("hash", "").partition("sha256=")[2]
+        wheel = wheels.parse_wheel_name(info["url"])
+        if not digest:
+            raise ResolveError(f"{info['url']} carries no sha256 on its index; pass the wheel as a file instead")
+        pins.append(mf.Pin(wheel.name, wheel.version, wheel.filename, info["url"], digest, python=python))
+    return sorted(pins, key=lambda pin: pin.filename)
+
+
+Pythons = tuple[str, ...] | Mapping[str, tuple[str, ...]]  # for every platform, or per platform
+
+
+def _combos(links: list[wheels.IndexLink], pythons: Pythons) -> dict[tuple[str, str], str]:
+    """(platform, python) -> the exact torch version, for every torch wheel on a platform and python we pin."""
+    combos = {}
+    for link in links:
         key = wheels.platform_key(link.wheel)
-        if key is not None and _pythons_ok(link.wheel, pythons):
-            pins.setdefault(key, []).append(_pin(link))
-    return pins
+        wanted = pythons if isinstance(pythons, tuple) else pythons.get(key or "", ())
+        if key in PLATFORM_TAGS and link.wheel.python in wanted:
+            combos[(key, link.wheel.python)] = link.wheel.version
+    return combos
 
 
-def _transformers_pin(version: str | None, index: str) -> mf.Pin | None:
-    if version == "none":
-        return None
-    links = [
-        link for link in wheels.project_links(index, "transformers")
-        if link.wheel.version == version and link.wheel.platform == "any"
-    ]
-    if not links:
-        raise ResolveError(f"transformers {version} has no wheel on {index}; pass --transformers VERSION or none")
-    return _pin(links[0])
-
-
-def _with_companions(
-    torch_pins: dict[str, list[mf.Pin]], vision_pins: dict[str, list[mf.Pin]], extra: mf.Pin | None
+def _resolve_pins(
+    wanted: dict[tuple[str, str], list[str]], index: str, extra_indexes: tuple[str, ...] = (),
 ) -> dict[str, list[mf.Pin]]:
-    """Add each platform's torchvision wheels (same python tag) and the pure-Python pins."""
-    merged: dict[str, list[mf.Pin]] = {}
-    for key, pins in torch_pins.items():
-        pythons = {pin.filename.split("-")[2] for pin in pins}
-        vision = [pin for pin in vision_pins.get(key, []) if pin.filename.split("-")[2] in pythons]
-        merged[key] = [*pins, *vision, *([extra] if extra else [])]
-    return merged
+    """pip's set for each (platform, python) and its requirements."""
+    pins: dict[str, list[mf.Pin]] = {}
+    for (platform, python), lines in sorted(wanted.items()):
+        pins.setdefault(platform, []).extend(pip_set(lines, platform, python, index, extra_indexes))
+    return pins
 
 
 def _identity(pins: dict[str, list[mf.Pin]]) -> wheels.TorchIdentity:
@@ -105,44 +164,38 @@ def _identity(pins: dict[str, list[mf.Pin]]) -> wheels.TorchIdentity:
 
 
 def release(
-    version: str, index: str = PYPI, pythons: tuple[str, ...] = PYTHONS,
+    version: str, index: str = PYPI, pythons: Pythons = PYTHONS,
     torchvision: str | None = None, transformers: str | None = None, date: str | None = None,
 ) -> mf.Build:
-    """A PyPI (or other index) release of torch, e.g. ``2.14.1``."""
+    """A PyPI (or other index) release of torch, e.g. ``2.14.1``, with pip's resolution of its neighbours."""
     if not re.fullmatch(r"\d+\.\d+(\.\d+)?", version):
         raise ResolveError(f"release version {version!r} is not MAJOR.MINOR.PATCH (e.g. 2.14.1)")
     all_torch = wheels.project_links(index, "torch")
     torch_links = [link for link in all_torch if link.wheel.public_version == version]
     if not torch_links:
-        known = sorted({link.wheel.public_version for link in all_torch if "dev" not in link.wheel.version},
-                       key=Version)  # by version: as strings 2.10 would sort before 2.9
+        known = sorted(
+            {link.wheel.public_version for link in all_torch if not Version(link.wheel.version).is_prerelease},
+            key=Version,
+        )
         raise ResolveError(f"torch {version} is not on {index}; recent releases there: {', '.join(known[-8:])}")
-    torch_pins = _by_platform(torch_links, pythons)
-    if not torch_pins:
-        raise ResolveError(f"torch {version} on {index} has no wheel for {', '.join(pythons)} on a tracked platform")
-    vision_version = torchvision or _newest_vision(index, torchvision_series(version), version)
-    vision_links = [link for link in wheels.project_links(index, "torchvision") if link.wheel.public_version == vision_version]
-    extra = _transformers_pin(transformers or default_transformers(version), index)
-    pins = _with_companions(torch_pins, _by_platform(vision_links, pythons), extra)
+    combos = _combos(torch_links, pythons)
+    if not combos:
+        raise ResolveError(f"torch {version} on {index} has no wheel for {pythons} on a tracked platform")
+    series = torchvision_series(version)
+    vision_links = [link for link in wheels.project_links(index, "torchvision")
+                    if link.wheel.public_version.startswith(series + ".")]
+    with_vision = set(_combos(vision_links, pythons))
+    # Where the series has no wheel (not released yet, or none for that Python: 0.14 has no
+    # cp311), the set has no torchvision and the suite skips its models with the reason.
+    pins = _resolve_pins({
+        combo: requirements(exact, torchvision or ("none" if combo not in with_vision else None), transformers)
+        for combo, exact in combos.items()
+    }, index)
     identity = _identity(pins)
     return mf.Build(
         id=version, torch_version=version, date=date or mf.format_date(identity.built),
         git_version=identity.git_version, kind="release", pins=pins, tag=f"v{version}",
     )
-
-
-def _newest_vision(index: str, series: str, torch_version: str) -> str:
-    """The torchvision release of ``series`` whose patch matches torch's, else the newest of the series."""
-    versions = {
-        link.wheel.public_version for link in wheels.project_links(index, "torchvision")
-        if link.wheel.public_version.startswith(series + ".") and "dev" not in link.wheel.version
-    }
-    patch = torch_version.split(".")[2] if torch_version.count(".") == 2 else "0"
-    if f"{series}.{patch}" in versions:
-        return f"{series}.{patch}"
-    if not versions:
-        return f"{series}.{patch}"  # none on the index: the build pins torch alone
-    return max(versions, key=lambda v: tuple(int(p) for p in v.split(".")))
 
 
 def nightly_dates(indexes: tuple[str, ...]) -> list[str]:
@@ -160,25 +213,36 @@ def nightly(
     date: str, indexes: tuple[str, ...] = NIGHTLY_INDEXES, pythons: tuple[str, ...] = PYTHONS,
     transformers: str | None = None, transformers_index: str = PYPI,
 ) -> mf.Build:
-    """The nightly of ``date`` (YYYY-MM-DD) from PyTorch's nightly indexes (configurable)."""
+    """The nightly of ``date`` (YYYY-MM-DD) from PyTorch's nightly indexes (configurable).
+
+    Each platform resolves against the index that holds its torch wheel, with
+    ``transformers_index`` beside it for everything else.
+    """
     try:
         datetime.strptime(date, "%Y-%m-%d")
     except ValueError:
         raise ResolveError(f"nightly date {date!r} is not YYYY-MM-DD") from None
     stamp = ".dev" + date.replace("-", "")
-    torch_links: list[wheels.IndexLink] = []
-    vision_links: list[wheels.IndexLink] = []
+    pins: dict[str, list[mf.Pin]] = {}
     for index in indexes:
-        torch_links += [link for link in wheels.project_links(index, "torch") if stamp in link.wheel.version]
-        vision_links += [link for link in wheels.project_links(index, "torchvision") if stamp in link.wheel.version]
-    torch_pins = _by_platform(torch_links, pythons)
-    if not torch_pins:
+        torch_links = [link for link in wheels.project_links(index, "torch") if stamp in link.wheel.version]
+        combos = {combo: v for combo, v in _combos(torch_links, pythons).items() if combo[0] not in pins}
+        if not combos:
+            continue
+        vision = {
+            link.wheel.version for link in wheels.project_links(index, "torchvision") if stamp in link.wheel.version
+        }
+        # one torchvision nightly of that date, else the build pins torch without it
+        torchvision = max(vision, key=Version) if vision else "none"
+        extra = (transformers_index,) if transformers_index != index else ()
+        wanted = {combo: requirements(exact, torchvision, transformers) for combo, exact in combos.items()}
+        for platform, found in _resolve_pins(wanted, index, extra).items():
+            pins[platform] = found
+    if not pins:
         near = [d for d in nightly_dates(indexes) if abs((datetime.fromisoformat(d) - datetime.fromisoformat(date)).days) <= 7]
         hint = f"; nightlies within a week: {', '.join(near)}" if near else ""
         raise ResolveError(f"no torch nightly of {date} on {', '.join(indexes)}{hint}")
-    version = torch_pins[sorted(torch_pins)[0]][0].version.split("+")[0]
-    extra = _transformers_pin(transformers or default_transformers(version), transformers_index)
-    pins = _with_companions(torch_pins, _by_platform(vision_links, pythons), extra)
+    version = next(pin.version for pin in pins[sorted(pins)[0]] if pin.name == "torch").split("+")[0]
     identity = _identity(pins)
     return mf.Build(
         id=date, torch_version=version, date=mf.format_date(identity.built),
@@ -194,6 +258,20 @@ def _file_pin(path: Path, sha256: str | None = None) -> mf.Pin:
     if sha256 and sha256.lower() != actual:
         raise ResolveError(f"{path.name}: sha256 {actual} does not match the given {sha256}")
     return mf.Pin(wheel.name, wheel.version, wheel.filename, path.resolve().as_uri(), actual)
+
+
+def _around(own: list[tuple[mf.Pin, Path]], platform: str, torch_version: str, transformers: str | None,
+            index: str) -> list[mf.Pin]:
+    """Our own wheels (pin, local file) and everything pip resolves around them, each pinned.
+
+    pip reads the local files for their requirements; the pins keep the wheels' own URLs.
+    """
+    python = wheels.parse_wheel_name(own[0][0].filename).python
+    wanted = [f"{pin.name} @ {path.resolve().as_uri()}" for pin, path in own]
+    wanted += [line for line in requirements(torch_version, "none", transformers) if not line.startswith("torch==")]
+    mine = {pin.name: replace(pin, python=python) for pin, _ in own}
+    resolved = pip_set(wanted, platform, python, index)
+    return [mine.get(pin.name, pin) for pin in resolved]
 
 
 def _build_id(torch_version: str) -> str:
@@ -212,12 +290,8 @@ def wheel_file(
     if key is None:
         raise ResolveError(f"{path.name} is for a platform the suite does not track; tracked: {', '.join(wheels.PLATFORMS)}")
     identity = wheels.torch_identity(str(path))
-    pins = [torch_pin]
-    if torchvision is not None:
-        pins.append(_file_pin(torchvision))
-    extra = _transformers_pin(transformers or default_transformers(identity.version), index)
-    if extra:
-        pins.append(extra)
+    own = [(torch_pin, path), *([(_file_pin(torchvision), torchvision)] if torchvision is not None else [])]
+    pins = _around(own, key, identity.version, transformers, index)
     return mf.Build(
         id=build_id or _build_id(identity.version), torch_version=identity.version,
         date=mf.format_date(identity.built), git_version=identity.git_version, kind="wheel-file",
@@ -246,11 +320,10 @@ def wheel_url(
     except install_build.InstallError as exc:
         raise ResolveError(str(exc)) from None
     identity = wheels.torch_identity(str(stored))
-    extra = _transformers_pin(transformers or default_transformers(identity.version), index)
     return mf.Build(
         id=build_id or _build_id(identity.version), torch_version=identity.version,
         date=mf.format_date(identity.built), git_version=identity.git_version, kind="wheel-url",
-        pins={key: [pin, *([extra] if extra else [])]}, note=note,
+        pins={key: _around([(pin, stored)], key, identity.version, transformers, index)}, note=note,
     )
 
 

@@ -19,6 +19,9 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
+import packaging.utils
+import packaging.version
+
 USER_AGENT = "mpsbench (+https://github.com/mpsbench/mpsbench)"
 TIMEOUT = 60.0
 
@@ -53,17 +56,18 @@ class WheelName:
 
 
 def parse_wheel_name(filename: str) -> WheelName:
-    """Split ``torch-2.14.1-cp311-cp311-manylinux_2_28_x86_64.whl`` into its parts."""
+    """Split ``torch-2.14.1-cp311-cp311-manylinux_2_28_x86_64.whl`` into its parts (PEP 427, by packaging)."""
     base = urllib.parse.unquote(filename.rsplit("/", 1)[-1])
-    if not base.endswith(".whl"):
-        raise WheelError(f"{base!r} is not a wheel file name (expected NAME-VERSION-PY-ABI-PLATFORM.whl)")
-    parts = base[: -len(".whl")].split("-")
-    if len(parts) == 6:  # with a build tag
-        parts = parts[:2] + parts[3:]
-    if len(parts) != 5:
-        raise WheelError(f"{base!r} is not a wheel file name (expected NAME-VERSION-PY-ABI-PLATFORM.whl)")
-    name, version, python, abi, platform = parts
-    return WheelName(base, normalize(name), version, python, abi, platform)
+    try:
+        name, version, _build, tags = packaging.utils.parse_wheel_filename(base)
+    except (packaging.utils.InvalidWheelFilename, packaging.version.InvalidVersion):
+        raise WheelError(f"{base!r} is not a wheel file name (expected NAME-VERSION-PY-ABI-PLATFORM.whl)") from None
+    def joined(parts: set[str]) -> str:  # a compressed tag set, as the file name writes it: py2.py3
+        return ".".join(sorted(parts))
+    return WheelName(
+        base, normalize(name), str(version), joined({tag.interpreter for tag in tags}),
+        joined({tag.abi for tag in tags}), joined({tag.platform for tag in tags}),
+    )
 
 
 def normalize(name: str) -> str:

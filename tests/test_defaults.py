@@ -1,0 +1,165 @@
+"""Per-platform default timelines and the Python split, from the manifest alone (offline)."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+from packaging.version import Version
+
+from mpsbench import cli, defaults, install_build, resolve, timeline, wheels
+from mpsbench import manifest as mf
+
+SHIPPED = Path(__file__).resolve().parents[1] / "builds" / "manifest.json"
+
+
+def pin(name: str, version: str, python: str, platform: str = "macosx_14_0_arm64") -> mf.Pin:
+    filename = f"{name}-{version}-{python}-{python}-{platform}.whl"
+    return mf.Pin(name, version, filename, f"https://example.org/{filename}", "ab" * 32, python=python)
+
+
+def release(version: str, date: str, pythons: tuple[str, ...]) -> mf.Build:
+    pins = {"macos-arm64": [pin("torch", version, python) for python in pythons]}
+    return mf.Build(version, version, date, "0" * 40, "release", pins, tag=f"v{version}")
+
+
+def made_up() -> mf.Manifest:
+    era = mf.Channel("era", (
+        release("1.11.0", "2022-03-10T00:00:00Z", ("cp310",)),
+        release("1.12.0", "2022-06-28T00:00:00Z", ("cp310",)),
+        release("1.12.1", "2022-08-05T00:00:00Z", ("cp310",)),
+        release("2.2.2", "2024-03-27T00:00:00Z", ("cp310", "cp312")),
+    ))
+    newer = mf.Channel("release", (release("2.15.0", "2026-11-01T00:00:00Z", ("cp312",)),))
+    rule = mf.Default(("era", "release"), since="1.12", pythons=("3.10", "3.12"))
+    short = mf.Default(("era", "release"), newest=2)
+    return mf.Manifest((era, newer), {"macos-arm64": rule, "linux-x86_64-cuda": short})
+
+
+def test_last_patch_of_each_minor_since_the_first_named_with_every_python_it_has():
+    planned = defaults.schedule(made_up(), "macos-arm64")
+    assert [(item.ref, item.pythons) for item in planned] == [
+        ("era@1.12.1", ("3.10",)),  # 1.11.0 is before "since"; 1.12.0 has a later patch
+        ("era@2.2.2", ("3.10", "3.12")),  # the overlap: measured under both, the seam shows
+        ("release@2.15.0", ("3.12",)),
+    ]
+
+
+def test_newest_keeps_the_last_few_and_no_pythons_means_asvs_own():
+    manifest = made_up()
+    rule = manifest.defaults["linux-x86_64-cuda"]
+    linux = mf.Manifest(manifest.channels, {"macos-arm64": rule})
+    planned = defaults.schedule(linux, "macos-arm64", here="3.12")
+    assert [(item.ref, item.pythons) for item in planned] == [("era@2.2.2", ("3.12",)), ("release@2.15.0", ("3.12",))]
+
+
+def test_the_machines_platform_picks_its_rule_and_an_absent_one_is_named():
+    assert defaults.rule_for(made_up(), ["linux-x86_64-cpu", "linux-x86_64-cuda"])[0] == "linux-x86_64-cuda"
+    named = r"no default timeline for linux-x86_64-cpu; .* linux-x86_64-cuda, macos-arm64"
+    with pytest.raises(defaults.DefaultsError, match=named):
+        defaults.rule_for(made_up(), ["linux-x86_64-cpu"])
+
+
+@pytest.mark.parametrize(
+    ("rule", "message"),
+    [
+        (mf.Default(("nope",)), r"names channels \['nope'\]"),
+        (mf.Default(("era",), newest=0), "newest must be at least 1"),
+        (mf.Default(("era",), pythons=("cp310",)), "pythons must look like 3.12"),
+    ],
+)
+def test_bad_rules_are_refused_by_name(rule, message):
+    with pytest.raises(mf.ManifestError, match=message):
+        mf.validate(mf.Manifest(made_up().channels, {"macos-arm64": rule}))
+
+
+def test_rules_and_per_python_pins_round_trip_and_older_pins_keep_their_bytes():
+    manifest = made_up()
+    assert mf.from_json(mf.to_json(manifest)) == manifest
+    old = mf.Pin("torch", "2.13.0", "torch-2.13.0-cp310-cp310-macosx_14_0_arm64.whl", "https://x/t.whl", "ab" * 32)
+    build = mf.Build("2.13.0", "2.13.0", "2026-07-06T21:56:20Z", "0" * 40, "release", {"macos-arm64": [old]})
+    assert "python" not in mf.build_to_json(build)["pins"]["macos-arm64"][0]  # timeline hashes unchanged
+
+
+def test_the_installer_takes_only_this_interpreters_set(monkeypatch):
+    build = {"channel": "era", "id": "2.2.2", "pins": {"macos-arm64": [
+        vars(pin("torch", "2.2.2", "cp310")), vars(pin("numpy", "1.26.4", "cp310")),
+        vars(pin("torch", "2.2.2", "cp312")), vars(pin("numpy", "1.26.4", "cp312")),
+    ]}}
+    monkeypatch.setattr(install_build, "platform_candidates", lambda: ["macos-arm64"])
+    monkeypatch.setattr(install_build, "_python_tag", lambda: "cp312")
+    assert [p["filename"] for p in install_build.select_pins(build)[1]] == [
+        "torch-2.2.2-cp312-cp312-macosx_14_0_arm64.whl", "numpy-1.26.4-cp312-cp312-macosx_14_0_arm64.whl",
+    ]
+    monkeypatch.setattr(install_build, "_python_tag", lambda: "cp311")
+    with pytest.raises(install_build.InstallError, match="pins no torch wheel for cp311"):
+        install_build.select_pins(build)
+
+
+# --- the shipped manifest --------------------------------------------------------------
+
+SHIPPED_MANIFEST = mf.load(SHIPPED)
+
+
+def _sets(build: mf.Build, platform: str) -> dict[str, list[mf.Pin]]:
+    """The wheels installed under each interpreter: a resolved set, or (older builds) by tags."""
+    found: dict[str, list[mf.Pin]] = {}
+    for item in build.pins[platform]:
+        python = item.python or wheels.parse_wheel_name(item.filename).python
+        found.setdefault(python, []).append(item)
+    return found
+
+
+@pytest.mark.parametrize("platform", sorted(SHIPPED_MANIFEST.defaults))
+def test_every_default_build_pins_a_complete_set_for_each_of_its_pythons(platform):
+    planned = defaults.schedule(SHIPPED_MANIFEST, platform, here="3.11")
+    assert planned
+    for item in planned:
+        sets = _sets(item.build, platform)
+        for python in item.pythons:
+            chosen = [p for p in item.build.pins[platform] if p.python == defaults.python_tag(python)] or \
+                sets[defaults.python_tag(python)]
+            names = [p.name for p in chosen]
+            where = f"{item.ref} {platform} {python}"
+            assert "torch" in names and len(names) == len(set(names)), where
+            for each in chosen:
+                assert each.url.startswith("https://") and re.fullmatch(r"[0-9a-f]{64}", each.sha256), where
+                assert wheels.parse_wheel_name(each.url).filename == each.filename, where
+            version = Version(item.build.torch_version)
+            assert next(p for p in chosen if p.name == "torch").version.split("+")[0] == item.build.torch_version
+            vision = [p for p in chosen if p.name == "torchvision"]
+            if vision:
+                assert vision[0].version.startswith(resolve.torchvision_series(item.build.torch_version) + "."), where
+            if item.build.pins[platform][0].python and version.release[:2] < (2, 3):
+                assert Version(next(p for p in chosen if p.name == "numpy").version).major == 1, where
+
+
+def test_the_macos_default_spans_every_minor_from_1_12_to_the_newest_under_two_pythons():
+    planned = defaults.schedule(SHIPPED_MANIFEST, "macos-arm64")
+    minors = [Version(item.build.torch_version).release[:2] for item in planned]
+    newest = max(Version(b.torch_version) for c in SHIPPED_MANIFEST.channels for b in c.builds if b.kind == "release")
+    assert minors[0] == (1, 12) and minors[-1] == newest.release[:2]
+    assert minors == [(1, 12), (1, 13)] + [(2, minor) for minor in range(newest.release[1] + 1)]
+    assert planned[0].pythons == ("3.10",) and planned[-1].pythons == ("3.12",)  # no one Python spans it
+    both = [item.build.torch_version for item in planned if item.pythons == ("3.10", "3.12")]
+    assert both and all(Version(v) < newest for v in both)  # the overlap is kept: the seam is measured
+
+
+def test_the_linux_default_is_the_newest_few_under_asvs_python():
+    planned = defaults.schedule(SHIPPED_MANIFEST, "linux-x86_64-cuda", here="3.11")
+    assert 1 <= len(planned) <= 3 and all(item.pythons == ("3.11",) for item in planned)
+    assert planned[-1].build.torch_version == max((i.build.torch_version for i in planned), key=Version)
+
+
+def test_cli_prints_each_pythons_commits_for_asv(tmp_path, capsys):
+    paths = ["--manifest", str(SHIPPED), "--timeline", str(tmp_path / "t")]
+    assert cli.main(["timeline", "default", "--platform", "macos-arm64", "--pythons", *paths]) == 0
+    assert capsys.readouterr().out.split() == ["3.10", "3.12"]
+    assert cli.main(["timeline", "default", "--platform", "macos-arm64", "--hashes", "--python", "3.10", *paths]) == 0
+    hashes = capsys.readouterr().out.split()
+    generated = timeline.compute(SHIPPED_MANIFEST, tmp_path / "t")
+    planned = defaults.schedule(SHIPPED_MANIFEST, "macos-arm64")
+    assert hashes == [generated.commits[item.ref] for item in planned if "3.10" in item.pythons]
+    assert cli.main(["timeline", "default", "--platform", "macos-arm64", "--hashes", *paths]) == 2
+    assert "--hashes needs --python" in capsys.readouterr().err
