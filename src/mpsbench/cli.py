@@ -8,8 +8,11 @@ from collections.abc import Sequence
 
 from mpsbench import (
     alerts,
+    bisection,
     command,
+    compare,
     devices,
+    fresh,
     history,
     install_build,
     merge,
@@ -125,6 +128,8 @@ def build_parser() -> argparse.ArgumentParser:
     merge.add_subcommand(commands)
     alerts.add_subcommand(commands)
     preselect.add_subcommand(commands)
+    compare.add_subcommand(commands)
+    bisection.add_subcommand(commands)
     return parser
 
 
@@ -144,6 +149,7 @@ USER_ERRORS = (
     merge.MergeError,
     alerts.AlertError,
     preselect.PreselectError,
+    fresh.FreshError,
 )
 
 
