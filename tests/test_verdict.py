@@ -25,10 +25,13 @@ def test_a_clear_slowdown_is_slower_with_its_interval_above_the_factor():
     assert found.p_value < found.alpha
 
 
-def test_identical_builds_are_never_slower_even_when_processes_scatter_widely():
-    for seed in range(200):
-        a, b = _processes(10.0, 0.15, 10, seed), _processes(10.0, 0.15, 10, seed + 1000)
-        assert verdict.judge(a, b, FACTOR).decision != verdict.SLOWER, seed
+def test_identical_builds_are_rarely_slower_even_when_processes_scatter_widely():
+    # A test at level alpha alarms on identical builds alpha of the time: 0.0083 per look here, and the
+    # interval must also clear the factor. 100 pairs of 10 processes scattered by +-15%: at most 2 alarms.
+    alarms = [seed for seed in range(100)
+              if verdict.judge(_processes(10.0, 0.15, 10, seed), _processes(10.0, 0.15, 10, seed + 1000),
+                               FACTOR).decision == verdict.SLOWER]
+    assert len(alarms) <= 2, alarms
 
 
 def test_identical_quiet_builds_are_unchanged():

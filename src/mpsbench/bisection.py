@@ -17,11 +17,13 @@ from __future__ import annotations
 
 import argparse
 import statistics
+from collections.abc import Callable
 
 from mpsbench import compare, fresh, history, timeline, verdict
+from mpsbench import manifest as mf
 
 
-def _path(manifest: fresh.mf.Manifest, good: fresh.Named, bad: fresh.Named) -> list[str]:
+def _path(manifest: mf.Manifest, good: fresh.Named, bad: fresh.Named) -> list[str]:
     """The builds after GOOD up to and including BAD, oldest first, or a one-line refusal."""
     if good.name == bad.name:
         raise fresh.FreshError(f"GOOD and BAD are the same build ({good.name}): name two builds")
@@ -68,12 +70,8 @@ def cmd_bisect(args: argparse.Namespace) -> int:
             middle = named[between[(low + high) // 2]]
             print(f"step: {middle.name} ({high - low - 1} candidates left)")
             pairs = [(good.name, middle.name), (middle.name, bad.name)]
-
-            def decided(verdicts: dict[compare.Pair, verdict.Verdict]) -> bool:
-                return _classify(verdicts[pairs[0]], verdicts[pairs[1]]) is not None
-
             step = compare.measure(measuring, [good, middle, bad], pairs, regression,
-                                   args.min_rounds, args.max_rounds, done=decided)
+                                   args.min_rounds, args.max_rounds, done=_step_decided(pairs))
             vs_good, vs_bad = step.verdicts[pairs[0]], step.verdicts[pairs[1]]
             found = _classify(vs_good, vs_bad)
             rows.append([middle.name, "step", _ms(step.medians[middle.name]), f"{vs_good.ratio:.3f}",
@@ -98,6 +96,11 @@ def cmd_bisect(args: argparse.Namespace) -> int:
     else:
         print("PyTorch commits to read: " + history.upstream_range(manifest, generated, before, first))
     return 0
+
+
+def _step_decided(pairs: list[compare.Pair]) -> Callable[[dict[compare.Pair, verdict.Verdict]], bool]:
+    """A step may stop as soon as the middle build is classified either way."""
+    return lambda verdicts: _classify(verdicts[pairs[0]], verdicts[pairs[1]]) is not None
 
 
 def _classify(vs_good: verdict.Verdict, vs_bad: verdict.Verdict) -> str | None:

@@ -16,7 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from mpsbench import factor, fresh, history, machine, verdict
+from mpsbench import asvconf, factor, fresh, history, machine, verdict
 
 Pair = tuple[str, str]
 
@@ -88,14 +88,14 @@ def session(args: argparse.Namespace, builds: list[fresh.Named]) -> fresh.Sessio
         raise fresh.FreshError(
             f"need {verdict.FEWEST} <= --min-rounds <= --max-rounds, got {args.min_rounds} and {args.max_rounds}"
         )
-    root = args.suite_root or fresh.asvconf.ROOT
+    root = args.suite_root or asvconf.ROOT
     name = args.machine or machine.write()[0]
     channels = sorted({build.name.partition("@")[0] for build in builds})  # asv wants branches, though HASHFILE needs none
     return fresh.Session(args.bench, name, args.timeline, channels, root=root, log=args.log)
 
 
 def regression_factor(args: argparse.Namespace) -> float:
-    return factor.regression_factor((args.suite_root or fresh.asvconf.ROOT) / "asv.conf.json")
+    return factor.regression_factor((args.suite_root or asvconf.ROOT) / "asv.conf.json")
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
