@@ -80,3 +80,10 @@ def test_the_per_look_level_splits_alpha_over_the_looks():
 def test_the_interval_is_reproducible():
     a, b = _processes(10.0, 0.1, 7, 9), _processes(12.0, 0.1, 7, 10)
     assert verdict.ratio_interval(a, b) == verdict.ratio_interval(a, b)
+
+
+def test_a_change_larger_than_the_aa_noise_is_slower_even_on_a_noisy_machine():
+    a = [10.0, 12.0, 10.0, 12.0, 10.0, 12.0]  # A/A 1.2x, beyond the factor
+    found = verdict.judge(a, [20.0, 21.0, 20.5, 21.5, 20.2, 21.2], FACTOR)
+    assert found.noise == pytest.approx(1.2) and found.ratio > found.noise
+    assert found.decision == verdict.SLOWER

@@ -16,8 +16,8 @@ within-process samples calls identical builds different. Over process medians:
   so stopping at the first decisive round does not inflate false alarms.
 
 Decision, with f the one regression factor (mpsbench.factor):
-- SLOWER when p < alpha per look and the interval's low end exceeds both f and
-  the A/A noise;
+- SLOWER when p < alpha per look, the interval's low end exceeds f, and the
+  ratio exceeds the A/A noise (B moved more than A moved against itself);
 - UNCHANGED when the interval's high end is below f (FASTER when it is below 1/f);
 - UNDECIDED otherwise, with the reason and what would decide it.
 """
@@ -99,23 +99,23 @@ def judge(a: list[float], b: list[float], factor: float, alpha: float | None = N
     noise = aa_noise(a)
     rounds = (len(a), len(b))
     shown = f"ratio {ratio:.3f} [{low:.3f}, {high:.3f}], factor {factor:g}, A/A {noise:.3f}, p {p_value:.4f}"
-    bar = max(factor, noise) if noise == noise else factor  # nan: no A/A yet, the factor alone
+    beyond_noise = not noise == noise or ratio > noise  # nan: no A/A yet, the factor alone
     if min(rounds) < FEWEST:
         return Verdict(UNDECIDED, ratio, low, high, p_value, alpha, noise, rounds,
                        f"undecided: {shown}; too few processes ({min(rounds)} < {FEWEST} a side): allow more rounds")
-    if p_value < alpha and low > bar:
+    if p_value < alpha and low > factor and beyond_noise:
         return Verdict(SLOWER, ratio, low, high, p_value, alpha, noise, rounds,
-                       f"slower: {shown}; p < {alpha:.4f} and the whole interval is above {bar:.3f}")
+                       f"slower: {shown}; p < {alpha:.4f}, the whole interval above the factor, the ratio above A/A")
     if high < 1 / factor:
         return Verdict(FASTER, ratio, low, high, p_value, alpha, noise, rounds,
                        f"faster: {shown}; the whole interval is below 1/{factor:g}")
     if high < factor:
         return Verdict(UNCHANGED, ratio, low, high, p_value, alpha, noise, rounds,
                        f"unchanged: {shown}; the whole interval is below the factor")
-    if noise == noise and noise > factor:
+    if noise == noise and noise > factor and not beyond_noise:
         why = (f"too noisy: A against itself moved {noise:.3f}x, more than the factor {factor:g}; run on a quieter"
                " machine or compare a row with longer steps")
-    elif low > bar:
+    elif low > factor:
         why = (f"too few processes for the test (p {p_value:.4f}, needs < {alpha:.4f}): allow more rounds"
                " (--max-rounds)")
     else:
