@@ -24,6 +24,7 @@ Decision, with f the one regression factor (mpsbench.factor):
 
 from __future__ import annotations
 
+import math
 import random
 import statistics
 from dataclasses import dataclass
@@ -99,7 +100,7 @@ def judge(a: list[float], b: list[float], factor: float, alpha: float | None = N
     noise = aa_noise(a)
     rounds = (len(a), len(b))
     shown = f"ratio {ratio:.3f} [{low:.3f}, {high:.3f}], factor {factor:g}, A/A {noise:.3f}, p {p_value:.4f}"
-    beyond_noise = not noise == noise or ratio > noise  # nan: no A/A yet, the factor alone
+    beyond_noise = math.isnan(noise) or ratio > noise  # nan: no A/A yet, the factor alone
     if min(rounds) < FEWEST:
         return Verdict(UNDECIDED, ratio, low, high, p_value, alpha, noise, rounds,
                        f"undecided: {shown}; too few processes ({min(rounds)} < {FEWEST} a side): allow more rounds")
@@ -112,7 +113,7 @@ def judge(a: list[float], b: list[float], factor: float, alpha: float | None = N
     if high < factor:
         return Verdict(UNCHANGED, ratio, low, high, p_value, alpha, noise, rounds,
                        f"unchanged: {shown}; the whole interval is below the factor")
-    if noise == noise and noise > factor and not beyond_noise:
+    if not math.isnan(noise) and noise > factor and not beyond_noise:
         why = (f"too noisy: A against itself moved {noise:.3f}x, more than the factor {factor:g}; run on a quieter"
                " machine or compare a row with longer steps")
     elif low > factor:
