@@ -25,7 +25,7 @@ from mpsbench import resolve, timeline
 
 ROOT = Path(__file__).resolve().parents[1]
 # exam: n1 and n2 identical, s1 and s2 three times slower; every combination but "work" is fast.
-BUILDS = [("n1", 0.004), ("n2", 0.004), ("s1", 0.012), ("s2", 0.012)]
+BUILDS = [("n1", 0.02), ("n2", 0.02), ("s1", 0.06), ("s2", 0.06)]  # long enough to outlast a busy scheduler's jitter
 BENCH = "Step.time_work\\('work'\\)"
 SUITE = """\
 import time
