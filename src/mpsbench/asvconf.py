@@ -38,12 +38,17 @@ def launch_method(conf: dict[str, Any], platform: str | None = None) -> str:
     return str(method)
 
 
-def derived(workdir: Path, timeline: Path, branches: list[str], root: Path = ROOT) -> Path:
-    """Write ``workdir/asv.conf.json``: the suite's config with its own timeline and folders."""
+def derived(workdir: Path, timeline: Path, branches: list[str], root: Path = ROOT,
+            results_dir: Path | None = None) -> Path:
+    """Write ``workdir/asv.conf.json``: the suite's config with its own timeline and folders.
+
+    ``results_dir`` (default ``workdir/results``) puts results elsewhere: a scratch folder for
+    fresh comparisons that must never reach the recorded results.
+    """
     conf: dict[str, Any] = dict(factor.read_config(root / "asv.conf.json"))
     conf.update(
         repo=str(timeline), branches=branches, benchmark_dir=str(root / "benchmarks"),
-        env_dir=str(workdir / "env"), results_dir=str(workdir / "results"), html_dir=str(workdir / "html"),
+        env_dir=str(workdir / "env"), results_dir=str(results_dir or workdir / "results"), html_dir=str(workdir / "html"),
         launch_method=launch_method(conf),  # this platform's, so every asv command on it gets it unasked
     )
     for key in ("install_command", "uninstall_command"):

@@ -9,9 +9,12 @@ from typing import TYPE_CHECKING, Any
 
 from mpsbench import (
     alerts,
+    bisection,
     command,
+    compare,
     devices,
     doctor,
+    fresh,
     history,
     install_build,
     machine,
@@ -155,6 +158,8 @@ def build_parser() -> argparse.ArgumentParser:
     preselect.add_subcommand(commands)
     rank_ops.add_subcommand(commands)
     doctor.add_subcommand(commands)
+    compare.add_subcommand(commands)
+    bisection.add_subcommand(commands)
     return parser
 
 
@@ -175,6 +180,7 @@ USER_ERRORS = (
     preselect.PreselectError,
     record.RecordError,
     machine.MachineError,
+    fresh.FreshError,
 )
 
 

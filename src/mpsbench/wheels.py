@@ -81,7 +81,9 @@ def platform_key(wheel: WheelName) -> str | None:
     if "macosx" in wheel.platform and wheel.platform.endswith("arm64"):
         return "macos-arm64"
     if "linux" in wheel.platform and wheel.platform.endswith("x86_64"):
-        return "linux-x86_64-cpu" if wheel.local_version == "cpu" else "linux-x86_64-cuda"
+        # "cpu.slow13": a cpu build with a further local label (PEP 440 local segments), e.g. a patched copy
+        cpu = wheel.local_version == "cpu" or wheel.local_version.startswith("cpu.")
+        return "linux-x86_64-cpu" if cpu else "linux-x86_64-cuda"
     return None
 
 

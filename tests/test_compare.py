@@ -1,0 +1,148 @@
+"""`mpsbench compare` and `mpsbench bisect` through real asv, over stand-in torch builds.
+
+Each build is a small wheel whose torch module sets a delay (tests/fakes.py, as
+in test_bisect.py); a stand-in suite sleeps that long in a parameterized
+benchmark, so ``-b`` must pick one combination. The real install command, the
+real asv, real processes: only torch is a stand-in. The recorded results
+folder is checksummed before and after every command.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import subprocess
+import sys
+from datetime import datetime
+from pathlib import Path
+
+import pytest
+from tests import fakes
+
+from mpsbench import manifest as mf
+from mpsbench import resolve, timeline
+
+ROOT = Path(__file__).resolve().parents[1]
+# exam: n1 and n2 identical, s1 and s2 three times slower; every combination but "work" is fast.
+BUILDS = [("n1", 0.02), ("n2", 0.02), ("s1", 0.06), ("s2", 0.06)]  # long enough to outlast a busy scheduler's jitter
+BENCH = "Step.time_work\\('work'\\)"
+SUITE = """\
+import time
+import torch
+
+
+class Step:
+    params = (["idle", "work"],)
+    param_names = ["part"]
+    version = "1"
+    repeat = (5, 5, 1.0)
+
+    def time_work(self, part):
+        time.sleep(torch.DELAY if part == "work" else 0.001)
+"""
+
+
+@pytest.fixture(scope="module")
+def project(tmp_path_factory):
+    """A project folder with a manifest of four stand-in builds, a stand-in suite and recorded results."""
+    base = tmp_path_factory.mktemp("compare")
+    tag = f"cp{sys.version_info.major}{sys.version_info.minor}"
+    manifest = mf.Manifest()
+    for number, (build_id, delay) in enumerate(BUILDS, start=1):
+        folder = base / "wheels" / build_id
+        folder.mkdir(parents=True)
+        wheel = fakes.make_wheel(
+            folder, "torch", f"2.15.0+cpu.{build_id}", python=tag, git_version=f"{number:040d}",
+            built=datetime(2026, 11, number, 3), module=f"DELAY = {delay}\n",
+        )
+        manifest = mf.append(manifest, "exam", resolve.wheel_file(wheel, transformers="none", build_id=build_id))
+    mf.save(manifest, base / "builds" / "manifest.json")
+    timeline.generate(manifest, base / ".asv" / "timeline")
+    suite = base / "suite"  # the stand-in suite root: the real asv.conf.json and src/, fake benchmarks
+    (suite / "benchmarks").mkdir(parents=True)
+    (suite / "benchmarks" / "__init__.py").write_text("")
+    (suite / "benchmarks" / "bench_step.py").write_text(SUITE)
+    shutil.copy(ROOT / "asv.conf.json", suite / "asv.conf.json")
+    (suite / "src").symlink_to(ROOT / "src")
+    recorded = base / ".asv" / "results" / "fake"
+    recorded.mkdir(parents=True)
+    (recorded / "0000000000000001-virtualenv.json").write_text('{"results": {"Step.time_work": [[0.004]]}}\n')
+    (base / ".asv" / "results" / "benchmarks.json").write_text('{"version": 2}\n')
+    (base / "home").mkdir()
+    return base
+
+
+def _checksums(folder: Path) -> dict[str, str]:
+    return {str(path.relative_to(folder)): hashlib.sha256(path.read_bytes()).hexdigest()
+            for path in sorted(folder.rglob("*")) if path.is_file()}
+
+
+def _mpsbench(project: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    env = dict(os.environ, HOME=str(project / "home"), MPSBENCH_CACHE=str(project / "cache"),
+               MPSBENCH_PLATFORM="linux-x86_64-cpu")
+    env.pop("PIP_FIND_LINKS", None)
+    before = _checksums(project / ".asv" / "results")
+    done = subprocess.run(
+        [sys.executable, "-m", "mpsbench.cli", *args, "--suite-root", str(project / "suite")],
+        cwd=project, env=env, capture_output=True, text=True, timeout=900,
+    )
+    assert _checksums(project / ".asv" / "results") == before, "the recorded results changed"
+    return done
+
+
+ROUNDS = ("--min-rounds", "4", "--max-rounds", "4")
+
+
+@pytest.mark.slow
+def test_compare_calls_a_three_times_slower_build_slower(project):
+    done = _mpsbench(project, "compare", "exam@n2", "exam@s1", "-b", BENCH, *ROUNDS)
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "verdict: slower" in done.stdout
+    assert "over 4 processes" in done.stdout
+
+
+@pytest.mark.slow
+def test_compare_never_calls_identical_builds_slower(project):
+    done = _mpsbench(project, "compare", "exam@n1", "exam@n2", "-b", BENCH, *ROUNDS)
+    assert done.returncode in (0, 3), done.stdout + done.stderr
+    assert "verdict: slower" not in done.stdout
+
+
+@pytest.mark.slow
+def test_bisect_names_the_first_slow_build_and_the_shared_commit_rule(project):
+    done = _mpsbench(project, "bisect", "exam@n1", "exam@s2", "-b", BENCH, *ROUNDS)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "first bad build: exam@s1 (the build before it, exam@n2, is good)" in done.stdout
+    assert "PyTorch commits to read: exam@n2" in done.stdout  # the stand-ins have distinct git versions
+
+
+@pytest.mark.slow
+def test_bisect_refuses_when_bad_is_not_slower(project):
+    done = _mpsbench(project, "bisect", "exam@n1", "exam@n2", "-b", BENCH, *ROUNDS)
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert "is not confirmed slower than exam@n1" in done.stderr
+    assert "Traceback" not in done.stderr
+
+
+@pytest.mark.parametrize(("args", "says"), [
+    (("compare", "exam@n1", "exam@zz"), "unknown build 'exam@zz'"),
+    (("compare", "exam@n1", "exam@n1"), "same build"),
+    (("bisect", "exam@s2", "exam@n1"), "comes before"),
+    (("bisect", "exam@n1", "exam@n1"), "same build"),
+    (("compare", "exam@n1", "exam@n2", "--min-rounds", "2"), "--min-rounds"),
+])
+def test_bad_input_is_one_line_and_exit_2(project, args, says):
+    done = _mpsbench(project, *args, "-b", BENCH)
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert says in done.stderr and len(done.stderr.strip().splitlines()) == 1, done.stderr
+
+
+@pytest.mark.slow
+def test_a_regex_matching_no_or_many_combinations_is_refused(project):
+    for bench, says in (("NoSuchThing", "matches 0 benchmark combinations"),
+                        ("Step.time_work", "matches 2 benchmark combinations")):
+        done = _mpsbench(project, "compare", "exam@n1", "exam@n2", "-b", bench, *ROUNDS)
+        assert done.returncode == 2, done.stdout + done.stderr
+        assert says in done.stderr and "Traceback" not in done.stderr
+
