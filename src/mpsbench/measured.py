@@ -44,7 +44,7 @@ class Outcome:
         return self.value
 
 
-def _first_line(exc: BaseException) -> str:
+def first_line(exc: BaseException) -> str:
     text = str(exc).strip()
     return text.splitlines()[0] if text else type(exc).__name__
 
@@ -52,10 +52,10 @@ def _first_line(exc: BaseException) -> str:
 def outcome_of(exc: BaseException) -> Outcome:
     """What an exception means for a combination: skips and out-of-memory are n/a, the rest fail."""
     if isinstance(exc, suite.SkipNotImplemented):
-        return Outcome(skipped=_first_line(exc))
+        return Outcome(skipped=first_line(exc))
     if devices.is_out_of_memory(exc):
-        return Outcome(skipped=f"does not fit in device memory: {_first_line(exc)}")
-    return Outcome(failed=f"{type(exc).__name__}: {_first_line(exc)}")
+        return Outcome(skipped=f"does not fit in device memory: {first_line(exc)}")
+    return Outcome(failed=f"{type(exc).__name__}: {first_line(exc)}")
 
 
 # A figure: takes the prepared state of one combination, returns a number (or
@@ -146,7 +146,7 @@ def measure_families(families: Mapping[str, Callable[[], Any]]) -> dict[str, Any
         try:
             readings[name] = measure_family()
         except Exception as exc:  # one family's bug must not cost the other its readings
-            readings[name] = FamilyFailure(f"measuring {name} failed: {type(exc).__name__}: {_first_line(exc)}")
+            readings[name] = FamilyFailure(f"measuring {name} failed: {type(exc).__name__}: {first_line(exc)}")
     return readings
 
 
