@@ -25,7 +25,7 @@ from typing import Callable
 import torch
 from torch.nn import functional
 
-from mpsbench import accuracy, devices, models, precision
+from mpsbench import accuracy, devices, measured, models, precision, selection
 
 Tensors = Sequence[torch.Tensor]
 DTYPES: tuple[str, ...] = precision.NAMES
@@ -212,3 +212,21 @@ def verify(device: str, dtype: str = precision.DEFAULT) -> None:
 def forget() -> None:
     """Forget which devices passed (a test that swaps a kernel checks again)."""
     _verified.clear()
+
+
+def left_out(device: str, pattern: str, dtype: str) -> str | None:
+    """benchmark_patterns.Correctness: every pattern and dtype on every device this run times (milliseconds each)."""
+    return selection.device_reason(device)
+
+
+def _measure_one(device: str, pattern: str, dtype: str) -> float:
+    from mpsbench import suite
+
+    suite.require_device(device, left_out(device, pattern, dtype))
+    return relative_error(pattern, device, dtype)
+
+
+def measure() -> measured.Table:
+    """Every (device, pattern, dtype) of this run: its relative error (one process: benchmark_patterns)."""
+    keys = measured.grid(devices.NAMES, NAMES, DTYPES)
+    return measured.measure(keys, _measure_one, {"relative_error": float})

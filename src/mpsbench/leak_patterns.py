@@ -20,7 +20,7 @@ import torch
 from torch import nn
 from torch.nn import functional
 
-from mpsbench import devices, leak, models
+from mpsbench import devices, leak, measured, models, selection
 
 PER = 1000  # growth is reported per this many iterations
 WARM_UP = 50  # iterations before the readings: several times every cycle below
@@ -122,3 +122,24 @@ def growth(name: str, device: str, iterations: int = ITERATIONS) -> float:
         step()
     readings = leak.record(step, device, iterations)
     return leak.slope_mib_per_100_steps(readings) * PER / leak.PER
+
+
+def left_out(device: str, pattern: str) -> str | None:
+    """benchmark_patterns.LeakPatterns: the cpu and mps by default; cuda, where none of these leaked, in the full sweep."""
+    reason = selection.device_reason(device)
+    if reason is None and device == "cuda" and not selection.full_sweep():
+        return (f"{pattern} on cuda is outside the default leak-pattern selection (the leaks were mps's);"
+                f" set {selection.FULL_SWEEP_ENV}=1 for the full sweep")
+    return reason
+
+
+def _measure_one(device: str, pattern: str) -> float:
+    from mpsbench import suite
+
+    suite.require_device(device, left_out(device, pattern))
+    return growth(pattern, device)
+
+
+def measure() -> measured.Table:
+    """Every (device, pattern) of this run: its growth in MiB per 1,000 iterations (one process: benchmark_patterns)."""
+    return measured.measure(measured.grid(devices.NAMES, NAMES), _measure_one, {"growth": float})

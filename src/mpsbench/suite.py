@@ -186,9 +186,33 @@ def precision_left_out(kind: str, memory: bool = False) -> Callable[[str, str, s
     return rule
 
 
+def modern_skip_reason(device: str, spec: models.ModelSpec, batch_size: int) -> str | None:
+    """The modern models' step rule: the cpu at batch 1 only (a llama_small training step at
+    batch 8 takes half a minute on two cores), a GPU at the model's seed batch size."""
+    if selection.full_sweep():
+        return None
+    if (device == "cpu" and batch_size == 1) or (device != "cpu" and batch_size == spec.seed_batch_size):
+        return None
+    return outside("modern models'", spec, batch_size, device)
+
+
+def modern_left_out(device: str, model: str, batch_size: int) -> str | None:
+    """ModernTraining and ModernInference."""
+    return left_out(device, model, batch_size, modern_skip_reason)
+
+
 def instruments_left_out(kind: str) -> Callable[[str, str], str | None]:
     """The instrument classes of ``kind`` (seed batch size)."""
     return at_seed_batch(instrument_skip_reason(kind))
+
+
+def require_device(device: str, left_out_reason: str | None = None) -> None:
+    """Skip, with the reason, a combination this run leaves out or whose device is not usable here."""
+    if left_out_reason is not None:
+        raise SkipNotImplemented(left_out_reason)
+    found = devices.availability(device)
+    if not found.usable:
+        raise SkipNotImplemented(f"{device} is not usable here: {found.reason}")
 
 
 def require_torch(minimum: tuple[int, int], what: str) -> None:
@@ -217,9 +241,7 @@ def require(
     reason = left_out(device, model, batch_size, skip_reason)
     if reason is not None:
         raise SkipNotImplemented(reason)
-    found = devices.availability(device)
-    if not found.usable:
-        raise SkipNotImplemented(f"{device} is not usable here: {found.reason}")
+    require_device(device)
     missing = spec.missing_requirements()
     if missing:
         raise SkipNotImplemented(f"{model} needs {', '.join(missing)}, not importable in this environment")
