@@ -94,7 +94,7 @@ def left_out(kind: str) -> Callable[[str, str], str | None]:
     return suite.at_seed_batch(skip_reason(kind))
 
 
-def _cold_caches() -> None:
+def cold_caches() -> None:
     """Point inductor's and triton's caches at a new folder (once per process): every compile is cold."""
     if os.environ.get("MPSBENCH_COMPILE_CACHE") is None:
         folder = tempfile.mkdtemp(prefix="mpsbench-inductor-")
@@ -114,7 +114,7 @@ def prepare(kind: str, device: str, model: str) -> workloads.Workload:
     reason = unsupported_reason(device)
     if reason is not None:
         raise suite.SkipNotImplemented(reason)
-    _cold_caches()
+    cold_caches()
     try:
         return suite.prepare(kind, device, model, batch_size, skip_reason=skip_reason(kind), compiled=True)
     except suite.SkipNotImplemented:
