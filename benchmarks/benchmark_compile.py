@@ -9,8 +9,9 @@ two side by side. ``track_compile_seconds`` is the first call: dynamo's trace,
 inductor's code generation and kernel builds, and one step, with inductor's
 caches cold (src/mpsbench/compiled.py). Builds and devices that cannot compile
 skip with the reason; a compile error where it should work fails the
-combination with its first line. Default: the mlp on every device
-(compiled.DEFAULT_NAMES); MPSBENCH_FULL=1 for the rest.
+combination with its first line. Default: the mlp on the cpu
+(compiled.DEFAULT: a GPU's 3-minute default has no room for compiling);
+MPSBENCH_FULL=1 for every model on every device.
 """
 
 from mpsbench import compiled, devices, suite

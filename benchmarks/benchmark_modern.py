@@ -7,8 +7,8 @@ correctness patterns); the Llama's causal-LM training step and inference
 forward run over 256 tokens. ``LlmPrefill`` and ``LlmDecode`` time its
 generation: the time to first token and the time per decoded token with a KV
 cache (src/mpsbench/llm.py says why batch 1, a 512-token prompt, 128 new
-tokens). Default: the cpu at batch 1, a GPU at each model's seed batch
-(suite.modern_skip_reason), generation on every device.
+tokens). Default: the steps on the cpu at batch 1, on a GPU in the full sweep
+only (suite.modern_skip_reason: the budget), generation on every device.
 """
 
 from mpsbench import devices, llm, models, suite
