@@ -722,6 +722,7 @@ def build(results_dir: Path, out_dir: Path, config: Path | None = None, site: Pa
         _speedup_section(results, save),
         _machines_section(results, save),
         _batches_section(results, save),
+        *_modern_sections(results_dir, save),
         _changes_section(results, limit),
         _regressions_section(site, timeline),
     ]
@@ -730,6 +731,13 @@ def build(results_dir: Path, out_dir: Path, config: Path | None = None, site: Pa
     save("summary.html").write_text(to_html(title, sections), encoding="utf-8")
     say(f"done: {len(written)} files in {out_dir}")
     return written
+
+
+def _modern_sections(results_dir: Path, save: Save) -> list[Section]:
+    """Eager against compiled, and the Llama's tokens/s (mpsbench.report_modern, which builds on this module)."""
+    from mpsbench import report_modern
+
+    return [report_modern.compile_section(results_dir, save), report_modern.tokens_section(results_dir, save)]
 
 
 def _regressions_section(site: Path | None, timeline: Timeline) -> Section:
