@@ -21,7 +21,7 @@ def test_tokens_per_second_is_the_inverse_of_the_decode_time_and_compile_needs_a
     recorded = json.loads(next((results / "h100-sxm").glob("cf22*.json")).read_text())
     columns = recorded["result_columns"]
     decode = dict(zip(columns, recorded["results"]["benchmark_modern.LlmDecode.time_decode"]))
-    seconds = [value for value in decode["result"] if value is not None and math.isfinite(value)][0]  # n/a: NaN
+    seconds = next(value for value in decode["result"] if value is not None and math.isfinite(value))  # n/a: NaN
     assert f"| h100-sxm | cuda | llama_small | {1 / seconds:.1f} |" in summary
     assert (tmp_path / "out" / "tokens.png").stat().st_size > 0
     # The run compiled only the mlp and timed no eager mlp: no pair to draw, and the page says so.

@@ -110,7 +110,7 @@ PATTERNS: dict[str, Pattern] = {
 NAMES: tuple[str, ...] = tuple(PATTERNS)
 
 
-def growth(name: str, device: str, iterations: int = ITERATIONS) -> float:
+def growth(name: str, device: str, iterations: int | None = None) -> float:
     """The pattern's memory growth on ``device`` in MiB per :data:`PER` iterations (leak.py's slope)."""
     from mpsbench import suite  # here: suite imports correctness, which this module sits beside
 
@@ -120,7 +120,7 @@ def growth(name: str, device: str, iterations: int = ITERATIONS) -> float:
     step = pattern.make(device)
     for _ in range(WARM_UP):
         step()
-    readings = leak.record(step, device, iterations)
+    readings = leak.record(step, device, ITERATIONS if iterations is None else iterations)
     return leak.slope_mib_per_100_steps(readings) * PER / leak.PER
 
 
