@@ -26,3 +26,13 @@ def test_tokens_per_second_is_the_inverse_of_the_decode_time_and_compile_needs_a
     assert (tmp_path / "out" / "tokens.png").stat().st_size > 0
     # The run compiled only the mlp and timed no eager mlp: no pair to draw, and the page says so.
     assert "No machine has compiled results beside eager ones" in summary
+
+
+def test_the_compile_figure_draws_each_pair_with_its_speedup(tmp_path):
+    from mpsbench import report_modern
+
+    found = [report_modern.Pair("h100", "training", "cuda", "resnet50", 0.0718, 0.0463, 59.2),
+             report_modern.Pair("h100", "inference", "cuda", "mlp", 0.0001, 0.000385, 4.1)]
+    assert [round(p.speedup, 2) for p in found] == [1.55, 0.26]  # eager over compiled: below 1 is slower compiled
+    report_modern.plot_compile(found, tmp_path / "compile.png")
+    assert (tmp_path / "compile.png").stat().st_size > 0
