@@ -28,7 +28,8 @@ def test_a_leaking_loop_grows_by_its_leak(monkeypatch):
     assert growth == pytest.approx(1000, rel=0.2)  # MiB per 1,000 iterations: the RSS grows 1 MiB an iteration
 
 
-def test_every_pattern_is_tracked_on_the_cpu(monkeypatch):
+def test_every_pattern_is_tracked_on_the_cpu_in_the_full_sweep(monkeypatch):
+    monkeypatch.setenv("MPSBENCH_FULL", "1")
     monkeypatch.setattr(leak_patterns, "ITERATIONS", 20)
     monkeypatch.setattr(leak_patterns, "WARM_UP", 5)
     readings = {"leaks": leak_patterns.measure()}  # the class's part of setup_cache's readings
