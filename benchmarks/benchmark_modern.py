@@ -36,8 +36,8 @@ class ModernInference(ModernTraining):
     params = (devices.NAMES, models.MODERN_INFERENCE_NAMES, models.BATCH_SIZES)
 
 
-class LlmPrefill:
-    """Time to first token: one forward over a 512-token prompt that fills the KV cache (batch 1)."""
+class _Generation:
+    """Shared by LlmPrefill and LlmDecode: the small Llama on a device, built, warmed up and guarded once per process."""
 
     param_names = ("device", "model")
     params = (devices.NAMES, llm.NAMES)
@@ -45,18 +45,23 @@ class LlmPrefill:
     version = "1"
     timeout = 900
     warmup_time = 0  # setup warms up explicitly
-    repeat = (3, 20, 10.0)
     rounds = 1  # as the step timings (benchmark_models)
 
     def setup(self, device, model):
         self.generation = llm.prepare(device, model)
+
+
+class LlmPrefill(_Generation):
+    """Time to first token: one forward over a 512-token prompt that fills the KV cache (batch 1)."""
+
+    repeat = (3, 20, 10.0)
 
     def time_prefill(self, device, model):
         self.generation.prefill()
         devices.synchronize(device)
 
 
-class LlmDecode:
+class LlmDecode(_Generation):
     """Seconds per decoded token: 128 greedy steps through the prompt's KV cache, divided by 128.
 
     asv runs ``setup`` before every sample: it prefills (untimed), so each
@@ -64,17 +69,10 @@ class LlmDecode:
     batch 1 is the inverse (the figures page shows it).
     """
 
-    param_names = ("device", "model")
-    params = (devices.NAMES, llm.NAMES)
-    left_out = staticmethod(llm.left_out)  # for mpsbench.preselect
-    version = "1"
-    timeout = 900
-    warmup_time = 0
     repeat = (3, 20, 20.0)
-    rounds = 1
 
     def setup(self, device, model):
-        self.generation = llm.prepare(device, model)
+        super().setup(device, model)
         self.timer = suite.StepTimer(llm.NEW_TOKENS)  # asv's clock divided by the tokens: seconds per token
         self.token, self.cache = self.generation.prefill()
         devices.synchronize(device)
