@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import pytest
 
-from mpsbench import devices, workloads
+from mpsbench import correctness, devices, workloads
 
 
 @pytest.fixture(autouse=True)
 def _fresh_caches():
     devices.availability.cache_clear()
     workloads.forget()
+    correctness.forget()
     yield
     devices.availability.cache_clear()
     workloads.forget()

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from asv.benchmarks import Benchmarks
 
-from mpsbench import devices, epoch, maxbatch, ops, preselect, selection, suite, workloads
+from mpsbench import devices, epoch, llm, maxbatch, ops, preselect, selection, suite, workloads
 
 ROOT = Path(__file__).resolve().parents[1]
 BENCHMARKS = ROOT / "benchmarks"
@@ -39,6 +39,7 @@ def every_device_usable(monkeypatch):
     monkeypatch.setattr(workloads, "cached", build)
     monkeypatch.setattr(workloads, "build", build)
     monkeypatch.setattr(ops, "cached", build)
+    monkeypatch.setattr(llm, "Generation", build)
     # Unsupported dtypes are found by the build's torch in setup, after the rule: not the rule's business.
     monkeypatch.setattr(suite.precision, "unsupported_reason", lambda device, kind, dtype: None)
     monkeypatch.setattr(maxbatch.os.path, "exists", lambda path: True)

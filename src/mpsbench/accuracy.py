@@ -79,7 +79,8 @@ def cpu_reference(workload: Workload) -> nn.Module:
     A copy, not a new build: initializing vgg16's or bert's weights on the cpu
     takes seconds, and this runs in every benchmark process.
     """
-    reference = copy.deepcopy(workload.model).to("cpu")
+    model = getattr(workload.model, "_orig_mod", workload.model)  # a compiled model's own module
+    reference = copy.deepcopy(model).to("cpu")
     return reference.float().eval()
 
 

@@ -102,7 +102,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         raise UsageError(f"device {device} is not usable here: {found.reason}")
     rows = [["workload", "model", "device", "batch", "ms/step", "samples/s", "calls"]]
     for kind in kinds:
-        if kind == "inference" and spec.name not in models.INFERENCE_NAMES:
+        if (kind == "inference" and spec.trainable is not None) or (kind == "training" and not spec.trains):
             continue
         workload = _build_or_explain(kind, device, spec.name, batch_size)
         workload.warm_up()

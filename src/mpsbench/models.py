@@ -67,6 +67,7 @@ class ModelSpec:
     forward: Callable[[nn.Module, dict[str, torch.Tensor]], torch.Tensor] = field(
         default=lambda model, inputs: model(*inputs.values())
     )
+    trains: bool = True  # False: an inference-only model (a frozen text encoder)
 
     def missing_requirements(self) -> list[str]:
         """The packages this model needs that this environment cannot import."""
@@ -132,16 +133,19 @@ BERT_NUM_LABELS = 6  # TREC question classification, as in the fine-tuning seed
 BERT_ATTENTION = "eager"
 
 
+def _with_attention(build: Callable[..., nn.Module], config: Any, attention: str) -> nn.Module:
+    """``build(config)`` with the attention path fixed where transformers lets us fix it."""
+    config._attn_implementation = attention
+    try:
+        return build(config, attn_implementation=attention)
+    except TypeError:  # transformers before 4.36 has no argument (and one attention path)
+        return build(config)
+
+
 def _build_bert() -> nn.Module:
     transformers = _import("transformers")
     config = transformers.BertConfig(num_labels=BERT_NUM_LABELS)  # bert-base: 12 layers, 768 hidden
-    config._attn_implementation = BERT_ATTENTION
-    model: nn.Module
-    try:
-        model = transformers.BertForSequenceClassification(config, attn_implementation=BERT_ATTENTION)
-    except TypeError:  # transformers before 4.36 has only the eager path and no argument
-        model = transformers.BertForSequenceClassification(config)
-    return model
+    return _with_attention(transformers.BertForSequenceClassification, config, BERT_ATTENTION)
 
 
 def _classifier_head(model: nn.Module) -> list[nn.Parameter]:
@@ -153,6 +157,63 @@ def _bert_forward(model: nn.Module, inputs: dict[str, torch.Tensor]) -> torch.Te
     output = model(**inputs)
     logits: torch.Tensor = output.logits if hasattr(output, "logits") else output[0]  # old: a tuple
     return logits
+
+
+def _build_vit() -> nn.Module:
+    module: nn.Module = _import("torchvision.models").vit_b_16(weights=None, num_classes=1000)
+    return module
+
+
+# A small Llama-style decoder (RMSNorm, rotary positions, SwiGLU, grouped-query
+# attention), sized for an 8 GB Mac: macOS lets the GPU wire about two thirds of
+# memory (about 5.3 GB). 768 hidden, 12 layers, 12 heads over 4 key/value heads,
+# a 2048-wide MLP and Llama's 32,000-token vocabulary make 125M parameters:
+# 0.5 GB of float32 weights, 2.0 GB with the gradients and AdamW's two moments,
+# leaving room for the activations of a training step at batch 8 x 256 tokens.
+LLAMA_CONFIG: dict[str, Any] = dict(
+    vocab_size=32000, hidden_size=768, intermediate_size=2048, num_hidden_layers=12,
+    num_attention_heads=12, num_key_value_heads=4, max_position_embeddings=2048, tie_word_embeddings=False,
+)
+# A training sequence of 256 tokens: a short chat turn or code snippet, the
+# length at which fine-tuning recipes for small models on laptops start.
+LLAMA_SEQUENCE_LENGTH = 256
+# Fixed explicitly, as for BERT: "sdpa" is the path Llama runs by default in
+# current transformers and the attention kernels mps got wrong before (issue 21).
+LLAMA_ATTENTION = "sdpa"
+
+
+def _build_llama() -> nn.Module:
+    transformers = _import("transformers")
+    config = transformers.LlamaConfig(**LLAMA_CONFIG)
+    return _with_attention(transformers.LlamaForCausalLM, config, LLAMA_ATTENTION)
+
+
+# Stable Diffusion 1.x's text encoder: CLIP ViT-L/14's text tower (openai/clip-vit-large-patch14).
+CLIP_TEXT_CONFIG: dict[str, Any] = dict(
+    vocab_size=49408, hidden_size=768, intermediate_size=3072, num_hidden_layers=12, num_attention_heads=12,
+    max_position_embeddings=77, hidden_act="quick_gelu",
+)
+CLIP_SEQUENCE_LENGTH = 77  # SD pads every prompt to CLIP's 77 tokens
+
+
+def _build_clip_text() -> nn.Module:
+    transformers = _import("transformers")
+    config = transformers.CLIPTextConfig(**CLIP_TEXT_CONFIG)
+    return _with_attention(transformers.CLIPTextModel, config, "eager")  # "sdpa" is newer than SD's pipelines
+
+
+def _causal_lm_forward(model: nn.Module, inputs: dict[str, torch.Tensor]) -> torch.Tensor:
+    """Next-token logits of every position but the last, as (batch, vocabulary, positions) for the loss."""
+    output = model(input_ids=inputs["input_ids"], use_cache=False)
+    logits: torch.Tensor = output.logits if hasattr(output, "logits") else output[0]
+    return logits[:, :-1].transpose(1, 2)
+
+
+def _text_encoder_forward(model: nn.Module, inputs: dict[str, torch.Tensor]) -> torch.Tensor:
+    """The last hidden state, what SD's UNet attends to, as (batch, hidden, tokens)."""
+    output = model(input_ids=inputs["input_ids"])
+    hidden: torch.Tensor = output.last_hidden_state if hasattr(output, "last_hidden_state") else output[0]
+    return hidden.transpose(1, 2)
 
 
 # --- batches ---------------------------------------------------------------
@@ -180,6 +241,23 @@ def _bert_batch(batch_size: int, gen: torch.Generator) -> Batch:
     mask = torch.ones(batch_size, BERT_SEQUENCE_LENGTH, dtype=torch.long)
     inputs = {"input_ids": ids, "attention_mask": mask}
     return Batch(inputs, _classes(batch_size, BERT_NUM_LABELS, gen))
+
+
+def _token_batch(vocab_size: int, length: int) -> Callable[[int, torch.Generator], Batch]:
+    """Random token ids; the target is each position's next token (the causal LM loss)."""
+
+    def make(batch_size: int, gen: torch.Generator) -> Batch:
+        ids = torch.randint(0, vocab_size, (batch_size, length), generator=gen)
+        return Batch({"input_ids": ids}, ids[:, 1:].clone())
+
+    return make
+
+
+def _clip_batch(batch_size: int, gen: torch.Generator) -> Batch:
+    ids = torch.randint(0, CLIP_TEXT_CONFIG["vocab_size"], (batch_size, CLIP_SEQUENCE_LENGTH), generator=gen)
+    # No loss trains a frozen encoder; the target only gives the accuracy guard's loss a shape.
+    target = torch.randint(0, CLIP_TEXT_CONFIG["hidden_size"], (batch_size, CLIP_SEQUENCE_LENGTH), generator=gen)
+    return Batch({"input_ids": ids}, target)
 
 
 def _adamw(params: list[nn.Parameter]) -> torch.optim.Optimizer:
@@ -265,9 +343,66 @@ REGISTRY: dict[str, ModelSpec] = {
     )
 }
 
+# The seeds' models: the params of benchmark_models and the other seed-era
+# classes. Taken before the models below join the registry, so that a model
+# added later never changes those classes' params (their identity is their history).
 NAMES: tuple[str, ...] = tuple(REGISTRY)
 # A frozen core changes training only: its inference is bert_base's.
 INFERENCE_NAMES: tuple[str, ...] = tuple(name for name in NAMES if REGISTRY[name].trainable is None)
+
+REGISTRY.update({
+    spec.name: spec
+    for spec in (
+        ModelSpec(
+            name="vit_b_16",
+            description="torchvision ViT-B/16, 224x224, 1000 classes",
+            build=_build_vit,
+            make_batch=_image_batch(3, 224, 1000),
+            num_classes=1000,
+            # 32: the largest power of two whose float32 SGD training step fits an
+            # 8 GB Mac's GPU share with room to spare (activations of 197 tokens
+            # x 12 layers, about 0.1 GB a sample); the ViT recipes' 512-4096 need a cluster.
+            seed_batch_size=32,
+            batch_sizes=_BIG_SIZES,
+            large=True,
+            requires=("torchvision",),
+        ),
+        ModelSpec(
+            name="llama_small",
+            description="Llama-style decoder (LlamaConfig, 125M params, random weights), 256 tokens, causal LM loss",
+            build=_build_llama,
+            make_batch=_token_batch(LLAMA_CONFIG["vocab_size"], LLAMA_SEQUENCE_LENGTH),
+            num_classes=LLAMA_CONFIG["vocab_size"],
+            # 8 x 256 = 2,048 tokens a step: the micro-batch of small-model
+            # fine-tuning on a laptop, within the 8 GB Mac's share (see LLAMA_CONFIG).
+            seed_batch_size=8,
+            batch_sizes=(1, 8, 32),
+            large=True,
+            requires=("transformers.models.llama",),  # transformers 4.28+
+            make_optimizer=_adamw,
+            forward=_causal_lm_forward,
+        ),
+        ModelSpec(
+            name="clip_text",
+            description="Stable Diffusion 1.x text encoder (CLIPTextModel, ViT-L/14 text sizes), 77 tokens",
+            build=_build_clip_text,
+            make_batch=_clip_batch,
+            num_classes=CLIP_TEXT_CONFIG["hidden_size"],
+            # 8 sequences: 4 images per prompt (the SD demos' default), each with
+            # its prompt and the empty prompt of classifier-free guidance.
+            seed_batch_size=8,
+            batch_sizes=(1, 8, 32),
+            large=True,
+            requires=("transformers",),
+            forward=_text_encoder_forward,
+            trains=False,  # SD's pipelines keep the text encoder frozen
+        ),
+    )
+})
+# The models of 2025-2026 (issue 21): their own classes, so the seeds' keep their params.
+MODERN_NAMES: tuple[str, ...] = tuple(name for name in REGISTRY if name not in NAMES)
+MODERN_TRAINING_NAMES: tuple[str, ...] = tuple(name for name in MODERN_NAMES if REGISTRY[name].trains)
+MODERN_INFERENCE_NAMES: tuple[str, ...] = MODERN_NAMES
 
 
 def get(name: str) -> ModelSpec:
@@ -275,7 +410,7 @@ def get(name: str) -> ModelSpec:
     try:
         return REGISTRY[name]
     except KeyError:
-        raise UnknownModelError(f"unknown model {name!r}; choose one of: {', '.join(NAMES)}") from None
+        raise UnknownModelError(f"unknown model {name!r}; choose one of: {', '.join(REGISTRY)}") from None
 
 
 def check_batch_size(spec: ModelSpec, batch_size: int) -> int:
@@ -297,7 +432,10 @@ def make_batch(spec: ModelSpec, batch_size: int) -> Batch:
 # these in that server too saves every forked process their import (seconds for
 # transformers). Nothing here touches a GPU, which must not be initialized before
 # a fork. Under spawn (macOS) each process imports what its model needs, as before.
-PRELOADED = ("torchvision.models", "transformers.models.bert.modeling_bert")
+PRELOADED = (
+    "torchvision.models", "transformers.models.bert.modeling_bert", "transformers.models.llama.modeling_llama",
+    "transformers.models.clip.modeling_clip",
+)
 
 
 def preload_for_forkserver() -> list[str]:

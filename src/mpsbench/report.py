@@ -754,6 +754,7 @@ def build(results_dir: Path, out_dir: Path, config: Path | None = None, site: Pa
         _by_release_section(results_dir, timeline, save),
         _machines_section(results, save),
         _batches_section(results, save),
+        *_modern_sections(results_dir, save),
         _changes_section(results, results_dir, thresholds.Rules.from_config(config)),
         _regressions_section(site, timeline),
     ]
@@ -871,6 +872,13 @@ def _by_release_section(results_dir: Path, timeline: Timeline, save: Save) -> Se
               [[Link(p.torch_version, p.link) if p.link else p.torch_version, p.python, p.machine, p.model,
                 p.kind, f"{p.ratio:.2f}x"] for p in sorted(points, key=lambda p: (p.date_ms, p.python))]),
     ])
+
+
+def _modern_sections(results_dir: Path, save: Save) -> list[Section]:
+    """Eager against compiled, and the Llama's tokens/s (mpsbench.report_modern, which builds on this module)."""
+    from mpsbench import report_modern
+
+    return [report_modern.compile_section(results_dir, save), report_modern.tokens_section(results_dir, save)]
 
 
 def _regressions_section(site: Path | None, timeline: Timeline) -> Section:

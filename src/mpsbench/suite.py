@@ -10,7 +10,9 @@ import time
 from dataclasses import dataclass
 from typing import Callable
 
-from mpsbench import accuracy, devices, fallback, models, precision, selection, timing, workloads
+import torch
+
+from mpsbench import accuracy, correctness, devices, fallback, models, precision, selection, timing, workloads
 
 try:  # present in every asv environment; absent only outside asv
     from asv_runner.benchmarks.mark import SkipNotImplemented as SkipNotImplemented  # re-exported
@@ -69,7 +71,7 @@ GPU_PRECISION_DTYPES = tuple(name for name in precision.NAMES if name != precisi
 GPU_COLD_START: GpuModels = {gpu: {"training": (), "inference": ()} for gpu in devices.GPU_NAMES}
 
 
-def _outside(what: str, spec: models.ModelSpec, batch_size: int, device: str) -> str:
+def outside(what: str, spec: models.ModelSpec, batch_size: int, device: str) -> str:
     return (
         f"{spec.name} at batch {batch_size} on {device} is outside the default {what} selection;"
         f" set {selection.FULL_SWEEP_ENV}=1 for the full sweep"
@@ -83,9 +85,9 @@ def _small_on_cpu_listed_on_gpus(what: str, kind: str, gpu_models: GpuModels) ->
         if selection.full_sweep():
             return None
         if device == "cpu" and spec.large:
-            return _outside(what, spec, batch_size, device)
+            return outside(what, spec, batch_size, device)
         if device != "cpu" and spec.name not in gpu_models[device][kind]:
-            return _outside(f"{kind} {what}", spec, batch_size, device)
+            return outside(f"{kind} {what}", spec, batch_size, device)
         return None
 
     return reason
@@ -112,7 +114,7 @@ def precision_skip_reason(kind: str, dtype: str) -> SkipRule:
             return None
         on_gpu = device != "cpu"
         if spec.name not in PRECISION_MODELS["gpu" if on_gpu else "cpu"][kind]:
-            return _outside("precision", spec, batch_size, device)
+            return outside("precision", spec, batch_size, device)
         if on_gpu and dtype not in GPU_PRECISION_DTYPES:
             return (
                 f"{spec.name} {kind} in {dtype} on {device} is outside the default precision selection"
@@ -145,7 +147,7 @@ def steps_left_out(device: str, model: str, batch_size: int) -> str | None:
     return left_out(device, model, batch_size)
 
 
-def _at_seed_batch(skip_reason: SkipRule) -> Callable[[str, str], str | None]:
+def at_seed_batch(skip_reason: SkipRule) -> Callable[[str, str], str | None]:
     """The rule of a class whose params are (device, model), run at the model's seed batch size."""
 
     def rule(device: str, model: str) -> str | None:
@@ -156,7 +158,7 @@ def _at_seed_batch(skip_reason: SkipRule) -> Callable[[str, str], str | None]:
 
 def cold_start_left_out(kind: str) -> Callable[[str, str], str | None]:
     """The cold-start classes of ``kind`` (seed batch size)."""
-    return _at_seed_batch(cold_start_skip_reason(kind))
+    return at_seed_batch(cold_start_skip_reason(kind))
 
 
 def precision_memory_skip_reason(kind: str, dtype: str) -> SkipRule:
@@ -165,7 +167,7 @@ def precision_memory_skip_reason(kind: str, dtype: str) -> SkipRule:
 
     def reason(device: str, spec: models.ModelSpec, batch_size: int) -> str | None:
         if device != "cpu" and not selection.full_sweep():
-            return _outside(f"{kind} precision peak memory", spec, batch_size, device)
+            return outside(f"{kind} precision peak memory", spec, batch_size, device)
         return timings(device, spec, batch_size)
 
     return reason
@@ -184,9 +186,40 @@ def precision_left_out(kind: str, memory: bool = False) -> Callable[[str, str, s
     return rule
 
 
+def modern_skip_reason(device: str, spec: models.ModelSpec, batch_size: int) -> str | None:
+    """The modern models' step rule: the cpu at batch 1 only (a llama_small training step at
+    batch 8 takes half a minute on two cores); a GPU in the full sweep only, at any batch: the
+    H100's default already takes 165 of its 180 s (docs/budget.md), and these five rows
+    took most of 169 s more there. The GPU default keeps the Llama's prefill and decode."""
+    if selection.full_sweep() or (device == "cpu" and batch_size == 1):
+        return None
+    return outside("modern models'", spec, batch_size, device)
+
+
+def modern_left_out(device: str, model: str, batch_size: int) -> str | None:
+    """ModernTraining and ModernInference."""
+    return left_out(device, model, batch_size, modern_skip_reason)
+
+
 def instruments_left_out(kind: str) -> Callable[[str, str], str | None]:
     """The instrument classes of ``kind`` (seed batch size)."""
-    return _at_seed_batch(instrument_skip_reason(kind))
+    return at_seed_batch(instrument_skip_reason(kind))
+
+
+def require_device(device: str, left_out_reason: str | None = None) -> None:
+    """Skip, with the reason, a combination this run leaves out or whose device is not usable here."""
+    if left_out_reason is not None:
+        raise SkipNotImplemented(left_out_reason)
+    found = devices.availability(device)
+    if not found.usable:
+        raise SkipNotImplemented(f"{device} is not usable here: {found.reason}")
+
+
+def require_torch(minimum: tuple[int, int], what: str) -> None:
+    """Skip, with the reason, what needs a newer torch than this build's."""
+    if precision.torch_version() < minimum:
+        needed = ".".join(str(part) for part in minimum)
+        raise SkipNotImplemented(f"{what} needs torch {needed} or later; this is {torch.__version__}")
 
 
 def require(
@@ -208,9 +241,7 @@ def require(
     reason = left_out(device, model, batch_size, skip_reason)
     if reason is not None:
         raise SkipNotImplemented(reason)
-    found = devices.availability(device)
-    if not found.usable:
-        raise SkipNotImplemented(f"{device} is not usable here: {found.reason}")
+    require_device(device)
     missing = spec.missing_requirements()
     if missing:
         raise SkipNotImplemented(f"{model} needs {', '.join(missing)}, not importable in this environment")
@@ -229,6 +260,7 @@ def prepare(
     dtype: str = precision.DEFAULT,
     skip_reason: SkipRule = selection.skip_reason,
     guarded: bool = True,
+    compiled: bool = False,
 ) -> workloads.Workload:
     """Build (once per process) and warm up a workload for an asv ``setup``.
 
@@ -236,14 +268,15 @@ def prepare(
     devices, combinations the registry does not define, missing packages,
     selections, unsupported dtypes and batches that do not fit in memory are
     skipped with the reason (n/a); an op that torch lacks on the device fails
-    the combination with the op's name, never a silent skip. ``guarded``
+    the combination with the op's name, never a silent skip. ``compiled``
+    wraps the model in ``torch.compile`` (mpsbench.compiled). ``guarded``
     (timings) also fails combinations whose numbers would mislead: see
     :func:`guard`. Instruments that report those very facts pass False.
     """
     require(kind, device, model, batch_size, dtype=dtype, skip_reason=skip_reason)
     with OutOfMemorySkips(device, model, batch_size):  # build, copy to the device, warm-up, checks
         try:
-            workload, _ = workloads.cached(kind, device, model, batch_size, dtype)
+            workload, _ = workloads.cached(kind, device, model, batch_size, dtype, compiled)
         except SkipNotImplemented:
             raise
         except NotImplementedError as exc:  # torch has no kernel for an op on this device
@@ -284,9 +317,12 @@ def guard(workload: workloads.Workload) -> None:
     Ops that fell back to the cpu during warm-up fail it with their names
     (``MPSBENCH_ALLOW_FALLBACK=1`` times it anyway); on a GPU, results that
     disagree with the cpu's fail it with the measured error (checked once
-    per process and workload).
+    per process and workload); on any device, one of the input layouts that
+    broke before (mpsbench.correctness) computed wrong fails it with the
+    pattern's error (checked once per process, device and dtype).
     """
     fallback.refuse(workload.label, workload.fallback_ops)
+    correctness.verify(workload.device, workload.dtype)
     if accuracy.needed(workload.device):
         accuracy.verify(workload)
 

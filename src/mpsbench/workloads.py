@@ -36,7 +36,8 @@ class Workload:
     """One model on one device with one batch, stepped for training or inference."""
 
     def __init__(
-        self, kind: str, device: str, spec: models.ModelSpec, batch_size: int, dtype: str = precision.DEFAULT
+        self, kind: str, device: str, spec: models.ModelSpec, batch_size: int, dtype: str = precision.DEFAULT,
+        compiled: bool = False,
     ) -> None:
         self.kind = kind
         self.device = device
@@ -50,6 +51,10 @@ class Workload:
         if precision.casts_model(kind, dtype):
             self.model.to(precision.dtype_of(dtype))
             self.batch = _cast_floats(self.batch, precision.dtype_of(dtype))
+        self.compiled = compiled
+        if compiled:  # torch.compile with the default (inductor) backend; compiles at the first step
+            self.model = torch.compile(self.model)  # type: ignore[assignment]  # an OptimizedModule
+        self.first_step_seconds: float | None = None  # the first warm-up step: compilation included
         self.loss_fn = nn.CrossEntropyLoss()
         self.optimizer: torch.optim.Optimizer | None = None
         self.scaler = precision.grad_scaler(device, kind, dtype)  # float16 training only
@@ -80,7 +85,8 @@ class Workload:
     @property
     def label(self) -> str:
         """How errors name this combination: "resnet50 training on mps at batch 128 (float16)"."""
-        return f"{self.spec.name} {self.kind} on {self.device} at batch {self.batch_size} ({self.dtype})"
+        compiled = ", compiled" if self.compiled else ""
+        return f"{self.spec.name} {self.kind} on {self.device} at batch {self.batch_size} ({self.dtype}{compiled})"
 
     def step(self, probe: Probe | None = None) -> torch.Tensor:
         """Run one step; returns the loss (training) or the logits (inference)."""
@@ -152,7 +158,12 @@ class Workload:
         it was computed in the asked dtype, and the loss is finite.
         """
         with fallback.Recorder() as recorder:
-            for _ in range(steps):
+            devices.synchronize(self.device)
+            begin = time.perf_counter()
+            result = self.step()
+            devices.synchronize(self.device)
+            self.first_step_seconds = time.perf_counter() - begin
+            for _ in range(steps - 1):
                 result = self.step()
             devices.synchronize(self.device)
         self.fallback_ops = tuple(recorder.ops)
@@ -190,26 +201,30 @@ def _cast_floats(batch: models.Batch, dtype: torch.dtype) -> models.Batch:
     return models.Batch(inputs, batch.target)
 
 
-def build(kind: str, device: str, model: str, batch_size: int, dtype: str = precision.DEFAULT) -> Workload:
+def build(
+    kind: str, device: str, model: str, batch_size: int, dtype: str = precision.DEFAULT, compiled: bool = False
+) -> Workload:
     """Validate every argument, then build the workload (one-line errors on bad input)."""
     check_kind(kind)
     devices.check_name(device)
     precision.check_name(dtype)
     spec = models.get(model)
     models.check_batch_size(spec, batch_size)
-    if kind == "inference" and model not in models.INFERENCE_NAMES:
+    if kind == "inference" and spec.trainable is not None:
         raise WorkloadError(f"{model} differs from its base model in training only; time its inference as bert_base")
+    if kind == "training" and not spec.trains:
+        raise WorkloadError(f"{model} is an inference-only model; time its inference")
     missing = spec.missing_requirements()
     if missing:
         raise WorkloadError(f"{model} needs {', '.join(missing)}, which this environment cannot import")
-    return Workload(kind, device, spec, batch_size, dtype)
+    return Workload(kind, device, spec, batch_size, dtype, compiled)
 
 
-_cache: dict[tuple[str, str, str, int, str], Workload] = {}
+_cache: dict[tuple[str, str, str, int, str, bool], Workload] = {}
 
 
 def cached(
-    kind: str, device: str, model: str, batch_size: int, dtype: str = precision.DEFAULT
+    kind: str, device: str, model: str, batch_size: int, dtype: str = precision.DEFAULT, compiled: bool = False
 ) -> tuple[Workload, bool]:
     """The workload for these arguments, built once per process and warmed up.
 
@@ -217,12 +232,12 @@ def cached(
     cheap. Only one workload is kept, so that a process never holds two
     models' memory. Returns the workload and whether it was built just now.
     """
-    key = (kind, device, model, batch_size, dtype)
+    key = (kind, device, model, batch_size, dtype, compiled)
     if key in _cache:
         return _cache[key], False
     _cache.clear()
     devices.empty_cache(device)
-    workload = build(kind, device, model, batch_size, dtype)
+    workload = build(kind, device, model, batch_size, dtype, compiled)
     workload.warm_up()
     _cache[key] = workload
     return workload, True

@@ -1,0 +1,54 @@
+"""torch.compile (default inductor) beside eager: the steady-state step and the compile time (issue 21).
+
+pytorch#192551 (Aug 2026): compiled training 4x slower than eager on mps,
+found by a user; PyTorch's own dashboard compiles on M2 runners only and its
+alerts cover cuda only. These classes time the compiled step of each model at
+its seed batch size; its eager twin is benchmark_models' (or
+benchmark_modern's) time_step at the same batch, and the figures page sets the
+two side by side. ``track_compile_seconds`` is the first call: dynamo's trace,
+inductor's code generation and kernel builds, and one step, with inductor's
+caches cold (src/mpsbench/compiled.py). Builds and devices that cannot compile
+skip with the reason; a compile error where it should work fails the
+combination with its first line. Default: the mlp on the cpu
+(compiled.DEFAULT: a GPU's 3-minute default has no room for compiling);
+MPSBENCH_FULL=1 for every model on every device.
+"""
+
+from mpsbench import compiled, devices, suite
+
+
+class CompiledTraining:
+    """One compiled training step (the same step as Training.time_step, its model under torch.compile)."""
+
+    kind = "training"
+    param_names = ("device", "model")
+    params = (devices.NAMES, compiled.TRAINING_NAMES)
+    left_out = staticmethod(compiled.left_out("training"))  # this run's selection, for mpsbench.preselect
+    version = "1"
+    timeout = 1800  # a large model's training graph compiles for minutes on a small cpu
+    warmup_time = 0  # setup compiles and warms up
+    repeat = (3, 40, 10.0)
+    rounds = 1  # a second round compiles again in a second process, for no better number
+
+    def setup(self, device, model):
+        self.workload = compiled.prepare(self.kind, device, model)
+        self.steps = self.workload.spec.steps_per_call
+        self.timer = suite.StepTimer(self.steps)
+
+    def time_step(self, device, model):
+        self.workload.run(self.steps)
+        devices.synchronize(device)  # the clock stops when the device is done
+
+    def track_compile_seconds(self, device, model):
+        """The first call of the compiled step, compilation included (inductor's caches cold)."""
+        return compiled.compile_seconds(self.workload)
+
+    track_compile_seconds.unit = "seconds"
+
+
+class CompiledInference(CompiledTraining):
+    """One compiled inference step (eval mode, torch.inference_mode())."""
+
+    kind = "inference"
+    params = (devices.NAMES, compiled.INFERENCE_NAMES)
+    left_out = staticmethod(compiled.left_out("inference"))  # this run's selection, for mpsbench.preselect

@@ -1,0 +1,82 @@
+"""The models Mac users run in 2025-2026: a small Llama, ViT-B/16, Stable Diffusion's text encoder (issue 21).
+
+Their own classes, beside benchmark_models' seeds, so that Training and
+Inference keep their params and history. The steps are the seeds' (same
+timing, same guards: fallbacks, the accuracy check against the cpu, the
+correctness patterns); the Llama's causal-LM training step and inference
+forward run over 256 tokens. ``LlmPrefill`` and ``LlmDecode`` time its
+generation: the time to first token and the time per decoded token with a KV
+cache (src/mpsbench/llm.py says why batch 1, a 512-token prompt, 128 new
+tokens). Default: the steps on the cpu at batch 1, on a GPU in the full sweep
+only (suite.modern_skip_reason: the budget), generation on every device.
+"""
+
+from mpsbench import devices, llm, models, suite
+
+from .benchmark_models import _StepBenchmark
+
+
+class ModernTraining(_StepBenchmark):
+    """One training step (llama_small: next-token cross entropy over 256 tokens, AdamW)."""
+
+    kind = "training"
+    params = (devices.NAMES, models.MODERN_TRAINING_NAMES, models.BATCH_SIZES)
+    left_out = staticmethod(suite.modern_left_out)  # this run's selection, for mpsbench.preselect
+
+    def setup(self, device, model, batch_size):
+        self.workload = suite.prepare(self.kind, device, model, batch_size, skip_reason=suite.modern_skip_reason)
+        self.steps = self.workload.spec.steps_per_call
+        self.timer = suite.StepTimer(self.steps)
+
+
+class ModernInference(ModernTraining):
+    """One forward in eval mode under torch.inference_mode() (clip_text: the 77-token prompt encoding)."""
+
+    kind = "inference"
+    params = (devices.NAMES, models.MODERN_INFERENCE_NAMES, models.BATCH_SIZES)
+
+
+class _Generation:
+    """Shared by LlmPrefill and LlmDecode: the small Llama on a device, built, warmed up and guarded once per process."""
+
+    param_names = ("device", "model")
+    params = (devices.NAMES, llm.NAMES)
+    left_out = staticmethod(llm.left_out)  # for mpsbench.preselect
+    version = "1"
+    timeout = 900
+    warmup_time = 0  # setup warms up explicitly
+    rounds = 1  # as the step timings (benchmark_models)
+
+    def setup(self, device, model):
+        self.generation = llm.prepare(device, model)
+
+
+class LlmPrefill(_Generation):
+    """Time to first token: one forward over a 512-token prompt that fills the KV cache (batch 1)."""
+
+    repeat = (3, 20, 10.0)
+
+    def time_prefill(self, device, model):
+        self.generation.prefill()
+        devices.synchronize(device)
+
+
+class LlmDecode(_Generation):
+    """Seconds per decoded token: 128 greedy steps through the prompt's KV cache, divided by 128.
+
+    asv runs ``setup`` before every sample: it prefills (untimed), so each
+    timed call decodes from a fresh 512-token cache. Tokens per second at
+    batch 1 is the inverse (the figures page shows it).
+    """
+
+    repeat = (3, 20, 20.0)
+
+    def setup(self, device, model):
+        super().setup(device, model)
+        self.timer = suite.StepTimer(llm.NEW_TOKENS)  # asv's clock divided by the tokens: seconds per token
+        self.token, self.cache = self.generation.prefill()
+        devices.synchronize(device)
+
+    def time_decode(self, device, model):
+        self.generation.decode(self.token, self.cache)
+        devices.synchronize(device)

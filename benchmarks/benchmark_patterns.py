@@ -1,0 +1,61 @@
+"""Input patterns that broke before: silent wrong results and leaks, one tracked row each (issue 21).
+
+``Correctness.track_relative_error``: the relative error of one op on one
+input layout that a past release computed wrong without an error (SDPA on
+transposed or permuted q/k/v, with and without a mask; F.linear with a
+transposed weight; a strided convolution input; index ops over transposed
+sources) against float64 on the cpu, per dtype (src/mpsbench/correctness.py).
+A jump on its graph is a silent-correctness regression; the same patterns
+guard every model timing (suite.guard). ``LeakPatterns.track_growth``: memory
+growth in MiB per 1,000 iterations of the loops users found leaking on mps
+(src/mpsbench/leak_patterns.py).
+
+Both are measured in one ``setup_cache`` (one interpreter for both classes,
+mpsbench.measured); the ``track_`` processes look their value up.
+"""
+
+from mpsbench import correctness, devices, leak_patterns, measured
+
+
+def _measure_patterns(self):
+    """The setup_cache of both classes: one spawned interpreter measures both families."""
+    return measured.measure_families({"correctness": correctness.measure, "leaks": leak_patterns.measure})
+
+
+_measure_patterns.timeout = 1800  # four leak loops per device, each a few seconds; the patterns milliseconds
+
+
+class Correctness:
+    """Relative error of each pattern on each device and dtype against float64 on the cpu."""
+
+    param_names = ("device", "pattern", "dtype")
+    params = (devices.NAMES, correctness.NAMES, correctness.DTYPES)
+    left_out = staticmethod(correctness.left_out)  # for mpsbench.preselect
+    version = "1"
+    rounds = 1  # a lookup
+    timeout = 60
+    setup_cache = _measure_patterns  # one key for both classes: asv keys a cache by where it is defined
+
+    def track_relative_error(self, readings, device, pattern, dtype):
+        """max|device - reference| / max|reference|; the guard's tolerance per dtype is in docs/instruments.md."""
+        return measured.family(readings, "correctness").lookup((device, pattern, dtype), "relative_error")
+
+    track_relative_error.unit = "relative error"
+
+
+class LeakPatterns:
+    """Memory growth of each leak-prone loop, in MiB per 1,000 iterations (leak.py's least-squares slope)."""
+
+    param_names = ("device", "pattern")
+    params = (devices.NAMES, leak_patterns.NAMES)
+    left_out = staticmethod(leak_patterns.left_out)  # for mpsbench.preselect
+    version = "1"
+    rounds = 1
+    timeout = 60
+    setup_cache = _measure_patterns
+
+    def track_growth(self, readings, device, pattern):
+        """About 0 for a clean loop. cuda: memory_allocated; mps: current_allocated_memory; cpu: process RSS."""
+        return measured.family(readings, "leaks").lookup((device, pattern), "growth")
+
+    track_growth.unit = "MiB/1000 iterations"

@@ -1,0 +1,40 @@
+"""Leak patterns: leak.py's slope per 1,000 iterations; a loop that keeps 1 MiB an iteration shows as about 1,000."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+from benchmarks import benchmark_patterns
+
+from mpsbench import leak_patterns
+
+
+def _keeps_a_mebibyte(device):
+    kept = []
+
+    def step():
+        kept.append(torch.ones(256 * 1024, device=device))  # 1 MiB of float32, never freed
+        return kept[-1]
+
+    return step
+
+
+def test_a_leaking_loop_grows_by_its_leak(monkeypatch):
+    monkeypatch.setitem(leak_patterns.PATTERNS, "lstm_training",
+                        leak_patterns.Pattern("lstm_training", "stand-in", _keeps_a_mebibyte))
+    growth = leak_patterns.growth("lstm_training", "cpu", iterations=60)
+    assert growth == pytest.approx(1000, rel=0.2)  # MiB per 1,000 iterations: the RSS grows 1 MiB an iteration
+
+
+def test_every_pattern_is_tracked_on_the_cpu_in_the_full_sweep(monkeypatch):
+    monkeypatch.setenv("MPSBENCH_FULL", "1")
+    monkeypatch.setattr(leak_patterns, "ITERATIONS", 20)
+    monkeypatch.setattr(leak_patterns, "WARM_UP", 5)
+    readings = {"leaks": leak_patterns.measure()}  # the class's part of setup_cache's readings
+    bench = benchmark_patterns.LeakPatterns()
+    for name in leak_patterns.NAMES:
+        assert math.isfinite(bench.track_growth(readings, "cpu", name))
+    with pytest.raises(NotImplementedError):  # asv's n/a: no mps on this machine
+        bench.track_growth(readings, "mps", "maxpool2d")

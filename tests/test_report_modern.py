@@ -1,0 +1,38 @@
+"""The figures page's compile and tokens/s sections, from the H100 run's real asv results (docs/results)."""
+
+from __future__ import annotations
+
+import json
+import math
+import shutil
+from pathlib import Path
+
+from mpsbench import report
+
+RUN = Path(__file__).resolve().parents[1] / "docs" / "results" / "h100-2026-11-23-issue21"
+
+
+def test_tokens_per_second_is_the_inverse_of_the_decode_time_and_compile_needs_an_eager_twin(tmp_path):
+    results = tmp_path / "results"
+    shutil.copytree(RUN / "h100-sxm", results / "h100-sxm")
+    shutil.copy(RUN / "benchmarks.json", results / "benchmarks.json")
+    report.build(results, tmp_path / "out")
+    summary = (tmp_path / "out" / "summary.md").read_text()
+    recorded = json.loads(next((results / "h100-sxm").glob("cf22*.json")).read_text())
+    columns = recorded["result_columns"]
+    decode = dict(zip(columns, recorded["results"]["benchmark_modern.LlmDecode.time_decode"]))
+    seconds = next(value for value in decode["result"] if value is not None and math.isfinite(value))  # n/a: NaN
+    assert f"| h100-sxm | cuda | llama_small | {1 / seconds:.1f} |" in summary
+    assert (tmp_path / "out" / "tokens.png").stat().st_size > 0
+    # The run compiled only the mlp and timed no eager mlp: no pair to draw, and the page says so.
+    assert "No machine has compiled results beside eager ones" in summary
+
+
+def test_the_compile_figure_draws_each_pair_with_its_speedup(tmp_path):
+    from mpsbench import report_modern
+
+    found = [report_modern.Pair("h100", "training", "cuda", "resnet50", 0.0718, 0.0463, 59.2),
+             report_modern.Pair("h100", "inference", "cuda", "mlp", 0.0001, 0.000385, 4.1)]
+    assert [round(p.speedup, 2) for p in found] == [1.55, 0.26]  # eager over compiled: below 1 is slower compiled
+    report_modern.plot_compile(found, tmp_path / "compile.png")
+    assert (tmp_path / "compile.png").stat().st_size > 0
