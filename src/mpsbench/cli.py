@@ -25,6 +25,7 @@ from mpsbench import (
     record,
     report,
     resolve,
+    selection,
     timeline,
     wheels,
 )
@@ -65,6 +66,7 @@ def _torch() -> Any:
 
 
 def cmd_devices(args: argparse.Namespace) -> int:
+    selection.selected_devices()  # a bad MPSBENCH_DEVICES: one line, before anything runs (scripts/bench calls this first)
     torch = _torch()
     if args.usable:  # for scripts: MPSBENCH_DEVICES=$(mpsbench devices --usable)
         print(",".join(name for name in devices.NAMES if devices.availability(name).usable))

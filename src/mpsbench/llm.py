@@ -23,11 +23,11 @@ import torch
 
 from mpsbench import correctness, devices, fallback, models, selection, suite
 
-MODEL = "llama_small"
+MODEL = models.LLAMA_NAME
 NAMES: tuple[str, ...] = (MODEL,)  # the generation classes' model axis
-BATCH = 1
-PROMPT_TOKENS = 512
-NEW_TOKENS = 128
+BATCH = models.LLAMA_GENERATION["batch"]
+PROMPT_TOKENS = models.LLAMA_GENERATION["prompt_tokens"]
+NEW_TOKENS = models.LLAMA_GENERATION["new_tokens"]
 
 
 class Generation:

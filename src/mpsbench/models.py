@@ -180,6 +180,10 @@ LLAMA_SEQUENCE_LENGTH = 256
 # Fixed explicitly, as for BERT: "sdpa" is the path Llama runs by default in
 # current transformers and the attention kernels mps got wrong before (issue 21).
 LLAMA_ATTENTION = "sdpa"
+# Its generation rows (mpsbench.llm says why these sizes), here so that the site's
+# figures read them without torch: batch 1, a 512-token prompt, 128 new tokens.
+LLAMA_GENERATION = {"batch": 1, "prompt_tokens": 512, "new_tokens": 128}
+LLAMA_NAME = "llama_small"
 
 
 def _build_llama() -> nn.Module:
@@ -368,7 +372,7 @@ REGISTRY.update({
             requires=("torchvision",),
         ),
         ModelSpec(
-            name="llama_small",
+            name=LLAMA_NAME,
             description="Llama-style decoder (LlamaConfig, 125M params, random weights), 256 tokens, causal LM loss",
             build=_build_llama,
             make_batch=_token_batch(LLAMA_CONFIG["vocab_size"], LLAMA_SEQUENCE_LENGTH),

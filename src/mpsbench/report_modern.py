@@ -16,7 +16,7 @@ import itertools
 from dataclasses import dataclass
 from pathlib import Path
 
-from mpsbench import report
+from mpsbench import models, report
 
 COMPILED = {"training": "benchmark_compile.CompiledTraining", "inference": "benchmark_compile.CompiledInference"}
 EAGER = {
@@ -119,7 +119,7 @@ def compile_section(results_dir: Path, save: report.Save) -> report.Section:
 
 
 def tokens_section(results_dir: Path, save: report.Save) -> report.Section:
-    from mpsbench import llm  # the fixed batch, prompt and token count the rows were measured at
+    sizes = models.LLAMA_GENERATION  # the fixed batch, prompt and token count the rows were measured at
 
     title = "Small Llama: tokens per second"
     rows = read(results_dir, {PREFILL, DECODE})
@@ -129,20 +129,20 @@ def tokens_section(results_dir: Path, save: report.Save) -> report.Section:
         return report.Section(title, ["No machine has decode results (benchmark_modern.LlmDecode)."])
     plt = report._pyplot()
     fig, ax = plt.subplots(figsize=(max(5.0, 1.6 * len(decode)), 4.0), layout="constrained")
-    speeds = [llm.BATCH / seconds for _, _, _, seconds in decode]
+    speeds = [sizes['batch'] / seconds for _, _, _, seconds in decode]
     bars = ax.bar(range(len(decode)), speeds, color=[report.DEVICE_COLORS.get(d, "#9467bd") for _, d, _, _ in decode])
     ax.bar_label(bars, labels=[f"{s:.1f}" for s in speeds], fontsize=8)
     ax.set_xticks(range(len(decode)), [f"{m}\n{d}" for m, d, _, _ in decode], fontsize=8)
     ax.set_ylabel("decoded tokens/s (higher is better)")
-    ax.set_title(f"{llm.MODEL}: greedy decode after a {llm.PROMPT_TOKENS}-token prompt, batch {llm.BATCH}")
+    ax.set_title(f"{models.LLAMA_NAME}: greedy decode after a {sizes['prompt_tokens']}-token prompt, batch {sizes['batch']}")
     fig.savefig(save("tokens.png"), dpi=110)
     plt.close(fig)
-    table: list[list[report.Cell]] = [[m, d, model, f"{llm.BATCH / seconds:.1f}", report._ms(seconds),
+    table: list[list[report.Cell]] = [[m, d, model, f"{sizes['batch'] / seconds:.1f}", report._ms(seconds),
               "-" if (m, d, model) not in prefill else report._ms(prefill[(m, d, model)])]
              for m, d, model, seconds in decode]
     return report.Section(title, [
         report.Image("tokens.png", "decode tokens per second"),
-        f"Decode: {llm.NEW_TOKENS} new tokens through the KV cache; prefill: the {llm.PROMPT_TOKENS}-token prompt "
+        f"Decode: {sizes['new_tokens']} new tokens through the KV cache; prefill: the {sizes['prompt_tokens']}-token prompt "
         "(time to first token).",
         report.Table(["machine", "device", "model", "tokens/s", "ms/token", "prefill ms"], table),
     ])
