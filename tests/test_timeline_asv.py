@@ -41,7 +41,8 @@ def test_two_builds_run_and_publish_with_dates_and_tags(tmp_path):
     conf = json.loads(subprocess.run(
         [sys.executable, "-c", "import asv.util, json, sys; print(json.dumps(asv.util.load_json(sys.argv[1], js_comments=True)))",
          str(ROOT / "asv.conf.json")], capture_output=True, text=True, check=True).stdout)
-    conf.update(repo=str(tmp_path / "timeline"), branches=["release"], benchmark_dir=str(ROOT / "benchmarks"), env_dir=str(tmp_path / "env"),
+    conf.update(repo=str(tmp_path / "timeline"), branches=["release"],  # this test's timeline has only that channel
+                benchmark_dir=str(ROOT / "benchmarks"), env_dir=str(tmp_path / "env"),
                 results_dir=str(tmp_path / "results"), html_dir=str(tmp_path / "html"))
     conf["install_command"] = [c.replace("{conf_dir}", str(ROOT)) for c in conf["install_command"]]
     conf["uninstall_command"] = [c.replace("{conf_dir}", str(ROOT)) for c in conf["uninstall_command"]]
