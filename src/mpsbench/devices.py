@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from functools import cache
 from typing import Any
 
-from mpsbench import optional_torch, process_memory
+from mpsbench import command, optional_torch, process_memory
 from mpsbench.optional_torch import torch  # device names import without torch
 
 NAMES: tuple[str, ...] = ("cpu", "mps", "cuda")
@@ -115,8 +115,7 @@ def availability(name: str) -> Availability:
         probe = torch.ones(4, device=name) * 2
         total = float(probe.sum().cpu())  # a read-back proves the op really ran
     except Exception as exc:  # a device that reports available and fails on first use
-        first_line = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        return Availability(False, f"{name} reported available but a first op failed: {first_line}")
+        return Availability(False, f"{name} reported available but a first op failed: {command.first_line(exc)}")
     if total != 8.0:
         return Availability(False, f"{name} computed 2*ones(4).sum() = {total}, expected 8")
     return Availability(True, describe(name))

@@ -31,7 +31,7 @@ from typing import Callable
 import torch
 import torch.nn.functional as F
 
-from mpsbench import devices, fallback, precision, selection, timing
+from mpsbench import command, devices, fallback, precision, selection, timing
 from mpsbench.suite import SkipNotImplemented  # asv's, or suite's stand-in
 
 SEED = 0  # every input is drawn after seeding with this
@@ -629,7 +629,7 @@ def unsupported_dtype_reason(exc: BaseException, spec: OpSpec, device: str, dtyp
     if dtype == "float32" or not isinstance(exc, (NotImplementedError, RuntimeError, TypeError)):
         return None
     text = str(exc).strip()
-    first_line = text.splitlines()[0] if text else type(exc).__name__
+    first_line = command.first_line(exc)
     if isinstance(exc, NotImplementedError) or any(word in text.lower() for word in _UNSUPPORTED_WORDS):
         return f"{spec.name} in {dtype} on {device}: torch does not support it here: {first_line}"
     return None
@@ -692,8 +692,9 @@ def prepare(device: str, op: str, dtype: str, size: str, training: bool) -> OpCa
         forget()
         if devices.is_out_of_memory(exc):
             devices.empty_cache(device)
-            first_line = str(exc).strip().splitlines()[0]
-            raise SkipNotImplemented(f"{op} at {size} in {dtype} does not fit in {device} memory: {first_line}") from exc
+            raise SkipNotImplemented(
+                f"{op} at {size} in {dtype} does not fit in {device} memory: {command.first_line(exc)}"
+            ) from exc
         why = unsupported_dtype_reason(exc, spec, device, dtype)
         if why is not None:
             raise SkipNotImplemented(why) from exc

@@ -30,7 +30,7 @@ from pathlib import Path
 
 import torch
 
-from mpsbench import devices, ops
+from mpsbench import command, devices, ops
 
 
 @dataclass(frozen=True)
@@ -103,8 +103,7 @@ def measure(device: str, spec: ops.OpSpec, dtype: str, size: str, peaks: Peaks |
         return Row(spec.name, dtype, size, None, None, spec.unit, None, f"skipped: {skipped}")
     except Exception as exc:
         ops.forget()
-        first_line = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        return Row(spec.name, dtype, size, None, None, spec.unit, None, f"failed: {first_line}")
+        return Row(spec.name, dtype, size, None, None, spec.unit, None, f"failed: {command.first_line(exc)}")
     value = spec.work_at(size, dtype) / seconds / 1e9
     percent = None if peaks is None else 100.0 * value / peak_of(peaks, spec, dtype)
     return Row(spec.name, dtype, size, seconds, value, spec.unit, percent, "")

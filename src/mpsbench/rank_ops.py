@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from mpsbench import asvconf, factor
+from mpsbench import asvconf, command, factor
 
 MODULE = "benchmark_ops"  # the asv module whose benchmarks are ranked
 DEFAULT_RESULTS_DIR = ".asv/results"
@@ -68,8 +68,7 @@ def load(path: Path) -> Any:
     try:
         return asv_results.Results.load(str(path))
     except (util.UserError, ValueError, KeyError) as exc:
-        first_line = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise RankError(f"{str(path)!r} is not an asv 0.6 results file: {first_line}") from None
+        raise RankError(f"{str(path)!r} is not an asv 0.6 results file: {command.first_line(exc)}") from None
 
 
 def _param_value(text: str) -> str:

@@ -12,7 +12,7 @@ from typing import Callable
 
 import torch
 
-from mpsbench import accuracy, correctness, devices, fallback, models, precision, selection, timing, workloads
+from mpsbench import accuracy, command, correctness, devices, fallback, models, precision, selection, timing, workloads
 
 try:  # present in every asv environment; absent only outside asv
     from asv_runner.benchmarks.mark import SkipNotImplemented as SkipNotImplemented  # re-exported
@@ -305,7 +305,7 @@ class OutOfMemorySkips:
             return
         workloads.forget()
         devices.empty_cache(self.device)
-        first_line = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+        first_line = command.first_line(exc)
         raise SkipNotImplemented(
             f"{self.model} at batch {self.batch_size} does not fit in {self.device} memory: {first_line}"
         ) from exc
