@@ -59,6 +59,12 @@ def project(tmp_path_factory):
         manifest = mf.append(manifest, "exam", resolve.wheel_file(wheel, transformers="none", build_id=build_id))
     mf.save(manifest, base / "builds" / "manifest.json")
     timeline.generate(manifest, base / ".asv" / "timeline")
+    make_suite(base)
+    return base
+
+
+def make_suite(base: Path) -> None:
+    """In a project folder: the stand-in suite (``suite/``), recorded results to keep, and a home."""
     suite = base / "suite"  # the stand-in suite root: the real asv.conf.json and src/, fake benchmarks
     (suite / "benchmarks").mkdir(parents=True)
     (suite / "benchmarks" / "__init__.py").write_text("")
@@ -70,7 +76,6 @@ def project(tmp_path_factory):
     (recorded / "0000000000000001-virtualenv.json").write_text('{"results": {"Step.time_work": [[0.004]]}}\n')
     (base / ".asv" / "results" / "benchmarks.json").write_text('{"version": 2}\n')
     (base / "home").mkdir()
-    return base
 
 
 def _checksums(folder: Path) -> dict[str, str]:

@@ -5,7 +5,7 @@ benchmark (``benchmark_models.Training.time_step``, as the real one is named)
 sleeps that long, so the third nightly is five times slower than the second.
 ``scripts/nightly`` runs for real, in subprocesses, as the workflow runs it:
 resolve (a dry run, then three nights), bench (a dry run, then twice),
-collect, publish, alert and bisect. The results branch's git plumbing is
+collect, publish, alert and bisect (mpsbench bisect, fresh processes). The results branch's git plumbing is
 tested against a local bare repository.
 """
 
@@ -23,6 +23,7 @@ from pathlib import Path
 import pytest
 from tests import fakes
 from tests.test_alerts import nightly_build
+from tests.test_compare import _checksums
 
 from mpsbench import factor, fleet, nightly
 from mpsbench import manifest as mf
@@ -194,12 +195,16 @@ def test_publish_alert_and_bisect_over_the_fleet(nights, night):
     alerted = run("alert", "--summary", str(summary))
     assert alerted.returncode == 1 and f"{BENCHMARK} on fleet-a" in alerted.stdout
     assert "https://github.com/pytorch/pytorch/compare/" in summary.read_text()
+    recorded = _checksums(work / "results")
     bisected = run("bisect", "--machine", "fleet-a", "--good", "nightly@2026-11-20", "--bad", "nightly@2026-11-22",
                    "--bench", r"Training.time_step\('cpu', 'mlp', 8\)")
     assert bisected.returncode == 0, bisected.stdout + bisected.stderr
-    assert "first slow build: nightly@2026-11-22" in bisected.stdout
-    assert "PyTorch commits: nightly@2026-11-21 (torch 2.15.0.dev20261121" in bisected.stdout
-    assert len(list((work / "results" / "fleet-a").glob("*-virtualenv-*.json"))) == 3  # asv find saved nothing
+    # mpsbench bisect, as a user runs it: compare confirms the endpoints, then one step at 11-21
+    assert "confirming: is nightly@2026-11-22 slower than nightly@2026-11-20?" in bisected.stdout
+    assert "step: nightly@2026-11-21" in bisected.stdout
+    assert "mpsbench nightly: first slow build: nightly@2026-11-22 (timeline commit " in bisected.stdout
+    assert "mpsbench nightly: PyTorch commits to read: nightly@2026-11-21 (torch 2.15.0.dev20261121" in bisected.stdout
+    assert _checksums(work / "results") == recorded  # fresh processes in a scratch folder: nothing recorded changed
 
 
 def test_a_device_this_machine_lacks_is_refused_before_anything_runs(night):

@@ -74,7 +74,7 @@ def test_pull_requests_run_the_test_command_and_bisect_takes_its_inputs():
     assert [step["run"] for step in tests["jobs"]["test"]["steps"] if "run" in step][-1] == ".ci/run"
     assert "exec scripts/test" in (ROOT / ".ci" / "run").read_text()
     bisect = _load(WORKFLOWS / "bisect.yml")
-    assert set(bisect["on"]["workflow_dispatch"]["inputs"]) == {"benchmark", "good", "bad", "runner"}
+    assert set(bisect["on"]["workflow_dispatch"]["inputs"]) == {"benchmark", "good", "bad", "runner", "nightlies"}
     assert "scripts/nightly bisect" in _runs(bisect)[-1]
 
 

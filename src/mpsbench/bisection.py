@@ -10,7 +10,9 @@ than it and it is not (yet) slower than GOOD. It names the first bad build with 
 evidence of every step and the upstream PyTorch commit range to read (or says
 that both builds are of one upstream commit). Nothing is written into the
 recorded results. Exit 0: found; 3: a step stayed undecided (the table says
-which); 2: bad input or unconfirmed endpoints.
+which); 2: bad input or unconfirmed endpoints. With ``--nightlies [N]``, two
+adjacent builds with PyTorch nightlies between them get (at most N of) those
+nightlies on a bisection channel, and the search goes on among them (nightlies.py).
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ import argparse
 import statistics
 from collections.abc import Callable
 
-from mpsbench import compare, fresh, history, timeline, verdict
+from mpsbench import compare, fresh, history, nightlies, timeline, verdict
 from mpsbench import manifest as mf
 
 
@@ -37,6 +39,9 @@ def _path(manifest: mf.Manifest, good: fresh.Named, bad: fresh.Named) -> list[st
     return line[line.index(good.name) + 1:]
 
 
+FIRST_BAD = "first bad build: {first} (the build before it, {before}, is good)"  # scripts/nightly bisect reads it
+
+
 def _ms(values: list[float]) -> str:
     return f"{statistics.median(values) * 1e3:.3f}"
 
@@ -46,6 +51,7 @@ def cmd_bisect(args: argparse.Namespace) -> int:
     between = _path(manifest, good, bad)
     generated = timeline.compute(manifest, args.timeline)
     named = {name: fresh.Named(name, generated.commits[name], manifest.find(name)) for name in between}
+    gaps = nightlies.Gaps(args, manifest, generated)  # refuses a bad --nightlies before anything runs
     regression = compare.regression_factor(args)
     rows = [["build", "role", "median ms", "vs GOOD", "interval", "p", "vs BAD", "verdict"]]
     with compare.session(args, [good, bad]) as measuring:
@@ -66,7 +72,14 @@ def cmd_bisect(args: argparse.Namespace) -> int:
         rows.append([bad.name, "BAD", _ms(confirm.medians[bad.name]), f"{endpoint.ratio:.3f}",
                      f"[{endpoint.low:.3f}, {endpoint.high:.3f}]", f"{endpoint.p_value:.4f}", "1", "confirmed slower"])
         low, high = -1, len(between) - 1  # between[low] is good (-1: GOOD itself), between[high] is bad
-        while high - low > 1:
+        while True:
+            if high - low == 1:  # adjacent: --nightlies may add the nightlies between them, and the search goes on
+                added = gaps.fill(between[low] if low >= 0 else good.name, between[high])
+                if not added:
+                    break
+                between[high:high] = [build.name for build in added]
+                named.update((build.name, build) for build in added)
+                high += len(added)
             middle = named[between[(low + high) // 2]]
             print(f"step: {middle.name} ({high - low - 1} candidates left)")
             pairs = [(good.name, middle.name), (middle.name, bad.name)]
@@ -87,8 +100,9 @@ def cmd_bisect(args: argparse.Namespace) -> int:
                 low = (low + high) // 2
     first = between[high]
     before = between[low] if low >= 0 else good.name
+    manifest, generated = gaps.manifest, gaps.generated  # with the nightlies --nightlies added
     print(_table(rows))
-    print(f"first bad build: {first} (the build before it, {before}, is good)")
+    print(FIRST_BAD.format(first=first, before=before))
     old, new = manifest.find(before), manifest.find(first)
     if old.git_version == new.git_version:
         print(f"{before} and {first} share the upstream commit {new.git_version[:12]}: the change is in the builds"
@@ -125,4 +139,5 @@ def add_subcommand(commands: argparse._SubParsersAction) -> None:  # type: ignor
     parser.add_argument("good", help="the last known good build: CHANNEL@ID, a timeline hash (prefix) or a tag")
     parser.add_argument("bad", help="a later build on the same line of builds that is slower")
     compare.options(parser)
+    nightlies.add_options(parser)
     parser.set_defaults(func=cmd_bisect)

@@ -18,8 +18,10 @@ published site.
 - ``collect``: merge results directories (the machines' artifacts) into the fleet's.
 - ``publish``: the site of every machine's results (scripts/publish), in ``html/``.
 - ``alert``: every machine's newest build against the one before; exit 1 on a regression.
-- ``bisect``: ``asv find`` over a range of the fleet's builds; prints the first
-  slow build and its PyTorch commit range.
+- ``bisect``: ``mpsbench bisect`` over a range of the fleet's builds (fresh
+  processes confirmed with ``compare``, nothing recorded; ``--nightlies``
+  adds the nightlies between two adjacent builds); prints the first slow build
+  and its PyTorch commit range.
 
 Exit status: 0 done, 1 a regression (or merge conflicts), 2 a mistake in the
 command or the fleet's files (one line), 3 benchmarks that failed (asv).
@@ -39,6 +41,7 @@ from pathlib import Path
 from mpsbench import (
     alerts,
     asvconf,
+    bisection,
     command,
     factor,
     fleet,
@@ -47,7 +50,6 @@ from mpsbench import (
     merge,
     preselect,
     record,
-    report,
     resolve,
     selection,
     thresholds,
@@ -60,7 +62,10 @@ WORKDIR = Path(".asv/nightly")
 CHANNEL = "nightly"
 MACHINE_ENV = "MPSBENCH_MACHINE"  # a runner's machine name, e.g. set in the runner's .env file
 BENCHMARKS_FAILED = 3
-FOUND = re.compile(r"Greatest regression found: ([0-9a-f]{8,40})")
+# bisection's line naming the first bad build and the good one before it, as a pattern
+FOUND = re.compile(
+    re.escape(bisection.FIRST_BAD).replace(r"\{first\}", r"(?P<first>\S+)").replace(r"\{before\}", r"(?P<before>\S+)")
+)
 
 
 class NightlyError(ValueError):
@@ -269,9 +274,9 @@ def _machine(args: argparse.Namespace) -> str:
     return name
 
 
-def _asv(*args: str, cwd: Path) -> tuple[int, list[str]]:
-    """Run asv with this interpreter, its output streamed; its exit status and the lines it printed."""
-    argv = [sys.executable, "-m", "asv", *args]
+def _stream(*args: str, cwd: Path) -> tuple[int, list[str]]:
+    """Run ``python -m ARGS`` with this interpreter, its output streamed; its exit status and the lines it printed."""
+    argv = [sys.executable, "-m", *args]
     lines: list[str] = []
     with subprocess.Popen(argv, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) as process:
         assert process.stdout is not None
@@ -389,30 +394,26 @@ def cmd_alert(args: argparse.Namespace) -> int:
 
 
 def cmd_bisect(args: argparse.Namespace) -> int:
+    """``mpsbench bisect GOOD BAD -b BENCH`` on the fleet's manifest and timeline, the way a user runs it."""
     paths = _paths(args)
-    prepared = prepare(paths, args.channel)
+    prepare(paths, args.channel)  # the timeline of the fleet's manifest
     name = _machine(args)
-    good, bad = (prepared.generated.commits[history._resolve_ref(prepared.manifest, prepared.generated, ref)[0]]
-                 for ref in (args.good, args.bad))
-    line = report.Timeline(paths.timeline)
-    # asv find leaves the range's first commit out, hence GOOD^; a channel's first build has no parent
-    span = f"{good}^..{bad}" if line.parent(good) else bad
-    say(f"bisecting {prepared.name_of(good)}..{prepared.name_of(bad)} for {args.bench} on {name}")
-    status, lines = _asv("find", "--config", str(prepared.config), "--machine", name,
-                         "--skip-save", "--show-stderr", span, args.bench, cwd=paths.suite)
-    found = next((FOUND.search(text) for text in lines if FOUND.search(text)), None)
-    if status != 0 or found is None:
-        raise NightlyError(f"asv find named no build (exit status {status}; see its output above)")
-    slow = prepared.generated.commits[prepared.name_of(found.group(1))]
-    before = line.parent(slow)
-    lines = [f"first slow build: {prepared.name_of(slow)} (timeline commit {slow[:12]})"]
-    if before is None:
-        lines.append("it is its channel's first build: there is no build before it to compare with")
-    else:
-        lines.append(f"PyTorch commits: {history.upstream_range(prepared.manifest, prepared.generated, before, slow)}")
-    for text in lines:
+    say(f"bisecting {args.good}..{args.bad} for {args.bench} on {name} (mpsbench bisect)")
+    argv = ["bisect", args.good, args.bad, "-b", args.bench, "--manifest", str(paths.fleet_manifest),
+            "--timeline", str(paths.timeline), "--machine", name, "--suite-root", str(paths.suite)]
+    if args.nightlies:
+        argv += [f"--nightlies={args.nightlies}", *(f"--index={index}" for index in args.index or [])]
+    status, lines = _stream("mpsbench.cli", *argv, cwd=paths.suite)
+    at = next((number for number, text in enumerate(lines) if FOUND.match(text)), None)
+    if status != 0 or at is None:
+        raise NightlyError(f"mpsbench bisect named no build (exit status {status}; see its output above)")
+    slow = FOUND.match(lines[at]).group("first")  # type: ignore[union-attr]
+    commit = timeline.compute(mf.load(paths.fleet_manifest), paths.timeline).commits[slow]  # --nightlies adds builds
+    # bisect's next line: the PyTorch compare link, or that both builds share an upstream commit
+    found = [f"first slow build: {slow} (timeline commit {commit[:12]})", *(text.strip() for text in lines[at + 1:at + 2])]
+    for text in found:
         say(text)
-    _step_summary("\n\n".join([f"## mpsbench bisect: {args.bench} on {name}", *lines]))
+    _step_summary("\n\n".join([f"## mpsbench bisect: {args.bench} on {name}", *found]))
     return 0
 
 
@@ -475,12 +476,16 @@ def build_parser() -> argparse.ArgumentParser:
     alerting.add_argument("--machine", action="append", default=[], help="only this machine (repeatable)")
     alerting.add_argument("--summary", type=Path, help="also write the alerts as Markdown to this file")
 
-    bisecting = step("bisect", "asv find over a range of the fleet's builds", cmd_bisect)
+    bisecting = step("bisect", "mpsbench bisect over a range of the fleet's builds (fresh processes, nothing recorded)",
+                     cmd_bisect)
     identity(bisecting)
     bisecting.add_argument("--good", required=True, help="the last fast build: CHANNEL@ID or timeline hash")
     bisecting.add_argument("--bad", required=True, help="a slow build: CHANNEL@ID or timeline hash")
     bisecting.add_argument("--bench", required=True,
                            help=r"one benchmark, e.g. \"Training.time_step\('mps', 'resnet50', 128\)\"")
+    bisecting.add_argument("--nightlies", help="add at most N of the nightlies between two adjacent builds"
+                           " (mpsbench bisect --nightlies; on the work folder's copy of the fleet's manifest)")
+    bisecting.add_argument("--index", action="append", help="nightly PEP 503 index for --nightlies (repeatable)")
     return parser
 
 
