@@ -10,6 +10,7 @@ must add nightlies between them, bisect among them through real asv, name
 
 from __future__ import annotations
 
+import argparse
 import subprocess
 import sys
 from datetime import datetime
@@ -64,6 +65,7 @@ def test_bisect_adds_nightlies_between_adjacent_builds_and_names_the_first_slow_
     refs = _refs(base / ".asv" / "timeline")
     done = _mpsbench(base, "bisect", "nightly@2026-11-10", "nightly@2026-11-17", "-b", BENCH, *ROUNDS,
                      "--nightlies", "--index", index, "--transformers-index", index, "--transformers", "none")
+    print(done.stdout, done.stderr)  # shown when the test fails (and with -s: the transcript in docs/bisect.md)
     assert done.returncode == 0, done.stdout + done.stderr
     channel = "bisect-nightly-2026-11-10"
     # six nightlies between, three added (the default), spread by date: the search needs two steps
@@ -118,3 +120,30 @@ def test_a_bad_nightlies_budget_is_one_line_and_exit_2(project, value):
     says = f"mpsbench: error: --nightlies takes how many nightlies to add at most, a whole number >= 1; got {value!r}"
     assert done.stderr.strip() == says
     assert (base / "builds" / "manifest.json").read_bytes() == manifest
+
+
+def test_the_budget_counts_for_the_whole_bisection_and_a_second_run_reuses_the_channel(project, tmp_path, capsys):
+    base, index, _ = project
+    manifest = mf.load(base / "builds" / "manifest.json")
+    manifest = mf.Manifest(tuple(c for c in manifest.channels if c.name == "nightly"))  # as before any bisect
+    mf.save(manifest, tmp_path / "manifest.json")
+
+    def gaps(count: str) -> nightlies.Gaps:
+        args = argparse.Namespace(nightlies=count, index=[index], transformers="none", transformers_index=index,
+                                  manifest=tmp_path / "manifest.json", timeline=tmp_path / "timeline")
+        current = mf.load(tmp_path / "manifest.json")
+        return nightlies.Gaps(args, current, timeline.compute(current, tmp_path / "timeline"))
+
+    one = gaps("1")
+    added = one.fill("nightly@2026-11-10", "nightly@2026-11-17")
+    assert [build.name for build in added] == ["bisect-nightly-2026-11-10@2026-11-14"]  # the middle of six
+    assert added[0].commit == timeline.compute(mf.load(tmp_path / "manifest.json"), tmp_path / "timeline").commits[
+        added[0].name]
+    assert one.fill(added[0].name, "nightly@2026-11-17") == []  # the budget is spent: says so, adds nothing
+    assert ("2 nightlies between bisect-nightly-2026-11-10@2026-11-14 and nightly@2026-11-17 (2026-11-15 .. 2026-11-16)"
+            " were not measured: the --nightlies budget (1) is spent") in capsys.readouterr().out
+    saved = (tmp_path / "manifest.json").read_bytes()
+    again = gaps("2").fill("nightly@2026-11-10", "nightly@2026-11-17")
+    assert [build.name for build in again] == ["bisect-nightly-2026-11-10@2026-11-14"]
+    assert "reusing 1 nightlies of bisect-nightly-2026-11-10" in capsys.readouterr().out
+    assert (tmp_path / "manifest.json").read_bytes() == saved  # nothing resolved or added again
