@@ -404,10 +404,11 @@ def cmd_bisect(args: argparse.Namespace) -> int:
     if args.nightlies:
         argv += [f"--nightlies={args.nightlies}", *(f"--index={index}" for index in args.index or [])]
     status, lines = _stream("mpsbench.cli", *argv, cwd=paths.suite)
-    at = next((number for number, text in enumerate(lines) if FOUND.match(text)), None)
-    if status != 0 or at is None:
+    named = [(number, match) for number, match in enumerate(map(FOUND.match, lines)) if match]
+    if status != 0 or not named:
         raise NightlyError(f"mpsbench bisect named no build (exit status {status}; see its output above)")
-    slow = FOUND.match(lines[at]).group("first")  # type: ignore[union-attr]
+    at, match = named[0]
+    slow = match.group("first")
     commit = timeline.compute(mf.load(paths.fleet_manifest), paths.timeline).commits[slow]  # --nightlies adds builds
     # bisect's next line: the PyTorch compare link, or that both builds share an upstream commit
     found = [f"first slow build: {slow} (timeline commit {commit[:12]})", *(text.strip() for text in lines[at + 1:at + 2])]
