@@ -485,7 +485,7 @@ def build_parser() -> argparse.ArgumentParser:
     bisecting.add_argument("--bench", required=True,
                            help=r"one benchmark, e.g. \"Training.time_step\('mps', 'resnet50', 128\)\"")
     bisecting.add_argument("--nightlies", help="add at most N of the nightlies between two adjacent builds"
-                           " (mpsbench bisect --nightlies; on the work folder's copy of the fleet's manifest)")
+                           " (mpsbench bisect --nightlies N; the channel it adds goes into the fleet folder's manifest)")
     bisecting.add_argument("--index", action="append", help="nightly PEP 503 index for --nightlies (repeatable)")
     return parser
 
