@@ -484,7 +484,7 @@ def build_parser() -> argparse.ArgumentParser:
     bisecting.add_argument("--bad", required=True, help="a slow build: CHANNEL@ID or timeline hash")
     bisecting.add_argument("--bench", required=True,
                            help=r"one benchmark, e.g. \"Training.time_step\('mps', 'resnet50', 128\)\"")
-    bisecting.add_argument("--nightlies", help="add at most N of the nightlies between two adjacent builds"
+    bisecting.add_argument("--nightlies", metavar="N", help="add at most N of the nightlies between two adjacent builds"
                            " (mpsbench bisect --nightlies N; the channel it adds goes into the fleet folder's manifest)")
     bisecting.add_argument("--index", action="append", help="nightly PEP 503 index for --nightlies (repeatable)")
     return parser
