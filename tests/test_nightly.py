@@ -24,7 +24,7 @@ import pytest
 from tests import fakes
 from tests.test_alerts import nightly_build
 
-from mpsbench import factor, fleet, nightly
+from mpsbench import factor, results_branch, nightly
 from mpsbench import manifest as mf
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -210,7 +210,7 @@ def test_a_device_this_machine_lacks_is_refused_before_anything_runs(night):
 
 
 def _git(cwd: Path, *args: str) -> str:
-    env = dict(os.environ, **fleet.IDENTITY)
+    env = dict(os.environ, **results_branch.IDENTITY)
     return subprocess.run(["git", *args], cwd=cwd, env=env, check=True, capture_output=True, text=True).stdout.strip()
 
 
@@ -230,23 +230,23 @@ def test_the_results_branch_is_created_then_only_fast_forwarded(tmp_path, capsys
     assert nightly.main(["push", "--suite", str(main), "--fleet", str(ours), "--message", "night 1"]) == 0
     first = _git(remote, "rev-parse", "results")
     assert f"pushed {first[:12]} to origin/results" in capsys.readouterr().out
-    assert fleet.push(main, ours, "again") is None  # nothing changed, nothing pushed
+    assert results_branch.push(main, ours, "again") is None  # nothing changed, nothing pushed
 
     # another job fetches, adds another machine's files and pushes: a fast-forward on top
-    assert fleet.fetch(other, theirs) == first
+    assert results_branch.fetch(other, theirs) == first
     assert (theirs / "results" / "m1" / "a.json").read_text() == "{}" and (theirs / "README.md").is_file()
     (theirs / "results" / "m2").mkdir()
     (theirs / "results" / "m2" / "b.json").write_text("[]")
-    second = fleet.push(other, theirs, "night 2")
+    second = results_branch.push(other, theirs, "night 2")
     assert _git(remote, "rev-parse", "results^") == first and _git(remote, "rev-parse", "results") == second
 
     # a copy fetched before that push is refused, never forced over it
     (ours / "results" / "m1" / "late.json").write_text("{}")
-    with pytest.raises(fleet.FleetError, match="pushing to origin results was refused"):
-        fleet.push(main, ours, "stale")
+    with pytest.raises(results_branch.FleetError, match="pushing to origin results was refused"):
+        results_branch.push(main, ours, "stale")
     assert _git(remote, "rev-parse", "results") == second
     assert _git(main, "status", "--porcelain") == ""  # the suite's checkout is never touched
-    fleet.fetch(main, ours)
+    results_branch.fetch(main, ours)
     assert sorted(str(p.relative_to(ours)) for p in ours.rglob("*.json")) == ["results/m1/a.json", "results/m2/b.json"]
 
 

@@ -41,7 +41,7 @@ from mpsbench import (
     asvconf,
     command,
     factor,
-    fleet,
+    results_branch,
     history,
     machine,
     merge,
@@ -68,7 +68,7 @@ class NightlyError(ValueError):
 
 
 ERRORS = (
-    NightlyError, alerts.AlertError, merge.MergeError, fleet.FleetError, history.HistoryError, mf.ManifestError,
+    NightlyError, alerts.AlertError, merge.MergeError, results_branch.FleetError, history.HistoryError, mf.ManifestError,
     resolve.ResolveError, wheels.WheelError, timeline.TimelineError, factor.FactorError, preselect.PreselectError,
     record.RecordError,
 )
@@ -171,7 +171,7 @@ def prepare(paths: Paths, channel: str) -> Prepared:
 
 def cmd_fetch(args: argparse.Namespace) -> int:
     paths = _paths(args)
-    commit = fleet.fetch(paths.suite, paths.fleet, args.remote, args.branch)
+    commit = results_branch.fetch(paths.suite, paths.fleet, args.remote, args.branch)
     if commit is None:
         say(f"{args.remote} has no branch {args.branch} yet: {paths.fleet} starts empty (push creates it)")
     else:
@@ -181,7 +181,7 @@ def cmd_fetch(args: argparse.Namespace) -> int:
 
 def cmd_push(args: argparse.Namespace) -> int:
     paths = _paths(args)
-    commit = fleet.push(paths.suite, paths.fleet, args.message, args.remote, args.branch)
+    commit = results_branch.push(paths.suite, paths.fleet, args.message, args.remote, args.branch)
     say(f"pushed {commit[:12]} to {args.remote}/{args.branch}" if commit else "nothing changed: nothing pushed")
     return 0
 
