@@ -24,8 +24,9 @@ import pytest
 from tests import fakes
 from tests.test_alerts import nightly_build
 
-from mpsbench import factor, results_branch, nightly
-from mpsbench import manifest as mf
+from mpsbench.builds import manifest as mf
+from mpsbench.fleet import nightly, results_branch
+from mpsbench.regressions import factor
 
 ROOT = Path(__file__).resolve().parents[1]
 NIGHTLY = str(ROOT / "scripts" / "nightly")
