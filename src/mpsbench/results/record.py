@@ -43,6 +43,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
+from mpsbench import progress
 from mpsbench.measure import preselect
 from mpsbench.regressions import factor
 from mpsbench.results import asvconf, merge
@@ -59,8 +60,7 @@ class RecordError(ValueError):
     """The run cannot start as asked (nothing selected, an empty range, a run already in progress)."""
 
 
-def say(message: str) -> None:
-    print(f"mpsbench: {message}", flush=True)
+log = progress.logger(__name__)
 
 
 # --- what asv was asked ----------------------------------------------------------------
@@ -199,7 +199,7 @@ def _merge_scratch(results: Path, scratch: Path, replace: bool) -> merge.Report 
         return None
     report = merge.merge(results, [found], update_benchmarks=True, replace=replace)
     for line in report.conflicts + report.corrupt:
-        say(f"warning: {line}")
+        log.warning(line)
     return report
 
 
@@ -214,7 +214,7 @@ def recover(results: Path, root: Path) -> None:
     for folder in sorted(path for path in root.iterdir() if path.is_dir()):
         report = _merge_scratch(results, folder, replace=False)
         if report is not None and (report.copied or report.merged):
-            say(f"recovered an interrupted run's results from {folder}: {report.summary(results)}")
+            log.info(f"recovered an interrupted run's results from {folder}: {report.summary(results)}")
         shutil.rmtree(folder)
 
 
@@ -244,7 +244,7 @@ def record(config: Path, machine: str, asv_args: Sequence[str], remeasure: bool 
             if missing:
                 groups.setdefault(missing, []).append(commit)
         if not groups:
-            say(f"every selected combination ({len(wanted)}) is recorded for the {len(commits)} builds: nothing to run")
+            log.info(f"every selected combination ({len(wanted)}) is recorded for the {len(commits)} builds: nothing to run")
             return 0
         status = 0
         for missing, todo in groups.items():
@@ -253,7 +253,7 @@ def record(config: Path, machine: str, asv_args: Sequence[str], remeasure: bool 
             scratch_config = asvconf.scratch(config, scratch)
             hashfile = scratch / "builds.txt"
             hashfile.write_text("".join(f"{commit}\n" for commit in todo))
-            say(f"{len(todo)} builds, {len(missing)} combinations each to measure"
+            log.info(f"{len(todo)} builds, {len(missing)} combinations each to measure"
                 f" ({'re-measuring' if remeasure else 'none of them recorded yet'})")
             done = subprocess.run([sys.executable, "-m", "asv", "run", "--config", str(scratch_config),
                                    "--machine", machine, *rest, "-b", preselect.regex(list(missing)),
@@ -261,7 +261,7 @@ def record(config: Path, machine: str, asv_args: Sequence[str], remeasure: bool 
             status = BENCHMARKS_FAILED if done.returncode else status
             report = _merge_scratch(results, scratch, replace=remeasure)
             if report is not None:
-                say(report.summary(results))
+                log.info(report.summary(results))
             shutil.rmtree(scratch)
         return status
 

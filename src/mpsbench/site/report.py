@@ -38,6 +38,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Union
 
+from mpsbench import progress
 from mpsbench.regressions import factor
 
 SUITE = "benchmark_models"
@@ -60,9 +61,7 @@ class ReportError(Exception):
     """The report cannot be made as asked: the message says why, in one line."""
 
 
-def say(message: str) -> None:
-    """One line of progress on stderr."""
-    print(f"mpsbench report: {message}", file=sys.stderr, flush=True)
+log = progress.logger(__name__)
 
 
 # --- reading results -------------------------------------------------------
@@ -708,7 +707,7 @@ def _judged(changes: list[Change], results_dir: Path, rules: Any) -> list[str]:
 
 def _changes_section(results: Results, results_dir: Path, rules: Any) -> Section:
     changes = build_changes(results)
-    say(f"comparing each machine's newest two builds: {len(changes)} workloads")
+    log.info(f"comparing each machine's newest two builds: {len(changes)} workloads")
     if not changes:
         return Section("Build over build", ["No machine has results for two builds yet."])
     verdicts = _judged(changes, results_dir, rules)
@@ -733,19 +732,19 @@ def build(results_dir: Path, out_dir: Path, config: Path | None = None, site: Pa
     """
     from mpsbench.regressions import thresholds
 
-    say(f"reading results from {results_dir}")
+    log.info(f"reading results from {results_dir}")
     results = load(results_dir)
     config = config if config is not None else (factor.CONFIG if factor.CONFIG.is_file() else None)
     # without any asv.conf.json, asv's own default threshold applies
     limit = factor.regression_factor(config) if config is not None else 1 + factor.ASV_DEFAULT_THRESHOLD
     timeline = timeline_from_config(config)
-    say(f"{results.files} results files, {len(results.machines)} machines, {len(results.dates)} builds")
+    log.info(f"{results.files} results files, {len(results.machines)} machines, {len(results.dates)} builds")
     out_dir.mkdir(parents=True, exist_ok=True)
     written: list[Path] = []
 
     def save(name: str) -> Path:
         path = out_dir / name
-        say(f"writing {path}")
+        log.info(f"writing {path}")
         written.append(path)
         return path
 
@@ -762,7 +761,7 @@ def build(results_dir: Path, out_dir: Path, config: Path | None = None, site: Pa
     title = "mpsbench: the seeds' figures"
     save("summary.md").write_text(to_markdown(title, sections), encoding="utf-8")
     save("summary.html").write_text(to_html(title, sections), encoding="utf-8")
-    say(f"done: {len(written)} files in {out_dir}")
+    log.info(f"done: {len(written)} files in {out_dir}")
     return written
 
 

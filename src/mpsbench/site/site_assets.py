@@ -48,6 +48,8 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from mpsbench import progress
+
 CACHE = Path(".asv/npm-cache")
 VENDOR = "vendor"  # the folder of html_dir that receives the libraries
 
@@ -135,8 +137,7 @@ _ATTRIBUTE = re.compile(r"""\b([\w-]+)\s*=\s*(["'])(.*?)\2""", re.DOTALL)
 _EXTERNAL = re.compile(r"^(https?:)?//", re.IGNORECASE)
 
 
-def _say(message: str) -> None:
-    print(f"mpsbench site: {message}", file=sys.stderr, flush=True)
+log = progress.logger(__name__)
 
 
 # --- hashes ----------------------------------------------------------------
@@ -196,10 +197,10 @@ def tarball(package: Package, cache: Path) -> Path:
             check_integrity(path.read_bytes(), package.integrity, f"cached {path}")
             return path
         except SiteAssetError:
-            _say(f"{path} does not match its pinned integrity: fetching it again")
+            log.info(f"{path} does not match its pinned integrity: fetching it again")
             path.unlink()
     url = tarball_url(package)
-    _say(f"fetching {package.spec} from {url}")
+    log.info(f"fetching {package.spec} from {url}")
     try:
         data = download(url)
     except (OSError, ValueError) as exc:  # URLError and HTTPError are OSErrors
@@ -224,7 +225,7 @@ def original(url: str, integrity: str, cache: Path) -> bytes | None:
         data = download(url)
         check_integrity(data, integrity, url)
     except (OSError, ValueError, SiteAssetError) as exc:
-        _say(f"{url} unusable ({exc}): its npm substitute stands in")
+        log.info(f"{url} unusable ({exc}): its npm substitute stands in")
         return None
     _store(path, data)
     return data
@@ -340,7 +341,7 @@ def make_offline(html_dir: Path, cache: Path = CACHE) -> list[str]:
             algorithm = page_integrity.split("-", 1)[0] if page_integrity else "sha384"
             local[url] = (_local_path(asset), sri(data, algorithm))
     for substitute in sorted(substitutes):
-        _say(f"not checked against asv's hash, vouched for by its registry integrity: {substitute}")
+        log.info(f"not checked against asv's hash, vouched for by its registry integrity: {substitute}")
     for page in site_pages:
         text = page.read_text(encoding="utf-8")
         rewritten = _rewrite(text, local)
@@ -349,7 +350,7 @@ def make_offline(html_dir: Path, cache: Path = CACHE) -> list[str]:
     left = [load for page in site_pages for load in external_loads(page)]
     if left:
         raise SiteAssetError(f"{left[0].page.name} still loads {left[0].url} after rewriting")
-    _say(f"{len(local)} libraries made local in {html_dir / VENDOR}" if local else "no external library left")
+    log.info(f"{len(local)} libraries made local in {html_dir / VENDOR}" if local else "no external library left")
     return written
 
 
