@@ -168,6 +168,7 @@ USER_ERRORS = (
     record.RecordError,
     machine.MachineError,
     fresh.FreshError,
+    *report.ERRORS,
 )
 
 

@@ -12,6 +12,7 @@ config's default entry keeps the site, the CLI and the reports in agreement.
 
 from __future__ import annotations
 
+import argparse
 import json
 import re
 import sys
@@ -67,13 +68,12 @@ def regression_factor(config: Path = CONFIG) -> float:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = sys.argv[1:] if argv is None else argv
-    try:
-        print(f"{regression_factor(Path(args[0]) if args else CONFIG):g}")
-    except FactorError as exc:
-        print(f"mpsbench: error: {exc}", file=sys.stderr)
-        return 2
-    return 0
+    from mpsbench import command
+
+    parser = argparse.ArgumentParser(prog="python -m mpsbench.regressions.factor", description=__doc__.split("\n")[0])
+    parser.add_argument("config", nargs="?", type=Path, default=CONFIG, help=f"the asv configuration (default {CONFIG})")
+    parser.set_defaults(func=lambda args: print(f"{regression_factor(args.config):g}") or 0)
+    return command.run(parser, argv, (FactorError,))
 
 
 if __name__ == "__main__":

@@ -38,7 +38,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Union
 
-from mpsbench import progress
+from mpsbench import command, progress
 from mpsbench.regressions import factor
 
 SUITE = "benchmark_models"
@@ -924,17 +924,16 @@ def _arguments(parser: argparse.ArgumentParser) -> None:
                         help="the published html_dir, to list the regressions asv detected")
 
 
+ERRORS = (ReportError, factor.FactorError)  # the user's mistakes: one line, exit 2 (mpsbench.command)
+
+
 def run(args: argparse.Namespace) -> int:
-    try:
-        build(args.results_dir, args.out_dir, args.config, args.site)
-    except (ReportError, factor.FactorError) as exc:
-        print(f"mpsbench: error: {exc}", file=sys.stderr)
-        return 2
+    build(args.results_dir, args.out_dir, args.config, args.site)
     return 0
 
 
 def add_subcommand(commands: Any) -> None:
-    """Register ``mpsbench report`` on the CLI's subparsers."""
+    """Register ``mpsbench report`` on the CLI's subparsers (the CLI's errors include ERRORS)."""
     parser = commands.add_parser("report", help="figures and a summary from an asv results directory")
     _arguments(parser)
     parser.set_defaults(func=run)
@@ -943,7 +942,8 @@ def add_subcommand(commands: Any) -> None:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m mpsbench.site.report", description=__doc__.split("\n", 1)[0])
     _arguments(parser)
-    return run(parser.parse_args(argv))
+    parser.set_defaults(func=run)
+    return command.run(parser, argv, ERRORS)
 
 
 if __name__ == "__main__":

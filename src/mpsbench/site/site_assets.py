@@ -48,7 +48,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from mpsbench import progress
+from mpsbench import command, progress
 
 CACHE = Path(".asv/npm-cache")
 VENDOR = "vendor"  # the folder of html_dir that receives the libraries
@@ -388,15 +388,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--cache", type=Path, default=CACHE, help=f"npm tarball cache (default {CACHE})")
     parser.add_argument("--link", type=_link, action="append", default=[], metavar="LABEL=HREF",
                         help="also add a navbar link to index.html (repeatable)")
-    args = parser.parse_args(argv)
-    try:
+
+    def func(args: argparse.Namespace) -> int:
         make_offline(args.html_dir, args.cache)
         for label, href in args.link:
             add_nav_link(args.html_dir, label, href)
-    except SiteAssetError as exc:
-        print(f"mpsbench: error: {exc}", file=sys.stderr)
-        return 2
-    return 0
+        return 0
+
+    parser.set_defaults(func=func)
+    return command.run(parser, argv, (SiteAssetError,))
 
 
 if __name__ == "__main__":
