@@ -1,5 +1,5 @@
 """mpsbench's asv benchmarks: one module per kind of measurement (README.md, docs/)."""
 
-from mpsbench import models
+from mpsbench.measure import models
 
 models.preload_for_forkserver()  # asv's forkserver only: forked benchmark processes skip the imports

@@ -10,7 +10,7 @@ interpreter importing torch (about 12 s on the H100 host), the full sweep
 only (MPSBENCH_FULL=1; suite.cold_start_skip_reason).
 """
 
-from mpsbench import devices, models, suite
+from mpsbench.measure import devices, models, suite
 
 
 class _ColdStart:
@@ -37,7 +37,7 @@ class TrainingColdStart(_ColdStart):
     """The first training step in a fresh process."""
 
     kind = "training"
-    left_out = staticmethod(suite.cold_start_left_out("training"))  # for mpsbench.preselect
+    left_out = staticmethod(suite.cold_start_left_out("training"))  # for mpsbench.measure.preselect
     params = (devices.NAMES, models.NAMES)
 
 
@@ -45,5 +45,5 @@ class InferenceColdStart(_ColdStart):
     """The first inference step in a fresh process."""
 
     kind = "inference"
-    left_out = staticmethod(suite.cold_start_left_out("inference"))  # for mpsbench.preselect
+    left_out = staticmethod(suite.cold_start_left_out("inference"))  # for mpsbench.measure.preselect
     params = (devices.NAMES, models.INFERENCE_NAMES)

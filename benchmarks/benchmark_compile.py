@@ -7,14 +7,14 @@ its seed batch size; its eager twin is benchmark_models' (or
 benchmark_modern's) time_step at the same batch, and the figures page sets the
 two side by side. ``track_compile_seconds`` is the first call: dynamo's trace,
 inductor's code generation and kernel builds, and one step, with inductor's
-caches cold (src/mpsbench/compiled.py). Builds and devices that cannot compile
+caches cold (src/mpsbench/measure/compiled.py). Builds and devices that cannot compile
 skip with the reason; a compile error where it should work fails the
 combination with its first line. Default: the mlp on the cpu
 (compiled.DEFAULT: a GPU's 3-minute default has no room for compiling);
 MPSBENCH_FULL=1 for every model on every device.
 """
 
-from mpsbench import compiled, devices, suite
+from mpsbench.measure import compiled, devices, suite
 
 
 class CompiledTraining:
@@ -23,7 +23,7 @@ class CompiledTraining:
     kind = "training"
     param_names = ("device", "model")
     params = (devices.NAMES, compiled.TRAINING_NAMES)
-    left_out = staticmethod(compiled.left_out("training"))  # this run's selection, for mpsbench.preselect
+    left_out = staticmethod(compiled.left_out("training"))  # this run's selection, for mpsbench.measure.preselect
     version = "1"
     timeout = 1800  # a large model's training graph compiles for minutes on a small cpu
     warmup_time = 0  # setup compiles and warms up
@@ -51,4 +51,4 @@ class CompiledInference(CompiledTraining):
 
     kind = "inference"
     params = (devices.NAMES, compiled.INFERENCE_NAMES)
-    left_out = staticmethod(compiled.left_out("inference"))  # this run's selection, for mpsbench.preselect
+    left_out = staticmethod(compiled.left_out("inference"))  # this run's selection, for mpsbench.measure.preselect

@@ -2,11 +2,11 @@
 
 The seeds' VGG16-on-CIFAR-10 benchmark timed whole epochs, with torchvision
 transforms resizing 32x32 images to 224x224 in the loop, and claimed data
-loading was the bottleneck. See src/mpsbench/epoch.py for the loop and how the
+loading was the bottleneck. See src/mpsbench/measure/epoch.py for the loop and how the
 wait for data is told apart from compute, and docs/workloads.md for the sizes.
 """
 
-from mpsbench import devices, epoch
+from mpsbench.measure import devices, epoch
 
 
 class Epoch:
@@ -29,7 +29,7 @@ class Epoch:
 
     params = (devices.NAMES, epoch.MODELS, epoch.BATCH_SIZES, epoch.NUM_WORKERS, epoch.DATASET_NAMES, epoch.PHASES)
     param_names = ("device", "model", "batch_size", "num_workers", "dataset", "phase")
-    left_out = staticmethod(epoch.left_out)  # the selection setup_cache measures, for mpsbench.preselect
+    left_out = staticmethod(epoch.left_out)  # the selection setup_cache measures, for mpsbench.measure.preselect
     version = "2"  # bump when what is measured changes, not for cosmetic edits
     rounds = 1  # a track_ benchmark is a lookup here: a second round would only read the cache again
     timeout = 60  # per lookup; the measuring happens in setup_cache

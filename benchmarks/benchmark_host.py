@@ -7,7 +7,7 @@ their own series beside the timings of the same runs. Elsewhere (not macOS)
 both skip with the reason.
 """
 
-from mpsbench import host, suite
+from mpsbench.measure import host, suite
 
 
 class Host:

@@ -7,11 +7,11 @@ combination the way the timings do: they report the very facts the timings
 are refused for.
 """
 
-from mpsbench import devices, instruments, measured, models, suite
+from mpsbench.measure import devices, instruments, measured, models, suite
 
 
 def _measure_instruments(self):
-    """The setup_cache of both instrument classes: one spawned interpreter measures both (mpsbench.measured)."""
+    """The setup_cache of both instrument classes: one spawned interpreter measures both (mpsbench.measure.measured)."""
     return measured.measure_kinds(instruments.measure)
 
 
@@ -22,7 +22,7 @@ class _Instruments:
     """Shared by TrainingInstruments and InferenceInstruments: four readings of one warmed-up workload.
 
     Measured once per run in one ``setup_cache`` shared by both classes
-    (src/mpsbench/instruments.py): one process builds each selected
+    (src/mpsbench/measure/instruments.py): one process builds each selected
     combination in turn and takes all four readings; the ``track_`` processes
     look theirs up. ``setup_cache`` measures both classes' whole selection
     even when ``-b`` picks one.

@@ -1,12 +1,12 @@
 """The largest power-of-two batch whose training or inference step fits: issue #9.
 
 The seeds found full BERT fine-tuning fit only batch 1 on an M1 while a frozen
-encoder fit 64. See src/mpsbench/maxbatch.py for how each device runs out of
+encoder fit 64. See src/mpsbench/measure/maxbatch.py for how each device runs out of
 memory and how the search survives it, and docs/workloads.md for reading the
 numbers.
 """
 
-from mpsbench import devices, maxbatch, workloads
+from mpsbench.measure import devices, maxbatch, workloads
 
 
 class MaxBatch:
@@ -28,7 +28,7 @@ class MaxBatch:
 
     params = (devices.NAMES, maxbatch.MODELS, workloads.KINDS)
     param_names = ("device", "model", "kind")
-    left_out = staticmethod(maxbatch.skip_reason)  # this run's selection, for mpsbench.preselect
+    left_out = staticmethod(maxbatch.skip_reason)  # this run's selection, for mpsbench.measure.preselect
     version = "1"  # bump when what is measured changes, not for cosmetic edits
     rounds = 1  # the search is deterministic up to the device: a second round repeats it
     timeout = 3600  # a cpu search steps the model at every size up to its budget

@@ -5,7 +5,7 @@ VGG16 bs 64) and the community's VGG16/CIFAR-10, MLP and BERT fine-tuning
 measurements: issue #2.
 """
 
-from mpsbench import capacity, devices, fallback, measured, models, suite
+from mpsbench.measure import capacity, devices, fallback, measured, models, suite
 
 
 class _StepBenchmark:
@@ -25,7 +25,7 @@ class _StepBenchmark:
 
     kind = "training"
     param_names = ("device", "model", "batch_size")
-    left_out = staticmethod(suite.steps_left_out)  # this run's selection, for mpsbench.preselect
+    left_out = staticmethod(suite.steps_left_out)  # this run's selection, for mpsbench.measure.preselect
     version = "1"  # bump when what is measured changes, not for cosmetic edits
     timeout = 1800  # the full sweep's largest cpu steps take a minute each
     warmup_time = 0  # setup warms up explicitly (kernels, shaders, optimizer state)
@@ -67,7 +67,7 @@ class Inference(_StepBenchmark):
 
 
 def _measure_capacity(self):
-    """The setup_cache of both capacity classes: one spawned interpreter measures both (mpsbench.measured)."""
+    """The setup_cache of both capacity classes: one spawned interpreter measures both (mpsbench.measure.measured)."""
     return measured.measure_kinds(capacity.measure)
 
 
@@ -79,7 +79,7 @@ class _Capacity:
 
     Measured once per run in one ``setup_cache`` shared by both classes (one
     process builds and warms up each selected combination in turn;
-    src/mpsbench/capacity.py), so the ``track_`` processes only look their
+    src/mpsbench/measure/capacity.py), so the ``track_`` processes only look their
     figure up: on a GPU a benchmark process costs seconds before its first
     step, two per combination more than doubled the default run, and each
     ``setup_cache`` is an interpreter of its own. ``setup_cache`` measures

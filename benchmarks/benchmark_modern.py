@@ -6,12 +6,12 @@ timing, same guards: fallbacks, the accuracy check against the cpu, the
 correctness patterns); the Llama's causal-LM training step and inference
 forward run over 256 tokens. ``LlmPrefill`` and ``LlmDecode`` time its
 generation: the time to first token and the time per decoded token with a KV
-cache (src/mpsbench/llm.py says why batch 1, a 512-token prompt, 128 new
+cache (src/mpsbench/measure/llm.py says why batch 1, a 512-token prompt, 128 new
 tokens). Default: the steps on the cpu at batch 1, on a GPU in the full sweep
 only (suite.modern_skip_reason: the budget), generation on every device.
 """
 
-from mpsbench import devices, llm, models, suite
+from mpsbench.measure import devices, llm, models, suite
 
 from .benchmark_models import _StepBenchmark
 
@@ -21,7 +21,7 @@ class ModernTraining(_StepBenchmark):
 
     kind = "training"
     params = (devices.NAMES, models.MODERN_TRAINING_NAMES, models.BATCH_SIZES)
-    left_out = staticmethod(suite.modern_left_out)  # this run's selection, for mpsbench.preselect
+    left_out = staticmethod(suite.modern_left_out)  # this run's selection, for mpsbench.measure.preselect
 
     def setup(self, device, model, batch_size):
         self.workload = suite.prepare(self.kind, device, model, batch_size, skip_reason=suite.modern_skip_reason)
@@ -41,7 +41,7 @@ class _Generation:
 
     param_names = ("device", "model")
     params = (devices.NAMES, llm.NAMES)
-    left_out = staticmethod(llm.left_out)  # for mpsbench.preselect
+    left_out = staticmethod(llm.left_out)  # for mpsbench.measure.preselect
     version = "1"
     timeout = 900
     warmup_time = 0  # setup warms up explicitly

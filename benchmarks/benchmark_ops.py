@@ -3,11 +3,11 @@
 A model that got 15% slower says something is wrong; an op that got 3x slower
 says where (issue #7: PyTorch's own MPS regressions were often one op, such
 as a ``mul`` out-variant, a ``gather`` mitigation or an attention path). The
-ops, their shapes and their work counts live in ``mpsbench.ops``; docs/ops.md
+ops, their shapes and their work counts live in ``mpsbench.measure.ops``; docs/ops.md
 lists them. ``mpsbench ops-rank`` ranks the ops by slowdown between two runs.
 """
 
-from mpsbench import devices, ops, suite
+from mpsbench.measure import devices, ops, suite
 
 
 class _OpBenchmark:
@@ -32,7 +32,7 @@ class _OpBenchmark:
 
     training = False
     param_names = ("device", "op", "dtype", "size")
-    left_out = staticmethod(ops.left_out)  # this run's selection, for mpsbench.preselect
+    left_out = staticmethod(ops.left_out)  # this run's selection, for mpsbench.measure.preselect
     version = "1"  # bump when what is measured changes, not for cosmetic edits
     timeout = 900  # the full sweep's large cpu calls take seconds each
     warmup_time = 0  # setup warms up explicitly (kernel choice, shader compilation)

@@ -4,17 +4,17 @@
 input layout that a past release computed wrong without an error (SDPA on
 transposed or permuted q/k/v, with and without a mask; F.linear with a
 transposed weight; a strided convolution input; index ops over transposed
-sources) against float64 on the cpu, per dtype (src/mpsbench/correctness.py).
+sources) against float64 on the cpu, per dtype (src/mpsbench/measure/correctness.py).
 A jump on its graph is a silent-correctness regression; the same patterns
 guard every model timing (suite.guard). ``LeakPatterns.track_growth``: memory
 growth in MiB per 1,000 iterations of the loops users found leaking on mps
-(src/mpsbench/leak_patterns.py).
+(src/mpsbench/measure/leak_patterns.py).
 
 Both are measured in one ``setup_cache`` (one interpreter for both classes,
-mpsbench.measured); the ``track_`` processes look their value up.
+mpsbench.measure.measured); the ``track_`` processes look their value up.
 """
 
-from mpsbench import correctness, devices, leak_patterns, measured
+from mpsbench.measure import correctness, devices, leak_patterns, measured
 
 
 def _measure_patterns(self):
@@ -30,7 +30,7 @@ class Correctness:
 
     param_names = ("device", "pattern", "dtype")
     params = (devices.NAMES, correctness.NAMES, correctness.DTYPES)
-    left_out = staticmethod(correctness.left_out)  # for mpsbench.preselect
+    left_out = staticmethod(correctness.left_out)  # for mpsbench.measure.preselect
     version = "1"
     rounds = 1  # a lookup
     timeout = 60
@@ -48,7 +48,7 @@ class LeakPatterns:
 
     param_names = ("device", "pattern")
     params = (devices.NAMES, leak_patterns.NAMES)
-    left_out = staticmethod(leak_patterns.left_out)  # for mpsbench.preselect
+    left_out = staticmethod(leak_patterns.left_out)  # for mpsbench.measure.preselect
     version = "1"
     rounds = 1
     timeout = 60

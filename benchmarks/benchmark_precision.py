@@ -11,7 +11,7 @@ from benchmark_models so that Training and Inference keep their params and
 history.
 """
 
-from mpsbench import capacity, devices, measured, models, precision, suite
+from mpsbench.measure import capacity, devices, measured, models, precision, suite
 
 
 class _PrecisionStep:
@@ -47,7 +47,7 @@ class TrainingPrecision(_PrecisionStep):
 
     kind = "training"
     params = (devices.NAMES, models.NAMES, precision.NAMES)
-    left_out = staticmethod(suite.precision_left_out("training"))  # this run's selection, for mpsbench.preselect
+    left_out = staticmethod(suite.precision_left_out("training"))  # this run's selection, for mpsbench.measure.preselect
 
 
 class InferencePrecision(_PrecisionStep):
@@ -55,11 +55,11 @@ class InferencePrecision(_PrecisionStep):
 
     kind = "inference"
     params = (devices.NAMES, models.INFERENCE_NAMES, precision.NAMES)
-    left_out = staticmethod(suite.precision_left_out("inference"))  # this run's selection, for mpsbench.preselect
+    left_out = staticmethod(suite.precision_left_out("inference"))  # this run's selection, for mpsbench.measure.preselect
 
 
 def _measure_peak_memory(self):
-    """The setup_cache of both capacity classes below: one spawned interpreter measures both (mpsbench.measured)."""
+    """The setup_cache of both capacity classes below: one spawned interpreter measures both (mpsbench.measure.measured)."""
     return measured.measure_kinds(capacity.measure_precision)
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from mpsbench import correctness, devices, workloads
+from mpsbench.measure import correctness, devices, workloads
 
 
 @pytest.fixture(autouse=True)

@@ -1,9 +1,11 @@
-"""Stand-in wheels and PEP 503 indexes, made in tests: no network, no real torch."""
+"""Stand-ins made in tests: wheels and PEP 503 indexes (no network, no real torch), git repositories, device calls."""
 
 from __future__ import annotations
 
 import base64
 import hashlib
+import os
+import subprocess
 import zipfile
 from datetime import datetime
 from pathlib import Path
@@ -59,3 +61,27 @@ def make_index(root: Path, wheels: list[Path]) -> Path:
         links = "".join(f'<a href="{w.resolve().as_uri()}#sha256={sha256(w)}">{w.name}</a><br/>\n' for w in files)
         (page / "index.html").write_text(f"<!DOCTYPE html><html><body>\n{links}</body></html>\n")
     return root
+
+
+def git(repo: Path, *args: str, date: str = "") -> str:
+    """Run git in ``repo`` under a fixed identity (and commit date, when given); its stdout, stripped."""
+    env = dict(os.environ, GIT_AUTHOR_NAME="t", GIT_AUTHOR_EMAIL="t@t.invalid",
+               GIT_COMMITTER_NAME="t", GIT_COMMITTER_EMAIL="t@t.invalid")
+    if date:
+        env.update(GIT_AUTHOR_DATE=date, GIT_COMMITTER_DATE=date)
+    return subprocess.run(["git", *args], cwd=repo, env=env, check=True, capture_output=True,
+                          text=True).stdout.strip()
+
+
+class Recorder:
+    """Records the order of device calls made through stand-in functions."""
+
+    def __init__(self) -> None:
+        self.calls: list[str] = []
+
+    def fn(self, name: str, result=None):
+        def call(*args, **kwargs):
+            self.calls.append(name)
+            return result() if callable(result) else result
+
+        return call

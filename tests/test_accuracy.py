@@ -9,7 +9,7 @@ import pytest
 import torch
 from benchmarks import benchmark_instruments
 
-from mpsbench import accuracy, instruments, suite, workloads
+from mpsbench.measure import accuracy, instruments, suite, workloads
 
 
 def test_relative_error_is_scaled_by_the_reference():

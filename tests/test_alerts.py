@@ -17,8 +17,11 @@ from pathlib import Path
 import pytest
 from tests import asvresults
 
-from mpsbench import alerts, cli, recorded, thresholds, timeline
-from mpsbench import manifest as mf
+from mpsbench import cli
+from mpsbench.builds import manifest as mf
+from mpsbench.builds import timeline
+from mpsbench.regressions import alerts, thresholds
+from mpsbench.results import recorded
 
 DATES = ["2026-11-20", "2026-11-21", "2026-11-22", "2026-11-23"]  # n1 n2 s1 s2
 GITS = ["a" * 40, "b" * 40, "c" * 40, "d" * 40]  # the PyTorch commit of each nightly

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from benchmarks import benchmark_models
 
-from mpsbench import selection
+from mpsbench.measure import selection
 
 ROOT = Path(__file__).resolve().parents[1]
 ASV = [sys.executable, "-m", "asv"]
@@ -34,7 +34,7 @@ def test_classes_share_a_setup_cache_only_with_their_own_modules_pair():
     """asv keys a setup_cache by the module and line that define it, and runs one per key.
 
     A module's Training and Inference classes name one function on purpose (one
-    spawned interpreter measures both, mpsbench.measured.measure_families); each
+    spawned interpreter measures both, mpsbench.measure.measured.measure_families); each
     must read its own kind's part. Sharing by accident gave the training tracks
     the inference table once (found on the H100: bert_base_frozen had no reading).
     """

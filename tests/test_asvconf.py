@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from mpsbench import asvconf, factor
+from mpsbench.regressions import factor
+from mpsbench.results import asvconf
 
 ROOT = Path(__file__).resolve().parents[1]
 CONF = factor.read_config(ROOT / "asv.conf.json")
@@ -35,10 +36,10 @@ def test_a_derived_config_carries_this_platforms_launch_method(tmp_path, monkeyp
 
 
 def test_the_scripts_ask_the_config_instead_of_naming_a_method():
-    done = subprocess.run([sys.executable, "-m", "mpsbench.asvconf", "launch-method"], cwd=ROOT,
+    done = subprocess.run([sys.executable, "-m", "mpsbench.results.asvconf", "launch-method"], cwd=ROOT,
                           capture_output=True, text=True, check=True)
     assert done.stdout.strip() == asvconf.launch_method(CONF)
     bench = (ROOT / "scripts" / "bench").read_text()
-    assert "python -m mpsbench.asvconf launch-method" in bench
-    for text in (bench, (ROOT / "src/mpsbench/nightly.py").read_text()):
+    assert "python -m mpsbench.results.asvconf launch-method" in bench
+    for text in (bench, (ROOT / "src/mpsbench/fleet/nightly.py").read_text()):
         assert "spawn" not in text.replace("under spawn", "") and "Darwin" not in text

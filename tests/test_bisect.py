@@ -18,8 +18,8 @@ from pathlib import Path
 import pytest
 from tests import fakes
 
-from mpsbench import machine, resolve, timeline
-from mpsbench import manifest as mf
+from mpsbench.builds import machine, resolve, timeline
+from mpsbench.builds import manifest as mf
 
 ROOT = Path(__file__).resolve().parents[1]
 DELAYS = [0.002, 0.002, 0.002, 0.006, 0.006, 0.006]  # build 4 (index 3) is the regression
@@ -60,7 +60,7 @@ def test_asv_find_names_the_build_that_made_it_slower(tmp_path):
     home.mkdir()
     env = dict(os.environ, HOME=str(home), MPSBENCH_CACHE=str(tmp_path / "cache"), MPSBENCH_PLATFORM="linux-x86_64-cpu")
     env.pop("PIP_FIND_LINKS", None)
-    subprocess.run([sys.executable, "-c", "from mpsbench import machine; machine.write('fake')"], env=env, check=True)
+    subprocess.run([sys.executable, "-c", "from mpsbench.builds import machine; machine.write('fake')"], env=env, check=True)
     assert machine.default_name(machine.describe())  # the facts are readable here
 
     first, last = generated.commits["nightly@2026-11-01"], generated.commits["nightly@2026-11-06"]

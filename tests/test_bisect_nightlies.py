@@ -19,8 +19,9 @@ import pytest
 from tests import fakes
 from tests.test_compare import BENCH, ROUNDS, _mpsbench, make_suite
 
-from mpsbench import manifest as mf
-from mpsbench import nightlies, resolve, timeline
+from mpsbench.builds import manifest as mf
+from mpsbench.builds import resolve, timeline
+from mpsbench.regressions import nightlies
 
 TAG = f"cp{sys.version_info.major}{sys.version_info.minor}"
 NIGHTS = [f"2026-11-{day}" for day in range(10, 18)]

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from mpsbench import cli, factor
-from mpsbench import manifest as mf
+from mpsbench import cli
+from mpsbench.builds import manifest as mf
+from mpsbench.regressions import factor
 
 CONFIG = """{
     // the suite's config, comments and all

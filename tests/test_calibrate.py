@@ -9,7 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from mpsbench import asvconf, calibrate, factor, inject
+from mpsbench.calibration import calibrate, inject
+from mpsbench.regressions import factor
+from mpsbench.results import asvconf
 
 
 def _value(median, q25=None, q75=None, samples=()):

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from mpsbench import cli, models
+from mpsbench import cli
+from mpsbench.measure import models
 
 
 def test_models_lists_every_registered_model(capsys):

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from benchmarks import benchmark_coldstart
 
-from mpsbench import fallback, models, selection, suite
+from mpsbench.measure import fallback, models, selection, suite
 
 ROOT = Path(__file__).resolve().parents[1]
 

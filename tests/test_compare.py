@@ -20,8 +20,8 @@ from pathlib import Path
 import pytest
 from tests import fakes
 
-from mpsbench import manifest as mf
-from mpsbench import resolve, timeline
+from mpsbench.builds import manifest as mf
+from mpsbench.builds import resolve, timeline
 
 ROOT = Path(__file__).resolve().parents[1]
 # exam: n1 and n2 identical, s1 and s2 three times slower; every combination but "work" is fast.

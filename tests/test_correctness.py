@@ -7,7 +7,7 @@ import torch
 from benchmarks import benchmark_patterns
 from torch.nn import functional
 
-from mpsbench import correctness, suite
+from mpsbench.measure import correctness, suite
 
 # Where each pattern's kernel lives, to put a wrong one there.
 KERNELS = {

@@ -8,8 +8,9 @@ from pathlib import Path
 import pytest
 from packaging.version import Version
 
-from mpsbench import cli, defaults, install_build, resolve, timeline, wheels
-from mpsbench import manifest as mf
+from mpsbench import cli
+from mpsbench.builds import defaults, install_build, resolve, timeline, wheels
+from mpsbench.builds import manifest as mf
 
 SHIPPED = Path(__file__).resolve().parents[1] / "builds" / "manifest.json"
 

@@ -8,25 +8,12 @@ import types
 
 import pytest
 import torch
+from tests import fakes
 
-from mpsbench import devices, models, workloads
-
-
-class Recorder:
-    """Records the order of device calls made through stand-in functions."""
-
-    def __init__(self) -> None:
-        self.calls: list[str] = []
-
-    def fn(self, name: str, result=None):
-        def call(*args, **kwargs):
-            self.calls.append(name)
-            return result() if callable(result) else result
-
-        return call
+from mpsbench.measure import devices, models, workloads
 
 
-def fake_mps(recorder: Recorder, allocated: list[int], driver: int = 7 * devices.MIB) -> types.SimpleNamespace:
+def fake_mps(recorder: fakes.Recorder, allocated: list[int], driver: int = 7 * devices.MIB) -> types.SimpleNamespace:
     """A stand-in for torch.mps (torch >= 2.0): memory readings come from `allocated`."""
     readings = iter(allocated)
     return types.SimpleNamespace(
@@ -78,7 +65,7 @@ def test_seeding_makes_draws_repeat():
 
 
 def test_mps_sync_and_memory_use_torch_mps_in_order(monkeypatch):
-    recorder = Recorder()
+    recorder = fakes.Recorder()
     monkeypatch.setattr(torch, "mps", fake_mps(recorder, [5 * devices.MIB, 9 * devices.MIB, 4 * devices.MIB]))
     sampler = devices.PeakSampler("mps")  # mps has no peak to reset: no call
     sampler.sample()  # 5 MiB
@@ -98,7 +85,7 @@ def test_mps_sync_and_memory_use_torch_mps_in_order(monkeypatch):
 
 
 def test_mps_peak_is_the_largest_sample(monkeypatch):
-    recorder = Recorder()
+    recorder = fakes.Recorder()
     monkeypatch.setattr(torch, "mps", fake_mps(recorder, [2 * devices.MIB, 11 * devices.MIB, 3 * devices.MIB]))
     sampler = devices.PeakSampler("mps")
     sampler.sample()
@@ -109,7 +96,7 @@ def test_mps_peak_is_the_largest_sample(monkeypatch):
 def test_mps_before_torch_2_synchronizes_by_read_back(monkeypatch):
     """torch 1.12/1.13 have no torch.mps: a read-back of a tiny tensor drains the queue."""
     monkeypatch.delattr(torch, "mps", raising=False)
-    recorder = Recorder()
+    recorder = fakes.Recorder()
     tensor = types.SimpleNamespace(cpu=recorder.fn("tensor.cpu"))
 
     def fake_zeros(*shape, device=None):
@@ -152,7 +139,7 @@ def test_mps_unusable_on_this_platform_says_why():
 
 
 def test_cuda_peak_resets_then_reads_the_allocator_peak(monkeypatch):
-    recorder = Recorder()
+    recorder = fakes.Recorder()
     for name, result in [
         ("synchronize", None),
         ("reset_peak_memory_stats", None),

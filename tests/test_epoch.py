@@ -9,7 +9,7 @@ import torch
 from benchmarks import benchmark_epoch
 from torch import nn
 
-from mpsbench import epoch, models, selection, suite, workloads
+from mpsbench.measure import epoch, models, selection, suite, workloads
 
 BATCH = 8
 

@@ -9,7 +9,7 @@ import pytest
 import torch
 from benchmarks import benchmark_instruments, benchmark_models
 
-from mpsbench import fallback, instruments, models, suite
+from mpsbench.measure import fallback, instruments, models, suite
 
 # The warning of aten/src/ATen/mps/MPSFallback.mm as PyTorch releases have
 # printed it: the 1.12 text, the 1.13-2.0 text (with its typo), the current

@@ -35,8 +35,10 @@ from pathlib import Path
 import pytest
 from tests import asvresults, fakes
 
-from mpsbench import cli, merge, resolve, timeline
-from mpsbench import manifest as mf
+from mpsbench import cli
+from mpsbench.builds import manifest as mf
+from mpsbench.builds import resolve, timeline
+from mpsbench.results import merge
 
 ROOT = Path(__file__).resolve().parents[1]
 LOCAL_TORCH = Path("/opt/wheels/torch-2.13.0+cpu-cp311-cp311-manylinux_2_28_x86_64.whl")
@@ -176,7 +178,7 @@ def test_out_of_memory_on_the_cpu_skips_with_the_reason_in_a_real_process_under_
     """Build, copy and warm-up of vgg16 under RLIMIT_AS: the allocator's error becomes asv's n/a with one line."""
     code = (
         "import resource, torch\n"
-        "from mpsbench import suite\n"
+        "from mpsbench.measure import suite\n"
         "used = int(open('/proc/self/statm').read().split()[0]) * resource.getpagesize()\n"
         "resource.setrlimit(resource.RLIMIT_AS, (used + 300 * 2**20, resource.RLIM_INFINITY))\n"
         "try:\n"

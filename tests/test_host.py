@@ -22,7 +22,9 @@ import psutil  # before any test plays darwin: psutil picks its platform module 
 import pytest
 from benchmarks import benchmark_host
 
-from mpsbench import doctor, host, machine, suite
+from mpsbench.builds import machine
+from mpsbench.fleet import doctor
+from mpsbench.measure import host, suite
 
 BATT_AC = "Now drawing from 'AC Power'\n -InternalBattery-0 (id=4653155)\t100%; charged; 0:00 remaining present: true\n"
 BATT_BATTERY = ("Now drawing from 'Battery Power'\n"
@@ -152,7 +154,8 @@ def test_doctor_on_a_quiet_mac_on_ac_power_finds_nothing(mac, monkeypatch, capsy
 @pytest.mark.parametrize(("mps_usable", "expected"), [(True, "cpu,mps"), (False, "cpu")])
 def test_the_macos_job_times_mps_only_where_torch_can_use_it(monkeypatch, capsys, mps_usable, expected):
     """scripts/tiny-bench sets MPSBENCH_DEVICES=$(mpsbench devices --usable) and says which it timed."""
-    from mpsbench import cli, devices
+    from mpsbench import cli
+    from mpsbench.measure import devices
 
     verdicts = {"cpu": True, "mps": mps_usable, "cuda": False}
     monkeypatch.setattr(devices, "availability", lambda name: devices.Availability(verdicts[name], "stand-in"))

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from mpsbench import inject, workloads
+from mpsbench.calibration import inject
+from mpsbench.measure import workloads
 
 
 def test_unset_means_no_slowdown(monkeypatch):

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 from tests import fakes
 
-from mpsbench import install_build, timeline
-from mpsbench import manifest as mf
+from mpsbench.builds import install_build, timeline
+from mpsbench.builds import manifest as mf
 
 
 @pytest.fixture

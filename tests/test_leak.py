@@ -10,8 +10,9 @@ import types
 import pytest
 import torch
 from benchmarks import benchmark_instruments
+from tests import fakes
 
-from mpsbench import devices, instruments, leak, models, suite, workloads
+from mpsbench.measure import devices, instruments, leak, models, suite, workloads
 
 MIB = devices.MIB
 
@@ -45,7 +46,7 @@ STEPS = 40
 LEAK_PROGRAM = """
 import json, torch
 from torch import nn
-from mpsbench import leak, models, workloads
+from mpsbench.measure import leak, models, workloads
 
 def make_batch(batch_size, gen):
     return models.Batch({"input": torch.randn(batch_size, 256, generator=gen)}, torch.zeros(batch_size, dtype=torch.long))
@@ -91,20 +92,9 @@ def test_large_models_run_fewer_leak_steps():
 # --- mps and cuda through stand-ins ------------------------------------------------
 
 
-class Recorder:
-    def __init__(self) -> None:
-        self.calls: list[str] = []
-
-    def fn(self, name: str, result=None):
-        def call(*args, **kwargs):
-            self.calls.append(name)
-            return result() if callable(result) else result
-
-        return call
-
 
 def test_mps_syncs_before_each_allocator_reading(monkeypatch):
-    recorder = Recorder()
+    recorder = fakes.Recorder()
     allocated = iter(100 * MIB + step * 2 * MIB for step in range(5))  # 2 MiB a step
     monkeypatch.setattr(torch, "mps", types.SimpleNamespace(
         synchronize=recorder.fn("mps.synchronize"),
@@ -126,7 +116,7 @@ def test_mps_before_torch_2_reads_the_process_memory(monkeypatch):
 
 
 def test_cuda_reads_memory_allocated_after_a_synchronize(monkeypatch):
-    recorder = Recorder()
+    recorder = fakes.Recorder()
     allocated = iter([7 * MIB, 7 * MIB, 7 * MIB])
     monkeypatch.setattr(torch.cuda, "synchronize", recorder.fn("cuda.synchronize"))
     monkeypatch.setattr(torch.cuda, "memory_allocated", recorder.fn("cuda.memory_allocated", lambda: next(allocated)))
@@ -140,7 +130,7 @@ def test_cuda_reads_memory_allocated_after_a_synchronize(monkeypatch):
 # --- driver memory -----------------------------------------------------------------
 
 
-def _probing_workload(device: str, recorder: Recorder) -> types.SimpleNamespace:
+def _probing_workload(device: str, recorder: fakes.Recorder) -> types.SimpleNamespace:
     """A stand-in workload whose step probes memory twice, as a training step does."""
 
     def step(probe=None):
@@ -152,7 +142,7 @@ def _probing_workload(device: str, recorder: Recorder) -> types.SimpleNamespace:
 
 
 def test_mps_driver_memory_is_the_largest_driver_sample_around_the_step(monkeypatch):
-    recorder = Recorder()
+    recorder = fakes.Recorder()
     driver = iter(mib * MIB for mib in (40, 70, 90, 60))  # before, forward, backward, after
     monkeypatch.setattr(torch, "mps", types.SimpleNamespace(
         synchronize=recorder.fn("mps.synchronize"),
@@ -167,7 +157,7 @@ def test_mps_driver_memory_is_the_largest_driver_sample_around_the_step(monkeypa
 
 
 def test_cuda_driver_memory_is_the_reserved_peak_since_the_reset(monkeypatch):
-    recorder = Recorder()
+    recorder = fakes.Recorder()
     for name, result in [
         ("synchronize", None), ("reset_peak_memory_stats", None), ("memory_allocated", MIB),
         ("max_memory_allocated", 5 * MIB), ("max_memory_reserved", 8 * MIB),

@@ -8,7 +8,7 @@ import pytest
 import torch
 from benchmarks import benchmark_patterns
 
-from mpsbench import leak_patterns
+from mpsbench.measure import leak_patterns
 
 
 def _keeps_a_mebibyte(device):

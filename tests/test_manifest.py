@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from mpsbench import manifest as mf
+from mpsbench.builds import manifest as mf
 
 SHA = "a" * 64
 

@@ -9,7 +9,7 @@ import pytest
 import torch
 from benchmarks import benchmark_maxbatch
 
-from mpsbench import maxbatch, selection, suite
+from mpsbench.measure import maxbatch, selection, suite
 
 CUDA_OOM_TEXT = (
     "CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity of 79.19 GiB"

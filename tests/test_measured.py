@@ -8,7 +8,7 @@ import pytest
 import torch
 from benchmarks import benchmark_models
 
-from mpsbench import capacity, measured, models, selection, suite
+from mpsbench.measure import capacity, measured, models, selection, suite
 
 
 def _prepare(device, name):

@@ -9,7 +9,9 @@ from pathlib import Path
 import pytest
 from tests import asvresults
 
-from mpsbench import cli, merge, report
+from mpsbench import cli
+from mpsbench.results import merge
+from mpsbench.site import report
 
 DEVICES, MODELS, BATCHES = ["cpu", "mps"], ["mlp"], [8]
 COMMITS = ["1" * 40, "2" * 40, "3" * 40]
@@ -181,7 +183,7 @@ def test_replace_re_measures_on_purpose_and_keeps_the_earlier_value_in_the_audit
 
 
 def test_a_run_recovers_what_a_killed_run_left_in_scratch_and_its_temporary_files(tmp_path):
-    from mpsbench import record
+    from mpsbench.results import record
 
     results = tmp_path / "results"
     asvresults.write_results(results, "m", COMMITS[0], 0, {("training", "time_step", "cpu", "mlp", 8): 0.009},
@@ -199,7 +201,7 @@ def test_a_run_recovers_what_a_killed_run_left_in_scratch_and_its_temporary_file
 
 def test_values_recorded_under_one_python_do_not_count_for_another(tmp_path):
     """A build measured under Python 3.10 and 3.12 has a results file per Python (asv's -E)."""
-    from mpsbench import record
+    from mpsbench.results import record
 
     commit = "ab" * 20
     folder = tmp_path / "box"

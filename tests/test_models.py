@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from mpsbench import models, workloads
+from mpsbench.measure import models, workloads
 
 
 def _snapshot(workload: workloads.Workload) -> list[torch.Tensor]:

@@ -6,7 +6,7 @@ import pytest
 import torch
 from benchmarks import benchmark_compile, benchmark_modern
 
-from mpsbench import compiled, llm, models, suite, workloads
+from mpsbench.measure import compiled, llm, models, suite, workloads
 
 TINY_LLAMA = dict(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
                   num_key_value_heads=2)

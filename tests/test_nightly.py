@@ -25,8 +25,9 @@ from tests import fakes
 from tests.test_alerts import nightly_build
 from tests.test_compare import _checksums
 
-from mpsbench import factor, fleet, nightly
-from mpsbench import manifest as mf
+from mpsbench.builds import manifest as mf
+from mpsbench.fleet import nightly, results_branch
+from mpsbench.regressions import factor
 
 ROOT = Path(__file__).resolve().parents[1]
 NIGHTLY = str(ROOT / "scripts" / "nightly")
@@ -94,7 +95,8 @@ def night(tmp_path_factory):
         done = subprocess.run([NIGHTLY, *args, "--suite", str(suite), *extra], env=env, capture_output=True, text=True,
                               timeout=600)
         print(f"$ scripts/nightly {' '.join(args)}\n{done.stdout}{done.stderr}")  # shown when a test fails
-        return done
+        # progress lines go to stderr (mpsbench.progress): .stdout is the step's whole transcript, .stderr its own
+        return subprocess.CompletedProcess(done.args, done.returncode, done.stdout + done.stderr, done.stderr)
 
     return run, suite, work
 
@@ -209,8 +211,8 @@ def test_publish_alert_and_bisect_over_the_fleet(nights, night):
                     "--bench", r"Training.time_step\('cpu', 'mlp', 8\)")
     assert backwards.returncode == 2  # bisect's own line says why, then the step's one line
     assert "nightly@2026-11-20 comes before nightly@2026-11-22: give GOOD (older) first" in backwards.stdout
-    assert backwards.stderr.strip() == ("mpsbench nightly: error: mpsbench bisect named no build (exit status 2;"
-                                        " see its output above)")
+    assert backwards.stderr.strip().splitlines()[-1] == ("mpsbench nightly: error: mpsbench bisect named no build"
+                                                         " (exit status 2; see its output above)")
 
 
 def test_a_device_this_machine_lacks_is_refused_before_anything_runs(night):
@@ -221,7 +223,7 @@ def test_a_device_this_machine_lacks_is_refused_before_anything_runs(night):
 
 
 def _git(cwd: Path, *args: str) -> str:
-    env = dict(os.environ, **fleet.IDENTITY)
+    env = dict(os.environ, **results_branch.IDENTITY)
     return subprocess.run(["git", *args], cwd=cwd, env=env, check=True, capture_output=True, text=True).stdout.strip()
 
 
@@ -235,29 +237,29 @@ def test_the_results_branch_is_created_then_only_fast_forwarded(tmp_path, capsys
     ours, theirs = tmp_path / "ours", tmp_path / "theirs"
 
     assert nightly.main(["fetch", "--suite", str(main), "--fleet", str(ours)]) == 0  # no branch yet: empty
-    assert "origin has no branch results yet" in capsys.readouterr().out and list(ours.iterdir()) == []
+    assert "origin has no branch results yet" in capsys.readouterr().err and list(ours.iterdir()) == []
     (ours / "results" / "m1").mkdir(parents=True)
     (ours / "results" / "m1" / "a.json").write_text("{}")
     assert nightly.main(["push", "--suite", str(main), "--fleet", str(ours), "--message", "night 1"]) == 0
     first = _git(remote, "rev-parse", "results")
-    assert f"pushed {first[:12]} to origin/results" in capsys.readouterr().out
-    assert fleet.push(main, ours, "again") is None  # nothing changed, nothing pushed
+    assert f"pushed {first[:12]} to origin/results" in capsys.readouterr().err
+    assert results_branch.push(main, ours, "again") is None  # nothing changed, nothing pushed
 
     # another job fetches, adds another machine's files and pushes: a fast-forward on top
-    assert fleet.fetch(other, theirs) == first
+    assert results_branch.fetch(other, theirs) == first
     assert (theirs / "results" / "m1" / "a.json").read_text() == "{}" and (theirs / "README.md").is_file()
     (theirs / "results" / "m2").mkdir()
     (theirs / "results" / "m2" / "b.json").write_text("[]")
-    second = fleet.push(other, theirs, "night 2")
+    second = results_branch.push(other, theirs, "night 2")
     assert _git(remote, "rev-parse", "results^") == first and _git(remote, "rev-parse", "results") == second
 
     # a copy fetched before that push is refused, never forced over it
     (ours / "results" / "m1" / "late.json").write_text("{}")
-    with pytest.raises(fleet.FleetError, match="pushing to origin results was refused"):
-        fleet.push(main, ours, "stale")
+    with pytest.raises(results_branch.FleetError, match="pushing to origin results was refused"):
+        results_branch.push(main, ours, "stale")
     assert _git(remote, "rev-parse", "results") == second
     assert _git(main, "status", "--porcelain") == ""  # the suite's checkout is never touched
-    fleet.fetch(main, ours)
+    results_branch.fetch(main, ours)
     assert sorted(str(p.relative_to(ours)) for p in ours.rglob("*.json")) == ["results/m1/a.json", "results/m2/b.json"]
 
 

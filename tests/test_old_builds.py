@@ -5,7 +5,7 @@ from __future__ import annotations
 import importlib
 import sys
 
-from mpsbench import models
+from mpsbench.measure import models
 
 
 def test_a_package_that_does_not_import_with_this_torch_is_missing_not_fatal(monkeypatch):

@@ -11,7 +11,7 @@ import pytest
 import torch
 from benchmarks import benchmark_ops
 
-from mpsbench import devices, fallback, ops, ops_table, selection, suite, timing
+from mpsbench.measure import devices, fallback, ops, ops_table, selection, suite, timing
 
 
 @pytest.fixture(autouse=True)

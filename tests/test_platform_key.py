@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from mpsbench import wheels
+from mpsbench.builds import wheels
 
 
 @pytest.mark.parametrize(("filename", "key"), [

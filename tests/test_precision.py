@@ -11,7 +11,7 @@ import pytest
 import torch
 from benchmarks import benchmark_precision
 
-from mpsbench import capacity, models, precision, selection, suite, workloads
+from mpsbench.measure import capacity, models, precision, selection, suite, workloads
 
 CLASSES = [benchmark_precision.TrainingPrecision, benchmark_precision.InferencePrecision]
 

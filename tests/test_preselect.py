@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from asv.benchmarks import Benchmarks
 
-from mpsbench import devices, epoch, llm, maxbatch, ops, preselect, selection, suite, workloads
+from mpsbench.measure import devices, epoch, llm, maxbatch, ops, preselect, selection, suite, workloads
 
 ROOT = Path(__file__).resolve().parents[1]
 BENCHMARKS = ROOT / "benchmarks"

@@ -12,7 +12,7 @@ import types
 
 import pytest
 
-from mpsbench import devices, leak, measured, process_memory, suite
+from mpsbench.measure import devices, leak, measured, process_memory, suite
 
 MIB = devices.MIB
 
@@ -90,7 +90,7 @@ def test_max_rss_is_bytes_on_macos_and_kib_on_linux(monkeypatch, platform, facto
 
 
 def test_asv_environments_get_psutil_from_the_installer(monkeypatch):
-    from mpsbench import install_build
+    from mpsbench.builds import install_build
 
     assert install_build.ensure_suite_needs() == ""  # importable here: nothing to install, no pip call
     calls = []

@@ -15,7 +15,9 @@ from asv import results as asv_results
 from asv import runner
 from benchmarks import benchmark_ops
 
-from mpsbench import cli, rank_ops, selection
+from mpsbench import cli
+from mpsbench.measure import selection
+from mpsbench.regressions import rank_ops
 
 ROOT = Path(__file__).resolve().parents[1]
 MACHINE = "testbox"

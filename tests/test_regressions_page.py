@@ -26,7 +26,10 @@ from pathlib import Path
 import pytest
 from tests.test_report import _git
 
-from mpsbench import factor, pytorch_links, recorded, regressions_page, site_assets, thresholds
+from mpsbench.builds import pytorch_links
+from mpsbench.regressions import factor, thresholds
+from mpsbench.results import recorded
+from mpsbench.site import regressions_page, site_assets
 
 ROOT = Path(__file__).resolve().parents[1]
 RUN = ROOT / "docs" / "results" / "cpu-2026-11-23"

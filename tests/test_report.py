@@ -10,10 +10,11 @@ from datetime import datetime
 from pathlib import Path
 
 import pytest
-from tests import asvresults
+from tests import asvresults, fakes
 
-from mpsbench import factor, report
-from mpsbench.report import Workload
+from mpsbench.regressions import factor
+from mpsbench.site import report
+from mpsbench.site.report import Workload
 
 ASV = [sys.executable, "-m", "asv"]
 ROOT = Path(__file__).resolve().parents[1]
@@ -50,24 +51,16 @@ MEASURED = {
 }
 
 
-def _git(repo: Path, *args: str, date: str = "") -> str:
-    env = dict(os.environ, GIT_AUTHOR_NAME="t", GIT_AUTHOR_EMAIL="t@t.invalid",
-               GIT_COMMITTER_NAME="t", GIT_COMMITTER_EMAIL="t@t.invalid")
-    if date:
-        env.update(GIT_AUTHOR_DATE=date, GIT_COMMITTER_DATE=date)
-    return subprocess.run(["git", *args], cwd=repo, env=env, check=True, capture_output=True,
-                          text=True).stdout.strip()
-
 
 def _timeline(path: Path) -> list[str]:
     """A timeline repository: three builds, each message naming its PyTorch git_version."""
     path.mkdir()
-    _git(path, "init", "-q", "-b", "release")
+    fakes.git(path, "init", "-q", "-b", "release")
     commits = []
     for day, version in enumerate(GIT_VERSIONS, start=1):
-        _git(path, "commit", "-q", "--allow-empty", "-m", f"torch 2.{day}.0\n\ngit_version: {version}\n",
+        fakes.git(path, "commit", "-q", "--allow-empty", "-m", f"torch 2.{day}.0\n\ngit_version: {version}\n",
              date=f"2026-0{day}-01T00:00:00Z")
-        commits.append(_git(path, "rev-parse", "HEAD"))
+        commits.append(fakes.git(path, "rev-parse", "HEAD"))
     return commits
 
 
@@ -226,13 +219,13 @@ def test_a_bad_threshold_is_one_line_naming_it(tmp_path, capsys):
 def test_speedup_by_release_draws_each_python_along_the_dates_and_links_each_release(tmp_path):
     repo = tmp_path / "timeline"
     repo.mkdir()
-    _git(repo, "init", "-q", "-b", "era")
+    fakes.git(repo, "init", "-q", "-b", "era")
     commits = []
     for version, date in (("1.12.1", "2022-08-05"), ("2.2.2", "2024-03-27"), ("2.15.0", "2026-11-01")):
-        _git(repo, "commit", "-q", "--allow-empty", "-m",
+        fakes.git(repo, "commit", "-q", "--allow-empty", "-m",
              f"torch {version}\n\nkind: release\ntorch_version: {version}\ngit_version: {'d' * 40}\n",
              date=f"{date}T00:00:00Z")
-        commits.append(_git(repo, "rev-parse", "HEAD"))
+        commits.append(fakes.git(repo, "rev-parse", "HEAD"))
     results_dir, benchmarks = tmp_path / "results", {}
     # (build, python) -> mps step time; cpu takes 1.0 s, so the speedup is 1 / mps
     mps = {(0, "3.10"): 0.5, (1, "3.10"): 0.25, (1, "3.12"): 0.25, (2, "3.12"): 0.2}

@@ -7,7 +7,7 @@ import math
 import shutil
 from pathlib import Path
 
-from mpsbench import report
+from mpsbench.site import report
 
 RUN = Path(__file__).resolve().parents[1] / "docs" / "results" / "h100-2026-11-23-issue21"
 
@@ -29,7 +29,7 @@ def test_tokens_per_second_is_the_inverse_of_the_decode_time_and_compile_needs_a
 
 
 def test_the_compile_figure_draws_each_pair_with_its_speedup(tmp_path):
-    from mpsbench import report_modern
+    from mpsbench.site import report_modern
 
     found = [report_modern.Pair("h100", "training", "cuda", "resnet50", 0.0718, 0.0463, 59.2),
              report_modern.Pair("h100", "inference", "cuda", "mlp", 0.0001, 0.000385, 4.1)]

@@ -7,8 +7,9 @@ from datetime import datetime
 import pytest
 from tests import fakes
 
-from mpsbench import cli, resolve
-from mpsbench import manifest as mf
+from mpsbench import cli
+from mpsbench.builds import manifest as mf
+from mpsbench.builds import resolve
 
 GIT_A, GIT_B = "a1" * 20, "b2" * 20
 TORCH_EXTRA = ("Provides-Extra: torch",)

@@ -16,8 +16,8 @@ import asv
 import pytest
 from tests.test_torch_free import without_node
 
-from mpsbench import site_assets
-from mpsbench.site_assets import Asset, Package, SiteAssetError
+from mpsbench.site import site_assets
+from mpsbench.site.site_assets import Asset, Package, SiteAssetError
 
 ROOT = Path(__file__).resolve().parents[1]
 ASV_WWW = Path(asv.__file__).parent / "www"  # the template asv publish copies into html_dir
@@ -184,7 +184,7 @@ def test_the_publish_step_runs_without_node_on_path(tmp_path):
     env = without_node(tmp_path / "bin")
     probe = "import shutil, sys; sys.exit(shutil.which('node') or shutil.which('npm'))"
     assert subprocess.run([sys.executable, "-c", probe], env=env).returncode == 0  # no Node to be found
-    done = subprocess.run([sys.executable, "-m", "mpsbench.site_assets", str(site), "--cache", str(ROOT / site_assets.CACHE),
+    done = subprocess.run([sys.executable, "-m", "mpsbench.site.site_assets", str(site), "--cache", str(ROOT / site_assets.CACHE),
                            "--link", "Figures=mpsbench/summary.html"], env=env, cwd=ROOT, capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     assert [load for page in site_assets.pages(site) for load in site_assets.external_loads(page)] == []

@@ -27,8 +27,10 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import pytest
+from tests import fakes
 
-from mpsbench import factor, site_assets
+from mpsbench.regressions import factor
+from mpsbench.site import site_assets
 
 ROOT = Path(__file__).resolve().parents[1]
 ASV = [sys.executable, "-m", "asv"]
@@ -44,14 +46,6 @@ pytestmark = [
 ]
 
 
-def _git(repo: Path, *args: str, date: str = "") -> str:
-    env = dict(os.environ, GIT_AUTHOR_NAME="t", GIT_AUTHOR_EMAIL="t@t.invalid",
-               GIT_COMMITTER_NAME="t", GIT_COMMITTER_EMAIL="t@t.invalid")
-    if date:
-        env.update(GIT_AUTHOR_DATE=date, GIT_COMMITTER_DATE=date)
-    return subprocess.run(["git", *args], cwd=repo, env=env, check=True, capture_output=True,
-                          text=True).stdout.strip()
-
 
 @pytest.fixture(scope="module")
 def published(tmp_path_factory: pytest.TempPathFactory) -> Path:
@@ -61,10 +55,10 @@ def published(tmp_path_factory: pytest.TempPathFactory) -> Path:
     branch = str(config.get("branches", ["main"])[0])
     timeline = tmp / "timeline"
     timeline.mkdir()
-    _git(timeline, "init", "-q", "-b", branch)
-    _git(timeline, "commit", "-q", "--allow-empty", "-m", "torch 2.0.0\n\ngit_version: " + "a" * 40,
+    fakes.git(timeline, "init", "-q", "-b", branch)
+    fakes.git(timeline, "commit", "-q", "--allow-empty", "-m", "torch 2.0.0\n\ngit_version: " + "a" * 40,
          date="2026-01-01T00:00:00Z")
-    commit = _git(timeline, "rev-parse", "HEAD")
+    commit = fakes.git(timeline, "rev-parse", "HEAD")
     config.update(repo=str(timeline), branches=[branch], benchmark_dir=str(ROOT / "benchmarks"),
                   results_dir=str(tmp / "results"), html_dir=str(tmp / "html"), env_dir=str(tmp / "env"))
     conf = tmp / "asv.conf.json"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from mpsbench import devices, models, selection, suite, workloads
+from mpsbench.measure import devices, models, selection, suite, workloads
 
 
 def test_step_timer_divides_the_clock_by_the_steps_per_call(monkeypatch):

@@ -10,8 +10,8 @@ import pytest
 from asv.plugins.regressions import _GraphDataFilter
 from asv_runner.statistics import compute_stats
 
-from mpsbench import factor, thresholds
-from mpsbench.recorded import Measured
+from mpsbench.regressions import factor, thresholds
+from mpsbench.results.recorded import Measured
 
 RULES = thresholds.Rules({".*": 0.05, r"benchmark_ops\..*": 0.2, r".*@nightly": 0.1})
 STEP = "benchmark_models.Training.time_step('cpu', 'mlp', 8)"

@@ -7,8 +7,8 @@ import subprocess
 import pytest
 from tests.test_manifest import build
 
-from mpsbench import history, timeline
-from mpsbench import manifest as mf
+from mpsbench.builds import history, timeline
+from mpsbench.builds import manifest as mf
 
 
 def _two_releases() -> mf.Manifest:

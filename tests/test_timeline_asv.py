@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from mpsbench import manifest as mf
-from mpsbench import resolve, timeline, wheels
+from mpsbench.builds import manifest as mf
+from mpsbench.builds import resolve, timeline, wheels
 
 ROOT = Path(__file__).resolve().parents[1]
 LOCAL_TORCH = Path("/opt/wheels/torch-2.13.0+cpu-cp311-cp311-manylinux_2_28_x86_64.whl")

@@ -19,8 +19,8 @@ from pathlib import Path
 import pytest
 from tests.test_nightly import resolve_arguments
 
-from mpsbench import manifest as mf
-from mpsbench import site_assets
+from mpsbench.builds import manifest as mf
+from mpsbench.site import site_assets
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "docs" / "results" / "cpu-2026-11-23"
@@ -96,7 +96,7 @@ def test_the_cli_help_and_the_registry_need_no_torch(clone):
 @pytest.mark.slow
 def test_the_nightly_resolve_step_runs_without_torch(clone, tmp_path):
     args, fleet_manifest = resolve_arguments(tmp_path)
-    said = _run([str(clone / ".venv" / "bin" / "python"), "-m", "mpsbench.nightly", *args], cwd=clone)
+    said = _run([str(clone / ".venv" / "bin" / "python"), "-m", "mpsbench.fleet.nightly", *args], cwd=clone)
     assert "added nightly@2026-11-21" in said
     assert mf.load(fleet_manifest).find("nightly@2026-11-21") is not None
 

@@ -6,7 +6,7 @@ import random
 
 import pytest
 
-from mpsbench import verdict
+from mpsbench.regressions import verdict
 
 FACTOR = 1.05
 

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 import yaml
 
-from mpsbench import nightly
+from mpsbench.fleet import nightly
 
 ROOT = Path(__file__).resolve().parents[1]
 WORKFLOWS = ROOT / ".github" / "workflows"

@@ -7,32 +7,17 @@ import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from mpsbench import (
-    alerts,
-    bisection,
-    command,
-    compare,
-    devices,
-    doctor,
-    fresh,
-    history,
-    install_build,
-    machine,
-    merge,
-    models,
-    preselect,
-    rank_ops,
-    record,
-    report,
-    resolve,
-    selection,
-    timeline,
-    wheels,
-)
-from mpsbench import manifest as mf
+from mpsbench import command
+from mpsbench.builds import history, install_build, machine, resolve, timeline, wheels
+from mpsbench.builds import manifest as mf
+from mpsbench.fleet import doctor
+from mpsbench.measure import devices, models, preselect, selection
+from mpsbench.regressions import alerts, bisection, compare, fresh, rank_ops
+from mpsbench.results import merge, record
+from mpsbench.site import report
 
 if TYPE_CHECKING:
-    from mpsbench.workloads import Workload
+    from mpsbench.measure.workloads import Workload
 
 
 class UsageError(Exception):
@@ -89,7 +74,7 @@ def _parse_int(text: str, what: str) -> int:
 
 def cmd_run(args: argparse.Namespace) -> int:
     _torch()
-    from mpsbench import timing, workloads  # torch: imported where something is measured, so the rest runs without it
+    from mpsbench.measure import timing, workloads  # torch: imported where something is measured, so the rest runs without it
 
     try:
         kinds = workloads.KINDS if args.kind == "both" else (workloads.check_kind(args.kind),)
@@ -122,7 +107,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def _build_or_explain(kind: str, device: str, model: str, batch_size: int) -> Workload:
-    from mpsbench import workloads
+    from mpsbench.measure import workloads
 
     try:
         return workloads.build(kind, device, model, batch_size)
@@ -183,6 +168,7 @@ USER_ERRORS = (
     record.RecordError,
     machine.MachineError,
     fresh.FreshError,
+    *report.ERRORS,
 )
 
 

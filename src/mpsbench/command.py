@@ -32,7 +32,7 @@ def first_line(exc: BaseException) -> str:
 def site_step(module: str, doc: str, config_help: str, argv: Sequence[str] | None,
               step: Callable[[Path, Path], str], errors: tuple[type[Exception], ...]) -> int:
     """``python -m MODULE HTML_DIR [--config asv.conf.json]``: one step after ``asv publish``, its line printed."""
-    from mpsbench import factor
+    from mpsbench.regressions import factor
 
     parser = argparse.ArgumentParser(prog=f"python -m {module}", description=doc.split("\n")[0])
     parser.add_argument("html", type=Path, help="the published html_dir")

@@ -1,0 +1,1 @@
+"""PyTorch builds: the manifest, resolving and installing wheels, the timeline asv walks, machine entries."""

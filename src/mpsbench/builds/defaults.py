@@ -1,0 +1,104 @@
+"""A platform's default timeline: which builds ``scripts/bench`` runs there, and under which Pythons.
+
+``builds/manifest.json`` says it by rule, per platform (``defaults``): the
+releases of some channels, the last patch of each minor release, from a minor
+on (``since``), the newest few (``newest``). A Mac's wheels are small, so its
+default spans the MPS era; a Linux build is about 6 GB, so its default is short.
+
+No single Python has wheels for the whole era (torch 1.12.1 has cp310 and no
+cp312 on macOS; 2.15.0 has cp312 and no cp310), so a rule may name several:
+each build runs under every one of them it has wheels for. Builds in the
+overlap run under both, so the seam shows on the site (asv draws each
+environment's Python as a parameter of the graph).
+"""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass
+
+from packaging.version import Version
+
+from mpsbench.builds import manifest as mf
+from mpsbench.builds import resolve, wheels
+
+
+class DefaultsError(mf.ManifestError):
+    """No default timeline for this platform: the message names the platforms that have one."""
+
+
+@dataclass(frozen=True)
+class Scheduled:
+    ref: str  # channel@id
+    build: mf.Build
+    pythons: tuple[str, ...]  # "3.10", "3.12": the interpreters it runs under by default
+
+
+def this_python() -> str:
+    return f"{sys.version_info.major}.{sys.version_info.minor}"
+
+
+def python_tag(python: str) -> str:
+    """ "3.10" -> "cp310" """
+    return "cp" + python.replace(".", "")
+
+
+def rule_for(manifest: mf.Manifest, candidates: list[str]) -> tuple[str, mf.Default]:
+    """The first of this machine's platforms (best first) that the manifest gives a default."""
+    for platform in candidates:
+        if platform in manifest.defaults:
+            return platform, manifest.defaults[platform]
+    raise DefaultsError(
+        f"no default timeline for {', '.join(candidates) or 'this platform'}; the manifest has one for:"
+        f" {', '.join(sorted(manifest.defaults)) or 'none'}"
+    )
+
+
+def wheel_pythons(build: mf.Build, platform: str) -> set[str]:
+    """The interpreters ("cp310") ``build`` pins a torch wheel for on ``platform``."""
+    return {
+        pin.python or wheels.parse_wheel_name(pin.filename).python
+        for pin in build.pins.get(platform, []) if pin.name == "torch"
+    }
+
+
+def releases(manifest: mf.Manifest, platform: str, rule: mf.Default) -> list[tuple[str, mf.Build]]:
+    """The rule's releases on ``platform``: the last patch of each minor, oldest first."""
+    newest_of_minor: dict[tuple[int, ...], tuple[Version, str, mf.Build]] = {}
+    for name in rule.channels:
+        channel = manifest.channel(name)
+        for build in channel.builds if channel else ():
+            version = Version(build.torch_version)
+            if build.kind != "release" or platform not in build.pins:
+                continue
+            if rule.since is not None and version.release[:2] < Version(rule.since).release[:2]:
+                continue
+            minor = version.release[:2]
+            if minor not in newest_of_minor or version > newest_of_minor[minor][0]:
+                newest_of_minor[minor] = (version, f"{name}@{build.id}", build)
+    ordered = [newest_of_minor[minor] for minor in sorted(newest_of_minor)]
+    if rule.newest is not None:
+        ordered = ordered[-rule.newest:]
+    return [(ref, build) for _, ref, build in ordered]
+
+
+def schedule(manifest: mf.Manifest, platform: str, here: str | None = None) -> list[Scheduled]:
+    """Each default build of ``platform`` with the Pythons it runs under (``here``: the rule names none)."""
+    rule = manifest.defaults[platform]
+    pythons = rule.pythons or (here or this_python(),)
+    planned = []
+    for ref, build in releases(manifest, platform, rule):
+        tags = wheel_pythons(build, platform)
+        runs = tuple(python for python in pythons if python_tag(python) in tags)
+        if runs:
+            planned.append(Scheduled(ref, build, runs))
+    return planned
+
+
+def pin_pythons(manifest: mf.Manifest) -> dict[str, tuple[str, ...]]:
+    """The interpreters a new build is pinned for, per platform: its default's, else every one we track."""
+    return {
+        platform: tuple(python_tag(p) for p in manifest.defaults[platform].pythons)
+        if platform in manifest.defaults and manifest.defaults[platform].pythons else resolve.PYTHONS
+        for platform in wheels.PLATFORMS
+    }

@@ -1,0 +1,306 @@
+"""``mpsbench build``, ``mpsbench timeline`` and ``mpsbench machine``: the history of PyTorch builds.
+
+Adding a build validates it, appends it to builds/manifest.json (atomically;
+a refusal changes nothing) and regenerates the timeline repository asv walks.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from mpsbench.builds import defaults, install_build, machine, resolve, timeline, wheels
+from mpsbench.builds import manifest as mf
+from mpsbench.regressions import factor
+from mpsbench.results import asvconf
+
+MANIFEST = Path("builds/manifest.json")
+TIMELINE = Path(".asv/timeline")
+COMPARE_URL = "https://github.com/pytorch/pytorch/compare/{old}...{new}"
+
+
+class HistoryError(ValueError):
+    """A user mistake in a history command: one line, exit status 2."""
+
+
+def _manifest(args: argparse.Namespace) -> mf.Manifest:
+    return mf.load(args.manifest)
+
+
+def _add(args: argparse.Namespace, build: mf.Build) -> int:
+    current = _manifest(args)
+    updated = mf.append(current, args.channel, build, parent=args.parent)
+    timeline.compute(updated, args.timeline)  # proves the timeline can be written before saving
+    mf.save(updated, args.manifest)
+    generated = timeline.generate(updated, args.timeline)
+    _sync_branches(generated, args.timeline)
+    commit = generated.commits[f"{args.channel}@{build.id}"]
+    print(
+        f"added {args.channel}@{build.id}: torch {build.torch_version}, git {build.git_version[:12]},"
+        f" {build.date}, platforms {', '.join(sorted(build.pins))}; timeline commit {commit[:12]}"
+    )
+    return 0
+
+
+def cmd_add_release(args: argparse.Namespace) -> int:
+    # The manifest's defaults say which interpreters each platform pins, unless --python names them.
+    pythons = tuple(args.python) if args.python else defaults.pin_pythons(_manifest(args))
+    build = resolve.release(
+        args.version, index=args.index, pythons=pythons, torchvision=args.torchvision,
+        transformers=args.transformers, date=args.date,
+    )
+    return _add(args, build)
+
+
+def cmd_add_nightly(args: argparse.Namespace) -> int:
+    indexes = tuple(args.index or resolve.NIGHTLY_INDEXES)
+    date = args.date
+    if date == "latest":
+        dates = resolve.nightly_dates(indexes)
+        if not dates:
+            raise HistoryError(f"no torch nightly on {', '.join(indexes)}")
+        date = dates[-1]
+        channel = _manifest(args).channel(args.channel)
+        if channel is not None and any(build.id == date for build in channel.builds):
+            print(f"{args.channel}@{date} is already the newest nightly; nothing to add")
+            return 0
+    build = resolve.nightly(
+        date, indexes=indexes, pythons=tuple(args.python), transformers=args.transformers,
+        transformers_index=args.transformers_index,
+    )
+    return _add(args, build)
+
+
+def cmd_add_wheel(args: argparse.Namespace) -> int:
+    build = resolve.wheel_file(
+        args.path, torchvision=args.torchvision, transformers=args.transformers, index=args.transformers_index,
+        sha256=args.sha256, build_id=args.id, note=args.note,
+    )
+    return _add(args, build)
+
+
+def cmd_add_url(args: argparse.Namespace) -> int:
+    build = resolve.wheel_url(
+        args.url, sha256=args.sha256, transformers=args.transformers, index=args.transformers_index,
+        build_id=args.id, note=args.note,
+    )
+    return _add(args, build)
+
+
+def _env_pairs(pairs: list[str]) -> dict[str, str]:
+    env = {}
+    for pair in pairs:
+        name, sep, value = pair.partition("=")
+        if not sep or not name:
+            raise HistoryError(f"--env takes NAME=VALUE, got {pair!r}")
+        env[name] = value
+    return env
+
+
+def cmd_add_existing(args: argparse.Namespace) -> int:
+    build = resolve.existing(args.site_packages, build_id=args.id, date=args.date, env=_env_pairs(args.env), note=args.note)
+    return _add(args, build)
+
+
+def cmd_list(args: argparse.Namespace) -> int:
+    manifest = _manifest(args)
+    generated = timeline.compute(manifest, args.timeline)
+    for channel in manifest.channels:
+        fork = f" (forks from {channel.parent})" if channel.parent else ""
+        print(f"{channel.name}{fork}")
+        for build in channel.builds:
+            commit = generated.commits[f"{channel.name}@{build.id}"]
+            tag = f" [{build.tag}]" if build.tag else ""
+            print(
+                f"  {commit[:12]}  {build.id:<14} torch {build.torch_version:<22} git {build.git_version[:12]}"
+                f"  {build.date}  {build.kind}{tag}"
+            )
+    return 0
+
+
+def cmd_generate(args: argparse.Namespace) -> int:
+    manifest = _manifest(args)
+    generated = timeline.generate(manifest, args.timeline, force=args.force)
+    for channel, tip in generated.branches.items():
+        count = len(manifest.channel(channel).builds)  # type: ignore[union-attr]
+        print(f"{channel}: {count} builds, tip {tip[:12]}")
+    print(f"timeline written to {args.timeline}")
+    _sync_branches(generated, args.timeline)
+    return 0
+
+
+def _sync_branches(generated: timeline.Generated, repo: Path) -> None:
+    """asv.conf.json's branches follow the manifest's channels (asvconf.sync_branches)."""
+    try:
+        changed = asvconf.sync_branches(list(generated.branches), repo)
+    except factor.FactorError as exc:
+        raise HistoryError(str(exc)) from None
+    if changed:
+        print(f"{factor.CONFIG}: branches set to the channels {', '.join(generated.branches)}")
+
+
+def _resolve_ref(manifest: mf.Manifest, generated: timeline.Generated, ref: str) -> tuple[str, mf.Build]:
+    if "@" in ref:
+        return ref, manifest.find(ref)
+    matches = [name for name, commit in generated.commits.items() if commit.startswith(ref.lower())]
+    if len(matches) != 1:
+        raise HistoryError(f"{ref!r} names {len(matches)} timeline commits; give CHANNEL@ID or a longer hash")
+    return matches[0], manifest.find(matches[0])
+
+
+def upstream_range(manifest: mf.Manifest, generated: timeline.Generated, old: str, new: str) -> str:
+    """The PyTorch commit range between two builds, as a line with a compare link."""
+    old_name, old_build = _resolve_ref(manifest, generated, old)
+    new_name, new_build = _resolve_ref(manifest, generated, new)
+    link = COMPARE_URL.format(old=old_build.git_version, new=new_build.git_version)
+    return (
+        f"{old_name} (torch {old_build.torch_version}, git {old_build.git_version[:12]}) -> "
+        f"{new_name} (torch {new_build.torch_version}, git {new_build.git_version[:12]}): {link}"
+    )
+
+
+def cmd_range(args: argparse.Namespace) -> int:
+    manifest = _manifest(args)
+    print(upstream_range(manifest, timeline.compute(manifest, args.timeline), args.old, args.new))
+    return 0
+
+
+def cmd_default(args: argparse.Namespace) -> int:
+    manifest = _manifest(args)
+    platform, _ = defaults.rule_for(manifest, [args.platform] if args.platform else install_build.platform_candidates())
+    planned = defaults.schedule(manifest, platform)
+    if args.pythons:  # for scripts: one asv run per Python
+        print("\n".join(dict.fromkeys(python for item in planned for python in item.pythons)))
+        return 0
+    generated = timeline.compute(manifest, args.timeline)
+    if args.hashes:  # for asv run HASHFILE:
+        if args.python is None:
+            raise HistoryError("--hashes needs --python VERSION: each Python runs its own builds")
+        print("\n".join(generated.commits[item.ref] for item in planned if args.python in item.pythons))
+        return 0
+    print(f"default timeline of {platform}: {len(planned)} builds")
+    for item in planned:
+        commit = generated.commits[item.ref]
+        print(f"  {commit[:12]}  {item.ref:<16} torch {item.build.torch_version:<10} {item.build.date[:10]}"
+              f"  python {', '.join(item.pythons)}")
+    return 0
+
+
+def cmd_check_range(args: argparse.Namespace) -> int:
+    asv_args = [arg for arg in args.asv_args if arg != "--"]
+    reason = timeline.bad_range(args.timeline, asv_args)
+    if reason is not None:
+        raise HistoryError(reason)
+    return 0
+
+
+def cmd_machine(args: argparse.Namespace) -> int:
+    name, fields = machine.write(args.name)
+    if args.quiet:  # for scripts: NAME=$(mpsbench machine --quiet)
+        print(name)
+        return 0
+    print(f"machine {name} written to {machine.machine_file()}:")
+    for key, value in sorted(fields.items()):
+        print(f"  {key}: {value}")
+    return 0
+
+
+def add_subcommands(commands: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    def paths(parser: argparse.ArgumentParser) -> None:
+        parser.add_argument("--manifest", type=Path, default=MANIFEST, help=f"default {MANIFEST}")
+        parser.add_argument("--timeline", type=Path, default=TIMELINE, help=f"default {TIMELINE}")
+
+    def adding(parser: argparse.ArgumentParser, channel: str) -> None:
+        paths(parser)
+        parser.add_argument("--channel", default=channel, help=f"channel (branch) to append to (default {channel})")
+        parser.add_argument("--parent", help="for a new channel: the CHANNEL@ID build it forks from")
+        parser.add_argument("--transformers", help="transformers version to pin, or none (default: by torch)")
+
+    build = commands.add_parser("build", help="add PyTorch builds to the manifest (and the timeline)")
+    build_commands = build.add_subparsers(dest="build_command", metavar="ACTION")
+    build_commands.required = True
+
+    release = build_commands.add_parser("add-release", help="a release from PyPI, e.g. 2.14.1")
+    release.add_argument("version")
+    adding(release, "release")
+    release.add_argument("--index", default=resolve.PYPI, help="PEP 503 index (default PyPI)")
+    release.add_argument("--torchvision", help="torchvision version (default: the one made for this torch)")
+    release.add_argument("--python", nargs="+", help="python tags to pin on every platform"
+                         " (default: per platform, the manifest's defaults' Pythons, else cp310-cp313)")
+    release.add_argument("--date", help="override the build date (YYYY-MM-DDTHH:MM:SSZ)")
+    release.set_defaults(func=cmd_add_release)
+
+    nightly = build_commands.add_parser("add-nightly", help="a nightly by date (YYYY-MM-DD) or 'latest'")
+    nightly.add_argument("date")
+    adding(nightly, "nightly")
+    nightly.add_argument("--index", action="append", help="nightly PEP 503 index (repeatable; default PyTorch's)")
+    nightly.add_argument("--transformers-index", default=resolve.PYPI)
+    nightly.add_argument("--python", nargs="+", default=list(resolve.PYTHONS), help="python tags to pin")
+    nightly.set_defaults(func=cmd_add_nightly)
+
+    wheel = build_commands.add_parser("add-wheel", help="a torch wheel file, e.g. one built from source")
+    wheel.add_argument("path", type=Path)
+    adding(wheel, "local")
+    wheel.add_argument("--torchvision", type=Path, help="a torchvision wheel file to pin beside it")
+    wheel.add_argument("--sha256", help="refuse the file unless it has this sha256")
+    wheel.add_argument("--id", help="build id (default: from the torch version)")
+    wheel.add_argument("--note", default="", help="a line for the commit message")
+    wheel.add_argument("--transformers-index", default=resolve.PYPI)
+    wheel.set_defaults(func=cmd_add_wheel)
+
+    url = build_commands.add_parser("add-url", help="a torch wheel at a URL (fetched once, checksum checked)")
+    url.add_argument("url")
+    adding(url, "local")
+    url.add_argument("--sha256", help="the wheel's sha256 (or end the URL with #sha256=...)")
+    url.add_argument("--id", help="build id (default: from the torch version)")
+    url.add_argument("--note", default="")
+    url.add_argument("--transformers-index", default=resolve.PYPI)
+    url.set_defaults(func=cmd_add_url)
+
+    here = build_commands.add_parser("add-existing", help="a torch already installed here, used in place")
+    here.add_argument("site_packages", type=Path, help="the site-packages folder that holds torch")
+    adding(here, "local")
+    here.add_argument("--id", help="build id (default: from the torch version)")
+    here.add_argument("--date", help="build date (default: when torch/version.py was written)")
+    here.add_argument("--env", action="append", default=[], metavar="NAME=VALUE",
+                      help="set in every process of this build's environment (repeatable)")
+    here.add_argument("--note", default="")
+    here.set_defaults(func=cmd_add_existing)
+
+    listing = build_commands.add_parser("list", help="the builds and their timeline commits")
+    paths(listing)
+    listing.set_defaults(func=cmd_list)
+
+    line = commands.add_parser("timeline", help="the timeline repository asv walks")
+    line_commands = line.add_subparsers(dest="timeline_command", metavar="ACTION")
+    line_commands.required = True
+    generate = line_commands.add_parser("generate", help="(re)generate the timeline from the manifest")
+    paths(generate)
+    generate.add_argument("--force", action="store_true", help="accept a rewritten channel history")
+    generate.set_defaults(func=cmd_generate)
+    span = line_commands.add_parser("range", help="the PyTorch commit range between two builds")
+    span.add_argument("old", help="CHANNEL@ID or timeline commit hash (prefix)")
+    span.add_argument("new", help="CHANNEL@ID or timeline commit hash (prefix)")
+    paths(span)
+    span.set_defaults(func=cmd_range)
+    default = line_commands.add_parser(
+        "default", help="this platform's default timeline (builds/manifest.json 'defaults'): builds and Pythons"
+    )
+    paths(default)
+    default.add_argument("--platform", choices=wheels.PLATFORMS,
+                         help="a manifest platform (default: this machine's)")
+    default.add_argument("--pythons", action="store_true", help="print only the Pythons to run, one a line")
+    default.add_argument("--hashes", action="store_true", help="print only the timeline commits --python runs")
+    default.add_argument("--python", help="with --hashes: the Python, e.g. 3.10")
+    default.set_defaults(func=cmd_default)
+    check = line_commands.add_parser(
+        "check-range", help="refuse, in one line, an asv run range that names no timeline commit"
+    )
+    check.add_argument("--timeline", type=Path, default=TIMELINE, help=f"default {TIMELINE}")
+    check.add_argument("asv_args", nargs=argparse.REMAINDER, help="the arguments given to asv run")
+    check.set_defaults(func=cmd_check_range)
+
+    host = commands.add_parser("machine", help="write a stable asv machine entry for this machine")
+    host.add_argument("--name", help="machine name (default: from chip and core count)")
+    host.add_argument("--quiet", action="store_true", help="print only the machine's name")
+    host.set_defaults(func=cmd_machine)

@@ -1,0 +1,372 @@
+"""Install a timeline build into an asv environment: once per build, then switch by a .pth file.
+
+asv runs this with the environment's own python (``install_command`` in
+asv.conf.json), before anything else is installed there, so it uses the
+standard library only. A build is installed once, with pip, into a cache
+folder keyed by the sha256 of its pinned wheels; every later switch of an
+environment to that build only rewrites one ``.pth`` file, which puts the
+cached build and the suite's ``src/`` (SUITE_SRC) on ``sys.path``.
+
+Every wheel is checked against its pinned sha256 before it is installed,
+wherever it comes from (the wheel store, a wheelhouse, pip, a URL): a
+stored copy is checked again each time a build is installed from it.
+A build is installed into a staging folder (pip's own temporary files
+inside it) and renamed into place only when pip succeeds, so a failed or
+killed install leaves no half-built cache entry; the next install removes
+what a killed one left. A cached build is switched to without writing to
+the cache, so a read-only cache serves the builds it holds.
+
+    python install_build.py install BUILD_DIR ENV_DIR SUITE_SRC
+    python install_build.py uninstall ENV_DIR
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import platform
+import shutil
+import subprocess
+import sys
+import sysconfig
+import tempfile
+import time
+import urllib.parse
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+PTH_NAME = "mpsbench_build.pth"
+CACHE_ENV = "MPSBENCH_CACHE"  # default: ~/.cache/mpsbench
+PLATFORM_ENV = "MPSBENCH_PLATFORM"  # force one of the manifest's platform keys
+WHEELHOUSE_ENV = "MPSBENCH_WHEELHOUSE"  # folders searched for pinned wheels, os.pathsep-separated
+# The suite's own imports beside the build (pyproject's dependencies): psutil reads the cpu's
+# memory on every OS (src/mpsbench/measure/process_memory.py, which falls back where this install failed).
+SUITE_NEEDS = ("psutil>=5.9",)
+
+
+class InstallError(Exception):
+    """A build that cannot be installed here: the message says which wheel and why."""
+
+
+def cache_root() -> Path:
+    return Path(os.environ.get(CACHE_ENV) or Path.home() / ".cache" / "mpsbench")
+
+
+def sha256_of(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+# --- choosing the wheels for this machine --------------------------------------------
+
+
+def _has_nvidia_gpu() -> bool:
+    return Path("/proc/driver/nvidia/gpus").is_dir() or shutil.which("nvidia-smi") is not None
+
+
+def platform_candidates() -> list[str]:
+    """Manifest platforms this machine can run, best first."""
+    forced = os.environ.get(PLATFORM_ENV)
+    if forced:
+        return [forced]
+    machine = platform.machine().lower()
+    if sys.platform == "darwin" and machine == "arm64":
+        return ["macos-arm64"]
+    if sys.platform.startswith("linux") and machine in ("x86_64", "amd64"):
+        # PyPI's Linux torch is a CUDA build, which runs on the cpu too.
+        if _has_nvidia_gpu():
+            return ["linux-x86_64-cuda", "linux-x86_64-cpu"]
+        return ["linux-x86_64-cpu", "linux-x86_64-cuda"]
+    return []
+
+
+def _python_tag() -> str:
+    return f"cp{sys.version_info.major}{sys.version_info.minor}"
+
+
+def _fits_this_python(filename: str) -> bool:
+    parts = filename[: -len(".whl")].split("-")
+    python, abi = parts[-3], parts[-2]
+    tags = python.split(".")
+    if abi == "none" and any(tag in ("py3", "py2.py3") or tag.startswith("py3") for tag in tags):
+        return True
+    return _python_tag() in tags
+
+
+def _for_this_python(pins: list[dict[str, str]]) -> list[dict[str, str]]:
+    # A build resolved per interpreter names each wheel's set ("python": "cp310"): this
+    # interpreter's set, complete, and no other. Older builds: each wheel by its tags.
+    if any(pin.get("python") for pin in pins):
+        return [pin for pin in pins if pin.get("python") == _python_tag()]
+    return [pin for pin in pins if _fits_this_python(pin["filename"])]
+
+
+def select_pins(build: dict[str, Any]) -> tuple[str, list[dict[str, str]]]:
+    """The platform and the wheels of ``build`` for this machine and python."""
+    candidates = platform_candidates()
+    for key in candidates:
+        pins = _for_this_python(build["pins"].get(key, []))
+        if any(pin["name"] == "torch" for pin in pins):
+            chosen: dict[str, dict[str, str]] = {}
+            for pin in pins:  # one wheel per package
+                chosen.setdefault(pin["name"], pin)
+            return key, list(chosen.values())
+    pinned = ", ".join(sorted(build["pins"])) or "none"
+    raise InstallError(
+        f"build {build['channel']}@{build['id']} pins no torch wheel for {_python_tag()} on"
+        f" {', '.join(candidates) or sys.platform + '/' + platform.machine()} (pinned platforms: {pinned})"
+    )
+
+
+# --- fetching and checking wheels ------------------------------------------------------
+
+
+def _local_wheelhouses() -> list[Path]:
+    folders = []
+    for variable in (WHEELHOUSE_ENV, "PIP_FIND_LINKS"):
+        for entry in os.environ.get(variable, "").replace(" ", os.pathsep).split(os.pathsep):
+            if entry and "://" not in entry and Path(entry).is_dir():
+                folders.append(Path(entry))
+    return folders
+
+
+def _pip_env(tmp: Path | None = None) -> dict[str, str]:
+    # The manifest's pins are the authority on what is installed: a machine-wide
+    # pip constraint (a cap on torch's version, say) must not veto the build under test.
+    env = dict(os.environ, PIP_CONSTRAINT=os.devnull)
+    if tmp is not None:  # pip --target unpacks GBs into TMPDIR: keep them where the next run cleans up
+        env["TMPDIR"] = str(tmp)
+    return env
+
+
+def _check(pin: dict[str, str], found: Path, where: str) -> None:
+    actual = sha256_of(found)
+    if actual != pin["sha256"]:
+        raise InstallError(
+            f"{pin['filename']}: sha256 {actual} of {where} {found} does not match the pinned {pin['sha256']};"
+            " refusing to install"
+        )
+
+
+def _pip_download(pin: dict[str, str], dest: Path) -> Path | None:
+    """Let pip find ``name==version`` through this machine's configured indexes and mirrors."""
+    command = [
+        sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", "--only-binary=:all:",
+        "--disable-pip-version-check", "--dest", str(dest), f"{pin['name']}=={pin['version']}",
+    ]
+    done = subprocess.run(command, capture_output=True, text=True, env=_pip_env())
+    found = dest / pin["filename"]
+    return found if done.returncode == 0 and found.is_file() else None
+
+
+def _download(url: str, dest: Path) -> Path:
+    target = dest / urllib.parse.unquote(url.rsplit("/", 1)[-1])
+    request = urllib.request.Request(url, headers={"User-Agent": "mpsbench"})
+    with urllib.request.urlopen(request, timeout=120) as response, open(target, "wb") as out:
+        shutil.copyfileobj(response, out, 1 << 20)
+    return target
+
+
+def fetch_wheel(pin: dict[str, str]) -> Path:
+    """The pinned wheel in the local wheel store, fetched and checked once.
+
+    Looks in the store, then local wheelhouses, then the pin's file:// path,
+    then asks pip (this machine's indexes and mirrors), then the URL itself.
+    Whatever is found must match the pinned sha256, or nothing is stored.
+    """
+    store = cache_root() / "wheels" / pin["sha256"]
+    stored = store / pin["filename"]
+    if stored.is_file():
+        _check(pin, stored, "the stored copy (changed since it was checked; delete it to fetch it again)")
+        return stored
+    store.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=store.parent, prefix=f"fetch-{os.getpid()}-") as scratch:
+        found: Path | None = None
+        for folder in _local_wheelhouses():
+            if (folder / pin["filename"]).is_file():
+                found = folder / pin["filename"]
+                break
+        url = pin["url"]
+        if found is None and url.startswith("file://"):
+            path = Path(urllib.request.url2pathname(urllib.parse.urlparse(url).path))
+            if not path.is_file():
+                raise InstallError(f"{pin['filename']}: the pinned file {path} does not exist")
+            found = path
+        if found is None and pin["name"] in ("torch", "torchvision", "transformers"):
+            found = _pip_download(pin, Path(scratch))
+        if found is None:
+            try:
+                found = _download(url, Path(scratch))
+            except OSError as exc:
+                raise InstallError(f"{pin['filename']}: cannot download {url}: {exc}") from None
+        _check(pin, found, "the wheel found at")
+        store.mkdir(exist_ok=True)
+        partial = store / (pin["filename"] + ".partial")
+        shutil.copyfile(found, partial)
+        os.replace(partial, stored)
+    return stored
+
+
+# --- installing once, switching by .pth ------------------------------------------------
+
+
+def build_key(pins: list[dict[str, str]]) -> str:
+    return hashlib.sha256("".join(sorted(pin["sha256"] for pin in pins)).encode()).hexdigest()[:20]
+
+
+@contextlib.contextmanager
+def _locked(path: Path, wait: bool = True) -> Iterator[bool]:
+    """Serialize installs of one build between concurrent asv runs; yields False if ``wait`` is off and it is held."""
+    import fcntl
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "a") as handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | (0 if wait else fcntl.LOCK_NB))
+        except BlockingIOError:
+            yield False
+            return
+        try:
+            yield True
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def _alive(pid: str) -> bool:
+    try:
+        os.kill(int(pid), 0)
+    except (ValueError, ProcessLookupError):
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def clean_leftovers(root: Path) -> list[Path]:
+    """Remove what killed installs left: staging folders no install holds, fetch folders of dead processes."""
+    removed = []
+    for staging in sorted((root / "builds").glob("*.staging-*")):
+        with _locked(root / "builds" / (staging.name.split(".staging-")[0] + ".lock"), wait=False) as free:
+            if free:
+                shutil.rmtree(staging, ignore_errors=True)
+                removed.append(staging)
+    for fetch in sorted((root / "wheels").glob("fetch-*-*")):
+        if not _alive(fetch.name.split("-")[1]):
+            shutil.rmtree(fetch, ignore_errors=True)
+            removed.append(fetch)
+    return removed
+
+
+def ensure_installed(pins: list[dict[str, str]]) -> tuple[Path, bool]:
+    """The folder holding this set of wheels installed with their dependencies; True if installed now."""
+    folder = cache_root() / "builds" / build_key(pins)
+    if (folder / ".complete").is_file():  # installed: nothing to write, so a read-only cache serves it
+        return folder, False
+    try:
+        clean_leftovers(cache_root())
+        with _locked(folder.with_suffix(".lock")):
+            if (folder / ".complete").is_file():
+                return folder, False
+            wheels = [str(fetch_wheel(pin)) for pin in pins]
+            staging = Path(tempfile.mkdtemp(dir=folder.parent, prefix=folder.name + ".staging-"))
+            (staging / "tmp").mkdir()
+            command = [
+                sys.executable, "-m", "pip", "install", "--quiet", "--disable-pip-version-check",
+                "--no-warn-script-location", "--target", str(staging / "target"), *wheels,
+            ]
+            done = subprocess.run(command, capture_output=True, text=True, env=_pip_env(staging / "tmp"))
+            if done.returncode != 0:
+                shutil.rmtree(staging, ignore_errors=True)
+                tail = (done.stderr or done.stdout).strip().splitlines()[-5:]
+                raise InstallError("pip could not install the build: " + " | ".join(tail))
+            installed = staging / "target"
+            (installed / ".complete").write_text(json.dumps({"wheels": [Path(w).name for w in wheels]}, indent=1))
+            if folder.exists():
+                shutil.rmtree(folder)
+            os.replace(installed, folder)
+            shutil.rmtree(staging, ignore_errors=True)
+            return folder, True
+    except OSError as exc:  # a read-only or full cache: one line, not a traceback
+        raise InstallError(f"cannot install into the build cache {cache_root()}: {exc}") from None
+
+
+def _site_packages() -> Path:
+    return Path(sysconfig.get_paths()["purelib"])
+
+
+def _existing(build: dict[str, Any]) -> Path:
+    folder = Path(build["site_packages"])
+    if not (folder / "torch" / "__init__.py").is_file():
+        raise InstallError(f"build {build['channel']}@{build['id']}: {folder} holds no torch")
+    return folder
+
+
+def _pth_lines(folder: Path, suite_src: Path, env: dict[str, str]) -> str:
+    lines = [str(folder), str(suite_src.resolve())]
+    if env:  # a .pth line that starts with "import" is executed at every interpreter start
+        lines.append(f"import os; os.environ.update({json.dumps(env, sort_keys=True)})")
+    return "\n".join(lines) + "\n"
+
+
+def ensure_suite_needs() -> str:
+    """Install SUITE_NEEDS into this environment (once: later calls find them); '' or what is missing and why."""
+    import importlib.util
+
+    missing = [need for need in SUITE_NEEDS if importlib.util.find_spec(need.split(">")[0]) is None]
+    if not missing:
+        return ""
+    command = [sys.executable, "-m", "pip", "install", "--quiet", "--disable-pip-version-check", "--no-deps", *missing]
+    done = subprocess.run(command, capture_output=True, text=True, env=_pip_env())
+    if done.returncode == 0:
+        return ""
+    tail = (done.stderr or done.stdout).strip().splitlines()[-1:]
+    return f"; {', '.join(missing)} not installed ({' '.join(tail)}): cpu memory falls back to /proc or is skipped"
+
+
+def install(build_dir: Path, env_dir: Path, suite_src: Path) -> str:
+    """Install (once) and switch the running environment to the build in ``build_dir``."""
+    started = time.perf_counter()
+    build = json.loads((build_dir / "build.json").read_text())
+    if build["kind"] == "existing":
+        key, folder, fresh = "existing", _existing(build), False
+    else:
+        key, pins = select_pins(build)
+        folder, fresh = ensure_installed(pins)
+    pth = _site_packages() / PTH_NAME
+    pth.write_text(_pth_lines(folder, suite_src, build.get("env", {})))
+    record = {"build": f"{build['channel']}@{build['id']}", "platform": key, "folder": str(folder), "fresh": fresh}
+    (env_dir / "mpsbench-build.json").write_text(json.dumps(record, indent=1) + "\n")
+    how = "installed" if fresh else "switched to cached"
+    needs = ensure_suite_needs()
+    return f"mpsbench: {how} torch {build['torch_version']} ({key}) in {time.perf_counter() - started:.2f} s{needs}"
+
+
+def uninstall(env_dir: Path) -> None:
+    (_site_packages() / PTH_NAME).unlink(missing_ok=True)
+    (env_dir / "mpsbench-build.json").unlink(missing_ok=True)
+
+
+def main(argv: list[str]) -> int:
+    try:
+        if argv[:1] == ["install"] and len(argv) == 4:
+            print(install(Path(argv[1]), Path(argv[2]), Path(argv[3])))
+        elif argv[:1] == ["uninstall"] and len(argv) == 2:
+            uninstall(Path(argv[1]))
+        else:
+            print(__doc__, file=sys.stderr)
+            return 2
+    except InstallError as exc:
+        print(f"mpsbench: error: {exc}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,120 @@
+"""A complete, stable asv machine entry: the same on every machine of one kind.
+
+asv's detected ``os`` includes the kernel build string, which differs between
+machines of one kind (and after an OS update on a Mac): every field is part of
+a graph's identity, so a drifting field splits history into two graphs. This
+writes every field itself, from facts that do not drift: the OS name (and on
+Linux its release; not the kernel), the chip or cpu model, core count, memory
+and the GPU. ``asv machine --yes`` with overrides cannot do it: it knows only
+asv's six fields (machine, os, arch, cpu, num_cpu, ram), not the chip or GPU.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import re
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+from mpsbench.measure import host
+
+
+def _sysctl(name: str) -> str:
+    try:
+        return subprocess.run(["sysctl", "-n", name], capture_output=True, text=True, check=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return ""
+
+
+def _os_release() -> str:
+    try:
+        text = Path("/etc/os-release").read_text()
+    except OSError:
+        return "Linux"
+    found = re.search(r'^PRETTY_NAME="?([^"\n]+)"?', text, re.M)
+    return found.group(1) if found else "Linux"
+
+
+def _linux_cpu() -> str:
+    try:
+        text = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return platform.processor() or "unknown"
+    found = re.search(r"^model name\s*:\s*(.+)$", text, re.M)
+    return " ".join(found.group(1).split()) if found else platform.processor() or "unknown"
+
+
+def _ram_gib() -> int:
+    if sys.platform == "darwin":
+        total = int(_sysctl("hw.memsize") or 0)
+    else:
+        total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    return round(total / 1024**3)
+
+
+def describe() -> dict[str, Any]:
+    """This machine's stable facts.
+
+    A Mac records its OS by name only: a macOS update changes what mps runs
+    (MPSGraph ships with the OS) and must show on the same graph, not start a
+    new one, so the version is a tracked value of every run instead
+    (benchmarks/benchmark_host.py). Linux keeps its distribution and release,
+    as its machines have recorded them from the start (a changed field would
+    split their history). ``gpu`` is written only where there is one (the chip
+    and its GPU core count on a Mac, the NVIDIA model on Linux), so that two
+    machines with different GPUs differ while a machine without a GPU keeps
+    the fields it always had.
+    """
+    cores = os.cpu_count() or 1
+    if sys.platform == "darwin":
+        chip = _sysctl("machdep.cpu.brand_string") or platform.processor()
+        facts = {"os": "macOS"}
+    else:
+        chip = _linux_cpu()
+        facts = {"os": _os_release(), "os_version": _os_release()}
+    gpu = host.gpu()
+    if gpu:
+        facts["gpu"] = gpu
+    return {
+        "arch": platform.machine(),
+        "chip": chip,
+        "cpu": chip,
+        "num_cpu": str(cores),
+        **facts,
+        "ram": f"{_ram_gib()} GiB",
+    }
+
+
+def default_name(facts: dict[str, Any]) -> str:
+    """A name derived from the facts, e.g. ``apple-m1-pro-10cpu`` or ``linux-x86_64-2cpu``."""
+    apple = facts["chip"].lower().startswith("apple")
+    stem = facts["chip"] if apple else f"{facts['os'].split()[0]}-{facts['arch']}"
+    return re.sub(r"[^a-z0-9]+", "-", f"{stem} {facts['num_cpu']}cpu".lower()).strip("-")
+
+
+class MachineError(ValueError):
+    """A machine name asv cannot file results under."""
+
+
+def machine_file() -> Path:
+    return Path.home() / ".asv-machine.json"  # where asv reads it
+
+
+def write(name: str | None = None, path: Path | None = None) -> tuple[str, dict[str, Any]]:
+    """Write (or replace) this machine's entry in asv's machine file; returns its name and fields."""
+    facts = describe()
+    name = default_name(facts) if name is None else name  # an empty --name is a mistake, not the default
+    if not re.fullmatch(r"[A-Za-z0-9._-]+", name):
+        raise MachineError(f"machine name {name!r} may hold only letters, digits, '.', '_' and '-' (at least one)")
+    path = path or machine_file()
+    try:
+        entries = json.loads(path.read_text())
+    except (OSError, json.JSONDecodeError):
+        entries = {"version": 1}
+    entries[name] = {"machine": name, **facts}
+    path.write_text(json.dumps(entries, indent=4, sort_keys=True) + "\n")
+    return name, entries[name]

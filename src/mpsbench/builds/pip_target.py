@@ -1,0 +1,47 @@
+"""Run pip with the environment markers of another platform and Python.
+
+``pip install --platform ... --python-version ...`` picks wheels for the target
+but evaluates environment markers (``platform_system == "Linux"``,
+``python_version < "3.11"``) against the interpreter running pip: resolving for
+macOS on Linux would pull in torch's Linux-only CUDA wheels. This runs pip's own
+resolver with packaging's ``default_environment`` answering for the target.
+
+    python -m mpsbench.builds.pip_target PLATFORM PYTHON_TAG pip-arguments...
+"""
+
+from __future__ import annotations
+
+import runpy
+import sys
+
+# The markers that differ between the manifest's platforms (PEP 508 names).
+PLATFORM_MARKERS = {
+    "macos-arm64": {"sys_platform": "darwin", "platform_system": "Darwin", "platform_machine": "arm64"},
+    "linux-x86_64-cuda": {"sys_platform": "linux", "platform_system": "Linux", "platform_machine": "x86_64"},
+    "linux-x86_64-cpu": {"sys_platform": "linux", "platform_system": "Linux", "platform_machine": "x86_64"},
+}
+
+
+def markers(platform: str, python: str) -> dict[str, str]:
+    """The marker environment of ``platform`` under ``python`` ("cp310")."""
+    version = f"3.{python[3:]}"
+    return {
+        **PLATFORM_MARKERS[platform], "os_name": "posix", "python_version": version,
+        "python_full_version": f"{version}.0", "implementation_name": "cpython",
+        "platform_python_implementation": "CPython", "implementation_version": f"{version}.0",
+        "platform_release": "", "platform_version": "",
+    }
+
+
+def main(argv: list[str]) -> None:
+    from pip._vendor.packaging import markers as pip_markers
+
+    target = markers(argv[0], argv[1])
+    host = pip_markers.default_environment
+    pip_markers.default_environment = lambda: {**host(), **target}
+    sys.argv = ["pip", *argv[2:]]
+    runpy.run_module("pip", run_name="__main__", alter_sys=True)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

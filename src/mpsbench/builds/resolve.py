@@ -1,0 +1,357 @@
+"""Turn "torch 2.14.1", "the nightly of 2026-11-20", a wheel file or a wheel URL into a Build.
+
+Each resolver pins, per platform, torch, the torchvision made for it (where
+one exists) and a transformers release that supports it, each by file name,
+URL and sha256. The upstream ``git_version`` and the build's date are read
+from the torch wheel itself (``torch/version.py`` and its timestamp).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import urllib.parse
+from collections.abc import Mapping
+from dataclasses import replace
+from datetime import datetime, timezone
+from pathlib import Path
+
+import packaging.tags
+from packaging.version import InvalidVersion, Version
+
+from mpsbench.builds import install_build, wheels
+from mpsbench.builds import manifest as mf
+
+PYPI = "https://pypi.org/simple"
+NIGHTLY_INDEXES = (  # PyTorch's nightly indexes: macOS and Linux cpu wheels, Linux CUDA wheels
+    "https://download.pytorch.org/whl/nightly/cpu",
+    "https://download.pytorch.org/whl/nightly/cu130",
+)
+PYTHONS = ("cp310", "cp311", "cp312", "cp313")  # interpreters pinned for each build
+# The wheel git_version and date are read from, in this order of preference.
+_IDENTITY_PLATFORMS = ("linux-x86_64-cuda", "linux-x86_64-cpu", "macos-arm64")
+
+
+class ResolveError(ValueError):
+    """A build that cannot be resolved: the message names the bad value and the choices."""
+
+
+def torchvision_series(torch_version: str) -> str:
+    """The torchvision minor series made for a torch release: 1.13 -> 0.14, 2.14 -> 0.29.
+
+    torchvision's macOS wheels of the 1.x era do not require their torch, so
+    pip alone would pair torch 1.12.1 with any torchvision: the series says which.
+    """
+    try:
+        major, minor = Version(torch_version).release[:2]
+    except (InvalidVersion, ValueError):
+        raise ResolveError(f"torch version {torch_version!r} is not MAJOR.MINOR[.PATCH]") from None
+    return f"0.{minor + 1}" if major == 1 else f"0.{minor + 15}"
+
+
+def requirements(torch_version: str, torchvision: str | None = None, transformers: str | None = None) -> list[str]:
+    """What pip resolves a build from: torch, its torchvision, a transformers whose own torch extra accepts it.
+
+    ``torchvision`` and ``transformers`` name a version, or ``none`` to leave
+    the package out. Torch before 2.3 was built against numpy 1.x without
+    saying so in its metadata: numpy 2 breaks it at import, hence the one rule.
+    """
+    wanted = [f"torch=={torch_version}"]
+    if torchvision != "none":
+        wanted.append(f"torchvision=={torchvision or torchvision_series(torch_version) + '.*'}")
+    if transformers != "none":
+        wanted.append(f"transformers[torch]{'==' + transformers if transformers else ''}")
+    if Version(torch_version).release[:2] < (2, 3):
+        wanted.append("numpy<2")
+    return wanted
+
+
+# The platform tags pip resolves for, per manifest platform: the newest first, then
+# every older tag a wheel of the era may carry (torch 1.13.1 is manylinux1, 2.15.0 manylinux_2_28).
+PLATFORM_TAGS: dict[str, tuple[str, ...]] = {
+    "macos-arm64": tuple(packaging.tags.mac_platforms((14, 0), "arm64")),
+    "linux-x86_64-cuda": (
+        *(f"manylinux_2_{minor}_x86_64" for minor in range(28, 4, -1)),
+        "manylinux2014_x86_64", "manylinux2010_x86_64", "manylinux1_x86_64",
+    ),
+}
+PLATFORM_TAGS["linux-x86_64-cpu"] = (*PLATFORM_TAGS["linux-x86_64-cuda"], "linux_x86_64")
+# pip's settings that would change what it finds: the manifest pins what the named indexes hold.
+_PIP_KEPT = ("PIP_CERT", "PIP_DEFAULT_TIMEOUT", "PIP_CACHE_DIR", "PIP_NO_CACHE_DIR")
+
+
+def _index_url(index: str) -> str:
+    return index if "://" in index else Path(index).resolve().as_uri()
+
+
+def pip_set(
+    wanted: list[str], platform: str, python: str, index: str = PYPI, extra_indexes: tuple[str, ...] = (),
+) -> list[mf.Pin]:
+    """Every wheel pip installs for ``wanted`` on ``platform`` under ``python`` (cp310), pinned.
+
+    ``pip install --dry-run --report`` resolves from the packages' own
+    requirements for a platform and interpreter other than this one, without
+    downloading a wheel (pip_target.py makes its markers the target's too);
+    its report names each file's URL and sha256.
+    """
+    if not re.fullmatch(r"cp3\d+", python):
+        raise ResolveError(f"python tag {python!r} is not cpython 3 (e.g. cp312)")
+    env = {key: value for key, value in os.environ.items() if not key.startswith("PIP_") or key in _PIP_KEPT}
+    env["PIP_CONFIG_FILE"] = os.devnull  # no machine-wide find-links or mirrors in the pins
+    with tempfile.TemporaryDirectory(prefix="mpsbench-resolve-") as scratch:
+        report = Path(scratch) / "report.json"
+        command = [
+            sys.executable, "-m", "mpsbench.builds.pip_target", platform, python,
+            "install", "--dry-run", "--ignore-installed", "--quiet", "--disable-pip-version-check",
+            "--target", str(Path(scratch) / "target"), "--report", str(report),
+            "--only-binary=:all:", "--implementation", "cp", "--python-version", f"3.{python[3:]}",
+            "--abi", python, "--index-url", _index_url(index),
+            *(f"--extra-index-url={_index_url(extra)}" for extra in extra_indexes),
+            *(f"--platform={tag}" for tag in PLATFORM_TAGS[platform]), *wanted,
+        ]
+        done = subprocess.run(command, capture_output=True, text=True, env=env)
+        if done.returncode != 0:
+            why = (done.stderr.strip().splitlines() or ["no output"])[-1]
+            raise ResolveError(f"pip cannot resolve {' '.join(wanted)} for {platform} {python}: {why}")
+        installs = json.loads(report.read_text())["install"]
+    pins = []
+    for item in installs:
+        info = item["download_info"]
+        archive = info.get("archive_info", {})
+        digest = archive.get("hashes", {}).get("sha256") or archive.get("hash", "").partition("sha256=")[2]
+        wheel = wheels.parse_wheel_name(info["url"])
+        if not digest:
+            raise ResolveError(f"{info['url']} carries no sha256 on its index; pass the wheel as a file instead")
+        pins.append(mf.Pin(wheel.name, wheel.version, wheel.filename, info["url"], digest, python=python))
+    return sorted(pins, key=lambda pin: pin.filename)
+
+
+Pythons = tuple[str, ...] | Mapping[str, tuple[str, ...]]  # for every platform, or per platform
+
+
+def _combos(links: list[wheels.IndexLink], pythons: Pythons) -> dict[tuple[str, str], str]:
+    """(platform, python) -> the exact torch version, for every torch wheel on a platform and python we pin."""
+    combos = {}
+    for link in links:
+        key = wheels.platform_key(link.wheel)
+        wanted = pythons if isinstance(pythons, tuple) else pythons.get(key or "", ())
+        if key in PLATFORM_TAGS and link.wheel.python in wanted:
+            combos[(key, link.wheel.python)] = link.wheel.version
+    return combos
+
+
+def _resolve_pins(
+    wanted: dict[tuple[str, str], list[str]], index: str, extra_indexes: tuple[str, ...] = (),
+) -> dict[str, list[mf.Pin]]:
+    """pip's set for each (platform, python) and its requirements."""
+    pins: dict[str, list[mf.Pin]] = {}
+    for (platform, python), lines in sorted(wanted.items()):
+        pins.setdefault(platform, []).extend(pip_set(lines, platform, python, index, extra_indexes))
+    return pins
+
+
+def _identity(pins: dict[str, list[mf.Pin]]) -> wheels.TorchIdentity:
+    for key in (*_IDENTITY_PLATFORMS, *sorted(pins)):
+        torch_pins = [pin for pin in pins.get(key, []) if pin.name == "torch"]
+        if torch_pins:
+            preferred = sorted(torch_pins, key=lambda pin: ("cp311" not in pin.filename, pin.filename))[0]
+            return wheels.torch_identity(preferred.url)
+    raise ResolveError("no torch wheel to read the build's identity from")
+
+
+def release(
+    version: str, index: str = PYPI, pythons: Pythons = PYTHONS,
+    torchvision: str | None = None, transformers: str | None = None, date: str | None = None,
+) -> mf.Build:
+    """A PyPI (or other index) release of torch, e.g. ``2.14.1``, with pip's resolution of its neighbours."""
+    if not re.fullmatch(r"\d+\.\d+(\.\d+)?", version):
+        raise ResolveError(f"release version {version!r} is not MAJOR.MINOR.PATCH (e.g. 2.14.1)")
+    all_torch = wheels.project_links(index, "torch")
+    torch_links = [link for link in all_torch if link.wheel.public_version == version]
+    if not torch_links:
+        known = sorted(
+            {link.wheel.public_version for link in all_torch if not Version(link.wheel.version).is_prerelease},
+            key=Version,
+        )
+        raise ResolveError(f"torch {version} is not on {index}; recent releases there: {', '.join(known[-8:])}")
+    combos = _combos(torch_links, pythons)
+    if not combos:
+        raise ResolveError(f"torch {version} on {index} has no wheel for {pythons} on a tracked platform")
+    series = torchvision_series(version)
+    vision_links = [link for link in wheels.project_links(index, "torchvision")
+                    if link.wheel.public_version.startswith(series + ".")]
+    with_vision = set(_combos(vision_links, pythons))
+    # Where the series has no wheel (not released yet, or none for that Python: 0.14 has no
+    # cp311), the set has no torchvision and the suite skips its models with the reason.
+    pins = _resolve_pins({
+        combo: requirements(exact, torchvision or ("none" if combo not in with_vision else None), transformers)
+        for combo, exact in combos.items()
+    }, index)
+    identity = _identity(pins)
+    return mf.Build(
+        id=version, torch_version=version, date=date or mf.format_date(identity.built),
+        git_version=identity.git_version, kind="release", pins=pins, tag=f"v{version}",
+    )
+
+
+def nightly_dates(indexes: tuple[str, ...]) -> list[str]:
+    """Every nightly date (YYYY-MM-DD) with a torch wheel on any of ``indexes``, oldest first."""
+    dates = set()
+    for index in indexes:
+        for link in wheels.project_links(index, "torch"):
+            found = re.search(r"\.dev(\d{4})(\d{2})(\d{2})", link.wheel.version)
+            if found:
+                dates.add("-".join(found.groups()))
+    return sorted(dates)
+
+
+def nightly(
+    date: str, indexes: tuple[str, ...] = NIGHTLY_INDEXES, pythons: tuple[str, ...] = PYTHONS,
+    transformers: str | None = None, transformers_index: str = PYPI,
+) -> mf.Build:
+    """The nightly of ``date`` (YYYY-MM-DD) from PyTorch's nightly indexes (configurable).
+
+    Each platform resolves against the index that holds its torch wheel, with
+    ``transformers_index`` beside it for everything else.
+    """
+    try:
+        datetime.strptime(date, "%Y-%m-%d")
+    except ValueError:
+        raise ResolveError(f"nightly date {date!r} is not YYYY-MM-DD") from None
+    stamp = ".dev" + date.replace("-", "")
+    pins: dict[str, list[mf.Pin]] = {}
+    for index in indexes:
+        torch_links = [link for link in wheels.project_links(index, "torch") if stamp in link.wheel.version]
+        combos = {combo: v for combo, v in _combos(torch_links, pythons).items() if combo[0] not in pins}
+        if not combos:
+            continue
+        vision = {
+            link.wheel.version for link in wheels.project_links(index, "torchvision") if stamp in link.wheel.version
+        }
+        # one torchvision nightly of that date, else the build pins torch without it
+        torchvision = max(vision, key=Version) if vision else "none"
+        extra = (transformers_index,) if transformers_index != index else ()
+        wanted = {combo: requirements(exact, torchvision, transformers) for combo, exact in combos.items()}
+        for platform, found in _resolve_pins(wanted, index, extra).items():
+            pins[platform] = found
+    if not pins:
+        near = [d for d in nightly_dates(indexes) if abs((datetime.fromisoformat(d) - datetime.fromisoformat(date)).days) <= 7]
+        hint = f"; nightlies within a week: {', '.join(near)}" if near else ""
+        raise ResolveError(f"no torch nightly of {date} on {', '.join(indexes)}{hint}")
+    version = next(pin.version for pin in pins[sorted(pins)[0]] if pin.name == "torch").split("+")[0]
+    identity = _identity(pins)
+    return mf.Build(
+        id=date, torch_version=version, date=mf.format_date(identity.built),
+        git_version=identity.git_version, kind="nightly", pins=pins,
+    )
+
+
+def _file_pin(path: Path, sha256: str | None = None) -> mf.Pin:
+    if not path.is_file():
+        raise ResolveError(f"wheel file {path} does not exist")
+    wheel = wheels.parse_wheel_name(path.name)
+    actual = install_build.sha256_of(path)
+    if sha256 and sha256.lower() != actual:
+        raise ResolveError(f"{path.name}: sha256 {actual} does not match the given {sha256}")
+    return mf.Pin(wheel.name, wheel.version, wheel.filename, path.resolve().as_uri(), actual)
+
+
+def _around(own: list[tuple[mf.Pin, Path]], platform: str, torch_version: str, transformers: str | None,
+            index: str) -> list[mf.Pin]:
+    """Our own wheels (pin, local file) and everything pip resolves around them, each pinned.
+
+    pip reads the local files for their requirements; the pins keep the wheels' own URLs.
+    """
+    python = wheels.parse_wheel_name(own[0][0].filename).python
+    wanted = [f"{pin.name} @ {path.resolve().as_uri()}" for pin, path in own]
+    wanted += [line for line in requirements(torch_version, "none", transformers) if not line.startswith("torch==")]
+    mine = {pin.name: replace(pin, python=python) for pin, _ in own}
+    resolved = pip_set(wanted, platform, python, index)
+    return [mine.get(pin.name, pin) for pin in resolved]
+
+
+def _build_id(torch_version: str) -> str:
+    return re.sub(r"[^a-z0-9._-]+", "-", torch_version.lower())
+
+
+def wheel_file(
+    path: Path, torchvision: Path | None = None, transformers: str | None = None, index: str = PYPI,
+    sha256: str | None = None, build_id: str | None = None, note: str = "",
+) -> mf.Build:
+    """A torch wheel on disk (a source build, say), with an optional torchvision wheel beside it."""
+    torch_pin = _file_pin(path, sha256)
+    if torch_pin.name != "torch":
+        raise ResolveError(f"{path.name} is a {torch_pin.name} wheel, not a torch wheel")
+    key = wheels.platform_key(wheels.parse_wheel_name(path.name))
+    if key is None:
+        raise ResolveError(f"{path.name} is for a platform the suite does not track; tracked: {', '.join(wheels.PLATFORMS)}")
+    identity = wheels.torch_identity(str(path))
+    own = [(torch_pin, path), *([(_file_pin(torchvision), torchvision)] if torchvision is not None else [])]
+    pins = _around(own, key, identity.version, transformers, index)
+    return mf.Build(
+        id=build_id or _build_id(identity.version), torch_version=identity.version,
+        date=mf.format_date(identity.built), git_version=identity.git_version, kind="wheel-file",
+        pins={key: pins}, note=note,
+    )
+
+
+def wheel_url(
+    url: str, sha256: str | None = None, transformers: str | None = None, index: str = PYPI,
+    build_id: str | None = None, note: str = "",
+) -> mf.Build:
+    """A torch wheel at a URL: fetched once into the wheel store and checked against ``sha256``."""
+    url, _, fragment = url.partition("#")
+    if urllib.parse.urlparse(url).scheme not in ("http", "https", "file"):  # a bare path fails later in fetch_wheel
+        raise ResolveError(f"{url!r} is not a URL (http://, https:// or file://); for a wheel file use add-wheel")
+    digest = sha256 or (fragment[len("sha256="):] if fragment.startswith("sha256=") else None)
+    if not digest or not re.fullmatch(r"[0-9a-fA-F]{64}", digest):
+        raise ResolveError(f"a wheel URL needs its sha256: pass --sha256 or a URL ending in #sha256=...; got {digest!r}")
+    wheel = wheels.parse_wheel_name(url)
+    key = wheels.platform_key(wheel)
+    if wheel.name != "torch" or key is None:
+        raise ResolveError(f"{wheel.filename} is not a torch wheel for a tracked platform ({', '.join(wheels.PLATFORMS)})")
+    pin = mf.Pin(wheel.name, wheel.version, wheel.filename, url, digest.lower())
+    try:
+        stored = install_build.fetch_wheel(vars(pin))  # verifies the checksum before anything is recorded
+    except install_build.InstallError as exc:
+        raise ResolveError(str(exc)) from None
+    identity = wheels.torch_identity(str(stored))
+    return mf.Build(
+        id=build_id or _build_id(identity.version), torch_version=identity.version,
+        date=mf.format_date(identity.built), git_version=identity.git_version, kind="wheel-url",
+        pins={key: _around([(pin, stored)], key, identity.version, transformers, index)}, note=note,
+    )
+
+
+def _read_torch_version(folder: Path) -> tuple[str, str]:
+    text = (folder / "torch" / "version.py").read_text()
+    version = re.search(r"^__version__\s*=\s*['\"]([^'\"]+)", text, re.M)
+    git = re.search(r"^git_version\s*=\s*['\"]([0-9a-fA-F]+|Unknown)['\"]", text, re.M)
+    if not version or not git:
+        raise ResolveError(f"{folder}/torch/version.py has no __version__ or git_version")
+    return version.group(1), git.group(1)
+
+
+def existing(
+    site_packages: Path, build_id: str | None = None, date: str | None = None, env: dict[str, str] | None = None,
+    note: str = "",
+) -> mf.Build:
+    """A torch already installed on this machine, used in place: nothing is downloaded or copied.
+
+    For machines with no network and a preinstalled torch (a CI image, a GPU box),
+    and for a developer's own installed build. ``env`` sets environment variables
+    in every process of the build's asv environment.
+    """
+    folder = site_packages.resolve()
+    if not (folder / "torch" / "version.py").is_file():
+        raise ResolveError(f"{site_packages} holds no installed torch (no torch/version.py)")
+    version, git_version = _read_torch_version(folder)
+    when = datetime.fromtimestamp((folder / "torch" / "version.py").stat().st_mtime, tz=timezone.utc)
+    return mf.Build(
+        id=build_id or _build_id(version), torch_version=version, date=date or mf.format_date(when),
+        git_version=git_version, kind="existing", pins={}, note=note, site_packages=str(folder), env=dict(env or {}),
+    )

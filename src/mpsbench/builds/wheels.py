@@ -1,0 +1,204 @@
+"""Wheels: names and tags, PEP 503 indexes, checksums, and what a torch wheel says of itself.
+
+Used when a build is added to the manifest (on the host, never inside an asv
+environment). A torch wheel carries ``torch/version.py`` with the upstream
+``git_version``; for a remote wheel only that one member is read, through HTTP
+range requests, so adding a multi-GB build downloads a few kilobytes.
+"""
+
+from __future__ import annotations
+
+import html.parser
+import io
+import re
+import urllib.parse
+import urllib.request
+import zipfile
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+
+import packaging.utils
+import packaging.version
+
+USER_AGENT = "mpsbench (+https://github.com/mpsbench/mpsbench)"
+TIMEOUT = 60.0
+
+# Platform keys of the manifest, and how a wheel's platform tag maps onto them.
+# PyPI's Linux x86_64 torch wheels are CUDA builds; CPU-only Linux builds carry a
+# "+cpu" local version (PyTorch's own index).
+PLATFORMS: tuple[str, ...] = ("macos-arm64", "linux-x86_64-cpu", "linux-x86_64-cuda")
+
+class WheelError(ValueError):
+    """A wheel or index that cannot be used: the message says which and why."""
+
+@dataclass(frozen=True)
+class WheelName:
+    """The parts of a wheel file name (PEP 427)."""
+
+    filename: str
+    name: str  # normalized: lower case, '-' and '.' as '_'
+    version: str
+    python: str  # e.g. cp311, py3
+    abi: str
+    platform: str
+
+    @property
+    def public_version(self) -> str:
+        return self.version.split("+", 1)[0]
+
+    @property
+    def local_version(self) -> str:
+        return self.version.split("+", 1)[1] if "+" in self.version else ""
+
+def parse_wheel_name(filename: str) -> WheelName:
+    """Split ``torch-2.14.1-cp311-cp311-manylinux_2_28_x86_64.whl`` into its parts (PEP 427, by packaging)."""
+    base = urllib.parse.unquote(filename.rsplit("/", 1)[-1])
+    try:
+        name, version, _build, tags = packaging.utils.parse_wheel_filename(base)
+    except (packaging.utils.InvalidWheelFilename, packaging.version.InvalidVersion):
+        raise WheelError(f"{base!r} is not a wheel file name (expected NAME-VERSION-PY-ABI-PLATFORM.whl)") from None
+    def joined(parts: set[str]) -> str:  # a compressed tag set, as the file name writes it: py2.py3
+        return ".".join(sorted(parts))
+    return WheelName(
+        base, normalize(name), str(version), joined({tag.interpreter for tag in tags}),
+        joined({tag.abi for tag in tags}), joined({tag.platform for tag in tags}),
+    )
+
+def normalize(name: str) -> str:
+    return re.sub(r"[-_.]+", "_", name).lower()
+
+def platform_key(wheel: WheelName) -> str | None:
+    """The manifest platform a wheel serves, or None for platforms the suite does not track."""
+    if wheel.platform == "any":
+        return None  # pure-Python wheels serve every platform; callers add them everywhere
+    if "macosx" in wheel.platform and wheel.platform.endswith("arm64"):
+        return "macos-arm64"
+    if "linux" in wheel.platform and wheel.platform.endswith("x86_64"):
+        # "cpu.slow13": a cpu build with a further local label (PEP 440 local segments), e.g. a patched copy
+        cpu = wheel.local_version == "cpu" or wheel.local_version.startswith("cpu.")
+        return "linux-x86_64-cpu" if cpu else "linux-x86_64-cuda"
+    return None
+
+# --- PEP 503 indexes ---------------------------------------------------------
+
+@dataclass(frozen=True)
+class IndexLink:
+    wheel: WheelName
+    url: str  # absolute, without the fragment
+    sha256: str | None
+
+class _LinkParser(html.parser.HTMLParser):
+    def __init__(self) -> None:
+        super().__init__()
+        self.hrefs: list[str] = []
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        if tag == "a":
+            href = dict(attrs).get("href")
+            if href:
+                self.hrefs.append(href)
+
+def _read_url(url: str) -> bytes:
+    if url.startswith("file://") and url.endswith("/"):
+        url += "index.html"  # a PEP 503 index kept in a folder: one index.html per project
+    request = urllib.request.Request(url, headers={"User-Agent": USER_AGENT})
+    with urllib.request.urlopen(request, timeout=TIMEOUT) as response:
+        data: bytes = response.read()
+        return data
+
+def project_links(index_url: str, project: str) -> list[IndexLink]:
+    """Every wheel link of ``project`` on a PEP 503 simple index (http(s):// or file://, or a folder)."""
+    base = index_url if "://" in index_url else Path(index_url).resolve().as_uri()
+    page_url = base.rstrip("/") + "/" + re.sub(r"[-_.]+", "-", project).lower() + "/"
+    try:
+        text = _read_url(page_url).decode("utf-8", "replace")
+    except OSError as exc:
+        raise WheelError(f"cannot read the index page {page_url}: {exc}") from None
+    parser = _LinkParser()
+    parser.feed(text)
+    links = []
+    for href in parser.hrefs:
+        absolute = urllib.parse.urljoin(page_url, href)
+        url, _, fragment = absolute.partition("#")
+        if not url.endswith(".whl"):
+            continue
+        sha = fragment[len("sha256="):] if fragment.startswith("sha256=") else None
+        try:
+            links.append(IndexLink(parse_wheel_name(url), url, sha))
+        except WheelError:
+            continue
+    return links
+
+# --- reading torch/version.py out of a wheel ---------------------------------
+
+class _HTTPRangeFile(io.RawIOBase):
+    """A read-only, seekable view of a remote file through HTTP range requests.
+
+    ``zipfile`` reads the central directory from the end and then one member:
+    a few small requests instead of the whole wheel.
+    """
+
+    def __init__(self, url: str) -> None:
+        super().__init__()
+        self.url = url
+        self.position = 0
+        request = urllib.request.Request(url, method="HEAD", headers={"User-Agent": USER_AGENT})
+        with urllib.request.urlopen(request, timeout=TIMEOUT) as response:
+            self.size = int(response.headers["Content-Length"])
+
+    def seekable(self) -> bool:
+        return True
+
+    def readable(self) -> bool:
+        return True
+
+    def tell(self) -> int:
+        return self.position
+
+    def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
+        anchor = {io.SEEK_SET: 0, io.SEEK_CUR: self.position, io.SEEK_END: self.size}[whence]
+        self.position = max(0, anchor + offset)
+        return self.position
+
+    def read(self, size: int = -1) -> bytes:
+        end = self.size if size is None or size < 0 else min(self.size, self.position + size)
+        if end <= self.position:
+            return b""
+        headers = {"User-Agent": USER_AGENT, "Range": f"bytes={self.position}-{end - 1}"}
+        request = urllib.request.Request(self.url, headers=headers)
+        with urllib.request.urlopen(request, timeout=TIMEOUT) as response:
+            data: bytes = response.read()
+        self.position += len(data)
+        return data
+
+@dataclass(frozen=True)
+class TorchIdentity:
+    """What a torch wheel says of itself."""
+
+    version: str
+    git_version: str
+    built: datetime  # the timestamp of torch/version.py inside the wheel (UTC)
+
+def torch_identity(location: str) -> TorchIdentity:
+    """Read ``torch/version.py`` from a torch wheel at a path, file:// URL or http(s) URL."""
+    source: io.RawIOBase | Path
+    if location.startswith(("http://", "https://")):
+        source = _HTTPRangeFile(location)
+    elif location.startswith("file://"):
+        source = Path(urllib.request.url2pathname(urllib.parse.urlparse(location).path))
+    else:
+        source = Path(location)
+    try:
+        with zipfile.ZipFile(source) as wheel:
+            info = wheel.getinfo("torch/version.py")
+            text = wheel.read(info).decode("utf-8")
+    except KeyError:
+        raise WheelError(f"{location} holds no torch/version.py: is it a torch wheel?") from None
+    except (OSError, zipfile.BadZipFile) as exc:
+        raise WheelError(f"cannot read {location} as a wheel: {exc}") from None
+    version = re.search(r"^__version__\s*=\s*['\"]([^'\"]+)", text, re.M)
+    git = re.search(r"^git_version\s*=\s*['\"]([0-9a-fA-F]+|Unknown)['\"]", text, re.M)
+    if not version or not git:
+        raise WheelError(f"{location}: torch/version.py has no __version__ or git_version")
+    return TorchIdentity(version.group(1), git.group(1), datetime(*info.date_time, tzinfo=timezone.utc))

@@ -1,0 +1,1 @@
+"""Calibrating the suite on a GPU: fidelity, noise, sensitivity (a deliberate slowdown) and cost."""

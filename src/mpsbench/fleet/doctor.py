@@ -1,0 +1,114 @@
+"""``mpsbench doctor``: check a machine before a run, and say what would make its numbers untrustworthy.
+
+Each check prints one line, ``ok``, ``warn`` (numbers taken now would be
+doubtful, and why) or ``info`` (the OS does not report it here). It checks:
+the devices this machine has, with a real op on each (``devices.availability``);
+free memory and swap; the power source (a Mac on battery throttles); thermal
+pressure where the OS reports it (``pmset -g therm`` on macOS); the load and
+other processes busy on the cpu. ``--strict`` exits 1 when anything warned,
+for scripts that should not time a machine in that state.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from mpsbench.measure import devices, host, optional_torch
+
+MEMORY_FREE_FRACTION = 0.25  # below this share of RAM available, a large model's batch may swap
+BUSY_PERCENT = 25.0  # another process using a quarter of a core competes with the cpu timings
+
+
+@dataclass(frozen=True)
+class Finding:
+    level: str  # "ok", "warn" or "info"
+    what: str
+    detail: str
+
+
+def check_devices() -> Iterator[Finding]:
+    if not optional_torch.INSTALLED:  # a torch-free install (the fleet's hosted jobs)
+        yield Finding("warn", "devices", "torch is not installed here: nothing can be timed")
+        return
+    for name in devices.NAMES:
+        if not devices.present(name):
+            continue
+        found = devices.availability(name)
+        yield Finding("ok" if found.usable else "warn", name, found.reason)
+
+
+def check_memory() -> Iterator[Finding]:
+    import psutil
+
+    memory, swap = psutil.virtual_memory(), psutil.swap_memory()
+    gib = 1024**3
+    detail = f"{memory.available / gib:.1f} of {memory.total / gib:.1f} GiB available, {swap.used / gib:.1f} GiB swap used"
+    low = memory.available < MEMORY_FREE_FRACTION * memory.total
+    yield Finding("warn" if low else "ok", "memory", detail + (": large batches may swap" if low else ""))
+
+
+def check_power() -> Iterator[Finding]:
+    battery = host.on_battery()
+    if battery is None:
+        yield Finding("info", "power", "the OS reports no power source here (not macOS)")
+    elif battery:
+        yield Finding("warn", "power", "on battery: a Mac throttles on battery; plug it in")
+    else:
+        yield Finding("ok", "power", "on AC power")
+
+
+def check_thermal() -> Iterator[Finding]:
+    state = host.thermal_state()
+    if state is None:
+        yield Finding("info", "thermal", "the OS reports no thermal pressure here (pmset -g therm is macOS's)")
+        return
+    problem = state.problem()
+    yield Finding("warn" if problem else "ok", "thermal", problem or "no throttling, no thermal warning recorded")
+
+
+def check_load(busy: list[tuple[str, int, float]] | None = None) -> Iterator[Finding]:
+    cores = os.cpu_count() or 1
+    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else None
+    if load is not None:
+        high = load > cores / 2
+        yield Finding("warn" if high else "ok", "load",
+                      f"load average {load:.1f} over the last minute on {cores} cores"
+                      + (": other work competes with the timings" if high else ""))
+    found = host.busy_processes(BUSY_PERCENT) if busy is None else busy
+    if found:
+        named = ", ".join(f"{name} (pid {pid}, {percent:.0f}%)" for name, pid, percent in found[:5])
+        yield Finding("warn", "processes", f"busy on the cpu: {named}")
+    else:
+        yield Finding("ok", "processes", f"no other process above {BUSY_PERCENT:.0f}% of a core")
+
+
+CHECKS = (check_devices, check_memory, check_power, check_thermal, check_load)
+
+
+def run_checks() -> list[Finding]:
+    return [finding for check in CHECKS for finding in check()]
+
+
+def cmd_doctor(args: argparse.Namespace) -> int:
+    findings = run_checks()
+    width = max(len(finding.what) for finding in findings)
+    for finding in findings:
+        print(f"{finding.level:4}  {finding.what.ljust(width)}  {finding.detail}")
+    warned = [finding.what for finding in findings if finding.level == "warn"]
+    if warned:
+        print(f"mpsbench doctor: numbers taken now would be untrustworthy ({', '.join(warned)}): see the warn lines")
+    else:
+        print("mpsbench doctor: nothing found that would make numbers untrustworthy")
+    return 1 if warned and args.strict else 0
+
+
+def add_subcommand(commands: Any) -> None:
+    """Register ``mpsbench doctor`` on the CLI's subparsers."""
+    parser = commands.add_parser("doctor", help="check this machine before a run: devices, memory, power, heat, load",
+                                 description=__doc__.split("\n\n", 1)[1] if __doc__ else None)
+    parser.add_argument("--strict", action="store_true", help="exit 1 when any check warns")
+    parser.set_defaults(func=cmd_doctor)

@@ -1,0 +1,485 @@
+"""The nightly job of a fleet of machines, step by step: ``scripts/nightly STEP`` (docs/fleet.md).
+
+Each step is what one job of .github/workflows/nightly.yml runs, and each
+works the same on a laptop. Everything lives in a work folder (default
+``.asv/nightly``): the fleet's files (``fleet/``, a copy of the results
+branch), the timeline generated from the fleet's manifest, an asv.conf.json
+derived from the suite's (its branches plus the nightly channel, its own
+folders: asvconf.py), asv's environments, this machine's results and the
+published site.
+
+- ``fetch``: copy the results branch into ``fleet/`` (empty if it does not exist yet).
+- ``resolve``: bring the fleet's manifest up to date with the repository's and
+  append the newest nightly (``mpsbench build add-nightly latest``).
+- ``push``: commit ``fleet/`` on top of the fetched branch and push it (fast-forward only).
+- ``bench``: benchmark every build of the fleet's manifest that this machine
+  has no results for (its results are first restored from the fleet), then
+  alert: exit 1 if its newest build is slower than the one before.
+- ``collect``: merge results directories (the machines' artifacts) into the fleet's.
+- ``publish``: the site of every machine's results (scripts/publish), in ``html/``.
+- ``alert``: every machine's newest build against the one before; exit 1 on a regression.
+- ``bisect``: ``mpsbench bisect`` over a range of the fleet's builds (fresh
+  processes confirmed with ``compare``, nothing recorded; ``--nightlies``
+  adds the nightlies between two adjacent builds); prints the first slow build
+  and its PyTorch commit range.
+
+Exit status: 0 done, 1 a regression (or merge conflicts), 2 a mistake in the
+command or the fleet's files (one line), 3 benchmarks that failed (asv).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import subprocess
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from mpsbench import command, progress
+from mpsbench.builds import history, machine, resolve, timeline, wheels
+from mpsbench.builds import manifest as mf
+from mpsbench.fleet import results_branch
+from mpsbench.measure import preselect, selection
+from mpsbench.regressions import alerts, bisection, factor, thresholds
+from mpsbench.results import asvconf, merge, record
+
+WORKDIR = Path(".asv/nightly")
+CHANNEL = "nightly"
+MACHINE_ENV = "MPSBENCH_MACHINE"  # a runner's machine name, e.g. set in the runner's .env file
+BENCHMARKS_FAILED = 3
+# bisection's line naming the first bad build and the good one before it, as a pattern
+FOUND = re.compile(
+    re.escape(bisection.FIRST_BAD).replace(r"\{first\}", r"(?P<first>\S+)").replace(r"\{before\}", r"(?P<before>\S+)")
+)
+
+
+class NightlyError(ValueError):
+    """A nightly step cannot run as asked: the message says why, in one line."""
+
+
+ERRORS = (
+    NightlyError, alerts.AlertError, merge.MergeError, results_branch.FleetError, history.HistoryError, mf.ManifestError,
+    resolve.ResolveError, wheels.WheelError, timeline.TimelineError, factor.FactorError, preselect.PreselectError,
+    record.RecordError,
+)
+
+
+log = progress.logger(__name__)
+
+
+@dataclass(frozen=True)
+class Paths:
+    suite: Path  # the suite's root: asv.conf.json, benchmarks/, builds/manifest.json
+    work: Path
+    fleet: Path
+
+    @property
+    def fleet_manifest(self) -> Path:
+        return self.fleet / "builds" / "manifest.json"
+
+    @property
+    def fleet_results(self) -> Path:
+        return self.fleet / "results"
+
+    @property
+    def timeline(self) -> Path:
+        return self.work / "timeline"
+
+    @property
+    def results(self) -> Path:
+        return self.work / "results"  # asvconf.derived puts results_dir here
+
+
+def _paths(args: argparse.Namespace) -> Paths:
+    suite = args.suite.resolve()
+    work = (args.workdir if args.workdir.is_absolute() else suite / args.workdir).resolve()
+    return Paths(suite, work, (args.fleet or work / "fleet").resolve())
+
+
+# --- the fleet's manifest ----------------------------------------------------------
+
+
+def sync(repository: mf.Manifest, fleet_manifest: mf.Manifest) -> mf.Manifest:
+    """The fleet's manifest brought up to date with the repository's.
+
+    Channels only grow, so for each channel the history that continues the
+    other is kept (a release added on the main branch reaches the fleet; the
+    fleet's nightlies stay); two histories that diverge are an error naming
+    the channel.
+    """
+    names = [c.name for c in repository.channels]
+    names += [c.name for c in fleet_manifest.channels if c.name not in names]
+    channels = []
+    for name in names:
+        ours, theirs = repository.channel(name), fleet_manifest.channel(name)
+        if ours is None or theirs is None:
+            channels.append(ours or theirs)
+            continue
+        shorter, longer = sorted((ours, theirs), key=lambda channel: len(channel.builds))
+        if longer.builds[: len(shorter.builds)] != shorter.builds or ours.parent != theirs.parent:
+            raise NightlyError(
+                f"channel {name} has different builds in the repository's manifest and the fleet's:"
+                " one must continue the other (fix the manifest on one side)"
+            )
+        channels.append(longer)
+    synced = mf.Manifest(tuple(channel for channel in channels if channel is not None), repository.defaults)
+    mf.validate(synced)
+    return synced
+
+
+@dataclass(frozen=True)
+class Prepared:
+    manifest: mf.Manifest
+    generated: timeline.Generated
+    config: Path
+    branches: list[str]  # the timeline branches asv walks
+
+    def name_of(self, commit: str) -> str:
+        return next((name for name, full in self.generated.commits.items() if full.startswith(commit)), commit[:12])
+
+    def tip(self, channel: str) -> str | None:
+        found = self.manifest.channel(channel)
+        return f"{channel}@{found.builds[-1].id}" if found and found.builds else None
+
+
+def prepare(paths: Paths, channel: str) -> Prepared:
+    """The timeline of the fleet's manifest and an asv.conf.json for it, in the work folder."""
+    manifest = mf.load(paths.fleet_manifest)
+    if not manifest.channels:
+        raise NightlyError(f"{paths.fleet_manifest} holds no builds: run scripts/nightly fetch and resolve first")
+    generated = timeline.generate(manifest, paths.timeline)
+    base = factor.read_config(paths.suite / "asv.conf.json").get("branches", [])
+    wanted = [*base, channel] if isinstance(base, list) else [channel]
+    branches = [str(name) for name in dict.fromkeys(wanted) if manifest.channel(str(name)) is not None]
+    config = asvconf.derived(paths.work, paths.timeline, branches, root=paths.suite)
+    return Prepared(manifest, generated, config, branches)
+
+
+# --- steps -------------------------------------------------------------------------
+
+
+def cmd_fetch(args: argparse.Namespace) -> int:
+    paths = _paths(args)
+    commit = results_branch.fetch(paths.suite, paths.fleet, args.remote, args.branch)
+    if commit is None:
+        log.info(f"{args.remote} has no branch {args.branch} yet: {paths.fleet} starts empty (push creates it)")
+    else:
+        log.info(f"{args.remote}/{args.branch} at {commit[:12]} copied into {paths.fleet}")
+    return 0
+
+
+def cmd_push(args: argparse.Namespace) -> int:
+    paths = _paths(args)
+    commit = results_branch.push(paths.suite, paths.fleet, args.message, args.remote, args.branch)
+    log.info(f"pushed {commit[:12]} to {args.remote}/{args.branch}" if commit else "nothing changed: nothing pushed")
+    return 0
+
+
+def _add_nightly(args: argparse.Namespace, manifest: Path, timeline_repo: Path) -> None:
+    """``mpsbench build add-nightly latest`` on the given manifest and timeline."""
+    parser = argparse.ArgumentParser(prog="mpsbench")
+    history.add_subcommands(parser.add_subparsers(dest="command"))
+    argv = ["build", "add-nightly", "latest", "--manifest", str(manifest), "--timeline", str(timeline_repo),
+            "--channel", args.channel, "--transformers-index", args.transformers_index]
+    for index in args.index or []:
+        argv += ["--index", index]
+    if args.transformers:
+        argv += ["--transformers", args.transformers]
+    parsed = parser.parse_args(argv)
+    parsed.func(parsed)
+
+
+def cmd_resolve(args: argparse.Namespace) -> int:
+    paths = _paths(args)
+    synced = sync(mf.load(paths.suite / history.MANIFEST), mf.load(paths.fleet_manifest))
+    # A dry run works on a scratch copy, and a timeline of its own: the work
+    # folder's timeline must never get ahead of the fleet's manifest.
+    scratch = paths.work / "dry-run" if args.dry_run else paths.work
+    scratch.mkdir(parents=True, exist_ok=True)
+    working = scratch / "manifest.json"
+    mf.save(synced, working)
+    _add_nightly(args, working, scratch / "timeline")
+    if args.dry_run:
+        log.info(f"dry run: {paths.fleet_manifest} left as it was")
+        return 0
+    mf.save(mf.load(working), paths.fleet_manifest)
+    log.info(f"the fleet's manifest is {paths.fleet_manifest}")
+    return 0
+
+
+def _selection(devices: list[str], benches: list[str]) -> list[str]:
+    """asv -b regexes: the given benchmarks (all by default), limited to parameter combinations on the
+    given devices; benchmarks without params (Environment's facts, recorded with every run) stay in."""
+    if not devices:
+        return benches
+    on = r"\('(?:" + "|".join(re.escape(device) for device in devices) + r")'"
+    return [rf"^(?=.*(?:{bench})){rest}" for bench in benches or [""] for rest in (rf".*{on}", r"[^(]*$")]
+
+
+def _bench_patterns(paths: Paths, devices: list[str], benches: list[str]) -> list[str]:
+    """What ``asv run -b`` gets: the given benchmarks on the devices, or this run's exact selection.
+
+    Without ``--bench``, :mod:`mpsbench.measure.preselect` names the combinations that
+    run, so asv starts no process for the rest (under spawn, on a Mac, each
+    such process imports torch again); the devices become MPSBENCH_DEVICES, so
+    the preselection and every benchmark's ``setup`` leave out the same ones.
+    """
+    if benches:
+        return _selection(devices, benches)
+    if devices:
+        os.environ[selection.DEVICES_ENV] = ",".join(devices)
+    pattern, count, total = preselect.pattern(paths.suite / "benchmarks")
+    log.info(f"asv will run {count} of the suite's {total} combinations (mpsbench preselect)")
+    return [pattern]
+
+
+def _check_devices(requested: list[str]) -> list[str]:
+    names = [name for item in requested for name in item.split(",") if name]
+    if not names:
+        return []
+    from mpsbench.measure import devices  # imports torch: only on machines that benchmark
+
+    for name in names:
+        try:
+            found = devices.availability(devices.check_name(name))
+        except devices.DeviceError as exc:
+            raise NightlyError(str(exc)) from None
+        if not found.usable:
+            raise NightlyError(f"device {name} is not usable on this machine: {found.reason}")
+    return names
+
+
+def _machine(args: argparse.Namespace) -> str:
+    wanted = args.machine or os.environ.get(MACHINE_ENV) or None
+    try:
+        name, _ = machine.write(wanted)
+    except ValueError as exc:
+        raise NightlyError(str(exc)) from None
+    return name
+
+
+def _stream(*args: str, cwd: Path) -> tuple[int, list[str]]:
+    """Run ``python -m ARGS`` with this interpreter, its output streamed; its exit status and the lines it printed."""
+    argv = [sys.executable, "-m", *args]
+    lines: list[str] = []
+    with subprocess.Popen(argv, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) as process:
+        assert process.stdout is not None
+        for line in process.stdout:
+            print(line, end="", flush=True)
+            lines.append(line)
+    return process.returncode, lines
+
+
+def missing_builds(prepared: Prepared, paths: Paths, name: str, limit: int) -> list[str]:
+    """The timeline commits of the config's branches that this machine has no results for, oldest first."""
+    from asv import results as asv_results
+
+    commits: dict[str, None] = {}
+    for branch in prepared.branches:
+        listed = subprocess.run(["git", "rev-list", "--first-parent", "--reverse", branch], cwd=paths.timeline,
+                                capture_output=True, text=True, check=True)
+        commits.update(dict.fromkeys(listed.stdout.split()))
+    have = set()
+    if (paths.results / name).is_dir():
+        have = {result.commit_hash for result in asv_results.iter_results_for_machine(str(paths.results), name)}
+    dated = sorted((c for c in commits if c not in have),
+                   key=lambda c: prepared.manifest.find(prepared.name_of(c)).when())
+    return dated[-limit:] if limit else dated
+
+
+def _step_summary(markdown: str) -> None:
+    """Append to the job's summary page, when run by GitHub Actions."""
+    target = os.environ.get("GITHUB_STEP_SUMMARY")
+    if target:
+        with open(target, "a", encoding="utf-8") as out:
+            out.write(markdown + "\n")
+
+
+def _github_output(**values: str) -> None:
+    """Step outputs for the workflow (``steps.ID.outputs.NAME``), when run by GitHub Actions."""
+    target = os.environ.get("GITHUB_OUTPUT")
+    if target:
+        with open(target, "a", encoding="utf-8") as out:
+            out.writelines(f"{key}={value}\n" for key, value in values.items())
+
+
+def _alert(paths: Paths, prepared: Prepared, channel: str, machines: list[str] | None, summary: Path | None,
+           confirm: bool = False) -> int:
+    """``mpsbench alert`` on the work folder's results, for the channel's newest build; 1 if anything is slower.
+
+    ``confirm`` (only where the machine is this one) re-measures each alert with ``mpsbench compare``.
+    """
+    rules = thresholds.Rules.from_config(prepared.config)
+    compare = alerts.compare_command(paths.fleet_manifest, paths.timeline, machines[0]) if confirm and machines else None
+    status, text = alerts.check(paths.results, rules, prepared.manifest, paths.timeline, machines,
+                                prepared.tip(channel), summary, compare)
+    _step_summary(text)
+    return status
+
+
+def cmd_bench(args: argparse.Namespace) -> int:
+    paths = _paths(args)
+    devices = _check_devices(args.device)
+    prepared = prepare(paths, args.channel)
+    name = _machine(args)
+    _github_output(machine=name)
+    restored = merge.merge(paths.results, [paths.fleet_results], [name]) if paths.fleet_results.is_dir() else None
+    if restored is not None:
+        log.info(f"this machine's results restored from the fleet: {restored.summary(paths.results)}")
+        for line in restored.conflicts + restored.corrupt:
+            log.warning(line)
+    todo = missing_builds(prepared, paths, name, args.limit)
+    if not todo:
+        log.info(f"machine {name} has results for every build: nothing to benchmark")
+        status = 0
+    else:
+        log.info(f"machine {name}: benchmarking {len(todo)} builds: {', '.join(prepared.name_of(c) for c in todo)}")
+        hashfile = paths.work / f"builds-{name}.txt"
+        hashfile.write_text("".join(f"{commit}\n" for commit in todo))
+        bench_options = [option for regex in _bench_patterns(paths, devices, args.bench) for option in ("-b", regex)]
+        quick = ["--quick", "--dry-run"] if args.dry_run else []
+        # measured into scratch and merged value by value: nothing recorded is replaced (mpsbench.results.record)
+        status = record.record(prepared.config, name, [
+            *quick, *bench_options, f"HASHFILE:{hashfile}"])
+    if args.dry_run:
+        log.info("dry run: nothing was recorded")
+        return BENCHMARKS_FAILED if status else 0
+    regressed = _alert(paths, prepared, args.channel, [name], paths.work / f"alert-{name}.md", args.confirm)
+    if status:
+        log.info(f"asv run exited with status {status}: some benchmarks failed (see above); their results say which")
+    return 1 if regressed else (BENCHMARKS_FAILED if status else 0)
+
+
+def cmd_collect(args: argparse.Namespace) -> int:
+    paths = _paths(args)
+    report_ = merge.merge(paths.fleet_results, args.sources, update_benchmarks=args.update_benchmarks)
+    return merge.print_report(report_, paths.fleet_results)
+
+
+def cmd_publish(args: argparse.Namespace) -> int:
+    paths = _paths(args)
+    prepared = prepare(paths, args.channel)
+    if paths.fleet_results.is_dir():
+        log.info(merge.merge(paths.results, [paths.fleet_results]).summary(paths.results))
+    script = asvconf.ROOT / "scripts" / "publish"
+    done = subprocess.run([str(script)], env=dict(os.environ, MPSBENCH_CONFIG=str(prepared.config)), check=False)
+    if done.returncode != 0:
+        raise NightlyError(f"scripts/publish exited with status {done.returncode}")
+    log.info(f"site written to {paths.work / 'html'}")
+    return 0
+
+
+def cmd_alert(args: argparse.Namespace) -> int:
+    paths = _paths(args)
+    prepared = prepare(paths, args.channel)
+    if paths.fleet_results.is_dir():
+        merge.merge(paths.results, [paths.fleet_results])
+    return _alert(paths, prepared, args.channel, args.machine or None, args.summary)
+
+
+def cmd_bisect(args: argparse.Namespace) -> int:
+    """``mpsbench bisect GOOD BAD -b BENCH`` on the fleet's manifest and timeline, the way a user runs it."""
+    paths = _paths(args)
+    prepare(paths, args.channel)  # the timeline of the fleet's manifest
+    name = _machine(args)
+    log.info(f"bisecting {args.good}..{args.bad} for {args.bench} on {name} (mpsbench bisect)")
+    argv = ["bisect", args.good, args.bad, "-b", args.bench, "--manifest", str(paths.fleet_manifest),
+            "--timeline", str(paths.timeline), "--machine", name, "--suite-root", str(paths.suite)]
+    if args.nightlies:
+        argv += [f"--nightlies={args.nightlies}", *(f"--index={index}" for index in args.index or [])]
+    status, lines = _stream("mpsbench.cli", *argv, cwd=paths.suite)
+    named = [(number, match) for number, match in enumerate(map(FOUND.match, lines)) if match]
+    if status != 0 or not named:
+        raise NightlyError(f"mpsbench bisect named no build (exit status {status}; see its output above)")
+    at, match = named[0]
+    slow = match.group("first")
+    commit = timeline.compute(mf.load(paths.fleet_manifest), paths.timeline).commits[slow]  # --nightlies adds builds
+    # bisect's next line: the PyTorch compare link, or that both builds share an upstream commit
+    found = [f"first slow build: {slow} (timeline commit {commit[:12]})", *(text.strip() for text in lines[at + 1:at + 2])]
+    for text in found:
+        log.info(text)
+    _step_summary("\n\n".join([f"## mpsbench bisect: {args.bench} on {name}", *found]))
+    return 0
+
+
+# --- command line ----------------------------------------------------------------
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="scripts/nightly", description=__doc__.split("\n", 1)[0],
+                                     epilog="docs/fleet.md says how the workflows use each step.")
+    steps = parser.add_subparsers(dest="step", metavar="STEP", required=True)
+
+    def step(name: str, help_text: str, func: object) -> argparse.ArgumentParser:
+        sub = steps.add_parser(name, help=help_text, description=help_text)
+        sub.add_argument("--suite", type=Path, default=asvconf.ROOT,
+                         help="the suite: asv.conf.json, benchmarks/ and builds/manifest.json (default: this checkout)")
+        sub.add_argument("--workdir", type=Path, default=WORKDIR, help=f"work folder, relative to the suite (default {WORKDIR})")
+        sub.add_argument("--fleet", type=Path, default=None, help="the fleet's files (default: WORKDIR/fleet)")
+        sub.add_argument("--channel", default=CHANNEL, help=f"the nightly channel (default {CHANNEL})")
+        sub.set_defaults(func=func)
+        return sub
+
+    def remote(sub: argparse.ArgumentParser) -> None:
+        sub.add_argument("--remote", default="origin", help="git remote (default origin)")
+        sub.add_argument("--branch", default="results", help="the results branch (default results)")
+
+    def identity(sub: argparse.ArgumentParser) -> None:
+        sub.add_argument("--machine", default=None,
+                         help=f"machine name (default: ${MACHINE_ENV}, else from the chip and core count)")
+
+    remote(step("fetch", "copy the results branch into the fleet folder", cmd_fetch))
+    push = step("push", "commit the fleet folder on the results branch and push it (fast-forward only)", cmd_push)
+    remote(push)
+    push.add_argument("--message", default="mpsbench nightly", help="the commit message")
+
+    resolving = step("resolve", "append the newest nightly to the fleet's manifest", cmd_resolve)
+    resolving.add_argument("--index", action="append", help="nightly PEP 503 index (repeatable; default PyTorch's)")
+    resolving.add_argument("--transformers-index", default=resolve.PYPI, help="where transformers is pinned from")
+    resolving.add_argument("--transformers", help="transformers version to pin, or none (default: by torch)")
+    resolving.add_argument("--dry-run", action="store_true", help="say what would be added; change nothing")
+
+    bench = step("bench", "benchmark every build this machine has no results for, then alert", cmd_bench)
+    identity(bench)
+    bench.add_argument("--device", action="append", default=[],
+                       help="only these devices (repeatable or comma-separated; refused if not usable here)")
+    bench.add_argument("--bench", action="append", default=[], help="only benchmarks matching this regex (asv -b)")
+    bench.add_argument("--limit", type=int, default=0, help="at most the newest N missing builds (default: all)")
+    bench.add_argument("--dry-run", action="store_true",
+                       help="run each selected benchmark once (asv --quick --dry-run); record nothing")
+    bench.add_argument("--confirm", action="store_true",
+                       help="raise an alert only if a fresh `mpsbench compare` on this machine agrees")
+
+    collecting = step("collect", "merge results directories (the machines' artifacts) into the fleet's", cmd_collect)
+    collecting.add_argument("sources", type=Path, nargs="+", help="asv results directories")
+    collecting.add_argument("--update-benchmarks", action="store_true",
+                            help="the sources ran a newer suite: their benchmarks.json entries win")
+
+    step("publish", "publish the site of the fleet's results into WORKDIR/html (scripts/publish)", cmd_publish)
+
+    alerting = step("alert", "exit 1 if a machine's newest build is slower than the one before", cmd_alert)
+    alerting.add_argument("--machine", action="append", default=[], help="only this machine (repeatable)")
+    alerting.add_argument("--summary", type=Path, help="also write the alerts as Markdown to this file")
+
+    bisecting = step("bisect", "mpsbench bisect over a range of the fleet's builds (fresh processes, nothing recorded)",
+                     cmd_bisect)
+    identity(bisecting)
+    bisecting.add_argument("--good", required=True, help="the last fast build: CHANNEL@ID or timeline hash")
+    bisecting.add_argument("--bad", required=True, help="a slow build: CHANNEL@ID or timeline hash")
+    bisecting.add_argument("--bench", required=True,
+                           help=r"one benchmark, e.g. \"Training.time_step\('mps', 'resnet50', 128\)\"")
+    bisecting.add_argument("--nightlies", metavar="N", help="add at most N of the nightlies between two adjacent builds"
+                           " (mpsbench bisect --nightlies N; the channel it adds goes into the fleet folder's manifest)")
+    bisecting.add_argument("--index", action="append", help="nightly PEP 503 index for --nightlies (repeatable)")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    return command.run(build_parser(), argv, ERRORS, "mpsbench nightly")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,1 @@
+"""Measuring: devices, models, workloads, the timing loop, guards and the benchmark families' logic."""

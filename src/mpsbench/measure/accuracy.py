@@ -1,0 +1,123 @@
+"""Accuracy guard: a device's forward output and loss must agree with the cpu's.
+
+PyTorch 2.4 and 2.5 shipped mps kernels that returned wrong numbers without an
+error; a benchmark would have timed them happily. Before a GPU combination is
+timed, :func:`verify` runs the workload's model once more on its device, in
+eval mode and in the workload's dtype, and compares the logits and the loss
+with a float32 cpu copy of the same weights on the same batch. A mismatch
+beyond the dtype's tolerance fails the combination with the measured error.
+
+The error is relative to the size of the reference, so that one tolerance
+serves every model: ``max|device - cpu| / max|cpu|`` over the logits, and
+``|device - cpu| / |cpu|`` for the loss. The tolerances (docs/instruments.md
+says why each is what it is) are far above rounding and far below a wrong
+kernel, whose error is of the order of the values themselves.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+import weakref
+from dataclasses import dataclass
+
+import torch
+from torch import nn
+
+from mpsbench.measure import devices, models
+from mpsbench.measure.workloads import Workload
+
+# Relative error allowed per dtype the device computes in. float32 allows for
+# TF32, which cuda uses for convolutions by default (10 mantissa bits, as
+# float16); the reduced dtypes allow for their own rounding through a deep net.
+TOLERANCES: dict[str, float] = {"float32": 1e-2, "float16": 5e-2, "bfloat16": 1e-1}
+_TINY = 1e-12  # keeps the relative error finite for an all-zero reference
+# Eval mode makes every sample's logits independent of the others (batch norm
+# uses running statistics), so a few samples judge the kernels as well as the
+# whole batch does, at a fraction of the cpu forward's cost: the check runs in
+# every benchmark process, and a vgg16 forward at batch 64 takes seconds on a cpu.
+CHECK_SAMPLES = 4
+
+
+class AccuracyError(RuntimeError):
+    """A device's result differs from the cpu's beyond the dtype's tolerance."""
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """How far a device's logits and loss are from the cpu's, relative to the cpu's."""
+
+    logits_error: float
+    loss_error: float
+    tolerance: float
+
+    @property
+    def error(self) -> float:
+        """The larger of the two errors: the number the guard judges."""
+        return max(self.logits_error, self.loss_error)
+
+    @property
+    def ok(self) -> bool:
+        return self.error <= self.tolerance  # False for NaN and infinity too
+
+
+def relative_error(result: torch.Tensor, reference: torch.Tensor) -> float:
+    """``max|result - reference| / max|reference|`` in float64; infinity if ``result`` is not finite."""
+    result = result.detach().to("cpu", torch.float64)
+    reference = reference.detach().to("cpu", torch.float64)
+    if result.shape != reference.shape:
+        raise AccuracyError(f"shape {tuple(result.shape)} differs from the cpu's {tuple(reference.shape)}")
+    if not bool(torch.isfinite(result).all()):
+        return math.inf
+    scale = max(float(reference.abs().max()), _TINY)
+    return float((result - reference).abs().max()) / scale
+
+
+def cpu_reference(workload: Workload) -> nn.Module:
+    """A float32 cpu model holding the workload's current weights and buffers, in eval mode.
+
+    A copy, not a new build: initializing vgg16's or bert's weights on the cpu
+    takes seconds, and this runs in every benchmark process.
+    """
+    model = getattr(workload.model, "_orig_mod", workload.model)  # a compiled model's own module
+    reference = copy.deepcopy(model).to("cpu")
+    return reference.float().eval()
+
+
+def compare(workload: Workload) -> Comparison:
+    """Compare one eval-mode forward on the workload's device with the cpu's."""
+    samples = min(workload.batch_size, CHECK_SAMPLES)
+    logits, loss = workload.evaluate(samples)
+    reference = cpu_reference(workload)
+    batch = models.make_batch(workload.spec, workload.batch_size).head(samples)  # the same seeded tensors, float32
+    with torch.no_grad():
+        expected = workload.spec.forward(reference, batch.inputs)
+        expected_loss = nn.functional.cross_entropy(expected, batch.target)
+    return Comparison(
+        logits_error=relative_error(logits, expected),
+        loss_error=relative_error(loss, expected_loss),
+        tolerance=TOLERANCES[workload.dtype],
+    )
+
+
+# asv calls setup before every sample; the comparison runs once per workload.
+_compared: weakref.WeakKeyDictionary[Workload, Comparison] = weakref.WeakKeyDictionary()
+
+
+def verify(workload: Workload) -> Comparison:
+    """Compare once per workload (cached); raise :class:`AccuracyError` on a mismatch."""
+    found = _compared.get(workload)
+    if found is None:
+        found = _compared[workload] = compare(workload)
+    if not found.ok:
+        raise AccuracyError(
+            f"{workload.label} disagrees with the cpu: logits error {found.logits_error:.3g},"
+            f" loss error {found.loss_error:.3g} (relative), tolerance {found.tolerance:g};"
+            " a device that computes wrong results is not timed"
+        )
+    return found
+
+
+def needed(device: str) -> bool:
+    """The cpu is the reference: only GPU results are checked."""
+    return device in devices.GPU_NAMES

@@ -1,0 +1,53 @@
+"""Throughput and peak memory of every selected step combination, measured in one process.
+
+benchmark_models' ``*Capacity`` classes report these from ``setup_cache``
+(see :mod:`mpsbench.measure.measured`): one build and warm-up per combination serves
+both figures, instead of two benchmark processes that each build the model.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from mpsbench.measure import devices, fallback, measured, models, precision, suite, workloads
+
+
+def _prepare(kind: str) -> Callable[[str, str, int], workloads.Workload]:
+    def prepare(device: str, model: str, batch_size: int) -> workloads.Workload:
+        # No accuracy check here: Training/Inference.time_step checks the same
+        # combination and fails it, visibly, when the device computes wrong results.
+        workload = suite.prepare(kind, device, model, batch_size, guarded=False)
+        fallback.refuse(workload.label, workload.fallback_ops)
+        return workload
+
+    return prepare
+
+
+# Peak memory first: it reads the allocator's peak over one step of a settled workload.
+FIGURES: dict[str, measured.Figure] = {
+    "peak_memory": suite.peak_memory_mib,
+    "throughput": suite.throughput,
+}
+
+
+def measure(kind: str, model_names: tuple[str, ...]) -> measured.Table:
+    """Every (device, model, batch size) of this run's selection: its peak memory (MiB) and samples/s."""
+    keys = measured.grid(devices.NAMES, model_names, models.BATCH_SIZES)
+    return measured.measure(keys, _prepare(kind), FIGURES)
+
+
+def _prepare_precision(kind: str) -> Callable[[str, str, str], workloads.Workload]:
+    def prepare(device: str, model: str, dtype: str) -> workloads.Workload:
+        batch_size = models.get(model).seed_batch_size
+        workload = suite.prepare(kind, device, model, batch_size, dtype=dtype,
+                                 skip_reason=suite.precision_memory_skip_reason(kind, dtype), guarded=False)
+        fallback.refuse(workload.label, workload.fallback_ops)
+        return workload
+
+    return prepare
+
+
+def measure_precision(kind: str, model_names: tuple[str, ...]) -> measured.Table:
+    """Every (device, model, dtype) of the precision selection, at the seed batch: its peak memory (MiB)."""
+    keys = measured.grid(devices.NAMES, model_names, precision.NAMES)
+    return measured.measure(keys, _prepare_precision(kind), {"peak_memory": suite.peak_memory_mib})

@@ -1,0 +1,135 @@
+"""The compile axis: ``torch.compile`` (the default inductor backend) beside eager (issue 21).
+
+A compiled combination is the eager workload with its model wrapped in
+``torch.compile``; the first step compiles (dynamo traces, inductor generates
+and builds kernels), so the workload's first warm-up step is the compile time,
+and the steps after it are the steady state. Each benchmark process compiles
+cold: inductor's on-disk caches are pointed at a fresh folder first, so that
+the compile time does not depend on which process ran before.
+
+Where a build or device cannot compile, the combination is skipped with the
+reason: torch before 2.0 (no ``torch.compile``), a Python its dynamo does not
+support, mps before torch 2.8 (MPSInductor, "torch.compile for Apple GPUs",
+shipped in 2.8.0's release notes), the cpu without a C++ compiler (inductor
+builds C++ there), cuda without triton. Anywhere else a compile error fails the
+combination with its first line.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from collections.abc import Callable
+
+import torch
+
+from mpsbench import command
+from mpsbench.measure import models, precision, selection, suite, workloads
+
+FIRST_TORCH = (2, 0)  # torch.compile's first release
+FIRST_MPS_TORCH = (2, 8)  # MPSInductor in the release notes of 2.8.0
+CXX_CANDIDATES = ("g++", "clang++", "c++")  # what inductor's cpu backend finds on Linux and macOS
+# Inductor and triton read these when they first cache; a fresh folder per process keeps compiles cold.
+CACHE_ENVS = ("TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR")
+
+# The models whose step torch.compile suits: every registered one; the frozen
+# BERT differs from bert_base in its optimizer only.
+TRAINING_NAMES: tuple[str, ...] = tuple(
+    name for name in models.REGISTRY if models.REGISTRY[name].trains and name != "bert_base_frozen"
+)
+INFERENCE_NAMES: tuple[str, ...] = tuple(
+    name for name in models.REGISTRY if models.REGISTRY[name].trainable is None
+)
+# Compiling costs more than every timed step together, and each benchmark
+# process (time_step, track_compile_seconds) compiles once: the mlp took 4.1
+# and 5.9 s to compile on the H100, resnet50's training graph 59 s, bert_base's
+# 66 s (docs/workloads.md). The default therefore compiles the mlp on the cpu
+# only, enough to see inductor break or slow down on a build; a GPU's default
+# (3 minutes on an H100, docs/budget.md) has no room for it, and
+# MPSBENCH_FULL=1 compiles every model on every device.
+DEFAULT: dict[str, tuple[str, ...]] = {"cpu": ("mlp",), "mps": (), "cuda": ()}
+
+
+def _compiler() -> str | None:
+    """The C++ compiler inductor's cpu backend would find, or None."""
+    named = os.environ.get("CXX")
+    for candidate in ((named,) if named else ()) + CXX_CANDIDATES:
+        found = shutil.which(candidate)
+        if found:
+            return found
+    return None
+
+
+def unsupported_reason(device: str) -> str | None:
+    """Why this build or device cannot compile, or None if it should."""
+    if precision.torch_version() < FIRST_TORCH or not hasattr(torch, "compile"):
+        return f"torch {torch.__version__} has no torch.compile (2.0 and later)"
+    dynamo = getattr(getattr(torch, "_dynamo", None), "is_dynamo_supported", None)
+    if dynamo is not None and not dynamo():
+        return f"torch {torch.__version__}'s dynamo does not support this Python"
+    if device == "mps" and precision.torch_version() < FIRST_MPS_TORCH:
+        return f"inductor compiles for mps from torch 2.8 (MPSInductor); this is {torch.__version__}"
+    if device == "cpu" and _compiler() is None:
+        return f"inductor needs a C++ compiler on the cpu; none of {', '.join(CXX_CANDIDATES)} or $CXX is on PATH"
+    if device == "cuda":
+        try:
+            import triton  # noqa: F401  # inductor generates triton kernels for cuda
+        except ImportError:
+            return "inductor needs triton for cuda, which this environment cannot import"
+    return None
+
+
+def skip_reason(kind: str) -> suite.SkipRule:
+    """The compiled classes' rule: :data:`DEFAULT` per device, the rest in the full sweep."""
+
+    def reason(device: str, spec: models.ModelSpec, batch_size: int) -> str | None:
+        if selection.full_sweep() or spec.name in DEFAULT[device]:
+            return None
+        return suite.outside(f"compiled {kind}", spec, batch_size, device)
+
+    return reason
+
+
+def left_out(kind: str) -> Callable[[str, str], str | None]:
+    """The compiled classes of ``kind``: (device, model) at the model's seed batch size."""
+    return suite.at_seed_batch(skip_reason(kind))
+
+
+def cold_caches() -> None:
+    """Point inductor's and triton's caches at a new folder (once per process): every compile is cold."""
+    if os.environ.get("MPSBENCH_COMPILE_CACHE") is None:
+        folder = tempfile.mkdtemp(prefix="mpsbench-inductor-")
+        os.environ["MPSBENCH_COMPILE_CACHE"] = folder
+        for name in CACHE_ENVS:
+            os.environ[name] = os.path.join(folder, name.lower())
+
+
+def prepare(kind: str, device: str, model: str) -> workloads.Workload:
+    """Build, compile (the first warm-up step) and guard a compiled workload at the seed batch size.
+
+    Skips with the reason where this build or device cannot compile; a
+    compile error elsewhere fails the combination with its first line.
+    """
+    batch_size = models.get(model).seed_batch_size
+    suite.require(kind, device, model, batch_size, skip_reason=skip_reason(kind))
+    reason = unsupported_reason(device)
+    if reason is not None:
+        raise suite.SkipNotImplemented(reason)
+    cold_caches()
+    try:
+        return suite.prepare(kind, device, model, batch_size, skip_reason=skip_reason(kind), compiled=True)
+    except suite.SkipNotImplemented:
+        raise
+    except Exception as exc:
+        first = command.first_line(exc)
+        raise RuntimeError(f"torch.compile of {model} {kind} on {device} failed: {type(exc).__name__}: {first}") from exc
+
+
+def compile_seconds(workload: workloads.Workload) -> float:
+    """The first step of a compiled workload: tracing, code generation, kernel builds and one step."""
+    if workload.first_step_seconds is None:
+        raise RuntimeError(f"{workload.label} was not warmed up: no first step was timed")
+    return workload.first_step_seconds
+
+

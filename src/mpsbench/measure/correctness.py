@@ -1,0 +1,232 @@
+"""Correctness history: the input layouts that made mps return wrong numbers, checked per build.
+
+Every pattern is one op fed the layout a past release computed wrong without
+an error (issue 21): SDPA on transposed (pytorch#163597) and permuted
+(#181133) q/k/v, with and without a mask; ``F.linear`` with a transposed
+weight (#162730); a convolution over a strided input; index ops over
+transposed sources. Its inputs are drawn once in float64 on the cpu, rounded
+to the dtype, then laid out on the device; the reference is the same op on
+the same rounded values in float64 on the cpu, so the error is the kernel's
+alone: ``max|device - reference| / max|reference|`` (accuracy.relative_error).
+
+A wrong kernel (one that ignores a view's strides, or reads a transposed
+operand as if it were not) is off by the size of the values themselves, four
+to six orders of magnitude above rounding. benchmark_patterns tracks every
+pattern's error as a history; :func:`verify` runs them before a timing and
+refuses a device that fails one (suite.guard).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import torch
+from torch.nn import functional
+
+from mpsbench.measure import accuracy, devices, measured, models, precision, selection
+
+Tensors = Sequence[torch.Tensor]
+DTYPES: tuple[str, ...] = precision.NAMES
+# Batch 2, 4 heads, 64 tokens, 32 per head: big enough for a kernel's tiling to
+# matter, small enough that every check takes milliseconds on any device.
+B, H, T, D = 2, 4, 64, 32
+
+
+class CorrectnessError(RuntimeError):
+    """A device computed a pattern beyond the dtype's tolerance: its timings would be of wrong kernels."""
+
+
+@dataclass(frozen=True)
+class Pattern:
+    """One op on one layout: ``make`` draws contiguous inputs, ``arrange`` lays them out as the bug needed."""
+
+    name: str
+    issue: str  # the PyTorch issue that showed the layout broken
+    make: Callable[[torch.Generator], tuple[torch.Tensor, ...]]  # float64 (indices: int64), on the cpu
+    arrange: Callable[[Tensors], tuple[torch.Tensor, ...]]  # views of the made tensors: no copy
+    op: Callable[..., torch.Tensor]  # looked up by name at each call (a test can put a wrong kernel there)
+    min_torch: tuple[int, int] = (1, 12)  # the first torch that has the op
+
+
+def _randn(gen: torch.Generator, *shape: int) -> torch.Tensor:
+    return torch.randn(*shape, generator=gen, dtype=torch.float64)
+
+
+def _qkv_transposed(gen: torch.Generator) -> tuple[torch.Tensor, ...]:
+    return tuple(_randn(gen, B, T, H, D) for _ in range(3))  # (batch, tokens, heads, dim), as a projection gives
+
+
+def _qkv_packed(gen: torch.Generator) -> tuple[torch.Tensor, ...]:
+    return (_randn(gen, B, T, 3, H, D),)  # one fused qkv projection
+
+
+def _mask(gen: torch.Generator) -> torch.Tensor:
+    keep = torch.rand(B, 1, T, T, generator=gen, dtype=torch.float64) > 0.3
+    return keep | torch.eye(T, dtype=torch.bool)  # every query keeps at least itself
+
+
+def _transposed(inputs: Tensors) -> tuple[torch.Tensor, ...]:
+    return tuple(x.transpose(1, 2) for x in inputs[:3]) + tuple(inputs[3:])  # (batch, heads, tokens, dim) views
+
+
+def _permuted(inputs: Tensors) -> tuple[torch.Tensor, ...]:
+    q, k, v = inputs[0].permute(2, 0, 3, 1, 4).unbind(0)  # the packed layout of #181133
+    return (q, k, v, *inputs[1:])
+
+
+def _sdpa(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
+    return functional.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+
+
+def _with_mask(make: Callable[[torch.Generator], tuple[torch.Tensor, ...]]) -> Callable[..., tuple[torch.Tensor, ...]]:
+    return lambda gen: (*make(gen), _mask(gen))
+
+
+def _linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:
+    return functional.linear(x, weight, bias)
+
+
+def _conv(x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
+    return functional.conv2d(x, weight, padding=1)
+
+
+def _index_select(source: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
+    return torch.index_select(source, 0, index)
+
+
+def _gather(source: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
+    return torch.gather(source, 1, index)
+
+
+def _scatter_add(source: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
+    return torch.zeros(source.shape[0], 16, dtype=source.dtype, device=source.device).scatter_add(1, index, source)
+
+
+def _indices(high: int, *shape: int) -> Callable[[torch.Generator], torch.Tensor]:
+    return lambda gen: torch.randint(0, high, shape, generator=gen)
+
+
+PATTERNS: dict[str, Pattern] = {
+    pattern.name: pattern
+    for pattern in (
+        Pattern("sdpa_transposed", "pytorch#163597", _qkv_transposed, _transposed, _sdpa, (2, 0)),
+        Pattern("sdpa_transposed_mask", "pytorch#163597", _with_mask(_qkv_transposed), _transposed, _sdpa, (2, 0)),
+        Pattern("sdpa_permuted", "pytorch#181133", _qkv_packed, _permuted, _sdpa, (2, 0)),
+        Pattern("sdpa_permuted_mask", "pytorch#181133", _with_mask(_qkv_packed), _permuted, _sdpa, (2, 0)),
+        Pattern(
+            "linear_transposed_weight", "pytorch#162730",
+            lambda gen: (_randn(gen, 64, 256), _randn(gen, 256, 128), _randn(gen, 128)),
+            lambda x: (x[0], x[1].t(), x[2]),  # the weight stored (in, out) and passed transposed
+            _linear,
+        ),
+        Pattern(
+            "conv2d_strided_input", "strided views",
+            lambda gen: (_randn(gen, 2, 16, 32, 32), _randn(gen, 8, 8, 3, 3)),
+            lambda x: (x[0][:, ::2, ::2, 1::2], x[1]),  # every other channel, row and column: strides 2, 2, 2
+            _conv,
+        ),
+        Pattern(
+            "index_select_transposed", "mps index ops",
+            lambda gen: (_randn(gen, 48, 64), _indices(64, 40)(gen)),
+            lambda x: (x[0].t(), x[1]),
+            _index_select,
+        ),
+        Pattern(
+            "gather_transposed", "mps index ops",
+            lambda gen: (_randn(gen, 48, 32), _indices(48, 32, 24)(gen)),
+            lambda x: (x[0].t(), x[1]),
+            _gather,
+        ),
+        Pattern(
+            "scatter_add_transposed", "mps index ops",
+            lambda gen: (_randn(gen, 24, 32), _indices(16, 32, 24)(gen)),
+            lambda x: (x[0].t(), x[1]),
+            _scatter_add,
+        ),
+    )
+}
+NAMES: tuple[str, ...] = tuple(PATTERNS)
+
+
+def relative_error(name: str, device: str, dtype: str) -> float:
+    """The pattern's error on ``device`` in ``dtype`` against float64 on the cpu.
+
+    Skips (n/a) where this torch lacks the op, or lacks it in this dtype on
+    this device; other errors propagate (the combination fails).
+    """
+    from mpsbench.measure import suite  # suite imports this module for its guard
+
+    pattern = PATTERNS[name]
+    suite.require_torch(pattern.min_torch, name)
+    made = pattern.make(torch.Generator().manual_seed(models.SEED))
+    kind = precision.dtype_of(dtype)
+    rounded = [x.to(kind) if x.is_floating_point() else x for x in made]  # the values the device gets
+    reference = pattern.op(*pattern.arrange([x.to(torch.float64) if x.is_floating_point() else x for x in rounded]))
+    try:
+        result = pattern.op(*pattern.arrange([x.to(device) for x in rounded]))
+        devices.synchronize(device)
+    except (NotImplementedError, RuntimeError, TypeError) as exc:
+        text = str(exc)
+        # Torch lacks the op or the dtype here (mps before macOS 14 has no bfloat16): n/a, not a wrong result.
+        lacks = ("not implemented for", "Unsupported", "not supported")
+        if isinstance(exc, NotImplementedError) or any(phrase in text for phrase in lacks):
+            raise suite.SkipNotImplemented(f"{name} in {dtype} on {device}: {text.strip().splitlines()[0]}") from exc
+        raise
+    return accuracy.relative_error(result, reference)
+
+
+def tolerance(dtype: str) -> float:
+    """The model guard's tolerance for the dtype (docs/instruments.md): rounding far below, a wrong kernel far above."""
+    return accuracy.TOLERANCES[dtype]
+
+
+_verified: set[tuple[str, str]] = set()
+
+
+def verify(device: str, dtype: str = precision.DEFAULT) -> None:
+    """Run every pattern once per process, device and dtype; raise :class:`CorrectnessError` on a failure.
+
+    A pattern this torch or device lacks is no evidence either way and is passed over.
+    """
+    from mpsbench.measure import suite
+
+    if (device, dtype) in _verified:
+        return
+    wrong = []
+    for name in NAMES:
+        try:
+            error = relative_error(name, device, dtype)
+        except suite.SkipNotImplemented:
+            continue
+        if not error <= tolerance(dtype):  # NaN and infinity fail too
+            wrong.append(f"{name} {error:.3g}")
+    if wrong:
+        raise CorrectnessError(
+            f"{device} computes {', '.join(wrong)} (relative error, {dtype} tolerance {tolerance(dtype):g});"
+            " a device that computes wrong results is not timed"
+        )
+    _verified.add((device, dtype))
+
+
+def forget() -> None:
+    """Forget which devices passed (a test that swaps a kernel checks again)."""
+    _verified.clear()
+
+
+def left_out(device: str, pattern: str, dtype: str) -> str | None:
+    """benchmark_patterns.Correctness: every pattern and dtype on every device this run times (milliseconds each)."""
+    return selection.device_reason(device)
+
+
+def _measure_one(device: str, pattern: str, dtype: str) -> float:
+    from mpsbench.measure import suite
+
+    suite.require_device(device, left_out(device, pattern, dtype))
+    return relative_error(pattern, device, dtype)
+
+
+def measure() -> measured.Table:
+    """Every (device, pattern, dtype) of this run: its relative error (one process: benchmark_patterns)."""
+    keys = measured.grid(devices.NAMES, NAMES, DTYPES)
+    return measured.measure(keys, _measure_one, {"relative_error": float})

@@ -1,0 +1,318 @@
+"""Everything the suite knows about a device: usable here or not, sync, memory, seed.
+
+One place answers, per device (``cpu``, ``mps``, ``cuda``), the questions a
+benchmark asks: can I run here (and if not, why), how do I wait for the device
+to finish, how much memory does it hold, how do I empty its cache and seed it.
+
+Every ``torch.mps`` call is guarded by availability *and* by torch version:
+torch 1.12/1.13 have ``torch.backends.mps`` but no ``torch.mps`` module, so
+their synchronize is a read-back of a tiny tensor and their memory counters
+are absent. ``mps`` counts as usable only after a real op on it succeeds: some
+hosted Macs report it available and then fail at the first allocation.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import platform
+import sys
+from contextlib import AbstractContextManager
+from dataclasses import dataclass
+from functools import cache
+from typing import Any
+
+from mpsbench import command
+from mpsbench.measure import optional_torch, process_memory
+from mpsbench.measure.optional_torch import torch  # device names import without torch
+
+NAMES: tuple[str, ...] = ("cpu", "mps", "cuda")
+GPU_NAMES: tuple[str, ...] = ("mps", "cuda")
+MIB = 1024 * 1024
+
+
+class DeviceError(ValueError):
+    """A device name that is not one of :data:`NAMES`."""
+
+
+def check_name(name: str) -> str:
+    """Return ``name`` if it names a known device, else raise a one-line error."""
+    if name not in NAMES:
+        raise DeviceError(f"unknown device {name!r}; choose one of: {', '.join(NAMES)}")
+    return name
+
+
+@dataclass(frozen=True)
+class Availability:
+    """Whether a device can run workloads in this process, and why not."""
+
+    usable: bool
+    reason: str  # a human sentence: what was found, or why it is unusable
+
+
+def _mps_module() -> Any | None:
+    """``torch.mps`` where this torch has it (2.0 and later), else None."""
+    return getattr(torch, "mps", None)
+
+
+def _mps_backend_available() -> tuple[bool, str]:
+    backend = getattr(getattr(torch, "backends", None), "mps", None)
+    if backend is None:
+        return False, f"torch {torch.__version__} has no MPS backend (needs 1.12 or later)"
+    if not backend.is_built():
+        return False, f"torch {torch.__version__} was built without MPS"
+    if not backend.is_available():
+        if sys.platform != "darwin":
+            return False, f"MPS needs macOS on Apple silicon; this is {sys.platform}"
+        return False, "MPS is built but not available (macOS 12.3+ on Apple silicon needed)"
+    return True, "available"
+
+
+def present(name: str) -> bool:
+    """Whether this machine could have ``name`` at all, whatever torch is installed; touches no GPU.
+
+    Asked before asv starts any process (mpsbench.measure.preselect, in ``.venv``) and
+    again in every benchmark's ``setup`` (in the build's environment), so it
+    must not depend on which torch answers: the benchmarked build may differ.
+    """
+    check_name(name)
+    if name == "cpu":
+        return True
+    if name == "cuda":
+        # The driver's control node exists on any Linux host (or container) given an NVIDIA GPU.
+        return os.path.exists("/dev/nvidiactl") or (optional_torch.INSTALLED and bool(torch.cuda.is_available()))
+    return sys.platform == "darwin" and platform.machine() == "arm64"
+
+
+def absent_reason(name: str) -> str | None:
+    """Why this machine plainly lacks ``name``, or None if it could have it."""
+    if present(name):
+        return None
+    what = "NVIDIA driver" if name == "cuda" else "Apple silicon under macOS"
+    return f"{name} is absent: this machine has no {what}"
+
+
+def accelerators_present() -> tuple[str, ...]:
+    """The GPUs this machine could have (see :func:`present`), in :data:`GPU_NAMES` order."""
+    return tuple(name for name in GPU_NAMES if present(name))
+
+
+@cache
+def availability(name: str) -> Availability:
+    """Probe ``name`` once per process with a real allocation and a real op."""
+    check_name(name)
+    if name == "cpu":
+        return Availability(True, f"cpu, {torch.get_num_threads()} threads")
+    if name == "cuda":
+        if not torch.cuda.is_available():
+            built = torch.version.cuda is not None
+            why = "no CUDA device found" if built else f"torch {torch.__version__} has no CUDA"
+            return Availability(False, why)
+    else:
+        ok, why = _mps_backend_available()
+        if not ok:
+            return Availability(False, why)
+    try:
+        probe = torch.ones(4, device=name) * 2
+        total = float(probe.sum().cpu())  # a read-back proves the op really ran
+    except Exception as exc:  # a device that reports available and fails on first use
+        return Availability(False, f"{name} reported available but a first op failed: {command.first_line(exc)}")
+    if total != 8.0:
+        return Availability(False, f"{name} computed 2*ones(4).sum() = {total}, expected 8")
+    return Availability(True, describe(name))
+
+
+def describe(name: str) -> str:
+    """A short description of the device: its model name where torch knows it."""
+    if name == "cuda":
+        return f"cuda: {torch.cuda.get_device_name(0)}"
+    if name == "mps":
+        return "mps: Apple GPU via Metal Performance Shaders"
+    return f"cpu, {torch.get_num_threads()} threads"
+
+
+def creating_on(name: str) -> AbstractContextManager[Any]:
+    """Where a model built inside this context creates its weights: on ``name`` where that is safe.
+
+    cuda (torch 2.0 and later, whose ``torch.device`` is a context manager):
+    on the GPU. Initializing VGG16's or BERT's weights on a cpu took 1.7 to
+    2.4 s of every benchmark process on the H100 host, on the GPU 0.03 to
+    0.09 s (docs/performance.md). Everywhere else on the cpu, to be copied
+    after: an initializer that mps lacks would fail the combination for an op
+    that no timed step runs.
+    """
+    if name == "cuda" and hasattr(torch.device, "__enter__"):
+        return torch.device(name)  # a context manager since torch 2.0
+    return contextlib.nullcontext()
+
+
+def is_usable(name: str) -> bool:
+    return availability(name).usable
+
+
+def synchronize(name: str) -> None:
+    """Block until every kernel queued on ``name`` has finished.
+
+    A GPU runs asynchronously: a clock read before this returns measures the
+    launch, not the work.
+    """
+    if name == "cuda":
+        torch.cuda.synchronize()
+    elif name == "mps":
+        mps = _mps_module()
+        if mps is not None and hasattr(mps, "synchronize"):
+            mps.synchronize()
+        else:
+            # torch 1.12/1.13: no torch.mps; a read-back waits for the queue to drain.
+            torch.zeros(1, device="mps").cpu()
+
+
+@dataclass(frozen=True)
+class MemoryReading:
+    """Bytes held on a device at one moment; None where the device cannot say."""
+
+    current: int | None  # tensors alive now (cuda/mps allocator; cpu: process RSS)
+    peak: int | None  # high-water mark since the last reset (cuda; cpu: process max RSS)
+    driver: int | None = None  # mps only: everything the Metal driver holds for us
+
+
+def memory(name: str) -> MemoryReading:
+    """Read the device's memory counters now."""
+    if name == "cuda":
+        return MemoryReading(torch.cuda.memory_allocated(), torch.cuda.max_memory_allocated())
+    if name == "mps":
+        mps = _mps_module()
+        if mps is None or not hasattr(mps, "current_allocated_memory"):
+            return MemoryReading(None, None)  # torch < 2.0: no MPS memory counters
+        # MPS has no peak counter: callers sample (see PeakSampler).
+        return MemoryReading(mps.current_allocated_memory(), None, mps.driver_allocated_memory())
+    current = process_memory.rss()
+    peak = process_memory.max_rss()
+    # The kernel updates the max RSS lazily: it can trail the current RSS slightly.
+    return MemoryReading(current, None if peak is None else max(peak, current or 0))
+
+
+def no_reading_reason(name: str) -> str:
+    """Why :func:`memory` has no current reading for ``name`` here (asked after it found none)."""
+    if name == "cpu":
+        return process_memory.unreadable_reason()
+    return f"torch {torch.__version__} keeps no {name} memory counters"
+
+
+
+def reset_peak(name: str) -> None:
+    """Start a new high-water mark where the device keeps one (cuda)."""
+    if name == "cuda":
+        torch.cuda.reset_peak_memory_stats()
+
+
+def empty_cache(name: str) -> None:
+    """Hand cached, unused blocks back to the driver, so the next reading starts clean."""
+    if name == "cuda":
+        torch.cuda.empty_cache()
+    elif name == "mps":
+        mps = _mps_module()
+        if mps is not None and hasattr(mps, "empty_cache"):
+            mps.empty_cache()
+
+
+def seed(name: str, value: int) -> None:
+    """Seed the host generator and the device's own.
+
+    ``torch.manual_seed`` seeds the cpu generator and those of cuda and (from
+    torch 2.0) mps as well, so one call covers every device.
+    """
+    check_name(name)
+    torch.manual_seed(value)
+
+
+class PeakSampler:
+    """Track the largest memory reading seen across explicit sample points.
+
+    cuda keeps a true peak counter; mps does not, so a workload calls
+    :meth:`sample` at the points where memory is highest (after the forward
+    pass, after backward) and the maximum of those samples stands in for the
+    peak. On cpu the largest sample of the process's resident set size is
+    the peak: the process's own max RSS would carry the high-water mark of
+    whatever ran in it before (setup_cache measures many combinations in one
+    process).
+    """
+
+    def __init__(self, device: str) -> None:
+        self.device = device
+        self.allocated = 0
+        self.driver = 0
+        self.read = False  # whether any sample had a reading: no reading is None, never 0
+        reset_peak(device)
+
+    def sample(self) -> None:
+        reading = memory(self.device)
+        if reading.current is not None:
+            self.allocated = max(self.allocated, reading.current)
+            self.read = True
+        if reading.driver is not None:
+            self.driver = max(self.driver, reading.driver)
+
+    def peak_bytes(self) -> int | None:
+        """The peak: the device's own counter where it has one, else the largest sample."""
+        if self.device in ("cpu", "mps"):
+            return self.allocated if self.read else None
+        return memory(self.device).peak
+
+    def driver_peak_bytes(self) -> int | None:
+        """The peak of what the driver holds for torch, cached blocks included.
+
+        mps: the largest ``driver_allocated_memory`` sample (torch 2.0+); cuda:
+        the caching allocator's reserved peak. cpu has no such pool: None.
+        """
+        if self.device == "cuda":
+            return int(torch.cuda.max_memory_reserved())
+        if self.device == "mps" and hasattr(_mps_module(), "driver_allocated_memory"):
+            return self.driver
+        return None
+
+
+MPS_WATERMARK_ENV = "PYTORCH_MPS_HIGH_WATERMARK_RATIO"  # read by torch when mps first allocates
+
+
+def mps_high_watermark_ratio() -> float | None:
+    """The mps allocator's memory limit as a fraction of the recommended working set; None if unset.
+
+    Unset means torch's built-in default (1.7 in current releases); 0 means no limit.
+    """
+    text = os.environ.get(MPS_WATERMARK_ENV, "").strip()
+    if not text:
+        return None
+    try:
+        return float(text)
+    except ValueError:
+        raise DeviceError(f"{MPS_WATERMARK_ENV}={text!r} is not a number") from None
+
+
+def cpu_threads() -> int:
+    """Threads torch uses for intra-op work: recorded with every cpu result."""
+    return torch.get_num_threads()
+
+
+# The host allocator's words when an allocation fails (torch 2.x, then 1.x): the cpu's
+# out-of-memory under a memory limit (ulimit -v, RLIMIT_AS), and a GPU's host-side copies.
+HOST_OUT_OF_MEMORY = ("DefaultCPUAllocator: can't allocate memory", "DefaultCPUAllocator: not enough memory")
+
+
+def is_out_of_memory(exc: BaseException) -> bool:
+    """True for the out-of-memory errors of every device: cuda, mps and the host allocator (cpu).
+
+    cuda raises ``torch.cuda.OutOfMemoryError`` (torch 1.13+, a RuntimeError
+    before), mps a plain RuntimeError that says "MPS backend out of memory",
+    the cpu's allocator a RuntimeError that says it "can't allocate memory",
+    and Python itself MemoryError. The one check for the whole suite.
+    """
+    oom_type = getattr(torch.cuda, "OutOfMemoryError", None)
+    if oom_type is not None and isinstance(exc, oom_type):
+        return True
+    if isinstance(exc, MemoryError):
+        return True
+    text = str(exc)
+    return isinstance(exc, RuntimeError) and (
+        "out of memory" in text or any(words in text for words in HOST_OUT_OF_MEMORY)
+    )

@@ -1,0 +1,435 @@
+"""One epoch end to end: a CIFAR-10-shaped dataset through torchvision transforms and a DataLoader.
+
+The seeds' VGG16-on-CIFAR-10 benchmark timed whole epochs: 32x32 uint8 images
+converted and resized to 224x224 by torchvision transforms, batched by a
+``DataLoader``, moved to the device, trained on, then evaluated on a test
+split. This module rebuilds that loop on a synthetic, seeded dataset held in
+memory (nothing downloaded) and measures, per phase (training, evaluation),
+the epoch time, the images per second, and the fraction of the epoch spent
+blocked on the loader. That fraction is what checks the seeds' claim that data
+loading, not the device, is the bottleneck.
+
+How the wait is measured: the clock runs from ``iter(loader)`` (which starts
+the worker processes) to the end of the last step. Time spent inside
+``iter()`` and ``next()`` is data wait; everything else (the copy to the
+device, the step) is compute. The device is synchronized after every step, as
+the seeds' ``running_loss += loss.item()`` did, so queued GPU work finishes
+inside the step and is never counted as waiting in the following ``next()``.
+"""
+
+from __future__ import annotations
+
+import gc
+import itertools
+import statistics
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from torch.utils.data import DataLoader, Dataset
+
+from mpsbench import command
+from mpsbench.measure import devices, models, selection, suite, workloads
+
+# --- the parameter axes (never dependent on the machine or the environment) ---
+
+MODELS: tuple[str, ...] = ("vgg16", "resnet50")
+BATCH_SIZES: tuple[int, ...] = (8, 64)  # 8: affordable on a cpu; 64: the VGG16/CIFAR-10 seed's batch
+NUM_WORKERS: tuple[int, ...] = (0, 2)  # in the training process, and two worker processes
+PHASES: tuple[str, ...] = ("train", "eval")
+
+
+@dataclass(frozen=True)
+class DatasetSize:
+    """How many images each split holds."""
+
+    train: int
+    test: int
+
+
+DATASETS: dict[str, DatasetSize] = {
+    "tiny": DatasetSize(train=16, test=8),  # the cpu's default: two training steps at batch 8
+    # The GPUs' default: 16 training steps of VGG16 at batch 64 and 4 evaluation
+    # batches, about 2 s an epoch on an H100 (2,048 / 512 took 3-5 s: twice the
+    # budget for the same reading).
+    "small": DatasetSize(train=1024, test=256),
+    "cifar10": DatasetSize(train=50_000, test=10_000),  # CIFAR-10's real splits: the full sweep only
+}
+DATASET_NAMES: tuple[str, ...] = tuple(DATASETS)
+
+IMAGE_SIDE = 32  # CIFAR-10's images: 32 x 32 x 3 uint8
+RESIZED_SIDE = 224  # what VGG16 and ResNet-50 were designed for, and what the seed resized to
+# CIFAR-10's per-channel mean and standard deviation, as commonly passed to Normalize.
+CIFAR10_MEAN = (0.4914, 0.4822, 0.4465)
+CIFAR10_STD = (0.2470, 0.2435, 0.2616)
+EPOCHS_MEASURED = 3  # per phase; each figure reported is the median over these epochs
+
+
+class EpochError(ValueError):
+    """A parameter value that is not on the epoch benchmark's axes."""
+
+
+def _check(value: object, valid: tuple[Any, ...], what: str) -> None:
+    if value not in valid:
+        choices = ", ".join(str(choice) for choice in valid)
+        raise EpochError(f"unknown {what} {value!r}; choose one of: {choices}")
+
+
+# --- the dataset ---------------------------------------------------------------
+
+
+class SyntheticImages(Dataset[tuple[torch.Tensor, int]]):
+    """CIFAR-10-shaped images (N x 32 x 32 x 3 uint8) and labels, transformed per item.
+
+    A module-level class holding only tensors and a torchvision transform, so
+    that it pickles: DataLoader workers started by spawn or forkserver (macOS's
+    default, and asv's launch methods) receive it by pickling.
+    """
+
+    def __init__(self, images: torch.Tensor, labels: torch.Tensor, transform: Callable[[Any], torch.Tensor]) -> None:
+        if images.dtype != torch.uint8 or images.shape[1:] != (IMAGE_SIDE, IMAGE_SIDE, 3):
+            raise EpochError(f"images must be N x {IMAGE_SIDE} x {IMAGE_SIDE} x 3 uint8, got {tuple(images.shape)}")
+        self.images = images
+        self.labels = labels
+        self.transform = transform
+
+    def __len__(self) -> int:
+        return len(self.labels)
+
+    def __getitem__(self, index: int) -> tuple[torch.Tensor, int]:
+        # A height x width x channels uint8 array, as CIFAR-10's loader hands to ToTensor.
+        return self.transform(self.images[index].numpy()), int(self.labels[index])
+
+
+def make_transform() -> Callable[[Any], torch.Tensor]:
+    """The seed's pipeline: ToTensor (uint8 HWC to float CHW in [0, 1]), Resize to 224, Normalize.
+
+    ``antialias=True`` is explicit: torchvision changed its default for tensors
+    in 0.17, and it is a no-op when enlarging, as here.
+    """
+    transforms = models._import("torchvision.transforms")
+    pipeline: Callable[[Any], torch.Tensor] = transforms.Compose(
+        [
+            transforms.ToTensor(),
+            transforms.Resize((RESIZED_SIDE, RESIZED_SIDE), antialias=True),
+            transforms.Normalize(CIFAR10_MEAN, CIFAR10_STD),
+        ]
+    )
+    return pipeline
+
+
+_splits: dict[tuple[int, int, int], tuple[torch.Tensor, torch.Tensor]] = {}
+
+
+def synthetic_split(count: int, num_classes: int, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """``count`` seeded uint8 images and labels in ``range(num_classes)``: the same on every machine.
+
+    Built on first use and kept (the full training split is 150 MiB), never at import time.
+    """
+    key = (count, num_classes, seed)
+    if key not in _splits:
+        generator = torch.Generator().manual_seed(seed)
+        images = torch.randint(0, 256, (count, IMAGE_SIDE, IMAGE_SIDE, 3), dtype=torch.uint8, generator=generator)
+        labels = torch.randint(0, num_classes, (count,), generator=generator)
+        _splits[key] = (images, labels)
+    return _splits[key]
+
+
+def make_datasets(size: DatasetSize, num_classes: int) -> tuple[SyntheticImages, SyntheticImages]:
+    """The training and test splits, drawn from different seeds, labelled for the model's classes."""
+    transform = make_transform()
+    train = SyntheticImages(*synthetic_split(size.train, num_classes, models.SEED), transform)
+    test = SyntheticImages(*synthetic_split(size.test, num_classes, models.SEED + 1), transform)
+    return train, test
+
+
+def make_loader(
+    dataset: SyntheticImages,
+    batch_size: int,
+    num_workers: int,
+    shuffle: bool,
+    multiprocessing_context: str | None = None,
+) -> DataLoader[tuple[torch.Tensor, int]]:
+    """A DataLoader as the seed built it: the last partial batch kept, no pinned memory.
+
+    The shuffle order comes from a seeded generator, so that every run visits
+    the images in the same order. Workers start anew for every epoch (the
+    default), and their start-up is part of the measured wait, as it was in the
+    seed. ``multiprocessing_context`` None is the platform's default (fork on
+    Linux, spawn on macOS).
+    """
+    return DataLoader(
+        dataset,
+        batch_size=batch_size,
+        shuffle=shuffle,
+        num_workers=num_workers,
+        generator=torch.Generator().manual_seed(models.SEED),
+        multiprocessing_context=multiprocessing_context if num_workers > 0 else None,
+    )
+
+
+# --- one epoch -----------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class EpochTiming:
+    """One pass over one split."""
+
+    images: int  # images that went through a step: the split's size, exactly once each
+    seconds: float  # from iter(loader) to the end of the last step, device synchronized
+    data_wait_seconds: float  # time blocked in iter() and next() of the loader
+
+    @property
+    def images_per_second(self) -> float:
+        return self.images / self.seconds
+
+    @property
+    def data_wait_fraction(self) -> float:
+        return self.data_wait_seconds / self.seconds
+
+
+Step = Callable[[torch.Tensor, torch.Tensor], None]  # (images, labels), both on the device
+
+
+def run_epoch(loader: DataLoader[tuple[torch.Tensor, int]], device: str, step: Step) -> EpochTiming:
+    """Feed every batch of ``loader`` to ``step`` on ``device``, timing the wait for data apart."""
+    images = 0
+    waited = 0.0
+    devices.synchronize(device)  # nothing queued earlier may finish on this epoch's clock
+    started = time.perf_counter()
+    batches = iter(loader)  # starts the workers, if any: the first wait
+    waited += time.perf_counter() - started
+    while True:
+        before = time.perf_counter()
+        batch = next(batches, None)
+        waited += time.perf_counter() - before
+        if batch is None:
+            break
+        inputs, labels = batch
+        images += len(labels)
+        step(inputs.to(device), labels.to(device))
+        devices.synchronize(device)  # the step's GPU work ends here, not in the next next()
+    return EpochTiming(images, time.perf_counter() - started, waited)
+
+
+class EpochRunner:
+    """A model, its optimizer and the two loaders: trains an epoch, evaluates an epoch."""
+
+    def __init__(
+        self,
+        workload: workloads.Workload,
+        dataset: str,
+        num_workers: int,
+        multiprocessing_context: str | None = None,
+    ) -> None:
+        _check(dataset, DATASET_NAMES, "dataset")
+        if num_workers < 0:
+            raise EpochError(f"num_workers must be 0 or more, got {num_workers}")
+        if workload.kind != "training":
+            raise EpochError(f"an epoch trains, so it needs a training workload, got {workload.kind!r}")
+        self.workload = workload
+        self.device = workload.device
+        self.train, self.test = make_datasets(DATASETS[dataset], workload.spec.num_classes)
+        batch_size = workload.batch_size
+        self.train_loader = make_loader(self.train, batch_size, num_workers, True, multiprocessing_context)
+        self.test_loader = make_loader(self.test, batch_size, num_workers, False, multiprocessing_context)
+
+    def _train_step(self, inputs: torch.Tensor, labels: torch.Tensor) -> None:
+        # The workload's own step (zero grads, forward, loss, backward, update) on this batch.
+        self.workload.batch = models.Batch({"input": inputs}, labels)
+        self.workload.step()
+
+    def _eval_step(self, inputs: torch.Tensor, labels: torch.Tensor) -> None:
+        with torch.inference_mode():
+            self.workload.spec.forward(self.workload.model, {"input": inputs})
+
+    def train_epoch(self) -> EpochTiming:
+        self.workload.model.train()
+        return run_epoch(self.train_loader, self.device, self._train_step)
+
+    def eval_epoch(self) -> EpochTiming:
+        self.workload.model.eval()
+        try:
+            return run_epoch(self.test_loader, self.device, self._eval_step)
+        finally:
+            self.workload.model.train()
+
+    def warm_up(self) -> None:
+        """One training and one evaluation step on a full batch of transformed images, no workers.
+
+        Chooses kernels and compiles shaders for the full batch shape. A last
+        partial batch (the full CIFAR-10 sizes at batch 64) meets its shape
+        first in the first measured epoch; the median over epochs absorbs it.
+        """
+        items = [self.train[index % len(self.train)] for index in range(self.workload.batch_size)]
+        inputs = torch.stack([image for image, _ in items]).to(self.device)
+        labels = torch.tensor([label for _, label in items]).to(self.device)
+        self._train_step(inputs, labels)
+        self.workload.model.eval()
+        self._eval_step(inputs, labels)
+        self.workload.model.train()
+        devices.synchronize(self.device)
+
+
+# --- what the benchmark reports --------------------------------------------------
+
+
+@dataclass(frozen=True)
+class PhaseSummary:
+    """Medians over the measured epochs of one phase."""
+
+    images: int
+    seconds: float
+    images_per_second: float
+    data_wait_fraction: float
+
+
+def summarize(timings: list[EpochTiming]) -> PhaseSummary:
+    return PhaseSummary(
+        images=timings[0].images,
+        seconds=statistics.median(t.seconds for t in timings),
+        images_per_second=statistics.median(t.images_per_second for t in timings),
+        data_wait_fraction=statistics.median(t.data_wait_fraction for t in timings),
+    )
+
+
+def measure(runner: EpochRunner, epochs: int = EPOCHS_MEASURED) -> dict[str, PhaseSummary]:
+    """Train an epoch then evaluate one, ``epochs`` times (the seed's loop); medians per phase."""
+    train: list[EpochTiming] = []
+    evaluation: list[EpochTiming] = []
+    for _ in range(epochs):
+        train.append(runner.train_epoch())
+        evaluation.append(runner.eval_epoch())
+    return {"train": summarize(train), "eval": summarize(evaluation)}
+
+
+Combination = tuple[str, str, int, int, str]  # device, model, batch_size, num_workers, dataset
+
+
+def in_default_selection(device: str, model: str, batch_size: int, num_workers: int, dataset: str) -> bool:
+    """The cpu trains ResNet-50 at batch 8 on the tiny dataset; a GPU the seed's VGG16 at batch 64 on the small one.
+
+    Both loader settings (in the process, two workers) run: their difference is
+    the data-loading bottleneck the seed described. ResNet-50 on a GPU, and
+    CIFAR-10's real size, are in the full sweep.
+    """
+    if device == "cpu":
+        return model == "resnet50" and batch_size == 8 and dataset == "tiny"
+    return model == "vgg16" and batch_size == 64 and dataset == "small"
+
+
+def skip_reason(device: str, model: str, batch_size: int, num_workers: int, dataset: str) -> str | None:
+    """Why this combination is left out of this run, or None if it runs."""
+    excluded = selection.device_reason(device)
+    if excluded is not None:
+        return excluded
+    if device == "cpu" and dataset == "cifar10":
+        return (
+            "a full CIFAR-10 epoch on the cpu takes hours (50,000 images at the few images/s a cpu"
+            " trains ResNet-50 or VGG16): run the 'small' dataset on the cpu instead"
+        )
+    if selection.full_sweep() or in_default_selection(device, model, batch_size, num_workers, dataset):
+        return None
+    return (
+        f"{model} at batch {batch_size} with {num_workers} workers on the {dataset} dataset on {device}"
+        f" is outside the default selection; set {selection.FULL_SWEEP_ENV}=1 for the full sweep"
+    )
+
+
+def left_out(device: str, model: str, batch_size: int, num_workers: int, dataset: str, phase: str) -> str | None:
+    """The Epoch class's rule for :mod:`mpsbench.measure.preselect`: both phases come from one measurement."""
+    return skip_reason(device, model, batch_size, num_workers, dataset)
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What one combination gave: medians per phase, or why it could not run."""
+
+    phases: dict[str, PhaseSummary] | None = None
+    skipped: str | None = None  # a reason: shown as n/a
+    failed: str | None = None  # an error: the combination fails
+
+
+def _error_line(exc: BaseException) -> str:
+    return f"{type(exc).__name__}: {command.first_line(exc)}"
+
+
+def _measure_one(
+    device: str, workload: workloads.Workload | Outcome, num_workers: int, dataset: str, epochs: int
+) -> Outcome:
+    if isinstance(workload, Outcome):  # the model could not be built: the same outcome for every loader
+        return workload
+    try:
+        return Outcome(phases=measure(EpochRunner(workload, dataset, num_workers), epochs))
+    except Exception as exc:
+        if devices.is_out_of_memory(exc):
+            return Outcome(skipped=f"does not fit in {device} memory: {_error_line(exc)}")
+        return Outcome(failed=_error_line(exc))
+
+
+def _build(device: str, model: str, batch_size: int) -> workloads.Workload | Outcome:
+    """A warmed-up training workload, or the outcome that stands for every combination using it."""
+    found = devices.availability(device)
+    if not found.usable:
+        return Outcome(skipped=f"{device} is not usable here: {found.reason}")
+    missing = models.get(model).missing_requirements()
+    if missing:
+        return Outcome(skipped=f"{model} needs {', '.join(missing)}, not importable in this environment")
+    try:
+        workload = workloads.build("training", device, model, batch_size)
+        EpochRunner(workload, "tiny", 0).warm_up()
+    except NotImplementedError as exc:  # torch has no kernel for an op on this device: a failure
+        return Outcome(failed=f"{model} on {device}: torch lacks an op: {exc}")
+    except Exception as exc:
+        if devices.is_out_of_memory(exc):
+            return Outcome(skipped=f"{model} at batch {batch_size} does not fit in {device} memory: {_error_line(exc)}")
+        return Outcome(failed=_error_line(exc))
+    return workload
+
+
+def measure_selection(
+    epochs: int = EPOCHS_MEASURED, device_names: tuple[str, ...] = devices.NAMES
+) -> dict[Combination, Outcome]:
+    """Measure every combination of the current selection on ``device_names``, in one process.
+
+    One model per (device, model, batch size) is built, warmed up, and shared
+    by its loader settings and datasets; it is dropped, and the device cache
+    emptied, before the next is built. An error in one combination is recorded
+    for it and the others go on.
+    """
+    outcomes: dict[Combination, Outcome] = {}
+    for device, model, batch_size in itertools.product(device_names, MODELS, BATCH_SIZES):
+        selected = [
+            (num_workers, dataset)
+            for num_workers, dataset in itertools.product(NUM_WORKERS, DATASET_NAMES)
+            if skip_reason(device, model, batch_size, num_workers, dataset) is None
+        ]
+        if not selected:
+            continue
+        workload = _build(device, model, batch_size)
+        for num_workers, dataset in selected:
+            outcome = _measure_one(device, workload, num_workers, dataset, epochs)
+            outcomes[(device, model, batch_size, num_workers, dataset)] = outcome
+        if isinstance(workload, workloads.Workload):  # hand its memory back before the next model
+            del workload
+            gc.collect()
+            devices.empty_cache(device)
+    return outcomes
+
+
+def result(outcomes: dict[Combination, Outcome], combination: Combination, phase: str) -> PhaseSummary:
+    """The measured phase of ``combination``, or asv's n/a / failure with the reason (for ``setup``)."""
+    _check(phase, PHASES, "phase")
+    reason = skip_reason(*combination)
+    if reason is not None:
+        raise suite.SkipNotImplemented(reason)
+    outcome = outcomes.get(combination)
+    if outcome is None:  # selected now but not when the cache was measured
+        raise RuntimeError(f"{combination} was not measured; the selection changed during the run")
+    if outcome.skipped is not None:
+        raise suite.SkipNotImplemented(outcome.skipped)
+    if outcome.failed is not None or outcome.phases is None:
+        raise RuntimeError(f"epoch benchmark failed for {combination}: {outcome.failed}")
+    return outcome.phases[phase]

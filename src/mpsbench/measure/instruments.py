@@ -1,0 +1,61 @@
+"""The instruments' four readings of every selected combination, taken in one process.
+
+benchmark_instruments reports them from ``setup_cache`` (see
+:mod:`mpsbench.measure.measured`): one build and warm-up per combination serves the
+fallback count, driver memory, leak slope and accuracy error, instead of four
+benchmark processes that each build the model (a leak reading alone steps a
+large model 50 times).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from mpsbench.measure import accuracy, devices, leak, measured, models, suite, workloads
+
+
+def fallback_ops(workload: workloads.Workload) -> float:
+    """Ops that ran on the cpu instead of the device during warm-up."""
+    return len(workload.fallback_ops)
+
+
+def driver_memory(workload: workloads.Workload) -> float:
+    """Peak memory the driver holds for torch over one step, in MiB (mps driver, cuda reserved)."""
+    driver = suite.memory_peaks(workload).driver
+    if driver is None:
+        raise suite.SkipNotImplemented(
+            f"{workload.device} keeps no driver memory counter; see *Capacity.track_peak_memory"
+        )
+    return driver
+
+
+def accuracy_error(workload: workloads.Workload) -> float:
+    """Relative error of the device's logits and loss against the cpu's."""
+    if not accuracy.needed(workload.device):
+        raise suite.SkipNotImplemented("the cpu is the reference the other devices are compared with")
+    return accuracy.compare(workload).error
+
+
+# In this order: memory is read over one step of the settled workload, before
+# the leak's many steps; the accuracy check builds a cpu copy last.
+FIGURES: dict[str, measured.Figure] = {
+    "fallback_ops": fallback_ops,
+    "driver_memory": driver_memory,
+    "leak": leak.measure,
+    "accuracy_error": accuracy_error,
+}
+
+
+def _prepare(kind: str) -> Callable[[str, str], workloads.Workload]:
+    def prepare(device: str, model: str) -> workloads.Workload:
+        # Unguarded: these readings report the very facts a timing is refused for.
+        batch_size = models.get(model).seed_batch_size
+        return suite.prepare(kind, device, model, batch_size, skip_reason=suite.instrument_skip_reason(kind),
+                             guarded=False)
+
+    return prepare
+
+
+def measure(kind: str, model_names: tuple[str, ...]) -> measured.Table:
+    """Every (device, model) of this run's instrument selection, at the model's seed batch size."""
+    return measured.measure(measured.grid(devices.NAMES, model_names), _prepare(kind), FIGURES)

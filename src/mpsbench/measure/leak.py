@@ -1,0 +1,68 @@
+"""Leak detector: how fast device memory grows per step, over many steps after warm-up.
+
+A step that leaks keeps something alive each time (a tensor, a graph, a cached
+buffer): the memory held after each step then climbs in a straight line. The
+slope of a least-squares line through one reading per step, in MiB per 100
+steps, is about zero for a clean step and clearly positive for a leaking one;
+it would have caught the May 2022 nightly that leaked during VGG16 training on
+mps. Readings: cuda ``memory_allocated``, mps ``current_allocated_memory``
+(torch 2.0+; before that, like cpu, the process's resident set size).
+"""
+
+from __future__ import annotations
+
+import gc
+from collections.abc import Callable, Sequence
+
+from mpsbench.measure import devices
+from mpsbench.measure.suite import SkipNotImplemented
+from mpsbench.measure.workloads import Workload
+
+STEPS_SMALL = 200  # mlp, lenet5: milliseconds a step even on a cpu
+STEPS_LARGE = 50  # resnet50, vgg16, bert: a second a step on an M1 at the seed batch
+PER = 100  # the slope is reported per this many steps
+
+
+def steps_for(workload: Workload) -> int:
+    """How many steps the leak track runs: enough for a line, affordable for large models."""
+    return STEPS_LARGE if workload.spec.large else STEPS_SMALL
+
+
+def reading(device: str) -> int:
+    """Bytes held now: the device allocator's count, or the process RSS where there is none."""
+    current = devices.memory(device).current
+    if current is None:  # mps before torch 2.0: no counters; its buffers live in process memory
+        current = devices.memory("cpu").current
+    if current is None:  # a skip with the reason (asv's n/a), never a slope of zeros
+        raise SkipNotImplemented(f"no memory reading for {device}: {devices.no_reading_reason('cpu')}")
+    return current
+
+
+def slope_mib_per_100_steps(readings: Sequence[float]) -> float:
+    """Least-squares slope of bytes-per-step readings, in MiB per 100 steps."""
+    count = len(readings)
+    if count < 2:
+        raise ValueError(f"a slope needs at least 2 readings, got {count}")
+    mean_x = (count - 1) / 2
+    mean_y = sum(readings) / count
+    covariance = sum((index - mean_x) * (value - mean_y) for index, value in enumerate(readings))
+    variance = sum((index - mean_x) ** 2 for index in range(count))
+    return covariance / variance * PER / devices.MIB
+
+
+def record(step: Callable[[], object], device: str, steps: int) -> list[int]:
+    """Run ``step`` ``steps`` times, reading memory after each has finished on the device."""
+    gc.collect()  # start from a settled heap: garbage from warm-up is not growth
+    devices.synchronize(device)
+    readings = []
+    for _ in range(steps):
+        step()
+        devices.synchronize(device)  # freed buffers return once the device is done with them
+        readings.append(reading(device))
+    return readings
+
+
+def measure(workload: Workload, steps: int | None = None) -> float:
+    """Memory growth of a warmed-up workload's step, in MiB per 100 steps."""
+    count = steps_for(workload) if steps is None else steps
+    return slope_mib_per_100_steps(record(workload.step, workload.device, count))

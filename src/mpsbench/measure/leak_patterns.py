@@ -1,0 +1,151 @@
+"""Leaks by pattern: memory growth per 1,000 iterations of the loops mps users found leaking.
+
+Each pattern is a loop body from an issue that reported mps memory climbing
+(issue 21): an LSTM training step (pytorch#145374), a model fed varying input
+sizes (#132596), MaxPool2d forward and backward (#125217) and attention over
+varying sequence lengths (#152550). A pattern runs a warm-up (every size of
+its cycle at least once, so allocator caches are full), then one memory
+reading per iteration; the growth is leak.py's least-squares slope, restated
+per 1,000 iterations. About 0 for a clean loop; a leak of one activation per
+iteration shows as MiB.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import torch
+from torch import nn
+from torch.nn import functional
+
+from mpsbench.measure import devices, leak, measured, models, selection
+
+PER = 1000  # growth is reported per this many iterations
+WARM_UP = 50  # iterations before the readings: several times every cycle below
+ITERATIONS = 300  # readings: enough for a line through RSS noise, about a second a pattern on a GPU
+SIZES = (32, 40, 48, 56, 64)  # image sides of the varying-size pattern
+LENGTHS = (17, 33, 64, 100, 128)  # sequence lengths of the varying-length attention pattern
+
+
+@dataclass(frozen=True)
+class Pattern:
+    name: str
+    issue: str
+    make: Callable[[str], Callable[[], object]]  # device -> one iteration (built, seeded, on the device)
+    min_torch: tuple[int, int] = (1, 12)
+
+
+def _sgd_step(model: nn.Module, loss: Callable[[], torch.Tensor]) -> Callable[[], object]:
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
+
+    def step() -> object:
+        optimizer.zero_grad(set_to_none=True)
+        value = loss()
+        value.backward()  # type: ignore[no-untyped-call]
+        optimizer.step()
+        return value.detach()
+
+    return step
+
+
+def _lstm(device: str) -> Callable[[], object]:
+    lstm = nn.LSTM(64, 128, num_layers=2, batch_first=True).to(device)
+    head = nn.Linear(128, 10).to(device)
+    model = nn.ModuleList([lstm, head])
+    gen = torch.Generator().manual_seed(models.SEED)
+    x = torch.randn(16, 32, 64, generator=gen).to(device)
+    target = torch.randint(0, 10, (16,), generator=gen).to(device)
+    return _sgd_step(model, lambda: functional.cross_entropy(head(lstm(x)[0][:, -1]), target))
+
+
+def _varying_sizes(device: str) -> Callable[[], object]:
+    model = nn.Sequential(
+        nn.Conv2d(3, 16, 3, padding=1), nn.ReLU(), nn.Conv2d(16, 16, 3, padding=1), nn.AdaptiveAvgPool2d(1),
+        nn.Flatten(), nn.Linear(16, 10),
+    ).to(device)
+    gen = torch.Generator().manual_seed(models.SEED)
+    batches = [torch.randn(8, 3, side, side, generator=gen).to(device) for side in SIZES]
+    target = torch.randint(0, 10, (8,), generator=gen).to(device)
+    cycle = itertools.cycle(batches)
+    return _sgd_step(model, lambda: functional.cross_entropy(model(next(cycle)), target))
+
+
+def _maxpool(device: str) -> Callable[[], object]:
+    pool = nn.MaxPool2d(2)
+    x = torch.randn(8, 16, 64, 64, generator=torch.Generator().manual_seed(models.SEED)).to(device)
+    x.requires_grad_(True)
+
+    def step() -> object:
+        x.grad = None
+        pool(x).sum().backward()
+        return x.grad
+
+    return step
+
+
+def _varying_sdpa(device: str) -> Callable[[], object]:
+    gen = torch.Generator().manual_seed(models.SEED)
+    qkv = [torch.randn(3, 4, 8, length, 64, generator=gen).to(device) for length in LENGTHS]
+    cycle = itertools.cycle(qkv)
+
+    def step() -> object:
+        q, k, v = next(cycle)
+        with torch.no_grad():
+            return functional.scaled_dot_product_attention(q, k, v)
+
+    return step
+
+
+PATTERNS: dict[str, Pattern] = {
+    pattern.name: pattern
+    for pattern in (
+        Pattern("lstm_training", "pytorch#145374", _lstm),
+        Pattern("varying_input_sizes", "pytorch#132596", _varying_sizes),
+        Pattern("maxpool2d", "pytorch#125217", _maxpool),
+        Pattern("varying_length_sdpa", "pytorch#152550", _varying_sdpa, (2, 0)),
+    )
+}
+NAMES: tuple[str, ...] = tuple(PATTERNS)
+
+
+def growth(name: str, device: str, iterations: int | None = None) -> float:
+    """The pattern's memory growth on ``device`` in MiB per :data:`PER` iterations (leak.py's slope)."""
+    from mpsbench.measure import suite  # here: suite imports correctness, which this module sits beside
+
+    pattern = PATTERNS[name]
+    suite.require_torch(pattern.min_torch, name)
+    devices.seed(device, models.SEED)
+    step = pattern.make(device)
+    for _ in range(WARM_UP):
+        step()
+    readings = leak.record(step, device, ITERATIONS if iterations is None else iterations)
+    return leak.slope_mib_per_100_steps(readings) * PER / leak.PER
+
+
+def left_out(device: str, pattern: str) -> str | None:
+    """benchmark_patterns.LeakPatterns: mps by default, where these loops leaked; the cpu and cuda in the full sweep.
+
+    On the cpu the reading is the process RSS, which the allocator moves by
+    tens of MiB per 1,000 iterations either way, and the four loops took 482 s
+    of the 2-core VM under load (docs/budget.md); on cuda they read 0.0 and
+    cost an interpreter of the GPU's 3 minutes.
+    """
+    reason = selection.device_reason(device)
+    if reason is None and device != "mps" and not selection.full_sweep():
+        return (f"{pattern} on {device} is outside the default leak-pattern selection (the leaks were mps's);"
+                f" set {selection.FULL_SWEEP_ENV}=1 for the full sweep")
+    return reason
+
+
+def _measure_one(device: str, pattern: str) -> float:
+    from mpsbench.measure import suite
+
+    suite.require_device(device, left_out(device, pattern))
+    return growth(pattern, device)
+
+
+def measure() -> measured.Table:
+    """Every (device, pattern) of this run: its growth in MiB per 1,000 iterations (one process: benchmark_patterns)."""
+    return measured.measure(measured.grid(devices.NAMES, NAMES), _measure_one, {"growth": float})

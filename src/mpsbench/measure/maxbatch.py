@@ -1,0 +1,268 @@
+"""The largest power-of-two batch whose training or inference step fits in a device's memory.
+
+The seeds found that full BERT fine-tuning fit only batch size 1 on an M1
+while a frozen encoder fit 64: how large a batch fits is a result of its own.
+The search doubles the batch size (1, 2, 4, ...) up to :data:`CEILING` and
+stops at the first out-of-memory error, freeing the device's memory between
+tries, so that the process survives and the next benchmark starts clean.
+
+What raises "out of memory" differs per device:
+
+- cuda: ``torch.cuda.OutOfMemoryError`` when the GPU's memory is exhausted.
+- mps: a plain ``RuntimeError`` saying "MPS backend out of memory", raised when
+  the allocations would pass the high watermark: ``PYTORCH_MPS_HIGH_WATERMARK_RATIO``
+  times the GPU's recommended working set (``recommendedMaxWorkingSetSize``).
+  Its default, 1.7, lets allocations grow past the recommended size into
+  memory the system must find by compressing and swapping, so the search can
+  push a Mac into swap (and its steps slow down) before any error. At 0.0 the
+  limit is off and nothing is ever raised: the search ends at the ceiling, and
+  the number then says only that every batch up to it completed, swap allowed,
+  not how much the GPU holds. 1.0 stops at the recommended working set.
+- cpu: Linux's OOM killer ends the process without an exception, so the search
+  runs in a spawned child process whose address space is limited (``RLIMIT_AS``)
+  to what it maps after one step at batch 1 (torch, the model, its optimizer
+  state) plus :data:`CPU_MEMORY_BUDGET`; an allocation past it fails with
+  torch's "DefaultCPUAllocator: can't allocate memory" RuntimeError. The cpu
+  number is the largest batch whose growth beyond batch 1 (inputs, activations,
+  their gradients) fits in that budget; on a GPU the model counts too.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import gc
+import multiprocessing
+import os
+import resource
+from collections.abc import Callable
+from concurrent.futures.process import BrokenProcessPool
+from dataclasses import dataclass
+
+from mpsbench import command
+from mpsbench.measure import devices, models, selection, suite, workloads
+
+CEILING = 4096  # the search stops here even if everything fits: 13 tries at most (1, 2, ..., 4096)
+MODELS: tuple[str, ...] = ("resnet50", "vgg16", "bert_base", "bert_base_frozen")
+# Bytes the cpu search's child may map beyond its state at batch 1. Larger budgets reach
+# batches whose cpu steps take minutes each (BERT at 256: about a minute a step).
+CPU_MEMORY_BUDGET = 2 * 1024**3
+# The searches a default run makes on cuda and on the cpu: the fine-tuning seed's full model
+# against its frozen encoder. On an H100 all seven searches took 110 s, the pair 29 s; on
+# the 2-core cpu the pair takes about 4 minutes (39 s and 200 s), the other five longer.
+DEFAULT_SEARCHES = (("bert_base", "training"), ("bert_base_frozen", "training"))
+MPS_WATERMARK_ENV = devices.MPS_WATERMARK_ENV
+# A training step's peak (activations, gradients and optimizer state together)
+# is reached only once the optimizer state exists: from the second step on.
+STEPS_PER_TRY = {"training": 2, "inference": 1}
+
+@dataclass(frozen=True)
+class Search:
+    """The outcome of one doubling search."""
+
+    largest: int  # the largest batch size whose step completed; 0 if not even batch 1 did
+    tried: tuple[int, ...]  # every batch size tried, in order
+    error: str | None  # the first line of the out-of-memory error that ended it; None at the ceiling
+
+    @property
+    def reached_ceiling(self) -> bool:
+        return self.error is None
+
+
+def _attempt(step: Callable[[int], None], batch_size: int) -> str | None:
+    """Run ``step`` at ``batch_size``; the first line of its out-of-memory error, or None if it fit.
+
+    The error, its traceback and every tensor its frames hold are dropped when
+    this returns: nothing of the failed try survives into the next one.
+    """
+    try:
+        step(batch_size)
+    except Exception as exc:
+        if not devices.is_out_of_memory(exc):
+            raise
+        return command.first_line(exc)
+    return None
+
+
+def search(step: Callable[[int], None], release: Callable[[], None], ceiling: int = CEILING) -> Search:
+    """Double the batch size from 1 until ``step`` runs out of memory or passes ``ceiling``.
+
+    ``step(n)`` runs the workload at batch size ``n``; ``release()`` frees
+    what it left behind and is called after every try, successful or not.
+    """
+    if ceiling < 1:
+        raise ValueError(f"the ceiling must be a batch size of 1 or more, got {ceiling}")
+    tried: list[int] = []
+    largest = 0
+    batch_size = 1
+    while batch_size <= ceiling:
+        tried.append(batch_size)
+        error = _attempt(step, batch_size)
+        gc.collect()  # the failed try's frames form cycles with its tensors
+        release()
+        if error is not None:
+            return Search(largest, tuple(tried), error)
+        largest = batch_size
+        batch_size *= 2
+    return Search(largest, tuple(tried), None)
+
+
+class SizedStep:
+    """One model on one device, stepped at whatever batch size the search asks for.
+
+    The model and its optimizer are built once, at the first try (an
+    out-of-memory error while building counts as batch 1 not fitting), and
+    kept across tries; each try replaces the batch. Between tries only the
+    batch and the gradients are dropped: the optimizer state is part of what
+    a training step needs.
+    """
+
+    def __init__(self, kind: str, device: str, model: str) -> None:
+        workloads.check_kind(kind)
+        devices.check_name(device)
+        self.kind = kind
+        self.device = device
+        self.spec = models.get(model)
+        self.workload: workloads.Workload | None = None
+
+    def __call__(self, batch_size: int) -> None:
+        if self.workload is None:
+            self.workload = workloads.build(self.kind, self.device, self.spec.name, self.spec.batch_sizes[0])
+        workload = self.workload
+        workload.batch = models.make_batch(self.spec, batch_size).to(self.device)
+        workload.batch_size = batch_size
+        workload.run(STEPS_PER_TRY[self.kind])
+        devices.synchronize(self.device)  # an asynchronous device reports its failure here
+
+    def release(self) -> None:
+        workload = self.workload
+        if workload is not None:
+            workload.batch = models.make_batch(self.spec, 1)  # on the host: holds nothing on the device
+            if workload.optimizer is not None:
+                workload.optimizer.zero_grad(set_to_none=True)
+        gc.collect()
+        devices.empty_cache(self.device)
+
+    def close(self) -> None:
+        """Drop the model and optimizer and hand the device's cached memory back."""
+        self.workload = None
+        self.release()
+
+
+def largest_batch(kind: str, device: str, model: str, ceiling: int = CEILING) -> Search:
+    """Search in this process. On the cpu nothing raises: use :func:`largest_batch_in_child`."""
+    step = SizedStep(kind, device, model)
+    try:
+        return search(step, step.release, ceiling)
+    finally:
+        step.close()
+
+
+def _address_space() -> int:
+    """Bytes of address space this process maps now (Linux's VmSize)."""
+    with open("/proc/self/status") as status:
+        for line in status:
+            if line.startswith("VmSize:"):
+                return int(line.split()[1]) * 1024
+    raise RuntimeError("/proc/self/status has no VmSize line")
+
+
+def _search_under_limit(kind: str, model: str, ceiling: int, budget: int) -> Search:
+    """Runs in the spawned child: one unlimited try at batch 1, then the search under the limit.
+
+    The first try imports what torch and the model load lazily (the optimizer
+    pulls in torch._dynamo, hundreds of MiB of address space), starts the
+    intra-op threads, and builds the model and its optimizer state, which stay.
+    The limit is what the process then maps plus ``budget``: the budget is what
+    larger batches may add (inputs, activations, their gradients).
+    """
+    step = SizedStep(kind, "cpu", model)
+    try:
+        step(1)
+        step.release()
+        limit = _address_space() + budget
+        resource.setrlimit(resource.RLIMIT_AS, (limit, resource.getrlimit(resource.RLIMIT_AS)[1]))
+        return search(step, step.release, ceiling)
+    finally:
+        step.close()
+
+
+def largest_batch_in_child(kind: str, model: str, ceiling: int = CEILING, budget: int = CPU_MEMORY_BUDGET) -> Search:
+    """The cpu search in a spawned child limited to ``budget`` bytes beyond its state at batch 1.
+
+    Linux only (RLIMIT_AS and /proc). A child that dies instead of raising
+    (killed, or aborted by a library that cannot allocate) fails the search
+    with a RuntimeError; this process carries on.
+    """
+    if not os.path.exists("/proc/self/status"):
+        raise RuntimeError("the cpu search needs Linux: it limits a child's address space and reads /proc")
+    context = multiprocessing.get_context("spawn")  # a fork would inherit this process's memory
+    with concurrent.futures.ProcessPoolExecutor(max_workers=1, mp_context=context) as pool:
+        future = pool.submit(_search_under_limit, kind, model, ceiling, budget)
+        try:
+            return future.result()
+        except BrokenProcessPool as exc:
+            raise RuntimeError(
+                f"the cpu search for {model} ({kind}) died in its child under a {budget / 2**30:.1f} GiB budget"
+            ) from exc
+
+
+def _watermark_in_effect() -> str:
+    ratio = devices.mps_high_watermark_ratio()
+    return f"{MPS_WATERMARK_ENV}={ratio}" if ratio is not None else f"{MPS_WATERMARK_ENV} unset: torch's default"
+
+
+def skip_reason(device: str, model: str, kind: str) -> str | None:
+    """Why this search is left out of this run, or None if it runs.
+
+    The default run searches the cpu for the seeds' comparison only: full
+    BERT fine-tuning against a frozen encoder (:data:`DEFAULT_SEARCHES`); on
+    the cpu each search takes minutes. GPUs search in the full sweep only: an
+    H100's 80 GB let the seeds' pair alone take 29-32 s of its 3-minute budget
+    (all seven searches 110 s), and the mps search can push the Mac into swap.
+    """
+    if kind == "inference" and model not in models.INFERENCE_NAMES:
+        return f"{model} differs from its base model in training only: its inference is bert_base's"
+    excluded = selection.device_reason(device)
+    if excluded is not None:
+        return excluded
+    if selection.full_sweep() or (device == "cpu" and (model, kind) in DEFAULT_SEARCHES):
+        return None
+    if device == "cuda":
+        return (
+            f"the cuda search for {model} {kind} fills the GPU's memory batch by batch (seconds to half a minute);"
+            f" it is outside the default selection; set {selection.FULL_SWEEP_ENV}=1 to run it"
+        )
+    if device == "mps":
+        return (
+            f"the mps search grows memory up to the high watermark ({_watermark_in_effect()}),"
+            " which can push the Mac into swap first;"
+            f" set {selection.FULL_SWEEP_ENV}=1 to run it"
+        )
+    return (
+        f"the cpu search for {model} {kind} steps every batch up to a {CPU_MEMORY_BUDGET / 2**30:.0f} GiB budget"
+        f" (minutes); the default runs the seeds' BERT pair only; set {selection.FULL_SWEEP_ENV}=1 to run it"
+    )
+
+
+def prepare(device: str, model: str, kind: str) -> None:
+    """For an asv ``setup``: raise asv's n/a with the reason if this search does not run here."""
+    reason = skip_reason(device, model, kind)
+    if reason is not None:
+        raise suite.SkipNotImplemented(reason)
+    found = devices.availability(device)
+    if not found.usable:
+        raise suite.SkipNotImplemented(f"{device} is not usable here: {found.reason}")
+    missing = models.get(model).missing_requirements()
+    if missing:
+        raise suite.SkipNotImplemented(f"{model} needs {', '.join(missing)}, not importable in this environment")
+    if device == "cpu" and not os.path.exists("/proc/self/status"):
+        raise suite.SkipNotImplemented(
+            "the cpu search needs Linux's RLIMIT_AS and /proc: elsewhere running out of memory raises nothing"
+        )
+
+
+def measure(device: str, model: str, kind: str, ceiling: int = CEILING) -> Search:
+    """The search the benchmark runs: in a memory-limited child on the cpu, in this process elsewhere."""
+    if device == "cpu":
+        return largest_batch_in_child(kind, model, ceiling)
+    return largest_batch(kind, device, model, ceiling)

@@ -1,0 +1,164 @@
+"""Measure once per run, report per combination: asv's ``setup_cache`` for ``track_`` figures.
+
+asv starts a process for every benchmark, parameter combination and round.
+On a GPU each such process pays seconds before its first step (the device
+context, the model build and copy, warm-up, the accuracy check: see
+docs/budget.md), so a class whose figures are not timings (throughput, peak
+memory, leak slope, ...) measures every combination of its selection in one
+``setup_cache`` process instead: each workload is built and warmed up once,
+every figure is taken from it, and the per-combination ``track_`` processes
+only look the figure up.
+
+An error in one combination is recorded for it (shown as n/a or as a failure
+with the reason, as ``setup`` would have done) and the others go on; an error
+in one figure of a combination does not hide its other figures.
+"""
+
+from __future__ import annotations
+
+import gc
+import itertools
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from mpsbench import command
+from mpsbench.measure import devices, models, suite, workloads
+
+Key = tuple[Any, ...]
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """One figure's value, or why there is none: skipped (n/a) or failed (an error)."""
+
+    value: float | None = None
+    skipped: str | None = None
+    failed: str | None = None
+
+    def get(self) -> float:
+        """The value; asv's n/a or a failure with the reason otherwise (call in ``setup`` or a ``track_``)."""
+        if self.skipped is not None:
+            raise suite.SkipNotImplemented(self.skipped)
+        if self.failed is not None or self.value is None:
+            raise RuntimeError(self.failed or "no value was measured")
+        return self.value
+
+
+def outcome_of(exc: BaseException) -> Outcome:
+    """What an exception means for a combination: skips and out-of-memory are n/a, the rest fail."""
+    if isinstance(exc, suite.SkipNotImplemented):
+        return Outcome(skipped=command.first_line(exc))
+    if devices.is_out_of_memory(exc):
+        return Outcome(skipped=f"does not fit in device memory: {command.first_line(exc)}")
+    return Outcome(failed=f"{type(exc).__name__}: {command.first_line(exc)}")
+
+
+# A figure: takes the prepared state of one combination, returns a number (or
+# raises: SkipNotImplemented for n/a, anything else for a failure).
+Figure = Callable[[Any], "float | None"]
+
+
+@dataclass
+class Table:
+    """Every combination's figures, as ``setup_cache`` returns them (picklable)."""
+
+    figures: dict[Key, dict[str, Outcome]] = field(default_factory=dict)
+
+    def lookup(self, key: Key, figure: str) -> float:
+        """The figure of ``key``, or asv's n/a / failure with the reason."""
+        found = self.figures.get(key)
+        if found is None:  # selected now but not when the cache was measured
+            raise RuntimeError(f"{key} was not measured in this run's setup_cache; the selection changed")
+        return found[figure].get()
+
+
+def measure(
+    keys: Iterable[Key],
+    prepare: Callable[..., Any],
+    figures: Mapping[str, Figure],
+) -> Table:
+    """For each key: ``prepare(*key)``, then every figure of that state; one process, one model at a time.
+
+    ``prepare`` raising gives every figure of the key that outcome. Between
+    keys the cached workload is dropped and the device cache emptied, so that
+    a process never holds two models' memory.
+    """
+    table = Table()
+    for key in keys:
+        try:
+            state = prepare(*key)
+        except Exception as exc:
+            failed = outcome_of(exc)
+            table.figures[key] = {name: failed for name in figures}
+            continue
+        results: dict[str, Outcome] = {}
+        for name, figure in figures.items():
+            try:
+                value = figure(state)
+            except Exception as exc:
+                results[name] = outcome_of(exc)
+            else:
+                results[name] = (
+                    Outcome(skipped=f"{key[0]} keeps no reading for {name}") if value is None
+                    else Outcome(value=value)  # an int (a count) stays one in asv's table
+                )
+        table.figures[key] = results
+        del state
+        workloads.forget()
+        gc.collect()
+        device = key[0]
+        if devices.availability(device).usable:
+            devices.empty_cache(device)
+    return table
+
+
+def grid(*axes: Iterable[Any]) -> list[Key]:
+    """Every combination of the params' axes, in asv's order."""
+    return list(itertools.product(*axes))
+
+
+# --- one setup_cache for a module's classes ---------------------------------------------
+# asv runs each ``setup_cache`` in a freshly spawned interpreter, even under
+# forkserver, and keys it by the module and line that define the function: on
+# the H100 host such an interpreter spends 10 to 17 s importing torch,
+# torchvision and transformers again before it measures anything
+# (docs/budget.md). A module whose Training and Inference classes both measure
+# once per run therefore defines one function that measures both families, and
+# both classes name it: one interpreter, one cache, each class reading its part.
+
+
+@dataclass(frozen=True)
+class FamilyFailure:
+    """A family whose measuring raised: each of its benchmarks fails with this message."""
+
+    message: str
+
+
+def measure_families(families: Mapping[str, Callable[[], Any]]) -> dict[str, Any]:
+    """Each family's readings, or its :class:`FamilyFailure`, measured one family after the other."""
+    readings: dict[str, Any] = {}
+    for name, measure_family in families.items():
+        try:
+            readings[name] = measure_family()
+        except Exception as exc:  # one family's bug must not cost the other its readings
+            readings[name] = FamilyFailure(f"measuring {name} failed: {type(exc).__name__}: {command.first_line(exc)}")
+    return readings
+
+
+def family(readings: Mapping[str, Any], name: str) -> Any:
+    """Family ``name``'s readings from a shared setup_cache; raises (the benchmark fails) if it has none."""
+    if name not in readings:
+        raise RuntimeError(f"the setup_cache measured no family {name!r}; it measured: {', '.join(readings)}")
+    found = readings[name]
+    if isinstance(found, FamilyFailure):
+        raise RuntimeError(found.message)
+    return found
+
+
+def measure_kinds(measure_kind: Callable[[str, tuple[str, ...]], Any]) -> dict[str, Any]:
+    """:func:`measure_families` of training (every model) and inference (the models it has)."""
+    return measure_families({
+        "training": lambda: measure_kind("training", models.NAMES),
+        "inference": lambda: measure_kind("inference", models.INFERENCE_NAMES),
+    })

@@ -1,0 +1,457 @@
+"""The explicit registry of benchmarked models: random weights, synthetic batches.
+
+Nothing is downloaded: every model is built from code with random weights, and
+every batch is made from a seeded generator with a fixed shape. Heavy imports
+(torchvision, transformers) happen inside the builders, so that every module of
+the suite imports with any supported torch, even one without torchvision.
+
+Each model's ``seed_batch_size`` is the batch size the published measurements
+that motivated this project used; the comment beside it names the source.
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from mpsbench.measure.optional_torch import nn, torch  # the registry's names and sizes import without torch
+
+SEED = 0  # every synthetic batch is drawn from a generator seeded with this
+
+# One axis for every model; a model skips the sizes outside its own `batch_sizes`.
+BATCH_SIZES: tuple[int, ...] = (1, 8, 32, 64, 128, 1024)
+
+
+@dataclass(frozen=True)
+class Batch:
+    """A fixed-shape synthetic batch: keyword inputs for the model and class targets."""
+
+    inputs: dict[str, torch.Tensor]
+    target: torch.Tensor
+
+    def to(self, device: str) -> Batch:
+        moved = {key: value.to(device) for key, value in self.inputs.items()}
+        return Batch(moved, self.target.to(device))
+
+    def head(self, samples: int) -> Batch:
+        """The first ``samples`` samples (every input and the target sliced alike)."""
+        return Batch({key: value[:samples] for key, value in self.inputs.items()}, self.target[:samples])
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """How to build, feed and train one model."""
+
+    name: str
+    description: str
+    build: Callable[[], nn.Module]  # random init: nothing downloaded
+    make_batch: Callable[[int, torch.Generator], Batch]  # fixed shapes, seeded
+    num_classes: int
+    seed_batch_size: int
+    batch_sizes: tuple[int, ...]
+    # Models whose cpu step takes seconds: the default selection runs them on
+    # cpu at small batches only (docs/budget.md).
+    large: bool
+    # Steps looped inside one timed call, so that sub-millisecond GPU steps rise
+    # above clock and launch overhead; asv's timer divides by it (benchmarks/common.py).
+    steps_per_call: int = 1
+    requires: tuple[str, ...] = ()  # importable packages the builder needs
+    # Parameters trained; the rest are frozen. None trains everything.
+    trainable: Callable[[nn.Module], list[nn.Parameter]] | None = None
+    make_optimizer: Callable[[list[nn.Parameter]], torch.optim.Optimizer] = field(
+        default=lambda params: torch.optim.SGD(params, lr=0.01, momentum=0.9)
+    )
+    # Calls the model on a batch's inputs and returns the logits.
+    forward: Callable[[nn.Module, dict[str, torch.Tensor]], torch.Tensor] = field(
+        default=lambda model, inputs: model(*inputs.values())
+    )
+    trains: bool = True  # False: an inference-only model (a frozen text encoder)
+
+    def missing_requirements(self) -> list[str]:
+        """The packages this model needs that this environment cannot import."""
+        missing = []
+        for package in self.requires:
+            try:
+                importlib.import_module(package)
+            except Exception:  # absent, or made for a newer torch (transformers 4.51 needs torch.compiler: 2.1+)
+                missing.append(package)
+        return missing
+
+
+class UnknownModelError(ValueError):
+    """A model name that is not in the registry."""
+
+
+class BatchSizeError(ValueError):
+    """A batch size a model is not benchmarked at."""
+
+
+# --- builders --------------------------------------------------------------
+
+
+def _build_mlp() -> nn.Module:
+    # The seeds' multilayer perceptron: 1024 -> 512 -> 256 -> 10.
+    return nn.Sequential(
+        nn.Linear(1024, 512), nn.ReLU(), nn.Linear(512, 256), nn.ReLU(), nn.Linear(256, 10)
+    )
+
+
+def _build_lenet5() -> nn.Module:
+    # LeNet-5 for 28x28 single-channel images (MNIST-shaped); padding keeps 28x28
+    # through the first convolution, as in most modern reproductions.
+    return nn.Sequential(
+        nn.Conv2d(1, 6, kernel_size=5, padding=2), nn.ReLU(), nn.MaxPool2d(2),
+        nn.Conv2d(6, 16, kernel_size=5), nn.ReLU(), nn.MaxPool2d(2),
+        nn.Flatten(),
+        nn.Linear(16 * 5 * 5, 120), nn.ReLU(), nn.Linear(120, 84), nn.ReLU(), nn.Linear(84, 10),
+    )
+
+
+def _import(name: str) -> Any:
+    """Import a heavy, optional package where a builder needs it (typed as Any)."""
+    return importlib.import_module(name)
+
+
+def _build_resnet50() -> nn.Module:
+    module: nn.Module = _import("torchvision.models").resnet50(weights=None, num_classes=1000)
+    return module
+
+
+def _build_vgg16() -> nn.Module:
+    # 10 classes: the VGG16 seed trained on CIFAR-10 upscaled to 224x224.
+    module: nn.Module = _import("torchvision.models").vgg16(weights=None, num_classes=10)
+    return module
+
+
+BERT_SEQUENCE_LENGTH = 128
+BERT_NUM_LABELS = 6  # TREC question classification, as in the fine-tuning seed
+# Fixed explicitly: transformers has changed its default attention path between
+# releases, which would change what is timed without any change here. "eager"
+# exists in every transformers release the supported torch range can use.
+BERT_ATTENTION = "eager"
+
+
+def _with_attention(build: Callable[..., nn.Module], config: Any, attention: str) -> nn.Module:
+    """``build(config)`` with the attention path fixed where transformers lets us fix it."""
+    config._attn_implementation = attention
+    try:
+        return build(config, attn_implementation=attention)
+    except TypeError:  # transformers before 4.36 has no argument (and one attention path)
+        return build(config)
+
+
+def _build_bert() -> nn.Module:
+    transformers = _import("transformers")
+    config = transformers.BertConfig(num_labels=BERT_NUM_LABELS)  # bert-base: 12 layers, 768 hidden
+    return _with_attention(transformers.BertForSequenceClassification, config, BERT_ATTENTION)
+
+
+def _classifier_head(model: nn.Module) -> list[nn.Parameter]:
+    # The fine-tuning seed's "frozen core": only the classification head trains.
+    return list(model.classifier.parameters())  # type: ignore[union-attr]
+
+
+def _bert_forward(model: nn.Module, inputs: dict[str, torch.Tensor]) -> torch.Tensor:
+    output = model(**inputs)
+    logits: torch.Tensor = output.logits if hasattr(output, "logits") else output[0]  # old: a tuple
+    return logits
+
+
+def _build_vit() -> nn.Module:
+    module: nn.Module = _import("torchvision.models").vit_b_16(weights=None, num_classes=1000)
+    return module
+
+
+# A small Llama-style decoder (RMSNorm, rotary positions, SwiGLU, grouped-query
+# attention), sized for an 8 GB Mac: macOS lets the GPU wire about two thirds of
+# memory (about 5.3 GB). 768 hidden, 12 layers, 12 heads over 4 key/value heads,
+# a 2048-wide MLP and Llama's 32,000-token vocabulary make 125M parameters:
+# 0.5 GB of float32 weights, 2.0 GB with the gradients and AdamW's two moments,
+# leaving room for the activations of a training step at batch 8 x 256 tokens.
+LLAMA_CONFIG: dict[str, Any] = dict(
+    vocab_size=32000, hidden_size=768, intermediate_size=2048, num_hidden_layers=12,
+    num_attention_heads=12, num_key_value_heads=4, max_position_embeddings=2048, tie_word_embeddings=False,
+)
+# A training sequence of 256 tokens: a short chat turn or code snippet, the
+# length at which fine-tuning recipes for small models on laptops start.
+LLAMA_SEQUENCE_LENGTH = 256
+# Fixed explicitly, as for BERT: "sdpa" is the path Llama runs by default in
+# current transformers and the attention kernels mps got wrong before (issue 21).
+LLAMA_ATTENTION = "sdpa"
+# Its generation rows (mpsbench.measure.llm says why these sizes), here so that the site's
+# figures read them without torch: batch 1, a 512-token prompt, 128 new tokens.
+LLAMA_GENERATION = {"batch": 1, "prompt_tokens": 512, "new_tokens": 128}
+LLAMA_NAME = "llama_small"
+
+
+def _build_llama() -> nn.Module:
+    transformers = _import("transformers")
+    config = transformers.LlamaConfig(**LLAMA_CONFIG)
+    return _with_attention(transformers.LlamaForCausalLM, config, LLAMA_ATTENTION)
+
+
+# Stable Diffusion 1.x's text encoder: CLIP ViT-L/14's text tower (openai/clip-vit-large-patch14).
+CLIP_TEXT_CONFIG: dict[str, Any] = dict(
+    vocab_size=49408, hidden_size=768, intermediate_size=3072, num_hidden_layers=12, num_attention_heads=12,
+    max_position_embeddings=77, hidden_act="quick_gelu",
+)
+CLIP_SEQUENCE_LENGTH = 77  # SD pads every prompt to CLIP's 77 tokens
+
+
+def _build_clip_text() -> nn.Module:
+    transformers = _import("transformers")
+    config = transformers.CLIPTextConfig(**CLIP_TEXT_CONFIG)
+    return _with_attention(transformers.CLIPTextModel, config, "eager")  # "sdpa" is newer than SD's pipelines
+
+
+def _causal_lm_forward(model: nn.Module, inputs: dict[str, torch.Tensor]) -> torch.Tensor:
+    """Next-token logits of every position but the last, as (batch, vocabulary, positions) for the loss."""
+    output = model(input_ids=inputs["input_ids"], use_cache=False)
+    logits: torch.Tensor = output.logits if hasattr(output, "logits") else output[0]
+    return logits[:, :-1].transpose(1, 2)
+
+
+def _text_encoder_forward(model: nn.Module, inputs: dict[str, torch.Tensor]) -> torch.Tensor:
+    """The last hidden state, what SD's UNet attends to, as (batch, hidden, tokens)."""
+    output = model(input_ids=inputs["input_ids"])
+    hidden: torch.Tensor = output.last_hidden_state if hasattr(output, "last_hidden_state") else output[0]
+    return hidden.transpose(1, 2)
+
+
+# --- batches ---------------------------------------------------------------
+
+
+def _classes(batch_size: int, num_classes: int, gen: torch.Generator) -> torch.Tensor:
+    return torch.randint(0, num_classes, (batch_size,), generator=gen)
+
+
+def _image_batch(channels: int, side: int, num_classes: int) -> Callable[[int, torch.Generator], Batch]:
+    def make(batch_size: int, gen: torch.Generator) -> Batch:
+        images = torch.randn(batch_size, channels, side, side, generator=gen)
+        return Batch({"input": images}, _classes(batch_size, num_classes, gen))
+
+    return make
+
+
+def _mlp_batch(batch_size: int, gen: torch.Generator) -> Batch:
+    return Batch({"input": torch.randn(batch_size, 1024, generator=gen)}, _classes(batch_size, 10, gen))
+
+
+def _bert_batch(batch_size: int, gen: torch.Generator) -> Batch:
+    vocab_size = 30522  # BertConfig's default vocabulary
+    ids = torch.randint(0, vocab_size, (batch_size, BERT_SEQUENCE_LENGTH), generator=gen)
+    mask = torch.ones(batch_size, BERT_SEQUENCE_LENGTH, dtype=torch.long)
+    inputs = {"input_ids": ids, "attention_mask": mask}
+    return Batch(inputs, _classes(batch_size, BERT_NUM_LABELS, gen))
+
+
+def _token_batch(vocab_size: int, length: int) -> Callable[[int, torch.Generator], Batch]:
+    """Random token ids; the target is each position's next token (the causal LM loss)."""
+
+    def make(batch_size: int, gen: torch.Generator) -> Batch:
+        ids = torch.randint(0, vocab_size, (batch_size, length), generator=gen)
+        return Batch({"input_ids": ids}, ids[:, 1:].clone())
+
+    return make
+
+
+def _clip_batch(batch_size: int, gen: torch.Generator) -> Batch:
+    ids = torch.randint(0, CLIP_TEXT_CONFIG["vocab_size"], (batch_size, CLIP_SEQUENCE_LENGTH), generator=gen)
+    # No loss trains a frozen encoder; the target only gives the accuracy guard's loss a shape.
+    target = torch.randint(0, CLIP_TEXT_CONFIG["hidden_size"], (batch_size, CLIP_SEQUENCE_LENGTH), generator=gen)
+    return Batch({"input_ids": ids}, target)
+
+
+def _adamw(params: list[nn.Parameter]) -> torch.optim.Optimizer:
+    return torch.optim.AdamW(params, lr=2e-5)  # the usual BERT fine-tuning optimizer
+
+
+# --- the registry ----------------------------------------------------------
+
+_SMALL_SIZES = BATCH_SIZES
+_CNN_SIZES = (1, 8, 32, 64, 128)
+_BIG_SIZES = (1, 8, 32, 64)
+
+_BERT_COMMON: dict[str, Any] = dict(
+    build=_build_bert,
+    make_batch=_bert_batch,
+    num_classes=BERT_NUM_LABELS,
+    seed_batch_size=64,  # Apple's BERT chart and the fine-tuning seed: batch 64
+    batch_sizes=_BIG_SIZES,
+    large=True,
+    requires=("transformers.models.bert.modeling_bert",),  # transformers imports lazily: import what BERT needs
+    make_optimizer=_adamw,
+    forward=_bert_forward,
+)
+
+REGISTRY: dict[str, ModelSpec] = {
+    spec.name: spec
+    for spec in (
+        ModelSpec(
+            name="mlp",
+            description="MLP 1024-512-256-10 (the seeds' forward/backward loop)",
+            build=_build_mlp,
+            make_batch=_mlp_batch,
+            num_classes=10,
+            seed_batch_size=1024,  # the MLP seed trained on batches of 1024
+            batch_sizes=_SMALL_SIZES,
+            large=False,
+            steps_per_call=20,  # ~0.1 ms a step on a GPU: 20 steps per timed call
+        ),
+        ModelSpec(
+            name="lenet5",
+            description="LeNet-5 on 28x28 single-channel images",
+            build=_build_lenet5,
+            make_batch=_image_batch(1, 28, 10),
+            num_classes=10,
+            seed_batch_size=128,  # a common MNIST training batch; no seed fixes one
+            batch_sizes=_SMALL_SIZES,
+            large=False,
+            steps_per_call=20,  # sub-millisecond on a GPU, like the MLP
+        ),
+        ModelSpec(
+            name="resnet50",
+            description="torchvision ResNet-50, 224x224, 1000 classes",
+            build=_build_resnet50,
+            make_batch=_image_batch(3, 224, 1000),
+            num_classes=1000,
+            seed_batch_size=128,  # Apple's M1 Ultra chart: ResNet50 at batch 128
+            batch_sizes=_CNN_SIZES,
+            large=True,
+            requires=("torchvision",),
+        ),
+        ModelSpec(
+            name="vgg16",
+            description="torchvision VGG16, 224x224, 10 classes (CIFAR-10 upscaled)",
+            build=_build_vgg16,
+            make_batch=_image_batch(3, 224, 10),
+            num_classes=10,
+            seed_batch_size=64,  # Apple's chart and the CIFAR-10 seed: batch 64
+            batch_sizes=_BIG_SIZES,
+            large=True,
+            requires=("torchvision",),
+        ),
+        ModelSpec(
+            name="bert_base",
+            description="BERT-base classifier (BertConfig, random weights), seq 128, 6 labels",
+            **_BERT_COMMON,
+        ),
+        ModelSpec(
+            name="bert_base_frozen",
+            description="BERT-base with a frozen encoder: only the classifier head trains",
+            trainable=_classifier_head,
+            **_BERT_COMMON,
+        ),
+    )
+}
+
+# The seeds' models: the params of benchmark_models and the other seed-era
+# classes. Taken before the models below join the registry, so that a model
+# added later never changes those classes' params (their identity is their history).
+NAMES: tuple[str, ...] = tuple(REGISTRY)
+# A frozen core changes training only: its inference is bert_base's.
+INFERENCE_NAMES: tuple[str, ...] = tuple(name for name in NAMES if REGISTRY[name].trainable is None)
+
+REGISTRY.update({
+    spec.name: spec
+    for spec in (
+        ModelSpec(
+            name="vit_b_16",
+            description="torchvision ViT-B/16, 224x224, 1000 classes",
+            build=_build_vit,
+            make_batch=_image_batch(3, 224, 1000),
+            num_classes=1000,
+            # 32: the largest power of two whose float32 SGD training step fits an
+            # 8 GB Mac's GPU share with room to spare (activations of 197 tokens
+            # x 12 layers, about 0.1 GB a sample); the ViT recipes' 512-4096 need a cluster.
+            seed_batch_size=32,
+            batch_sizes=_BIG_SIZES,
+            large=True,
+            requires=("torchvision",),
+        ),
+        ModelSpec(
+            name=LLAMA_NAME,
+            description="Llama-style decoder (LlamaConfig, 125M params, random weights), 256 tokens, causal LM loss",
+            build=_build_llama,
+            make_batch=_token_batch(LLAMA_CONFIG["vocab_size"], LLAMA_SEQUENCE_LENGTH),
+            num_classes=LLAMA_CONFIG["vocab_size"],
+            # 8 x 256 = 2,048 tokens a step: the micro-batch of small-model
+            # fine-tuning on a laptop, within the 8 GB Mac's share (see LLAMA_CONFIG).
+            seed_batch_size=8,
+            batch_sizes=(1, 8, 32),
+            large=True,
+            requires=("transformers.models.llama",),  # transformers 4.28+
+            make_optimizer=_adamw,
+            forward=_causal_lm_forward,
+        ),
+        ModelSpec(
+            name="clip_text",
+            description="Stable Diffusion 1.x text encoder (CLIPTextModel, ViT-L/14 text sizes), 77 tokens",
+            build=_build_clip_text,
+            make_batch=_clip_batch,
+            num_classes=CLIP_TEXT_CONFIG["hidden_size"],
+            # 8 sequences: 4 images per prompt (the SD demos' default), each with
+            # its prompt and the empty prompt of classifier-free guidance.
+            seed_batch_size=8,
+            batch_sizes=(1, 8, 32),
+            large=True,
+            requires=("transformers",),
+            forward=_text_encoder_forward,
+            trains=False,  # SD's pipelines keep the text encoder frozen
+        ),
+    )
+})
+# The models of 2025-2026 (issue 21): their own classes, so the seeds' keep their params.
+MODERN_NAMES: tuple[str, ...] = tuple(name for name in REGISTRY if name not in NAMES)
+MODERN_TRAINING_NAMES: tuple[str, ...] = tuple(name for name in MODERN_NAMES if REGISTRY[name].trains)
+MODERN_INFERENCE_NAMES: tuple[str, ...] = MODERN_NAMES
+
+
+def get(name: str) -> ModelSpec:
+    """The spec named ``name``, or a one-line error listing the valid names."""
+    try:
+        return REGISTRY[name]
+    except KeyError:
+        raise UnknownModelError(f"unknown model {name!r}; choose one of: {', '.join(REGISTRY)}") from None
+
+
+def check_batch_size(spec: ModelSpec, batch_size: int) -> int:
+    """Return ``batch_size`` if ``spec`` is benchmarked at it, else a one-line error."""
+    if batch_size not in spec.batch_sizes:
+        sizes = ", ".join(str(size) for size in spec.batch_sizes)
+        raise BatchSizeError(f"batch size {batch_size} is not run for {spec.name}; choose one of: {sizes}")
+    return batch_size
+
+
+def make_batch(spec: ModelSpec, batch_size: int) -> Batch:
+    """The model's synthetic batch: the same tensors on every call and machine."""
+    generator = torch.Generator().manual_seed(SEED)
+    return spec.make_batch(batch_size, generator)
+
+
+# Packages the models import inside their builders. asv's forkserver imports the
+# benchmark modules once and forks a process per benchmark from there: importing
+# these in that server too saves every forked process their import (seconds for
+# transformers). Nothing here touches a GPU, which must not be initialized before
+# a fork. Under spawn (macOS) each process imports what its model needs, as before.
+PRELOADED = (
+    "torchvision.models", "transformers.models.bert.modeling_bert", "transformers.models.llama.modeling_llama",
+    "transformers.models.clip.modeling_clip",
+)
+
+
+def preload_for_forkserver() -> list[str]:
+    """In asv's forkserver, import the models' optional packages; elsewhere do nothing."""
+    if "asv_runner.server" not in sys.modules:
+        return []
+    loaded = []
+    for package in PRELOADED:
+        try:
+            importlib.import_module(package)
+        except Exception:  # absent, or not importable with this torch: its models skip with the reason
+            continue
+        loaded.append(package)
+    return loaded

@@ -1,0 +1,704 @@
+"""The operator registry: per op, fixed inputs at three sizes, the forward call and its work count.
+
+Each :class:`OpSpec` says how to build an op's inputs at the ``small``,
+``medium`` and ``large`` size (shapes fixed here and listed in docs/ops.md),
+which call is timed, whether the op is trained through (and so has a timed
+backward), and how much work one forward call does: floating-point operations
+for the compute-bound ops, bytes moved for the memory-bound ones. Throughput
+is that work over the median time of one call.
+
+Work counts are exact arithmetic for the compute-bound ops (a multiply-add is
+two FLOPs; bias adds are counted) and *compulsory* traffic for the
+memory-bound ones: every input element the op must read, read once, and every
+output element written once. Kernels that read an input twice (a two-pass
+norm) or write an intermediate (cross_entropy's log-softmax) move more, so
+GB/s here is a lower bound on the bandwidth a kernel used and can be held
+against the device's peak directly.
+
+The rest of this module turns a registry entry into something an asv
+``setup`` can time: :class:`OpCase` (the inputs, resident on a device),
+:func:`prepare` (selection, availability, caching across asv's per-sample
+``setup`` calls) and :func:`median_seconds_per_call` (the median that the
+``track_`` throughputs come from).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+
+from mpsbench import command
+from mpsbench.measure import devices, fallback, precision, selection, timing
+from mpsbench.measure.suite import SkipNotImplemented  # asv's, or suite's stand-in
+
+SEED = 0  # every input is drawn after seeding with this
+SIZES: tuple[str, ...] = ("small", "medium", "large")
+DTYPES: tuple[str, ...] = precision.NAMES  # float32, float16, bfloat16
+
+# Calls looped inside one timed call, per size, so that a sub-millisecond op
+# rises above clock, launch and synchronize overhead. Fixed per size, never
+# chosen from the hardware, so every machine times the same loop: ``small``
+# ops take microseconds on any device, ``medium`` ones tens of microseconds on
+# a large GPU and a few milliseconds on a laptop cpu, ``large`` ones
+# milliseconds on a large GPU.
+CALLS_PER_SAMPLE: Mapping[str, int] = {"small": 100, "medium": 20, "large": 3}
+
+GFLOPS = "GFLOP/s"  # unit of compute-bound ops
+GBPS = "GB/s"  # unit of memory-bound ops (1 GB = 1e9 bytes)
+INDEX_BYTES = 8  # indices and class targets are int64
+
+Dims = Mapping[str, int]  # the named sizes of one op at one size, e.g. {"n": 1024}
+Inputs = Mapping[str, torch.Tensor]
+
+
+class OpError(ValueError):
+    """An op or size name that is not a registered one, or a case that cannot be built as asked."""
+
+
+@dataclass(frozen=True)
+class Operand:
+    """How to make one input tensor of an op."""
+
+    shape: tuple[int, ...]
+    fill: str = "normal"  # "normal": standard normal in the op's dtype; "ones"; "index": int64 in [0, high)
+    high: int = 0  # exclusive upper bound of "index" operands
+    trained: bool = False  # gets a gradient in the forward+backward benchmark
+    # A transposed view of a contiguous tensor: non-contiguous, strides (1, rows).
+    transposed: bool = False
+    on_host: bool = False  # stays in host memory whatever the device (one end of a copy)
+
+
+@dataclass(frozen=True)
+class OpSpec:
+    """One benchmarked op: its inputs per size, the timed call and its work per call."""
+
+    name: str
+    description: str
+    shapes: Mapping[str, Dims]  # size name -> dims, one entry per name in SIZES
+    operands: Callable[[Dims], dict[str, Operand]]
+    forward: Callable[[Inputs], torch.Tensor]
+    output_shape: Callable[[Dims], tuple[int, ...]]
+    unit: str  # GFLOPS or GBPS: what the work counts
+    work: Callable[[Dims, int], int]  # FLOPs or bytes of one forward call, given the element size in bytes
+    formula: str  # ``work`` in words, for the docs and the table
+    has_backward: bool  # trained through: the forward+backward benchmark times it
+    host_device_copy: bool = False  # needs a device other than the host to mean anything
+    needs_functional: str | None = None  # a torch.nn.functional name older torch lacks
+
+    def dims(self, size: str) -> Dims:
+        return self.shapes[check_size(size)]
+
+    def work_at(self, size: str, dtype: str) -> int:
+        """FLOPs or bytes of one forward call at ``size`` in ``dtype``."""
+        return self.work(self.dims(size), itemsize(dtype))
+
+
+def itemsize(dtype: str) -> int:
+    """Bytes per element of the dtype named ``dtype`` (a one-line error for unknown names)."""
+    return torch.empty((), dtype=precision.dtype_of(dtype)).element_size()
+
+
+def check_size(size: str) -> str:
+    if size not in SIZES:
+        raise OpError(f"unknown size {size!r}; choose one of: {', '.join(SIZES)}")
+    return size
+
+
+# --- the ops ----------------------------------------------------------------
+# Dims are named after the usual symbols: n batch or square side, c channels,
+# h/w height and width, o output features, t tokens, d feature width, v rows
+# of a table (vocabulary), k indices taken, l sequence length.
+
+
+def _square(n_small: int, n_medium: int, n_large: int) -> dict[str, Dims]:
+    return {"small": {"n": n_small}, "medium": {"n": n_medium}, "large": {"n": n_large}}
+
+
+# One square-matrix size set for the elementwise ops, the reductions, softmax
+# and gelu: 64 KiB, 4 MiB and 256 MiB per float32 operand.
+_ELEMENTWISE = _square(128, 1024, 8192)
+# Image-shaped activations for batch_norm and max_pool2d: 16 Ki, 1 Mi, 64 Mi elements.
+_IMAGES: dict[str, Dims] = {
+    "small": {"n": 4, "c": 16, "h": 16, "w": 16},
+    "medium": {"n": 16, "c": 64, "h": 32, "w": 32},
+    "large": {"n": 64, "c": 256, "h": 64, "w": 64},
+}
+
+
+def _two_square(transposed: bool, trained: bool) -> Callable[[Dims], dict[str, Operand]]:
+    def operands(d: Dims) -> dict[str, Operand]:
+        shape = (d["n"], d["n"])
+        return {"a": Operand(shape, trained=trained, transposed=transposed), "b": Operand(shape, trained=trained)}
+
+    return operands
+
+
+def _one_square(d: Dims, trained: bool = True) -> dict[str, Operand]:
+    return {"x": Operand((d["n"], d["n"]), trained=trained)}
+
+
+def _elementwise(name: str, what: str, call: Callable[[torch.Tensor, torch.Tensor], torch.Tensor],
+                 transposed: bool, has_backward: bool) -> OpSpec:
+    layout = "a transposed (non-contiguous) n x n view and a contiguous one" if transposed else "two contiguous n x n"
+    return OpSpec(
+        name=name,
+        description=f"elementwise {what} of {layout} tensors",
+        shapes=_ELEMENTWISE,
+        operands=_two_square(transposed, trained=has_backward),
+        forward=lambda x: call(x["a"], x["b"]),
+        output_shape=lambda d: (d["n"], d["n"]),
+        unit=GBPS,
+        work=lambda d, s: 3 * d["n"] ** 2 * s,
+        formula="3*n^2*s (read a and b, write the result)",
+        has_backward=has_backward,
+    )
+
+
+def _reduction(name: str, call: Callable[[torch.Tensor], torch.Tensor]) -> OpSpec:
+    return OpSpec(
+        name=name,
+        description=f"{name} over the last dim of an n x n tensor",
+        shapes=_ELEMENTWISE,
+        operands=lambda d: _one_square(d, trained=False),
+        forward=lambda x: call(x["x"]),
+        output_shape=lambda d: (d["n"],),
+        unit=GBPS,
+        work=lambda d, s: (d["n"] ** 2 + d["n"]) * s,
+        formula="(n^2 + n)*s (read x, write one value per row)",
+        has_backward=False,  # the backward is a broadcast: no kernel of its own
+    )
+
+
+def _copy(name: str, description: str, source_on_host: bool) -> OpSpec:
+    return OpSpec(
+        name=name,
+        description=description,
+        # 256 KiB, 16 MiB and 256 MiB in float32
+        shapes={"small": {"n": 65536}, "medium": {"n": 4194304}, "large": {"n": 67108864}},
+        operands=lambda d: {
+            "source": Operand((d["n"],), on_host=source_on_host),
+            "destination": Operand((d["n"],), on_host=not source_on_host),
+        },
+        # Into a preallocated buffer: the transfer alone, not an allocation.
+        forward=lambda x: x["destination"].copy_(x["source"]),
+        output_shape=lambda d: (d["n"],),
+        unit=GBPS,
+        work=lambda d, s: d["n"] * s,
+        formula="n*s (the bytes that cross between host and device memory)",
+        has_backward=False,
+        host_device_copy=True,
+    )
+
+
+def _sdpa(x: Inputs) -> torch.Tensor:
+    attention: Callable[..., torch.Tensor] = F.scaled_dot_product_attention
+    return attention(x["q"], x["k"], x["v"])
+
+
+_SPECS: tuple[OpSpec, ...] = (
+    OpSpec(
+        name="matmul",
+        description="square matrix product a @ b",
+        shapes=_square(64, 256, 4096),
+        operands=_two_square(transposed=False, trained=True),
+        forward=lambda x: torch.matmul(x["a"], x["b"]),
+        output_shape=lambda d: (d["n"], d["n"]),
+        unit=GFLOPS,
+        work=lambda d, s: 2 * d["n"] ** 3,
+        formula="2*n^3 (n^3 multiply-adds)",
+        has_backward=True,
+    ),
+    OpSpec(
+        name="linear",
+        description="F.linear (nn.Linear): t tokens of i features to o features, with bias",
+        shapes={
+            "small": {"t": 32, "i": 128, "o": 128},
+            "medium": {"t": 512, "i": 256, "o": 256},
+            "large": {"t": 16384, "i": 1024, "o": 4096},  # BERT-large's FFN up-projection, 32 x 512 tokens
+        },
+        operands=lambda d: {
+            "x": Operand((d["t"], d["i"]), trained=True),
+            "weight": Operand((d["o"], d["i"]), trained=True),
+            "bias": Operand((d["o"],), trained=True),
+        },
+        forward=lambda x: F.linear(x["x"], x["weight"], x["bias"]),
+        output_shape=lambda d: (d["t"], d["o"]),
+        unit=GFLOPS,
+        work=lambda d, s: d["t"] * d["o"] * (2 * d["i"] + 1),
+        formula="t*o*(2*i + 1) (i multiply-adds and a bias add per output)",
+        has_backward=True,
+    ),
+    OpSpec(
+        name="conv2d",
+        description="F.conv2d, 3x3 kernel, stride 1, padding 1, with bias",
+        shapes={
+            "small": {"n": 1, "c": 16, "h": 16, "w": 16, "o": 16},
+            "medium": {"n": 8, "c": 32, "h": 16, "w": 16, "o": 32},
+            "large": {"n": 64, "c": 64, "h": 56, "w": 56, "o": 64},  # ResNet's first stage at batch 64
+        },
+        operands=lambda d: {
+            "x": Operand((d["n"], d["c"], d["h"], d["w"]), trained=True),
+            "weight": Operand((d["o"], d["c"], 3, 3), trained=True),
+            "bias": Operand((d["o"],), trained=True),
+        },
+        forward=lambda x: F.conv2d(x["x"], x["weight"], x["bias"], padding=1),
+        output_shape=lambda d: (d["n"], d["o"], d["h"], d["w"]),
+        unit=GFLOPS,
+        work=lambda d, s: d["n"] * d["o"] * d["h"] * d["w"] * (2 * d["c"] * 9 + 1),
+        formula="n*o*h*w*(2*c*9 + 1) (c*3*3 multiply-adds and a bias add per output)",
+        has_backward=True,
+    ),
+    OpSpec(
+        name="scaled_dot_product_attention",
+        description="F.scaled_dot_product_attention, no mask, q/k/v of shape (n, h, l, d)",
+        shapes={
+            "small": {"n": 1, "h": 4, "l": 64, "d": 32},
+            "medium": {"n": 2, "h": 8, "l": 128, "d": 64},
+            "large": {"n": 8, "h": 16, "l": 2048, "d": 64},
+        },
+        operands=lambda d: {
+            name: Operand((d["n"], d["h"], d["l"], d["d"]), trained=True) for name in ("q", "k", "v")
+        },
+        forward=_sdpa,
+        output_shape=lambda d: (d["n"], d["h"], d["l"], d["d"]),
+        unit=GFLOPS,
+        work=lambda d, s: 4 * d["n"] * d["h"] * d["l"] ** 2 * d["d"],
+        formula="4*n*h*l^2*d (q @ k^T and scores @ v; the softmax is left out, as FlashAttention counts)",
+        has_backward=True,
+        needs_functional="scaled_dot_product_attention",  # torch 2.0 and later
+    ),
+    OpSpec(
+        name="max_pool2d",
+        description="F.max_pool2d, 2x2 window, stride 2",
+        shapes=_IMAGES,
+        operands=lambda d: {"x": Operand((d["n"], d["c"], d["h"], d["w"]), trained=True)},
+        forward=lambda x: F.max_pool2d(x["x"], 2),
+        output_shape=lambda d: (d["n"], d["c"], d["h"] // 2, d["w"] // 2),
+        unit=GBPS,
+        work=lambda d, s: (d["n"] * d["c"] * d["h"] * d["w"] + d["n"] * d["c"] * (d["h"] // 2) * (d["w"] // 2)) * s,
+        formula="(n*c*h*w + n*c*(h/2)*(w/2))*s (read x, write the pooled result)",
+        has_backward=True,
+    ),
+    OpSpec(
+        name="batch_norm",
+        description="F.batch_norm in training mode (batch statistics, running stats updated), with affine",
+        shapes=_IMAGES,
+        operands=lambda d: {
+            "x": Operand((d["n"], d["c"], d["h"], d["w"]), trained=True),
+            "weight": Operand((d["c"],), trained=True),
+            "bias": Operand((d["c"],), trained=True),
+            "running_mean": Operand((d["c"],), fill="ones"),
+            "running_var": Operand((d["c"],), fill="ones"),
+        },
+        forward=lambda x: F.batch_norm(
+            x["x"], x["running_mean"], x["running_var"], x["weight"], x["bias"], training=True
+        ),
+        output_shape=lambda d: (d["n"], d["c"], d["h"], d["w"]),
+        unit=GBPS,
+        work=lambda d, s: (2 * d["n"] * d["c"] * d["h"] * d["w"] + 6 * d["c"]) * s,
+        formula="(2*n*c*h*w + 6*c)*s (read x, write y; read weight and bias; read and write both running stats)",
+        has_backward=True,
+    ),
+    OpSpec(
+        name="layer_norm",
+        description="F.layer_norm over the last dim of t tokens of width d, with affine",
+        shapes={"small": {"t": 64, "d": 256}, "medium": {"t": 4096, "d": 256}, "large": {"t": 16384, "d": 4096}},
+        operands=lambda d: {
+            "x": Operand((d["t"], d["d"]), trained=True),
+            "weight": Operand((d["d"],), trained=True),
+            "bias": Operand((d["d"],), trained=True),
+        },
+        forward=lambda x: F.layer_norm(x["x"], (x["x"].shape[-1],), x["weight"], x["bias"]),
+        output_shape=lambda d: (d["t"], d["d"]),
+        unit=GBPS,
+        work=lambda d, s: (2 * d["t"] * d["d"] + 2 * d["d"]) * s,
+        formula="(2*t*d + 2*d)*s (read x, write y, read weight and bias)",
+        has_backward=True,
+    ),
+    OpSpec(
+        name="softmax",
+        description="softmax over the last dim of an n x n tensor",
+        shapes=_ELEMENTWISE,
+        operands=_one_square,
+        forward=lambda x: torch.softmax(x["x"], dim=-1),
+        output_shape=lambda d: (d["n"], d["n"]),
+        unit=GBPS,
+        work=lambda d, s: 2 * d["n"] ** 2 * s,
+        formula="2*n^2*s (read x, write y)",
+        has_backward=True,
+    ),
+    OpSpec(
+        name="gelu",
+        description="F.gelu (exact, erf form) of an n x n tensor",
+        shapes=_ELEMENTWISE,
+        operands=_one_square,
+        forward=lambda x: F.gelu(x["x"]),
+        output_shape=lambda d: (d["n"], d["n"]),
+        unit=GBPS,
+        work=lambda d, s: 2 * d["n"] ** 2 * s,
+        formula="2*n^2*s (read x, write y)",
+        has_backward=True,
+    ),
+    _elementwise("add", "a + b", torch.add, transposed=False, has_backward=False),
+    _elementwise("add_transposed", "a + b", torch.add, transposed=True, has_backward=False),
+    _elementwise("mul", "a * b", torch.mul, transposed=False, has_backward=True),
+    _elementwise("mul_transposed", "a * b", torch.mul, transposed=True, has_backward=True),
+    _reduction("sum", lambda x: torch.sum(x, dim=-1)),
+    _reduction("mean", lambda x: torch.mean(x, dim=-1)),
+    OpSpec(
+        name="index_select",
+        description="index_select of k rows (random, repeats allowed) from a v x d table",
+        shapes={
+            "small": {"v": 1024, "d": 64, "k": 256},
+            "medium": {"v": 32768, "d": 256, "k": 4096},
+            "large": {"v": 65536, "d": 1024, "k": 65536},
+        },
+        operands=lambda d: {
+            "source": Operand((d["v"], d["d"]), trained=True),
+            "index": Operand((d["k"],), fill="index", high=d["v"]),
+        },
+        forward=lambda x: torch.index_select(x["source"], 0, x["index"]),
+        output_shape=lambda d: (d["k"], d["d"]),
+        unit=GBPS,
+        work=lambda d, s: 2 * d["k"] * d["d"] * s + INDEX_BYTES * d["k"],
+        formula="2*k*d*s + 8*k (read the selected rows, write them, read the int64 indices)",
+        has_backward=True,
+    ),
+    OpSpec(
+        name="gather",
+        description="torch.gather along dim 1: k random columns per row of an r x c tensor",
+        shapes={
+            "small": {"r": 256, "c": 256, "k": 64},
+            "medium": {"r": 2048, "c": 2048, "k": 512},
+            "large": {"r": 16384, "c": 8192, "k": 4096},
+        },
+        operands=lambda d: {
+            "source": Operand((d["r"], d["c"]), trained=True),
+            "index": Operand((d["r"], d["k"]), fill="index", high=d["c"]),
+        },
+        forward=lambda x: torch.gather(x["source"], 1, x["index"]),
+        output_shape=lambda d: (d["r"], d["k"]),
+        unit=GBPS,
+        work=lambda d, s: d["r"] * d["k"] * (2 * s + INDEX_BYTES),
+        formula="r*k*(2*s + 8) (per output: read an int64 index and a source element, write it)",
+        has_backward=True,
+    ),
+    OpSpec(
+        name="embedding",
+        description="F.embedding: look up n x l token ids in a v x d table",
+        shapes={
+            "small": {"v": 1000, "d": 64, "n": 4, "l": 64},
+            "medium": {"v": 30522, "d": 256, "n": 16, "l": 256},  # BERT's vocabulary
+            "large": {"v": 50257, "d": 1024, "n": 64, "l": 1024},  # GPT-2's vocabulary
+        },
+        operands=lambda d: {
+            "weight": Operand((d["v"], d["d"]), trained=True),
+            "ids": Operand((d["n"], d["l"]), fill="index", high=d["v"]),
+        },
+        forward=lambda x: F.embedding(x["ids"], x["weight"]),
+        output_shape=lambda d: (d["n"], d["l"], d["d"]),
+        unit=GBPS,
+        work=lambda d, s: 2 * d["n"] * d["l"] * d["d"] * s + INDEX_BYTES * d["n"] * d["l"],
+        formula="2*n*l*d*s + 8*n*l (read the looked-up rows, write them, read the int64 ids)",
+        has_backward=True,
+    ),
+    OpSpec(
+        name="cross_entropy",
+        description="F.cross_entropy of n rows of c logits against int64 class targets (mean)",
+        shapes={
+            "small": {"n": 64, "c": 1000},
+            "medium": {"n": 1024, "c": 1000},  # ImageNet's classes
+            "large": {"n": 4096, "c": 32000},  # a language model's vocabulary
+        },
+        operands=lambda d: {
+            "logits": Operand((d["n"], d["c"]), trained=True),
+            "target": Operand((d["n"],), fill="index", high=d["c"]),
+        },
+        forward=lambda x: F.cross_entropy(x["logits"], x["target"]),
+        output_shape=lambda d: (),
+        unit=GBPS,
+        work=lambda d, s: d["n"] * d["c"] * s + INDEX_BYTES * d["n"] + s,
+        formula="n*c*s + 8*n + s (read the logits and int64 targets, write the scalar loss)",
+        has_backward=True,
+    ),
+    _copy("copy_h2d", "copy from pageable host memory into a preallocated device buffer", source_on_host=True),
+    _copy("copy_d2h", "copy from device memory into a preallocated pageable host buffer", source_on_host=False),
+)
+
+REGISTRY: dict[str, OpSpec] = {spec.name: spec for spec in _SPECS}
+NAMES: tuple[str, ...] = tuple(REGISTRY)
+COMPUTE_NAMES: tuple[str, ...] = tuple(spec.name for spec in _SPECS if spec.unit == GFLOPS)
+MEMORY_NAMES: tuple[str, ...] = tuple(spec.name for spec in _SPECS if spec.unit == GBPS)
+BACKWARD_NAMES: tuple[str, ...] = tuple(spec.name for spec in _SPECS if spec.has_backward)
+
+
+def get(name: str) -> OpSpec:
+    """The op named ``name``, or a one-line error listing the valid names."""
+    try:
+        return REGISTRY[name]
+    except KeyError:
+        raise OpError(f"unknown op {name!r}; choose one of: {', '.join(NAMES)}") from None
+
+
+# --- building and running one op ---------------------------------------------
+
+
+def make_inputs(spec: OpSpec, size: str, device: str, dtype: str, training: bool) -> dict[str, torch.Tensor]:
+    """The op's inputs at ``size`` on ``device``: seeded, so every run draws the same values.
+
+    Float operands are drawn in float32 and cast, so that every dtype sees the
+    same values up to rounding (and no device needs a reduced-precision
+    random generator). With ``training`` the operands the op is trained
+    through require gradients.
+    """
+    devices.seed(device, SEED)
+    float_dtype = precision.dtype_of(dtype)
+    inputs: dict[str, torch.Tensor] = {}
+    for name, operand in spec.operands(spec.dims(size)).items():
+        where = "cpu" if operand.on_host else device
+        shape = operand.shape[::-1] if operand.transposed else operand.shape
+        if operand.fill == "index":
+            tensor = torch.randint(0, operand.high, shape, device=where, dtype=torch.int64)
+        elif operand.fill == "ones":
+            tensor = torch.ones(shape, device=where, dtype=float_dtype)
+        else:
+            tensor = torch.randn(shape, device=where).to(float_dtype)
+        if operand.transposed:
+            tensor = tensor.t()
+        if training and operand.trained:
+            tensor.requires_grad_(True)
+        inputs[name] = tensor
+    return inputs
+
+
+class OpCase:
+    """One op at one size and dtype with its inputs resident on a device.
+
+    ``forward`` runs the op under ``torch.no_grad()``. ``forward_backward``
+    runs it with autograd and computes the gradients of every trained operand
+    for a fixed random output gradient (``torch.autograd.grad``: nothing
+    accumulates into ``.grad`` between calls, and no loss reduction is added
+    to the op's own kernels). Neither synchronizes the device.
+    """
+
+    def __init__(self, spec: OpSpec, device: str, dtype: str, size: str, training: bool) -> None:
+        if training and not spec.has_backward:
+            raise OpError(f"{spec.name} is not trained through; choose one of: {', '.join(BACKWARD_NAMES)}")
+        self.spec = spec
+        self.device = devices.check_name(device)
+        self.dtype = dtype
+        self.size = size
+        self.training = training
+        self.inputs = make_inputs(spec, size, device, dtype, training)
+        self.trained = [tensor for tensor in self.inputs.values() if tensor.requires_grad]
+        self.grad_output: torch.Tensor | None = None
+
+    def forward(self) -> torch.Tensor:
+        with torch.no_grad():
+            return self.spec.forward(self.inputs)
+
+    def forward_backward(self) -> tuple[torch.Tensor, ...]:
+        output = self.spec.forward(self.inputs)
+        if self.grad_output is None:  # drawn once, then the same every call
+            self.grad_output = torch.randn(output.shape, device=output.device).to(output.dtype)
+        return torch.autograd.grad(output, self.trained, self.grad_output)
+
+    def call(self) -> None:
+        """One call of what this case times: the forward, or forward and backward."""
+        if self.training:
+            self.forward_backward()
+        else:
+            self.forward()
+
+    def run(self, calls: int) -> None:
+        """``calls`` calls back to back, without synchronizing."""
+        for _ in range(calls):
+            self.call()
+
+    @property
+    def calls_per_sample(self) -> int:
+        return CALLS_PER_SAMPLE[self.size]
+
+    def work(self) -> int:
+        """FLOPs or bytes of one forward call."""
+        return self.spec.work_at(self.size, self.dtype)
+
+    def warm_up(self, calls: int = 2) -> None:
+        """Run until kernels are chosen and shaders compiled; check what the timed calls rely on.
+
+        The output must have the registered shape and the asked dtype, on the
+        asked device (copies to the host excepted), so that a wrong or silently
+        moved result fails in ``setup`` rather than being timed.
+        """
+        for _ in range(calls):
+            output = self.forward()
+            if self.training:
+                self.forward_backward()
+        devices.synchronize(self.device)
+        expected_shape = self.spec.output_shape(self.spec.dims(self.size))
+        expected_device = "cpu" if self.spec.name == "copy_d2h" else self.device
+        problems = []
+        if tuple(output.shape) != expected_shape:
+            problems.append(f"shape {tuple(output.shape)}, expected {expected_shape}")
+        if output.dtype != precision.dtype_of(self.dtype):
+            problems.append(f"dtype {output.dtype}, expected {self.dtype}")
+        if output.device.type != expected_device:
+            problems.append(f"device {output.device.type}, expected {expected_device}")
+        if problems:
+            raise OpError(f"{self.spec.name} on {self.device} ({self.dtype}, {self.size}) gave " + "; ".join(problems))
+
+
+def median_seconds_per_call(case: OpCase, min_samples: int = 3, min_seconds: float = 0.2,
+                            max_samples: int = 50) -> float:
+    """Median seconds per call (:func:`mpsbench.measure.timing.median_seconds`), each sample the case's calls per sample.
+
+    Like the asv ``time_`` body. The case must be warmed up already.
+    """
+    median, _ = timing.median_seconds(case.run, case.device, case.calls_per_sample, min_samples, min_seconds, max_samples)
+    return median
+
+
+def throughput(case: OpCase) -> float:
+    """GFLOP/s or GB/s (the spec's unit) of the forward, from the median of several samples."""
+    return case.work() / median_seconds_per_call(case) / 1e9
+
+
+# --- what an asv setup calls ------------------------------------------------
+
+# On the cpu, reduced precision is timed only in the full sweep and never at
+# the large size: without native half-precision units, matmul and conv2d in
+# float16/bfloat16 took 14 to 19 times their float32 time on this project's
+# x86 test machine (conv2d, 0.6 GFLOP: 2.9 s against 0.16 s), so a large call
+# would take minutes.
+_CPU_REDUCED_PRECISION_SIZES = ("small", "medium")
+
+
+def in_default_selection(device: str, dtype: str, size: str) -> bool:
+    """float32 on every device: the large size on a GPU, small and medium on the cpu.
+
+    A GPU pays its device context (about 0.3 s on an H100) in every benchmark
+    process, one per combination, and its default has 3 minutes (docs/budget.md):
+    the large size is where an op is bound by the GPU rather than by the host
+    launching it (the small and medium sizes' launch cost is what the mlp rows
+    time), and float16 and bfloat16, which would triple the op processes, are
+    in the full sweep (and, model-level, in benchmark_precision).
+    """
+    if dtype != "float32":
+        return False
+    return size == "large" if device != "cpu" else size != "large"
+
+
+def skip_reason(device: str, spec: OpSpec, dtype: str, size: str) -> str | None:
+    """Why this combination is not timed in this run, or None if it is."""
+    excluded = selection.device_reason(device)
+    if excluded is not None:
+        return excluded
+    if spec.host_device_copy and device == "cpu":
+        return f"{spec.name} copies between host and a device; on the cpu both ends are host memory"
+    if device == "cpu" and dtype != "float32" and size not in _CPU_REDUCED_PRECISION_SIZES:
+        return f"{spec.name} in {dtype} at {size} on the cpu is not timed: reduced precision is 10-20x slower there"
+    if selection.full_sweep() or in_default_selection(device, dtype, size):
+        return None
+    return (
+        f"{spec.name} in {dtype} at {size} on {device} is outside the default selection;"
+        f" set {selection.FULL_SWEEP_ENV}=1 for the full sweep"
+    )
+
+
+def left_out(device: str, op: str, dtype: str, size: str) -> str | None:
+    """The op classes' rule for :mod:`mpsbench.measure.preselect`: :func:`skip_reason` from the params alone."""
+    return skip_reason(device, get(op), dtype, size)
+
+
+# Words in torch's errors for a dtype a device or kernel does not support.
+_UNSUPPORTED_WORDS = ("not implemented for", "not supported", "does not support", "does not have support",
+                      "unsupported")
+
+
+def unsupported_dtype_reason(exc: BaseException, spec: OpSpec, device: str, dtype: str) -> str | None:
+    """A skip reason if ``exc`` is torch refusing a reduced-precision dtype, else None.
+
+    float32 is the baseline every device must run: torch refusing it there is
+    a failure with the op's name, never an n/a. float16 and bfloat16 support
+    varies with the device, the OS (bfloat16 on mps needs macOS 14) and the
+    torch version, so a refusal there is reported as n/a with torch's words.
+    """
+    if dtype == "float32" or not isinstance(exc, (NotImplementedError, RuntimeError, TypeError)):
+        return None
+    text = str(exc).strip()
+    first_line = command.first_line(exc)
+    if isinstance(exc, NotImplementedError) or any(word in text.lower() for word in _UNSUPPORTED_WORDS):
+        return f"{spec.name} in {dtype} on {device}: torch does not support it here: {first_line}"
+    return None
+
+
+_cache: dict[tuple[str, str, str, str, bool], OpCase] = {}
+
+
+def cached(device: str, op: str, dtype: str, size: str, training: bool) -> tuple[OpCase, bool]:
+    """The case for these arguments, built once per process and warmed up.
+
+    asv calls ``setup`` before every sample; caching keeps that repeat cheap.
+    One case is kept, so that a process never holds two large inputs. An op
+    that fell back to the cpu during warm-up (mps with
+    ``PYTORCH_ENABLE_MPS_FALLBACK=1``) fails with its name, for its time would
+    be the cpu's (``MPSBENCH_ALLOW_FALLBACK=1`` times it anyway). Returns the
+    case and whether it was built just now.
+    """
+    key = (device, op, dtype, size, training)
+    if key in _cache:
+        return _cache[key], False
+    _cache.clear()
+    devices.empty_cache(device)
+    case = OpCase(get(op), device, dtype, size, training)
+    with fallback.Recorder() as recorder:
+        case.warm_up()
+    fallback.refuse(f"{op} on {device} in {dtype} at {size}", recorder.ops)
+    _cache[key] = case
+    return case, True
+
+
+def forget() -> None:
+    """Drop the cached case and its memory."""
+    _cache.clear()
+
+
+def prepare(device: str, op: str, dtype: str, size: str, training: bool) -> OpCase:
+    """Build (once per process) and warm up an op for an asv ``setup``.
+
+    Skips with the reason (n/a): combinations outside this run's selection,
+    absent devices, ops this torch lacks, reduced-precision dtypes torch
+    refuses on this device, inputs that do not fit in memory. Anything else
+    raised fails the combination.
+    """
+    spec = get(op)
+    precision.check_name(dtype)
+    reason = skip_reason(device, spec, dtype, size)
+    if reason is not None:
+        raise SkipNotImplemented(reason)
+    found = devices.availability(device)
+    if not found.usable:
+        raise SkipNotImplemented(f"{device} is not usable here: {found.reason}")
+    if spec.needs_functional is not None and not hasattr(F, spec.needs_functional):
+        raise SkipNotImplemented(f"torch {torch.__version__} has no torch.nn.functional.{spec.needs_functional}")
+    try:
+        case, _ = cached(device, op, dtype, size, training)
+    except SkipNotImplemented:
+        raise
+    except Exception as exc:
+        forget()
+        if devices.is_out_of_memory(exc):
+            devices.empty_cache(device)
+            raise SkipNotImplemented(
+                f"{op} at {size} in {dtype} does not fit in {device} memory: {command.first_line(exc)}"
+            ) from exc
+        why = unsupported_dtype_reason(exc, spec, device, dtype)
+        if why is not None:
+            raise SkipNotImplemented(why) from exc
+        if isinstance(exc, NotImplementedError):  # torch lacks a kernel: a failure, not an n/a
+            raise RuntimeError(f"{op} on {device} in {dtype}: torch lacks an op: {exc}") from exc
+        raise
+    return case

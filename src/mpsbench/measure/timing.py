@@ -1,0 +1,58 @@
+"""The one timing loop used outside asv's clock (the command line, calibration, op throughput).
+
+Warm up first, synchronize the device before every clock read, report the
+median: the same rules the asv classes follow.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from mpsbench.measure import devices
+
+if TYPE_CHECKING:
+    from mpsbench.measure.workloads import Workload
+
+
+@dataclass(frozen=True)
+class StepTiming:
+    seconds_per_step: float  # median over the timed calls
+    samples_per_second: float
+    calls: int
+    steps_per_call: int
+
+
+def median_seconds(run: Callable[[int], None], device: str, per_sample: int, min_samples: int = 3,
+                   min_seconds: float = 1.0, max_samples: int = 50) -> tuple[float, int]:
+    """Median seconds per call of ``run`` and the number of samples taken.
+
+    A sample is ``run(per_sample)`` followed by the device's synchronize, so a
+    sub-millisecond call is timed in a batch long enough for the clock. Samples
+    are taken until there are ``min_samples`` of them and ``min_seconds`` have
+    passed, or ``max_samples`` were taken. ``run`` must be warmed up already.
+    """
+    durations: list[float] = []
+    devices.synchronize(device)
+    started = time.perf_counter()
+    while len(durations) < max_samples and (
+        len(durations) < min_samples or time.perf_counter() - started < min_seconds
+    ):
+        begin = time.perf_counter()
+        run(per_sample)
+        devices.synchronize(device)
+        durations.append((time.perf_counter() - begin) / per_sample)
+    return statistics.median(durations), len(durations)
+
+
+def time_steps(workload: Workload, min_calls: int = 3, min_seconds: float = 1.0, max_calls: int = 50) -> StepTiming:
+    """Median seconds per step over at least ``min_calls`` calls and ``min_seconds`` (:func:`median_seconds`).
+
+    Each call runs the model's ``steps_per_call`` steps. The workload must be warmed up already.
+    """
+    steps = workload.spec.steps_per_call
+    median, calls = median_seconds(workload.run, workload.device, steps, min_calls, min_seconds, max_calls)
+    return StepTiming(median, workload.samples_per_step / median, calls, steps)

@@ -1,0 +1,249 @@
+"""Workloads: a model, its optimizer and a fixed batch, resident on a device.
+
+A training step is exactly: zero the gradients, forward, loss, backward,
+optimizer step. An inference step is a forward pass in eval mode under
+``torch.inference_mode()``. Neither synchronizes the device: the caller does,
+once, before it reads a clock.
+
+A workload runs in float32 unless built with another dtype (see
+mpsbench.measure.precision for what a dtype means in each kind). Its warm-up runs under
+the fallback recorder (mpsbench.measure.fallback), so that the ops that fell back to
+the cpu are known before anything is timed.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+import time
+from collections.abc import Callable
+
+import torch
+from torch import nn
+
+from mpsbench.calibration import inject
+from mpsbench.measure import devices, fallback, models, precision
+
+KINDS: tuple[str, ...] = ("training", "inference")
+
+Probe = Callable[[], None]  # called where memory is highest inside a step
+
+
+class WorkloadError(ValueError):
+    """A workload that cannot be built as asked (unknown kind, missing package)."""
+
+
+class Workload:
+    """One model on one device with one batch, stepped for training or inference."""
+
+    def __init__(
+        self, kind: str, device: str, spec: models.ModelSpec, batch_size: int, dtype: str = precision.DEFAULT,
+        compiled: bool = False,
+    ) -> None:
+        self.kind = kind
+        self.device = device
+        self.spec = spec
+        self.batch_size = batch_size
+        self.dtype = dtype
+        devices.seed(device, models.SEED)
+        with devices.creating_on(device):
+            self.model = spec.build().to(device)  # the copy is a no-op where the weights were created on device
+        self.batch = models.make_batch(spec, batch_size).to(device)
+        if precision.casts_model(kind, dtype):
+            self.model.to(precision.dtype_of(dtype))
+            self.batch = _cast_floats(self.batch, precision.dtype_of(dtype))
+        self.compiled = compiled
+        if compiled:  # torch.compile with the default (inductor) backend; compiles at the first step
+            self.model = torch.compile(self.model)  # type: ignore[assignment]  # an OptimizedModule
+        self.first_step_seconds: float | None = None  # the first warm-up step: compilation included
+        self.loss_fn = nn.CrossEntropyLoss()
+        self.optimizer: torch.optim.Optimizer | None = None
+        self.scaler = precision.grad_scaler(device, kind, dtype)  # float16 training only
+        self.computed_dtype: torch.dtype | None = None  # the logits' dtype in the last step
+        self.fallback_ops: tuple[str, ...] = ()  # ops that ran on the cpu during warm-up
+        self.slowdown = inject.slowdown_for(spec.name)  # 0.0 unless a calibration build injects one
+        self.injected_seconds = 0.0  # host wait per step that realizes the slowdown, set at warm-up
+        if kind == "training":
+            self.model.train()
+            trained = self.trained_parameters()
+            for parameter in self.model.parameters():
+                parameter.requires_grad_(False)
+            for parameter in trained:
+                parameter.requires_grad_(True)
+            self.optimizer = spec.make_optimizer(trained)
+        else:
+            self.model.eval()
+
+    def trained_parameters(self) -> list[nn.Parameter]:
+        if self.spec.trainable is None:
+            return list(self.model.parameters())
+        return self.spec.trainable(self.model)
+
+    @property
+    def samples_per_step(self) -> int:
+        return self.batch_size
+
+    @property
+    def label(self) -> str:
+        """How errors name this combination: "resnet50 training on mps at batch 128 (float16)"."""
+        compiled = ", compiled" if self.compiled else ""
+        return f"{self.spec.name} {self.kind} on {self.device} at batch {self.batch_size} ({self.dtype}{compiled})"
+
+    def step(self, probe: Probe | None = None) -> torch.Tensor:
+        """Run one step; returns the loss (training) or the logits (inference)."""
+        if self.optimizer is None:
+            with torch.inference_mode():
+                logits: torch.Tensor = self.spec.forward(self.model, self.batch.inputs)
+            self.computed_dtype = logits.dtype
+            if probe is not None:
+                probe()
+            return logits
+        self.optimizer.zero_grad(set_to_none=True)
+        with precision.autocast(self.device, self.kind, self.dtype):  # no-op in float32
+            logits = self.spec.forward(self.model, self.batch.inputs)
+            loss: torch.Tensor = self.loss_fn(logits, self.batch.target)
+        self.computed_dtype = logits.dtype
+        if probe is not None:
+            probe()  # activations are alive: the forward peak
+        if self.scaler is None:
+            loss.backward()  # type: ignore[no-untyped-call]  # torch leaves it unannotated
+            if probe is not None:
+                probe()  # gradients are alive: the backward peak
+            self.optimizer.step()
+        else:  # float16: scale the loss so small gradients survive, unscale before the update
+            self.scaler.scale(loss).backward()
+            if probe is not None:
+                probe()
+            self.scaler.step(self.optimizer)
+            self.scaler.update()
+        return loss
+
+    def evaluate(self, samples: int | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+        """Logits and loss of one deterministic forward: eval mode, no gradients, this dtype.
+
+        ``samples`` limits the forward to the batch's first samples (all by default).
+
+        Eval mode switches dropout off and makes batch norm use its running
+        statistics, so the result is comparable with another device's. A
+        training workload's mode is restored afterwards; nothing is updated.
+        """
+        was_training = self.model.training
+        self.model.eval()
+        try:
+            with torch.no_grad(), precision.autocast(self.device, self.kind, self.dtype):
+                batch = self.batch if samples is None else self.batch.head(samples)
+                logits: torch.Tensor = self.spec.forward(self.model, batch.inputs)
+                loss: torch.Tensor = self.loss_fn(logits.float(), batch.target)
+        finally:
+            self.model.train(was_training)
+        return logits, loss
+
+    def run(self, steps: int) -> None:
+        """Run ``steps`` steps back to back, without synchronizing.
+
+        Under an injected slowdown (mpsbench.calibration.inject, calibration only) the
+        device is synchronized and the host then waits the injected share.
+        """
+        for _ in range(steps):
+            self.step()
+        if self.injected_seconds:
+            devices.synchronize(self.device)
+            time.sleep(self.injected_seconds * steps)
+
+    def warm_up(self, steps: int = 2) -> None:
+        """Run steps until kernels are chosen, shaders compiled and optimizer state exists.
+
+        Runs under the fallback recorder, keeping the ops that fell back to the
+        cpu in :attr:`fallback_ops`. Also checks what every later step relies
+        on: the output lives on the asked device (no silent move to the cpu),
+        it was computed in the asked dtype, and the loss is finite.
+        """
+        with fallback.Recorder() as recorder:
+            devices.synchronize(self.device)
+            begin = time.perf_counter()
+            result = self.step()
+            devices.synchronize(self.device)
+            self.first_step_seconds = time.perf_counter() - begin
+            for _ in range(steps - 1):
+                result = self.step()
+            devices.synchronize(self.device)
+        self.fallback_ops = tuple(recorder.ops)
+        if result.device.type != self.device:
+            raise WorkloadError(
+                f"{self.spec.name} on {self.device} produced its output on {result.device.type}"
+            )
+        precision.check_computed(self.label, self.dtype, self.computed_dtype)
+        if self.kind == "training" and not math.isfinite(float(result.detach().cpu())):
+            raise WorkloadError(f"{self.spec.name} on {self.device}: non-finite training loss")
+        if self.slowdown:
+            self.injected_seconds = self.slowdown * self._median_step_seconds()
+
+    def _median_step_seconds(self, samples: int = 5) -> float:
+        """The step time the injected slowdown is a share of, measured once after warm-up."""
+        times = []
+        for _ in range(samples):
+            devices.synchronize(self.device)
+            begin = time.perf_counter()
+            self.step()
+            devices.synchronize(self.device)
+            times.append(time.perf_counter() - begin)
+        return statistics.median(times)
+
+
+def check_kind(kind: str) -> str:
+    if kind not in KINDS:
+        raise WorkloadError(f"unknown workload kind {kind!r}; choose one of: {', '.join(KINDS)}")
+    return kind
+
+
+def _cast_floats(batch: models.Batch, dtype: torch.dtype) -> models.Batch:
+    """The batch with its floating inputs in ``dtype`` (token ids and targets stay integers)."""
+    inputs = {key: value.to(dtype) if value.is_floating_point() else value for key, value in batch.inputs.items()}
+    return models.Batch(inputs, batch.target)
+
+
+def build(
+    kind: str, device: str, model: str, batch_size: int, dtype: str = precision.DEFAULT, compiled: bool = False
+) -> Workload:
+    """Validate every argument, then build the workload (one-line errors on bad input)."""
+    check_kind(kind)
+    devices.check_name(device)
+    precision.check_name(dtype)
+    spec = models.get(model)
+    models.check_batch_size(spec, batch_size)
+    if kind == "inference" and spec.trainable is not None:
+        raise WorkloadError(f"{model} differs from its base model in training only; time its inference as bert_base")
+    if kind == "training" and not spec.trains:
+        raise WorkloadError(f"{model} is an inference-only model; time its inference")
+    missing = spec.missing_requirements()
+    if missing:
+        raise WorkloadError(f"{model} needs {', '.join(missing)}, which this environment cannot import")
+    return Workload(kind, device, spec, batch_size, dtype, compiled)
+
+
+_cache: dict[tuple[str, str, str, int, str, bool], Workload] = {}
+
+
+def cached(
+    kind: str, device: str, model: str, batch_size: int, dtype: str = precision.DEFAULT, compiled: bool = False
+) -> tuple[Workload, bool]:
+    """The workload for these arguments, built once per process and warmed up.
+
+    asv calls ``setup`` again before every sample; caching keeps that repeat
+    cheap. Only one workload is kept, so that a process never holds two
+    models' memory. Returns the workload and whether it was built just now.
+    """
+    key = (kind, device, model, batch_size, dtype, compiled)
+    if key in _cache:
+        return _cache[key], False
+    _cache.clear()
+    devices.empty_cache(device)
+    workload = build(kind, device, model, batch_size, dtype, compiled)
+    workload.warm_up()
+    _cache[key] = workload
+    return workload, True
+
+
+def forget() -> None:
+    """Drop the cached workload and its memory (after an out-of-memory error, say)."""
+    _cache.clear()

@@ -1,0 +1,44 @@
+"""Progress lines: the package's one logger, ``mpsbench COMPONENT: message`` on stderr.
+
+Every module that reports progress takes ``log = progress.logger(__name__)`` and
+calls ``log.info``; the component is the module's last name (``record``,
+``nightly``). Progress goes to stderr, so a command's stdout carries only its
+answer (a pattern, a factor, a table) and can be piped.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+
+ROOT = "mpsbench"
+
+
+class _CurrentStderr(logging.StreamHandler):  # type: ignore[type-arg]
+    """Writes to whatever ``sys.stderr`` is when a line is written (a test's capture, a redirect)."""
+
+    @property
+    def stream(self) -> object:
+        return sys.stderr
+
+    @stream.setter
+    def stream(self, _value: object) -> None:
+        pass  # logging.StreamHandler sets it at creation; the current stderr is always used
+
+
+class _Component(logging.Formatter):
+    def format(self, record: logging.LogRecord) -> str:
+        level = "warning: " if record.levelno >= logging.WARNING else ""
+        return f"{ROOT} {record.name.rsplit('.', 1)[-1]}: {level}{record.getMessage()}"
+
+
+def logger(name: str) -> logging.Logger:
+    """The logger of module ``name`` (``__name__``), writing through the package's one handler."""
+    root = logging.getLogger(ROOT)
+    if not root.handlers:
+        handler = _CurrentStderr()
+        handler.setFormatter(_Component())
+        root.addHandler(handler)
+        root.setLevel(logging.INFO)
+        root.propagate = False  # a host application's logging setup does not print our lines twice
+    return logging.getLogger(name)

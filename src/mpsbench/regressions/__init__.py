@@ -1,0 +1,1 @@
+"""The regression loop: the one factor, statistics, compare, bisect and alerts."""

@@ -1,0 +1,297 @@
+"""Alerts that hold up: each machine's newest build, row by row, against the build before it and the last good one.
+
+``mpsbench alert`` reads an asv results directory (:mod:`mpsbench.results.recorded`)
+and, for every row (benchmark combination) of each machine's newest build,
+judges it with the one rule of :mod:`mpsbench.regressions.thresholds` (the recorded
+statistics, the row's noise, absolute floors, asv's significance test; never
+bare medians), within the build's own channel (the timeline's first
+parents), against
+
+- the build before it, and
+- the last build that was not flagged: walking the row's history oldest
+  first, a build judged slower than the last unflagged one is flagged and
+  does not become the baseline, so a slowdown followed by a build that is
+  only as slow (n1 n2 s1 s2) is still reported at s2 against n2.
+
+With ``--confirm`` every alert is re-measured fresh before it is raised:
+``mpsbench compare OLD NEW -b ROW`` (interleaved runs of both builds that
+write nothing into the recorded results) must exit 1 (slower); 0 (unchanged)
+drops the alert, 3 (undecided) keeps it out of the exit status and says so.
+Exit 1 when anything (confirmed, with ``--confirm``) is slower; 2 when the
+results cannot be read (a missing, empty or corrupt directory is never
+"nothing slower"). ``--summary`` also writes the same as Markdown.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import subprocess
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from mpsbench.builds import history, timeline
+from mpsbench.builds import manifest as mf
+from mpsbench.regressions import factor, thresholds
+from mpsbench.results import recorded
+from mpsbench.site import report
+
+TITLE = "mpsbench: the newest build is slower"
+PREVIOUS, LAST_GOOD = "the build before", "the last build not flagged"
+# `mpsbench compare`'s exit statuses (docs/bisect.md)
+COMPARE_UNCHANGED, COMPARE_SLOWER, COMPARE_UNDECIDED = 0, 1, 3
+
+
+class AlertError(ValueError):
+    """The alert cannot be computed as asked (no results, a bad config): one line, exit status 2."""
+
+
+@dataclass(frozen=True)
+class Alert:
+    """One row that got slower on one machine's newest build."""
+
+    machine: str
+    row: recorded.Row
+    unit: str
+    old: str  # the build it is slower than
+    new: str
+    against: str  # PREVIOUS or LAST_GOOD
+    old_value: float
+    new_value: float
+    judgement: thresholds.Judgement
+    upstream: str  # the PyTorch commit range between the two builds, with a compare link
+    confirmed: str = ""  # with --confirm: "confirmed", "not confirmed" or "undecided"
+
+    @property
+    def benchmark(self) -> str:
+        return self.row.benchmark
+
+    @property
+    def params(self) -> str:
+        """As asv writes a parameterized benchmark's combination (and as ``asv run -b`` matches it)."""
+        return f"({', '.join(self.row.params)})" if self.row.params else ""
+
+    @property
+    def raised(self) -> bool:
+        return self.confirmed in ("", "confirmed")
+
+    def values(self) -> tuple[str, str]:
+        if self.unit == "seconds":
+            return f"{self.old_value * 1e3:.4g} ms", f"{self.new_value * 1e3:.4g} ms"
+        return f"{self.old_value:.4g} {self.unit}", f"{self.new_value:.4g} {self.unit}"
+
+    def line(self) -> str:
+        old, new = self.values()
+        state = f" [{self.confirmed}]" if self.confirmed else ""
+        return (f"slower {self.judgement.ratio:.3f}x  {self.benchmark}{self.params} on {self.machine}: {old} -> {new}"
+                f" against {self.against} ({self.judgement.reason}){state}; {self.upstream}")
+
+
+def _upstream(manifest: mf.Manifest, generated: timeline.Generated, old: str, new: str) -> str:
+    try:
+        return history.upstream_range(manifest, generated, old, new)
+    except (history.HistoryError, mf.ManifestError):
+        return f"timeline commits {old[:12]}..{new[:12]} (not both in the manifest)"
+
+
+def _lineage(repo: Path, newest: str) -> list[str]:
+    """The builds the newest one descends from on its channel (first parents), oldest first, itself last.
+
+    The newest build is compared only with its own channel's history: by date alone, a release could
+    follow a nightly and the two lines be judged against each other.
+    """
+    done = subprocess.run(["git", "-C", str(repo), "rev-list", "--first-parent", newest],
+                          capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        raise AlertError(f"the timeline {repo} has no commit {newest[:12]}: run mpsbench timeline generate")
+    return done.stdout.split()[::-1]
+
+
+def _row_alerts(found: recorded.Recorded, rules: thresholds.Rules, machine: str, row: recorded.Row,
+                lineage: list[str]) -> list[tuple[str, str, thresholds.Judgement]]:
+    """(old build, against, judgement) where the newest build of the row is slower."""
+    unit = found.units.get(row.benchmark, "")
+    builds = [b for b in lineage if found.get(machine, b, row) is not None]
+    if len(builds) < 2:
+        return []
+
+    def judge(old: str, new: str) -> thresholds.Judgement:
+        return thresholds.judge(rules, row.entry, unit, found.get(machine, old, row),  # type: ignore[arg-type]
+                                found.get(machine, new, row))  # type: ignore[arg-type]
+
+    good = builds[0]
+    for build in builds[1:-1]:  # the row's history: who is the last build not flagged before the newest
+        if not judge(good, build).slower:
+            good = build
+    newest, previous = builds[-1], builds[-2]
+    out = []
+    to_previous = judge(previous, newest)
+    if to_previous.slower:
+        out.append((previous, PREVIOUS, to_previous))
+    if good != previous:
+        to_good = judge(good, newest)
+        if to_good.slower:
+            out.append((good, LAST_GOOD, to_good))
+    return out[-1:]  # one alert per row: against the last good build where both hold, it says more
+
+
+def find(
+    results_dir: Path, rules: thresholds.Rules, manifest: mf.Manifest, timeline_repo: Path,
+    machines: list[str] | None = None, build: str | None = None,
+) -> list[Alert]:
+    """The rows slower on each machine's newest build, slowest first.
+
+    ``machines`` keeps only those machines; ``build`` (CHANNEL@ID or a commit
+    hash) only machines whose newest build is that one, so that a machine
+    that did not run tonight's build does not repeat an old alert.
+    """
+    try:
+        found = recorded.load(results_dir)
+    except recorded.RecordedError as exc:
+        raise AlertError(str(exc)) from None
+    generated = timeline.compute(manifest, timeline_repo)
+    newest = generated.commits[history._resolve_ref(manifest, generated, build)[0]] if build else None
+    alerts = []
+    for machine in found.machines:
+        builds = found.builds(machine)
+        if (machines is not None and machine not in machines) or (newest is not None and builds[-1] != newest):
+            continue
+        lineage = _lineage(timeline_repo, builds[-1])
+        for row in sorted(found.values[(machine, builds[-1])], key=lambda r: r.entry):
+            for old, against, judgement in _row_alerts(found, rules, machine, row, lineage):
+                alerts.append(Alert(
+                    machine, row, found.units.get(row.benchmark, ""), old, builds[-1], against,
+                    found.get(machine, old, row).value, found.get(machine, builds[-1], row).value,  # type: ignore[union-attr]
+                    judgement, _upstream(manifest, generated, old, builds[-1])))
+    alerts.sort(key=lambda a: (-a.judgement.ratio, a.machine, a.row.entry))
+    return alerts
+
+
+Compare = Callable[[str, str, str], int]  # (old commit, new commit, -b regex) -> compare's exit status
+
+
+def compare_command(manifest: Path, timeline_repo: Path, machine: str | None = None) -> Compare:
+    """``mpsbench compare OLD NEW -b BENCH`` run as a command, on the same manifest, timeline and machine.
+
+    A fresh, interleaved measurement of both builds that writes no recorded result (issue 23, part A);
+    run as a command so that the alert needs none of its code, and so a test can put a stand-in here.
+    """
+    def run_compare(old: str, new: str, benchmark: str) -> int:
+        command = [str(Path(sys.executable).with_name("mpsbench")), "compare", old, new, "-b", benchmark,
+                   "--manifest", str(manifest), "--timeline", str(timeline_repo)]
+        if machine:
+            command += ["--machine", machine]
+        print(f"mpsbench alert: confirming: mpsbench {' '.join(command[1:])}", flush=True)
+        return subprocess.run(command, check=False).returncode
+
+    return run_compare
+
+
+def confirm(found: list[Alert], compare: Compare) -> list[Alert]:
+    """Each alert with the verdict of a fresh ``compare`` of its two builds on its one row."""
+    verdicts = {COMPARE_SLOWER: "confirmed", COMPARE_UNCHANGED: "not confirmed", COMPARE_UNDECIDED: "undecided"}
+    confirmed = []
+    for alert in found:
+        status = compare(alert.old, alert.new, "^" + re.escape(alert.row.entry) + "$")
+        if status not in verdicts:
+            raise AlertError(f"mpsbench compare {alert.old[:12]} {alert.new[:12]} exited with status {status}"
+                             f" (expected {', '.join(map(str, verdicts))})")
+        confirmed.append(replace(alert, confirmed=verdicts[status]))
+    return confirmed
+
+
+def markdown(alerts: list[Alert], compared: str) -> str:
+    """The alerts as a Markdown document (report.py's renderer), for an issue body or a job summary."""
+    raised = [alert for alert in alerts if alert.raised]
+    sections = []
+    if raised:
+        rows: list[list[report.Cell]] = []
+        for alert in raised:
+            old, new = alert.values()
+            rows.append([alert.machine, alert.benchmark, alert.params, old, new, f"{alert.judgement.ratio:.3f}",
+                         alert.against, alert.judgement.reason, alert.upstream])
+        machines = sorted({alert.machine for alert in raised})
+        sections.append(report.Section("Slower", [
+            f"{len(raised)} rows on {len(machines)} machines ({', '.join(machines)}) are slower on the newest build"
+            f" ({compared}), each judged with its recorded statistics and its own threshold (docs/site.md)"
+            + (", and confirmed by a fresh `mpsbench compare`." if any(a.confirmed for a in raised) else "."),
+            report.Table(["machine", "benchmark", "params", "old", "new", "new/old", "against", "why",
+                          "builds and PyTorch commits"], rows, ["slower"] * len(rows)),
+            "Confirm and bisect: `mpsbench compare OLD NEW -b ROW`, then `mpsbench bisect GOOD BAD -b ROW` (README).",
+        ]))
+    dropped = [alert for alert in alerts if not alert.raised]
+    if dropped:
+        sections.append(report.Section("Not confirmed by a fresh compare", [report.Table(
+            ["machine", "benchmark", "params", "recorded new/old", "fresh compare"],
+            [[a.machine, a.benchmark, a.params, f"{a.judgement.ratio:.3f}", a.confirmed] for a in dropped])]))
+    if not raised:
+        sections.insert(0, report.Section("Result", [f"No row is slower on the newest build ({compared})."]))
+        return report.to_markdown(TITLE.replace("is slower", "is not slower"), sections)
+    return report.to_markdown(TITLE, sections)
+
+
+def check(
+    results_dir: Path, rules: thresholds.Rules, manifest: mf.Manifest, timeline_repo: Path,
+    machines: list[str] | None = None, build: str | None = None, summary: Path | None = None,
+    compare: Compare | None = None,
+) -> tuple[int, str]:
+    """:func:`find` (then :func:`confirm` with ``compare``), one line per alert and a last line on stdout.
+
+    Returns the exit status (1 if anything is slower) and the Markdown, also written to ``summary``.
+    """
+    found = find(results_dir, rules, manifest, timeline_repo, machines, build)
+    if compare is not None:
+        found = confirm(found, compare)
+    compared = (f"each machine's newest build against {PREVIOUS} and {LAST_GOOD}"
+                + (f", where the newest is {build}" if build else ""))
+    for alert in found:
+        print(alert.line())
+    text = markdown(found, compared)
+    if summary is not None:
+        summary.write_text(text, encoding="utf-8")
+    raised = [alert for alert in found if alert.raised]
+    if raised:
+        names = sorted({alert.machine for alert in raised})
+        print(f"mpsbench alert: REGRESSION: {len(raised)} rows slower on {', '.join(names)}")
+        return 1, text
+    unconfirmed = f"; {len(found)} not confirmed by a fresh compare" if found else ""
+    print(f"mpsbench alert: nothing slower ({compared}) in {results_dir}{unconfirmed}")
+    return 0, text
+
+
+def cmd_alert(args: argparse.Namespace) -> int:
+    try:
+        config = factor.read_config(args.config)
+        rules = thresholds.Rules.from_config(args.config)
+    except factor.FactorError as exc:
+        raise AlertError(str(exc)) from None
+    results_dir = args.results or Path(str(config.get("results_dir", "results")))
+    manifest = mf.load(args.manifest)
+    compare = None
+    if args.confirm:
+        if len(args.machine) > 1:
+            raise AlertError("--confirm measures on this machine: give at most one --machine, this machine's name")
+        compare = compare_command(args.manifest, args.timeline, args.machine[0] if args.machine else None)
+    return check(results_dir, rules, manifest, args.timeline, args.machine or None, args.build, args.summary,
+                 compare)[0]
+
+
+def add_subcommand(commands: Any) -> None:
+    """Register ``mpsbench alert`` on the CLI's subparsers."""
+    parser = commands.add_parser("alert", help="exit 1 if a machine's newest build is slower (docs/site.md)")
+    parser.add_argument("--results", type=Path, default=None,
+                        help="asv results directory (default: results_dir of --config)")
+    parser.add_argument("--config", type=Path, default=factor.CONFIG,
+                        help=f"asv.conf.json with the regressions thresholds (default {factor.CONFIG})")
+    parser.add_argument("--manifest", type=Path, default=history.MANIFEST, help=f"default {history.MANIFEST}")
+    parser.add_argument("--timeline", type=Path, default=history.TIMELINE, help=f"default {history.TIMELINE}")
+    parser.add_argument("--machine", action="append", default=[], help="only this machine (repeatable)")
+    parser.add_argument("--build", help="only machines whose newest build is this one (CHANNEL@ID or hash)")
+    parser.add_argument("--summary", type=Path, help="also write the alerts as Markdown to this file")
+    parser.add_argument("--confirm", action="store_true",
+                        help="raise an alert only if a fresh `mpsbench compare` of the two builds says slower"
+                             " (measures on this machine: use with --machine for this machine)")
+    parser.set_defaults(func=cmd_alert)

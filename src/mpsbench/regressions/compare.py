@@ -1,0 +1,126 @@
+"""``mpsbench compare A B -b BENCH``: is build B slower than build A, measured afresh?
+
+Rounds of fresh processes (fresh.Session: one asv process per build and round,
+the order alternating) until the rule of verdict.py decides or the round budget
+is spent. Exit 0: unchanged (or faster) within the regression factor; 1: slower;
+3: undecided, with the reason and what to do. Nothing is written into the
+recorded results: asv writes into a scratch folder that is deleted afterwards.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from mpsbench.builds import history, machine
+from mpsbench.regressions import factor, fresh, verdict
+from mpsbench.results import asvconf
+
+Pair = tuple[str, str]
+
+
+@dataclass
+class Measured:
+    """Each build's process medians (seconds, in round order) and sample count, and the verdicts so far."""
+
+    medians: dict[str, list[float]]
+    samples: dict[str, int]
+    verdicts: dict[Pair, verdict.Verdict] = field(default_factory=dict)
+
+
+def measure(session: fresh.Session, builds: list[fresh.Named], pairs: list[Pair], regression: float,
+            min_rounds: int, max_rounds: int, done: Callable[[dict[Pair, verdict.Verdict]], bool] | None = None,
+            say: Callable[[str], None] = print) -> Measured:
+    """Interleaved rounds until every pair is decided (or ``done`` says so) or ``max_rounds`` is spent."""
+    alpha = verdict.per_look_alpha(min_rounds, max_rounds)
+    measured = Measured({b.name: [] for b in builds}, {b.name: 0 for b in builds})
+    done = done or (lambda verdicts: all(v.decision != verdict.UNDECIDED for v in verdicts.values()))
+    for number in range(1, max_rounds + 1):
+        started = time.monotonic()
+        order = builds if number % 2 else builds[::-1]
+        for name, samples in session.round(order).items():
+            measured.medians[name].append(statistics.median(samples))
+            measured.samples[name] += len(samples)
+        shown = ", ".join(f"{b.name} {measured.medians[b.name][-1] * 1e3:.2f} ms" for b in builds)
+        say(f"round {number}: {shown}  ({time.monotonic() - started:.0f} s)")
+        if number >= min_rounds:
+            measured.verdicts = {
+                (a, b): verdict.judge(measured.medians[a], measured.medians[b], regression, alpha) for a, b in pairs
+            }
+            if done(measured.verdicts):
+                break
+    return measured
+
+
+def summary(measured: Measured, a: str, b: str) -> list[str]:
+    """The report of one pair: each side's median, the ratio with its interval, A/A, the test, the verdict."""
+    found = measured.verdicts[(a, b)]
+    lines = [
+        f"{label} {name}: median {statistics.median(measured.medians[name]) * 1e3:.3f} ms over"
+        f" {len(measured.medians[name])} processes ({measured.samples[name]} samples)"
+        for label, name in (("A", a), ("B", b))
+    ]
+    lines.append(
+        f"B/A {found.ratio:.3f} [{found.low:.3f}, {found.high:.3f}] (95% bootstrap over process medians);"
+        f" A/A {found.noise:.3f}; Mann-Whitney p {found.p_value:.4f} (decides below {found.alpha:.4f})"
+    )
+    lines.append(f"verdict: {found.reason} (exit {found.exit_code})")
+    return lines
+
+
+def options(parser: argparse.ArgumentParser) -> None:
+    """What compare and bisect share: the benchmark, the budget, the manifest, the machine."""
+    parser.add_argument("-b", "--bench", required=True, help="a regex naming ONE benchmark combination, as asv -b")
+    parser.add_argument("--min-rounds", type=int, default=verdict.MIN_ROUNDS, help="processes per build before judging")
+    parser.add_argument("--max-rounds", type=int, default=verdict.MAX_ROUNDS,
+                        help="the sample budget: processes per build at most")
+    parser.add_argument("--machine", help="asv machine name (default: mpsbench machine's)")
+    parser.add_argument("--manifest", type=Path, default=history.MANIFEST, help=f"default {history.MANIFEST}")
+    parser.add_argument("--timeline", type=Path, default=history.TIMELINE, help=f"default {history.TIMELINE}")
+    parser.add_argument("--log", type=Path, help="append asv's own output here")
+    parser.add_argument("--suite-root", type=Path, default=None, help=argparse.SUPPRESS)  # tests: a stand-in suite
+
+
+def session(args: argparse.Namespace, builds: list[fresh.Named]) -> fresh.Session:
+    if not verdict.FEWEST <= args.min_rounds <= args.max_rounds:
+        raise fresh.FreshError(
+            f"need {verdict.FEWEST} <= --min-rounds <= --max-rounds, got {args.min_rounds} and {args.max_rounds}"
+        )
+    root = args.suite_root or asvconf.ROOT
+    name = args.machine or machine.write()[0]
+    channels = sorted({build.name.partition("@")[0] for build in builds})  # asv wants branches, though HASHFILE needs none
+    return fresh.Session(args.bench, name, args.timeline, channels, root=root, log=args.log)
+
+
+def regression_factor(args: argparse.Namespace) -> float:
+    return factor.regression_factor((args.suite_root or asvconf.ROOT) / "asv.conf.json")
+
+
+def cmd_compare(args: argparse.Namespace) -> int:
+    _, (a, b) = fresh.name_builds([args.a, args.b], args.manifest, args.timeline)
+    if a.name == b.name:
+        raise fresh.FreshError(f"A and B are the same build ({a.name}): name two builds")
+    regression = regression_factor(args)
+    with session(args, [a, b]) as measuring:
+        combination = measuring.check_bench(a.commit)
+        print(f"compare {combination}: A {a.name} ({a.commit[:12]}) against B {b.name} ({b.commit[:12]}),"
+              f" machine {measuring.machine}, factor {regression:g}, {args.min_rounds}-{args.max_rounds} rounds")
+        measured = measure(measuring, [a, b], [(a.name, b.name)], regression, args.min_rounds, args.max_rounds)
+    for line in summary(measured, a.name, b.name):
+        print(line)
+    return measured.verdicts[(a.name, b.name)].exit_code
+
+
+def add_subcommand(commands: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    parser = commands.add_parser(
+        "compare", help="is build B slower than build A? fresh, interleaved processes; never the recorded results",
+        description=__doc__.splitlines()[0] + " Exit 0 unchanged, 1 slower, 3 undecided, 2 bad input.",
+    )
+    parser.add_argument("a", help="the reference build: CHANNEL@ID, a timeline hash (prefix) or a tag")
+    parser.add_argument("b", help="the build under suspicion, named the same ways")
+    options(parser)
+    parser.set_defaults(func=cmd_compare)

@@ -1,0 +1,80 @@
+"""The one regression factor every command uses, read from asv.conf.json.
+
+asv has two knobs for the same idea: ``asv publish`` flags a regression when a
+value grows by more than ``regressions_thresholds`` (a fraction, per benchmark
+regex, in asv.conf.json), while ``asv continuous`` and ``asv compare`` take a
+``--factor`` on the command line (default 1.1). Reading the factor from the
+config's default entry keeps the site, the CLI and the reports in agreement.
+
+``python -m mpsbench.regressions.factor`` prints it, for shell scripts:
+``asv continuous --factor "$(python -m mpsbench.regressions.factor)" A B``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sys
+from pathlib import Path
+
+CONFIG = Path("asv.conf.json")  # asv's own default: the config in the working directory
+DEFAULT_ENTRY = ".*"  # the regex that matches every benchmark
+ASV_DEFAULT_THRESHOLD = 0.05  # what asv publish uses when no entry matches
+
+
+class FactorError(ValueError):
+    """asv.conf.json is missing, unreadable or holds a threshold that is not a number."""
+
+
+def read_config(path: Path = CONFIG) -> dict[str, object]:
+    """asv.conf.json as a dict, parsed as asv parses it (JSON5: comments, trailing commas)."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise FactorError(f"cannot read {path}: {exc.strerror}") from None
+    try:
+        data = _parse_json5(text)
+    except ValueError as exc:
+        raise FactorError(f"{path} is not valid JSON: {exc}") from None
+    if not isinstance(data, dict):
+        raise FactorError(f"{path} must hold a JSON object")
+    return data
+
+
+def _parse_json5(text: str) -> object:
+    try:
+        import json5  # asv's own parser for its config, installed with asv
+    except ImportError:  # without asv: whole-line // comments are what our config uses
+        return json.loads(re.sub(r"^\s*//.*$", "", text, flags=re.MULTILINE))
+    return json5.loads(text)
+
+
+def regression_factor(config: Path = CONFIG) -> float:
+    """1 + the default ``regressions_thresholds`` entry: new/old above it is a regression.
+
+    asv publish reads thresholds as fractions (0.05 means 5% slower); asv
+    continuous and compare take the same rule as a factor (1.05).
+    """
+    thresholds = read_config(config).get("regressions_thresholds", {})
+    if not isinstance(thresholds, dict):
+        raise FactorError(f"{config}: regressions_thresholds must map regexes to fractions")
+    threshold = thresholds.get(DEFAULT_ENTRY, ASV_DEFAULT_THRESHOLD)
+    if isinstance(threshold, bool) or not isinstance(threshold, (int, float)) or threshold < 0:
+        raise FactorError(
+            f"{config}: regressions_thresholds[{DEFAULT_ENTRY!r}] must be a fraction >= 0, got {threshold!r}"
+        )
+    return 1.0 + float(threshold)
+
+
+def main(argv: list[str] | None = None) -> int:
+    from mpsbench import command
+
+    parser = argparse.ArgumentParser(prog="python -m mpsbench.regressions.factor", description=__doc__.split("\n")[0])
+    parser.add_argument("config", nargs="?", type=Path, default=CONFIG, help=f"the asv configuration (default {CONFIG})")
+    parser.set_defaults(func=lambda args: print(f"{regression_factor(args.config):g}") or 0)
+    return command.run(parser, argv, (FactorError,))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,181 @@
+"""Measure builds afresh with asv, one process per build and round, into a scratch results folder.
+
+``compare`` and ``bisect`` need new samples of a few builds for one benchmark
+combination, never the recorded ones (``asv continuous`` and ``asv find`` both
+overwrite recorded results, and ``find`` judges every parameter value of a
+benchmark). Each round is one ``asv run`` of the derived configuration
+(asvconf.derived) whose results folder is a temporary one, deleted afterwards:
+asv discovers the suite, switches its environment to each build in turn through
+the suite's own install command, and runs the combination in a process of its
+own per build, exactly as a recorded run does. The builds' order alternates
+from round to round (A B, B A, ...), so a drift of the machine falls on both.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from mpsbench.builds import history, timeline
+from mpsbench.builds import manifest as mf
+from mpsbench.results import asvconf
+
+WORKDIR = Path(".asv/fresh")  # the derived config and its asv environment, kept between commands
+
+
+class FreshError(ValueError):
+    """A comparison that cannot be measured as asked: one line, exit status 2."""
+
+
+@dataclass(frozen=True)
+class Named:
+    """A build as the user named it, with its manifest entry and timeline commit."""
+
+    name: str  # CHANNEL@ID
+    commit: str
+    build: mf.Build
+
+
+def name_builds(refs: list[str], manifest_path: Path, timeline_path: Path) -> tuple[mf.Manifest, list[Named]]:
+    """Resolve CHANNEL@ID, timeline hashes (prefixes) and tags; writes the timeline's objects and refs."""
+    manifest = mf.load(manifest_path)
+    generated = timeline.generate(manifest, timeline_path)
+    found = []
+    for ref in refs:
+        tagged = [name for name, commit in generated.commits.items()
+                  if manifest.find(name).tag == ref]
+        try:
+            name, build = (tagged[0], manifest.find(tagged[0])) if tagged else history._resolve_ref(manifest, generated, ref)
+        except (mf.ManifestError, history.HistoryError) as exc:
+            raise FreshError(f"unknown build {ref!r}: {exc}") from None
+        found.append(Named(name, generated.commits[name], build))
+    return manifest, found
+
+
+def lineage(manifest: mf.Manifest, name: str) -> list[str]:
+    """Every build from the root of ``name``'s channel family to ``name`` itself, oldest first."""
+    channel_name, _, build_id = name.partition("@")
+    channel = manifest.channel(channel_name)
+    assert channel is not None  # name came from name_builds
+    ids = [build.id for build in channel.builds]
+    own = [f"{channel_name}@{i}" for i in ids[: ids.index(build_id) + 1]]
+    return (lineage(manifest, channel.parent) if channel.parent else []) + own
+
+
+class Session:
+    """Fresh processes of one benchmark combination for chosen builds; never the recorded results."""
+
+    def __init__(self, bench: str, machine: str, timeline_path: Path, channels: list[str], workdir: Path = WORKDIR,
+                 root: Path = asvconf.ROOT, log: Path | None = None) -> None:
+        self.bench, self.machine, self.log = bench, machine, log
+        self.scratch = Path(tempfile.mkdtemp(prefix="mpsbench-fresh-"))
+        self.config = asvconf.derived(workdir.resolve(), timeline_path.resolve(), branches=channels, root=root,
+                                      results_dir=self.scratch / "results")
+        self.key: str | None = None  # the benchmark's name, once discovery has checked the regex
+        self.index = -1  # the combination's position among the benchmark's parameter sets
+        self.params: list[list[str]] = []
+        self.combination = ""
+
+    def close(self) -> None:
+        shutil.rmtree(self.scratch, ignore_errors=True)
+
+    def __enter__(self) -> Session:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _asv(self, commits: list[str], bench: str) -> subprocess.CompletedProcess[str]:
+        hashfile = self.scratch / "hashes"
+        hashfile.write_text("\n".join(commits) + "\n")
+        command = [sys.executable, "-m", "asv", "run", "--config", str(self.config), "--machine", self.machine,
+                   "--bench", bench, "--record-samples", "--show-stderr", f"HASHFILE:{hashfile}"]
+        done = subprocess.run(command, capture_output=True, text=True)
+        if self.log is not None:
+            with open(self.log, "a") as handle:
+                handle.write(f"$ {' '.join(command)}\n{done.stdout}{done.stderr}\n")
+        return done
+
+    def check_bench(self, commit: str) -> str:
+        """Discover the suite once and insist that ``bench`` names exactly one combination; returns it."""
+        done = self._asv([commit], "just-discover")
+        listing = self.scratch / "results" / "benchmarks.json"
+        if done.returncode != 0 or not listing.is_file():
+            tail = (done.stderr or done.stdout).strip().splitlines()[-3:]
+            raise FreshError(f"asv could not discover the suite for {commit[:12]}: {' | '.join(tail)}")
+        from asv.benchmarks import Benchmarks
+        from asv.config import Config
+
+        found = Benchmarks(Config.load(str(self.config)), list(_benchmarks(listing).values()), regex=self.bench)
+        matches = []
+        for key, indexes in found.benchmark_selection.items():
+            if key not in found:
+                continue
+            params = found[key]["params"]
+            for index in indexes if indexes is not None else [-1]:
+                matches.append((key, index, params))
+        if len(matches) != 1:
+            names = [_combination(key, index, params) for key, index, params in matches[:3]]
+            shown = f": {', '.join(names)}{', ...' if len(matches) > 3 else ''}" if names else ""
+            raise FreshError(
+                f"-b {self.bench!r} matches {len(matches)} benchmark combinations{shown}; give a regex that"
+                " matches exactly one, e.g. \"Training.time_step\\('cpu', 'mlp', 32\\)\""
+            )
+        self.key, self.index, self.params = matches[0]
+        self.combination = _combination(*matches[0])
+        return self.combination
+
+    def round(self, builds: list[Named]) -> dict[str, list[float]]:
+        """One process per build, in the order given; returns each build's samples (seconds)."""
+        if self.key is None:
+            self.check_bench(builds[0].commit)
+        done = self._asv([build.commit for build in builds], self.bench)
+        samples = {}
+        for build in builds:
+            got = self._samples(build.commit)
+            if not got:
+                tail = (done.stderr or done.stdout).strip().splitlines()[-3:]
+                raise FreshError(f"{self.combination} gave no value for {build.name}: {' | '.join(tail)}")
+            samples[build.name] = got
+        for path in (self.scratch / "results" / self.machine).glob("*.json"):  # the next round starts clean
+            if path.name != "machine.json":
+                path.unlink()
+        return samples
+
+    def _samples(self, commit: str) -> list[float]:
+        from asv.results import iter_results_for_machine_and_hash
+
+        values: list[float] = []
+        folder = self.scratch / "results"
+        try:
+            results = list(iter_results_for_machine_and_hash(str(folder), self.machine, commit))
+        except OSError:
+            return values
+        for result in results:
+            per_param = result.get_result_samples(self.key, self.params)
+            picked = per_param[self.index if self.index >= 0 else 0]
+            values.extend(picked or [])
+        return values
+
+
+def process_median(samples: list[float]) -> float:
+    return statistics.median(samples)
+
+
+def _benchmarks(listing: Path) -> dict[str, dict[str, object]]:
+    data = json.loads(listing.read_text())
+    return {key: value for key, value in data.items() if key != "version"}
+
+
+def _combination(key: str, index: int, params: list[list[str]]) -> str:
+    if index < 0:
+        return key
+    import itertools
+
+    return f"{key}({', '.join(list(itertools.product(*params))[index])})"

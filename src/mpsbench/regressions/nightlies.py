@@ -1,0 +1,127 @@
+"""``mpsbench bisect --nightlies N``: PyTorch's nightlies between two adjacent builds, on a bisection channel.
+
+When a bisection has narrowed to two builds that are adjacent in its search
+(or GOOD and BAD are adjacent to begin with) and PyTorch published nightlies
+on the days between them, the search can go on among those nightlies. This
+module picks at most N of them, spread by date over the gap (N + 1 equal
+gaps: a binary search over them then needs about log2(N + 1) fresh steps),
+adds each exactly as ``mpsbench build add-nightly`` does (history.py,
+resolve.nightly: every platform's pins, each wheel's sha256) to a channel of
+their own forked from the gap's good build, ``bisect-CHANNEL-ID``, and
+regenerates the timeline. A new channel appended to the manifest changes no
+existing build, channel or timeline hash (timeline.py). Run again, the same
+bisection reuses the channel's nightlies instead of resolving them again.
+N is a budget for the whole bisection: when the search narrows again and
+nightlies are left, it fills the new gap with what remains.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+from collections.abc import Callable
+from datetime import date
+from pathlib import Path
+
+from mpsbench.builds import history, resolve, timeline
+from mpsbench.builds import manifest as mf
+from mpsbench.regressions import fresh
+
+DEFAULT = 3  # three new builds: a binary search over them is exactly two steps
+PREFIX = "bisect-"
+_STAMP = re.compile(r"\.dev(\d{4})(\d{2})(\d{2})")
+
+
+def day(build: mf.Build) -> date:
+    """The day a build's upstream code is of: a nightly's version stamp (``.dev20261120``), else its date."""
+    found = _STAMP.search(build.torch_version)
+    return date(*map(int, found.groups())) if found else build.when().date()
+
+
+def spread(dates: list[str], count: int) -> list[str]:
+    """At most ``count`` of ``dates`` (sorted), cutting them into ``count + 1`` runs of equal length."""
+    if len(dates) <= count:
+        return list(dates)
+    positions = sorted({round((pick + 1) * (len(dates) + 1) / (count + 1)) - 1 for pick in range(count)})
+    return [dates[position] for position in positions]
+
+
+def channel_name(good: str) -> str:
+    """The bisection channel forked from ``good`` (CHANNEL@ID): ``bisect-CHANNEL-ID``, never ``bisect-bisect-...``."""
+    channel, _, build_id = good.partition("@")
+    return f"{PREFIX}{channel.removeprefix(PREFIX)}-{build_id}"
+
+
+def budget(text: str | None) -> int:
+    """``--nightlies [N]``: 0 when not given, else N >= 1."""
+    if text is None:
+        return 0
+    if not text.isdigit() or int(text) < 1:
+        raise fresh.FreshError(f"--nightlies takes how many nightlies to add at most, a whole number >= 1; got {text!r}")
+    return int(text)
+
+
+class Gaps:
+    """Fills the gaps a bisection ends in with nightlies, while its ``--nightlies`` budget lasts."""
+
+    def __init__(self, args: argparse.Namespace, manifest: mf.Manifest, generated: timeline.Generated,
+                 say: Callable[[str], None] = print) -> None:
+        self.left = self.wanted = budget(args.nightlies)
+        self.indexes = tuple(args.index or resolve.NIGHTLY_INDEXES)
+        self.transformers, self.transformers_index = args.transformers, args.transformers_index
+        self.manifest_path, self.timeline_path = Path(args.manifest), Path(args.timeline)
+        self.manifest, self.generated, self.say = manifest, generated, say
+        self._dates: list[str] | None = None
+
+    def dates(self) -> list[str]:
+        if self._dates is None:
+            self._dates = resolve.nightly_dates(self.indexes)
+        return self._dates
+
+    def fill(self, good: str, bad: str) -> list[fresh.Named]:
+        """The nightlies added between two adjacent builds (good first), oldest first; [] when none or no budget."""
+        if not self.wanted:
+            return []
+        low, high = day(self.manifest.find(good)), day(self.manifest.find(bad))
+        inside = [night for night in self.dates() if low < date.fromisoformat(night) < high]
+        if not inside:
+            self.say(f"no nightly between {good} ({low}) and {bad} ({high}) on {', '.join(self.indexes)}")
+            return []
+        if not self.left:
+            self.say(f"{len(inside)} nightlies between {good} and {bad} ({inside[0]} .. {inside[-1]}) were not"
+                     f" measured: the --nightlies budget ({self.wanted}) is spent; run `mpsbench bisect {good} {bad}"
+                     f" --nightlies N` to look among them")
+            return []
+        channel = channel_name(good)
+        existing = self.manifest.channel(channel)
+        if existing is not None and existing.parent != good:
+            raise fresh.FreshError(f"channel {channel} exists but forks from {existing.parent}, not {good}:"
+                                   " remove it from the manifest or bisect from another build")
+        reused = [f"{channel}@{b.id}" for b in existing.builds if low < day(b) < high] if existing else []
+        if reused:
+            self.say(f"reusing {len(reused)} nightlies of {channel} between {good} and {bad}")
+        else:
+            picked = spread(inside, self.left)
+            self.say(f"{len(inside)} nightlies between {good} and {bad}; adding {len(picked)} spread by date"
+                     f" (--nightlies {self.wanted}) on channel {channel}, forked from {good}: {', '.join(picked)}")
+            for night in picked:
+                history.cmd_add_nightly(argparse.Namespace(
+                    date=night, index=list(self.indexes), python=list(resolve.PYTHONS),
+                    transformers=self.transformers, transformers_index=self.transformers_index,
+                    channel=channel, parent=good, manifest=self.manifest_path, timeline=self.timeline_path,
+                ))
+            reused = [f"{channel}@{night}" for night in picked]
+        self.left = max(0, self.left - len(reused))
+        self.manifest = mf.load(self.manifest_path)
+        self.generated = timeline.compute(self.manifest, self.timeline_path)  # add-nightly moved the refs already
+        return [fresh.Named(name, self.generated.commits[name], self.manifest.find(name)) for name in reused]
+
+
+def add_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--nightlies", nargs="?", const=str(DEFAULT), default=None, metavar="N",
+                        help="where two adjacent builds leave PyTorch nightlies between them, add at most N of"
+                             f" them (default {DEFAULT}), spread by date, on a bisection channel, and search on")
+    parser.add_argument("--index", action="append",
+                        help="nightly PEP 503 index for --nightlies (repeatable; default PyTorch's)")
+    parser.add_argument("--transformers-index", default=resolve.PYPI, help="where --nightlies pins transformers from")
+    parser.add_argument("--transformers", help="transformers version --nightlies pins, or none (default: by torch)")

@@ -1,0 +1,251 @@
+"""``mpsbench ops-rank``: rank the op benchmarks by slowdown between two builds.
+
+A model that got slower between two builds is made of ops; this command reads
+the op benchmarks' results of both builds and lists every combination
+(benchmark, device, op, dtype, size) timed in both, the slowest-grown first,
+by the ratio of its time per call after to before.
+
+Measuring is asv's job: given two commits (of this repository, or two builds
+of the build timeline), the command prints the ``asv run`` that measures each
+with ``-b benchmark_ops`` and ranks the results already stored; given two
+asv results files (asv 0.6's format, one per machine, commit and
+environment), it ranks those. Only ``time_`` benchmarks are ranked: the
+``track_`` throughputs are derived from the same calls, and a combination
+whose benchmark ``version`` differs between the two runs measured something
+else, so it is left out and counted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import math
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from mpsbench import command
+from mpsbench.regressions import factor
+from mpsbench.results import asvconf
+
+MODULE = "benchmark_ops"  # the asv module whose benchmarks are ranked
+DEFAULT_RESULTS_DIR = ".asv/results"
+DEFAULT_CONFIG = "asv.conf.json"
+
+
+class RankError(ValueError):
+    """Results that cannot be found, read or compared: the message says which and why."""
+
+
+@dataclass(frozen=True)
+class Slowdown:
+    """One combination's time per call in both runs."""
+
+    benchmark: str  # class and method, e.g. "MemoryBoundOps.time_forward"
+    params: tuple[str, ...]  # e.g. ("cuda", "gather", "float16", "medium")
+    before: float  # seconds per call
+    after: float
+
+    @property
+    def ratio(self) -> float:
+        """after / before: above 1 is a slowdown."""
+        return self.after / self.before
+
+
+@dataclass(frozen=True)
+class Ranking:
+    slowdowns: list[Slowdown]  # largest ratio first
+    version_changed: list[str]  # benchmarks left out: their version differs between the runs
+
+
+def load(path: Path) -> Any:
+    """An asv ``Results`` read from ``path``, or a one-line error naming the file."""
+    from asv import results as asv_results
+    from asv import util
+
+    if not path.is_file():
+        raise RankError(f"no results file {str(path)!r}")
+    try:
+        return asv_results.Results.load(str(path))
+    except (util.UserError, ValueError, KeyError) as exc:
+        raise RankError(f"{str(path)!r} is not an asv 0.6 results file: {command.first_line(exc)}") from None
+
+
+def _param_value(text: str) -> str:
+    """asv stores each param as its repr ("'cuda'"): show the value."""
+    return text[1:-1] if len(text) >= 2 and text[0] == text[-1] and text[0] in "'\"" else text
+
+
+def op_times(results: Any) -> dict[tuple[str, tuple[str, ...]], float]:
+    """Seconds per call of every op ``time_`` combination with a number (not failed, not skipped)."""
+    times: dict[tuple[str, tuple[str, ...]], float] = {}
+    for key in results.get_all_result_keys():
+        module, _, benchmark = key.partition(".")
+        if module != MODULE or not benchmark.rpartition(".")[2].startswith("time_"):
+            continue
+        params = results.get_result_params(key)
+        values = results.get_result_value(key, params)
+        for combination, value in zip(itertools.product(*params), values):
+            if isinstance(value, (int, float)) and math.isfinite(value) and value > 0:
+                times[(benchmark, tuple(_param_value(text) for text in combination))] = float(value)
+    return times
+
+
+def rank(before: Any, after: Any) -> Ranking:
+    """Every combination timed in both runs, the largest after/before ratio first."""
+    versions_before, versions_after = before.benchmark_version, after.benchmark_version
+    changed = sorted(
+        key.partition(".")[2] for key in set(versions_before) & set(versions_after)
+        if key.startswith(MODULE + ".") and versions_before[key] != versions_after[key]
+    )
+    old, new = op_times(before), op_times(after)
+    slowdowns = [
+        Slowdown(benchmark, params, old[(benchmark, params)], new[(benchmark, params)])
+        for benchmark, params in old.keys() & new.keys()
+        if benchmark not in changed
+    ]
+    slowdowns.sort(key=lambda found: (-found.ratio, found.benchmark, found.params))
+    return Ranking(slowdowns, changed)
+
+
+def _human_time(seconds: float) -> str:
+    from asv import util
+
+    text: str = util.human_value(seconds, "seconds")
+    return text
+
+
+def format_ranking(ranking: Ranking, top: int | None = None) -> str:
+    """The ranking as a table, with a line for what was left out."""
+    if not ranking.slowdowns:
+        lines = ["no op benchmark was timed in both runs"]
+    else:
+        shown = ranking.slowdowns if top is None else ranking.slowdowns[:top]
+        rows = [["rank", "ratio", "before", "after", "benchmark", "device", "op", "dtype", "size"]]
+        for place, found in enumerate(shown, 1):
+            rows.append([str(place), f"{found.ratio:.2f}x", _human_time(found.before), _human_time(found.after),
+                         found.benchmark, *found.params])
+        widths = [max(len(row[col]) if col < len(row) else 0 for row in rows) for col in range(max(map(len, rows)))]
+        lines = ["  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip() for row in rows]
+        lines.insert(1, "  ".join("-" * width for width in widths))
+        lines.append(f"{len(ranking.slowdowns)} combinations timed in both runs; ratio = after / before time per call")
+        if top is not None and top < len(ranking.slowdowns):
+            lines.append(f"(the {top} largest shown; --top 0 shows all)")
+    if ranking.version_changed:
+        lines.append(f"left out, version changed between the runs: {', '.join(ranking.version_changed)}")
+    return "\n".join(lines)
+
+
+# --- finding the results of two commits ----------------------------------------
+
+
+def asv_run_command(commit: str, config: str, machine: str | None) -> str:
+    """The asv command that measures the op benchmarks of one commit (one build of a timeline)."""
+    try:
+        launch = asvconf.launch_method(factor.read_config(Path(config)))  # this platform's, as scripts/bench
+    except factor.FactorError as exc:
+        raise RankError(str(exc)) from None
+    machine_option = f" --machine {machine}" if machine else ""
+    return f"asv run --config {config}{machine_option} -b {MODULE} --launch-method {launch} {commit}^!"
+
+
+def _machines(results_dir: Path) -> list[str]:
+    return sorted(path.parent.name for path in results_dir.glob("*/machine.json"))
+
+
+def find_results(results_dir: Path, commit: str, machine: str | None) -> Path:
+    """The one results file of ``commit`` (a hash or a unique prefix) on ``machine``."""
+    from asv import results as asv_results
+    from asv import util
+
+    if not results_dir.is_dir():
+        raise RankError(f"no results directory {str(results_dir)!r}")
+    machines = _machines(results_dir)
+    if machine is None:
+        if len(machines) != 1:
+            found = ", ".join(machines) if machines else "none"
+            raise RankError(f"{str(results_dir)!r} holds results of several machines or none ({found}); pass --machine")
+        machine = machines[0]
+    elif machine not in machines:
+        raise RankError(f"no machine {machine!r} in {str(results_dir)!r}; choose one of: {', '.join(machines) or 'none'}")
+    try:
+        full = asv_results.get_result_hash_from_prefix(str(results_dir), machine, commit)
+    except util.UserError as exc:
+        raise RankError(str(exc)) from None
+    paths = sorted((results_dir / machine).glob(f"{full}-*.json")) if full else []
+    if not paths:
+        raise RankError(f"no results for commit {commit} on machine {machine} in {str(results_dir)!r}")
+    if len(paths) > 1:
+        names = ", ".join(str(path) for path in paths)
+        raise RankError(f"commit {commit} has results in several environments ({names}); pass the two files instead")
+    return paths[0]
+
+
+# --- the command ---------------------------------------------------------------
+
+
+def _add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("before", help="the older build: an asv results .json file, or a commit hash (prefix)")
+    parser.add_argument("after", help="the newer build: as BEFORE")
+    parser.add_argument("--results-dir", default=DEFAULT_RESULTS_DIR,
+                        help=f"where asv stores results, for commits (default {DEFAULT_RESULTS_DIR})")
+    parser.add_argument("--machine", default=None, help="the asv machine name, for commits (default: the only one)")
+    parser.add_argument("--config", default=DEFAULT_CONFIG,
+                        help=f"the asv config the printed commands use (default {DEFAULT_CONFIG}; the timeline's for builds)")
+    parser.add_argument("--top", type=int, default=None, help="show the N largest ratios only (default all)")
+
+
+def _is_file_argument(text: str) -> bool:
+    return text.endswith(".json") or Path(text).is_file()
+
+
+def run(args: argparse.Namespace) -> int:
+    """Rank two results files, or two commits' stored results after printing the asv commands."""
+    if args.top is not None and args.top < 0:
+        raise RankError(f"--top must be 0 (all) or more, got {args.top}")
+    top = None if not args.top else args.top
+    as_files = [_is_file_argument(args.before), _is_file_argument(args.after)]
+    if all(as_files):
+        before_path, after_path = Path(args.before), Path(args.after)
+    elif any(as_files):
+        raise RankError(f"give two results files or two commits, not one of each: {args.before!r}, {args.after!r}")
+    else:
+        print("# measure the op benchmarks of both builds (asv continuous -b benchmark_ops does both and compares):")
+        for commit in (args.before, args.after):
+            print(asv_run_command(commit, args.config, args.machine))
+        results_dir = Path(args.results_dir)
+        before_path = find_results(results_dir, args.before, args.machine)
+        after_path = find_results(results_dir, args.after, args.machine)
+        print(f"# ranking {before_path} -> {after_path}")
+    print(format_ranking(rank(load(before_path), load(after_path)), top))
+    return 0
+
+
+def _run_reporting_errors(args: argparse.Namespace) -> int:
+    try:
+        return run(args)
+    except RankError as exc:
+        print(f"mpsbench ops-rank: error: {exc}", file=sys.stderr)
+        return 2
+
+
+def add_subcommand(commands: Any) -> None:
+    """Register ``ops-rank`` on the ``mpsbench`` command's subparsers (``args.func(args)`` runs it)."""
+    parser = commands.add_parser(
+        "ops-rank", help="rank the op benchmarks by slowdown between two builds",
+        description=__doc__.split("\n\n")[1] if __doc__ else None,
+    )
+    _add_arguments(parser)
+    parser.set_defaults(func=_run_reporting_errors)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="mpsbench ops-rank", description=__doc__)
+    _add_arguments(parser)
+    return _run_reporting_errors(parser.parse_args(argv))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,1 @@
+"""Recorded results: asv configurations derived from the suite's, and the append-only store."""

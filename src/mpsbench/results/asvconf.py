@@ -1,0 +1,132 @@
+"""Derived asv configurations, and this platform's launch method, read from the suite's asv.conf.json.
+
+Calibration, the nightly and the integration tests run the real suite, with the
+real install command, against a timeline and result folders of their own; this
+writes the asv.conf.json they use, derived from the repository's, so that
+nothing drifts.
+
+asv.conf.json is one file for every platform, and asv reads one
+``launch_method`` from it: spawn there, safe everywhere (a plain ``asv run`` on
+a Mac gets it). ``launch_method_by_platform`` beside it names the platforms
+where another method is proven safe and faster (Linux: forkserver); the
+comment there says why. :func:`launch_method` picks this platform's value, which
+derived configs carry as their own ``launch_method`` and scripts/bench passes
+asv (``python -m mpsbench.results.asvconf launch-method``).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+from pathlib import Path
+from typing import Any
+
+from mpsbench.regressions import factor
+
+ROOT = Path(__file__).resolve().parents[3]  # the checkout: asv.conf.json, benchmarks/, src/
+BY_PLATFORM = "launch_method_by_platform"  # sys.platform -> asv launch method, beside asv's own key
+
+
+def launch_method(conf: dict[str, Any], platform: str | None = None) -> str:
+    """asv's launch method for ``platform`` (default: this one): its entry in launch_method_by_platform, else launch_method."""
+    platform = platform or sys.platform
+    table = conf.get(BY_PLATFORM) or {}
+    method = table.get(platform) or conf.get("launch_method") or "spawn"  # asv's "auto" is spawn
+    if method not in ("spawn", "forkserver"):
+        raise factor.FactorError(f"launch method {method!r} for {platform}: asv knows spawn and forkserver")
+    return str(method)
+
+
+def derived(workdir: Path, timeline: Path, branches: list[str], root: Path = ROOT,
+            results_dir: Path | None = None) -> Path:
+    """Write ``workdir/asv.conf.json``: the suite's config with its own timeline and folders.
+
+    ``results_dir`` (default ``workdir/results``) puts results elsewhere: a scratch folder for
+    fresh comparisons that must never reach the recorded results.
+    """
+    conf: dict[str, Any] = dict(factor.read_config(root / "asv.conf.json"))
+    conf.update(
+        repo=str(timeline), branches=branches, benchmark_dir=str(root / "benchmarks"),
+        env_dir=str(workdir / "env"), results_dir=str(results_dir or workdir / "results"), html_dir=str(workdir / "html"),
+        launch_method=launch_method(conf),  # this platform's, so every asv command on it gets it unasked
+    )
+    for key in ("install_command", "uninstall_command"):
+        conf[key] = [command.replace("{conf_dir}", str(root)) for command in conf[key]]
+    workdir.mkdir(parents=True, exist_ok=True)
+    path = workdir / "asv.conf.json"
+    path.write_text(json.dumps(conf, indent=2) + "\n")
+    return path
+
+
+def scratch(config: Path, workdir: Path) -> Path:
+    """Write ``workdir/asv.conf.json``: ``config`` with its results going to ``workdir/results``.
+
+    Everything else (timeline, benchmarks, environments, site) stays where
+    ``config`` puts it, as absolute paths, so asv reuses the same environments.
+    """
+    conf: dict[str, Any] = dict(factor.read_config(config))
+    base = config.resolve().parent
+    for key, default in (("repo", None), ("benchmark_dir", "benchmarks"), ("env_dir", "env"), ("html_dir", "html")):
+        value = conf.get(key, default)
+        if value is not None and "://" not in str(value):
+            conf[key] = str(base / str(value))
+    conf["results_dir"] = str(workdir / "results")
+    for key in ("install_command", "uninstall_command", "build_command"):
+        conf[key] = [command.replace("{conf_dir}", str(base)) for command in conf.get(key, [])]
+    workdir.mkdir(parents=True, exist_ok=True)
+    path = workdir / "asv.conf.json"
+    path.write_text(json.dumps(conf, indent=2) + "\n")
+    return path
+
+
+def results_dir(config: Path) -> Path:
+    """Where ``config`` keeps its recorded results, as asv resolves it (from the config's folder here)."""
+    return config.resolve().parent / str(factor.read_config(config).get("results_dir", "results"))
+
+
+_BRANCHES = re.compile(r'("branches"\s*:\s*)\[[^\]]*\]')
+
+
+def sync_branches(channels: list[str], timeline: Path, config: Path = factor.CONFIG) -> bool:
+    """Make ``config``'s ``branches`` the manifest's channels, if ``config`` walks ``timeline``; True if changed.
+
+    asv publishes only the branches it is told (a channel missing there
+    vanishes from the site, "Couldn't find ... in branches"), so the list
+    follows the manifest every time the timeline is written. The line is
+    rewritten in place, keeping the config's comments; a config that walks
+    another repository is left alone.
+    """
+    if not config.is_file():
+        return False
+    conf = factor.read_config(config)
+    repo = conf.get("repo")
+    # asv resolves a relative repo from the working directory, as scripts run it: the config's folder
+    if not isinstance(repo, str) or (config.parent / repo).resolve() != timeline.resolve():
+        return False
+    if conf.get("branches") == channels:
+        return False
+    text = config.read_text(encoding="utf-8")
+    updated, count = _BRANCHES.subn(lambda m: m.group(1) + json.dumps(channels), text, count=1)
+    if count != 1:
+        raise factor.FactorError(f"{config}: \"branches\" must be a list, to follow the manifest's channels"
+                                 f" ({', '.join(channels)}); got {conf.get('branches')!r}")
+    config.write_text(updated, encoding="utf-8")
+    return True
+
+
+def main(argv: list[str]) -> int:
+    """``python -m mpsbench.results.asvconf launch-method [CONFIG]``: print this platform's launch method."""
+    if argv[:1] != ["launch-method"] or len(argv) > 2:
+        print("usage: python -m mpsbench.results.asvconf launch-method [ASV_CONF_JSON]", file=sys.stderr)
+        return 2
+    try:
+        print(launch_method(factor.read_config(Path(argv[1]) if len(argv) == 2 else factor.CONFIG)))
+    except factor.FactorError as exc:
+        print(f"mpsbench: error: {exc}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

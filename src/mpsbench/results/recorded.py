@@ -1,0 +1,130 @@
+"""The recorded results, row by row, with the statistics asv kept beside each value.
+
+asv's results files hold, for every benchmark combination ("row"), the value
+(the median for ``time_`` benchmarks) and, when the benchmark was timed, its
+statistics (``ci_99_a``/``ci_99_b``, ``q_25``/``q_75``, ``repeat``) and, with
+``asv run --record-samples``, the samples themselves. The alert and the
+Regressions page judge changes from these (:mod:`mpsbench.regressions.thresholds`), never
+from bare medians. Reading goes through asv's own ``Results.load``; a file it
+cannot read is an error here, not a warning, so that a corrupt results
+directory never reads as "nothing changed".
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import math
+import os
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+
+class RecordedError(ValueError):
+    """The results directory is missing, empty or holds a file asv cannot read: one line."""
+
+
+@dataclass(frozen=True)
+class Measured:
+    """One row's recorded value on one build, with what asv kept to judge its noise."""
+
+    value: float
+    stats: dict[str, Any] | None = None  # asv's: ci_99_a, ci_99_b, q_25, q_75, repeat, number
+    samples: tuple[float, ...] | None = None  # only with asv run --record-samples
+
+
+@dataclass(frozen=True)
+class Row:
+    """One benchmark combination, named as asv names it: ``name(param, param)``."""
+
+    benchmark: str
+    params: tuple[str, ...]  # asv's repr strings, in param_names order
+
+    @property
+    def entry(self) -> str:
+        return f"{self.benchmark}({', '.join(self.params)})" if self.params else self.benchmark
+
+
+@dataclass
+class Recorded:
+    """Every machine's recorded rows per build, oldest build first."""
+
+    values: dict[tuple[str, str], dict[Row, Measured]]  # (machine, commit) -> row -> value
+    dates: dict[str, int]  # commit -> commit date (ms): asv's order of builds
+    units: dict[str, str]  # benchmark -> unit, from benchmarks.json
+    files: int
+
+    @property
+    def machines(self) -> list[str]:
+        return sorted({machine for machine, _ in self.values})
+
+    def builds(self, machine: str) -> list[str]:
+        found = {commit for m, commit in self.values if m == machine}
+        return sorted(found, key=lambda commit: (self.dates.get(commit, 0), commit))
+
+    def get(self, machine: str, commit: str, row: Row) -> Measured | None:
+        return self.values.get((machine, commit), {}).get(row)
+
+
+def _finite(value: Any) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        return None
+    return float(value)
+
+
+def _units(results_dir: Path) -> dict[str, str]:
+    try:
+        benchmarks = json.loads((results_dir / "benchmarks.json").read_text())
+    except (OSError, ValueError):
+        return {}
+    return {name: str(b.get("unit", "")) for name, b in benchmarks.items() if isinstance(b, dict)}
+
+
+def _rows(result: Any, name: str) -> Iterator[tuple[Row, Measured]]:
+    params = result.get_result_params(name)
+    values = result.get_result_value(name, params)
+    stats = result.get_result_stats(name, params)
+    samples = result.get_result_samples(name, params)
+    combinations = list(itertools.product(*params)) if params else [()]
+    if not params:  # an unparameterized benchmark: asv keeps single values
+        values, stats, samples = [values], [stats], [samples]
+    for combination, value, stat, sample in zip(combinations, values or [], stats or [], samples or []):
+        number = _finite(value)
+        if number is None:  # failed or skipped: n/a on the site, nothing to judge
+            continue
+        kept = tuple(float(x) for x in sample) if sample else None
+        yield Row(name, tuple(combination)), Measured(number, stat or None, kept)
+
+
+def load(results_dir: Path, strict: bool = True) -> Recorded:
+    """Every results file under ``results_dir``; RecordedError if there is none or one is unreadable.
+
+    ``strict=False`` (for the site, as ``asv publish`` does) skips an unreadable file with a warning on stderr.
+    """
+    from asv import results as asv_results  # what wrote them reads them best
+    from asv import util
+
+    if not results_dir.is_dir():
+        raise RecordedError(f"results directory {results_dir} does not exist")
+    found = Recorded({}, {}, _units(results_dir), 0)
+    for root, filename, machine in asv_results.iter_results_paths(str(results_dir)):
+        path = os.path.join(root, filename)
+        try:
+            result = asv_results.Results.load(path, machine_name=machine)
+        except (util.UserError, ValueError, KeyError, TypeError) as exc:
+            message = f"results file {path} cannot be read ({str(exc).splitlines()[0]})"
+            if strict:
+                raise RecordedError(message) from None
+            print(f"mpsbench: warning: {message}: skipped", file=sys.stderr)
+            continue
+        found.files += 1
+        found.dates[result.commit_hash] = int(result.date or 0)
+        table = found.values.setdefault((result.params["machine"], result.commit_hash), {})
+        for name in result.get_all_result_keys():
+            table.update(_rows(result, name))
+    if not found.files:
+        raise RecordedError(f"results directory {results_dir} holds no asv results files")
+    return found

@@ -1,0 +1,154 @@
+"""The published Regressions page re-judged row by row: floors, per-row noise, direction; every channel shown.
+
+``python -m mpsbench.site.regressions_page HTML_DIR --config asv.conf.json`` runs
+after ``asv publish`` (scripts/publish). asv's step detection flags every
+increase beyond one fraction; each jump it found is judged again here with
+:func:`mpsbench.regressions.thresholds.judge` on the values and statistics asv recorded
+for the two builds. Only jumps judged slower stay in ``regressions.json`` (the
+Regressions tab, where a one-build jump is given the build before it, so that
+its link is a range) and ``regressions.xml`` (the feed); the others, with their
+verdict (below floor, noisy, not significant, an improvement of a rate), go to
+``regressions-judged.json`` with every kept one, for the figures page.
+
+asv's page shows one table per entry of index.json's ``branch`` list and keeps
+a regression only if its graph params name that branch; asv leaves ``branch``
+out of them when a single branch has results, so a listed channel without
+results on the machine emptied the page. The branch is put back from the
+graph's path.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+import urllib.parse
+import xml.etree.ElementTree as ET
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from mpsbench import command
+from mpsbench.regressions import factor, thresholds
+from mpsbench.results import recorded
+
+JUDGED = "regressions-judged.json"
+ATOM = "http://www.w3.org/2005/Atom"
+
+
+class PageError(ValueError):
+    """The published site or its results cannot be read: one line, exit status 2."""
+
+
+def graph_param(graph_path: str, key: str) -> str | None:
+    found = re.search(rf"(?:^|/){key}-([^/]*)/", graph_path)
+    return found.group(1) if found else None
+
+
+def graph_url(benchmark: str, params: dict[str, str], commits: str) -> str:
+    """The graph of one row, as asv's own feed links it (relative to the site's root)."""
+    return f"index.html#{benchmark}?{urllib.parse.urlencode({**params, 'commits': commits})}"
+
+
+def _previous(found: recorded.Recorded, machine: str, commit: str, row: recorded.Row) -> str | None:
+    builds = [b for b in found.builds(machine) if found.get(machine, b, row) is not None]
+    return builds[builds.index(commit) - 1] if commit in builds and builds.index(commit) > 0 else None
+
+
+def judge_site(html: Path, results_dir: Path, rules: thresholds.Rules) -> list[dict[str, Any]]:
+    """Judge every jump of ``html/regressions.json``; rewrite it and the feed; return every judged jump."""
+    try:
+        detected = json.loads((html / "regressions.json").read_text())["regressions"]
+        index = json.loads((html / "index.json").read_text())
+    except (OSError, ValueError, KeyError) as exc:
+        raise PageError(f"{html} holds no readable regressions.json and index.json: publish first ({exc})") from None
+    found = recorded.load(results_dir, strict=False)
+    rows = {row.entry: row for table in found.values.values() for row in table}
+    revision_to_hash = index["revision_to_hash"]
+    revision_of = {commit: int(revision) for revision, commit in revision_to_hash.items()}
+    several_branches = len(index.get("params", {}).get("branch", [])) > 1
+    kept_entries, judged, kept_keys = [], [], set()
+    for name, graph_path, graph_params, idx, last, best, jumps in detected:
+        machine, branch = graph_param(graph_path, "machine"), graph_param(graph_path, "branch")
+        graph_params = dict(graph_params)
+        if several_branches and branch and "branch" not in graph_params:
+            graph_params["branch"] = branch  # what asv's page filters each branch's table by
+        benchmark = name.split("(", 1)[0]
+        unit = str(index.get("benchmarks", {}).get(benchmark, {}).get("unit", ""))
+        row = rows.get(name)
+        kept_jumps = []
+        for rev_a, rev_b, before, after in jumps:
+            new = revision_to_hash[str(rev_b)]
+            old = revision_to_hash[str(rev_a)] if rev_a is not None else (
+                _previous(found, machine, new, row) if machine and row else None)
+            measured_old = found.get(machine, old, row) if machine and old and row else None
+            measured_new = found.get(machine, new, row) if machine and row else None
+            if measured_old is None or measured_new is None:  # asv saw it; without our numbers, keep asv's word
+                verdict = thresholds.Judgement("slower", after / before if before else float("inf"), 0.0,
+                                               "asv's step detection (no recorded values to judge)")
+            else:
+                verdict = thresholds.judge(rules, name, unit, measured_old, measured_new, branch)
+            commits = f"{old}-{new}" if rev_a is not None and old else new
+            judged.append({
+                "benchmark": name, "machine": machine, "branch": branch, "unit": unit,
+                "old": old, "new": new, "before": before, "after": after, "ratio": verdict.ratio,
+                "verdict": verdict.verdict, "reason": verdict.reason, "threshold": verdict.threshold,
+                "graph": graph_url(benchmark, {"machine": machine or "", **url_params(index, benchmark, idx)}, commits),
+            })
+            if verdict.slower:
+                # a one-commit jump becomes the range from the build before: asv's page then links the
+                # range (a PyTorch compare, pytorch_links.py) where it linked the new build alone
+                rev_old = revision_of.get(old, rev_a) if old else rev_a
+                kept_jumps.append([rev_old, rev_b, before, after])
+                kept_keys.add((name, commits))
+        if kept_jumps:
+            kept_entries.append([name, graph_path, graph_params, idx, last, best, kept_jumps])
+    (html / "regressions.json").write_text(json.dumps({"regressions": kept_entries}, separators=(",", ":")))
+    _filter_feed(html / "regressions.xml", kept_keys)
+    (html / JUDGED).write_text(json.dumps(judged, indent=1) + "\n")
+    return judged
+
+
+def url_params(index: dict[str, Any], benchmark: str, idx: int | None) -> dict[str, str]:
+    """``p-NAME=VALUE`` for a parameterized row, as asv's pages select one combination."""
+    spec = index.get("benchmarks", {}).get(benchmark, {})
+    if idx is None or not spec.get("params"):
+        return {}
+    import itertools
+
+    values = next(itertools.islice(itertools.product(*spec["params"]), idx, idx + 1))
+    return {f"p-{name}": value for name, value in zip(spec["param_names"], values)}
+
+
+def _filter_feed(feed: Path, kept: set[tuple[str, str]]) -> None:
+    """Drop the feed entries of jumps not kept (asv's title is 'PERCENT NAME', its link names the commits)."""
+    if not feed.is_file():
+        return
+    ET.register_namespace("", ATOM)
+    tree = ET.parse(feed)
+    root = tree.getroot()
+    for entry in root.findall(f"{{{ATOM}}}entry"):
+        title = (entry.findtext(f"{{{ATOM}}}title") or "").split(" ", 1)[-1]
+        link = entry.find(f"{{{ATOM}}}link")
+        query = urllib.parse.urlsplit(link.get("href", "") if link is not None else "").fragment.partition("?")[2]
+        commits = urllib.parse.parse_qs(query).get("commits", [""])[0]
+        if (title, commits) not in kept:
+            root.remove(entry)
+    tree.write(feed, encoding="utf-8", xml_declaration=True)
+
+
+def _step(html: Path, config: Path) -> str:
+    rules = thresholds.Rules.from_config(config)
+    judged = judge_site(html, Path(str(factor.read_config(config).get("results_dir", "results"))), rules)
+    kept = sum(1 for j in judged if j["verdict"] == "slower")
+    return (f"Regressions page: {kept} of {len(judged)} jumps asv found are regressions;"
+            f" the rest are set aside with their reason in {html / JUDGED}")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    return command.site_step("mpsbench.site.regressions_page", __doc__, "asv.conf.json (results_dir, thresholds)", argv,
+                             _step, (PageError, recorded.RecordedError, factor.FactorError))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

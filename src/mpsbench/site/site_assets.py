@@ -1,0 +1,403 @@
+"""Make a published asv site self-contained: its CDN libraries copied in from the npm registry.
+
+asv 0.6.6's ``index.html`` loads jQuery, flot and its plugins, flot-orderbars,
+stupidtable, blueimp-md5 and bootstrap from three CDNs; without them the page
+is blank. After every ``asv publish`` (which wipes ``html_dir``) this module
+fetches those libraries' tarballs from the npm registry over HTTPS, with
+Python's standard library (no Node.js, no npm), at the versions asv pins,
+keeps them in a cache (``.asv/npm-cache``, never committed; a machine
+without network is served from it), copies the files into ``html_dir/vendor/NAME@VERSION/`` and
+points the pages at the local copies, so any static server shows the graphs
+with no request leaving the host.
+
+What is checked:
+
+- every tarball against the registry integrity pinned in :data:`PACKAGES`
+  (npm tarballs are immutable, so the pin never goes stale);
+- every file whose exact bytes npm carries against the SRI hash that asv's
+  page itself carries; a mismatch refuses the site.
+
+Two of asv's CDN files do not exist on npm byte for byte, and say so in
+``substitute``: cdnjs serves a minified build of flot 0.8.3 that npm lacks (the npm
+``flot@0.8.3`` package holds the same release unminified), and stupidtable 1.0.1
+was never published to npm (``stupid-table-plugin@1.1.3`` is the same plugin,
+API-compatible for asv's sortable tables; checked on 2026-11-23: the registry's
+``flot``, ``jquery-flot``, ``jquery.flot`` and ``flot-charts`` 0.8.3 hold no
+minified build, ``stupid-table-plugin`` has only 1.1.3). For those two the
+very file asv's page loads is fetched from its CDN and kept when it matches
+the page's own hash (:func:`original`); where the CDN cannot be reached the
+npm substitute stands in, vouched for by the pinned tarball integrity, the
+rewritten tag carries the local file's own hash, and the step says so.
+
+``python -m mpsbench.site.site_assets HTML_DIR [--cache DIR] [--link LABEL=HREF]``
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import contextlib
+import hashlib
+import html
+import os
+import re
+import sys
+import tarfile
+import urllib.request
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from mpsbench import command, progress
+
+CACHE = Path(".asv/npm-cache")
+VENDOR = "vendor"  # the folder of html_dir that receives the libraries
+
+
+class SiteAssetError(Exception):
+    """The site cannot be made self-contained: the message says why, in one line."""
+
+
+@dataclass(frozen=True)
+class Package:
+    """One npm tarball: its name, version and the registry's sha512 integrity for it."""
+
+    name: str
+    version: str
+    integrity: str
+
+    @property
+    def spec(self) -> str:
+        return f"{self.name}@{self.version}"
+
+
+@dataclass(frozen=True)
+class Asset:
+    """A CDN URL in asv's pages and the file of an npm package that replaces it."""
+
+    url: str
+    package: str  # a key of PACKAGES
+    path: str  # inside the tarball's package/ folder
+    # Why npm's bytes differ from the CDN's; empty when they are the same file.
+    substitute: str = ""
+    # Files the asset loads by relative URL (bootstrap's css and its fonts).
+    companions: tuple[str, ...] = ()
+
+
+PACKAGES: dict[str, Package] = {
+    package.name: package
+    for package in (
+        Package("jquery", "3.3.1",
+                "sha512-Ubldcmxp5np52/ENotGxlLe6aGMvmF4R8S6tZjsP6Knsaxd/xp3Zrh50cG93lR6nPXyUFwzN3ZSOQI0wRJNdGg=="),
+        Package("flot", "0.8.3",
+                "sha512-xg2otcTJDvS+ERK+my4wxG/ASq90QURXtoM4LhacCq0jQW2jbyjdttbRNqU2cPykrpMvJ6b2uSp6SAgYAzj9tQ=="),
+        Package("flot-orderbars", "1.0.0",
+                "sha512-Jv51fvzevUjNXEeozpwEKfPjhiZhfiJddv0WHjduUTCmSF+7T5K7C9c9Y1wIVmUhDBv5fLMjgbwKecT0GIKPZA=="),
+        Package("stupid-table-plugin", "1.1.3",
+                "sha512-2Vk7XouQPxUQPRe9w0Fu7ZZ8kHLK7rDoLMsCgtKxRNJ7f4dSOGvW9CkHsq5wD6QsaEnWoyLBYH3xOEsrK3yWBg=="),
+        Package("blueimp-md5", "2.19.0",
+                "sha512-DRQrD6gJyy8FbiE4s+bDoXS9hiW3Vbx5uCdwvcCf3zLHL+Iv7LtGHLpr+GZV8rHG8tK766FGYBwRbu8pELTt+w=="),
+        Package("bootstrap", "3.1.1",
+                "sha512-TAzqS8E/ISpVHP29gYhy+1NSV+FJwApDVQhDfgLYsIuUDJiqJzH2DfORN5tiu+Ie2iBLrzEG34t4Rf465cigqg=="),
+    )
+}
+
+_CDNJS = "https://cdnjs.cloudflare.com/ajax/libs"
+_FLOT_MINIFIED = "cdnjs serves its own minified flot 0.8.3; npm's flot@0.8.3 is the same release unminified"
+_BOOTSTRAP_FONTS = tuple(
+    f"dist/fonts/glyphicons-halflings-regular.{ext}" for ext in ("eot", "svg", "ttf", "woff")
+)
+
+# Every external URL asv 0.6.6's www/index.html loads, exactly as written there.
+ASSETS: dict[str, Asset] = {
+    asset.url: asset
+    for asset in (
+        Asset("https://code.jquery.com/jquery-3.3.1.min.js", "jquery", "dist/jquery.min.js"),
+        Asset(f"{_CDNJS}/flot/0.8.3/jquery.flot.min.js", "flot", "jquery.flot.js", _FLOT_MINIFIED),
+        Asset(f"{_CDNJS}/flot/0.8.3/jquery.flot.time.min.js", "flot", "jquery.flot.time.js", _FLOT_MINIFIED),
+        Asset(f"{_CDNJS}/flot/0.8.3/jquery.flot.selection.min.js", "flot", "jquery.flot.selection.js",
+              _FLOT_MINIFIED),
+        Asset(f"{_CDNJS}/flot/0.8.3/jquery.flot.categories.min.js", "flot", "jquery.flot.categories.js",
+              _FLOT_MINIFIED),
+        Asset("https://cdn.jsdelivr.net/npm/flot-orderbars@1.0.0/js/jquery.flot.orderBars.js", "flot-orderbars",
+              "js/jquery.flot.orderBars.js"),
+        Asset(f"{_CDNJS}/stupidtable/1.0.1/stupidtable.min.js", "stupid-table-plugin", "stupidtable.min.js",
+              "stupidtable 1.0.1 is not on npm; stupid-table-plugin@1.1.3 is the same plugin, API-compatible"),
+        Asset(f"{_CDNJS}/blueimp-md5/2.19.0/js/md5.min.js", "blueimp-md5", "js/md5.min.js"),
+        Asset("https://cdn.jsdelivr.net/npm/bootstrap@3.1.1/dist/js/bootstrap.min.js", "bootstrap",
+              "dist/js/bootstrap.min.js"),
+        Asset("https://cdn.jsdelivr.net/npm/bootstrap@3.1.1/dist/css/bootstrap.min.css", "bootstrap",
+              "dist/css/bootstrap.min.css", companions=_BOOTSTRAP_FONTS),
+    )
+}
+
+# A <script src=...> or <link href=...> tag: what a page loads, as opposed to <a href>, which it only links.
+_LOADING_TAG = re.compile(r"<(script|link)\b[^>]*>", re.IGNORECASE)
+_ATTRIBUTE = re.compile(r"""\b([\w-]+)\s*=\s*(["'])(.*?)\2""", re.DOTALL)
+_EXTERNAL = re.compile(r"^(https?:)?//", re.IGNORECASE)
+
+
+log = progress.logger(__name__)
+
+
+# --- hashes ----------------------------------------------------------------
+
+
+def sri(data: bytes, algorithm: str = "sha512") -> str:
+    """A Subresource Integrity value (``sha256-BASE64``) for ``data``."""
+    if algorithm not in ("sha256", "sha384", "sha512"):
+        raise SiteAssetError(f"unsupported integrity algorithm {algorithm!r}; SRI allows sha256, sha384, sha512")
+    digest = hashlib.new(algorithm, data).digest()
+    return f"{algorithm}-{base64.b64encode(digest).decode('ascii')}"
+
+
+def check_integrity(data: bytes, expected: str, what: str) -> None:
+    """Refuse ``data`` unless it has the SRI hash ``expected`` (first of several, as browsers allow any)."""
+    candidates = expected.split()
+    for candidate in candidates:
+        algorithm = candidate.split("-", 1)[0]
+        if sri(data, algorithm) == candidate:
+            return
+    actual = sri(data, candidates[0].split("-", 1)[0]) if candidates else sri(data)
+    raise SiteAssetError(f"{what} has integrity {actual}, expected {expected}; refusing to use it")
+
+
+# --- fetching --------------------------------------------------------------
+
+
+REGISTRY_ENV = "npm_config_registry"  # npm's own name for a mirror of the registry
+REGISTRY = "https://registry.npmjs.org"
+
+
+def tarball_url(package: Package) -> str:
+    """Where the registry keeps the package's tarball (its metadata's ``dist.tarball``)."""
+    registry = (os.environ.get(REGISTRY_ENV) or REGISTRY).rstrip("/")
+    return f"{registry}/{package.name}/-/{package.name.rsplit('/', 1)[-1]}-{package.version}.tgz"
+
+
+def download(url: str) -> bytes:
+    """The bytes at ``url`` over HTTPS, with the standard library only (no Node, no npm)."""
+    request = urllib.request.Request(url, headers={"User-Agent": "mpsbench"})
+    with urllib.request.urlopen(request, timeout=60) as response:
+        return bytes(response.read())
+
+
+def _store(path: Path, data: bytes) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    partial = path.with_name(path.name + ".partial")
+    partial.write_bytes(data)
+    os.replace(partial, path)  # a reader never sees half a file
+
+
+def tarball(package: Package, cache: Path) -> Path:
+    """The package's registry tarball, from the cache or fetched over HTTPS; integrity-checked either way."""
+    path = cache / f"{package.name}-{package.version}.tgz"
+    if path.is_file():
+        try:
+            check_integrity(path.read_bytes(), package.integrity, f"cached {path}")
+            return path
+        except SiteAssetError:
+            log.info(f"{path} does not match its pinned integrity: fetching it again")
+            path.unlink()
+    url = tarball_url(package)
+    log.info(f"fetching {package.spec} from {url}")
+    try:
+        data = download(url)
+    except (OSError, ValueError) as exc:  # URLError and HTTPError are OSErrors
+        raise SiteAssetError(
+            f"cannot fetch {package.spec} from {url} ({exc}): put {path.name} from a machine that can in {cache}"
+        ) from None
+    check_integrity(data, package.integrity, f"{package.spec} from {url}")
+    _store(path, data)
+    return path
+
+
+def original(url: str, integrity: str, cache: Path) -> bytes | None:
+    """The very file asv's page loads, from the cache or its CDN, when it matches the page's hash; else None.
+
+    Asked only for the assets npm lacks byte for byte (``substitute``): where the
+    CDN cannot be reached, or serves other bytes, the npm substitute stands in.
+    """
+    path = cache / "cdn" / re.sub(r"[^\w.-]+", "_", url.split("://", 1)[-1])
+    if path.is_file() and sri(path.read_bytes(), integrity.split("-", 1)[0]) in integrity.split():
+        return path.read_bytes()
+    try:
+        data = download(url)
+        check_integrity(data, integrity, url)
+    except (OSError, ValueError, SiteAssetError) as exc:
+        log.info(f"{url} unusable ({exc}): its npm substitute stands in")
+        return None
+    _store(path, data)
+    return data
+
+
+def _member(archive: tarfile.TarFile, package: Package, path: str) -> bytes:
+    try:
+        member = archive.extractfile(f"package/{path}")
+    except KeyError:
+        member = None
+    if member is None:
+        raise SiteAssetError(f"{package.spec} has no file {path}")
+    with member:
+        return member.read()
+
+
+# --- pages -----------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Load:
+    """One external URL a page loads, with the tag's integrity attribute (empty if none)."""
+
+    page: Path
+    url: str
+    integrity: str
+
+
+def _attributes(tag: str) -> dict[str, str]:
+    return {name.lower(): html.unescape(value) for name, _, value in _ATTRIBUTE.findall(tag)}
+
+
+def _source(tag: str) -> str:
+    attributes = _attributes(tag)
+    return attributes.get("src") or attributes.get("href") or ""
+
+
+def pages(html_dir: Path) -> list[Path]:
+    """The HTML pages of a published site (asv writes them at the top level)."""
+    return sorted(html_dir.glob("*.html"))
+
+
+def external_loads(page: Path) -> Iterator[Load]:
+    """Each script or stylesheet the page loads from another host."""
+    for found in _LOADING_TAG.finditer(page.read_text(encoding="utf-8")):
+        url = _source(found.group(0))
+        if _EXTERNAL.match(url):
+            yield Load(page, url, _attributes(found.group(0)).get("integrity", ""))
+
+
+def _local_path(asset: Asset, path: str | None = None) -> str:
+    package = PACKAGES[asset.package]
+    return f"{VENDOR}/{package.spec}/{path or asset.path}"
+
+
+def _rewrite(text: str, local: dict[str, tuple[str, str]]) -> str:
+    """Point each known tag at its local copy and give it that copy's own integrity."""
+
+    def replace(found: re.Match[str]) -> str:
+        tag = found.group(0)
+        url = _source(tag)
+        if url not in local:
+            return tag
+        path, integrity = local[url]
+        tag = tag.replace(html.escape(url, quote=True), path).replace(url, path)
+        return re.sub(r"""\bintegrity\s*=\s*(["']).*?\1""", f'integrity="{integrity}"', tag)
+
+    return _LOADING_TAG.sub(replace, text)
+
+
+# --- the whole step --------------------------------------------------------
+
+
+def make_offline(html_dir: Path, cache: Path = CACHE) -> list[str]:
+    """Copy every CDN library of the site's pages into it and rewrite the pages; return the files written.
+
+    Run after every ``asv publish``. Safe to run twice: a second run finds no
+    external URL left and changes nothing.
+    """
+    site_pages = pages(html_dir)
+    if not (html_dir / "index.html").is_file():
+        raise SiteAssetError(f"{html_dir} holds no index.html: run `asv publish` first")
+    loads = [load for page in site_pages for load in external_loads(page)]
+    unknown = sorted({load.url for load in loads if load.url not in ASSETS})
+    if unknown:
+        raise SiteAssetError(
+            f"{unknown[0]} (loaded by the published pages) is not in mpsbench.site.site_assets.ASSETS; "
+            "a different asv version? add it there"
+        )
+    written: list[str] = []
+    local: dict[str, tuple[str, str]] = {}
+    substitutes: set[str] = set()
+    with contextlib.ExitStack() as stack:
+        archives: dict[str, tarfile.TarFile] = {}
+        for url in sorted({load.url for load in loads}):
+            asset = ASSETS[url]
+            package = PACKAGES[asset.package]
+            if package.name not in archives:
+                archives[package.name] = stack.enter_context(tarfile.open(tarball(package, cache), "r:gz"))
+            archive = archives[package.name]
+            page_integrity = next(load.integrity for load in loads if load.url == url)
+            exact = original(url, page_integrity, cache) if asset.substitute and page_integrity else None
+            data = exact if exact is not None else _member(archive, package, asset.path)
+            if asset.substitute and exact is None:
+                substitutes.add(f"{package.spec} ({asset.substitute})")
+            elif page_integrity:
+                check_integrity(data, page_integrity, f"{package.spec}/{asset.path}")
+            for path in (asset.path, *asset.companions):
+                target = html_dir / _local_path(asset, path)
+                target.parent.mkdir(parents=True, exist_ok=True)
+                target.write_bytes(data if path == asset.path else _member(archive, package, path))
+                written.append(_local_path(asset, path))
+            algorithm = page_integrity.split("-", 1)[0] if page_integrity else "sha384"
+            local[url] = (_local_path(asset), sri(data, algorithm))
+    for substitute in sorted(substitutes):
+        log.info(f"not checked against asv's hash, vouched for by its registry integrity: {substitute}")
+    for page in site_pages:
+        text = page.read_text(encoding="utf-8")
+        rewritten = _rewrite(text, local)
+        if rewritten != text:
+            page.write_text(rewritten, encoding="utf-8")
+    left = [load for page in site_pages for load in external_loads(page)]
+    if left:
+        raise SiteAssetError(f"{left[0].page.name} still loads {left[0].url} after rewriting")
+    log.info(f"{len(local)} libraries made local in {html_dir / VENDOR}" if local else "no external library left")
+    return written
+
+
+NAV_ANCHOR = '<li id="nav-li-regressions">'
+
+
+def add_nav_link(html_dir: Path, label: str, href: str) -> None:
+    """Add a navbar entry to asv's index.html after its Regressions tab (once)."""
+    index = html_dir / "index.html"
+    text = index.read_text(encoding="utf-8")
+    item_id = "nav-li-mpsbench-" + re.sub(r"[^a-z0-9]+", "-", label.lower()).strip("-")
+    if f'id="{item_id}"' in text:
+        return
+    start = text.find(NAV_ANCHOR)
+    if start < 0:
+        raise SiteAssetError(f"{index} has no {NAV_ANCHOR} to put the {label!r} link after")
+    end = text.index("</li>", start) + len("</li>")
+    item = f'\n\t<li id="{item_id}"><a href="{html.escape(href)}">{html.escape(label)}</a></li>'
+    index.write_text(text[:end] + item + text[end:], encoding="utf-8")
+
+
+def _link(text: str) -> tuple[str, str]:
+    label, sep, href = text.partition("=")
+    if not sep or not label or not href:
+        raise argparse.ArgumentTypeError(f"--link wants LABEL=HREF, got {text!r}")
+    return label, href
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m mpsbench.site.site_assets",
+        description="Make a published asv site work offline: CDN libraries fetched from npm, checked, copied in.",
+    )
+    parser.add_argument("html_dir", type=Path, help="the folder asv publish wrote (html_dir in asv.conf.json)")
+    parser.add_argument("--cache", type=Path, default=CACHE, help=f"npm tarball cache (default {CACHE})")
+    parser.add_argument("--link", type=_link, action="append", default=[], metavar="LABEL=HREF",
+                        help="also add a navbar link to index.html (repeatable)")
+
+    def func(args: argparse.Namespace) -> int:
+        make_offline(args.html_dir, args.cache)
+        for label, href in args.link:
+            add_nav_link(args.html_dir, label, href)
+        return 0
+
+    parser.set_defaults(func=func)
+    return command.run(parser, argv, (SiteAssetError,))
+
+
+if __name__ == "__main__":
+    sys.exit(main())
