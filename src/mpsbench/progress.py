@@ -41,4 +41,7 @@ def logger(name: str) -> logging.Logger:
         root.addHandler(handler)
         root.setLevel(logging.INFO)
         root.propagate = False  # a host application's logging setup does not print our lines twice
-    return logging.getLogger(name)
+    if name == "__main__":  # run as ``python -m mpsbench.fleet.nightly``: the module's real name
+        spec = getattr(sys.modules["__main__"], "__spec__", None)
+        name = spec.name if spec is not None else ROOT
+    return logging.getLogger(name if name.startswith(f"{ROOT}.") else f"{ROOT}.{name}")
