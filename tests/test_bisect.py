@@ -47,7 +47,7 @@ def test_asv_find_names_the_build_that_made_it_slower(tmp_path):
         "import time\nimport torch\n\n\ndef time_work():\n    time.sleep(torch.DELAY)\n\n\ntime_work.version = '1'\n"
         "time_work.repeat = (5, 10, 5.0)\n"
     )
-    installer = ROOT / "src" / "mpsbench" / "install_build.py"
+    installer = ROOT / "src" / "mpsbench" / "builds" / "install_build.py"
     conf = {
         "version": 1, "project": "fake", "repo": str(tmp_path / "timeline"), "branches": ["nightly"],
         "environment_type": "virtualenv", "benchmark_dir": "benchmarks", "env_dir": "env",
