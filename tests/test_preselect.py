@@ -179,3 +179,19 @@ def test_the_command_line_prints_the_pattern_and_refuses_a_folder_that_is_no_sui
                           capture_output=True, text=True, timeout=300)
     assert done.returncode == 2
     assert done.stderr == f"mpsbench: error: {tmp_path} is not a benchmark package (no __init__.py); pass the suite's\n"
+
+
+def test_on_cuda_the_correctness_rows_and_the_llama_generation_are_full_sweep_only(monkeypatch):
+    from mpsbench import correctness, leak_patterns, llm
+
+    monkeypatch.delenv(selection.FULL_SWEEP_ENV, raising=False)
+    monkeypatch.delenv(selection.DEVICES_ENV, raising=False)
+    monkeypatch.setattr(devices, "present", lambda name: name in ("cpu", "cuda", "mps"))
+    assert "full sweep only" in correctness.left_out("cuda", "sdpa_permuted", "float32")
+    assert "full sweep only" in llm.left_out("cuda", "llama_small")
+    assert "full sweep only" in leak_patterns.left_out("cuda", "maxpool2d")
+    assert correctness.left_out("mps", "sdpa_permuted", "float32") is None  # where the silent errors were
+    assert llm.left_out("mps", "llama_small") is None
+    monkeypatch.setenv(selection.FULL_SWEEP_ENV, "1")
+    assert correctness.left_out("cuda", "sdpa_permuted", "float32") is None
+    assert llm.left_out("cuda", "llama_small") is None

@@ -36,3 +36,18 @@ def test_the_compile_figure_draws_each_pair_with_its_speedup(tmp_path):
     assert [round(p.speedup, 2) for p in found] == [1.55, 0.26]  # eager over compiled: below 1 is slower compiled
     report_modern.plot_compile(found, tmp_path / "compile.png")
     assert (tmp_path / "compile.png").stat().st_size > 0
+
+
+def test_python_m_report_draws_the_compile_pairs_of_the_asv_run_on_the_h100(tmp_path):
+    # Run as a module (as scripts/publish does): report_modern's sections must still be recognised.
+    import subprocess
+    import sys
+
+    run = RUN.parent / "h100-2026-11-23-issue21-asv" / "results"
+    done = subprocess.run([sys.executable, "-m", "mpsbench.report", str(run), str(tmp_path / "out")],
+                          capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr[-2000:]
+    summary = (tmp_path / "out" / "summary.md").read_text()
+    # eager Training.time_step('cuda', 'resnet50', 128) 72.01 ms, compiled 45.84 ms, compile 47.6 s (asv, 2026-11-23)
+    assert "| calib-cuda | cuda | training | resnet50 | 72.01 | 45.84 | 1.57x | 47.6 |" in summary
+    assert "| calib-cuda | cuda | llama_small | 74.3 |" in summary

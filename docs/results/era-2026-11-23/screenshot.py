@@ -5,45 +5,32 @@
 Each BUTTON is the text of a panel button to click first (e.g. ``era``: asv draws one branch
 until another is selected).
 
-Uses the DevTools client of tests/test_site_browser.py and a local http.server, as that test does.
+Uses tests/test_site_browser.py's browsing (its DevTools client and a local http.server).
 """
 
 from __future__ import annotations
 
 import base64
-import functools
-import http.server
 import sys
-import tempfile
-import threading
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[3]))
-from tests.test_site_browser import DevTools
+from tests.test_site_browser import browsing
 
 
 def main(html: Path, out: Path, graph: str, buttons: list[str]) -> None:
-    handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(html))
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    with tempfile.TemporaryDirectory() as profile:
-        browser = DevTools(Path(profile))
-        try:
-            browser.open_page()
-            browser.send("Page.navigate", url=f"http://127.0.0.1:{server.server_port}/index.html{graph}")
-            plotted = browser.wait_for("document.querySelectorAll('#graph-display canvas.flot-base').length", 90)
-            browser.wait_for("document.readyState === 'complete'", 10)
-            for text in buttons:
-                browser.evaluate(
-                    f"[...document.querySelectorAll('#graphdisplay-navigation a, #graphdisplay-navigation button')]"
-                    f".filter(e => e.textContent.trim() === {text!r})[0].click()"
-                )
-                browser.wait_for("false", 3)  # let asv fetch and draw the other graph
-            out.write_bytes(base64.b64decode(browser.send("Page.captureScreenshot", format="png")["data"]))
-            print(f"{out}: plotted={plotted}")
-        finally:
-            browser.close()
-            server.shutdown()
+    with browsing(html) as (browser, base):
+        browser.send("Page.navigate", url=f"{base}/index.html{graph}")
+        plotted = browser.wait_for("document.querySelectorAll('#graph-display canvas.flot-base').length", 90)
+        browser.wait_for("document.readyState === 'complete'", 10)
+        for text in buttons:
+            browser.evaluate(
+                f"[...document.querySelectorAll('#graphdisplay-navigation a, #graphdisplay-navigation button')]"
+                f".filter(e => e.textContent.trim() === {text!r})[0].click()"
+            )
+            browser.wait_for("false", 3)  # let asv fetch and draw the other graph
+        out.write_bytes(base64.b64decode(browser.send("Page.captureScreenshot", format="png")["data"]))
+        print(f"{out}: plotted={plotted}")
 
 
 if __name__ == "__main__":

@@ -132,11 +132,7 @@ def left_out(device: str, pattern: str) -> str | None:
     of the 2-core VM under load (docs/budget.md); on cuda they read 0.0 and
     cost an interpreter of the GPU's 3 minutes.
     """
-    reason = selection.device_reason(device)
-    if reason is None and device != "mps" and not selection.full_sweep():
-        return (f"{pattern} on {device} is outside the default leak-pattern selection (the leaks were mps's);"
-                f" set {selection.FULL_SWEEP_ENV}=1 for the full sweep")
-    return reason
+    return selection.family_reason(device, f"the {pattern} leak loop", ("mps",), "the leaks were mps's")
 
 
 def _measure_one(device: str, pattern: str) -> float:

@@ -81,8 +81,14 @@ _cache: dict[tuple[str, str], Generation] = {}
 
 
 def skip_reason(device: str, spec: models.ModelSpec, batch_size: int) -> str | None:
-    """In every device's default: time to first token and tokens/s are the LLM's figures (two processes)."""
-    return selection.device_reason(device)
+    """The cpu's and mps's default: time to first token and tokens/s are the LLM's figures (two processes).
+
+    On cuda the two took 23 s of the H100's 3-minute default, which the seeds' rows already
+    fill (docs/budget.md), and batch-1 decode there measures the host's launches and
+    transformers' Python (13.5 ms a token for a 125M model) more than the GPU: full sweep.
+    """
+    return selection.family_reason(device, f"{spec.name}'s generation", ("cpu", "mps"),
+                                   "the GPU's 3-minute default is full; batch-1 decode there is host-bound")
 
 
 def left_out(device: str, model: str) -> str | None:

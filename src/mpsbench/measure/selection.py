@@ -68,6 +68,18 @@ def device_reason(device: str) -> str | None:
     return None
 
 
+def family_reason(device: str, family: str, default_devices: tuple[str, ...], why: str) -> str | None:
+    """Why ``device`` is left out of one family of rows: device_reason, or the family's default devices.
+
+    A family whose rows run by default on ``default_devices`` only runs on the
+    others in the full sweep (MPSBENCH_FULL=1); ``why`` says why in the skip message.
+    """
+    reason = device_reason(device)
+    if reason is None and device not in default_devices and not full_sweep():
+        return f"{family} on {device} is full sweep only ({why}); set {FULL_SWEEP_ENV}=1 to run it"
+    return reason
+
+
 def in_default_selection(device: str, spec: ModelSpec, batch_size: int) -> bool:
     """True for the combinations the default run times.
 

@@ -947,4 +947,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    # Run the imported module, not __main__: report_modern builds its sections from mpsbench.report's
+    # classes, and a second copy of this module (as __main__) would not recognise them as its own.
+    from mpsbench import report as imported
+
+    sys.exit(imported.main())

@@ -129,13 +129,14 @@ def tokens_section(results_dir: Path, save: report.Save) -> report.Section:
     if not decode:
         return report.Section(title, ["No machine has decode results (benchmark_modern.LlmDecode)."])
     plt = report._pyplot()
-    fig, ax = plt.subplots(figsize=(max(5.0, 1.6 * len(decode)), 4.0), layout="constrained")
+    fig, ax = plt.subplots(figsize=(max(6.5, 1.6 * len(decode)), 4.0), layout="constrained")
     speeds = [sizes['batch'] / seconds for _, _, _, seconds in decode]
     bars = ax.bar(range(len(decode)), speeds, color=[report.DEVICE_COLORS.get(d, "#9467bd") for _, d, _, _ in decode])
     ax.bar_label(bars, labels=[f"{s:.1f}" for s in speeds], fontsize=8)
     ax.set_xticks(range(len(decode)), [f"{m}\n{d}" for m, d, _, _ in decode], fontsize=8)
     ax.set_ylabel("decoded tokens/s (higher is better)")
-    ax.set_title(f"{models.LLAMA_NAME}: greedy decode after a {sizes['prompt_tokens']}-token prompt, batch {sizes['batch']}")
+    ax.set_title(f"{models.LLAMA_NAME}: greedy decode after a {sizes['prompt_tokens']}-token prompt, batch {sizes['batch']}",
+                 fontsize=10)  # the title fits the narrowest figure (one or two machines)
     fig.savefig(save("tokens.png"), dpi=110)
     plt.close(fig)
     table: list[list[report.Cell]] = [[m, d, model, f"{sizes['batch'] / seconds:.1f}", report._ms(seconds),
