@@ -182,7 +182,7 @@ def test_the_command_line_prints_the_pattern_and_refuses_a_folder_that_is_no_sui
 
 
 def test_on_cuda_the_correctness_rows_and_the_llama_generation_are_full_sweep_only(monkeypatch):
-    from mpsbench import correctness, leak_patterns, llm
+    from mpsbench.measure import correctness, leak_patterns, llm
 
     monkeypatch.delenv(selection.FULL_SWEEP_ENV, raising=False)
     monkeypatch.delenv(selection.DEVICES_ENV, raising=False)

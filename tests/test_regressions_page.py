@@ -24,7 +24,7 @@ import time
 from pathlib import Path
 
 import pytest
-from tests.test_report import _git
+from tests.fakes import git as _git
 
 from mpsbench.builds import pytorch_links
 from mpsbench.regressions import factor, thresholds

@@ -44,7 +44,7 @@ def test_python_m_report_draws_the_compile_pairs_of_the_asv_run_on_the_h100(tmp_
     import sys
 
     run = RUN.parent / "h100-2026-11-23-issue21-asv" / "results"
-    done = subprocess.run([sys.executable, "-m", "mpsbench.report", str(run), str(tmp_path / "out")],
+    done = subprocess.run([sys.executable, "-m", "mpsbench.site.report", str(run), str(tmp_path / "out")],
                           capture_output=True, text=True)
     assert done.returncode == 0, done.stderr[-2000:]
     summary = (tmp_path / "out" / "summary.md").read_text()

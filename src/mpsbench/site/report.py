@@ -947,8 +947,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    # Run the imported module, not __main__: report_modern builds its sections from mpsbench.report's
+    # Run the imported module, not __main__: report_modern builds its sections from mpsbench.site.report's
     # classes, and a second copy of this module (as __main__) would not recognise them as its own.
-    from mpsbench import report as imported
+    from mpsbench.site import report as imported
 
     sys.exit(imported.main())
