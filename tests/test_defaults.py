@@ -32,10 +32,13 @@ def made_up() -> mf.Manifest:
         release("1.12.1", "2022-08-05T00:00:00Z", ("cp310",)),
         release("2.2.2", "2024-03-27T00:00:00Z", ("cp310", "cp312")),
     ))
-    newer = mf.Channel("release", (release("2.15.0", "2026-11-01T00:00:00Z", ("cp312",)),))
+    newer = mf.Channel("release", (
+        release("2.14.1", "2026-09-30T00:00:00Z", ("cp312",)), release("2.15.0", "2026-11-01T00:00:00Z", ("cp312",)),
+    ))
     rule = mf.Default(("era", "release"), since="1.12", pythons=("3.10", "3.12"))
     short = mf.Default(("era", "release"), newest=2)
-    return mf.Manifest((era, newer), {"macos-arm64": rule, "linux-x86_64-cuda": short})
+    spread = mf.Default(("era", "release"), since="1.12", newest_of={"release": 1})
+    return mf.Manifest((era, newer), {"macos-arm64": rule, "linux-x86_64-cuda": short, "linux-x86_64-cpu": spread})
 
 
 def test_last_patch_of_each_minor_since_the_first_named_with_every_python_it_has():
@@ -43,6 +46,7 @@ def test_last_patch_of_each_minor_since_the_first_named_with_every_python_it_has
     assert [(item.ref, item.pythons) for item in planned] == [
         ("era@1.12.1", ("3.10",)),  # 1.11.0 is before "since"; 1.12.0 has a later patch
         ("era@2.2.2", ("3.10", "3.12")),  # the overlap: measured under both, the seam shows
+        ("release@2.14.1", ("3.12",)),
         ("release@2.15.0", ("3.12",)),
     ]
 
@@ -52,14 +56,26 @@ def test_newest_keeps_the_last_few_and_no_pythons_means_asvs_own():
     rule = manifest.defaults["linux-x86_64-cuda"]
     linux = mf.Manifest(manifest.channels, {"macos-arm64": rule})
     planned = defaults.schedule(linux, "macos-arm64", here="3.12")
-    assert [(item.ref, item.pythons) for item in planned] == [("era@2.2.2", ("3.12",)), ("release@2.15.0", ("3.12",))]
+    assert [(item.ref, item.pythons) for item in planned] == [("release@2.14.1", ("3.12",)), ("release@2.15.0", ("3.12",))]
+
+
+def test_newest_of_one_channel_keeps_the_era_and_that_channels_newest():
+    manifest = made_up()
+    era_and_newest = mf.Manifest(manifest.channels, {"macos-arm64": manifest.defaults["linux-x86_64-cpu"]})
+    planned = defaults.schedule(era_and_newest, "macos-arm64", here="3.10")
+    assert [item.ref for item in planned] == ["era@1.12.1", "era@2.2.2"]  # 2.15.0 has no cp310 wheel
+    planned = defaults.schedule(era_and_newest, "macos-arm64", here="3.12")
+    assert [item.ref for item in planned] == ["era@2.2.2", "release@2.15.0"]  # not release@2.14.1
 
 
 def test_the_machines_platform_picks_its_rule_and_an_absent_one_is_named():
-    assert defaults.rule_for(made_up(), ["linux-x86_64-cpu", "linux-x86_64-cuda"])[0] == "linux-x86_64-cuda"
-    named = r"no default timeline for linux-x86_64-cpu; .* linux-x86_64-cuda, macos-arm64"
+    manifest = made_up()
+    assert defaults.rule_for(manifest, ["linux-x86_64-cpu", "linux-x86_64-cuda"])[0] == "linux-x86_64-cpu"
+    only_macos = mf.Manifest(manifest.channels, {"macos-arm64": manifest.defaults["macos-arm64"]})
+    assert defaults.rule_for(only_macos, ["macos-arm64"])[0] == "macos-arm64"
+    named = r"no default timeline for linux-x86_64-cpu; .* macos-arm64"
     with pytest.raises(defaults.DefaultsError, match=named):
-        defaults.rule_for(made_up(), ["linux-x86_64-cpu"])
+        defaults.rule_for(only_macos, ["linux-x86_64-cpu"])
 
 
 @pytest.mark.parametrize(
@@ -67,6 +83,8 @@ def test_the_machines_platform_picks_its_rule_and_an_absent_one_is_named():
     [
         (mf.Default(("nope",)), r"names channels \['nope'\]"),
         (mf.Default(("era",), newest=0), "newest must be at least 1"),
+        (mf.Default(("era",), newest_of={"release": 1}), "newest_of needs one of its channels \\(era\\)"),
+        (mf.Default(("era",), newest_of={"era": 0}), "a count of at least 1, got 'era': 0"),
         (mf.Default(("era",), pythons=("cp310",)), "pythons must look like 3.12"),
     ],
 )
@@ -147,10 +165,25 @@ def test_the_macos_default_spans_every_minor_from_1_12_to_the_newest_under_two_p
     assert both and all(Version(v) < newest for v in both)  # the overlap is kept: the seam is measured
 
 
-def test_the_linux_default_is_the_newest_few_under_asvs_python():
+def test_the_linux_default_spans_the_era_in_a_few_builds_under_asvs_python():
     planned = defaults.schedule(SHIPPED_MANIFEST, "linux-x86_64-cuda", here="3.11")
-    assert 1 <= len(planned) <= 3 and all(item.pythons == ("3.11",) for item in planned)
-    assert planned[-1].build.torch_version == max((i.build.torch_version for i in planned), key=Version)
+    assert 4 <= len(planned) <= 5 and all(item.pythons == ("3.11",) for item in planned)  # about 6 GB each
+    newest = max((b for c in SHIPPED_MANIFEST.channels for b in c.builds if b.kind == "release"),
+                 key=lambda b: Version(b.torch_version))
+    assert planned[-1].build == newest
+    assert Version(planned[0].build.torch_version) < Version("2.0")  # from before 2.0: years of history
+    years = {item.build.date[:4] for item in planned}
+    assert int(max(years)) - int(min(years)) >= 3
+
+
+def test_every_pinned_transformers_is_below_its_torchs_cap():
+    for channel in SHIPPED_MANIFEST.channels:
+        for build in channel.builds:
+            cap = resolve.transformers_cap(build.torch_version)
+            for platform, pins in build.pins.items():
+                for each in pins:
+                    if each.name == "transformers" and cap:
+                        assert Version(each.version) < Version(cap), f"{channel.name}@{build.id} {platform}"
 
 
 def test_cli_prints_each_pythons_commits_for_asv(tmp_path, capsys):

@@ -35,6 +35,9 @@ def index(tmp_path):
             *TORCH_EXTRA, 'Requires-Dist: torch>=2.5; extra == "torch"')),
         fakes.make_wheel(files, "transformers", "4.36.2", python="py3", platform="any", metadata=(
             *TORCH_EXTRA, 'Requires-Dist: torch>=1.10; extra == "torch"')),
+        # like the real 4.51.3: its extra accepts torch 2.0, its code imports torch.compiler (2.1+)
+        fakes.make_wheel(files, "transformers", "4.51.3", python="py3", platform="any", metadata=(
+            *TORCH_EXTRA, 'Requires-Dist: torch>=2.0; extra == "torch"')),
         # an old release: its torchvision series, numpy 1.x, and the transformers whose extra accepts it
         fakes.make_wheel(files, "torch", "2.0.1", platform="manylinux1_x86_64", git_version=GIT_B),
         fakes.make_wheel(files, "torchvision", "0.15.2", platform="manylinux1_x86_64",
@@ -70,9 +73,16 @@ def test_an_old_release_gets_numpy_1_and_the_transformers_its_requirements_allow
         "numpy-1.26.4-cp311-cp311-manylinux_2_28_x86_64.whl",  # torch before 2.3 breaks under numpy 2
         "torch-2.0.1-cp311-cp311-manylinux1_x86_64.whl",
         "torchvision-0.15.2-cp311-cp311-manylinux1_x86_64.whl",
-        "transformers-4.36.2-py3-none-any.whl",  # 5.18.0's torch extra wants torch>=2.5
+        "transformers-4.36.2-py3-none-any.whl",  # 5.18.0's extra wants torch>=2.5; 4.51.3 is capped
     ]
-    assert resolve.requirements("2.3.0")[-1] == "transformers[torch]"  # no numpy cap from 2.3 on
+    assert resolve.requirements("2.5.1")[-1] == "transformers[torch]"  # no numpy cap from 2.3 on, no transformers cap from 2.5
+
+
+def test_transformers_is_capped_where_its_metadata_lags_its_imports():
+    assert "transformers[torch]<4.50" in resolve.requirements("2.0.1")  # 4.50 imports torch.compiler (2.1+)
+    assert "transformers[torch]<5.14" in resolve.requirements("2.4.1")  # 5.14 imports DTensor (2.5+)
+    assert "transformers[torch]==4.51.3" in resolve.requirements("2.0.1", transformers="4.51.3")  # named: as named
+    assert not [line for line in resolve.requirements("2.0.1", transformers="none") if "transformers" in line]
 
 
 def test_pythons_per_platform_pin_only_those_sets(index):

@@ -2,8 +2,9 @@
 
 ``builds/manifest.json`` says it by rule, per platform (``defaults``): the
 releases of some channels, the last patch of each minor release, from a minor
-on (``since``), the newest few (``newest``). A Mac's wheels are small, so its
-default spans the MPS era; a Linux build is about 6 GB, so its default is short.
+on (``since``), the newest few (``newest``, or ``newest_of`` one channel). A Mac's
+wheels are small, so its default spans the MPS era; a Linux build is about 6 GB, so
+its default is the few era releases the manifest pins for Linux and the newest release.
 
 No single Python has wheels for the whole era (torch 1.12.1 has cp310 and no
 cp312 on macOS; 2.15.0 has cp312 and no cp310), so a rule may name several:
@@ -67,10 +68,15 @@ def releases(manifest: mf.Manifest, platform: str, rule: mf.Default) -> list[tup
     newest_of_minor: dict[tuple[int, ...], tuple[Version, str, mf.Build]] = {}
     for name in rule.channels:
         channel = manifest.channel(name)
-        for build in channel.builds if channel else ():
+        found = sorted(
+            (build for build in (channel.builds if channel else ()) if build.kind == "release" and platform in build.pins),
+            key=lambda build: Version(build.torch_version),
+        )
+        if name in rule.newest_of:  # e.g. only the newest release beside the era's few (Linux: disk)
+            minors = sorted({Version(build.torch_version).release[:2] for build in found})[-rule.newest_of[name]:]
+            found = [build for build in found if Version(build.torch_version).release[:2] in minors]
+        for build in found:
             version = Version(build.torch_version)
-            if build.kind != "release" or platform not in build.pins:
-                continue
             if rule.since is not None and version.release[:2] < Version(rule.since).release[:2]:
                 continue
             minor = version.release[:2]

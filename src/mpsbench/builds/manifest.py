@@ -87,6 +87,8 @@ class Default:
     channels: tuple[str, ...]  # the channels whose releases it draws from, in order
     since: str | None = None  # the oldest minor release, e.g. "1.12"; None: from the first
     newest: int | None = None  # keep only this many newest releases; None: all
+    # keep only this many of one channel's newest releases, e.g. {"release": 1}: the era's few and the newest
+    newest_of: dict[str, int] = field(default_factory=dict)
     pythons: tuple[str, ...] = ()  # "3.10", "3.12": each build runs under each it has wheels for; (): asv's own
 
 
@@ -158,6 +160,10 @@ def validate(manifest: Manifest) -> None:
             raise ManifestError(f"{where} names channels {unknown or '[]'}; the manifest has: {', '.join(sorted(seen_channels))}")
         if rule.newest is not None and rule.newest < 1:
             raise ManifestError(f"{where}: newest must be at least 1, got {rule.newest}")
+        for name, count in rule.newest_of.items():
+            if name not in rule.channels or not isinstance(count, int) or count < 1:
+                raise ManifestError(f"{where}: newest_of needs one of its channels ({', '.join(rule.channels)})"
+                                    f" and a count of at least 1, got {name!r}: {count!r}")
         bad = [python for python in rule.pythons if not re.fullmatch(r"3\.\d+", python)]
         if bad:
             raise ManifestError(f"{where}: pythons must look like 3.12, got {bad}")
@@ -202,7 +208,7 @@ def _pin_from(data: dict[str, Any]) -> Pin:
 def _default_from(data: dict[str, Any]) -> Default:
     return Default(
         channels=tuple(data["channels"]), since=data.get("since"), newest=data.get("newest"),
-        pythons=tuple(data.get("pythons", ())),
+        newest_of=dict(data.get("newest_of", {})), pythons=tuple(data.get("pythons", ())),
     )
 
 
@@ -246,7 +252,7 @@ def to_json(manifest: Manifest) -> dict[str, Any]:
     data: dict[str, Any] = {"schema": SCHEMA, "channels": channels}
     if manifest.defaults:
         data["defaults"] = {
-            platform: {key: value for key, value in asdict(rule).items() if value not in (None, ())}
+            platform: {key: value for key, value in asdict(rule).items() if value not in (None, (), {})}
             for platform, rule in manifest.defaults.items()
         }
     return data

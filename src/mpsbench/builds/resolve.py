@@ -53,18 +53,37 @@ def torchvision_series(torch_version: str) -> str:
     return f"0.{minor + 1}" if major == 1 else f"0.{minor + 15}"
 
 
+# What the packages' metadata does not say, and pip's resolver therefore cannot know: the
+# transformers releases that import an API newer than the torch their torch extra accepts.
+# (torch below, transformers below). Checked by building BERT, the Llama and CLIP's text
+# encoder with each candidate on the real Linux builds (docs/results/fresh-clone-2026-11-23):
+# 4.50 imports torch.compiler (2.1+), 4.49.0 runs on 2.0.1; 5.14 imports DTensor from
+# torch.distributed.tensor (2.5+), 5.13.1 runs on 2.4.1. Before 2.0 the extra says enough.
+TRANSFORMERS_CAPS: tuple[tuple[tuple[int, int], str], ...] = (((2, 1), "4.50"), ((2, 5), "5.14"))
+
+
+def transformers_cap(torch_version: str) -> str | None:
+    """The first transformers release too new for ``torch_version`` that its metadata does not refuse."""
+    release = Version(torch_version).release[:2]
+    return next((cap for below, cap in TRANSFORMERS_CAPS if release < below), None)
+
+
 def requirements(torch_version: str, torchvision: str | None = None, transformers: str | None = None) -> list[str]:
-    """What pip resolves a build from: torch, its torchvision, a transformers whose own torch extra accepts it.
+    """What pip resolves a build from: torch, its torchvision, a transformers that runs with it.
 
     ``torchvision`` and ``transformers`` name a version, or ``none`` to leave
     the package out. Torch before 2.3 was built against numpy 1.x without
-    saying so in its metadata: numpy 2 breaks it at import, hence the one rule.
+    saying so in its metadata: numpy 2 breaks it at import, hence that rule;
+    transformers' torch extra lags its imports: ``TRANSFORMERS_CAPS``.
     """
     wanted = [f"torch=={torch_version}"]
     if torchvision != "none":
         wanted.append(f"torchvision=={torchvision or torchvision_series(torch_version) + '.*'}")
-    if transformers != "none":
-        wanted.append(f"transformers[torch]{'==' + transformers if transformers else ''}")
+    cap = transformers_cap(torch_version)
+    if transformers not in ("none", None):
+        wanted.append(f"transformers[torch]=={transformers}")  # a version named on purpose is taken as named
+    elif transformers is None:
+        wanted.append(f"transformers[torch]{'<' + cap if cap else ''}")
     if Version(torch_version).release[:2] < (2, 3):
         wanted.append("numpy<2")
     return wanted
