@@ -78,11 +78,14 @@ def test_a_range_naming_no_timeline_commit_is_refused_in_one_line(tmp_path):
     generated = timeline.generate(_two_releases(), tmp_path / "repo")
     old, new = generated.commits["release@2.13.0"], generated.commits["release@2.14.1"]
     # A -b regex may contain "..": option values are never taken for the range.
-    for good in (["-b", r"benchmark_models\..*", f"{old}..{new}"], [f"{new}^!"], ["release"], ["--quick", "NEW"]):
+    # asv's own parser finds the range: -j takes an optional count, so "-j 4 ALL" and "-j 2 release" are valid.
+    for good in (["-b", r"benchmark_models\..*", f"{old}..{new}"], [f"{new}^!"], ["release"], ["--quick", "NEW"],
+                 ["-j", "4", "ALL"], ["-j", "2", "release"], ["-E", "virtualenv:3.11", "HASHFILE:builds.txt"]):
         assert timeline.bad_range(tmp_path / "repo", good) is None, good
     reason = timeline.bad_range(tmp_path / "repo", ["-b", "Training", "^..deadbeef"])
     assert reason is not None
     assert "'^..deadbeef'" in reason and "v2.14.1" in reason and "\n" not in reason
+    assert "'nope'" in (timeline.bad_range(tmp_path / "repo", ["-j", "4", "nope"]) or "")  # the range after -j N is checked
 
 
 def test_a_channel_removed_from_the_manifest_loses_its_branch_on_generate(tmp_path):

@@ -173,12 +173,28 @@ def generate(manifest: mf.Manifest, repo: Path, force: bool = False) -> Generate
 
 # The options of `asv run` that take a value: their values (a -b regex such as
 # "benchmark_models\..*" contains "..") are never ranges.
-_ASV_RUN_VALUE_OPTIONS = frozenset({
-    "-b", "--bench", "-a", "--attribute", "-E", "--environment", "-m", "--machine", "--python",
-    "--launch-method", "--cpu-affinity", "--date-period", "-s", "--steps", "--set-commit-hash",
-    "--config",
-})
 _ASV_RANGE_WORDS = ("ALL", "NEW", "EXISTING")
+
+
+def _asv_run_range(asv_run_args: list[str]) -> str | None:
+    """The range among ``asv run``'s arguments, found by asv's own parser; None when there is none to check.
+
+    None too when asv's parser refuses the arguments: asv then says why itself.
+    """
+    import argparse
+    import contextlib
+    import io
+
+    from asv.commands.run import Run
+
+    parser = Run.setup_arguments(argparse.ArgumentParser(prog="asv", add_help=False).add_subparsers())
+    try:
+        with contextlib.redirect_stderr(io.StringIO()):
+            found, _ = parser.parse_known_args(asv_run_args)
+    except SystemExit:
+        return None
+    given = found.range
+    return None if not given or given in _ASV_RANGE_WORDS or given.startswith("HASHFILE:") else str(given)
 
 
 def bad_range(repo: Path, asv_run_args: list[str]) -> str | None:
@@ -187,24 +203,21 @@ def bad_range(repo: Path, asv_run_args: list[str]) -> str | None:
     asv answers an unknown revision with a git traceback; this says it in one
     line first, naming what can be used instead.
     """
+    arg = _asv_run_range(asv_run_args)
+    if arg is None:
+        return None
     git = _Git(repo)
-    previous = ""
-    for arg in asv_run_args:
-        is_value = previous in _ASV_RUN_VALUE_OPTIONS
-        previous = arg
-        if is_value or arg.startswith("-") or arg in _ASV_RANGE_WORDS or arg.startswith("HASHFILE:"):
-            continue
-        try:
-            git("rev-list", "--quiet", "--first-parent", arg, "--")
-        except TimelineError:
-            tags = git("tag", "--list").split()
-            branches = git("for-each-ref", "--format=%(refname:short)", "refs/heads").split()
-            names = ", ".join(branches + tags) or "none yet"
-            # FIRST^..LAST fails when FIRST is its channel's first build: it has no parent.
-            root = " (a channel's first build has no '^': name the channel for all its builds)" if "^" in arg else ""
-            return (
-                f"no build range {arg!r} in the timeline {repo}{root}: use timeline hashes from"
-                f" 'mpsbench build list' (HASH^! or OLD..NEW), channels and tags ({names}),"
-                f" or {', '.join(_ASV_RANGE_WORDS)}"
-            )
+    try:
+        git("rev-list", "--quiet", "--first-parent", arg, "--")
+    except TimelineError:
+        tags = git("tag", "--list").split()
+        branches = git("for-each-ref", "--format=%(refname:short)", "refs/heads").split()
+        names = ", ".join(branches + tags) or "none yet"
+        # FIRST^..LAST fails when FIRST is its channel's first build: it has no parent.
+        root = " (a channel's first build has no '^': name the channel for all its builds)" if "^" in arg else ""
+        return (
+            f"no build range {arg!r} in the timeline {repo}{root}: use timeline hashes from"
+            f" 'mpsbench build list' (HASH^! or OLD..NEW), channels and tags ({names}),"
+            f" or {', '.join(_ASV_RANGE_WORDS)}"
+        )
     return None
