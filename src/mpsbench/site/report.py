@@ -161,7 +161,13 @@ def load(results_dir: Path, python: str | None = None) -> Results:
 
 
 class Timeline:
-    """The repository asv walks: one commit per PyTorch build, ``git_version: HASH`` in each message."""
+    """The repository asv walks: one commit per PyTorch build, ``git_version: HASH`` in each message.
+
+    Read from the commits rather than the manifest on purpose: a recorded run
+    (docs/results/*, the fleet's results branch) keeps the timeline it was
+    measured against (a bundle), and the manifest of today may no longer name
+    its builds; the commit message is the one record that travels with them.
+    """
 
     def __init__(self, repo: Path | None) -> None:
         self.repo = repo if repo is not None and _is_git(repo) else None
