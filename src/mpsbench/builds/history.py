@@ -28,18 +28,23 @@ def _manifest(args: argparse.Namespace) -> mf.Manifest:
 
 
 def _add(args: argparse.Namespace, build: mf.Build) -> int:
-    current = _manifest(args)
-    updated = mf.append(current, args.channel, build, parent=args.parent)
-    timeline.compute(updated, args.timeline)  # proves the timeline can be written before saving
-    mf.save(updated, args.manifest)
-    generated = timeline.generate(updated, args.timeline)
-    _sync_branches(generated, args.timeline)
-    commit = generated.commits[f"{args.channel}@{build.id}"]
+    append(args.manifest, args.timeline, args.channel, build, args.parent)
+    return 0
+
+
+def append(manifest_path: Path, timeline_repo: Path, channel: str, build: mf.Build, parent: str | None = None) -> str:
+    """Add ``build`` to ``channel`` of the manifest file, regenerate the timeline; its timeline commit."""
+    updated = mf.append(mf.load(manifest_path), channel, build, parent=parent)
+    timeline.compute(updated, timeline_repo)  # proves the timeline can be written before saving
+    mf.save(updated, manifest_path)
+    generated = timeline.generate(updated, timeline_repo)
+    _sync_branches(generated, timeline_repo)
+    commit = generated.commits[f"{channel}@{build.id}"]
     print(
-        f"added {args.channel}@{build.id}: torch {build.torch_version}, git {build.git_version[:12]},"
+        f"added {channel}@{build.id}: torch {build.torch_version}, git {build.git_version[:12]},"
         f" {build.date}, platforms {', '.join(sorted(build.pins))}; timeline commit {commit[:12]}"
     )
-    return 0
+    return commit
 
 
 def cmd_add_release(args: argparse.Namespace) -> int:
@@ -53,22 +58,32 @@ def cmd_add_release(args: argparse.Namespace) -> int:
 
 
 def cmd_add_nightly(args: argparse.Namespace) -> int:
-    indexes = tuple(args.index or resolve.NIGHTLY_INDEXES)
-    date = args.date
+    add_nightly(args.manifest, args.timeline, args.channel, args.date, indexes=tuple(args.index or ()),
+                pythons=tuple(args.python), transformers=args.transformers,
+                transformers_index=args.transformers_index, parent=args.parent)
+    return 0
+
+
+def add_nightly(manifest_path: Path, timeline_repo: Path, channel: str, date: str, *, indexes: tuple[str, ...] = (),
+                pythons: tuple[str, ...] = resolve.PYTHONS, transformers: str | None = None,
+                transformers_index: str = resolve.PYPI, parent: str | None = None) -> str | None:
+    """The nightly of ``date`` ("latest": the newest) added to ``channel``; its timeline commit, None if already there.
+
+    One place for the scheduled nightly (scripts/nightly resolve), ``bisect --nightlies`` and the command line.
+    """
+    indexes = indexes or tuple(resolve.NIGHTLY_INDEXES)
     if date == "latest":
         dates = resolve.nightly_dates(indexes)
         if not dates:
             raise HistoryError(f"no torch nightly on {', '.join(indexes)}")
         date = dates[-1]
-        channel = _manifest(args).channel(args.channel)
-        if channel is not None and any(build.id == date for build in channel.builds):
-            print(f"{args.channel}@{date} is already the newest nightly; nothing to add")
-            return 0
-    build = resolve.nightly(
-        date, indexes=indexes, pythons=tuple(args.python), transformers=args.transformers,
-        transformers_index=args.transformers_index,
-    )
-    return _add(args, build)
+        existing = mf.load(manifest_path).channel(channel)
+        if existing is not None and any(build.id == date for build in existing.builds):
+            print(f"{channel}@{date} is already the newest nightly; nothing to add")
+            return None
+    build = resolve.nightly(date, indexes=indexes, pythons=pythons, transformers=transformers,
+                            transformers_index=transformers_index)
+    return append(manifest_path, timeline_repo, channel, build, parent)
 
 
 def cmd_add_wheel(args: argparse.Namespace) -> int:

@@ -179,17 +179,9 @@ def cmd_push(args: argparse.Namespace) -> int:
 
 
 def _add_nightly(args: argparse.Namespace, manifest: Path, timeline_repo: Path) -> None:
-    """``mpsbench build add-nightly latest`` on the given manifest and timeline."""
-    parser = argparse.ArgumentParser(prog="mpsbench")
-    history.add_subcommands(parser.add_subparsers(dest="command"))
-    argv = ["build", "add-nightly", "latest", "--manifest", str(manifest), "--timeline", str(timeline_repo),
-            "--channel", args.channel, "--transformers-index", args.transformers_index]
-    for index in args.index or []:
-        argv += ["--index", index]
-    if args.transformers:
-        argv += ["--transformers", args.transformers]
-    parsed = parser.parse_args(argv)
-    parsed.func(parsed)
+    """The newest nightly added to the given manifest and timeline, as ``mpsbench build add-nightly latest`` adds it."""
+    history.add_nightly(manifest, timeline_repo, args.channel, "latest", indexes=tuple(args.index or ()),
+                        transformers=args.transformers, transformers_index=args.transformers_index)
 
 
 def cmd_resolve(args: argparse.Namespace) -> int:

@@ -105,11 +105,9 @@ class Gaps:
             self.say(f"{len(inside)} nightlies between {good} and {bad}; adding {len(picked)} spread by date"
                      f" (--nightlies {self.wanted}) on channel {channel}, forked from {good}: {', '.join(picked)}")
             for night in picked:
-                history.cmd_add_nightly(argparse.Namespace(
-                    date=night, index=list(self.indexes), python=list(resolve.PYTHONS),
-                    transformers=self.transformers, transformers_index=self.transformers_index,
-                    channel=channel, parent=good, manifest=self.manifest_path, timeline=self.timeline_path,
-                ))
+                history.add_nightly(self.manifest_path, self.timeline_path, channel, night,
+                                    indexes=tuple(self.indexes), transformers=self.transformers,
+                                    transformers_index=self.transformers_index, parent=good)
             reused = [f"{channel}@{night}" for night in picked]
         self.left = max(0, self.left - len(reused))
         self.manifest = mf.load(self.manifest_path)
