@@ -92,11 +92,15 @@ def _python_tag() -> str:
 
 
 def _fits_this_python(filename: str) -> bool:
+    """Whether a wheel's python and abi tags (PEP 427; by hand: this runs stdlib-only) admit this interpreter."""
     parts = filename[: -len(".whl")].split("-")
     python, abi = parts[-3], parts[-2]
     tags = python.split(".")
     if abi == "none" and any(tag in ("py3", "py2.py3") or tag.startswith("py3") for tag in tags):
         return True
+    if abi == "abi3":  # the stable ABI: cp39-abi3 serves CPython 3.9 and every later 3.x
+        return any(tag.startswith("cp3") and tag[3:].isdigit() and int(tag[3:]) <= sys.version_info.minor
+                   for tag in tags)
     return _python_tag() in tags
 
 
