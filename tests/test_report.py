@@ -13,7 +13,7 @@ import pytest
 from tests import asvresults, fakes
 
 from mpsbench.regressions import factor
-from mpsbench.site import report
+from mpsbench.site import document, report
 from mpsbench.site.report import Workload
 
 ASV = [sys.executable, "-m", "asv"]
@@ -243,4 +243,4 @@ def test_speedup_by_release_draws_each_python_along_the_dates_and_links_each_rel
     assert points[0].link == "https://github.com/pytorch/pytorch/releases/tag/v1.12.1"
     section = report._by_release_section(results_dir, report.Timeline(repo), lambda name: tmp_path / name)
     assert (tmp_path / "speedup_by_release.png").stat().st_size > 0
-    assert "releases/tag/v2.15.0" in report.to_html("t", [section])
+    assert "releases/tag/v2.15.0" in document.to_html("t", [section])

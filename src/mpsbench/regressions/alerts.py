@@ -37,7 +37,7 @@ from mpsbench.builds import history, timeline
 from mpsbench.builds import manifest as mf
 from mpsbench.regressions import factor, thresholds
 from mpsbench.results import recorded
-from mpsbench.site import report
+from mpsbench.site import document
 
 TITLE = "mpsbench: the newest build is slower"
 PREVIOUS, LAST_GOOD = "the build before", "the last build not flagged"
@@ -208,29 +208,29 @@ def markdown(alerts: list[Alert], compared: str) -> str:
     raised = [alert for alert in alerts if alert.raised]
     sections = []
     if raised:
-        rows: list[list[report.Cell]] = []
+        rows: list[list[document.Cell]] = []
         for alert in raised:
             old, new = alert.values()
             rows.append([alert.machine, alert.benchmark, alert.params, old, new, f"{alert.judgement.ratio:.3f}",
                          alert.against, alert.judgement.reason, alert.upstream])
         machines = sorted({alert.machine for alert in raised})
-        sections.append(report.Section("Slower", [
+        sections.append(document.Section("Slower", [
             f"{len(raised)} rows on {len(machines)} machines ({', '.join(machines)}) are slower on the newest build"
             f" ({compared}), each judged with its recorded statistics and its own threshold (docs/site.md)"
             + (", and confirmed by a fresh `mpsbench compare`." if any(a.confirmed for a in raised) else "."),
-            report.Table(["machine", "benchmark", "params", "old", "new", "new/old", "against", "why",
+            document.Table(["machine", "benchmark", "params", "old", "new", "new/old", "against", "why",
                           "builds and PyTorch commits"], rows, ["slower"] * len(rows)),
             "Confirm and bisect: `mpsbench compare OLD NEW -b ROW`, then `mpsbench bisect GOOD BAD -b ROW` (README).",
         ]))
     dropped = [alert for alert in alerts if not alert.raised]
     if dropped:
-        sections.append(report.Section("Not confirmed by a fresh compare", [report.Table(
+        sections.append(document.Section("Not confirmed by a fresh compare", [document.Table(
             ["machine", "benchmark", "params", "recorded new/old", "fresh compare"],
             [[a.machine, a.benchmark, a.params, f"{a.judgement.ratio:.3f}", a.confirmed] for a in dropped])]))
     if not raised:
-        sections.insert(0, report.Section("Result", [f"No row is slower on the newest build ({compared})."]))
-        return report.to_markdown(TITLE.replace("is slower", "is not slower"), sections)
-    return report.to_markdown(TITLE, sections)
+        sections.insert(0, document.Section("Result", [f"No row is slower on the newest build ({compared})."]))
+        return document.to_markdown(TITLE.replace("is slower", "is not slower"), sections)
+    return document.to_markdown(TITLE, sections)
 
 
 def check(

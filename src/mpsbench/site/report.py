@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import argparse
 import ast
-import html
 import itertools
 import json
 import math
@@ -36,10 +35,11 @@ import sys
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Union
+from typing import Any
 
 from mpsbench import command, progress
 from mpsbench.regressions import factor
+from mpsbench.site.document import Block, Cell, Image, Link, Section, Table, to_html, to_markdown
 
 SUITE = "benchmark_models"
 CLASSES = {"training": f"{SUITE}.Training", "inference": f"{SUITE}.Inference"}
@@ -405,108 +405,6 @@ def regressions(site: Path, timeline: Timeline) -> list[Regression]:
                                                                                   commits)))
     found.sort(key=lambda r: (-r.revision, -r.ratio, r.benchmark))
     return found[:LATEST_REGRESSIONS]
-
-
-# --- the summary document: one structure, rendered as Markdown and HTML ---
-
-
-@dataclass(frozen=True)
-class Link:
-    text: str
-    url: str
-
-
-Cell = Union[str, Link]
-
-
-@dataclass(frozen=True)
-class Table:
-    header: list[str]
-    rows: list[list[Cell]]
-    marked: list[str] = field(default_factory=list)  # per row: "" or a css class ("slower", "faster")
-
-
-@dataclass(frozen=True)
-class Image:
-    path: str
-    alt: str
-
-
-Block = Union[str, Table, Image]
-
-
-@dataclass(frozen=True)
-class Section:
-    title: str
-    blocks: list[Block]
-
-
-def _md_cell(cell: Cell) -> str:
-    text = f"[{cell.text}]({cell.url})" if isinstance(cell, Link) else cell
-    return text.replace("|", "\\|")
-
-
-def to_markdown(title: str, sections: Sequence[Section]) -> str:
-    lines = [f"# {title}", ""]
-    for section in sections:
-        lines += [f"## {section.title}", ""]
-        for block in section.blocks:
-            if isinstance(block, Table):
-                lines.append("| " + " | ".join(block.header) + " |")
-                lines.append("|" + "---|" * len(block.header))
-                for row, mark in itertools.zip_longest(block.rows, block.marked, fillvalue=""):
-                    cells = [_md_cell(cell) for cell in row]
-                    if mark:  # Markdown has no row colour: bold the row and say why
-                        cells = [f"**{cell}**" if cell else cell for cell in cells]
-                    lines.append("| " + " | ".join(cells) + " |")
-            elif isinstance(block, Image):
-                lines.append(f"![{block.alt}]({block.path})")
-            else:
-                lines.append(block)
-            lines.append("")
-    return "\n".join(lines)
-
-
-_CSS = """
-body { font-family: sans-serif; margin: 2em; max-width: 1200px; }
-table { border-collapse: collapse; margin: 1em 0; }
-th, td { border: 1px solid #ccc; padding: 2px 8px; text-align: left; }
-td.n { text-align: right; font-variant-numeric: tabular-nums; }
-tr.slower { background: #f8d7da; font-weight: bold; }
-tr.faster { background: #d4edda; font-weight: bold; }
-img { max-width: 100%; border: 1px solid #eee; margin: 0.5em 0; }
-"""
-
-
-def _html_cell(cell: Cell) -> str:
-    if isinstance(cell, Link):
-        return f'<td><a href="{html.escape(cell.url)}">{html.escape(cell.text)}</a></td>'
-    numeric = bool(re.fullmatch(r"(?=.*\d)[-+\d.,xe% ]+", cell))  # right-align numbers, not "-" or words
-    return f'<td class="n">{html.escape(cell)}</td>' if numeric else f"<td>{html.escape(cell)}</td>"
-
-
-def to_html(title: str, sections: Sequence[Section]) -> str:
-    parts = [
-        "<!doctype html>", "<html><head><meta charset=\"utf-8\">", f"<title>{html.escape(title)}</title>",
-        f"<style>{_CSS}</style></head><body>",
-        '<p><a href="../index.html">&larr; benchmark graphs</a></p>', f"<h1>{html.escape(title)}</h1>",
-    ]
-    for section in sections:
-        parts.append(f"<h2>{html.escape(section.title)}</h2>")
-        for block in section.blocks:
-            if isinstance(block, Table):
-                parts.append("<table><thead><tr>" + "".join(f"<th>{html.escape(h)}</th>" for h in block.header)
-                             + "</tr></thead><tbody>")
-                for row, mark in itertools.zip_longest(block.rows, block.marked, fillvalue=""):
-                    attribute = f' class="{mark}"' if mark else ""
-                    parts.append(f"<tr{attribute}>" + "".join(_html_cell(cell) for cell in row) + "</tr>")
-                parts.append("</tbody></table>")
-            elif isinstance(block, Image):
-                parts.append(f'<p><img src="{html.escape(block.path)}" alt="{html.escape(block.alt)}"></p>')
-            else:
-                parts.append(f"<p>{html.escape(block)}</p>")
-    parts.append("</body></html>")
-    return "\n".join(parts) + "\n"
 
 
 # --- figures ---------------------------------------------------------------

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from mpsbench.measure import models
-from mpsbench.site import report
+from mpsbench.site import document, report
 
 COMPILED = {"training": "benchmark_compile.CompiledTraining", "inference": "benchmark_compile.CompiledInference"}
 EAGER = {
@@ -103,23 +103,23 @@ def plot_compile(found: list[Pair], out: Path) -> None:
     plt.close(fig)
 
 
-def compile_section(results_dir: Path, save: report.Save) -> report.Section:
+def compile_section(results_dir: Path, save: report.Save) -> document.Section:
     title = "Eager against torch.compile"
     found = pairs(results_dir)
     if not found:
-        return report.Section(title, ["No machine has compiled results beside eager ones (benchmark_compile)."])
+        return document.Section(title, ["No machine has compiled results beside eager ones (benchmark_compile)."])
     plot_compile(found, save("compile.png"))
-    return report.Section(title, [
-        report.Image("compile.png", "eager against compiled step times"),
+    return document.Section(title, [
+        document.Image("compile.png", "eager against compiled step times"),
         "Speedup is eager over compiled step time; compile time is the compiled step's first call.",
-        report.Table(["machine", "device", "kind", "model", "eager ms", "compiled ms", "speedup", "compile s"],
+        document.Table(["machine", "device", "kind", "model", "eager ms", "compiled ms", "speedup", "compile s"],
                      [[p.machine, p.device, p.kind, p.model, report._ms(p.eager), report._ms(p.compiled),
                        f"{p.speedup:.2f}x", "-" if p.compile_seconds is None else f"{p.compile_seconds:.1f}"]
                       for p in found]),
     ])
 
 
-def tokens_section(results_dir: Path, save: report.Save) -> report.Section:
+def tokens_section(results_dir: Path, save: report.Save) -> document.Section:
     sizes = models.LLAMA_GENERATION  # the fixed batch, prompt and token count the rows were measured at
 
     title = "Small Llama: tokens per second"
@@ -127,7 +127,7 @@ def tokens_section(results_dir: Path, save: report.Save) -> report.Section:
     prefill = {(m, p["device"], p["model"]): v for m, _, p, v in rows[PREFILL]}
     decode = sorted(((m, str(p["device"]), str(p["model"]), v) for m, _, p, v in rows[DECODE]))
     if not decode:
-        return report.Section(title, ["No machine has decode results (benchmark_modern.LlmDecode)."])
+        return document.Section(title, ["No machine has decode results (benchmark_modern.LlmDecode)."])
     plt = report._pyplot()
     fig, ax = plt.subplots(figsize=(max(6.5, 1.6 * len(decode)), 4.0), layout="constrained")
     speeds = [sizes['batch'] / seconds for _, _, _, seconds in decode]
@@ -139,12 +139,12 @@ def tokens_section(results_dir: Path, save: report.Save) -> report.Section:
                  fontsize=10)  # the title fits the narrowest figure (one or two machines)
     fig.savefig(save("tokens.png"), dpi=110)
     plt.close(fig)
-    table: list[list[report.Cell]] = [[m, d, model, f"{sizes['batch'] / seconds:.1f}", report._ms(seconds),
+    table: list[list[document.Cell]] = [[m, d, model, f"{sizes['batch'] / seconds:.1f}", report._ms(seconds),
               "-" if (m, d, model) not in prefill else report._ms(prefill[(m, d, model)])]
              for m, d, model, seconds in decode]
-    return report.Section(title, [
-        report.Image("tokens.png", "decode tokens per second"),
+    return document.Section(title, [
+        document.Image("tokens.png", "decode tokens per second"),
         f"Decode: {sizes['new_tokens']} new tokens through the KV cache; prefill: the {sizes['prompt_tokens']}-token prompt "
         "(time to first token).",
-        report.Table(["machine", "device", "model", "tokens/s", "ms/token", "prefill ms"], table),
+        document.Table(["machine", "device", "model", "tokens/s", "ms/token", "prefill ms"], table),
     ])
