@@ -14,11 +14,15 @@ from round to round (A B, B A, ...), so a drift of the machine falls on both.
 from __future__ import annotations
 
 import json
+import os
 import shutil
+import signal
 import statistics
 import subprocess
 import sys
 import tempfile
+import time
+from collections.abc import Generator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -26,6 +30,8 @@ from mpsbench import asvconf, history, timeline
 from mpsbench import manifest as mf
 
 WORKDIR = Path(".asv/fresh")  # the derived config and its asv environment, kept between commands
+POLL = 0.5  # seconds between looks at what asv has saved
+SAMPLES = 10  # samples a process when the benchmark declares no minimum (asv's own default repeat says none)
 
 
 class FreshError(ValueError):
@@ -80,6 +86,7 @@ class Session:
         self.index = -1  # the combination's position among the benchmark's parameter sets
         self.params: list[list[str]] = []
         self.combination = ""
+        self.per_process = SAMPLES  # samples in each process: the benchmark's own minimum
 
     def close(self) -> None:
         shutil.rmtree(self.scratch, ignore_errors=True)
@@ -127,44 +134,80 @@ class Session:
                 " matches exactly one, e.g. \"Training.time_step\\('cpu', 'mlp', 32\\)\""
             )
         self.key, self.index, self.params = matches[0]
+        self.per_process = _fewest_samples(found[self.key].get("repeat", 0))
         self.combination = _combination(*matches[0])
         return self.combination
 
-    def round(self, builds: list[Named]) -> dict[str, list[float]]:
-        """One process per build, in the order given; returns each build's samples (seconds)."""
+    def rounds(self, builds: list[Named], max_rounds: int) -> Generator[dict[str, list[float]], None, None]:
+        """Up to ``max_rounds`` rounds of one process per build, from ONE asv run; yields after each round.
+
+        asv's own ``--interleave-rounds`` runs every build once per round, the order reversed from
+        round to round, each in a fresh process, switching the environment by the install command;
+        asv then discovers the suite once per command, not once per round. ``-a repeat=N`` gives each
+        process exactly the benchmark's own minimum number of samples, so the samples asv appends
+        split back into processes. Each yield is every build's process medians so far (seconds, in
+        round order). Closing the generator early (the comparison is decided) stops asv.
+        """
         if self.key is None:
             self.check_bench(builds[0].commit)
-        done = self._asv([build.commit for build in builds], self.bench)
-        samples = {}
-        for build in builds:
-            got = self._samples(build.commit)
-            if not got:
-                tail = (done.stderr or done.stdout).strip().splitlines()[-3:]
-                raise FreshError(f"{self.combination} gave no value for {build.name}: {' | '.join(tail)}")
-            samples[build.name] = got
-        for path in (self.scratch / "results" / self.machine).glob("*.json"):  # the next round starts clean
-            if path.name != "machine.json":
-                path.unlink()
-        return samples
-
-    def _samples(self, commit: str) -> list[float]:
-        from asv.results import iter_results_for_machine_and_hash
-
-        values: list[float] = []
-        folder = self.scratch / "results"
+        hashfile = self.scratch / "hashes"
+        hashfile.write_text("\n".join(build.commit for build in builds) + "\n")
+        command = [sys.executable, "-m", "asv", "run", "--config", str(self.config), "--machine", self.machine,
+                   "--bench", self.bench, "--record-samples", "--show-stderr", "--interleave-rounds",
+                   "-a", f"rounds={max_rounds}", "-a", f"repeat={self.per_process}", f"HASHFILE:{hashfile}"]
+        output = self.scratch / "asv-run.log"
+        with open(output, "w") as sink:
+            # a session of its own, so that stopping it early also stops asv's forkserver and benchmark
+            running = subprocess.Popen(command, stdout=sink, stderr=subprocess.STDOUT, start_new_session=True)
         try:
-            results = list(iter_results_for_machine_and_hash(str(folder), self.machine, commit))
-        except OSError:
-            return values
-        for result in results:
-            per_param = result.get_result_samples(self.key, self.params)
-            picked = per_param[self.index if self.index >= 0 else 0]
-            values.extend(picked or [])
-        return values
+            seen = 0
+            while seen < max_rounds:
+                finished = running.poll() is not None
+                medians = {build.name: self._medians(build.commit) for build in builds}
+                complete = min(len(values) for values in medians.values())
+                if complete > seen:
+                    seen = complete
+                    yield {name: values[:seen] for name, values in medians.items()}
+                elif finished:
+                    tail = output.read_text().strip().splitlines()[-3:]
+                    short = [build.name for build in builds if len(medians[build.name]) < max_rounds]
+                    raise FreshError(f"{self.combination} gave no value in round {seen + 1} for"
+                                     f" {', '.join(short)}: {' | '.join(tail)}")
+                else:
+                    time.sleep(POLL)
+        finally:
+            if running.poll() is None:
+                os.killpg(running.pid, signal.SIGTERM)  # asv, its forkserver and the benchmark process
+            running.wait()
+            if self.log is not None:
+                with open(self.log, "a") as handle:
+                    handle.write(f"$ {' '.join(command)}\n{output.read_text()}\n")
+
+    def _medians(self, commit: str) -> list[float]:
+        """The medians of each complete process asv has saved so far for ``commit`` (none while it writes)."""
+        from asv.results import Results
+        from asv.util import UserError
+
+        samples: list[float] = []
+        for path in (self.scratch / "results" / self.machine).glob(f"{commit[:8]}-*.json"):
+            try:
+                per_param = Results.load(str(path), machine_name=self.machine).get_result_samples(self.key,
+                                                                                                 self.params)
+            except (UserError, ValueError, KeyError, OSError):  # asv is rewriting the file right now
+                return []
+            samples.extend(per_param[self.index if self.index >= 0 else 0] or [])
+        size = self.per_process
+        return [statistics.median(samples[start:start + size])
+                for start in range(0, len(samples) - size + 1, size)]
 
 
-def process_median(samples: list[float]) -> float:
-    return statistics.median(samples)
+def _fewest_samples(repeat: object) -> int:
+    """The fewest samples a process of this benchmark takes: ``repeat``'s minimum (asv_runner's reading)."""
+    if isinstance(repeat, (list, tuple)) and repeat:
+        return max(1, int(repeat[0]))
+    if isinstance(repeat, int) and repeat > 0:
+        return repeat
+    return SAMPLES
 
 
 def _benchmarks(listing: Path) -> dict[str, dict[str, object]]:
