@@ -3,20 +3,21 @@
 ``compare`` and ``bisect`` need new samples of a few builds for one benchmark
 combination, never the recorded ones (``asv continuous`` and ``asv find`` both
 overwrite recorded results, and ``find`` judges every parameter value of a
-benchmark). Each round is one ``asv run`` of the derived configuration
-(asvconf.derived) whose results folder is a temporary one, deleted afterwards:
-asv discovers the suite, switches its environment to each build in turn through
-the suite's own install command, and runs the combination in a process of its
-own per build, exactly as a recorded run does. The builds' order alternates
-from round to round (A B, B A, ...), so a drift of the machine falls on both.
+benchmark). One comparison is one ``asv run`` of the derived configuration
+(asvconf.derived) whose results folder is a temporary one, deleted afterwards,
+with asv's own interleaved rounds: asv discovers the suite once, then each
+round switches its environment to each build in turn through the suite's own
+install command and runs the combination in a process of its own per build,
+as a recorded run does. The builds' order reverses from round to round (A B,
+B A, ...), so a drift of the machine falls on both. The run is read while it
+goes and stopped as soon as the comparison is decided.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
-import os
 import shutil
-import signal
 import statistics
 import subprocess
 import sys
@@ -31,7 +32,10 @@ from mpsbench import manifest as mf
 
 WORKDIR = Path(".asv/fresh")  # the derived config and its asv environment, kept between commands
 POLL = 0.5  # seconds between looks at what asv has saved
-SAMPLES = 10  # samples a process when the benchmark declares no minimum (asv's own default repeat says none)
+# Samples in each process: the step rows' own minimum (benchmark_models' repeat = (10, 40, 10.0));
+# asv's discovery does not record a benchmark's repeat, so it cannot be read per benchmark. More
+# processes with fewer samples each: processes, not samples, carry the spread that decides.
+SAMPLES = 10
 
 
 class FreshError(ValueError):
@@ -86,7 +90,7 @@ class Session:
         self.index = -1  # the combination's position among the benchmark's parameter sets
         self.params: list[list[str]] = []
         self.combination = ""
-        self.per_process = SAMPLES  # samples in each process: the benchmark's own minimum
+        self.per_process = SAMPLES
 
     def close(self) -> None:
         shutil.rmtree(self.scratch, ignore_errors=True)
@@ -134,7 +138,6 @@ class Session:
                 " matches exactly one, e.g. \"Training.time_step\\('cpu', 'mlp', 32\\)\""
             )
         self.key, self.index, self.params = matches[0]
-        self.per_process = _fewest_samples(found[self.key].get("repeat", 0))
         self.combination = _combination(*matches[0])
         return self.combination
 
@@ -143,10 +146,10 @@ class Session:
 
         asv's own ``--interleave-rounds`` runs every build once per round, the order reversed from
         round to round, each in a fresh process, switching the environment by the install command;
-        asv then discovers the suite once per command, not once per round. ``-a repeat=N`` gives each
-        process exactly the benchmark's own minimum number of samples, so the samples asv appends
-        split back into processes. Each yield is every build's process medians so far (seconds, in
-        round order). Closing the generator early (the comparison is decided) stops asv.
+        asv then discovers the suite once per command, not once per round. ``-a repeat=N`` gives
+        each process exactly SAMPLES samples, so the samples asv appends split back into processes.
+        Each yield is every build's process medians so far (seconds, in round order). Closing the
+        generator early (the comparison is decided) stops asv.
         """
         if self.key is None:
             self.check_bench(builds[0].commit)
@@ -157,8 +160,7 @@ class Session:
                    "-a", f"rounds={max_rounds}", "-a", f"repeat={self.per_process}", f"HASHFILE:{hashfile}"]
         output = self.scratch / "asv-run.log"
         with open(output, "w") as sink:
-            # a session of its own, so that stopping it early also stops asv's forkserver and benchmark
-            running = subprocess.Popen(command, stdout=sink, stderr=subprocess.STDOUT, start_new_session=True)
+            running = subprocess.Popen(command, stdout=sink, stderr=subprocess.STDOUT)
         try:
             seen = 0
             while seen < max_rounds:
@@ -177,8 +179,7 @@ class Session:
                     time.sleep(POLL)
         finally:
             if running.poll() is None:
-                os.killpg(running.pid, signal.SIGTERM)  # asv, its forkserver and the benchmark process
-            running.wait()
+                _stop(running)
             if self.log is not None:
                 with open(self.log, "a") as handle:
                     handle.write(f"$ {' '.join(command)}\n{output.read_text()}\n")
@@ -201,13 +202,20 @@ class Session:
                 for start in range(0, len(samples) - size + 1, size)]
 
 
-def _fewest_samples(repeat: object) -> int:
-    """The fewest samples a process of this benchmark takes: ``repeat``'s minimum (asv_runner's reading)."""
-    if isinstance(repeat, (list, tuple)) and repeat:
-        return max(1, int(repeat[0]))
-    if isinstance(repeat, int) and repeat > 0:
-        return repeat
-    return SAMPLES
+def _stop(running: subprocess.Popen[bytes]) -> None:
+    """Stop asv and what it started (its forkserver, the benchmark process), each by its pid."""
+    import psutil
+
+    try:
+        started = psutil.Process(running.pid).children(recursive=True)
+    except psutil.NoSuchProcess:
+        started = []
+    running.terminate()
+    for child in started:
+        with contextlib.suppress(psutil.NoSuchProcess):
+            child.terminate()
+    psutil.wait_procs(started, timeout=10)
+    running.wait()
 
 
 def _benchmarks(listing: Path) -> dict[str, dict[str, object]]:
