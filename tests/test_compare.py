@@ -17,6 +17,7 @@ import sys
 from datetime import datetime
 from pathlib import Path
 
+import psutil
 import pytest
 from tests import fakes
 
@@ -100,11 +101,15 @@ ROUNDS = ("--min-rounds", "4", "--max-rounds", "4")
 
 
 @pytest.mark.slow
-def test_compare_calls_a_three_times_slower_build_slower(project):
-    done = _mpsbench(project, "compare", "exam@n2", "exam@s1", "-b", BENCH, *ROUNDS)
+def test_compare_calls_a_three_times_slower_build_slower_and_stops_asv_when_decided(project):
+    done = _mpsbench(project, "compare", "exam@n2", "exam@s1", "-b", BENCH, "--min-rounds", "4", "--max-rounds", "8")
     assert done.returncode == 1, done.stdout + done.stderr
     assert "verdict: slower" in done.stdout
-    assert "over 4 processes" in done.stdout
+    assert "over 4 processes (40 samples)" in done.stdout, done.stdout  # decided at the first look: 10 a process
+    assert "round 5:" not in done.stdout
+    left = [proc.info["pid"] for proc in psutil.process_iter(["pid", "cmdline"])
+            if any(str(project) in part for part in proc.info["cmdline"] or [])]
+    assert not left, f"asv or its benchmark processes outlived the comparison: {left}"
 
 
 @pytest.mark.slow

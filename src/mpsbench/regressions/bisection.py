@@ -1,15 +1,19 @@
 """``mpsbench bisect GOOD BAD -b BENCH``: the first build between two that made one combination slower.
 
-First ``compare`` confirms the endpoints: BAD must be slower than GOOD, or the
-command refuses in one line (exit 2). Then a binary search over the builds from
-GOOD to BAD along BAD's line of descent (its channel, and the channels it forks
-from). Each step measures the middle build afresh beside both endpoints, in
-interleaved rounds of three processes, only for the one combination asked for:
-the middle build is bad when it is slower than GOOD, good when BAD is slower
-than it and it is not (yet) slower than GOOD. It names the first bad build with the
-evidence of every step and the upstream PyTorch commit range to read (or says
-that both builds are of one upstream commit). Nothing is written into the
-recorded results. Exit 0: found; 3: a step stayed undecided (the table says
+Every build of the search is measured in ONE interleaved pass (one asv run,
+fresh.Session.rounds): GOOD, BAD and up to PER_PASS candidates between them,
+spread evenly over the builds still in question (all of them when there are
+no more), only for the one combination asked for. The first pass confirms the
+endpoints with compare's rule: BAD must be slower than GOOD, or the command
+refuses in one line (exit 2). Each candidate is judged against both
+endpoints: bad when it is slower than GOOD, good when BAD is slower than it
+and it is not (yet) slower than GOOD. A pass stops as soon as the oldest
+candidates are classified up to the first bad one; a longer line of builds
+takes further passes over the builds left between the last good and the first
+bad one. It names the first bad build with the evidence of every candidate and
+the upstream PyTorch commit range to read (or says that both builds are of one
+upstream commit). Nothing is written into the recorded results. Exit 0: found;
+3: a candidate stayed undecided (the table says
 which); 2: bad input or unconfirmed endpoints. With ``--nightlies [N]``, two
 adjacent builds with PyTorch nightlies between them get (at most N of) those
 nightlies on a bisection channel, and the search goes on among them (nightlies.py).
@@ -24,6 +28,8 @@ from collections.abc import Callable
 from mpsbench.builds import history, timeline
 from mpsbench.builds import manifest as mf
 from mpsbench.regressions import compare, fresh, nightlies, verdict
+
+PER_PASS = 4  # candidates measured beside GOOD and BAD in one pass: six processes a round at most
 
 
 def _path(manifest: mf.Manifest, good: fresh.Named, bad: fresh.Named) -> list[str]:
@@ -54,51 +60,58 @@ def cmd_bisect(args: argparse.Namespace) -> int:
     named = {name: fresh.Named(name, generated.commits[name], manifest.find(name)) for name in between}
     gaps = nightlies.Gaps(args, manifest, generated)  # refuses a bad --nightlies before anything runs
     regression = compare.regression_factor(args)
-    rows = [["build", "role", "median ms", "vs GOOD", "interval", "p", "vs BAD", "verdict"]]
+    rows = [["build", "role", "fast ms", "vs GOOD", "interval", "p", "vs BAD", "verdict"]]
+    low, high = -1, len(between) - 1  # between[low] is good (-1: GOOD itself), between[high] is bad
+    confirmed = False
     with compare.session(args, [good, bad]) as measuring:
         combination = measuring.check_bench(good.commit)
         print(f"bisect {combination}: GOOD {good.name}, BAD {bad.name}, {len(between) - 1} builds between,"
               f" machine {measuring.machine}, factor {regression:g}")
-        print(f"confirming: is {bad.name} slower than {good.name}?")
-        confirm = compare.measure(measuring, [good, bad], [(good.name, bad.name)], regression,
-                                  args.min_rounds, args.max_rounds)
-        for line in compare.summary(confirm, good.name, bad.name):
-            print("  " + line)
-        endpoint = confirm.verdicts[(good.name, bad.name)]
-        if endpoint.decision != verdict.SLOWER:
-            raise fresh.FreshError(
-                f"{bad.name} is not confirmed slower than {good.name} ({endpoint.reason}): nothing to bisect"
-            )
-        rows.append([good.name, "GOOD", _ms(confirm.medians[good.name]), "1", "", "", "", "endpoint"])
-        rows.append([bad.name, "BAD", _ms(confirm.medians[bad.name]), f"{endpoint.ratio:.3f}",
-                     f"[{endpoint.low:.3f}, {endpoint.high:.3f}]", f"{endpoint.p_value:.4f}", "1", "confirmed slower"])
-        low, high = -1, len(between) - 1  # between[low] is good (-1: GOOD itself), between[high] is bad
         while True:
-            if high - low == 1:  # adjacent: --nightlies may add the nightlies between them, and the search goes on
+            if confirmed and high - low == 1:  # adjacent: --nightlies may add the nightlies between them
                 added = gaps.fill(between[low] if low >= 0 else good.name, between[high])
                 if not added:
                     break
                 between[high:high] = [build.name for build in added]
                 named.update((build.name, build) for build in added)
                 high += len(added)
-            middle = named[between[(low + high) // 2]]
-            print(f"step: {middle.name} ({high - low - 1} candidates left)")
-            pairs = [(good.name, middle.name), (middle.name, bad.name)]
-            step = compare.measure(measuring, [good, middle, bad], pairs, regression,
-                                   args.min_rounds, args.max_rounds, done=_step_decided(pairs))
-            vs_good, vs_bad = step.verdicts[pairs[0]], step.verdicts[pairs[1]]
-            found = _classify(vs_good, vs_bad)
-            rows.append([middle.name, "step", _ms(step.medians[middle.name]), f"{vs_good.ratio:.3f}",
-                         f"[{vs_good.low:.3f}, {vs_good.high:.3f}]", f"{vs_good.p_value:.4f}",
-                         f"{vs_bad.ratio:.3f}", found or "undecided"])
-            if found is None:
-                print(_table(rows))
-                print(f"undecided at {middle.name}: against GOOD {vs_good.reason}; against BAD {vs_bad.reason}")
-                return 3
-            if found == "bad":
-                high = (low + high) // 2
-            else:
-                low = (low + high) // 2
+            candidates = _spread(between[low + 1:high])
+            middles = [named[name] for name in candidates]
+            print(("confirming: is BAD slower than GOOD? " if not confirmed else "")
+                  + f"pass over {', '.join(candidates) or 'the endpoints'} ({high - low - 1} candidates left)")
+            pairs = [(good.name, bad.name)] + [pair for m in middles for pair in ((good.name, m.name), (m.name, bad.name))]
+            step = compare.measure(measuring, [good, *middles, bad], pairs, regression, args.min_rounds,
+                                   args.max_rounds, done=_pass_decided(good.name, bad.name, candidates, confirmed))
+            endpoint = step.verdicts[(good.name, bad.name)]
+            if not confirmed:
+                for line in compare.summary(step, good.name, bad.name):
+                    print("  " + line)
+                if endpoint.decision != verdict.SLOWER:
+                    raise fresh.FreshError(
+                        f"{bad.name} is not confirmed slower than {good.name} ({endpoint.reason}): nothing to bisect"
+                    )
+                confirmed = True
+                rows.append([good.name, "GOOD", _ms(step.medians[good.name]), "1", "", "", "", "endpoint"])
+                rows.append([bad.name, "BAD", _ms(step.medians[bad.name]), f"{endpoint.ratio:.3f}",
+                             f"[{endpoint.low:.3f}, {endpoint.high:.3f}]", f"{endpoint.p_value:.4f}", "1",
+                             "confirmed slower"])
+            found = {name: _classify(step.verdicts[(good.name, name)], step.verdicts[(name, bad.name)])
+                     for name in candidates}
+            for name in candidates:
+                vs_good, vs_bad = step.verdicts[(good.name, name)], step.verdicts[(name, bad.name)]
+                rows.append([name, "step", _ms(step.medians[name]), f"{vs_good.ratio:.3f}",
+                             f"[{vs_good.low:.3f}, {vs_good.high:.3f}]", f"{vs_good.p_value:.4f}",
+                             f"{vs_bad.ratio:.3f}", found[name] or "undecided"])
+            for name in candidates:  # oldest first: every good one moves low up, the first bad one is high
+                if found[name] is None:
+                    print(_table(rows))
+                    vs_good, vs_bad = step.verdicts[(good.name, name)], step.verdicts[(name, bad.name)]
+                    print(f"undecided at {name}: against GOOD {vs_good.reason}; against BAD {vs_bad.reason}")
+                    return 3
+                if found[name] == "bad":
+                    high = between.index(name)
+                    break
+                low = between.index(name)
     first = between[high]
     before = between[low] if low >= 0 else good.name
     manifest, generated = gaps.manifest, gaps.generated  # with the nightlies --nightlies added
@@ -113,13 +126,33 @@ def cmd_bisect(args: argparse.Namespace) -> int:
     return 0
 
 
-def _step_decided(pairs: list[compare.Pair]) -> Callable[[dict[compare.Pair, verdict.Verdict]], bool]:
-    """A step may stop as soon as the middle build is classified either way."""
-    return lambda verdicts: _classify(verdicts[pairs[0]], verdicts[pairs[1]]) is not None
+def _spread(names: list[str], most: int = PER_PASS) -> list[str]:
+    """Up to ``most`` candidates spread evenly over ``names`` (all of them when there are no more)."""
+    if len(names) <= most:
+        return names
+    return [names[(index + 1) * len(names) // (most + 1)] for index in range(most)]
+
+
+def _pass_decided(good: str, bad: str, candidates: list[str],
+                  confirmed: bool) -> Callable[[dict[compare.Pair, verdict.Verdict]], bool]:
+    """A pass may stop once the endpoints are decided (when not yet confirmed) and the oldest
+    candidates are classified up to the first bad one (or all of them good)."""
+
+    def decided(verdicts: dict[compare.Pair, verdict.Verdict]) -> bool:
+        endpoint = verdicts[(good, bad)].decision
+        if not confirmed and endpoint != verdict.SLOWER:
+            return endpoint != verdict.UNDECIDED  # unchanged or faster: refuse now, nothing to bisect
+        for name in candidates:
+            found = _classify(verdicts[(good, name)], verdicts[(name, bad)])
+            if found != "good":
+                return found is not None  # the first bad one ends the search here; undecided: go on
+        return True
+
+    return decided
 
 
 def _classify(vs_good: verdict.Verdict, vs_bad: verdict.Verdict) -> str | None:
-    """'bad', 'good' or None (undecided) for a middle build, from its verdicts against both endpoints."""
+    """'bad', 'good' or None (undecided) for a candidate, from its verdicts against both endpoints."""
     if vs_good.decision == verdict.SLOWER:
         return "bad"
     if vs_bad.decision == verdict.SLOWER:  # and not slower than GOOD (else it would be bad above)

@@ -3,22 +3,27 @@
 ``compare`` and ``bisect`` need new samples of a few builds for one benchmark
 combination, never the recorded ones (``asv continuous`` and ``asv find`` both
 overwrite recorded results, and ``find`` judges every parameter value of a
-benchmark). Each round is one ``asv run`` of the derived configuration
-(asvconf.derived) whose results folder is a temporary one, deleted afterwards:
-asv discovers the suite, switches its environment to each build in turn through
-the suite's own install command, and runs the combination in a process of its
-own per build, exactly as a recorded run does. The builds' order alternates
-from round to round (A B, B A, ...), so a drift of the machine falls on both.
+benchmark). One comparison is one ``asv run`` of the derived configuration
+(asvconf.derived) whose results folder is a temporary one, deleted afterwards,
+with asv's own interleaved rounds: asv discovers the suite once, then each
+round switches its environment to each build in turn through the suite's own
+install command and runs the combination in a process of its own per build,
+as a recorded run does. The builds' order reverses from round to round (A B,
+B A, ...), so a drift of the machine falls on both. The run is read while it
+goes and stopped as soon as the comparison is decided.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import shutil
 import statistics
 import subprocess
 import sys
 import tempfile
+import time
+from collections.abc import Generator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -27,6 +32,11 @@ from mpsbench.builds import manifest as mf
 from mpsbench.results import asvconf
 
 WORKDIR = Path(".asv/fresh")  # the derived config and its asv environment, kept between commands
+POLL = 0.5  # seconds between looks at what asv has saved
+# Samples in each process: the step rows' own minimum (benchmark_models' repeat = (10, 40, 10.0));
+# asv's discovery does not record a benchmark's repeat, so it cannot be read per benchmark. More
+# processes with fewer samples each: processes, not samples, carry the spread that decides.
+SAMPLES = 10
 
 
 class FreshError(ValueError):
@@ -81,6 +91,7 @@ class Session:
         self.index = -1  # the combination's position among the benchmark's parameter sets
         self.params: list[list[str]] = []
         self.combination = ""
+        self.per_process = SAMPLES
 
     def close(self) -> None:
         shutil.rmtree(self.scratch, ignore_errors=True)
@@ -131,41 +142,81 @@ class Session:
         self.combination = _combination(*matches[0])
         return self.combination
 
-    def round(self, builds: list[Named]) -> dict[str, list[float]]:
-        """One process per build, in the order given; returns each build's samples (seconds)."""
+    def rounds(self, builds: list[Named], max_rounds: int) -> Generator[dict[str, list[float]], None, None]:
+        """Up to ``max_rounds`` rounds of one process per build, from ONE asv run; yields after each round.
+
+        asv's own ``--interleave-rounds`` runs every build once per round, the order reversed from
+        round to round, each in a fresh process, switching the environment by the install command;
+        asv then discovers the suite once per command, not once per round. ``-a repeat=N`` gives
+        each process exactly SAMPLES samples, so the samples asv appends split back into processes.
+        Each yield is every build's process medians so far (seconds, in round order). Closing the
+        generator early (the comparison is decided) stops asv.
+        """
         if self.key is None:
             self.check_bench(builds[0].commit)
-        done = self._asv([build.commit for build in builds], self.bench)
-        samples = {}
-        for build in builds:
-            got = self._samples(build.commit)
-            if not got:
-                tail = (done.stderr or done.stdout).strip().splitlines()[-3:]
-                raise FreshError(f"{self.combination} gave no value for {build.name}: {' | '.join(tail)}")
-            samples[build.name] = got
-        for path in (self.scratch / "results" / self.machine).glob("*.json"):  # the next round starts clean
-            if path.name != "machine.json":
-                path.unlink()
-        return samples
-
-    def _samples(self, commit: str) -> list[float]:
-        from asv.results import iter_results_for_machine_and_hash
-
-        values: list[float] = []
-        folder = self.scratch / "results"
+        hashfile = self.scratch / "hashes"
+        hashfile.write_text("\n".join(build.commit for build in builds) + "\n")
+        command = [sys.executable, "-m", "asv", "run", "--config", str(self.config), "--machine", self.machine,
+                   "--bench", self.bench, "--record-samples", "--show-stderr", "--interleave-rounds",
+                   "-a", f"rounds={max_rounds}", "-a", f"repeat={self.per_process}", f"HASHFILE:{hashfile}"]
+        output = self.scratch / "asv-run.log"
+        with open(output, "w") as sink:
+            running = subprocess.Popen(command, stdout=sink, stderr=subprocess.STDOUT)
         try:
-            results = list(iter_results_for_machine_and_hash(str(folder), self.machine, commit))
-        except OSError:
-            return values
-        for result in results:
-            per_param = result.get_result_samples(self.key, self.params)
-            picked = per_param[self.index if self.index >= 0 else 0]
-            values.extend(picked or [])
-        return values
+            seen = 0
+            while seen < max_rounds:
+                finished = running.poll() is not None
+                medians = {build.name: self._medians(build.commit) for build in builds}
+                complete = min(len(values) for values in medians.values())
+                if complete > seen:
+                    seen = complete
+                    yield {name: values[:seen] for name, values in medians.items()}
+                elif finished:
+                    tail = output.read_text().strip().splitlines()[-3:]
+                    short = [build.name for build in builds if len(medians[build.name]) < max_rounds]
+                    raise FreshError(f"{self.combination} gave no value in round {seen + 1} for"
+                                     f" {', '.join(short)}: {' | '.join(tail)}")
+                else:
+                    time.sleep(POLL)
+        finally:
+            if running.poll() is None:
+                _stop(running)
+            if self.log is not None:
+                with open(self.log, "a") as handle:
+                    handle.write(f"$ {' '.join(command)}\n{output.read_text()}\n")
+
+    def _medians(self, commit: str) -> list[float]:
+        """The medians of each complete process asv has saved so far for ``commit`` (none while it writes)."""
+        from asv.results import Results
+        from asv.util import UserError
+
+        samples: list[float] = []
+        for path in (self.scratch / "results" / self.machine).glob(f"{commit[:8]}-*.json"):
+            try:
+                per_param = Results.load(str(path), machine_name=self.machine).get_result_samples(self.key,
+                                                                                                 self.params)
+            except (UserError, ValueError, KeyError, OSError):  # asv is rewriting the file right now
+                return []
+            samples.extend(per_param[self.index if self.index >= 0 else 0] or [])
+        size = self.per_process
+        return [statistics.median(samples[start:start + size])
+                for start in range(0, len(samples) - size + 1, size)]
 
 
-def process_median(samples: list[float]) -> float:
-    return statistics.median(samples)
+def _stop(running: subprocess.Popen[bytes]) -> None:
+    """Stop asv and what it started (its forkserver, the benchmark process), each by its pid."""
+    import psutil
+
+    try:
+        started = psutil.Process(running.pid).children(recursive=True)
+    except psutil.NoSuchProcess:
+        started = []
+    running.terminate()
+    for child in started:
+        with contextlib.suppress(psutil.NoSuchProcess):
+            child.terminate()
+    psutil.wait_procs(started, timeout=10)
+    running.wait()
 
 
 def _benchmarks(listing: Path) -> dict[str, dict[str, object]]:
