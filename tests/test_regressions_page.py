@@ -24,7 +24,7 @@ import time
 from pathlib import Path
 
 import pytest
-from tests.fakes import git as _git
+from tests import fakes
 
 from mpsbench.builds import pytorch_links
 from mpsbench.regressions import factor, thresholds
@@ -46,14 +46,14 @@ def site(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("regressions")
     repo = tmp / "timeline"
     repo.mkdir()
-    _git(repo, "init", "-q", "-b", "release")
+    fakes.git(repo, "init", "-q", "-b", "release")
     rekey = {}
     for day, (old_hash, (version, git)) in enumerate(RECORDED.items(), start=1):
-        _git(repo, "commit", "-q", "--allow-empty", "-m", f"torch {version} (release@{version})\n\ngit_version: {git}\n",
+        fakes.git(repo, "commit", "-q", "--allow-empty", "-m", f"torch {version} (release@{version})\n\ngit_version: {git}\n",
              date=f"2026-0{day}-01T00:00:00Z")
-        rekey[old_hash] = _git(repo, "rev-parse", "HEAD")
-    _git(repo, "checkout", "-q", "--orphan", "exam")  # a channel of its own, as the manifest roots one
-    _git(repo, "commit", "-q", "--allow-empty", "-m", f"torch 2.14.1 (exam@local)\n\ngit_version: {UPSTREAM[1]}\n",
+        rekey[old_hash] = fakes.git(repo, "rev-parse", "HEAD")
+    fakes.git(repo, "checkout", "-q", "--orphan", "exam")  # a channel of its own, as the manifest roots one
+    fakes.git(repo, "commit", "-q", "--allow-empty", "-m", f"torch 2.14.1 (exam@local)\n\ngit_version: {UPSTREAM[1]}\n",
          date="2026-03-01T00:00:00Z")
     results = tmp / "results"
     (results / MACHINE).mkdir(parents=True)
