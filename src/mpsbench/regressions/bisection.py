@@ -22,7 +22,6 @@ nightlies on a bisection channel, and the search goes on among them (nightlies.p
 from __future__ import annotations
 
 import argparse
-import statistics
 from collections.abc import Callable
 
 from mpsbench.builds import history, timeline
@@ -50,7 +49,7 @@ FIRST_BAD = "first bad build: {first} (the build before it, {before}, is good)" 
 
 
 def _ms(values: list[float]) -> str:
-    return f"{statistics.median(values) * 1e3:.3f}"
+    return f"{verdict.fast_mode(values) * 1e3:.3f}"
 
 
 def cmd_bisect(args: argparse.Namespace) -> int:
@@ -91,15 +90,15 @@ def cmd_bisect(args: argparse.Namespace) -> int:
                         f"{bad.name} is not confirmed slower than {good.name} ({endpoint.reason}): nothing to bisect"
                     )
                 confirmed = True
-                rows.append([good.name, "GOOD", _ms(step.medians[good.name]), "1", "", "", "", "endpoint"])
-                rows.append([bad.name, "BAD", _ms(step.medians[bad.name]), f"{endpoint.ratio:.3f}",
+                rows.append([good.name, "GOOD", _ms(step.times[good.name]), "1", "", "", "", "endpoint"])
+                rows.append([bad.name, "BAD", _ms(step.times[bad.name]), f"{endpoint.ratio:.3f}",
                              f"[{endpoint.low:.3f}, {endpoint.high:.3f}]", f"{endpoint.p_value:.4f}", "1",
                              "confirmed slower"])
             found = {name: _classify(step.verdicts[(good.name, name)], step.verdicts[(name, bad.name)])
                      for name in candidates}
             for name in candidates:
                 vs_good, vs_bad = step.verdicts[(good.name, name)], step.verdicts[(name, bad.name)]
-                rows.append([name, "step", _ms(step.medians[name]), f"{vs_good.ratio:.3f}",
+                rows.append([name, "step", _ms(step.times[name]), f"{vs_good.ratio:.3f}",
                              f"[{vs_good.low:.3f}, {vs_good.high:.3f}]", f"{vs_good.p_value:.4f}",
                              f"{vs_bad.ratio:.3f}", found[name] or "undecided"])
             for name in candidates:  # oldest first: every good one moves low up, the first bad one is high

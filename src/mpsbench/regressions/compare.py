@@ -25,9 +25,9 @@ Pair = tuple[str, str]
 
 @dataclass
 class Measured:
-    """Each build's process medians (seconds, in round order) and sample count, and the verdicts so far."""
+    """Each build's process times (its fastest sample, seconds, in round order), sample count, and verdicts so far."""
 
-    medians: dict[str, list[float]]
+    times: dict[str, list[float]]
     samples: dict[str, int]
     verdicts: dict[Pair, verdict.Verdict] = field(default_factory=dict)
 
@@ -43,17 +43,17 @@ def measure(session: fresh.Session, builds: list[fresh.Named], pairs: list[Pair]
     started = time.monotonic()
     rounds = session.rounds(builds, max_rounds)
     try:
-        for medians in rounds:
-            before = len(measured.medians[builds[0].name])
-            measured.medians = medians
-            measured.samples = {name: len(values) * session.per_process for name, values in medians.items()}
-            count = len(medians[builds[0].name])
+        for times in rounds:
+            before = len(measured.times[builds[0].name])
+            measured.times = times
+            measured.samples = {name: len(values) * session.per_process for name, values in times.items()}
+            count = len(times[builds[0].name])
             for number in range(before + 1, count + 1):
-                shown = ", ".join(f"{b.name} {medians[b.name][number - 1] * 1e3:.2f} ms" for b in builds)
+                shown = ", ".join(f"{b.name} {times[b.name][number - 1] * 1e3:.2f} ms" for b in builds)
                 say(f"round {number}: {shown}  ({time.monotonic() - started:.0f} s)")
             if any(before < look <= count for look in looks):  # a look was due (asv may finish two rounds at once)
                 measured.verdicts = {
-                    (a, b): verdict.judge(medians[a], medians[b], regression, alpha) for a, b in pairs
+                    (a, b): verdict.judge(times[a], times[b], regression, alpha) for a, b in pairs
                 }
                 if done(measured.verdicts):
                     break
@@ -66,8 +66,8 @@ def summary(measured: Measured, a: str, b: str) -> list[str]:
     """The report of one pair: each side's fast mode, the ratio with its interval, A/A, the test, the verdict."""
     found = measured.verdicts[(a, b)]
     lines = [
-        f"{label} {name}: fast mode {verdict.fast_mode(measured.medians[name]) * 1e3:.3f} ms, median"
-        f" {statistics.median(measured.medians[name]) * 1e3:.3f} ms over {len(measured.medians[name])} processes"
+        f"{label} {name}: fast mode {verdict.fast_mode(measured.times[name]) * 1e3:.3f} ms, median"
+        f" {statistics.median(measured.times[name]) * 1e3:.3f} ms over {len(measured.times[name])} processes"
         f" ({measured.samples[name]} samples)"
         for label, name in (("A", a), ("B", b))
     ]

@@ -18,7 +18,6 @@ from __future__ import annotations
 import contextlib
 import json
 import shutil
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -149,8 +148,9 @@ class Session:
         round to round, each in a fresh process, switching the environment by the install command;
         asv then discovers the suite once per command, not once per round. ``-a repeat=N`` gives
         each process exactly SAMPLES samples, so the samples asv appends split back into processes.
-        Each yield is every build's process medians so far (seconds, in round order). Closing the
-        generator early (the comparison is decided) stops asv.
+        Each yield is every build's process times so far (seconds, in round order): each process's
+        FASTEST sample (verdict.py says why). Closing the generator early (the comparison is decided)
+        stops asv.
         """
         if self.key is None:
             self.check_bench(builds[0].commit)
@@ -166,14 +166,14 @@ class Session:
             seen = 0
             while seen < max_rounds:
                 finished = running.poll() is not None
-                medians = {build.name: self._medians(build.commit) for build in builds}
-                complete = min(len(values) for values in medians.values())
+                times = {build.name: self._times(build.commit) for build in builds}
+                complete = min(len(values) for values in times.values())
                 if complete > seen:
                     seen = complete
-                    yield {name: values[:seen] for name, values in medians.items()}
+                    yield {name: values[:seen] for name, values in times.items()}
                 elif finished:
                     tail = output.read_text().strip().splitlines()[-3:]
-                    short = [build.name for build in builds if len(medians[build.name]) < max_rounds]
+                    short = [build.name for build in builds if len(times[build.name]) < max_rounds]
                     raise FreshError(f"{self.combination} gave no value in round {seen + 1} for"
                                      f" {', '.join(short)}: {' | '.join(tail)}")
                 else:
@@ -185,8 +185,8 @@ class Session:
                 with open(self.log, "a") as handle:
                     handle.write(f"$ {' '.join(command)}\n{output.read_text()}\n")
 
-    def _medians(self, commit: str) -> list[float]:
-        """The medians of each complete process asv has saved so far for ``commit`` (none while it writes)."""
+    def _times(self, commit: str) -> list[float]:
+        """The fastest sample of each complete process asv has saved so far for ``commit`` (none while it writes)."""
         from asv.results import Results
         from asv.util import UserError
 
@@ -199,8 +199,7 @@ class Session:
                 return []
             samples.extend(per_param[self.index if self.index >= 0 else 0] or [])
         size = self.per_process
-        return [statistics.median(samples[start:start + size])
-                for start in range(0, len(samples) - size + 1, size)]
+        return [min(samples[start:start + size]) for start in range(0, len(samples) - size + 1, size)]
 
 
 def _stop(running: subprocess.Popen[bytes]) -> None:

@@ -1,22 +1,22 @@
 """The statistical rule of ``mpsbench compare``: is build B slower than build A?
 
-Each benchmark process contributes ONE observation, the median of its samples.
-Samples within a process share its memory layout, thread placement and warm-up,
-so they scatter far less than processes do: a test over within-process samples
-calls identical builds different. Processes, though, are not one population on
-a busy machine: with a one-core busy loop beside torch's two intra-op threads on
-a 2-core machine, a process whose thread shares the busy core runs up to 3.5x
-slower for its whole life, so one build's process medians are bimodal (2.8 to
-10.8 ms for the mlp training step, docs/bisect.md). Contention only ever ADDS
-time. So the rule compares the builds' fast modes, the uncontended processes:
+Each benchmark process contributes ONE observation, its FASTEST sample (of 10,
+fresh.SAMPLES). Contention on a busy machine only ever ADDS time: on the 2-core
+VM beside a one-core busy loop, torch's two intra-op threads share a core with
+the loop, and a sample that waited for a descheduled thread ran up to 100x
+slower than one that did not (a process's samples ranged 4-376 ms for a 1.5 ms
+step, docs/bisect.md), and whole processes drift (their medians 3.5 to 57 ms).
+The lower bound is what the build can do; Python's ``timeit`` takes the minimum
+for this reason. Processes, too, scatter, and under contention some run slow
+throughout, so the rule compares the builds' fast modes:
 
-- the statistic of a side is its FAST MODE: the mean of the process medians
+- the statistic of a side is its FAST MODE: the mean of its process times
   within CLUSTER (1.5x) of that side's fastest process (on a quiet machine that
   is nearly every process; under contention, the processes that ran alone);
 - the ratio is fast mode(B) / fast mode(A), with a percentile bootstrap interval
   (processes resampled within each side; a fixed seed), reported, not decided on;
 - the test is a one-sided PERMUTATION test of that statistic against the
-  factor f itself: A's medians are scaled by f and pooled with B's, and p is the
+  factor f itself: A's times are scaled by f and pooled with B's, and p is the
   share of relabelings of the pooled processes whose ratio is at least the
   observed one. If B were only f times A (or less), its processes and A's scaled
   ones would be exchangeable, so p < alpha happens at most alpha of the time:
@@ -50,7 +50,7 @@ ALPHA = 0.05  # family-wise false-alarm rate over all looks of one comparison
 CONFIDENCE = 0.95  # of the ratio's bootstrap interval (reported)
 BOOTSTRAP = 2000  # resamples
 PERMUTATIONS = 2000  # relabelings: all of them when there are no more, else this many drawn
-CLUSTER = 1.5  # a side's fast mode: its process medians within this factor of its fastest
+CLUSTER = 1.5  # a side's fast mode: its process times within this factor of its fastest
 MAX_ROUNDS = 20
 # The permutation test's smallest p with 6 processes a side is 1/924 = 0.0011, under ALPHA over the
 # 8 looks of rounds 6, 8, .. 20 (0.0063); with 4 a side it is 1/70, which no level here reaches.
@@ -90,7 +90,7 @@ def per_look_alpha(min_rounds: int = MIN_ROUNDS, max_rounds: int = MAX_ROUNDS) -
 
 
 def fast_mode(values: list[float]) -> float:
-    """The mean of the process medians within CLUSTER of the fastest: the processes contention spared."""
+    """The mean of the process times within CLUSTER of the fastest: the processes contention spared."""
     bound = CLUSTER * min(values)
     return statistics.fmean([value for value in values if value <= bound])
 
@@ -107,7 +107,7 @@ def ratio_interval(a: list[float], b: list[float], confidence: float = CONFIDENC
 def permutation_p(a: list[float], b: list[float], scale: float, seed: int = 0) -> float:
     """One-sided p that B is slower than ``scale`` x A: the share of relabelings at least as extreme.
 
-    A's medians are multiplied by ``scale`` and pooled with B's; every way of
+    A's times are multiplied by ``scale`` and pooled with B's; every way of
     splitting the pool into sides of the same sizes (or PERMUTATIONS of them,
     drawn with a fixed seed) gives a ratio of fast modes, and p is the share at
     least as large as the observed one.
@@ -137,7 +137,7 @@ def aa_noise(a: list[float]) -> float:
 
 
 def judge(a: list[float], b: list[float], factor: float, alpha: float | None = None) -> Verdict:
-    """Decide whether B is slower than A from each side's per-process medians (seconds, in round order)."""
+    """Decide whether B is slower than A from each side's process times (seconds, in round order)."""
     alpha = per_look_alpha() if alpha is None else alpha
     if min(len(a), len(b)) < 2:
         raise ValueError("judge needs at least two processes a side")
