@@ -69,12 +69,14 @@ def test_bisect_adds_nightlies_between_adjacent_builds_and_names_the_first_slow_
     print(done.stdout, done.stderr)  # shown when the test fails (and with -s: the transcript in docs/bisect.md)
     assert done.returncode == 0, done.stdout + done.stderr
     channel = "bisect-nightly-2026-11-10"
-    # six nightlies between, three added (the default), spread by date: the search needs two steps
+    # six nightlies between, three added (the default), spread by date
     assert (f"6 nightlies between nightly@2026-11-10 and nightly@2026-11-17; adding 3 spread by date (--nightlies 3)"
             f" on channel {channel}, forked from nightly@2026-11-10: 2026-11-12, 2026-11-14, 2026-11-15") in done.stdout
     assert f"first bad build: {channel}@2026-11-15 (the build before it, {channel}@2026-11-14, is good)" in done.stdout
     assert "PyTorch commits to read: bisect-nightly-2026-11-10@2026-11-14 (torch 2.15.0.dev20261114" in done.stdout
-    assert done.stdout.count("step: ") == 2
+    # one pass measures the three added nightlies together, beside both endpoints (bisection.PER_PASS)
+    assert (f"pass over {channel}@2026-11-12, {channel}@2026-11-14, {channel}@2026-11-15 (3 candidates left)"
+            in done.stdout)
     assert f"no nightly between {channel}@2026-11-14 (2026-11-14) and {channel}@2026-11-15" in done.stdout
 
     manifest = mf.load(base / "builds" / "manifest.json")
