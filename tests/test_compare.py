@@ -29,18 +29,23 @@ ROOT = Path(__file__).resolve().parents[1]
 BUILDS = [("n1", 0.02), ("n2", 0.02), ("s1", 0.06), ("s2", 0.06)]  # long enough to outlast a busy scheduler's jitter
 BENCH = "Step.time_work\\('work'\\)"
 SUITE = """\
+import os
 import time
+
 import torch
 
 
 class Step:
-    params = (["idle", "work"],)
+    params = (["idle", "work", "threads"],)
     param_names = ["part"]
     version = "1"
     repeat = (5, 5, 1.0)
 
     def time_work(self, part):
-        time.sleep(torch.DELAY if part == "work" else 0.001)
+        if part == "threads":  # as long as the thread count compare hands the processes, in ms (30 when none)
+            time.sleep(0.001 * int(os.environ.get("OMP_NUM_THREADS", "30")))
+        else:
+            time.sleep(torch.DELAY if part == "work" else 0.001)
 """
 
 
@@ -135,12 +140,28 @@ def test_bisect_refuses_when_bad_is_not_slower(project):
     assert "Traceback" not in done.stderr
 
 
+@pytest.mark.slow
+def test_threads_reach_both_builds_processes(project):
+    """--threads sets OMP_NUM_THREADS in every benchmark process: the stand-in sleeps that many ms (30 without)."""
+    done = _mpsbench(project, "compare", "exam@n1", "exam@n2", "-b", "Step.time_work\\('threads'\\)", "--threads", "2",
+                     *ROUNDS)
+    assert done.returncode in (0, 3), done.stdout + done.stderr
+    assert "2 torch threads (--threads; recorded runs use torch's default)" in done.stdout.splitlines()[0]
+    rounds = [line for line in done.stdout.splitlines() if line.startswith("round ")]
+    assert len(rounds) == 4, done.stdout
+    times = [float(part.split()[1]) for line in rounds for part in line.split(": ", 1)[1].split("  (")[0].split(", ")]
+    assert all(1.5 < value < 15 for value in times), times  # 2 ms asleep, never the 30 of no --threads
+
+
 @pytest.mark.parametrize(("args", "says"), [
     (("compare", "exam@n1", "exam@zz"), "unknown build 'exam@zz'"),
     (("compare", "exam@n1", "exam@n1"), "same build"),
     (("bisect", "exam@s2", "exam@n1"), "comes before"),
     (("bisect", "exam@n1", "exam@n1"), "same build"),
     (("compare", "exam@n1", "exam@n2", "--min-rounds", "2"), "--min-rounds"),
+    (("compare", "exam@n1", "exam@n2", "--min-rounds", "zz"), "invalid int value: 'zz'"),
+    (("compare", "exam@n1", "exam@n2", "--threads", "0"), "--threads wants a whole number of threads, 1 or more, got '0'"),
+    (("bisect", "exam@n1", "exam@s2", "--threads", "two"), "--threads wants a whole number of threads"),
 ])
 def test_bad_input_is_one_line_and_exit_2(project, args, says):
     done = _mpsbench(project, *args, "-b", BENCH)
@@ -151,7 +172,7 @@ def test_bad_input_is_one_line_and_exit_2(project, args, says):
 @pytest.mark.slow
 def test_a_regex_matching_no_or_many_combinations_is_refused(project):
     for bench, says in (("NoSuchThing", "matches 0 benchmark combinations"),
-                        ("Step.time_work", "matches 2 benchmark combinations")):
+                        ("Step.time_work", "matches 3 benchmark combinations")):
         done = _mpsbench(project, "compare", "exam@n1", "exam@n2", "-b", bench, *ROUNDS)
         assert done.returncode == 2, done.stdout + done.stderr
         assert says in done.stderr and "Traceback" not in done.stderr

@@ -120,7 +120,7 @@ def _build_or_explain(kind: str, device: str, model: str, batch_size: int) -> Wo
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = command.OneLineParser(
         prog="mpsbench",
         description="PyTorch training and inference benchmarks for mps, cuda and cpu (asv suite helpers).",
     )

@@ -6,6 +6,14 @@ import argparse
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import NoReturn
+
+
+class OneLineParser(argparse.ArgumentParser):
+    """argparse with a user's mistake said in one line (no usage block), exit status 2; subcommands inherit it."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: error: {message} (see --help)\n")
 
 
 def run(parser: argparse.ArgumentParser, argv: Sequence[str] | None, errors: tuple[type[Exception], ...],
@@ -34,7 +42,7 @@ def site_step(module: str, doc: str, config_help: str, argv: Sequence[str] | Non
     """``python -m MODULE HTML_DIR [--config asv.conf.json]``: one step after ``asv publish``, its line printed."""
     from mpsbench.regressions import factor
 
-    parser = argparse.ArgumentParser(prog=f"python -m {module}", description=doc.split("\n")[0])
+    parser = OneLineParser(prog=f"python -m {module}", description=doc.split("\n")[0])
     parser.add_argument("html", type=Path, help="the published html_dir")
     parser.add_argument("--config", type=Path, default=factor.CONFIG, help=config_help)
 

@@ -401,7 +401,7 @@ def cmd_bisect(args: argparse.Namespace) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="scripts/nightly", description=__doc__.split("\n", 1)[0],
+    parser = command.OneLineParser(prog="scripts/nightly", description=__doc__.split("\n", 1)[0],
                                      epilog="docs/fleet.md says how the workflows use each step.")
     steps = parser.add_subparsers(dest="step", metavar="STEP", required=True)
 

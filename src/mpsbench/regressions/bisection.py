@@ -65,7 +65,7 @@ def cmd_bisect(args: argparse.Namespace) -> int:
     with compare.session(args, [good, bad]) as measuring:
         combination = measuring.check_bench(good.commit)
         print(f"bisect {combination}: GOOD {good.name}, BAD {bad.name}, {len(between) - 1} builds between,"
-              f" machine {measuring.machine}, factor {regression:g}")
+              f" machine {measuring.machine}, factor {regression:g}, {compare.measured_as(args)}")
         while True:
             if confirmed and high - low == 1:  # adjacent: --nightlies may add the nightlies between them
                 added = gaps.fill(between[low] if low >= 0 else good.name, between[high])

@@ -90,7 +90,25 @@ def options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--manifest", type=Path, default=history.MANIFEST, help=f"default {history.MANIFEST}")
     parser.add_argument("--timeline", type=Path, default=history.TIMELINE, help=f"default {history.TIMELINE}")
     parser.add_argument("--log", type=Path, help="append asv's own output here")
+    parser.add_argument(
+        "--threads", type=_threads, metavar="N",
+        help="torch's cpu threads in both builds' processes (OMP_NUM_THREADS); default: torch's own, as recorded. On a"
+             " busy machine a cpu row's thread pool waits for a descheduled thread: --threads 1 (docs/bisect.md)",
+    )
     parser.add_argument("--suite-root", type=Path, default=None, help=argparse.SUPPRESS)  # tests: a stand-in suite
+
+
+def _threads(text: str) -> int:
+    if not text.isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"--threads wants a whole number of threads, 1 or more, got {text!r}")
+    return int(text)
+
+
+def measured_as(args: argparse.Namespace) -> str:
+    """How the processes run, for the first line of compare and bisect."""
+    if args.threads is None:
+        return "torch's default threads"
+    return f"{args.threads} torch thread{'s' if args.threads > 1 else ''} (--threads; recorded runs use torch's default)"
 
 
 def session(args: argparse.Namespace, builds: list[fresh.Named]) -> fresh.Session:
@@ -101,7 +119,7 @@ def session(args: argparse.Namespace, builds: list[fresh.Named]) -> fresh.Sessio
     root = args.suite_root or asvconf.ROOT
     name = args.machine or machine.write()[0]
     channels = sorted({build.name.partition("@")[0] for build in builds})  # asv wants branches, though HASHFILE needs none
-    return fresh.Session(args.bench, name, args.timeline, channels, root=root, log=args.log)
+    return fresh.Session(args.bench, name, args.timeline, channels, root=root, log=args.log, threads=args.threads)
 
 
 def regression_factor(args: argparse.Namespace) -> float:
@@ -116,7 +134,8 @@ def cmd_compare(args: argparse.Namespace) -> int:
     with session(args, [a, b]) as measuring:
         combination = measuring.check_bench(a.commit)
         print(f"compare {combination}: A {a.name} ({a.commit[:12]}) against B {b.name} ({b.commit[:12]}),"
-              f" machine {measuring.machine}, factor {regression:g}, {args.min_rounds}-{args.max_rounds} rounds")
+              f" machine {measuring.machine}, factor {regression:g}, {args.min_rounds}-{args.max_rounds} rounds,"
+              f" {measured_as(args)}")
         measured = measure(measuring, [a, b], [(a.name, b.name)], regression, args.min_rounds, args.max_rounds)
     for line in summary(measured, a.name, b.name):
         print(line)

@@ -12,7 +12,6 @@ config's default entry keeps the site, the CLI and the reports in agreement.
 
 from __future__ import annotations
 
-import argparse
 import json
 import re
 import sys
@@ -70,7 +69,7 @@ def regression_factor(config: Path = CONFIG) -> float:
 def main(argv: list[str] | None = None) -> int:
     from mpsbench import command
 
-    parser = argparse.ArgumentParser(prog="python -m mpsbench.regressions.factor", description=__doc__.split("\n")[0])
+    parser = command.OneLineParser(prog="python -m mpsbench.regressions.factor", description=__doc__.split("\n")[0])
     parser.add_argument("config", nargs="?", type=Path, default=CONFIG, help=f"the asv configuration (default {CONFIG})")
     parser.set_defaults(func=lambda args: print(f"{regression_factor(args.config):g}") or 0)
     return command.run(parser, argv, (FactorError,))

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -81,8 +82,11 @@ class Session:
     """Fresh processes of one benchmark combination for chosen builds; never the recorded results."""
 
     def __init__(self, bench: str, machine: str, timeline_path: Path, channels: list[str], workdir: Path = WORKDIR,
-                 root: Path = asvconf.ROOT, log: Path | None = None) -> None:
+                 root: Path = asvconf.ROOT, log: Path | None = None, threads: int | None = None) -> None:
         self.bench, self.machine, self.log = bench, machine, log
+        # asv hands its environment to the benchmark processes: OMP_NUM_THREADS sizes torch's intra-op pool
+        # (read when torch starts), for both builds alike; None keeps torch's default, as recorded runs have it.
+        self.env = dict(os.environ, **({} if threads is None else {"OMP_NUM_THREADS": str(threads)}))
         self.scratch = Path(tempfile.mkdtemp(prefix="mpsbench-fresh-"))
         self.config = asvconf.derived(workdir.resolve(), timeline_path.resolve(), branches=channels, root=root,
                                       results_dir=self.scratch / "results")
@@ -106,7 +110,7 @@ class Session:
         hashfile.write_text("\n".join(commits) + "\n")
         command = [sys.executable, "-m", "asv", "run", "--config", str(self.config), "--machine", self.machine,
                    "--bench", bench, "--record-samples", "--show-stderr", f"HASHFILE:{hashfile}"]
-        done = subprocess.run(command, capture_output=True, text=True)
+        done = subprocess.run(command, capture_output=True, text=True, env=self.env)
         if self.log is not None:
             with open(self.log, "a") as handle:
                 handle.write(f"$ {' '.join(command)}\n{done.stdout}{done.stderr}\n")
@@ -161,7 +165,7 @@ class Session:
                    "-a", f"rounds={max_rounds}", "-a", f"repeat={self.per_process}", f"HASHFILE:{hashfile}"]
         output = self.scratch / "asv-run.log"
         with open(output, "w") as sink:
-            running = subprocess.Popen(command, stdout=sink, stderr=subprocess.STDOUT)
+            running = subprocess.Popen(command, stdout=sink, stderr=subprocess.STDOUT, env=self.env)
         try:
             seen = 0
             while seen < max_rounds:

@@ -162,8 +162,9 @@ def judge(a: list[float], b: list[float], factor: float, alpha: float | None = N
         return verdict(UNCHANGED, f"{shown}; B is faster than {factor:g} x A (p < {alpha:.4f}): below the factor")
     if not math.isnan(noise) and noise > factor:
         why = (f"too noisy: A's fast mode against itself moved {noise:.3f}x, more than the factor {factor:g}; allow"
-               " more rounds (--max-rounds) or run on a quieter machine")
+               " more rounds (--max-rounds), a quieter machine or, for a cpu row on a busy machine, --threads 1")
     else:
         why = (f"neither slower nor faster than {factor:g} x A at p < {alpha:.4f} ({shown}): a change this"
-               " close to the factor needs more rounds (--max-rounds) or a quieter machine")
+               " close to the factor needs more rounds (--max-rounds), a quieter machine or, for a cpu row on a busy"
+               " machine, --threads 1")
     return verdict(UNDECIDED, why)

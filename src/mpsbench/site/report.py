@@ -844,7 +844,7 @@ def add_subcommand(commands: Any) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m mpsbench.site.report", description=__doc__.split("\n", 1)[0])
+    parser = command.OneLineParser(prog="python -m mpsbench.site.report", description=__doc__.split("\n", 1)[0])
     _arguments(parser)
     parser.set_defaults(func=run)
     return command.run(parser, argv, ERRORS)

@@ -380,7 +380,7 @@ def _link(text: str) -> tuple[str, str]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
+    parser = command.OneLineParser(
         prog="python -m mpsbench.site.site_assets",
         description="Make a published asv site work offline: CDN libraries fetched from npm, checked, copied in.",
     )
