@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import os
 import shutil
+import signal
 import subprocess
 import sys
 from datetime import datetime
@@ -151,6 +152,35 @@ def test_threads_reach_both_builds_processes(project):
     assert len(rounds) == 4, done.stdout
     times = [float(part.split()[1]) for line in rounds for part in line.split(": ", 1)[1].split("  (")[0].split(", ")]
     assert all(1.5 < value < 15 for value in times), times  # 2 ms asleep, never the 30 of no --threads
+
+
+@pytest.mark.slow
+def test_sigterm_stops_asv_and_removes_the_scratch_folder(project, tmp_path):
+    """A real SIGTERM mid-comparison: exit 143, no asv or benchmark process left, no scratch folder, results intact."""
+    env = dict(os.environ, HOME=str(project / "home"), MPSBENCH_CACHE=str(project / "cache"), PYTHONUNBUFFERED="1",
+               MPSBENCH_PLATFORM="linux-x86_64-cpu", TMPDIR=str(tmp_path))
+    env.pop("PIP_FIND_LINKS", None)
+    before = _checksums(project / ".asv" / "results")
+    running = subprocess.Popen(
+        [sys.executable, "-m", "mpsbench.cli", "compare", "exam@n1", "exam@s1", "-b", BENCH, "--min-rounds", "20",
+         "--max-rounds", "20", "--suite-root", str(project / "suite")],
+        cwd=project, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    )
+    seen = []
+    assert running.stdout is not None
+    for line in running.stdout:  # wait until asv is measuring: its processes and the scratch folder exist
+        seen.append(line)
+        if line.startswith("round 1:"):
+            break
+    assert list(tmp_path.glob("mpsbench-fresh-*")), "".join(seen)
+    running.send_signal(signal.SIGTERM)
+    seen.append(running.stdout.read())
+    assert running.wait(timeout=60) == 143, "".join(seen)
+    left = [proc.info["pid"] for proc in psutil.process_iter(["pid", "cmdline"])
+            if any(str(project) in part or str(tmp_path) in part for part in proc.info["cmdline"] or [])]
+    assert not left, f"asv or its benchmark processes outlived the SIGTERM: {left}"
+    assert not list(tmp_path.glob("mpsbench-fresh-*")), "the scratch folder was left behind"
+    assert _checksums(project / ".asv" / "results") == before
 
 
 @pytest.mark.parametrize(("args", "says"), [

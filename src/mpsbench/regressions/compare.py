@@ -53,7 +53,7 @@ def measure(session: fresh.Session, builds: list[fresh.Named], pairs: list[Pair]
                 say(f"round {number}: {shown}  ({time.monotonic() - started:.0f} s)")
             if any(before < look <= count for look in looks):  # a look was due (asv may finish two rounds at once)
                 measured.verdicts = {
-                    (a, b): verdict.judge(times[a], times[b], regression, alpha) for a, b in pairs
+                    (a, b): verdict.judge(times[a], times[b], regression, alpha, session.quieter) for a, b in pairs
                 }
                 if done(measured.verdicts):
                     break

@@ -19,6 +19,7 @@ import contextlib
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -29,6 +30,7 @@ from pathlib import Path
 
 from mpsbench.builds import history, timeline
 from mpsbench.builds import manifest as mf
+from mpsbench.regressions import verdict
 from mpsbench.results import asvconf
 
 WORKDIR = Path(".asv/fresh")  # the derived config and its asv environment, kept between commands
@@ -87,6 +89,9 @@ class Session:
         # asv hands its environment to the benchmark processes: OMP_NUM_THREADS sizes torch's intra-op pool
         # (read when torch starts), for both builds alike; None keeps torch's default, as recorded runs have it.
         self.env = dict(os.environ, **({} if threads is None else {"OMP_NUM_THREADS": str(threads)}))
+        # what else would decide an undecided comparison, in its verdict
+        self.quieter = verdict.QUIETER + ("" if threads else " or, for a cpu row on a busy machine, --threads 1")
+        self._default_sigterm: object = None
         self.scratch = Path(tempfile.mkdtemp(prefix="mpsbench-fresh-"))
         self.config = asvconf.derived(workdir.resolve(), timeline_path.resolve(), branches=channels, root=root,
                                       results_dir=self.scratch / "results")
@@ -100,10 +105,16 @@ class Session:
         shutil.rmtree(self.scratch, ignore_errors=True)
 
     def __enter__(self) -> Session:
+        # A SIGTERM (a CI job cancelled, `kill PID`) becomes SystemExit, so that the finally blocks run: asv and
+        # its benchmark processes are stopped and the scratch folder removed, as on any other way out.
+        self._default_sigterm = signal.signal(signal.SIGTERM, _exit_on_sigterm)
         return self
 
     def __exit__(self, *exc: object) -> None:
-        self.close()
+        try:
+            self.close()
+        finally:
+            signal.signal(signal.SIGTERM, self._default_sigterm)  # type: ignore[arg-type]
 
     def _asv(self, commits: list[str], bench: str) -> subprocess.CompletedProcess[str]:
         hashfile = self.scratch / "hashes"
@@ -204,6 +215,10 @@ class Session:
             samples.extend(per_param[self.index if self.index >= 0 else 0] or [])
         size = self.per_process
         return [min(samples[start:start + size]) for start in range(0, len(samples) - size + 1, size)]
+
+
+def _exit_on_sigterm(signum: int, frame: object) -> None:
+    raise SystemExit(128 + signum)  # the shell's status for a process ended by that signal
 
 
 def _stop(running: subprocess.Popen[bytes]) -> None:

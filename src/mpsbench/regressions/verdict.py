@@ -136,7 +136,10 @@ def aa_noise(a: list[float]) -> float:
     return max(ratio, 1 / ratio)
 
 
-def judge(a: list[float], b: list[float], factor: float, alpha: float | None = None) -> Verdict:
+QUIETER = "a quieter machine"  # what else would decide; compare adds --threads where it applies
+
+
+def judge(a: list[float], b: list[float], factor: float, alpha: float | None = None, quieter: str = QUIETER) -> Verdict:
     """Decide whether B is slower than A from each side's process times (seconds, in round order)."""
     alpha = per_look_alpha() if alpha is None else alpha
     if min(len(a), len(b)) < 2:
@@ -162,9 +165,8 @@ def judge(a: list[float], b: list[float], factor: float, alpha: float | None = N
         return verdict(UNCHANGED, f"{shown}; B is faster than {factor:g} x A (p < {alpha:.4f}): below the factor")
     if not math.isnan(noise) and noise > factor:
         why = (f"too noisy: A's fast mode against itself moved {noise:.3f}x, more than the factor {factor:g}; allow"
-               " more rounds (--max-rounds), a quieter machine or, for a cpu row on a busy machine, --threads 1")
+               f" more rounds (--max-rounds) or {quieter}")
     else:
         why = (f"neither slower nor faster than {factor:g} x A at p < {alpha:.4f} ({shown}): a change this"
-               " close to the factor needs more rounds (--max-rounds), a quieter machine or, for a cpu row on a busy"
-               " machine, --threads 1")
+               f" close to the factor needs more rounds (--max-rounds) or {quieter}")
     return verdict(UNDECIDED, why)
