@@ -16,6 +16,11 @@ class OneLineParser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: error: {message} (see --help)\n")
 
 
+def count(text: str) -> int | None:
+    """``text`` as a whole number of at least 1 (a count of threads, of nightlies), else None."""
+    return int(text) if text.isdigit() and int(text) >= 1 else None
+
+
 def run(parser: argparse.ArgumentParser, argv: Sequence[str] | None, errors: tuple[type[Exception], ...],
         prog: str = "mpsbench") -> int:
     """Parse ``argv`` and call the chosen ``func``; ``errors`` are user mistakes: no traceback."""

@@ -16,6 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from mpsbench import command
 from mpsbench.builds import history, machine
 from mpsbench.regressions import factor, fresh, verdict
 from mpsbench.results import asvconf
@@ -99,9 +100,10 @@ def options(parser: argparse.ArgumentParser) -> None:
 
 
 def _threads(text: str) -> int:
-    if not text.isdigit() or int(text) < 1:
+    threads = command.count(text)
+    if threads is None:
         raise argparse.ArgumentTypeError(f"--threads wants a whole number of threads, 1 or more, got {text!r}")
-    return int(text)
+    return threads
 
 
 def measured_as(args: argparse.Namespace) -> str:

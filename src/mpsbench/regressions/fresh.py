@@ -16,6 +16,7 @@ goes and stopped as soon as the comparison is decided.
 from __future__ import annotations
 
 import contextlib
+import itertools
 import json
 import os
 import shutil
@@ -116,15 +117,23 @@ class Session:
         finally:
             signal.signal(signal.SIGTERM, self._default_sigterm)  # type: ignore[arg-type]
 
-    def _asv(self, commits: list[str], bench: str) -> subprocess.CompletedProcess[str]:
+    def _command(self, commits: list[str], bench: str, *options: str) -> list[str]:
+        """``asv run`` of the derived configuration over ``commits`` (a hash file), samples recorded."""
         hashfile = self.scratch / "hashes"
         hashfile.write_text("\n".join(commits) + "\n")
-        command = [sys.executable, "-m", "asv", "run", "--config", str(self.config), "--machine", self.machine,
-                   "--bench", bench, "--record-samples", "--show-stderr", f"HASHFILE:{hashfile}"]
-        done = subprocess.run(command, capture_output=True, text=True, env=self.env)
+        return [sys.executable, "-m", "asv", "run", "--config", str(self.config), "--machine", self.machine,
+                "--bench", bench, "--record-samples", "--show-stderr", *options, f"HASHFILE:{hashfile}"]
+
+    def _keep(self, command: list[str], output: str) -> None:
+        """Append a command and what asv printed to ``--log``, if one was given."""
         if self.log is not None:
             with open(self.log, "a") as handle:
-                handle.write(f"$ {' '.join(command)}\n{done.stdout}{done.stderr}\n")
+                handle.write(f"$ {' '.join(command)}\n{output}\n")
+
+    def _asv(self, commits: list[str], bench: str) -> subprocess.CompletedProcess[str]:
+        command = self._command(commits, bench)
+        done = subprocess.run(command, capture_output=True, text=True, env=self.env)
+        self._keep(command, done.stdout + done.stderr)
         return done
 
     def check_bench(self, commit: str) -> str:
@@ -169,11 +178,8 @@ class Session:
         """
         if self.key is None:
             self.check_bench(builds[0].commit)
-        hashfile = self.scratch / "hashes"
-        hashfile.write_text("\n".join(build.commit for build in builds) + "\n")
-        command = [sys.executable, "-m", "asv", "run", "--config", str(self.config), "--machine", self.machine,
-                   "--bench", self.bench, "--record-samples", "--show-stderr", "--interleave-rounds",
-                   "-a", f"rounds={max_rounds}", "-a", f"repeat={self.per_process}", f"HASHFILE:{hashfile}"]
+        command = self._command([build.commit for build in builds], self.bench, "--interleave-rounds",
+                                "-a", f"rounds={max_rounds}", "-a", f"repeat={self.per_process}")
         output = self.scratch / "asv-run.log"
         with open(output, "w") as sink:
             running = subprocess.Popen(command, stdout=sink, stderr=subprocess.STDOUT, env=self.env)
@@ -196,9 +202,7 @@ class Session:
         finally:
             if running.poll() is None:
                 _stop(running)
-            if self.log is not None:
-                with open(self.log, "a") as handle:
-                    handle.write(f"$ {' '.join(command)}\n{output.read_text()}\n")
+            self._keep(command, output.read_text())
 
     def _times(self, commit: str) -> list[float]:
         """The fastest sample of each complete process asv has saved so far for ``commit`` (none while it writes)."""
@@ -245,6 +249,4 @@ def _benchmarks(listing: Path) -> dict[str, dict[str, object]]:
 def _combination(key: str, index: int, params: list[list[str]]) -> str:
     if index < 0:
         return key
-    import itertools
-
     return f"{key}({', '.join(list(itertools.product(*params))[index])})"

@@ -23,6 +23,7 @@ from collections.abc import Callable
 from datetime import date
 from pathlib import Path
 
+from mpsbench import command
 from mpsbench.builds import history, resolve, timeline
 from mpsbench.builds import manifest as mf
 from mpsbench.regressions import fresh
@@ -56,9 +57,10 @@ def budget(text: str | None) -> int:
     """``--nightlies [N]``: 0 when not given, else N >= 1."""
     if text is None:
         return 0
-    if not text.isdigit() or int(text) < 1:
+    wanted = command.count(text)
+    if wanted is None:
         raise fresh.FreshError(f"--nightlies takes how many nightlies to add at most, a whole number >= 1; got {text!r}")
-    return int(text)
+    return wanted
 
 
 class Gaps:
