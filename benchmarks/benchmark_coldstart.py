@@ -7,7 +7,7 @@ where kernels are chosen, Metal shaders and graphs compiled, cuBLAS and cuDNN
 initialised and CUDA modules loaded. Every model runs at its seed batch size;
 on the cpu its small models; on a GPU, where every sample is a fresh
 interpreter importing torch (about 12 s on the H100 host), the full sweep
-only (MPSBENCH_FULL=1; suite.cold_start_skip_reason).
+only (MPSBENCH_FULL=1; selection.cold_start).
 """
 
 from mpsbench.measure import devices, models, suite
@@ -26,8 +26,8 @@ class _ColdStart:
     rounds = 1  # every sample is a fresh process already: a round adds processes, not independence
 
     def setup(self, device, model):
-        batch_size = models.get(model).seed_batch_size
-        suite.require(self.kind, device, model, batch_size, skip_reason=suite.cold_start_skip_reason(self.kind))
+        suite.selected(type(self).__name__, device, model)
+        suite.require(self.kind, device, model, models.get(model).seed_batch_size)
 
     def timeraw_first_step(self, device, model):
         return suite.cold_start_code(self.kind, device, model, models.get(model).seed_batch_size)
@@ -37,7 +37,6 @@ class TrainingColdStart(_ColdStart):
     """The first training step in a fresh process."""
 
     kind = "training"
-    left_out = staticmethod(suite.cold_start_left_out("training"))  # for mpsbench.measure.preselect
     params = (devices.NAMES, models.NAMES)
 
 
@@ -45,5 +44,4 @@ class InferenceColdStart(_ColdStart):
     """The first inference step in a fresh process."""
 
     kind = "inference"
-    left_out = staticmethod(suite.cold_start_left_out("inference"))  # for mpsbench.measure.preselect
     params = (devices.NAMES, models.INFERENCE_NAMES)

@@ -10,7 +10,7 @@ inductor's code generation and kernel builds, and one step, with inductor's
 caches cold (src/mpsbench/measure/compiled.py). Builds and devices that cannot compile
 skip with the reason; a compile error where it should work fails the
 combination with its first line. Default: the mlp on the cpu
-(compiled.DEFAULT: a GPU's 3-minute default has no room for compiling);
+(selection.COMPILED_DEFAULT: a GPU's 3-minute default has no room for compiling);
 MPSBENCH_FULL=1 for every model on every device.
 """
 
@@ -23,7 +23,6 @@ class CompiledTraining:
     kind = "training"
     param_names = ("device", "model")
     params = (devices.NAMES, compiled.TRAINING_NAMES)
-    left_out = staticmethod(compiled.left_out("training"))  # this run's selection, for mpsbench.measure.preselect
     version = "1"
     timeout = 1800  # a large model's training graph compiles for minutes on a small cpu
     warmup_time = 0  # setup compiles and warms up
@@ -31,6 +30,7 @@ class CompiledTraining:
     rounds = 1  # a second round compiles again in a second process, for no better number
 
     def setup(self, device, model):
+        suite.selected(type(self).__name__, device, model)
         self.workload = compiled.prepare(self.kind, device, model)
         self.steps = self.workload.spec.steps_per_call
         self.timer = suite.StepTimer(self.steps)
@@ -51,4 +51,3 @@ class CompiledInference(CompiledTraining):
 
     kind = "inference"
     params = (devices.NAMES, compiled.INFERENCE_NAMES)
-    left_out = staticmethod(compiled.left_out("inference"))  # this run's selection, for mpsbench.measure.preselect

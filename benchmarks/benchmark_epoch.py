@@ -6,7 +6,7 @@ loading was the bottleneck. See src/mpsbench/measure/epoch.py for the loop and h
 wait for data is told apart from compute, and docs/workloads.md for the sizes.
 """
 
-from mpsbench.measure import devices, epoch
+from mpsbench.measure import devices, epoch, suite
 
 
 class Epoch:
@@ -29,18 +29,18 @@ class Epoch:
 
     params = (devices.NAMES, epoch.MODELS, epoch.BATCH_SIZES, epoch.NUM_WORKERS, epoch.DATASET_NAMES, epoch.PHASES)
     param_names = ("device", "model", "batch_size", "num_workers", "dataset", "phase")
-    left_out = staticmethod(epoch.left_out)  # the selection setup_cache measures, for mpsbench.measure.preselect
     version = "2"  # bump when what is measured changes, not for cosmetic edits
     rounds = 1  # a track_ benchmark is a lookup here: a second round would only read the cache again
     timeout = 60  # per lookup; the measuring happens in setup_cache
 
     def setup_cache(self):
-        return epoch.measure_selection()
+        return epoch.measure_selection(type(self).__name__)
 
     # The full sweep's CIFAR-10 epochs take minutes each, on every GPU at once.
     setup_cache.timeout = 6 * 3600
 
     def setup(self, outcomes, device, model, batch_size, num_workers, dataset, phase):
+        suite.selected(type(self).__name__, device, model, batch_size, num_workers, dataset, phase)
         self.phase = epoch.result(outcomes, (device, model, batch_size, num_workers, dataset), phase)
 
     def track_epoch_seconds(self, outcomes, device, model, batch_size, num_workers, dataset, phase):

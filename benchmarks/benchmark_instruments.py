@@ -2,17 +2,17 @@
 
 Every model runs at its seed batch size (models.ModelSpec.seed_batch_size);
 on the cpu its small models, on a GPU mlp and resnet50 training
-(suite.GPU_INSTRUMENT_MODELS), unless MPSBENCH_FULL=1. None of these refuses a
+(selection.INSTRUMENTS_ON_GPU), unless MPSBENCH_FULL=1. None of these refuses a
 combination the way the timings do: they report the very facts the timings
 are refused for.
 """
 
-from mpsbench.measure import devices, instruments, measured, models, suite
+from mpsbench.measure import devices, instruments, measured, models
 
 
 def _measure_instruments(self):
     """The setup_cache of both instrument classes: one spawned interpreter measures both (mpsbench.measure.measured)."""
-    return measured.measure_kinds(instruments.measure)
+    return measured.measure_kinds(instruments.measure, TrainingInstruments, InferenceInstruments)
 
 
 _measure_instruments.timeout = 6 * 3600  # the full sweep's large models step 50 times each for the leak
@@ -76,7 +76,6 @@ class TrainingInstruments(_Instruments):
 
     kind = "training"
     params = (devices.NAMES, models.NAMES)
-    left_out = staticmethod(suite.instruments_left_out("training"))  # the selection setup_cache measures
 
 
 class InferenceInstruments(_Instruments):
@@ -84,4 +83,3 @@ class InferenceInstruments(_Instruments):
 
     kind = "inference"
     params = (devices.NAMES, models.INFERENCE_NAMES)
-    left_out = staticmethod(suite.instruments_left_out("inference"))  # the selection setup_cache measures

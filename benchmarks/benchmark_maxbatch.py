@@ -6,7 +6,7 @@ memory and how the search survives it, and docs/workloads.md for reading the
 numbers.
 """
 
-from mpsbench.measure import devices, maxbatch, workloads
+from mpsbench.measure import devices, maxbatch, suite, workloads
 
 
 class MaxBatch:
@@ -28,12 +28,12 @@ class MaxBatch:
 
     params = (devices.NAMES, maxbatch.MODELS, workloads.KINDS)
     param_names = ("device", "model", "kind")
-    left_out = staticmethod(maxbatch.skip_reason)  # this run's selection, for mpsbench.measure.preselect
     version = "1"  # bump when what is measured changes, not for cosmetic edits
     rounds = 1  # the search is deterministic up to the device: a second round repeats it
     timeout = 3600  # a cpu search steps the model at every size up to its budget
 
     def setup(self, device, model, kind):
+        suite.selected(type(self).__name__, device, model, kind)
         maxbatch.prepare(device, model, kind)
 
     def track_largest_batch(self, device, model, kind):

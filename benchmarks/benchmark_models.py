@@ -25,7 +25,6 @@ class _StepBenchmark:
 
     kind = "training"
     param_names = ("device", "model", "batch_size")
-    left_out = staticmethod(suite.steps_left_out)  # this run's selection, for mpsbench.measure.preselect
     version = "1"  # bump when what is measured changes, not for cosmetic edits
     timeout = 1800  # the full sweep's largest cpu steps take a minute each
     warmup_time = 0  # setup warms up explicitly (kernels, shaders, optimizer state)
@@ -42,6 +41,7 @@ class _StepBenchmark:
     rounds = 1
 
     def setup(self, device, model, batch_size):
+        suite.selected(type(self).__name__, device, model, batch_size)
         self.workload = suite.prepare(self.kind, device, model, batch_size)
         self.steps = self.workload.spec.steps_per_call
         self.timer = suite.StepTimer(self.steps)
@@ -68,7 +68,7 @@ class Inference(_StepBenchmark):
 
 def _measure_capacity(self):
     """The setup_cache of both capacity classes: one spawned interpreter measures both (mpsbench.measure.measured)."""
-    return measured.measure_kinds(capacity.measure)
+    return measured.measure_kinds(capacity.measure, TrainingCapacity, InferenceCapacity)
 
 
 _measure_capacity.timeout = 6 * 3600  # the full sweep's cpu steps at the seed batch take a minute each
@@ -88,7 +88,6 @@ class _Capacity:
 
     kind = "training"  # this class's part of the shared setup_cache
     param_names = ("device", "model", "batch_size")
-    left_out = staticmethod(suite.steps_left_out)  # the selection setup_cache measures
     version = "1"
     rounds = 1  # a lookup: a second round would read the same cache again
     timeout = 60  # per lookup; the measuring happens in setup_cache

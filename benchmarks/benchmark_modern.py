@@ -8,7 +8,7 @@ forward run over 256 tokens. ``LlmPrefill`` and ``LlmDecode`` time its
 generation: the time to first token and the time per decoded token with a KV
 cache (src/mpsbench/measure/llm.py says why batch 1, a 512-token prompt, 128 new
 tokens). Default: the steps on the cpu at batch 1, on a GPU in the full sweep
-only (suite.modern_skip_reason: the budget), generation on every device.
+only (selection.modern: the budget), generation on every device.
 """
 
 from mpsbench.measure import devices, llm, models, suite
@@ -21,12 +21,6 @@ class ModernTraining(_StepBenchmark):
 
     kind = "training"
     params = (devices.NAMES, models.MODERN_TRAINING_NAMES, models.BATCH_SIZES)
-    left_out = staticmethod(suite.modern_left_out)  # this run's selection, for mpsbench.measure.preselect
-
-    def setup(self, device, model, batch_size):
-        self.workload = suite.prepare(self.kind, device, model, batch_size, skip_reason=suite.modern_skip_reason)
-        self.steps = self.workload.spec.steps_per_call
-        self.timer = suite.StepTimer(self.steps)
 
 
 class ModernInference(ModernTraining):
@@ -41,13 +35,13 @@ class _Generation:
 
     param_names = ("device", "model")
     params = (devices.NAMES, llm.NAMES)
-    left_out = staticmethod(llm.left_out)  # for mpsbench.measure.preselect
     version = "1"
     timeout = 900
     warmup_time = 0  # setup warms up explicitly
     rounds = 1  # as the step timings (benchmark_models)
 
     def setup(self, device, model):
+        suite.selected(type(self).__name__, device, model)
         self.generation = llm.prepare(device, model)
 
 

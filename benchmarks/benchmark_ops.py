@@ -32,7 +32,6 @@ class _OpBenchmark:
 
     training = False
     param_names = ("device", "op", "dtype", "size")
-    left_out = staticmethod(ops.left_out)  # this run's selection, for mpsbench.measure.preselect
     version = "1"  # bump when what is measured changes, not for cosmetic edits
     timeout = 900  # the full sweep's large cpu calls take seconds each
     warmup_time = 0  # setup warms up explicitly (kernel choice, shader compilation)
@@ -44,6 +43,7 @@ class _OpBenchmark:
     rounds = 1
 
     def setup(self, device, op, dtype, size):
+        suite.selected(type(self).__name__, device, op, dtype, size)
         self.case = ops.prepare(device, op, dtype, size, self.training)
         self.calls = self.case.calls_per_sample
         self.timer = suite.StepTimer(self.calls)

@@ -19,7 +19,10 @@ from mpsbench.measure import correctness, devices, leak_patterns, measured
 
 def _measure_patterns(self):
     """The setup_cache of both classes: one spawned interpreter measures both families."""
-    return measured.measure_families({"correctness": correctness.measure, "leaks": leak_patterns.measure})
+    return measured.measure_families({
+        "correctness": measured.of(Correctness, correctness.measure),
+        "leaks": measured.of(LeakPatterns, leak_patterns.measure),
+    })
 
 
 _measure_patterns.timeout = 1800  # four leak loops per device, each a few seconds; the patterns milliseconds
@@ -30,7 +33,6 @@ class Correctness:
 
     param_names = ("device", "pattern", "dtype")
     params = (devices.NAMES, correctness.NAMES, correctness.DTYPES)
-    left_out = staticmethod(correctness.left_out)  # for mpsbench.measure.preselect
     version = "1"
     rounds = 1  # a lookup
     timeout = 60
@@ -48,7 +50,6 @@ class LeakPatterns:
 
     param_names = ("device", "pattern")
     params = (devices.NAMES, leak_patterns.NAMES)
-    left_out = staticmethod(leak_patterns.left_out)  # for mpsbench.measure.preselect
     version = "1"
     rounds = 1
     timeout = 60

@@ -6,7 +6,7 @@ release does not support are skipped with the reason; a step whose logits are
 not computed in the named dtype (autocast falling back to float32 silently)
 fails. Every model runs at its seed batch size; by default mlp on the cpu in
 every dtype, and on GPUs bert_base training in float16 and bfloat16
-(suite.PRECISION_MODELS; MPSBENCH_FULL=1 for the rest). Kept apart
+(selection.PRECISION_MODELS; MPSBENCH_FULL=1 for the rest). Kept apart
 from benchmark_models so that Training and Inference keep their params and
 history.
 """
@@ -29,10 +29,8 @@ class _PrecisionStep:
     rounds = 1
 
     def setup(self, device, model, dtype):
-        batch_size = models.get(model).seed_batch_size
-        self.workload = suite.prepare(
-            self.kind, device, model, batch_size, dtype=dtype, skip_reason=suite.precision_skip_reason(self.kind, dtype)
-        )
+        suite.selected(type(self).__name__, device, model, dtype)
+        self.workload = suite.prepare(self.kind, device, model, models.get(model).seed_batch_size, dtype=dtype)
         self.steps = self.workload.spec.steps_per_call
         self.timer = suite.StepTimer(self.steps)
 
@@ -47,7 +45,6 @@ class TrainingPrecision(_PrecisionStep):
 
     kind = "training"
     params = (devices.NAMES, models.NAMES, precision.NAMES)
-    left_out = staticmethod(suite.precision_left_out("training"))  # this run's selection, for mpsbench.measure.preselect
 
 
 class InferencePrecision(_PrecisionStep):
@@ -55,12 +52,11 @@ class InferencePrecision(_PrecisionStep):
 
     kind = "inference"
     params = (devices.NAMES, models.INFERENCE_NAMES, precision.NAMES)
-    left_out = staticmethod(suite.precision_left_out("inference"))  # this run's selection, for mpsbench.measure.preselect
 
 
 def _measure_peak_memory(self):
     """The setup_cache of both capacity classes below: one spawned interpreter measures both (mpsbench.measure.measured)."""
-    return measured.measure_kinds(capacity.measure_precision)
+    return measured.measure_kinds(capacity.measure_precision, TrainingPrecisionCapacity, InferencePrecisionCapacity)
 
 
 _measure_peak_memory.timeout = 6 * 3600
@@ -88,7 +84,6 @@ class TrainingPrecisionCapacity(_PrecisionCapacity):
 
     kind = "training"
     params = TrainingPrecision.params
-    left_out = staticmethod(suite.precision_left_out("training", memory=True))  # the selection setup_cache measures
 
 
 class InferencePrecisionCapacity(_PrecisionCapacity):
@@ -96,4 +91,3 @@ class InferencePrecisionCapacity(_PrecisionCapacity):
 
     kind = "inference"
     params = InferencePrecision.params
-    left_out = staticmethod(suite.precision_left_out("inference", memory=True))  # the selection setup_cache measures

@@ -74,14 +74,6 @@ def test_large_models_on_the_cpu_are_outside_the_default_selection(monkeypatch):
     benchmark_coldstart.InferenceColdStart().setup("cpu", "lenet5")  # small: runs
 
 
-def test_a_gpu_cold_starts_in_the_full_sweep_only(monkeypatch):
-    monkeypatch.delenv(selection.FULL_SWEEP_ENV, raising=False)
-    rule = suite.cold_start_skip_reason
-    assert "outside the default training cold start" in rule("training")("cuda", models.get("resnet50"), 128)
-    assert "outside the default training cold start" in rule("training")("mps", models.get("mlp"), 1024)
-    assert "outside the default inference cold start" in rule("inference")("cuda", models.get("resnet50"), 128)
-    monkeypatch.setenv(selection.FULL_SWEEP_ENV, "1")
-    assert rule("inference")("mps", models.get("bert_base"), 64) is None
 
 
 # --- a real asv run --------------------------------------------------------------------

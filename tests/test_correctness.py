@@ -7,7 +7,7 @@ import torch
 from benchmarks import benchmark_patterns
 from torch.nn import functional
 
-from mpsbench.measure import correctness, suite
+from mpsbench.measure import correctness, measured, suite
 
 # Where each pattern's kernel lives, to put a wrong one there.
 KERNELS = {
@@ -60,7 +60,7 @@ def test_the_patterns_really_are_the_layouts_that_broke():
 def test_a_kernel_that_drops_strides_is_tracked_and_its_device_is_not_timed(monkeypatch, name):
     owner, attribute = KERNELS[name]
     monkeypatch.setattr(owner, attribute, _wrong(getattr(owner, attribute)))
-    readings = {"correctness": correctness.measure()}  # the class's part of setup_cache's readings
+    readings = {"correctness": measured.of(benchmark_patterns.Correctness, correctness.measure)()}
     tracked = benchmark_patterns.Correctness().track_relative_error(readings, "cpu", name, "float32")
     assert tracked > 100 * correctness.tolerance("float32")  # of the order of the values, not of rounding
     with pytest.raises(correctness.CorrectnessError, match=rf"cpu computes .*\b{name} [\d.e+-]+[, ].*is not timed"):

@@ -9,7 +9,7 @@ import torch
 from benchmarks import benchmark_epoch
 from torch import nn
 
-from mpsbench.measure import epoch, models, selection, suite, workloads
+from mpsbench.measure import epoch, models, suite, workloads
 
 BATCH = 8
 
@@ -122,25 +122,16 @@ def test_bad_parameters_give_one_line_errors_naming_the_choices():
         epoch.result({}, ("cpu", "resnet50", 8, 0, "tiny"), "test")
 
 
-def test_default_selection_is_resnet50_tiny_on_cpu_and_seed_batch_small_on_gpus(monkeypatch):
-    monkeypatch.delenv(selection.FULL_SWEEP_ENV, raising=False)
-    assert epoch.skip_reason("cpu", "resnet50", 8, 2, "tiny") is None
-    assert epoch.skip_reason("cuda", "vgg16", 64, 0, "small") is None
-    assert "MPSBENCH_FULL=1" in epoch.skip_reason("cpu", "vgg16", 8, 0, "tiny")
-    assert "MPSBENCH_FULL=1" in epoch.skip_reason("mps", "vgg16", 64, 0, "cifar10")
-    monkeypatch.setenv(selection.FULL_SWEEP_ENV, "1")
-    assert epoch.skip_reason("mps", "vgg16", 64, 0, "cifar10") is None
-    assert "takes hours" in epoch.skip_reason("cpu", "resnet50", 8, 0, "cifar10")
 
 
 def test_measure_selection_measures_what_is_selected_and_records_why_the_rest_cannot_run(monkeypatch):
     monkeypatch.setitem(models.REGISTRY, "tiny_cnn", TINY_CNN)
     monkeypatch.setattr(epoch, "MODELS", ("tiny_cnn",))
     monkeypatch.setattr(epoch, "BATCH_SIZES", (BATCH,))
-    monkeypatch.setattr(epoch, "skip_reason", lambda device, model, batch, workers, dataset: (
+    monkeypatch.setitem(epoch.selection.RULES, "StandIn", lambda device, model, batch, workers, dataset: (
         None if dataset == "tiny" and workers == 0 else "not selected"
     ))
-    outcomes = epoch.measure_selection(epochs=2)
+    outcomes = epoch.measure_selection("StandIn", epochs=2)
     measured = outcomes[("cpu", "tiny_cnn", BATCH, 0, "tiny")]
     assert measured.phases["train"].images == epoch.DATASETS["tiny"].train
     assert measured.phases["eval"].images == epoch.DATASETS["tiny"].test

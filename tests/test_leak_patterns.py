@@ -8,7 +8,7 @@ import pytest
 import torch
 from benchmarks import benchmark_patterns
 
-from mpsbench.measure import leak_patterns
+from mpsbench.measure import leak_patterns, measured
 
 
 def _keeps_a_mebibyte(device):
@@ -32,7 +32,7 @@ def test_every_pattern_is_tracked_on_the_cpu_in_the_full_sweep(monkeypatch):
     monkeypatch.setenv("MPSBENCH_FULL", "1")
     monkeypatch.setattr(leak_patterns, "ITERATIONS", 20)
     monkeypatch.setattr(leak_patterns, "WARM_UP", 5)
-    readings = {"leaks": leak_patterns.measure()}  # the class's part of setup_cache's readings
+    readings = {"leaks": measured.of(benchmark_patterns.LeakPatterns, leak_patterns.measure)()}
     bench = benchmark_patterns.LeakPatterns()
     for name in leak_patterns.NAMES:
         assert math.isfinite(bench.track_growth(readings, "cpu", name))

@@ -103,23 +103,6 @@ def test_the_cpu_search_in_a_memory_limited_child_stops_at_the_limit():
     assert "DefaultCPUAllocator" in found.error
 
 
-def test_default_selection_is_the_bert_pair_on_the_cpu_and_the_full_sweep_runs_everything(monkeypatch):
-    monkeypatch.delenv(selection.FULL_SWEEP_ENV, raising=False)
-    monkeypatch.setenv(selection.DEVICES_ENV, "cpu,mps,cuda")
-    monkeypatch.setenv(maxbatch.MPS_WATERMARK_ENV, "1.0")
-    assert "fills the GPU's memory" in maxbatch.skip_reason("cuda", "bert_base_frozen", "training")
-    assert "outside the default selection" in maxbatch.skip_reason("cuda", "bert_base", "training")
-    assert maxbatch.skip_reason("cpu", "bert_base", "training") is None
-    assert maxbatch.skip_reason("cpu", "bert_base_frozen", "training") is None
-    assert "MPSBENCH_FULL=1" in maxbatch.skip_reason("cpu", "resnet50", "training")
-    assert "MPSBENCH_FULL=1" in maxbatch.skip_reason("mps", "bert_base", "training")
-    assert "PYTORCH_MPS_HIGH_WATERMARK_RATIO=1.0" in maxbatch.skip_reason("mps", "vgg16", "inference")
-    assert "training only" in maxbatch.skip_reason("cuda", "bert_base_frozen", "inference")
-    monkeypatch.delenv(maxbatch.MPS_WATERMARK_ENV)
-    assert "PYTORCH_MPS_HIGH_WATERMARK_RATIO unset: torch's default" in maxbatch.skip_reason("mps", "vgg16", "inference")
-    monkeypatch.setenv(selection.FULL_SWEEP_ENV, "1")
-    assert maxbatch.skip_reason("cpu", "resnet50", "training") is None
-    assert maxbatch.skip_reason("cuda", "resnet50", "inference") is None
 
 
 def test_the_benchmark_skips_an_absent_device_with_the_reason(monkeypatch):

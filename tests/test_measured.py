@@ -8,7 +8,7 @@ import pytest
 import torch
 from benchmarks import benchmark_models
 
-from mpsbench.measure import capacity, measured, models, selection, suite
+from mpsbench.measure import capacity, devices, measured, models, selection, suite
 
 
 def _prepare(device, name):
@@ -30,7 +30,15 @@ FIGURES = {
 
 @pytest.fixture(scope="module")
 def table():
-    return measured.measure(measured.grid(["cpu"], ["ok", "absent", "broken", "huge"]), _prepare, FIGURES)
+    with pytest.MonkeyPatch.context() as patch:  # a stand-in class's rule: "unselected" is left out
+        patch.setitem(selection.RULES, "StandIn", lambda device, name: "not this run" if name == "unselected" else None)
+        return measured.measure("StandIn", measured.grid(["cpu"], ["ok", "absent", "broken", "huge", "unselected"]),
+                                _prepare, FIGURES)
+
+
+def test_a_combination_the_selection_leaves_out_is_na_with_its_rules_reason(table):
+    with pytest.raises(suite.SkipNotImplemented, match=r"^not this run$"):
+        table.lookup(("cpu", "unselected"), "length")
 
 
 def test_a_measured_figure_is_looked_up_by_its_combination(table):
@@ -67,7 +75,8 @@ def test_the_table_survives_asvs_pickling(table):
 
 
 def test_the_capacity_classes_report_real_cpu_figures_and_skip_absent_devices():
-    table = {"inference": capacity.measure("inference", ("mlp",))}  # the part of setup_cache's readings it reads
+    keys = measured.grid(devices.NAMES, ("mlp",), models.BATCH_SIZES)
+    table = {"inference": capacity.measure("inference", "InferenceCapacity", keys)}  # its part of setup_cache
     bench = benchmark_models.InferenceCapacity()
     assert bench.track_throughput(table, "cpu", "mlp", 8) > 0
     assert bench.track_peak_memory(table, "cpu", "mlp", 8) > 0
@@ -83,7 +92,7 @@ def test_mpsbench_devices_leaves_the_other_devices_out_with_the_reason(monkeypat
     assert selection.device_reason("cpu") == "cpu is not in MPSBENCH_DEVICES=cuda,mps"
     assert selection.device_reason("mps") is None
     with pytest.raises(suite.SkipNotImplemented, match="cpu is not in MPSBENCH_DEVICES"):
-        suite.require("training", "cpu", "mlp", 8)
+        benchmark_models.Training().setup("cpu", "mlp", 8)
 
 
 def test_an_unknown_device_in_mpsbench_devices_is_refused_by_name(monkeypatch):
@@ -105,6 +114,11 @@ def test_a_shared_setup_cache_gives_each_family_its_readings_and_isolates_a_fail
     assert pickle.loads(pickle.dumps(readings))["inference"] == readings["inference"]  # asv pickles the cache
 
 
-def test_measure_kinds_measures_training_over_every_model_and_inference_over_its_models():
-    readings = measured.measure_kinds(lambda kind, names: (kind, names))
-    assert readings == {"training": ("training", models.NAMES), "inference": ("inference", models.INFERENCE_NAMES)}
+def test_measure_kinds_measures_each_class_over_every_combination_of_its_params():
+    readings = measured.measure_kinds(lambda kind, benchmark, keys: (kind, benchmark, keys),
+                                      benchmark_models.TrainingCapacity, benchmark_models.InferenceCapacity)
+    assert readings == {
+        "training": ("training", "TrainingCapacity", measured.grid(devices.NAMES, models.NAMES, models.BATCH_SIZES)),
+        "inference": ("inference", "InferenceCapacity",
+                      measured.grid(devices.NAMES, models.INFERENCE_NAMES, models.BATCH_SIZES)),
+    }

@@ -233,37 +233,14 @@ def test_calls_per_sample_are_a_fixed_table_per_size():
 # --- selection and setup outcomes ---------------------------------------------
 
 
-def test_default_selection_is_float32_large_on_gpus_and_small_medium_on_the_cpu(monkeypatch):
-    monkeypatch.delenv(selection.FULL_SWEEP_ENV, raising=False)
-    monkeypatch.delenv(selection.DEVICES_ENV, raising=False)
-    matmul = ops.get("matmul")
-    assert ops.skip_reason("cpu", matmul, "float32", "small") is None
-    assert ops.skip_reason("cpu", matmul, "float32", "medium") is None
-    for dtype, size in (("float32", "large"), ("float16", "small"), ("bfloat16", "medium")):
-        reason = ops.skip_reason("cpu", matmul, dtype, size)
-        assert reason is not None and reason.endswith("set MPSBENCH_FULL=1 for the full sweep")
-    for device in devices.GPU_NAMES:
-        assert ops.skip_reason(device, matmul, "float32", "large") is None
-        for size in ("small", "medium"):  # launch-bound on a GPU: the full sweep
-            reason = ops.skip_reason(device, matmul, "float32", size)
-            assert reason is not None and reason.endswith("set MPSBENCH_FULL=1 for the full sweep")
-        for dtype in ("float16", "bfloat16"):
-            reason = ops.skip_reason(device, matmul, dtype, "large")
-            assert reason is not None and reason.endswith("set MPSBENCH_FULL=1 for the full sweep")
 
 
-def test_full_sweep_adds_cpu_large_and_reduced_precision_but_never_both(monkeypatch):
-    monkeypatch.setenv(selection.FULL_SWEEP_ENV, "1")
-    conv = ops.get("conv2d")
-    assert ops.skip_reason("cpu", conv, "float32", "large") is None
-    assert ops.skip_reason("cpu", conv, "float16", "medium") is None
-    assert "10-20x slower" in (ops.skip_reason("cpu", conv, "float16", "large") or "")
 
 
 def test_copies_are_never_timed_on_the_cpu(monkeypatch):
     monkeypatch.setenv(selection.FULL_SWEEP_ENV, "1")
     with pytest.raises(suite.SkipNotImplemented, match="copy_h2d copies between host and a device"):
-        ops.prepare("cpu", "copy_h2d", "float32", "small", training=False)
+        benchmark_ops.MemoryBoundOps().setup("cpu", "copy_h2d", "float32", "small")
 
 
 def test_prepare_builds_once_and_caches_across_setup_calls():
@@ -295,7 +272,6 @@ def _raising(exc):
 def test_torch_refusing_a_reduced_precision_dtype_is_skipped_with_torchs_words(monkeypatch):
     monkeypatch.setattr(ops, "cached", _raising(TypeError(
         "Trying to convert BFloat16 to the MPS backend but it does not have support for that dtype.")))
-    monkeypatch.setattr(ops, "skip_reason", lambda *args: None)
     with pytest.raises(suite.SkipNotImplemented, match="gelu in bfloat16 on cpu: torch does not support it here: "
                                                        "Trying to convert BFloat16"):
         ops.prepare("cpu", "gelu", "bfloat16", "small", training=False)

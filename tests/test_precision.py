@@ -11,7 +11,7 @@ import pytest
 import torch
 from benchmarks import benchmark_precision
 
-from mpsbench.measure import capacity, models, precision, selection, suite, workloads
+from mpsbench.measure import capacity, devices, measured, models, precision, suite, workloads
 
 CLASSES = [benchmark_precision.TrainingPrecision, benchmark_precision.InferencePrecision]
 
@@ -53,7 +53,8 @@ def test_the_asv_class_times_a_reduced_precision_step_on_cpu(monkeypatch):
     bench.setup("cpu", "mlp", "bfloat16")
     bench.time_step("cpu", "mlp", "bfloat16")
     assert bench.workload.batch_size == 8  # the seed batch size
-    table = {"training": capacity.measure_precision("training", ("mlp",))}  # PrecisionCapacity's part of setup_cache
+    keys = measured.grid(devices.NAMES, ("mlp",), precision.NAMES)
+    table = {"training": capacity.measure_precision("training", "TrainingPrecisionCapacity", keys)}
     assert benchmark_precision.TrainingPrecisionCapacity().track_peak_memory(table, "cpu", "mlp", "bfloat16") > 0
 
 
@@ -156,25 +157,6 @@ def test_an_unsupported_dtype_is_skipped_before_anything_is_built(on, monkeypatc
         suite.prepare("training", "cpu", "mlp", 8, dtype="float16")
 
 
-def test_default_selection_is_mlp_on_cpu_and_a_cnn_and_a_transformer_on_gpus(monkeypatch):
-    monkeypatch.delenv(selection.FULL_SWEEP_ENV, raising=False)
-    bench = benchmark_precision.InferencePrecision()
-    with pytest.raises(suite.SkipNotImplemented, match="outside the default precision selection"):
-        bench.setup("cpu", "lenet5", "float16")
-    chosen = {
-        (device, kind): [(name, dtype) for name in CLASSES[0].params[1] for dtype in precision.NAMES
-                         if suite.precision_skip_reason(kind, dtype)(device, models.get(name), 8) is None]
-        for device in ("cpu", "mps", "cuda") for kind in ("training", "inference")
-    }
-    every_dtype = [("mlp", dtype) for dtype in precision.NAMES]
-    reduced = [("bert_base", "float16"), ("bert_base", "bfloat16")]
-    assert chosen == {("cpu", "training"): every_dtype, ("cpu", "inference"): every_dtype,
-                      ("mps", "training"): reduced, ("mps", "inference"): [],
-                      ("cuda", "training"): reduced, ("cuda", "inference"): []}
-    assert "(benchmark_models times it)" in suite.precision_skip_reason("training", "float32")(
-        "cuda", models.get("bert_base"), 64)
-    monkeypatch.setenv(selection.FULL_SWEEP_ENV, "1")
-    assert suite.precision_skip_reason("inference", "float32")("cuda", models.get("vgg16"), 64) is None
 
 
 def test_float32_training_adds_no_autocast_region(monkeypatch):

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from asv.benchmarks import Benchmarks
 
-from mpsbench.measure import devices, epoch, llm, maxbatch, ops, preselect, selection, suite, workloads
+from mpsbench.measure import devices, llm, maxbatch, ops, preselect, selection, suite, workloads
 
 ROOT = Path(__file__).resolve().parents[1]
 BENCHMARKS = ROOT / "benchmarks"
@@ -93,9 +93,11 @@ def test_the_pattern_leaves_out_exactly_the_combinations_whose_setup_skips(disco
     assert disagreements == []
 
 
-def test_every_parameterized_class_names_its_rule(discovered):
-    missing = sorted({b.name.rsplit(".", 1)[0] for b in discovered if b._params and preselect._rule_of(b) is None})
-    assert missing == []
+def test_the_selection_table_has_one_rule_for_each_parameterized_class_and_no_other(discovered):
+    classes = {b.name.split(".")[-2] for b in discovered if b.params}
+    assert set(selection.RULES) == classes
+    with pytest.raises(KeyError, match="no selection rule for benchmark class 'Nope'; the table has: Training"):
+        selection.left_out("Nope", "cpu")
 
 
 def test_asvs_own_matcher_selects_exactly_the_combinations_that_run(discovered, monkeypatch):
@@ -147,7 +149,8 @@ def test_a_machine_with_a_gpu_leaves_its_cpu_out_unless_named(monkeypatch):
     assert reason == ("the cpu is left out by default on a machine with cuda;"
                       " set MPSBENCH_DEVICES=cuda,cpu to time it too")
     assert selection.device_reason("cuda") is None
-    assert suite.steps_left_out("cpu", "mlp", 1024) == reason  # every family asks the same question
+    assert selection.left_out("Training", "cpu", "mlp", 1024) == reason  # every family asks the same question
+    assert selection.left_out("Epoch", "cpu", "resnet50", 8, 2, "tiny", "train") == reason
     monkeypatch.setenv(selection.DEVICES_ENV, "cuda,cpu")
     assert selection.device_reason("cpu") is None
     monkeypatch.delenv(selection.DEVICES_ENV)
@@ -158,9 +161,9 @@ def test_a_machine_with_a_gpu_leaves_its_cpu_out_unless_named(monkeypatch):
 def test_the_epoch_rule_ignores_the_phase_both_come_from_one_measurement(monkeypatch):
     monkeypatch.delenv(selection.FULL_SWEEP_ENV, raising=False)
     monkeypatch.delenv(selection.DEVICES_ENV, raising=False)
-    assert epoch.left_out("cpu", "resnet50", 8, 2, "tiny", "train") is None
-    assert epoch.left_out("cpu", "resnet50", 8, 2, "tiny", "eval") is None
-    assert "outside the default selection" in str(epoch.left_out("cpu", "vgg16", 8, 2, "tiny", "eval"))
+    assert selection.left_out("Epoch", "cpu", "resnet50", 8, 2, "tiny", "train") is None
+    assert selection.left_out("Epoch", "cpu", "resnet50", 8, 2, "tiny", "eval") is None
+    assert "outside the default selection" in str(selection.left_out("Epoch", "cpu", "vgg16", 8, 2, "tiny", "eval"))
 
 
 def test_a_pattern_with_nothing_in_it_is_refused_in_one_line():
@@ -182,16 +185,14 @@ def test_the_command_line_prints_the_pattern_and_refuses_a_folder_that_is_no_sui
 
 
 def test_on_cuda_the_correctness_rows_and_the_llama_generation_are_full_sweep_only(monkeypatch):
-    from mpsbench.measure import correctness, leak_patterns, llm
-
     monkeypatch.delenv(selection.FULL_SWEEP_ENV, raising=False)
     monkeypatch.delenv(selection.DEVICES_ENV, raising=False)
     monkeypatch.setattr(devices, "present", lambda name: name in ("cpu", "cuda", "mps"))
-    assert "full sweep only" in correctness.left_out("cuda", "sdpa_permuted", "float32")
-    assert "full sweep only" in llm.left_out("cuda", "llama_small")
-    assert "full sweep only" in leak_patterns.left_out("cuda", "maxpool2d")
-    assert correctness.left_out("mps", "sdpa_permuted", "float32") is None  # where the silent errors were
-    assert llm.left_out("mps", "llama_small") is None
+    assert "full sweep only" in selection.left_out("Correctness", "cuda", "sdpa_permuted", "float32")
+    assert "full sweep only" in selection.left_out("LlmDecode", "cuda", "llama_small")
+    assert "full sweep only" in selection.left_out("LeakPatterns", "cuda", "maxpool2d")
+    assert selection.left_out("Correctness", "mps", "sdpa_permuted", "float32") is None  # where the silent errors were
+    assert selection.left_out("LlmPrefill", "mps", "llama_small") is None
     monkeypatch.setenv(selection.FULL_SWEEP_ENV, "1")
-    assert correctness.left_out("cuda", "sdpa_permuted", "float32") is None
-    assert llm.left_out("cuda", "llama_small") is None
+    assert selection.left_out("Correctness", "cuda", "sdpa_permuted", "float32") is None
+    assert selection.left_out("LlmDecode", "cuda", "llama_small") is None

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from mpsbench.measure import devices, models, selection, suite, workloads
+from mpsbench.measure import devices, suite, workloads
 
 
 def test_step_timer_divides_the_clock_by_the_steps_per_call(monkeypatch):
@@ -18,30 +18,10 @@ def test_prepare_builds_once_and_caches_across_setup_calls():
     assert first is again
 
 
-def test_a_batch_size_the_model_does_not_run_is_skipped_with_reason():
-    with pytest.raises(suite.SkipNotImplemented, match="resnet50 is not run at batch 1024"):
-        suite.prepare("training", "cpu", "resnet50", 1024)
 
 
-def test_outside_the_default_selection_is_skipped_unless_full_sweep(monkeypatch):
-    monkeypatch.delenv(selection.FULL_SWEEP_ENV, raising=False)
-    with pytest.raises(suite.SkipNotImplemented, match="set MPSBENCH_FULL=1 for the full sweep"):
-        suite.prepare("training", "cpu", "mlp", 64)
-    monkeypatch.setenv(selection.FULL_SWEEP_ENV, "1")
-    assert suite.prepare("training", "cpu", "mlp", 64).batch_size == 64
 
 
-def test_default_selection_keeps_seed_sizes_on_gpus_and_small_batches_for_large_models_on_cpu():
-    resnet = models.get("resnet50")
-    assert selection.in_default_selection("cuda", resnet, 128)
-    assert selection.in_default_selection("mps", resnet, 128)
-    assert not selection.in_default_selection("cpu", resnet, 128)
-    assert selection.in_default_selection("cpu", resnet, 8)
-    assert selection.in_default_selection("cpu", models.get("mlp"), 1024)
-    assert not selection.in_default_selection("cuda", resnet, 64)
-    assert not selection.in_default_selection("cuda", resnet, 8)  # GPUs: the seed size only
-    assert not selection.in_default_selection("mps", resnet, 1)  # launch-bound on a GPU: the full sweep
-    assert selection.in_default_selection("cpu", resnet, 1)
 
 
 def test_an_absent_device_is_skipped_with_the_reason():

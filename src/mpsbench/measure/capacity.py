@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from mpsbench.measure import devices, fallback, measured, models, precision, suite, workloads
+from mpsbench.measure import fallback, measured, models, suite, workloads
 
 
 def _prepare(kind: str) -> Callable[[str, str, int], workloads.Workload]:
@@ -30,24 +30,21 @@ FIGURES: dict[str, measured.Figure] = {
 }
 
 
-def measure(kind: str, model_names: tuple[str, ...]) -> measured.Table:
+def measure(kind: str, benchmark: str, keys: list[measured.Key]) -> measured.Table:
     """Every (device, model, batch size) of this run's selection: its peak memory (MiB) and samples/s."""
-    keys = measured.grid(devices.NAMES, model_names, models.BATCH_SIZES)
-    return measured.measure(keys, _prepare(kind), FIGURES)
+    return measured.measure(benchmark, keys, _prepare(kind), FIGURES)
 
 
 def _prepare_precision(kind: str) -> Callable[[str, str, str], workloads.Workload]:
     def prepare(device: str, model: str, dtype: str) -> workloads.Workload:
         batch_size = models.get(model).seed_batch_size
-        workload = suite.prepare(kind, device, model, batch_size, dtype=dtype,
-                                 skip_reason=suite.precision_memory_skip_reason(kind, dtype), guarded=False)
+        workload = suite.prepare(kind, device, model, batch_size, dtype=dtype, guarded=False)
         fallback.refuse(workload.label, workload.fallback_ops)
         return workload
 
     return prepare
 
 
-def measure_precision(kind: str, model_names: tuple[str, ...]) -> measured.Table:
+def measure_precision(kind: str, benchmark: str, keys: list[measured.Key]) -> measured.Table:
     """Every (device, model, dtype) of the precision selection, at the seed batch: its peak memory (MiB)."""
-    keys = measured.grid(devices.NAMES, model_names, precision.NAMES)
-    return measured.measure(keys, _prepare_precision(kind), {"peak_memory": suite.peak_memory_mib})
+    return measured.measure(benchmark, keys, _prepare_precision(kind), {"peak_memory": suite.peak_memory_mib})

@@ -20,12 +20,11 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
-from collections.abc import Callable
 
 import torch
 
 from mpsbench import command
-from mpsbench.measure import models, precision, selection, suite, workloads
+from mpsbench.measure import models, precision, suite, workloads
 
 FIRST_TORCH = (2, 0)  # torch.compile's first release
 FIRST_MPS_TORCH = (2, 8)  # MPSInductor in the release notes of 2.8.0
@@ -41,16 +40,6 @@ TRAINING_NAMES: tuple[str, ...] = tuple(
 INFERENCE_NAMES: tuple[str, ...] = tuple(
     name for name in models.REGISTRY if models.REGISTRY[name].trainable is None
 )
-# Compiling costs more than every timed step together, and each benchmark
-# process (time_step, track_compile_seconds) compiles once: the mlp took 4.1
-# and 5.9 s to compile on the H100, resnet50's training graph 59 s, bert_base's
-# 66 s (docs/workloads.md). The default therefore compiles the mlp on the cpu
-# only, enough to see inductor break or slow down on a build; a GPU's default
-# (3 minutes on an H100, docs/budget.md) has no room for it, and
-# MPSBENCH_FULL=1 compiles every model on every device.
-DEFAULT: dict[str, tuple[str, ...]] = {"cpu": ("mlp",), "mps": (), "cuda": ()}
-
-
 def _compiler() -> str | None:
     """The C++ compiler inductor's cpu backend would find, or None."""
     named = os.environ.get("CXX")
@@ -80,22 +69,6 @@ def unsupported_reason(device: str) -> str | None:
     return None
 
 
-def skip_reason(kind: str) -> suite.SkipRule:
-    """The compiled classes' rule: :data:`DEFAULT` per device, the rest in the full sweep."""
-
-    def reason(device: str, spec: models.ModelSpec, batch_size: int) -> str | None:
-        if selection.full_sweep() or spec.name in DEFAULT[device]:
-            return None
-        return suite.outside(f"compiled {kind}", spec, batch_size, device)
-
-    return reason
-
-
-def left_out(kind: str) -> Callable[[str, str], str | None]:
-    """The compiled classes of ``kind``: (device, model) at the model's seed batch size."""
-    return suite.at_seed_batch(skip_reason(kind))
-
-
 def cold_caches() -> None:
     """Point inductor's and triton's caches at a new folder (once per process): every compile is cold."""
     if os.environ.get("MPSBENCH_COMPILE_CACHE") is None:
@@ -112,13 +85,13 @@ def prepare(kind: str, device: str, model: str) -> workloads.Workload:
     compile error elsewhere fails the combination with its first line.
     """
     batch_size = models.get(model).seed_batch_size
-    suite.require(kind, device, model, batch_size, skip_reason=skip_reason(kind))
+    suite.require(kind, device, model, batch_size)
     reason = unsupported_reason(device)
     if reason is not None:
         raise suite.SkipNotImplemented(reason)
     cold_caches()
     try:
-        return suite.prepare(kind, device, model, batch_size, skip_reason=skip_reason(kind), compiled=True)
+        return suite.prepare(kind, device, model, batch_size, compiled=True)
     except suite.SkipNotImplemented:
         raise
     except Exception as exc:

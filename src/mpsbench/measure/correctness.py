@@ -24,7 +24,7 @@ from dataclasses import dataclass
 import torch
 from torch.nn import functional
 
-from mpsbench.measure import accuracy, devices, measured, models, precision, selection
+from mpsbench.measure import accuracy, devices, measured, models, precision
 
 Tensors = Sequence[torch.Tensor]
 DTYPES: tuple[str, ...] = precision.NAMES
@@ -214,25 +214,13 @@ def forget() -> None:
     _verified.clear()
 
 
-def left_out(device: str, pattern: str, dtype: str) -> str | None:
-    """benchmark_patterns.Correctness: every pattern and dtype on the cpu and mps; cuda in the full sweep.
-
-    The patterns take milliseconds, their interpreter 24 s of the H100's 3-minute default
-    (docs/budget.md), and every timed cuda process checks the same patterns anyway (suite.guard):
-    a wrong cuda kernel still refuses the timings; only the tracked errors wait for the full sweep.
-    """
-    return selection.family_reason(device, f"the {pattern} {dtype} error", ("cpu", "mps"),
-                                   "every timed process checks the patterns; the GPU's 3 minutes are full")
-
-
 def _measure_one(device: str, pattern: str, dtype: str) -> float:
     from mpsbench.measure import suite
 
-    suite.require_device(device, left_out(device, pattern, dtype))
+    suite.require_device(device)
     return relative_error(pattern, device, dtype)
 
 
-def measure() -> measured.Table:
+def measure(benchmark: str, keys: list[measured.Key]) -> measured.Table:
     """Every (device, pattern, dtype) of this run: its relative error (one process: benchmark_patterns)."""
-    keys = measured.grid(devices.NAMES, NAMES, DTYPES)
-    return measured.measure(keys, _measure_one, {"relative_error": float})
+    return measured.measure(benchmark, keys, _measure_one, {"relative_error": float})

@@ -308,41 +308,6 @@ def measure(runner: EpochRunner, epochs: int = EPOCHS_MEASURED) -> dict[str, Pha
 Combination = tuple[str, str, int, int, str]  # device, model, batch_size, num_workers, dataset
 
 
-def in_default_selection(device: str, model: str, batch_size: int, num_workers: int, dataset: str) -> bool:
-    """The cpu trains ResNet-50 at batch 8 on the tiny dataset; a GPU the seed's VGG16 at batch 64 on the small one.
-
-    Both loader settings (in the process, two workers) run: their difference is
-    the data-loading bottleneck the seed described. ResNet-50 on a GPU, and
-    CIFAR-10's real size, are in the full sweep.
-    """
-    if device == "cpu":
-        return model == "resnet50" and batch_size == 8 and dataset == "tiny"
-    return model == "vgg16" and batch_size == 64 and dataset == "small"
-
-
-def skip_reason(device: str, model: str, batch_size: int, num_workers: int, dataset: str) -> str | None:
-    """Why this combination is left out of this run, or None if it runs."""
-    excluded = selection.device_reason(device)
-    if excluded is not None:
-        return excluded
-    if device == "cpu" and dataset == "cifar10":
-        return (
-            "a full CIFAR-10 epoch on the cpu takes hours (50,000 images at the few images/s a cpu"
-            " trains ResNet-50 or VGG16): run the 'small' dataset on the cpu instead"
-        )
-    if selection.full_sweep() or in_default_selection(device, model, batch_size, num_workers, dataset):
-        return None
-    return (
-        f"{model} at batch {batch_size} with {num_workers} workers on the {dataset} dataset on {device}"
-        f" is outside the default selection; set {selection.FULL_SWEEP_ENV}=1 for the full sweep"
-    )
-
-
-def left_out(device: str, model: str, batch_size: int, num_workers: int, dataset: str, phase: str) -> str | None:
-    """The Epoch class's rule for :mod:`mpsbench.measure.preselect`: both phases come from one measurement."""
-    return skip_reason(device, model, batch_size, num_workers, dataset)
-
-
 @dataclass(frozen=True)
 class Outcome:
     """What one combination gave: medians per phase, or why it could not run."""
@@ -390,9 +355,9 @@ def _build(device: str, model: str, batch_size: int) -> workloads.Workload | Out
 
 
 def measure_selection(
-    epochs: int = EPOCHS_MEASURED, device_names: tuple[str, ...] = devices.NAMES
+    benchmark: str, epochs: int = EPOCHS_MEASURED, device_names: tuple[str, ...] = devices.NAMES
 ) -> dict[Combination, Outcome]:
-    """Measure every combination of the current selection on ``device_names``, in one process.
+    """Measure every combination of ``benchmark``'s selection (the Epoch class's rule) on ``device_names``, in one process.
 
     One model per (device, model, batch size) is built, warmed up, and shared
     by its loader settings and datasets; it is dropped, and the device cache
@@ -404,7 +369,7 @@ def measure_selection(
         selected = [
             (num_workers, dataset)
             for num_workers, dataset in itertools.product(NUM_WORKERS, DATASET_NAMES)
-            if skip_reason(device, model, batch_size, num_workers, dataset) is None
+            if selection.left_out(benchmark, device, model, batch_size, num_workers, dataset) is None
         ]
         if not selected:
             continue
@@ -420,11 +385,8 @@ def measure_selection(
 
 
 def result(outcomes: dict[Combination, Outcome], combination: Combination, phase: str) -> PhaseSummary:
-    """The measured phase of ``combination``, or asv's n/a / failure with the reason (for ``setup``)."""
+    """The measured phase of ``combination``, or asv's n/a / failure with the reason (for ``setup``, after the selection)."""
     _check(phase, PHASES, "phase")
-    reason = skip_reason(*combination)
-    if reason is not None:
-        raise suite.SkipNotImplemented(reason)
     outcome = outcomes.get(combination)
     if outcome is None:  # selected now but not when the cache was measured
         raise RuntimeError(f"{combination} was not measured; the selection changed during the run")

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from mpsbench.measure import accuracy, devices, leak, measured, models, suite, workloads
+from mpsbench.measure import accuracy, leak, measured, models, suite, workloads
 
 
 def fallback_ops(workload: workloads.Workload) -> float:
@@ -50,12 +50,11 @@ def _prepare(kind: str) -> Callable[[str, str], workloads.Workload]:
     def prepare(device: str, model: str) -> workloads.Workload:
         # Unguarded: these readings report the very facts a timing is refused for.
         batch_size = models.get(model).seed_batch_size
-        return suite.prepare(kind, device, model, batch_size, skip_reason=suite.instrument_skip_reason(kind),
-                             guarded=False)
+        return suite.prepare(kind, device, model, batch_size, guarded=False)
 
     return prepare
 
 
-def measure(kind: str, model_names: tuple[str, ...]) -> measured.Table:
+def measure(kind: str, benchmark: str, keys: list[measured.Key]) -> measured.Table:
     """Every (device, model) of this run's instrument selection, at the model's seed batch size."""
-    return measured.measure(measured.grid(devices.NAMES, model_names), _prepare(kind), FIGURES)
+    return measured.measure(benchmark, keys, _prepare(kind), FIGURES)

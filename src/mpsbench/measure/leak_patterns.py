@@ -20,7 +20,7 @@ import torch
 from torch import nn
 from torch.nn import functional
 
-from mpsbench.measure import devices, leak, measured, models, selection
+from mpsbench.measure import devices, leak, measured, models
 
 PER = 1000  # growth is reported per this many iterations
 WARM_UP = 50  # iterations before the readings: several times every cycle below
@@ -124,24 +124,13 @@ def growth(name: str, device: str, iterations: int | None = None) -> float:
     return leak.slope_mib_per_100_steps(readings) * PER / leak.PER
 
 
-def left_out(device: str, pattern: str) -> str | None:
-    """benchmark_patterns.LeakPatterns: mps by default, where these loops leaked; the cpu and cuda in the full sweep.
-
-    On the cpu the reading is the process RSS, which the allocator moves by
-    tens of MiB per 1,000 iterations either way, and the four loops took 482 s
-    of the 2-core VM under load (docs/budget.md); on cuda they read 0.0 and
-    cost an interpreter of the GPU's 3 minutes.
-    """
-    return selection.family_reason(device, f"the {pattern} leak loop", ("mps",), "the leaks were mps's")
-
-
 def _measure_one(device: str, pattern: str) -> float:
     from mpsbench.measure import suite
 
-    suite.require_device(device, left_out(device, pattern))
+    suite.require_device(device)
     return growth(pattern, device)
 
 
-def measure() -> measured.Table:
+def measure(benchmark: str, keys: list[measured.Key]) -> measured.Table:
     """Every (device, pattern) of this run: its growth in MiB per 1,000 iterations (one process: benchmark_patterns)."""
-    return measured.measure(measured.grid(devices.NAMES, NAMES), _measure_one, {"growth": float})
+    return measured.measure(benchmark, keys, _measure_one, {"growth": float})

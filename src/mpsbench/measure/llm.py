@@ -21,7 +21,7 @@ from typing import Any
 
 import torch
 
-from mpsbench.measure import correctness, devices, fallback, models, selection, suite
+from mpsbench.measure import correctness, devices, fallback, models, suite
 
 MODEL = models.LLAMA_NAME
 NAMES: tuple[str, ...] = (MODEL,)  # the generation classes' model axis
@@ -80,22 +80,6 @@ class Generation:
 _cache: dict[tuple[str, str], Generation] = {}
 
 
-def skip_reason(device: str, spec: models.ModelSpec, batch_size: int) -> str | None:
-    """The cpu's and mps's default: time to first token and tokens/s are the LLM's figures (two processes).
-
-    On cuda the two took 23 s of the H100's 3-minute default, which the seeds' rows already
-    fill (docs/budget.md), and batch-1 decode there measures the host's launches and
-    transformers' Python (13.5 ms a token for a 125M model) more than the GPU: full sweep.
-    """
-    return selection.family_reason(device, f"{spec.name}'s generation", ("cpu", "mps"),
-                                   "the GPU's 3-minute default is full; batch-1 decode there is host-bound")
-
-
-def left_out(device: str, model: str) -> str | None:
-    """The generation classes' rule (mpsbench.measure.preselect)."""
-    return suite.left_out(device, model, BATCH, skip_reason)
-
-
 def prepare(device: str, model: str) -> Generation:
     """The warmed-up, guarded generation for an asv ``setup``, built once per process.
 
@@ -103,7 +87,7 @@ def prepare(device: str, model: str) -> Generation:
     transformers); refuses, as they do, a device whose ops fell back to the
     cpu or that computes the correctness patterns wrong.
     """
-    suite.require("inference", device, model, BATCH, skip_reason=skip_reason)
+    suite.require("inference", device, model, BATCH)
     key = (device, model)
     if key not in _cache:
         _cache.clear()

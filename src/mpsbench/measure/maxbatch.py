@@ -39,18 +39,13 @@ from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
 
 from mpsbench import command
-from mpsbench.measure import devices, models, selection, suite, workloads
+from mpsbench.measure import devices, models, suite, workloads
 
 CEILING = 4096  # the search stops here even if everything fits: 13 tries at most (1, 2, ..., 4096)
 MODELS: tuple[str, ...] = ("resnet50", "vgg16", "bert_base", "bert_base_frozen")
 # Bytes the cpu search's child may map beyond its state at batch 1. Larger budgets reach
 # batches whose cpu steps take minutes each (BERT at 256: about a minute a step).
 CPU_MEMORY_BUDGET = 2 * 1024**3
-# The searches a default run makes on cuda and on the cpu: the fine-tuning seed's full model
-# against its frozen encoder. On an H100 all seven searches took 110 s, the pair 29 s; on
-# the 2-core cpu the pair takes about 4 minutes (39 s and 200 s), the other five longer.
-DEFAULT_SEARCHES = (("bert_base", "training"), ("bert_base_frozen", "training"))
-MPS_WATERMARK_ENV = devices.MPS_WATERMARK_ENV
 # A training step's peak (activations, gradients and optimizer state together)
 # is reached only once the optimizer state exists: from the second step on.
 STEPS_PER_TRY = {"training": 2, "inference": 1}
@@ -206,49 +201,8 @@ def largest_batch_in_child(kind: str, model: str, ceiling: int = CEILING, budget
             ) from exc
 
 
-def _watermark_in_effect() -> str:
-    ratio = devices.mps_high_watermark_ratio()
-    return f"{MPS_WATERMARK_ENV}={ratio}" if ratio is not None else f"{MPS_WATERMARK_ENV} unset: torch's default"
-
-
-def skip_reason(device: str, model: str, kind: str) -> str | None:
-    """Why this search is left out of this run, or None if it runs.
-
-    The default run searches the cpu for the seeds' comparison only: full
-    BERT fine-tuning against a frozen encoder (:data:`DEFAULT_SEARCHES`); on
-    the cpu each search takes minutes. GPUs search in the full sweep only: an
-    H100's 80 GB let the seeds' pair alone take 29-32 s of its 3-minute budget
-    (all seven searches 110 s), and the mps search can push the Mac into swap.
-    """
-    if kind == "inference" and model not in models.INFERENCE_NAMES:
-        return f"{model} differs from its base model in training only: its inference is bert_base's"
-    excluded = selection.device_reason(device)
-    if excluded is not None:
-        return excluded
-    if selection.full_sweep() or (device == "cpu" and (model, kind) in DEFAULT_SEARCHES):
-        return None
-    if device == "cuda":
-        return (
-            f"the cuda search for {model} {kind} fills the GPU's memory batch by batch (seconds to half a minute);"
-            f" it is outside the default selection; set {selection.FULL_SWEEP_ENV}=1 to run it"
-        )
-    if device == "mps":
-        return (
-            f"the mps search grows memory up to the high watermark ({_watermark_in_effect()}),"
-            " which can push the Mac into swap first;"
-            f" set {selection.FULL_SWEEP_ENV}=1 to run it"
-        )
-    return (
-        f"the cpu search for {model} {kind} steps every batch up to a {CPU_MEMORY_BUDGET / 2**30:.0f} GiB budget"
-        f" (minutes); the default runs the seeds' BERT pair only; set {selection.FULL_SWEEP_ENV}=1 to run it"
-    )
-
-
 def prepare(device: str, model: str, kind: str) -> None:
-    """For an asv ``setup``: raise asv's n/a with the reason if this search does not run here."""
-    reason = skip_reason(device, model, kind)
-    if reason is not None:
-        raise suite.SkipNotImplemented(reason)
+    """For an asv ``setup`` (after the selection): raise asv's n/a with the reason if this search cannot run here."""
     found = devices.availability(device)
     if not found.usable:
         raise suite.SkipNotImplemented(f"{device} is not usable here: {found.reason}")

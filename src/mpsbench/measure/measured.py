@@ -16,6 +16,7 @@ in one figure of a combination does not hide its other figures.
 
 from __future__ import annotations
 
+import functools
 import gc
 import itertools
 from collections.abc import Callable, Iterable, Mapping
@@ -23,7 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from mpsbench import command
-from mpsbench.measure import devices, models, suite, workloads
+from mpsbench.measure import devices, suite, workloads
 
 Key = tuple[Any, ...]
 
@@ -74,19 +75,22 @@ class Table:
 
 
 def measure(
+    benchmark: str,
     keys: Iterable[Key],
     prepare: Callable[..., Any],
     figures: Mapping[str, Figure],
 ) -> Table:
-    """For each key: ``prepare(*key)``, then every figure of that state; one process, one model at a time.
+    """For each key ``benchmark`` selects: ``prepare(*key)``, then every figure of that state; one model at a time.
 
-    ``prepare`` raising gives every figure of the key that outcome. Between
+    A key this run leaves out (the selection table's rule for ``benchmark``)
+    and ``prepare`` raising give every figure of the key that outcome. Between
     keys the cached workload is dropped and the device cache emptied, so that
     a process never holds two models' memory.
     """
     table = Table()
     for key in keys:
         try:
+            suite.selected(benchmark, *key)
             state = prepare(*key)
         except Exception as exc:
             failed = outcome_of(exc)
@@ -156,9 +160,13 @@ def family(readings: Mapping[str, Any], name: str) -> Any:
     return found
 
 
-def measure_kinds(measure_kind: Callable[[str, tuple[str, ...]], Any]) -> dict[str, Any]:
-    """:func:`measure_families` of training (every model) and inference (the models it has)."""
+def of(benchmark: Any, measure_family: Callable[[str, list[Key]], Table]) -> Callable[[], Table]:
+    """``measure_family`` over every combination of the benchmark class's params, selected by its name's rule."""
+    return functools.partial(measure_family, benchmark.__name__, grid(*benchmark.params))
+
+
+def measure_kinds(measure_kind: Callable[[str, str, list[Key]], Table], *benchmarks: Any) -> dict[str, Any]:
+    """:func:`measure_families` of each class's ``kind`` (training, inference): ``measure_kind(kind, ...)``."""
     return measure_families({
-        "training": lambda: measure_kind("training", models.NAMES),
-        "inference": lambda: measure_kind("inference", models.INFERENCE_NAMES),
+        benchmark.kind: of(benchmark, functools.partial(measure_kind, benchmark.kind)) for benchmark in benchmarks
     })

@@ -17,7 +17,7 @@ against the device's peak directly.
 
 The rest of this module turns a registry entry into something an asv
 ``setup`` can time: :class:`OpCase` (the inputs, resident on a device),
-:func:`prepare` (selection, availability, caching across asv's per-sample
+:func:`prepare` (availability, caching across asv's per-sample
 ``setup`` calls) and :func:`median_seconds_per_call` (the median that the
 ``track_`` throughputs come from).
 """
@@ -31,7 +31,7 @@ import torch
 import torch.nn.functional as F
 
 from mpsbench import command
-from mpsbench.measure import devices, fallback, precision, selection, timing
+from mpsbench.measure import devices, fallback, precision, timing
 from mpsbench.measure.suite import SkipNotImplemented  # asv's, or suite's stand-in
 
 SEED = 0  # every input is drawn after seeding with this
@@ -85,7 +85,6 @@ class OpSpec:
     work: Callable[[Dims, int], int]  # FLOPs or bytes of one forward call, given the element size in bytes
     formula: str  # ``work`` in words, for the docs and the table
     has_backward: bool  # trained through: the forward+backward benchmark times it
-    host_device_copy: bool = False  # needs a device other than the host to mean anything
     needs_functional: str | None = None  # a torch.nn.functional name older torch lacks
 
     def dims(self, size: str) -> Dims:
@@ -189,7 +188,6 @@ def _copy(name: str, description: str, source_on_host: bool) -> OpSpec:
         work=lambda d, s: d["n"] * s,
         formula="n*s (the bytes that cross between host and device memory)",
         has_backward=False,
-        host_device_copy=True,
     )
 
 
@@ -568,51 +566,6 @@ def throughput(case: OpCase) -> float:
 
 # --- what an asv setup calls ------------------------------------------------
 
-# On the cpu, reduced precision is timed only in the full sweep and never at
-# the large size: without native half-precision units, matmul and conv2d in
-# float16/bfloat16 took 14 to 19 times their float32 time on this project's
-# x86 test machine (conv2d, 0.6 GFLOP: 2.9 s against 0.16 s), so a large call
-# would take minutes.
-_CPU_REDUCED_PRECISION_SIZES = ("small", "medium")
-
-
-def in_default_selection(device: str, dtype: str, size: str) -> bool:
-    """float32 on every device: the large size on a GPU, small and medium on the cpu.
-
-    A GPU pays its device context (about 0.3 s on an H100) in every benchmark
-    process, one per combination, and its default has 3 minutes (docs/budget.md):
-    the large size is where an op is bound by the GPU rather than by the host
-    launching it (the small and medium sizes' launch cost is what the mlp rows
-    time), and float16 and bfloat16, which would triple the op processes, are
-    in the full sweep (and, model-level, in benchmark_precision).
-    """
-    if dtype != "float32":
-        return False
-    return size == "large" if device != "cpu" else size != "large"
-
-
-def skip_reason(device: str, spec: OpSpec, dtype: str, size: str) -> str | None:
-    """Why this combination is not timed in this run, or None if it is."""
-    excluded = selection.device_reason(device)
-    if excluded is not None:
-        return excluded
-    if spec.host_device_copy and device == "cpu":
-        return f"{spec.name} copies between host and a device; on the cpu both ends are host memory"
-    if device == "cpu" and dtype != "float32" and size not in _CPU_REDUCED_PRECISION_SIZES:
-        return f"{spec.name} in {dtype} at {size} on the cpu is not timed: reduced precision is 10-20x slower there"
-    if selection.full_sweep() or in_default_selection(device, dtype, size):
-        return None
-    return (
-        f"{spec.name} in {dtype} at {size} on {device} is outside the default selection;"
-        f" set {selection.FULL_SWEEP_ENV}=1 for the full sweep"
-    )
-
-
-def left_out(device: str, op: str, dtype: str, size: str) -> str | None:
-    """The op classes' rule for :mod:`mpsbench.measure.preselect`: :func:`skip_reason` from the params alone."""
-    return skip_reason(device, get(op), dtype, size)
-
-
 # Words in torch's errors for a dtype a device or kernel does not support.
 _UNSUPPORTED_WORDS = ("not implemented for", "not supported", "does not support", "does not have support",
                       "unsupported")
@@ -669,16 +622,13 @@ def forget() -> None:
 def prepare(device: str, op: str, dtype: str, size: str, training: bool) -> OpCase:
     """Build (once per process) and warm up an op for an asv ``setup``.
 
-    Skips with the reason (n/a): combinations outside this run's selection,
-    absent devices, ops this torch lacks, reduced-precision dtypes torch
-    refuses on this device, inputs that do not fit in memory. Anything else
-    raised fails the combination.
+    Skips with the reason (n/a), after the setup asked the selection: absent
+    devices, ops this torch lacks, reduced-precision dtypes torch refuses on
+    this device, inputs that do not fit in memory. Anything else raised fails
+    the combination.
     """
     spec = get(op)
     precision.check_name(dtype)
-    reason = skip_reason(device, spec, dtype, size)
-    if reason is not None:
-        raise SkipNotImplemented(reason)
     found = devices.availability(device)
     if not found.usable:
         raise SkipNotImplemented(f"{device} is not usable here: {found.reason}")

@@ -31,7 +31,7 @@ from pathlib import Path
 import torch
 
 from mpsbench import command
-from mpsbench.measure import devices, ops
+from mpsbench.measure import devices, ops, selection, suite
 
 
 @dataclass(frozen=True)
@@ -73,7 +73,7 @@ def matmul_uses_tf32() -> bool:
 
 def peak_of(peaks: Peaks, spec: ops.OpSpec, dtype: str) -> float:
     """The peak, in the op's unit, that one op in one dtype is held against."""
-    if spec.host_device_copy:
+    if spec.name in selection.HOST_DEVICE_COPIES:
         return peaks.host_link_gbps
     if spec.unit == ops.GBPS:
         return peaks.memory_gbps
@@ -98,6 +98,9 @@ class Row:
 def measure(device: str, spec: ops.OpSpec, dtype: str, size: str, peaks: Peaks | None) -> Row:
     """One combination's row: timed, skipped with the reason, or failed with the error."""
     try:
+        reason = selection.op(device, spec.name, dtype, size)  # the op classes' rule
+        if reason is not None:
+            raise suite.SkipNotImplemented(reason)
         case = ops.prepare(device, spec.name, dtype, size, training=False)
         seconds = ops.median_seconds_per_call(case)
     except NotImplementedError as skipped:  # asv's SkipNotImplemented, with the reason

@@ -8,12 +8,11 @@ method on macOS, it imports torch again, about 5 s (docs/budget.md). The
 suite has about 3,000 combinations per build, and a machine times a few
 hundred of them.
 
-Every parameterized benchmark class names its rule in ``left_out``: the
-class's params in order, the reason this run leaves the combination out, or
-None. Its ``setup`` (or ``setup_cache``) applies the same rule, which
-tests/test_preselect.py checks, so a preselected run records the same numbers
-as a plain one; the left-out combinations are simply not run instead of being
-recorded as n/a, and results recorded for them earlier are kept.
+Each combination's reason comes from :mod:`mpsbench.measure.selection`'s
+table, which every ``setup`` (or ``setup_cache``) asks too, so a preselected
+run records the same numbers as a plain one; the left-out combinations are
+simply not run instead of being recorded as n/a, and results recorded for
+them earlier are kept.
 
 A device is left out only when this machine plainly lacks it (no NVIDIA
 driver for cuda, not Apple silicon for mps), never because the torch of
@@ -24,15 +23,16 @@ driver for cuda, not Apple silicon for mps), never because the torch of
 from __future__ import annotations
 
 import argparse
+import ast
 import itertools
 import re
 import sys
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from mpsbench.measure import devices
+from mpsbench.measure import devices, selection
 
 
 class PreselectError(ValueError):
@@ -72,41 +72,20 @@ def discover(benchmark_dir: Path) -> list[Any]:
         sys.modules.update(saved)
 
 
-def _rule_of(benchmark: Any) -> Callable[..., str | None] | None:
-    owner = getattr(benchmark.func, "__self__", None)
-    return getattr(type(owner), "left_out", None) if owner is not None else None
-
-
-def _values_of(benchmark: Any) -> list[list[Any]]:
-    """The real param values as the benchmark class declares them (asv's ``params`` are their reprs)."""
-    owner = getattr(benchmark.func, "__self__", None)
-    declared = getattr(type(owner), "params", []) if owner is not None else []
-    if declared and not isinstance(declared[0], (list, tuple)):
-        return [list(declared)]  # one parameter: asv accepts a flat list
-    return [list(values) for values in declared]
-
-
 def combinations(benchmarks: Sequence[Any]) -> Iterator[Combination]:
-    """Every combination of every benchmark, with the reason this run leaves it out."""
+    """Every combination of every benchmark, with the reason this run leaves it out (from asv's names and reprs)."""
     absent: dict[str, str | None] = {}
     for benchmark in benchmarks:
-        values = _values_of(benchmark)
-        if not values:
+        if not benchmark.params:
             yield Combination(benchmark.name, None)
             continue
-        rule = _rule_of(benchmark)
-        device_first = benchmark.param_names[0] == "device"
-        for shown, actual in zip(itertools.product(*benchmark.params), itertools.product(*values), strict=True):
-            name = f"{benchmark.name}({', '.join(shown)})"
-            reason = None
-            if device_first:
-                device = actual[0]
-                if device not in absent:
-                    absent[device] = devices.absent_reason(device)
-                reason = absent[device]
-            if reason is None and rule is not None:
-                reason = rule(*actual)
-            yield Combination(name, reason)
+        owner = benchmark.name.split(".")[-2]  # "benchmark_models.Training.time_step": the class
+        for shown in itertools.product(*benchmark.params):
+            params = [ast.literal_eval(value) for value in shown]  # asv keeps each value's repr
+            device = params[0]
+            if device not in absent:
+                absent[device] = devices.absent_reason(device)
+            yield Combination(f"{benchmark.name}({', '.join(shown)})", absent[device] or selection.left_out(owner, *params))
 
 
 def regex(selected: Sequence[str]) -> str:

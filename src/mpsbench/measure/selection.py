@@ -1,30 +1,31 @@
-"""Which combinations the default ``asv run`` times, and the switch for the full sweep.
+"""The one selection table: which combinations of each benchmark class this run times, and why not the rest.
 
-The params of every benchmark class are fixed (they never change with the
-hardware, the torch version or the environment); the default selection is
-applied in ``setup``, which skips the combinations outside it with a reason.
-The budget this keeps to is measured in docs/budget.md.
+Every parameterized class in ``benchmarks/`` has one rule in :data:`RULES`,
+keyed by its class name: it takes the class's params in order and returns why
+this run leaves the combination out, or None if it runs. The class's
+``setup`` (or the ``setup_cache`` that measures it) asks :func:`left_out`, and
+so does :mod:`mpsbench.measure.preselect` before asv starts any process, so
+the two cannot disagree. Params never change with the hardware or the torch
+version; this selection changes with two variables only (MPSBENCH_FULL,
+MPSBENCH_DEVICES). Torch-free: it reads the registries' names and sizes. The
+budget the default keeps to is measured in docs/budget.md.
 """
 
 from __future__ import annotations
 
+import functools
 import os
+from collections.abc import Callable
 
-from mpsbench.measure.models import ModelSpec
+from mpsbench.measure import devices, models
 
 FULL_SWEEP_ENV = "MPSBENCH_FULL"  # set to 1: every device at every batch size
 # A comma-separated list of devices to run (default: every device): a CUDA box's
 # nightly can leave its cpu out, a calibration can time one device. asv passes the
 # environment through to every benchmark process, setup_cache included.
 DEVICES_ENV = "MPSBENCH_DEVICES"
-CPU_BATCH_SIZES = (1, 8, 32)  # latency and mid sizes, beside each model's seed size
-CPU_LARGE_BATCH_SIZES = (1, 8)  # a large model's cpu step at batch 128 takes about a minute
-# On a GPU a benchmark process costs seconds before its first timed step (device
-# context, warm-up, accuracy check: docs/performance.md), more than its steps, and
-# one GPU's default has 3 minutes (docs/budget.md): the default keeps the seeds'
-# batch sizes, the full sweep the rest. Batch 1 on a GPU is launch-bound and moved
-# 2-44% between runs on the H100, too much for a 5% regression factor to gate.
-GPU_BATCH_SIZES: tuple[int, ...] = ()
+
+Rule = Callable[..., "str | None"]  # the class's params in order -> why left out, or None
 
 
 def full_sweep() -> bool:
@@ -33,8 +34,6 @@ def full_sweep() -> bool:
 
 def selected_devices() -> tuple[str, ...] | None:
     """The devices named in MPSBENCH_DEVICES, or None (every device); exits on an unknown name."""
-    from mpsbench.measure import devices  # here, not at the top: devices imports torch
-
     value = os.environ.get(DEVICES_ENV, "").strip()
     if not value:
         return None
@@ -50,58 +49,267 @@ def device_reason(device: str) -> str | None:
     MPSBENCH_DEVICES, when set, names the devices. Unset, every device runs,
     except the cpu on a machine that has a GPU: there the GPU is what the run
     is for, and the cpu's default (14 minutes of a 2-core machine, minutes on
-    a workstation) would take several times the GPU's 3-minute budget
-    (docs/budget.md). Naming it (``MPSBENCH_DEVICES=mps,cpu``) adds it.
+    a workstation) would take several times the GPU's 3-minute budget.
+    Naming it (``MPSBENCH_DEVICES=mps,cpu``) adds it.
     """
-    from mpsbench.measure import devices  # here, not at the top: devices imports torch
-
     names = selected_devices()
     if names is not None:
         return None if device in names else f"{device} is not in {DEVICES_ENV}={','.join(names)}"
-    if device == "cpu":
-        accelerators = devices.accelerators_present()
-        if accelerators:
-            return (
-                f"the cpu is left out by default on a machine with {' and '.join(accelerators)};"
-                f" set {DEVICES_ENV}={','.join(accelerators)},cpu to time it too"
-            )
+    accelerators = devices.accelerators_present()
+    if device == "cpu" and accelerators:
+        return (
+            f"the cpu is left out by default on a machine with {' and '.join(accelerators)};"
+            f" set {DEVICES_ENV}={','.join(accelerators)},cpu to time it too"
+        )
     return None
 
 
-def family_reason(device: str, family: str, default_devices: tuple[str, ...], why: str) -> str | None:
-    """Why ``device`` is left out of one family of rows: device_reason, or the family's default devices.
-
-    A family whose rows run by default on ``default_devices`` only runs on the
-    others in the full sweep (MPSBENCH_FULL=1); ``why`` says why in the skip message.
-    """
-    reason = device_reason(device)
-    if reason is None and device not in default_devices and not full_sweep():
-        return f"{family} on {device} is full sweep only ({why}); set {FULL_SWEEP_ENV}=1 to run it"
-    return reason
-
-
-def in_default_selection(device: str, spec: ModelSpec, batch_size: int) -> bool:
-    """True for the combinations the default run times.
-
-    GPUs run the model's seed batch size; the cpu runs the small sizes and the
-    seed size, except that the large models run on the cpu at their smallest
-    sizes only.
-    """
-    if device != "cpu":
-        return batch_size in GPU_BATCH_SIZES or batch_size == spec.seed_batch_size
-    if spec.large:
-        return batch_size in CPU_LARGE_BATCH_SIZES
-    return batch_size in CPU_BATCH_SIZES or batch_size == spec.seed_batch_size
-
-
-def skip_reason(device: str, spec: ModelSpec, batch_size: int) -> str | None:
-    """Why this combination is left out of this run, or None if it runs."""
+def _decide(device: str, default: bool, outside: str, never: str | None = None) -> str | None:
+    """``never`` (left out even in the full sweep), the device's reason, or ``outside`` unless in the default."""
+    if never is not None:
+        return never
     excluded = device_reason(device)
     if excluded is not None:
         return excluded
-    if full_sweep() or in_default_selection(device, spec, batch_size):
+    return None if default or full_sweep() else f"{outside}; set {FULL_SWEEP_ENV}=1 for the full sweep"
+
+
+def _outside(model: str, batch_size: int, device: str, what: str = "") -> str:
+    return f"{model} at batch {batch_size} on {device} is outside the default {what + ' ' if what else ''}selection"
+
+
+# --- the model steps: benchmark_models, benchmark_modern ---------------------------------
+CPU_BATCH_SIZES = (1, 8, 32)  # latency and mid sizes, beside each model's seed size
+CPU_LARGE_BATCH_SIZES = (1, 8)  # a large model's cpu step at batch 128 takes about a minute
+
+
+def _not_at(model: str, batch_size: int) -> str | None:
+    if batch_size in models.get(model).batch_sizes:
         return None
-    return (
-        f"{spec.name} at batch {batch_size} on {device} is outside the default selection;"
-        f" set {FULL_SWEEP_ENV}=1 for the full sweep"
-    )
+    return str(models.BatchSizeError(f"{model} is not run at batch {batch_size}"))
+
+
+def steps(device: str, model: str, batch_size: int) -> str | None:
+    """GPUs run the model's seed batch size; the cpu its small sizes and the seed's, a large model its smallest.
+
+    On a GPU a benchmark process costs seconds before its first timed step
+    (device context, warm-up, accuracy check: docs/performance.md), more than
+    its steps. Batch 1 on a GPU is launch-bound and moved 2-44% between runs on
+    the H100, too much for a 5% regression factor to gate.
+    """
+    spec = models.get(model)
+    if device != "cpu":
+        default = batch_size == spec.seed_batch_size
+    elif spec.large:
+        default = batch_size in CPU_LARGE_BATCH_SIZES
+    else:
+        default = batch_size in CPU_BATCH_SIZES or batch_size == spec.seed_batch_size
+    return _decide(device, default, _outside(model, batch_size, device), _not_at(model, batch_size))
+
+
+def modern(device: str, model: str, batch_size: int) -> str | None:
+    """The cpu at batch 1 (a llama_small step at batch 8 takes half a minute on two cores); GPUs: full sweep.
+
+    The H100's default already takes 165 of its 180 s, and these rows took
+    most of 169 s more there. The GPU default keeps the Llama's generation.
+    """
+    default = device == "cpu" and batch_size == 1
+    return _decide(device, default, _outside(model, batch_size, device, "modern models'"), _not_at(model, batch_size))
+
+
+# --- the classes at each model's seed batch size -----------------------------------------
+# Instruments: on mps, training, where leaks live (the May 2022 nightly leaked in
+# VGG16 training), on a CNN and on the sub-millisecond mlp where launch overhead
+# is the point. On cuda the full sweep only: their setup_cache is an interpreter
+# of its own (22 s of the H100's default).
+INSTRUMENTS_ON_GPU: dict[str, dict[str, tuple[str, ...]]] = {
+    "mps": {"training": ("mlp", "resnet50"), "inference": ()},
+    "cuda": {"training": (), "inference": ()},
+}
+# Precision: reduced precision is for CNNs and transformers; a GPU's default is the
+# transformer's mixed-precision training (its float32 row is benchmark_models'
+# Training at the same batch); the cpu, where reduced precision is slow, times the
+# mlp in every dtype. Its peak memory on a GPU is in the full sweep: another
+# setup_cache interpreter (15 s of the H100's default).
+PRECISION_MODELS: dict[str, dict[str, tuple[str, ...]]] = {
+    "cpu": {"training": ("mlp",), "inference": ("mlp",)},
+    "gpu": {"training": ("bert_base",), "inference": ()},
+}
+FLOAT32 = "float32"  # the dtype every other class times
+# Compiling costs more than every timed step together (the mlp 4-6 s on the H100,
+# resnet50's training graph 59 s, bert_base's 66 s: docs/workloads.md): the default
+# compiles the mlp on the cpu only, enough to see inductor break or slow down.
+COMPILED_DEFAULT: dict[str, tuple[str, ...]] = {"cpu": ("mlp",), "mps": (), "cuda": ()}
+
+
+def _seed(model: str) -> int:
+    return models.get(model).seed_batch_size
+
+
+def instruments(kind: str, device: str, model: str) -> str | None:
+    """The cpu's small models; on a GPU the models :data:`INSTRUMENTS_ON_GPU` lists."""
+    spec = models.get(model)
+    default = not spec.large if device == "cpu" else model in INSTRUMENTS_ON_GPU[device][kind]
+    what = "instruments" if device == "cpu" else f"{kind} instruments"
+    return _decide(device, default, _outside(model, spec.seed_batch_size, device, what))
+
+
+def cold_start(device: str, model: str) -> str | None:
+    """The cpu's small models; a GPU in the full sweep: every sample imports torch anew (12 s on the H100 host)."""
+    spec = models.get(model)
+    return _decide(device, device == "cpu" and not spec.large, _outside(model, spec.seed_batch_size, device, "cold start"))
+
+
+def precision(kind: str, device: str, model: str, dtype: str) -> str | None:
+    """:data:`PRECISION_MODELS`; on a GPU the reduced dtypes only: the float32 step is benchmark_models'."""
+    on_gpu = device != "cpu"
+    listed = model in PRECISION_MODELS["gpu" if on_gpu else "cpu"][kind]
+    if listed and on_gpu and dtype == FLOAT32:
+        return _decide(device, False, f"{model} {kind} in {dtype} on {device} is outside the default precision"
+                                      " selection (benchmark_models times it)")
+    return _decide(device, listed, _outside(model, _seed(model), device, "precision"))
+
+
+def precision_memory(kind: str, device: str, model: str, dtype: str) -> str | None:
+    """The precision timings' rule on the cpu; on a GPU, the full sweep only."""
+    if device == "cpu":
+        return precision(kind, device, model, dtype)
+    return _decide(device, False, _outside(model, _seed(model), device, f"{kind} precision peak memory"))
+
+
+def compiled(kind: str, device: str, model: str) -> str | None:
+    """:data:`COMPILED_DEFAULT` per device, the rest in the full sweep."""
+    return _decide(device, model in COMPILED_DEFAULT[device], _outside(model, _seed(model), device, f"compiled {kind}"))
+
+
+def _family(device: str, family: str, default_devices: tuple[str, ...], why: str) -> str | None:
+    """A family whose rows run by default on ``default_devices``; ``why`` says why not the others."""
+    return _decide(device, device in default_devices, f"{family} on {device} is full sweep only ({why})")
+
+
+def generation(device: str, model: str) -> str | None:
+    """The cpu's and mps's default: time to first token and tokens/s are the LLM's figures.
+
+    On cuda the two took 23 s of the H100's 3-minute default, which the seeds'
+    rows already fill, and batch-1 decode there measures the host's launches
+    and transformers' Python (13.5 ms a token for a 125M model) more than the GPU.
+    """
+    return _family(device, f"{model}'s generation", ("cpu", "mps"),
+                   "the GPU's 3-minute default is full; batch-1 decode there is host-bound")
+
+
+def correctness(device: str, pattern: str, dtype: str) -> str | None:
+    """Every pattern and dtype on the cpu and mps; cuda in the full sweep.
+
+    The patterns take milliseconds, their interpreter 24 s of the H100's default,
+    and every timed cuda process checks the same patterns anyway (suite.guard).
+    """
+    return _family(device, f"the {pattern} {dtype} error", ("cpu", "mps"),
+                   "every timed process checks the patterns; the GPU's 3 minutes are full")
+
+
+def leaks(device: str, pattern: str) -> str | None:
+    """mps by default, where these loops leaked; the cpu and cuda in the full sweep.
+
+    On the cpu the reading is the process RSS, which the allocator moves by tens
+    of MiB per 1,000 iterations either way, and the four loops took 482 s of the
+    2-core VM under load; on cuda they read 0.0 and cost an interpreter.
+    """
+    return _family(device, f"the {pattern} leak loop", ("mps",), "the leaks were mps's")
+
+
+# --- ops, epochs, the largest batch ------------------------------------------------------
+HOST_DEVICE_COPIES = ("copy_h2d", "copy_d2h")  # ops that need a device other than the host to mean anything
+# Reduced precision on the cpu took 14-19x float32's time on the x86 test machine
+# (conv2d, 0.6 GFLOP: 2.9 s against 0.16 s): a large call would take minutes.
+CPU_REDUCED_PRECISION_SIZES = ("small", "medium")
+
+
+def op(device: str, name: str, dtype: str, size: str) -> str | None:
+    """float32 on every device: the large size on a GPU, small and medium on the cpu.
+
+    A GPU pays its device context in every benchmark process; the large size
+    is where an op is bound by the GPU rather than by the host launching it,
+    and float16 and bfloat16 would triple the op processes (model-level, they
+    are in benchmark_precision).
+    """
+    never = None
+    if name in HOST_DEVICE_COPIES and device == "cpu":
+        never = f"{name} copies between host and a device; on the cpu both ends are host memory"
+    elif device == "cpu" and dtype != FLOAT32 and size not in CPU_REDUCED_PRECISION_SIZES:
+        never = f"{name} in {dtype} at {size} on the cpu is not timed: reduced precision is 10-20x slower there"
+    default = dtype == FLOAT32 and (size == "large" if device != "cpu" else size != "large")
+    return _decide(device, default, f"{name} in {dtype} at {size} on {device} is outside the default selection", never)
+
+
+def epoch(device: str, model: str, batch_size: int, num_workers: int, dataset: str, phase: str = "train") -> str | None:
+    """The cpu trains ResNet-50 at batch 8 on the tiny dataset; a GPU the seed's VGG16 at batch 64 on the small one.
+
+    Both loader settings run: their difference is the data-loading bottleneck
+    the seed described. Both phases come from one measurement.
+    """
+    never = None
+    if device == "cpu" and dataset == "cifar10":
+        never = ("a full CIFAR-10 epoch on the cpu takes hours (50,000 images at the few images/s a cpu"
+                 " trains ResNet-50 or VGG16): run the 'small' dataset on the cpu instead")
+    if device == "cpu":
+        default = model == "resnet50" and batch_size == 8 and dataset == "tiny"
+    else:
+        default = model == "vgg16" and batch_size == 64 and dataset == "small"
+    outside = f"{model} at batch {batch_size} with {num_workers} workers on the {dataset} dataset on {device}"
+    return _decide(device, default, f"{outside} is outside the default selection", never)
+
+
+# The cpu searches the seeds' comparison only: full BERT fine-tuning against a frozen
+# encoder (39 s and 200 s on the 2-core cpu, the other five longer). GPUs search in the
+# full sweep: on an H100 the pair alone took 29-32 s of its 3-minute budget (all seven
+# 110 s), and the mps search can push the Mac into swap.
+LARGEST_BATCH_DEFAULT = (("bert_base", "training"), ("bert_base_frozen", "training"))
+
+
+def largest_batch(device: str, model: str, kind: str) -> str | None:
+    """:data:`LARGEST_BATCH_DEFAULT` on the cpu; GPUs in the full sweep."""
+    never = None
+    if kind == "inference" and model not in models.INFERENCE_NAMES:
+        never = f"{model} differs from its base model in training only: its inference is bert_base's"
+    if device == "cuda":
+        outside = f"the cuda search for {model} {kind} fills the GPU's memory batch by batch (seconds to half a minute)"
+    elif device == "mps":
+        ratio, env = devices.mps_high_watermark_ratio(), devices.MPS_WATERMARK_ENV
+        limit = f"{env}={ratio}" if ratio is not None else f"{env} unset: torch's default"
+        outside = f"the mps search grows memory up to the high watermark ({limit}), which can push the Mac into swap first"
+    else:
+        outside = f"the cpu search for {model} {kind} steps every batch up to its memory budget (minutes)"
+    default = device == "cpu" and (model, kind) in LARGEST_BATCH_DEFAULT
+    return _decide(device, default, f"{outside}; it is outside the default selection", never)
+
+
+# --- the table ---------------------------------------------------------------------------
+RULES: dict[str, Rule] = {
+    "Training": steps, "Inference": steps, "TrainingCapacity": steps, "InferenceCapacity": steps,
+    "ModernTraining": modern, "ModernInference": modern,
+    "TrainingInstruments": functools.partial(instruments, "training"),
+    "InferenceInstruments": functools.partial(instruments, "inference"),
+    "TrainingColdStart": cold_start, "InferenceColdStart": cold_start,
+    "TrainingPrecision": functools.partial(precision, "training"),
+    "InferencePrecision": functools.partial(precision, "inference"),
+    "TrainingPrecisionCapacity": functools.partial(precision_memory, "training"),
+    "InferencePrecisionCapacity": functools.partial(precision_memory, "inference"),
+    "CompiledTraining": functools.partial(compiled, "training"),
+    "CompiledInference": functools.partial(compiled, "inference"),
+    "LlmPrefill": generation, "LlmDecode": generation,
+    "Correctness": correctness, "LeakPatterns": leaks,
+    "ComputeBoundOps": op, "MemoryBoundOps": op, "ForwardBackwardOps": op,
+    "Epoch": epoch, "MaxBatch": largest_batch,
+}
+
+
+def left_out(benchmark: str, *params: object) -> str | None:
+    """Why this run leaves out ``benchmark``'s combination ``params`` (its class name, its params in order).
+
+    Probes no device and builds nothing: the preselection asks it before asv
+    starts any process, and every ``setup`` and ``setup_cache`` asks it first.
+    """
+    if benchmark not in RULES:
+        raise KeyError(f"no selection rule for benchmark class {benchmark!r}; the table has: {', '.join(RULES)}")
+    return RULES[benchmark](*params)

@@ -38,179 +38,18 @@ class StepTimer:
         return time.perf_counter() / self.steps_per_call
 
 
-# Decides whether a (device, model spec, batch size) runs in this asv run: a
-# reason to skip, or None. Each family of benchmark classes has its own.
-SkipRule = Callable[[str, models.ModelSpec, int], "str | None"]
+def selected(benchmark: str, *params: object) -> None:
+    """Skip, with the reason (asv's n/a), a combination this run leaves out: ``benchmark``'s rule in the selection table.
 
-# On a GPU every benchmark process pays seconds before its first step (device
-# context, warm-up, accuracy check: docs/performance.md), and one GPU's default
-# run has 3 minutes (docs/budget.md). The classes beyond the step timings
-# therefore run a shortlist there by default; the full sweep (MPSBENCH_FULL=1)
-# runs every model, kind and dtype.
-# Instruments: on mps, training, where leaks live (the May 2022 nightly leaked in
-# VGG16 training), on a CNN and on the sub-millisecond mlp where launch overhead
-# is the point. On cuda, where nothing falls back to the cpu, the full sweep only:
-# their setup_cache is an interpreter of its own (22 s of the H100's default).
-GpuModels = dict[str, dict[str, tuple[str, ...]]]  # device -> kind -> models
-GPU_INSTRUMENT_MODELS: GpuModels = {
-    "mps": {"training": ("mlp", "resnet50"), "inference": ()},
-    "cuda": {"training": (), "inference": ()},
-}
-# Precision: reduced precision is for CNNs and transformers; a GPU's default is
-# the transformer's mixed-precision training (its float32 row is
-# benchmark_models' Training at the same batch); the cpu, where reduced
-# precision is slow, times the mlp in every dtype. Its peak memory on a GPU is in
-# the full sweep: another setup_cache interpreter (15 s of the H100's default).
-PRECISION_MODELS: dict[str, dict[str, tuple[str, ...]]] = {
-    "cpu": {"training": ("mlp",), "inference": ("mlp",)},
-    "gpu": {"training": ("bert_base",), "inference": ()},
-}
-GPU_PRECISION_DTYPES = tuple(name for name in precision.NAMES if name != precision.DEFAULT)
-# Cold start: every sample is a fresh interpreter that imports torch and builds
-# the model (about 12 s a sample for resnet50 on the H100 host, 38 s for three):
-# the cpu's default times its small models, a GPU's is the full sweep only.
-GPU_COLD_START: GpuModels = {gpu: {"training": (), "inference": ()} for gpu in devices.GPU_NAMES}
-
-
-def outside(what: str, spec: models.ModelSpec, batch_size: int, device: str) -> str:
-    return (
-        f"{spec.name} at batch {batch_size} on {device} is outside the default {what} selection;"
-        f" set {selection.FULL_SWEEP_ENV}=1 for the full sweep"
-    )
-
-
-def _small_on_cpu_listed_on_gpus(what: str, kind: str, gpu_models: GpuModels) -> SkipRule:
-    """A rule for ``kind``: the cpu's small models; on a GPU, the models ``gpu_models`` lists for it."""
-
-    def reason(device: str, spec: models.ModelSpec, batch_size: int) -> str | None:
-        if selection.full_sweep():
-            return None
-        if device == "cpu" and spec.large:
-            return outside(what, spec, batch_size, device)
-        if device != "cpu" and spec.name not in gpu_models[device][kind]:
-            return outside(f"{kind} {what}", spec, batch_size, device)
-        return None
-
-    return reason
-
-
-def instrument_skip_reason(kind: str) -> SkipRule:
-    """The instruments' rule for ``kind`` (seed batch): the cpu's small models, :data:`GPU_INSTRUMENT_MODELS`."""
-    return _small_on_cpu_listed_on_gpus("instruments", kind, GPU_INSTRUMENT_MODELS)
-
-
-def cold_start_skip_reason(kind: str) -> SkipRule:
-    """The cold-start rule for ``kind``: the cpu's small models; on a GPU, the full sweep only."""
-    return _small_on_cpu_listed_on_gpus("cold start", kind, GPU_COLD_START)
-
-
-def precision_skip_reason(kind: str, dtype: str) -> SkipRule:
-    """The dtype classes' rule for ``kind`` and ``dtype`` (seed batch): :data:`PRECISION_MODELS`.
-
-    On a GPU only the reduced dtypes: the float32 step is benchmark_models' own.
+    Asked first in every ``setup`` and for every key a ``setup_cache`` measures.
     """
-
-    def reason(device: str, spec: models.ModelSpec, batch_size: int) -> str | None:
-        if selection.full_sweep():
-            return None
-        on_gpu = device != "cpu"
-        if spec.name not in PRECISION_MODELS["gpu" if on_gpu else "cpu"][kind]:
-            return outside("precision", spec, batch_size, device)
-        if on_gpu and dtype not in GPU_PRECISION_DTYPES:
-            return (
-                f"{spec.name} {kind} in {dtype} on {device} is outside the default precision selection"
-                f" (benchmark_models times it); set {selection.FULL_SWEEP_ENV}=1 for the full sweep"
-            )
-        return None
-
-    return reason
+    reason = selection.left_out(benchmark, *params)
+    if reason is not None:
+        raise SkipNotImplemented(reason)
 
 
-def left_out(device: str, model: str, batch_size: int, skip_reason: SkipRule = selection.skip_reason) -> str | None:
-    """Why this run leaves the combination out, judged from its params alone, or None if it runs.
-
-    The model is not run at the batch size, the device is not in
-    MPSBENCH_DEVICES, or ``skip_reason`` leaves it out. Probes no device and
-    builds nothing: :mod:`mpsbench.measure.preselect` asks it before asv starts any
-    process, and :func:`require` asks it first in every ``setup``.
-    """
-    spec = models.get(model)
-    if batch_size not in spec.batch_sizes:
-        return str(models.BatchSizeError(f"{model} is not run at batch {batch_size}"))
-    return selection.device_reason(device) or skip_reason(device, spec, batch_size)
-
-
-# Each benchmark class's ``left_out``: its params in order, the reason this run
-# leaves the combination out (None: it runs). The class's setup applies the same
-# rule through require(); tests/test_preselect.py checks the two agree.
-def steps_left_out(device: str, model: str, batch_size: int) -> str | None:
-    """Training, Inference and their capacity classes."""
-    return left_out(device, model, batch_size)
-
-
-def at_seed_batch(skip_reason: SkipRule) -> Callable[[str, str], str | None]:
-    """The rule of a class whose params are (device, model), run at the model's seed batch size."""
-
-    def rule(device: str, model: str) -> str | None:
-        return left_out(device, model, models.get(model).seed_batch_size, skip_reason)
-
-    return rule
-
-
-def cold_start_left_out(kind: str) -> Callable[[str, str], str | None]:
-    """The cold-start classes of ``kind`` (seed batch size)."""
-    return at_seed_batch(cold_start_skip_reason(kind))
-
-
-def precision_memory_skip_reason(kind: str, dtype: str) -> SkipRule:
-    """The precision peak-memory rule: the step timings' on the cpu; on a GPU, the full sweep only."""
-    timings = precision_skip_reason(kind, dtype)
-
-    def reason(device: str, spec: models.ModelSpec, batch_size: int) -> str | None:
-        if device != "cpu" and not selection.full_sweep():
-            return outside(f"{kind} precision peak memory", spec, batch_size, device)
-        return timings(device, spec, batch_size)
-
-    return reason
-
-
-def precision_left_out(kind: str, memory: bool = False) -> Callable[[str, str, str], str | None]:
-    """The precision classes of ``kind`` (seed batch size), ``memory`` for the peak memory ones.
-
-    A dtype the device lacks is found in ``setup``, by the build's torch.
-    """
-    rule_for = precision_memory_skip_reason if memory else precision_skip_reason
-
-    def rule(device: str, model: str, dtype: str) -> str | None:
-        return left_out(device, model, models.get(model).seed_batch_size, rule_for(kind, dtype))
-
-    return rule
-
-
-def modern_skip_reason(device: str, spec: models.ModelSpec, batch_size: int) -> str | None:
-    """The modern models' step rule: the cpu at batch 1 only (a llama_small training step at
-    batch 8 takes half a minute on two cores); a GPU in the full sweep only, at any batch: the
-    H100's default already takes 165 of its 180 s (docs/budget.md), and these five rows
-    took most of 169 s more there. The GPU default keeps the Llama's prefill and decode."""
-    if selection.full_sweep() or (device == "cpu" and batch_size == 1):
-        return None
-    return outside("modern models'", spec, batch_size, device)
-
-
-def modern_left_out(device: str, model: str, batch_size: int) -> str | None:
-    """ModernTraining and ModernInference."""
-    return left_out(device, model, batch_size, modern_skip_reason)
-
-
-def instruments_left_out(kind: str) -> Callable[[str, str], str | None]:
-    """The instrument classes of ``kind`` (seed batch size)."""
-    return at_seed_batch(instrument_skip_reason(kind))
-
-
-def require_device(device: str, left_out_reason: str | None = None) -> None:
-    """Skip, with the reason, a combination this run leaves out or whose device is not usable here."""
-    if left_out_reason is not None:
-        raise SkipNotImplemented(left_out_reason)
+def require_device(device: str) -> None:
+    """Skip, with the reason, a combination whose device is not usable here."""
     found = devices.availability(device)
     if not found.usable:
         raise SkipNotImplemented(f"{device} is not usable here: {found.reason}")
@@ -230,18 +69,13 @@ def require(
     batch_size: int,
     *,
     dtype: str = precision.DEFAULT,
-    skip_reason: SkipRule = selection.skip_reason,
 ) -> models.ModelSpec:
-    """Skip, with the reason (asv shows n/a), a combination that cannot or should not run here.
+    """Skip, with the reason (asv shows n/a), a combination that cannot run here (:func:`selected` asks first).
 
-    Checks in order: the model runs at this batch size; the combination is in
-    this run's selection; the device is usable; the model's packages import;
-    the device supports the dtype with this torch and OS. Builds nothing.
+    Checks in order: the device is usable; the model's packages import; the
+    device supports the dtype with this torch and OS. Builds nothing.
     """
     spec = models.get(model)
-    reason = left_out(device, model, batch_size, skip_reason)
-    if reason is not None:
-        raise SkipNotImplemented(reason)
     require_device(device)
     missing = spec.missing_requirements()
     if missing:
@@ -259,22 +93,20 @@ def prepare(
     batch_size: int,
     *,
     dtype: str = precision.DEFAULT,
-    skip_reason: SkipRule = selection.skip_reason,
     guarded: bool = True,
     compiled: bool = False,
 ) -> workloads.Workload:
     """Build (once per process) and warm up a workload for an asv ``setup``.
 
     Turns the reasons a combination cannot run into asv's outcomes: absent
-    devices, combinations the registry does not define, missing packages,
-    selections, unsupported dtypes and batches that do not fit in memory are
+    devices, missing packages, unsupported dtypes and batches that do not fit in memory are
     skipped with the reason (n/a); an op that torch lacks on the device fails
     the combination with the op's name, never a silent skip. ``compiled``
     wraps the model in ``torch.compile`` (mpsbench.measure.compiled). ``guarded``
     (timings) also fails combinations whose numbers would mislead: see
     :func:`guard`. Instruments that report those very facts pass False.
     """
-    require(kind, device, model, batch_size, dtype=dtype, skip_reason=skip_reason)
+    require(kind, device, model, batch_size, dtype=dtype)
     with OutOfMemorySkips(device, model, batch_size):  # build, copy to the device, warm-up, checks
         try:
             workload, _ = workloads.cached(kind, device, model, batch_size, dtype, compiled)
