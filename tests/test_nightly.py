@@ -27,6 +27,7 @@ from tests.test_compare import _checksums
 
 from mpsbench.builds import manifest as mf
 from mpsbench.fleet import nightly, results_branch
+from mpsbench.measure import preselect, selection
 from mpsbench.regressions import factor
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -309,12 +310,13 @@ def test_resolve_appends_the_newest_nightly_once_and_a_dry_run_changes_nothing(t
     assert fleet_manifest.read_bytes() == before
 
 
-def test_the_device_selection_keeps_those_devices_combinations_and_the_facts_recorded_with_every_run():
-    def selected(name: str, devices: list[str], benches: list[str]) -> bool:
-        return any(re.search(regex, name) for regex in nightly._selection(devices, benches))
-
-    assert selected("benchmark_models.Training.time_step('mps', 'mlp', 8)", ["mps", "cpu"], [])
-    assert not selected("benchmark_models.Training.time_step('cuda', 'mlp', 8)", ["mps", "cpu"], [])
-    assert selected("benchmark_models.Environment.track_cpu_threads", ["mps"], [])
-    assert not selected("benchmark_models.Inference.time_step('mps', 'mlp', 8)", ["mps"], ["Training"])
-    assert nightly._selection([], ["Training"]) == ["Training"]
+def test_bench_and_devices_narrow_the_preselection_and_the_facts_stay_where_they_match(monkeypatch):
+    monkeypatch.setenv(selection.DEVICES_ENV, "cpu")
+    monkeypatch.delenv(selection.FULL_SWEEP_ENV, raising=False)
+    pattern, count, total = preselect.pattern(ROOT / "benchmarks", ["Training.time_step", "Environment"])
+    assert 0 < count < total
+    assert re.search(pattern, "benchmark_models.Training.time_step('cpu', 'mlp', 8)")
+    assert re.search(pattern, "benchmark_models.Environment.track_cpu_threads")
+    assert not re.search(pattern, "benchmark_models.Inference.time_step('cpu', 'mlp', 8)")  # not asked for
+    assert not re.search(pattern, "benchmark_models.Training.time_step('cpu', 'mlp', 64)")  # outside the default
+    assert not re.search(pattern, "benchmark_models.Training.time_step('mps', 'mlp', 8)")  # not in MPSBENCH_DEVICES

@@ -202,28 +202,18 @@ def cmd_resolve(args: argparse.Namespace) -> int:
     return 0
 
 
-def _selection(devices: list[str], benches: list[str]) -> list[str]:
-    """asv -b regexes: the given benchmarks (all by default), limited to parameter combinations on the
-    given devices; benchmarks without params (Environment's facts, recorded with every run) stay in."""
-    if not devices:
-        return benches
-    on = r"\('(?:" + "|".join(re.escape(device) for device in devices) + r")'"
-    return [rf"^(?=.*(?:{bench})){rest}" for bench in benches or [""] for rest in (rf".*{on}", r"[^(]*$")]
-
-
 def _bench_patterns(paths: Paths, devices: list[str], benches: list[str]) -> list[str]:
-    """What ``asv run -b`` gets: the given benchmarks on the devices, or this run's exact selection.
+    """What ``asv run -b`` gets: this run's exact selection, of the ``--bench`` benchmarks if given.
 
-    Without ``--bench``, :mod:`mpsbench.measure.preselect` names the combinations that
-    run, so asv starts no process for the rest (under spawn, on a Mac, each
-    such process imports torch again); the devices become MPSBENCH_DEVICES, so
-    the preselection and every benchmark's ``setup`` leave out the same ones.
+    :mod:`mpsbench.measure.preselect` names the combinations that run, so asv
+    starts no process for the rest (under spawn, on a Mac, each such process
+    imports torch again). The devices become MPSBENCH_DEVICES, which asv passes
+    to every benchmark process, so the preselection and every benchmark's
+    ``setup`` leave out the same ones.
     """
-    if benches:
-        return _selection(devices, benches)
     if devices:
         os.environ[selection.DEVICES_ENV] = ",".join(devices)
-    pattern, count, total = preselect.pattern(paths.suite / "benchmarks")
+    pattern, count, total = preselect.pattern(paths.suite / "benchmarks", benches)
     log.info(f"asv will run {count} of the suite's {total} combinations (mpsbench preselect)")
     return [pattern]
 

@@ -95,10 +95,14 @@ def regex(selected: Sequence[str]) -> str:
     return "^(?:" + "|".join(re.escape(name) for name in selected) + ")$"
 
 
-def pattern(benchmark_dir: Path) -> tuple[str, int, int]:
-    """The ``-b`` pattern of this run's combinations, how many it names and how many the suite has."""
+def pattern(benchmark_dir: Path, bench: Sequence[str] = ()) -> tuple[str, int, int]:
+    """The ``-b`` pattern of this run's combinations, how many it names and how many the suite has.
+
+    ``bench``: only the combinations that one of these regexes finds (asv's ``-b`` meaning).
+    """
     found = list(combinations(discover(benchmark_dir)))
-    selected = [combination.name for combination in found if combination.reason is None]
+    selected = [combination.name for combination in found if combination.reason is None
+                and (not bench or any(re.search(regex, combination.name) for regex in bench))]
     return regex(selected), len(selected), len(found)
 
 
