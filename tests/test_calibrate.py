@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from tools.calibration import calibrate
+from tools.calibration import slowdown as inject
 
-from mpsbench.calibration import calibrate, inject
 from mpsbench.regressions import factor
 from mpsbench.results import asvconf
 
@@ -95,3 +97,16 @@ def test_launch_bound_probe_refuses_a_device_it_cannot_probe_in_one_line(device,
     assert done.returncode == 2
     last = done.stderr.strip().splitlines()[-1]
     assert says in last and "Traceback" not in done.stderr
+
+
+def test_the_calibrations_copy_of_the_suite_installs_the_slowdown_and_the_config_points_at_it(tmp_path):
+    asvconf.derived(tmp_path, tmp_path / "timeline", ["calib"])
+    copy = calibrate.suite_with_slowdown(tmp_path)
+    assert factor.read_config(tmp_path / "asv.conf.json")["benchmark_dir"] == str(copy)
+    check = ("from mpsbench.measure import workloads; unwrapped = workloads.Workload.run.__name__\n"
+             "import benchmarks\n"
+             "print(unwrapped, workloads.Workload.run.__name__, workloads.Workload.warm_up.__name__)")
+    done = subprocess.run([sys.executable, "-c", check], cwd=tmp_path, capture_output=True, text=True, timeout=300,
+                          env=dict(os.environ, PYTHONPATH=str(tmp_path)))
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["run", "run_and_wait", "warm_up_and_measure"]  # the package's own run has no hook

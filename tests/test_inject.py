@@ -1,10 +1,10 @@
-"""The calibration slowdown: parsed strictly, applied only to the named model, inside the timed call."""
+"""The calibration slowdown (tools/calibration): parsed strictly, applied only to the named model, inside the timed call."""
 
 from __future__ import annotations
 
 import pytest
+from tools.calibration import slowdown as inject
 
-from mpsbench.calibration import inject
 from mpsbench.measure import workloads
 
 
@@ -26,22 +26,37 @@ def test_malformed_values_are_refused_with_the_value(monkeypatch, value):
         inject.slowdown_for("resnet50")
 
 
-def test_injected_wait_is_a_share_of_the_warm_step_and_scales_with_steps(monkeypatch):
+@pytest.fixture
+def installed(monkeypatch):
+    """The calibration's wrappers on the workloads, undone after the test."""
+    for name in ("warm_up", "run"):
+        monkeypatch.setattr(workloads.Workload, name, getattr(workloads.Workload, name))
+    inject.install()
+
+
+def test_the_suite_has_no_hook_of_its_own(monkeypatch):
+    monkeypatch.setenv(inject.INJECT_ENV, "mlp:0.25")
+    workload = workloads.build("training", "cpu", "mlp", 8)
+    workload.warm_up()
+    assert not hasattr(workload, "injected_seconds")
+
+
+def test_injected_wait_is_a_share_of_the_warm_step_and_scales_with_steps(monkeypatch, installed):
     monkeypatch.setenv(inject.INJECT_ENV, "mlp:0.25")
     workload = workloads.build("training", "cpu", "mlp", 8)
     workload.warm_up()
     assert workload.injected_seconds > 0
     waits: list[float] = []
-    monkeypatch.setattr(workloads.time, "sleep", waits.append)
+    monkeypatch.setattr(inject.time, "sleep", waits.append)
     workload.run(3)
     assert waits == [pytest.approx(workload.injected_seconds * 3)]
 
 
-def test_other_models_run_without_a_wait(monkeypatch):
+def test_other_models_run_without_a_wait(monkeypatch, installed):
     monkeypatch.setenv(inject.INJECT_ENV, "resnet50:0.05")
     workload = workloads.build("training", "cpu", "mlp", 8)
     workload.warm_up()
     waits: list[float] = []
-    monkeypatch.setattr(workloads.time, "sleep", waits.append)
+    monkeypatch.setattr(inject.time, "sleep", waits.append)
     workload.run(3)
     assert workload.injected_seconds == 0.0 and waits == []

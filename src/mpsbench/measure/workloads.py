@@ -14,14 +14,12 @@ the cpu are known before anything is timed.
 from __future__ import annotations
 
 import math
-import statistics
 import time
 from collections.abc import Callable
 
 import torch
 from torch import nn
 
-from mpsbench.calibration import inject
 from mpsbench.measure import devices, fallback, models, precision
 
 KINDS: tuple[str, ...] = ("training", "inference")
@@ -61,8 +59,6 @@ class Workload:
         self.scaler = precision.grad_scaler(device, kind, dtype)  # float16 training only
         self.computed_dtype: torch.dtype | None = None  # the logits' dtype in the last step
         self.fallback_ops: tuple[str, ...] = ()  # ops that ran on the cpu during warm-up
-        self.slowdown = inject.slowdown_for(spec.name)  # 0.0 unless a calibration build injects one
-        self.injected_seconds = 0.0  # host wait per step that realizes the slowdown, set at warm-up
         if kind == "training":
             self.model.train()
             trained = self.trained_parameters()
@@ -139,16 +135,9 @@ class Workload:
         return logits, loss
 
     def run(self, steps: int) -> None:
-        """Run ``steps`` steps back to back, without synchronizing.
-
-        Under an injected slowdown (mpsbench.calibration.inject, calibration only) the
-        device is synchronized and the host then waits the injected share.
-        """
+        """Run ``steps`` steps back to back, without synchronizing."""
         for _ in range(steps):
             self.step()
-        if self.injected_seconds:
-            devices.synchronize(self.device)
-            time.sleep(self.injected_seconds * steps)
 
     def warm_up(self, steps: int = 2) -> None:
         """Run steps until kernels are chosen, shaders compiled and optimizer state exists.
@@ -175,19 +164,6 @@ class Workload:
         precision.check_computed(self.label, self.dtype, self.computed_dtype)
         if self.kind == "training" and not math.isfinite(float(result.detach().cpu())):
             raise WorkloadError(f"{self.spec.name} on {self.device}: non-finite training loss")
-        if self.slowdown:
-            self.injected_seconds = self.slowdown * self._median_step_seconds()
-
-    def _median_step_seconds(self, samples: int = 5) -> float:
-        """The step time the injected slowdown is a share of, measured once after warm-up."""
-        times = []
-        for _ in range(samples):
-            devices.synchronize(self.device)
-            begin = time.perf_counter()
-            self.step()
-            devices.synchronize(self.device)
-            times.append(time.perf_counter() - begin)
-        return statistics.median(times)
 
 
 def check_kind(kind: str) -> str:

@@ -1,12 +1,12 @@
 """Calibrate the suite on the GPU present: fidelity, noise, sensitivity and cost (issue #4).
 
-    python -m mpsbench.calibration.calibrate [--device cuda|mps] [--workdir DIR] [--phases ...]
+    scripts/calibrate [--device cuda|mps] [--workdir DIR] [--phases ...]
 
 Runs the real suite through asv in virtual environments whose build is the torch
 already installed here (``mpsbench build add-existing``: nothing is downloaded),
 against a calibration timeline of three commits: A and A2 (the same build
 twice) and B (the same build with a 5% slowdown of one model injected,
-mpsbench.calibration.inject). Then:
+tools/calibration/slowdown.py). Then:
 
 - fidelity: for each model at its seed batch size, asv's median step time on
   commit A against a hand-written loop in fresh processes (warm-up, then timed
@@ -30,6 +30,7 @@ import json
 import math
 import os
 import re
+import shutil
 import statistics
 import subprocess
 import sys
@@ -42,9 +43,9 @@ from typing import Any
 
 from mpsbench.builds import machine, resolve, timeline
 from mpsbench.builds import manifest as mf
-from mpsbench.calibration import inject
 from mpsbench.measure import devices, models, selection
 from mpsbench.results import asvconf
+from tools.calibration import slowdown
 
 PHASES = ("fidelity", "noise", "sensitivity", "cost", "breakdown")
 INJECTED_MODEL = "resnet50"
@@ -86,7 +87,7 @@ def calibration_timeline(workdir: Path) -> dict[str, str]:
         resolve.existing(site, build_id="a2", date=mf.format_date(start + timedelta(minutes=1))),
         resolve.existing(
             site, build_id="b", date=mf.format_date(start + timedelta(minutes=2)),
-            env={inject.INJECT_ENV: f"{INJECTED_MODEL}:{INJECTED_FRACTION}"},
+            env={slowdown.INJECT_ENV: f"{INJECTED_MODEL}:{INJECTED_FRACTION}"},
         ),
     ]
     manifest = mf.Manifest()
@@ -94,6 +95,25 @@ def calibration_timeline(workdir: Path) -> dict[str, str]:
         manifest = mf.append(manifest, "calib", build)
     generated = timeline.generate(manifest, workdir / "timeline", force=True)
     return {build.id: generated.commits[f"calib@{build.id}"] for build in builds}
+
+
+def suite_with_slowdown(workdir: Path) -> Path:
+    """The calibration's copy of the suite, whose package installs the slowdown (the suite has no hook for it).
+
+    Same module and class names, so the same benchmark ids; asv.conf.json in
+    ``workdir`` (asvconf.derived) is pointed at it.
+    """
+    target = workdir / "benchmarks"
+    shutil.rmtree(target, ignore_errors=True)
+    shutil.copytree(asvconf.ROOT / "benchmarks", target, ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copy2(Path(slowdown.__file__), target / "_slowdown.py")
+    with open(target / "__init__.py", "a") as init:
+        init.write("\nfrom . import _slowdown  # calibration only: build B's injected slowdown\n\n_slowdown.install()\n")
+    config = workdir / "asv.conf.json"
+    conf = json.loads(config.read_text())
+    conf["benchmark_dir"] = str(target)
+    config.write_text(json.dumps(conf, indent=4) + "\n")
+    return target
 
 
 class Asv:
@@ -500,6 +520,7 @@ def run_suite_phases(
     """Fidelity, noise, cost and sensitivity: each needs real asv runs of the calibration timeline."""
     commits = calibration_timeline(workdir)
     asvconf.derived(workdir, workdir / "timeline", ["calib"])
+    suite_with_slowdown(workdir)
     run = Asv(workdir, name)
     # Only this device: the track_ classes' setup_cache would otherwise also measure every cpu combination.
     run.env[selection.DEVICES_ENV] = device

@@ -1,1 +1,0 @@
-"""Calibrating the suite on a GPU: fidelity, noise, sensitivity (a deliberate slowdown) and cost."""

@@ -1,0 +1,1 @@
+"""Calibrating the suite on a GPU (scripts/calibrate): fidelity, noise, sensitivity, cost."""

@@ -1,0 +1,77 @@
+"""A deliberate, measured slowdown of one model's steps, for calibrating the suite.
+
+``MPSBENCH_INJECT_SLOWDOWN=resnet50:0.05`` makes every timed run of resnet50's
+steps take 5% longer: after the steps finish on the device, the host waits for
+5% of the step time measured when the workload was warmed up. It exists to
+prove that ``asv continuous`` flags a slowdown of that size (docs/performance.md):
+the calibration's build B sets the variable through its timeline entry, so the
+two sides of the comparison are two real timeline commits.
+
+The suite itself has no hook for it: the calibration runs its own copy of the
+benchmarks, whose package calls :func:`install`, which wraps the workloads'
+``warm_up`` and ``run`` from outside. Unset, the wrappers add one attribute
+read per timed call, on both sides of every comparison.
+"""
+
+from __future__ import annotations
+
+import os
+import statistics
+import time
+from typing import Any
+
+INJECT_ENV = "MPSBENCH_INJECT_SLOWDOWN"
+
+
+class InjectError(ValueError):
+    """A malformed MPSBENCH_INJECT_SLOWDOWN value."""
+
+
+def slowdown_for(model: str) -> float:
+    """The fraction by which ``model``'s steps are slowed: 0.0 unless the variable names it."""
+    value = os.environ.get(INJECT_ENV, "")
+    if not value:
+        return 0.0
+    name, sep, fraction = value.partition(":")
+    try:
+        amount = float(fraction)
+    except ValueError:
+        amount = -1.0
+    if not sep or not name or not 0.0 < amount < 1.0:
+        raise InjectError(f"{INJECT_ENV}={value!r} must be MODEL:FRACTION with 0 < FRACTION < 1, e.g. resnet50:0.05")
+    return amount if name == model else 0.0
+
+
+def median_step_seconds(workload: Any, samples: int = 5) -> float:
+    """The step time the injected slowdown is a share of, measured once after warm-up."""
+    from mpsbench.measure import devices
+
+    times = []
+    for _ in range(samples):
+        devices.synchronize(workload.device)
+        begin = time.perf_counter()
+        workload.step()
+        devices.synchronize(workload.device)
+        times.append(time.perf_counter() - begin)
+    return statistics.median(times)
+
+
+def install() -> None:
+    """Wrap the workloads' warm-up (measure the share to wait) and run (wait it, after a synchronize)."""
+    from mpsbench.measure import devices, workloads
+
+    warm_up, run = workloads.Workload.warm_up, workloads.Workload.run
+
+    def warm_up_and_measure(self: Any, *args: Any, **kwargs: Any) -> None:
+        warm_up(self, *args, **kwargs)
+        fraction = slowdown_for(self.spec.name)
+        self.injected_seconds = fraction * median_step_seconds(self) if fraction else 0.0
+
+    def run_and_wait(self: Any, steps: int) -> None:
+        run(self, steps)
+        if getattr(self, "injected_seconds", 0.0):
+            devices.synchronize(self.device)
+            time.sleep(self.injected_seconds * steps)
+
+    workloads.Workload.warm_up = warm_up_and_measure  # type: ignore[method-assign]
+    workloads.Workload.run = run_and_wait  # type: ignore[method-assign]
