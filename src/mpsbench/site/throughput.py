@@ -42,28 +42,24 @@ class Workload:
 
 @dataclass
 class Results:
-    """Step times and throughputs per machine, build and workload, beside the rows they were read from."""
+    """Throughput per machine, build and workload, beside the rows it was read from."""
 
     recorded: recorded.Recorded
     param_names: dict[str, tuple[str, ...]]  # benchmark -> its params' names (benchmarks.json)
-    seconds: dict[tuple[str, str, Workload], float] = field(default_factory=dict)
-    throughput: dict[tuple[str, str, Workload], float] = field(default_factory=dict)
-    _by_build: dict[tuple[str, str], set[Workload]] = field(default_factory=dict, repr=False)
+    samples: dict[tuple[str, str], dict[Workload, float]] = field(default_factory=dict)  # (machine, build) -> samples/s
+    seconds: dict[tuple[str, str, Workload], float] = field(default_factory=dict)  # the step times asv timed
 
     @property
     def machines(self) -> list[str]:
-        return sorted({machine for machine, _, _ in itertools.chain(self.seconds, self.throughput)})
+        return sorted({machine for machine, _ in self.samples})
 
     def builds(self, machine: str) -> list[str]:
         """The machine's builds with results, oldest first."""
-        found = {commit for m, commit, _ in itertools.chain(self.seconds, self.throughput) if m == machine}
+        found = {commit for m, commit in self.samples if m == machine}
         return sorted(found, key=lambda commit: (self.recorded.dates.get(commit, 0), commit))
 
     def workloads(self, machine: str, commit: str) -> set[Workload]:
-        if not self._by_build:  # built once: the figures ask for every machine, model and device
-            for m, c, w in itertools.chain(self.seconds, self.throughput):
-                self._by_build.setdefault((m, c), set()).add(w)
-        return self._by_build.get((machine, commit), set())
+        return set(self.samples.get((machine, commit), {}))
 
     def newest(self, names: set[str]) -> dict[str, list[tuple[str, dict[str, Any], float]]]:
         """Each named benchmark's positive values on each machine's newest build: (machine, params by name, value)."""
@@ -75,12 +71,6 @@ class Results:
                     found[row.benchmark].append((machine, params, measured.value))
         return found
 
-    def samples_per_second(self, machine: str, commit: str, workload: Workload) -> float | None:
-        key = (machine, commit, workload)
-        if key in self.seconds:
-            return workload.batch / self.seconds[key]
-        return self.throughput.get(key)
-
 
 def _results(found: recorded.Recorded, param_names: dict[str, tuple[str, ...]]) -> Results:
     results = Results(found, param_names)
@@ -91,8 +81,12 @@ def _results(found: recorded.Recorded, param_names: dict[str, tuple[str, ...]]) 
             kind, metric = METRICS[row.benchmark]
             params = recorded.named(row, param_names.get(row.benchmark) or PARAM_NAMES)
             workload = Workload(kind, str(params["model"]), str(params["device"]), int(params["batch_size"]))
-            table = results.seconds if metric == TIME else results.throughput
-            table[(machine, commit, workload)] = measured.value
+            samples = results.samples.setdefault((machine, commit), {})
+            if metric == TIME:  # a step time wins over a capacity throughput of the same workload
+                results.seconds[(machine, commit, workload)] = measured.value
+                samples[workload] = workload.batch / measured.value
+            else:
+                samples.setdefault(workload, measured.value)
     return results
 
 
@@ -122,30 +116,30 @@ class Point:
 
 def pick(results: Results, machine: str, commit: str, kind: str, model: str, device: str) -> Point | None:
     """The seed-batch measurement, else the largest batch measured for that device."""
-    batches = sorted(w.batch for w in results.workloads(machine, commit)
-                     if (w.kind, w.model, w.device) == (kind, model, device))
+    measured = results.samples.get((machine, commit), {})
+    batches = sorted(w.batch for w in measured if (w.kind, w.model, w.device) == (kind, model, device))
     if not batches:
         return None
     seed = seed_batch(model)
-    batch = seed if seed in batches else batches[-1]
-    workload = Workload(kind, model, device, batch)
-    value = results.samples_per_second(machine, commit, workload)
-    return None if value is None else Point(machine, commit, workload, value, batch == seed)
+    workload = Workload(kind, model, device, seed if seed in batches else batches[-1])
+    return Point(machine, commit, workload, measured[workload], workload.batch == seed)
+
+
+def _in_order(present: set[str], names: tuple[str, ...]) -> list[str]:
+    """The registry's order first (models.NAMES, devices.NAMES), then any it does not know."""
+    return [name for name in names if name in present] + sorted(present - set(names))
 
 
 def models_in(results: Results) -> list[str]:
     from mpsbench.measure import models
 
-    present = {w.model for machine in results.machines for c in results.builds(machine)
-               for w in results.workloads(machine, c)}
-    return [m for m in models.NAMES if m in present] + sorted(present - set(models.NAMES))
+    return _in_order({w.model for measured in results.samples.values() for w in measured}, models.NAMES)
 
 
 def devices_in(results: Results, machine: str, commit: str, model: str) -> list[str]:
     from mpsbench.measure import devices
 
-    present = {w.device for w in results.workloads(machine, commit) if w.model == model}
-    return [d for d in devices.NAMES if d in present] + sorted(present - set(devices.NAMES))
+    return _in_order({w.device for w in results.workloads(machine, commit) if w.model == model}, devices.NAMES)
 
 
 @dataclass(frozen=True)
@@ -200,11 +194,8 @@ def batch_curves(results: Results) -> dict[tuple[str, str, str, str], list[tuple
     curves: dict[tuple[str, str, str, str], list[tuple[int, float]]] = {}
     for machine in results.machines:
         commit = results.builds(machine)[-1]
-        for workload in sorted(results.workloads(machine, commit)):
-            value = results.samples_per_second(machine, commit, workload)
-            if value is not None:
-                key = (workload.model, workload.kind, machine, workload.device)
-                curves.setdefault(key, []).append((workload.batch, value))
+        for workload, value in sorted(results.samples[(machine, commit)].items()):
+            curves.setdefault((workload.model, workload.kind, machine, workload.device), []).append((workload.batch, value))
     return {key: sorted(points) for key, points in curves.items()}
 
 
