@@ -40,12 +40,11 @@ from mpsbench.site.timeline_reader import Timeline as Timeline
 from mpsbench.site.timeline_reader import timeline_from_config as timeline_from_config
 
 FALLBACK_NOTE = "bs N*: not the seed's batch size, which that device has no result for: its largest batch."
-Save = Callable[[str], Path]  # names a file of the output folder, announces and records it
 
 log = progress.logger(__name__)
 
 
-def _per_model(save: Save, name: str, what: str, models: list[str], draw: Callable[[str, Path], None]) -> list[Block]:
+def _per_model(save: figures.Save, name: str, what: str, models: list[str], draw: Callable[[str, Path], None]) -> list[Block]:
     """One figure per model, ``NAME_MODEL.png``, drawn by ``draw(model, path)``."""
     for model in models:
         draw(model, save(f"{name}_{model}.png"))
@@ -65,7 +64,7 @@ def _builds_section(results: tp.Results, results_dir: Path, timeline: Timeline, 
     ])
 
 
-def _speedup_section(results: tp.Results, save: Save) -> Section:
+def _speedup_section(results: tp.Results, save: figures.Save) -> Section:
     found = tp.speedups(results)
     if not found:
         return Section("GPU speedup over cpu", ["No machine has both GPU and cpu results."])
@@ -81,7 +80,7 @@ def _speedup_section(results: tp.Results, save: Save) -> Section:
     ])
 
 
-def _machines_section(results: tp.Results, save: Save) -> Section:
+def _machines_section(results: tp.Results, save: figures.Save) -> Section:
     points = tp.across_machines(results)
     models = [model for model in tp.models_in(results) if any(p.workload.model == model for p in points)]
     return Section("Across machines", [
@@ -94,7 +93,7 @@ def _machines_section(results: tp.Results, save: Save) -> Section:
     ])
 
 
-def _batches_section(results: tp.Results, save: Save) -> Section:
+def _batches_section(results: tp.Results, save: figures.Save) -> Section:
     curves = tp.batch_curves(results)
     models = [model for model in tp.models_in(results) if any(key[0] == model for key in curves)]
     return Section("Throughput across batch sizes", [
@@ -106,7 +105,7 @@ def _batches_section(results: tp.Results, save: Save) -> Section:
     ])
 
 
-def _by_release_section(results_dir: Path, timeline: Timeline, save: Save) -> Section:
+def _by_release_section(results_dir: Path, timeline: Timeline, save: figures.Save) -> Section:
     title = f"{tp.BY_RELEASE_DEVICE.upper()} speedup over cpu by release"
     points = tp.speedup_by_release(results_dir, timeline)
     if not points:

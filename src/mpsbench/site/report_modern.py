@@ -11,7 +11,6 @@ inverse; ``LlmPrefill.time_prefill`` is the time to the first token.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -66,7 +65,7 @@ def plot_compile(found: list[Pair], out: Path) -> None:
                           [p.compiled * 1e3 for p in found], [p.speedup for p in found], out)
 
 
-def compile_section(results: Results, save: Callable[[str], Path]) -> Section:
+def compile_section(results: Results, save: figures.Save) -> Section:
     title = "Eager against torch.compile"
     found = pairs(results)
     if not found:
@@ -81,7 +80,7 @@ def compile_section(results: Results, save: Callable[[str], Path]) -> Section:
     ])
 
 
-def tokens_section(results: Results, save: Callable[[str], Path]) -> Section:
+def tokens_section(results: Results, save: figures.Save) -> Section:
     sizes = models.LLAMA_GENERATION  # the fixed batch, prompt and token count the rows were measured at
     title = "Small Llama: tokens per second"
     rows = results.newest({PREFILL, DECODE})
