@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import json
 import os
 import subprocess
 import zipfile
@@ -71,6 +72,18 @@ def git(repo: Path, *args: str, date: str = "") -> str:
         env.update(GIT_AUTHOR_DATE=date, GIT_COMMITTER_DATE=date)
     return subprocess.run(["git", *args], cwd=repo, env=env, check=True, capture_output=True,
                           text=True).stdout.strip()
+
+
+def timeline_commit(repo: Path, torch_version: str, git_version: str, date: str, kind: str = "release",
+                    channel: str = "release", build_id: str = "") -> str:
+    """Commit one build to a timeline repository as mpsbench.builds.timeline does (its build.json); the hash."""
+    build_id = build_id or torch_version
+    record = {"channel": channel, "id": build_id, "kind": kind, "torch_version": torch_version,
+              "git_version": git_version, "date": date}
+    (repo / "build.json").write_text(json.dumps(record, indent=2, sort_keys=True) + "\n")
+    git(repo, "add", "build.json")
+    git(repo, "commit", "-q", "--allow-empty", "-m", f"torch {torch_version} ({channel}@{build_id})", date=date)
+    return git(repo, "rev-parse", "HEAD")
 
 
 class Recorder:

@@ -11,7 +11,7 @@ from tests import asvresults
 
 from mpsbench import cli
 from mpsbench.results import merge
-from mpsbench.site import report
+from mpsbench.site import throughput
 
 DEVICES, MODELS, BATCHES = ["cpu", "mps"], ["mlp"], [8]
 COMMITS = ["1" * 40, "2" * 40, "3" * 40]
@@ -58,7 +58,7 @@ def test_two_machines_with_overlapping_builds_merge_without_losing_a_file(machin
         for name, data in _snapshot(artifact).items():
             if name != "benchmarks.json":
                 assert after[name] == data, name
-    loaded = report.load(fleet)  # asv reads the merged directory
+    loaded = throughput.load(fleet)  # asv reads the merged directory
     assert loaded.machines == ["m1", "m2"]
     assert loaded.builds("m1") == COMMITS[:2] and loaded.builds("m2") == COMMITS[1:]
     again = merge.merge(fleet, [a, b])
@@ -162,7 +162,7 @@ def test_values_merge_one_by_one_keeping_recorded_adding_new_and_failures_only_w
     data = json.loads(target.read_text())
     assert dict(zip(data["result_columns"], data["results"]["benchmark_models.Training.time_step"], strict=False))[
         "params"] == [["'cpu'", "'mps'"], ["'mlp'"], ["8", "32"]]
-    loaded = report.load(fleet)  # asv still reads it
+    loaded = throughput.load(fleet)  # asv still reads it
     assert loaded.builds("m") == [COMMITS[0]]
     assert not merge.audit_trail(fleet).exists()
 

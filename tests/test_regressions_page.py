@@ -2,7 +2,7 @@
 
 The results are the ones recorded by README's main command on the project's
 2-core VM under load (docs/results/cpu-2026-11-23/main-command: 2.13.0 and
-2.14.1), re-keyed onto a small timeline whose commit messages carry the two
+2.14.1), re-keyed onto a small timeline whose build.json records carry the two
 releases' real upstream ``git_version``s, plus a channel ``exam`` with a build
 of 2.14.1's upstream commit (a root of its own) and no results on the machine. asv's own page
 flags every increase beyond 5% there; the judged page keeps only what holds
@@ -49,12 +49,10 @@ def site(tmp_path_factory):
     fakes.git(repo, "init", "-q", "-b", "release")
     rekey = {}
     for day, (old_hash, (version, git)) in enumerate(RECORDED.items(), start=1):
-        fakes.git(repo, "commit", "-q", "--allow-empty", "-m", f"torch {version} (release@{version})\n\ngit_version: {git}\n",
-             date=f"2026-0{day}-01T00:00:00Z")
-        rekey[old_hash] = fakes.git(repo, "rev-parse", "HEAD")
+        rekey[old_hash] = fakes.timeline_commit(repo, version, git, f"2026-0{day}-01T00:00:00Z")
     fakes.git(repo, "checkout", "-q", "--orphan", "exam")  # a channel of its own, as the manifest roots one
-    fakes.git(repo, "commit", "-q", "--allow-empty", "-m", f"torch 2.14.1 (exam@local)\n\ngit_version: {UPSTREAM[1]}\n",
-         date="2026-03-01T00:00:00Z")
+    fakes.timeline_commit(repo, "2.14.1", UPSTREAM[1], "2026-03-01T00:00:00Z", kind="wheel-file", channel="exam",
+                          build_id="local")
     results = tmp / "results"
     (results / MACHINE).mkdir(parents=True)
     shutil.copy(RUN / "benchmarks.json", results / "benchmarks.json")

@@ -13,8 +13,9 @@ import pytest
 from tests import asvresults, fakes
 
 from mpsbench.regressions import factor
-from mpsbench.site import document, report
-from mpsbench.site.report import Workload
+from mpsbench.site import document, regressions_page, report, throughput
+from mpsbench.site.throughput import Workload
+from mpsbench.site.timeline_reader import Timeline, timeline_from_config
 
 ASV = [sys.executable, "-m", "asv"]
 ROOT = Path(__file__).resolve().parents[1]
@@ -53,15 +54,11 @@ MEASURED = {
 
 
 def _timeline(path: Path) -> list[str]:
-    """A timeline repository: three builds, each message naming its PyTorch git_version."""
+    """A timeline repository: three nightly builds, each build.json naming its PyTorch git_version."""
     path.mkdir()
     fakes.git(path, "init", "-q", "-b", "release")
-    commits = []
-    for day, version in enumerate(GIT_VERSIONS, start=1):
-        fakes.git(path, "commit", "-q", "--allow-empty", "-m", f"torch 2.{day}.0\n\ngit_version: {version}\n",
-             date=f"2026-0{day}-01T00:00:00Z")
-        commits.append(fakes.git(path, "rev-parse", "HEAD"))
-    return commits
+    return [fakes.timeline_commit(path, f"2.{day}.0", version, f"2026-0{day}-01T00:00:00Z", kind="nightly")
+            for day, version in enumerate(GIT_VERSIONS, start=1)]
 
 
 def _write_results(results_dir: Path, commits: list[str]) -> None:
@@ -90,11 +87,11 @@ def suite(tmp_path_factory):
 @pytest.fixture(scope="module")
 def loaded(suite):
     tmp, _ = suite
-    return report.load(tmp / "results")
+    return throughput.load(tmp / "results")
 
 
 def test_speedups_are_throughput_ratios_at_the_seed_batch_with_a_marked_fallback(loaded):
-    found = {(s.machine, s.kind, s.model, s.device): s for s in report.speedups(loaded)}
+    found = {(s.machine, s.kind, s.model, s.device): s for s in throughput.speedups(loaded)}
     assert {key: s.ratio for key, s in found.items()} == pytest.approx({
         ("m1max", "training", "mlp", "mps"): 8.0,
         ("m1max", "inference", "mlp", "mps"): 4.0,
@@ -109,7 +106,7 @@ def test_speedups_are_throughput_ratios_at_the_seed_batch_with_a_marked_fallback
 def test_across_machines_uses_each_machines_newest_build_and_reads_track_throughput(loaded, suite):
     _, commits = suite
     points = {(p.machine, p.workload.kind, p.workload.model, p.workload.device): p
-              for p in report.across_machines(loaded)}
+              for p in throughput.across_machines(loaded)}
     assert points[("m1max", "training", "mlp", "mps")].samples_per_second == pytest.approx(1024 / 0.10)
     assert points[("m1max", "training", "mlp", "mps")].commit == commits[2]
     assert points[("rtx3080", "training", "mlp", "cuda")].samples_per_second == pytest.approx(1024 / 0.02)
@@ -117,20 +114,20 @@ def test_across_machines_uses_each_machines_newest_build_and_reads_track_through
 
 
 def test_batch_curves_list_every_batch_of_the_newest_build(loaded):
-    curves = report.batch_curves(loaded)
+    curves = throughput.batch_curves(loaded)
     assert dict(curves[("mlp", "training", "m1max", "cpu")]) == pytest.approx({1: 1 / 0.002, 1024: 1024 / 0.80})
     assert dict(curves[("resnet50", "training", "m1max", "cpu")]) == pytest.approx({1: 1.0, 8: 2.0})
 
 
 def test_build_over_build_compares_the_newest_two_builds_against_the_factor(loaded, suite):
     _, commits = suite
-    changes = {(c.machine, c.workload): c for c in report.build_changes(loaded)}
+    changes = {(c.machine, c.workload): c for c in throughput.build_changes(loaded)}
     assert set(changes) == {  # only what both builds measured; rtx3080 has one build
         ("m1max", Workload("training", "mlp", "mps", 1024)),
         ("m1max", Workload("training", "mlp", "cpu", 1024)),
         ("m1max", Workload("inference", "mlp", "cpu", 1024)),
     }
-    ratios = {workload: (c.ratio, report.verdict(c.ratio, 1.05)) for (_, workload), c in changes.items()}
+    ratios = {workload: (c.ratio, throughput.verdict(c.ratio, 1.05)) for (_, workload), c in changes.items()}
     assert ratios[Workload("training", "mlp", "mps", 1024)] == (pytest.approx(1.25), "slower")
     assert ratios[Workload("training", "mlp", "cpu", 1024)] == (pytest.approx(0.80 / 0.79), "")
     assert ratios[Workload("inference", "mlp", "cpu", 1024)] == (pytest.approx(0.8), "faster")
@@ -149,7 +146,7 @@ def published(suite):
 
 def test_regressions_name_the_pytorch_commit_range_from_each_builds_git_version(suite, published):
     tmp, commits = suite
-    found = report.regressions(published, report.timeline_from_config(tmp / "asv.conf.json"))
+    found = regressions_page.latest(published, timeline_from_config(tmp / "asv.conf.json"))
     mps = [r for r in found if r.benchmark == "benchmark_models.Training.time_step('mps', 'mlp', 1024)"]
     assert len(mps) == 1, found
     assert mps[0].ratio == pytest.approx(1.25)
@@ -220,12 +217,8 @@ def test_speedup_by_release_draws_each_python_along_the_dates_and_links_each_rel
     repo = tmp_path / "timeline"
     repo.mkdir()
     fakes.git(repo, "init", "-q", "-b", "era")
-    commits = []
-    for version, date in (("1.12.1", "2022-08-05"), ("2.2.2", "2024-03-27"), ("2.15.0", "2026-11-01")):
-        fakes.git(repo, "commit", "-q", "--allow-empty", "-m",
-             f"torch {version}\n\nkind: release\ntorch_version: {version}\ngit_version: {'d' * 40}\n",
-             date=f"{date}T00:00:00Z")
-        commits.append(fakes.git(repo, "rev-parse", "HEAD"))
+    commits = [fakes.timeline_commit(repo, version, "d" * 40, f"{date}T00:00:00Z")
+               for version, date in (("1.12.1", "2022-08-05"), ("2.2.2", "2024-03-27"), ("2.15.0", "2026-11-01"))]
     results_dir, benchmarks = tmp_path / "results", {}
     # (build, python) -> mps step time; cpu takes 1.0 s, so the speedup is 1 / mps
     mps = {(0, "3.10"): 0.5, (1, "3.10"): 0.25, (1, "3.12"): 0.25, (2, "3.12"): 0.2}
@@ -236,11 +229,11 @@ def test_speedup_by_release_draws_each_python_along_the_dates_and_links_each_rel
         benchmarks.update(asvresults.write_results(results_dir, "m2", commits[index], date_ms, values, DEVICES,
                                                    MODELS, BATCHES, python=python))
     asvresults.write_benchmarks(results_dir, benchmarks)
-    points = report.speedup_by_release(results_dir, report.Timeline(repo))
+    points = throughput.speedup_by_release(results_dir, Timeline(repo))
     assert [(p.python, p.torch_version, round(p.ratio, 6)) for p in sorted(points, key=lambda p: (p.python, p.date_ms))] == [
         ("3.10", "1.12.1", 2.0), ("3.10", "2.2.2", 4.0), ("3.12", "2.2.2", 4.0), ("3.12", "2.15.0", 5.0),
     ]
     assert points[0].link == "https://github.com/pytorch/pytorch/releases/tag/v1.12.1"
-    section = report._by_release_section(results_dir, report.Timeline(repo), lambda name: tmp_path / name)
+    section = report._by_release_section(results_dir, Timeline(repo), lambda name: tmp_path / name)
     assert (tmp_path / "speedup_by_release.png").stat().st_size > 0
     assert "releases/tag/v2.15.0" in document.to_html("t", [section])

@@ -58,9 +58,7 @@ def published(tmp_path_factory: pytest.TempPathFactory) -> Path:
     timeline = tmp / "timeline"
     timeline.mkdir()
     fakes.git(timeline, "init", "-q", "-b", branch)
-    fakes.git(timeline, "commit", "-q", "--allow-empty", "-m", "torch 2.0.0\n\ngit_version: " + "a" * 40,
-         date="2026-01-01T00:00:00Z")
-    commit = fakes.git(timeline, "rev-parse", "HEAD")
+    commit = fakes.timeline_commit(timeline, "2.0.0", "a" * 40, "2026-01-01T00:00:00Z", channel=branch)
     config.update(repo=str(timeline), branches=[branch], benchmark_dir=str(ROOT / "benchmarks"),
                   results_dir=str(tmp / "results"), html_dir=str(tmp / "html"), env_dir=str(tmp / "env"))
     conf = tmp / "asv.conf.json"

@@ -12,12 +12,13 @@ directory never reads as "nothing changed".
 
 from __future__ import annotations
 
+import ast
 import itertools
 import json
 import math
 import os
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -75,12 +76,27 @@ def _finite(value: Any) -> float | None:
     return float(value)
 
 
-def _units(results_dir: Path) -> dict[str, str]:
+def _benchmarks(results_dir: Path) -> dict[str, dict[str, Any]]:
+    """The benchmarks.json that asv run writes beside the results; empty where there is none."""
     try:
         benchmarks = json.loads((results_dir / "benchmarks.json").read_text())
     except (OSError, ValueError):
         return {}
-    return {name: str(b.get("unit", "")) for name, b in benchmarks.items() if isinstance(b, dict)}
+    return {name: b for name, b in benchmarks.items() if isinstance(b, dict)}
+
+
+def _units(results_dir: Path) -> dict[str, str]:
+    return {name: str(b.get("unit", "")) for name, b in _benchmarks(results_dir).items()}
+
+
+def param_names(results_dir: Path) -> dict[str, tuple[str, ...]]:
+    """Each benchmark's param names, in the order of a Row's params."""
+    return {name: tuple(b.get("param_names", ())) for name, b in _benchmarks(results_dir).items()}
+
+
+def named(row: Row, names: Sequence[str]) -> dict[str, Any]:
+    """The row's params by name, as Python values (asv keeps their reprs)."""
+    return dict(zip(names, (ast.literal_eval(text) for text in row.params)))
 
 
 def _rows(result: Any, name: str) -> Iterator[tuple[Row, Measured]]:
@@ -99,32 +115,49 @@ def _rows(result: Any, name: str) -> Iterator[tuple[Row, Measured]]:
         yield Row(name, tuple(combination)), Measured(number, stat or None, kept)
 
 
-def load(results_dir: Path, strict: bool = True) -> Recorded:
-    """Every results file under ``results_dir``; RecordedError if there is none or one is unreadable.
-
-    ``strict=False`` (for the site, as ``asv publish`` does) skips an unreadable file with a warning on stderr.
-    """
+def _results(results_dir: Path, strict: bool) -> Iterator[Any]:
+    """asv's Results of every file under ``results_dir``; an unreadable one raises, or (not strict) is skipped."""
     from asv import results as asv_results  # what wrote them reads them best
     from asv import util
 
     if not results_dir.is_dir():
         raise RecordedError(f"results directory {results_dir} does not exist")
-    found = Recorded({}, {}, _units(results_dir), 0)
     for root, filename, machine in asv_results.iter_results_paths(str(results_dir)):
         path = os.path.join(root, filename)
         try:
-            result = asv_results.Results.load(path, machine_name=machine)
+            yield asv_results.Results.load(path, machine_name=machine)
         except (util.UserError, ValueError, KeyError, TypeError) as exc:
             message = f"results file {path} cannot be read ({str(exc).splitlines()[0]})"
             if strict:
                 raise RecordedError(message) from None
             print(f"mpsbench: warning: {message}: skipped", file=sys.stderr)
-            continue
-        found.files += 1
-        found.dates[result.commit_hash] = int(result.date or 0)
-        table = found.values.setdefault((result.params["machine"], result.commit_hash), {})
-        for name in result.get_all_result_keys():
-            table.update(_rows(result, name))
+
+
+def _add(found: Recorded, result: Any) -> None:
+    found.files += 1
+    found.dates[result.commit_hash] = int(result.date or 0)
+    table = found.values.setdefault((result.params["machine"], result.commit_hash), {})
+    for name in result.get_all_result_keys():
+        table.update(_rows(result, name))
+
+
+def load(results_dir: Path, strict: bool = True) -> Recorded:
+    """Every results file under ``results_dir``; RecordedError if there is none or one is unreadable.
+
+    ``strict=False`` (for the site, as ``asv publish`` does) skips an unreadable file with a warning on stderr.
+    """
+    found = Recorded({}, {}, _units(results_dir), 0)
+    for result in _results(results_dir, strict):
+        _add(found, result)
     if not found.files:
         raise RecordedError(f"results directory {results_dir} holds no asv results files")
+    return found
+
+
+def load_each_python(results_dir: Path, strict: bool = True) -> dict[str, Recorded]:
+    """The results files per Python they were run under: one build measured under two Pythons keeps both."""
+    found: dict[str, Recorded] = {}
+    units = _units(results_dir)
+    for result in _results(results_dir, strict):
+        _add(found.setdefault(str(result.params.get("python")), Recorded({}, {}, units, 0)), result)
     return found

@@ -19,21 +19,26 @@ graph's path.
 
 from __future__ import annotations
 
+import itertools
 import json
+import math
 import re
 import sys
 import urllib.parse
 import xml.etree.ElementTree as ET
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from mpsbench import command
 from mpsbench.regressions import factor, thresholds
 from mpsbench.results import recorded
+from mpsbench.site.timeline_reader import Timeline
 
 JUDGED = "regressions-judged.json"
 ATOM = "http://www.w3.org/2005/Atom"
+LATEST = 20  # the regressions the figures page lists
 
 
 class PageError(ValueError):
@@ -55,16 +60,21 @@ def _previous(found: recorded.Recorded, machine: str, commit: str, row: recorded
     return builds[builds.index(commit) - 1] if commit in builds and builds.index(commit) > 0 else None
 
 
-def judge_site(html: Path, results_dir: Path, rules: thresholds.Rules) -> list[dict[str, Any]]:
-    """Judge every jump of ``html/regressions.json``; rewrite it and the feed; return every judged jump."""
+def _published(html: Path) -> tuple[list[Any], dict[str, Any], dict[str, str]]:
+    """asv's regressions.json entries, its index.json and the index's revision -> commit."""
     try:
         detected = json.loads((html / "regressions.json").read_text())["regressions"]
         index = json.loads((html / "index.json").read_text())
+        return detected, index, index["revision_to_hash"]
     except (OSError, ValueError, KeyError) as exc:
         raise PageError(f"{html} holds no readable regressions.json and index.json: publish first ({exc})") from None
+
+
+def judge_site(html: Path, results_dir: Path, rules: thresholds.Rules) -> list[dict[str, Any]]:
+    """Judge every jump of ``html/regressions.json``; rewrite it and the feed; return every judged jump."""
+    detected, index, revision_to_hash = _published(html)
     found = recorded.load(results_dir, strict=False)
     rows = {row.entry: row for table in found.values.values() for row in table}
-    revision_to_hash = index["revision_to_hash"]
     revision_of = {commit: int(revision) for revision, commit in revision_to_hash.items()}
     several_branches = len(index.get("params", {}).get("branch", [])) > 1
     kept_entries, judged, kept_keys = [], [], set()
@@ -114,10 +124,54 @@ def url_params(index: dict[str, Any], benchmark: str, idx: int | None) -> dict[s
     spec = index.get("benchmarks", {}).get(benchmark, {})
     if idx is None or not spec.get("params"):
         return {}
-    import itertools
-
     values = next(itertools.islice(itertools.product(*spec["params"]), idx, idx + 1))
     return {f"p-{name}": value for name, value in zip(spec["param_names"], values)}
+
+
+@dataclass(frozen=True)
+class Regression:
+    """A jump the page kept: the row, its machine, the builds around it and its graph."""
+
+    benchmark: str
+    machine: str
+    old_commit: str | None
+    new_commit: str
+    before: float
+    after: float
+    revision: int
+    graph: str = ""  # the row's graph, relative to the site's root
+
+    @property
+    def ratio(self) -> float:
+        return self.after / self.before if self.before else math.inf
+
+
+def latest(html: Path, timeline: Timeline) -> list[Regression]:
+    """The newest jumps of the published regressions.json, newest first."""
+    detected, index, revision_to_hash = _published(html)
+    found = []
+    for name, graph_path, _graph_params, index_of_params, _last, _best, jumps in detected:
+        benchmark = name.split("(", 1)[0]
+        machine = graph_param(graph_path, "machine") or ""
+        params = {"machine": machine, **url_params(index, benchmark, index_of_params)}
+        for old_revision, new_revision, before, after in jumps:
+            new = revision_to_hash[str(new_revision)]
+            # None: the jump is one commit, whose parent is the build before it
+            old = revision_to_hash[str(old_revision)] if old_revision is not None else timeline.parent(new)
+            commits = f"{old}-{new}" if old_revision is not None else new
+            found.append(Regression(name, machine, old, new, float(before), float(after), int(new_revision),
+                                    graph_url(benchmark, params, commits)))
+    found.sort(key=lambda r: (-r.revision, -r.ratio, r.benchmark))
+    return found[:LATEST]
+
+
+def set_aside(html: Path) -> list[dict[str, Any]]:
+    """The jumps asv found that were judged not to be regressions, with the reason for each."""
+    try:
+        judged = json.loads((html / JUDGED).read_text())
+    except (OSError, ValueError):
+        return []
+    return [j for j in judged if j.get("verdict") != "slower"]
 
 
 def _filter_feed(feed: Path, kept: set[tuple[str, str]]) -> None:

@@ -36,7 +36,6 @@ from __future__ import annotations
 
 import argparse
 import base64
-import contextlib
 import hashlib
 import html
 import os
@@ -140,29 +139,29 @@ _EXTERNAL = re.compile(r"^(https?:)?//", re.IGNORECASE)
 log = progress.logger(__name__)
 
 
-# --- hashes ----------------------------------------------------------------
+# --- hashes and fetching ----------------------------------------------------
 
 
 def sri(data: bytes, algorithm: str = "sha512") -> str:
     """A Subresource Integrity value (``sha256-BASE64``) for ``data``."""
     if algorithm not in ("sha256", "sha384", "sha512"):
         raise SiteAssetError(f"unsupported integrity algorithm {algorithm!r}; SRI allows sha256, sha384, sha512")
-    digest = hashlib.new(algorithm, data).digest()
-    return f"{algorithm}-{base64.b64encode(digest).decode('ascii')}"
+    return f"{algorithm}-{base64.b64encode(hashlib.new(algorithm, data).digest()).decode('ascii')}"
+
+
+def _algorithm(integrity: str) -> str:
+    return integrity.split("-", 1)[0]
+
+
+def _matches(data: bytes, expected: str) -> bool:
+    """Whether ``data`` has one of the SRI hashes ``expected`` lists (browsers accept any of them)."""
+    return any(sri(data, _algorithm(candidate)) == candidate for candidate in expected.split())
 
 
 def check_integrity(data: bytes, expected: str, what: str) -> None:
-    """Refuse ``data`` unless it has the SRI hash ``expected`` (first of several, as browsers allow any)."""
-    candidates = expected.split()
-    for candidate in candidates:
-        algorithm = candidate.split("-", 1)[0]
-        if sri(data, algorithm) == candidate:
-            return
-    actual = sri(data, candidates[0].split("-", 1)[0]) if candidates else sri(data)
-    raise SiteAssetError(f"{what} has integrity {actual}, expected {expected}; refusing to use it")
-
-
-# --- fetching --------------------------------------------------------------
+    if not _matches(data, expected):
+        actual = sri(data, _algorithm(expected.split()[0])) if expected.split() else sri(data)
+        raise SiteAssetError(f"{what} has integrity {actual}, expected {expected}; refusing to use it")
 
 
 REGISTRY_ENV = "npm_config_registry"  # npm's own name for a mirror of the registry
@@ -182,33 +181,29 @@ def download(url: str) -> bytes:
         return bytes(response.read())
 
 
-def _store(path: Path, data: bytes) -> None:
+def _fetch(url: str, integrity: str, path: Path, what: str) -> bytes:
+    """The bytes at ``url`` with that integrity: the cached copy at ``path``, else fetched and cached."""
+    if path.is_file() and _matches(path.read_bytes(), integrity):
+        return path.read_bytes()
+    log.info(f"fetching {what} from {url}")
+    try:
+        data = download(url)
+    except (OSError, ValueError) as exc:  # URLError and HTTPError are OSErrors
+        raise SiteAssetError(
+            f"cannot fetch {what} from {url} ({exc}): put {path.name} from a machine that can in {path.parent}"
+        ) from None
+    check_integrity(data, integrity, f"{what} from {url}")
     path.parent.mkdir(parents=True, exist_ok=True)
     partial = path.with_name(path.name + ".partial")
     partial.write_bytes(data)
     os.replace(partial, path)  # a reader never sees half a file
+    return data
 
 
 def tarball(package: Package, cache: Path) -> Path:
     """The package's registry tarball, from the cache or fetched over HTTPS; integrity-checked either way."""
     path = cache / f"{package.name}-{package.version}.tgz"
-    if path.is_file():
-        try:
-            check_integrity(path.read_bytes(), package.integrity, f"cached {path}")
-            return path
-        except SiteAssetError:
-            log.info(f"{path} does not match its pinned integrity: fetching it again")
-            path.unlink()
-    url = tarball_url(package)
-    log.info(f"fetching {package.spec} from {url}")
-    try:
-        data = download(url)
-    except (OSError, ValueError) as exc:  # URLError and HTTPError are OSErrors
-        raise SiteAssetError(
-            f"cannot fetch {package.spec} from {url} ({exc}): put {path.name} from a machine that can in {cache}"
-        ) from None
-    check_integrity(data, package.integrity, f"{package.spec} from {url}")
-    _store(path, data)
+    _fetch(tarball_url(package), package.integrity, path, package.spec)
     return path
 
 
@@ -218,27 +213,21 @@ def original(url: str, integrity: str, cache: Path) -> bytes | None:
     Asked only for the assets npm lacks byte for byte (``substitute``): where the
     CDN cannot be reached, or serves other bytes, the npm substitute stands in.
     """
-    path = cache / "cdn" / re.sub(r"[^\w.-]+", "_", url.split("://", 1)[-1])
-    if path.is_file() and sri(path.read_bytes(), integrity.split("-", 1)[0]) in integrity.split():
-        return path.read_bytes()
     try:
-        data = download(url)
-        check_integrity(data, integrity, url)
-    except (OSError, ValueError, SiteAssetError) as exc:
+        return _fetch(url, integrity, cache / "cdn" / re.sub(r"[^\w.-]+", "_", url.split("://", 1)[-1]), "asv's own file")
+    except SiteAssetError as exc:
         log.info(f"{url} unusable ({exc}): its npm substitute stands in")
         return None
-    _store(path, data)
-    return data
 
 
-def _member(archive: tarfile.TarFile, package: Package, path: str) -> bytes:
-    try:
-        member = archive.extractfile(f"package/{path}")
-    except KeyError:
-        member = None
-    if member is None:
-        raise SiteAssetError(f"{package.spec} has no file {path}")
-    with member:
+def _member(tarball_path: Path, package: Package, path: str) -> bytes:
+    with tarfile.open(tarball_path, "r:gz") as archive:
+        try:
+            member = archive.extractfile(f"package/{path}")
+        except KeyError:
+            member = None
+        if member is None:
+            raise SiteAssetError(f"{package.spec} has no file {path}")
         return member.read()
 
 
@@ -318,28 +307,24 @@ def make_offline(html_dir: Path, cache: Path = CACHE) -> list[str]:
     written: list[str] = []
     local: dict[str, tuple[str, str]] = {}
     substitutes: set[str] = set()
-    with contextlib.ExitStack() as stack:
-        archives: dict[str, tarfile.TarFile] = {}
-        for url in sorted({load.url for load in loads}):
-            asset = ASSETS[url]
-            package = PACKAGES[asset.package]
-            if package.name not in archives:
-                archives[package.name] = stack.enter_context(tarfile.open(tarball(package, cache), "r:gz"))
-            archive = archives[package.name]
-            page_integrity = next(load.integrity for load in loads if load.url == url)
-            exact = original(url, page_integrity, cache) if asset.substitute and page_integrity else None
-            data = exact if exact is not None else _member(archive, package, asset.path)
-            if asset.substitute and exact is None:
-                substitutes.add(f"{package.spec} ({asset.substitute})")
-            elif page_integrity:
-                check_integrity(data, page_integrity, f"{package.spec}/{asset.path}")
-            for path in (asset.path, *asset.companions):
-                target = html_dir / _local_path(asset, path)
-                target.parent.mkdir(parents=True, exist_ok=True)
-                target.write_bytes(data if path == asset.path else _member(archive, package, path))
-                written.append(_local_path(asset, path))
-            algorithm = page_integrity.split("-", 1)[0] if page_integrity else "sha384"
-            local[url] = (_local_path(asset), sri(data, algorithm))
+    page_integrity = {load.url: load.integrity for load in reversed(loads)}  # the first page's, where several
+    for url in sorted(page_integrity):
+        asset = ASSETS[url]
+        package = PACKAGES[asset.package]
+        archive = tarball(package, cache)
+        integrity = page_integrity[url]
+        exact = original(url, integrity, cache) if asset.substitute and integrity else None
+        data = exact if exact is not None else _member(archive, package, asset.path)
+        if asset.substitute and exact is None:
+            substitutes.add(f"{package.spec} ({asset.substitute})")
+        elif integrity:
+            check_integrity(data, integrity, f"{package.spec}/{asset.path}")
+        for path in (asset.path, *asset.companions):
+            target = html_dir / _local_path(asset, path)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_bytes(data if path == asset.path else _member(archive, package, path))
+            written.append(_local_path(asset, path))
+        local[url] = (_local_path(asset), sri(data, _algorithm(integrity) if integrity else "sha384"))
     for substitute in sorted(substitutes):
         log.info(f"not checked against asv's hash, vouched for by its registry integrity: {substitute}")
     for page in site_pages:

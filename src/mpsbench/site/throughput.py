@@ -1,0 +1,276 @@
+"""The seeds' numbers: throughput per machine, build and workload, and the points each figure plots.
+
+Every figure uses each machine's newest build and the model's seed batch size
+(``models.ModelSpec.seed_batch_size``); where a device has no result at that
+size, the largest batch it has is used and the point says so. Throughput is
+batch size over asv's median step time (``time_step``), or asv's
+``*Capacity.track_throughput`` where no step time was recorded; a speedup is the ratio
+of throughputs, which is the ratio of step times when the batches are equal.
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from mpsbench.results import recorded
+from mpsbench.site.timeline_reader import Timeline
+
+SUITE = "benchmark_models"
+CLASSES = {"training": f"{SUITE}.Training", "inference": f"{SUITE}.Inference"}
+KINDS = tuple(CLASSES)
+TIME = "time_step"
+THROUGHPUT = "track_throughput"
+# benchmark -> (kind, metric): time_step lives in Training/Inference, throughput in their *Capacity classes
+METRICS = {f"{cls}{suffix}.{metric}": (kind, metric)
+           for kind, cls in CLASSES.items() for metric, suffix in ((TIME, ""), (THROUGHPUT, "Capacity"))}
+PARAM_NAMES = ("device", "model", "batch_size")  # the classes' param_names, when benchmarks.json is absent
+CPU = "cpu"
+
+
+@dataclass(frozen=True, order=True)
+class Workload:
+    """What one number measures, independent of where and on which build."""
+
+    kind: str
+    model: str
+    device: str
+    batch: int
+
+
+@dataclass
+class Results:
+    """Throughput per machine, build and workload, beside the rows it was read from."""
+
+    recorded: recorded.Recorded
+    param_names: dict[str, tuple[str, ...]]  # benchmark -> its params' names (benchmarks.json)
+    samples: dict[tuple[str, str], dict[Workload, float]] = field(default_factory=dict)  # (machine, build) -> samples/s
+    seconds: dict[tuple[str, str, Workload], float] = field(default_factory=dict)  # the step times asv timed
+
+    @property
+    def machines(self) -> list[str]:
+        return sorted({machine for machine, _ in self.samples})
+
+    def builds(self, machine: str) -> list[str]:
+        """The machine's builds with results, oldest first."""
+        found = {commit for m, commit in self.samples if m == machine}
+        return sorted(found, key=lambda commit: (self.recorded.dates.get(commit, 0), commit))
+
+    def workloads(self, machine: str, commit: str) -> set[Workload]:
+        return set(self.samples.get((machine, commit), {}))
+
+    def newest(self, names: set[str]) -> dict[str, list[tuple[str, dict[str, Any], float]]]:
+        """Each named benchmark's positive values on each machine's newest build: (machine, params by name, value)."""
+        found: dict[str, list[tuple[str, dict[str, Any], float]]] = {name: [] for name in names}
+        for machine in self.recorded.machines:
+            for row, measured in self.recorded.values[(machine, self.recorded.builds(machine)[-1])].items():
+                if row.benchmark in names and measured.value > 0:
+                    params = recorded.named(row, self.param_names.get(row.benchmark, ()))
+                    found[row.benchmark].append((machine, params, measured.value))
+        return found
+
+
+def _results(found: recorded.Recorded, param_names: dict[str, tuple[str, ...]]) -> Results:
+    results = Results(found, param_names)
+    for (machine, commit), rows in found.values.items():
+        for row, measured in rows.items():
+            if row.benchmark not in METRICS or measured.value <= 0:
+                continue
+            kind, metric = METRICS[row.benchmark]
+            params = recorded.named(row, param_names.get(row.benchmark) or PARAM_NAMES)
+            workload = Workload(kind, str(params["model"]), str(params["device"]), int(params["batch_size"]))
+            samples = results.samples.setdefault((machine, commit), {})
+            if metric == TIME:  # a step time wins over a capacity throughput of the same workload
+                results.seconds[(machine, commit, workload)] = measured.value
+                samples[workload] = workload.batch / measured.value
+            else:
+                samples.setdefault(workload, measured.value)
+    return results
+
+
+def load(results_dir: Path) -> Results:
+    """Every results file under ``results_dir`` (recorded.RecordedError where there is none)."""
+    return _results(recorded.load(results_dir, strict=False), recorded.param_names(results_dir))
+
+
+def seed_batch(model: str) -> int | None:
+    """The batch size of the measurement that motivated the model (models.py), if it is registered."""
+    from mpsbench.measure import models  # imports torch: only when a report is made
+
+    spec = models.REGISTRY.get(model)
+    return spec.seed_batch_size if spec else None
+
+
+@dataclass(frozen=True)
+class Point:
+    """One plotted value: where, which build, which batch, and whether that batch is the seed's."""
+
+    machine: str
+    commit: str
+    workload: Workload
+    samples_per_second: float
+    seed: bool
+
+
+def pick(results: Results, machine: str, commit: str, kind: str, model: str, device: str) -> Point | None:
+    """The seed-batch measurement, else the largest batch measured for that device."""
+    measured = results.samples.get((machine, commit), {})
+    batches = sorted(w.batch for w in measured if (w.kind, w.model, w.device) == (kind, model, device))
+    if not batches:
+        return None
+    seed = seed_batch(model)
+    workload = Workload(kind, model, device, seed if seed in batches else batches[-1])
+    return Point(machine, commit, workload, measured[workload], workload.batch == seed)
+
+
+def _in_order(present: set[str], names: tuple[str, ...]) -> list[str]:
+    """The registry's order first (models.NAMES, devices.NAMES), then any it does not know."""
+    return [name for name in names if name in present] + sorted(present - set(names))
+
+
+def models_in(results: Results) -> list[str]:
+    from mpsbench.measure import models
+
+    return _in_order({w.model for measured in results.samples.values() for w in measured}, models.NAMES)
+
+
+def devices_in(results: Results, machine: str, commit: str, model: str) -> list[str]:
+    from mpsbench.measure import devices
+
+    return _in_order({w.device for w in results.workloads(machine, commit) if w.model == model}, devices.NAMES)
+
+
+@dataclass(frozen=True)
+class Speedup:
+    machine: str
+    commit: str
+    kind: str
+    model: str
+    device: str
+    gpu: Point
+    cpu: Point
+
+    @property
+    def ratio(self) -> float:
+        return self.gpu.samples_per_second / self.cpu.samples_per_second
+
+
+def _speedups(results: Results, machine: str, commit: str, model: str, devices: list[str]) -> list[Speedup]:
+    """Each of ``devices`` over cpu, per kind, where both were measured on that build."""
+    found = []
+    for device, kind in itertools.product(devices, KINDS):
+        gpu = pick(results, machine, commit, kind, model, device)
+        cpu = pick(results, machine, commit, kind, model, CPU)
+        if gpu and cpu:
+            found.append(Speedup(machine, commit, kind, model, device, gpu, cpu))
+    return found
+
+
+def speedups(results: Results) -> list[Speedup]:
+    """(a) each GPU device over cpu, per model, machine (newest build) and kind."""
+    found = []
+    for model, machine in itertools.product(models_in(results), results.machines):
+        commit = results.builds(machine)[-1]
+        gpus = [d for d in devices_in(results, machine, commit, model) if d != CPU]
+        found += _speedups(results, machine, commit, model, gpus)
+    return found
+
+
+def across_machines(results: Results) -> list[Point]:
+    """(b) the same workload on every machine and device (each machine's newest build)."""
+    found = []
+    for model, kind, machine in itertools.product(models_in(results), KINDS, results.machines):
+        commit = results.builds(machine)[-1]
+        points = (pick(results, machine, commit, kind, model, device)
+                  for device in devices_in(results, machine, commit, model))
+        found += [point for point in points if point]
+    return found
+
+
+def batch_curves(results: Results) -> dict[tuple[str, str, str, str], list[tuple[int, float]]]:
+    """(c) (model, kind, machine, device) -> [(batch, samples/s)] on the machine's newest build."""
+    curves: dict[tuple[str, str, str, str], list[tuple[int, float]]] = {}
+    for machine in results.machines:
+        commit = results.builds(machine)[-1]
+        for workload, value in sorted(results.samples[(machine, commit)].items()):
+            curves.setdefault((workload.model, workload.kind, machine, workload.device), []).append((workload.batch, value))
+    return {key: sorted(points) for key, points in curves.items()}
+
+
+@dataclass(frozen=True)
+class Change:
+    machine: str
+    old: str
+    new: str
+    workload: Workload
+    old_seconds: float
+    new_seconds: float
+
+    @property
+    def ratio(self) -> float:
+        """New step time over old: above the factor is slower."""
+        return self.new_seconds / self.old_seconds
+
+    @property
+    def row(self) -> recorded.Row:
+        """The asv row this change compares."""
+        w = self.workload
+        return recorded.Row(f"{CLASSES[w.kind]}.{TIME}", (repr(w.device), repr(w.model), str(w.batch)))
+
+
+def build_changes(results: Results) -> list[Change]:
+    """(d) step times of each machine's newest two builds, side by side."""
+    found = []
+    for machine in results.machines:
+        builds = results.builds(machine)
+        if len(builds) < 2:
+            continue
+        old, new = builds[-2], builds[-1]
+        for workload in sorted(results.workloads(machine, new)):
+            old_key, new_key = (machine, old, workload), (machine, new, workload)
+            if old_key in results.seconds and new_key in results.seconds:
+                found.append(Change(machine, old, new, workload, results.seconds[old_key], results.seconds[new_key]))
+    return found
+
+
+def verdict(ratio: float, limit: float) -> str:
+    if ratio > limit:
+        return "slower"
+    if ratio < 1 / limit:
+        return "faster"
+    return ""
+
+
+BY_RELEASE_DEVICE = "mps"
+
+
+@dataclass(frozen=True)
+class ReleasePoint:
+    """One build's mps-over-cpu speedup for a model, under one Python on one machine."""
+
+    python: str
+    machine: str
+    kind: str
+    model: str
+    torch_version: str
+    date_ms: int
+    link: str  # the PyTorch release page; a nightly or local build: its upstream commit
+    ratio: float
+
+
+def speedup_by_release(results_dir: Path, timeline: Timeline, device: str = BY_RELEASE_DEVICE) -> list[ReleasePoint]:
+    """Every build's ``device`` speedup over cpu (seed batch, as in the speedup figure), per Python."""
+    names = recorded.param_names(results_dir)
+    found = []
+    for python, each in sorted(recorded.load_each_python(results_dir, strict=False).items()):
+        results = _results(each, names)
+        for machine in results.machines:
+            for commit in results.builds(machine):
+                version = str(timeline.build(commit).get("torch_version") or commit[:8])
+                for model in models_in(results):
+                    found += [ReleasePoint(python, machine, s.kind, model, version, each.dates.get(commit, 0),
+                                           timeline.link(commit), s.ratio)
+                              for s in _speedups(results, machine, commit, model, [device])]
+    return found
