@@ -37,7 +37,7 @@ class CompiledTraining:
 
     def time_step(self, device, model):
         self.workload.run(self.steps)
-        devices.synchronize(device)  # the clock stops when the device is done
+        self.workload.device.synchronize()  # the clock stops when the device is done
 
     def track_compile_seconds(self, device, model):
         """The first call of the compiled step, compilation included (inductor's caches cold)."""

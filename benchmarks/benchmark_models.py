@@ -49,7 +49,7 @@ class _StepBenchmark:
     def time_step(self, device, model, batch_size):
         with suite.OutOfMemorySkips(device, model, batch_size):  # n/a with the reason, not a traceback
             self.workload.run(self.steps)
-            devices.synchronize(device)  # the clock stops when the device is done
+            self.workload.device.synchronize()  # the clock stops when the device is done
 
 
 class Training(_StepBenchmark):

@@ -52,7 +52,7 @@ class LlmPrefill(_Generation):
 
     def time_prefill(self, device, model):
         self.generation.prefill()
-        devices.synchronize(device)
+        self.generation.device.synchronize()
 
 
 class LlmDecode(_Generation):
@@ -69,8 +69,8 @@ class LlmDecode(_Generation):
         super().setup(device, model)
         self.timer = suite.StepTimer(llm.NEW_TOKENS)  # asv's clock divided by the tokens: seconds per token
         self.token, self.cache = self.generation.prefill()
-        devices.synchronize(device)
+        self.generation.device.synchronize()
 
     def time_decode(self, device, model):
         self.generation.decode(self.token, self.cache)
-        devices.synchronize(device)
+        self.generation.device.synchronize()

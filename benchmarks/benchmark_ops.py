@@ -48,9 +48,9 @@ class _OpBenchmark:
         self.calls = self.case.calls_per_sample
         self.timer = suite.StepTimer(self.calls)
 
-    def _time_calls(self, device):
+    def _time_calls(self):
         self.case.run(self.calls)
-        devices.synchronize(device)  # the clock stops when the device is done
+        self.case.device.synchronize()  # the clock stops when the device is done
 
 
 class ComputeBoundOps(_OpBenchmark):
@@ -59,7 +59,7 @@ class ComputeBoundOps(_OpBenchmark):
     params = (devices.NAMES, ops.COMPUTE_NAMES, ops.DTYPES, ops.SIZES)
 
     def time_forward(self, device, op, dtype, size):
-        self._time_calls(device)
+        self._time_calls()
 
     def track_gflops(self, device, op, dtype, size):
         """Forward FLOPs (docs/ops.md) over the median time of one call across several samples."""
@@ -74,7 +74,7 @@ class MemoryBoundOps(_OpBenchmark):
     params = (devices.NAMES, ops.MEMORY_NAMES, ops.DTYPES, ops.SIZES)
 
     def time_forward(self, device, op, dtype, size):
-        self._time_calls(device)
+        self._time_calls()
 
     def track_gbps(self, device, op, dtype, size):
         """Compulsory bytes (docs/ops.md) over the median time of one call across several samples."""
@@ -95,4 +95,4 @@ class ForwardBackwardOps(_OpBenchmark):
     params = (devices.NAMES, ops.BACKWARD_NAMES, ops.DTYPES, ops.SIZES)
 
     def time_forward_backward(self, device, op, dtype, size):
-        self._time_calls(device)
+        self._time_calls()

@@ -37,7 +37,7 @@ class _PrecisionStep:
     def time_step(self, device, model, dtype):
         """Median time of one step (k steps per timed call for sub-millisecond models, divided by k)."""
         self.workload.run(self.steps)
-        devices.synchronize(device)  # the clock stops when the device is done
+        self.workload.device.synchronize()  # the clock stops when the device is done
 
 
 class TrainingPrecision(_PrecisionStep):

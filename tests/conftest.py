@@ -9,9 +9,9 @@ from mpsbench.measure import correctness, devices, workloads
 
 @pytest.fixture(autouse=True)
 def _fresh_caches():
-    devices.availability.cache_clear()
+    devices.Device.availability.cache_clear()
     workloads.forget()
     correctness.forget()
     yield
-    devices.availability.cache_clear()
+    devices.Device.availability.cache_clear()
     workloads.forget()

@@ -112,7 +112,7 @@ def test_a_real_asv_run_on_a_small_subset_produces_numbers(asv_env):
     assert float(rows[("InferenceCapacity.track_throughput", "cpu", "mlp", "8")]) > 0
     assert float(rows[("InferenceCapacity.track_peak_memory", "cpu", "lenet5", "8")]) > 0
     # an absent device is skipped with its reason (n/a), never a failure
-    if not benchmark_models.devices.is_usable("cuda"):
+    if not benchmark_models.devices.get("cuda").usable:
         assert rows[("Training.time_step", "cuda", "mlp", "8")] == "n/a"
         assert rows[("Training.time_step", "cuda", "mlp", "1024")] == "n/a"
         assert "asv: skipped: SkipNotImplemented('mlp at batch 8 on cuda is outside the default selection" in done.stdout

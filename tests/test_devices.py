@@ -29,14 +29,14 @@ def fake_mps(recorder: fakes.Recorder, allocated: list[int], driver: int = 7 * d
 
 
 def test_cpu_is_usable_and_reports_its_threads():
-    found = devices.availability("cpu")
+    found = devices.get("cpu").availability()
     assert found.usable
     assert f"{torch.get_num_threads()} threads" in found.reason
     assert devices.cpu_threads() == torch.get_num_threads() >= 1
 
 
 def test_cpu_memory_is_the_process_rss():
-    reading = devices.memory("cpu")
+    reading = devices.get("cpu").memory()
     assert reading.current is not None and reading.current > 10 * devices.MIB
     assert reading.peak is not None and reading.peak >= reading.current
 
@@ -51,13 +51,13 @@ def test_cpu_peak_sampler_sees_a_large_allocation():
 
 def test_unknown_device_is_one_line_with_the_choices():
     with pytest.raises(devices.DeviceError, match=r"unknown device 'gpu'; choose one of: cpu, mps, cuda"):
-        devices.availability("gpu")
+        devices.get("gpu").availability()
 
 
 def test_seeding_makes_draws_repeat():
-    devices.seed("cpu", 3)
+    devices.get("cpu").seed(3)
     first = torch.rand(4)
-    devices.seed("cpu", 3)
+    devices.get("cpu").seed(3)
     assert torch.equal(first, torch.rand(4))
 
 
@@ -69,9 +69,9 @@ def test_mps_sync_and_memory_use_torch_mps_in_order(monkeypatch):
     monkeypatch.setattr(torch, "mps", fake_mps(recorder, [5 * devices.MIB, 9 * devices.MIB, 4 * devices.MIB]))
     sampler = devices.PeakSampler("mps")  # mps has no peak to reset: no call
     sampler.sample()  # 5 MiB
-    devices.synchronize("mps")
+    devices.get("mps").synchronize()
     sampler.sample()  # 9 MiB: the peak
-    devices.empty_cache("mps")
+    devices.get("mps").empty_cache()
     assert recorder.calls == [
         "mps.current_allocated_memory",
         "mps.driver_allocated_memory",
@@ -104,11 +104,11 @@ def test_mps_before_torch_2_synchronizes_by_read_back(monkeypatch):
         return tensor
 
     monkeypatch.setattr(torch, "zeros", fake_zeros)
-    devices.synchronize("mps")
+    devices.get("mps").synchronize()
     assert recorder.calls == ["zeros on mps", "tensor.cpu"]
-    assert devices.memory("mps") == devices.MemoryReading(None, None)
+    assert devices.get("mps").memory() == devices.MemoryReading(None, None)
     assert devices.PeakSampler("mps").peak_bytes() is None
-    devices.empty_cache("mps")  # nothing to call, and no AttributeError
+    devices.get("mps").empty_cache()  # nothing to call, and no AttributeError
 
 
 def test_mps_available_but_failing_first_op_is_unusable(monkeypatch):
@@ -122,14 +122,14 @@ def test_mps_available_but_failing_first_op_is_unusable(monkeypatch):
         return real_ones(*shape, device=device, **kwargs)
 
     monkeypatch.setattr(torch, "ones", ones)
-    found = devices.availability("mps")
+    found = devices.get("mps").availability()
     assert not found.usable
     first_line = "MPS backend: failed to allocate private MTLBuffer"
     assert found.reason == f"mps reported available but a first op failed: {first_line}"
 
 
 def test_mps_unusable_on_this_platform_says_why():
-    found = devices.availability("mps")
+    found = devices.get("mps").availability()
     if found.usable:  # pragma: no cover - only on a Mac
         pytest.skip("mps is usable here")
     assert "MPS" in found.reason
@@ -149,9 +149,9 @@ def test_cuda_peak_resets_then_reads_the_allocator_peak(monkeypatch):
     ]:
         monkeypatch.setattr(torch.cuda, name, recorder.fn(f"cuda.{name}", result))
     sampler = devices.PeakSampler("cuda")
-    devices.synchronize("cuda")
+    devices.get("cuda").synchronize()
     peak = sampler.peak_bytes()
-    devices.empty_cache("cuda")
+    devices.get("cuda").empty_cache()
     assert recorder.calls == [
         "cuda.reset_peak_memory_stats",
         "cuda.synchronize",
@@ -165,8 +165,8 @@ def test_cuda_peak_resets_then_reads_the_allocator_peak(monkeypatch):
 def test_cuda_absent_says_why():
     if torch.cuda.is_available():  # pragma: no cover - only on a GPU machine
         pytest.skip("cuda is usable here")
-    assert not devices.availability("cuda").usable
-    assert devices.availability("cuda").reason in ("no CUDA device found", f"torch {torch.__version__} has no CUDA")
+    assert not devices.get("cuda").availability().usable
+    assert devices.get("cuda").availability().reason in ("no CUDA device found", f"torch {torch.__version__} has no CUDA")
 
 
 @pytest.mark.parametrize(
@@ -193,10 +193,10 @@ def test_cuda_out_of_memory_error_type_is_recognised():
 
 
 def test_weights_are_created_on_cuda_directly_and_on_the_cpu_elsewhere():
-    on_cuda = devices.creating_on("cuda")
+    on_cuda = devices.get("cuda").creating()
     assert isinstance(on_cuda, torch.device) and on_cuda.type == "cuda"  # torch 2.0+: a context manager
     for name in ("cpu", "mps"):  # mps: an initializer it lacks must not fail a timing
-        assert isinstance(devices.creating_on(name), contextlib.nullcontext)
+        assert isinstance(devices.get(name).creating(), contextlib.nullcontext)
 
 
 def test_a_workload_builds_its_model_inside_creating_on(monkeypatch):
@@ -213,7 +213,7 @@ def test_a_workload_builds_its_model_inside_creating_on(monkeypatch):
         state["built_inside"] = state["inside"]
         return spec.build()
 
-    monkeypatch.setattr(workloads.devices, "creating_on", recording)
+    monkeypatch.setattr(workloads.devices.Device, "creating", recording)
     workload = workloads.Workload("training", "cpu", dataclasses.replace(spec, build=build), 8)
     assert state["built_inside"] == "cpu" and state["inside"] is None
     assert next(workload.model.parameters()).device.type == "cpu"

@@ -137,7 +137,7 @@ def test_measure_selection_measures_what_is_selected_and_records_why_the_rest_ca
     assert measured.phases["eval"].images == epoch.DATASETS["tiny"].test
     assert 0 < measured.phases["train"].data_wait_fraction < 1
     assert set(outcomes) == {(device, "tiny_cnn", BATCH, 0, "tiny") for device in ("cpu", "mps", "cuda")}
-    if not epoch.devices.is_usable("cuda"):
+    if not epoch.devices.get("cuda").usable:
         assert outcomes[("cuda", "tiny_cnn", BATCH, 0, "tiny")].skipped.startswith("cuda is not usable here")
 
 

@@ -158,7 +158,7 @@ def test_the_macos_job_times_mps_only_where_torch_can_use_it(monkeypatch, capsys
     from mpsbench.measure import devices
 
     verdicts = {"cpu": True, "mps": mps_usable, "cuda": False}
-    monkeypatch.setattr(devices, "availability", lambda name: devices.Availability(verdicts[name], "stand-in"))
+    monkeypatch.setattr(devices.Device, "availability", lambda self: devices.Availability(verdicts[self], "stand-in"))
     assert cli.main(["devices", "--usable"]) == 0
     assert capsys.readouterr().out == expected + "\n"
     script = (Path(__file__).resolve().parents[1] / "scripts" / "tiny-bench").read_text()

@@ -110,7 +110,7 @@ def test_mps_syncs_before_each_allocator_reading(monkeypatch):
 
 def test_mps_before_torch_2_reads_the_process_memory(monkeypatch):
     monkeypatch.delattr(torch, "mps", raising=False)
-    monkeypatch.setattr(devices, "synchronize", lambda name: None)  # torch 1.13 would read a tensor back
+    monkeypatch.setattr(devices.Device, "synchronize", lambda self: None)  # torch 1.13 would read a tensor back
     readings = leak.record(lambda: None, "mps", 3)
     assert all(reading > 10 * MIB for reading in readings)  # the RSS of this process
 

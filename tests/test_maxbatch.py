@@ -106,7 +106,7 @@ def test_the_cpu_search_in_a_memory_limited_child_stops_at_the_limit():
 
 
 def test_the_benchmark_skips_an_absent_device_with_the_reason(monkeypatch):
-    if maxbatch.devices.is_usable("cuda"):  # pragma: no cover - GPU machines
+    if maxbatch.devices.get("cuda").usable:  # pragma: no cover - GPU machines
         pytest.skip("cuda is present")
     monkeypatch.setenv(selection.FULL_SWEEP_ENV, "1")  # the GPUs' searches are in the full sweep only
     with pytest.raises(suite.SkipNotImplemented, match="cuda is not usable here"):

@@ -82,7 +82,7 @@ def test_the_capacity_classes_report_real_cpu_figures_and_skip_absent_devices():
     assert bench.track_peak_memory(table, "cpu", "mlp", 8) > 0
     with pytest.raises(suite.SkipNotImplemented, match="outside the default selection"):
         bench.track_throughput(table, "cpu", "mlp", 64)
-    if not suite.devices.is_usable("cuda"):
+    if not suite.devices.get("cuda").usable:
         with pytest.raises(suite.SkipNotImplemented, match="cuda is not usable here"):
             bench.track_throughput(table, "cuda", "mlp", 1024)
 

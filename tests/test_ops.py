@@ -250,7 +250,7 @@ def test_prepare_builds_once_and_caches_across_setup_calls():
 
 
 def test_an_absent_device_is_skipped_with_the_reason():
-    if devices.is_usable("cuda"):  # pragma: no cover - GPU machines
+    if devices.get("cuda").usable:  # pragma: no cover - GPU machines
         pytest.skip("cuda is present")
     with pytest.raises(suite.SkipNotImplemented, match="cuda is not usable here: "):
         ops.prepare("cuda", "matmul", "float32", "large", training=False)

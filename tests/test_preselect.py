@@ -35,7 +35,7 @@ def every_device_usable(monkeypatch):
         raise Built(args)
 
     monkeypatch.setattr(devices, "present", lambda name: True)
-    monkeypatch.setattr(devices, "availability", lambda name: devices.Availability(True, f"{name}, a stand-in"))
+    monkeypatch.setattr(devices.Device, "availability", lambda self: devices.Availability(True, f"{self}, a stand-in"))
     monkeypatch.setattr(workloads, "cached", build)
     monkeypatch.setattr(workloads, "build", build)
     monkeypatch.setattr(ops, "cached", build)

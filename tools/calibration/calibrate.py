@@ -228,10 +228,10 @@ steps = workload.spec.steps_per_call
 def hand():
     out = []
     for _ in range(calls):
-        devices.synchronize(device)
+        devices.get(device).synchronize()
         begin = time.perf_counter()
         workload.run(steps)
-        devices.synchronize(device)
+        devices.get(device).synchronize()
         out.append((time.perf_counter() - begin) / steps)
     return statistics.median(out)
 def asv_like():
@@ -241,7 +241,7 @@ def asv_like():
         gc.disable()
         begin = time.perf_counter()
         workload.run(steps)
-        devices.synchronize(device)
+        devices.get(device).synchronize()
         out.append((time.perf_counter() - begin) / steps)
         gc.enable()
     return statistics.median(out)
@@ -436,10 +436,10 @@ from mpsbench.measure import accuracy, devices, models, timing, workloads
 spec = models.get(model)
 spec.missing_requirements()  # imports torchvision / transformers where the model needs them
 stage("imports")
-devices.synchronize(device)
+devices.get(device).synchronize()
 stage("device init")
 workload = workloads.build(kind, device, model, batch)
-devices.synchronize(device)
+devices.get(device).synchronize()
 stage("build and copy")
 workload.warm_up()
 stage("warm-up")
@@ -474,7 +474,7 @@ def breakdown(report: Report, device: str) -> None:
 
 def first_gpu() -> str:
     for name in ("cuda", "mps"):
-        if devices.is_usable(name):
+        if devices.get(name).usable:
             return name
     raise SystemExit("mpsbench calibrate: no usable GPU (cuda or mps) here; pass --device cpu to calibrate the cpu")
 

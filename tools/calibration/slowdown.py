@@ -44,21 +44,20 @@ def slowdown_for(model: str) -> float:
 
 def median_step_seconds(workload: Any, samples: int = 5) -> float:
     """The step time the injected slowdown is a share of, measured once after warm-up."""
-    from mpsbench.measure import devices
 
     times = []
     for _ in range(samples):
-        devices.synchronize(workload.device)
+        workload.device.synchronize()
         begin = time.perf_counter()
         workload.step()
-        devices.synchronize(workload.device)
+        workload.device.synchronize()
         times.append(time.perf_counter() - begin)
     return statistics.median(times)
 
 
 def install() -> None:
     """Wrap the workloads' warm-up (measure the share to wait) and run (wait it, after a synchronize)."""
-    from mpsbench.measure import devices, workloads
+    from mpsbench.measure import workloads
 
     warm_up, run = workloads.Workload.warm_up, workloads.Workload.run
 
@@ -70,7 +69,7 @@ def install() -> None:
     def run_and_wait(self: Any, steps: int) -> None:
         run(self, steps)
         if getattr(self, "injected_seconds", 0.0):
-            devices.synchronize(self.device)
+            self.device.synchronize()
             time.sleep(self.injected_seconds * steps)
 
     workloads.Workload.warm_up = warm_up_and_measure  # type: ignore[method-assign]

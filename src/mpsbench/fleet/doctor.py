@@ -37,7 +37,7 @@ def check_devices() -> Iterator[Finding]:
     for name in devices.NAMES:
         if not devices.present(name):
             continue
-        found = devices.availability(name)
+        found = devices.get(name).availability()
         yield Finding("ok" if found.usable else "warn", name, found.reason)
 
 

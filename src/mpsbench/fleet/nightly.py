@@ -226,7 +226,7 @@ def _check_devices(requested: list[str]) -> list[str]:
 
     for name in names:
         try:
-            found = devices.availability(devices.check_name(name))
+            found = devices.get(name).availability()
         except devices.DeviceError as exc:
             raise NightlyError(str(exc)) from None
         if not found.usable:

@@ -165,7 +165,7 @@ def relative_error(name: str, device: str, dtype: str) -> float:
     reference = pattern.op(*pattern.arrange([x.to(torch.float64) if x.is_floating_point() else x for x in rounded]))
     try:
         result = pattern.op(*pattern.arrange([x.to(device) for x in rounded]))
-        devices.synchronize(device)
+        devices.get(device).synchronize()
     except (NotImplementedError, RuntimeError, TypeError) as exc:
         text = str(exc)
         # Torch lacks the op or the dtype here (mps before macOS 14 has no bfloat16): n/a, not a wrong result.

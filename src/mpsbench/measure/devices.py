@@ -14,12 +14,13 @@ hosted Macs report it available and then fail at the first allocation.
 from __future__ import annotations
 
 import contextlib
+import enum
+import functools
 import os
 import platform
 import sys
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
-from functools import cache
 from typing import Any
 
 from mpsbench import command
@@ -35,19 +36,21 @@ class DeviceError(ValueError):
     """A device name that is not one of :data:`NAMES`."""
 
 
-def check_name(name: str) -> str:
-    """Return ``name`` if it names a known device, else raise a one-line error."""
-    if name not in NAMES:
-        raise DeviceError(f"unknown device {name!r}; choose one of: {', '.join(NAMES)}")
-    return name
-
-
 @dataclass(frozen=True)
 class Availability:
     """Whether a device can run workloads in this process, and why not."""
 
     usable: bool
     reason: str  # a human sentence: what was found, or why it is unusable
+
+
+@dataclass(frozen=True)
+class MemoryReading:
+    """Bytes held on a device at one moment; None where the device cannot say."""
+
+    current: int | None  # tensors alive now (cuda/mps allocator; cpu: process RSS)
+    peak: int | None  # high-water mark since the last reset (cuda; cpu: process max RSS)
+    driver: int | None = None  # mps only: everything the Metal driver holds for us
 
 
 def _mps_module() -> Any | None:
@@ -68,6 +71,133 @@ def _mps_backend_available() -> tuple[bool, str]:
     return True, "available"
 
 
+class Device(str, enum.Enum):
+    """One device and all its plumbing: probe, sync, memory, cache, seed.
+
+    A ``str`` (``"mps"``), so torch takes it wherever it takes a device name,
+    and one object per name (:func:`get`): a combination's ``setup`` looks its
+    device up once and every module below asks the object.
+    """
+
+    CPU = "cpu"
+    MPS = "mps"
+    CUDA = "cuda"
+
+    # "mps" and 'mps', never "Device.MPS": in messages, f-strings and generated code (cold start)
+    __str__, __format__, __repr__ = str.__str__, str.__format__, str.__repr__  # type: ignore[assignment]
+
+    @classmethod
+    def _missing_(cls, value: object) -> Device:
+        raise DeviceError(f"unknown device {value!r}; choose one of: {', '.join(NAMES)}")
+
+    @functools.cache
+    def availability(self) -> Availability:
+        """Probe once per process with a real allocation and a real op."""
+        if self is Device.CPU:
+            return Availability(True, f"cpu, {torch.get_num_threads()} threads")
+        if self is Device.CUDA:
+            if not torch.cuda.is_available():
+                built = torch.version.cuda is not None
+                return Availability(False, "no CUDA device found" if built else f"torch {torch.__version__} has no CUDA")
+        else:
+            ok, why = _mps_backend_available()
+            if not ok:
+                return Availability(False, why)
+        try:
+            probe = torch.ones(4, device=self.value) * 2
+            total = float(probe.sum().cpu())  # a read-back proves the op really ran
+        except Exception as exc:  # a device that reports available and fails on first use
+            return Availability(False, f"{self} reported available but a first op failed: {command.first_line(exc)}")
+        if total != 8.0:
+            return Availability(False, f"{self} computed 2*ones(4).sum() = {total}, expected 8")
+        return Availability(True, self.describe())
+
+    @property
+    def usable(self) -> bool:
+        return self.availability().usable
+
+    def describe(self) -> str:
+        """A short description of the device: its model name where torch knows it."""
+        if self is Device.CUDA:
+            return f"cuda: {torch.cuda.get_device_name(0)}"
+        if self is Device.MPS:
+            return "mps: Apple GPU via Metal Performance Shaders"
+        return f"cpu, {torch.get_num_threads()} threads"
+
+    def creating(self) -> AbstractContextManager[Any]:
+        """Where a model built inside this context creates its weights: on the device where that is safe.
+
+        cuda (torch 2.0 and later, whose ``torch.device`` is a context manager):
+        on the GPU. Initializing VGG16's or BERT's weights on a cpu took 1.7 to
+        2.4 s of every benchmark process on the H100 host, on the GPU 0.03 to
+        0.09 s (docs/performance.md). Everywhere else on the cpu, to be copied
+        after: an initializer that mps lacks would fail the combination for an op
+        that no timed step runs.
+        """
+        if self is Device.CUDA and hasattr(torch.device, "__enter__"):
+            return torch.device(self.value)  # a context manager since torch 2.0
+        return contextlib.nullcontext()
+
+    def synchronize(self) -> None:
+        """Block until every kernel queued on the device has finished.
+
+        A GPU runs asynchronously: a clock read before this returns measures the
+        launch, not the work.
+        """
+        if self is Device.CUDA:
+            torch.cuda.synchronize()
+        elif self is Device.MPS:
+            mps = _mps_module()
+            if mps is not None and hasattr(mps, "synchronize"):
+                mps.synchronize()
+            else:  # torch 1.12/1.13: no torch.mps; a read-back waits for the queue to drain
+                torch.zeros(1, device="mps").cpu()
+
+    def memory(self) -> MemoryReading:
+        """Read the device's memory counters now."""
+        if self is Device.CUDA:
+            return MemoryReading(torch.cuda.memory_allocated(), torch.cuda.max_memory_allocated())
+        if self is Device.MPS:
+            mps = _mps_module()
+            if mps is None or not hasattr(mps, "current_allocated_memory"):
+                return MemoryReading(None, None)  # torch < 2.0: no MPS memory counters
+            # MPS has no peak counter: callers sample (see PeakSampler).
+            return MemoryReading(mps.current_allocated_memory(), None, mps.driver_allocated_memory())
+        current = process_memory.rss()
+        peak = process_memory.max_rss()
+        # The kernel updates the max RSS lazily: it can trail the current RSS slightly.
+        return MemoryReading(current, None if peak is None else max(peak, current or 0))
+
+    def no_reading_reason(self) -> str:
+        """Why :meth:`memory` has no current reading here (asked after it found none)."""
+        if self is Device.CPU:
+            return process_memory.unreadable_reason()
+        return f"torch {torch.__version__} keeps no {self} memory counters"
+
+    def reset_peak(self) -> None:
+        """Start a new high-water mark where the device keeps one (cuda)."""
+        if self is Device.CUDA:
+            torch.cuda.reset_peak_memory_stats()
+
+    def empty_cache(self) -> None:
+        """Hand cached, unused blocks back to the driver, so the next reading starts clean."""
+        if self is Device.CUDA:
+            torch.cuda.empty_cache()
+        elif self is Device.MPS:
+            mps = _mps_module()
+            if mps is not None and hasattr(mps, "empty_cache"):
+                mps.empty_cache()
+
+    def seed(self, value: int) -> None:
+        """Seed the host generator and the device's: ``torch.manual_seed`` seeds cuda's and (2.0+) mps's too."""
+        torch.manual_seed(value)
+
+
+def get(name: str) -> Device:
+    """The device named ``name``; a one-line :class:`DeviceError` naming the valid ones otherwise."""
+    return Device(name)
+
+
 def present(name: str) -> bool:
     """Whether this machine could have ``name`` at all, whatever torch is installed; touches no GPU.
 
@@ -75,10 +205,10 @@ def present(name: str) -> bool:
     again in every benchmark's ``setup`` (in the build's environment), so it
     must not depend on which torch answers: the benchmarked build may differ.
     """
-    check_name(name)
-    if name == "cpu":
+    device = get(name)
+    if device is Device.CPU:
         return True
-    if name == "cuda":
+    if device is Device.CUDA:
         # The driver's control node exists on any Linux host (or container) given an NVIDIA GPU.
         return os.path.exists("/dev/nvidiactl") or (optional_torch.INSTALLED and bool(torch.cuda.is_available()))
     return sys.platform == "darwin" and platform.machine() == "arm64"
@@ -97,135 +227,6 @@ def accelerators_present() -> tuple[str, ...]:
     return tuple(name for name in GPU_NAMES if present(name))
 
 
-@cache
-def availability(name: str) -> Availability:
-    """Probe ``name`` once per process with a real allocation and a real op."""
-    check_name(name)
-    if name == "cpu":
-        return Availability(True, f"cpu, {torch.get_num_threads()} threads")
-    if name == "cuda":
-        if not torch.cuda.is_available():
-            built = torch.version.cuda is not None
-            why = "no CUDA device found" if built else f"torch {torch.__version__} has no CUDA"
-            return Availability(False, why)
-    else:
-        ok, why = _mps_backend_available()
-        if not ok:
-            return Availability(False, why)
-    try:
-        probe = torch.ones(4, device=name) * 2
-        total = float(probe.sum().cpu())  # a read-back proves the op really ran
-    except Exception as exc:  # a device that reports available and fails on first use
-        return Availability(False, f"{name} reported available but a first op failed: {command.first_line(exc)}")
-    if total != 8.0:
-        return Availability(False, f"{name} computed 2*ones(4).sum() = {total}, expected 8")
-    return Availability(True, describe(name))
-
-
-def describe(name: str) -> str:
-    """A short description of the device: its model name where torch knows it."""
-    if name == "cuda":
-        return f"cuda: {torch.cuda.get_device_name(0)}"
-    if name == "mps":
-        return "mps: Apple GPU via Metal Performance Shaders"
-    return f"cpu, {torch.get_num_threads()} threads"
-
-
-def creating_on(name: str) -> AbstractContextManager[Any]:
-    """Where a model built inside this context creates its weights: on ``name`` where that is safe.
-
-    cuda (torch 2.0 and later, whose ``torch.device`` is a context manager):
-    on the GPU. Initializing VGG16's or BERT's weights on a cpu took 1.7 to
-    2.4 s of every benchmark process on the H100 host, on the GPU 0.03 to
-    0.09 s (docs/performance.md). Everywhere else on the cpu, to be copied
-    after: an initializer that mps lacks would fail the combination for an op
-    that no timed step runs.
-    """
-    if name == "cuda" and hasattr(torch.device, "__enter__"):
-        return torch.device(name)  # a context manager since torch 2.0
-    return contextlib.nullcontext()
-
-
-def is_usable(name: str) -> bool:
-    return availability(name).usable
-
-
-def synchronize(name: str) -> None:
-    """Block until every kernel queued on ``name`` has finished.
-
-    A GPU runs asynchronously: a clock read before this returns measures the
-    launch, not the work.
-    """
-    if name == "cuda":
-        torch.cuda.synchronize()
-    elif name == "mps":
-        mps = _mps_module()
-        if mps is not None and hasattr(mps, "synchronize"):
-            mps.synchronize()
-        else:
-            # torch 1.12/1.13: no torch.mps; a read-back waits for the queue to drain.
-            torch.zeros(1, device="mps").cpu()
-
-
-@dataclass(frozen=True)
-class MemoryReading:
-    """Bytes held on a device at one moment; None where the device cannot say."""
-
-    current: int | None  # tensors alive now (cuda/mps allocator; cpu: process RSS)
-    peak: int | None  # high-water mark since the last reset (cuda; cpu: process max RSS)
-    driver: int | None = None  # mps only: everything the Metal driver holds for us
-
-
-def memory(name: str) -> MemoryReading:
-    """Read the device's memory counters now."""
-    if name == "cuda":
-        return MemoryReading(torch.cuda.memory_allocated(), torch.cuda.max_memory_allocated())
-    if name == "mps":
-        mps = _mps_module()
-        if mps is None or not hasattr(mps, "current_allocated_memory"):
-            return MemoryReading(None, None)  # torch < 2.0: no MPS memory counters
-        # MPS has no peak counter: callers sample (see PeakSampler).
-        return MemoryReading(mps.current_allocated_memory(), None, mps.driver_allocated_memory())
-    current = process_memory.rss()
-    peak = process_memory.max_rss()
-    # The kernel updates the max RSS lazily: it can trail the current RSS slightly.
-    return MemoryReading(current, None if peak is None else max(peak, current or 0))
-
-
-def no_reading_reason(name: str) -> str:
-    """Why :func:`memory` has no current reading for ``name`` here (asked after it found none)."""
-    if name == "cpu":
-        return process_memory.unreadable_reason()
-    return f"torch {torch.__version__} keeps no {name} memory counters"
-
-
-
-def reset_peak(name: str) -> None:
-    """Start a new high-water mark where the device keeps one (cuda)."""
-    if name == "cuda":
-        torch.cuda.reset_peak_memory_stats()
-
-
-def empty_cache(name: str) -> None:
-    """Hand cached, unused blocks back to the driver, so the next reading starts clean."""
-    if name == "cuda":
-        torch.cuda.empty_cache()
-    elif name == "mps":
-        mps = _mps_module()
-        if mps is not None and hasattr(mps, "empty_cache"):
-            mps.empty_cache()
-
-
-def seed(name: str, value: int) -> None:
-    """Seed the host generator and the device's own.
-
-    ``torch.manual_seed`` seeds the cpu generator and those of cuda and (from
-    torch 2.0) mps as well, so one call covers every device.
-    """
-    check_name(name)
-    torch.manual_seed(value)
-
-
 class PeakSampler:
     """Track the largest memory reading seen across explicit sample points.
 
@@ -239,14 +240,14 @@ class PeakSampler:
     """
 
     def __init__(self, device: str) -> None:
-        self.device = device
+        self.device = get(device)
         self.allocated = 0
         self.driver = 0
         self.read = False  # whether any sample had a reading: no reading is None, never 0
-        reset_peak(device)
+        self.device.reset_peak()
 
     def sample(self) -> None:
-        reading = memory(self.device)
+        reading = self.device.memory()
         if reading.current is not None:
             self.allocated = max(self.allocated, reading.current)
             self.read = True
@@ -255,9 +256,9 @@ class PeakSampler:
 
     def peak_bytes(self) -> int | None:
         """The peak: the device's own counter where it has one, else the largest sample."""
-        if self.device in ("cpu", "mps"):
+        if self.device is not Device.CUDA:
             return self.allocated if self.read else None
-        return memory(self.device).peak
+        return self.device.memory().peak
 
     def driver_peak_bytes(self) -> int | None:
         """The peak of what the driver holds for torch, cached blocks included.
@@ -265,9 +266,9 @@ class PeakSampler:
         mps: the largest ``driver_allocated_memory`` sample (torch 2.0+); cuda:
         the caching allocator's reserved peak. cpu has no such pool: None.
         """
-        if self.device == "cuda":
+        if self.device is Device.CUDA:
             return int(torch.cuda.max_memory_reserved())
-        if self.device == "mps" and hasattr(_mps_module(), "driver_allocated_memory"):
+        if self.device is Device.MPS and hasattr(_mps_module(), "driver_allocated_memory"):
             return self.driver
         return None
 

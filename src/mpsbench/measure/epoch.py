@@ -197,7 +197,7 @@ def run_epoch(loader: DataLoader[tuple[torch.Tensor, int]], device: str, step: S
     """Feed every batch of ``loader`` to ``step`` on ``device``, timing the wait for data apart."""
     images = 0
     waited = 0.0
-    devices.synchronize(device)  # nothing queued earlier may finish on this epoch's clock
+    devices.get(device).synchronize()  # nothing queued earlier may finish on this epoch's clock
     started = time.perf_counter()
     batches = iter(loader)  # starts the workers, if any: the first wait
     waited += time.perf_counter() - started
@@ -210,7 +210,7 @@ def run_epoch(loader: DataLoader[tuple[torch.Tensor, int]], device: str, step: S
         inputs, labels = batch
         images += len(labels)
         step(inputs.to(device), labels.to(device))
-        devices.synchronize(device)  # the step's GPU work ends here, not in the next next()
+        devices.get(device).synchronize()  # the step's GPU work ends here, not in the next next()
     return EpochTiming(images, time.perf_counter() - started, waited)
 
 
@@ -270,7 +270,7 @@ class EpochRunner:
         self.workload.model.eval()
         self._eval_step(inputs, labels)
         self.workload.model.train()
-        devices.synchronize(self.device)
+        devices.get(self.device).synchronize()
 
 
 # --- what the benchmark reports --------------------------------------------------
@@ -336,7 +336,7 @@ def _measure_one(
 
 def _build(device: str, model: str, batch_size: int) -> workloads.Workload | Outcome:
     """A warmed-up training workload, or the outcome that stands for every combination using it."""
-    found = devices.availability(device)
+    found = devices.get(device).availability()
     if not found.usable:
         return Outcome(skipped=f"{device} is not usable here: {found.reason}")
     missing = models.get(model).missing_requirements()
@@ -380,7 +380,7 @@ def measure_selection(
         if isinstance(workload, workloads.Workload):  # hand its memory back before the next model
             del workload
             gc.collect()
-            devices.empty_cache(device)
+            devices.get(device).empty_cache()
     return outcomes
 
 

@@ -30,11 +30,11 @@ def steps_for(workload: Workload) -> int:
 
 def reading(device: str) -> int:
     """Bytes held now: the device allocator's count, or the process RSS where there is none."""
-    current = devices.memory(device).current
+    current = devices.get(device).memory().current
     if current is None:  # mps before torch 2.0: no counters; its buffers live in process memory
-        current = devices.memory("cpu").current
+        current = devices.get("cpu").memory().current
     if current is None:  # a skip with the reason (asv's n/a), never a slope of zeros
-        raise SkipNotImplemented(f"no memory reading for {device}: {devices.no_reading_reason('cpu')}")
+        raise SkipNotImplemented(f"no memory reading for {device}: {devices.get('cpu').no_reading_reason()}")
     return current
 
 
@@ -53,11 +53,11 @@ def slope_mib_per_100_steps(readings: Sequence[float]) -> float:
 def record(step: Callable[[], object], device: str, steps: int) -> list[int]:
     """Run ``step`` ``steps`` times, reading memory after each has finished on the device."""
     gc.collect()  # start from a settled heap: garbage from warm-up is not growth
-    devices.synchronize(device)
+    devices.get(device).synchronize()
     readings = []
     for _ in range(steps):
         step()
-        devices.synchronize(device)  # freed buffers return once the device is done with them
+        devices.get(device).synchronize()  # freed buffers return once the device is done with them
         readings.append(reading(device))
     return readings
 

@@ -116,7 +116,7 @@ def growth(name: str, device: str, iterations: int | None = None) -> float:
 
     pattern = PATTERNS[name]
     suite.require_torch(pattern.min_torch, name)
-    devices.seed(device, models.SEED)
+    devices.get(device).seed(models.SEED)
     step = pattern.make(device)
     for _ in range(WARM_UP):
         step()

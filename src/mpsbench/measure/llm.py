@@ -34,10 +34,10 @@ class Generation:
     """The decoder on a device in eval mode, a fixed seeded prompt, and the two phases."""
 
     def __init__(self, device: str, model: str = MODEL) -> None:
-        self.device = device
+        self.device = devices.get(device)
         self.spec = models.get(model)
-        devices.seed(device, models.SEED)
-        with devices.creating_on(device):
+        self.device.seed(models.SEED)
+        with self.device.creating():
             self.model = self.spec.build().to(device)
         self.model.eval()
         vocab = models.LLAMA_CONFIG["vocab_size"]
@@ -71,7 +71,7 @@ class Generation:
         with fallback.Recorder() as recorder:
             token, cache = self.prefill()
             out = self.decode(token, cache, count=4)
-            devices.synchronize(self.device)
+            self.device.synchronize()
         self.fallback_ops = tuple(recorder.ops)
         if out.device.type != self.device:
             raise RuntimeError(f"{self.label} produced its tokens on {out.device.type}")
@@ -91,7 +91,7 @@ def prepare(device: str, model: str) -> Generation:
     key = (device, model)
     if key not in _cache:
         _cache.clear()
-        devices.empty_cache(device)
+        devices.get(device).empty_cache()
         generation = Generation(device, model)
         generation.warm_up()
         _cache[key] = generation

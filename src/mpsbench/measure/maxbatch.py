@@ -113,9 +113,8 @@ class SizedStep:
 
     def __init__(self, kind: str, device: str, model: str) -> None:
         workloads.check_kind(kind)
-        devices.check_name(device)
         self.kind = kind
-        self.device = device
+        self.device = devices.get(device)
         self.spec = models.get(model)
         self.workload: workloads.Workload | None = None
 
@@ -126,7 +125,7 @@ class SizedStep:
         workload.batch = models.make_batch(self.spec, batch_size).to(self.device)
         workload.batch_size = batch_size
         workload.run(STEPS_PER_TRY[self.kind])
-        devices.synchronize(self.device)  # an asynchronous device reports its failure here
+        self.device.synchronize()  # an asynchronous device reports its failure here
 
     def release(self) -> None:
         workload = self.workload
@@ -135,7 +134,7 @@ class SizedStep:
             if workload.optimizer is not None:
                 workload.optimizer.zero_grad(set_to_none=True)
         gc.collect()
-        devices.empty_cache(self.device)
+        self.device.empty_cache()
 
     def close(self) -> None:
         """Drop the model and optimizer and hand the device's cached memory back."""
@@ -203,7 +202,7 @@ def largest_batch_in_child(kind: str, model: str, ceiling: int = CEILING, budget
 
 def prepare(device: str, model: str, kind: str) -> None:
     """For an asv ``setup`` (after the selection): raise asv's n/a with the reason if this search cannot run here."""
-    found = devices.availability(device)
+    found = devices.get(device).availability()
     if not found.usable:
         raise suite.SkipNotImplemented(f"{device} is not usable here: {found.reason}")
     missing = models.get(model).missing_requirements()

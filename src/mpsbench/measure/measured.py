@@ -112,8 +112,8 @@ def measure(
         workloads.forget()
         gc.collect()
         device = key[0]
-        if devices.availability(device).usable:
-            devices.empty_cache(device)
+        if devices.get(device).availability().usable:
+            devices.get(device).empty_cache()
     return table
 
 

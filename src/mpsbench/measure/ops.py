@@ -452,7 +452,7 @@ def make_inputs(spec: OpSpec, size: str, device: str, dtype: str, training: bool
     random generator). With ``training`` the operands the op is trained
     through require gradients.
     """
-    devices.seed(device, SEED)
+    devices.get(device).seed(SEED)
     float_dtype = precision.dtype_of(dtype)
     inputs: dict[str, torch.Tensor] = {}
     for name, operand in spec.operands(spec.dims(size)).items():
@@ -486,7 +486,7 @@ class OpCase:
         if training and not spec.has_backward:
             raise OpError(f"{spec.name} is not trained through; choose one of: {', '.join(BACKWARD_NAMES)}")
         self.spec = spec
-        self.device = devices.check_name(device)
+        self.device = devices.get(device)
         self.dtype = dtype
         self.size = size
         self.training = training
@@ -535,7 +535,7 @@ class OpCase:
             output = self.forward()
             if self.training:
                 self.forward_backward()
-        devices.synchronize(self.device)
+        self.device.synchronize()
         expected_shape = self.spec.output_shape(self.spec.dims(self.size))
         expected_device = "cpu" if self.spec.name == "copy_d2h" else self.device
         problems = []
@@ -605,7 +605,7 @@ def cached(device: str, op: str, dtype: str, size: str, training: bool) -> tuple
     if key in _cache:
         return _cache[key], False
     _cache.clear()
-    devices.empty_cache(device)
+    devices.get(device).empty_cache()
     case = OpCase(get(op), device, dtype, size, training)
     with fallback.Recorder() as recorder:
         case.warm_up()
@@ -629,7 +629,7 @@ def prepare(device: str, op: str, dtype: str, size: str, training: bool) -> OpCa
     """
     spec = get(op)
     precision.check_name(dtype)
-    found = devices.availability(device)
+    found = devices.get(device).availability()
     if not found.usable:
         raise SkipNotImplemented(f"{device} is not usable here: {found.reason}")
     if spec.needs_functional is not None and not hasattr(F, spec.needs_functional):
@@ -641,7 +641,7 @@ def prepare(device: str, op: str, dtype: str, size: str, training: bool) -> OpCa
     except Exception as exc:
         forget()
         if devices.is_out_of_memory(exc):
-            devices.empty_cache(device)
+            devices.get(device).empty_cache()
             raise SkipNotImplemented(
                 f"{op} at {size} in {dtype} does not fit in {device} memory: {command.first_line(exc)}"
             ) from exc

@@ -145,7 +145,7 @@ def registry_markdown() -> str:
 
 def _default_device() -> str:
     for name in ("cuda", "mps"):
-        if devices.is_usable(name):
+        if devices.get(name).usable:
             return name
     return "cpu"
 
@@ -176,18 +176,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(registry_markdown())
         return 0
     try:
-        device = _default_device() if args.device is None else devices.check_name(args.device)
+        device = _default_device() if args.device is None else devices.get(args.device)
         names = _choices(args.ops, ops.NAMES, "op")
         dtypes = _choices(args.dtypes, ops.DTYPES, "dtype")
         sizes = _choices(args.sizes, ops.SIZES, "size")
     except ValueError as exc:
         print(f"ops-table: error: {exc}", file=sys.stderr)
         return 2
-    found = devices.availability(device)
+    found = devices.get(device).availability()
     if not found.usable:
         print(f"ops-table: error: {device} is not usable here: {found.reason}", file=sys.stderr)
         return 2
-    described = devices.describe(device)
+    described = devices.get(device).describe()
     peaks = peaks_for(torch.cuda.get_device_name(0)) if device == "cuda" else None
     header = [
         f"device: {described}; torch {torch.__version__}; cpu threads {devices.cpu_threads()}",

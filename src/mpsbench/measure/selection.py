@@ -39,7 +39,7 @@ def selected_devices() -> tuple[str, ...] | None:
         return None
     names = tuple(name.strip() for name in value.split(",") if name.strip())
     for name in names:
-        devices.check_name(name)
+        devices.get(name)
     return names
 
 

@@ -50,7 +50,7 @@ def selected(benchmark: str, *params: object) -> None:
 
 def require_device(device: str) -> None:
     """Skip, with the reason, a combination whose device is not usable here."""
-    found = devices.availability(device)
+    found = devices.get(device).availability()
     if not found.usable:
         raise SkipNotImplemented(f"{device} is not usable here: {found.reason}")
 
@@ -137,7 +137,7 @@ class OutOfMemorySkips:
         if exc is None or isinstance(exc, SkipNotImplemented) or not devices.is_out_of_memory(exc):
             return
         workloads.forget()
-        devices.empty_cache(self.device)
+        devices.get(self.device).empty_cache()
         first_line = command.first_line(exc)
         raise SkipNotImplemented(
             f"{self.model} at batch {self.batch_size} does not fit in {self.device} memory: {first_line}"
@@ -179,12 +179,12 @@ class MemoryPeaks:
 
 def memory_peaks(workload: workloads.Workload) -> MemoryPeaks:
     """Sample memory before, inside (after forward, after backward) and after one step."""
-    device = workload.device
-    devices.synchronize(device)
+    device = devices.get(workload.device)
+    device.synchronize()
     sampler = devices.PeakSampler(device)
     sampler.sample()
     workload.step(probe=sampler.sample)
-    devices.synchronize(device)
+    device.synchronize()
     sampler.sample()  # mps frees late: the driver may still grow while the step finishes
     peak, driver = sampler.peak_bytes(), sampler.driver_peak_bytes()
     return MemoryPeaks(
@@ -197,7 +197,7 @@ def peak_memory_mib(workload: workloads.Workload) -> float:
     """Peak memory over one step, in MiB; skipped with the reason where the device gives no reading (never 0)."""
     allocated = memory_peaks(workload).allocated
     if allocated is None:
-        raise SkipNotImplemented(f"no {workload.device} memory reading: {devices.no_reading_reason(workload.device)}")
+        raise SkipNotImplemented(f"no {workload.device} memory reading: {devices.get(workload.device).no_reading_reason()}")
     return allocated
 
 
@@ -223,12 +223,12 @@ def cold_first_step(kind: str, device: str, model: str, batch_size: int) -> Call
     when an op fell back to the cpu (unless ``MPSBENCH_ALLOW_FALLBACK=1``).
     """
     workload = workloads.build(kind, device, model, batch_size)
-    devices.synchronize(device)
+    workload.device.synchronize()
 
     def first_step() -> None:
         with fallback.Recorder() as recorder:
             workload.step()
-            devices.synchronize(device)
+            workload.device.synchronize()
         fallback.refuse(f"{workload.label}, first step", recorder.ops)
 
     return first_step

@@ -36,14 +36,14 @@ def median_seconds(run: Callable[[int], None], device: str, per_sample: int, min
     passed, or ``max_samples`` were taken. ``run`` must be warmed up already.
     """
     durations: list[float] = []
-    devices.synchronize(device)
+    devices.get(device).synchronize()
     started = time.perf_counter()
     while len(durations) < max_samples and (
         len(durations) < min_samples or time.perf_counter() - started < min_seconds
     ):
         begin = time.perf_counter()
         run(per_sample)
-        devices.synchronize(device)
+        devices.get(device).synchronize()
         durations.append((time.perf_counter() - begin) / per_sample)
     return statistics.median(durations), len(durations)
 

@@ -39,12 +39,12 @@ class Workload:
         compiled: bool = False,
     ) -> None:
         self.kind = kind
-        self.device = device
+        self.device = devices.get(device)  # the one object every step, check and reading asks
         self.spec = spec
         self.batch_size = batch_size
         self.dtype = dtype
-        devices.seed(device, models.SEED)
-        with devices.creating_on(device):
+        self.device.seed(models.SEED)
+        with self.device.creating():
             self.model = spec.build().to(device)  # the copy is a no-op where the weights were created on device
         self.batch = models.make_batch(spec, batch_size).to(device)
         if precision.casts_model(kind, dtype):
@@ -148,14 +148,14 @@ class Workload:
         it was computed in the asked dtype, and the loss is finite.
         """
         with fallback.Recorder() as recorder:
-            devices.synchronize(self.device)
+            self.device.synchronize()
             begin = time.perf_counter()
             result = self.step()
-            devices.synchronize(self.device)
+            self.device.synchronize()
             self.first_step_seconds = time.perf_counter() - begin
             for _ in range(steps - 1):
                 result = self.step()
-            devices.synchronize(self.device)
+            self.device.synchronize()
         self.fallback_ops = tuple(recorder.ops)
         if result.device.type != self.device:
             raise WorkloadError(
@@ -183,7 +183,7 @@ def build(
 ) -> Workload:
     """Validate every argument, then build the workload (one-line errors on bad input)."""
     check_kind(kind)
-    devices.check_name(device)
+    devices.get(device)
     precision.check_name(dtype)
     spec = models.get(model)
     models.check_batch_size(spec, batch_size)
@@ -213,7 +213,7 @@ def cached(
     if key in _cache:
         return _cache[key], False
     _cache.clear()
-    devices.empty_cache(device)
+    devices.get(device).empty_cache()
     workload = build(kind, device, model, batch_size, dtype, compiled)
     workload.warm_up()
     _cache[key] = workload
