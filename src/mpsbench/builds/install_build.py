@@ -1,20 +1,17 @@
 """Install a timeline build into an asv environment: once per build, then switch by a .pth file.
 
 asv runs this with the environment's own python (``install_command`` in
-asv.conf.json), before anything else is installed there, so it uses the
-standard library only. A build is installed once, with pip, into a cache
-folder keyed by the sha256 of its pinned wheels; every later switch of an
-environment to that build only rewrites one ``.pth`` file, which puts the
-cached build and the suite's ``src/`` (SUITE_SRC) on ``sys.path``.
+asv.conf.json) before anything else is installed there, so it imports only
+the standard library and pip (the environment's installer). A build is
+installed once into a cache folder keyed by its wheels' sha256; switching an
+environment to it rewrites one ``.pth`` file, which puts the cached build and
+the suite's ``src/`` (SUITE_SRC) on ``sys.path``.
 
-Every wheel is checked against its pinned sha256 before it is installed,
-wherever it comes from (the wheel store, a wheelhouse, pip, a URL): a
-stored copy is checked again each time a build is installed from it.
-A build is installed into a staging folder (pip's own temporary files
-inside it) and renamed into place only when pip succeeds, so a failed or
-killed install leaves no half-built cache entry; the next install removes
-what a killed one left. A cached build is switched to without writing to
-the cache, so a read-only cache serves the builds it holds.
+Every wheel, wherever it comes from, is checked against its pinned sha256
+before it is installed, a stored copy each time. A build is staged and
+renamed into place only when pip succeeds, so a failed or killed install
+leaves no half-built entry (the next install removes its leftovers); a cached
+build is switched to without writing, so a read-only cache serves it.
 
     python install_build.py install BUILD_DIR ENV_DIR SUITE_SRC
     python install_build.py uninstall ENV_DIR
@@ -92,16 +89,12 @@ def _python_tag() -> str:
 
 
 def _fits_this_python(filename: str) -> bool:
-    """Whether a wheel's python and abi tags (PEP 427; by hand: this runs stdlib-only) admit this interpreter."""
-    parts = filename[: -len(".whl")].split("-")
-    python, abi = parts[-3], parts[-2]
-    tags = python.split(".")
-    if abi == "none" and any(tag in ("py3", "py2.py3") or tag.startswith("py3") for tag in tags):
-        return True
-    if abi == "abi3":  # the stable ABI: cp39-abi3 serves CPython 3.9 and every later 3.x
-        return any(tag.startswith("cp3") and tag[3:].isdigit() and int(tag[3:]) <= sys.version_info.minor
-                   for tag in tags)
-    return _python_tag() in tags
+    """Whether a wheel's python and abi tags admit this interpreter (its platform is the manifest's key)."""
+    from pip._vendor.packaging import tags, utils  # pip's copy: nothing else is installed yet
+
+    here = (sys.version_info.major, sys.version_info.minor)
+    ours = {(tag.interpreter, tag.abi) for tag in (*tags.cpython_tags(here), *tags.compatible_tags(here))}
+    return any((tag.interpreter, tag.abi) in ours for tag in utils.parse_wheel_filename(filename)[3])
 
 
 def _for_this_python(pins: list[dict[str, str]]) -> list[dict[str, str]]:
@@ -192,11 +185,7 @@ def fetch_wheel(pin: dict[str, str]) -> Path:
         return stored
     store.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=store.parent, prefix=f"fetch-{os.getpid()}-") as scratch:
-        found: Path | None = None
-        for folder in _local_wheelhouses():
-            if (folder / pin["filename"]).is_file():
-                found = folder / pin["filename"]
-                break
+        found = next((f / pin["filename"] for f in _local_wheelhouses() if (f / pin["filename"]).is_file()), None)
         url = pin["url"]
         if found is None and url.startswith("file://"):
             path = Path(urllib.request.url2pathname(urllib.parse.urlparse(url).path))

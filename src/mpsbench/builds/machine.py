@@ -15,7 +15,6 @@ import json
 import os
 import platform
 import re
-import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -24,19 +23,14 @@ from mpsbench.measure import host
 
 
 def _sysctl(name: str) -> str:
-    try:
-        return subprocess.run(["sysctl", "-n", name], capture_output=True, text=True, check=True).stdout.strip()
-    except (OSError, subprocess.CalledProcessError):
-        return ""
+    return (host.output("sysctl", "-n", name) or "").strip()
 
 
 def _os_release() -> str:
     try:
-        text = Path("/etc/os-release").read_text()
+        return platform.freedesktop_os_release().get("PRETTY_NAME", "Linux")
     except OSError:
         return "Linux"
-    found = re.search(r'^PRETTY_NAME="?([^"\n]+)"?', text, re.M)
-    return found.group(1) if found else "Linux"
 
 
 def _linux_cpu() -> str:
