@@ -24,10 +24,6 @@ class HistoryError(ValueError):
     """A user mistake in a history command: one line, exit status 2."""
 
 
-def _manifest(args: argparse.Namespace) -> mf.Manifest:
-    return mf.load(args.manifest)
-
-
 def _add(args: argparse.Namespace, build: mf.Build) -> int:
     append(args.manifest, args.timeline, args.channel, build, args.parent)
     return 0
@@ -50,7 +46,7 @@ def append(manifest_path: Path, timeline_repo: Path, channel: str, build: mf.Bui
 
 def cmd_add_release(args: argparse.Namespace) -> int:
     # The manifest's defaults say which interpreters each platform pins, unless --python names them.
-    pythons = tuple(args.python) if args.python else defaults.pin_pythons(_manifest(args))
+    pythons = tuple(args.python) if args.python else defaults.pin_pythons(mf.load(args.manifest))
     build = resolve.release(
         args.version, index=args.index, pythons=pythons, torchvision=args.torchvision,
         transformers=args.transformers, date=args.date,
@@ -119,7 +115,7 @@ def cmd_add_existing(args: argparse.Namespace) -> int:
 
 
 def cmd_list(args: argparse.Namespace) -> int:
-    manifest = _manifest(args)
+    manifest = mf.load(args.manifest)
     generated = timeline.compute(manifest, args.timeline)
     for channel in manifest.channels:
         fork = f" (forks from {channel.parent})" if channel.parent else ""
@@ -135,7 +131,7 @@ def cmd_list(args: argparse.Namespace) -> int:
 
 
 def cmd_generate(args: argparse.Namespace) -> int:
-    manifest = _manifest(args)
+    manifest = mf.load(args.manifest)
     generated = timeline.generate(manifest, args.timeline, force=args.force)
     for channel, tip in generated.branches.items():
         count = len(manifest.channel(channel).builds)  # type: ignore[union-attr]
@@ -176,13 +172,13 @@ def upstream_range(manifest: mf.Manifest, generated: timeline.Generated, old: st
 
 
 def cmd_range(args: argparse.Namespace) -> int:
-    manifest = _manifest(args)
+    manifest = mf.load(args.manifest)
     print(upstream_range(manifest, timeline.compute(manifest, args.timeline), args.old, args.new))
     return 0
 
 
 def cmd_default(args: argparse.Namespace) -> int:
-    manifest = _manifest(args)
+    manifest = mf.load(args.manifest)
     platform, _ = defaults.rule_for(manifest, [args.platform] if args.platform else install_build.platform_candidates())
     planned = defaults.schedule(manifest, platform)
     if args.pythons:  # for scripts: one asv run per Python

@@ -134,13 +134,19 @@ def _local_wheelhouses() -> list[Path]:
     return folders
 
 
-def _pip_env(tmp: Path | None = None) -> dict[str, str]:
+def _pip(*args: str, tmp: Path | None = None) -> subprocess.CompletedProcess[str]:
+    """Run this environment's pip quietly; a failure's output is in the result."""
     # The manifest's pins are the authority on what is installed: a machine-wide
     # pip constraint (a cap on torch's version, say) must not veto the build under test.
     env = dict(os.environ, PIP_CONSTRAINT=os.devnull)
     if tmp is not None:  # pip --target unpacks GBs into TMPDIR: keep them where the next run cleans up
         env["TMPDIR"] = str(tmp)
-    return env
+    command = [sys.executable, "-m", "pip", "--quiet", "--disable-pip-version-check", *args]
+    return subprocess.run(command, capture_output=True, text=True, env=env)
+
+
+def _tail(done: subprocess.CompletedProcess[str], lines: int) -> str:
+    return " | ".join((done.stderr or done.stdout).strip().splitlines()[-lines:])
 
 
 def _check(pin: dict[str, str], found: Path, where: str) -> None:
@@ -154,11 +160,7 @@ def _check(pin: dict[str, str], found: Path, where: str) -> None:
 
 def _pip_download(pin: dict[str, str], dest: Path) -> Path | None:
     """Let pip find ``name==version`` through this machine's configured indexes and mirrors."""
-    command = [
-        sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", "--only-binary=:all:",
-        "--disable-pip-version-check", "--dest", str(dest), f"{pin['name']}=={pin['version']}",
-    ]
-    done = subprocess.run(command, capture_output=True, text=True, env=_pip_env())
+    done = _pip("download", "--no-deps", "--only-binary=:all:", "--dest", str(dest), f"{pin['name']}=={pin['version']}")
     found = dest / pin["filename"]
     return found if done.returncode == 0 and found.is_file() else None
 
@@ -270,15 +272,11 @@ def ensure_installed(pins: list[dict[str, str]]) -> tuple[Path, bool]:
             wheels = [str(fetch_wheel(pin)) for pin in pins]
             staging = Path(tempfile.mkdtemp(dir=folder.parent, prefix=folder.name + ".staging-"))
             (staging / "tmp").mkdir()
-            command = [
-                sys.executable, "-m", "pip", "install", "--quiet", "--disable-pip-version-check",
-                "--no-warn-script-location", "--target", str(staging / "target"), *wheels,
-            ]
-            done = subprocess.run(command, capture_output=True, text=True, env=_pip_env(staging / "tmp"))
+            done = _pip("install", "--no-warn-script-location", "--target", str(staging / "target"), *wheels,
+                        tmp=staging / "tmp")
             if done.returncode != 0:
                 shutil.rmtree(staging, ignore_errors=True)
-                tail = (done.stderr or done.stdout).strip().splitlines()[-5:]
-                raise InstallError("pip could not install the build: " + " | ".join(tail))
+                raise InstallError("pip could not install the build: " + _tail(done, 5))
             installed = staging / "target"
             (installed / ".complete").write_text(json.dumps({"wheels": [Path(w).name for w in wheels]}, indent=1))
             if folder.exists():
@@ -315,12 +313,10 @@ def ensure_suite_needs() -> str:
     missing = [need for need in SUITE_NEEDS if importlib.util.find_spec(need.split(">")[0]) is None]
     if not missing:
         return ""
-    command = [sys.executable, "-m", "pip", "install", "--quiet", "--disable-pip-version-check", "--no-deps", *missing]
-    done = subprocess.run(command, capture_output=True, text=True, env=_pip_env())
+    done = _pip("install", "--no-deps", *missing)
     if done.returncode == 0:
         return ""
-    tail = (done.stderr or done.stdout).strip().splitlines()[-1:]
-    return f"; {', '.join(missing)} not installed ({' '.join(tail)}): cpu memory falls back to /proc or is skipped"
+    return f"; {', '.join(missing)} not installed ({_tail(done, 1)}): cpu memory falls back to /proc or is skipped"
 
 
 def install(build_dir: Path, env_dir: Path, suite_src: Path) -> str:
