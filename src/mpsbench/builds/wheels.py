@@ -1,4 +1,4 @@
-"""Wheels: names and tags, PEP 503 indexes, checksums, and what a torch wheel says of itself.
+"""Wheels: names and tags, PEP 503 indexes, and what a torch wheel says of itself.
 
 Used when a build is added to the manifest (on the host, never inside an asv
 environment). A torch wheel carries ``torch/version.py`` with the upstream
