@@ -251,8 +251,7 @@ def nightly(
         torchvision = max(vision, key=Version) if vision else "none"
         extra = (transformers_index,) if transformers_index != index else ()
         wanted = {combo: requirements(exact, torchvision, transformers) for combo, exact in combos.items()}
-        for platform, found in _resolve_pins(wanted, index, extra).items():
-            pins[platform] = found
+        pins.update(_resolve_pins(wanted, index, extra))
     if not pins:
         near = [d for d in nightly_dates(indexes) if abs((datetime.fromisoformat(d) - datetime.fromisoformat(date)).days) <= 7]
         hint = f"; nightlies within a week: {', '.join(near)}" if near else ""
