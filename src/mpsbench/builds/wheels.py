@@ -150,9 +150,6 @@ class _HTTPRangeFile(io.RawIOBase):
     def readable(self) -> bool:
         return True
 
-    def tell(self) -> int:
-        return self.position
-
     def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
         anchor = {io.SEEK_SET: 0, io.SEEK_CUR: self.position, io.SEEK_END: self.size}[whence]
         self.position = max(0, anchor + offset)
