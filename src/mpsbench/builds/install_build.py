@@ -64,10 +64,6 @@ def sha256_of(path: Path) -> str:
 # --- choosing the wheels for this machine --------------------------------------------
 
 
-def _has_nvidia_gpu() -> bool:
-    return Path("/proc/driver/nvidia/gpus").is_dir() or shutil.which("nvidia-smi") is not None
-
-
 def platform_candidates() -> list[str]:
     """Manifest platforms this machine can run, best first."""
     forced = os.environ.get(PLATFORM_ENV)
@@ -78,7 +74,7 @@ def platform_candidates() -> list[str]:
         return ["macos-arm64"]
     if sys.platform.startswith("linux") and machine in ("x86_64", "amd64"):
         # PyPI's Linux torch is a CUDA build, which runs on the cpu too.
-        if _has_nvidia_gpu():
+        if Path("/proc/driver/nvidia/gpus").is_dir() or shutil.which("nvidia-smi"):
             return ["linux-x86_64-cuda", "linux-x86_64-cpu"]
         return ["linux-x86_64-cpu", "linux-x86_64-cuda"]
     return []
