@@ -84,12 +84,11 @@ def _python_tag() -> str:
     return f"cp{sys.version_info.major}{sys.version_info.minor}"
 
 
-def _fits_this_python(filename: str) -> bool:
-    """Whether a wheel's python and abi tags admit this interpreter (its platform is the manifest's key)."""
+def _fits(filename: str, python: tuple[int, int]) -> bool:
+    """Whether a wheel's python and abi tags admit CPython ``python`` (its platform is the manifest's key)."""
     from pip._vendor.packaging import tags, utils  # pip's copy: nothing else is installed yet
 
-    here = (sys.version_info.major, sys.version_info.minor)
-    ours = {(tag.interpreter, tag.abi) for tag in (*tags.cpython_tags(here), *tags.compatible_tags(here))}
+    ours = {(tag.interpreter, tag.abi) for tag in (*tags.cpython_tags(python), *tags.compatible_tags(python))}
     return any((tag.interpreter, tag.abi) in ours for tag in utils.parse_wheel_filename(filename)[3])
 
 
@@ -98,7 +97,8 @@ def _for_this_python(pins: list[dict[str, str]]) -> list[dict[str, str]]:
     # interpreter's set, complete, and no other. Older builds: each wheel by its tags.
     if any(pin.get("python") for pin in pins):
         return [pin for pin in pins if pin.get("python") == _python_tag()]
-    return [pin for pin in pins if _fits_this_python(pin["filename"])]
+    here = (sys.version_info.major, sys.version_info.minor)
+    return [pin for pin in pins if _fits(pin["filename"], here)]
 
 
 def select_pins(build: dict[str, Any]) -> tuple[str, list[dict[str, str]]]:
