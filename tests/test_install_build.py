@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import sys
-import types
 from pathlib import Path
 
 import pytest
@@ -149,11 +148,14 @@ def test_what_a_killed_install_left_is_removed_by_the_next_install(cache):
     assert all((folder / ".complete").is_file() for folder in builds.iterdir() if folder.is_dir())  # only the build
 
 
-def test_a_wheel_fits_this_python_by_its_tags_the_stable_abi_included(monkeypatch):
-    monkeypatch.setattr(install_build.sys, "version_info", types.SimpleNamespace(major=3, minor=11, micro=7))
-    fits = install_build._fits_this_python
+def test_a_wheel_fits_a_python_by_its_tags_the_stable_abi_included():
+    def fits(filename: str) -> bool:
+        return install_build._fits(filename, (3, 11))
+
     assert fits("torch-2.14.1-cp311-cp311-manylinux_2_28_x86_64.whl")
     assert not fits("torch-2.14.1-cp310-cp310-manylinux_2_28_x86_64.whl")
     assert fits("tokenizers-0.22.1-cp39-abi3-manylinux_2_17_x86_64.whl")  # abi3 of 3.9 serves 3.11
     assert not fits("future-1.0-cp312-abi3-manylinux_2_17_x86_64.whl")  # abi3 from 3.12 on: not 3.11
     assert fits("transformers-5.18.0-py3-none-any.whl")
+    assert fits("six-1.17.0-py2.py3-none-any.whl")  # a compressed tag set
+    assert not fits("numpy-1.26.4-pp310-pypy310_pp73-manylinux_2_17_x86_64.whl")  # another interpreter

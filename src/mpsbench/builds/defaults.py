@@ -35,10 +35,6 @@ class Scheduled:
     pythons: tuple[str, ...]  # "3.10", "3.12": the interpreters it runs under by default
 
 
-def this_python() -> str:
-    return f"{sys.version_info.major}.{sys.version_info.minor}"
-
-
 def python_tag(python: str) -> str:
     """ "3.10" -> "cp310" """
     return "cp" + python.replace(".", "")
@@ -91,7 +87,7 @@ def releases(manifest: mf.Manifest, platform: str, rule: mf.Default) -> list[tup
 def schedule(manifest: mf.Manifest, platform: str, here: str | None = None) -> list[Scheduled]:
     """Each default build of ``platform`` with the Pythons it runs under (``here``: the rule names none)."""
     rule = manifest.defaults[platform]
-    pythons = rule.pythons or (here or this_python(),)
+    pythons = rule.pythons or (here or f"{sys.version_info.major}.{sys.version_info.minor}",)
     planned = []
     for ref, build in releases(manifest, platform, rule):
         tags = wheel_pythons(build, platform)

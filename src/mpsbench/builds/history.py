@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
+from typing import Any
 
 from mpsbench.builds import defaults, install_build, machine, resolve, timeline, wheels
 from mpsbench.builds import manifest as mf
@@ -21,10 +22,6 @@ COMPARE_URL = "https://github.com/pytorch/pytorch/compare/{old}...{new}"
 
 class HistoryError(ValueError):
     """A user mistake in a history command: one line, exit status 2."""
-
-
-def _manifest(args: argparse.Namespace) -> mf.Manifest:
-    return mf.load(args.manifest)
 
 
 def _add(args: argparse.Namespace, build: mf.Build) -> int:
@@ -49,7 +46,7 @@ def append(manifest_path: Path, timeline_repo: Path, channel: str, build: mf.Bui
 
 def cmd_add_release(args: argparse.Namespace) -> int:
     # The manifest's defaults say which interpreters each platform pins, unless --python names them.
-    pythons = tuple(args.python) if args.python else defaults.pin_pythons(_manifest(args))
+    pythons = tuple(args.python) if args.python else defaults.pin_pythons(mf.load(args.manifest))
     build = resolve.release(
         args.version, index=args.index, pythons=pythons, torchvision=args.torchvision,
         transformers=args.transformers, date=args.date,
@@ -118,7 +115,7 @@ def cmd_add_existing(args: argparse.Namespace) -> int:
 
 
 def cmd_list(args: argparse.Namespace) -> int:
-    manifest = _manifest(args)
+    manifest = mf.load(args.manifest)
     generated = timeline.compute(manifest, args.timeline)
     for channel in manifest.channels:
         fork = f" (forks from {channel.parent})" if channel.parent else ""
@@ -134,7 +131,7 @@ def cmd_list(args: argparse.Namespace) -> int:
 
 
 def cmd_generate(args: argparse.Namespace) -> int:
-    manifest = _manifest(args)
+    manifest = mf.load(args.manifest)
     generated = timeline.generate(manifest, args.timeline, force=args.force)
     for channel, tip in generated.branches.items():
         count = len(manifest.channel(channel).builds)  # type: ignore[union-attr]
@@ -175,13 +172,13 @@ def upstream_range(manifest: mf.Manifest, generated: timeline.Generated, old: st
 
 
 def cmd_range(args: argparse.Namespace) -> int:
-    manifest = _manifest(args)
+    manifest = mf.load(args.manifest)
     print(upstream_range(manifest, timeline.compute(manifest, args.timeline), args.old, args.new))
     return 0
 
 
 def cmd_default(args: argparse.Namespace) -> int:
-    manifest = _manifest(args)
+    manifest = mf.load(args.manifest)
     platform, _ = defaults.rule_for(manifest, [args.platform] if args.platform else install_build.platform_candidates())
     planned = defaults.schedule(manifest, platform)
     if args.pythons:  # for scripts: one asv run per Python
@@ -225,11 +222,19 @@ def add_subcommands(commands: argparse._SubParsersAction) -> None:  # type: igno
         parser.add_argument("--manifest", type=Path, default=MANIFEST, help=f"default {MANIFEST}")
         parser.add_argument("--timeline", type=Path, default=TIMELINE, help=f"default {TIMELINE}")
 
-    def adding(parser: argparse.ArgumentParser, channel: str) -> None:
+    shared: dict[str, dict[str, Any]] = {  # the options some of the adding commands share
+        "--id": {"help": "build id (default: from the torch version)"},
+        "--note": {"default": "", "help": "a line for the commit message"},
+        "--transformers-index": {"default": resolve.PYPI, "help": "PEP 503 index of the other wheels (default PyPI)"},
+    }
+
+    def adding(parser: argparse.ArgumentParser, channel: str, *options: str) -> None:
         paths(parser)
         parser.add_argument("--channel", default=channel, help=f"channel (branch) to append to (default {channel})")
         parser.add_argument("--parent", help="for a new channel: the CHANNEL@ID build it forks from")
         parser.add_argument("--transformers", help="transformers version to pin, or none (default: by torch)")
+        for option in options:
+            parser.add_argument(option, **shared[option])
 
     build = commands.add_parser("build", help="add PyTorch builds to the manifest (and the timeline)")
     build_commands = build.add_subparsers(dest="build_command", metavar="ACTION")
@@ -247,39 +252,30 @@ def add_subcommands(commands: argparse._SubParsersAction) -> None:  # type: igno
 
     nightly = build_commands.add_parser("add-nightly", help="a nightly by date (YYYY-MM-DD) or 'latest'")
     nightly.add_argument("date")
-    adding(nightly, "nightly")
+    adding(nightly, "nightly", "--transformers-index")
     nightly.add_argument("--index", action="append", help="nightly PEP 503 index (repeatable; default PyTorch's)")
-    nightly.add_argument("--transformers-index", default=resolve.PYPI)
     nightly.add_argument("--python", nargs="+", default=list(resolve.PYTHONS), help="python tags to pin")
     nightly.set_defaults(func=cmd_add_nightly)
 
     wheel = build_commands.add_parser("add-wheel", help="a torch wheel file, e.g. one built from source")
     wheel.add_argument("path", type=Path)
-    adding(wheel, "local")
+    adding(wheel, "local", "--id", "--note", "--transformers-index")
     wheel.add_argument("--torchvision", type=Path, help="a torchvision wheel file to pin beside it")
     wheel.add_argument("--sha256", help="refuse the file unless it has this sha256")
-    wheel.add_argument("--id", help="build id (default: from the torch version)")
-    wheel.add_argument("--note", default="", help="a line for the commit message")
-    wheel.add_argument("--transformers-index", default=resolve.PYPI)
     wheel.set_defaults(func=cmd_add_wheel)
 
     url = build_commands.add_parser("add-url", help="a torch wheel at a URL (fetched once, checksum checked)")
     url.add_argument("url")
-    adding(url, "local")
+    adding(url, "local", "--id", "--note", "--transformers-index")
     url.add_argument("--sha256", help="the wheel's sha256 (or end the URL with #sha256=...)")
-    url.add_argument("--id", help="build id (default: from the torch version)")
-    url.add_argument("--note", default="")
-    url.add_argument("--transformers-index", default=resolve.PYPI)
     url.set_defaults(func=cmd_add_url)
 
     here = build_commands.add_parser("add-existing", help="a torch already installed here, used in place")
     here.add_argument("site_packages", type=Path, help="the site-packages folder that holds torch")
-    adding(here, "local")
-    here.add_argument("--id", help="build id (default: from the torch version)")
+    adding(here, "local", "--id", "--note")
     here.add_argument("--date", help="build date (default: when torch/version.py was written)")
     here.add_argument("--env", action="append", default=[], metavar="NAME=VALUE",
                       help="set in every process of this build's environment (repeatable)")
-    here.add_argument("--note", default="")
     here.set_defaults(func=cmd_add_existing)
 
     listing = build_commands.add_parser("list", help="the builds and their timeline commits")

@@ -1,20 +1,17 @@
 """Install a timeline build into an asv environment: once per build, then switch by a .pth file.
 
 asv runs this with the environment's own python (``install_command`` in
-asv.conf.json), before anything else is installed there, so it uses the
-standard library only. A build is installed once, with pip, into a cache
-folder keyed by the sha256 of its pinned wheels; every later switch of an
-environment to that build only rewrites one ``.pth`` file, which puts the
-cached build and the suite's ``src/`` (SUITE_SRC) on ``sys.path``.
+asv.conf.json) before anything else is installed there, so it imports only
+the standard library and pip (the environment's installer). A build is
+installed once into a cache folder keyed by its wheels' sha256; switching an
+environment to it rewrites one ``.pth`` file, which puts the cached build and
+the suite's ``src/`` (SUITE_SRC) on ``sys.path``.
 
-Every wheel is checked against its pinned sha256 before it is installed,
-wherever it comes from (the wheel store, a wheelhouse, pip, a URL): a
-stored copy is checked again each time a build is installed from it.
-A build is installed into a staging folder (pip's own temporary files
-inside it) and renamed into place only when pip succeeds, so a failed or
-killed install leaves no half-built cache entry; the next install removes
-what a killed one left. A cached build is switched to without writing to
-the cache, so a read-only cache serves the builds it holds.
+Every wheel, wherever it comes from, is checked against its pinned sha256
+before it is installed, a stored copy each time. A build is staged and
+renamed into place only when pip succeeds, so a failed or killed install
+leaves no half-built entry (the next install removes its leftovers); a cached
+build is switched to without writing, so a read-only cache serves it.
 
     python install_build.py install BUILD_DIR ENV_DIR SUITE_SRC
     python install_build.py uninstall ENV_DIR
@@ -67,10 +64,6 @@ def sha256_of(path: Path) -> str:
 # --- choosing the wheels for this machine --------------------------------------------
 
 
-def _has_nvidia_gpu() -> bool:
-    return Path("/proc/driver/nvidia/gpus").is_dir() or shutil.which("nvidia-smi") is not None
-
-
 def platform_candidates() -> list[str]:
     """Manifest platforms this machine can run, best first."""
     forced = os.environ.get(PLATFORM_ENV)
@@ -81,7 +74,7 @@ def platform_candidates() -> list[str]:
         return ["macos-arm64"]
     if sys.platform.startswith("linux") and machine in ("x86_64", "amd64"):
         # PyPI's Linux torch is a CUDA build, which runs on the cpu too.
-        if _has_nvidia_gpu():
+        if Path("/proc/driver/nvidia/gpus").is_dir() or shutil.which("nvidia-smi"):
             return ["linux-x86_64-cuda", "linux-x86_64-cpu"]
         return ["linux-x86_64-cpu", "linux-x86_64-cuda"]
     return []
@@ -91,17 +84,12 @@ def _python_tag() -> str:
     return f"cp{sys.version_info.major}{sys.version_info.minor}"
 
 
-def _fits_this_python(filename: str) -> bool:
-    """Whether a wheel's python and abi tags (PEP 427; by hand: this runs stdlib-only) admit this interpreter."""
-    parts = filename[: -len(".whl")].split("-")
-    python, abi = parts[-3], parts[-2]
-    tags = python.split(".")
-    if abi == "none" and any(tag in ("py3", "py2.py3") or tag.startswith("py3") for tag in tags):
-        return True
-    if abi == "abi3":  # the stable ABI: cp39-abi3 serves CPython 3.9 and every later 3.x
-        return any(tag.startswith("cp3") and tag[3:].isdigit() and int(tag[3:]) <= sys.version_info.minor
-                   for tag in tags)
-    return _python_tag() in tags
+def _fits(filename: str, python: tuple[int, int]) -> bool:
+    """Whether a wheel's python and abi tags admit CPython ``python`` (its platform is the manifest's key)."""
+    from pip._vendor.packaging import tags, utils  # pip's copy: nothing else is installed yet
+
+    ours = {(tag.interpreter, tag.abi) for tag in (*tags.cpython_tags(python), *tags.compatible_tags(python))}
+    return any((tag.interpreter, tag.abi) in ours for tag in utils.parse_wheel_filename(filename)[3])
 
 
 def _for_this_python(pins: list[dict[str, str]]) -> list[dict[str, str]]:
@@ -109,7 +97,8 @@ def _for_this_python(pins: list[dict[str, str]]) -> list[dict[str, str]]:
     # interpreter's set, complete, and no other. Older builds: each wheel by its tags.
     if any(pin.get("python") for pin in pins):
         return [pin for pin in pins if pin.get("python") == _python_tag()]
-    return [pin for pin in pins if _fits_this_python(pin["filename"])]
+    here = (sys.version_info.major, sys.version_info.minor)
+    return [pin for pin in pins if _fits(pin["filename"], here)]
 
 
 def select_pins(build: dict[str, Any]) -> tuple[str, list[dict[str, str]]]:
@@ -141,13 +130,19 @@ def _local_wheelhouses() -> list[Path]:
     return folders
 
 
-def _pip_env(tmp: Path | None = None) -> dict[str, str]:
+def _pip(*args: str, tmp: Path | None = None) -> subprocess.CompletedProcess[str]:
+    """Run this environment's pip quietly; a failure's output is in the result."""
     # The manifest's pins are the authority on what is installed: a machine-wide
     # pip constraint (a cap on torch's version, say) must not veto the build under test.
     env = dict(os.environ, PIP_CONSTRAINT=os.devnull)
     if tmp is not None:  # pip --target unpacks GBs into TMPDIR: keep them where the next run cleans up
         env["TMPDIR"] = str(tmp)
-    return env
+    command = [sys.executable, "-m", "pip", "--quiet", "--disable-pip-version-check", *args]
+    return subprocess.run(command, capture_output=True, text=True, env=env)
+
+
+def _tail(done: subprocess.CompletedProcess[str], lines: int) -> str:
+    return " | ".join((done.stderr or done.stdout).strip().splitlines()[-lines:])
 
 
 def _check(pin: dict[str, str], found: Path, where: str) -> None:
@@ -161,11 +156,7 @@ def _check(pin: dict[str, str], found: Path, where: str) -> None:
 
 def _pip_download(pin: dict[str, str], dest: Path) -> Path | None:
     """Let pip find ``name==version`` through this machine's configured indexes and mirrors."""
-    command = [
-        sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", "--only-binary=:all:",
-        "--disable-pip-version-check", "--dest", str(dest), f"{pin['name']}=={pin['version']}",
-    ]
-    done = subprocess.run(command, capture_output=True, text=True, env=_pip_env())
+    done = _pip("download", "--no-deps", "--only-binary=:all:", "--dest", str(dest), f"{pin['name']}=={pin['version']}")
     found = dest / pin["filename"]
     return found if done.returncode == 0 and found.is_file() else None
 
@@ -192,11 +183,7 @@ def fetch_wheel(pin: dict[str, str]) -> Path:
         return stored
     store.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=store.parent, prefix=f"fetch-{os.getpid()}-") as scratch:
-        found: Path | None = None
-        for folder in _local_wheelhouses():
-            if (folder / pin["filename"]).is_file():
-                found = folder / pin["filename"]
-                break
+        found = next((f / pin["filename"] for f in _local_wheelhouses() if (f / pin["filename"]).is_file()), None)
         url = pin["url"]
         if found is None and url.startswith("file://"):
             path = Path(urllib.request.url2pathname(urllib.parse.urlparse(url).path))
@@ -281,15 +268,11 @@ def ensure_installed(pins: list[dict[str, str]]) -> tuple[Path, bool]:
             wheels = [str(fetch_wheel(pin)) for pin in pins]
             staging = Path(tempfile.mkdtemp(dir=folder.parent, prefix=folder.name + ".staging-"))
             (staging / "tmp").mkdir()
-            command = [
-                sys.executable, "-m", "pip", "install", "--quiet", "--disable-pip-version-check",
-                "--no-warn-script-location", "--target", str(staging / "target"), *wheels,
-            ]
-            done = subprocess.run(command, capture_output=True, text=True, env=_pip_env(staging / "tmp"))
+            done = _pip("install", "--no-warn-script-location", "--target", str(staging / "target"), *wheels,
+                        tmp=staging / "tmp")
             if done.returncode != 0:
                 shutil.rmtree(staging, ignore_errors=True)
-                tail = (done.stderr or done.stdout).strip().splitlines()[-5:]
-                raise InstallError("pip could not install the build: " + " | ".join(tail))
+                raise InstallError("pip could not install the build: " + _tail(done, 5))
             installed = staging / "target"
             (installed / ".complete").write_text(json.dumps({"wheels": [Path(w).name for w in wheels]}, indent=1))
             if folder.exists():
@@ -326,12 +309,10 @@ def ensure_suite_needs() -> str:
     missing = [need for need in SUITE_NEEDS if importlib.util.find_spec(need.split(">")[0]) is None]
     if not missing:
         return ""
-    command = [sys.executable, "-m", "pip", "install", "--quiet", "--disable-pip-version-check", "--no-deps", *missing]
-    done = subprocess.run(command, capture_output=True, text=True, env=_pip_env())
+    done = _pip("install", "--no-deps", *missing)
     if done.returncode == 0:
         return ""
-    tail = (done.stderr or done.stdout).strip().splitlines()[-1:]
-    return f"; {', '.join(missing)} not installed ({' '.join(tail)}): cpu memory falls back to /proc or is skipped"
+    return f"; {', '.join(missing)} not installed ({_tail(done, 1)}): cpu memory falls back to /proc or is skipped"
 
 
 def install(build_dir: Path, env_dir: Path, suite_src: Path) -> str:

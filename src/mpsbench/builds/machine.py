@@ -1,12 +1,11 @@
 """A complete, stable asv machine entry: the same on every machine of one kind.
 
 asv's detected ``os`` includes the kernel build string, which differs between
-machines of one kind (and after an OS update on a Mac): every field is part of
-a graph's identity, so a drifting field splits history into two graphs. This
-writes every field itself, from facts that do not drift: the OS name (and on
-Linux its release; not the kernel), the chip or cpu model, core count, memory
-and the GPU. ``asv machine --yes`` with overrides cannot do it: it knows only
-asv's six fields (machine, os, arch, cpu, num_cpu, ram), not the chip or GPU.
+machines of one kind: every field of the entry is part of a graph's identity
+(asv records them all with each result), so a drifting field splits history.
+This writes every field from facts that do not drift. ``asv machine --yes``
+takes only its own six fields as options (machine, os, arch, cpu, num_cpu,
+ram), not the chip, the GPU or the Linux release this entry adds.
 """
 
 from __future__ import annotations
@@ -15,7 +14,6 @@ import json
 import os
 import platform
 import re
-import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -24,19 +22,14 @@ from mpsbench.measure import host
 
 
 def _sysctl(name: str) -> str:
-    try:
-        return subprocess.run(["sysctl", "-n", name], capture_output=True, text=True, check=True).stdout.strip()
-    except (OSError, subprocess.CalledProcessError):
-        return ""
+    return (host.output("sysctl", "-n", name) or "").strip()
 
 
 def _os_release() -> str:
     try:
-        text = Path("/etc/os-release").read_text()
+        return platform.freedesktop_os_release().get("PRETTY_NAME", "Linux")
     except OSError:
         return "Linux"
-    found = re.search(r'^PRETTY_NAME="?([^"\n]+)"?', text, re.M)
-    return found.group(1) if found else "Linux"
 
 
 def _linux_cpu() -> str:
@@ -59,15 +52,11 @@ def _ram_gib() -> int:
 def describe() -> dict[str, Any]:
     """This machine's stable facts.
 
-    A Mac records its OS by name only: a macOS update changes what mps runs
-    (MPSGraph ships with the OS) and must show on the same graph, not start a
-    new one, so the version is a tracked value of every run instead
-    (benchmarks/benchmark_host.py). Linux keeps its distribution and release,
-    as its machines have recorded them from the start (a changed field would
-    split their history). ``gpu`` is written only where there is one (the chip
-    and its GPU core count on a Mac, the NVIDIA model on Linux), so that two
-    machines with different GPUs differ while a machine without a GPU keeps
-    the fields it always had.
+    A Mac records its OS by name only: a macOS update (MPSGraph ships with it)
+    must show on the same graph, so its version is a tracked value of every run
+    (benchmarks/benchmark_host.py). Linux keeps the distribution and release its
+    machines recorded from the start. ``gpu`` is written only where there is one,
+    so a machine without a GPU keeps the fields it always had.
     """
     cores = os.cpu_count() or 1
     if sys.platform == "darwin":

@@ -242,13 +242,11 @@ def from_json(data: dict[str, Any]) -> Manifest:
 
 
 def to_json(manifest: Manifest) -> dict[str, Any]:
-    channels = []
-    for channel in manifest.channels:
-        entry: dict[str, Any] = {"name": channel.name}
-        if channel.parent is not None:
-            entry["parent"] = channel.parent
-        entry["builds"] = [build_to_json(build) for build in channel.builds]
-        channels.append(entry)
+    channels = [
+        {"name": channel.name, **({"parent": channel.parent} if channel.parent is not None else {}),
+         "builds": [build_to_json(build) for build in channel.builds]}
+        for channel in manifest.channels
+    ]
     data: dict[str, Any] = {"schema": SCHEMA, "channels": channels}
     if manifest.defaults:
         data["defaults"] = {

@@ -1,22 +1,17 @@
 """Commit links on the published site lead to PyTorch's commits, not to timeline hashes.
 
-asv builds every commit link from ``show_commit_url`` + the commit it knows,
-which here is a timeline commit (one per PyTorch build) that does not exist in
-pytorch/pytorch: the graph's points (``graphdisplay.js``), the Regressions
-page (``regressions.js``), the summary list and ``regressions.xml`` all led to
-404s. After ``asv publish`` this module
+asv builds every commit link (graph points, the Regressions page, the summary
+list, ``regressions.xml``) from ``show_commit_url`` + a timeline commit, which
+does not exist in pytorch/pytorch. After ``asv publish`` this module
 
 - writes ``pytorch.html``: each timeline commit with its build and upstream
-  PyTorch commit (``git_version`` from the timeline's commit messages, as
-  ``mpsbench timeline`` writes them), as a static table, plus a few lines of
-  script that send the browser from ``pytorch.html#//github.com/HASH`` to the
-  build's upstream commit, and from ``#//github.com/../compare/A...B`` to the
-  upstream compare range (or the one commit when both builds share it);
-- points index.json's ``show_commit_url`` at ``pytorch.html#//github.com/``:
-  asv's pages link a range as a GitHub compare only when the URL contains
-  ``//github.com/``, and append an 8-character prefix; this keeps both forms;
-- rewrites the links in ``regressions.xml`` (read by feed readers, which run
-  no script) to the upstream URLs directly.
+  ``git_version`` (from the timeline's commit messages), and a few lines of
+  script that send ``pytorch.html#//github.com/HASH`` to the build's upstream
+  commit and ``#//github.com/../compare/A...B`` to the upstream compare range;
+- points index.json's ``show_commit_url`` at ``pytorch.html#//github.com/``
+  (asv links a range as a GitHub compare only when the URL holds ``//github.com/``);
+- rewrites the links in ``regressions.xml`` (feed readers run no script) to
+  the upstream URLs directly.
 
 ``python -m mpsbench.builds.pytorch_links HTML_DIR --config asv.conf.json``; scripts/publish runs it.
 """

@@ -103,10 +103,6 @@ PLATFORM_TAGS["linux-x86_64-cpu"] = (*PLATFORM_TAGS["linux-x86_64-cuda"], "linux
 _PIP_KEPT = ("PIP_CERT", "PIP_DEFAULT_TIMEOUT", "PIP_CACHE_DIR", "PIP_NO_CACHE_DIR")
 
 
-def _index_url(index: str) -> str:
-    return index if "://" in index else Path(index).resolve().as_uri()
-
-
 def pip_set(
     wanted: list[str], platform: str, python: str, index: str = PYPI, extra_indexes: tuple[str, ...] = (),
 ) -> list[mf.Pin]:
@@ -128,8 +124,8 @@ def pip_set(
             "install", "--dry-run", "--ignore-installed", "--quiet", "--disable-pip-version-check",
             "--target", str(Path(scratch) / "target"), "--report", str(report),
             "--only-binary=:all:", "--implementation", "cp", "--python-version", f"3.{python[3:]}",
-            "--abi", python, "--index-url", _index_url(index),
-            *(f"--extra-index-url={_index_url(extra)}" for extra in extra_indexes),
+            "--abi", python, "--index-url", wheels.index_uri(index),
+            *(f"--extra-index-url={wheels.index_uri(extra)}" for extra in extra_indexes),
             *(f"--platform={tag}" for tag in PLATFORM_TAGS[platform]), *wanted,
         ]
         done = subprocess.run(command, capture_output=True, text=True, env=env)
@@ -255,8 +251,7 @@ def nightly(
         torchvision = max(vision, key=Version) if vision else "none"
         extra = (transformers_index,) if transformers_index != index else ()
         wanted = {combo: requirements(exact, torchvision, transformers) for combo, exact in combos.items()}
-        for platform, found in _resolve_pins(wanted, index, extra).items():
-            pins[platform] = found
+        pins.update(_resolve_pins(wanted, index, extra))
     if not pins:
         near = [d for d in nightly_dates(indexes) if abs((datetime.fromisoformat(d) - datetime.fromisoformat(date)).days) <= 7]
         hint = f"; nightlies within a week: {', '.join(near)}" if near else ""
@@ -279,18 +274,32 @@ def _file_pin(path: Path, sha256: str | None = None) -> mf.Pin:
     return mf.Pin(wheel.name, wheel.version, wheel.filename, path.resolve().as_uri(), actual)
 
 
-def _around(own: list[tuple[mf.Pin, Path]], platform: str, torch_version: str, transformers: str | None,
-            index: str) -> list[mf.Pin]:
-    """Our own wheels (pin, local file) and everything pip resolves around them, each pinned.
+def _torch_platform(wheel: wheels.WheelName) -> str:
+    platform = wheels.platform_key(wheel)
+    if wheel.name != "torch" or platform is None:
+        raise ResolveError(f"{wheel.filename} is not a torch wheel for a tracked platform ({', '.join(wheels.PLATFORMS)})")
+    return platform
+
+
+def _own_build(own: list[tuple[mf.Pin, Path]], kind: str, transformers: str | None, index: str,
+               build_id: str | None, note: str) -> mf.Build:
+    """A build of our own torch wheel (and torchvision), as (pin, local file), with what pip resolves around them.
 
     pip reads the local files for their requirements; the pins keep the wheels' own URLs.
     """
-    python = wheels.parse_wheel_name(own[0][0].filename).python
+    torch_pin, torch_file = own[0]
+    wheel = wheels.parse_wheel_name(torch_pin.filename)
+    platform = _torch_platform(wheel)
+    identity = wheels.torch_identity(str(torch_file))
     wanted = [f"{pin.name} @ {path.resolve().as_uri()}" for pin, path in own]
-    wanted += [line for line in requirements(torch_version, "none", transformers) if not line.startswith("torch==")]
-    mine = {pin.name: replace(pin, python=python) for pin, _ in own}
-    resolved = pip_set(wanted, platform, python, index)
-    return [mine.get(pin.name, pin) for pin in resolved]
+    wanted += [line for line in requirements(identity.version, "none", transformers) if not line.startswith("torch==")]
+    mine = {pin.name: replace(pin, python=wheel.python) for pin, _ in own}
+    pins = [mine.get(pin.name, pin) for pin in pip_set(wanted, platform, wheel.python, index)]
+    return mf.Build(
+        id=build_id or _build_id(identity.version), torch_version=identity.version,
+        date=mf.format_date(identity.built), git_version=identity.git_version, kind=kind,
+        pins={platform: pins}, note=note,
+    )
 
 
 def _build_id(torch_version: str) -> str:
@@ -302,20 +311,8 @@ def wheel_file(
     sha256: str | None = None, build_id: str | None = None, note: str = "",
 ) -> mf.Build:
     """A torch wheel on disk (a source build, say), with an optional torchvision wheel beside it."""
-    torch_pin = _file_pin(path, sha256)
-    if torch_pin.name != "torch":
-        raise ResolveError(f"{path.name} is a {torch_pin.name} wheel, not a torch wheel")
-    key = wheels.platform_key(wheels.parse_wheel_name(path.name))
-    if key is None:
-        raise ResolveError(f"{path.name} is for a platform the suite does not track; tracked: {', '.join(wheels.PLATFORMS)}")
-    identity = wheels.torch_identity(str(path))
-    own = [(torch_pin, path), *([(_file_pin(torchvision), torchvision)] if torchvision is not None else [])]
-    pins = _around(own, key, identity.version, transformers, index)
-    return mf.Build(
-        id=build_id or _build_id(identity.version), torch_version=identity.version,
-        date=mf.format_date(identity.built), git_version=identity.git_version, kind="wheel-file",
-        pins={key: pins}, note=note,
-    )
+    own = [(_file_pin(path, sha256), path), *([(_file_pin(torchvision), torchvision)] if torchvision is not None else [])]
+    return _own_build(own, "wheel-file", transformers, index, build_id, note)
 
 
 def wheel_url(
@@ -330,29 +327,13 @@ def wheel_url(
     if not digest or not re.fullmatch(r"[0-9a-fA-F]{64}", digest):
         raise ResolveError(f"a wheel URL needs its sha256: pass --sha256 or a URL ending in #sha256=...; got {digest!r}")
     wheel = wheels.parse_wheel_name(url)
-    key = wheels.platform_key(wheel)
-    if wheel.name != "torch" or key is None:
-        raise ResolveError(f"{wheel.filename} is not a torch wheel for a tracked platform ({', '.join(wheels.PLATFORMS)})")
+    _torch_platform(wheel)  # refused before the download
     pin = mf.Pin(wheel.name, wheel.version, wheel.filename, url, digest.lower())
     try:
         stored = install_build.fetch_wheel(vars(pin))  # verifies the checksum before anything is recorded
     except install_build.InstallError as exc:
         raise ResolveError(str(exc)) from None
-    identity = wheels.torch_identity(str(stored))
-    return mf.Build(
-        id=build_id or _build_id(identity.version), torch_version=identity.version,
-        date=mf.format_date(identity.built), git_version=identity.git_version, kind="wheel-url",
-        pins={key: _around([(pin, stored)], key, identity.version, transformers, index)}, note=note,
-    )
-
-
-def _read_torch_version(folder: Path) -> tuple[str, str]:
-    text = (folder / "torch" / "version.py").read_text()
-    version = re.search(r"^__version__\s*=\s*['\"]([^'\"]+)", text, re.M)
-    git = re.search(r"^git_version\s*=\s*['\"]([0-9a-fA-F]+|Unknown)['\"]", text, re.M)
-    if not version or not git:
-        raise ResolveError(f"{folder}/torch/version.py has no __version__ or git_version")
-    return version.group(1), git.group(1)
+    return _own_build([(pin, stored)], "wheel-url", transformers, index, build_id, note)
 
 
 def existing(
@@ -368,7 +349,7 @@ def existing(
     folder = site_packages.resolve()
     if not (folder / "torch" / "version.py").is_file():
         raise ResolveError(f"{site_packages} holds no installed torch (no torch/version.py)")
-    version, git_version = _read_torch_version(folder)
+    version, git_version = wheels.version_py((folder / "torch" / "version.py").read_text(), str(folder))
     when = datetime.fromtimestamp((folder / "torch" / "version.py").stat().st_mtime, tz=timezone.utc)
     return mf.Build(
         id=build_id or _build_id(version), torch_version=version, date=date or mf.format_date(when),

@@ -171,16 +171,12 @@ def generate(manifest: mf.Manifest, repo: Path, force: bool = False) -> Generate
     return generated
 
 
-# The options of `asv run` that take a value: their values (a -b regex such as
-# "benchmark_models\..*" contains "..") are never ranges.
+# What asv run takes for a range besides git revisions.
 _ASV_RANGE_WORDS = ("ALL", "NEW", "EXISTING")
 
 
 def _asv_run_range(asv_run_args: list[str]) -> str | None:
-    """The range among ``asv run``'s arguments, found by asv's own parser; None when there is none to check.
-
-    None too when asv's parser refuses the arguments: asv then says why itself.
-    """
+    """The git range among ``asv run``'s arguments, by asv's own parser; None if none, or asv refuses them (it says why)."""
     import argparse
     import contextlib
     import io

@@ -1,4 +1,4 @@
-"""Wheels: names and tags, PEP 503 indexes, checksums, and what a torch wheel says of itself.
+"""Wheels: names and tags, PEP 503 indexes, and what a torch wheel says of itself.
 
 Used when a build is added to the manifest (on the host, never inside an asv
 environment). A torch wheel carries ``torch/version.py`` with the upstream
@@ -37,7 +37,7 @@ class WheelName:
     """The parts of a wheel file name (PEP 427)."""
 
     filename: str
-    name: str  # normalized: lower case, '-' and '.' as '_'
+    name: str  # canonical (PEP 503), '-' written '_': "nvidia_cublas_cu12"
     version: str
     python: str  # e.g. cp311, py3
     abi: str
@@ -46,10 +46,6 @@ class WheelName:
     @property
     def public_version(self) -> str:
         return self.version.split("+", 1)[0]
-
-    @property
-    def local_version(self) -> str:
-        return self.version.split("+", 1)[1] if "+" in self.version else ""
 
 def parse_wheel_name(filename: str) -> WheelName:
     """Split ``torch-2.14.1-cp311-cp311-manylinux_2_28_x86_64.whl`` into its parts (PEP 427, by packaging)."""
@@ -61,12 +57,9 @@ def parse_wheel_name(filename: str) -> WheelName:
     def joined(parts: set[str]) -> str:  # a compressed tag set, as the file name writes it: py2.py3
         return ".".join(sorted(parts))
     return WheelName(
-        base, normalize(name), str(version), joined({tag.interpreter for tag in tags}),
+        base, name.replace("-", "_"), str(version), joined({tag.interpreter for tag in tags}),
         joined({tag.abi for tag in tags}), joined({tag.platform for tag in tags}),
     )
-
-def normalize(name: str) -> str:
-    return re.sub(r"[-_.]+", "_", name).lower()
 
 def platform_key(wheel: WheelName) -> str | None:
     """The manifest platform a wheel serves, or None for platforms the suite does not track."""
@@ -76,7 +69,8 @@ def platform_key(wheel: WheelName) -> str | None:
         return "macos-arm64"
     if "linux" in wheel.platform and wheel.platform.endswith("x86_64"):
         # "cpu.slow13": a cpu build with a further local label (PEP 440 local segments), e.g. a patched copy
-        cpu = wheel.local_version == "cpu" or wheel.local_version.startswith("cpu.")
+        local = packaging.version.Version(wheel.version).local or ""
+        cpu = local == "cpu" or local.startswith("cpu.")
         return "linux-x86_64-cpu" if cpu else "linux-x86_64-cuda"
     return None
 
@@ -107,10 +101,13 @@ def _read_url(url: str) -> bytes:
         data: bytes = response.read()
         return data
 
+def index_uri(index: str) -> str:
+    """A PEP 503 index as a URL: http(s):// and file:// as given, a folder as its file:// URL."""
+    return index if "://" in index else Path(index).resolve().as_uri()
+
 def project_links(index_url: str, project: str) -> list[IndexLink]:
     """Every wheel link of ``project`` on a PEP 503 simple index (http(s):// or file://, or a folder)."""
-    base = index_url if "://" in index_url else Path(index_url).resolve().as_uri()
-    page_url = base.rstrip("/") + "/" + re.sub(r"[-_.]+", "-", project).lower() + "/"
+    page_url = index_uri(index_url).rstrip("/") + "/" + packaging.utils.canonicalize_name(project) + "/"
     try:
         text = _read_url(page_url).decode("utf-8", "replace")
     except OSError as exc:
@@ -153,9 +150,6 @@ class _HTTPRangeFile(io.RawIOBase):
     def readable(self) -> bool:
         return True
 
-    def tell(self) -> int:
-        return self.position
-
     def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
         anchor = {io.SEEK_SET: 0, io.SEEK_CUR: self.position, io.SEEK_END: self.size}[whence]
         self.position = max(0, anchor + offset)
@@ -197,8 +191,12 @@ def torch_identity(location: str) -> TorchIdentity:
         raise WheelError(f"{location} holds no torch/version.py: is it a torch wheel?") from None
     except (OSError, zipfile.BadZipFile) as exc:
         raise WheelError(f"cannot read {location} as a wheel: {exc}") from None
+    return TorchIdentity(*version_py(text, location), datetime(*info.date_time, tzinfo=timezone.utc))
+
+def version_py(text: str, where: str) -> tuple[str, str]:
+    """``__version__`` and ``git_version`` from the text of a ``torch/version.py`` (a wheel's or an installed one)."""
     version = re.search(r"^__version__\s*=\s*['\"]([^'\"]+)", text, re.M)
     git = re.search(r"^git_version\s*=\s*['\"]([0-9a-fA-F]+|Unknown)['\"]", text, re.M)
     if not version or not git:
-        raise WheelError(f"{location}: torch/version.py has no __version__ or git_version")
-    return TorchIdentity(version.group(1), git.group(1), datetime(*info.date_time, tzinfo=timezone.utc))
+        raise WheelError(f"{where}: torch/version.py has no __version__ or git_version")
+    return version.group(1), git.group(1)
