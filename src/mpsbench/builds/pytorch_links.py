@@ -5,7 +5,7 @@ list, ``regressions.xml``) from ``show_commit_url`` + a timeline commit, which
 does not exist in pytorch/pytorch. After ``asv publish`` this module
 
 - writes ``pytorch.html``: each timeline commit with its build and upstream
-  ``git_version`` (from the timeline's commit messages), and a few lines of
+  ``git_version`` (from each timeline commit's build.json), and a few lines of
   script that send ``pytorch.html#//github.com/HASH`` to the build's upstream
   commit and ``#//github.com/../compare/A...B`` to the upstream compare range;
 - points index.json's ``show_commit_url`` at ``pytorch.html#//github.com/``
@@ -26,7 +26,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from mpsbench import command
-from mpsbench.site import report
+from mpsbench.site.timeline_reader import Timeline, timeline_from_config
 
 PAGE = "pytorch.html"
 SHOW_COMMIT_URL = f"{PAGE}#//github.com/"
@@ -75,7 +75,7 @@ def _full(builds: dict[str, str | None], prefix: str) -> str | None:
     return next((commit for commit in builds if commit.startswith(prefix)), None)
 
 
-def rewrite(site: Path, timeline: report.Timeline) -> dict[str, str | None]:
+def rewrite(site: Path, timeline: Timeline) -> dict[str, str | None]:
     """Write pytorch.html, point index.json at it, fix regressions.xml; return timeline commit -> git_version."""
     index_path = site / "index.json"
     try:
@@ -119,7 +119,7 @@ def rewrite(site: Path, timeline: report.Timeline) -> dict[str, str | None]:
 
 
 def _step(html: Path, config: Path) -> str:
-    builds = rewrite(html, report.timeline_from_config(config))
+    builds = rewrite(html, timeline_from_config(config))
     known = sum(1 for git in builds.values() if git)
     return f"commit links lead to PyTorch: {known} of {len(builds)} builds have an upstream commit"
 

@@ -34,10 +34,7 @@ from mpsbench.results import recorded
 from mpsbench.site import figures, regressions_page, report_modern
 from mpsbench.site import throughput as tp
 from mpsbench.site.document import Block, Cell, Image, Link, Section, Table, to_html, to_markdown
-
-# re-exported for mpsbench.builds.pytorch_links until it imports them from timeline_reader
-from mpsbench.site.timeline_reader import Timeline as Timeline
-from mpsbench.site.timeline_reader import timeline_from_config as timeline_from_config
+from mpsbench.site.timeline_reader import Timeline, timeline_from_config
 
 FALLBACK_NOTE = "bs N*: not the seed's batch size, which that device has no result for: its largest batch."
 
