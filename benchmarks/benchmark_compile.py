@@ -17,7 +17,7 @@ MPSBENCH_FULL=1 for every model on every device.
 from mpsbench.measure import compiled, devices, suite
 
 
-class CompiledTraining:
+class CompiledTraining(suite.TimedSteps):
     """One compiled training step (the same step as Training.time_step, its model under torch.compile)."""
 
     kind = "training"
@@ -31,13 +31,7 @@ class CompiledTraining:
 
     def setup(self, device, model):
         suite.selected(type(self).__name__, device, model)
-        self.workload = compiled.prepare(self.kind, device, model)
-        self.steps = self.workload.spec.steps_per_call
-        self.timer = suite.StepTimer(self.steps)
-
-    def time_step(self, device, model):
-        self.workload.run(self.steps)
-        self.workload.device.synchronize()  # the clock stops when the device is done
+        self.ready(compiled.prepare(self.kind, device, model))
 
     def track_compile_seconds(self, device, model):
         """The first call of the compiled step, compilation included (inductor's caches cold)."""

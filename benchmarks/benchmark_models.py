@@ -8,15 +8,8 @@ measurements: issue #2.
 from mpsbench.measure import capacity, devices, fallback, measured, models, suite
 
 
-class _StepBenchmark:
-    """Shared by Training and Inference: the params, setup and the timed step.
-
-    ``time_step`` is the median wall time of one step. Models whose step is
-    sub-millisecond on a GPU (``ModelSpec.steps_per_call`` > 1: mlp and lenet5,
-    k = 20) loop k steps inside the timed body before the one synchronize, and
-    the class's ``timer`` divides asv's clock by k, so every reported time is
-    per step. asv's ``number`` stays automatic: with a ``setup``, asv_runner
-    0.3.2 times one call per sample.
+class _StepBenchmark(suite.TimedSteps):
+    """Shared by Training and Inference: the params and setup; the timed step is suite.TimedSteps'.
 
     ``setup`` refuses combinations whose numbers would mislead (issue #6): ops
     that fell back to the cpu during warm-up, or GPU results that disagree
@@ -42,14 +35,7 @@ class _StepBenchmark:
 
     def setup(self, device, model, batch_size):
         suite.selected(type(self).__name__, device, model, batch_size)
-        self.workload = suite.prepare(self.kind, device, model, batch_size)
-        self.steps = self.workload.spec.steps_per_call
-        self.timer = suite.StepTimer(self.steps)
-
-    def time_step(self, device, model, batch_size):
-        with suite.OutOfMemorySkips(device, model, batch_size):  # n/a with the reason, not a traceback
-            self.workload.run(self.steps)
-            self.workload.device.synchronize()  # the clock stops when the device is done
+        self.ready(suite.prepare(self.kind, device, model, batch_size))
 
 
 class Training(_StepBenchmark):

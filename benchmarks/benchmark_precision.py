@@ -14,7 +14,7 @@ history.
 from mpsbench.measure import capacity, devices, measured, models, precision, suite
 
 
-class _PrecisionStep:
+class _PrecisionStep(suite.TimedSteps):
     """Shared by TrainingPrecision and InferencePrecision; per-step times as in benchmark_models."""
 
     kind = "training"
@@ -30,14 +30,7 @@ class _PrecisionStep:
 
     def setup(self, device, model, dtype):
         suite.selected(type(self).__name__, device, model, dtype)
-        self.workload = suite.prepare(self.kind, device, model, models.get(model).seed_batch_size, dtype=dtype)
-        self.steps = self.workload.spec.steps_per_call
-        self.timer = suite.StepTimer(self.steps)
-
-    def time_step(self, device, model, dtype):
-        """Median time of one step (k steps per timed call for sub-millisecond models, divided by k)."""
-        self.workload.run(self.steps)
-        self.workload.device.synchronize()  # the clock stops when the device is done
+        self.ready(suite.prepare(self.kind, device, model, models.get(model).seed_batch_size, dtype=dtype))
 
 
 class TrainingPrecision(_PrecisionStep):

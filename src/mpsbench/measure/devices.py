@@ -58,6 +58,15 @@ def _mps_module() -> Any | None:
     return getattr(torch, "mps", None)
 
 
+def _mps_call(name: str) -> bool:
+    """Call ``torch.mps.<name>()`` where this torch has it; False where it does not (1.12, 1.13)."""
+    function = getattr(_mps_module(), name, None)
+    if function is None:
+        return False
+    function()
+    return True
+
+
 def _mps_backend_available() -> tuple[bool, str]:
     backend = getattr(getattr(torch, "backends", None), "mps", None)
     if backend is None:
@@ -146,12 +155,8 @@ class Device(str, enum.Enum):
         """
         if self is Device.CUDA:
             torch.cuda.synchronize()
-        elif self is Device.MPS:
-            mps = _mps_module()
-            if mps is not None and hasattr(mps, "synchronize"):
-                mps.synchronize()
-            else:  # torch 1.12/1.13: no torch.mps; a read-back waits for the queue to drain
-                torch.zeros(1, device="mps").cpu()
+        elif self is Device.MPS and not _mps_call("synchronize"):
+            torch.zeros(1, device="mps").cpu()  # torch 1.12/1.13: no torch.mps; a read-back waits for the queue
 
     def memory(self) -> MemoryReading:
         """Read the device's memory counters now."""
@@ -184,9 +189,7 @@ class Device(str, enum.Enum):
         if self is Device.CUDA:
             torch.cuda.empty_cache()
         elif self is Device.MPS:
-            mps = _mps_module()
-            if mps is not None and hasattr(mps, "empty_cache"):
-                mps.empty_cache()
+            _mps_call("empty_cache")
 
     def seed(self, value: int) -> None:
         """Seed the host generator and the device's: ``torch.manual_seed`` seeds cuda's and (2.0+) mps's too."""

@@ -38,6 +38,32 @@ class StepTimer:
         return time.perf_counter() / self.steps_per_call
 
 
+class TimedSteps:
+    """The timed step of every class that times a workload's steps (models, precision, compile, modern).
+
+    ``time_step`` is the median wall time of one step. Models whose step is
+    sub-millisecond on a GPU (``ModelSpec.steps_per_call`` > 1: mlp and lenet5,
+    k = 20) loop k steps inside the timed body before the one synchronize, and
+    the class's ``timer`` divides asv's clock by k, so every reported time is
+    per step. asv's ``number`` stays automatic: with a ``setup``, asv_runner
+    0.3.2 times one call per sample. The class's ``setup`` hands :meth:`ready`
+    the prepared workload.
+    """
+
+    workload: workloads.Workload
+
+    def ready(self, workload: workloads.Workload) -> None:
+        self.workload, self.steps = workload, workload.spec.steps_per_call
+        self.timer = StepTimer(self.steps)
+
+    def time_step(self, *params: object) -> None:
+        """Median time of one step (k steps per timed call for sub-millisecond models, divided by k)."""
+        workload = self.workload
+        with OutOfMemorySkips(workload.device, workload.spec.name, workload.batch_size):  # n/a with the reason
+            workload.run(self.steps)
+            workload.device.synchronize()  # the clock stops when the device is done
+
+
 def selected(benchmark: str, *params: object) -> None:
     """Skip, with the reason (asv's n/a), a combination this run leaves out: ``benchmark``'s rule in the selection table.
 
