@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import ast
+import importlib
 import itertools
 import re
 import subprocess
@@ -45,21 +47,28 @@ def every_device_usable(monkeypatch):
     monkeypatch.setattr(maxbatch.os.path, "exists", lambda path: True)
 
 
-def setup_skips(benchmark: Any, param_idx: int, caches: dict[Any, Any]) -> bool:
-    """Whether asv would record n/a for this combination: its setup (or its figure's lookup) skips."""
-    benchmark.set_param_idx(param_idx)
-    benchmark.set_cache(None)
-    if benchmark._setup_cache is not None:
-        key = benchmark.setup_cache_key
-        if key not in caches:
-            caches[key] = benchmark.do_setup_cache()
-        benchmark.set_cache(caches[key])
+def setup_skips(benchmark: Any, params: tuple[Any, ...], caches: dict[Any, Any]) -> bool:
+    """Whether asv would record n/a for this combination: its setup (or its figure's lookup) skips.
+
+    Drives the benchmark class the way asv's protocol describes it (setup_cache
+    once, then setup and the figure with its result first), through the class
+    itself: no asv_runner internals.
+    """
+    module_name, class_name, method_name = benchmark.name.split(".")
+    owner = getattr(importlib.import_module(f"benchmarks.{module_name}"), class_name)
+    instance = owner()
+    leading: tuple[Any, ...] = ()
+    measure = getattr(owner, "setup_cache", None)
     try:
-        if benchmark.do_setup():  # asv_runner's own verdict: True when setup raised SkipNotImplemented
-            return True
-        if benchmark._setup_cache is not None and benchmark.name.split(".")[-1].startswith("track_"):
-            benchmark.func(*benchmark._build_params())  # the figure's lookup in setup_cache's table
-    except NotImplementedError:  # asv's SkipNotImplemented from the lookup: n/a
+        if measure is not None:
+            if measure not in caches:
+                caches[measure] = measure(instance)
+            leading = (caches[measure],)
+        if hasattr(instance, "setup"):
+            instance.setup(*leading, *params)
+        if measure is not None and method_name.startswith("track_"):
+            getattr(instance, method_name)(*leading, *params)  # the figure's lookup in setup_cache's table
+    except NotImplementedError:  # asv's SkipNotImplemented: n/a
         return True
     except (Built, RuntimeError):  # a build was reached, or the lookup of a measured (here: failed) combination
         return False
@@ -81,11 +90,12 @@ def test_the_pattern_leaves_out_exactly_the_combinations_whose_setup_skips(disco
     disagreements = []
     counted = 0
     for benchmark in discovered:
-        if not benchmark._params:
+        if not benchmark.params:
             continue
         combos = list(preselect.combinations([benchmark]))
-        for param_idx, combination in enumerate(combos):
-            skips = setup_skips(benchmark, param_idx, caches)
+        values = itertools.product(*[[ast.literal_eval(value) for value in axis] for axis in benchmark.params])
+        for params, combination in zip(values, combos, strict=True):
+            skips = setup_skips(benchmark, params, caches)
             if skips != (combination.reason is not None):
                 disagreements.append(f"{combination.name}: setup skips={skips}, rule says {combination.reason}")
             counted += 1
