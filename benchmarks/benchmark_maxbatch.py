@@ -34,7 +34,7 @@ class MaxBatch:
 
     def setup(self, device, model, kind):
         suite.selected(type(self).__name__, device, model, kind)
-        maxbatch.prepare(device, model, kind)
+        maxbatch.require(device, model, kind)
 
     def track_largest_batch(self, device, model, kind):
         """The largest power-of-two batch size whose step completed on the device."""

@@ -9,7 +9,7 @@ import torch
 from benchmarks import benchmark_epoch
 from torch import nn
 
-from mpsbench.measure import epoch, models, suite, workloads
+from mpsbench.measure import epoch, measured, models, suite, workloads
 
 BATCH = 8
 
@@ -132,10 +132,10 @@ def test_measure_selection_measures_what_is_selected_and_records_why_the_rest_ca
         None if dataset == "tiny" and workers == 0 else "not selected"
     ))
     outcomes = epoch.measure_selection("StandIn", epochs=2)
-    measured = outcomes[("cpu", "tiny_cnn", BATCH, 0, "tiny")]
-    assert measured.phases["train"].images == epoch.DATASETS["tiny"].train
-    assert measured.phases["eval"].images == epoch.DATASETS["tiny"].test
-    assert 0 < measured.phases["train"].data_wait_fraction < 1
+    phases = outcomes[("cpu", "tiny_cnn", BATCH, 0, "tiny")].value
+    assert phases["train"].images == epoch.DATASETS["tiny"].train
+    assert phases["eval"].images == epoch.DATASETS["tiny"].test
+    assert 0 < phases["train"].data_wait_fraction < 1
     assert set(outcomes) == {(device, "tiny_cnn", BATCH, 0, "tiny") for device in ("cpu", "mps", "cuda")}
     if not epoch.devices.get("cuda").usable:
         assert outcomes[("cuda", "tiny_cnn", BATCH, 0, "tiny")].skipped.startswith("cuda is not usable here")
@@ -144,16 +144,16 @@ def test_measure_selection_measures_what_is_selected_and_records_why_the_rest_ca
 def test_the_benchmark_reports_the_measured_phase_and_turns_outcomes_into_asv_results():
     summary = epoch.PhaseSummary(images=16, seconds=2.0, images_per_second=8.0, data_wait_fraction=0.25)
     combination = ("cpu", "resnet50", 8, 0, "tiny")
-    outcomes = {combination: epoch.Outcome(phases={"train": summary, "eval": summary})}
+    outcomes = {combination: measured.Outcome(value={"train": summary, "eval": summary})}
     bench = benchmark_epoch.Epoch()
     bench.setup(outcomes, *combination, "train")
     assert bench.track_epoch_seconds(outcomes, *combination, "train") == 2.0
     assert bench.track_images_per_second(outcomes, *combination, "train") == 8.0
     assert bench.track_data_wait_fraction(outcomes, *combination, "train") == 0.25
     with pytest.raises(suite.SkipNotImplemented, match="does not fit"):
-        bench.setup({combination: epoch.Outcome(skipped="does not fit")}, *combination, "train")
+        bench.setup({combination: measured.Outcome(skipped="does not fit")}, *combination, "train")
     with pytest.raises(RuntimeError, match="ValueError: broken"):
-        bench.setup({combination: epoch.Outcome(failed="ValueError: broken")}, *combination, "train")
+        bench.setup({combination: measured.Outcome(failed="ValueError: broken")}, *combination, "train")
 
 
 def test_params_are_fixed_and_the_class_has_a_version():

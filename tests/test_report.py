@@ -14,7 +14,7 @@ from tests import asvresults, fakes
 
 from mpsbench.regressions import factor
 from mpsbench.site import document, regressions_page, report, throughput
-from mpsbench.site.throughput import Workload
+from mpsbench.site.throughput import Step
 from mpsbench.site.timeline_reader import Timeline, timeline_from_config
 
 ASV = [sys.executable, "-m", "asv"]
@@ -123,14 +123,14 @@ def test_build_over_build_compares_the_newest_two_builds_against_the_factor(load
     _, commits = suite
     changes = {(c.machine, c.workload): c for c in throughput.build_changes(loaded)}
     assert set(changes) == {  # only what both builds measured; rtx3080 has one build
-        ("m1max", Workload("training", "mlp", "mps", 1024)),
-        ("m1max", Workload("training", "mlp", "cpu", 1024)),
-        ("m1max", Workload("inference", "mlp", "cpu", 1024)),
+        ("m1max", Step("training", "mlp", "mps", 1024)),
+        ("m1max", Step("training", "mlp", "cpu", 1024)),
+        ("m1max", Step("inference", "mlp", "cpu", 1024)),
     }
     ratios = {workload: (c.ratio, throughput.verdict(c.ratio, 1.05)) for (_, workload), c in changes.items()}
-    assert ratios[Workload("training", "mlp", "mps", 1024)] == (pytest.approx(1.25), "slower")
-    assert ratios[Workload("training", "mlp", "cpu", 1024)] == (pytest.approx(0.80 / 0.79), "")
-    assert ratios[Workload("inference", "mlp", "cpu", 1024)] == (pytest.approx(0.8), "faster")
+    assert ratios[Step("training", "mlp", "mps", 1024)] == (pytest.approx(1.25), "slower")
+    assert ratios[Step("training", "mlp", "cpu", 1024)] == (pytest.approx(0.80 / 0.79), "")
+    assert ratios[Step("inference", "mlp", "cpu", 1024)] == (pytest.approx(0.8), "faster")
     assert {(c.old, c.new) for c in changes.values()} == {(commits[1], commits[2])}
 
 

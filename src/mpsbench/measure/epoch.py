@@ -30,8 +30,7 @@ from typing import Any
 import torch
 from torch.utils.data import DataLoader, Dataset
 
-from mpsbench import command
-from mpsbench.measure import devices, models, selection, suite, workloads
+from mpsbench.measure import devices, measured, models, selection, suite, workloads
 
 # --- the parameter axes (never dependent on the machine or the environment) ---
 
@@ -308,55 +307,29 @@ def measure(runner: EpochRunner, epochs: int = EPOCHS_MEASURED) -> dict[str, Pha
 Combination = tuple[str, str, int, int, str]  # device, model, batch_size, num_workers, dataset
 
 
-@dataclass(frozen=True)
-class Outcome:
-    """What one combination gave: medians per phase, or why it could not run."""
-
-    phases: dict[str, PhaseSummary] | None = None
-    skipped: str | None = None  # a reason: shown as n/a
-    failed: str | None = None  # an error: the combination fails
-
-
-def _error_line(exc: BaseException) -> str:
-    return f"{type(exc).__name__}: {command.first_line(exc)}"
-
-
-def _measure_one(
-    device: str, workload: workloads.Workload | Outcome, num_workers: int, dataset: str, epochs: int
-) -> Outcome:
-    if isinstance(workload, Outcome):  # the model could not be built: the same outcome for every loader
+def _measure_one(workload: workloads.Workload | measured.Outcome, num_workers: int, dataset: str,
+                 epochs: int) -> measured.Outcome:
+    if isinstance(workload, measured.Outcome):  # the model could not be built: the same outcome for every loader
         return workload
     try:
-        return Outcome(phases=measure(EpochRunner(workload, dataset, num_workers), epochs))
+        return measured.Outcome(value=measure(EpochRunner(workload, dataset, num_workers), epochs))
     except Exception as exc:
-        if devices.is_out_of_memory(exc):
-            return Outcome(skipped=f"does not fit in {device} memory: {_error_line(exc)}")
-        return Outcome(failed=_error_line(exc))
+        return measured.outcome_of(exc)
 
 
-def _build(device: str, model: str, batch_size: int) -> workloads.Workload | Outcome:
+def _build(device: str, model: str, batch_size: int) -> workloads.Workload | measured.Outcome:
     """A warmed-up training workload, or the outcome that stands for every combination using it."""
-    found = devices.get(device).availability()
-    if not found.usable:
-        return Outcome(skipped=f"{device} is not usable here: {found.reason}")
-    missing = models.get(model).missing_requirements()
-    if missing:
-        return Outcome(skipped=f"{model} needs {', '.join(missing)}, not importable in this environment")
     try:
-        workload = workloads.build("training", device, model, batch_size)
+        workload = suite.prepare("training", device, model, batch_size, guarded=False)
         EpochRunner(workload, "tiny", 0).warm_up()
-    except NotImplementedError as exc:  # torch has no kernel for an op on this device: a failure
-        return Outcome(failed=f"{model} on {device}: torch lacks an op: {exc}")
     except Exception as exc:
-        if devices.is_out_of_memory(exc):
-            return Outcome(skipped=f"{model} at batch {batch_size} does not fit in {device} memory: {_error_line(exc)}")
-        return Outcome(failed=_error_line(exc))
+        return measured.outcome_of(exc)
     return workload
 
 
 def measure_selection(
     benchmark: str, epochs: int = EPOCHS_MEASURED, device_names: tuple[str, ...] = devices.NAMES
-) -> dict[Combination, Outcome]:
+) -> dict[Combination, measured.Outcome]:
     """Measure every combination of ``benchmark``'s selection (the Epoch class's rule) on ``device_names``, in one process.
 
     One model per (device, model, batch size) is built, warmed up, and shared
@@ -364,7 +337,7 @@ def measure_selection(
     emptied, before the next is built. An error in one combination is recorded
     for it and the others go on.
     """
-    outcomes: dict[Combination, Outcome] = {}
+    outcomes: dict[Combination, measured.Outcome] = {}
     for device, model, batch_size in itertools.product(device_names, MODELS, BATCH_SIZES):
         selected = [
             (num_workers, dataset)
@@ -375,23 +348,20 @@ def measure_selection(
             continue
         workload = _build(device, model, batch_size)
         for num_workers, dataset in selected:
-            outcome = _measure_one(device, workload, num_workers, dataset, epochs)
-            outcomes[(device, model, batch_size, num_workers, dataset)] = outcome
+            outcomes[(device, model, batch_size, num_workers, dataset)] = _measure_one(workload, num_workers, dataset, epochs)
         if isinstance(workload, workloads.Workload):  # hand its memory back before the next model
             del workload
+            workloads.forget()
             gc.collect()
             devices.get(device).empty_cache()
     return outcomes
 
 
-def result(outcomes: dict[Combination, Outcome], combination: Combination, phase: str) -> PhaseSummary:
+def result(outcomes: dict[Combination, measured.Outcome], combination: Combination, phase: str) -> PhaseSummary:
     """The measured phase of ``combination``, or asv's n/a / failure with the reason (for ``setup``, after the selection)."""
     _check(phase, PHASES, "phase")
     outcome = outcomes.get(combination)
     if outcome is None:  # selected now but not when the cache was measured
         raise RuntimeError(f"{combination} was not measured; the selection changed during the run")
-    if outcome.skipped is not None:
-        raise suite.SkipNotImplemented(outcome.skipped)
-    if outcome.failed is not None or outcome.phases is None:
-        raise RuntimeError(f"epoch benchmark failed for {combination}: {outcome.failed}")
-    return outcome.phases[phase]
+    phases: dict[str, PhaseSummary] = outcome.get()  # n/a or the failure, with the reason
+    return phases[phase]

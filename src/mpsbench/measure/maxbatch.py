@@ -200,7 +200,7 @@ def largest_batch_in_child(kind: str, model: str, ceiling: int = CEILING, budget
             ) from exc
 
 
-def prepare(device: str, model: str, kind: str) -> None:
+def require(device: str, model: str, kind: str) -> None:
     """For an asv ``setup`` (after the selection): raise asv's n/a with the reason if this search cannot run here."""
     found = devices.get(device).availability()
     if not found.usable:

@@ -31,13 +31,13 @@ Key = tuple[Any, ...]
 
 @dataclass(frozen=True)
 class Outcome:
-    """One figure's value, or why there is none: skipped (n/a) or failed (an error)."""
+    """One figure's value (a number; an epoch's phases), or why there is none: skipped (n/a) or failed (an error)."""
 
-    value: float | None = None
+    value: Any = None
     skipped: str | None = None
     failed: str | None = None
 
-    def get(self) -> float:
+    def get(self) -> Any:
         """The value; asv's n/a or a failure with the reason otherwise (call in ``setup`` or a ``track_``)."""
         if self.skipped is not None:
             raise suite.SkipNotImplemented(self.skipped)
@@ -71,7 +71,8 @@ class Table:
         found = self.figures.get(key)
         if found is None:  # selected now but not when the cache was measured
             raise RuntimeError(f"{key} was not measured in this run's setup_cache; the selection changed")
-        return found[figure].get()
+        value: float = found[figure].get()
+        return value
 
 
 def measure(

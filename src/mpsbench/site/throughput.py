@@ -31,7 +31,7 @@ CPU = "cpu"
 
 
 @dataclass(frozen=True, order=True)
-class Workload:
+class Step:
     """What one number measures, independent of where and on which build."""
 
     kind: str
@@ -46,8 +46,8 @@ class Results:
 
     recorded: recorded.Recorded
     param_names: dict[str, tuple[str, ...]]  # benchmark -> its params' names (benchmarks.json)
-    samples: dict[tuple[str, str], dict[Workload, float]] = field(default_factory=dict)  # (machine, build) -> samples/s
-    seconds: dict[tuple[str, str, Workload], float] = field(default_factory=dict)  # the step times asv timed
+    samples: dict[tuple[str, str], dict[Step, float]] = field(default_factory=dict)  # (machine, build) -> samples/s
+    seconds: dict[tuple[str, str, Step], float] = field(default_factory=dict)  # the step times asv timed
 
     @property
     def machines(self) -> list[str]:
@@ -58,7 +58,7 @@ class Results:
         found = {commit for m, commit in self.samples if m == machine}
         return sorted(found, key=lambda commit: (self.recorded.dates.get(commit, 0), commit))
 
-    def workloads(self, machine: str, commit: str) -> set[Workload]:
+    def workloads(self, machine: str, commit: str) -> set[Step]:
         return set(self.samples.get((machine, commit), {}))
 
     def newest(self, names: set[str]) -> dict[str, list[tuple[str, dict[str, Any], float]]]:
@@ -80,7 +80,7 @@ def _results(found: recorded.Recorded, param_names: dict[str, tuple[str, ...]]) 
                 continue
             kind, metric = METRICS[row.benchmark]
             params = recorded.named(row, param_names.get(row.benchmark) or PARAM_NAMES)
-            workload = Workload(kind, str(params["model"]), str(params["device"]), int(params["batch_size"]))
+            workload = Step(kind, str(params["model"]), str(params["device"]), int(params["batch_size"]))
             samples = results.samples.setdefault((machine, commit), {})
             if metric == TIME:  # a step time wins over a capacity throughput of the same workload
                 results.seconds[(machine, commit, workload)] = measured.value
@@ -109,7 +109,7 @@ class Point:
 
     machine: str
     commit: str
-    workload: Workload
+    workload: Step
     samples_per_second: float
     seed: bool
 
@@ -121,7 +121,7 @@ def pick(results: Results, machine: str, commit: str, kind: str, model: str, dev
     if not batches:
         return None
     seed = seed_batch(model)
-    workload = Workload(kind, model, device, seed if seed in batches else batches[-1])
+    workload = Step(kind, model, device, seed if seed in batches else batches[-1])
     return Point(machine, commit, workload, measured[workload], workload.batch == seed)
 
 
@@ -204,7 +204,7 @@ class Change:
     machine: str
     old: str
     new: str
-    workload: Workload
+    workload: Step
     old_seconds: float
     new_seconds: float
 
