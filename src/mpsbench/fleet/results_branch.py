@@ -42,7 +42,7 @@ class FleetError(RuntimeError):
 
 
 def _git(repo: Path, *args: str, env: dict[str, str] | None = None, check: bool = True) -> subprocess.CompletedProcess[bytes]:
-    # the caller's GIT_DIR and friends (a git hook, push's own) must not redirect these commands
+    # a GIT_DIR inherited from a caller (a git hook) must not redirect these commands; push passes its own in env
     full_env = {key: value for key, value in os.environ.items() if key not in ("GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE")}
     done = subprocess.run(["git", *args], cwd=repo, env={**full_env, **(env or {})}, capture_output=True, check=False)
     if check and done.returncode != 0:
