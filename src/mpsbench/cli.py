@@ -138,15 +138,11 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--kind", default="both", help="training, inference or both (default both)")
     run.add_argument("--seconds", type=float, default=1.0, help="least time spent timing each workload")
     run.set_defaults(func=cmd_run)
-    history.add_subcommands(commands)
+    history.add_subcommands(commands)  # build, timeline, machine
     report.add_subcommand(commands)
-    record.add_subcommand(merge.add_subcommand(commands))
-    alerts.add_subcommand(commands)
-    preselect.add_subcommand(commands)
-    rank_ops.add_subcommand(commands)
-    doctor.add_subcommand(commands)
-    compare.add_subcommand(commands)
-    bisection.add_subcommand(commands)
+    record.add_subcommand(merge.add_subcommand(commands))  # record is an action of `mpsbench results`, beside merge
+    for module in (alerts, preselect, rank_ops, doctor, compare, bisection):
+        module.add_subcommand(commands)
     return parser
 
 

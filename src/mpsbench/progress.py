@@ -15,15 +15,9 @@ ROOT = "mpsbench"
 
 
 class _CurrentStderr(logging.StreamHandler):  # type: ignore[type-arg]
-    """Writes to whatever ``sys.stderr`` is when a line is written (a test's capture, a redirect)."""
-
-    @property
-    def stream(self) -> object:
-        return sys.stderr
-
-    @stream.setter
-    def stream(self, _value: object) -> None:
-        pass  # logging.StreamHandler sets it at creation; the current stderr is always used
+    def emit(self, record: logging.LogRecord) -> None:
+        self.stream = sys.stderr  # whatever it is now (a test's capture, a redirect), not when the handler was made
+        super().emit(record)
 
 
 class _Component(logging.Formatter):

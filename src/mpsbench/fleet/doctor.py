@@ -89,12 +89,8 @@ def check_load(busy: list[tuple[str, int, float]] | None = None) -> Iterator[Fin
 CHECKS = (check_devices, check_memory, check_power, check_thermal, check_load)
 
 
-def run_checks() -> list[Finding]:
-    return [finding for check in CHECKS for finding in check()]
-
-
 def cmd_doctor(args: argparse.Namespace) -> int:
-    findings = run_checks()
+    findings = [finding for check in CHECKS for finding in check()]
     width = max(len(finding.what) for finding in findings)
     for finding in findings:
         print(f"{finding.level:4}  {finding.what.ljust(width)}  {finding.detail}")

@@ -1,27 +1,11 @@
 """The nightly job of a fleet of machines, step by step: ``scripts/nightly STEP`` (docs/fleet.md).
 
-Each step is what one job of .github/workflows/nightly.yml runs, and each
-works the same on a laptop. Everything lives in a work folder (default
-``.asv/nightly``): the fleet's files (``fleet/``, a copy of the results
-branch), the timeline generated from the fleet's manifest, an asv.conf.json
-derived from the suite's (its branches plus the nightly channel, its own
-folders: asvconf.py), asv's environments, this machine's results and the
-published site.
-
-- ``fetch``: copy the results branch into ``fleet/`` (empty if it does not exist yet).
-- ``resolve``: bring the fleet's manifest up to date with the repository's and
-  append the newest nightly (``mpsbench build add-nightly latest``).
-- ``push``: commit ``fleet/`` on top of the fetched branch and push it (fast-forward only).
-- ``bench``: benchmark every build of the fleet's manifest that this machine
-  has no results for (its results are first restored from the fleet), then
-  alert: exit 1 if its newest build is slower than the one before.
-- ``collect``: merge results directories (the machines' artifacts) into the fleet's.
-- ``publish``: the site of every machine's results (scripts/publish), in ``html/``.
-- ``alert``: every machine's newest build against the one before; exit 1 on a regression.
-- ``bisect``: ``mpsbench bisect`` over a range of the fleet's builds (fresh
-  processes confirmed with ``compare``, nothing recorded; ``--nightlies``
-  adds the nightlies between two adjacent builds); prints the first slow build
-  and its PyTorch commit range.
+Each step is what one job of .github/workflows/nightly.yml runs, and each works
+the same on a laptop (``scripts/nightly STEP --help`` says what it does).
+Everything lives in a work folder (default ``.asv/nightly``): the fleet's files
+(``fleet/``, a copy of the results branch), the timeline generated from the
+fleet's manifest, an asv.conf.json derived from the suite's (asvconf.py), asv's
+environments, this machine's results and the published site.
 
 Exit status: 0 done, 1 a regression (or merge conflicts), 2 a mistake in the
 command or the fleet's files (one line), 3 benchmarks that failed (asv).
@@ -63,40 +47,24 @@ class NightlyError(ValueError):
 ERRORS = (
     NightlyError, alerts.AlertError, merge.MergeError, results_branch.FleetError, history.HistoryError, mf.ManifestError,
     resolve.ResolveError, wheels.WheelError, timeline.TimelineError, factor.FactorError, preselect.PreselectError,
-    record.RecordError,
+    record.RecordError, machine.MachineError,
 )
 
 
 log = progress.logger(__name__)
 
 
-@dataclass(frozen=True)
 class Paths:
-    suite: Path  # the suite's root: asv.conf.json, benchmarks/, builds/manifest.json
-    work: Path
-    fleet: Path
+    """Where a step reads and writes, from its --suite, --workdir and --fleet."""
 
-    @property
-    def fleet_manifest(self) -> Path:
-        return self.fleet / "builds" / "manifest.json"
-
-    @property
-    def fleet_results(self) -> Path:
-        return self.fleet / "results"
-
-    @property
-    def timeline(self) -> Path:
-        return self.work / "timeline"
-
-    @property
-    def results(self) -> Path:
-        return self.work / "results"  # asvconf.derived puts results_dir here
-
-
-def _paths(args: argparse.Namespace) -> Paths:
-    suite = args.suite.resolve()
-    work = (args.workdir if args.workdir.is_absolute() else suite / args.workdir).resolve()
-    return Paths(suite, work, (args.fleet or work / "fleet").resolve())
+    def __init__(self, args: argparse.Namespace) -> None:
+        self.suite: Path = args.suite.resolve()  # asv.conf.json, benchmarks/, builds/manifest.json
+        self.work: Path = (args.workdir if args.workdir.is_absolute() else self.suite / args.workdir).resolve()
+        self.fleet: Path = (args.fleet or self.work / "fleet").resolve()
+        self.fleet_manifest = self.fleet / "builds" / "manifest.json"
+        self.fleet_results = self.fleet / "results"
+        self.timeline = self.work / "timeline"
+        self.results = self.work / "results"  # asvconf.derived puts results_dir here
 
 
 # --- the fleet's manifest ----------------------------------------------------------
@@ -162,7 +130,7 @@ def prepare(paths: Paths, channel: str) -> Prepared:
 
 
 def cmd_fetch(args: argparse.Namespace) -> int:
-    paths = _paths(args)
+    paths = Paths(args)
     commit = results_branch.fetch(paths.suite, paths.fleet, args.remote, args.branch)
     if commit is None:
         log.info(f"{args.remote} has no branch {args.branch} yet: {paths.fleet} starts empty (push creates it)")
@@ -172,20 +140,14 @@ def cmd_fetch(args: argparse.Namespace) -> int:
 
 
 def cmd_push(args: argparse.Namespace) -> int:
-    paths = _paths(args)
+    paths = Paths(args)
     commit = results_branch.push(paths.suite, paths.fleet, args.message, args.remote, args.branch)
     log.info(f"pushed {commit[:12]} to {args.remote}/{args.branch}" if commit else "nothing changed: nothing pushed")
     return 0
 
 
-def _add_nightly(args: argparse.Namespace, manifest: Path, timeline_repo: Path) -> None:
-    """The newest nightly added to the given manifest and timeline, as ``mpsbench build add-nightly latest`` adds it."""
-    history.add_nightly(manifest, timeline_repo, args.channel, "latest", indexes=tuple(args.index or ()),
-                        transformers=args.transformers, transformers_index=args.transformers_index)
-
-
 def cmd_resolve(args: argparse.Namespace) -> int:
-    paths = _paths(args)
+    paths = Paths(args)
     synced = sync(mf.load(paths.suite / history.MANIFEST), mf.load(paths.fleet_manifest))
     # A dry run works on a scratch copy, and a timeline of its own: the work
     # folder's timeline must never get ahead of the fleet's manifest.
@@ -193,7 +155,8 @@ def cmd_resolve(args: argparse.Namespace) -> int:
     scratch.mkdir(parents=True, exist_ok=True)
     working = scratch / "manifest.json"
     mf.save(synced, working)
-    _add_nightly(args, working, scratch / "timeline")
+    history.add_nightly(working, scratch / "timeline", args.channel, "latest", indexes=tuple(args.index or ()),
+                        transformers=args.transformers, transformers_index=args.transformers_index)
     if args.dry_run:
         log.info(f"dry run: {paths.fleet_manifest} left as it was")
         return 0
@@ -202,7 +165,7 @@ def cmd_resolve(args: argparse.Namespace) -> int:
     return 0
 
 
-def _bench_patterns(paths: Paths, devices: list[str], benches: list[str]) -> list[str]:
+def _bench_pattern(paths: Paths, devices: list[str], benches: list[str]) -> str:
     """What ``asv run -b`` gets: this run's exact selection, of the ``--bench`` benchmarks if given.
 
     :mod:`mpsbench.measure.preselect` names the combinations that run, so asv
@@ -215,7 +178,7 @@ def _bench_patterns(paths: Paths, devices: list[str], benches: list[str]) -> lis
         os.environ[selection.DEVICES_ENV] = ",".join(devices)
     pattern, count, total = preselect.pattern(paths.suite / "benchmarks", benches)
     log.info(f"asv will run {count} of the suite's {total} combinations (mpsbench preselect)")
-    return [pattern]
+    return pattern
 
 
 def _check_devices(requested: list[str]) -> list[str]:
@@ -235,24 +198,7 @@ def _check_devices(requested: list[str]) -> list[str]:
 
 
 def _machine(args: argparse.Namespace) -> str:
-    wanted = args.machine or os.environ.get(MACHINE_ENV) or None
-    try:
-        name, _ = machine.write(wanted)
-    except ValueError as exc:
-        raise NightlyError(str(exc)) from None
-    return name
-
-
-def _stream(*args: str, cwd: Path) -> tuple[int, list[str]]:
-    """Run ``python -m ARGS`` with this interpreter, its output streamed; its exit status and the lines it printed."""
-    argv = [sys.executable, "-m", *args]
-    lines: list[str] = []
-    with subprocess.Popen(argv, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) as process:
-        assert process.stdout is not None
-        for line in process.stdout:
-            print(line, end="", flush=True)
-            lines.append(line)
-    return process.returncode, lines
+    return machine.write(args.machine or os.environ.get(MACHINE_ENV) or None)[0]
 
 
 def missing_builds(prepared: Prepared, paths: Paths, name: str, limit: int) -> list[str]:
@@ -272,20 +218,13 @@ def missing_builds(prepared: Prepared, paths: Paths, name: str, limit: int) -> l
     return dated[-limit:] if limit else dated
 
 
-def _step_summary(markdown: str) -> None:
-    """Append to the job's summary page, when run by GitHub Actions."""
-    target = os.environ.get("GITHUB_STEP_SUMMARY")
+def _to_github(variable: str, text: str) -> None:
+    """Append a line to the file GitHub Actions names in ``variable``, when run by it: the job's summary page
+    (GITHUB_STEP_SUMMARY) or the step's outputs, ``steps.ID.outputs.NAME`` (GITHUB_OUTPUT)."""
+    target = os.environ.get(variable)
     if target:
         with open(target, "a", encoding="utf-8") as out:
-            out.write(markdown + "\n")
-
-
-def _github_output(**values: str) -> None:
-    """Step outputs for the workflow (``steps.ID.outputs.NAME``), when run by GitHub Actions."""
-    target = os.environ.get("GITHUB_OUTPUT")
-    if target:
-        with open(target, "a", encoding="utf-8") as out:
-            out.writelines(f"{key}={value}\n" for key, value in values.items())
+            out.write(text + "\n")
 
 
 def _alert(paths: Paths, prepared: Prepared, channel: str, machines: list[str] | None, summary: Path | None,
@@ -298,21 +237,27 @@ def _alert(paths: Paths, prepared: Prepared, channel: str, machines: list[str] |
     compare = alerts.compare_command(paths.fleet_manifest, paths.timeline, machines[0]) if confirm and machines else None
     status, text = alerts.check(paths.results, rules, prepared.manifest, paths.timeline, machines,
                                 prepared.tip(channel), summary, compare)
-    _step_summary(text)
+    _to_github("GITHUB_STEP_SUMMARY", text)
     return status
 
 
+def _restore(paths: Paths, machines: list[str] | None = None) -> None:
+    """The fleet's results (of ``machines`` only, if given) merged into the work folder's, which asv reads."""
+    if not paths.fleet_results.is_dir():
+        return
+    restored = merge.merge(paths.results, [paths.fleet_results], machines)
+    log.info(f"results restored from the fleet: {restored.summary(paths.results)}")
+    for line in restored.conflicts + restored.corrupt:
+        log.warning(line)
+
+
 def cmd_bench(args: argparse.Namespace) -> int:
-    paths = _paths(args)
+    paths = Paths(args)
     devices = _check_devices(args.device)
     prepared = prepare(paths, args.channel)
     name = _machine(args)
-    _github_output(machine=name)
-    restored = merge.merge(paths.results, [paths.fleet_results], [name]) if paths.fleet_results.is_dir() else None
-    if restored is not None:
-        log.info(f"this machine's results restored from the fleet: {restored.summary(paths.results)}")
-        for line in restored.conflicts + restored.corrupt:
-            log.warning(line)
+    _to_github("GITHUB_OUTPUT", f"machine={name}")
+    _restore(paths, [name])
     todo = missing_builds(prepared, paths, name, args.limit)
     if not todo:
         log.info(f"machine {name} has results for every build: nothing to benchmark")
@@ -321,11 +266,10 @@ def cmd_bench(args: argparse.Namespace) -> int:
         log.info(f"machine {name}: benchmarking {len(todo)} builds: {', '.join(prepared.name_of(c) for c in todo)}")
         hashfile = paths.work / f"builds-{name}.txt"
         hashfile.write_text("".join(f"{commit}\n" for commit in todo))
-        bench_options = [option for regex in _bench_patterns(paths, devices, args.bench) for option in ("-b", regex)]
         quick = ["--quick", "--dry-run"] if args.dry_run else []
         # measured into scratch and merged value by value: nothing recorded is replaced (mpsbench.results.record)
-        status = record.record(prepared.config, name, [
-            *quick, *bench_options, f"HASHFILE:{hashfile}"])
+        status = record.record(prepared.config, name,
+                               [*quick, "-b", _bench_pattern(paths, devices, args.bench), f"HASHFILE:{hashfile}"])
     if args.dry_run:
         log.info("dry run: nothing was recorded")
         return BENCHMARKS_FAILED if status else 0
@@ -336,16 +280,15 @@ def cmd_bench(args: argparse.Namespace) -> int:
 
 
 def cmd_collect(args: argparse.Namespace) -> int:
-    paths = _paths(args)
-    report_ = merge.merge(paths.fleet_results, args.sources, update_benchmarks=args.update_benchmarks)
-    return merge.print_report(report_, paths.fleet_results)
+    paths = Paths(args)
+    merged = merge.merge(paths.fleet_results, args.sources, update_benchmarks=args.update_benchmarks)
+    return merge.print_report(merged, paths.fleet_results)
 
 
 def cmd_publish(args: argparse.Namespace) -> int:
-    paths = _paths(args)
+    paths = Paths(args)
     prepared = prepare(paths, args.channel)
-    if paths.fleet_results.is_dir():
-        log.info(merge.merge(paths.results, [paths.fleet_results]).summary(paths.results))
+    _restore(paths)
     script = asvconf.ROOT / "scripts" / "publish"
     done = subprocess.run([str(script)], env=dict(os.environ, MPSBENCH_CONFIG=str(prepared.config)), check=False)
     if done.returncode != 0:
@@ -355,35 +298,45 @@ def cmd_publish(args: argparse.Namespace) -> int:
 
 
 def cmd_alert(args: argparse.Namespace) -> int:
-    paths = _paths(args)
+    paths = Paths(args)
     prepared = prepare(paths, args.channel)
-    if paths.fleet_results.is_dir():
-        merge.merge(paths.results, [paths.fleet_results])
+    _restore(paths)
     return _alert(paths, prepared, args.channel, args.machine or None, args.summary)
 
 
 def cmd_bisect(args: argparse.Namespace) -> int:
-    """``mpsbench bisect GOOD BAD -b BENCH`` on the fleet's manifest and timeline, the way a user runs it."""
-    paths = _paths(args)
+    """``mpsbench bisect GOOD BAD -b BENCH`` on the fleet's manifest and timeline, the way a user runs it.
+
+    It runs as a command of its own, in the suite's folder: its scratch work folder (fresh.WORKDIR) is
+    relative to the working directory, and its options' defaults and one-line errors stay the command's.
+    Its output is streamed into the job's log as it comes (-u: a bisection takes hours), and read
+    for the line naming the first slow build.
+    """
+    paths = Paths(args)
     prepare(paths, args.channel)  # the timeline of the fleet's manifest
     name = _machine(args)
     log.info(f"bisecting {args.good}..{args.bad} for {args.bench} on {name} (mpsbench bisect)")
-    argv = ["bisect", args.good, args.bad, "-b", args.bench, "--manifest", str(paths.fleet_manifest),
-            "--timeline", str(paths.timeline), "--machine", name, "--suite-root", str(paths.suite)]
+    argv = [sys.executable, "-u", "-m", "mpsbench.cli", "bisect", args.good, args.bad, "-b", args.bench,
+            "--manifest", str(paths.fleet_manifest), "--timeline", str(paths.timeline), "--machine", name,
+            "--suite-root", str(paths.suite)]
     if args.nightlies:
         argv += [f"--nightlies={args.nightlies}", *(f"--index={index}" for index in args.index or [])]
-    status, lines = _stream("mpsbench.cli", *argv, cwd=paths.suite)
-    named = [(number, match) for number, match in enumerate(map(FOUND.match, lines)) if match]
-    if status != 0 or not named:
-        raise NightlyError(f"mpsbench bisect named no build (exit status {status}; see its output above)")
-    at, match = named[0]
-    slow = match.group("first")
+    lines: list[str] = []
+    with subprocess.Popen(argv, cwd=paths.suite, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) as bisect:
+        assert bisect.stdout is not None
+        for line in bisect.stdout:
+            print(line, end="", flush=True)
+            lines.append(line)
+    named = next(((at, match["first"]) for at, match in enumerate(map(FOUND.match, lines)) if match), None)
+    if bisect.returncode != 0 or named is None:
+        raise NightlyError(f"mpsbench bisect named no build (exit status {bisect.returncode}; see its output above)")
+    at, slow = named
     commit = timeline.compute(mf.load(paths.fleet_manifest), paths.timeline).commits[slow]  # --nightlies adds builds
     # bisect's next line: the PyTorch compare link, or that both builds share an upstream commit
     found = [f"first slow build: {slow} (timeline commit {commit[:12]})", *(text.strip() for text in lines[at + 1:at + 2])]
     for text in found:
         log.info(text)
-    _step_summary("\n\n".join([f"## mpsbench bisect: {args.bench} on {name}", *found]))
+    _to_github("GITHUB_STEP_SUMMARY", "\n\n".join([f"## mpsbench bisect: {args.bench} on {name}", *found]))
     return 0
 
 
@@ -391,31 +344,29 @@ def cmd_bisect(args: argparse.Namespace) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    where = command.OneLineParser(add_help=False)  # every step's options
+    where.add_argument("--suite", type=Path, default=asvconf.ROOT,
+                       help="the suite: asv.conf.json, benchmarks/ and builds/manifest.json (default: this checkout)")
+    where.add_argument("--workdir", type=Path, default=WORKDIR, help=f"work folder, relative to the suite (default {WORKDIR})")
+    where.add_argument("--fleet", type=Path, default=None, help="the fleet's files (default: WORKDIR/fleet)")
+    where.add_argument("--channel", default=CHANNEL, help=f"the nightly channel (default {CHANNEL})")
+    remote = command.OneLineParser(add_help=False)
+    remote.add_argument("--remote", default="origin", help="git remote (default origin)")
+    remote.add_argument("--branch", default="results", help="the results branch (default results)")
+    identity = command.OneLineParser(add_help=False)
+    identity.add_argument("--machine", default=None,
+                          help=f"machine name (default: ${MACHINE_ENV}, else from the chip and core count)")
     parser = command.OneLineParser(prog="scripts/nightly", description=__doc__.split("\n", 1)[0],
-                                     epilog="docs/fleet.md says how the workflows use each step.")
+                                   epilog="docs/fleet.md says how the workflows use each step.")
     steps = parser.add_subparsers(dest="step", metavar="STEP", required=True)
 
-    def step(name: str, help_text: str, func: object) -> argparse.ArgumentParser:
-        sub = steps.add_parser(name, help=help_text, description=help_text)
-        sub.add_argument("--suite", type=Path, default=asvconf.ROOT,
-                         help="the suite: asv.conf.json, benchmarks/ and builds/manifest.json (default: this checkout)")
-        sub.add_argument("--workdir", type=Path, default=WORKDIR, help=f"work folder, relative to the suite (default {WORKDIR})")
-        sub.add_argument("--fleet", type=Path, default=None, help="the fleet's files (default: WORKDIR/fleet)")
-        sub.add_argument("--channel", default=CHANNEL, help=f"the nightly channel (default {CHANNEL})")
+    def step(name: str, help_text: str, func: object, *parents: command.OneLineParser) -> argparse.ArgumentParser:
+        sub = steps.add_parser(name, help=help_text, description=help_text, parents=[where, *parents])
         sub.set_defaults(func=func)
         return sub
 
-    def remote(sub: argparse.ArgumentParser) -> None:
-        sub.add_argument("--remote", default="origin", help="git remote (default origin)")
-        sub.add_argument("--branch", default="results", help="the results branch (default results)")
-
-    def identity(sub: argparse.ArgumentParser) -> None:
-        sub.add_argument("--machine", default=None,
-                         help=f"machine name (default: ${MACHINE_ENV}, else from the chip and core count)")
-
-    remote(step("fetch", "copy the results branch into the fleet folder", cmd_fetch))
-    push = step("push", "commit the fleet folder on the results branch and push it (fast-forward only)", cmd_push)
-    remote(push)
+    step("fetch", "copy the results branch into the fleet folder", cmd_fetch, remote)
+    push = step("push", "commit the fleet folder on the results branch and push it (fast-forward only)", cmd_push, remote)
     push.add_argument("--message", default="mpsbench nightly", help="the commit message")
 
     resolving = step("resolve", "append the newest nightly to the fleet's manifest", cmd_resolve)
@@ -424,8 +375,7 @@ def build_parser() -> argparse.ArgumentParser:
     resolving.add_argument("--transformers", help="transformers version to pin, or none (default: by torch)")
     resolving.add_argument("--dry-run", action="store_true", help="say what would be added; change nothing")
 
-    bench = step("bench", "benchmark every build this machine has no results for, then alert", cmd_bench)
-    identity(bench)
+    bench = step("bench", "benchmark every build this machine has no results for, then alert", cmd_bench, identity)
     bench.add_argument("--device", action="append", default=[],
                        help="only these devices (repeatable or comma-separated; refused if not usable here)")
     bench.add_argument("--bench", action="append", default=[], help="only benchmarks matching this regex (asv -b)")
@@ -447,8 +397,7 @@ def build_parser() -> argparse.ArgumentParser:
     alerting.add_argument("--summary", type=Path, help="also write the alerts as Markdown to this file")
 
     bisecting = step("bisect", "mpsbench bisect over a range of the fleet's builds (fresh processes, nothing recorded)",
-                     cmd_bisect)
-    identity(bisecting)
+                     cmd_bisect, identity)
     bisecting.add_argument("--good", required=True, help="the last fast build: CHANNEL@ID or timeline hash")
     bisecting.add_argument("--bad", required=True, help="a slow build: CHANNEL@ID or timeline hash")
     bisecting.add_argument("--bench", required=True,

@@ -41,43 +41,40 @@ class FleetError(RuntimeError):
     """A git operation on the results branch failed: the message says which and why."""
 
 
-def _git(repo: Path, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[bytes]:
+def _git(repo: Path, *args: str, env: dict[str, str] | None = None, check: bool = True) -> subprocess.CompletedProcess[bytes]:
+    # a GIT_DIR inherited from a caller (a git hook) must not redirect these commands; push passes its own in env
     full_env = {key: value for key, value in os.environ.items() if key not in ("GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE")}
-    full_env.update(env or {})
-    return subprocess.run(["git", *args], cwd=repo, env=full_env, capture_output=True, check=False)
+    done = subprocess.run(["git", *args], cwd=repo, env={**full_env, **(env or {})}, capture_output=True, check=False)
+    if check and done.returncode != 0:
+        raise FleetError(f"git {' '.join(args[:2])} failed: {_said(done)}")
+    return done
 
 
-def _run(repo: Path, *args: str, env: dict[str, str] | None = None) -> str:
-    done = _git(repo, *args, env=env)
-    if done.returncode != 0:
-        raise FleetError(f"git {' '.join(args[:2])} failed: {done.stderr.decode(errors='replace').strip()}")
-    return done.stdout.decode().strip()
+def _said(done: subprocess.CompletedProcess[bytes]) -> str:
+    return done.stderr.decode(errors="replace").strip()
 
 
-def tracking_ref(remote: str, branch: str) -> str:
-    return f"refs/remotes/{remote}/{branch}"
+def _text(repo: Path, *args: str, env: dict[str, str] | None = None) -> str:
+    return _git(repo, *args, env=env).stdout.decode().strip()
 
 
 def fetch(repo: Path, folder: Path, remote: str = "origin", branch: str = "results") -> str | None:
     """Replace ``folder`` with the files of ``remote``'s ``branch``; its commit, or None if it does not exist yet."""
-    ref = tracking_ref(remote, branch)
-    listed = _git(repo, "ls-remote", "--exit-code", "--heads", remote, branch)
+    ref = f"refs/remotes/{remote}/{branch}"
+    listed = _git(repo, "ls-remote", "--exit-code", "--heads", remote, branch, check=False)
     if listed.returncode == 2:  # no such branch: the first nightly creates it
-        _git(repo, "update-ref", "-d", ref)
+        _git(repo, "update-ref", "-d", ref, check=False)
         commit = None
     elif listed.returncode != 0:
-        raise FleetError(f"git ls-remote {remote} failed: {listed.stderr.decode(errors='replace').strip()}")
+        raise FleetError(f"git ls-remote {remote} failed: {_said(listed)}")
     else:
-        _run(repo, "fetch", "--quiet", "--no-tags", "--depth=1", remote, f"+refs/heads/{branch}:{ref}")
-        commit = _run(repo, "rev-parse", "--verify", ref)
+        _git(repo, "fetch", "--quiet", "--no-tags", "--depth=1", remote, f"+refs/heads/{branch}:{ref}")
+        commit = _text(repo, "rev-parse", "--verify", ref)
     if folder.exists():
         shutil.rmtree(folder)
     folder.mkdir(parents=True)
     if commit is not None:
-        archive = _git(repo, "archive", "--format=tar", commit)
-        if archive.returncode != 0:
-            raise FleetError(f"git archive {commit[:12]} failed: {archive.stderr.decode(errors='replace').strip()}")
-        with tarfile.open(fileobj=io.BytesIO(archive.stdout)) as tar:
+        with tarfile.open(fileobj=io.BytesIO(_git(repo, "archive", "--format=tar", commit).stdout)) as tar:
             if hasattr(tarfile, "data_filter"):  # Python 3.12 and the security releases before it
                 tar.extractall(folder, filter="data")
             else:
@@ -87,23 +84,22 @@ def fetch(repo: Path, folder: Path, remote: str = "origin", branch: str = "resul
 
 def push(repo: Path, folder: Path, message: str, remote: str = "origin", branch: str = "results") -> str | None:
     """Commit ``folder`` on top of the fetched commit and push it; the new commit, or None if nothing changed."""
-    ref = tracking_ref(remote, branch)
-    parent = _git(repo, "rev-parse", "--verify", "--quiet", ref).stdout.decode().strip() or None
+    ref = f"refs/remotes/{remote}/{branch}"
+    parent = _git(repo, "rev-parse", "--verify", "--quiet", ref, check=False).stdout.decode().strip() or None
     if not (folder / "README.md").exists():
         (folder / "README.md").write_text(README)
-    git_dir = _run(repo, "rev-parse", "--absolute-git-dir")
-    with tempfile.TemporaryDirectory() as scratch:
+    git_dir = _text(repo, "rev-parse", "--absolute-git-dir")
+    with tempfile.TemporaryDirectory() as scratch:  # an index of its own: the suite's checkout is never touched
         env = {"GIT_DIR": git_dir, "GIT_WORK_TREE": str(folder.resolve()), "GIT_INDEX_FILE": str(Path(scratch) / "index")}
-        _run(folder, "add", "--all", "--force", ".", env=env)
-        tree = _run(folder, "write-tree", env=env)
-    if parent is not None and _run(repo, "rev-parse", f"{parent}^{{tree}}") == tree:
+        _git(folder, "add", "--all", "--force", ".", env=env)
+        tree = _text(folder, "write-tree", env=env)
+    if parent is not None and _text(repo, "rev-parse", f"{parent}^{{tree}}") == tree:
         return None
-    commit = _run(repo, "commit-tree", tree, *(["-p", parent] if parent else []), "-m", message, env=IDENTITY)
-    done = _git(repo, "push", "--quiet", remote, f"{commit}:refs/heads/{branch}")
+    commit = _text(repo, "commit-tree", tree, *(["-p", parent] if parent else []), "-m", message, env=IDENTITY)
+    done = _git(repo, "push", "--quiet", remote, f"{commit}:refs/heads/{branch}", check=False)
     if done.returncode != 0:
         raise FleetError(
-            f"pushing to {remote} {branch} was refused (it moved since it was fetched, or no permission): "
-            f"{done.stderr.decode(errors='replace').strip()}"
+            f"pushing to {remote} {branch} was refused (it moved since it was fetched, or no permission): {_said(done)}"
         )
-    _run(repo, "update-ref", ref, commit)
+    _git(repo, "update-ref", ref, commit)
     return commit
