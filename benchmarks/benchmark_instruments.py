@@ -18,7 +18,7 @@ def _measure_instruments(self):
 _measure_instruments.timeout = 6 * 3600  # the full sweep's large models step 50 times each for the leak
 
 
-class _Instruments:
+class _Instruments(measured.Lookup):
     """Shared by TrainingInstruments and InferenceInstruments: four readings of one warmed-up workload.
 
     Measured once per run in one ``setup_cache`` shared by both classes
@@ -28,15 +28,9 @@ class _Instruments:
     even when ``-b`` picks one.
     """
 
-    kind = "training"  # this class's part of the shared setup_cache
     param_names = ("device", "model")
     version = "1"
-    rounds = 1  # a lookup: a second round would read the same cache again
-    timeout = 60  # per lookup; the measuring happens in setup_cache
     setup_cache = _measure_instruments  # one key for both classes: asv keys a cache by where it is defined
-
-    def _lookup(self, readings, device, model, figure):
-        return measured.family(readings, self.kind).lookup((device, model), figure)
 
     def track_fallback_ops(self, readings, device, model):
         """Distinct ops that fell back from mps to the cpu during warm-up (0 on cuda and cpu).
@@ -44,13 +38,13 @@ class _Instruments:
         Needs PYTORCH_ENABLE_MPS_FALLBACK=1 (asv matrix ``env_nobuild``):
         without it such an op raises and the combination fails with its name.
         """
-        return self._lookup(readings, device, model, "fallback_ops")
+        return self.figure(readings, (device, model), "fallback_ops")
 
     track_fallback_ops.unit = "ops"
 
     def track_driver_memory(self, readings, device, model):
         """Peak memory the driver holds for torch over one step, in MiB (mps driver, cuda reserved)."""
-        return self._lookup(readings, device, model, "driver_memory")
+        return self.figure(readings, (device, model), "driver_memory")
 
     track_driver_memory.unit = "MiB"
 
@@ -60,13 +54,13 @@ class _Instruments:
         About 0 for a clean step. cuda: memory_allocated; mps:
         current_allocated_memory; cpu (and mps before torch 2.0): process RSS.
         """
-        return self._lookup(readings, device, model, "leak")
+        return self.figure(readings, (device, model), "leak")
 
     track_leak.unit = "MiB/100 steps"
 
     def track_accuracy_error(self, readings, device, model):
         """Relative error of the device's logits and loss against the cpu's (docs/instruments.md)."""
-        return self._lookup(readings, device, model, "accuracy_error")
+        return self.figure(readings, (device, model), "accuracy_error")
 
     track_accuracy_error.unit = "relative error"
 

@@ -60,7 +60,7 @@ def _measure_capacity(self):
 _measure_capacity.timeout = 6 * 3600  # the full sweep's cpu steps at the seed batch take a minute each
 
 
-class _Capacity:
+class _Capacity(measured.PeakMemory):
     """Throughput and peak memory of the same combinations as the step timings.
 
     Measured once per run in one ``setup_cache`` shared by both classes (one
@@ -72,24 +72,15 @@ class _Capacity:
     both classes' whole selection even when ``-b`` picks one combination.
     """
 
-    kind = "training"  # this class's part of the shared setup_cache
     param_names = ("device", "model", "batch_size")
     version = "1"
-    rounds = 1  # a lookup: a second round would read the same cache again
-    timeout = 60  # per lookup; the measuring happens in setup_cache
     setup_cache = _measure_capacity  # one key for both classes: asv keys a cache by where it is defined
 
     def track_throughput(self, readings, device, model, batch_size):
         """Samples per second: batch size over the median step time of several calls."""
-        return measured.family(readings, self.kind).lookup((device, model, batch_size), "throughput")
+        return self.figure(readings, (device, model, batch_size), "throughput")
 
     track_throughput.unit = "samples/s"
-
-    def track_peak_memory(self, readings, device, model, batch_size):
-        """Peak device memory over one step, in MiB (cpu: the process's largest RSS sample over the step)."""
-        return measured.family(readings, self.kind).lookup((device, model, batch_size), "peak_memory")
-
-    track_peak_memory.unit = "MiB"
 
 
 class TrainingCapacity(_Capacity):

@@ -28,35 +28,33 @@ def _measure_patterns(self):
 _measure_patterns.timeout = 1800  # four leak loops per device, each a few seconds; the patterns milliseconds
 
 
-class Correctness:
+class Correctness(measured.Lookup):
     """Relative error of each pattern on each device and dtype against float64 on the cpu."""
 
+    kind = "correctness"  # its family in the shared setup_cache
     param_names = ("device", "pattern", "dtype")
     params = (devices.NAMES, correctness.NAMES, correctness.DTYPES)
     version = "1"
-    rounds = 1  # a lookup
-    timeout = 60
     setup_cache = _measure_patterns  # one key for both classes: asv keys a cache by where it is defined
 
     def track_relative_error(self, readings, device, pattern, dtype):
         """max|device - reference| / max|reference|; the guard's tolerance per dtype is in docs/instruments.md."""
-        return measured.family(readings, "correctness").lookup((device, pattern, dtype), "relative_error")
+        return self.figure(readings, (device, pattern, dtype), "relative_error")
 
     track_relative_error.unit = "relative error"
 
 
-class LeakPatterns:
+class LeakPatterns(measured.Lookup):
     """Memory growth of each leak-prone loop, in MiB per 1,000 iterations (leak.py's least-squares slope)."""
 
+    kind = "leaks"
     param_names = ("device", "pattern")
     params = (devices.NAMES, leak_patterns.NAMES)
     version = "1"
-    rounds = 1
-    timeout = 60
     setup_cache = _measure_patterns
 
     def track_growth(self, readings, device, pattern):
         """About 0 for a clean loop. cuda: memory_allocated; mps: current_allocated_memory; cpu: process RSS."""
-        return measured.family(readings, "leaks").lookup((device, pattern), "growth")
+        return self.figure(readings, (device, pattern), "growth")
 
     track_growth.unit = "MiB/1000 iterations"

@@ -55,21 +55,12 @@ def _measure_peak_memory(self):
 _measure_peak_memory.timeout = 6 * 3600
 
 
-class _PrecisionCapacity:
+class _PrecisionCapacity(measured.PeakMemory):
     """Peak memory of the same combinations, measured once per run in one ``setup_cache`` (see benchmark_models)."""
 
-    kind = "training"  # this class's part of the shared setup_cache
     param_names = ("device", "model", "dtype")
     version = "1"
-    rounds = 1  # a lookup
-    timeout = 60
     setup_cache = _measure_peak_memory  # one key for both classes: asv keys a cache by where it is defined
-
-    def track_peak_memory(self, readings, device, model, dtype):
-        """Peak device memory over one step, in MiB (cpu: the process's largest RSS sample over the step)."""
-        return measured.family(readings, self.kind).lookup((device, model, dtype), "peak_memory")
-
-    track_peak_memory.unit = "MiB"
 
 
 class TrainingPrecisionCapacity(_PrecisionCapacity):

@@ -161,6 +161,29 @@ def family(readings: Mapping[str, Any], name: str) -> Any:
     return found
 
 
+class Lookup:
+    """Base of a benchmark class whose ``track_`` figures a shared ``setup_cache`` measured: each one is a lookup."""
+
+    kind = "training"  # the class's family in the setup_cache's readings
+    rounds = 1  # a lookup: a second round would read the same cache again
+    timeout = 60  # per lookup; the measuring happens in setup_cache
+
+    def figure(self, readings: Mapping[str, Any], params: tuple[Any, ...], name: str) -> float:
+        """Figure ``name`` of this combination, or asv's n/a / failure with the reason."""
+        value: float = family(readings, self.kind).lookup(tuple(params), name)
+        return value
+
+
+class PeakMemory(Lookup):
+    """The peak-memory figure shared by the step classes' capacity lookups (models and precision)."""
+
+    def track_peak_memory(self, readings: Mapping[str, Any], *params: Any) -> float:
+        """Peak device memory over one step, in MiB (cpu: the process's largest RSS sample over the step)."""
+        return self.figure(readings, params, "peak_memory")
+
+    track_peak_memory.unit = "MiB"  # type: ignore[attr-defined]
+
+
 def of(benchmark: Any, measure_family: Callable[[str, list[Key]], Table]) -> Callable[[], Table]:
     """``measure_family`` over every combination of the benchmark class's params, selected by its name's rule."""
     return functools.partial(measure_family, benchmark.__name__, grid(*benchmark.params))
