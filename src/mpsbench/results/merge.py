@@ -43,6 +43,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from mpsbench.results import recorded
+
 BENCHMARKS = "benchmarks.json"
 MACHINE = "machine.json"
 
@@ -98,18 +100,15 @@ def _load_json(path: Path) -> Any:
 
 def check_file(path: Path, machine: str) -> None:
     """Raise MergeError unless asv can read ``path`` as the machine's machine.json or results file."""
-    from asv import results as asv_results
     from asv import util
     from asv.machine import Machine
 
     try:
-        if path.name == MACHINE:
-            data = util.load_json(str(path), api_version=Machine.api_version)
-            if not isinstance(data.get("machine"), str):
-                raise util.UserError(f"{path} names no machine")
-        else:
-            asv_results.Results.load(str(path), machine_name=machine)
-    except (util.UserError, OSError, ValueError, TypeError, AttributeError) as exc:
+        if path.name != MACHINE:
+            recorded.read(path, machine)
+        elif not isinstance(util.load_json(str(path), api_version=Machine.api_version).get("machine"), str):
+            raise util.UserError(f"{path} names no machine")
+    except (recorded.RecordedError, util.UserError, OSError, ValueError, TypeError, AttributeError) as exc:
         raise MergeError(f"{path}: {exc}") from None
 
 
@@ -156,14 +155,6 @@ def values(data: dict[str, Any]) -> dict[tuple[str, Combination], dict[str, Any]
     """Every measured value of a results file with its statistics and samples, by benchmark and combination."""
     return {(name, combo): columns for name in data["results"]
             for combo, columns in _by_combination(_row(data, name)).items() if measured(columns["result"])}
-
-
-def recorded(data: dict[str, Any]) -> dict[str, set[Combination]]:
-    """The combinations of each benchmark that hold a measured value."""
-    found: dict[str, set[Combination]] = {name: set() for name in data["results"]}
-    for name, combo in values(data):
-        found[name].add(combo)
-    return found
 
 
 def _takes(kept: dict[str, Any] | None, incoming: dict[str, Any] | None) -> bool:

@@ -46,7 +46,7 @@ from typing import Any
 from mpsbench import progress
 from mpsbench.measure import preselect
 from mpsbench.regressions import factor
-from mpsbench.results import asvconf, merge
+from mpsbench.results import asvconf, merge, recorded
 
 # asv run options this command decides itself (what to run, where results go)
 OWN_OPTIONS = ("--config", "--machine", "--skip-existing-successful", "--skip-existing-failed",
@@ -163,11 +163,12 @@ def recorded_names(results: Path, machine: str, commit: str, environment: str = 
     """The combinations that hold a value in this machine's results for the build, named as -b sees them."""
     names: set[str] = set()
     for path in sorted((results / machine).glob(f"{commit[:8]}-{environment}.json")):
-        data = merge._load_json(path)
-        if not isinstance(data, dict) or data.get("commit_hash") != commit:
-            continue
-        for benchmark, combos in merge.recorded(data).items():
-            names.update(f"{benchmark}({', '.join(combo)})" if combo else benchmark for combo in combos)
+        try:
+            result = recorded.read(path, machine)
+        except recorded.RecordedError as exc:
+            raise RecordError(f"results file {path} cannot be read ({exc})") from None
+        if result.commit_hash == commit:
+            names.update(row.entry for row in recorded.rows(result))
     return names
 
 

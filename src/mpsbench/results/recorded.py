@@ -22,6 +22,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from mpsbench import command
+
 
 class RecordedError(ValueError):
     """The results directory is missing, empty or holds a file asv cannot read: one line."""
@@ -99,13 +101,28 @@ def _rows(result: Any, name: str) -> Iterator[tuple[Row, Measured]]:
         yield Row(name, tuple(combination)), Measured(number, stat or None, kept)
 
 
+def read(path: Path | str, machine: str | None = None) -> Any:
+    """asv's ``Results`` of one results file; RecordedError with asv's one-line reason if it cannot read it."""
+    from asv import results as asv_results  # what wrote them reads them best
+    from asv import util
+
+    try:
+        return asv_results.Results.load(str(path), machine_name=machine)
+    except (util.UserError, OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
+        raise RecordedError(command.first_line(exc)) from None
+
+
+def rows(result: Any) -> dict[Row, Measured]:
+    """Every row of one asv ``Results`` that holds a number (failed and skipped rows are left out)."""
+    return {row: value for name in result.get_all_result_keys() for row, value in _rows(result, name)}
+
+
 def load(results_dir: Path, strict: bool = True) -> Recorded:
     """Every results file under ``results_dir``; RecordedError if there is none or one is unreadable.
 
     ``strict=False`` (for the site, as ``asv publish`` does) skips an unreadable file with a warning on stderr.
     """
-    from asv import results as asv_results  # what wrote them reads them best
-    from asv import util
+    from asv import results as asv_results
 
     if not results_dir.is_dir():
         raise RecordedError(f"results directory {results_dir} does not exist")
@@ -113,18 +130,16 @@ def load(results_dir: Path, strict: bool = True) -> Recorded:
     for root, filename, machine in asv_results.iter_results_paths(str(results_dir)):
         path = os.path.join(root, filename)
         try:
-            result = asv_results.Results.load(path, machine_name=machine)
-        except (util.UserError, ValueError, KeyError, TypeError) as exc:
-            message = f"results file {path} cannot be read ({str(exc).splitlines()[0]})"
+            result = read(path, machine)
+        except RecordedError as exc:
+            message = f"results file {path} cannot be read ({exc})"
             if strict:
                 raise RecordedError(message) from None
             print(f"mpsbench: warning: {message}: skipped", file=sys.stderr)
             continue
         found.files += 1
         found.dates[result.commit_hash] = int(result.date or 0)
-        table = found.values.setdefault((result.params["machine"], result.commit_hash), {})
-        for name in result.get_all_result_keys():
-            table.update(_rows(result, name))
+        found.values.setdefault((result.params["machine"], result.commit_hash), {}).update(rows(result))
     if not found.files:
         raise RecordedError(f"results directory {results_dir} holds no asv results files")
     return found
