@@ -32,7 +32,7 @@ from pathlib import Path
 from mpsbench.builds import history, timeline
 from mpsbench.builds import manifest as mf
 from mpsbench.regressions import verdict
-from mpsbench.results import asvconf
+from mpsbench.results import asvconf, recorded
 
 WORKDIR = Path(".asv/fresh")  # the derived config and its asv environment, kept between commands
 POLL = 0.5  # seconds between looks at what asv has saved
@@ -206,15 +206,11 @@ class Session:
 
     def _times(self, commit: str) -> list[float]:
         """The fastest sample of each complete process asv has saved so far for ``commit`` (none while it writes)."""
-        from asv.results import Results
-        from asv.util import UserError
-
         samples: list[float] = []
         for path in (self.scratch / "results" / self.machine).glob(f"{commit[:8]}-*.json"):
             try:
-                per_param = Results.load(str(path), machine_name=self.machine).get_result_samples(self.key,
-                                                                                                 self.params)
-            except (UserError, ValueError, KeyError, OSError):  # asv is rewriting the file right now
+                per_param = recorded.read(path, self.machine).get_result_samples(self.key, self.params)
+            except (recorded.RecordedError, KeyError):  # asv is rewriting the file right now
                 return []
             samples.extend(per_param[self.index if self.index >= 0 else 0] or [])
         size = self.per_process

@@ -67,18 +67,7 @@ class Rules:
 
     @classmethod
     def from_config(cls, config: Path | None) -> Rules:
-        """The config's thresholds, checked as :func:`mpsbench.regressions.factor.regression_factor` checks them."""
-        if config is None:
-            return cls({})
-        factor.regression_factor(config)  # raises FactorError on a bad default entry
-        thresholds = factor.read_config(config).get("regressions_thresholds", {})
-        fractions = {}
-        for regex, value in (thresholds.items() if isinstance(thresholds, dict) else ()):
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
-                raise factor.FactorError(f"{config}: regressions_thresholds[{regex!r}] must be a fraction >= 0,"
-                                         f" got {value!r}")
-            fractions[str(regex)] = float(value)
-        return cls(fractions)
+        return cls(factor.thresholds(config) if config is not None else {})
 
     def fraction(self, entry: str, branch: str | None = None) -> float:
         """asv publish's rule: the largest fraction whose regex matches ``entry@branch``, else asv's 5%."""

@@ -51,12 +51,7 @@ def derived(workdir: Path, timeline: Path, branches: list[str], root: Path = ROO
         env_dir=str(workdir / "env"), results_dir=str(results_dir or workdir / "results"), html_dir=str(workdir / "html"),
         launch_method=launch_method(conf),  # this platform's, so every asv command on it gets it unasked
     )
-    for key in ("install_command", "uninstall_command"):
-        conf[key] = [command.replace("{conf_dir}", str(root)) for command in conf[key]]
-    workdir.mkdir(parents=True, exist_ok=True)
-    path = workdir / "asv.conf.json"
-    path.write_text(json.dumps(conf, indent=2) + "\n")
-    return path
+    return _write(workdir, conf, root)
 
 
 def scratch(config: Path, workdir: Path) -> Path:
@@ -72,8 +67,14 @@ def scratch(config: Path, workdir: Path) -> Path:
         if value is not None and "://" not in str(value):
             conf[key] = str(base / str(value))
     conf["results_dir"] = str(workdir / "results")
+    return _write(workdir, conf, base)
+
+
+def _write(workdir: Path, conf: dict[str, Any], conf_dir: Path) -> Path:
+    """Write ``workdir/asv.conf.json``; its commands keep the ``{conf_dir}`` they were written for, not workdir."""
     for key in ("install_command", "uninstall_command", "build_command"):
-        conf[key] = [command.replace("{conf_dir}", str(base)) for command in conf.get(key, [])]
+        if key in conf:
+            conf[key] = [command.replace("{conf_dir}", str(conf_dir)) for command in conf[key]]
     workdir.mkdir(parents=True, exist_ok=True)
     path = workdir / "asv.conf.json"
     path.write_text(json.dumps(conf, indent=2) + "\n")
