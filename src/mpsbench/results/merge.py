@@ -361,26 +361,28 @@ def reconcile(
     return merged if changed else None
 
 
-def _readable(handle: int) -> None:
-    """The mode a plain open() would give (mkstemp's files are private to their owner)."""
+def _temporary(path: Path, content: bytes) -> str:
+    """``content`` written beside ``path`` and flushed to disk; the temporary file's name."""
+    handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}-", suffix=".tmp")
     mask = os.umask(0)
     os.umask(mask)
-    os.fchmod(handle, 0o666 & ~mask)
+    os.fchmod(handle, 0o666 & ~mask)  # the mode a plain open() gives: mkstemp's files are private to their owner
+    try:
+        with os.fdopen(handle, "wb") as out:
+            out.write(content)
+            out.flush()
+            os.fsync(out.fileno())
+    except BaseException:
+        os.unlink(temporary)
+        raise
+    return temporary
 
 
 def _write_json(path: Path, data: Any, compact: bool = False) -> None:
-    """Write beside ``path``, flush to disk, then rename over it: a kill leaves the old file or the new one."""
-    handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}-", suffix=".tmp")
-    _readable(handle)
+    """Write beside ``path``, then rename over it: a kill leaves the old file or the new one."""
+    text = json.dumps(data) if compact else json.dumps(data, indent=4, sort_keys=True) + "\n"  # compact: as asv writes
+    temporary = _temporary(path, text.encode("utf-8"))
     try:
-        with os.fdopen(handle, "w", encoding="utf-8") as out:
-            if compact:  # as asv writes results files
-                json.dump(data, out)
-            else:
-                json.dump(data, out, indent=4, sort_keys=True)
-                out.write("\n")
-            out.flush()
-            os.fsync(out.fileno())
         os.replace(temporary, path)
     except BaseException:
         Path(temporary).unlink(missing_ok=True)
@@ -390,20 +392,14 @@ def _write_json(path: Path, data: Any, compact: bool = False) -> None:
 def _copy_new(source: Path, target: Path) -> bool:
     """Copy ``source`` to ``target`` unless ``target`` exists (checked atomically); True if copied."""
     target.parent.mkdir(parents=True, exist_ok=True)
-    handle, temporary = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}-", suffix=".tmp")
-    _readable(handle)
+    temporary = _temporary(target, source.read_bytes())
     try:
-        with os.fdopen(handle, "wb") as out:
-            out.write(source.read_bytes())
-            out.flush()
-            os.fsync(out.fileno())
-        try:
-            os.link(temporary, target)  # fails if target exists: never replaces a file
-        except FileExistsError:
-            return False
-        return True
+        os.link(temporary, target)  # fails if target exists: never replaces a file
+    except FileExistsError:
+        return False
     finally:
         os.unlink(temporary)
+    return True
 
 
 # --- the merge -------------------------------------------------------------------

@@ -66,18 +66,23 @@ log = progress.logger(__name__)
 # --- what asv was asked ----------------------------------------------------------------
 
 
-def parse_asv_run(args: Sequence[str]) -> tuple[list[str], str | None, list[str]]:
-    """(the -b patterns, the range, the other options) of an ``asv run`` command line, by asv's own parser."""
+def _asv_run(args: Sequence[str]) -> argparse.Namespace:
+    """An ``asv run`` command line parsed by asv's own parser; its mistake in one line."""
     from asv.commands import make_argparser
 
     parser, _ = make_argparser()
     said = io.StringIO()
     try:
         with contextlib.redirect_stderr(said):
-            parsed = parser.parse_args(["run", *args])
+            return parser.parse_args(["run", *args])
     except SystemExit:
         reason = (said.getvalue().strip().splitlines() or ["?"])[-1]
         raise RecordError(f"asv run options {' '.join(map(shlex.quote, args))}: {reason}") from None
+
+
+def parse_asv_run(args: Sequence[str]) -> tuple[list[str], str | None, list[str]]:
+    """(the -b patterns, the range, the other options) of an ``asv run`` command line."""
+    parsed = _asv_run(args)
     if parsed.quick and not parsed.dry_run:
         raise RecordError("--quick would record single-sample values as results; add --dry-run, or leave --quick out")
     rest: list[str] = []
@@ -147,13 +152,8 @@ def environment_name(asv_options: Sequence[str]) -> str:
     A build measured under two Pythons has one results file per Python: the
     values recorded under one must not count as recorded for the other.
     """
-    for i, option in enumerate(asv_options):
-        spec = None
-        if option in ("-E", "--environment") and i + 1 < len(asv_options):
-            spec = asv_options[i + 1]
-        elif option.startswith("--environment="):
-            spec = option.split("=", 1)[1]
-        if spec and ":" in spec:
+    for spec in _asv_run(asv_options).env_spec or []:
+        if ":" in spec:
             kind, python = spec.split(":", 1)
             return f"{kind}-py{python}"
     return "*"
