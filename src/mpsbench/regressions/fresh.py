@@ -1,16 +1,10 @@
 """Measure builds afresh with asv, one process per build and round, into a scratch results folder.
 
-``compare`` and ``bisect`` need new samples of a few builds for one benchmark
-combination, never the recorded ones (``asv continuous`` and ``asv find`` both
-overwrite recorded results, and ``find`` judges every parameter value of a
-benchmark). One comparison is one ``asv run`` of the derived configuration
-(asvconf.derived) whose results folder is a temporary one, deleted afterwards,
-with asv's own interleaved rounds: asv discovers the suite once, then each
-round switches its environment to each build in turn through the suite's own
-install command and runs the combination in a process of its own per build,
-as a recorded run does. The builds' order reverses from round to round (A B,
-B A, ...), so a drift of the machine falls on both. The run is read while it
-goes and stopped as soon as the comparison is decided.
+``asv continuous`` and ``asv find`` overwrite recorded results (and ``find``
+judges every parameter value), so compare and bisect run ONE ``asv run
+--interleave-rounds`` of a derived configuration whose results folder is
+temporary, read it while it runs, and stop it once decided (docs/bisect.md,
+"How they measure").
 """
 
 from __future__ import annotations

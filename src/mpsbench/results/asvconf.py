@@ -1,17 +1,10 @@
 """Derived asv configurations, and this platform's launch method, read from the suite's asv.conf.json.
 
-Calibration, the nightly and the integration tests run the real suite, with the
-real install command, against a timeline and result folders of their own; this
-writes the asv.conf.json they use, derived from the repository's, so that
-nothing drifts.
-
-asv.conf.json is one file for every platform, and asv reads one
-``launch_method`` from it: spawn there, safe everywhere (a plain ``asv run`` on
-a Mac gets it). ``launch_method_by_platform`` beside it names the platforms
-where another method is proven safe and faster (Linux: forkserver); the
-comment there says why. :func:`launch_method` picks this platform's value, which
-derived configs carry as their own ``launch_method`` and scripts/bench passes
-asv (``python -m mpsbench.results.asvconf launch-method``).
+Calibration, the nightly, compare and the integration tests run the real suite
+with its own install command against timelines and result folders of their own:
+deriving their configs from the repository's keeps them from drifting.
+asv reads one ``launch_method``; ``launch_method_by_platform`` beside it names
+where another method is proven safe and faster (asv.conf.json says why).
 """
 
 from __future__ import annotations
