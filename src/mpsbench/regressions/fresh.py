@@ -124,15 +124,11 @@ class Session:
             with open(self.log, "a") as handle:
                 handle.write(f"$ {' '.join(command)}\n{output}\n")
 
-    def _asv(self, commits: list[str], bench: str) -> subprocess.CompletedProcess[str]:
-        command = self._command(commits, bench)
-        done = subprocess.run(command, capture_output=True, text=True, env=self.env)
-        self._keep(command, done.stdout + done.stderr)
-        return done
-
     def check_bench(self, commit: str) -> str:
         """Discover the suite once and insist that ``bench`` names exactly one combination; returns it."""
-        done = self._asv([commit], "just-discover")
+        command = self._command([commit], "just-discover")
+        done = subprocess.run(command, capture_output=True, text=True, env=self.env)
+        self._keep(command, done.stdout + done.stderr)
         listing = self.scratch / "results" / "benchmarks.json"
         if done.returncode != 0 or not listing.is_file():
             tail = (done.stderr or done.stdout).strip().splitlines()[-3:]
@@ -140,7 +136,8 @@ class Session:
         from asv.benchmarks import Benchmarks
         from asv.config import Config
 
-        found = Benchmarks(Config.load(str(self.config)), list(_benchmarks(listing).values()), regex=self.bench)
+        listed = [entry for key, entry in json.loads(listing.read_text()).items() if key != "version"]
+        found = Benchmarks(Config.load(str(self.config)), listed, regex=self.bench)
         matches = []
         for key, indexes in found.benchmark_selection.items():
             if key not in found:
@@ -160,15 +157,11 @@ class Session:
         return self.combination
 
     def rounds(self, builds: list[Named], max_rounds: int) -> Generator[dict[str, list[float]], None, None]:
-        """Up to ``max_rounds`` rounds of one process per build, from ONE asv run; yields after each round.
+        """Up to ``max_rounds`` rounds of one process per build, from ONE asv run (``--interleave-rounds``).
 
-        asv's own ``--interleave-rounds`` runs every build once per round, the order reversed from
-        round to round, each in a fresh process, switching the environment by the install command;
-        asv then discovers the suite once per command, not once per round. ``-a repeat=N`` gives
-        each process exactly SAMPLES samples, so the samples asv appends split back into processes.
-        Each yield is every build's process times so far (seconds, in round order): each process's
-        FASTEST sample (verdict.py says why). Closing the generator early (the comparison is decided)
-        stops asv.
+        Yields after each round every build's process times so far: each process's fastest sample
+        (``-a repeat`` gives each exactly SAMPLES, so asv's appended samples split back into processes).
+        Closing the generator early stops asv.
         """
         if self.key is None:
             self.check_bench(builds[0].commit)
@@ -229,11 +222,6 @@ def _stop(running: subprocess.Popen[bytes]) -> None:
             child.terminate()
     psutil.wait_procs(started, timeout=10)
     running.wait()
-
-
-def _benchmarks(listing: Path) -> dict[str, dict[str, object]]:
-    data = json.loads(listing.read_text())
-    return {key: value for key, value in data.items() if key != "version"}
 
 
 def _combination(key: str, index: int, params: list[list[str]]) -> str:

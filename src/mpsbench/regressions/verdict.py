@@ -74,13 +74,8 @@ def ratio_interval(a: list[float], b: list[float], confidence: float = CONFIDENC
 
 
 def permutation_p(a: list[float], b: list[float], scale: float, seed: int = 0) -> float:
-    """One-sided p that B is slower than ``scale`` x A: the share of relabelings at least as extreme.
-
-    A's times are multiplied by ``scale`` and pooled with B's; every way of
-    splitting the pool into sides of the same sizes (or PERMUTATIONS of them,
-    drawn with a fixed seed) gives a ratio of fast modes, and p is the share at
-    least as large as the observed one.
-    """
+    """One-sided p that B is slower than ``scale`` x A: the share of relabelings of the pooled processes
+    (every one, or PERMUTATIONS drawn with a fixed seed) whose fast-mode ratio is at least the observed one."""
     pooled = [value * scale for value in a] + list(b)
     size = len(a)
     observed = fast_mode(b) / fast_mode(pooled[:size]) * (1 - 1e-12)  # a relabeling equal to it counts
