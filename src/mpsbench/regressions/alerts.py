@@ -21,14 +21,16 @@ from typing import Any
 
 from mpsbench.builds import history, timeline
 from mpsbench.builds import manifest as mf
-from mpsbench.regressions import factor, thresholds
+from mpsbench.regressions import factor, thresholds, verdict
 from mpsbench.results import recorded
 from mpsbench.site import document
 
 TITLE = "mpsbench: the newest build is slower"
 PREVIOUS, LAST_GOOD = "the build before", "the last build not flagged"
-# `mpsbench compare`'s exit statuses (docs/bisect.md)
-COMPARE_UNCHANGED, COMPARE_SLOWER, COMPARE_UNDECIDED = 0, 1, 3
+# `mpsbench compare`'s exit statuses, from its rule (the alert runs it as a command)
+COMPARE_UNCHANGED = verdict.EXIT_CODES[verdict.UNCHANGED]
+COMPARE_SLOWER = verdict.EXIT_CODES[verdict.SLOWER]
+COMPARE_UNDECIDED = verdict.EXIT_CODES[verdict.UNDECIDED]
 
 
 class AlertError(ValueError):

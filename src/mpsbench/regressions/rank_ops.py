@@ -29,7 +29,6 @@ from mpsbench.results import asvconf, recorded
 
 MODULE = "benchmark_ops"  # the asv module whose benchmarks are ranked
 DEFAULT_RESULTS_DIR = ".asv/results"
-DEFAULT_CONFIG = "asv.conf.json"
 
 
 class RankError(ValueError):
@@ -126,10 +125,10 @@ def format_ranking(ranking: Ranking, top: int | None = None) -> str:
 # --- finding the results of two commits ----------------------------------------
 
 
-def asv_run_command(commit: str, config: str, machine: str | None) -> str:
+def asv_run_command(commit: str, config: Path, machine: str | None) -> str:
     """The asv command that measures the op benchmarks of one commit (one build of a timeline)."""
     try:
-        launch = asvconf.launch_method(factor.read_config(Path(config)))  # this platform's, as scripts/bench
+        launch = asvconf.launch_method(factor.read_config(config))  # this platform's, as scripts/bench
     except factor.FactorError as exc:
         raise RankError(str(exc)) from None
     machine_option = f" --machine {machine}" if machine else ""
@@ -207,8 +206,8 @@ def add_subcommand(commands: Any) -> None:
     parser.add_argument("--results-dir", default=DEFAULT_RESULTS_DIR,
                         help=f"where asv stores results, for commits (default {DEFAULT_RESULTS_DIR})")
     parser.add_argument("--machine", default=None, help="the asv machine name, for commits (default: the only one)")
-    parser.add_argument("--config", default=DEFAULT_CONFIG,
-                        help=f"the asv config the printed commands use (default {DEFAULT_CONFIG}; the timeline's for builds)")
+    parser.add_argument("--config", type=Path, default=factor.CONFIG,
+                        help=f"the asv config the printed commands use (default {factor.CONFIG}; the timeline's for builds)")
     parser.add_argument("--top", type=int, default=None, help="show the N largest ratios only (default all)")
     parser.set_defaults(func=run)
 

@@ -70,7 +70,7 @@ def _asv_run(args: Sequence[str]) -> argparse.Namespace:
     """An ``asv run`` command line parsed by asv's own parser; its mistake in one line."""
     from asv.commands import make_argparser
 
-    parser, _ = make_argparser()
+    parser: argparse.ArgumentParser = make_argparser()[0]
     said = io.StringIO()
     try:
         with contextlib.redirect_stderr(said):
