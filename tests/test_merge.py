@@ -204,14 +204,12 @@ def test_values_recorded_under_one_python_do_not_count_for_another(tmp_path):
     from mpsbench.results import record
 
     commit = "ab" * 20
-    folder = tmp_path / "box"
-    folder.mkdir()
-    data = {"commit_hash": commit, "result_columns": ["result", "params"],
-            "results": {"bench.time_x": [[1.0], []]}}
-    (folder / f"{commit[:8]}-virtualenv-py3.10.json").write_text(json.dumps(data))
+    asvresults.write_results(tmp_path, "box", commit, 0, {("training", "time_step", "cpu", "mlp", 8): 0.009},
+                             ["cpu"], MODELS, BATCHES, python="3.10")
+    row = "benchmark_models.Training.time_step('cpu', 'mlp', 8)"
     assert record.environment_name(["-E", "virtualenv:3.12", "--launch-method", "spawn"]) == "virtualenv-py3.12"
     assert record.environment_name(["--environment=virtualenv:3.10"]) == "virtualenv-py3.10"
     assert record.environment_name(["--launch-method", "spawn"]) == "*"
     assert record.recorded_names(tmp_path, "box", commit, "virtualenv-py3.12") == set()
-    assert record.recorded_names(tmp_path, "box", commit, "virtualenv-py3.10") == {"bench.time_x"}
-    assert record.recorded_names(tmp_path, "box", commit) == {"bench.time_x"}
+    assert record.recorded_names(tmp_path, "box", commit, "virtualenv-py3.10") == {row}
+    assert record.recorded_names(tmp_path, "box", commit) == {row}

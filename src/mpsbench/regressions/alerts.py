@@ -1,25 +1,11 @@
 """Alerts that hold up: each machine's newest build, row by row, against the build before it and the last good one.
 
-``mpsbench alert`` reads an asv results directory (:mod:`mpsbench.results.recorded`)
-and, for every row (benchmark combination) of each machine's newest build,
-judges it with the one rule of :mod:`mpsbench.regressions.thresholds` (the recorded
-statistics, the row's noise, absolute floors, asv's significance test; never
-bare medians), within the build's own channel (the timeline's first
-parents), against
-
-- the build before it, and
-- the last build that was not flagged: walking the row's history oldest
-  first, a build judged slower than the last unflagged one is flagged and
-  does not become the baseline, so a slowdown followed by a build that is
-  only as slow (n1 n2 s1 s2) is still reported at s2 against n2.
-
-With ``--confirm`` every alert is re-measured fresh before it is raised:
-``mpsbench compare OLD NEW -b ROW`` (interleaved runs of both builds that
-write nothing into the recorded results) must exit 1 (slower); 0 (unchanged)
-drops the alert, 3 (undecided) keeps it out of the exit status and says so.
-Exit 1 when anything (confirmed, with ``--confirm``) is slower; 2 when the
-results cannot be read (a missing, empty or corrupt directory is never
-"nothing slower"). ``--summary`` also writes the same as Markdown.
+Every row is judged by :mod:`mpsbench.regressions.thresholds` within the build's
+own channel; a build judged slower does not become the baseline, so n1 n2 s1 s2
+is still reported at s2 against n2. ``--confirm`` re-measures each alert with a
+fresh ``mpsbench compare`` (exit 1 confirms, 0 drops it, 3 keeps it out of the
+exit status). Exit 1 when anything raised is slower; 2 when the results cannot
+be read (docs/site.md, "Alerts that hold up").
 """
 
 from __future__ import annotations
@@ -35,14 +21,16 @@ from typing import Any
 
 from mpsbench.builds import history, timeline
 from mpsbench.builds import manifest as mf
-from mpsbench.regressions import factor, thresholds
+from mpsbench.regressions import factor, thresholds, verdict
 from mpsbench.results import recorded
 from mpsbench.site import document
 
 TITLE = "mpsbench: the newest build is slower"
 PREVIOUS, LAST_GOOD = "the build before", "the last build not flagged"
-# `mpsbench compare`'s exit statuses (docs/bisect.md)
-COMPARE_UNCHANGED, COMPARE_SLOWER, COMPARE_UNDECIDED = 0, 1, 3
+# `mpsbench compare`'s exit statuses, from its rule (the alert runs it as a command)
+COMPARE_UNCHANGED = verdict.EXIT_CODES[verdict.UNCHANGED]
+COMPARE_SLOWER = verdict.EXIT_CODES[verdict.SLOWER]
+COMPARE_UNDECIDED = verdict.EXIT_CODES[verdict.UNDECIDED]
 
 
 class AlertError(ValueError):

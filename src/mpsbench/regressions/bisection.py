@@ -1,22 +1,10 @@
 """``mpsbench bisect GOOD BAD -b BENCH``: the first build between two that made one combination slower.
 
-Every build of the search is measured in ONE interleaved pass (one asv run,
-fresh.Session.rounds): GOOD, BAD and up to PER_PASS candidates between them,
-spread evenly over the builds still in question (all of them when there are
-no more), only for the one combination asked for. The first pass confirms the
-endpoints with compare's rule: BAD must be slower than GOOD, or the command
-refuses in one line (exit 2). Each candidate is judged against both
-endpoints: bad when it is slower than GOOD, good when BAD is slower than it
-and it is not (yet) slower than GOOD. A pass stops as soon as the oldest
-candidates are classified up to the first bad one; a longer line of builds
-takes further passes over the builds left between the last good and the first
-bad one. It names the first bad build with the evidence of every candidate and
-the upstream PyTorch commit range to read (or says that both builds are of one
-upstream commit). Nothing is written into the recorded results. Exit 0: found;
-3: a candidate stayed undecided (the table says
-which); 2: bad input or unconfirmed endpoints. With ``--nightlies [N]``, two
-adjacent builds with PyTorch nightlies between them get (at most N of) those
-nightlies on a bisection channel, and the search goes on among them (nightlies.py).
+Each pass measures GOOD, BAD and up to PER_PASS candidates between them in ONE
+interleaved asv run (fresh.Session.rounds), judged by compare's rule; the first
+pass must confirm BAD slower than GOOD. Exit 0: found; 3: a candidate stayed
+undecided; 2: bad input or unconfirmed endpoints. ``--nightlies [N]`` searches on
+among PyTorch's nightlies between two adjacent builds (nightlies.py, docs/bisect.md).
 """
 
 from __future__ import annotations

@@ -49,21 +49,20 @@ def _parse_json5(text: str) -> object:
     return json5.loads(text)
 
 
-def regression_factor(config: Path = CONFIG) -> float:
-    """1 + the default ``regressions_thresholds`` entry: new/old above it is a regression.
-
-    asv publish reads thresholds as fractions (0.05 means 5% slower); asv
-    continuous and compare take the same rule as a factor (1.05).
-    """
-    thresholds = read_config(config).get("regressions_thresholds", {})
-    if not isinstance(thresholds, dict):
+def thresholds(config: Path = CONFIG) -> dict[str, float]:
+    """The config's ``regressions_thresholds``: a fraction >= 0 per benchmark regex, each checked."""
+    found = read_config(config).get("regressions_thresholds", {})
+    if not isinstance(found, dict):
         raise FactorError(f"{config}: regressions_thresholds must map regexes to fractions")
-    threshold = thresholds.get(DEFAULT_ENTRY, ASV_DEFAULT_THRESHOLD)
-    if isinstance(threshold, bool) or not isinstance(threshold, (int, float)) or threshold < 0:
-        raise FactorError(
-            f"{config}: regressions_thresholds[{DEFAULT_ENTRY!r}] must be a fraction >= 0, got {threshold!r}"
-        )
-    return 1.0 + float(threshold)
+    for regex, value in found.items():
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
+            raise FactorError(f"{config}: regressions_thresholds[{regex!r}] must be a fraction >= 0, got {value!r}")
+    return {str(regex): float(value) for regex, value in found.items()}
+
+
+def regression_factor(config: Path = CONFIG) -> float:
+    """1 + the default entry: asv publish's fraction (0.05) as asv continuous's --factor (1.05)."""
+    return 1.0 + thresholds(config).get(DEFAULT_ENTRY, ASV_DEFAULT_THRESHOLD)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -1,16 +1,10 @@
 """Measure builds afresh with asv, one process per build and round, into a scratch results folder.
 
-``compare`` and ``bisect`` need new samples of a few builds for one benchmark
-combination, never the recorded ones (``asv continuous`` and ``asv find`` both
-overwrite recorded results, and ``find`` judges every parameter value of a
-benchmark). One comparison is one ``asv run`` of the derived configuration
-(asvconf.derived) whose results folder is a temporary one, deleted afterwards,
-with asv's own interleaved rounds: asv discovers the suite once, then each
-round switches its environment to each build in turn through the suite's own
-install command and runs the combination in a process of its own per build,
-as a recorded run does. The builds' order reverses from round to round (A B,
-B A, ...), so a drift of the machine falls on both. The run is read while it
-goes and stopped as soon as the comparison is decided.
+``asv continuous`` and ``asv find`` overwrite recorded results (and ``find``
+judges every parameter value), so compare and bisect run ONE ``asv run
+--interleave-rounds`` of a derived configuration whose results folder is
+temporary, read it while it runs, and stop it once decided (docs/bisect.md,
+"How they measure").
 """
 
 from __future__ import annotations
@@ -32,7 +26,7 @@ from pathlib import Path
 from mpsbench.builds import history, timeline
 from mpsbench.builds import manifest as mf
 from mpsbench.regressions import verdict
-from mpsbench.results import asvconf
+from mpsbench.results import asvconf, recorded
 
 WORKDIR = Path(".asv/fresh")  # the derived config and its asv environment, kept between commands
 POLL = 0.5  # seconds between looks at what asv has saved
@@ -130,15 +124,11 @@ class Session:
             with open(self.log, "a") as handle:
                 handle.write(f"$ {' '.join(command)}\n{output}\n")
 
-    def _asv(self, commits: list[str], bench: str) -> subprocess.CompletedProcess[str]:
-        command = self._command(commits, bench)
-        done = subprocess.run(command, capture_output=True, text=True, env=self.env)
-        self._keep(command, done.stdout + done.stderr)
-        return done
-
     def check_bench(self, commit: str) -> str:
         """Discover the suite once and insist that ``bench`` names exactly one combination; returns it."""
-        done = self._asv([commit], "just-discover")
+        command = self._command([commit], "just-discover")
+        done = subprocess.run(command, capture_output=True, text=True, env=self.env)
+        self._keep(command, done.stdout + done.stderr)
         listing = self.scratch / "results" / "benchmarks.json"
         if done.returncode != 0 or not listing.is_file():
             tail = (done.stderr or done.stdout).strip().splitlines()[-3:]
@@ -146,7 +136,8 @@ class Session:
         from asv.benchmarks import Benchmarks
         from asv.config import Config
 
-        found = Benchmarks(Config.load(str(self.config)), list(_benchmarks(listing).values()), regex=self.bench)
+        listed = [entry for key, entry in json.loads(listing.read_text()).items() if key != "version"]
+        found = Benchmarks(Config.load(str(self.config)), listed, regex=self.bench)
         matches = []
         for key, indexes in found.benchmark_selection.items():
             if key not in found:
@@ -166,15 +157,11 @@ class Session:
         return self.combination
 
     def rounds(self, builds: list[Named], max_rounds: int) -> Generator[dict[str, list[float]], None, None]:
-        """Up to ``max_rounds`` rounds of one process per build, from ONE asv run; yields after each round.
+        """Up to ``max_rounds`` rounds of one process per build, from ONE asv run (``--interleave-rounds``).
 
-        asv's own ``--interleave-rounds`` runs every build once per round, the order reversed from
-        round to round, each in a fresh process, switching the environment by the install command;
-        asv then discovers the suite once per command, not once per round. ``-a repeat=N`` gives
-        each process exactly SAMPLES samples, so the samples asv appends split back into processes.
-        Each yield is every build's process times so far (seconds, in round order): each process's
-        FASTEST sample (verdict.py says why). Closing the generator early (the comparison is decided)
-        stops asv.
+        Yields after each round every build's process times so far: each process's fastest sample
+        (``-a repeat`` gives each exactly SAMPLES, so asv's appended samples split back into processes).
+        Closing the generator early stops asv.
         """
         if self.key is None:
             self.check_bench(builds[0].commit)
@@ -206,15 +193,11 @@ class Session:
 
     def _times(self, commit: str) -> list[float]:
         """The fastest sample of each complete process asv has saved so far for ``commit`` (none while it writes)."""
-        from asv.results import Results
-        from asv.util import UserError
-
         samples: list[float] = []
         for path in (self.scratch / "results" / self.machine).glob(f"{commit[:8]}-*.json"):
             try:
-                per_param = Results.load(str(path), machine_name=self.machine).get_result_samples(self.key,
-                                                                                                 self.params)
-            except (UserError, ValueError, KeyError, OSError):  # asv is rewriting the file right now
+                per_param = recorded.read(path, self.machine).get_result_samples(self.key, self.params)
+            except (recorded.RecordedError, KeyError):  # asv is rewriting the file right now
                 return []
             samples.extend(per_param[self.index if self.index >= 0 else 0] or [])
         size = self.per_process
@@ -239,11 +222,6 @@ def _stop(running: subprocess.Popen[bytes]) -> None:
             child.terminate()
     psutil.wait_procs(started, timeout=10)
     running.wait()
-
-
-def _benchmarks(listing: Path) -> dict[str, dict[str, object]]:
-    data = json.loads(listing.read_text())
-    return {key: value for key, value in data.items() if key != "version"}
 
 
 def _combination(key: str, index: int, params: list[list[str]]) -> str:

@@ -1,18 +1,10 @@
 """``mpsbench bisect --nightlies N``: PyTorch's nightlies between two adjacent builds, on a bisection channel.
 
-When a bisection has narrowed to two builds that are adjacent in its search
-(or GOOD and BAD are adjacent to begin with) and PyTorch published nightlies
-on the days between them, the search can go on among those nightlies. This
-module picks at most N of them, spread by date over the gap (N + 1 equal
-gaps: a binary search over them then needs about log2(N + 1) fresh steps),
-adds each exactly as ``mpsbench build add-nightly`` does (history.py,
-resolve.nightly: every platform's pins, each wheel's sha256) to a channel of
-their own forked from the gap's good build, ``bisect-CHANNEL-ID``, and
-regenerates the timeline. A new channel appended to the manifest changes no
-existing build, channel or timeline hash (timeline.py). Run again, the same
-bisection reuses the channel's nightlies instead of resolving them again.
-N is a budget for the whole bisection: when the search narrows again and
-nightlies are left, it fills the new gap with what remains.
+At most N nightlies (a budget for the whole bisection), spread by date over the
+gap, are added as ``mpsbench build add-nightly`` adds them to a channel of their
+own forked from the gap's good build, ``bisect-CHANNEL-ID``; a new channel
+changes no existing timeline hash, and a rerun reuses its nightlies
+(docs/bisect.md, "--nightlies").
 """
 
 from __future__ import annotations

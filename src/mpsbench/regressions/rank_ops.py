@@ -18,21 +18,17 @@ else, so it is left out and counted.
 from __future__ import annotations
 
 import argparse
-import itertools
-import math
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from mpsbench import command
 from mpsbench.regressions import factor
-from mpsbench.results import asvconf
+from mpsbench.results import asvconf, recorded
 
 MODULE = "benchmark_ops"  # the asv module whose benchmarks are ranked
 DEFAULT_RESULTS_DIR = ".asv/results"
-DEFAULT_CONFIG = "asv.conf.json"
 
 
 class RankError(ValueError):
@@ -62,15 +58,12 @@ class Ranking:
 
 def load(path: Path) -> Any:
     """An asv ``Results`` read from ``path``, or a one-line error naming the file."""
-    from asv import results as asv_results
-    from asv import util
-
     if not path.is_file():
         raise RankError(f"no results file {str(path)!r}")
     try:
-        return asv_results.Results.load(str(path))
-    except (util.UserError, ValueError, KeyError) as exc:
-        raise RankError(f"{str(path)!r} is not an asv 0.6 results file: {command.first_line(exc)}") from None
+        return recorded.read(path)
+    except recorded.RecordedError as exc:
+        raise RankError(f"{str(path)!r} is not an asv 0.6 results file: {exc}") from None
 
 
 def _param_value(text: str) -> str:
@@ -81,15 +74,10 @@ def _param_value(text: str) -> str:
 def op_times(results: Any) -> dict[tuple[str, tuple[str, ...]], float]:
     """Seconds per call of every op ``time_`` combination with a number (not failed, not skipped)."""
     times: dict[tuple[str, tuple[str, ...]], float] = {}
-    for key in results.get_all_result_keys():
-        module, _, benchmark = key.partition(".")
-        if module != MODULE or not benchmark.rpartition(".")[2].startswith("time_"):
-            continue
-        params = results.get_result_params(key)
-        values = results.get_result_value(key, params)
-        for combination, value in zip(itertools.product(*params), values):
-            if isinstance(value, (int, float)) and math.isfinite(value) and value > 0:
-                times[(benchmark, tuple(_param_value(text) for text in combination))] = float(value)
+    for row, measured in recorded.rows(results).items():
+        module, _, benchmark = row.benchmark.partition(".")
+        if module == MODULE and benchmark.rpartition(".")[2].startswith("time_") and measured.value > 0:
+            times[(benchmark, tuple(map(_param_value, row.params)))] = measured.value
     return times
 
 
@@ -110,22 +98,18 @@ def rank(before: Any, after: Any) -> Ranking:
     return Ranking(slowdowns, changed)
 
 
-def _human_time(seconds: float) -> str:
-    from asv import util
-
-    text: str = util.human_value(seconds, "seconds")
-    return text
-
-
 def format_ranking(ranking: Ranking, top: int | None = None) -> str:
     """The ranking as a table, with a line for what was left out."""
+    from asv.util import human_value
+
     if not ranking.slowdowns:
         lines = ["no op benchmark was timed in both runs"]
     else:
         shown = ranking.slowdowns if top is None else ranking.slowdowns[:top]
         rows = [["rank", "ratio", "before", "after", "benchmark", "device", "op", "dtype", "size"]]
         for place, found in enumerate(shown, 1):
-            rows.append([str(place), f"{found.ratio:.2f}x", _human_time(found.before), _human_time(found.after),
+            rows.append([str(place), f"{found.ratio:.2f}x", human_value(found.before, "seconds"),
+                         human_value(found.after, "seconds"),
                          found.benchmark, *found.params])
         widths = [max(len(row[col]) if col < len(row) else 0 for row in rows) for col in range(max(map(len, rows)))]
         lines = ["  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip() for row in rows]
@@ -141,18 +125,14 @@ def format_ranking(ranking: Ranking, top: int | None = None) -> str:
 # --- finding the results of two commits ----------------------------------------
 
 
-def asv_run_command(commit: str, config: str, machine: str | None) -> str:
+def asv_run_command(commit: str, config: Path, machine: str | None) -> str:
     """The asv command that measures the op benchmarks of one commit (one build of a timeline)."""
     try:
-        launch = asvconf.launch_method(factor.read_config(Path(config)))  # this platform's, as scripts/bench
+        launch = asvconf.launch_method(factor.read_config(config))  # this platform's, as scripts/bench
     except factor.FactorError as exc:
         raise RankError(str(exc)) from None
     machine_option = f" --machine {machine}" if machine else ""
     return f"asv run --config {config}{machine_option} -b {MODULE} --launch-method {launch} {commit}^!"
-
-
-def _machines(results_dir: Path) -> list[str]:
-    return sorted(path.parent.name for path in results_dir.glob("*/machine.json"))
 
 
 def find_results(results_dir: Path, commit: str, machine: str | None) -> Path:
@@ -162,7 +142,7 @@ def find_results(results_dir: Path, commit: str, machine: str | None) -> Path:
 
     if not results_dir.is_dir():
         raise RankError(f"no results directory {str(results_dir)!r}")
-    machines = _machines(results_dir)
+    machines = sorted(path.parent.name for path in results_dir.glob("*/machine.json"))
     if machine is None:
         if len(machines) != 1:
             found = ", ".join(machines) if machines else "none"
@@ -186,65 +166,57 @@ def find_results(results_dir: Path, commit: str, machine: str | None) -> Path:
 # --- the command ---------------------------------------------------------------
 
 
-def _add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("before", help="the older build: an asv results .json file, or a commit hash (prefix)")
-    parser.add_argument("after", help="the newer build: as BEFORE")
-    parser.add_argument("--results-dir", default=DEFAULT_RESULTS_DIR,
-                        help=f"where asv stores results, for commits (default {DEFAULT_RESULTS_DIR})")
-    parser.add_argument("--machine", default=None, help="the asv machine name, for commits (default: the only one)")
-    parser.add_argument("--config", default=DEFAULT_CONFIG,
-                        help=f"the asv config the printed commands use (default {DEFAULT_CONFIG}; the timeline's for builds)")
-    parser.add_argument("--top", type=int, default=None, help="show the N largest ratios only (default all)")
-
-
 def _is_file_argument(text: str) -> bool:
     return text.endswith(".json") or Path(text).is_file()
 
 
 def run(args: argparse.Namespace) -> int:
     """Rank two results files, or two commits' stored results after printing the asv commands."""
-    if args.top is not None and args.top < 0:
-        raise RankError(f"--top must be 0 (all) or more, got {args.top}")
-    top = None if not args.top else args.top
-    as_files = [_is_file_argument(args.before), _is_file_argument(args.after)]
-    if all(as_files):
-        before_path, after_path = Path(args.before), Path(args.after)
-    elif any(as_files):
-        raise RankError(f"give two results files or two commits, not one of each: {args.before!r}, {args.after!r}")
-    else:
-        print("# measure the op benchmarks of both builds (asv continuous -b benchmark_ops does both and compares):")
-        for commit in (args.before, args.after):
-            print(asv_run_command(commit, args.config, args.machine))
-        results_dir = Path(args.results_dir)
-        before_path = find_results(results_dir, args.before, args.machine)
-        after_path = find_results(results_dir, args.after, args.machine)
-        print(f"# ranking {before_path} -> {after_path}")
-    print(format_ranking(rank(load(before_path), load(after_path)), top))
+    try:
+        if args.top is not None and args.top < 0:
+            raise RankError(f"--top must be 0 (all) or more, got {args.top}")
+        as_files = [_is_file_argument(args.before), _is_file_argument(args.after)]
+        if all(as_files):
+            before_path, after_path = Path(args.before), Path(args.after)
+        elif any(as_files):
+            raise RankError(f"give two results files or two commits, not one of each: {args.before!r}, {args.after!r}")
+        else:
+            print("# measure the op benchmarks of both builds (asv continuous -b benchmark_ops does both and compares):")
+            for commit in (args.before, args.after):
+                print(asv_run_command(commit, args.config, args.machine))
+            results_dir = Path(args.results_dir)
+            before_path = find_results(results_dir, args.before, args.machine)
+            after_path = find_results(results_dir, args.after, args.machine)
+            print(f"# ranking {before_path} -> {after_path}")
+        print(format_ranking(rank(load(before_path), load(after_path)), args.top or None))
+    except RankError as exc:  # the CLI's own list of user errors does not know this module's
+        print(f"mpsbench ops-rank: error: {exc}", file=sys.stderr)
+        return 2
     return 0
 
 
-def _run_reporting_errors(args: argparse.Namespace) -> int:
-    try:
-        return run(args)
-    except RankError as exc:
-        print(f"mpsbench ops-rank: error: {exc}", file=sys.stderr)
-        return 2
-
-
 def add_subcommand(commands: Any) -> None:
-    """Register ``ops-rank`` on the ``mpsbench`` command's subparsers (``args.func(args)`` runs it)."""
+    """Register ``mpsbench ops-rank`` on the CLI's subparsers."""
     parser = commands.add_parser(
         "ops-rank", help="rank the op benchmarks by slowdown between two builds",
         description=__doc__.split("\n\n")[1] if __doc__ else None,
     )
-    _add_arguments(parser)
-    parser.set_defaults(func=_run_reporting_errors)
+    parser.add_argument("before", help="the older build: an asv results .json file, or a commit hash (prefix)")
+    parser.add_argument("after", help="the newer build: as BEFORE")
+    parser.add_argument("--results-dir", default=DEFAULT_RESULTS_DIR,
+                        help=f"where asv stores results, for commits (default {DEFAULT_RESULTS_DIR})")
+    parser.add_argument("--machine", default=None, help="the asv machine name, for commits (default: the only one)")
+    parser.add_argument("--config", type=Path, default=factor.CONFIG,
+                        help=f"the asv config the printed commands use (default {factor.CONFIG}; the timeline's for builds)")
+    parser.add_argument("--top", type=int, default=None, help="show the N largest ratios only (default all)")
+    parser.set_defaults(func=run)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="mpsbench ops-rank", description=__doc__)
-    _add_arguments(parser)
-    return _run_reporting_errors(parser.parse_args(argv))
+    """``python -m mpsbench.regressions.rank_ops``: the same command, through the ``mpsbench`` parser."""
+    from mpsbench import cli
+
+    return cli.main(["ops-rank", *(sys.argv[1:] if argv is None else argv)])
 
 
 if __name__ == "__main__":

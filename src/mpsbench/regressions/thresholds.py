@@ -1,32 +1,11 @@
 """When a change of one row counts as a regression: the one rule the alert, the report and the site use.
 
 A row (one benchmark combination on one machine) is judged between two builds
-from what asv recorded for each (:mod:`mpsbench.results.recorded`):
-
-1. **Direction.** asv's step detection calls every increase a regression; for
-   rows whose unit is a rate (samples/s, GB/s, GFLOP/s) an increase is an
-   improvement, so here the worse direction comes from the unit.
-2. **Absolute floor.** A change smaller than the unit's floor (:data:`FLOORS`)
-   is not judged: a leak slope of 0.00 -> 0.0008 MiB per 100 steps is not
-   "Infinity x slower", and a 1 us change of a 10 us op is timer noise. When
-   the older value itself is within the floor of zero the ratio means nothing
-   and the absolute change alone decides.
-3. **Threshold per row from its measured noise.** The fraction is asv's own:
-   the largest ``regressions_thresholds`` entry of asv.conf.json whose regex
-   matches ``name(params)@branch`` (what ``asv publish`` uses). A row whose
-   recorded spread is larger gets a wider threshold: the change must exceed
-   the two builds' interquartile ranges laid end to end (twice the sum of
-   asv_runner's ``get_err``, the half IQR), relative to the older value.
-4. **Noisy rows are marked, not alarmed on.** A change within that widened
-   threshold on a row whose relative half IQR exceeds :data:`NOISY` on either
-   build is reported as noisy, not as unchanged.
-5. **No bare medians for rates.** A rate with no statistics on either build
-   (asv keeps none for ``track_`` rows) is not judged: it is a batch or a
-   byte count over a step time whose ``time_`` row is.
-6. **Significance.** Where both builds carry asv's statistics, the change must
-   also pass asv's own test (``asv._stats.is_different``: Mann-Whitney U on
-   the samples when they were recorded, else non-overlapping 99% intervals),
-   as ``asv continuous`` requires.
+from what asv recorded for each (:mod:`mpsbench.results.recorded`): direction
+from the unit, an absolute floor per unit, asv's threshold widened by the row's
+measured noise, noisy rows marked rather than alarmed on, no bare medians for
+rates, and asv's own significance test (docs/site.md, "When a row counts as a
+regression", says why for each).
 """
 
 from __future__ import annotations
@@ -67,18 +46,7 @@ class Rules:
 
     @classmethod
     def from_config(cls, config: Path | None) -> Rules:
-        """The config's thresholds, checked as :func:`mpsbench.regressions.factor.regression_factor` checks them."""
-        if config is None:
-            return cls({})
-        factor.regression_factor(config)  # raises FactorError on a bad default entry
-        thresholds = factor.read_config(config).get("regressions_thresholds", {})
-        fractions = {}
-        for regex, value in (thresholds.items() if isinstance(thresholds, dict) else ()):
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
-                raise factor.FactorError(f"{config}: regressions_thresholds[{regex!r}] must be a fraction >= 0,"
-                                         f" got {value!r}")
-            fractions[str(regex)] = float(value)
-        return cls(fractions)
+        return cls(factor.thresholds(config) if config is not None else {})
 
     def fraction(self, entry: str, branch: str | None = None) -> float:
         """asv publish's rule: the largest fraction whose regex matches ``entry@branch``, else asv's 5%."""

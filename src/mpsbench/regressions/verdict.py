@@ -1,41 +1,10 @@
 """The statistical rule of ``mpsbench compare``: is build B slower than build A?
 
-Each benchmark process contributes ONE observation, its FASTEST sample (of 10,
-fresh.SAMPLES). Contention on a busy machine only ever ADDS time: on the 2-core
-VM beside a one-core busy loop, torch's two intra-op threads share a core with
-the loop, and a sample that waited for a descheduled thread ran up to 100x
-slower than one that did not (a process's samples ranged 4-376 ms for a 1.5 ms
-step, docs/bisect.md), and whole processes drift (their medians 3.5 to 57 ms).
-The lower bound is what the build can do; Python's ``timeit`` takes the minimum
-for this reason. Processes, too, scatter, and under contention some run slow
-throughout, so the rule compares the builds' fast modes:
-
-- the statistic of a side is its FAST MODE: the mean of its process times
-  within CLUSTER (1.5x) of that side's fastest process (on a quiet machine that
-  is nearly every process; under contention, the processes that ran alone);
-- the ratio is fast mode(B) / fast mode(A), with a percentile bootstrap interval
-  (processes resampled within each side; a fixed seed), reported, not decided on;
-- the test is a one-sided PERMUTATION test of that statistic against the
-  factor f itself: A's times are scaled by f and pooled with B's, and p is the
-  share of relabelings of the pooled processes whose ratio is at least the
-  observed one. If B were only f times A (or less), its processes and A's scaled
-  ones would be exchangeable, so p < alpha happens at most alpha of the time:
-  whatever the mixture of fast and slow processes, however unluckily one side
-  drew them (few fast processes on B is one of the relabelings counted). Exact
-  (every relabeling) up to PERMUTATIONS of them, else that many drawn with a
-  fixed seed, p counted conservatively ((1 + hits) / (1 + draws));
-- alpha = 0.05 is split over every look the sequential loop may take (rounds
-  6, 8, .. 20 by default: 8 looks, 0.0063 each; Bonferroni), so stopping at the
-  first decisive look does not inflate false alarms;
-- the A/A noise (A's odd rounds against its even rounds, same statistic) is
-  reported and names the reason when nothing is decided.
-
-Decision, with f the one regression factor (mpsbench.regressions.factor):
-- SLOWER when B is slower than f x A at the per-look level;
-- FASTER when B is faster than A / f at that level, UNCHANGED when B is faster
-  than f x A (the change, if any, is below the factor);
-- UNDECIDED otherwise, with the reason and what would decide it; nothing is
-  decided with fewer than FEWEST processes a side.
+Each process contributes its FASTEST sample (contention on a busy machine only
+ever adds time); a side's statistic is its fast mode, and a one-sided
+permutation test against the regression factor itself decides, its alpha split
+over the looks of the sequential loop. docs/bisect.md ("The rule") says why,
+with the trials and simulations that chose it.
 """
 
 from __future__ import annotations
@@ -105,13 +74,8 @@ def ratio_interval(a: list[float], b: list[float], confidence: float = CONFIDENC
 
 
 def permutation_p(a: list[float], b: list[float], scale: float, seed: int = 0) -> float:
-    """One-sided p that B is slower than ``scale`` x A: the share of relabelings at least as extreme.
-
-    A's times are multiplied by ``scale`` and pooled with B's; every way of
-    splitting the pool into sides of the same sizes (or PERMUTATIONS of them,
-    drawn with a fixed seed) gives a ratio of fast modes, and p is the share at
-    least as large as the observed one.
-    """
+    """One-sided p that B is slower than ``scale`` x A: the share of relabelings of the pooled processes
+    (every one, or PERMUTATIONS drawn with a fixed seed) whose fast-mode ratio is at least the observed one."""
     pooled = [value * scale for value in a] + list(b)
     size = len(a)
     observed = fast_mode(b) / fast_mode(pooled[:size]) * (1 - 1e-12)  # a relabeling equal to it counts

@@ -1,17 +1,10 @@
 """Derived asv configurations, and this platform's launch method, read from the suite's asv.conf.json.
 
-Calibration, the nightly and the integration tests run the real suite, with the
-real install command, against a timeline and result folders of their own; this
-writes the asv.conf.json they use, derived from the repository's, so that
-nothing drifts.
-
-asv.conf.json is one file for every platform, and asv reads one
-``launch_method`` from it: spawn there, safe everywhere (a plain ``asv run`` on
-a Mac gets it). ``launch_method_by_platform`` beside it names the platforms
-where another method is proven safe and faster (Linux: forkserver); the
-comment there says why. :func:`launch_method` picks this platform's value, which
-derived configs carry as their own ``launch_method`` and scripts/bench passes
-asv (``python -m mpsbench.results.asvconf launch-method``).
+Calibration, the nightly, compare and the integration tests run the real suite
+with its own install command against timelines and result folders of their own:
+deriving their configs from the repository's keeps them from drifting.
+asv reads one ``launch_method``; ``launch_method_by_platform`` beside it names
+where another method is proven safe and faster (asv.conf.json says why).
 """
 
 from __future__ import annotations
@@ -51,12 +44,7 @@ def derived(workdir: Path, timeline: Path, branches: list[str], root: Path = ROO
         env_dir=str(workdir / "env"), results_dir=str(results_dir or workdir / "results"), html_dir=str(workdir / "html"),
         launch_method=launch_method(conf),  # this platform's, so every asv command on it gets it unasked
     )
-    for key in ("install_command", "uninstall_command"):
-        conf[key] = [command.replace("{conf_dir}", str(root)) for command in conf[key]]
-    workdir.mkdir(parents=True, exist_ok=True)
-    path = workdir / "asv.conf.json"
-    path.write_text(json.dumps(conf, indent=2) + "\n")
-    return path
+    return _write(workdir, conf, root)
 
 
 def scratch(config: Path, workdir: Path) -> Path:
@@ -72,8 +60,14 @@ def scratch(config: Path, workdir: Path) -> Path:
         if value is not None and "://" not in str(value):
             conf[key] = str(base / str(value))
     conf["results_dir"] = str(workdir / "results")
+    return _write(workdir, conf, base)
+
+
+def _write(workdir: Path, conf: dict[str, Any], conf_dir: Path) -> Path:
+    """Write ``workdir/asv.conf.json``; its commands keep the ``{conf_dir}`` they were written for, not workdir."""
     for key in ("install_command", "uninstall_command", "build_command"):
-        conf[key] = [command.replace("{conf_dir}", str(base)) for command in conf.get(key, [])]
+        if key in conf:
+            conf[key] = [command.replace("{conf_dir}", str(conf_dir)) for command in conf[key]]
     workdir.mkdir(parents=True, exist_ok=True)
     path = workdir / "asv.conf.json"
     path.write_text(json.dumps(conf, indent=2) + "\n")

@@ -43,6 +43,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from mpsbench.results import recorded
+
 BENCHMARKS = "benchmarks.json"
 MACHINE = "machine.json"
 
@@ -98,18 +100,15 @@ def _load_json(path: Path) -> Any:
 
 def check_file(path: Path, machine: str) -> None:
     """Raise MergeError unless asv can read ``path`` as the machine's machine.json or results file."""
-    from asv import results as asv_results
     from asv import util
     from asv.machine import Machine
 
     try:
-        if path.name == MACHINE:
-            data = util.load_json(str(path), api_version=Machine.api_version)
-            if not isinstance(data.get("machine"), str):
-                raise util.UserError(f"{path} names no machine")
-        else:
-            asv_results.Results.load(str(path), machine_name=machine)
-    except (util.UserError, OSError, ValueError, TypeError, AttributeError) as exc:
+        if path.name != MACHINE:
+            recorded.read(path, machine)
+        elif not isinstance(util.load_json(str(path), api_version=Machine.api_version).get("machine"), str):
+            raise util.UserError(f"{path} names no machine")
+    except (recorded.RecordedError, util.UserError, OSError, ValueError, TypeError, AttributeError) as exc:
         raise MergeError(f"{path}: {exc}") from None
 
 
@@ -156,14 +155,6 @@ def values(data: dict[str, Any]) -> dict[tuple[str, Combination], dict[str, Any]
     """Every measured value of a results file with its statistics and samples, by benchmark and combination."""
     return {(name, combo): columns for name in data["results"]
             for combo, columns in _by_combination(_row(data, name)).items() if measured(columns["result"])}
-
-
-def recorded(data: dict[str, Any]) -> dict[str, set[Combination]]:
-    """The combinations of each benchmark that hold a measured value."""
-    found: dict[str, set[Combination]] = {name: set() for name in data["results"]}
-    for name, combo in values(data):
-        found[name].add(combo)
-    return found
 
 
 def _takes(kept: dict[str, Any] | None, incoming: dict[str, Any] | None) -> bool:
@@ -370,26 +361,28 @@ def reconcile(
     return merged if changed else None
 
 
-def _readable(handle: int) -> None:
-    """The mode a plain open() would give (mkstemp's files are private to their owner)."""
+def _temporary(path: Path, content: bytes) -> str:
+    """``content`` written beside ``path`` and flushed to disk; the temporary file's name."""
+    handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}-", suffix=".tmp")
     mask = os.umask(0)
     os.umask(mask)
-    os.fchmod(handle, 0o666 & ~mask)
+    os.fchmod(handle, 0o666 & ~mask)  # the mode a plain open() gives: mkstemp's files are private to their owner
+    try:
+        with os.fdopen(handle, "wb") as out:
+            out.write(content)
+            out.flush()
+            os.fsync(out.fileno())
+    except BaseException:
+        os.unlink(temporary)
+        raise
+    return temporary
 
 
 def _write_json(path: Path, data: Any, compact: bool = False) -> None:
-    """Write beside ``path``, flush to disk, then rename over it: a kill leaves the old file or the new one."""
-    handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}-", suffix=".tmp")
-    _readable(handle)
+    """Write beside ``path``, then rename over it: a kill leaves the old file or the new one."""
+    text = json.dumps(data) if compact else json.dumps(data, indent=4, sort_keys=True) + "\n"  # compact: as asv writes
+    temporary = _temporary(path, text.encode("utf-8"))
     try:
-        with os.fdopen(handle, "w", encoding="utf-8") as out:
-            if compact:  # as asv writes results files
-                json.dump(data, out)
-            else:
-                json.dump(data, out, indent=4, sort_keys=True)
-                out.write("\n")
-            out.flush()
-            os.fsync(out.fileno())
         os.replace(temporary, path)
     except BaseException:
         Path(temporary).unlink(missing_ok=True)
@@ -399,20 +392,14 @@ def _write_json(path: Path, data: Any, compact: bool = False) -> None:
 def _copy_new(source: Path, target: Path) -> bool:
     """Copy ``source`` to ``target`` unless ``target`` exists (checked atomically); True if copied."""
     target.parent.mkdir(parents=True, exist_ok=True)
-    handle, temporary = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}-", suffix=".tmp")
-    _readable(handle)
+    temporary = _temporary(target, source.read_bytes())
     try:
-        with os.fdopen(handle, "wb") as out:
-            out.write(source.read_bytes())
-            out.flush()
-            os.fsync(out.fileno())
-        try:
-            os.link(temporary, target)  # fails if target exists: never replaces a file
-        except FileExistsError:
-            return False
-        return True
+        os.link(temporary, target)  # fails if target exists: never replaces a file
+    except FileExistsError:
+        return False
     finally:
         os.unlink(temporary)
+    return True
 
 
 # --- the merge -------------------------------------------------------------------

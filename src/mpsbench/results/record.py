@@ -46,7 +46,7 @@ from typing import Any
 from mpsbench import progress
 from mpsbench.measure import preselect
 from mpsbench.regressions import factor
-from mpsbench.results import asvconf, merge
+from mpsbench.results import asvconf, merge, recorded
 
 # asv run options this command decides itself (what to run, where results go)
 OWN_OPTIONS = ("--config", "--machine", "--skip-existing-successful", "--skip-existing-failed",
@@ -66,18 +66,23 @@ log = progress.logger(__name__)
 # --- what asv was asked ----------------------------------------------------------------
 
 
-def parse_asv_run(args: Sequence[str]) -> tuple[list[str], str | None, list[str]]:
-    """(the -b patterns, the range, the other options) of an ``asv run`` command line, by asv's own parser."""
+def _asv_run(args: Sequence[str]) -> argparse.Namespace:
+    """An ``asv run`` command line parsed by asv's own parser; its mistake in one line."""
     from asv.commands import make_argparser
 
-    parser, _ = make_argparser()
+    parser: argparse.ArgumentParser = make_argparser()[0]
     said = io.StringIO()
     try:
         with contextlib.redirect_stderr(said):
-            parsed = parser.parse_args(["run", *args])
+            return parser.parse_args(["run", *args])
     except SystemExit:
         reason = (said.getvalue().strip().splitlines() or ["?"])[-1]
         raise RecordError(f"asv run options {' '.join(map(shlex.quote, args))}: {reason}") from None
+
+
+def parse_asv_run(args: Sequence[str]) -> tuple[list[str], str | None, list[str]]:
+    """(the -b patterns, the range, the other options) of an ``asv run`` command line."""
+    parsed = _asv_run(args)
     if parsed.quick and not parsed.dry_run:
         raise RecordError("--quick would record single-sample values as results; add --dry-run, or leave --quick out")
     rest: list[str] = []
@@ -147,13 +152,8 @@ def environment_name(asv_options: Sequence[str]) -> str:
     A build measured under two Pythons has one results file per Python: the
     values recorded under one must not count as recorded for the other.
     """
-    for i, option in enumerate(asv_options):
-        spec = None
-        if option in ("-E", "--environment") and i + 1 < len(asv_options):
-            spec = asv_options[i + 1]
-        elif option.startswith("--environment="):
-            spec = option.split("=", 1)[1]
-        if spec and ":" in spec:
+    for spec in _asv_run(asv_options).env_spec or []:
+        if ":" in spec:
             kind, python = spec.split(":", 1)
             return f"{kind}-py{python}"
     return "*"
@@ -163,11 +163,12 @@ def recorded_names(results: Path, machine: str, commit: str, environment: str = 
     """The combinations that hold a value in this machine's results for the build, named as -b sees them."""
     names: set[str] = set()
     for path in sorted((results / machine).glob(f"{commit[:8]}-{environment}.json")):
-        data = merge._load_json(path)
-        if not isinstance(data, dict) or data.get("commit_hash") != commit:
-            continue
-        for benchmark, combos in merge.recorded(data).items():
-            names.update(f"{benchmark}({', '.join(combo)})" if combo else benchmark for combo in combos)
+        try:
+            result = recorded.read(path, machine)
+        except recorded.RecordedError as exc:
+            raise RecordError(f"results file {path} cannot be read ({exc})") from None
+        if result.commit_hash == commit:
+            names.update(row.entry for row in recorded.rows(result))
     return names
 
 

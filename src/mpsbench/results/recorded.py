@@ -23,6 +23,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from mpsbench import command
+
 
 class RecordedError(ValueError):
     """The results directory is missing, empty or holds a file asv cannot read: one line."""
@@ -115,19 +117,34 @@ def _rows(result: Any, name: str) -> Iterator[tuple[Row, Measured]]:
         yield Row(name, tuple(combination)), Measured(number, stat or None, kept)
 
 
-def _results(results_dir: Path, strict: bool) -> Iterator[Any]:
-    """asv's Results of every file under ``results_dir``; an unreadable one raises, or (not strict) is skipped."""
+def read(path: Path | str, machine: str | None = None) -> Any:
+    """asv's ``Results`` of one results file; RecordedError with asv's one-line reason if it cannot read it."""
     from asv import results as asv_results  # what wrote them reads them best
     from asv import util
+
+    try:
+        return asv_results.Results.load(str(path), machine_name=machine)
+    except (util.UserError, OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
+        raise RecordedError(command.first_line(exc)) from None
+
+
+def rows(result: Any) -> dict[Row, Measured]:
+    """Every row of one asv ``Results`` that holds a number (failed and skipped rows are left out)."""
+    return {row: value for name in result.get_all_result_keys() for row, value in _rows(result, name)}
+
+
+def _results(results_dir: Path, strict: bool) -> Iterator[Any]:
+    """asv's Results of every file under ``results_dir``; an unreadable one raises, or (not strict) is skipped."""
+    from asv import results as asv_results
 
     if not results_dir.is_dir():
         raise RecordedError(f"results directory {results_dir} does not exist")
     for root, filename, machine in asv_results.iter_results_paths(str(results_dir)):
         path = os.path.join(root, filename)
         try:
-            yield asv_results.Results.load(path, machine_name=machine)
-        except (util.UserError, ValueError, KeyError, TypeError) as exc:
-            message = f"results file {path} cannot be read ({str(exc).splitlines()[0]})"
+            yield read(path, machine)
+        except RecordedError as exc:
+            message = f"results file {path} cannot be read ({exc})"
             if strict:
                 raise RecordedError(message) from None
             print(f"mpsbench: warning: {message}: skipped", file=sys.stderr)
@@ -136,9 +153,7 @@ def _results(results_dir: Path, strict: bool) -> Iterator[Any]:
 def _add(found: Recorded, result: Any) -> None:
     found.files += 1
     found.dates[result.commit_hash] = int(result.date or 0)
-    table = found.values.setdefault((result.params["machine"], result.commit_hash), {})
-    for name in result.get_all_result_keys():
-        table.update(_rows(result, name))
+    found.values.setdefault((result.params["machine"], result.commit_hash), {}).update(rows(result))
 
 
 def load(results_dir: Path, strict: bool = True) -> Recorded:
