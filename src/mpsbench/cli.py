@@ -24,20 +24,13 @@ class UsageError(Exception):
     """A user mistake: printed as one line, exit status 2, no traceback."""
 
 
-def _table(rows: list[list[str]]) -> str:
-    widths = [max(len(row[col]) for row in rows) for col in range(len(rows[0]))]
-    lines = ["  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip() for row in rows]
-    lines.insert(1, "  ".join("-" * width for width in widths))
-    return "\n".join(lines)
-
-
 def cmd_models(args: argparse.Namespace) -> int:
     rows = [["model", "seed batch", "batch sizes", "needs", "description"]]
     for spec in models.REGISTRY.values():
         sizes = ",".join(str(size) for size in spec.batch_sizes)
         needs = ",".join(spec.requires) or "-"
         rows.append([spec.name, str(spec.seed_batch_size), sizes, needs, spec.description])
-    print(_table(rows))
+    print(command.table(rows))
     return 0
 
 
@@ -61,7 +54,7 @@ def cmd_devices(args: argparse.Namespace) -> int:
         found = devices.get(name).availability()
         rows.append([name, "yes" if found.usable else "no", found.reason])
     print(f"torch {torch.__version__}")
-    print(_table(rows))
+    print(command.table(rows))
     return 0
 
 
@@ -100,7 +93,7 @@ def cmd_run(args: argparse.Namespace) -> int:
             f"{result.calls}x{result.steps_per_call}",
         ])
         workloads.forget()
-    print(_table(rows))
+    print(command.table(rows))
     if device == "cpu":
         print(f"cpu threads: {devices.cpu_threads()}")
     return 0

@@ -57,3 +57,12 @@ def site_step(module: str, doc: str, config_help: str, argv: Sequence[str] | Non
 
     parser.set_defaults(func=func)
     return run(parser, argv, errors)
+
+
+def table(rows: Sequence[Sequence[str]], rule: bool = True) -> str:
+    """Rows as left-aligned text columns (rows may be short), with a dashed rule under the header if ``rule``."""
+    widths = [max(len(row[col]) for row in rows if col < len(row)) for col in range(max(map(len, rows)))]
+    lines = ["  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip() for row in rows]
+    if rule:
+        lines.insert(1, "  ".join("-" * width for width in widths))
+    return "\n".join(lines)

@@ -124,10 +124,7 @@ def _format(rows: list[Row]) -> str:
             "-" if row.percent_of_peak is None else f"{row.percent_of_peak:.1f}",
             row.note,
         ])
-    widths = [max(len(line[col]) for line in table) for col in range(len(table[0]))]
-    lines = ["  ".join(cell.ljust(width) for cell, width in zip(line, widths)).rstrip() for line in table]
-    lines.insert(1, "  ".join("-" * width for width in widths))
-    return "\n".join(lines)
+    return command.table(table)
 
 
 def registry_markdown() -> str:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 from collections.abc import Callable
 
+from mpsbench import command
 from mpsbench.builds import history, timeline
 from mpsbench.builds import manifest as mf
 from mpsbench.regressions import compare, fresh, nightlies, verdict
@@ -91,7 +92,7 @@ def cmd_bisect(args: argparse.Namespace) -> int:
                              f"{vs_bad.ratio:.3f}", found[name] or "undecided"])
             for name in candidates:  # oldest first: every good one moves low up, the first bad one is high
                 if found[name] is None:
-                    print(_table(rows))
+                    print(command.table(rows, rule=False))
                     vs_good, vs_bad = step.verdicts[(good.name, name)], step.verdicts[(name, bad.name)]
                     print(f"undecided at {name}: against GOOD {vs_good.reason}; against BAD {vs_bad.reason}")
                     return 3
@@ -102,7 +103,7 @@ def cmd_bisect(args: argparse.Namespace) -> int:
     first = between[high]
     before = between[low] if low >= 0 else good.name
     manifest, generated = gaps.manifest, gaps.generated  # with the nightlies --nightlies added
-    print(_table(rows))
+    print(command.table(rows, rule=False))
     print(FIRST_BAD.format(first=first, before=before))
     old, new = manifest.find(before), manifest.find(first)
     if old.git_version == new.git_version:
@@ -145,11 +146,6 @@ def _classify(vs_good: verdict.Verdict, vs_bad: verdict.Verdict) -> str | None:
     if vs_bad.decision == verdict.SLOWER:  # and not slower than GOOD (else it would be bad above)
         return "good"
     return None
-
-
-def _table(rows: list[list[str]]) -> str:
-    widths = [max(len(row[col]) for row in rows) for col in range(len(rows[0]))]
-    return "\n".join("  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip() for row in rows)
 
 
 def add_subcommand(commands: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from mpsbench import command
 from mpsbench.regressions import factor
 from mpsbench.results import asvconf, recorded
 
@@ -111,9 +112,7 @@ def format_ranking(ranking: Ranking, top: int | None = None) -> str:
             rows.append([str(place), f"{found.ratio:.2f}x", human_value(found.before, "seconds"),
                          human_value(found.after, "seconds"),
                          found.benchmark, *found.params])
-        widths = [max(len(row[col]) if col < len(row) else 0 for row in rows) for col in range(max(map(len, rows)))]
-        lines = ["  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip() for row in rows]
-        lines.insert(1, "  ".join("-" * width for width in widths))
+        lines = [command.table(rows)]
         lines.append(f"{len(ranking.slowdowns)} combinations timed in both runs; ratio = after / before time per call")
         if top is not None and top < len(ranking.slowdowns):
             lines.append(f"(the {top} largest shown; --top 0 shows all)")
