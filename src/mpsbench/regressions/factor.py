@@ -12,8 +12,6 @@ config's default entry keeps the site, the CLI and the reports in agreement.
 
 from __future__ import annotations
 
-import json
-import re
 import sys
 from pathlib import Path
 
@@ -27,26 +25,18 @@ class FactorError(ValueError):
 
 
 def read_config(path: Path = CONFIG) -> dict[str, object]:
-    """asv.conf.json as a dict, parsed as asv parses it (JSON5: comments, trailing commas)."""
+    """asv.conf.json as a dict, parsed by asv's own loader (JSON5: comments, trailing commas)."""
+    from asv import util
+
     try:
-        text = path.read_text(encoding="utf-8")
+        data = util.load_json(str(path), js_comments=True)
     except OSError as exc:
         raise FactorError(f"cannot read {path}: {exc.strerror}") from None
-    try:
-        data = _parse_json5(text)
     except ValueError as exc:
         raise FactorError(f"{path} is not valid JSON: {exc}") from None
     if not isinstance(data, dict):
         raise FactorError(f"{path} must hold a JSON object")
     return data
-
-
-def _parse_json5(text: str) -> object:
-    try:
-        import json5  # asv's own parser for its config, installed with asv
-    except ImportError:  # without asv: whole-line // comments are what our config uses
-        return json.loads(re.sub(r"^\s*//.*$", "", text, flags=re.MULTILINE))
-    return json5.loads(text)
 
 
 def thresholds(config: Path = CONFIG) -> dict[str, float]:
