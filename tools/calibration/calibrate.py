@@ -482,7 +482,7 @@ def first_gpu() -> str:
 def main(argv: list[str] | None = None) -> int:
     import torch
 
-    parser = argparse.ArgumentParser(prog="python -m mpsbench.calibration.calibrate", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="scripts/calibrate", description=__doc__.split("\n\n")[0])
     parser.add_argument("--device", choices=devices.NAMES, default=None)
     parser.add_argument("--workdir", type=Path, default=Path(".asv/calibration"))
     parser.add_argument("--out", type=Path, default=Path(os.environ.get("OUT", ".asv/calibration")))
@@ -499,7 +499,7 @@ def main(argv: list[str] | None = None) -> int:
     name, facts = machine.write(f"calib-{device}")
     report = Report(device, torch.__version__, facts)
     header = (f"# Calibration on {device}: torch {torch.__version__}, {facts['chip']}, {facts['os']},"
-              f" {time.strftime('%Y-%m-%d')}\n\nCommand: `python -m mpsbench.calibration.calibrate --device {device}"
+              f" {time.strftime('%Y-%m-%d')}\n\nCommand: `scripts/calibrate --device {device}"
               f" --phases {' '.join(args.phases)}`\n\n")
 
     def save() -> None:  # after every phase, so that a run stopped early keeps what it measured
