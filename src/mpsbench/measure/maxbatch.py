@@ -50,6 +50,7 @@ CPU_MEMORY_BUDGET = 2 * 1024**3
 # is reached only once the optimizer state exists: from the second step on.
 STEPS_PER_TRY = {"training": 2, "inference": 1}
 
+
 @dataclass(frozen=True)
 class Search:
     """The outcome of one doubling search."""
@@ -142,15 +143,6 @@ class SizedStep:
         self.release()
 
 
-def largest_batch(kind: str, device: str, model: str, ceiling: int = CEILING) -> Search:
-    """Search in this process. On the cpu nothing raises: use :func:`largest_batch_in_child`."""
-    step = SizedStep(kind, device, model)
-    try:
-        return search(step, step.release, ceiling)
-    finally:
-        step.close()
-
-
 def _address_space() -> int:
     """Bytes of address space this process maps now (Linux's VmSize)."""
     with open("/proc/self/status") as status:
@@ -215,7 +207,11 @@ def require(device: str, model: str, kind: str) -> None:
 
 
 def measure(device: str, model: str, kind: str, ceiling: int = CEILING) -> Search:
-    """The search the benchmark runs: in a memory-limited child on the cpu, in this process elsewhere."""
+    """The search the benchmark runs: in a memory-limited child on the cpu (where nothing raises), in this process elsewhere."""
     if device == "cpu":
         return largest_batch_in_child(kind, model, ceiling)
-    return largest_batch(kind, device, model, ceiling)
+    step = SizedStep(kind, device, model)
+    try:
+        return search(step, step.release, ceiling)
+    finally:
+        step.close()

@@ -84,7 +84,7 @@ class OpSpec:
     unit: str  # GFLOPS or GBPS: what the work counts
     work: Callable[[Dims, int], int]  # FLOPs or bytes of one forward call, given the element size in bytes
     formula: str  # ``work`` in words, for the docs and the table
-    has_backward: bool  # trained through: the forward+backward benchmark times it
+    has_backward: bool = True  # trained through: the forward+backward benchmark times it
     needs_functional: str | None = None  # a torch.nn.functional name older torch lacks
 
     def dims(self, size: str) -> Dims:
@@ -156,6 +156,21 @@ def _elementwise(name: str, what: str, call: Callable[[torch.Tensor, torch.Tenso
     )
 
 
+def _same_shape(name: str, description: str, call: Callable[[torch.Tensor], torch.Tensor]) -> OpSpec:
+    """An op from one n x n tensor to another, trained through."""
+    return OpSpec(
+        name=name,
+        description=description,
+        shapes=_ELEMENTWISE,
+        operands=_one_square,
+        forward=lambda x: call(x["x"]),
+        output_shape=lambda d: (d["n"], d["n"]),
+        unit=GBPS,
+        work=lambda d, s: 2 * d["n"] ** 2 * s,
+        formula="2*n^2*s (read x, write y)",
+    )
+
+
 def _reduction(name: str, call: Callable[[torch.Tensor], torch.Tensor]) -> OpSpec:
     return OpSpec(
         name=name,
@@ -207,7 +222,6 @@ _SPECS: tuple[OpSpec, ...] = (
         unit=GFLOPS,
         work=lambda d, s: 2 * d["n"] ** 3,
         formula="2*n^3 (n^3 multiply-adds)",
-        has_backward=True,
     ),
     OpSpec(
         name="linear",
@@ -227,7 +241,6 @@ _SPECS: tuple[OpSpec, ...] = (
         unit=GFLOPS,
         work=lambda d, s: d["t"] * d["o"] * (2 * d["i"] + 1),
         formula="t*o*(2*i + 1) (i multiply-adds and a bias add per output)",
-        has_backward=True,
     ),
     OpSpec(
         name="conv2d",
@@ -247,7 +260,6 @@ _SPECS: tuple[OpSpec, ...] = (
         unit=GFLOPS,
         work=lambda d, s: d["n"] * d["o"] * d["h"] * d["w"] * (2 * d["c"] * 9 + 1),
         formula="n*o*h*w*(2*c*9 + 1) (c*3*3 multiply-adds and a bias add per output)",
-        has_backward=True,
     ),
     OpSpec(
         name="scaled_dot_product_attention",
@@ -265,7 +277,6 @@ _SPECS: tuple[OpSpec, ...] = (
         unit=GFLOPS,
         work=lambda d, s: 4 * d["n"] * d["h"] * d["l"] ** 2 * d["d"],
         formula="4*n*h*l^2*d (q @ k^T and scores @ v; the softmax is left out, as FlashAttention counts)",
-        has_backward=True,
         needs_functional="scaled_dot_product_attention",  # torch 2.0 and later
     ),
     OpSpec(
@@ -278,7 +289,6 @@ _SPECS: tuple[OpSpec, ...] = (
         unit=GBPS,
         work=lambda d, s: (d["n"] * d["c"] * d["h"] * d["w"] + d["n"] * d["c"] * (d["h"] // 2) * (d["w"] // 2)) * s,
         formula="(n*c*h*w + n*c*(h/2)*(w/2))*s (read x, write the pooled result)",
-        has_backward=True,
     ),
     OpSpec(
         name="batch_norm",
@@ -298,7 +308,6 @@ _SPECS: tuple[OpSpec, ...] = (
         unit=GBPS,
         work=lambda d, s: (2 * d["n"] * d["c"] * d["h"] * d["w"] + 6 * d["c"]) * s,
         formula="(2*n*c*h*w + 6*c)*s (read x, write y; read weight and bias; read and write both running stats)",
-        has_backward=True,
     ),
     OpSpec(
         name="layer_norm",
@@ -314,32 +323,9 @@ _SPECS: tuple[OpSpec, ...] = (
         unit=GBPS,
         work=lambda d, s: (2 * d["t"] * d["d"] + 2 * d["d"]) * s,
         formula="(2*t*d + 2*d)*s (read x, write y, read weight and bias)",
-        has_backward=True,
     ),
-    OpSpec(
-        name="softmax",
-        description="softmax over the last dim of an n x n tensor",
-        shapes=_ELEMENTWISE,
-        operands=_one_square,
-        forward=lambda x: torch.softmax(x["x"], dim=-1),
-        output_shape=lambda d: (d["n"], d["n"]),
-        unit=GBPS,
-        work=lambda d, s: 2 * d["n"] ** 2 * s,
-        formula="2*n^2*s (read x, write y)",
-        has_backward=True,
-    ),
-    OpSpec(
-        name="gelu",
-        description="F.gelu (exact, erf form) of an n x n tensor",
-        shapes=_ELEMENTWISE,
-        operands=_one_square,
-        forward=lambda x: F.gelu(x["x"]),
-        output_shape=lambda d: (d["n"], d["n"]),
-        unit=GBPS,
-        work=lambda d, s: 2 * d["n"] ** 2 * s,
-        formula="2*n^2*s (read x, write y)",
-        has_backward=True,
-    ),
+    _same_shape("softmax", "softmax over the last dim of an n x n tensor", lambda x: torch.softmax(x, dim=-1)),
+    _same_shape("gelu", "F.gelu (exact, erf form) of an n x n tensor", F.gelu),
     _elementwise("add", "a + b", torch.add, transposed=False, has_backward=False),
     _elementwise("add_transposed", "a + b", torch.add, transposed=True, has_backward=False),
     _elementwise("mul", "a * b", torch.mul, transposed=False, has_backward=True),
@@ -363,7 +349,6 @@ _SPECS: tuple[OpSpec, ...] = (
         unit=GBPS,
         work=lambda d, s: 2 * d["k"] * d["d"] * s + INDEX_BYTES * d["k"],
         formula="2*k*d*s + 8*k (read the selected rows, write them, read the int64 indices)",
-        has_backward=True,
     ),
     OpSpec(
         name="gather",
@@ -382,7 +367,6 @@ _SPECS: tuple[OpSpec, ...] = (
         unit=GBPS,
         work=lambda d, s: d["r"] * d["k"] * (2 * s + INDEX_BYTES),
         formula="r*k*(2*s + 8) (per output: read an int64 index and a source element, write it)",
-        has_backward=True,
     ),
     OpSpec(
         name="embedding",
@@ -401,7 +385,6 @@ _SPECS: tuple[OpSpec, ...] = (
         unit=GBPS,
         work=lambda d, s: 2 * d["n"] * d["l"] * d["d"] * s + INDEX_BYTES * d["n"] * d["l"],
         formula="2*n*l*d*s + 8*n*l (read the looked-up rows, write them, read the int64 ids)",
-        has_backward=True,
     ),
     OpSpec(
         name="cross_entropy",
@@ -420,7 +403,6 @@ _SPECS: tuple[OpSpec, ...] = (
         unit=GBPS,
         work=lambda d, s: d["n"] * d["c"] * s + INDEX_BYTES * d["n"] + s,
         formula="n*c*s + 8*n + s (read the logits and int64 targets, write the scalar loss)",
-        has_backward=True,
     ),
     _copy("copy_h2d", "copy from pageable host memory into a preallocated device buffer", source_on_host=True),
     _copy("copy_d2h", "copy from device memory into a preallocated pageable host buffer", source_on_host=False),
