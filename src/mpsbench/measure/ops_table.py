@@ -57,10 +57,7 @@ PEAKS: dict[str, Peaks] = {
 
 
 def peaks_for(device_name: str) -> Peaks | None:
-    for key, peaks in PEAKS.items():
-        if key in device_name:
-            return peaks
-    return None
+    return next((peaks for key, peaks in PEAKS.items() if key in device_name), None)
 
 
 def conv_uses_tf32() -> bool:
