@@ -103,8 +103,8 @@ def _scatter_add(source: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
     return torch.zeros(source.shape[0], 16, dtype=source.dtype, device=source.device).scatter_add(1, index, source)
 
 
-def _indices(high: int, *shape: int) -> Callable[[torch.Generator], torch.Tensor]:
-    return lambda gen: torch.randint(0, high, shape, generator=gen)
+def _indices(gen: torch.Generator, high: int, *shape: int) -> torch.Tensor:
+    return torch.randint(0, high, shape, generator=gen)
 
 
 PATTERNS: dict[str, Pattern] = {
@@ -128,19 +128,19 @@ PATTERNS: dict[str, Pattern] = {
         ),
         Pattern(
             "index_select_transposed", "mps index ops",
-            lambda gen: (_randn(gen, 48, 64), _indices(64, 40)(gen)),
+            lambda gen: (_randn(gen, 48, 64), _indices(gen, 64, 40)),
             lambda x: (x[0].t(), x[1]),
             _index_select,
         ),
         Pattern(
             "gather_transposed", "mps index ops",
-            lambda gen: (_randn(gen, 48, 32), _indices(48, 32, 24)(gen)),
+            lambda gen: (_randn(gen, 48, 32), _indices(gen, 48, 32, 24)),
             lambda x: (x[0].t(), x[1]),
             _gather,
         ),
         Pattern(
             "scatter_add_transposed", "mps index ops",
-            lambda gen: (_randn(gen, 24, 32), _indices(16, 32, 24)(gen)),
+            lambda gen: (_randn(gen, 24, 32), _indices(gen, 16, 32, 24)),
             lambda x: (x[0].t(), x[1]),
             _scatter_add,
         ),

@@ -135,10 +135,6 @@ def _two_square(transposed: bool, trained: bool) -> Callable[[Dims], dict[str, O
     return operands
 
 
-def _one_square(d: Dims, trained: bool = True) -> dict[str, Operand]:
-    return {"x": Operand((d["n"], d["n"]), trained=trained)}
-
-
 def _elementwise(name: str, what: str, call: Callable[[torch.Tensor, torch.Tensor], torch.Tensor],
                  transposed: bool, has_backward: bool) -> OpSpec:
     layout = "a transposed (non-contiguous) n x n view and a contiguous one" if transposed else "two contiguous n x n"
@@ -162,7 +158,7 @@ def _same_shape(name: str, description: str, call: Callable[[torch.Tensor], torc
         name=name,
         description=description,
         shapes=_ELEMENTWISE,
-        operands=_one_square,
+        operands=lambda d: {"x": Operand((d["n"], d["n"]), trained=True)},
         forward=lambda x: call(x["x"]),
         output_shape=lambda d: (d["n"], d["n"]),
         unit=GBPS,
@@ -176,7 +172,7 @@ def _reduction(name: str, call: Callable[[torch.Tensor], torch.Tensor]) -> OpSpe
         name=name,
         description=f"{name} over the last dim of an n x n tensor",
         shapes=_ELEMENTWISE,
-        operands=lambda d: _one_square(d, trained=False),
+        operands=lambda d: {"x": Operand((d["n"], d["n"]))},
         forward=lambda x: call(x["x"]),
         output_shape=lambda d: (d["n"],),
         unit=GBPS,
@@ -204,11 +200,6 @@ def _copy(name: str, description: str, source_on_host: bool) -> OpSpec:
         formula="n*s (the bytes that cross between host and device memory)",
         has_backward=False,
     )
-
-
-def _sdpa(x: Inputs) -> torch.Tensor:
-    attention: Callable[..., torch.Tensor] = F.scaled_dot_product_attention
-    return attention(x["q"], x["k"], x["v"])
 
 
 _SPECS: tuple[OpSpec, ...] = (
@@ -272,7 +263,7 @@ _SPECS: tuple[OpSpec, ...] = (
         operands=lambda d: {
             name: Operand((d["n"], d["h"], d["l"], d["d"]), trained=True) for name in ("q", "k", "v")
         },
-        forward=_sdpa,
+        forward=lambda x: F.scaled_dot_product_attention(x["q"], x["k"], x["v"]),
         output_shape=lambda d: (d["n"], d["h"], d["l"], d["d"]),
         unit=GFLOPS,
         work=lambda d, s: 4 * d["n"] * d["h"] * d["l"] ** 2 * d["d"],

@@ -141,10 +141,7 @@ def registry_markdown() -> str:
 
 
 def _default_device() -> str:
-    for name in ("cuda", "mps"):
-        if devices.get(name).usable:
-            return name
-    return "cpu"
+    return next((name for name in ("cuda", "mps") if devices.get(name).usable), "cpu")
 
 
 def _choices(text: str | None, valid: Sequence[str], what: str) -> list[str]:
