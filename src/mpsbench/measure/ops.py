@@ -31,8 +31,7 @@ import torch
 import torch.nn.functional as F
 
 from mpsbench import command
-from mpsbench.measure import devices, fallback, precision, timing
-from mpsbench.measure.suite import SkipNotImplemented  # asv's, or suite's stand-in
+from mpsbench.measure import devices, fallback, precision, suite, timing
 
 SEED = 0  # every input is drawn after seeding with this
 SIZES: tuple[str, ...] = ("small", "medium", "large")
@@ -602,25 +601,23 @@ def prepare(device: str, op: str, dtype: str, size: str, training: bool) -> OpCa
     """
     spec = get(op)
     precision.check_name(dtype)
-    found = devices.get(device).availability()
-    if not found.usable:
-        raise SkipNotImplemented(f"{device} is not usable here: {found.reason}")
+    suite.require_device(device)
     if spec.needs_functional is not None and not hasattr(F, spec.needs_functional):
-        raise SkipNotImplemented(f"torch {torch.__version__} has no torch.nn.functional.{spec.needs_functional}")
+        raise suite.SkipNotImplemented(f"torch {torch.__version__} has no torch.nn.functional.{spec.needs_functional}")
     try:
         case, _ = cached(device, op, dtype, size, training)
-    except SkipNotImplemented:
+    except suite.SkipNotImplemented:
         raise
     except Exception as exc:
         forget()
         if devices.is_out_of_memory(exc):
             devices.get(device).empty_cache()
-            raise SkipNotImplemented(
+            raise suite.SkipNotImplemented(
                 f"{op} at {size} in {dtype} does not fit in {device} memory: {command.first_line(exc)}"
             ) from exc
         why = unsupported_dtype_reason(exc, spec, device, dtype)
         if why is not None:
-            raise SkipNotImplemented(why) from exc
+            raise suite.SkipNotImplemented(why) from exc
         if isinstance(exc, NotImplementedError):  # torch lacks a kernel: a failure, not an n/a
             raise RuntimeError(f"{op} on {device} in {dtype}: torch lacks an op: {exc}") from exc
         raise
