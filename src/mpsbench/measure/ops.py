@@ -14,12 +14,6 @@ output element written once. Kernels that read an input twice (a two-pass
 norm) or write an intermediate (cross_entropy's log-softmax) move more, so
 GB/s here is a lower bound on the bandwidth a kernel used and can be held
 against the device's peak directly.
-
-The rest of this module turns a registry entry into something an asv
-``setup`` can time: :class:`OpCase` (the inputs, resident on a device),
-:func:`prepare` (availability, caching across asv's per-sample
-``setup`` calls) and :func:`median_seconds_per_call` (the median that the
-``track_`` throughputs come from).
 """
 
 from __future__ import annotations
@@ -564,14 +558,10 @@ _cache: dict[tuple[str, str, str, str, bool], OpCase] = {}
 
 
 def cached(device: str, op: str, dtype: str, size: str, training: bool) -> tuple[OpCase, bool]:
-    """The case for these arguments, built once per process and warmed up.
+    """The warmed-up case for these arguments and whether it was built just now (asv calls ``setup`` before every sample).
 
-    asv calls ``setup`` before every sample; caching keeps that repeat cheap.
-    One case is kept, so that a process never holds two large inputs. An op
-    that fell back to the cpu during warm-up (mps with
-    ``PYTORCH_ENABLE_MPS_FALLBACK=1``) fails with its name, for its time would
-    be the cpu's (``MPSBENCH_ALLOW_FALLBACK=1`` times it anyway). Returns the
-    case and whether it was built just now.
+    One case is kept, so that a process never holds two large inputs. A
+    warm-up that fell back to the cpu fails: its time would be the cpu's.
     """
     key = (device, op, dtype, size, training)
     if key in _cache:
