@@ -45,7 +45,7 @@ class Pattern:
     issue: str  # the PyTorch issue that showed the layout broken
     make: Callable[[torch.Generator], tuple[torch.Tensor, ...]]  # float64 (indices: int64), on the cpu
     arrange: Callable[[Tensors], tuple[torch.Tensor, ...]]  # views of the made tensors: no copy
-    op: Callable[..., torch.Tensor]  # looked up by name at each call (a test can put a wrong kernel there)
+    op: Callable[..., torch.Tensor]  # looks its kernel up at each call (a test can put a wrong kernel there)
     min_torch: tuple[int, int] = (1, 12)  # the first torch that has the op
 
 
@@ -83,22 +83,6 @@ def _with_mask(make: Callable[[torch.Generator], tuple[torch.Tensor, ...]]) -> C
     return lambda gen: (*make(gen), _mask(gen))
 
 
-def _linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:
-    return functional.linear(x, weight, bias)
-
-
-def _conv(x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
-    return functional.conv2d(x, weight, padding=1)
-
-
-def _index_select(source: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
-    return torch.index_select(source, 0, index)
-
-
-def _gather(source: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
-    return torch.gather(source, 1, index)
-
-
 def _scatter_add(source: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
     return torch.zeros(source.shape[0], 16, dtype=source.dtype, device=source.device).scatter_add(1, index, source)
 
@@ -118,25 +102,25 @@ PATTERNS: dict[str, Pattern] = {
             "linear_transposed_weight", "pytorch#162730",
             lambda gen: (_randn(gen, 64, 256), _randn(gen, 256, 128), _randn(gen, 128)),
             lambda x: (x[0], x[1].t(), x[2]),  # the weight stored (in, out) and passed transposed
-            _linear,
+            lambda x, weight, bias: functional.linear(x, weight, bias),
         ),
         Pattern(
             "conv2d_strided_input", "strided views",
             lambda gen: (_randn(gen, 2, 16, 32, 32), _randn(gen, 8, 8, 3, 3)),
             lambda x: (x[0][:, ::2, ::2, 1::2], x[1]),  # every other channel, row and column: strides 2, 2, 2
-            _conv,
+            lambda x, weight: functional.conv2d(x, weight, padding=1),
         ),
         Pattern(
             "index_select_transposed", "mps index ops",
             lambda gen: (_randn(gen, 48, 64), _indices(gen, 64, 40)),
             lambda x: (x[0].t(), x[1]),
-            _index_select,
+            lambda source, index: torch.index_select(source, 0, index),
         ),
         Pattern(
             "gather_transposed", "mps index ops",
             lambda gen: (_randn(gen, 48, 32), _indices(gen, 48, 32, 24)),
             lambda x: (x[0].t(), x[1]),
-            _gather,
+            lambda source, index: torch.gather(source, 1, index),
         ),
         Pattern(
             "scatter_add_transposed", "mps index ops",
