@@ -24,7 +24,7 @@ from dataclasses import dataclass
 import torch
 from torch.nn import functional
 
-from mpsbench.measure import accuracy, devices, measured, models, precision
+from mpsbench.measure import accuracy, devices, measured, models, precision, suite  # suite: a cycle, used in calls only
 
 Tensors = Sequence[torch.Tensor]
 DTYPES: tuple[str, ...] = precision.NAMES
@@ -139,8 +139,6 @@ def relative_error(name: str, device: str, dtype: str) -> float:
     Skips (n/a) where this torch lacks the op, or lacks it in this dtype on
     this device; other errors propagate (the combination fails).
     """
-    from mpsbench.measure import suite  # suite imports this module for its guard
-
     pattern = PATTERNS[name]
     suite.require_torch(pattern.min_torch, name)
     made = pattern.make(torch.Generator().manual_seed(models.SEED))
@@ -173,8 +171,6 @@ def verify(device: str, dtype: str = precision.DEFAULT) -> None:
 
     A pattern this torch or device lacks is no evidence either way and is passed over.
     """
-    from mpsbench.measure import suite
-
     if (device, dtype) in _verified:
         return
     wrong = []
@@ -199,8 +195,6 @@ def forget() -> None:
 
 
 def _measure_one(device: str, pattern: str, dtype: str) -> float:
-    from mpsbench.measure import suite
-
     suite.require_device(device)
     return relative_error(pattern, device, dtype)
 
