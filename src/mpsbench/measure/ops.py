@@ -81,22 +81,14 @@ class OpSpec:
     needs_functional: str | None = None  # a torch.nn.functional name older torch lacks
 
     def dims(self, size: str) -> Dims:
-        return self.shapes[check_size(size)]
+        if size not in SIZES:
+            raise OpError(f"unknown size {size!r}; choose one of: {', '.join(SIZES)}")
+        return self.shapes[size]
 
     def work_at(self, size: str, dtype: str) -> int:
         """FLOPs or bytes of one forward call at ``size`` in ``dtype``."""
-        return self.work(self.dims(size), itemsize(dtype))
-
-
-def itemsize(dtype: str) -> int:
-    """Bytes per element of the dtype named ``dtype`` (a one-line error for unknown names)."""
-    return torch.empty((), dtype=precision.dtype_of(dtype)).element_size()
-
-
-def check_size(size: str) -> str:
-    if size not in SIZES:
-        raise OpError(f"unknown size {size!r}; choose one of: {', '.join(SIZES)}")
-    return size
+        itemsize = torch.empty((), dtype=precision.dtype_of(dtype)).element_size()  # torch.dtype.itemsize is 2.1+
+        return self.work(self.dims(size), itemsize)
 
 
 # --- the ops ----------------------------------------------------------------
