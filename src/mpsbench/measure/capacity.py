@@ -7,20 +7,17 @@ both figures, instead of two benchmark processes that each build the model.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import functools
 
-from mpsbench.measure import fallback, measured, models, suite, workloads
+from mpsbench.measure import fallback, measured, models, precision, suite, workloads
 
 
-def _prepare(kind: str) -> Callable[[str, str, int], workloads.Workload]:
-    def prepare(device: str, model: str, batch_size: int) -> workloads.Workload:
-        # No accuracy check here: Training/Inference.time_step checks the same
-        # combination and fails it, visibly, when the device computes wrong results.
-        workload = suite.prepare(kind, device, model, batch_size, guarded=False)
-        fallback.refuse(workload.label, workload.fallback_ops)
-        return workload
-
-    return prepare
+def _prepare(kind: str, device: str, model: str, batch_size: int, dtype: str = precision.DEFAULT) -> workloads.Workload:
+    # No accuracy check here: Training/Inference.time_step checks the same
+    # combination and fails it, visibly, when the device computes wrong results.
+    workload = suite.prepare(kind, device, model, batch_size, dtype=dtype, guarded=False)
+    fallback.refuse(workload.label, workload.fallback_ops)
+    return workload
 
 
 # Peak memory first: it reads the allocator's peak over one step of a settled workload.
@@ -32,19 +29,13 @@ FIGURES: dict[str, measured.Figure] = {
 
 def measure(kind: str, benchmark: str, keys: list[measured.Key]) -> measured.Table:
     """Every (device, model, batch size) of this run's selection: its peak memory (MiB) and samples/s."""
-    return measured.measure(benchmark, keys, _prepare(kind), FIGURES)
-
-
-def _prepare_precision(kind: str) -> Callable[[str, str, str], workloads.Workload]:
-    def prepare(device: str, model: str, dtype: str) -> workloads.Workload:
-        batch_size = models.get(model).seed_batch_size
-        workload = suite.prepare(kind, device, model, batch_size, dtype=dtype, guarded=False)
-        fallback.refuse(workload.label, workload.fallback_ops)
-        return workload
-
-    return prepare
+    return measured.measure(benchmark, keys, functools.partial(_prepare, kind), FIGURES)
 
 
 def measure_precision(kind: str, benchmark: str, keys: list[measured.Key]) -> measured.Table:
     """Every (device, model, dtype) of the precision selection, at the seed batch: its peak memory (MiB)."""
-    return measured.measure(benchmark, keys, _prepare_precision(kind), {"peak_memory": suite.peak_memory_mib})
+
+    def prepare(device: str, model: str, dtype: str) -> workloads.Workload:
+        return _prepare(kind, device, model, models.get(model).seed_batch_size, dtype)
+
+    return measured.measure(benchmark, keys, prepare, {"peak_memory": suite.peak_memory_mib})

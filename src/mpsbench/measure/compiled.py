@@ -40,6 +40,8 @@ TRAINING_NAMES: tuple[str, ...] = tuple(
 INFERENCE_NAMES: tuple[str, ...] = tuple(
     name for name in models.REGISTRY if models.REGISTRY[name].trainable is None
 )
+
+
 def _compiler() -> str | None:
     """The C++ compiler inductor's cpu backend would find, or None."""
     named = os.environ.get("CXX")
@@ -79,11 +81,7 @@ def cold_caches() -> None:
 
 
 def prepare(kind: str, device: str, model: str) -> workloads.Workload:
-    """Build, compile (the first warm-up step) and guard a compiled workload at the seed batch size.
-
-    Skips with the reason where this build or device cannot compile; a
-    compile error elsewhere fails the combination with its first line.
-    """
+    """Build, compile (the first warm-up step) and guard a compiled workload at the seed batch size."""
     batch_size = models.get(model).seed_batch_size
     suite.require(kind, device, model, batch_size)
     reason = unsupported_reason(device)
@@ -104,5 +102,3 @@ def compile_seconds(workload: workloads.Workload) -> float:
     if workload.first_step_seconds is None:
         raise RuntimeError(f"{workload.label} was not warmed up: no first step was timed")
     return workload.first_step_seconds
-
-

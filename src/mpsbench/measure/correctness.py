@@ -24,7 +24,7 @@ from dataclasses import dataclass
 import torch
 from torch.nn import functional
 
-from mpsbench.measure import accuracy, devices, measured, models, precision
+from mpsbench.measure import accuracy, devices, measured, models, precision, suite  # suite: a cycle, used in calls only
 
 Tensors = Sequence[torch.Tensor]
 DTYPES: tuple[str, ...] = precision.NAMES
@@ -45,7 +45,7 @@ class Pattern:
     issue: str  # the PyTorch issue that showed the layout broken
     make: Callable[[torch.Generator], tuple[torch.Tensor, ...]]  # float64 (indices: int64), on the cpu
     arrange: Callable[[Tensors], tuple[torch.Tensor, ...]]  # views of the made tensors: no copy
-    op: Callable[..., torch.Tensor]  # looked up by name at each call (a test can put a wrong kernel there)
+    op: Callable[..., torch.Tensor]  # looks its kernel up at each call (a test can put a wrong kernel there)
     min_torch: tuple[int, int] = (1, 12)  # the first torch that has the op
 
 
@@ -83,28 +83,12 @@ def _with_mask(make: Callable[[torch.Generator], tuple[torch.Tensor, ...]]) -> C
     return lambda gen: (*make(gen), _mask(gen))
 
 
-def _linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:
-    return functional.linear(x, weight, bias)
-
-
-def _conv(x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
-    return functional.conv2d(x, weight, padding=1)
-
-
-def _index_select(source: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
-    return torch.index_select(source, 0, index)
-
-
-def _gather(source: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
-    return torch.gather(source, 1, index)
-
-
 def _scatter_add(source: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
     return torch.zeros(source.shape[0], 16, dtype=source.dtype, device=source.device).scatter_add(1, index, source)
 
 
-def _indices(high: int, *shape: int) -> Callable[[torch.Generator], torch.Tensor]:
-    return lambda gen: torch.randint(0, high, shape, generator=gen)
+def _indices(gen: torch.Generator, high: int, *shape: int) -> torch.Tensor:
+    return torch.randint(0, high, shape, generator=gen)
 
 
 PATTERNS: dict[str, Pattern] = {
@@ -118,29 +102,29 @@ PATTERNS: dict[str, Pattern] = {
             "linear_transposed_weight", "pytorch#162730",
             lambda gen: (_randn(gen, 64, 256), _randn(gen, 256, 128), _randn(gen, 128)),
             lambda x: (x[0], x[1].t(), x[2]),  # the weight stored (in, out) and passed transposed
-            _linear,
+            lambda x, weight, bias: functional.linear(x, weight, bias),
         ),
         Pattern(
             "conv2d_strided_input", "strided views",
             lambda gen: (_randn(gen, 2, 16, 32, 32), _randn(gen, 8, 8, 3, 3)),
             lambda x: (x[0][:, ::2, ::2, 1::2], x[1]),  # every other channel, row and column: strides 2, 2, 2
-            _conv,
+            lambda x, weight: functional.conv2d(x, weight, padding=1),
         ),
         Pattern(
             "index_select_transposed", "mps index ops",
-            lambda gen: (_randn(gen, 48, 64), _indices(64, 40)(gen)),
+            lambda gen: (_randn(gen, 48, 64), _indices(gen, 64, 40)),
             lambda x: (x[0].t(), x[1]),
-            _index_select,
+            lambda source, index: torch.index_select(source, 0, index),
         ),
         Pattern(
             "gather_transposed", "mps index ops",
-            lambda gen: (_randn(gen, 48, 32), _indices(48, 32, 24)(gen)),
+            lambda gen: (_randn(gen, 48, 32), _indices(gen, 48, 32, 24)),
             lambda x: (x[0].t(), x[1]),
-            _gather,
+            lambda source, index: torch.gather(source, 1, index),
         ),
         Pattern(
             "scatter_add_transposed", "mps index ops",
-            lambda gen: (_randn(gen, 24, 32), _indices(16, 32, 24)(gen)),
+            lambda gen: (_randn(gen, 24, 32), _indices(gen, 16, 32, 24)),
             lambda x: (x[0].t(), x[1]),
             _scatter_add,
         ),
@@ -155,8 +139,6 @@ def relative_error(name: str, device: str, dtype: str) -> float:
     Skips (n/a) where this torch lacks the op, or lacks it in this dtype on
     this device; other errors propagate (the combination fails).
     """
-    from mpsbench.measure import suite  # suite imports this module for its guard
-
     pattern = PATTERNS[name]
     suite.require_torch(pattern.min_torch, name)
     made = pattern.make(torch.Generator().manual_seed(models.SEED))
@@ -189,8 +171,6 @@ def verify(device: str, dtype: str = precision.DEFAULT) -> None:
 
     A pattern this torch or device lacks is no evidence either way and is passed over.
     """
-    from mpsbench.measure import suite
-
     if (device, dtype) in _verified:
         return
     wrong = []
@@ -215,8 +195,6 @@ def forget() -> None:
 
 
 def _measure_one(device: str, pattern: str, dtype: str) -> float:
-    from mpsbench.measure import suite
-
     suite.require_device(device)
     return relative_error(pattern, device, dtype)
 

@@ -88,8 +88,6 @@ class SyntheticImages(Dataset[tuple[torch.Tensor, int]]):
     """
 
     def __init__(self, images: torch.Tensor, labels: torch.Tensor, transform: Callable[[Any], torch.Tensor]) -> None:
-        if images.dtype != torch.uint8 or images.shape[1:] != (IMAGE_SIDE, IMAGE_SIDE, 3):
-            raise EpochError(f"images must be N x {IMAGE_SIDE} x {IMAGE_SIDE} x 3 uint8, got {tuple(images.shape)}")
         self.images = images
         self.labels = labels
         self.transform = transform
@@ -195,11 +193,10 @@ Step = Callable[[torch.Tensor, torch.Tensor], None]  # (images, labels), both on
 def run_epoch(loader: DataLoader[tuple[torch.Tensor, int]], device: str, step: Step) -> EpochTiming:
     """Feed every batch of ``loader`` to ``step`` on ``device``, timing the wait for data apart."""
     images = 0
-    waited = 0.0
     devices.get(device).synchronize()  # nothing queued earlier may finish on this epoch's clock
     started = time.perf_counter()
     batches = iter(loader)  # starts the workers, if any: the first wait
-    waited += time.perf_counter() - started
+    waited = time.perf_counter() - started
     while True:
         before = time.perf_counter()
         batch = next(batches, None)
@@ -224,8 +221,6 @@ class EpochRunner:
         multiprocessing_context: str | None = None,
     ) -> None:
         _check(dataset, DATASET_NAMES, "dataset")
-        if num_workers < 0:
-            raise EpochError(f"num_workers must be 0 or more, got {num_workers}")
         if workload.kind != "training":
             raise EpochError(f"an epoch trains, so it needs a training workload, got {workload.kind!r}")
         self.workload = workload

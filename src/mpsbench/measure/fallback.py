@@ -68,14 +68,13 @@ class Recorder:
 
     def __init__(self) -> None:
         self.ops: list[str] = []  # distinct names, in the order they first fell back
-        self._catcher: warnings.catch_warnings[list[warnings.WarningMessage]] | None = None
+        self._catcher = warnings.catch_warnings(record=True)
         self._log: list[warnings.WarningMessage] = []
         self._warned_always = False
 
     def __enter__(self) -> Recorder:
         self._warned_always = torch.is_warn_always_enabled()
         torch.set_warn_always(True)
-        self._catcher = warnings.catch_warnings(record=True)
         self._log = self._catcher.__enter__()
         warnings.simplefilter("always")
         return self
@@ -86,7 +85,6 @@ class Recorder:
         value: BaseException | None,
         traceback: TracebackType | None,
     ) -> None:
-        assert self._catcher is not None, "Recorder exited without entering"
         self._catcher.__exit__(kind, value, traceback)
         torch.set_warn_always(self._warned_always)
         others: dict[str, warnings.WarningMessage] = {}

@@ -9,8 +9,6 @@ large model 50 times).
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 from mpsbench.measure import accuracy, leak, measured, models, suite, workloads
 
 
@@ -46,15 +44,11 @@ FIGURES: dict[str, measured.Figure] = {
 }
 
 
-def _prepare(kind: str) -> Callable[[str, str], workloads.Workload]:
-    def prepare(device: str, model: str) -> workloads.Workload:
-        # Unguarded: these readings report the very facts a timing is refused for.
-        batch_size = models.get(model).seed_batch_size
-        return suite.prepare(kind, device, model, batch_size, guarded=False)
-
-    return prepare
-
-
 def measure(kind: str, benchmark: str, keys: list[measured.Key]) -> measured.Table:
     """Every (device, model) of this run's instrument selection, at the model's seed batch size."""
-    return measured.measure(benchmark, keys, _prepare(kind), FIGURES)
+
+    def prepare(device: str, model: str) -> workloads.Workload:
+        # Unguarded: these readings report the very facts a timing is refused for.
+        return suite.prepare(kind, device, model, models.get(model).seed_batch_size, guarded=False)
+
+    return measured.measure(benchmark, keys, prepare, FIGURES)

@@ -20,7 +20,7 @@ import torch
 from torch import nn
 from torch.nn import functional
 
-from mpsbench.measure import devices, leak, measured, models
+from mpsbench.measure import devices, leak, measured, models, suite
 
 PER = 1000  # growth is reported per this many iterations
 WARM_UP = 50  # iterations before the readings: several times every cycle below
@@ -112,8 +112,6 @@ NAMES: tuple[str, ...] = tuple(PATTERNS)
 
 def growth(name: str, device: str, iterations: int | None = None) -> float:
     """The pattern's memory growth on ``device`` in MiB per :data:`PER` iterations (leak.py's slope)."""
-    from mpsbench.measure import suite  # here: suite imports correctness, which this module sits beside
-
     pattern = PATTERNS[name]
     suite.require_torch(pattern.min_torch, name)
     devices.get(device).seed(models.SEED)
@@ -125,8 +123,6 @@ def growth(name: str, device: str, iterations: int | None = None) -> float:
 
 
 def _measure_one(device: str, pattern: str) -> float:
-    from mpsbench.measure import suite
-
     suite.require_device(device)
     return growth(pattern, device)
 

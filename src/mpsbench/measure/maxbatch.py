@@ -50,6 +50,7 @@ CPU_MEMORY_BUDGET = 2 * 1024**3
 # is reached only once the optimizer state exists: from the second step on.
 STEPS_PER_TRY = {"training": 2, "inference": 1}
 
+
 @dataclass(frozen=True)
 class Search:
     """The outcome of one doubling search."""
@@ -142,15 +143,6 @@ class SizedStep:
         self.release()
 
 
-def largest_batch(kind: str, device: str, model: str, ceiling: int = CEILING) -> Search:
-    """Search in this process. On the cpu nothing raises: use :func:`largest_batch_in_child`."""
-    step = SizedStep(kind, device, model)
-    try:
-        return search(step, step.release, ceiling)
-    finally:
-        step.close()
-
-
 def _address_space() -> int:
     """Bytes of address space this process maps now (Linux's VmSize)."""
     with open("/proc/self/status") as status:
@@ -202,12 +194,7 @@ def largest_batch_in_child(kind: str, model: str, ceiling: int = CEILING, budget
 
 def require(device: str, model: str, kind: str) -> None:
     """For an asv ``setup`` (after the selection): raise asv's n/a with the reason if this search cannot run here."""
-    found = devices.get(device).availability()
-    if not found.usable:
-        raise suite.SkipNotImplemented(f"{device} is not usable here: {found.reason}")
-    missing = models.get(model).missing_requirements()
-    if missing:
-        raise suite.SkipNotImplemented(f"{model} needs {', '.join(missing)}, not importable in this environment")
+    suite.require(kind, device, model, models.get(model).seed_batch_size)  # the device and the model's packages
     if device == "cpu" and not os.path.exists("/proc/self/status"):
         raise suite.SkipNotImplemented(
             "the cpu search needs Linux's RLIMIT_AS and /proc: elsewhere running out of memory raises nothing"
@@ -215,7 +202,11 @@ def require(device: str, model: str, kind: str) -> None:
 
 
 def measure(device: str, model: str, kind: str, ceiling: int = CEILING) -> Search:
-    """The search the benchmark runs: in a memory-limited child on the cpu, in this process elsewhere."""
+    """The search the benchmark runs: in a memory-limited child on the cpu (where nothing raises), in this process elsewhere."""
     if device == "cpu":
         return largest_batch_in_child(kind, model, ceiling)
-    return largest_batch(kind, device, model, ceiling)
+    step = SizedStep(kind, device, model)
+    try:
+        return search(step, step.release, ceiling)
+    finally:
+        step.close()

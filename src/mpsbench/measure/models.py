@@ -115,17 +115,6 @@ def _import(name: str) -> Any:
     return importlib.import_module(name)
 
 
-def _build_resnet50() -> nn.Module:
-    module: nn.Module = _import("torchvision.models").resnet50(weights=None, num_classes=1000)
-    return module
-
-
-def _build_vgg16() -> nn.Module:
-    # 10 classes: the VGG16 seed trained on CIFAR-10 upscaled to 224x224.
-    module: nn.Module = _import("torchvision.models").vgg16(weights=None, num_classes=10)
-    return module
-
-
 BERT_SEQUENCE_LENGTH = 128
 BERT_NUM_LABELS = 6  # TREC question classification, as in the fine-tuning seed
 # Fixed explicitly: transformers has changed its default attention path between
@@ -134,19 +123,24 @@ BERT_NUM_LABELS = 6  # TREC question classification, as in the fine-tuning seed
 BERT_ATTENTION = "eager"
 
 
-def _with_attention(build: Callable[..., nn.Module], config: Any, attention: str) -> nn.Module:
-    """``build(config)`` with the attention path fixed where transformers lets us fix it."""
-    config._attn_implementation = attention
-    try:
-        return build(config, attn_implementation=attention)
-    except TypeError:  # transformers before 4.36 has no argument (and one attention path)
-        return build(config)
+def _transformers_build(model_class: str, config_class: str, config: dict[str, Any], attention: str) -> Callable[[], nn.Module]:
+    """A builder of ``transformers.<model_class>``, its attention path fixed where transformers lets us fix it.
 
+    ``config`` is read at each build, so that a test can shrink the model in place.
+    """
 
-def _build_bert() -> nn.Module:
-    transformers = _import("transformers")
-    config = transformers.BertConfig(num_labels=BERT_NUM_LABELS)  # bert-base: 12 layers, 768 hidden
-    return _with_attention(transformers.BertForSequenceClassification, config, BERT_ATTENTION)
+    def build() -> nn.Module:
+        transformers = _import("transformers")
+        settings = getattr(transformers, config_class)(**config)
+        settings._attn_implementation = attention
+        model: nn.Module
+        try:
+            model = getattr(transformers, model_class)(settings, attn_implementation=attention)
+        except TypeError:  # transformers before 4.36 has no argument (and one attention path)
+            model = getattr(transformers, model_class)(settings)
+        return model
+
+    return build
 
 
 def _classifier_head(model: nn.Module) -> list[nn.Parameter]:
@@ -158,11 +152,6 @@ def _bert_forward(model: nn.Module, inputs: dict[str, torch.Tensor]) -> torch.Te
     output = model(**inputs)
     logits: torch.Tensor = output.logits if hasattr(output, "logits") else output[0]  # old: a tuple
     return logits
-
-
-def _build_vit() -> nn.Module:
-    module: nn.Module = _import("torchvision.models").vit_b_16(weights=None, num_classes=1000)
-    return module
 
 
 # A small Llama-style decoder (RMSNorm, rotary positions, SwiGLU, grouped-query
@@ -187,24 +176,12 @@ LLAMA_GENERATION = {"batch": 1, "prompt_tokens": 512, "new_tokens": 128}
 LLAMA_NAME = "llama_small"
 
 
-def _build_llama() -> nn.Module:
-    transformers = _import("transformers")
-    config = transformers.LlamaConfig(**LLAMA_CONFIG)
-    return _with_attention(transformers.LlamaForCausalLM, config, LLAMA_ATTENTION)
-
-
 # Stable Diffusion 1.x's text encoder: CLIP ViT-L/14's text tower (openai/clip-vit-large-patch14).
 CLIP_TEXT_CONFIG: dict[str, Any] = dict(
     vocab_size=49408, hidden_size=768, intermediate_size=3072, num_hidden_layers=12, num_attention_heads=12,
     max_position_embeddings=77, hidden_act="quick_gelu",
 )
 CLIP_SEQUENCE_LENGTH = 77  # SD pads every prompt to CLIP's 77 tokens
-
-
-def _build_clip_text() -> nn.Module:
-    transformers = _import("transformers")
-    config = transformers.CLIPTextConfig(**CLIP_TEXT_CONFIG)
-    return _with_attention(transformers.CLIPTextModel, config, "eager")  # "sdpa" is newer than SD's pipelines
 
 
 def _causal_lm_forward(model: nn.Module, inputs: dict[str, torch.Tensor]) -> torch.Tensor:
@@ -275,8 +252,32 @@ _SMALL_SIZES = BATCH_SIZES
 _CNN_SIZES = (1, 8, 32, 64, 128)
 _BIG_SIZES = (1, 8, 32, 64)
 
+
+def _torchvision_spec(name: str, description: str, num_classes: int, seed_batch_size: int,
+                      batch_sizes: tuple[int, ...]) -> ModelSpec:
+    """The torchvision classifier of that name, on 224x224 RGB images."""
+
+    def build() -> nn.Module:
+        module: nn.Module = getattr(_import("torchvision.models"), name)(weights=None, num_classes=num_classes)
+        return module
+
+    return ModelSpec(
+        name=name,
+        description=description,
+        build=build,
+        make_batch=_image_batch(3, 224, num_classes),
+        num_classes=num_classes,
+        seed_batch_size=seed_batch_size,
+        batch_sizes=batch_sizes,
+        large=True,
+        requires=("torchvision",),
+    )
+
+
 _BERT_COMMON: dict[str, Any] = dict(
-    build=_build_bert,
+    build=_transformers_build(  # bert-base: 12 layers, 768 hidden
+        "BertForSequenceClassification", "BertConfig", {"num_labels": BERT_NUM_LABELS}, BERT_ATTENTION
+    ),
     make_batch=_bert_batch,
     num_classes=BERT_NUM_LABELS,
     seed_batch_size=64,  # Apple's BERT chart and the fine-tuning seed: batch 64
@@ -312,27 +313,16 @@ REGISTRY: dict[str, ModelSpec] = {
             large=False,
             steps_per_call=20,  # sub-millisecond on a GPU, like the MLP
         ),
-        ModelSpec(
-            name="resnet50",
-            description="torchvision ResNet-50, 224x224, 1000 classes",
-            build=_build_resnet50,
-            make_batch=_image_batch(3, 224, 1000),
-            num_classes=1000,
+        _torchvision_spec(
+            "resnet50", "torchvision ResNet-50, 224x224, 1000 classes", 1000,
             seed_batch_size=128,  # Apple's M1 Ultra chart: ResNet50 at batch 128
             batch_sizes=_CNN_SIZES,
-            large=True,
-            requires=("torchvision",),
         ),
-        ModelSpec(
-            name="vgg16",
-            description="torchvision VGG16, 224x224, 10 classes (CIFAR-10 upscaled)",
-            build=_build_vgg16,
-            make_batch=_image_batch(3, 224, 10),
-            num_classes=10,
+        _torchvision_spec(
+            # 10 classes: the VGG16 seed trained on CIFAR-10 upscaled to 224x224.
+            "vgg16", "torchvision VGG16, 224x224, 10 classes (CIFAR-10 upscaled)", 10,
             seed_batch_size=64,  # Apple's chart and the CIFAR-10 seed: batch 64
             batch_sizes=_BIG_SIZES,
-            large=True,
-            requires=("torchvision",),
         ),
         ModelSpec(
             name="bert_base",
@@ -358,24 +348,18 @@ INFERENCE_NAMES: tuple[str, ...] = tuple(name for name in NAMES if REGISTRY[name
 REGISTRY.update({
     spec.name: spec
     for spec in (
-        ModelSpec(
-            name="vit_b_16",
-            description="torchvision ViT-B/16, 224x224, 1000 classes",
-            build=_build_vit,
-            make_batch=_image_batch(3, 224, 1000),
-            num_classes=1000,
+        _torchvision_spec(
+            "vit_b_16", "torchvision ViT-B/16, 224x224, 1000 classes", 1000,
             # 32: the largest power of two whose float32 SGD training step fits an
             # 8 GB Mac's GPU share with room to spare (activations of 197 tokens
             # x 12 layers, about 0.1 GB a sample); the ViT recipes' 512-4096 need a cluster.
             seed_batch_size=32,
             batch_sizes=_BIG_SIZES,
-            large=True,
-            requires=("torchvision",),
         ),
         ModelSpec(
             name=LLAMA_NAME,
             description="Llama-style decoder (LlamaConfig, 125M params, random weights), 256 tokens, causal LM loss",
-            build=_build_llama,
+            build=_transformers_build("LlamaForCausalLM", "LlamaConfig", LLAMA_CONFIG, LLAMA_ATTENTION),
             make_batch=_token_batch(LLAMA_CONFIG["vocab_size"], LLAMA_SEQUENCE_LENGTH),
             num_classes=LLAMA_CONFIG["vocab_size"],
             # 8 x 256 = 2,048 tokens a step: the micro-batch of small-model
@@ -390,7 +374,8 @@ REGISTRY.update({
         ModelSpec(
             name="clip_text",
             description="Stable Diffusion 1.x text encoder (CLIPTextModel, ViT-L/14 text sizes), 77 tokens",
-            build=_build_clip_text,
+            # "eager": "sdpa" is newer than SD's pipelines
+            build=_transformers_build("CLIPTextModel", "CLIPTextConfig", CLIP_TEXT_CONFIG, "eager"),
             make_batch=_clip_batch,
             num_classes=CLIP_TEXT_CONFIG["hidden_size"],
             # 8 sequences: 4 images per prompt (the SD demos' default), each with

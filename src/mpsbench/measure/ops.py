@@ -14,12 +14,6 @@ output element written once. Kernels that read an input twice (a two-pass
 norm) or write an intermediate (cross_entropy's log-softmax) move more, so
 GB/s here is a lower bound on the bandwidth a kernel used and can be held
 against the device's peak directly.
-
-The rest of this module turns a registry entry into something an asv
-``setup`` can time: :class:`OpCase` (the inputs, resident on a device),
-:func:`prepare` (availability, caching across asv's per-sample
-``setup`` calls) and :func:`median_seconds_per_call` (the median that the
-``track_`` throughputs come from).
 """
 
 from __future__ import annotations
@@ -31,8 +25,7 @@ import torch
 import torch.nn.functional as F
 
 from mpsbench import command
-from mpsbench.measure import devices, fallback, precision, timing
-from mpsbench.measure.suite import SkipNotImplemented  # asv's, or suite's stand-in
+from mpsbench.measure import devices, fallback, precision, suite, timing
 
 SEED = 0  # every input is drawn after seeding with this
 SIZES: tuple[str, ...] = ("small", "medium", "large")
@@ -84,26 +77,18 @@ class OpSpec:
     unit: str  # GFLOPS or GBPS: what the work counts
     work: Callable[[Dims, int], int]  # FLOPs or bytes of one forward call, given the element size in bytes
     formula: str  # ``work`` in words, for the docs and the table
-    has_backward: bool  # trained through: the forward+backward benchmark times it
+    has_backward: bool = True  # trained through: the forward+backward benchmark times it
     needs_functional: str | None = None  # a torch.nn.functional name older torch lacks
 
     def dims(self, size: str) -> Dims:
-        return self.shapes[check_size(size)]
+        if size not in SIZES:
+            raise OpError(f"unknown size {size!r}; choose one of: {', '.join(SIZES)}")
+        return self.shapes[size]
 
     def work_at(self, size: str, dtype: str) -> int:
         """FLOPs or bytes of one forward call at ``size`` in ``dtype``."""
-        return self.work(self.dims(size), itemsize(dtype))
-
-
-def itemsize(dtype: str) -> int:
-    """Bytes per element of the dtype named ``dtype`` (a one-line error for unknown names)."""
-    return torch.empty((), dtype=precision.dtype_of(dtype)).element_size()
-
-
-def check_size(size: str) -> str:
-    if size not in SIZES:
-        raise OpError(f"unknown size {size!r}; choose one of: {', '.join(SIZES)}")
-    return size
+        itemsize = torch.empty((), dtype=precision.dtype_of(dtype)).element_size()  # torch.dtype.itemsize is 2.1+
+        return self.work(self.dims(size), itemsize)
 
 
 # --- the ops ----------------------------------------------------------------
@@ -135,10 +120,6 @@ def _two_square(transposed: bool, trained: bool) -> Callable[[Dims], dict[str, O
     return operands
 
 
-def _one_square(d: Dims, trained: bool = True) -> dict[str, Operand]:
-    return {"x": Operand((d["n"], d["n"]), trained=trained)}
-
-
 def _elementwise(name: str, what: str, call: Callable[[torch.Tensor, torch.Tensor], torch.Tensor],
                  transposed: bool, has_backward: bool) -> OpSpec:
     layout = "a transposed (non-contiguous) n x n view and a contiguous one" if transposed else "two contiguous n x n"
@@ -156,12 +137,27 @@ def _elementwise(name: str, what: str, call: Callable[[torch.Tensor, torch.Tenso
     )
 
 
+def _same_shape(name: str, description: str, call: Callable[[torch.Tensor], torch.Tensor]) -> OpSpec:
+    """An op from one n x n tensor to another, trained through."""
+    return OpSpec(
+        name=name,
+        description=description,
+        shapes=_ELEMENTWISE,
+        operands=lambda d: {"x": Operand((d["n"], d["n"]), trained=True)},
+        forward=lambda x: call(x["x"]),
+        output_shape=lambda d: (d["n"], d["n"]),
+        unit=GBPS,
+        work=lambda d, s: 2 * d["n"] ** 2 * s,
+        formula="2*n^2*s (read x, write y)",
+    )
+
+
 def _reduction(name: str, call: Callable[[torch.Tensor], torch.Tensor]) -> OpSpec:
     return OpSpec(
         name=name,
         description=f"{name} over the last dim of an n x n tensor",
         shapes=_ELEMENTWISE,
-        operands=lambda d: _one_square(d, trained=False),
+        operands=lambda d: {"x": Operand((d["n"], d["n"]))},
         forward=lambda x: call(x["x"]),
         output_shape=lambda d: (d["n"],),
         unit=GBPS,
@@ -191,11 +187,6 @@ def _copy(name: str, description: str, source_on_host: bool) -> OpSpec:
     )
 
 
-def _sdpa(x: Inputs) -> torch.Tensor:
-    attention: Callable[..., torch.Tensor] = F.scaled_dot_product_attention
-    return attention(x["q"], x["k"], x["v"])
-
-
 _SPECS: tuple[OpSpec, ...] = (
     OpSpec(
         name="matmul",
@@ -207,7 +198,6 @@ _SPECS: tuple[OpSpec, ...] = (
         unit=GFLOPS,
         work=lambda d, s: 2 * d["n"] ** 3,
         formula="2*n^3 (n^3 multiply-adds)",
-        has_backward=True,
     ),
     OpSpec(
         name="linear",
@@ -227,7 +217,6 @@ _SPECS: tuple[OpSpec, ...] = (
         unit=GFLOPS,
         work=lambda d, s: d["t"] * d["o"] * (2 * d["i"] + 1),
         formula="t*o*(2*i + 1) (i multiply-adds and a bias add per output)",
-        has_backward=True,
     ),
     OpSpec(
         name="conv2d",
@@ -247,7 +236,6 @@ _SPECS: tuple[OpSpec, ...] = (
         unit=GFLOPS,
         work=lambda d, s: d["n"] * d["o"] * d["h"] * d["w"] * (2 * d["c"] * 9 + 1),
         formula="n*o*h*w*(2*c*9 + 1) (c*3*3 multiply-adds and a bias add per output)",
-        has_backward=True,
     ),
     OpSpec(
         name="scaled_dot_product_attention",
@@ -260,12 +248,11 @@ _SPECS: tuple[OpSpec, ...] = (
         operands=lambda d: {
             name: Operand((d["n"], d["h"], d["l"], d["d"]), trained=True) for name in ("q", "k", "v")
         },
-        forward=_sdpa,
+        forward=lambda x: F.scaled_dot_product_attention(x["q"], x["k"], x["v"]),
         output_shape=lambda d: (d["n"], d["h"], d["l"], d["d"]),
         unit=GFLOPS,
         work=lambda d, s: 4 * d["n"] * d["h"] * d["l"] ** 2 * d["d"],
         formula="4*n*h*l^2*d (q @ k^T and scores @ v; the softmax is left out, as FlashAttention counts)",
-        has_backward=True,
         needs_functional="scaled_dot_product_attention",  # torch 2.0 and later
     ),
     OpSpec(
@@ -278,7 +265,6 @@ _SPECS: tuple[OpSpec, ...] = (
         unit=GBPS,
         work=lambda d, s: (d["n"] * d["c"] * d["h"] * d["w"] + d["n"] * d["c"] * (d["h"] // 2) * (d["w"] // 2)) * s,
         formula="(n*c*h*w + n*c*(h/2)*(w/2))*s (read x, write the pooled result)",
-        has_backward=True,
     ),
     OpSpec(
         name="batch_norm",
@@ -298,7 +284,6 @@ _SPECS: tuple[OpSpec, ...] = (
         unit=GBPS,
         work=lambda d, s: (2 * d["n"] * d["c"] * d["h"] * d["w"] + 6 * d["c"]) * s,
         formula="(2*n*c*h*w + 6*c)*s (read x, write y; read weight and bias; read and write both running stats)",
-        has_backward=True,
     ),
     OpSpec(
         name="layer_norm",
@@ -314,32 +299,9 @@ _SPECS: tuple[OpSpec, ...] = (
         unit=GBPS,
         work=lambda d, s: (2 * d["t"] * d["d"] + 2 * d["d"]) * s,
         formula="(2*t*d + 2*d)*s (read x, write y, read weight and bias)",
-        has_backward=True,
     ),
-    OpSpec(
-        name="softmax",
-        description="softmax over the last dim of an n x n tensor",
-        shapes=_ELEMENTWISE,
-        operands=_one_square,
-        forward=lambda x: torch.softmax(x["x"], dim=-1),
-        output_shape=lambda d: (d["n"], d["n"]),
-        unit=GBPS,
-        work=lambda d, s: 2 * d["n"] ** 2 * s,
-        formula="2*n^2*s (read x, write y)",
-        has_backward=True,
-    ),
-    OpSpec(
-        name="gelu",
-        description="F.gelu (exact, erf form) of an n x n tensor",
-        shapes=_ELEMENTWISE,
-        operands=_one_square,
-        forward=lambda x: F.gelu(x["x"]),
-        output_shape=lambda d: (d["n"], d["n"]),
-        unit=GBPS,
-        work=lambda d, s: 2 * d["n"] ** 2 * s,
-        formula="2*n^2*s (read x, write y)",
-        has_backward=True,
-    ),
+    _same_shape("softmax", "softmax over the last dim of an n x n tensor", lambda x: torch.softmax(x, dim=-1)),
+    _same_shape("gelu", "F.gelu (exact, erf form) of an n x n tensor", F.gelu),
     _elementwise("add", "a + b", torch.add, transposed=False, has_backward=False),
     _elementwise("add_transposed", "a + b", torch.add, transposed=True, has_backward=False),
     _elementwise("mul", "a * b", torch.mul, transposed=False, has_backward=True),
@@ -363,7 +325,6 @@ _SPECS: tuple[OpSpec, ...] = (
         unit=GBPS,
         work=lambda d, s: 2 * d["k"] * d["d"] * s + INDEX_BYTES * d["k"],
         formula="2*k*d*s + 8*k (read the selected rows, write them, read the int64 indices)",
-        has_backward=True,
     ),
     OpSpec(
         name="gather",
@@ -382,7 +343,6 @@ _SPECS: tuple[OpSpec, ...] = (
         unit=GBPS,
         work=lambda d, s: d["r"] * d["k"] * (2 * s + INDEX_BYTES),
         formula="r*k*(2*s + 8) (per output: read an int64 index and a source element, write it)",
-        has_backward=True,
     ),
     OpSpec(
         name="embedding",
@@ -401,7 +361,6 @@ _SPECS: tuple[OpSpec, ...] = (
         unit=GBPS,
         work=lambda d, s: 2 * d["n"] * d["l"] * d["d"] * s + INDEX_BYTES * d["n"] * d["l"],
         formula="2*n*l*d*s + 8*n*l (read the looked-up rows, write them, read the int64 ids)",
-        has_backward=True,
     ),
     OpSpec(
         name="cross_entropy",
@@ -420,7 +379,6 @@ _SPECS: tuple[OpSpec, ...] = (
         unit=GBPS,
         work=lambda d, s: d["n"] * d["c"] * s + INDEX_BYTES * d["n"] + s,
         formula="n*c*s + 8*n + s (read the logits and int64 targets, write the scalar loss)",
-        has_backward=True,
     ),
     _copy("copy_h2d", "copy from pageable host memory into a preallocated device buffer", source_on_host=True),
     _copy("copy_d2h", "copy from device memory into a preallocated pageable host buffer", source_on_host=False),
@@ -592,14 +550,10 @@ _cache: dict[tuple[str, str, str, str, bool], OpCase] = {}
 
 
 def cached(device: str, op: str, dtype: str, size: str, training: bool) -> tuple[OpCase, bool]:
-    """The case for these arguments, built once per process and warmed up.
+    """The warmed-up case for these arguments and whether it was built just now (asv calls ``setup`` before every sample).
 
-    asv calls ``setup`` before every sample; caching keeps that repeat cheap.
-    One case is kept, so that a process never holds two large inputs. An op
-    that fell back to the cpu during warm-up (mps with
-    ``PYTORCH_ENABLE_MPS_FALLBACK=1``) fails with its name, for its time would
-    be the cpu's (``MPSBENCH_ALLOW_FALLBACK=1`` times it anyway). Returns the
-    case and whether it was built just now.
+    One case is kept, so that a process never holds two large inputs. A
+    warm-up that fell back to the cpu fails: its time would be the cpu's.
     """
     key = (device, op, dtype, size, training)
     if key in _cache:
@@ -629,25 +583,23 @@ def prepare(device: str, op: str, dtype: str, size: str, training: bool) -> OpCa
     """
     spec = get(op)
     precision.check_name(dtype)
-    found = devices.get(device).availability()
-    if not found.usable:
-        raise SkipNotImplemented(f"{device} is not usable here: {found.reason}")
+    suite.require_device(device)
     if spec.needs_functional is not None and not hasattr(F, spec.needs_functional):
-        raise SkipNotImplemented(f"torch {torch.__version__} has no torch.nn.functional.{spec.needs_functional}")
+        raise suite.SkipNotImplemented(f"torch {torch.__version__} has no torch.nn.functional.{spec.needs_functional}")
     try:
         case, _ = cached(device, op, dtype, size, training)
-    except SkipNotImplemented:
+    except suite.SkipNotImplemented:
         raise
     except Exception as exc:
         forget()
         if devices.is_out_of_memory(exc):
             devices.get(device).empty_cache()
-            raise SkipNotImplemented(
+            raise suite.SkipNotImplemented(
                 f"{op} at {size} in {dtype} does not fit in {device} memory: {command.first_line(exc)}"
             ) from exc
         why = unsupported_dtype_reason(exc, spec, device, dtype)
         if why is not None:
-            raise SkipNotImplemented(why) from exc
+            raise suite.SkipNotImplemented(why) from exc
         if isinstance(exc, NotImplementedError):  # torch lacks a kernel: a failure, not an n/a
             raise RuntimeError(f"{op} on {device} in {dtype}: torch lacks an op: {exc}") from exc
         raise

@@ -57,10 +57,7 @@ PEAKS: dict[str, Peaks] = {
 
 
 def peaks_for(device_name: str) -> Peaks | None:
-    for key, peaks in PEAKS.items():
-        if key in device_name:
-            return peaks
-    return None
+    return next((peaks for key, peaks in PEAKS.items() if key in device_name), None)
 
 
 def conv_uses_tf32() -> bool:
@@ -141,10 +138,7 @@ def registry_markdown() -> str:
 
 
 def _default_device() -> str:
-    for name in ("cuda", "mps"):
-        if devices.get(name).usable:
-            return name
-    return "cpu"
+    return next((name for name in ("cuda", "mps") if devices.get(name).usable), "cpu")
 
 
 def _choices(text: str | None, valid: Sequence[str], what: str) -> list[str]:

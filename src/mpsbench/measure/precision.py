@@ -27,13 +27,11 @@ from typing import Any
 
 import torch
 
-NAMES: tuple[str, ...] = ("float32", "float16", "bfloat16")
+from mpsbench.measure import host
+
+DTYPES: dict[str, torch.dtype] = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
+NAMES: tuple[str, ...] = tuple(DTYPES)
 DEFAULT = "float32"
-DTYPES: dict[str, torch.dtype] = {
-    "float32": torch.float32,
-    "float16": torch.float16,
-    "bfloat16": torch.bfloat16,
-}
 
 
 class PrecisionError(ValueError):
@@ -89,14 +87,6 @@ def torch_version() -> tuple[int, int]:
     return int(found.group(1)), int(found.group(2))
 
 
-def macos_version() -> tuple[int, ...] | None:
-    """The macOS version as numbers, or None when this is not macOS."""
-    release = platform.mac_ver()[0]
-    if not release:
-        return None
-    return tuple(int(part) for part in release.split(".") if part.isdigit())
-
-
 # (device, kind, dtype) -> the torch version the recipe needs, and why. Sources
 # are in docs/instruments.md. Absent entries need nothing beyond the device.
 _MIN_TORCH: dict[tuple[str, str, str], tuple[tuple[int, int], str]] = {
@@ -122,10 +112,9 @@ def unsupported_reason(device: str, kind: str, name: str) -> str | None:
     needed = _MIN_TORCH.get((device, kind, name))
     if needed is not None and torch_version() < needed[0]:
         return f"{needed[1]}; this is torch {torch.__version__}"
-    if device == "mps" and name == "bfloat16":
-        macos = macos_version()
-        if macos is not None and macos < (14,):
-            return f"bfloat16 on mps needs macOS 14 or later; this is macOS {platform.mac_ver()[0]}"
+    macos = platform.mac_ver()[0]  # empty when this is not macOS
+    if device == "mps" and name == "bfloat16" and macos and host.version_number(macos) < 14:
+        return f"bfloat16 on mps needs macOS 14 or later; this is macOS {macos}"
     if device == "cuda" and name == "bfloat16" and not torch.cuda.is_bf16_supported():
         return f"{torch.cuda.get_device_name(0)} lacks bfloat16 (compute capability 8.0 or later needed)"
     return None

@@ -28,12 +28,10 @@ class StepTiming:
 
 def median_seconds(run: Callable[[int], None], device: str, per_sample: int, min_samples: int = 3,
                    min_seconds: float = 1.0, max_samples: int = 50) -> tuple[float, int]:
-    """Median seconds per call of ``run`` and the number of samples taken.
+    """Median seconds per call of a warmed-up ``run``, and the number of samples taken.
 
-    A sample is ``run(per_sample)`` followed by the device's synchronize, so a
-    sub-millisecond call is timed in a batch long enough for the clock. Samples
-    are taken until there are ``min_samples`` of them and ``min_seconds`` have
-    passed, or ``max_samples`` were taken. ``run`` must be warmed up already.
+    A sample runs ``per_sample`` calls, so that a sub-millisecond call is timed
+    in a batch long enough for the clock.
     """
     durations: list[float] = []
     devices.get(device).synchronize()
