@@ -27,7 +27,7 @@ class _ColdStart:
 
     def setup(self, device, model):
         suite.selected(type(self).__name__, device, model)
-        suite.require(self.kind, device, model, models.get(model).seed_batch_size)
+        suite.require(self.kind, device, model)
 
     def timeraw_first_step(self, device, model):
         return suite.cold_start_code(self.kind, device, model, models.get(model).seed_batch_size)

@@ -83,7 +83,7 @@ def cold_caches() -> None:
 def prepare(kind: str, device: str, model: str) -> workloads.Workload:
     """Build, compile (the first warm-up step) and guard a compiled workload at the seed batch size."""
     batch_size = models.get(model).seed_batch_size
-    suite.require(kind, device, model, batch_size)
+    suite.require(kind, device, model)
     reason = unsupported_reason(device)
     if reason is not None:
         raise suite.SkipNotImplemented(reason)

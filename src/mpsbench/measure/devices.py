@@ -19,9 +19,10 @@ import functools
 import os
 import platform
 import sys
+from collections.abc import Callable, Hashable
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 from mpsbench import command
 from mpsbench.measure import optional_torch, process_memory
@@ -30,6 +31,7 @@ from mpsbench.measure.optional_torch import torch  # device names import without
 NAMES: tuple[str, ...] = ("cpu", "mps", "cuda")
 GPU_NAMES: tuple[str, ...] = ("mps", "cuda")
 MIB = 1024 * 1024
+T = TypeVar("T")
 
 
 class DeviceError(ValueError):
@@ -194,6 +196,30 @@ class Device(str, enum.Enum):
     def seed(self, value: int) -> None:
         """Seed the host generator and the device's: ``torch.manual_seed`` seeds cuda's and (2.0+) mps's too."""
         torch.manual_seed(value)
+
+
+class OneSlot(Generic[T]):
+    """One built thing per process, for asv's ``setup``, which runs again before every sample.
+
+    A new key drops the old value and empties the device's cache before building,
+    so a process never holds two models' (or two large inputs') memory.
+    """
+
+    def __init__(self) -> None:
+        self.key: Hashable | None = None
+        self.value: T | None = None
+
+    def get(self, key: Hashable, device: str, build: Callable[[], T]) -> tuple[T, bool]:
+        """The value for ``key`` and whether it was built just now."""
+        if self.key == key and self.value is not None:
+            return self.value, False
+        self.clear()
+        get(device).empty_cache()
+        self.value, self.key = build(), key
+        return self.value, True
+
+    def clear(self) -> None:
+        self.key, self.value = None, None
 
 
 def get(name: str) -> Device:

@@ -77,7 +77,7 @@ class Generation:
             raise RuntimeError(f"{self.label} produced its tokens on {out.device.type}")
 
 
-_cache: dict[tuple[str, str], Generation] = {}
+_slot: devices.OneSlot[Generation] = devices.OneSlot()
 
 
 def prepare(device: str, model: str) -> Generation:
@@ -87,15 +87,13 @@ def prepare(device: str, model: str) -> Generation:
     transformers); refuses, as they do, a device whose ops fell back to the
     cpu or that computes the correctness patterns wrong.
     """
-    suite.require("inference", device, model, BATCH)
-    key = (device, model)
-    if key not in _cache:
-        _cache.clear()
-        devices.get(device).empty_cache()
+    suite.require("inference", device, model)
+    def build() -> Generation:
         generation = Generation(device, model)
         generation.warm_up()
-        _cache[key] = generation
-    generation = _cache[key]
+        return generation
+
+    generation, _ = _slot.get((device, model), device, build)
     fallback.refuse(generation.label, generation.fallback_ops)
     correctness.verify(device)
     return generation

@@ -194,7 +194,7 @@ def largest_batch_in_child(kind: str, model: str, ceiling: int = CEILING, budget
 
 def require(device: str, model: str, kind: str) -> None:
     """For an asv ``setup`` (after the selection): raise asv's n/a with the reason if this search cannot run here."""
-    suite.require(kind, device, model, models.get(model).seed_batch_size)  # the device and the model's packages
+    suite.require(kind, device, model)  # the device and the model's packages
     if device == "cpu" and not os.path.exists("/proc/self/status"):
         raise suite.SkipNotImplemented(
             "the cpu search needs Linux's RLIMIT_AS and /proc: elsewhere running out of memory raises nothing"

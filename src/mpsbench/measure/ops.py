@@ -546,7 +546,7 @@ def unsupported_dtype_reason(exc: BaseException, spec: OpSpec, device: str, dtyp
     return None
 
 
-_cache: dict[tuple[str, str, str, str, bool], OpCase] = {}
+_slot: devices.OneSlot[OpCase] = devices.OneSlot()
 
 
 def cached(device: str, op: str, dtype: str, size: str, training: bool) -> tuple[OpCase, bool]:
@@ -555,22 +555,19 @@ def cached(device: str, op: str, dtype: str, size: str, training: bool) -> tuple
     One case is kept, so that a process never holds two large inputs. A
     warm-up that fell back to the cpu fails: its time would be the cpu's.
     """
-    key = (device, op, dtype, size, training)
-    if key in _cache:
-        return _cache[key], False
-    _cache.clear()
-    devices.get(device).empty_cache()
-    case = OpCase(get(op), device, dtype, size, training)
-    with fallback.Recorder() as recorder:
-        case.warm_up()
-    fallback.refuse(f"{op} on {device} in {dtype} at {size}", recorder.ops)
-    _cache[key] = case
-    return case, True
+    def build() -> OpCase:
+        case = OpCase(get(op), device, dtype, size, training)
+        with fallback.Recorder() as recorder:
+            case.warm_up()
+        fallback.refuse(f"{op} on {device} in {dtype} at {size}", recorder.ops)
+        return case
+
+    return _slot.get((device, op, dtype, size, training), device, build)
 
 
 def forget() -> None:
     """Drop the cached case and its memory."""
-    _cache.clear()
+    _slot.clear()
 
 
 def prepare(device: str, op: str, dtype: str, size: str, training: bool) -> OpCase:

@@ -92,7 +92,6 @@ def require(
     kind: str,
     device: str,
     model: str,
-    batch_size: int,
     *,
     dtype: str = precision.DEFAULT,
 ) -> models.ModelSpec:
@@ -132,7 +131,7 @@ def prepare(
     (timings) also fails combinations whose numbers would mislead: see
     :func:`guard`. Instruments that report those very facts pass False.
     """
-    require(kind, device, model, batch_size, dtype=dtype)
+    require(kind, device, model, dtype=dtype)
     with OutOfMemorySkips(device, model, batch_size):  # build, copy to the device, warm-up, checks
         try:
             workload, _ = workloads.cached(kind, device, model, batch_size, dtype, compiled)

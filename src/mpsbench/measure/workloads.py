@@ -197,7 +197,7 @@ def build(
     return Workload(kind, device, spec, batch_size, dtype, compiled)
 
 
-_cache: dict[tuple[str, str, str, int, str, bool], Workload] = {}
+_slot: devices.OneSlot[Workload] = devices.OneSlot()
 
 
 def cached(
@@ -209,17 +209,14 @@ def cached(
     cheap. Only one workload is kept, so that a process never holds two
     models' memory. Returns the workload and whether it was built just now.
     """
-    key = (kind, device, model, batch_size, dtype, compiled)
-    if key in _cache:
-        return _cache[key], False
-    _cache.clear()
-    devices.get(device).empty_cache()
-    workload = build(kind, device, model, batch_size, dtype, compiled)
-    workload.warm_up()
-    _cache[key] = workload
-    return workload, True
+    def build_and_warm_up() -> Workload:
+        workload = build(kind, device, model, batch_size, dtype, compiled)
+        workload.warm_up()
+        return workload
+
+    return _slot.get((kind, device, model, batch_size, dtype, compiled), device, build_and_warm_up)
 
 
 def forget() -> None:
     """Drop the cached workload and its memory (after an out-of-memory error, say)."""
-    _cache.clear()
+    _slot.clear()
