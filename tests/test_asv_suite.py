@@ -51,7 +51,7 @@ def test_classes_share_a_setup_cache_only_with_their_own_modules_pair():
             users.setdefault(setup_cache, []).append(f"{module_path.stem}.{name}:{getattr(cls, 'kind', '')}")
     shared = sorted(sorted(name.split(".", 1)[1] for name in names) for names in users.values() if len(names) > 1)
     assert shared == [
-        ["Correctness:", "LeakPatterns:"],  # benchmark_patterns: each reads its own family by name
+        ["Correctness:correctness", "LeakPatterns:leaks"],  # benchmark_patterns: each reads its own family
         ["InferenceCapacity:inference", "TrainingCapacity:training"],
         ["InferenceInstruments:inference", "TrainingInstruments:training"],
         ["InferencePrecisionCapacity:inference", "TrainingPrecisionCapacity:training"],
