@@ -86,7 +86,12 @@ def _python_tag() -> str:
 
 def _fits(filename: str, python: tuple[int, int]) -> bool:
     """Whether a wheel's python and abi tags admit CPython ``python`` (its platform is the manifest's key)."""
-    from pip._vendor.packaging import tags, utils  # pip's copy: nothing else is installed yet
+    try:
+        from packaging import tags, utils
+    except ImportError:  # an environment asv has just made holds pip and nothing else yet: pip's own copy
+        # Imported only there: importing pip turns setuptools' distutils shim off for the rest of the
+        # process (pypa/pip#8761), and a later torch.compile imports setuptools.
+        from pip._vendor.packaging import tags, utils  # type: ignore[no-redef]
 
     ours = {(tag.interpreter, tag.abi) for tag in (*tags.cpython_tags(python), *tags.compatible_tags(python))}
     return any((tag.interpreter, tag.abi) in ours for tag in utils.parse_wheel_filename(filename)[3])
