@@ -47,7 +47,7 @@ def cmd_devices(args: argparse.Namespace) -> int:
     selection.selected_devices()  # a bad MPSBENCH_DEVICES: one line, before anything runs (scripts/bench calls this first)
     torch = _torch()
     if args.usable:  # for scripts: MPSBENCH_DEVICES=$(mpsbench devices --usable)
-        print(",".join(name for name in devices.NAMES if devices.get(name).availability().usable))
+        print(",".join(name for name in devices.NAMES if devices.get(name).usable))
         return 0
     rows = [["device", "usable", "details"]]
     for name in devices.NAMES:
@@ -77,7 +77,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     device = devices.get(args.device)
     batch_size = spec.seed_batch_size if args.batch_size is None else _parse_int(args.batch_size, "--batch-size")
     models.check_batch_size(spec, batch_size)
-    found = devices.get(device).availability()
+    found = device.availability()
     if not found.usable:
         raise UsageError(f"device {device} is not usable here: {found.reason}")
     rows = [["workload", "model", "device", "batch", "ms/step", "samples/s", "calls"]]

@@ -193,7 +193,8 @@ Step = Callable[[torch.Tensor, torch.Tensor], None]  # (images, labels), both on
 def run_epoch(loader: DataLoader[tuple[torch.Tensor, int]], device: str, step: Step) -> EpochTiming:
     """Feed every batch of ``loader`` to ``step`` on ``device``, timing the wait for data apart."""
     images = 0
-    devices.get(device).synchronize()  # nothing queued earlier may finish on this epoch's clock
+    synchronize = devices.get(device).synchronize  # looked up once: the epoch's clock is running below
+    synchronize()  # nothing queued earlier may finish on this epoch's clock
     started = time.perf_counter()
     batches = iter(loader)  # starts the workers, if any: the first wait
     waited = time.perf_counter() - started
@@ -206,7 +207,7 @@ def run_epoch(loader: DataLoader[tuple[torch.Tensor, int]], device: str, step: S
         inputs, labels = batch
         images += len(labels)
         step(inputs.to(device), labels.to(device))
-        devices.get(device).synchronize()  # the step's GPU work ends here, not in the next next()
+        synchronize()  # the step's GPU work ends here, not in the next next()
     return EpochTiming(images, time.perf_counter() - started, waited)
 
 

@@ -53,11 +53,12 @@ def slope_mib_per_100_steps(readings: Sequence[float]) -> float:
 def record(step: Callable[[], object], device: str, steps: int) -> list[int]:
     """Run ``step`` ``steps`` times, reading memory after each has finished on the device."""
     gc.collect()  # start from a settled heap: garbage from warm-up is not growth
-    devices.get(device).synchronize()
+    synchronize = devices.get(device).synchronize
+    synchronize()
     readings = []
     for _ in range(steps):
         step()
-        devices.get(device).synchronize()  # freed buffers return once the device is done with them
+        synchronize()  # freed buffers return once the device is done with them
         readings.append(reading(device))
     return readings
 

@@ -112,9 +112,9 @@ def measure(
         del state
         workloads.forget()
         gc.collect()
-        device = key[0]
-        if devices.get(device).availability().usable:
-            devices.get(device).empty_cache()
+        device = devices.get(key[0])
+        if device.usable:
+            device.empty_cache()
     return table
 
 

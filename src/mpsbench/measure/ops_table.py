@@ -137,8 +137,8 @@ def registry_markdown() -> str:
     return "\n".join(lines)
 
 
-def _default_device() -> str:
-    return next((name for name in ("cuda", "mps") if devices.get(name).usable), "cpu")
+def _default_device() -> devices.Device:
+    return next((device for device in (devices.Device.CUDA, devices.Device.MPS) if device.usable), devices.Device.CPU)
 
 
 def _choices(text: str | None, valid: Sequence[str], what: str) -> list[str]:
@@ -174,11 +174,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ValueError as exc:
         print(f"ops-table: error: {exc}", file=sys.stderr)
         return 2
-    found = devices.get(device).availability()
+    found = device.availability()
     if not found.usable:
         print(f"ops-table: error: {device} is not usable here: {found.reason}", file=sys.stderr)
         return 2
-    described = devices.get(device).describe()
+    described = device.describe()
     peaks = peaks_for(torch.cuda.get_device_name(0)) if device == "cuda" else None
     header = [
         f"device: {described}; torch {torch.__version__}; cpu threads {devices.cpu_threads()}",
