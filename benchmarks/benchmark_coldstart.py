@@ -14,7 +14,7 @@ from mpsbench.measure import devices, models, suite
 
 
 class _ColdStart:
-    """Shared by TrainingColdStart and InferenceColdStart."""
+    """The first training or inference step in a fresh process (TrainingColdStart, InferenceColdStart)."""
 
     kind = "training"
     param_names = ("device", "model")
@@ -33,15 +33,5 @@ class _ColdStart:
         return suite.cold_start_code(self.kind, device, model, models.get(model).seed_batch_size)
 
 
-class TrainingColdStart(_ColdStart):
-    """The first training step in a fresh process."""
-
-    kind = "training"
-    params = (devices.NAMES, models.NAMES)
-
-
-class InferenceColdStart(_ColdStart):
-    """The first inference step in a fresh process."""
-
-    kind = "inference"
-    params = (devices.NAMES, models.INFERENCE_NAMES)
+TrainingColdStart, InferenceColdStart = suite.per_kind("{Kind}ColdStart", _ColdStart, (devices.NAMES, models.NAMES),
+                                                       (devices.NAMES, models.INFERENCE_NAMES))

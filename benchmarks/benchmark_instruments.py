@@ -7,7 +7,7 @@ combination the way the timings do: they report the very facts the timings
 are refused for.
 """
 
-from mpsbench.measure import devices, instruments, measured, models
+from mpsbench.measure import devices, instruments, measured, models, suite
 
 
 def _measure_instruments(self):
@@ -65,15 +65,5 @@ class _Instruments(measured.Lookup):
     track_accuracy_error.unit = "relative error"
 
 
-class TrainingInstruments(_Instruments):
-    """Instruments around one training step."""
-
-    kind = "training"
-    params = (devices.NAMES, models.NAMES)
-
-
-class InferenceInstruments(_Instruments):
-    """Instruments around one inference step."""
-
-    kind = "inference"
-    params = (devices.NAMES, models.INFERENCE_NAMES)
+TrainingInstruments, InferenceInstruments = suite.per_kind("{Kind}Instruments", _Instruments, (devices.NAMES, models.NAMES),
+                                                           (devices.NAMES, models.INFERENCE_NAMES))

@@ -9,7 +9,7 @@ from mpsbench.measure import capacity, devices, fallback, measured, models, suit
 
 
 class _StepBenchmark(suite.TimedSteps):
-    """Shared by Training and Inference: the params and setup; the timed step is suite.TimedSteps'.
+    """Training and Inference: the params and setup; the timed step is suite.TimedSteps'.
 
     ``setup`` refuses combinations whose numbers would mislead (issue #6): ops
     that fell back to the cpu during warm-up, or GPU results that disagree
@@ -38,18 +38,10 @@ class _StepBenchmark(suite.TimedSteps):
         self.ready(suite.prepare(self.kind, device, model, batch_size))
 
 
-class Training(_StepBenchmark):
-    """One training step: zero grads, forward, loss, backward, optimizer step."""
-
-    kind = "training"
-    params = (devices.NAMES, models.NAMES, models.BATCH_SIZES)
-
-
-class Inference(_StepBenchmark):
-    """One inference step: forward in eval mode under torch.inference_mode()."""
-
-    kind = "inference"
-    params = (devices.NAMES, models.INFERENCE_NAMES, models.BATCH_SIZES)
+# Training: zero grads, forward, loss, backward, optimizer step. Inference: forward in eval mode
+# under torch.inference_mode().
+Training, Inference = suite.per_kind("{Kind}", _StepBenchmark, (devices.NAMES, models.NAMES, models.BATCH_SIZES),
+                                     (devices.NAMES, models.INFERENCE_NAMES, models.BATCH_SIZES))
 
 
 def _measure_capacity(self):
@@ -83,18 +75,7 @@ class _Capacity(measured.PeakMemory):
     track_throughput.unit = "samples/s"
 
 
-class TrainingCapacity(_Capacity):
-    """Throughput and peak memory of the training step."""
-
-    kind = "training"
-    params = Training.params
-
-
-class InferenceCapacity(_Capacity):
-    """Throughput and peak memory of the inference step."""
-
-    kind = "inference"
-    params = Inference.params
+TrainingCapacity, InferenceCapacity = suite.per_kind("{Kind}Capacity", _Capacity, Training.params, Inference.params)
 
 
 class Environment:

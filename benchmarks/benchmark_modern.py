@@ -15,19 +15,11 @@ from mpsbench.measure import devices, llm, models, suite
 
 from .benchmark_models import _StepBenchmark
 
-
-class ModernTraining(_StepBenchmark):
-    """One training step (llama_small: next-token cross entropy over 256 tokens, AdamW)."""
-
-    kind = "training"
-    params = (devices.NAMES, models.MODERN_TRAINING_NAMES, models.BATCH_SIZES)
-
-
-class ModernInference(ModernTraining):
-    """One forward in eval mode under torch.inference_mode() (clip_text: the 77-token prompt encoding)."""
-
-    kind = "inference"
-    params = (devices.NAMES, models.MODERN_INFERENCE_NAMES, models.BATCH_SIZES)
+# Training: llama_small's next-token cross entropy over 256 tokens, AdamW. Inference: a forward in eval mode
+# under torch.inference_mode() (clip_text: the 77-token prompt encoding).
+ModernTraining, ModernInference = suite.per_kind("Modern{Kind}", _StepBenchmark,
+                                                 (devices.NAMES, models.MODERN_TRAINING_NAMES, models.BATCH_SIZES),
+                                                 (devices.NAMES, models.MODERN_INFERENCE_NAMES, models.BATCH_SIZES))
 
 
 class _Generation:

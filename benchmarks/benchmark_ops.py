@@ -53,34 +53,35 @@ class _OpBenchmark:
         self.case.device.synchronize()  # the clock stops when the device is done
 
 
-class ComputeBoundOps(_OpBenchmark):
+class _ForwardOps(_OpBenchmark):
+    """The forward of one op; its class's ``track_`` is the op's work per second (``_throughput``)."""
+
+    def time_forward(self, device, op, dtype, size):
+        self._time_calls()
+
+
+def _throughput(unit):
+    """A ``track_``: the op's work (docs/ops.md) over the median time of one call across several samples."""
+
+    def track(self, device, op, dtype, size):
+        return ops.throughput(self.case)
+
+    track.unit = unit
+    return track
+
+
+class ComputeBoundOps(_ForwardOps):
     """Forward of the compute-bound ops (matmul, linear, conv2d, attention), with GFLOP/s."""
 
     params = (devices.NAMES, ops.COMPUTE_NAMES, ops.DTYPES, ops.SIZES)
-
-    def time_forward(self, device, op, dtype, size):
-        self._time_calls()
-
-    def track_gflops(self, device, op, dtype, size):
-        """Forward FLOPs (docs/ops.md) over the median time of one call across several samples."""
-        return ops.throughput(self.case)
-
-    track_gflops.unit = ops.GFLOPS
+    track_gflops = _throughput(ops.GFLOPS)  # forward FLOPs
 
 
-class MemoryBoundOps(_OpBenchmark):
+class MemoryBoundOps(_ForwardOps):
     """Forward of the memory-bound ops (norms, elementwise, reductions, indexing, copies), with GB/s."""
 
     params = (devices.NAMES, ops.MEMORY_NAMES, ops.DTYPES, ops.SIZES)
-
-    def time_forward(self, device, op, dtype, size):
-        self._time_calls()
-
-    def track_gbps(self, device, op, dtype, size):
-        """Compulsory bytes (docs/ops.md) over the median time of one call across several samples."""
-        return ops.throughput(self.case)
-
-    track_gbps.unit = ops.GBPS
+    track_gbps = _throughput(ops.GBPS)  # compulsory bytes
 
 
 class ForwardBackwardOps(_OpBenchmark):

@@ -33,18 +33,10 @@ class _PrecisionStep(suite.TimedSteps):
         self.ready(suite.prepare(self.kind, device, model, models.get(model).seed_batch_size, dtype=dtype))
 
 
-class TrainingPrecision(_PrecisionStep):
-    """One mixed-precision training step: autocast forward and loss, (scaled) backward, update."""
-
-    kind = "training"
-    params = (devices.NAMES, models.NAMES, precision.NAMES)
-
-
-class InferencePrecision(_PrecisionStep):
-    """One inference step with the model and inputs in the dtype."""
-
-    kind = "inference"
-    params = (devices.NAMES, models.INFERENCE_NAMES, precision.NAMES)
+# Training: autocast forward and loss, (scaled) backward, update. Inference: the model and inputs in the dtype.
+TrainingPrecision, InferencePrecision = suite.per_kind("{Kind}Precision", _PrecisionStep,
+                                                       (devices.NAMES, models.NAMES, precision.NAMES),
+                                                       (devices.NAMES, models.INFERENCE_NAMES, precision.NAMES))
 
 
 def _measure_peak_memory(self):
@@ -63,15 +55,5 @@ class _PrecisionCapacity(measured.PeakMemory):
     setup_cache = _measure_peak_memory  # one key for both classes: asv keys a cache by where it is defined
 
 
-class TrainingPrecisionCapacity(_PrecisionCapacity):
-    """Peak memory of a mixed-precision training step."""
-
-    kind = "training"
-    params = TrainingPrecision.params
-
-
-class InferencePrecisionCapacity(_PrecisionCapacity):
-    """Peak memory of an inference step in the dtype."""
-
-    kind = "inference"
-    params = InferencePrecision.params
+TrainingPrecisionCapacity, InferencePrecisionCapacity = suite.per_kind(
+    "{Kind}PrecisionCapacity", _PrecisionCapacity, TrainingPrecision.params, InferencePrecision.params)

@@ -97,19 +97,16 @@ class OpSpec:
 # of a table (vocabulary), k indices taken, l sequence length.
 
 
-def _square(n_small: int, n_medium: int, n_large: int) -> dict[str, Dims]:
-    return {"small": {"n": n_small}, "medium": {"n": n_medium}, "large": {"n": n_large}}
+def _dims(names: str, small: tuple[int, ...], medium: tuple[int, ...], large: tuple[int, ...]) -> dict[str, Dims]:
+    """One op's shapes: the dims named in ``names`` (space-separated) at each size, in that order."""
+    return {size: dict(zip(names.split(), values, strict=True)) for size, values in zip(SIZES, (small, medium, large))}
 
 
 # One square-matrix size set for the elementwise ops, the reductions, softmax
 # and gelu: 64 KiB, 4 MiB and 256 MiB per float32 operand.
-_ELEMENTWISE = _square(128, 1024, 8192)
+_ELEMENTWISE = _dims("n", (128,), (1024,), (8192,))
 # Image-shaped activations for batch_norm and max_pool2d: 16 Ki, 1 Mi, 64 Mi elements.
-_IMAGES: dict[str, Dims] = {
-    "small": {"n": 4, "c": 16, "h": 16, "w": 16},
-    "medium": {"n": 16, "c": 64, "h": 32, "w": 32},
-    "large": {"n": 64, "c": 256, "h": 64, "w": 64},
-}
+_IMAGES = _dims("n c h w", (4, 16, 16, 16), (16, 64, 32, 32), (64, 256, 64, 64))
 
 
 def _two_square(transposed: bool, trained: bool) -> Callable[[Dims], dict[str, Operand]]:
@@ -167,12 +164,36 @@ def _reduction(name: str, call: Callable[[torch.Tensor], torch.Tensor]) -> OpSpe
     )
 
 
+def _lookup(name: str, description: str, shapes: dict[str, Dims], *, source: str, index: str, axis: int,
+            call: Callable[[torch.Tensor, torch.Tensor], torch.Tensor], work: Callable[[Dims, int], int],
+            formula: str) -> OpSpec:
+    """An op that reads a trained ``source`` at random int64 positions along ``axis`` (index_select, gather, embedding).
+
+    ``source`` and ``index`` name the operands' dims; the output has the index's dims, then the source's past ``axis``.
+    """
+    source_dims, index_dims = source.split(), index.split()
+    return OpSpec(
+        name=name,
+        description=description,
+        shapes=shapes,
+        operands=lambda d: {
+            "source": Operand(tuple(d[k] for k in source_dims), trained=True),
+            "index": Operand(tuple(d[k] for k in index_dims), fill="index", high=d[source_dims[axis]]),
+        },
+        forward=lambda x: call(x["source"], x["index"]),
+        output_shape=lambda d: tuple(d[k] for k in index_dims + source_dims[axis + 1:]),
+        unit=GBPS,
+        work=work,
+        formula=formula,
+    )
+
+
 def _copy(name: str, description: str, source_on_host: bool) -> OpSpec:
     return OpSpec(
         name=name,
         description=description,
         # 256 KiB, 16 MiB and 256 MiB in float32
-        shapes={"small": {"n": 65536}, "medium": {"n": 4194304}, "large": {"n": 67108864}},
+        shapes=_dims("n", (65536,), (4194304,), (67108864,)),
         operands=lambda d: {
             "source": Operand((d["n"],), on_host=source_on_host),
             "destination": Operand((d["n"],), on_host=not source_on_host),
@@ -191,7 +212,7 @@ _SPECS: tuple[OpSpec, ...] = (
     OpSpec(
         name="matmul",
         description="square matrix product a @ b",
-        shapes=_square(64, 256, 4096),
+        shapes=_dims("n", (64,), (256,), (4096,)),
         operands=_two_square(transposed=False, trained=True),
         forward=lambda x: torch.matmul(x["a"], x["b"]),
         output_shape=lambda d: (d["n"], d["n"]),
@@ -202,11 +223,8 @@ _SPECS: tuple[OpSpec, ...] = (
     OpSpec(
         name="linear",
         description="F.linear (nn.Linear): t tokens of i features to o features, with bias",
-        shapes={
-            "small": {"t": 32, "i": 128, "o": 128},
-            "medium": {"t": 512, "i": 256, "o": 256},
-            "large": {"t": 16384, "i": 1024, "o": 4096},  # BERT-large's FFN up-projection, 32 x 512 tokens
-        },
+        # large: BERT-large's FFN up-projection, 32 x 512 tokens
+        shapes=_dims("t i o", (32, 128, 128), (512, 256, 256), (16384, 1024, 4096)),
         operands=lambda d: {
             "x": Operand((d["t"], d["i"]), trained=True),
             "weight": Operand((d["o"], d["i"]), trained=True),
@@ -221,11 +239,8 @@ _SPECS: tuple[OpSpec, ...] = (
     OpSpec(
         name="conv2d",
         description="F.conv2d, 3x3 kernel, stride 1, padding 1, with bias",
-        shapes={
-            "small": {"n": 1, "c": 16, "h": 16, "w": 16, "o": 16},
-            "medium": {"n": 8, "c": 32, "h": 16, "w": 16, "o": 32},
-            "large": {"n": 64, "c": 64, "h": 56, "w": 56, "o": 64},  # ResNet's first stage at batch 64
-        },
+        # large: ResNet's first stage at batch 64
+        shapes=_dims("n c h w o", (1, 16, 16, 16, 16), (8, 32, 16, 16, 32), (64, 64, 56, 56, 64)),
         operands=lambda d: {
             "x": Operand((d["n"], d["c"], d["h"], d["w"]), trained=True),
             "weight": Operand((d["o"], d["c"], 3, 3), trained=True),
@@ -240,11 +255,7 @@ _SPECS: tuple[OpSpec, ...] = (
     OpSpec(
         name="scaled_dot_product_attention",
         description="F.scaled_dot_product_attention, no mask, q/k/v of shape (n, h, l, d)",
-        shapes={
-            "small": {"n": 1, "h": 4, "l": 64, "d": 32},
-            "medium": {"n": 2, "h": 8, "l": 128, "d": 64},
-            "large": {"n": 8, "h": 16, "l": 2048, "d": 64},
-        },
+        shapes=_dims("n h l d", (1, 4, 64, 32), (2, 8, 128, 64), (8, 16, 2048, 64)),
         operands=lambda d: {
             name: Operand((d["n"], d["h"], d["l"], d["d"]), trained=True) for name in ("q", "k", "v")
         },
@@ -288,7 +299,7 @@ _SPECS: tuple[OpSpec, ...] = (
     OpSpec(
         name="layer_norm",
         description="F.layer_norm over the last dim of t tokens of width d, with affine",
-        shapes={"small": {"t": 64, "d": 256}, "medium": {"t": 4096, "d": 256}, "large": {"t": 16384, "d": 4096}},
+        shapes=_dims("t d", (64, 256), (4096, 256), (16384, 4096)),
         operands=lambda d: {
             "x": Operand((d["t"], d["d"]), trained=True),
             "weight": Operand((d["d"],), trained=True),
@@ -308,72 +319,35 @@ _SPECS: tuple[OpSpec, ...] = (
     _elementwise("mul_transposed", "a * b", torch.mul, transposed=True, has_backward=True),
     _reduction("sum", lambda x: torch.sum(x, dim=-1)),
     _reduction("mean", lambda x: torch.mean(x, dim=-1)),
-    OpSpec(
-        name="index_select",
-        description="index_select of k rows (random, repeats allowed) from a v x d table",
-        shapes={
-            "small": {"v": 1024, "d": 64, "k": 256},
-            "medium": {"v": 32768, "d": 256, "k": 4096},
-            "large": {"v": 65536, "d": 1024, "k": 65536},
-        },
-        operands=lambda d: {
-            "source": Operand((d["v"], d["d"]), trained=True),
-            "index": Operand((d["k"],), fill="index", high=d["v"]),
-        },
-        forward=lambda x: torch.index_select(x["source"], 0, x["index"]),
-        output_shape=lambda d: (d["k"], d["d"]),
-        unit=GBPS,
+    _lookup(
+        "index_select", "index_select of k rows (random, repeats allowed) from a v x d table",
+        _dims("v d k", (1024, 64, 256), (32768, 256, 4096), (65536, 1024, 65536)),
+        source="v d", index="k", axis=0, call=lambda source, index: torch.index_select(source, 0, index),
         work=lambda d, s: 2 * d["k"] * d["d"] * s + INDEX_BYTES * d["k"],
         formula="2*k*d*s + 8*k (read the selected rows, write them, read the int64 indices)",
     ),
-    OpSpec(
-        name="gather",
-        description="torch.gather along dim 1: k random columns per row of an r x c tensor",
-        shapes={
-            "small": {"r": 256, "c": 256, "k": 64},
-            "medium": {"r": 2048, "c": 2048, "k": 512},
-            "large": {"r": 16384, "c": 8192, "k": 4096},
-        },
-        operands=lambda d: {
-            "source": Operand((d["r"], d["c"]), trained=True),
-            "index": Operand((d["r"], d["k"]), fill="index", high=d["c"]),
-        },
-        forward=lambda x: torch.gather(x["source"], 1, x["index"]),
-        output_shape=lambda d: (d["r"], d["k"]),
-        unit=GBPS,
+    _lookup(
+        "gather", "torch.gather along dim 1: k random columns per row of an r x c tensor",
+        _dims("r c k", (256, 256, 64), (2048, 2048, 512), (16384, 8192, 4096)),
+        source="r c", index="r k", axis=1, call=lambda source, index: torch.gather(source, 1, index),
         work=lambda d, s: d["r"] * d["k"] * (2 * s + INDEX_BYTES),
         formula="r*k*(2*s + 8) (per output: read an int64 index and a source element, write it)",
     ),
-    OpSpec(
-        name="embedding",
-        description="F.embedding: look up n x l token ids in a v x d table",
-        shapes={
-            "small": {"v": 1000, "d": 64, "n": 4, "l": 64},
-            "medium": {"v": 30522, "d": 256, "n": 16, "l": 256},  # BERT's vocabulary
-            "large": {"v": 50257, "d": 1024, "n": 64, "l": 1024},  # GPT-2's vocabulary
-        },
-        operands=lambda d: {
-            "weight": Operand((d["v"], d["d"]), trained=True),
-            "ids": Operand((d["n"], d["l"]), fill="index", high=d["v"]),
-        },
-        forward=lambda x: F.embedding(x["ids"], x["weight"]),
-        output_shape=lambda d: (d["n"], d["l"], d["d"]),
-        unit=GBPS,
+    _lookup(
+        "embedding", "F.embedding: look up n x l token ids in a v x d table",
+        # medium: BERT's vocabulary; large: GPT-2's vocabulary
+        _dims("v d n l", (1000, 64, 4, 64), (30522, 256, 16, 256), (50257, 1024, 64, 1024)),
+        source="v d", index="n l", axis=0, call=lambda source, index: F.embedding(index, source),
         work=lambda d, s: 2 * d["n"] * d["l"] * d["d"] * s + INDEX_BYTES * d["n"] * d["l"],
         formula="2*n*l*d*s + 8*n*l (read the looked-up rows, write them, read the int64 ids)",
     ),
     OpSpec(
         name="cross_entropy",
         description="F.cross_entropy of n rows of c logits against int64 class targets (mean)",
-        shapes={
-            "small": {"n": 64, "c": 1000},
-            "medium": {"n": 1024, "c": 1000},  # ImageNet's classes
-            "large": {"n": 4096, "c": 32000},  # a language model's vocabulary
-        },
-        operands=lambda d: {
-            "logits": Operand((d["n"], d["c"]), trained=True),
-            "target": Operand((d["n"],), fill="index", high=d["c"]),
-        },
+        # medium: ImageNet's classes; large: a language model's vocabulary
+        shapes=_dims("n c", (64, 1000), (1024, 1000), (4096, 32000)),
+        operands=lambda d: {"logits": Operand((d["n"], d["c"]), trained=True),
+                            "target": Operand((d["n"],), fill="index", high=d["c"])},
         forward=lambda x: F.cross_entropy(x["logits"], x["target"]),
         output_shape=lambda d: (),
         unit=GBPS,

@@ -6,6 +6,7 @@ the benchmark modules stay declarative.
 
 from __future__ import annotations
 
+import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -62,6 +63,21 @@ class TimedSteps:
         with OutOfMemorySkips(workload.device, workload.spec.name, workload.batch_size):  # n/a with the reason
             workload.run(self.steps)
             workload.device.synchronize()  # the clock stops when the device is done
+
+
+def per_kind(name: str, family: type, training: tuple[object, ...], inference: tuple[object, ...]) -> tuple[type, type]:
+    """``family``'s training and inference classes, ``name`` with ``{Kind}`` filled in, with their params.
+
+    asv wants a class per benchmark id, and a family's two kinds differ only in
+    ``kind`` and params: declaring both in one call keeps the pair from drifting.
+    The classes belong to the calling module, as ``collections.namedtuple``'s do.
+    """
+    module = sys._getframe(1).f_globals["__name__"]
+    made = (
+        type(name.format(Kind=kind.title()), (family,), {"kind": kind, "params": params, "__module__": module})
+        for kind, params in zip(workloads.KINDS, (training, inference))
+    )
+    return next(made), next(made)
 
 
 def selected(benchmark: str, *params: object) -> None:
