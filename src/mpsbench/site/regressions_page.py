@@ -1,20 +1,11 @@
 """The published Regressions page re-judged row by row: floors, per-row noise, direction; every channel shown.
 
-``python -m mpsbench.site.regressions_page HTML_DIR --config asv.conf.json`` runs
-after ``asv publish`` (scripts/publish). asv's step detection flags every
-increase beyond one fraction; each jump it found is judged again here with
-:func:`mpsbench.regressions.thresholds.judge` on the values and statistics asv recorded
-for the two builds. Only jumps judged slower stay in ``regressions.json`` (the
-Regressions tab, where a one-build jump is given the build before it, so that
-its link is a range) and ``regressions.xml`` (the feed); the others, with their
-verdict (below floor, noisy, not significant, an improvement of a rate), go to
-``regressions-judged.json`` with every kept one, for the figures page.
-
-asv's page shows one table per entry of index.json's ``branch`` list and keeps
-a regression only if its graph params name that branch; asv leaves ``branch``
-out of them when a single branch has results, so a listed channel without
-results on the machine emptied the page. The branch is put back from the
-graph's path.
+``python -m mpsbench.site.regressions_page HTML_DIR --config asv.conf.json`` runs after ``asv publish``
+(scripts/publish, docs/site.md). asv flags every increase beyond one fraction; each jump is judged again with
+:func:`mpsbench.regressions.thresholds.judge` on what asv recorded. Only the slower stay in ``regressions.json``
+and ``regressions.xml``; every judged jump, with its reason, goes to ``regressions-judged.json``.
+asv drops ``branch`` from a graph's params when one branch has results, and its page then shows nothing for
+a listed channel: the branch is put back from the graph's path.
 """
 
 from __future__ import annotations

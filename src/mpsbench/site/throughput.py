@@ -1,11 +1,7 @@
 """The seeds' numbers: throughput per machine, build and workload, and the points each figure plots.
 
-Every figure uses each machine's newest build and the model's seed batch size
-(``models.ModelSpec.seed_batch_size``); where a device has no result at that
-size, the largest batch it has is used and the point says so. Throughput is
-batch size over asv's median step time (``time_step``), or asv's
-``*Capacity.track_throughput`` where no step time was recorded; a speedup is the ratio
-of throughputs, which is the ratio of step times when the batches are equal.
+Throughput is batch over asv's median ``time_step`` (else ``*Capacity.track_throughput``), at each machine's
+newest build and the model's seed batch, else its largest (docs/site.md); a speedup is a ratio of throughputs.
 """
 
 from __future__ import annotations
@@ -233,14 +229,6 @@ def build_changes(results: Results) -> list[Change]:
             if old_key in results.seconds and new_key in results.seconds:
                 found.append(Change(machine, old, new, workload, results.seconds[old_key], results.seconds[new_key]))
     return found
-
-
-def verdict(ratio: float, limit: float) -> str:
-    if ratio > limit:
-        return "slower"
-    if ratio < 1 / limit:
-        return "faster"
-    return ""
 
 
 BY_RELEASE_DEVICE = "mps"
