@@ -32,11 +32,9 @@ class SiteAssetError(Exception):
 
 @dataclass(frozen=True)
 class Package:
-    """One npm tarball: its name, version and the registry's sha512 integrity for it."""
-
     name: str
     version: str
-    integrity: str
+    integrity: str  # the registry's sha512 for the tarball
 
     @property
     def spec(self) -> str:
@@ -75,22 +73,16 @@ PACKAGES: dict[str, Package] = {
 }
 
 _CDNJS = "https://cdnjs.cloudflare.com/ajax/libs"
-_FLOT_MINIFIED = "cdnjs serves its own minified flot 0.8.3; npm's flot@0.8.3 is the same release unminified"
-_BOOTSTRAP_FONTS = tuple(
-    f"dist/fonts/glyphicons-halflings-regular.{ext}" for ext in ("eot", "svg", "ttf", "woff")
-)
+_BOOTSTRAP_FONTS = tuple(f"dist/fonts/glyphicons-halflings-regular.{ext}" for ext in ("eot", "svg", "ttf", "woff"))
 
 # Every external URL asv 0.6.6's www/index.html loads, exactly as written there.
 ASSETS: dict[str, Asset] = {
     asset.url: asset
     for asset in (
         Asset("https://code.jquery.com/jquery-3.3.1.min.js", "jquery", "dist/jquery.min.js"),
-        Asset(f"{_CDNJS}/flot/0.8.3/jquery.flot.min.js", "flot", "jquery.flot.js", _FLOT_MINIFIED),
-        Asset(f"{_CDNJS}/flot/0.8.3/jquery.flot.time.min.js", "flot", "jquery.flot.time.js", _FLOT_MINIFIED),
-        Asset(f"{_CDNJS}/flot/0.8.3/jquery.flot.selection.min.js", "flot", "jquery.flot.selection.js",
-              _FLOT_MINIFIED),
-        Asset(f"{_CDNJS}/flot/0.8.3/jquery.flot.categories.min.js", "flot", "jquery.flot.categories.js",
-              _FLOT_MINIFIED),
+        *(Asset(f"{_CDNJS}/flot/0.8.3/jquery.flot{plugin}.min.js", "flot", f"jquery.flot{plugin}.js",
+                "cdnjs serves its own minified flot 0.8.3; npm's flot@0.8.3 is the same release unminified")
+          for plugin in ("", ".time", ".selection", ".categories")),
         Asset("https://cdn.jsdelivr.net/npm/flot-orderbars@1.0.0/js/jquery.flot.orderBars.js", "flot-orderbars",
               "js/jquery.flot.orderBars.js"),
         Asset(f"{_CDNJS}/stupidtable/1.0.1/stupidtable.min.js", "stupid-table-plugin", "stupidtable.min.js",

@@ -54,9 +54,6 @@ class Results:
         found = {commit for m, commit in self.samples if m == machine}
         return sorted(found, key=lambda commit: (self.recorded.dates.get(commit, 0), commit))
 
-    def workloads(self, machine: str, commit: str) -> set[Step]:
-        return set(self.samples.get((machine, commit), {}))
-
     def newest(self, names: set[str]) -> dict[str, list[tuple[str, dict[str, Any], float]]]:
         """Each named benchmark's positive values on each machine's newest build: (machine, params by name, value)."""
         found: dict[str, list[tuple[str, dict[str, Any], float]]] = {name: [] for name in names}
@@ -101,8 +98,6 @@ def seed_batch(model: str) -> int | None:
 
 @dataclass(frozen=True)
 class Point:
-    """One plotted value: where, which build, which batch, and whether that batch is the seed's."""
-
     machine: str
     commit: str
     workload: Step
@@ -135,7 +130,7 @@ def models_in(results: Results) -> list[str]:
 def devices_in(results: Results, machine: str, commit: str, model: str) -> list[str]:
     from mpsbench.measure import devices
 
-    return _in_order({w.device for w in results.workloads(machine, commit) if w.model == model}, devices.NAMES)
+    return _in_order({w.device for w in results.samples[(machine, commit)] if w.model == model}, devices.NAMES)
 
 
 @dataclass(frozen=True)
@@ -211,7 +206,6 @@ class Change:
 
     @property
     def row(self) -> recorded.Row:
-        """The asv row this change compares."""
         w = self.workload
         return recorded.Row(f"{CLASSES[w.kind]}.{TIME}", (repr(w.device), repr(w.model), str(w.batch)))
 
@@ -224,7 +218,7 @@ def build_changes(results: Results) -> list[Change]:
         if len(builds) < 2:
             continue
         old, new = builds[-2], builds[-1]
-        for workload in sorted(results.workloads(machine, new)):
+        for workload in sorted(results.samples[(machine, new)]):
             old_key, new_key = (machine, old, workload), (machine, new, workload)
             if old_key in results.seconds and new_key in results.seconds:
                 found.append(Change(machine, old, new, workload, results.seconds[old_key], results.seconds[new_key]))
