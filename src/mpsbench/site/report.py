@@ -155,9 +155,7 @@ def _regressions_section(site: Path | None, timeline: Timeline) -> Section:
 def build(results_dir: Path, out_dir: Path, config: Path | None = None, site: Path | None = None) -> list[Path]:
     """Write the figures, summary.md and summary.html into ``out_dir``; return the files written.
 
-    ``config`` (default: ./asv.conf.json if present) gives the regression factor and the timeline repository;
-    ``site`` (the published html_dir) the regressions asv detected.
-    """
+    ``config`` (default ./asv.conf.json if present): the factor and the timeline; ``site``: asv's regressions."""
     log.info(f"reading results from {results_dir}")
     results = tp.load(results_dir)
     config = config if config is not None else (factor.CONFIG if factor.CONFIG.is_file() else None)

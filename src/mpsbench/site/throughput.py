@@ -136,7 +136,6 @@ def devices_in(results: Results, machine: str, commit: str, model: str) -> list[
 @dataclass(frozen=True)
 class Speedup:
     machine: str
-    commit: str
     kind: str
     model: str
     device: str
@@ -155,7 +154,7 @@ def _speedups(results: Results, machine: str, commit: str, model: str, devices: 
         gpu = pick(results, machine, commit, kind, model, device)
         cpu = pick(results, machine, commit, kind, model, CPU)
         if gpu and cpu:
-            found.append(Speedup(machine, commit, kind, model, device, gpu, cpu))
+            found.append(Speedup(machine, kind, model, device, gpu, cpu))
     return found
 
 
