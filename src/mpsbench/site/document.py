@@ -1,10 +1,8 @@
 """The summary document: one structure of sections, tables, links and images, rendered as Markdown and HTML.
 
-The figures page (mpsbench.site.report) builds it once and writes both
-renderings, so the two never disagree; mpsbench.regressions.alerts writes its
-Markdown. Rendered here rather than with tabulate (which pads cells and has no
-row classes for the highlighted rows) or Jinja2 (a template as long as this code,
-and one more dependency for the torch-free publish job).
+Built once, so the two renderings never disagree (mpsbench.site.report; mpsbench.regressions.alerts writes its
+Markdown). Not tabulate (it pads cells and has no row classes for the highlighted rows) nor Jinja2 (a template as
+long as this code, and one more dependency for the torch-free publish job).
 """
 
 from __future__ import annotations

@@ -1,20 +1,11 @@
 """The published Regressions page re-judged row by row: floors, per-row noise, direction; every channel shown.
 
-``python -m mpsbench.site.regressions_page HTML_DIR --config asv.conf.json`` runs
-after ``asv publish`` (scripts/publish). asv's step detection flags every
-increase beyond one fraction; each jump it found is judged again here with
-:func:`mpsbench.regressions.thresholds.judge` on the values and statistics asv recorded
-for the two builds. Only jumps judged slower stay in ``regressions.json`` (the
-Regressions tab, where a one-build jump is given the build before it, so that
-its link is a range) and ``regressions.xml`` (the feed); the others, with their
-verdict (below floor, noisy, not significant, an improvement of a rate), go to
-``regressions-judged.json`` with every kept one, for the figures page.
-
-asv's page shows one table per entry of index.json's ``branch`` list and keeps
-a regression only if its graph params name that branch; asv leaves ``branch``
-out of them when a single branch has results, so a listed channel without
-results on the machine emptied the page. The branch is put back from the
-graph's path.
+``python -m mpsbench.site.regressions_page HTML_DIR --config asv.conf.json`` runs after ``asv publish``
+(scripts/publish, docs/site.md). asv flags every increase beyond one fraction; each jump is judged again with
+:func:`mpsbench.regressions.thresholds.judge` on what asv recorded. Only the slower stay in ``regressions.json``
+and ``regressions.xml``; every judged jump, with its reason, goes to ``regressions-judged.json``.
+asv drops ``branch`` from a graph's params when one branch has results, and its page then shows nothing for
+a listed channel: the branch is put back from the graph's path.
 """
 
 from __future__ import annotations
@@ -50,8 +41,15 @@ def graph_param(graph_path: str, key: str) -> str | None:
     return found.group(1) if found else None
 
 
-def graph_url(benchmark: str, params: dict[str, str], commits: str) -> str:
-    """The graph of one row, as asv's own feed links it (relative to the site's root)."""
+def graph_url(index: dict[str, Any], name: str, machine: str | None, idx: int | None, commits: str) -> str:
+    """The graph of one row, as asv's own feed links it (relative to the site's root): ``p-NAME=VALUE`` select
+    a parameterized row's combination, as asv's pages do."""
+    benchmark = name.split("(", 1)[0]
+    spec = index.get("benchmarks", {}).get(benchmark, {})
+    params = {"machine": machine or ""}
+    if idx is not None and spec.get("params"):
+        values = next(itertools.islice(itertools.product(*spec["params"]), idx, idx + 1))
+        params.update({f"p-{param}": value for param, value in zip(spec["param_names"], values)})
     return f"index.html#{benchmark}?{urllib.parse.urlencode({**params, 'commits': commits})}"
 
 
@@ -83,8 +81,7 @@ def judge_site(html: Path, results_dir: Path, rules: thresholds.Rules) -> list[d
         graph_params = dict(graph_params)
         if several_branches and branch and "branch" not in graph_params:
             graph_params["branch"] = branch  # what asv's page filters each branch's table by
-        benchmark = name.split("(", 1)[0]
-        unit = str(index.get("benchmarks", {}).get(benchmark, {}).get("unit", ""))
+        unit = str(index.get("benchmarks", {}).get(name.split("(", 1)[0], {}).get("unit", ""))
         row = rows.get(name)
         kept_jumps = []
         for rev_a, rev_b, before, after in jumps:
@@ -103,7 +100,7 @@ def judge_site(html: Path, results_dir: Path, rules: thresholds.Rules) -> list[d
                 "benchmark": name, "machine": machine, "branch": branch, "unit": unit,
                 "old": old, "new": new, "before": before, "after": after, "ratio": verdict.ratio,
                 "verdict": verdict.verdict, "reason": verdict.reason, "threshold": verdict.threshold,
-                "graph": graph_url(benchmark, {"machine": machine or "", **url_params(index, benchmark, idx)}, commits),
+                "graph": graph_url(index, name, machine, idx, commits),
             })
             if verdict.slower:
                 # a one-commit jump becomes the range from the build before: asv's page then links the
@@ -117,15 +114,6 @@ def judge_site(html: Path, results_dir: Path, rules: thresholds.Rules) -> list[d
     _filter_feed(html / "regressions.xml", kept_keys)
     (html / JUDGED).write_text(json.dumps(judged, indent=1) + "\n")
     return judged
-
-
-def url_params(index: dict[str, Any], benchmark: str, idx: int | None) -> dict[str, str]:
-    """``p-NAME=VALUE`` for a parameterized row, as asv's pages select one combination."""
-    spec = index.get("benchmarks", {}).get(benchmark, {})
-    if idx is None or not spec.get("params"):
-        return {}
-    values = next(itertools.islice(itertools.product(*spec["params"]), idx, idx + 1))
-    return {f"p-{name}": value for name, value in zip(spec["param_names"], values)}
 
 
 @dataclass(frozen=True)
@@ -151,16 +139,14 @@ def latest(html: Path, timeline: Timeline) -> list[Regression]:
     detected, index, revision_to_hash = _published(html)
     found = []
     for name, graph_path, _graph_params, index_of_params, _last, _best, jumps in detected:
-        benchmark = name.split("(", 1)[0]
         machine = graph_param(graph_path, "machine") or ""
-        params = {"machine": machine, **url_params(index, benchmark, index_of_params)}
         for old_revision, new_revision, before, after in jumps:
             new = revision_to_hash[str(new_revision)]
             # None: the jump is one commit, whose parent is the build before it
             old = revision_to_hash[str(old_revision)] if old_revision is not None else timeline.parent(new)
             commits = f"{old}-{new}" if old_revision is not None else new
             found.append(Regression(name, machine, old, new, float(before), float(after), int(new_revision),
-                                    graph_url(benchmark, params, commits)))
+                                    graph_url(index, name, machine, index_of_params, commits)))
     found.sort(key=lambda r: (-r.revision, -r.ratio, r.benchmark))
     return found[:LATEST]
 

@@ -1,23 +1,8 @@
 """The seeds' figures and a summary, regenerated from an asv results directory.
 
-``python -m mpsbench.site.report RESULTS_DIR OUT_DIR`` (or ``mpsbench report``) reads
-asv's results files and writes, with matplotlib:
-
-- ``speedup_<model>.png``: training and inference speedup of each GPU device
-  over ``cpu`` on the same machine and build (Apple's chart);
-- ``machines_<model>.png``: one bar per machine and device for the same
-  workload (the VGG16 chart that compared M1s with RTX cards);
-- ``batches_<model>.png``: throughput across batch sizes per device (the BERT
-  batch-size chart);
-- ``speedup_by_release.png``, ``compile.png`` and ``tokens.png``: mps over cpu
-  along the releases, eager against compiled, the small Llama's tokens/s;
-- ``summary.md`` and ``summary.html``: the numbers behind every figure, a
-  build-over-build table of the newest two builds with changes beyond the
-  regression factor highlighted, and the latest regressions asv detected with
-  the PyTorch commit range of each.
-
-What each figure plots is chosen in mpsbench.site.throughput, drawn in
-mpsbench.site.figures; this module assembles the page.
+``python -m mpsbench.site.report RESULTS_DIR OUT_DIR`` (or ``mpsbench report``); docs/site.md lists every figure.
+What each figure plots is chosen in mpsbench.site.throughput, drawn in mpsbench.site.figures; this module
+assembles the page.
 """
 
 from __future__ import annotations
@@ -41,8 +26,10 @@ FALLBACK_NOTE = "bs N*: not the seed's batch size, which that device has no resu
 log = progress.logger(__name__)
 
 
-def _per_model(save: figures.Save, name: str, what: str, models: list[str], draw: Callable[[str, Path], None]) -> list[Block]:
-    """One figure per model, ``NAME_MODEL.png``, drawn by ``draw(model, path)``."""
+def _per_model(save: figures.Save, results: tp.Results, name: str, what: str, present: set[str],
+               draw: Callable[[str, Path], None]) -> list[Block]:
+    """One figure per model of ``present``, ``NAME_MODEL.png``, drawn by ``draw(model, path)``."""
+    models = [model for model in tp.models_in(results) if model in present]
     for model in models:
         draw(model, save(f"{name}_{model}.png"))
     return [Image(f"{name}_{model}.png", f"{model} {what}") for model in models]
@@ -65,9 +52,8 @@ def _speedup_section(results: tp.Results, save: figures.Save) -> Section:
     found = tp.speedups(results)
     if not found:
         return Section("GPU speedup over cpu", ["No machine has both GPU and cpu results."])
-    models = [model for model in tp.models_in(results) if any(s.model == model for s in found)]
     return Section("GPU speedup over cpu", [
-        *_per_model(save, "speedup", "speedup over cpu", models,
+        *_per_model(save, results, "speedup", "speedup over cpu", {s.model for s in found},
                     lambda model, path: figures.speedup(model, [s for s in found if s.model == model], path)),
         Table(["model", "kind", "machine", "device", "batch", "cpu batch", "samples/s", "cpu samples/s", "speedup"],
               [[s.model, s.kind, s.machine, s.device, figures.batch_note(s.gpu), figures.batch_note(s.cpu),
@@ -79,9 +65,8 @@ def _speedup_section(results: tp.Results, save: figures.Save) -> Section:
 
 def _machines_section(results: tp.Results, save: figures.Save) -> Section:
     points = tp.across_machines(results)
-    models = [model for model in tp.models_in(results) if any(p.workload.model == model for p in points)]
     return Section("Across machines", [
-        *_per_model(save, "machines", "across machines", models,
+        *_per_model(save, results, "machines", "across machines", {p.workload.model for p in points},
                     lambda model, path: figures.machines(model, [p for p in points if p.workload.model == model], path)),
         Table(["model", "kind", "machine", "device", "batch", "samples/s", "build"],
               [[p.workload.model, p.workload.kind, p.machine, p.workload.device, figures.batch_note(p),
@@ -92,9 +77,8 @@ def _machines_section(results: tp.Results, save: figures.Save) -> Section:
 
 def _batches_section(results: tp.Results, save: figures.Save) -> Section:
     curves = tp.batch_curves(results)
-    models = [model for model in tp.models_in(results) if any(key[0] == model for key in curves)]
     return Section("Throughput across batch sizes", [
-        *_per_model(save, "batches", "throughput across batch sizes", models,
+        *_per_model(save, results, "batches", "throughput across batch sizes", {model for model, *_ in curves},
                     lambda model, path: figures.batches(model, curves, path)),
         Table(["model", "kind", "machine", "device", "batch", "samples/s"],
               [[model, kind, machine, device, str(batch), figures.number(value)]
@@ -171,10 +155,7 @@ def _regressions_section(site: Path | None, timeline: Timeline) -> Section:
 def build(results_dir: Path, out_dir: Path, config: Path | None = None, site: Path | None = None) -> list[Path]:
     """Write the figures, summary.md and summary.html into ``out_dir``; return the files written.
 
-    ``config`` (default: ./asv.conf.json if present) gives the regression
-    factor and the timeline repository; ``site`` (the published html_dir) the
-    regressions asv detected.
-    """
+    ``config`` (default ./asv.conf.json if present): the factor and the timeline; ``site``: asv's regressions."""
     log.info(f"reading results from {results_dir}")
     results = tp.load(results_dir)
     config = config if config is not None else (factor.CONFIG if factor.CONFIG.is_file() else None)
@@ -210,10 +191,12 @@ def build(results_dir: Path, out_dir: Path, config: Path | None = None, site: Pa
     return written
 
 
-# --- command line ----------------------------------------------------------
+def run(args: argparse.Namespace) -> int:
+    build(args.results_dir, args.out_dir, args.config, args.site)
+    return 0
 
 
-def _arguments(parser: argparse.ArgumentParser) -> None:
+def _arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
     parser.add_argument("results_dir", type=Path, help="asv's results directory (results_dir in asv.conf.json)")
     parser.add_argument("out_dir", type=Path, help="where the PNGs, summary.md and summary.html go")
     parser.add_argument("--config", type=Path, default=None,
@@ -221,29 +204,22 @@ def _arguments(parser: argparse.ArgumentParser) -> None:
                              "(default: ./asv.conf.json if present)")
     parser.add_argument("--site", type=Path, default=None,
                         help="the published html_dir, to list the regressions asv detected")
+    parser.set_defaults(func=run)
+    return parser
 
 
 # the user's mistakes: one line, exit 2 (mpsbench.command)
 ERRORS = (recorded.RecordedError, regressions_page.PageError, factor.FactorError)
 
 
-def run(args: argparse.Namespace) -> int:
-    build(args.results_dir, args.out_dir, args.config, args.site)
-    return 0
-
-
 def add_subcommand(commands: Any) -> None:
     """Register ``mpsbench report`` on the CLI's subparsers (the CLI's errors include ERRORS)."""
-    parser = commands.add_parser("report", help="figures and a summary from an asv results directory")
-    _arguments(parser)
-    parser.set_defaults(func=run)
+    _arguments(commands.add_parser("report", help="figures and a summary from an asv results directory"))
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = command.OneLineParser(prog="python -m mpsbench.site.report", description=__doc__.split("\n", 1)[0])
-    _arguments(parser)
-    parser.set_defaults(func=run)
-    return command.run(parser, argv, ERRORS)
+    return command.run(_arguments(parser), argv, ERRORS)
 
 
 if __name__ == "__main__":

@@ -1,12 +1,7 @@
 """The figures page's issue-21 sections: eager against torch.compile, and the small Llama's tokens per second.
 
-Read from the same asv results as the seeds' figures (mpsbench.site.report), each
-machine's newest build. Eager against compiled: benchmark_compile's
-``time_step`` beside the eager ``time_step`` of the same device and model at
-the model's seed batch size (benchmark_models for the seeds' models,
-benchmark_modern for the others), with the compile time. Tokens per second:
-``LlmDecode.time_decode`` is seconds per decoded token at batch 1, so its
-inverse; ``LlmPrefill.time_prefill`` is the time to the first token.
+Each machine's newest build: compiled ``time_step`` beside the eager one at the seed batch (benchmark_models or
+benchmark_modern); tokens/s is batch over ``LlmDecode.time_decode``, prefill the time to the first token.
 """
 
 from __future__ import annotations

@@ -1,35 +1,8 @@
 """Make a published asv site self-contained: its CDN libraries copied in from the npm registry.
 
-asv 0.6.6's ``index.html`` loads jQuery, flot and its plugins, flot-orderbars,
-stupidtable, blueimp-md5 and bootstrap from three CDNs; without them the page
-is blank. After every ``asv publish`` (which wipes ``html_dir``) this module
-fetches those libraries' tarballs from the npm registry over HTTPS, with
-Python's standard library (no Node.js, no npm), at the versions asv pins,
-keeps them in a cache (``.asv/npm-cache``, never committed; a machine
-without network is served from it), copies the files into ``html_dir/vendor/NAME@VERSION/`` and
-points the pages at the local copies, so any static server shows the graphs
-with no request leaving the host.
-
-What is checked:
-
-- every tarball against the registry integrity pinned in :data:`PACKAGES`
-  (npm tarballs are immutable, so the pin never goes stale);
-- every file whose exact bytes npm carries against the SRI hash that asv's
-  page itself carries; a mismatch refuses the site.
-
-Two of asv's CDN files do not exist on npm byte for byte, and say so in
-``substitute``: cdnjs serves a minified build of flot 0.8.3 that npm lacks (the npm
-``flot@0.8.3`` package holds the same release unminified), and stupidtable 1.0.1
-was never published to npm (``stupid-table-plugin@1.1.3`` is the same plugin,
-API-compatible for asv's sortable tables; checked on 2026-11-23: the registry's
-``flot``, ``jquery-flot``, ``jquery.flot`` and ``flot-charts`` 0.8.3 hold no
-minified build, ``stupid-table-plugin`` has only 1.1.3). For those two the
-very file asv's page loads is fetched from its CDN and kept when it matches
-the page's own hash (:func:`original`); where the CDN cannot be reached the
-npm substitute stands in, vouched for by the pinned tarball integrity, the
-rewritten tag carries the local file's own hash, and the step says so.
-
-``python -m mpsbench.site.site_assets HTML_DIR [--cache DIR] [--link LABEL=HREF]``
+``python -m mpsbench.site.site_assets HTML_DIR [--cache DIR] [--link LABEL=HREF]``, after every ``asv publish``
+(which wipes ``html_dir``); docs/site.md says which file comes from where and how each is checked. Standard
+library only (no Node.js, no npm), so the torch-free publish job can run it; without asv's CDN files the page is blank.
 """
 
 from __future__ import annotations
@@ -59,11 +32,9 @@ class SiteAssetError(Exception):
 
 @dataclass(frozen=True)
 class Package:
-    """One npm tarball: its name, version and the registry's sha512 integrity for it."""
-
     name: str
     version: str
-    integrity: str
+    integrity: str  # the registry's sha512 for the tarball
 
     @property
     def spec(self) -> str:
@@ -102,22 +73,16 @@ PACKAGES: dict[str, Package] = {
 }
 
 _CDNJS = "https://cdnjs.cloudflare.com/ajax/libs"
-_FLOT_MINIFIED = "cdnjs serves its own minified flot 0.8.3; npm's flot@0.8.3 is the same release unminified"
-_BOOTSTRAP_FONTS = tuple(
-    f"dist/fonts/glyphicons-halflings-regular.{ext}" for ext in ("eot", "svg", "ttf", "woff")
-)
+_BOOTSTRAP_FONTS = tuple(f"dist/fonts/glyphicons-halflings-regular.{ext}" for ext in ("eot", "svg", "ttf", "woff"))
 
 # Every external URL asv 0.6.6's www/index.html loads, exactly as written there.
 ASSETS: dict[str, Asset] = {
     asset.url: asset
     for asset in (
         Asset("https://code.jquery.com/jquery-3.3.1.min.js", "jquery", "dist/jquery.min.js"),
-        Asset(f"{_CDNJS}/flot/0.8.3/jquery.flot.min.js", "flot", "jquery.flot.js", _FLOT_MINIFIED),
-        Asset(f"{_CDNJS}/flot/0.8.3/jquery.flot.time.min.js", "flot", "jquery.flot.time.js", _FLOT_MINIFIED),
-        Asset(f"{_CDNJS}/flot/0.8.3/jquery.flot.selection.min.js", "flot", "jquery.flot.selection.js",
-              _FLOT_MINIFIED),
-        Asset(f"{_CDNJS}/flot/0.8.3/jquery.flot.categories.min.js", "flot", "jquery.flot.categories.js",
-              _FLOT_MINIFIED),
+        *(Asset(f"{_CDNJS}/flot/0.8.3/jquery.flot{plugin}.min.js", "flot", f"jquery.flot{plugin}.js",
+                "cdnjs serves its own minified flot 0.8.3; npm's flot@0.8.3 is the same release unminified")
+          for plugin in ("", ".time", ".selection", ".categories")),
         Asset("https://cdn.jsdelivr.net/npm/flot-orderbars@1.0.0/js/jquery.flot.orderBars.js", "flot-orderbars",
               "js/jquery.flot.orderBars.js"),
         Asset(f"{_CDNJS}/stupidtable/1.0.1/stupidtable.min.js", "stupid-table-plugin", "stupidtable.min.js",
@@ -139,9 +104,6 @@ _EXTERNAL = re.compile(r"^(https?:)?//", re.IGNORECASE)
 log = progress.logger(__name__)
 
 
-# --- hashes and fetching ----------------------------------------------------
-
-
 def sri(data: bytes, algorithm: str = "sha512") -> str:
     """A Subresource Integrity value (``sha256-BASE64``) for ``data``."""
     if algorithm not in ("sha256", "sha384", "sha512"):
@@ -160,18 +122,12 @@ def _matches(data: bytes, expected: str) -> bool:
 
 def check_integrity(data: bytes, expected: str, what: str) -> None:
     if not _matches(data, expected):
-        actual = sri(data, _algorithm(expected.split()[0])) if expected.split() else sri(data)
+        actual = sri(data, _algorithm(expected))
         raise SiteAssetError(f"{what} has integrity {actual}, expected {expected}; refusing to use it")
 
 
 REGISTRY_ENV = "npm_config_registry"  # npm's own name for a mirror of the registry
 REGISTRY = "https://registry.npmjs.org"
-
-
-def tarball_url(package: Package) -> str:
-    """Where the registry keeps the package's tarball (its metadata's ``dist.tarball``)."""
-    registry = (os.environ.get(REGISTRY_ENV) or REGISTRY).rstrip("/")
-    return f"{registry}/{package.name}/-/{package.name.rsplit('/', 1)[-1]}-{package.version}.tgz"
 
 
 def download(url: str) -> bytes:
@@ -203,16 +159,14 @@ def _fetch(url: str, integrity: str, path: Path, what: str) -> bytes:
 def tarball(package: Package, cache: Path) -> Path:
     """The package's registry tarball, from the cache or fetched over HTTPS; integrity-checked either way."""
     path = cache / f"{package.name}-{package.version}.tgz"
-    _fetch(tarball_url(package), package.integrity, path, package.spec)
+    registry = (os.environ.get(REGISTRY_ENV) or REGISTRY).rstrip("/")  # the metadata's dist.tarball
+    url = f"{registry}/{package.name}/-/{package.name.rsplit('/', 1)[-1]}-{package.version}.tgz"
+    _fetch(url, package.integrity, path, package.spec)
     return path
 
 
 def original(url: str, integrity: str, cache: Path) -> bytes | None:
-    """The very file asv's page loads, from the cache or its CDN, when it matches the page's hash; else None.
-
-    Asked only for the assets npm lacks byte for byte (``substitute``): where the
-    CDN cannot be reached, or serves other bytes, the npm substitute stands in.
-    """
+    """The very file asv's page loads (one npm lacks byte for byte), from the cache or its CDN, if it matches; else None."""
     try:
         return _fetch(url, integrity, cache / "cdn" / re.sub(r"[^\w.-]+", "_", url.split("://", 1)[-1]), "asv's own file")
     except SiteAssetError as exc:
@@ -229,9 +183,6 @@ def _member(tarball_path: Path, package: Package, path: str) -> bytes:
         if member is None:
             raise SiteAssetError(f"{package.spec} has no file {path}")
         return member.read()
-
-
-# --- pages -----------------------------------------------------------------
 
 
 @dataclass(frozen=True)
@@ -285,15 +236,8 @@ def _rewrite(text: str, local: dict[str, tuple[str, str]]) -> str:
     return _LOADING_TAG.sub(replace, text)
 
 
-# --- the whole step --------------------------------------------------------
-
-
 def make_offline(html_dir: Path, cache: Path = CACHE) -> list[str]:
-    """Copy every CDN library of the site's pages into it and rewrite the pages; return the files written.
-
-    Run after every ``asv publish``. Safe to run twice: a second run finds no
-    external URL left and changes nothing.
-    """
+    """Copy every CDN library of the site's pages into it and rewrite the pages; return the files written (idempotent)."""
     site_pages = pages(html_dir)
     if not (html_dir / "index.html").is_file():
         raise SiteAssetError(f"{html_dir} holds no index.html: run `asv publish` first")

@@ -1,11 +1,7 @@
 """The seeds' numbers: throughput per machine, build and workload, and the points each figure plots.
 
-Every figure uses each machine's newest build and the model's seed batch size
-(``models.ModelSpec.seed_batch_size``); where a device has no result at that
-size, the largest batch it has is used and the point says so. Throughput is
-batch size over asv's median step time (``time_step``), or asv's
-``*Capacity.track_throughput`` where no step time was recorded; a speedup is the ratio
-of throughputs, which is the ratio of step times when the batches are equal.
+Throughput is batch over asv's median ``time_step`` (else ``*Capacity.track_throughput``), at each machine's
+newest build and the model's seed batch, else its largest (docs/site.md); a speedup is a ratio of throughputs.
 """
 
 from __future__ import annotations
@@ -58,9 +54,6 @@ class Results:
         found = {commit for m, commit in self.samples if m == machine}
         return sorted(found, key=lambda commit: (self.recorded.dates.get(commit, 0), commit))
 
-    def workloads(self, machine: str, commit: str) -> set[Step]:
-        return set(self.samples.get((machine, commit), {}))
-
     def newest(self, names: set[str]) -> dict[str, list[tuple[str, dict[str, Any], float]]]:
         """Each named benchmark's positive values on each machine's newest build: (machine, params by name, value)."""
         found: dict[str, list[tuple[str, dict[str, Any], float]]] = {name: [] for name in names}
@@ -105,8 +98,6 @@ def seed_batch(model: str) -> int | None:
 
 @dataclass(frozen=True)
 class Point:
-    """One plotted value: where, which build, which batch, and whether that batch is the seed's."""
-
     machine: str
     commit: str
     workload: Step
@@ -139,13 +130,12 @@ def models_in(results: Results) -> list[str]:
 def devices_in(results: Results, machine: str, commit: str, model: str) -> list[str]:
     from mpsbench.measure import devices
 
-    return _in_order({w.device for w in results.workloads(machine, commit) if w.model == model}, devices.NAMES)
+    return _in_order({w.device for w in results.samples[(machine, commit)] if w.model == model}, devices.NAMES)
 
 
 @dataclass(frozen=True)
 class Speedup:
     machine: str
-    commit: str
     kind: str
     model: str
     device: str
@@ -164,7 +154,7 @@ def _speedups(results: Results, machine: str, commit: str, model: str, devices: 
         gpu = pick(results, machine, commit, kind, model, device)
         cpu = pick(results, machine, commit, kind, model, CPU)
         if gpu and cpu:
-            found.append(Speedup(machine, commit, kind, model, device, gpu, cpu))
+            found.append(Speedup(machine, kind, model, device, gpu, cpu))
     return found
 
 
@@ -215,7 +205,6 @@ class Change:
 
     @property
     def row(self) -> recorded.Row:
-        """The asv row this change compares."""
         w = self.workload
         return recorded.Row(f"{CLASSES[w.kind]}.{TIME}", (repr(w.device), repr(w.model), str(w.batch)))
 
@@ -228,19 +217,11 @@ def build_changes(results: Results) -> list[Change]:
         if len(builds) < 2:
             continue
         old, new = builds[-2], builds[-1]
-        for workload in sorted(results.workloads(machine, new)):
+        for workload in sorted(results.samples[(machine, new)]):
             old_key, new_key = (machine, old, workload), (machine, new, workload)
             if old_key in results.seconds and new_key in results.seconds:
                 found.append(Change(machine, old, new, workload, results.seconds[old_key], results.seconds[new_key]))
     return found
-
-
-def verdict(ratio: float, limit: float) -> str:
-    if ratio > limit:
-        return "slower"
-    if ratio < 1 / limit:
-        return "faster"
-    return ""
 
 
 BY_RELEASE_DEVICE = "mps"

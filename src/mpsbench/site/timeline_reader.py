@@ -1,10 +1,7 @@
 """Each build's record and PyTorch commit, read back from the timeline repository asv walks.
 
-Every timeline commit holds its build's ``build.json`` (mpsbench.builds.timeline):
-read from the commits rather than builds/manifest.json on purpose, since a
-recorded run (docs/results/*, the fleet's results branch) keeps the timeline it
-was measured against (a bundle), and the manifest of today may no longer name
-its builds.
+Read from each timeline commit's ``build.json``, not from builds/manifest.json: a recorded run (docs/results/*,
+the fleet's results branch) keeps the timeline it was measured against, which today's manifest may not name.
 """
 
 from __future__ import annotations
@@ -26,7 +23,8 @@ class Timeline:
     """The timeline repository (None: not known here, and every build reads as unknown)."""
 
     def __init__(self, repo: Path | None) -> None:
-        self.repo = repo if repo is not None and _is_git(repo) else None
+        bare = repo is not None and (repo / "HEAD").is_file() and (repo / "objects").is_dir()
+        self.repo = repo if repo is not None and ((repo / ".git").exists() or bare) else None
         self._builds: dict[str, dict[str, Any]] = {}
 
     def _git(self, *args: str) -> str:
@@ -76,11 +74,6 @@ class Timeline:
         if old_version == new_version:  # two builds of one upstream commit: nothing to compare
             return Link(f"{new_version[:12]} (both builds)", f"{UPSTREAM}/commit/{new_version}")
         return Link(f"{old_version[:12]}...{new_version[:12]}", f"{UPSTREAM}/compare/{old_version}...{new_version}")
-
-
-def _is_git(repo: Path) -> bool:
-    bare = (repo / "HEAD").is_file() and (repo / "objects").is_dir()
-    return (repo / ".git").exists() or bare
 
 
 def timeline_from_config(config: Path | None) -> Timeline:
