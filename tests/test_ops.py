@@ -10,8 +10,9 @@ from pathlib import Path
 import pytest
 import torch
 from benchmarks import benchmark_ops
+from tools import ops_table
 
-from mpsbench.measure import devices, fallback, ops, ops_table, selection, suite, timing
+from mpsbench.measure import devices, fallback, ops, selection, suite, timing
 
 
 @pytest.fixture(autouse=True)

@@ -473,9 +473,9 @@ def breakdown(report: Report, device: str) -> None:
 
 
 def first_gpu() -> str:
-    for name in ("cuda", "mps"):
-        if devices.get(name).usable:
-            return name
+    gpu = devices.usable_gpu()
+    if gpu is not None:
+        return gpu.value
     raise SystemExit("mpsbench calibrate: no usable GPU (cuda or mps) here; pass --device cpu to calibrate the cpu")
 
 

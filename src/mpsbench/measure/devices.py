@@ -256,6 +256,11 @@ def accelerators_present() -> tuple[str, ...]:
     return tuple(name for name in GPU_NAMES if present(name))
 
 
+def usable_gpu() -> Device | None:
+    """The GPU a tool times when none is named: cuda, else mps (a machine has one or the other)."""
+    return next((device for device in (Device.CUDA, Device.MPS) if device.usable), None)
+
+
 class PeakSampler:
     """Track the largest memory reading seen across explicit sample points.
 

@@ -1,6 +1,6 @@
 """Print GFLOP/s or GB/s per op on one device, beside the device's published peak where known.
 
-Run it as ``python -m mpsbench.measure.ops_table`` (or ``scripts/ops-table``): it times
+Run it as ``python -m tools.ops_table`` (or ``scripts/ops-table``): it times
 every op's forward the way the asv ``track_`` benchmarks do (the median of
 several samples of k calls, ``mpsbench.measure.ops``) for the sizes and dtypes asked,
 and prints one row per combination. With ``$OUT`` set it also writes
@@ -138,7 +138,7 @@ def registry_markdown() -> str:
 
 
 def _default_device() -> devices.Device:
-    return next((device for device in (devices.Device.CUDA, devices.Device.MPS) if device.usable), devices.Device.CPU)
+    return devices.usable_gpu() or devices.Device.CPU
 
 
 def _choices(text: str | None, valid: Sequence[str], what: str) -> list[str]:
@@ -152,7 +152,7 @@ def _choices(text: str | None, valid: Sequence[str], what: str) -> list[str]:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m mpsbench.measure.ops_table", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m tools.ops_table", description=__doc__.split("\n\n")[0])
     parser.add_argument("--device", default=None, help="cpu, mps or cuda (default: cuda, else mps, else cpu)")
     parser.add_argument("--ops", default=None, help="comma-separated op names (default all)")
     parser.add_argument("--dtypes", default=None, help="comma-separated, from float32,float16,bfloat16 (default all)")
