@@ -475,7 +475,7 @@ def breakdown(report: Report, device: str) -> None:
 def first_gpu() -> str:
     gpu = devices.usable_gpu()
     if gpu is not None:
-        return gpu.value
+        return gpu
     raise SystemExit("mpsbench calibrate: no usable GPU (cuda or mps) here; pass --device cpu to calibrate the cpu")
 
 
