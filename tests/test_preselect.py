@@ -8,6 +8,7 @@ import itertools
 import re
 import subprocess
 import sys
+import types
 from pathlib import Path
 from typing import Any
 
@@ -174,6 +175,22 @@ def test_the_epoch_rule_ignores_the_phase_both_come_from_one_measurement(monkeyp
     assert selection.left_out("Epoch", "cpu", "resnet50", 8, 2, "tiny", "train") is None
     assert selection.left_out("Epoch", "cpu", "resnet50", 8, 2, "tiny", "eval") is None
     assert "outside the default selection" in str(selection.left_out("Epoch", "cpu", "vgg16", 8, 2, "tiny", "eval"))
+
+
+def test_the_device_is_found_by_its_param_name_wherever_it_stands(monkeypatch):
+    monkeypatch.setattr(devices, "present", lambda name: name == "cpu")
+    monkeypatch.setitem(selection.RULES, "Late", lambda model, device: None)
+    monkeypatch.setitem(selection.RULES, "Deviceless", lambda size: None if size == 1 else "too big")
+    late = types.SimpleNamespace(name="suite.Late.time_x", param_names=["model", "device"],
+                                 params=[["'mlp'"], ["'cpu'", "'cuda'"]])
+    deviceless = types.SimpleNamespace(name="suite.Deviceless.time_x", param_names=["size"], params=[["1", "2"]])
+    found = {c.name: c.reason for c in preselect.combinations([late, deviceless])}
+    assert found == {
+        "suite.Late.time_x('mlp', 'cpu')": None,
+        "suite.Late.time_x('mlp', 'cuda')": "cuda is absent: this machine has no NVIDIA driver",
+        "suite.Deviceless.time_x(1)": None,
+        "suite.Deviceless.time_x(2)": "too big",
+    }
 
 
 def test_a_pattern_with_nothing_in_it_is_refused_in_one_line():

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import ast
+import functools
 import itertools
 import re
 import sys
@@ -74,18 +75,17 @@ def discover(benchmark_dir: Path) -> list[Any]:
 
 def combinations(benchmarks: Sequence[Any]) -> Iterator[Combination]:
     """Every combination of every benchmark, with the reason this run leaves it out (from asv's names and reprs)."""
-    absent: dict[str, str | None] = {}
+    absent = functools.cache(devices.absent_reason)
     for benchmark in benchmarks:
         if not benchmark.params:
             yield Combination(benchmark.name, None)
             continue
         owner = benchmark.name.split(".")[-2]  # "benchmark_models.Training.time_step": the class
+        names = list(benchmark.param_names)
         for shown in itertools.product(*benchmark.params):
             params = [ast.literal_eval(value) for value in shown]  # asv keeps each value's repr
-            device = params[0]
-            if device not in absent:
-                absent[device] = devices.absent_reason(device)
-            yield Combination(f"{benchmark.name}({', '.join(shown)})", absent[device] or selection.left_out(owner, *params))
+            reason = absent(params[names.index("device")]) if "device" in names else None
+            yield Combination(f"{benchmark.name}({', '.join(shown)})", reason or selection.left_out(owner, *params))
 
 
 def regex(selected: Sequence[str]) -> str:
