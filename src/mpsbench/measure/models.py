@@ -56,7 +56,7 @@ class ModelSpec:
     # cpu at small batches only (docs/budget.md).
     large: bool
     # Steps looped inside one timed call, so that sub-millisecond GPU steps rise
-    # above clock and launch overhead; asv's timer divides by it (benchmarks/common.py).
+    # above clock and launch overhead; asv's timer divides by it (suite.TimedSteps).
     steps_per_call: int = 1
     requires: tuple[str, ...] = ()  # importable packages the builder needs
     # Parameters trained; the rest are frozen. None trains everything.
