@@ -7,6 +7,7 @@ a refusal changes nothing) and regenerates the timeline repository asv walks.
 from __future__ import annotations
 
 import argparse
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -24,11 +25,6 @@ class HistoryError(ValueError):
     """A user mistake in a history command: one line, exit status 2."""
 
 
-def _add(args: argparse.Namespace, build: mf.Build) -> int:
-    append(args.manifest, args.timeline, args.channel, build, args.parent)
-    return 0
-
-
 def append(manifest_path: Path, timeline_repo: Path, channel: str, build: mf.Build, parent: str | None = None) -> str:
     """Add ``build`` to ``channel`` of the manifest file, regenerate the timeline; its timeline commit."""
     updated = mf.append(mf.load(manifest_path), channel, build, parent=parent)
@@ -44,14 +40,16 @@ def append(manifest_path: Path, timeline_repo: Path, channel: str, build: mf.Bui
     return commit
 
 
-def cmd_add_release(args: argparse.Namespace) -> int:
+def _release(args: argparse.Namespace) -> mf.Build:
     # The manifest's defaults say which interpreters each platform pins, unless --python names them.
     pythons = tuple(args.python) if args.python else defaults.pin_pythons(mf.load(args.manifest))
-    build = resolve.release(
-        args.version, index=args.index, pythons=pythons, torchvision=args.torchvision,
-        transformers=args.transformers, date=args.date,
-    )
-    return _add(args, build)
+    return resolve.release(args.version, index=args.index, pythons=pythons, torchvision=args.torchvision,
+                           transformers=args.transformers, date=args.date)
+
+
+def cmd_add(args: argparse.Namespace) -> int:
+    append(args.manifest, args.timeline, args.channel, args.resolver(args), args.parent)
+    return 0
 
 
 def cmd_add_nightly(args: argparse.Namespace) -> int:
@@ -83,20 +81,14 @@ def add_nightly(manifest_path: Path, timeline_repo: Path, channel: str, date: st
     return append(manifest_path, timeline_repo, channel, build, parent)
 
 
-def cmd_add_wheel(args: argparse.Namespace) -> int:
-    build = resolve.wheel_file(
-        args.path, torchvision=args.torchvision, transformers=args.transformers, index=args.transformers_index,
-        sha256=args.sha256, build_id=args.id, note=args.note,
-    )
-    return _add(args, build)
+def _wheel_file(args: argparse.Namespace) -> mf.Build:
+    return resolve.wheel_file(args.path, torchvision=args.torchvision, transformers=args.transformers,
+                              index=args.transformers_index, sha256=args.sha256, build_id=args.id, note=args.note)
 
 
-def cmd_add_url(args: argparse.Namespace) -> int:
-    build = resolve.wheel_url(
-        args.url, sha256=args.sha256, transformers=args.transformers, index=args.transformers_index,
-        build_id=args.id, note=args.note,
-    )
-    return _add(args, build)
+def _wheel_url(args: argparse.Namespace) -> mf.Build:
+    return resolve.wheel_url(args.url, sha256=args.sha256, transformers=args.transformers,
+                             index=args.transformers_index, build_id=args.id, note=args.note)
 
 
 def _env_pairs(pairs: list[str]) -> dict[str, str]:
@@ -109,9 +101,8 @@ def _env_pairs(pairs: list[str]) -> dict[str, str]:
     return env
 
 
-def cmd_add_existing(args: argparse.Namespace) -> int:
-    build = resolve.existing(args.site_packages, build_id=args.id, date=args.date, env=_env_pairs(args.env), note=args.note)
-    return _add(args, build)
+def _existing(args: argparse.Namespace) -> mf.Build:
+    return resolve.existing(args.site_packages, build_id=args.id, date=args.date, env=_env_pairs(args.env), note=args.note)
 
 
 def cmd_list(args: argparse.Namespace) -> int:
@@ -228,7 +219,11 @@ def add_subcommands(commands: argparse._SubParsersAction) -> None:  # type: igno
         "--transformers-index": {"default": resolve.PYPI, "help": "PEP 503 index of the other wheels (default PyPI)"},
     }
 
-    def adding(parser: argparse.ArgumentParser, channel: str, *options: str) -> None:
+    def adding(parser: argparse.ArgumentParser, channel: str, build: Callable[[argparse.Namespace], mf.Build] | None,
+               *options: str) -> None:
+        """The options of an adding command; ``build`` resolves its build, which is then appended."""
+        if build is not None:
+            parser.set_defaults(func=cmd_add, resolver=build)
         paths(parser)
         parser.add_argument("--channel", default=channel, help=f"channel (branch) to append to (default {channel})")
         parser.add_argument("--parent", help="for a new channel: the CHANNEL@ID build it forks from")
@@ -242,41 +237,37 @@ def add_subcommands(commands: argparse._SubParsersAction) -> None:  # type: igno
 
     release = build_commands.add_parser("add-release", help="a release from PyPI, e.g. 2.14.1")
     release.add_argument("version")
-    adding(release, "release")
+    adding(release, "release", _release)
     release.add_argument("--index", default=resolve.PYPI, help="PEP 503 index (default PyPI)")
     release.add_argument("--torchvision", help="torchvision version (default: the one made for this torch)")
     release.add_argument("--python", nargs="+", help="python tags to pin on every platform"
                          " (default: per platform, the manifest's defaults' Pythons, else cp310-cp313)")
     release.add_argument("--date", help="override the build date (YYYY-MM-DDTHH:MM:SSZ)")
-    release.set_defaults(func=cmd_add_release)
 
     nightly = build_commands.add_parser("add-nightly", help="a nightly by date (YYYY-MM-DD) or 'latest'")
     nightly.add_argument("date")
-    adding(nightly, "nightly", "--transformers-index")
+    adding(nightly, "nightly", None, "--transformers-index")
     nightly.add_argument("--index", action="append", help="nightly PEP 503 index (repeatable; default PyTorch's)")
     nightly.add_argument("--python", nargs="+", default=list(resolve.PYTHONS), help="python tags to pin")
     nightly.set_defaults(func=cmd_add_nightly)
 
     wheel = build_commands.add_parser("add-wheel", help="a torch wheel file, e.g. one built from source")
     wheel.add_argument("path", type=Path)
-    adding(wheel, "local", "--id", "--note", "--transformers-index")
+    adding(wheel, "local", _wheel_file, "--id", "--note", "--transformers-index")
     wheel.add_argument("--torchvision", type=Path, help="a torchvision wheel file to pin beside it")
     wheel.add_argument("--sha256", help="refuse the file unless it has this sha256")
-    wheel.set_defaults(func=cmd_add_wheel)
 
     url = build_commands.add_parser("add-url", help="a torch wheel at a URL (fetched once, checksum checked)")
     url.add_argument("url")
-    adding(url, "local", "--id", "--note", "--transformers-index")
+    adding(url, "local", _wheel_url, "--id", "--note", "--transformers-index")
     url.add_argument("--sha256", help="the wheel's sha256 (or end the URL with #sha256=...)")
-    url.set_defaults(func=cmd_add_url)
 
     here = build_commands.add_parser("add-existing", help="a torch already installed here, used in place")
     here.add_argument("site_packages", type=Path, help="the site-packages folder that holds torch")
-    adding(here, "local", "--id", "--note")
+    adding(here, "local", _existing, "--id", "--note")
     here.add_argument("--date", help="build date (default: when torch/version.py was written)")
     here.add_argument("--env", action="append", default=[], metavar="NAME=VALUE",
                       help="set in every process of this build's environment (repeatable)")
-    here.set_defaults(func=cmd_add_existing)
 
     listing = build_commands.add_parser("list", help="the builds and their timeline commits")
     paths(listing)

@@ -1,17 +1,8 @@
 """Install a timeline build into an asv environment: once per build, then switch by a .pth file.
 
-asv runs this with the environment's own python (``install_command`` in
-asv.conf.json) before anything else is installed there, so it imports only
-the standard library and pip (the environment's installer). A build is
-installed once into a cache folder keyed by its wheels' sha256; switching an
-environment to it rewrites one ``.pth`` file, which puts the cached build and
-the suite's ``src/`` (SUITE_SRC) on ``sys.path``.
-
-Every wheel, wherever it comes from, is checked against its pinned sha256
-before it is installed, a stored copy each time. A build is staged and
-renamed into place only when pip succeeds, so a failed or killed install
-leaves no half-built entry (the next install removes its leftovers); a cached
-build is switched to without writing, so a read-only cache serves it.
+asv runs this (``install_command``) with the environment's own python before anything else is there:
+standard library and pip only. Every wheel is checked against its sha256; a build is staged and renamed into
+place only when pip succeeds, and a cached one is switched to without writing (a read-only cache serves).
 
     python install_build.py install BUILD_DIR ENV_DIR SUITE_SRC
     python install_build.py uninstall ENV_DIR

@@ -1,11 +1,7 @@
 """A complete, stable asv machine entry: the same on every machine of one kind.
 
-asv's detected ``os`` includes the kernel build string, which differs between
-machines of one kind: every field of the entry is part of a graph's identity
-(asv records them all with each result), so a drifting field splits history.
-This writes every field from facts that do not drift. ``asv machine --yes``
-takes only its own six fields as options (machine, os, arch, cpu, num_cpu,
-ram), not the chip, the GPU or the Linux release this entry adds.
+Every field is part of a graph's identity, and asv's own ``os`` holds the kernel build string, so a drifting field
+would split history: this writes each from facts that do not drift (``asv machine --yes`` takes only six).
 """
 
 from __future__ import annotations

@@ -1,9 +1,7 @@
-"""Turn "torch 2.14.1", "the nightly of 2026-11-20", a wheel file or a wheel URL into a Build.
+"""Turn a release, a nightly's date, a wheel file or URL, or an installed torch into a Build.
 
-Each resolver pins, per platform, torch, the torchvision made for it (where
-one exists) and a transformers release that supports it, each by file name,
-URL and sha256. The upstream ``git_version`` and the build's date are read
-from the torch wheel itself (``torch/version.py`` and its timestamp).
+Per platform: torch, its torchvision and a transformers that runs with it, pinned by file, URL and sha256;
+``git_version`` and the date come from the torch wheel's own ``torch/version.py``.
 """
 
 from __future__ import annotations

@@ -1,16 +1,7 @@
-"""Generate the timeline git repository that asv walks: one commit per PyTorch build.
+"""Generate the timeline git repository asv walks: a branch per channel, a commit per build (its ``build.json``).
 
-asv can only walk the commits of the repository named in asv.conf.json, so the
-manifest becomes a small git repository: one branch per channel, one commit
-per build holding only that build's pins (``build.json``), the author and
-committer dates set to the build's date, the upstream version and
-``git_version`` in the message, and an annotated tag per release.
-
-Generation is deterministic: a fixed identity, fixed dates, canonical JSON and
-git plumbing (``hash-object``, ``mktree``, ``commit-tree``, ``mktag``) mean the
-same manifest always gives the same hashes, and appending builds never changes
-an earlier hash. asv keys results by commit hash: a changed hash would orphan
-history, so :func:`generate` refuses to move a branch anywhere but forward.
+asv keys results by commit hash, so generation is deterministic (fixed identity and dates, canonical JSON, git
+plumbing): appending never changes an earlier hash, and :func:`generate` moves a branch only forward.
 """
 
 from __future__ import annotations

@@ -1,9 +1,6 @@
 """Wheels: names and tags, PEP 503 indexes, and what a torch wheel says of itself.
 
-Used when a build is added to the manifest (on the host, never inside an asv
-environment). A torch wheel carries ``torch/version.py`` with the upstream
-``git_version``; for a remote wheel only that one member is read, through HTTP
-range requests, so adding a multi-GB build downloads a few kilobytes.
+A remote wheel's ``torch/version.py`` is read through HTTP range requests: adding a multi-GB build reads kilobytes.
 """
 
 from __future__ import annotations
@@ -17,6 +14,7 @@ import zipfile
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import Any
 
 import packaging.utils
 import packaging.version
@@ -93,13 +91,9 @@ class _LinkParser(html.parser.HTMLParser):
             if href:
                 self.hrefs.append(href)
 
-def _read_url(url: str) -> bytes:
-    if url.startswith("file://") and url.endswith("/"):
-        url += "index.html"  # a PEP 503 index kept in a folder: one index.html per project
-    request = urllib.request.Request(url, headers={"User-Agent": USER_AGENT})
-    with urllib.request.urlopen(request, timeout=TIMEOUT) as response:
-        data: bytes = response.read()
-        return data
+def _open(url: str, method: str | None = None, **headers: str) -> Any:
+    request = urllib.request.Request(url, method=method, headers={"User-Agent": USER_AGENT, **headers})
+    return urllib.request.urlopen(request, timeout=TIMEOUT)
 
 def index_uri(index: str) -> str:
     """A PEP 503 index as a URL: http(s):// and file:// as given, a folder as its file:// URL."""
@@ -108,8 +102,10 @@ def index_uri(index: str) -> str:
 def project_links(index_url: str, project: str) -> list[IndexLink]:
     """Every wheel link of ``project`` on a PEP 503 simple index (http(s):// or file://, or a folder)."""
     page_url = index_uri(index_url).rstrip("/") + "/" + packaging.utils.canonicalize_name(project) + "/"
+    # a PEP 503 index kept in a folder: one index.html per project
     try:
-        text = _read_url(page_url).decode("utf-8", "replace")
+        with _open(page_url + "index.html" if page_url.startswith("file://") else page_url) as response:
+            text = response.read().decode("utf-8", "replace")
     except OSError as exc:
         raise WheelError(f"cannot read the index page {page_url}: {exc}") from None
     parser = _LinkParser()
@@ -130,18 +126,13 @@ def project_links(index_url: str, project: str) -> list[IndexLink]:
 # --- reading torch/version.py out of a wheel ---------------------------------
 
 class _HTTPRangeFile(io.RawIOBase):
-    """A read-only, seekable view of a remote file through HTTP range requests.
-
-    ``zipfile`` reads the central directory from the end and then one member:
-    a few small requests instead of the whole wheel.
-    """
+    """A read-only, seekable remote file: ``zipfile`` reads the central directory, then one member, by HTTP ranges."""
 
     def __init__(self, url: str) -> None:
         super().__init__()
         self.url = url
         self.position = 0
-        request = urllib.request.Request(url, method="HEAD", headers={"User-Agent": USER_AGENT})
-        with urllib.request.urlopen(request, timeout=TIMEOUT) as response:
+        with _open(url, "HEAD") as response:
             self.size = int(response.headers["Content-Length"])
 
     def seekable(self) -> bool:
@@ -159,9 +150,7 @@ class _HTTPRangeFile(io.RawIOBase):
         end = self.size if size is None or size < 0 else min(self.size, self.position + size)
         if end <= self.position:
             return b""
-        headers = {"User-Agent": USER_AGENT, "Range": f"bytes={self.position}-{end - 1}"}
-        request = urllib.request.Request(self.url, headers=headers)
-        with urllib.request.urlopen(request, timeout=TIMEOUT) as response:
+        with _open(self.url, Range=f"bytes={self.position}-{end - 1}") as response:
             data: bytes = response.read()
         self.position += len(data)
         return data
