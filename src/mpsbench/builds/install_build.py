@@ -168,9 +168,8 @@ def _download(url: str, dest: Path) -> Path:
 def fetch_wheel(pin: dict[str, str]) -> Path:
     """The pinned wheel in the local wheel store, fetched and checked once.
 
-    Looks in the store, then local wheelhouses, then the pin's file:// path,
-    then asks pip (this machine's indexes and mirrors), then the URL itself.
-    Whatever is found must match the pinned sha256, or nothing is stored.
+    From the store, local wheelhouses, the pin's file:// path, pip (this machine's indexes and mirrors), else the
+    URL itself; whatever is found must match the pinned sha256, or nothing is stored.
     """
     store = cache_root() / "wheels" / pin["sha256"]
     stored = store / pin["filename"]
@@ -231,8 +230,8 @@ def _alive(pid: str) -> bool:
         os.kill(int(pid), 0)
     except (ValueError, ProcessLookupError):
         return False
-    except PermissionError:
-        return True
+    except PermissionError:  # another user's process
+        pass
     return True
 
 
@@ -284,13 +283,6 @@ def _site_packages() -> Path:
     return Path(sysconfig.get_paths()["purelib"])
 
 
-def _existing(build: dict[str, Any]) -> Path:
-    folder = Path(build["site_packages"])
-    if not (folder / "torch" / "__init__.py").is_file():
-        raise InstallError(f"build {build['channel']}@{build['id']}: {folder} holds no torch")
-    return folder
-
-
 def _pth_lines(folder: Path, suite_src: Path, env: dict[str, str]) -> str:
     lines = [str(folder), str(suite_src.resolve())]
     if env:  # a .pth line that starts with "import" is executed at every interpreter start
@@ -316,7 +308,9 @@ def install(build_dir: Path, env_dir: Path, suite_src: Path) -> str:
     started = time.perf_counter()
     build = json.loads((build_dir / "build.json").read_text())
     if build["kind"] == "existing":
-        key, folder, fresh = "existing", _existing(build), False
+        key, folder, fresh = "existing", Path(build["site_packages"]), False
+        if not (folder / "torch" / "__init__.py").is_file():
+            raise InstallError(f"build {build['channel']}@{build['id']}: {folder} holds no torch")
     else:
         key, pins = select_pins(build)
         folder, fresh = ensure_installed(pins)
