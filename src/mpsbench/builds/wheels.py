@@ -5,6 +5,7 @@ A remote wheel's ``torch/version.py`` is read through HTTP range requests: addin
 
 from __future__ import annotations
 
+import contextlib
 import html.parser
 import io
 import re
@@ -74,12 +75,6 @@ def platform_key(wheel: WheelName) -> str | None:
 
 # --- PEP 503 indexes ---------------------------------------------------------
 
-@dataclass(frozen=True)
-class IndexLink:
-    wheel: WheelName
-    url: str  # absolute, without the fragment
-    sha256: str | None
-
 class _LinkParser(html.parser.HTMLParser):
     def __init__(self) -> None:
         super().__init__()
@@ -99,8 +94,8 @@ def index_uri(index: str) -> str:
     """A PEP 503 index as a URL: http(s):// and file:// as given, a folder as its file:// URL."""
     return index if "://" in index else Path(index).resolve().as_uri()
 
-def project_links(index_url: str, project: str) -> list[IndexLink]:
-    """Every wheel link of ``project`` on a PEP 503 simple index (http(s):// or file://, or a folder)."""
+def project_wheels(index_url: str, project: str) -> list[WheelName]:
+    """Every wheel of ``project`` on a PEP 503 simple index (http(s):// or file://, or a folder)."""
     page_url = index_uri(index_url).rstrip("/") + "/" + packaging.utils.canonicalize_name(project) + "/"
     # a PEP 503 index kept in a folder: one index.html per project
     try:
@@ -110,18 +105,13 @@ def project_links(index_url: str, project: str) -> list[IndexLink]:
         raise WheelError(f"cannot read the index page {page_url}: {exc}") from None
     parser = _LinkParser()
     parser.feed(text)
-    links = []
+    found = []
     for href in parser.hrefs:
-        absolute = urllib.parse.urljoin(page_url, href)
-        url, _, fragment = absolute.partition("#")
-        if not url.endswith(".whl"):
-            continue
-        sha = fragment[len("sha256="):] if fragment.startswith("sha256=") else None
-        try:
-            links.append(IndexLink(parse_wheel_name(url), url, sha))
-        except WheelError:
-            continue
-    return links
+        url = href.partition("#")[0]
+        if url.endswith(".whl"):
+            with contextlib.suppress(WheelError):  # a file whose name is no wheel's: not one of the project's wheels
+                found.append(parse_wheel_name(url))
+    return found
 
 # --- reading torch/version.py out of a wheel ---------------------------------
 
