@@ -219,10 +219,7 @@ def _locked(path: Path, wait: bool = True) -> Iterator[bool]:
         except BlockingIOError:
             yield False
             return
-        try:
-            yield True
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
+        yield True  # closing the file releases the lock
 
 
 def _alive(pid: str) -> bool:

@@ -292,12 +292,7 @@ def save(manifest: Manifest, path: Path) -> None:
 
 
 def append(manifest: Manifest, channel_name: str, build: Build, parent: str | None = None) -> Manifest:
-    """A new manifest with ``build`` at the end of ``channel_name`` (created if new).
-
-    ``parent`` (``channel@id``) names where a new channel forks from. Refuses a
-    build older than the channel's tip, a repeated id, or a parent given for a
-    channel that already exists.
-    """
+    """A new manifest with ``build`` at the end of ``channel_name``, created if new (forked from ``parent``, channel@id)."""
     if not _NAME.match(channel_name):
         raise ManifestError(f"channel name {channel_name!r} must be lower-case letters, digits, '.', '_' or '-'")
     existing = manifest.channel(channel_name)

@@ -165,8 +165,7 @@ def _identity(pins: dict[str, list[mf.Pin]]) -> wheels.TorchIdentity:
     for key in (*_IDENTITY_PLATFORMS, *sorted(pins)):
         torch_pins = [pin for pin in pins.get(key, []) if pin.name == "torch"]
         if torch_pins:
-            preferred = sorted(torch_pins, key=lambda pin: ("cp311" not in pin.filename, pin.filename))[0]
-            return wheels.torch_identity(preferred.url)
+            return wheels.torch_identity(min(torch_pins, key=lambda pin: ("cp311" not in pin.filename, pin.filename)).url)
     raise ResolveError("no torch wheel to read the build's identity from")
 
 
@@ -180,17 +179,14 @@ def release(
     all_torch = wheels.project_wheels(index, "torch")
     torch_wheels = [wheel for wheel in all_torch if wheel.public_version == version]
     if not torch_wheels:
-        known = sorted(
-            {wheel.public_version for wheel in all_torch if not Version(wheel.version).is_prerelease},
-            key=Version,
-        )
+        known = sorted({wheel.public_version for wheel in all_torch if not Version(wheel.version).is_prerelease}, key=Version)
         raise ResolveError(f"torch {version} is not on {index}; recent releases there: {', '.join(known[-8:])}")
     combos = _combos(torch_wheels, pythons)
     if not combos:
         raise ResolveError(f"torch {version} on {index} has no wheel for {pythons} on a tracked platform")
     series = torchvision_series(version)
     vision_wheels = [wheel for wheel in wheels.project_wheels(index, "torchvision")
-                    if wheel.public_version.startswith(series + ".")]
+                     if wheel.public_version.startswith(series + ".")]
     with_vision = set(_combos(vision_wheels, pythons))
     # Where the series has no wheel (not released yet, or none for that Python: 0.14 has no
     # cp311), the set has no torchvision and the suite skips its models with the reason.
@@ -232,9 +228,7 @@ def nightly(
         combos = {combo: v for combo, v in _combos(torch_wheels, pythons).items() if combo[0] not in pins}
         if not combos:
             continue
-        vision = {
-            wheel.version for wheel in wheels.project_wheels(index, "torchvision") if stamp in wheel.version
-        }
+        vision = {wheel.version for wheel in wheels.project_wheels(index, "torchvision") if stamp in wheel.version}
         # one torchvision nightly of that date, else the build pins torch without it
         torchvision = max(vision, key=Version) if vision else "none"
         extra = (transformers_index,) if transformers_index != index else ()
