@@ -39,7 +39,6 @@ class WheelName:
     name: str  # canonical (PEP 503), '-' written '_': "nvidia_cublas_cu12"
     version: str
     python: str  # e.g. cp311, py3
-    abi: str
     platform: str
 
     @property
@@ -55,10 +54,8 @@ def parse_wheel_name(filename: str) -> WheelName:
         raise WheelError(f"{base!r} is not a wheel file name (expected NAME-VERSION-PY-ABI-PLATFORM.whl)") from None
     def joined(parts: set[str]) -> str:  # a compressed tag set, as the file name writes it: py2.py3
         return ".".join(sorted(parts))
-    return WheelName(
-        base, name.replace("-", "_"), str(version), joined({tag.interpreter for tag in tags}),
-        joined({tag.abi for tag in tags}), joined({tag.platform for tag in tags}),
-    )
+    return WheelName(base, name.replace("-", "_"), str(version), joined({tag.interpreter for tag in tags}),
+                     joined({tag.platform for tag in tags}))
 
 def platform_key(wheel: WheelName) -> str | None:
     """The manifest platform a wheel serves, or None for platforms the suite does not track."""
