@@ -189,8 +189,7 @@ def cmd_default(args: argparse.Namespace) -> int:
 
 
 def cmd_check_range(args: argparse.Namespace) -> int:
-    asv_args = [arg for arg in args.asv_args if arg != "--"]
-    reason = timeline.bad_range(args.timeline, asv_args)
+    reason = timeline.bad_range(args.timeline, [arg for arg in args.asv_args if arg != "--"])
     if reason is not None:
         raise HistoryError(reason)
     return 0
