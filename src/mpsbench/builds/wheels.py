@@ -1,6 +1,7 @@
 """Wheels: names and tags, PEP 503 indexes, and what a torch wheel says of itself.
 
-A remote wheel's ``torch/version.py`` is read through HTTP range requests: adding a multi-GB build reads kilobytes.
+Used on the host when a build is added, never inside an asv environment. A remote wheel's ``torch/version.py`` is
+read through HTTP range requests: adding a multi-GB build reads kilobytes.
 """
 
 from __future__ import annotations
