@@ -18,11 +18,10 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from mpsbench import command
-from mpsbench.site.timeline_reader import Timeline, timeline_from_config
+from mpsbench.site.timeline_reader import UPSTREAM, Timeline, timeline_from_config
 
 PAGE = "pytorch.html"
 SHOW_COMMIT_URL = f"{PAGE}#//github.com/"
-UPSTREAM = "https://github.com/pytorch/pytorch"
 _FEED_LINK = re.compile(r"https?://github\.com/pytorch/pytorch/commit/(?:\.\./compare/([0-9a-f]+)\.\.\.([0-9a-f]+)|([0-9a-f]+))")
 
 _SCRIPT = """
