@@ -47,14 +47,13 @@ def mac(monkeypatch):
         ("pmset", "-g", "therm"): THERM_QUIET,
         ("system_profiler", "SPDisplaysDataType", "-json"): DISPLAYS,
         ("sysctl", "-n", "machdep.cpu.brand_string"): "Apple M2 Max\n",
-        ("sysctl", "-n", "hw.memsize"): str(32 * 1024**3) + "\n",
     }
     monkeypatch.setattr(sys, "platform", "darwin")
     monkeypatch.setattr(host, "output", lambda *command: answers.get(command))
-    monkeypatch.setattr(machine, "_sysctl", lambda name: answers[("sysctl", "-n", name)].strip())
     monkeypatch.setattr(host.platform, "mac_ver", lambda: ("15.1.1", ("", "", ""), "arm64"))
     monkeypatch.setattr(machine.platform, "machine", lambda: "arm64")
     monkeypatch.setattr(machine.os, "cpu_count", lambda: 12)
+    monkeypatch.setattr(psutil, "virtual_memory", lambda: types.SimpleNamespace(total=32 * 1024**3))
     return answers
 
 

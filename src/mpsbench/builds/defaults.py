@@ -1,16 +1,8 @@
 """A platform's default timeline: which builds ``scripts/bench`` runs there, and under which Pythons.
 
-``builds/manifest.json`` says it by rule, per platform (``defaults``): the
-releases of some channels, the last patch of each minor release, from a minor
-on (``since``), the newest few (``newest``, or ``newest_of`` one channel). A Mac's
-wheels are small, so its default spans the MPS era; a Linux build is about 6 GB, so
-its default is the few era releases the manifest pins for Linux and the newest release.
-
-No single Python has wheels for the whole era (torch 1.12.1 has cp310 and no
-cp312 on macOS; 2.15.0 has cp312 and no cp310), so a rule may name several:
-each build runs under every one of them it has wheels for. Builds in the
-overlap run under both, so the seam shows on the site (asv draws each
-environment's Python as a parameter of the graph).
+The manifest's ``defaults`` rule: the last patch of each minor release of some channels (``since``, ``newest``,
+``newest_of``). No one Python has wheels for the whole era, so each build runs under every rule Python it has
+wheels for: the overlap runs under both, and the seam shows on the site.
 """
 
 from __future__ import annotations

@@ -24,11 +24,6 @@ class HistoryError(ValueError):
     """A user mistake in a history command: one line, exit status 2."""
 
 
-def _add(args: argparse.Namespace, build: mf.Build) -> int:
-    append(args.manifest, args.timeline, args.channel, build, args.parent)
-    return 0
-
-
 def append(manifest_path: Path, timeline_repo: Path, channel: str, build: mf.Build, parent: str | None = None) -> str:
     """Add ``build`` to ``channel`` of the manifest file, regenerate the timeline; its timeline commit."""
     updated = mf.append(mf.load(manifest_path), channel, build, parent=parent)
@@ -44,14 +39,16 @@ def append(manifest_path: Path, timeline_repo: Path, channel: str, build: mf.Bui
     return commit
 
 
-def cmd_add_release(args: argparse.Namespace) -> int:
+def _release(args: argparse.Namespace) -> mf.Build:
     # The manifest's defaults say which interpreters each platform pins, unless --python names them.
     pythons = tuple(args.python) if args.python else defaults.pin_pythons(mf.load(args.manifest))
-    build = resolve.release(
-        args.version, index=args.index, pythons=pythons, torchvision=args.torchvision,
-        transformers=args.transformers, date=args.date,
-    )
-    return _add(args, build)
+    return resolve.release(args.version, index=args.index, pythons=pythons, torchvision=args.torchvision,
+                           transformers=args.transformers, date=args.date)
+
+
+def cmd_add(args: argparse.Namespace) -> int:
+    append(args.manifest, args.timeline, args.channel, args.resolver(args), args.parent)
+    return 0
 
 
 def cmd_add_nightly(args: argparse.Namespace) -> int:
@@ -83,20 +80,14 @@ def add_nightly(manifest_path: Path, timeline_repo: Path, channel: str, date: st
     return append(manifest_path, timeline_repo, channel, build, parent)
 
 
-def cmd_add_wheel(args: argparse.Namespace) -> int:
-    build = resolve.wheel_file(
-        args.path, torchvision=args.torchvision, transformers=args.transformers, index=args.transformers_index,
-        sha256=args.sha256, build_id=args.id, note=args.note,
-    )
-    return _add(args, build)
+def _wheel_file(args: argparse.Namespace) -> mf.Build:
+    return resolve.wheel_file(args.path, torchvision=args.torchvision, transformers=args.transformers,
+                              index=args.transformers_index, sha256=args.sha256, build_id=args.id, note=args.note)
 
 
-def cmd_add_url(args: argparse.Namespace) -> int:
-    build = resolve.wheel_url(
-        args.url, sha256=args.sha256, transformers=args.transformers, index=args.transformers_index,
-        build_id=args.id, note=args.note,
-    )
-    return _add(args, build)
+def _wheel_url(args: argparse.Namespace) -> mf.Build:
+    return resolve.wheel_url(args.url, sha256=args.sha256, transformers=args.transformers,
+                             index=args.transformers_index, build_id=args.id, note=args.note)
 
 
 def _env_pairs(pairs: list[str]) -> dict[str, str]:
@@ -109,9 +100,8 @@ def _env_pairs(pairs: list[str]) -> dict[str, str]:
     return env
 
 
-def cmd_add_existing(args: argparse.Namespace) -> int:
-    build = resolve.existing(args.site_packages, build_id=args.id, date=args.date, env=_env_pairs(args.env), note=args.note)
-    return _add(args, build)
+def _existing(args: argparse.Namespace) -> mf.Build:
+    return resolve.existing(args.site_packages, build_id=args.id, date=args.date, env=_env_pairs(args.env), note=args.note)
 
 
 def cmd_list(args: argparse.Namespace) -> int:
@@ -199,8 +189,7 @@ def cmd_default(args: argparse.Namespace) -> int:
 
 
 def cmd_check_range(args: argparse.Namespace) -> int:
-    asv_args = [arg for arg in args.asv_args if arg != "--"]
-    reason = timeline.bad_range(args.timeline, asv_args)
+    reason = timeline.bad_range(args.timeline, [arg for arg in args.asv_args if arg != "--"])
     if reason is not None:
         raise HistoryError(reason)
     return 0
@@ -218,100 +207,88 @@ def cmd_machine(args: argparse.Namespace) -> int:
 
 
 def add_subcommands(commands: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
-    def paths(parser: argparse.ArgumentParser) -> None:
-        parser.add_argument("--manifest", type=Path, default=MANIFEST, help=f"default {MANIFEST}")
-        parser.add_argument("--timeline", type=Path, default=TIMELINE, help=f"default {TIMELINE}")
-
-    shared: dict[str, dict[str, Any]] = {  # the options some of the adding commands share
+    options: dict[str, dict[str, Any]] = {  # the options several commands share
+        "--manifest": {"type": Path, "default": MANIFEST, "help": f"default {MANIFEST}"},
+        "--timeline": {"type": Path, "default": TIMELINE, "help": f"default {TIMELINE}"},
+        "--parent": {"help": "for a new channel: the CHANNEL@ID build it forks from"},
+        "--transformers": {"help": "transformers version to pin, or none (default: by torch)"},
         "--id": {"help": "build id (default: from the torch version)"},
         "--note": {"default": "", "help": "a line for the commit message"},
         "--transformers-index": {"default": resolve.PYPI, "help": "PEP 503 index of the other wheels (default PyPI)"},
     }
+    paths = ("--manifest", "--timeline")
 
-    def adding(parser: argparse.ArgumentParser, channel: str, *options: str) -> None:
-        paths(parser)
+    def command(group: argparse._SubParsersAction, name: str, help: str, *shared: str,  # type: ignore[type-arg]
+                **defaults: Any) -> argparse.ArgumentParser:
+        """A subcommand with the ``shared`` options; ``defaults`` name its ``func``."""
+        parser: argparse.ArgumentParser = group.add_parser(name, help=help)
+        parser.set_defaults(**defaults)
+        for option in shared:
+            parser.add_argument(option, **options[option])
+        return parser
+
+    def adding(name: str, help: str, channel: str, *shared: str, **defaults: Any) -> argparse.ArgumentParser:
+        """An add-* command: unless ``defaults`` say otherwise, cmd_add appends what its ``resolver`` makes."""
+        parser = command(build_commands, name, help, *paths, **{"func": cmd_add, **defaults})
         parser.add_argument("--channel", default=channel, help=f"channel (branch) to append to (default {channel})")
-        parser.add_argument("--parent", help="for a new channel: the CHANNEL@ID build it forks from")
-        parser.add_argument("--transformers", help="transformers version to pin, or none (default: by torch)")
-        for option in options:
-            parser.add_argument(option, **shared[option])
+        for option in ("--parent", "--transformers", *shared):
+            parser.add_argument(option, **options[option])
+        return parser
 
     build = commands.add_parser("build", help="add PyTorch builds to the manifest (and the timeline)")
-    build_commands = build.add_subparsers(dest="build_command", metavar="ACTION")
-    build_commands.required = True
+    build_commands = build.add_subparsers(dest="build_command", metavar="ACTION", required=True)
 
-    release = build_commands.add_parser("add-release", help="a release from PyPI, e.g. 2.14.1")
+    release = adding("add-release", "a release from PyPI, e.g. 2.14.1", "release", resolver=_release)
     release.add_argument("version")
-    adding(release, "release")
     release.add_argument("--index", default=resolve.PYPI, help="PEP 503 index (default PyPI)")
     release.add_argument("--torchvision", help="torchvision version (default: the one made for this torch)")
     release.add_argument("--python", nargs="+", help="python tags to pin on every platform"
                          " (default: per platform, the manifest's defaults' Pythons, else cp310-cp313)")
     release.add_argument("--date", help="override the build date (YYYY-MM-DDTHH:MM:SSZ)")
-    release.set_defaults(func=cmd_add_release)
 
-    nightly = build_commands.add_parser("add-nightly", help="a nightly by date (YYYY-MM-DD) or 'latest'")
+    nightly = adding("add-nightly", "a nightly by date (YYYY-MM-DD) or 'latest'", "nightly", "--transformers-index",
+                     func=cmd_add_nightly)
     nightly.add_argument("date")
-    adding(nightly, "nightly", "--transformers-index")
     nightly.add_argument("--index", action="append", help="nightly PEP 503 index (repeatable; default PyTorch's)")
     nightly.add_argument("--python", nargs="+", default=list(resolve.PYTHONS), help="python tags to pin")
-    nightly.set_defaults(func=cmd_add_nightly)
 
-    wheel = build_commands.add_parser("add-wheel", help="a torch wheel file, e.g. one built from source")
+    wheel = adding("add-wheel", "a torch wheel file, e.g. one built from source", "local",
+                   "--id", "--note", "--transformers-index", resolver=_wheel_file)
     wheel.add_argument("path", type=Path)
-    adding(wheel, "local", "--id", "--note", "--transformers-index")
     wheel.add_argument("--torchvision", type=Path, help="a torchvision wheel file to pin beside it")
     wheel.add_argument("--sha256", help="refuse the file unless it has this sha256")
-    wheel.set_defaults(func=cmd_add_wheel)
 
-    url = build_commands.add_parser("add-url", help="a torch wheel at a URL (fetched once, checksum checked)")
+    url = adding("add-url", "a torch wheel at a URL (fetched once, checksum checked)", "local",
+                 "--id", "--note", "--transformers-index", resolver=_wheel_url)
     url.add_argument("url")
-    adding(url, "local", "--id", "--note", "--transformers-index")
     url.add_argument("--sha256", help="the wheel's sha256 (or end the URL with #sha256=...)")
-    url.set_defaults(func=cmd_add_url)
 
-    here = build_commands.add_parser("add-existing", help="a torch already installed here, used in place")
+    here = adding("add-existing", "a torch already installed here, used in place", "local", "--id", "--note",
+                  resolver=_existing)
     here.add_argument("site_packages", type=Path, help="the site-packages folder that holds torch")
-    adding(here, "local", "--id", "--note")
     here.add_argument("--date", help="build date (default: when torch/version.py was written)")
     here.add_argument("--env", action="append", default=[], metavar="NAME=VALUE",
                       help="set in every process of this build's environment (repeatable)")
-    here.set_defaults(func=cmd_add_existing)
 
-    listing = build_commands.add_parser("list", help="the builds and their timeline commits")
-    paths(listing)
-    listing.set_defaults(func=cmd_list)
+    command(build_commands, "list", "the builds and their timeline commits", *paths, func=cmd_list)
 
     line = commands.add_parser("timeline", help="the timeline repository asv walks")
-    line_commands = line.add_subparsers(dest="timeline_command", metavar="ACTION")
-    line_commands.required = True
-    generate = line_commands.add_parser("generate", help="(re)generate the timeline from the manifest")
-    paths(generate)
+    line_commands = line.add_subparsers(dest="timeline_command", metavar="ACTION", required=True)
+    generate = command(line_commands, "generate", "(re)generate the timeline from the manifest", *paths, func=cmd_generate)
     generate.add_argument("--force", action="store_true", help="accept a rewritten channel history")
-    generate.set_defaults(func=cmd_generate)
-    span = line_commands.add_parser("range", help="the PyTorch commit range between two builds")
+    span = command(line_commands, "range", "the PyTorch commit range between two builds", *paths, func=cmd_range)
     span.add_argument("old", help="CHANNEL@ID or timeline commit hash (prefix)")
     span.add_argument("new", help="CHANNEL@ID or timeline commit hash (prefix)")
-    paths(span)
-    span.set_defaults(func=cmd_range)
-    default = line_commands.add_parser(
-        "default", help="this platform's default timeline (builds/manifest.json 'defaults'): builds and Pythons"
-    )
-    paths(default)
-    default.add_argument("--platform", choices=wheels.PLATFORMS,
-                         help="a manifest platform (default: this machine's)")
+    default = command(line_commands, "default", "this platform's default timeline (builds/manifest.json 'defaults'):"
+                      " builds and Pythons", *paths, func=cmd_default)
+    default.add_argument("--platform", choices=wheels.PLATFORMS, help="a manifest platform (default: this machine's)")
     default.add_argument("--pythons", action="store_true", help="print only the Pythons to run, one a line")
     default.add_argument("--hashes", action="store_true", help="print only the timeline commits --python runs")
     default.add_argument("--python", help="with --hashes: the Python, e.g. 3.10")
-    default.set_defaults(func=cmd_default)
-    check = line_commands.add_parser(
-        "check-range", help="refuse, in one line, an asv run range that names no timeline commit"
-    )
-    check.add_argument("--timeline", type=Path, default=TIMELINE, help=f"default {TIMELINE}")
+    check = command(line_commands, "check-range", "refuse, in one line, an asv run range that names no timeline commit",
+                    "--timeline", func=cmd_check_range)
     check.add_argument("asv_args", nargs=argparse.REMAINDER, help="the arguments given to asv run")
-    check.set_defaults(func=cmd_check_range)
 
-    host = commands.add_parser("machine", help="write a stable asv machine entry for this machine")
+    host = command(commands, "machine", "write a stable asv machine entry for this machine", func=cmd_machine)
     host.add_argument("--name", help="machine name (default: from chip and core count)")
     host.add_argument("--quiet", action="store_true", help="print only the machine's name")
-    host.set_defaults(func=cmd_machine)

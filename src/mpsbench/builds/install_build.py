@@ -1,17 +1,8 @@
 """Install a timeline build into an asv environment: once per build, then switch by a .pth file.
 
-asv runs this with the environment's own python (``install_command`` in
-asv.conf.json) before anything else is installed there, so it imports only
-the standard library and pip (the environment's installer). A build is
-installed once into a cache folder keyed by its wheels' sha256; switching an
-environment to it rewrites one ``.pth`` file, which puts the cached build and
-the suite's ``src/`` (SUITE_SRC) on ``sys.path``.
-
-Every wheel, wherever it comes from, is checked against its pinned sha256
-before it is installed, a stored copy each time. A build is staged and
-renamed into place only when pip succeeds, so a failed or killed install
-leaves no half-built entry (the next install removes its leftovers); a cached
-build is switched to without writing, so a read-only cache serves it.
+asv runs this (``install_command``) with the environment's own python before anything else is there:
+standard library and pip only. Every wheel is checked against its sha256; a build is staged and renamed into
+place only when pip succeeds, and a cached one is switched to without writing (a read-only cache serves).
 
     python install_build.py install BUILD_DIR ENV_DIR SUITE_SRC
     python install_build.py uninstall ENV_DIR
@@ -177,9 +168,8 @@ def _download(url: str, dest: Path) -> Path:
 def fetch_wheel(pin: dict[str, str]) -> Path:
     """The pinned wheel in the local wheel store, fetched and checked once.
 
-    Looks in the store, then local wheelhouses, then the pin's file:// path,
-    then asks pip (this machine's indexes and mirrors), then the URL itself.
-    Whatever is found must match the pinned sha256, or nothing is stored.
+    From the store, local wheelhouses, the pin's file:// path, pip (this machine's indexes and mirrors), else the
+    URL itself; whatever is found must match the pinned sha256, or nothing is stored.
     """
     store = cache_root() / "wheels" / pin["sha256"]
     stored = store / pin["filename"]
@@ -229,10 +219,7 @@ def _locked(path: Path, wait: bool = True) -> Iterator[bool]:
         except BlockingIOError:
             yield False
             return
-        try:
-            yield True
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
+        yield True  # closing the file releases the lock
 
 
 def _alive(pid: str) -> bool:
@@ -240,8 +227,8 @@ def _alive(pid: str) -> bool:
         os.kill(int(pid), 0)
     except (ValueError, ProcessLookupError):
         return False
-    except PermissionError:
-        return True
+    except PermissionError:  # another user's process
+        pass
     return True
 
 
@@ -293,13 +280,6 @@ def _site_packages() -> Path:
     return Path(sysconfig.get_paths()["purelib"])
 
 
-def _existing(build: dict[str, Any]) -> Path:
-    folder = Path(build["site_packages"])
-    if not (folder / "torch" / "__init__.py").is_file():
-        raise InstallError(f"build {build['channel']}@{build['id']}: {folder} holds no torch")
-    return folder
-
-
 def _pth_lines(folder: Path, suite_src: Path, env: dict[str, str]) -> str:
     lines = [str(folder), str(suite_src.resolve())]
     if env:  # a .pth line that starts with "import" is executed at every interpreter start
@@ -325,7 +305,9 @@ def install(build_dir: Path, env_dir: Path, suite_src: Path) -> str:
     started = time.perf_counter()
     build = json.loads((build_dir / "build.json").read_text())
     if build["kind"] == "existing":
-        key, folder, fresh = "existing", _existing(build), False
+        key, folder, fresh = "existing", Path(build["site_packages"]), False
+        if not (folder / "torch" / "__init__.py").is_file():
+            raise InstallError(f"build {build['channel']}@{build['id']}: {folder} holds no torch")
     else:
         key, pins = select_pins(build)
         folder, fresh = ensure_installed(pins)

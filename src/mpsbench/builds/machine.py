@@ -1,15 +1,12 @@
 """A complete, stable asv machine entry: the same on every machine of one kind.
 
-asv's detected ``os`` includes the kernel build string, which differs between
-machines of one kind: every field of the entry is part of a graph's identity
-(asv records them all with each result), so a drifting field splits history.
-This writes every field from facts that do not drift. ``asv machine --yes``
-takes only its own six fields as options (machine, os, arch, cpu, num_cpu,
-ram), not the chip, the GPU or the Linux release this entry adds.
+Every field is part of a graph's identity, and asv's own ``os`` holds the kernel build string, so a drifting field
+would split history: this writes each from facts that do not drift (``asv machine --yes`` takes only six).
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import platform
@@ -18,11 +15,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import psutil
+
 from mpsbench.measure import host
-
-
-def _sysctl(name: str) -> str:
-    return (host.output("sysctl", "-n", name) or "").strip()
 
 
 def _os_release() -> str:
@@ -33,34 +28,22 @@ def _os_release() -> str:
 
 
 def _linux_cpu() -> str:
-    try:
-        text = Path("/proc/cpuinfo").read_text()
-    except OSError:
-        return platform.processor() or "unknown"
-    found = re.search(r"^model name\s*:\s*(.+)$", text, re.M)
-    return " ".join(found.group(1).split()) if found else platform.processor() or "unknown"
-
-
-def _ram_gib() -> int:
-    if sys.platform == "darwin":
-        total = int(_sysctl("hw.memsize") or 0)
-    else:
-        total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-    return round(total / 1024**3)
+    with contextlib.suppress(OSError):
+        found = re.search(r"^model name\s*:\s*(.+)$", Path("/proc/cpuinfo").read_text(), re.M)
+        if found:
+            return " ".join(found.group(1).split())
+    return platform.processor() or "unknown"
 
 
 def describe() -> dict[str, Any]:
     """This machine's stable facts.
 
-    A Mac records its OS by name only: a macOS update (MPSGraph ships with it)
-    must show on the same graph, so its version is a tracked value of every run
-    (benchmarks/benchmark_host.py). Linux keeps the distribution and release its
-    machines recorded from the start. ``gpu`` is written only where there is one,
-    so a machine without a GPU keeps the fields it always had.
+    A Mac records its OS by name only: a macOS update (MPSGraph ships with it) must show on the same graph, as a
+    tracked value (benchmarks/benchmark_host.py). Linux keeps the release its machines recorded from the start;
+    ``gpu`` is written only where there is one, so a machine without a GPU keeps the fields it always had.
     """
-    cores = os.cpu_count() or 1
     if sys.platform == "darwin":
-        chip = _sysctl("machdep.cpu.brand_string") or platform.processor()
+        chip = (host.output("sysctl", "-n", "machdep.cpu.brand_string") or "").strip() or platform.processor()
         facts = {"os": "macOS"}
     else:
         chip = _linux_cpu()
@@ -68,14 +51,9 @@ def describe() -> dict[str, Any]:
     gpu = host.gpu()
     if gpu:
         facts["gpu"] = gpu
-    return {
-        "arch": platform.machine(),
-        "chip": chip,
-        "cpu": chip,
-        "num_cpu": str(cores),
-        **facts,
-        "ram": f"{_ram_gib()} GiB",
-    }
+    ram = round(psutil.virtual_memory().total / 1024**3)  # hw.memsize on macOS, MemTotal on Linux
+    return {"arch": platform.machine(), "chip": chip, "cpu": chip, "num_cpu": str(os.cpu_count() or 1), **facts,
+            "ram": f"{ram} GiB"}
 
 
 def default_name(facts: dict[str, Any]) -> str:

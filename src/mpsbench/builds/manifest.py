@@ -1,14 +1,7 @@
-"""The manifest of PyTorch builds: channels of builds, each pinned per platform.
+"""builds/manifest.json: append-only channels of builds, each pinned per platform (timeline.py makes asv's git of it).
 
-``builds/manifest.json`` is tracked in the repository; the timeline git
-repository that asv walks is generated from it (timeline.py). A channel is an
-ordered, append-only list of builds (oldest first). A channel may fork from a
-build of another channel (``parent``), which is how a bisection branch or a
-developer's local builds sit beside the channel they came from without
-changing any existing commit.
-
-Every change goes through :func:`save`, which validates the whole manifest
-first and replaces the file atomically: a refused change leaves it untouched.
+A channel may fork from another's build (``parent``): a bisection or a developer's builds sit beside it without
+changing any existing commit. :func:`save` validates first and replaces the file atomically.
 """
 
 from __future__ import annotations
@@ -299,12 +292,7 @@ def save(manifest: Manifest, path: Path) -> None:
 
 
 def append(manifest: Manifest, channel_name: str, build: Build, parent: str | None = None) -> Manifest:
-    """A new manifest with ``build`` at the end of ``channel_name`` (created if new).
-
-    ``parent`` (``channel@id``) names where a new channel forks from. Refuses a
-    build older than the channel's tip, a repeated id, or a parent given for a
-    channel that already exists.
-    """
+    """A new manifest with ``build`` at the end of ``channel_name``, created if new (forked from ``parent``, channel@id)."""
     if not _NAME.match(channel_name):
         raise ManifestError(f"channel name {channel_name!r} must be lower-case letters, digits, '.', '_' or '-'")
     existing = manifest.channel(channel_name)

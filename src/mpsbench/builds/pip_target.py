@@ -1,10 +1,7 @@
 """Run pip with the environment markers of another platform and Python.
 
-``pip install --platform ... --python-version ...`` picks wheels for the target
-but evaluates environment markers (``platform_system == "Linux"``,
-``python_version < "3.11"``) against the interpreter running pip: resolving for
-macOS on Linux would pull in torch's Linux-only CUDA wheels. This runs pip's own
-resolver with packaging's ``default_environment`` answering for the target.
+``pip --platform --python-version`` picks the target's wheels but evaluates markers against the host: resolving
+for macOS on Linux would pull in torch's CUDA wheels. So pip's ``default_environment`` answers for the target.
 
     python -m mpsbench.builds.pip_target PLATFORM PYTHON_TAG pip-arguments...
 """

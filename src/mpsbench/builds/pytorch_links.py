@@ -1,17 +1,9 @@
 """Commit links on the published site lead to PyTorch's commits, not to timeline hashes.
 
-asv builds every commit link (graph points, the Regressions page, the summary
-list, ``regressions.xml``) from ``show_commit_url`` + a timeline commit, which
-does not exist in pytorch/pytorch. After ``asv publish`` this module
-
-- writes ``pytorch.html``: each timeline commit with its build and upstream
-  ``git_version`` (from each timeline commit's build.json), and a few lines of
-  script that send ``pytorch.html#//github.com/HASH`` to the build's upstream
-  commit and ``#//github.com/../compare/A...B`` to the upstream compare range;
-- points index.json's ``show_commit_url`` at ``pytorch.html#//github.com/``
-  (asv links a range as a GitHub compare only when the URL holds ``//github.com/``);
-- rewrites the links in ``regressions.xml`` (feed readers run no script) to
-  the upstream URLs directly.
+asv makes every commit link from ``show_commit_url`` + a timeline hash, unknown upstream. So: ``pytorch.html`` maps
+each build to its ``git_version`` and redirects ``#//github.com/HASH`` (and ``../compare/A...B``) upstream;
+``show_commit_url`` points at it (asv links a range as a compare only for ``//github.com/``); ``regressions.xml``
+gets the upstream URLs directly (feed readers run no script).
 
 ``python -m mpsbench.builds.pytorch_links HTML_DIR --config asv.conf.json``; scripts/publish runs it.
 """
@@ -26,11 +18,10 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from mpsbench import command
-from mpsbench.site.timeline_reader import Timeline, timeline_from_config
+from mpsbench.site.timeline_reader import UPSTREAM, Timeline, timeline_from_config
 
 PAGE = "pytorch.html"
 SHOW_COMMIT_URL = f"{PAGE}#//github.com/"
-UPSTREAM = "https://github.com/pytorch/pytorch"
 _FEED_LINK = re.compile(r"https?://github\.com/pytorch/pytorch/commit/(?:\.\./compare/([0-9a-f]+)\.\.\.([0-9a-f]+)|([0-9a-f]+))")
 
 _SCRIPT = """

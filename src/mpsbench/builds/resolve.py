@@ -1,9 +1,7 @@
-"""Turn "torch 2.14.1", "the nightly of 2026-11-20", a wheel file or a wheel URL into a Build.
+"""Turn a release, a nightly's date, a wheel file or URL, or an installed torch into a Build.
 
-Each resolver pins, per platform, torch, the torchvision made for it (where
-one exists) and a transformers release that supports it, each by file name,
-URL and sha256. The upstream ``git_version`` and the build's date are read
-from the torch wheel itself (``torch/version.py`` and its timestamp).
+Per platform: torch, its torchvision and a transformers that runs with it, pinned by file, URL and sha256;
+``git_version`` and the date come from the torch wheel's own ``torch/version.py``.
 """
 
 from __future__ import annotations
@@ -43,8 +41,7 @@ class ResolveError(ValueError):
 def torchvision_series(torch_version: str) -> str:
     """The torchvision minor series made for a torch release: 1.13 -> 0.14, 2.14 -> 0.29.
 
-    torchvision's macOS wheels of the 1.x era do not require their torch, so
-    pip alone would pair torch 1.12.1 with any torchvision: the series says which.
+    The 1.x era's macOS torchvision wheels do not require their torch: pip alone would pair any torchvision.
     """
     try:
         major, minor = Version(torch_version).release[:2]
@@ -69,12 +66,9 @@ def transformers_cap(torch_version: str) -> str | None:
 
 
 def requirements(torch_version: str, torchvision: str | None = None, transformers: str | None = None) -> list[str]:
-    """What pip resolves a build from: torch, its torchvision, a transformers that runs with it.
+    """What pip resolves a build from: torch, its torchvision (a version, or ``none``), a transformers that runs with it.
 
-    ``torchvision`` and ``transformers`` name a version, or ``none`` to leave
-    the package out. Torch before 2.3 was built against numpy 1.x without
-    saying so in its metadata: numpy 2 breaks it at import, hence that rule;
-    transformers' torch extra lags its imports: ``TRANSFORMERS_CAPS``.
+    Torch before 2.3 was built against numpy 1.x without saying so: numpy 2 breaks it at import.
     """
     wanted = [f"torch=={torch_version}"]
     if torchvision != "none":
@@ -108,10 +102,8 @@ def pip_set(
 ) -> list[mf.Pin]:
     """Every wheel pip installs for ``wanted`` on ``platform`` under ``python`` (cp310), pinned.
 
-    ``pip install --dry-run --report`` resolves from the packages' own
-    requirements for a platform and interpreter other than this one, without
-    downloading a wheel (pip_target.py makes its markers the target's too);
-    its report names each file's URL and sha256.
+    ``pip install --dry-run --report`` resolves for another platform without downloading a wheel (pip_target.py
+    makes the markers the target's too); its report names each file's URL and sha256.
     """
     if not re.fullmatch(r"cp3\d+", python):
         raise ResolveError(f"python tag {python!r} is not cpython 3 (e.g. cp312)")
@@ -148,14 +140,14 @@ def pip_set(
 Pythons = tuple[str, ...] | Mapping[str, tuple[str, ...]]  # for every platform, or per platform
 
 
-def _combos(links: list[wheels.IndexLink], pythons: Pythons) -> dict[tuple[str, str], str]:
+def _combos(found: list[wheels.WheelName], pythons: Pythons) -> dict[tuple[str, str], str]:
     """(platform, python) -> the exact torch version, for every torch wheel on a platform and python we pin."""
     combos = {}
-    for link in links:
-        key = wheels.platform_key(link.wheel)
+    for wheel in found:
+        key = wheels.platform_key(wheel)
         wanted = pythons if isinstance(pythons, tuple) else pythons.get(key or "", ())
-        if key in PLATFORM_TAGS and link.wheel.python in wanted:
-            combos[(key, link.wheel.python)] = link.wheel.version
+        if key in PLATFORM_TAGS and wheel.python in wanted:
+            combos[(key, wheel.python)] = wheel.version
     return combos
 
 
@@ -173,8 +165,7 @@ def _identity(pins: dict[str, list[mf.Pin]]) -> wheels.TorchIdentity:
     for key in (*_IDENTITY_PLATFORMS, *sorted(pins)):
         torch_pins = [pin for pin in pins.get(key, []) if pin.name == "torch"]
         if torch_pins:
-            preferred = sorted(torch_pins, key=lambda pin: ("cp311" not in pin.filename, pin.filename))[0]
-            return wheels.torch_identity(preferred.url)
+            return wheels.torch_identity(min(torch_pins, key=lambda pin: ("cp311" not in pin.filename, pin.filename)).url)
     raise ResolveError("no torch wheel to read the build's identity from")
 
 
@@ -185,21 +176,18 @@ def release(
     """A PyPI (or other index) release of torch, e.g. ``2.14.1``, with pip's resolution of its neighbours."""
     if not re.fullmatch(r"\d+\.\d+(\.\d+)?", version):
         raise ResolveError(f"release version {version!r} is not MAJOR.MINOR.PATCH (e.g. 2.14.1)")
-    all_torch = wheels.project_links(index, "torch")
-    torch_links = [link for link in all_torch if link.wheel.public_version == version]
-    if not torch_links:
-        known = sorted(
-            {link.wheel.public_version for link in all_torch if not Version(link.wheel.version).is_prerelease},
-            key=Version,
-        )
+    all_torch = wheels.project_wheels(index, "torch")
+    torch_wheels = [wheel for wheel in all_torch if wheel.public_version == version]
+    if not torch_wheels:
+        known = sorted({wheel.public_version for wheel in all_torch if not Version(wheel.version).is_prerelease}, key=Version)
         raise ResolveError(f"torch {version} is not on {index}; recent releases there: {', '.join(known[-8:])}")
-    combos = _combos(torch_links, pythons)
+    combos = _combos(torch_wheels, pythons)
     if not combos:
         raise ResolveError(f"torch {version} on {index} has no wheel for {pythons} on a tracked platform")
     series = torchvision_series(version)
-    vision_links = [link for link in wheels.project_links(index, "torchvision")
-                    if link.wheel.public_version.startswith(series + ".")]
-    with_vision = set(_combos(vision_links, pythons))
+    vision_wheels = [wheel for wheel in wheels.project_wheels(index, "torchvision")
+                     if wheel.public_version.startswith(series + ".")]
+    with_vision = set(_combos(vision_wheels, pythons))
     # Where the series has no wheel (not released yet, or none for that Python: 0.14 has no
     # cp311), the set has no torchvision and the suite skips its models with the reason.
     pins = _resolve_pins({
@@ -217,8 +205,8 @@ def nightly_dates(indexes: tuple[str, ...]) -> list[str]:
     """Every nightly date (YYYY-MM-DD) with a torch wheel on any of ``indexes``, oldest first."""
     dates = set()
     for index in indexes:
-        for link in wheels.project_links(index, "torch"):
-            found = re.search(r"\.dev(\d{4})(\d{2})(\d{2})", link.wheel.version)
+        for wheel in wheels.project_wheels(index, "torch"):
+            found = re.search(r"\.dev(\d{4})(\d{2})(\d{2})", wheel.version)
             if found:
                 dates.add("-".join(found.groups()))
     return sorted(dates)
@@ -228,11 +216,7 @@ def nightly(
     date: str, indexes: tuple[str, ...] = NIGHTLY_INDEXES, pythons: tuple[str, ...] = PYTHONS,
     transformers: str | None = None, transformers_index: str = PYPI,
 ) -> mf.Build:
-    """The nightly of ``date`` (YYYY-MM-DD) from PyTorch's nightly indexes (configurable).
-
-    Each platform resolves against the index that holds its torch wheel, with
-    ``transformers_index`` beside it for everything else.
-    """
+    """The nightly of ``date`` (YYYY-MM-DD): each platform from the index holding its torch, plus ``transformers_index``."""
     try:
         datetime.strptime(date, "%Y-%m-%d")
     except ValueError:
@@ -240,13 +224,11 @@ def nightly(
     stamp = ".dev" + date.replace("-", "")
     pins: dict[str, list[mf.Pin]] = {}
     for index in indexes:
-        torch_links = [link for link in wheels.project_links(index, "torch") if stamp in link.wheel.version]
-        combos = {combo: v for combo, v in _combos(torch_links, pythons).items() if combo[0] not in pins}
+        torch_wheels = [wheel for wheel in wheels.project_wheels(index, "torch") if stamp in wheel.version]
+        combos = {combo: v for combo, v in _combos(torch_wheels, pythons).items() if combo[0] not in pins}
         if not combos:
             continue
-        vision = {
-            link.wheel.version for link in wheels.project_links(index, "torchvision") if stamp in link.wheel.version
-        }
+        vision = {wheel.version for wheel in wheels.project_wheels(index, "torchvision") if stamp in wheel.version}
         # one torchvision nightly of that date, else the build pins torch without it
         torchvision = max(vision, key=Version) if vision else "none"
         extra = (transformers_index,) if transformers_index != index else ()
@@ -285,8 +267,7 @@ def _own_build(own: list[tuple[mf.Pin, Path]], kind: str, transformers: str | No
                build_id: str | None, note: str) -> mf.Build:
     """A build of our own torch wheel (and torchvision), as (pin, local file), with what pip resolves around them.
 
-    pip reads the local files for their requirements; the pins keep the wheels' own URLs.
-    """
+    pip reads the local files for their requirements; the pins keep the wheels' own URLs."""
     torch_pin, torch_file = own[0]
     wheel = wheels.parse_wheel_name(torch_pin.filename)
     platform = _torch_platform(wheel)
@@ -340,11 +321,9 @@ def existing(
     site_packages: Path, build_id: str | None = None, date: str | None = None, env: dict[str, str] | None = None,
     note: str = "",
 ) -> mf.Build:
-    """A torch already installed on this machine, used in place: nothing is downloaded or copied.
+    """A torch already installed here, used in place (a CI image, a GPU box without network, a developer's build).
 
-    For machines with no network and a preinstalled torch (a CI image, a GPU box),
-    and for a developer's own installed build. ``env`` sets environment variables
-    in every process of the build's asv environment.
+    ``env`` is set in every process of the build's asv environment.
     """
     folder = site_packages.resolve()
     if not (folder / "torch" / "version.py").is_file():

@@ -1,16 +1,7 @@
-"""Generate the timeline git repository that asv walks: one commit per PyTorch build.
+"""Generate the timeline git repository asv walks: a branch per channel, a commit per build (its ``build.json``).
 
-asv can only walk the commits of the repository named in asv.conf.json, so the
-manifest becomes a small git repository: one branch per channel, one commit
-per build holding only that build's pins (``build.json``), the author and
-committer dates set to the build's date, the upstream version and
-``git_version`` in the message, and an annotated tag per release.
-
-Generation is deterministic: a fixed identity, fixed dates, canonical JSON and
-git plumbing (``hash-object``, ``mktree``, ``commit-tree``, ``mktag``) mean the
-same manifest always gives the same hashes, and appending builds never changes
-an earlier hash. asv keys results by commit hash: a changed hash would orphan
-history, so :func:`generate` refuses to move a branch anywhere but forward.
+asv keys results by commit hash, so generation is deterministic (fixed identity and dates, canonical JSON, git
+plumbing): appending never changes an earlier hash, and :func:`generate` moves a branch only forward.
 """
 
 from __future__ import annotations
@@ -52,11 +43,9 @@ class _Git:
 
     def __call__(self, *args: str, data: str | None = None, env: dict[str, str] | None = None) -> str:
         full_env = dict(os.environ, **(env or {}))
-        for variable in ("GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE"):
+        for variable in ("GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE"):  # set in git hooks: they would point elsewhere
             full_env.pop(variable, None)
-        done = subprocess.run(
-            ["git", *args], cwd=self.repo, input=data, capture_output=True, text=True, env=full_env
-        )
+        done = subprocess.run(["git", *args], cwd=self.repo, input=data, capture_output=True, text=True, env=full_env)
         if done.returncode != 0:
             raise TimelineError(f"git {' '.join(args[:2])} failed: {done.stderr.strip()}")
         return done.stdout.strip()
@@ -64,11 +53,10 @@ class _Git:
     def blob(self, text: str) -> str:
         return self("hash-object", "-w", "--stdin", data=text)
 
-    def ref(self, name: str) -> str | None:
-        try:
-            return self("rev-parse", "--verify", "--quiet", name)
-        except TimelineError:
-            return None
+    def heads(self) -> dict[str, str]:
+        """Branch name -> tip commit."""
+        listing = self("for-each-ref", "--format=%(refname:short) %(objectname)", "refs/heads")
+        return dict(line.split() for line in listing.splitlines())
 
 
 def commit_message(channel: str, build: mf.Build) -> str:
@@ -139,16 +127,13 @@ def compute(manifest: mf.Manifest, repo: Path) -> Generated:
 
 
 def generate(manifest: mf.Manifest, repo: Path, force: bool = False) -> Generated:
-    """Write the timeline and move its branches and tags forward.
-
-    Refuses (unless ``force``) when a branch would move to a commit that does
-    not contain its current tip: that would orphan results recorded for the
-    old commits.
-    """
+    """Write the timeline and move its branches and tags forward; unless ``force``, never to a commit that does not
+    contain a branch's tip (results recorded for the old commits would be orphaned)."""
     generated = compute(manifest, repo)
     git = _Git(repo)
+    heads = git.heads()
     for channel, tip in generated.branches.items():
-        current = git.ref(f"refs/heads/{channel}")
+        current = heads.get(channel)
         if current and current != tip and not force:
             try:
                 git("merge-base", "--is-ancestor", current, tip)
@@ -163,7 +148,7 @@ def generate(manifest: mf.Manifest, repo: Path, force: bool = False) -> Generate
     first = manifest.channels[0].name if manifest.channels else None
     if first:  # HEAD off any branch pruned below
         git("symbolic-ref", "HEAD", f"refs/heads/{first}")
-    for stale in git("for-each-ref", "--format=%(refname:short)", "refs/heads").split():
+    for stale in heads:
         if stale not in generated.branches:  # a channel removed from the manifest: asv must not walk it
             git("update-ref", "-d", f"refs/heads/{stale}")
     for name, tag in generated.tags.items():
@@ -194,11 +179,7 @@ def _asv_run_range(asv_run_args: list[str]) -> str | None:
 
 
 def bad_range(repo: Path, asv_run_args: list[str]) -> str | None:
-    """Why the commit range among ``asv run``'s arguments names nothing in the timeline, or None.
-
-    asv answers an unknown revision with a git traceback; this says it in one
-    line first, naming what can be used instead.
-    """
+    """Why the range among ``asv run``'s arguments names nothing in the timeline (asv would answer a traceback), or None."""
     arg = _asv_run_range(asv_run_args)
     if arg is None:
         return None
@@ -207,8 +188,7 @@ def bad_range(repo: Path, asv_run_args: list[str]) -> str | None:
         git("rev-list", "--quiet", "--first-parent", arg, "--")
     except TimelineError:
         tags = git("tag", "--list").split()
-        branches = git("for-each-ref", "--format=%(refname:short)", "refs/heads").split()
-        names = ", ".join(branches + tags) or "none yet"
+        names = ", ".join([*git.heads(), *tags]) or "none yet"
         # FIRST^..LAST fails when FIRST is its channel's first build: it has no parent.
         root = " (a channel's first build has no '^': name the channel for all its builds)" if "^" in arg else ""
         return (

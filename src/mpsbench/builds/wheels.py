@@ -1,13 +1,12 @@
 """Wheels: names and tags, PEP 503 indexes, and what a torch wheel says of itself.
 
-Used when a build is added to the manifest (on the host, never inside an asv
-environment). A torch wheel carries ``torch/version.py`` with the upstream
-``git_version``; for a remote wheel only that one member is read, through HTTP
-range requests, so adding a multi-GB build downloads a few kilobytes.
+Used on the host when a build is added, never inside an asv environment. A remote wheel's ``torch/version.py`` is
+read through HTTP range requests: adding a multi-GB build reads kilobytes.
 """
 
 from __future__ import annotations
 
+import contextlib
 import html.parser
 import io
 import re
@@ -17,6 +16,7 @@ import zipfile
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import Any
 
 import packaging.utils
 import packaging.version
@@ -40,7 +40,6 @@ class WheelName:
     name: str  # canonical (PEP 503), '-' written '_': "nvidia_cublas_cu12"
     version: str
     python: str  # e.g. cp311, py3
-    abi: str
     platform: str
 
     @property
@@ -56,10 +55,8 @@ def parse_wheel_name(filename: str) -> WheelName:
         raise WheelError(f"{base!r} is not a wheel file name (expected NAME-VERSION-PY-ABI-PLATFORM.whl)") from None
     def joined(parts: set[str]) -> str:  # a compressed tag set, as the file name writes it: py2.py3
         return ".".join(sorted(parts))
-    return WheelName(
-        base, name.replace("-", "_"), str(version), joined({tag.interpreter for tag in tags}),
-        joined({tag.abi for tag in tags}), joined({tag.platform for tag in tags}),
-    )
+    return WheelName(base, name.replace("-", "_"), str(version), joined({tag.interpreter for tag in tags}),
+                     joined({tag.platform for tag in tags}))
 
 def platform_key(wheel: WheelName) -> str | None:
     """The manifest platform a wheel serves, or None for platforms the suite does not track."""
@@ -76,12 +73,6 @@ def platform_key(wheel: WheelName) -> str | None:
 
 # --- PEP 503 indexes ---------------------------------------------------------
 
-@dataclass(frozen=True)
-class IndexLink:
-    wheel: WheelName
-    url: str  # absolute, without the fragment
-    sha256: str | None
-
 class _LinkParser(html.parser.HTMLParser):
     def __init__(self) -> None:
         super().__init__()
@@ -93,55 +84,43 @@ class _LinkParser(html.parser.HTMLParser):
             if href:
                 self.hrefs.append(href)
 
-def _read_url(url: str) -> bytes:
-    if url.startswith("file://") and url.endswith("/"):
-        url += "index.html"  # a PEP 503 index kept in a folder: one index.html per project
-    request = urllib.request.Request(url, headers={"User-Agent": USER_AGENT})
-    with urllib.request.urlopen(request, timeout=TIMEOUT) as response:
-        data: bytes = response.read()
-        return data
+def _open(url: str, method: str | None = None, **headers: str) -> Any:
+    request = urllib.request.Request(url, method=method, headers={"User-Agent": USER_AGENT, **headers})
+    return urllib.request.urlopen(request, timeout=TIMEOUT)
 
 def index_uri(index: str) -> str:
     """A PEP 503 index as a URL: http(s):// and file:// as given, a folder as its file:// URL."""
     return index if "://" in index else Path(index).resolve().as_uri()
 
-def project_links(index_url: str, project: str) -> list[IndexLink]:
-    """Every wheel link of ``project`` on a PEP 503 simple index (http(s):// or file://, or a folder)."""
+def project_wheels(index_url: str, project: str) -> list[WheelName]:
+    """Every wheel of ``project`` on a PEP 503 simple index (http(s):// or file://, or a folder)."""
     page_url = index_uri(index_url).rstrip("/") + "/" + packaging.utils.canonicalize_name(project) + "/"
+    # a PEP 503 index kept in a folder: one index.html per project
     try:
-        text = _read_url(page_url).decode("utf-8", "replace")
+        with _open(page_url + "index.html" if page_url.startswith("file://") else page_url) as response:
+            text = response.read().decode("utf-8", "replace")
     except OSError as exc:
         raise WheelError(f"cannot read the index page {page_url}: {exc}") from None
     parser = _LinkParser()
     parser.feed(text)
-    links = []
+    found = []
     for href in parser.hrefs:
-        absolute = urllib.parse.urljoin(page_url, href)
-        url, _, fragment = absolute.partition("#")
-        if not url.endswith(".whl"):
-            continue
-        sha = fragment[len("sha256="):] if fragment.startswith("sha256=") else None
-        try:
-            links.append(IndexLink(parse_wheel_name(url), url, sha))
-        except WheelError:
-            continue
-    return links
+        url = href.partition("#")[0]
+        if url.endswith(".whl"):
+            with contextlib.suppress(WheelError):  # a file whose name is no wheel's: not one of the project's wheels
+                found.append(parse_wheel_name(url))
+    return found
 
 # --- reading torch/version.py out of a wheel ---------------------------------
 
 class _HTTPRangeFile(io.RawIOBase):
-    """A read-only, seekable view of a remote file through HTTP range requests.
-
-    ``zipfile`` reads the central directory from the end and then one member:
-    a few small requests instead of the whole wheel.
-    """
+    """A read-only, seekable remote file: ``zipfile`` reads the central directory, then one member, by HTTP ranges."""
 
     def __init__(self, url: str) -> None:
         super().__init__()
         self.url = url
         self.position = 0
-        request = urllib.request.Request(url, method="HEAD", headers={"User-Agent": USER_AGENT})
-        with urllib.request.urlopen(request, timeout=TIMEOUT) as response:
+        with _open(url, "HEAD") as response:
             self.size = int(response.headers["Content-Length"])
 
     def seekable(self) -> bool:
@@ -159,9 +138,7 @@ class _HTTPRangeFile(io.RawIOBase):
         end = self.size if size is None or size < 0 else min(self.size, self.position + size)
         if end <= self.position:
             return b""
-        headers = {"User-Agent": USER_AGENT, "Range": f"bytes={self.position}-{end - 1}"}
-        request = urllib.request.Request(self.url, headers=headers)
-        with urllib.request.urlopen(request, timeout=TIMEOUT) as response:
+        with _open(self.url, Range=f"bytes={self.position}-{end - 1}") as response:
             data: bytes = response.read()
         self.position += len(data)
         return data
