@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from mpsbench import command
-from mpsbench.site.timeline_reader import UPSTREAM, Timeline, timeline_from_config
+from mpsbench.site.timeline_reader import UPSTREAM, Timeline, pytorch_url, timeline_from_config
 
 PAGE = "pytorch.html"
 SHOW_COMMIT_URL = f"{PAGE}#//github.com/"
@@ -57,9 +57,7 @@ def upstream_url(builds: dict[str, str | None], old: str | None, new: str) -> st
     git_old = builds.get(old) if old else None
     if not git_new or (old and not git_old):
         return None
-    if git_old and git_old != git_new:
-        return f"{UPSTREAM}/compare/{git_old}...{git_new}"
-    return f"{UPSTREAM}/commit/{git_new}"
+    return pytorch_url(git_old, git_new)
 
 
 def _full(builds: dict[str, str | None], prefix: str) -> str | None:

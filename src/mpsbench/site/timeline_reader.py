@@ -71,9 +71,16 @@ class Timeline:
         new_version = self.git_version(new)
         if not (old_version and new_version):
             return "git_version unknown"
-        if old_version == new_version:  # two builds of one upstream commit: nothing to compare
-            return Link(f"{new_version[:12]} (both builds)", f"{UPSTREAM}/commit/{new_version}")
-        return Link(f"{old_version[:12]}...{new_version[:12]}", f"{UPSTREAM}/compare/{old_version}...{new_version}")
+        same = old_version == new_version  # two builds of one upstream commit: nothing to compare
+        text = f"{new_version[:12]} (both builds)" if same else f"{old_version[:12]}...{new_version[:12]}"
+        return Link(text, pytorch_url(old_version, new_version))
+
+
+def pytorch_url(old_version: str | None, new_version: str) -> str:
+    """PyTorch's page for a build: the compare range from ``old_version``'s commit, or its own commit alone."""
+    if old_version and old_version != new_version:
+        return f"{UPSTREAM}/compare/{old_version}...{new_version}"
+    return f"{UPSTREAM}/commit/{new_version}"
 
 
 def timeline_from_config(config: Path | None) -> Timeline:
