@@ -22,12 +22,12 @@ class _OpBenchmark:
     call per sample and re-runs ``setup`` before each, so the built inputs are
     cached per process (``ops.cached``).
 
-    The default selection runs every op in float32: on mps and cuda at every
-    size, on the cpu at the small and medium sizes; MPSBENCH_FULL=1 adds
-    float16 and bfloat16 everywhere (the cpu never at large: minutes a call)
-    and the cpu's large size. Combinations left out skip in ``setup`` with
-    the reason, as do absent devices and reduced-precision dtypes torch
-    refuses on a device; torch refusing float32 fails the combination.
+    The default selection runs every op in float32, at the large size on a
+    GPU and the small and medium sizes on the cpu (selection.op says why);
+    MPSBENCH_FULL=1 adds the other dtypes and sizes (never the cpu's reduced
+    precision at large: minutes a call). Combinations left out skip in
+    ``setup`` with the reason, as do absent devices and reduced-precision
+    dtypes torch refuses on a device; torch refusing float32 fails the combination.
     """
 
     training = False
