@@ -1,10 +1,7 @@
 """``mpsbench bisect --nightlies N``: PyTorch's nightlies between two adjacent builds, on a bisection channel.
 
-At most N nightlies (a budget for the whole bisection), spread by date over the
-gap, are added as ``mpsbench build add-nightly`` adds them to a channel of their
-own forked from the gap's good build, ``bisect-CHANNEL-ID``; a new channel
-changes no existing timeline hash, and a rerun reuses its nightlies
-(docs/bisect.md, "--nightlies").
+At most N for the whole bisection, spread by date, on a channel of their own forked from the gap's good
+build (``bisect-CHANNEL-ID``): a new channel changes no existing timeline hash, and a rerun reuses them.
 """
 
 from __future__ import annotations

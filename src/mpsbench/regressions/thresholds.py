@@ -1,11 +1,7 @@
 """When a change of one row counts as a regression: the one rule the alert, the report and the site use.
 
-A row (one benchmark combination on one machine) is judged between two builds
-from what asv recorded for each (:mod:`mpsbench.results.recorded`): direction
-from the unit, an absolute floor per unit, asv's threshold widened by the row's
-measured noise, noisy rows marked rather than alarmed on, no bare medians for
-rates, and asv's own significance test (docs/site.md, "When a row counts as a
-regression", says why for each).
+Direction from the unit, a floor per unit, asv's threshold widened by the row's noise, noisy rows marked
+rather than alarmed on, no bare medians for rates, asv's significance test (docs/site.md says why for each).
 """
 
 from __future__ import annotations
