@@ -33,7 +33,6 @@ from mpsbench.results import asvconf, merge, record
 WORKDIR = Path(".asv/nightly")
 CHANNEL = "nightly"
 MACHINE_ENV = "MPSBENCH_MACHINE"  # a runner's machine name, e.g. set in the runner's .env file
-BENCHMARKS_FAILED = 3
 # bisection's line naming the first bad build and the good one before it, as a pattern
 FOUND = re.compile(
     re.escape(bisection.FIRST_BAD).replace(r"\{first\}", r"(?P<first>\S+)").replace(r"\{before\}", r"(?P<before>\S+)")
@@ -256,11 +255,11 @@ def cmd_bench(args: argparse.Namespace) -> int:
                                [*quick, "-b", _bench_pattern(paths, devices, args.bench), f"HASHFILE:{hashfile}"])
     if args.dry_run:
         log.info("dry run: nothing was recorded")
-        return BENCHMARKS_FAILED if status else 0
+        return record.BENCHMARKS_FAILED if status else 0
     regressed = _alert(paths, prepared, args.channel, [name], paths.work / f"alert-{name}.md", args.confirm)
     if status:
         log.info(f"asv run exited with status {status}: some benchmarks failed (see above); their results say which")
-    return 1 if regressed else (BENCHMARKS_FAILED if status else 0)
+    return 1 if regressed else (record.BENCHMARKS_FAILED if status else 0)
 
 
 def cmd_collect(args: argparse.Namespace) -> int:

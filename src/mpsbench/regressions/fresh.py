@@ -90,7 +90,6 @@ class Session:
         self.index = -1  # the combination's position among the benchmark's parameter sets
         self.params: list[list[str]] = []
         self.combination = ""
-        self.per_process = SAMPLES
 
     def close(self) -> None:
         shutil.rmtree(self.scratch, ignore_errors=True)
@@ -156,7 +155,7 @@ class Session:
         if self.key is None:
             self.check_bench(builds[0].commit)
         command = self._command([build.commit for build in builds], self.bench, "--interleave-rounds",
-                                "-a", f"rounds={max_rounds}", "-a", f"repeat={self.per_process}")
+                                "-a", f"rounds={max_rounds}", "-a", f"repeat={SAMPLES}")
         output = self.scratch / "asv-run.log"
         with open(output, "w") as sink:
             running = subprocess.Popen(command, stdout=sink, stderr=subprocess.STDOUT, env=self.env)
@@ -190,8 +189,7 @@ class Session:
             except (recorded.RecordedError, KeyError):  # asv is rewriting the file right now
                 return []
             samples.extend(per_param[self.index if self.index >= 0 else 0] or [])
-        size = self.per_process
-        return [min(samples[start:start + size]) for start in range(0, len(samples) - size + 1, size)]
+        return [min(samples[start:start + SAMPLES]) for start in range(0, len(samples) - SAMPLES + 1, SAMPLES)]
 
 
 def _exit_on_sigterm(signum: int, frame: object) -> None:

@@ -68,21 +68,14 @@ def parse_asv_run(args: Sequence[str]) -> tuple[list[str], str | None, list[str]
     if parsed.quick and not parsed.dry_run:
         raise RecordError("--quick would record single-sample values as results; add --dry-run, or leave --quick out")
     rest: list[str] = []
-    skip_next = False
     position = max((i for i, arg in enumerate(args) if arg == parsed.range), default=None)
-    for i, arg in enumerate(args):
-        if skip_next:
-            skip_next = False
-            continue
-        if i == position:
-            continue
+    words = iter(enumerate(args))
+    for i, arg in words:
         name = arg.split("=", 1)[0]
-        if arg in ("-b", "--bench") or name in ("--config", "--machine"):
-            skip_next = "=" not in arg
-            continue
-        if arg.startswith("-b") or name == "--bench" or name in OWN_OPTIONS:
-            continue
-        rest.append(arg)
+        if arg in ("-b", "--bench", "--config", "--machine"):
+            next(words, None)  # its value
+        elif i != position and not arg.startswith("-b") and name != "--bench" and name not in OWN_OPTIONS:
+            rest.append(arg)
     return list(parsed.bench or []), parsed.range, rest
 
 
