@@ -1,11 +1,7 @@
 """The nightly job of a fleet of machines, step by step: ``scripts/nightly STEP`` (docs/fleet.md).
 
-Each step is what one job of .github/workflows/nightly.yml runs, and each works
-the same on a laptop (``scripts/nightly STEP --help`` says what it does).
-Everything lives in a work folder (default ``.asv/nightly``): the fleet's files
-(``fleet/``, a copy of the results branch), the timeline generated from the
-fleet's manifest, an asv.conf.json derived from the suite's (asvconf.py), asv's
-environments, this machine's results and the published site.
+Each step is what one job of .github/workflows/nightly.yml runs, and works the same on a laptop,
+in a work folder (default ``.asv/nightly``) that holds everything, the fleet's files included.
 
 Exit status: 0 done, 1 a regression (or merge conflicts), 2 a mistake in the
 command or the fleet's files (one line), 3 benchmarks that failed (asv).

@@ -110,15 +110,11 @@ def _row_alerts(found: recorded.Recorded, rules: thresholds.Rules, machine: str,
         if not judge(good, build).slower:
             good = build
     newest, previous = builds[-1], builds[-2]
-    out = []
+    # one alert per row: against the last good build where both hold, it says more
+    if good != previous and (to_good := judge(good, newest)).slower:
+        return [(good, LAST_GOOD, to_good)]
     to_previous = judge(previous, newest)
-    if to_previous.slower:
-        out.append((previous, PREVIOUS, to_previous))
-    if good != previous:
-        to_good = judge(good, newest)
-        if to_good.slower:
-            out.append((good, LAST_GOOD, to_good))
-    return out[-1:]  # one alert per row: against the last good build where both hold, it says more
+    return [(previous, PREVIOUS, to_previous)] if to_previous.slower else []
 
 
 def find(

@@ -14,12 +14,13 @@ same), 2 a mistake in the command (one line, nothing written).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import datetime
 import itertools
 import json
 import os
 import tempfile
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -324,8 +325,9 @@ def reconcile(dest: Path, sources: Sequence[Path], update: bool, report: Report)
     return merged if changed else None
 
 
-def _temporary(path: Path, content: bytes) -> str:
-    """``content`` written beside ``path`` and flushed to disk; the temporary file's name."""
+@contextlib.contextmanager
+def _temporary(path: Path, content: bytes) -> Iterator[str]:
+    """``content`` written beside ``path`` and flushed to disk, in a file removed on the way out unless renamed."""
     handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}-", suffix=".tmp")
     mask = os.umask(0)
     os.umask(mask)
@@ -335,33 +337,26 @@ def _temporary(path: Path, content: bytes) -> str:
             out.write(content)
             out.flush()
             os.fsync(out.fileno())
-    except BaseException:
-        os.unlink(temporary)
-        raise
-    return temporary
+        yield temporary
+    finally:
+        Path(temporary).unlink(missing_ok=True)
 
 
 def _write_json(path: Path, data: Any, compact: bool = False) -> None:
     """Write beside ``path``, then rename over it: a kill leaves the old file or the new one."""
     text = json.dumps(data) if compact else json.dumps(data, indent=4, sort_keys=True) + "\n"  # compact: as asv writes
-    temporary = _temporary(path, text.encode("utf-8"))
-    try:
+    with _temporary(path, text.encode("utf-8")) as temporary:
         os.replace(temporary, path)
-    except BaseException:
-        Path(temporary).unlink(missing_ok=True)
-        raise
 
 
 def _copy_new(source: Path, target: Path) -> bool:
     """Copy ``source`` to ``target`` unless ``target`` exists (checked atomically); True if copied."""
     target.parent.mkdir(parents=True, exist_ok=True)
-    temporary = _temporary(target, source.read_bytes())
-    try:
-        os.link(temporary, target)  # fails if target exists: never replaces a file
-    except FileExistsError:
-        return False
-    finally:
-        os.unlink(temporary)
+    with _temporary(target, source.read_bytes()) as temporary:
+        try:
+            os.link(temporary, target)  # fails if target exists: never replaces a file
+        except FileExistsError:
+            return False
     return True
 
 
