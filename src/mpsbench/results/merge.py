@@ -52,14 +52,9 @@ class Report:
         return not self.conflicts and not self.corrupt
 
     def lines(self) -> list[str]:
-        return [
-            *(f"copied    {name}" for name in self.copied),
-            *(f"merged    {name}" for name in self.merged),
-            *(f"replaced  {text}" for text in self.replaced),
-            *(f"conflict  {text}" for text in self.conflicts),
-            *(f"corrupt   {text}" for text in self.corrupt),
-            *(f"benchmarks.json: {text}" for text in self.benchmarks),
-        ]
+        labelled = [("copied    ", self.copied), ("merged    ", self.merged), ("replaced  ", self.replaced),
+                    ("conflict  ", self.conflicts), ("corrupt   ", self.corrupt), ("benchmarks.json: ", self.benchmarks)]
+        return [label + text for label, texts in labelled for text in texts]
 
     def summary(self, dest: Path) -> str:
         return (
