@@ -1,11 +1,7 @@
 """The nightly job of a fleet of machines, step by step: ``scripts/nightly STEP`` (docs/fleet.md).
 
-Each step is what one job of .github/workflows/nightly.yml runs, and each works
-the same on a laptop (``scripts/nightly STEP --help`` says what it does).
-Everything lives in a work folder (default ``.asv/nightly``): the fleet's files
-(``fleet/``, a copy of the results branch), the timeline generated from the
-fleet's manifest, an asv.conf.json derived from the suite's (asvconf.py), asv's
-environments, this machine's results and the published site.
+Each step is what one job of .github/workflows/nightly.yml runs, and works the same on a laptop,
+in a work folder (default ``.asv/nightly``) that holds everything, the fleet's files included.
 
 Exit status: 0 done, 1 a regression (or merge conflicts), 2 a mistake in the
 command or the fleet's files (one line), 3 benchmarks that failed (asv).
@@ -33,7 +29,6 @@ from mpsbench.results import asvconf, merge, record
 WORKDIR = Path(".asv/nightly")
 CHANNEL = "nightly"
 MACHINE_ENV = "MPSBENCH_MACHINE"  # a runner's machine name, e.g. set in the runner's .env file
-BENCHMARKS_FAILED = 3
 # bisection's line naming the first bad build and the good one before it, as a pattern
 FOUND = re.compile(
     re.escape(bisection.FIRST_BAD).replace(r"\{first\}", r"(?P<first>\S+)").replace(r"\{before\}", r"(?P<before>\S+)")
@@ -67,16 +62,10 @@ class Paths:
         self.results = self.work / "results"  # asvconf.derived puts results_dir here
 
 
-# --- the fleet's manifest ----------------------------------------------------------
-
-
 def sync(repository: mf.Manifest, fleet_manifest: mf.Manifest) -> mf.Manifest:
     """The fleet's manifest brought up to date with the repository's.
 
-    Channels only grow, so for each channel the history that continues the
-    other is kept (a release added on the main branch reaches the fleet; the
-    fleet's nightlies stay); two histories that diverge are an error naming
-    the channel.
+    Channels only grow: per channel, the history that continues the other is kept; two that diverge are an error.
     """
     names = [c.name for c in repository.channels]
     names += [c.name for c in fleet_manifest.channels if c.name not in names]
@@ -126,9 +115,6 @@ def prepare(paths: Paths, channel: str) -> Prepared:
     return Prepared(manifest, generated, config, branches)
 
 
-# --- steps -------------------------------------------------------------------------
-
-
 def cmd_fetch(args: argparse.Namespace) -> int:
     paths = Paths(args)
     commit = results_branch.fetch(paths.suite, paths.fleet, args.remote, args.branch)
@@ -168,11 +154,8 @@ def cmd_resolve(args: argparse.Namespace) -> int:
 def _bench_pattern(paths: Paths, devices: list[str], benches: list[str]) -> str:
     """What ``asv run -b`` gets: this run's exact selection, of the ``--bench`` benchmarks if given.
 
-    :mod:`mpsbench.measure.preselect` names the combinations that run, so asv
-    starts no process for the rest (under spawn, on a Mac, each such process
-    imports torch again). The devices become MPSBENCH_DEVICES, which asv passes
-    to every benchmark process, so the preselection and every benchmark's
-    ``setup`` leave out the same ones.
+    Naming the combinations that run spares a process for each of the rest (under spawn, each imports torch
+    again). The devices go to MPSBENCH_DEVICES, which asv passes on, so every benchmark's ``setup`` agrees.
     """
     if devices:
         os.environ[selection.DEVICES_ENV] = ",".join(devices)
@@ -219,8 +202,7 @@ def missing_builds(prepared: Prepared, paths: Paths, name: str, limit: int) -> l
 
 
 def _to_github(variable: str, text: str) -> None:
-    """Append a line to the file GitHub Actions names in ``variable``, when run by it: the job's summary page
-    (GITHUB_STEP_SUMMARY) or the step's outputs, ``steps.ID.outputs.NAME`` (GITHUB_OUTPUT)."""
+    """Append a line to GitHub Actions' GITHUB_STEP_SUMMARY or GITHUB_OUTPUT file, when run by it."""
     target = os.environ.get(variable)
     if target:
         with open(target, "a", encoding="utf-8") as out:
@@ -229,10 +211,7 @@ def _to_github(variable: str, text: str) -> None:
 
 def _alert(paths: Paths, prepared: Prepared, channel: str, machines: list[str] | None, summary: Path | None,
            confirm: bool = False) -> int:
-    """``mpsbench alert`` on the work folder's results, for the channel's newest build; 1 if anything is slower.
-
-    ``confirm`` (only where the machine is this one) re-measures each alert with ``mpsbench compare``.
-    """
+    """``mpsbench alert`` (``--confirm`` with ``confirm``) on the work folder's results, for the channel's newest build."""
     rules = thresholds.Rules.from_config(prepared.config)
     compare = alerts.compare_command(paths.fleet_manifest, paths.timeline, machines[0]) if confirm and machines else None
     status, text = alerts.check(paths.results, rules, prepared.manifest, paths.timeline, machines,
@@ -272,11 +251,11 @@ def cmd_bench(args: argparse.Namespace) -> int:
                                [*quick, "-b", _bench_pattern(paths, devices, args.bench), f"HASHFILE:{hashfile}"])
     if args.dry_run:
         log.info("dry run: nothing was recorded")
-        return BENCHMARKS_FAILED if status else 0
+        return record.BENCHMARKS_FAILED if status else 0
     regressed = _alert(paths, prepared, args.channel, [name], paths.work / f"alert-{name}.md", args.confirm)
     if status:
         log.info(f"asv run exited with status {status}: some benchmarks failed (see above); their results say which")
-    return 1 if regressed else (BENCHMARKS_FAILED if status else 0)
+    return 1 if regressed else (record.BENCHMARKS_FAILED if status else 0)
 
 
 def cmd_collect(args: argparse.Namespace) -> int:
@@ -305,12 +284,10 @@ def cmd_alert(args: argparse.Namespace) -> int:
 
 
 def cmd_bisect(args: argparse.Namespace) -> int:
-    """``mpsbench bisect GOOD BAD -b BENCH`` on the fleet's manifest and timeline, the way a user runs it.
+    """``mpsbench bisect GOOD BAD -b BENCH`` on the fleet's manifest and timeline, run as a user runs it.
 
-    It runs as a command of its own, in the suite's folder: its scratch work folder (fresh.WORKDIR) is
-    relative to the working directory, and its options' defaults and one-line errors stay the command's.
-    Its output is streamed into the job's log as it comes (-u: a bisection takes hours), and read
-    for the line naming the first slow build.
+    A command of its own, in the suite's folder (fresh.WORKDIR is relative); its output is streamed
+    into the job's log as it comes (-u: a bisection takes hours) and read for the first slow build.
     """
     paths = Paths(args)
     prepare(paths, args.channel)  # the timeline of the fleet's manifest
@@ -338,9 +315,6 @@ def cmd_bisect(args: argparse.Namespace) -> int:
         log.info(text)
     _to_github("GITHUB_STEP_SUMMARY", "\n\n".join([f"## mpsbench bisect: {args.bench} on {name}", *found]))
     return 0
-
-
-# --- command line ----------------------------------------------------------------
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -1,17 +1,8 @@
-"""The results branch: every machine's results and the fleet's manifest, kept in git beside the code.
+"""The results branch: the fleet's manifest (builds/) and every machine's results (results/), kept in git.
 
-The nightly workflow keeps what the fleet has measured on a branch of the
-suite's own repository (``results`` by default) holding::
-
-    builds/manifest.json      the fleet's builds: the repository's, plus every nightly added since
-    results/benchmarks.json   asv's, the union of every machine's (mpsbench results merge)
-    results/<machine>/...     one folder per machine, written only by merging that machine's results
-
-:func:`fetch` copies the branch's files into a plain folder (no worktree, no
-checkout: the suite's own checkout is not touched), :func:`push` commits
-that folder on top of the fetched commit and pushes it. The push is a
-fast-forward or nothing: if the branch moved meanwhile, it is refused and
-the job fails rather than overwrite another job's commit.
+:func:`fetch` copies the branch's files into a plain folder, never touching the suite's checkout;
+:func:`push` commits that folder on top of the fetched commit, fast-forward or nothing: if the branch
+moved meanwhile the job fails rather than overwrite another job's commit (docs/fleet.md).
 """
 
 from __future__ import annotations

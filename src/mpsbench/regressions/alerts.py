@@ -1,11 +1,7 @@
 """Alerts that hold up: each machine's newest build, row by row, against the build before it and the last good one.
 
-Every row is judged by :mod:`mpsbench.regressions.thresholds` within the build's
-own channel; a build judged slower does not become the baseline, so n1 n2 s1 s2
-is still reported at s2 against n2. ``--confirm`` re-measures each alert with a
-fresh ``mpsbench compare`` (exit 1 confirms, 0 drops it, 3 keeps it out of the
-exit status). Exit 1 when anything raised is slower; 2 when the results cannot
-be read (docs/site.md, "Alerts that hold up").
+A build judged slower never becomes the baseline, so n1 n2 s1 s2 is still reported at s2 against n2;
+``--confirm`` re-measures each alert with a fresh ``mpsbench compare`` (docs/site.md, "Alerts that hold up").
 """
 
 from __future__ import annotations
@@ -88,8 +84,7 @@ def _upstream(manifest: mf.Manifest, generated: timeline.Generated, old: str, ne
 def _lineage(repo: Path, newest: str) -> list[str]:
     """The builds the newest one descends from on its channel (first parents), oldest first, itself last.
 
-    The newest build is compared only with its own channel's history: by date alone, a release could
-    follow a nightly and the two lines be judged against each other.
+    By date alone, a release could follow a nightly and the two lines be judged against each other.
     """
     done = subprocess.run(["git", "-C", str(repo), "rev-list", "--first-parent", newest],
                           capture_output=True, text=True, check=False)
@@ -115,15 +110,11 @@ def _row_alerts(found: recorded.Recorded, rules: thresholds.Rules, machine: str,
         if not judge(good, build).slower:
             good = build
     newest, previous = builds[-1], builds[-2]
-    out = []
+    # one alert per row: against the last good build where both hold, it says more
+    if good != previous and (to_good := judge(good, newest)).slower:
+        return [(good, LAST_GOOD, to_good)]
     to_previous = judge(previous, newest)
-    if to_previous.slower:
-        out.append((previous, PREVIOUS, to_previous))
-    if good != previous:
-        to_good = judge(good, newest)
-        if to_good.slower:
-            out.append((good, LAST_GOOD, to_good))
-    return out[-1:]  # one alert per row: against the last good build where both hold, it says more
+    return [(previous, PREVIOUS, to_previous)] if to_previous.slower else []
 
 
 def find(
@@ -132,9 +123,8 @@ def find(
 ) -> list[Alert]:
     """The rows slower on each machine's newest build, slowest first.
 
-    ``machines`` keeps only those machines; ``build`` (CHANNEL@ID or a commit
-    hash) only machines whose newest build is that one, so that a machine
-    that did not run tonight's build does not repeat an old alert.
+    ``build`` (CHANNEL@ID or a hash) keeps only machines whose newest build it is: one that did not run
+    tonight's build does not repeat an old alert.
     """
     try:
         found = recorded.load(results_dir)
@@ -164,8 +154,7 @@ Compare = Callable[[str, str, str], int]  # (old commit, new commit, -b regex) -
 def compare_command(manifest: Path, timeline_repo: Path, machine: str | None = None) -> Compare:
     """``mpsbench compare OLD NEW -b BENCH`` run as a command, on the same manifest, timeline and machine.
 
-    A fresh, interleaved measurement of both builds that writes no recorded result (issue 23, part A);
-    run as a command so that the alert needs none of its code, and so a test can put a stand-in here.
+    A command, so that the alert needs none of compare's code and a test can put a stand-in here.
     """
     def run_compare(old: str, new: str, benchmark: str) -> int:
         command = [str(Path(sys.executable).with_name("mpsbench")), "compare", old, new, "-b", benchmark,
@@ -226,10 +215,7 @@ def check(
     machines: list[str] | None = None, build: str | None = None, summary: Path | None = None,
     compare: Compare | None = None,
 ) -> tuple[int, str]:
-    """:func:`find` (then :func:`confirm` with ``compare``), one line per alert and a last line on stdout.
-
-    Returns the exit status (1 if anything is slower) and the Markdown, also written to ``summary``.
-    """
+    """:func:`find` (then :func:`confirm` with ``compare``) printed; the exit status and the Markdown (also to ``summary``)."""
     found = find(results_dir, rules, manifest, timeline_repo, machines, build)
     if compare is not None:
         found = confirm(found, compare)

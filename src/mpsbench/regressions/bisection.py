@@ -83,17 +83,16 @@ def cmd_bisect(args: argparse.Namespace) -> int:
                 rows.append([bad.name, "BAD", _ms(step.times[bad.name]), f"{endpoint.ratio:.3f}",
                              f"[{endpoint.low:.3f}, {endpoint.high:.3f}]", f"{endpoint.p_value:.4f}", "1",
                              "confirmed slower"])
-            found = {name: _classify(step.verdicts[(good.name, name)], step.verdicts[(name, bad.name)])
-                     for name in candidates}
-            for name in candidates:
-                vs_good, vs_bad = step.verdicts[(good.name, name)], step.verdicts[(name, bad.name)]
+            against = {name: (step.verdicts[(good.name, name)], step.verdicts[(name, bad.name)]) for name in candidates}
+            found = {name: _classify(*against[name]) for name in candidates}
+            for name, (vs_good, vs_bad) in against.items():
                 rows.append([name, "step", _ms(step.times[name]), f"{vs_good.ratio:.3f}",
                              f"[{vs_good.low:.3f}, {vs_good.high:.3f}]", f"{vs_good.p_value:.4f}",
                              f"{vs_bad.ratio:.3f}", found[name] or "undecided"])
             for name in candidates:  # oldest first: every good one moves low up, the first bad one is high
                 if found[name] is None:
                     print(command.table(rows, rule=False))
-                    vs_good, vs_bad = step.verdicts[(good.name, name)], step.verdicts[(name, bad.name)]
+                    vs_good, vs_bad = against[name]
                     print(f"undecided at {name}: against GOOD {vs_good.reason}; against BAD {vs_bad.reason}")
                     return 3
                 if found[name] == "bad":

@@ -47,7 +47,7 @@ def measure(session: fresh.Session, builds: list[fresh.Named], pairs: list[Pair]
         for times in rounds:
             before = len(measured.times[builds[0].name])
             measured.times = times
-            measured.samples = {name: len(values) * session.per_process for name, values in times.items()}
+            measured.samples = {name: len(values) * fresh.SAMPLES for name, values in times.items()}
             count = len(times[builds[0].name])
             for number in range(before + 1, count + 1):
                 shown = ", ".join(f"{b.name} {times[b.name][number - 1] * 1e3:.2f} ms" for b in builds)

@@ -1,13 +1,8 @@
 """The one regression factor every command uses, read from asv.conf.json.
 
-asv has two knobs for the same idea: ``asv publish`` flags a regression when a
-value grows by more than ``regressions_thresholds`` (a fraction, per benchmark
-regex, in asv.conf.json), while ``asv continuous`` and ``asv compare`` take a
-``--factor`` on the command line (default 1.1). Reading the factor from the
-config's default entry keeps the site, the CLI and the reports in agreement.
-
-``python -m mpsbench.regressions.factor`` prints it, for shell scripts:
-``asv continuous --factor "$(python -m mpsbench.regressions.factor)" A B``.
+asv's publish reads ``regressions_thresholds`` while continuous and compare take ``--factor``: deriving
+the factor from the thresholds' default entry keeps the site, the CLI and the reports in agreement.
+For shell scripts: ``asv continuous --factor "$(python -m mpsbench.regressions.factor)" A B``.
 """
 
 from __future__ import annotations

@@ -1,10 +1,8 @@
 """Measure builds afresh with asv, one process per build and round, into a scratch results folder.
 
-``asv continuous`` and ``asv find`` overwrite recorded results (and ``find``
-judges every parameter value), so compare and bisect run ONE ``asv run
---interleave-rounds`` of a derived configuration whose results folder is
-temporary, read it while it runs, and stop it once decided (docs/bisect.md,
-"How they measure").
+``asv continuous`` and ``asv find`` overwrite recorded results, so compare and bisect run ONE
+``asv run --interleave-rounds`` into a temporary folder, read it as it runs, and stop it once decided
+(docs/bisect.md, "How they measure").
 """
 
 from __future__ import annotations
@@ -30,9 +28,8 @@ from mpsbench.results import asvconf, recorded
 
 WORKDIR = Path(".asv/fresh")  # the derived config and its asv environment, kept between commands
 POLL = 0.5  # seconds between looks at what asv has saved
-# Samples in each process: the step rows' own minimum (benchmark_models' repeat = (10, 40, 10.0));
-# asv's discovery does not record a benchmark's repeat, so it cannot be read per benchmark. More
-# processes with fewer samples each: processes, not samples, carry the spread that decides.
+# Samples in each process: the step rows' own minimum repeat (asv's discovery does not record it);
+# processes, not samples, carry the spread that decides.
 SAMPLES = 10
 
 
@@ -55,8 +52,7 @@ def name_builds(refs: list[str], manifest_path: Path, timeline_path: Path) -> tu
     generated = timeline.generate(manifest, timeline_path)
     found = []
     for ref in refs:
-        tagged = [name for name, commit in generated.commits.items()
-                  if manifest.find(name).tag == ref]
+        tagged = [name for name in generated.commits if manifest.find(name).tag == ref]
         try:
             name, build = (tagged[0], manifest.find(tagged[0])) if tagged else history._resolve_ref(manifest, generated, ref)
         except (mf.ManifestError, history.HistoryError) as exc:
@@ -94,7 +90,6 @@ class Session:
         self.index = -1  # the combination's position among the benchmark's parameter sets
         self.params: list[list[str]] = []
         self.combination = ""
-        self.per_process = SAMPLES
 
     def close(self) -> None:
         shutil.rmtree(self.scratch, ignore_errors=True)
@@ -138,13 +133,8 @@ class Session:
 
         listed = [entry for key, entry in json.loads(listing.read_text()).items() if key != "version"]
         found = Benchmarks(Config.load(str(self.config)), listed, regex=self.bench)
-        matches = []
-        for key, indexes in found.benchmark_selection.items():
-            if key not in found:
-                continue
-            params = found[key]["params"]
-            for index in indexes if indexes is not None else [-1]:
-                matches.append((key, index, params))
+        matches = [(key, index, found[key]["params"]) for key, indexes in found.benchmark_selection.items()
+                   if key in found for index in (indexes if indexes is not None else [-1])]
         if len(matches) != 1:
             names = [_combination(key, index, params) for key, index, params in matches[:3]]
             shown = f": {', '.join(names)}{', ...' if len(matches) > 3 else ''}" if names else ""
@@ -157,16 +147,15 @@ class Session:
         return self.combination
 
     def rounds(self, builds: list[Named], max_rounds: int) -> Generator[dict[str, list[float]], None, None]:
-        """Up to ``max_rounds`` rounds of one process per build, from ONE asv run (``--interleave-rounds``).
+        """Up to ``max_rounds`` rounds of one process per build, from ONE asv run; closing the generator stops asv.
 
         Yields after each round every build's process times so far: each process's fastest sample
         (``-a repeat`` gives each exactly SAMPLES, so asv's appended samples split back into processes).
-        Closing the generator early stops asv.
         """
         if self.key is None:
             self.check_bench(builds[0].commit)
         command = self._command([build.commit for build in builds], self.bench, "--interleave-rounds",
-                                "-a", f"rounds={max_rounds}", "-a", f"repeat={self.per_process}")
+                                "-a", f"rounds={max_rounds}", "-a", f"repeat={SAMPLES}")
         output = self.scratch / "asv-run.log"
         with open(output, "w") as sink:
             running = subprocess.Popen(command, stdout=sink, stderr=subprocess.STDOUT, env=self.env)
@@ -200,8 +189,7 @@ class Session:
             except (recorded.RecordedError, KeyError):  # asv is rewriting the file right now
                 return []
             samples.extend(per_param[self.index if self.index >= 0 else 0] or [])
-        size = self.per_process
-        return [min(samples[start:start + size]) for start in range(0, len(samples) - size + 1, size)]
+        return [min(samples[start:start + SAMPLES]) for start in range(0, len(samples) - SAMPLES + 1, SAMPLES)]
 
 
 def _exit_on_sigterm(signum: int, frame: object) -> None:

@@ -1,15 +1,13 @@
 """``mpsbench bisect --nightlies N``: PyTorch's nightlies between two adjacent builds, on a bisection channel.
 
-At most N nightlies (a budget for the whole bisection), spread by date over the
-gap, are added as ``mpsbench build add-nightly`` adds them to a channel of their
-own forked from the gap's good build, ``bisect-CHANNEL-ID``; a new channel
-changes no existing timeline hash, and a rerun reuses its nightlies
-(docs/bisect.md, "--nightlies").
+At most N for the whole bisection, spread by date, on a channel of their own forked from the gap's good
+build (``bisect-CHANNEL-ID``): a new channel changes no existing timeline hash, and a rerun reuses them.
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
 import re
 from collections.abc import Callable
 from datetime import date
@@ -65,19 +63,17 @@ class Gaps:
         self.transformers, self.transformers_index = args.transformers, args.transformers_index
         self.manifest_path, self.timeline_path = Path(args.manifest), Path(args.timeline)
         self.manifest, self.generated, self.say = manifest, generated, say
-        self._dates: list[str] | None = None
 
+    @functools.cached_property
     def dates(self) -> list[str]:
-        if self._dates is None:
-            self._dates = resolve.nightly_dates(self.indexes)
-        return self._dates
+        return resolve.nightly_dates(self.indexes)
 
     def fill(self, good: str, bad: str) -> list[fresh.Named]:
         """The nightlies added between two adjacent builds (good first), oldest first; [] when none or no budget."""
         if not self.wanted:
             return []
         low, high = day(self.manifest.find(good)), day(self.manifest.find(bad))
-        inside = [night for night in self.dates() if low < date.fromisoformat(night) < high]
+        inside = [night for night in self.dates if low < date.fromisoformat(night) < high]
         if not inside:
             self.say(f"no nightly between {good} ({low}) and {bad} ({high}) on {', '.join(self.indexes)}")
             return []

@@ -5,14 +5,9 @@ the op benchmarks' results of both builds and lists every combination
 (benchmark, device, op, dtype, size) timed in both, the slowest-grown first,
 by the ratio of its time per call after to before.
 
-Measuring is asv's job: given two commits (of this repository, or two builds
-of the build timeline), the command prints the ``asv run`` that measures each
-with ``-b benchmark_ops`` and ranks the results already stored; given two
-asv results files (asv 0.6's format, one per machine, commit and
-environment), it ranks those. Only ``time_`` benchmarks are ranked: the
-``track_`` throughputs are derived from the same calls, and a combination
-whose benchmark ``version`` differs between the two runs measured something
-else, so it is left out and counted.
+Measuring is asv's job: given two commits, it prints the ``asv run`` for each and ranks the stored
+results; given two results files, it ranks those. Only ``time_`` benchmarks count (the ``track_``
+rates come from the same calls); a benchmark whose ``version`` changed is left out and counted.
 """
 
 from __future__ import annotations
@@ -121,9 +116,6 @@ def format_ranking(ranking: Ranking, top: int | None = None) -> str:
     return "\n".join(lines)
 
 
-# --- finding the results of two commits ----------------------------------------
-
-
 def asv_run_command(commit: str, config: Path, machine: str | None) -> str:
     """The asv command that measures the op benchmarks of one commit (one build of a timeline)."""
     try:
@@ -162,19 +154,12 @@ def find_results(results_dir: Path, commit: str, machine: str | None) -> Path:
     return paths[0]
 
 
-# --- the command ---------------------------------------------------------------
-
-
-def _is_file_argument(text: str) -> bool:
-    return text.endswith(".json") or Path(text).is_file()
-
-
 def run(args: argparse.Namespace) -> int:
     """Rank two results files, or two commits' stored results after printing the asv commands."""
     try:
         if args.top is not None and args.top < 0:
             raise RankError(f"--top must be 0 (all) or more, got {args.top}")
-        as_files = [_is_file_argument(args.before), _is_file_argument(args.after)]
+        as_files = [text.endswith(".json") or Path(text).is_file() for text in (args.before, args.after)]
         if all(as_files):
             before_path, after_path = Path(args.before), Path(args.after)
         elif any(as_files):

@@ -1,11 +1,7 @@
 """When a change of one row counts as a regression: the one rule the alert, the report and the site use.
 
-A row (one benchmark combination on one machine) is judged between two builds
-from what asv recorded for each (:mod:`mpsbench.results.recorded`): direction
-from the unit, an absolute floor per unit, asv's threshold widened by the row's
-measured noise, noisy rows marked rather than alarmed on, no bare medians for
-rates, and asv's own significance test (docs/site.md, "When a row counts as a
-regression", says why for each).
+Direction from the unit, a floor per unit, asv's threshold widened by the row's noise, noisy rows marked
+rather than alarmed on, no bare medians for rates, asv's significance test (docs/site.md says why for each).
 """
 
 from __future__ import annotations
@@ -97,13 +93,13 @@ def judge(rules: Rules, entry: str, unit: str, old: Measured, new: Measured, bra
     else:
         worse, before, after = new.value - old.value, old.value, new.value
     ratio = after / before if before > 0 else (math.inf if worse > 0 else 1.0)
-    baseline = old.value
     floor = FLOORS.get(unit, 0.0)
     base = rules.fraction(entry, branch)
     # the row's noise: asv_runner's half interquartile range of each build, side by side
-    errors = [noise(m) * abs(m.value) for m in (old, new) if noise(m) is not None]  # type: ignore[operator]
+    spreads = [(m, s) for m in (old, new) if (s := noise(m)) is not None]
+    errors = [s * abs(m.value) for m, s in spreads]
     threshold = max(base, NOISE_MULTIPLE * sum(errors) / before) if before > 0 else base
-    spread = max((s for s in (noise(old), noise(new)) if s is not None), default=0.0)
+    spread = max((s for _, s in spreads), default=0.0)
     if abs(worse) < floor or worse == 0:
         return Judgement("below floor" if worse else "unchanged", ratio, threshold,
                          f"changed by {abs(worse):.3g} {unit}, within the floor {floor:g}")
@@ -112,7 +108,7 @@ def judge(rules: Rules, entry: str, unit: str, old: Measured, new: Measured, bra
         # and each rate is the batch or bytes over a step time whose timed row is judged
         return Judgement("no statistics", ratio, threshold,
                          "a rate with no recorded statistics: its timed row (time_*) is judged instead")
-    near_zero = abs(baseline) <= floor
+    near_zero = abs(old.value) <= floor
     if not (near_zero or ratio > 1 + threshold or ratio < 1 / (1 + threshold)):
         if spread > NOISY:
             return Judgement("noisy", ratio, threshold,

@@ -1,10 +1,7 @@
 """Derived asv configurations, and this platform's launch method, read from the suite's asv.conf.json.
 
-Calibration, the nightly, compare and the integration tests run the real suite
-with its own install command against timelines and result folders of their own:
-deriving their configs from the repository's keeps them from drifting.
-asv reads one ``launch_method``; ``launch_method_by_platform`` beside it names
-where another method is proven safe and faster (asv.conf.json says why).
+Calibration, the nightly, compare and the tests run the real suite against timelines and result
+folders of their own: deriving their configs from the repository's keeps them from drifting.
 """
 
 from __future__ import annotations
@@ -15,6 +12,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from mpsbench import command
 from mpsbench.regressions import factor
 
 ROOT = Path(__file__).resolve().parents[3]  # the checkout: asv.conf.json, benchmarks/, src/
@@ -35,8 +33,7 @@ def derived(workdir: Path, timeline: Path, branches: list[str], root: Path = ROO
             results_dir: Path | None = None) -> Path:
     """Write ``workdir/asv.conf.json``: the suite's config with its own timeline and folders.
 
-    ``results_dir`` (default ``workdir/results``) puts results elsewhere: a scratch folder for
-    fresh comparisons that must never reach the recorded results.
+    ``results_dir`` (default ``workdir/results``): a scratch folder for fresh comparisons keeps them out of the record.
     """
     conf: dict[str, Any] = dict(factor.read_config(root / "asv.conf.json"))
     conf.update(
@@ -50,8 +47,7 @@ def derived(workdir: Path, timeline: Path, branches: list[str], root: Path = ROO
 def scratch(config: Path, workdir: Path) -> Path:
     """Write ``workdir/asv.conf.json``: ``config`` with its results going to ``workdir/results``.
 
-    Everything else (timeline, benchmarks, environments, site) stays where
-    ``config`` puts it, as absolute paths, so asv reuses the same environments.
+    The rest stays where ``config`` puts it, as absolute paths, so asv reuses the same environments.
     """
     conf: dict[str, Any] = dict(factor.read_config(config))
     base = config.resolve().parent
@@ -85,11 +81,8 @@ _BRANCHES = re.compile(r'("branches"\s*:\s*)\[[^\]]*\]')
 def sync_branches(channels: list[str], timeline: Path, config: Path = factor.CONFIG) -> bool:
     """Make ``config``'s ``branches`` the manifest's channels, if ``config`` walks ``timeline``; True if changed.
 
-    asv publishes only the branches it is told (a channel missing there
-    vanishes from the site, "Couldn't find ... in branches"), so the list
-    follows the manifest every time the timeline is written. The line is
-    rewritten in place, keeping the config's comments; a config that walks
-    another repository is left alone.
+    asv publishes only the branches it is told (a channel missing there vanishes from the site).
+    The line is rewritten in place, keeping the config's comments.
     """
     if not config.is_file():
         return False
@@ -109,18 +102,14 @@ def sync_branches(channels: list[str], timeline: Path, config: Path = factor.CON
     return True
 
 
-def main(argv: list[str]) -> int:
+def main(argv: list[str] | None = None) -> int:
     """``python -m mpsbench.results.asvconf launch-method [CONFIG]``: print this platform's launch method."""
-    if argv[:1] != ["launch-method"] or len(argv) > 2:
-        print("usage: python -m mpsbench.results.asvconf launch-method [ASV_CONF_JSON]", file=sys.stderr)
-        return 2
-    try:
-        print(launch_method(factor.read_config(Path(argv[1]) if len(argv) == 2 else factor.CONFIG)))
-    except factor.FactorError as exc:
-        print(f"mpsbench: error: {exc}", file=sys.stderr)
-        return 2
-    return 0
+    parser = command.OneLineParser(prog="python -m mpsbench.results.asvconf")
+    parser.add_argument("action", choices=["launch-method"])
+    parser.add_argument("config", nargs="?", type=Path, default=factor.CONFIG, metavar="ASV_CONF_JSON")
+    parser.set_defaults(func=lambda args: print(launch_method(factor.read_config(args.config))) or 0)
+    return command.run(parser, argv, (factor.FactorError,))
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    sys.exit(main())

@@ -1,44 +1,26 @@
 """Merge asv results directories into one, value by value, never replacing a recorded value.
 
-An asv results directory holds one folder per machine (``machine.json`` and
-one ``<commit>-<env>.json`` per build) and a shared ``benchmarks.json`` (the
-suite's benchmarks and their versions, rewritten by every ``asv run``).
-``mpsbench results merge DEST SRC...`` merges every machine's files from each
-SRC into DEST, so that DEST only ever grows:
+``mpsbench results merge DEST SRC...`` merges every machine's files from each SRC into DEST, so that
+DEST only ever grows: a file DEST lacks is copied; one it holds is merged value by value (a recorded
+value stays, an incoming one that differs is a conflict reported by name, or with ``--replace`` replaces
+it, kept first in ``<DEST>-replaced.jsonl``); a file asv cannot read is skipped; ``benchmarks.json``
+becomes the union of every side's (a version that differs is an error, unless ``--update-benchmarks``).
+docs/fleet.md, "Results that merge safely", says each rule.
 
-- a file DEST lacks is copied (written beside it, then linked into place, so a
-  file that appears meanwhile is never replaced);
-- a file DEST holds with the same content (or the same JSON) is left as it is;
-- a file DEST holds with other content is merged per benchmark combination:
-  a value recorded in DEST is kept, a combination DEST lacks (a new build's,
-  a new parameter value's, a benchmark's first) is added, and a failure is
-  recorded only where DEST has nothing; an incoming value that differs from
-  a recorded one is a conflict, reported by name, and DEST's value stays;
-  the file is rewritten in asv's format (temporary file, then renamed over);
-- ``--replace`` re-measures on purpose: incoming values replace recorded
-  ones, and each replaced value is first appended to DEST's audit trail
-  (``<DEST>-replaced.jsonl`` beside DEST, one JSON line per value);
-- a file that is not valid asv JSON is reported by name and skipped;
-- ``benchmarks.json`` becomes the union of every side's benchmarks; a
-  benchmark whose ``version`` differs between two sides is an error naming it,
-  raised before anything is written (``--update-benchmarks`` lets the
-  sources' definitions replace DEST's, for a suite that changed since DEST was
-  written; sources that disagree with each other are still an error).
-
-The exit status is 0 when everything merged cleanly, 1 when some value was in
-conflict or some file corrupt (the rest is merged all the same), 2 for a
-mistake in the command (one line, nothing written).
+Exit status: 0 merged cleanly, 1 some value in conflict or some file corrupt (the rest merged all the
+same), 2 a mistake in the command (one line, nothing written).
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import datetime
 import itertools
 import json
 import os
 import tempfile
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -70,14 +52,9 @@ class Report:
         return not self.conflicts and not self.corrupt
 
     def lines(self) -> list[str]:
-        return [
-            *(f"copied    {name}" for name in self.copied),
-            *(f"merged    {name}" for name in self.merged),
-            *(f"replaced  {text}" for text in self.replaced),
-            *(f"conflict  {text}" for text in self.conflicts),
-            *(f"corrupt   {text}" for text in self.corrupt),
-            *(f"benchmarks.json: {text}" for text in self.benchmarks),
-        ]
+        labelled = [("copied    ", self.copied), ("merged    ", self.merged), ("replaced  ", self.replaced),
+                    ("conflict  ", self.conflicts), ("corrupt   ", self.corrupt), ("benchmarks.json: ", self.benchmarks)]
+        return [label + text for label, texts in labelled for text in texts]
 
     def summary(self, dest: Path) -> str:
         return (
@@ -87,15 +64,15 @@ class Report:
         )
 
 
-# --- reading what asv wrote ------------------------------------------------------
-
-
-def _load_json(path: Path) -> Any:
-    """The file's JSON, or a one-line reason it is not readable JSON."""
+def _load_object(path: Path) -> dict[str, Any]:
+    """The file's JSON object, or a one-line reason it is not one."""
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
+        data = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, ValueError) as exc:
         raise MergeError(f"{path}: {exc}") from None
+    if not isinstance(data, dict):
+        raise MergeError(f"{path}: not a JSON object")
+    return data
 
 
 def check_file(path: Path, machine: str) -> None:
@@ -122,8 +99,6 @@ def _same(one: Path, other: Path) -> bool:
     except ValueError:
         return False
 
-
-# --- one results file, value by value ------------------------------------------------
 
 # asv's result_columns that hold one entry per parameter combination; the others
 # (params, version, started_at, duration, profile) describe the benchmark as a whole.
@@ -268,8 +243,8 @@ def _merge_file(path: Path, target: Path, replace: bool, report: Report, trail: 
     except MergeError as exc:
         report.corrupt.append(f"{exc}; left untouched, not merged into")
         return
-    before = _load_json(target)
-    merged = merge_data(before, _load_json(path), replace)
+    before = _load_object(target)
+    merged = merge_data(before, _load_object(path), replace)
     report.conflicts.extend(f"{path}: {text}" for text in merged.conflicts)
     if merged.replaced:
         audit(trail, target, merged.replaced)
@@ -284,20 +259,8 @@ def _merge_file(path: Path, target: Path, replace: bool, report: Report, trail: 
 def _machine_files(source: Path, machines: set[str] | None) -> Iterable[tuple[str, Path]]:
     """(machine, file) for every JSON file in the source's machine folders."""
     for folder in sorted(path for path in source.iterdir() if path.is_dir()):
-        if machines is not None and folder.name not in machines:
-            continue
-        for path in sorted(folder.glob("*.json")):
-            if path.is_file():
-                yield folder.name, path
-
-
-# --- benchmarks.json -------------------------------------------------------------
-
-
-def _as_object(data: Any, path: Path) -> dict[str, Any]:
-    if not isinstance(data, dict):
-        raise MergeError(f"{path}: not a JSON object")
-    return data
+        if machines is None or folder.name in machines:
+            yield from ((folder.name, path) for path in sorted(folder.glob("*.json")) if path.is_file())
 
 
 def _sources_benchmarks(sources: Sequence[Path], report: Report) -> dict[str, tuple[Any, Path]]:
@@ -308,7 +271,7 @@ def _sources_benchmarks(sources: Sequence[Path], report: Report) -> dict[str, tu
         if not path.exists():
             continue
         try:
-            entries = _as_object(_load_json(path), path)
+            entries = _load_object(path)
         except MergeError as exc:
             report.corrupt.append(f"{exc}; skipped")
             continue
@@ -322,22 +285,18 @@ def _sources_benchmarks(sources: Sequence[Path], report: Report) -> dict[str, tu
     return seen
 
 
-def reconcile(
-    dest: Path, sources: Sequence[Path], update: bool = False, report: Report | None = None
-) -> dict[str, Any] | None:
+def reconcile(dest: Path, sources: Sequence[Path], update: bool, report: Report) -> dict[str, Any] | None:
     """The union of DEST's and the sources' benchmarks.json, or None when nothing changes.
 
-    Raises MergeError naming the first benchmark whose version differs between
-    two sources, or between a source and DEST (unless ``update``: then the
-    sources' definition replaces DEST's).
+    Raises MergeError naming the first benchmark whose version differs between two sources,
+    or between a source and DEST (unless ``update``: then the sources' definition replaces DEST's).
     """
-    report = report if report is not None else Report()
     incoming = _sources_benchmarks(sources, report)
     target = dest / BENCHMARKS
     merged: dict[str, Any] = {}
     if target.exists():
         try:
-            merged = dict(_as_object(_load_json(target), target))
+            merged = _load_object(target)
         except MergeError as exc:
             report.corrupt.append(f"{exc}; left untouched, not merged into")
             return None
@@ -361,8 +320,9 @@ def reconcile(
     return merged if changed else None
 
 
-def _temporary(path: Path, content: bytes) -> str:
-    """``content`` written beside ``path`` and flushed to disk; the temporary file's name."""
+@contextlib.contextmanager
+def _temporary(path: Path, content: bytes) -> Iterator[str]:
+    """``content`` written beside ``path`` and flushed to disk, in a file removed on the way out unless renamed."""
     handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}-", suffix=".tmp")
     mask = os.umask(0)
     os.umask(mask)
@@ -372,37 +332,27 @@ def _temporary(path: Path, content: bytes) -> str:
             out.write(content)
             out.flush()
             os.fsync(out.fileno())
-    except BaseException:
-        os.unlink(temporary)
-        raise
-    return temporary
+        yield temporary
+    finally:
+        Path(temporary).unlink(missing_ok=True)
 
 
 def _write_json(path: Path, data: Any, compact: bool = False) -> None:
     """Write beside ``path``, then rename over it: a kill leaves the old file or the new one."""
     text = json.dumps(data) if compact else json.dumps(data, indent=4, sort_keys=True) + "\n"  # compact: as asv writes
-    temporary = _temporary(path, text.encode("utf-8"))
-    try:
+    with _temporary(path, text.encode("utf-8")) as temporary:
         os.replace(temporary, path)
-    except BaseException:
-        Path(temporary).unlink(missing_ok=True)
-        raise
 
 
 def _copy_new(source: Path, target: Path) -> bool:
     """Copy ``source`` to ``target`` unless ``target`` exists (checked atomically); True if copied."""
     target.parent.mkdir(parents=True, exist_ok=True)
-    temporary = _temporary(target, source.read_bytes())
-    try:
-        os.link(temporary, target)  # fails if target exists: never replaces a file
-    except FileExistsError:
-        return False
-    finally:
-        os.unlink(temporary)
+    with _temporary(target, source.read_bytes()) as temporary:
+        try:
+            os.link(temporary, target)  # fails if target exists: never replaces a file
+        except FileExistsError:
+            return False
     return True
-
-
-# --- the merge -------------------------------------------------------------------
 
 
 def audit_trail(dest: Path) -> Path:
@@ -455,9 +405,6 @@ def print_report(report: Report, dest: Path) -> int:
     return 0 if report.clean else 1
 
 
-# --- command line ----------------------------------------------------------------
-
-
 def cmd_merge(args: argparse.Namespace) -> int:
     report = merge(args.dest, args.sources, args.machine or None, args.update_benchmarks, args.replace)
     return print_report(report, args.dest)
@@ -466,8 +413,7 @@ def cmd_merge(args: argparse.Namespace) -> int:
 def add_subcommand(commands: Any) -> Any:
     """Register ``mpsbench results merge`` on the CLI's subparsers; ``mpsbench results``'s own subparsers."""
     results = commands.add_parser("results", help="asv results directories from several machines")
-    actions = results.add_subparsers(dest="results_command", metavar="ACTION")
-    actions.required = True
+    actions = results.add_subparsers(dest="results_command", metavar="ACTION", required=True)
     parser = actions.add_parser(
         "merge", help="merge results directories into one, value by value, never replacing a recorded value",
         description=__doc__.split("\n\n", 1)[1] if __doc__ else None,

@@ -1,30 +1,15 @@
 """Run asv so that recorded results only grow: measure what is missing into scratch, then merge it in.
 
-asv writes straight into its results folder and replaces what it re-runs: its
-``--skip-existing-successful`` re-runs every combination of a benchmark when
-one of them failed, and skips a combination newly added to a benchmark that
-already has results. ``mpsbench results record`` decides itself what to run
-and keeps asv away from the recorded results:
+asv replaces what it re-runs, and its ``--skip-existing-successful`` re-runs a whole benchmark when one
+combination failed and skips a combination new to it. So ``mpsbench results record``, holding a lock on
+the results folder, first merges what an interrupted run left in scratch; then, for every build of the
+range, it runs asv for exactly the selected combinations (``-b``, or this machine's preselection) that
+have no value (a failure counts as missing, n/a as recorded), builds with the same missing set together,
+into ``<results>.scratch``, and merges each run in value by value as it ends (:mod:`mpsbench.results.merge`).
+``--remeasure`` runs them all again; each value it replaces is kept in ``<results>-replaced.jsonl``.
 
-1. it takes a lock on the results folder, then merges whatever an interrupted
-   run (a kill, a power cut) left in its scratch folders and removes them;
-2. for every build of the range it lists the selected combinations (the
-   ``-b`` patterns, or this machine's preselection) that the build has no
-   value for (a failure counts as missing, n/a as recorded);
-3. it runs asv for exactly those, builds with the same missing set together,
-   into a scratch results folder beside the recorded one (``<results>.scratch``),
-   and merges each run value by value (:mod:`mpsbench.results.merge`) as soon as it
-   ends: a recorded value is never replaced, a failure is recorded only where
-   nothing was, and every write is a temporary file renamed into place.
-
-``--remeasure`` runs every selected combination again and lets the new values
-replace the recorded ones; each replaced value is kept in the audit trail
-``<results>-replaced.jsonl``.
-
-    mpsbench results record --machine NAME [--config asv.conf.json] [--remeasure] -- [asv run options] [RANGE]
-
-RANGE is ``ALL`` (every build of the config's branches), ``HASHFILE:path``, a
-git range of the timeline, or absent (each branch's newest build).
+RANGE is ``ALL`` (every build of the config's branches), ``HASHFILE:path``, a git range of the
+timeline, or absent (each branch's newest build).
 """
 
 from __future__ import annotations
@@ -63,9 +48,6 @@ class RecordError(ValueError):
 log = progress.logger(__name__)
 
 
-# --- what asv was asked ----------------------------------------------------------------
-
-
 def _asv_run(args: Sequence[str]) -> argparse.Namespace:
     """An ``asv run`` command line parsed by asv's own parser; its mistake in one line."""
     from asv.commands import make_argparser
@@ -86,21 +68,14 @@ def parse_asv_run(args: Sequence[str]) -> tuple[list[str], str | None, list[str]
     if parsed.quick and not parsed.dry_run:
         raise RecordError("--quick would record single-sample values as results; add --dry-run, or leave --quick out")
     rest: list[str] = []
-    skip_next = False
     position = max((i for i, arg in enumerate(args) if arg == parsed.range), default=None)
-    for i, arg in enumerate(args):
-        if skip_next:
-            skip_next = False
-            continue
-        if i == position:
-            continue
+    words = iter(enumerate(args))
+    for i, arg in words:
         name = arg.split("=", 1)[0]
-        if arg in ("-b", "--bench") or name in ("--config", "--machine"):
-            skip_next = "=" not in arg
-            continue
-        if arg.startswith("-b") or name == "--bench" or name in OWN_OPTIONS:
-            continue
-        rest.append(arg)
+        if arg in ("-b", "--bench", "--config", "--machine"):
+            next(words, None)  # its value
+        elif i != position and not arg.startswith("-b") and name != "--bench" and name not in OWN_OPTIONS:
+            rest.append(arg)
     return list(parsed.bench or []), parsed.range, rest
 
 
@@ -172,9 +147,6 @@ def recorded_names(results: Path, machine: str, commit: str, environment: str = 
     return names
 
 
-# --- scratch folders -------------------------------------------------------------------
-
-
 def scratch_root(results: Path) -> Path:
     return results.parent / f"{results.name}.scratch"
 
@@ -217,9 +189,6 @@ def recover(results: Path, root: Path) -> None:
         if report is not None and (report.copied or report.merged):
             log.info(f"recovered an interrupted run's results from {folder}: {report.summary(results)}")
         shutil.rmtree(folder)
-
-
-# --- the run ---------------------------------------------------------------------------
 
 
 def record(config: Path, machine: str, asv_args: Sequence[str], remeasure: bool = False) -> int:

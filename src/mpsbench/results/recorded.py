@@ -1,13 +1,7 @@
-"""The recorded results, row by row, with the statistics asv kept beside each value.
+"""The recorded results, row by row, with the statistics (and samples) asv kept beside each value.
 
-asv's results files hold, for every benchmark combination ("row"), the value
-(the median for ``time_`` benchmarks) and, when the benchmark was timed, its
-statistics (``ci_99_a``/``ci_99_b``, ``q_25``/``q_75``, ``repeat``) and, with
-``asv run --record-samples``, the samples themselves. The alert and the
-Regressions page judge changes from these (:mod:`mpsbench.regressions.thresholds`), never
-from bare medians. Reading goes through asv's own ``Results.load``; a file it
-cannot read is an error here, not a warning, so that a corrupt results
-directory never reads as "nothing changed".
+Changes are judged from these (:mod:`mpsbench.regressions.thresholds`), never from bare medians.
+A file asv cannot read is an error, not a warning: a corrupt results directory never reads as "nothing changed".
 """
 
 from __future__ import annotations
@@ -71,11 +65,10 @@ class Recorded:
     def get(self, machine: str, commit: str, row: Row) -> Measured | None:
         return self.values.get((machine, commit), {}).get(row)
 
-
-def _finite(value: Any) -> float | None:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-        return None
-    return float(value)
+    def add(self, result: Any) -> None:
+        self.files += 1
+        self.dates[result.commit_hash] = int(result.date or 0)
+        self.values.setdefault((result.params["machine"], result.commit_hash), {}).update(rows(result))
 
 
 def _benchmarks(results_dir: Path) -> dict[str, dict[str, Any]]:
@@ -110,11 +103,10 @@ def _rows(result: Any, name: str) -> Iterator[tuple[Row, Measured]]:
     if not params:  # an unparameterized benchmark: asv keeps single values
         values, stats, samples = [values], [stats], [samples]
     for combination, value, stat, sample in zip(combinations, values or [], stats or [], samples or []):
-        number = _finite(value)
-        if number is None:  # failed or skipped: n/a on the site, nothing to judge
-            continue
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+            continue  # failed or skipped: n/a on the site, nothing to judge
         kept = tuple(float(x) for x in sample) if sample else None
-        yield Row(name, tuple(combination)), Measured(number, stat or None, kept)
+        yield Row(name, tuple(combination)), Measured(float(value), stat or None, kept)
 
 
 def read(path: Path | str, machine: str | None = None) -> Any:
@@ -150,12 +142,6 @@ def _results(results_dir: Path, strict: bool) -> Iterator[Any]:
             print(f"mpsbench: warning: {message}: skipped", file=sys.stderr)
 
 
-def _add(found: Recorded, result: Any) -> None:
-    found.files += 1
-    found.dates[result.commit_hash] = int(result.date or 0)
-    found.values.setdefault((result.params["machine"], result.commit_hash), {}).update(rows(result))
-
-
 def load(results_dir: Path, strict: bool = True) -> Recorded:
     """Every results file under ``results_dir``; RecordedError if there is none or one is unreadable.
 
@@ -163,7 +149,7 @@ def load(results_dir: Path, strict: bool = True) -> Recorded:
     """
     found = Recorded({}, {}, _units(results_dir), 0)
     for result in _results(results_dir, strict):
-        _add(found, result)
+        found.add(result)
     if not found.files:
         raise RecordedError(f"results directory {results_dir} holds no asv results files")
     return found
@@ -174,5 +160,5 @@ def load_each_python(results_dir: Path, strict: bool = True) -> dict[str, Record
     found: dict[str, Recorded] = {}
     units = _units(results_dir)
     for result in _results(results_dir, strict):
-        _add(found.setdefault(str(result.params.get("python")), Recorded({}, {}, units, 0)), result)
+        found.setdefault(str(result.params.get("python")), Recorded({}, {}, units, 0)).add(result)
     return found
