@@ -105,7 +105,7 @@ class Device(str, enum.Enum):
     def availability(self) -> Availability:
         """Probe once per process with a real allocation and a real op."""
         if self is Device.CPU:
-            return Availability(True, f"cpu, {torch.get_num_threads()} threads")
+            return Availability(True, self.describe())
         if self is Device.CUDA:
             if not torch.cuda.is_available():
                 built = torch.version.cuda is not None

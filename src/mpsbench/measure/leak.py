@@ -12,6 +12,7 @@ mps. Readings: cuda ``memory_allocated``, mps ``current_allocated_memory``
 from __future__ import annotations
 
 import gc
+import statistics
 from collections.abc import Callable, Sequence
 
 from mpsbench.measure import devices
@@ -40,14 +41,9 @@ def reading(device: str) -> int:
 
 def slope_mib_per_100_steps(readings: Sequence[float]) -> float:
     """Least-squares slope of bytes-per-step readings, in MiB per 100 steps."""
-    count = len(readings)
-    if count < 2:
-        raise ValueError(f"a slope needs at least 2 readings, got {count}")
-    mean_x = (count - 1) / 2
-    mean_y = sum(readings) / count
-    covariance = sum((index - mean_x) * (value - mean_y) for index, value in enumerate(readings))
-    variance = sum((index - mean_x) ** 2 for index in range(count))
-    return covariance / variance * PER / devices.MIB
+    if len(readings) < 2:
+        raise ValueError(f"a slope needs at least 2 readings, got {len(readings)}")
+    return statistics.linear_regression(range(len(readings)), readings).slope * PER / devices.MIB
 
 
 def record(step: Callable[[], object], device: str, steps: int) -> list[int]:

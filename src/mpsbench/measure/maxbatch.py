@@ -1,30 +1,10 @@
 """The largest power-of-two batch whose training or inference step fits in a device's memory.
 
 The seeds found that full BERT fine-tuning fit only batch size 1 on an M1
-while a frozen encoder fit 64: how large a batch fits is a result of its own.
-The search doubles the batch size (1, 2, 4, ...) up to :data:`CEILING` and
-stops at the first out-of-memory error, freeing the device's memory between
-tries, so that the process survives and the next benchmark starts clean.
-
-What raises "out of memory" differs per device:
-
-- cuda: ``torch.cuda.OutOfMemoryError`` when the GPU's memory is exhausted.
-- mps: a plain ``RuntimeError`` saying "MPS backend out of memory", raised when
-  the allocations would pass the high watermark: ``PYTORCH_MPS_HIGH_WATERMARK_RATIO``
-  times the GPU's recommended working set (``recommendedMaxWorkingSetSize``).
-  Its default, 1.7, lets allocations grow past the recommended size into
-  memory the system must find by compressing and swapping, so the search can
-  push a Mac into swap (and its steps slow down) before any error. At 0.0 the
-  limit is off and nothing is ever raised: the search ends at the ceiling, and
-  the number then says only that every batch up to it completed, swap allowed,
-  not how much the GPU holds. 1.0 stops at the recommended working set.
-- cpu: Linux's OOM killer ends the process without an exception, so the search
-  runs in a spawned child process whose address space is limited (``RLIMIT_AS``)
-  to what it maps after one step at batch 1 (torch, the model, its optimizer
-  state) plus :data:`CPU_MEMORY_BUDGET`; an allocation past it fails with
-  torch's "DefaultCPUAllocator: can't allocate memory" RuntimeError. The cpu
-  number is the largest batch whose growth beyond batch 1 (inputs, activations,
-  their gradients) fits in that budget; on a GPU the model counts too.
+while a frozen encoder fit 64. The search doubles the batch size up to
+:data:`CEILING` and stops at the first out-of-memory error; what raises it on
+each device (mps's high watermark, the cpu's ``RLIMIT_AS`` child) is in
+docs/workloads.md.
 """
 
 from __future__ import annotations

@@ -110,11 +110,6 @@ def _build_lenet5() -> nn.Module:
     )
 
 
-def _import(name: str) -> Any:
-    """Import a heavy, optional package where a builder needs it (typed as Any)."""
-    return importlib.import_module(name)
-
-
 BERT_SEQUENCE_LENGTH = 128
 BERT_NUM_LABELS = 6  # TREC question classification, as in the fine-tuning seed
 # Fixed explicitly: transformers has changed its default attention path between
@@ -130,7 +125,7 @@ def _transformers_build(model_class: str, config_class: str, config: dict[str, A
     """
 
     def build() -> nn.Module:
-        transformers = _import("transformers")
+        transformers = importlib.import_module("transformers")
         settings = getattr(transformers, config_class)(**config)
         settings._attn_implementation = attention
         model: nn.Module
@@ -258,7 +253,7 @@ def _torchvision_spec(name: str, description: str, num_classes: int, seed_batch_
     """The torchvision classifier of that name, on 224x224 RGB images."""
 
     def build() -> nn.Module:
-        module: nn.Module = getattr(_import("torchvision.models"), name)(weights=None, num_classes=num_classes)
+        module: nn.Module = getattr(importlib.import_module("torchvision.models"), name)(weights=None, num_classes=num_classes)
         return module
 
     return ModelSpec(

@@ -19,21 +19,15 @@ from __future__ import annotations
 
 import os
 import sys
-from typing import Any
-
-
-def _psutil() -> Any | None:
-    try:
-        import psutil
-    except ImportError:
-        return None
-    return psutil
 
 
 def rss() -> int | None:
     """Bytes of this process resident in memory now; None where neither psutil nor /proc can say."""
-    psutil = _psutil()
-    if psutil is not None:
+    try:
+        import psutil
+    except ImportError:
+        pass
+    else:
         return int(psutil.Process().memory_info().rss)
     try:
         with open("/proc/self/statm") as statm:

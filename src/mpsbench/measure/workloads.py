@@ -76,10 +76,6 @@ class Workload:
         return self.spec.trainable(self.model)
 
     @property
-    def samples_per_step(self) -> int:
-        return self.batch_size
-
-    @property
     def label(self) -> str:
         """How errors name this combination: "resnet50 training on mps at batch 128 (float16)"."""
         compiled = ", compiled" if self.compiled else ""
