@@ -1,12 +1,8 @@
 """Leak detector: how fast device memory grows per step, over many steps after warm-up.
 
-A step that leaks keeps something alive each time (a tensor, a graph, a cached
-buffer): the memory held after each step then climbs in a straight line. The
-slope of a least-squares line through one reading per step, in MiB per 100
-steps, is about zero for a clean step and clearly positive for a leaking one;
-it would have caught the May 2022 nightly that leaked during VGG16 training on
-mps. Readings: cuda ``memory_allocated``, mps ``current_allocated_memory``
-(torch 2.0+; before that, like cpu, the process's resident set size).
+A step that keeps something alive each time makes the memory held after each
+step climb in a straight line: its least-squares slope, in MiB per 100 steps,
+is about zero for a clean step (docs/instruments.md, Leaks).
 """
 
 from __future__ import annotations

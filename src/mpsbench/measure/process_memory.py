@@ -1,18 +1,8 @@
 """This process's memory on every OS: its resident set size now, and its high-water mark.
 
-psutil reads the resident set size (``Process().memory_info().rss``) on
-Linux, macOS and Windows alike. The suite's code runs inside asv's
-environments, which hold only the build under test: ``install_build.py``
-adds psutil there, and where that failed (an offline machine without its
-wheel) Linux still has ``/proc/self/statm``. No other OS offers a current RSS
-in the standard library, so there the reading is None, with
-:func:`unreadable_reason` saying why: never 0, which a graph would show as
-a real figure.
-
-The high-water mark comes from ``resource.getrusage``, whose ``ru_maxrss`` is
-in bytes on macOS and in KiB on Linux (getrusage(2) on each).
-
-Imports no torch: ``mpsbench doctor`` and the leak reader share it.
+psutil where importable (asv's environments get it from install_build.py), else
+Linux's ``/proc/self/statm``; elsewhere None with :func:`unreadable_reason`,
+never 0, which a graph would show as a real figure. Imports no torch.
 """
 
 from __future__ import annotations
