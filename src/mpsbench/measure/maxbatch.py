@@ -85,11 +85,8 @@ def search(step: Callable[[int], None], release: Callable[[], None], ceiling: in
 class SizedStep:
     """One model on one device, stepped at whatever batch size the search asks for.
 
-    The model and its optimizer are built once, at the first try (an
-    out-of-memory error while building counts as batch 1 not fitting), and
-    kept across tries; each try replaces the batch. Between tries only the
-    batch and the gradients are dropped: the optimizer state is part of what
-    a training step needs.
+    The model and optimizer are built at the first try (out of memory there: batch 1 does not fit)
+    and kept; between tries only the batch and gradients go, the optimizer state being part of a step.
     """
 
     def __init__(self, kind: str, device: str, model: str) -> None:
@@ -133,14 +130,8 @@ def _address_space() -> int:
 
 
 def _search_under_limit(kind: str, model: str, ceiling: int, budget: int) -> Search:
-    """Runs in the spawned child: one unlimited try at batch 1, then the search under the limit.
-
-    The first try imports what torch and the model load lazily (the optimizer
-    pulls in torch._dynamo, hundreds of MiB of address space), starts the
-    intra-op threads, and builds the model and its optimizer state, which stay.
-    The limit is what the process then maps plus ``budget``: the budget is what
-    larger batches may add (inputs, activations, their gradients).
-    """
+    """Runs in the spawned child: one unlimited try at batch 1 (lazy imports, threads, the model), then the search
+    with the address space limited to what the process then maps plus ``budget``."""
     step = SizedStep(kind, "cpu", model)
     try:
         step(1)
@@ -153,11 +144,9 @@ def _search_under_limit(kind: str, model: str, ceiling: int, budget: int) -> Sea
 
 
 def largest_batch_in_child(kind: str, model: str, ceiling: int = CEILING, budget: int = CPU_MEMORY_BUDGET) -> Search:
-    """The cpu search in a spawned child limited to ``budget`` bytes beyond its state at batch 1.
+    """The cpu search in a spawned child limited to ``budget`` bytes beyond its state at batch 1 (Linux only).
 
-    Linux only (RLIMIT_AS and /proc). A child that dies instead of raising
-    (killed, or aborted by a library that cannot allocate) fails the search
-    with a RuntimeError; this process carries on.
+    A child that dies instead of raising fails the search with a RuntimeError; this process carries on.
     """
     if not os.path.exists("/proc/self/status"):
         raise RuntimeError("the cpu search needs Linux: it limits a child's address space and reads /proc")

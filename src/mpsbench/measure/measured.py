@@ -75,10 +75,7 @@ def measure(
 ) -> Table:
     """For each key ``benchmark`` selects: ``prepare(*key)``, then every figure of that state; one model at a time.
 
-    A key this run leaves out (the selection table's rule for ``benchmark``)
-    and ``prepare`` raising give every figure of the key that outcome. Between
-    keys the cached workload is dropped and the device cache emptied, so that
-    a process never holds two models' memory.
+    A key left out, or ``prepare`` raising, gives every figure of the key that outcome.
     """
     table = Table()
     for key in keys:
