@@ -24,8 +24,6 @@ from torch.utils.data import DataLoader, Dataset
 
 from mpsbench.measure import devices, measured, models, selection, suite, workloads
 
-# --- the parameter axes (never dependent on the machine or the environment) ---
-
 MODELS: tuple[str, ...] = ("vgg16", "resnet50")
 BATCH_SIZES: tuple[int, ...] = (8, 64)  # 8: affordable on a cpu; 64: the VGG16/CIFAR-10 seed's batch
 NUM_WORKERS: tuple[int, ...] = (0, 2)  # in the training process, and two worker processes
@@ -66,9 +64,6 @@ def _check(value: object, valid: tuple[Any, ...], what: str) -> None:
     if value not in valid:
         choices = ", ".join(str(choice) for choice in valid)
         raise EpochError(f"unknown {what} {value!r}; choose one of: {choices}")
-
-
-# --- the dataset ---------------------------------------------------------------
 
 
 class SyntheticImages(Dataset[tuple[torch.Tensor, int]]):
@@ -150,9 +145,6 @@ def make_loader(
         generator=torch.Generator().manual_seed(models.SEED),
         multiprocessing_context=multiprocessing_context if num_workers > 0 else None,
     )
-
-
-# --- one epoch -----------------------------------------------------------------
 
 
 @dataclass(frozen=True)
@@ -249,9 +241,6 @@ class EpochRunner:
         self._eval_step(inputs, labels)
         self.workload.model.train()
         devices.get(self.device).synchronize()
-
-
-# --- what the benchmark reports --------------------------------------------------
 
 
 @dataclass(frozen=True)

@@ -45,9 +45,6 @@ def output(*command: str) -> str | None:
     return done.stdout if done.returncode == 0 else None
 
 
-# --- the GPU ---------------------------------------------------------------
-
-
 def apple_gpu(displays_json: str) -> str | None:
     """``Apple M2 Max, 38 GPU cores`` from system_profiler's SPDisplaysDataType JSON; None without a core count."""
     try:
@@ -93,9 +90,6 @@ def gpu() -> str | None:
     return (nvidia_gpus(names) if names else None) or proc_nvidia_gpus()
 
 
-# --- macOS version and power -----------------------------------------------
-
-
 def macos_version() -> str | None:
     """``15.1.1`` on macOS (what changes MPSGraph), None elsewhere."""
     if sys.platform != "darwin":
@@ -120,9 +114,6 @@ def on_battery() -> bool | None:
     text = output("pmset", "-g", "batt") if sys.platform == "darwin" else None
     source = power_source(text) if text else None
     return None if source is None else source == "Battery Power"
-
-
-# --- thermal state ----------------------------------------------------------
 
 
 @dataclass(frozen=True)
@@ -153,9 +144,6 @@ def thermal_state() -> Thermal | None:
     """macOS's thermal state now; None where the OS does not report one."""
     text = output("pmset", "-g", "therm") if sys.platform == "darwin" else None
     return thermal(text) if text is not None else None
-
-
-# --- other processes ---------------------------------------------------------
 
 
 def busy_processes(threshold: float = 25.0, seconds: float = 1.0) -> list[tuple[str, int, float]]:

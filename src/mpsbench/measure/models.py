@@ -89,9 +89,6 @@ class BatchSizeError(ValueError):
     """A batch size a model is not benchmarked at."""
 
 
-# --- builders --------------------------------------------------------------
-
-
 def _build_mlp() -> nn.Module:
     # The seeds' multilayer perceptron: 1024 -> 512 -> 256 -> 10.
     return nn.Sequential(
@@ -193,9 +190,6 @@ def _text_encoder_forward(model: nn.Module, inputs: dict[str, torch.Tensor]) -> 
     return hidden.transpose(1, 2)
 
 
-# --- batches ---------------------------------------------------------------
-
-
 def _classes(batch_size: int, num_classes: int, gen: torch.Generator) -> torch.Tensor:
     return torch.randint(0, num_classes, (batch_size,), generator=gen)
 
@@ -240,8 +234,6 @@ def _clip_batch(batch_size: int, gen: torch.Generator) -> Batch:
 def _adamw(params: list[nn.Parameter]) -> torch.optim.Optimizer:
     return torch.optim.AdamW(params, lr=2e-5)  # the usual BERT fine-tuning optimizer
 
-
-# --- the registry ----------------------------------------------------------
 
 _SMALL_SIZES = BATCH_SIZES
 _CNN_SIZES = (1, 8, 32, 64, 128)

@@ -80,7 +80,6 @@ class OpSpec:
         return self.work(self.dims(size), itemsize)
 
 
-# --- the ops ----------------------------------------------------------------
 # Dims are named after the usual symbols: n batch or square side, c channels,
 # h/w height and width, o output features, t tokens, d feature width, v rows
 # of a table (vocabulary), k indices taken, l sequence length.
@@ -362,9 +361,6 @@ def get(name: str) -> OpSpec:
         raise OpError(f"unknown op {name!r}; choose one of: {', '.join(NAMES)}") from None
 
 
-# --- building and running one op ---------------------------------------------
-
-
 def make_inputs(spec: OpSpec, size: str, device: str, dtype: str, training: bool) -> dict[str, torch.Tensor]:
     """The op's seeded inputs at ``size`` on ``device``, the trained operands requiring gradients with ``training``.
 
@@ -470,8 +466,6 @@ def throughput(case: OpCase) -> float:
     """GFLOP/s or GB/s (the spec's unit) of the forward, from the median of several samples."""
     return case.work() / median_seconds_per_call(case) / 1e9
 
-
-# --- what an asv setup calls ------------------------------------------------
 
 # Words in torch's errors for a dtype a device or kernel does not support.
 _UNSUPPORTED_WORDS = ("not implemented for", "not supported", "does not support", "does not have support",

@@ -57,8 +57,7 @@ class Workload:
         if kind == "training":
             self.model.train()
             trained = self.trained_parameters()
-            for parameter in self.model.parameters():
-                parameter.requires_grad_(False)
+            self.model.requires_grad_(False)
             for parameter in trained:
                 parameter.requires_grad_(True)
             self.optimizer = spec.make_optimizer(trained)
