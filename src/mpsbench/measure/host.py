@@ -1,21 +1,9 @@
 """What the host says about itself: its GPU, macOS version, power source, thermal state and busy processes.
 
-Each fact comes from the tool the OS provides, parsed by a pure function
-that the tests feed with captured output (tests/test_host.py cites where each
-format was seen):
-
-- GPU: ``system_profiler SPDisplaysDataType -json`` on macOS (``sppci_model``,
-  ``sppci_cores``: an Apple chip's GPU core count); ``nvidia-smi
-  --query-gpu=name --format=csv,noheader`` on Linux, else the driver's
-  ``/proc/driver/nvidia/gpus/*/information`` (its ``Model:`` line);
-- power source: ``pmset -g batt`` ("Now drawing from 'AC Power'" or
-  "'Battery Power'"; pmset(1)); a laptop on battery runs slower;
-- thermal state: ``pmset -g therm`` (``CPU_Speed_Limit = 100`` when not
-  throttled, and "No thermal warning level has been recorded" or a level);
-- busy processes: psutil.
-
-Imports no torch: ``mpsbench doctor``, the machine entry and the suite's
-``Host`` benchmarks share it.
+Each fact comes from the OS's own tool (named in each function), parsed by a
+pure function that the tests feed with captured output (tests/test_host.py
+cites where each format was seen). Imports no torch: ``mpsbench doctor``, the
+machine entry and the suite's ``Host`` benchmarks share it.
 """
 
 from __future__ import annotations
