@@ -7,7 +7,7 @@ import torch
 from benchmarks import benchmark_patterns
 from torch.nn import functional
 
-from mpsbench.measure import correctness, measured, suite
+from mpsbench.measure import accuracy, correctness, measured, suite
 
 # Where each pattern's kernel lives, to put a wrong one there.
 KERNELS = {
@@ -46,7 +46,7 @@ def test_every_pattern_has_a_kernel_to_break():
 def test_the_cpu_computes_every_pattern_within_the_dtypes_tolerance(dtype):
     for name in correctness.NAMES:
         error = correctness.relative_error(name, "cpu", dtype)
-        assert error <= correctness.tolerance(dtype) / 10, (name, error)  # a decade of margin on the cpu
+        assert error <= accuracy.TOLERANCES[dtype] / 10, (name, error)  # a decade of margin on the cpu
 
 
 def test_the_patterns_really_are_the_layouts_that_broke():
@@ -62,7 +62,7 @@ def test_a_kernel_that_drops_strides_is_tracked_and_its_device_is_not_timed(monk
     monkeypatch.setattr(owner, attribute, _wrong(getattr(owner, attribute)))
     readings = {"correctness": measured.of(benchmark_patterns.Correctness, correctness.measure)()}
     tracked = benchmark_patterns.Correctness().track_relative_error(readings, "cpu", name, "float32")
-    assert tracked > 100 * correctness.tolerance("float32")  # of the order of the values, not of rounding
+    assert tracked > 100 * accuracy.TOLERANCES["float32"]  # of the order of the values, not of rounding
     with pytest.raises(correctness.CorrectnessError, match=rf"cpu computes .*\b{name} [\d.e+-]+[, ].*is not timed"):
         suite.prepare("inference", "cpu", "mlp", 8)
 

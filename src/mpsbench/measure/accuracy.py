@@ -1,17 +1,10 @@
 """Accuracy guard: a device's forward output and loss must agree with the cpu's.
 
-PyTorch 2.4 and 2.5 shipped mps kernels that returned wrong numbers without an
-error; a benchmark would have timed them happily. Before a GPU combination is
-timed, :func:`verify` runs the workload's model once more on its device, in
-eval mode and in the workload's dtype, and compares the logits and the loss
-with a float32 cpu copy of the same weights on the same batch. A mismatch
-beyond the dtype's tolerance fails the combination with the measured error.
-
-The error is relative to the size of the reference, so that one tolerance
-serves every model: ``max|device - cpu| / max|cpu|`` over the logits, and
-``|device - cpu| / |cpu|`` for the loss. The tolerances (docs/instruments.md
-says why each is what it is) are far above rounding and far below a wrong
-kernel, whose error is of the order of the values themselves.
+PyTorch 2.4 and 2.5 shipped mps kernels that returned wrong numbers without
+an error. :func:`verify` compares one eval-mode forward on the device, in the
+workload's dtype, with a float32 cpu copy of the same weights on the same
+batch; the error is relative to the reference, so one tolerance per dtype
+serves every model (docs/instruments.md says why each is what it is).
 """
 
 from __future__ import annotations
@@ -74,11 +67,7 @@ def relative_error(result: torch.Tensor, reference: torch.Tensor) -> float:
 
 
 def cpu_reference(workload: Workload) -> nn.Module:
-    """A float32 cpu model holding the workload's current weights and buffers, in eval mode.
-
-    A copy, not a new build: initializing vgg16's or bert's weights on the cpu
-    takes seconds, and this runs in every benchmark process.
-    """
+    """A float32 cpu copy of the workload's model in eval mode (a new build of vgg16 or bert takes seconds)."""
     model = getattr(workload.model, "_orig_mod", workload.model)  # a compiled model's own module
     reference = copy.deepcopy(model).to("cpu")
     return reference.float().eval()

@@ -1,8 +1,6 @@
-"""Throughput and peak memory of every selected step combination, measured in one process.
+"""Throughput and peak memory of every selected step combination, from one build and warm-up per combination.
 
-benchmark_models' ``*Capacity`` classes report these from ``setup_cache``
-(see :mod:`mpsbench.measure.measured`): one build and warm-up per combination serves
-both figures, instead of two benchmark processes that each build the model.
+benchmark_models' ``*Capacity`` classes report them from ``setup_cache`` (:mod:`mpsbench.measure.measured`).
 """
 
 from __future__ import annotations

@@ -1,18 +1,10 @@
 """The compile axis: ``torch.compile`` (the default inductor backend) beside eager (issue 21).
 
-A compiled combination is the eager workload with its model wrapped in
-``torch.compile``; the first step compiles (dynamo traces, inductor generates
-and builds kernels), so the workload's first warm-up step is the compile time,
-and the steps after it are the steady state. Each benchmark process compiles
-cold: inductor's on-disk caches are pointed at a fresh folder first, so that
-the compile time does not depend on which process ran before.
-
-Where a build or device cannot compile, the combination is skipped with the
-reason: torch before 2.0 (no ``torch.compile``), a Python its dynamo does not
-support, mps before torch 2.8 (MPSInductor, "torch.compile for Apple GPUs",
-shipped in 2.8.0's release notes), the cpu without a C++ compiler (inductor
-builds C++ there), cuda without triton. Anywhere else a compile error fails the
-combination with its first line.
+The model is wrapped in ``torch.compile``, so the first warm-up step is the
+compile time and the later steps the steady state. Each benchmark process
+compiles cold (:func:`cold_caches`). A build or device that cannot compile
+skips with the reason (:func:`unsupported_reason`); any other compile error
+fails the combination with its first line.
 """
 
 from __future__ import annotations

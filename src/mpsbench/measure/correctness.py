@@ -1,19 +1,10 @@
 """Correctness history: the input layouts that made mps return wrong numbers, checked per build.
 
-Every pattern is one op fed the layout a past release computed wrong without
-an error (issue 21): SDPA on transposed (pytorch#163597) and permuted
-(#181133) q/k/v, with and without a mask; ``F.linear`` with a transposed
-weight (#162730); a convolution over a strided input; index ops over
-transposed sources. Its inputs are drawn once in float64 on the cpu, rounded
-to the dtype, then laid out on the device; the reference is the same op on
-the same rounded values in float64 on the cpu, so the error is the kernel's
-alone: ``max|device - reference| / max|reference|`` (accuracy.relative_error).
-
-A wrong kernel (one that ignores a view's strides, or reads a transposed
-operand as if it were not) is off by the size of the values themselves, four
-to six orders of magnitude above rounding. benchmark_patterns tracks every
-pattern's error as a history; :func:`verify` runs them before a timing and
-refuses a device that fails one (suite.guard).
+Each pattern is one op fed a layout a past release computed wrong without an
+error (issue 21). The reference is the same op in float64 on the cpu over the
+same inputs rounded to the dtype, so the error is the kernel's alone; a kernel
+that ignores a view's strides errs by the size of the values, four to six
+orders of magnitude above rounding (docs/instruments.md, Correctness patterns).
 """
 
 from __future__ import annotations
@@ -158,11 +149,6 @@ def relative_error(name: str, device: str, dtype: str) -> float:
     return accuracy.relative_error(result, reference)
 
 
-def tolerance(dtype: str) -> float:
-    """The model guard's tolerance for the dtype (docs/instruments.md): rounding far below, a wrong kernel far above."""
-    return accuracy.TOLERANCES[dtype]
-
-
 _verified: set[tuple[str, str]] = set()
 
 
@@ -173,17 +159,18 @@ def verify(device: str, dtype: str = precision.DEFAULT) -> None:
     """
     if (device, dtype) in _verified:
         return
+    tolerance = accuracy.TOLERANCES[dtype]  # the model guard's: rounding far below, a wrong kernel far above
     wrong = []
     for name in NAMES:
         try:
             error = relative_error(name, device, dtype)
         except suite.SkipNotImplemented:
             continue
-        if not error <= tolerance(dtype):  # NaN and infinity fail too
+        if not error <= tolerance:  # NaN and infinity fail too
             wrong.append(f"{name} {error:.3g}")
     if wrong:
         raise CorrectnessError(
-            f"{device} computes {', '.join(wrong)} (relative error, {dtype} tolerance {tolerance(dtype):g});"
+            f"{device} computes {', '.join(wrong)} (relative error, {dtype} tolerance {tolerance:g});"
             " a device that computes wrong results is not timed"
         )
     _verified.add((device, dtype))

@@ -1,9 +1,5 @@
 """Everything the suite knows about a device: usable here or not, sync, memory, seed.
 
-One place answers, per device (``cpu``, ``mps``, ``cuda``), the questions a
-benchmark asks: can I run here (and if not, why), how do I wait for the device
-to finish, how much memory does it hold, how do I empty its cache and seed it.
-
 Every ``torch.mps`` call is guarded by availability *and* by torch version:
 torch 1.12/1.13 have ``torch.backends.mps`` but no ``torch.mps`` module, so
 their synchronize is a read-back of a tiny tensor and their memory counters
@@ -83,12 +79,7 @@ def _mps_backend_available() -> tuple[bool, str]:
 
 
 class Device(str, enum.Enum):
-    """One device and all its plumbing: probe, sync, memory, cache, seed.
-
-    A ``str`` (``"mps"``), so torch takes it wherever it takes a device name,
-    and one object per name (:func:`get`): a combination's ``setup`` looks its
-    device up once and every module below asks the object.
-    """
+    """One device and all its plumbing: a ``str`` (``"mps"``), so torch takes it wherever it takes a device name."""
 
     CPU = "cpu"
     MPS = "mps"
@@ -105,7 +96,7 @@ class Device(str, enum.Enum):
     def availability(self) -> Availability:
         """Probe once per process with a real allocation and a real op."""
         if self is Device.CPU:
-            return Availability(True, f"cpu, {torch.get_num_threads()} threads")
+            return Availability(True, self.describe())
         if self is Device.CUDA:
             if not torch.cuda.is_available():
                 built = torch.version.cuda is not None
@@ -150,11 +141,7 @@ class Device(str, enum.Enum):
         return contextlib.nullcontext()
 
     def synchronize(self) -> None:
-        """Block until every kernel queued on the device has finished.
-
-        A GPU runs asynchronously: a clock read before this returns measures the
-        launch, not the work.
-        """
+        """Block until every kernel queued on the device has finished (before a clock read: GPUs run asynchronously)."""
         if self is Device.CUDA:
             torch.cuda.synchronize()
         elif self is Device.MPS and not _mps_call("synchronize"):
@@ -201,8 +188,7 @@ class Device(str, enum.Enum):
 class OneSlot(Generic[T]):
     """One built thing per process, for asv's ``setup``, which runs again before every sample.
 
-    A new key drops the old value and empties the device's cache before building,
-    so a process never holds two models' (or two large inputs') memory.
+    A new key drops the old value and empties the cache first: a process never holds two models' memory.
     """
 
     def __init__(self) -> None:
@@ -262,15 +248,10 @@ def usable_gpu() -> Device | None:
 
 
 class PeakSampler:
-    """Track the largest memory reading seen across explicit sample points.
+    """The largest memory reading at explicit sample points (after forward, after backward): mps has no peak counter.
 
-    cuda keeps a true peak counter; mps does not, so a workload calls
-    :meth:`sample` at the points where memory is highest (after the forward
-    pass, after backward) and the maximum of those samples stands in for the
-    peak. On cpu the largest sample of the process's resident set size is
-    the peak: the process's own max RSS would carry the high-water mark of
-    whatever ran in it before (setup_cache measures many combinations in one
-    process).
+    On the cpu too: the process's max RSS would carry the high-water mark of whatever
+    ran in it before (setup_cache measures many combinations in one process).
     """
 
     def __init__(self, device: str) -> None:
@@ -295,11 +276,7 @@ class PeakSampler:
         return self.device.memory().peak
 
     def driver_peak_bytes(self) -> int | None:
-        """The peak of what the driver holds for torch, cached blocks included.
-
-        mps: the largest ``driver_allocated_memory`` sample (torch 2.0+); cuda:
-        the caching allocator's reserved peak. cpu has no such pool: None.
-        """
+        """The peak the driver holds for torch, caches included: mps's samples (torch 2.0+), cuda's reserved; cpu None."""
         if self.device is Device.CUDA:
             return int(torch.cuda.max_memory_reserved())
         if self.device is Device.MPS and hasattr(_mps_module(), "driver_allocated_memory"):

@@ -1,25 +1,17 @@
 """One epoch end to end: a CIFAR-10-shaped dataset through torchvision transforms and a DataLoader.
 
-The seeds' VGG16-on-CIFAR-10 benchmark timed whole epochs: 32x32 uint8 images
-converted and resized to 224x224 by torchvision transforms, batched by a
-``DataLoader``, moved to the device, trained on, then evaluated on a test
-split. This module rebuilds that loop on a synthetic, seeded dataset held in
-memory (nothing downloaded) and measures, per phase (training, evaluation),
-the epoch time, the images per second, and the fraction of the epoch spent
-blocked on the loader. That fraction is what checks the seeds' claim that data
-loading, not the device, is the bottleneck.
-
-How the wait is measured: the clock runs from ``iter(loader)`` (which starts
-the worker processes) to the end of the last step. Time spent inside
-``iter()`` and ``next()`` is data wait; everything else (the copy to the
-device, the step) is compute. The device is synchronized after every step, as
-the seeds' ``running_loss += loss.item()`` did, so queued GPU work finishes
-inside the step and is never counted as waiting in the following ``next()``.
+The seeds' VGG16-on-CIFAR-10 loop (docs/workloads.md), rebuilt on a seeded
+in-memory dataset: per phase, the epoch time, images per second and the
+fraction of the epoch blocked on the loader, which checks the seeds' claim
+that data loading, not the device, is the bottleneck. Time inside ``iter()``
+and ``next()`` is data wait; the device is synchronized after every step, as
+the seeds' ``loss.item()`` did, so queued GPU work never counts as waiting.
 """
 
 from __future__ import annotations
 
 import gc
+import importlib
 import itertools
 import statistics
 import time
@@ -31,8 +23,6 @@ import torch
 from torch.utils.data import DataLoader, Dataset
 
 from mpsbench.measure import devices, measured, models, selection, suite, workloads
-
-# --- the parameter axes (never dependent on the machine or the environment) ---
 
 MODELS: tuple[str, ...] = ("vgg16", "resnet50")
 BATCH_SIZES: tuple[int, ...] = (8, 64)  # 8: affordable on a cpu; 64: the VGG16/CIFAR-10 seed's batch
@@ -76,9 +66,6 @@ def _check(value: object, valid: tuple[Any, ...], what: str) -> None:
         raise EpochError(f"unknown {what} {value!r}; choose one of: {choices}")
 
 
-# --- the dataset ---------------------------------------------------------------
-
-
 class SyntheticImages(Dataset[tuple[torch.Tensor, int]]):
     """CIFAR-10-shaped images (N x 32 x 32 x 3 uint8) and labels, transformed per item.
 
@@ -106,7 +93,7 @@ def make_transform() -> Callable[[Any], torch.Tensor]:
     ``antialias=True`` is explicit: torchvision changed its default for tensors
     in 0.17, and it is a no-op when enlarging, as here.
     """
-    transforms = models._import("torchvision.transforms")
+    transforms = importlib.import_module("torchvision.transforms")
     pipeline: Callable[[Any], torch.Tensor] = transforms.Compose(
         [
             transforms.ToTensor(),
@@ -121,10 +108,7 @@ _splits: dict[tuple[int, int, int], tuple[torch.Tensor, torch.Tensor]] = {}
 
 
 def synthetic_split(count: int, num_classes: int, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """``count`` seeded uint8 images and labels in ``range(num_classes)``: the same on every machine.
-
-    Built on first use and kept (the full training split is 150 MiB), never at import time.
-    """
+    """``count`` seeded uint8 images and labels, built on first use and kept (the full training split is 150 MiB)."""
     key = (count, num_classes, seed)
     if key not in _splits:
         generator = torch.Generator().manual_seed(seed)
@@ -149,13 +133,9 @@ def make_loader(
     shuffle: bool,
     multiprocessing_context: str | None = None,
 ) -> DataLoader[tuple[torch.Tensor, int]]:
-    """A DataLoader as the seed built it: the last partial batch kept, no pinned memory.
+    """A DataLoader as the seed built it: last partial batch kept, no pinned memory, workers started every epoch.
 
-    The shuffle order comes from a seeded generator, so that every run visits
-    the images in the same order. Workers start anew for every epoch (the
-    default), and their start-up is part of the measured wait, as it was in the
-    seed. ``multiprocessing_context`` None is the platform's default (fork on
-    Linux, spawn on macOS).
+    The shuffle order is seeded, so every run visits the images in the same order.
     """
     return DataLoader(
         dataset,
@@ -165,9 +145,6 @@ def make_loader(
         generator=torch.Generator().manual_seed(models.SEED),
         multiprocessing_context=multiprocessing_context if num_workers > 0 else None,
     )
-
-
-# --- one epoch -----------------------------------------------------------------
 
 
 @dataclass(frozen=True)
@@ -252,11 +229,9 @@ class EpochRunner:
             self.workload.model.train()
 
     def warm_up(self) -> None:
-        """One training and one evaluation step on a full batch of transformed images, no workers.
+        """One training and one evaluation step on a full batch, no workers: kernels chosen for the full shape.
 
-        Chooses kernels and compiles shaders for the full batch shape. A last
-        partial batch (the full CIFAR-10 sizes at batch 64) meets its shape
-        first in the first measured epoch; the median over epochs absorbs it.
+        A last partial batch meets its shape first in the first measured epoch; the median over epochs absorbs it.
         """
         items = [self.train[index % len(self.train)] for index in range(self.workload.batch_size)]
         inputs = torch.stack([image for image, _ in items]).to(self.device)
@@ -266,9 +241,6 @@ class EpochRunner:
         self._eval_step(inputs, labels)
         self.workload.model.train()
         devices.get(self.device).synchronize()
-
-
-# --- what the benchmark reports --------------------------------------------------
 
 
 @dataclass(frozen=True)
@@ -281,23 +253,21 @@ class PhaseSummary:
     data_wait_fraction: float
 
 
-def summarize(timings: list[EpochTiming]) -> PhaseSummary:
-    return PhaseSummary(
-        images=timings[0].images,
-        seconds=statistics.median(t.seconds for t in timings),
-        images_per_second=statistics.median(t.images_per_second for t in timings),
-        data_wait_fraction=statistics.median(t.data_wait_fraction for t in timings),
-    )
-
-
 def measure(runner: EpochRunner, epochs: int = EPOCHS_MEASURED) -> dict[str, PhaseSummary]:
     """Train an epoch then evaluate one, ``epochs`` times (the seed's loop); medians per phase."""
-    train: list[EpochTiming] = []
-    evaluation: list[EpochTiming] = []
+    timings: dict[str, list[EpochTiming]] = {"train": [], "eval": []}
     for _ in range(epochs):
-        train.append(runner.train_epoch())
-        evaluation.append(runner.eval_epoch())
-    return {"train": summarize(train), "eval": summarize(evaluation)}
+        timings["train"].append(runner.train_epoch())
+        timings["eval"].append(runner.eval_epoch())
+    return {
+        phase: PhaseSummary(
+            images=found[0].images,
+            seconds=statistics.median(t.seconds for t in found),
+            images_per_second=statistics.median(t.images_per_second for t in found),
+            data_wait_fraction=statistics.median(t.data_wait_fraction for t in found),
+        )
+        for phase, found in timings.items()
+    }
 
 
 Combination = tuple[str, str, int, int, str]  # device, model, batch_size, num_workers, dataset
@@ -326,12 +296,10 @@ def _build(device: str, model: str, batch_size: int) -> workloads.Workload | mea
 def measure_selection(
     benchmark: str, epochs: int = EPOCHS_MEASURED, device_names: tuple[str, ...] = devices.NAMES
 ) -> dict[Combination, measured.Outcome]:
-    """Measure every combination of ``benchmark``'s selection (the Epoch class's rule) on ``device_names``, in one process.
+    """Measure every combination of ``benchmark``'s selection on ``device_names``, in one process.
 
-    One model per (device, model, batch size) is built, warmed up, and shared
-    by its loader settings and datasets; it is dropped, and the device cache
-    emptied, before the next is built. An error in one combination is recorded
-    for it and the others go on.
+    One warmed-up model per (device, model, batch size) serves its loader settings and
+    datasets, and is dropped before the next is built. An error is recorded for its combination only.
     """
     outcomes: dict[Combination, measured.Outcome] = {}
     for device, model, batch_size in itertools.product(device_names, MODELS, BATCH_SIZES):

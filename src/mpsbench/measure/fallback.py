@@ -1,16 +1,9 @@
 """Which ops silently ran on the cpu instead of mps: recorded from PyTorch's own warning.
 
-With ``PYTORCH_ENABLE_MPS_FALLBACK=1`` (read once, at ``import torch``), an op
-that mps lacks runs on the cpu: its inputs are copied to the host and back.
-The step still works, but its time is no longer a GPU number. PyTorch says so
-only through a ``TORCH_WARN_ONCE`` in aten/src/ATen/mps/MPSFallback.mm, once
-per process for all ops together; :class:`Recorder` turns on
-``torch.set_warn_always`` so that every fallback warns, and collects the op
-names from the warnings' text.
-
-A combination with fallbacks fails its timing with the ops' names unless
-``MPSBENCH_ALLOW_FALLBACK=1`` (see docs/instruments.md); the count itself is an
-asv ``track_`` benchmark. On cuda and cpu nothing falls back, so the count is 0.
+With ``PYTORCH_ENABLE_MPS_FALLBACK=1`` an op mps lacks runs on the cpu, and
+PyTorch says so only through one ``TORCH_WARN_ONCE`` per process
+(aten/src/ATen/mps/MPSFallback.mm); :class:`Recorder` makes every fallback warn
+and collects the op names. docs/instruments.md says what a fallback does to a timing.
 """
 
 from __future__ import annotations
@@ -58,12 +51,9 @@ def ops_in(message: str) -> list[str]:
 class Recorder:
     """Context manager: records the ops that fall back to the cpu inside it.
 
-    Inside, ``torch.set_warn_always(True)`` makes the once-per-process
-    fallback warning fire for every op, and Python's warnings are captured.
-    Fallback warnings are consumed (their ops land in :attr:`ops`); every
-    other warning is emitted again on exit, once per distinct text, so that
-    nothing else is hidden. Warnings raised by autograd's worker threads during
-    ``backward`` reach here too: the engine replays them on the calling thread.
+    ``torch.set_warn_always(True)`` makes the once-per-process warning fire for
+    every op; other warnings are emitted again on exit, once per distinct text,
+    so nothing else is hidden. autograd replays its worker threads' warnings here.
     """
 
     def __init__(self) -> None:

@@ -1,21 +1,9 @@
 """What the host says about itself: its GPU, macOS version, power source, thermal state and busy processes.
 
-Each fact comes from the tool the OS provides, parsed by a pure function
-that the tests feed with captured output (tests/test_host.py cites where each
-format was seen):
-
-- GPU: ``system_profiler SPDisplaysDataType -json`` on macOS (``sppci_model``,
-  ``sppci_cores``: an Apple chip's GPU core count); ``nvidia-smi
-  --query-gpu=name --format=csv,noheader`` on Linux, else the driver's
-  ``/proc/driver/nvidia/gpus/*/information`` (its ``Model:`` line);
-- power source: ``pmset -g batt`` ("Now drawing from 'AC Power'" or
-  "'Battery Power'"; pmset(1)); a laptop on battery runs slower;
-- thermal state: ``pmset -g therm`` (``CPU_Speed_Limit = 100`` when not
-  throttled, and "No thermal warning level has been recorded" or a level);
-- busy processes: psutil.
-
-Imports no torch: ``mpsbench doctor``, the machine entry and the suite's
-``Host`` benchmarks share it.
+Each fact comes from the OS's own tool (named in each function), parsed by a
+pure function that the tests feed with captured output (tests/test_host.py
+cites where each format was seen). Imports no torch: ``mpsbench doctor``, the
+machine entry and the suite's ``Host`` benchmarks share it.
 """
 
 from __future__ import annotations
@@ -43,9 +31,6 @@ def output(*command: str) -> str | None:
     except (OSError, subprocess.SubprocessError):
         return None
     return done.stdout if done.returncode == 0 else None
-
-
-# --- the GPU ---------------------------------------------------------------
 
 
 def apple_gpu(displays_json: str) -> str | None:
@@ -93,9 +78,6 @@ def gpu() -> str | None:
     return (nvidia_gpus(names) if names else None) or proc_nvidia_gpus()
 
 
-# --- macOS version and power -----------------------------------------------
-
-
 def macos_version() -> str | None:
     """``15.1.1`` on macOS (what changes MPSGraph), None elsewhere."""
     if sys.platform != "darwin":
@@ -120,9 +102,6 @@ def on_battery() -> bool | None:
     text = output("pmset", "-g", "batt") if sys.platform == "darwin" else None
     source = power_source(text) if text else None
     return None if source is None else source == "Battery Power"
-
-
-# --- thermal state ----------------------------------------------------------
 
 
 @dataclass(frozen=True)
@@ -153,9 +132,6 @@ def thermal_state() -> Thermal | None:
     """macOS's thermal state now; None where the OS does not report one."""
     text = output("pmset", "-g", "therm") if sys.platform == "darwin" else None
     return thermal(text) if text is not None else None
-
-
-# --- other processes ---------------------------------------------------------
 
 
 def busy_processes(threshold: float = 25.0, seconds: float = 1.0) -> list[tuple[str, int, float]]:

@@ -1,10 +1,7 @@
-"""The instruments' four readings of every selected combination, taken in one process.
+"""The instruments' four readings of every selected combination, from one build and warm-up per combination.
 
-benchmark_instruments reports them from ``setup_cache`` (see
-:mod:`mpsbench.measure.measured`): one build and warm-up per combination serves the
-fallback count, driver memory, leak slope and accuracy error, instead of four
-benchmark processes that each build the model (a leak reading alone steps a
-large model 50 times).
+benchmark_instruments reports them from ``setup_cache`` (:mod:`mpsbench.measure.measured`)
+instead of four processes that each build the model.
 """
 
 from __future__ import annotations

@@ -1,17 +1,14 @@
 """Leak detector: how fast device memory grows per step, over many steps after warm-up.
 
-A step that leaks keeps something alive each time (a tensor, a graph, a cached
-buffer): the memory held after each step then climbs in a straight line. The
-slope of a least-squares line through one reading per step, in MiB per 100
-steps, is about zero for a clean step and clearly positive for a leaking one;
-it would have caught the May 2022 nightly that leaked during VGG16 training on
-mps. Readings: cuda ``memory_allocated``, mps ``current_allocated_memory``
-(torch 2.0+; before that, like cpu, the process's resident set size).
+A step that keeps something alive each time makes the memory held after each
+step climb in a straight line: its least-squares slope, in MiB per 100 steps,
+is about zero for a clean step (docs/instruments.md, Leaks).
 """
 
 from __future__ import annotations
 
 import gc
+import statistics
 from collections.abc import Callable, Sequence
 
 from mpsbench.measure import devices
@@ -40,14 +37,9 @@ def reading(device: str) -> int:
 
 def slope_mib_per_100_steps(readings: Sequence[float]) -> float:
     """Least-squares slope of bytes-per-step readings, in MiB per 100 steps."""
-    count = len(readings)
-    if count < 2:
-        raise ValueError(f"a slope needs at least 2 readings, got {count}")
-    mean_x = (count - 1) / 2
-    mean_y = sum(readings) / count
-    covariance = sum((index - mean_x) * (value - mean_y) for index, value in enumerate(readings))
-    variance = sum((index - mean_x) ** 2 for index in range(count))
-    return covariance / variance * PER / devices.MIB
+    if len(readings) < 2:
+        raise ValueError(f"a slope needs at least 2 readings, got {len(readings)}")
+    return statistics.linear_regression(range(len(readings)), readings).slope * PER / devices.MIB
 
 
 def record(step: Callable[[], object], device: str, steps: int) -> list[int]:

@@ -81,12 +81,7 @@ _slot: devices.OneSlot[Generation] = devices.OneSlot()
 
 
 def prepare(device: str, model: str) -> Generation:
-    """The warmed-up, guarded generation for an asv ``setup``, built once per process.
-
-    Skips as the step timings do (selection, absent device, missing
-    transformers); refuses, as they do, a device whose ops fell back to the
-    cpu or that computes the correctness patterns wrong.
-    """
+    """The warmed-up generation for an asv ``setup``, built once per process, skipped and guarded as the step timings are."""
     suite.require("inference", device, model)
     def build() -> Generation:
         generation = Generation(device, model)

@@ -1,30 +1,10 @@
 """The largest power-of-two batch whose training or inference step fits in a device's memory.
 
 The seeds found that full BERT fine-tuning fit only batch size 1 on an M1
-while a frozen encoder fit 64: how large a batch fits is a result of its own.
-The search doubles the batch size (1, 2, 4, ...) up to :data:`CEILING` and
-stops at the first out-of-memory error, freeing the device's memory between
-tries, so that the process survives and the next benchmark starts clean.
-
-What raises "out of memory" differs per device:
-
-- cuda: ``torch.cuda.OutOfMemoryError`` when the GPU's memory is exhausted.
-- mps: a plain ``RuntimeError`` saying "MPS backend out of memory", raised when
-  the allocations would pass the high watermark: ``PYTORCH_MPS_HIGH_WATERMARK_RATIO``
-  times the GPU's recommended working set (``recommendedMaxWorkingSetSize``).
-  Its default, 1.7, lets allocations grow past the recommended size into
-  memory the system must find by compressing and swapping, so the search can
-  push a Mac into swap (and its steps slow down) before any error. At 0.0 the
-  limit is off and nothing is ever raised: the search ends at the ceiling, and
-  the number then says only that every batch up to it completed, swap allowed,
-  not how much the GPU holds. 1.0 stops at the recommended working set.
-- cpu: Linux's OOM killer ends the process without an exception, so the search
-  runs in a spawned child process whose address space is limited (``RLIMIT_AS``)
-  to what it maps after one step at batch 1 (torch, the model, its optimizer
-  state) plus :data:`CPU_MEMORY_BUDGET`; an allocation past it fails with
-  torch's "DefaultCPUAllocator: can't allocate memory" RuntimeError. The cpu
-  number is the largest batch whose growth beyond batch 1 (inputs, activations,
-  their gradients) fits in that budget; on a GPU the model counts too.
+while a frozen encoder fit 64. The search doubles the batch size up to
+:data:`CEILING` and stops at the first out-of-memory error; what raises it on
+each device (mps's high watermark, the cpu's ``RLIMIT_AS`` child) is in
+docs/workloads.md.
 """
 
 from __future__ import annotations
@@ -105,11 +85,8 @@ def search(step: Callable[[int], None], release: Callable[[], None], ceiling: in
 class SizedStep:
     """One model on one device, stepped at whatever batch size the search asks for.
 
-    The model and its optimizer are built once, at the first try (an
-    out-of-memory error while building counts as batch 1 not fitting), and
-    kept across tries; each try replaces the batch. Between tries only the
-    batch and the gradients are dropped: the optimizer state is part of what
-    a training step needs.
+    The model and optimizer are built at the first try (out of memory there: batch 1 does not fit)
+    and kept; between tries only the batch and gradients go, the optimizer state being part of a step.
     """
 
     def __init__(self, kind: str, device: str, model: str) -> None:
@@ -153,14 +130,8 @@ def _address_space() -> int:
 
 
 def _search_under_limit(kind: str, model: str, ceiling: int, budget: int) -> Search:
-    """Runs in the spawned child: one unlimited try at batch 1, then the search under the limit.
-
-    The first try imports what torch and the model load lazily (the optimizer
-    pulls in torch._dynamo, hundreds of MiB of address space), starts the
-    intra-op threads, and builds the model and its optimizer state, which stay.
-    The limit is what the process then maps plus ``budget``: the budget is what
-    larger batches may add (inputs, activations, their gradients).
-    """
+    """Runs in the spawned child: one unlimited try at batch 1 (lazy imports, threads, the model), then the search
+    with the address space limited to what the process then maps plus ``budget``."""
     step = SizedStep(kind, "cpu", model)
     try:
         step(1)
@@ -173,11 +144,9 @@ def _search_under_limit(kind: str, model: str, ceiling: int, budget: int) -> Sea
 
 
 def largest_batch_in_child(kind: str, model: str, ceiling: int = CEILING, budget: int = CPU_MEMORY_BUDGET) -> Search:
-    """The cpu search in a spawned child limited to ``budget`` bytes beyond its state at batch 1.
+    """The cpu search in a spawned child limited to ``budget`` bytes beyond its state at batch 1 (Linux only).
 
-    Linux only (RLIMIT_AS and /proc). A child that dies instead of raising
-    (killed, or aborted by a library that cannot allocate) fails the search
-    with a RuntimeError; this process carries on.
+    A child that dies instead of raising fails the search with a RuntimeError; this process carries on.
     """
     if not os.path.exists("/proc/self/status"):
         raise RuntimeError("the cpu search needs Linux: it limits a child's address space and reads /proc")

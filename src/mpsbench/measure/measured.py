@@ -1,17 +1,9 @@
 """Measure once per run, report per combination: asv's ``setup_cache`` for ``track_`` figures.
 
-asv starts a process for every benchmark, parameter combination and round.
-On a GPU each such process pays seconds before its first step (the device
-context, the model build and copy, warm-up, the accuracy check: see
-docs/budget.md), so a class whose figures are not timings (throughput, peak
-memory, leak slope, ...) measures every combination of its selection in one
-``setup_cache`` process instead: each workload is built and warmed up once,
-every figure is taken from it, and the per-combination ``track_`` processes
-only look the figure up.
-
-An error in one combination is recorded for it (shown as n/a or as a failure
-with the reason, as ``setup`` would have done) and the others go on; an error
-in one figure of a combination does not hide its other figures.
+On a GPU every asv process pays seconds before its first step (docs/budget.md),
+so a class whose figures are not timings measures every combination of its
+selection in one ``setup_cache`` process, and its ``track_`` processes only look
+the figure up. An error is recorded for its combination (or figure) only.
 """
 
 from __future__ import annotations
@@ -83,10 +75,7 @@ def measure(
 ) -> Table:
     """For each key ``benchmark`` selects: ``prepare(*key)``, then every figure of that state; one model at a time.
 
-    A key this run leaves out (the selection table's rule for ``benchmark``)
-    and ``prepare`` raising give every figure of the key that outcome. Between
-    keys the cached workload is dropped and the device cache emptied, so that
-    a process never holds two models' memory.
+    A key left out, or ``prepare`` raising, gives every figure of the key that outcome.
     """
     table = Table()
     for key in keys:

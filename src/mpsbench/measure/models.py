@@ -89,9 +89,6 @@ class BatchSizeError(ValueError):
     """A batch size a model is not benchmarked at."""
 
 
-# --- builders --------------------------------------------------------------
-
-
 def _build_mlp() -> nn.Module:
     # The seeds' multilayer perceptron: 1024 -> 512 -> 256 -> 10.
     return nn.Sequential(
@@ -110,11 +107,6 @@ def _build_lenet5() -> nn.Module:
     )
 
 
-def _import(name: str) -> Any:
-    """Import a heavy, optional package where a builder needs it (typed as Any)."""
-    return importlib.import_module(name)
-
-
 BERT_SEQUENCE_LENGTH = 128
 BERT_NUM_LABELS = 6  # TREC question classification, as in the fine-tuning seed
 # Fixed explicitly: transformers has changed its default attention path between
@@ -130,7 +122,7 @@ def _transformers_build(model_class: str, config_class: str, config: dict[str, A
     """
 
     def build() -> nn.Module:
-        transformers = _import("transformers")
+        transformers = importlib.import_module("transformers")
         settings = getattr(transformers, config_class)(**config)
         settings._attn_implementation = attention
         model: nn.Module
@@ -198,9 +190,6 @@ def _text_encoder_forward(model: nn.Module, inputs: dict[str, torch.Tensor]) -> 
     return hidden.transpose(1, 2)
 
 
-# --- batches ---------------------------------------------------------------
-
-
 def _classes(batch_size: int, num_classes: int, gen: torch.Generator) -> torch.Tensor:
     return torch.randint(0, num_classes, (batch_size,), generator=gen)
 
@@ -246,8 +235,6 @@ def _adamw(params: list[nn.Parameter]) -> torch.optim.Optimizer:
     return torch.optim.AdamW(params, lr=2e-5)  # the usual BERT fine-tuning optimizer
 
 
-# --- the registry ----------------------------------------------------------
-
 _SMALL_SIZES = BATCH_SIZES
 _CNN_SIZES = (1, 8, 32, 64, 128)
 _BIG_SIZES = (1, 8, 32, 64)
@@ -258,7 +245,7 @@ def _torchvision_spec(name: str, description: str, num_classes: int, seed_batch_
     """The torchvision classifier of that name, on 224x224 RGB images."""
 
     def build() -> nn.Module:
-        module: nn.Module = getattr(_import("torchvision.models"), name)(weights=None, num_classes=num_classes)
+        module: nn.Module = getattr(importlib.import_module("torchvision.models"), name)(weights=None, num_classes=num_classes)
         return module
 
     return ModelSpec(

@@ -1,19 +1,9 @@
 """The operator registry: per op, fixed inputs at three sizes, the forward call and its work count.
 
-Each :class:`OpSpec` says how to build an op's inputs at the ``small``,
-``medium`` and ``large`` size (shapes fixed here and listed in docs/ops.md),
-which call is timed, whether the op is trained through (and so has a timed
-backward), and how much work one forward call does: floating-point operations
-for the compute-bound ops, bytes moved for the memory-bound ones. Throughput
-is that work over the median time of one call.
-
-Work counts are exact arithmetic for the compute-bound ops (a multiply-add is
-two FLOPs; bias adds are counted) and *compulsory* traffic for the
-memory-bound ones: every input element the op must read, read once, and every
-output element written once. Kernels that read an input twice (a two-pass
-norm) or write an intermediate (cross_entropy's log-softmax) move more, so
-GB/s here is a lower bound on the bandwidth a kernel used and can be held
-against the device's peak directly.
+Throughput is an op's work over the median time of one call: exact FLOPs for
+the compute-bound ops, compulsory bytes for the memory-bound ones (each input
+read once, each output written once), so GB/s is a lower bound that can be
+held against the device's peak (docs/ops.md lists the shapes and counts).
 """
 
 from __future__ import annotations
@@ -31,11 +21,10 @@ SEED = 0  # every input is drawn after seeding with this
 SIZES: tuple[str, ...] = ("small", "medium", "large")
 DTYPES: tuple[str, ...] = precision.NAMES  # float32, float16, bfloat16
 
-# Calls looped inside one timed call, per size, so that a sub-millisecond op
-# rises above clock, launch and synchronize overhead. Fixed per size, never
-# chosen from the hardware, so every machine times the same loop: ``small``
-# ops take microseconds on any device, ``medium`` ones tens of microseconds on
-# a large GPU and a few milliseconds on a laptop cpu, ``large`` ones
+# Calls looped inside one timed call, so that a sub-millisecond op rises above clock and
+# launch overhead; fixed per size, never chosen from the hardware, so every machine
+# times the same loop. ``small`` ops take microseconds on any device, ``medium`` ones
+# tens of microseconds on a large GPU and milliseconds on a laptop cpu, ``large`` ones
 # milliseconds on a large GPU.
 CALLS_PER_SAMPLE: Mapping[str, int] = {"small": 100, "medium": 20, "large": 3}
 
@@ -91,7 +80,6 @@ class OpSpec:
         return self.work(self.dims(size), itemsize)
 
 
-# --- the ops ----------------------------------------------------------------
 # Dims are named after the usual symbols: n batch or square side, c channels,
 # h/w height and width, o output features, t tokens, d feature width, v rows
 # of a table (vocabulary), k indices taken, l sequence length.
@@ -373,16 +361,10 @@ def get(name: str) -> OpSpec:
         raise OpError(f"unknown op {name!r}; choose one of: {', '.join(NAMES)}") from None
 
 
-# --- building and running one op ---------------------------------------------
-
-
 def make_inputs(spec: OpSpec, size: str, device: str, dtype: str, training: bool) -> dict[str, torch.Tensor]:
-    """The op's inputs at ``size`` on ``device``: seeded, so every run draws the same values.
+    """The op's seeded inputs at ``size`` on ``device``, the trained operands requiring gradients with ``training``.
 
-    Float operands are drawn in float32 and cast, so that every dtype sees the
-    same values up to rounding (and no device needs a reduced-precision
-    random generator). With ``training`` the operands the op is trained
-    through require gradients.
+    Drawn in float32 and cast: every dtype sees the same values, and no device needs a reduced-precision generator.
     """
     devices.get(device).seed(SEED)
     float_dtype = precision.dtype_of(dtype)
@@ -405,13 +387,10 @@ def make_inputs(spec: OpSpec, size: str, device: str, dtype: str, training: bool
 
 
 class OpCase:
-    """One op at one size and dtype with its inputs resident on a device.
+    """One op at one size and dtype with its inputs resident on a device; nothing here synchronizes.
 
-    ``forward`` runs the op under ``torch.no_grad()``. ``forward_backward``
-    runs it with autograd and computes the gradients of every trained operand
-    for a fixed random output gradient (``torch.autograd.grad``: nothing
-    accumulates into ``.grad`` between calls, and no loss reduction is added
-    to the op's own kernels). Neither synchronizes the device.
+    ``forward_backward`` uses ``torch.autograd.grad`` with a fixed output gradient:
+    nothing accumulates into ``.grad`` and no loss reduction adds kernels of its own.
     """
 
     def __init__(self, spec: OpSpec, device: str, dtype: str, size: str, training: bool) -> None:
@@ -457,12 +436,7 @@ class OpCase:
         return self.spec.work_at(self.size, self.dtype)
 
     def warm_up(self, calls: int = 2) -> None:
-        """Run until kernels are chosen and shaders compiled; check what the timed calls rely on.
-
-        The output must have the registered shape and the asked dtype, on the
-        asked device (copies to the host excepted), so that a wrong or silently
-        moved result fails in ``setup`` rather than being timed.
-        """
+        """Run until kernels are chosen; fail in ``setup`` an output of the wrong shape, dtype or device."""
         for _ in range(calls):
             output = self.forward()
             if self.training:
@@ -483,10 +457,7 @@ class OpCase:
 
 def median_seconds_per_call(case: OpCase, min_samples: int = 3, min_seconds: float = 0.2,
                             max_samples: int = 50) -> float:
-    """Median seconds per call (:func:`mpsbench.measure.timing.median_seconds`), each sample the case's calls per sample.
-
-    Like the asv ``time_`` body. The case must be warmed up already.
-    """
+    """Median seconds per call of a warmed-up case, each sample its calls per sample (like the asv ``time_`` body)."""
     median, _ = timing.median_seconds(case.run, case.device, case.calls_per_sample, min_samples, min_seconds, max_samples)
     return median
 
@@ -496,8 +467,6 @@ def throughput(case: OpCase) -> float:
     return case.work() / median_seconds_per_call(case) / 1e9
 
 
-# --- what an asv setup calls ------------------------------------------------
-
 # Words in torch's errors for a dtype a device or kernel does not support.
 _UNSUPPORTED_WORDS = ("not implemented for", "not supported", "does not support", "does not have support",
                       "unsupported")
@@ -506,10 +475,8 @@ _UNSUPPORTED_WORDS = ("not implemented for", "not supported", "does not support"
 def unsupported_dtype_reason(exc: BaseException, spec: OpSpec, device: str, dtype: str) -> str | None:
     """A skip reason if ``exc`` is torch refusing a reduced-precision dtype, else None.
 
-    float32 is the baseline every device must run: torch refusing it there is
-    a failure with the op's name, never an n/a. float16 and bfloat16 support
-    varies with the device, the OS (bfloat16 on mps needs macOS 14) and the
-    torch version, so a refusal there is reported as n/a with torch's words.
+    float32 is the baseline every device must run; float16 and bfloat16 support
+    varies with the device, the OS (bfloat16 on mps needs macOS 14) and the torch version.
     """
     if dtype == "float32" or not isinstance(exc, (NotImplementedError, RuntimeError, TypeError)):
         return None
@@ -524,11 +491,7 @@ _slot: devices.OneSlot[OpCase] = devices.OneSlot()
 
 
 def cached(device: str, op: str, dtype: str, size: str, training: bool) -> tuple[OpCase, bool]:
-    """The warmed-up case for these arguments and whether it was built just now (asv calls ``setup`` before every sample).
-
-    One case is kept, so that a process never holds two large inputs. A
-    warm-up that fell back to the cpu fails: its time would be the cpu's.
-    """
+    """The warmed-up case (one per process) and whether it was built just now; a warm-up that fell back to the cpu fails."""
     def build() -> OpCase:
         case = OpCase(get(op), device, dtype, size, training)
         with fallback.Recorder() as recorder:
@@ -545,13 +508,7 @@ def forget() -> None:
 
 
 def prepare(device: str, op: str, dtype: str, size: str, training: bool) -> OpCase:
-    """Build (once per process) and warm up an op for an asv ``setup``.
-
-    Skips with the reason (n/a), after the setup asked the selection: absent
-    devices, ops this torch lacks, reduced-precision dtypes torch refuses on
-    this device, inputs that do not fit in memory. Anything else raised fails
-    the combination.
-    """
+    """Build (once per process) and warm up an op for an asv ``setup``: what cannot run here skips with the reason."""
     spec = get(op)
     precision.check_name(dtype)
     suite.require_device(device)

@@ -1,21 +1,10 @@
 """What a dtype means for a step, where it is supported, and proof that it was used.
 
-Each dtype is applied the way users apply it:
-
-* training in float16 or bfloat16 is *mixed precision*: the forward pass and
-  loss run under ``torch.autocast`` while the weights and optimizer stay
-  float32; float16 adds loss scaling (``GradScaler``), as PyTorch's AMP recipe
-  does, because float16 gradients underflow without it;
-* inference in float16 or bfloat16 casts the model and the batch's floating
-  inputs to the dtype (``model.half()``-style deployment), under
-  ``torch.inference_mode()``.
-
-``torch.autocast`` on a device/dtype it does not support only warns and runs
-float32 (mps autocast: float16 from torch 2.5, bfloat16 from 2.6 and macOS 14),
-so every warm-up checks the dtype the logits were actually computed in and
-fails the combination when it differs from the one named. Combinations known
-to be unsupported (the table in :func:`unsupported_reason`, documented in
-docs/instruments.md) are skipped with the reason instead.
+Training in float16 or bfloat16 is mixed precision (autocast, float32 weights,
+float16 adds a GradScaler); inference casts the model and the batch's floating
+inputs. ``torch.autocast`` on a device/dtype it does not support only warns and
+runs float32, so every warm-up checks the dtype the logits were computed in.
+The recipes and the support table are in docs/instruments.md, Precision.
 """
 
 from __future__ import annotations

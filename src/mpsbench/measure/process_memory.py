@@ -1,39 +1,23 @@
 """This process's memory on every OS: its resident set size now, and its high-water mark.
 
-psutil reads the resident set size (``Process().memory_info().rss``) on
-Linux, macOS and Windows alike. The suite's code runs inside asv's
-environments, which hold only the build under test: ``install_build.py``
-adds psutil there, and where that failed (an offline machine without its
-wheel) Linux still has ``/proc/self/statm``. No other OS offers a current RSS
-in the standard library, so there the reading is None, with
-:func:`unreadable_reason` saying why: never 0, which a graph would show as
-a real figure.
-
-The high-water mark comes from ``resource.getrusage``, whose ``ru_maxrss`` is
-in bytes on macOS and in KiB on Linux (getrusage(2) on each).
-
-Imports no torch: ``mpsbench doctor`` and the leak reader share it.
+psutil where importable (asv's environments get it from install_build.py), else
+Linux's ``/proc/self/statm``; elsewhere None with :func:`unreadable_reason`,
+never 0, which a graph would show as a real figure. Imports no torch.
 """
 
 from __future__ import annotations
 
 import os
 import sys
-from typing import Any
-
-
-def _psutil() -> Any | None:
-    try:
-        import psutil
-    except ImportError:
-        return None
-    return psutil
 
 
 def rss() -> int | None:
     """Bytes of this process resident in memory now; None where neither psutil nor /proc can say."""
-    psutil = _psutil()
-    if psutil is not None:
+    try:
+        import psutil
+    except ImportError:
+        pass
+    else:
         return int(psutil.Process().memory_info().rss)
     try:
         with open("/proc/self/statm") as statm:

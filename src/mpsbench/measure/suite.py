@@ -1,8 +1,4 @@
-"""What the asv benchmark classes share: preparing, guarding and timing a combination, its memory, its cold start.
-
-Kept in the package (not in ``benchmarks/``) so it is unit-tested and typed;
-the benchmark modules stay declarative.
-"""
+"""What the asv benchmark classes share: preparing, guarding and timing a combination, its memory, its cold start."""
 
 from __future__ import annotations
 
@@ -25,11 +21,9 @@ except ImportError:  # pragma: no cover - exercised only without asv installed
 
 
 class StepTimer:
-    """asv ``timer`` that reports seconds per step for bodies that loop k steps.
+    """asv ``timer`` for bodies that loop k steps: the clock divided by k, so asv's difference is one step's time.
 
-    asv subtracts two timer readings around each timed call; dividing the clock
-    by k turns that difference into the time of one step. asv reads ``timer``
-    after ``setup``, so a benchmark sets it there, per combination.
+    asv reads ``timer`` after ``setup``, so a benchmark sets it there, per combination.
     """
 
     def __init__(self, steps_per_call: int) -> None:
@@ -42,13 +36,9 @@ class StepTimer:
 class TimedSteps:
     """The timed step of every class that times a workload's steps (models, precision, compile, modern).
 
-    ``time_step`` is the median wall time of one step. Models whose step is
-    sub-millisecond on a GPU (``ModelSpec.steps_per_call`` > 1: mlp and lenet5,
-    k = 20) loop k steps inside the timed body before the one synchronize, and
-    the class's ``timer`` divides asv's clock by k, so every reported time is
-    per step. asv's ``number`` stays automatic: with a ``setup``, asv_runner
-    0.3.2 times one call per sample. The class's ``setup`` hands :meth:`ready`
-    the prepared workload.
+    Sub-millisecond models (``ModelSpec.steps_per_call`` k > 1) loop k steps before
+    the one synchronize and the :class:`StepTimer` divides by k. asv's ``number``
+    stays automatic: with a ``setup``, asv_runner 0.3.2 times one call per sample.
     """
 
     workload: workloads.Workload
@@ -68,9 +58,7 @@ class TimedSteps:
 def per_kind(name: str, family: type, training: tuple[object, ...], inference: tuple[object, ...]) -> tuple[type, type]:
     """``family``'s training and inference classes, ``name`` with ``{Kind}`` filled in, with their params.
 
-    asv wants a class per benchmark id, and a family's two kinds differ only in
-    ``kind`` and params: declaring both in one call keeps the pair from drifting.
-    The classes belong to the calling module, as ``collections.namedtuple``'s do.
+    One call keeps the pair from drifting; the classes belong to the calling module, as namedtuple's do.
     """
     module = sys._getframe(1).f_globals["__name__"]
     made = (
@@ -81,10 +69,7 @@ def per_kind(name: str, family: type, training: tuple[object, ...], inference: t
 
 
 def selected(benchmark: str, *params: object) -> None:
-    """Skip, with the reason (asv's n/a), a combination this run leaves out: ``benchmark``'s rule in the selection table.
-
-    Asked first in every ``setup`` and for every key a ``setup_cache`` measures.
-    """
+    """Skip, with the reason (asv's n/a), a combination this run leaves out: ``benchmark``'s rule in the selection table."""
     reason = selection.left_out(benchmark, *params)
     if reason is not None:
         raise SkipNotImplemented(reason)
@@ -111,11 +96,7 @@ def require(
     *,
     dtype: str = precision.DEFAULT,
 ) -> models.ModelSpec:
-    """Skip, with the reason (asv shows n/a), a combination that cannot run here (:func:`selected` asks first).
-
-    Checks in order: the device is usable; the model's packages import; the
-    device supports the dtype with this torch and OS. Builds nothing.
-    """
+    """Skip, with the reason (asv's n/a), a combination that cannot run here; builds nothing."""
     spec = models.get(model)
     require_device(device)
     missing = spec.missing_requirements()
@@ -139,13 +120,9 @@ def prepare(
 ) -> workloads.Workload:
     """Build (once per process) and warm up a workload for an asv ``setup``.
 
-    Turns the reasons a combination cannot run into asv's outcomes: absent
-    devices, missing packages, unsupported dtypes and batches that do not fit in memory are
-    skipped with the reason (n/a); an op that torch lacks on the device fails
-    the combination with the op's name, never a silent skip. ``compiled``
-    wraps the model in ``torch.compile`` (mpsbench.measure.compiled). ``guarded``
-    (timings) also fails combinations whose numbers would mislead: see
-    :func:`guard`. Instruments that report those very facts pass False.
+    What cannot run here or does not fit skips with the reason (n/a); an op torch
+    lacks fails with its name. ``guarded`` (timings) adds :func:`guard`; instruments
+    that report those very facts pass False.
     """
     require(kind, device, model, dtype=dtype)
     with OutOfMemorySkips(device, model, batch_size):  # build, copy to the device, warm-up, checks
@@ -163,9 +140,7 @@ def prepare(
 class OutOfMemorySkips:
     """A context in which any device's out-of-memory error skips the combination with a one-line reason.
 
-    ``prepare`` holds it over building, copying and warming up; a timed body
-    holds it over its steps (a class, not a generator: it costs a timed call
-    well under a microsecond).
+    A class, not a generator: it costs a timed call well under a microsecond.
     """
 
     def __init__(self, device: str, model: str, batch_size: int) -> None:
@@ -186,15 +161,7 @@ class OutOfMemorySkips:
 
 
 def guard(workload: workloads.Workload) -> None:
-    """Fail a combination whose timing would not be an honest device number.
-
-    Ops that fell back to the cpu during warm-up fail it with their names
-    (``MPSBENCH_ALLOW_FALLBACK=1`` times it anyway); on a GPU, results that
-    disagree with the cpu's fail it with the measured error (checked once
-    per process and workload); on any device, one of the input layouts that
-    broke before (mpsbench.measure.correctness) computed wrong fails it with the
-    pattern's error (checked once per process, device and dtype).
-    """
+    """Fail a combination whose timing would not be an honest device number: cpu fallbacks, wrong results."""
     fallback.refuse(workload.label, workload.fallback_ops)
     correctness.verify(workload.device, workload.dtype)
     if accuracy.needed(workload.device):
@@ -202,11 +169,7 @@ def guard(workload: workloads.Workload) -> None:
 
 
 def throughput(workload: workloads.Workload) -> float:
-    """Samples per second from the median of several timed calls (never a single one).
-
-    Five calls or a quarter second, whichever is longer: the time_ benchmark is
-    the precise measurement; this one restates it in the unit users compare.
-    """
+    """Samples per second from the median of at least five calls or a quarter second (time_step is the precise one)."""
     return timing.time_steps(workload, min_calls=5, min_seconds=0.25).samples_per_second
 
 
@@ -243,13 +206,7 @@ def peak_memory_mib(workload: workloads.Workload) -> float:
 
 
 def cold_start_code(kind: str, device: str, model: str, batch_size: int) -> tuple[str, str]:
-    """An asv ``timeraw_`` body: (statement, setup), run in a fresh process; only the statement is timed.
-
-    The setup imports torch and builds the workload on the device (creating
-    the device context and copying the weights): excluded. The statement is
-    the first step and a synchronize: kernel selection, Metal shader and
-    graph compilation, cuBLAS/cuDNN initialisation and lazy module loading.
-    """
+    """An asv ``timeraw_`` body: (statement, setup); only the statement, the first step, is timed (docs/instruments.md)."""
     setup = (
         "from mpsbench.measure import suite\n"
         f"first_step = suite.cold_first_step({kind!r}, {device!r}, {model!r}, {batch_size!r})"
@@ -258,11 +215,7 @@ def cold_start_code(kind: str, device: str, model: str, batch_size: int) -> tupl
 
 
 def cold_first_step(kind: str, device: str, model: str, batch_size: int) -> Callable[[], None]:
-    """In a fresh process: build the workload (untimed); return its first step (timed).
-
-    The step runs under the fallback recorder and fails, like a timing does,
-    when an op fell back to the cpu (unless ``MPSBENCH_ALLOW_FALLBACK=1``).
-    """
+    """In a fresh process: build the workload (untimed); return its first step, which refuses cpu fallbacks like a timing."""
     workload = workloads.build(kind, device, model, batch_size)
     workload.device.synchronize()
 

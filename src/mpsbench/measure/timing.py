@@ -54,4 +54,4 @@ def time_steps(workload: Workload, min_calls: int = 3, min_seconds: float = 1.0,
     """
     steps = workload.spec.steps_per_call
     median, calls = median_seconds(workload.run, workload.device, steps, min_calls, min_seconds, max_calls)
-    return StepTiming(median, workload.samples_per_step / median, calls, steps)
+    return StepTiming(median, workload.batch_size / median, calls, steps)

@@ -1,14 +1,9 @@
 """Workloads: a model, its optimizer and a fixed batch, resident on a device.
 
 A training step is exactly: zero the gradients, forward, loss, backward,
-optimizer step. An inference step is a forward pass in eval mode under
-``torch.inference_mode()``. Neither synchronizes the device: the caller does,
-once, before it reads a clock.
-
-A workload runs in float32 unless built with another dtype (see
-mpsbench.measure.precision for what a dtype means in each kind). Its warm-up runs under
-the fallback recorder (mpsbench.measure.fallback), so that the ops that fell back to
-the cpu are known before anything is timed.
+optimizer step; an inference step a forward in eval mode under
+``torch.inference_mode()``. Neither synchronizes: the caller does, once,
+before it reads a clock.
 """
 
 from __future__ import annotations
@@ -62,8 +57,7 @@ class Workload:
         if kind == "training":
             self.model.train()
             trained = self.trained_parameters()
-            for parameter in self.model.parameters():
-                parameter.requires_grad_(False)
+            self.model.requires_grad_(False)
             for parameter in trained:
                 parameter.requires_grad_(True)
             self.optimizer = spec.make_optimizer(trained)
@@ -74,10 +68,6 @@ class Workload:
         if self.spec.trainable is None:
             return list(self.model.parameters())
         return self.spec.trainable(self.model)
-
-    @property
-    def samples_per_step(self) -> int:
-        return self.batch_size
 
     @property
     def label(self) -> str:
@@ -115,14 +105,7 @@ class Workload:
         return loss
 
     def evaluate(self, samples: int | None = None) -> tuple[torch.Tensor, torch.Tensor]:
-        """Logits and loss of one deterministic forward: eval mode, no gradients, this dtype.
-
-        ``samples`` limits the forward to the batch's first samples (all by default).
-
-        Eval mode switches dropout off and makes batch norm use its running
-        statistics, so the result is comparable with another device's. A
-        training workload's mode is restored afterwards; nothing is updated.
-        """
+        """Logits and loss of one eval-mode forward (comparable across devices) on the first ``samples``; nothing updated."""
         was_training = self.model.training
         self.model.eval()
         try:
@@ -140,12 +123,9 @@ class Workload:
             self.step()
 
     def warm_up(self, steps: int = 2) -> None:
-        """Run steps until kernels are chosen, shaders compiled and optimizer state exists.
+        """Run steps until kernels are chosen and optimizer state exists, recording cpu fallbacks.
 
-        Runs under the fallback recorder, keeping the ops that fell back to the
-        cpu in :attr:`fallback_ops`. Also checks what every later step relies
-        on: the output lives on the asked device (no silent move to the cpu),
-        it was computed in the asked dtype, and the loss is finite.
+        Fails an output moved off the device, computed in another dtype, or a non-finite loss.
         """
         with fallback.Recorder() as recorder:
             self.device.synchronize()
@@ -203,12 +183,7 @@ _slot: devices.OneSlot[Workload] = devices.OneSlot()
 def cached(
     kind: str, device: str, model: str, batch_size: int, dtype: str = precision.DEFAULT, compiled: bool = False
 ) -> tuple[Workload, bool]:
-    """The workload for these arguments, built once per process and warmed up.
-
-    asv calls ``setup`` again before every sample; caching keeps that repeat
-    cheap. Only one workload is kept, so that a process never holds two
-    models' memory. Returns the workload and whether it was built just now.
-    """
+    """The warmed-up workload (one per process: asv calls ``setup`` before every sample) and whether it was built now."""
     def build_and_warm_up() -> Workload:
         workload = build(kind, device, model, batch_size, dtype, compiled)
         workload.warm_up()
