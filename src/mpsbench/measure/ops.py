@@ -153,11 +153,12 @@ def _reduction(name: str, call: Callable[[torch.Tensor], torch.Tensor]) -> OpSpe
 
 
 def _lookup(name: str, description: str, shapes: dict[str, Dims], *, source: str, index: str, axis: int,
-            call: Callable[[torch.Tensor, torch.Tensor], torch.Tensor], work: Callable[[Dims, int], int],
+            call: Callable[[torch.Tensor, int, torch.Tensor], torch.Tensor], work: Callable[[Dims, int], int],
             formula: str) -> OpSpec:
     """An op that reads a trained ``source`` at random int64 positions along ``axis`` (index_select, gather, embedding).
 
     ``source`` and ``index`` name the operands' dims; the output has the index's dims, then the source's past ``axis``.
+    ``call(source, axis, index)`` is torch's own signature for index_select and gather.
     """
     source_dims, index_dims = source.split(), index.split()
     return OpSpec(
@@ -168,7 +169,7 @@ def _lookup(name: str, description: str, shapes: dict[str, Dims], *, source: str
             "source": Operand(tuple(d[k] for k in source_dims), trained=True),
             "index": Operand(tuple(d[k] for k in index_dims), fill="index", high=d[source_dims[axis]]),
         },
-        forward=lambda x: call(x["source"], x["index"]),
+        forward=lambda x: call(x["source"], axis, x["index"]),
         output_shape=lambda d: tuple(d[k] for k in index_dims + source_dims[axis + 1:]),
         unit=GBPS,
         work=work,
@@ -310,14 +311,14 @@ _SPECS: tuple[OpSpec, ...] = (
     _lookup(
         "index_select", "index_select of k rows (random, repeats allowed) from a v x d table",
         _dims("v d k", (1024, 64, 256), (32768, 256, 4096), (65536, 1024, 65536)),
-        source="v d", index="k", axis=0, call=lambda source, index: torch.index_select(source, 0, index),
+        source="v d", index="k", axis=0, call=torch.index_select,
         work=lambda d, s: 2 * d["k"] * d["d"] * s + INDEX_BYTES * d["k"],
         formula="2*k*d*s + 8*k (read the selected rows, write them, read the int64 indices)",
     ),
     _lookup(
         "gather", "torch.gather along dim 1: k random columns per row of an r x c tensor",
         _dims("r c k", (256, 256, 64), (2048, 2048, 512), (16384, 8192, 4096)),
-        source="r c", index="r k", axis=1, call=lambda source, index: torch.gather(source, 1, index),
+        source="r c", index="r k", axis=1, call=torch.gather,
         work=lambda d, s: d["r"] * d["k"] * (2 * s + INDEX_BYTES),
         formula="r*k*(2*s + 8) (per output: read an int64 index and a source element, write it)",
     ),
@@ -325,7 +326,7 @@ _SPECS: tuple[OpSpec, ...] = (
         "embedding", "F.embedding: look up n x l token ids in a v x d table",
         # medium: BERT's vocabulary; large: GPT-2's vocabulary
         _dims("v d n l", (1000, 64, 4, 64), (30522, 256, 16, 256), (50257, 1024, 64, 1024)),
-        source="v d", index="n l", axis=0, call=lambda source, index: F.embedding(index, source),
+        source="v d", index="n l", axis=0, call=lambda source, _, index: F.embedding(index, source),
         work=lambda d, s: 2 * d["n"] * d["l"] * d["d"] * s + INDEX_BYTES * d["n"] * d["l"],
         formula="2*n*l*d*s + 8*n*l (read the looked-up rows, write them, read the int64 ids)",
     ),
