@@ -16,7 +16,7 @@ from mpsbench.measure import devices, models, suite
 class _ColdStart:
     """The first training or inference step in a fresh process (TrainingColdStart, InferenceColdStart)."""
 
-    kind = "training"
+    kind: str  # "training" or "inference": suite.per_kind sets it per class
     param_names = ("device", "model")
     version = "1"
     timeout = 600

@@ -16,7 +16,7 @@ class _StepBenchmark(suite.TimedSteps):
     with the cpu's, fail the combination with the reason (docs/instruments.md).
     """
 
-    kind = "training"
+    kind: str  # "training" or "inference": suite.per_kind sets it per class
     param_names = ("device", "model", "batch_size")
     version = "1"  # bump when what is measured changes, not for cosmetic edits
     timeout = 1800  # the full sweep's largest cpu steps take a minute each

@@ -17,7 +17,7 @@ from mpsbench.measure import capacity, devices, measured, models, precision, sui
 class _PrecisionStep(suite.TimedSteps):
     """Shared by TrainingPrecision and InferencePrecision; per-step times as in benchmark_models."""
 
-    kind = "training"
+    kind: str  # "training" or "inference": suite.per_kind sets it per class
     param_names = ("device", "model", "dtype")
     version = "1"
     timeout = 1800

@@ -153,7 +153,7 @@ def family(readings: Mapping[str, Any], name: str) -> Any:
 class Lookup:
     """Base of a benchmark class whose ``track_`` figures a shared ``setup_cache`` measured: each one is a lookup."""
 
-    kind = "training"  # the class's family in the setup_cache's readings
+    kind: str  # the class's family in the setup_cache's readings (suite.per_kind sets training or inference)
     rounds = 1  # a lookup: a second round would read the same cache again
     timeout = 60  # per lookup; the measuring happens in setup_cache
 
