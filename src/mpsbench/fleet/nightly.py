@@ -188,15 +188,11 @@ def missing_builds(prepared: Prepared, paths: Paths, name: str, limit: int) -> l
     """The timeline commits of the config's branches that this machine has no results for, oldest first."""
     from asv import results as asv_results
 
-    commits: dict[str, None] = {}
-    for branch in prepared.branches:
-        listed = subprocess.run(["git", "rev-list", "--first-parent", "--reverse", branch], cwd=paths.timeline,
-                                capture_output=True, text=True, check=True)
-        commits.update(dict.fromkeys(listed.stdout.split()))
     have = set()
     if (paths.results / name).is_dir():
         have = {result.commit_hash for result in asv_results.iter_results_for_machine(str(paths.results), name)}
-    dated = sorted((c for c in commits if c not in have),
+    commits = record.builds({"branches": prepared.branches}, paths.timeline, "ALL")
+    dated = sorted((c for c in reversed(commits) if c not in have),
                    key=lambda c: prepared.manifest.find(prepared.name_of(c)).when())
     return dated[-limit:] if limit else dated
 
@@ -327,6 +323,8 @@ def build_parser() -> argparse.ArgumentParser:
     remote = command.OneLineParser(add_help=False)
     remote.add_argument("--remote", default="origin", help="git remote (default origin)")
     remote.add_argument("--branch", default="results", help="the results branch (default results)")
+    index = command.OneLineParser(add_help=False)
+    index.add_argument("--index", action="append", help="nightly PEP 503 index (repeatable; default PyTorch's)")
     identity = command.OneLineParser(add_help=False)
     identity.add_argument("--machine", default=None,
                           help=f"machine name (default: ${MACHINE_ENV}, else from the chip and core count)")
@@ -343,8 +341,7 @@ def build_parser() -> argparse.ArgumentParser:
     push = step("push", "commit the fleet folder on the results branch and push it (fast-forward only)", cmd_push, remote)
     push.add_argument("--message", default="mpsbench nightly", help="the commit message")
 
-    resolving = step("resolve", "append the newest nightly to the fleet's manifest", cmd_resolve)
-    resolving.add_argument("--index", action="append", help="nightly PEP 503 index (repeatable; default PyTorch's)")
+    resolving = step("resolve", "append the newest nightly to the fleet's manifest", cmd_resolve, index)
     resolving.add_argument("--transformers-index", default=resolve.PYPI, help="where transformers is pinned from")
     resolving.add_argument("--transformers", help="transformers version to pin, or none (default: by torch)")
     resolving.add_argument("--dry-run", action="store_true", help="say what would be added; change nothing")
@@ -371,14 +368,13 @@ def build_parser() -> argparse.ArgumentParser:
     alerting.add_argument("--summary", type=Path, help="also write the alerts as Markdown to this file")
 
     bisecting = step("bisect", "mpsbench bisect over a range of the fleet's builds (fresh processes, nothing recorded)",
-                     cmd_bisect, identity)
+                     cmd_bisect, identity, index)
     bisecting.add_argument("--good", required=True, help="the last fast build: CHANNEL@ID or timeline hash")
     bisecting.add_argument("--bad", required=True, help="a slow build: CHANNEL@ID or timeline hash")
     bisecting.add_argument("--bench", required=True,
                            help=r"one benchmark, e.g. \"Training.time_step\('mps', 'resnet50', 128\)\"")
     bisecting.add_argument("--nightlies", metavar="N", help="add at most N of the nightlies between two adjacent builds"
                            " (mpsbench bisect --nightlies N; the channel it adds goes into the fleet folder's manifest)")
-    bisecting.add_argument("--index", action="append", help="nightly PEP 503 index for --nightlies (repeatable)")
     return parser
 
 

@@ -147,12 +147,6 @@ def _text(value: Any) -> str:
     return json.dumps(value, sort_keys=True)  # NaN (n/a) equals NaN here, unlike with ==
 
 
-def _merged_params(old: list[list[str]], new: list[list[str]]) -> list[list[str]]:
-    if len(old) != len(new):  # another number of parameters is another benchmark: asv bumps its version
-        return old
-    return [list(mine) + [value for value in theirs if value not in mine] for mine, theirs in zip(old, new, strict=True)]
-
-
 @dataclass
 class FileMerge:
     """One file's merge: the merged JSON and what happened to its values."""
@@ -172,7 +166,8 @@ def _merge_row(name: str, mine: Row, theirs: Row, replace: bool, merged: FileMer
         merged.conflicts.append(f"{name}: recorded with version {mine.get('version')}, incoming"
                                 f" {theirs.get('version')}; recorded kept")
         return mine
-    params = _merged_params(mine.get("params") or [], theirs.get("params") or [])
+    params = [list(ours) + [value for value in new if value not in ours]
+              for ours, new in zip(mine.get("params") or [], theirs.get("params") or [], strict=True)]
     old, new = _by_combination(mine), _by_combination(theirs)
     out: Row = dict(mine, params=params)
     columns: dict[str, list[Any]] = {key: [] for key in PER_COMBINATION}
@@ -263,11 +258,24 @@ def _machine_files(source: Path, machines: set[str] | None) -> Iterable[tuple[st
             yield from ((folder.name, path) for path in sorted(folder.glob("*.json")) if path.is_file())
 
 
-def _sources_benchmarks(sources: Sequence[Path], report: Report) -> dict[str, tuple[Any, Path]]:
-    """Every benchmark the sources' benchmarks.json define, and where; an error if two sources disagree."""
-    seen: dict[str, tuple[Any, Path]] = {}
-    for source in sources:
-        path = source / BENCHMARKS
+def reconcile(dest: Path, sources: Sequence[Path], update: bool, report: Report) -> dict[str, Any] | None:
+    """The union of DEST's and the sources' benchmarks.json, or None when nothing changes.
+
+    Raises MergeError naming the first benchmark whose version differs between two sources,
+    or between a source and DEST (unless ``update``: then the sources' definition replaces DEST's).
+    """
+    target = dest / BENCHMARKS
+    merged: dict[str, Any] = {}
+    corrupt = False
+    if target.exists():
+        try:
+            merged = _load_object(target)
+        except MergeError as exc:  # the sources must still agree among themselves
+            report.corrupt.append(f"{exc}; left untouched, not merged into")
+            corrupt = True
+    first_source: dict[str, Path] = {}  # the source that first defined each benchmark
+    changes: list[str] = []
+    for path in (source / BENCHMARKS for source in sources):
         if not path.exists():
             continue
         try:
@@ -276,48 +284,30 @@ def _sources_benchmarks(sources: Sequence[Path], report: Report) -> dict[str, tu
             report.corrupt.append(f"{exc}; skipped")
             continue
         for name, entry in entries.items():
-            if name in seen and isinstance(entry, dict) and entry.get("version") != seen[name][0].get("version"):
-                raise MergeError(
-                    f"benchmark {name} has version {seen[name][0].get('version')} in {seen[name][1]} but"
-                    f" {entry.get('version')} in {path}: those machines ran different versions of the suite"
-                )
-            seen.setdefault(name, (entry, path))
-    return seen
-
-
-def reconcile(dest: Path, sources: Sequence[Path], update: bool, report: Report) -> dict[str, Any] | None:
-    """The union of DEST's and the sources' benchmarks.json, or None when nothing changes.
-
-    Raises MergeError naming the first benchmark whose version differs between two sources,
-    or between a source and DEST (unless ``update``: then the sources' definition replaces DEST's).
-    """
-    incoming = _sources_benchmarks(sources, report)
-    target = dest / BENCHMARKS
-    merged: dict[str, Any] = {}
-    if target.exists():
-        try:
-            merged = _load_object(target)
-        except MergeError as exc:
-            report.corrupt.append(f"{exc}; left untouched, not merged into")
-            return None
-    changed = False
-    for name, (entry, path) in incoming.items():
-        if not isinstance(entry, dict):  # the file's own "version" (its format), not a benchmark
-            merged.setdefault(name, entry)
-        elif name not in merged:
-            merged[name], changed = entry, True
-            report.benchmarks.append(f"added {name}")
-        elif merged[name].get("version") != entry.get("version"):
-            old, new = merged[name].get("version"), entry.get("version")
-            if not update:
-                raise MergeError(
-                    f"benchmark {name} has version {old} in {target} but {new} in {path}: the machines ran"
-                    " different versions of the suite; run them on one checkout, or pass --update-benchmarks"
-                    " when the sources ran the newer suite"
-                )
-            merged[name], changed = entry, True
-            report.benchmarks.append(f"replaced {name} (version {old} -> {new})")
-    return merged if changed else None
+            if not isinstance(entry, dict):  # the file's own "version" (its format), not a benchmark
+                merged.setdefault(name, entry)
+                continue
+            old, new = merged.get(name, {}).get("version"), entry.get("version")
+            if name not in merged:
+                merged[name] = entry
+                changes.append(f"added {name}")
+            elif old != new:
+                if name in first_source:
+                    raise MergeError(f"benchmark {name} has version {old} in {first_source[name]} but {new} in {path}:"
+                                     " those machines ran different versions of the suite")
+                if not update:
+                    raise MergeError(
+                        f"benchmark {name} has version {old} in {target} but {new} in {path}: the machines ran"
+                        " different versions of the suite; run them on one checkout, or pass --update-benchmarks"
+                        " when the sources ran the newer suite"
+                    )
+                merged[name] = entry
+                changes.append(f"replaced {name} (version {old} -> {new})")
+            first_source.setdefault(name, path)
+    if corrupt or not changes:
+        return None
+    report.benchmarks.extend(changes)
+    return merged
 
 
 @contextlib.contextmanager
