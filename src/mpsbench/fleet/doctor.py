@@ -70,7 +70,7 @@ def check_thermal() -> Iterator[Finding]:
     yield Finding("warn" if problem else "ok", "thermal", problem or "no throttling, no thermal warning recorded")
 
 
-def check_load(busy: list[tuple[str, int, float]] | None = None) -> Iterator[Finding]:
+def check_load() -> Iterator[Finding]:
     cores = os.cpu_count() or 1
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else None
     if load is not None:
@@ -78,7 +78,7 @@ def check_load(busy: list[tuple[str, int, float]] | None = None) -> Iterator[Fin
         yield Finding("warn" if high else "ok", "load",
                       f"load average {load:.1f} over the last minute on {cores} cores"
                       + (": other work competes with the timings" if high else ""))
-    found = host.busy_processes(BUSY_PERCENT) if busy is None else busy
+    found = host.busy_processes(BUSY_PERCENT)
     if found:
         named = ", ".join(f"{name} (pid {pid}, {percent:.0f}%)" for name, pid, percent in found[:5])
         yield Finding("warn", "processes", f"busy on the cpu: {named}")

@@ -151,23 +151,11 @@ def cmd_resolve(args: argparse.Namespace) -> int:
     return 0
 
 
-def _bench_pattern(paths: Paths, devices: list[str], benches: list[str]) -> str:
-    """What ``asv run -b`` gets: this run's exact selection, of the ``--bench`` benchmarks if given.
-
-    Naming the combinations that run spares a process for each of the rest (under spawn, each imports torch
-    again). The devices go to MPSBENCH_DEVICES, which asv passes on, so every benchmark's ``setup`` agrees.
-    """
-    if devices:
-        os.environ[selection.DEVICES_ENV] = ",".join(devices)
-    pattern, count, total = preselect.pattern(paths.suite / "benchmarks", benches)
-    log.info(f"asv will run {count} of the suite's {total} combinations (mpsbench preselect)")
-    return pattern
-
-
-def _check_devices(requested: list[str]) -> list[str]:
+def _select_devices(requested: list[str]) -> None:
+    """Refuse a --device not usable here; name the rest in MPSBENCH_DEVICES, which asv passes on to every setup."""
     names = [name for item in requested for name in item.split(",") if name]
     if not names:
-        return []
+        return
     from mpsbench.measure import devices  # imports torch: only on machines that benchmark
 
     for name in names:
@@ -177,7 +165,7 @@ def _check_devices(requested: list[str]) -> list[str]:
             raise NightlyError(str(exc)) from None
         if not found.usable:
             raise NightlyError(f"device {name} is not usable on this machine: {found.reason}")
-    return names
+    os.environ[selection.DEVICES_ENV] = ",".join(names)
 
 
 def _machine(args: argparse.Namespace) -> str:
@@ -228,7 +216,7 @@ def _restore(paths: Paths, machines: list[str] | None = None) -> None:
 
 def cmd_bench(args: argparse.Namespace) -> int:
     paths = Paths(args)
-    devices = _check_devices(args.device)
+    _select_devices(args.device)
     prepared = prepare(paths, args.channel)
     name = _machine(args)
     _to_github("GITHUB_OUTPUT", f"machine={name}")
@@ -242,9 +230,12 @@ def cmd_bench(args: argparse.Namespace) -> int:
         hashfile = paths.work / f"builds-{name}.txt"
         hashfile.write_text("".join(f"{commit}\n" for commit in todo))
         quick = ["--quick", "--dry-run"] if args.dry_run else []
+        # -b names the exact combinations that run: it spares a process for each of the rest (under spawn,
+        # each imports torch again)
+        pattern, count, total = preselect.pattern(paths.suite / "benchmarks", args.bench)
+        log.info(f"asv will run {count} of the suite's {total} combinations (mpsbench preselect)")
         # measured into scratch and merged value by value: nothing recorded is replaced (mpsbench.results.record)
-        status = record.record(prepared.config, name,
-                               [*quick, "-b", _bench_pattern(paths, devices, args.bench), f"HASHFILE:{hashfile}"])
+        status = record.record(prepared.config, name, [*quick, "-b", pattern, f"HASHFILE:{hashfile}"])
     if args.dry_run:
         log.info("dry run: nothing was recorded")
         return record.BENCHMARKS_FAILED if status else 0

@@ -16,13 +16,12 @@ from mpsbench import command
 from mpsbench.regressions import factor
 
 ROOT = Path(__file__).resolve().parents[3]  # the checkout: asv.conf.json, benchmarks/, src/
-BY_PLATFORM = "launch_method_by_platform"  # sys.platform -> asv launch method, beside asv's own key
 
 
 def launch_method(conf: dict[str, Any], platform: str | None = None) -> str:
     """asv's launch method for ``platform`` (default: this one): its entry in launch_method_by_platform, else launch_method."""
     platform = platform or sys.platform
-    table = conf.get(BY_PLATFORM) or {}
+    table = conf.get("launch_method_by_platform") or {}  # sys.platform -> asv launch method, beside asv's own key
     method = table.get(platform) or conf.get("launch_method") or "spawn"  # asv's "auto" is spawn
     if method not in ("spawn", "forkserver"):
         raise factor.FactorError(f"launch method {method!r} for {platform}: asv knows spawn and forkserver")
@@ -68,11 +67,6 @@ def _write(workdir: Path, conf: dict[str, Any], conf_dir: Path) -> Path:
     path = workdir / "asv.conf.json"
     path.write_text(json.dumps(conf, indent=2) + "\n")
     return path
-
-
-def results_dir(config: Path) -> Path:
-    """Where ``config`` keeps its recorded results, as asv resolves it (from the config's folder here)."""
-    return config.resolve().parent / str(factor.read_config(config).get("results_dir", "results"))
 
 
 _BRANCHES = re.compile(r'("branches"\s*:\s*)\[[^\]]*\]')

@@ -152,7 +152,6 @@ class FileMerge:
     """One file's merge: the merged JSON and what happened to its values."""
 
     data: dict[str, Any]
-    added: int = 0
     conflicts: list[str] = field(default_factory=list)
     replaced: list[dict[str, Any]] = field(default_factory=list)  # audit records of replaced values
 
@@ -186,8 +185,7 @@ def _merge_row(name: str, mine: Row, theirs: Row, replace: bool, merged: FileMer
                                         " recorded kept")
         elif _takes(kept, incoming):
             chosen = incoming  # a value, or a failure where nothing was recorded
-            merged.added += measured(incoming["result"]) if incoming is not None else 0
-        took = took or (chosen is incoming and incoming is not None)
+        took = took or chosen is not kept
         for key in PER_COMBINATION:
             columns[key].append(chosen[key] if chosen is not None else None)
     for key in PER_COMBINATION:  # asv writes a column of nothing but nulls as null
@@ -204,11 +202,7 @@ def merge_data(mine: dict[str, Any], theirs: dict[str, Any], replace: bool = Fal
     rows: dict[str, Row] = {name: _row(mine, name) for name in mine["results"]}
     for name in theirs["results"]:
         incoming = _row(theirs, name)
-        if name not in rows:
-            rows[name] = incoming
-            merged.added += sum(measured(columns["result"]) for columns in _by_combination(incoming).values())
-        else:
-            rows[name] = _merge_row(name, rows[name], incoming, replace, merged)
+        rows[name] = _merge_row(name, rows[name], incoming, replace, merged) if name in rows else incoming
     columns = list(mine["result_columns"]) + [key for key in theirs["result_columns"] if key not in mine["result_columns"]]
     results = {}
     for name, row in rows.items():
@@ -249,13 +243,6 @@ def _merge_file(path: Path, target: Path, replace: bool, report: Report, trail: 
         return
     _write_json(target, merged.data, compact=True)
     report.merged.append(str(target))
-
-
-def _machine_files(source: Path, machines: set[str] | None) -> Iterable[tuple[str, Path]]:
-    """(machine, file) for every JSON file in the source's machine folders."""
-    for folder in sorted(path for path in source.iterdir() if path.is_dir()):
-        if machines is None or folder.name in machines:
-            yield from ((folder.name, path) for path in sorted(folder.glob("*.json")) if path.is_file())
 
 
 def reconcile(dest: Path, sources: Sequence[Path], update: bool, report: Report) -> dict[str, Any] | None:
@@ -364,8 +351,10 @@ def merge(
     only = set(machines) if machines is not None else None
     dest.mkdir(parents=True, exist_ok=True)
     for source in sources:
-        for machine, path in _machine_files(source, only):
-            target = dest / machine / path.name
+        for path in sorted(source.glob("*/*.json")):  # each machine's folder
+            machine, target = path.parent.name, dest / path.parent.name / path.name
+            if not path.is_file() or (only is not None and machine not in only):
+                continue
             try:
                 check_file(path, machine)
             except MergeError as exc:

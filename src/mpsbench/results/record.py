@@ -198,8 +198,8 @@ def record(config: Path, machine: str, asv_args: Sequence[str], remeasure: bool 
     """
     patterns, spec, rest = parse_asv_run(asv_args)
     conf = factor.read_config(config)
-    base = config.resolve().parent
-    results = asvconf.results_dir(config)
+    base = config.resolve().parent  # asv resolves the config's folders from there, as scripts run it
+    results = base / str(conf.get("results_dir", "results"))
     timeline = base / str(conf.get("repo"))
     benchmark_dir = base / str(conf.get("benchmark_dir", "benchmarks"))
     commits = builds(conf, timeline, spec)
