@@ -63,10 +63,8 @@ class Paths:
 
 
 def sync(repository: mf.Manifest, fleet_manifest: mf.Manifest) -> mf.Manifest:
-    """The fleet's manifest brought up to date with the repository's.
-
-    Channels only grow: per channel, the history that continues the other is kept; two that diverge are an error.
-    """
+    """The fleet's manifest brought up to date with the repository's: per channel, the history that continues
+    the other is kept (channels only grow); two that diverge are an error."""
     names = [c.name for c in repository.channels]
     names += [c.name for c in fleet_manifest.channels if c.name not in names]
     channels = []
@@ -271,11 +269,8 @@ def cmd_alert(args: argparse.Namespace) -> int:
 
 
 def cmd_bisect(args: argparse.Namespace) -> int:
-    """``mpsbench bisect GOOD BAD -b BENCH`` on the fleet's manifest and timeline, run as a user runs it.
-
-    A command of its own, in the suite's folder (fresh.WORKDIR is relative); its output is streamed
-    into the job's log as it comes (-u: a bisection takes hours) and read for the first slow build.
-    """
+    """``mpsbench bisect GOOD BAD -b BENCH`` on the fleet's manifest and timeline, run in the suite's folder
+    (fresh.WORKDIR is relative); its output streams into the job's log (-u: a bisection takes hours)."""
     paths = Paths(args)
     prepare(paths, args.channel)  # the timeline of the fleet's manifest
     name = _machine(args)

@@ -32,7 +32,7 @@ def derived(workdir: Path, timeline: Path, branches: list[str], root: Path = ROO
             results_dir: Path | None = None) -> Path:
     """Write ``workdir/asv.conf.json``: the suite's config with its own timeline and folders.
 
-    ``results_dir`` (default ``workdir/results``): a scratch folder for fresh comparisons keeps them out of the record.
+    ``results_dir`` (default ``workdir/results``): a scratch folder keeps fresh comparisons out of the record.
     """
     conf: dict[str, Any] = dict(factor.read_config(root / "asv.conf.json"))
     conf.update(
@@ -44,10 +44,7 @@ def derived(workdir: Path, timeline: Path, branches: list[str], root: Path = ROO
 
 
 def scratch(config: Path, workdir: Path) -> Path:
-    """Write ``workdir/asv.conf.json``: ``config`` with its results going to ``workdir/results``.
-
-    The rest stays where ``config`` puts it, as absolute paths, so asv reuses the same environments.
-    """
+    """Write ``workdir/asv.conf.json``: ``config`` with its results in ``workdir/results``, the rest absolute (the same envs)."""
     conf: dict[str, Any] = dict(factor.read_config(config))
     base = config.resolve().parent
     for key, default in (("repo", None), ("benchmark_dir", "benchmarks"), ("env_dir", "env"), ("html_dir", "html")):

@@ -19,7 +19,7 @@ import datetime
 import itertools
 import json
 import os
-import tempfile
+import uuid
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -298,20 +298,17 @@ def reconcile(dest: Path, sources: Sequence[Path], update: bool, report: Report)
 
 
 @contextlib.contextmanager
-def _temporary(path: Path, content: bytes) -> Iterator[str]:
+def _temporary(path: Path, content: bytes) -> Iterator[Path]:
     """``content`` written beside ``path`` and flushed to disk, in a file removed on the way out unless renamed."""
-    handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}-", suffix=".tmp")
-    mask = os.umask(0)
-    os.umask(mask)
-    os.fchmod(handle, 0o666 & ~mask)  # the mode a plain open() gives: mkstemp's files are private to their owner
+    temporary = path.parent / f".{path.name}-{uuid.uuid4().hex}.tmp"  # open() gives the umask's mode, unlike mkstemp
     try:
-        with os.fdopen(handle, "wb") as out:
+        with open(temporary, "xb") as out:
             out.write(content)
             out.flush()
             os.fsync(out.fileno())
         yield temporary
     finally:
-        Path(temporary).unlink(missing_ok=True)
+        temporary.unlink(missing_ok=True)
 
 
 def _write_json(path: Path, data: Any, compact: bool = False) -> None:

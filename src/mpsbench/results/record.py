@@ -90,13 +90,11 @@ def builds(config: dict[str, Any], timeline: Path, spec: str | None) -> list[str
     """The timeline commits a range names, in asv's order, each once."""
     listed = config.get("branches")
     branches = [str(branch) for branch in listed] if isinstance(listed, list) else ["main"]
-    if spec is None:
-        found = [_git(timeline, "rev-parse", "--verify", f"{branch}^{{commit}}")[0] for branch in branches]
+    if spec is None or spec.startswith("HASHFILE:"):  # each branch's newest build, or the file's builds
+        names = branches if spec is None else Path(spec[len("HASHFILE:"):]).read_text().split()
+        found = [_git(timeline, "rev-parse", "--verify", f"{name}^{{commit}}")[0] for name in names]
     elif spec == "ALL":
         found = [commit for branch in branches for commit in _git(timeline, "rev-list", "--first-parent", branch)]
-    elif spec.startswith("HASHFILE:"):
-        names = Path(spec[len("HASHFILE:"):]).read_text().split()
-        found = [_git(timeline, "rev-parse", "--verify", f"{name}^{{commit}}")[0] for name in names]
     elif spec in ("NEW", "EXISTING", "TAGS", "HEAD"):
         raise RecordError(f"range {spec} is not supported here; use ALL, HASHFILE:path or a range of the timeline")
     else:
@@ -124,8 +122,7 @@ def selection(benchmark_dir: Path, patterns: list[str]) -> list[str]:
 def environment_name(asv_options: Sequence[str]) -> str:
     """The results files' environment part that ``-E TYPE:PYTHON`` makes asv write (``virtualenv-py3.10``), or ``*``.
 
-    A build measured under two Pythons has one results file per Python: the
-    values recorded under one must not count as recorded for the other.
+    A build measured under two Pythons has a results file per Python: values recorded under one do not count for the other.
     """
     for spec in _asv_run(asv_options).env_spec or []:
         if ":" in spec:
@@ -177,11 +174,8 @@ def _merge_scratch(results: Path, scratch: Path, replace: bool) -> merge.Report 
 
 
 def recover(results: Path, root: Path) -> None:
-    """Merge what interrupted runs left in scratch (never replacing), then remove their folders.
-
-    Also removes the temporary files a merge killed before its rename left
-    beside the recorded files (the recorded file itself is intact).
-    """
+    """Merge what interrupted runs left in scratch (never replacing), then remove it, and the temporary files
+    that a merge killed before its rename left beside the recorded files (each recorded file is intact)."""
     for leftover in [*results.glob(".*.tmp"), *results.glob("*/.*.tmp")]:
         leftover.unlink()
     for folder in sorted(path for path in root.iterdir() if path.is_dir()):
@@ -192,10 +186,7 @@ def recover(results: Path, root: Path) -> None:
 
 
 def record(config: Path, machine: str, asv_args: Sequence[str], remeasure: bool = False) -> int:
-    """Run what is missing (everything selected, with ``remeasure``) and merge it in.
-
-    Returns 0, or BENCHMARKS_FAILED when an asv run exited non-zero.
-    """
+    """Run what is missing (everything selected, with ``remeasure``) and merge it in: 0, or BENCHMARKS_FAILED."""
     patterns, spec, rest = parse_asv_run(asv_args)
     conf = factor.read_config(config)
     base = config.resolve().parent  # asv resolves the config's folders from there, as scripts run it
@@ -237,9 +228,7 @@ def record(config: Path, machine: str, asv_args: Sequence[str], remeasure: bool 
 
 
 def cmd_record(args: argparse.Namespace) -> int:
-    asv_args = list(args.asv_args)
-    if asv_args[:1] == ["--"]:
-        asv_args = asv_args[1:]
+    asv_args = args.asv_args[1:] if args.asv_args[:1] == ["--"] else args.asv_args
     return record(args.config, args.machine, asv_args, args.remeasure)
 
 

@@ -143,10 +143,8 @@ def _results(results_dir: Path, strict: bool) -> Iterator[Any]:
 
 
 def load(results_dir: Path, strict: bool = True) -> Recorded:
-    """Every results file under ``results_dir``; RecordedError if there is none or one is unreadable.
-
-    ``strict=False`` (for the site, as ``asv publish`` does) skips an unreadable file with a warning on stderr.
-    """
+    """Every results file under ``results_dir``; RecordedError if there is none or one is unreadable (unless
+    ``strict=False``: for the site, as ``asv publish`` does, an unreadable file is skipped with a warning)."""
     found = Recorded({}, {}, _units(results_dir), 0)
     for result in _results(results_dir, strict):
         found.add(result)
