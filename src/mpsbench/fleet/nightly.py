@@ -116,10 +116,8 @@ def prepare(paths: Paths, channel: str) -> Prepared:
 def cmd_fetch(args: argparse.Namespace) -> int:
     paths = Paths(args)
     commit = results_branch.fetch(paths.suite, paths.fleet, args.remote, args.branch)
-    if commit is None:
-        log.info(f"{args.remote} has no branch {args.branch} yet: {paths.fleet} starts empty (push creates it)")
-    else:
-        log.info(f"{args.remote}/{args.branch} at {commit[:12]} copied into {paths.fleet}")
+    log.info(f"{args.remote} has no branch {args.branch} yet: {paths.fleet} starts empty (push creates it)" if commit is None
+             else f"{args.remote}/{args.branch} at {commit[:12]} copied into {paths.fleet}")
     return 0
 
 
@@ -245,8 +243,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
 
 def cmd_collect(args: argparse.Namespace) -> int:
     paths = Paths(args)
-    merged = merge.merge(paths.fleet_results, args.sources, update_benchmarks=args.update_benchmarks)
-    return merge.print_report(merged, paths.fleet_results)
+    return merge.merge(paths.fleet_results, args.sources, update_benchmarks=args.update_benchmarks).show(paths.fleet_results)
 
 
 def cmd_publish(args: argparse.Namespace) -> int:

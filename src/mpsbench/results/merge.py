@@ -51,17 +51,22 @@ class Report:
     def clean(self) -> bool:
         return not self.conflicts and not self.corrupt
 
-    def lines(self) -> list[str]:
-        labelled = [("copied    ", self.copied), ("merged    ", self.merged), ("replaced  ", self.replaced),
-                    ("conflict  ", self.conflicts), ("corrupt   ", self.corrupt), ("benchmarks.json: ", self.benchmarks)]
-        return [label + text for label, texts in labelled for text in texts]
-
     def summary(self, dest: Path) -> str:
         return (
             f"merged into {dest}: {len(self.copied)} copied, {len(self.identical)} already there,"
             f" {len(self.merged)} with values added, {len(self.replaced)} values replaced on purpose,"
             f" {len(self.conflicts)} in conflict (recorded kept), {len(self.corrupt)} corrupt (skipped)"
         )
+
+    def show(self, dest: Path) -> int:
+        """Print what was done, line by line, and the summary; the exit status: 0 clean, 1 with conflicts or corrupt files."""
+        labelled = [("copied    ", self.copied), ("merged    ", self.merged), ("replaced  ", self.replaced),
+                    ("conflict  ", self.conflicts), ("corrupt   ", self.corrupt), ("benchmarks.json: ", self.benchmarks)]
+        for label, texts in labelled:
+            for text in texts:
+                print(label + text)
+        print(self.summary(dest))
+        return 0 if self.clean else 1
 
 
 def _load_object(path: Path) -> dict[str, Any]:
@@ -373,17 +378,8 @@ def merge(
     return report
 
 
-def print_report(report: Report, dest: Path) -> int:
-    """Print the report's lines and summary; the exit status: 0 clean, 1 with conflicts or corrupt files."""
-    for line in report.lines():
-        print(line)
-    print(report.summary(dest))
-    return 0 if report.clean else 1
-
-
 def cmd_merge(args: argparse.Namespace) -> int:
-    report = merge(args.dest, args.sources, args.machine or None, args.update_benchmarks, args.replace)
-    return print_report(report, args.dest)
+    return merge(args.dest, args.sources, args.machine or None, args.update_benchmarks, args.replace).show(args.dest)
 
 
 def add_subcommand(commands: Any) -> Any:
