@@ -175,7 +175,8 @@ def missing_builds(prepared: Prepared, paths: Paths, name: str, limit: int) -> l
     have = set()
     if (paths.results / name).is_dir():
         have = {result.commit_hash for result in asv_results.iter_results_for_machine(str(paths.results), name)}
-    commits = record.builds({"branches": prepared.branches}, paths.timeline, "ALL")
+    # no branch (no channel of asv.conf.json's in the fleet's manifest yet): nothing to benchmark, not an error
+    commits = record.builds({"branches": prepared.branches}, paths.timeline, "ALL") if prepared.branches else []
     dated = sorted((c for c in reversed(commits) if c not in have),
                    key=lambda c: prepared.manifest.find(prepared.name_of(c)).when())
     return dated[-limit:] if limit else dated
