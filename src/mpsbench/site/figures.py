@@ -7,7 +7,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from mpsbench.site.throughput import BY_RELEASE_DEVICE, CPU, KINDS, Point, ReleasePoint, Speedup, seed_batch
+from mpsbench.site.throughput import BY_RELEASE_DEVICE, CPU, KINDS, Pair, Point, ReleasePoint, Speedup, seed_batch
 
 DEVICE_COLORS = {"cpu": "#7f7f7f", "mps": "#1f77b4", "cuda": "#2ca02c"}
 KIND_COLORS = {"training": "#d62728", "inference": "#1f77b4"}
@@ -154,18 +154,17 @@ def by_release(points: list[ReleasePoint], out: Path) -> None:
     _save(fig, out)
 
 
-def compile_pairs(labels: list[str], eager_ms: list[float], compiled_ms: list[float], speedups: list[float],
-                  out: Path) -> None:
+def compile_pairs(found: list[Pair], out: Path) -> None:
     """Eager and compiled step times side by side, each compiled bar labelled with its speedup."""
     plt = pyplot()
-    fig, ax = plt.subplots(figsize=(max(6.0, 1.2 * len(labels)), 4.5), layout="constrained")
+    fig, ax = plt.subplots(figsize=(max(6.0, 1.2 * len(found)), 4.5), layout="constrained")
     width = 0.38
-    for offset, mode, color, values in ((-width / 2, "eager", "#7f7f7f", eager_ms),
-                                        (width / 2, "compiled", "#ff7f0e", compiled_ms)):
-        bars = ax.bar([i + offset for i in range(len(labels))], values, width, color=color, label=mode)
+    for offset, mode, color, seconds in ((-width / 2, "eager", "#7f7f7f", [p.eager for p in found]),
+                                         (width / 2, "compiled", "#ff7f0e", [p.compiled for p in found])):
+        bars = ax.bar([i + offset for i in range(len(found))], [s * 1e3 for s in seconds], width, color=color, label=mode)
         if mode == "compiled":
-            ax.bar_label(bars, labels=[f"{s:.2f}x" for s in speedups], fontsize=7, padding=2)
-    ax.set_xticks(range(len(labels)), labels, fontsize=7)
+            ax.bar_label(bars, labels=[f"{p.speedup:.2f}x" for p in found], fontsize=7, padding=2)
+    ax.set_xticks(range(len(found)), [f"{p.model}\n{p.kind}\n{p.machine} {p.device}" for p in found], fontsize=7)
     ax.set_yscale("log")
     ax.set_ylabel("ms per step (lower is better)")
     ax.set_title("eager against torch.compile (inductor), seed batch, newest build per machine")

@@ -14,9 +14,10 @@ from pathlib import Path
 from typing import Any
 
 from mpsbench import command, progress
+from mpsbench.measure import models
 from mpsbench.regressions import factor, thresholds
 from mpsbench.results import recorded
-from mpsbench.site import figures, regressions_page, report_modern
+from mpsbench.site import figures, regressions_page
 from mpsbench.site import throughput as tp
 from mpsbench.site.document import Block, Cell, Image, Link, Section, Table, to_html, to_markdown
 from mpsbench.site.timeline_reader import Timeline, timeline_from_config
@@ -102,6 +103,48 @@ def _by_release_section(results_dir: Path, timeline: Timeline, save: figures.Sav
     ])
 
 
+def _compile_section(results: tp.Results, save: figures.Save) -> Section:
+    title = "Eager against torch.compile"
+    found = tp.eager_and_compiled(results)
+    if not found:
+        return Section(title, ["No machine has compiled results beside eager ones (benchmark_compile)."])
+    figures.compile_pairs(found, save("compile.png"))
+    return Section(title, [
+        Image("compile.png", "eager against compiled step times"),
+        "Speedup is eager over compiled step time; compile time is the compiled step's first call.",
+        Table(["machine", "device", "kind", "model", "eager ms", "compiled ms", "speedup", "compile s"],
+              [[p.machine, p.device, p.kind, p.model, figures.ms(p.eager), figures.ms(p.compiled), f"{p.speedup:.2f}x",
+                "-" if p.compile_seconds is None else f"{p.compile_seconds:.1f}"] for p in found]),
+    ])
+
+
+PREFILL = "benchmark_modern.LlmPrefill.time_prefill"
+DECODE = "benchmark_modern.LlmDecode.time_decode"
+
+
+def _tokens_section(results: tp.Results, save: figures.Save) -> Section:
+    """Tokens/s is batch over ``LlmDecode.time_decode``; prefill is the time to the first token."""
+    sizes = models.LLAMA_GENERATION  # the fixed batch, prompt and token count the rows were measured at
+    title = "Small Llama: tokens per second"
+    rows = results.newest({PREFILL, DECODE})
+    prefill = {(m, p["device"], p["model"]): v for m, p, v in rows[PREFILL]}
+    decode = sorted((m, str(p["device"]), str(p["model"]), v) for m, p, v in rows[DECODE])
+    if not decode:
+        return Section(title, ["No machine has decode results (benchmark_modern.LlmDecode)."])
+    figures.tokens([(m, d) for m, d, _, _ in decode], [sizes["batch"] / seconds for _, _, _, seconds in decode],
+                   f"{models.LLAMA_NAME}: greedy decode after a {sizes['prompt_tokens']}-token prompt, batch {sizes['batch']}",
+                   save("tokens.png"))
+    table: list[list[Cell]] = [[m, d, model, f"{sizes['batch'] / seconds:.1f}", figures.ms(seconds),
+                                figures.ms(prefill[(m, d, model)]) if (m, d, model) in prefill else "-"]
+                               for m, d, model, seconds in decode]
+    return Section(title, [
+        Image("tokens.png", "decode tokens per second"),
+        f"Decode: {sizes['new_tokens']} new tokens through the KV cache; prefill: the {sizes['prompt_tokens']}-token prompt "
+        "(time to first token).",
+        Table(["machine", "device", "model", "tokens/s", "ms/token", "prefill ms"], table),
+    ])
+
+
 def _changes_section(results: tp.Results, rules: thresholds.Rules) -> Section:
     changes = tp.build_changes(results)
     log.info(f"comparing each machine's newest two builds: {len(changes)} workloads")
@@ -179,8 +222,8 @@ def build(results_dir: Path, out_dir: Path, config: Path | None = None, site: Pa
         _by_release_section(results_dir, timeline, save),
         _machines_section(results, save),
         _batches_section(results, save),
-        report_modern.compile_section(results, save),
-        report_modern.tokens_section(results, save),
+        _compile_section(results, save),
+        _tokens_section(results, save),
         _changes_section(results, thresholds.Rules.from_config(config)),
         _regressions_section(site, timeline),
     ]

@@ -2,6 +2,7 @@
 
 Throughput is batch over asv's median ``time_step`` (else ``*Capacity.track_throughput``), at each machine's
 newest build and the model's seed batch, else its largest (docs/site.md); a speedup is a ratio of throughputs.
+A compiled step (benchmark_compile) is paired with the eager ``time_step`` of benchmark_models or benchmark_modern.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from mpsbench.measure import devices, models
 from mpsbench.results import recorded
 from mpsbench.site.timeline_reader import Timeline
 
@@ -90,8 +92,6 @@ def load(results_dir: Path) -> Results:
 
 def seed_batch(model: str) -> int | None:
     """The batch size of the measurement that motivated the model (models.py), if it is registered."""
-    from mpsbench.measure import models  # imports torch: only when a report is made
-
     spec = models.REGISTRY.get(model)
     return spec.seed_batch_size if spec else None
 
@@ -122,14 +122,10 @@ def _in_order(present: set[str], names: tuple[str, ...]) -> list[str]:
 
 
 def models_in(results: Results) -> list[str]:
-    from mpsbench.measure import models
-
     return _in_order({w.model for measured in results.samples.values() for w in measured}, models.NAMES)
 
 
 def devices_in(results: Results, machine: str, commit: str, model: str) -> list[str]:
-    from mpsbench.measure import devices
-
     return _in_order({w.device for w in results.samples[(machine, commit)] if w.model == model}, devices.NAMES)
 
 
@@ -222,6 +218,46 @@ def build_changes(results: Results) -> list[Change]:
             if old_key in results.seconds and new_key in results.seconds:
                 found.append(Change(machine, old, new, workload, results.seconds[old_key], results.seconds[new_key]))
     return found
+
+
+COMPILED = {"training": "benchmark_compile.CompiledTraining", "inference": "benchmark_compile.CompiledInference"}
+EAGER = {
+    "training": (f"{CLASSES['training']}.{TIME}", f"benchmark_modern.ModernTraining.{TIME}"),
+    "inference": (f"{CLASSES['inference']}.{TIME}", f"benchmark_modern.ModernInference.{TIME}"),
+}
+
+
+@dataclass(frozen=True)
+class Pair:
+    machine: str
+    kind: str
+    device: str
+    model: str
+    eager: float  # seconds per step
+    compiled: float
+    compile_seconds: float | None
+
+    @property
+    def speedup(self) -> float:
+        return self.eager / self.compiled
+
+
+def eager_and_compiled(results: Results) -> list[Pair]:
+    """(e) each compiled step beside its eager twin at the seed batch (each machine's newest build)."""
+    names = {f"{cls}.{method}" for cls in COMPILED.values() for method in (TIME, "track_compile_seconds")}
+    names |= {name for eager in EAGER.values() for name in eager}
+    rows = results.newest(names)
+    found = []
+    for kind, cls in COMPILED.items():
+        compile_seconds = {(m, p["device"], p["model"]): v for m, p, v in rows[f"{cls}.track_compile_seconds"]}
+        eager = {(m, p["device"], p["model"], p["batch_size"]): v for name in EAGER[kind] for m, p, v in rows[name]}
+        for machine, params, seconds in rows[f"{cls}.{TIME}"]:
+            device, model = str(params["device"]), str(params["model"])
+            twin = eager.get((machine, device, model, seed_batch(model)))
+            if twin is not None:
+                found.append(Pair(machine, kind, device, model, twin, seconds,
+                                  compile_seconds.get((machine, device, model))))
+    return sorted(found, key=lambda p: (p.machine, p.device, p.kind, p.model))
 
 
 BY_RELEASE_DEVICE = "mps"
