@@ -150,20 +150,18 @@ def _changes_section(results: tp.Results, rules: thresholds.Rules) -> Section:
     log.info(f"comparing each machine's newest two builds: {len(changes)} workloads")
     if not changes:
         return Section("Build over build", ["No machine has results for two builds yet."])
-    verdicts = []
-    for c in changes:  # judged by the one rule (mpsbench.regressions.thresholds), from the statistics asv recorded
-        old, new = results.recorded.get(c.machine, c.old, c.row), results.recorded.get(c.machine, c.new, c.row)
-        judged = thresholds.judge(rules, c.row.entry, "seconds", old, new) if old and new else None
-        verdicts.append(judged.verdict if judged and judged.verdict != "unchanged" else "")
+    # judged by the one rule (mpsbench.regressions.thresholds), from the statistics asv recorded
+    verdicts = [thresholds.judge(rules, c.row.entry, "seconds", c.before, c.after).verdict for c in changes]
     return Section("Build over build", [
         "Step time of each machine's newest build over its previous one, each row judged with the statistics asv "
         "recorded and its own threshold (docs/site.md); slower and faster are highlighted, noisy and not "
         "significant are said.",
         Table(["machine", "kind", "model", "device", "batch", "old ms", "new ms", "new/old", "change"],
               [[c.machine, c.workload.kind, c.workload.model, c.workload.device, str(c.workload.batch),
-                figures.ms(c.old_seconds), figures.ms(c.new_seconds), f"{c.ratio:.3f}", mark]
-               for c, mark in zip(changes, verdicts)],
-              [mark if mark in ("slower", "faster") else "" for mark in verdicts]),
+                figures.ms(c.before.value), figures.ms(c.after.value), f"{c.ratio:.3f}",
+                "" if verdict == "unchanged" else verdict]
+               for c, verdict in zip(changes, verdicts)],
+              [verdict if verdict in ("slower", "faster") else "" for verdict in verdicts]),
     ])
 
 

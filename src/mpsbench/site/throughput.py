@@ -38,6 +38,9 @@ class Step:
     batch: int
 
 
+Timed = tuple[recorded.Row, recorded.Measured]  # a time_step row and what asv recorded for it
+
+
 @dataclass
 class Results:
     """Throughput per machine, build and workload, beside the rows it was read from."""
@@ -45,7 +48,7 @@ class Results:
     recorded: recorded.Recorded
     param_names: dict[str, tuple[str, ...]]  # benchmark -> its params' names (benchmarks.json)
     samples: dict[tuple[str, str], dict[Step, float]] = field(default_factory=dict)  # (machine, build) -> samples/s
-    seconds: dict[tuple[str, str, Step], float] = field(default_factory=dict)  # the step times asv timed
+    timed: dict[tuple[str, str, Step], Timed] = field(default_factory=dict)  # the step times asv timed
 
     @property
     def machines(self) -> list[str]:
@@ -78,7 +81,7 @@ def _results(found: recorded.Recorded, param_names: dict[str, tuple[str, ...]]) 
             workload = Step(kind, str(params["model"]), str(params["device"]), int(params["batch_size"]))
             samples = results.samples.setdefault((machine, commit), {})
             if metric == TIME:  # a step time wins over a capacity throughput of the same workload
-                results.seconds[(machine, commit, workload)] = measured.value
+                results.timed[(machine, commit, workload)] = (row, measured)
                 samples[workload] = workload.batch / measured.value
             else:
                 samples.setdefault(workload, measured.value)
@@ -191,18 +194,14 @@ class Change:
     old: str
     new: str
     workload: Step
-    old_seconds: float
-    new_seconds: float
+    row: recorded.Row  # the time_step row both builds timed
+    before: recorded.Measured
+    after: recorded.Measured
 
     @property
     def ratio(self) -> float:
         """New step time over old: above the factor is slower."""
-        return self.new_seconds / self.old_seconds
-
-    @property
-    def row(self) -> recorded.Row:
-        w = self.workload
-        return recorded.Row(f"{CLASSES[w.kind]}.{TIME}", (repr(w.device), repr(w.model), str(w.batch)))
+        return self.after.value / self.before.value
 
 
 def build_changes(results: Results) -> list[Change]:
@@ -214,9 +213,9 @@ def build_changes(results: Results) -> list[Change]:
             continue
         old, new = builds[-2], builds[-1]
         for workload in sorted(results.samples[(machine, new)]):
-            old_key, new_key = (machine, old, workload), (machine, new, workload)
-            if old_key in results.seconds and new_key in results.seconds:
-                found.append(Change(machine, old, new, workload, results.seconds[old_key], results.seconds[new_key]))
+            before, after = results.timed.get((machine, old, workload)), results.timed.get((machine, new, workload))
+            if before and after:
+                found.append(Change(machine, old, new, workload, after[0], before[1], after[1]))
     return found
 
 
