@@ -42,8 +42,7 @@ def graph_param(graph_path: str, key: str) -> str | None:
 
 
 def graph_url(index: dict[str, Any], name: str, machine: str | None, idx: int | None, commits: str) -> str:
-    """The graph of one row, as asv's own feed links it (relative to the site's root): ``p-NAME=VALUE`` select
-    a parameterized row's combination, as asv's pages do."""
+    """The row's graph as asv's feed links it, relative to the site's root (``p-NAME=VALUE``: a combination of params)."""
     benchmark = name.split("(", 1)[0]
     spec = index.get("benchmarks", {}).get(benchmark, {})
     params = {"machine": machine or ""}
@@ -78,7 +77,6 @@ def judge_site(html: Path, results_dir: Path, rules: thresholds.Rules) -> list[d
     kept_entries, judged, kept_keys = [], [], set()
     for name, graph_path, graph_params, idx, last, best, jumps in detected:
         machine, branch = graph_param(graph_path, "machine"), graph_param(graph_path, "branch")
-        graph_params = dict(graph_params)
         if several_branches and branch and "branch" not in graph_params:
             graph_params["branch"] = branch  # what asv's page filters each branch's table by
         unit = str(index.get("benchmarks", {}).get(name.split("(", 1)[0], {}).get("unit", ""))

@@ -30,10 +30,10 @@ log = progress.logger(__name__)
 def _per_model(save: figures.Save, results: tp.Results, name: str, what: str, present: set[str],
                draw: Callable[[str, Path], None]) -> list[Block]:
     """One figure per model of ``present``, ``NAME_MODEL.png``, drawn by ``draw(model, path)``."""
-    models = [model for model in tp.models_in(results) if model in present]
-    for model in models:
+    drawn = [model for model in tp.models_in(results) if model in present]
+    for model in drawn:
         draw(model, save(f"{name}_{model}.png"))
-    return [Image(f"{name}_{model}.png", f"{model} {what}") for model in models]
+    return [Image(f"{name}_{model}.png", f"{model} {what}") for model in drawn]
 
 
 def _builds_section(results: tp.Results, results_dir: Path, timeline: Timeline, limit: float) -> Section:

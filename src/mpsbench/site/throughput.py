@@ -276,8 +276,8 @@ class ReleasePoint:
     ratio: float
 
 
-def speedup_by_release(results_dir: Path, timeline: Timeline, device: str = BY_RELEASE_DEVICE) -> list[ReleasePoint]:
-    """Every build's ``device`` speedup over cpu (seed batch, as in the speedup figure), per Python."""
+def speedup_by_release(results_dir: Path, timeline: Timeline) -> list[ReleasePoint]:
+    """Every build's mps speedup over cpu (seed batch, as in the speedup figure), per Python."""
     names = recorded.param_names(results_dir)
     found = []
     for python, each in sorted(recorded.load_each_python(results_dir, strict=False).items()):
@@ -288,5 +288,5 @@ def speedup_by_release(results_dir: Path, timeline: Timeline, device: str = BY_R
                 for model in models_in(results):
                     found += [ReleasePoint(python, machine, s.kind, model, version, each.dates.get(commit, 0),
                                            timeline.link(commit), s.ratio)
-                              for s in _speedups(results, machine, commit, model, [device])]
+                              for s in _speedups(results, machine, commit, model, [BY_RELEASE_DEVICE])]
     return found
