@@ -55,9 +55,8 @@ class Results:
         return sorted({machine for machine, _ in self.samples})
 
     def builds(self, machine: str) -> list[str]:
-        """The machine's builds with results, oldest first."""
-        found = {commit for m, commit in self.samples if m == machine}
-        return sorted(found, key=lambda commit: (self.recorded.dates.get(commit, 0), commit))
+        """The machine's builds with throughput results, oldest first."""
+        return [commit for commit in self.recorded.builds(machine) if (machine, commit) in self.samples]
 
     def newest(self, names: set[str]) -> dict[str, list[tuple[str, dict[str, Any], float]]]:
         """Each named benchmark's positive values on each machine's newest build: (machine, params by name, value)."""
