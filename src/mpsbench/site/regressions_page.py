@@ -1,11 +1,8 @@
 """The published Regressions page re-judged row by row: floors, per-row noise, direction; every channel shown.
 
-``python -m mpsbench.site.regressions_page HTML_DIR --config asv.conf.json`` runs after ``asv publish``
-(scripts/publish, docs/site.md). asv flags every increase beyond one fraction; each jump is judged again with
-:func:`mpsbench.regressions.thresholds.judge` on what asv recorded. Only the slower stay in ``regressions.json``
-and ``regressions.xml``; every judged jump, with its reason, goes to ``regressions-judged.json``.
-asv drops ``branch`` from a graph's params when one branch has results, and its page then shows nothing for
-a listed channel: the branch is put back from the graph's path.
+Run after ``asv publish`` (scripts/publish; docs/site.md): asv flags every increase beyond one fraction, so each
+jump is judged again by :func:`mpsbench.regressions.thresholds.judge`; only the slower stay in ``regressions.json``
+and ``regressions.xml``, and every verdict with its reason goes to ``regressions-judged.json``.
 """
 
 from __future__ import annotations
@@ -78,7 +75,8 @@ def judge_site(html: Path, results_dir: Path, rules: thresholds.Rules) -> list[d
     for name, graph_path, graph_params, idx, last, best, jumps in detected:
         machine, branch = graph_param(graph_path, "machine"), graph_param(graph_path, "branch")
         if several_branches and branch and "branch" not in graph_params:
-            graph_params["branch"] = branch  # what asv's page filters each branch's table by
+            # asv drops branch when one branch has results; its page, filtering by it, then shows that channel nothing
+            graph_params["branch"] = branch
         unit = str(index.get("benchmarks", {}).get(name.split("(", 1)[0], {}).get("unit", ""))
         row = rows.get(name)
         kept_jumps = []

@@ -1,8 +1,6 @@
 """The seeds' figures and a summary, regenerated from an asv results directory.
 
-``python -m mpsbench.site.report RESULTS_DIR OUT_DIR`` (or ``mpsbench report``); docs/site.md lists every figure.
-What each figure plots is chosen in mpsbench.site.throughput, drawn in mpsbench.site.figures; this module
-assembles the page.
+docs/site.md lists every figure: mpsbench.site.throughput picks what each plots, mpsbench.site.figures draws it.
 """
 
 from __future__ import annotations
