@@ -191,8 +191,8 @@ def _regressions_section(site: Path | None, timeline: Timeline) -> Section:
     return Section(title, blocks)
 
 
-def build(results_dir: Path, out_dir: Path, config: Path | None = None, site: Path | None = None) -> list[Path]:
-    """Write the figures, summary.md and summary.html into ``out_dir``; return the files written.
+def build(results_dir: Path, out_dir: Path, config: Path | None = None, site: Path | None = None) -> None:
+    """Write the figures, summary.md and summary.html into ``out_dir``.
 
     ``config`` (default ./asv.conf.json if present): the factor and the timeline; ``site``: asv's regressions."""
     log.info(f"reading results from {results_dir}")
@@ -204,7 +204,7 @@ def build(results_dir: Path, out_dir: Path, config: Path | None = None, site: Pa
     log.info(f"{results.recorded.files} results files, {len(results.machines)} machines, "
              f"{len(results.recorded.dates)} builds")
     out_dir.mkdir(parents=True, exist_ok=True)
-    written: list[Path] = []
+    written: list[Path] = []  # for the closing count
 
     def save(name: str) -> Path:
         path = out_dir / name
@@ -227,7 +227,6 @@ def build(results_dir: Path, out_dir: Path, config: Path | None = None, site: Pa
     save("summary.md").write_text(to_markdown(title, sections), encoding="utf-8")
     save("summary.html").write_text(to_html(title, sections), encoding="utf-8")
     log.info(f"done: {len(written)} files in {out_dir}")
-    return written
 
 
 def run(args: argparse.Namespace) -> int:
