@@ -64,11 +64,11 @@ def _fallback_footnote(points: Iterable[Point], model: str) -> str:
     return f"* not measured at the seed's batch size {seed}: the largest batch measured is shown"
 
 
-def _device_bars(ax: Any, labels: list[str], values: list[float], devices: list[str], notes: list[str]) -> None:
+def _device_bars(ax: Any, machines_devices: list[tuple[str, str]], values: list[float], notes: list[str]) -> None:
     """One bar per machine and device, coloured by device; a lone bar keeps a bar's width."""
-    bars = ax.bar(range(len(values)), values, color=[DEVICE_COLORS.get(d, OTHER_DEVICE_COLOR) for d in devices])
+    bars = ax.bar(range(len(values)), values, color=[DEVICE_COLORS.get(d, OTHER_DEVICE_COLOR) for _, d in machines_devices])
     ax.bar_label(bars, labels=notes, fontsize=7)
-    ax.set_xticks(range(len(values)), labels, fontsize=8)
+    ax.set_xticks(range(len(values)), [f"{m}\n{d}" for m, d in machines_devices], fontsize=8)
     ax.set_xlim(-0.6, max(len(values), 3) - 0.4)
 
 
@@ -102,8 +102,8 @@ def machines(model: str, points: list[Point], out: Path) -> None:
             if not mine:
                 _nothing(ax, kind)
                 continue
-            _device_bars(ax, [f"{p.machine}\n{p.workload.device}" for p in mine], [p.samples_per_second for p in mine],
-                         [p.workload.device for p in mine], [f"{number(p.samples_per_second)}\n{batch_note(p)}" for p in mine])
+            _device_bars(ax, [(p.machine, p.workload.device) for p in mine], [p.samples_per_second for p in mine],
+                         [f"{number(p.samples_per_second)}\n{batch_note(p)}" for p in mine])
             ax.set_ylabel("samples/s (higher is better)")
             ax.margins(y=0.2)
         fig.supxlabel(_fallback_footnote(points, model), fontsize=8)
@@ -171,7 +171,6 @@ def compile_pairs(found: list[Pair], out: Path) -> None:
 def tokens(machines_devices: list[tuple[str, str]], speeds: list[float], title: str, out: Path) -> None:
     """Decoded tokens per second, one bar per machine and device."""
     with _figure(out, figsize=(max(6.5, 1.6 * len(speeds)), 4.0)) as (_, ax):
-        _device_bars(ax, [f"{m}\n{d}" for m, d in machines_devices], speeds, [d for _, d in machines_devices],
-                     [f"{s:.1f}" for s in speeds])
+        _device_bars(ax, machines_devices, speeds, [f"{s:.1f}" for s in speeds])
         ax.set_ylabel("decoded tokens/s (higher is better)")
         ax.set_title(title, fontsize=10)  # the title fits the narrowest figure (one or two machines)
