@@ -136,7 +136,7 @@ def batches(model: str, curves: dict[tuple[str, str, str, str], list[tuple[int, 
             ax.legend(fontsize=8)
 
 
-def by_release(points: list[ReleasePoint], out: Path) -> None:
+def by_release(points: list[ReleasePoint], title: str, out: Path) -> None:
     """Speedup along the builds' dates, one line per model, kind, machine and Python; releases named."""
     with _figure(out, figsize=(11, 5)) as (_, ax):
         for key in sorted({(p.model, p.kind, p.machine, p.python) for p in points}):
@@ -148,7 +148,7 @@ def by_release(points: list[ReleasePoint], out: Path) -> None:
                             textcoords="offset points", xytext=(0, 6))
         ax.axhline(1.0, color="black", linewidth=0.8)
         ax.set_ylabel(f"{BY_RELEASE_DEVICE} speedup over cpu (samples/s ratio)")
-        ax.set_title(f"{BY_RELEASE_DEVICE.upper()} speedup over cpu by release")
+        ax.set_title(title)
         ax.legend(fontsize=7)
 
 

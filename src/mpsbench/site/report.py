@@ -90,7 +90,7 @@ def _by_release_section(results_dir: Path, timeline: Timeline, save: figures.Sav
     points = tp.speedup_by_release(results_dir, timeline)
     if not points:
         return Section(title, [f"No build has both {tp.BY_RELEASE_DEVICE} and cpu results."])
-    figures.by_release(points, save("speedup_by_release.png"))
+    figures.by_release(points, title, save("speedup_by_release.png"))
     return Section(title, [
         Image("speedup_by_release.png", title),
         "Each build at its date; each line one Python (the era needs two: no Python has wheels for every"
