@@ -11,6 +11,7 @@ import argparse
 import base64
 import hashlib
 import html
+import io
 import os
 import re
 import sys
@@ -138,13 +139,20 @@ def _fetch(url: str, integrity: str, path: Path, what: str) -> bytes:
     return data
 
 
-def tarball(spec: str, cache: Path) -> Path:
-    """The package's registry tarball, from the cache or fetched over HTTPS; integrity-checked either way."""
+def package_file(spec: str, path: str, cache: Path) -> bytes:
+    """A file of the package's registry tarball, from the cache or fetched over HTTPS; integrity-checked either way."""
     name, _, version = spec.rpartition("@")
-    path = cache / f"{name}-{version}.tgz"
     registry = (os.environ.get(REGISTRY_ENV) or REGISTRY).rstrip("/")  # the metadata's dist.tarball
-    _fetch(f"{registry}/{name}/-/{name.rsplit('/', 1)[-1]}-{version}.tgz", PACKAGES[spec], path, spec)
-    return path
+    url = f"{registry}/{name}/-/{name.rsplit('/', 1)[-1]}-{version}.tgz"
+    tarball = _fetch(url, PACKAGES[spec], cache / f"{name}-{version}.tgz", spec)
+    with tarfile.open(fileobj=io.BytesIO(tarball), mode="r:gz") as archive:
+        try:
+            member = archive.extractfile(f"package/{path}")
+        except KeyError:
+            member = None
+        if member is None:
+            raise SiteAssetError(f"{spec} has no file {path}")
+        return member.read()
 
 
 def original(url: str, integrity: str, cache: Path) -> bytes | None:
@@ -154,17 +162,6 @@ def original(url: str, integrity: str, cache: Path) -> bytes | None:
     except SiteAssetError as exc:
         log.info(f"{url} unusable ({exc}): its npm substitute stands in")
         return None
-
-
-def _member(tarball_path: Path, spec: str, path: str) -> bytes:
-    with tarfile.open(tarball_path, "r:gz") as archive:
-        try:
-            member = archive.extractfile(f"package/{path}")
-        except KeyError:
-            member = None
-        if member is None:
-            raise SiteAssetError(f"{spec} has no file {path}")
-        return member.read()
 
 
 @dataclass(frozen=True)
@@ -235,18 +232,19 @@ def make_offline(html_dir: Path, cache: Path = CACHE) -> list[str]:
     page_integrity = {load.url: load.integrity for load in reversed(loads)}  # the first page's, where several
     for url in sorted(page_integrity):
         asset = ASSETS[url]
-        archive = tarball(asset.package, cache)
         integrity = page_integrity[url]
+        data = package_file(asset.package, asset.path, cache)
         exact = original(url, integrity, cache) if asset.substitute and integrity else None
-        data = exact if exact is not None else _member(archive, asset.package, asset.path)
-        if asset.substitute and exact is None:
+        if exact is not None:  # checked against the page's own hash as it was fetched
+            data = exact
+        elif asset.substitute:
             substitutes.add(f"{asset.package} ({asset.substitute})")
         elif integrity:
             check_integrity(data, integrity, f"{asset.package}/{asset.path}")
         for path in (asset.path, *asset.companions):
             target = html_dir / _local_path(asset, path)
             target.parent.mkdir(parents=True, exist_ok=True)
-            target.write_bytes(data if path == asset.path else _member(archive, asset.package, path))
+            target.write_bytes(data if path == asset.path else package_file(asset.package, path, cache))
             written.append(_local_path(asset, path))
         local[url] = (_local_path(asset), sri(data, _algorithm(integrity) if integrity else "sha384"))
     for substitute in sorted(substitutes):
