@@ -7,7 +7,7 @@ import math
 import shutil
 from pathlib import Path
 
-from mpsbench.site import report
+from mpsbench.site import figures, report, throughput
 
 RUN = Path(__file__).resolve().parents[1] / "docs" / "results" / "h100-2026-11-23-issue21"
 
@@ -29,17 +29,15 @@ def test_tokens_per_second_is_the_inverse_of_the_decode_time_and_compile_needs_a
 
 
 def test_the_compile_figure_draws_each_pair_with_its_speedup(tmp_path):
-    from mpsbench.site import report_modern
-
-    found = [report_modern.Pair("h100", "training", "cuda", "resnet50", 0.0718, 0.0463, 59.2),
-             report_modern.Pair("h100", "inference", "cuda", "mlp", 0.0001, 0.000385, 4.1)]
+    found = [throughput.Pair("h100", "training", "cuda", "resnet50", 0.0718, 0.0463, 59.2),
+             throughput.Pair("h100", "inference", "cuda", "mlp", 0.0001, 0.000385, 4.1)]
     assert [round(p.speedup, 2) for p in found] == [1.55, 0.26]  # eager over compiled: below 1 is slower compiled
-    report_modern.plot_compile(found, tmp_path / "compile.png")
+    figures.compile_pairs(found, tmp_path / "compile.png")
     assert (tmp_path / "compile.png").stat().st_size > 0
 
 
 def test_python_m_report_draws_the_compile_pairs_of_the_asv_run_on_the_h100(tmp_path):
-    # Run as a module (as scripts/publish does): report_modern's sections must still be recognised.
+    # Run as a module (as scripts/publish does): the compile and tokens sections must still be recognised.
     import subprocess
     import sys
 

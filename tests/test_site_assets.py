@@ -17,7 +17,7 @@ import pytest
 from tests.test_torch_free import without_node
 
 from mpsbench.site import site_assets
-from mpsbench.site.site_assets import Asset, Package, SiteAssetError
+from mpsbench.site.site_assets import Asset, SiteAssetError
 
 ROOT = Path(__file__).resolve().parents[1]
 ASV_WWW = Path(asv.__file__).parent / "www"  # the template asv publish copies into html_dir
@@ -46,9 +46,8 @@ def fake_site(tmp_path, monkeypatch):
     cache = tmp_path / "cache"
     cache.mkdir()
     (cache / "fakelib-1.0.0.tgz").write_bytes(buffer.getvalue())
-    monkeypatch.setattr(site_assets, "PACKAGES", {"fakelib": Package("fakelib", "1.0.0", _sri(buffer.getvalue(),
-                                                                                                "sha512"))})
-    monkeypatch.setattr(site_assets, "ASSETS", {FAKE_URL: Asset(FAKE_URL, "fakelib", "dist/fakelib.min.js")})
+    monkeypatch.setattr(site_assets, "PACKAGES", {"fakelib@1.0.0": _sri(buffer.getvalue(), "sha512")})
+    monkeypatch.setattr(site_assets, "ASSETS", {FAKE_URL: Asset(FAKE_URL, "fakelib@1.0.0", "dist/fakelib.min.js")})
     html = tmp_path / "html"
     html.mkdir()
     return html, cache
@@ -123,7 +122,7 @@ def test_a_substitute_is_replaced_by_the_very_file_the_page_pins_when_its_cdn_se
     html, cache = fake_site
     served = b"window.fakelib = 1; /* the CDN's own minified build */\n"
     page = _page(html, _sri(served, "sha512"))
-    monkeypatch.setitem(site_assets.ASSETS, FAKE_URL, Asset(FAKE_URL, "fakelib", "dist/fakelib.min.js", "test"))
+    monkeypatch.setitem(site_assets.ASSETS, FAKE_URL, Asset(FAKE_URL, "fakelib@1.0.0", "dist/fakelib.min.js", "test"))
 
     def download(url):
         if cdn == "unreachable":

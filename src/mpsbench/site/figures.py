@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+import contextlib
+from collections.abc import Callable, Iterable, Iterator
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from mpsbench.site.throughput import BY_RELEASE_DEVICE, CPU, KINDS, Point, ReleasePoint, Speedup, seed_batch
+from mpsbench.site.throughput import BY_RELEASE_DEVICE, CPU, KINDS, Pair, Point, ReleasePoint, Speedup, seed_batch
 
 DEVICE_COLORS = {"cpu": "#7f7f7f", "mps": "#1f77b4", "cuda": "#2ca02c"}
 KIND_COLORS = {"training": "#d62728", "inference": "#1f77b4"}
@@ -25,9 +26,14 @@ def pyplot() -> Any:
     return plt
 
 
-def _save(fig: Any, out: Path) -> None:
+@contextlib.contextmanager
+def _figure(out: Path, **subplots: Any) -> Iterator[tuple[Any, Any]]:
+    """``plt.subplots(**subplots)`` to draw on, saved into ``out`` when the block ends."""
+    plt = pyplot()
+    fig, axes = plt.subplots(layout="constrained", **subplots)
+    yield fig, axes
     fig.savefig(out, dpi=DPI)
-    pyplot().close(fig)
+    plt.close(fig)
 
 
 def _nothing(ax: Any, what: str) -> None:
@@ -58,126 +64,113 @@ def _fallback_footnote(points: Iterable[Point], model: str) -> str:
     return f"* not measured at the seed's batch size {seed}: the largest batch measured is shown"
 
 
-def _device_bars(ax: Any, labels: list[str], values: list[float], devices: list[str], notes: list[str]) -> None:
+def _device_bars(ax: Any, machines_devices: list[tuple[str, str]], values: list[float], notes: list[str]) -> None:
     """One bar per machine and device, coloured by device; a lone bar keeps a bar's width."""
-    bars = ax.bar(range(len(values)), values, color=[DEVICE_COLORS.get(d, OTHER_DEVICE_COLOR) for d in devices])
+    bars = ax.bar(range(len(values)), values, color=[DEVICE_COLORS.get(d, OTHER_DEVICE_COLOR) for _, d in machines_devices])
     ax.bar_label(bars, labels=notes, fontsize=7)
-    ax.set_xticks(range(len(values)), labels, fontsize=8)
+    ax.set_xticks(range(len(values)), [f"{m}\n{d}" for m, d in machines_devices], fontsize=8)
     ax.set_xlim(-0.6, max(len(values), 3) - 0.4)
 
 
 def speedup(model: str, found: list[Speedup], out: Path) -> None:
-    plt = pyplot()
     groups = sorted({(s.machine, s.device) for s in found})
-    fig, ax = plt.subplots(figsize=(max(6.0, 2.4 * len(groups)), 4.5), layout="constrained")
-    width = 0.38
-    for offset, kind in ((-width / 2, "training"), (width / 2, "inference")):
-        mine = [s for s in found if s.kind == kind]
-        if not mine:
-            continue
-        positions = [groups.index((s.machine, s.device)) + offset for s in mine]
-        bars = ax.bar(positions, [s.ratio for s in mine], width, color=KIND_COLORS[kind], label=kind)
-        ax.bar_label(bars, labels=[f"{s.ratio:.2f}x\n{batch_note(s.gpu)} / cpu {batch_note(s.cpu)}" for s in mine],
-                     fontsize=7, padding=2)
-    ax.axhline(1.0, color="black", linewidth=0.8)
-    ax.set_xticks(range(len(groups)), [f"{machine}\n{device}" for machine, device in groups])
-    ax.set_xlim(-0.6, len(groups) - 0.4)  # a lone bar keeps its width
-    ax.set_ylabel("speedup over cpu (samples/s ratio)")
-    ax.set_title(f"{model}: GPU speedup over cpu, newest build per machine")
-    ax.margins(y=0.25)
-    ax.legend()
-    fig.supxlabel(_fallback_footnote([p for s in found for p in (s.gpu, s.cpu)], model), fontsize=8)
-    _save(fig, out)
+    with _figure(out, figsize=(max(6.0, 2.4 * len(groups)), 4.5)) as (fig, ax):
+        width = 0.38
+        for offset, kind in ((-width / 2, "training"), (width / 2, "inference")):
+            mine = [s for s in found if s.kind == kind]
+            if not mine:
+                continue
+            positions = [groups.index((s.machine, s.device)) + offset for s in mine]
+            bars = ax.bar(positions, [s.ratio for s in mine], width, color=KIND_COLORS[kind], label=kind)
+            ax.bar_label(bars, labels=[f"{s.ratio:.2f}x\n{batch_note(s.gpu)} / cpu {batch_note(s.cpu)}" for s in mine],
+                         fontsize=7, padding=2)
+        ax.axhline(1.0, color="black", linewidth=0.8)
+        ax.set_xticks(range(len(groups)), [f"{machine}\n{device}" for machine, device in groups])
+        ax.set_xlim(-0.6, len(groups) - 0.4)  # a lone bar keeps its width
+        ax.set_ylabel("speedup over cpu (samples/s ratio)")
+        ax.set_title(f"{model}: GPU speedup over cpu, newest build per machine")
+        ax.margins(y=0.25)
+        ax.legend()
+        fig.supxlabel(_fallback_footnote([p for s in found for p in (s.gpu, s.cpu)], model), fontsize=8)
 
 
 def machines(model: str, points: list[Point], out: Path) -> None:
-    plt = pyplot()
-    fig, axes = plt.subplots(1, len(KINDS), figsize=(11, 4.5), layout="constrained", squeeze=False)
-    for ax, kind in zip(axes[0], KINDS):
-        mine = sorted((p for p in points if p.workload.kind == kind), key=lambda p: (p.machine, p.workload.device))
-        ax.set_title(f"{model} {kind}")
-        if not mine:
-            _nothing(ax, kind)
-            continue
-        _device_bars(ax, [f"{p.machine}\n{p.workload.device}" for p in mine], [p.samples_per_second for p in mine],
-                     [p.workload.device for p in mine], [f"{number(p.samples_per_second)}\n{batch_note(p)}" for p in mine])
-        ax.set_ylabel("samples/s (higher is better)")
-        ax.margins(y=0.2)
-    fig.supxlabel(_fallback_footnote(points, model), fontsize=8)
-    _save(fig, out)
+    with _figure(out, ncols=len(KINDS), figsize=(11, 4.5), squeeze=False) as (fig, axes):
+        for ax, kind in zip(axes[0], KINDS):
+            mine = sorted((p for p in points if p.workload.kind == kind), key=lambda p: (p.machine, p.workload.device))
+            ax.set_title(f"{model} {kind}")
+            if not mine:
+                _nothing(ax, kind)
+                continue
+            _device_bars(ax, [(p.machine, p.workload.device) for p in mine], [p.samples_per_second for p in mine],
+                         [f"{number(p.samples_per_second)}\n{batch_note(p)}" for p in mine])
+            ax.set_ylabel("samples/s (higher is better)")
+            ax.margins(y=0.2)
+        fig.supxlabel(_fallback_footnote(points, model), fontsize=8)
 
 
 def batches(model: str, curves: dict[tuple[str, str, str, str], list[tuple[int, float]]], out: Path) -> None:
-    plt = pyplot()
-    fig, axes = plt.subplots(1, len(KINDS), figsize=(11, 4.5), layout="constrained", squeeze=False)
-    lines = sorted({(machine, device) for (m, _, machine, device) in curves if m == model})
-    colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
-    for ax, kind in zip(axes[0], KINDS):
-        batches_seen: set[int] = set()
-        for index, (machine, device) in enumerate(lines):
-            points = curves.get((model, kind, machine, device))
-            if not points:
+    with _figure(out, ncols=len(KINDS), figsize=(11, 4.5), squeeze=False) as (_, axes):
+        lines = sorted({(machine, device) for (m, _, machine, device) in curves if m == model})
+        colors = pyplot().rcParams["axes.prop_cycle"].by_key()["color"]
+        for ax, kind in zip(axes[0], KINDS):
+            batches_seen: set[int] = set()
+            for index, (machine, device) in enumerate(lines):
+                points = curves.get((model, kind, machine, device))
+                if not points:
+                    continue
+                sizes, values = zip(*points)
+                batches_seen.update(sizes)
+                ax.plot(sizes, values, marker="o", label=f"{machine} {device}", color=colors[index % len(colors)],
+                        linestyle="--" if device == CPU else "-")  # dashed: the cpu baseline
+            ax.set_title(f"{model} {kind}")
+            if not batches_seen:
+                _nothing(ax, kind)
                 continue
-            sizes, values = zip(*points)
-            batches_seen.update(sizes)
-            ax.plot(sizes, values, marker="o", label=f"{machine} {device}", color=colors[index % len(colors)],
-                    linestyle="--" if device == CPU else "-")  # dashed: the cpu baseline
-        ax.set_title(f"{model} {kind}")
-        if not batches_seen:
-            _nothing(ax, kind)
-            continue
-        ax.set_xscale("log", base=2)
-        ax.set_yscale("log")
-        ax.set_xticks(sorted(batches_seen), [str(b) for b in sorted(batches_seen)])
-        ax.minorticks_off()
-        ax.set_xlabel("batch size")
-        ax.set_ylabel("samples/s")
-        ax.legend(fontsize=8)
-    _save(fig, out)
+            ax.set_xscale("log", base=2)
+            ax.set_yscale("log")
+            ax.set_xticks(sorted(batches_seen), [str(b) for b in sorted(batches_seen)])
+            ax.minorticks_off()
+            ax.set_xlabel("batch size")
+            ax.set_ylabel("samples/s")
+            ax.legend(fontsize=8)
 
 
-def by_release(points: list[ReleasePoint], out: Path) -> None:
+def by_release(points: list[ReleasePoint], title: str, out: Path) -> None:
     """Speedup along the builds' dates, one line per model, kind, machine and Python; releases named."""
-    plt = pyplot()
-    fig, ax = plt.subplots(figsize=(11, 5), layout="constrained")
-    for key in sorted({(p.model, p.kind, p.machine, p.python) for p in points}):
-        line = sorted((p for p in points if (p.model, p.kind, p.machine, p.python) == key), key=lambda p: p.date_ms)
-        when = [datetime.fromtimestamp(p.date_ms / 1000, tz=timezone.utc) for p in line]
-        ax.plot(when, [p.ratio for p in line], marker="o", label=f"{key[0]} {key[1]}, {key[2]}, python {key[3]}")
-        for moment, point in zip(when, line):
-            ax.annotate(point.torch_version, (moment, point.ratio), fontsize=7, rotation=45,
-                        textcoords="offset points", xytext=(0, 6))
-    ax.axhline(1.0, color="black", linewidth=0.8)
-    ax.set_ylabel(f"{BY_RELEASE_DEVICE} speedup over cpu (samples/s ratio)")
-    ax.set_title(f"{BY_RELEASE_DEVICE.upper()} speedup over cpu by release")
-    ax.legend(fontsize=7)
-    _save(fig, out)
+    with _figure(out, figsize=(11, 5)) as (_, ax):
+        for key in sorted({(p.model, p.kind, p.machine, p.python) for p in points}):
+            line = sorted((p for p in points if (p.model, p.kind, p.machine, p.python) == key), key=lambda p: p.date_ms)
+            when = [datetime.fromtimestamp(p.date_ms / 1000, tz=timezone.utc) for p in line]
+            ax.plot(when, [p.ratio for p in line], marker="o", label=f"{key[0]} {key[1]}, {key[2]}, python {key[3]}")
+            for moment, point in zip(when, line):
+                ax.annotate(point.torch_version, (moment, point.ratio), fontsize=7, rotation=45,
+                            textcoords="offset points", xytext=(0, 6))
+        ax.axhline(1.0, color="black", linewidth=0.8)
+        ax.set_ylabel(f"{BY_RELEASE_DEVICE} speedup over cpu (samples/s ratio)")
+        ax.set_title(title)
+        ax.legend(fontsize=7)
 
 
-def compile_pairs(labels: list[str], eager_ms: list[float], compiled_ms: list[float], speedups: list[float],
-                  out: Path) -> None:
+def compile_pairs(found: list[Pair], out: Path) -> None:
     """Eager and compiled step times side by side, each compiled bar labelled with its speedup."""
-    plt = pyplot()
-    fig, ax = plt.subplots(figsize=(max(6.0, 1.2 * len(labels)), 4.5), layout="constrained")
-    width = 0.38
-    for offset, mode, color, values in ((-width / 2, "eager", "#7f7f7f", eager_ms),
-                                        (width / 2, "compiled", "#ff7f0e", compiled_ms)):
-        bars = ax.bar([i + offset for i in range(len(labels))], values, width, color=color, label=mode)
-        if mode == "compiled":
-            ax.bar_label(bars, labels=[f"{s:.2f}x" for s in speedups], fontsize=7, padding=2)
-    ax.set_xticks(range(len(labels)), labels, fontsize=7)
-    ax.set_yscale("log")
-    ax.set_ylabel("ms per step (lower is better)")
-    ax.set_title("eager against torch.compile (inductor), seed batch, newest build per machine")
-    ax.legend()
-    _save(fig, out)
+    with _figure(out, figsize=(max(6.0, 1.2 * len(found)), 4.5)) as (_, ax):
+        width = 0.38
+        for offset, mode, color, seconds in ((-width / 2, "eager", "#7f7f7f", [p.eager for p in found]),
+                                             (width / 2, "compiled", "#ff7f0e", [p.compiled for p in found])):
+            bars = ax.bar([i + offset for i in range(len(found))], [s * 1e3 for s in seconds], width, color=color, label=mode)
+            if mode == "compiled":
+                ax.bar_label(bars, labels=[f"{p.speedup:.2f}x" for p in found], fontsize=7, padding=2)
+        ax.set_xticks(range(len(found)), [f"{p.model}\n{p.kind}\n{p.machine} {p.device}" for p in found], fontsize=7)
+        ax.set_yscale("log")
+        ax.set_ylabel("ms per step (lower is better)")
+        ax.set_title("eager against torch.compile (inductor), seed batch, newest build per machine")
+        ax.legend()
 
 
 def tokens(machines_devices: list[tuple[str, str]], speeds: list[float], title: str, out: Path) -> None:
     """Decoded tokens per second, one bar per machine and device."""
-    fig, ax = pyplot().subplots(figsize=(max(6.5, 1.6 * len(speeds)), 4.0), layout="constrained")
-    _device_bars(ax, [f"{m}\n{d}" for m, d in machines_devices], speeds, [d for _, d in machines_devices],
-                 [f"{s:.1f}" for s in speeds])
-    ax.set_ylabel("decoded tokens/s (higher is better)")
-    ax.set_title(title, fontsize=10)  # the title fits the narrowest figure (one or two machines)
-    _save(fig, out)
+    with _figure(out, figsize=(max(6.5, 1.6 * len(speeds)), 4.0)) as (_, ax):
+        _device_bars(ax, machines_devices, speeds, [f"{s:.1f}" for s in speeds])
+        ax.set_ylabel("decoded tokens/s (higher is better)")
+        ax.set_title(title, fontsize=10)  # the title fits the narrowest figure (one or two machines)

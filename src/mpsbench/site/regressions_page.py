@@ -1,11 +1,8 @@
 """The published Regressions page re-judged row by row: floors, per-row noise, direction; every channel shown.
 
-``python -m mpsbench.site.regressions_page HTML_DIR --config asv.conf.json`` runs after ``asv publish``
-(scripts/publish, docs/site.md). asv flags every increase beyond one fraction; each jump is judged again with
-:func:`mpsbench.regressions.thresholds.judge` on what asv recorded. Only the slower stay in ``regressions.json``
-and ``regressions.xml``; every judged jump, with its reason, goes to ``regressions-judged.json``.
-asv drops ``branch`` from a graph's params when one branch has results, and its page then shows nothing for
-a listed channel: the branch is put back from the graph's path.
+Run after ``asv publish`` (scripts/publish; docs/site.md): asv flags every increase beyond one fraction, so each
+jump is judged again by :func:`mpsbench.regressions.thresholds.judge`; only the slower stay in ``regressions.json``
+and ``regressions.xml``, and every verdict with its reason goes to ``regressions-judged.json``.
 """
 
 from __future__ import annotations
@@ -42,8 +39,7 @@ def graph_param(graph_path: str, key: str) -> str | None:
 
 
 def graph_url(index: dict[str, Any], name: str, machine: str | None, idx: int | None, commits: str) -> str:
-    """The graph of one row, as asv's own feed links it (relative to the site's root): ``p-NAME=VALUE`` select
-    a parameterized row's combination, as asv's pages do."""
+    """The row's graph as asv's feed links it, relative to the site's root (``p-NAME=VALUE``: a combination of params)."""
     benchmark = name.split("(", 1)[0]
     spec = index.get("benchmarks", {}).get(benchmark, {})
     params = {"machine": machine or ""}
@@ -78,9 +74,9 @@ def judge_site(html: Path, results_dir: Path, rules: thresholds.Rules) -> list[d
     kept_entries, judged, kept_keys = [], [], set()
     for name, graph_path, graph_params, idx, last, best, jumps in detected:
         machine, branch = graph_param(graph_path, "machine"), graph_param(graph_path, "branch")
-        graph_params = dict(graph_params)
         if several_branches and branch and "branch" not in graph_params:
-            graph_params["branch"] = branch  # what asv's page filters each branch's table by
+            # asv drops branch when one branch has results; its page, filtering by it, then shows that channel nothing
+            graph_params["branch"] = branch
         unit = str(index.get("benchmarks", {}).get(name.split("(", 1)[0], {}).get("unit", ""))
         row = rows.get(name)
         kept_jumps = []

@@ -1,8 +1,6 @@
 """The seeds' figures and a summary, regenerated from an asv results directory.
 
-``python -m mpsbench.site.report RESULTS_DIR OUT_DIR`` (or ``mpsbench report``); docs/site.md lists every figure.
-What each figure plots is chosen in mpsbench.site.throughput, drawn in mpsbench.site.figures; this module
-assembles the page.
+docs/site.md lists every figure: mpsbench.site.throughput picks what each plots, mpsbench.site.figures draws it.
 """
 
 from __future__ import annotations
@@ -14,9 +12,10 @@ from pathlib import Path
 from typing import Any
 
 from mpsbench import command, progress
+from mpsbench.measure import models
 from mpsbench.regressions import factor, thresholds
 from mpsbench.results import recorded
-from mpsbench.site import figures, regressions_page, report_modern
+from mpsbench.site import figures, regressions_page
 from mpsbench.site import throughput as tp
 from mpsbench.site.document import Block, Cell, Image, Link, Section, Table, to_html, to_markdown
 from mpsbench.site.timeline_reader import Timeline, timeline_from_config
@@ -29,10 +28,10 @@ log = progress.logger(__name__)
 def _per_model(save: figures.Save, results: tp.Results, name: str, what: str, present: set[str],
                draw: Callable[[str, Path], None]) -> list[Block]:
     """One figure per model of ``present``, ``NAME_MODEL.png``, drawn by ``draw(model, path)``."""
-    models = [model for model in tp.models_in(results) if model in present]
-    for model in models:
+    drawn = [model for model in tp.models_in(results) if model in present]
+    for model in drawn:
         draw(model, save(f"{name}_{model}.png"))
-    return [Image(f"{name}_{model}.png", f"{model} {what}") for model in models]
+    return [Image(f"{name}_{model}.png", f"{model} {what}") for model in drawn]
 
 
 def _builds_section(results: tp.Results, results_dir: Path, timeline: Timeline, limit: float) -> Section:
@@ -91,7 +90,7 @@ def _by_release_section(results_dir: Path, timeline: Timeline, save: figures.Sav
     points = tp.speedup_by_release(results_dir, timeline)
     if not points:
         return Section(title, [f"No build has both {tp.BY_RELEASE_DEVICE} and cpu results."])
-    figures.by_release(points, save("speedup_by_release.png"))
+    figures.by_release(points, title, save("speedup_by_release.png"))
     return Section(title, [
         Image("speedup_by_release.png", title),
         "Each build at its date; each line one Python (the era needs two: no Python has wheels for every"
@@ -102,25 +101,65 @@ def _by_release_section(results_dir: Path, timeline: Timeline, save: figures.Sav
     ])
 
 
+def _compile_section(results: tp.Results, save: figures.Save) -> Section:
+    title = "Eager against torch.compile"
+    found = tp.eager_and_compiled(results)
+    if not found:
+        return Section(title, ["No machine has compiled results beside eager ones (benchmark_compile)."])
+    figures.compile_pairs(found, save("compile.png"))
+    return Section(title, [
+        Image("compile.png", "eager against compiled step times"),
+        "Speedup is eager over compiled step time; compile time is the compiled step's first call.",
+        Table(["machine", "device", "kind", "model", "eager ms", "compiled ms", "speedup", "compile s"],
+              [[p.machine, p.device, p.kind, p.model, figures.ms(p.eager), figures.ms(p.compiled), f"{p.speedup:.2f}x",
+                "-" if p.compile_seconds is None else f"{p.compile_seconds:.1f}"] for p in found]),
+    ])
+
+
+PREFILL = "benchmark_modern.LlmPrefill.time_prefill"
+DECODE = "benchmark_modern.LlmDecode.time_decode"
+
+
+def _tokens_section(results: tp.Results, save: figures.Save) -> Section:
+    """Tokens/s is batch over ``LlmDecode.time_decode``; prefill is the time to the first token."""
+    sizes = models.LLAMA_GENERATION  # the fixed batch, prompt and token count the rows were measured at
+    title = "Small Llama: tokens per second"
+    rows = results.newest({PREFILL, DECODE})
+    prefill = {(m, p["device"], p["model"]): v for m, p, v in rows[PREFILL]}
+    decode = sorted((m, str(p["device"]), str(p["model"]), v) for m, p, v in rows[DECODE])
+    if not decode:
+        return Section(title, ["No machine has decode results (benchmark_modern.LlmDecode)."])
+    figures.tokens([(m, d) for m, d, _, _ in decode], [sizes["batch"] / seconds for _, _, _, seconds in decode],
+                   f"{models.LLAMA_NAME}: greedy decode after a {sizes['prompt_tokens']}-token prompt, batch {sizes['batch']}",
+                   save("tokens.png"))
+    table: list[list[Cell]] = [[m, d, model, f"{sizes['batch'] / seconds:.1f}", figures.ms(seconds),
+                                figures.ms(prefill[(m, d, model)]) if (m, d, model) in prefill else "-"]
+                               for m, d, model, seconds in decode]
+    return Section(title, [
+        Image("tokens.png", "decode tokens per second"),
+        f"Decode: {sizes['new_tokens']} new tokens through the KV cache; prefill: the {sizes['prompt_tokens']}-token prompt "
+        "(time to first token).",
+        Table(["machine", "device", "model", "tokens/s", "ms/token", "prefill ms"], table),
+    ])
+
+
 def _changes_section(results: tp.Results, rules: thresholds.Rules) -> Section:
     changes = tp.build_changes(results)
     log.info(f"comparing each machine's newest two builds: {len(changes)} workloads")
     if not changes:
         return Section("Build over build", ["No machine has results for two builds yet."])
-    verdicts = []
-    for c in changes:  # judged by the one rule (mpsbench.regressions.thresholds), from the statistics asv recorded
-        old, new = results.recorded.get(c.machine, c.old, c.row), results.recorded.get(c.machine, c.new, c.row)
-        judged = thresholds.judge(rules, c.row.entry, "seconds", old, new) if old and new else None
-        verdicts.append(judged.verdict if judged and judged.verdict != "unchanged" else "")
+    # judged by the one rule (mpsbench.regressions.thresholds), from the statistics asv recorded
+    verdicts = [thresholds.judge(rules, c.row.entry, "seconds", c.before, c.after).verdict for c in changes]
     return Section("Build over build", [
         "Step time of each machine's newest build over its previous one, each row judged with the statistics asv "
         "recorded and its own threshold (docs/site.md); slower and faster are highlighted, noisy and not "
         "significant are said.",
         Table(["machine", "kind", "model", "device", "batch", "old ms", "new ms", "new/old", "change"],
               [[c.machine, c.workload.kind, c.workload.model, c.workload.device, str(c.workload.batch),
-                figures.ms(c.old_seconds), figures.ms(c.new_seconds), f"{c.ratio:.3f}", mark]
-               for c, mark in zip(changes, verdicts)],
-              [mark if mark in ("slower", "faster") else "" for mark in verdicts]),
+                figures.ms(c.before.value), figures.ms(c.after.value), f"{c.ratio:.3f}",
+                "" if verdict == "unchanged" else verdict]
+               for c, verdict in zip(changes, verdicts)],
+              [verdict if verdict in ("slower", "faster") else "" for verdict in verdicts]),
     ])
 
 
@@ -129,18 +168,14 @@ def _regressions_section(site: Path | None, timeline: Timeline) -> Section:
     if site is None:
         return Section(title, ["Not read: pass --site with the published html_dir."])
     found = regressions_page.latest(site, timeline)
-    blocks: list[Block] = []
-    if not found:
-        blocks.append("No regression: asv detected none, or none held up row by row (below).")
-    else:
-        blocks += [
-            "From the site's regressions.json (the Regressions tab and the regressions.xml feed hold the same),"
-            " after each jump was judged row by row with its recorded statistics (docs/site.md); newest first.",
-            Table(["benchmark", "graph", "machine", "after/before", "builds", "PyTorch commits"],
-                  [[r.benchmark, Link("graph", f"../{r.graph}"), r.machine, f"{r.ratio:.2f}x",
-                    f"{r.old_commit[:8]}..{r.new_commit[:8]}" if r.old_commit else r.new_commit[:8],
-                    timeline.pytorch_range(r.old_commit, r.new_commit)] for r in found]),
-        ]
+    blocks: list[Block] = [
+        "From the site's regressions.json (the Regressions tab and the regressions.xml feed hold the same),"
+        " after each jump was judged row by row with its recorded statistics (docs/site.md); newest first.",
+        Table(["benchmark", "graph", "machine", "after/before", "builds", "PyTorch commits"],
+              [[r.benchmark, Link("graph", f"../{r.graph}"), r.machine, f"{r.ratio:.2f}x",
+                f"{r.old_commit[:8]}..{r.new_commit[:8]}" if r.old_commit else r.new_commit[:8],
+                timeline.pytorch_range(r.old_commit, r.new_commit)] for r in found]),
+    ] if found else ["No regression: asv detected none, or none held up row by row (below)."]
     aside = regressions_page.set_aside(site)
     if aside:
         blocks += [
@@ -152,8 +187,8 @@ def _regressions_section(site: Path | None, timeline: Timeline) -> Section:
     return Section(title, blocks)
 
 
-def build(results_dir: Path, out_dir: Path, config: Path | None = None, site: Path | None = None) -> list[Path]:
-    """Write the figures, summary.md and summary.html into ``out_dir``; return the files written.
+def build(results_dir: Path, out_dir: Path, config: Path | None = None, site: Path | None = None) -> None:
+    """Write the figures, summary.md and summary.html into ``out_dir``.
 
     ``config`` (default ./asv.conf.json if present): the factor and the timeline; ``site``: asv's regressions."""
     log.info(f"reading results from {results_dir}")
@@ -165,7 +200,7 @@ def build(results_dir: Path, out_dir: Path, config: Path | None = None, site: Pa
     log.info(f"{results.recorded.files} results files, {len(results.machines)} machines, "
              f"{len(results.recorded.dates)} builds")
     out_dir.mkdir(parents=True, exist_ok=True)
-    written: list[Path] = []
+    written: list[Path] = []  # for the closing count
 
     def save(name: str) -> Path:
         path = out_dir / name
@@ -179,8 +214,8 @@ def build(results_dir: Path, out_dir: Path, config: Path | None = None, site: Pa
         _by_release_section(results_dir, timeline, save),
         _machines_section(results, save),
         _batches_section(results, save),
-        report_modern.compile_section(results, save),
-        report_modern.tokens_section(results, save),
+        _compile_section(results, save),
+        _tokens_section(results, save),
         _changes_section(results, thresholds.Rules.from_config(config)),
         _regressions_section(site, timeline),
     ]
@@ -188,7 +223,6 @@ def build(results_dir: Path, out_dir: Path, config: Path | None = None, site: Pa
     save("summary.md").write_text(to_markdown(title, sections), encoding="utf-8")
     save("summary.html").write_text(to_html(title, sections), encoding="utf-8")
     log.info(f"done: {len(written)} files in {out_dir}")
-    return written
 
 
 def run(args: argparse.Namespace) -> int:

@@ -11,6 +11,7 @@ import argparse
 import base64
 import hashlib
 import html
+import io
 import os
 import re
 import sys
@@ -31,17 +32,6 @@ class SiteAssetError(Exception):
 
 
 @dataclass(frozen=True)
-class Package:
-    name: str
-    version: str
-    integrity: str  # the registry's sha512 for the tarball
-
-    @property
-    def spec(self) -> str:
-        return f"{self.name}@{self.version}"
-
-
-@dataclass(frozen=True)
 class Asset:
     """A CDN URL in asv's pages and the file of an npm package that replaces it."""
 
@@ -54,22 +44,15 @@ class Asset:
     companions: tuple[str, ...] = ()
 
 
-PACKAGES: dict[str, Package] = {
-    package.name: package
-    for package in (
-        Package("jquery", "3.3.1",
-                "sha512-Ubldcmxp5np52/ENotGxlLe6aGMvmF4R8S6tZjsP6Knsaxd/xp3Zrh50cG93lR6nPXyUFwzN3ZSOQI0wRJNdGg=="),
-        Package("flot", "0.8.3",
-                "sha512-xg2otcTJDvS+ERK+my4wxG/ASq90QURXtoM4LhacCq0jQW2jbyjdttbRNqU2cPykrpMvJ6b2uSp6SAgYAzj9tQ=="),
-        Package("flot-orderbars", "1.0.0",
-                "sha512-Jv51fvzevUjNXEeozpwEKfPjhiZhfiJddv0WHjduUTCmSF+7T5K7C9c9Y1wIVmUhDBv5fLMjgbwKecT0GIKPZA=="),
-        Package("stupid-table-plugin", "1.1.3",
-                "sha512-2Vk7XouQPxUQPRe9w0Fu7ZZ8kHLK7rDoLMsCgtKxRNJ7f4dSOGvW9CkHsq5wD6QsaEnWoyLBYH3xOEsrK3yWBg=="),
-        Package("blueimp-md5", "2.19.0",
-                "sha512-DRQrD6gJyy8FbiE4s+bDoXS9hiW3Vbx5uCdwvcCf3zLHL+Iv7LtGHLpr+GZV8rHG8tK766FGYBwRbu8pELTt+w=="),
-        Package("bootstrap", "3.1.1",
-                "sha512-TAzqS8E/ISpVHP29gYhy+1NSV+FJwApDVQhDfgLYsIuUDJiqJzH2DfORN5tiu+Ie2iBLrzEG34t4Rf465cigqg=="),
-    )
+# NAME@VERSION -> the registry's sha512 for its tarball
+PACKAGES: dict[str, str] = {
+    "jquery@3.3.1": "sha512-Ubldcmxp5np52/ENotGxlLe6aGMvmF4R8S6tZjsP6Knsaxd/xp3Zrh50cG93lR6nPXyUFwzN3ZSOQI0wRJNdGg==",
+    "flot@0.8.3": "sha512-xg2otcTJDvS+ERK+my4wxG/ASq90QURXtoM4LhacCq0jQW2jbyjdttbRNqU2cPykrpMvJ6b2uSp6SAgYAzj9tQ==",
+    "flot-orderbars@1.0.0": "sha512-Jv51fvzevUjNXEeozpwEKfPjhiZhfiJddv0WHjduUTCmSF+7T5K7C9c9Y1wIVmUhDBv5fLMjgbwKecT0GIKPZA==",
+    "stupid-table-plugin@1.1.3":
+        "sha512-2Vk7XouQPxUQPRe9w0Fu7ZZ8kHLK7rDoLMsCgtKxRNJ7f4dSOGvW9CkHsq5wD6QsaEnWoyLBYH3xOEsrK3yWBg==",
+    "blueimp-md5@2.19.0": "sha512-DRQrD6gJyy8FbiE4s+bDoXS9hiW3Vbx5uCdwvcCf3zLHL+Iv7LtGHLpr+GZV8rHG8tK766FGYBwRbu8pELTt+w==",
+    "bootstrap@3.1.1": "sha512-TAzqS8E/ISpVHP29gYhy+1NSV+FJwApDVQhDfgLYsIuUDJiqJzH2DfORN5tiu+Ie2iBLrzEG34t4Rf465cigqg==",
 }
 
 _CDNJS = "https://cdnjs.cloudflare.com/ajax/libs"
@@ -79,18 +62,18 @@ _BOOTSTRAP_FONTS = tuple(f"dist/fonts/glyphicons-halflings-regular.{ext}" for ex
 ASSETS: dict[str, Asset] = {
     asset.url: asset
     for asset in (
-        Asset("https://code.jquery.com/jquery-3.3.1.min.js", "jquery", "dist/jquery.min.js"),
-        *(Asset(f"{_CDNJS}/flot/0.8.3/jquery.flot{plugin}.min.js", "flot", f"jquery.flot{plugin}.js",
+        Asset("https://code.jquery.com/jquery-3.3.1.min.js", "jquery@3.3.1", "dist/jquery.min.js"),
+        *(Asset(f"{_CDNJS}/flot/0.8.3/jquery.flot{plugin}.min.js", "flot@0.8.3", f"jquery.flot{plugin}.js",
                 "cdnjs serves its own minified flot 0.8.3; npm's flot@0.8.3 is the same release unminified")
           for plugin in ("", ".time", ".selection", ".categories")),
-        Asset("https://cdn.jsdelivr.net/npm/flot-orderbars@1.0.0/js/jquery.flot.orderBars.js", "flot-orderbars",
+        Asset("https://cdn.jsdelivr.net/npm/flot-orderbars@1.0.0/js/jquery.flot.orderBars.js", "flot-orderbars@1.0.0",
               "js/jquery.flot.orderBars.js"),
-        Asset(f"{_CDNJS}/stupidtable/1.0.1/stupidtable.min.js", "stupid-table-plugin", "stupidtable.min.js",
+        Asset(f"{_CDNJS}/stupidtable/1.0.1/stupidtable.min.js", "stupid-table-plugin@1.1.3", "stupidtable.min.js",
               "stupidtable 1.0.1 is not on npm; stupid-table-plugin@1.1.3 is the same plugin, API-compatible"),
-        Asset(f"{_CDNJS}/blueimp-md5/2.19.0/js/md5.min.js", "blueimp-md5", "js/md5.min.js"),
-        Asset("https://cdn.jsdelivr.net/npm/bootstrap@3.1.1/dist/js/bootstrap.min.js", "bootstrap",
+        Asset(f"{_CDNJS}/blueimp-md5/2.19.0/js/md5.min.js", "blueimp-md5@2.19.0", "js/md5.min.js"),
+        Asset("https://cdn.jsdelivr.net/npm/bootstrap@3.1.1/dist/js/bootstrap.min.js", "bootstrap@3.1.1",
               "dist/js/bootstrap.min.js"),
-        Asset("https://cdn.jsdelivr.net/npm/bootstrap@3.1.1/dist/css/bootstrap.min.css", "bootstrap",
+        Asset("https://cdn.jsdelivr.net/npm/bootstrap@3.1.1/dist/css/bootstrap.min.css", "bootstrap@3.1.1",
               "dist/css/bootstrap.min.css", companions=_BOOTSTRAP_FONTS),
     )
 }
@@ -156,13 +139,20 @@ def _fetch(url: str, integrity: str, path: Path, what: str) -> bytes:
     return data
 
 
-def tarball(package: Package, cache: Path) -> Path:
-    """The package's registry tarball, from the cache or fetched over HTTPS; integrity-checked either way."""
-    path = cache / f"{package.name}-{package.version}.tgz"
+def package_file(spec: str, path: str, cache: Path) -> bytes:
+    """A file of the package's registry tarball, from the cache or fetched over HTTPS; integrity-checked either way."""
+    name, _, version = spec.rpartition("@")
     registry = (os.environ.get(REGISTRY_ENV) or REGISTRY).rstrip("/")  # the metadata's dist.tarball
-    url = f"{registry}/{package.name}/-/{package.name.rsplit('/', 1)[-1]}-{package.version}.tgz"
-    _fetch(url, package.integrity, path, package.spec)
-    return path
+    url = f"{registry}/{name}/-/{name.rsplit('/', 1)[-1]}-{version}.tgz"
+    tarball = _fetch(url, PACKAGES[spec], cache / f"{name}-{version}.tgz", spec)
+    with tarfile.open(fileobj=io.BytesIO(tarball), mode="r:gz") as archive:
+        try:
+            member = archive.extractfile(f"package/{path}")
+        except KeyError:
+            member = None
+        if member is None:
+            raise SiteAssetError(f"{spec} has no file {path}")
+        return member.read()
 
 
 def original(url: str, integrity: str, cache: Path) -> bytes | None:
@@ -172,17 +162,6 @@ def original(url: str, integrity: str, cache: Path) -> bytes | None:
     except SiteAssetError as exc:
         log.info(f"{url} unusable ({exc}): its npm substitute stands in")
         return None
-
-
-def _member(tarball_path: Path, package: Package, path: str) -> bytes:
-    with tarfile.open(tarball_path, "r:gz") as archive:
-        try:
-            member = archive.extractfile(f"package/{path}")
-        except KeyError:
-            member = None
-        if member is None:
-            raise SiteAssetError(f"{package.spec} has no file {path}")
-        return member.read()
 
 
 @dataclass(frozen=True)
@@ -217,8 +196,7 @@ def external_loads(page: Path) -> Iterator[Load]:
 
 
 def _local_path(asset: Asset, path: str | None = None) -> str:
-    package = PACKAGES[asset.package]
-    return f"{VENDOR}/{package.spec}/{path or asset.path}"
+    return f"{VENDOR}/{asset.package}/{path or asset.path}"
 
 
 def _rewrite(text: str, local: dict[str, tuple[str, str]]) -> str:
@@ -254,19 +232,19 @@ def make_offline(html_dir: Path, cache: Path = CACHE) -> list[str]:
     page_integrity = {load.url: load.integrity for load in reversed(loads)}  # the first page's, where several
     for url in sorted(page_integrity):
         asset = ASSETS[url]
-        package = PACKAGES[asset.package]
-        archive = tarball(package, cache)
         integrity = page_integrity[url]
+        data = package_file(asset.package, asset.path, cache)
         exact = original(url, integrity, cache) if asset.substitute and integrity else None
-        data = exact if exact is not None else _member(archive, package, asset.path)
-        if asset.substitute and exact is None:
-            substitutes.add(f"{package.spec} ({asset.substitute})")
+        if exact is not None:  # checked against the page's own hash as it was fetched
+            data = exact
+        elif asset.substitute:
+            substitutes.add(f"{asset.package} ({asset.substitute})")
         elif integrity:
-            check_integrity(data, integrity, f"{package.spec}/{asset.path}")
+            check_integrity(data, integrity, f"{asset.package}/{asset.path}")
         for path in (asset.path, *asset.companions):
             target = html_dir / _local_path(asset, path)
             target.parent.mkdir(parents=True, exist_ok=True)
-            target.write_bytes(data if path == asset.path else _member(archive, package, path))
+            target.write_bytes(data if path == asset.path else package_file(asset.package, path, cache))
             written.append(_local_path(asset, path))
         local[url] = (_local_path(asset), sri(data, _algorithm(integrity) if integrity else "sha384"))
     for substitute in sorted(substitutes):

@@ -2,6 +2,7 @@
 
 Throughput is batch over asv's median ``time_step`` (else ``*Capacity.track_throughput``), at each machine's
 newest build and the model's seed batch, else its largest (docs/site.md); a speedup is a ratio of throughputs.
+A compiled step (benchmark_compile) is paired with the eager ``time_step`` of benchmark_models or benchmark_modern.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from mpsbench.measure import devices, models
 from mpsbench.results import recorded
 from mpsbench.site.timeline_reader import Timeline
 
@@ -36,6 +38,9 @@ class Step:
     batch: int
 
 
+Timed = tuple[recorded.Row, recorded.Measured]  # a time_step row and what asv recorded for it
+
+
 @dataclass
 class Results:
     """Throughput per machine, build and workload, beside the rows it was read from."""
@@ -43,16 +48,15 @@ class Results:
     recorded: recorded.Recorded
     param_names: dict[str, tuple[str, ...]]  # benchmark -> its params' names (benchmarks.json)
     samples: dict[tuple[str, str], dict[Step, float]] = field(default_factory=dict)  # (machine, build) -> samples/s
-    seconds: dict[tuple[str, str, Step], float] = field(default_factory=dict)  # the step times asv timed
+    timed: dict[tuple[str, str, Step], Timed] = field(default_factory=dict)  # the step times asv timed
 
     @property
     def machines(self) -> list[str]:
         return sorted({machine for machine, _ in self.samples})
 
     def builds(self, machine: str) -> list[str]:
-        """The machine's builds with results, oldest first."""
-        found = {commit for m, commit in self.samples if m == machine}
-        return sorted(found, key=lambda commit: (self.recorded.dates.get(commit, 0), commit))
+        """The machine's builds with throughput results, oldest first."""
+        return [commit for commit in self.recorded.builds(machine) if (machine, commit) in self.samples]
 
     def newest(self, names: set[str]) -> dict[str, list[tuple[str, dict[str, Any], float]]]:
         """Each named benchmark's positive values on each machine's newest build: (machine, params by name, value)."""
@@ -76,7 +80,7 @@ def _results(found: recorded.Recorded, param_names: dict[str, tuple[str, ...]]) 
             workload = Step(kind, str(params["model"]), str(params["device"]), int(params["batch_size"]))
             samples = results.samples.setdefault((machine, commit), {})
             if metric == TIME:  # a step time wins over a capacity throughput of the same workload
-                results.seconds[(machine, commit, workload)] = measured.value
+                results.timed[(machine, commit, workload)] = (row, measured)
                 samples[workload] = workload.batch / measured.value
             else:
                 samples.setdefault(workload, measured.value)
@@ -90,8 +94,6 @@ def load(results_dir: Path) -> Results:
 
 def seed_batch(model: str) -> int | None:
     """The batch size of the measurement that motivated the model (models.py), if it is registered."""
-    from mpsbench.measure import models  # imports torch: only when a report is made
-
     spec = models.REGISTRY.get(model)
     return spec.seed_batch_size if spec else None
 
@@ -122,14 +124,10 @@ def _in_order(present: set[str], names: tuple[str, ...]) -> list[str]:
 
 
 def models_in(results: Results) -> list[str]:
-    from mpsbench.measure import models
-
     return _in_order({w.model for measured in results.samples.values() for w in measured}, models.NAMES)
 
 
 def devices_in(results: Results, machine: str, commit: str, model: str) -> list[str]:
-    from mpsbench.measure import devices
-
     return _in_order({w.device for w in results.samples[(machine, commit)] if w.model == model}, devices.NAMES)
 
 
@@ -195,18 +193,14 @@ class Change:
     old: str
     new: str
     workload: Step
-    old_seconds: float
-    new_seconds: float
+    row: recorded.Row  # the time_step row both builds timed
+    before: recorded.Measured
+    after: recorded.Measured
 
     @property
     def ratio(self) -> float:
         """New step time over old: above the factor is slower."""
-        return self.new_seconds / self.old_seconds
-
-    @property
-    def row(self) -> recorded.Row:
-        w = self.workload
-        return recorded.Row(f"{CLASSES[w.kind]}.{TIME}", (repr(w.device), repr(w.model), str(w.batch)))
+        return self.after.value / self.before.value
 
 
 def build_changes(results: Results) -> list[Change]:
@@ -218,10 +212,50 @@ def build_changes(results: Results) -> list[Change]:
             continue
         old, new = builds[-2], builds[-1]
         for workload in sorted(results.samples[(machine, new)]):
-            old_key, new_key = (machine, old, workload), (machine, new, workload)
-            if old_key in results.seconds and new_key in results.seconds:
-                found.append(Change(machine, old, new, workload, results.seconds[old_key], results.seconds[new_key]))
+            before, after = results.timed.get((machine, old, workload)), results.timed.get((machine, new, workload))
+            if before and after:
+                found.append(Change(machine, old, new, workload, after[0], before[1], after[1]))
     return found
+
+
+COMPILED = {"training": "benchmark_compile.CompiledTraining", "inference": "benchmark_compile.CompiledInference"}
+EAGER = {
+    "training": (f"{CLASSES['training']}.{TIME}", f"benchmark_modern.ModernTraining.{TIME}"),
+    "inference": (f"{CLASSES['inference']}.{TIME}", f"benchmark_modern.ModernInference.{TIME}"),
+}
+
+
+@dataclass(frozen=True)
+class Pair:
+    machine: str
+    kind: str
+    device: str
+    model: str
+    eager: float  # seconds per step
+    compiled: float
+    compile_seconds: float | None
+
+    @property
+    def speedup(self) -> float:
+        return self.eager / self.compiled
+
+
+def eager_and_compiled(results: Results) -> list[Pair]:
+    """(e) each compiled step beside its eager twin at the seed batch (each machine's newest build)."""
+    names = {f"{cls}.{method}" for cls in COMPILED.values() for method in (TIME, "track_compile_seconds")}
+    names |= {name for eager in EAGER.values() for name in eager}
+    rows = results.newest(names)
+    found = []
+    for kind, cls in COMPILED.items():
+        compile_seconds = {(m, p["device"], p["model"]): v for m, p, v in rows[f"{cls}.track_compile_seconds"]}
+        eager = {(m, p["device"], p["model"], p["batch_size"]): v for name in EAGER[kind] for m, p, v in rows[name]}
+        for machine, params, seconds in rows[f"{cls}.{TIME}"]:
+            device, model = str(params["device"]), str(params["model"])
+            twin = eager.get((machine, device, model, seed_batch(model)))
+            if twin is not None:
+                found.append(Pair(machine, kind, device, model, twin, seconds,
+                                  compile_seconds.get((machine, device, model))))
+    return sorted(found, key=lambda p: (p.machine, p.device, p.kind, p.model))
 
 
 BY_RELEASE_DEVICE = "mps"
@@ -241,8 +275,8 @@ class ReleasePoint:
     ratio: float
 
 
-def speedup_by_release(results_dir: Path, timeline: Timeline, device: str = BY_RELEASE_DEVICE) -> list[ReleasePoint]:
-    """Every build's ``device`` speedup over cpu (seed batch, as in the speedup figure), per Python."""
+def speedup_by_release(results_dir: Path, timeline: Timeline) -> list[ReleasePoint]:
+    """Every build's mps speedup over cpu (seed batch, as in the speedup figure), per Python."""
     names = recorded.param_names(results_dir)
     found = []
     for python, each in sorted(recorded.load_each_python(results_dir, strict=False).items()):
@@ -253,5 +287,5 @@ def speedup_by_release(results_dir: Path, timeline: Timeline, device: str = BY_R
                 for model in models_in(results):
                     found += [ReleasePoint(python, machine, s.kind, model, version, each.dates.get(commit, 0),
                                            timeline.link(commit), s.ratio)
-                              for s in _speedups(results, machine, commit, model, [device])]
+                              for s in _speedups(results, machine, commit, model, [BY_RELEASE_DEVICE])]
     return found
