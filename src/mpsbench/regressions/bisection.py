@@ -1,10 +1,8 @@
 """``mpsbench bisect GOOD BAD -b BENCH``: the first build between two that made one combination slower.
 
-Each pass measures GOOD, BAD and up to PER_PASS candidates between them in ONE
-interleaved asv run (fresh.Session.rounds), judged by compare's rule; the first
-pass must confirm BAD slower than GOOD. Exit 0: found; 3: a candidate stayed
-undecided; 2: bad input or unconfirmed endpoints. ``--nightlies [N]`` searches on
-among PyTorch's nightlies between two adjacent builds (nightlies.py, docs/bisect.md).
+Each pass measures GOOD, BAD and up to PER_PASS candidates between them in ONE interleaved asv run, judged by
+compare's rule; the first pass must confirm BAD slower than GOOD. Exit 0: found; 3: a candidate stayed undecided;
+2: bad input or unconfirmed endpoints. ``--nightlies [N]``: nightlies.py (docs/bisect.md).
 """
 
 from __future__ import annotations
@@ -13,7 +11,7 @@ import argparse
 from collections.abc import Callable
 
 from mpsbench import command
-from mpsbench.builds import history, timeline
+from mpsbench.builds import history
 from mpsbench.builds import manifest as mf
 from mpsbench.regressions import compare, fresh, nightlies, verdict
 
@@ -42,10 +40,9 @@ def _ms(values: list[float]) -> str:
 
 
 def cmd_bisect(args: argparse.Namespace) -> int:
-    manifest, (good, bad) = fresh.name_builds([args.good, args.bad], args.manifest, args.timeline)
+    manifest, generated, (good, bad) = fresh.name_builds([args.good, args.bad], args.manifest, args.timeline)
     between = _path(manifest, good, bad)
-    generated = timeline.compute(manifest, args.timeline)
-    named = {name: fresh.Named(name, generated.commits[name], manifest.find(name)) for name in between}
+    named = {name: fresh.Named(name, generated.commits[name]) for name in between}
     gaps = nightlies.Gaps(args, manifest, generated)  # refuses a bad --nightlies before anything runs
     regression = compare.regression_factor(args)
     rows = [["build", "role", "fast ms", "vs GOOD", "interval", "p", "vs BAD", "verdict"]]
@@ -122,8 +119,7 @@ def _spread(names: list[str], most: int = PER_PASS) -> list[str]:
 
 def _pass_decided(good: str, bad: str, candidates: list[str],
                   confirmed: bool) -> Callable[[dict[compare.Pair, verdict.Verdict]], bool]:
-    """A pass may stop once the endpoints are decided (when not yet confirmed) and the oldest
-    candidates are classified up to the first bad one (or all of them good)."""
+    """Once the endpoints are decided (until confirmed) and the candidates classified up to the first bad one."""
 
     def decided(verdicts: dict[compare.Pair, verdict.Verdict]) -> bool:
         endpoint = verdicts[(good, bad)].decision

@@ -1,10 +1,8 @@
 """``mpsbench compare A B -b BENCH``: is build B slower than build A, measured afresh?
 
-Rounds of fresh processes (fresh.Session: one asv process per build and round,
-the order alternating) until the rule of verdict.py decides or the round budget
-is spent. Exit 0: unchanged (or faster) within the regression factor; 1: slower;
-3: undecided, with the reason and what to do. Nothing is written into the
-recorded results: asv writes into a scratch folder that is deleted afterwards.
+Rounds of fresh, interleaved processes into a scratch folder, never the recorded results (fresh.Session), until
+verdict.py's rule decides or the budget is spent.
+Exit 0: unchanged (or faster) within the regression factor; 1: slower; 3: undecided, with the reason and what to do.
 """
 
 from __future__ import annotations
@@ -26,20 +24,19 @@ Pair = tuple[str, str]
 
 @dataclass
 class Measured:
-    """Each build's process times (its fastest sample, seconds, in round order), sample count, and verdicts so far."""
+    """Each build's process times (its fastest sample, seconds, in round order) and the verdicts so far."""
 
     times: dict[str, list[float]]
-    samples: dict[str, int]
     verdicts: dict[Pair, verdict.Verdict] = field(default_factory=dict)
 
 
 def measure(session: fresh.Session, builds: list[fresh.Named], pairs: list[Pair], regression: float,
-            min_rounds: int, max_rounds: int, done: Callable[[dict[Pair, verdict.Verdict]], bool] | None = None,
-            say: Callable[[str], None] = print) -> Measured:
+            min_rounds: int, max_rounds: int,
+            done: Callable[[dict[Pair, verdict.Verdict]], bool] | None = None) -> Measured:
     """Interleaved rounds (one asv run) until every pair is decided (or ``done`` says so) or ``max_rounds`` is spent."""
     alpha = verdict.per_look_alpha(min_rounds, max_rounds)
     looks = verdict.looks(min_rounds, max_rounds)
-    measured = Measured({b.name: [] for b in builds}, {b.name: 0 for b in builds})
+    measured = Measured({b.name: [] for b in builds})
     done = done or (lambda verdicts: all(v.decision != verdict.UNDECIDED for v in verdicts.values()))
     started = time.monotonic()
     rounds = session.rounds(builds, max_rounds)
@@ -47,11 +44,10 @@ def measure(session: fresh.Session, builds: list[fresh.Named], pairs: list[Pair]
         for times in rounds:
             before = len(measured.times[builds[0].name])
             measured.times = times
-            measured.samples = {name: len(values) * fresh.SAMPLES for name, values in times.items()}
             count = len(times[builds[0].name])
             for number in range(before + 1, count + 1):
                 shown = ", ".join(f"{b.name} {times[b.name][number - 1] * 1e3:.2f} ms" for b in builds)
-                say(f"round {number}: {shown}  ({time.monotonic() - started:.0f} s)")
+                print(f"round {number}: {shown}  ({time.monotonic() - started:.0f} s)")
             if any(before < look <= count for look in looks):  # a look was due (asv may finish two rounds at once)
                 measured.verdicts = {
                     (a, b): verdict.judge(times[a], times[b], regression, alpha, session.quieter) for a, b in pairs
@@ -69,7 +65,7 @@ def summary(measured: Measured, a: str, b: str) -> list[str]:
     lines = [
         f"{label} {name}: fast mode {verdict.fast_mode(measured.times[name]) * 1e3:.3f} ms, median"
         f" {statistics.median(measured.times[name]) * 1e3:.3f} ms over {len(measured.times[name])} processes"
-        f" ({measured.samples[name]} samples)"
+        f" ({len(measured.times[name]) * fresh.SAMPLES} samples)"
         for label, name in (("A", a), ("B", b))
     ]
     lines.append(
@@ -129,7 +125,7 @@ def regression_factor(args: argparse.Namespace) -> float:
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
-    _, (a, b) = fresh.name_builds([args.a, args.b], args.manifest, args.timeline)
+    _, _, (a, b) = fresh.name_builds([args.a, args.b], args.manifest, args.timeline)
     if a.name == b.name:
         raise fresh.FreshError(f"A and B are the same build ({a.name}): name two builds")
     regression = regression_factor(args)

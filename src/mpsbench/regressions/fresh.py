@@ -39,14 +39,14 @@ class FreshError(ValueError):
 
 @dataclass(frozen=True)
 class Named:
-    """A build as the user named it, with its manifest entry and timeline commit."""
+    """A build as the user named it, with its timeline commit."""
 
     name: str  # CHANNEL@ID
     commit: str
-    build: mf.Build
 
 
-def name_builds(refs: list[str], manifest_path: Path, timeline_path: Path) -> tuple[mf.Manifest, list[Named]]:
+def name_builds(refs: list[str], manifest_path: Path,
+                timeline_path: Path) -> tuple[mf.Manifest, timeline.Generated, list[Named]]:
     """Resolve CHANNEL@ID, timeline hashes (prefixes) and tags; writes the timeline's objects and refs."""
     manifest = mf.load(manifest_path)
     generated = timeline.generate(manifest, timeline_path)
@@ -54,11 +54,11 @@ def name_builds(refs: list[str], manifest_path: Path, timeline_path: Path) -> tu
     for ref in refs:
         tagged = [name for name in generated.commits if manifest.find(name).tag == ref]
         try:
-            name, build = (tagged[0], manifest.find(tagged[0])) if tagged else history._resolve_ref(manifest, generated, ref)
+            name = tagged[0] if tagged else history._resolve_ref(manifest, generated, ref)[0]
         except (mf.ManifestError, history.HistoryError) as exc:
             raise FreshError(f"unknown build {ref!r}: {exc}") from None
-        found.append(Named(name, generated.commits[name], build))
-    return manifest, found
+        found.append(Named(name, generated.commits[name]))
+    return manifest, generated, found
 
 
 def lineage(manifest: mf.Manifest, name: str) -> list[str]:
@@ -74,8 +74,8 @@ def lineage(manifest: mf.Manifest, name: str) -> list[str]:
 class Session:
     """Fresh processes of one benchmark combination for chosen builds; never the recorded results."""
 
-    def __init__(self, bench: str, machine: str, timeline_path: Path, channels: list[str], workdir: Path = WORKDIR,
-                 root: Path = asvconf.ROOT, log: Path | None = None, threads: int | None = None) -> None:
+    def __init__(self, bench: str, machine: str, timeline_path: Path, channels: list[str], root: Path,
+                 log: Path | None, threads: int | None) -> None:
         self.bench, self.machine, self.log = bench, machine, log
         # asv hands its environment to the benchmark processes: OMP_NUM_THREADS sizes torch's intra-op pool
         # (read when torch starts), for both builds alike; None keeps torch's default, as recorded runs have it.
@@ -84,15 +84,12 @@ class Session:
         self.quieter = verdict.QUIETER + ("" if threads else " or, for a cpu row on a busy machine, --threads 1")
         self._default_sigterm: object = None
         self.scratch = Path(tempfile.mkdtemp(prefix="mpsbench-fresh-"))
-        self.config = asvconf.derived(workdir.resolve(), timeline_path.resolve(), branches=channels, root=root,
+        self.config = asvconf.derived(WORKDIR.resolve(), timeline_path.resolve(), branches=channels, root=root,
                                       results_dir=self.scratch / "results")
         self.key: str | None = None  # the benchmark's name, once discovery has checked the regex
         self.index = -1  # the combination's position among the benchmark's parameter sets
         self.params: list[list[str]] = []
         self.combination = ""
-
-    def close(self) -> None:
-        shutil.rmtree(self.scratch, ignore_errors=True)
 
     def __enter__(self) -> Session:
         # A SIGTERM (a CI job cancelled, `kill PID`) becomes SystemExit, so that the finally blocks run: asv and
@@ -102,7 +99,7 @@ class Session:
 
     def __exit__(self, *exc: object) -> None:
         try:
-            self.close()
+            shutil.rmtree(self.scratch, ignore_errors=True)
         finally:
             signal.signal(signal.SIGTERM, self._default_sigterm)  # type: ignore[arg-type]
 
@@ -147,13 +144,12 @@ class Session:
         return self.combination
 
     def rounds(self, builds: list[Named], max_rounds: int) -> Generator[dict[str, list[float]], None, None]:
-        """Up to ``max_rounds`` rounds of one process per build, from ONE asv run; closing the generator stops asv.
+        """Up to ``max_rounds`` rounds of one process per build (after :meth:`check_bench`), from ONE asv run;
+        closing the generator stops asv.
 
         Yields after each round every build's process times so far: each process's fastest sample
         (``-a repeat`` gives each exactly SAMPLES, so asv's appended samples split back into processes).
         """
-        if self.key is None:
-            self.check_bench(builds[0].commit)
         command = self._command([build.commit for build in builds], self.bench, "--interleave-rounds",
                                 "-a", f"rounds={max_rounds}", "-a", f"repeat={SAMPLES}")
         output = self.scratch / "asv-run.log"

@@ -180,7 +180,6 @@ def run(args: argparse.Namespace) -> int:
 
 
 def add_subcommand(commands: Any) -> None:
-    """Register ``mpsbench ops-rank`` on the CLI's subparsers."""
     parser = commands.add_parser(
         "ops-rank", help="rank the op benchmarks by slowdown between two builds",
         description=__doc__.split("\n\n")[1] if __doc__ else None,
