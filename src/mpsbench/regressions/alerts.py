@@ -199,15 +199,13 @@ def markdown(alerts: list[Alert], compared: str) -> str:
                           "builds and PyTorch commits"], rows, ["slower"] * len(rows)),
             "Confirm and bisect: `mpsbench compare OLD NEW -b ROW`, then `mpsbench bisect GOOD BAD -b ROW` (README).",
         ]))
-    dropped = [alert for alert in alerts if not alert.raised]
-    if dropped:
+    else:
+        sections.append(document.Section("Result", [f"No row is slower on the newest build ({compared})."]))
+    if dropped := [alert for alert in alerts if not alert.raised]:
         sections.append(document.Section("Not confirmed by a fresh compare", [document.Table(
             ["machine", "benchmark", "params", "recorded new/old", "fresh compare"],
             [[a.machine, a.benchmark, a.params, f"{a.judgement.ratio:.3f}", a.confirmed] for a in dropped])]))
-    if not raised:
-        sections.insert(0, document.Section("Result", [f"No row is slower on the newest build ({compared})."]))
-        return document.to_markdown(TITLE.replace("is slower", "is not slower"), sections)
-    return document.to_markdown(TITLE, sections)
+    return document.to_markdown(TITLE if raised else TITLE.replace("is slower", "is not slower"), sections)
 
 
 def check(

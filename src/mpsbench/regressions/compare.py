@@ -15,9 +15,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from mpsbench import command
-from mpsbench.builds import history, machine
-from mpsbench.regressions import factor, fresh, verdict
-from mpsbench.results import asvconf
+from mpsbench.builds import history
+from mpsbench.regressions import fresh, verdict
 
 Pair = tuple[str, str]
 
@@ -30,16 +29,15 @@ class Measured:
     verdicts: dict[Pair, verdict.Verdict] = field(default_factory=dict)
 
 
-def measure(session: fresh.Session, builds: list[fresh.Named], pairs: list[Pair], regression: float,
-            min_rounds: int, max_rounds: int,
+def measure(session: fresh.Session, builds: list[fresh.Named], pairs: list[Pair],
             done: Callable[[dict[Pair, verdict.Verdict]], bool] | None = None) -> Measured:
-    """Interleaved rounds (one asv run) until every pair is decided (or ``done`` says so) or ``max_rounds`` is spent."""
-    alpha = verdict.per_look_alpha(min_rounds, max_rounds)
-    looks = verdict.looks(min_rounds, max_rounds)
+    """Interleaved rounds (one asv run) until every pair is decided (or ``done`` says so) or the round budget is spent."""
+    alpha = verdict.per_look_alpha(session.min_rounds, session.max_rounds)
+    looks = verdict.looks(session.min_rounds, session.max_rounds)
     measured = Measured({b.name: [] for b in builds})
     done = done or (lambda verdicts: all(v.decision != verdict.UNDECIDED for v in verdicts.values()))
     started = time.monotonic()
-    rounds = session.rounds(builds, max_rounds)
+    rounds = session.rounds(builds)
     try:
         for times in rounds:
             before = len(measured.times[builds[0].name])
@@ -50,7 +48,7 @@ def measure(session: fresh.Session, builds: list[fresh.Named], pairs: list[Pair]
                 print(f"round {number}: {shown}  ({time.monotonic() - started:.0f} s)")
             if any(before < look <= count for look in looks):  # a look was due (asv may finish two rounds at once)
                 measured.verdicts = {
-                    (a, b): verdict.judge(times[a], times[b], regression, alpha, session.quieter) for a, b in pairs
+                    (a, b): verdict.judge(times[a], times[b], session.factor, alpha, session.quieter) for a, b in pairs
                 }
                 if done(measured.verdicts):
                     break
@@ -109,32 +107,16 @@ def measured_as(args: argparse.Namespace) -> str:
     return f"{args.threads} torch thread{'s' if args.threads > 1 else ''} (--threads; recorded runs use torch's default)"
 
 
-def session(args: argparse.Namespace, builds: list[fresh.Named]) -> fresh.Session:
-    if not verdict.FEWEST <= args.min_rounds <= args.max_rounds:
-        raise fresh.FreshError(
-            f"need {verdict.FEWEST} <= --min-rounds <= --max-rounds, got {args.min_rounds} and {args.max_rounds}"
-        )
-    root = args.suite_root or asvconf.ROOT
-    name = args.machine or machine.write()[0]
-    channels = sorted({build.name.partition("@")[0] for build in builds})  # asv wants branches, though HASHFILE needs none
-    return fresh.Session(args.bench, name, args.timeline, channels, root=root, log=args.log, threads=args.threads)
-
-
-def regression_factor(args: argparse.Namespace) -> float:
-    return factor.regression_factor((args.suite_root or asvconf.ROOT) / "asv.conf.json")
-
-
 def cmd_compare(args: argparse.Namespace) -> int:
     _, _, (a, b) = fresh.name_builds([args.a, args.b], args.manifest, args.timeline)
     if a.name == b.name:
         raise fresh.FreshError(f"A and B are the same build ({a.name}): name two builds")
-    regression = regression_factor(args)
-    with session(args, [a, b]) as measuring:
+    with fresh.Session(args, [a, b]) as measuring:
         combination = measuring.check_bench(a.commit)
         print(f"compare {combination}: A {a.name} ({a.commit[:12]}) against B {b.name} ({b.commit[:12]}),"
-              f" machine {measuring.machine}, factor {regression:g}, {args.min_rounds}-{args.max_rounds} rounds,"
+              f" machine {measuring.machine}, factor {measuring.factor:g}, {args.min_rounds}-{args.max_rounds} rounds,"
               f" {measured_as(args)}")
-        measured = measure(measuring, [a, b], [(a.name, b.name)], regression, args.min_rounds, args.max_rounds)
+        measured = measure(measuring, [a, b], [(a.name, b.name)])
     for line in summary(measured, a.name, b.name):
         print(line)
     return measured.verdicts[(a.name, b.name)].exit_code
