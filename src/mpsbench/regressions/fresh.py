@@ -119,7 +119,6 @@ class Session:
                 "--bench", bench, "--record-samples", "--show-stderr", *options, f"HASHFILE:{hashfile}"]
 
     def _keep(self, command: list[str], output: str) -> None:
-        """Append a command and what asv printed to ``--log``, if one was given."""
         if self.log is not None:
             with open(self.log, "a") as handle:
                 handle.write(f"$ {' '.join(command)}\n{output}\n")

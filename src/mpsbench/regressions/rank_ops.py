@@ -1,9 +1,8 @@
 """``mpsbench ops-rank``: rank the op benchmarks by slowdown between two builds.
 
-A model that got slower between two builds is made of ops; this command reads
-the op benchmarks' results of both builds and lists every combination
-(benchmark, device, op, dtype, size) timed in both, the slowest-grown first,
-by the ratio of its time per call after to before.
+A model that got slower between two builds is made of ops; this command reads the op benchmarks' results of both
+builds and lists every combination (benchmark, device, op, dtype, size) timed in both, the slowest-grown first, by the
+ratio of its time per call after to before.
 
 Measuring is asv's job: given two commits, it prints the ``asv run`` for each and ranks the stored
 results; given two results files, it ranks those. Only ``time_`` benchmarks count (the ``track_``

@@ -1,10 +1,8 @@
 """The statistical rule of ``mpsbench compare``: is build B slower than build A?
 
-Each process contributes its FASTEST sample (contention on a busy machine only
-ever adds time); a side's statistic is its fast mode, and a one-sided
-permutation test against the regression factor itself decides, its alpha split
-over the looks of the sequential loop. docs/bisect.md ("The rule") says why,
-with the trials and simulations that chose it.
+Each process contributes its FASTEST sample (contention on a busy machine only ever adds time); a side's statistic
+is its fast mode, and a one-sided permutation test against the regression factor itself decides, its alpha split over
+the looks of the sequential loop. docs/bisect.md ("The rule") says why, with the trials and simulations that chose it.
 """
 
 from __future__ import annotations
