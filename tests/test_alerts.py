@@ -20,7 +20,7 @@ from tests import asvresults
 from mpsbench import cli
 from mpsbench.builds import manifest as mf
 from mpsbench.builds import timeline
-from mpsbench.regressions import alerts, thresholds
+from mpsbench.regressions import alerts, thresholds, verdict
 from mpsbench.results import recorded
 
 DATES = ["2026-11-20", "2026-11-21", "2026-11-22", "2026-11-23"]  # n1 n2 s1 s2
@@ -92,7 +92,7 @@ def test_a_slowdown_that_persists_is_named_against_the_last_build_not_flagged(fl
     _, _, commits, _, _ = fleet
     found = _find(fleet, "m1")
     # s2 is as slow as s1 (nothing against the build before), but slower than n2, the last build not flagged
-    assert [(a.benchmark, a.params, a.old, a.new, a.against) for a in found] == [
+    assert [(a.row.benchmark, a.params, a.old, a.new, a.against) for a in found] == [
         ("benchmark_models.Training.time_step", "('mps', 'resnet50', 128)", commits[1], commits[3], alerts.LAST_GOOD)]
     assert found[0].judgement.ratio == pytest.approx(1.3, rel=0.05)
     assert f"https://github.com/pytorch/pytorch/compare/{GITS[1]}...{GITS[3]}" in found[0].upstream
@@ -117,7 +117,7 @@ def test_confirm_raises_only_what_a_fresh_compare_agrees_with(fleet, capsys):
     def compare(old: str, new: str, bench: str) -> int:
         asked.append((old, new, bench))
         # a real slowdown measures slower again; the identical pair measures unchanged
-        return alerts.COMPARE_SLOWER if old == commits[1] else alerts.COMPARE_UNCHANGED
+        return verdict.EXIT_CODES[verdict.SLOWER] if old == commits[1] else verdict.EXIT_CODES[verdict.UNCHANGED]
 
     status, text = alerts.check(tmp / "results", rules, manifest, tmp / "timeline", compare=compare)
     assert status == 1
@@ -133,7 +133,7 @@ def test_confirm_raises_only_what_a_fresh_compare_agrees_with(fleet, capsys):
 
 def test_an_undecided_or_unchanged_compare_keeps_the_exit_status_0(fleet, capsys):
     tmp, manifest, _, rules, _ = fleet
-    for answer in (alerts.COMPARE_UNCHANGED, alerts.COMPARE_UNDECIDED):
+    for answer in (verdict.EXIT_CODES[verdict.UNCHANGED], verdict.EXIT_CODES[verdict.UNDECIDED]):
         status, _ = alerts.check(tmp / "results", rules, manifest, tmp / "timeline", machines=["m3"],
                                  compare=lambda old, new, bench, answer=answer: answer)
         assert status == 0
@@ -166,7 +166,7 @@ def test_alert_confirm_leaves_the_recorded_results_untouched(fleet, monkeypatch)
 
     def compare_command(manifest, timeline_repo, machine):
         asked.append((manifest, timeline_repo, machine))
-        return lambda old, new, bench: alerts.COMPARE_SLOWER
+        return lambda old, new, bench: verdict.EXIT_CODES[verdict.SLOWER]
 
     monkeypatch.setattr(alerts, "compare_command", compare_command)
     assert cli.main(["alert", *paths, "--confirm", "--machine", "m1"]) == 1
@@ -201,11 +201,11 @@ def test_the_confirming_compare_is_the_mpsbench_command_on_the_same_builds_and_m
 
     def run(command, check):
         ran.append(command)
-        return subprocess.CompletedProcess(command, alerts.COMPARE_UNDECIDED)
+        return subprocess.CompletedProcess(command, verdict.EXIT_CODES[verdict.UNDECIDED])
 
     monkeypatch.setattr(alerts.subprocess, "run", run)
     compare = alerts.compare_command(tmp_path / "manifest.json", tmp_path / "timeline", "m1")
-    assert compare("a" * 40, "b" * 40, "^x$") == alerts.COMPARE_UNDECIDED
+    assert compare("a" * 40, "b" * 40, "^x$") == verdict.EXIT_CODES[verdict.UNDECIDED]
     assert Path(ran[0][0]).name == "mpsbench" and Path(ran[0][0]).is_file()
     assert ran[0][1:] == ["compare", "a" * 40, "b" * 40, "-b", "^x$", "--manifest", str(tmp_path / "manifest.json"),
                           "--timeline", str(tmp_path / "timeline"), "--machine", "m1"]

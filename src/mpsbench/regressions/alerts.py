@@ -23,10 +23,6 @@ from mpsbench.site import document
 
 TITLE = "mpsbench: the newest build is slower"
 PREVIOUS, LAST_GOOD = "the build before", "the last build not flagged"
-# `mpsbench compare`'s exit statuses, from its rule (the alert runs it as a command)
-COMPARE_UNCHANGED = verdict.EXIT_CODES[verdict.UNCHANGED]
-COMPARE_SLOWER = verdict.EXIT_CODES[verdict.SLOWER]
-COMPARE_UNDECIDED = verdict.EXIT_CODES[verdict.UNDECIDED]
 
 
 class AlertError(ValueError):
@@ -50,10 +46,6 @@ class Alert:
     confirmed: str = ""  # with --confirm: "confirmed", "not confirmed" or "undecided"
 
     @property
-    def benchmark(self) -> str:
-        return self.row.benchmark
-
-    @property
     def params(self) -> str:
         """As asv writes a parameterized benchmark's combination (and as ``asv run -b`` matches it)."""
         return f"({', '.join(self.row.params)})" if self.row.params else ""
@@ -70,7 +62,7 @@ class Alert:
     def line(self) -> str:
         old, new = self.values()
         state = f" [{self.confirmed}]" if self.confirmed else ""
-        return (f"slower {self.judgement.ratio:.3f}x  {self.benchmark}{self.params} on {self.machine}: {old} -> {new}"
+        return (f"slower {self.judgement.ratio:.3f}x  {self.row.benchmark}{self.params} on {self.machine}: {old} -> {new}"
                 f" against {self.against} ({self.judgement.reason}){state}; {self.upstream}")
 
 
@@ -169,7 +161,9 @@ def compare_command(manifest: Path, timeline_repo: Path, machine: str | None = N
 
 def confirm(found: list[Alert], compare: Compare) -> list[Alert]:
     """Each alert with the verdict of a fresh ``compare`` of its two builds on its one row."""
-    verdicts = {COMPARE_SLOWER: "confirmed", COMPARE_UNCHANGED: "not confirmed", COMPARE_UNDECIDED: "undecided"}
+    # `mpsbench compare`'s exit statuses, from its rule (the alert runs it as a command)
+    verdicts = {verdict.EXIT_CODES[verdict.SLOWER]: "confirmed", verdict.EXIT_CODES[verdict.UNCHANGED]: "not confirmed",
+                verdict.EXIT_CODES[verdict.UNDECIDED]: "undecided"}
     confirmed = []
     for alert in found:
         status = compare(alert.old, alert.new, "^" + re.escape(alert.row.entry) + "$")
@@ -188,7 +182,7 @@ def markdown(alerts: list[Alert], compared: str) -> str:
         rows: list[list[document.Cell]] = []
         for alert in raised:
             old, new = alert.values()
-            rows.append([alert.machine, alert.benchmark, alert.params, old, new, f"{alert.judgement.ratio:.3f}",
+            rows.append([alert.machine, alert.row.benchmark, alert.params, old, new, f"{alert.judgement.ratio:.3f}",
                          alert.against, alert.judgement.reason, alert.upstream])
         machines = sorted({alert.machine for alert in raised})
         sections.append(document.Section("Slower", [
@@ -199,15 +193,13 @@ def markdown(alerts: list[Alert], compared: str) -> str:
                           "builds and PyTorch commits"], rows, ["slower"] * len(rows)),
             "Confirm and bisect: `mpsbench compare OLD NEW -b ROW`, then `mpsbench bisect GOOD BAD -b ROW` (README).",
         ]))
-    dropped = [alert for alert in alerts if not alert.raised]
-    if dropped:
+    else:
+        sections.append(document.Section("Result", [f"No row is slower on the newest build ({compared})."]))
+    if dropped := [alert for alert in alerts if not alert.raised]:
         sections.append(document.Section("Not confirmed by a fresh compare", [document.Table(
             ["machine", "benchmark", "params", "recorded new/old", "fresh compare"],
-            [[a.machine, a.benchmark, a.params, f"{a.judgement.ratio:.3f}", a.confirmed] for a in dropped])]))
-    if not raised:
-        sections.insert(0, document.Section("Result", [f"No row is slower on the newest build ({compared})."]))
-        return document.to_markdown(TITLE.replace("is slower", "is not slower"), sections)
-    return document.to_markdown(TITLE, sections)
+            [[a.machine, a.row.benchmark, a.params, f"{a.judgement.ratio:.3f}", a.confirmed] for a in dropped])]))
+    return document.to_markdown(TITLE if raised else TITLE.replace("is slower", "is not slower"), sections)
 
 
 def check(
@@ -237,12 +229,8 @@ def check(
 
 
 def cmd_alert(args: argparse.Namespace) -> int:
-    try:
-        config = factor.read_config(args.config)
-        rules = thresholds.Rules.from_config(args.config)
-    except factor.FactorError as exc:
-        raise AlertError(str(exc)) from None
-    results_dir = args.results or Path(str(config.get("results_dir", "results")))
+    rules = thresholds.Rules.from_config(args.config)  # a bad config: FactorError, one line and exit 2 like ours
+    results_dir = args.results or Path(str(factor.read_config(args.config).get("results_dir", "results")))
     manifest = mf.load(args.manifest)
     compare = None
     if args.confirm:
@@ -254,7 +242,6 @@ def cmd_alert(args: argparse.Namespace) -> int:
 
 
 def add_subcommand(commands: Any) -> None:
-    """Register ``mpsbench alert`` on the CLI's subparsers."""
     parser = commands.add_parser("alert", help="exit 1 if a machine's newest build is slower (docs/site.md)")
     parser.add_argument("--results", type=Path, default=None,
                         help="asv results directory (default: results_dir of --config)")

@@ -1,10 +1,8 @@
 """``mpsbench bisect GOOD BAD -b BENCH``: the first build between two that made one combination slower.
 
-Each pass measures GOOD, BAD and up to PER_PASS candidates between them in ONE
-interleaved asv run (fresh.Session.rounds), judged by compare's rule; the first
-pass must confirm BAD slower than GOOD. Exit 0: found; 3: a candidate stayed
-undecided; 2: bad input or unconfirmed endpoints. ``--nightlies [N]`` searches on
-among PyTorch's nightlies between two adjacent builds (nightlies.py, docs/bisect.md).
+Each pass measures GOOD, BAD and up to PER_PASS candidates between them in ONE interleaved asv run, judged by
+compare's rule; the first pass must confirm BAD slower than GOOD. Exit 0: found; 3: a candidate stayed undecided;
+2: bad input or unconfirmed endpoints. ``--nightlies [N]``: nightlies.py (docs/bisect.md).
 """
 
 from __future__ import annotations
@@ -13,7 +11,7 @@ import argparse
 from collections.abc import Callable
 
 from mpsbench import command
-from mpsbench.builds import history, timeline
+from mpsbench.builds import history
 from mpsbench.builds import manifest as mf
 from mpsbench.regressions import compare, fresh, nightlies, verdict
 
@@ -41,20 +39,23 @@ def _ms(values: list[float]) -> str:
     return f"{verdict.fast_mode(values) * 1e3:.3f}"
 
 
+def _row(name: str, role: str, times: list[float], vs_good: verdict.Verdict, vs_bad: str, found: str) -> list[str]:
+    interval = f"[{vs_good.low:.3f}, {vs_good.high:.3f}]"
+    return [name, role, _ms(times), f"{vs_good.ratio:.3f}", interval, f"{vs_good.p_value:.4f}", vs_bad, found]
+
+
 def cmd_bisect(args: argparse.Namespace) -> int:
-    manifest, (good, bad) = fresh.name_builds([args.good, args.bad], args.manifest, args.timeline)
+    manifest, generated, (good, bad) = fresh.name_builds([args.good, args.bad], args.manifest, args.timeline)
     between = _path(manifest, good, bad)
-    generated = timeline.compute(manifest, args.timeline)
-    named = {name: fresh.Named(name, generated.commits[name], manifest.find(name)) for name in between}
+    named = {name: fresh.Named(name, generated.commits[name]) for name in between}
     gaps = nightlies.Gaps(args, manifest, generated)  # refuses a bad --nightlies before anything runs
-    regression = compare.regression_factor(args)
     rows = [["build", "role", "fast ms", "vs GOOD", "interval", "p", "vs BAD", "verdict"]]
     low, high = -1, len(between) - 1  # between[low] is good (-1: GOOD itself), between[high] is bad
     confirmed = False
-    with compare.session(args, [good, bad]) as measuring:
+    with fresh.Session(args, [good, bad]) as measuring:
         combination = measuring.check_bench(good.commit)
         print(f"bisect {combination}: GOOD {good.name}, BAD {bad.name}, {len(between) - 1} builds between,"
-              f" machine {measuring.machine}, factor {regression:g}, {compare.measured_as(args)}")
+              f" machine {measuring.machine}, factor {measuring.factor:g}, {compare.measured_as(args)}")
         while True:
             if confirmed and high - low == 1:  # adjacent: --nightlies may add the nightlies between them
                 added = gaps.fill(between[low] if low >= 0 else good.name, between[high])
@@ -68,8 +69,8 @@ def cmd_bisect(args: argparse.Namespace) -> int:
             print(("confirming: is BAD slower than GOOD? " if not confirmed else "")
                   + f"pass over {', '.join(candidates) or 'the endpoints'} ({high - low - 1} candidates left)")
             pairs = [(good.name, bad.name)] + [pair for m in middles for pair in ((good.name, m.name), (m.name, bad.name))]
-            step = compare.measure(measuring, [good, *middles, bad], pairs, regression, args.min_rounds,
-                                   args.max_rounds, done=_pass_decided(good.name, bad.name, candidates, confirmed))
+            step = compare.measure(measuring, [good, *middles, bad], pairs,
+                                   done=_pass_decided(good.name, bad.name, candidates, confirmed))
             endpoint = step.verdicts[(good.name, bad.name)]
             if not confirmed:
                 for line in compare.summary(step, good.name, bad.name):
@@ -80,15 +81,11 @@ def cmd_bisect(args: argparse.Namespace) -> int:
                     )
                 confirmed = True
                 rows.append([good.name, "GOOD", _ms(step.times[good.name]), "1", "", "", "", "endpoint"])
-                rows.append([bad.name, "BAD", _ms(step.times[bad.name]), f"{endpoint.ratio:.3f}",
-                             f"[{endpoint.low:.3f}, {endpoint.high:.3f}]", f"{endpoint.p_value:.4f}", "1",
-                             "confirmed slower"])
+                rows.append(_row(bad.name, "BAD", step.times[bad.name], endpoint, "1", "confirmed slower"))
             against = {name: (step.verdicts[(good.name, name)], step.verdicts[(name, bad.name)]) for name in candidates}
             found = {name: _classify(*against[name]) for name in candidates}
-            for name, (vs_good, vs_bad) in against.items():
-                rows.append([name, "step", _ms(step.times[name]), f"{vs_good.ratio:.3f}",
-                             f"[{vs_good.low:.3f}, {vs_good.high:.3f}]", f"{vs_good.p_value:.4f}",
-                             f"{vs_bad.ratio:.3f}", found[name] or "undecided"])
+            rows += [_row(name, "step", step.times[name], vs_good, f"{vs_bad.ratio:.3f}", found[name] or "undecided")
+                     for name, (vs_good, vs_bad) in against.items()]
             for name in candidates:  # oldest first: every good one moves low up, the first bad one is high
                 if found[name] is None:
                     print(command.table(rows, rule=False))
@@ -122,8 +119,7 @@ def _spread(names: list[str], most: int = PER_PASS) -> list[str]:
 
 def _pass_decided(good: str, bad: str, candidates: list[str],
                   confirmed: bool) -> Callable[[dict[compare.Pair, verdict.Verdict]], bool]:
-    """A pass may stop once the endpoints are decided (when not yet confirmed) and the oldest
-    candidates are classified up to the first bad one (or all of them good)."""
+    """Once the endpoints are decided (until confirmed) and the candidates classified up to the first bad one."""
 
     def decided(verdicts: dict[compare.Pair, verdict.Verdict]) -> bool:
         endpoint = verdicts[(good, bad)].decision

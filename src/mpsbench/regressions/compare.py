@@ -1,10 +1,8 @@
 """``mpsbench compare A B -b BENCH``: is build B slower than build A, measured afresh?
 
-Rounds of fresh processes (fresh.Session: one asv process per build and round,
-the order alternating) until the rule of verdict.py decides or the round budget
-is spent. Exit 0: unchanged (or faster) within the regression factor; 1: slower;
-3: undecided, with the reason and what to do. Nothing is written into the
-recorded results: asv writes into a scratch folder that is deleted afterwards.
+Rounds of fresh, interleaved processes into a scratch folder, never the recorded results (fresh.Session), until
+verdict.py's rule decides or the budget is spent.
+Exit 0: unchanged (or faster) within the regression factor; 1: slower; 3: undecided, with the reason and what to do.
 """
 
 from __future__ import annotations
@@ -17,44 +15,40 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from mpsbench import command
-from mpsbench.builds import history, machine
-from mpsbench.regressions import factor, fresh, verdict
-from mpsbench.results import asvconf
+from mpsbench.builds import history
+from mpsbench.regressions import fresh, verdict
 
 Pair = tuple[str, str]
 
 
 @dataclass
 class Measured:
-    """Each build's process times (its fastest sample, seconds, in round order), sample count, and verdicts so far."""
+    """Each build's process times (its fastest sample, seconds, in round order) and the verdicts so far."""
 
     times: dict[str, list[float]]
-    samples: dict[str, int]
     verdicts: dict[Pair, verdict.Verdict] = field(default_factory=dict)
 
 
-def measure(session: fresh.Session, builds: list[fresh.Named], pairs: list[Pair], regression: float,
-            min_rounds: int, max_rounds: int, done: Callable[[dict[Pair, verdict.Verdict]], bool] | None = None,
-            say: Callable[[str], None] = print) -> Measured:
-    """Interleaved rounds (one asv run) until every pair is decided (or ``done`` says so) or ``max_rounds`` is spent."""
-    alpha = verdict.per_look_alpha(min_rounds, max_rounds)
-    looks = verdict.looks(min_rounds, max_rounds)
-    measured = Measured({b.name: [] for b in builds}, {b.name: 0 for b in builds})
+def measure(session: fresh.Session, builds: list[fresh.Named], pairs: list[Pair],
+            done: Callable[[dict[Pair, verdict.Verdict]], bool] | None = None) -> Measured:
+    """Interleaved rounds (one asv run) until every pair is decided (or ``done`` says so) or the round budget is spent."""
+    alpha = verdict.per_look_alpha(session.min_rounds, session.max_rounds)
+    looks = verdict.looks(session.min_rounds, session.max_rounds)
+    measured = Measured({b.name: [] for b in builds})
     done = done or (lambda verdicts: all(v.decision != verdict.UNDECIDED for v in verdicts.values()))
     started = time.monotonic()
-    rounds = session.rounds(builds, max_rounds)
+    rounds = session.rounds(builds)
     try:
         for times in rounds:
             before = len(measured.times[builds[0].name])
             measured.times = times
-            measured.samples = {name: len(values) * fresh.SAMPLES for name, values in times.items()}
             count = len(times[builds[0].name])
             for number in range(before + 1, count + 1):
                 shown = ", ".join(f"{b.name} {times[b.name][number - 1] * 1e3:.2f} ms" for b in builds)
-                say(f"round {number}: {shown}  ({time.monotonic() - started:.0f} s)")
+                print(f"round {number}: {shown}  ({time.monotonic() - started:.0f} s)")
             if any(before < look <= count for look in looks):  # a look was due (asv may finish two rounds at once)
                 measured.verdicts = {
-                    (a, b): verdict.judge(times[a], times[b], regression, alpha, session.quieter) for a, b in pairs
+                    (a, b): verdict.judge(times[a], times[b], session.factor, alpha, session.quieter) for a, b in pairs
                 }
                 if done(measured.verdicts):
                     break
@@ -69,7 +63,7 @@ def summary(measured: Measured, a: str, b: str) -> list[str]:
     lines = [
         f"{label} {name}: fast mode {verdict.fast_mode(measured.times[name]) * 1e3:.3f} ms, median"
         f" {statistics.median(measured.times[name]) * 1e3:.3f} ms over {len(measured.times[name])} processes"
-        f" ({measured.samples[name]} samples)"
+        f" ({len(measured.times[name]) * fresh.SAMPLES} samples)"
         for label, name in (("A", a), ("B", b))
     ]
     lines.append(
@@ -113,32 +107,16 @@ def measured_as(args: argparse.Namespace) -> str:
     return f"{args.threads} torch thread{'s' if args.threads > 1 else ''} (--threads; recorded runs use torch's default)"
 
 
-def session(args: argparse.Namespace, builds: list[fresh.Named]) -> fresh.Session:
-    if not verdict.FEWEST <= args.min_rounds <= args.max_rounds:
-        raise fresh.FreshError(
-            f"need {verdict.FEWEST} <= --min-rounds <= --max-rounds, got {args.min_rounds} and {args.max_rounds}"
-        )
-    root = args.suite_root or asvconf.ROOT
-    name = args.machine or machine.write()[0]
-    channels = sorted({build.name.partition("@")[0] for build in builds})  # asv wants branches, though HASHFILE needs none
-    return fresh.Session(args.bench, name, args.timeline, channels, root=root, log=args.log, threads=args.threads)
-
-
-def regression_factor(args: argparse.Namespace) -> float:
-    return factor.regression_factor((args.suite_root or asvconf.ROOT) / "asv.conf.json")
-
-
 def cmd_compare(args: argparse.Namespace) -> int:
-    _, (a, b) = fresh.name_builds([args.a, args.b], args.manifest, args.timeline)
+    _, _, (a, b) = fresh.name_builds([args.a, args.b], args.manifest, args.timeline)
     if a.name == b.name:
         raise fresh.FreshError(f"A and B are the same build ({a.name}): name two builds")
-    regression = regression_factor(args)
-    with session(args, [a, b]) as measuring:
+    with fresh.Session(args, [a, b]) as measuring:
         combination = measuring.check_bench(a.commit)
         print(f"compare {combination}: A {a.name} ({a.commit[:12]}) against B {b.name} ({b.commit[:12]}),"
-              f" machine {measuring.machine}, factor {regression:g}, {args.min_rounds}-{args.max_rounds} rounds,"
+              f" machine {measuring.machine}, factor {measuring.factor:g}, {args.min_rounds}-{args.max_rounds} rounds,"
               f" {measured_as(args)}")
-        measured = measure(measuring, [a, b], [(a.name, b.name)], regression, args.min_rounds, args.max_rounds)
+        measured = measure(measuring, [a, b], [(a.name, b.name)])
     for line in summary(measured, a.name, b.name):
         print(line)
     return measured.verdicts[(a.name, b.name)].exit_code

@@ -7,6 +7,7 @@
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import itertools
 import json
@@ -21,9 +22,9 @@ from collections.abc import Generator
 from dataclasses import dataclass
 from pathlib import Path
 
-from mpsbench.builds import history, timeline
+from mpsbench.builds import history, machine, timeline
 from mpsbench.builds import manifest as mf
-from mpsbench.regressions import verdict
+from mpsbench.regressions import factor, verdict
 from mpsbench.results import asvconf, recorded
 
 WORKDIR = Path(".asv/fresh")  # the derived config and its asv environment, kept between commands
@@ -39,14 +40,14 @@ class FreshError(ValueError):
 
 @dataclass(frozen=True)
 class Named:
-    """A build as the user named it, with its manifest entry and timeline commit."""
+    """A build as the user named it, with its timeline commit."""
 
     name: str  # CHANNEL@ID
     commit: str
-    build: mf.Build
 
 
-def name_builds(refs: list[str], manifest_path: Path, timeline_path: Path) -> tuple[mf.Manifest, list[Named]]:
+def name_builds(refs: list[str], manifest_path: Path,
+                timeline_path: Path) -> tuple[mf.Manifest, timeline.Generated, list[Named]]:
     """Resolve CHANNEL@ID, timeline hashes (prefixes) and tags; writes the timeline's objects and refs."""
     manifest = mf.load(manifest_path)
     generated = timeline.generate(manifest, timeline_path)
@@ -54,11 +55,11 @@ def name_builds(refs: list[str], manifest_path: Path, timeline_path: Path) -> tu
     for ref in refs:
         tagged = [name for name in generated.commits if manifest.find(name).tag == ref]
         try:
-            name, build = (tagged[0], manifest.find(tagged[0])) if tagged else history._resolve_ref(manifest, generated, ref)
+            name = tagged[0] if tagged else history._resolve_ref(manifest, generated, ref)[0]
         except (mf.ManifestError, history.HistoryError) as exc:
             raise FreshError(f"unknown build {ref!r}: {exc}") from None
-        found.append(Named(name, generated.commits[name], build))
-    return manifest, found
+        found.append(Named(name, generated.commits[name]))
+    return manifest, generated, found
 
 
 def lineage(manifest: mf.Manifest, name: str) -> list[str]:
@@ -72,27 +73,31 @@ def lineage(manifest: mf.Manifest, name: str) -> list[str]:
 
 
 class Session:
-    """Fresh processes of one benchmark combination for chosen builds; never the recorded results."""
+    """Fresh processes of one benchmark combination for chosen builds, as compare.options ask; never the recorded results."""
 
-    def __init__(self, bench: str, machine: str, timeline_path: Path, channels: list[str], workdir: Path = WORKDIR,
-                 root: Path = asvconf.ROOT, log: Path | None = None, threads: int | None = None) -> None:
-        self.bench, self.machine, self.log = bench, machine, log
+    def __init__(self, args: argparse.Namespace, builds: list[Named]) -> None:
+        if not verdict.FEWEST <= args.min_rounds <= args.max_rounds:
+            raise FreshError(
+                f"need {verdict.FEWEST} <= --min-rounds <= --max-rounds, got {args.min_rounds} and {args.max_rounds}"
+            )
+        root = args.suite_root or asvconf.ROOT
+        self.factor = factor.regression_factor(root / "asv.conf.json")
+        self.bench, self.log, self.min_rounds, self.max_rounds = args.bench, args.log, args.min_rounds, args.max_rounds
+        self.machine = args.machine or machine.write()[0]
         # asv hands its environment to the benchmark processes: OMP_NUM_THREADS sizes torch's intra-op pool
         # (read when torch starts), for both builds alike; None keeps torch's default, as recorded runs have it.
-        self.env = dict(os.environ, **({} if threads is None else {"OMP_NUM_THREADS": str(threads)}))
+        self.env = dict(os.environ, **({} if args.threads is None else {"OMP_NUM_THREADS": str(args.threads)}))
         # what else would decide an undecided comparison, in its verdict
-        self.quieter = verdict.QUIETER + ("" if threads else " or, for a cpu row on a busy machine, --threads 1")
+        self.quieter = verdict.QUIETER + ("" if args.threads else " or, for a cpu row on a busy machine, --threads 1")
         self._default_sigterm: object = None
         self.scratch = Path(tempfile.mkdtemp(prefix="mpsbench-fresh-"))
-        self.config = asvconf.derived(workdir.resolve(), timeline_path.resolve(), branches=channels, root=root,
+        channels = sorted({build.name.partition("@")[0] for build in builds})  # asv wants branches; HASHFILE needs none
+        self.config = asvconf.derived(WORKDIR.resolve(), args.timeline.resolve(), branches=channels, root=root,
                                       results_dir=self.scratch / "results")
-        self.key: str | None = None  # the benchmark's name, once discovery has checked the regex
+        self.key: str | None = None  # the benchmark's name, once check_bench (always first) has checked the regex
         self.index = -1  # the combination's position among the benchmark's parameter sets
         self.params: list[list[str]] = []
         self.combination = ""
-
-    def close(self) -> None:
-        shutil.rmtree(self.scratch, ignore_errors=True)
 
     def __enter__(self) -> Session:
         # A SIGTERM (a CI job cancelled, `kill PID`) becomes SystemExit, so that the finally blocks run: asv and
@@ -102,7 +107,7 @@ class Session:
 
     def __exit__(self, *exc: object) -> None:
         try:
-            self.close()
+            shutil.rmtree(self.scratch, ignore_errors=True)
         finally:
             signal.signal(signal.SIGTERM, self._default_sigterm)  # type: ignore[arg-type]
 
@@ -114,7 +119,6 @@ class Session:
                 "--bench", bench, "--record-samples", "--show-stderr", *options, f"HASHFILE:{hashfile}"]
 
     def _keep(self, command: list[str], output: str) -> None:
-        """Append a command and what asv printed to ``--log``, if one was given."""
         if self.log is not None:
             with open(self.log, "a") as handle:
                 handle.write(f"$ {' '.join(command)}\n{output}\n")
@@ -146,22 +150,20 @@ class Session:
         self.combination = _combination(*matches[0])
         return self.combination
 
-    def rounds(self, builds: list[Named], max_rounds: int) -> Generator[dict[str, list[float]], None, None]:
-        """Up to ``max_rounds`` rounds of one process per build, from ONE asv run; closing the generator stops asv.
+    def rounds(self, builds: list[Named]) -> Generator[dict[str, list[float]], None, None]:
+        """Up to ``--max-rounds`` rounds of one process per build, from ONE asv run; closing the generator stops asv.
 
         Yields after each round every build's process times so far: each process's fastest sample
         (``-a repeat`` gives each exactly SAMPLES, so asv's appended samples split back into processes).
         """
-        if self.key is None:
-            self.check_bench(builds[0].commit)
         command = self._command([build.commit for build in builds], self.bench, "--interleave-rounds",
-                                "-a", f"rounds={max_rounds}", "-a", f"repeat={SAMPLES}")
+                                "-a", f"rounds={self.max_rounds}", "-a", f"repeat={SAMPLES}")
         output = self.scratch / "asv-run.log"
         with open(output, "w") as sink:
             running = subprocess.Popen(command, stdout=sink, stderr=subprocess.STDOUT, env=self.env)
         try:
             seen = 0
-            while seen < max_rounds:
+            while seen < self.max_rounds:
                 finished = running.poll() is not None
                 times = {build.name: self._times(build.commit) for build in builds}
                 complete = min(len(values) for values in times.values())
@@ -170,7 +172,7 @@ class Session:
                     yield {name: values[:seen] for name, values in times.items()}
                 elif finished:
                     tail = output.read_text().strip().splitlines()[-3:]
-                    short = [build.name for build in builds if len(times[build.name]) < max_rounds]
+                    short = [build.name for build in builds if len(times[build.name]) < self.max_rounds]
                     raise FreshError(f"{self.combination} gave no value in round {seen + 1} for"
                                      f" {', '.join(short)}: {' | '.join(tail)}")
                 else:

@@ -9,9 +9,7 @@ from __future__ import annotations
 import argparse
 import functools
 import re
-from collections.abc import Callable
 from datetime import date
-from pathlib import Path
 
 from mpsbench import command
 from mpsbench.builds import history, resolve, timeline
@@ -43,26 +41,17 @@ def channel_name(good: str) -> str:
     return f"{PREFIX}{channel.removeprefix(PREFIX)}-{build_id}"
 
 
-def budget(text: str | None) -> int:
-    """``--nightlies [N]``: 0 when not given, else N >= 1."""
-    if text is None:
-        return 0
-    wanted = command.count(text)
-    if wanted is None:
-        raise fresh.FreshError(f"--nightlies takes how many nightlies to add at most, a whole number >= 1; got {text!r}")
-    return wanted
-
-
 class Gaps:
     """Fills the gaps a bisection ends in with nightlies, while its ``--nightlies`` budget lasts."""
 
-    def __init__(self, args: argparse.Namespace, manifest: mf.Manifest, generated: timeline.Generated,
-                 say: Callable[[str], None] = print) -> None:
-        self.left = self.wanted = budget(args.nightlies)
+    def __init__(self, args: argparse.Namespace, manifest: mf.Manifest, generated: timeline.Generated) -> None:
+        wanted = 0 if args.nightlies is None else command.count(args.nightlies)
+        if wanted is None:
+            raise fresh.FreshError(
+                f"--nightlies takes how many nightlies to add at most, a whole number >= 1; got {args.nightlies!r}")
+        self.left = self.wanted = wanted
         self.indexes = tuple(args.index or resolve.NIGHTLY_INDEXES)
-        self.transformers, self.transformers_index = args.transformers, args.transformers_index
-        self.manifest_path, self.timeline_path = Path(args.manifest), Path(args.timeline)
-        self.manifest, self.generated, self.say = manifest, generated, say
+        self.args, self.manifest, self.generated = args, manifest, generated
 
     @functools.cached_property
     def dates(self) -> list[str]:
@@ -75,12 +64,12 @@ class Gaps:
         low, high = day(self.manifest.find(good)), day(self.manifest.find(bad))
         inside = [night for night in self.dates if low < date.fromisoformat(night) < high]
         if not inside:
-            self.say(f"no nightly between {good} ({low}) and {bad} ({high}) on {', '.join(self.indexes)}")
+            print(f"no nightly between {good} ({low}) and {bad} ({high}) on {', '.join(self.indexes)}")
             return []
         if not self.left:
-            self.say(f"{len(inside)} nightlies between {good} and {bad} ({inside[0]} .. {inside[-1]}) were not"
-                     f" measured: the --nightlies budget ({self.wanted}) is spent; run `mpsbench bisect {good} {bad}"
-                     f" --nightlies N` to look among them")
+            print(f"{len(inside)} nightlies between {good} and {bad} ({inside[0]} .. {inside[-1]}) were not"
+                  f" measured: the --nightlies budget ({self.wanted}) is spent; run `mpsbench bisect {good} {bad}"
+                  f" --nightlies N` to look among them")
             return []
         channel = channel_name(good)
         existing = self.manifest.channel(channel)
@@ -89,20 +78,20 @@ class Gaps:
                                    " remove it from the manifest or bisect from another build")
         reused = [f"{channel}@{b.id}" for b in existing.builds if low < day(b) < high] if existing else []
         if reused:
-            self.say(f"reusing {len(reused)} nightlies of {channel} between {good} and {bad}")
+            print(f"reusing {len(reused)} nightlies of {channel} between {good} and {bad}")
         else:
             picked = spread(inside, self.left)
-            self.say(f"{len(inside)} nightlies between {good} and {bad}; adding {len(picked)} spread by date"
-                     f" (--nightlies {self.wanted}) on channel {channel}, forked from {good}: {', '.join(picked)}")
+            print(f"{len(inside)} nightlies between {good} and {bad}; adding {len(picked)} spread by date"
+                  f" (--nightlies {self.wanted}) on channel {channel}, forked from {good}: {', '.join(picked)}")
             for night in picked:
-                history.add_nightly(self.manifest_path, self.timeline_path, channel, night,
-                                    indexes=tuple(self.indexes), transformers=self.transformers,
-                                    transformers_index=self.transformers_index, parent=good)
+                history.add_nightly(self.args.manifest, self.args.timeline, channel, night,
+                                    indexes=self.indexes, transformers=self.args.transformers,
+                                    transformers_index=self.args.transformers_index, parent=good)
             reused = [f"{channel}@{night}" for night in picked]
         self.left = max(0, self.left - len(reused))
-        self.manifest = mf.load(self.manifest_path)
-        self.generated = timeline.compute(self.manifest, self.timeline_path)  # add-nightly moved the refs already
-        return [fresh.Named(name, self.generated.commits[name], self.manifest.find(name)) for name in reused]
+        self.manifest = mf.load(self.args.manifest)
+        self.generated = timeline.compute(self.manifest, self.args.timeline)  # add-nightly moved the refs already
+        return [fresh.Named(name, self.generated.commits[name]) for name in reused]
 
 
 def add_options(parser: argparse.ArgumentParser) -> None:

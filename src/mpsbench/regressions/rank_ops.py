@@ -1,9 +1,8 @@
 """``mpsbench ops-rank``: rank the op benchmarks by slowdown between two builds.
 
-A model that got slower between two builds is made of ops; this command reads
-the op benchmarks' results of both builds and lists every combination
-(benchmark, device, op, dtype, size) timed in both, the slowest-grown first,
-by the ratio of its time per call after to before.
+A model that got slower between two builds is made of ops; this command reads the op benchmarks' results of both
+builds and lists every combination (benchmark, device, op, dtype, size) timed in both, the slowest-grown first, by the
+ratio of its time per call after to before.
 
 Measuring is asv's job: given two commits, it prints the ``asv run`` for each and ranks the stored
 results; given two results files, it ranks those. Only ``time_`` benchmarks count (the ``track_``
@@ -105,8 +104,7 @@ def format_ranking(ranking: Ranking, top: int | None = None) -> str:
         rows = [["rank", "ratio", "before", "after", "benchmark", "device", "op", "dtype", "size"]]
         for place, found in enumerate(shown, 1):
             rows.append([str(place), f"{found.ratio:.2f}x", human_value(found.before, "seconds"),
-                         human_value(found.after, "seconds"),
-                         found.benchmark, *found.params])
+                         human_value(found.after, "seconds"), found.benchmark, *found.params])
         lines = [command.table(rows)]
         lines.append(f"{len(ranking.slowdowns)} combinations timed in both runs; ratio = after / before time per call")
         if top is not None and top < len(ranking.slowdowns):
@@ -136,7 +134,7 @@ def find_results(results_dir: Path, commit: str, machine: str | None) -> Path:
     machines = sorted(path.parent.name for path in results_dir.glob("*/machine.json"))
     if machine is None:
         if len(machines) != 1:
-            found = ", ".join(machines) if machines else "none"
+            found = ", ".join(machines) or "none"
             raise RankError(f"{str(results_dir)!r} holds results of several machines or none ({found}); pass --machine")
         machine = machines[0]
     elif machine not in machines:
@@ -168,9 +166,8 @@ def run(args: argparse.Namespace) -> int:
             print("# measure the op benchmarks of both builds (asv continuous -b benchmark_ops does both and compares):")
             for commit in (args.before, args.after):
                 print(asv_run_command(commit, args.config, args.machine))
-            results_dir = Path(args.results_dir)
-            before_path = find_results(results_dir, args.before, args.machine)
-            after_path = find_results(results_dir, args.after, args.machine)
+            before_path = find_results(args.results_dir, args.before, args.machine)
+            after_path = find_results(args.results_dir, args.after, args.machine)
             print(f"# ranking {before_path} -> {after_path}")
         print(format_ranking(rank(load(before_path), load(after_path)), args.top or None))
     except RankError as exc:  # the CLI's own list of user errors does not know this module's
@@ -180,14 +177,13 @@ def run(args: argparse.Namespace) -> int:
 
 
 def add_subcommand(commands: Any) -> None:
-    """Register ``mpsbench ops-rank`` on the CLI's subparsers."""
     parser = commands.add_parser(
         "ops-rank", help="rank the op benchmarks by slowdown between two builds",
         description=__doc__.split("\n\n")[1] if __doc__ else None,
     )
     parser.add_argument("before", help="the older build: an asv results .json file, or a commit hash (prefix)")
     parser.add_argument("after", help="the newer build: as BEFORE")
-    parser.add_argument("--results-dir", default=DEFAULT_RESULTS_DIR,
+    parser.add_argument("--results-dir", type=Path, default=Path(DEFAULT_RESULTS_DIR),
                         help=f"where asv stores results, for commits (default {DEFAULT_RESULTS_DIR})")
     parser.add_argument("--machine", default=None, help="the asv machine name, for commits (default: the only one)")
     parser.add_argument("--config", type=Path, default=factor.CONFIG,

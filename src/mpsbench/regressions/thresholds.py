@@ -31,8 +31,6 @@ FLOORS = {
 NOISE_MULTIPLE = 2.0
 NOISY = 0.10  # relative half-IQR above this: the row cannot show a change of a few percent
 
-VERDICTS = ("slower", "faster", "unchanged", "noisy", "below floor", "not significant", "no statistics")
-
 
 @dataclass(frozen=True)
 class Rules:
@@ -76,7 +74,7 @@ def _significant(old: Measured, new: Measured) -> bool | None:
 
 @dataclass(frozen=True)
 class Judgement:
-    verdict: str  # one of VERDICTS
+    verdict: str  # slower, faster, unchanged, noisy, below floor, not significant or no statistics
     ratio: float  # new/old in the worse direction: above 1 is worse (inf from a zero baseline)
     threshold: float  # the fraction this row needed
     reason: str

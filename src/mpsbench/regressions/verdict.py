@@ -1,10 +1,8 @@
 """The statistical rule of ``mpsbench compare``: is build B slower than build A?
 
-Each process contributes its FASTEST sample (contention on a busy machine only
-ever adds time); a side's statistic is its fast mode, and a one-sided
-permutation test against the regression factor itself decides, its alpha split
-over the looks of the sequential loop. docs/bisect.md ("The rule") says why,
-with the trials and simulations that chose it.
+Each process contributes its FASTEST sample (contention on a busy machine only ever adds time); a side's statistic
+is its fast mode, and a one-sided permutation test against the regression factor itself decides, its alpha split over
+the looks of the sequential loop. docs/bisect.md ("The rule") says why, with the trials and simulations that chose it.
 """
 
 from __future__ import annotations
@@ -103,9 +101,8 @@ def aa_noise(a: list[float]) -> float:
 QUIETER = "a quieter machine"  # what else would decide; compare adds --threads where it applies
 
 
-def judge(a: list[float], b: list[float], factor: float, alpha: float | None = None, quieter: str = QUIETER) -> Verdict:
+def judge(a: list[float], b: list[float], factor: float, alpha: float = per_look_alpha(), quieter: str = QUIETER) -> Verdict:
     """Decide whether B is slower than A from each side's process times (seconds, in round order)."""
-    alpha = per_look_alpha() if alpha is None else alpha
     if min(len(a), len(b)) < 2:
         raise ValueError("judge needs at least two processes a side")
     ratio = fast_mode(b) / fast_mode(a)
