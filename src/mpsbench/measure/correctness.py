@@ -124,12 +124,13 @@ PATTERNS: dict[str, Pattern] = {
 NAMES: tuple[str, ...] = tuple(PATTERNS)
 
 
-def relative_error(name: str, device: str, dtype: str) -> float:
+def relative_error(device: str, name: str, dtype: str) -> float:
     """The pattern's error on ``device`` in ``dtype`` against float64 on the cpu.
 
-    Skips (n/a) where this torch lacks the op, or lacks it in this dtype on
-    this device; other errors propagate (the combination fails).
+    Skips (n/a) where the device is not usable, or this torch lacks the op, or lacks it in this
+    dtype on this device; other errors propagate (the combination fails).
     """
+    suite.require_device(device)
     pattern = PATTERNS[name]
     suite.require_torch(pattern.min_torch, name)
     made = pattern.make(torch.Generator().manual_seed(models.SEED))
@@ -163,7 +164,7 @@ def verify(device: str, dtype: str = precision.DEFAULT) -> None:
     wrong = []
     for name in NAMES:
         try:
-            error = relative_error(name, device, dtype)
+            error = relative_error(device, name, dtype)
         except suite.SkipNotImplemented:
             continue
         if not error <= tolerance:  # NaN and infinity fail too
@@ -181,11 +182,6 @@ def forget() -> None:
     _verified.clear()
 
 
-def _measure_one(device: str, pattern: str, dtype: str) -> float:
-    suite.require_device(device)
-    return relative_error(pattern, device, dtype)
-
-
 def measure(benchmark: str, keys: list[measured.Key]) -> measured.Table:
     """Every (device, pattern, dtype) of this run: its relative error (one process: benchmark_patterns)."""
-    return measured.measure(benchmark, keys, _measure_one, {"relative_error": float})
+    return measured.measure(benchmark, keys, relative_error, {"relative_error": float})

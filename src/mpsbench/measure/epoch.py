@@ -1,11 +1,8 @@
 """One epoch end to end: a CIFAR-10-shaped dataset through torchvision transforms and a DataLoader.
 
-The seeds' VGG16-on-CIFAR-10 loop (docs/workloads.md), rebuilt on a seeded
-in-memory dataset: per phase, the epoch time, images per second and the
-fraction of the epoch blocked on the loader, which checks the seeds' claim
-that data loading, not the device, is the bottleneck. Time inside ``iter()``
-and ``next()`` is data wait; the device is synchronized after every step, as
-the seeds' ``loss.item()`` did, so queued GPU work never counts as waiting.
+The seeds' VGG16-on-CIFAR-10 loop on a seeded in-memory dataset (docs/workloads.md): per phase, the
+epoch time, images per second and the fraction blocked on the loader, to check the seeds' claim that
+data loading, not the device, is the bottleneck.
 """
 
 from __future__ import annotations
@@ -87,23 +84,6 @@ class SyntheticImages(Dataset[tuple[torch.Tensor, int]]):
         return self.transform(self.images[index].numpy()), int(self.labels[index])
 
 
-def make_transform() -> Callable[[Any], torch.Tensor]:
-    """The seed's pipeline: ToTensor (uint8 HWC to float CHW in [0, 1]), Resize to 224, Normalize.
-
-    ``antialias=True`` is explicit: torchvision changed its default for tensors
-    in 0.17, and it is a no-op when enlarging, as here.
-    """
-    transforms = importlib.import_module("torchvision.transforms")
-    pipeline: Callable[[Any], torch.Tensor] = transforms.Compose(
-        [
-            transforms.ToTensor(),
-            transforms.Resize((RESIZED_SIDE, RESIZED_SIDE), antialias=True),
-            transforms.Normalize(CIFAR10_MEAN, CIFAR10_STD),
-        ]
-    )
-    return pipeline
-
-
 _splits: dict[tuple[int, int, int], tuple[torch.Tensor, torch.Tensor]] = {}
 
 
@@ -119,24 +99,22 @@ def synthetic_split(count: int, num_classes: int, seed: int) -> tuple[torch.Tens
 
 
 def make_datasets(size: DatasetSize, num_classes: int) -> tuple[SyntheticImages, SyntheticImages]:
-    """The training and test splits, drawn from different seeds, labelled for the model's classes."""
-    transform = make_transform()
+    """The training and test splits (different seeds, the model's classes) through the seed's transforms."""
+    transforms = importlib.import_module("torchvision.transforms")
+    # antialias=True is explicit: torchvision changed its default for tensors in 0.17 (a no-op when enlarging, as here).
+    transform = transforms.Compose([
+        transforms.ToTensor(),  # uint8 HWC to float CHW in [0, 1]
+        transforms.Resize((RESIZED_SIDE, RESIZED_SIDE), antialias=True),
+        transforms.Normalize(CIFAR10_MEAN, CIFAR10_STD),
+    ])
     train = SyntheticImages(*synthetic_split(size.train, num_classes, models.SEED), transform)
     test = SyntheticImages(*synthetic_split(size.test, num_classes, models.SEED + 1), transform)
     return train, test
 
 
-def make_loader(
-    dataset: SyntheticImages,
-    batch_size: int,
-    num_workers: int,
-    shuffle: bool,
-    multiprocessing_context: str | None = None,
-) -> DataLoader[tuple[torch.Tensor, int]]:
-    """A DataLoader as the seed built it: last partial batch kept, no pinned memory, workers started every epoch.
-
-    The shuffle order is seeded, so every run visits the images in the same order.
-    """
+def make_loader(dataset: SyntheticImages, batch_size: int, num_workers: int, shuffle: bool,
+                multiprocessing_context: str | None) -> DataLoader[tuple[torch.Tensor, int]]:
+    """A DataLoader as the seed built it (last partial batch kept, no pinned memory, workers started every epoch), seeded."""
     return DataLoader(
         dataset,
         batch_size=batch_size,
@@ -168,7 +146,10 @@ Step = Callable[[torch.Tensor, torch.Tensor], None]  # (images, labels), both on
 
 
 def run_epoch(loader: DataLoader[tuple[torch.Tensor, int]], device: str, step: Step) -> EpochTiming:
-    """Feed every batch of ``loader`` to ``step`` on ``device``, timing the wait for data apart."""
+    """Feed every batch of ``loader`` to ``step`` on ``device``; time in ``iter()`` and ``next()`` is the wait for data.
+
+    The device is synchronized after every step, as the seeds' ``loss.item()`` did, so queued GPU work never counts as waiting.
+    """
     images = 0
     synchronize = devices.get(device).synchronize  # looked up once: the epoch's clock is running below
     synchronize()  # nothing queued earlier may finish on this epoch's clock
@@ -191,13 +172,8 @@ def run_epoch(loader: DataLoader[tuple[torch.Tensor, int]], device: str, step: S
 class EpochRunner:
     """A model, its optimizer and the two loaders: trains an epoch, evaluates an epoch."""
 
-    def __init__(
-        self,
-        workload: workloads.Workload,
-        dataset: str,
-        num_workers: int,
-        multiprocessing_context: str | None = None,
-    ) -> None:
+    def __init__(self, workload: workloads.Workload, dataset: str, num_workers: int,
+                 multiprocessing_context: str | None = None) -> None:
         _check(dataset, DATASET_NAMES, "dataset")
         if workload.kind != "training":
             raise EpochError(f"an epoch trains, so it needs a training workload, got {workload.kind!r}")
@@ -273,26 +249,6 @@ def measure(runner: EpochRunner, epochs: int = EPOCHS_MEASURED) -> dict[str, Pha
 Combination = tuple[str, str, int, int, str]  # device, model, batch_size, num_workers, dataset
 
 
-def _measure_one(workload: workloads.Workload | measured.Outcome, num_workers: int, dataset: str,
-                 epochs: int) -> measured.Outcome:
-    if isinstance(workload, measured.Outcome):  # the model could not be built: the same outcome for every loader
-        return workload
-    try:
-        return measured.Outcome(value=measure(EpochRunner(workload, dataset, num_workers), epochs))
-    except Exception as exc:
-        return measured.outcome_of(exc)
-
-
-def _build(device: str, model: str, batch_size: int) -> workloads.Workload | measured.Outcome:
-    """A warmed-up training workload, or the outcome that stands for every combination using it."""
-    try:
-        workload = suite.prepare("training", device, model, batch_size, guarded=False)
-        EpochRunner(workload, "tiny", 0).warm_up()
-    except Exception as exc:
-        return measured.outcome_of(exc)
-    return workload
-
-
 def measure_selection(
     benchmark: str, epochs: int = EPOCHS_MEASURED, device_names: tuple[str, ...] = devices.NAMES
 ) -> dict[Combination, measured.Outcome]:
@@ -310,14 +266,23 @@ def measure_selection(
         ]
         if not selected:
             continue
-        workload = _build(device, model, batch_size)
+        try:
+            workload = suite.prepare("training", device, model, batch_size, guarded=False)
+            EpochRunner(workload, "tiny", 0).warm_up()
+        except Exception as exc:  # the model could not be built: the same outcome for every loader setting
+            failed = measured.outcome_of(exc)
+            outcomes.update({(device, model, batch_size, *chosen): failed for chosen in selected})
+            continue
         for num_workers, dataset in selected:
-            outcomes[(device, model, batch_size, num_workers, dataset)] = _measure_one(workload, num_workers, dataset, epochs)
-        if isinstance(workload, workloads.Workload):  # hand its memory back before the next model
-            del workload
-            workloads.forget()
-            gc.collect()
-            devices.get(device).empty_cache()
+            try:
+                outcome = measured.Outcome(value=measure(EpochRunner(workload, dataset, num_workers), epochs))
+            except Exception as exc:
+                outcome = measured.outcome_of(exc)
+            outcomes[(device, model, batch_size, num_workers, dataset)] = outcome
+        del workload  # hand its memory back before the next model
+        workloads.forget()
+        gc.collect()
+        devices.get(device).empty_cache()
     return outcomes
 
 
