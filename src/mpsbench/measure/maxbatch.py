@@ -39,6 +39,10 @@ class Search:
     tried: tuple[int, ...]  # every batch size tried, in order
     error: str | None  # the first line of the out-of-memory error that ended it; None at the ceiling
 
+    @property
+    def reached_ceiling(self) -> bool:
+        return self.error is None
+
 
 def search(step: Callable[[int], None], release: Callable[[], None], ceiling: int = CEILING) -> Search:
     """Double the batch size from 1 until ``step`` runs out of memory or passes ``ceiling``.
@@ -46,6 +50,8 @@ def search(step: Callable[[int], None], release: Callable[[], None], ceiling: in
     ``step(n)`` runs the workload at batch size ``n``; ``release()`` frees
     what it left behind and is called after every try, successful or not.
     """
+    if ceiling < 1:  # scripts/gpu-epoch-maxbatch passes its --ceiling
+        raise ValueError(f"the ceiling must be a batch size of 1 or more, got {ceiling}")
     tried: list[int] = []
     largest = 0
     batch_size = 1
