@@ -9,6 +9,7 @@ orders of magnitude above rounding (docs/instruments.md, Correctness patterns).
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -150,16 +151,12 @@ def relative_error(device: str, name: str, dtype: str) -> float:
     return accuracy.relative_error(result, reference)
 
 
-_verified: set[tuple[str, str]] = set()
-
-
-def verify(device: str, dtype: str = precision.DEFAULT) -> None:
+@functools.cache  # a pass is kept for the process; a failure raises, so is not kept
+def verify(device: str, dtype: str) -> None:
     """Run every pattern once per process, device and dtype; raise :class:`CorrectnessError` on a failure.
 
     A pattern this torch or device lacks is no evidence either way and is passed over.
     """
-    if (device, dtype) in _verified:
-        return
     tolerance = accuracy.TOLERANCES[dtype]  # the model guard's: rounding far below, a wrong kernel far above
     wrong = []
     for name in NAMES:
@@ -174,12 +171,6 @@ def verify(device: str, dtype: str = precision.DEFAULT) -> None:
             f"{device} computes {', '.join(wrong)} (relative error, {dtype} tolerance {tolerance:g});"
             " a device that computes wrong results is not timed"
         )
-    _verified.add((device, dtype))
-
-
-def forget() -> None:
-    """Forget which devices passed (a test that swaps a kernel checks again)."""
-    _verified.clear()
 
 
 def measure(benchmark: str, keys: list[measured.Key]) -> measured.Table:

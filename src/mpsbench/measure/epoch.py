@@ -7,6 +7,7 @@ data loading, not the device, is the bottleneck.
 
 from __future__ import annotations
 
+import functools
 import gc
 import importlib
 import itertools
@@ -84,18 +85,12 @@ class SyntheticImages(Dataset[tuple[torch.Tensor, int]]):
         return self.transform(self.images[index].numpy()), int(self.labels[index])
 
 
-_splits: dict[tuple[int, int, int], tuple[torch.Tensor, torch.Tensor]] = {}
-
-
+@functools.cache
 def synthetic_split(count: int, num_classes: int, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
     """``count`` seeded uint8 images and labels, built on first use and kept (the full training split is 150 MiB)."""
-    key = (count, num_classes, seed)
-    if key not in _splits:
-        generator = torch.Generator().manual_seed(seed)
-        images = torch.randint(0, 256, (count, IMAGE_SIDE, IMAGE_SIDE, 3), dtype=torch.uint8, generator=generator)
-        labels = torch.randint(0, num_classes, (count,), generator=generator)
-        _splits[key] = (images, labels)
-    return _splits[key]
+    generator = torch.Generator().manual_seed(seed)
+    images = torch.randint(0, 256, (count, IMAGE_SIDE, IMAGE_SIDE, 3), dtype=torch.uint8, generator=generator)
+    return images, torch.randint(0, num_classes, (count,), generator=generator)
 
 
 def make_datasets(size: DatasetSize, num_classes: int) -> tuple[SyntheticImages, SyntheticImages]:

@@ -13,7 +13,7 @@ from typing import Any
 
 import torch
 
-from mpsbench.measure import correctness, devices, fallback, models, suite
+from mpsbench.measure import correctness, devices, fallback, models, precision, suite
 
 MODEL = models.LLAMA_NAME
 NAMES: tuple[str, ...] = (MODEL,)  # the generation classes' model axis
@@ -79,5 +79,5 @@ def prepare(device: str, model: str) -> Generation:
     suite.require("inference", device, model)
     generation, _ = _slot.get((device, model), device, lambda: Generation(device, model).warm_up())
     fallback.refuse(generation.label, generation.fallback_ops)
-    correctness.verify(device)
+    correctness.verify(device, precision.DEFAULT)
     return generation
