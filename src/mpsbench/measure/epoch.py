@@ -38,9 +38,7 @@ class DatasetSize:
 
 DATASETS: dict[str, DatasetSize] = {
     "tiny": DatasetSize(train=16, test=8),  # the cpu's default: two training steps at batch 8
-    # The GPUs' default: 16 training steps of VGG16 at batch 64 and 4 evaluation
-    # batches, about 2 s an epoch on an H100 (2,048 / 512 took 3-5 s: twice the
-    # budget for the same reading).
+    # The GPUs' default: 16 training steps of VGG16 at batch 64, 4 evaluation batches; about 2 s an epoch on an H100.
     "small": DatasetSize(train=1024, test=256),
     "cifar10": DatasetSize(train=50_000, test=10_000),  # CIFAR-10's real splits: the full sweep only
 }
@@ -67,9 +65,8 @@ def _check(value: object, valid: tuple[Any, ...], what: str) -> None:
 class SyntheticImages(Dataset[tuple[torch.Tensor, int]]):
     """CIFAR-10-shaped images (N x 32 x 32 x 3 uint8) and labels, transformed per item.
 
-    A module-level class holding only tensors and a torchvision transform, so
-    that it pickles: DataLoader workers started by spawn or forkserver (macOS's
-    default, and asv's launch methods) receive it by pickling.
+    Module-level, holding only tensors and a transform: DataLoader workers started by spawn or forkserver
+    (macOS's default, and asv's launch methods) receive it by pickling.
     """
 
     def __init__(self, images: torch.Tensor, labels: torch.Tensor, transform: Callable[[Any], torch.Tensor]) -> None:

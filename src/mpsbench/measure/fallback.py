@@ -58,8 +58,6 @@ class Recorder:
     def __init__(self) -> None:
         self.ops: list[str] = []  # distinct names, in the order they first fell back
         self._catcher = warnings.catch_warnings(record=True)
-        self._log: list[warnings.WarningMessage] = []
-        self._warned_always = False
 
     def __enter__(self) -> Recorder:
         self._warned_always = torch.is_warn_always_enabled()

@@ -1,10 +1,7 @@
 """The largest power-of-two batch whose training or inference step fits in a device's memory.
 
-The seeds found that full BERT fine-tuning fit only batch size 1 on an M1
-while a frozen encoder fit 64. The search doubles the batch size up to
-:data:`CEILING` and stops at the first out-of-memory error; what raises it on
-each device (mps's high watermark, the cpu's ``RLIMIT_AS`` child) is in
-docs/workloads.md.
+The search doubles the batch size up to :data:`CEILING` and stops at the first out-of-memory error; what
+raises it on each device (mps's high watermark, the cpu's ``RLIMIT_AS`` child) is in docs/workloads.md.
 """
 
 from __future__ import annotations
