@@ -134,11 +134,9 @@ class EpochTiming:
         return self.data_wait_seconds / self.seconds
 
 
-Step = Callable[[torch.Tensor, torch.Tensor], None]  # (images, labels), both on the device
-
-
-def run_epoch(loader: DataLoader[tuple[torch.Tensor, int]], device: str, step: Step) -> EpochTiming:
-    """Feed every batch of ``loader`` to ``step`` on ``device``; time in ``iter()`` and ``next()`` is the wait for data.
+def run_epoch(loader: DataLoader[tuple[torch.Tensor, int]], device: str,
+              step: Callable[[torch.Tensor, torch.Tensor], None]) -> EpochTiming:
+    """Feed every batch of ``loader`` to ``step(images, labels)`` on ``device``; time in ``iter()`` and ``next()`` is data wait.
 
     The device is synchronized after every step, as the seeds' ``loss.item()`` did, so queued GPU work never counts as waiting.
     """
