@@ -239,13 +239,34 @@ def measure(runner: EpochRunner, epochs: int = EPOCHS_MEASURED) -> dict[str, Pha
 Combination = tuple[str, str, int, int, str]  # device, model, batch_size, num_workers, dataset
 
 
+def _measure_model(device: str, model: str, batch_size: int, loaders: list[tuple[int, str]],
+                   epochs: int) -> dict[Combination, measured.Outcome]:
+    """One warmed-up model serves all its (num_workers, dataset) settings; a failure to build it is every setting's outcome."""
+    try:
+        workload = suite.prepare("training", device, model, batch_size, guarded=False)
+        EpochRunner(workload, "tiny", 0).warm_up()
+    except Exception as exc:
+        return dict.fromkeys([(device, model, batch_size, *loader) for loader in loaders], measured.outcome_of(exc))
+    outcomes = {}
+    for num_workers, dataset in loaders:
+        try:
+            outcome = measured.Outcome(value=measure(EpochRunner(workload, dataset, num_workers), epochs))
+        except Exception as exc:
+            outcome = measured.outcome_of(exc)
+        outcomes[(device, model, batch_size, num_workers, dataset)] = outcome
+    del workload  # hand its memory back before the next model
+    workloads.forget()
+    gc.collect()
+    devices.get(device).empty_cache()
+    return outcomes
+
+
 def measure_selection(
     benchmark: str, epochs: int = EPOCHS_MEASURED, device_names: tuple[str, ...] = devices.NAMES
 ) -> dict[Combination, measured.Outcome]:
     """Measure every combination of ``benchmark``'s selection on ``device_names``, in one process.
 
-    One warmed-up model per (device, model, batch size) serves its loader settings and
-    datasets, and is dropped before the next is built. An error is recorded for its combination only.
+    Each model is dropped before the next is built. An error is recorded for its combination only.
     """
     outcomes: dict[Combination, measured.Outcome] = {}
     for device, model, batch_size in itertools.product(device_names, MODELS, BATCH_SIZES):
@@ -254,25 +275,8 @@ def measure_selection(
             for num_workers, dataset in itertools.product(NUM_WORKERS, DATASET_NAMES)
             if selection.left_out(benchmark, device, model, batch_size, num_workers, dataset) is None
         ]
-        if not selected:
-            continue
-        try:
-            workload = suite.prepare("training", device, model, batch_size, guarded=False)
-            EpochRunner(workload, "tiny", 0).warm_up()
-        except Exception as exc:  # the model could not be built: the same outcome for every loader setting
-            failed = measured.outcome_of(exc)
-            outcomes.update({(device, model, batch_size, *chosen): failed for chosen in selected})
-            continue
-        for num_workers, dataset in selected:
-            try:
-                outcome = measured.Outcome(value=measure(EpochRunner(workload, dataset, num_workers), epochs))
-            except Exception as exc:
-                outcome = measured.outcome_of(exc)
-            outcomes[(device, model, batch_size, num_workers, dataset)] = outcome
-        del workload  # hand its memory back before the next model
-        workloads.forget()
-        gc.collect()
-        devices.get(device).empty_cache()
+        if selected:
+            outcomes.update(_measure_model(device, model, batch_size, selected, epochs))
     return outcomes
 
 
