@@ -24,11 +24,9 @@ CACHE_ENVS = ("TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR")
 # The models whose step torch.compile suits: every registered one; the frozen
 # BERT differs from bert_base in its optimizer only.
 TRAINING_NAMES: tuple[str, ...] = tuple(
-    name for name in models.REGISTRY if models.REGISTRY[name].trains and name != "bert_base_frozen"
+    name for name, spec in models.REGISTRY.items() if spec.trains and name != "bert_base_frozen"
 )
-INFERENCE_NAMES: tuple[str, ...] = tuple(
-    name for name in models.REGISTRY if models.REGISTRY[name].trainable is None
-)
+INFERENCE_NAMES: tuple[str, ...] = tuple(name for name, spec in models.REGISTRY.items() if spec.trainable is None)
 
 
 def unsupported_reason(device: str) -> str | None:
