@@ -48,8 +48,8 @@ class Generation:
             return output.logits[:, -1:].argmax(-1), output.past_key_values
 
     def decode(self, token: torch.Tensor, cache: Any, count: int = NEW_TOKENS) -> torch.Tensor:
-        """``count`` greedy steps through the cache (whatever the model returns: a ``DynamicCache``, or tuples in old
-        transformers); returns the tokens."""
+        """``count`` greedy steps through the cache, which grows in place (whatever the model returns: a
+        ``DynamicCache``, or tuples in old transformers); returns the tokens."""
         tokens = []
         with torch.inference_mode():
             for _ in range(count):
