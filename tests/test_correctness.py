@@ -45,7 +45,7 @@ def test_every_pattern_has_a_kernel_to_break():
 @pytest.mark.parametrize("dtype", correctness.DTYPES)
 def test_the_cpu_computes_every_pattern_within_the_dtypes_tolerance(dtype):
     for name in correctness.NAMES:
-        error = correctness.relative_error(name, "cpu", dtype)
+        error = correctness.relative_error("cpu", name, dtype)
         assert error <= accuracy.TOLERANCES[dtype] / 10, (name, error)  # a decade of margin on the cpu
 
 
@@ -79,5 +79,5 @@ def test_the_check_runs_once_per_process_and_device(monkeypatch):
 def test_an_old_torch_skips_the_sdpa_patterns_with_the_reason(monkeypatch):
     monkeypatch.setattr(correctness.precision, "torch_version", lambda: (1, 13))
     with pytest.raises(suite.SkipNotImplemented, match=r"sdpa_permuted needs torch 2\.0 or later"):
-        correctness.relative_error("sdpa_permuted", "cpu", "float32")
-    assert correctness.relative_error("gather_transposed", "cpu", "float32") == 0.0
+        correctness.relative_error("cpu", "sdpa_permuted", "float32")
+    assert correctness.relative_error("cpu", "gather_transposed", "float32") == 0.0

@@ -103,7 +103,7 @@ def test_time_in_the_step_is_compute_and_time_in_the_loader_is_wait():
 def test_the_dataset_is_seeded_cifar10_shaped_uint8_with_labels_in_range():
     images, labels = epoch.synthetic_split(64, 1000, models.SEED)
     again, _ = epoch.synthetic_split(64, 1000, models.SEED)
-    epoch._splits.clear()
+    epoch.synthetic_split.cache_clear()
     rebuilt, rebuilt_labels = epoch.synthetic_split(64, 1000, models.SEED)
     assert images.shape == (64, 32, 32, 3) and images.dtype == torch.uint8
     assert torch.equal(images, rebuilt) and torch.equal(labels, rebuilt_labels) and again is images

@@ -34,7 +34,7 @@ def test_a_leaking_loop_grows_by_its_leak(monkeypatch):
     monkeypatch.setitem(leak_patterns.PATTERNS, "lstm_training",
                         leak_patterns.Pattern("lstm_training", "stand-in", _keeps_a_mebibyte))
     _give_freed_heap_back()
-    growth = leak_patterns.growth("lstm_training", "cpu", iterations=60)
+    growth = leak_patterns.growth("cpu", "lstm_training", iterations=60)
     assert growth == pytest.approx(1000, rel=0.2)  # MiB per 1,000 iterations: the RSS grows 1 MiB an iteration
 
 

@@ -66,18 +66,12 @@ def relative_error(result: torch.Tensor, reference: torch.Tensor) -> float:
     return float((result - reference).abs().max()) / scale
 
 
-def cpu_reference(workload: Workload) -> nn.Module:
-    """A float32 cpu copy of the workload's model in eval mode (a new build of vgg16 or bert takes seconds)."""
-    model = getattr(workload.model, "_orig_mod", workload.model)  # a compiled model's own module
-    reference = copy.deepcopy(model).to("cpu")
-    return reference.float().eval()
-
-
 def compare(workload: Workload) -> Comparison:
     """Compare one eval-mode forward on the workload's device with the cpu's."""
     samples = min(workload.batch_size, CHECK_SAMPLES)
     logits, loss = workload.evaluate(samples)
-    reference = cpu_reference(workload)
+    # A float32 cpu copy of the same weights (a new build of vgg16 or bert takes seconds); a compiled model's own module.
+    reference = copy.deepcopy(getattr(workload.model, "_orig_mod", workload.model)).to("cpu").float().eval()
     batch = models.make_batch(workload.spec, workload.batch_size).head(samples)  # the same seeded tensors, float32
     with torch.no_grad():
         expected = workload.spec.forward(reference, batch.inputs)

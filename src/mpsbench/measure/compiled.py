@@ -1,10 +1,7 @@
 """The compile axis: ``torch.compile`` (the default inductor backend) beside eager (issue 21).
 
-The model is wrapped in ``torch.compile``, so the first warm-up step is the
-compile time and the later steps the steady state. Each benchmark process
-compiles cold (:func:`cold_caches`). A build or device that cannot compile
-skips with the reason (:func:`unsupported_reason`); any other compile error
-fails the combination with its first line.
+The first warm-up step of the compiled model is the compile time, cold in every process; the later steps are
+the steady state. What skips and what fails: docs/workloads.md (The compile axis).
 """
 
 from __future__ import annotations
@@ -27,21 +24,9 @@ CACHE_ENVS = ("TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR")
 # The models whose step torch.compile suits: every registered one; the frozen
 # BERT differs from bert_base in its optimizer only.
 TRAINING_NAMES: tuple[str, ...] = tuple(
-    name for name in models.REGISTRY if models.REGISTRY[name].trains and name != "bert_base_frozen"
+    name for name, spec in models.REGISTRY.items() if spec.trains and name != "bert_base_frozen"
 )
-INFERENCE_NAMES: tuple[str, ...] = tuple(
-    name for name in models.REGISTRY if models.REGISTRY[name].trainable is None
-)
-
-
-def _compiler() -> str | None:
-    """The C++ compiler inductor's cpu backend would find, or None."""
-    named = os.environ.get("CXX")
-    for candidate in ((named,) if named else ()) + CXX_CANDIDATES:
-        found = shutil.which(candidate)
-        if found:
-            return found
-    return None
+INFERENCE_NAMES: tuple[str, ...] = tuple(name for name, spec in models.REGISTRY.items() if spec.trainable is None)
 
 
 def unsupported_reason(device: str) -> str | None:
@@ -53,7 +38,7 @@ def unsupported_reason(device: str) -> str | None:
         return f"torch {torch.__version__}'s dynamo does not support this Python"
     if device == "mps" and precision.torch_version() < FIRST_MPS_TORCH:
         return f"inductor compiles for mps from torch 2.8 (MPSInductor); this is {torch.__version__}"
-    if device == "cpu" and _compiler() is None:
+    if device == "cpu" and not any(shutil.which(name) for name in (os.environ.get("CXX"), *CXX_CANDIDATES) if name):
         return f"inductor needs a C++ compiler on the cpu; none of {', '.join(CXX_CANDIDATES)} or $CXX is on PATH"
     if device == "cuda":
         try:
@@ -74,14 +59,13 @@ def cold_caches() -> None:
 
 def prepare(kind: str, device: str, model: str) -> workloads.Workload:
     """Build, compile (the first warm-up step) and guard a compiled workload at the seed batch size."""
-    batch_size = models.get(model).seed_batch_size
-    suite.require(kind, device, model)
+    spec = suite.require(kind, device, model)
     reason = unsupported_reason(device)
     if reason is not None:
         raise suite.SkipNotImplemented(reason)
     cold_caches()
     try:
-        return suite.prepare(kind, device, model, batch_size, compiled=True)
+        return suite.prepare(kind, device, model, spec.seed_batch_size, compiled=True)
     except suite.SkipNotImplemented:
         raise
     except Exception as exc:

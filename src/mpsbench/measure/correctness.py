@@ -9,12 +9,14 @@ orders of magnitude above rounding (docs/instruments.md, Correctness patterns).
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import torch
 from torch.nn import functional
 
+from mpsbench import command
 from mpsbench.measure import accuracy, devices, measured, models, precision, suite  # suite: a cycle, used in calls only
 
 Tensors = Sequence[torch.Tensor]
@@ -124,12 +126,13 @@ PATTERNS: dict[str, Pattern] = {
 NAMES: tuple[str, ...] = tuple(PATTERNS)
 
 
-def relative_error(name: str, device: str, dtype: str) -> float:
+def relative_error(device: str, name: str, dtype: str) -> float:
     """The pattern's error on ``device`` in ``dtype`` against float64 on the cpu.
 
-    Skips (n/a) where this torch lacks the op, or lacks it in this dtype on
-    this device; other errors propagate (the combination fails).
+    Skips (n/a) where the device is not usable, or this torch lacks the op, or lacks it in this
+    dtype on this device; other errors propagate (the combination fails).
     """
+    suite.require_device(device)
     pattern = PATTERNS[name]
     suite.require_torch(pattern.min_torch, name)
     made = pattern.make(torch.Generator().manual_seed(models.SEED))
@@ -140,30 +143,25 @@ def relative_error(name: str, device: str, dtype: str) -> float:
         result = pattern.op(*pattern.arrange([x.to(device) for x in rounded]))
         devices.get(device).synchronize()
     except (NotImplementedError, RuntimeError, TypeError) as exc:
-        text = str(exc)
         # Torch lacks the op or the dtype here (mps before macOS 14 has no bfloat16): n/a, not a wrong result.
         lacks = ("not implemented for", "Unsupported", "not supported")
-        if isinstance(exc, NotImplementedError) or any(phrase in text for phrase in lacks):
-            raise suite.SkipNotImplemented(f"{name} in {dtype} on {device}: {text.strip().splitlines()[0]}") from exc
+        if isinstance(exc, NotImplementedError) or any(phrase in str(exc) for phrase in lacks):
+            raise suite.SkipNotImplemented(f"{name} in {dtype} on {device}: {command.first_line(exc)}") from exc
         raise
     return accuracy.relative_error(result, reference)
 
 
-_verified: set[tuple[str, str]] = set()
-
-
-def verify(device: str, dtype: str = precision.DEFAULT) -> None:
+@functools.cache  # a pass is kept for the process; a failure raises, so is not kept
+def verify(device: str, dtype: str) -> None:
     """Run every pattern once per process, device and dtype; raise :class:`CorrectnessError` on a failure.
 
     A pattern this torch or device lacks is no evidence either way and is passed over.
     """
-    if (device, dtype) in _verified:
-        return
     tolerance = accuracy.TOLERANCES[dtype]  # the model guard's: rounding far below, a wrong kernel far above
     wrong = []
     for name in NAMES:
         try:
-            error = relative_error(name, device, dtype)
+            error = relative_error(device, name, dtype)
         except suite.SkipNotImplemented:
             continue
         if not error <= tolerance:  # NaN and infinity fail too
@@ -173,19 +171,8 @@ def verify(device: str, dtype: str = precision.DEFAULT) -> None:
             f"{device} computes {', '.join(wrong)} (relative error, {dtype} tolerance {tolerance:g});"
             " a device that computes wrong results is not timed"
         )
-    _verified.add((device, dtype))
-
-
-def forget() -> None:
-    """Forget which devices passed (a test that swaps a kernel checks again)."""
-    _verified.clear()
-
-
-def _measure_one(device: str, pattern: str, dtype: str) -> float:
-    suite.require_device(device)
-    return relative_error(pattern, device, dtype)
 
 
 def measure(benchmark: str, keys: list[measured.Key]) -> measured.Table:
     """Every (device, pattern, dtype) of this run: its relative error (one process: benchmark_patterns)."""
-    return measured.measure(benchmark, keys, _measure_one, {"relative_error": float})
+    return measured.measure(benchmark, keys, relative_error, {"relative_error": float})

@@ -1,15 +1,13 @@
 """One epoch end to end: a CIFAR-10-shaped dataset through torchvision transforms and a DataLoader.
 
-The seeds' VGG16-on-CIFAR-10 loop (docs/workloads.md), rebuilt on a seeded
-in-memory dataset: per phase, the epoch time, images per second and the
-fraction of the epoch blocked on the loader, which checks the seeds' claim
-that data loading, not the device, is the bottleneck. Time inside ``iter()``
-and ``next()`` is data wait; the device is synchronized after every step, as
-the seeds' ``loss.item()`` did, so queued GPU work never counts as waiting.
+The seeds' VGG16-on-CIFAR-10 loop on a seeded in-memory dataset (docs/workloads.md): per phase, the
+epoch time, images per second and the fraction blocked on the loader, to check the seeds' claim that
+data loading, not the device, is the bottleneck.
 """
 
 from __future__ import annotations
 
+import functools
 import gc
 import importlib
 import itertools
@@ -40,9 +38,7 @@ class DatasetSize:
 
 DATASETS: dict[str, DatasetSize] = {
     "tiny": DatasetSize(train=16, test=8),  # the cpu's default: two training steps at batch 8
-    # The GPUs' default: 16 training steps of VGG16 at batch 64 and 4 evaluation
-    # batches, about 2 s an epoch on an H100 (2,048 / 512 took 3-5 s: twice the
-    # budget for the same reading).
+    # The GPUs' default: 16 training steps of VGG16 at batch 64, 4 evaluation batches; about 2 s an epoch on an H100.
     "small": DatasetSize(train=1024, test=256),
     "cifar10": DatasetSize(train=50_000, test=10_000),  # CIFAR-10's real splits: the full sweep only
 }
@@ -69,9 +65,8 @@ def _check(value: object, valid: tuple[Any, ...], what: str) -> None:
 class SyntheticImages(Dataset[tuple[torch.Tensor, int]]):
     """CIFAR-10-shaped images (N x 32 x 32 x 3 uint8) and labels, transformed per item.
 
-    A module-level class holding only tensors and a torchvision transform, so
-    that it pickles: DataLoader workers started by spawn or forkserver (macOS's
-    default, and asv's launch methods) receive it by pickling.
+    Module-level, holding only tensors and a transform: DataLoader workers started by spawn or forkserver
+    (macOS's default, and asv's launch methods) receive it by pickling.
     """
 
     def __init__(self, images: torch.Tensor, labels: torch.Tensor, transform: Callable[[Any], torch.Tensor]) -> None:
@@ -87,56 +82,31 @@ class SyntheticImages(Dataset[tuple[torch.Tensor, int]]):
         return self.transform(self.images[index].numpy()), int(self.labels[index])
 
 
-def make_transform() -> Callable[[Any], torch.Tensor]:
-    """The seed's pipeline: ToTensor (uint8 HWC to float CHW in [0, 1]), Resize to 224, Normalize.
-
-    ``antialias=True`` is explicit: torchvision changed its default for tensors
-    in 0.17, and it is a no-op when enlarging, as here.
-    """
-    transforms = importlib.import_module("torchvision.transforms")
-    pipeline: Callable[[Any], torch.Tensor] = transforms.Compose(
-        [
-            transforms.ToTensor(),
-            transforms.Resize((RESIZED_SIDE, RESIZED_SIDE), antialias=True),
-            transforms.Normalize(CIFAR10_MEAN, CIFAR10_STD),
-        ]
-    )
-    return pipeline
-
-
-_splits: dict[tuple[int, int, int], tuple[torch.Tensor, torch.Tensor]] = {}
-
-
+@functools.cache
 def synthetic_split(count: int, num_classes: int, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
     """``count`` seeded uint8 images and labels, built on first use and kept (the full training split is 150 MiB)."""
-    key = (count, num_classes, seed)
-    if key not in _splits:
-        generator = torch.Generator().manual_seed(seed)
-        images = torch.randint(0, 256, (count, IMAGE_SIDE, IMAGE_SIDE, 3), dtype=torch.uint8, generator=generator)
-        labels = torch.randint(0, num_classes, (count,), generator=generator)
-        _splits[key] = (images, labels)
-    return _splits[key]
+    generator = torch.Generator().manual_seed(seed)
+    images = torch.randint(0, 256, (count, IMAGE_SIDE, IMAGE_SIDE, 3), dtype=torch.uint8, generator=generator)
+    return images, torch.randint(0, num_classes, (count,), generator=generator)
 
 
 def make_datasets(size: DatasetSize, num_classes: int) -> tuple[SyntheticImages, SyntheticImages]:
-    """The training and test splits, drawn from different seeds, labelled for the model's classes."""
-    transform = make_transform()
+    """The training and test splits (different seeds, the model's classes) through the seed's transforms."""
+    transforms = importlib.import_module("torchvision.transforms")
+    # antialias=True is explicit: torchvision changed its default for tensors in 0.17 (a no-op when enlarging, as here).
+    transform = transforms.Compose([
+        transforms.ToTensor(),  # uint8 HWC to float CHW in [0, 1]
+        transforms.Resize((RESIZED_SIDE, RESIZED_SIDE), antialias=True),
+        transforms.Normalize(CIFAR10_MEAN, CIFAR10_STD),
+    ])
     train = SyntheticImages(*synthetic_split(size.train, num_classes, models.SEED), transform)
     test = SyntheticImages(*synthetic_split(size.test, num_classes, models.SEED + 1), transform)
     return train, test
 
 
-def make_loader(
-    dataset: SyntheticImages,
-    batch_size: int,
-    num_workers: int,
-    shuffle: bool,
-    multiprocessing_context: str | None = None,
-) -> DataLoader[tuple[torch.Tensor, int]]:
-    """A DataLoader as the seed built it: last partial batch kept, no pinned memory, workers started every epoch.
-
-    The shuffle order is seeded, so every run visits the images in the same order.
-    """
+def make_loader(dataset: SyntheticImages, batch_size: int, num_workers: int, shuffle: bool,
+                multiprocessing_context: str | None) -> DataLoader[tuple[torch.Tensor, int]]:
+    """A DataLoader as the seed built it (last partial batch kept, no pinned memory, workers started every epoch), seeded."""
     return DataLoader(
         dataset,
         batch_size=batch_size,
@@ -164,11 +134,12 @@ class EpochTiming:
         return self.data_wait_seconds / self.seconds
 
 
-Step = Callable[[torch.Tensor, torch.Tensor], None]  # (images, labels), both on the device
+def run_epoch(loader: DataLoader[tuple[torch.Tensor, int]], device: str,
+              step: Callable[[torch.Tensor, torch.Tensor], None]) -> EpochTiming:
+    """Feed every batch of ``loader`` to ``step(images, labels)`` on ``device``; time in ``iter()`` and ``next()`` is data wait.
 
-
-def run_epoch(loader: DataLoader[tuple[torch.Tensor, int]], device: str, step: Step) -> EpochTiming:
-    """Feed every batch of ``loader`` to ``step`` on ``device``, timing the wait for data apart."""
+    The device is synchronized after every step, as the seeds' ``loss.item()`` did, so queued GPU work never counts as waiting.
+    """
     images = 0
     synchronize = devices.get(device).synchronize  # looked up once: the epoch's clock is running below
     synchronize()  # nothing queued earlier may finish on this epoch's clock
@@ -191,13 +162,8 @@ def run_epoch(loader: DataLoader[tuple[torch.Tensor, int]], device: str, step: S
 class EpochRunner:
     """A model, its optimizer and the two loaders: trains an epoch, evaluates an epoch."""
 
-    def __init__(
-        self,
-        workload: workloads.Workload,
-        dataset: str,
-        num_workers: int,
-        multiprocessing_context: str | None = None,
-    ) -> None:
+    def __init__(self, workload: workloads.Workload, dataset: str, num_workers: int,
+                 multiprocessing_context: str | None = None) -> None:
         _check(dataset, DATASET_NAMES, "dataset")
         if workload.kind != "training":
             raise EpochError(f"an epoch trains, so it needs a training workload, got {workload.kind!r}")
@@ -273,24 +239,26 @@ def measure(runner: EpochRunner, epochs: int = EPOCHS_MEASURED) -> dict[str, Pha
 Combination = tuple[str, str, int, int, str]  # device, model, batch_size, num_workers, dataset
 
 
-def _measure_one(workload: workloads.Workload | measured.Outcome, num_workers: int, dataset: str,
-                 epochs: int) -> measured.Outcome:
-    if isinstance(workload, measured.Outcome):  # the model could not be built: the same outcome for every loader
-        return workload
-    try:
-        return measured.Outcome(value=measure(EpochRunner(workload, dataset, num_workers), epochs))
-    except Exception as exc:
-        return measured.outcome_of(exc)
-
-
-def _build(device: str, model: str, batch_size: int) -> workloads.Workload | measured.Outcome:
-    """A warmed-up training workload, or the outcome that stands for every combination using it."""
+def _measure_model(device: str, model: str, batch_size: int, loaders: list[tuple[int, str]],
+                   epochs: int) -> dict[Combination, measured.Outcome]:
+    """One warmed-up model serves all its (num_workers, dataset) settings; a failure to build it is every setting's outcome."""
     try:
         workload = suite.prepare("training", device, model, batch_size, guarded=False)
         EpochRunner(workload, "tiny", 0).warm_up()
     except Exception as exc:
-        return measured.outcome_of(exc)
-    return workload
+        return dict.fromkeys([(device, model, batch_size, *loader) for loader in loaders], measured.outcome_of(exc))
+    outcomes = {}
+    for num_workers, dataset in loaders:
+        try:
+            outcome = measured.Outcome(value=measure(EpochRunner(workload, dataset, num_workers), epochs))
+        except Exception as exc:
+            outcome = measured.outcome_of(exc)
+        outcomes[(device, model, batch_size, num_workers, dataset)] = outcome
+    del workload  # hand its memory back before the next model
+    workloads.forget()
+    gc.collect()
+    devices.get(device).empty_cache()
+    return outcomes
 
 
 def measure_selection(
@@ -298,8 +266,7 @@ def measure_selection(
 ) -> dict[Combination, measured.Outcome]:
     """Measure every combination of ``benchmark``'s selection on ``device_names``, in one process.
 
-    One warmed-up model per (device, model, batch size) serves its loader settings and
-    datasets, and is dropped before the next is built. An error is recorded for its combination only.
+    Each model is dropped before the next is built. An error is recorded for its combination only.
     """
     outcomes: dict[Combination, measured.Outcome] = {}
     for device, model, batch_size in itertools.product(device_names, MODELS, BATCH_SIZES):
@@ -308,16 +275,8 @@ def measure_selection(
             for num_workers, dataset in itertools.product(NUM_WORKERS, DATASET_NAMES)
             if selection.left_out(benchmark, device, model, batch_size, num_workers, dataset) is None
         ]
-        if not selected:
-            continue
-        workload = _build(device, model, batch_size)
-        for num_workers, dataset in selected:
-            outcomes[(device, model, batch_size, num_workers, dataset)] = _measure_one(workload, num_workers, dataset, epochs)
-        if isinstance(workload, workloads.Workload):  # hand its memory back before the next model
-            del workload
-            workloads.forget()
-            gc.collect()
-            devices.get(device).empty_cache()
+        if selected:
+            outcomes.update(_measure_model(device, model, batch_size, selected, epochs))
     return outcomes
 
 

@@ -12,7 +12,7 @@ import os
 import re
 import warnings
 from collections.abc import Sequence
-from types import TracebackType
+from typing import Any
 
 import torch
 
@@ -33,14 +33,13 @@ class FallbackError(RuntimeError):
     """Ops fell back to the cpu in a combination whose timing must be pure device work."""
 
 
+def _on(name: str) -> bool:
+    return os.environ.get(name, "").strip() not in ("", "0")
+
+
 def enabled() -> bool:
     """Whether this process was started with PyTorch's mps fallback on."""
-    return os.environ.get(ENABLE_ENV, "").strip() not in ("", "0")
-
-
-def allowed() -> bool:
-    """Whether combinations with fallbacks may be timed (``MPSBENCH_ALLOW_FALLBACK=1``)."""
-    return os.environ.get(ALLOW_ENV, "").strip() not in ("", "0")
+    return _on(ENABLE_ENV)
 
 
 def ops_in(message: str) -> list[str]:
@@ -59,8 +58,6 @@ class Recorder:
     def __init__(self) -> None:
         self.ops: list[str] = []  # distinct names, in the order they first fell back
         self._catcher = warnings.catch_warnings(record=True)
-        self._log: list[warnings.WarningMessage] = []
-        self._warned_always = False
 
     def __enter__(self) -> Recorder:
         self._warned_always = torch.is_warn_always_enabled()
@@ -69,13 +66,8 @@ class Recorder:
         warnings.simplefilter("always")
         return self
 
-    def __exit__(
-        self,
-        kind: type[BaseException] | None,
-        value: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
-        self._catcher.__exit__(kind, value, traceback)
+    def __exit__(self, *exc_info: Any) -> None:
+        self._catcher.__exit__(*exc_info)
         torch.set_warn_always(self._warned_always)
         others: dict[str, warnings.WarningMessage] = {}
         for record in self._log:
@@ -91,7 +83,7 @@ class Recorder:
 
 def refuse(what: str, ops: Sequence[str]) -> None:
     """Fail a timed combination whose warm-up fell back to the cpu, unless allowed."""
-    if not ops or allowed():
+    if not ops or _on(ALLOW_ENV):
         return
     raise FallbackError(
         f"{what}: {len(ops)} op(s) fell back to the cpu during warm-up ({', '.join(ops)}),"

@@ -8,6 +8,7 @@ machine entry and the suite's ``Host`` benchmarks share it.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import platform
 import re
@@ -134,25 +135,19 @@ def thermal_state() -> Thermal | None:
     return thermal(text) if text is not None else None
 
 
-def busy_processes(threshold: float = 25.0, seconds: float = 1.0) -> list[tuple[str, int, float]]:
-    """Other processes using more than ``threshold`` percent of one core over ``seconds``: (name, pid, percent)."""
+def busy_processes(threshold: float) -> list[tuple[str, int, float]]:
+    """Other processes using more than ``threshold`` percent of one core over a second: (name, pid, percent)."""
     import psutil
 
     mine = psutil.Process().pid
-    processes = []
-    for process in psutil.process_iter(["name"]):
-        try:
+    processes = [process for process in psutil.process_iter(["name"]) if process.pid != mine]
+    for process in processes:
+        with contextlib.suppress(psutil.NoSuchProcess, psutil.AccessDenied):
             process.cpu_percent(None)  # the first call starts the interval
-            processes.append(process)
-        except (psutil.NoSuchProcess, psutil.AccessDenied):
-            continue
-    time.sleep(seconds)
+    time.sleep(1.0)
     busy = []
     for process in processes:
-        try:
-            percent = process.cpu_percent(None)
-        except (psutil.NoSuchProcess, psutil.AccessDenied):
-            continue
-        if percent > threshold and process.pid != mine:
-            busy.append((str(process.info["name"]), process.pid, percent))
+        with contextlib.suppress(psutil.NoSuchProcess, psutil.AccessDenied):
+            if (percent := process.cpu_percent(None)) > threshold:
+                busy.append((str(process.info["name"]), process.pid, percent))
     return sorted(busy, key=lambda found: -found[2])

@@ -1,13 +1,8 @@
-"""Leaks by pattern: memory growth per 1,000 iterations of the loops mps users found leaking.
+"""Leaks by pattern: memory growth per 1,000 iterations of the loops mps users found leaking (issue 21).
 
-Each pattern is a loop body from an issue that reported mps memory climbing
-(issue 21): an LSTM training step (pytorch#145374), a model fed varying input
-sizes (#132596), MaxPool2d forward and backward (#125217) and attention over
-varying sequence lengths (#152550). A pattern runs a warm-up (every size of
-its cycle at least once, so allocator caches are full), then one memory
-reading per iteration; the growth is leak.py's least-squares slope, restated
-per 1,000 iterations. About 0 for a clean loop; a leak of one activation per
-iteration shows as MiB.
+Each pattern is the loop body of the pytorch issue it names (docs/workloads.md lists them). A warm-up fills the
+allocator's caches with every size of a pattern's cycle; then leak.py's least-squares slope over one memory reading
+per iteration: about 0 for a clean loop, MiB for a leak of one activation per iteration.
 """
 
 from __future__ import annotations
@@ -110,8 +105,9 @@ PATTERNS: dict[str, Pattern] = {
 NAMES: tuple[str, ...] = tuple(PATTERNS)
 
 
-def growth(name: str, device: str, iterations: int | None = None) -> float:
-    """The pattern's memory growth on ``device`` in MiB per :data:`PER` iterations (leak.py's slope)."""
+def growth(device: str, name: str, iterations: int | None = None) -> float:
+    """The pattern's memory growth on ``device`` in MiB per :data:`PER` iterations (leak.py's slope); n/a off a usable device."""
+    suite.require_device(device)
     pattern = PATTERNS[name]
     suite.require_torch(pattern.min_torch, name)
     devices.get(device).seed(models.SEED)
@@ -122,11 +118,6 @@ def growth(name: str, device: str, iterations: int | None = None) -> float:
     return leak.slope_mib_per_100_steps(readings) * PER / leak.PER
 
 
-def _measure_one(device: str, pattern: str) -> float:
-    suite.require_device(device)
-    return growth(pattern, device)
-
-
 def measure(benchmark: str, keys: list[measured.Key]) -> measured.Table:
     """Every (device, pattern) of this run: its growth in MiB per 1,000 iterations (one process: benchmark_patterns)."""
-    return measured.measure(benchmark, keys, _measure_one, {"growth": float})
+    return measured.measure(benchmark, keys, growth, {"growth": float})

@@ -1,17 +1,9 @@
-"""The small Llama's generation: prefill latency and decode speed with a KV cache (issue 21).
+"""The small Llama's generation: time to the first token and tokens per second after it, with a KV cache (issue 21).
 
-What Mac users ask of a local LLM is the time to the first token and the
-tokens per second after it. ``prefill`` is one forward over the prompt that
-fills the key/value cache and picks the first new token; ``decode`` feeds one
-token at a time through the cache, greedily (argmax), for a fixed number of
-tokens with no stop at an end-of-sequence token, so every build does the same
-work. The loop is written here on the model's forward rather than with
-``generate``, whose defaults and overheads change between transformers
-releases; the cache is whatever the model returns (a ``DynamicCache`` in
-current transformers, tuples in old ones).
-
-Batch 1: one user chatting. A 512-token prompt: a question with some context
-(a pasted paragraph, a system prompt). 128 new tokens: a short answer, long
+``prefill`` is one forward over the prompt that fills the cache and picks the first new token; ``decode``
+feeds one greedy token at a time through it with no end-of-sequence stop, so every build does the same work.
+Why batch 1, a 512-token prompt, 128 new tokens, and a loop on the model's forward rather than ``generate``
+(whose defaults change between transformers releases): docs/workloads.md (Models). 128 tokens are also
 enough that decode's per-token time dominates its launch overheads.
 """
 
@@ -21,7 +13,7 @@ from typing import Any
 
 import torch
 
-from mpsbench.measure import correctness, devices, fallback, models, suite
+from mpsbench.measure import correctness, devices, fallback, models, precision, suite
 
 MODEL = models.LLAMA_NAME
 NAMES: tuple[str, ...] = (MODEL,)  # the generation classes' model axis
@@ -56,7 +48,8 @@ class Generation:
             return output.logits[:, -1:].argmax(-1), output.past_key_values
 
     def decode(self, token: torch.Tensor, cache: Any, count: int = NEW_TOKENS) -> torch.Tensor:
-        """``count`` greedy steps through the cache (which grows in place); returns the tokens."""
+        """``count`` greedy steps through the cache, which grows in place (whatever the model returns: a
+        ``DynamicCache``, or tuples in old transformers); returns the tokens."""
         tokens = []
         with torch.inference_mode():
             for _ in range(count):
@@ -66,7 +59,7 @@ class Generation:
                 tokens.append(token)
         return torch.cat(tokens, dim=1)
 
-    def warm_up(self) -> None:
+    def warm_up(self) -> Generation:
         """A prefill and a few decode steps under the fallback recorder: kernels chosen, shaders compiled."""
         with fallback.Recorder() as recorder:
             token, cache = self.prefill()
@@ -75,6 +68,7 @@ class Generation:
         self.fallback_ops = tuple(recorder.ops)
         if out.device.type != self.device:
             raise RuntimeError(f"{self.label} produced its tokens on {out.device.type}")
+        return self
 
 
 _slot: devices.OneSlot[Generation] = devices.OneSlot()
@@ -83,12 +77,7 @@ _slot: devices.OneSlot[Generation] = devices.OneSlot()
 def prepare(device: str, model: str) -> Generation:
     """The warmed-up generation for an asv ``setup``, built once per process, skipped and guarded as the step timings are."""
     suite.require("inference", device, model)
-    def build() -> Generation:
-        generation = Generation(device, model)
-        generation.warm_up()
-        return generation
-
-    generation, _ = _slot.get((device, model), device, build)
+    generation, _ = _slot.get((device, model), device, lambda: Generation(device, model).warm_up())
     fallback.refuse(generation.label, generation.fallback_ops)
-    correctness.verify(device)
+    correctness.verify(device, precision.DEFAULT)
     return generation

@@ -1,10 +1,7 @@
 """The largest power-of-two batch whose training or inference step fits in a device's memory.
 
-The seeds found that full BERT fine-tuning fit only batch size 1 on an M1
-while a frozen encoder fit 64. The search doubles the batch size up to
-:data:`CEILING` and stops at the first out-of-memory error; what raises it on
-each device (mps's high watermark, the cpu's ``RLIMIT_AS`` child) is in
-docs/workloads.md.
+The search doubles the batch size up to :data:`CEILING` and stops at the first out-of-memory error; what
+raises it on each device (mps's high watermark, the cpu's ``RLIMIT_AS`` child) is in docs/workloads.md.
 """
 
 from __future__ import annotations
@@ -44,35 +41,26 @@ class Search:
         return self.error is None
 
 
-def _attempt(step: Callable[[int], None], batch_size: int) -> str | None:
-    """Run ``step`` at ``batch_size``; the first line of its out-of-memory error, or None if it fit.
-
-    The error, its traceback and every tensor its frames hold are dropped when
-    this returns: nothing of the failed try survives into the next one.
-    """
-    try:
-        step(batch_size)
-    except Exception as exc:
-        if not devices.is_out_of_memory(exc):
-            raise
-        return command.first_line(exc)
-    return None
-
-
 def search(step: Callable[[int], None], release: Callable[[], None], ceiling: int = CEILING) -> Search:
     """Double the batch size from 1 until ``step`` runs out of memory or passes ``ceiling``.
 
     ``step(n)`` runs the workload at batch size ``n``; ``release()`` frees
     what it left behind and is called after every try, successful or not.
     """
-    if ceiling < 1:
+    if ceiling < 1:  # scripts/gpu-epoch-maxbatch passes its --ceiling
         raise ValueError(f"the ceiling must be a batch size of 1 or more, got {ceiling}")
     tried: list[int] = []
     largest = 0
     batch_size = 1
     while batch_size <= ceiling:
         tried.append(batch_size)
-        error = _attempt(step, batch_size)
+        error = None
+        try:
+            step(batch_size)
+        except Exception as exc:  # the error and its traceback go at the end of this block: the failed try keeps nothing
+            if not devices.is_out_of_memory(exc):
+                raise
+            error = command.first_line(exc)
         gc.collect()  # the failed try's frames form cycles with its tensors
         release()
         if error is not None:
@@ -129,30 +117,29 @@ def _address_space() -> int:
     raise RuntimeError("/proc/self/status has no VmSize line")
 
 
-def _search_under_limit(kind: str, model: str, ceiling: int, budget: int) -> Search:
-    """Runs in the spawned child: one unlimited try at batch 1 (lazy imports, threads, the model), then the search
-    with the address space limited to what the process then maps plus ``budget``."""
-    step = SizedStep(kind, "cpu", model)
+def _search(kind: str, device: str, model: str, ceiling: int, budget: int | None = None) -> Search:
+    """The search in this process. With a ``budget`` (the cpu's spawned child): one unlimited try at batch 1 (lazy
+    imports, threads, the model) first, then the address space limited to what the process then maps plus ``budget``."""
+    step = SizedStep(kind, device, model)
     try:
-        step(1)
-        step.release()
-        limit = _address_space() + budget
-        resource.setrlimit(resource.RLIMIT_AS, (limit, resource.getrlimit(resource.RLIMIT_AS)[1]))
+        if budget is not None:
+            step(1)
+            step.release()
+            limit = _address_space() + budget
+            resource.setrlimit(resource.RLIMIT_AS, (limit, resource.getrlimit(resource.RLIMIT_AS)[1]))
         return search(step, step.release, ceiling)
     finally:
         step.close()
 
 
 def largest_batch_in_child(kind: str, model: str, ceiling: int = CEILING, budget: int = CPU_MEMORY_BUDGET) -> Search:
-    """The cpu search in a spawned child limited to ``budget`` bytes beyond its state at batch 1 (Linux only).
+    """The cpu search in a spawned child limited to ``budget`` bytes beyond its state at batch 1 (Linux: :func:`require`).
 
     A child that dies instead of raising fails the search with a RuntimeError; this process carries on.
     """
-    if not os.path.exists("/proc/self/status"):
-        raise RuntimeError("the cpu search needs Linux: it limits a child's address space and reads /proc")
     context = multiprocessing.get_context("spawn")  # a fork would inherit this process's memory
     with concurrent.futures.ProcessPoolExecutor(max_workers=1, mp_context=context) as pool:
-        future = pool.submit(_search_under_limit, kind, model, ceiling, budget)
+        future = pool.submit(_search, kind, "cpu", model, ceiling, budget)
         try:
             return future.result()
         except BrokenProcessPool as exc:
@@ -174,8 +161,4 @@ def measure(device: str, model: str, kind: str, ceiling: int = CEILING) -> Searc
     """The search the benchmark runs: in a memory-limited child on the cpu (where nothing raises), in this process elsewhere."""
     if device == "cpu":
         return largest_batch_in_child(kind, model, ceiling)
-    step = SizedStep(kind, device, model)
-    try:
-        return search(step, step.release, ceiling)
-    finally:
-        step.close()
+    return _search(kind, device, model, ceiling)

@@ -7,17 +7,16 @@ never 0, which a graph would show as a real figure. Imports no torch.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 
 
 def rss() -> int | None:
     """Bytes of this process resident in memory now; None where neither psutil nor /proc can say."""
-    try:
+    with contextlib.suppress(ImportError):
         import psutil
-    except ImportError:
-        pass
-    else:
+
         return int(psutil.Process().memory_info().rss)
     try:
         with open("/proc/self/statm") as statm:
