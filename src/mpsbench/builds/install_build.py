@@ -203,10 +203,6 @@ def fetch_wheel(pin: dict[str, str]) -> Path:
 # --- installing once, switching by .pth ------------------------------------------------
 
 
-def build_key(pins: list[dict[str, str]]) -> str:
-    return hashlib.sha256("".join(sorted(pin["sha256"] for pin in pins)).encode()).hexdigest()[:20]
-
-
 @contextlib.contextmanager
 def _locked(path: Path, wait: bool = True) -> Iterator[bool]:
     """Serialize installs of one build between concurrent asv runs; yields False if ``wait`` is off and it is held."""
@@ -249,7 +245,8 @@ def clean_leftovers(root: Path) -> list[Path]:
 
 def ensure_installed(pins: list[dict[str, str]]) -> tuple[Path, bool]:
     """The folder holding this set of wheels installed with their dependencies; True if installed now."""
-    folder = cache_root() / "builds" / build_key(pins)
+    key = hashlib.sha256("".join(sorted(pin["sha256"] for pin in pins)).encode()).hexdigest()[:20]
+    folder = cache_root() / "builds" / key
     if (folder / ".complete").is_file():  # installed: nothing to write, so a read-only cache serves it
         return folder, False
     try:
@@ -280,13 +277,6 @@ def _site_packages() -> Path:
     return Path(sysconfig.get_paths()["purelib"])
 
 
-def _pth_lines(folder: Path, suite_src: Path, env: dict[str, str]) -> str:
-    lines = [str(folder), str(suite_src.resolve())]
-    if env:  # a .pth line that starts with "import" is executed at every interpreter start
-        lines.append(f"import os; os.environ.update({json.dumps(env, sort_keys=True)})")
-    return "\n".join(lines) + "\n"
-
-
 def ensure_suite_needs() -> str:
     """Install SUITE_NEEDS into this environment (once: later calls find them); '' or what is missing and why."""
     import importlib.util
@@ -311,8 +301,10 @@ def install(build_dir: Path, env_dir: Path, suite_src: Path) -> str:
     else:
         key, pins = select_pins(build)
         folder, fresh = ensure_installed(pins)
-    pth = _site_packages() / PTH_NAME
-    pth.write_text(_pth_lines(folder, suite_src, build.get("env", {})))
+    pth_lines = [str(folder), str(suite_src.resolve())]
+    if build.get("env"):  # a .pth line that starts with "import" is executed at every interpreter start
+        pth_lines.append(f"import os; os.environ.update({json.dumps(build['env'], sort_keys=True)})")
+    (_site_packages() / PTH_NAME).write_text("\n".join(pth_lines) + "\n")
     record = {"build": f"{build['channel']}@{build['id']}", "platform": key, "folder": str(folder), "fresh": fresh}
     (env_dir / "mpsbench-build.json").write_text(json.dumps(record, indent=1) + "\n")
     how = "installed" if fresh else "switched to cached"
