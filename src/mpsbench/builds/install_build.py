@@ -88,20 +88,17 @@ def _fits(filename: str, python: tuple[int, int]) -> bool:
     return any((tag.interpreter, tag.abi) in ours for tag in utils.parse_wheel_filename(filename)[3])
 
 
-def _for_this_python(pins: list[dict[str, str]]) -> list[dict[str, str]]:
-    # A build resolved per interpreter names each wheel's set ("python": "cp310"): this
-    # interpreter's set, complete, and no other. Older builds: each wheel by its tags.
-    if any(pin.get("python") for pin in pins):
-        return [pin for pin in pins if pin.get("python") == _python_tag()]
-    here = (sys.version_info.major, sys.version_info.minor)
-    return [pin for pin in pins if _fits(pin["filename"], here)]
-
-
 def select_pins(build: dict[str, Any]) -> tuple[str, list[dict[str, str]]]:
     """The platform and the wheels of ``build`` for this machine and python."""
     candidates = platform_candidates()
     for key in candidates:
-        pins = _for_this_python(build["pins"].get(key, []))
+        pins = build["pins"].get(key, [])
+        # A build resolved per interpreter names each wheel's set ("python": "cp310"): this
+        # interpreter's set, complete, and no other. Older builds: each wheel by its tags.
+        if any(pin.get("python") for pin in pins):
+            pins = [pin for pin in pins if pin.get("python") == _python_tag()]
+        else:
+            pins = [pin for pin in pins if _fits(pin["filename"], sys.version_info[:2])]
         if any(pin["name"] == "torch" for pin in pins):
             chosen: dict[str, dict[str, str]] = {}
             for pin in pins:  # one wheel per package

@@ -54,17 +54,9 @@ def _heads(repo: Path) -> dict[str, str]:
 
 
 def commit_message(channel: str, build: mf.Build) -> str:
-    lines = [
-        f"torch {build.torch_version} ({channel}@{build.id})",
-        "",
-        f"channel: {channel}",
-        f"build: {build.id}",
-        f"kind: {build.kind}",
-        f"torch_version: {build.torch_version}",
-        f"git_version: {build.git_version}",
-        f"date: {build.date}",
-        f"platforms: {', '.join(sorted(build.pins))}",
-    ]
+    fields = {"channel": channel, "build": build.id, "kind": build.kind, "torch_version": build.torch_version,
+              "git_version": build.git_version, "date": build.date, "platforms": ", ".join(sorted(build.pins))}
+    lines = [f"torch {build.torch_version} ({channel}@{build.id})", "", *(f"{key}: {value}" for key, value in fields.items())]
     if build.note:
         lines += ["", build.note]
     return "\n".join(lines) + "\n"
