@@ -74,7 +74,7 @@ def test_the_machines_platform_picks_its_rule_and_an_absent_one_is_named():
     only_macos = mf.Manifest(manifest.channels, {"macos-arm64": manifest.defaults["macos-arm64"]})
     assert defaults.rule_for(only_macos, ["macos-arm64"])[0] == "macos-arm64"
     named = r"no default timeline for linux-x86_64-cpu; .* macos-arm64"
-    with pytest.raises(defaults.DefaultsError, match=named):
+    with pytest.raises(mf.ManifestError, match=named):
         defaults.rule_for(only_macos, ["linux-x86_64-cpu"])
 
 

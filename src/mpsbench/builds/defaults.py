@@ -16,10 +16,6 @@ from mpsbench.builds import manifest as mf
 from mpsbench.builds import resolve, wheels
 
 
-class DefaultsError(mf.ManifestError):
-    """No default timeline for this platform: the message names the platforms that have one."""
-
-
 @dataclass(frozen=True)
 class Scheduled:
     ref: str  # channel@id
@@ -37,38 +33,26 @@ def rule_for(manifest: mf.Manifest, candidates: list[str]) -> tuple[str, mf.Defa
     for platform in candidates:
         if platform in manifest.defaults:
             return platform, manifest.defaults[platform]
-    raise DefaultsError(
+    raise mf.ManifestError(
         f"no default timeline for {', '.join(candidates) or 'this platform'}; the manifest has one for:"
         f" {', '.join(sorted(manifest.defaults)) or 'none'}"
     )
 
 
-def wheel_pythons(build: mf.Build, platform: str) -> set[str]:
-    """The interpreters ("cp310") ``build`` pins a torch wheel for on ``platform``."""
-    return {
-        pin.python or wheels.parse_wheel_name(pin.filename).python
-        for pin in build.pins.get(platform, []) if pin.name == "torch"
-    }
-
-
 def releases(manifest: mf.Manifest, platform: str, rule: mf.Default) -> list[tuple[str, mf.Build]]:
     """The rule's releases on ``platform``: the last patch of each minor, oldest first."""
+    since = Version(rule.since).release[:2] if rule.since is not None else ()
     newest_of_minor: dict[tuple[int, ...], tuple[Version, str, mf.Build]] = {}
     for name in rule.channels:
         channel = manifest.channel(name)
-        found = sorted(
-            (build for build in (channel.builds if channel else ()) if build.kind == "release" and platform in build.pins),
-            key=lambda build: Version(build.torch_version),
-        )
+        found = sorted(((Version(build.torch_version), build) for build in (channel.builds if channel else ())
+                        if build.kind == "release" and platform in build.pins), key=lambda pair: pair[0])
+        minors = sorted({version.release[:2] for version, _ in found})
         if name in rule.newest_of:  # e.g. only the newest release beside the era's few (Linux: disk)
-            minors = sorted({Version(build.torch_version).release[:2] for build in found})[-rule.newest_of[name]:]
-            found = [build for build in found if Version(build.torch_version).release[:2] in minors]
-        for build in found:
-            version = Version(build.torch_version)
-            if rule.since is not None and version.release[:2] < Version(rule.since).release[:2]:
-                continue
+            minors = minors[-rule.newest_of[name]:]
+        for version, build in found:
             minor = version.release[:2]
-            if minor not in newest_of_minor or version > newest_of_minor[minor][0]:
+            if minor in minors and minor >= since and (minor not in newest_of_minor or version > newest_of_minor[minor][0]):
                 newest_of_minor[minor] = (version, f"{name}@{build.id}", build)
     ordered = [newest_of_minor[minor] for minor in sorted(newest_of_minor)]
     if rule.newest is not None:
@@ -82,7 +66,7 @@ def schedule(manifest: mf.Manifest, platform: str, here: str | None = None) -> l
     pythons = rule.pythons or (here or f"{sys.version_info.major}.{sys.version_info.minor}",)
     planned = []
     for ref, build in releases(manifest, platform, rule):
-        tags = wheel_pythons(build, platform)
+        tags = {pin.python or wheels.parse_wheel_name(pin.filename).python for pin in build.pins[platform] if pin.name == "torch"}
         runs = tuple(python for python in pythons if python_tag(python) in tags)
         if runs:
             planned.append(Scheduled(ref, build, runs))

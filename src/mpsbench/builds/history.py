@@ -90,18 +90,14 @@ def _wheel_url(args: argparse.Namespace) -> mf.Build:
                              index=args.transformers_index, build_id=args.id, note=args.note)
 
 
-def _env_pairs(pairs: list[str]) -> dict[str, str]:
+def _existing(args: argparse.Namespace) -> mf.Build:
     env = {}
-    for pair in pairs:
+    for pair in args.env:
         name, sep, value = pair.partition("=")
         if not sep or not name:
             raise HistoryError(f"--env takes NAME=VALUE, got {pair!r}")
         env[name] = value
-    return env
-
-
-def _existing(args: argparse.Namespace) -> mf.Build:
-    return resolve.existing(args.site_packages, build_id=args.id, date=args.date, env=_env_pairs(args.env), note=args.note)
+    return resolve.existing(args.site_packages, build_id=args.id, date=args.date, env=env, note=args.note)
 
 
 def cmd_list(args: argparse.Namespace) -> int:

@@ -88,20 +88,17 @@ def _fits(filename: str, python: tuple[int, int]) -> bool:
     return any((tag.interpreter, tag.abi) in ours for tag in utils.parse_wheel_filename(filename)[3])
 
 
-def _for_this_python(pins: list[dict[str, str]]) -> list[dict[str, str]]:
-    # A build resolved per interpreter names each wheel's set ("python": "cp310"): this
-    # interpreter's set, complete, and no other. Older builds: each wheel by its tags.
-    if any(pin.get("python") for pin in pins):
-        return [pin for pin in pins if pin.get("python") == _python_tag()]
-    here = (sys.version_info.major, sys.version_info.minor)
-    return [pin for pin in pins if _fits(pin["filename"], here)]
-
-
 def select_pins(build: dict[str, Any]) -> tuple[str, list[dict[str, str]]]:
     """The platform and the wheels of ``build`` for this machine and python."""
     candidates = platform_candidates()
     for key in candidates:
-        pins = _for_this_python(build["pins"].get(key, []))
+        pins = build["pins"].get(key, [])
+        # A build resolved per interpreter names each wheel's set ("python": "cp310"): this
+        # interpreter's set, complete, and no other. Older builds: each wheel by its tags.
+        if any(pin.get("python") for pin in pins):
+            pins = [pin for pin in pins if pin.get("python") == _python_tag()]
+        else:
+            pins = [pin for pin in pins if _fits(pin["filename"], sys.version_info[:2])]
         if any(pin["name"] == "torch" for pin in pins):
             chosen: dict[str, dict[str, str]] = {}
             for pin in pins:  # one wheel per package
@@ -203,10 +200,6 @@ def fetch_wheel(pin: dict[str, str]) -> Path:
 # --- installing once, switching by .pth ------------------------------------------------
 
 
-def build_key(pins: list[dict[str, str]]) -> str:
-    return hashlib.sha256("".join(sorted(pin["sha256"] for pin in pins)).encode()).hexdigest()[:20]
-
-
 @contextlib.contextmanager
 def _locked(path: Path, wait: bool = True) -> Iterator[bool]:
     """Serialize installs of one build between concurrent asv runs; yields False if ``wait`` is off and it is held."""
@@ -249,7 +242,8 @@ def clean_leftovers(root: Path) -> list[Path]:
 
 def ensure_installed(pins: list[dict[str, str]]) -> tuple[Path, bool]:
     """The folder holding this set of wheels installed with their dependencies; True if installed now."""
-    folder = cache_root() / "builds" / build_key(pins)
+    key = hashlib.sha256("".join(sorted(pin["sha256"] for pin in pins)).encode()).hexdigest()[:20]
+    folder = cache_root() / "builds" / key
     if (folder / ".complete").is_file():  # installed: nothing to write, so a read-only cache serves it
         return folder, False
     try:
@@ -280,13 +274,6 @@ def _site_packages() -> Path:
     return Path(sysconfig.get_paths()["purelib"])
 
 
-def _pth_lines(folder: Path, suite_src: Path, env: dict[str, str]) -> str:
-    lines = [str(folder), str(suite_src.resolve())]
-    if env:  # a .pth line that starts with "import" is executed at every interpreter start
-        lines.append(f"import os; os.environ.update({json.dumps(env, sort_keys=True)})")
-    return "\n".join(lines) + "\n"
-
-
 def ensure_suite_needs() -> str:
     """Install SUITE_NEEDS into this environment (once: later calls find them); '' or what is missing and why."""
     import importlib.util
@@ -311,8 +298,10 @@ def install(build_dir: Path, env_dir: Path, suite_src: Path) -> str:
     else:
         key, pins = select_pins(build)
         folder, fresh = ensure_installed(pins)
-    pth = _site_packages() / PTH_NAME
-    pth.write_text(_pth_lines(folder, suite_src, build.get("env", {})))
+    pth_lines = [str(folder), str(suite_src.resolve())]
+    if build.get("env"):  # a .pth line that starts with "import" is executed at every interpreter start
+        pth_lines.append(f"import os; os.environ.update({json.dumps(build['env'], sort_keys=True)})")
+    (_site_packages() / PTH_NAME).write_text("\n".join(pth_lines) + "\n")
     record = {"build": f"{build['channel']}@{build['id']}", "platform": key, "folder": str(folder), "fresh": fresh}
     (env_dir / "mpsbench-build.json").write_text(json.dumps(record, indent=1) + "\n")
     how = "installed" if fresh else "switched to cached"

@@ -71,13 +71,13 @@ def machine_file() -> Path:
     return Path.home() / ".asv-machine.json"  # where asv reads it
 
 
-def write(name: str | None = None, path: Path | None = None) -> tuple[str, dict[str, Any]]:
+def write(name: str | None = None) -> tuple[str, dict[str, Any]]:
     """Write (or replace) this machine's entry in asv's machine file; returns its name and fields."""
     facts = describe()
     name = default_name(facts) if name is None else name  # an empty --name is a mistake, not the default
     if not re.fullmatch(r"[A-Za-z0-9._-]+", name):
         raise MachineError(f"machine name {name!r} may hold only letters, digits, '.', '_' and '-' (at least one)")
-    path = path or machine_file()
+    path = machine_file()
     try:
         entries = json.loads(path.read_text())
     except (OSError, json.JSONDecodeError):

@@ -1,9 +1,4 @@
-"""Commit links on the published site lead to PyTorch's commits, not to timeline hashes.
-
-asv makes every commit link from ``show_commit_url`` + a timeline hash, unknown upstream. So: ``pytorch.html`` maps
-each build to its ``git_version`` and redirects ``#//github.com/HASH`` (and ``../compare/A...B``) upstream;
-``show_commit_url`` points at it (asv links a range as a compare only for ``//github.com/``); ``regressions.xml``
-gets the upstream URLs directly (feed readers run no script).
+"""Commit links on the published site lead to PyTorch's commits, not to timeline hashes (docs/site.md says how).
 
 ``python -m mpsbench.builds.pytorch_links HTML_DIR --config asv.conf.json``; scripts/publish runs it.
 """

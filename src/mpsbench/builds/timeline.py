@@ -37,40 +37,26 @@ def _epoch(build: mf.Build) -> str:
     return f"{int(build.when().timestamp())} +0000"
 
 
-class _Git:
-    def __init__(self, repo: Path) -> None:
-        self.repo = repo
+def _git(repo: Path, *args: str, data: str | None = None, env: dict[str, str] | None = None) -> str:
+    full_env = dict(os.environ, **(env or {}))
+    for variable in ("GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE"):  # set in git hooks: they would point elsewhere
+        full_env.pop(variable, None)
+    done = subprocess.run(["git", *args], cwd=repo, input=data, capture_output=True, text=True, env=full_env)
+    if done.returncode != 0:
+        raise TimelineError(f"git {' '.join(args[:2])} failed: {done.stderr.strip()}")
+    return done.stdout.strip()
 
-    def __call__(self, *args: str, data: str | None = None, env: dict[str, str] | None = None) -> str:
-        full_env = dict(os.environ, **(env or {}))
-        for variable in ("GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE"):  # set in git hooks: they would point elsewhere
-            full_env.pop(variable, None)
-        done = subprocess.run(["git", *args], cwd=self.repo, input=data, capture_output=True, text=True, env=full_env)
-        if done.returncode != 0:
-            raise TimelineError(f"git {' '.join(args[:2])} failed: {done.stderr.strip()}")
-        return done.stdout.strip()
 
-    def blob(self, text: str) -> str:
-        return self("hash-object", "-w", "--stdin", data=text)
-
-    def heads(self) -> dict[str, str]:
-        """Branch name -> tip commit."""
-        listing = self("for-each-ref", "--format=%(refname:short) %(objectname)", "refs/heads")
-        return dict(line.split() for line in listing.splitlines())
+def _heads(repo: Path) -> dict[str, str]:
+    """Branch name -> tip commit."""
+    listing = _git(repo, "for-each-ref", "--format=%(refname:short) %(objectname)", "refs/heads")
+    return dict(line.split() for line in listing.splitlines())
 
 
 def commit_message(channel: str, build: mf.Build) -> str:
-    lines = [
-        f"torch {build.torch_version} ({channel}@{build.id})",
-        "",
-        f"channel: {channel}",
-        f"build: {build.id}",
-        f"kind: {build.kind}",
-        f"torch_version: {build.torch_version}",
-        f"git_version: {build.git_version}",
-        f"date: {build.date}",
-        f"platforms: {', '.join(sorted(build.pins))}",
-    ]
+    fields = {"channel": channel, "build": build.id, "kind": build.kind, "torch_version": build.torch_version,
+              "git_version": build.git_version, "date": build.date, "platforms": ", ".join(sorted(build.pins))}
+    lines = [f"torch {build.torch_version} ({channel}@{build.id})", "", *(f"{key}: {value}" for key, value in fields.items())]
     if build.note:
         lines += ["", build.note]
     return "\n".join(lines) + "\n"
@@ -81,46 +67,39 @@ def build_record(channel: str, build: mf.Build) -> str:
     return mf.dumps({"channel": channel, **mf.build_to_json(build)})
 
 
-def _commit(git: _Git, channel: str, build: mf.Build, parent: str | None) -> str:
-    tree = git(
-        "mktree",
-        data=f"100644 blob {git.blob(build_record(channel, build))}\tbuild.json\n"
-        f"100644 blob {git.blob(README)}\tREADME.md\n",
-    )
-    when = _epoch(build)
-    identity = {
-        "GIT_AUTHOR_NAME": IDENTITY_NAME, "GIT_AUTHOR_EMAIL": IDENTITY_EMAIL, "GIT_AUTHOR_DATE": when,
-        "GIT_COMMITTER_NAME": IDENTITY_NAME, "GIT_COMMITTER_EMAIL": IDENTITY_EMAIL, "GIT_COMMITTER_DATE": when,
-    }
+def _commit(repo: Path, channel: str, build: mf.Build, parent: str | None) -> str:
+    record, readme = (_git(repo, "hash-object", "-w", "--stdin", data=text) for text in (build_record(channel, build), README))
+    tree = _git(repo, "mktree", data=f"100644 blob {record}\tbuild.json\n100644 blob {readme}\tREADME.md\n")
+    fields = {"NAME": IDENTITY_NAME, "EMAIL": IDENTITY_EMAIL, "DATE": _epoch(build)}
+    identity = {f"GIT_{role}_{key}": value for role in ("AUTHOR", "COMMITTER") for key, value in fields.items()}
     args = ["commit-tree", tree, *(["-p", parent] if parent else [])]
-    return git(*args, data=commit_message(channel, build), env=identity)
+    return _git(repo, *args, data=commit_message(channel, build), env=identity)
 
 
-def _tag(git: _Git, name: str, commit: str, build: mf.Build) -> str:
+def _tag(repo: Path, name: str, commit: str, build: mf.Build) -> str:
     body = (
         f"object {commit}\ntype commit\ntag {name}\n"
         f"tagger {IDENTITY_NAME} <{IDENTITY_EMAIL}> {_epoch(build)}\n\n"
         f"torch {build.torch_version} (git {build.git_version})\n"
     )
-    return git("mktag", data=body)
+    return _git(repo, "mktag", data=body)
 
 
 def compute(manifest: mf.Manifest, repo: Path) -> Generated:
     """Write every object for ``manifest`` into ``repo`` (created if absent); move no ref."""
     repo.mkdir(parents=True, exist_ok=True)
-    git = _Git(repo)
     if not (repo / ".git").exists() and not (repo / "HEAD").exists():
-        git("init", "--quiet", "--initial-branch=release")
+        _git(repo, "init", "--quiet", "--initial-branch=release")
     commits: dict[str, str] = {}
     branches: dict[str, str] = {}
     tags: dict[str, str] = {}
     for channel in manifest.channels:
         parent = commits[channel.parent] if channel.parent else None
         for build in channel.builds:
-            parent = _commit(git, channel.name, build, parent)
+            parent = _commit(repo, channel.name, build, parent)
             commits[f"{channel.name}@{build.id}"] = parent
             if build.tag:
-                tags[build.tag] = _tag(git, build.tag, parent, build)
+                tags[build.tag] = _tag(repo, build.tag, parent, build)
         if parent is not None:
             branches[channel.name] = parent
     return Generated(branches, commits, tags)
@@ -130,13 +109,12 @@ def generate(manifest: mf.Manifest, repo: Path, force: bool = False) -> Generate
     """Write the timeline and move its branches and tags forward; unless ``force``, never to a commit that does not
     contain a branch's tip (results recorded for the old commits would be orphaned)."""
     generated = compute(manifest, repo)
-    git = _Git(repo)
-    heads = git.heads()
+    heads = _heads(repo)
     for channel, tip in generated.branches.items():
         current = heads.get(channel)
         if current and current != tip and not force:
             try:
-                git("merge-base", "--is-ancestor", current, tip)
+                _git(repo, "merge-base", "--is-ancestor", current, tip)
             except TimelineError:
                 raise TimelineError(
                     f"branch {channel} would move from {current[:12]} to {tip[:12]}, which does not contain it:"
@@ -144,15 +122,15 @@ def generate(manifest: mf.Manifest, repo: Path, force: bool = False) -> Generate
                     " would be orphaned (use --force to accept)"
                 ) from None
     for channel, tip in generated.branches.items():
-        git("update-ref", f"refs/heads/{channel}", tip)
+        _git(repo, "update-ref", f"refs/heads/{channel}", tip)
     first = manifest.channels[0].name if manifest.channels else None
     if first:  # HEAD off any branch pruned below
-        git("symbolic-ref", "HEAD", f"refs/heads/{first}")
+        _git(repo, "symbolic-ref", "HEAD", f"refs/heads/{first}")
     for stale in heads:
         if stale not in generated.branches:  # a channel removed from the manifest: asv must not walk it
-            git("update-ref", "-d", f"refs/heads/{stale}")
+            _git(repo, "update-ref", "-d", f"refs/heads/{stale}")
     for name, tag in generated.tags.items():
-        git("update-ref", f"refs/tags/{name}", tag)
+        _git(repo, "update-ref", f"refs/tags/{name}", tag)
     return generated
 
 
@@ -160,8 +138,11 @@ def generate(manifest: mf.Manifest, repo: Path, force: bool = False) -> Generate
 _ASV_RANGE_WORDS = ("ALL", "NEW", "EXISTING")
 
 
-def _asv_run_range(asv_run_args: list[str]) -> str | None:
-    """The git range among ``asv run``'s arguments, by asv's own parser; None if none, or asv refuses them (it says why)."""
+def bad_range(repo: Path, asv_run_args: list[str]) -> str | None:
+    """Why the range among ``asv run``'s arguments names nothing in the timeline (asv would answer a traceback), or None.
+
+    The range is found by asv's own parser; arguments it refuses are left to asv, which says why.
+    """
     import argparse
     import contextlib
     import io
@@ -171,24 +152,15 @@ def _asv_run_range(asv_run_args: list[str]) -> str | None:
     parser = Run.setup_arguments(argparse.ArgumentParser(prog="asv", add_help=False).add_subparsers())
     try:
         with contextlib.redirect_stderr(io.StringIO()):
-            found, _ = parser.parse_known_args(asv_run_args)
+            arg = parser.parse_known_args(asv_run_args)[0].range
     except SystemExit:
         return None
-    given = found.range
-    return None if not given or given in _ASV_RANGE_WORDS or given.startswith("HASHFILE:") else str(given)
-
-
-def bad_range(repo: Path, asv_run_args: list[str]) -> str | None:
-    """Why the range among ``asv run``'s arguments names nothing in the timeline (asv would answer a traceback), or None."""
-    arg = _asv_run_range(asv_run_args)
-    if arg is None:
+    if not arg or arg in _ASV_RANGE_WORDS or arg.startswith("HASHFILE:"):
         return None
-    git = _Git(repo)
     try:
-        git("rev-list", "--quiet", "--first-parent", arg, "--")
+        _git(repo, "rev-list", "--quiet", "--first-parent", arg, "--")
     except TimelineError:
-        tags = git("tag", "--list").split()
-        names = ", ".join([*git.heads(), *tags]) or "none yet"
+        names = ", ".join([*_heads(repo), *_git(repo, "tag", "--list").split()]) or "none yet"
         # FIRST^..LAST fails when FIRST is its channel's first build: it has no parent.
         root = " (a channel's first build has no '^': name the channel for all its builds)" if "^" in arg else ""
         return (

@@ -21,9 +21,6 @@ from typing import Any
 import packaging.utils
 import packaging.version
 
-USER_AGENT = "mpsbench (+https://github.com/mpsbench/mpsbench)"
-TIMEOUT = 60.0
-
 # Platform keys of the manifest, and how a wheel's platform tag maps onto them.
 # PyPI's Linux x86_64 torch wheels are CUDA builds; CPU-only Linux builds carry a
 # "+cpu" local version (PyTorch's own index).
@@ -85,8 +82,8 @@ class _LinkParser(html.parser.HTMLParser):
                 self.hrefs.append(href)
 
 def _open(url: str, method: str | None = None, **headers: str) -> Any:
-    request = urllib.request.Request(url, method=method, headers={"User-Agent": USER_AGENT, **headers})
-    return urllib.request.urlopen(request, timeout=TIMEOUT)
+    headers = {"User-Agent": "mpsbench (+https://github.com/mpsbench/mpsbench)", **headers}
+    return urllib.request.urlopen(urllib.request.Request(url, method=method, headers=headers), timeout=60)
 
 def index_uri(index: str) -> str:
     """A PEP 503 index as a URL: http(s):// and file:// as given, a folder as its file:// URL."""
