@@ -185,6 +185,16 @@ def test_a_missing_results_directory_is_one_line_and_exit_2(tmp_path, capsys):
     assert err[-1] == f"mpsbench: error: results directory {tmp_path / 'nope'} does not exist"
 
 
+def test_the_folder_above_results_is_one_line_and_exit_2_with_nothing_written(tmp_path, capsys):
+    # A recorded run's folder (results/ beneath it): asv finds the files, but without benchmarks.json their rows
+    # have no param names, which once crashed the compile section with a KeyError.
+    run = Path(__file__).parents[1] / "docs" / "results" / "era-2026-11-23"
+    assert report.main([str(run), str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[-1].startswith(f"mpsbench: error: {run} holds no benchmarks.json") and "results directory" in err[-1]
+    assert not (tmp_path / "out").exists()
+
+
 def test_the_subcommand_registers_on_the_clis_subparsers(suite, tmp_path):
     import argparse
 
