@@ -21,11 +21,7 @@ _measure_instruments.timeout = 6 * 3600  # the full sweep's large models step 50
 class _Instruments(measured.Lookup):
     """Shared by TrainingInstruments and InferenceInstruments: four readings of one warmed-up workload.
 
-    Measured once per run in one ``setup_cache`` shared by both classes
-    (src/mpsbench/measure/instruments.py): one process builds each selected
-    combination in turn and takes all four readings; the ``track_`` processes
-    look theirs up. ``setup_cache`` measures both classes' whole selection
-    even when ``-b`` picks one.
+    One ``setup_cache`` measures both classes' whole selection (mpsbench.measure.instruments); ``track_`` looks up.
     """
 
     param_names = ("device", "model")

@@ -86,7 +86,7 @@ CPU_LARGE_BATCH_SIZES = (1, 8)  # a large model's cpu step at batch 128 takes ab
 def _not_at(model: str, batch_size: int) -> str | None:
     if batch_size in models.get(model).batch_sizes:
         return None
-    return str(models.BatchSizeError(f"{model} is not run at batch {batch_size}"))
+    return f"{model} is not run at batch {batch_size}"
 
 
 def steps(device: str, model: str, batch_size: int) -> str | None:

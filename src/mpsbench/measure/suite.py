@@ -89,13 +89,7 @@ def require_torch(minimum: tuple[int, int], what: str) -> None:
         raise SkipNotImplemented(f"{what} needs torch {needed} or later; this is {torch.__version__}")
 
 
-def require(
-    kind: str,
-    device: str,
-    model: str,
-    *,
-    dtype: str = precision.DEFAULT,
-) -> models.ModelSpec:
+def require(kind: str, device: str, model: str, *, dtype: str = precision.DEFAULT) -> models.ModelSpec:
     """Skip, with the reason (asv's n/a), a combination that cannot run here; builds nothing."""
     spec = models.get(model)
     require_device(device)
@@ -108,16 +102,8 @@ def require(
     return spec
 
 
-def prepare(
-    kind: str,
-    device: str,
-    model: str,
-    batch_size: int,
-    *,
-    dtype: str = precision.DEFAULT,
-    guarded: bool = True,
-    compiled: bool = False,
-) -> workloads.Workload:
+def prepare(kind: str, device: str, model: str, batch_size: int, *, dtype: str = precision.DEFAULT,
+            guarded: bool = True, compiled: bool = False) -> workloads.Workload:
     """Build (once per process) and warm up a workload for an asv ``setup``.
 
     What cannot run here or does not fit skips with the reason (n/a); an op torch
@@ -191,10 +177,7 @@ def memory_peaks(workload: workloads.Workload) -> MemoryPeaks:
     device.synchronize()
     sampler.sample()  # mps frees late: the driver may still grow while the step finishes
     peak, driver = sampler.peak_bytes(), sampler.driver_peak_bytes()
-    return MemoryPeaks(
-        None if peak is None else peak / devices.MIB,
-        None if driver is None else driver / devices.MIB,
-    )
+    return MemoryPeaks(None if peak is None else peak / devices.MIB, None if driver is None else driver / devices.MIB)
 
 
 def peak_memory_mib(workload: workloads.Workload) -> float:
