@@ -17,12 +17,11 @@ MPSBENCH_FULL=1 for every model on every device.
 from mpsbench.measure import compiled, devices, suite
 
 
-class CompiledTraining(suite.TimedSteps):
-    """One compiled training step (the same step as Training.time_step, its model under torch.compile)."""
+class _Compiled(suite.TimedSteps):
+    """One compiled step: Training's or Inference's time_step, its model under torch.compile."""
 
-    kind = "training"
+    kind: str  # "training" or "inference": suite.per_kind sets it per class
     param_names = ("device", "model")
-    params = (devices.NAMES, compiled.TRAINING_NAMES)
     version = "1"
     timeout = 1800  # a large model's training graph compiles for minutes on a small cpu
     warmup_time = 0  # setup compiles and warms up
@@ -40,8 +39,5 @@ class CompiledTraining(suite.TimedSteps):
     track_compile_seconds.unit = "seconds"
 
 
-class CompiledInference(CompiledTraining):
-    """One compiled inference step (eval mode, torch.inference_mode())."""
-
-    kind = "inference"
-    params = (devices.NAMES, compiled.INFERENCE_NAMES)
+CompiledTraining, CompiledInference = suite.per_kind("Compiled{Kind}", _Compiled, (devices.NAMES, compiled.TRAINING_NAMES),
+                                                     (devices.NAMES, compiled.INFERENCE_NAMES))

@@ -63,11 +63,8 @@ class _Capacity(measured.PeakMemory):
     version = "1"
     setup_cache = _measure_capacity  # one key for both classes: asv keys a cache by where it is defined
 
-    def track_throughput(self, readings, device, model, batch_size):
-        """Samples per second: batch size over the median step time of several calls."""
-        return self.figure(readings, (device, model, batch_size), "throughput")
-
-    track_throughput.unit = "samples/s"
+    track_throughput = measured.track("throughput", "samples/s",
+                                      "Samples per second: batch size over the median step time of several calls.")
 
 
 TrainingCapacity, InferenceCapacity = suite.per_kind("{Kind}Capacity", _Capacity, Training.params, Inference.params)

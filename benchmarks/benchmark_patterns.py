@@ -37,11 +37,9 @@ class Correctness(measured.Lookup):
     version = "1"
     setup_cache = _measure_patterns  # one key for both classes: asv keys a cache by where it is defined
 
-    def track_relative_error(self, readings, device, pattern, dtype):
-        """max|device - reference| / max|reference|; the guard's tolerance per dtype is in docs/instruments.md."""
-        return self.figure(readings, (device, pattern, dtype), "relative_error")
-
-    track_relative_error.unit = "relative error"
+    track_relative_error = measured.track(
+        "relative_error", "relative error",
+        "max|device - reference| / max|reference|; the guard's tolerance per dtype is in docs/instruments.md.")
 
 
 class LeakPatterns(measured.Lookup):
@@ -53,8 +51,6 @@ class LeakPatterns(measured.Lookup):
     version = "1"
     setup_cache = _measure_patterns
 
-    def track_growth(self, readings, device, pattern):
-        """About 0 for a clean loop. cuda: memory_allocated; mps: current_allocated_memory; cpu: process RSS."""
-        return self.figure(readings, (device, pattern), "growth")
-
-    track_growth.unit = "MiB/1000 iterations"
+    track_growth = measured.track(
+        "growth", "MiB/1000 iterations",
+        "About 0 for a clean loop. cuda: memory_allocated; mps: current_allocated_memory; cpu: process RSS.")

@@ -146,20 +146,27 @@ class Lookup:
     rounds = 1  # a lookup: a second round would read the same cache again
     timeout = 60  # per lookup; the measuring happens in setup_cache
 
-    def figure(self, readings: Mapping[str, Any], params: tuple[Any, ...], name: str) -> float:
-        """Figure ``name`` of this combination, or asv's n/a / failure with the reason."""
-        value: float = family(readings, self.kind).lookup(tuple(params), name)
+
+def track(figure: str, unit: str, doc: str) -> Callable[..., float]:
+    """A :class:`Lookup`'s ``track_`` method: figure ``figure`` of its combination, or asv's n/a / failure with the reason.
+
+    asv names a benchmark by the attribute it is bound to and reads ``unit`` and the docstring from the function.
+    """
+
+    def track_figure(self: Lookup, readings: Mapping[str, Any], *params: Any) -> float:
+        value: float = family(readings, self.kind).lookup(params, figure)
         return value
+
+    track_figure.unit = unit  # type: ignore[attr-defined]
+    track_figure.__doc__ = doc
+    return track_figure
 
 
 class PeakMemory(Lookup):
     """The peak-memory figure shared by the step classes' capacity lookups (models and precision)."""
 
-    def track_peak_memory(self, readings: Mapping[str, Any], *params: Any) -> float:
-        """Peak device memory over one step, in MiB (cpu: the process's largest RSS sample over the step)."""
-        return self.figure(readings, params, "peak_memory")
-
-    track_peak_memory.unit = "MiB"  # type: ignore[attr-defined]
+    track_peak_memory = track("peak_memory", "MiB",
+                              "Peak device memory over one step, in MiB (cpu: the process's largest RSS sample over the step).")
 
 
 def of(benchmark: Any, measure_family: Callable[[str, list[Key]], Table]) -> Callable[[], Table]:

@@ -450,10 +450,9 @@ class OpCase:
             raise OpError(f"{self.spec.name} on {self.device} ({self.dtype}, {self.size}) gave " + "; ".join(problems))
 
 
-def median_seconds_per_call(case: OpCase, min_samples: int = 3, min_seconds: float = 0.2,
-                            max_samples: int = 50) -> float:
+def median_seconds_per_call(case: OpCase, min_samples: int = 3, min_seconds: float = 0.2) -> float:
     """Median seconds per call of a warmed-up case, each sample its calls per sample (like the asv ``time_`` body)."""
-    median, _ = timing.median_seconds(case.run, case.device, case.calls_per_sample, min_samples, min_seconds, max_samples)
+    median, _ = timing.median_seconds(case.run, case.device, case.calls_per_sample, min_samples, min_seconds)
     return median
 
 
@@ -509,8 +508,6 @@ def prepare(device: str, op: str, dtype: str, size: str, training: bool) -> OpCa
         raise suite.SkipNotImplemented(f"torch {torch.__version__} has no torch.nn.functional.{spec.needs_functional}")
     try:
         case, _ = cached(device, op, dtype, size, training)
-    except suite.SkipNotImplemented:
-        raise
     except Exception as exc:
         forget()
         if devices.is_out_of_memory(exc):
