@@ -1,17 +1,8 @@
 """Input patterns that broke before: silent wrong results and leaks, one tracked row each (issue 21).
 
-``Correctness.track_relative_error``: the relative error of one op on one
-input layout that a past release computed wrong without an error (SDPA on
-transposed or permuted q/k/v, with and without a mask; F.linear with a
-transposed weight; a strided convolution input; index ops over transposed
-sources) against float64 on the cpu, per dtype (src/mpsbench/measure/correctness.py).
-A jump on its graph is a silent-correctness regression; the same patterns
-guard every model timing (suite.guard). ``LeakPatterns.track_growth``: memory
-growth in MiB per 1,000 iterations of the loops users found leaking on mps
-(src/mpsbench/measure/leak_patterns.py).
-
-Both are measured in one ``setup_cache`` (one interpreter for both classes,
-mpsbench.measure.measured); the ``track_`` processes look their value up.
+A jump on ``Correctness.track_relative_error`` is a silent-correctness regression (the same patterns guard
+every model timing: suite.guard); ``LeakPatterns.track_growth`` is the growth of the loops users found
+leaking on mps. The patterns: docs/workloads.md. Both are measured in one ``setup_cache`` (mpsbench.measure.measured).
 """
 
 from mpsbench.measure import correctness, devices, leak_patterns, measured

@@ -42,7 +42,7 @@ class Workload:
         with self.device.creating():
             self.model = spec.build().to(device)  # the copy is a no-op where the weights were created on device
         self.batch = models.make_batch(spec, batch_size).to(device)
-        if precision.casts_model(kind, dtype):
+        if kind == "inference" and precision.is_reduced(dtype):  # cast, where training autocasts
             self.model.to(precision.dtype_of(dtype))
             self.batch = _cast_floats(self.batch, precision.dtype_of(dtype))
         self.compiled = compiled
@@ -122,19 +122,18 @@ class Workload:
         for _ in range(steps):
             self.step()
 
-    def warm_up(self, steps: int = 2) -> None:
-        """Run steps until kernels are chosen and optimizer state exists, recording cpu fallbacks.
+    def warm_up(self) -> None:
+        """Run two steps, so that kernels are chosen and optimizer state exists, recording cpu fallbacks.
 
         Fails an output moved off the device, computed in another dtype, or a non-finite loss.
         """
         with fallback.Recorder() as recorder:
             self.device.synchronize()
             begin = time.perf_counter()
-            result = self.step()
+            self.step()
             self.device.synchronize()
             self.first_step_seconds = time.perf_counter() - begin
-            for _ in range(steps - 1):
-                result = self.step()
+            result = self.step()
             self.device.synchronize()
         self.fallback_ops = tuple(recorder.ops)
         if result.device.type != self.device:
