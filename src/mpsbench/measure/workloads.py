@@ -43,8 +43,11 @@ class Workload:
             self.model = spec.build().to(device)  # the copy is a no-op where the weights were created on device
         self.batch = models.make_batch(spec, batch_size).to(device)
         if kind == "inference" and precision.is_reduced(dtype):  # cast, where training autocasts
-            self.model.to(precision.dtype_of(dtype))
-            self.batch = _cast_floats(self.batch, precision.dtype_of(dtype))
+            cast = precision.dtype_of(dtype)
+            self.model.to(cast)
+            inputs = self.batch.inputs  # the floating ones: token ids and targets stay integers
+            self.batch = models.Batch({key: value.to(cast) if value.is_floating_point() else value
+                                       for key, value in inputs.items()}, self.batch.target)
         self.compiled = compiled
         if compiled:  # torch.compile with the default (inductor) backend; compiles at the first step
             self.model = torch.compile(self.model)  # type: ignore[assignment]  # an OptimizedModule
@@ -149,12 +152,6 @@ def check_kind(kind: str) -> str:
     if kind not in KINDS:
         raise WorkloadError(f"unknown workload kind {kind!r}; choose one of: {', '.join(KINDS)}")
     return kind
-
-
-def _cast_floats(batch: models.Batch, dtype: torch.dtype) -> models.Batch:
-    """The batch with its floating inputs in ``dtype`` (token ids and targets stay integers)."""
-    inputs = {key: value.to(dtype) if value.is_floating_point() else value for key, value in batch.inputs.items()}
-    return models.Batch(inputs, batch.target)
 
 
 def build(
