@@ -65,17 +65,18 @@ def _mps_call(name: str) -> bool:
     return True
 
 
-def _mps_backend_available() -> tuple[bool, str]:
+def _mps_missing() -> str | None:
+    """Why this torch on this OS has no MPS backend to use, or None."""
     backend = getattr(getattr(torch, "backends", None), "mps", None)
     if backend is None:
-        return False, f"torch {torch.__version__} has no MPS backend (needs 1.12 or later)"
+        return f"torch {torch.__version__} has no MPS backend (needs 1.12 or later)"
     if not backend.is_built():
-        return False, f"torch {torch.__version__} was built without MPS"
+        return f"torch {torch.__version__} was built without MPS"
     if not backend.is_available():
         if sys.platform != "darwin":
-            return False, f"MPS needs macOS on Apple silicon; this is {sys.platform}"
-        return False, "MPS is built but not available (macOS 12.3+ on Apple silicon needed)"
-    return True, "available"
+            return f"MPS needs macOS on Apple silicon; this is {sys.platform}"
+        return "MPS is built but not available (macOS 12.3+ on Apple silicon needed)"
+    return None
 
 
 class Device(str, enum.Enum):
@@ -97,14 +98,11 @@ class Device(str, enum.Enum):
         """Probe once per process with a real allocation and a real op."""
         if self is Device.CPU:
             return Availability(True, self.describe())
-        if self is Device.CUDA:
-            if not torch.cuda.is_available():
-                built = torch.version.cuda is not None
-                return Availability(False, "no CUDA device found" if built else f"torch {torch.__version__} has no CUDA")
-        else:
-            ok, why = _mps_backend_available()
-            if not ok:
-                return Availability(False, why)
+        if self is Device.CUDA and not torch.cuda.is_available():
+            built = torch.version.cuda is not None
+            return Availability(False, "no CUDA device found" if built else f"torch {torch.__version__} has no CUDA")
+        if self is Device.MPS and (missing := _mps_missing()) is not None:
+            return Availability(False, missing)
         try:
             probe = torch.ones(4, device=self.value) * 2
             total = float(probe.sum().cpu())  # a read-back proves the op really ran
