@@ -388,12 +388,11 @@ def get(name: str) -> ModelSpec:
         raise UnknownModelError(f"unknown model {name!r}; choose one of: {', '.join(REGISTRY)}") from None
 
 
-def check_batch_size(spec: ModelSpec, batch_size: int) -> int:
-    """Return ``batch_size`` if ``spec`` is benchmarked at it, else a one-line error."""
+def check_batch_size(spec: ModelSpec, batch_size: int) -> None:
+    """A one-line error unless ``spec`` is benchmarked at ``batch_size``."""
     if batch_size not in spec.batch_sizes:
         sizes = ", ".join(str(size) for size in spec.batch_sizes)
         raise BatchSizeError(f"batch size {batch_size} is not run for {spec.name}; choose one of: {sizes}")
-    return batch_size
 
 
 def make_batch(spec: ModelSpec, batch_size: int) -> Batch:

@@ -89,7 +89,7 @@ def require_torch(minimum: tuple[int, int], what: str) -> None:
         raise SkipNotImplemented(f"{what} needs torch {needed} or later; this is {torch.__version__}")
 
 
-def require(kind: str, device: str, model: str, *, dtype: str = precision.DEFAULT) -> models.ModelSpec:
+def require(kind: str, device: str, model: str, *, dtype: str = precision.DEFAULT) -> None:
     """Skip, with the reason (asv's n/a), a combination that cannot run here; builds nothing."""
     spec = models.get(model)
     require_device(device)
@@ -99,7 +99,6 @@ def require(kind: str, device: str, model: str, *, dtype: str = precision.DEFAUL
     reason = precision.unsupported_reason(device, kind, dtype)
     if reason is not None:
         raise SkipNotImplemented(f"{model} {kind} in {dtype} on {device}: {reason}")
-    return spec
 
 
 def prepare(kind: str, device: str, model: str, batch_size: int, *, dtype: str = precision.DEFAULT,
