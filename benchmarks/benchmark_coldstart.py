@@ -1,13 +1,7 @@
 """Cold start: the first step in a fresh process, apart from the steady-state steps (issue #6).
 
-asv runs every sample of a ``timeraw_`` benchmark in a new Python process.
-Untimed there: importing torch and building the workload on the device (the
-device context, the weights' copy). Timed: the first step and a synchronize,
-where kernels are chosen, Metal shaders and graphs compiled, cuBLAS and cuDNN
-initialised and CUDA modules loaded. Every model runs at its seed batch size;
-on the cpu its small models; on a GPU, where every sample is a fresh
-interpreter importing torch (about 12 s on the H100 host), the full sweep
-only (MPSBENCH_FULL=1; selection.cold_start).
+asv runs every sample of a ``timeraw_`` benchmark in a new Python process; what is timed there and
+what is not: docs/instruments.md, Cold start. Every model runs at its seed batch size (selection.cold_start).
 """
 
 from mpsbench.measure import devices, models, suite

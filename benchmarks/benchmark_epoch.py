@@ -12,19 +12,9 @@ from mpsbench.measure import devices, epoch, suite
 class Epoch:
     """Per phase (train, eval): median epoch time, images/s and fraction of it spent waiting for data.
 
-    Every number comes from one measurement, taken once per run in
-    ``setup_cache``: for each selected combination, a model is built and warmed
-    up, then ``epoch.EPOCHS_MEASURED`` (3) times it trains an epoch and
-    evaluates one (the seed's loop), each timed with the device synchronized
-    after every step; each figure is the median over those epochs. Measuring
-    once and reporting three figures from it keeps the default selection within
-    its budget (asv would otherwise re-run the epochs in a separate process for
-    each figure). ``setup_cache`` measures the whole current selection even when
-    ``-b`` picks one benchmark of it.
-
-    Datasets: tiny (16 train / 8 test images, the cpu's default), small
-    (1,024 / 256, the GPUs' default), cifar10 (50,000 / 10,000, the full sweep,
-    GPUs only); MPSBENCH_FULL=1 runs every combination.
+    Every figure comes from one measurement per run in ``setup_cache`` (``epoch.EPOCHS_MEASURED`` epochs
+    of each selected combination): asv would otherwise re-run the epochs for each figure.
+    The datasets and the default selection: docs/workloads.md.
     """
 
     params = (devices.NAMES, epoch.MODELS, epoch.BATCH_SIZES, epoch.NUM_WORKERS, epoch.DATASET_NAMES, epoch.PHASES)

@@ -21,48 +21,28 @@ _measure_instruments.timeout = 6 * 3600  # the full sweep's large models step 50
 class _Instruments(measured.Lookup):
     """Shared by TrainingInstruments and InferenceInstruments: four readings of one warmed-up workload.
 
-    Measured once per run in one ``setup_cache`` shared by both classes
-    (src/mpsbench/measure/instruments.py): one process builds each selected
-    combination in turn and takes all four readings; the ``track_`` processes
-    look theirs up. ``setup_cache`` measures both classes' whole selection
-    even when ``-b`` picks one.
+    One ``setup_cache`` measures both classes' whole selection (mpsbench.measure.instruments); ``track_`` looks up.
     """
 
     param_names = ("device", "model")
     version = "1"
     setup_cache = _measure_instruments  # one key for both classes: asv keys a cache by where it is defined
 
-    def track_fallback_ops(self, readings, device, model):
-        """Distinct ops that fell back from mps to the cpu during warm-up (0 on cuda and cpu).
+    track_fallback_ops = measured.track("fallback_ops", "ops", """Distinct ops that fell back from mps to the cpu during warm-up.
 
-        Needs PYTORCH_ENABLE_MPS_FALLBACK=1 (asv matrix ``env_nobuild``):
+        0 on cuda and cpu. Needs PYTORCH_ENABLE_MPS_FALLBACK=1 (asv matrix ``env_nobuild``):
         without it such an op raises and the combination fails with its name.
-        """
-        return self.figure(readings, (device, model), "fallback_ops")
+        """)
+    track_driver_memory = measured.track(
+        "driver_memory", "MiB", "Peak memory the driver holds for torch over one step, in MiB (mps driver, cuda reserved).")
+    track_leak = measured.track("leak", "MiB/100 steps", """Memory growth in MiB per 100 steps.
 
-    track_fallback_ops.unit = "ops"
-
-    def track_driver_memory(self, readings, device, model):
-        """Peak memory the driver holds for torch over one step, in MiB (mps driver, cuda reserved)."""
-        return self.figure(readings, (device, model), "driver_memory")
-
-    track_driver_memory.unit = "MiB"
-
-    def track_leak(self, readings, device, model):
-        """Memory growth in MiB per 100 steps: least squares over one reading per step after warm-up.
-
-        About 0 for a clean step. cuda: memory_allocated; mps:
-        current_allocated_memory; cpu (and mps before torch 2.0): process RSS.
-        """
-        return self.figure(readings, (device, model), "leak")
-
-    track_leak.unit = "MiB/100 steps"
-
-    def track_accuracy_error(self, readings, device, model):
-        """Relative error of the device's logits and loss against the cpu's (docs/instruments.md)."""
-        return self.figure(readings, (device, model), "accuracy_error")
-
-    track_accuracy_error.unit = "relative error"
+        Least squares over one reading per step after warm-up; about 0 for a clean step. cuda: memory_allocated;
+        mps: current_allocated_memory; cpu (and mps before torch 2.0): process RSS.
+        """)
+    track_accuracy_error = measured.track(
+        "accuracy_error", "relative error",
+        "Relative error of the device's logits and loss against the cpu's (docs/instruments.md).")
 
 
 TrainingInstruments, InferenceInstruments = suite.per_kind("{Kind}Instruments", _Instruments, (devices.NAMES, models.NAMES),

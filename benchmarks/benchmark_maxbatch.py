@@ -12,18 +12,8 @@ from mpsbench.measure import devices, maxbatch, suite, workloads
 class MaxBatch:
     """Largest batch size in 1, 2, 4, ..., 4096 whose step completes (doubling, stop at the first OOM).
 
-    Training runs two steps per try (the optimizer state exists from the
-    second), inference one. 4096 (``maxbatch.CEILING``) means everything up to
-    the ceiling fit; 0 means not even batch 1 did.
-
-    cuda: torch.cuda.OutOfMemoryError ends the search; default selection.
-    mps: "MPS backend out of memory", raised at PYTORCH_MPS_HIGH_WATERMARK_RATIO
-    times the recommended working set (default 1.7, past it into swap; 0.0 turns
-    the limit off, and the search then ends at the ceiling); the ratio in effect
-    is recorded with every run by ``Environment.track_mps_high_watermark_ratio``
-    (benchmark_models); full sweep only.
-    cpu: a spawned child limited by RLIMIT_AS to its state after batch 1 plus
-    ``maxbatch.CPU_MEMORY_BUDGET`` (2 GiB); full sweep only, Linux only.
+    4096 (``maxbatch.CEILING``) means everything up to the ceiling fit; 0 means not even batch 1 did.
+    How each device runs out of memory, and what its number means: docs/workloads.md.
     """
 
     params = (devices.NAMES, maxbatch.MODELS, workloads.KINDS)

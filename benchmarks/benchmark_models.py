@@ -55,24 +55,16 @@ _measure_capacity.timeout = 6 * 3600  # the full sweep's cpu steps at the seed b
 class _Capacity(measured.PeakMemory):
     """Throughput and peak memory of the same combinations as the step timings.
 
-    Measured once per run in one ``setup_cache`` shared by both classes (one
-    process builds and warms up each selected combination in turn;
-    src/mpsbench/measure/capacity.py), so the ``track_`` processes only look their
-    figure up: on a GPU a benchmark process costs seconds before its first
-    step, two per combination more than doubled the default run, and each
-    ``setup_cache`` is an interpreter of its own. ``setup_cache`` measures
-    both classes' whole selection even when ``-b`` picks one combination.
+    One ``setup_cache`` measures both classes' whole selection (mpsbench.measure.capacity): on a GPU two
+    benchmark processes per combination more than doubled the default run (mpsbench.measure.measured says why).
     """
 
     param_names = ("device", "model", "batch_size")
     version = "1"
     setup_cache = _measure_capacity  # one key for both classes: asv keys a cache by where it is defined
 
-    def track_throughput(self, readings, device, model, batch_size):
-        """Samples per second: batch size over the median step time of several calls."""
-        return self.figure(readings, (device, model, batch_size), "throughput")
-
-    track_throughput.unit = "samples/s"
+    track_throughput = measured.track("throughput", "samples/s",
+                                      "Samples per second: batch size over the median step time of several calls.")
 
 
 TrainingCapacity, InferenceCapacity = suite.per_kind("{Kind}Capacity", _Capacity, Training.params, Inference.params)

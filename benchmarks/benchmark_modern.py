@@ -1,14 +1,8 @@
 """The models Mac users run in 2025-2026: a small Llama, ViT-B/16, Stable Diffusion's text encoder (issue 21).
 
-Their own classes, beside benchmark_models' seeds, so that Training and
-Inference keep their params and history. The steps are the seeds' (same
-timing, same guards: fallbacks, the accuracy check against the cpu, the
-correctness patterns); the Llama's causal-LM training step and inference
-forward run over 256 tokens. ``LlmPrefill`` and ``LlmDecode`` time its
-generation: the time to first token and the time per decoded token with a KV
-cache (src/mpsbench/measure/llm.py says why batch 1, a 512-token prompt, 128 new
-tokens). Default: the steps on the cpu at batch 1, on a GPU in the full sweep
-only (selection.modern: the budget), generation on every device.
+Their own classes, so that benchmark_models' Training and Inference keep their params and history; the
+steps and their guards are the seeds'. ``LlmPrefill`` and ``LlmDecode`` time the Llama's generation
+(mpsbench.measure.llm says why its sizes). Default: selection.modern and selection.generation.
 """
 
 from mpsbench.measure import devices, llm, models, suite

@@ -13,21 +13,9 @@ from mpsbench.measure import devices, ops, suite
 class _OpBenchmark:
     """Shared by every op class: params, setup and the timed body.
 
-    ``time_*`` is the time of one call. Each timed call loops k calls of the
-    op and then synchronizes the device once; the class's ``timer`` divides
-    asv's clock by k, so every reported time is per call. k is fixed per size
-    (``ops.CALLS_PER_SAMPLE``: small 100, medium 20, large 3), never chosen
-    from the hardware, so that every machine times the same loop. asv's
-    ``number`` stays automatic: with a ``setup``, asv_runner 0.3.2 times one
-    call per sample and re-runs ``setup`` before each, so the built inputs are
-    cached per process (``ops.cached``).
-
-    The default selection runs every op in float32, at the large size on a
-    GPU and the small and medium sizes on the cpu (selection.op says why);
-    MPSBENCH_FULL=1 adds the other dtypes and sizes (never the cpu's reduced
-    precision at large: minutes a call). Combinations left out skip in
-    ``setup`` with the reason, as do absent devices and reduced-precision
-    dtypes torch refuses on a device; torch refusing float32 fails the combination.
+    ``time_*`` is the time of one call: each timed call loops k calls (``ops.CALLS_PER_SAMPLE``) and
+    the ``timer`` divides by k (docs/ops.md, Timing). The default selection is selection.op's;
+    reduced-precision dtypes torch refuses on a device skip, torch refusing float32 fails.
     """
 
     training = False
@@ -35,10 +23,7 @@ class _OpBenchmark:
     version = "1"  # bump when what is measured changes, not for cosmetic edits
     timeout = 900  # the full sweep's large cpu calls take seconds each
     warmup_time = 0  # setup warms up explicitly (kernel choice, shader compilation)
-    # One round of 3 to 20 samples: asv launches a process per combination,
-    # method and round, and the default selection is mostly combinations that
-    # skip (absent devices, the cpu's reduced precision), whose launches a
-    # second round would double for no sample.
+    # One round: a second would double the launches of the many combinations that skip (docs/ops.md).
     repeat = (3, 20, 0.5)  # min samples, max samples, seconds
     rounds = 1
 

@@ -1,17 +1,8 @@
 """Input patterns that broke before: silent wrong results and leaks, one tracked row each (issue 21).
 
-``Correctness.track_relative_error``: the relative error of one op on one
-input layout that a past release computed wrong without an error (SDPA on
-transposed or permuted q/k/v, with and without a mask; F.linear with a
-transposed weight; a strided convolution input; index ops over transposed
-sources) against float64 on the cpu, per dtype (src/mpsbench/measure/correctness.py).
-A jump on its graph is a silent-correctness regression; the same patterns
-guard every model timing (suite.guard). ``LeakPatterns.track_growth``: memory
-growth in MiB per 1,000 iterations of the loops users found leaking on mps
-(src/mpsbench/measure/leak_patterns.py).
-
-Both are measured in one ``setup_cache`` (one interpreter for both classes,
-mpsbench.measure.measured); the ``track_`` processes look their value up.
+A jump on ``Correctness.track_relative_error`` is a silent-correctness regression (the same patterns guard
+every model timing: suite.guard); ``LeakPatterns.track_growth`` is the growth of the loops users found
+leaking on mps. The patterns: docs/workloads.md. Both are measured in one ``setup_cache`` (mpsbench.measure.measured).
 """
 
 from mpsbench.measure import correctness, devices, leak_patterns, measured
@@ -37,11 +28,9 @@ class Correctness(measured.Lookup):
     version = "1"
     setup_cache = _measure_patterns  # one key for both classes: asv keys a cache by where it is defined
 
-    def track_relative_error(self, readings, device, pattern, dtype):
-        """max|device - reference| / max|reference|; the guard's tolerance per dtype is in docs/instruments.md."""
-        return self.figure(readings, (device, pattern, dtype), "relative_error")
-
-    track_relative_error.unit = "relative error"
+    track_relative_error = measured.track(
+        "relative_error", "relative error",
+        "max|device - reference| / max|reference|; the guard's tolerance per dtype is in docs/instruments.md.")
 
 
 class LeakPatterns(measured.Lookup):
@@ -53,8 +42,6 @@ class LeakPatterns(measured.Lookup):
     version = "1"
     setup_cache = _measure_patterns
 
-    def track_growth(self, readings, device, pattern):
-        """About 0 for a clean loop. cuda: memory_allocated; mps: current_allocated_memory; cpu: process RSS."""
-        return self.figure(readings, (device, pattern), "growth")
-
-    track_growth.unit = "MiB/1000 iterations"
+    track_growth = measured.track(
+        "growth", "MiB/1000 iterations",
+        "About 0 for a clean loop. cuda: memory_allocated; mps: current_allocated_memory; cpu: process RSS.")

@@ -1,14 +1,7 @@
-"""Training and inference steps in float32, float16 and bfloat16 (issue #6).
+"""Training and inference steps in float32, float16 and bfloat16 at each model's seed batch size (issue #6).
 
-Training in a reduced dtype is mixed precision (autocast; float16 with loss
-scaling); inference casts the model and inputs. Combinations a device or torch
-release does not support are skipped with the reason; a step whose logits are
-not computed in the named dtype (autocast falling back to float32 silently)
-fails. Every model runs at its seed batch size; by default mlp on the cpu in
-every dtype, and on GPUs bert_base training in float16 and bfloat16
-(selection.PRECISION_MODELS; MPSBENCH_FULL=1 for the rest). Kept apart
-from benchmark_models so that Training and Inference keep their params and
-history.
+Kept apart from benchmark_models so that Training and Inference keep their params and history. How each
+dtype is applied, what skips and what fails: docs/instruments.md, Precision. Default: selection.PRECISION_MODELS.
 """
 
 from mpsbench.measure import capacity, devices, measured, models, precision, suite

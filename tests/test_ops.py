@@ -213,7 +213,7 @@ def test_unknown_names_give_one_line_errors_with_the_choices():
 def test_median_takes_several_samples_of_k_calls_each(monkeypatch):
     case = ops.OpCase(ops.get("add"), "cpu", "float32", "small", training=False)
     calls = []
-    monkeypatch.setattr(case, "call", lambda: calls.append(1))
+    monkeypatch.setattr(case, "forward", lambda: calls.append(1))
     ticks = iter(range(1000))
     monkeypatch.setattr(timing.time, "perf_counter", lambda: float(next(ticks)))
     seconds = ops.median_seconds_per_call(case, min_samples=5, min_seconds=0.0)
@@ -340,7 +340,7 @@ def test_a_class_times_k_calls_per_sample_and_reports_per_call(monkeypatch):
     assert bench.calls == 20
     assert isinstance(bench.timer, suite.StepTimer) and bench.timer.steps_per_call == 20
     calls = []
-    monkeypatch.setattr(bench.case, "call", lambda: calls.append(1))
+    monkeypatch.setattr(bench.case, "forward", lambda: calls.append(1))
     bench.time_forward("cpu", "mul", "float32", "medium")
     assert len(calls) == 20
 

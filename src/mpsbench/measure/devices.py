@@ -65,17 +65,18 @@ def _mps_call(name: str) -> bool:
     return True
 
 
-def _mps_backend_available() -> tuple[bool, str]:
+def _mps_missing() -> str | None:
+    """Why this torch on this OS has no MPS backend to use, or None."""
     backend = getattr(getattr(torch, "backends", None), "mps", None)
     if backend is None:
-        return False, f"torch {torch.__version__} has no MPS backend (needs 1.12 or later)"
+        return f"torch {torch.__version__} has no MPS backend (needs 1.12 or later)"
     if not backend.is_built():
-        return False, f"torch {torch.__version__} was built without MPS"
+        return f"torch {torch.__version__} was built without MPS"
     if not backend.is_available():
         if sys.platform != "darwin":
-            return False, f"MPS needs macOS on Apple silicon; this is {sys.platform}"
-        return False, "MPS is built but not available (macOS 12.3+ on Apple silicon needed)"
-    return True, "available"
+            return f"MPS needs macOS on Apple silicon; this is {sys.platform}"
+        return "MPS is built but not available (macOS 12.3+ on Apple silicon needed)"
+    return None
 
 
 class Device(str, enum.Enum):
@@ -97,14 +98,11 @@ class Device(str, enum.Enum):
         """Probe once per process with a real allocation and a real op."""
         if self is Device.CPU:
             return Availability(True, self.describe())
-        if self is Device.CUDA:
-            if not torch.cuda.is_available():
-                built = torch.version.cuda is not None
-                return Availability(False, "no CUDA device found" if built else f"torch {torch.__version__} has no CUDA")
-        else:
-            ok, why = _mps_backend_available()
-            if not ok:
-                return Availability(False, why)
+        if self is Device.CUDA and not torch.cuda.is_available():
+            built = torch.version.cuda is not None
+            return Availability(False, "no CUDA device found" if built else f"torch {torch.__version__} has no CUDA")
+        if self is Device.MPS and (missing := _mps_missing()) is not None:
+            return Availability(False, missing)
         try:
             probe = torch.ones(4, device=self.value) * 2
             total = float(probe.sum().cpu())  # a read-back proves the op really ran
@@ -127,13 +125,10 @@ class Device(str, enum.Enum):
         return f"cpu, {torch.get_num_threads()} threads"
 
     def creating(self) -> AbstractContextManager[Any]:
-        """Where a model built inside this context creates its weights: on the device where that is safe.
+        """Where a model built inside this context creates its weights: on cuda's GPU (torch 2.0+), else on the cpu.
 
-        cuda (torch 2.0 and later, whose ``torch.device`` is a context manager):
-        on the GPU. Initializing VGG16's or BERT's weights on a cpu took 1.7 to
-        2.4 s of every benchmark process on the H100 host, on the GPU 0.03 to
-        0.09 s (docs/performance.md). Everywhere else on the cpu, to be copied
-        after: an initializer that mps lacks would fail the combination for an op
+        On the GPU VGG16's or BERT's initialization took 0.03-0.09 s of every H100 process, on the cpu 1.7-2.4 s
+        (docs/performance.md). mps copies after: an initializer it lacks would fail the combination for an op
         that no timed step runs.
         """
         if self is Device.CUDA and hasattr(torch.device, "__enter__"):
@@ -167,11 +162,6 @@ class Device(str, enum.Enum):
         if self is Device.CPU:
             return process_memory.unreadable_reason()
         return f"torch {torch.__version__} keeps no {self} memory counters"
-
-    def reset_peak(self) -> None:
-        """Start a new high-water mark where the device keeps one (cuda)."""
-        if self is Device.CUDA:
-            torch.cuda.reset_peak_memory_stats()
 
     def empty_cache(self) -> None:
         """Hand cached, unused blocks back to the driver, so the next reading starts clean."""
@@ -256,24 +246,21 @@ class PeakSampler:
 
     def __init__(self, device: str) -> None:
         self.device = get(device)
-        self.allocated = 0
+        self.allocated: int | None = None  # None until a sample has a reading: no reading is None, never 0
         self.driver = 0
-        self.read = False  # whether any sample had a reading: no reading is None, never 0
-        self.device.reset_peak()
+        if self.device is Device.CUDA:
+            torch.cuda.reset_peak_memory_stats()  # the only device with a high-water mark of its own
 
     def sample(self) -> None:
         reading = self.device.memory()
         if reading.current is not None:
-            self.allocated = max(self.allocated, reading.current)
-            self.read = True
+            self.allocated = max(self.allocated or 0, reading.current)
         if reading.driver is not None:
             self.driver = max(self.driver, reading.driver)
 
     def peak_bytes(self) -> int | None:
         """The peak: the device's own counter where it has one, else the largest sample."""
-        if self.device is not Device.CUDA:
-            return self.allocated if self.read else None
-        return self.device.memory().peak
+        return self.device.memory().peak if self.device is Device.CUDA else self.allocated
 
     def driver_peak_bytes(self) -> int | None:
         """The peak the driver holds for torch, caches included: mps's samples (torch 2.0+), cuda's reserved; cpu None."""
@@ -312,17 +299,12 @@ HOST_OUT_OF_MEMORY = ("DefaultCPUAllocator: can't allocate memory", "DefaultCPUA
 
 
 def is_out_of_memory(exc: BaseException) -> bool:
-    """True for the out-of-memory errors of every device: cuda, mps and the host allocator (cpu).
+    """The one check for the whole suite: the out-of-memory errors of cuda, mps, the host allocator and Python.
 
-    cuda raises ``torch.cuda.OutOfMemoryError`` (torch 1.13+, a RuntimeError
-    before), mps a plain RuntimeError that says "MPS backend out of memory",
-    the cpu's allocator a RuntimeError that says it "can't allocate memory",
-    and Python itself MemoryError. The one check for the whole suite.
+    cuda raises ``torch.cuda.OutOfMemoryError`` (torch 1.13+, a RuntimeError before),
+    mps a RuntimeError saying "MPS backend out of memory", the cpu's allocator one of :data:`HOST_OUT_OF_MEMORY`.
     """
-    oom_type = getattr(torch.cuda, "OutOfMemoryError", None)
-    if oom_type is not None and isinstance(exc, oom_type):
-        return True
-    if isinstance(exc, MemoryError):
+    if isinstance(exc, (MemoryError, getattr(torch.cuda, "OutOfMemoryError", MemoryError))):
         return True
     text = str(exc)
     return isinstance(exc, RuntimeError) and (

@@ -86,18 +86,7 @@ def measure(
             failed = outcome_of(exc)
             table.figures[key] = {name: failed for name in figures}
             continue
-        results: dict[str, Outcome] = {}
-        for name, figure in figures.items():
-            try:
-                value = figure(state)
-            except Exception as exc:
-                results[name] = outcome_of(exc)
-            else:
-                results[name] = (
-                    Outcome(skipped=f"{key[0]} keeps no reading for {name}") if value is None
-                    else Outcome(value=value)  # an int (a count) stays one in asv's table
-                )
-        table.figures[key] = results
+        table.figures[key] = {name: _reading(key, name, figure, state) for name, figure in figures.items()}
         del state
         workloads.forget()
         gc.collect()
@@ -105,6 +94,15 @@ def measure(
         if device.usable:
             device.empty_cache()
     return table
+
+
+def _reading(key: Key, name: str, figure: Figure, state: Any) -> Outcome:
+    try:
+        value = figure(state)
+    except Exception as exc:
+        return outcome_of(exc)
+    # an int (a count) stays one in asv's table
+    return Outcome(skipped=f"{key[0]} keeps no reading for {name}") if value is None else Outcome(value=value)
 
 
 def grid(*axes: Iterable[Any]) -> list[Key]:
@@ -122,21 +120,14 @@ def grid(*axes: Iterable[Any]) -> list[Key]:
 # both classes name it: one interpreter, one cache, each class reading its part.
 
 
-@dataclass(frozen=True)
-class FamilyFailure:
-    """A family whose measuring raised: each of its benchmarks fails with this message."""
-
-    message: str
-
-
 def measure_families(families: Mapping[str, Callable[[], Any]]) -> dict[str, Any]:
-    """Each family's readings, or its :class:`FamilyFailure`, measured one family after the other."""
+    """Each family's readings, or the failed :class:`Outcome` of its measuring, one family after the other."""
     readings: dict[str, Any] = {}
     for name, measure_family in families.items():
         try:
             readings[name] = measure_family()
         except Exception as exc:  # one family's bug must not cost the other its readings
-            readings[name] = FamilyFailure(f"measuring {name} failed: {type(exc).__name__}: {command.first_line(exc)}")
+            readings[name] = Outcome(failed=f"measuring {name} failed: {type(exc).__name__}: {command.first_line(exc)}")
     return readings
 
 
@@ -145,9 +136,7 @@ def family(readings: Mapping[str, Any], name: str) -> Any:
     if name not in readings:
         raise RuntimeError(f"the setup_cache measured no family {name!r}; it measured: {', '.join(readings)}")
     found = readings[name]
-    if isinstance(found, FamilyFailure):
-        raise RuntimeError(found.message)
-    return found
+    return found.get() if isinstance(found, Outcome) else found
 
 
 class Lookup:
@@ -157,20 +146,27 @@ class Lookup:
     rounds = 1  # a lookup: a second round would read the same cache again
     timeout = 60  # per lookup; the measuring happens in setup_cache
 
-    def figure(self, readings: Mapping[str, Any], params: tuple[Any, ...], name: str) -> float:
-        """Figure ``name`` of this combination, or asv's n/a / failure with the reason."""
-        value: float = family(readings, self.kind).lookup(tuple(params), name)
+
+def track(figure: str, unit: str, doc: str) -> Callable[..., float]:
+    """A :class:`Lookup`'s ``track_`` method: figure ``figure`` of its combination, or asv's n/a / failure with the reason.
+
+    asv names a benchmark by the attribute it is bound to and reads ``unit`` and the docstring from the function.
+    """
+
+    def track_figure(self: Lookup, readings: Mapping[str, Any], *params: Any) -> float:
+        value: float = family(readings, self.kind).lookup(params, figure)
         return value
+
+    track_figure.unit = unit  # type: ignore[attr-defined]
+    track_figure.__doc__ = doc
+    return track_figure
 
 
 class PeakMemory(Lookup):
     """The peak-memory figure shared by the step classes' capacity lookups (models and precision)."""
 
-    def track_peak_memory(self, readings: Mapping[str, Any], *params: Any) -> float:
-        """Peak device memory over one step, in MiB (cpu: the process's largest RSS sample over the step)."""
-        return self.figure(readings, params, "peak_memory")
-
-    track_peak_memory.unit = "MiB"  # type: ignore[attr-defined]
+    track_peak_memory = track("peak_memory", "MiB",
+                              "Peak device memory over one step, in MiB (cpu: the process's largest RSS sample over the step).")
 
 
 def of(benchmark: Any, measure_family: Callable[[str, list[Key]], Table]) -> Callable[[], Table]:

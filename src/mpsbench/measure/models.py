@@ -210,8 +210,7 @@ def _bert_batch(batch_size: int, gen: torch.Generator) -> Batch:
     vocab_size = 30522  # BertConfig's default vocabulary
     ids = torch.randint(0, vocab_size, (batch_size, BERT_SEQUENCE_LENGTH), generator=gen)
     mask = torch.ones(batch_size, BERT_SEQUENCE_LENGTH, dtype=torch.long)
-    inputs = {"input_ids": ids, "attention_mask": mask}
-    return Batch(inputs, _classes(batch_size, BERT_NUM_LABELS, gen))
+    return Batch({"input_ids": ids, "attention_mask": mask}, _classes(batch_size, BERT_NUM_LABELS, gen))
 
 
 def _token_batch(vocab_size: int, length: int) -> Callable[[int, torch.Generator], Batch]:
@@ -235,7 +234,6 @@ def _adamw(params: list[nn.Parameter]) -> torch.optim.Optimizer:
     return torch.optim.AdamW(params, lr=2e-5)  # the usual BERT fine-tuning optimizer
 
 
-_SMALL_SIZES = BATCH_SIZES
 _CNN_SIZES = (1, 8, 32, 64, 128)
 _BIG_SIZES = (1, 8, 32, 64)
 
@@ -285,7 +283,7 @@ REGISTRY: dict[str, ModelSpec] = {
             make_batch=_mlp_batch,
             num_classes=10,
             seed_batch_size=1024,  # the MLP seed trained on batches of 1024
-            batch_sizes=_SMALL_SIZES,
+            batch_sizes=BATCH_SIZES,
             large=False,
             steps_per_call=20,  # ~0.1 ms a step on a GPU: 20 steps per timed call
         ),
@@ -296,7 +294,7 @@ REGISTRY: dict[str, ModelSpec] = {
             make_batch=_image_batch(1, 28, 10),
             num_classes=10,
             seed_batch_size=128,  # a common MNIST training batch; no seed fixes one
-            batch_sizes=_SMALL_SIZES,
+            batch_sizes=BATCH_SIZES,
             large=False,
             steps_per_call=20,  # sub-millisecond on a GPU, like the MLP
         ),
@@ -390,12 +388,11 @@ def get(name: str) -> ModelSpec:
         raise UnknownModelError(f"unknown model {name!r}; choose one of: {', '.join(REGISTRY)}") from None
 
 
-def check_batch_size(spec: ModelSpec, batch_size: int) -> int:
-    """Return ``batch_size`` if ``spec`` is benchmarked at it, else a one-line error."""
+def check_batch_size(spec: ModelSpec, batch_size: int) -> None:
+    """A one-line error unless ``spec`` is benchmarked at ``batch_size``."""
     if batch_size not in spec.batch_sizes:
         sizes = ", ".join(str(size) for size in spec.batch_sizes)
         raise BatchSizeError(f"batch size {batch_size} is not run for {spec.name}; choose one of: {sizes}")
-    return batch_size
 
 
 def make_batch(spec: ModelSpec, batch_size: int) -> Batch:

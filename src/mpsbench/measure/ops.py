@@ -416,17 +416,11 @@ class OpCase:
             self.grad_output = torch.randn(output.shape, device=output.device).to(output.dtype)
         return torch.autograd.grad(output, self.trained, self.grad_output)
 
-    def call(self) -> None:
-        """One call of what this case times: the forward, or forward and backward."""
-        if self.training:
-            self.forward_backward()
-        else:
-            self.forward()
-
     def run(self, calls: int) -> None:
-        """``calls`` calls back to back, without synchronizing."""
+        """``calls`` calls of what this case times (the forward, or forward and backward) back to back, unsynchronized."""
+        call = self.forward_backward if self.training else self.forward
         for _ in range(calls):
-            self.call()
+            call()
 
     @property
     def calls_per_sample(self) -> int:
@@ -456,10 +450,9 @@ class OpCase:
             raise OpError(f"{self.spec.name} on {self.device} ({self.dtype}, {self.size}) gave " + "; ".join(problems))
 
 
-def median_seconds_per_call(case: OpCase, min_samples: int = 3, min_seconds: float = 0.2,
-                            max_samples: int = 50) -> float:
+def median_seconds_per_call(case: OpCase, min_samples: int = 3, min_seconds: float = 0.2) -> float:
     """Median seconds per call of a warmed-up case, each sample its calls per sample (like the asv ``time_`` body)."""
-    median, _ = timing.median_seconds(case.run, case.device, case.calls_per_sample, min_samples, min_seconds, max_samples)
+    median, _ = timing.median_seconds(case.run, case.device, case.calls_per_sample, min_samples, min_seconds)
     return median
 
 
@@ -479,12 +472,10 @@ def unsupported_dtype_reason(exc: BaseException, spec: OpSpec, device: str, dtyp
     float32 is the baseline every device must run; float16 and bfloat16 support
     varies with the device, the OS (bfloat16 on mps needs macOS 14) and the torch version.
     """
-    if dtype == "float32" or not isinstance(exc, (NotImplementedError, RuntimeError, TypeError)):
+    if dtype == precision.DEFAULT or not isinstance(exc, (NotImplementedError, RuntimeError, TypeError)):
         return None
-    text = str(exc).strip()
-    first_line = command.first_line(exc)
-    if isinstance(exc, NotImplementedError) or any(word in text.lower() for word in _UNSUPPORTED_WORDS):
-        return f"{spec.name} in {dtype} on {device}: torch does not support it here: {first_line}"
+    if isinstance(exc, NotImplementedError) or any(word in str(exc).lower() for word in _UNSUPPORTED_WORDS):
+        return f"{spec.name} in {dtype} on {device}: torch does not support it here: {command.first_line(exc)}"
     return None
 
 
@@ -517,8 +508,6 @@ def prepare(device: str, op: str, dtype: str, size: str, training: bool) -> OpCa
         raise suite.SkipNotImplemented(f"torch {torch.__version__} has no torch.nn.functional.{spec.needs_functional}")
     try:
         case, _ = cached(device, op, dtype, size, training)
-    except suite.SkipNotImplemented:
-        raise
     except Exception as exc:
         forget()
         if devices.is_out_of_memory(exc):

@@ -53,11 +53,6 @@ def autocast(device: str, kind: str, name: str) -> contextlib.AbstractContextMan
     return torch.autocast(device_type=device, dtype=dtype_of(name))
 
 
-def casts_model(kind: str, name: str) -> bool:
-    """True where the model and inputs are cast to the dtype (inference) instead of autocast."""
-    return kind == "inference" and is_reduced(name)
-
-
 def grad_scaler(device: str, kind: str, name: str) -> Any | None:
     """The loss scaler float16 training uses (torch.amp.GradScaler from torch 2.3), else None."""
     if kind != "training" or name != "float16":

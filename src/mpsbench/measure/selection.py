@@ -74,8 +74,10 @@ def _decide(device: str, default: bool, outside: str, never: str | None = None) 
     return None if default or full_sweep() else f"{outside}; set {FULL_SWEEP_ENV}=1 for the full sweep"
 
 
-def _outside(model: str, batch_size: int, device: str, what: str = "") -> str:
-    return f"{model} at batch {batch_size} on {device} is outside the default {what + ' ' if what else ''}selection"
+def _outside(model: str, device: str, what: str = "", batch_size: int | None = None) -> str:
+    """Why a combination outside the default is left out; ``batch_size`` is the model's seed unless given."""
+    batch = models.get(model).seed_batch_size if batch_size is None else batch_size
+    return f"{model} at batch {batch} on {device} is outside the default {what + ' ' if what else ''}selection"
 
 
 # --- the model steps: benchmark_models, benchmark_modern ---------------------------------
@@ -86,7 +88,7 @@ CPU_LARGE_BATCH_SIZES = (1, 8)  # a large model's cpu step at batch 128 takes ab
 def _not_at(model: str, batch_size: int) -> str | None:
     if batch_size in models.get(model).batch_sizes:
         return None
-    return str(models.BatchSizeError(f"{model} is not run at batch {batch_size}"))
+    return f"{model} is not run at batch {batch_size}"
 
 
 def steps(device: str, model: str, batch_size: int) -> str | None:
@@ -104,7 +106,7 @@ def steps(device: str, model: str, batch_size: int) -> str | None:
         default = batch_size in CPU_LARGE_BATCH_SIZES
     else:
         default = batch_size in CPU_BATCH_SIZES or batch_size == spec.seed_batch_size
-    return _decide(device, default, _outside(model, batch_size, device), _not_at(model, batch_size))
+    return _decide(device, default, _outside(model, device, batch_size=batch_size), _not_at(model, batch_size))
 
 
 def modern(device: str, model: str, batch_size: int) -> str | None:
@@ -114,7 +116,7 @@ def modern(device: str, model: str, batch_size: int) -> str | None:
     most of 169 s more there. The GPU default keeps the Llama's generation.
     """
     default = device == "cpu" and batch_size == 1
-    return _decide(device, default, _outside(model, batch_size, device, "modern models'"), _not_at(model, batch_size))
+    return _decide(device, default, _outside(model, device, "modern models'", batch_size), _not_at(model, batch_size))
 
 
 # --- the classes at each model's seed batch size -----------------------------------------
@@ -142,22 +144,16 @@ FLOAT32 = "float32"  # the dtype every other class times
 COMPILED_DEFAULT: dict[str, tuple[str, ...]] = {"cpu": ("mlp",), "mps": (), "cuda": ()}
 
 
-def _seed(model: str) -> int:
-    return models.get(model).seed_batch_size
-
-
 def instruments(kind: str, device: str, model: str) -> str | None:
     """The cpu's small models; on a GPU the models :data:`INSTRUMENTS_ON_GPU` lists."""
-    spec = models.get(model)
-    default = not spec.large if device == "cpu" else model in INSTRUMENTS_ON_GPU[device][kind]
+    default = not models.get(model).large if device == "cpu" else model in INSTRUMENTS_ON_GPU[device][kind]
     what = "instruments" if device == "cpu" else f"{kind} instruments"
-    return _decide(device, default, _outside(model, spec.seed_batch_size, device, what))
+    return _decide(device, default, _outside(model, device, what))
 
 
 def cold_start(device: str, model: str) -> str | None:
     """The cpu's small models; a GPU in the full sweep: every sample imports torch anew (12 s on the H100 host)."""
-    spec = models.get(model)
-    return _decide(device, device == "cpu" and not spec.large, _outside(model, spec.seed_batch_size, device, "cold start"))
+    return _decide(device, device == "cpu" and not models.get(model).large, _outside(model, device, "cold start"))
 
 
 def precision(kind: str, device: str, model: str, dtype: str) -> str | None:
@@ -167,19 +163,19 @@ def precision(kind: str, device: str, model: str, dtype: str) -> str | None:
     if listed and on_gpu and dtype == FLOAT32:
         return _decide(device, False, f"{model} {kind} in {dtype} on {device} is outside the default precision"
                                       " selection (benchmark_models times it)")
-    return _decide(device, listed, _outside(model, _seed(model), device, "precision"))
+    return _decide(device, listed, _outside(model, device, "precision"))
 
 
 def precision_memory(kind: str, device: str, model: str, dtype: str) -> str | None:
     """The precision timings' rule on the cpu; on a GPU, the full sweep only."""
     if device == "cpu":
         return precision(kind, device, model, dtype)
-    return _decide(device, False, _outside(model, _seed(model), device, f"{kind} precision peak memory"))
+    return _decide(device, False, _outside(model, device, f"{kind} precision peak memory"))
 
 
 def compiled(kind: str, device: str, model: str) -> str | None:
     """:data:`COMPILED_DEFAULT` per device, the rest in the full sweep."""
-    return _decide(device, model in COMPILED_DEFAULT[device], _outside(model, _seed(model), device, f"compiled {kind}"))
+    return _decide(device, model in COMPILED_DEFAULT[device], _outside(model, device, f"compiled {kind}"))
 
 
 def _family(device: str, family: str, default_devices: tuple[str, ...], why: str) -> str | None:

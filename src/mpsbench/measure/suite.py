@@ -89,13 +89,7 @@ def require_torch(minimum: tuple[int, int], what: str) -> None:
         raise SkipNotImplemented(f"{what} needs torch {needed} or later; this is {torch.__version__}")
 
 
-def require(
-    kind: str,
-    device: str,
-    model: str,
-    *,
-    dtype: str = precision.DEFAULT,
-) -> models.ModelSpec:
+def require(kind: str, device: str, model: str, *, dtype: str = precision.DEFAULT) -> None:
     """Skip, with the reason (asv's n/a), a combination that cannot run here; builds nothing."""
     spec = models.get(model)
     require_device(device)
@@ -105,19 +99,10 @@ def require(
     reason = precision.unsupported_reason(device, kind, dtype)
     if reason is not None:
         raise SkipNotImplemented(f"{model} {kind} in {dtype} on {device}: {reason}")
-    return spec
 
 
-def prepare(
-    kind: str,
-    device: str,
-    model: str,
-    batch_size: int,
-    *,
-    dtype: str = precision.DEFAULT,
-    guarded: bool = True,
-    compiled: bool = False,
-) -> workloads.Workload:
+def prepare(kind: str, device: str, model: str, batch_size: int, *, dtype: str = precision.DEFAULT,
+            guarded: bool = True, compiled: bool = False) -> workloads.Workload:
     """Build (once per process) and warm up a workload for an asv ``setup``.
 
     What cannot run here or does not fit skips with the reason (n/a); an op torch
@@ -128,8 +113,6 @@ def prepare(
     with OutOfMemorySkips(device, model, batch_size):  # build, copy to the device, warm-up, checks
         try:
             workload, _ = workloads.cached(kind, device, model, batch_size, dtype, compiled)
-        except SkipNotImplemented:
-            raise
         except NotImplementedError as exc:  # torch has no kernel for an op on this device
             raise RuntimeError(f"{model} on {device}: torch lacks an op: {exc}") from exc
         if guarded:
@@ -191,10 +174,7 @@ def memory_peaks(workload: workloads.Workload) -> MemoryPeaks:
     device.synchronize()
     sampler.sample()  # mps frees late: the driver may still grow while the step finishes
     peak, driver = sampler.peak_bytes(), sampler.driver_peak_bytes()
-    return MemoryPeaks(
-        None if peak is None else peak / devices.MIB,
-        None if driver is None else driver / devices.MIB,
-    )
+    return MemoryPeaks(None if peak is None else peak / devices.MIB, None if driver is None else driver / devices.MIB)
 
 
 def peak_memory_mib(workload: workloads.Workload) -> float:

@@ -42,9 +42,12 @@ class Workload:
         with self.device.creating():
             self.model = spec.build().to(device)  # the copy is a no-op where the weights were created on device
         self.batch = models.make_batch(spec, batch_size).to(device)
-        if precision.casts_model(kind, dtype):
-            self.model.to(precision.dtype_of(dtype))
-            self.batch = _cast_floats(self.batch, precision.dtype_of(dtype))
+        if kind == "inference" and precision.is_reduced(dtype):  # cast, where training autocasts
+            cast = precision.dtype_of(dtype)
+            self.model.to(cast)
+            inputs = self.batch.inputs  # the floating ones: token ids and targets stay integers
+            self.batch = models.Batch({key: value.to(cast) if value.is_floating_point() else value
+                                       for key, value in inputs.items()}, self.batch.target)
         self.compiled = compiled
         if compiled:  # torch.compile with the default (inductor) backend; compiles at the first step
             self.model = torch.compile(self.model)  # type: ignore[assignment]  # an OptimizedModule
@@ -122,19 +125,18 @@ class Workload:
         for _ in range(steps):
             self.step()
 
-    def warm_up(self, steps: int = 2) -> None:
-        """Run steps until kernels are chosen and optimizer state exists, recording cpu fallbacks.
+    def warm_up(self) -> None:
+        """Run two steps, so that kernels are chosen and optimizer state exists, recording cpu fallbacks.
 
         Fails an output moved off the device, computed in another dtype, or a non-finite loss.
         """
         with fallback.Recorder() as recorder:
             self.device.synchronize()
             begin = time.perf_counter()
-            result = self.step()
+            self.step()
             self.device.synchronize()
             self.first_step_seconds = time.perf_counter() - begin
-            for _ in range(steps - 1):
-                result = self.step()
+            result = self.step()
             self.device.synchronize()
         self.fallback_ops = tuple(recorder.ops)
         if result.device.type != self.device:
@@ -150,12 +152,6 @@ def check_kind(kind: str) -> str:
     if kind not in KINDS:
         raise WorkloadError(f"unknown workload kind {kind!r}; choose one of: {', '.join(KINDS)}")
     return kind
-
-
-def _cast_floats(batch: models.Batch, dtype: torch.dtype) -> models.Batch:
-    """The batch with its floating inputs in ``dtype`` (token ids and targets stay integers)."""
-    inputs = {key: value.to(dtype) if value.is_floating_point() else value for key, value in batch.inputs.items()}
-    return models.Batch(inputs, batch.target)
 
 
 def build(
