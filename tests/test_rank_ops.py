@@ -153,7 +153,7 @@ def test_a_commit_without_results_prints_the_commands_and_fails_in_one_line(two_
     assert code == 2
     assert f"--machine {MACHINE} -b benchmark_ops" in captured.out and "c0ffee^!" in captured.out
     assert captured.err.strip() == (
-        f"mpsbench ops-rank: error: no results for commit c0ffee on machine {MACHINE} in {str(results_dir)!r}"
+        f"mpsbench: error: no results for commit c0ffee on machine {MACHINE} in {str(results_dir)!r}"
     )
 
 

@@ -8,20 +8,15 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from mpsbench import command
-from mpsbench.builds import history, install_build, machine, resolve, timeline, wheels
-from mpsbench.builds import manifest as mf
+from mpsbench.builds import history
 from mpsbench.fleet import doctor
 from mpsbench.measure import devices, models, preselect, selection
-from mpsbench.regressions import alerts, bisection, compare, fresh, rank_ops
+from mpsbench.regressions import alerts, bisection, compare, rank_ops
 from mpsbench.results import merge, record
 from mpsbench.site import report
 
 if TYPE_CHECKING:
     from mpsbench.measure.workloads import Workload
-
-
-class UsageError(Exception):
-    """A user mistake: printed as one line, exit status 2, no traceback."""
 
 
 def cmd_models(args: argparse.Namespace) -> int:
@@ -39,7 +34,7 @@ def _torch() -> Any:
     try:
         import torch
     except ImportError as exc:
-        raise UsageError(f"this command needs torch, which is not installed here ({exc}): pip install torch") from None
+        raise command.UserError(f"this command needs torch, which is not installed here ({exc}): pip install torch") from None
     return torch
 
 
@@ -62,7 +57,7 @@ def _parse_int(text: str, what: str) -> int:
     try:
         return int(text)
     except ValueError:
-        raise UsageError(f"{what} must be a whole number, got {text!r}") from None
+        raise command.UserError(f"{what} must be a whole number, got {text!r}") from None
 
 
 def cmd_run(args: argparse.Namespace) -> int:
@@ -72,14 +67,14 @@ def cmd_run(args: argparse.Namespace) -> int:
     try:
         kinds = workloads.KINDS if args.kind == "both" else (workloads.check_kind(args.kind),)
     except workloads.WorkloadError as exc:
-        raise UsageError(str(exc)) from None
+        raise command.UserError(str(exc)) from None
     spec = models.get(args.model)
     device = devices.get(args.device)
     batch_size = spec.seed_batch_size if args.batch_size is None else _parse_int(args.batch_size, "--batch-size")
     models.check_batch_size(spec, batch_size)
     found = device.availability()
     if not found.usable:
-        raise UsageError(f"device {device} is not usable here: {found.reason}")
+        raise command.UserError(f"device {device} is not usable here: {found.reason}")
     rows = [["workload", "model", "device", "batch", "ms/step", "samples/s", "calls"]]
     for kind in kinds:
         if (kind == "inference" and spec.trainable is not None) or (kind == "training" and not spec.trains):
@@ -105,10 +100,10 @@ def _build_or_explain(kind: str, device: str, model: str, batch_size: int) -> Wo
     try:
         return workloads.build(kind, device, model, batch_size)
     except workloads.WorkloadError as exc:
-        raise UsageError(str(exc)) from None
+        raise command.UserError(str(exc)) from None
     except Exception as exc:
         if devices.is_out_of_memory(exc):
-            raise UsageError(f"{model} at batch {batch_size} does not fit in {device} memory") from None
+            raise command.UserError(f"{model} at batch {batch_size} does not fit in {device} memory") from None
         raise
 
 
@@ -139,30 +134,8 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-# The errors that mean "the user asked for something that does not exist".
-USER_ERRORS = (
-    UsageError,
-    devices.DeviceError,
-    models.UnknownModelError,
-    models.BatchSizeError,
-    history.HistoryError,
-    mf.ManifestError,
-    resolve.ResolveError,
-    wheels.WheelError,
-    timeline.TimelineError,
-    install_build.InstallError,
-    merge.MergeError,
-    alerts.AlertError,
-    preselect.PreselectError,
-    record.RecordError,
-    machine.MachineError,
-    fresh.FreshError,
-    *report.ERRORS,
-)
-
-
 def main(argv: Sequence[str] | None = None) -> int:
-    return command.run(build_parser(), argv, USER_ERRORS)
+    return command.run(build_parser(), argv)
 
 
 if __name__ == "__main__":

@@ -9,6 +9,13 @@ from pathlib import Path
 from typing import NoReturn
 
 
+class UserError(ValueError):
+    """A user's mistake (a bad value, a missing file, a refused action): one line on stderr, exit status 2.
+
+    Every module's own mistakes subclass it, so that every command prints them alike without a list to keep.
+    """
+
+
 class OneLineParser(argparse.ArgumentParser):
     """argparse with a user's mistake said in one line (no usage block), exit status 2; subcommands inherit it."""
 
@@ -21,13 +28,12 @@ def count(text: str) -> int | None:
     return int(text) if text.isdigit() and int(text) >= 1 else None
 
 
-def run(parser: argparse.ArgumentParser, argv: Sequence[str] | None, errors: tuple[type[Exception], ...],
-        prog: str = "mpsbench") -> int:
-    """Parse ``argv`` and call the chosen ``func``; ``errors`` are user mistakes: no traceback."""
+def run(parser: argparse.ArgumentParser, argv: Sequence[str] | None, prog: str = "mpsbench") -> int:
+    """Parse ``argv`` and call the chosen ``func``; a :class:`UserError` is one line, exit 2, no traceback."""
     args = parser.parse_args(argv)
     try:
         return int(args.func(args))
-    except errors as exc:
+    except UserError as exc:
         print(f"{prog}: error: {exc}", file=sys.stderr)
         return 2
 
@@ -43,7 +49,7 @@ def first_line(exc: BaseException) -> str:
 
 
 def site_step(module: str, doc: str, config_help: str, argv: Sequence[str] | None,
-              step: Callable[[Path, Path], str], errors: tuple[type[Exception], ...]) -> int:
+              step: Callable[[Path, Path], str]) -> int:
     """``python -m MODULE HTML_DIR [--config asv.conf.json]``: one step after ``asv publish``, its line printed."""
     from mpsbench.regressions import factor
 
@@ -56,7 +62,7 @@ def site_step(module: str, doc: str, config_help: str, argv: Sequence[str] | Non
         return 0
 
     parser.set_defaults(func=func)
-    return run(parser, argv, errors)
+    return run(parser, argv)
 
 
 def table(rows: Sequence[Sequence[str]], rule: bool = True) -> str:

@@ -10,6 +10,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
+from mpsbench import command
 from mpsbench.builds import defaults, install_build, machine, resolve, timeline, wheels
 from mpsbench.builds import manifest as mf
 from mpsbench.regressions import factor
@@ -20,7 +21,7 @@ TIMELINE = Path(".asv/timeline")
 COMPARE_URL = "https://github.com/pytorch/pytorch/compare/{old}...{new}"
 
 
-class HistoryError(ValueError):
+class HistoryError(command.UserError):
     """A user mistake in a history command: one line, exit status 2."""
 
 

@@ -27,6 +27,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from mpsbench import command
+
 PTH_NAME = "mpsbench_build.pth"
 CACHE_ENV = "MPSBENCH_CACHE"  # default: ~/.cache/mpsbench
 PLATFORM_ENV = "MPSBENCH_PLATFORM"  # force one of the manifest's platform keys
@@ -36,7 +38,7 @@ WHEELHOUSE_ENV = "MPSBENCH_WHEELHOUSE"  # folders searched for pinned wheels, os
 SUITE_NEEDS = ("psutil>=5.9",)
 
 
-class InstallError(Exception):
+class InstallError(command.UserError):
     """A build that cannot be installed here: the message says which wheel and why."""
 
 

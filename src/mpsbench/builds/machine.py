@@ -17,6 +17,7 @@ from typing import Any
 
 import psutil
 
+from mpsbench import command
 from mpsbench.measure import host
 
 
@@ -63,7 +64,7 @@ def default_name(facts: dict[str, Any]) -> str:
     return re.sub(r"[^a-z0-9]+", "-", f"{stem} {facts['num_cpu']}cpu".lower()).strip("-")
 
 
-class MachineError(ValueError):
+class MachineError(command.UserError):
     """A machine name asv cannot file results under."""
 
 

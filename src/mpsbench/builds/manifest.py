@@ -15,6 +15,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from mpsbench import command
 from mpsbench.builds.wheels import PLATFORMS
 
 SCHEMA = 1
@@ -24,7 +25,7 @@ _SHA256 = re.compile(r"^[0-9a-f]{64}$")
 _DATE = "%Y-%m-%dT%H:%M:%SZ"
 
 
-class ManifestError(ValueError):
+class ManifestError(command.UserError):
     """A manifest, or a change to it, that is refused: the message says why."""
 
 

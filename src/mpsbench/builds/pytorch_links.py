@@ -64,9 +64,10 @@ def rewrite(site: Path, timeline: Timeline) -> dict[str, str | None]:
     index_path = site / "index.json"
     try:
         index = json.loads(index_path.read_text())
-    except (OSError, ValueError) as exc:
-        raise ValueError(f"{site} holds no readable index.json: publish first ({exc})") from None
-    builds = {commit: timeline.git_version(commit) for commit in index["revision_to_hash"].values()}
+        commits = list(index["revision_to_hash"].values())
+    except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
+        raise command.UserError(f"{site} holds no readable index.json: publish first ({exc!r})") from None
+    builds = {commit: timeline.git_version(commit) for commit in commits}
     for commit in list(builds):  # the builds before the site's first ones, for ranges that start there
         parent = timeline.parent(commit)
         if parent and parent not in builds:
@@ -109,8 +110,7 @@ def _step(html: Path, config: Path) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    return command.site_step("mpsbench.builds.pytorch_links", __doc__, "asv.conf.json (its repo: the timeline)", argv,
-                             _step, (ValueError, KeyError))
+    return command.site_step("mpsbench.builds.pytorch_links", __doc__, "asv.conf.json (its repo: the timeline)", argv, _step)
 
 
 if __name__ == "__main__":

@@ -21,6 +21,7 @@ from pathlib import Path
 import packaging.tags
 from packaging.version import InvalidVersion, Version
 
+from mpsbench import command
 from mpsbench.builds import install_build, wheels
 from mpsbench.builds import manifest as mf
 
@@ -34,7 +35,7 @@ PYTHONS = ("cp310", "cp311", "cp312", "cp313")  # interpreters pinned for each b
 _IDENTITY_PLATFORMS = ("linux-x86_64-cuda", "linux-x86_64-cpu", "macos-arm64")
 
 
-class ResolveError(ValueError):
+class ResolveError(command.UserError):
     """A build that cannot be resolved: the message names the bad value and the choices."""
 
 

@@ -11,6 +11,7 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
+from mpsbench import command
 from mpsbench.builds import manifest as mf
 
 IDENTITY_NAME = "mpsbench timeline"
@@ -22,7 +23,7 @@ Do not edit it by hand: regenerate it.
 """
 
 
-class TimelineError(Exception):
+class TimelineError(command.UserError):
     """The timeline cannot be (re)generated as asked: the message says why."""
 
 

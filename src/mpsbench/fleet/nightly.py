@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from mpsbench import command, progress
-from mpsbench.builds import history, machine, resolve, timeline, wheels
+from mpsbench.builds import history, machine, resolve, timeline
 from mpsbench.builds import manifest as mf
 from mpsbench.fleet import results_branch
 from mpsbench.measure import preselect, selection
@@ -35,15 +35,8 @@ FOUND = re.compile(
 )
 
 
-class NightlyError(ValueError):
+class NightlyError(command.UserError):
     """A nightly step cannot run as asked: the message says why, in one line."""
-
-
-ERRORS = (
-    NightlyError, alerts.AlertError, merge.MergeError, results_branch.FleetError, history.HistoryError, mf.ManifestError,
-    resolve.ResolveError, wheels.WheelError, timeline.TimelineError, factor.FactorError, preselect.PreselectError,
-    record.RecordError, machine.MachineError,
-)
 
 
 log = progress.logger(__name__)
@@ -363,7 +356,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    return command.run(build_parser(), argv, ERRORS, "mpsbench nightly")
+    return command.run(build_parser(), argv, "mpsbench nightly")
 
 
 if __name__ == "__main__":

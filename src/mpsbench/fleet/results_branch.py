@@ -15,6 +15,8 @@ import tarfile
 import tempfile
 from pathlib import Path
 
+from mpsbench import command
+
 IDENTITY = {
     "GIT_AUTHOR_NAME": "mpsbench nightly", "GIT_AUTHOR_EMAIL": "nightly@mpsbench.invalid",
     "GIT_COMMITTER_NAME": "mpsbench nightly", "GIT_COMMITTER_EMAIL": "nightly@mpsbench.invalid",
@@ -28,7 +30,7 @@ per machine. Results are only ever added: `mpsbench results merge` never overwri
 """
 
 
-class FleetError(RuntimeError):
+class FleetError(command.UserError):
     """A git operation on the results branch failed: the message says which and why."""
 
 

@@ -59,13 +59,13 @@ def cold_caches() -> None:
 
 def prepare(kind: str, device: str, model: str) -> workloads.Workload:
     """Build, compile (the first warm-up step) and guard a compiled workload at the seed batch size."""
-    spec = suite.require(kind, device, model)
+    suite.require(kind, device, model)
     reason = unsupported_reason(device)
     if reason is not None:
         raise suite.SkipNotImplemented(reason)
     cold_caches()
     try:
-        return suite.prepare(kind, device, model, spec.seed_batch_size, compiled=True)
+        return suite.prepare(kind, device, model, models.get(model).seed_batch_size, compiled=True)
     except suite.SkipNotImplemented:
         raise
     except Exception as exc:

@@ -30,7 +30,7 @@ MIB = 1024 * 1024
 T = TypeVar("T")
 
 
-class DeviceError(ValueError):
+class DeviceError(command.UserError):
     """A device name that is not one of :data:`NAMES`."""
 
 
@@ -185,14 +185,13 @@ class OneSlot(Generic[T]):
         self.key: Hashable | None = None
         self.value: T | None = None
 
-    def get(self, key: Hashable, device: str, build: Callable[[], T]) -> tuple[T, bool]:
-        """The value for ``key`` and whether it was built just now."""
-        if self.key == key and self.value is not None:
-            return self.value, False
-        self.clear()
-        get(device).empty_cache()
-        self.value, self.key = build(), key
-        return self.value, True
+    def get(self, key: Hashable, device: str, build: Callable[[], T]) -> T:
+        """The value for ``key``, built now unless it is the one kept."""
+        if self.key != key or self.value is None:
+            self.clear()
+            get(device).empty_cache()
+            self.value, self.key = build(), key
+        return self.value
 
     def clear(self) -> None:
         self.key, self.value = None, None

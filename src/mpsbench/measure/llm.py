@@ -77,7 +77,7 @@ _slot: devices.OneSlot[Generation] = devices.OneSlot()
 def prepare(device: str, model: str) -> Generation:
     """The warmed-up generation for an asv ``setup``, built once per process, skipped and guarded as the step timings are."""
     suite.require("inference", device, model)
-    generation, _ = _slot.get((device, model), device, lambda: Generation(device, model).warm_up())
+    generation = _slot.get((device, model), device, lambda: Generation(device, model).warm_up())
     fallback.refuse(generation.label, generation.fallback_ops)
     correctness.verify(device, precision.DEFAULT)
     return generation

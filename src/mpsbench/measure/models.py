@@ -17,6 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from mpsbench import command
 from mpsbench.measure.optional_torch import nn, torch  # the registry's names and sizes import without torch
 
 SEED = 0  # every synthetic batch is drawn from a generator seeded with this
@@ -81,11 +82,11 @@ class ModelSpec:
         return missing
 
 
-class UnknownModelError(ValueError):
+class UnknownModelError(command.UserError):
     """A model name that is not in the registry."""
 
 
-class BatchSizeError(ValueError):
+class BatchSizeError(command.UserError):
     """A batch size a model is not benchmarked at."""
 
 

@@ -482,8 +482,8 @@ def unsupported_dtype_reason(exc: BaseException, spec: OpSpec, device: str, dtyp
 _slot: devices.OneSlot[OpCase] = devices.OneSlot()
 
 
-def cached(device: str, op: str, dtype: str, size: str, training: bool) -> tuple[OpCase, bool]:
-    """The warmed-up case (one per process) and whether it was built just now; a warm-up that fell back to the cpu fails."""
+def cached(device: str, op: str, dtype: str, size: str, training: bool) -> OpCase:
+    """The warmed-up case (one per process); a warm-up that fell back to the cpu fails."""
     def build() -> OpCase:
         case = OpCase(get(op), device, dtype, size, training)
         with fallback.Recorder() as recorder:
@@ -507,7 +507,7 @@ def prepare(device: str, op: str, dtype: str, size: str, training: bool) -> OpCa
     if spec.needs_functional is not None and not hasattr(F, spec.needs_functional):
         raise suite.SkipNotImplemented(f"torch {torch.__version__} has no torch.nn.functional.{spec.needs_functional}")
     try:
-        case, _ = cached(device, op, dtype, size, training)
+        case = cached(device, op, dtype, size, training)
     except Exception as exc:
         forget()
         if devices.is_out_of_memory(exc):

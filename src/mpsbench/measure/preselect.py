@@ -33,10 +33,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from mpsbench import command
 from mpsbench.measure import devices, selection
 
 
-class PreselectError(ValueError):
+class PreselectError(command.UserError):
     """Nothing to select, or no suite where one was named."""
 
 

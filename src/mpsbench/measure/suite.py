@@ -112,7 +112,7 @@ def prepare(kind: str, device: str, model: str, batch_size: int, *, dtype: str =
     require(kind, device, model, dtype=dtype)
     with OutOfMemorySkips(device, model, batch_size):  # build, copy to the device, warm-up, checks
         try:
-            workload, _ = workloads.cached(kind, device, model, batch_size, dtype, compiled)
+            workload = workloads.cached(kind, device, model, batch_size, dtype, compiled)
         except NotImplementedError as exc:  # torch has no kernel for an op on this device
             raise RuntimeError(f"{model} on {device}: torch lacks an op: {exc}") from exc
         if guarded:

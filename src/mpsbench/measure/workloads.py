@@ -178,8 +178,8 @@ _slot: devices.OneSlot[Workload] = devices.OneSlot()
 
 def cached(
     kind: str, device: str, model: str, batch_size: int, dtype: str = precision.DEFAULT, compiled: bool = False
-) -> tuple[Workload, bool]:
-    """The warmed-up workload (one per process: asv calls ``setup`` before every sample) and whether it was built now."""
+) -> Workload:
+    """The warmed-up workload (one per process: asv calls ``setup`` before every sample)."""
     def build_and_warm_up() -> Workload:
         workload = build(kind, device, model, batch_size, dtype, compiled)
         workload.warm_up()

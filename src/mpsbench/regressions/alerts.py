@@ -15,6 +15,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from mpsbench import command
 from mpsbench.builds import history, timeline
 from mpsbench.builds import manifest as mf
 from mpsbench.regressions import factor, thresholds, verdict
@@ -25,7 +26,7 @@ TITLE = "mpsbench: the newest build is slower"
 PREVIOUS, LAST_GOOD = "the build before", "the last build not flagged"
 
 
-class AlertError(ValueError):
+class AlertError(command.UserError):
     """The alert cannot be computed as asked (no results, a bad config): one line, exit status 2."""
 
 

@@ -10,12 +10,14 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+from mpsbench import command
+
 CONFIG = Path("asv.conf.json")  # asv's own default: the config in the working directory
 DEFAULT_ENTRY = ".*"  # the regex that matches every benchmark
 ASV_DEFAULT_THRESHOLD = 0.05  # what asv publish uses when no entry matches
 
 
-class FactorError(ValueError):
+class FactorError(command.UserError):
     """asv.conf.json is missing, unreadable or holds a threshold that is not a number."""
 
 
@@ -56,7 +58,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = command.OneLineParser(prog="python -m mpsbench.regressions.factor", description=__doc__.split("\n")[0])
     parser.add_argument("config", nargs="?", type=Path, default=CONFIG, help=f"the asv configuration (default {CONFIG})")
     parser.set_defaults(func=lambda args: print(f"{regression_factor(args.config):g}") or 0)
-    return command.run(parser, argv, (FactorError,))
+    return command.run(parser, argv)
 
 
 if __name__ == "__main__":

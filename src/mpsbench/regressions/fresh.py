@@ -22,6 +22,7 @@ from collections.abc import Generator
 from dataclasses import dataclass
 from pathlib import Path
 
+from mpsbench import command
 from mpsbench.builds import history, machine, timeline
 from mpsbench.builds import manifest as mf
 from mpsbench.regressions import factor, verdict
@@ -34,7 +35,7 @@ POLL = 0.5  # seconds between looks at what asv has saved
 SAMPLES = 10
 
 
-class FreshError(ValueError):
+class FreshError(command.UserError):
     """A comparison that cannot be measured as asked: one line, exit status 2."""
 
 

@@ -26,7 +26,7 @@ MODULE = "benchmark_ops"  # the asv module whose benchmarks are ranked
 DEFAULT_RESULTS_DIR = ".asv/results"
 
 
-class RankError(ValueError):
+class RankError(command.UserError):
     """Results that cannot be found, read or compared: the message says which and why."""
 
 
@@ -154,25 +154,21 @@ def find_results(results_dir: Path, commit: str, machine: str | None) -> Path:
 
 def run(args: argparse.Namespace) -> int:
     """Rank two results files, or two commits' stored results after printing the asv commands."""
-    try:
-        if args.top is not None and args.top < 0:
-            raise RankError(f"--top must be 0 (all) or more, got {args.top}")
-        as_files = [text.endswith(".json") or Path(text).is_file() for text in (args.before, args.after)]
-        if all(as_files):
-            before_path, after_path = Path(args.before), Path(args.after)
-        elif any(as_files):
-            raise RankError(f"give two results files or two commits, not one of each: {args.before!r}, {args.after!r}")
-        else:
-            print("# measure the op benchmarks of both builds (asv continuous -b benchmark_ops does both and compares):")
-            for commit in (args.before, args.after):
-                print(asv_run_command(commit, args.config, args.machine))
-            before_path = find_results(args.results_dir, args.before, args.machine)
-            after_path = find_results(args.results_dir, args.after, args.machine)
-            print(f"# ranking {before_path} -> {after_path}")
-        print(format_ranking(rank(load(before_path), load(after_path)), args.top or None))
-    except RankError as exc:  # the CLI's own list of user errors does not know this module's
-        print(f"mpsbench ops-rank: error: {exc}", file=sys.stderr)
-        return 2
+    if args.top is not None and args.top < 0:
+        raise RankError(f"--top must be 0 (all) or more, got {args.top}")
+    as_files = [text.endswith(".json") or Path(text).is_file() for text in (args.before, args.after)]
+    if all(as_files):
+        before_path, after_path = Path(args.before), Path(args.after)
+    elif any(as_files):
+        raise RankError(f"give two results files or two commits, not one of each: {args.before!r}, {args.after!r}")
+    else:
+        print("# measure the op benchmarks of both builds (asv continuous -b benchmark_ops does both and compares):")
+        for commit in (args.before, args.after):
+            print(asv_run_command(commit, args.config, args.machine))
+        before_path = find_results(args.results_dir, args.before, args.machine)
+        after_path = find_results(args.results_dir, args.after, args.machine)
+        print(f"# ranking {before_path} -> {after_path}")
+    print(format_ranking(rank(load(before_path), load(after_path)), args.top or None))
     return 0
 
 

@@ -99,7 +99,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("action", choices=["launch-method"])
     parser.add_argument("config", nargs="?", type=Path, default=factor.CONFIG, metavar="ASV_CONF_JSON")
     parser.set_defaults(func=lambda args: print(launch_method(factor.read_config(args.config))) or 0)
-    return command.run(parser, argv, (factor.FactorError,))
+    return command.run(parser, argv)
 
 
 if __name__ == "__main__":

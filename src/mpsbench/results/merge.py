@@ -25,13 +25,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from mpsbench import command
 from mpsbench.results import recorded
 
 BENCHMARKS = "benchmarks.json"
 MACHINE = "machine.json"
 
 
-class MergeError(ValueError):
+class MergeError(command.UserError):
     """The merge cannot be done as asked (a missing folder, benchmark versions that disagree): nothing was written."""
 
 

@@ -28,7 +28,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from mpsbench import progress
+from mpsbench import command, progress
 from mpsbench.measure import preselect
 from mpsbench.regressions import factor
 from mpsbench.results import asvconf, merge, recorded
@@ -41,7 +41,7 @@ OWN_OPTIONS = ("--config", "--machine", "--skip-existing-successful", "--skip-ex
 BENCHMARKS_FAILED = 3  # asv ran, and some benchmark failed (its results say which); 2 stays a usage mistake
 
 
-class RecordError(ValueError):
+class RecordError(command.UserError):
     """The run cannot start as asked (nothing selected, an empty range, a run already in progress)."""
 
 

@@ -20,7 +20,7 @@ from typing import Any
 from mpsbench import command
 
 
-class RecordedError(ValueError):
+class RecordedError(command.UserError):
     """The results directory is missing, empty or holds a file asv cannot read: one line."""
 
 

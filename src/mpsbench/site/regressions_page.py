@@ -29,7 +29,7 @@ ATOM = "http://www.w3.org/2005/Atom"
 LATEST = 20  # the regressions the figures page lists
 
 
-class PageError(ValueError):
+class PageError(command.UserError):
     """The published site or its results cannot be read: one line, exit status 2."""
 
 
@@ -182,8 +182,7 @@ def _step(html: Path, config: Path) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    return command.site_step("mpsbench.site.regressions_page", __doc__, "asv.conf.json (results_dir, thresholds)", argv,
-                             _step, (PageError, recorded.RecordedError, factor.FactorError))
+    return command.site_step("mpsbench.site.regressions_page", __doc__, "asv.conf.json (results_dir, thresholds)", argv, _step)
 
 
 if __name__ == "__main__":

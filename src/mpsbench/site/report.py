@@ -14,7 +14,6 @@ from typing import Any
 from mpsbench import command, progress
 from mpsbench.measure import models
 from mpsbench.regressions import factor, thresholds
-from mpsbench.results import recorded
 from mpsbench.site import figures, regressions_page
 from mpsbench.site import throughput as tp
 from mpsbench.site.document import Block, Cell, Image, Link, Section, Table, to_html, to_markdown
@@ -243,17 +242,16 @@ def _arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
 
 
 # the user's mistakes: one line, exit 2 (mpsbench.command)
-ERRORS = (recorded.RecordedError, regressions_page.PageError, factor.FactorError)
 
 
 def add_subcommand(commands: Any) -> None:
-    """Register ``mpsbench report`` on the CLI's subparsers (the CLI's errors include ERRORS)."""
+    """Register ``mpsbench report`` on the CLI's subparsers."""
     _arguments(commands.add_parser("report", help="figures and a summary from an asv results directory"))
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = command.OneLineParser(prog="python -m mpsbench.site.report", description=__doc__.split("\n", 1)[0])
-    return command.run(_arguments(parser), argv, ERRORS)
+    return command.run(_arguments(parser), argv)
 
 
 if __name__ == "__main__":

@@ -27,7 +27,7 @@ CACHE = Path(".asv/npm-cache")
 VENDOR = "vendor"  # the folder of html_dir that receives the libraries
 
 
-class SiteAssetError(Exception):
+class SiteAssetError(command.UserError):
     """The site cannot be made self-contained: the message says why, in one line."""
 
 
@@ -303,7 +303,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
 
     parser.set_defaults(func=func)
-    return command.run(parser, argv, (SiteAssetError,))
+    return command.run(parser, argv)
 
 
 if __name__ == "__main__":
