@@ -27,8 +27,6 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from mpsbench import command
-
 PTH_NAME = "mpsbench_build.pth"
 CACHE_ENV = "MPSBENCH_CACHE"  # default: ~/.cache/mpsbench
 PLATFORM_ENV = "MPSBENCH_PLATFORM"  # force one of the manifest's platform keys
@@ -38,8 +36,12 @@ WHEELHOUSE_ENV = "MPSBENCH_WHEELHOUSE"  # folders searched for pinned wheels, os
 SUITE_NEEDS = ("psutil>=5.9",)
 
 
-class InstallError(command.UserError):
-    """A build that cannot be installed here: the message says which wheel and why."""
+class InstallError(Exception):
+    """A build that cannot be installed here: the message says which wheel and why.
+
+    Not a ``command.UserError``: asv runs this file in a fresh environment with the standard library only.
+    Where the CLI meets it (``resolve`` fetching a wheel) it becomes a ResolveError.
+    """
 
 
 def cache_root() -> Path:

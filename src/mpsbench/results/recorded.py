@@ -85,10 +85,7 @@ def _units(results_dir: Path) -> dict[str, str]:
 
 
 def param_names(results_dir: Path) -> dict[str, tuple[str, ...]]:
-    """Each benchmark's param names, in the order of a Row's params; RecordedError where asv's list is missing."""
-    if not (results_dir / "benchmarks.json").is_file():  # e.g. the run folder above results/: rows without names
-        raise RecordedError(f"{results_dir} holds no benchmarks.json (asv run writes it beside the machines' folders):"
-                            " give the results directory itself")
+    """Each benchmark's param names, in the order of a Row's params."""
     return {name: tuple(b.get("param_names", ())) for name, b in _benchmarks(results_dir).items()}
 
 

@@ -192,6 +192,9 @@ def build(results_dir: Path, out_dir: Path, config: Path | None = None, site: Pa
     ``config`` (default ./asv.conf.json if present): the factor and the timeline; ``site``: asv's regressions."""
     log.info(f"reading results from {results_dir}")
     results = tp.load(results_dir)
+    if not (results_dir / "benchmarks.json").is_file():  # the run folder above results/, say: rows without param names
+        raise command.UserError(f"{results_dir} holds no benchmarks.json (asv run writes it beside the machines'"
+                                " folders): give the results directory itself")
     config = config if config is not None else (factor.CONFIG if factor.CONFIG.is_file() else None)
     # without any asv.conf.json, asv's own default threshold applies
     limit = factor.regression_factor(config) if config is not None else 1 + factor.ASV_DEFAULT_THRESHOLD
