@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import subprocess
 
 import pytest
@@ -67,11 +68,20 @@ def test_a_bisection_channel_forks_from_the_good_build(tmp_path):
 
 
 def test_upstream_range_links_the_two_git_versions(tmp_path):
-    manifest = _two_releases()
+    old = dataclasses.replace(build("2.13.0", "2026-07-06T21:56:20Z", "v2.13.0"), git_version="a" * 40)
+    manifest = mf.append(mf.append(mf.Manifest(), "release", old), "release", build("2.14.1", "2026-09-30T12:58:32Z"))
     generated = timeline.generate(manifest, tmp_path / "repo")
     line = history.upstream_range(manifest, generated, generated.commits["release@2.13.0"][:10], "release@2.14.1")
-    assert line.endswith(f"https://github.com/pytorch/pytorch/compare/{'f' * 40}...{'f' * 40}")
+    assert line.endswith(f"https://github.com/pytorch/pytorch/compare/{'a' * 40}...{'f' * 40}")
     assert line.startswith("release@2.13.0 (torch 2.13.0")
+
+
+def test_upstream_range_of_two_builds_of_one_commit_links_that_commit(tmp_path):
+    # the site's rule too (timeline_reader.pytorch_url): an empty compare range is that commit's own page
+    manifest = _two_releases()
+    generated = timeline.generate(manifest, tmp_path / "repo")
+    line = history.upstream_range(manifest, generated, "release@2.13.0", "release@2.14.1")
+    assert line.endswith(f"https://github.com/pytorch/pytorch/commit/{'f' * 40}")
 
 
 def test_a_range_naming_no_timeline_commit_is_refused_in_one_line(tmp_path):

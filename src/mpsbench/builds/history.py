@@ -15,10 +15,10 @@ from mpsbench.builds import defaults, install_build, machine, resolve, timeline,
 from mpsbench.builds import manifest as mf
 from mpsbench.regressions import factor
 from mpsbench.results import asvconf
+from mpsbench.site import timeline_reader
 
 MANIFEST = Path("builds/manifest.json")
 TIMELINE = Path(".asv/timeline")
-COMPARE_URL = "https://github.com/pytorch/pytorch/compare/{old}...{new}"
 
 
 class HistoryError(command.UserError):
@@ -151,7 +151,7 @@ def upstream_range(manifest: mf.Manifest, generated: timeline.Generated, old: st
     """The PyTorch commit range between two builds, as a line with a compare link."""
     old_name, old_build = _resolve_ref(manifest, generated, old)
     new_name, new_build = _resolve_ref(manifest, generated, new)
-    link = COMPARE_URL.format(old=old_build.git_version, new=new_build.git_version)
+    link = timeline_reader.pytorch_url(old_build.git_version, new_build.git_version)
     return (
         f"{old_name} (torch {old_build.torch_version}, git {old_build.git_version[:12]}) -> "
         f"{new_name} (torch {new_build.torch_version}, git {new_build.git_version[:12]}): {link}"
