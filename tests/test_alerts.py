@@ -193,7 +193,7 @@ def test_a_missing_empty_or_corrupt_results_directory_is_one_line_and_exit_2(fle
     assert err.startswith(f"mpsbench: error: results file {corrupt} cannot be read") and err.count("\n") == 1
     # the site, like asv publish, goes on without it and says so
     assert recorded.load(tmp / "results", strict=False).files == 3 * len(DATES) - 1
-    assert capsys.readouterr().err.startswith(f"mpsbench: warning: results file {corrupt} cannot be read")
+    assert capsys.readouterr().err.startswith(f"mpsbench recorded: warning: results file {corrupt} cannot be read")
 
 
 def test_the_confirming_compare_is_the_mpsbench_command_on_the_same_builds_and_machine(tmp_path, monkeypatch):

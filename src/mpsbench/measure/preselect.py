@@ -33,8 +33,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from mpsbench import command
+from mpsbench import command, progress
 from mpsbench.measure import devices, selection
+
+log = progress.logger(__name__)
 
 
 class PreselectError(command.UserError):
@@ -114,7 +116,7 @@ def cmd_preselect(args: argparse.Namespace) -> int:
         return 0
     selected, count, total = pattern(args.benchmark_dir)
     print(selected)
-    print(f"mpsbench preselect: asv will run {count} of the suite's {total} combinations", file=sys.stderr)
+    log.info(f"asv will run {count} of the suite's {total} combinations")
     return 0
 
 

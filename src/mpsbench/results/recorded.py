@@ -11,13 +11,14 @@ import itertools
 import json
 import math
 import os
-import sys
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from mpsbench import command
+from mpsbench import command, progress
+
+log = progress.logger(__name__)
 
 
 class RecordedError(command.UserError):
@@ -139,7 +140,7 @@ def _results(results_dir: Path, strict: bool) -> Iterator[Any]:
             message = f"results file {path} cannot be read ({exc})"
             if strict:
                 raise RecordedError(message) from None
-            print(f"mpsbench: warning: {message}: skipped", file=sys.stderr)
+            log.warning(f"{message}: skipped")
 
 
 def load(results_dir: Path, strict: bool = True) -> Recorded:
