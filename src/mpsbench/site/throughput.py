@@ -59,12 +59,16 @@ class Results:
         return [commit for commit in self.recorded.builds(machine) if (machine, commit) in self.samples]
 
     def newest(self, names: set[str]) -> dict[str, list[tuple[str, dict[str, Any], float]]]:
-        """Each named benchmark's positive values on each machine's newest build: (machine, params by name, value)."""
+        """Each named benchmark's positive values on each machine's newest build: (machine, params by name, value).
+
+        A row of a benchmark that benchmarks.json does not describe is left out, as asv publish leaves it out:
+        without its param names nothing can read it.
+        """
         found: dict[str, list[tuple[str, dict[str, Any], float]]] = {name: [] for name in names}
         for machine in self.recorded.machines:
             for row, measured in self.recorded.values[(machine, self.recorded.builds(machine)[-1])].items():
-                if row.benchmark in names and measured.value > 0:
-                    params = recorded.named(row, self.param_names.get(row.benchmark, ()))
+                if row.benchmark in names and row.benchmark in self.param_names and measured.value > 0:
+                    params = recorded.named(row, self.param_names[row.benchmark])
                     found[row.benchmark].append((machine, params, measured.value))
         return found
 
