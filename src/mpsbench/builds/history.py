@@ -215,7 +215,7 @@ def add_subcommands(commands: argparse._SubParsersAction) -> None:  # type: igno
     }
     paths = ("--manifest", "--timeline")
 
-    def command(group: argparse._SubParsersAction, name: str, help: str, *shared: str,  # type: ignore[type-arg]
+    def subcommand(group: argparse._SubParsersAction, name: str, help: str, *shared: str,  # type: ignore[type-arg]
                 **defaults: Any) -> argparse.ArgumentParser:
         """A subcommand with the ``shared`` options; ``defaults`` name its ``func``."""
         parser: argparse.ArgumentParser = group.add_parser(name, help=help)
@@ -226,7 +226,7 @@ def add_subcommands(commands: argparse._SubParsersAction) -> None:  # type: igno
 
     def adding(name: str, help: str, channel: str, *shared: str, **defaults: Any) -> argparse.ArgumentParser:
         """An add-* command: unless ``defaults`` say otherwise, cmd_add appends what its ``resolver`` makes."""
-        parser = command(build_commands, name, help, *paths, **{"func": cmd_add, **defaults})
+        parser = subcommand(build_commands, name, help, *paths, **{"func": cmd_add, **defaults})
         parser.add_argument("--channel", default=channel, help=f"channel (branch) to append to (default {channel})")
         for option in ("--parent", "--transformers", *shared):
             parser.add_argument(option, **options[option])
@@ -267,25 +267,25 @@ def add_subcommands(commands: argparse._SubParsersAction) -> None:  # type: igno
     here.add_argument("--env", action="append", default=[], metavar="NAME=VALUE",
                       help="set in every process of this build's environment (repeatable)")
 
-    command(build_commands, "list", "the builds and their timeline commits", *paths, func=cmd_list)
+    subcommand(build_commands, "list", "the builds and their timeline commits", *paths, func=cmd_list)
 
     line = commands.add_parser("timeline", help="the timeline repository asv walks")
     line_commands = line.add_subparsers(dest="timeline_command", metavar="ACTION", required=True)
-    generate = command(line_commands, "generate", "(re)generate the timeline from the manifest", *paths, func=cmd_generate)
+    generate = subcommand(line_commands, "generate", "(re)generate the timeline from the manifest", *paths, func=cmd_generate)
     generate.add_argument("--force", action="store_true", help="accept a rewritten channel history")
-    span = command(line_commands, "range", "the PyTorch commit range between two builds", *paths, func=cmd_range)
+    span = subcommand(line_commands, "range", "the PyTorch commit range between two builds", *paths, func=cmd_range)
     span.add_argument("old", help="CHANNEL@ID or timeline commit hash (prefix)")
     span.add_argument("new", help="CHANNEL@ID or timeline commit hash (prefix)")
-    default = command(line_commands, "default", "this platform's default timeline (builds/manifest.json 'defaults'):"
+    default = subcommand(line_commands, "default", "this platform's default timeline (builds/manifest.json 'defaults'):"
                       " builds and Pythons", *paths, func=cmd_default)
     default.add_argument("--platform", choices=wheels.PLATFORMS, help="a manifest platform (default: this machine's)")
     default.add_argument("--pythons", action="store_true", help="print only the Pythons to run, one a line")
     default.add_argument("--hashes", action="store_true", help="print only the timeline commits --python runs")
     default.add_argument("--python", help="with --hashes: the Python, e.g. 3.10")
-    check = command(line_commands, "check-range", "refuse, in one line, an asv run range that names no timeline commit",
+    check = subcommand(line_commands, "check-range", "refuse, in one line, an asv run range that names no timeline commit",
                     "--timeline", func=cmd_check_range)
     check.add_argument("asv_args", nargs=argparse.REMAINDER, help="the arguments given to asv run")
 
-    host = command(commands, "machine", "write a stable asv machine entry for this machine", func=cmd_machine)
+    host = subcommand(commands, "machine", "write a stable asv machine entry for this machine", func=cmd_machine)
     host.add_argument("--name", help="machine name (default: from chip and core count)")
     host.add_argument("--quiet", action="store_true", help="print only the machine's name")

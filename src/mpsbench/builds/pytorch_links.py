@@ -66,7 +66,7 @@ def rewrite(site: Path, timeline: Timeline) -> dict[str, str | None]:
         index = json.loads(index_path.read_text())
         commits = list(index["revision_to_hash"].values())
     except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
-        raise command.UserError(f"{site} holds no readable index.json: publish first ({exc!r})") from None
+        raise command.UserError(f"{site} holds no readable index.json: publish first ({exc})") from None
     builds = {commit: timeline.git_version(commit) for commit in commits}
     for commit in list(builds):  # the builds before the site's first ones, for ranges that start there
         parent = timeline.parent(commit)

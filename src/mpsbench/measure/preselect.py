@@ -84,10 +84,10 @@ def combinations(benchmarks: Sequence[Any]) -> Iterator[Combination]:
             yield Combination(benchmark.name, None)
             continue
         owner = benchmark.name.split(".")[-2]  # "benchmark_models.Training.time_step": the class
-        names = list(benchmark.param_names)
+        at = list(benchmark.param_names).index("device") if "device" in benchmark.param_names else None
         for shown in itertools.product(*benchmark.params):
             params = [ast.literal_eval(value) for value in shown]  # asv keeps each value's repr
-            reason = absent(params[names.index("device")]) if "device" in names else None
+            reason = absent(params[at]) if at is not None else None
             yield Combination(f"{benchmark.name}({', '.join(shown)})", reason or selection.left_out(owner, *params))
 
 

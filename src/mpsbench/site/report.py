@@ -244,9 +244,6 @@ def _arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
     return parser
 
 
-# the user's mistakes: one line, exit 2 (mpsbench.command)
-
-
 def add_subcommand(commands: Any) -> None:
     """Register ``mpsbench report`` on the CLI's subparsers."""
     _arguments(commands.add_parser("report", help="figures and a summary from an asv results directory"))
