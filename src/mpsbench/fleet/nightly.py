@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import re
 import subprocess
 import sys
 from collections.abc import Sequence
@@ -23,16 +22,12 @@ from mpsbench.builds import history, machine, resolve, timeline
 from mpsbench.builds import manifest as mf
 from mpsbench.fleet import results_branch
 from mpsbench.measure import preselect, selection
-from mpsbench.regressions import alerts, bisection, factor, thresholds
+from mpsbench.regressions import alerts, bisection, compare, factor, nightlies, thresholds
 from mpsbench.results import asvconf, merge, record
 
 WORKDIR = Path(".asv/nightly")
 CHANNEL = "nightly"
 MACHINE_ENV = "MPSBENCH_MACHINE"  # a runner's machine name, e.g. set in the runner's .env file
-# bisection's line naming the first bad build and the good one before it, as a pattern
-FOUND = re.compile(
-    re.escape(bisection.FIRST_BAD).replace(r"\{first\}", r"(?P<first>\S+)").replace(r"\{before\}", r"(?P<before>\S+)")
-)
 
 
 class NightlyError(command.UserError):
@@ -260,33 +255,20 @@ def cmd_alert(args: argparse.Namespace) -> int:
 
 
 def cmd_bisect(args: argparse.Namespace) -> int:
-    """``mpsbench bisect GOOD BAD -b BENCH`` on the fleet's manifest and timeline, run in the suite's folder
-    (fresh.WORKDIR is relative); its output streams into the job's log (-u: a bisection takes hours)."""
+    """``mpsbench bisect`` in this process, on the fleet's manifest and timeline: its passes print into the job's log."""
     paths = Paths(args)
     prepare(paths, args.channel)  # the timeline of the fleet's manifest
-    name = _machine(args)
-    log.info(f"bisecting {args.good}..{args.bad} for {args.bench} on {name} (mpsbench bisect)")
-    argv = [sys.executable, "-u", "-m", "mpsbench.cli", "bisect", args.good, args.bad, "-b", args.bench,
-            "--manifest", str(paths.fleet_manifest), "--timeline", str(paths.timeline), "--machine", name,
-            "--suite-root", str(paths.suite)]
-    if args.nightlies:
-        argv += [f"--nightlies={args.nightlies}", *(f"--index={index}" for index in args.index or [])]
-    lines: list[str] = []
-    with subprocess.Popen(argv, cwd=paths.suite, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) as bisect:
-        assert bisect.stdout is not None
-        for line in bisect.stdout:
-            print(line, end="", flush=True)
-            lines.append(line)
-    named = next(((at, match["first"]) for at, match in enumerate(map(FOUND.match, lines)) if match), None)
-    if bisect.returncode != 0 or named is None:
-        raise NightlyError(f"mpsbench bisect named no build (exit status {bisect.returncode}; see its output above)")
-    at, slow = named
-    commit = timeline.compute(mf.load(paths.fleet_manifest), paths.timeline).commits[slow]  # --nightlies adds builds
-    # bisect's next line: the PyTorch compare link, or that both builds share an upstream commit
-    found = [f"first slow build: {slow} (timeline commit {commit[:12]})", *(text.strip() for text in lines[at + 1:at + 2])]
-    for text in found:
+    args.machine = _machine(args)
+    args.manifest, args.timeline, args.suite_root = paths.fleet_manifest, paths.timeline, paths.suite
+    log.info(f"bisecting {args.good}..{args.bad} for {args.bench} on {args.machine} (mpsbench bisect)")
+    found = bisection.bisect(args)
+    if found is None:
+        raise NightlyError("mpsbench bisect named no build: a candidate stayed undecided (see above)")
+    commit = timeline.compute(mf.load(paths.fleet_manifest), paths.timeline).commits[found.first]  # --nightlies adds builds
+    lines = [f"first slow build: {found.first} (timeline commit {commit[:12]})", found.upstream]
+    for text in lines:
         log.info(text)
-    _to_github("GITHUB_STEP_SUMMARY", "\n\n".join([f"## mpsbench bisect: {args.bench} on {name}", *found]))
+    _to_github("GITHUB_STEP_SUMMARY", "\n\n".join([f"## mpsbench bisect: {args.bench} on {args.machine}", *lines]))
     return 0
 
 
@@ -300,8 +282,6 @@ def build_parser() -> argparse.ArgumentParser:
     remote = command.OneLineParser(add_help=False)
     remote.add_argument("--remote", default="origin", help="git remote (default origin)")
     remote.add_argument("--branch", default="results", help="the results branch (default results)")
-    index = command.OneLineParser(add_help=False)
-    index.add_argument("--index", action="append", help="nightly PEP 503 index (repeatable; default PyTorch's)")
     identity = command.OneLineParser(add_help=False)
     identity.add_argument("--machine", default=None,
                           help=f"machine name (default: ${MACHINE_ENV}, else from the chip and core count)")
@@ -318,7 +298,8 @@ def build_parser() -> argparse.ArgumentParser:
     push = step("push", "commit the fleet folder on the results branch and push it (fast-forward only)", cmd_push, remote)
     push.add_argument("--message", default="mpsbench nightly", help="the commit message")
 
-    resolving = step("resolve", "append the newest nightly to the fleet's manifest", cmd_resolve, index)
+    resolving = step("resolve", "append the newest nightly to the fleet's manifest", cmd_resolve)
+    resolving.add_argument("--index", action="append", help="nightly PEP 503 index (repeatable; default PyTorch's)")
     resolving.add_argument("--transformers-index", default=resolve.PYPI, help="where transformers is pinned from")
     resolving.add_argument("--transformers", help="transformers version to pin, or none (default: by torch)")
     resolving.add_argument("--dry-run", action="store_true", help="say what would be added; change nothing")
@@ -344,14 +325,14 @@ def build_parser() -> argparse.ArgumentParser:
     alerting.add_argument("--machine", action="append", default=[], help="only this machine (repeatable)")
     alerting.add_argument("--summary", type=Path, help="also write the alerts as Markdown to this file")
 
+    # mpsbench bisect's own options, but for the manifest and timeline: the fleet's (a channel --nightlies adds
+    # goes into the fleet folder's manifest)
     bisecting = step("bisect", "mpsbench bisect over a range of the fleet's builds (fresh processes, nothing recorded)",
-                     cmd_bisect, identity, index)
+                     cmd_bisect)
     bisecting.add_argument("--good", required=True, help="the last fast build: CHANNEL@ID or timeline hash")
     bisecting.add_argument("--bad", required=True, help="a slow build: CHANNEL@ID or timeline hash")
-    bisecting.add_argument("--bench", required=True,
-                           help=r"one benchmark, e.g. \"Training.time_step\('mps', 'resnet50', 128\)\"")
-    bisecting.add_argument("--nightlies", metavar="N", help="add at most N of the nightlies between two adjacent builds"
-                           " (mpsbench bisect --nightlies N; the channel it adds goes into the fleet folder's manifest)")
+    compare.options(bisecting, files=False)
+    nightlies.add_options(bisecting)
     return parser
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Callable
+from dataclasses import dataclass
 
 from mpsbench import command
 from mpsbench.builds import history
@@ -32,7 +33,13 @@ def _path(manifest: mf.Manifest, good: fresh.Named, bad: fresh.Named) -> list[st
     return line[line.index(good.name) + 1:]
 
 
-FIRST_BAD = "first bad build: {first} (the build before it, {before}, is good)"  # scripts/nightly bisect reads it
+@dataclass(frozen=True)
+class Found:
+    """What a bisection names: the first slow build, the good one before it, and where to read the change."""
+
+    first: str  # CHANNEL@ID
+    before: str
+    upstream: str  # the PyTorch commits to read, or that both builds share one upstream commit
 
 
 def _ms(values: list[float]) -> str:
@@ -44,7 +51,8 @@ def _row(name: str, role: str, times: list[float], vs_good: verdict.Verdict, vs_
     return [name, role, _ms(times), f"{vs_good.ratio:.3f}", interval, f"{vs_good.p_value:.4f}", vs_bad, found]
 
 
-def cmd_bisect(args: argparse.Namespace) -> int:
+def bisect(args: argparse.Namespace) -> Found | None:
+    """Measure and search as ``args`` (bisect's options) ask, printing each pass; None when a candidate stayed undecided."""
     manifest, generated, (good, bad) = fresh.name_builds([args.good, args.bad], args.manifest, args.timeline)
     between = _path(manifest, good, bad)
     named = {name: fresh.Named(name, generated.commits[name]) for name in between}
@@ -91,7 +99,7 @@ def cmd_bisect(args: argparse.Namespace) -> int:
                     print(command.table(rows, rule=False))
                     vs_good, vs_bad = against[name]
                     print(f"undecided at {name}: against GOOD {vs_good.reason}; against BAD {vs_bad.reason}")
-                    return 3
+                    return None
                 if found[name] == "bad":
                     high = between.index(name)
                     break
@@ -100,13 +108,21 @@ def cmd_bisect(args: argparse.Namespace) -> int:
     before = between[low] if low >= 0 else good.name
     manifest, generated = gaps.manifest, gaps.generated  # with the nightlies --nightlies added
     print(command.table(rows, rule=False))
-    print(FIRST_BAD.format(first=first, before=before))
     old, new = manifest.find(before), manifest.find(first)
     if old.git_version == new.git_version:
-        print(f"{before} and {first} share the upstream commit {new.git_version[:12]}: the change is in the builds"
-              f" themselves, not in PyTorch's history (torch {old.torch_version} -> {new.torch_version})")
+        upstream = (f"{before} and {first} share the upstream commit {new.git_version[:12]}: the change is in the builds"
+                    f" themselves, not in PyTorch's history (torch {old.torch_version} -> {new.torch_version})")
     else:
-        print("PyTorch commits to read: " + history.upstream_range(manifest, generated, before, first))
+        upstream = "PyTorch commits to read: " + history.upstream_range(manifest, generated, before, first)
+    return Found(first, before, upstream)
+
+
+def cmd_bisect(args: argparse.Namespace) -> int:
+    found = bisect(args)
+    if found is None:
+        return 3
+    print(f"first bad build: {found.first} (the build before it, {found.before}, is good)")
+    print(found.upstream)
     return 0
 
 

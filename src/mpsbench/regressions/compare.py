@@ -75,22 +75,27 @@ def summary(measured: Measured, a: str, b: str) -> list[str]:
     return lines
 
 
-def options(parser: argparse.ArgumentParser) -> None:
-    """What compare and bisect share: the benchmark, the budget, the manifest, the machine."""
+def options(parser: argparse.ArgumentParser, files: bool = True) -> None:
+    """What compare and bisect share: the benchmark, the budget, the machine and (``files``) the manifest and timeline.
+
+    The fleet's bisect step (scripts/nightly bisect) takes these options but sets the files itself.
+    """
     parser.add_argument("-b", "--bench", required=True, help="a regex naming ONE benchmark combination, as asv -b")
     parser.add_argument("--min-rounds", type=int, default=verdict.MIN_ROUNDS, help="processes per build before judging")
     parser.add_argument("--max-rounds", type=int, default=verdict.MAX_ROUNDS,
                         help="the sample budget: processes per build at most")
     parser.add_argument("--machine", help="asv machine name (default: mpsbench machine's)")
-    parser.add_argument("--manifest", type=Path, default=history.MANIFEST, help=f"default {history.MANIFEST}")
-    parser.add_argument("--timeline", type=Path, default=history.TIMELINE, help=f"default {history.TIMELINE}")
+    if files:
+        parser.add_argument("--manifest", type=Path, default=history.MANIFEST, help=f"default {history.MANIFEST}")
+        parser.add_argument("--timeline", type=Path, default=history.TIMELINE, help=f"default {history.TIMELINE}")
     parser.add_argument("--log", type=Path, help="append asv's own output here")
     parser.add_argument(
         "--threads", type=_threads, metavar="N",
         help="torch's cpu threads in both builds' processes (OMP_NUM_THREADS); default: torch's own, as recorded. On a"
              " busy machine a cpu row's thread pool waits for a descheduled thread: --threads 1 (docs/bisect.md)",
     )
-    parser.add_argument("--suite-root", type=Path, default=None, help=argparse.SUPPRESS)  # tests: a stand-in suite
+    if files:
+        parser.add_argument("--suite-root", type=Path, default=None, help=argparse.SUPPRESS)  # tests: a stand-in suite
 
 
 def _threads(text: str) -> int:

@@ -28,7 +28,7 @@ from mpsbench.builds import manifest as mf
 from mpsbench.regressions import factor, verdict
 from mpsbench.results import asvconf, recorded
 
-WORKDIR = Path(".asv/fresh")  # the derived config and its asv environment, kept between commands
+WORKDIR = Path(".asv/fresh")  # in the suite: the derived config and its asv environment, kept between commands
 POLL = 0.5  # seconds between looks at what asv has saved
 # Samples in each process: the step rows' own minimum repeat (asv's discovery does not record it);
 # processes, not samples, carry the spread that decides.
@@ -93,7 +93,7 @@ class Session:
         self._default_sigterm: object = None
         self.scratch = Path(tempfile.mkdtemp(prefix="mpsbench-fresh-"))
         channels = sorted({build.name.partition("@")[0] for build in builds})  # asv wants branches; HASHFILE needs none
-        self.config = asvconf.derived(WORKDIR.resolve(), args.timeline.resolve(), branches=channels, root=root,
+        self.config = asvconf.derived((root / WORKDIR).resolve(), args.timeline.resolve(), branches=channels, root=root,
                                       results_dir=self.scratch / "results")
         self.key: str | None = None  # the benchmark's name, once check_bench (always first) has checked the regex
         self.index = -1  # the combination's position among the benchmark's parameter sets
