@@ -15,8 +15,8 @@ read per timed call, on both sides of every comparison.
 
 from __future__ import annotations
 
+import functools
 import os
-import statistics
 import time
 from typing import Any
 
@@ -42,29 +42,19 @@ def slowdown_for(model: str) -> float:
     return amount if name == model else 0.0
 
 
-def median_step_seconds(workload: Any, samples: int = 5) -> float:
-    """The step time the injected slowdown is a share of, measured once after warm-up."""
-
-    times = []
-    for _ in range(samples):
-        workload.device.synchronize()
-        begin = time.perf_counter()
-        workload.step()
-        workload.device.synchronize()
-        times.append(time.perf_counter() - begin)
-    return statistics.median(times)
-
-
 def install() -> None:
     """Wrap the workloads' warm-up (measure the share to wait) and run (wait it, after a synchronize)."""
-    from mpsbench.measure import workloads
+    from mpsbench.measure import timing, workloads
 
     warm_up, run = workloads.Workload.warm_up, workloads.Workload.run
 
     def warm_up_and_measure(self: Any, *args: Any, **kwargs: Any) -> None:
         warm_up(self, *args, **kwargs)
+        self.injected_seconds = 0.0
         fraction = slowdown_for(self.spec.name)
-        self.injected_seconds = fraction * median_step_seconds(self) if fraction else 0.0
+        if fraction:  # a share of the median of five single steps (the unwrapped run: no wait in it)
+            median, _ = timing.median_seconds(functools.partial(run, self), self.device, 1, 5, 0.0, 5)
+            self.injected_seconds = fraction * median
 
     def run_and_wait(self: Any, steps: int) -> None:
         run(self, steps)
