@@ -88,14 +88,13 @@ def options(parser: argparse.ArgumentParser, files: bool = True) -> None:
     if files:
         parser.add_argument("--manifest", type=Path, default=history.MANIFEST, help=f"default {history.MANIFEST}")
         parser.add_argument("--timeline", type=Path, default=history.TIMELINE, help=f"default {history.TIMELINE}")
+        parser.add_argument("--suite-root", type=Path, default=None, help=argparse.SUPPRESS)  # tests: a stand-in suite
     parser.add_argument("--log", type=Path, help="append asv's own output here")
     parser.add_argument(
         "--threads", type=_threads, metavar="N",
         help="torch's cpu threads in both builds' processes (OMP_NUM_THREADS); default: torch's own, as recorded. On a"
              " busy machine a cpu row's thread pool waits for a descheduled thread: --threads 1 (docs/bisect.md)",
     )
-    if files:
-        parser.add_argument("--suite-root", type=Path, default=None, help=argparse.SUPPRESS)  # tests: a stand-in suite
 
 
 def _threads(text: str) -> int:
