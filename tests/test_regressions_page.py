@@ -1,7 +1,7 @@
 """The Regressions page after a real ``asv publish`` of a real two-release run: judged rows, every channel, PyTorch links.
 
 The results are the ones recorded by README's main command on the project's
-2-core VM under load (docs/results/cpu-2026-11-23/main-command: 2.13.0 and
+2-core VM under load (docs/results/cpu-2026-11-23.md, kept in tests/data/recorded: 2.13.0 and
 2.14.1), re-keyed onto a small timeline whose build.json records carry the two
 releases' real upstream ``git_version``s, plus a channel ``exam`` with a build
 of 2.14.1's upstream commit (a root of its own) and no results on the machine. asv's own page
@@ -24,7 +24,7 @@ import time
 from pathlib import Path
 
 import pytest
-from tests import fakes
+from tests import asvresults, fakes
 
 from mpsbench.builds import pytorch_links
 from mpsbench.regressions import factor, thresholds
@@ -32,7 +32,7 @@ from mpsbench.results import recorded
 from mpsbench.site import regressions_page, site_assets
 
 ROOT = Path(__file__).resolve().parents[1]
-RUN = ROOT / "docs" / "results" / "cpu-2026-11-23"
+RUN = asvresults.RECORDED / "cpu-2026-11-23"
 MACHINE = "debian-x86-64-2cpu"
 RECORDED = {"e8fbb5a5ef7979c46a02c4f4573b4638e100b41e": ("2.13.0", "cf30153c4c131c8164ee7798e5022d810682e2cb"),
             "58d72ce060b2bdba9b29c5fe00aa3685dea0db6e": ("2.14.1", "5c4886908584029761b579af026dcfb627c84070")}
@@ -56,8 +56,8 @@ def site(tmp_path_factory):
     results = tmp / "results"
     (results / MACHINE).mkdir(parents=True)
     shutil.copy(RUN / "benchmarks.json", results / "benchmarks.json")
-    shutil.copy(RUN / "main-command" / "machine.json", results / MACHINE / "machine.json")
-    for path in (RUN / "main-command").glob("*-virtualenv-*.json"):
+    shutil.copy(RUN / MACHINE / "machine.json", results / MACHINE / "machine.json")
+    for path in (RUN / MACHINE).glob("*-virtualenv-*.json"):
         data = json.loads(path.read_text())
         data["commit_hash"] = rekey[data["commit_hash"]]
         (results / MACHINE / f"{data['commit_hash'][:8]}{path.name[8:]}").write_text(json.dumps(data))

@@ -188,7 +188,10 @@ def test_a_missing_results_directory_is_one_line_and_exit_2(tmp_path, capsys):
 def test_the_folder_above_results_is_one_line_and_exit_2_with_nothing_written(tmp_path, capsys):
     # A recorded run's folder (results/ beneath it): asv finds the files, but without benchmarks.json their rows
     # have no param names, which once crashed the compile section with a KeyError.
-    run = Path(__file__).parents[1] / "docs" / "results" / "era-2026-11-23"
+    run = tmp_path / "run"
+    values = {("training", "time_step", "cpu", "mlp", 8): 0.009}
+    asvresults.write_benchmarks(run / "results", asvresults.write_results(
+        run / "results", "m", "1" * 40, 0, values, ["cpu"], ["mlp"], [8]))
     assert report.main([str(run), str(tmp_path / "out")]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert err[-1].startswith(f"mpsbench: error: {run} holds no benchmarks.json") and "results directory" in err[-1]

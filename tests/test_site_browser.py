@@ -12,7 +12,6 @@ script failed, and no request left localhost.
 from __future__ import annotations
 
 import base64
-import contextlib
 import fcntl
 import functools
 import http.server
@@ -20,7 +19,6 @@ import json
 import os
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 from collections.abc import Iterator
@@ -198,25 +196,6 @@ class DevTools:
 
     def of(self, method: str) -> list[dict[str, Any]]:
         return [event["params"] for event in self.events if event.get("method") == method]
-
-
-@contextlib.contextmanager
-def browsing(html: Path) -> Iterator[tuple[DevTools, str]]:
-    """A fresh headless Chromium with a page open, and the address of a local http.server of ``html``.
-
-    For the scripts that keep screenshots of recorded sites (docs/results/*/screenshot.py).
-    """
-    handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(html))
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    with tempfile.TemporaryDirectory() as profile:
-        browser = DevTools(Path(profile))
-        try:
-            browser.open_page()
-            yield browser, f"http://127.0.0.1:{server.server_port}"
-        finally:
-            browser.close()
-            server.shutdown()
 
 
 @pytest.fixture
