@@ -38,7 +38,7 @@ class DatasetSize:
 
 DATASETS: dict[str, DatasetSize] = {
     "tiny": DatasetSize(train=16, test=8),  # the cpu's default: two training steps at batch 8
-    # The GPUs' default: 16 training steps of VGG16 at batch 64, 4 evaluation batches; about 2 s an epoch on an H100.
+    # The GPUs' default: 16 training steps of VGG16 at batch 64, 4 evaluation batches: seconds an epoch on a GPU.
     "small": DatasetSize(train=1024, test=256),
     "cifar10": DatasetSize(train=50_000, test=10_000),  # CIFAR-10's real splits: the full sweep only
 }
