@@ -152,12 +152,12 @@ def _requests_until(browser, prefix: str, seconds: float = 20) -> list[str]:
 
 @pytest.mark.slow
 @pytest.mark.skipif(not CHROMIUM.exists(), reason=f"{CHROMIUM} is absent: install Debian's chromium package")
-def test_in_a_browser_the_regressions_page_lists_rows_and_its_links_reach_pytorch(site, tmp_path):
+def test_in_a_browser_the_regressions_page_lists_rows_and_its_links_reach_pytorch(site, tmp_path, npm_cache):
     from tests.test_site_browser import DevTools, _LoggingHandler
 
     tmp, _, commits = site
     html = tmp / "html"
-    site_assets.make_offline(html, ROOT / site_assets.CACHE)
+    site_assets.make_offline(html, npm_cache)
     handler = type("Handler", (_LoggingHandler,), {"requested": []})
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(handler, directory=str(html)))
     threading.Thread(target=server.serve_forever, daemon=True).start()

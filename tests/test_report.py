@@ -13,7 +13,7 @@ import pytest
 from tests import asvresults, fakes
 
 from mpsbench.regressions import factor, thresholds
-from mpsbench.site import document, regressions_page, report, throughput
+from mpsbench.site import regressions_page, report, throughput
 from mpsbench.site.throughput import Step
 from mpsbench.site.timeline_reader import Timeline, timeline_from_config
 
@@ -250,6 +250,8 @@ def test_speedup_by_release_draws_each_python_along_the_dates_and_links_each_rel
         ("3.10", "1.12.1", 2.0), ("3.10", "2.2.2", 4.0), ("3.12", "2.2.2", 4.0), ("3.12", "2.15.0", 5.0),
     ]
     assert points[0].link == "https://github.com/pytorch/pytorch/releases/tag/v1.12.1"
-    section = report._by_release_section(results_dir, Timeline(repo), lambda name: tmp_path / name)
-    assert (tmp_path / "speedup_by_release.png").stat().st_size > 0
-    assert "releases/tag/v2.15.0" in document.to_html("t", [section])
+    config = tmp_path / "asv.conf.json"  # the report finds the timeline through asv.conf.json's repo
+    config.write_text(json.dumps({"repo": "timeline", "regressions_thresholds": {".*": 0.05}}))
+    report.build(results_dir, tmp_path / "out", config=config)
+    assert (tmp_path / "out" / "speedup_by_release.png").stat().st_size > 0
+    assert 'href="https://github.com/pytorch/pytorch/releases/tag/v2.15.0"' in (tmp_path / "out" / "summary.html").read_text()

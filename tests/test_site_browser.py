@@ -28,6 +28,7 @@ from urllib.parse import urlsplit
 
 import pytest
 from tests import fakes
+from tests.test_site_assets import local_loads
 
 from mpsbench.regressions import factor
 from mpsbench.site import site_assets
@@ -48,7 +49,7 @@ pytestmark = [
 
 
 @pytest.fixture(scope="module")
-def published(tmp_path_factory: pytest.TempPathFactory) -> Path:
+def published(tmp_path_factory: pytest.TempPathFactory, npm_cache: Path) -> Path:
     """A site published from one real asv result, made self-contained."""
     tmp = tmp_path_factory.mktemp("site")
     config = factor.read_config(ROOT / "asv.conf.json")
@@ -73,7 +74,7 @@ def published(tmp_path_factory: pytest.TempPathFactory) -> Path:
     publish = subprocess.run([*ASV, "publish", "--config", str(conf)], cwd=tmp, env=env, capture_output=True,
                              text=True, timeout=600)
     assert publish.returncode == 0, publish.stdout + publish.stderr
-    site_assets.make_offline(tmp / "html", ROOT / site_assets.CACHE)
+    site_assets.make_offline(tmp / "html", npm_cache)
     return tmp / "html"
 
 
@@ -208,7 +209,7 @@ def chromium(tmp_path: Path) -> Iterator[DevTools]:
         browser.close()
 
 
-def test_a_published_graph_renders_offline_with_every_request_on_localhost(served, chromium, tmp_path):
+def test_a_published_graph_renders_offline_with_every_request_on_localhost(published, served, chromium, tmp_path):
     base, requested = served
     chromium.send("Page.navigate", url=f"{base}/index.html{GRAPH_HASH}")
     plotted = chromium.wait_for("document.querySelectorAll('#graph-display canvas.flot-base').length", 60)
@@ -234,7 +235,6 @@ def test_a_published_graph_renders_offline_with_every_request_on_localhost(serve
                 for event in chromium.of("Network.responseReceived")]
     assert (graph_json[0], 200) in answered, answered
     # the libraries came from the site itself, each one asked for
-    for asset in site_assets.ASSETS.values():
-        local = "/" + site_assets._local_path(asset)
-        assert local in paths, f"{local} was never requested"
+    for local in local_loads(published / "index.html"):
+        assert "/" + local in paths, f"{local} was never requested"
 

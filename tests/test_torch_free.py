@@ -103,16 +103,14 @@ def test_the_nightly_resolve_step_runs_without_torch(clone, tmp_path):
 
 
 @pytest.mark.slow
-def test_merge_and_publish_run_without_torch_and_without_node(clone, tmp_path):
+def test_merge_and_publish_run_without_torch_and_without_node(clone, tmp_path, npm_cache):
     source = RESULTS
     bin_dir = clone / ".venv" / "bin"
     _run([str(bin_dir / "mpsbench"), "results", "merge", str(clone / ".asv" / "results"), str(source)], cwd=clone)
     assert len(list((clone / ".asv" / "results" / MACHINE).glob("*-virtualenv-*.json"))) == 2
     _run([str(bin_dir / "mpsbench"), "timeline", "generate"], cwd=clone)  # the hashes asv places results by
-    cache = ROOT / site_assets.CACHE  # filled by an earlier run, or fetched now over HTTPS
-    cache.mkdir(parents=True, exist_ok=True)
     (clone / ".asv").mkdir(exist_ok=True)
-    os.symlink(cache, clone / site_assets.CACHE)
+    os.symlink(npm_cache, clone / site_assets.CACHE)  # the run's tarballs, or fetched now over HTTPS
     said = _run([str(clone / "scripts" / "publish")], cwd=clone, env=without_node(tmp_path / "bin"))
     html = clone / ".asv" / "html"
     assert "site written to" in said
