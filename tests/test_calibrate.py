@@ -91,7 +91,7 @@ def test_the_calibrations_copy_of_the_suite_installs_the_slowdown_and_the_config
     check = ("from mpsbench.measure import workloads; unwrapped = workloads.Workload.run.__name__\n"
              "import benchmarks\n"
              "print(unwrapped, workloads.Workload.run.__name__, workloads.Workload.warm_up.__name__)")
-    done = subprocess.run([sys.executable, "-c", check], cwd=tmp_path, capture_output=True, text=True, timeout=300,
+    done = subprocess.run([sys.executable, "-c", check], cwd=tmp_path, capture_output=True, text=True, timeout=900,
                           env=dict(os.environ, PYTHONPATH=str(tmp_path)))
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == ["run", "run_and_wait", "warm_up_and_measure"]  # the package's own run has no hook

@@ -66,7 +66,7 @@ def site(tmp_path_factory):
                   env_dir=str(tmp / "env"), benchmark_dir=str(ROOT / "benchmarks"))
     (tmp / "asv.conf.json").write_text(json.dumps(config))
     done = subprocess.run([*ASV, "publish", "--config", str(tmp / "asv.conf.json")], cwd=tmp,
-                          env=dict(os.environ, HOME=str(tmp)), capture_output=True, text=True, timeout=300)
+                          env=dict(os.environ, HOME=str(tmp)), capture_output=True, text=True, timeout=900)
     assert done.returncode == 0, done.stdout + done.stderr
     asv_own = json.loads((tmp / "html" / "regressions.json").read_text())["regressions"]
     assert regressions_page.main([str(tmp / "html"), "--config", str(tmp / "asv.conf.json")]) == 0
@@ -167,7 +167,7 @@ def test_in_a_browser_the_regressions_page_lists_rows_and_its_links_reach_pytorc
         browser.send("Network.setBlockedURLs", urls=["*github.com*"])  # see where a link goes without going
         base = f"http://127.0.0.1:{server.server_address[1]}"
         browser.send("Page.navigate", url=f"{base}/index.html#regressions")
-        rows = browser.wait_for("document.querySelectorAll('#regressions-body tbody tr').length", 60)
+        rows = browser.wait_for("document.querySelectorAll('#regressions-body tbody tr').length", 300)
         kept = json.loads((html / "regressions.json").read_text())["regressions"]
         assert rows == sum(len(entry[6]) for entry in kept)
         links = browser.evaluate("Array.from(document.querySelectorAll('#regressions-body a'))"

@@ -142,7 +142,7 @@ def published(suite):
     """asv publish over the synthetic results: asv's own regressions.json and index.json."""
     tmp, _ = suite
     done = subprocess.run([*ASV, "publish", "--config", str(tmp / "asv.conf.json")], cwd=tmp,
-                          env=dict(os.environ, HOME=str(tmp)), capture_output=True, text=True, timeout=300)
+                          env=dict(os.environ, HOME=str(tmp)), capture_output=True, text=True, timeout=900)
     assert done.returncode == 0, done.stdout + done.stderr
     return tmp / "html"
 
