@@ -27,7 +27,7 @@ import pytest
 from tests import asvresults, fakes
 
 from mpsbench.builds import pytorch_links
-from mpsbench.regressions import factor, thresholds
+from mpsbench.regressions import factor, rule
 from mpsbench.results import recorded
 from mpsbench.site import regressions_page, site_assets
 
@@ -87,17 +87,17 @@ def test_only_jumps_that_hold_up_by_the_rows_own_rule_stay_on_the_page(site):
     leaks = [j for j in judged if ".track_leak(" in j["benchmark"]]
     assert leaks and all(j["verdict"] == "below floor" for j in leaks)
     # asv calls a higher throughput a regression; and a rate's bare median judges nothing
-    rates = [j for j in judged if j["unit"] in thresholds.HIGHER_IS_BETTER]
+    rates = [j for j in judged if rule.unit(j["unit"]).higher_is_better]
     assert rates and all(j["verdict"] == "no statistics" for j in rates)
     assert {j["verdict"] for j in judged} >= {"slower", "below floor", "noisy", "no statistics"}
     # and each kept one is what the rule says from the recorded statistics
     found = recorded.load(tmp / "results")
     rows = {row.entry: row for table in found.values.values() for row in table}
-    rules = thresholds.Rules.from_config(tmp / "asv.conf.json")
+    rules = factor.thresholds(tmp / "asv.conf.json")
     for j in slower:
         row = rows[j["benchmark"]]
         old, new = found.get(MACHINE, commits[0], row), found.get(MACHINE, commits[1], row)
-        assert thresholds.judge(rules, j["benchmark"], j["unit"], old, new).slower  # type: ignore[arg-type]
+        assert rule.judge(rules, j["benchmark"], j["unit"], old, new).slower  # type: ignore[arg-type]
 
 
 def test_a_channel_without_results_leaves_every_regression_under_its_own_branch(site):

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from tests import asvresults, fakes
 
-from mpsbench.regressions import factor, thresholds
+from mpsbench.regressions import factor, rule
 from mpsbench.site import regressions_page, report, throughput
 from mpsbench.site.throughput import Step
 from mpsbench.site.timeline_reader import Timeline, timeline_from_config
@@ -121,15 +121,15 @@ def test_batch_curves_list_every_batch_of_the_newest_build(loaded):
 
 def test_build_over_build_compares_the_newest_two_builds_against_the_factor(loaded, suite):
     tmp, commits = suite
-    rules = thresholds.Rules.from_config(tmp / "asv.conf.json")  # the report's rule, with the factor 1.05
+    rules = factor.thresholds(tmp / "asv.conf.json")  # the report's rule, with the factor 1.05
     changes = {(c.machine, c.workload): c for c in throughput.build_changes(loaded)}
     assert set(changes) == {  # only what both builds measured; rtx3080 has one build
         ("m1max", Step("training", "mlp", "mps", 1024)),
         ("m1max", Step("training", "mlp", "cpu", 1024)),
         ("m1max", Step("inference", "mlp", "cpu", 1024)),
     }
-    ratios = {workload: (c.ratio, thresholds.judge(rules, c.row.entry, "seconds", loaded.recorded.get(machine, c.old, c.row),
-                                                   loaded.recorded.get(machine, c.new, c.row)).verdict)
+    ratios = {workload: (c.ratio, rule.judge(rules, c.row.entry, "seconds", loaded.recorded.get(machine, c.old, c.row),
+                                                   loaded.recorded.get(machine, c.new, c.row)).label)
               for (machine, workload), c in changes.items()}
     assert ratios[Step("training", "mlp", "mps", 1024)] == (pytest.approx(1.25), "slower")
     assert ratios[Step("training", "mlp", "cpu", 1024)] == (pytest.approx(0.80 / 0.79), "unchanged")
@@ -215,7 +215,7 @@ def test_the_factor_is_one_plus_the_default_threshold_of_asv_conf(tmp_path):
     config.write_text('{\n  // a comment, as asv allows\n  "regressions_thresholds": {".*": 0.2, "x": 0.5},\n}\n')
     assert factor.regression_factor(config) == pytest.approx(1.2)
     config.write_text('{"version": 1}')
-    assert factor.regression_factor(config) == pytest.approx(1 + factor.ASV_DEFAULT_THRESHOLD)
+    assert factor.regression_factor(config) == pytest.approx(1 + rule.ASV_DEFAULT_THRESHOLD)
     assert factor.regression_factor(ROOT / "asv.conf.json") > 1
 
 
