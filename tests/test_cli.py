@@ -40,7 +40,8 @@ def test_run_prints_a_table_with_ms_per_step_and_samples_per_second(capsys):
         (["run", "mlp", "--batch-size", "3"], "batch size 3 is not run for mlp; choose one of: 1, 8, 32"),
         (["run", "mlp", "--batch-size", "big"], "argument --batch-size: --batch-size must be a whole number of at least 1,"
                                                 " got 'big'"),
-        (["run", "mlp", "--kind", "eval"], "unknown workload kind 'eval'; choose one of: training, inference"),
+        (["run", "mlp", "--kind", "eval"], "argument --kind: invalid choice: 'eval' (choose from 'training', 'inference',"
+                                            " 'both')"),
         (["run", "mlp", "--device", "mps"], "device mps is not usable here: "),
     ],
 )

@@ -7,9 +7,9 @@ library function sees an argparse Namespace. A user's mistake is one line on std
 from __future__ import annotations
 
 import argparse
-import math
 import sys
 from collections.abc import Callable, Sequence
+from datetime import datetime
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -17,7 +17,7 @@ from mpsbench import bench
 from mpsbench.builds import defaults, history, install_build, machine, resolve, timeline, wheels
 from mpsbench.builds import manifest as mf
 from mpsbench.context import Suite
-from mpsbench.core import asv, asvconf, progress, settings, text
+from mpsbench.core import asv, asvconf, errors, progress, settings, text
 from mpsbench.core.errors import UserError
 from mpsbench.fleet import doctor, nightly
 from mpsbench.measure import devices, models, preselect
@@ -35,18 +35,25 @@ class OneLineParser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog.split()[0]}: error: {message} (see {self.prog} --help)\n")
 
 
-def _number(kind: Callable[[str], float], least: float, what: str) -> Callable[[str], Any]:
-    """An argparse type: a finite number of ``kind`` (int or float) of at least ``least``."""
-    def parse(value: str) -> float:
-        try:
-            number = kind(value)
-        except ValueError:
-            number = math.nan
-        if not (math.isfinite(number) and number >= least):
-            raise argparse.ArgumentTypeError(f"{what} must be a {'whole ' if kind is int else ''}number of at least"
-                                             f" {least:g}, got {value!r}")
-        return number
-    return parse
+MACHINE_NAME = text.checked(machine.check_name)
+
+
+def _date(value: str) -> str:
+    """A build date as the manifest keeps it, UTC: YYYY-MM-DDTHH:MM:SSZ."""
+    try:
+        return mf.format_date(datetime.strptime(value, "%Y-%m-%dT%H:%M:%SZ"))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"--date takes a UTC date and time YYYY-MM-DDTHH:MM:SSZ, e.g."
+                                         f" 2026-11-20T00:00:00Z, got {value!r}") from None
+
+
+def _new_file(value: str) -> Path:
+    """A file to write, in a folder that exists (checked before anything runs)."""
+    path = Path(value)
+    if not value or not path.parent.is_dir() or path.is_dir():
+        raise argparse.ArgumentTypeError(f"{value!r} is no file in an existing folder: create the folder first, or"
+                                         " name a file in one")
+    return path
 
 
 def _suite(args: argparse.Namespace, config: Path = asvconf.CONFIG) -> Suite:
@@ -86,10 +93,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     bench.require_torch()
     from mpsbench.measure import timing, workloads  # torch: imported where something is measured
 
-    try:
-        kinds = workloads.KINDS if args.kind == "both" else (workloads.check_kind(args.kind),)
-    except workloads.WorkloadError as exc:
-        raise UserError(str(exc)) from None
+    kinds = workloads.KINDS if args.kind == "both" else (args.kind,)
     spec = models.get(args.model)
     device = devices.get(args.device)
     batch_size = spec.seed_batch_size if args.batch_size is None else args.batch_size
@@ -199,6 +203,9 @@ def cmd_default(args: argparse.Namespace) -> int:
     elif args.hashes:  # for asv run HASHFILE:
         if args.python is None:
             raise UserError("--hashes needs --python VERSION: each Python runs its own builds")
+        if args.python not in defaults.pythons(planned):
+            raise UserError(f"--python {args.python} runs no build of {platform}'s default; its Pythons:"
+                            f" {', '.join(defaults.pythons(planned)) or 'none'}")
         print("\n".join(suite.timeline.commits[item.ref] for item in planned if args.python in item.pythons))
     else:
         print(defaults.listing(platform, planned, suite.timeline))
@@ -272,7 +279,14 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 
 def cmd_publish(args: argparse.Namespace) -> int:
-    publish.publish(_suite(args, Path(settings.text(settings.CONFIG) or asvconf.CONFIG)), args.asv_args)
+    configured = settings.text(settings.CONFIG)
+    suite = _suite(args, Path(configured or asvconf.CONFIG))
+    if configured and not args.config:
+        try:
+            _ = suite.conf  # read and checked here, to name the setting
+        except asvconf.ConfigError as exc:
+            raise settings.SettingError(f"{settings.CONFIG}={configured!r}: {exc}") from None
+    publish.publish(suite, args.asv_args)
     return 0
 
 
@@ -319,7 +333,7 @@ def _nightly_parser(commands: Any) -> None:
     remote.add_argument("--remote", default="origin", help="git remote (default origin)")
     remote.add_argument("--branch", default="results", help="the results branch (default results)")
     identity = OneLineParser(add_help=False)
-    identity.add_argument("--machine", default=None,
+    identity.add_argument("--machine", default=None, type=MACHINE_NAME,
                           help=f"machine name (default: ${settings.MACHINE}, else from the chip and core count)")
     group = commands.add_parser("nightly", help="one step of the fleet's nightly job (scripts/nightly; docs/fleet.md)",
                                 description=(nightly.__doc__ or "").split("\n", 1)[0],
@@ -343,7 +357,7 @@ def _nightly_parser(commands: Any) -> None:
     benching.add_argument("--device", action="append", default=[],
                           help="only these devices (repeatable or comma-separated; refused if not usable here)")
     benching.add_argument("--bench", action="append", default=[], help="only benchmarks matching this regex (asv -b)")
-    benching.add_argument("--limit", type=_number(int, 0, "--limit"), default=0,
+    benching.add_argument("--limit", type=text.number(int, 0, "--limit"), default=0,
                           help="at most the newest N missing builds (default: all)")
     benching.add_argument("--dry-run", action="store_true",
                           help="run each selected benchmark once (asv --quick --dry-run); record nothing")
@@ -355,8 +369,8 @@ def _nightly_parser(commands: Any) -> None:
                             help="the sources ran a newer suite: their benchmarks.json entries win")
     step("publish", "publish the site of the fleet's results into WORKDIR/html (mpsbench publish)")
     alerting = step("alert", "exit 1 if a machine's newest build is slower than the one before")
-    alerting.add_argument("--machine", action="append", default=[], help="only this machine (repeatable)")
-    alerting.add_argument("--summary", type=Path, help="also write the alerts as Markdown to this file")
+    alerting.add_argument("--machine", action="append", default=[], type=MACHINE_NAME, help="only this machine (repeatable)")
+    alerting.add_argument("--summary", type=_new_file, help="also write the alerts as Markdown to this file")
     # mpsbench bisect's own options, but for the manifest and timeline: the fleet's (a channel --nightlies adds
     # goes into the fleet folder's manifest)
     bisecting = step("bisect", "mpsbench bisect over a range of the fleet's builds (fresh processes, nothing recorded)")
@@ -395,7 +409,7 @@ def _build_parsers(commands: Any) -> None:
     release.add_argument("--torchvision", help="torchvision version (default: the one made for this torch)")
     release.add_argument("--python", nargs="+", help="python tags to pin on every platform"
                          " (default: per platform, the manifest's defaults' Pythons, else cp310-cp313)")
-    release.add_argument("--date", help="override the build date (YYYY-MM-DDTHH:MM:SSZ)")
+    release.add_argument("--date", type=_date, help="override the build date (YYYY-MM-DDTHH:MM:SSZ)")
     nightly_build = adding("add-nightly", "a nightly by date (YYYY-MM-DD) or 'latest'", "nightly", "--transformers-index",
                            func=cmd_add_nightly)
     nightly_build.add_argument("date")
@@ -413,7 +427,8 @@ def _build_parsers(commands: Any) -> None:
     here = adding("add-existing", "a torch already installed here, used in place", "local", "--id", "--note",
                   resolver=_existing)
     here.add_argument("site_packages", type=Path, help="the site-packages folder that holds torch")
-    here.add_argument("--date", help="build date (default: when torch/version.py was written)")
+    here.add_argument("--date", type=_date, help="build date, YYYY-MM-DDTHH:MM:SSZ (default: when torch/version.py was"
+                      " written)")
     here.add_argument("--env", action="append", default=[], metavar="NAME=VALUE",
                       help="set in every process of this build's environment (repeatable)")
     listing = actions.add_parser("list", help="the builds and their timeline commits")
@@ -446,7 +461,7 @@ def _build_parsers(commands: Any) -> None:
 
     host = commands.add_parser("machine", help="write a stable asv machine entry for this machine")
     host.set_defaults(func=cmd_machine)
-    host.add_argument("--name", help="machine name (default: from chip and core count)")
+    host.add_argument("--name", type=MACHINE_NAME, help="machine name (default: from chip and core count)")
     host.add_argument("--quiet", action="store_true", help="print only the machine's name")
 
 
@@ -468,10 +483,10 @@ def build_parser() -> argparse.ArgumentParser:
     run = command("run", "time one model outside asv for a quick look", cmd_run)
     run.add_argument("model", help=f"one of: {', '.join(models.NAMES)}")
     run.add_argument("--device", default="cpu", help=f"one of: {', '.join(devices.NAMES)} (default cpu)")
-    run.add_argument("--batch-size", type=_number(int, 1, "--batch-size"), default=None,
+    run.add_argument("--batch-size", type=text.number(int, 1, "--batch-size"), default=None,
                      help="default: the model's seed batch size")
-    run.add_argument("--kind", default="both", help="training, inference or both (default both)")
-    run.add_argument("--seconds", type=_number(float, 1e-3, "--seconds"), default=1.0,
+    run.add_argument("--kind", default="both", choices=("training", "inference", "both"), help="default both")
+    run.add_argument("--seconds", type=text.number(float, 1e-3, "--seconds", 3600), default=1.0,
                      help="least time spent timing each workload")
     command("doctor", "check this machine before a run: devices, memory, power, heat, load", cmd_doctor,
             description=(doctor.__doc__ or "").split("\n\n", 1)[-1]).add_argument(
@@ -492,7 +507,8 @@ def build_parser() -> argparse.ArgumentParser:
     merging.set_defaults(func=cmd_merge)
     merging.add_argument("dest", type=Path, help="the results directory to merge into (created if absent)")
     merging.add_argument("sources", type=Path, nargs="+", help="results directories to merge from")
-    merging.add_argument("--machine", action="append", default=[], help="merge only this machine's folder (repeatable)")
+    merging.add_argument("--machine", action="append", default=[], type=MACHINE_NAME,
+                         help="merge only this machine's folder (repeatable)")
     merging.add_argument("--update-benchmarks", action="store_true",
                          help="the sources ran a newer suite: their benchmarks.json entries replace DEST's")
     merging.add_argument("--replace", action="store_true", help="re-measured on purpose: incoming values replace"
@@ -502,7 +518,7 @@ def build_parser() -> argparse.ArgumentParser:
                                    formatter_class=argparse.RawDescriptionHelpFormatter)
     recording.set_defaults(func=cmd_record)
     _files(recording, "config")
-    recording.add_argument("--machine", required=True, help="asv's machine name (mpsbench machine --quiet)")
+    recording.add_argument("--machine", required=True, type=MACHINE_NAME, help="asv's machine name (mpsbench machine --quiet)")
     recording.add_argument("--remeasure", action="store_true",
                            help="run every selected combination again; replaced values go to the audit trail")
     recording.add_argument("asv_args", nargs=argparse.REMAINDER, help="asv run options and range, after --")
@@ -517,9 +533,9 @@ def build_parser() -> argparse.ArgumentParser:
     alert = command("alert", "exit 1 if a machine's newest build is slower (docs/site.md)", cmd_alert,
                     "config", "manifest", "timeline")
     alert.add_argument("--results", type=Path, default=None, help="asv results directory (default: results_dir of --config)")
-    alert.add_argument("--machine", action="append", default=[], help="only this machine (repeatable)")
+    alert.add_argument("--machine", action="append", default=[], type=MACHINE_NAME, help="only this machine (repeatable)")
     alert.add_argument("--build", help="only machines whose newest build is this one (CHANNEL@ID or hash)")
-    alert.add_argument("--summary", type=Path, help="also write the alerts as Markdown to this file")
+    alert.add_argument("--summary", type=_new_file, help="also write the alerts as Markdown to this file")
     alert.add_argument("--confirm", action="store_true", help="raise an alert only if a fresh `mpsbench compare` of the"
                        " two builds says slower (measures on this machine: use with --machine for this machine)")
     ranking = command("ops-rank", "rank the op benchmarks by slowdown between two builds", cmd_ops_rank, "config",
@@ -528,8 +544,9 @@ def build_parser() -> argparse.ArgumentParser:
     ranking.add_argument("after", help="the newer build: as BEFORE")
     ranking.add_argument("--results-dir", type=Path, default=None,
                          help="where asv stores results, for commits (default: results_dir of --config)")
-    ranking.add_argument("--machine", default=None, help="the asv machine name, for commits (default: the only one)")
-    ranking.add_argument("--top", type=_number(int, 0, "--top"), default=None,
+    ranking.add_argument("--machine", default=None, type=MACHINE_NAME,
+                         help="the asv machine name, for commits (default: the only one)")
+    ranking.add_argument("--top", type=text.number(int, 0, "--top"), default=None,
                          help="show the N largest ratios only (default, or 0: all)")
     command("factor", "print the regression factor a row is judged by (for asv continuous --factor)", cmd_factor,
             "config").add_argument("-b", "--bench", default="", help="the row, as asv names it (default: any row)")
@@ -563,8 +580,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         args.asv_args = extras
     try:
         return int(args.func(args))
-    except UserError as exc:
-        print(f"mpsbench{' nightly' if args.command == 'nightly' else ''}: error: {exc}", file=sys.stderr)
+    except (UserError, OSError) as exc:  # a mistake, or a disk that is full, read-only or missing: one line
+        shown = errors.os_error(exc) if isinstance(exc, OSError) else str(exc)
+        shown = shown.replace("\r", "\\r").replace("\n", "\\n")  # a value that holds a newline shows it, in one line
+        print(f"mpsbench{' nightly' if args.command == 'nightly' else ''}: error: {shown}", file=sys.stderr)
         return 2
 
 

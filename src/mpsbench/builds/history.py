@@ -10,7 +10,7 @@ from pathlib import Path
 
 from mpsbench.builds import manifest as mf
 from mpsbench.builds import resolve, timeline
-from mpsbench.core import asvconf
+from mpsbench.core import asvconf, files
 from mpsbench.core.errors import UserError
 
 MANIFEST = Path("builds/manifest.json")
@@ -22,11 +22,15 @@ class HistoryError(UserError):
 
 
 def append(manifest_path: Path, timeline_repo: Path, channel: str, build: mf.Build, parent: str | None = None) -> str:
-    """Add ``build`` to ``channel`` of the manifest file, regenerate the timeline; its timeline commit."""
-    updated = mf.append(mf.load(manifest_path), channel, build, parent=parent)
-    timeline.compute(updated, timeline_repo)  # proves the timeline can be written before saving
-    mf.save(updated, manifest_path)
-    generated = timeline.generate(updated, timeline_repo)
+    """Add ``build`` to ``channel`` of the manifest file, regenerate the timeline; its timeline commit.
+
+    Holds the manifest's lock (``core.files.lock``, every writer's) from reading to writing: two adds at once both land.
+    """
+    with files.lock(manifest_path):
+        updated = mf.append(mf.load(manifest_path), channel, build, parent=parent)
+        timeline.compute(updated, timeline_repo)  # proves the timeline can be written before saving
+        mf.save(updated, manifest_path)
+        generated = timeline.generate(updated, timeline_repo)
     sync_branches(generated, timeline_repo, asvconf.load() if asvconf.CONFIG.is_file() else None)
     commit = generated.commits[f"{channel}@{build.id}"]
     print(
@@ -79,6 +83,9 @@ def upstream_range(manifest: mf.Manifest, generated: timeline.Generated, old: st
     """The PyTorch commit range between two builds, as a line with a compare link."""
     old_name, old_build = _resolve_ref(manifest, generated, old)
     new_name, new_build = _resolve_ref(manifest, generated, new)
+    if old_name == new_name or old_build.when() > new_build.when():
+        raise HistoryError(f"{old!r} ({old_name}, {old_build.date}) is not older than {new!r} ({new_name},"
+                           f" {new_build.date}): give two builds, the older first")
     link = timeline.pytorch_url(old_build.git_version, new_build.git_version)
     return (
         f"{old_name} (torch {old_build.torch_version}, git {old_build.git_version[:12]}) -> "

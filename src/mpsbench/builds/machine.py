@@ -17,6 +17,7 @@ from typing import Any
 
 import psutil
 
+from mpsbench.core import files
 from mpsbench.core.errors import UserError
 from mpsbench.measure import host
 
@@ -72,17 +73,28 @@ def machine_file() -> Path:
     return Path.home() / ".asv-machine.json"  # where asv reads it
 
 
+def check_name(name: str) -> str:
+    """``name`` if asv can file results under it (a folder of the results: no '..', no separator); else MachineError."""
+    if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]*", name):
+        raise MachineError(f"machine name {name!r} may hold only letters, digits, '.', '_' and '-', and must start with"
+                           " a letter or digit")
+    return name
+
+
 def write(name: str | None = None) -> tuple[str, dict[str, Any]]:
     """Write (or replace) this machine's entry in asv's machine file; returns its name and fields."""
     facts = describe()
-    name = default_name(facts) if name is None else name  # an empty --name is a mistake, not the default
-    if not re.fullmatch(r"[A-Za-z0-9._-]+", name):
-        raise MachineError(f"machine name {name!r} may hold only letters, digits, '.', '_' and '-' (at least one)")
+    name = check_name(default_name(facts) if name is None else name)  # an empty --name is a mistake, not the default
     path = machine_file()
     try:
-        entries = json.loads(path.read_text())
-    except (OSError, json.JSONDecodeError):
-        entries = {"version": 1}
+        before = path.read_bytes()
+        entries = json.loads(before)
+    except (OSError, ValueError):
+        before, entries = b"", {}
+    entries = entries if isinstance(entries, dict) else {}
+    entries.setdefault("version", 1)
     entries[name] = {"machine": name, **facts}
-    path.write_text(json.dumps(entries, indent=4, sort_keys=True) + "\n")
+    text = json.dumps(entries, indent=4, sort_keys=True) + "\n"
+    if text.encode() != before:  # unchanged, untouched: a refused command leaves it byte for byte
+        files.write(path, text)
     return name, entries[name]

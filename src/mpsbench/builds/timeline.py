@@ -45,10 +45,10 @@ def _epoch(build: mf.Build) -> str:
     return f"{int(build.when().timestamp())} +0000"
 
 
-def _heads(repo: Path) -> dict[str, str]:
-    """Branch name -> tip commit."""
-    listing = git.text(repo, "for-each-ref", "--format=%(refname:short) %(objectname)", "refs/heads")
-    return dict(line.split() for line in listing.splitlines())
+def _heads(repo: Path, kind: str = "heads") -> dict[str, str]:
+    """Branch name -> tip commit (``kind="tags"``: tag name -> tag object)."""
+    listing = git.text(repo, "for-each-ref", "--format=%(refname) %(objectname)", f"refs/{kind}/")
+    return {name.removeprefix(f"refs/{kind}/"): found for name, found in (line.split() for line in listing.splitlines())}
 
 
 def commit_message(channel: str, build: mf.Build) -> str:
@@ -118,16 +118,21 @@ def generate(manifest: mf.Manifest, repo: Path, force: bool = False) -> Generate
                 " the manifest's history of that channel changed, and results recorded for the old builds"
                 " would be orphaned (use --force to accept)"
             )
+    # Only what moves is written: git logs even a ref set to the commit it holds, and a command that refuses after
+    # naming its builds (compare, bisect) must leave the timeline's files as they were (issue 34).
     for channel, tip in generated.branches.items():
-        git.text(repo, "update-ref", f"refs/heads/{channel}", tip)
+        if heads.get(channel) != tip:
+            git.text(repo, "update-ref", f"refs/heads/{channel}", tip)
     first = manifest.channels[0].name if manifest.channels else None
-    if first:  # HEAD off any branch pruned below
-        git.text(repo, "symbolic-ref", "HEAD", f"refs/heads/{first}")
+    if first and git.run(repo, "symbolic-ref", "HEAD", check=False).stdout.decode().strip() != f"refs/heads/{first}":
+        git.text(repo, "symbolic-ref", "HEAD", f"refs/heads/{first}")  # HEAD off any branch pruned below
     for stale in heads:
         if stale not in generated.branches:  # a channel removed from the manifest: asv must not walk it
             git.text(repo, "update-ref", "-d", f"refs/heads/{stale}")
+    tags = _heads(repo, "tags")
     for name, tag in generated.tags.items():
-        git.text(repo, "update-ref", f"refs/tags/{name}", tag)
+        if tags.get(name) != tag:
+            git.text(repo, "update-ref", f"refs/tags/{name}", tag)
     return generated
 
 
@@ -153,7 +158,8 @@ def bad_range(repo: Path, asv_run_args: list[str]) -> str | None:
         return None
     if not arg or arg in _ASV_RANGE_WORDS or arg.startswith("HASHFILE:"):
         return None
-    if git.run(repo, "rev-list", "--quiet", "--first-parent", arg, "--", check=False).returncode != 0:
+    done = git.run(repo, "rev-list", "--first-parent", arg, "--", check=False)
+    if done.returncode != 0:
         names = ", ".join([*_heads(repo), *git.text(repo, "tag", "--list").split()]) or "none yet"
         # FIRST^..LAST fails when FIRST is its channel's first build: it has no parent.
         root = " (a channel's first build has no '^': name the channel for all its builds)" if "^" in arg else ""
@@ -162,6 +168,8 @@ def bad_range(repo: Path, asv_run_args: list[str]) -> str | None:
             f" 'mpsbench build list' (HASH^! or OLD..NEW), channels and tags ({names}),"
             f" or {', '.join(_ASV_RANGE_WORDS)}"
         )
+    if not done.stdout.strip():  # A..A, or NEW..OLD: asv would run nothing and say little
+        return f"build range {arg!r} names no build of the timeline {repo}: is it reversed? asv ranges are OLD..NEW"
     return None
 
 

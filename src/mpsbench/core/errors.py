@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import errno
+
 
 class UserError(ValueError):
     """A user's mistake (a bad value, a missing file, a refused action): one line on stderr, exit status 2.
@@ -18,3 +20,24 @@ def first_line(exc: BaseException) -> str:
     """
     text = str(exc).strip()
     return text.splitlines()[0] if text else type(exc).__name__
+
+
+# what to do about an OS error, by its errno
+_REMEDIES = {
+    errno.ENOSPC: "the disk is full: free space there, or point the suite's folders (asv.conf.json, MPSBENCH_CACHE)"
+                  " at another disk",
+    errno.EDQUOT: "the disk quota is spent: free space there, or use another disk",
+    errno.EROFS: "it is on a read-only file system: work in a writable copy, or point the suite's folders elsewhere",
+    errno.EACCES: "permission denied: make it writable for this user, or work in a copy",
+    errno.EPERM: "permission denied: make it writable for this user, or work in a copy",
+    errno.ENOENT: "it does not exist: create the folder, or correct the path",
+    errno.ENOTDIR: "a part of the path is a file, not a folder: correct the path",
+}
+
+
+def os_error(exc: OSError) -> str:
+    """An OS error in one line: the path, what happened and what to do (a full disk, a read-only folder)."""
+    where = exc.filename if exc.filename is not None else "a file"
+    what = exc.strerror or type(exc).__name__
+    remedy = _REMEDIES.get(exc.errno or 0)
+    return f"{where}: {what}" + (f"; {remedy}" if remedy else "")

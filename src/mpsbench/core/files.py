@@ -24,10 +24,13 @@ def temporary(path: Path, content: bytes) -> Iterator[Path]:
     """``content`` written beside ``path`` and flushed to disk, in a file removed on the way out unless renamed."""
     partial = path.parent / f".{path.name}-{uuid.uuid4().hex}.tmp"  # open() gives the umask's mode, unlike mkstemp
     try:
-        with open(partial, "xb") as out:
-            out.write(content)
-            out.flush()
-            os.fsync(out.fileno())
+        try:
+            with open(partial, "xb") as out:
+                out.write(content)
+                out.flush()
+                os.fsync(out.fileno())
+        except OSError as exc:  # a full or read-only disk: named by the file meant, not its temporary
+            raise type(exc)(exc.errno, exc.strerror, str(path)) from None
         yield partial
     finally:
         partial.unlink(missing_ok=True)

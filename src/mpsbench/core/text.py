@@ -1,13 +1,44 @@
-"""Text a person types or reads: whole-number counts given on a command line, and tables."""
+"""Text a person types or reads: numbers and names given on a command line, and tables."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import argparse
+import math
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from mpsbench.core.errors import UserError
+
+
+def number(kind: Callable[[str], float], least: float, what: str, most: float = math.inf) -> Callable[[str], Any]:
+    """An argparse type: a finite number of ``kind`` (int or float) from ``least`` to ``most``."""
+    def parse(value: str) -> float:
+        try:
+            found = kind(value)
+        except ValueError:
+            found = math.nan
+        if not (math.isfinite(found) and least <= found <= most):
+            bound = f" and at most {most:g}" if most < math.inf else ""
+            raise argparse.ArgumentTypeError(f"{what} must be a {'whole ' if kind is int else ''}number of at least"
+                                             f" {least:g}{bound}, got {value!r}")
+        return found
+    return parse
+
+
+def checked(check: Callable[[str], Any]) -> Callable[[str], Any]:
+    """An argparse type from a library's check: its one-line refusal, which argparse prefixes with the option."""
+    def parse(value: str) -> Any:
+        try:
+            return check(value)
+        except UserError as exc:
+            raise argparse.ArgumentTypeError(str(exc)) from None
+    return parse
 
 
 def count(text: str) -> int | None:
     """``text`` as a whole number of at least 1 (a count of threads, of nightlies), else None."""
-    return int(text) if text.isdigit() and int(text) >= 1 else None
+    # ASCII digits only ('²' is a digit int() refuses), and fewer than int() would take minutes or refuse to read
+    return int(text) if text.isascii() and text.isdigit() and len(text) <= 18 and int(text) >= 1 else None
 
 
 def table(rows: Sequence[Sequence[str]], rule: bool = True) -> str:

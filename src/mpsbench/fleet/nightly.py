@@ -18,7 +18,7 @@ from pathlib import Path
 from mpsbench.builds import history, machine, resolve, timeline
 from mpsbench.builds import manifest as mf
 from mpsbench.context import Suite
-from mpsbench.core import asv, asvconf, progress, settings
+from mpsbench.core import asv, asvconf, files, progress, settings
 from mpsbench.core.errors import UserError
 from mpsbench.fleet import results_branch
 from mpsbench.measure import preselect
@@ -140,7 +140,8 @@ def resolve_nightly(fleet: Fleet, options: Resolving) -> int:
     if options.dry_run:
         log.info(f"dry run: {fleet.manifest} left as it was")
         return 0
-    mf.save(mf.load(working), fleet.manifest)
+    with files.lock(fleet.manifest):  # every writer of a manifest holds its lock
+        mf.save(mf.load(working), fleet.manifest)
     log.info(f"the fleet's manifest is {fleet.manifest}")
     return 0
 
@@ -220,8 +221,8 @@ class Benching:
 
 def bench(fleet: Fleet, options: Benching) -> int:
     _select_devices(options.devices)
+    name = machine_name(options.machine)  # a bad name (or $MPSBENCH_MACHINE) is refused before the work folder is written
     suite = prepare(fleet)
-    name = machine_name(options.machine)
     _to_github("GITHUB_OUTPUT", f"machine={name}")
     _restore(fleet, suite, [name])
     todo = missing_builds(suite, name, options.limit)

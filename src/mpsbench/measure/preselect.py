@@ -25,7 +25,7 @@ from __future__ import annotations
 import functools
 import itertools
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -72,19 +72,30 @@ def discover(benchmark_dir: Path) -> list[Any]:
         sys.modules.update(saved)
 
 
+def _each(benchmarks: Sequence[Any]) -> Iterator[tuple[Any, tuple[str, ...]]]:
+    """Every benchmark with each of its combinations' param reprs."""
+    for benchmark in benchmarks:
+        for shown in itertools.product(*benchmark.params) if benchmark.params else [()]:
+            yield benchmark, shown
+
+
+def names(benchmarks: Sequence[Any]) -> list[str]:
+    """Every combination's name, as ``-b`` sees it (any suite's: no selection rule asked)."""
+    return [asv.combination(benchmark.name, shown) for benchmark, shown in _each(benchmarks)]
+
+
 def combinations(benchmarks: Sequence[Any]) -> list[Combination]:
     """Every combination of every benchmark, with the reason this run leaves it out (from asv's names and reprs)."""
     absent = functools.cache(devices.absent_reason)
     found = []
-    for benchmark in benchmarks:
+    for benchmark, shown in _each(benchmarks):
         owner = benchmark.name.split(".")[-2]  # "benchmark_models.Training.time_step": the class
         at = list(benchmark.param_names).index("device") if "device" in benchmark.param_names else None
-        for shown in itertools.product(*benchmark.params) if benchmark.params else [()]:
-            params = asv.param_values(shown)
-            reason = absent(params[at]) if at is not None else None
-            if reason is None and params:
-                reason = selection.left_out(owner, *params)
-            found.append(Combination(asv.combination(benchmark.name, shown), reason))
+        params = asv.param_values(shown)
+        reason = absent(params[at]) if at is not None else None
+        if reason is None and params:
+            reason = selection.left_out(owner, *params)
+        found.append(Combination(asv.combination(benchmark.name, shown), reason))
     return found
 
 

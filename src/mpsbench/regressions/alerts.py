@@ -124,8 +124,8 @@ def find(suite: Suite, options: Options) -> list[Alert]:
     ``options.build`` (CHANNEL@ID or a hash) keeps only machines whose newest build it is: one that did not run
     tonight's build does not repeat an old alert.
     """
+    newest = suite.timeline.commits[suite.name(options.build)] if options.build is not None else None  # checked first
     found = recorded.load(options.results or suite.conf.results)
-    newest = suite.timeline.commits[suite.name(options.build)] if options.build else None
     alerts = []
     for machine in found.machines:
         builds = found.builds(machine)

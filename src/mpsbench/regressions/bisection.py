@@ -53,6 +53,7 @@ def _row(name: str, role: str, times: list[float], vs_good: verdict.Verdict, vs_
 
 def bisect(args: argparse.Namespace) -> Found | None:
     """Measure and search as ``args`` (bisect's options) ask, printing each pass; None when a candidate stayed undecided."""
+    compare.check(args)
     manifest, generated, (good, bad) = fresh.name_builds([args.good, args.bad], args.manifest, args.timeline)
     between = _path(manifest, good, bad)
     named = {name: fresh.Named(name, generated.commits[name]) for name in between}

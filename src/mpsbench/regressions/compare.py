@@ -14,11 +14,15 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from mpsbench.builds import history
-from mpsbench.core.text import count
+from mpsbench.builds import history, machine
+from mpsbench.core import asv, asvconf, text
+from mpsbench.measure import preselect
 from mpsbench.regressions import fresh, verdict
 
 Pair = tuple[str, str]
+# The most rounds a budget may ask: each is one process per build, seconds at the least, so a thousand is hours
+# already (and verdict.looks lists every look: a budget of 10**20 was a MemoryError, issue 34).
+MOST_ROUNDS = 1000
 
 
 @dataclass
@@ -81,10 +85,12 @@ def options(parser: argparse.ArgumentParser, files: bool = True) -> None:
     The fleet's bisect step (scripts/nightly bisect) takes these options but sets the files itself.
     """
     parser.add_argument("-b", "--bench", required=True, help="a regex naming ONE benchmark combination, as asv -b")
-    parser.add_argument("--min-rounds", type=int, default=verdict.MIN_ROUNDS, help="processes per build before judging")
-    parser.add_argument("--max-rounds", type=int, default=verdict.MAX_ROUNDS,
+    rounds = text.number(int, verdict.FEWEST, "rounds", MOST_ROUNDS)
+    parser.add_argument("--min-rounds", type=rounds, default=verdict.MIN_ROUNDS, help="processes per build before judging")
+    parser.add_argument("--max-rounds", type=rounds, default=verdict.MAX_ROUNDS,
                         help="the sample budget: processes per build at most")
-    parser.add_argument("--machine", help="asv machine name (default: mpsbench machine's)")
+    parser.add_argument("--machine", type=text.checked(machine.check_name),
+                        help="asv machine name (default: mpsbench machine's)")
     if files:
         parser.add_argument("--manifest", type=Path, default=history.MANIFEST, help=f"default {history.MANIFEST}")
         parser.add_argument("--timeline", type=Path, default=history.TIMELINE, help=f"default {history.TIMELINE}")
@@ -97,11 +103,24 @@ def options(parser: argparse.ArgumentParser, files: bool = True) -> None:
     )
 
 
-def _threads(text: str) -> int:
-    threads = count(text)
+def _threads(value: str) -> int:
+    threads = text.count(value)
     if threads is None:
-        raise argparse.ArgumentTypeError(f"--threads wants a whole number of threads, 1 or more, got {text!r}")
+        raise argparse.ArgumentTypeError(f"--threads wants a whole number of threads, 1 or more, got {value!r}")
     return threads
+
+
+def check(args: argparse.Namespace) -> None:
+    """What compare's and bisect's options alone make impossible, refused before anything is written or measured:
+    the timeline, the machine file and .asv/fresh stay as they were (issue 34)."""
+    if args.min_rounds > args.max_rounds:
+        raise fresh.FreshError(f"--min-rounds {args.min_rounds} is more than --max-rounds {args.max_rounds}")
+    suite = asvconf.load((args.suite_root or asvconf.ROOT) / asvconf.CONFIG)
+    found = asv.matching(preselect.names(preselect.discover(suite.benchmarks)), [args.bench])
+    if len(found) != 1:
+        shown = f": {', '.join(found[:3])}{', ...' if len(found) > 3 else ''}" if found else ""
+        raise fresh.FreshError(f"-b {args.bench!r} matches {len(found)} benchmark combinations{shown}; give a regex"
+                               " that matches exactly one (mpsbench preselect --list lists them)")
 
 
 def measured_as(args: argparse.Namespace) -> str:
@@ -112,6 +131,7 @@ def measured_as(args: argparse.Namespace) -> str:
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
+    check(args)
     _, _, (a, b) = fresh.name_builds([args.a, args.b], args.manifest, args.timeline)
     if a.name == b.name:
         raise fresh.FreshError(f"A and B are the same build ({a.name}): name two builds")

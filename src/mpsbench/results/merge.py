@@ -3,34 +3,41 @@
 ``mpsbench results merge DEST SRC...`` merges every machine's files from each SRC into DEST, so that
 DEST only ever grows: a file DEST lacks is copied; one it holds is merged value by value (a recorded
 value stays, an incoming one that differs is a conflict reported by name, or with ``--replace`` replaces
-it, kept first in ``<DEST>-replaced.jsonl``); a file asv cannot read is skipped; ``benchmarks.json``
-becomes the union of every side's (a version that differs is an error, unless ``--update-benchmarks``).
+it, kept first in ``<DEST>-replaced.jsonl``); a file asv cannot read is skipped; an incoming value that is not a
+number of its unit (:mod:`mpsbench.results.values`) is refused, named, and the rest of its file merged;
+``benchmarks.json`` becomes the union of every side's (a version that differs is an error, unless
+``--update-benchmarks``).
 docs/fleet.md, "Results that merge safely", says each rule.
 
 Every merge holds the results folder's lock (``core.files.lock``, the one every writer of it takes): two merges
 at once, or a merge during a record run, wait for each other and both land.
 
-Exit status: 0 merged cleanly, 1 some value in conflict or some file corrupt (the rest merged all the
+Exit status: 0 merged cleanly, 1 some value in conflict or refused or some file corrupt (the rest merged all the
 same), 2 a mistake in the command (one line, nothing written).
 """
 
 from __future__ import annotations
 
 import datetime
+import errno
 import itertools
 import json
+import math
 import os
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from mpsbench.core import asv, files
+from mpsbench.core import asv, files, progress
 from mpsbench.core.errors import UserError
 from mpsbench.results import recorded
+from mpsbench.results.values import problem
 
 BENCHMARKS = asv.BENCHMARKS
 MACHINE = "machine.json"
+
+log = progress.logger(__name__)
 
 
 class MergeError(UserError):
@@ -46,24 +53,27 @@ class Report:
     identical: list[str] = field(default_factory=list)
     replaced: list[str] = field(default_factory=list)  # values replaced on purpose (--replace), audited
     conflicts: list[str] = field(default_factory=list)
+    refused: list[str] = field(default_factory=list)  # incoming values that are no number of their unit: not merged
     corrupt: list[str] = field(default_factory=list)
     benchmarks: list[str] = field(default_factory=list)  # changes to DEST's benchmarks.json
 
     @property
     def clean(self) -> bool:
-        return not self.conflicts and not self.corrupt
+        return not self.conflicts and not self.refused and not self.corrupt
 
     def summary(self, dest: Path) -> str:
         return (
             f"merged into {dest}: {len(self.copied)} copied, {len(self.identical)} already there,"
             f" {len(self.merged)} with values added, {len(self.replaced)} values replaced on purpose,"
-            f" {len(self.conflicts)} in conflict (recorded kept), {len(self.corrupt)} corrupt (skipped)"
+            f" {len(self.conflicts)} in conflict (recorded kept), {len(self.refused)} values refused (not merged),"
+            f" {len(self.corrupt)} corrupt (skipped)"
         )
 
     def show(self, dest: Path) -> int:
         """Print what was done, line by line, and the summary; the exit status: 0 clean, 1 with conflicts or corrupt files."""
         labelled = [("copied    ", self.copied), ("merged    ", self.merged), ("replaced  ", self.replaced),
-                    ("conflict  ", self.conflicts), ("corrupt   ", self.corrupt), ("benchmarks.json: ", self.benchmarks)]
+                    ("conflict  ", self.conflicts), ("refused   ", self.refused), ("corrupt   ", self.corrupt),
+                    ("benchmarks.json: ", self.benchmarks)]
         for label, texts in labelled:
             for text in texts:
                 print(label + text)
@@ -131,6 +141,27 @@ def _by_combination(row: Row) -> dict[Combination, dict[str, Any]]:
 def measured(value: Any) -> bool:
     """A number: asv writes null for a failure and NaN for a combination skipped or not selected."""
     return value is not None and value == value
+
+
+def screen(data: dict[str, Any], units: dict[str, str]) -> list[str]:
+    """Set each value of ``data`` that is no number of its benchmark's unit to not run (NaN, no statistics), as if
+    it had never come; returns why each was refused. MergeError where a row's columns are not asv's form."""
+    refused = []
+    for name in data["results"]:
+        row = _row(data, name)
+        combos = list(itertools.product(*(row.get("params") or [])))
+        for key in PER_COMBINATION:
+            if row.get(key) is not None and not (isinstance(row[key], list) and len(row[key]) == len(combos)):
+                raise MergeError(f"{name}: {key} must be a list of {len(combos)} entries (one per combination),"
+                                 f" got {row[key]!r:.80}")
+        for j, value in enumerate(row.get("result") or []):
+            reason = problem(value, units.get(name, ""))
+            if reason is not None:
+                refused.append(f"{asv.combination(name, combos[j])}: {reason}; not merged")
+                for key in PER_COMBINATION:
+                    if row.get(key) is not None:
+                        row[key][j] = math.nan if key == "result" else None
+    return refused
 
 
 def values(data: dict[str, Any]) -> dict[tuple[str, Combination], dict[str, Any]]:
@@ -225,22 +256,30 @@ def merge_data(mine: dict[str, Any], theirs: dict[str, Any], replace: bool = Fal
 def audit(trail: Path, target: Path, records: list[dict[str, Any]]) -> None:
     """Append the replaced values to the audit trail, flushed to disk before the file that replaces them is."""
     stamp = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
-    with open(trail, "a", encoding="utf-8") as out:
-        for record in records:
-            out.write(json.dumps({"replaced_at": stamp, "file": str(target), **record}, sort_keys=True) + "\n")
-        out.flush()
-        os.fsync(out.fileno())
+    lines = "".join(json.dumps({"replaced_at": stamp, "file": str(target), **record}, sort_keys=True) + "\n"
+                    for record in records).encode()
+    with open(trail, "ab", buffering=0) as out:
+        start = out.tell()
+        try:
+            if out.write(lines) != len(lines):  # a short write: the disk is full
+                raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+            os.fsync(out.fileno())
+        except OSError as exc:  # no half line left in the trail, no empty trail left behind
+            out.truncate(start)
+            if not start:
+                trail.unlink()
+            raise OSError(exc.errno, exc.strerror, str(trail)) from None
 
 
-def _merge_file(path: Path, target: Path, replace: bool, report: Report, trail: Path) -> None:
-    """Merge one results file into DEST's file of the same name, value by value."""
+def _merge_file(path: Path, incoming: dict[str, Any], target: Path, replace: bool, report: Report, trail: Path) -> None:
+    """Merge one results file (``incoming``, read from ``path``) into DEST's file of the same name, value by value."""
     try:
         check_file(target, target.parent.name)
     except MergeError as exc:
         report.corrupt.append(f"{exc}; left untouched, not merged into")
         return
     before = _load_object(target)
-    merged = merge_data(before, _load_object(path), replace)
+    merged = merge_data(before, incoming, replace)
     report.conflicts.extend(f"{path}: {text}" for text in merged.conflicts)
     if merged.replaced:
         audit(trail, target, merged.replaced)
@@ -317,6 +356,11 @@ def merge(
     for source in sources:
         if not source.is_dir():
             raise MergeError(f"results directory {source} does not exist")
+    try:
+        with files.lock(dest, wait=False):
+            pass
+    except files.LockError:  # a record run may hold it for hours: say why nothing happens yet
+        log.info(f"waiting for the other process writing {dest} (a merge or a record run) to finish")
     with files.lock(dest):
         return _merge(dest, [source for source in sources if source.resolve() != dest.resolve()], machines,
                       update_benchmarks, replace)
@@ -329,23 +373,27 @@ def _merge(dest: Path, sources: Sequence[Path], machines: Iterable[str] | None, 
     only = set(machines) if machines is not None else None
     dest.mkdir(parents=True, exist_ok=True)
     for source in sources:
+        units = {name: str(entry.get("unit", "")) for name, entry in {**asv.benchmarks(dest), **asv.benchmarks(source)}.items()}
         for path in sorted(source.glob("*/*.json")):  # each machine's folder
             machine, target = path.parent.name, dest / path.parent.name / path.name
             if not path.is_file() or (only is not None and machine not in only):
                 continue
             try:
                 check_file(path, machine)
+                incoming = _load_object(path)
+                refused = [] if path.name == MACHINE else screen(incoming, units)
             except MergeError as exc:
                 report.corrupt.append(f"{exc}; skipped")
                 continue
+            report.refused.extend(f"{path}: {text}" for text in refused)
             if target.exists():
                 if _same(path, target):
                     report.identical.append(str(target))
                 elif path.name == MACHINE:
                     report.conflicts.append(f"{path} differs from {target}; both left untouched")
                 else:
-                    _merge_file(path, target, replace, report, audit_trail(dest))
-            elif files.create(target, path.read_bytes()):
+                    _merge_file(path, incoming, target, replace, report, audit_trail(dest))
+            elif files.create(target, json.dumps(incoming).encode() if refused else path.read_bytes()):
                 report.copied.append(str(target))
             else:
                 report.conflicts.append(f"{target} appeared while merging {path}; left untouched")

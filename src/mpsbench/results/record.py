@@ -35,10 +35,11 @@ class RecordError(UserError):
 log = progress.logger(__name__)
 
 
-def _commits(timeline: Path, *args: str) -> list[str]:
+def _commits(timeline: Path, spec: str | None, *args: str) -> list[str]:
     done = git.run(timeline, *args, check=False)
     if done.returncode != 0:
-        raise RecordError(f"the timeline {timeline} has no {' '.join(args[2:] or args)}: {git.said(done)}")
+        raise RecordError(f"range {spec!r} names {' '.join(args[2:])!r}, which the timeline {timeline} does not hold:"
+                          f" {git.said(done).splitlines()[0]}")
     return done.stdout.decode().split()
 
 
@@ -46,13 +47,17 @@ def builds(timeline: Path, branches: Sequence[str], spec: str | None) -> list[st
     """The timeline commits a range names, in asv's order, each once."""
     if spec is None or spec.startswith("HASHFILE:"):  # each branch's newest build, or the file's builds
         names = branches if spec is None else Path(spec[len("HASHFILE:"):]).read_text().split()
-        found = [_commits(timeline, "rev-parse", "--verify", f"{name}^{{commit}}")[0] for name in names]
+        found = [_commits(timeline, spec, "rev-parse", "--verify", f"{name}^{{commit}}")[0] for name in names]
     elif spec == "ALL":
-        found = [commit for branch in branches for commit in _commits(timeline, "rev-list", "--first-parent", branch)]
+        found = [commit for branch in branches for commit in _commits(timeline, spec, "rev-list", "--first-parent", branch)]
     elif spec in ("NEW", "EXISTING", "TAGS", "HEAD"):
         raise RecordError(f"range {spec} is not supported here; use ALL, HASHFILE:path or a range of the timeline")
     else:
-        found = _commits(timeline, "rev-list", "--first-parent", *shlex.split(spec), "--")
+        try:
+            words = shlex.split(spec)  # as asv splits it
+        except ValueError as exc:
+            raise RecordError(f"range {spec!r} cannot be read as asv reads it: {exc}") from None
+        found = _commits(timeline, spec, "rev-list", "--first-parent", *words, "--")
     if not found:
         raise RecordError(f"range {spec} names no build of the timeline (is it reversed? asv ranges are OLD..NEW)")
     return list(dict.fromkeys(found))
@@ -92,7 +97,7 @@ def _merge_scratch(results: Path, scratch: Path, replace: bool) -> merge.Report 
     if not found.is_dir():
         return None
     report = merge.merge(results, [found], update_benchmarks=True, replace=replace)
-    for line in report.conflicts + report.corrupt:
+    for line in report.conflicts + report.refused + report.corrupt:
         log.warning(line)
     return report
 

@@ -201,8 +201,7 @@ def build(results_dir: Path, out_dir: Path, conf: AsvConf | None = None, site: P
 
     ``conf``: the thresholds and the timeline (without one, asv's own threshold and no builds named); ``site``: the
     published html_dir, for asv's regressions."""
-    log.info(f"reading results from {results_dir}")
-    results = tp.load(results_dir)
+    results = tp.load(results_dir)  # a folder that is none is refused before anything is said or written
     if not (results_dir / asv.BENCHMARKS).is_file():  # the run folder above results/, say: rows without param names
         raise UserError(f"{results_dir} holds no {asv.BENCHMARKS} (asv run writes it beside the machines'"
                         " folders): give the results directory itself")
