@@ -12,6 +12,7 @@ def _fresh_caches():
     devices.Device.availability.cache_clear()
     workloads.forget()
     correctness.verify.cache_clear()  # a test that swaps a kernel checks again
+    correctness.forget()
     yield
     devices.Device.availability.cache_clear()
     workloads.forget()
