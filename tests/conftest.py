@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from mpsbench.measure import correctness, devices, workloads
+from mpsbench.measure import correctness, devices, energy, workloads
 
 
 @pytest.fixture(autouse=True)
@@ -13,6 +13,7 @@ def _fresh_caches():
     workloads.forget()
     correctness.verify.cache_clear()  # a test that swaps a kernel checks again
     correctness.forget()
+    energy.counter.cache_clear()  # a stand-in counter of one test is not the next one's
     yield
     devices.Device.availability.cache_clear()
     workloads.forget()
