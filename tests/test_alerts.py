@@ -20,7 +20,7 @@ from tests import asvresults
 from mpsbench import cli
 from mpsbench.builds import manifest as mf
 from mpsbench.builds import timeline
-from mpsbench.regressions import alerts, thresholds, verdict
+from mpsbench.regressions import alerts, factor, rule
 from mpsbench.results import recorded
 
 DATES = ["2026-11-20", "2026-11-21", "2026-11-22", "2026-11-23"]  # n1 n2 s1 s2
@@ -79,7 +79,7 @@ def fleet(tmp_path):
     config = tmp_path / "asv.conf.json"
     config.write_text(json.dumps({"results_dir": str(results), "regressions_thresholds": {".*": 0.05}}))
     paths = ["--config", str(config), "--manifest", str(tmp_path / "manifest.json"), "--timeline", str(tmp_path / "timeline")]
-    rules = thresholds.Rules.from_config(config)
+    rules = factor.thresholds(config)
     return tmp_path, manifest, commits, rules, paths
 
 
@@ -105,7 +105,7 @@ def test_identical_builds_with_a_noisy_median_raise_nothing(fleet):
     row = recorded.Row("benchmark_models.Inference.time_step", ("'cpu'", "'mlp'", "1"))
     old, new = found.get("m2", commits[2], row), found.get("m2", commits[3], row)
     assert old is not None and new is not None and new.value / old.value > 3  # the bare medians would alarm
-    assert thresholds.judge(rules, row.entry, "seconds", old, new).verdict == "noisy"
+    assert rule.judge(rules, row.entry, "seconds", old, new).label == "noisy"
 
 
 def test_confirm_raises_only_what_a_fresh_compare_agrees_with(fleet, capsys):
@@ -117,7 +117,7 @@ def test_confirm_raises_only_what_a_fresh_compare_agrees_with(fleet, capsys):
     def compare(old: str, new: str, bench: str) -> int:
         asked.append((old, new, bench))
         # a real slowdown measures slower again; the identical pair measures unchanged
-        return verdict.EXIT_CODES[verdict.SLOWER] if old == commits[1] else verdict.EXIT_CODES[verdict.UNCHANGED]
+        return rule.Decision.SLOWER.exit_status if old == commits[1] else rule.Decision.UNCHANGED.exit_status
 
     status, text = alerts.check(tmp / "results", rules, manifest, tmp / "timeline", compare=compare)
     assert status == 1
@@ -133,7 +133,7 @@ def test_confirm_raises_only_what_a_fresh_compare_agrees_with(fleet, capsys):
 
 def test_an_undecided_or_unchanged_compare_keeps_the_exit_status_0(fleet, capsys):
     tmp, manifest, _, rules, _ = fleet
-    for answer in (verdict.EXIT_CODES[verdict.UNCHANGED], verdict.EXIT_CODES[verdict.UNDECIDED]):
+    for answer in (rule.Decision.UNCHANGED.exit_status, rule.Decision.UNDECIDED.exit_status):
         status, _ = alerts.check(tmp / "results", rules, manifest, tmp / "timeline", machines=["m3"],
                                  compare=lambda old, new, bench, answer=answer: answer)
         assert status == 0
@@ -166,7 +166,7 @@ def test_alert_confirm_leaves_the_recorded_results_untouched(fleet, monkeypatch)
 
     def compare_command(manifest, timeline_repo, machine):
         asked.append((manifest, timeline_repo, machine))
-        return lambda old, new, bench: verdict.EXIT_CODES[verdict.SLOWER]
+        return lambda old, new, bench: rule.Decision.SLOWER.exit_status
 
     monkeypatch.setattr(alerts, "compare_command", compare_command)
     assert cli.main(["alert", *paths, "--confirm", "--machine", "m1"]) == 1
@@ -201,11 +201,11 @@ def test_the_confirming_compare_is_the_mpsbench_command_on_the_same_builds_and_m
 
     def run(command, check):
         ran.append(command)
-        return subprocess.CompletedProcess(command, verdict.EXIT_CODES[verdict.UNDECIDED])
+        return subprocess.CompletedProcess(command, rule.Decision.UNDECIDED.exit_status)
 
     monkeypatch.setattr(alerts.subprocess, "run", run)
     compare = alerts.compare_command(tmp_path / "manifest.json", tmp_path / "timeline", "m1")
-    assert compare("a" * 40, "b" * 40, "^x$") == verdict.EXIT_CODES[verdict.UNDECIDED]
+    assert compare("a" * 40, "b" * 40, "^x$") == rule.Decision.UNDECIDED.exit_status
     assert Path(ran[0][0]).name == "mpsbench" and Path(ran[0][0]).is_file()
     assert ran[0][1:] == ["compare", "a" * 40, "b" * 40, "-b", "^x$", "--manifest", str(tmp_path / "manifest.json"),
                           "--timeline", str(tmp_path / "timeline"), "--machine", "m1"]
@@ -226,5 +226,5 @@ def test_the_newest_build_is_judged_within_its_own_channel_not_by_date(tmp_path)
     asvresults.write_benchmarks(tmp_path / "results", benchmarks)
     found = recorded.load(tmp_path / "results")
     assert found.builds("m4")[1] == generated.commits["release@2.14.1"]  # by date, the release is the build before
-    rules = thresholds.Rules({".*": 0.05})
+    rules = {".*": 0.05}
     assert alerts.find(tmp_path / "results", rules, manifest, tmp_path / "timeline") == []

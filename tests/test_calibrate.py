@@ -6,7 +6,6 @@ import json
 import os
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 from tools.calibration import calibrate
@@ -85,20 +84,6 @@ def test_only_rows_marked_slower_count_as_flagged():
     assert len(rows) == 1 and "'resnet50', 128" in rows[0] and "Training" in rows[0]
 
 
-@pytest.mark.parametrize(("device", "says"), [("cpu", "choose cuda or mps"), ("cuda", "not usable here")])
-def test_launch_bound_probe_refuses_a_device_it_cannot_probe_in_one_line(device, says):
-    script = Path(__file__).resolve().parents[1] / "scripts" / "launch-bound-probe"
-    if device == "cuda":
-        import torch
-
-        if torch.cuda.is_available():
-            pytest.skip("a CUDA device is present: the probe would run")
-    done = subprocess.run([sys.executable, str(script), "--device", device], capture_output=True, text=True)
-    assert done.returncode == 2
-    last = done.stderr.strip().splitlines()[-1]
-    assert says in last and "Traceback" not in done.stderr
-
-
 def test_the_calibrations_copy_of_the_suite_installs_the_slowdown_and_the_config_points_at_it(tmp_path):
     asvconf.derived(tmp_path, tmp_path / "timeline", ["calib"])
     copy = calibrate.suite_with_slowdown(tmp_path)
@@ -106,7 +91,7 @@ def test_the_calibrations_copy_of_the_suite_installs_the_slowdown_and_the_config
     check = ("from mpsbench.measure import workloads; unwrapped = workloads.Workload.run.__name__\n"
              "import benchmarks\n"
              "print(unwrapped, workloads.Workload.run.__name__, workloads.Workload.warm_up.__name__)")
-    done = subprocess.run([sys.executable, "-c", check], cwd=tmp_path, capture_output=True, text=True, timeout=300,
+    done = subprocess.run([sys.executable, "-c", check], cwd=tmp_path, capture_output=True, text=True, timeout=900,
                           env=dict(os.environ, PYTHONPATH=str(tmp_path)))
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == ["run", "run_and_wait", "warm_up_and_measure"]  # the package's own run has no hook

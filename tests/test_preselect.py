@@ -202,11 +202,11 @@ def test_a_pattern_with_nothing_in_it_is_refused_in_one_line():
 
 def test_the_command_line_prints_the_pattern_and_refuses_a_folder_that_is_no_suite(tmp_path):
     mpsbench = [sys.executable, "-m", "mpsbench.cli"]
-    done = subprocess.run([*mpsbench, "preselect"], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    done = subprocess.run([*mpsbench, "preselect"], cwd=ROOT, capture_output=True, text=True, timeout=900)
     assert done.returncode == 0, done.stderr
     assert done.stdout.startswith("^(?:") and "asv will run" in done.stderr
     done = subprocess.run([*mpsbench, "preselect", "--benchmark-dir", str(tmp_path)], cwd=ROOT,
-                          capture_output=True, text=True, timeout=300)
+                          capture_output=True, text=True, timeout=900)
     assert done.returncode == 2
     assert done.stderr == f"mpsbench: error: {tmp_path} is not a benchmark package (no __init__.py); pass the suite's\n"
 

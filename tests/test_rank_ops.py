@@ -127,8 +127,9 @@ def test_main_with_two_files_prints_the_slowed_op_first(two_runs, capsys):
     _, before, after = two_runs
     assert rank_ops.main([str(before), str(after), "--top", "3"]) == 0
     out = capsys.readouterr().out.splitlines()
-    assert out[0].split() == ["rank", "ratio", "before", "after", "benchmark", "device", "op", "dtype", "size"]
-    assert out[2].split()[:2] == ["1", "3.00x"]
+    assert out[0].split() == ["rank", "ratio", "before", "after", "change", "benchmark", "device", "op", "dtype", "size"]
+    assert out[2].split()[:2] == ["1", "3.00x"] and "slower" in out[2].split()  # judged by the one rule
+    assert "unchanged" in out[3].split()
     assert out[2].split()[-5:] == ["MemoryBoundOps.time_forward", "cuda", "gather", "float16", "medium"]
     assert out[3].split()[1] == "1.00x"
     assert "(the 3 largest shown; --top 0 shows all)" in out

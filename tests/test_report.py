@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 from tests import asvresults, fakes
 
-from mpsbench.regressions import factor, thresholds
-from mpsbench.site import document, regressions_page, report, throughput
+from mpsbench.regressions import factor, rule
+from mpsbench.site import regressions_page, report, throughput
 from mpsbench.site.throughput import Step
 from mpsbench.site.timeline_reader import Timeline, timeline_from_config
 
@@ -121,15 +121,15 @@ def test_batch_curves_list_every_batch_of_the_newest_build(loaded):
 
 def test_build_over_build_compares_the_newest_two_builds_against_the_factor(loaded, suite):
     tmp, commits = suite
-    rules = thresholds.Rules.from_config(tmp / "asv.conf.json")  # the report's rule, with the factor 1.05
+    rules = factor.thresholds(tmp / "asv.conf.json")  # the report's rule, with the factor 1.05
     changes = {(c.machine, c.workload): c for c in throughput.build_changes(loaded)}
     assert set(changes) == {  # only what both builds measured; rtx3080 has one build
         ("m1max", Step("training", "mlp", "mps", 1024)),
         ("m1max", Step("training", "mlp", "cpu", 1024)),
         ("m1max", Step("inference", "mlp", "cpu", 1024)),
     }
-    ratios = {workload: (c.ratio, thresholds.judge(rules, c.row.entry, "seconds", loaded.recorded.get(machine, c.old, c.row),
-                                                   loaded.recorded.get(machine, c.new, c.row)).verdict)
+    ratios = {workload: (c.ratio, rule.judge(rules, c.row.entry, "seconds", loaded.recorded.get(machine, c.old, c.row),
+                                                   loaded.recorded.get(machine, c.new, c.row)).label)
               for (machine, workload), c in changes.items()}
     assert ratios[Step("training", "mlp", "mps", 1024)] == (pytest.approx(1.25), "slower")
     assert ratios[Step("training", "mlp", "cpu", 1024)] == (pytest.approx(0.80 / 0.79), "unchanged")
@@ -142,7 +142,7 @@ def published(suite):
     """asv publish over the synthetic results: asv's own regressions.json and index.json."""
     tmp, _ = suite
     done = subprocess.run([*ASV, "publish", "--config", str(tmp / "asv.conf.json")], cwd=tmp,
-                          env=dict(os.environ, HOME=str(tmp)), capture_output=True, text=True, timeout=300)
+                          env=dict(os.environ, HOME=str(tmp)), capture_output=True, text=True, timeout=900)
     assert done.returncode == 0, done.stdout + done.stderr
     return tmp / "html"
 
@@ -188,7 +188,10 @@ def test_a_missing_results_directory_is_one_line_and_exit_2(tmp_path, capsys):
 def test_the_folder_above_results_is_one_line_and_exit_2_with_nothing_written(tmp_path, capsys):
     # A recorded run's folder (results/ beneath it): asv finds the files, but without benchmarks.json their rows
     # have no param names, which once crashed the compile section with a KeyError.
-    run = Path(__file__).parents[1] / "docs" / "results" / "era-2026-11-23"
+    run = tmp_path / "run"
+    values = {("training", "time_step", "cpu", "mlp", 8): 0.009}
+    asvresults.write_benchmarks(run / "results", asvresults.write_results(
+        run / "results", "m", "1" * 40, 0, values, ["cpu"], ["mlp"], [8]))
     assert report.main([str(run), str(tmp_path / "out")]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert err[-1].startswith(f"mpsbench: error: {run} holds no benchmarks.json") and "results directory" in err[-1]
@@ -212,7 +215,7 @@ def test_the_factor_is_one_plus_the_default_threshold_of_asv_conf(tmp_path):
     config.write_text('{\n  // a comment, as asv allows\n  "regressions_thresholds": {".*": 0.2, "x": 0.5},\n}\n')
     assert factor.regression_factor(config) == pytest.approx(1.2)
     config.write_text('{"version": 1}')
-    assert factor.regression_factor(config) == pytest.approx(1 + factor.ASV_DEFAULT_THRESHOLD)
+    assert factor.regression_factor(config) == pytest.approx(1 + rule.ASV_DEFAULT_THRESHOLD)
     assert factor.regression_factor(ROOT / "asv.conf.json") > 1
 
 
@@ -247,6 +250,8 @@ def test_speedup_by_release_draws_each_python_along_the_dates_and_links_each_rel
         ("3.10", "1.12.1", 2.0), ("3.10", "2.2.2", 4.0), ("3.12", "2.2.2", 4.0), ("3.12", "2.15.0", 5.0),
     ]
     assert points[0].link == "https://github.com/pytorch/pytorch/releases/tag/v1.12.1"
-    section = report._by_release_section(results_dir, Timeline(repo), lambda name: tmp_path / name)
-    assert (tmp_path / "speedup_by_release.png").stat().st_size > 0
-    assert "releases/tag/v2.15.0" in document.to_html("t", [section])
+    config = tmp_path / "asv.conf.json"  # the report finds the timeline through asv.conf.json's repo
+    config.write_text(json.dumps({"repo": "timeline", "regressions_thresholds": {".*": 0.05}}))
+    report.build(results_dir, tmp_path / "out", config=config)
+    assert (tmp_path / "out" / "speedup_by_release.png").stat().st_size > 0
+    assert 'href="https://github.com/pytorch/pytorch/releases/tag/v2.15.0"' in (tmp_path / "out" / "summary.html").read_text()

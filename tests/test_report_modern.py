@@ -1,15 +1,16 @@
-"""The figures page's compile and tokens/s sections, from the H100 run's real asv results (docs/results)."""
+"""The figures page's compile and tokens/s sections, from the H100 runs' real asv results (tests/data/recorded)."""
 
 from __future__ import annotations
 
 import json
 import math
 import shutil
-from pathlib import Path
+
+from tests import asvresults
 
 from mpsbench.site import figures, report, throughput
 
-RUN = Path(__file__).resolve().parents[1] / "docs" / "results" / "h100-2026-11-23-issue21"
+RUN = asvresults.RECORDED / "h100-2026-11-23-issue21"
 
 
 def test_tokens_per_second_is_the_inverse_of_the_decode_time_and_compile_needs_an_eager_twin(tmp_path):
@@ -56,7 +57,7 @@ def test_python_m_report_draws_the_compile_pairs_of_the_asv_run_on_the_h100(tmp_
     import subprocess
     import sys
 
-    run = RUN.parent / "h100-2026-11-23-issue21-asv" / "results"
+    run = asvresults.RECORDED / "h100-2026-11-23-issue21-asv"
     done = subprocess.run([sys.executable, "-m", "mpsbench.site.report", str(run), str(tmp_path / "out")],
                           capture_output=True, text=True)
     assert done.returncode == 0, done.stderr[-2000:]

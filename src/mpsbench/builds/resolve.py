@@ -54,7 +54,7 @@ def torchvision_series(torch_version: str) -> str:
 # What the packages' metadata does not say, and pip's resolver therefore cannot know: the
 # transformers releases that import an API newer than the torch their torch extra accepts.
 # (torch below, transformers below). Checked by building BERT, the Llama and CLIP's text
-# encoder with each candidate on the real Linux builds (docs/results/fresh-clone-2026-11-23):
+# encoder with each candidate on the real Linux builds (docs/results/fresh-clone-2026-11-23.md):
 # 4.50 imports torch.compiler (2.1+), 4.49.0 runs on 2.0.1; 5.14 imports DTensor from
 # torch.distributed.tensor (2.5+), 5.13.1 runs on 2.4.1. Before 2.0 the extra says enough.
 TRANSFORMERS_CAPS: tuple[tuple[tuple[int, int], str], ...] = (((2, 1), "4.50"), ((2, 5), "5.14"))

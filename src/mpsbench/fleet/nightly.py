@@ -22,7 +22,7 @@ from mpsbench.builds import history, machine, resolve, timeline
 from mpsbench.builds import manifest as mf
 from mpsbench.fleet import results_branch
 from mpsbench.measure import preselect, selection
-from mpsbench.regressions import alerts, bisection, compare, factor, nightlies, thresholds
+from mpsbench.regressions import alerts, bisection, compare, factor, nightlies
 from mpsbench.results import asvconf, merge, record
 
 WORKDIR = Path(".asv/nightly")
@@ -181,9 +181,8 @@ def _to_github(variable: str, text: str) -> None:
 def _alert(paths: Paths, prepared: Prepared, channel: str, machines: list[str] | None, summary: Path | None,
            confirm: bool = False) -> int:
     """``mpsbench alert`` (``--confirm`` with ``confirm``) on the work folder's results, for the channel's newest build."""
-    rules = thresholds.Rules.from_config(prepared.config)
     compare = alerts.compare_command(paths.fleet_manifest, paths.timeline, machines[0]) if confirm and machines else None
-    status, text = alerts.check(paths.results, rules, prepared.manifest, paths.timeline, machines,
+    status, text = alerts.check(paths.results, factor.thresholds(prepared.config), prepared.manifest, paths.timeline, machines,
                                 prepared.tip(channel), summary, compare)
     _to_github("GITHUB_STEP_SUMMARY", text)
     return status

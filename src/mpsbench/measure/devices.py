@@ -127,9 +127,9 @@ class Device(str, enum.Enum):
     def creating(self) -> AbstractContextManager[Any]:
         """Where a model built inside this context creates its weights: on cuda's GPU (torch 2.0+), else on the cpu.
 
-        On the GPU VGG16's or BERT's initialization took 0.03-0.09 s of every H100 process, on the cpu 1.7-2.4 s
-        (docs/performance.md). mps copies after: an initializer it lacks would fail the combination for an op
-        that no timed step runs.
+        Random initialization on the cpu cost the large models seconds in every cuda process, on the GPU
+        hundredths (docs/performance.md, "Breakdown"). mps copies after: an initializer it lacks would fail
+        the combination for an op that no timed step runs.
         """
         if self is Device.CUDA and hasattr(torch.device, "__enter__"):
             return torch.device(self.value)  # a context manager since torch 2.0

@@ -44,8 +44,6 @@ def search(step: Callable[[int], None], release: Callable[[], None], ceiling: in
     ``step(n)`` runs the workload at batch size ``n``; ``release()`` frees
     what it left behind and is called after every try, successful or not.
     """
-    if ceiling < 1:  # scripts/gpu-epoch-maxbatch passes its --ceiling
-        raise ValueError(f"the ceiling must be a batch size of 1 or more, got {ceiling}")
     tried: list[int] = []
     largest = 0
     batch_size = 1

@@ -112,10 +112,9 @@ def grid(*axes: Iterable[Any]) -> list[Key]:
 
 # --- one setup_cache for a module's classes ---------------------------------------------
 # asv runs each ``setup_cache`` in a freshly spawned interpreter, even under
-# forkserver, and keys it by the module and line that define the function: on
-# the H100 host such an interpreter spends 10 to 17 s importing torch,
-# torchvision and transformers again before it measures anything
-# (docs/budget.md). A module whose Training and Inference classes both measure
+# forkserver, and keys it by the module and line that define the function:
+# such an interpreter imports torch, torchvision and transformers again, seconds
+# before it measures anything (docs/budget.md). A module whose Training and Inference classes both measure
 # once per run therefore defines one function that measures both families, and
 # both classes name it: one interpreter, one cache, each class reading its part.
 

@@ -18,7 +18,7 @@ from typing import Any
 from mpsbench import command
 from mpsbench.builds import history, timeline
 from mpsbench.builds import manifest as mf
-from mpsbench.regressions import factor, thresholds, verdict
+from mpsbench.regressions import factor, rule
 from mpsbench.results import recorded
 from mpsbench.site import document
 
@@ -42,7 +42,7 @@ class Alert:
     against: str  # PREVIOUS or LAST_GOOD
     old_value: float
     new_value: float
-    judgement: thresholds.Judgement
+    judgement: rule.Judgement
     upstream: str  # the PyTorch commit range between the two builds, with a compare link
     confirmed: str = ""  # with --confirm: "confirmed", "not confirmed" or "undecided"
 
@@ -86,16 +86,16 @@ def _lineage(repo: Path, newest: str) -> list[str]:
     return done.stdout.split()[::-1]
 
 
-def _row_alerts(found: recorded.Recorded, rules: thresholds.Rules, machine: str, row: recorded.Row,
-                lineage: list[str]) -> list[tuple[str, str, thresholds.Judgement]]:
+def _row_alerts(found: recorded.Recorded, thresholds: dict[str, float], machine: str, row: recorded.Row,
+                lineage: list[str]) -> list[tuple[str, str, rule.Judgement]]:
     """(old build, against, judgement) where the newest build of the row is slower."""
     unit = found.units.get(row.benchmark, "")
     builds = [b for b in lineage if found.get(machine, b, row) is not None]
     if len(builds) < 2:
         return []
 
-    def judge(old: str, new: str) -> thresholds.Judgement:
-        return thresholds.judge(rules, row.entry, unit, found.get(machine, old, row),  # type: ignore[arg-type]
+    def judge(old: str, new: str) -> rule.Judgement:
+        return rule.judge(thresholds, row.entry, unit, found.get(machine, old, row),  # type: ignore[arg-type]
                                 found.get(machine, new, row))  # type: ignore[arg-type]
 
     good = builds[0]
@@ -111,7 +111,7 @@ def _row_alerts(found: recorded.Recorded, rules: thresholds.Rules, machine: str,
 
 
 def find(
-    results_dir: Path, rules: thresholds.Rules, manifest: mf.Manifest, timeline_repo: Path,
+    results_dir: Path, thresholds: dict[str, float], manifest: mf.Manifest, timeline_repo: Path,
     machines: list[str] | None = None, build: str | None = None,
 ) -> list[Alert]:
     """The rows slower on each machine's newest build, slowest first.
@@ -132,7 +132,7 @@ def find(
             continue
         lineage = _lineage(timeline_repo, builds[-1])
         for row in sorted(found.values[(machine, builds[-1])], key=lambda r: r.entry):
-            for old, against, judgement in _row_alerts(found, rules, machine, row, lineage):
+            for old, against, judgement in _row_alerts(found, thresholds, machine, row, lineage):
                 alerts.append(Alert(
                     machine, row, found.units.get(row.benchmark, ""), old, builds[-1], against,
                     found.get(machine, old, row).value, found.get(machine, builds[-1], row).value,  # type: ignore[union-attr]
@@ -162,9 +162,9 @@ def compare_command(manifest: Path, timeline_repo: Path, machine: str | None = N
 
 def confirm(found: list[Alert], compare: Compare) -> list[Alert]:
     """Each alert with the verdict of a fresh ``compare`` of its two builds on its one row."""
-    # `mpsbench compare`'s exit statuses, from its rule (the alert runs it as a command)
-    verdicts = {verdict.EXIT_CODES[verdict.SLOWER]: "confirmed", verdict.EXIT_CODES[verdict.UNCHANGED]: "not confirmed",
-                verdict.EXIT_CODES[verdict.UNDECIDED]: "undecided"}
+    # `mpsbench compare`'s exit statuses, from the rule (the alert runs it as a command)
+    verdicts = {rule.Decision.SLOWER.exit_status: "confirmed", rule.Decision.UNCHANGED.exit_status: "not confirmed",
+                rule.Decision.UNDECIDED.exit_status: "undecided"}
     confirmed = []
     for alert in found:
         status = compare(alert.old, alert.new, "^" + re.escape(alert.row.entry) + "$")
@@ -204,12 +204,12 @@ def markdown(alerts: list[Alert], compared: str) -> str:
 
 
 def check(
-    results_dir: Path, rules: thresholds.Rules, manifest: mf.Manifest, timeline_repo: Path,
+    results_dir: Path, thresholds: dict[str, float], manifest: mf.Manifest, timeline_repo: Path,
     machines: list[str] | None = None, build: str | None = None, summary: Path | None = None,
     compare: Compare | None = None,
 ) -> tuple[int, str]:
     """:func:`find` (then :func:`confirm` with ``compare``) printed; the exit status and the Markdown (also to ``summary``)."""
-    found = find(results_dir, rules, manifest, timeline_repo, machines, build)
+    found = find(results_dir, thresholds, manifest, timeline_repo, machines, build)
     if compare is not None:
         found = confirm(found, compare)
     compared = (f"each machine's newest build against {PREVIOUS} and {LAST_GOOD}"
@@ -230,7 +230,7 @@ def check(
 
 
 def cmd_alert(args: argparse.Namespace) -> int:
-    rules = thresholds.Rules.from_config(args.config)  # a bad config: FactorError, one line and exit 2 like ours
+    thresholds = factor.thresholds(args.config)  # a bad config: FactorError, one line and exit 2 like ours
     results_dir = args.results or Path(str(factor.read_config(args.config).get("results_dir", "results")))
     manifest = mf.load(args.manifest)
     compare = None
@@ -238,7 +238,7 @@ def cmd_alert(args: argparse.Namespace) -> int:
         if len(args.machine) > 1:
             raise AlertError("--confirm measures on this machine: give at most one --machine, this machine's name")
         compare = compare_command(args.manifest, args.timeline, args.machine[0] if args.machine else None)
-    return check(results_dir, rules, manifest, args.timeline, args.machine or None, args.build, args.summary,
+    return check(results_dir, thresholds, manifest, args.timeline, args.machine or None, args.build, args.summary,
                  compare)[0]
 
 

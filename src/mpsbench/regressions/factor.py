@@ -7,14 +7,14 @@ For shell scripts: ``asv continuous --factor "$(python -m mpsbench.regressions.f
 
 from __future__ import annotations
 
+import math
 import sys
 from pathlib import Path
 
 from mpsbench import command
+from mpsbench.regressions import rule
 
 CONFIG = Path("asv.conf.json")  # asv's own default: the config in the working directory
-DEFAULT_ENTRY = ".*"  # the regex that matches every benchmark
-ASV_DEFAULT_THRESHOLD = 0.05  # what asv publish uses when no entry matches
 
 
 class FactorError(command.UserError):
@@ -42,19 +42,17 @@ def thresholds(config: Path = CONFIG) -> dict[str, float]:
     if not isinstance(found, dict):
         raise FactorError(f"{config}: regressions_thresholds must map regexes to fractions")
     for regex, value in found.items():
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value < math.inf:
             raise FactorError(f"{config}: regressions_thresholds[{regex!r}] must be a fraction >= 0, got {value!r}")
     return {str(regex): float(value) for regex, value in found.items()}
 
 
-def regression_factor(config: Path = CONFIG) -> float:
-    """1 + the default entry: asv publish's fraction (0.05) as asv continuous's --factor (1.05)."""
-    return 1.0 + thresholds(config).get(DEFAULT_ENTRY, ASV_DEFAULT_THRESHOLD)
+def regression_factor(config: Path = CONFIG, entry: str = "") -> float:
+    """The factor ``entry`` is judged by (rule.factor): asv publish's fraction (0.05) as asv continuous's --factor (1.05)."""
+    return rule.factor(thresholds(config), entry)
 
 
 def main(argv: list[str] | None = None) -> int:
-    from mpsbench import command
-
     parser = command.OneLineParser(prog="python -m mpsbench.regressions.factor", description=__doc__.split("\n")[0])
     parser.add_argument("config", nargs="?", type=Path, default=CONFIG, help=f"the asv configuration (default {CONFIG})")
     parser.set_defaults(func=lambda args: print(f"{regression_factor(args.config):g}") or 0)

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from mpsbench import command
-from mpsbench.regressions import factor
+from mpsbench.regressions import factor, rule
 from mpsbench.results import asvconf, recorded
 
 MODULE = "benchmark_ops"  # the asv module whose benchmarks are ranked
@@ -38,6 +38,7 @@ class Slowdown:
     params: tuple[str, ...]  # e.g. ("cuda", "gather", "float16", "medium")
     before: float  # seconds per call
     after: float
+    judgement: rule.Judgement  # the rule's word on the change, from the recorded statistics
 
     @property
     def ratio(self) -> float:
@@ -66,29 +67,29 @@ def _param_value(text: str) -> str:
     return text[1:-1] if len(text) >= 2 and text[0] == text[-1] and text[0] in "'\"" else text
 
 
-def op_times(results: Any) -> dict[tuple[str, tuple[str, ...]], float]:
-    """Seconds per call of every op ``time_`` combination with a number (not failed, not skipped)."""
-    times: dict[tuple[str, tuple[str, ...]], float] = {}
+def op_times(results: Any) -> dict[tuple[str, tuple[str, ...]], tuple[recorded.Row, recorded.Measured]]:
+    """Every op ``time_`` combination with a number (not failed, not skipped): its row and seconds per call."""
+    times = {}
     for row, measured in recorded.rows(results).items():
         module, _, benchmark = row.benchmark.partition(".")
         if module == MODULE and benchmark.rpartition(".")[2].startswith("time_") and measured.value > 0:
-            times[(benchmark, tuple(map(_param_value, row.params)))] = measured.value
+            times[(benchmark, tuple(map(_param_value, row.params)))] = (row, measured)
     return times
 
 
-def rank(before: Any, after: Any) -> Ranking:
-    """Every combination timed in both runs, the largest after/before ratio first."""
+def rank(before: Any, after: Any, thresholds: dict[str, float] | None = None) -> Ranking:
+    """Every combination timed in both runs, the largest after/before ratio first, judged with ``thresholds``."""
     versions_before, versions_after = before.benchmark_version, after.benchmark_version
     changed = sorted(
         key.partition(".")[2] for key in set(versions_before) & set(versions_after)
         if key.startswith(MODULE + ".") and versions_before[key] != versions_after[key]
     )
     old, new = op_times(before), op_times(after)
-    slowdowns = [
-        Slowdown(benchmark, params, old[(benchmark, params)], new[(benchmark, params)])
-        for benchmark, params in old.keys() & new.keys()
-        if benchmark not in changed
-    ]
+    slowdowns = []
+    for key in old.keys() & new.keys():
+        (row, was), (_, now) = old[key], new[key]
+        if key[0] not in changed:
+            slowdowns.append(Slowdown(*key, was.value, now.value, rule.judge(thresholds or {}, row.entry, "seconds", was, now)))
     slowdowns.sort(key=lambda found: (-found.ratio, found.benchmark, found.params))
     return Ranking(slowdowns, changed)
 
@@ -101,10 +102,10 @@ def format_ranking(ranking: Ranking, top: int | None = None) -> str:
         lines = ["no op benchmark was timed in both runs"]
     else:
         shown = ranking.slowdowns if top is None else ranking.slowdowns[:top]
-        rows = [["rank", "ratio", "before", "after", "benchmark", "device", "op", "dtype", "size"]]
+        rows = [["rank", "ratio", "before", "after", "change", "benchmark", "device", "op", "dtype", "size"]]
         for place, found in enumerate(shown, 1):
             rows.append([str(place), f"{found.ratio:.2f}x", human_value(found.before, "seconds"),
-                         human_value(found.after, "seconds"), found.benchmark, *found.params])
+                         human_value(found.after, "seconds"), found.judgement.label, found.benchmark, *found.params])
         lines = [command.table(rows)]
         lines.append(f"{len(ranking.slowdowns)} combinations timed in both runs; ratio = after / before time per call")
         if top is not None and top < len(ranking.slowdowns):
@@ -168,7 +169,8 @@ def run(args: argparse.Namespace) -> int:
         before_path = find_results(args.results_dir, args.before, args.machine)
         after_path = find_results(args.results_dir, args.after, args.machine)
         print(f"# ranking {before_path} -> {after_path}")
-    print(format_ranking(rank(load(before_path), load(after_path)), args.top or None))
+    thresholds = factor.thresholds(args.config) if args.config.is_file() else {}  # two files from elsewhere: asv's 5%
+    print(format_ranking(rank(load(before_path), load(after_path), thresholds), args.top or None))
     return 0
 
 

@@ -1,7 +1,7 @@
 """The published Regressions page re-judged row by row: floors, per-row noise, direction; every channel shown.
 
 Run after ``asv publish`` (scripts/publish; docs/site.md): asv flags every increase beyond one fraction, so each
-jump is judged again by :func:`mpsbench.regressions.thresholds.judge`; only the slower stay in ``regressions.json``
+jump is judged again by :func:`mpsbench.regressions.rule.judge`; only the slower stay in ``regressions.json``
 and ``regressions.xml``, and every verdict with its reason goes to ``regressions-judged.json``.
 """
 
@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from mpsbench import command
-from mpsbench.regressions import factor, thresholds
+from mpsbench.regressions import factor, rule
 from mpsbench.results import recorded
 from mpsbench.site.timeline_reader import Timeline
 
@@ -64,7 +64,7 @@ def _published(html: Path) -> tuple[list[Any], dict[str, Any], dict[str, str]]:
         raise PageError(f"{html} holds no readable regressions.json and index.json: publish first ({exc})") from None
 
 
-def judge_site(html: Path, results_dir: Path, rules: thresholds.Rules) -> list[dict[str, Any]]:
+def judge_site(html: Path, results_dir: Path, thresholds: dict[str, float]) -> list[dict[str, Any]]:
     """Judge every jump of ``html/regressions.json``; rewrite it and the feed; return every judged jump."""
     detected, index, revision_to_hash = _published(html)
     found = recorded.load(results_dir, strict=False)
@@ -87,15 +87,15 @@ def judge_site(html: Path, results_dir: Path, rules: thresholds.Rules) -> list[d
             measured_old = found.get(machine, old, row) if machine and old and row else None
             measured_new = found.get(machine, new, row) if machine and row else None
             if measured_old is None or measured_new is None:  # asv saw it; without our numbers, keep asv's word
-                verdict = thresholds.Judgement("slower", after / before if before else float("inf"), 0.0,
-                                               "asv's step detection (no recorded values to judge)")
+                verdict = rule.Judgement(rule.Decision.SLOWER, rule.Decision.SLOWER.value, after / before if before else math.inf,
+                                         0.0, "asv's step detection (no recorded values to judge)")
             else:
-                verdict = thresholds.judge(rules, name, unit, measured_old, measured_new, branch)
+                verdict = rule.judge(thresholds, name, unit, measured_old, measured_new, branch)
             commits = f"{old}-{new}" if rev_a is not None and old else new
             judged.append({
                 "benchmark": name, "machine": machine, "branch": branch, "unit": unit,
                 "old": old, "new": new, "before": before, "after": after, "ratio": verdict.ratio,
-                "verdict": verdict.verdict, "reason": verdict.reason, "threshold": verdict.threshold,
+                "verdict": verdict.label, "reason": verdict.reason, "threshold": verdict.threshold,
                 "graph": graph_url(index, name, machine, idx, commits),
             })
             if verdict.slower:
@@ -174,9 +174,8 @@ def _filter_feed(feed: Path, kept: set[tuple[str, str]]) -> None:
 
 
 def _step(html: Path, config: Path) -> str:
-    rules = thresholds.Rules.from_config(config)
-    judged = judge_site(html, Path(str(factor.read_config(config).get("results_dir", "results"))), rules)
-    kept = sum(1 for j in judged if j["verdict"] == "slower")
+    judged = judge_site(html, Path(str(factor.read_config(config).get("results_dir", "results"))), factor.thresholds(config))
+    kept = sum(1 for j in judged if j["verdict"] == rule.Decision.SLOWER)
     return (f"Regressions page: {kept} of {len(judged)} jumps asv found are regressions;"
             f" the rest are set aside with their reason in {html / JUDGED}")
 

@@ -13,7 +13,7 @@ from typing import Any
 
 from mpsbench import command, progress
 from mpsbench.measure import models
-from mpsbench.regressions import factor, thresholds
+from mpsbench.regressions import factor, rule
 from mpsbench.site import figures, regressions_page
 from mpsbench.site import throughput as tp
 from mpsbench.site.document import Block, Cell, Image, Link, Section, Table, to_html, to_markdown
@@ -142,13 +142,13 @@ def _tokens_section(results: tp.Results, save: figures.Save) -> Section:
     ])
 
 
-def _changes_section(results: tp.Results, rules: thresholds.Rules) -> Section:
+def _changes_section(results: tp.Results, thresholds: dict[str, float]) -> Section:
     changes = tp.build_changes(results)
     log.info(f"comparing each machine's newest two builds: {len(changes)} workloads")
     if not changes:
         return Section("Build over build", ["No machine has results for two builds yet."])
-    # judged by the one rule (mpsbench.regressions.thresholds), from the statistics asv recorded
-    verdicts = [thresholds.judge(rules, c.row.entry, "seconds", c.before, c.after).verdict for c in changes]
+    # judged by the one rule (mpsbench.regressions.rule), from the statistics asv recorded
+    judged = [rule.judge(thresholds, c.row.entry, "seconds", c.before, c.after) for c in changes]
     return Section("Build over build", [
         "Step time of each machine's newest build over its previous one, each row judged with the statistics asv "
         "recorded and its own threshold (docs/site.md); slower and faster are highlighted, noisy and not "
@@ -156,9 +156,9 @@ def _changes_section(results: tp.Results, rules: thresholds.Rules) -> Section:
         Table(["machine", "kind", "model", "device", "batch", "old ms", "new ms", "new/old", "change"],
               [[c.machine, c.workload.kind, c.workload.model, c.workload.device, str(c.workload.batch),
                 figures.ms(c.before.value), figures.ms(c.after.value), f"{c.ratio:.3f}",
-                "" if verdict == "unchanged" else verdict]
-               for c, verdict in zip(changes, verdicts)],
-              [verdict if verdict in ("slower", "faster") else "" for verdict in verdicts]),
+                "" if j.label == rule.Decision.UNCHANGED else j.label]
+               for c, j in zip(changes, judged)],
+              [j.label if j.decision in (rule.Decision.SLOWER, rule.Decision.FASTER) else "" for j in judged]),
     ])
 
 
@@ -197,7 +197,7 @@ def build(results_dir: Path, out_dir: Path, config: Path | None = None, site: Pa
                                 " folders): give the results directory itself")
     config = config if config is not None else (factor.CONFIG if factor.CONFIG.is_file() else None)
     # without any asv.conf.json, asv's own default threshold applies
-    limit = factor.regression_factor(config) if config is not None else 1 + factor.ASV_DEFAULT_THRESHOLD
+    limit = factor.regression_factor(config) if config is not None else 1 + rule.ASV_DEFAULT_THRESHOLD
     timeline = timeline_from_config(config)
     log.info(f"{results.recorded.files} results files, {len(results.machines)} machines, "
              f"{len(results.recorded.dates)} builds")
@@ -218,7 +218,7 @@ def build(results_dir: Path, out_dir: Path, config: Path | None = None, site: Pa
         _batches_section(results, save),
         _compile_section(results, save),
         _tokens_section(results, save),
-        _changes_section(results, thresholds.Rules.from_config(config)),
+        _changes_section(results, factor.thresholds(config) if config is not None else {}),
         _regressions_section(site, timeline),
     ]
     title = "mpsbench: the seeds' figures"

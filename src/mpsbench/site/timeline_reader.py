@@ -1,6 +1,6 @@
 """Each build's record and PyTorch commit, read back from the timeline repository asv walks.
 
-Read from each timeline commit's ``build.json``, not from builds/manifest.json: a recorded run (docs/results/*,
+Read from each timeline commit's ``build.json``, not from builds/manifest.json: a recorded run (scripts/publish-recorded,
 the fleet's results branch) keeps the timeline it was measured against, which today's manifest may not name.
 """
 
