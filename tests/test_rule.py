@@ -61,7 +61,7 @@ def test_compare_and_bisect_take_the_factor_the_site_and_alerts_judge_by(tmp_pat
 
 def test_each_decision_has_its_exit_status_and_two_is_left_to_a_users_mistake():
     assert {decision.value: decision.exit_status for decision in rule.Decision} == {
-        "slower": 1, "unchanged": 0, "faster": 0, "undecided": 3}
+        "slower": 1, "wrong": 1, "unchanged": 0, "faster": 0, "undecided": 3}
 
 
 @pytest.mark.parametrize("a, b, p", [

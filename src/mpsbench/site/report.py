@@ -170,8 +170,8 @@ def _regressions_section(site: Path | None, timeline: Timeline) -> Section:
     blocks: list[Block] = [
         "From the site's regressions.json (the Regressions tab and the regressions.xml feed hold the same),"
         " after each jump was judged row by row with its recorded statistics (docs/site.md); newest first.",
-        Table(["benchmark", "graph", "machine", "after/before", "builds", "PyTorch commits"],
-              [[r.benchmark, Link("graph", f"../{r.graph}"), r.machine, f"{r.ratio:.2f}x",
+        Table(["benchmark", "graph", "machine", "kind", "after/before", "builds", "PyTorch commits"],
+              [[r.benchmark, Link("graph", f"../{r.graph}"), r.machine, r.kind, f"{r.ratio:.2f}x",
                 f"{r.old_commit[:8]}..{r.new_commit[:8]}" if r.old_commit else r.new_commit[:8],
                 timeline.pytorch_range(r.old_commit, r.new_commit)] for r in found]),
     ] if found else ["No regression: asv detected none, or none held up row by row (below)."]
