@@ -6,7 +6,9 @@ seconds for ``time_step``, samples/s for ``track_throughput``.
 
 from __future__ import annotations
 
+import itertools
 import json
+import math
 from pathlib import Path
 
 from asv.results import Results
@@ -67,3 +69,21 @@ def write_results(
 def write_benchmarks(results_dir: Path, benchmarks: dict[str, dict[str, object]]) -> None:
     """The benchmarks.json that asv run writes beside the machines' folders."""
     (results_dir / "benchmarks.json").write_text(json.dumps({**benchmarks, "version": 2}))
+
+
+def write_track(results_dir: Path, machine: str, commit: str, date_ms: int, name: str, param_names: list[str],
+                params: list[list[object]], unit: str, values: dict[tuple[object, ...], float | None]) -> dict[str, object]:
+    """One ``track_`` benchmark's results file for one build: ``values`` per combination (None: asv's failure;
+    absent: skipped). Its own environment name, so that it sits beside write_results' file of the same build."""
+    entry = {"name": name, "params": [[repr(value) for value in axis] for axis in params], "param_names": param_names,
+             "version": "1", "code": "", "type": "track", "unit": unit}
+    (results_dir / machine).mkdir(parents=True, exist_ok=True)
+    (results_dir / machine / "machine.json").write_text(json.dumps({"machine": machine, "version": 1}))
+    result = Results({"machine": machine, "python": "3.11"}, {}, commit, date_ms, "3.11",
+                     f"existing-py-{name.rsplit('.', 2)[-2].lower()}", {})
+    keys = list(itertools.product(*params))
+    grid = [values.get(key, math.nan) for key in keys]
+    result.add_result(entry, BenchmarkResult(result=grid, samples=[None] * len(keys), number=[None] * len(keys),
+                                             errcode=0, stderr="", profile=None))
+    result.save(str(results_dir))
+    return {name: entry}

@@ -14,7 +14,7 @@ from typing import Any
 from mpsbench import command, progress
 from mpsbench.measure import models
 from mpsbench.regressions import factor, rule
-from mpsbench.site import figures, regressions_page
+from mpsbench.site import figures, regressions_page, sentinels
 from mpsbench.site import throughput as tp
 from mpsbench.site.document import Block, Cell, Image, Link, Section, Table, to_html, to_markdown
 from mpsbench.site.timeline_reader import Timeline, timeline_from_config
@@ -89,7 +89,8 @@ def _by_release_section(results_dir: Path, timeline: Timeline, save: figures.Sav
     points = tp.speedup_by_release(results_dir, timeline)
     if not points:
         return Section(title, [f"No build has both {tp.BY_RELEASE_DEVICE} and cpu results."])
-    figures.by_release(points, title, save("speedup_by_release.png"))
+    figures.by_release(points, title, save("speedup_by_release.png"),
+                       f"{tp.BY_RELEASE_DEVICE} speedup over cpu (samples/s ratio)", 1.0)
     return Section(title, [
         Image("speedup_by_release.png", title),
         "Each build at its date; each line one Python (the era needs two: no Python has wheels for every"
@@ -214,6 +215,8 @@ def build(results_dir: Path, out_dir: Path, config: Path | None = None, site: Pa
         _builds_section(results, results_dir, timeline, limit),
         _speedup_section(results, save),
         _by_release_section(results_dir, timeline, save),
+        sentinels.correctness_section(results.recorded, timeline),
+        sentinels.energy_section(results_dir, timeline, save),
         _machines_section(results, save),
         _batches_section(results, save),
         _compile_section(results, save),
