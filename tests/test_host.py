@@ -156,7 +156,7 @@ def test_doctor_warns_about_battery_heat_memory_and_busy_processes(mac, monkeypa
     monkeypatch.setattr(doctor, "check_devices", lambda: iter([doctor.Finding("ok", "mps", "mps: Apple GPU")]))
     monkeypatch.setattr(doctor, "CHECKS", (doctor.check_devices, doctor.check_memory, doctor.check_power,
                                            doctor.check_thermal, doctor.check_load))
-    assert doctor.cmd_doctor(types.SimpleNamespace(strict=True)) == 1
+    assert doctor.run(strict=True) == 1
     out = capsys.readouterr().out
     assert "warn  power      on battery: a Mac throttles on battery" in out
     assert "warn  thermal    throttled: CPU_Speed_Limit = 60" in out
@@ -174,7 +174,7 @@ def test_doctor_on_a_quiet_mac_on_ac_power_finds_nothing(mac, monkeypatch, capsy
     monkeypatch.setattr(doctor.os, "getloadavg", lambda: (0.5, 0.5, 0.5))
     monkeypatch.setattr(doctor, "CHECKS", (doctor.check_memory, doctor.check_power, doctor.check_thermal,
                                            doctor.check_load))
-    assert doctor.cmd_doctor(types.SimpleNamespace(strict=True)) == 0
+    assert doctor.run(strict=True) == 0
     assert "nothing found that would make numbers untrustworthy" in capsys.readouterr().out
 
 

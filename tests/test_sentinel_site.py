@@ -23,8 +23,10 @@ from tests.test_correctness import _bias_off
 
 from mpsbench.builds import manifest as mf
 from mpsbench.builds import timeline
+from mpsbench.context import Suite
+from mpsbench.core import asvconf
 from mpsbench.measure import correctness, energy, tolerances
-from mpsbench.regressions import alerts, factor, rule
+from mpsbench.regressions import alerts, rule
 from mpsbench.results.recorded import Measured
 from mpsbench.site import regressions_page, report
 
@@ -84,15 +86,16 @@ def run(tmp_path_factory):
             results, MACHINE, commits[day], when, ENERGY, ["device", "model", "batch_size"], [["cuda"], ["mlp"], [1024]],
             energy.UNIT, {("cuda", "mlp", 1024): [0.2, 0.25][day]}))
     asvresults.write_benchmarks(results, benchmarks)
-    config = factor.read_config(ROOT / "asv.conf.json")
+    config = asvconf.load(ROOT / "asv.conf.json").raw
     config.update(repo=str(tmp / "timeline"), branches=["nightly"], results_dir=str(results),
                   html_dir=str(tmp / "html"), env_dir=str(tmp / "env"), benchmark_dir=str(ROOT / "benchmarks"))
     (tmp / "asv.conf.json").write_text(json.dumps(config))
     done = subprocess.run([sys.executable, "-m", "asv", "publish", "--config", str(tmp / "asv.conf.json")], cwd=tmp,
                           env=dict(os.environ, HOME=str(tmp)), capture_output=True, text=True, timeout=900)
     assert done.returncode == 0, done.stdout + done.stderr
-    assert regressions_page.main([str(tmp / "html"), "--config", str(tmp / "asv.conf.json")]) == 0
-    return tmp, manifest, readings
+    suite = Suite(tmp / "asv.conf.json", tmp / "manifest.json", tmp / "timeline")
+    regressions_page.judge_site(suite.conf.html, suite.conf.results, suite.conf.thresholds)
+    return tmp, suite, readings
 
 
 def test_the_stand_in_makes_the_row_jump_past_its_tolerance(run):
@@ -115,8 +118,8 @@ def test_the_regressions_page_keeps_the_wrong_result_as_its_own_kind(run):
 
 
 def test_the_alert_names_the_wrong_result(run, capsys):
-    tmp, manifest, _ = run
-    code, text = alerts.check(tmp / "results", {".*": 0.05}, manifest, tmp / "timeline")
+    _, suite, _ = run
+    code, text = alerts.check(suite, alerts.Options())
     out = capsys.readouterr().out.splitlines()
     assert code == 1
     assert any(line.startswith(f"wrong result  {ERROR}('cpu', 'linear_bias', 'float32') on {MACHINE}")
@@ -127,8 +130,8 @@ def test_the_alert_names_the_wrong_result(run, capsys):
 
 
 def test_the_figures_page_draws_correctness_and_samples_per_joule_by_release(run, tmp_path):
-    tmp, _, (clean, wrong) = run
-    report.build(tmp / "results", tmp_path / "out", config=tmp / "asv.conf.json", site=tmp / "html")
+    tmp, suite, (clean, wrong) = run
+    report.build(tmp / "results", tmp_path / "out", suite.conf, site=tmp / "html")
     page = (tmp_path / "out" / "summary.html").read_text()
     summary = (tmp_path / "out" / "summary.md").read_text()
     assert "<h2>Correctness by release</h2>" in page

@@ -26,7 +26,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
 
 def main(argv: list[str] | None = None) -> int:
-    from mpsbench import command
+    from mpsbench.core import errors
     from mpsbench.measure import compiled, devices, models, skips, timing, workloads
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
@@ -38,7 +38,7 @@ def main(argv: list[str] | None = None) -> int:
     reason: str | None
     try:
         device = devices.get(args.device).availability()
-    except command.UserError as exc:  # an unknown device: the line names the choices
+    except errors.UserError as exc:  # an unknown device: the line names the choices
         reason = str(exc)
     else:
         reason = f"{args.device} is not usable here: {device.reason}"

@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 import tempfile
 
-from mpsbench import command
+from mpsbench.core import errors
 from mpsbench.measure import models, skips, suite, workloads
 
 # Inductor and triton read these when they first cache; a fresh folder per process keeps compiles cold.
@@ -44,7 +44,7 @@ def prepare(kind: str, device: str, model: str) -> workloads.Workload:
     except suite.SkipNotImplemented:
         raise
     except Exception as exc:
-        first = command.first_line(exc)
+        first = errors.first_line(exc)
         raise RuntimeError(f"torch.compile of {model} {kind} on {device} failed: {type(exc).__name__}: {first}") from exc
 
 

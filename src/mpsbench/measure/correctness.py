@@ -21,7 +21,7 @@ from typing import Union
 import torch
 from torch.nn import functional
 
-from mpsbench import command
+from mpsbench.core import errors
 from mpsbench.measure import accuracy, devices, isolated, measured, models, precision, skips, tolerances
 
 Tensors = Sequence[torch.Tensor]
@@ -233,7 +233,7 @@ def _calls(device: str, name: str, dtype: str, repeated: bool) -> tuple[list[tup
     except (NotImplementedError, RuntimeError, TypeError) as exc:
         lacks = ("not implemented for", "Unsupported", "not supported")
         if isinstance(exc, NotImplementedError) or any(phrase in str(exc) for phrase in lacks):
-            raise skips.SkipNotImplemented(f"{name} in {dtype} on {device}: {command.first_line(exc)}") from exc
+            raise skips.SkipNotImplemented(f"{name} in {dtype} on {device}: {errors.first_line(exc)}") from exc
         raise
     return calls, reference
 

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from multiprocessing.connection import Connection
 from typing import Any, TypeVar
 
-from mpsbench import command
+from mpsbench.core import errors
 
 T = TypeVar("T")
 
@@ -52,4 +52,4 @@ def _answer(sending: Connection, function: Callable[..., Any], args: tuple[Any, 
     try:
         sending.send(answer)
     except Exception:  # an exception that does not pickle: its type and first line, as the parent would show it
-        sending.send((False, RuntimeError(f"{type(answer[1]).__name__}: {command.first_line(answer[1])}")))
+        sending.send((False, RuntimeError(f"{type(answer[1]).__name__}: {errors.first_line(answer[1])}")))

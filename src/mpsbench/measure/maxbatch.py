@@ -12,7 +12,7 @@ import resource
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from mpsbench import command
+from mpsbench.core import errors
 from mpsbench.measure import devices, isolated, models, suite, workloads
 
 CEILING = 4096  # the search stops here even if everything fits: 13 tries at most (1, 2, ..., 4096)
@@ -55,7 +55,7 @@ def search(step: Callable[[int], None], release: Callable[[], None], ceiling: in
         except Exception as exc:  # the error and its traceback go at the end of this block: the failed try keeps nothing
             if not devices.is_out_of_memory(exc):
                 raise
-            error = command.first_line(exc)
+            error = errors.first_line(exc)
         gc.collect()  # the failed try's frames form cycles with its tensors
         release()
         if error is not None:

@@ -14,33 +14,26 @@ budget the default keeps to is measured in docs/budget.md.
 from __future__ import annotations
 
 import functools
-import os
 from collections.abc import Callable
 
+from mpsbench.core import settings
 from mpsbench.measure import devices, models, tolerances
 
-FULL_SWEEP_ENV = "MPSBENCH_FULL"  # set to 1: every device at every batch size
-# A comma-separated list of devices to run (default: every device): a CUDA box's
-# nightly can leave its cpu out, a calibration can time one device. asv passes the
-# environment through to every benchmark process, setup_cache included.
-DEVICES_ENV = "MPSBENCH_DEVICES"
+# MPSBENCH_FULL on: every device at every batch size. MPSBENCH_DEVICES: the devices to run (default: every device;
+# a CUDA box's nightly can leave its cpu out, a calibration can time one device). asv passes the environment through
+# to every benchmark process, setup_cache included.
+FULL_SWEEP_ENV, DEVICES_ENV = settings.FULL, settings.DEVICES
 
 Rule = Callable[..., "str | None"]  # the class's params in order -> why left out, or None
 
 
 def full_sweep() -> bool:
-    return os.environ.get(FULL_SWEEP_ENV, "") not in ("", "0")
+    return settings.flag(FULL_SWEEP_ENV)
 
 
 def selected_devices() -> tuple[str, ...] | None:
-    """The devices named in MPSBENCH_DEVICES, or None (every device); exits on an unknown name."""
-    value = os.environ.get(DEVICES_ENV, "").strip()
-    if not value:
-        return None
-    names = tuple(name.strip() for name in value.split(",") if name.strip())
-    for name in names:
-        devices.get(name)
-    return names
+    """The devices named in MPSBENCH_DEVICES, or None (every device); a name it does not know is a SettingError."""
+    return settings.choices(DEVICES_ENV, devices.NAMES)
 
 
 def device_reason(device: str) -> str | None:

@@ -7,7 +7,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from mpsbench import command
+from mpsbench.core import errors
 from mpsbench.measure import accuracy, correctness, devices, fallback, models, precision, skips, timing, workloads
 
 # The skips, where the benchmark modules have always found them.
@@ -111,7 +111,7 @@ class OutOfMemorySkips:
             return
         workloads.forget()
         devices.get(self.device).empty_cache()
-        first_line = command.first_line(exc)
+        first_line = errors.first_line(exc)
         raise SkipNotImplemented(
             f"{self.model} at batch {self.batch_size} does not fit in {self.device} memory: {first_line}"
         ) from exc

@@ -16,7 +16,9 @@ import math
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
+from mpsbench.core import asvconf
 from mpsbench.measure import tolerances
 from mpsbench.results.recorded import Measured
 
@@ -75,6 +77,11 @@ def threshold(thresholds: Mapping[str, float], entry: str, branch: str | None = 
 def factor(thresholds: Mapping[str, float], entry: str = "", branch: str | None = None) -> float:
     """:func:`threshold` as a factor (0.05 -> 1.05), as compare, bisect and ``asv continuous --factor`` take it."""
     return 1.0 + threshold(thresholds, entry, branch)
+
+
+def regression_factor(config: Path = asvconf.CONFIG, entry: str = "") -> float:
+    """:func:`factor` with the thresholds of the asv.conf.json at ``config``."""
+    return factor(asvconf.load(config).thresholds, entry)
 
 
 # the change must exceed the two builds' interquartile ranges laid end to end (2 x the sum of the half-IQRs):

@@ -1,6 +1,6 @@
 """The published Regressions page re-judged row by row: floors, per-row noise, direction; every channel shown.
 
-Run after ``asv publish`` (scripts/publish; docs/site.md): asv flags every increase beyond one fraction, so each
+Run after ``asv publish`` (mpsbench.site.publish; docs/site.md): asv flags every increase beyond one fraction, so each
 jump is judged again by :func:`mpsbench.regressions.rule.judge`; only the slower and the wrong (a correctness row
 past its tolerance) stay in ``regressions.json`` and ``regressions.xml``, a wrong one's feed entry titled with its
 kind, and every verdict with its reason goes to ``regressions-judged.json``.
@@ -12,25 +12,23 @@ import itertools
 import json
 import math
 import re
-import sys
 import urllib.parse
 import xml.etree.ElementTree as ET
-from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from mpsbench import command
-from mpsbench.regressions import factor, rule
+from mpsbench.builds.timeline import Reader
+from mpsbench.core.errors import UserError
+from mpsbench.regressions import rule
 from mpsbench.results import recorded
-from mpsbench.site.timeline_reader import Timeline
 
 JUDGED = "regressions-judged.json"
 ATOM = "http://www.w3.org/2005/Atom"
 LATEST = 20  # the regressions the figures page lists
 
 
-class PageError(command.UserError):
+class PageError(UserError):
     """The published site or its results cannot be read: one line, exit status 2."""
 
 
@@ -134,7 +132,7 @@ class Regression:
         return self.after / self.before if self.before else math.inf
 
 
-def latest(html: Path, timeline: Timeline) -> list[Regression]:
+def latest(html: Path, timeline: Reader) -> list[Regression]:
     """The newest jumps of the published regressions.json, newest first."""
     detected, index, revision_to_hash = _published(html)
     kinds = {(j["benchmark"], j["new"]): j["verdict"] for j in _judged(html) if j.get("regressed")}
@@ -184,18 +182,3 @@ def _filter_feed(feed: Path, kept: dict[tuple[str, str], str | None]) -> None:
         elif (retitled := kept[(title, commits)]) is not None:
             entry.find(f"{{{ATOM}}}title").text = retitled  # type: ignore[union-attr]  # found just above
     tree.write(feed, encoding="utf-8", xml_declaration=True)
-
-
-def _step(html: Path, config: Path) -> str:
-    judged = judge_site(html, Path(str(factor.read_config(config).get("results_dir", "results"))), factor.thresholds(config))
-    kept = sum(1 for j in judged if j["regressed"])
-    return (f"Regressions page: {kept} of {len(judged)} jumps asv found are regressions;"
-            f" the rest are set aside with their reason in {html / JUDGED}")
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    return command.site_step("mpsbench.site.regressions_page", __doc__, "asv.conf.json (results_dir, thresholds)", argv, _step)
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -10,12 +10,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from mpsbench.builds.timeline import Reader
+from mpsbench.core.document import Block, Cell, Flagged, Image, Link, Section, Table
 from mpsbench.measure import tolerances
 from mpsbench.results import recorded
 from mpsbench.site import figures
 from mpsbench.site import throughput as tp
-from mpsbench.site.document import Block, Cell, Flagged, Image, Link, Section, Table
-from mpsbench.site.timeline_reader import Timeline
 
 ERRORS = ("benchmark_patterns.Correctness.track_relative_error",
           "benchmark_patterns.ReportedCorrectness.track_relative_error")
@@ -25,7 +25,7 @@ ENERGY = {"benchmark_models.TrainingCapacity.track_joules_per_step": "training",
 NEWEST = 12  # builds per machine, a column each
 
 
-def _version(timeline: Timeline, commit: str) -> str:
+def _version(timeline: Reader, commit: str) -> str:
     return str(timeline.build(commit).get("torch_version") or commit[:8])
 
 
@@ -42,7 +42,7 @@ def _label(row: recorded.Row) -> str:
     return f"{pattern} {dtype} on {device}: {'difference' if row.benchmark == DIFFERENCES else 'error'}"
 
 
-def correctness_section(found: recorded.Recorded, timeline: Timeline) -> Section:
+def correctness_section(found: recorded.Recorded, timeline: Reader) -> Section:
     title = "Correctness by release"
     blocks: list[Block] = []
     for machine in found.machines:
@@ -65,7 +65,7 @@ def correctness_section(found: recorded.Recorded, timeline: Timeline) -> Section
     ])
 
 
-def samples_per_joule(results_dir: Path, timeline: Timeline) -> list[tp.ReleasePoint]:
+def samples_per_joule(results_dir: Path, timeline: Reader) -> list[tp.ReleasePoint]:
     """Every build's samples per joule at each model's seed batch, per Python, machine and device."""
     names = recorded.param_names(results_dir)
     found = []
@@ -83,7 +83,7 @@ def samples_per_joule(results_dir: Path, timeline: Timeline) -> list[tp.ReleaseP
     return found
 
 
-def energy_section(results_dir: Path, timeline: Timeline, save: figures.Save) -> Section:
+def energy_section(results_dir: Path, timeline: Reader, save: figures.Save) -> Section:
     title = "Samples per joule by release"
     points = samples_per_joule(results_dir, timeline)
     if not points:
