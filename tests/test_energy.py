@@ -105,6 +105,20 @@ def test_nvml_reads_the_gpu_of_torch_in_joules(monkeypatch, one_gpu):
     assert handles == ["GPU-8a4f-stand-in"]  # the board torch computes on, by UUID
 
 
+def test_nvml_falls_back_to_cudas_index_where_the_uuid_is_not_nvmls(monkeypatch, one_gpu):
+    module = _pynvml(lambda: 1000)
+
+    def unknown(uuid):
+        raise NVMLError("Not Found")
+
+    module.nvmlDeviceGetHandleByUUID = unknown
+    handles = []
+    module.nvmlDeviceGetHandleByIndex = lambda index: handles.append(index) or ("by index", index)
+    monkeypatch.setitem(sys.modules, "pynvml", module)
+    assert energy._nvml().joules() == pytest.approx(1.0)
+    assert handles == [0]
+
+
 def test_nvml_without_the_package_or_the_counter_skips_with_the_reason(monkeypatch, one_gpu):
     monkeypatch.setitem(sys.modules, "pynvml", None)  # import pynvml raises ImportError
     with pytest.raises(suite.SkipNotImplemented, match="needs nvidia-ml-py"):

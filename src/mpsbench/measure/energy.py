@@ -18,6 +18,7 @@ Optional packages are imported when asked for, so this module imports with the b
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import sys
 import threading
@@ -63,9 +64,7 @@ def _nvml() -> Counter:
             "cuda energy needs nvidia-ml-py (import pynvml), which this environment cannot import") from None
     try:
         pynvml.nvmlInit()
-        uuid = getattr(torch.cuda.get_device_properties(torch.cuda.current_device()), "uuid", None)
-        handle = (pynvml.nvmlDeviceGetHandleByUUID(f"GPU-{uuid}") if uuid is not None
-                  else pynvml.nvmlDeviceGetHandleByIndex(torch.cuda.current_device()))
+        handle = _nvml_handle(pynvml)
         pynvml.nvmlDeviceGetTotalEnergyConsumption(handle)  # NOT_SUPPORTED before Volta
         name = pynvml.nvmlDeviceGetName(handle)
     except pynvml.NVMLError as exc:
@@ -73,6 +72,16 @@ def _nvml() -> Counter:
     # millijoules; polled every 2 ms, well inside the counter's update interval (docs/instruments.md)
     return Counter(f"NVML total energy of {name}", lambda: pynvml.nvmlDeviceGetTotalEnergyConsumption(handle) / 1e3,
                    0.002)
+
+
+def _nvml_handle(pynvml: Any) -> Any:
+    """The board torch computes on: by its UUID (NVML's order may differ from CUDA's), else by CUDA's index."""
+    index = torch.cuda.current_device()
+    uuid = getattr(torch.cuda.get_device_properties(index), "uuid", None)  # str() is NVML's UUID without "GPU-"
+    if uuid is not None:
+        with contextlib.suppress(pynvml.NVMLError):
+            return pynvml.nvmlDeviceGetHandleByUUID(f"GPU-{uuid}")
+    return pynvml.nvmlDeviceGetHandleByIndex(index)
 
 
 IOREPORT_FIELDS = {"mps": "gpu_mj", "cpu": "cpu_total_mj"}  # zeus-apple-silicon's names for the two domains
@@ -189,10 +198,13 @@ def reading(what: str, updates: list[tuple[float, float]], begin: float, end: fl
     return Reading(watts * (end - begin) / steps, watts, steps, end - begin, len(inside))
 
 
-def joules_per_step(workload: Any) -> float:
-    """A warmed-up workload's energy per step on its device (a ``measured`` figure; n/a where no counter reads)."""
+def of_workload(workload: Any) -> Reading:
+    """A warmed-up workload's energy reading on its device (n/a where no counter reads)."""
     steps = workload.spec.steps_per_call
-    device = devices.get(workload.device)
-    found = measure(lambda: workload.run(steps), device.synchronize, counter(workload.device), steps, MIN_SECONDS, MIN_UPDATES)
-    return found.joules_per_step
+    return measure(functools.partial(workload.run, steps), devices.get(workload.device).synchronize,
+                   counter(workload.device), steps, MIN_SECONDS, MIN_UPDATES)
 
+
+def joules_per_step(workload: Any) -> float:
+    """The ``measured`` figure of the capacity classes: :func:`of_workload`'s joules per step."""
+    return of_workload(workload).joules_per_step
