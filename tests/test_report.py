@@ -14,7 +14,7 @@ from tests import asvresults, fakes
 
 from mpsbench import cli
 from mpsbench.builds.timeline import Reader
-from mpsbench.core import asvconf, document
+from mpsbench.core import asvconf
 from mpsbench.regressions import rule
 from mpsbench.site import regressions_page, report, throughput
 from mpsbench.site.throughput import Step
