@@ -74,11 +74,9 @@ def cmd_models(args: argparse.Namespace) -> int:
 
 
 def cmd_devices(args: argparse.Namespace) -> int:
-    if args.usable:  # for scripts: MPSBENCH_DEVICES=$(mpsbench devices --usable)
-        bench.require_torch()
-        print(",".join(name for name in devices.NAMES if devices.get(name).usable))
-        return 0
-    print(bench.check_setup())
+    report = bench.check_setup()  # a bad MPSBENCH_DEVICES, or no torch: one line
+    # --usable, for scripts: MPSBENCH_DEVICES=$(mpsbench devices --usable)
+    print(",".join(name for name in devices.NAMES if devices.get(name).usable) if args.usable else report)
     return 0
 
 
