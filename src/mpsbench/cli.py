@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import os
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -74,9 +75,9 @@ def cmd_models(args: argparse.Namespace) -> int:
 
 
 def cmd_devices(args: argparse.Namespace) -> int:
-    report = bench.check_setup()  # a bad MPSBENCH_DEVICES, or no torch: one line
+    found = bench.check_setup()  # a bad MPSBENCH_DEVICES, or no torch: one line
     # --usable, for scripts: MPSBENCH_DEVICES=$(mpsbench devices --usable)
-    print(",".join(name for name in devices.NAMES if devices.get(name).usable) if args.usable else report)
+    print(",".join(name for name in devices.NAMES if devices.get(name).usable) if args.usable else found)
     return 0
 
 
@@ -564,6 +565,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except UserError as exc:
         print(f"mpsbench{' nightly' if args.command == 'nightly' else ''}: error: {exc}", file=sys.stderr)
         return 2
+    except BrokenPipeError:  # stdout piped into `head`: the rest is not wanted (Python's documented remedy)
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 1
 
 
 if __name__ == "__main__":
