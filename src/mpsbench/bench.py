@@ -68,7 +68,7 @@ def plan(suite: Suite, asv_args: Sequence[str]) -> list[Run]:
     print(defaults.listing(platform, planned, suite.timeline))
     runs = []
     for python in defaults.pythons(planned):
-        hashes = suite.root / ".asv" / f"default-py{python}.txt"
+        hashes = suite.conf.root / ".asv" / f"default-py{python}.txt"
         hashes.write_text("".join(f"{suite.timeline.commits[item.ref]}\n" for item in planned if python in item.pythons))
         runs.append(Run(python, ("-E", f"virtualenv:{python}", f"HASHFILE:{hashes}")))
     return runs
