@@ -45,8 +45,10 @@ def releases(manifest: mf.Manifest, platform: str, rule: mf.Default) -> list[tup
     newest_of_minor: dict[tuple[int, ...], tuple[Version, str, mf.Build]] = {}
     for name in rule.channels:
         channel = manifest.channel(name)
+        # a build pinned before per-Python sets ("" in its sets) is never installed, so never scheduled
         found = sorted(((Version(build.torch_version), build) for build in (channel.builds if channel else ())
-                        if build.kind == "release" and platform in build.pins), key=lambda pair: pair[0])
+                        if build.kind == "release" and platform in build.pins and "" not in build.sets(platform)),
+                       key=lambda pair: pair[0])
         minors = sorted({version.release[:2] for version, _ in found})
         if name in rule.newest_of:  # e.g. only the newest release beside the era's few (Linux: disk)
             minors = minors[-rule.newest_of[name]:]
@@ -66,8 +68,7 @@ def schedule(manifest: mf.Manifest, platform: str, here: str | None = None) -> l
     pythons = rule.pythons or (here or f"{sys.version_info.major}.{sys.version_info.minor}",)
     planned = []
     for ref, build in releases(manifest, platform, rule):
-        tags = {pin.python or wheels.parse_wheel_name(pin.filename).python for pin in build.pins[platform] if pin.name == "torch"}
-        runs = tuple(python for python in pythons if python_tag(python) in tags)
+        runs = tuple(python for python in pythons if python_tag(python) in build.sets(platform))
         if runs:
             planned.append(Scheduled(ref, build, runs))
     return planned

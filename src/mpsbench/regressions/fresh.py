@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from mpsbench import command
-from mpsbench.builds import history, machine, timeline
+from mpsbench.builds import history, install_build, machine, timeline
 from mpsbench.builds import manifest as mf
 from mpsbench.regressions import factor, verdict
 from mpsbench.results import asvconf, recorded
@@ -92,6 +92,7 @@ class Session:
         self.quieter = verdict.QUIETER + ("" if args.threads else " or, for a cpu row on a busy machine, --threads 1")
         self._default_sigterm: object = None
         self.scratch = Path(tempfile.mkdtemp(prefix="mpsbench-fresh-"))
+        self.env[install_build.RUN_BUILDS_ENV] = str(self.scratch / "hashes")  # asv installs no build but _command's
         channels = sorted({build.name.partition("@")[0] for build in builds})  # asv wants branches; HASHFILE needs none
         self.config = asvconf.derived((root / WORKDIR).resolve(), args.timeline.resolve(), branches=channels, root=root,
                                       results_dir=self.scratch / "results")

@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from mpsbench import command, progress
+from mpsbench.builds import install_build
 from mpsbench.measure import preselect
 from mpsbench.regressions import factor
 from mpsbench.results import asvconf, merge, recorded
@@ -218,7 +219,8 @@ def record(config: Path, machine: str, asv_args: Sequence[str], remeasure: bool 
                 f" ({'re-measuring' if remeasure else 'none of them recorded yet'})")
             done = subprocess.run([sys.executable, "-m", "asv", "run", "--config", str(scratch_config),
                                    "--machine", machine, *rest, "-b", preselect.regex(list(missing)),
-                                   f"HASHFILE:{hashfile}"], cwd=base)
+                                   f"HASHFILE:{hashfile}"], cwd=base,
+                                  env={**os.environ, install_build.RUN_BUILDS_ENV: str(hashfile)})  # only these builds
             status = BENCHMARKS_FAILED if done.returncode else status
             report = _merge_scratch(results, scratch, replace=remeasure)
             if report is not None:
