@@ -186,3 +186,28 @@ def test_cli_prints_each_pythons_commits_for_asv(tmp_path, capsys):
     assert hashes == [generated.commits[item.ref] for item in planned if "3.10" in item.pythons]
     assert cli.main(["timeline", "default", "--platform", "macos-arm64", "--hashes", *paths]) == 2
     assert "--hashes needs --python" in capsys.readouterr().err
+
+
+def test_a_mac_on_macos_13_without_python_3_10_skips_what_it_cannot_run_before_any_download(monkeypatch):
+    import shutil
+    import sys
+
+    from packaging import tags
+
+    monkeypatch.setattr(tags, "platform_tags", lambda: iter(tags.mac_platforms((13, 6), "arm64")))
+    monkeypatch.setattr(sys, "platform", "darwin")
+    monkeypatch.setattr(install_build.platform, "mac_ver", lambda: ("13.6", ("", "", ""), ""))
+    monkeypatch.setattr(shutil, "which", lambda name: "/usr/bin/python3.12" if name == "python3.12" else None)
+    planned = defaults.schedule(SHIPPED_MANIFEST, "macos-arm64")
+    kept, said = defaults.runnable_here(planned, "macos-arm64")
+    assert said[0] == "skipping every build under Python 3.10: python3.10 is not on PATH, where asv looks for it"
+
+    def needs_14(item: defaults.Scheduled) -> bool:  # judged from the file names alone
+        return any(re.search(r"macosx_1[4-9]_", pin.filename) for pin in item.build.sets("macos-arm64")["cp312"])
+
+    under_312 = [item for item in planned if "3.12" in item.pythons]
+    assert [(item.ref, item.pythons) for item in kept] == [(item.ref, ("3.12",)) for item in under_312 if not needs_14(item)]
+    skipped = [item.ref for item in under_312 if needs_14(item)]
+    assert skipped and [line.split()[1] for line in said[1:]] == skipped
+    assert all(re.fullmatch(r"skipping \S+ under Python 3\.12: \S+macosx_14_0_arm64\.whl needs macOS 14\.0 or newer"
+                            r" \(this Mac runs macOS 13\.6\)", line) for line in said[1:]), said

@@ -7,13 +7,14 @@ wheels for: the overlap runs under both, and the seam shows on the site.
 
 from __future__ import annotations
 
+import shutil
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from packaging.version import Version
 
+from mpsbench.builds import install_build, resolve, wheels
 from mpsbench.builds import manifest as mf
-from mpsbench.builds import resolve, wheels
 
 
 @dataclass(frozen=True)
@@ -72,6 +73,33 @@ def schedule(manifest: mf.Manifest, platform: str, here: str | None = None) -> l
         if runs:
             planned.append(Scheduled(ref, build, runs))
     return planned
+
+
+def runnable_here(planned: list[Scheduled], platform: str) -> tuple[list[Scheduled], list[str]]:
+    """The scheduled runs this machine can make, and a line for each it cannot (asked before any download).
+
+    A Python asv would not find (``pythonX.Y`` on PATH) drops every run under it; a build whose wheels need a
+    newer OS (macOS 14 for torch 2.12.1 and later, numpy 2 and later) drops that build's runs under it.
+    """
+    kept, said = [], []
+    current = f"{sys.version_info.major}.{sys.version_info.minor}"  # asv falls back on its own interpreter
+    missing = sorted({p for item in planned for p in item.pythons if p != current and shutil.which(f"python{p}") is None},
+                     key=Version)
+    said += [f"skipping every build under Python {python}: python{python} is not on PATH, where asv looks for it"
+             for python in missing]
+    for item in planned:
+        pythons = []
+        for python in (p for p in item.pythons if p not in missing):
+            pins = item.build.sets(platform)[python_tag(python)]
+            major, minor = python.split(".")
+            why = install_build.why_not_here([pin.filename for pin in pins], (int(major), int(minor)))
+            if why is None:
+                pythons.append(python)
+            else:
+                said.append(f"skipping {item.ref} under Python {python}: {why}")
+        if pythons:
+            kept.append(replace(item, pythons=tuple(pythons)))
+    return kept, said
 
 
 def pin_pythons(manifest: mf.Manifest) -> dict[str, tuple[str, ...]]:

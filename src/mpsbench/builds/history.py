@@ -7,6 +7,7 @@ a refusal changes nothing) and regenerates the timeline repository asv walks.
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -168,6 +169,10 @@ def cmd_default(args: argparse.Namespace) -> int:
     manifest = mf.load(args.manifest)
     platform, _ = defaults.rule_for(manifest, [args.platform] if args.platform else install_build.platform_candidates())
     planned = defaults.schedule(manifest, platform)
+    if not args.platform:  # this machine's own runs: what it cannot run is skipped here, before asv downloads a byte
+        planned, skipped = defaults.runnable_here(planned, platform)
+        for line in skipped if not (args.pythons or args.hashes) else ():  # said once, with the listing
+            print(f"mpsbench: {line}", file=sys.stderr)
     if args.pythons:  # for scripts: one asv run per Python
         print("\n".join(dict.fromkeys(python for item in planned for python in item.pythons)))
         return 0

@@ -163,18 +163,24 @@ def select_pins(build: dict[str, Any]) -> tuple[str, list[dict[str, str]]]:
     )
 
 
-def why_not_here(filenames: list[str]) -> str | None:
-    """Why this machine and Python cannot run one of these wheels (a macOS or glibc too old), or None."""
+def why_not_here(filenames: list[str], python: tuple[int, int] | None = None) -> str | None:
+    """Why this machine cannot run one of these wheels under this Python (or CPython ``python``): a macOS or glibc
+    too old, another Python. None if it can."""
     tags, utils = _packaging()
-    here = set(tags.sys_tags())
+    if python is None:
+        here = set(tags.sys_tags())
+    else:  # this machine's platforms, another interpreter (scripts/bench asks before asv makes its environment)
+        platforms = list(tags.platform_tags())
+        here = {*tags.cpython_tags(python, platforms=platforms), *tags.compatible_tags(python, platforms=platforms)}
+    this = f"cp{python[0]}{python[1]}" if python else _python_tag()
     for filename in filenames:
         wanted = utils.parse_wheel_filename(filename)[3]
         if here.isdisjoint(wanted):
-            return f"{filename} needs {_requirement(wanted, here)}"
+            return f"{filename} needs {_requirement(wanted, here, this)}"
     return None
 
 
-def _requirement(wanted: frozenset[Any], here: set[Any]) -> str:
+def _requirement(wanted: frozenset[Any], here: set[Any], this: str) -> str:
     """What a wheel's tags ask that this machine lacks, in words."""
     platforms = sorted({tag.platform for tag in wanted})
     if not set(platforms) & {tag.platform for tag in here}:
@@ -185,7 +191,7 @@ def _requirement(wanted: frozenset[Any], here: set[Any]) -> str:
         if glibc and sys.platform.startswith("linux"):
             return f"glibc {'.'.join(map(str, min(glibc)))} or newer (this machine has {' '.join(platform.libc_ver())})"
         return f"a machine of {', '.join(platforms)}"
-    return f"Python {', '.join(sorted({tag.interpreter for tag in wanted}))} (this is {_python_tag()})"
+    return f"Python {', '.join(sorted({tag.interpreter for tag in wanted}))} (this is {this})"
 
 
 def _refuse_unasked(build: dict[str, Any]) -> None:
