@@ -12,6 +12,10 @@ from pathlib import Path
 from asv.results import Results
 from asv.runner import BenchmarkResult
 
+# Real asv results folders (benchmarks.json and one folder per machine) from recorded runs, named as the
+# runs' pages in docs/results name them.
+RECORDED = Path(__file__).resolve().parent / "data" / "recorded"
+
 PARAM_NAMES = ["device", "model", "batch_size"]
 KINDS = ("training", "inference")
 METRICS = ("time_step", "track_throughput")

@@ -14,6 +14,7 @@ import pytest
 from benchmarks import benchmark_models
 
 from mpsbench.measure import selection
+from mpsbench.results import asvconf
 
 ROOT = Path(__file__).resolve().parents[1]
 ASV = [sys.executable, "-m", "asv"]
@@ -60,18 +61,24 @@ def test_classes_share_a_setup_cache_only_with_their_own_modules_pair():
 
 
 @pytest.fixture(scope="module")
-def asv_env(tmp_path_factory):
-    """An environment with its own HOME, holding a machine file for asv."""
-    home = tmp_path_factory.mktemp("home")
-    env = dict(os.environ, HOME=str(home))
+def asv_run(tmp_path_factory):
+    """``asv run`` in this environment with a config of its own: results, machine file and HOME under tmp."""
+    work = tmp_path_factory.mktemp("asv")
+    config = asvconf.derived(work, work / "timeline", ["release"])  # the suite's config, its folders in work
+    env = dict(os.environ, HOME=str(work / "home"))
     env.pop(selection.FULL_SWEEP_ENV, None)
-    subprocess.run([*ASV, "machine", "--yes", "--machine", "ci"], cwd=ROOT, env=env, check=True,
-                   capture_output=True)
-    return env
+    env.pop(selection.DEVICES_ENV, None)
+    subprocess.run([*ASV, "machine", "--yes", "--machine", "ci"], cwd=work, env=env, check=True, capture_output=True)
+
+    def run(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([*ASV, *args[:1], "--config", str(config), *args[1:]], cwd=work, env=env,
+                              capture_output=True, text=True)
+
+    return run
 
 
-def test_asv_check_passes(asv_env):
-    done = subprocess.run([*ASV, "check", "--python=same"], cwd=ROOT, env=asv_env, capture_output=True, text=True)
+def test_asv_check_passes(asv_run):
+    done = asv_run("check", "--python=same")
     assert done.returncode == 0, done.stdout + done.stderr
     assert "No problems found" in done.stdout
 
@@ -91,29 +98,37 @@ def _rows(output: str) -> dict[tuple[str, ...], str]:
     return rows
 
 
-@pytest.mark.slow
-def test_a_real_asv_run_on_a_small_subset_produces_numbers(asv_env):
-    selection = [
+def quick_run(asv_run, *selection: str) -> str:
+    """asv's output for one sample of each selected combination (nothing recorded); asv must exit 0."""
+    done = asv_run("run", "--python=same", "--quick", "--dry-run", "--show-stderr", "--launch-method", "forkserver",
+                   *selection)
+    assert done.returncode == 0, done.stdout + done.stderr
+    return done.stdout
+
+
+def test_a_real_asv_run_of_a_few_steps_and_a_setup_cache_produces_numbers_and_skips_absent_devices(asv_run):
+    """The default tier's real asv run: a handful of steps, and one cheap setup_cache (the patterns' errors)."""
+    said = quick_run(
+        asv_run,
         "-b", r"Training.time_step\('cpu', '(mlp|lenet5)', (1|8)\)",
         "-b", r"Training.time_step\('cuda', 'mlp', (8|1024)\)",  # outside the default at 8; absent at 1024
-        # setup_cache measures both capacity classes' whole cpu selection; the tracks look it up
-        "-b", r"InferenceCapacity.track_(throughput|peak_memory)\('cpu', '(mlp|lenet5)', 8\)",
-    ]
-    done = subprocess.run(
-        [*ASV, "run", "--python=same", "--quick", "--dry-run", "--show-stderr",
-         "--launch-method", "forkserver", *selection],
-        cwd=ROOT, env=asv_env, capture_output=True, text=True, timeout=900,
+        "-b", r"Correctness.track_relative_error\('cpu', 'linear_transposed_weight', 'float32'\)",
     )
-    assert done.returncode == 0, done.stdout + done.stderr
-    rows = _rows(done.stdout)
+    rows = _rows(said)
     for model in ("mlp", "lenet5"):
         for batch in ("1", "8"):
             assert re.fullmatch(r"[\d.]+(±[\d.]+)?(μs|us|ms|s)", rows[("Training.time_step", "cpu", model, batch)])
-    assert float(rows[("InferenceCapacity.track_throughput", "cpu", "mlp", "8")]) > 0
-    assert float(rows[("InferenceCapacity.track_peak_memory", "cpu", "lenet5", "8")]) > 0
+    assert 0 <= float(rows[("Correctness.track_relative_error", "cpu", "linear_transposed_weight", "float32")]) < 1e-3
     # an absent device is skipped with its reason (n/a), never a failure
     if not benchmark_models.devices.get("cuda").usable:
         assert rows[("Training.time_step", "cuda", "mlp", "8")] == "n/a"
         assert rows[("Training.time_step", "cuda", "mlp", "1024")] == "n/a"
-        assert "asv: skipped: SkipNotImplemented('mlp at batch 8 on cuda is outside the default selection" in done.stdout
-        assert "asv: skipped: SkipNotImplemented('cuda is not usable here:" in done.stdout
+        assert "asv: skipped: SkipNotImplemented('mlp at batch 8 on cuda is outside the default selection" in said
+        assert "asv: skipped: SkipNotImplemented('cuda is not usable here:" in said
+
+
+@pytest.mark.slow  # the capacity setup_cache measures both classes' whole cpu selection: minutes
+def test_a_real_asv_run_of_the_capacity_lookups_reads_what_their_setup_cache_measured(asv_run):
+    rows = _rows(quick_run(asv_run, "-b", r"InferenceCapacity.track_(throughput|peak_memory)\('cpu', '(mlp|lenet5)', 8\)"))
+    assert float(rows[("InferenceCapacity.track_throughput", "cpu", "mlp", "8")]) > 0
+    assert float(rows[("InferenceCapacity.track_peak_memory", "cpu", "lenet5", "8")]) > 0

@@ -176,7 +176,7 @@ def test_sigterm_stops_asv_and_removes_the_scratch_folder(project, tmp_path):
     running.send_signal(signal.SIGTERM)
     seen.append(running.stdout.read())
     running.stdout.close()
-    assert running.wait(timeout=60) == 143, "".join(seen)
+    assert running.wait(timeout=300) == 143, "".join(seen)
     left = [proc.info["pid"] for proc in psutil.process_iter(["pid", "cmdline"])
             if any(str(project) in part or str(tmp_path) in part for part in proc.info["cmdline"] or [])]
     assert not left, f"asv or its benchmark processes outlived the SIGTERM: {left}"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import sys
 from pathlib import Path
 
 import pytest
@@ -102,17 +103,18 @@ def test_rules_and_per_python_pins_round_trip_and_older_pins_keep_their_bytes():
 
 
 def test_the_installer_takes_only_this_interpreters_set(monkeypatch):
+    this = f"cp3{sys.version_info.minor}"
+    before, after = f"cp3{sys.version_info.minor - 1}", f"cp3{sys.version_info.minor + 1}"
     build = {"channel": "era", "id": "2.2.2", "pins": {"macos-arm64": [
-        vars(pin("torch", "2.2.2", "cp310")), vars(pin("numpy", "1.26.4", "cp310")),
-        vars(pin("torch", "2.2.2", "cp312")), vars(pin("numpy", "1.26.4", "cp312")),
+        vars(pin(name, version, python)) for python in (before, this, after)
+        for name, version in (("torch", "2.2.2"), ("numpy", "1.26.4"))
     ]}}
-    monkeypatch.setattr(install_build, "platform_candidates", lambda: ["macos-arm64"])
-    monkeypatch.setattr(install_build, "_python_tag", lambda: "cp312")
+    monkeypatch.setenv(install_build.PLATFORM_ENV, "macos-arm64")  # as a Mac's installer sees it
     assert [p["filename"] for p in install_build.select_pins(build)[1]] == [
-        "torch-2.2.2-cp312-cp312-macosx_14_0_arm64.whl", "numpy-1.26.4-cp312-cp312-macosx_14_0_arm64.whl",
+        f"torch-2.2.2-{this}-{this}-macosx_14_0_arm64.whl", f"numpy-1.26.4-{this}-{this}-macosx_14_0_arm64.whl",
     ]
-    monkeypatch.setattr(install_build, "_python_tag", lambda: "cp311")
-    with pytest.raises(install_build.InstallError, match="pins no torch wheel for cp311"):
+    build["pins"]["macos-arm64"] = [pin for pin in build["pins"]["macos-arm64"] if pin["python"] != this]
+    with pytest.raises(install_build.InstallError, match=f"pins no torch wheel for {this}"):
         install_build.select_pins(build)
 
 

@@ -14,6 +14,8 @@ core count as a string in ``sppci_cores``; ``nvidia-smi --query-gpu=name
 from __future__ import annotations
 
 import json
+import shutil
+import subprocess
 import sys
 import types
 from pathlib import Path
@@ -26,6 +28,7 @@ from mpsbench.builds import machine
 from mpsbench.fleet import doctor
 from mpsbench.measure import host, suite
 
+ROOT = Path(__file__).resolve().parents[1]
 BATT_AC = "Now drawing from 'AC Power'\n -InternalBattery-0 (id=4653155)\t100%; charged; 0:00 remaining present: true\n"
 BATT_BATTERY = ("Now drawing from 'Battery Power'\n"
                 " -InternalBattery-0 (id=4653155)\t19%; discharging; 1:02 remaining present: true\n")
@@ -128,7 +131,7 @@ def test_doctor_warns_about_battery_heat_memory_and_busy_processes(mac, monkeypa
     monkeypatch.setattr(doctor, "check_devices", lambda: iter([doctor.Finding("ok", "mps", "mps: Apple GPU")]))
     monkeypatch.setattr(doctor, "CHECKS", (doctor.check_devices, doctor.check_memory, doctor.check_power,
                                            doctor.check_thermal, doctor.check_load))
-    assert doctor.cmd_doctor(types.SimpleNamespace(strict=True)) == 1
+    assert doctor.run(strict=True) == 1
     out = capsys.readouterr().out
     assert "warn  power      on battery: a Mac throttles on battery" in out
     assert "warn  thermal    throttled: CPU_Speed_Limit = 60" in out
@@ -146,13 +149,12 @@ def test_doctor_on_a_quiet_mac_on_ac_power_finds_nothing(mac, monkeypatch, capsy
     monkeypatch.setattr(doctor.os, "getloadavg", lambda: (0.5, 0.5, 0.5))
     monkeypatch.setattr(doctor, "CHECKS", (doctor.check_memory, doctor.check_power, doctor.check_thermal,
                                            doctor.check_load))
-    assert doctor.cmd_doctor(types.SimpleNamespace(strict=True)) == 0
+    assert doctor.run(strict=True) == 0
     assert "nothing found that would make numbers untrustworthy" in capsys.readouterr().out
 
 
 @pytest.mark.parametrize(("mps_usable", "expected"), [(True, "cpu,mps"), (False, "cpu")])
-def test_the_macos_job_times_mps_only_where_torch_can_use_it(monkeypatch, capsys, mps_usable, expected):
-    """scripts/tiny-bench sets MPSBENCH_DEVICES=$(mpsbench devices --usable) and says which it timed."""
+def test_the_usable_devices_are_printed_as_a_value_for_mpsbench_devices(monkeypatch, capsys, mps_usable, expected):
     from mpsbench import cli
     from mpsbench.measure import devices
 
@@ -160,5 +162,25 @@ def test_the_macos_job_times_mps_only_where_torch_can_use_it(monkeypatch, capsys
     monkeypatch.setattr(devices.Device, "availability", lambda self: devices.Availability(verdicts[self], "stand-in"))
     assert cli.main(["devices", "--usable"]) == 0
     assert capsys.readouterr().out == expected + "\n"
-    script = (Path(__file__).resolve().parents[1] / "scripts" / "tiny-bench").read_text()
-    assert 'usable=$(.venv/bin/mpsbench devices --usable)' in script and "MPSBENCH_DEVICES=$usable" in script
+
+
+@pytest.mark.parametrize(("usable", "says"), [("cpu,mps", "mpsbench: timing cpu,mps: torch reports mps available"),
+                                              ("cpu", "mpsbench: timing cpu only: mps is not usable here")])
+def test_the_macos_job_times_the_usable_devices_and_says_which(tmp_path, usable, says):
+    """scripts/tiny-bench in a copy whose setup, bench and mpsbench are stand-ins that report what they were given."""
+    (tmp_path / "scripts").mkdir()
+    (tmp_path / ".venv" / "bin").mkdir(parents=True)
+    shutil.copy2(ROOT / "scripts" / "tiny-bench", tmp_path / "scripts" / "tiny-bench")
+    stand_ins = {
+        "scripts/setup": "true",
+        "scripts/bench": 'echo "bench MPSBENCH_DEVICES=$MPSBENCH_DEVICES $*"',
+        ".venv/bin/mpsbench": f'if [ "$*" = "devices --usable" ]; then echo {usable}; else echo "mpsbench $*"; fi',
+    }
+    for path, body in stand_ins.items():
+        (tmp_path / path).write_text(f"#!/usr/bin/env bash\n{body}\n")
+        (tmp_path / path).chmod(0o755)
+    done = subprocess.run([str(tmp_path / "scripts" / "tiny-bench")], capture_output=True, text=True, check=True)
+    lines = done.stdout.splitlines()
+    assert lines[0] == "mpsbench devices" and lines[1].startswith(says)
+    tiny = r"^benchmark_models\.(Training|Inference)\.time_step\('(cpu|mps|cuda)', 'mlp', (8|1024)\)$"
+    assert lines[2] == f"bench MPSBENCH_DEVICES={usable} --skip-existing-successful -b {tiny} release^!"

@@ -5,6 +5,7 @@ from __future__ import annotations
 import errno
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -14,25 +15,52 @@ from tests import fakes
 
 from mpsbench.builds import install_build, timeline
 from mpsbench.builds import manifest as mf
+from mpsbench.core import asv
 
+ROOT = Path(__file__).resolve().parents[1]
+INSTALLER = ROOT / "src" / "mpsbench" / "builds" / "install_build.py"
 TAG = f"cp{sys.version_info.major}{sys.version_info.minor}"
 LOCAL_TORCH = Path("/opt/wheels/torch-2.13.0+cpu-cp311-cp311-manylinux_2_28_x86_64.whl")
 
 
+@pytest.fixture(scope="module")
+def venv(tmp_path_factory) -> Path:
+    """A virtualenv of its own, as asv makes one: the installer runs with its python and writes the .pth there."""
+    folder = tmp_path_factory.mktemp("venv") / "env"
+    subprocess.run([sys.executable, "-m", "venv", str(folder)], check=True, capture_output=True)
+    return folder
+
+
 @pytest.fixture
-def cache(tmp_path, monkeypatch):
+def cache(tmp_path, monkeypatch, venv):
+    """A build cache of the test's own, no network for pip, and the virtualenv switched to no build."""
     monkeypatch.setenv(install_build.CACHE_ENV, str(tmp_path / "cache"))
     monkeypatch.setenv(install_build.PLATFORM_ENV, "linux-x86_64-cpu")
+    monkeypatch.setenv("PIP_NO_INDEX", "1")
     monkeypatch.delenv(install_build.WHEELHOUSE_ENV, raising=False)
     monkeypatch.delenv("PIP_FIND_LINKS", raising=False)
-    site = tmp_path / "site-packages"
-    site.mkdir()
-    monkeypatch.setattr(install_build, "_site_packages", lambda: site)
+    installer(venv, "uninstall", venv)
     return tmp_path
 
 
-def _build_dir(folder: Path, wheel: Path, sha: str | None = None, channel: str = "release", python: str = TAG) -> Path:
-    pin = mf.Pin("torch", "2.14.1+cpu", wheel.name, wheel.resolve().as_uri(), sha or fakes.sha256(wheel), python=python)
+def installer(venv: Path, *args: object) -> subprocess.CompletedProcess[str]:
+    """``python install_build.py ARGS`` with the virtualenv's python, as asv's install and uninstall commands run it."""
+    return subprocess.run([str(venv / "bin" / "python"), str(INSTALLER), *map(str, args)], capture_output=True, text=True)
+
+
+def install(venv: Path, build_dir: Path) -> subprocess.CompletedProcess[str]:
+    return installer(venv, "install", build_dir, venv, ROOT / "src")
+
+
+def imported(venv: Path) -> str:
+    """What ``import torch`` finds in the virtualenv: the build's MARKER, or the error's last line."""
+    done = subprocess.run([str(venv / "bin" / "python"), "-c", "import torch; print(torch.MARKER)"],
+                          capture_output=True, text=True)
+    return done.stdout.strip() or done.stderr.strip().splitlines()[-1]
+
+
+def _build_dir(folder: Path, wheel: Path, sha: str | None = None, channel: str = "release") -> Path:
+    pin = mf.Pin("torch", "2.14.1+cpu", wheel.name, wheel.resolve().as_uri(), sha or fakes.sha256(wheel), python=TAG)
     build = mf.Build("2.14.1", "2.14.1", "2026-09-30T00:00:00Z", "f" * 40, "release", {"linux-x86_64-cpu": [pin]})
     folder.mkdir(parents=True)
     (folder / "build.json").write_text(timeline.build_record(channel, build))
@@ -44,51 +72,45 @@ def _wheel(folder: Path, marker: str) -> Path:
     return fakes.make_wheel(folder, "torch", "2.14.1+cpu", python=TAG, module=f"MARKER = {marker!r}\n")
 
 
-def test_install_once_then_switch_by_pth(cache):
-    build_dir = _build_dir(cache / "b1", _wheel(cache / "w1", "first"))
-    env = cache / "env"
-    env.mkdir()
-    src = Path(__file__).resolve().parents[1] / "src"
-    first = install_build.install(build_dir, env, src)
-    assert first.startswith("mpsbench: installed torch 2.14.1 (linux-x86_64-cpu)")
-    pth = (cache / "site-packages" / install_build.PTH_NAME).read_text().splitlines()
-    assert pth[1] == str(src)
-    assert (Path(pth[0]) / "torch" / "__init__.py").read_text() == "MARKER = 'first'\n"
-    again = install_build.install(build_dir, env, src)
-    assert again.startswith("mpsbench: switched to cached torch 2.14.1")
-    assert json.loads((env / "mpsbench-build.json").read_text())["fresh"] is False
-    install_build.uninstall(env)
-    assert not (cache / "site-packages" / install_build.PTH_NAME).exists()
+def test_install_once_then_switch_by_pth(cache, venv):
+    first_build = _build_dir(cache / "b1", _wheel(cache / "w1", "first"))
+    second_build = _build_dir(cache / "b2", _wheel(cache / "w2", "second"), channel="nightly")
+    first = install(venv, first_build)
+    assert first.returncode == 0, first.stderr
+    assert first.stdout.startswith("mpsbench: installed torch 2.14.1 (linux-x86_64-cpu)")
+    assert imported(venv) == "first"
+    assert install(venv, second_build).returncode == 0 and imported(venv) == "second"
+    again = install(venv, first_build)
+    assert again.stdout.startswith("mpsbench: switched to cached torch 2.14.1") and imported(venv) == "first"
+    assert json.loads((venv / "mpsbench-build.json").read_text())["fresh"] is False
+    assert installer(venv, "uninstall", venv).returncode == 0
+    assert imported(venv) == "ModuleNotFoundError: No module named 'torch'"
 
 
-def test_a_checksum_mismatch_installs_nothing(cache):
+def test_a_checksum_mismatch_installs_nothing(cache, venv):
     build_dir = _build_dir(cache / "b1", _wheel(cache / "w1", "x"), sha="0" * 64)
-    with pytest.raises(install_build.InstallError, match=r"does not match the pinned 0{64}; refusing to install"):
-        install_build.install(build_dir, cache, cache)
-    assert not (cache / "site-packages" / install_build.PTH_NAME).exists()
+    done = install(venv, build_dir)
+    assert done.returncode == 1 and "does not match the pinned " + "0" * 64 + "; refusing to install" in done.stderr
+    assert imported(venv) == "ModuleNotFoundError: No module named 'torch'"
     assert not list((cache / "cache" / "wheels").glob("*/*.whl"))
     assert not (cache / "cache" / "builds").exists() or not any((cache / "cache" / "builds").glob("*/.complete"))
 
 
-def test_a_failed_pip_install_leaves_no_cache_entry(cache, monkeypatch):
-    build_dir = _build_dir(cache / "b1", _wheel(cache / "w1", "x"))
-
-    class Failed:
-        returncode, stdout, stderr = 1, "", "ERROR: no space left on device"
-
-    monkeypatch.setattr(install_build.subprocess, "run", lambda *a, **k: Failed())
-    with pytest.raises(install_build.InstallError, match="no space left on device"):
-        install_build.install(build_dir, cache, cache)
+def test_a_failed_pip_install_leaves_no_cache_entry(cache, venv):
+    wheel = _wheel(cache / "w1", "x")
+    wheel.write_bytes(b"not a zip archive")  # its checksum is pinned: pip is what fails
+    done = install(venv, _build_dir(cache / "b1", wheel))
+    assert done.returncode == 1 and done.stderr.startswith("mpsbench: error: pip could not install the build: ")
     builds = cache / "cache" / "builds"
     assert [p.name for p in builds.iterdir()] == [p.name for p in builds.glob("*.lock")]  # no folder, no staging
+    assert imported(venv) == "ModuleNotFoundError: No module named 'torch'"
 
 
-def test_no_wheel_for_this_platform_is_a_clear_error(cache, monkeypatch):
+def test_no_wheel_for_this_platform_is_a_clear_error(cache, venv, monkeypatch):
     monkeypatch.setenv(install_build.PLATFORM_ENV, "macos-arm64")
-    build_dir = _build_dir(cache / "b1", _wheel(cache / "w1", "x"))
-    expected = r"pins no torch wheel for cp\d+ on macos-arm64 \(pinned platforms: linux-x86_64-cpu\)"
-    with pytest.raises(install_build.InstallError, match=expected):
-        install_build.install(build_dir, cache, cache)
+    done = install(venv, _build_dir(cache / "b1", _wheel(cache / "w1", "x")))
+    expected = r"pins no torch wheel for cp\d+ on macos-arm64 \(pinned platforms: linux-x86_64-cpu\)\n$"
+    assert done.returncode == 1 and re.search(expected, done.stderr) and done.stderr.count("\n") == 1
 
 
 def test_a_local_wheelhouse_is_searched_by_file_name(cache, monkeypatch):
@@ -100,16 +122,16 @@ def test_a_local_wheelhouse_is_searched_by_file_name(cache, monkeypatch):
     assert stored.read_bytes() == wheel.read_bytes() and stored.parent.name == pin["sha256"]
 
 
-def test_a_stored_wheel_changed_after_its_check_is_refused_at_install(cache):
+def test_a_stored_wheel_changed_after_its_check_is_refused_at_install(cache, venv):
     wheel = _wheel(cache / "w1", "good")
     build_dir = _build_dir(cache / "b1", wheel)
     pin = json.loads((build_dir / "build.json").read_text())["pins"]["linux-x86_64-cpu"][0]
     stored = install_build.fetch_wheel(pin)  # checked and stored
     tampered = _wheel(cache / "w2", "tampered")
     stored.write_bytes(tampered.read_bytes())  # someone replaces the store's copy
-    with pytest.raises(install_build.InstallError, match=r"of the stored copy .* does not match the pinned"):
-        install_build.install(build_dir, cache / "env", cache)
-    assert not (cache / "site-packages" / install_build.PTH_NAME).exists()
+    done = install(venv, build_dir)
+    assert done.returncode == 1 and re.search(r"of the stored copy .* does not match the pinned", done.stderr)
+    assert imported(venv) == "ModuleNotFoundError: No module named 'torch'"
     assert not any((cache / "cache" / "builds").glob("*/.complete"))
 
 
@@ -122,38 +144,34 @@ def _chattr(flag: str, *paths: Path) -> bool:
     return subprocess.run(["chattr", flag, *map(str, paths)], capture_output=True).returncode == 0
 
 
-def test_an_immutable_cache_serves_its_installed_builds_and_refuses_others_in_one_line(cache):
-    env = cache / "env"
-    env.mkdir()
-    src = Path(__file__).resolve().parents[1] / "src"
+def test_an_immutable_cache_serves_its_installed_builds_and_refuses_others_in_one_line(cache, venv):
     installed = _build_dir(cache / "b1", _wheel(cache / "w1", "first"))
-    install_build.install(installed, env, src)
+    assert install(venv, installed).returncode == 0
     other = _build_dir(cache / "b2", _wheel(cache / "w2", "second"), channel="nightly")
     folders = [cache / "cache", cache / "cache" / "builds", cache / "cache" / "wheels"]
     if not _chattr("+i", *folders):
         pytest.skip("chattr +i is not available here")
     try:
-        again = install_build.install(installed, env, src)
-        assert again.startswith("mpsbench: switched to cached torch 2.14.1")
-        with pytest.raises(install_build.InstallError,
-                           match=r"^cannot write the build cache at .*; make it writable, or set MPSBENCH_CACHE"):
-            install_build.install(other, env, src)
+        again = install(venv, installed)
+        assert again.stdout.startswith("mpsbench: switched to cached torch 2.14.1") and imported(venv) == "first"
+        refused = install(venv, other)
+        assert refused.returncode == 1 and re.match(r"mpsbench: error: cannot write the build cache at .*; make it writable,"
+                                                    r" or set MPSBENCH_CACHE to a writable folder", refused.stderr)
+        assert refused.stderr.count("\n") == 1 and imported(venv) == "first"
     finally:
         _chattr("-i", *folders)
 
 
-def test_what_a_killed_install_left_is_removed_by_the_next_install(cache):
+def test_what_a_killed_install_left_is_removed_by_the_next_install(cache, venv):
     builds, wheels = cache / "cache" / "builds", cache / "cache" / "wheels"
     staging = builds / "0123456789abcdef0123.staging-x1y2"
     (staging / "tmp" / "pip-target-abc").mkdir(parents=True)
     (staging / "target" / "torch").mkdir(parents=True)
     fetch = wheels / "fetch-999999999-abc"  # no such process
     fetch.mkdir(parents=True)
-    install_build.install(_build_dir(cache / "b1", _wheel(cache / "w1", "x")), cache, cache)
+    assert install(venv, _build_dir(cache / "b1", _wheel(cache / "w1", "x"))).returncode == 0
     assert not staging.exists() and not fetch.exists()
     assert all((folder / ".complete").is_file() for folder in builds.iterdir() if folder.is_dir())  # only the build
-
-
 
 
 # --- refused before any download, and before anything is written ----------------------------------------------
@@ -167,8 +185,10 @@ def _raw_build_dir(folder: Path, pins: dict[str, list[dict[str, str]]]) -> Path:
     return folder
 
 
-def _nothing_written(cache: Path) -> bool:
-    return not (cache / "cache").exists() and not (cache / "site-packages" / install_build.PTH_NAME).exists()
+def _refused_whole(done: subprocess.CompletedProcess[str], cache: Path, venv: Path) -> bool:
+    """One line, exit 1, no download and nothing written: no cache, no build in the environment."""
+    return (done.returncode == 1 and done.stderr.count("\n") == 1 and not (cache / "cache").exists()
+            and imported(venv) == "ModuleNotFoundError: No module named 'torch'")
 
 
 GOOD = {"name": "torch", "version": "2.14.1", "filename": f"torch-2.14.1-{TAG}-{TAG}-manylinux_2_28_x86_64.whl",
@@ -189,33 +209,29 @@ GOOD = {"name": "torch", "version": "2.14.1", "filename": f"torch-2.14.1-{TAG}-{
     ],
     ids=["pinned-before-sets", "filename-climbs-out", "plain-http", "a-package-twice", "another-python", "another-os"],
 )
-def test_a_build_that_cannot_be_installed_whole_here_is_refused_before_any_download(cache, pins, said):
-    build_dir = _raw_build_dir(cache / "b", {"linux-x86_64-cpu": pins})
-    with pytest.raises(install_build.InstallError, match=said):
-        install_build.install(build_dir, cache / "env", cache)
-    assert _nothing_written(cache)  # the URL is unreachable: a download would have said so instead
+def test_a_build_that_cannot_be_installed_whole_here_is_refused_before_any_download(cache, venv, pins, said):
+    done = install(venv, _raw_build_dir(cache / "b", {"linux-x86_64-cpu": pins}))
+    assert re.search(said, done.stderr) and _refused_whole(done, cache, venv), done.stderr  # unreachable URL: not fetched
 
 
 def test_a_stored_wheel_is_never_looked_up_by_a_name_that_leaves_the_store(cache):
     with pytest.raises(install_build.InstallError, match=r"refusing the pin '\.\./x-1-py3-none-any\.whl'"):
         install_build.fetch_wheel({**GOOD, "filename": "../x-1-py3-none-any.whl"})
-    assert _nothing_written(cache)
+    assert not (cache / "cache").exists()
 
 
-def test_a_build_this_run_did_not_ask_for_is_refused_so_asv_cannot_install_it_instead(cache, monkeypatch):
+def test_a_build_this_run_did_not_ask_for_is_refused_so_asv_cannot_install_it_instead(cache, venv, monkeypatch):
     """asv's discovery tries every branch's newest build after a refused one (the 8.7 GB of issue 34)."""
     build_dir = _build_dir(cache / "b1", _wheel(cache / "w1", "asked"))
     asked = cache / "builds.txt"
     asked.write_text("a" * 40 + "\n")
-    monkeypatch.setenv(install_build.RUN_BUILDS_ENV, str(asked))
-    monkeypatch.setenv("ASV_COMMIT", "b" * 40)
-    with pytest.raises(install_build.InstallError, match=rf"not installing build release@2\.14\.1 \(bbbbbbbb\):"
-                                                          rf" this run measures only the builds in {asked}"):
-        install_build.install(build_dir, cache / "env", cache)
-    assert _nothing_written(cache)
+    monkeypatch.setenv(asv.RUN_BUILDS, str(asked))  # as every mpsbench command that runs asv sets it (asv.only)
+    monkeypatch.setenv("ASV_COMMIT", "b" * 40)  # as asv sets it for its install command
+    done = install(venv, build_dir)
+    said = rf"not installing build release@2\.14\.1 \(bbbbbbbb\): this run measures only the builds in {asked}\n$"
+    assert re.search(said, done.stderr) and _refused_whole(done, cache, venv), done.stderr
     asked.write_text("a" * 40 + "\n" + "b" * 12 + "\n")  # asked for (a hash file may hold prefixes)
-    (cache / "env").mkdir()
-    assert install_build.install(build_dir, cache / "env", cache).startswith("mpsbench: installed torch 2.14.1")
+    assert install(venv, build_dir).returncode == 0 and imported(venv) == "asked"
 
 
 def test_a_full_disk_while_storing_a_wheel_is_one_line_with_the_path_and_leaves_no_partial_copy(cache, monkeypatch):
@@ -243,21 +259,14 @@ def test_a_partial_copy_of_a_dead_process_is_removed_and_a_living_ones_kept(cach
     assert living.exists()
 
 
-def _machine(monkeypatch, system: str, tags_here: list, version: tuple[str, str]) -> None:
-    """This process as another machine: what packaging's sys_tags, sys.platform and the OS version say."""
+def _machine(monkeypatch, system: str, platforms: list[str], version: tuple[str, str]) -> None:
+    """This machine as another: the platform tags packaging finds, sys.platform and the OS version."""
     from packaging import tags
 
-    monkeypatch.setattr(tags, "sys_tags", lambda: iter(tags_here))
+    monkeypatch.setattr(tags, "platform_tags", lambda: iter(platforms))
     monkeypatch.setattr(install_build.sys, "platform", system)
     monkeypatch.setattr(install_build.platform, "mac_ver", lambda: (version[1], ("", "", ""), ""))
     monkeypatch.setattr(install_build.platform, "libc_ver", lambda: version)
-    monkeypatch.setattr(install_build, "_python_tag", lambda: "cp310")
-
-
-def _tags(platforms: list[str]) -> list:
-    from packaging import tags
-
-    return [*tags.cpython_tags((3, 10), platforms=platforms), *tags.compatible_tags((3, 10), platforms=platforms)]
 
 
 @pytest.mark.parametrize(
@@ -274,43 +283,39 @@ def _tags(platforms: list[str]) -> list:
 def test_a_wheel_a_mac_cannot_run_names_the_macos_it_needs(monkeypatch, filename, said):
     from packaging import tags
 
-    _machine(monkeypatch, "darwin", _tags(list(tags.mac_platforms((13, 6), "arm64"))), ("", "13.6"))
-    assert install_build.why_not_here([filename]) == (f"{filename} needs {said}" if said else None)
+    _machine(monkeypatch, "darwin", list(tags.mac_platforms((13, 6), "arm64")), ("", "13.6"))
+    assert install_build.why_not_here([filename], (3, 10)) == (f"{filename} needs {said}" if said else None)
 
 
 def test_a_wheel_for_a_newer_glibc_names_the_glibc_it_needs(monkeypatch):
     glibc_2_17 = [*(f"manylinux_2_{minor}_x86_64" for minor in range(17, 4, -1)), "manylinux2014_x86_64", "manylinux1_x86_64"]
-    _machine(monkeypatch, "linux", _tags(glibc_2_17), ("glibc", "2.17"))
+    _machine(monkeypatch, "linux", glibc_2_17, ("glibc", "2.17"))
     wheel = "torch-2.15.0-cp310-cp310-manylinux_2_28_x86_64.whl"
-    assert install_build.why_not_here([wheel]) == f"{wheel} needs glibc 2.28 or newer (this machine has glibc 2.17)"
-    assert install_build.why_not_here(["torch-1.13.1-cp310-cp310-manylinux1_x86_64.whl"]) is None
+    assert install_build.why_not_here([wheel], (3, 10)) == f"{wheel} needs glibc 2.28 or newer (this machine has glibc 2.17)"
+    assert install_build.why_not_here(["torch-1.13.1-cp310-cp310-manylinux1_x86_64.whl"], (3, 10)) is None
 
 
-def test_asv_environments_get_the_pinned_psutil_hash_checked(cache, monkeypatch):
-    assert install_build.ensure_suite_needs("linux-x86_64-cpu") == ""  # importable here: nothing to install, no pip call
-    import importlib.util
-
-    real = importlib.util.find_spec
-    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "psutil" else real(name, *a))
-    wheel = fakes.make_wheel(cache, "psutil", "7.2.2", python="cp36", platform="manylinux_2_12_x86_64")
+def test_asv_environments_get_the_pinned_psutil_hash_checked(cache, tmp_path):
+    """The installer's own import (psutil) comes as a build's wheels do: from the store, checked, pip --require-hashes."""
+    env = tmp_path / "needs-env"
+    subprocess.run([sys.executable, "-m", "venv", str(env)], check=True, capture_output=True)
+    wheel = fakes.make_wheel(cache, "psutil", "7.2.2", python="py3", platform="manylinux_2_12_x86_64",
+                             module="__version__ = 'stand-in'\n")
     pin = {"name": "psutil", "version": "7.2.2", "filename": wheel.name, "url": wheel.resolve().as_uri(),
            "sha256": fakes.sha256(wheel)}
-    monkeypatch.setitem(install_build.SUITE_NEEDS, "linux-x86_64-cpu", pin)
-    asked = []
 
-    def pip(*args: str, tmp: Path | None = None) -> object:
-        asked.append((args, Path(args[args.index("-r") + 1]).read_text()))
-        return type("Done", (), {"returncode": 0, "stdout": "", "stderr": ""})()
+    def needs(pinned: dict[str, str]) -> str:
+        script = (f"import sys; sys.path.insert(0, {str(INSTALLER.parent)!r}); import install_build as b;"
+                  f" b.SUITE_NEEDS['linux-x86_64-cpu'] = {pinned!r}; print(b.ensure_suite_needs('linux-x86_64-cpu'))")
+        return subprocess.run([str(env / "bin" / "python"), "-c", script], capture_output=True, text=True).stdout
 
-    monkeypatch.setattr(install_build, "_pip", pip)
-    assert install_build.ensure_suite_needs("linux-x86_64-cpu") == ""
-    (args, requirements), = asked
-    assert {"--no-deps", "--require-hashes", "--no-index"} <= set(args)
-    stored = cache / "cache" / "wheels" / pin["sha256"] / wheel.name  # checked into the store first
-    assert requirements == f"{stored.as_uri()} --hash=sha256:{pin['sha256']}\n" and stored.is_file()
-    monkeypatch.setitem(install_build.SUITE_NEEDS, "linux-x86_64-cpu", {**pin, "sha256": "0" * 64})
-    said = install_build.ensure_suite_needs("linux-x86_64-cpu")
-    assert said.startswith("; psutil not installed (") and "does not match the pinned 0000" in said and len(asked) == 1
+    said = needs({**pin, "sha256": "0" * 64})  # a wheel that is not the pinned one: nothing installed, and why
+    assert said.startswith("; psutil not installed (") and "does not match the pinned 0000" in said
+    assert needs(pin) == "\n"
+    found = subprocess.run([str(env / "bin" / "python"), "-c", "import psutil; print(psutil.__version__)"],
+                           capture_output=True, text=True)
+    assert found.stdout == "stand-in\n"
+    assert needs(pin) == "\n" and (cache / "cache" / "wheels" / pin["sha256"] / wheel.name).is_file()
 
 
 @pytest.mark.slow

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 from benchmarks import benchmark_compile, benchmark_modern
+from tools import compile_probe
 
 from mpsbench.measure import compiled, llm, models, suite, workloads
 
@@ -118,3 +119,13 @@ def test_the_compiled_mlp_trains_and_its_compile_time_is_its_first_call():
     assert first > 0
     bench.setup("cpu", "mlp")  # asv's next sample: the cached workload, no second compile
     assert bench.track_compile_seconds("cpu", "mlp") == first
+
+
+@pytest.mark.parametrize(("device", "says"), [("tpu", "unknown device 'tpu'; choose one of: cpu, mps, cuda"),
+                                              ("cuda", "cuda is not usable here")])
+def test_the_compile_probe_refuses_a_device_it_cannot_compile_for_in_one_line(device, says, capsys):
+    if device == "cuda" and torch.cuda.is_available():
+        pytest.skip("a CUDA device is present: the probe would run")
+    assert compile_probe.main(["--device", device, "mlp"]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == "" and captured.err.count("\n") == 1 and says in captured.err

@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 from asv.benchmarks import Benchmarks
 
+from mpsbench.core import asv
 from mpsbench.measure import devices, llm, maxbatch, ops, preselect, selection, suite, workloads
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -114,9 +115,11 @@ def test_the_selection_table_has_one_rule_for_each_parameterized_class_and_no_ot
 def test_asvs_own_matcher_selects_exactly_the_combinations_that_run(discovered, monkeypatch):
     monkeypatch.delenv(selection.FULL_SWEEP_ENV, raising=False)
     monkeypatch.delenv(selection.DEVICES_ENV, raising=False)
-    pattern, count, total = preselect.pattern(BENCHMARKS)
-    runs = {c.name for c in preselect.combinations(discovered) if c.reason is None}
-    assert count == len(runs) and total > count
+    found = preselect.combinations(discovered)
+    selected = preselect.selected(found)
+    pattern = asv.pattern(selected)
+    runs = {c.name for c in found if c.reason is None}
+    assert len(selected) == len(runs) and len(found) > len(selected)
     dicts = [{"name": b.name, "params": b.params} for b in discovered]
     conf = type("Conf", (), {"benchmark_dir": str(BENCHMARKS)})()
     chosen = Benchmarks(conf, dicts, regex=[pattern])
@@ -193,20 +196,23 @@ def test_the_device_is_found_by_its_param_name_wherever_it_stands(monkeypatch):
     }
 
 
-def test_a_pattern_with_nothing_in_it_is_refused_in_one_line():
+def test_a_selection_with_nothing_in_it_is_refused_in_one_line_and_the_pattern_names_exactly_its_names():
+    left_out = [preselect.Combination("a.b(1, 'x')", "too big")]
     with pytest.raises(preselect.PreselectError, match="no benchmark combination runs"):
-        preselect.regex([])
-    assert re.fullmatch(preselect.regex(["a.b(1, 'x')"]), "a.b(1, 'x')")
-    assert not re.search(preselect.regex(["a.b"]), "a.b(1, 'x')")  # a bare name selects no combination
+        preselect.selected(left_out)
+    with pytest.raises(preselect.PreselectError, match=r"no benchmark combination runs .* and -b c"):
+        preselect.selected([preselect.Combination("a.b(1, 'x')", None)], ["c"])
+    assert re.fullmatch(asv.pattern(["a.b(1, 'x')"]), "a.b(1, 'x')")
+    assert not re.search(asv.pattern(["a.b"]), "a.b(1, 'x')")  # a bare name selects no combination
 
 
 def test_the_command_line_prints_the_pattern_and_refuses_a_folder_that_is_no_suite(tmp_path):
     mpsbench = [sys.executable, "-m", "mpsbench.cli"]
-    done = subprocess.run([*mpsbench, "preselect"], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    done = subprocess.run([*mpsbench, "preselect"], cwd=ROOT, capture_output=True, text=True, timeout=900)
     assert done.returncode == 0, done.stderr
     assert done.stdout.startswith("^(?:") and "asv will run" in done.stderr
     done = subprocess.run([*mpsbench, "preselect", "--benchmark-dir", str(tmp_path)], cwd=ROOT,
-                          capture_output=True, text=True, timeout=300)
+                          capture_output=True, text=True, timeout=900)
     assert done.returncode == 2
     assert done.stderr == f"mpsbench: error: {tmp_path} is not a benchmark package (no __init__.py); pass the suite's\n"
 

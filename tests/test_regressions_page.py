@@ -1,7 +1,7 @@
 """The Regressions page after a real ``asv publish`` of a real two-release run: judged rows, every channel, PyTorch links.
 
 The results are the ones recorded by README's main command on the project's
-2-core VM under load (docs/results/cpu-2026-11-23/main-command: 2.13.0 and
+2-core VM under load (docs/results/cpu-2026-11-23.md, kept in tests/data/recorded: 2.13.0 and
 2.14.1), re-keyed onto a small timeline whose build.json records carry the two
 releases' real upstream ``git_version``s, plus a channel ``exam`` with a build
 of 2.14.1's upstream commit (a root of its own) and no results on the machine. asv's own page
@@ -24,15 +24,16 @@ import time
 from pathlib import Path
 
 import pytest
-from tests import fakes
+from tests import asvresults, fakes
 
-from mpsbench.builds import pytorch_links
-from mpsbench.regressions import factor, thresholds
+from mpsbench.builds import timeline
+from mpsbench.core import asvconf
+from mpsbench.regressions import rule
 from mpsbench.results import recorded
-from mpsbench.site import regressions_page, site_assets
+from mpsbench.site import pytorch_links, regressions_page, site_assets
 
 ROOT = Path(__file__).resolve().parents[1]
-RUN = ROOT / "docs" / "results" / "cpu-2026-11-23"
+RUN = asvresults.RECORDED / "cpu-2026-11-23"
 MACHINE = "debian-x86-64-2cpu"
 RECORDED = {"e8fbb5a5ef7979c46a02c4f4573b4638e100b41e": ("2.13.0", "cf30153c4c131c8164ee7798e5022d810682e2cb"),
             "58d72ce060b2bdba9b29c5fe00aa3685dea0db6e": ("2.14.1", "5c4886908584029761b579af026dcfb627c84070")}
@@ -56,21 +57,22 @@ def site(tmp_path_factory):
     results = tmp / "results"
     (results / MACHINE).mkdir(parents=True)
     shutil.copy(RUN / "benchmarks.json", results / "benchmarks.json")
-    shutil.copy(RUN / "main-command" / "machine.json", results / MACHINE / "machine.json")
-    for path in (RUN / "main-command").glob("*-virtualenv-*.json"):
+    shutil.copy(RUN / MACHINE / "machine.json", results / MACHINE / "machine.json")
+    for path in (RUN / MACHINE).glob("*-virtualenv-*.json"):
         data = json.loads(path.read_text())
         data["commit_hash"] = rekey[data["commit_hash"]]
         (results / MACHINE / f"{data['commit_hash'][:8]}{path.name[8:]}").write_text(json.dumps(data))
-    config = factor.read_config(ROOT / "asv.conf.json")
+    config = asvconf.load(ROOT / "asv.conf.json").raw
     config.update(repo=str(repo), branches=["release", "exam"], results_dir=str(results), html_dir=str(tmp / "html"),
                   env_dir=str(tmp / "env"), benchmark_dir=str(ROOT / "benchmarks"))
     (tmp / "asv.conf.json").write_text(json.dumps(config))
     done = subprocess.run([*ASV, "publish", "--config", str(tmp / "asv.conf.json")], cwd=tmp,
-                          env=dict(os.environ, HOME=str(tmp)), capture_output=True, text=True, timeout=300)
+                          env=dict(os.environ, HOME=str(tmp)), capture_output=True, text=True, timeout=900)
     assert done.returncode == 0, done.stdout + done.stderr
     asv_own = json.loads((tmp / "html" / "regressions.json").read_text())["regressions"]
-    assert regressions_page.main([str(tmp / "html"), "--config", str(tmp / "asv.conf.json")]) == 0
-    assert pytorch_links.main([str(tmp / "html"), "--config", str(tmp / "asv.conf.json")]) == 0
+    conf = asvconf.load(tmp / "asv.conf.json")
+    regressions_page.judge_site(tmp / "html", conf.results, conf.thresholds)
+    pytorch_links.rewrite(tmp / "html", timeline.Reader(conf.repo))
     return tmp, asv_own, list(rekey.values())
 
 
@@ -87,17 +89,17 @@ def test_only_jumps_that_hold_up_by_the_rows_own_rule_stay_on_the_page(site):
     leaks = [j for j in judged if ".track_leak(" in j["benchmark"]]
     assert leaks and all(j["verdict"] == "below floor" for j in leaks)
     # asv calls a higher throughput a regression; and a rate's bare median judges nothing
-    rates = [j for j in judged if j["unit"] in thresholds.HIGHER_IS_BETTER]
+    rates = [j for j in judged if rule.unit(j["unit"]).higher_is_better]
     assert rates and all(j["verdict"] == "no statistics" for j in rates)
     assert {j["verdict"] for j in judged} >= {"slower", "below floor", "noisy", "no statistics"}
     # and each kept one is what the rule says from the recorded statistics
     found = recorded.load(tmp / "results")
     rows = {row.entry: row for table in found.values.values() for row in table}
-    rules = thresholds.Rules.from_config(tmp / "asv.conf.json")
+    rules = asvconf.load(tmp / "asv.conf.json").thresholds
     for j in slower:
         row = rows[j["benchmark"]]
         old, new = found.get(MACHINE, commits[0], row), found.get(MACHINE, commits[1], row)
-        assert thresholds.judge(rules, j["benchmark"], j["unit"], old, new).slower  # type: ignore[arg-type]
+        assert rule.judge(rules, j["benchmark"], j["unit"], old, new).slower  # type: ignore[arg-type]
 
 
 def test_a_channel_without_results_leaves_every_regression_under_its_own_branch(site):
@@ -152,12 +154,12 @@ def _requests_until(browser, prefix: str, seconds: float = 20) -> list[str]:
 
 @pytest.mark.slow
 @pytest.mark.skipif(not CHROMIUM.exists(), reason=f"{CHROMIUM} is absent: install Debian's chromium package")
-def test_in_a_browser_the_regressions_page_lists_rows_and_its_links_reach_pytorch(site, tmp_path):
+def test_in_a_browser_the_regressions_page_lists_rows_and_its_links_reach_pytorch(site, tmp_path, npm_cache):
     from tests.test_site_browser import DevTools, _LoggingHandler
 
     tmp, _, commits = site
     html = tmp / "html"
-    site_assets.make_offline(html, ROOT / site_assets.CACHE)
+    site_assets.make_offline(html, npm_cache)
     handler = type("Handler", (_LoggingHandler,), {"requested": []})
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(handler, directory=str(html)))
     threading.Thread(target=server.serve_forever, daemon=True).start()
@@ -167,7 +169,7 @@ def test_in_a_browser_the_regressions_page_lists_rows_and_its_links_reach_pytorc
         browser.send("Network.setBlockedURLs", urls=["*github.com*"])  # see where a link goes without going
         base = f"http://127.0.0.1:{server.server_address[1]}"
         browser.send("Page.navigate", url=f"{base}/index.html#regressions")
-        rows = browser.wait_for("document.querySelectorAll('#regressions-body tbody tr').length", 60)
+        rows = browser.wait_for("document.querySelectorAll('#regressions-body tbody tr').length", 300)
         kept = json.loads((html / "regressions.json").read_text())["regressions"]
         assert rows == sum(len(entry[6]) for entry in kept)
         links = browser.evaluate("Array.from(document.querySelectorAll('#regressions-body a'))"

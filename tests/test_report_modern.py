@@ -1,4 +1,4 @@
-"""The figures page's compile and tokens/s sections, from the H100 run's real asv results (docs/results)."""
+"""The figures page's compile and tokens/s sections, from the H100 runs' real asv results (tests/data/recorded)."""
 
 from __future__ import annotations
 
@@ -7,9 +7,11 @@ import math
 import shutil
 from pathlib import Path
 
+from tests import asvresults
+
 from mpsbench.site import figures, report, throughput
 
-RUN = Path(__file__).resolve().parents[1] / "docs" / "results" / "h100-2026-11-23-issue21"
+RUN = asvresults.RECORDED / "h100-2026-11-23-issue21"
 
 
 def test_tokens_per_second_is_the_inverse_of_the_decode_time_and_compile_needs_an_eager_twin(tmp_path):
@@ -51,13 +53,13 @@ def test_the_compile_figure_draws_each_pair_with_its_speedup(tmp_path):
     assert (tmp_path / "compile.png").stat().st_size > 0
 
 
-def test_python_m_report_draws_the_compile_pairs_of_the_asv_run_on_the_h100(tmp_path):
-    # Run as a module (as scripts/publish does): the compile and tokens sections must still be recognised.
+def test_the_report_command_draws_the_compile_pairs_of_the_asv_run_on_the_h100(tmp_path):
+    # Run as the command, in a process of its own: the compile and tokens sections must still be recognised.
     import subprocess
     import sys
 
-    run = RUN.parent / "h100-2026-11-23-issue21-asv" / "results"
-    done = subprocess.run([sys.executable, "-m", "mpsbench.site.report", str(run), str(tmp_path / "out")],
+    run = asvresults.RECORDED / "h100-2026-11-23-issue21-asv"
+    done = subprocess.run([str(Path(sys.executable).with_name("mpsbench")), "report", str(run), str(tmp_path / "out")],
                           capture_output=True, text=True)
     assert done.returncode == 0, done.stderr[-2000:]
     summary = (tmp_path / "out" / "summary.md").read_text()

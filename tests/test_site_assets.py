@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import io
+import re
 import shutil
 import subprocess
 import sys
@@ -143,9 +144,9 @@ def test_an_unknown_external_url_names_itself(fake_site):
         site_assets.make_offline(html, cache)
 
 
-def test_the_command_reports_a_missing_site_in_one_line(tmp_path, capsys):
-    assert site_assets.main([str(tmp_path)]) == 2
-    assert capsys.readouterr().err == f"mpsbench: error: {tmp_path} holds no index.html: run `asv publish` first\n"
+def test_a_missing_site_is_one_line(tmp_path):
+    with pytest.raises(SiteAssetError, match=f"^{tmp_path} holds no index.html: run `asv publish` first$"):
+        site_assets.make_offline(tmp_path)
 
 
 def test_the_navbar_link_is_added_once_after_the_regressions_tab(tmp_path):
@@ -157,33 +158,39 @@ def test_the_navbar_link_is_added_once_after_the_regressions_tab(tmp_path):
     assert text.index('id="nav-li-regressions"') < text.index('href="mpsbench/summary.html"')
 
 
-def test_asvs_own_pages_become_self_contained_from_the_npm_registry(tmp_path):
-    """The real libraries (npm registry, or the tarball cache a previous run filled)."""
+def local_loads(page: Path) -> dict[str, str]:
+    """The page's scripts and stylesheets loaded from the site itself: path -> integrity attribute."""
+    return dict(re.findall(r'(?:src|href)="([^":]+)" integrity="([^"]+)"', page.read_text()))
+
+
+def test_asvs_own_pages_become_self_contained_from_the_npm_registry(tmp_path, npm_cache):
+    """The real libraries (npm registry, or the tarballs an earlier test of this run fetched)."""
     site = tmp_path / "html"
     shutil.copytree(ASV_WWW, site)
     pinned = {load.url: load.integrity for page in site_assets.pages(site) for load in site_assets.external_loads(page)}
-    site_assets.make_offline(site, ROOT / site_assets.CACHE)
+    written = site_assets.make_offline(site, npm_cache)
     assert [load for page in site_assets.pages(site) for load in site_assets.external_loads(page)] == []
-    index = (site / "index.html").read_text()
-    for url, asset in site_assets.ASSETS.items():
-        local = site / site_assets._local_path(asset)
-        data = local.read_bytes()
-        algorithm = pinned[url].split("-", 1)[0]
-        if not asset.substitute:  # the very bytes asv's page pins
-            assert _sri(data, algorithm) == pinned[url], url
-        assert f'"{site_assets._local_path(asset)}" integrity="{_sri(data, algorithm)}"' in index
-        for companion in asset.companions:
-            assert (site / site_assets._local_path(asset, companion)).stat().st_size > 0
+    local = local_loads(site / "index.html")
+    assert len(local) == len(site_assets.ASSETS)  # every library, now from the site
+    for path, integrity in local.items():  # each tag vouches for the bytes it loads
+        assert _sri((site / path).read_bytes(), integrity.split("-", 1)[0]) == integrity, path
+    unchanged = {pinned[url] for url, asset in site_assets.ASSETS.items() if not asset.substitute}
+    assert unchanged <= set(local.values())  # the very bytes asv's page pins
+    companions = sum(len(asset.companions) for asset in site_assets.ASSETS.values())
+    assert len(written) == len(site_assets.ASSETS) + companions
+    assert all((site / path).stat().st_size > 0 for path in written)
 
 
-def test_the_publish_step_runs_without_node_on_path(tmp_path):
-    """The site step as scripts/publish runs it, with every folder holding node or npm taken off PATH."""
+def test_the_publish_step_runs_without_node_on_path(tmp_path, npm_cache):
+    """The site step as mpsbench publish runs it, with every folder holding node or npm taken off PATH."""
     site = tmp_path / "html"
     shutil.copytree(ASV_WWW, site)
     env = without_node(tmp_path / "bin")
     probe = "import shutil, sys; sys.exit(shutil.which('node') or shutil.which('npm'))"
     assert subprocess.run([sys.executable, "-c", probe], env=env).returncode == 0  # no Node to be found
-    done = subprocess.run([sys.executable, "-m", "mpsbench.site.site_assets", str(site), "--cache", str(ROOT / site_assets.CACHE),
-                           "--link", "Figures=mpsbench/summary.html"], env=env, cwd=ROOT, capture_output=True, text=True)
+    step = ("import sys; from pathlib import Path; from mpsbench.site import site_assets;"
+            " site_assets.make_offline(Path(sys.argv[1]), Path(sys.argv[2]))")
+    done = subprocess.run([sys.executable, "-c", step, str(site), str(npm_cache)], env=env, cwd=ROOT,
+                          capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     assert [load for page in site_assets.pages(site) for load in site_assets.external_loads(page)] == []

@@ -12,7 +12,6 @@ script failed, and no request left localhost.
 from __future__ import annotations
 
 import base64
-import contextlib
 import fcntl
 import functools
 import http.server
@@ -20,7 +19,6 @@ import json
 import os
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 from collections.abc import Iterator
@@ -30,8 +28,9 @@ from urllib.parse import urlsplit
 
 import pytest
 from tests import fakes
+from tests.test_site_assets import local_loads
 
-from mpsbench.regressions import factor
+from mpsbench.core import asvconf
 from mpsbench.site import site_assets
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -50,10 +49,10 @@ pytestmark = [
 
 
 @pytest.fixture(scope="module")
-def published(tmp_path_factory: pytest.TempPathFactory) -> Path:
+def published(tmp_path_factory: pytest.TempPathFactory, npm_cache: Path) -> Path:
     """A site published from one real asv result, made self-contained."""
     tmp = tmp_path_factory.mktemp("site")
-    config = factor.read_config(ROOT / "asv.conf.json")
+    config = asvconf.load(ROOT / "asv.conf.json").raw
     branch = str(config.get("branches", ["main"])[0])
     timeline = tmp / "timeline"
     timeline.mkdir()
@@ -75,7 +74,7 @@ def published(tmp_path_factory: pytest.TempPathFactory) -> Path:
     publish = subprocess.run([*ASV, "publish", "--config", str(conf)], cwd=tmp, env=env, capture_output=True,
                              text=True, timeout=600)
     assert publish.returncode == 0, publish.stdout + publish.stderr
-    site_assets.make_offline(tmp / "html", ROOT / site_assets.CACHE)
+    site_assets.make_offline(tmp / "html", npm_cache)
     return tmp / "html"
 
 
@@ -173,7 +172,10 @@ class DevTools:
         return self.send("Runtime.evaluate", expression=expression, returnByValue=True)["result"].get("value")
 
     def wait_for(self, expression: str, seconds: float) -> Any:
-        """Poll a JavaScript expression until it is truthy (the page loads data asynchronously)."""
+        """Poll a JavaScript expression until it is truthy (the page loads data asynchronously).
+
+        It returns as soon as the page is ready: ``seconds`` is only the bound a heavily loaded machine may need.
+        """
         deadline = time.monotonic() + seconds
         while time.monotonic() < deadline:
             value = self.evaluate(expression)
@@ -200,25 +202,6 @@ class DevTools:
         return [event["params"] for event in self.events if event.get("method") == method]
 
 
-@contextlib.contextmanager
-def browsing(html: Path) -> Iterator[tuple[DevTools, str]]:
-    """A fresh headless Chromium with a page open, and the address of a local http.server of ``html``.
-
-    For the scripts that keep screenshots of recorded sites (docs/results/*/screenshot.py).
-    """
-    handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(html))
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    with tempfile.TemporaryDirectory() as profile:
-        browser = DevTools(Path(profile))
-        try:
-            browser.open_page()
-            yield browser, f"http://127.0.0.1:{server.server_port}"
-        finally:
-            browser.close()
-            server.shutdown()
-
-
 @pytest.fixture
 def chromium(tmp_path: Path) -> Iterator[DevTools]:
     browser = DevTools(tmp_path / "profile")  # a fresh profile: no cache, no state
@@ -229,12 +212,12 @@ def chromium(tmp_path: Path) -> Iterator[DevTools]:
         browser.close()
 
 
-def test_a_published_graph_renders_offline_with_every_request_on_localhost(served, chromium, tmp_path):
+def test_a_published_graph_renders_offline_with_every_request_on_localhost(published, served, chromium, tmp_path):
     base, requested = served
     chromium.send("Page.navigate", url=f"{base}/index.html{GRAPH_HASH}")
-    plotted = chromium.wait_for("document.querySelectorAll('#graph-display canvas.flot-base').length", 60)
+    plotted = chromium.wait_for("document.querySelectorAll('#graph-display canvas.flot-base').length", 300)
     # let the last requests land before reading the log
-    chromium.wait_for("document.readyState === 'complete'", 10)
+    chromium.wait_for("document.readyState === 'complete'", 120)
     screenshot = tmp_path / "site.png"
     screenshot.write_bytes(base64.b64decode(chromium.send("Page.captureScreenshot", format="png")["data"]))
     if os.environ.get(SCREENSHOT_ENV):
@@ -255,7 +238,6 @@ def test_a_published_graph_renders_offline_with_every_request_on_localhost(serve
                 for event in chromium.of("Network.responseReceived")]
     assert (graph_json[0], 200) in answered, answered
     # the libraries came from the site itself, each one asked for
-    for asset in site_assets.ASSETS.values():
-        local = "/" + site_assets._local_path(asset)
-        assert local in paths, f"{local} was never requested"
+    for local in local_loads(published / "index.html"):
+        assert "/" + local in paths, f"{local} was never requested"
 

@@ -2,8 +2,8 @@
 
 torch 2.13.0+cpu comes from this machine's disk as a local wheel (no torchvision
 beside it, so vision models skip), torch 2.14.1 is the PyPI release (its wheels
-come from this machine's pip mirror or PyPI). Builds install once into the
-user's build cache (~/.cache/mpsbench), so a second run only switches .pth files.
+come from this machine's pip mirror or PyPI). Builds install into the test run's
+build cache (tests/conftest.py), never the user's ~/.cache/mpsbench.
 """
 
 from __future__ import annotations
@@ -49,8 +49,7 @@ def test_two_builds_run_and_publish_with_dates_and_tags(tmp_path):
     (tmp_path / "asv.conf.json").write_text(json.dumps(conf))
     home = tmp_path / "home"
     home.mkdir()
-    cache = os.environ.get("MPSBENCH_CACHE", str(Path.home() / ".cache" / "mpsbench"))
-    env = dict(os.environ, HOME=str(home), MPSBENCH_CACHE=cache)
+    env = dict(os.environ, HOME=str(home))  # MPSBENCH_CACHE: the run's build cache
     env.pop("MPSBENCH_FULL", None)
     subprocess.run([sys.executable, "-m", "mpsbench.cli", "machine", "--name", "ci"], env=env, check=True, capture_output=True)
 

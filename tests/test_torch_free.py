@@ -5,7 +5,7 @@ suite installed with ``--no-deps`` and requirements/torch-free.txt (every file
 checked by sha256), and no torch, as the nightly's hosted resolve and publish jobs have. The wheels come from a
 folder that this test fills with pip's own download (pip's cache serves it
 offline). Publishing runs ``scripts/publish`` itself over the recorded cpu
-results in docs/results, with every folder holding node or npm taken off PATH.
+results of docs/results/cpu-2026-11-23.md (tests/data/recorded), with every folder holding node or npm taken off PATH.
 """
 
 from __future__ import annotations
@@ -17,13 +17,14 @@ import sys
 from pathlib import Path
 
 import pytest
+from tests import asvresults
 from tests.test_nightly import resolve_arguments
 
 from mpsbench.builds import manifest as mf
 from mpsbench.site import site_assets
 
 ROOT = Path(__file__).resolve().parents[1]
-RESULTS = ROOT / "docs" / "results" / "cpu-2026-11-23"
+RESULTS = asvresults.RECORDED / "cpu-2026-11-23"
 MACHINE = "debian-x86-64-2cpu"  # the machine those results were recorded under
 COPIED = ("src", "scripts", "benchmarks", "builds", "asv.conf.json", "pyproject.toml", "README.md")
 
@@ -95,26 +96,20 @@ def test_the_cli_help_and_the_registry_need_no_torch(clone):
 @pytest.mark.slow
 def test_the_nightly_resolve_step_runs_without_torch(clone, tmp_path):
     args, fleet_manifest = resolve_arguments(tmp_path)
-    said = _run([str(clone / ".venv" / "bin" / "python"), "-m", "mpsbench.fleet.nightly", *args], cwd=clone)
+    said = _run([str(clone / ".venv" / "bin" / "mpsbench"), "nightly", *args], cwd=clone)
     assert "added nightly@2026-11-21" in said
     assert mf.load(fleet_manifest).find("nightly@2026-11-21") is not None
 
 
 @pytest.mark.slow
-def test_merge_and_publish_run_without_torch_and_without_node(clone, tmp_path):
-    source = tmp_path / "recorded"
-    (source / MACHINE).mkdir(parents=True)
-    shutil.copy2(RESULTS / "benchmarks.json", source / "benchmarks.json")
-    for path in (RESULTS / "main-command").glob("*.json"):
-        shutil.copy2(path, source / MACHINE / path.name)
+def test_merge_and_publish_run_without_torch_and_without_node(clone, tmp_path, npm_cache):
+    source = RESULTS
     bin_dir = clone / ".venv" / "bin"
     _run([str(bin_dir / "mpsbench"), "results", "merge", str(clone / ".asv" / "results"), str(source)], cwd=clone)
     assert len(list((clone / ".asv" / "results" / MACHINE).glob("*-virtualenv-*.json"))) == 2
     _run([str(bin_dir / "mpsbench"), "timeline", "generate"], cwd=clone)  # the hashes asv places results by
-    cache = ROOT / site_assets.CACHE  # filled by an earlier run, or fetched now over HTTPS
-    cache.mkdir(parents=True, exist_ok=True)
     (clone / ".asv").mkdir(exist_ok=True)
-    os.symlink(cache, clone / site_assets.CACHE)
+    os.symlink(npm_cache, clone / site_assets.CACHE)  # the run's tarballs, or fetched now over HTTPS
     said = _run([str(clone / "scripts" / "publish")], cwd=clone, env=without_node(tmp_path / "bin"))
     html = clone / ".asv" / "html"
     assert "site written to" in said

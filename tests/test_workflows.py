@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 import yaml
 
-from mpsbench.fleet import nightly
+from mpsbench import cli
 
 ROOT = Path(__file__).resolve().parents[1]
 WORKFLOWS = ROOT / ".github" / "workflows"
@@ -87,7 +87,7 @@ def test_every_script_the_workflows_call_exists_and_every_nightly_step_is_one_sc
     assert steps >= {"fetch", "resolve", "push", "bench", "collect", "publish", "alert", "bisect"}
     for step in steps:
         with pytest.raises(SystemExit) as exited:
-            nightly.build_parser().parse_args([step, "--help"])
+            cli.build_parser().parse_args(["nightly", step, "--help"])
         assert exited.value.code == 0, capsys.readouterr().err  # a step scripts/nightly knows
 
 
@@ -128,7 +128,7 @@ def test_every_job_names_its_own_least_permissions():
     allowed = {"bisect": {"contents": "read"}, "resolve": {"contents": "write"}, "bench": {"contents": "read"},
                "publish": {"contents": "write"}, "deploy": {"pages": "write", "id-token": "write"},
                "issue": {"issues": "write"},
-               "test": {"contents": "read"}, "macos": {"contents": "read"}}
+               "test": {"contents": "read"}, "macos": {"contents": "read"}, "tests": {"contents": "read"}}
     for path in FILES:
         data = _load(path)
         assert data["permissions"] == {}, path.name  # nothing by default
@@ -145,6 +145,14 @@ def test_the_macos_job_tests_times_a_tiny_selection_and_keeps_the_site():
     assert runs == ["scripts/test", ".venv/bin/mpsbench doctor", "scripts/tiny-bench"]
     upload = job["steps"][-1]
     assert upload["uses"].startswith("actions/upload-artifact@") and upload["with"]["path"] == ".asv/html"
+
+
+def test_pull_requests_run_the_default_tier_and_the_nightly_every_test():
+    pull_requests = _load(WORKFLOWS / "tests.yml")["jobs"]["test"]
+    nightly = _load(WORKFLOWS / "nightly.yml")["jobs"]["tests"]
+    assert [step["run"] for step in pull_requests["steps"] if "run" in step][-1] == ".ci/run"
+    assert [step["run"] for step in nightly["steps"] if "run" in step][-1] == ".ci/run --all"
+    assert nightly["container"] == pull_requests["container"] and "needs" not in nightly  # runs whatever the bench does
 
 
 def test_the_torch_free_jobs_install_no_torch():

@@ -13,7 +13,7 @@ from dataclasses import dataclass, replace
 
 from packaging.version import Version
 
-from mpsbench.builds import install_build, resolve, wheels
+from mpsbench.builds import install_build, resolve, timeline, wheels
 from mpsbench.builds import manifest as mf
 
 
@@ -75,6 +75,12 @@ def schedule(manifest: mf.Manifest, platform: str, here: str | None = None) -> l
     return planned
 
 
+def this_machine(manifest: mf.Manifest) -> tuple[str, list[Scheduled], list[str]]:
+    """This machine's platform, the runs of its default timeline it can make, and a line for each it cannot."""
+    platform, _ = rule_for(manifest, install_build.platform_candidates())
+    return platform, *runnable_here(schedule(manifest, platform), platform)
+
+
 def runnable_here(planned: list[Scheduled], platform: str) -> tuple[list[Scheduled], list[str]]:
     """The scheduled runs this machine can make, and a line for each it cannot (asked before any download).
 
@@ -109,3 +115,16 @@ def pin_pythons(manifest: mf.Manifest) -> dict[str, tuple[str, ...]]:
         if platform in manifest.defaults and manifest.defaults[platform].pythons else resolve.PYTHONS
         for platform in wheels.PLATFORMS
     }
+
+
+def pythons(planned: list[Scheduled]) -> list[str]:
+    """The Pythons a schedule runs, each once, in order: one asv run each."""
+    return list(dict.fromkeys(python for item in planned for python in item.pythons))
+
+
+def listing(platform: str, planned: list[Scheduled], generated: timeline.Generated) -> str:
+    """The default timeline of ``platform`` as ``mpsbench timeline default`` prints it."""
+    lines = [f"default timeline of {platform}: {len(planned)} builds"]
+    lines += [f"  {generated.commits[item.ref][:12]}  {item.ref:<16} torch {item.build.torch_version:<10}"
+              f" {item.build.date[:10]}  python {', '.join(item.pythons)}" for item in planned]
+    return "\n".join(lines)

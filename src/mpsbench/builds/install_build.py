@@ -38,10 +38,8 @@ PTH_NAME = "mpsbench_build.pth"
 CACHE_ENV = "MPSBENCH_CACHE"  # default: ~/.cache/mpsbench
 PLATFORM_ENV = "MPSBENCH_PLATFORM"  # force one of the manifest's platform keys
 WHEELHOUSE_ENV = "MPSBENCH_WHEELHOUSE"  # folders searched for pinned wheels, os.pathsep-separated
-# The timeline commits one asv run measures, a file of hashes (its HASHFILE), set by whoever runs asv. When a
-# build it asked for is refused, asv's benchmark discovery installs the newest build of every branch instead
-# (asv 0.6.6, Benchmarks._disc_benchmarks): with this set, any build not asked for is refused too, before a byte
-# is downloaded, and the run goes on with the builds it asked for.
+# The builds the running asv may install, a file of timeline hashes: mpsbench.core.asv.RUN_BUILDS, by name (this file
+# imports nothing of mpsbench), set by every mpsbench command that runs asv (asv.only). Any other build is refused.
 RUN_BUILDS_ENV = "MPSBENCH_RUN_BUILDS"
 _PSUTIL = "https://files.pythonhosted.org/packages/"
 # The suite's own import beside the build (pyproject's dependencies): psutil reads the cpu's memory on every

@@ -11,9 +11,7 @@ from __future__ import annotations
 
 import functools
 import json
-import os
 import re
-import tempfile
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
 from datetime import datetime, timezone
@@ -24,9 +22,9 @@ from packaging.utils import canonicalize_name, parse_wheel_filename
 from packaging.version import InvalidVersion, Version
 from pydantic import BeforeValidator, ConfigDict, Strict, TypeAdapter, ValidationError
 
-from mpsbench import command
 from mpsbench.builds.install_build import allowed_url, plain_wheel_name
 from mpsbench.builds.wheels import PLATFORMS
+from mpsbench.core import errors, files
 
 SCHEMA = 1
 KINDS = ("release", "nightly", "wheel-file", "wheel-url", "existing")
@@ -34,7 +32,7 @@ _NAME = re.compile(r"^[a-z0-9][a-z0-9._-]*$")
 _DATE = "%Y-%m-%dT%H:%M:%SZ"
 
 
-class ManifestError(command.UserError):
+class ManifestError(errors.UserError):
     """A manifest, or a change to it, that is refused: the message says why."""
 
 
@@ -376,17 +374,12 @@ def load(path: Path) -> Manifest:
 
 
 def save(manifest: Manifest, path: Path) -> None:
-    """Validate, then replace ``path`` atomically."""
+    """Validate, then replace ``path`` atomically (under the lock every writer of the manifest takes)."""
     validate(manifest)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=".manifest-", suffix=".json")
-        try:
-            with os.fdopen(handle, "w") as out:
-                out.write(dumps(to_json(manifest)))
-            os.replace(temporary, path)
-        finally:
-            Path(temporary).unlink(missing_ok=True)
+        with files.lock(path):
+            files.write(path, dumps(to_json(manifest)))
     except OSError as exc:
         raise ManifestError(f"cannot write the manifest {exc.filename or path}: {exc.strerror};"
                             " nothing was changed") from None

@@ -21,9 +21,9 @@ from typing import Any
 import packaging.tags
 from packaging.version import InvalidVersion, Version
 
-from mpsbench import command
 from mpsbench.builds import install_build, wheels
 from mpsbench.builds import manifest as mf
+from mpsbench.core import errors
 
 PYPI = "https://pypi.org/simple"
 NIGHTLY_INDEXES = (  # PyTorch's nightly indexes: macOS and Linux cpu wheels, Linux CUDA wheels
@@ -35,7 +35,7 @@ PYTHONS = ("cp310", "cp311", "cp312", "cp313")  # interpreters pinned for each b
 _IDENTITY_PLATFORMS = ("linux-x86_64-cuda", "linux-x86_64-cpu", "macos-arm64")
 
 
-class ResolveError(command.UserError):
+class ResolveError(errors.UserError):
     """A build that cannot be resolved: the message names the bad value and the choices."""
 
 
@@ -54,7 +54,7 @@ def torchvision_series(torch_version: str) -> str:
 # What the packages' metadata does not say, and pip's resolver therefore cannot know: the
 # transformers releases that import an API newer than the torch their torch extra accepts.
 # (torch below, transformers below). Checked by building BERT, the Llama and CLIP's text
-# encoder with each candidate on the real Linux builds (docs/results/fresh-clone-2026-11-23):
+# encoder with each candidate on the real Linux builds (docs/results/fresh-clone-2026-11-23.md):
 # 4.50 imports torch.compiler (2.1+), 4.49.0 runs on 2.0.1; 5.14 imports DTensor from
 # torch.distributed.tensor (2.5+), 5.13.1 runs on 2.4.1. Before 2.0 the extra says enough.
 TRANSFORMERS_CAPS: tuple[tuple[tuple[int, int], str], ...] = (((2, 1), "4.50"), ((2, 5), "5.14"))

@@ -12,7 +12,7 @@ import tempfile
 
 import torch
 
-from mpsbench import command
+from mpsbench.core import errors
 from mpsbench.measure import models, precision, suite, workloads
 
 FIRST_TORCH = (2, 0)  # torch.compile's first release
@@ -69,7 +69,7 @@ def prepare(kind: str, device: str, model: str) -> workloads.Workload:
     except suite.SkipNotImplemented:
         raise
     except Exception as exc:
-        first = command.first_line(exc)
+        first = errors.first_line(exc)
         raise RuntimeError(f"torch.compile of {model} {kind} on {device} failed: {type(exc).__name__}: {first}") from exc
 
 

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import torch
 from torch.nn import functional
 
-from mpsbench import command
+from mpsbench.core import errors
 from mpsbench.measure import accuracy, devices, measured, models, precision, suite  # suite: a cycle, used in calls only
 
 Tensors = Sequence[torch.Tensor]
@@ -146,7 +146,7 @@ def relative_error(device: str, name: str, dtype: str) -> float:
         # Torch lacks the op or the dtype here (mps before macOS 14 has no bfloat16): n/a, not a wrong result.
         lacks = ("not implemented for", "Unsupported", "not supported")
         if isinstance(exc, NotImplementedError) or any(phrase in str(exc) for phrase in lacks):
-            raise suite.SkipNotImplemented(f"{name} in {dtype} on {device}: {command.first_line(exc)}") from exc
+            raise suite.SkipNotImplemented(f"{name} in {dtype} on {device}: {errors.first_line(exc)}") from exc
         raise
     return accuracy.relative_error(result, reference)
 

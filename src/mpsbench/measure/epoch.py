@@ -38,7 +38,7 @@ class DatasetSize:
 
 DATASETS: dict[str, DatasetSize] = {
     "tiny": DatasetSize(train=16, test=8),  # the cpu's default: two training steps at batch 8
-    # The GPUs' default: 16 training steps of VGG16 at batch 64, 4 evaluation batches; about 2 s an epoch on an H100.
+    # The GPUs' default: 16 training steps of VGG16 at batch 64, 4 evaluation batches: seconds an epoch on a GPU.
     "small": DatasetSize(train=1024, test=256),
     "cifar10": DatasetSize(train=50_000, test=10_000),  # CIFAR-10's real splits: the full sweep only
 }
@@ -261,15 +261,13 @@ def _measure_model(device: str, model: str, batch_size: int, loaders: list[tuple
     return outcomes
 
 
-def measure_selection(
-    benchmark: str, epochs: int = EPOCHS_MEASURED, device_names: tuple[str, ...] = devices.NAMES
-) -> dict[Combination, measured.Outcome]:
-    """Measure every combination of ``benchmark``'s selection on ``device_names``, in one process.
+def measure_selection(benchmark: str, epochs: int = EPOCHS_MEASURED) -> dict[Combination, measured.Outcome]:
+    """Measure every combination of ``benchmark``'s selection, in one process.
 
     Each model is dropped before the next is built. An error is recorded for its combination only.
     """
     outcomes: dict[Combination, measured.Outcome] = {}
-    for device, model, batch_size in itertools.product(device_names, MODELS, BATCH_SIZES):
+    for device, model, batch_size in itertools.product(devices.NAMES, MODELS, BATCH_SIZES):
         selected = [
             (num_workers, dataset)
             for num_workers, dataset in itertools.product(NUM_WORKERS, DATASET_NAMES)

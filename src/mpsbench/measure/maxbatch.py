@@ -15,7 +15,7 @@ from collections.abc import Callable
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
 
-from mpsbench import command
+from mpsbench.core import errors
 from mpsbench.measure import devices, models, suite, workloads
 
 CEILING = 4096  # the search stops here even if everything fits: 13 tries at most (1, 2, ..., 4096)
@@ -47,8 +47,6 @@ def search(step: Callable[[int], None], release: Callable[[], None], ceiling: in
     ``step(n)`` runs the workload at batch size ``n``; ``release()`` frees
     what it left behind and is called after every try, successful or not.
     """
-    if ceiling < 1:  # scripts/gpu-epoch-maxbatch passes its --ceiling
-        raise ValueError(f"the ceiling must be a batch size of 1 or more, got {ceiling}")
     tried: list[int] = []
     largest = 0
     batch_size = 1
@@ -60,7 +58,7 @@ def search(step: Callable[[int], None], release: Callable[[], None], ceiling: in
         except Exception as exc:  # the error and its traceback go at the end of this block: the failed try keeps nothing
             if not devices.is_out_of_memory(exc):
                 raise
-            error = command.first_line(exc)
+            error = errors.first_line(exc)
         gc.collect()  # the failed try's frames form cycles with its tensors
         release()
         if error is not None:

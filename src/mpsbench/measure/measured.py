@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from mpsbench import command
+from mpsbench.core import errors
 from mpsbench.measure import devices, suite, workloads
 
 Key = tuple[Any, ...]
@@ -41,10 +41,10 @@ class Outcome:
 def outcome_of(exc: BaseException) -> Outcome:
     """What an exception means for a combination: skips and out-of-memory are n/a, the rest fail."""
     if isinstance(exc, suite.SkipNotImplemented):
-        return Outcome(skipped=command.first_line(exc))
+        return Outcome(skipped=errors.first_line(exc))
     if devices.is_out_of_memory(exc):
-        return Outcome(skipped=f"does not fit in device memory: {command.first_line(exc)}")
-    return Outcome(failed=f"{type(exc).__name__}: {command.first_line(exc)}")
+        return Outcome(skipped=f"does not fit in device memory: {errors.first_line(exc)}")
+    return Outcome(failed=f"{type(exc).__name__}: {errors.first_line(exc)}")
 
 
 # A figure: takes the prepared state of one combination, returns a number (or
@@ -112,10 +112,9 @@ def grid(*axes: Iterable[Any]) -> list[Key]:
 
 # --- one setup_cache for a module's classes ---------------------------------------------
 # asv runs each ``setup_cache`` in a freshly spawned interpreter, even under
-# forkserver, and keys it by the module and line that define the function: on
-# the H100 host such an interpreter spends 10 to 17 s importing torch,
-# torchvision and transformers again before it measures anything
-# (docs/budget.md). A module whose Training and Inference classes both measure
+# forkserver, and keys it by the module and line that define the function:
+# such an interpreter imports torch, torchvision and transformers again, seconds
+# before it measures anything (docs/budget.md). A module whose Training and Inference classes both measure
 # once per run therefore defines one function that measures both families, and
 # both classes name it: one interpreter, one cache, each class reading its part.
 
@@ -127,7 +126,7 @@ def measure_families(families: Mapping[str, Callable[[], Any]]) -> dict[str, Any
         try:
             readings[name] = measure_family()
         except Exception as exc:  # one family's bug must not cost the other its readings
-            readings[name] = Outcome(failed=f"measuring {name} failed: {type(exc).__name__}: {command.first_line(exc)}")
+            readings[name] = Outcome(failed=f"measuring {name} failed: {type(exc).__name__}: {errors.first_line(exc)}")
     return readings
 
 

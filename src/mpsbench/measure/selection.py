@@ -14,33 +14,26 @@ budget the default keeps to is measured in docs/budget.md.
 from __future__ import annotations
 
 import functools
-import os
 from collections.abc import Callable
 
+from mpsbench.core import settings
 from mpsbench.measure import devices, models
 
-FULL_SWEEP_ENV = "MPSBENCH_FULL"  # set to 1: every device at every batch size
-# A comma-separated list of devices to run (default: every device): a CUDA box's
-# nightly can leave its cpu out, a calibration can time one device. asv passes the
-# environment through to every benchmark process, setup_cache included.
-DEVICES_ENV = "MPSBENCH_DEVICES"
+# MPSBENCH_FULL on: every device at every batch size. MPSBENCH_DEVICES: the devices to run (default: every device;
+# a CUDA box's nightly can leave its cpu out, a calibration can time one device). asv passes the environment through
+# to every benchmark process, setup_cache included.
+FULL_SWEEP_ENV, DEVICES_ENV = settings.FULL, settings.DEVICES
 
 Rule = Callable[..., "str | None"]  # the class's params in order -> why left out, or None
 
 
 def full_sweep() -> bool:
-    return os.environ.get(FULL_SWEEP_ENV, "") not in ("", "0")
+    return settings.flag(FULL_SWEEP_ENV)
 
 
 def selected_devices() -> tuple[str, ...] | None:
-    """The devices named in MPSBENCH_DEVICES, or None (every device); exits on an unknown name."""
-    value = os.environ.get(DEVICES_ENV, "").strip()
-    if not value:
-        return None
-    names = tuple(name.strip() for name in value.split(",") if name.strip())
-    for name in names:
-        devices.get(name)
-    return names
+    """The devices named in MPSBENCH_DEVICES, or None (every device); a name it does not know is a SettingError."""
+    return settings.choices(DEVICES_ENV, devices.NAMES)
 
 
 def device_reason(device: str) -> str | None:
@@ -48,8 +41,8 @@ def device_reason(device: str) -> str | None:
 
     MPSBENCH_DEVICES, when set, names the devices. Unset, every device runs,
     except the cpu on a machine that has a GPU: there the GPU is what the run
-    is for, and the cpu's default (14 minutes of a 2-core machine, minutes on
-    a workstation) would take several times the GPU's 3-minute budget.
+    is for, and the cpu's default would take several times the GPU's 3-minute
+    budget (docs/budget.md).
     Naming it (``MPSBENCH_DEVICES=mps,cpu``) adds it.
     """
     names = selected_devices()
@@ -82,7 +75,7 @@ def _outside(model: str, device: str, what: str = "", batch_size: int | None = N
 
 # --- the model steps: benchmark_models, benchmark_modern ---------------------------------
 CPU_BATCH_SIZES = (1, 8, 32)  # latency and mid sizes, beside each model's seed size
-CPU_LARGE_BATCH_SIZES = (1, 8)  # a large model's cpu step at batch 128 takes about a minute
+CPU_LARGE_BATCH_SIZES = (1, 8)  # a large model's cpu step at its seed batch would spend the cpu budget alone
 
 
 def _not_at(model: str, batch_size: int) -> str | None:
@@ -95,9 +88,9 @@ def steps(device: str, model: str, batch_size: int) -> str | None:
     """GPUs run the model's seed batch size; the cpu its small sizes and the seed's, a large model its smallest.
 
     On a GPU a benchmark process costs seconds before its first timed step
-    (device context, warm-up, accuracy check: docs/performance.md), more than
-    its steps. Batch 1 on a GPU is launch-bound and moved 2-44% between runs on
-    the H100, too much for a 5% regression factor to gate.
+    (device context, warm-up, accuracy check), more than its steps. Batch 1 on
+    a GPU is launch-bound: it moves between runs by more than the regression
+    factor can gate (docs/performance.md, "Noise").
     """
     spec = models.get(model)
     if device != "cpu":
@@ -110,10 +103,10 @@ def steps(device: str, model: str, batch_size: int) -> str | None:
 
 
 def modern(device: str, model: str, batch_size: int) -> str | None:
-    """The cpu at batch 1 (a llama_small step at batch 8 takes half a minute on two cores); GPUs: full sweep.
+    """The cpu at batch 1 (a larger batch of these models would spend the cpu budget); GPUs: full sweep.
 
-    The H100's default already takes 165 of its 180 s, and these rows took
-    most of 169 s more there. The GPU default keeps the Llama's generation.
+    A GPU's default is full without these rows, which would cost about as much
+    again (docs/budget.md, "Issue 21's rows").
     """
     default = device == "cpu" and batch_size == 1
     return _decide(device, default, _outside(model, device, "modern models'", batch_size), _not_at(model, batch_size))
@@ -123,7 +116,7 @@ def modern(device: str, model: str, batch_size: int) -> str | None:
 # Instruments: on mps, training, where leaks live (the May 2022 nightly leaked in
 # VGG16 training), on a CNN and on the sub-millisecond mlp where launch overhead
 # is the point. On cuda the full sweep only: their setup_cache is an interpreter
-# of its own (22 s of the H100's default).
+# of its own, which the GPU's 3 minutes cannot spare (docs/budget.md).
 INSTRUMENTS_ON_GPU: dict[str, dict[str, tuple[str, ...]]] = {
     "mps": {"training": ("mlp", "resnet50"), "inference": ()},
     "cuda": {"training": (), "inference": ()},
@@ -132,14 +125,13 @@ INSTRUMENTS_ON_GPU: dict[str, dict[str, tuple[str, ...]]] = {
 # transformer's mixed-precision training (its float32 row is benchmark_models'
 # Training at the same batch); the cpu, where reduced precision is slow, times the
 # mlp in every dtype. Its peak memory on a GPU is in the full sweep: another
-# setup_cache interpreter (15 s of the H100's default).
+# setup_cache interpreter.
 PRECISION_MODELS: dict[str, dict[str, tuple[str, ...]]] = {
     "cpu": {"training": ("mlp",), "inference": ("mlp",)},
     "gpu": {"training": ("bert_base",), "inference": ()},
 }
 FLOAT32 = "float32"  # the dtype every other class times
-# Compiling costs more than every timed step together (the mlp 4-6 s on the H100,
-# resnet50's training graph 59 s, bert_base's 66 s: docs/workloads.md): the default
+# Compiling costs more than every timed step together (docs/workloads.md): the default
 # compiles the mlp on the cpu only, enough to see inductor break or slow down.
 COMPILED_DEFAULT: dict[str, tuple[str, ...]] = {"cpu": ("mlp",), "mps": (), "cuda": ()}
 
@@ -152,7 +144,7 @@ def instruments(kind: str, device: str, model: str) -> str | None:
 
 
 def cold_start(device: str, model: str) -> str | None:
-    """The cpu's small models; a GPU in the full sweep: every sample imports torch anew (12 s on the H100 host)."""
+    """The cpu's small models; a GPU in the full sweep: every sample imports torch anew, seconds each."""
     return _decide(device, device == "cpu" and not models.get(model).large, _outside(model, device, "cold start"))
 
 
@@ -186,9 +178,9 @@ def _family(device: str, family: str, default_devices: tuple[str, ...], why: str
 def generation(device: str, model: str) -> str | None:
     """The cpu's and mps's default: time to first token and tokens/s are the LLM's figures.
 
-    On cuda the two took 23 s of the H100's 3-minute default, which the seeds'
-    rows already fill, and batch-1 decode there measures the host's launches
-    and transformers' Python (13.5 ms a token for a 125M model) more than the GPU.
+    On cuda the seeds' rows already fill the 3-minute default, and batch-1
+    decode there measures the host's kernel launches and transformers' Python
+    more than the GPU (docs/budget.md).
     """
     return _family(device, f"{model}'s generation", ("cpu", "mps"),
                    "the GPU's 3-minute default is full; batch-1 decode there is host-bound")
@@ -197,8 +189,8 @@ def generation(device: str, model: str) -> str | None:
 def correctness(device: str, pattern: str, dtype: str) -> str | None:
     """Every pattern and dtype on the cpu and mps; cuda in the full sweep.
 
-    The patterns take milliseconds, their interpreter 24 s of the H100's default,
-    and every timed cuda process checks the same patterns anyway (suite.guard).
+    The patterns take milliseconds but their setup_cache is an interpreter of
+    its own, and every timed cuda process checks the same patterns anyway (suite.guard).
     """
     return _family(device, f"the {pattern} {dtype} error", ("cpu", "mps"),
                    "every timed process checks the patterns; the GPU's 3 minutes are full")
@@ -207,17 +199,17 @@ def correctness(device: str, pattern: str, dtype: str) -> str | None:
 def leaks(device: str, pattern: str) -> str | None:
     """mps by default, where these loops leaked; the cpu and cuda in the full sweep.
 
-    On the cpu the reading is the process RSS, which the allocator moves by tens
-    of MiB per 1,000 iterations either way, and the four loops took 482 s of the
-    2-core VM under load; on cuda they read 0.0 and cost an interpreter.
+    On the cpu the reading is the process RSS, which the allocator moves by
+    more than a leak would, either way, and the loops take minutes of the cpu
+    budget; on cuda they read nothing and cost an interpreter (docs/workloads.md).
     """
     return _family(device, f"the {pattern} leak loop", ("mps",), "the leaks were mps's")
 
 
 # --- ops, epochs, the largest batch ------------------------------------------------------
 HOST_DEVICE_COPIES = ("copy_h2d", "copy_d2h")  # ops that need a device other than the host to mean anything
-# Reduced precision on the cpu took 14-19x float32's time on the x86 test machine
-# (conv2d, 0.6 GFLOP: 2.9 s against 0.16 s): a large call would take minutes.
+# Reduced precision on an x86 cpu runs an order of magnitude slower than float32
+# (docs/ops.md): a large call would take minutes.
 CPU_REDUCED_PRECISION_SIZES = ("small", "medium")
 
 
@@ -257,9 +249,9 @@ def epoch(device: str, model: str, batch_size: int, num_workers: int, dataset: s
 
 
 # The cpu searches the seeds' comparison only: full BERT fine-tuning against a frozen
-# encoder (39 s and 200 s on the 2-core cpu, the other five longer). GPUs search in the
-# full sweep: on an H100 the pair alone took 29-32 s of its 3-minute budget (all seven
-# 110 s), and the mps search can push the Mac into swap.
+# encoder (the other searches take longer still). GPUs search in the full sweep: the
+# pair alone would take a sixth of a GPU's 3-minute budget, and the mps search can push
+# the Mac into swap (docs/budget.md).
 LARGEST_BATCH_DEFAULT = (("bert_base", "training"), ("bert_base_frozen", "training"))
 
 

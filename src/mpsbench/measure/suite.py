@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 import torch
 
-from mpsbench import command
+from mpsbench.core import errors
 from mpsbench.measure import accuracy, correctness, devices, fallback, models, precision, selection, timing, workloads
 
 try:  # present in every asv environment; absent only outside asv
@@ -137,7 +137,7 @@ class OutOfMemorySkips:
             return
         workloads.forget()
         devices.get(self.device).empty_cache()
-        first_line = command.first_line(exc)
+        first_line = errors.first_line(exc)
         raise SkipNotImplemented(
             f"{self.model} at batch {self.batch_size} does not fit in {self.device} memory: {first_line}"
         ) from exc

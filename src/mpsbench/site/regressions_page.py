@@ -1,7 +1,7 @@
 """The published Regressions page re-judged row by row: floors, per-row noise, direction; every channel shown.
 
-Run after ``asv publish`` (scripts/publish; docs/site.md): asv flags every increase beyond one fraction, so each
-jump is judged again by :func:`mpsbench.regressions.thresholds.judge`; only the slower stay in ``regressions.json``
+Run after ``asv publish`` (mpsbench.site.publish; docs/site.md): asv flags every increase beyond one fraction, so each
+jump is judged again by :func:`mpsbench.regressions.rule.judge`; only the slower stay in ``regressions.json``
 and ``regressions.xml``, and every verdict with its reason goes to ``regressions-judged.json``.
 """
 
@@ -11,25 +11,23 @@ import itertools
 import json
 import math
 import re
-import sys
 import urllib.parse
 import xml.etree.ElementTree as ET
-from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from mpsbench import command
-from mpsbench.regressions import factor, thresholds
+from mpsbench.builds.timeline import Reader
+from mpsbench.core.errors import UserError
+from mpsbench.regressions import rule
 from mpsbench.results import recorded
-from mpsbench.site.timeline_reader import Timeline
 
 JUDGED = "regressions-judged.json"
 ATOM = "http://www.w3.org/2005/Atom"
 LATEST = 20  # the regressions the figures page lists
 
 
-class PageError(command.UserError):
+class PageError(UserError):
     """The published site or its results cannot be read: one line, exit status 2."""
 
 
@@ -64,7 +62,7 @@ def _published(html: Path) -> tuple[list[Any], dict[str, Any], dict[str, str]]:
         raise PageError(f"{html} holds no readable regressions.json and index.json: publish first ({exc})") from None
 
 
-def judge_site(html: Path, results_dir: Path, rules: thresholds.Rules) -> list[dict[str, Any]]:
+def judge_site(html: Path, results_dir: Path, thresholds: dict[str, float]) -> list[dict[str, Any]]:
     """Judge every jump of ``html/regressions.json``; rewrite it and the feed; return every judged jump."""
     detected, index, revision_to_hash = _published(html)
     found = recorded.load(results_dir, strict=False)
@@ -87,15 +85,15 @@ def judge_site(html: Path, results_dir: Path, rules: thresholds.Rules) -> list[d
             measured_old = found.get(machine, old, row) if machine and old and row else None
             measured_new = found.get(machine, new, row) if machine and row else None
             if measured_old is None or measured_new is None:  # asv saw it; without our numbers, keep asv's word
-                verdict = thresholds.Judgement("slower", after / before if before else float("inf"), 0.0,
-                                               "asv's step detection (no recorded values to judge)")
+                verdict = rule.Judgement(rule.Decision.SLOWER, rule.Decision.SLOWER.value, after / before if before else math.inf,
+                                         0.0, "asv's step detection (no recorded values to judge)")
             else:
-                verdict = thresholds.judge(rules, name, unit, measured_old, measured_new, branch)
+                verdict = rule.judge(thresholds, name, unit, measured_old, measured_new, branch)
             commits = f"{old}-{new}" if rev_a is not None and old else new
             judged.append({
                 "benchmark": name, "machine": machine, "branch": branch, "unit": unit,
                 "old": old, "new": new, "before": before, "after": after, "ratio": verdict.ratio,
-                "verdict": verdict.verdict, "reason": verdict.reason, "threshold": verdict.threshold,
+                "verdict": verdict.label, "reason": verdict.reason, "threshold": verdict.threshold,
                 "graph": graph_url(index, name, machine, idx, commits),
             })
             if verdict.slower:
@@ -130,7 +128,7 @@ class Regression:
         return self.after / self.before if self.before else math.inf
 
 
-def latest(html: Path, timeline: Timeline) -> list[Regression]:
+def latest(html: Path, timeline: Reader) -> list[Regression]:
     """The newest jumps of the published regressions.json, newest first."""
     detected, index, revision_to_hash = _published(html)
     found = []
@@ -171,19 +169,3 @@ def _filter_feed(feed: Path, kept: set[tuple[str, str]]) -> None:
         if (title, commits) not in kept:
             root.remove(entry)
     tree.write(feed, encoding="utf-8", xml_declaration=True)
-
-
-def _step(html: Path, config: Path) -> str:
-    rules = thresholds.Rules.from_config(config)
-    judged = judge_site(html, Path(str(factor.read_config(config).get("results_dir", "results"))), rules)
-    kept = sum(1 for j in judged if j["verdict"] == "slower")
-    return (f"Regressions page: {kept} of {len(judged)} jumps asv found are regressions;"
-            f" the rest are set aside with their reason in {html / JUDGED}")
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    return command.site_step("mpsbench.site.regressions_page", __doc__, "asv.conf.json (results_dir, thresholds)", argv, _step)
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -1,0 +1,101 @@
+"""Commit links on the published site lead to PyTorch's commits, not to timeline hashes (docs/site.md says how).
+
+A step of ``mpsbench publish`` (mpsbench.site.publish), after ``asv publish``.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import re
+from pathlib import Path
+
+from mpsbench.builds.timeline import UPSTREAM, Reader, pytorch_url
+from mpsbench.core.errors import UserError
+
+PAGE = "pytorch.html"
+SHOW_COMMIT_URL = f"{PAGE}#//github.com/"
+_FEED_LINK = re.compile(r"https?://github\.com/pytorch/pytorch/commit/(?:\.\./compare/([0-9a-f]+)\.\.\.([0-9a-f]+)|([0-9a-f]+))")
+
+_SCRIPT = """
+(function () {
+  var builds = JSON.parse(document.getElementById('builds').textContent);
+  function find(prefix) {
+    for (var hash in builds) { if (hash.indexOf(prefix) === 0) { return builds[hash]; } }
+    return null;
+  }
+  var asked = decodeURIComponent(location.hash).replace(/^#\\/\\/github\\.com\\//, '');
+  var range = asked.match(/^\\.\\.\\/compare\\/([0-9a-f]+)\\.\\.\\.([0-9a-f]+)$/);
+  var target = null;
+  if (range) {
+    var a = find(range[1]), b = find(range[2]);
+    if (a && b && a.git && b.git) {
+      target = a.git === b.git ? UPSTREAM + '/commit/' + b.git : UPSTREAM + '/compare/' + a.git + '...' + b.git;
+    }
+  } else if (asked) {
+    var one = find(asked);
+    if (one && one.git) { target = UPSTREAM + '/commit/' + one.git; }
+  }
+  if (target) { location.replace(target); }
+  else if (asked) {
+    document.getElementById('note').textContent = 'No upstream PyTorch commit is recorded for ' + asked + ': see the table.';
+  }
+})();
+"""
+
+
+def upstream_url(builds: dict[str, str | None], old: str | None, new: str) -> str | None:
+    """The PyTorch commit of ``new``, or the compare range from ``old``'s; None where a git_version is missing."""
+    git_new = builds.get(new)
+    git_old = builds.get(old) if old else None
+    if not git_new or (old and not git_old):
+        return None
+    return pytorch_url(git_old, git_new)
+
+
+def _full(builds: dict[str, str | None], prefix: str) -> str | None:
+    return next((commit for commit in builds if commit.startswith(prefix)), None)
+
+
+def rewrite(site: Path, timeline: Reader) -> dict[str, str | None]:
+    """Write pytorch.html, point index.json at it, fix regressions.xml; return timeline commit -> git_version."""
+    index_path = site / "index.json"
+    try:
+        index = json.loads(index_path.read_text())
+        commits = list(index["revision_to_hash"].values())
+    except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
+        raise UserError(f"{site} holds no readable index.json: publish first ({exc})") from None
+    builds = {commit: timeline.git_version(commit) for commit in commits}
+    for commit in list(builds):  # the builds before the site's first ones, for ranges that start there
+        parent = timeline.parent(commit)
+        if parent and parent not in builds:
+            builds[parent] = timeline.git_version(parent)
+    index["show_commit_url"] = SHOW_COMMIT_URL
+    index_path.write_text(json.dumps(index, separators=(",", ":")))
+    rows = "".join(
+        f"<tr><td><code>{commit[:12]}</code></td><td>{html.escape(timeline.label(commit)[9:])}</td><td>"
+        + (f'<a href="{UPSTREAM}/commit/{git}">{git[:12]}</a>' if git else "no git_version recorded")
+        + "</td></tr>"
+        for commit, git in builds.items()
+    )
+    data = json.dumps({commit: {"git": git} for commit, git in builds.items()}).replace("</", "<\\/")
+    (site / PAGE).write_text(
+        "<!doctype html><html><head><meta charset=\"utf-8\"><title>PyTorch commits of the builds</title></head><body>"
+        "<p><a href=\"index.html\">&larr; benchmark graphs</a></p><h1>PyTorch commits of the builds</h1>"
+        '<p id="note">Each build on the site is a timeline commit; this is the PyTorch commit it was made from.</p>'
+        f"<table><thead><tr><th>timeline commit</th><th>build</th><th>PyTorch commit</th></tr></thead><tbody>{rows}"
+        f'</tbody></table><script type="application/json" id="builds">{data}</script>'
+        f"<script>var UPSTREAM = {json.dumps(UPSTREAM)};{_SCRIPT}</script></body></html>\n",
+        encoding="utf-8",
+    )
+    feed = site / "regressions.xml"
+    if feed.is_file():
+        def upstream(match: re.Match[str]) -> str:
+            old, new = (match.group(1), match.group(2)) if match.group(2) else (None, match.group(3))
+            full_new = _full(builds, new)
+            # one commit: asv means the change from the build before it
+            full_old = _full(builds, old) if old else (timeline.parent(full_new) if full_new else None)
+            url = upstream_url(builds, full_old, full_new) if full_new else None
+            return url or f"{PAGE}#//github.com/{new}"
+        feed.write_text(_FEED_LINK.sub(upstream, feed.read_text(encoding="utf-8")), encoding="utf-8")
+    return builds
