@@ -17,6 +17,7 @@ from packaging import tags, utils
 from mpsbench import cli
 from mpsbench.builds import defaults, install_build, timeline
 from mpsbench.builds import manifest as mf
+from mpsbench.core import files
 
 SHA = "a" * 64
 SHIPPED = Path(__file__).resolve().parents[1] / "builds" / "manifest.json"
@@ -174,7 +175,7 @@ def test_a_full_disk_while_saving_is_one_line_and_leaves_the_manifest_as_it_was(
     def full(source: str, target: str) -> None:
         raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), target)
 
-    monkeypatch.setattr(mf.os, "replace", full)
+    monkeypatch.setattr(files.os, "replace", full)  # the manifest is written as every file is: core.files.write
     with pytest.raises(mf.ManifestError, match=rf"cannot write the manifest {path}: No space left on device; nothing"):
         mf.save(mf.append(mf.load(path), "release", build("2.15.0", "2026-10-30T00:00:00Z")), path)
     assert path.read_bytes() == before and [p.name for p in tmp_path.iterdir()] == ["manifest.json"]
