@@ -342,3 +342,26 @@ def test_scripts_bench_of_a_tampered_build_installs_no_other_build_instead(tmp_p
     assert f"not installing build {tip} ({commits[tip][:8]}): this run measures only the builds in" in said
     assert "installed torch" not in said and "switched to cached torch" not in said
     assert not list((Path(env["MPSBENCH_CACHE"]) / "builds").glob("*/.complete"))
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not LOCAL_TORCH.is_file() or sys.version_info[:2] != (3, 11), reason=f"needs {LOCAL_TORCH}")
+def test_a_real_build_installs_from_its_pins_alone_and_imports(cache, venv):
+    """pip installs exactly the pinned files (--require-hashes --no-deps --no-index): the set pip's resolver made for
+    the local torch 2.13.0+cpu wheel (its requirements from PyPI, with their sha256) is all torch needs to import."""
+    from mpsbench.builds import resolve
+
+    try:
+        build = resolve.wheel_file(LOCAL_TORCH, transformers="none", build_id="2.13.0-cpu")
+    except resolve.ResolveError as exc:  # pragma: no cover - offline machines
+        pytest.skip(f"PyPI's index is unreachable: {exc}")
+    folder = cache / "b"
+    folder.mkdir()
+    (folder / "build.json").write_text(timeline.build_record("local", build))
+    done = install(venv, folder)
+    assert done.returncode == 0, done.stderr
+    version = subprocess.run([str(venv / "bin" / "python"), "-c", "import torch; print(torch.__version__, torch.ones(2).sum())"],
+                             capture_output=True, text=True)
+    assert version.stdout.strip() == "2.13.0+cpu tensor(2.)", version.stderr
+    installed = json.loads(next((cache / "cache" / "builds").glob("*/.complete")).read_text())["wheels"]
+    assert sorted(installed) == sorted(pin.filename for pin in build.pins["linux-x86_64-cpu"])
