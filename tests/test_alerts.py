@@ -20,7 +20,8 @@ from tests import asvresults
 from mpsbench import cli
 from mpsbench.builds import manifest as mf
 from mpsbench.builds import timeline
-from mpsbench.regressions import alerts, factor, rule
+from mpsbench.context import Suite
+from mpsbench.regressions import alerts, rule
 from mpsbench.results import recorded
 
 DATES = ["2026-11-20", "2026-11-21", "2026-11-22", "2026-11-23"]  # n1 n2 s1 s2
@@ -79,13 +80,12 @@ def fleet(tmp_path):
     config = tmp_path / "asv.conf.json"
     config.write_text(json.dumps({"results_dir": str(results), "regressions_thresholds": {".*": 0.05}}))
     paths = ["--config", str(config), "--manifest", str(tmp_path / "manifest.json"), "--timeline", str(tmp_path / "timeline")]
-    rules = factor.thresholds(config)
-    return tmp_path, manifest, commits, rules, paths
+    suite = Suite(config, tmp_path / "manifest.json", tmp_path / "timeline")
+    return tmp_path, manifest, commits, suite, paths
 
 
 def _find(fleet, machine: str) -> list[alerts.Alert]:
-    tmp, manifest, _, rules, _ = fleet
-    return alerts.find(tmp / "results", rules, manifest, tmp / "timeline", machines=[machine])
+    return alerts.find(fleet[3], alerts.Options((machine,)))
 
 
 def test_a_slowdown_that_persists_is_named_against_the_last_build_not_flagged(fleet):
@@ -100,17 +100,17 @@ def test_a_slowdown_that_persists_is_named_against_the_last_build_not_flagged(fl
 
 def test_identical_builds_with_a_noisy_median_raise_nothing(fleet):
     assert _find(fleet, "m2") == []
-    tmp, _, commits, rules, _ = fleet
+    tmp, _, commits, suite, _ = fleet
     found = recorded.load(tmp / "results")
     row = recorded.Row("benchmark_models.Inference.time_step", ("'cpu'", "'mlp'", "1"))
     old, new = found.get("m2", commits[2], row), found.get("m2", commits[3], row)
     assert old is not None and new is not None and new.value / old.value > 3  # the bare medians would alarm
-    assert rule.judge(rules, row.entry, "seconds", old, new).label == "noisy"
+    assert rule.judge(suite.conf.thresholds, row.entry, "seconds", old, new).label == "noisy"
 
 
 def test_confirm_raises_only_what_a_fresh_compare_agrees_with(fleet, capsys):
-    tmp, manifest, commits, rules, _ = fleet
-    recorded_only = alerts.find(tmp / "results", rules, manifest, tmp / "timeline", machines=["m3"])
+    commits, suite = fleet[2], fleet[3]
+    recorded_only = alerts.find(suite, alerts.Options(("m3",)))
     assert [a.machine for a in recorded_only] == ["m3"]  # tight 1.40x: the recorded numbers alone alarm
     asked = []
 
@@ -119,7 +119,7 @@ def test_confirm_raises_only_what_a_fresh_compare_agrees_with(fleet, capsys):
         # a real slowdown measures slower again; the identical pair measures unchanged
         return rule.Decision.SLOWER.exit_status if old == commits[1] else rule.Decision.UNCHANGED.exit_status
 
-    status, text = alerts.check(tmp / "results", rules, manifest, tmp / "timeline", compare=compare)
+    status, text = alerts.check(suite, alerts.Options(), compare=compare)
     assert status == 1
     assert sorted(asked) == [
         (commits[1], commits[3], r"^benchmark_models\.Training\.time_step\('mps',\ 'resnet50',\ 128\)$"),
@@ -132,10 +132,9 @@ def test_confirm_raises_only_what_a_fresh_compare_agrees_with(fleet, capsys):
 
 
 def test_an_undecided_or_unchanged_compare_keeps_the_exit_status_0(fleet, capsys):
-    tmp, manifest, _, rules, _ = fleet
+    suite = fleet[3]
     for answer in (rule.Decision.UNCHANGED.exit_status, rule.Decision.UNDECIDED.exit_status):
-        status, _ = alerts.check(tmp / "results", rules, manifest, tmp / "timeline", machines=["m3"],
-                                 compare=lambda old, new, bench, answer=answer: answer)
+        status, _ = alerts.check(suite, alerts.Options(("m3",)), compare=lambda old, new, bench, answer=answer: answer)
         assert status == 0
     out = capsys.readouterr().out
     assert "[undecided]" in out and "nothing slower" in out
@@ -164,8 +163,8 @@ def test_alert_confirm_leaves_the_recorded_results_untouched(fleet, monkeypatch)
     before = _checksums(tmp / "results")
     asked = []
 
-    def compare_command(manifest, timeline_repo, machine):
-        asked.append((manifest, timeline_repo, machine))
+    def compare_command(suite, machine):
+        asked.append((suite.manifest_path, suite.timeline_path, machine))
         return lambda old, new, bench: rule.Decision.SLOWER.exit_status
 
     monkeypatch.setattr(alerts, "compare_command", compare_command)
@@ -204,7 +203,7 @@ def test_the_confirming_compare_is_the_mpsbench_command_on_the_same_builds_and_m
         return subprocess.CompletedProcess(command, rule.Decision.UNDECIDED.exit_status)
 
     monkeypatch.setattr(alerts.subprocess, "run", run)
-    compare = alerts.compare_command(tmp_path / "manifest.json", tmp_path / "timeline", "m1")
+    compare = alerts.compare_command(Suite(tmp_path / "asv.conf.json", tmp_path / "manifest.json", tmp_path / "timeline"), "m1")
     assert compare("a" * 40, "b" * 40, "^x$") == rule.Decision.UNDECIDED.exit_status
     assert Path(ran[0][0]).name == "mpsbench" and Path(ran[0][0]).is_file()
     assert ran[0][1:] == ["compare", "a" * 40, "b" * 40, "-b", "^x$", "--manifest", str(tmp_path / "manifest.json"),
@@ -226,5 +225,7 @@ def test_the_newest_build_is_judged_within_its_own_channel_not_by_date(tmp_path)
     asvresults.write_benchmarks(tmp_path / "results", benchmarks)
     found = recorded.load(tmp_path / "results")
     assert found.builds("m4")[1] == generated.commits["release@2.14.1"]  # by date, the release is the build before
-    rules = {".*": 0.05}
-    assert alerts.find(tmp_path / "results", rules, manifest, tmp_path / "timeline") == []
+    mf.save(manifest, tmp_path / "manifest.json")
+    (tmp_path / "asv.conf.json").write_text(json.dumps({"results_dir": "results", "regressions_thresholds": {".*": 0.05}}))
+    assert alerts.find(Suite(tmp_path / "asv.conf.json", tmp_path / "manifest.json", tmp_path / "timeline"),
+                       alerts.Options()) == []

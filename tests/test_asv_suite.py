@@ -48,7 +48,8 @@ def test_classes_share_a_setup_cache_only_with_their_own_modules_pair():
             users.setdefault(setup_cache, []).append(f"{module_path.stem}.{name}:{getattr(cls, 'kind', '')}")
     shared = sorted(sorted(name.split(".", 1)[1] for name in names) for names in users.values() if len(names) > 1)
     assert shared == [
-        ["Correctness:correctness", "LeakPatterns:leaks"],  # benchmark_patterns: each reads its own family
+        # benchmark_patterns: each reads its own family
+        ["Correctness:correctness", "Determinism:determinism", "LeakPatterns:leaks", "ReportedCorrectness:reported"],
         ["InferenceCapacity:inference", "TrainingCapacity:training"],
         ["InferenceInstruments:inference", "TrainingInstruments:training"],
         ["InferencePrecisionCapacity:inference", "TrainingPrecisionCapacity:training"],
@@ -97,12 +98,14 @@ def test_a_real_asv_run_of_a_few_steps_and_a_setup_cache_produces_numbers_and_sk
         "-b", r"Training.time_step\('cpu', '(mlp|lenet5)', (1|8)\)",
         "-b", r"Training.time_step\('cuda', 'mlp', (8|1024)\)",  # outside the default at 8; absent at 1024
         "-b", r"Correctness.track_relative_error\('cpu', 'linear_transposed_weight', 'float32'\)",
+        "-b", r"ReportedCorrectness.track_relative_error\('cpu', 'linear_broadcast_input', 'float32'\)",  # a child
     )
     rows = _rows(said)
     for model in ("mlp", "lenet5"):
         for batch in ("1", "8"):
             assert re.fullmatch(r"[\d.]+(±[\d.]+)?(μs|us|ms|s)", rows[("Training.time_step", "cpu", model, batch)])
     assert 0 <= float(rows[("Correctness.track_relative_error", "cpu", "linear_transposed_weight", "float32")]) < 1e-3
+    assert 0 <= float(rows[("ReportedCorrectness.track_relative_error", "cpu", "linear_broadcast_input", "float32")]) < 1e-3
     # an absent device is skipped with its reason (n/a), never a failure
     if not benchmark_models.devices.get("cuda").usable:
         assert rows[("Training.time_step", "cuda", "mlp", "8")] == "n/a"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from mpsbench import cli
 from mpsbench.builds import manifest as mf
-from mpsbench.regressions import factor
+from mpsbench.core import asvconf
 
 CONFIG = """{
     // the suite's config, comments and all
@@ -31,7 +31,7 @@ def test_timeline_generate_puts_every_channel_in_branches_and_keeps_the_comments
     mf.save(manifest, tmp_path / "manifest.json")
     assert cli.main(["timeline", "generate", "--manifest", "manifest.json"]) == 0
     assert "asv.conf.json: branches set to the channels release, exam" in capsys.readouterr().out
-    assert factor.read_config(tmp_path / "asv.conf.json")["branches"] == ["release", "exam"]
+    assert asvconf.load(tmp_path / "asv.conf.json").branches == ["release", "exam"]
     assert "// the suite's config, comments and all" in (tmp_path / "asv.conf.json").read_text()
     # in step already: nothing written, nothing said
     assert cli.main(["timeline", "generate", "--manifest", "manifest.json"]) == 0
@@ -52,5 +52,4 @@ def test_a_branches_entry_that_is_not_a_list_is_one_line_and_exit_2(tmp_path, mo
     mf.save(mf.append(mf.Manifest(), "exam", build("n1", 21)), tmp_path / "manifest.json")
     assert cli.main(["timeline", "generate", "--manifest", "manifest.json"]) == 2
     err = capsys.readouterr().err
-    assert err == ("mpsbench: error: asv.conf.json: \"branches\" must be a list, to follow the manifest's channels"
-                   " (exam); got 'release'\n")
+    assert err == "mpsbench: error: asv.conf.json: branches must be a list of branch names, got 'release'\n"

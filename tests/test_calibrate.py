@@ -11,8 +11,7 @@ import pytest
 from tools.calibration import calibrate
 from tools.calibration import slowdown as inject
 
-from mpsbench.regressions import factor
-from mpsbench.results import asvconf
+from mpsbench.core import asvconf
 
 
 def _value(median, q25=None, q75=None, samples=()):
@@ -65,11 +64,11 @@ def test_calibration_timeline_has_the_build_twice_and_once_with_the_injected_slo
 
 def test_derived_config_keeps_the_suite_and_the_factor_but_moves_every_folder(tmp_path):
     path = asvconf.derived(tmp_path, tmp_path / "timeline", ["calib"])
-    conf = factor.read_config(path)
+    conf = asvconf.load(path).raw
     assert conf["repo"] == str(tmp_path / "timeline") and conf["branches"] == ["calib"]
     assert all(str(conf[key]).startswith(str(tmp_path)) for key in ("env_dir", "results_dir", "html_dir"))
     assert "{conf_dir}" not in " ".join(conf["install_command"])
-    assert factor.regression_factor(path) == factor.regression_factor(asvconf.ROOT / "asv.conf.json")
+    assert asvconf.load(path).thresholds == asvconf.load(asvconf.ROOT / "asv.conf.json").thresholds
 
 
 def test_only_rows_marked_slower_count_as_flagged():
@@ -87,7 +86,7 @@ def test_only_rows_marked_slower_count_as_flagged():
 def test_the_calibrations_copy_of_the_suite_installs_the_slowdown_and_the_config_points_at_it(tmp_path):
     asvconf.derived(tmp_path, tmp_path / "timeline", ["calib"])
     copy = calibrate.suite_with_slowdown(tmp_path)
-    assert factor.read_config(tmp_path / "asv.conf.json")["benchmark_dir"] == str(copy)
+    assert asvconf.load(tmp_path / "asv.conf.json").raw["benchmark_dir"] == str(copy)
     check = ("from mpsbench.measure import workloads; unwrapped = workloads.Workload.run.__name__\n"
              "import benchmarks\n"
              "print(unwrapped, workloads.Workload.run.__name__, workloads.Workload.warm_up.__name__)")

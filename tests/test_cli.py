@@ -38,7 +38,8 @@ def test_run_prints_a_table_with_ms_per_step_and_samples_per_second(capsys):
         (["run", "alexnet"], "unknown model 'alexnet'; choose one of: mlp, lenet5, resnet50"),
         (["run", "mlp", "--device", "tpu"], "unknown device 'tpu'; choose one of: cpu, mps, cuda"),
         (["run", "mlp", "--batch-size", "3"], "batch size 3 is not run for mlp; choose one of: 1, 8, 32"),
-        (["run", "mlp", "--batch-size", "big"], "--batch-size must be a whole number, got 'big'"),
+        (["run", "mlp", "--batch-size", "big"], "argument --batch-size: --batch-size must be a whole number of at least 1,"
+                                                " got 'big'"),
         (["run", "mlp", "--kind", "eval"], "unknown workload kind 'eval'; choose one of: training, inference"),
         (["run", "mlp", "--device", "mps"], "device mps is not usable here: "),
     ],

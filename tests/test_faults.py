@@ -136,8 +136,16 @@ BAD_INPUT: list[tuple[str, list[str], str, dict[str, str], Callable[[Path], None
     ("record-nothing-matches", [*RECORD, "-b", "NoSuchBenchmark", "ALL"], r"no benchmark matches -b NoSuchBenchmark", {},
      None),
     ("record-quick-would-record", [*RECORD, "--quick", "ALL"], r"--quick would record single-sample values", {}, None),
-    ("record-unknown-device", [*RECORD, "ALL"], r"unknown device 'tpu'; choose one of", {"MPSBENCH_DEVICES": "tpu"},
+    ("record-unknown-device", [*RECORD, "ALL"], r"MPSBENCH_DEVICES='tpu' names 'tpu': give a comma-separated list of"
+     r" cpu, mps, cuda", {"MPSBENCH_DEVICES": "tpu"}, None),
+    ("record-empty-device-names", [*RECORD, "ALL"], r"MPSBENCH_DEVICES=',,,' names '': give", {"MPSBENCH_DEVICES": ",,,"},
      None),
+    ("record-full-sweep-maybe", [*RECORD, "ALL"], r"MPSBENCH_FULL='maybe' is neither on \(1, true, yes, on\) nor off",
+     {"MPSBENCH_FULL": "maybe"}, None),
+    ("record-bad-regex", [*RECORD, "-b", "Training(", "ALL"], r"-b 'Training\(' is not a regular expression", {}, None),
+    ("run-seconds-nan", ["run", "mlp", "--seconds", "nan"], r"--seconds must be a number of at least 0.001, got 'nan'",
+     {}, None),
+    ("run-seconds-negative", ["run", "mlp", "--seconds", "-5"], r"--seconds must be a number of at least 0.001", {}, None),
     ("merge-missing-source", ["results", "merge", "results", "nope"], r"results directory nope does not exist", {}, None),
     ("merge-version-disagrees", ["results", "merge", "results", "other"],
      r"benchmark benchmark_models\.\w+\.\w+ has version 1 in .* but 2 in", {}, None),
@@ -164,13 +172,14 @@ def test_bad_input_is_one_line_exit_2_and_changes_nothing(workspace, monkeypatch
 
 def test_a_run_while_another_records_is_one_line_and_changes_nothing(workspace, capsys):
     root, _ = workspace
-    lock = root / "results.scratch" / ".lock"
-    lock.parent.mkdir()
-    with open(lock, "a") as held:
+    held = os.open(root, os.O_RDONLY)  # the results folder's lock, which every writer of it takes: its folder's flock
+    try:
         fcntl.flock(held, fcntl.LOCK_EX)
         before = checksums(root)
         assert cli.main([*RECORD, "-b", r"Training.time_step\('cpu', 'mlp', 8\)", "ALL"]) == 2
-    assert "another run is recording into" in capsys.readouterr().err
+    finally:
+        os.close(held)
+    assert f"another process is writing {root / 'results'}" in capsys.readouterr().err
     assert checksums(root) == before
 
 
@@ -366,7 +375,8 @@ def test_scripts_bench_refuses_bad_input_in_one_line_before_asv_starts(tmp_path)
     subprocess.run([str(repo / ".venv" / "bin" / "mpsbench"), "machine", "--quiet"], cwd=repo, env=env, check=True,
                    capture_output=True)  # as any earlier run left it: scripts/bench rewrites it, unchanged
     cases = [
-        ({"MPSBENCH_DEVICES": "tpu"}, [], r"^mpsbench: error: unknown device 'tpu'; choose one of: cpu, mps, cuda$"),
+        ({"MPSBENCH_DEVICES": "tpu"}, [], r"^mpsbench: error: MPSBENCH_DEVICES='tpu' names 'tpu': give a comma-separated list of"
+                                             r" cpu, mps, cuda$"),
         ({}, ["-b", "NoSuchBenchmark"], r"^mpsbench: error: no benchmark matches -b NoSuchBenchmark"),
         ({}, ["release..release"], r"^mpsbench: error: range release\.\.release names no build of the timeline"),
     ]

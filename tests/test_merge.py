@@ -207,9 +207,40 @@ def test_values_recorded_under_one_python_do_not_count_for_another(tmp_path):
     asvresults.write_results(tmp_path, "box", commit, 0, {("training", "time_step", "cpu", "mlp", 8): 0.009},
                              ["cpu"], MODELS, BATCHES, python="3.10")
     row = "benchmark_models.Training.time_step('cpu', 'mlp', 8)"
-    assert record.environment_name(["-E", "virtualenv:3.12", "--launch-method", "spawn"]) == "virtualenv-py3.12"
-    assert record.environment_name(["--environment=virtualenv:3.10"]) == "virtualenv-py3.10"
-    assert record.environment_name(["--launch-method", "spawn"]) == "*"
+    from mpsbench.core import asv
+
+    assert asv.run_args(["-E", "virtualenv:3.12", "--launch-method", "spawn"]).environment == "virtualenv-py3.12"
+    assert asv.run_args(["--environment=virtualenv:3.10"]).environment == "virtualenv-py3.10"
+    assert asv.run_args(["--launch-method", "spawn"]).environment == "*"
     assert record.recorded_names(tmp_path, "box", commit, "virtualenv-py3.12") == set()
     assert record.recorded_names(tmp_path, "box", commit, "virtualenv-py3.10") == {row}
     assert record.recorded_names(tmp_path, "box", commit) == {row}
+
+
+def _merge_after(barrier, dest: Path, source: Path) -> None:
+    barrier.wait()  # both processes merge at the same moment
+    merge.merge(dest, [source])
+
+
+def test_two_merges_at_once_into_one_file_both_land(tmp_path):
+    """Each merge reads, adds its value and writes the file back: without the results folder's lock one of two
+    merges at once lost its value (issue 34: 10 of 10 trials). 20 trials of two processes, no value lost."""
+    import multiprocessing
+
+    keys = [("training", "time_step", "cpu", "mlp", 8), ("inference", "time_step", "cpu", "mlp", 8),
+            ("inference", "time_step", "mps", "mlp", 8)]
+    context = multiprocessing.get_context("fork")
+    for trial in range(20):
+        dest, one, two = (tmp_path / str(trial) / name for name in ("dest", "one", "two"))
+        for folder, key in zip((dest, one, two), keys):
+            asvresults.write_benchmarks(folder, asvresults.write_results(folder, "m", COMMITS[0], 0, {key: 0.01},
+                                                                         DEVICES, MODELS, BATCHES))
+        barrier = context.Barrier(2)
+        merges = [context.Process(target=_merge_after, args=(barrier, dest, source)) for source in (one, two)]
+        for process in merges:
+            process.start()
+        for process in merges:
+            process.join(60)
+            assert process.exitcode == 0
+        data = json.loads((dest / "m" / f"{COMMITS[0][:8]}-existing-py.json").read_text())
+        assert [row[0] for row in data["results"].values()] == [[0.01, None], [0.01, 0.01]], trial

@@ -25,10 +25,11 @@ from tests import fakes
 from tests.test_alerts import nightly_build
 from tests.test_compare import _checksums
 
+from mpsbench import cli
 from mpsbench.builds import manifest as mf
+from mpsbench.core import asv, asvconf
 from mpsbench.fleet import nightly, results_branch
 from mpsbench.measure import preselect, selection
-from mpsbench.regressions import factor
 
 ROOT = Path(__file__).resolve().parents[1]
 NIGHTLY = str(ROOT / "scripts" / "nightly")
@@ -77,7 +78,7 @@ def night(tmp_path_factory):
     (suite / "benchmarks").mkdir(parents=True)
     (suite / "benchmarks" / "__init__.py").write_text("")
     (suite / "benchmarks" / "benchmark_models.py").write_text(SUITE)
-    config = factor.read_config(ROOT / "asv.conf.json")  # the real config: branches, install command, thresholds
+    config = asvconf.load(ROOT / "asv.conf.json").raw  # the real config: branches, install command, thresholds
     for key in ("install_command", "uninstall_command"):
         config[key] = [command.replace("{conf_dir}", str(ROOT)) for command in config[key]]  # type: ignore[attr-defined]
     (suite / "asv.conf.json").write_text(json.dumps(config))
@@ -96,7 +97,7 @@ def night(tmp_path_factory):
         done = subprocess.run([NIGHTLY, *args, "--suite", str(suite), *extra], env=env, capture_output=True, text=True,
                               timeout=600)
         print(f"$ scripts/nightly {' '.join(args)}\n{done.stdout}{done.stderr}")  # shown when a test fails
-        # progress lines go to stderr (mpsbench.progress): .stdout is the step's whole transcript, .stderr its own
+        # progress lines go to stderr (mpsbench.core.progress): .stdout is the step's whole transcript, .stderr its own
         return subprocess.CompletedProcess(done.args, done.returncode, done.stdout + done.stderr, done.stderr)
 
     return run, suite, work
@@ -236,11 +237,11 @@ def test_the_results_branch_is_created_then_only_fast_forwarded(tmp_path, capsys
     _git(tmp_path, "clone", "--quiet", str(remote), str(other))
     ours, theirs = tmp_path / "ours", tmp_path / "theirs"
 
-    assert nightly.main(["fetch", "--suite", str(main), "--fleet", str(ours)]) == 0  # no branch yet: empty
+    assert cli.main(["nightly", "fetch", "--suite", str(main), "--fleet", str(ours)]) == 0  # no branch yet: empty
     assert "origin has no branch results yet" in capsys.readouterr().err and list(ours.iterdir()) == []
     (ours / "results" / "m1").mkdir(parents=True)
     (ours / "results" / "m1" / "a.json").write_text("{}")
-    assert nightly.main(["push", "--suite", str(main), "--fleet", str(ours), "--message", "night 1"]) == 0
+    assert cli.main(["nightly", "push", "--suite", str(main), "--fleet", str(ours), "--message", "night 1"]) == 0
     first = _git(remote, "rev-parse", "results")
     assert f"pushed {first[:12]} to origin/results" in capsys.readouterr().err
     assert results_branch.push(main, ours, "again") is None  # nothing changed, nothing pushed
@@ -293,18 +294,18 @@ def resolve_arguments(tmp_path: Path) -> tuple[list[str], Path]:
 def test_resolve_appends_the_newest_nightly_once_and_a_dry_run_changes_nothing(tmp_path, capsys):
     args, fleet_manifest = resolve_arguments(tmp_path)
 
-    assert nightly.main([*args, "--dry-run"]) == 0
+    assert cli.main(["nightly", *args, "--dry-run"]) == 0
     assert "added nightly@2026-11-21" in capsys.readouterr().out and not fleet_manifest.exists()
-    assert nightly.main(args) == 0
+    assert cli.main(["nightly", *args]) == 0
     manifest = mf.load(fleet_manifest)
     assert [(c.name, [b.id for b in c.builds]) for c in manifest.channels] == [
         ("release", ["2.14.1"]), ("nightly", ["2026-11-21"])]  # the repository's builds, then the newest nightly only
     assert manifest.find("nightly@2026-11-21").git_version == "20261121" + "2".rjust(32, "0")
     before = fleet_manifest.read_bytes()
-    assert nightly.main(args) == 0
+    assert cli.main(["nightly", *args]) == 0
     assert "nightly@2026-11-21 is already the newest nightly; nothing to add" in capsys.readouterr().out
     assert fleet_manifest.read_bytes() == before
-    assert nightly.main([*args[:-4], "--index", str(tmp_path / "nowhere")]) == 2
+    assert cli.main(["nightly", *args[:-4], "--index", str(tmp_path / "nowhere")]) == 2
     assert capsys.readouterr().err.startswith("mpsbench nightly: error: ")
     assert fleet_manifest.read_bytes() == before
 
@@ -312,8 +313,9 @@ def test_resolve_appends_the_newest_nightly_once_and_a_dry_run_changes_nothing(t
 def test_bench_and_devices_narrow_the_preselection_and_the_facts_stay_where_they_match(monkeypatch):
     monkeypatch.setenv(selection.DEVICES_ENV, "cpu")
     monkeypatch.delenv(selection.FULL_SWEEP_ENV, raising=False)
-    pattern, count, total = preselect.pattern(ROOT / "benchmarks", ["Training.time_step", "Environment"])
-    assert 0 < count < total
+    found = preselect.combinations(preselect.discover(ROOT / "benchmarks"))
+    pattern = asv.pattern(preselect.selected(found, ["Training.time_step", "Environment"]))
+    assert 0 < len(preselect.selected(found, ["Training.time_step", "Environment"])) < len(found)
     assert re.search(pattern, "benchmark_models.Training.time_step('cpu', 'mlp', 8)")
     assert re.search(pattern, "benchmark_models.Environment.track_cpu_threads")
     assert not re.search(pattern, "benchmark_models.Inference.time_step('cpu', 'mlp', 8)")  # not asked for

@@ -15,7 +15,8 @@ from typing import Any
 import pytest
 from asv.benchmarks import Benchmarks
 
-from mpsbench.measure import devices, llm, maxbatch, ops, preselect, selection, suite, workloads
+from mpsbench.core import asv
+from mpsbench.measure import devices, isolated, llm, maxbatch, ops, preselect, selection, suite, workloads
 
 ROOT = Path(__file__).resolve().parents[1]
 BENCHMARKS = ROOT / "benchmarks"
@@ -46,6 +47,7 @@ def every_device_usable(monkeypatch):
     # Unsupported dtypes are found by the build's torch in setup, after the rule: not the rule's business.
     monkeypatch.setattr(suite.precision, "unsupported_reason", lambda device, kind, dtype: None)
     monkeypatch.setattr(maxbatch.os.path, "exists", lambda path: True)
+    monkeypatch.setattr(isolated, "call", lambda function, *args: function(*args))  # stand-ins stay in this process
 
 
 def setup_skips(benchmark: Any, params: tuple[Any, ...], caches: dict[Any, Any]) -> bool:
@@ -114,9 +116,11 @@ def test_the_selection_table_has_one_rule_for_each_parameterized_class_and_no_ot
 def test_asvs_own_matcher_selects_exactly_the_combinations_that_run(discovered, monkeypatch):
     monkeypatch.delenv(selection.FULL_SWEEP_ENV, raising=False)
     monkeypatch.delenv(selection.DEVICES_ENV, raising=False)
-    pattern, count, total = preselect.pattern(BENCHMARKS)
-    runs = {c.name for c in preselect.combinations(discovered) if c.reason is None}
-    assert count == len(runs) and total > count
+    found = preselect.combinations(discovered)
+    selected = preselect.selected(found)
+    pattern = asv.pattern(selected)
+    runs = {c.name for c in found if c.reason is None}
+    assert len(selected) == len(runs) and len(found) > len(selected)
     dicts = [{"name": b.name, "params": b.params} for b in discovered]
     conf = type("Conf", (), {"benchmark_dir": str(BENCHMARKS)})()
     chosen = Benchmarks(conf, dicts, regex=[pattern])
@@ -193,11 +197,14 @@ def test_the_device_is_found_by_its_param_name_wherever_it_stands(monkeypatch):
     }
 
 
-def test_a_pattern_with_nothing_in_it_is_refused_in_one_line():
+def test_a_selection_with_nothing_in_it_is_refused_in_one_line_and_the_pattern_names_exactly_its_names():
+    left_out = [preselect.Combination("a.b(1, 'x')", "too big")]
     with pytest.raises(preselect.PreselectError, match="no benchmark combination runs"):
-        preselect.regex([])
-    assert re.fullmatch(preselect.regex(["a.b(1, 'x')"]), "a.b(1, 'x')")
-    assert not re.search(preselect.regex(["a.b"]), "a.b(1, 'x')")  # a bare name selects no combination
+        preselect.selected(left_out)
+    with pytest.raises(preselect.PreselectError, match=r"no benchmark combination runs .* and -b c"):
+        preselect.selected([preselect.Combination("a.b(1, 'x')", None)], ["c"])
+    assert re.fullmatch(asv.pattern(["a.b(1, 'x')"]), "a.b(1, 'x')")
+    assert not re.search(asv.pattern(["a.b"]), "a.b(1, 'x')")  # a bare name selects no combination
 
 
 def test_the_command_line_prints_the_pattern_and_refuses_a_folder_that_is_no_suite(tmp_path):

@@ -125,7 +125,7 @@ def test_only_op_time_benchmarks_with_numbers_are_ranked(two_runs):
 
 def test_main_with_two_files_prints_the_slowed_op_first(two_runs, capsys):
     _, before, after = two_runs
-    assert rank_ops.main([str(before), str(after), "--top", "3"]) == 0
+    assert cli.main(["ops-rank", str(before), str(after), "--top", "3"]) == 0
     out = capsys.readouterr().out.splitlines()
     assert out[0].split() == ["rank", "ratio", "before", "after", "change", "benchmark", "device", "op", "dtype", "size"]
     assert out[2].split()[:2] == ["1", "3.00x"] and "slower" in out[2].split()  # judged by the one rule
@@ -137,7 +137,7 @@ def test_main_with_two_files_prints_the_slowed_op_first(two_runs, capsys):
 
 def test_main_with_two_commits_prints_the_asv_commands_then_ranks(two_runs, capsys):
     results_dir, _, _ = two_runs
-    assert rank_ops.main(["--results-dir", str(results_dir), BEFORE_COMMIT[:6], AFTER_COMMIT[:10]]) == 0
+    assert cli.main(["ops-rank", "--results-dir", str(results_dir), BEFORE_COMMIT[:6], AFTER_COMMIT[:10]]) == 0
     out = capsys.readouterr().out.splitlines()
     commands = [line for line in out if line.startswith("asv run")]
     assert len(commands) == 2
@@ -149,7 +149,7 @@ def test_main_with_two_commits_prints_the_asv_commands_then_ranks(two_runs, caps
 
 def test_a_commit_without_results_prints_the_commands_and_fails_in_one_line(two_runs, capsys):
     results_dir, _, _ = two_runs
-    code = rank_ops.main(["--results-dir", str(results_dir), "--machine", MACHINE, BEFORE_COMMIT, "c0ffee"])
+    code = cli.main(["ops-rank", "--results-dir", str(results_dir), "--machine", MACHINE, BEFORE_COMMIT, "c0ffee"])
     captured = capsys.readouterr()
     assert code == 2
     assert f"--machine {MACHINE} -b benchmark_ops" in captured.out and "c0ffee^!" in captured.out
@@ -160,15 +160,15 @@ def test_a_commit_without_results_prints_the_commands_and_fails_in_one_line(two_
 
 def test_bad_inputs_give_one_line_errors_naming_them(two_runs, tmp_path, capsys):
     results_dir, before, _ = two_runs
-    assert rank_ops.main([str(before), str(tmp_path / "missing.json")]) == 2
+    assert cli.main(["ops-rank", str(before), str(tmp_path / "missing.json")]) == 2
     assert capsys.readouterr().err.strip().endswith(f"no results file {str(tmp_path / 'missing.json')!r}")
-    assert rank_ops.main([str(before), "abc123"]) == 2
+    assert cli.main(["ops-rank", str(before), "abc123"]) == 2
     assert "give two results files or two commits, not one of each" in capsys.readouterr().err
-    assert rank_ops.main(["--results-dir", str(results_dir), "--machine", "nobox", "a", "b"]) == 2
+    assert cli.main(["ops-rank", "--results-dir", str(results_dir), "--machine", "nobox", "a", "b"]) == 2
     assert capsys.readouterr().err.strip().endswith(f"no machine 'nobox' in {str(results_dir)!r}; choose one of: {MACHINE}")
     not_results = tmp_path / "other.json"
     not_results.write_text(json.dumps({"version": 2}))
-    assert rank_ops.main([str(before), str(not_results)]) == 2
+    assert cli.main(["ops-rank", str(before), str(not_results)]) == 2
     assert f"{str(not_results)!r} is not an asv 0.6 results file" in capsys.readouterr().err
 
 

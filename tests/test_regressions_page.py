@@ -26,10 +26,11 @@ from pathlib import Path
 import pytest
 from tests import asvresults, fakes
 
-from mpsbench.builds import pytorch_links
-from mpsbench.regressions import factor, rule
+from mpsbench.builds import timeline
+from mpsbench.core import asvconf
+from mpsbench.regressions import rule
 from mpsbench.results import recorded
-from mpsbench.site import regressions_page, site_assets
+from mpsbench.site import pytorch_links, regressions_page, site_assets
 
 ROOT = Path(__file__).resolve().parents[1]
 RUN = asvresults.RECORDED / "cpu-2026-11-23"
@@ -61,7 +62,7 @@ def site(tmp_path_factory):
         data = json.loads(path.read_text())
         data["commit_hash"] = rekey[data["commit_hash"]]
         (results / MACHINE / f"{data['commit_hash'][:8]}{path.name[8:]}").write_text(json.dumps(data))
-    config = factor.read_config(ROOT / "asv.conf.json")
+    config = asvconf.load(ROOT / "asv.conf.json").raw
     config.update(repo=str(repo), branches=["release", "exam"], results_dir=str(results), html_dir=str(tmp / "html"),
                   env_dir=str(tmp / "env"), benchmark_dir=str(ROOT / "benchmarks"))
     (tmp / "asv.conf.json").write_text(json.dumps(config))
@@ -69,8 +70,9 @@ def site(tmp_path_factory):
                           env=dict(os.environ, HOME=str(tmp)), capture_output=True, text=True, timeout=900)
     assert done.returncode == 0, done.stdout + done.stderr
     asv_own = json.loads((tmp / "html" / "regressions.json").read_text())["regressions"]
-    assert regressions_page.main([str(tmp / "html"), "--config", str(tmp / "asv.conf.json")]) == 0
-    assert pytorch_links.main([str(tmp / "html"), "--config", str(tmp / "asv.conf.json")]) == 0
+    conf = asvconf.load(tmp / "asv.conf.json")
+    regressions_page.judge_site(tmp / "html", conf.results, conf.thresholds)
+    pytorch_links.rewrite(tmp / "html", timeline.Reader(conf.repo))
     return tmp, asv_own, list(rekey.values())
 
 
@@ -93,7 +95,7 @@ def test_only_jumps_that_hold_up_by_the_rows_own_rule_stay_on_the_page(site):
     # and each kept one is what the rule says from the recorded statistics
     found = recorded.load(tmp / "results")
     rows = {row.entry: row for table in found.values.values() for row in table}
-    rules = factor.thresholds(tmp / "asv.conf.json")
+    rules = asvconf.load(tmp / "asv.conf.json").thresholds
     for j in slower:
         row = rows[j["benchmark"]]
         old, new = found.get(MACHINE, commits[0], row), found.get(MACHINE, commits[1], row)

@@ -12,10 +12,12 @@ from pathlib import Path
 import pytest
 from tests import asvresults, fakes
 
-from mpsbench.regressions import factor, rule
+from mpsbench import cli
+from mpsbench.builds.timeline import Reader
+from mpsbench.core import asvconf
+from mpsbench.regressions import rule
 from mpsbench.site import regressions_page, report, throughput
 from mpsbench.site.throughput import Step
-from mpsbench.site.timeline_reader import Timeline, timeline_from_config
 
 ASV = [sys.executable, "-m", "asv"]
 ROOT = Path(__file__).resolve().parents[1]
@@ -77,7 +79,7 @@ def suite(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("report")
     commits = _timeline(tmp / "timeline")
     _write_results(tmp / "results", commits)
-    config = factor.read_config(ROOT / "asv.conf.json")
+    config = asvconf.load(ROOT / "asv.conf.json").raw
     config.update(repo="timeline", branches=["release"], results_dir="results", html_dir="html",
                   env_dir="env", benchmark_dir=str(ROOT / "benchmarks"))
     (tmp / "asv.conf.json").write_text(json.dumps(config))
@@ -121,7 +123,7 @@ def test_batch_curves_list_every_batch_of_the_newest_build(loaded):
 
 def test_build_over_build_compares_the_newest_two_builds_against_the_factor(loaded, suite):
     tmp, commits = suite
-    rules = factor.thresholds(tmp / "asv.conf.json")  # the report's rule, with the factor 1.05
+    rules = asvconf.load(tmp / "asv.conf.json").thresholds  # the report's rule, with the factor 1.05
     changes = {(c.machine, c.workload): c for c in throughput.build_changes(loaded)}
     assert set(changes) == {  # only what both builds measured; rtx3080 has one build
         ("m1max", Step("training", "mlp", "mps", 1024)),
@@ -149,7 +151,7 @@ def published(suite):
 
 def test_regressions_name_the_pytorch_commit_range_from_each_builds_git_version(suite, published):
     tmp, commits = suite
-    found = regressions_page.latest(published, timeline_from_config(tmp / "asv.conf.json"))
+    found = regressions_page.latest(published, Reader(asvconf.load(tmp / "asv.conf.json").repo))
     mps = [r for r in found if r.benchmark == "benchmark_models.Training.time_step('mps', 'mlp', 1024)"]
     assert len(mps) == 1, found
     assert mps[0].ratio == pytest.approx(1.25)
@@ -159,8 +161,8 @@ def test_regressions_name_the_pytorch_commit_range_from_each_builds_git_version(
 def test_the_report_writes_figures_and_a_summary_with_the_numbers(suite, published, tmp_path, capsys):
     tmp, _ = suite
     out = tmp_path / "mpsbench"
-    code = report.main([str(tmp / "results"), str(out), "--config", str(tmp / "asv.conf.json"),
-                        "--site", str(published)])
+    code = cli.main(["report", str(tmp / "results"), str(out), "--config", str(tmp / "asv.conf.json"),
+                     "--site", str(published)])
     assert code == 0
     for name in ("speedup_mlp", "speedup_resnet50", "machines_mlp", "machines_vgg16", "batches_mlp"):
         assert (out / f"{name}.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n", name
@@ -180,7 +182,7 @@ def test_the_report_writes_figures_and_a_summary_with_the_numbers(suite, publish
 
 
 def test_a_missing_results_directory_is_one_line_and_exit_2(tmp_path, capsys):
-    assert report.main([str(tmp_path / "nope"), str(tmp_path / "out")]) == 2
+    assert cli.main(["report", str(tmp_path / "nope"), str(tmp_path / "out")]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert err[-1] == f"mpsbench: error: results directory {tmp_path / 'nope'} does not exist"
 
@@ -192,40 +194,30 @@ def test_the_folder_above_results_is_one_line_and_exit_2_with_nothing_written(tm
     values = {("training", "time_step", "cpu", "mlp", 8): 0.009}
     asvresults.write_benchmarks(run / "results", asvresults.write_results(
         run / "results", "m", "1" * 40, 0, values, ["cpu"], ["mlp"], [8]))
-    assert report.main([str(run), str(tmp_path / "out")]) == 2
+    assert cli.main(["report", str(run), str(tmp_path / "out")]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert err[-1].startswith(f"mpsbench: error: {run} holds no benchmarks.json") and "results directory" in err[-1]
     assert not (tmp_path / "out").exists()
 
 
-def test_the_subcommand_registers_on_the_clis_subparsers(suite, tmp_path):
-    import argparse
-
-    tmp, _ = suite
-    parser = argparse.ArgumentParser(prog="mpsbench")
-    report.add_subcommand(parser.add_subparsers(dest="command"))
-    args = parser.parse_args(["report", str(tmp / "results"), str(tmp_path / "out"), "--config",
-                              str(tmp / "asv.conf.json")])
-    assert args.func(args) == 0
-    assert "8.00x" in (tmp_path / "out" / "summary.md").read_text()
-
-
-def test_the_factor_is_one_plus_the_default_threshold_of_asv_conf(tmp_path):
+def test_the_factor_is_one_plus_the_rows_threshold_of_asv_conf(tmp_path, capsys):
     config = tmp_path / "asv.conf.json"
     config.write_text('{\n  // a comment, as asv allows\n  "regressions_thresholds": {".*": 0.2, "x": 0.5},\n}\n')
-    assert factor.regression_factor(config) == pytest.approx(1.2)
+    assert cli.main(["factor", "--config", str(config)]) == 0
+    assert cli.main(["factor", "--config", str(config), "-b", "xyz"]) == 0
+    assert capsys.readouterr().out.split() == ["1.2", "1.5"]
     config.write_text('{"version": 1}')
-    assert factor.regression_factor(config) == pytest.approx(1 + rule.ASV_DEFAULT_THRESHOLD)
-    assert factor.regression_factor(ROOT / "asv.conf.json") > 1
+    assert rule.regression_factor(config) == pytest.approx(1 + rule.ASV_DEFAULT_THRESHOLD)
+    assert rule.regression_factor(ROOT / "asv.conf.json") > 1
 
 
 def test_a_bad_threshold_is_one_line_naming_it(tmp_path, capsys):
     config = tmp_path / "asv.conf.json"
     config.write_text('{"regressions_thresholds": {".*": "five percent"}}')
-    with pytest.raises(factor.FactorError, match=r"regressions_thresholds\['\.\*'\] must be a fraction >= 0, "
-                                                  r"got 'five percent'"):
-        factor.regression_factor(config)
-    assert factor.main([str(config)]) == 2
+    with pytest.raises(asvconf.ConfigError, match=r"regressions_thresholds\['\.\*'\] must be a fraction >= 0, "
+                                                   r"got 'five percent'"):
+        rule.regression_factor(config)
+    assert cli.main(["factor", "--config", str(config)]) == 2
     assert capsys.readouterr().err.count("\n") == 1
 
 
@@ -245,13 +237,13 @@ def test_speedup_by_release_draws_each_python_along_the_dates_and_links_each_rel
         benchmarks.update(asvresults.write_results(results_dir, "m2", commits[index], date_ms, values, DEVICES,
                                                    MODELS, BATCHES, python=python))
     asvresults.write_benchmarks(results_dir, benchmarks)
-    points = throughput.speedup_by_release(results_dir, Timeline(repo))
+    points = throughput.speedup_by_release(results_dir, Reader(repo))
     assert [(p.python, p.torch_version, round(p.ratio, 6)) for p in sorted(points, key=lambda p: (p.python, p.date_ms))] == [
         ("3.10", "1.12.1", 2.0), ("3.10", "2.2.2", 4.0), ("3.12", "2.2.2", 4.0), ("3.12", "2.15.0", 5.0),
     ]
     assert points[0].link == "https://github.com/pytorch/pytorch/releases/tag/v1.12.1"
     config = tmp_path / "asv.conf.json"  # the report finds the timeline through asv.conf.json's repo
     config.write_text(json.dumps({"repo": "timeline", "regressions_thresholds": {".*": 0.05}}))
-    report.build(results_dir, tmp_path / "out", config=config)
+    report.build(results_dir, tmp_path / "out", asvconf.load(config))
     assert (tmp_path / "out" / "speedup_by_release.png").stat().st_size > 0
     assert 'href="https://github.com/pytorch/pytorch/releases/tag/v2.15.0"' in (tmp_path / "out" / "summary.html").read_text()

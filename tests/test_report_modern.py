@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import math
 import shutil
+from pathlib import Path
 
 from tests import asvresults
 
@@ -52,13 +53,13 @@ def test_the_compile_figure_draws_each_pair_with_its_speedup(tmp_path):
     assert (tmp_path / "compile.png").stat().st_size > 0
 
 
-def test_python_m_report_draws_the_compile_pairs_of_the_asv_run_on_the_h100(tmp_path):
-    # Run as a module (as scripts/publish does): the compile and tokens sections must still be recognised.
+def test_the_report_command_draws_the_compile_pairs_of_the_asv_run_on_the_h100(tmp_path):
+    # Run as the command, in a process of its own: the compile and tokens sections must still be recognised.
     import subprocess
     import sys
 
     run = asvresults.RECORDED / "h100-2026-11-23-issue21-asv"
-    done = subprocess.run([sys.executable, "-m", "mpsbench.site.report", str(run), str(tmp_path / "out")],
+    done = subprocess.run([str(Path(sys.executable).with_name("mpsbench")), "report", str(run), str(tmp_path / "out")],
                           capture_output=True, text=True)
     assert done.returncode == 0, done.stderr[-2000:]
     summary = (tmp_path / "out" / "summary.md").read_text()

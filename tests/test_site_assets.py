@@ -144,9 +144,9 @@ def test_an_unknown_external_url_names_itself(fake_site):
         site_assets.make_offline(html, cache)
 
 
-def test_the_command_reports_a_missing_site_in_one_line(tmp_path, capsys):
-    assert site_assets.main([str(tmp_path)]) == 2
-    assert capsys.readouterr().err == f"mpsbench: error: {tmp_path} holds no index.html: run `asv publish` first\n"
+def test_a_missing_site_is_one_line(tmp_path):
+    with pytest.raises(SiteAssetError, match=f"^{tmp_path} holds no index.html: run `asv publish` first$"):
+        site_assets.make_offline(tmp_path)
 
 
 def test_the_navbar_link_is_added_once_after_the_regressions_tab(tmp_path):
@@ -182,13 +182,15 @@ def test_asvs_own_pages_become_self_contained_from_the_npm_registry(tmp_path, np
 
 
 def test_the_publish_step_runs_without_node_on_path(tmp_path, npm_cache):
-    """The site step as scripts/publish runs it, with every folder holding node or npm taken off PATH."""
+    """The site step as mpsbench publish runs it, with every folder holding node or npm taken off PATH."""
     site = tmp_path / "html"
     shutil.copytree(ASV_WWW, site)
     env = without_node(tmp_path / "bin")
     probe = "import shutil, sys; sys.exit(shutil.which('node') or shutil.which('npm'))"
     assert subprocess.run([sys.executable, "-c", probe], env=env).returncode == 0  # no Node to be found
-    done = subprocess.run([sys.executable, "-m", "mpsbench.site.site_assets", str(site), "--cache", str(npm_cache),
-                           "--link", "Figures=mpsbench/summary.html"], env=env, cwd=ROOT, capture_output=True, text=True)
+    step = ("import sys; from pathlib import Path; from mpsbench.site import site_assets;"
+            " site_assets.make_offline(Path(sys.argv[1]), Path(sys.argv[2]))")
+    done = subprocess.run([sys.executable, "-c", step, str(site), str(npm_cache)], env=env, cwd=ROOT,
+                          capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     assert [load for page in site_assets.pages(site) for load in site_assets.external_loads(page)] == []

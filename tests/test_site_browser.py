@@ -30,7 +30,7 @@ import pytest
 from tests import fakes
 from tests.test_site_assets import local_loads
 
-from mpsbench.regressions import factor
+from mpsbench.core import asvconf
 from mpsbench.site import site_assets
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -52,7 +52,7 @@ pytestmark = [
 def published(tmp_path_factory: pytest.TempPathFactory, npm_cache: Path) -> Path:
     """A site published from one real asv result, made self-contained."""
     tmp = tmp_path_factory.mktemp("site")
-    config = factor.read_config(ROOT / "asv.conf.json")
+    config = asvconf.load(ROOT / "asv.conf.json").raw
     branch = str(config.get("branches", ["main"])[0])
     timeline = tmp / "timeline"
     timeline.mkdir()

@@ -77,7 +77,7 @@ def test_upstream_range_links_the_two_git_versions(tmp_path):
 
 
 def test_upstream_range_of_two_builds_of_one_commit_links_that_commit(tmp_path):
-    # the site's rule too (timeline_reader.pytorch_url): an empty compare range is that commit's own page
+    # the site's rule too (timeline.pytorch_url): an empty compare range is that commit's own page
     manifest = _two_releases()
     generated = timeline.generate(manifest, tmp_path / "repo")
     line = history.upstream_range(manifest, generated, "release@2.13.0", "release@2.14.1")

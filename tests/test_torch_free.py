@@ -97,7 +97,7 @@ def test_the_cli_help_and_the_registry_need_no_torch(clone):
 @pytest.mark.slow
 def test_the_nightly_resolve_step_runs_without_torch(clone, tmp_path):
     args, fleet_manifest = resolve_arguments(tmp_path)
-    said = _run([str(clone / ".venv" / "bin" / "python"), "-m", "mpsbench.fleet.nightly", *args], cwd=clone)
+    said = _run([str(clone / ".venv" / "bin" / "mpsbench"), "nightly", *args], cwd=clone)
     assert "added nightly@2026-11-21" in said
     assert mf.load(fleet_manifest).find("nightly@2026-11-21") is not None
 

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 import yaml
 
-from mpsbench.fleet import nightly
+from mpsbench import cli
 
 ROOT = Path(__file__).resolve().parents[1]
 WORKFLOWS = ROOT / ".github" / "workflows"
@@ -88,7 +88,7 @@ def test_every_script_the_workflows_call_exists_and_every_nightly_step_is_one_sc
     assert steps >= {"fetch", "resolve", "push", "bench", "collect", "publish", "alert", "bisect"}
     for step in steps:
         with pytest.raises(SystemExit) as exited:
-            nightly.build_parser().parse_args([step, "--help"])
+            cli.build_parser().parse_args(["nightly", step, "--help"])
         assert exited.value.code == 0, capsys.readouterr().err  # a step scripts/nightly knows
 
 

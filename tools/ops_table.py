@@ -30,7 +30,8 @@ from pathlib import Path
 
 import torch
 
-from mpsbench import command
+from mpsbench.core import errors
+from mpsbench.core.text import table as text_table
 from mpsbench.measure import devices, ops, selection, suite
 
 
@@ -104,7 +105,7 @@ def measure(device: str, spec: ops.OpSpec, dtype: str, size: str, peaks: Peaks |
         return Row(spec.name, dtype, size, None, None, spec.unit, None, f"skipped: {skipped}")
     except Exception as exc:
         ops.forget()
-        return Row(spec.name, dtype, size, None, None, spec.unit, None, f"failed: {command.first_line(exc)}")
+        return Row(spec.name, dtype, size, None, None, spec.unit, None, f"failed: {errors.first_line(exc)}")
     value = spec.work_at(size, dtype) / seconds / 1e9
     percent = None if peaks is None else 100.0 * value / peak_of(peaks, spec, dtype)
     return Row(spec.name, dtype, size, seconds, value, spec.unit, percent, "")
@@ -121,7 +122,7 @@ def _format(rows: list[Row]) -> str:
             "-" if row.percent_of_peak is None else f"{row.percent_of_peak:.1f}",
             row.note,
         ])
-    return command.table(table)
+    return text_table(table)
 
 
 def registry_markdown() -> str:

@@ -1,141 +1,551 @@
-"""The ``mpsbench`` command: list models and devices, and time one workload outside asv."""
+"""The ``mpsbench`` command: argv in, a library call with a Suite and typed options out (README, "Layout").
+
+Every subcommand's options are declared here and turned into the small frozen dataclasses the library takes; no
+library function sees an argparse Namespace. A user's mistake is one line on stderr and exit status 2.
+"""
 
 from __future__ import annotations
 
 import argparse
+import math
+import os
 import sys
-from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any, NoReturn
 
-from mpsbench import command
-from mpsbench.builds import history
-from mpsbench.fleet import doctor
-from mpsbench.measure import devices, models, preselect, selection
-from mpsbench.regressions import alerts, bisection, compare, rank_ops
+from mpsbench import bench
+from mpsbench.builds import defaults, history, install_build, machine, resolve, timeline, wheels
+from mpsbench.builds import manifest as mf
+from mpsbench.context import Suite
+from mpsbench.core import asv, asvconf, progress, settings, text
+from mpsbench.core.errors import UserError
+from mpsbench.fleet import doctor, nightly
+from mpsbench.measure import devices, models, preselect
+from mpsbench.regressions import alerts, bisection, compare, nightlies, rank_ops, rule
 from mpsbench.results import merge, record
-from mpsbench.site import report
+from mpsbench.site import publish, report
 
-if TYPE_CHECKING:
-    from mpsbench.measure.workloads import Workload
+log = progress.logger(__name__)
 
 
+class OneLineParser(argparse.ArgumentParser):
+    """argparse with a user's mistake said in one line (no usage block), exit status 2; subcommands inherit it."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog.split()[0]}: error: {message} (see {self.prog} --help)\n")
+
+
+def _number(kind: Callable[[str], float], least: float, what: str) -> Callable[[str], Any]:
+    """An argparse type: a finite number of ``kind`` (int or float) of at least ``least``."""
+    def parse(value: str) -> float:
+        try:
+            number = kind(value)
+        except ValueError:
+            number = math.nan
+        if not (math.isfinite(number) and number >= least):
+            raise argparse.ArgumentTypeError(f"{what} must be a {'whole ' if kind is int else ''}number of at least"
+                                             f" {least:g}, got {value!r}")
+        return number
+    return parse
+
+
+def _suite(args: argparse.Namespace, config: Path = asvconf.CONFIG) -> Suite:
+    """The command's suite, from its --config, --manifest and --timeline (each where the command has it)."""
+    return Suite(getattr(args, "config", None) or config, getattr(args, "manifest", None) or history.MANIFEST,
+                 getattr(args, "timeline", None) or history.TIMELINE)
+
+
+def _files(parser: argparse.ArgumentParser, *names: str) -> None:
+    """The suite's files a command takes: ``config``, ``manifest``, ``timeline``."""
+    helps = {"config": f"the asv configuration (default {asvconf.CONFIG})",
+             "manifest": f"default {history.MANIFEST}", "timeline": f"default {history.TIMELINE}"}
+    for name in names:
+        parser.add_argument(f"--{name}", type=Path, default=None, help=helps[name])
+
+
+# --- measuring here --------------------------------------------------------------------------------------------
 def cmd_models(args: argparse.Namespace) -> int:
     rows = [["model", "seed batch", "batch sizes", "needs", "description"]]
     for spec in models.REGISTRY.values():
         sizes = ",".join(str(size) for size in spec.batch_sizes)
-        needs = ",".join(spec.requires) or "-"
-        rows.append([spec.name, str(spec.seed_batch_size), sizes, needs, spec.description])
-    print(command.table(rows))
+        rows.append([spec.name, str(spec.seed_batch_size), sizes, ",".join(spec.requires) or "-", spec.description])
+    print(text.table(rows))
     return 0
-
-
-def _torch() -> Any:
-    """torch, or one line saying this command measures and torch is missing (the rest of the CLI runs without it)."""
-    try:
-        import torch
-    except ImportError as exc:
-        raise command.UserError(f"this command needs torch, which is not installed here ({exc}): pip install torch") from None
-    return torch
 
 
 def cmd_devices(args: argparse.Namespace) -> int:
-    selection.selected_devices()  # a bad MPSBENCH_DEVICES: one line, before anything runs (scripts/bench calls this first)
-    torch = _torch()
-    if args.usable:  # for scripts: MPSBENCH_DEVICES=$(mpsbench devices --usable)
-        print(",".join(name for name in devices.NAMES if devices.get(name).usable))
-        return 0
-    rows = [["device", "usable", "details"]]
-    for name in devices.NAMES:
-        found = devices.get(name).availability()
-        rows.append([name, "yes" if found.usable else "no", found.reason])
-    print(f"torch {torch.__version__}")
-    print(command.table(rows))
+    found = bench.check_setup()  # a bad MPSBENCH_DEVICES, or no torch: one line
+    # --usable, for scripts: MPSBENCH_DEVICES=$(mpsbench devices --usable)
+    print(",".join(name for name in devices.NAMES if devices.get(name).usable) if args.usable else found)
     return 0
 
 
-def _parse_int(text: str, what: str) -> int:
-    try:
-        return int(text)
-    except ValueError:
-        raise command.UserError(f"{what} must be a whole number, got {text!r}") from None
-
-
 def cmd_run(args: argparse.Namespace) -> int:
-    _torch()
-    from mpsbench.measure import timing, workloads  # torch: imported where something is measured, so the rest runs without it
+    bench.require_torch()
+    from mpsbench.measure import timing, workloads  # torch: imported where something is measured
 
     try:
         kinds = workloads.KINDS if args.kind == "both" else (workloads.check_kind(args.kind),)
     except workloads.WorkloadError as exc:
-        raise command.UserError(str(exc)) from None
+        raise UserError(str(exc)) from None
     spec = models.get(args.model)
     device = devices.get(args.device)
-    batch_size = spec.seed_batch_size if args.batch_size is None else _parse_int(args.batch_size, "--batch-size")
+    batch_size = spec.seed_batch_size if args.batch_size is None else args.batch_size
     models.check_batch_size(spec, batch_size)
     found = device.availability()
     if not found.usable:
-        raise command.UserError(f"device {device} is not usable here: {found.reason}")
+        raise UserError(f"device {device} is not usable here: {found.reason}")
     rows = [["workload", "model", "device", "batch", "ms/step", "samples/s", "calls"]]
     for kind in kinds:
         if (kind == "inference" and spec.trainable is not None) or (kind == "training" and not spec.trains):
             continue
-        workload = _build_or_explain(kind, device, spec.name, batch_size)
+        try:
+            workload = workloads.build(kind, device, spec.name, batch_size)
+        except workloads.WorkloadError as exc:
+            raise UserError(str(exc)) from None
+        except Exception as exc:
+            if devices.is_out_of_memory(exc):
+                raise UserError(f"{spec.name} at batch {batch_size} does not fit in {device} memory") from None
+            raise
         workload.warm_up()
         result = timing.time_steps(workload, min_seconds=args.seconds)
-        rows.append([
-            kind, spec.name, device, str(batch_size),
-            f"{result.seconds_per_step * 1e3:.3f}", f"{result.samples_per_second:.1f}",
-            f"{result.calls}x{result.steps_per_call}",
-        ])
+        rows.append([kind, spec.name, device, str(batch_size), f"{result.seconds_per_step * 1e3:.3f}",
+                     f"{result.samples_per_second:.1f}", f"{result.calls}x{result.steps_per_call}"])
         workloads.forget()
-    print(command.table(rows))
+    print(text.table(rows))
     if device == "cpu":
         print(f"cpu threads: {devices.cpu_threads()}")
     return 0
 
 
-def _build_or_explain(kind: str, device: str, model: str, batch_size: int) -> Workload:
-    from mpsbench.measure import workloads
+# --- builds and the timeline -----------------------------------------------------------------------------------
+def cmd_add(args: argparse.Namespace) -> int:
+    suite = _suite(args)
+    history.append(suite.manifest_path, suite.timeline_path, args.channel, args.resolver(args, suite), args.parent)
+    return 0
 
-    try:
-        return workloads.build(kind, device, model, batch_size)
-    except workloads.WorkloadError as exc:
-        raise command.UserError(str(exc)) from None
-    except Exception as exc:
-        if devices.is_out_of_memory(exc):
-            raise command.UserError(f"{model} at batch {batch_size} does not fit in {device} memory") from None
-        raise
+
+def _release(args: argparse.Namespace, suite: Suite) -> mf.Build:
+    # The manifest's defaults say which interpreters each platform pins, unless --python names them.
+    pythons = tuple(args.python) if args.python else defaults.pin_pythons(suite.manifest)
+    return resolve.release(args.version, index=args.index, pythons=pythons, torchvision=args.torchvision,
+                           transformers=args.transformers, date=args.date)
+
+
+def _existing(args: argparse.Namespace, suite: Suite) -> mf.Build:
+    env = {}
+    for pair in args.env:
+        name, sep, value = pair.partition("=")
+        if not sep or not name:
+            raise UserError(f"--env takes NAME=VALUE, got {pair!r}")
+        env[name] = value
+    return resolve.existing(args.site_packages, build_id=args.id, date=args.date, env=env, note=args.note)
+
+
+def cmd_add_nightly(args: argparse.Namespace) -> int:
+    suite = _suite(args)
+    history.add_nightly(suite.manifest_path, suite.timeline_path, args.channel, args.date,
+                        indexes=tuple(args.index or ()), pythons=tuple(args.python), transformers=args.transformers,
+                        transformers_index=args.transformers_index, parent=args.parent)
+    return 0
+
+
+def cmd_list(args: argparse.Namespace) -> int:
+    suite = _suite(args)
+    for channel in suite.manifest.channels:
+        print(channel.name + (f" (forks from {channel.parent})" if channel.parent else ""))
+        for build in channel.builds:
+            commit = suite.timeline.commits[f"{channel.name}@{build.id}"]
+            tag = f" [{build.tag}]" if build.tag else ""
+            print(f"  {commit[:12]}  {build.id:<14} torch {build.torch_version:<22} git {build.git_version[:12]}"
+                  f"  {build.date}  {build.kind}{tag}")
+    return 0
+
+
+def cmd_generate(args: argparse.Namespace) -> int:
+    suite = _suite(args)
+    generated = suite.generate(force=args.force)
+    print(timeline.summary(suite.manifest, generated, suite.timeline_path))
+    return 0
+
+
+def cmd_default(args: argparse.Namespace) -> int:
+    suite = _suite(args)
+    platform, _ = defaults.rule_for(suite.manifest, [args.platform] if args.platform else install_build.platform_candidates())
+    planned = defaults.schedule(suite.manifest, platform)
+    if args.pythons:  # for scripts: one asv run per Python
+        print("\n".join(defaults.pythons(planned)))
+    elif args.hashes:  # for asv run HASHFILE:
+        if args.python is None:
+            raise UserError("--hashes needs --python VERSION: each Python runs its own builds")
+        print("\n".join(suite.timeline.commits[item.ref] for item in planned if args.python in item.pythons))
+    else:
+        print(defaults.listing(platform, planned, suite.timeline))
+    return 0
+
+
+def cmd_check_range(args: argparse.Namespace) -> int:
+    reason = timeline.bad_range(_suite(args).timeline_path, [arg for arg in args.asv_args if arg != "--"])
+    if reason is not None:
+        raise UserError(reason)
+    return 0
+
+
+def cmd_machine(args: argparse.Namespace) -> int:
+    name, fields = machine.write(args.name)
+    if args.quiet:  # for scripts: NAME=$(mpsbench machine --quiet)
+        print(name)
+        return 0
+    print(f"machine {name} written to {machine.machine_file()}:")
+    for key, value in sorted(fields.items()):
+        print(f"  {key}: {value}")
+    return 0
+
+
+# --- running and recording -------------------------------------------------------------------------------------
+def cmd_record(args: argparse.Namespace) -> int:
+    asv_args = args.asv_args[1:] if args.asv_args[:1] == ["--"] else args.asv_args
+    return record.record(_suite(args).conf, args.machine, asv_args, args.remeasure)
+
+
+def cmd_preselect(args: argparse.Namespace) -> int:
+    found = preselect.combinations(preselect.discover(args.benchmark_dir))
+    if args.list:
+        for combination in found:
+            print(f"{combination.name}\t{combination.reason or 'runs'}")
+        return 0
+    chosen = preselect.selected(found)
+    print(asv.pattern(chosen))
+    log.info(f"asv will run {len(chosen)} of the suite's {len(found)} combinations")
+    return 0
+
+
+# --- judging and publishing ------------------------------------------------------------------------------------
+def cmd_alert(args: argparse.Namespace) -> int:
+    options = alerts.Options(tuple(args.machine), args.build, args.summary, args.confirm, args.results)
+    return alerts.check(_suite(args), options)[0]
+
+
+def cmd_ops_rank(args: argparse.Namespace) -> int:
+    options = rank_ops.Options(args.before, args.after, args.results_dir, args.machine, args.top or None)
+    return rank_ops.run(_suite(args), options)
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    config = args.config or (asvconf.CONFIG if asvconf.CONFIG.is_file() else None)
+    report.build(args.results_dir, args.out_dir, asvconf.load(config) if config else None, args.site)
+    return 0
+
+
+def cmd_publish(args: argparse.Namespace) -> int:
+    publish.publish(_suite(args, Path(settings.text(settings.CONFIG) or asvconf.CONFIG)), args.asv_args)
+    return 0
+
+
+# --- the fleet's nightly job -----------------------------------------------------------------------------------
+def _fleet(args: argparse.Namespace) -> nightly.Fleet:
+    return nightly.Fleet(args.suite, args.workdir, args.fleet, args.channel)
+
+
+def _nightly_bisect(args: argparse.Namespace) -> int:
+    fleet = _fleet(args)
+
+    def search(suite: Suite, machine_name: str) -> tuple[str, str] | None:
+        # mpsbench bisect's own options, but for the manifest and timeline: the fleet's
+        found = bisection.bisect(argparse.Namespace(**{**vars(args), "machine": machine_name, "suite_root": fleet.suite,
+                                                       "manifest": suite.manifest_path, "timeline": suite.timeline_path}))
+        return None if found is None else (found.first, found.upstream)
+
+    return nightly.bisect(fleet, args.bench, args.good, args.bad, args.machine, search)
+
+
+NIGHTLY_STEPS: dict[str, Callable[[argparse.Namespace], int]] = {
+    "fetch": lambda args: nightly.fetch(_fleet(args), args.remote, args.branch),
+    "push": lambda args: nightly.push(_fleet(args), args.message, args.remote, args.branch),
+    "resolve": lambda args: nightly.resolve_nightly(_fleet(args), nightly.Resolving(
+        tuple(args.index or ()), args.transformers_index, args.transformers, args.dry_run)),
+    "bench": lambda args: nightly.bench(_fleet(args), nightly.Benching(
+        args.machine, tuple(args.device), tuple(args.bench), args.limit, args.dry_run, args.confirm)),
+    "collect": lambda args: nightly.collect(_fleet(args), args.sources, args.update_benchmarks),
+    "publish": lambda args: nightly.publish(_fleet(args)),
+    "alert": lambda args: nightly.alert(_fleet(args), args.machine, args.summary),
+    "bisect": _nightly_bisect,
+}
+
+
+def _nightly_parser(commands: Any) -> None:
+    where = OneLineParser(add_help=False)  # every step's options
+    where.add_argument("--suite", type=Path, default=asvconf.ROOT,
+                       help="the suite: asv.conf.json, benchmarks/ and builds/manifest.json (default: this checkout)")
+    where.add_argument("--workdir", type=Path, default=nightly.WORKDIR,
+                       help=f"work folder, relative to the suite (default {nightly.WORKDIR})")
+    where.add_argument("--fleet", type=Path, default=None, help="the fleet's files (default: WORKDIR/fleet)")
+    where.add_argument("--channel", default=nightly.CHANNEL, help=f"the nightly channel (default {nightly.CHANNEL})")
+    remote = OneLineParser(add_help=False)
+    remote.add_argument("--remote", default="origin", help="git remote (default origin)")
+    remote.add_argument("--branch", default="results", help="the results branch (default results)")
+    identity = OneLineParser(add_help=False)
+    identity.add_argument("--machine", default=None,
+                          help=f"machine name (default: ${settings.MACHINE}, else from the chip and core count)")
+    group = commands.add_parser("nightly", help="one step of the fleet's nightly job (scripts/nightly; docs/fleet.md)",
+                                description=(nightly.__doc__ or "").split("\n", 1)[0],
+                                epilog="docs/fleet.md says how the workflows use each step.")
+    steps = group.add_subparsers(dest="step", metavar="STEP", required=True)
+
+    def step(name: str, help_text: str, *parents: argparse.ArgumentParser) -> argparse.ArgumentParser:
+        sub: argparse.ArgumentParser = steps.add_parser(name, help=help_text, description=help_text, parents=[where, *parents])
+        sub.set_defaults(func=NIGHTLY_STEPS[name])
+        return sub
+
+    step("fetch", "copy the results branch into the fleet folder", remote)
+    step("push", "commit the fleet folder on the results branch and push it (fast-forward only)",
+         remote).add_argument("--message", default="mpsbench nightly", help="the commit message")
+    resolving = step("resolve", "append the newest nightly to the fleet's manifest")
+    resolving.add_argument("--index", action="append", help="nightly PEP 503 index (repeatable; default PyTorch's)")
+    resolving.add_argument("--transformers-index", default=resolve.PYPI, help="where transformers is pinned from")
+    resolving.add_argument("--transformers", help="transformers version to pin, or none (default: by torch)")
+    resolving.add_argument("--dry-run", action="store_true", help="say what would be added; change nothing")
+    benching = step("bench", "benchmark every build this machine has no results for, then alert", identity)
+    benching.add_argument("--device", action="append", default=[],
+                          help="only these devices (repeatable or comma-separated; refused if not usable here)")
+    benching.add_argument("--bench", action="append", default=[], help="only benchmarks matching this regex (asv -b)")
+    benching.add_argument("--limit", type=_number(int, 0, "--limit"), default=0,
+                          help="at most the newest N missing builds (default: all)")
+    benching.add_argument("--dry-run", action="store_true",
+                          help="run each selected benchmark once (asv --quick --dry-run); record nothing")
+    benching.add_argument("--confirm", action="store_true",
+                          help="raise an alert only if a fresh `mpsbench compare` on this machine agrees")
+    collecting = step("collect", "merge results directories (the machines' artifacts) into the fleet's")
+    collecting.add_argument("sources", type=Path, nargs="+", help="asv results directories")
+    collecting.add_argument("--update-benchmarks", action="store_true",
+                            help="the sources ran a newer suite: their benchmarks.json entries win")
+    step("publish", "publish the site of the fleet's results into WORKDIR/html (mpsbench publish)")
+    alerting = step("alert", "exit 1 if a machine's newest build is slower than the one before")
+    alerting.add_argument("--machine", action="append", default=[], help="only this machine (repeatable)")
+    alerting.add_argument("--summary", type=Path, help="also write the alerts as Markdown to this file")
+    # mpsbench bisect's own options, but for the manifest and timeline: the fleet's (a channel --nightlies adds
+    # goes into the fleet folder's manifest)
+    bisecting = step("bisect", "mpsbench bisect over a range of the fleet's builds (fresh processes, nothing recorded)")
+    bisecting.add_argument("--good", required=True, help="the last fast build: CHANNEL@ID or timeline hash")
+    bisecting.add_argument("--bad", required=True, help="a slow build: CHANNEL@ID or timeline hash")
+    compare.options(bisecting, files=False)
+    nightlies.add_options(bisecting)
+
+
+# --- the parser ------------------------------------------------------------------------------------------------
+def _build_parsers(commands: Any) -> None:
+    """``mpsbench build ...``, ``mpsbench timeline ...`` and ``mpsbench machine``."""
+    shared: dict[str, dict[str, Any]] = {  # the options several add-* commands share
+        "--parent": {"help": "for a new channel: the CHANNEL@ID build it forks from"},
+        "--transformers": {"help": "transformers version to pin, or none (default: by torch)"},
+        "--id": {"help": "build id (default: from the torch version)"},
+        "--note": {"default": "", "help": "a line for the commit message"},
+        "--transformers-index": {"default": resolve.PYPI, "help": "PEP 503 index of the other wheels (default PyPI)"},
+    }
+    build = commands.add_parser("build", help="add PyTorch builds to the manifest (and the timeline)")
+    actions = build.add_subparsers(dest="build_command", metavar="ACTION", required=True)
+
+    def adding(name: str, help_text: str, channel: str, *options: str, **defaults: Any) -> argparse.ArgumentParser:
+        """An add-* command: unless ``defaults`` say otherwise, cmd_add appends what its ``resolver`` makes."""
+        parser: argparse.ArgumentParser = actions.add_parser(name, help=help_text)
+        parser.set_defaults(**{"func": cmd_add, **defaults})
+        _files(parser, "manifest", "timeline")
+        parser.add_argument("--channel", default=channel, help=f"channel (branch) to append to (default {channel})")
+        for option in ("--parent", "--transformers", *options):
+            parser.add_argument(option, **shared[option])
+        return parser
+
+    release = adding("add-release", "a release from PyPI, e.g. 2.14.1", "release", resolver=_release)
+    release.add_argument("version")
+    release.add_argument("--index", default=resolve.PYPI, help="PEP 503 index (default PyPI)")
+    release.add_argument("--torchvision", help="torchvision version (default: the one made for this torch)")
+    release.add_argument("--python", nargs="+", help="python tags to pin on every platform"
+                         " (default: per platform, the manifest's defaults' Pythons, else cp310-cp313)")
+    release.add_argument("--date", help="override the build date (YYYY-MM-DDTHH:MM:SSZ)")
+    nightly_build = adding("add-nightly", "a nightly by date (YYYY-MM-DD) or 'latest'", "nightly", "--transformers-index",
+                           func=cmd_add_nightly)
+    nightly_build.add_argument("date")
+    nightly_build.add_argument("--index", action="append", help="nightly PEP 503 index (repeatable; default PyTorch's)")
+    nightly_build.add_argument("--python", nargs="+", default=list(resolve.PYTHONS), help="python tags to pin")
+    wheel = adding("add-wheel", "a torch wheel file, e.g. one built from source", "local",
+                   "--id", "--note", "--transformers-index", resolver=lambda args, suite: resolve.wheel_file(
+                       args.path, torchvision=args.torchvision, transformers=args.transformers,
+                       index=args.transformers_index, sha256=args.sha256, build_id=args.id, note=args.note))
+    wheel.add_argument("path", type=Path)
+    wheel.add_argument("--torchvision", type=Path, help="a torchvision wheel file to pin beside it")
+    wheel.add_argument("--sha256", help="refuse the file unless it has this sha256")
+    url = adding("add-url", "a torch wheel at a URL (fetched once, checksum checked)", "local",
+                 "--id", "--note", "--transformers-index", resolver=lambda args, suite: resolve.wheel_url(
+                     args.url, sha256=args.sha256, transformers=args.transformers, index=args.transformers_index,
+                     build_id=args.id, note=args.note))
+    url.add_argument("url")
+    url.add_argument("--sha256", help="the wheel's sha256 (or end the URL with #sha256=...)")
+    here = adding("add-existing", "a torch already installed here, used in place", "local", "--id", "--note",
+                  resolver=_existing)
+    here.add_argument("site_packages", type=Path, help="the site-packages folder that holds torch")
+    here.add_argument("--date", help="build date (default: when torch/version.py was written)")
+    here.add_argument("--env", action="append", default=[], metavar="NAME=VALUE",
+                      help="set in every process of this build's environment (repeatable)")
+    listing = actions.add_parser("list", help="the builds and their timeline commits")
+    listing.set_defaults(func=cmd_list)
+    _files(listing, "manifest", "timeline")
+
+    line = commands.add_parser("timeline", help="the timeline repository asv walks")
+    timeline_actions = line.add_subparsers(dest="timeline_command", metavar="ACTION", required=True)
+
+    def action(name: str, help_text: str, func: Callable[[argparse.Namespace], int],
+               *files: str) -> argparse.ArgumentParser:
+        parser: argparse.ArgumentParser = timeline_actions.add_parser(name, help=help_text)
+        parser.set_defaults(func=func)
+        _files(parser, *files)
+        return parser
+
+    action("generate", "(re)generate the timeline from the manifest", cmd_generate, "manifest", "timeline").add_argument(
+        "--force", action="store_true", help="accept a rewritten channel history")
+    span = action("range", "the PyTorch commit range between two builds",
+                  lambda args: print(_suite(args).upstream_range(args.old, args.new)) or 0, "manifest", "timeline")
+    span.add_argument("old", help="CHANNEL@ID, a tag or timeline commit hash (prefix)")
+    span.add_argument("new", help="CHANNEL@ID, a tag or timeline commit hash (prefix)")
+    default = action("default", "this platform's default timeline (builds/manifest.json 'defaults'): builds and Pythons",
+                     cmd_default, "manifest", "timeline")
+    default.add_argument("--platform", choices=wheels.PLATFORMS, help="a manifest platform (default: this machine's)")
+    default.add_argument("--pythons", action="store_true", help="print only the Pythons to run, one a line")
+    default.add_argument("--hashes", action="store_true", help="print only the timeline commits --python runs")
+    default.add_argument("--python", help="with --hashes: the Python, e.g. 3.10")
+    action("check-range", "refuse, in one line, an asv run range that names no timeline commit", cmd_check_range,
+           "timeline").add_argument("asv_args", nargs=argparse.REMAINDER, help="the arguments given to asv run")
+
+    host = commands.add_parser("machine", help="write a stable asv machine entry for this machine")
+    host.set_defaults(func=cmd_machine)
+    host.add_argument("--name", help="machine name (default: from chip and core count)")
+    host.add_argument("--quiet", action="store_true", help="print only the machine's name")
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = command.OneLineParser(
-        prog="mpsbench",
-        description="PyTorch training and inference benchmarks for mps, cuda and cpu (asv suite helpers).",
-    )
-    commands = parser.add_subparsers(dest="command", metavar="COMMAND")
-    commands.required = True
-    commands.add_parser("models", help="list the registered models").set_defaults(func=cmd_models)
-    devices_command = commands.add_parser("devices", help="list devices and whether they are usable here")
-    devices_command.add_argument("--usable", action="store_true",
-                                 help="print only the usable devices, comma-separated (a value for MPSBENCH_DEVICES)")
-    devices_command.set_defaults(func=cmd_devices)
-    run = commands.add_parser("run", help="time one model outside asv for a quick look")
+    parser = OneLineParser(prog="mpsbench",
+                           description="PyTorch training and inference benchmarks for mps, cuda and cpu (asv suite helpers).")
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+
+    def command(name: str, help_text: str, func: Callable[[argparse.Namespace], int], *files: str,
+                **more: Any) -> argparse.ArgumentParser:
+        sub: argparse.ArgumentParser = commands.add_parser(name, help=help_text, **more)
+        sub.set_defaults(func=func)
+        _files(sub, *files)
+        return sub
+
+    command("models", "list the registered models", cmd_models)
+    command("devices", "list devices and whether they are usable here", cmd_devices).add_argument(
+        "--usable", action="store_true", help="print only the usable devices, comma-separated (a value for MPSBENCH_DEVICES)")
+    run = command("run", "time one model outside asv for a quick look", cmd_run)
     run.add_argument("model", help=f"one of: {', '.join(models.NAMES)}")
     run.add_argument("--device", default="cpu", help=f"one of: {', '.join(devices.NAMES)} (default cpu)")
-    run.add_argument("--batch-size", default=None, help="default: the model's seed batch size")
+    run.add_argument("--batch-size", type=_number(int, 1, "--batch-size"), default=None,
+                     help="default: the model's seed batch size")
     run.add_argument("--kind", default="both", help="training, inference or both (default both)")
-    run.add_argument("--seconds", type=float, default=1.0, help="least time spent timing each workload")
-    run.set_defaults(func=cmd_run)
-    history.add_subcommands(commands)  # build, timeline, machine
-    report.add_subcommand(commands)
-    record.add_subcommand(merge.add_subcommand(commands))  # record is an action of `mpsbench results`, beside merge
-    for module in (alerts, preselect, rank_ops, doctor, compare, bisection):
-        module.add_subcommand(commands)
+    run.add_argument("--seconds", type=_number(float, 1e-3, "--seconds"), default=1.0,
+                     help="least time spent timing each workload")
+    command("doctor", "check this machine before a run: devices, memory, power, heat, load",
+            lambda args: doctor.run(args.strict),
+            description=(doctor.__doc__ or "").split("\n\n", 1)[-1]).add_argument(
+        "--strict", action="store_true", help="exit 1 when any check warns")
+    _build_parsers(commands)
+
+    benching = command("bench", "set-up check, timeline, machine, record every build's missing values, publish"
+                       " (scripts/bench)", lambda args: bench.bench(_suite(args), bench.Options(tuple(args.asv_args),
+                                                                                                args.remeasure)),
+                       description=(bench.__doc__ or "").split("\n", 1)[0],
+                       allow_abbrev=False)
+    benching.add_argument("--remeasure", action="store_true",
+                          help="run the selection again; replaced values go to .asv/results-replaced.jsonl")
+    benching.set_defaults(passes_through=True)  # every other argument goes to asv run
+    results = commands.add_parser("results", help="asv results directories from several machines")
+    actions = results.add_subparsers(dest="results_command", metavar="ACTION", required=True)
+    merging = actions.add_parser("merge", help="merge results directories into one, value by value, never replacing a"
+                                 " recorded value", description=(merge.__doc__ or "").split("\n\n", 1)[-1],
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    merging.set_defaults(func=lambda args: merge.merge(args.dest, args.sources, args.machine or None,
+                                                       args.update_benchmarks, args.replace).show(args.dest))
+    merging.add_argument("dest", type=Path, help="the results directory to merge into (created if absent)")
+    merging.add_argument("sources", type=Path, nargs="+", help="results directories to merge from")
+    merging.add_argument("--machine", action="append", default=[], help="merge only this machine's folder (repeatable)")
+    merging.add_argument("--update-benchmarks", action="store_true",
+                         help="the sources ran a newer suite: their benchmarks.json entries replace DEST's")
+    merging.add_argument("--replace", action="store_true", help="re-measured on purpose: incoming values replace"
+                         " recorded ones, which go to the audit trail DEST-replaced.jsonl")
+    recording = actions.add_parser("record", help="run asv for what is missing into scratch and merge it in, never"
+                                   " replacing a value", description=(record.__doc__ or "").split("\n\n", 1)[-1],
+                                   formatter_class=argparse.RawDescriptionHelpFormatter)
+    recording.set_defaults(func=cmd_record)
+    _files(recording, "config")
+    recording.add_argument("--machine", required=True, help="asv's machine name (mpsbench machine --quiet)")
+    recording.add_argument("--remeasure", action="store_true",
+                           help="run every selected combination again; replaced values go to the audit trail")
+    recording.add_argument("asv_args", nargs=argparse.REMAINDER, help="asv run options and range, after --")
+    selecting = command("preselect", "print an asv -b pattern naming exactly the combinations this run times",
+                        cmd_preselect, description=(preselect.__doc__ or "").split("\n\n", 1)[-1],
+                        formatter_class=argparse.RawDescriptionHelpFormatter)
+    selecting.add_argument("--benchmark-dir", type=Path, default=Path("benchmarks"),
+                           help="the suite's benchmark package (default: benchmarks)")
+    selecting.add_argument("--list", action="store_true",
+                           help="print every combination, a tab, and why this run leaves it out ('runs' if it does not)")
+
+    alert = command("alert", "exit 1 if a machine's newest build is slower (docs/site.md)", cmd_alert,
+                    "config", "manifest", "timeline")
+    alert.add_argument("--results", type=Path, default=None, help="asv results directory (default: results_dir of --config)")
+    alert.add_argument("--machine", action="append", default=[], help="only this machine (repeatable)")
+    alert.add_argument("--build", help="only machines whose newest build is this one (CHANNEL@ID or hash)")
+    alert.add_argument("--summary", type=Path, help="also write the alerts as Markdown to this file")
+    alert.add_argument("--confirm", action="store_true", help="raise an alert only if a fresh `mpsbench compare` of the"
+                       " two builds says slower (measures on this machine: use with --machine for this machine)")
+    ranking = command("ops-rank", "rank the op benchmarks by slowdown between two builds", cmd_ops_rank, "config",
+                      description=(rank_ops.__doc__ or "").split("\n\n")[1])
+    ranking.add_argument("before", help="the older build: an asv results .json file, or a commit hash (prefix)")
+    ranking.add_argument("after", help="the newer build: as BEFORE")
+    ranking.add_argument("--results-dir", type=Path, default=None,
+                         help="where asv stores results, for commits (default: results_dir of --config)")
+    ranking.add_argument("--machine", default=None, help="the asv machine name, for commits (default: the only one)")
+    ranking.add_argument("--top", type=_number(int, 0, "--top"), default=None,
+                         help="show the N largest ratios only (default, or 0: all)")
+    command("factor", "print the regression factor a row is judged by (for asv continuous --factor)",
+            lambda args: print(f"{rule.factor(_suite(args).conf.thresholds, args.bench):g}") or 0, "config").add_argument(
+        "-b", "--bench", default="", help="the row, as asv names it (default: any row)")
+    compare.add_subcommand(commands)
+    bisection.add_subcommand(commands)
+
+    reporting = command("report", "figures and a summary from an asv results directory", cmd_report)
+    reporting.add_argument("results_dir", type=Path, help="asv's results directory (results_dir in asv.conf.json)")
+    reporting.add_argument("out_dir", type=Path, help="where the PNGs, summary.md and summary.html go")
+    reporting.add_argument("--config", type=Path, default=None, help="asv.conf.json: the regression thresholds and the"
+                           " timeline repository (default: ./asv.conf.json if present)")
+    reporting.add_argument("--site", type=Path, default=None,
+                           help="the published html_dir, to list the regressions asv detected")
+    command("publish", "publish the site: asv publish, the regressions re-judged, PyTorch links, the figures, offline"
+            f" libraries (scripts/publish; --config defaults to ${settings.CONFIG}, else {asvconf.CONFIG})",
+            cmd_publish, "config").add_argument(
+        "asv_args", nargs=argparse.REMAINDER, help="options for asv publish")
+    _nightly_parser(commands)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    return command.run(build_parser(), argv)
+    parser = build_parser()
+    try:  # argparse's own refusal (one line, OneLineParser) and --help end in SystemExit: their status is ours
+        args, extras = parser.parse_known_args(argv)
+        if extras and not getattr(args, "passes_through", False):
+            parser.error(f"unrecognized arguments: {' '.join(extras)}")
+    except SystemExit as exc:
+        return int(exc.code or 0)
+    if getattr(args, "passes_through", False):
+        args.asv_args = extras
+    try:
+        return int(args.func(args))
+    except UserError as exc:
+        print(f"mpsbench{' nightly' if args.command == 'nightly' else ''}: error: {exc}", file=sys.stderr)
+        return 2
+    except BrokenPipeError:  # stdout piped into `head`: the rest is not wanted (Python's documented remedy)
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 1
 
 
 if __name__ == "__main__":

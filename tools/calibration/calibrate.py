@@ -43,8 +43,8 @@ from typing import Any
 
 from mpsbench.builds import machine, resolve, timeline
 from mpsbench.builds import manifest as mf
+from mpsbench.core import asvconf
 from mpsbench.measure import devices, models, selection
-from mpsbench.results import asvconf
 from tools.calibration import slowdown
 
 PHASES = ("fidelity", "noise", "sensitivity", "cost", "breakdown")

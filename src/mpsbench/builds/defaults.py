@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from packaging.version import Version
 
 from mpsbench.builds import manifest as mf
-from mpsbench.builds import resolve, wheels
+from mpsbench.builds import resolve, timeline, wheels
 
 
 @dataclass(frozen=True)
@@ -80,3 +80,16 @@ def pin_pythons(manifest: mf.Manifest) -> dict[str, tuple[str, ...]]:
         if platform in manifest.defaults and manifest.defaults[platform].pythons else resolve.PYTHONS
         for platform in wheels.PLATFORMS
     }
+
+
+def pythons(planned: list[Scheduled]) -> list[str]:
+    """The Pythons a schedule runs, each once, in order: one asv run each."""
+    return list(dict.fromkeys(python for item in planned for python in item.pythons))
+
+
+def listing(platform: str, planned: list[Scheduled], generated: timeline.Generated) -> str:
+    """The default timeline of ``platform`` as ``mpsbench timeline default`` prints it."""
+    lines = [f"default timeline of {platform}: {len(planned)} builds"]
+    lines += [f"  {generated.commits[item.ref][:12]}  {item.ref:<16} torch {item.build.torch_version:<10}"
+              f" {item.build.date[:10]}  python {', '.join(item.pythons)}" for item in planned]
+    return "\n".join(lines)

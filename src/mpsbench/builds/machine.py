@@ -17,7 +17,7 @@ from typing import Any
 
 import psutil
 
-from mpsbench import command
+from mpsbench.core.errors import UserError
 from mpsbench.measure import host
 
 
@@ -64,7 +64,7 @@ def default_name(facts: dict[str, Any]) -> str:
     return re.sub(r"[^a-z0-9]+", "-", f"{stem} {facts['num_cpu']}cpu".lower()).strip("-")
 
 
-class MachineError(command.UserError):
+class MachineError(UserError):
     """A machine name asv cannot file results under."""
 
 

@@ -15,8 +15,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from mpsbench import command
 from mpsbench.builds.wheels import PLATFORMS
+from mpsbench.core import errors
 
 SCHEMA = 1
 KINDS = ("release", "nightly", "wheel-file", "wheel-url", "existing")
@@ -25,7 +25,7 @@ _SHA256 = re.compile(r"^[0-9a-f]{64}$")
 _DATE = "%Y-%m-%dT%H:%M:%SZ"
 
 
-class ManifestError(command.UserError):
+class ManifestError(errors.UserError):
     """A manifest, or a change to it, that is refused: the message says why."""
 
 

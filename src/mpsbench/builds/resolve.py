@@ -21,9 +21,9 @@ from pathlib import Path
 import packaging.tags
 from packaging.version import InvalidVersion, Version
 
-from mpsbench import command
 from mpsbench.builds import install_build, wheels
 from mpsbench.builds import manifest as mf
+from mpsbench.core import errors
 
 PYPI = "https://pypi.org/simple"
 NIGHTLY_INDEXES = (  # PyTorch's nightly indexes: macOS and Linux cpu wheels, Linux CUDA wheels
@@ -35,7 +35,7 @@ PYTHONS = ("cp310", "cp311", "cp312", "cp313")  # interpreters pinned for each b
 _IDENTITY_PLATFORMS = ("linux-x86_64-cuda", "linux-x86_64-cpu", "macos-arm64")
 
 
-class ResolveError(command.UserError):
+class ResolveError(errors.UserError):
     """A build that cannot be resolved: the message names the bad value and the choices."""
 
 

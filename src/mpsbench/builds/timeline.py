@@ -1,18 +1,21 @@
-"""Generate the timeline git repository asv walks: a branch per channel, a commit per build (its ``build.json``).
+"""The timeline git repository asv walks: a branch per channel, a commit per build (its ``build.json``).
 
 asv keys results by commit hash, so generation is deterministic (fixed identity and dates, canonical JSON, git
 plumbing): appending never changes an earlier hash, and :func:`generate` moves a branch only forward.
+:class:`Reader` reads each build back from its commit, for what the manifest may no longer name.
 """
 
 from __future__ import annotations
 
-import os
-import subprocess
+import json
+import re
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
-from mpsbench import command
 from mpsbench.builds import manifest as mf
+from mpsbench.core import asv, git
+from mpsbench.core.errors import UserError
 
 IDENTITY_NAME = "mpsbench timeline"
 IDENTITY_EMAIL = "timeline@mpsbench.invalid"
@@ -23,7 +26,11 @@ Do not edit it by hand: regenerate it.
 """
 
 
-class TimelineError(command.UserError):
+UPSTREAM = "https://github.com/pytorch/pytorch"
+RELEASE_URL = f"{UPSTREAM}/releases/tag/v{{version}}"
+
+
+class TimelineError(UserError):
     """The timeline cannot be (re)generated as asked: the message says why."""
 
 
@@ -38,19 +45,9 @@ def _epoch(build: mf.Build) -> str:
     return f"{int(build.when().timestamp())} +0000"
 
 
-def _git(repo: Path, *args: str, data: str | None = None, env: dict[str, str] | None = None) -> str:
-    full_env = dict(os.environ, **(env or {}))
-    for variable in ("GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE"):  # set in git hooks: they would point elsewhere
-        full_env.pop(variable, None)
-    done = subprocess.run(["git", *args], cwd=repo, input=data, capture_output=True, text=True, env=full_env)
-    if done.returncode != 0:
-        raise TimelineError(f"git {' '.join(args[:2])} failed: {done.stderr.strip()}")
-    return done.stdout.strip()
-
-
 def _heads(repo: Path) -> dict[str, str]:
     """Branch name -> tip commit."""
-    listing = _git(repo, "for-each-ref", "--format=%(refname:short) %(objectname)", "refs/heads")
+    listing = git.text(repo, "for-each-ref", "--format=%(refname:short) %(objectname)", "refs/heads")
     return dict(line.split() for line in listing.splitlines())
 
 
@@ -69,12 +66,13 @@ def build_record(channel: str, build: mf.Build) -> str:
 
 
 def _commit(repo: Path, channel: str, build: mf.Build, parent: str | None) -> str:
-    record, readme = (_git(repo, "hash-object", "-w", "--stdin", data=text) for text in (build_record(channel, build), README))
-    tree = _git(repo, "mktree", data=f"100644 blob {record}\tbuild.json\n100644 blob {readme}\tREADME.md\n")
+    record, readme = (git.text(repo, "hash-object", "-w", "--stdin", data=text)
+                      for text in (build_record(channel, build), README))
+    tree = git.text(repo, "mktree", data=f"100644 blob {record}\tbuild.json\n100644 blob {readme}\tREADME.md\n")
     fields = {"NAME": IDENTITY_NAME, "EMAIL": IDENTITY_EMAIL, "DATE": _epoch(build)}
     identity = {f"GIT_{role}_{key}": value for role in ("AUTHOR", "COMMITTER") for key, value in fields.items()}
     args = ["commit-tree", tree, *(["-p", parent] if parent else [])]
-    return _git(repo, *args, data=commit_message(channel, build), env=identity)
+    return git.text(repo, *args, data=commit_message(channel, build), env=identity)
 
 
 def _tag(repo: Path, name: str, commit: str, build: mf.Build) -> str:
@@ -83,14 +81,14 @@ def _tag(repo: Path, name: str, commit: str, build: mf.Build) -> str:
         f"tagger {IDENTITY_NAME} <{IDENTITY_EMAIL}> {_epoch(build)}\n\n"
         f"torch {build.torch_version} (git {build.git_version})\n"
     )
-    return _git(repo, "mktag", data=body)
+    return git.text(repo, "mktag", data=body)
 
 
 def compute(manifest: mf.Manifest, repo: Path) -> Generated:
     """Write every object for ``manifest`` into ``repo`` (created if absent); move no ref."""
     repo.mkdir(parents=True, exist_ok=True)
     if not (repo / ".git").exists() and not (repo / "HEAD").exists():
-        _git(repo, "init", "--quiet", "--initial-branch=release")
+        git.text(repo, "init", "--quiet", "--initial-branch=release")
     commits: dict[str, str] = {}
     branches: dict[str, str] = {}
     tags: dict[str, str] = {}
@@ -113,26 +111,31 @@ def generate(manifest: mf.Manifest, repo: Path, force: bool = False) -> Generate
     heads = _heads(repo)
     for channel, tip in generated.branches.items():
         current = heads.get(channel)
-        if current and current != tip and not force:
-            try:
-                _git(repo, "merge-base", "--is-ancestor", current, tip)
-            except TimelineError:
-                raise TimelineError(
-                    f"branch {channel} would move from {current[:12]} to {tip[:12]}, which does not contain it:"
-                    " the manifest's history of that channel changed, and results recorded for the old builds"
-                    " would be orphaned (use --force to accept)"
-                ) from None
+        if current and current != tip and not force and \
+                git.run(repo, "merge-base", "--is-ancestor", current, tip, check=False).returncode != 0:
+            raise TimelineError(
+                f"branch {channel} would move from {current[:12]} to {tip[:12]}, which does not contain it:"
+                " the manifest's history of that channel changed, and results recorded for the old builds"
+                " would be orphaned (use --force to accept)"
+            )
     for channel, tip in generated.branches.items():
-        _git(repo, "update-ref", f"refs/heads/{channel}", tip)
+        git.text(repo, "update-ref", f"refs/heads/{channel}", tip)
     first = manifest.channels[0].name if manifest.channels else None
     if first:  # HEAD off any branch pruned below
-        _git(repo, "symbolic-ref", "HEAD", f"refs/heads/{first}")
+        git.text(repo, "symbolic-ref", "HEAD", f"refs/heads/{first}")
     for stale in heads:
         if stale not in generated.branches:  # a channel removed from the manifest: asv must not walk it
-            _git(repo, "update-ref", "-d", f"refs/heads/{stale}")
+            git.text(repo, "update-ref", "-d", f"refs/heads/{stale}")
     for name, tag in generated.tags.items():
-        _git(repo, "update-ref", f"refs/tags/{name}", tag)
+        git.text(repo, "update-ref", f"refs/tags/{name}", tag)
     return generated
+
+
+def summary(manifest: mf.Manifest, generated: Generated, repo: Path) -> str:
+    """What ``mpsbench timeline generate`` prints: each channel's builds and tip, and where the timeline is."""
+    lines = [f"{channel}: {len(manifest.channel(channel).builds)} builds, tip {tip[:12]}"  # type: ignore[union-attr]
+             for channel, tip in generated.branches.items()]
+    return "\n".join([*lines, f"timeline written to {repo}"])
 
 
 # What asv run takes for a range besides git revisions.
@@ -144,24 +147,14 @@ def bad_range(repo: Path, asv_run_args: list[str]) -> str | None:
 
     The range is found by asv's own parser; arguments it refuses are left to asv, which says why.
     """
-    import argparse
-    import contextlib
-    import io
-
-    from asv.commands.run import Run
-
-    parser = Run.setup_arguments(argparse.ArgumentParser(prog="asv", add_help=False).add_subparsers())
     try:
-        with contextlib.redirect_stderr(io.StringIO()):
-            arg = parser.parse_known_args(asv_run_args)[0].range
-    except SystemExit:
+        arg = asv.run_args(asv_run_args).range
+    except asv.AsvError:
         return None
     if not arg or arg in _ASV_RANGE_WORDS or arg.startswith("HASHFILE:"):
         return None
-    try:
-        _git(repo, "rev-list", "--quiet", "--first-parent", arg, "--")
-    except TimelineError:
-        names = ", ".join([*_heads(repo), *_git(repo, "tag", "--list").split()]) or "none yet"
+    if git.run(repo, "rev-list", "--quiet", "--first-parent", arg, "--", check=False).returncode != 0:
+        names = ", ".join([*_heads(repo), *git.text(repo, "tag", "--list").split()]) or "none yet"
         # FIRST^..LAST fails when FIRST is its channel's first build: it has no parent.
         root = " (a channel's first build has no '^': name the channel for all its builds)" if "^" in arg else ""
         return (
@@ -170,3 +163,63 @@ def bad_range(repo: Path, asv_run_args: list[str]) -> str | None:
             f" or {', '.join(_ASV_RANGE_WORDS)}"
         )
     return None
+
+
+def pytorch_url(old_version: str | None, new_version: str) -> str:
+    """PyTorch's page for a build: the compare range from ``old_version``'s commit, or its own commit alone."""
+    if old_version and old_version != new_version:
+        return f"{UPSTREAM}/compare/{old_version}...{new_version}"
+    return f"{UPSTREAM}/commit/{new_version}"
+
+
+class Reader:
+    """Each build's record and PyTorch commit, read back from a timeline repository (None: unknown here).
+
+    Read from each commit's ``build.json``, not from the manifest: a recorded run (scripts/publish-recorded, the fleet's
+    results branch) keeps the timeline it was measured against, which today's manifest may not name.
+    """
+
+    def __init__(self, repo: Path | None) -> None:
+        bare = repo is not None and (repo / "HEAD").is_file() and (repo / "objects").is_dir()
+        self.repo = repo if repo is not None and ((repo / ".git").exists() or bare) else None
+        self._builds: dict[str, dict[str, Any]] = {}
+
+    def _git(self, *args: str) -> str:
+        done = git.run(self.repo, *args, check=False) if self.repo is not None else None
+        return done.stdout.decode() if done is not None and done.returncode == 0 else ""
+
+    def build(self, commit: str) -> dict[str, Any]:
+        """The commit's build.json (channel, id, kind, torch_version, git_version...); empty if it has none."""
+        if commit not in self._builds:
+            try:
+                self._builds[commit] = json.loads(self._git("show", f"{commit}:build.json") or "{}")
+            except ValueError:
+                self._builds[commit] = {}
+        return self._builds[commit]
+
+    def git_version(self, commit: str) -> str | None:
+        """The PyTorch commit the build was made from; None where unknown (a local build's "Unknown")."""
+        version = str(self.build(commit).get("git_version", ""))
+        return version if re.fullmatch(r"[0-9a-fA-F]{7,40}", version) else None
+
+    def parent(self, commit: str) -> str | None:
+        return self._git("rev-parse", "--verify", "--quiet", f"{commit}^").strip() or None
+
+    def lineage(self, commit: str) -> list[str]:
+        """The builds ``commit`` descends from on its channel (first parents), oldest first, itself last; [] if unknown."""
+        return self._git("rev-list", "--first-parent", commit).split()[::-1]
+
+    def label(self, commit: str) -> str:
+        """The short hash and the build, as the timeline's commit subject names it."""
+        build = self.build(commit)
+        if not build:
+            return commit[:8]
+        return f"{commit[:8]} torch {build.get('torch_version')} ({build.get('channel')}@{build.get('id')})"
+
+    def link(self, commit: str) -> str:
+        """The build's PyTorch release page; a nightly or local build: its upstream commit ("" if unknown)."""
+        build = self.build(commit)
+        if build.get("kind") == "release":
+            return RELEASE_URL.format(version=build["torch_version"])
+        git_version = self.git_version(commit)
+        return f"{UPSTREAM}/commit/{git_version}" if git_version else ""

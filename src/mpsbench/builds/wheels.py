@@ -21,14 +21,14 @@ from typing import Any
 import packaging.utils
 import packaging.version
 
-from mpsbench import command
+from mpsbench.core import errors
 
 # Platform keys of the manifest, and how a wheel's platform tag maps onto them.
 # PyPI's Linux x86_64 torch wheels are CUDA builds; CPU-only Linux builds carry a
 # "+cpu" local version (PyTorch's own index).
 PLATFORMS: tuple[str, ...] = ("macos-arm64", "linux-x86_64-cpu", "linux-x86_64-cuda")
 
-class WheelError(command.UserError):
+class WheelError(errors.UserError):
     """A wheel or index that cannot be used: the message says which and why."""
 
 @dataclass(frozen=True)

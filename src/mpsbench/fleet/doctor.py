@@ -11,11 +11,9 @@ for scripts that should not time a machine in that state.
 
 from __future__ import annotations
 
-import argparse
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any
 
 from mpsbench.measure import devices, host, optional_torch
 
@@ -89,7 +87,8 @@ def check_load() -> Iterator[Finding]:
 CHECKS = (check_devices, check_memory, check_power, check_thermal, check_load)
 
 
-def cmd_doctor(args: argparse.Namespace) -> int:
+def run(strict: bool = False) -> int:
+    """Print every check's findings; 1 if ``strict`` and any warned, else 0."""
     findings = [finding for check in CHECKS for finding in check()]
     width = max(len(finding.what) for finding in findings)
     for finding in findings:
@@ -99,12 +98,4 @@ def cmd_doctor(args: argparse.Namespace) -> int:
         print(f"mpsbench doctor: numbers taken now would be untrustworthy ({', '.join(warned)}): see the warn lines")
     else:
         print("mpsbench doctor: nothing found that would make numbers untrustworthy")
-    return 1 if warned and args.strict else 0
-
-
-def add_subcommand(commands: Any) -> None:
-    """Register ``mpsbench doctor`` on the CLI's subparsers."""
-    parser = commands.add_parser("doctor", help="check this machine before a run: devices, memory, power, heat, load",
-                                 description=__doc__.split("\n\n", 1)[1] if __doc__ else None)
-    parser.add_argument("--strict", action="store_true", help="exit 1 when any check warns")
-    parser.set_defaults(func=cmd_doctor)
+    return 1 if warned and strict else 0

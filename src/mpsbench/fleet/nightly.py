@@ -9,45 +9,58 @@ command or the fleet's files (one line), 3 benchmarks that failed (asv).
 
 from __future__ import annotations
 
-import argparse
 import os
-import subprocess
-import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 
-from mpsbench import command, progress
 from mpsbench.builds import history, machine, resolve, timeline
 from mpsbench.builds import manifest as mf
+from mpsbench.context import Suite
+from mpsbench.core import asv, asvconf, progress, settings
+from mpsbench.core.errors import UserError
 from mpsbench.fleet import results_branch
-from mpsbench.measure import preselect, selection
-from mpsbench.regressions import alerts, bisection, compare, factor, nightlies
-from mpsbench.results import asvconf, merge, record
+from mpsbench.measure import preselect
+from mpsbench.regressions import alerts
+from mpsbench.results import merge, record
+from mpsbench.site import publish as site
 
 WORKDIR = Path(".asv/nightly")
 CHANNEL = "nightly"
-MACHINE_ENV = "MPSBENCH_MACHINE"  # a runner's machine name, e.g. set in the runner's .env file
 
 
-class NightlyError(command.UserError):
+class NightlyError(UserError):
     """A nightly step cannot run as asked: the message says why, in one line."""
 
 
 log = progress.logger(__name__)
 
 
-class Paths:
-    """Where a step reads and writes, from its --suite, --workdir and --fleet."""
+@dataclass(frozen=True)
+class Fleet:
+    """Where every step reads and writes: the suite, the work folder, the fleet's files, and the nightly channel."""
 
-    def __init__(self, args: argparse.Namespace) -> None:
-        self.suite: Path = args.suite.resolve()  # asv.conf.json, benchmarks/, builds/manifest.json
-        self.work: Path = (args.workdir if args.workdir.is_absolute() else self.suite / args.workdir).resolve()
-        self.fleet: Path = (args.fleet or self.work / "fleet").resolve()
-        self.fleet_manifest = self.fleet / "builds" / "manifest.json"
-        self.fleet_results = self.fleet / "results"
-        self.timeline = self.work / "timeline"
-        self.results = self.work / "results"  # asvconf.derived puts results_dir here
+    suite: Path = asvconf.ROOT  # asv.conf.json, benchmarks/, builds/manifest.json
+    workdir: Path = WORKDIR  # relative to the suite
+    folder: Path | None = None  # the fleet's files (default: WORKDIR/fleet)
+    channel: str = CHANNEL
+
+    @cached_property
+    def work(self) -> Path:
+        return (self.workdir if self.workdir.is_absolute() else self.suite.resolve() / self.workdir).resolve()
+
+    @cached_property
+    def files(self) -> Path:
+        return (self.folder or self.work / "fleet").resolve()
+
+    @property
+    def manifest(self) -> Path:
+        return self.files / history.MANIFEST
+
+    @property
+    def results(self) -> Path:
+        return self.files / "results"
 
 
 def sync(repository: mf.Manifest, fleet_manifest: mf.Manifest) -> mf.Manifest:
@@ -73,69 +86,66 @@ def sync(repository: mf.Manifest, fleet_manifest: mf.Manifest) -> mf.Manifest:
     return synced
 
 
+def prepare(fleet: Fleet) -> Suite:
+    """The work folder's suite: the fleet's manifest, its timeline, and an asv.conf.json derived for them that walks
+    the suite's branches the fleet has, and the nightly channel."""
+    work = Suite(fleet.work / asvconf.CONFIG, fleet.manifest, fleet.work / "timeline")
+    if not work.manifest.channels:
+        raise NightlyError(f"{fleet.manifest} holds no builds: run scripts/nightly fetch and resolve first")
+    base = asvconf.load(fleet.suite / asvconf.CONFIG)
+    branches = [name for name in dict.fromkeys([*base.branches, fleet.channel]) if work.manifest.channel(name)]
+    base.derive(fleet.work, work.timeline_path, branches)
+    work.generate(sync=False)
+    return work
+
+
+def tip(suite: Suite, channel: str) -> str | None:
+    found = suite.manifest.channel(channel)
+    return f"{channel}@{found.builds[-1].id}" if found and found.builds else None
+
+
+def fetch(fleet: Fleet, remote: str, branch: str) -> int:
+    commit = results_branch.fetch(fleet.suite, fleet.files, remote, branch)
+    log.info(f"{remote} has no branch {branch} yet: {fleet.files} starts empty (push creates it)" if commit is None
+             else f"{remote}/{branch} at {commit[:12]} copied into {fleet.files}")
+    return 0
+
+
+def push(fleet: Fleet, message: str, remote: str, branch: str) -> int:
+    commit = results_branch.push(fleet.suite, fleet.files, message, remote, branch)
+    log.info(f"pushed {commit[:12]} to {remote}/{branch}" if commit else "nothing changed: nothing pushed")
+    return 0
+
+
 @dataclass(frozen=True)
-class Prepared:
-    manifest: mf.Manifest
-    generated: timeline.Generated
-    config: Path
-    branches: list[str]  # the timeline branches asv walks
+class Resolving:
+    """The nightly resolve step's options (``mpsbench build add-nightly``'s)."""
 
-    def name_of(self, commit: str) -> str:
-        return next((name for name, full in self.generated.commits.items() if full.startswith(commit)), commit[:12])
-
-    def tip(self, channel: str) -> str | None:
-        found = self.manifest.channel(channel)
-        return f"{channel}@{found.builds[-1].id}" if found and found.builds else None
+    indexes: tuple[str, ...] = ()
+    transformers_index: str = resolve.PYPI
+    transformers: str | None = None
+    dry_run: bool = False
 
 
-def prepare(paths: Paths, channel: str) -> Prepared:
-    """The timeline of the fleet's manifest and an asv.conf.json for it, in the work folder."""
-    manifest = mf.load(paths.fleet_manifest)
-    if not manifest.channels:
-        raise NightlyError(f"{paths.fleet_manifest} holds no builds: run scripts/nightly fetch and resolve first")
-    generated = timeline.generate(manifest, paths.timeline)
-    base = factor.read_config(paths.suite / "asv.conf.json").get("branches", [])
-    wanted = [*base, channel] if isinstance(base, list) else [channel]
-    branches = [str(name) for name in dict.fromkeys(wanted) if manifest.channel(str(name)) is not None]
-    config = asvconf.derived(paths.work, paths.timeline, branches, root=paths.suite)
-    return Prepared(manifest, generated, config, branches)
-
-
-def cmd_fetch(args: argparse.Namespace) -> int:
-    paths = Paths(args)
-    commit = results_branch.fetch(paths.suite, paths.fleet, args.remote, args.branch)
-    log.info(f"{args.remote} has no branch {args.branch} yet: {paths.fleet} starts empty (push creates it)" if commit is None
-             else f"{args.remote}/{args.branch} at {commit[:12]} copied into {paths.fleet}")
-    return 0
-
-
-def cmd_push(args: argparse.Namespace) -> int:
-    paths = Paths(args)
-    commit = results_branch.push(paths.suite, paths.fleet, args.message, args.remote, args.branch)
-    log.info(f"pushed {commit[:12]} to {args.remote}/{args.branch}" if commit else "nothing changed: nothing pushed")
-    return 0
-
-
-def cmd_resolve(args: argparse.Namespace) -> int:
-    paths = Paths(args)
-    synced = sync(mf.load(paths.suite / history.MANIFEST), mf.load(paths.fleet_manifest))
+def resolve_nightly(fleet: Fleet, options: Resolving) -> int:
+    synced = sync(mf.load(fleet.suite / history.MANIFEST), mf.load(fleet.manifest))
     # A dry run works on a scratch copy, and a timeline of its own: the work
     # folder's timeline must never get ahead of the fleet's manifest.
-    scratch = paths.work / "dry-run" if args.dry_run else paths.work
+    scratch = fleet.work / "dry-run" if options.dry_run else fleet.work
     scratch.mkdir(parents=True, exist_ok=True)
     working = scratch / "manifest.json"
     mf.save(synced, working)
-    history.add_nightly(working, scratch / "timeline", args.channel, "latest", indexes=tuple(args.index or ()),
-                        transformers=args.transformers, transformers_index=args.transformers_index)
-    if args.dry_run:
-        log.info(f"dry run: {paths.fleet_manifest} left as it was")
+    history.add_nightly(working, scratch / "timeline", fleet.channel, "latest", indexes=options.indexes,
+                        transformers=options.transformers, transformers_index=options.transformers_index)
+    if options.dry_run:
+        log.info(f"dry run: {fleet.manifest} left as it was")
         return 0
-    mf.save(mf.load(working), paths.fleet_manifest)
-    log.info(f"the fleet's manifest is {paths.fleet_manifest}")
+    mf.save(mf.load(working), fleet.manifest)
+    log.info(f"the fleet's manifest is {fleet.manifest}")
     return 0
 
 
-def _select_devices(requested: list[str]) -> None:
+def _select_devices(requested: Sequence[str]) -> None:
     """Refuse a --device not usable here; name the rest in MPSBENCH_DEVICES, which asv passes on to every setup."""
     names = [name for item in requested for name in item.split(",") if name]
     if not names:
@@ -143,30 +153,30 @@ def _select_devices(requested: list[str]) -> None:
     from mpsbench.measure import devices  # imports torch: only on machines that benchmark
 
     for name in names:
-        try:
-            found = devices.get(name).availability()
-        except devices.DeviceError as exc:
-            raise NightlyError(str(exc)) from None
+        found = devices.get(name).availability()
         if not found.usable:
             raise NightlyError(f"device {name} is not usable on this machine: {found.reason}")
-    os.environ[selection.DEVICES_ENV] = ",".join(names)
+    os.environ[settings.DEVICES] = ",".join(names)
 
 
-def _machine(args: argparse.Namespace) -> str:
-    return machine.write(args.machine or os.environ.get(MACHINE_ENV) or None)[0]
+def machine_name(requested: str | None) -> str:
+    """This runner's machine entry, written: --machine, else MPSBENCH_MACHINE, else from the chip and core count."""
+    return machine.write(requested or settings.text(settings.MACHINE))[0]
 
 
-def missing_builds(prepared: Prepared, paths: Paths, name: str, limit: int) -> list[str]:
+def missing_builds(suite: Suite, name: str, limit: int) -> list[str]:
     """The timeline commits of the config's branches that this machine has no results for, oldest first."""
     from asv import results as asv_results
 
+    results = suite.conf.results
     have = set()
-    if (paths.results / name).is_dir():
-        have = {result.commit_hash for result in asv_results.iter_results_for_machine(str(paths.results), name)}
+    if (results / name).is_dir():
+        have = {result.commit_hash for result in asv_results.iter_results_for_machine(str(results), name)}
     # no branch (no channel of asv.conf.json's in the fleet's manifest yet): nothing to benchmark, not an error
-    commits = record.builds({"branches": prepared.branches}, paths.timeline, "ALL") if prepared.branches else []
-    dated = sorted((c for c in reversed(commits) if c not in have),
-                   key=lambda c: prepared.manifest.find(prepared.name_of(c)).when())
+    branches = suite.conf.branches
+    commits = record.builds(suite.timeline_path, branches, "ALL") if branches else []
+    names = {commit: name for name, commit in suite.timeline.commits.items()}
+    dated = sorted((c for c in reversed(commits) if c not in have), key=lambda c: suite.manifest.find(names[c]).when())
     return dated[-limit:] if limit else dated
 
 
@@ -178,166 +188,102 @@ def _to_github(variable: str, text: str) -> None:
             out.write(text + "\n")
 
 
-def _alert(paths: Paths, prepared: Prepared, channel: str, machines: list[str] | None, summary: Path | None,
-           confirm: bool = False) -> int:
-    """``mpsbench alert`` (``--confirm`` with ``confirm``) on the work folder's results, for the channel's newest build."""
-    compare = alerts.compare_command(paths.fleet_manifest, paths.timeline, machines[0]) if confirm and machines else None
-    status, text = alerts.check(paths.results, factor.thresholds(prepared.config), prepared.manifest, paths.timeline, machines,
-                                prepared.tip(channel), summary, compare)
+def _alert(fleet: Fleet, suite: Suite, options: alerts.Options) -> int:
+    """``mpsbench alert`` on the work folder's results, for the channel's newest build."""
+    status, text = alerts.check(suite, alerts.Options(options.machines, tip(suite, fleet.channel), options.summary,
+                                                      options.confirm))
     _to_github("GITHUB_STEP_SUMMARY", text)
     return status
 
 
-def _restore(paths: Paths, machines: list[str] | None = None) -> None:
+def _restore(fleet: Fleet, suite: Suite, machines: list[str] | None = None) -> None:
     """The fleet's results (of ``machines`` only, if given) merged into the work folder's, which asv reads."""
-    if not paths.fleet_results.is_dir():
+    if not fleet.results.is_dir():
         return
-    restored = merge.merge(paths.results, [paths.fleet_results], machines)
-    log.info(f"results restored from the fleet: {restored.summary(paths.results)}")
+    restored = merge.merge(suite.conf.results, [fleet.results], machines)
+    log.info(f"results restored from the fleet: {restored.summary(suite.conf.results)}")
     for line in restored.conflicts + restored.corrupt:
         log.warning(line)
 
 
-def cmd_bench(args: argparse.Namespace) -> int:
-    paths = Paths(args)
-    _select_devices(args.device)
-    prepared = prepare(paths, args.channel)
-    name = _machine(args)
+@dataclass(frozen=True)
+class Benching:
+    """The nightly bench step's options."""
+
+    machine: str | None = None
+    devices: tuple[str, ...] = ()  # only these (refused if not usable here)
+    bench: tuple[str, ...] = ()  # only benchmarks these regexes find (asv -b)
+    limit: int = 0  # at most the newest N missing builds (0: all)
+    dry_run: bool = False  # each selected benchmark once (asv --quick --dry-run), nothing recorded
+    confirm: bool = False  # raise an alert only if a fresh compare on this machine agrees
+
+
+def bench(fleet: Fleet, options: Benching) -> int:
+    _select_devices(options.devices)
+    suite = prepare(fleet)
+    name = machine_name(options.machine)
     _to_github("GITHUB_OUTPUT", f"machine={name}")
-    _restore(paths, [name])
-    todo = missing_builds(prepared, paths, name, args.limit)
+    _restore(fleet, suite, [name])
+    todo = missing_builds(suite, name, options.limit)
     if not todo:
         log.info(f"machine {name} has results for every build: nothing to benchmark")
         status = 0
     else:
-        log.info(f"machine {name}: benchmarking {len(todo)} builds: {', '.join(prepared.name_of(c) for c in todo)}")
-        hashfile = paths.work / f"builds-{name}.txt"
+        names = {commit: ref for ref, commit in suite.timeline.commits.items()}
+        log.info(f"machine {name}: benchmarking {len(todo)} builds: {', '.join(names[c] for c in todo)}")
+        hashfile = fleet.work / f"builds-{name}.txt"
         hashfile.write_text("".join(f"{commit}\n" for commit in todo))
-        quick = ["--quick", "--dry-run"] if args.dry_run else []
+        quick = ["--quick", "--dry-run"] if options.dry_run else []
         # -b names the exact combinations that run: it spares a process for each of the rest (under spawn,
         # each imports torch again)
-        pattern, count, total = preselect.pattern(paths.suite / "benchmarks", args.bench)
-        log.info(f"asv will run {count} of the suite's {total} combinations (mpsbench preselect)")
+        found = preselect.combinations(preselect.discover(suite.conf.benchmarks))
+        chosen = preselect.selected(found, options.bench)
+        log.info(f"asv will run {len(chosen)} of the suite's {len(found)} combinations (mpsbench preselect)")
         # measured into scratch and merged value by value: nothing recorded is replaced (mpsbench.results.record)
-        status = record.record(prepared.config, name, [*quick, "-b", pattern, f"HASHFILE:{hashfile}"])
-    if args.dry_run:
+        status = record.record(suite.conf, name, [*quick, "-b", asv.pattern(chosen), f"HASHFILE:{hashfile}"])
+    if options.dry_run:
         log.info("dry run: nothing was recorded")
         return record.BENCHMARKS_FAILED if status else 0
-    regressed = _alert(paths, prepared, args.channel, [name], paths.work / f"alert-{name}.md", args.confirm)
+    regressed = _alert(fleet, suite, alerts.Options((name,), summary=fleet.work / f"alert-{name}.md",
+                                                    confirm=options.confirm))
     if status:
         log.info(f"asv run exited with status {status}: some benchmarks failed (see above); their results say which")
     return 1 if regressed else (record.BENCHMARKS_FAILED if status else 0)
 
 
-def cmd_collect(args: argparse.Namespace) -> int:
-    paths = Paths(args)
-    return merge.merge(paths.fleet_results, args.sources, update_benchmarks=args.update_benchmarks).show(paths.fleet_results)
+def collect(fleet: Fleet, sources: Sequence[Path], update_benchmarks: bool) -> int:
+    return merge.merge(fleet.results, sources, update_benchmarks=update_benchmarks).show(fleet.results)
 
 
-def cmd_publish(args: argparse.Namespace) -> int:
-    paths = Paths(args)
-    prepared = prepare(paths, args.channel)
-    _restore(paths)
-    script = asvconf.ROOT / "scripts" / "publish"
-    done = subprocess.run([str(script)], env=dict(os.environ, MPSBENCH_CONFIG=str(prepared.config)), check=False)
-    if done.returncode != 0:
-        raise NightlyError(f"scripts/publish exited with status {done.returncode}")
-    log.info(f"site written to {paths.work / 'html'}")
+def publish(fleet: Fleet) -> int:
+    suite = prepare(fleet)
+    _restore(fleet, suite)
+    site.publish(suite)
     return 0
 
 
-def cmd_alert(args: argparse.Namespace) -> int:
-    paths = Paths(args)
-    prepared = prepare(paths, args.channel)
-    _restore(paths)
-    return _alert(paths, prepared, args.channel, args.machine or None, args.summary)
+def alert(fleet: Fleet, machines: Sequence[str], summary: Path | None) -> int:
+    suite = prepare(fleet)
+    _restore(fleet, suite)
+    return _alert(fleet, suite, alerts.Options(tuple(machines), summary=summary))
 
 
-def cmd_bisect(args: argparse.Namespace) -> int:
-    """``mpsbench bisect`` in this process, on the fleet's manifest and timeline: its passes print into the job's log."""
-    paths = Paths(args)
-    prepare(paths, args.channel)  # the timeline of the fleet's manifest
-    args.machine = _machine(args)
-    args.manifest, args.timeline, args.suite_root = paths.fleet_manifest, paths.timeline, paths.suite
-    log.info(f"bisecting {args.good}..{args.bad} for {args.bench} on {args.machine} (mpsbench bisect)")
-    found = bisection.bisect(args)
+Search = Callable[[Suite, str], "tuple[str, str] | None"]  # (suite, machine) -> (first slow build, PyTorch range)
+
+
+def bisect(fleet: Fleet, bench: str, good: str, bad: str, requested_machine: str | None, search: Search) -> int:
+    """``mpsbench bisect`` in this process (``search``) on the fleet's manifest and timeline: its passes print into the
+    job's log, and what it found goes to the job's summary too."""
+    suite = prepare(fleet)
+    name = machine_name(requested_machine)
+    log.info(f"bisecting {good}..{bad} for {bench} on {name} (mpsbench bisect)")
+    found = search(suite, name)
     if found is None:
         raise NightlyError("mpsbench bisect named no build: a candidate stayed undecided (see above)")
-    commit = timeline.compute(mf.load(paths.fleet_manifest), paths.timeline).commits[found.first]  # --nightlies adds builds
-    lines = [f"first slow build: {found.first} (timeline commit {commit[:12]})", found.upstream]
+    first, upstream = found
+    commit = timeline.compute(mf.load(fleet.manifest), suite.timeline_path).commits[first]  # --nightlies adds builds
+    lines = [f"first slow build: {first} (timeline commit {commit[:12]})", upstream]
     for text in lines:
         log.info(text)
-    _to_github("GITHUB_STEP_SUMMARY", "\n\n".join([f"## mpsbench bisect: {args.bench} on {args.machine}", *lines]))
+    _to_github("GITHUB_STEP_SUMMARY", "\n\n".join([f"## mpsbench bisect: {bench} on {name}", *lines]))
     return 0
-
-
-def build_parser() -> argparse.ArgumentParser:
-    where = command.OneLineParser(add_help=False)  # every step's options
-    where.add_argument("--suite", type=Path, default=asvconf.ROOT,
-                       help="the suite: asv.conf.json, benchmarks/ and builds/manifest.json (default: this checkout)")
-    where.add_argument("--workdir", type=Path, default=WORKDIR, help=f"work folder, relative to the suite (default {WORKDIR})")
-    where.add_argument("--fleet", type=Path, default=None, help="the fleet's files (default: WORKDIR/fleet)")
-    where.add_argument("--channel", default=CHANNEL, help=f"the nightly channel (default {CHANNEL})")
-    remote = command.OneLineParser(add_help=False)
-    remote.add_argument("--remote", default="origin", help="git remote (default origin)")
-    remote.add_argument("--branch", default="results", help="the results branch (default results)")
-    identity = command.OneLineParser(add_help=False)
-    identity.add_argument("--machine", default=None,
-                          help=f"machine name (default: ${MACHINE_ENV}, else from the chip and core count)")
-    parser = command.OneLineParser(prog="scripts/nightly", description=__doc__.split("\n", 1)[0],
-                                   epilog="docs/fleet.md says how the workflows use each step.")
-    steps = parser.add_subparsers(dest="step", metavar="STEP", required=True)
-
-    def step(name: str, help_text: str, func: object, *parents: command.OneLineParser) -> argparse.ArgumentParser:
-        sub = steps.add_parser(name, help=help_text, description=help_text, parents=[where, *parents])
-        sub.set_defaults(func=func)
-        return sub
-
-    step("fetch", "copy the results branch into the fleet folder", cmd_fetch, remote)
-    push = step("push", "commit the fleet folder on the results branch and push it (fast-forward only)", cmd_push, remote)
-    push.add_argument("--message", default="mpsbench nightly", help="the commit message")
-
-    resolving = step("resolve", "append the newest nightly to the fleet's manifest", cmd_resolve)
-    resolving.add_argument("--index", action="append", help="nightly PEP 503 index (repeatable; default PyTorch's)")
-    resolving.add_argument("--transformers-index", default=resolve.PYPI, help="where transformers is pinned from")
-    resolving.add_argument("--transformers", help="transformers version to pin, or none (default: by torch)")
-    resolving.add_argument("--dry-run", action="store_true", help="say what would be added; change nothing")
-
-    bench = step("bench", "benchmark every build this machine has no results for, then alert", cmd_bench, identity)
-    bench.add_argument("--device", action="append", default=[],
-                       help="only these devices (repeatable or comma-separated; refused if not usable here)")
-    bench.add_argument("--bench", action="append", default=[], help="only benchmarks matching this regex (asv -b)")
-    bench.add_argument("--limit", type=int, default=0, help="at most the newest N missing builds (default: all)")
-    bench.add_argument("--dry-run", action="store_true",
-                       help="run each selected benchmark once (asv --quick --dry-run); record nothing")
-    bench.add_argument("--confirm", action="store_true",
-                       help="raise an alert only if a fresh `mpsbench compare` on this machine agrees")
-
-    collecting = step("collect", "merge results directories (the machines' artifacts) into the fleet's", cmd_collect)
-    collecting.add_argument("sources", type=Path, nargs="+", help="asv results directories")
-    collecting.add_argument("--update-benchmarks", action="store_true",
-                            help="the sources ran a newer suite: their benchmarks.json entries win")
-
-    step("publish", "publish the site of the fleet's results into WORKDIR/html (scripts/publish)", cmd_publish)
-
-    alerting = step("alert", "exit 1 if a machine's newest build is slower than the one before", cmd_alert)
-    alerting.add_argument("--machine", action="append", default=[], help="only this machine (repeatable)")
-    alerting.add_argument("--summary", type=Path, help="also write the alerts as Markdown to this file")
-
-    # mpsbench bisect's own options, but for the manifest and timeline: the fleet's (a channel --nightlies adds
-    # goes into the fleet folder's manifest)
-    bisecting = step("bisect", "mpsbench bisect over a range of the fleet's builds (fresh processes, nothing recorded)",
-                     cmd_bisect)
-    bisecting.add_argument("--good", required=True, help="the last fast build: CHANNEL@ID or timeline hash")
-    bisecting.add_argument("--bad", required=True, help="a slow build: CHANNEL@ID or timeline hash")
-    compare.options(bisecting, files=False)
-    nightlies.add_options(bisecting)
-    return parser
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    return command.run(build_parser(), argv, "mpsbench nightly")
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -8,14 +8,13 @@ moved meanwhile the job fails rather than overwrite another job's commit (docs/f
 from __future__ import annotations
 
 import io
-import os
 import shutil
-import subprocess
 import tarfile
 import tempfile
 from pathlib import Path
 
-from mpsbench import command
+from mpsbench.core import git
+from mpsbench.core.errors import UserError
 
 IDENTITY = {
     "GIT_AUTHOR_NAME": "mpsbench nightly", "GIT_AUTHOR_EMAIL": "nightly@mpsbench.invalid",
@@ -30,44 +29,27 @@ per machine. Results are only ever added: `mpsbench results merge` never overwri
 """
 
 
-class FleetError(command.UserError):
+class FleetError(UserError):
     """A git operation on the results branch failed: the message says which and why."""
-
-
-def _git(repo: Path, *args: str, env: dict[str, str] | None = None, check: bool = True) -> subprocess.CompletedProcess[bytes]:
-    # a GIT_DIR inherited from a caller (a git hook) must not redirect these commands; push passes its own in env
-    full_env = {key: value for key, value in os.environ.items() if key not in ("GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE")}
-    done = subprocess.run(["git", *args], cwd=repo, env={**full_env, **(env or {})}, capture_output=True, check=False)
-    if check and done.returncode != 0:
-        raise FleetError(f"git {' '.join(args[:2])} failed: {_said(done)}")
-    return done
-
-
-def _said(done: subprocess.CompletedProcess[bytes]) -> str:
-    return done.stderr.decode(errors="replace").strip()
-
-
-def _text(repo: Path, *args: str, env: dict[str, str] | None = None) -> str:
-    return _git(repo, *args, env=env).stdout.decode().strip()
 
 
 def fetch(repo: Path, folder: Path, remote: str = "origin", branch: str = "results") -> str | None:
     """Replace ``folder`` with the files of ``remote``'s ``branch``; its commit, or None if it does not exist yet."""
     ref = f"refs/remotes/{remote}/{branch}"
-    listed = _git(repo, "ls-remote", "--exit-code", "--heads", remote, branch, check=False)
+    listed = git.run(repo, "ls-remote", "--exit-code", "--heads", remote, branch, check=False)
     if listed.returncode == 2:  # no such branch: the first nightly creates it
-        _git(repo, "update-ref", "-d", ref, check=False)
+        git.run(repo, "update-ref", "-d", ref, check=False)
         commit = None
     elif listed.returncode != 0:
-        raise FleetError(f"git ls-remote {remote} failed: {_said(listed)}")
+        raise FleetError(f"git ls-remote {remote} failed: {git.said(listed)}")
     else:
-        _git(repo, "fetch", "--quiet", "--no-tags", "--depth=1", remote, f"+refs/heads/{branch}:{ref}")
-        commit = _text(repo, "rev-parse", "--verify", ref)
+        git.run(repo, "fetch", "--quiet", "--no-tags", "--depth=1", remote, f"+refs/heads/{branch}:{ref}")
+        commit = git.text(repo, "rev-parse", "--verify", ref)
     if folder.exists():
         shutil.rmtree(folder)
     folder.mkdir(parents=True)
     if commit is not None:
-        with tarfile.open(fileobj=io.BytesIO(_git(repo, "archive", "--format=tar", commit).stdout)) as tar:
+        with tarfile.open(fileobj=io.BytesIO(git.run(repo, "archive", "--format=tar", commit).stdout)) as tar:
             # the safe filter where Python has it (3.12, and the security releases before); else our own branch is trusted
             tar.extraction_filter = getattr(tarfile, "data_filter", None)
             tar.extractall(folder)
@@ -77,21 +59,21 @@ def fetch(repo: Path, folder: Path, remote: str = "origin", branch: str = "resul
 def push(repo: Path, folder: Path, message: str, remote: str = "origin", branch: str = "results") -> str | None:
     """Commit ``folder`` on top of the fetched commit and push it; the new commit, or None if nothing changed."""
     ref = f"refs/remotes/{remote}/{branch}"
-    parent = _git(repo, "rev-parse", "--verify", "--quiet", ref, check=False).stdout.decode().strip() or None
+    parent = git.run(repo, "rev-parse", "--verify", "--quiet", ref, check=False).stdout.decode().strip() or None
     if not (folder / "README.md").exists():
         (folder / "README.md").write_text(README)
-    git_dir = _text(repo, "rev-parse", "--absolute-git-dir")
+    git_dir = git.text(repo, "rev-parse", "--absolute-git-dir")
     with tempfile.TemporaryDirectory() as scratch:  # an index of its own: the suite's checkout is never touched
         env = {"GIT_DIR": git_dir, "GIT_WORK_TREE": str(folder.resolve()), "GIT_INDEX_FILE": str(Path(scratch) / "index")}
-        _git(folder, "add", "--all", "--force", ".", env=env)
-        tree = _text(folder, "write-tree", env=env)
-    if parent is not None and _text(repo, "rev-parse", f"{parent}^{{tree}}") == tree:
+        git.run(folder, "add", "--all", "--force", ".", env=env)
+        tree = git.text(folder, "write-tree", env=env)
+    if parent is not None and git.text(repo, "rev-parse", f"{parent}^{{tree}}") == tree:
         return None
-    commit = _text(repo, "commit-tree", tree, *(["-p", parent] if parent else []), "-m", message, env=IDENTITY)
-    done = _git(repo, "push", "--quiet", remote, f"{commit}:refs/heads/{branch}", check=False)
+    commit = git.text(repo, "commit-tree", tree, *(["-p", parent] if parent else []), "-m", message, env=IDENTITY)
+    done = git.run(repo, "push", "--quiet", remote, f"{commit}:refs/heads/{branch}", check=False)
     if done.returncode != 0:
         raise FleetError(
-            f"pushing to {remote} {branch} was refused (it moved since it was fetched, or no permission): {_said(done)}"
+            f"pushing to {remote} {branch} was refused (it moved since it was fetched, or no permission): {git.said(done)}"
         )
-    _git(repo, "update-ref", ref, commit)
+    git.run(repo, "update-ref", ref, commit)
     return commit

@@ -20,7 +20,7 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
-from mpsbench import command
+from mpsbench.core import errors
 from mpsbench.measure import optional_torch, process_memory
 from mpsbench.measure.optional_torch import torch  # device names import without torch
 
@@ -30,7 +30,7 @@ MIB = 1024 * 1024
 T = TypeVar("T")
 
 
-class DeviceError(command.UserError):
+class DeviceError(errors.UserError):
     """A device name that is not one of :data:`NAMES`."""
 
 
@@ -107,7 +107,7 @@ class Device(str, enum.Enum):
             probe = torch.ones(4, device=self.value) * 2
             total = float(probe.sum().cpu())  # a read-back proves the op really ran
         except Exception as exc:  # a device that reports available and fails on first use
-            return Availability(False, f"{self} reported available but a first op failed: {command.first_line(exc)}")
+            return Availability(False, f"{self} reported available but a first op failed: {errors.first_line(exc)}")
         if total != 8.0:
             return Availability(False, f"{self} computed 2*ones(4).sum() = {total}, expected 8")
         return Availability(True, self.describe())

@@ -15,8 +15,8 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from mpsbench import command
-from mpsbench.measure import devices, suite, workloads
+from mpsbench.core import errors
+from mpsbench.measure import devices, skips, workloads
 
 Key = tuple[Any, ...]
 
@@ -32,7 +32,7 @@ class Outcome:
     def get(self) -> Any:
         """The value; asv's n/a or a failure with the reason otherwise (call in ``setup`` or a ``track_``)."""
         if self.skipped is not None:
-            raise suite.SkipNotImplemented(self.skipped)
+            raise skips.SkipNotImplemented(self.skipped)
         if self.failed is not None or self.value is None:
             raise RuntimeError(self.failed or "no value was measured")
         return self.value
@@ -40,11 +40,11 @@ class Outcome:
 
 def outcome_of(exc: BaseException) -> Outcome:
     """What an exception means for a combination: skips and out-of-memory are n/a, the rest fail."""
-    if isinstance(exc, suite.SkipNotImplemented):
-        return Outcome(skipped=command.first_line(exc))
+    if isinstance(exc, skips.SkipNotImplemented):
+        return Outcome(skipped=errors.first_line(exc))
     if devices.is_out_of_memory(exc):
-        return Outcome(skipped=f"does not fit in device memory: {command.first_line(exc)}")
-    return Outcome(failed=f"{type(exc).__name__}: {command.first_line(exc)}")
+        return Outcome(skipped=f"does not fit in device memory: {errors.first_line(exc)}")
+    return Outcome(failed=f"{type(exc).__name__}: {errors.first_line(exc)}")
 
 
 # A figure: takes the prepared state of one combination, returns a number (or
@@ -80,7 +80,7 @@ def measure(
     table = Table()
     for key in keys:
         try:
-            suite.selected(benchmark, *key)
+            skips.selected(benchmark, *key)
             state = prepare(*key)
         except Exception as exc:
             failed = outcome_of(exc)
@@ -126,7 +126,7 @@ def measure_families(families: Mapping[str, Callable[[], Any]]) -> dict[str, Any
         try:
             readings[name] = measure_family()
         except Exception as exc:  # one family's bug must not cost the other its readings
-            readings[name] = Outcome(failed=f"measuring {name} failed: {type(exc).__name__}: {command.first_line(exc)}")
+            readings[name] = Outcome(failed=f"measuring {name} failed: {type(exc).__name__}: {errors.first_line(exc)}")
     return readings
 
 

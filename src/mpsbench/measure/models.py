@@ -17,7 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from mpsbench import command
+from mpsbench.core import errors
 from mpsbench.measure.optional_torch import nn, torch  # the registry's names and sizes import without torch
 
 SEED = 0  # every synthetic batch is drawn from a generator seeded with this
@@ -82,11 +82,11 @@ class ModelSpec:
         return missing
 
 
-class UnknownModelError(command.UserError):
+class UnknownModelError(errors.UserError):
     """A model name that is not in the registry."""
 
 
-class BatchSizeError(command.UserError):
+class BatchSizeError(errors.UserError):
     """A batch size a model is not benchmarked at."""
 
 

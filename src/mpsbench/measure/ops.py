@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
-from mpsbench import command
+from mpsbench.core import errors
 from mpsbench.measure import devices, fallback, precision, suite, timing
 
 SEED = 0  # every input is drawn after seeding with this
@@ -475,7 +475,7 @@ def unsupported_dtype_reason(exc: BaseException, spec: OpSpec, device: str, dtyp
     if dtype == precision.DEFAULT or not isinstance(exc, (NotImplementedError, RuntimeError, TypeError)):
         return None
     if isinstance(exc, NotImplementedError) or any(word in str(exc).lower() for word in _UNSUPPORTED_WORDS):
-        return f"{spec.name} in {dtype} on {device}: torch does not support it here: {command.first_line(exc)}"
+        return f"{spec.name} in {dtype} on {device}: torch does not support it here: {errors.first_line(exc)}"
     return None
 
 
@@ -513,7 +513,7 @@ def prepare(device: str, op: str, dtype: str, size: str, training: bool) -> OpCa
         if devices.is_out_of_memory(exc):
             devices.get(device).empty_cache()
             raise suite.SkipNotImplemented(
-                f"{op} at {size} in {dtype} does not fit in {device} memory: {command.first_line(exc)}"
+                f"{op} at {size} in {dtype} does not fit in {device} memory: {errors.first_line(exc)}"
             ) from exc
         why = unsupported_dtype_reason(exc, spec, device, dtype)
         if why is not None:

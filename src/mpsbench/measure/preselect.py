@@ -22,24 +22,20 @@ driver for cuda, not Apple silicon for mps), never because the torch of
 
 from __future__ import annotations
 
-import argparse
-import ast
 import functools
 import itertools
-import re
 import sys
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from mpsbench import command, progress
+from mpsbench.core import asv
+from mpsbench.core.errors import UserError
 from mpsbench.measure import devices, selection
 
-log = progress.logger(__name__)
 
-
-class PreselectError(command.UserError):
+class PreselectError(UserError):
     """Nothing to select, or no suite where one was named."""
 
 
@@ -76,59 +72,27 @@ def discover(benchmark_dir: Path) -> list[Any]:
         sys.modules.update(saved)
 
 
-def combinations(benchmarks: Sequence[Any]) -> Iterator[Combination]:
+def combinations(benchmarks: Sequence[Any]) -> list[Combination]:
     """Every combination of every benchmark, with the reason this run leaves it out (from asv's names and reprs)."""
     absent = functools.cache(devices.absent_reason)
+    found = []
     for benchmark in benchmarks:
-        if not benchmark.params:
-            yield Combination(benchmark.name, None)
-            continue
         owner = benchmark.name.split(".")[-2]  # "benchmark_models.Training.time_step": the class
         at = list(benchmark.param_names).index("device") if "device" in benchmark.param_names else None
-        for shown in itertools.product(*benchmark.params):
-            params = [ast.literal_eval(value) for value in shown]  # asv keeps each value's repr
+        for shown in itertools.product(*benchmark.params) if benchmark.params else [()]:
+            params = asv.param_values(shown)
             reason = absent(params[at]) if at is not None else None
-            yield Combination(f"{benchmark.name}({', '.join(shown)})", reason or selection.left_out(owner, *params))
+            if reason is None and params:
+                reason = selection.left_out(owner, *params)
+            found.append(Combination(asv.combination(benchmark.name, shown), reason))
+    return found
 
 
-def regex(selected: Sequence[str]) -> str:
-    """One anchored pattern matching exactly these names under asv's ``re.search``."""
-    if not selected:  # asv would stop with "No benchmarks selected"; say why first
-        raise PreselectError("no benchmark combination runs on this machine with this MPSBENCH_DEVICES")
-    return "^(?:" + "|".join(re.escape(name) for name in selected) + ")$"
-
-
-def pattern(benchmark_dir: Path, bench: Sequence[str] = ()) -> tuple[str, int, int]:
-    """The ``-b`` pattern of this run's combinations, how many it names and how many the suite has.
-
-    ``bench``: only the combinations that one of these regexes finds (asv's ``-b`` meaning).
-    """
-    found = list(combinations(discover(benchmark_dir)))
-    selected = [combination.name for combination in found if combination.reason is None
-                and (not bench or any(re.search(regex, combination.name) for regex in bench))]
-    return regex(selected), len(selected), len(found)
-
-
-def cmd_preselect(args: argparse.Namespace) -> int:
-    if args.list:
-        for combination in combinations(discover(args.benchmark_dir)):
-            print(f"{combination.name}\t{combination.reason or 'runs'}")
-        return 0
-    selected, count, total = pattern(args.benchmark_dir)
-    print(selected)
-    log.info(f"asv will run {count} of the suite's {total} combinations")
-    return 0
-
-
-def add_subcommand(commands: Any) -> None:
-    """Register ``mpsbench preselect`` on the CLI's subparsers."""
-    parser = commands.add_parser(
-        "preselect", help="print an asv -b pattern naming exactly the combinations this run times",
-        description=__doc__.split("\n\n", 1)[1] if __doc__ else None,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    parser.add_argument("--benchmark-dir", type=Path, default=Path("benchmarks"),
-                        help="the suite's benchmark package (default: benchmarks)")
-    parser.add_argument("--list", action="store_true",
-                        help="print every combination, a tab, and why this run leaves it out ('runs' if it does not)")
-    parser.set_defaults(func=cmd_preselect)
+def selected(found: Sequence[Combination], bench: Sequence[str] = ()) -> list[str]:
+    """The names of the combinations this run times; ``bench``: only those one of these regexes finds (asv's -b)."""
+    names = [combination.name for combination in found if combination.reason is None]
+    names = asv.matching(names, bench) if bench else names
+    if not names:  # asv would stop with "No benchmarks selected"; say why first
+        raise PreselectError("no benchmark combination runs on this machine with this MPSBENCH_DEVICES"
+                             + (f" and -b {' -b '.join(bench)}" if bench else ""))
+    return names

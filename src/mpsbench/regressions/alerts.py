@@ -6,33 +6,42 @@ A build judged slower never becomes the baseline, so n1 n2 s1 s2 is still report
 
 from __future__ import annotations
 
-import argparse
 import re
 import subprocess
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
 
-from mpsbench import command
-from mpsbench.builds import history, timeline
-from mpsbench.builds import manifest as mf
-from mpsbench.regressions import factor, rule
+from mpsbench.builds import timeline
+from mpsbench.context import Suite
+from mpsbench.core import document
+from mpsbench.core.errors import UserError
+from mpsbench.regressions import rule
 from mpsbench.results import recorded
-from mpsbench.site import document
 
 TITLE = "mpsbench: the newest build is slower"
 PREVIOUS, LAST_GOOD = "the build before", "the last build not flagged"
 
 
-class AlertError(command.UserError):
+class AlertError(UserError):
     """The alert cannot be computed as asked (no results, a bad config): one line, exit status 2."""
 
 
 @dataclass(frozen=True)
+class Options:
+    """What ``mpsbench alert`` is asked."""
+
+    machines: tuple[str, ...] = ()  # only these machines (default: every one)
+    build: str | None = None  # only machines whose newest build is this one (CHANNEL@ID or hash)
+    summary: Path | None = None  # also write the Markdown here
+    confirm: bool = False  # raise an alert only if a fresh compare agrees (measures on this machine)
+    results: Path | None = None  # default: the config's results_dir
+
+
+@dataclass(frozen=True)
 class Alert:
-    """One row that got slower on one machine's newest build."""
+    """One row that got slower, or computes a wrong result, on one machine's newest build."""
 
     machine: str
     row: recorded.Row
@@ -49,7 +58,7 @@ class Alert:
     @property
     def params(self) -> str:
         """As asv writes a parameterized benchmark's combination (and as ``asv run -b`` matches it)."""
-        return f"({', '.join(self.row.params)})" if self.row.params else ""
+        return self.row.entry[len(self.row.benchmark):]
 
     @property
     def raised(self) -> bool:
@@ -63,14 +72,15 @@ class Alert:
     def line(self) -> str:
         old, new = self.values()
         state = f" [{self.confirmed}]" if self.confirmed else ""
-        return (f"slower {self.judgement.ratio:.3f}x  {self.row.benchmark}{self.params} on {self.machine}: {old} -> {new}"
+        kind = f"slower {self.judgement.ratio:.3f}x" if self.judgement.slower else self.judgement.label
+        return (f"{kind}  {self.row.benchmark}{self.params} on {self.machine}: {old} -> {new}"
                 f" against {self.against} ({self.judgement.reason}){state}; {self.upstream}")
 
 
-def _upstream(manifest: mf.Manifest, generated: timeline.Generated, old: str, new: str) -> str:
+def _upstream(suite: Suite, old: str, new: str) -> str:
     try:
-        return history.upstream_range(manifest, generated, old, new)
-    except (history.HistoryError, mf.ManifestError):
+        return suite.upstream_range(old, new)
+    except UserError:  # a build the manifest does not name
         return f"timeline commits {old[:12]}..{new[:12]} (not both in the manifest)"
 
 
@@ -79,11 +89,10 @@ def _lineage(repo: Path, newest: str) -> list[str]:
 
     By date alone, a release could follow a nightly and the two lines be judged against each other.
     """
-    done = subprocess.run(["git", "-C", str(repo), "rev-list", "--first-parent", newest],
-                          capture_output=True, text=True, check=False)
-    if done.returncode != 0:
+    lineage = timeline.Reader(repo).lineage(newest)
+    if not lineage:
         raise AlertError(f"the timeline {repo} has no commit {newest[:12]}: run mpsbench timeline generate")
-    return done.stdout.split()[::-1]
+    return lineage
 
 
 def _row_alerts(found: recorded.Recorded, thresholds: dict[str, float], machine: str, row: recorded.Row,
@@ -100,43 +109,36 @@ def _row_alerts(found: recorded.Recorded, thresholds: dict[str, float], machine:
 
     good = builds[0]
     for build in builds[1:-1]:  # the row's history: who is the last build not flagged before the newest
-        if not judge(good, build).slower:
+        if not judge(good, build).regressed:
             good = build
     newest, previous = builds[-1], builds[-2]
     # one alert per row: against the last good build where both hold, it says more
-    if good != previous and (to_good := judge(good, newest)).slower:
+    if good != previous and (to_good := judge(good, newest)).regressed:
         return [(good, LAST_GOOD, to_good)]
     to_previous = judge(previous, newest)
-    return [(previous, PREVIOUS, to_previous)] if to_previous.slower else []
+    return [(previous, PREVIOUS, to_previous)] if to_previous.regressed else []
 
 
-def find(
-    results_dir: Path, thresholds: dict[str, float], manifest: mf.Manifest, timeline_repo: Path,
-    machines: list[str] | None = None, build: str | None = None,
-) -> list[Alert]:
+def find(suite: Suite, options: Options) -> list[Alert]:
     """The rows slower on each machine's newest build, slowest first.
 
-    ``build`` (CHANNEL@ID or a hash) keeps only machines whose newest build it is: one that did not run
+    ``options.build`` (CHANNEL@ID or a hash) keeps only machines whose newest build it is: one that did not run
     tonight's build does not repeat an old alert.
     """
-    try:
-        found = recorded.load(results_dir)
-    except recorded.RecordedError as exc:
-        raise AlertError(str(exc)) from None
-    generated = timeline.compute(manifest, timeline_repo)
-    newest = generated.commits[history._resolve_ref(manifest, generated, build)[0]] if build else None
+    found = recorded.load(options.results or suite.conf.results)
+    newest = suite.timeline.commits[suite.name(options.build)] if options.build else None
     alerts = []
     for machine in found.machines:
         builds = found.builds(machine)
-        if (machines is not None and machine not in machines) or (newest is not None and builds[-1] != newest):
+        if (options.machines and machine not in options.machines) or (newest is not None and builds[-1] != newest):
             continue
-        lineage = _lineage(timeline_repo, builds[-1])
+        lineage = _lineage(suite.timeline_path, builds[-1])
         for row in sorted(found.values[(machine, builds[-1])], key=lambda r: r.entry):
-            for old, against, judgement in _row_alerts(found, thresholds, machine, row, lineage):
+            for old, against, judgement in _row_alerts(found, suite.conf.thresholds, machine, row, lineage):
                 alerts.append(Alert(
                     machine, row, found.units.get(row.benchmark, ""), old, builds[-1], against,
                     found.get(machine, old, row).value, found.get(machine, builds[-1], row).value,  # type: ignore[union-attr]
-                    judgement, _upstream(manifest, generated, old, builds[-1])))
+                    judgement, _upstream(suite, old, builds[-1])))
     alerts.sort(key=lambda a: (-a.judgement.ratio, a.machine, a.row.entry))
     return alerts
 
@@ -144,14 +146,14 @@ def find(
 Compare = Callable[[str, str, str], int]  # (old commit, new commit, -b regex) -> compare's exit status
 
 
-def compare_command(manifest: Path, timeline_repo: Path, machine: str | None = None) -> Compare:
-    """``mpsbench compare OLD NEW -b BENCH`` run as a command, on the same manifest, timeline and machine.
+def compare_command(suite: Suite, machine: str | None = None) -> Compare:
+    """``mpsbench compare OLD NEW -b BENCH`` run as a command, on the same suite and machine.
 
     A command, so that the alert needs none of compare's code and a test can put a stand-in here.
     """
     def run_compare(old: str, new: str, benchmark: str) -> int:
         command = [str(Path(sys.executable).with_name("mpsbench")), "compare", old, new, "-b", benchmark,
-                   "--manifest", str(manifest), "--timeline", str(timeline_repo)]
+                   "--manifest", str(suite.manifest_path), "--timeline", str(suite.timeline_path)]
         if machine:
             command += ["--machine", machine]
         print(f"mpsbench alert: confirming: mpsbench {' '.join(command[1:])}", flush=True)
@@ -179,22 +181,27 @@ def markdown(alerts: list[Alert], compared: str) -> str:
     """The alerts as a Markdown document (report.py's renderer), for an issue body or a job summary."""
     raised = [alert for alert in alerts if alert.raised]
     sections = []
-    if raised:
+    for title, mine, what in (("Slower", [a for a in raised if a.judgement.slower], "are slower"),
+                              ("Wrong results", [a for a in raised if not a.judgement.slower],
+                               "compute past their tolerance, or no longer repeat bit for bit,")):
+        if not mine:
+            continue
         rows: list[list[document.Cell]] = []
-        for alert in raised:
+        for alert in mine:
             old, new = alert.values()
-            rows.append([alert.machine, alert.row.benchmark, alert.params, old, new, f"{alert.judgement.ratio:.3f}",
+            rows.append([alert.machine, alert.row.benchmark, alert.params, old, new,
+                         f"{alert.judgement.ratio:.3f}" if alert.judgement.slower else alert.judgement.label,
                          alert.against, alert.judgement.reason, alert.upstream])
-        machines = sorted({alert.machine for alert in raised})
-        sections.append(document.Section("Slower", [
-            f"{len(raised)} rows on {len(machines)} machines ({', '.join(machines)}) are slower on the newest build"
-            f" ({compared}), each judged with its recorded statistics and its own threshold (docs/site.md)"
-            + (", and confirmed by a fresh `mpsbench compare`." if any(a.confirmed for a in raised) else "."),
+        machines = sorted({alert.machine for alert in mine})
+        sections.append(document.Section(title, [
+            f"{len(mine)} rows on {len(machines)} machines ({', '.join(machines)}) {what} on the newest build"
+            f" ({compared}), each judged by its own rule (docs/site.md, docs/instruments.md)"
+            + (", and confirmed by a fresh `mpsbench compare`." if any(a.confirmed for a in mine) else "."),
             document.Table(["machine", "benchmark", "params", "old", "new", "new/old", "against", "why",
                           "builds and PyTorch commits"], rows, ["slower"] * len(rows)),
             "Confirm and bisect: `mpsbench compare OLD NEW -b ROW`, then `mpsbench bisect GOOD BAD -b ROW` (README).",
         ]))
-    else:
+    if not raised:
         sections.append(document.Section("Result", [f"No row is slower on the newest build ({compared})."]))
     if dropped := [alert for alert in alerts if not alert.raised]:
         sections.append(document.Section("Not confirmed by a fresh compare", [document.Table(
@@ -203,57 +210,28 @@ def markdown(alerts: list[Alert], compared: str) -> str:
     return document.to_markdown(TITLE if raised else TITLE.replace("is slower", "is not slower"), sections)
 
 
-def check(
-    results_dir: Path, thresholds: dict[str, float], manifest: mf.Manifest, timeline_repo: Path,
-    machines: list[str] | None = None, build: str | None = None, summary: Path | None = None,
-    compare: Compare | None = None,
-) -> tuple[int, str]:
-    """:func:`find` (then :func:`confirm` with ``compare``) printed; the exit status and the Markdown (also to ``summary``)."""
-    found = find(results_dir, thresholds, manifest, timeline_repo, machines, build)
-    if compare is not None:
-        found = confirm(found, compare)
+def check(suite: Suite, options: Options, compare: Compare | None = None) -> tuple[int, str]:
+    """:func:`find`, then :func:`confirm` with ``compare`` (``--confirm``: a fresh ``mpsbench compare`` on this
+    machine), printed; the exit status and the Markdown (also to ``options.summary``)."""
+    if options.confirm and len(options.machines) > 1:
+        raise AlertError("--confirm measures on this machine: give at most one --machine, this machine's name")
+    found = find(suite, options)
+    if options.confirm or compare is not None:
+        found = confirm(found, compare or compare_command(suite, options.machines[0] if options.machines else None))
     compared = (f"each machine's newest build against {PREVIOUS} and {LAST_GOOD}"
-                + (f", where the newest is {build}" if build else ""))
+                + (f", where the newest is {options.build}" if options.build else ""))
     for alert in found:
         print(alert.line())
     text = markdown(found, compared)
-    if summary is not None:
-        summary.write_text(text, encoding="utf-8")
+    if options.summary is not None:
+        options.summary.write_text(text, encoding="utf-8")
     raised = [alert for alert in found if alert.raised]
     if raised:
         names = sorted({alert.machine for alert in raised})
-        print(f"mpsbench alert: REGRESSION: {len(raised)} rows slower on {', '.join(names)}")
+        wrong = sum(not alert.judgement.slower for alert in raised)
+        kinds = f"{len(raised) - wrong} rows slower" + (f", {wrong} wrong" if wrong else "")
+        print(f"mpsbench alert: REGRESSION: {kinds} on {', '.join(names)}")
         return 1, text
     unconfirmed = f"; {len(found)} not confirmed by a fresh compare" if found else ""
-    print(f"mpsbench alert: nothing slower ({compared}) in {results_dir}{unconfirmed}")
+    print(f"mpsbench alert: nothing slower ({compared}) in {options.results or suite.conf.results}{unconfirmed}")
     return 0, text
-
-
-def cmd_alert(args: argparse.Namespace) -> int:
-    thresholds = factor.thresholds(args.config)  # a bad config: FactorError, one line and exit 2 like ours
-    results_dir = args.results or Path(str(factor.read_config(args.config).get("results_dir", "results")))
-    manifest = mf.load(args.manifest)
-    compare = None
-    if args.confirm:
-        if len(args.machine) > 1:
-            raise AlertError("--confirm measures on this machine: give at most one --machine, this machine's name")
-        compare = compare_command(args.manifest, args.timeline, args.machine[0] if args.machine else None)
-    return check(results_dir, thresholds, manifest, args.timeline, args.machine or None, args.build, args.summary,
-                 compare)[0]
-
-
-def add_subcommand(commands: Any) -> None:
-    parser = commands.add_parser("alert", help="exit 1 if a machine's newest build is slower (docs/site.md)")
-    parser.add_argument("--results", type=Path, default=None,
-                        help="asv results directory (default: results_dir of --config)")
-    parser.add_argument("--config", type=Path, default=factor.CONFIG,
-                        help=f"asv.conf.json with the regressions thresholds (default {factor.CONFIG})")
-    parser.add_argument("--manifest", type=Path, default=history.MANIFEST, help=f"default {history.MANIFEST}")
-    parser.add_argument("--timeline", type=Path, default=history.TIMELINE, help=f"default {history.TIMELINE}")
-    parser.add_argument("--machine", action="append", default=[], help="only this machine (repeatable)")
-    parser.add_argument("--build", help="only machines whose newest build is this one (CHANNEL@ID or hash)")
-    parser.add_argument("--summary", type=Path, help="also write the alerts as Markdown to this file")
-    parser.add_argument("--confirm", action="store_true",
-                        help="raise an alert only if a fresh `mpsbench compare` of the two builds says slower"
-                             " (measures on this machine: use with --machine for this machine)")
-    parser.set_defaults(func=cmd_alert)

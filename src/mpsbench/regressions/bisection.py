@@ -11,9 +11,9 @@ import argparse
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from mpsbench import command
 from mpsbench.builds import history
 from mpsbench.builds import manifest as mf
+from mpsbench.core import text
 from mpsbench.regressions import compare, fresh, nightlies, verdict
 
 PER_PASS = 4  # candidates measured beside GOOD and BAD in one pass: six processes a round at most
@@ -96,7 +96,7 @@ def bisect(args: argparse.Namespace) -> Found | None:
                      for name, (vs_good, vs_bad) in against.items()]
             for name in candidates:  # oldest first: every good one moves low up, the first bad one is high
                 if found[name] is None:
-                    print(command.table(rows, rule=False))
+                    print(text.table(rows, rule=False))
                     vs_good, vs_bad = against[name]
                     print(f"undecided at {name}: against GOOD {vs_good.reason}; against BAD {vs_bad.reason}")
                     return None
@@ -107,7 +107,7 @@ def bisect(args: argparse.Namespace) -> Found | None:
     first = between[high]
     before = between[low] if low >= 0 else good.name
     manifest, generated = gaps.manifest, gaps.generated  # with the nightlies --nightlies added
-    print(command.table(rows, rule=False))
+    print(text.table(rows, rule=False))
     old, new = manifest.find(before), manifest.find(first)
     if old.git_version == new.git_version:
         upstream = (f"{before} and {first} share the upstream commit {new.git_version[:12]}: the change is in the builds"

@@ -14,8 +14,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from mpsbench import command
 from mpsbench.builds import history
+from mpsbench.core.text import count
 from mpsbench.regressions import fresh, verdict
 
 Pair = tuple[str, str]
@@ -98,7 +98,7 @@ def options(parser: argparse.ArgumentParser, files: bool = True) -> None:
 
 
 def _threads(text: str) -> int:
-    threads = command.count(text)
+    threads = count(text)
     if threads is None:
         raise argparse.ArgumentTypeError(f"--threads wants a whole number of threads, 1 or more, got {text!r}")
     return threads

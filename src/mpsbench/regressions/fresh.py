@@ -8,7 +8,6 @@
 from __future__ import annotations
 
 import argparse
-import contextlib
 import itertools
 import json
 import os
@@ -22,11 +21,11 @@ from collections.abc import Generator
 from dataclasses import dataclass
 from pathlib import Path
 
-from mpsbench import command
 from mpsbench.builds import history, machine, timeline
 from mpsbench.builds import manifest as mf
-from mpsbench.regressions import factor, verdict
-from mpsbench.results import asvconf, recorded
+from mpsbench.core import asv, asvconf, errors
+from mpsbench.regressions import rule, verdict
+from mpsbench.results import recorded
 
 WORKDIR = Path(".asv/fresh")  # in the suite: the derived config and its asv environment, kept between commands
 POLL = 0.5  # seconds between looks at what asv has saved
@@ -35,7 +34,7 @@ POLL = 0.5  # seconds between looks at what asv has saved
 SAMPLES = 10
 
 
-class FreshError(command.UserError):
+class FreshError(errors.UserError):
     """A comparison that cannot be measured as asked: one line, exit status 2."""
 
 
@@ -82,7 +81,7 @@ class Session:
                 f"need {verdict.FEWEST} <= --min-rounds <= --max-rounds, got {args.min_rounds} and {args.max_rounds}"
             )
         root = args.suite_root or asvconf.ROOT
-        self.factor = factor.regression_factor(root / "asv.conf.json")
+        self.factor = rule.regression_factor(root / "asv.conf.json")
         self.bench, self.log, self.min_rounds, self.max_rounds = args.bench, args.log, args.min_rounds, args.max_rounds
         self.machine = args.machine or machine.write()[0]
         # asv hands its environment to the benchmark processes: OMP_NUM_THREADS sizes torch's intra-op pool
@@ -180,7 +179,7 @@ class Session:
                     time.sleep(POLL)
         finally:
             if running.poll() is None:
-                _stop(running)
+                asv.stop(running)
             self._keep(command, output.read_text())
 
     def _times(self, commit: str) -> list[float]:
@@ -197,22 +196,6 @@ class Session:
 
 def _exit_on_sigterm(signum: int, frame: object) -> None:
     raise SystemExit(128 + signum)  # the shell's status for a process ended by that signal
-
-
-def _stop(running: subprocess.Popen[bytes]) -> None:
-    """Stop asv and what it started (its forkserver, the benchmark process), each by its pid."""
-    import psutil
-
-    try:
-        started = psutil.Process(running.pid).children(recursive=True)
-    except psutil.NoSuchProcess:
-        started = []
-    running.terminate()
-    for child in started:
-        with contextlib.suppress(psutil.NoSuchProcess):
-            child.terminate()
-    psutil.wait_procs(started, timeout=10)
-    running.wait()
 
 
 def _combination(key: str, index: int, params: list[list[str]]) -> str:

@@ -11,9 +11,9 @@ import functools
 import re
 from datetime import date
 
-from mpsbench import command
 from mpsbench.builds import history, resolve, timeline
 from mpsbench.builds import manifest as mf
+from mpsbench.core import text
 from mpsbench.regressions import fresh
 
 DEFAULT = 3  # three new builds: a binary search over them is exactly two steps
@@ -45,7 +45,7 @@ class Gaps:
     """Fills the gaps a bisection ends in with nightlies, while its ``--nightlies`` budget lasts."""
 
     def __init__(self, args: argparse.Namespace, manifest: mf.Manifest, generated: timeline.Generated) -> None:
-        wanted = 0 if args.nightlies is None else command.count(args.nightlies)
+        wanted = 0 if args.nightlies is None else text.count(args.nightlies)
         if wanted is None:
             raise fresh.FreshError(
                 f"--nightlies takes how many nightlies to add at most, a whole number >= 1; got {args.nightlies!r}")

@@ -11,23 +11,32 @@ rates come from the same calls); a benchmark whose ``version`` changed is left o
 
 from __future__ import annotations
 
-import argparse
-import sys
-from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from mpsbench import command
-from mpsbench.regressions import factor, rule
-from mpsbench.results import asvconf, recorded
+from mpsbench.context import Suite
+from mpsbench.core import asv, text
+from mpsbench.core.errors import UserError
+from mpsbench.regressions import rule
+from mpsbench.results import recorded
 
 MODULE = "benchmark_ops"  # the asv module whose benchmarks are ranked
-DEFAULT_RESULTS_DIR = ".asv/results"
 
 
-class RankError(command.UserError):
+class RankError(UserError):
     """Results that cannot be found, read or compared: the message says which and why."""
+
+
+@dataclass(frozen=True)
+class Options:
+    """What ``mpsbench ops-rank`` is asked: two results files, or two commits of a results folder."""
+
+    before: str
+    after: str
+    results_dir: Path | None = None  # for commits (default: the config's results_dir)
+    machine: str | None = None  # for commits (default: the only one)
+    top: int | None = None  # the N largest ratios only
 
 
 @dataclass(frozen=True)
@@ -62,18 +71,13 @@ def load(path: Path) -> Any:
         raise RankError(f"{str(path)!r} is not an asv 0.6 results file: {exc}") from None
 
 
-def _param_value(text: str) -> str:
-    """asv stores each param as its repr ("'cuda'"): show the value."""
-    return text[1:-1] if len(text) >= 2 and text[0] == text[-1] and text[0] in "'\"" else text
-
-
 def op_times(results: Any) -> dict[tuple[str, tuple[str, ...]], tuple[recorded.Row, recorded.Measured]]:
     """Every op ``time_`` combination with a number (not failed, not skipped): its row and seconds per call."""
     times = {}
     for row, measured in recorded.rows(results).items():
         module, _, benchmark = row.benchmark.partition(".")
         if module == MODULE and benchmark.rpartition(".")[2].startswith("time_") and measured.value > 0:
-            times[(benchmark, tuple(map(_param_value, row.params)))] = (row, measured)
+            times[(benchmark, tuple(map(str, asv.param_values(row.params))))] = (row, measured)
     return times
 
 
@@ -106,7 +110,7 @@ def format_ranking(ranking: Ranking, top: int | None = None) -> str:
         for place, found in enumerate(shown, 1):
             rows.append([str(place), f"{found.ratio:.2f}x", human_value(found.before, "seconds"),
                          human_value(found.after, "seconds"), found.judgement.label, found.benchmark, *found.params])
-        lines = [command.table(rows)]
+        lines = [text.table(rows)]
         lines.append(f"{len(ranking.slowdowns)} combinations timed in both runs; ratio = after / before time per call")
         if top is not None and top < len(ranking.slowdowns):
             lines.append(f"(the {top} largest shown; --top 0 shows all)")
@@ -115,14 +119,11 @@ def format_ranking(ranking: Ranking, top: int | None = None) -> str:
     return "\n".join(lines)
 
 
-def asv_run_command(commit: str, config: Path, machine: str | None) -> str:
+def asv_run_command(suite: Suite, commit: str, machine: str | None) -> str:
     """The asv command that measures the op benchmarks of one commit (one build of a timeline)."""
-    try:
-        launch = asvconf.launch_method(factor.read_config(config))  # this platform's, as scripts/bench
-    except factor.FactorError as exc:
-        raise RankError(str(exc)) from None
     machine_option = f" --machine {machine}" if machine else ""
-    return f"asv run --config {config}{machine_option} -b {MODULE} --launch-method {launch} {commit}^!"
+    return (f"asv run --config {suite.config_path}{machine_option} -b {MODULE}"
+            f" --launch-method {suite.conf.launch_method()} {commit}^!")  # this platform's, as scripts/bench
 
 
 def find_results(results_dir: Path, commit: str, machine: str | None) -> Path:
@@ -153,49 +154,22 @@ def find_results(results_dir: Path, commit: str, machine: str | None) -> Path:
     return paths[0]
 
 
-def run(args: argparse.Namespace) -> int:
+def run(suite: Suite, options: Options) -> int:
     """Rank two results files, or two commits' stored results after printing the asv commands."""
-    if args.top is not None and args.top < 0:
-        raise RankError(f"--top must be 0 (all) or more, got {args.top}")
-    as_files = [text.endswith(".json") or Path(text).is_file() for text in (args.before, args.after)]
+    as_files = [name.endswith(".json") or Path(name).is_file() for name in (options.before, options.after)]
     if all(as_files):
-        before_path, after_path = Path(args.before), Path(args.after)
+        before_path, after_path = Path(options.before), Path(options.after)
     elif any(as_files):
-        raise RankError(f"give two results files or two commits, not one of each: {args.before!r}, {args.after!r}")
+        raise RankError(f"give two results files or two commits, not one of each: {options.before!r}, {options.after!r}")
     else:
         print("# measure the op benchmarks of both builds (asv continuous -b benchmark_ops does both and compares):")
-        for commit in (args.before, args.after):
-            print(asv_run_command(commit, args.config, args.machine))
-        before_path = find_results(args.results_dir, args.before, args.machine)
-        after_path = find_results(args.results_dir, args.after, args.machine)
+        for commit in (options.before, options.after):
+            print(asv_run_command(suite, commit, options.machine))
+        results_dir = options.results_dir or suite.conf.results
+        before_path, after_path = (find_results(results_dir, commit, options.machine)
+                                   for commit in (options.before, options.after))
         print(f"# ranking {before_path} -> {after_path}")
-    thresholds = factor.thresholds(args.config) if args.config.is_file() else {}  # two files from elsewhere: asv's 5%
-    print(format_ranking(rank(load(before_path), load(after_path), thresholds), args.top or None))
+    # two files from elsewhere, with no asv.conf.json here: asv's own threshold
+    thresholds = suite.conf.thresholds if suite.config_path.is_file() else {}
+    print(format_ranking(rank(load(before_path), load(after_path), thresholds), options.top))
     return 0
-
-
-def add_subcommand(commands: Any) -> None:
-    parser = commands.add_parser(
-        "ops-rank", help="rank the op benchmarks by slowdown between two builds",
-        description=__doc__.split("\n\n")[1] if __doc__ else None,
-    )
-    parser.add_argument("before", help="the older build: an asv results .json file, or a commit hash (prefix)")
-    parser.add_argument("after", help="the newer build: as BEFORE")
-    parser.add_argument("--results-dir", type=Path, default=Path(DEFAULT_RESULTS_DIR),
-                        help=f"where asv stores results, for commits (default {DEFAULT_RESULTS_DIR})")
-    parser.add_argument("--machine", default=None, help="the asv machine name, for commits (default: the only one)")
-    parser.add_argument("--config", type=Path, default=factor.CONFIG,
-                        help=f"the asv config the printed commands use (default {factor.CONFIG}; the timeline's for builds)")
-    parser.add_argument("--top", type=int, default=None, help="show the N largest ratios only (default all)")
-    parser.set_defaults(func=run)
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m mpsbench.regressions.rank_ops``: the same command, through the ``mpsbench`` parser."""
-    from mpsbench import cli
-
-    return cli.main(["ops-rank", *(sys.argv[1:] if argv is None else argv)])
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -7,32 +7,33 @@ it, kept first in ``<DEST>-replaced.jsonl``); a file asv cannot read is skipped;
 becomes the union of every side's (a version that differs is an error, unless ``--update-benchmarks``).
 docs/fleet.md, "Results that merge safely", says each rule.
 
+Every merge holds the results folder's lock (``core.files.lock``, the one every writer of it takes): two merges
+at once, or a merge during a record run, wait for each other and both land.
+
 Exit status: 0 merged cleanly, 1 some value in conflict or some file corrupt (the rest merged all the
 same), 2 a mistake in the command (one line, nothing written).
 """
 
 from __future__ import annotations
 
-import argparse
-import contextlib
 import datetime
 import itertools
 import json
 import os
-import uuid
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from mpsbench import command
+from mpsbench.core import asv, files
+from mpsbench.core.errors import UserError
 from mpsbench.results import recorded
 
-BENCHMARKS = "benchmarks.json"
+BENCHMARKS = asv.BENCHMARKS
 MACHINE = "machine.json"
 
 
-class MergeError(command.UserError):
+class MergeError(UserError):
     """The merge cannot be done as asked (a missing folder, benchmark versions that disagree): nothing was written."""
 
 
@@ -182,7 +183,7 @@ def _merge_row(name: str, mine: Row, theirs: Row, replace: bool, merged: FileMer
         chosen = kept
         if incoming is not None and kept is not None and measured(incoming["result"]) and measured(kept["result"]) \
                 and _text(incoming["result"]) != _text(kept["result"]):
-            shown = f"{name}({', '.join(combo)})"
+            shown = asv.combination(name, combo)
             if replace:
                 merged.replaced.append({"benchmark": shown, "recorded": kept, "by": incoming})
                 chosen = incoming
@@ -247,7 +248,7 @@ def _merge_file(path: Path, target: Path, replace: bool, report: Report, trail: 
     if _text(merged.data) == _text(before):
         report.identical.append(str(target))
         return
-    _write_json(target, merged.data, compact=True)
+    files.write(target, json.dumps(merged.data))  # compact, as asv writes
     report.merged.append(str(target))
 
 
@@ -303,38 +304,6 @@ def reconcile(dest: Path, sources: Sequence[Path], update: bool, report: Report)
     return merged
 
 
-@contextlib.contextmanager
-def _temporary(path: Path, content: bytes) -> Iterator[Path]:
-    """``content`` written beside ``path`` and flushed to disk, in a file removed on the way out unless renamed."""
-    temporary = path.parent / f".{path.name}-{uuid.uuid4().hex}.tmp"  # open() gives the umask's mode, unlike mkstemp
-    try:
-        with open(temporary, "xb") as out:
-            out.write(content)
-            out.flush()
-            os.fsync(out.fileno())
-        yield temporary
-    finally:
-        temporary.unlink(missing_ok=True)
-
-
-def _write_json(path: Path, data: Any, compact: bool = False) -> None:
-    """Write beside ``path``, then rename over it: a kill leaves the old file or the new one."""
-    text = json.dumps(data) if compact else json.dumps(data, indent=4, sort_keys=True) + "\n"  # compact: as asv writes
-    with _temporary(path, text.encode("utf-8")) as temporary:
-        os.replace(temporary, path)
-
-
-def _copy_new(source: Path, target: Path) -> bool:
-    """Copy ``source`` to ``target`` unless ``target`` exists (checked atomically); True if copied."""
-    target.parent.mkdir(parents=True, exist_ok=True)
-    with _temporary(target, source.read_bytes()) as temporary:
-        try:
-            os.link(temporary, target)  # fails if target exists: never replaces a file
-        except FileExistsError:
-            return False
-    return True
-
-
 def audit_trail(dest: Path) -> Path:
     """Where replaced values are kept: beside DEST, outside it (asv reads every file inside)."""
     return dest.parent / f"{dest.name}-replaced.jsonl"
@@ -344,11 +313,17 @@ def merge(
     dest: Path, sources: Sequence[Path], machines: Iterable[str] | None = None, update_benchmarks: bool = False,
     replace: bool = False,
 ) -> Report:
-    """Merge every machine's files of each source into ``dest`` (see the module's docstring)."""
+    """Merge every machine's files of each source into ``dest`` (see the module's docstring), holding its lock."""
     for source in sources:
         if not source.is_dir():
             raise MergeError(f"results directory {source} does not exist")
-    sources = [source for source in sources if source.resolve() != dest.resolve()]
+    with files.lock(dest):
+        return _merge(dest, [source for source in sources if source.resolve() != dest.resolve()], machines,
+                      update_benchmarks, replace)
+
+
+def _merge(dest: Path, sources: Sequence[Path], machines: Iterable[str] | None, update_benchmarks: bool,
+           replace: bool) -> Report:
     report = Report()
     benchmarks = reconcile(dest, sources, update_benchmarks, report)  # raises before anything is written
     only = set(machines) if machines is not None else None
@@ -370,35 +345,10 @@ def merge(
                     report.conflicts.append(f"{path} differs from {target}; both left untouched")
                 else:
                     _merge_file(path, target, replace, report, audit_trail(dest))
-            elif _copy_new(path, target):
+            elif files.create(target, path.read_bytes()):
                 report.copied.append(str(target))
             else:
                 report.conflicts.append(f"{target} appeared while merging {path}; left untouched")
     if benchmarks is not None:
-        _write_json(dest / BENCHMARKS, benchmarks)
+        files.write(dest / BENCHMARKS, json.dumps(benchmarks, indent=4, sort_keys=True) + "\n")
     return report
-
-
-def cmd_merge(args: argparse.Namespace) -> int:
-    return merge(args.dest, args.sources, args.machine or None, args.update_benchmarks, args.replace).show(args.dest)
-
-
-def add_subcommand(commands: Any) -> Any:
-    """Register ``mpsbench results merge`` on the CLI's subparsers; ``mpsbench results``'s own subparsers."""
-    results = commands.add_parser("results", help="asv results directories from several machines")
-    actions = results.add_subparsers(dest="results_command", metavar="ACTION", required=True)
-    parser = actions.add_parser(
-        "merge", help="merge results directories into one, value by value, never replacing a recorded value",
-        description=__doc__.split("\n\n", 1)[1] if __doc__ else None,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    parser.add_argument("dest", type=Path, help="the results directory to merge into (created if absent)")
-    parser.add_argument("sources", type=Path, nargs="+", help="results directories to merge from")
-    parser.add_argument("--machine", action="append", default=[], help="merge only this machine's folder (repeatable)")
-    parser.add_argument("--update-benchmarks", action="store_true",
-                        help="the sources ran a newer suite: their benchmarks.json entries replace DEST's")
-    parser.add_argument("--replace", action="store_true",
-                        help="re-measured on purpose: incoming values replace recorded ones, which go to the"
-                             " audit trail DEST-replaced.jsonl")
-    parser.set_defaults(func=cmd_merge)
-    return actions

@@ -1,27 +1,26 @@
 """The recorded results, row by row, with the statistics (and samples) asv kept beside each value.
 
-Changes are judged from these (:mod:`mpsbench.regressions.thresholds`), never from bare medians.
+Changes are judged from these (:mod:`mpsbench.regressions.rule`), never from bare medians.
 A file asv cannot read is an error, not a warning: a corrupt results directory never reads as "nothing changed".
 """
 
 from __future__ import annotations
 
-import ast
 import itertools
-import json
 import math
 import os
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from mpsbench import command, progress
+from mpsbench.core import asv, progress
+from mpsbench.core.errors import UserError, first_line
 
 log = progress.logger(__name__)
 
 
-class RecordedError(command.UserError):
+class RecordedError(UserError):
     """The results directory is missing, empty or holds a file asv cannot read: one line."""
 
 
@@ -43,7 +42,7 @@ class Row:
 
     @property
     def entry(self) -> str:
-        return f"{self.benchmark}({', '.join(self.params)})" if self.params else self.benchmark
+        return asv.combination(self.benchmark, self.params)
 
 
 @dataclass
@@ -54,6 +53,7 @@ class Recorded:
     dates: dict[str, int]  # commit -> commit date (ms): asv's order of builds
     units: dict[str, str]  # benchmark -> unit, from benchmarks.json
     files: int
+    failed: dict[tuple[str, str], set[Row]] = field(default_factory=dict)  # rows asv recorded as failed (None)
 
     @property
     def machines(self) -> list[str]:
@@ -69,41 +69,42 @@ class Recorded:
     def add(self, result: Any) -> None:
         self.files += 1
         self.dates[result.commit_hash] = int(result.date or 0)
-        self.values.setdefault((result.params["machine"], result.commit_hash), {}).update(rows(result))
-
-
-def _benchmarks(results_dir: Path) -> dict[str, dict[str, Any]]:
-    """The benchmarks.json that asv run writes beside the results; empty where there is none."""
-    try:
-        benchmarks = json.loads((results_dir / "benchmarks.json").read_text())
-    except (OSError, ValueError):
-        return {}
-    return {name: b for name, b in benchmarks.items() if isinstance(b, dict)}
+        key = (result.params["machine"], result.commit_hash)
+        self.values.setdefault(key, {}).update(rows(result))
+        self.failed.setdefault(key, set()).update(
+            Row(name, combination) for name in result.get_all_result_keys() for combination, value in _values(result, name)
+            if value is None)  # asv's failure; a skip is NaN
 
 
 def _units(results_dir: Path) -> dict[str, str]:
-    return {name: str(b.get("unit", "")) for name, b in _benchmarks(results_dir).items()}
+    return {name: str(b.get("unit", "")) for name, b in asv.benchmarks(results_dir).items()}
 
 
 def param_names(results_dir: Path) -> dict[str, tuple[str, ...]]:
     """Each benchmark's param names, in the order of a Row's params."""
-    return {name: tuple(b.get("param_names", ())) for name, b in _benchmarks(results_dir).items()}
+    return {name: tuple(b.get("param_names", ())) for name, b in asv.benchmarks(results_dir).items()}
 
 
 def named(row: Row, names: Sequence[str]) -> dict[str, Any]:
     """The row's params by name, as Python values (asv keeps their reprs)."""
-    return dict(zip(names, (ast.literal_eval(text) for text in row.params)))
+    return dict(zip(names, asv.param_values(row.params)))
+
+
+def _values(result: Any, name: str) -> Iterator[tuple[tuple[str, ...], Any]]:
+    """Each combination of one benchmark with the value asv recorded (None: failed, NaN: skipped)."""
+    params = result.get_result_params(name)
+    values = result.get_result_value(name, params)
+    combinations = list(itertools.product(*params)) if params else [()]
+    return zip(combinations, values if params else [values])
 
 
 def _rows(result: Any, name: str) -> Iterator[tuple[Row, Measured]]:
     params = result.get_result_params(name)
-    values = result.get_result_value(name, params)
     stats = result.get_result_stats(name, params)
     samples = result.get_result_samples(name, params)
-    combinations = list(itertools.product(*params)) if params else [()]
     if not params:  # an unparameterized benchmark: asv keeps single values
-        values, stats, samples = [values], [stats], [samples]
-    for combination, value, stat, sample in zip(combinations, values or [], stats or [], samples or []):
+        stats, samples = [stats], [samples]
+    for (combination, value), stat, sample in zip(_values(result, name), stats or [], samples or []):
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
             continue  # failed or skipped: n/a on the site, nothing to judge
         kept = tuple(float(x) for x in sample) if sample else None
@@ -118,7 +119,7 @@ def read(path: Path | str, machine: str | None = None) -> Any:
     try:
         return asv_results.Results.load(str(path), machine_name=machine)
     except (util.UserError, OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
-        raise RecordedError(command.first_line(exc)) from None
+        raise RecordedError(first_line(exc)) from None
 
 
 def rows(result: Any) -> dict[Row, Measured]:

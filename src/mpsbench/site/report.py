@@ -5,19 +5,18 @@ docs/site.md lists every figure: mpsbench.site.throughput picks what each plots,
 
 from __future__ import annotations
 
-import argparse
-import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
-from mpsbench import command, progress
+from mpsbench.builds.timeline import Reader, pytorch_url
+from mpsbench.core import asv, progress
+from mpsbench.core.asvconf import AsvConf
+from mpsbench.core.document import Block, Cell, Image, Link, Section, Table, to_html, to_markdown
+from mpsbench.core.errors import UserError
 from mpsbench.measure import models
-from mpsbench.regressions import factor, rule
-from mpsbench.site import figures, regressions_page
+from mpsbench.regressions import rule
+from mpsbench.site import figures, regressions_page, sentinels
 from mpsbench.site import throughput as tp
-from mpsbench.site.document import Block, Cell, Image, Link, Section, Table, to_html, to_markdown
-from mpsbench.site.timeline_reader import Timeline, timeline_from_config
 
 FALLBACK_NOTE = "bs N*: not the seed's batch size, which that device has no result for: its largest batch."
 
@@ -33,7 +32,7 @@ def _per_model(save: figures.Save, results: tp.Results, name: str, what: str, pr
     return [Image(f"{name}_{model}.png", f"{model} {what}") for model in drawn]
 
 
-def _builds_section(results: tp.Results, results_dir: Path, timeline: Timeline, limit: float) -> Section:
+def _builds_section(results: tp.Results, results_dir: Path, timeline: Reader, limit: float) -> Section:
     rows: list[list[Cell]] = []
     for machine in results.machines:
         builds = results.builds(machine)
@@ -84,12 +83,13 @@ def _batches_section(results: tp.Results, save: figures.Save) -> Section:
     ])
 
 
-def _by_release_section(results_dir: Path, timeline: Timeline, save: figures.Save) -> Section:
+def _by_release_section(results_dir: Path, timeline: Reader, save: figures.Save) -> Section:
     title = f"{tp.BY_RELEASE_DEVICE.upper()} speedup over cpu by release"
     points = tp.speedup_by_release(results_dir, timeline)
     if not points:
         return Section(title, [f"No build has both {tp.BY_RELEASE_DEVICE} and cpu results."])
-    figures.by_release(points, title, save("speedup_by_release.png"))
+    figures.by_release(points, title, save("speedup_by_release.png"),
+                       f"{tp.BY_RELEASE_DEVICE} speedup over cpu (samples/s ratio)", 1.0)
     return Section(title, [
         Image("speedup_by_release.png", title),
         "Each build at its date; each line one Python (the era needs two: no Python has wheels for every"
@@ -162,7 +162,18 @@ def _changes_section(results: tp.Results, thresholds: dict[str, float]) -> Secti
     ])
 
 
-def _regressions_section(site: Path | None, timeline: Timeline) -> Section:
+def pytorch_range(timeline: Reader, old: str | None, new: str) -> Cell:
+    """The PyTorch commits between two builds, as a compare link."""
+    old_version = timeline.git_version(old) if old else None
+    new_version = timeline.git_version(new)
+    if not (old_version and new_version):
+        return "git_version unknown"
+    same = old_version == new_version  # two builds of one upstream commit: nothing to compare
+    text = f"{new_version[:12]} (both builds)" if same else f"{old_version[:12]}...{new_version[:12]}"
+    return Link(text, pytorch_url(old_version, new_version))
+
+
+def _regressions_section(site: Path | None, timeline: Reader) -> Section:
     title = "Latest regressions asv detected"
     if site is None:
         return Section(title, ["Not read: pass --site with the published html_dir."])
@@ -170,10 +181,10 @@ def _regressions_section(site: Path | None, timeline: Timeline) -> Section:
     blocks: list[Block] = [
         "From the site's regressions.json (the Regressions tab and the regressions.xml feed hold the same),"
         " after each jump was judged row by row with its recorded statistics (docs/site.md); newest first.",
-        Table(["benchmark", "graph", "machine", "after/before", "builds", "PyTorch commits"],
-              [[r.benchmark, Link("graph", f"../{r.graph}"), r.machine, f"{r.ratio:.2f}x",
+        Table(["benchmark", "graph", "machine", "kind", "after/before", "builds", "PyTorch commits"],
+              [[r.benchmark, Link("graph", f"../{r.graph}"), r.machine, r.kind, f"{r.ratio:.2f}x",
                 f"{r.old_commit[:8]}..{r.new_commit[:8]}" if r.old_commit else r.new_commit[:8],
-                timeline.pytorch_range(r.old_commit, r.new_commit)] for r in found]),
+                pytorch_range(timeline, r.old_commit, r.new_commit)] for r in found]),
     ] if found else ["No regression: asv detected none, or none held up row by row (below)."]
     aside = regressions_page.set_aside(site)
     if aside:
@@ -186,19 +197,19 @@ def _regressions_section(site: Path | None, timeline: Timeline) -> Section:
     return Section(title, blocks)
 
 
-def build(results_dir: Path, out_dir: Path, config: Path | None = None, site: Path | None = None) -> None:
+def build(results_dir: Path, out_dir: Path, conf: AsvConf | None = None, site: Path | None = None) -> None:
     """Write the figures, summary.md and summary.html into ``out_dir``.
 
-    ``config`` (default ./asv.conf.json if present): the factor and the timeline; ``site``: asv's regressions."""
+    ``conf``: the thresholds and the timeline (without one, asv's own threshold and no builds named); ``site``: the
+    published html_dir, for asv's regressions."""
     log.info(f"reading results from {results_dir}")
     results = tp.load(results_dir)
-    if not (results_dir / "benchmarks.json").is_file():  # the run folder above results/, say: rows without param names
-        raise command.UserError(f"{results_dir} holds no benchmarks.json (asv run writes it beside the machines'"
-                                " folders): give the results directory itself")
-    config = config if config is not None else (factor.CONFIG if factor.CONFIG.is_file() else None)
-    # without any asv.conf.json, asv's own default threshold applies
-    limit = factor.regression_factor(config) if config is not None else 1 + rule.ASV_DEFAULT_THRESHOLD
-    timeline = timeline_from_config(config)
+    if not (results_dir / asv.BENCHMARKS).is_file():  # the run folder above results/, say: rows without param names
+        raise UserError(f"{results_dir} holds no {asv.BENCHMARKS} (asv run writes it beside the machines'"
+                        " folders): give the results directory itself")
+    thresholds = conf.thresholds if conf is not None else {}
+    limit = rule.factor(thresholds)
+    timeline = Reader(conf.repo if conf is not None else None)
     log.info(f"{results.recorded.files} results files, {len(results.machines)} machines, "
              f"{len(results.recorded.dates)} builds")
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -214,45 +225,16 @@ def build(results_dir: Path, out_dir: Path, config: Path | None = None, site: Pa
         _builds_section(results, results_dir, timeline, limit),
         _speedup_section(results, save),
         _by_release_section(results_dir, timeline, save),
+        sentinels.correctness_section(results.recorded, timeline),
+        sentinels.energy_section(results_dir, timeline, save),
         _machines_section(results, save),
         _batches_section(results, save),
         _compile_section(results, save),
         _tokens_section(results, save),
-        _changes_section(results, factor.thresholds(config) if config is not None else {}),
+        _changes_section(results, thresholds),
         _regressions_section(site, timeline),
     ]
     title = "mpsbench: the seeds' figures"
     save("summary.md").write_text(to_markdown(title, sections), encoding="utf-8")
     save("summary.html").write_text(to_html(title, sections), encoding="utf-8")
     log.info(f"done: {len(written)} files in {out_dir}")
-
-
-def run(args: argparse.Namespace) -> int:
-    build(args.results_dir, args.out_dir, args.config, args.site)
-    return 0
-
-
-def _arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
-    parser.add_argument("results_dir", type=Path, help="asv's results directory (results_dir in asv.conf.json)")
-    parser.add_argument("out_dir", type=Path, help="where the PNGs, summary.md and summary.html go")
-    parser.add_argument("--config", type=Path, default=None,
-                        help="asv.conf.json: the regression factor and the timeline repository "
-                             "(default: ./asv.conf.json if present)")
-    parser.add_argument("--site", type=Path, default=None,
-                        help="the published html_dir, to list the regressions asv detected")
-    parser.set_defaults(func=run)
-    return parser
-
-
-def add_subcommand(commands: Any) -> None:
-    """Register ``mpsbench report`` on the CLI's subparsers."""
-    _arguments(commands.add_parser("report", help="figures and a summary from an asv results directory"))
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = command.OneLineParser(prog="python -m mpsbench.site.report", description=__doc__.split("\n", 1)[0])
-    return command.run(_arguments(parser), argv)
-
-
-if __name__ == "__main__":
-    sys.exit(main())

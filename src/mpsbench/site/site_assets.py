@@ -1,33 +1,32 @@
 """Make a published asv site self-contained: its CDN libraries copied in from the npm registry.
 
-``python -m mpsbench.site.site_assets HTML_DIR [--cache DIR] [--link LABEL=HREF]``, after every ``asv publish``
-(which wipes ``html_dir``); docs/site.md says which file comes from where and how each is checked. Standard
-library only (no Node.js, no npm), so the torch-free publish job can run it; without asv's CDN files the page is blank.
+A step of ``mpsbench publish`` after every ``asv publish`` (which wipes ``html_dir``); docs/site.md says which file
+comes from where and how each is checked. Standard library only (no Node.js, no npm), so the torch-free publish job
+can run it; without asv's CDN files the page is blank.
 """
 
 from __future__ import annotations
 
-import argparse
 import base64
 import hashlib
 import html
 import io
 import os
 import re
-import sys
 import tarfile
 import urllib.request
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from mpsbench import command, progress
+from mpsbench.core import files, progress
+from mpsbench.core.errors import UserError
 
-CACHE = Path(".asv/npm-cache")
+CACHE = Path(".asv/npm-cache")  # in the checkout mpsbench runs from, whichever config it publishes
 VENDOR = "vendor"  # the folder of html_dir that receives the libraries
 
 
-class SiteAssetError(command.UserError):
+class SiteAssetError(UserError):
     """The site cannot be made self-contained: the message says why, in one line."""
 
 
@@ -133,9 +132,7 @@ def _fetch(url: str, integrity: str, path: Path, what: str) -> bytes:
         ) from None
     check_integrity(data, integrity, f"{what} from {url}")
     path.parent.mkdir(parents=True, exist_ok=True)
-    partial = path.with_name(path.name + ".partial")
-    partial.write_bytes(data)
-    os.replace(partial, path)  # a reader never sees half a file
+    files.write(path, data)  # a reader never sees half a file
     return data
 
 
@@ -277,34 +274,3 @@ def add_nav_link(html_dir: Path, label: str, href: str) -> None:
     end = text.index("</li>", start) + len("</li>")
     item = f'\n\t<li id="{item_id}"><a href="{html.escape(href)}">{html.escape(label)}</a></li>'
     index.write_text(text[:end] + item + text[end:], encoding="utf-8")
-
-
-def _link(text: str) -> tuple[str, str]:
-    label, sep, href = text.partition("=")
-    if not sep or not label or not href:
-        raise argparse.ArgumentTypeError(f"--link wants LABEL=HREF, got {text!r}")
-    return label, href
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = command.OneLineParser(
-        prog="python -m mpsbench.site.site_assets",
-        description="Make a published asv site work offline: CDN libraries fetched from npm, checked, copied in.",
-    )
-    parser.add_argument("html_dir", type=Path, help="the folder asv publish wrote (html_dir in asv.conf.json)")
-    parser.add_argument("--cache", type=Path, default=CACHE, help=f"npm tarball cache (default {CACHE})")
-    parser.add_argument("--link", type=_link, action="append", default=[], metavar="LABEL=HREF",
-                        help="also add a navbar link to index.html (repeatable)")
-
-    def func(args: argparse.Namespace) -> int:
-        make_offline(args.html_dir, args.cache)
-        for label, href in args.link:
-            add_nav_link(args.html_dir, label, href)
-        return 0
-
-    parser.set_defaults(func=func)
-    return command.run(parser, argv)
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -12,9 +12,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from mpsbench.builds.timeline import Reader
 from mpsbench.measure import devices, models
 from mpsbench.results import recorded
-from mpsbench.site.timeline_reader import Timeline
 
 SUITE = "benchmark_models"
 CLASSES = {"training": f"{SUITE}.Training", "inference": f"{SUITE}.Inference"}
@@ -279,7 +279,7 @@ class ReleasePoint:
     ratio: float
 
 
-def speedup_by_release(results_dir: Path, timeline: Timeline) -> list[ReleasePoint]:
+def speedup_by_release(results_dir: Path, timeline: Reader) -> list[ReleasePoint]:
     """Every build's mps speedup over cpu (seed batch, as in the speedup figure), per Python."""
     names = recorded.param_names(results_dir)
     found = []

@@ -1,6 +1,6 @@
 """Commit links on the published site lead to PyTorch's commits, not to timeline hashes (docs/site.md says how).
 
-``python -m mpsbench.builds.pytorch_links HTML_DIR --config asv.conf.json``; scripts/publish runs it.
+A step of ``mpsbench publish`` (mpsbench.site.publish), after ``asv publish``.
 """
 
 from __future__ import annotations
@@ -8,12 +8,10 @@ from __future__ import annotations
 import html
 import json
 import re
-import sys
-from collections.abc import Sequence
 from pathlib import Path
 
-from mpsbench import command
-from mpsbench.site.timeline_reader import UPSTREAM, Timeline, pytorch_url, timeline_from_config
+from mpsbench.builds.timeline import UPSTREAM, Reader, pytorch_url
+from mpsbench.core.errors import UserError
 
 PAGE = "pytorch.html"
 SHOW_COMMIT_URL = f"{PAGE}#//github.com/"
@@ -59,14 +57,14 @@ def _full(builds: dict[str, str | None], prefix: str) -> str | None:
     return next((commit for commit in builds if commit.startswith(prefix)), None)
 
 
-def rewrite(site: Path, timeline: Timeline) -> dict[str, str | None]:
+def rewrite(site: Path, timeline: Reader) -> dict[str, str | None]:
     """Write pytorch.html, point index.json at it, fix regressions.xml; return timeline commit -> git_version."""
     index_path = site / "index.json"
     try:
         index = json.loads(index_path.read_text())
         commits = list(index["revision_to_hash"].values())
     except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
-        raise command.UserError(f"{site} holds no readable index.json: publish first ({exc})") from None
+        raise UserError(f"{site} holds no readable index.json: publish first ({exc})") from None
     builds = {commit: timeline.git_version(commit) for commit in commits}
     for commit in list(builds):  # the builds before the site's first ones, for ranges that start there
         parent = timeline.parent(commit)
@@ -101,17 +99,3 @@ def rewrite(site: Path, timeline: Timeline) -> dict[str, str | None]:
             return url or f"{PAGE}#//github.com/{new}"
         feed.write_text(_FEED_LINK.sub(upstream, feed.read_text(encoding="utf-8")), encoding="utf-8")
     return builds
-
-
-def _step(html: Path, config: Path) -> str:
-    builds = rewrite(html, timeline_from_config(config))
-    known = sum(1 for git in builds.values() if git)
-    return f"commit links lead to PyTorch: {known} of {len(builds)} builds have an upstream commit"
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    return command.site_step("mpsbench.builds.pytorch_links", __doc__, "asv.conf.json (its repo: the timeline)", argv, _step)
-
-
-if __name__ == "__main__":
-    sys.exit(main())

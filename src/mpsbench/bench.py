@@ -1,0 +1,90 @@
+"""``mpsbench bench``: the main command's pipeline, in one process (scripts/bench sets up .venv and runs it).
+
+One step after another, each a function of this module: check the set-up (the devices), generate the timeline, write
+the machine entry, plan the asv runs (this platform's default timeline, one run per Python, or the range and options
+given), record each run (only what is missing, merged in value by value: mpsbench.results.record), publish the site.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from mpsbench.builds import defaults, install_build, machine, timeline
+from mpsbench.context import Suite
+from mpsbench.core import progress, text
+from mpsbench.core.errors import UserError
+from mpsbench.measure import devices, selection
+from mpsbench.results import record
+from mpsbench.site import publish
+
+log = progress.logger(__name__)
+
+
+@dataclass(frozen=True)
+class Options:
+    asv_args: tuple[str, ...] = ()  # for asv run: a range of builds, -b, ...; none: the default timeline
+    remeasure: bool = False  # run the selection again; replaced values go to the audit trail
+
+
+@dataclass(frozen=True)
+class Run:
+    """One asv run: its Python (None: the one asv runs under) and its arguments."""
+
+    python: str | None
+    args: tuple[str, ...]
+
+
+def require_torch() -> Any:
+    """torch, or one line saying this command measures and torch is missing (the rest of mpsbench runs without it)."""
+    try:
+        import torch
+    except ImportError as exc:
+        raise UserError(f"this command needs torch, which is not installed here ({exc}): pip install torch") from None
+    return torch
+
+
+def check_setup() -> str:
+    """torch's version and each device with whether it is usable here, and why not; a bad MPSBENCH_DEVICES first."""
+    selection.selected_devices()  # one line before anything runs
+    torch = require_torch()
+    rows = [["device", "usable", "details"]]
+    for name in devices.NAMES:
+        found = devices.get(name).availability()
+        rows.append([name, "yes" if found.usable else "no", found.reason])
+    return f"torch {torch.__version__}\n{text.table(rows)}"
+
+
+def plan(suite: Suite, asv_args: Sequence[str]) -> list[Run]:
+    """The asv runs: the arguments given, else each Python of this platform's default timeline over its builds."""
+    if asv_args:
+        reason = timeline.bad_range(suite.timeline_path, list(asv_args))  # one line, before asv's traceback
+        if reason is not None:
+            raise UserError(reason)
+        return [Run(None, tuple(asv_args))]
+    platform, _ = defaults.rule_for(suite.manifest, install_build.platform_candidates())
+    planned = defaults.schedule(suite.manifest, platform)
+    print(defaults.listing(platform, planned, suite.timeline))
+    runs = []
+    for python in defaults.pythons(planned):
+        hashes = suite.conf.root / ".asv" / f"default-py{python}.txt"
+        hashes.write_text("".join(f"{suite.timeline.commits[item.ref]}\n" for item in planned if python in item.pythons))
+        runs.append(Run(python, ("-E", f"virtualenv:{python}", f"HASHFILE:{hashes}")))
+    return runs
+
+
+def bench(suite: Suite, options: Options) -> int:
+    """Every step in order; 0, or record's BENCHMARKS_FAILED when some benchmark failed (the site shows the rest)."""
+    print(check_setup())
+    generated = suite.generate()
+    print(timeline.summary(suite.manifest, generated, suite.timeline_path))
+    name = machine.write()[0]
+    status = 0
+    for run in plan(suite, options.asv_args):
+        launch = ("--launch-method", suite.conf.launch_method())  # this platform's, from asv.conf.json
+        status = record.record(suite.conf, name, [*launch, *run.args], options.remeasure) or status
+    publish.publish(suite)
+    if status:
+        log.info(f"asv run exited with status {status}: some benchmarks failed (see above); the site shows the rest")
+    return status

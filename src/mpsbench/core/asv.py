@@ -1,0 +1,151 @@
+"""The one way mpsbench drives asv: names of combinations as ``-b`` sees them, ``asv run``'s arguments, its command
+lines, its scratch folders, stopping it with everything it started, and the benchmarks.json it writes.
+
+asv itself is imported where it is used: the suite's environment holds it, asv's benchmark environments do not.
+"""
+
+from __future__ import annotations
+
+import ast
+import contextlib
+import datetime
+import io
+import json
+import os
+import re
+import shlex
+import subprocess
+import sys
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from mpsbench.core.errors import UserError
+
+BENCHMARKS = "benchmarks.json"  # what asv run writes beside the machines' folders: every benchmark's params and unit
+# asv run options mpsbench decides itself (what to run, where results go)
+OWN_OPTIONS = ("--config", "--machine", "--skip-existing-successful", "--skip-existing-failed",
+               "--skip-existing-commits", "--skip-existing", "-k")
+
+
+class AsvError(UserError):
+    """asv's arguments or files are not what mpsbench can run or read: one line saying which."""
+
+
+def combination(benchmark: str, params: Sequence[str] = ()) -> str:
+    """A combination named as asv names it, and as ``-b`` matches it: ``name(p1, p2)``, each param its repr."""
+    return f"{benchmark}({', '.join(params)})" if params else benchmark
+
+
+def param_values(params: Sequence[str]) -> list[Any]:
+    """The Python values of a combination's params (asv keeps each as its repr)."""
+    return [ast.literal_eval(text) for text in params]
+
+
+def benchmarks(results_dir: Path) -> dict[str, dict[str, Any]]:
+    """The benchmarks.json beside ``results_dir``'s results, by benchmark; empty where there is none or it is unreadable."""
+    try:
+        listed = json.loads((results_dir / BENCHMARKS).read_text())
+    except (OSError, ValueError):
+        return {}
+    return {name: entry for name, entry in listed.items() if isinstance(entry, dict)} if isinstance(listed, dict) else {}
+
+
+def _compiled(patterns: Sequence[str]) -> list[re.Pattern[str]]:
+    try:
+        return [re.compile(pattern) for pattern in patterns]
+    except re.error as exc:
+        raise AsvError(f"-b {exc.pattern!r} is not a regular expression: {exc}") from None
+
+
+def matching(names: Iterable[str], patterns: Sequence[str]) -> list[str]:
+    """The names any of ``patterns`` finds, as asv's ``-b`` finds them (``re.search``)."""
+    compiled = _compiled(patterns)
+    return [name for name in names if any(pattern.search(name) for pattern in compiled)]
+
+
+def pattern(names: Sequence[str]) -> str:
+    """One anchored pattern that finds exactly ``names`` under asv's ``re.search``."""
+    return "^(?:" + "|".join(re.escape(name) for name in names) + ")$"
+
+
+@dataclass(frozen=True)
+class RunArgs:
+    """An ``asv run`` command line taken apart: what it selects, over which builds, and the rest as given."""
+
+    bench: list[str]  # the -b patterns
+    range: str | None  # ALL, HASHFILE:path, a range of the timeline, or None (each branch's newest build)
+    rest: list[str]  # every other option, minus OWN_OPTIONS
+    environment: str  # the results files' environment part that -E TYPE:PYTHON makes asv write, else "*"
+    quick: bool
+    dry_run: bool
+
+
+def run_args(args: Sequence[str]) -> RunArgs:
+    """``asv run``'s arguments, parsed by asv's own parser; its refusal in one line."""
+    from asv.commands import make_argparser
+
+    said = io.StringIO()
+    try:
+        with contextlib.redirect_stderr(said):
+            parsed = make_argparser()[0].parse_args(["run", *args])
+    except SystemExit:
+        reason = (said.getvalue().strip().splitlines() or ["?"])[-1]
+        raise AsvError(f"asv run options {' '.join(map(shlex.quote, args))}: {reason}") from None
+    position = max((i for i, arg in enumerate(args) if arg == parsed.range), default=None)
+    rest: list[str] = []
+    words = iter(enumerate(args))
+    for i, arg in words:
+        name = arg.split("=", 1)[0]
+        if arg in ("-b", "--bench", "--config", "--machine"):
+            next(words, None)  # its value
+        elif i != position and not arg.startswith("-b") and name != "--bench" and name not in OWN_OPTIONS:
+            rest.append(arg)
+    kinds = [spec.split(":", 1) for spec in parsed.env_spec or [] if ":" in spec]
+    environment = f"{kinds[0][0]}-py{kinds[0][1]}" if kinds else "*"
+    return RunArgs(list(parsed.bench or []), parsed.range, rest, environment, bool(parsed.quick), bool(parsed.dry_run))
+
+
+def scratch(parent: Path) -> Path:
+    """A new folder under ``parent`` for one asv run's results, named by the time and this process."""
+    stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%dT%H%M%S")
+    folder = parent / f"{stamp}-{os.getpid()}"
+    folder.mkdir(parents=True)
+    return folder
+
+
+def run_command(config: Path, machine: str, options: Sequence[str], commits: Sequence[str], hashfile: Path) -> list[str]:
+    """``asv run`` of ``config`` on ``machine`` over exactly ``commits`` (written to ``hashfile``)."""
+    hashfile.write_text("".join(f"{commit}\n" for commit in commits))
+    return [sys.executable, "-m", "asv", "run", "--config", str(config), "--machine", machine, *options,
+            f"HASHFILE:{hashfile}"]
+
+
+def run(command: Sequence[str], cwd: Path | None = None) -> int:
+    """Run an asv command line (from :func:`run_command`), its output to the terminal; its exit status."""
+    return subprocess.run(command, cwd=cwd, check=False).returncode
+
+
+def publish(config: Path, options: Sequence[str] = ()) -> None:
+    """``asv publish`` of ``config``'s results into its html_dir."""
+    done = subprocess.run([sys.executable, "-m", "asv", "publish", "--config", str(config), *options], check=False)
+    if done.returncode != 0:
+        raise AsvError(f"asv publish --config {config} exited with status {done.returncode} (its reason above)")
+
+
+def stop(running: subprocess.Popen[bytes]) -> None:
+    """Stop asv and what it started (its forkserver, the benchmark process), each by its pid."""
+    import psutil
+
+    try:
+        started = psutil.Process(running.pid).children(recursive=True)
+    except psutil.NoSuchProcess:
+        started = []
+    running.terminate()
+    for child in started:
+        with contextlib.suppress(psutil.NoSuchProcess):
+            child.terminate()
+    psutil.wait_procs(started, timeout=10)
+    running.wait()
+

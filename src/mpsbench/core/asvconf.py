@@ -1,0 +1,173 @@
+"""The suite's asv.conf.json: the fields mpsbench reads, checked once where the file is read, and the configs derived
+from it (the nightly's, compare's, a record run's scratch) so that they never drift from it.
+
+A plain frozen dataclass over asv's own loader (JSON with comments): a dozen fields, checked in a few lines, and no
+dependency more for the torch-free jobs. Relative folders resolve from the config's own folder: mpsbench runs asv
+there (asv itself resolves them from the working directory).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+import sys
+from dataclasses import dataclass
+from functools import cached_property
+from pathlib import Path
+from typing import Any
+
+from mpsbench.core import files
+from mpsbench.core.errors import UserError
+
+CONFIG = Path("asv.conf.json")  # asv's own default: the config in the working directory
+ROOT = Path(__file__).resolve().parents[3]  # this checkout: asv.conf.json, benchmarks/, src/, scripts/
+LAUNCH_METHODS = ("spawn", "forkserver")  # what asv 0.6 can start benchmarks with
+FOLDERS = {"benchmark_dir": "benchmarks", "env_dir": "env", "results_dir": "results", "html_dir": "html"}  # asv's defaults
+
+
+class ConfigError(UserError):
+    """asv.conf.json is missing, unreadable or holds a field mpsbench reads with a value it cannot use."""
+
+
+@dataclass(frozen=True)
+class AsvConf:
+    """One asv.conf.json, read and checked."""
+
+    path: Path  # absolute
+    raw: dict[str, Any]  # every field as asv reads it: what derived configs copy
+
+    @property
+    def root(self) -> Path:
+        return self.path.parent
+
+    def folder(self, key: str) -> Path:
+        """A folder the config names (``benchmark_dir``, ``env_dir``, ``results_dir``, ``html_dir``), absolute."""
+        return self.root / str(self.raw.get(key, FOLDERS[key]))
+
+    @property
+    def results(self) -> Path:
+        return self.folder("results_dir")
+
+    @property
+    def benchmarks(self) -> Path:
+        return self.folder("benchmark_dir")
+
+    @property
+    def html(self) -> Path:
+        return self.folder("html_dir")
+
+    @property
+    def repo(self) -> Path | None:
+        """The timeline repository asv walks; None where ``repo`` is a URL."""
+        repo = self.raw.get("repo")
+        return None if repo is None or "://" in str(repo) else (self.root / str(repo)).resolve()
+
+    @property
+    def branches(self) -> list[str]:
+        return list(self.raw.get("branches", ["main"]))  # asv's default: main
+
+    @cached_property
+    def thresholds(self) -> dict[str, float]:
+        """``regressions_thresholds``: a fraction per benchmark regex (mpsbench.regressions.rule reads them)."""
+        return {str(regex): float(value) for regex, value in (self.raw.get("regressions_thresholds") or {}).items()}
+
+    def launch_method(self, platform: str | None = None) -> str:
+        """asv's launch method on ``platform`` (default this one): its ``launch_method_by_platform`` entry, else
+        ``launch_method``, else spawn (asv's "auto")."""
+        table = self.raw.get("launch_method_by_platform") or {}
+        return str(table.get(platform or sys.platform) or self.raw.get("launch_method") or "spawn")
+
+    def derive(self, workdir: Path, timeline: Path, branches: list[str], results: Path | None = None) -> Path:
+        """Write ``workdir/asv.conf.json``: this config walking another timeline, with folders of its own.
+
+        ``results`` (default ``workdir/results``): a scratch folder keeps fresh comparisons out of the record.
+        """
+        return self._write(workdir, repo=str(timeline), branches=branches, benchmark_dir=str(self.benchmarks),
+                           env_dir=str(workdir / "env"), results_dir=str(results or workdir / "results"),
+                           html_dir=str(workdir / "html"))
+
+    def scratch(self, workdir: Path) -> Path:
+        """Write ``workdir/asv.conf.json``: this config with its results in ``workdir/results`` (the same environments)."""
+        fields = {key: str(self.folder(key)) for key in ("benchmark_dir", "env_dir", "html_dir")}
+        return self._write(workdir, repo=str(self.repo or self.raw.get("repo")), results_dir=str(workdir / "results"),
+                           **fields)
+
+    def _write(self, workdir: Path, **fields: Any) -> Path:
+        """Write a config of these fields over this one's, this platform's launch method set, commands kept at its
+        ``{conf_dir}`` (the checkout, not workdir)."""
+        conf = {**self.raw, **fields, "launch_method": self.launch_method()}
+        for key in ("install_command", "uninstall_command", "build_command"):
+            if key in conf:
+                conf[key] = [command.replace("{conf_dir}", str(self.root)) for command in conf[key]]
+        workdir.mkdir(parents=True, exist_ok=True)
+        path = workdir / "asv.conf.json"
+        files.write(path, json.dumps(conf, indent=2) + "\n")
+        return path
+
+    def sync_branches(self, channels: list[str], timeline: Path) -> bool:
+        """Make ``branches`` the manifest's channels, if this config walks ``timeline``; True if the file changed.
+
+        asv publishes only the branches it is told (a channel missing there vanishes from the site). The line is
+        rewritten in place, keeping the file's comments.
+        """
+        if self.repo != timeline.resolve() or self.raw.get("branches") == channels:
+            return False
+        text = self.path.read_text(encoding="utf-8")
+        updated, count = re.subn(r'("branches"\s*:\s*)\[[^\]]*\]', lambda m: m.group(1) + json.dumps(channels), text, count=1)
+        if count != 1:
+            raise ConfigError(f"{self.path}: \"branches\" must be a list, to follow the manifest's channels"
+                              f" ({', '.join(channels)}); got {self.raw.get('branches')!r}")
+        files.write(self.path, updated)
+        self.raw["branches"] = channels
+        return True
+
+
+def load(path: Path = CONFIG) -> AsvConf:
+    """``path`` read by asv's own loader (comments and trailing commas allowed) and checked field by field."""
+    from asv import util
+
+    try:
+        raw = util.load_json(str(path), js_comments=True)
+    except OSError as exc:
+        raise ConfigError(f"cannot read {path}: {exc.strerror}") from None
+    except ValueError as exc:
+        raise ConfigError(f"{path} is not valid JSON: {exc}") from None
+    if not isinstance(raw, dict):
+        raise ConfigError(f"{path} must hold a JSON object")
+    _check(path, raw)
+    return AsvConf(path.resolve(), raw)
+
+
+def derived(workdir: Path, timeline: Path, branches: list[str], root: Path = ROOT, results_dir: Path | None = None) -> Path:
+    """``root``'s asv.conf.json derived for ``workdir`` and ``timeline`` (:meth:`AsvConf.derive`); its path."""
+    return load(root / CONFIG).derive(workdir, timeline, branches, results_dir)
+
+
+def _check(path: Path, raw: dict[str, Any]) -> None:
+    """One line naming the first field mpsbench reads that holds what it cannot use."""
+    def bad(field: str, what: str) -> ConfigError:
+        return ConfigError(f"{path}: {field} must be {what}, got {raw.get(field)!r}")
+
+    for key in ("repo", *FOLDERS):
+        if key in raw and not isinstance(raw[key], str):
+            raise bad(key, "a path")
+    if "branches" in raw and not (isinstance(raw["branches"], list) and all(isinstance(b, str) for b in raw["branches"])):
+        raise bad("branches", "a list of branch names")
+    thresholds = raw.get("regressions_thresholds", {})
+    if not isinstance(thresholds, dict):
+        raise bad("regressions_thresholds", "an object of regexes to fractions")
+    for regex, value in thresholds.items():
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value < math.inf:
+            raise ConfigError(f"{path}: regressions_thresholds[{regex!r}] must be a fraction >= 0, got {value!r}")
+        try:
+            re.compile(regex)
+        except re.error as exc:
+            raise ConfigError(f"{path}: regressions_thresholds has a key {regex!r} that is no regex ({exc})") from None
+    table = raw.get("launch_method_by_platform") or {}
+    if not isinstance(table, dict):
+        raise bad("launch_method_by_platform", "an object of platforms to launch methods")
+    for where, method in [("launch_method", raw.get("launch_method") or "spawn"),
+                          *((f"launch_method_by_platform[{key!r}]", value) for key, value in table.items())]:
+        if method not in LAUNCH_METHODS:
+            raise ConfigError(f"{path}: {where} is {method!r}: asv knows {' and '.join(LAUNCH_METHODS)}")

@@ -1,0 +1,56 @@
+"""The context a command builds once: asv.conf.json and the manifest parsed once per command, builds named one way."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from mpsbench import bench, cli
+from mpsbench.builds import manifest as mf
+from mpsbench.context import Suite
+from mpsbench.core import asv, asvconf
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture
+def suite_copy(tmp_path, monkeypatch):
+    """The suite's config and manifest in a folder of their own (its benchmarks are the checkout's), run from there."""
+    (tmp_path / "builds").mkdir()
+    shutil.copy(ROOT / "builds" / "manifest.json", tmp_path / "builds" / "manifest.json")
+    conf = asvconf.load(ROOT / "asv.conf.json").raw
+    (tmp_path / "asv.conf.json").write_text(json.dumps({**conf, "benchmark_dir": str(ROOT / "benchmarks")}))
+    (tmp_path / "home").mkdir()
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))  # the machine file
+    monkeypatch.setenv("MPSBENCH_DEVICES", "cpu")
+    monkeypatch.chdir(tmp_path)
+    return tmp_path
+
+
+def test_the_main_command_parses_asv_conf_json_and_the_manifest_once(suite_copy, monkeypatch, capsys):
+    parsed: Counter[str] = Counter()
+    load_conf, load_manifest = asvconf.load, mf.load
+    monkeypatch.setattr(asvconf, "load", lambda *args: parsed.update(["asv.conf.json"]) or load_conf(*args))
+    monkeypatch.setattr(mf, "load", lambda *args: parsed.update(["manifest"]) or load_manifest(*args))
+    ran, published = [], []
+    # asv's own processes stand in: the run measures nothing here, and publish sees what the pipeline hands it
+    monkeypatch.setattr(asv, "run", lambda command, cwd: ran.append(command) or 0)
+    monkeypatch.setattr(bench.publish, "publish", lambda suite: published.append(suite))
+    assert cli.main(["bench", "-b", r"Training\.time_step\('cpu', 'mlp', 8\)", "release^!"]) == 0
+    assert parsed == {"asv.conf.json": 1, "manifest": 1}
+    assert len(ran) == 1 and ran[0][-1].startswith("HASHFILE:")  # one asv run, over the one build
+    assert published[0].conf.results == suite_copy / ".asv" / "results"
+    out = capsys.readouterr().out
+    assert out.startswith("torch ") and "timeline written to .asv/timeline" in out
+
+
+def test_a_build_is_named_by_channel_at_id_by_tag_or_by_a_timeline_hash(suite_copy):
+    suite = Suite()
+    commit = suite.timeline.commits["release@2.14.1"]
+    assert {suite.name(ref) for ref in ("release@2.14.1", "v2.14.1", commit, commit[:10])} == {"release@2.14.1"}
+    with pytest.raises(cli.UserError, match="'0000' names 0 timeline commits; give CHANNEL@ID, a tag or a longer hash"):
+        suite.name("0000")
