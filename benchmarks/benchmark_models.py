@@ -5,7 +5,7 @@ VGG16 bs 64) and the community's VGG16/CIFAR-10, MLP and BERT fine-tuning
 measurements: issue #2.
 """
 
-from mpsbench.measure import capacity, devices, fallback, measured, models, suite
+from mpsbench.measure import capacity, devices, energy, fallback, measured, models, suite
 
 
 class _StepBenchmark(suite.TimedSteps):
@@ -53,7 +53,7 @@ _measure_capacity.timeout = 6 * 3600  # the full sweep's cpu steps at the seed b
 
 
 class _Capacity(measured.PeakMemory):
-    """Throughput and peak memory of the same combinations as the step timings.
+    """Throughput, peak memory and energy per step of the same combinations as the step timings.
 
     One ``setup_cache`` measures both classes' whole selection (mpsbench.measure.capacity): on a GPU two
     benchmark processes per combination more than doubled the default run (mpsbench.measure.measured says why).
@@ -65,6 +65,9 @@ class _Capacity(measured.PeakMemory):
 
     track_throughput = measured.track("throughput", "samples/s",
                                       "Samples per second: batch size over the median step time of several calls.")
+    track_joules_per_step = measured.track(
+        "joules_per_step", energy.UNIT,
+        "Energy per step, in joules: the device's energy counter over at least a second of steps (docs/instruments.md).")
 
 
 TrainingCapacity, InferenceCapacity = suite.per_kind("{Kind}Capacity", _Capacity, Training.params, Inference.params)

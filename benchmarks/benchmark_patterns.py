@@ -1,22 +1,28 @@
-"""Input patterns that broke before: silent wrong results and leaks, one tracked row each (issue 21).
+"""Input patterns that broke before: silent wrong results, nondeterminism and leaks, one tracked row each.
 
-A jump on ``Correctness.track_relative_error`` is a silent-correctness regression (the same patterns guard
-every model timing: suite.guard); ``LeakPatterns.track_growth`` is the growth of the loops users found
-leaking on mps. The patterns: docs/workloads.md. Both are measured in one ``setup_cache`` (mpsbench.measure.measured).
+A jump on ``Correctness.track_relative_error`` (issue 21's layouts, which also guard every model timing:
+suite.guard) or ``ReportedCorrectness.track_relative_error`` (the 2025-2026 reports, issue 33) is a
+silent-correctness regression; ``Determinism.track_largest_difference`` is how far identical calls of every
+pattern drift apart; ``LeakPatterns.track_growth`` is the growth of the loops users found leaking on mps. The
+patterns: docs/workloads.md, their tolerances docs/instruments.md. All are measured in one ``setup_cache``
+(mpsbench.measure.measured).
 """
 
-from mpsbench.measure import correctness, devices, leak_patterns, measured
+from mpsbench.measure import correctness, devices, leak_patterns, measured, tolerances
 
 
 def _measure_patterns(self):
-    """The setup_cache of both classes: one spawned interpreter measures both families."""
+    """The setup_cache of every class here: one spawned interpreter measures every family."""
     return measured.measure_families({
         "correctness": measured.of(Correctness, correctness.measure),
+        "reported": measured.of(ReportedCorrectness, correctness.measure_reported),
+        "determinism": measured.of(Determinism, correctness.measure_determinism),
         "leaks": measured.of(LeakPatterns, leak_patterns.measure),
     })
 
 
-_measure_patterns.timeout = 1800  # four leak loops per device, each a few seconds; the patterns milliseconds
+# four leak loops per device, each a few seconds; the patterns milliseconds, but for a compile and a child process
+_measure_patterns.timeout = 1800
 
 
 class Correctness(measured.Lookup):
@@ -24,13 +30,45 @@ class Correctness(measured.Lookup):
 
     kind = "correctness"  # its family in the shared setup_cache
     param_names = ("device", "pattern", "dtype")
-    params = (devices.NAMES, correctness.NAMES, correctness.DTYPES)
+    params = (devices.NAMES, correctness.NAMES, tolerances.DTYPES)
     version = "1"
-    setup_cache = _measure_patterns  # one key for both classes: asv keys a cache by where it is defined
+    setup_cache = _measure_patterns  # one key for every class here: asv keys a cache by where it is defined
 
     track_relative_error = measured.track(
-        "relative_error", "relative error",
+        "relative_error", tolerances.ERROR_UNIT,
         "max|device - reference| / max|reference|; the guard's tolerance per dtype is in docs/instruments.md.")
+
+
+class ReportedCorrectness(measured.Lookup):
+    """The calls of the 2025-2026 reports, each in the dtypes its report showed wrong: the worst call's error.
+
+    Identical calls back to back, then unrelated work (other sizes allocated, used and freed), then one more
+    (correctness.reading); a pattern that crashed its process runs in a child, so a crash fails its row only.
+    """
+
+    kind = "reported"
+    param_names = ("device", "pattern", "dtype")
+    params = (devices.NAMES, correctness.REPORTED, tolerances.DTYPES)
+    version = "1"
+    setup_cache = _measure_patterns
+
+    track_relative_error = measured.track(
+        "relative_error", tolerances.ERROR_UNIT,
+        "Largest max|device - reference| / max|reference| over the calls; tolerance per dtype: docs/instruments.md.")
+
+
+class Determinism(measured.Lookup):
+    """Every pattern's identical calls on identical inputs, before and after unrelated work: bit-identical or not."""
+
+    kind = "determinism"
+    param_names = ("device", "pattern", "dtype")
+    params = (devices.NAMES, tuple(correctness.PATTERNS), tolerances.DTYPES)
+    version = "1"
+    setup_cache = _measure_patterns
+
+    track_largest_difference = measured.track(
+        "largest_difference", tolerances.DIFFERENCE_UNIT,
+        "max|call - first call| / max|first call| over the later calls: 0 when every call is bit-identical.")
 
 
 class LeakPatterns(measured.Lookup):

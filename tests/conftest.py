@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from mpsbench.builds import install_build
-from mpsbench.measure import correctness, devices, workloads
+from mpsbench.measure import correctness, devices, energy, workloads
 
 
 @pytest.fixture(autouse=True)
@@ -17,6 +17,8 @@ def _fresh_caches():
     devices.Device.availability.cache_clear()
     workloads.forget()
     correctness.verify.cache_clear()  # a test that swaps a kernel checks again
+    correctness.forget()
+    energy.counter.cache_clear()  # a stand-in counter of one test is not the next one's
     yield
     devices.Device.availability.cache_clear()
     workloads.forget()

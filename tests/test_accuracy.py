@@ -9,7 +9,7 @@ import pytest
 import torch
 from benchmarks import benchmark_instruments
 
-from mpsbench.measure import accuracy, devices, instruments, measured, suite, workloads
+from mpsbench.measure import accuracy, devices, instruments, measured, suite, tolerances, workloads
 
 
 def test_relative_error_is_scaled_by_the_reference():
@@ -28,8 +28,8 @@ def test_non_finite_results_are_infinitely_wrong_and_shapes_must_match():
 
 
 def test_tolerances_are_looser_for_narrower_dtypes():
-    tolerances = accuracy.TOLERANCES
-    assert tolerances["float32"] < tolerances["float16"] < tolerances["bfloat16"]
+    limits = tolerances.TOLERANCES
+    assert limits["float32"] < limits["float16"] < limits["bfloat16"]
 
 
 @pytest.mark.parametrize("kind", ["training", "inference"])
@@ -46,7 +46,7 @@ def test_the_comparison_sees_reduced_precision_and_stays_within_its_tolerance():
     workload = workloads.build("training", "cpu", "mlp", 8, "bfloat16")
     workload.warm_up()
     found = accuracy.compare(workload)
-    assert found.tolerance == accuracy.TOLERANCES["bfloat16"]
+    assert found.tolerance == tolerances.TOLERANCES["bfloat16"]
     assert 0 < found.logits_error < found.tolerance  # bfloat16 rounding shows, and passes
 
 

@@ -4,17 +4,13 @@ from __future__ import annotations
 
 import importlib
 import inspect
-import os
 import re
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 from benchmarks import benchmark_models
-
-from mpsbench.measure import selection
-from mpsbench.results import asvconf
+from tests import asvresults
 
 ROOT = Path(__file__).resolve().parents[1]
 ASV = [sys.executable, "-m", "asv"]
@@ -52,7 +48,8 @@ def test_classes_share_a_setup_cache_only_with_their_own_modules_pair():
             users.setdefault(setup_cache, []).append(f"{module_path.stem}.{name}:{getattr(cls, 'kind', '')}")
     shared = sorted(sorted(name.split(".", 1)[1] for name in names) for names in users.values() if len(names) > 1)
     assert shared == [
-        ["Correctness:correctness", "LeakPatterns:leaks"],  # benchmark_patterns: each reads its own family
+        # benchmark_patterns: each reads its own family
+        ["Correctness:correctness", "Determinism:determinism", "LeakPatterns:leaks", "ReportedCorrectness:reported"],
         ["InferenceCapacity:inference", "TrainingCapacity:training"],
         ["InferenceInstruments:inference", "TrainingInstruments:training"],
         ["InferencePrecisionCapacity:inference", "TrainingPrecisionCapacity:training"],
@@ -62,19 +59,7 @@ def test_classes_share_a_setup_cache_only_with_their_own_modules_pair():
 
 @pytest.fixture(scope="module")
 def asv_run(tmp_path_factory):
-    """``asv run`` in this environment with a config of its own: results, machine file and HOME under tmp."""
-    work = tmp_path_factory.mktemp("asv")
-    config = asvconf.derived(work, work / "timeline", ["release"])  # the suite's config, its folders in work
-    env = dict(os.environ, HOME=str(work / "home"))
-    env.pop(selection.FULL_SWEEP_ENV, None)
-    env.pop(selection.DEVICES_ENV, None)
-    subprocess.run([*ASV, "machine", "--yes", "--machine", "ci"], cwd=work, env=env, check=True, capture_output=True)
-
-    def run(*args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run([*ASV, *args[:1], "--config", str(config), *args[1:]], cwd=work, env=env,
-                              capture_output=True, text=True)
-
-    return run
+    return asvresults.suite_asv(tmp_path_factory.mktemp("asv"))
 
 
 def test_asv_check_passes(asv_run):
@@ -113,12 +98,14 @@ def test_a_real_asv_run_of_a_few_steps_and_a_setup_cache_produces_numbers_and_sk
         "-b", r"Training.time_step\('cpu', '(mlp|lenet5)', (1|8)\)",
         "-b", r"Training.time_step\('cuda', 'mlp', (8|1024)\)",  # outside the default at 8; absent at 1024
         "-b", r"Correctness.track_relative_error\('cpu', 'linear_transposed_weight', 'float32'\)",
+        "-b", r"ReportedCorrectness.track_relative_error\('cpu', 'linear_broadcast_input', 'float32'\)",  # a child
     )
     rows = _rows(said)
     for model in ("mlp", "lenet5"):
         for batch in ("1", "8"):
             assert re.fullmatch(r"[\d.]+(±[\d.]+)?(μs|us|ms|s)", rows[("Training.time_step", "cpu", model, batch)])
     assert 0 <= float(rows[("Correctness.track_relative_error", "cpu", "linear_transposed_weight", "float32")]) < 1e-3
+    assert 0 <= float(rows[("ReportedCorrectness.track_relative_error", "cpu", "linear_broadcast_input", "float32")]) < 1e-3
     # an absent device is skipped with its reason (n/a), never a failure
     if not benchmark_models.devices.get("cuda").usable:
         assert rows[("Training.time_step", "cuda", "mlp", "8")] == "n/a"

@@ -38,6 +38,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, given, seed, settings
@@ -159,7 +160,21 @@ def _write(name: str, text: str) -> Callable[[Path], None]:
     return lambda root: (root / name).write_text(text)
 
 
+def _manifest_with(edit: Callable[[dict[str, Any]], object]) -> Callable[[Path], None]:
+    """The world's manifest with ``edit`` made to its JSON, as bad.json."""
+    def prepare(root: Path) -> None:
+        data = json.loads((root / "manifest.json").read_text())
+        edit(data)
+        (root / "bad.json").write_text(json.dumps(data))
+    return prepare
+
+
+def _first_build(data: dict[str, Any]) -> dict[str, Any]:
+    return data["channels"][0]["builds"][0]  # type: ignore[no-any-return]
+
+
 BUILD = ["--manifest", "manifest.json", "--timeline", "timeline"]
+LIST_BAD = ["build", "list", "--manifest", "bad.json", "--timeline", "timeline"]
 RECORD = ["results", "record", "--config", "asv.conf.json", "--machine", "m", "--"]
 ONE = r"Training.time_step\('cpu', 'mlp', 8\)"  # -b naming exactly one combination
 COMPARE = ["compare", *BUILD, "--suite-root", "."]
@@ -182,13 +197,36 @@ OBSERVED: list[tuple[str, list[str], str, dict[str, str], Callable[[Path], None]
     ("bad-sha256", ["build", "add-wheel", "files/torch-2.14.1-cp311-cp311-manylinux_2_28_x86_64.whl", "--sha256",
                     "0" * 64, *BUILD], r"does not match", {}, None),
     ("add-url-bare-path", ["build", "add-url", "/opt/x/torch-2.14.1-cp311-cp311-manylinux_2_28_x86_64.whl", *BUILD],
-     r"is not a URL", {}, None),
+     r"is not an https:// or file:// URL \(http is refused: .*\); for a wheel file use add-wheel", {}, None),
+    ("add-url-plain-http", ["build", "add-url", "http://example.org/torch-2.14.1-cp311-cp311-manylinux_2_28_x86_64.whl"
+                            f"#sha256={'0' * 64}", *BUILD], r"'http://example\.org/.*' is not an https:// or file:// URL",
+     {}, None),
+    ("add-release-http-index", ["build", "add-release", "2.14.1", "--index", "http://example.org/simple", *BUILD],
+     r"index 'http://example\.org/simple': use https://, file:// or a folder", {}, None),
     ("add-existing-date-yesterday", ["build", "add-existing", ".", "--date", "yesterday", *BUILD],
      r"argument --date: --date takes a UTC date and time YYYY-MM-DDTHH:MM:SSZ, .* got 'yesterday'", {}, None),
     ("manifest-empty-list", ["build", "list", "--manifest", "bad.json", "--timeline", "timeline"],
      r"a manifest is a JSON object", {}, _write("bad.json", "[]")),
     ("manifest-not-json", ["build", "list", "--manifest", "bad.json", "--timeline", "timeline"], r"is not valid JSON", {},
      _write("bad.json", "{")),
+    ("manifest-entry-not-object", ["build", "list", "--manifest", "bad.json", "--timeline", "timeline"],
+     r"bad\.json: channels\[0\] = 1: expected a dictionary", {}, _write("bad.json", '{"schema": 1, "channels": [1]}')),
+    ("manifest-entry-lacks-field", ["build", "list", "--manifest", "bad.json", "--timeline", "timeline"],
+     r"bad\.json: channel x: builds is missing", {}, _write("bad.json", '{"schema": 1, "channels": [{"name": "x"}]}')),
+    ("manifest-duplicate-channel", ["build", "list", "--manifest", "bad.json", "--timeline", "timeline"],
+     r"bad\.json: channel r is there twice", {},
+     _write("bad.json", '{"schema": 1, "channels": [{"name": "r", "builds": []}, {"name": "r", "builds": []}]}')),
+    ("manifest-channel-name-a-number", LIST_BAD, r"bad\.json: .*name.*5", {},
+     _manifest_with(lambda data: data["channels"][0].update(name=5))),
+    ("manifest-build-date-a-number", LIST_BAD, r"bad\.json: .*date.*20260101", {},
+     _manifest_with(lambda data: _first_build(data).update(date=20260101))),
+    ("manifest-defaults-string-for-a-number", LIST_BAD, r"bad\.json: .*newest.*'3'", {},
+     _manifest_with(lambda data: data.update(defaults={"linux-x86_64-cuda": {"channels": ["release"], "newest": "3"}}))),
+    ("manifest-site-packages-a-list", LIST_BAD, r"bad\.json: .*site_packages", {},
+     _manifest_with(lambda data: _first_build(data).update(site_packages=["/x"]))),
+    ("manifest-pin-file-climbs-out", LIST_BAD, r"bad\.json: .*filename.*\.\./\.\./\.\./x-1-py3-none-any\.whl", {},
+     _manifest_with(lambda data: _first_build(data)["pins"]["linux-x86_64-cuda"][0].update(
+         filename="../../../x-1-py3-none-any.whl"))),
     ("machine-name-slash", ["machine", "--name", "bad name/with slash"],
      r"argument --name: machine name 'bad name/with slash' may hold only letters", {}, None),
     ("machine-name-empty", ["machine", "--name", ""], r"machine name '' may hold only letters", {}, None),
@@ -208,7 +246,8 @@ OBSERVED: list[tuple[str, list[str], str, dict[str, str], Callable[[Path], None]
     ("range-reversed", [*RECORD, "release..release~1"], r"range release\.\.release~1 names no build of the timeline", {},
      None),
     ("range-unsupported", [*RECORD, "NEW"], r"range NEW is not supported here; use ALL, HASHFILE:path", {}, None),
-    ("range-hashfile-missing", [*RECORD, "HASHFILE:nope.txt"], r"nope\.txt: No such file or directory; it does not exist",
+    ("range-hashfile-missing", [*RECORD, "HASHFILE:nope.txt"],
+     r"nope\.txt: No such file or directory; it does not exist: correct the path",
      {}, None),
     ("record-nothing-matches", [*RECORD, "-b", "NoSuchBenchmark", "ALL"], r"no benchmark matches -b NoSuchBenchmark", {},
      None),
@@ -724,7 +763,7 @@ def test_two_builds_added_at_once_both_land(world, tmp_path, trials):
 def _record(suite: Path, recording, merging, saved) -> None:
     """``mpsbench results record`` of one combination on the newest build, with a stand-in for asv run that saves its
     value only once the merge has started (and waits for the lock the record run holds)."""
-    def asv_run(command: list[str], cwd: Path | None = None) -> int:
+    def asv_run(command: list[str], cwd: Path | None = None, env: dict[str, str] | None = None) -> int:
         recording.set()
         merging.wait(300)
         time.sleep(0.2)  # the merge is at the lock by now

@@ -8,12 +8,16 @@ and as public projects capture them ("Now drawing from 'AC Power'" /
 ``system_profiler SPDisplaysDataType -json`` with ``sppci_model`` and the GPU
 core count as a string in ``sppci_cores``; ``nvidia-smi --query-gpu=name
 --format=csv,noheader``, one name a line; the NVIDIA driver's
-``/proc/driver/nvidia/gpus/<bus>/information`` ("Model: \\t NVIDIA ...").
+``/proc/driver/nvidia/gpus/<bus>/information`` ("Model: \\t NVIDIA ...");
+a system framework's ``Resources/version.plist`` (an XML property list with
+``CFBundleShortVersionString``, as Apple's bundles carry; its values on a
+real Mac are unverified here).
 """
 
 from __future__ import annotations
 
 import json
+import plistlib
 import shutil
 import subprocess
 import sys
@@ -112,12 +116,33 @@ def test_the_macos_version_and_power_source_are_tracked_with_every_run(mac):
     assert host.version_number("14.10") > host.version_number("14.9") > host.version_number("14.1")
 
 
+def _framework(root: Path, name: str, version: str, plist: str = "version.plist") -> None:
+    resources = root / f"{name}.framework" / "Versions" / "A" / "Resources"
+    resources.mkdir(parents=True)
+    (root / f"{name}.framework" / "Resources").symlink_to(resources)  # as a versioned bundle links it
+    (resources / plist).write_bytes(plistlib.dumps({"CFBundleShortVersionString": version, "ProjectName": name}))
+
+
+def test_mpsgraph_and_metal_versions_are_tracked_beside_the_macos_version(mac, tmp_path, monkeypatch):
+    _framework(tmp_path, "MetalPerformanceShadersGraph", "5.4.11")
+    _framework(tmp_path, "Metal", "366.14", plist="Info.plist")
+    monkeypatch.setattr(host, "FRAMEWORKS", tmp_path)
+    bench = benchmark_host.Host()
+    assert bench.track_mpsgraph_version() == 5.0411
+    assert bench.track_metal_version() == 366.14
+    (tmp_path / "Metal.framework" / "Resources" / "Info.plist").write_text("not a property list")
+    with pytest.raises(suite.SkipNotImplemented, match=r"Metal\.framework has no readable version"):
+        bench.track_metal_version()
+
+
 def test_elsewhere_both_tracks_skip_with_the_reason(monkeypatch):
     monkeypatch.setattr(sys, "platform", "linux")
     with pytest.raises(suite.SkipNotImplemented, match="not macOS"):
         benchmark_host.Host().track_macos_version()
     with pytest.raises(suite.SkipNotImplemented, match="no power source"):
         benchmark_host.Host().track_on_battery()
+    with pytest.raises(suite.SkipNotImplemented, match="not macOS: Metal is Apple's"):
+        benchmark_host.Host().track_metal_version()
 
 
 def test_doctor_warns_about_battery_heat_memory_and_busy_processes(mac, monkeypatch, capsys):

@@ -7,7 +7,7 @@ import torch
 from benchmarks import benchmark_compile, benchmark_modern
 from tools import compile_probe
 
-from mpsbench.measure import compiled, llm, models, suite, workloads
+from mpsbench.measure import llm, models, skips, suite, workloads
 
 TINY_LLAMA = dict(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
                   num_key_value_heads=2)
@@ -81,14 +81,14 @@ def test_the_decode_class_decodes_a_fixed_count_from_a_fresh_prefill_every_sampl
     [("cpu", (1, 13), "has no torch.compile"), ("mps", (2, 7), "inductor compiles for mps from torch 2.8")],
 )
 def test_a_build_that_cannot_compile_skips_with_the_reason(monkeypatch, device, version, expected):
-    monkeypatch.setattr(compiled.precision, "torch_version", lambda: version)
-    assert expected in str(compiled.unsupported_reason(device))
+    monkeypatch.setattr(skips.precision, "torch_version", lambda: version)
+    assert expected in str(skips.compile_unsupported(device))
 
 
 def test_the_cpu_without_a_compiler_skips(monkeypatch):
     monkeypatch.delenv("CXX", raising=False)
-    monkeypatch.setattr(compiled.shutil, "which", lambda name: None)
-    assert "needs a C++ compiler" in str(compiled.unsupported_reason("cpu"))
+    monkeypatch.setattr(skips.shutil, "which", lambda name: None)
+    assert "needs a C++ compiler" in str(skips.compile_unsupported("cpu"))
     with pytest.raises(suite.SkipNotImplemented, match="needs a C\\+\\+ compiler"):
         benchmark_compile.CompiledInference().setup("cpu", "mlp")
 
@@ -101,7 +101,7 @@ def test_a_compile_error_fails_the_combination_with_its_first_line(monkeypatch):
         model.forward = call
         return model
 
-    monkeypatch.setattr(compiled.torch, "compile", broken)
+    monkeypatch.setattr(torch, "compile", broken)
     with pytest.raises(RuntimeError, match=r"^torch.compile of mlp inference on cpu failed: "
                                             r"RuntimeError: inductor: lowering aten.addmm failed$"):
         benchmark_compile.CompiledInference().setup("cpu", "mlp")

@@ -97,7 +97,7 @@ def night(tmp_path_factory):
         done = subprocess.run([NIGHTLY, *args, "--suite", str(suite), *extra], env=env, capture_output=True, text=True,
                               timeout=600)
         print(f"$ scripts/nightly {' '.join(args)}\n{done.stdout}{done.stderr}")  # shown when a test fails
-        # progress lines go to stderr (mpsbench.progress): .stdout is the step's whole transcript, .stderr its own
+        # progress lines go to stderr (mpsbench.core.progress): .stdout is the step's whole transcript, .stderr its own
         return subprocess.CompletedProcess(done.args, done.returncode, done.stdout + done.stderr, done.stderr)
 
     return run, suite, work

@@ -16,7 +16,7 @@ import pytest
 from asv.benchmarks import Benchmarks
 
 from mpsbench.core import asv
-from mpsbench.measure import devices, llm, maxbatch, ops, preselect, selection, suite, workloads
+from mpsbench.measure import devices, isolated, llm, maxbatch, ops, preselect, selection, suite, workloads
 
 ROOT = Path(__file__).resolve().parents[1]
 BENCHMARKS = ROOT / "benchmarks"
@@ -47,6 +47,7 @@ def every_device_usable(monkeypatch):
     # Unsupported dtypes are found by the build's torch in setup, after the rule: not the rule's business.
     monkeypatch.setattr(suite.precision, "unsupported_reason", lambda device, kind, dtype: None)
     monkeypatch.setattr(maxbatch.os.path, "exists", lambda path: True)
+    monkeypatch.setattr(isolated, "call", lambda function, *args: function(*args))  # stand-ins stay in this process
 
 
 def setup_skips(benchmark: Any, params: tuple[Any, ...], caches: dict[Any, Any]) -> bool:

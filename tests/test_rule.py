@@ -11,7 +11,8 @@ import pytest
 from asv.plugins.regressions import _GraphDataFilter
 from asv_runner.statistics import compute_stats
 
-from mpsbench.regressions import factor, rule
+from mpsbench.core import asvconf
+from mpsbench.regressions import rule
 from mpsbench.results.recorded import Measured
 
 RULES = {".*": 0.05, r"benchmark_ops\..*": 0.2, r".*@nightly": 0.1}
@@ -42,26 +43,26 @@ def test_the_fraction_is_the_one_asv_publish_uses(entry, branch):
 def test_the_fractions_come_from_asv_conf_json_and_a_bad_one_is_refused(tmp_path):
     config = tmp_path / "asv.conf.json"
     config.write_text(json.dumps({"regressions_thresholds": {".*": 0.05, "x.*": 0.3}}))
-    assert rule.threshold(factor.thresholds(config), "xyz") == 0.3
+    assert rule.threshold(asvconf.load(config).thresholds, "xyz") == 0.3
     config.write_text(json.dumps({"regressions_thresholds": {".*": 0.05, "x.*": "wide"}}))
-    with pytest.raises(factor.FactorError, match=r"regressions_thresholds\['x\.\*'\] must be a fraction >= 0, got 'wide'"):
-        factor.thresholds(config)
+    with pytest.raises(asvconf.ConfigError, match=r"regressions_thresholds\['x\.\*'\] must be a fraction >= 0, got 'wide'"):
+        asvconf.load(config)  # checked where it is read
     config.write_text('{"regressions_thresholds": {".*": NaN}}')  # JSON5 as asv reads it: NaN would judge nothing slower
-    with pytest.raises(factor.FactorError, match=r"must be a fraction >= 0, got nan"):
-        factor.thresholds(config)
+    with pytest.raises(asvconf.ConfigError, match=r"must be a fraction >= 0, got nan"):
+        asvconf.load(config)  # checked where it is read
 
 
 def test_compare_and_bisect_take_the_factor_the_site_and_alerts_judge_by(tmp_path):
     config = tmp_path / "asv.conf.json"
     config.write_text(json.dumps({"regressions_thresholds": RULES}))
     ops = "benchmark_ops.MemoryBoundOps.time_forward('cpu', 'add')"
-    assert factor.regression_factor(config, ops) == pytest.approx(1.2) == 1 + rule.threshold(RULES, ops)
-    assert factor.regression_factor(config, STEP) == pytest.approx(1.05)
+    assert rule.regression_factor(config, ops) == pytest.approx(1.2) == 1 + rule.threshold(RULES, ops)
+    assert rule.regression_factor(config, STEP) == pytest.approx(1.05)
 
 
 def test_each_decision_has_its_exit_status_and_two_is_left_to_a_users_mistake():
     assert {decision.value: decision.exit_status for decision in rule.Decision} == {
-        "slower": 1, "unchanged": 0, "faster": 0, "undecided": 3}
+        "slower": 1, "wrong": 1, "unchanged": 0, "faster": 0, "undecided": 3}
 
 
 @pytest.mark.parametrize("a, b, p", [

@@ -27,7 +27,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
 def main(argv: list[str] | None = None) -> int:
     from mpsbench.core import errors
-    from mpsbench.measure import compiled, devices, models, timing, workloads
+    from mpsbench.measure import compiled, devices, models, skips, timing, workloads
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     parser.add_argument("models", nargs="+", help=f"of: {', '.join(models.REGISTRY)}")
@@ -43,7 +43,7 @@ def main(argv: list[str] | None = None) -> int:
     else:
         reason = f"{args.device} is not usable here: {device.reason}"
         if device.usable:
-            reason = compiled.unsupported_reason(args.device)
+            reason = skips.compile_unsupported(args.device)
     if reason is not None:
         print(f"compile_probe: {reason}", file=sys.stderr)
         return 2

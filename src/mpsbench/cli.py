@@ -7,6 +7,7 @@ library function sees an argparse Namespace. A user's mistake is one line on std
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Callable, Sequence
 from datetime import datetime
@@ -14,7 +15,7 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 from mpsbench import bench
-from mpsbench.builds import defaults, history, install_build, machine, resolve, timeline, wheels
+from mpsbench.builds import defaults, history, machine, resolve, timeline, wheels
 from mpsbench.builds import manifest as mf
 from mpsbench.context import Suite
 from mpsbench.core import asv, asvconf, errors, progress, settings, text
@@ -81,11 +82,9 @@ def cmd_models(args: argparse.Namespace) -> int:
 
 
 def cmd_devices(args: argparse.Namespace) -> int:
-    if args.usable:  # for scripts: MPSBENCH_DEVICES=$(mpsbench devices --usable)
-        bench.require_torch()
-        print(",".join(name for name in devices.NAMES if devices.get(name).usable))
-        return 0
-    print(bench.check_setup())
+    found = bench.check_setup()  # a bad MPSBENCH_DEVICES, or no torch: one line
+    # --usable, for scripts: MPSBENCH_DEVICES=$(mpsbench devices --usable)
+    print(",".join(name for name in devices.NAMES if devices.get(name).usable) if args.usable else found)
     return 0
 
 
@@ -124,10 +123,6 @@ def cmd_run(args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_doctor(args: argparse.Namespace) -> int:
-    return doctor.run(args.strict)
-
-
 # --- builds and the timeline -----------------------------------------------------------------------------------
 def cmd_add(args: argparse.Namespace) -> int:
     suite = _suite(args)
@@ -140,16 +135,6 @@ def _release(args: argparse.Namespace, suite: Suite) -> mf.Build:
     pythons = tuple(args.python) if args.python else defaults.pin_pythons(suite.manifest)
     return resolve.release(args.version, index=args.index, pythons=pythons, torchvision=args.torchvision,
                            transformers=args.transformers, date=args.date)
-
-
-def _wheel_file(args: argparse.Namespace, suite: Suite) -> mf.Build:
-    return resolve.wheel_file(args.path, torchvision=args.torchvision, transformers=args.transformers,
-                              index=args.transformers_index, sha256=args.sha256, build_id=args.id, note=args.note)
-
-
-def _wheel_url(args: argparse.Namespace, suite: Suite) -> mf.Build:
-    return resolve.wheel_url(args.url, sha256=args.sha256, transformers=args.transformers,
-                             index=args.transformers_index, build_id=args.id, note=args.note)
 
 
 def _existing(args: argparse.Namespace, suite: Suite) -> mf.Build:
@@ -189,15 +174,13 @@ def cmd_generate(args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_range(args: argparse.Namespace) -> int:
-    print(_suite(args).upstream_range(args.old, args.new))
-    return 0
-
-
 def cmd_default(args: argparse.Namespace) -> int:
     suite = _suite(args)
-    platform, _ = defaults.rule_for(suite.manifest, [args.platform] if args.platform else install_build.platform_candidates())
-    planned = defaults.schedule(suite.manifest, platform)
+    if args.platform:  # another platform's, as its rule names it
+        platform = defaults.rule_for(suite.manifest, [args.platform])[0]
+        planned, skipped = defaults.schedule(suite.manifest, platform), list[str]()
+    else:  # this machine's: what it cannot run is left out, each with a line, before asv downloads a byte
+        platform, planned, skipped = defaults.this_machine(suite.manifest)
     if args.pythons:  # for scripts: one asv run per Python
         print("\n".join(defaults.pythons(planned)))
     elif args.hashes:  # for asv run HASHFILE:
@@ -209,6 +192,8 @@ def cmd_default(args: argparse.Namespace) -> int:
         print("\n".join(suite.timeline.commits[item.ref] for item in planned if args.python in item.pythons))
     else:
         print(defaults.listing(platform, planned, suite.timeline))
+        for line in skipped:  # said with the listing only
+            print(f"mpsbench: {line}", file=sys.stderr)
     return 0
 
 
@@ -231,17 +216,9 @@ def cmd_machine(args: argparse.Namespace) -> int:
 
 
 # --- running and recording -------------------------------------------------------------------------------------
-def cmd_bench(args: argparse.Namespace) -> int:
-    return bench.bench(_suite(args), bench.Options(tuple(args.asv_args), args.remeasure))
-
-
 def cmd_record(args: argparse.Namespace) -> int:
     asv_args = args.asv_args[1:] if args.asv_args[:1] == ["--"] else args.asv_args
     return record.record(_suite(args).conf, args.machine, asv_args, args.remeasure)
-
-
-def cmd_merge(args: argparse.Namespace) -> int:
-    return merge.merge(args.dest, args.sources, args.machine or None, args.update_benchmarks, args.replace).show(args.dest)
 
 
 def cmd_preselect(args: argparse.Namespace) -> int:
@@ -265,11 +242,6 @@ def cmd_alert(args: argparse.Namespace) -> int:
 def cmd_ops_rank(args: argparse.Namespace) -> int:
     options = rank_ops.Options(args.before, args.after, args.results_dir, args.machine, args.top or None)
     return rank_ops.run(_suite(args), options)
-
-
-def cmd_factor(args: argparse.Namespace) -> int:
-    print(f"{rule.factor(_suite(args).conf.thresholds, args.bench):g}")
-    return 0
 
 
 def cmd_report(args: argparse.Namespace) -> int:
@@ -416,12 +388,16 @@ def _build_parsers(commands: Any) -> None:
     nightly_build.add_argument("--index", action="append", help="nightly PEP 503 index (repeatable; default PyTorch's)")
     nightly_build.add_argument("--python", nargs="+", default=list(resolve.PYTHONS), help="python tags to pin")
     wheel = adding("add-wheel", "a torch wheel file, e.g. one built from source", "local",
-                   "--id", "--note", "--transformers-index", resolver=_wheel_file)
+                   "--id", "--note", "--transformers-index", resolver=lambda args, suite: resolve.wheel_file(
+                       args.path, torchvision=args.torchvision, transformers=args.transformers,
+                       index=args.transformers_index, sha256=args.sha256, build_id=args.id, note=args.note))
     wheel.add_argument("path", type=Path)
     wheel.add_argument("--torchvision", type=Path, help="a torchvision wheel file to pin beside it")
     wheel.add_argument("--sha256", help="refuse the file unless it has this sha256")
     url = adding("add-url", "a torch wheel at a URL (fetched once, checksum checked)", "local",
-                 "--id", "--note", "--transformers-index", resolver=_wheel_url)
+                 "--id", "--note", "--transformers-index", resolver=lambda args, suite: resolve.wheel_url(
+                     args.url, sha256=args.sha256, transformers=args.transformers, index=args.transformers_index,
+                     build_id=args.id, note=args.note))
     url.add_argument("url")
     url.add_argument("--sha256", help="the wheel's sha256 (or end the URL with #sha256=...)")
     here = adding("add-existing", "a torch already installed here, used in place", "local", "--id", "--note",
@@ -447,7 +423,8 @@ def _build_parsers(commands: Any) -> None:
 
     action("generate", "(re)generate the timeline from the manifest", cmd_generate, "manifest", "timeline").add_argument(
         "--force", action="store_true", help="accept a rewritten channel history")
-    span = action("range", "the PyTorch commit range between two builds", cmd_range, "manifest", "timeline")
+    span = action("range", "the PyTorch commit range between two builds",
+                  lambda args: print(_suite(args).upstream_range(args.old, args.new)) or 0, "manifest", "timeline")
     span.add_argument("old", help="CHANNEL@ID, a tag or timeline commit hash (prefix)")
     span.add_argument("new", help="CHANNEL@ID, a tag or timeline commit hash (prefix)")
     default = action("default", "this platform's default timeline (builds/manifest.json 'defaults'): builds and Pythons",
@@ -488,13 +465,16 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--kind", default="both", choices=("training", "inference", "both"), help="default both")
     run.add_argument("--seconds", type=text.number(float, 1e-3, "--seconds", 3600), default=1.0,
                      help="least time spent timing each workload")
-    command("doctor", "check this machine before a run: devices, memory, power, heat, load", cmd_doctor,
+    command("doctor", "check this machine before a run: devices, memory, power, heat, load",
+            lambda args: doctor.run(args.strict),
             description=(doctor.__doc__ or "").split("\n\n", 1)[-1]).add_argument(
         "--strict", action="store_true", help="exit 1 when any check warns")
     _build_parsers(commands)
 
     benching = command("bench", "set-up check, timeline, machine, record every build's missing values, publish"
-                       " (scripts/bench)", cmd_bench, description=(bench.__doc__ or "").split("\n", 1)[0],
+                       " (scripts/bench)", lambda args: bench.bench(_suite(args), bench.Options(tuple(args.asv_args),
+                                                                                                args.remeasure)),
+                       description=(bench.__doc__ or "").split("\n", 1)[0],
                        allow_abbrev=False)
     benching.add_argument("--remeasure", action="store_true",
                           help="run the selection again; replaced values go to .asv/results-replaced.jsonl")
@@ -504,7 +484,8 @@ def build_parser() -> argparse.ArgumentParser:
     merging = actions.add_parser("merge", help="merge results directories into one, value by value, never replacing a"
                                  " recorded value", description=(merge.__doc__ or "").split("\n\n", 1)[-1],
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
-    merging.set_defaults(func=cmd_merge)
+    merging.set_defaults(func=lambda args: merge.merge(args.dest, args.sources, args.machine or None,
+                                                       args.update_benchmarks, args.replace).show(args.dest))
     merging.add_argument("dest", type=Path, help="the results directory to merge into (created if absent)")
     merging.add_argument("sources", type=Path, nargs="+", help="results directories to merge from")
     merging.add_argument("--machine", action="append", default=[], type=MACHINE_NAME,
@@ -548,8 +529,9 @@ def build_parser() -> argparse.ArgumentParser:
                          help="the asv machine name, for commits (default: the only one)")
     ranking.add_argument("--top", type=text.number(int, 0, "--top"), default=None,
                          help="show the N largest ratios only (default, or 0: all)")
-    command("factor", "print the regression factor a row is judged by (for asv continuous --factor)", cmd_factor,
-            "config").add_argument("-b", "--bench", default="", help="the row, as asv names it (default: any row)")
+    command("factor", "print the regression factor a row is judged by (for asv continuous --factor)",
+            lambda args: print(f"{rule.factor(_suite(args).conf.thresholds, args.bench):g}") or 0, "config").add_argument(
+        "-b", "--bench", default="", help="the row, as asv names it (default: any row)")
     compare.add_subcommand(commands)
     bisection.add_subcommand(commands)
 
@@ -585,6 +567,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         shown = shown.replace("\r", "\\r").replace("\n", "\\n")  # a value that holds a newline shows it, in one line
         print(f"mpsbench{' nightly' if args.command == 'nightly' else ''}: error: {shown}", file=sys.stderr)
         return 2
+    except BrokenPipeError:  # stdout piped into `head`: the rest is not wanted (Python's documented remedy)
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 1
 
 
 if __name__ == "__main__":

@@ -44,11 +44,6 @@ class Suite:
             history.sync_branches(generated, self.timeline_path, self.conf if self.config_path.is_file() else None)
         return generated
 
-    def added(self) -> None:
-        """Forget the manifest and the timeline read so far: a build was just added to the files."""
-        for name in ("manifest", "timeline"):
-            self.__dict__.pop(name, None)
-
     def name(self, ref: str) -> str:
         """CHANNEL@ID of the build ``ref`` names: CHANNEL@ID, a release's tag, or a timeline hash or unique prefix."""
         return history._resolve_ref(self.manifest, self.timeline, ref)[0]
@@ -56,15 +51,6 @@ class Suite:
     def upstream_range(self, old: str, new: str) -> str:
         """The PyTorch commit range between two builds, as a line with a compare link."""
         return history.upstream_range(self.manifest, self.timeline, old, new)
-
-    @property
-    def root(self) -> Path:
-        """The suite's folder: asv.conf.json's."""
-        return self.conf.root
-
-    def work(self, name: str) -> Path:
-        """A folder of the suite's own under ``.asv`` (fresh comparisons, the nightly, the npm cache)."""
-        return self.root / ".asv" / name
 
     @property
     def reader(self) -> tl.Reader:

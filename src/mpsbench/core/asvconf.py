@@ -17,6 +17,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
+from mpsbench.core import files
 from mpsbench.core.errors import UserError
 
 CONFIG = Path("asv.conf.json")  # asv's own default: the config in the working directory
@@ -101,7 +102,7 @@ class AsvConf:
                 conf[key] = [command.replace("{conf_dir}", str(self.root)) for command in conf[key]]
         workdir.mkdir(parents=True, exist_ok=True)
         path = workdir / "asv.conf.json"
-        path.write_text(json.dumps(conf, indent=2) + "\n")
+        files.write(path, json.dumps(conf, indent=2) + "\n")
         return path
 
     def sync_branches(self, channels: list[str], timeline: Path) -> bool:
@@ -117,7 +118,7 @@ class AsvConf:
         if count != 1:
             raise ConfigError(f"{self.path}: \"branches\" must be a list, to follow the manifest's channels"
                               f" ({', '.join(channels)}); got {self.raw.get('branches')!r}")
-        self.path.write_text(updated, encoding="utf-8")
+        files.write(self.path, updated)
         self.raw["branches"] = channels
         return True
 

@@ -21,7 +21,14 @@ class Link:
     url: str
 
 
-Cell = Union[str, Link]
+@dataclass(frozen=True)
+class Flagged:
+    """A cell drawn red: a value past its line (a correctness error over its tolerance, a failed row)."""
+
+    text: str
+
+
+Cell = Union[str, Link, Flagged]
 
 
 @dataclass(frozen=True)
@@ -47,6 +54,8 @@ class Section:
 
 
 def _md_cell(cell: Cell) -> str:
+    if isinstance(cell, Flagged):  # Markdown has no cell colour: bold it
+        return f"**{_md_cell(cell.text)}**"
     text = f"[{cell.text}]({cell.url})" if isinstance(cell, Link) else cell
     return text.replace("|", "\\|")
 
@@ -79,6 +88,7 @@ th, td { border: 1px solid #ccc; padding: 2px 8px; text-align: left; }
 td.n { text-align: right; font-variant-numeric: tabular-nums; }
 tr.slower { background: #f8d7da; font-weight: bold; }
 tr.faster { background: #d4edda; font-weight: bold; }
+td.flagged { background: #f8d7da; font-weight: bold; }
 img { max-width: 100%; border: 1px solid #eee; margin: 0.5em 0; }
 """
 
@@ -86,8 +96,10 @@ img { max-width: 100%; border: 1px solid #eee; margin: 0.5em 0; }
 def _html_cell(cell: Cell) -> str:
     if isinstance(cell, Link):
         return f'<td><a href="{html.escape(cell.url)}">{html.escape(cell.text)}</a></td>'
-    numeric = bool(re.fullmatch(r"(?=.*\d)[-+\d.,xe% ]+", cell))  # right-align numbers, not "-" or words
-    return f'<td class="n">{html.escape(cell)}</td>' if numeric else f"<td>{html.escape(cell)}</td>"
+    text = cell.text if isinstance(cell, Flagged) else cell
+    numeric = bool(re.fullmatch(r"(?=.*\d)[-+\d.,xe% ]+", text))  # right-align numbers, not "-" or words
+    classes = " ".join(name for name, on in (("n", numeric), ("flagged", isinstance(cell, Flagged))) if on)
+    return f'<td class="{classes}">{html.escape(text)}</td>' if classes else f"<td>{html.escape(text)}</td>"
 
 
 def to_html(title: str, sections: Sequence[Section]) -> str:

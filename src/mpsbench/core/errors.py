@@ -30,7 +30,7 @@ _REMEDIES = {
     errno.EROFS: "it is on a read-only file system: work in a writable copy, or point the suite's folders elsewhere",
     errno.EACCES: "permission denied: make it writable for this user, or work in a copy",
     errno.EPERM: "permission denied: make it writable for this user, or work in a copy",
-    errno.ENOENT: "it does not exist: create the folder, or correct the path",
+    errno.ENOENT: "it does not exist: correct the path, or create what is missing",
     errno.ENOTDIR: "a part of the path is a file, not a folder: correct the path",
 }
 

@@ -17,13 +17,9 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from mpsbench.measure import devices, models
+from mpsbench.measure import devices, models, tolerances
 from mpsbench.measure.workloads import Workload
 
-# Relative error allowed per dtype the device computes in. float32 allows for
-# TF32, which cuda uses for convolutions by default (10 mantissa bits, as
-# float16); the reduced dtypes allow for their own rounding through a deep net.
-TOLERANCES: dict[str, float] = {"float32": 1e-2, "float16": 5e-2, "bfloat16": 1e-1}
 _TINY = 1e-12  # keeps the relative error finite for an all-zero reference
 # Eval mode makes every sample's logits independent of the others (batch norm
 # uses running statistics), so a few samples judge the kernels as well as the
@@ -79,7 +75,7 @@ def compare(workload: Workload) -> Comparison:
     return Comparison(
         logits_error=relative_error(logits, expected),
         loss_error=relative_error(loss, expected_loss),
-        tolerance=TOLERANCES[workload.dtype],
+        tolerance=tolerances.TOLERANCES[workload.dtype],
     )
 
 

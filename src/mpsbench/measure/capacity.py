@@ -1,4 +1,4 @@
-"""Throughput and peak memory of every selected step combination, from one build and warm-up per combination.
+"""Throughput, peak memory and energy per step of every selected step combination, from one build and warm-up each.
 
 benchmark_models' ``*Capacity`` classes report them from ``setup_cache`` (:mod:`mpsbench.measure.measured`).
 """
@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import functools
 
-from mpsbench.measure import fallback, measured, models, precision, suite, workloads
+from mpsbench.measure import energy, fallback, measured, models, precision, suite, workloads
 
 
 def _prepare(kind: str, device: str, model: str, batch_size: int, dtype: str = precision.DEFAULT) -> workloads.Workload:
@@ -22,11 +22,12 @@ def _prepare(kind: str, device: str, model: str, batch_size: int, dtype: str = p
 FIGURES: dict[str, measured.Figure] = {
     "peak_memory": suite.peak_memory_mib,
     "throughput": suite.throughput,
+    "joules_per_step": energy.joules_per_step,  # n/a with the reason where the device has no readable counter
 }
 
 
 def measure(kind: str, benchmark: str, keys: list[measured.Key]) -> measured.Table:
-    """Every (device, model, batch size) of this run's selection: its peak memory (MiB) and samples/s."""
+    """Every (device, model, batch size) of this run's selection: its peak memory (MiB), samples/s and J/step."""
     return measured.measure(benchmark, keys, functools.partial(_prepare, kind), FIGURES)
 
 

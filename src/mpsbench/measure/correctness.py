@@ -1,29 +1,37 @@
 """Correctness history: the input layouts that made mps return wrong numbers, checked per build.
 
 Each pattern is one op fed a layout a past release computed wrong without an
-error (issue 21). The reference is the same op in float64 on the cpu over the
-same inputs rounded to the dtype, so the error is the kernel's alone; a kernel
-that ignores a view's strides errs by the size of the values, four to six
-orders of magnitude above rounding (docs/instruments.md, Correctness patterns).
+error (issue 21), or the call of a 2025-2026 report (issue 33: a matmul after
+the allocator's state changed, identical calls that disagreed, reductions in
+quick succession, a compiled LayerNorm, a Linear with bias, an input that
+crashed its process). The reference is the same op in float64 on the cpu over
+the same inputs rounded to the dtype, so the error is the kernel's alone; a
+kernel that ignores a view's strides errs by the size of the values, four to
+six orders of magnitude above rounding (docs/instruments.md, Correctness patterns).
 """
 
 from __future__ import annotations
 
 import functools
+import operator
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Union
 
 import torch
 from torch.nn import functional
 
 from mpsbench.core import errors
-from mpsbench.measure import accuracy, devices, measured, models, precision, suite  # suite: a cycle, used in calls only
+from mpsbench.measure import accuracy, devices, isolated, measured, models, precision, skips, tolerances
 
 Tensors = Sequence[torch.Tensor]
-DTYPES: tuple[str, ...] = precision.NAMES
+Output = Union[torch.Tensor, tuple[torch.Tensor, ...]]  # one result, or several (the reductions)
 # Batch 2, 4 heads, 64 tokens, 32 per head: big enough for a kernel's tiling to
 # matter, small enough that every check takes milliseconds on any device.
 B, H, T, D = 2, 4, 64, 32
+# The unrelated work between two identical calls: tensors of other sizes allocated, used and freed (1, 16 and
+# 64 MiB of float32), as the large allocation that put the allocator in the state pytorch#193487 needed.
+CHURN_ELEMENTS = (1 << 18, 1 << 22, 1 << 24)
 
 
 class CorrectnessError(RuntimeError):
@@ -38,8 +46,11 @@ class Pattern:
     issue: str  # the PyTorch issue that showed the layout broken
     make: Callable[[torch.Generator], tuple[torch.Tensor, ...]]  # float64 (indices: int64), on the cpu
     arrange: Callable[[Tensors], tuple[torch.Tensor, ...]]  # views of the made tensors: no copy
-    op: Callable[..., torch.Tensor]  # looks its kernel up at each call (a test can put a wrong kernel there)
+    op: Callable[..., Output]  # looks its kernel up at each call (a test can put a wrong kernel there)
     min_torch: tuple[int, int] = (1, 12)  # the first torch that has the op
+    calls: int = 2  # identical calls back to back, before the unrelated work and the last call (:func:`reading`)
+    compiled: bool = False  # the device runs torch.compile(op) (inductor); the reference stays eager
+    isolated: bool = False  # run in a child process: a crash is this pattern's failure, not the run's end
 
 
 def _randn(gen: torch.Generator, *shape: int) -> torch.Tensor:
@@ -84,6 +95,30 @@ def _indices(gen: torch.Generator, high: int, *shape: int) -> torch.Tensor:
     return torch.randint(0, high, shape, generator=gen)
 
 
+def _gram(a: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+    return (a * w[:, None]).t() @ a  # the left operand a transposed view: pytorch#193487's A'WA
+
+
+def _with_nans(gen: torch.Generator) -> tuple[torch.Tensor, ...]:
+    x = torch.rand(16, 2100, 256, generator=gen, dtype=torch.float64)  # pytorch#178497's shape
+    with_nans = x.clone().flatten()
+    with_nans[::100] = float("nan")
+    return x, with_nans.reshape(x.shape), torch.rand(2048, 2048, generator=gen, dtype=torch.float64)
+
+
+def _reductions(x: torch.Tensor, with_nans: torch.Tensor, square: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    return x.sum(), x.mean(), with_nans.nansum(), torch.count_nonzero(x), torch.trace(square)
+
+
+def _broadcast_rows(inputs: Tensors) -> tuple[torch.Tensor, ...]:
+    """pytorch#167154's input: 5 x 499 x 768 over one 499 x 768 storage (batch stride 0)."""
+    return (torch.as_strided(inputs[0], (5, 499, 768), (0, 768, 1)), *inputs[1:])
+
+
+def _layer_norm(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:
+    return functional.layer_norm(x, (x.shape[-1],), weight, bias)
+
+
 PATTERNS: dict[str, Pattern] = {
     pattern.name: pattern
     for pattern in (
@@ -121,34 +156,143 @@ PATTERNS: dict[str, Pattern] = {
             lambda x: (x[0].t(), x[1]),
             _scatter_add,
         ),
+        # The 2025-2026 reports (issue 33), each in the dtypes of tolerances.REPORTED.
+        Pattern(
+            "matmul_transposed_after_churn", "pytorch#193487",  # wrong by 10-30% after other allocations (2.7-2.13)
+            lambda gen: (_randn(gen, 50000, 25), torch.rand(50000, generator=gen, dtype=torch.float64)),
+            tuple, _gram,
+        ),
+        Pattern(
+            "linear_3d_no_bias", "pytorch#180776",  # identical float16/bfloat16 calls disagreed by up to 123.5
+            lambda gen: (_randn(gen, 2, 13, 1024), _randn(gen, 1024, 1024)), tuple,
+            lambda x, weight: functional.linear(x, weight),
+        ),
+        Pattern("reductions_in_succession", "pytorch#178497", _with_nans, tuple, _reductions, calls=16),
+        Pattern(
+            "compiled_layer_norm", "pytorch#191976",  # compiled off by up to 1.8 while eager was exact
+            lambda gen: (_randn(gen, 4, 512), 1 + _randn(gen, 512) / 10, _randn(gen, 512) / 10), tuple,
+            _layer_norm, (2, 0), compiled=True,
+        ),
+        Pattern(
+            "linear_bias", "pytorch#188438",  # 18-23% relative error on one chip (GitHub's macos-26 M1)
+            lambda gen: (_randn(gen, 80, 1, 2), _randn(gen, 192, 2), _randn(gen, 192)), tuple,
+            lambda x, weight, bias: functional.linear(x, weight, bias),
+        ),
+        Pattern(
+            "linear_broadcast_input", "pytorch#167154",  # an MPSNDArray assertion aborted the process (2.8)
+            lambda gen: (_randn(gen, 499 * 768), _randn(gen, 768, 768) / 28, _randn(gen, 768)), _broadcast_rows,
+            lambda x, weight, bias: functional.linear(x, weight, bias), isolated=True,
+        ),
     )
 }
-NAMES: tuple[str, ...] = tuple(PATTERNS)
+REPORTED: tuple[str, ...] = tuple(tolerances.REPORTED)
+NAMES: tuple[str, ...] = tuple(name for name in PATTERNS if name not in REPORTED)  # issue 21's: they guard timings
+
+
+def _inputs(pattern: Pattern, dtype: str) -> tuple[list[torch.Tensor], tuple[torch.Tensor, ...]]:
+    """The made inputs rounded to ``dtype`` (the values the device gets), and the float64 reference's outputs."""
+    made = pattern.make(torch.Generator().manual_seed(models.SEED))
+    kind = precision.dtype_of(dtype)
+    rounded = [x.to(kind) if x.is_floating_point() else x for x in made]
+    return rounded, _outputs(pattern.op(*pattern.arrange([x.double() if x.is_floating_point() else x for x in rounded])))
+
+
+def _outputs(result: Output) -> tuple[torch.Tensor, ...]:
+    return result if isinstance(result, tuple) else (result,)
+
+
+def _error(results: tuple[torch.Tensor, ...], reference: tuple[torch.Tensor, ...]) -> float:
+    """The largest relative error of any output (a scalar's is its own: a count beside a sum keeps its scale)."""
+    return max(accuracy.relative_error(result, expected) for result, expected in zip(results, reference))
+
+
+def _require(device: str, pattern: Pattern) -> None:
+    skips.require_device(device)
+    skips.require_torch(pattern.min_torch, pattern.name)
+    reason = skips.compile_unsupported(device) if pattern.compiled else None
+    if reason is not None:
+        raise skips.SkipNotImplemented(f"{pattern.name}: {reason}")
+
+
+def _calls(device: str, name: str, dtype: str, repeated: bool) -> tuple[list[tuple[torch.Tensor, ...]], tuple[torch.Tensor, ...]]:
+    """The outputs of the pattern's calls on ``device`` (one, or :func:`reading`'s), and the float64 reference's.
+
+    Torch lacking the op or the dtype here (mps before macOS 14 has no bfloat16) skips: n/a, not a wrong result.
+    """
+    pattern = PATTERNS[name]
+    _require(device, pattern)
+    rounded, reference = _inputs(pattern, dtype)
+    op = torch.compile(pattern.op) if pattern.compiled else pattern.op
+    try:
+        arranged = pattern.arrange([x.to(device) for x in rounded])
+        calls = [_outputs(op(*arranged)) for _ in range(pattern.calls if repeated else 1)]  # back to back
+        if repeated:
+            _churn(device)
+            calls.append(_outputs(op(*arranged)))
+        devices.get(device).synchronize()
+    except (NotImplementedError, RuntimeError, TypeError) as exc:
+        lacks = ("not implemented for", "Unsupported", "not supported")
+        if isinstance(exc, NotImplementedError) or any(phrase in str(exc) for phrase in lacks):
+            raise skips.SkipNotImplemented(f"{name} in {dtype} on {device}: {errors.first_line(exc)}") from exc
+        raise
+    return calls, reference
 
 
 def relative_error(device: str, name: str, dtype: str) -> float:
-    """The pattern's error on ``device`` in ``dtype`` against float64 on the cpu.
+    """The pattern's error on ``device`` in ``dtype`` against float64 on the cpu: one call.
 
     Skips (n/a) where the device is not usable, or this torch lacks the op, or lacks it in this
     dtype on this device; other errors propagate (the combination fails).
     """
-    suite.require_device(device)
-    pattern = PATTERNS[name]
-    suite.require_torch(pattern.min_torch, name)
-    made = pattern.make(torch.Generator().manual_seed(models.SEED))
-    kind = precision.dtype_of(dtype)
-    rounded = [x.to(kind) if x.is_floating_point() else x for x in made]  # the values the device gets
-    reference = pattern.op(*pattern.arrange([x.to(torch.float64) if x.is_floating_point() else x for x in rounded]))
+    calls, reference = _calls(device, name, dtype, repeated=False)
+    return _error(calls[0], reference)
+
+
+@dataclass(frozen=True)
+class Reading:
+    """A pattern's calls against the reference and against each other (:func:`reading`)."""
+
+    error: float  # the largest relative error of any call against float64: tolerances.ERROR_UNIT
+    difference: float  # the largest difference of a later call from the first, relative: 0 when bit-identical
+
+
+def _churn(device: str) -> None:
+    for elements in CHURN_ELEMENTS:
+        scratch = torch.ones(elements, device=device)
+        scratch.add_(1).sum()
+        del scratch
+
+
+def _read(device: str, name: str, dtype: str) -> Reading:
+    calls, reference = _calls(device, name, dtype, repeated=True)
+    first = calls[0]
+    return Reading(max(_error(call, reference) for call in calls), max(_error(call, first) for call in calls[1:]))
+
+
+@functools.cache  # both figures of one pattern, device and dtype come from one reading
+def _outcome(device: str, name: str, dtype: str) -> measured.Outcome:
     try:
-        result = pattern.op(*pattern.arrange([x.to(device) for x in rounded]))
-        devices.get(device).synchronize()
-    except (NotImplementedError, RuntimeError, TypeError) as exc:
-        # Torch lacks the op or the dtype here (mps before macOS 14 has no bfloat16): n/a, not a wrong result.
-        lacks = ("not implemented for", "Unsupported", "not supported")
-        if isinstance(exc, NotImplementedError) or any(phrase in str(exc) for phrase in lacks):
-            raise suite.SkipNotImplemented(f"{name} in {dtype} on {device}: {errors.first_line(exc)}") from exc
-        raise
-    return accuracy.relative_error(result, reference)
+        if PATTERNS[name].isolated:
+            _require(device, PATTERNS[name])  # before a child is started for nothing
+            return measured.Outcome(value=isolated.call(_read, device, name, dtype))
+        return measured.Outcome(value=_read(device, name, dtype))
+    except Exception as exc:
+        return measured.outcome_of(exc)
+
+
+def forget() -> None:
+    """Drop the readings kept for this process (a test that swaps a kernel reads again)."""
+    _outcome.cache_clear()
+
+
+def reading(device: str, name: str, dtype: str) -> Reading:
+    """``calls`` identical calls back to back, unrelated work (other sizes allocated, used and freed), one more call.
+
+    The error is the worst call's against float64; the difference, the furthest call's from the first, relative to
+    the first's scale. A pattern marked ``isolated`` runs in a child process: a crash there fails its row only.
+    """
+    value: Reading = _outcome(device, name, dtype).get()
+    return value
 
 
 @functools.cache  # a pass is kept for the process; a failure raises, so is not kept
@@ -157,12 +301,12 @@ def verify(device: str, dtype: str) -> None:
 
     A pattern this torch or device lacks is no evidence either way and is passed over.
     """
-    tolerance = accuracy.TOLERANCES[dtype]  # the model guard's: rounding far below, a wrong kernel far above
+    tolerance = tolerances.TOLERANCES[dtype]  # the model guard's: rounding far below, a wrong kernel far above
     wrong = []
     for name in NAMES:
         try:
             error = relative_error(device, name, dtype)
-        except suite.SkipNotImplemented:
+        except skips.SkipNotImplemented:
             continue
         if not error <= tolerance:  # NaN and infinity fail too
             wrong.append(f"{name} {error:.3g}")
@@ -176,3 +320,13 @@ def verify(device: str, dtype: str) -> None:
 def measure(benchmark: str, keys: list[measured.Key]) -> measured.Table:
     """Every (device, pattern, dtype) of this run: its relative error (one process: benchmark_patterns)."""
     return measured.measure(benchmark, keys, relative_error, {"relative_error": float})
+
+
+def measure_reported(benchmark: str, keys: list[measured.Key]) -> measured.Table:
+    """Every (device, reported pattern, dtype) of this run: its largest relative error over its calls."""
+    return measured.measure(benchmark, keys, reading, {"relative_error": operator.attrgetter("error")})
+
+
+def measure_determinism(benchmark: str, keys: list[measured.Key]) -> measured.Table:
+    """Every (device, pattern, dtype) of this run: the largest difference between its identical calls."""
+    return measured.measure(benchmark, keys, reading, {"largest_difference": operator.attrgetter("difference")})

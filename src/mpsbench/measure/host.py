@@ -1,4 +1,4 @@
-"""What the host says about itself: its GPU, macOS version, power source, thermal state and busy processes.
+"""What the host says about itself: its GPU, macOS and Metal versions, power source, thermal state and busy processes.
 
 Each fact comes from the OS's own tool (named in each function), parsed by a
 pure function that the tests feed with captured output (tests/test_host.py
@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import json
 import platform
+import plistlib
 import re
 import shutil
 import subprocess
@@ -21,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 NVIDIA_PROC = Path("/proc/driver/nvidia/gpus")
+FRAMEWORKS = Path("/System/Library/Frameworks")
 
 
 def output(*command: str) -> str | None:
@@ -84,6 +86,21 @@ def macos_version() -> str | None:
     if sys.platform != "darwin":
         return None
     return platform.mac_ver()[0] or None
+
+
+def framework_version(name: str) -> str | None:
+    """``366.14`` for ``Metal``: the version of a system framework bundle (a macOS update replaces Metal and
+    MetalPerformanceShadersGraph, which is what mps runs on); None where the bundle or its version is absent."""
+    resources = FRAMEWORKS / f"{name}.framework" / "Resources"
+    for plist in (resources / "version.plist", resources / "Info.plist"):
+        try:
+            info = plistlib.loads(plist.read_bytes())
+        except (OSError, ValueError):  # absent, or not a property list (plistlib.InvalidFileException)
+            continue
+        version = info.get("CFBundleShortVersionString") or info.get("CFBundleVersion")
+        if version:
+            return str(version)
+    return None
 
 
 def version_number(version: str) -> float:

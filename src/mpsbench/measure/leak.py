@@ -12,7 +12,7 @@ import statistics
 from collections.abc import Callable, Sequence
 
 from mpsbench.measure import devices
-from mpsbench.measure.suite import SkipNotImplemented
+from mpsbench.measure.skips import SkipNotImplemented
 from mpsbench.measure.workloads import Workload
 
 STEPS_SMALL = 200  # mlp, lenet5: milliseconds a step even on a cpu

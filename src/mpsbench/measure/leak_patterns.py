@@ -15,7 +15,7 @@ import torch
 from torch import nn
 from torch.nn import functional
 
-from mpsbench.measure import devices, leak, measured, models, suite
+from mpsbench.measure import devices, leak, measured, models, skips
 
 PER = 1000  # growth is reported per this many iterations
 WARM_UP = 50  # iterations before the readings: several times every cycle below
@@ -107,9 +107,9 @@ NAMES: tuple[str, ...] = tuple(PATTERNS)
 
 def growth(device: str, name: str, iterations: int | None = None) -> float:
     """The pattern's memory growth on ``device`` in MiB per :data:`PER` iterations (leak.py's slope); n/a off a usable device."""
-    suite.require_device(device)
+    skips.require_device(device)
     pattern = PATTERNS[name]
-    suite.require_torch(pattern.min_torch, name)
+    skips.require_torch(pattern.min_torch, name)
     devices.get(device).seed(models.SEED)
     step = pattern.make(device)
     for _ in range(WARM_UP):

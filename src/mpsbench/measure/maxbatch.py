@@ -6,17 +6,14 @@ raises it on each device (mps's high watermark, the cpu's ``RLIMIT_AS`` child) i
 
 from __future__ import annotations
 
-import concurrent.futures
 import gc
-import multiprocessing
 import os
 import resource
 from collections.abc import Callable
-from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
 
 from mpsbench.core import errors
-from mpsbench.measure import devices, models, suite, workloads
+from mpsbench.measure import devices, isolated, models, suite, workloads
 
 CEILING = 4096  # the search stops here even if everything fits: 13 tries at most (1, 2, ..., 4096)
 MODELS: tuple[str, ...] = ("resnet50", "vgg16", "bert_base", "bert_base_frozen")
@@ -135,15 +132,12 @@ def largest_batch_in_child(kind: str, model: str, ceiling: int = CEILING, budget
 
     A child that dies instead of raising fails the search with a RuntimeError; this process carries on.
     """
-    context = multiprocessing.get_context("spawn")  # a fork would inherit this process's memory
-    with concurrent.futures.ProcessPoolExecutor(max_workers=1, mp_context=context) as pool:
-        future = pool.submit(_search, kind, "cpu", model, ceiling, budget)
-        try:
-            return future.result()
-        except BrokenProcessPool as exc:
-            raise RuntimeError(
-                f"the cpu search for {model} ({kind}) died in its child under a {budget / 2**30:.1f} GiB budget"
-            ) from exc
+    try:
+        return isolated.call(_search, kind, "cpu", model, ceiling, budget)
+    except isolated.ChildDied as exc:
+        raise RuntimeError(
+            f"the cpu search for {model} ({kind}) died in its child under a {budget / 2**30:.1f} GiB budget ({exc})"
+        ) from exc
 
 
 def require(device: str, model: str, kind: str) -> None:

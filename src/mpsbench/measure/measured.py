@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from mpsbench.core import errors
-from mpsbench.measure import devices, suite, workloads
+from mpsbench.measure import devices, skips, workloads
 
 Key = tuple[Any, ...]
 
@@ -32,7 +32,7 @@ class Outcome:
     def get(self) -> Any:
         """The value; asv's n/a or a failure with the reason otherwise (call in ``setup`` or a ``track_``)."""
         if self.skipped is not None:
-            raise suite.SkipNotImplemented(self.skipped)
+            raise skips.SkipNotImplemented(self.skipped)
         if self.failed is not None or self.value is None:
             raise RuntimeError(self.failed or "no value was measured")
         return self.value
@@ -40,7 +40,7 @@ class Outcome:
 
 def outcome_of(exc: BaseException) -> Outcome:
     """What an exception means for a combination: skips and out-of-memory are n/a, the rest fail."""
-    if isinstance(exc, suite.SkipNotImplemented):
+    if isinstance(exc, skips.SkipNotImplemented):
         return Outcome(skipped=errors.first_line(exc))
     if devices.is_out_of_memory(exc):
         return Outcome(skipped=f"does not fit in device memory: {errors.first_line(exc)}")
@@ -80,7 +80,7 @@ def measure(
     table = Table()
     for key in keys:
         try:
-            suite.selected(benchmark, *key)
+            skips.selected(benchmark, *key)
             state = prepare(*key)
         except Exception as exc:
             failed = outcome_of(exc)

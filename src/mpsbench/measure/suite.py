@@ -7,17 +7,12 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-import torch
-
 from mpsbench.core import errors
-from mpsbench.measure import accuracy, correctness, devices, fallback, models, precision, selection, timing, workloads
+from mpsbench.measure import accuracy, correctness, devices, fallback, models, precision, skips, timing, workloads
 
-try:  # present in every asv environment; absent only outside asv
-    from asv_runner.benchmarks.mark import SkipNotImplemented as SkipNotImplemented  # re-exported
-except ImportError:  # pragma: no cover - exercised only without asv installed
-
-    class SkipNotImplemented(NotImplementedError):  # type: ignore[no-redef]
-        """Stand-in with asv's meaning: show this combination as n/a."""
+# The skips, where the benchmark modules have always found them.
+SkipNotImplemented = skips.SkipNotImplemented
+selected, require_device, require_torch = skips.selected, skips.require_device, skips.require_torch
 
 
 class StepTimer:
@@ -66,27 +61,6 @@ def per_kind(name: str, family: type, training: tuple[object, ...], inference: t
         for kind, params in zip(workloads.KINDS, (training, inference))
     )
     return next(made), next(made)
-
-
-def selected(benchmark: str, *params: object) -> None:
-    """Skip, with the reason (asv's n/a), a combination this run leaves out: ``benchmark``'s rule in the selection table."""
-    reason = selection.left_out(benchmark, *params)
-    if reason is not None:
-        raise SkipNotImplemented(reason)
-
-
-def require_device(device: str) -> None:
-    """Skip, with the reason, a combination whose device is not usable here."""
-    found = devices.get(device).availability()
-    if not found.usable:
-        raise SkipNotImplemented(f"{device} is not usable here: {found.reason}")
-
-
-def require_torch(minimum: tuple[int, int], what: str) -> None:
-    """Skip, with the reason, what needs a newer torch than this build's."""
-    if precision.torch_version() < minimum:
-        needed = ".".join(str(part) for part in minimum)
-        raise SkipNotImplemented(f"{what} needs torch {needed} or later; this is {torch.__version__}")
 
 
 def require(kind: str, device: str, model: str, *, dtype: str = precision.DEFAULT) -> None:

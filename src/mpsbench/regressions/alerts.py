@@ -41,7 +41,7 @@ class Options:
 
 @dataclass(frozen=True)
 class Alert:
-    """One row that got slower on one machine's newest build."""
+    """One row that got slower, or computes a wrong result, on one machine's newest build."""
 
     machine: str
     row: recorded.Row
@@ -72,7 +72,8 @@ class Alert:
     def line(self) -> str:
         old, new = self.values()
         state = f" [{self.confirmed}]" if self.confirmed else ""
-        return (f"slower {self.judgement.ratio:.3f}x  {self.row.benchmark}{self.params} on {self.machine}: {old} -> {new}"
+        kind = f"slower {self.judgement.ratio:.3f}x" if self.judgement.slower else self.judgement.label
+        return (f"{kind}  {self.row.benchmark}{self.params} on {self.machine}: {old} -> {new}"
                 f" against {self.against} ({self.judgement.reason}){state}; {self.upstream}")
 
 
@@ -108,14 +109,14 @@ def _row_alerts(found: recorded.Recorded, thresholds: dict[str, float], machine:
 
     good = builds[0]
     for build in builds[1:-1]:  # the row's history: who is the last build not flagged before the newest
-        if not judge(good, build).slower:
+        if not judge(good, build).regressed:
             good = build
     newest, previous = builds[-1], builds[-2]
     # one alert per row: against the last good build where both hold, it says more
-    if good != previous and (to_good := judge(good, newest)).slower:
+    if good != previous and (to_good := judge(good, newest)).regressed:
         return [(good, LAST_GOOD, to_good)]
     to_previous = judge(previous, newest)
-    return [(previous, PREVIOUS, to_previous)] if to_previous.slower else []
+    return [(previous, PREVIOUS, to_previous)] if to_previous.regressed else []
 
 
 def find(suite: Suite, options: Options) -> list[Alert]:
@@ -180,22 +181,27 @@ def markdown(alerts: list[Alert], compared: str) -> str:
     """The alerts as a Markdown document (report.py's renderer), for an issue body or a job summary."""
     raised = [alert for alert in alerts if alert.raised]
     sections = []
-    if raised:
+    for title, mine, what in (("Slower", [a for a in raised if a.judgement.slower], "are slower"),
+                              ("Wrong results", [a for a in raised if not a.judgement.slower],
+                               "compute past their tolerance, or no longer repeat bit for bit,")):
+        if not mine:
+            continue
         rows: list[list[document.Cell]] = []
-        for alert in raised:
+        for alert in mine:
             old, new = alert.values()
-            rows.append([alert.machine, alert.row.benchmark, alert.params, old, new, f"{alert.judgement.ratio:.3f}",
+            rows.append([alert.machine, alert.row.benchmark, alert.params, old, new,
+                         f"{alert.judgement.ratio:.3f}" if alert.judgement.slower else alert.judgement.label,
                          alert.against, alert.judgement.reason, alert.upstream])
-        machines = sorted({alert.machine for alert in raised})
-        sections.append(document.Section("Slower", [
-            f"{len(raised)} rows on {len(machines)} machines ({', '.join(machines)}) are slower on the newest build"
-            f" ({compared}), each judged with its recorded statistics and its own threshold (docs/site.md)"
-            + (", and confirmed by a fresh `mpsbench compare`." if any(a.confirmed for a in raised) else "."),
+        machines = sorted({alert.machine for alert in mine})
+        sections.append(document.Section(title, [
+            f"{len(mine)} rows on {len(machines)} machines ({', '.join(machines)}) {what} on the newest build"
+            f" ({compared}), each judged by its own rule (docs/site.md, docs/instruments.md)"
+            + (", and confirmed by a fresh `mpsbench compare`." if any(a.confirmed for a in mine) else "."),
             document.Table(["machine", "benchmark", "params", "old", "new", "new/old", "against", "why",
                           "builds and PyTorch commits"], rows, ["slower"] * len(rows)),
             "Confirm and bisect: `mpsbench compare OLD NEW -b ROW`, then `mpsbench bisect GOOD BAD -b ROW` (README).",
         ]))
-    else:
+    if not raised:
         sections.append(document.Section("Result", [f"No row is slower on the newest build ({compared})."]))
     if dropped := [alert for alert in alerts if not alert.raised]:
         sections.append(document.Section("Not confirmed by a fresh compare", [document.Table(
@@ -222,7 +228,9 @@ def check(suite: Suite, options: Options, compare: Compare | None = None) -> tup
     raised = [alert for alert in found if alert.raised]
     if raised:
         names = sorted({alert.machine for alert in raised})
-        print(f"mpsbench alert: REGRESSION: {len(raised)} rows slower on {', '.join(names)}")
+        wrong = sum(not alert.judgement.slower for alert in raised)
+        kinds = f"{len(raised) - wrong} rows slower" + (f", {wrong} wrong" if wrong else "")
+        print(f"mpsbench alert: REGRESSION: {kinds} on {', '.join(names)}")
         return 1, text
     unconfirmed = f"; {len(found)} not confirmed by a fresh compare" if found else ""
     print(f"mpsbench alert: nothing slower ({compared}) in {options.results or suite.conf.results}{unconfirmed}")

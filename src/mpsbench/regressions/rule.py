@@ -4,6 +4,8 @@ Every command that says "slower" says it here: compare and bisect (fresh process
 :func:`factor`), and alerts, the Regressions page, the report and ops-rank (recorded values, :func:`judge`).
 For a recorded row: direction from the unit, a floor per unit, asv's threshold widened by the row's noise, noisy rows
 marked rather than alarmed on, no bare medians for rates, asv's significance test (docs/site.md says why for each).
+A correctness row is a regression of its own kind, wrong: its error past its dtype's tolerance, or identical calls
+no longer bit-identical (docs/instruments.md); a change that stays on one side of that line is no change.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from mpsbench.core import asvconf
+from mpsbench.measure import tolerances
 from mpsbench.results.recorded import Measured
 
 
@@ -24,14 +27,15 @@ class Decision(str, enum.Enum):
     """What a comparison of two builds decides; a ``str`` so that it prints and serializes as its word."""
 
     SLOWER = "slower"
+    WRONG = "wrong"  # a correctness row past its tolerance, or identical calls that no longer agree bit for bit
     UNCHANGED = "unchanged"
     FASTER = "faster"
     UNDECIDED = "undecided"
 
     @property
     def exit_status(self) -> int:
-        """A command's exit status for it: 1 slower, 3 undecided, 0 otherwise (2 is only a user's mistake)."""
-        return {Decision.SLOWER: 1, Decision.UNDECIDED: 3}.get(self, 0)
+        """A command's exit status for it: 1 slower or wrong, 3 undecided, 0 otherwise (2 is only a user's mistake)."""
+        return {Decision.SLOWER: 1, Decision.WRONG: 1, Decision.UNDECIDED: 3}.get(self, 0)
 
 
 @dataclass(frozen=True)
@@ -154,10 +158,38 @@ class Judgement:
     def slower(self) -> bool:
         return self.decision is Decision.SLOWER
 
+    @property
+    def regressed(self) -> bool:
+        """Slower or wrong: what an alert raises and the Regressions page keeps."""
+        return self.decision in (Decision.SLOWER, Decision.WRONG)
+
+
+def _correctness(entry: str, unit_name: str, old: Measured, new: Measured) -> Judgement | None:
+    """An error row judged by its dtype's tolerance, a difference row by bit-identity; None for any other row."""
+    if unit_name == tolerances.ERROR_UNIT:
+        limit = tolerances.tolerance(entry)
+        labels, what = ("wrong result", "fixed"), f"relative error {old.value:.3g} -> {new.value:.3g}, tolerance {limit:g}"
+    elif unit_name == tolerances.DIFFERENCE_UNIT:
+        limit = 0.0
+        labels, what = ("nondeterministic", "deterministic"), (
+            f"identical calls differ by {old.value:.3g} -> {new.value:.3g} of their scale, where 0 is bit-identical")
+    else:
+        return None
+    ratio = new.value / old.value if old.value > 0 else (math.inf if new.value > 0 else 1.0)
+    if new.value > limit >= old.value:
+        return Judgement(Decision.WRONG, labels[0], ratio, limit, what)
+    if old.value > limit >= new.value:
+        return Judgement(Decision.FASTER, labels[1], ratio, limit, what)
+    side = "still past the line" if old.value > limit else "within the line"
+    return Judgement(Decision.UNCHANGED, Decision.UNCHANGED.value, ratio, limit, f"{what}: {side}")
+
 
 def judge(thresholds: Mapping[str, float], entry: str, unit_name: str, old: Measured, new: Measured,
           branch: str | None = None) -> Judgement:
     """How ``new`` compares with ``old`` for one recorded row (the module's docstring says how)."""
+    correctness = _correctness(entry, unit_name, old, new)
+    if correctness is not None:
+        return correctness
     found = unit(unit_name)
     if found.higher_is_better:
         worse, before, after = old.value - new.value, new.value, old.value

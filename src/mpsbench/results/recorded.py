@@ -10,7 +10,7 @@ import itertools
 import math
 import os
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -53,6 +53,7 @@ class Recorded:
     dates: dict[str, int]  # commit -> commit date (ms): asv's order of builds
     units: dict[str, str]  # benchmark -> unit, from benchmarks.json
     files: int
+    failed: dict[tuple[str, str], set[Row]] = field(default_factory=dict)  # rows asv recorded as failed (None)
 
     @property
     def machines(self) -> list[str]:
@@ -68,7 +69,11 @@ class Recorded:
     def add(self, result: Any) -> None:
         self.files += 1
         self.dates[result.commit_hash] = int(result.date or 0)
-        self.values.setdefault((result.params["machine"], result.commit_hash), {}).update(rows(result))
+        key = (result.params["machine"], result.commit_hash)
+        self.values.setdefault(key, {}).update(rows(result))
+        self.failed.setdefault(key, set()).update(
+            Row(name, combination) for name in result.get_all_result_keys() for combination, value in _values(result, name)
+            if value is None)  # asv's failure; a skip is NaN
 
 
 def _units(results_dir: Path) -> dict[str, str]:
@@ -85,15 +90,21 @@ def named(row: Row, names: Sequence[str]) -> dict[str, Any]:
     return dict(zip(names, asv.param_values(row.params)))
 
 
-def _rows(result: Any, name: str) -> Iterator[tuple[Row, Measured]]:
+def _values(result: Any, name: str) -> Iterator[tuple[tuple[str, ...], Any]]:
+    """Each combination of one benchmark with the value asv recorded (None: failed, NaN: skipped)."""
     params = result.get_result_params(name)
     values = result.get_result_value(name, params)
+    combinations = list(itertools.product(*params)) if params else [()]
+    return zip(combinations, values if params else [values])
+
+
+def _rows(result: Any, name: str) -> Iterator[tuple[Row, Measured]]:
+    params = result.get_result_params(name)
     stats = result.get_result_stats(name, params)
     samples = result.get_result_samples(name, params)
-    combinations = list(itertools.product(*params)) if params else [()]
     if not params:  # an unparameterized benchmark: asv keeps single values
-        values, stats, samples = [values], [stats], [samples]
-    for combination, value, stat, sample in zip(combinations, values or [], stats or [], samples or []):
+        stats, samples = [stats], [samples]
+    for (combination, value), stat, sample in zip(_values(result, name), stats or [], samples or []):
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
             continue  # failed or skipped: n/a on the site, nothing to judge
         kept = tuple(float(x) for x in sample) if sample else None

@@ -8,7 +8,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from mpsbench.site.throughput import BY_RELEASE_DEVICE, CPU, KINDS, Pair, Point, ReleasePoint, Speedup, seed_batch
+from mpsbench.site.throughput import CPU, KINDS, Pair, Point, ReleasePoint, Speedup, seed_batch
 
 DEVICE_COLORS = {"cpu": "#7f7f7f", "mps": "#1f77b4", "cuda": "#2ca02c"}
 KIND_COLORS = {"training": "#d62728", "inference": "#1f77b4"}
@@ -136,8 +136,8 @@ def batches(model: str, curves: dict[tuple[str, str, str, str], list[tuple[int, 
             ax.legend(fontsize=8)
 
 
-def by_release(points: list[ReleasePoint], title: str, out: Path) -> None:
-    """Speedup along the builds' dates, one line per model, kind, machine and Python; releases named."""
+def by_release(points: list[ReleasePoint], title: str, out: Path, ylabel: str, baseline: float | None) -> None:
+    """A ratio along the builds' dates, one line per model, kind, machine and Python; releases named."""
     with _figure(out, figsize=(11, 5)) as (_, ax):
         for key in sorted({(p.model, p.kind, p.machine, p.python) for p in points}):
             line = sorted((p for p in points if (p.model, p.kind, p.machine, p.python) == key), key=lambda p: p.date_ms)
@@ -146,8 +146,9 @@ def by_release(points: list[ReleasePoint], title: str, out: Path) -> None:
             for moment, point in zip(when, line):
                 ax.annotate(point.torch_version, (moment, point.ratio), fontsize=7, rotation=45,
                             textcoords="offset points", xytext=(0, 6))
-        ax.axhline(1.0, color="black", linewidth=0.8)
-        ax.set_ylabel(f"{BY_RELEASE_DEVICE} speedup over cpu (samples/s ratio)")
+        if baseline is not None:
+            ax.axhline(baseline, color="black", linewidth=0.8)
+        ax.set_ylabel(ylabel)
         ax.set_title(title)
         ax.legend(fontsize=7)
 

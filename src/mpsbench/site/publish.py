@@ -10,7 +10,6 @@ from collections.abc import Sequence
 
 from mpsbench.context import Suite
 from mpsbench.core import asv, progress
-from mpsbench.regressions import rule
 from mpsbench.site import pytorch_links, regressions_page, report, site_assets
 
 FIGURES = "mpsbench"  # the figures page's folder in html_dir
@@ -24,7 +23,7 @@ def publish(suite: Suite, asv_options: Sequence[str] = ()) -> None:
     log.info("asv publish")
     asv.publish(conf.path, asv_options)
     judged = regressions_page.judge_site(conf.html, conf.results, conf.thresholds)
-    kept = sum(1 for jump in judged if jump["verdict"] == rule.Decision.SLOWER)
+    kept = sum(1 for jump in judged if jump["regressed"])
     log.info(f"Regressions page: {kept} of {len(judged)} jumps asv found are regressions;"
              f" the rest are set aside with their reason in {conf.html / regressions_page.JUDGED}")
     builds = pytorch_links.rewrite(conf.html, suite.reader)

@@ -1,8 +1,9 @@
 """The published Regressions page re-judged row by row: floors, per-row noise, direction; every channel shown.
 
 Run after ``asv publish`` (mpsbench.site.publish; docs/site.md): asv flags every increase beyond one fraction, so each
-jump is judged again by :func:`mpsbench.regressions.rule.judge`; only the slower stay in ``regressions.json``
-and ``regressions.xml``, and every verdict with its reason goes to ``regressions-judged.json``.
+jump is judged again by :func:`mpsbench.regressions.rule.judge`; only the slower and the wrong (a correctness row
+past its tolerance) stay in ``regressions.json`` and ``regressions.xml``, a wrong one's feed entry titled with its
+kind, and every verdict with its reason goes to ``regressions-judged.json``.
 """
 
 from __future__ import annotations
@@ -69,7 +70,9 @@ def judge_site(html: Path, results_dir: Path, thresholds: dict[str, float]) -> l
     rows = {row.entry: row for table in found.values.values() for row in table}
     revision_of = {commit: int(revision) for revision, commit in revision_to_hash.items()}
     several_branches = len(index.get("params", {}).get("branch", [])) > 1
-    kept_entries, judged, kept_keys = [], [], set()
+    kept_entries: list[Any] = []
+    judged: list[dict[str, Any]] = []
+    kept_keys: dict[tuple[str, str], str | None] = {}  # (row, commits) -> a new feed title, or None to keep asv's
     for name, graph_path, graph_params, idx, last, best, jumps in detected:
         machine, branch = graph_param(graph_path, "machine"), graph_param(graph_path, "branch")
         if several_branches and branch and "branch" not in graph_params:
@@ -94,14 +97,14 @@ def judge_site(html: Path, results_dir: Path, thresholds: dict[str, float]) -> l
                 "benchmark": name, "machine": machine, "branch": branch, "unit": unit,
                 "old": old, "new": new, "before": before, "after": after, "ratio": verdict.ratio,
                 "verdict": verdict.label, "reason": verdict.reason, "threshold": verdict.threshold,
-                "graph": graph_url(index, name, machine, idx, commits),
+                "regressed": verdict.regressed, "graph": graph_url(index, name, machine, idx, commits),
             })
-            if verdict.slower:
+            if verdict.regressed:
                 # a one-commit jump becomes the range from the build before: asv's page then links the
                 # range (a PyTorch compare, pytorch_links.py) where it linked the new build alone
                 rev_old = revision_of.get(old, rev_a) if old else rev_a
                 kept_jumps.append([rev_old, rev_b, before, after])
-                kept_keys.add((name, commits))
+                kept_keys[(name, commits)] = None if verdict.slower else f"{verdict.label}: {name} ({verdict.reason})"
         if kept_jumps:
             kept_entries.append([name, graph_path, graph_params, idx, last, best, kept_jumps])
     (html / "regressions.json").write_text(json.dumps({"regressions": kept_entries}, separators=(",", ":")))
@@ -122,6 +125,7 @@ class Regression:
     after: float
     revision: int
     graph: str = ""  # the row's graph, relative to the site's root
+    kind: str = "slower"  # or the correctness kinds: wrong result, nondeterministic (the judged verdict)
 
     @property
     def ratio(self) -> float:
@@ -131,6 +135,7 @@ class Regression:
 def latest(html: Path, timeline: Reader) -> list[Regression]:
     """The newest jumps of the published regressions.json, newest first."""
     detected, index, revision_to_hash = _published(html)
+    kinds = {(j["benchmark"], j["new"]): j["verdict"] for j in _judged(html) if j.get("regressed")}
     found = []
     for name, graph_path, _graph_params, index_of_params, _last, _best, jumps in detected:
         machine = graph_param(graph_path, "machine") or ""
@@ -140,22 +145,28 @@ def latest(html: Path, timeline: Reader) -> list[Regression]:
             old = revision_to_hash[str(old_revision)] if old_revision is not None else timeline.parent(new)
             commits = f"{old}-{new}" if old_revision is not None else new
             found.append(Regression(name, machine, old, new, float(before), float(after), int(new_revision),
-                                    graph_url(index, name, machine, index_of_params, commits)))
+                                    graph_url(index, name, machine, index_of_params, commits),
+                                    kinds.get((name, new), "slower")))
     found.sort(key=lambda r: (-r.revision, -r.ratio, r.benchmark))
     return found[:LATEST]
 
 
-def set_aside(html: Path) -> list[dict[str, Any]]:
-    """The jumps asv found that were judged not to be regressions, with the reason for each."""
+def _judged(html: Path) -> list[dict[str, Any]]:
     try:
-        judged = json.loads((html / JUDGED).read_text())
+        found: list[dict[str, Any]] = json.loads((html / JUDGED).read_text())
     except (OSError, ValueError):
         return []
-    return [j for j in judged if j.get("verdict") != "slower"]
+    return found
 
 
-def _filter_feed(feed: Path, kept: set[tuple[str, str]]) -> None:
-    """Drop the feed entries of jumps not kept (asv's title is 'PERCENT NAME', its link names the commits)."""
+def set_aside(html: Path) -> list[dict[str, Any]]:
+    """The jumps asv found that were judged not to be regressions, with the reason for each."""
+    return [j for j in _judged(html) if not j.get("regressed")]
+
+
+def _filter_feed(feed: Path, kept: dict[tuple[str, str], str | None]) -> None:
+    """Drop the feed entries of jumps not kept (asv's title is 'PERCENT NAME', its link names the commits); retitle
+    those ``kept`` gives a title (a wrong result is no percentage slower)."""
     if not feed.is_file():
         return
     ET.register_namespace("", ATOM)
@@ -168,4 +179,6 @@ def _filter_feed(feed: Path, kept: set[tuple[str, str]]) -> None:
         commits = urllib.parse.parse_qs(query).get("commits", [""])[0]
         if (title, commits) not in kept:
             root.remove(entry)
+        elif (retitled := kept[(title, commits)]) is not None:
+            entry.find(f"{{{ATOM}}}title").text = retitled  # type: ignore[union-attr]  # found just above
     tree.write(feed, encoding="utf-8", xml_declaration=True)

@@ -15,7 +15,7 @@ from mpsbench.core.document import Block, Cell, Image, Link, Section, Table, to_
 from mpsbench.core.errors import UserError
 from mpsbench.measure import models
 from mpsbench.regressions import rule
-from mpsbench.site import figures, regressions_page
+from mpsbench.site import figures, regressions_page, sentinels
 from mpsbench.site import throughput as tp
 
 FALLBACK_NOTE = "bs N*: not the seed's batch size, which that device has no result for: its largest batch."
@@ -88,7 +88,8 @@ def _by_release_section(results_dir: Path, timeline: Reader, save: figures.Save)
     points = tp.speedup_by_release(results_dir, timeline)
     if not points:
         return Section(title, [f"No build has both {tp.BY_RELEASE_DEVICE} and cpu results."])
-    figures.by_release(points, title, save("speedup_by_release.png"))
+    figures.by_release(points, title, save("speedup_by_release.png"),
+                       f"{tp.BY_RELEASE_DEVICE} speedup over cpu (samples/s ratio)", 1.0)
     return Section(title, [
         Image("speedup_by_release.png", title),
         "Each build at its date; each line one Python (the era needs two: no Python has wheels for every"
@@ -180,8 +181,8 @@ def _regressions_section(site: Path | None, timeline: Reader) -> Section:
     blocks: list[Block] = [
         "From the site's regressions.json (the Regressions tab and the regressions.xml feed hold the same),"
         " after each jump was judged row by row with its recorded statistics (docs/site.md); newest first.",
-        Table(["benchmark", "graph", "machine", "after/before", "builds", "PyTorch commits"],
-              [[r.benchmark, Link("graph", f"../{r.graph}"), r.machine, f"{r.ratio:.2f}x",
+        Table(["benchmark", "graph", "machine", "kind", "after/before", "builds", "PyTorch commits"],
+              [[r.benchmark, Link("graph", f"../{r.graph}"), r.machine, r.kind, f"{r.ratio:.2f}x",
                 f"{r.old_commit[:8]}..{r.new_commit[:8]}" if r.old_commit else r.new_commit[:8],
                 pytorch_range(timeline, r.old_commit, r.new_commit)] for r in found]),
     ] if found else ["No regression: asv detected none, or none held up row by row (below)."]
@@ -223,6 +224,8 @@ def build(results_dir: Path, out_dir: Path, conf: AsvConf | None = None, site: P
         _builds_section(results, results_dir, timeline, limit),
         _speedup_section(results, save),
         _by_release_section(results_dir, timeline, save),
+        sentinels.correctness_section(results.recorded, timeline),
+        sentinels.energy_section(results_dir, timeline, save),
         _machines_section(results, save),
         _batches_section(results, save),
         _compile_section(results, save),

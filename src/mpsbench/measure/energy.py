@@ -1,0 +1,210 @@
+"""Energy per step: a device's cumulative energy counter, read by a polling thread while the steps run.
+
+The counters (docs/instruments.md, Energy), each cumulative joules since some fixed origin:
+
+- cuda: NVML's total energy of the GPU board (``nvmlDeviceGetTotalEnergyConsumption``, millijoules since the
+  driver loaded), through nvidia-ml-py's ``pynvml``;
+- macOS: Apple's IOReport energy of the GPU (mps) or of the CPU cores (cpu), without sudo, through
+  zeus-apple-silicon (``AppleEnergyMonitor.get_cumulative_energy``, millijoules);
+- the cpu on Linux: RAPL's package domains (``/sys/class/powercap/intel-rapl:N/energy_uj``), summed over sockets.
+
+A counter moves in steps (NVML every few tens of milliseconds), so reading it once before and once after the
+steps would miss up to one update interval at each end. A thread polls it instead, and the steps run until
+:data:`MIN_SECONDS` and :data:`MIN_UPDATES` updates have passed; the power is the energy between the first and
+the last update seen during the steps over the time between them, and the joules per step that power times the
+steps' time over their count. Where no counter is readable the row skips with the reason: never an estimate.
+Optional packages are imported when asked for, so this module imports with the build alone.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import sys
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from mpsbench.measure import devices, skips
+from mpsbench.measure.optional_torch import torch
+
+UNIT = "joules/step"
+MIN_SECONDS = 1.0  # of steps, at the least
+MIN_UPDATES = 10  # counter updates inside the steps: the first-to-last span then covers nine update intervals
+MAX_SECONDS = 10.0  # a counter slower than that reads with the updates it has (two at least), not for minutes
+POWERCAP = Path("/sys/class/powercap")
+
+
+@dataclass(frozen=True)
+class Counter:
+    """A cumulative energy counter: what it measures, how to read it (joules) and how often to poll it."""
+
+    what: str
+    joules: Callable[[], float]
+    poll_seconds: float
+
+
+@dataclass(frozen=True)
+class Reading:
+    joules_per_step: float
+    watts: float  # the average power between the first and the last update inside the steps
+    steps: int
+    seconds: float  # the steps' time, first call to last synchronize
+    updates: int  # counter updates seen inside it
+
+
+def _nvml() -> Counter:
+    try:
+        import pynvml
+    except ImportError:
+        raise skips.SkipNotImplemented(
+            "cuda energy needs nvidia-ml-py (import pynvml), which this environment cannot import") from None
+    try:
+        pynvml.nvmlInit()
+        handle = _nvml_handle(pynvml)
+        pynvml.nvmlDeviceGetTotalEnergyConsumption(handle)  # NOT_SUPPORTED before Volta
+        name = pynvml.nvmlDeviceGetName(handle)
+    except pynvml.NVMLError as exc:
+        raise skips.SkipNotImplemented(f"NVML's total energy counter is not readable here: {exc}") from None
+    # millijoules; polled every 2 ms, well inside the counter's update interval (docs/instruments.md)
+    return Counter(f"NVML total energy of {name}", lambda: pynvml.nvmlDeviceGetTotalEnergyConsumption(handle) / 1e3,
+                   0.002)
+
+
+def _nvml_handle(pynvml: Any) -> Any:
+    """The board torch computes on: by its UUID (NVML's order may differ from CUDA's), else by CUDA's index."""
+    index = torch.cuda.current_device()
+    uuid = getattr(torch.cuda.get_device_properties(index), "uuid", None)  # str() is NVML's UUID without "GPU-"
+    if uuid is not None:
+        with contextlib.suppress(pynvml.NVMLError):
+            return pynvml.nvmlDeviceGetHandleByUUID(f"GPU-{uuid}")
+    return pynvml.nvmlDeviceGetHandleByIndex(index)
+
+
+IOREPORT_FIELDS = {"mps": "gpu_mj", "cpu": "cpu_total_mj"}  # zeus-apple-silicon's names for the two domains
+
+
+def _ioreport(device: str) -> Counter:
+    try:
+        from zeus_apple_silicon import AppleEnergyMonitor
+    except ImportError:
+        raise skips.SkipNotImplemented(
+            f"{device} energy on macOS needs zeus-apple-silicon (Apple's IOReport counters without sudo),"
+            " which this environment cannot import") from None
+    monitor, field = AppleEnergyMonitor(), IOREPORT_FIELDS[device]
+
+    def joules() -> float:
+        millijoules = getattr(monitor.get_cumulative_energy(), field)
+        if millijoules is None:
+            raise skips.SkipNotImplemented(f"IOReport has no {field} counter on this Mac")
+        return float(millijoules) / 1e3
+
+    joules()
+    return Counter(f"IOReport {field}", joules, 0.005)
+
+
+def _rapl(root: Path) -> Counter:
+    zones = [zone for zone in sorted(root.glob("intel-rapl:*")) if zone.name.count(":") == 1
+             and (zone / "name").read_text().startswith("package")]  # sockets; their subdomains are inside them
+    if not zones:
+        raise skips.SkipNotImplemented(f"no RAPL package domain under {root} (a VM, or no intel_rapl driver)")
+    try:
+        ranges = [int((zone / "max_energy_range_uj").read_text()) for zone in zones]
+        last = [int((zone / "energy_uj").read_text()) for zone in zones]
+    except PermissionError:
+        raise skips.SkipNotImplemented(
+            f"RAPL's energy_uj under {root} is readable by root only (Linux 5.10 and later, since CVE-2020-8694)"
+        ) from None
+    total = [0]  # microjoules since the first reading, each zone's wrap-arounds undone
+
+    def joules() -> float:
+        for index, zone in enumerate(zones):
+            now = int((zone / "energy_uj").read_text())
+            total[0] += (now - last[index]) % ranges[index]
+            last[index] = now
+        return total[0] / 1e6
+
+    names = ", ".join(zone.name for zone in zones)
+    return Counter(f"RAPL package energy ({names})", joules, 0.001)
+
+
+@functools.cache  # a reader found once per process; a skip is not kept, so each combination says why
+def counter(device: str) -> Counter:
+    """The energy counter of ``device`` here; asv's n/a with the reason where there is none."""
+    skips.require_device(device)
+    if device == "cuda":
+        return _nvml()
+    if sys.platform == "darwin":
+        return _ioreport(device)
+    if device == "cpu" and sys.platform.startswith("linux"):
+        return _rapl(POWERCAP)
+    raise skips.SkipNotImplemented(f"no energy counter is known for {device} on {sys.platform}")
+
+
+class _Poller(threading.Thread):
+    """Reads the counter every ``poll_seconds`` and keeps (time, joules) at each change."""
+
+    def __init__(self, found: Counter) -> None:
+        super().__init__(daemon=True)
+        self.counter, self.updates = found, [(time.perf_counter(), found.joules())]
+        self.stopping = threading.Event()
+        self.error: BaseException | None = None
+
+    def run(self) -> None:
+        try:
+            while not self.stopping.wait(self.counter.poll_seconds):
+                value = self.counter.joules()
+                if value != self.updates[-1][1]:
+                    self.updates.append((time.perf_counter(), value))
+        except BaseException as exc:  # re-raised in the measuring thread
+            self.error = exc
+
+    def since(self, start: float) -> list[tuple[float, float]]:
+        return [update for update in self.updates[1:] if update[0] > start]
+
+
+def measure(run: Callable[[], Any], synchronize: Callable[[], None], found: Counter, steps_per_call: int = 1,
+            min_seconds: float = MIN_SECONDS, min_updates: int = MIN_UPDATES) -> Reading:
+    """Call ``run`` (``steps_per_call`` steps), synchronizing after each, until enough time and updates have passed."""
+    poller = _Poller(found)
+    poller.start()
+    try:
+        synchronize()
+        begin = end = time.perf_counter()
+        calls = 0
+        while end - begin < MAX_SECONDS and (end - begin < min_seconds or len(poller.since(begin)) < min_updates):
+            run()
+            synchronize()
+            calls += 1
+            end = time.perf_counter()
+    finally:
+        poller.stopping.set()
+        poller.join()
+    if poller.error is not None:
+        raise poller.error
+    return reading(found.what, poller.updates[1:], begin, end, calls * steps_per_call)
+
+
+def reading(what: str, updates: list[tuple[float, float]], begin: float, end: float, steps: int) -> Reading:
+    """The power from the first to the last counter update inside [begin, end], times the steps' time, per step."""
+    inside = [update for update in updates if begin < update[0] <= end]
+    if len(inside) < 2:
+        raise skips.SkipNotImplemented(f"{what} updated {len(inside)} times in {end - begin:.1f} s of steps: too coarse to read")
+    (first, start_joules), (last, end_joules) = inside[0], inside[-1]
+    watts = (end_joules - start_joules) / (last - first)
+    return Reading(watts * (end - begin) / steps, watts, steps, end - begin, len(inside))
+
+
+def of_workload(workload: Any) -> Reading:
+    """A warmed-up workload's energy reading on its device (n/a where no counter reads)."""
+    steps = workload.spec.steps_per_call
+    return measure(functools.partial(workload.run, steps), devices.get(workload.device).synchronize,
+                   counter(workload.device), steps, MIN_SECONDS, MIN_UPDATES)
+
+
+def joules_per_step(workload: Any) -> float:
+    """The ``measured`` figure of the capacity classes: :func:`of_workload`'s joules per step."""
+    return of_workload(workload).joules_per_step

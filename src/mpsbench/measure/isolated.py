@@ -1,0 +1,55 @@
+"""Run a function in a spawned child process: its answer or exception comes back; its death is one error here.
+
+A kernel that trips a Metal assertion aborts its process (SIGABRT), and Linux's OOM killer ends one without a
+word: neither raises anything to catch. In a child, either is one combination's failure, and the process that
+measures the rest carries on (mpsbench.measure.correctness, mpsbench.measure.maxbatch).
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import signal
+from collections.abc import Callable
+from multiprocessing.connection import Connection
+from typing import Any, TypeVar
+
+from mpsbench.core import errors
+
+T = TypeVar("T")
+
+
+class ChildDied(RuntimeError):
+    """The child ended without an answer: killed by a signal, or exited."""
+
+
+def call(function: Callable[..., T], *args: Any) -> T:
+    """``function(*args)`` in a fresh spawned interpreter (``function`` must be importable by its module's name)."""
+    context = multiprocessing.get_context("spawn")  # a fork would inherit this process's GPU context and memory
+    receiving, sending = context.Pipe(duplex=False)
+    child = context.Process(target=_answer, args=(sending, function, args))
+    child.start()
+    sending.close()  # the child holds the only sending end: its death ends the pipe
+    try:
+        answered, value = receiving.recv()
+    except EOFError:
+        child.join()
+        code = child.exitcode
+        how = f"killed by {signal.Signals(-code).name}" if code is not None and code < 0 else f"exit status {code}"
+        raise ChildDied(f"{function.__name__} died in its child process ({how})") from None
+    finally:
+        receiving.close()
+    child.join()
+    if answered:
+        return value  # type: ignore[no-any-return]
+    raise value
+
+
+def _answer(sending: Connection, function: Callable[..., Any], args: tuple[Any, ...]) -> None:
+    try:
+        answer = (True, function(*args))
+    except BaseException as exc:  # every exception goes back to the parent, which raises it
+        answer = (False, exc)
+    try:
+        sending.send(answer)
+    except Exception:  # an exception that does not pickle: its type and first line, as the parent would show it
+        sending.send((False, RuntimeError(f"{type(answer[1]).__name__}: {errors.first_line(answer[1])}")))

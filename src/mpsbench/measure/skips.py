@@ -1,0 +1,64 @@
+"""asv's n/a with the reason: what skips a combination before anything is built (the lowest rung of measure/).
+
+Everything that measures asks these first, so they import nothing that measures: suite, correctness, measured
+and the leak loops all stand on this module, none on another for it.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+
+from mpsbench.measure import devices, precision, selection
+from mpsbench.measure.optional_torch import torch
+
+FIRST_TORCH = (2, 0)  # torch.compile's first release
+FIRST_MPS_TORCH = (2, 8)  # MPSInductor in the release notes of 2.8.0
+CXX_CANDIDATES = ("g++", "clang++", "c++")  # what inductor's cpu backend finds on Linux and macOS
+
+try:  # present in every asv environment; absent only outside asv
+    from asv_runner.benchmarks.mark import SkipNotImplemented as SkipNotImplemented  # re-exported
+except ImportError:  # pragma: no cover - exercised only without asv installed
+
+    class SkipNotImplemented(NotImplementedError):  # type: ignore[no-redef]
+        """Stand-in with asv's meaning: show this combination as n/a."""
+
+
+def selected(benchmark: str, *params: object) -> None:
+    """Skip, with the reason (asv's n/a), a combination this run leaves out: ``benchmark``'s rule in the selection table."""
+    reason = selection.left_out(benchmark, *params)
+    if reason is not None:
+        raise SkipNotImplemented(reason)
+
+
+def require_device(device: str) -> None:
+    """Skip, with the reason, a combination whose device is not usable here."""
+    found = devices.get(device).availability()
+    if not found.usable:
+        raise SkipNotImplemented(f"{device} is not usable here: {found.reason}")
+
+
+def require_torch(minimum: tuple[int, int], what: str) -> None:
+    """Skip, with the reason, what needs a newer torch than this build's."""
+    if precision.torch_version() < minimum:
+        needed = ".".join(str(part) for part in minimum)
+        raise SkipNotImplemented(f"{what} needs torch {needed} or later; this is {torch.__version__}")
+
+
+def compile_unsupported(device: str) -> str | None:
+    """Why this build cannot ``torch.compile`` (inductor) for ``device`` here, or None if it should."""
+    if precision.torch_version() < FIRST_TORCH or not hasattr(torch, "compile"):
+        return f"torch {torch.__version__} has no torch.compile (2.0 and later)"
+    dynamo = getattr(getattr(torch, "_dynamo", None), "is_dynamo_supported", None)
+    if dynamo is not None and not dynamo():
+        return f"torch {torch.__version__}'s dynamo does not support this Python"
+    if device == "mps" and precision.torch_version() < FIRST_MPS_TORCH:
+        return f"inductor compiles for mps from torch 2.8 (MPSInductor); this is {torch.__version__}"
+    if device == "cpu" and not any(shutil.which(name) for name in (os.environ.get("CXX"), *CXX_CANDIDATES) if name):
+        return f"inductor needs a C++ compiler on the cpu; none of {', '.join(CXX_CANDIDATES)} or $CXX is on PATH"
+    if device == "cuda":
+        try:
+            import triton  # noqa: F401  # inductor generates triton kernels for cuda
+        except ImportError:
+            return "inductor needs triton for cuda, which this environment cannot import"
+    return None

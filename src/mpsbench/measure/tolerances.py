@@ -1,0 +1,41 @@
+"""What counts as a wrong result, torch-free: the tolerance per dtype, the units of the error rows, the dtypes each
+correctness pattern runs in.
+
+The guards (accuracy, correctness) refuse a timing past these; the selection leaves out a pattern's dtypes that
+its report never showed; the regression rule and the site judge recorded error rows by the same numbers without
+importing torch (docs/instruments.md says why each tolerance is what it is).
+"""
+
+from __future__ import annotations
+
+import re
+
+# Relative error allowed per dtype the device computes in. float32 allows for TF32, which cuda uses for
+# convolutions by default (10 mantissa bits, as float16); the reduced dtypes allow for their own rounding.
+TOLERANCES: dict[str, float] = {"float32": 1e-2, "float16": 5e-2, "bfloat16": 1e-1}
+DTYPES: tuple[str, ...] = tuple(TOLERANCES)
+ERROR_UNIT = "relative error"  # max|device - reference| / max|reference|: judged against TOLERANCES
+DIFFERENCE_UNIT = "relative difference"  # between two identical calls: anything but 0 is nondeterminism
+
+# The patterns of the 2025-2026 reports (mpsbench.measure.correctness builds them), each in the dtypes its report
+# showed wrong; every other pattern runs in every dtype.
+REPORTED: dict[str, tuple[str, ...]] = {
+    "matmul_transposed_after_churn": ("float32",),  # pytorch#193487
+    "linear_3d_no_bias": ("float16", "bfloat16"),  # pytorch#180776
+    "reductions_in_succession": ("float32",),  # pytorch#178497
+    "compiled_layer_norm": ("float32",),  # pytorch#191976
+    "linear_bias": ("float32",),  # pytorch#188438
+    "linear_broadcast_input": ("float32",),  # pytorch#167154
+}
+
+
+def dtypes(pattern: str) -> tuple[str, ...]:
+    """The dtypes ``pattern`` runs in."""
+    return REPORTED.get(pattern, DTYPES)
+
+
+def tolerance(entry: str) -> float:
+    """The tolerance of a recorded error row, by the dtype among its params (asv's ``name('cpu', ..., 'float16')``);
+    float32's where it names none (the models' accuracy rows compute in float32)."""
+    named = re.findall(r"'(\w+)'", entry)
+    return next((TOLERANCES[name] for name in named if name in TOLERANCES), TOLERANCES["float32"])
