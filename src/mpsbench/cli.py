@@ -562,14 +562,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         args.asv_args = extras
     try:
         return int(args.func(args))
+    except BrokenPipeError:  # stdout piped into `head`: the rest is not wanted (Python's documented remedy)
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 1
     except (UserError, OSError) as exc:  # a mistake, or a disk that is full, read-only or missing: one line
         shown = errors.os_error(exc) if isinstance(exc, OSError) else str(exc)
         shown = shown.replace("\r", "\\r").replace("\n", "\\n")  # a value that holds a newline shows it, in one line
         print(f"mpsbench{' nightly' if args.command == 'nightly' else ''}: error: {shown}", file=sys.stderr)
         return 2
-    except BrokenPipeError:  # stdout piped into `head`: the rest is not wanted (Python's documented remedy)
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        return 1
 
 
 if __name__ == "__main__":
