@@ -230,9 +230,8 @@ def _calls(device: str, name: str, dtype: str, repeated: bool) -> tuple[list[tup
             _churn(device)
             calls.append(_outputs(op(*arranged)))
         devices.get(device).synchronize()
-    except (NotImplementedError, RuntimeError, TypeError) as exc:
-        lacks = ("not implemented for", "Unsupported", "not supported")
-        if isinstance(exc, NotImplementedError) or any(phrase in str(exc) for phrase in lacks):
+    except Exception as exc:
+        if skips.torch_lacks(exc):
             raise skips.SkipNotImplemented(f"{name} in {dtype} on {device}: {errors.first_line(exc)}") from exc
         raise
     return calls, reference
