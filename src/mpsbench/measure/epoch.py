@@ -8,7 +8,6 @@ data loading, not the device, is the bottleneck.
 from __future__ import annotations
 
 import functools
-import gc
 import importlib
 import itertools
 import statistics
@@ -254,10 +253,8 @@ def _measure_model(device: str, model: str, batch_size: int, loaders: list[tuple
         except Exception as exc:
             outcome = measured.outcome_of(exc)
         outcomes[(device, model, batch_size, num_workers, dataset)] = outcome
-    del workload  # hand its memory back before the next model
-    workloads.forget()
-    gc.collect()
-    devices.get(device).empty_cache()
+    del workload
+    measured.release(device)
     return outcomes
 
 

@@ -1,14 +1,10 @@
 """The one selection table: which combinations of each benchmark class this run times, and why not the rest.
 
-Every parameterized class in ``benchmarks/`` has one rule in :data:`RULES`,
-keyed by its class name: it takes the class's params in order and returns why
-this run leaves the combination out, or None if it runs. The class's
-``setup`` (or the ``setup_cache`` that measures it) asks :func:`left_out`, and
-so does :mod:`mpsbench.measure.preselect` before asv starts any process, so
-the two cannot disagree. Params never change with the hardware or the torch
-version; this selection changes with two variables only (MPSBENCH_FULL,
-MPSBENCH_DEVICES). Torch-free: it reads the registries' names and sizes. The
-budget the default keeps to is measured in docs/budget.md.
+Every parameterized class in ``benchmarks/`` has one rule in :data:`RULES`, keyed by its class name: it takes the
+class's params in order and returns why this run leaves the combination out, or None. Each ``setup`` (or
+``setup_cache``) asks :func:`left_out`, and so does :mod:`mpsbench.measure.preselect` before asv starts, so the two
+cannot disagree. Params never change with the hardware or the torch version; the selection changes with
+MPSBENCH_FULL and MPSBENCH_DEVICES only. Torch-free. The default's budget is measured in docs/budget.md.
 """
 
 from __future__ import annotations
@@ -19,9 +15,7 @@ from collections.abc import Callable
 from mpsbench.core import settings
 from mpsbench.measure import devices, models, tolerances
 
-# MPSBENCH_FULL on: every device at every batch size. MPSBENCH_DEVICES: the devices to run (default: every device;
-# a CUDA box's nightly can leave its cpu out, a calibration can time one device). asv passes the environment through
-# to every benchmark process, setup_cache included.
+# asv passes the environment through to every benchmark process, setup_cache included.
 FULL_SWEEP_ENV, DEVICES_ENV = settings.FULL, settings.DEVICES
 
 Rule = Callable[..., "str | None"]  # the class's params in order -> why left out, or None
@@ -37,13 +31,10 @@ def selected_devices() -> tuple[str, ...] | None:
 
 
 def device_reason(device: str) -> str | None:
-    """Why ``device`` is left out of this run, or None if it runs.
+    """Why ``device`` is left out of this run, or None: MPSBENCH_DEVICES names the devices; unset, every device.
 
-    MPSBENCH_DEVICES, when set, names the devices. Unset, every device runs,
-    except the cpu on a machine that has a GPU: there the GPU is what the run
-    is for, and the cpu's default would take several times the GPU's 3-minute
-    budget (docs/budget.md).
-    Naming it (``MPSBENCH_DEVICES=mps,cpu``) adds it.
+    Except the cpu on a machine with a GPU: there the GPU is what the run is for, and the cpu's default would take
+    several times the GPU's 3-minute budget (docs/budget.md); ``MPSBENCH_DEVICES=mps,cpu`` adds it.
     """
     names = selected_devices()
     if names is not None:
