@@ -1,4 +1,5 @@
-"""asv results files for tests, written through asv's own classes, as ``asv run`` writes them.
+"""asv for tests: results files written through asv's own classes, as ``asv run`` writes them, and asv run on
+this checkout's suite with every folder it writes under a test's own.
 
 ``values`` map ``(kind, metric, device, model, batch)`` to a number: a step time in
 seconds for ``time_step``, samples/s for ``track_throughput``.
@@ -9,6 +10,10 @@ from __future__ import annotations
 import itertools
 import json
 import math
+import os
+import subprocess
+import sys
+from collections.abc import Callable
 from pathlib import Path
 
 from asv.results import Results
@@ -87,3 +92,27 @@ def write_track(results_dir: Path, machine: str, commit: str, date_ms: int, name
                                              errcode=0, stderr="", profile=None))
     result.save(str(results_dir))
     return {name: entry}
+
+
+def suite_asv(work: Path, **environment: str | None) -> Callable[..., subprocess.CompletedProcess[str]]:
+    """``asv COMMAND ARGS`` on this checkout's suite and this environment's torch, as machine ``ci``.
+
+    Its config is the suite's with results, environments and html in ``work``, and HOME is ``work/home``: nothing
+    is written into the checkout or the user's home. ``environment`` sets variables (None removes one); the
+    selection's switches are removed unless given.
+    """
+    from mpsbench.core import asvconf
+    from mpsbench.measure import selection
+
+    config = asvconf.derived(work, work / "timeline", ["release"])
+    env = dict(os.environ, HOME=str(work / "home"))
+    for name, value in {selection.FULL_SWEEP_ENV: None, selection.DEVICES_ENV: None, **environment}.items():
+        env.pop(name, None) if value is None else env.__setitem__(name, value)
+
+    def asv(command: str, *args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "asv", command, "--config", str(config), *args], cwd=work, env=env,
+                              capture_output=True, text=True)
+
+    machine = asv("machine", "--yes", "--machine", "ci")
+    assert machine.returncode == 0, machine.stdout + machine.stderr
+    return asv

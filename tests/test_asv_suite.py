@@ -4,17 +4,13 @@ from __future__ import annotations
 
 import importlib
 import inspect
-import os
 import re
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 from benchmarks import benchmark_models
-
-from mpsbench.core import asvconf
-from mpsbench.measure import selection
+from tests import asvresults
 
 ROOT = Path(__file__).resolve().parents[1]
 ASV = [sys.executable, "-m", "asv"]
@@ -63,19 +59,7 @@ def test_classes_share_a_setup_cache_only_with_their_own_modules_pair():
 
 @pytest.fixture(scope="module")
 def asv_run(tmp_path_factory):
-    """``asv run`` in this environment with a config of its own: results, machine file and HOME under tmp."""
-    work = tmp_path_factory.mktemp("asv")
-    config = asvconf.derived(work, work / "timeline", ["release"])  # the suite's config, its folders in work
-    env = dict(os.environ, HOME=str(work / "home"))
-    env.pop(selection.FULL_SWEEP_ENV, None)
-    env.pop(selection.DEVICES_ENV, None)
-    subprocess.run([*ASV, "machine", "--yes", "--machine", "ci"], cwd=work, env=env, check=True, capture_output=True)
-
-    def run(*args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run([*ASV, *args[:1], "--config", str(config), *args[1:]], cwd=work, env=env,
-                              capture_output=True, text=True)
-
-    return run
+    return asvresults.suite_asv(tmp_path_factory.mktemp("asv"))
 
 
 def test_asv_check_passes(asv_run):

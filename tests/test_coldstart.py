@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 from benchmarks import benchmark_coldstart
+from tests import asvresults
 
 from mpsbench.measure import fallback, models, selection, suite
 
@@ -80,14 +81,9 @@ def test_large_models_on_the_cpu_are_outside_the_default_selection(monkeypatch):
 
 
 @pytest.fixture(scope="module")
-def asv_env(tmp_path_factory):
-    home = tmp_path_factory.mktemp("home")
-    env = dict(os.environ, HOME=str(home), PYTORCH_ENABLE_MPS_FALLBACK="1")
-    env.pop(selection.FULL_SWEEP_ENV, None)
-    env.pop(fallback.ALLOW_ENV, None)
-    subprocess.run([sys.executable, "-m", "asv", "machine", "--yes", "--machine", "ci"], cwd=ROOT, env=env,
-                   check=True, capture_output=True)
-    return env
+def asv_run(tmp_path_factory):
+    return asvresults.suite_asv(tmp_path_factory.mktemp("asv"), PYTORCH_ENABLE_MPS_FALLBACK="1",
+                                **{fallback.ALLOW_ENV: None})
 
 
 def _cell(output: str, benchmark: str, device: str, model: str) -> str:
@@ -104,18 +100,15 @@ def _cell(output: str, benchmark: str, device: str, model: str) -> str:
 
 
 @pytest.mark.slow
-def test_asv_runs_the_instruments_cold_start_and_precision_on_cpu(asv_env):
+def test_asv_runs_the_instruments_cold_start_and_precision_on_cpu(asv_run):
     selection_args = [
         "-b", r"TrainingColdStart.timeraw_first_step\('cpu', 'lenet5'\)",
         "-b", r"InferenceInstruments.track_(fallback_ops|leak)\('cpu', 'lenet5'\)",
         "-b", r"InferencePrecision.time_step\('cpu', 'lenet5', 'float32'\)",
         "-b", r"Environment.track_mps_fallback_enabled",
     ]
-    done = subprocess.run(
-        [sys.executable, "-m", "asv", "run", "--python=same", "--quick", "--dry-run", "--show-stderr",
-         "--launch-method", "forkserver", *selection_args],
-        cwd=ROOT, env=asv_env, capture_output=True, text=True, timeout=900,
-    )
+    done = asv_run("run", "--python=same", "--quick", "--dry-run", "--show-stderr", "--launch-method", "forkserver",
+                   *selection_args)
     output = done.stdout + done.stderr
     assert done.returncode == 0, output
     cold = _cell(output, "TrainingColdStart.timeraw_first_step", "cpu", "lenet5")

@@ -83,10 +83,10 @@ def test_the_machines_platform_picks_its_rule_and_an_absent_one_is_named():
     ("rule", "message"),
     [
         (mf.Default(("nope",)), r"names channels \['nope'\]"),
-        (mf.Default(("era",), newest=0), "newest must be at least 1"),
-        (mf.Default(("era",), newest_of={"release": 1}), "newest_of needs one of its channels \\(era\\)"),
-        (mf.Default(("era",), newest_of={"era": 0}), "a count of at least 1, got 'era': 0"),
-        (mf.Default(("era",), pythons=("cp310",)), "pythons must look like 3.12"),
+        (mf.Default(("era",), newest=0), r"defaults\.macos-arm64\.newest = 0: expected a whole number of at least 1"),
+        (mf.Default(("era",), newest_of={"release": 1}), r"newest_of names 'release', not one of its channels \(era\)"),
+        (mf.Default(("era",), newest_of={"era": 0}), r"newest_of\.era = 0: expected a whole number of at least 1"),
+        (mf.Default(("era",), pythons=("cp310",)), r"pythons\[0\] = 'cp310': expected a Python version such as 3\.12"),
     ],
 )
 def test_bad_rules_are_refused_by_name(rule, message):
@@ -123,24 +123,13 @@ def test_the_installer_takes_only_this_interpreters_set(monkeypatch):
 SHIPPED_MANIFEST = mf.load(SHIPPED)
 
 
-def _sets(build: mf.Build, platform: str) -> dict[str, list[mf.Pin]]:
-    """The wheels installed under each interpreter: a resolved set, or (older builds) by tags."""
-    found: dict[str, list[mf.Pin]] = {}
-    for item in build.pins[platform]:
-        python = item.python or wheels.parse_wheel_name(item.filename).python
-        found.setdefault(python, []).append(item)
-    return found
-
-
 @pytest.mark.parametrize("platform", sorted(SHIPPED_MANIFEST.defaults))
 def test_every_default_build_pins_a_complete_set_for_each_of_its_pythons(platform):
     planned = defaults.schedule(SHIPPED_MANIFEST, platform, here="3.11")
     assert planned
     for item in planned:
-        sets = _sets(item.build, platform)
         for python in item.pythons:
-            chosen = [p for p in item.build.pins[platform] if p.python == defaults.python_tag(python)] or \
-                sets[defaults.python_tag(python)]
+            chosen = item.build.sets(platform)[defaults.python_tag(python)]
             names = [p.name for p in chosen]
             where = f"{item.ref} {platform} {python}"
             assert "torch" in names and len(names) == len(set(names)), where
@@ -152,7 +141,7 @@ def test_every_default_build_pins_a_complete_set_for_each_of_its_pythons(platfor
             vision = [p for p in chosen if p.name == "torchvision"]
             if vision:
                 assert vision[0].version.startswith(resolve.torchvision_series(item.build.torch_version) + "."), where
-            if item.build.pins[platform][0].python and version.release[:2] < (2, 3):
+            if version.release[:2] < (2, 3):
                 assert Version(next(p for p in chosen if p.name == "numpy").version).major == 1, where
 
 
@@ -199,3 +188,28 @@ def test_cli_prints_each_pythons_commits_for_asv(tmp_path, capsys):
     assert hashes == [generated.commits[item.ref] for item in planned if "3.10" in item.pythons]
     assert cli.main(["timeline", "default", "--platform", "macos-arm64", "--hashes", *paths]) == 2
     assert "--hashes needs --python" in capsys.readouterr().err
+
+
+def test_a_mac_on_macos_13_without_python_3_10_skips_what_it_cannot_run_before_any_download(monkeypatch):
+    import shutil
+    import sys
+
+    from packaging import tags
+
+    monkeypatch.setattr(tags, "platform_tags", lambda: iter(tags.mac_platforms((13, 6), "arm64")))
+    monkeypatch.setattr(sys, "platform", "darwin")
+    monkeypatch.setattr(install_build.platform, "mac_ver", lambda: ("13.6", ("", "", ""), ""))
+    monkeypatch.setattr(shutil, "which", lambda name: "/usr/bin/python3.12" if name == "python3.12" else None)
+    planned = defaults.schedule(SHIPPED_MANIFEST, "macos-arm64")
+    kept, said = defaults.runnable_here(planned, "macos-arm64")
+    assert said[0] == "skipping every build under Python 3.10: python3.10 is not on PATH, where asv looks for it"
+
+    def needs_14(item: defaults.Scheduled) -> bool:  # judged from the file names alone
+        return any(re.search(r"macosx_1[4-9]_", pin.filename) for pin in item.build.sets("macos-arm64")["cp312"])
+
+    under_312 = [item for item in planned if "3.12" in item.pythons]
+    assert [(item.ref, item.pythons) for item in kept] == [(item.ref, ("3.12",)) for item in under_312 if not needs_14(item)]
+    skipped = [item.ref for item in under_312 if needs_14(item)]
+    assert skipped and [line.split()[1] for line in said[1:]] == skipped
+    assert all(re.fullmatch(r"skipping \S+ under Python 3\.12: \S+macosx_14_0_arm64\.whl needs macOS 14\.0 or newer"
+                            r" \(this Mac runs macOS 13\.6\)", line) for line in said[1:]), said

@@ -44,3 +44,10 @@ def test_a_link_to_a_missing_file_or_heading_is_found(tmp_path):
     page.write_text("[ok](other.md#the-budget-part-2) [gone](missing.md) [bad](other.md#not-a-heading)"
                     " [web](https://example.org/x.md)\n```\n[in a block](nowhere.md)\n```\n")
     assert [line.split(":")[0] for line in broken_links(page)] == ["missing.md", "other.md#not-a-heading"]
+
+
+def test_recorded_runs_are_short_pages_only():
+    """docs/results holds one Markdown page per run, under 500 KB in all; raw logs and results stay out (issue 30)."""
+    files = [path for path in (ROOT / "docs" / "results").rglob("*") if path.is_file()]
+    assert [path.name for path in files if path.suffix != ".md"] == []
+    assert sum(path.stat().st_size for path in files) < 500_000

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import errno
 import json
+import os
 import re
 import subprocess
 import sys
@@ -13,9 +15,12 @@ from tests import fakes
 
 from mpsbench.builds import install_build, timeline
 from mpsbench.builds import manifest as mf
+from mpsbench.core import asv
 
 ROOT = Path(__file__).resolve().parents[1]
 INSTALLER = ROOT / "src" / "mpsbench" / "builds" / "install_build.py"
+TAG = f"cp{sys.version_info.major}{sys.version_info.minor}"
+LOCAL_TORCH = Path("/opt/wheels/torch-2.13.0+cpu-cp311-cp311-manylinux_2_28_x86_64.whl")
 
 
 @pytest.fixture(scope="module")
@@ -55,7 +60,7 @@ def imported(venv: Path) -> str:
 
 
 def _build_dir(folder: Path, wheel: Path, sha: str | None = None, channel: str = "release") -> Path:
-    pin = mf.Pin("torch", "2.14.1", wheel.name, wheel.resolve().as_uri(), sha or fakes.sha256(wheel))
+    pin = mf.Pin("torch", "2.14.1+cpu", wheel.name, wheel.resolve().as_uri(), sha or fakes.sha256(wheel), python=TAG)
     build = mf.Build("2.14.1", "2.14.1", "2026-09-30T00:00:00Z", "f" * 40, "release", {"linux-x86_64-cpu": [pin]})
     folder.mkdir(parents=True)
     (folder / "build.json").write_text(timeline.build_record(channel, build))
@@ -64,8 +69,7 @@ def _build_dir(folder: Path, wheel: Path, sha: str | None = None, channel: str =
 
 def _wheel(folder: Path, marker: str) -> Path:
     folder.mkdir(parents=True, exist_ok=True)
-    tag = f"cp{sys.version_info.major}{sys.version_info.minor}"
-    return fakes.make_wheel(folder, "torch", "2.14.1+cpu", python=tag, module=f"MARKER = {marker!r}\n")
+    return fakes.make_wheel(folder, "torch", "2.14.1+cpu", python=TAG, module=f"MARKER = {marker!r}\n")
 
 
 def test_install_once_then_switch_by_pth(cache, venv):
@@ -151,7 +155,8 @@ def test_an_immutable_cache_serves_its_installed_builds_and_refuses_others_in_on
         again = install(venv, installed)
         assert again.stdout.startswith("mpsbench: switched to cached torch 2.14.1") and imported(venv) == "first"
         refused = install(venv, other)
-        assert refused.returncode == 1 and refused.stderr.startswith("mpsbench: error: cannot install into the build cache")
+        assert refused.returncode == 1 and re.match(r"mpsbench: error: cannot write the build cache at .*; make it writable,"
+                                                    r" or set MPSBENCH_CACHE to a writable folder", refused.stderr)
         assert refused.stderr.count("\n") == 1 and imported(venv) == "first"
     finally:
         _chattr("-i", *folders)
@@ -169,21 +174,194 @@ def test_what_a_killed_install_left_is_removed_by_the_next_install(cache, venv):
     assert all((folder / ".complete").is_file() for folder in builds.iterdir() if folder.is_dir())  # only the build
 
 
-def test_a_build_without_per_python_sets_installs_the_wheels_whose_tags_fit_this_python(monkeypatch):
-    monkeypatch.setenv(install_build.PLATFORM_ENV, "linux-x86_64-cpu")
-    minor = sys.version_info.minor  # 10 or later (requires-python)
-    filenames = [
-        f"torch-2.14.1-cp3{minor}-cp3{minor}-manylinux_2_28_x86_64.whl",
-        f"torchvision-0.29.1-cp3{minor - 1}-cp3{minor - 1}-manylinux_2_28_x86_64.whl",  # another CPython
-        "tokenizers-0.22.1-cp39-abi3-manylinux_2_17_x86_64.whl",  # abi3 of 3.9 serves every later CPython
-        f"future-1.0-cp3{minor + 1}-abi3-manylinux_2_17_x86_64.whl",  # abi3 from a later CPython on: not this one
-        "transformers-5.18.0-py3-none-any.whl",
-        "six-1.17.0-py2.py3-none-any.whl",  # a compressed tag set
-        "numpy-1.26.4-pp310-pypy310_pp73-manylinux_2_17_x86_64.whl",  # another interpreter
-    ]
-    pins = [{"name": name.split("-")[0], "version": name.split("-")[1], "filename": name, "url": f"https://x/{name}",
-             "sha256": "ab" * 32} for name in filenames]
-    build = {"channel": "release", "id": "2.14.1", "pins": {"linux-x86_64-cpu": pins}}
-    platform, chosen = install_build.select_pins(build)
-    assert platform == "linux-x86_64-cpu"
-    assert [pin["name"] for pin in chosen] == ["torch", "tokenizers", "transformers", "six"]
+# --- refused before any download, and before anything is written ----------------------------------------------
+
+
+def _raw_build_dir(folder: Path, pins: dict[str, list[dict[str, str]]]) -> Path:
+    """A timeline commit's build.json as asv checks it out, written raw (the manifest would refuse some of these)."""
+    folder.mkdir(parents=True)
+    build = {"channel": "release", "id": "x", "kind": "release", "torch_version": "2.14.1", "pins": pins}
+    (folder / "build.json").write_text(json.dumps(build))
+    return folder
+
+
+def _refused_whole(done: subprocess.CompletedProcess[str], cache: Path, venv: Path) -> bool:
+    """One line, exit 1, no download and nothing written: no cache, no build in the environment."""
+    return (done.returncode == 1 and done.stderr.count("\n") == 1 and not (cache / "cache").exists()
+            and imported(venv) == "ModuleNotFoundError: No module named 'torch'")
+
+
+GOOD = {"name": "torch", "version": "2.14.1", "filename": f"torch-2.14.1-{TAG}-{TAG}-manylinux_2_28_x86_64.whl",
+        "url": "https://unreachable.invalid/torch.whl", "sha256": "0" * 64, "python": TAG}
+
+
+@pytest.mark.parametrize(
+    ("pins", "said"),
+    [
+        ([{**GOOD, "python": ""}],
+         r"pins only torch for linux-x86_64-cpu, not a complete set per Python: pip would fetch the rest unpinned"),
+        ([{**GOOD, "filename": "../../../torch-2.14.1-py3-none-any.whl"}], r"refusing the pins \['\.\./\.\./\.\./torch"),
+        ([{**GOOD, "url": "http://example.org/torch.whl"}], r"each must be a plain wheel file name at an https:// or file://"),
+        ([GOOD, {**GOOD, "sha256": "1" * 64}], r"one per package"),
+        ([{**GOOD, "python": "cp27"}], r"pins no torch wheel for cp3\d+ on linux-x86_64-cpu \(its sets there: .*: cp27\)"),
+        ([{**GOOD, "filename": f"torch-2.14.1-{TAG}-{TAG}-macosx_14_0_arm64.whl"}],
+         r"cannot run here, skipped before any download: torch-2\.14\.1-.*-macosx_14_0_arm64\.whl needs a machine of"),
+    ],
+    ids=["pinned-before-sets", "filename-climbs-out", "plain-http", "a-package-twice", "another-python", "another-os"],
+)
+def test_a_build_that_cannot_be_installed_whole_here_is_refused_before_any_download(cache, venv, pins, said):
+    done = install(venv, _raw_build_dir(cache / "b", {"linux-x86_64-cpu": pins}))
+    assert re.search(said, done.stderr) and _refused_whole(done, cache, venv), done.stderr  # unreachable URL: not fetched
+
+
+def test_a_stored_wheel_is_never_looked_up_by_a_name_that_leaves_the_store(cache):
+    with pytest.raises(install_build.InstallError, match=r"refusing the pin '\.\./x-1-py3-none-any\.whl'"):
+        install_build.fetch_wheel({**GOOD, "filename": "../x-1-py3-none-any.whl"})
+    assert not (cache / "cache").exists()
+
+
+def test_a_build_this_run_did_not_ask_for_is_refused_so_asv_cannot_install_it_instead(cache, venv, monkeypatch):
+    """asv's discovery tries every branch's newest build after a refused one (the 8.7 GB of issue 34)."""
+    build_dir = _build_dir(cache / "b1", _wheel(cache / "w1", "asked"))
+    asked = cache / "builds.txt"
+    asked.write_text("a" * 40 + "\n")
+    monkeypatch.setenv(asv.RUN_BUILDS, str(asked))  # as every mpsbench command that runs asv sets it (asv.only)
+    monkeypatch.setenv("ASV_COMMIT", "b" * 40)  # as asv sets it for its install command
+    done = install(venv, build_dir)
+    said = rf"not installing build release@2\.14\.1 \(bbbbbbbb\): this run measures only the builds in {asked}\n$"
+    assert re.search(said, done.stderr) and _refused_whole(done, cache, venv), done.stderr
+    asked.write_text("a" * 40 + "\n" + "b" * 12 + "\n")  # asked for (a hash file may hold prefixes)
+    assert install(venv, build_dir).returncode == 0 and imported(venv) == "asked"
+
+
+def test_a_full_disk_while_storing_a_wheel_is_one_line_with_the_path_and_leaves_no_partial_copy(cache, monkeypatch):
+    wheel = _wheel(cache / "w1", "x")
+    pin = {**GOOD, "filename": wheel.name, "url": wheel.resolve().as_uri(), "sha256": fakes.sha256(wheel)}
+
+    def full(source: Path, target: Path) -> None:
+        Path(target).write_bytes(b"half a wheel")
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(target))
+
+    monkeypatch.setattr(install_build.shutil, "copyfile", full)
+    with pytest.raises(install_build.InstallError, match=r"^cannot write the build cache at .*\.partial: No space left on"
+                                                         r" device; free space there, or set MPSBENCH_CACHE to a folder"):
+        install_build.fetch_wheel(pin)
+    assert list((cache / "cache" / "wheels").rglob("*")) == [cache / "cache" / "wheels" / pin["sha256"]]
+
+
+def test_a_partial_copy_of_a_dead_process_is_removed_and_a_living_ones_kept(cache):
+    store = cache / "cache" / "wheels" / ("0" * 64)
+    store.mkdir(parents=True)
+    dead, living = (store / f".torch-1-py3-none-any.whl.{pid}.partial" for pid in (999999999, os.getpid()))
+    dead.write_bytes(b"x")
+    living.write_bytes(b"x")
+    assert install_build.clean_leftovers(cache / "cache") == [dead]
+    assert living.exists()
+
+
+def _machine(monkeypatch, system: str, platforms: list[str], version: tuple[str, str]) -> None:
+    """This machine as another: the platform tags packaging finds, sys.platform and the OS version."""
+    from packaging import tags
+
+    monkeypatch.setattr(tags, "platform_tags", lambda: iter(platforms))
+    monkeypatch.setattr(install_build.sys, "platform", system)
+    monkeypatch.setattr(install_build.platform, "mac_ver", lambda: (version[1], ("", "", ""), ""))
+    monkeypatch.setattr(install_build.platform, "libc_ver", lambda: version)
+
+
+@pytest.mark.parametrize(
+    ("filename", "said"),
+    [
+        ("torch-2.13.0-cp310-cp310-macosx_14_0_arm64.whl", "macOS 14.0 or newer (this Mac runs macOS 13.6)"),
+        ("numpy-2.2.6-cp310-cp310-macosx_14_0_arm64.whl", "macOS 14.0 or newer (this Mac runs macOS 13.6)"),
+        ("torch-2.11.0-cp310-none-macosx_11_0_arm64.whl", None),
+        ("psutil-7.2.2-cp36-abi3-macosx_11_0_arm64.whl", None),  # the stable ABI of 3.6 serves 3.10
+        ("transformers-5.18.0-py3-none-any.whl", None),
+        ("torch-2.13.0-cp312-cp312-macosx_11_0_arm64.whl", "Python cp312 (this is cp310)"),
+    ],
+)
+def test_a_wheel_a_mac_cannot_run_names_the_macos_it_needs(monkeypatch, filename, said):
+    from packaging import tags
+
+    _machine(monkeypatch, "darwin", list(tags.mac_platforms((13, 6), "arm64")), ("", "13.6"))
+    assert install_build.why_not_here([filename], (3, 10)) == (f"{filename} needs {said}" if said else None)
+
+
+def test_a_wheel_for_a_newer_glibc_names_the_glibc_it_needs(monkeypatch):
+    glibc_2_17 = [*(f"manylinux_2_{minor}_x86_64" for minor in range(17, 4, -1)), "manylinux2014_x86_64", "manylinux1_x86_64"]
+    _machine(monkeypatch, "linux", glibc_2_17, ("glibc", "2.17"))
+    wheel = "torch-2.15.0-cp310-cp310-manylinux_2_28_x86_64.whl"
+    assert install_build.why_not_here([wheel], (3, 10)) == f"{wheel} needs glibc 2.28 or newer (this machine has glibc 2.17)"
+    assert install_build.why_not_here(["torch-1.13.1-cp310-cp310-manylinux1_x86_64.whl"], (3, 10)) is None
+
+
+def test_asv_environments_get_the_pinned_psutil_hash_checked(cache, tmp_path):
+    """The installer's own import (psutil) comes as a build's wheels do: from the store, checked, pip --require-hashes."""
+    env = tmp_path / "needs-env"
+    subprocess.run([sys.executable, "-m", "venv", str(env)], check=True, capture_output=True)
+    wheel = fakes.make_wheel(cache, "psutil", "7.2.2", python="py3", platform="manylinux_2_12_x86_64",
+                             module="__version__ = 'stand-in'\n")
+    pin = {"name": "psutil", "version": "7.2.2", "filename": wheel.name, "url": wheel.resolve().as_uri(),
+           "sha256": fakes.sha256(wheel)}
+
+    def needs(pinned: dict[str, str]) -> str:
+        script = (f"import sys; sys.path.insert(0, {str(INSTALLER.parent)!r}); import install_build as b;"
+                  f" b.SUITE_NEEDS['linux-x86_64-cpu'] = {pinned!r}; print(b.ensure_suite_needs('linux-x86_64-cpu'))")
+        return subprocess.run([str(env / "bin" / "python"), "-c", script], capture_output=True, text=True).stdout
+
+    said = needs({**pin, "sha256": "0" * 64})  # a wheel that is not the pinned one: nothing installed, and why
+    assert said.startswith("; psutil not installed (") and "does not match the pinned 0000" in said
+    assert needs(pin) == "\n"
+    found = subprocess.run([str(env / "bin" / "python"), "-c", "import psutil; print(psutil.__version__)"],
+                           capture_output=True, text=True)
+    assert found.stdout == "stand-in\n"
+    assert needs(pin) == "\n" and (cache / "cache" / "wheels" / pin["sha256"] / wheel.name).is_file()
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not LOCAL_TORCH.is_file(), reason=f"needs {LOCAL_TORCH}")
+def test_scripts_bench_of_a_tampered_build_installs_no_other_build_instead(tmp_path):
+    """Issue 34's case: scripts/bench -b ROW HASH^! with that build's stored wheel tampered. asv's discovery then
+    tried the newest build of each branch (it downloaded 8.7 GB of v2.15.0); here the tip is this .venv's torch."""
+    from tests.test_faults import QUICK_SELECTION, bench_checkout
+
+    repo, env = bench_checkout(tmp_path, with_wheel=True)  # release: [the local 2.13.0+cpu wheel, the .venv's torch]
+    manifest = mf.load(repo / "builds" / "manifest.json")
+    commits = timeline.compute(manifest, tmp_path / "names").commits
+    wheel_build, tip = (f"release@{build.id}" for build in manifest.channel("release").builds)  # type: ignore[union-attr]
+    pin = next(p for p in manifest.find(wheel_build).pins["linux-x86_64-cpu"] if p.name == "torch")
+    stored = Path(env["MPSBENCH_CACHE"]) / "wheels" / pin.sha256 / pin.filename
+    stored.parent.mkdir(parents=True)
+    stored.write_bytes(LOCAL_TORCH.read_bytes()[:-1] + b"!")  # the store's copy, changed since it was checked
+    done = subprocess.run(["scripts/bench", *QUICK_SELECTION, f"{commits[wheel_build]}^!"], cwd=repo, env=env,
+                          capture_output=True, text=True, timeout=1500)
+    said = done.stdout + done.stderr
+    # asv ran and the build failed (and, with no build ever discovered in this fresh suite, asv publish has no list)
+    assert done.returncode != 0, said[-3000:]
+    assert "of the stored copy (changed since it was checked" in said and "refusing to install" in said
+    assert f"not installing build {tip} ({commits[tip][:8]}): this run measures only the builds in" in said
+    assert "installed torch" not in said and "switched to cached torch" not in said
+    assert not list((Path(env["MPSBENCH_CACHE"]) / "builds").glob("*/.complete"))
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not LOCAL_TORCH.is_file() or sys.version_info[:2] != (3, 11), reason=f"needs {LOCAL_TORCH}")
+def test_a_real_build_installs_from_its_pins_alone_and_imports(cache, venv):
+    """pip installs exactly the pinned files (--require-hashes --no-deps --no-index): the set pip's resolver made for
+    the local torch 2.13.0+cpu wheel (its requirements from PyPI, with their sha256) is all torch needs to import."""
+    from mpsbench.builds import resolve
+
+    try:
+        build = resolve.wheel_file(LOCAL_TORCH, transformers="none", build_id="2.13.0-cpu")
+    except resolve.ResolveError as exc:  # pragma: no cover - offline machines
+        pytest.skip(f"PyPI's index is unreachable: {exc}")
+    folder = cache / "b"
+    folder.mkdir()
+    (folder / "build.json").write_text(timeline.build_record("local", build))
+    done = install(venv, folder)
+    assert done.returncode == 0, done.stderr
+    version = subprocess.run([str(venv / "bin" / "python"), "-c", "import torch; print(torch.__version__, torch.ones(2).sum())"],
+                             capture_output=True, text=True)
+    assert version.stdout.strip() == "2.13.0+cpu tensor(2.)", version.stderr
+    installed = json.loads(next((cache / "cache" / "builds").glob("*/.complete")).read_text())["wheels"]
+    assert sorted(installed) == sorted(pin.filename for pin in build.pins["linux-x86_64-cpu"])

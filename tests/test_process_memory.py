@@ -87,17 +87,3 @@ def test_max_rss_is_bytes_on_macos_and_kib_on_linux(monkeypatch, platform, facto
     monkeypatch.setattr(sys, "platform", platform)
     monkeypatch.setattr(resource, "getrusage", lambda who: types.SimpleNamespace(ru_maxrss=5000))
     assert process_memory.max_rss() == 5000 * factor
-
-
-def test_asv_environments_get_psutil_from_the_installer(monkeypatch):
-    from mpsbench.builds import install_build
-
-    assert install_build.ensure_suite_needs() == ""  # importable here: nothing to install, no pip call
-    calls = []
-    monkeypatch.setattr(install_build, "SUITE_NEEDS", ("mpsbench-no-such-package>=1",))
-    monkeypatch.setattr(install_build.subprocess, "run",
-                        lambda command, **kw: calls.append(command) or types.SimpleNamespace(
-                            returncode=1, stderr="ERROR: No matching distribution found", stdout=""))
-    said = install_build.ensure_suite_needs()
-    assert calls and calls[0][-1] == "mpsbench-no-such-package>=1" and "--no-deps" in calls[0]
-    assert "mpsbench-no-such-package>=1 not installed (ERROR: No matching distribution found)" in said

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import datetime
 
 import pytest
@@ -9,7 +10,7 @@ from tests import fakes
 
 from mpsbench import cli
 from mpsbench.builds import manifest as mf
-from mpsbench.builds import resolve
+from mpsbench.builds import resolve, wheels
 
 GIT_A, GIT_B = "a1" * 20, "b2" * 20
 TORCH_EXTRA = ("Provides-Extra: torch",)
@@ -123,6 +124,28 @@ def test_a_wheel_file_with_the_wrong_checksum_or_missing_is_refused(index, tmp_p
     build = resolve.wheel_file(wheel, index=str(index), build_id="mine-1")
     torch_pin = next(pin for pin in build.pins["linux-x86_64-cuda"] if pin.name == "torch")
     assert build.kind == "wheel-file" and torch_pin.url == wheel.resolve().as_uri()
+
+
+def test_pip_says_whether_a_pinned_set_is_complete_and_as_its_index_serves_it(index):
+    build = resolve.release("2.0.1", index=str(index), pythons={"linux-x86_64-cuda": ("cp311",)})
+    pins = build.pins["linux-x86_64-cuda"]
+    assert resolve.check_set(pins, "linux-x86_64-cuda", "cp311", str(index)) == []
+    without_numpy = [pin for pin in pins if pin.name != "numpy"]  # torchvision 0.15.2 requires numpy
+    assert resolve.check_set(without_numpy, "linux-x86_64-cuda", "cp311", str(index)) == [
+        "needs numpy 2.1.0, which the set does not pin"]
+    changed = [replace(pin, sha256="0" * 64) if pin.name == "torch" else pin for pin in pins]
+    [said] = resolve.check_set(changed, "linux-x86_64-cuda", "cp311", str(index))
+    assert said.startswith("torch-2.0.1-cp311-cp311-manylinux1_x86_64.whl sha256 000000000000: the index serves")
+
+
+def test_an_index_or_wheel_url_over_plain_http_is_refused_before_anything_is_read(tmp_path):
+    for call in (lambda: resolve.release("2.14.1", index="http://example.invalid/simple"),
+                 lambda: resolve.nightly("2026-11-20", indexes=("https://example.invalid/a", "http://example.invalid/b")),
+                 lambda: resolve.wheel_file(tmp_path / "x.whl", index="http://example.invalid/simple")):
+        with pytest.raises(wheels.WheelError, match=r"index 'http://example\.invalid/.*': use https://, file:// or a folder"):
+            call()
+    with pytest.raises(resolve.ResolveError, match=r"is not an https:// or file:// URL \(http is refused"):
+        resolve.wheel_url(f"http://example.invalid/torch-2.14.1-cp311-cp311-manylinux_2_28_x86_64.whl#sha256={'0' * 64}")
 
 
 def test_torchvision_series_follows_torch():

@@ -1,8 +1,8 @@
 """The fleet's torch-free commands in a real virtualenv without torch: help, resolve, merge, publish (Node off PATH).
 
 A copy of the checkout gets its own ``.venv`` (``python -m venv``) holding the
-suite installed with ``--no-deps``, psutil, asv and matplotlib, and no torch,
-as the nightly's hosted resolve and publish jobs have. The wheels come from a
+suite installed with ``--no-deps`` and requirements/torch-free.txt (every file
+checked by sha256), and no torch, as the nightly's hosted resolve and publish jobs have. The wheels come from a
 folder that this test fills with pip's own download (pip's cache serves it
 offline). Publishing runs ``scripts/publish`` itself over the recorded cpu
 results of docs/results/cpu-2026-11-23.md (tests/data/recorded), with every folder holding node or npm taken off PATH.
@@ -70,13 +70,12 @@ def clone(tmp_path_factory):
             shutil.copy2(source, clone / name)
     wheels = base / "wheels"
     pip = [sys.executable, "-m", "pip", "--disable-pip-version-check"]
-    _run([*pip, "download", "--quiet", "--only-binary=:all:", "-d", str(wheels), "asv==0.6.6", "matplotlib", "psutil"],
-         cwd=base)
+    pinned = ["--require-hashes", "--no-deps", "-r", str(ROOT / "requirements" / "torch-free.txt")]  # the jobs' own
+    _run([*pip, "download", "--quiet", "--only-binary=:all:", "-d", str(wheels), *pinned], cwd=base)
     _run([*pip, "wheel", "--quiet", "--no-deps", "--no-build-isolation", "-w", str(wheels), str(clone)], cwd=base)
     _run([sys.executable, "-m", "venv", str(clone / ".venv")], cwd=base)
     venv_pip = [str(clone / ".venv" / "bin" / "python"), "-m", "pip", "--disable-pip-version-check"]
-    _run([*venv_pip, "install", "--quiet", "--no-index", "--find-links", str(wheels), "asv==0.6.6", "matplotlib",
-          "psutil"], cwd=base)
+    _run([*venv_pip, "install", "--quiet", "--no-index", "--find-links", str(wheels), *pinned], cwd=base)
     _run([*venv_pip, "install", "--quiet", "--no-index", "--no-deps", "--find-links", str(wheels), "mpsbench"],
          cwd=base)
     absent = subprocess.run([str(clone / ".venv" / "bin" / "python"), "-c", "import torch"], capture_output=True)

@@ -60,11 +60,10 @@ def test_the_nightly_runs_on_schedule_over_mps_and_cuda_runners_and_deploys_page
     assert runners == [["self-hosted", "macOS", "ARM64", "mps"], ["self-hosted", "Linux", "X64", "cuda"]]
     labels = yaml.safe_load((ROOT / ".github" / "actionlint.yaml").read_text())["self-hosted-runner"]["labels"]
     assert set(labels) == {"mps", "cuda"}
-    publish = data["jobs"]["publish"]
-    uses = [step.get("uses", "") for step in publish["steps"]]
-    assert any(u.startswith("actions/upload-pages-artifact@") for u in uses)
-    assert any(u.startswith("actions/deploy-pages@") for u in uses)
-    assert publish["environment"]["name"] == "github-pages"
+    publish, deploy = data["jobs"]["publish"], data["jobs"]["deploy"]
+    assert any(step.get("uses", "").startswith("actions/upload-pages-artifact@") for step in publish["steps"])
+    assert [step["uses"].split("@")[0] for step in deploy["steps"]] == ["actions/deploy-pages"]
+    assert deploy["environment"]["name"] == "github-pages" and deploy["needs"] == "publish"
     assert set(publish["needs"]) == {"resolve", "bench"}
 
 
@@ -127,7 +126,8 @@ def test_every_action_is_pinned_by_commit_with_its_release_and_that_release_runs
 
 def test_every_job_names_its_own_least_permissions():
     allowed = {"bisect": {"contents": "read"}, "resolve": {"contents": "write"}, "bench": {"contents": "read"},
-               "publish": {"contents": "write", "pages": "write", "id-token": "write", "issues": "write"},
+               "publish": {"contents": "write"}, "deploy": {"pages": "write", "id-token": "write"},
+               "issue": {"issues": "write"},
                "test": {"contents": "read"}, "macos": {"contents": "read"}, "tests": {"contents": "read"}}
     for path in FILES:
         data = _load(path)
@@ -161,4 +161,35 @@ def test_the_torch_free_jobs_install_no_torch():
         runs = " ".join(step.get("run", "") for step in nightly_jobs[name]["steps"])
         assert "scripts/setup" not in runs and "[bench" not in runs, name  # the bench extra is torch
         assert "setup-node" not in str(nightly_jobs[name]), name  # the site's libraries need no Node
-    assert "pip install --quiet -e ." in str(nightly_jobs["resolve"]["steps"])
+    assert "-r requirements/torch-free.txt" in str(nightly_jobs["resolve"]["steps"])
+
+
+def test_a_job_that_may_write_installs_only_what_is_pinned_by_sha256():
+    """Every pip install of a job holding a write permission checks every file against requirements/torch-free.txt's
+    sha256 (or installs this checkout itself, offline); the jobs that deploy and open the issue install nothing."""
+    for path in FILES:
+        for name, job in _load(path)["jobs"].items():
+            if "write" not in job["permissions"].values():
+                continue
+            installs = [line.strip() for step in job.get("steps", []) for line in step.get("run", "").splitlines()
+                        if "pip install" in line or "scripts/setup" in line]
+            for line in installs:
+                assert "--require-hashes" in line or line.endswith("--no-deps --no-build-isolation --no-index -e ."), line
+            if name in ("deploy", "issue"):
+                assert not installs and not any("checkout" in step.get("uses", "") for step in job["steps"]), name
+
+
+def test_the_pinned_requirements_pin_every_dependency_of_the_suite_with_its_sha256():
+    from packaging.requirements import Requirement
+    from packaging.utils import canonicalize_name
+
+    tomllib = pytest.importorskip("tomllib")  # Python 3.11 on
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    wanted = [Requirement(line) for line in project["project"]["dependencies"] + project["build-system"]["requires"]]
+    text = (ROOT / "requirements" / "torch-free.txt").read_text()
+    pinned = dict(re.findall(r"^([A-Za-z0-9_.-]+)==(\S+) \\$", text, re.M))
+    entries = re.split(r"^(?=[A-Za-z0-9_.-]+==)", text, flags=re.M)[1:]
+    assert entries and all("--hash=sha256:" in entry for entry in entries)  # pip's --require-hashes insists too
+    versions = {canonicalize_name(name): version for name, version in pinned.items()}
+    for requirement in wanted:
+        assert requirement.specifier.contains(versions[canonicalize_name(requirement.name)]), requirement

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from mpsbench.builds import defaults, install_build, machine, timeline
+from mpsbench.builds import defaults, machine, timeline
 from mpsbench.context import Suite
 from mpsbench.core import progress, text
 from mpsbench.core.errors import UserError
@@ -63,9 +63,10 @@ def plan(suite: Suite, asv_args: Sequence[str]) -> list[Run]:
         if reason is not None:
             raise UserError(reason)
         return [Run(None, tuple(asv_args))]
-    platform, _ = defaults.rule_for(suite.manifest, install_build.platform_candidates())
-    planned = defaults.schedule(suite.manifest, platform)
+    platform, planned, skipped = defaults.this_machine(suite.manifest)
     print(defaults.listing(platform, planned, suite.timeline))
+    for line in skipped:  # a Python asv would not find, a build this OS cannot run: said before any download
+        log.info(line)
     runs = []
     for python in defaults.pythons(planned):
         hashes = suite.conf.root / ".asv" / f"default-py{python}.txt"

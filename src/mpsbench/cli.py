@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 from mpsbench import bench
-from mpsbench.builds import defaults, history, install_build, machine, resolve, timeline, wheels
+from mpsbench.builds import defaults, history, machine, resolve, timeline, wheels
 from mpsbench.builds import manifest as mf
 from mpsbench.context import Suite
 from mpsbench.core import asv, asvconf, progress, settings, text
@@ -172,8 +172,11 @@ def cmd_generate(args: argparse.Namespace) -> int:
 
 def cmd_default(args: argparse.Namespace) -> int:
     suite = _suite(args)
-    platform, _ = defaults.rule_for(suite.manifest, [args.platform] if args.platform else install_build.platform_candidates())
-    planned = defaults.schedule(suite.manifest, platform)
+    if args.platform:  # another platform's, as its rule names it
+        platform = defaults.rule_for(suite.manifest, [args.platform])[0]
+        planned, skipped = defaults.schedule(suite.manifest, platform), list[str]()
+    else:  # this machine's: what it cannot run is left out, each with a line, before asv downloads a byte
+        platform, planned, skipped = defaults.this_machine(suite.manifest)
     if args.pythons:  # for scripts: one asv run per Python
         print("\n".join(defaults.pythons(planned)))
     elif args.hashes:  # for asv run HASHFILE:
@@ -182,6 +185,8 @@ def cmd_default(args: argparse.Namespace) -> int:
         print("\n".join(suite.timeline.commits[item.ref] for item in planned if args.python in item.pythons))
     else:
         print(defaults.listing(platform, planned, suite.timeline))
+        for line in skipped:  # said with the listing only
+            print(f"mpsbench: {line}", file=sys.stderr)
     return 0
 
 

@@ -7,13 +7,14 @@ wheels for: the overlap runs under both, and the seam shows on the site.
 
 from __future__ import annotations
 
+import shutil
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from packaging.version import Version
 
+from mpsbench.builds import install_build, resolve, timeline, wheels
 from mpsbench.builds import manifest as mf
-from mpsbench.builds import resolve, timeline, wheels
 
 
 @dataclass(frozen=True)
@@ -45,8 +46,10 @@ def releases(manifest: mf.Manifest, platform: str, rule: mf.Default) -> list[tup
     newest_of_minor: dict[tuple[int, ...], tuple[Version, str, mf.Build]] = {}
     for name in rule.channels:
         channel = manifest.channel(name)
+        # a build pinned before per-Python sets ("" in its sets) is never installed, so never scheduled
         found = sorted(((Version(build.torch_version), build) for build in (channel.builds if channel else ())
-                        if build.kind == "release" and platform in build.pins), key=lambda pair: pair[0])
+                        if build.kind == "release" and platform in build.pins and "" not in build.sets(platform)),
+                       key=lambda pair: pair[0])
         minors = sorted({version.release[:2] for version, _ in found})
         if name in rule.newest_of:  # e.g. only the newest release beside the era's few (Linux: disk)
             minors = minors[-rule.newest_of[name]:]
@@ -66,11 +69,43 @@ def schedule(manifest: mf.Manifest, platform: str, here: str | None = None) -> l
     pythons = rule.pythons or (here or f"{sys.version_info.major}.{sys.version_info.minor}",)
     planned = []
     for ref, build in releases(manifest, platform, rule):
-        tags = {pin.python or wheels.parse_wheel_name(pin.filename).python for pin in build.pins[platform] if pin.name == "torch"}
-        runs = tuple(python for python in pythons if python_tag(python) in tags)
+        runs = tuple(python for python in pythons if python_tag(python) in build.sets(platform))
         if runs:
             planned.append(Scheduled(ref, build, runs))
     return planned
+
+
+def this_machine(manifest: mf.Manifest) -> tuple[str, list[Scheduled], list[str]]:
+    """This machine's platform, the runs of its default timeline it can make, and a line for each it cannot."""
+    platform, _ = rule_for(manifest, install_build.platform_candidates())
+    return platform, *runnable_here(schedule(manifest, platform), platform)
+
+
+def runnable_here(planned: list[Scheduled], platform: str) -> tuple[list[Scheduled], list[str]]:
+    """The scheduled runs this machine can make, and a line for each it cannot (asked before any download).
+
+    A Python asv would not find (``pythonX.Y`` on PATH) drops every run under it; a build whose wheels need a
+    newer OS (macOS 14 for torch 2.12.1 and later, numpy 2 and later) drops that build's runs under it.
+    """
+    kept, said = [], []
+    current = f"{sys.version_info.major}.{sys.version_info.minor}"  # asv falls back on its own interpreter
+    missing = sorted({p for item in planned for p in item.pythons if p != current and shutil.which(f"python{p}") is None},
+                     key=Version)
+    said += [f"skipping every build under Python {python}: python{python} is not on PATH, where asv looks for it"
+             for python in missing]
+    for item in planned:
+        pythons = []
+        for python in (p for p in item.pythons if p not in missing):
+            pins = item.build.sets(platform)[python_tag(python)]
+            major, minor = python.split(".")
+            why = install_build.why_not_here([pin.filename for pin in pins], (int(major), int(minor)))
+            if why is None:
+                pythons.append(python)
+            else:
+                said.append(f"skipping {item.ref} under Python {python}: {why}")
+        if pythons:
+            kept.append(replace(item, pythons=tuple(pythons)))
+    return kept, said
 
 
 def pin_pythons(manifest: mf.Manifest) -> dict[str, tuple[str, ...]]:

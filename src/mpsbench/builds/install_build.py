@@ -1,8 +1,11 @@
 """Install a timeline build into an asv environment: once per build, then switch by a .pth file.
 
 asv runs this (``install_command``) with the environment's own python before anything else is there:
-standard library and pip only. Every wheel is checked against its sha256; a build is staged and renamed into
-place only when pip succeeds, and a cached one is switched to without writing (a read-only cache serves).
+standard library and pip only. A build is installed only if it pins a complete set for this platform and
+Python whose wheels can all run here (checked before any download), every wheel checked against its sha256
+before pip sees it and by pip again (``--require-hashes --no-deps --no-index``: nothing unpinned gets in). A
+build is staged and renamed into place only when pip succeeds, and a cached one is switched to without
+writing (a read-only cache serves).
 
     python install_build.py install BUILD_DIR ENV_DIR SUITE_SRC
     python install_build.py uninstall ENV_DIR
@@ -11,29 +14,48 @@ place only when pip succeeds, and a cached one is switched to without writing (a
 from __future__ import annotations
 
 import contextlib
+import errno
 import hashlib
 import json
 import os
 import platform
+import re
 import shutil
 import subprocess
 import sys
 import sysconfig
 import tempfile
 import time
+import urllib.error
 import urllib.parse
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 PTH_NAME = "mpsbench_build.pth"
 CACHE_ENV = "MPSBENCH_CACHE"  # default: ~/.cache/mpsbench
 PLATFORM_ENV = "MPSBENCH_PLATFORM"  # force one of the manifest's platform keys
 WHEELHOUSE_ENV = "MPSBENCH_WHEELHOUSE"  # folders searched for pinned wheels, os.pathsep-separated
-# The suite's own imports beside the build (pyproject's dependencies): psutil reads the cpu's
-# memory on every OS (src/mpsbench/measure/process_memory.py, which falls back where this install failed).
-SUITE_NEEDS = ("psutil>=5.9",)
+# The builds the running asv may install, a file of timeline hashes: mpsbench.core.asv.RUN_BUILDS, by name (this file
+# imports nothing of mpsbench), set by every mpsbench command that runs asv (asv.only). Any other build is refused.
+RUN_BUILDS_ENV = "MPSBENCH_RUN_BUILDS"
+_PSUTIL = "https://files.pythonhosted.org/packages/"
+# The suite's own import beside the build (pyproject's dependencies): psutil reads the cpu's memory on every
+# OS (src/mpsbench/measure/process_memory.py, which falls back where it is absent). Pinned like a build's
+# wheels: one stable-ABI wheel per platform serves every CPython from 3.6.
+SUITE_NEEDS: dict[str, dict[str, str]] = {
+    key: {"name": "psutil", "version": "7.2.2", "filename": url.rsplit("/", 1)[1], "url": _PSUTIL + url, "sha256": sha}
+    for keys, url, sha in (
+        (("macos-arm64",), "80/c4/f5af4c1ca8c1eeb2e92ccca14ce8effdeec651d5ab6053c589b074eda6e1/"
+         "psutil-7.2.2-cp36-abi3-macosx_11_0_arm64.whl", "1a7b04c10f32cc88ab39cbf606e117fd74721c831c98a27dc04578deb0c16979"),
+        (("linux-x86_64-cpu", "linux-x86_64-cuda"), "b5/70/5d8df3b09e25bce090399cf48e452d25c935ab72dad19406c77f4e828045/"
+         "psutil-7.2.2-cp36-abi3-manylinux2010_x86_64.manylinux_2_12_x86_64.manylinux_2_28_x86_64.whl",
+         "076a2d2f923fd4821644f5ba89f059523da90dc9014e85f8e45a5774ca5bc6f9"),
+    )
+    for key in keys
+}
 
 
 class InstallError(Exception):
@@ -54,6 +76,34 @@ def sha256_of(path: Path) -> str:
         for block in iter(lambda: handle.read(1 << 20), b""):
             digest.update(block)
     return digest.hexdigest()
+
+
+def _packaging() -> tuple[ModuleType, ModuleType]:
+    """packaging's ``tags`` and ``utils``: the installed packaging, else pip's own copy."""
+    try:
+        from packaging import tags, utils
+    except ImportError:  # an environment asv has just made holds pip and nothing else yet: pip's own copy
+        # Imported only there: importing pip turns setuptools' distutils shim off for the rest of the
+        # process (pypa/pip#8761), and a later torch.compile imports setuptools.
+        from pip._vendor.packaging import tags, utils  # type: ignore[no-redef]
+    return tags, utils
+
+
+def plain_wheel_name(filename: object) -> bool:
+    """Whether ``filename`` is a wheel's file name and nothing else: joined onto a folder, it stays in it."""
+    if not isinstance(filename, str) or any(part in filename for part in ("/", "\\", "..", "\0")):
+        return False
+    utils = _packaging()[1]
+    try:
+        utils.parse_wheel_filename(filename)
+    except ValueError:  # InvalidWheelFilename, InvalidVersion
+        return False
+    return True
+
+
+def allowed_url(url: object) -> bool:
+    """Wheels come over https (the pinned sha256 came with them) or from this machine (file://)."""
+    return isinstance(url, str) and re.fullmatch(r"(https|file)://\S+", url) is not None
 
 
 # --- choosing the wheels for this machine --------------------------------------------
@@ -79,40 +129,80 @@ def _python_tag() -> str:
     return f"cp{sys.version_info.major}{sys.version_info.minor}"
 
 
-def _fits(filename: str, python: tuple[int, int]) -> bool:
-    """Whether a wheel's python and abi tags admit CPython ``python`` (its platform is the manifest's key)."""
-    try:
-        from packaging import tags, utils
-    except ImportError:  # an environment asv has just made holds pip and nothing else yet: pip's own copy
-        # Imported only there: importing pip turns setuptools' distutils shim off for the rest of the
-        # process (pypa/pip#8761), and a later torch.compile imports setuptools.
-        from pip._vendor.packaging import tags, utils  # type: ignore[no-redef]
-
-    ours = {(tag.interpreter, tag.abi) for tag in (*tags.cpython_tags(python), *tags.compatible_tags(python))}
-    return any((tag.interpreter, tag.abi) in ours for tag in utils.parse_wheel_filename(filename)[3])
+def _ref(build: dict[str, Any]) -> str:
+    return f"build {build['channel']}@{build['id']}"
 
 
 def select_pins(build: dict[str, Any]) -> tuple[str, list[dict[str, str]]]:
-    """The platform and the wheels of ``build`` for this machine and python."""
+    """The platform and the complete, resolved set of ``build`` for this machine and python (``"python"``: cp310)."""
     candidates = platform_candidates()
     for key in candidates:
         pins = build["pins"].get(key, [])
-        # A build resolved per interpreter names each wheel's set ("python": "cp310"): this
-        # interpreter's set, complete, and no other. Older builds: each wheel by its tags.
-        if any(pin.get("python") for pin in pins):
-            pins = [pin for pin in pins if pin.get("python") == _python_tag()]
-        else:
-            pins = [pin for pin in pins if _fits(pin["filename"], sys.version_info[:2])]
-        if any(pin["name"] == "torch" for pin in pins):
-            chosen: dict[str, dict[str, str]] = {}
-            for pin in pins:  # one wheel per package
-                chosen.setdefault(pin["name"], pin)
-            return key, list(chosen.values())
-    pinned = ", ".join(sorted(build["pins"])) or "none"
+        if pins and not all(pin.get("python") for pin in pins):
+            # pinned before builds were resolved per Python: torch, torchvision, transformers and no more
+            raise InstallError(
+                f"{_ref(build)} pins only {', '.join(sorted({pin['name'] for pin in pins}))} for {key}, not a complete"
+                " set per Python: pip would fetch the rest unpinned and unchecked; refusing to install (re-pin it with"
+                " `mpsbench build add-release VERSION --channel NAME`, which resolves every package with its sha256)"
+            )
+        chosen = [pin for pin in pins if pin["python"] == _python_tag()]
+        if any(pin["name"] == "torch" for pin in chosen):
+            bad = [pin["filename"] for pin in chosen if not plain_wheel_name(pin["filename"]) or not allowed_url(pin["url"])]
+            if bad or len({pin["name"] for pin in chosen}) != len(chosen):
+                raise InstallError(f"{_ref(build)}: refusing the pins {bad or [p['filename'] for p in chosen]} for {key}:"
+                                   " each must be a plain wheel file name at an https:// or file:// URL, one per package")
+            return key, chosen
+    sets = {key: sorted({pin.get("python") or "?" for pin in build["pins"].get(key, [])}) for key in candidates}
+    pinned = "; ".join(f"{key}: {', '.join(tags)}" for key, tags in sets.items() if tags)
     raise InstallError(
-        f"build {build['channel']}@{build['id']} pins no torch wheel for {_python_tag()} on"
-        f" {', '.join(candidates) or sys.platform + '/' + platform.machine()} (pinned platforms: {pinned})"
+        f"{_ref(build)} pins no torch wheel for {_python_tag()} on"
+        f" {', '.join(candidates) or sys.platform + '/' + platform.machine()}"
+        f" ({'its sets there: ' + pinned if pinned else 'pinned platforms: ' + (', '.join(sorted(build['pins'])) or 'none')})"
     )
+
+
+def why_not_here(filenames: list[str], python: tuple[int, int] | None = None) -> str | None:
+    """Why this machine cannot run one of these wheels under this Python (or CPython ``python``): a macOS or glibc
+    too old, another Python. None if it can."""
+    tags, utils = _packaging()
+    if python is None:
+        here = set(tags.sys_tags())
+    else:  # this machine's platforms, another interpreter (scripts/bench asks before asv makes its environment)
+        platforms = list(tags.platform_tags())
+        here = {*tags.cpython_tags(python, platforms=platforms), *tags.compatible_tags(python, platforms=platforms)}
+    this = f"cp{python[0]}{python[1]}" if python else _python_tag()
+    for filename in filenames:
+        wanted = utils.parse_wheel_filename(filename)[3]
+        if here.isdisjoint(wanted):
+            return f"{filename} needs {_requirement(wanted, here, this)}"
+    return None
+
+
+def _requirement(wanted: frozenset[Any], here: set[Any], this: str) -> str:
+    """What a wheel's tags ask that this machine lacks, in words."""
+    platforms = sorted({tag.platform for tag in wanted})
+    if not set(platforms) & {tag.platform for tag in here}:
+        mac = [tuple(map(int, name.split("_")[1:3])) for name in platforms if name.startswith("macosx_")]
+        glibc = [tuple(map(int, name.split("_")[1:3])) for name in platforms if name.startswith("manylinux_")]
+        if mac and sys.platform == "darwin":
+            return f"macOS {'.'.join(map(str, min(mac)))} or newer (this Mac runs macOS {platform.mac_ver()[0]})"
+        if glibc and sys.platform.startswith("linux"):
+            return f"glibc {'.'.join(map(str, min(glibc)))} or newer (this machine has {' '.join(platform.libc_ver())})"
+        return f"a machine of {', '.join(platforms)}"
+    return f"Python {', '.join(sorted({tag.interpreter for tag in wanted}))} (this is {this})"
+
+
+def _refuse_unasked(build: dict[str, Any]) -> None:
+    """Refuse a build the running asv was not asked to measure (``RUN_BUILDS_ENV``), before anything is written."""
+    listed, commit = os.environ.get(RUN_BUILDS_ENV), os.environ.get("ASV_COMMIT", "")
+    if not listed or not commit:
+        return
+    try:
+        asked = Path(listed).read_text().split()
+    except OSError as exc:
+        raise InstallError(f"cannot read {RUN_BUILDS_ENV}={listed}, the builds this run measures: {exc.strerror}") from None
+    if not any(len(line) >= 7 and commit.startswith(line) for line in asked):
+        raise InstallError(f"not installing {_ref(build)} ({commit[:8]}): this run measures only the builds in {listed}")
 
 
 # --- fetching and checking wheels ------------------------------------------------------
@@ -138,6 +228,15 @@ def _pip(*args: str, tmp: Path | None = None) -> subprocess.CompletedProcess[str
     return subprocess.run(command, capture_output=True, text=True, env=env)
 
 
+def _pip_install_checked(wheels: list[tuple[Path, dict[str, str]]], folder: Path, *target: str,
+                         tmp: Path | None = None) -> subprocess.CompletedProcess[str]:
+    """pip installs exactly these files, each against its pinned sha256, nothing else (no index, no dependencies)."""
+    requirements = folder / "requirements.txt"
+    requirements.write_text("".join(f"{path.resolve().as_uri()} --hash=sha256:{pin['sha256']}\n" for path, pin in wheels))
+    return _pip("install", "--no-deps", "--require-hashes", "--no-index", "--no-warn-script-location", *target,
+                "-r", str(requirements), tmp=tmp)
+
+
 def _tail(done: subprocess.CompletedProcess[str], lines: int) -> str:
     return " | ".join((done.stderr or done.stdout).strip().splitlines()[-lines:])
 
@@ -158,46 +257,65 @@ def _pip_download(pin: dict[str, str], dest: Path) -> Path | None:
     return found if done.returncode == 0 and found.is_file() else None
 
 
-def _download(url: str, dest: Path) -> Path:
-    target = dest / urllib.parse.unquote(url.rsplit("/", 1)[-1])
+def _download(url: str, target: Path) -> Path:
     request = urllib.request.Request(url, headers={"User-Agent": "mpsbench"})
-    with urllib.request.urlopen(request, timeout=120) as response, open(target, "wb") as out:
-        shutil.copyfileobj(response, out, 1 << 20)
+    try:
+        with urllib.request.urlopen(request, timeout=120) as response, open(target, "wb") as out:
+            shutil.copyfileobj(response, out, 1 << 20)
+    except (urllib.error.URLError, TimeoutError, ConnectionError) as exc:  # the network; a full disk is _disk_problem's
+        raise InstallError(f"{target.name}: cannot download {url}: {exc}") from None
     return target
+
+
+def disk_problem(exc: OSError) -> InstallError:
+    """A cache that cannot be written (read-only, full, gone), in one line with the path and what to do."""
+    where = exc.filename or cache_root()
+    if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+        advice = f"free space there, or set {CACHE_ENV} to a folder on a disk with room (a build takes 3-6 GB)"
+    else:
+        advice = f"make it writable, or set {CACHE_ENV} to a writable folder"
+    return InstallError(f"cannot write the build cache at {where}: {exc.strerror or exc}; {advice}")
 
 
 def fetch_wheel(pin: dict[str, str]) -> Path:
     """The pinned wheel in the local wheel store, fetched and checked once.
 
     From the store, local wheelhouses, the pin's file:// path, pip (this machine's indexes and mirrors), else the
-    URL itself; whatever is found must match the pinned sha256, or nothing is stored.
+    URL itself; whatever is found must match the pinned sha256, or nothing is stored. A copy cut short (a full
+    disk, a kill) never takes the wheel's name: it is removed, or by the next install if the process died.
     """
+    if not plain_wheel_name(pin["filename"]) or not allowed_url(pin["url"]):
+        raise InstallError(f"refusing the pin {pin['filename']!r} at {pin['url']!r}: a plain wheel file name"
+                           " at an https:// or file:// URL is expected")
     store = cache_root() / "wheels" / pin["sha256"]
     stored = store / pin["filename"]
     if stored.is_file():
         _check(pin, stored, "the stored copy (changed since it was checked; delete it to fetch it again)")
         return stored
-    store.parent.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(dir=store.parent, prefix=f"fetch-{os.getpid()}-") as scratch:
-        found = next((f / pin["filename"] for f in _local_wheelhouses() if (f / pin["filename"]).is_file()), None)
-        url = pin["url"]
-        if found is None and url.startswith("file://"):
-            path = Path(urllib.request.url2pathname(urllib.parse.urlparse(url).path))
-            if not path.is_file():
-                raise InstallError(f"{pin['filename']}: the pinned file {path} does not exist")
-            found = path
-        if found is None and pin["name"] in ("torch", "torchvision", "transformers"):
-            found = _pip_download(pin, Path(scratch))
-        if found is None:
+    try:
+        store.parent.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryDirectory(dir=store.parent, prefix=f"fetch-{os.getpid()}-") as scratch:
+            found = next((f / pin["filename"] for f in _local_wheelhouses() if (f / pin["filename"]).is_file()), None)
+            url = pin["url"]
+            if found is None and url.startswith("file://"):
+                path = Path(urllib.request.url2pathname(urllib.parse.urlparse(url).path))
+                if not path.is_file():
+                    raise InstallError(f"{pin['filename']}: the pinned file {path} does not exist")
+                found = path
+            if found is None and pin["name"] in ("torch", "torchvision", "transformers"):
+                found = _pip_download(pin, Path(scratch))
+            if found is None:
+                found = _download(url, Path(scratch) / pin["filename"])
+            _check(pin, found, "the wheel found at")
+            store.mkdir(exist_ok=True)
+            partial = store / f".{pin['filename']}.{os.getpid()}.partial"
             try:
-                found = _download(url, Path(scratch))
-            except OSError as exc:
-                raise InstallError(f"{pin['filename']}: cannot download {url}: {exc}") from None
-        _check(pin, found, "the wheel found at")
-        store.mkdir(exist_ok=True)
-        partial = store / (pin["filename"] + ".partial")
-        shutil.copyfile(found, partial)
-        os.replace(partial, stored)
+                shutil.copyfile(found, partial)
+                os.replace(partial, stored)
+            finally:
+                partial.unlink(missing_ok=True)
+    except OSError as exc:
+        raise disk_problem(exc) from None
     return stored
 
 
@@ -230,7 +348,8 @@ def _alive(pid: str) -> bool:
 
 
 def clean_leftovers(root: Path) -> list[Path]:
-    """Remove what killed installs left: staging folders no install holds, fetch folders of dead processes."""
+    """Remove what killed installs left: staging folders no install holds; fetch folders and partial copies of
+    dead processes."""
     removed = []
     for staging in sorted((root / "builds").glob("*.staging-*")):
         with _locked(root / "builds" / (staging.name.split(".staging-")[0] + ".lock"), wait=False) as free:
@@ -241,11 +360,15 @@ def clean_leftovers(root: Path) -> list[Path]:
         if not _alive(fetch.name.split("-")[1]):
             shutil.rmtree(fetch, ignore_errors=True)
             removed.append(fetch)
+    for partial in sorted((root / "wheels").glob("*/.*.partial")):  # .FILENAME.PID.partial
+        if not _alive(partial.name.rsplit(".", 2)[-2]):
+            partial.unlink(missing_ok=True)
+            removed.append(partial)
     return removed
 
 
 def ensure_installed(pins: list[dict[str, str]]) -> tuple[Path, bool]:
-    """The folder holding this set of wheels installed with their dependencies; True if installed now."""
+    """The folder holding exactly this set of wheels, installed; True if installed now."""
     key = hashlib.sha256("".join(sorted(pin["sha256"] for pin in pins)).encode()).hexdigest()[:20]
     folder = cache_root() / "builds" / key
     if (folder / ".complete").is_file():  # installed: nothing to write, so a read-only cache serves it
@@ -255,52 +378,66 @@ def ensure_installed(pins: list[dict[str, str]]) -> tuple[Path, bool]:
         with _locked(folder.with_suffix(".lock")):
             if (folder / ".complete").is_file():
                 return folder, False
-            wheels = [str(fetch_wheel(pin)) for pin in pins]
+            wheels = [(fetch_wheel(pin), pin) for pin in pins]
             staging = Path(tempfile.mkdtemp(dir=folder.parent, prefix=folder.name + ".staging-"))
-            (staging / "tmp").mkdir()
-            done = _pip("install", "--no-warn-script-location", "--target", str(staging / "target"), *wheels,
-                        tmp=staging / "tmp")
-            if done.returncode != 0:
+            try:
+                (staging / "tmp").mkdir()
+                done = _pip_install_checked(wheels, staging, "--target", str(staging / "target"), tmp=staging / "tmp")
+                if done.returncode != 0:
+                    raise InstallError("pip could not install the build: " + _tail(done, 5))
+                installed = staging / "target"
+                (installed / ".complete").write_text(json.dumps({"wheels": [path.name for path, _ in wheels]}, indent=1))
+                if folder.exists():
+                    shutil.rmtree(folder)
+                os.replace(installed, folder)
+            finally:
                 shutil.rmtree(staging, ignore_errors=True)
-                raise InstallError("pip could not install the build: " + _tail(done, 5))
-            installed = staging / "target"
-            (installed / ".complete").write_text(json.dumps({"wheels": [Path(w).name for w in wheels]}, indent=1))
-            if folder.exists():
-                shutil.rmtree(folder)
-            os.replace(installed, folder)
-            shutil.rmtree(staging, ignore_errors=True)
             return folder, True
     except OSError as exc:  # a read-only or full cache: one line, not a traceback
-        raise InstallError(f"cannot install into the build cache {cache_root()}: {exc}") from None
+        raise disk_problem(exc) from None
 
 
 def _site_packages() -> Path:
     return Path(sysconfig.get_paths()["purelib"])
 
 
-def ensure_suite_needs() -> str:
-    """Install SUITE_NEEDS into this environment (once: later calls find them); '' or what is missing and why."""
+def ensure_suite_needs(key: str) -> str:
+    """Install SUITE_NEEDS into this environment, hash-checked (once: later calls find it); '' or why it is not."""
     import importlib.util
 
-    missing = [need for need in SUITE_NEEDS if importlib.util.find_spec(need.split(">")[0]) is None]
-    if not missing:
+    pin = SUITE_NEEDS.get(key)
+    if importlib.util.find_spec(pin["name"] if pin else "psutil") is not None:
         return ""
-    done = _pip("install", "--no-deps", *missing)
-    if done.returncode == 0:
-        return ""
-    return f"; {', '.join(missing)} not installed ({_tail(done, 1)}): cpu memory falls back to /proc or is skipped"
+    try:
+        if pin is None:
+            raise InstallError(f"no psutil wheel is pinned for {key}")
+        with tempfile.TemporaryDirectory(prefix="mpsbench-needs-") as scratch:
+            done = _pip_install_checked([(fetch_wheel(pin), pin)], Path(scratch))
+        if done.returncode != 0:
+            raise InstallError(_tail(done, 1))
+    except (InstallError, OSError) as exc:
+        return f"; psutil not installed ({exc}): cpu memory falls back to /proc or is skipped"
+    return ""
 
 
 def install(build_dir: Path, env_dir: Path, suite_src: Path) -> str:
-    """Install (once) and switch the running environment to the build in ``build_dir``."""
+    """Install (once) and switch the running environment to the build in ``build_dir``.
+
+    Everything that can refuse the build (not asked for by this run, no complete set here, a wheel this machine
+    cannot run) is checked before any download and before the environment is touched.
+    """
     started = time.perf_counter()
     build = json.loads((build_dir / "build.json").read_text())
+    _refuse_unasked(build)
     if build["kind"] == "existing":
         key, folder, fresh = "existing", Path(build["site_packages"]), False
         if not (folder / "torch" / "__init__.py").is_file():
-            raise InstallError(f"build {build['channel']}@{build['id']}: {folder} holds no torch")
+            raise InstallError(f"{_ref(build)}: {folder} holds no torch")
     else:
         key, pins = select_pins(build)
+        unfit = why_not_here([pin["filename"] for pin in pins])
+        if unfit:
+            raise InstallError(f"{_ref(build)} cannot run here, skipped before any download: {unfit}")
         folder, fresh = ensure_installed(pins)
     pth_lines = [str(folder), str(suite_src.resolve())]
     if build.get("env"):  # a .pth line that starts with "import" is executed at every interpreter start
@@ -309,7 +446,7 @@ def install(build_dir: Path, env_dir: Path, suite_src: Path) -> str:
     record = {"build": f"{build['channel']}@{build['id']}", "platform": key, "folder": str(folder), "fresh": fresh}
     (env_dir / "mpsbench-build.json").write_text(json.dumps(record, indent=1) + "\n")
     how = "installed" if fresh else "switched to cached"
-    needs = ensure_suite_needs()
+    needs = ensure_suite_needs(key if key in SUITE_NEEDS else next(iter(platform_candidates()), key))
     return f"mpsbench: {how} torch {build['torch_version']} ({key}) in {time.perf_counter() - started:.2f} s{needs}"
 
 

@@ -1,27 +1,34 @@
 """builds/manifest.json: append-only channels of builds, each pinned per platform (timeline.py makes asv's git of it).
 
 A channel may fork from another's build (``parent``): a bisection or a developer's builds sit beside it without
-changing any existing commit. :func:`save` validates first and replaces the file atomically.
+changing any existing commit. The file's schema is checked where it enters, once (:func:`from_json`): every
+field's type and form by pydantic, then the rules that join records (parents, dates, tags, each set of wheels);
+a bad manifest is one line naming the field, the value and what is expected. :func:`save` validates first and
+replaces the file atomically.
 """
 
 from __future__ import annotations
 
+import functools
 import json
-import os
 import re
-import tempfile
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
+from packaging.utils import canonicalize_name, parse_wheel_filename
+from packaging.version import InvalidVersion, Version
+from pydantic import BeforeValidator, ConfigDict, Strict, TypeAdapter, ValidationError
+
+from mpsbench.builds.install_build import allowed_url, plain_wheel_name
 from mpsbench.builds.wheels import PLATFORMS
-from mpsbench.core import errors
+from mpsbench.core import errors, files
 
 SCHEMA = 1
 KINDS = ("release", "nightly", "wheel-file", "wheel-url", "existing")
 _NAME = re.compile(r"^[a-z0-9][a-z0-9._-]*$")
-_SHA256 = re.compile(r"^[0-9a-f]{64}$")
 _DATE = "%Y-%m-%dT%H:%M:%SZ"
 
 
@@ -29,67 +36,137 @@ class ManifestError(errors.UserError):
     """A manifest, or a change to it, that is refused: the message says why."""
 
 
+# --- the form of each field (pydantic checks them where a manifest enters) ----------------
+
+
+def _form(expected: str, test: Callable[[Any], object]) -> BeforeValidator:
+    """A field that passes ``test``; else pydantic's error says ``expected``, and the value."""
+
+    def check(value: Any) -> Any:
+        if not test(value):
+            raise ValueError(f"expected {expected}")
+        return value
+
+    return BeforeValidator(check)
+
+
+def _matches(pattern: str) -> Callable[[Any], bool]:
+    return lambda value: isinstance(value, str) and re.fullmatch(pattern, value) is not None
+
+
+def _version(value: Any) -> bool:
+    try:
+        Version(value)
+    except (InvalidVersion, TypeError):
+        return False
+    return True
+
+
+def _date(value: Any) -> bool:
+    try:
+        datetime.strptime(value, _DATE)
+    except (ValueError, TypeError):
+        return False
+    return True
+
+
+Name = Annotated[str, _form("lower-case letters, digits, '.', '_' or '-' (e.g. release, 2.14.1)", _matches(_NAME.pattern))]
+Platform = Annotated[str, _form(f"a platform: {', '.join(PLATFORMS)}", lambda value: value in PLATFORMS)]
+WheelFile = Annotated[str, _form("a plain wheel file name, NAME-VERSION-PY-ABI-PLATFORM.whl (no '/', '\\' or '..')",
+                                 plain_wheel_name)]
+Url = Annotated[str, _form("an https:// or file:// URL (a wheel and its sha256 never come over plain http)", allowed_url)]
+Sha256 = Annotated[str, _form("64 lower-case hex digits", _matches(r"[0-9a-f]{64}"))]
+PythonTag = Annotated[str, _form("a CPython tag such as cp312, or empty", _matches(r"(cp3\d+)?"))]
+PinName = Annotated[str, _form("a package name as a wheel writes it, e.g. typing_extensions", _matches(r"[a-z0-9][a-z0-9_]*"))]
+PepVersion = Annotated[str, _form("a PEP 440 version, e.g. 2.14.1 or 2.15.0.dev20261120", _version)]
+Word = Annotated[str, _form("a word without spaces", _matches(r"\S+"))]
+Date = Annotated[str, _form("a UTC date YYYY-MM-DDTHH:MM:SSZ", _date)]
+GitVersion = Annotated[str, _form("torch's git commit (hex digits) or Unknown", _matches(r"[0-9a-fA-F]+|Unknown"))]
+Kind = Annotated[str, _form(f"one of: {', '.join(KINDS)}", lambda value: value in KINDS)]
+Tag = Annotated[str, _form("a git tag: letters, digits, '.', '_' or '-' (e.g. v2.14.1)", _matches(r"[A-Za-z0-9][A-Za-z0-9._-]*"))]
+Ref = Annotated[str, _form("a build as CHANNEL@ID", _matches(r"[a-z0-9][a-z0-9._-]*@[a-z0-9][a-z0-9._-]*"))]
+EnvName = Annotated[str, _form("an environment variable name", _matches(r"[A-Za-z_][A-Za-z0-9_]*"))]
+Minor = Annotated[str, _form("a minor release such as 1.12", _matches(r"\d+\.\d+"))]
+Python = Annotated[str, _form("a Python version such as 3.12", _matches(r"3\.\d+"))]
+Count = Annotated[int, Strict(), _form("a whole number of at least 1", lambda value: type(value) is int and value >= 1)]
+# Lax elsewhere (a JSON list fills a tuple), strict where it matters: no number passes for a string or the reverse.
+_CONFIG = ConfigDict(extra="forbid", revalidate_instances="always")
+
+
 @dataclass(frozen=True)
 class Pin:
     """One wheel, pinned by its file name and sha256; ``url`` says where to fetch it."""
 
-    name: str
-    version: str
-    filename: str
-    url: str
-    sha256: str
+    __pydantic_config__ = _CONFIG
+    name: PinName
+    version: PepVersion
+    filename: WheelFile
+    url: Url
+    sha256: Sha256
     # The interpreter whose resolved set this wheel belongs to ("cp310"): a build
     # resolved by pip pins one complete set per platform and Python. Empty on
-    # builds pinned before that (each wheel then serves the Pythons its tags name).
-    python: str = ""
+    # builds pinned before that (release 2.13.0 and 2.14.1), which the installer refuses.
+    python: PythonTag = ""
 
 
 @dataclass(frozen=True)
 class Build:
     """One PyTorch build: a commit of the timeline."""
 
-    id: str  # unique within its channel: "2.14.1", "2026-11-20", "mybranch-1"
-    torch_version: str  # as torch reports it: "2.14.1", "2.15.0.dev20261120"
-    date: str  # UTC, "YYYY-MM-DDTHH:MM:SSZ": the commit's date on asv's axis
-    git_version: str  # torch.version.git_version: the upstream commit
-    kind: str  # one of KINDS
-    pins: dict[str, list[Pin]]  # platform key -> the wheels to install there
-    tag: str | None = None  # an annotated tag on the timeline (releases)
+    __pydantic_config__ = _CONFIG
+    id: Name  # unique within its channel: "2.14.1", "2026-11-20", "mybranch-1"
+    torch_version: Word  # as torch reports it: "2.14.1", "2.15.0.dev20261120" (a release's: PEP 440)
+    date: Date  # UTC, "YYYY-MM-DDTHH:MM:SSZ": the commit's date on asv's axis
+    git_version: GitVersion  # torch.version.git_version: the upstream commit
+    kind: Kind  # one of KINDS
+    pins: dict[Platform, list[Pin]]  # platform key -> the wheels to install there
+    tag: Tag | None = None  # an annotated tag on the timeline (releases)
     note: str = ""
     # kind "existing": a torch already installed here, used in place (nothing is installed)
     site_packages: str | None = None
     # Environment variables set in every process of the build's asv environment
     # (through its .pth file): e.g. a calibration copy of a build that injects a slowdown.
-    env: dict[str, str] = field(default_factory=dict)
+    env: dict[EnvName, str] = field(default_factory=dict)
 
     def when(self) -> datetime:
         """The build's date, timezone-aware in UTC (never the local zone: hashes depend on it)."""
         return datetime.strptime(self.date, _DATE).replace(tzinfo=timezone.utc)
 
+    def sets(self, platform: str) -> dict[str, list[Pin]]:
+        """The wheels installed under each interpreter on ``platform`` ("cp310" -> its set); "" holds a set
+        pinned before builds were resolved per Python."""
+        found: dict[str, list[Pin]] = {}
+        for pin in self.pins.get(platform, []):
+            found.setdefault(pin.python, []).append(pin)
+        return found
+
 
 @dataclass(frozen=True)
 class Channel:
-    name: str
+    __pydantic_config__ = _CONFIG
+    name: Name
     builds: tuple[Build, ...]
-    parent: str | None = None  # "channel@id" this channel forks from; None: a root
+    parent: Ref | None = None  # "channel@id" this channel forks from; None: a root
 
 
 @dataclass(frozen=True)
 class Default:
     """Which builds a platform runs by default: its releases, by rule (defaults.py applies it)."""
 
-    channels: tuple[str, ...]  # the channels whose releases it draws from, in order
-    since: str | None = None  # the oldest minor release, e.g. "1.12"; None: from the first
-    newest: int | None = None  # keep only this many newest releases; None: all
+    __pydantic_config__ = _CONFIG
+    channels: tuple[Name, ...]  # the channels whose releases it draws from, in order
+    since: Minor | None = None  # the oldest minor release, e.g. "1.12"; None: from the first
+    newest: Count | None = None  # keep only this many newest releases; None: all
     # keep only this many of one channel's newest releases, e.g. {"release": 1}: the era's few and the newest
-    newest_of: dict[str, int] = field(default_factory=dict)
-    pythons: tuple[str, ...] = ()  # "3.10", "3.12": each build runs under each it has wheels for; (): asv's own
+    newest_of: dict[Name, Count] = field(default_factory=dict)
+    pythons: tuple[Python, ...] = ()  # "3.10", "3.12": each build runs under each it has wheels for; (): asv's own
 
 
 @dataclass(frozen=True)
 class Manifest:
+    __pydantic_config__ = _CONFIG
     channels: tuple[Channel, ...] = field(default_factory=tuple)
-    defaults: dict[str, Default] = field(default_factory=dict)  # platform key -> its default timeline
+    defaults: dict[Platform, Default] = field(default_factory=dict)  # platform key -> its default timeline
 
     def channel(self, name: str) -> Channel | None:
         return next((channel for channel in self.channels if channel.name == name), None)
@@ -115,13 +192,55 @@ def format_date(moment: datetime) -> str:
 # --- validation ----------------------------------------------------------------
 
 
-def validate(manifest: Manifest) -> None:
-    """Raise ManifestError naming the first problem found."""
+@functools.cache
+def _schema() -> TypeAdapter[Manifest]:
+    return TypeAdapter(Manifest)
+
+
+def _get(node: Any, *steps: int | str) -> Any:
+    """``node[step][step]...``, or None where the raw data has no such item."""
+    for step in steps:
+        if isinstance(node, list) and isinstance(step, int):
+            node = node[step] if step < len(node) else None
+        else:
+            node = node.get(step) if isinstance(node, dict) else None
+    return node
+
+
+def _where(loc: tuple[int | str, ...], data: Any) -> str:
+    """A pydantic error's location as a reader looks for it: ``build release@2.13.0: pins.macos-arm64[2].filename``."""
+    head, rest = "", list(loc)
+    if rest[:1] == ["channels"] and len(rest) > 1:
+        name, head, rest = _get(data, *rest[:2], "name"), f"channels[{rest[1]}]", rest[2:]
+        head = f"channel {name}" if isinstance(name, str) else head
+        if rest[:1] == ["builds"] and len(rest) > 1:
+            build_id, rest = _get(data, *loc[:4], "id"), rest[2:]
+            named = isinstance(name, str) and isinstance(build_id, str)
+            head = f"build {name}@{build_id}" if named else f"{head}.builds[{loc[3]}]"
+    path = "".join(f"[{step}]" if isinstance(step, int) else " (the key)" if step == "[key]" else f".{step}" for step in rest)
+    return f"{head}: {path.lstrip('.')}" if head and path else head or path.lstrip(".") or "the manifest"
+
+
+def _problem(exc: ValidationError, data: Any) -> str:
+    """The first error pydantic found, in one line: where, the value, what is expected."""
+    error = exc.errors(include_url=False)[0]
+    where = _where(tuple(error["loc"]), data)
+    if error["type"] == "missing":
+        return f"{where} is missing"
+    if error["type"] in ("unexpected_keyword_argument", "extra_forbidden"):
+        return f"{where} is not a field of the manifest (misspelt?)"
+    shown = repr(error["input"])
+    said = error["msg"].removeprefix("Value error, ").replace("Input should be ", "expected ", 1)
+    return f"{where} = {shown if len(shown) <= 80 else shown[:77] + '...'}: {said}"
+
+
+def _check_rules(manifest: Manifest) -> None:
+    """The rules that join records (each field's form is checked already); ManifestError names the first broken."""
     seen_channels: set[str] = set()
     tags: set[str] = set()
     for channel in manifest.channels:
-        if not _NAME.match(channel.name) or channel.name in seen_channels:
-            raise ManifestError(f"channel name {channel.name!r} is invalid or repeated")
+        if channel.name in seen_channels:
+            raise ManifestError(f"channel {channel.name} is there twice")
         seen_channels.add(channel.name)
         previous: Build | None = None
         if channel.parent is not None:
@@ -131,7 +250,7 @@ def validate(manifest: Manifest) -> None:
             previous = manifest.find(channel.parent)
         ids: set[str] = set()
         for build in channel.builds:
-            _validate_build(channel.name, build)
+            _check_build(channel.name, build)
             if build.id in ids:
                 raise ManifestError(f"channel {channel.name} has build {build.id!r} twice")
             ids.add(build.id)
@@ -147,92 +266,65 @@ def validate(manifest: Manifest) -> None:
             previous = build
     for platform, rule in manifest.defaults.items():
         where = f"the default timeline of {platform}"
-        if platform not in PLATFORMS:
-            raise ManifestError(f"{where}: unknown platform; choose one of: {', '.join(PLATFORMS)}")
         unknown = [name for name in rule.channels if name not in seen_channels]
         if not rule.channels or unknown:
             raise ManifestError(f"{where} names channels {unknown or '[]'}; the manifest has: {', '.join(sorted(seen_channels))}")
-        if rule.newest is not None and rule.newest < 1:
-            raise ManifestError(f"{where}: newest must be at least 1, got {rule.newest}")
-        for name, count in rule.newest_of.items():
-            if name not in rule.channels or not isinstance(count, int) or count < 1:
-                raise ManifestError(f"{where}: newest_of needs one of its channels ({', '.join(rule.channels)})"
-                                    f" and a count of at least 1, got {name!r}: {count!r}")
-        bad = [python for python in rule.pythons if not re.fullmatch(r"3\.\d+", python)]
-        if bad:
-            raise ManifestError(f"{where}: pythons must look like 3.12, got {bad}")
+        for name in rule.newest_of:
+            if name not in rule.channels:
+                raise ManifestError(f"{where}: newest_of names {name!r}, not one of its channels ({', '.join(rule.channels)})")
 
 
-def _validate_build(channel: str, build: Build) -> None:
+def _check_build(channel: str, build: Build) -> None:
     where = f"build {channel}@{build.id}"
-    if not _NAME.match(build.id):
-        raise ManifestError(f"{where}: id must be lower-case letters, digits, '.', '_' or '-'")
-    if build.kind not in KINDS:
-        raise ManifestError(f"{where}: unknown kind {build.kind!r}; choose one of: {', '.join(KINDS)}")
-    try:
-        build.when()
-    except ValueError:
-        raise ManifestError(f"{where}: date {build.date!r} is not YYYY-MM-DDTHH:MM:SSZ") from None
     if build.kind == "existing":
         if not build.site_packages or build.pins:
             raise ManifestError(f"{where}: an existing build names its site-packages folder and pins no wheels")
         return
     if not build.pins:
         raise ManifestError(f"{where}: pins no wheels for any platform")
-    for platform, pins in build.pins.items():
-        if platform not in PLATFORMS:
-            raise ManifestError(f"{where}: unknown platform {platform!r}; choose one of: {', '.join(PLATFORMS)}")
-        if not any(pin.name == "torch" for pin in pins):
-            raise ManifestError(f"{where}: platform {platform} pins no torch wheel")
-        for pin in pins:
-            if not _SHA256.match(pin.sha256):
-                raise ManifestError(f"{where}: {pin.filename} has no valid sha256")
-            if not pin.filename.endswith(".whl") or not pin.url:
-                raise ManifestError(f"{where}: {pin.filename!r} needs a wheel file name and a URL")
+    if build.kind == "release" and not _version(build.torch_version):
+        raise ManifestError(f"{where}: torch_version = {build.torch_version!r}: a release needs a PEP 440 version")
+    for platform in build.pins:
+        for pin in build.pins[platform]:
+            name, version, _, _ = parse_wheel_filename(pin.filename)
+            if canonicalize_name(name) != canonicalize_name(pin.name) or version != Version(pin.version):
+                raise ManifestError(f"{where}: {pin.filename} is not {pin.name} {pin.version}, as its pin says")
+        sets = build.sets(platform)
+        if "" in sets and len(sets) > 1:
+            raise ManifestError(f"{where}: {platform} mixes wheels of per-Python sets with wheels of none")
+        for python, pins in sets.items():
+            names = [pin.name for pin in pins]
+            twice = sorted({name for name in names if names.count(name) > 1}) if python else []
+            if "torch" not in names or twice:  # a set pinned by tags holds a wheel of each package per Python
+                raise ManifestError(f"{where}: the {platform} set {python or '(by tags)'} needs one torch wheel and"
+                                    f" one wheel per package{'; twice: ' + ', '.join(twice) if twice else ''}")
 
 
 # --- reading and writing ---------------------------------------------------------
 
 
-def _pin_from(data: dict[str, Any]) -> Pin:
-    return Pin(**{key: str(data[key]) for key in ("name", "version", "filename", "url", "sha256")},
-               python=str(data.get("python", "")))
-
-
-def _default_from(data: dict[str, Any]) -> Default:
-    return Default(
-        channels=tuple(data["channels"]), since=data.get("since"), newest=data.get("newest"),
-        newest_of=dict(data.get("newest_of", {})), pythons=tuple(data.get("pythons", ())),
-    )
-
-
-def _build_from(data: dict[str, Any]) -> Build:
-    pins = {platform: [_pin_from(pin) for pin in wheels] for platform, wheels in data["pins"].items()}
-    return Build(
-        id=data["id"], torch_version=data["torch_version"], date=data["date"], git_version=data["git_version"],
-        kind=data["kind"], pins=pins, tag=data.get("tag"), note=data.get("note", ""),
-        site_packages=data.get("site_packages"), env=dict(data.get("env", {})),
-    )
-
-
-def from_json(data: dict[str, Any]) -> Manifest:
+def from_json(data: Any, source: str = "manifest") -> Manifest:
+    """A manifest from its JSON form, checked whole; ManifestError (one line, ``source`` first) for the first problem."""
     if not isinstance(data, dict):  # e.g. [] : one line, not an AttributeError
-        raise ManifestError(f"a manifest is a JSON object with \"schema\": {SCHEMA} and \"channels\", not {type(data).__name__}")
-    if data.get("schema") != SCHEMA:
-        raise ManifestError(f"manifest schema {data.get('schema')!r} is not {SCHEMA}")
+        raise ManifestError(f"{source}: a manifest is a JSON object with \"schema\": {SCHEMA} and \"channels\","
+                            f" not {type(data).__name__}")
+    if data.get("schema") != SCHEMA or type(data.get("schema")) is not int:
+        raise ManifestError(f"{source}: schema = {data.get('schema')!r}: expected {SCHEMA}")
+    body = {key: value for key, value in data.items() if key != "schema"}
     try:
-        channels = tuple(
-            Channel(c["name"], tuple(_build_from(b) for b in c["builds"]), c.get("parent"))
-            for c in data["channels"]
-        )
-        defaults = {platform: _default_from(rule) for platform, rule in data.get("defaults", {}).items()}
-    except KeyError as exc:
-        raise ManifestError(f"manifest entry lacks a field: {exc}") from None
-    except (TypeError, AttributeError) as exc:  # an entry that is not an object
-        raise ManifestError(f"manifest entry is malformed: {exc}") from None
-    manifest = Manifest(channels, defaults)
-    validate(manifest)
+        manifest = _schema().validate_python(body)
+    except ValidationError as exc:
+        raise ManifestError(f"{source}: {_problem(exc, body)}") from None
+    try:
+        _check_rules(manifest)
+    except ManifestError as exc:
+        raise ManifestError(f"{source}: {exc}") from None
     return manifest
+
+
+def validate(manifest: Manifest) -> None:
+    """Raise ManifestError naming the first problem of a manifest made in code (as :func:`from_json` would)."""
+    from_json(to_json(manifest))
 
 
 def to_json(manifest: Manifest) -> dict[str, Any]:
@@ -271,22 +363,26 @@ def dumps(data: Any) -> str:
 
 def load(path: Path) -> Manifest:
     try:
-        data = json.loads(path.read_text())
+        data = json.loads(path.read_bytes())
     except FileNotFoundError:
         return Manifest()
-    except json.JSONDecodeError as exc:
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise ManifestError(f"{path} is not valid JSON: {exc}") from None
-    return from_json(data)
+    except OSError as exc:
+        raise ManifestError(f"cannot read the manifest {path}: {exc.strerror}") from None
+    return from_json(data, str(path))
 
 
 def save(manifest: Manifest, path: Path) -> None:
-    """Validate, then replace ``path`` atomically."""
+    """Validate, then replace ``path`` atomically (under the lock every writer of the manifest takes)."""
     validate(manifest)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=".manifest-", suffix=".json")
-    with os.fdopen(handle, "w") as out:
-        out.write(dumps(to_json(manifest)))
-    os.replace(temporary, path)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with files.lock(path):
+            files.write(path, dumps(to_json(manifest)))
+    except OSError as exc:
+        raise ManifestError(f"cannot write the manifest {exc.filename or path}: {exc.strerror};"
+                            " nothing was changed") from None
 
 
 # --- changes -----------------------------------------------------------------------
@@ -294,7 +390,7 @@ def save(manifest: Manifest, path: Path) -> None:
 
 def append(manifest: Manifest, channel_name: str, build: Build, parent: str | None = None) -> Manifest:
     """A new manifest with ``build`` at the end of ``channel_name``, created if new (forked from ``parent``, channel@id)."""
-    if not _NAME.match(channel_name):
+    if not isinstance(channel_name, str) or not _NAME.match(channel_name):
         raise ManifestError(f"channel name {channel_name!r} must be lower-case letters, digits, '.', '_' or '-'")
     existing = manifest.channel(channel_name)
     if existing is None:
@@ -307,7 +403,7 @@ def append(manifest: Manifest, channel_name: str, build: Build, parent: str | No
         if any(old.id == build.id for old in existing.builds):
             raise ManifestError(f"channel {channel_name} already has a build {build.id!r}")
         tip = existing.builds[-1]
-        if build.when() < tip.when():
+        if _date(build.date) and build.when() < tip.when():
             raise ManifestError(
                 f"build {build.id} dated {build.date} is older than {channel_name}'s tip {tip.id} ({tip.date});"
                 f" add it on a bisection channel forked from the build before it (--parent)"

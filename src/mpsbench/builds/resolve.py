@@ -12,11 +12,11 @@ import re
 import subprocess
 import sys
 import tempfile
-import urllib.parse
 from collections.abc import Mapping
 from dataclasses import replace
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import Any
 
 import packaging.tags
 from packaging.version import InvalidVersion, Version
@@ -98,13 +98,13 @@ PLATFORM_TAGS["linux-x86_64-cpu"] = (*PLATFORM_TAGS["linux-x86_64-cuda"], "linux
 _PIP_KEPT = ("PIP_CERT", "PIP_DEFAULT_TIMEOUT", "PIP_CACHE_DIR", "PIP_NO_CACHE_DIR")
 
 
-def pip_set(
-    wanted: list[str], platform: str, python: str, index: str = PYPI, extra_indexes: tuple[str, ...] = (),
-) -> list[mf.Pin]:
-    """Every wheel pip installs for ``wanted`` on ``platform`` under ``python`` (cp310), pinned.
+def _pip_report(
+    wanted: list[str], platform: str, python: str, index: str, extra_indexes: tuple[str, ...] = (),
+) -> list[dict[str, Any]]:
+    """What ``pip install --dry-run --report`` would install for ``wanted`` on ``platform`` under ``python`` (cp310).
 
-    ``pip install --dry-run --report`` resolves for another platform without downloading a wheel (pip_target.py
-    makes the markers the target's too); its report names each file's URL and sha256.
+    It resolves for another platform without downloading a wheel (pip_target.py makes the markers the target's
+    too); its report names each file's URL and sha256.
     """
     if not re.fullmatch(r"cp3\d+", python):
         raise ResolveError(f"python tag {python!r} is not cpython 3 (e.g. cp312)")
@@ -125,17 +125,44 @@ def pip_set(
         if done.returncode != 0:
             why = (done.stderr.strip().splitlines() or ["no output"])[-1]
             raise ResolveError(f"pip cannot resolve {' '.join(wanted)} for {platform} {python}: {why}")
-        installs = json.loads(report.read_text())["install"]
-    pins = []
-    for item in installs:
-        info = item["download_info"]
-        archive = info.get("archive_info", {})
-        digest = archive.get("hashes", {}).get("sha256") or archive.get("hash", "").partition("sha256=")[2]
-        wheel = wheels.parse_wheel_name(info["url"])
-        if not digest:
-            raise ResolveError(f"{info['url']} carries no sha256 on its index; pass the wheel as a file instead")
-        pins.append(mf.Pin(wheel.name, wheel.version, wheel.filename, info["url"], digest, python=python))
+        installs: list[dict[str, Any]] = json.loads(report.read_text())["install"]
+    return installs
+
+
+def _pin_of(item: dict[str, Any], python: str) -> mf.Pin:
+    """One wheel of pip's report, pinned by the sha256 its index gave."""
+    info = item["download_info"]
+    archive = info.get("archive_info", {})
+    digest = archive.get("hashes", {}).get("sha256") or archive.get("hash", "").partition("sha256=")[2]
+    wheel = wheels.parse_wheel_name(info["url"])
+    if not digest:
+        raise ResolveError(f"{info['url']} carries no sha256 on its index; pass the wheel as a file instead")
+    return mf.Pin(wheel.name, wheel.version, wheel.filename, info["url"], digest, python=python)
+
+
+def pip_set(
+    wanted: list[str], platform: str, python: str, index: str = PYPI, extra_indexes: tuple[str, ...] = (),
+) -> list[mf.Pin]:
+    """Every wheel pip installs for ``wanted`` on ``platform`` under ``python`` (cp310), pinned."""
+    pins = [_pin_of(item, python) for item in _pip_report(wanted, platform, python, index, extra_indexes)]
     return sorted(pins, key=lambda pin: pin.filename)
+
+
+def check_set(pins: list[mf.Pin], platform: str, python: str, index: str = PYPI,
+              extra_indexes: tuple[str, ...] = ()) -> list[str]:
+    """What is wrong with one pinned set, by pip's resolver over the indexes: each package it needs and the set
+    lacks, and each pin the index serves otherwise (another file or sha256). Empty: complete and as pinned."""
+    pinned = {pin.name: pin for pin in pins}
+    problems = []
+    for item in _pip_report([f"{pin.name}=={pin.version}" for pin in pins], platform, python, index, extra_indexes):
+        found = _pin_of(item, python)
+        pin = pinned.get(found.name)
+        if pin is None:
+            problems.append(f"needs {found.name} {found.version}, which the set does not pin")
+        elif (pin.filename, pin.sha256) != (found.filename, found.sha256):
+            problems.append(f"{pin.filename} sha256 {pin.sha256[:12]}: the index serves {found.filename}"
+                            f" sha256 {found.sha256[:12]}")
+    return problems
 
 
 Pythons = tuple[str, ...] | Mapping[str, tuple[str, ...]]  # for every platform, or per platform
@@ -222,6 +249,8 @@ def nightly(
         datetime.strptime(date, "%Y-%m-%d")
     except ValueError:
         raise ResolveError(f"nightly date {date!r} is not YYYY-MM-DD") from None
+    for each in (*indexes, transformers_index):  # every index refused before the first is read
+        wheels.index_uri(each)
     stamp = ".dev" + date.replace("-", "")
     pins: dict[str, list[mf.Pin]] = {}
     for index in indexes:
@@ -293,6 +322,7 @@ def wheel_file(
     sha256: str | None = None, build_id: str | None = None, note: str = "",
 ) -> mf.Build:
     """A torch wheel on disk (a source build, say), with an optional torchvision wheel beside it."""
+    wheels.index_uri(index)
     own = [(_file_pin(path, sha256), path), *([(_file_pin(torchvision), torchvision)] if torchvision is not None else [])]
     return _own_build(own, "wheel-file", transformers, index, build_id, note)
 
@@ -303,13 +333,15 @@ def wheel_url(
 ) -> mf.Build:
     """A torch wheel at a URL: fetched once into the wheel store and checked against ``sha256``."""
     url, _, fragment = url.partition("#")
-    if urllib.parse.urlparse(url).scheme not in ("http", "https", "file"):  # a bare path fails later in fetch_wheel
-        raise ResolveError(f"{url!r} is not a URL (http://, https:// or file://); for a wheel file use add-wheel")
+    if not install_build.allowed_url(url):  # over plain http the wheel and the sha256 beside it could both be changed
+        raise ResolveError(f"{url!r} is not an https:// or file:// URL (http is refused: the wheel and its sha256"
+                           " could be changed on the way); for a wheel file use add-wheel")
     digest = sha256 or (fragment[len("sha256="):] if fragment.startswith("sha256=") else None)
     if not digest or not re.fullmatch(r"[0-9a-fA-F]{64}", digest):
         raise ResolveError(f"a wheel URL needs its sha256: pass --sha256 or a URL ending in #sha256=...; got {digest!r}")
     wheel = wheels.parse_wheel_name(url)
     _torch_platform(wheel)  # refused before the download
+    wheels.index_uri(index)
     pin = mf.Pin(wheel.name, wheel.version, wheel.filename, url, digest.lower())
     try:
         stored = install_build.fetch_wheel(vars(pin))  # verifies the checksum before anything is recorded

@@ -88,8 +88,17 @@ def _open(url: str, method: str | None = None, **headers: str) -> Any:
     return urllib.request.urlopen(urllib.request.Request(url, method=method, headers=headers), timeout=60)
 
 def index_uri(index: str) -> str:
-    """A PEP 503 index as a URL: http(s):// and file:// as given, a folder as its file:// URL."""
-    return index if "://" in index else Path(index).resolve().as_uri()
+    """A PEP 503 index as a URL: https:// and file:// as given, a folder as its file:// URL.
+
+    Plain http is refused: the pins' sha256 come from the index page, so whoever could change a wheel on the way
+    could change its checksum too.
+    """
+    if "://" not in index:
+        return Path(index).resolve().as_uri()
+    if not index.startswith(("https://", "file://")):
+        raise WheelError(f"index {index!r}: use https://, file:// or a folder (plain http could change the wheels"
+                         " and their sha256 on the way)")
+    return index
 
 def project_wheels(index_url: str, project: str) -> list[WheelName]:
     """Every wheel of ``project`` on a PEP 503 simple index (http(s):// or file://, or a folder)."""

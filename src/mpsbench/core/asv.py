@@ -16,7 +16,7 @@ import re
 import shlex
 import subprocess
 import sys
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -122,9 +122,21 @@ def run_command(config: Path, machine: str, options: Sequence[str], commits: Seq
             f"HASHFILE:{hashfile}"]
 
 
-def run(command: Sequence[str], cwd: Path | None = None) -> int:
+# The builds one asv run may install: a file of timeline hashes (its HASHFILE). When a build it asked for is refused,
+# asv's benchmark discovery installs the newest build of every branch instead (asv 0.6.6,
+# Benchmarks._disc_benchmarks): with this set, builds/install_build.py (asv's install command, standard library only,
+# so it reads the variable by this name without importing it) refuses any other before a byte is downloaded.
+RUN_BUILDS = "MPSBENCH_RUN_BUILDS"
+
+
+def only(hashfile: Path) -> dict[str, str]:
+    """This process's environment for an asv run that may install only the builds in ``hashfile``."""
+    return {**os.environ, RUN_BUILDS: str(hashfile)}
+
+
+def run(command: Sequence[str], cwd: Path | None = None, env: Mapping[str, str] | None = None) -> int:
     """Run an asv command line (from :func:`run_command`), its output to the terminal; its exit status."""
-    return subprocess.run(command, cwd=cwd, check=False).returncode
+    return subprocess.run(command, cwd=cwd, check=False, env=env).returncode
 
 
 def publish(config: Path, options: Sequence[str] = ()) -> None:

@@ -91,6 +91,7 @@ class Session:
         self.quieter = verdict.QUIETER + ("" if args.threads else " or, for a cpu row on a busy machine, --threads 1")
         self._default_sigterm: object = None
         self.scratch = Path(tempfile.mkdtemp(prefix="mpsbench-fresh-"))
+        self.env[asv.RUN_BUILDS] = str(self.scratch / "hashes")  # asv installs no build but those _command names
         channels = sorted({build.name.partition("@")[0] for build in builds})  # asv wants branches; HASHFILE needs none
         self.config = asvconf.derived((root / WORKDIR).resolve(), args.timeline.resolve(), branches=channels, root=root,
                                       results_dir=self.scratch / "results")

@@ -136,9 +136,9 @@ def record(conf: AsvConf, machine: str, asv_args: Sequence[str], remeasure: bool
             scratch = asv.scratch(root)
             log.info(f"{len(todo)} builds, {len(missing)} combinations each to measure"
                      f" ({'re-measuring' if remeasure else 'none of them recorded yet'})")
-            command = asv.run_command(conf.scratch(scratch), machine, [*run.rest, "-b", asv.pattern(missing)], todo,
-                                      scratch / "builds.txt")
-            status = BENCHMARKS_FAILED if asv.run(command, conf.root) else status
+            hashfile = scratch / "builds.txt"
+            command = asv.run_command(conf.scratch(scratch), machine, [*run.rest, "-b", asv.pattern(missing)], todo, hashfile)
+            status = BENCHMARKS_FAILED if asv.run(command, conf.root, asv.only(hashfile)) else status
             report = _merge_scratch(results, scratch, replace=remeasure)
             if report is not None:
                 log.info(report.summary(results))
