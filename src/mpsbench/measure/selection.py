@@ -94,11 +94,7 @@ def steps(device: str, model: str, batch_size: int) -> str | None:
 
 
 def modern(device: str, model: str, batch_size: int) -> str | None:
-    """The cpu at batch 1 (a larger batch of these models would spend the cpu budget); GPUs: full sweep.
-
-    A GPU's default is full without these rows, which would cost about as much
-    again (docs/budget.md, "Issue 21's rows").
-    """
+    """The cpu at batch 1 (a larger batch would spend the cpu budget); GPUs: full sweep (docs/budget.md, "Issue 21's rows")."""
     default = device == "cpu" and batch_size == 1
     return _decide(device, default, _outside(model, device, "modern models'", batch_size), _not_at(model, batch_size))
 
@@ -167,24 +163,16 @@ def _family(device: str, family: str, default_devices: tuple[str, ...], why: str
 
 
 def generation(device: str, model: str) -> str | None:
-    """The cpu's and mps's default: time to first token and tokens/s are the LLM's figures.
-
-    On cuda the seeds' rows already fill the 3-minute default, and batch-1
-    decode there measures the host's kernel launches and transformers' Python
-    more than the GPU (docs/budget.md).
-    """
+    """The cpu's and mps's default: time to first token and tokens/s are the LLM's figures (cuda: docs/budget.md)."""
     return _family(device, f"{model}'s generation", ("cpu", "mps"),
                    "the GPU's 3-minute default is full; batch-1 decode there is host-bound")
 
 
 def correctness(device: str, pattern: str, dtype: str) -> str | None:
-    """Every pattern in the dtypes it runs in, on the cpu and mps; cuda in the full sweep.
+    """Every pattern in the dtypes it runs in, on the cpu and mps; cuda in the full sweep (docs/instruments.md).
 
-    The patterns take milliseconds but their setup_cache is an interpreter of
-    its own, and every timed cuda process checks issue 21's patterns anyway (suite.guard).
-    A pattern of a report runs in the dtypes the report showed wrong (tolerances.REPORTED);
-    the compiled one's cpu row is full sweep: its compile costs more than every other
-    pattern together on a small cpu, for a bug that was mps's (docs/instruments.md).
+    The patterns take milliseconds, but their setup_cache is an interpreter of its own, and every timed cuda
+    process checks issue 21's patterns anyway (suite.guard).
     """
     if dtype not in tolerances.dtypes(pattern):
         return f"{pattern} is measured in {', '.join(tolerances.dtypes(pattern))}, the dtypes its report showed wrong"
@@ -198,9 +186,8 @@ def correctness(device: str, pattern: str, dtype: str) -> str | None:
 def leaks(device: str, pattern: str) -> str | None:
     """mps by default, where these loops leaked; the cpu and cuda in the full sweep.
 
-    On the cpu the reading is the process RSS, which the allocator moves by
-    more than a leak would, either way, and the loops take minutes of the cpu
-    budget; on cuda they read nothing and cost an interpreter (docs/workloads.md).
+    On the cpu the process RSS moves by more than a leak would, and the loops take minutes of the cpu budget;
+    on cuda they read nothing and cost an interpreter (docs/workloads.md).
     """
     return _family(device, f"the {pattern} leak loop", ("mps",), "the leaks were mps's")
 
@@ -215,10 +202,8 @@ CPU_REDUCED_PRECISION_SIZES = ("small", "medium")
 def op(device: str, name: str, dtype: str, size: str) -> str | None:
     """float32 on every device: the large size on a GPU, small and medium on the cpu.
 
-    A GPU pays its device context in every benchmark process; the large size
-    is where an op is bound by the GPU rather than by the host launching it,
-    and float16 and bfloat16 would triple the op processes (model-level, they
-    are in benchmark_precision).
+    The large size is where an op is bound by the GPU rather than by the host launching it; float16 and bfloat16
+    would triple the op processes, each paying the device context (model-level, they are benchmark_precision's).
     """
     never = None
     if name in HOST_DEVICE_COPIES and device == "cpu":
