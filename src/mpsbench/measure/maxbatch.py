@@ -33,10 +33,6 @@ class Search:
     tried: tuple[int, ...]  # every batch size tried, in order
     error: str | None  # the first line of the out-of-memory error that ended it; None at the ceiling
 
-    @property
-    def reached_ceiling(self) -> bool:
-        return self.error is None
-
 
 def search(step: Callable[[int], None], release: Callable[[], None], ceiling: int = CEILING) -> Search:
     """Double the batch size from 1 until ``step`` runs out of memory or passes ``ceiling``.
