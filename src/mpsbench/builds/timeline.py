@@ -205,6 +205,10 @@ class Reader:
                 self._builds[commit] = {}
         return self._builds[commit]
 
+    def version(self, commit: str) -> str:
+        """The build's torch version, else the commit's short hash."""
+        return str(self.build(commit).get("torch_version") or commit[:8])
+
     def git_version(self, commit: str) -> str | None:
         """The PyTorch commit the build was made from; None where unknown (a local build's "Unknown")."""
         version = str(self.build(commit).get("git_version", ""))

@@ -1,12 +1,8 @@
 """``mpsbench doctor``: check a machine before a run, and say what would make its numbers untrustworthy.
 
-Each check prints one line, ``ok``, ``warn`` (numbers taken now would be
-doubtful, and why) or ``info`` (the OS does not report it here). It checks:
-the devices this machine has, with a real op on each (``devices.availability``);
-free memory and swap; the power source (a Mac on battery throttles); thermal
-pressure where the OS reports it (``pmset -g therm`` on macOS); the load and
-other processes busy on the cpu. ``--strict`` exits 1 when anything warned,
-for scripts that should not time a machine in that state.
+Each finding is one line (:data:`CHECKS`): ``ok``, ``warn`` (numbers taken now would be doubtful, and why) or
+``info`` (the OS does not report it here). ``--strict`` exits 1 when anything warned, for scripts that should not
+time a machine in that state.
 """
 
 from __future__ import annotations

@@ -1,13 +1,9 @@
-"""Correctness history: the input layouts that made mps return wrong numbers, checked per build.
+"""Correctness history: the input layouts and calls that made mps return wrong numbers, checked per build.
 
-Each pattern is one op fed a layout a past release computed wrong without an
-error (issue 21), or the call of a 2025-2026 report (issue 33: a matmul after
-the allocator's state changed, identical calls that disagreed, reductions in
-quick succession, a compiled LayerNorm, a Linear with bias, an input that
-crashed its process). The reference is the same op in float64 on the cpu over
-the same inputs rounded to the dtype, so the error is the kernel's alone; a
-kernel that ignores a view's strides errs by the size of the values, four to
-six orders of magnitude above rounding (docs/instruments.md, Correctness patterns).
+Each pattern is one op fed a layout a past release computed wrong without an error (issue 21), or the call of a
+2025-2026 report (issue 33). The reference is the same op in float64 on the cpu over the same inputs rounded to
+the dtype, so the error is the kernel's alone; a kernel that ignores a view's strides errs by the size of the
+values, four to six orders of magnitude above rounding (docs/instruments.md, Correctness patterns).
 """
 
 from __future__ import annotations
@@ -230,9 +226,8 @@ def _calls(device: str, name: str, dtype: str, repeated: bool) -> tuple[list[tup
             _churn(device)
             calls.append(_outputs(op(*arranged)))
         devices.get(device).synchronize()
-    except (NotImplementedError, RuntimeError, TypeError) as exc:
-        lacks = ("not implemented for", "Unsupported", "not supported")
-        if isinstance(exc, NotImplementedError) or any(phrase in str(exc) for phrase in lacks):
+    except Exception as exc:
+        if skips.torch_lacks(exc):
             raise skips.SkipNotImplemented(f"{name} in {dtype} on {device}: {errors.first_line(exc)}") from exc
         raise
     return calls, reference

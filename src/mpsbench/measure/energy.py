@@ -1,19 +1,9 @@
 """Energy per step: a device's cumulative energy counter, read by a polling thread while the steps run.
 
-The counters (docs/instruments.md, Energy), each cumulative joules since some fixed origin:
-
-- cuda: NVML's total energy of the GPU board (``nvmlDeviceGetTotalEnergyConsumption``, millijoules since the
-  driver loaded), through nvidia-ml-py's ``pynvml``;
-- macOS: Apple's IOReport energy of the GPU (mps) or of the CPU cores (cpu), without sudo, through
-  zeus-apple-silicon (``AppleEnergyMonitor.get_cumulative_energy``, millijoules);
-- the cpu on Linux: RAPL's package domains (``/sys/class/powercap/intel-rapl:N/energy_uj``), summed over sockets.
-
-A counter moves in steps (NVML every few tens of milliseconds), so reading it once before and once after the
-steps would miss up to one update interval at each end. A thread polls it instead, and the steps run until
-:data:`MIN_SECONDS` and :data:`MIN_UPDATES` updates have passed; the power is the energy between the first and
-the last update seen during the steps over the time between them, and the joules per step that power times the
-steps' time over their count. Where no counter is readable the row skips with the reason: never an estimate.
-Optional packages are imported when asked for, so this module imports with the build alone.
+The counters (NVML for cuda, Apple's IOReport through zeus-apple-silicon on macOS, RAPL for a Linux cpu) and the
+method are in docs/instruments.md, Energy. A counter moves in steps, so a thread polls it and the power is taken
+between the first and the last update seen inside the steps. Where no counter is readable the row skips with the
+reason: never an estimate. Optional packages are imported when asked for, so this module imports with the build alone.
 """
 
 from __future__ import annotations
@@ -202,7 +192,7 @@ def of_workload(workload: Any) -> Reading:
     """A warmed-up workload's energy reading on its device (n/a where no counter reads)."""
     steps = workload.spec.steps_per_call
     return measure(functools.partial(workload.run, steps), devices.get(workload.device).synchronize,
-                   counter(workload.device), steps, MIN_SECONDS, MIN_UPDATES)
+                   counter(workload.device), steps)
 
 
 def joules_per_step(workload: Any) -> float:

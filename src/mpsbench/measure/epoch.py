@@ -8,7 +8,6 @@ data loading, not the device, is the bottleneck.
 from __future__ import annotations
 
 import functools
-import gc
 import importlib
 import itertools
 import statistics
@@ -165,8 +164,6 @@ class EpochRunner:
     def __init__(self, workload: workloads.Workload, dataset: str, num_workers: int,
                  multiprocessing_context: str | None = None) -> None:
         _check(dataset, DATASET_NAMES, "dataset")
-        if workload.kind != "training":
-            raise EpochError(f"an epoch trains, so it needs a training workload, got {workload.kind!r}")
         self.workload = workload
         self.device = workload.device
         self.train, self.test = make_datasets(DATASETS[dataset], workload.spec.num_classes)
@@ -254,10 +251,8 @@ def _measure_model(device: str, model: str, batch_size: int, loaders: list[tuple
         except Exception as exc:
             outcome = measured.outcome_of(exc)
         outcomes[(device, model, batch_size, num_workers, dataset)] = outcome
-    del workload  # hand its memory back before the next model
-    workloads.forget()
-    gc.collect()
-    devices.get(device).empty_cache()
+    del workload
+    measured.release(device)
     return outcomes
 
 

@@ -33,10 +33,6 @@ class Search:
     tried: tuple[int, ...]  # every batch size tried, in order
     error: str | None  # the first line of the out-of-memory error that ended it; None at the ceiling
 
-    @property
-    def reached_ceiling(self) -> bool:
-        return self.error is None
-
 
 def search(step: Callable[[int], None], release: Callable[[], None], ceiling: int = CEILING) -> Search:
     """Double the batch size from 1 until ``step`` runs out of memory or passes ``ceiling``.
@@ -103,15 +99,6 @@ class SizedStep:
         self.release()
 
 
-def _address_space() -> int:
-    """Bytes of address space this process maps now (Linux's VmSize)."""
-    with open("/proc/self/status") as status:
-        for line in status:
-            if line.startswith("VmSize:"):
-                return int(line.split()[1]) * 1024
-    raise RuntimeError("/proc/self/status has no VmSize line")
-
-
 def _search(kind: str, device: str, model: str, ceiling: int, budget: int | None = None) -> Search:
     """The search in this process. With a ``budget`` (the cpu's spawned child): one unlimited try at batch 1 (lazy
     imports, threads, the model) first, then the address space limited to what the process then maps plus ``budget``."""
@@ -120,7 +107,9 @@ def _search(kind: str, device: str, model: str, ceiling: int, budget: int | None
         if budget is not None:
             step(1)
             step.release()
-            limit = _address_space() + budget
+            import psutil  # beside the build in every asv environment (install_build.py)
+
+            limit = psutil.Process().memory_info().vms + budget  # the address space mapped now (Linux's VmSize)
             resource.setrlimit(resource.RLIMIT_AS, (limit, resource.getrlimit(resource.RLIMIT_AS)[1]))
         return search(step, step.release, ceiling)
     finally:

@@ -88,12 +88,17 @@ def measure(
             continue
         table.figures[key] = {name: _reading(key, name, figure, state) for name, figure in figures.items()}
         del state
-        workloads.forget()
-        gc.collect()
-        device = devices.get(key[0])
-        if device.usable:
-            device.empty_cache()
+        release(key[0])
     return table
+
+
+def release(device: str) -> None:
+    """Hand the measured model's memory back before the next is built: one model at a time."""
+    workloads.forget()
+    gc.collect()
+    found = devices.get(device)
+    if found.usable:
+        found.empty_cache()
 
 
 def _reading(key: Key, name: str, figure: Figure, state: Any) -> Outcome:

@@ -147,19 +147,13 @@ def _bert_forward(model: nn.Module, inputs: dict[str, torch.Tensor]) -> torch.Te
     return logits
 
 
-# A small Llama-style decoder (RMSNorm, rotary positions, SwiGLU, grouped-query
-# attention), sized for an 8 GB Mac: macOS lets the GPU wire about two thirds of
-# memory (about 5.3 GB). 768 hidden, 12 layers, 12 heads over 4 key/value heads,
-# a 2048-wide MLP and Llama's 32,000-token vocabulary make 125M parameters:
-# 0.5 GB of float32 weights, 2.0 GB with the gradients and AdamW's two moments,
-# leaving room for the activations of a training step at batch 8 x 256 tokens.
+# A small Llama-style decoder, 125M parameters: its AdamW training step fits the GPU share of an 8 GB Mac
+# (about 5.3 GB), the sizes worked out in docs/workloads.md, Models.
 LLAMA_CONFIG: dict[str, Any] = dict(
     vocab_size=32000, hidden_size=768, intermediate_size=2048, num_hidden_layers=12,
     num_attention_heads=12, num_key_value_heads=4, max_position_embeddings=2048, tie_word_embeddings=False,
 )
-# A training sequence of 256 tokens: a short chat turn or code snippet, the
-# length at which fine-tuning recipes for small models on laptops start.
-LLAMA_SEQUENCE_LENGTH = 256
+LLAMA_SEQUENCE_LENGTH = 256  # a short chat turn: where laptop fine-tuning recipes for small models start
 # Fixed explicitly, as for BERT: "sdpa" is the path Llama runs by default in
 # current transformers and the attention kernels mps got wrong before (issue 21).
 LLAMA_ATTENTION = "sdpa"
@@ -336,10 +330,7 @@ REGISTRY.update({
     for spec in (
         _torchvision_spec(
             "vit_b_16", "torchvision ViT-B/16, 224x224, 1000 classes", 1000,
-            # 32: the largest power of two whose float32 SGD training step fits an
-            # 8 GB Mac's GPU share with room to spare (activations of 197 tokens
-            # x 12 layers, about 0.1 GB a sample); the ViT recipes' 512-4096 need a cluster.
-            seed_batch_size=32,
+            seed_batch_size=32,  # the largest power of two an 8 GB Mac trains with room (docs/workloads.md)
             batch_sizes=_BIG_SIZES,
         ),
         ModelSpec(
@@ -348,9 +339,7 @@ REGISTRY.update({
             build=_transformers_build("LlamaForCausalLM", "LlamaConfig", LLAMA_CONFIG, LLAMA_ATTENTION),
             make_batch=_token_batch(LLAMA_CONFIG["vocab_size"], LLAMA_SEQUENCE_LENGTH),
             num_classes=LLAMA_CONFIG["vocab_size"],
-            # 8 x 256 = 2,048 tokens a step: the micro-batch of small-model
-            # fine-tuning on a laptop, within the 8 GB Mac's share (see LLAMA_CONFIG).
-            seed_batch_size=8,
+            seed_batch_size=8,  # 2,048 tokens a step: a laptop fine-tuning micro-batch
             batch_sizes=(1, 8, 32),
             large=True,
             requires=("transformers.models.llama",),  # transformers 4.28+
@@ -364,9 +353,7 @@ REGISTRY.update({
             build=_transformers_build("CLIPTextModel", "CLIPTextConfig", CLIP_TEXT_CONFIG, "eager"),
             make_batch=_clip_batch,
             num_classes=CLIP_TEXT_CONFIG["hidden_size"],
-            # 8 sequences: 4 images per prompt (the SD demos' default), each with
-            # its prompt and the empty prompt of classifier-free guidance.
-            seed_batch_size=8,
+            seed_batch_size=8,  # 4 images per prompt, each with its prompt and classifier-free guidance's empty one
             batch_sizes=(1, 8, 32),
             large=True,
             requires=("transformers",),

@@ -15,7 +15,7 @@ import torch
 import torch.nn.functional as F
 
 from mpsbench.core import errors
-from mpsbench.measure import devices, fallback, precision, suite, timing
+from mpsbench.measure import devices, fallback, precision, skips, suite, timing
 
 SEED = 0  # every input is drawn after seeding with this
 SIZES: tuple[str, ...] = ("small", "medium", "large")
@@ -461,24 +461,6 @@ def throughput(case: OpCase) -> float:
     return case.work() / median_seconds_per_call(case) / 1e9
 
 
-# Words in torch's errors for a dtype a device or kernel does not support.
-_UNSUPPORTED_WORDS = ("not implemented for", "not supported", "does not support", "does not have support",
-                      "unsupported")
-
-
-def unsupported_dtype_reason(exc: BaseException, spec: OpSpec, device: str, dtype: str) -> str | None:
-    """A skip reason if ``exc`` is torch refusing a reduced-precision dtype, else None.
-
-    float32 is the baseline every device must run; float16 and bfloat16 support
-    varies with the device, the OS (bfloat16 on mps needs macOS 14) and the torch version.
-    """
-    if dtype == precision.DEFAULT or not isinstance(exc, (NotImplementedError, RuntimeError, TypeError)):
-        return None
-    if isinstance(exc, NotImplementedError) or any(word in str(exc).lower() for word in _UNSUPPORTED_WORDS):
-        return f"{spec.name} in {dtype} on {device}: torch does not support it here: {errors.first_line(exc)}"
-    return None
-
-
 _slot: devices.OneSlot[OpCase] = devices.OneSlot()
 
 
@@ -515,9 +497,11 @@ def prepare(device: str, op: str, dtype: str, size: str, training: bool) -> OpCa
             raise suite.SkipNotImplemented(
                 f"{op} at {size} in {dtype} does not fit in {device} memory: {errors.first_line(exc)}"
             ) from exc
-        why = unsupported_dtype_reason(exc, spec, device, dtype)
-        if why is not None:
-            raise suite.SkipNotImplemented(why) from exc
+        # float32 is the baseline every device must run; float16 and bfloat16 support varies with the device,
+        # the OS (bfloat16 on mps needs macOS 14) and the torch version
+        if dtype != precision.DEFAULT and skips.torch_lacks(exc):
+            raise suite.SkipNotImplemented(
+                f"{op} in {dtype} on {device}: torch does not support it here: {errors.first_line(exc)}") from exc
         if isinstance(exc, NotImplementedError):  # torch lacks a kernel: a failure, not an n/a
             raise RuntimeError(f"{op} on {device} in {dtype}: torch lacks an op: {exc}") from exc
         raise

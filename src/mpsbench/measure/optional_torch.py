@@ -1,12 +1,8 @@
 """torch where it is installed; elsewhere a stand-in that says so at the first use.
 
-The fleet's resolving, merging, alerting and publishing run on machines without
-torch (the nightly's hosted resolve and publish jobs), and they read the model
-registry's names and batch sizes and the device names, which live beside the
-code that measures. Those modules import torch from here: with torch installed
-this is torch itself; without it, importing them works and anything that would
-measure raises ``ModuleNotFoundError`` naming torch, instead of an import error
-in a command that measures nothing.
+The fleet's hosted jobs (resolving, merging, alerting, publishing) have no torch, yet read the model registry's
+names and sizes and the device names, which live beside the code that measures. Those modules import torch from
+here: without it, importing them works and only what would measure raises ``ModuleNotFoundError`` naming torch.
 """
 
 from __future__ import annotations

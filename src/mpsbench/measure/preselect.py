@@ -1,23 +1,10 @@
 """Tell asv beforehand which combinations this run times, so that it starts no process for the rest.
 
-asv 0.6 starts a process for every parameter combination it selects, and one
-whose ``setup`` only skips (an absent device, a combination outside the
-default selection) is no exception. Under ``forkserver`` such a process costs
-about 12 ms on the project's CPU machine; under ``spawn``, asv's launch
-method on macOS, it imports torch again, about 5 s (docs/budget.md). The
-suite has about 3,000 combinations per build, and a machine times a few
-hundred of them.
-
-Each combination's reason comes from :mod:`mpsbench.measure.selection`'s
-table, which every ``setup`` (or ``setup_cache``) asks too, so a preselected
-run records the same numbers as a plain one; the left-out combinations are
-simply not run instead of being recorded as n/a, and results recorded for
-them earlier are kept.
-
-A device is left out only when this machine plainly lacks it (no NVIDIA
-driver for cuda, not Apple silicon for mps), never because the torch of
-``.venv`` cannot use it: the benchmarked build's torch may differ, and its
-``setup`` decides.
+asv starts a process for every combination it selects, even one whose ``setup`` only skips: under spawn (macOS)
+each imports torch again, seconds apiece (docs/budget.md, "Preselection"). The reasons come from
+:mod:`mpsbench.measure.selection`, which every ``setup`` asks too, so a preselected run records the same numbers;
+results recorded earlier for the left-out combinations are kept. A device is left out only when this machine
+plainly lacks it, never because the torch of ``.venv`` cannot use it: the benchmarked build's torch decides.
 """
 
 from __future__ import annotations

@@ -1,14 +1,10 @@
 """The one selection table: which combinations of each benchmark class this run times, and why not the rest.
 
-Every parameterized class in ``benchmarks/`` has one rule in :data:`RULES`,
-keyed by its class name: it takes the class's params in order and returns why
-this run leaves the combination out, or None if it runs. The class's
-``setup`` (or the ``setup_cache`` that measures it) asks :func:`left_out`, and
-so does :mod:`mpsbench.measure.preselect` before asv starts any process, so
-the two cannot disagree. Params never change with the hardware or the torch
-version; this selection changes with two variables only (MPSBENCH_FULL,
-MPSBENCH_DEVICES). Torch-free: it reads the registries' names and sizes. The
-budget the default keeps to is measured in docs/budget.md.
+Every parameterized class in ``benchmarks/`` has one rule in :data:`RULES`, keyed by its class name: it takes the
+class's params in order and returns why this run leaves the combination out, or None. Each ``setup`` (or
+``setup_cache``) asks :func:`left_out`, and so does :mod:`mpsbench.measure.preselect` before asv starts, so the two
+cannot disagree. Params never change with the hardware or the torch version; the selection changes with
+MPSBENCH_FULL and MPSBENCH_DEVICES only. Torch-free. The default's budget is measured in docs/budget.md.
 """
 
 from __future__ import annotations
@@ -19,9 +15,7 @@ from collections.abc import Callable
 from mpsbench.core import settings
 from mpsbench.measure import devices, models, tolerances
 
-# MPSBENCH_FULL on: every device at every batch size. MPSBENCH_DEVICES: the devices to run (default: every device;
-# a CUDA box's nightly can leave its cpu out, a calibration can time one device). asv passes the environment through
-# to every benchmark process, setup_cache included.
+# asv passes the environment through to every benchmark process, setup_cache included.
 FULL_SWEEP_ENV, DEVICES_ENV = settings.FULL, settings.DEVICES
 
 Rule = Callable[..., "str | None"]  # the class's params in order -> why left out, or None
@@ -37,13 +31,10 @@ def selected_devices() -> tuple[str, ...] | None:
 
 
 def device_reason(device: str) -> str | None:
-    """Why ``device`` is left out of this run, or None if it runs.
+    """Why ``device`` is left out of this run, or None: MPSBENCH_DEVICES names the devices; unset, every device.
 
-    MPSBENCH_DEVICES, when set, names the devices. Unset, every device runs,
-    except the cpu on a machine that has a GPU: there the GPU is what the run
-    is for, and the cpu's default would take several times the GPU's 3-minute
-    budget (docs/budget.md).
-    Naming it (``MPSBENCH_DEVICES=mps,cpu``) adds it.
+    Except the cpu on a machine with a GPU: there the GPU is what the run is for, and the cpu's default would take
+    several times the GPU's 3-minute budget (docs/budget.md); ``MPSBENCH_DEVICES=mps,cpu`` adds it.
     """
     names = selected_devices()
     if names is not None:
@@ -103,11 +94,7 @@ def steps(device: str, model: str, batch_size: int) -> str | None:
 
 
 def modern(device: str, model: str, batch_size: int) -> str | None:
-    """The cpu at batch 1 (a larger batch of these models would spend the cpu budget); GPUs: full sweep.
-
-    A GPU's default is full without these rows, which would cost about as much
-    again (docs/budget.md, "Issue 21's rows").
-    """
+    """The cpu at batch 1 (a larger batch would spend the cpu budget); GPUs: full sweep (docs/budget.md, "Issue 21's rows")."""
     default = device == "cpu" and batch_size == 1
     return _decide(device, default, _outside(model, device, "modern models'", batch_size), _not_at(model, batch_size))
 
@@ -176,24 +163,16 @@ def _family(device: str, family: str, default_devices: tuple[str, ...], why: str
 
 
 def generation(device: str, model: str) -> str | None:
-    """The cpu's and mps's default: time to first token and tokens/s are the LLM's figures.
-
-    On cuda the seeds' rows already fill the 3-minute default, and batch-1
-    decode there measures the host's kernel launches and transformers' Python
-    more than the GPU (docs/budget.md).
-    """
+    """The cpu's and mps's default: time to first token and tokens/s are the LLM's figures (cuda: docs/budget.md)."""
     return _family(device, f"{model}'s generation", ("cpu", "mps"),
                    "the GPU's 3-minute default is full; batch-1 decode there is host-bound")
 
 
 def correctness(device: str, pattern: str, dtype: str) -> str | None:
-    """Every pattern in the dtypes it runs in, on the cpu and mps; cuda in the full sweep.
+    """Every pattern in the dtypes it runs in, on the cpu and mps; cuda in the full sweep (docs/instruments.md).
 
-    The patterns take milliseconds but their setup_cache is an interpreter of
-    its own, and every timed cuda process checks issue 21's patterns anyway (suite.guard).
-    A pattern of a report runs in the dtypes the report showed wrong (tolerances.REPORTED);
-    the compiled one's cpu row is full sweep: its compile costs more than every other
-    pattern together on a small cpu, for a bug that was mps's (docs/instruments.md).
+    The patterns take milliseconds, but their setup_cache is an interpreter of its own, and every timed cuda
+    process checks issue 21's patterns anyway (suite.guard).
     """
     if dtype not in tolerances.dtypes(pattern):
         return f"{pattern} is measured in {', '.join(tolerances.dtypes(pattern))}, the dtypes its report showed wrong"
@@ -207,9 +186,8 @@ def correctness(device: str, pattern: str, dtype: str) -> str | None:
 def leaks(device: str, pattern: str) -> str | None:
     """mps by default, where these loops leaked; the cpu and cuda in the full sweep.
 
-    On the cpu the reading is the process RSS, which the allocator moves by
-    more than a leak would, either way, and the loops take minutes of the cpu
-    budget; on cuda they read nothing and cost an interpreter (docs/workloads.md).
+    On the cpu the process RSS moves by more than a leak would, and the loops take minutes of the cpu budget;
+    on cuda they read nothing and cost an interpreter (docs/workloads.md).
     """
     return _family(device, f"the {pattern} leak loop", ("mps",), "the leaks were mps's")
 
@@ -224,10 +202,8 @@ CPU_REDUCED_PRECISION_SIZES = ("small", "medium")
 def op(device: str, name: str, dtype: str, size: str) -> str | None:
     """float32 on every device: the large size on a GPU, small and medium on the cpu.
 
-    A GPU pays its device context in every benchmark process; the large size
-    is where an op is bound by the GPU rather than by the host launching it,
-    and float16 and bfloat16 would triple the op processes (model-level, they
-    are in benchmark_precision).
+    The large size is where an op is bound by the GPU rather than by the host launching it; float16 and bfloat16
+    would triple the op processes, each paying the device context (model-level, they are benchmark_precision's).
     """
     never = None
     if name in HOST_DEVICE_COPIES and device == "cpu":

@@ -15,6 +15,8 @@ from mpsbench.measure.optional_torch import torch
 FIRST_TORCH = (2, 0)  # torch.compile's first release
 FIRST_MPS_TORCH = (2, 8)  # MPSInductor in the release notes of 2.8.0
 CXX_CANDIDATES = ("g++", "clang++", "c++")  # what inductor's cpu backend finds on Linux and macOS
+# Words in torch's errors for an op or dtype a device or kernel does not support.
+LACKING = ("not implemented for", "not supported", "does not support", "does not have support", "unsupported")
 
 try:  # present in every asv environment; absent only outside asv
     from asv_runner.benchmarks.mark import SkipNotImplemented as SkipNotImplemented  # re-exported
@@ -43,6 +45,13 @@ def require_torch(minimum: tuple[int, int], what: str) -> None:
     if precision.torch_version() < minimum:
         needed = ".".join(str(part) for part in minimum)
         raise SkipNotImplemented(f"{what} needs torch {needed} or later; this is {torch.__version__}")
+
+
+def torch_lacks(exc: BaseException) -> bool:
+    """Whether ``exc`` is torch refusing an op or dtype here (no kernel, no support): n/a, not a wrong result."""
+    if isinstance(exc, NotImplementedError):
+        return True
+    return isinstance(exc, (RuntimeError, TypeError)) and any(word in str(exc).lower() for word in LACKING)
 
 
 def compile_unsupported(device: str) -> str | None:

@@ -83,21 +83,41 @@ def _batches_section(results: tp.Results, save: figures.Save) -> Section:
     ])
 
 
+def _release_section(title: str, points: list[tp.ReleasePoint], save: figures.Save, image: str, ylabel: str,
+                     baseline: float | None, note: str, columns: tuple[str, str], value: Callable[[float], str]) -> Section:
+    """A ratio along the builds' dates: the figure, a note, and a table (``columns``: the machine's and the ratio's)."""
+    figures.by_release(points, title, save(image), ylabel, baseline)
+    return Section(title, [
+        Image(image, title),
+        note,
+        Table(["torch", "python", columns[0], "model", "kind", columns[1]],
+              [[Link(p.torch_version, p.link) if p.link else p.torch_version, p.python, p.machine, p.model, p.kind,
+                value(p.ratio)] for p in sorted(points, key=lambda p: (p.date_ms, p.python, p.machine))]),
+    ])
+
+
 def _by_release_section(results_dir: Path, timeline: Reader, save: figures.Save) -> Section:
     title = f"{tp.BY_RELEASE_DEVICE.upper()} speedup over cpu by release"
     points = tp.speedup_by_release(results_dir, timeline)
     if not points:
         return Section(title, [f"No build has both {tp.BY_RELEASE_DEVICE} and cpu results."])
-    figures.by_release(points, title, save("speedup_by_release.png"),
-                       f"{tp.BY_RELEASE_DEVICE} speedup over cpu (samples/s ratio)", 1.0)
-    return Section(title, [
-        Image("speedup_by_release.png", title),
+    return _release_section(
+        title, points, save, "speedup_by_release.png", f"{tp.BY_RELEASE_DEVICE} speedup over cpu (samples/s ratio)", 1.0,
         "Each build at its date; each line one Python (the era needs two: no Python has wheels for every"
         " release), so a build measured under both shows the seam. Each version links to its PyTorch release.",
-        Table(["torch", "python", "machine", "model", "kind", "speedup"],
-              [[Link(p.torch_version, p.link) if p.link else p.torch_version, p.python, p.machine, p.model,
-                p.kind, f"{p.ratio:.2f}x"] for p in sorted(points, key=lambda p: (p.date_ms, p.python))]),
-    ])
+        ("machine", "speedup"), lambda ratio: f"{ratio:.2f}x")
+
+
+def _energy_section(results_dir: Path, timeline: Reader, save: figures.Save) -> Section:
+    title = "Samples per joule by release"
+    points = tp.samples_per_joule(results_dir, timeline)
+    if not points:
+        return Section(title, ["No build has energy results (benchmark_models' *Capacity.track_joules_per_step)."])
+    return _release_section(
+        title, points, save, "samples_per_joule.png", "samples per joule (higher is better)", None,
+        "The seed batch over the joules per step the device's own counter read (cuda: NVML, the board; mps: IOReport,"
+        " the GPU; a Linux cpu: RAPL, the packages), along the builds' dates (docs/instruments.md, Energy).",
+        ("machine and device", "samples/J"), figures.number)
 
 
 def _compile_section(results: tp.Results, save: figures.Save) -> Section:
@@ -225,7 +245,7 @@ def build(results_dir: Path, out_dir: Path, conf: AsvConf | None = None, site: P
         _speedup_section(results, save),
         _by_release_section(results_dir, timeline, save),
         sentinels.correctness_section(results.recorded, timeline),
-        sentinels.energy_section(results_dir, timeline, save),
+        _energy_section(results_dir, timeline, save),
         _machines_section(results, save),
         _batches_section(results, save),
         _compile_section(results, save),

@@ -8,6 +8,7 @@ A compiled step (benchmark_compile) is paired with the eager ``time_step`` of be
 from __future__ import annotations
 
 import itertools
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -21,9 +22,10 @@ CLASSES = {"training": f"{SUITE}.Training", "inference": f"{SUITE}.Inference"}
 KINDS = tuple(CLASSES)
 TIME = "time_step"
 THROUGHPUT = "track_throughput"
-# benchmark -> (kind, metric): time_step lives in Training/Inference, throughput in their *Capacity classes
-METRICS = {f"{cls}{suffix}.{metric}": (kind, metric)
-           for kind, cls in CLASSES.items() for metric, suffix in ((TIME, ""), (THROUGHPUT, "Capacity"))}
+JOULES = "track_joules_per_step"
+# benchmark -> (kind, metric): time_step lives in Training/Inference, throughput and energy in their *Capacity classes
+METRICS = {f"{cls}{suffix}.{metric}": (kind, metric) for kind, cls in CLASSES.items()
+           for metric, suffix in ((TIME, ""), (THROUGHPUT, "Capacity"), (JOULES, "Capacity"))}
 PARAM_NAMES = ("device", "model", "batch_size")  # the classes' param_names, when benchmarks.json is absent
 CPU = "cpu"
 
@@ -49,6 +51,7 @@ class Results:
     param_names: dict[str, tuple[str, ...]]  # benchmark -> its params' names (benchmarks.json)
     samples: dict[tuple[str, str], dict[Step, float]] = field(default_factory=dict)  # (machine, build) -> samples/s
     timed: dict[tuple[str, str, Step], Timed] = field(default_factory=dict)  # the step times asv timed
+    joules: dict[tuple[str, str], dict[Step, float]] = field(default_factory=dict)  # (machine, build) -> J/step
 
     @property
     def machines(self) -> list[str]:
@@ -82,6 +85,9 @@ def _results(found: recorded.Recorded, param_names: dict[str, tuple[str, ...]]) 
             kind, metric = METRICS[row.benchmark]
             params = recorded.named(row, param_names.get(row.benchmark) or PARAM_NAMES)
             workload = Step(kind, str(params["model"]), str(params["device"]), int(params["batch_size"]))
+            if metric == JOULES:
+                results.joules.setdefault((machine, commit), {})[workload] = measured.value
+                continue
             samples = results.samples.setdefault((machine, commit), {})
             if metric == TIME:  # a step time wins over a capacity throughput of the same workload
                 results.timed[(machine, commit, workload)] = (row, measured)
@@ -267,7 +273,7 @@ BY_RELEASE_DEVICE = "mps"
 
 @dataclass(frozen=True)
 class ReleasePoint:
-    """One build's mps-over-cpu speedup for a model, under one Python on one machine."""
+    """One build's ratio for a model (a speedup, samples per joule), under one Python on one machine."""
 
     python: str
     machine: str
@@ -279,17 +285,40 @@ class ReleasePoint:
     ratio: float
 
 
-def speedup_by_release(results_dir: Path, timeline: Reader) -> list[ReleasePoint]:
-    """Every build's mps speedup over cpu (seed batch, as in the speedup figure), per Python."""
+Ratios = Callable[[Results, str, str], Iterable[tuple[str, str, str, float]]]  # (machine, build) -> (machine, kind, model, ratio)
+
+
+def by_release(results_dir: Path, timeline: Reader, ratios: Ratios) -> list[ReleasePoint]:
+    """Every build's ``ratios``, per Python (no one Python has wheels for the whole era)."""
     names = recorded.param_names(results_dir)
     found = []
     for python, each in sorted(recorded.load_each_python(results_dir, strict=False).items()):
         results = _results(each, names)
-        for machine in results.machines:
-            for commit in results.builds(machine):
-                version = str(timeline.build(commit).get("torch_version") or commit[:8])
-                for model in models_in(results):
-                    found += [ReleasePoint(python, machine, s.kind, model, version, each.dates.get(commit, 0),
-                                           timeline.link(commit), s.ratio)
-                              for s in _speedups(results, machine, commit, model, [BY_RELEASE_DEVICE])]
+        for machine in each.machines:
+            for commit in each.builds(machine):
+                found += [ReleasePoint(python, label, kind, model, timeline.version(commit), each.dates.get(commit, 0),
+                                       timeline.link(commit), ratio)
+                          for label, kind, model, ratio in ratios(results, machine, commit)]
     return found
+
+
+def speedup_by_release(results_dir: Path, timeline: Reader) -> list[ReleasePoint]:
+    """Every build's mps speedup over cpu (seed batch, as in the speedup figure)."""
+
+    def speedup(results: Results, machine: str, commit: str) -> Iterator[tuple[str, str, str, float]]:
+        for model in models_in(results):
+            for s in _speedups(results, machine, commit, model, [BY_RELEASE_DEVICE]):
+                yield machine, s.kind, model, s.ratio
+
+    return by_release(results_dir, timeline, speedup)
+
+
+def samples_per_joule(results_dir: Path, timeline: Reader) -> list[ReleasePoint]:
+    """Every build's samples per joule at each model's seed batch, per machine and device."""
+
+    def per_joule(results: Results, machine: str, commit: str) -> Iterator[tuple[str, str, str, float]]:
+        for step, joules in results.joules.get((machine, commit), {}).items():
+            if step.batch == seed_batch(step.model):
+                yield f"{machine} {step.device}", step.kind, step.model, step.batch / joules
+
+    return by_release(results_dir, timeline, per_joule)
