@@ -45,11 +45,30 @@ def test_the_steps_run_until_enough_time_and_updates_have_passed():
     calls = []
     found = energy.measure(lambda: (calls.append(None), time.sleep(0.01)), lambda: None,
                            energy.Counter("stand-in", Continuous(250.0).joules, 0.002), steps_per_call=20,
-                           min_seconds=0.2, min_updates=5)
+                           min_seconds=0.2, min_updates=5, settle_seconds=0)
     assert found.seconds >= 0.2 and found.updates >= 5
     assert found.steps == 20 * len(calls)
     assert found.watts == pytest.approx(250.0, rel=0.05)
     assert found.joules_per_step == pytest.approx(found.watts * found.seconds / found.steps)
+
+
+class Settling(Continuous):
+    """A board that draws 1000 W for its first 0.2 s (what it ran before), then 250 W."""
+
+    def joules(self) -> float:
+        elapsed = time.perf_counter() - self.origin
+        return 1000.0 * min(elapsed, 0.2) + 250.0 * max(elapsed - 0.2, 0.0)
+
+
+@pytest.mark.parametrize(("settle", "watts"), [(0.3, 250.0), (0.0, None)])
+def test_the_untimed_steps_first_let_the_power_settle(settle, watts):
+    found = energy.measure(lambda: time.sleep(0.005), lambda: None,
+                           energy.Counter("stand-in", Settling(0.0).joules, 0.002),
+                           min_seconds=0.3, min_updates=5, settle_seconds=settle)
+    if watts is None:  # unsettled, the reading includes the earlier work's power
+        assert found.watts > 300.0
+    else:
+        assert found.watts == pytest.approx(watts, rel=0.05)
 
 
 def test_a_counter_that_fails_fails_the_measurement():

@@ -25,6 +25,9 @@ UNIT = "joules/step"
 MIN_SECONDS = 1.0  # of steps, at the least
 MIN_UPDATES = 10  # counter updates inside the steps: the first-to-last span then covers nine update intervals
 MAX_SECONDS = 10.0  # a counter slower than that reads with the updates it has (two at least), not for minutes
+# Steps run untimed first: a board's power follows what it ran before for about a second (on an H100 a sub-ms
+# mlp step read 0.159 and 0.234 J/step in two processes, nvidia-smi agreeing with each: docs/instruments.md).
+SETTLE_SECONDS = 1.0
 POWERCAP = Path("/sys/class/powercap")
 
 
@@ -157,12 +160,18 @@ class _Poller(threading.Thread):
 
 
 def measure(run: Callable[[], Any], synchronize: Callable[[], None], found: Counter, steps_per_call: int = 1,
-            min_seconds: float = MIN_SECONDS, min_updates: int = MIN_UPDATES) -> Reading:
-    """Call ``run`` (``steps_per_call`` steps), synchronizing after each, until enough time and updates have passed."""
+            min_seconds: float = MIN_SECONDS, min_updates: int = MIN_UPDATES,
+            settle_seconds: float = SETTLE_SECONDS) -> Reading:
+    """Call ``run`` (``steps_per_call`` steps), synchronizing after each, for ``settle_seconds`` untimed, then until
+    enough time and updates have passed."""
     poller = _Poller(found)
     poller.start()
     try:
         synchronize()
+        settled = time.perf_counter() + settle_seconds
+        while time.perf_counter() < settled:
+            run()
+            synchronize()
         begin = end = time.perf_counter()
         calls = 0
         while end - begin < MAX_SECONDS and (end - begin < min_seconds or len(poller.since(begin)) < min_updates):
