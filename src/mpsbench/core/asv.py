@@ -152,7 +152,8 @@ def environment_python(config: Path) -> Path:
     from asv.environment import get_environments
 
     conf = Config.load(str(config))
-    found: list[Path] = [Path(conf.env_dir) / env.dir_name / "bin" / "python" for env in get_environments(conf, None, verbose=False)]
+    environments = get_environments(conf, None, verbose=False)
+    found: list[Path] = [Path(conf.env_dir) / env.dir_name / "bin" / "python" for env in environments]
     made = [python for python in found if python.is_file()]
     if len(made) != 1:
         raise AsvError(f"{config}: expected the one asv environment an asv run made, found {len(made)} of"
