@@ -7,9 +7,11 @@ compare must take every server with it, and asv's spawn (macOS's launch method) 
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import shutil
+import statistics
 import subprocess
 import sys
 import time
@@ -20,8 +22,12 @@ import pytest
 from tests.test_compare import BENCH, ROOT, _mpsbench
 from tests.test_compare import project as project  # the module's fixture, shared (re-exported)
 
-from mpsbench.builds import install_build
+from mpsbench.builds import install_build, resolve, timeline
+from mpsbench.builds import manifest as mf
+from mpsbench.core import asv as core_asv
+from mpsbench.core import asvconf
 from mpsbench.regressions import serve_build, servers
+from mpsbench.results import recorded
 
 BENCHMARK = """\
 import os
@@ -80,7 +86,7 @@ def test_a_server_runs_each_round_as_asv_does_and_forks_it(tmp_path):
     assert [s["rc"] for s in said] == [0, 0]
     assert all(len(s["result"]["samples"]) == 7 for s in said)  # asv's -a repeat reached asv_runner's timer
     assert all(0.0015 < min(s["result"]["samples"]) < 0.05 for s in said)
-    assert server.log.read_text().count("round ") == 2
+    assert server.log.read_text().count(" ended: status 0 in ") == 2
 
 
 def test_a_server_refuses_a_build_whose_torch_comes_from_elsewhere(tmp_path):
@@ -182,4 +188,73 @@ def test_under_spawn_every_round_is_a_fresh_process_and_still_right(project, tmp
     # one server command per build, each round in a process of its own (the log keeps what each ran)
     text = log.read_text()
     assert text.count("serve_build.py once") == 2, text
-    assert text.count("serve_build: round ") == 8, text
+    assert text.count("serve_build: round ") == 16, text  # each round begun and ended
+
+
+ROW = "Inference.time_step\\('cpu', 'lenet5', 32\\)"  # a cheap real row: 20 steps a timed call, 10 samples a process
+
+
+@pytest.fixture(scope="module")
+def real(tmp_path_factory):
+    """A project of two builds of this environment's own torch (existing builds: nothing installed) and the real suite."""
+    torch = pytest.importorskip("torch")
+    base = tmp_path_factory.mktemp("real")
+    manifest = mf.Manifest()
+    for number, build_id in enumerate(("a1", "a2"), start=1):
+        build = resolve.existing(Path(torch.__file__).parents[1], build_id=build_id, date=f"2026-11-0{number}T03:00:00Z")
+        manifest = mf.append(manifest, "aa", build)
+    mf.save(manifest, base / "builds" / "manifest.json")
+    timeline.generate(manifest, base / ".asv" / "timeline")
+    suite = base / "suite"
+    suite.mkdir()
+    shutil.copy(ROOT / "asv.conf.json", suite / "asv.conf.json")
+    for name in ("src", "benchmarks"):
+        (suite / name).symlink_to(ROOT / name)
+    (base / ".asv" / "results").mkdir()
+    (base / "home").mkdir()
+    return base
+
+
+def _process_fastest(results: Path, machine: str, key: str, index: int) -> list[float]:
+    """Each asv process's fastest sample, from asv's own results files (10 samples a process, appended)."""
+    samples: list[float] = []
+    for path in (results / machine).glob("*-*.json"):
+        entry = recorded.read(path, machine)
+        params = entry.get_result_params(key)
+        samples.extend(entry.get_result_samples(key, params)[index] or [])
+    return [min(samples[start:start + 10]) for start in range(0, len(samples), 10)]
+
+
+@pytest.mark.slow
+def test_the_servers_time_a_real_row_as_asv_run_does(real, tmp_path):
+    """The new path and asv's own `asv run` (its forkserver, its env switch) agree within 10% on a real cpu row.
+
+    Medians of each path's per-process fastest samples, 8 processes a path (4 rounds of two identical builds), one
+    torch thread, run one after the other; a timer or a setup that differed would move one path, not the other.
+    """
+    done = _mpsbench(real, "compare", "aa@a1", "aa@a2", "-b", ROW, "--threads", "1", "--min-rounds", "4",
+                     "--max-rounds", "4")
+    assert done.returncode in (0, 3), done.stdout + done.stderr
+    ours = [float(part.split()[1]) / 1e3 for line in done.stdout.splitlines() if line.startswith("round ")
+            for part in line.split(": ", 1)[1].split("  (")[0].split(", ")]
+    assert len(ours) == 8, done.stdout
+    machine = done.stdout.split("machine ")[1].split(",")[0]
+    commits = timeline.compute(mf.load(real / "builds" / "manifest.json"), real / ".asv" / "timeline").commits
+    config = asvconf.load(real / "suite" / "asv.conf.json").derive(
+        real / "suite" / ".asv" / "fresh", real / ".asv" / "timeline", ["aa"], tmp_path / "results")
+    hashes = tmp_path / "hashes"
+    command = core_asv.run_command(config, machine, ["--bench", ROW, "--record-samples", "--interleave-rounds",
+                                                     "-a", "rounds=4", "-a", "repeat=10"],
+                                   [commits["aa@a1"], commits["aa@a2"]], hashes)
+    env = dict(os.environ, HOME=str(real / "home"), OMP_NUM_THREADS="1", MPSBENCH_PLATFORM="linux-x86_64-cpu")
+    ran = subprocess.run(command, cwd=real, env={**env, core_asv.RUN_BUILDS: str(hashes)}, capture_output=True,
+                         text=True)
+    assert ran.returncode == 0, ran.stdout[-2000:] + ran.stderr[-2000:]
+    from benchmarks.benchmark_models import Inference
+
+    index = list(itertools.product(*Inference.params)).index(("cpu", "lenet5", 32))
+    theirs = _process_fastest(tmp_path / "results", machine, "benchmark_models.Inference.time_step", index)
+    assert len(theirs) == 8, theirs
+    ratio = statistics.median(ours) / statistics.median(theirs)
+    assert 0.9 < ratio < 1.1, (f"servers {statistics.median(ours) * 1e3:.3f} ms against asv run"
+                               f" {statistics.median(theirs) * 1e3:.3f} ms: {ours} {theirs}")

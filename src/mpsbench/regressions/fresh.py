@@ -157,8 +157,9 @@ class Session:
         generator stops every server.
 
         Yields after each round every build's process times so far: each process's fastest of SAMPLES samples
-        (asv's ``-a repeat``). Round r of every build runs before round r+1 of any, one build at a time, so drift
-        hits all builds alike; the servers import in parallel before the first round.
+        (asv's ``-a repeat``). Round r of every build runs before round r+1 of any, one build at a time, in
+        asv's order (reversed every other round), so drift hits all builds alike; the servers import in parallel
+        before the first round.
         """
         assert self.key is not None  # check_bench came first: it made the environment the servers run in
         python = asv.environment_python(self.config)
@@ -178,7 +179,8 @@ class Session:
                     server.ready()
             times: dict[str, list[float]] = {build.name: [] for build in builds}
             for number in range(1, self.max_rounds + 1):
-                for build, server in zip(builds, running):
+                order = list(zip(builds, running))
+                for build, server in order if number % 2 else order[::-1]:  # as asv: A B, B A, ...
                     times[build.name].append(self._fastest(build, server, server.round(number, params), number))
                 yield {name: list(values) for name, values in times.items()}
         except servers.ServerError as exc:

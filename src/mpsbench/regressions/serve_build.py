@@ -148,7 +148,9 @@ def _round(mode: str, benchmark_dir: str, benchmark_id: str, command: dict[str, 
             result = json.load(handle)
     except (OSError, ValueError):
         result = None
-    return {"round": command["round"], "rc": rc, "result": result, "seconds": time.perf_counter() - started}
+    seconds = time.perf_counter() - started
+    print(f"serve_build: round {command['round']} ended: status {rc} in {seconds:.2f} s", flush=True)
+    return {"round": command["round"], "rc": rc, "result": result, "seconds": seconds}
 
 
 def main(argv: list[str]) -> int:
