@@ -100,6 +100,8 @@ class Session:
         self.index = -1  # the combination's position among the benchmark's parameter sets
         self.params: list[list[str]] = []
         self.combination = ""
+        self._servers: dict[str, servers.Server] = {}  # by build name: started once per command (rounds)
+        self._reader = timeline.Reader(self.timeline)
 
     def __enter__(self) -> Session:
         # A SIGTERM (a CI job cancelled, `kill PID`) becomes SystemExit, so that the finally blocks run: asv and
@@ -109,8 +111,12 @@ class Session:
 
     def __exit__(self, *exc: object) -> None:
         try:
-            shutil.rmtree(self.scratch, ignore_errors=True)
+            for server in self._servers.values():
+                server.stop()
+            for server in self._servers.values():  # --log: what each server ran and printed
+                self._keep(server.command, server.log.read_text(errors="replace") if server.log.is_file() else "")
         finally:
+            shutil.rmtree(self.scratch, ignore_errors=True)
             signal.signal(signal.SIGTERM, self._default_sigterm)  # type: ignore[arg-type]
 
     def _command(self, commits: list[str], bench: str, *options: str) -> list[str]:
@@ -153,30 +159,17 @@ class Session:
         return self.combination
 
     def rounds(self, builds: list[Named]) -> Generator[dict[str, list[float]], None, None]:
-        """Up to ``--max-rounds`` rounds of one process per build, each build's from its own server; closing the
-        generator stops every server.
+        """Up to ``--max-rounds`` rounds of one process per build, each build's from its own server.
 
         Yields after each round every build's process times so far: each process's fastest of SAMPLES samples
         (asv's ``-a repeat``). Round r of every build runs before round r+1 of any, one build at a time, in
-        asv's order (reversed every other round), so drift hits all builds alike; the servers import in parallel
-        before the first round.
+        asv's order (reversed every other round), so drift hits all builds alike. A build's server starts at its
+        first pass (the new ones import in parallel) and serves every later pass of the command (bisect's GOOD
+        and BAD); leaving the session stops them all.
         """
-        assert self.key is not None  # check_bench came first: it made the environment the servers run in
-        python = asv.environment_python(self.config)
-        reader = timeline.Reader(self.timeline)
         params = {"repeat": SAMPLES, "rounds": self.max_rounds}  # what `asv run -a` would hand each process
-        benchmark_id = self.key if self.index < 0 else f"{self.key}-{self.index}"
-        running: list[servers.Server] = []
         try:
-            for build in builds:
-                placed = servers.place(python, reader.build(build.commit), self.root / "src", self.scratch, self.env)
-                running.append(servers.Server(python, placed, self.benchmarks, benchmark_id, self.method, self.env,
-                                              self.scratch))
-            if self.method != "spawn":
-                for server in running:
-                    server.start()
-                for server in running:
-                    server.ready()
+            running = self._servers_of(builds)
             times: dict[str, list[float]] = {build.name: [] for build in builds}
             for number in range(1, self.max_rounds + 1):
                 order = list(zip(builds, running))
@@ -185,11 +178,26 @@ class Session:
                 yield {name: list(values) for name, values in times.items()}
         except servers.ServerError as exc:
             raise FreshError(str(exc)) from None
-        finally:
-            for server in running:
-                server.stop()
-            for server in running:
-                self._keep(server.command, server.log.read_text(errors="replace") if server.log.is_file() else "")
+
+    def _servers_of(self, builds: list[Named]) -> list[servers.Server]:
+        """Each build's server, started (all new ones at once, then waited for) unless it serves already."""
+        assert self.key is not None  # check_bench came first: it made the environment the servers run in
+        python = asv.environment_python(self.config)
+        benchmark_id = self.key if self.index < 0 else f"{self.key}-{self.index}"
+        new = []
+        for build in builds:
+            if build.name not in self._servers:
+                placed = servers.place(python, self._reader.build(build.commit), self.root / "src", self.scratch,
+                                       self.env)
+                server = self._servers[build.name] = servers.Server(python, placed, self.benchmarks, benchmark_id,
+                                                                    self.method, self.env, self.scratch)
+                new.append(server)
+        if self.method != "spawn":  # under spawn every round is a process of its own (Server.round)
+            for server in new:
+                server.start()
+            for server in new:
+                server.ready()
+        return [self._servers[build.name] for build in builds]
 
     def _fastest(self, build: Named, server: servers.Server, said: dict[str, object], number: int) -> float:
         """The fastest sample of one round, or a one-line FreshError saying why the round gave none."""
