@@ -90,13 +90,13 @@ def _checksums(folder: Path) -> dict[str, str]:
             for path in sorted(folder.rglob("*")) if path.is_file()}
 
 
-def _mpsbench(project: Path, *args: str) -> subprocess.CompletedProcess[str]:
+def _mpsbench(project: Path, *args: str, suite: Path | None = None) -> subprocess.CompletedProcess[str]:
     env = dict(os.environ, HOME=str(project / "home"), MPSBENCH_CACHE=str(project / "cache"),
                MPSBENCH_PLATFORM="linux-x86_64-cpu")
     env.pop("PIP_FIND_LINKS", None)
     before = _checksums(project / ".asv" / "results")
     done = subprocess.run(
-        [sys.executable, "-m", "mpsbench.cli", *args, "--suite-root", str(project / "suite")],
+        [sys.executable, "-m", "mpsbench.cli", *args, "--suite-root", str(suite or project / "suite")],
         cwd=project, env=env, capture_output=True, text=True, timeout=900,
     )
     assert _checksums(project / ".asv" / "results") == before, "the recorded results changed"

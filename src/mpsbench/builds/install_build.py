@@ -9,6 +9,7 @@ writing (a read-only cache serves).
 
     python install_build.py install BUILD_DIR ENV_DIR SUITE_SRC
     python install_build.py uninstall ENV_DIR
+    python install_build.py paths BUILD_DIR SUITE_SRC    (compare's build servers: JSON, nothing switched)
 """
 
 from __future__ import annotations
@@ -420,33 +421,64 @@ def ensure_suite_needs(key: str) -> str:
     return ""
 
 
-def install(build_dir: Path, env_dir: Path, suite_src: Path) -> str:
-    """Install (once) and switch the running environment to the build in ``build_dir``.
+def build_folder(build: dict[str, Any]) -> tuple[str, Path, bool]:
+    """The platform key and the folder holding ``build`` (installed once, now if need be); True if installed now.
 
     Everything that can refuse the build (not asked for by this run, no complete set here, a wheel this machine
     cannot run) is checked before any download and before the environment is touched.
     """
-    started = time.perf_counter()
-    build = json.loads((build_dir / "build.json").read_text())
     _refuse_unasked(build)
     if build["kind"] == "existing":
-        key, folder, fresh = "existing", Path(build["site_packages"]), False
+        folder = Path(build["site_packages"])
         if not (folder / "torch" / "__init__.py").is_file():
             raise InstallError(f"{_ref(build)}: {folder} holds no torch")
-    else:
-        key, pins = select_pins(build)
-        unfit = why_not_here([pin["filename"] for pin in pins])
-        if unfit:
-            raise InstallError(f"{_ref(build)} cannot run here, skipped before any download: {unfit}")
-        folder, fresh = ensure_installed(pins)
-    pth_lines = [str(folder), str(suite_src.resolve())]
+        return "existing", folder, False
+    key, pins = select_pins(build)
+    unfit = why_not_here([pin["filename"] for pin in pins])
+    if unfit:
+        raise InstallError(f"{_ref(build)} cannot run here, skipped before any download: {unfit}")
+    return (key, *ensure_installed(pins))
+
+
+def _suite_needs(key: str) -> str:
+    """SUITE_NEEDS for the build's platform (an existing build's: this machine's best)."""
+    return ensure_suite_needs(key if key in SUITE_NEEDS else next(iter(platform_candidates()), key))
+
+
+def sys_path(folder: Path, suite_src: Path) -> list[str]:
+    """What a build puts on sys.path, in order: its installed folder (torch and the packages pinned with it), then
+    the suite's src. The one answer for the .pth switch (:func:`install`) and for compare's build servers
+    (:func:`paths`, mpsbench/regressions/serve_build.py), so that both import the same code."""
+    return [str(folder), str(suite_src.resolve())]
+
+
+def paths(build_dir: Path, suite_src: Path) -> dict[str, Any]:
+    """The build in ``build_dir`` installed (once), switched to by nobody: its sys.path entries and environment.
+
+    What compare's build servers start from (PYTHONPATH instead of the .pth rewrite): ``torch_dir`` is where
+    torch must be imported from, ``env`` the variables the .pth would have set.
+    """
+    build = json.loads((build_dir / "build.json").read_text())
+    key, folder, fresh = build_folder(build)
+    needs = _suite_needs(key)
+    return {"build": f"{build['channel']}@{build['id']}", "paths": sys_path(folder, suite_src),
+            "torch_dir": str(folder.resolve() / "torch"), "env": dict(build.get("env") or {}), "fresh": fresh,
+            "needs": needs}
+
+
+def install(build_dir: Path, env_dir: Path, suite_src: Path) -> str:
+    """Install (once) and switch the running environment to the build in ``build_dir`` (:func:`build_folder`)."""
+    started = time.perf_counter()
+    build = json.loads((build_dir / "build.json").read_text())
+    key, folder, fresh = build_folder(build)
+    pth_lines = sys_path(folder, suite_src)
     if build.get("env"):  # a .pth line that starts with "import" is executed at every interpreter start
         pth_lines.append(f"import os; os.environ.update({json.dumps(build['env'], sort_keys=True)})")
     (_site_packages() / PTH_NAME).write_text("\n".join(pth_lines) + "\n")
     record = {"build": f"{build['channel']}@{build['id']}", "platform": key, "folder": str(folder), "fresh": fresh}
     (env_dir / "mpsbench-build.json").write_text(json.dumps(record, indent=1) + "\n")
     how = "installed" if fresh else "switched to cached"
-    needs = ensure_suite_needs(key if key in SUITE_NEEDS else next(iter(platform_candidates()), key))
+    needs = _suite_needs(key)
     return f"mpsbench: {how} torch {build['torch_version']} ({key}) in {time.perf_counter() - started:.2f} s{needs}"
 
 
@@ -459,6 +491,8 @@ def main(argv: list[str]) -> int:
     try:
         if argv[:1] == ["install"] and len(argv) == 4:
             print(install(Path(argv[1]), Path(argv[2]), Path(argv[3])))
+        elif argv[:1] == ["paths"] and len(argv) == 3:
+            print(json.dumps(paths(Path(argv[1]), Path(argv[2]))))
         elif argv[:1] == ["uninstall"] and len(argv) == 2:
             uninstall(Path(argv[1]))
         else:

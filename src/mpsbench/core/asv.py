@@ -146,8 +146,24 @@ def publish(config: Path, options: Sequence[str] = ()) -> None:
         raise AsvError(f"asv publish --config {config} exited with status {done.returncode} (its reason above)")
 
 
+def environment_python(config: Path) -> Path:
+    """The python of the benchmark environment an ``asv run`` of ``config`` (no matrix) made, as asv names it."""
+    from asv.config import Config
+    from asv.environment import get_environments
+
+    conf = Config.load(str(config))
+    environments = get_environments(conf, None, verbose=False)
+    found: list[Path] = [Path(conf.env_dir) / env.dir_name / "bin" / "python" for env in environments]
+    made = [python for python in found if python.is_file()]
+    if len(made) != 1:
+        raise AsvError(f"{config}: expected the one asv environment an asv run made, found {len(made)} of"
+                       f" {len(found)} ({', '.join(str(python.parents[1]) for python in found)})")
+    return made[0]
+
+
 def stop(running: subprocess.Popen[bytes]) -> None:
-    """Stop asv and what it started (its forkserver, the benchmark process), each by its pid."""
+    """Stop a process mpsbench started (asv, a build server) and what it started (asv's forkserver, a benchmark
+    process), each by its pid."""
     import psutil
 
     try:

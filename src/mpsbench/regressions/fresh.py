@@ -1,8 +1,10 @@
-"""Measure builds afresh with asv, one process per build and round, into a scratch results folder.
+"""Measure builds afresh, one process per build and round, never into the recorded results.
 
-``asv continuous`` and ``asv find`` overwrite recorded results, so compare and bisect run ONE
-``asv run --interleave-rounds`` into a temporary folder, read it as it runs, and stop it once decided
-(docs/bisect.md, "How they measure").
+``asv continuous`` and ``asv find`` overwrite recorded results, and an ``asv run`` per round spends most of its
+time starting processes (issue 31), so compare and bisect discover the suite once with asv (``just-discover``, into a
+scratch folder: it also makes the asv environment), then measure each build through its own build server
+(servers.py, serve_build.py), which runs every round through asv_runner's own benchmark code. Rounds are
+interleaved across builds and stop as soon as the caller has decided (docs/bisect.md, "How they measure").
 """
 
 from __future__ import annotations
@@ -16,7 +18,6 @@ import signal
 import subprocess
 import sys
 import tempfile
-import time
 from collections.abc import Generator
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,11 +25,9 @@ from pathlib import Path
 from mpsbench.builds import history, machine, timeline
 from mpsbench.builds import manifest as mf
 from mpsbench.core import asv, asvconf, errors
-from mpsbench.regressions import rule, verdict
-from mpsbench.results import recorded
+from mpsbench.regressions import rule, servers, verdict
 
 WORKDIR = Path(".asv/fresh")  # in the suite: the derived config and its asv environment, kept between commands
-POLL = 0.5  # seconds between looks at what asv has saved
 # Samples in each process: the step rows' own minimum repeat (asv's discovery does not record it);
 # processes, not samples, carry the spread that decides.
 SAMPLES = 10
@@ -80,8 +79,11 @@ class Session:
             raise FreshError(
                 f"need {verdict.FEWEST} <= --min-rounds <= --max-rounds, got {args.min_rounds} and {args.max_rounds}"
             )
-        root = args.suite_root or asvconf.ROOT
-        self.factor = rule.regression_factor(root / "asv.conf.json")
+        root = self.root = args.suite_root or asvconf.ROOT
+        conf = asvconf.load(root / asvconf.CONFIG)
+        self.benchmarks, self.method = conf.benchmarks, conf.launch_method()  # the servers run as asv would here
+        self.timeline = args.timeline.resolve()
+        self.factor = rule.regression_factor(conf.path)
         self.bench, self.log, self.min_rounds, self.max_rounds = args.bench, args.log, args.min_rounds, args.max_rounds
         self.machine = args.machine or machine.write()[0]
         # asv hands its environment to the benchmark processes: OMP_NUM_THREADS sizes torch's intra-op pool
@@ -93,12 +95,13 @@ class Session:
         self.scratch = Path(tempfile.mkdtemp(prefix="mpsbench-fresh-"))
         self.env[asv.RUN_BUILDS] = str(self.scratch / "hashes")  # asv installs no build but those _command names
         channels = sorted({build.name.partition("@")[0] for build in builds})  # asv wants branches; HASHFILE needs none
-        self.config = asvconf.derived((root / WORKDIR).resolve(), args.timeline.resolve(), branches=channels, root=root,
-                                      results_dir=self.scratch / "results")
+        self.config = conf.derive((root / WORKDIR).resolve(), self.timeline, channels, self.scratch / "results")
         self.key: str | None = None  # the benchmark's name, once check_bench (always first) has checked the regex
         self.index = -1  # the combination's position among the benchmark's parameter sets
         self.params: list[list[str]] = []
         self.combination = ""
+        self._servers: dict[str, servers.Server] = {}  # by build name: started once per command (rounds)
+        self._reader = timeline.Reader(self.timeline)
 
     def __enter__(self) -> Session:
         # A SIGTERM (a CI job cancelled, `kill PID`) becomes SystemExit, so that the finally blocks run: asv and
@@ -108,8 +111,12 @@ class Session:
 
     def __exit__(self, *exc: object) -> None:
         try:
-            shutil.rmtree(self.scratch, ignore_errors=True)
+            for server in self._servers.values():
+                server.stop()
+            for server in self._servers.values():  # --log: what each server ran and printed
+                self._keep(server.command, server.log.read_text(errors="replace") if server.log.is_file() else "")
         finally:
+            shutil.rmtree(self.scratch, ignore_errors=True)
             signal.signal(signal.SIGTERM, self._default_sigterm)  # type: ignore[arg-type]
 
     def _command(self, commits: list[str], bench: str, *options: str) -> list[str]:
@@ -152,47 +159,56 @@ class Session:
         return self.combination
 
     def rounds(self, builds: list[Named]) -> Generator[dict[str, list[float]], None, None]:
-        """Up to ``--max-rounds`` rounds of one process per build, from ONE asv run; closing the generator stops asv.
+        """Up to ``--max-rounds`` rounds of one process per build, each build's from its own server.
 
-        Yields after each round every build's process times so far: each process's fastest sample
-        (``-a repeat`` gives each exactly SAMPLES, so asv's appended samples split back into processes).
+        Yields after each round every build's process times so far: each process's fastest of SAMPLES samples
+        (asv's ``-a repeat``). Round r of every build runs before round r+1 of any, one build at a time, in
+        asv's order (reversed every other round), so drift hits all builds alike. A build's server starts at its
+        first pass (the new ones import in parallel) and serves every later pass of the command (bisect's GOOD
+        and BAD); leaving the session stops them all.
         """
-        command = self._command([build.commit for build in builds], self.bench, "--interleave-rounds",
-                                "-a", f"rounds={self.max_rounds}", "-a", f"repeat={SAMPLES}")
-        output = self.scratch / "asv-run.log"
-        with open(output, "w") as sink:
-            running = subprocess.Popen(command, stdout=sink, stderr=subprocess.STDOUT, env=self.env)
+        params = {"repeat": SAMPLES, "rounds": self.max_rounds}  # what `asv run -a` would hand each process
         try:
-            seen = 0
-            while seen < self.max_rounds:
-                finished = running.poll() is not None
-                times = {build.name: self._times(build.commit) for build in builds}
-                complete = min(len(values) for values in times.values())
-                if complete > seen:
-                    seen = complete
-                    yield {name: values[:seen] for name, values in times.items()}
-                elif finished:
-                    tail = output.read_text().strip().splitlines()[-3:]
-                    short = [build.name for build in builds if len(times[build.name]) < self.max_rounds]
-                    raise FreshError(f"{self.combination} gave no value in round {seen + 1} for"
-                                     f" {', '.join(short)}: {' | '.join(tail)}")
-                else:
-                    time.sleep(POLL)
-        finally:
-            if running.poll() is None:
-                asv.stop(running)
-            self._keep(command, output.read_text())
+            running = self._servers_of(builds)
+            times: dict[str, list[float]] = {build.name: [] for build in builds}
+            for number in range(1, self.max_rounds + 1):
+                order = list(zip(builds, running))
+                for build, server in order if number % 2 else order[::-1]:  # as asv: A B, B A, ...
+                    times[build.name].append(self._fastest(build, server, server.round(number, params), number))
+                yield {name: list(values) for name, values in times.items()}
+        except servers.ServerError as exc:
+            raise FreshError(str(exc)) from None
 
-    def _times(self, commit: str) -> list[float]:
-        """The fastest sample of each complete process asv has saved so far for ``commit`` (none while it writes)."""
-        samples: list[float] = []
-        for path in (self.scratch / "results" / self.machine).glob(f"{commit[:8]}-*.json"):
-            try:
-                per_param = recorded.read(path, self.machine).get_result_samples(self.key, self.params)
-            except (recorded.RecordedError, KeyError):  # asv is rewriting the file right now
-                return []
-            samples.extend(per_param[self.index if self.index >= 0 else 0] or [])
-        return [min(samples[start:start + SAMPLES]) for start in range(0, len(samples) - SAMPLES + 1, SAMPLES)]
+    def _servers_of(self, builds: list[Named]) -> list[servers.Server]:
+        """Each build's server, started (all new ones at once, then waited for) unless it serves already."""
+        assert self.key is not None  # check_bench came first: it made the environment the servers run in
+        python = asv.environment_python(self.config)
+        benchmark_id = self.key if self.index < 0 else f"{self.key}-{self.index}"
+        new = []
+        for build in builds:
+            if build.name not in self._servers:
+                placed = servers.place(python, self._reader.build(build.commit), self.root / "src", self.scratch,
+                                       self.env)
+                server = self._servers[build.name] = servers.Server(python, placed, self.benchmarks, benchmark_id,
+                                                                    self.method, self.env, self.scratch)
+                new.append(server)
+        if self.method != "spawn":  # under spawn every round is a process of its own (Server.round)
+            for server in new:
+                server.start()
+            for server in new:
+                server.ready()
+        return [self._servers[build.name] for build in builds]
+
+    def _fastest(self, build: Named, server: servers.Server, said: dict[str, object], number: int) -> float:
+        """The fastest sample of one round, or a one-line FreshError saying why the round gave none."""
+        result = said.get("result")
+        samples = result.get("samples") if isinstance(result, dict) else None
+        if said.get("rc") != 0 or not isinstance(samples, list) or not samples:
+            why = ("timed out" if said.get("rc") == servers.TIMED_OUT else
+                   f"exit status {said.get('rc')}" if said.get("rc") != 0 else "skipped (n/a)")
+            raise FreshError(f"{self.combination} gave no value in round {number} for {build.name} ({why}):"
+                             f" {server.tail()}")
+        return min(float(sample) for sample in samples)
 
 
 def _exit_on_sigterm(signum: int, frame: object) -> None:

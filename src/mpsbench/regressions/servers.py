@@ -1,0 +1,130 @@
+"""One build server per build for compare and bisect (serve_build.py runs inside each): started once per command,
+rounds asked of one at a time, every server and its round stopped on every way out.
+
+A server is the asv environment's python with the build's own sys.path entries (install_build.py ``paths``: the same
+answer its .pth switch writes) in PYTHONPATH. Under asv's forkserver (Linux) it imports torch and the benchmark's
+module once and forks each round; under spawn (macOS) each round is a fresh process of the same script, which
+still skips asv's CLI, discovery and environment switch (docs/bisect.md, "How they measure").
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, Any
+
+from mpsbench.builds import install_build
+from mpsbench.core import asv, errors
+from mpsbench.regressions import serve_build
+
+SCRIPT = Path(__file__).with_name("serve_build.py")
+INSTALLER = Path(install_build.__file__)
+# asv's launch methods, as the server runs them: a fork per round of one long-lived process, or a process per round
+MODES = {"forkserver": "fork", "spawn": "once"}
+TIMED_OUT = serve_build.TIMED_OUT
+
+
+class ServerError(errors.UserError):
+    """A build server that could not start or run a round: one line with its reason (compare turns it into FreshError)."""
+
+
+@dataclass(frozen=True)
+class Placed:
+    """Where a build's code is: its sys.path entries, the folder torch must come from, the variables it sets."""
+
+    build: str
+    paths: list[str]
+    torch_dir: str
+    env: dict[str, str]
+
+
+def place(python: Path, build: dict[str, Any], suite_src: Path, scratch: Path, env: dict[str, str]) -> Placed:
+    """``build`` (a timeline commit's build.json) installed once into the cache by the environment's python, and placed."""
+    folder = Path(tempfile.mkdtemp(prefix="build-", dir=scratch))
+    (folder / "build.json").write_text(json.dumps(build))
+    done = subprocess.run([str(python), str(INSTALLER), "paths", str(folder), str(suite_src)], capture_output=True,
+                          text=True, env=env)
+    if done.returncode != 0:
+        said = (done.stderr or done.stdout).strip().splitlines() or [f"exit status {done.returncode}"]
+        raise ServerError(f"cannot place build {build.get('channel')}@{build.get('id')}: {said[-1]}")
+    found = json.loads(done.stdout.strip().splitlines()[-1])
+    return Placed(found["build"], found["paths"], found["torch_dir"], found["env"])
+
+
+class Server:
+    """One build's server: :meth:`start` (imports begin), :meth:`ready`, then :meth:`round` after round, :meth:`stop`."""
+
+    def __init__(self, python: Path, placed: Placed, benchmark_dir: Path, benchmark_id: str, method: str,
+                 env: dict[str, str], scratch: Path) -> None:
+        self.placed, self.mode, self.scratch = placed, MODES[method], scratch
+        self.command = [str(python), "-S", str(SCRIPT), self.mode, str(benchmark_dir), benchmark_id, placed.torch_dir]
+        # asv hands a benchmark PYTHONPATH empty (ASV_PYTHONPATH aside): here it holds exactly the build's entries
+        self.env = {**env, **placed.env, "PYTHONPATH": os.pathsep.join(placed.paths)}
+        self.log = scratch / f"server-{placed.build.replace('@', '-')}.log"
+        self.process: subprocess.Popen[bytes] | None = None
+        self.replies: IO[str] | None = None
+        self.launched = 0.0  # time.time() at the launch: the reply's "started" less this is the interpreter's start
+        self.said: dict[str, Any] = {}  # the ready reply: pid, torch, import times
+
+    def start(self) -> None:
+        """Launch the process (it imports torch and the benchmark module while others do the same)."""
+        read, write = os.pipe()
+        self.launched = time.time()
+        with open(self.log, "a") as sink:
+            self.process = subprocess.Popen([*self.command, str(write), str(os.getpid())], stdin=subprocess.PIPE,
+                                            stdout=sink, stderr=subprocess.STDOUT, env=self.env, pass_fds=(write,))
+        os.close(write)
+        self.replies = os.fdopen(read)
+
+    def _reply(self, waiting_for: str) -> dict[str, Any]:
+        assert self.replies is not None
+        line = self.replies.readline()
+        if not line:
+            raise ServerError(f"the server of {self.placed.build} ended before {waiting_for}: {self.tail()}")
+        said: dict[str, Any] = json.loads(line)
+        if "error" in said:
+            raise ServerError(f"the server of {self.placed.build} refused: {said['error']}")
+        return said
+
+    def ready(self) -> dict[str, Any]:
+        """Wait until the server has imported what it needs; its ready reply (or ServerError with its reason)."""
+        self.said = self._reply("it was ready")
+        return self.said
+
+    def round(self, number: int, params: dict[str, Any]) -> dict[str, Any]:
+        """Run round ``number`` with asv's ``-a`` attributes ``params``; the server's reply (rc, asv_runner's result)."""
+        if self.mode == "once":  # a fresh process for every round, as asv's spawn
+            self.start()
+            self.ready()
+        assert self.process is not None and self.process.stdin is not None
+        workdir = tempfile.mkdtemp(prefix=f"round{number}-", dir=self.scratch)  # asv runs each in a folder of its own
+        try:
+            self.process.stdin.write((json.dumps({"round": number, "params": params, "workdir": workdir}) + "\n").encode())
+            self.process.stdin.flush()
+        except BrokenPipeError:
+            raise ServerError(f"the server of {self.placed.build} ended before round {number}: {self.tail()}") from None
+        said = self._reply(f"round {number} ended")
+        if self.mode == "once":
+            self.stop()
+        return said
+
+    def tail(self, lines: int = 3) -> str:
+        text = self.log.read_text(errors="replace").strip().splitlines() if self.log.is_file() else []
+        return " | ".join(text[-lines:]) or "no output"
+
+    def stop(self) -> None:
+        """Stop the server and its round's process, if running (core.asv.stop: each by its pid)."""
+        if self.process is not None:
+            if self.process.stdin is not None:
+                self.process.stdin.close()
+            if self.process.poll() is None:
+                asv.stop(self.process)
+            self.process = None
+        if self.replies is not None:
+            self.replies.close()
+            self.replies = None
