@@ -1,8 +1,9 @@
 """The statistical rule of ``mpsbench compare``: is build B slower than build A?
 
 Each process contributes its FASTEST sample (contention on a busy machine only ever adds time); a side's statistic
-is its fast mode, and a one-sided permutation test against the regression factor itself decides, its alpha split over
-the looks of the sequential loop. docs/bisect.md ("The rule") says why, with the trials and simulations that chose it.
+is its fast mode, and a one-sided permutation test against the regression factor itself decides, its alpha
+spent over the looks of the sequential loop (:func:`alphas`). docs/bisect.md ("The rule") says why, with the trials
+and simulations that chose it.
 """
 
 from __future__ import annotations
@@ -19,10 +20,11 @@ BOOTSTRAP = 2000  # resamples
 PERMUTATIONS = 2000  # relabelings: all of them when there are no more, else this many drawn
 CLUSTER = 1.5  # a side's fast mode: its process times within this factor of its fastest
 MAX_ROUNDS = 20
-# The permutation test's smallest p with 6 processes a side is 1/924 = 0.0011, under ALPHA over the
-# 8 looks of rounds 6, 8, .. 20 (0.0063); with 4 a side it is 1/70, which no level here reaches.
-MIN_ROUNDS = 6
-LOOK_EVERY = 2  # rounds between looks: fewer looks leave each a larger share of ALPHA
+# The first look: 5 processes a side that do not overlap give the permutation test's smallest p, 1/252 = 0.0040;
+# FIRST_ALPHA is just above it, so a clear change (a quiet GPU's) is decided there. 4 a side give 1/70 at best.
+MIN_ROUNDS = 5
+FIRST_ALPHA = 0.005
+LOOK_EVERY = 2  # rounds between the later looks: fewer looks leave each a larger share of ALPHA
 FEWEST = 4  # processes a side below which nothing is decided
 
 SLOWER, UNCHANGED, FASTER, UNDECIDED = "slower", "unchanged", "faster", "undecided"
@@ -47,13 +49,25 @@ class Verdict:
 
 
 def looks(min_rounds: int = MIN_ROUNDS, max_rounds: int = MAX_ROUNDS) -> list[int]:
-    """The rounds at which the loop may stop: min_rounds, then every LOOK_EVERY rounds, and max_rounds."""
-    return sorted({*range(min_rounds, max_rounds + 1, LOOK_EVERY), max_rounds})
+    """The rounds at which the loop may stop: min_rounds, the round after it, then every LOOK_EVERY rounds, and max_rounds."""
+    return sorted({min_rounds, *range(min_rounds + 1, max_rounds + 1, LOOK_EVERY), max_rounds})
+
+
+def alphas(min_rounds: int = MIN_ROUNDS, max_rounds: int = MAX_ROUNDS) -> dict[int, float]:
+    """Each look's level (round -> alpha), summing to ALPHA: a weighted Bonferroni split, i.e. alpha spending bounded by
+    the union of the looks' events, which holds however the looks' p values depend on each other.
+
+    The first look gets FIRST_ALPHA (what 5 separated processes a side need), the later ones share the rest equally.
+    """
+    rounds = looks(min_rounds, max_rounds)
+    if len(rounds) == 1:
+        return {rounds[0]: ALPHA}
+    return {rounds[0]: FIRST_ALPHA, **{look: (ALPHA - FIRST_ALPHA) / (len(rounds) - 1) for look in rounds[1:]}}
 
 
 def per_look_alpha(min_rounds: int = MIN_ROUNDS, max_rounds: int = MAX_ROUNDS) -> float:
-    """ALPHA shared by every look (Bonferroni)."""
-    return ALPHA / len(looks(min_rounds, max_rounds))
+    """The smallest level of any look: what a single judgement outside the sequential loop is held to."""
+    return min(alphas(min_rounds, max_rounds).values())
 
 
 def fast_mode(values: list[float]) -> float:
