@@ -214,3 +214,15 @@ def test_a_regex_matching_no_or_many_combinations_is_refused(project):
         assert done.returncode == 2, done.stdout + done.stderr
         assert says in done.stderr and "Traceback" not in done.stderr
 
+
+
+def test_the_exit_statuses_are_in_each_commands_help_and_in_the_docs(capsys):
+    from mpsbench import cli
+    from mpsbench.regressions import bisection, compare
+
+    documented = (ROOT / "docs" / "bisect.md").read_text()
+    for command, table in (("compare", compare.EXIT_STATUSES), ("bisect", bisection.EXIT_STATUSES)):
+        assert cli.main([command, "--help"]) == 0
+        assert table in capsys.readouterr().out  # the epilog, as written (not re-wrapped)
+        assert f"mpsbench {command}\n{table}\n" in documented
+        assert [line.split()[0] for line in table.splitlines()[1:]] == ["0", "1", "2", "3"]

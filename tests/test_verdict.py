@@ -120,6 +120,7 @@ def test_the_looks_spend_alpha_and_each_can_decide():
     # the first look (5 a side) can decide: 5 processes that do not overlap give 1/252, below its level
     separated = verdict.permutation_p([1.0, 1.1, 1.2, 1.3, 1.0], [2.0, 2.1, 2.2, 2.3, 2.0], FACTOR)
     assert separated == pytest.approx(1 / 252) and separated < levels[5] < 2 / 252
+    assert verdict.alphas(4, 8)[4] > 1 / 70  # a first look at 4 a side (--min-rounds 4) can decide too
     # every later look can too: the drawn test's smallest p, 1 / (1 + PERMUTATIONS), is below its level
     assert all(alpha > 2 / (1 + verdict.PERMUTATIONS) for alpha in levels.values())
     assert verdict.per_look_alpha() == min(levels.values())

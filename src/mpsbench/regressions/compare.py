@@ -24,6 +24,11 @@ Pair = tuple[str, str]
 # already (and verdict.looks lists every look: a budget of 10**20 was a MemoryError, issue 34).
 MOST_ROUNDS = 1000
 log = progress.logger(__name__)
+EXIT_STATUSES = """exit status:
+  0  unchanged (within the regression factor) or faster: no regression
+  1  slower: B is slower than the factor x A
+  2  bad input (an unknown build, a regex matching no or several combinations, a bad option value)
+  3  undecided: too noisy or too close to the factor for the rounds allowed; the reason names the option to change"""
 
 
 @dataclass
@@ -173,7 +178,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
 def add_subcommand(commands: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     parser = commands.add_parser(
         "compare", help="is build B slower than build A? fresh, interleaved processes; never the recorded results",
-        description=__doc__.splitlines()[0] + " Exit 0 unchanged, 1 slower, 3 undecided, 2 bad input.",
+        description=__doc__.splitlines()[0], epilog=EXIT_STATUSES, formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("a", help="the reference build: CHANNEL@ID, a timeline hash (prefix) or a tag")
     parser.add_argument("b", help="the build under suspicion, named the same ways")

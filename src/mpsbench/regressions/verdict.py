@@ -20,10 +20,10 @@ BOOTSTRAP = 2000  # resamples
 PERMUTATIONS = 2000  # relabelings: all of them when there are no more, else this many drawn
 CLUSTER = 1.5  # a side's fast mode: its process times within this factor of its fastest
 MAX_ROUNDS = 20
-# The first look: 5 processes a side that do not overlap give the permutation test's smallest p, 1/252 = 0.0040;
-# FIRST_ALPHA is just above it, so a clear change (a quiet GPU's) is decided there. 4 a side give 1/70 at best.
+# The first look: at 5 processes a side, what the permutation test gives when the sides do not overlap (1/252 = 0.0040)
+# is under its level (1.25 x that, 0.0050), so a clear change (a quiet GPU's) is decided there; 4 a side give 1/70.
 MIN_ROUNDS = 5
-FIRST_ALPHA = 0.005
+FIRST_MARGIN = 1.25  # the first look's level over the smallest p its size can give
 LOOK_EVERY = 2  # rounds between the later looks: fewer looks leave each a larger share of ALPHA
 FEWEST = 4  # processes a side below which nothing is decided
 
@@ -57,12 +57,14 @@ def alphas(min_rounds: int = MIN_ROUNDS, max_rounds: int = MAX_ROUNDS) -> dict[i
     """Each look's level (round -> alpha), summing to ALPHA: a weighted Bonferroni split, i.e. alpha spending bounded by
     the union of the looks' events, which holds however the looks' p values depend on each other.
 
-    The first look gets FIRST_ALPHA (what 5 separated processes a side need), the later ones share the rest equally.
+    The first look gets just what two sides that do not overlap need (FIRST_MARGIN x 1 / C(2n, n), at most half of
+    ALPHA); the later looks share the rest equally.
     """
     rounds = looks(min_rounds, max_rounds)
     if len(rounds) == 1:
         return {rounds[0]: ALPHA}
-    return {rounds[0]: FIRST_ALPHA, **{look: (ALPHA - FIRST_ALPHA) / (len(rounds) - 1) for look in rounds[1:]}}
+    first = min(ALPHA / 2, FIRST_MARGIN / math.comb(2 * min_rounds, min_rounds))
+    return {rounds[0]: first, **{look: (ALPHA - first) / (len(rounds) - 1) for look in rounds[1:]}}
 
 
 def per_look_alpha(min_rounds: int = MIN_ROUNDS, max_rounds: int = MAX_ROUNDS) -> float:
@@ -130,7 +132,8 @@ def judge(a: list[float], b: list[float], factor: float, alpha: float = per_look
         return Verdict(decision, ratio, low, high, p_value, alpha, noise, rounds, f"{decision}: {reason}")
 
     if min(rounds) < FEWEST:
-        return verdict(UNDECIDED, f"{shown}; too few processes ({min(rounds)} < {FEWEST} a side): allow more rounds")
+        return verdict(UNDECIDED, f"{shown}; too few processes ({min(rounds)} < {FEWEST} a side): allow more rounds"
+                                  " (--max-rounds)")
     if p_value < alpha:
         return verdict(SLOWER, f"{shown}; p < {alpha:.4f}: B is slower than {factor:g} x A")
     # B against A the other way round: p that A (scaled) is slower than B, i.e. that B is faster than it
