@@ -135,7 +135,6 @@ def test_identical_builds_alarm_no_more_often_than_under_the_previous_looks():
         alarms = [sum(decision == verdict.SLOWER for decision, _ in found) for found in (now, before)]
         assert alarms[0] <= alarms[1] and alarms[0] == 0, (name, now)
     # on the quiet GPU every identical pair is unchanged at the first look, a round before the previous first look
-    assert now != before
     quiet = [simulation.compare_trial(simulation.DISTRIBUTIONS["h100"], 1.0, seed, None) for seed in range(20)]
     assert quiet == [(verdict.UNCHANGED, verdict.MIN_ROUNDS)] * 20
 

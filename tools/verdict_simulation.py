@@ -184,18 +184,20 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=31)
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--only", choices=sorted(DISTRIBUTIONS), action="append", help="these distributions only")
+    parser.add_argument("--scenario", choices=list(SCENARIOS), action="append", help="these compare scenarios only")
     args = parser.parse_args(argv)
     _quiet()
     with ProcessPoolExecutor(args.workers, initializer=_quiet) as pool:
         for name in args.only or DISTRIBUTIONS:
-            for scenario, ratio in SCENARIOS.items():
+            for scenario in args.scenario or SCENARIOS:
+                ratio = SCENARIOS[scenario]
                 trials = args.trials if ratio == 1.0 else args.others
                 for previous in (True, False):  # the same draws (seeds) under both schedules
                     jobs = [(name, ratio, args.seed * 1_000_003 + trial, previous) for trial in range(trials)]
                     found = list(pool.map(_compare_job, jobs, chunksize=20))
                     label = "previous (6, 8 .. 20)" if previous else "committed (5, 6, 8 .. 20)"
                     print(f"compare {name:13} {scenario:13} {label:26} {trials} trials: {summarize(found)}", flush=True)
-            for previous in (True, False):
+            for previous in (True, False) if args.bisects else ():
                 lines = [(name, BISECTED[name], trial % 7, args.seed * 1_000_003 + trial, previous)
                          for trial in range(args.bisects)]
                 found = list(pool.map(_bisect_job, lines, chunksize=5))
