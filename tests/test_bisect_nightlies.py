@@ -74,9 +74,9 @@ def test_bisect_adds_nightlies_between_adjacent_builds_and_names_the_first_slow_
             f" on channel {channel}, forked from nightly@2026-11-10: 2026-11-12, 2026-11-14, 2026-11-15") in done.stdout
     assert f"first bad build: {channel}@2026-11-15 (the build before it, {channel}@2026-11-14, is good)" in done.stdout
     assert "PyTorch commits to read: bisect-nightly-2026-11-10@2026-11-14 (torch 2.15.0.dev20261114" in done.stdout
-    # one pass measures the three added nightlies together, beside both endpoints (bisection.PER_PASS)
-    assert (f"pass over {channel}@2026-11-12, {channel}@2026-11-14, {channel}@2026-11-15 (3 candidates left)"
-            in done.stdout)
+    # one step measures the three added nightlies together, beside both endpoints (bisection.probes: all of three)
+    assert (f"mpsbench bisection: step over {channel}@2026-11-12, {channel}@2026-11-14, {channel}@2026-11-15"
+            " (3 candidates left)" in done.stderr)
     assert f"no nightly between {channel}@2026-11-14 (2026-11-14) and {channel}@2026-11-15" in done.stdout
 
     manifest = mf.load(base / "builds" / "manifest.json")

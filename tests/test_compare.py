@@ -112,7 +112,10 @@ def test_compare_calls_a_three_times_slower_build_slower_and_stops_asv_when_deci
     assert done.returncode == 1, done.stdout + done.stderr
     assert "verdict: slower" in done.stdout
     assert "over 4 processes (40 samples)" in done.stdout, done.stdout  # decided at the first look: 10 a process
-    assert "round 5:" not in done.stdout
+    rounds = [line for line in done.stderr.splitlines() if line.startswith("mpsbench compare: round ")]
+    assert [line.split(":")[1] for line in rounds] == [f" round {n}/8" for n in range(1, 5)], done.stderr
+    assert "next look at round 4" in rounds[0] and "at most 7 rounds left" in rounds[0]  # what is left, while it runs
+    assert "1 of 1 decided, done" in rounds[-1]
     left = [proc.info["pid"] for proc in psutil.process_iter(["pid", "cmdline"])
             if any(str(project) in part for part in proc.info["cmdline"] or [])]
     assert not left, f"asv or its benchmark processes outlived the comparison: {left}"
@@ -134,10 +137,13 @@ def test_bisect_names_the_first_slow_build_and_the_shared_commit_rule(project):
 
 
 @pytest.mark.slow
-def test_bisect_refuses_when_bad_is_not_slower(project):
+def test_bisect_says_when_bad_is_not_slower_or_undecided_never_exit_2(project):
+    # identical builds: BAD is unchanged against GOOD (exit 1, a result), or undecided (exit 3): never bad input
     done = _mpsbench(project, "bisect", "exam@n1", "exam@n2", "-b", BENCH, *ROUNDS)
-    assert done.returncode == 2, done.stdout + done.stderr
-    assert "is not confirmed slower than exam@n1" in done.stderr
+    said = {1: "no regression: exam@n2 is not slower than exam@n1 (unchanged:",
+            3: "undecided: exam@n2 is not confirmed slower than exam@n1: undecided:"}
+    assert done.returncode in said, done.stdout + done.stderr
+    assert said[done.returncode] in done.stdout and done.stdout.rstrip().endswith(f"(exit {done.returncode})")
     assert "Traceback" not in done.stderr
 
 
@@ -148,9 +154,9 @@ def test_threads_reach_both_builds_processes(project):
                      *ROUNDS)
     assert done.returncode in (0, 3), done.stdout + done.stderr
     assert "2 torch threads (--threads; recorded runs use torch's default)" in done.stdout.splitlines()[0]
-    rounds = [line for line in done.stdout.splitlines() if line.startswith("round ")]
-    assert len(rounds) == 4, done.stdout
-    times = [float(part.split()[1]) for line in rounds for part in line.split(": ", 1)[1].split("  (")[0].split(", ")]
+    rounds = [line for line in done.stderr.splitlines() if line.startswith("mpsbench compare: round ")]
+    assert len(rounds) == 4, done.stderr
+    times = [float(part.split()[1]) for line in rounds for part in line.split(": ", 2)[2].split("; ")[0].split(", ")]
     assert all(1.5 < value < 15 for value in times), times  # 2 ms asleep, never the 30 of no --threads
 
 
@@ -170,7 +176,7 @@ def test_sigterm_stops_asv_and_removes_the_scratch_folder(project, tmp_path):
     assert running.stdout is not None
     for line in running.stdout:  # wait until asv is measuring: its processes and the scratch folder exist
         seen.append(line)
-        if line.startswith("round 1:"):
+        if line.startswith("mpsbench compare: round 1/"):
             break
     assert list(tmp_path.glob("mpsbench-fresh-*")), "".join(seen)
     running.send_signal(signal.SIGTERM)
@@ -208,3 +214,15 @@ def test_a_regex_matching_no_or_many_combinations_is_refused(project):
         assert done.returncode == 2, done.stdout + done.stderr
         assert says in done.stderr and "Traceback" not in done.stderr
 
+
+
+def test_the_exit_statuses_are_in_each_commands_help_and_in_the_docs(capsys):
+    from mpsbench import cli
+    from mpsbench.regressions import bisection, compare
+
+    documented = (ROOT / "docs" / "bisect.md").read_text()
+    for command, table in (("compare", compare.EXIT_STATUSES), ("bisect", bisection.EXIT_STATUSES)):
+        assert cli.main([command, "--help"]) == 0
+        assert table in capsys.readouterr().out  # the epilog, as written (not re-wrapped)
+        assert f"mpsbench {command}\n{table}\n" in documented
+        assert [line.split()[0] for line in table.splitlines()[1:]] == ["0", "1", "2", "3"]

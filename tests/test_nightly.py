@@ -204,8 +204,8 @@ def test_publish_alert_and_bisect_over_the_fleet(nights, night):
                    "--bench", r"Training.time_step\('cpu', 'mlp', 8\)")
     assert bisected.returncode == 0, bisected.stdout + bisected.stderr
     # mpsbench bisect, as a user runs it: compare confirms the endpoints, then one step at 11-21
-    # one pass confirms the endpoints and judges the one build between them (bisection's passes)
-    assert "confirming: is BAD slower than GOOD? pass over nightly@2026-11-21 (1 candidates left)" in bisected.stdout
+    # one step confirms the endpoints and judges the one build between them (bisection's steps)
+    assert "confirming: is BAD slower than GOOD? step over nightly@2026-11-21 (1 candidates left)" in bisected.stdout
     assert "mpsbench nightly: first slow build: nightly@2026-11-22 (timeline commit " in bisected.stdout
     assert "mpsbench nightly: PyTorch commits to read: nightly@2026-11-21 (torch 2.15.0.dev20261121" in bisected.stdout
     assert _checksums(work / "results") == recorded  # fresh processes in a scratch folder: nothing recorded changed

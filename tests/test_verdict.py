@@ -5,6 +5,7 @@ from __future__ import annotations
 import random
 
 import pytest
+from tools import verdict_simulation as simulation
 
 from mpsbench.regressions import verdict
 
@@ -26,9 +27,8 @@ def _contended(center: float, count: int, seed: int, fast_share: float = 0.5) ->
 
 
 def _sequential(a: list[float], b: list[float]) -> verdict.Verdict:
-    """What compare decides: a look at each of verdict.looks(), stopping at the first decision."""
-    alpha = verdict.per_look_alpha()
-    for look in verdict.looks():
+    """What compare decides: a look at each of verdict.alphas(), at its level, stopping at the first decision."""
+    for look, alpha in verdict.alphas().items():
         found = verdict.judge(a[:look], b[:look], FACTOR, alpha)
         if found.decision != verdict.UNDECIDED:
             break
@@ -108,13 +108,42 @@ def test_within_process_precision_does_not_make_a_shift_between_processes_signif
     assert found.decision == verdict.UNCHANGED
 
 
-def test_the_per_look_level_splits_alpha_over_the_looks():
-    assert verdict.looks(6, 20) == [6, 8, 10, 12, 14, 16, 18, 20]
+def test_the_looks_spend_alpha_and_each_can_decide():
+    assert verdict.looks(5, 20) == [5, 6, 8, 10, 12, 14, 16, 18, 20]
     assert verdict.looks(4, 5) == [4, 5]
-    assert verdict.per_look_alpha(6, 20) == pytest.approx(verdict.ALPHA / 8)
-    # the exact test can still reach it at the first look: 6 a side, perfectly separated
-    assert verdict.permutation_p([1.0, 1.1, 1.2, 1.3, 1.4, 1.0], [2.0, 2.1, 2.2, 2.3, 2.4, 2.0], FACTOR) \
-        < verdict.per_look_alpha(6, 20)
+    assert verdict.looks(6, 6) == [6] and verdict.alphas(6, 6) == {6: verdict.ALPHA}
+    for low, high in ((5, 20), (4, 5), (5, 40), (6, 20)):
+        levels = verdict.alphas(low, high)
+        assert list(levels) == verdict.looks(low, high)
+        assert sum(levels.values()) == pytest.approx(verdict.ALPHA)  # the family-wise level, however the looks depend
+    levels = verdict.alphas()
+    # the first look (5 a side) can decide: 5 processes that do not overlap give 1/252, below its level
+    separated = verdict.permutation_p([1.0, 1.1, 1.2, 1.3, 1.0], [2.0, 2.1, 2.2, 2.3, 2.0], FACTOR)
+    assert separated == pytest.approx(1 / 252) and separated < levels[5] < 2 / 252
+    assert verdict.alphas(4, 8)[4] > 1 / 70  # a first look at 4 a side (--min-rounds 4) can decide too
+    # every later look can too: the drawn test's smallest p, 1 / (1 + PERMUTATIONS), is below its level
+    assert all(alpha > 2 / (1 + verdict.PERMUTATIONS) for alpha in levels.values())
+    assert verdict.per_look_alpha() == min(levels.values())
+
+
+def test_identical_builds_alarm_no_more_often_than_under_the_previous_looks():
+    # the same seeded draws judged under both schedules (tools/verdict_simulation.py runs thousands; docs/bisect.md)
+    for name, trials in (("h100", 60), ("cpu-contended", 30)):
+        draw = simulation.DISTRIBUTIONS[name]
+        now = [simulation.compare_trial(draw, 1.0, seed, None) for seed in range(trials)]
+        before = [simulation.compare_trial(draw, 1.0, seed, simulation.PREVIOUS) for seed in range(trials)]
+        alarms = [sum(decision == verdict.SLOWER for decision, _ in found) for found in (now, before)]
+        assert alarms[0] <= alarms[1] and alarms[0] == 0, (name, now)
+    # on the quiet GPU every identical pair is unchanged at the first look, a round before the previous first look
+    quiet = [simulation.compare_trial(simulation.DISTRIBUTIONS["h100"], 1.0, seed, None) for seed in range(20)]
+    assert quiet == [(verdict.UNCHANGED, verdict.MIN_ROUNDS)] * 20
+
+
+def test_a_65_percent_change_on_a_quiet_gpu_is_slower_at_the_first_look():
+    found = [simulation.compare_trial(simulation.DISTRIBUTIONS["h100"], 1.065, seed, None) for seed in range(40)]
+    assert all(decision == verdict.SLOWER for decision, _ in found), found
+    assert sum(rounds == verdict.MIN_ROUNDS for _, rounds in found) >= 36, found  # the previous rule: 6 at the least
+    assert max(rounds for _, rounds in found) <= 8, found
 
 
 def test_the_permutation_p_is_exact_for_small_sides_and_reproducible_for_large():

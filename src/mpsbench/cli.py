@@ -274,7 +274,7 @@ def _nightly_bisect(args: argparse.Namespace) -> int:
         # mpsbench bisect's own options, but for the manifest and timeline: the fleet's
         found = bisection.bisect(argparse.Namespace(**{**vars(args), "machine": machine_name, "suite_root": fleet.suite,
                                                        "manifest": suite.manifest_path, "timeline": suite.timeline_path}))
-        return None if found is None else (found.first, found.upstream)
+        return (found.first, found.upstream) if isinstance(found, bisection.Found) else None
 
     return nightly.bisect(fleet, args.bench, args.good, args.bad, args.machine, search)
 

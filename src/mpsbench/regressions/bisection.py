@@ -1,22 +1,33 @@
 """``mpsbench bisect GOOD BAD -b BENCH``: the first build between two that made one combination slower.
 
-Each pass measures GOOD, BAD and up to PER_PASS candidates between them in ONE interleaved asv run, judged by
-compare's rule; the first pass must confirm BAD slower than GOOD. Exit 0: found; 3: a candidate stayed undecided;
-2: bad input or unconfirmed endpoints. ``--nightlies [N]``: nightlies.py (docs/bisect.md).
+Each step measures GOOD, BAD and the few candidates that split what is left most cheaply (:func:`probes`: the middle,
+or the thirds of a longer line) in ONE interleaved asv run, judged by compare's rule; the first step also confirms BAD
+slower than GOOD. Exit 0: found; 1: BAD is not slower than GOOD (a result: nothing to bisect); 3: undecided (the
+endpoints or a candidate), with the reason and what to change; 2: bad input. ``--nightlies [N]``: nightlies.py
+(docs/bisect.md).
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from mpsbench.builds import history
 from mpsbench.builds import manifest as mf
-from mpsbench.core import text
+from mpsbench.core import progress, text
 from mpsbench.regressions import compare, fresh, nightlies, verdict
 
-PER_PASS = 4  # candidates measured beside GOOD and BAD in one pass: six processes a round at most
+log = progress.logger(__name__)
+# bisect's exit statuses besides 0 (found) and 2 (a user's mistake, errors.UserError): as grep's 1 for "no match",
+# 1 says there is nothing to find, a result a script acts on; 3 is compare's undecided
+NOT_SLOWER, UNDECIDED = 1, 3
+EXIT_STATUSES = """exit status:
+  0  found: the first bad build and the good one before it
+  1  BAD is not slower than GOOD (unchanged or faster): no regression between them to bisect
+  2  bad input (an unknown build, a regex matching no or several combinations, builds not on one line)
+  3  undecided: the endpoints or a candidate could not be told apart; the reason names the option to change"""
 
 
 def _path(manifest: mf.Manifest, good: fresh.Named, bad: fresh.Named) -> list[str]:
@@ -42,6 +53,31 @@ class Found:
     upstream: str  # the PyTorch commits to read, or that both builds share one upstream commit
 
 
+@dataclass(frozen=True)
+class Unresolved:
+    """A bisection that names no build: NOT_SLOWER (a result) or UNDECIDED, with the evidence and the next step."""
+
+    status: int
+    reason: str
+
+
+@dataclass
+class Search:
+    """Where a search stands: between[low] is good (-1: GOOD itself), between[high] is bad (BAD is between's last)."""
+
+    between: list[str]
+    low: int = -1
+    high: int = -1
+    confirmed: bool = False
+    processes: int = 0  # every build's rounds, summed over the steps: what the search cost
+    endpoints: list[str] = field(default_factory=list)  # compare's summary of GOOD against BAD, once judged
+    rows: list[list[str]] = field(default_factory=lambda: [["build", "role", "fast ms", "vs GOOD", "interval", "p",
+                                                            "vs BAD", "verdict"]])
+
+    def __post_init__(self) -> None:
+        self.high = len(self.between) - 1 if self.high < 0 else self.high
+
+
 def _ms(values: list[float]) -> str:
     return f"{verdict.fast_mode(values) * 1e3:.3f}"
 
@@ -51,64 +87,114 @@ def _row(name: str, role: str, times: list[float], vs_good: verdict.Verdict, vs_
     return [name, role, _ms(times), f"{vs_good.ratio:.3f}", interval, f"{vs_good.p_value:.4f}", vs_bad, found]
 
 
-def bisect(args: argparse.Namespace) -> Found | None:
-    """Measure and search as ``args`` (bisect's options) ask, printing each pass; None when a candidate stayed undecided."""
+@functools.cache
+def _expected(candidates: int) -> float:
+    """The processes a round costs, summed over the steps, that a search among ``candidates`` expects (in rounds of one
+    process a build), each place of the first bad build (a candidate or BAD) alike likely."""
+    return min(_cost(candidates, _spaced(candidates, most)) for most in range(1, candidates + 1)) if candidates else 0.0
+
+
+def _spaced(candidates: int, most: int) -> list[int]:
+    """``most`` candidate indexes that split the candidates + 1 places of the first bad build into equal parts."""
+    return sorted({(index + 1) * (candidates + 1) // (most + 1) - 1 for index in range(most)} - {-1})
+
+
+def _cost(candidates: int, measured: list[int]) -> float:
+    # a step: GOOD, BAD and the measured ones; then the part of the line the first bad build is in, by its share
+    bounds = [-1, *measured, candidates]
+    parts = [bounds[i + 1] - bounds[i] for i in range(len(bounds) - 1)]  # places in each part (the last holds BAD)
+    return len(measured) + 2 + sum(part / (candidates + 1) * _expected(part - 1) for part in parts)
+
+
+def probes(candidates: list[str]) -> list[str]:
+    """The candidates one step measures: the evenly spaced ones whose number makes the whole search cheapest.
+
+    GOOD and BAD are measured in every step (below), so a step of one candidate costs three processes a round and a
+    step of two four. Counted over every place the first bad build may be, all of a line of up to four candidates
+    costs least, the middle of five (true bisection), the thirds from six, the quarters from twelve.
+    """
+    if not candidates:
+        return []
+    best = min(range(1, len(candidates) + 1),
+               key=lambda most: (_cost(len(candidates), _spaced(len(candidates), most)), most))
+    return [candidates[index] for index in _spaced(len(candidates), best)]
+
+
+def search(session: fresh.Session, good: fresh.Named, bad: fresh.Named, named: dict[str, fresh.Named],
+           state: Search, fill: Callable[[str, str], list[fresh.Named]] = lambda good, bad: []) -> Unresolved | None:
+    """Steps until two adjacent builds are good and bad (None; ``state`` says which) or something stays unresolved.
+
+    Every step measures GOOD and BAD beside its candidates, interleaved: a verdict only ever compares processes of one
+    asv run, so a machine that drifts or gets busier between steps moves both sides of each comparison alike. (Reusing
+    the endpoints' processes of an earlier step would save two a round, but compare them across that drift.)
+    """
+    between = state.between
+    while True:
+        if state.confirmed and state.high - state.low == 1:  # adjacent: --nightlies may add the nightlies between
+            added = fill(between[state.low] if state.low >= 0 else good.name, between[state.high])
+            if not added:
+                return None
+            between[state.high:state.high] = [build.name for build in added]
+            named.update((build.name, build) for build in added)
+            state.high += len(added)
+        left = between[state.low + 1:state.high]
+        candidates = probes(left)
+        log.info(("confirming: is BAD slower than GOOD? " if not state.confirmed else "")
+                 + f"step over {', '.join(candidates) or 'the endpoints'} ({len(left)} candidates left)")
+        middles = [named[name] for name in candidates]
+        pairs = [(good.name, bad.name)] + [pair for m in middles for pair in ((good.name, m.name), (m.name, bad.name))]
+        step = compare.measure(session, [good, *middles, bad], pairs,
+                               done=_step_decided(good.name, bad.name, candidates, state.confirmed))
+        state.processes += sum(len(values) for values in step.times.values())
+        if not state.confirmed:
+            endpoint = step.verdicts[(good.name, bad.name)]
+            state.endpoints = compare.summary(step, good.name, bad.name)
+            if endpoint.decision == verdict.UNDECIDED:
+                return Unresolved(UNDECIDED, f"{bad.name} is not confirmed slower than {good.name}: {endpoint.reason}")
+            if endpoint.decision != verdict.SLOWER:
+                return Unresolved(NOT_SLOWER, f"{bad.name} is not slower than {good.name} ({endpoint.reason}): no"
+                                              " regression between them to bisect; name a BAD that compare calls slower")
+            state.confirmed = True
+            state.rows.append([good.name, "GOOD", _ms(step.times[good.name]), "1", "", "", "", "endpoint"])
+            state.rows.append(_row(bad.name, "BAD", step.times[bad.name], endpoint, "1", "confirmed slower"))
+        against = {name: (step.verdicts[(good.name, name)], step.verdicts[(name, bad.name)]) for name in candidates}
+        found = {name: _classify(*against[name]) for name in candidates}
+        state.rows += [_row(name, "step", step.times[name], vs_good, f"{vs_bad.ratio:.3f}", found[name] or "undecided")
+                       for name, (vs_good, vs_bad) in against.items()]
+        for name in candidates:  # oldest first: every good one moves low up, the first bad one is high
+            if found[name] is None:
+                vs_good, vs_bad = against[name]
+                return Unresolved(UNDECIDED, f"undecided at {name}: against GOOD {vs_good.reason}; against BAD"
+                                             f" {vs_bad.reason}")
+            if found[name] == "bad":
+                state.high = between.index(name)
+                break
+            state.low = between.index(name)
+
+
+def bisect(args: argparse.Namespace) -> Found | Unresolved:
+    """Measure and search as ``args`` (bisect's options) ask, printing each step and the evidence."""
     compare.check(args)
     manifest, generated, (good, bad) = fresh.name_builds([args.good, args.bad], args.manifest, args.timeline)
     between = _path(manifest, good, bad)
     named = {name: fresh.Named(name, generated.commits[name]) for name in between}
     gaps = nightlies.Gaps(args, manifest, generated)  # refuses a bad --nightlies before anything runs
-    rows = [["build", "role", "fast ms", "vs GOOD", "interval", "p", "vs BAD", "verdict"]]
-    low, high = -1, len(between) - 1  # between[low] is good (-1: GOOD itself), between[high] is bad
-    confirmed = False
+    state = Search(between)
     with fresh.Session(args, [good, bad]) as measuring:
         combination = measuring.check_bench(good.commit)
         print(f"bisect {combination}: GOOD {good.name}, BAD {bad.name}, {len(between) - 1} builds between,"
               f" machine {measuring.machine}, factor {measuring.factor:g}, {compare.measured_as(args)}")
-        while True:
-            if confirmed and high - low == 1:  # adjacent: --nightlies may add the nightlies between them
-                added = gaps.fill(between[low] if low >= 0 else good.name, between[high])
-                if not added:
-                    break
-                between[high:high] = [build.name for build in added]
-                named.update((build.name, build) for build in added)
-                high += len(added)
-            candidates = _spread(between[low + 1:high])
-            middles = [named[name] for name in candidates]
-            print(("confirming: is BAD slower than GOOD? " if not confirmed else "")
-                  + f"pass over {', '.join(candidates) or 'the endpoints'} ({high - low - 1} candidates left)")
-            pairs = [(good.name, bad.name)] + [pair for m in middles for pair in ((good.name, m.name), (m.name, bad.name))]
-            step = compare.measure(measuring, [good, *middles, bad], pairs,
-                                   done=_pass_decided(good.name, bad.name, candidates, confirmed))
-            endpoint = step.verdicts[(good.name, bad.name)]
-            if not confirmed:
-                for line in compare.summary(step, good.name, bad.name):
-                    print("  " + line)
-                if endpoint.decision != verdict.SLOWER:
-                    raise fresh.FreshError(
-                        f"{bad.name} is not confirmed slower than {good.name} ({endpoint.reason}): nothing to bisect"
-                    )
-                confirmed = True
-                rows.append([good.name, "GOOD", _ms(step.times[good.name]), "1", "", "", "", "endpoint"])
-                rows.append(_row(bad.name, "BAD", step.times[bad.name], endpoint, "1", "confirmed slower"))
-            against = {name: (step.verdicts[(good.name, name)], step.verdicts[(name, bad.name)]) for name in candidates}
-            found = {name: _classify(*against[name]) for name in candidates}
-            rows += [_row(name, "step", step.times[name], vs_good, f"{vs_bad.ratio:.3f}", found[name] or "undecided")
-                     for name, (vs_good, vs_bad) in against.items()]
-            for name in candidates:  # oldest first: every good one moves low up, the first bad one is high
-                if found[name] is None:
-                    print(text.table(rows, rule=False))
-                    vs_good, vs_bad = against[name]
-                    print(f"undecided at {name}: against GOOD {vs_good.reason}; against BAD {vs_bad.reason}")
-                    return None
-                if found[name] == "bad":
-                    high = between.index(name)
-                    break
-                low = between.index(name)
-    first = between[high]
-    before = between[low] if low >= 0 else good.name
+        unresolved = search(measuring, good, bad, named, state, gaps.fill)
+    for line in state.endpoints:
+        print("  " + line)
+    if len(state.rows) > 1:
+        print(text.table(state.rows, rule=False))
+    print(f"{state.processes} processes in all")
+    if unresolved is not None:
+        return unresolved
+    first = between[state.high]
+    before = between[state.low] if state.low >= 0 else good.name
     manifest, generated = gaps.manifest, gaps.generated  # with the nightlies --nightlies added
-    print(text.table(rows, rule=False))
     old, new = manifest.find(before), manifest.find(first)
     if old.git_version == new.git_version:
         upstream = (f"{before} and {first} share the upstream commit {new.git_version[:12]}: the change is in the builds"
@@ -120,28 +206,22 @@ def bisect(args: argparse.Namespace) -> Found | None:
 
 def cmd_bisect(args: argparse.Namespace) -> int:
     found = bisect(args)
-    if found is None:
-        return 3
+    if isinstance(found, Unresolved):
+        print(f"{'undecided' if found.status == UNDECIDED else 'no regression'}: {found.reason} (exit {found.status})")
+        return found.status
     print(f"first bad build: {found.first} (the build before it, {found.before}, is good)")
     print(found.upstream)
     return 0
 
 
-def _spread(names: list[str], most: int = PER_PASS) -> list[str]:
-    """Up to ``most`` candidates spread evenly over ``names`` (all of them when there are no more)."""
-    if len(names) <= most:
-        return names
-    return [names[(index + 1) * len(names) // (most + 1)] for index in range(most)]
-
-
-def _pass_decided(good: str, bad: str, candidates: list[str],
+def _step_decided(good: str, bad: str, candidates: list[str],
                   confirmed: bool) -> Callable[[dict[compare.Pair, verdict.Verdict]], bool]:
     """Once the endpoints are decided (until confirmed) and the candidates classified up to the first bad one."""
 
     def decided(verdicts: dict[compare.Pair, verdict.Verdict]) -> bool:
         endpoint = verdicts[(good, bad)].decision
         if not confirmed and endpoint != verdict.SLOWER:
-            return endpoint != verdict.UNDECIDED  # unchanged or faster: refuse now, nothing to bisect
+            return endpoint != verdict.UNDECIDED  # unchanged or faster: nothing to bisect, stop now
         for name in candidates:
             found = _classify(verdicts[(good, name)], verdicts[(name, bad)])
             if found != "good":
@@ -155,7 +235,9 @@ def _classify(vs_good: verdict.Verdict, vs_bad: verdict.Verdict) -> str | None:
     """'bad', 'good' or None (undecided) for a candidate, from its verdicts against both endpoints."""
     if vs_good.decision == verdict.SLOWER:
         return "bad"
-    if vs_bad.decision == verdict.SLOWER:  # and not slower than GOOD (else it would be bad above)
+    # BAD slower than it, or it within the factor of GOOD (whichever the evidence reaches first; on a quiet machine
+    # a small change leaves the second the wider margin)
+    if vs_bad.decision == verdict.SLOWER or vs_good.decision in (verdict.UNCHANGED, verdict.FASTER):
         return "good"
     return None
 
@@ -163,7 +245,7 @@ def _classify(vs_good: verdict.Verdict, vs_bad: verdict.Verdict) -> str | None:
 def add_subcommand(commands: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     parser = commands.add_parser(
         "bisect", help="the first build between GOOD and BAD that made one combination slower, measured afresh",
-        description=__doc__.splitlines()[0],
+        description=__doc__.splitlines()[0], epilog=EXIT_STATUSES, formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("good", help="the last known good build: CHANNEL@ID, a timeline hash (prefix) or a tag")
     parser.add_argument("bad", help="a later build on the same line of builds that is slower")

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from mpsbench.builds import history, machine
-from mpsbench.core import asv, asvconf, text
+from mpsbench.core import asv, asvconf, progress, text
 from mpsbench.measure import preselect
 from mpsbench.regressions import fresh, verdict
 
@@ -23,6 +23,12 @@ Pair = tuple[str, str]
 # The most rounds a budget may ask: each is one process per build, seconds at the least, so a thousand is hours
 # already (and verdict.looks lists every look: a budget of 10**20 was a MemoryError, issue 34).
 MOST_ROUNDS = 1000
+log = progress.logger(__name__)
+EXIT_STATUSES = """exit status:
+  0  unchanged (within the regression factor) or faster: no regression
+  1  slower: B is slower than the factor x A
+  2  bad input (an unknown build, a regex matching no or several combinations, a bad option value)
+  3  undecided: too noisy or too close to the factor for the rounds allowed; the reason names the option to change"""
 
 
 @dataclass
@@ -35,9 +41,11 @@ class Measured:
 
 def measure(session: fresh.Session, builds: list[fresh.Named], pairs: list[Pair],
             done: Callable[[dict[Pair, verdict.Verdict]], bool] | None = None) -> Measured:
-    """Interleaved rounds (one asv run) until every pair is decided (or ``done`` says so) or the round budget is spent."""
-    alpha = verdict.per_look_alpha(session.min_rounds, session.max_rounds)
-    looks = verdict.looks(session.min_rounds, session.max_rounds)
+    """Interleaved rounds (one asv run) until every pair is decided (or ``done`` says so) or the round budget is spent.
+
+    Each round is one progress line as it ends (stderr): every build's fastest sample, and what is left.
+    """
+    levels = verdict.alphas(session.min_rounds, session.max_rounds)
     measured = Measured({b.name: [] for b in builds})
     done = done or (lambda verdicts: all(v.decision != verdict.UNDECIDED for v in verdicts.values()))
     started = time.monotonic()
@@ -47,18 +55,39 @@ def measure(session: fresh.Session, builds: list[fresh.Named], pairs: list[Pair]
             before = len(measured.times[builds[0].name])
             measured.times = times
             count = len(times[builds[0].name])
+            due = [look for look in levels if before < look <= count]  # asv may finish two rounds at once
+            if due:
+                measured.verdicts = {
+                    (a, b): verdict.judge(times[a], times[b], session.factor, levels[due[-1]], session.quieter)
+                    for a, b in pairs
+                }
+            finished = bool(due) and done(measured.verdicts)
             for number in range(before + 1, count + 1):
                 shown = ", ".join(f"{b.name} {times[b.name][number - 1] * 1e3:.2f} ms" for b in builds)
-                print(f"round {number}: {shown}  ({time.monotonic() - started:.0f} s)")
-            if any(before < look <= count for look in looks):  # a look was due (asv may finish two rounds at once)
-                measured.verdicts = {
-                    (a, b): verdict.judge(times[a], times[b], session.factor, alpha, session.quieter) for a, b in pairs
-                }
-                if done(measured.verdicts):
-                    break
+                last = number == count
+                log.info(f"round {number}/{session.max_rounds}: {shown}"
+                         + (f"; {_left(measured, levels, count, session.max_rounds, time.monotonic() - started, finished)}"
+                            if last else ""))
+            if finished:
+                break
     finally:
         rounds.close()  # stops asv if the rounds were not all needed
     return measured
+
+
+def _left(measured: Measured, levels: dict[int, float], count: int, most: int, elapsed: float, finished: bool) -> str:
+    """What is left after ``count`` rounds, for a user watching a slow machine: the next look and the budget, in rounds
+    and in seconds at this run's own pace so far (the first round's installs included, so rather more than less)."""
+    pace = elapsed / count
+    decided = sum(v.decision != verdict.UNDECIDED for v in measured.verdicts.values())
+    judged = f"{decided} of {len(measured.verdicts)} decided, " if measured.verdicts else ""
+    if finished:
+        return f"{judged}done ({elapsed:.0f} s, {pace:.1f} s a round)"
+    following = [look for look in levels if look > count]
+    if not following:
+        return f"{judged}budget spent ({elapsed:.0f} s)"
+    return (f"{judged}{elapsed:.0f} s so far, {pace:.1f} s a round; next look at round {following[0]}"
+            f" (~{(following[0] - count) * pace:.0f} s), at most {most - count} rounds left (~{(most - count) * pace:.0f} s)")
 
 
 def summary(measured: Measured, a: str, b: str) -> list[str]:
@@ -149,7 +178,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
 def add_subcommand(commands: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     parser = commands.add_parser(
         "compare", help="is build B slower than build A? fresh, interleaved processes; never the recorded results",
-        description=__doc__.splitlines()[0] + " Exit 0 unchanged, 1 slower, 3 undecided, 2 bad input.",
+        description=__doc__.splitlines()[0], epilog=EXIT_STATUSES, formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("a", help="the reference build: CHANNEL@ID, a timeline hash (prefix) or a tag")
     parser.add_argument("b", help="the build under suspicion, named the same ways")

@@ -1,8 +1,9 @@
 """The statistical rule of ``mpsbench compare``: is build B slower than build A?
 
 Each process contributes its FASTEST sample (contention on a busy machine only ever adds time); a side's statistic
-is its fast mode, and a one-sided permutation test against the regression factor itself decides, its alpha split over
-the looks of the sequential loop. docs/bisect.md ("The rule") says why, with the trials and simulations that chose it.
+is its fast mode, and a one-sided permutation test against the regression factor itself decides, its alpha
+spent over the looks of the sequential loop (:func:`alphas`). docs/bisect.md ("The rule") says why, with the trials
+and simulations that chose it.
 """
 
 from __future__ import annotations
@@ -19,10 +20,11 @@ BOOTSTRAP = 2000  # resamples
 PERMUTATIONS = 2000  # relabelings: all of them when there are no more, else this many drawn
 CLUSTER = 1.5  # a side's fast mode: its process times within this factor of its fastest
 MAX_ROUNDS = 20
-# The permutation test's smallest p with 6 processes a side is 1/924 = 0.0011, under ALPHA over the
-# 8 looks of rounds 6, 8, .. 20 (0.0063); with 4 a side it is 1/70, which no level here reaches.
-MIN_ROUNDS = 6
-LOOK_EVERY = 2  # rounds between looks: fewer looks leave each a larger share of ALPHA
+# The first look: at 5 processes a side, what the permutation test gives when the sides do not overlap (1/252 = 0.0040)
+# is under its level (1.25 x that, 0.0050), so a clear change (a quiet GPU's) is decided there; 4 a side give 1/70.
+MIN_ROUNDS = 5
+FIRST_MARGIN = 1.25  # the first look's level over the smallest p its size can give
+LOOK_EVERY = 2  # rounds between the later looks: fewer looks leave each a larger share of ALPHA
 FEWEST = 4  # processes a side below which nothing is decided
 
 SLOWER, UNCHANGED, FASTER, UNDECIDED = "slower", "unchanged", "faster", "undecided"
@@ -47,13 +49,27 @@ class Verdict:
 
 
 def looks(min_rounds: int = MIN_ROUNDS, max_rounds: int = MAX_ROUNDS) -> list[int]:
-    """The rounds at which the loop may stop: min_rounds, then every LOOK_EVERY rounds, and max_rounds."""
-    return sorted({*range(min_rounds, max_rounds + 1, LOOK_EVERY), max_rounds})
+    """The rounds at which the loop may stop: min_rounds, the round after it, then every LOOK_EVERY rounds, and max_rounds."""
+    return sorted({min_rounds, *range(min_rounds + 1, max_rounds + 1, LOOK_EVERY), max_rounds})
+
+
+def alphas(min_rounds: int = MIN_ROUNDS, max_rounds: int = MAX_ROUNDS) -> dict[int, float]:
+    """Each look's level (round -> alpha), summing to ALPHA: a weighted Bonferroni split, i.e. alpha spending bounded by
+    the union of the looks' events, which holds however the looks' p values depend on each other.
+
+    The first look gets just what two sides that do not overlap need (FIRST_MARGIN x 1 / C(2n, n), at most half of
+    ALPHA); the later looks share the rest equally.
+    """
+    rounds = looks(min_rounds, max_rounds)
+    if len(rounds) == 1:
+        return {rounds[0]: ALPHA}
+    first = min(ALPHA / 2, FIRST_MARGIN / math.comb(2 * min_rounds, min_rounds))
+    return {rounds[0]: first, **{look: (ALPHA - first) / (len(rounds) - 1) for look in rounds[1:]}}
 
 
 def per_look_alpha(min_rounds: int = MIN_ROUNDS, max_rounds: int = MAX_ROUNDS) -> float:
-    """ALPHA shared by every look (Bonferroni)."""
-    return ALPHA / len(looks(min_rounds, max_rounds))
+    """The smallest level of any look: what a single judgement outside the sequential loop is held to."""
+    return min(alphas(min_rounds, max_rounds).values())
 
 
 def fast_mode(values: list[float]) -> float:
@@ -116,7 +132,8 @@ def judge(a: list[float], b: list[float], factor: float, alpha: float = per_look
         return Verdict(decision, ratio, low, high, p_value, alpha, noise, rounds, f"{decision}: {reason}")
 
     if min(rounds) < FEWEST:
-        return verdict(UNDECIDED, f"{shown}; too few processes ({min(rounds)} < {FEWEST} a side): allow more rounds")
+        return verdict(UNDECIDED, f"{shown}; too few processes ({min(rounds)} < {FEWEST} a side): allow more rounds"
+                                  " (--max-rounds)")
     if p_value < alpha:
         return verdict(SLOWER, f"{shown}; p < {alpha:.4f}: B is slower than {factor:g} x A")
     # B against A the other way round: p that A (scaled) is slower than B, i.e. that B is faster than it
