@@ -47,7 +47,10 @@ def _site_without_switch() -> None:
     venv = os.path.dirname(os.path.dirname(os.path.abspath(sys.executable)))
     if os.path.isfile(os.path.join(venv, "pyvenv.cfg")):  # what site.venv() does, which -S skipped
         sys.prefix = sys.exec_prefix = venv
-    purelib = sysconfig.get_paths(vars={"base": sys.prefix, "platbase": sys.exec_prefix})["purelib"]
+    # the virtual environment's own scheme: a distribution's default one may differ (Debian's and Ubuntu's Pythons
+    # give posix_local, .../local/lib/python3.X/dist-packages, which a venv does not have)
+    scheme = "venv" if "venv" in sysconfig.get_scheme_names() else ("nt" if os.name == "nt" else "posix_prefix")
+    purelib = sysconfig.get_paths(scheme, vars={"base": sys.prefix, "platbase": sys.exec_prefix})["purelib"]
     known = set(sys.path)
     sys.path.append(purelib)
     known.add(purelib)
