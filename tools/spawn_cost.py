@@ -50,7 +50,7 @@ LAUNCH_METHODS = ("spawn", "forkserver")
 
 
 def _load() -> str:
-    return "load %.1f" % os.getloadavg()[0]
+    return f"load {os.getloadavg()[0]:.1f}"
 
 
 def _env(checkout: Path) -> dict[str, str]:
