@@ -9,8 +9,9 @@ Mac's process model; it is not a Mac figure (docs/budget.md, "Spawn against fork
     tools/spawn_cost.py processes [--checkout DIR ...] [--repeat N]
         asv's own spawned command (benchmark.py run) for one process of each kind, each checkout in turn, N rounds
         interleaved: seconds per process, and seconds of it importing torch, torchvision and transformers.
-    tools/spawn_cost.py runs -b REGEX [--checkout DIR ...] [--repeat N]
-        `asv run --python=same -b REGEX` under spawn and under forkserver, each checkout, interleaved: wall seconds.
+    tools/spawn_cost.py runs -b REGEX [-b REGEX ...] [--checkout DIR ...] [--repeat N]
+        `asv run --python=same` of the default's combinations that a REGEX finds (preselected, as scripts/bench
+        runs them) under spawn and under forkserver, each checkout, interleaved: wall seconds.
     tools/spawn_cost.py count
         The processes of this machine's default selection (mpsbench preselect) per family, lookups apart.
 
@@ -62,12 +63,16 @@ def _env(checkout: Path) -> dict[str, str]:
 
 
 def _imports(importtime: str) -> dict[str, float]:
-    """Seconds of each top-level package in HEAVY from ``python -X importtime``'s report (cumulative microseconds)."""
+    """Seconds spent executing each HEAVY package's own modules, from ``python -X importtime``'s report.
+
+    The sum of every module's self time, by its top-level package: the cumulative column nests a package under
+    whichever module imported it first (transformers' lazy modules scatter it), the self column does not.
+    """
     found: dict[str, float] = collections.defaultdict(float)
     for line in importtime.splitlines():
-        match = re.match(r"import time:\s+\d+ \|\s+(\d+) \| (\s*)(\S+)$", line)
-        if match and match.group(3) in HEAVY:  # the package's own entry holds its whole import, wherever it came from
-            found[match.group(3)] += int(match.group(1)) / 1e6
+        match = re.match(r"import time:\s+(\d+) \|\s+\d+ \|\s*(\S+)$", line)
+        if match and match.group(2).split(".")[0] in HEAVY:
+            found[match.group(2).split(".")[0]] += int(match.group(1)) / 1e6
     return found
 
 
@@ -100,13 +105,17 @@ def processes(checkouts: list[Path], repeat: int) -> None:
         print(f"median {kind:9} {checkout}: {statistics.median(walls):.2f} s over {len(walls)}")
 
 
-def runs(checkouts: list[Path], bench: str, repeat: int) -> None:
+def runs(checkouts: list[Path], bench: list[str], repeat: int) -> None:
+    """The default's combinations that one of ``bench`` finds, named exactly (as scripts/bench passes them)."""
+    names = preselect.selected(preselect.combinations(preselect.discover(ROOT / "benchmarks")), bench)
+    print(f"{len(names)} combinations of this machine's default: {', '.join(names)}", flush=True)
+    pattern = asv_names.pattern(names)
     machine = os.environ.get("MPSBENCH_PROBE_MACHINE", "spawn-probe")  # asv machine --yes --machine spawn-probe first
     for round_ in range(repeat):
         for method in LAUNCH_METHODS:
             for checkout in checkouts:
                 command = [sys.executable, "-m", "asv", "run", "--python=same", "--machine", machine,
-                           "--launch-method", method, "-b", bench]
+                           "--launch-method", method, "-b", pattern]
                 before = _load()
                 began = time.perf_counter()
                 code = asv_names.run(command, cwd=checkout, env=_env(checkout))
@@ -135,7 +144,7 @@ def main() -> int:
     parser.add_argument("what", choices=("processes", "runs", "count"))
     parser.add_argument("--checkout", type=Path, action="append", help="a folder with src/ and benchmarks/ (repeatable)")
     parser.add_argument("--repeat", type=int, default=3)
-    parser.add_argument("-b", "--bench", help="asv's -b regex (runs)")
+    parser.add_argument("-b", "--bench", action="append", help="runs: a regex of the default's combinations (repeatable)")
     args = parser.parse_args()
     checkouts = [path.resolve() for path in args.checkout or [ROOT]]
     for checkout in checkouts:
