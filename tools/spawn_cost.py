@@ -7,8 +7,9 @@ asv_runner, the benchmark module and whatever that imports. A Linux machine can 
 Mac's process model; it is not a Mac figure (docs/budget.md, "Spawn against forkserver").
 
     tools/spawn_cost.py processes [--checkout DIR ...] [--repeat N]
-        asv's own spawned command (benchmark.py run) for one process of each kind, each checkout in turn, N rounds
-        interleaved: seconds per process, and seconds of it importing torch, torchvision and transformers.
+        asv's own spawned command (benchmark.py run) for one process of each kind, and its discovery (one per asv
+        run under either launch method), each checkout in turn, N rounds interleaved: seconds per process, and
+        seconds of it importing torch, torchvision and transformers.
     tools/spawn_cost.py runs -b REGEX [-b REGEX ...] [--checkout DIR ...] [--repeat N]
         `asv run --python=same` of the default's combinations that a REGEX finds (preselected, as scripts/bench
         runs them) under spawn and under forkserver, each checkout, interleaved: wall seconds.
@@ -39,12 +40,14 @@ from mpsbench.measure import preselect
 
 ROOT = Path(__file__).resolve().parents[1]
 BENCHMARK_SCRIPT = Path(asv.__file__).parent / "benchmark.py"  # what asv's Spawner runs for every process
+DISCOVER = "discover"  # benchmark.py's mode that imports every benchmark module and lists the suite
 # One process of each kind: a setup_cache lookup, a facts row, a measuring process (build, warm-up, 10+ samples).
 # ("benchmark_patterns.Correctness.track_relative_error-0" is ('cpu', its first pattern, 'float32').)
 PROCESSES = {
     "lookup": ("benchmark_patterns.Correctness.track_relative_error-0", "benchmark_patterns.Correctness.track_relative_error"),
     "facts": ("benchmark_host.Host.track_on_battery", None),
     "measuring": ("benchmark_models.Inference.time_step-0", None),  # ('cpu', 'mlp', 1)
+    "discovery": (DISCOVER, None),  # once per asv run under either launch method, forkserver included
 }
 HEAVY = ("torch", "torchvision", "transformers")
 LAUNCH_METHODS = ("spawn", "forkserver")
@@ -82,20 +85,22 @@ def _process(checkout: Path, benchmark: str, cache_of: str | None, folder: Path)
     if cache_of is not None and not (folder / "cache.pickle").exists():  # a lookup reads its setup_cache's file
         subprocess.run([sys.executable, str(BENCHMARK_SCRIPT), "setup_cache", benchmarks, cache_of, "{}"],
                        cwd=folder, env=env, check=True, capture_output=True)
+    mode = [DISCOVER, benchmarks] if benchmark == DISCOVER else ["run", benchmarks, benchmark, "{}", "None"]
     began = time.perf_counter()
-    done = subprocess.run([sys.executable, "-X", "importtime", str(BENCHMARK_SCRIPT), "run", benchmarks, benchmark,
-                           "{}", "None", str(folder / "result.json")], cwd=folder, env=env, capture_output=True, text=True)
+    done = subprocess.run([sys.executable, "-X", "importtime", str(BENCHMARK_SCRIPT), *mode, str(folder / "result.json")],
+                          cwd=folder, env=env, capture_output=True, text=True)
     seconds = time.perf_counter() - began
     if done.returncode != 0:
         raise SystemExit(f"{benchmark} failed in {checkout}: {done.stderr[-2000:]}")
     return seconds, _imports(done.stderr)
 
 
-def processes(checkouts: list[Path], repeat: int) -> None:
-    folders = {(checkout, kind): Path(tempfile.mkdtemp(prefix="spawn-cost-")) for checkout in checkouts for kind in PROCESSES}
+def processes(checkouts: list[Path], repeat: int, kinds: list[str]) -> None:
+    folders = {(checkout, kind): Path(tempfile.mkdtemp(prefix="spawn-cost-")) for checkout in checkouts for kind in kinds}
     seconds: dict[tuple[Path, str], list[float]] = collections.defaultdict(list)
     for round_ in range(repeat):
-        for kind, (benchmark, cache_of) in PROCESSES.items():
+        for kind in kinds:
+            benchmark, cache_of = PROCESSES[kind]
             for checkout in checkouts:  # interleaved: each checkout sees the same load, round by round
                 wall, heavy = _process(checkout, benchmark, cache_of, folders[checkout, kind])
                 seconds[checkout, kind].append(wall)
@@ -144,6 +149,7 @@ def main() -> int:
     parser.add_argument("what", choices=("processes", "runs", "count"))
     parser.add_argument("--checkout", type=Path, action="append", help="a folder with src/ and benchmarks/ (repeatable)")
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--kind", action="append", choices=list(PROCESSES), help="processes: only these kinds")
     parser.add_argument("-b", "--bench", action="append", help="runs: a regex of the default's combinations (repeatable)")
     args = parser.parse_args()
     checkouts = [path.resolve() for path in args.checkout or [ROOT]]
@@ -151,7 +157,7 @@ def main() -> int:
         if not (checkout / "benchmarks").is_dir() or not (checkout / "src").is_dir():
             parser.exit(2, f"spawn_cost: {checkout} holds no src/ and benchmarks/; pass a checkout of the suite\n")
     if args.what == "processes":
-        processes(checkouts, args.repeat)
+        processes(checkouts, args.repeat, args.kind or list(PROCESSES))
     elif args.what == "runs":
         if not args.bench:
             parser.exit(2, "spawn_cost: runs needs -b REGEX (the combinations to run)\n")
