@@ -83,6 +83,15 @@ def test_errors_other_than_out_of_memory_are_never_swallowed(error):
         maxbatch.search(broken, lambda: None)
 
 
+def test_every_try_says_on_stderr_how_it_went(capsys):
+    stand_in = StandIn(2, OUT_OF_MEMORY["cpu under RLIMIT_AS"])
+    maxbatch.search(stand_in, stand_in.release, what="mlp training on cpu")
+    lines = capsys.readouterr().err.splitlines()
+    assert [line.split(" (")[0] for line in lines] == [
+        "mpsbench maxbatch: mlp training on cpu: batch 1 fits", "mpsbench maxbatch: mlp training on cpu: batch 2 fits",
+        "mpsbench maxbatch: mlp training on cpu: batch 4 does not fit"]
+
+
 def test_a_real_workload_is_searched_and_dropped_afterwards():
     step = maxbatch.SizedStep("training", "cpu", "mlp")
     found = maxbatch.search(step, step.release, ceiling=8)

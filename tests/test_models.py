@@ -106,5 +106,9 @@ def test_optional_packages_are_preloaded_only_in_asvs_forkserver(monkeypatch):
     monkeypatch.delitem(sys.modules, "asv_runner.server", raising=False)
     assert models.preload_for_forkserver() == []
     monkeypatch.setitem(sys.modules, "asv_runner.server", types.ModuleType("asv_runner.server"))
+    for spawned in ("run", "setup_cache", "discover"):  # asv's benchmark.py imports asv_runner.server in every mode
+        monkeypatch.setattr(sys, "argv", ["benchmark.py", spawned, "benchmarks"])
+        assert models.preload_for_forkserver() == []
+    monkeypatch.setattr(sys, "argv", ["benchmark.py", models.FORKSERVER_MODE, "benchmarks", "socket"])
     assert models.preload_for_forkserver() == list(models.PRELOADED)  # both installed in the test venv
     assert all(package in sys.modules for package in models.PRELOADED)

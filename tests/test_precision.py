@@ -37,13 +37,13 @@ def test_an_unknown_dtype_is_one_line_with_the_choices():
 def test_each_dtype_is_the_one_the_logits_are_computed_in(kind, dtype):
     workload = workloads.build(kind, "cpu", "mlp", 8, dtype)
     workload.warm_up()  # checks the computed dtype itself
-    assert workload.computed_dtype == precision.DTYPES[dtype]
+    assert workload.computed_dtype == precision.dtype_of(dtype)
     weights = next(workload.model.parameters()).dtype
     if kind == "training":  # mixed precision: float32 master weights, float16 with loss scaling
         assert weights == torch.float32
         assert (workload.scaler is not None) == (dtype == "float16")
     else:  # inference casts the model
-        assert weights == precision.DTYPES[dtype]
+        assert weights == precision.dtype_of(dtype)
 
 
 def test_the_asv_class_times_a_reduced_precision_step_on_cpu(monkeypatch):

@@ -108,9 +108,10 @@ def test_epochs_are_resnet50_tiny_on_the_cpu_and_the_seeds_vgg16_small_on_gpus(m
     assert "takes hours" in selection.left_out("Epoch", "cpu", "resnet50", 8, 0, "cifar10", "train")
 
 
-def test_the_largest_batch_is_the_bert_pair_on_the_cpu_and_everything_in_the_full_sweep(monkeypatch):
+def test_the_largest_batch_searches_run_in_the_full_sweep_only(monkeypatch):
     monkeypatch.setenv(devices.MPS_WATERMARK_ENV, "1.0")
-    assert runs("MaxBatch", "cpu", "bert_base", "training") and runs("MaxBatch", "cpu", "bert_base_frozen", "training")
+    for model in ("bert_base", "bert_base_frozen"):  # the seeds' pair: minutes on the cpu (issue 32)
+        assert "fixed memory budget" in selection.left_out("MaxBatch", "cpu", model, "training")
     assert "fills the GPU's memory" in selection.left_out("MaxBatch", "cuda", "bert_base_frozen", "training")
     assert "MPSBENCH_FULL=1" in selection.left_out("MaxBatch", "cpu", "resnet50", "training")
     assert "PYTORCH_MPS_HIGH_WATERMARK_RATIO=1.0" in selection.left_out("MaxBatch", "mps", "vgg16", "inference")
@@ -120,6 +121,7 @@ def test_the_largest_batch_is_the_bert_pair_on_the_cpu_and_everything_in_the_ful
         "MaxBatch", "mps", "vgg16", "inference")
     full_sweep(monkeypatch)
     assert runs("MaxBatch", "cpu", "resnet50", "training") and runs("MaxBatch", "cuda", "resnet50", "inference")
+    assert runs("MaxBatch", "cpu", "bert_base_frozen", "training")
     assert not runs("MaxBatch", "cuda", "bert_base_frozen", "inference")  # never: it is bert_base's
 
 

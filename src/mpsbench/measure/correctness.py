@@ -14,14 +14,12 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Union
 
-import torch
-from torch.nn import functional
-
 from mpsbench.core import errors
 from mpsbench.measure import accuracy, devices, isolated, measured, models, precision, skips, tolerances
+from mpsbench.measure.optional_torch import torch
 
-Tensors = Sequence[torch.Tensor]
-Output = Union[torch.Tensor, tuple[torch.Tensor, ...]]  # one result, or several (the reductions)
+Tensors = Sequence["torch.Tensor"]  # strings: a lazy torch is not loaded at import (optional_torch)
+Output = Union["torch.Tensor", tuple["torch.Tensor", ...]]  # one result, or several (the reductions)
 # Batch 2, 4 heads, 64 tokens, 32 per head: big enough for a kernel's tiling to
 # matter, small enough that every check takes milliseconds on any device.
 B, H, T, D = 2, 4, 64, 32
@@ -76,7 +74,7 @@ def _permuted(inputs: Tensors) -> tuple[torch.Tensor, ...]:
 
 
 def _sdpa(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
-    return functional.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+    return torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=mask)
 
 
 def _with_mask(make: Callable[[torch.Generator], tuple[torch.Tensor, ...]]) -> Callable[..., tuple[torch.Tensor, ...]]:
@@ -112,7 +110,7 @@ def _broadcast_rows(inputs: Tensors) -> tuple[torch.Tensor, ...]:
 
 
 def _layer_norm(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:
-    return functional.layer_norm(x, (x.shape[-1],), weight, bias)
+    return torch.nn.functional.layer_norm(x, (x.shape[-1],), weight, bias)
 
 
 PATTERNS: dict[str, Pattern] = {
@@ -126,13 +124,13 @@ PATTERNS: dict[str, Pattern] = {
             "linear_transposed_weight", "pytorch#162730",
             lambda gen: (_randn(gen, 64, 256), _randn(gen, 256, 128), _randn(gen, 128)),
             lambda x: (x[0], x[1].t(), x[2]),  # the weight stored (in, out) and passed transposed
-            lambda x, weight, bias: functional.linear(x, weight, bias),
+            lambda x, weight, bias: torch.nn.functional.linear(x, weight, bias),
         ),
         Pattern(
             "conv2d_strided_input", "strided views",
             lambda gen: (_randn(gen, 2, 16, 32, 32), _randn(gen, 8, 8, 3, 3)),
             lambda x: (x[0][:, ::2, ::2, 1::2], x[1]),  # every other channel, row and column: strides 2, 2, 2
-            lambda x, weight: functional.conv2d(x, weight, padding=1),
+            lambda x, weight: torch.nn.functional.conv2d(x, weight, padding=1),
         ),
         Pattern(
             "index_select_transposed", "mps index ops",
@@ -161,7 +159,7 @@ PATTERNS: dict[str, Pattern] = {
         Pattern(
             "linear_3d_no_bias", "pytorch#180776",  # identical float16/bfloat16 calls disagreed by up to 123.5
             lambda gen: (_randn(gen, 2, 13, 1024), _randn(gen, 1024, 1024)), tuple,
-            lambda x, weight: functional.linear(x, weight),
+            lambda x, weight: torch.nn.functional.linear(x, weight),
         ),
         Pattern("reductions_in_succession", "pytorch#178497", _with_nans, tuple, _reductions, calls=16),
         Pattern(
@@ -172,12 +170,12 @@ PATTERNS: dict[str, Pattern] = {
         Pattern(
             "linear_bias", "pytorch#188438",  # 18-23% relative error on one chip (GitHub's macos-26 M1)
             lambda gen: (_randn(gen, 80, 1, 2), _randn(gen, 192, 2), _randn(gen, 192)), tuple,
-            lambda x, weight, bias: functional.linear(x, weight, bias),
+            lambda x, weight, bias: torch.nn.functional.linear(x, weight, bias),
         ),
         Pattern(
             "linear_broadcast_input", "pytorch#167154",  # an MPSNDArray assertion aborted the process (2.8)
             lambda gen: (_randn(gen, 499 * 768), _randn(gen, 768, 768) / 28, _randn(gen, 768)), _broadcast_rows,
-            lambda x, weight, bias: functional.linear(x, weight, bias), isolated=True,
+            lambda x, weight, bias: torch.nn.functional.linear(x, weight, bias), isolated=True,
         ),
     )
 }

@@ -14,7 +14,7 @@ import warnings
 from collections.abc import Sequence
 from typing import Any
 
-import torch
+from mpsbench.measure.optional_torch import torch
 
 ENABLE_ENV = "PYTORCH_ENABLE_MPS_FALLBACK"  # PyTorch's switch; read at `import torch`
 ALLOW_ENV = "MPSBENCH_ALLOW_FALLBACK"  # ours: 1 times combinations that fell back

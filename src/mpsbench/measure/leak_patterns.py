@@ -11,11 +11,8 @@ import itertools
 from collections.abc import Callable
 from dataclasses import dataclass
 
-import torch
-from torch import nn
-from torch.nn import functional
-
 from mpsbench.measure import devices, leak, measured, models, skips
+from mpsbench.measure.optional_torch import nn, torch
 
 PER = 1000  # growth is reported per this many iterations
 WARM_UP = 50  # iterations before the readings: several times every cycle below
@@ -52,7 +49,7 @@ def _lstm(device: str) -> Callable[[], object]:
     gen = torch.Generator().manual_seed(models.SEED)
     x = torch.randn(16, 32, 64, generator=gen).to(device)
     target = torch.randint(0, 10, (16,), generator=gen).to(device)
-    return _sgd_step(model, lambda: functional.cross_entropy(head(lstm(x)[0][:, -1]), target))
+    return _sgd_step(model, lambda: torch.nn.functional.cross_entropy(head(lstm(x)[0][:, -1]), target))
 
 
 def _varying_sizes(device: str) -> Callable[[], object]:
@@ -64,7 +61,7 @@ def _varying_sizes(device: str) -> Callable[[], object]:
     batches = [torch.randn(8, 3, side, side, generator=gen).to(device) for side in SIZES]
     target = torch.randint(0, 10, (8,), generator=gen).to(device)
     cycle = itertools.cycle(batches)
-    return _sgd_step(model, lambda: functional.cross_entropy(model(next(cycle)), target))
+    return _sgd_step(model, lambda: torch.nn.functional.cross_entropy(model(next(cycle)), target))
 
 
 def _maxpool(device: str) -> Callable[[], object]:
@@ -88,7 +85,7 @@ def _varying_sdpa(device: str) -> Callable[[], object]:
     def step() -> object:
         q, k, v = next(cycle)
         with torch.no_grad():
-            return functional.scaled_dot_product_attention(q, k, v)
+            return torch.nn.functional.scaled_dot_product_attention(q, k, v)
 
     return step
 

@@ -11,9 +11,8 @@ from __future__ import annotations
 
 from typing import Any
 
-import torch
-
 from mpsbench.measure import correctness, devices, fallback, models, precision, suite
+from mpsbench.measure.optional_torch import torch
 
 MODEL = models.LLAMA_NAME
 NAMES: tuple[str, ...] = (MODEL,)  # the generation classes' model axis

@@ -9,10 +9,11 @@ from __future__ import annotations
 import gc
 import os
 import resource
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from mpsbench.core import errors
+from mpsbench.core import errors, progress
 from mpsbench.measure import devices, isolated, models, suite, workloads
 
 CEILING = 4096  # the search stops here even if everything fits: 13 tries at most (1, 2, ..., 4096)
@@ -24,6 +25,10 @@ CPU_MEMORY_BUDGET = 2 * 1024**3
 # is reached only once the optimizer state exists: from the second step on.
 STEPS_PER_TRY = {"training": 2, "inference": 1}
 
+# A search can take many minutes (issue 32: 35 on a loaded 2-core machine): each try says how it went on stderr,
+# which asv shows with --show-stderr when the combination ends.
+log = progress.logger(__name__)
+
 
 @dataclass(frozen=True)
 class Search:
@@ -34,11 +39,13 @@ class Search:
     error: str | None  # the first line of the out-of-memory error that ended it; None at the ceiling
 
 
-def search(step: Callable[[int], None], release: Callable[[], None], ceiling: int = CEILING) -> Search:
+def search(step: Callable[[int], None], release: Callable[[], None], ceiling: int = CEILING,
+           what: str = "the search") -> Search:
     """Double the batch size from 1 until ``step`` runs out of memory or passes ``ceiling``.
 
     ``step(n)`` runs the workload at batch size ``n``; ``release()`` frees
     what it left behind and is called after every try, successful or not.
+    Every try is logged as ``what: batch n fits (seconds)``.
     """
     tried: list[int] = []
     largest = 0
@@ -46,6 +53,7 @@ def search(step: Callable[[int], None], release: Callable[[], None], ceiling: in
     while batch_size <= ceiling:
         tried.append(batch_size)
         error = None
+        began = time.perf_counter()
         try:
             step(batch_size)
         except Exception as exc:  # the error and its traceback go at the end of this block: the failed try keeps nothing
@@ -54,6 +62,8 @@ def search(step: Callable[[int], None], release: Callable[[], None], ceiling: in
             error = errors.first_line(exc)
         gc.collect()  # the failed try's frames form cycles with its tensors
         release()
+        outcome = "fits" if error is None else "does not fit"
+        log.info("%s: batch %d %s (%.1f s)", what, batch_size, outcome, time.perf_counter() - began)
         if error is not None:
             return Search(largest, tuple(tried), error)
         largest = batch_size
@@ -111,7 +121,7 @@ def _search(kind: str, device: str, model: str, ceiling: int, budget: int | None
 
             limit = psutil.Process().memory_info().vms + budget  # the address space mapped now (Linux's VmSize)
             resource.setrlimit(resource.RLIMIT_AS, (limit, resource.getrlimit(resource.RLIMIT_AS)[1]))
-        return search(step, step.release, ceiling)
+        return search(step, step.release, ceiling, f"{model} {kind} on {device}")
     finally:
         step.close()
 

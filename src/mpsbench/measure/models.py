@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from mpsbench.core import errors
+from mpsbench.measure import optional_torch
 from mpsbench.measure.optional_torch import nn, torch  # the registry's names and sizes import without torch
 
 SEED = 0  # every synthetic batch is drawn from a generator seeded with this
@@ -393,17 +394,30 @@ def make_batch(spec: ModelSpec, batch_size: int) -> Batch:
 # benchmark modules once and forks a process per benchmark from there: importing
 # these in that server too saves every forked process their import (seconds for
 # transformers). Nothing here touches a GPU, which must not be initialized before
-# a fork. Under spawn (macOS) each process imports what its model needs, as before.
+# a fork. torch itself is loaded at its first use (optional_torch), so the server loads
+# it first: a forked process would otherwise import it alone. Under spawn (macOS) each
+# process imports what its model needs, and a track_ lookup imports no torch at all.
 PRELOADED = (
     "torchvision.models", "transformers.models.bert.modeling_bert", "transformers.models.llama.modeling_llama",
     "transformers.models.clip.modeling_clip",
 )
+# asv starts every benchmark process as `benchmark.py MODE ...`, and that script imports asv_runner.server in
+# every mode: only the mode tells the forkserver ("run_server") from a spawned process ("run", "setup_cache",
+# "discover"). Until 2026-11-27 the module's presence was the test, so every spawned process and every
+# setup_cache imported torchvision and three transformers models it mostly did not need (docs/budget.md).
+FORKSERVER_MODE = "run_server"
+
+
+def in_forkserver() -> bool:
+    """Whether this process is asv's forkserver, which imports the suite once and forks each benchmark from it."""
+    return "asv_runner.server" in sys.modules and sys.argv[1:2] == [FORKSERVER_MODE]
 
 
 def preload_for_forkserver() -> list[str]:
-    """In asv's forkserver, import the models' optional packages; elsewhere do nothing."""
-    if "asv_runner.server" not in sys.modules:
+    """In asv's forkserver, import torch and the models' optional packages; elsewhere do nothing."""
+    if not in_forkserver():
         return []
+    optional_torch.load()
     loaded = []
     for package in PRELOADED:
         try:

@@ -14,12 +14,10 @@ import platform
 import re
 from typing import Any
 
-import torch
-
 from mpsbench.measure import host
+from mpsbench.measure.optional_torch import torch
 
-DTYPES: dict[str, torch.dtype] = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
-NAMES: tuple[str, ...] = tuple(DTYPES)
+NAMES: tuple[str, ...] = ("float32", "float16", "bfloat16")  # each the name of its torch dtype (dtype_of)
 DEFAULT = "float32"
 
 
@@ -33,13 +31,15 @@ class DtypeMismatchError(RuntimeError):
 
 def check_name(name: str) -> str:
     """Return ``name`` if it names a benchmarked dtype, else raise a one-line error."""
-    if name not in DTYPES:
+    if name not in NAMES:
         raise PrecisionError(f"unknown dtype {name!r}; choose one of: {', '.join(NAMES)}")
     return name
 
 
 def dtype_of(name: str) -> torch.dtype:
-    return DTYPES[check_name(name)]
+    """torch's dtype of that name, read at the call: a table of them would load a lazy torch at import."""
+    dtype: torch.dtype = getattr(torch, check_name(name))
+    return dtype
 
 
 def is_reduced(name: str) -> bool:

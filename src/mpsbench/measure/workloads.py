@@ -12,10 +12,8 @@ import math
 import time
 from collections.abc import Callable
 
-import torch
-from torch import nn
-
 from mpsbench.measure import devices, fallback, models, precision
+from mpsbench.measure.optional_torch import nn, torch
 
 KINDS: tuple[str, ...] = ("training", "inference")
 

@@ -1,0 +1,68 @@
+"""torch is executed at its first use (mpsbench.measure.optional_torch): a spawned track_ lookup never loads it.
+
+Each check runs in a fresh interpreter, as asv's spawn launch method starts a benchmark process.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+MODULES = sorted(path.stem for path in (ROOT / "benchmarks").glob("benchmark_*.py"))
+# Modules whose import needs torch's attributes: the ops' table holds torch's functions, and the epoch's dataset
+# subclasses torch's Dataset. Neither has a track_ lookup: their processes measure, so they load torch anyway.
+LOADS_TORCH = {"benchmark_ops", "benchmark_epoch"}
+
+
+def _fresh(code: str) -> str:
+    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=900)
+    assert done.returncode == 0, done.stderr
+    return done.stdout.strip()
+
+
+def test_the_benchmark_modules_import_without_executing_torch():
+    code = ("import importlib\nfrom mpsbench.measure import optional_torch\n"
+            f"for name in {MODULES!r}:\n"
+            "    importlib.import_module('benchmarks.' + name)\n"
+            "    print(name, optional_torch.loaded())\n")
+    loaded = dict(line.split() for line in _fresh(code).splitlines())
+    assert set(loaded) == set(MODULES)
+    first_loader = next(name for name in MODULES if loaded[name] == "True")  # once loaded, loaded for the rest
+    assert first_loader in LOADS_TORCH
+    assert all(loaded[name] == "False" for name in MODULES[:MODULES.index(first_loader)])
+
+
+@pytest.mark.parametrize("module", sorted(set(MODULES) - LOADS_TORCH))
+def test_each_module_alone_leaves_torch_unloaded(module):
+    assert _fresh(f"import benchmarks.{module}\nfrom mpsbench.measure import optional_torch\n"
+                  "print(optional_torch.loaded())") == "False"
+
+
+def test_a_capacity_lookup_reads_its_figure_without_torch():
+    code = ("from benchmarks import benchmark_models as bm\nfrom mpsbench.measure import measured, optional_torch\n"
+            "table = measured.Table({('cpu', 'mlp', 8): {'throughput': measured.Outcome(value=123.0)}})\n"
+            "print(bm.TrainingCapacity().track_throughput({'training': table}, 'cpu', 'mlp', 8),"
+            " optional_torch.loaded())")
+    assert _fresh(code) == "123.0 False"
+
+
+def test_the_first_attribute_loads_torch_and_the_module_is_torch_itself():
+    code = ("from mpsbench.measure import optional_torch\nimport sys\n"
+            "before = optional_torch.loaded()\nzeros = optional_torch.torch.zeros(2)\n"
+            "print(before, optional_torch.loaded(), optional_torch.torch is sys.modules['torch'],"
+            " optional_torch.nn.Linear is sys.modules['torch'].nn.Linear)")
+    assert _fresh(code) == "False True True True"
+
+
+def test_asvs_forkserver_loads_torch_before_it_forks():
+    """The server preloads torch: a forked benchmark process must not import it alone."""
+    code = ("import sys, types\nsys.modules['asv_runner.server'] = types.ModuleType('asv_runner.server')\n"
+            "sys.argv[1:] = [{mode!r}, 'benchmarks']\n"
+            "import benchmarks\nfrom mpsbench.measure import optional_torch\n"
+            "print(optional_torch.loaded(), 'transformers' in sys.modules)")
+    assert _fresh(code.format(mode="run_server")) == "True True"
+    assert _fresh(code.format(mode="run")) == "False False"  # a spawned process: asv's benchmark.py run
