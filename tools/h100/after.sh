@@ -4,17 +4,19 @@
 #     PERCENT=N bash tools/h100/after.sh "$OUT"
 set -u
 OUT=${1:?usage: after.sh OUT}
-mkdir -p "$OUT/energy"
+E=/tmp/h100/energy
+mkdir -p "$E" "$OUT"
 source tools/h100/env.sh /tmp/h100 || exit 3
 start=$(date +%s)
 timeout 260 python3 scripts/calibrate-step --device cuda --workdir /tmp/h100/cal-after default > "$OUT/default.log" 2>&1
 say "default: exit $?, $(( $(date +%s) - start )) s, load $(cut -d' ' -f1-3 /proc/loadavg)"
 tail -3 "$OUT/default.log"
-T_AA=${T_AA:-130} bash tools/h100/loop.sh "$OUT/loop" aa 2>&1 | tail -4
+T_AA=${T_AA:-130} bash tools/h100/loop.sh /tmp/h100/loop-out aa 2>&1 | tail -4
+cp /tmp/h100/loop-out/summary.md "$OUT/aa-summary.md"; cp /tmp/h100/loop-out/aa.log "$OUT/aa.log"
 for run in 1 2; do
     start=$(date +%s)
-    timeout 110 python3 tools/sentinels_h100.py "$OUT/energy" --part energy --run $run $([ $run = 1 ] && echo --smi) > "$OUT/energy/run$run.log" 2>&1
+    timeout 110 python3 tools/sentinels_h100.py "$E" --part energy --run $run $([ $run = 1 ] && echo --smi) > "$OUT/energy/run$run.log" 2>&1
     say "energy run $run: exit $?, $(( $(date +%s) - start )) s"
 done
-python3 -c "import sys; sys.path.insert(0, 'tools'); import sentinels_h100 as s; from pathlib import Path; s.summarize(Path('$OUT/energy'))" 2>&1 | tail -3
+python3 -c "import sys; sys.path.insert(0, 'tools'); import sentinels_h100 as s; from pathlib import Path; s.summarize(Path('$E'))" 2>&1 | tail -3
 grep -A14 "Joules per step" "$OUT/energy/summary.md" 2>/dev/null
