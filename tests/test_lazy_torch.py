@@ -50,12 +50,20 @@ def test_a_capacity_lookup_reads_its_figure_without_torch():
     assert _fresh(code) == "123.0 False"
 
 
-def test_the_first_attribute_loads_torch_and_the_module_is_torch_itself():
+def test_the_first_attribute_imports_torch_and_reads_through_to_it():
     code = ("from mpsbench.measure import optional_torch\nimport sys\n"
             "before = optional_torch.loaded()\nzeros = optional_torch.torch.zeros(2)\n"
-            "print(before, optional_torch.loaded(), optional_torch.torch is sys.modules['torch'],"
+            "print(before, optional_torch.loaded(), type(sys.modules['torch']).__name__,"
+            " optional_torch.torch.Tensor is sys.modules['torch'].Tensor,"
             " optional_torch.nn.Linear is sys.modules['torch'].nn.Linear)")
-    assert _fresh(code) == "False True True True"
+    assert _fresh(code) == "False True module True True"
+
+
+def test_a_submodule_imported_first_finds_torch_whole():
+    """Python 3.12 broke the LazyLoader version here: ``from torch.utils.data import ...`` before any attribute read."""
+    code = ("from mpsbench.measure import optional_torch\nfrom torch.utils.data import DataLoader\n"
+            "print(optional_torch.torch.utils.data.DataLoader is DataLoader, optional_torch.torch.cuda.is_available())")
+    assert _fresh(code) == "True False"
 
 
 def test_asvs_forkserver_loads_torch_before_it_forks():

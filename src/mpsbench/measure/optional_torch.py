@@ -8,19 +8,21 @@ Two kinds of process import the measuring modules without measuring anything:
   reads a pickled number. On macOS asv spawns every one of them, and importing torch took 1.4-2 s of each here
   (docs/budget.md, "Spawn against forkserver"): with torch loaded at its first use, a lookup never loads it.
 
-Every module of the package takes torch from here (``from mpsbench.measure.optional_torch import torch``), so
-the first of them installs the lazily executed module before any other ``import torch`` runs. ``importlib.util
-.LazyLoader`` executes torch's ``__init__`` at the first attribute read and then turns the module into an ordinary
-one, so a timed step reads ``torch.x`` at full speed. Module-level code must therefore not read an attribute
-of torch (a type alias, a table of dtypes, a base class): that would load it at import again
-(tests/test_torch_free.py checks every benchmark module). ``nn`` is ``torch.nn`` read at each use.
+Every module of the package takes torch from here (``from mpsbench.measure.optional_torch import torch``): a
+stand-in that imports torch, the ordinary way, at the first attribute read and forwards every read to it. An
+earlier version installed ``importlib.util.LazyLoader``'s module as ``torch`` itself; on Python 3.12 (the H100's
+3.12.3, torch 2.11) torch's own submodule imports then met the half-executed module (``'_LazyModule' object has no
+attribute 'Tensor'``, a RecursionError), so no module object other than torch's own is ever put in sys.modules
+here. A read costs one more attribute lookup than ``torch.x`` (well under a microsecond), outside every timed
+kernel. Module-level code must still not read an attribute of torch (a type alias, a table of dtypes, a base
+class): that would import it at import (tests/test_torch_free.py checks every benchmark module). ``nn`` is
+``torch.nn`` read at each use.
 """
 
 from __future__ import annotations
 
 import importlib.util
 import sys
-from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 
@@ -37,47 +39,38 @@ class _Absent:
         )
 
 
-class _Nn:
-    """``torch.nn``, looked up at each use: ``from torch import nn`` would load torch at import."""
+class _Module:
+    """Module ``name``, imported the ordinary way at the first attribute read and read through at every one after."""
+
+    def __init__(self, name: str) -> None:
+        self._name = name
 
     def __getattr__(self, attribute: str) -> Any:
-        return getattr(torch.nn, attribute)
+        module = sys.modules.get(self._name) or importlib.import_module(self._name)
+        return getattr(module, attribute)
 
-
-def _lazy(name: str) -> ModuleType | None:
-    """Module ``name``, executed at its first attribute read; the module itself if already imported; None if absent."""
-    if name in sys.modules:
-        return sys.modules[name]
-    spec = importlib.util.find_spec(name)
-    if spec is None or spec.loader is None:
-        return None
-    spec.loader = importlib.util.LazyLoader(spec.loader)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
-    return module
+    def __repr__(self) -> str:
+        return f"<{self._name}, imported at its first use>"
 
 
 def loaded() -> bool:
-    """Whether torch's ``__init__`` has run in this process (False also where torch is absent)."""
-    module = sys.modules.get("torch")
-    return module is not None and type(module) is ModuleType
+    """Whether torch has been imported in this process (False also where torch is absent)."""
+    return "torch" in sys.modules
 
 
-_found = _lazy("torch")
-INSTALLED = _found is not None  # no isinstance() here: reading a lazy module's __class__ executes it
+INSTALLED = "torch" in sys.modules or importlib.util.find_spec("torch") is not None
 if TYPE_CHECKING:
     import torch
     from torch import nn
 elif INSTALLED:
-    torch, nn = _found, _Nn()
+    torch, nn = _Module("torch"), _Module("torch.nn")
 else:
     torch, nn = _Absent("torch", "no module named 'torch'"), _Absent("torch.nn", "no module named 'torch'")
 
 
 def load() -> None:
-    """Run torch's ``__init__`` now (asv's forkserver: before it forks the benchmark processes); nothing if absent."""
+    """Import torch now (asv's forkserver: before it forks the benchmark processes); nothing if absent."""
     if INSTALLED:
-        torch.__version__  # noqa: B018  # the first attribute read executes the module
+        torch.__version__  # noqa: B018  # the first attribute read imports it
 
 __all__ = ["INSTALLED", "load", "loaded", "nn", "torch"]
