@@ -1,35 +1,47 @@
-"""torch where it is installed; elsewhere a stand-in that says so at the first use.
+"""torch where it is installed, imported at its first use; elsewhere a stand-in that says so at the first use.
 
 The fleet's hosted jobs (resolving, merging, alerting, publishing) have no torch, yet read the model registry's
 names and sizes and the device names, which live beside the code that measures. Those modules import torch from
 here: without it, importing them works and only what would measure raises ``ModuleNotFoundError`` naming torch.
+With it, torch (1.5 s on the 2-core VM) is still imported only when something reads an attribute of it, so that
+``mpsbench --help`` and every command that only names models and devices start without it.
 """
 
 from __future__ import annotations
 
-from typing import Any
+import importlib
+import importlib.util
+from types import ModuleType
+from typing import TYPE_CHECKING, Any
 
 
-class _Absent:
-    """Any attribute of a module that is not installed: an error that names it."""
+class _Lazy:
+    """A module imported at the first attribute read; a missing one raises an error that names it there."""
 
-    def __init__(self, name: str, error: ImportError) -> None:
-        self._name, self._error = name, error
+    def __init__(self, name: str) -> None:
+        self._name = name
+        self._module: ModuleType | None = None
 
     def __getattr__(self, attribute: str) -> Any:
-        raise ModuleNotFoundError(
-            f"{self._name}.{attribute} needs torch, which is not installed here ({self._error}); "
-            "only measuring needs it: pip install torch"
-        )
+        if self._module is None:
+            try:
+                self._module = importlib.import_module(self._name)
+            except ImportError as error:
+                raise ModuleNotFoundError(
+                    f"{self._name}.{attribute} needs torch, which is not installed here ({error}); "
+                    "only measuring needs it: pip install torch"
+                ) from None
+        return getattr(self._module, attribute)
 
 
-try:
+# Whether torch can be imported, found without importing it (its import is what _Lazy defers).
+INSTALLED = importlib.util.find_spec("torch") is not None
+
+if TYPE_CHECKING:
     import torch
     from torch import nn
-except ImportError as missing:
-    torch = _Absent("torch", missing)  # type: ignore[assignment]
-    nn = _Absent("torch.nn", missing)  # type: ignore[assignment]
-
-INSTALLED = not isinstance(torch, _Absent)
+else:
+    torch = _Lazy("torch")
+    nn = _Lazy("torch.nn")
 
 __all__ = ["INSTALLED", "nn", "torch"]
