@@ -260,3 +260,17 @@ def test_the_site_through_asv_preview_draws_every_channel(published, preview, ch
     seen = _look(chromium, f"{preview}/index.html{GRAPH_HASH}", "preview", tmp_path)
     _check(seen, generated)
     assert not any(url.endswith(".json.js") for url in seen["urls"])  # http: asv's own
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not CHROMIUM.exists(), reason=f"{CHROMIUM} is absent: install Debian's chromium package")
+@pytest.mark.parametrize(("page", "shown"), [
+    ("#regressions", "document.body.innerText.indexOf('Regressions in release branch') >= 0"),  # after its JSON
+    ("#summarylist", f"$('#summarylist-display').text().indexOf('{BENCHMARK.split('.', 1)[1]}') >= 0"),
+])
+def test_the_other_pages_open_from_disk_too(published, chromium, page, shown):
+    # each loads its own JSON (regressions.json, the summary graphs) through the same loader
+    chromium.send("Page.navigate", url=(published[0].conf.html / "index.html").as_uri() + page)
+    assert chromium.wait_for(shown, 120), chromium.evaluate("document.body.innerText")
+    assert chromium.evaluate("$('#error').is(':visible') ? $('#error-message').text() : ''") == ""
+    assert chromium.of("Runtime.exceptionThrown") == []
