@@ -394,8 +394,9 @@ def make_batch(spec: ModelSpec, batch_size: int) -> Batch:
 # these in that server too saves every forked process their import (seconds for
 # transformers). Nothing here touches a GPU, which must not be initialized before
 # a fork. Under spawn (macOS) each process imports what its model needs, as before.
+# torch itself first: optional_torch imports it at its first use, which would otherwise be in each forked process.
 PRELOADED = (
-    "torchvision.models", "transformers.models.bert.modeling_bert", "transformers.models.llama.modeling_llama",
+    "torch", "torchvision.models", "transformers.models.bert.modeling_bert", "transformers.models.llama.modeling_llama",
     "transformers.models.clip.modeling_clip",
 )
 
