@@ -148,6 +148,23 @@ def test_publish_refuses_an_html_dir_of_its_own(published, tmp_path, option):
     assert not (tmp_path / "elsewhere").exists()
 
 
+@pytest.mark.parametrize("exchange", [True, False])
+def test_the_new_site_replaces_the_old_one_whole_with_or_without_an_atomic_exchange(tmp_path, monkeypatch, exchange):
+    if not exchange:  # macOS before 10.12, a file system without renameat2: two renames
+        monkeypatch.setattr(files, "_exchange", lambda first, second: False)
+    elif not files._exchange(tmp_path, tmp_path):
+        pytest.skip("this OS or file system swaps no folders in one step")
+    old, new = tmp_path / "html", tmp_path / ".html.publishing" / "site-1"
+    old.mkdir()
+    (old / "index.html").write_text("old")
+    (old / "gone.json").write_text("{}")
+    new.mkdir(parents=True)
+    (new / "index.html").write_text("new")
+    files.replace_folder(new, old)
+    assert sorted(path.name for path in old.iterdir()) == ["index.html"] and (old / "index.html").read_text() == "new"
+    assert list((tmp_path / ".html.publishing").iterdir()) == []  # the old site is deleted, not left beside it
+
+
 # --- what the site holds -----------------------------------------------------------------------------------------------
 def test_only_builds_with_values_are_tagged_on_the_top_axis(published):
     suite, generated = published
