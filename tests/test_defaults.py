@@ -213,3 +213,20 @@ def test_a_mac_on_macos_13_without_python_3_10_skips_what_it_cannot_run_before_a
     assert skipped and [line.split()[1] for line in said[1:]] == skipped
     assert all(re.fullmatch(r"skipping \S+ under Python 3\.12: \S+macosx_14_0_arm64\.whl needs macOS 14\.0 or newer"
                             r" \(this Mac runs macOS 13\.6\)", line) for line in said[1:]), said
+
+
+@pytest.mark.parametrize(("gpu", "said"), [
+    (False, "default timeline of linux-x86_64 (no GPU: cpu rows; the linux-x86_64-cuda wheels are what PyPI ships"),
+    (True, "default timeline of linux-x86_64 with an NVIDIA GPU (cuda rows; linux-x86_64-cuda wheels)"),
+])
+def test_the_listing_names_this_machine_not_the_wheels_platform(monkeypatch, tmp_path, capsys, gpu, said):
+    # a Linux machine without a GPU takes the cuda rule (PyPI's Linux torch is the cuda build), yet has no cuda
+    monkeypatch.setattr(install_build, "nvidia_gpu", lambda: gpu)
+    monkeypatch.setattr(install_build, "platform_candidates", lambda: ["linux-x86_64-cpu", "linux-x86_64-cuda"])
+    monkeypatch.setattr(defaults, "runnable_here", lambda planned, platform: (planned, []))
+    paths = ["--manifest", str(SHIPPED), "--timeline", str(tmp_path / "t")]
+    assert cli.main(["timeline", "default", *paths]) == 0
+    assert capsys.readouterr().out.splitlines()[0].startswith(said)
+    # another platform asked for by name is that platform, whatever this machine is
+    assert cli.main(["timeline", "default", "--platform", "linux-x86_64-cuda", *paths]) == 0
+    assert capsys.readouterr().out.startswith("default timeline of linux-x86_64-cuda: ")

@@ -99,7 +99,10 @@ def cmd_run(args: argparse.Namespace) -> int:
     models.check_batch_size(spec, batch_size)
     found = device.availability()
     if not found.usable:
-        raise UserError(f"device {device} is not usable here: {found.reason}")
+        usable = [name for name in devices.NAMES if devices.get(name).usable]
+        hint = f"; usable here: {', '.join(usable)}: try --device {usable[0]}" if usable else ""
+        raise UserError(f"device {device} is not usable here: {found.reason}{hint}"
+                        + (" (mps needs a Mac with Apple silicon)" if device == "mps" else ""))
     rows = [["workload", "model", "device", "batch", "ms/step", "samples/s", "calls"]]
     for kind in kinds:
         if (kind == "inference" and spec.trainable is not None) or (kind == "training" and not spec.trains):
@@ -158,12 +161,12 @@ def cmd_add_nightly(args: argparse.Namespace) -> int:
 def cmd_list(args: argparse.Namespace) -> int:
     suite = _suite(args)
     for channel in suite.manifest.channels:
-        print(channel.name + (f" (forks from {channel.parent})" if channel.parent else ""))
+        print(f"channel {channel.name}" + (f" (forks from {channel.parent})" if channel.parent else ""))
         for build in channel.builds:
-            commit = suite.timeline.commits[f"{channel.name}@{build.id}"]
-            tag = f" [{build.tag}]" if build.tag else ""
-            print(f"  {commit[:12]}  {build.id:<14} torch {build.torch_version:<22} git {build.git_version[:12]}"
-                  f"  {build.date}  {build.kind}{tag}")
+            ref = f"{channel.name}@{build.id}"  # as asv's branches and every other command name it
+            tag = f", tag {build.tag}" if build.tag else ""  # the build's kind is no channel: say which is which
+            print(f"  {suite.timeline.commits[ref][:12]}  {ref:<22} torch {build.torch_version:<22}"
+                  f" git {build.git_version[:12]}  {build.date}  {build.kind} build{tag}")
     return 0
 
 
@@ -191,7 +194,7 @@ def cmd_default(args: argparse.Namespace) -> int:
                             f" {', '.join(defaults.pythons(planned)) or 'none'}")
         print("\n".join(suite.timeline.commits[item.ref] for item in planned if args.python in item.pythons))
     else:
-        print(defaults.listing(platform, planned, suite.timeline))
+        print(defaults.listing(platform, planned, suite.timeline, here=not args.platform))
         for line in skipped:  # said with the listing only
             print(f"mpsbench: {line}", file=sys.stderr)
     return 0
@@ -458,7 +461,7 @@ def build_parser() -> argparse.ArgumentParser:
     command("devices", "list devices and whether they are usable here", cmd_devices).add_argument(
         "--usable", action="store_true", help="print only the usable devices, comma-separated (a value for MPSBENCH_DEVICES)")
     run = command("run", "time one model outside asv for a quick look", cmd_run)
-    run.add_argument("model", help=f"one of: {', '.join(models.NAMES)}")
+    run.add_argument("model", help=f"one of: {', '.join(models.REGISTRY)} (as `mpsbench models` lists them)")
     run.add_argument("--device", default="cpu", help=f"one of: {', '.join(devices.NAMES)} (default cpu)")
     run.add_argument("--batch-size", type=text.number(int, 1, "--batch-size"), default=None,
                      help="default: the model's seed batch size")

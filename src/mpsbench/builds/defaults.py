@@ -122,9 +122,30 @@ def pythons(planned: list[Scheduled]) -> list[str]:
     return list(dict.fromkeys(python for item in planned for python in item.pythons))
 
 
-def listing(platform: str, planned: list[Scheduled], generated: timeline.Generated) -> str:
-    """The default timeline of ``platform`` as ``mpsbench timeline default`` prints it."""
-    lines = [f"default timeline of {platform}: {len(planned)} builds"]
+def this_machine_is(platform: str) -> str:
+    """What this machine is, for a person: ``platform`` names the wheels its default installs, not its devices.
+
+    On Linux the default is a linux-x86_64-cuda rule on every x86_64 machine, because PyPI's Linux torch is the
+    CUDA build, which runs on the cpu as well (install_build.platform_candidates): a machine without an NVIDIA GPU
+    installs those wheels and measures cpu rows only.
+    """
+    if platform.startswith("linux-x86_64"):
+        if install_build.nvidia_gpu():
+            return f"linux-x86_64 with an NVIDIA GPU (cuda rows; {platform} wheels)"
+        if platform.endswith("-cuda"):
+            return f"linux-x86_64 (no GPU: cpu rows; the {platform} wheels are what PyPI ships for Linux)"
+    if platform.startswith("macos"):
+        return f"{platform} (mps and cpu rows)"
+    return platform
+
+
+def listing(platform: str, planned: list[Scheduled], generated: timeline.Generated, here: bool = True) -> str:
+    """The default timeline of ``platform`` as ``mpsbench timeline default`` prints it.
+
+    ``here``: the platform is this machine's (the default), so the header says what this machine is.
+    """
+    named = this_machine_is(platform) if here else platform
+    lines = [f"default timeline of {named}: {len(planned)} builds"]
     lines += [f"  {generated.commits[item.ref][:12]}  {item.ref:<16} torch {item.build.torch_version:<10}"
               f" {item.build.date[:10]}  python {', '.join(item.pythons)}" for item in planned]
     return "\n".join(lines)

@@ -110,6 +110,11 @@ def allowed_url(url: object) -> bool:
 # --- choosing the wheels for this machine --------------------------------------------
 
 
+def nvidia_gpu() -> bool:
+    """Whether an NVIDIA driver is installed here (a GPU cuda wheels can use), asked without torch."""
+    return Path("/proc/driver/nvidia/gpus").is_dir() or shutil.which("nvidia-smi") is not None
+
+
 def platform_candidates() -> list[str]:
     """Manifest platforms this machine can run, best first."""
     forced = os.environ.get(PLATFORM_ENV)
@@ -120,7 +125,7 @@ def platform_candidates() -> list[str]:
         return ["macos-arm64"]
     if sys.platform.startswith("linux") and machine in ("x86_64", "amd64"):
         # PyPI's Linux torch is a CUDA build, which runs on the cpu too.
-        if Path("/proc/driver/nvidia/gpus").is_dir() or shutil.which("nvidia-smi"):
+        if nvidia_gpu():
             return ["linux-x86_64-cuda", "linux-x86_64-cpu"]
         return ["linux-x86_64-cpu", "linux-x86_64-cuda"]
     return []

@@ -6,8 +6,11 @@ Standard library only.
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import fcntl
 import os
+import shutil
+import sys
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -87,3 +90,38 @@ def lock(target: Path, wait: bool = True) -> Iterator[None]:
             del _held[folder]
     finally:
         os.close(handle)  # closing the last descriptor releases the flock
+
+
+_AT_FDCWD = -100  # renameat2's "relative to the working directory"
+_RENAME_EXCHANGE = 2  # Linux renameat2 flag (linux/fs.h); macOS renamex_np's RENAME_SWAP has the same value
+
+
+def _exchange(first: Path, second: Path) -> bool:
+    """Swap two paths in one step where the OS can (Linux renameat2, macOS renamex_np); False where it cannot."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    paths = (os.fsencode(first), os.fsencode(second))
+    if sys.platform.startswith("linux") and hasattr(libc, "renameat2"):  # glibc 2.28+
+        done = libc.renameat2(_AT_FDCWD, paths[0], _AT_FDCWD, paths[1], _RENAME_EXCHANGE)
+    elif sys.platform == "darwin" and hasattr(libc, "renamex_np"):
+        done = libc.renamex_np(paths[0], paths[1], _RENAME_EXCHANGE)
+    else:
+        return False
+    return bool(done == 0)  # a file system without the call (EINVAL, ENOSYS): the caller's two renames instead
+
+
+def replace_folder(new: Path, target: Path) -> None:
+    """Put the folder ``new`` at ``target`` and delete what was there: a reader sees the old folder or the new one.
+
+    Swapped in one step where the OS can; elsewhere two renames leave ``target`` absent for an instant. ``new``
+    must be on ``target``'s file system (a folder beside it).
+    """
+    if not target.exists():
+        os.rename(new, target)
+        return
+    if _exchange(new, target):
+        shutil.rmtree(new)  # which now holds the old folder
+        return
+    old = new.with_name(f"{new.name}.old")
+    os.rename(target, old)
+    os.rename(new, target)
+    shutil.rmtree(old)

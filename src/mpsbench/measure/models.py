@@ -398,7 +398,7 @@ def make_batch(spec: ModelSpec, batch_size: int) -> Batch:
 # it first: a forked process would otherwise import it alone. Under spawn (macOS) each
 # process imports what its model needs, and a track_ lookup imports no torch at all.
 PRELOADED = (
-    "torchvision.models", "transformers.models.bert.modeling_bert", "transformers.models.llama.modeling_llama",
+    "torch", "torchvision.models", "transformers.models.bert.modeling_bert", "transformers.models.llama.modeling_llama",
     "transformers.models.clip.modeling_clip",
 )
 # asv starts every benchmark process as `benchmark.py MODE ...`, and that script imports asv_runner.server in

@@ -1,37 +1,97 @@
-"""``mpsbench publish``: the site of a suite's results, in the suite's html_dir.
+"""``mpsbench publish``: the site of a suite's results, in the suite's html_dir, whole or not at all.
 
-``asv publish`` wipes html_dir, so every step after it runs every time: the Regressions page re-judged row by row,
-commit links to PyTorch, the figures page, and every library made local so the site works offline (docs/site.md).
+Every step writes into a scratch folder beside html_dir: ``asv publish`` (which wipes its folder), the Regressions
+page re-judged row by row, commit links to PyTorch, the figures page, every library made local, every channel
+shown and only measured builds on the axis, and the JSON twins that let the site open from disk. Only the
+complete site replaces html_dir, in one rename: a reader (a browser, ``asv preview``'s next request) sees the
+previous site until then, a failed or killed publish leaves it as it was, and with nothing recorded nothing is
+written. One publish at a time: a second one (on demand while a run publishes) waits for the first (docs/site.md).
 """
 
 from __future__ import annotations
 
+import shutil
+import tempfile
 from collections.abc import Sequence
+from pathlib import Path
 
 from mpsbench.context import Suite
-from mpsbench.core import asv, progress
-from mpsbench.site import pytorch_links, regressions_page, report, site_assets
+from mpsbench.core import asv, files, progress
+from mpsbench.core.errors import UserError
+from mpsbench.results import recorded
+from mpsbench.site import default_view, from_disk, pytorch_links, regressions_page, report, site_assets
 
 FIGURES = "mpsbench"  # the figures page's folder in html_dir
+HTML_DIR_OPTIONS = ("-o", "--html-dir")  # asv publish's own: the scratch folder is ours to name
 
 log = progress.logger(__name__)
 
 
+class NothingToPublish(UserError):
+    """No value is recorded yet: nothing is published, and html_dir is left as it was."""
+
+
+def measured_builds(results: Path) -> set[str]:
+    """The builds (timeline commits) with at least one recorded value, on any machine of ``results``."""
+    try:
+        found = recorded.load(results, strict=False)  # as asv publish does: an unreadable file is skipped
+    except recorded.RecordedError:  # no results folder, or no results file in it
+        return set()
+    return {commit for (_, commit), rows in found.values.items() if rows}
+
+
+def staging(html: Path) -> Path:
+    """The folder beside html_dir that holds publishes in progress (on its file system, for the rename)."""
+    return html.parent / f".{html.name}.publishing"
+
+
 def publish(suite: Suite, asv_options: Sequence[str] = ()) -> None:
-    """``asv publish`` (with ``asv_options``), then each of mpsbench's steps over the published site."""
+    """Publish ``suite``'s results into its html_dir (``asv_options`` go to ``asv publish``), whole or not at all."""
+    conf = suite.conf
+    given = [option for option in asv_options if option.split("=", 1)[0] in HTML_DIR_OPTIONS]
+    if given:
+        raise UserError(f"{given[0]}: mpsbench publish writes html_dir of {conf.path} ({conf.html}); set html_dir"
+                        " there, or pass --config with another asv.conf.json")
+    measured = measured_builds(conf.results)
+    if not measured:
+        raise NothingToPublish(f"nothing recorded in {conf.results} yet: nothing published, {conf.html} left as it"
+                               " was; record values first (scripts/bench)")
+    folder = staging(conf.html)
+    folder.mkdir(parents=True, exist_ok=True)
+    with files.lock(folder / "site"):  # the staging folder's own lock: a run holding the results' lock never blocks it
+        for left in folder.iterdir():  # a publish killed before its rename
+            shutil.rmtree(left, ignore_errors=True)
+        scratch = Path(tempfile.mkdtemp(prefix="site-", dir=folder))
+        try:
+            _build(suite, scratch, measured, asv_options)
+            files.replace_folder(scratch, conf.html)
+        finally:
+            shutil.rmtree(scratch, ignore_errors=True)
+    log.info(f"site written to {conf.html}: open {conf.html / 'index.html'} in a browser, or serve it with"
+             f" .venv/bin/asv preview --config {suite.config_path}")
+
+
+def _build(suite: Suite, html: Path, measured: set[str], asv_options: Sequence[str]) -> None:
+    """Every step of the site, in order, into ``html``."""
     conf = suite.conf
     log.info("asv publish")
-    asv.publish(conf.path, asv_options)
-    judged = regressions_page.judge_site(conf.html, conf.results, conf.thresholds)
+    asv.publish(conf.path, [*asv_options, "--html-dir", str(html)])
+    judged = regressions_page.judge_site(html, conf.results, conf.thresholds)
     kept = sum(1 for jump in judged if jump["regressed"])
     log.info(f"Regressions page: {kept} of {len(judged)} jumps asv found are regressions;"
              f" the rest are set aside with their reason in {conf.html / regressions_page.JUDGED}")
-    builds = pytorch_links.rewrite(conf.html, suite.reader)
+    builds = pytorch_links.rewrite(html, suite.reader)
     log.info(f"commit links lead to PyTorch: {sum(1 for git in builds.values() if git)} of {len(builds)} builds have"
              " an upstream commit")
     log.info(f"building the figures into {conf.html / FIGURES}")
-    report.build(conf.results, conf.html / FIGURES, conf, site=conf.html)
+    report.build(conf.results, html / FIGURES, conf, site=html)
     log.info(f"making the site self-contained (libraries from the npm registry, cached in {site_assets.CACHE})")
-    site_assets.make_offline(conf.html)
-    site_assets.add_nav_link(conf.html, "Figures", f"{FIGURES}/summary.html")
-    log.info(f"site written to {conf.html}; view it offline with: .venv/bin/asv preview --config {suite.config_path}")
+    site_assets.make_offline(html)
+    site_assets.add_nav_link(html, "Figures", f"{FIGURES}/summary.html")
+    default_view.show_every_channel(html)
+    dropped = default_view.keep_measured_tags(html, measured)
+    if dropped:
+        log.info(f"top axis: {len(dropped)} tags of builds with no recorded value left out ({', '.join(dropped[:5])}"
+                 f"{', ...' if len(dropped) > 5 else ''})")
+    twins = from_disk.make_readable_from_disk(html)  # last: after every step has written its JSON
+    log.info(f"{twins} JSON files given a .js twin, so that index.html also opens from disk")

@@ -196,17 +196,24 @@ def _local_path(asset: Asset, path: str | None = None) -> str:
     return f"{VENDOR}/{asset.package}/{path or asset.path}"
 
 
-def _rewrite(text: str, local: dict[str, tuple[str, str]]) -> str:
-    """Point each known tag at its local copy and give it that copy's own integrity."""
+# A tag's CORS and integrity attributes: from file:// Chromium loads no script or stylesheet that carries them.
+_CORS_ATTRIBUTES = re.compile(r"""\s+(?:integrity|crossorigin|referrerpolicy)\s*=\s*(["']).*?\1""", re.IGNORECASE)
+
+
+def _rewrite(text: str, local: dict[str, str]) -> str:
+    """Point each known tag at its local copy, without the CORS and integrity attributes a CDN's file needed.
+
+    The copy was checked against the page's own hash (or its registry's) as it was written; a tag that asks for
+    integrity makes the browser fetch in CORS mode, which a page opened from disk cannot (from_disk)."""
 
     def replace(found: re.Match[str]) -> str:
         tag = found.group(0)
         url = _source(tag)
         if url not in local:
             return tag
-        path, integrity = local[url]
+        path = local[url]
         tag = tag.replace(html.escape(url, quote=True), path).replace(url, path)
-        return re.sub(r"""\bintegrity\s*=\s*(["']).*?\1""", f'integrity="{integrity}"', tag)
+        return _CORS_ATTRIBUTES.sub("", tag)
 
     return _LOADING_TAG.sub(replace, text)
 
@@ -224,7 +231,7 @@ def make_offline(html_dir: Path, cache: Path = CACHE) -> list[str]:
             "a different asv version? add it there"
         )
     written: list[str] = []
-    local: dict[str, tuple[str, str]] = {}
+    local: dict[str, str] = {}
     substitutes: set[str] = set()
     page_integrity = {load.url: load.integrity for load in reversed(loads)}  # the first page's, where several
     for url in sorted(page_integrity):
@@ -243,7 +250,7 @@ def make_offline(html_dir: Path, cache: Path = CACHE) -> list[str]:
             target.parent.mkdir(parents=True, exist_ok=True)
             target.write_bytes(data if path == asset.path else package_file(asset.package, path, cache))
             written.append(_local_path(asset, path))
-        local[url] = (_local_path(asset), sri(data, _algorithm(integrity) if integrity else "sha384"))
+        local[url] = _local_path(asset)
     for substitute in sorted(substitutes):
         log.info(f"not checked against asv's hash, vouched for by its registry integrity: {substitute}")
     for page in site_pages:

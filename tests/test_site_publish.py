@@ -1,0 +1,293 @@
+"""mpsbench publish: whole or not at all, every channel of the default shown, only measured builds on the top axis,
+and the site working in headless Chromium both opened from disk (file://) and through ``asv preview``.
+
+The results are asv's own files (tests/asvresults.py) for three builds of the Linux default, on both of its
+channels (era and release), over the shipped manifest's timeline; the publish is the real one (asv publish and
+every mpsbench step, libraries from the npm registry).
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import re
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from urllib.parse import unquote, urlsplit
+
+import pytest
+from tests import asvresults
+from tests.test_site_browser import CHROMIUM, DevTools
+
+from mpsbench import cli
+from mpsbench.builds import history
+from mpsbench.builds import manifest as mf
+from mpsbench.builds import timeline as tl
+from mpsbench.context import Suite
+from mpsbench.core import asvconf, files
+from mpsbench.core.errors import UserError
+from mpsbench.site import default_view, from_disk, publish, site_assets
+
+ROOT = Path(__file__).resolve().parents[1]
+MACHINE = "sitetest"
+MEASURED = ("era@2.0.1", "era@2.4.1", "release@2.15.0")  # the Linux default's channels, both of them
+BENCHMARK = "benchmark_models.Training.time_step"
+GRAPH_HASH = f"#{BENCHMARK}?p-device='cpu'&p-model='mlp'&p-batch_size=1"
+SCREENSHOT_ENV = "MPSBENCH_SCREENSHOT"  # also copy the screenshots there (a folder), to look at them
+
+
+def _suite(tmp: Path) -> tuple[Suite, tl.Generated]:
+    """A suite in ``tmp``: this checkout's config and benchmarks, the shipped manifest's timeline, no results."""
+    config = asvconf.load(ROOT / "asv.conf.json").raw
+    config.update(repo=str(tmp / "timeline"), benchmark_dir=str(ROOT / "benchmarks"),
+                  results_dir=str(tmp / "results"), html_dir=str(tmp / "html"), env_dir=str(tmp / "env"))
+    (tmp / "asv.conf.json").write_text(json.dumps(config))
+    manifest = ROOT / history.MANIFEST
+    generated = tl.generate(mf.load(manifest), tmp / "timeline")
+    return Suite(tmp / "asv.conf.json", manifest, tmp / "timeline"), generated
+
+
+def _record(suite: Suite, generated: tl.Generated) -> None:
+    """A value for each build of MEASURED: one step time of the mlp at batch 1 and 8 on the cpu."""
+    manifest = suite.manifest
+    benchmarks = {}
+    for number, ref in enumerate(MEASURED):
+        date_ms = int(manifest.find(ref).when().timestamp() * 1000)
+        values = {("training", "time_step", "cpu", "mlp", batch): 0.001 * (number + batch) for batch in (1, 8)}
+        benchmarks.update(asvresults.write_results(suite.conf.results, MACHINE, generated.commits[ref], date_ms,
+                                                   values, ["cpu"], ["mlp"], [1, 8]))
+    asvresults.write_benchmarks(suite.conf.results, benchmarks)
+
+
+@pytest.fixture(scope="module")
+def published(tmp_path_factory: pytest.TempPathFactory, npm_cache: Path) -> tuple[Suite, tl.Generated]:
+    """The suite with its values recorded and published (the npm tarballs from the run's cache)."""
+    tmp = tmp_path_factory.mktemp("published")
+    suite, generated = _suite(tmp)
+    _record(suite, generated)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.chdir(tmp)  # site_assets.CACHE is relative to the working folder
+        (tmp / site_assets.CACHE).parent.mkdir(parents=True)
+        os.symlink(npm_cache, tmp / site_assets.CACHE)
+        publish.publish(suite)
+    return suite, generated
+
+
+# --- whole or not at all ---------------------------------------------------------------------------------------------
+def test_with_nothing_recorded_publish_says_so_in_one_line_and_writes_nothing(tmp_path, capsys):
+    suite, _ = _suite(tmp_path)
+    before = sorted(path.relative_to(tmp_path) for path in tmp_path.rglob("*"))
+    assert cli.main(["publish", "--config", str(suite.config_path)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith(f"mpsbench: error: nothing recorded in {suite.conf.results}"), err
+    assert sorted(path.relative_to(tmp_path) for path in tmp_path.rglob("*")) == before  # not even html_dir
+
+
+def test_a_failed_publish_leaves_the_previous_site_as_it_was(published, monkeypatch):
+    suite, _ = published
+    html = suite.conf.html
+    before = {path: path.read_bytes() for path in html.rglob("*") if path.is_file()}
+
+    def broken(html_dir: Path) -> int:
+        (html_dir / "index.html").write_text("half a site")  # a step that fails after writing part of the site
+        raise site_assets.SiteAssetError("a step failed")
+
+    monkeypatch.setattr(from_disk, "make_readable_from_disk", broken)
+    with pytest.raises(site_assets.SiteAssetError):
+        publish.publish(suite)
+    assert {path: path.read_bytes() for path in html.rglob("*") if path.is_file()} == before
+    assert list(publish.staging(html).iterdir()) == []  # the scratch folder is gone too
+
+
+# Another process's publish, stopped inside its build until a line arrives on its stdin.
+_SLOW_PUBLISH = """
+import sys
+from pathlib import Path
+from mpsbench.context import Suite
+from mpsbench.site import publish
+
+def build(suite, scratch, measured, options):
+    (scratch / "index.html").write_text("new")
+    print("building", flush=True)
+    sys.stdin.readline()
+
+publish._build = build
+publish.publish(Suite(*(Path(arg) for arg in sys.argv[1:])))
+"""
+
+
+def test_a_second_publish_waits_for_the_first_and_the_previous_site_stays_until_the_new_one_is_whole(tmp_path):
+    suite, generated = _suite(tmp_path)
+    _record(suite, generated)
+    html = suite.conf.html
+    html.mkdir()
+    (html / "index.html").write_text("old")
+    with subprocess.Popen([sys.executable, "-c", _SLOW_PUBLISH, str(suite.config_path), str(suite.manifest_path),
+                           str(suite.timeline_path)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True) as first:
+        assert first.stdout is not None and first.stdin is not None
+        assert first.stdout.readline() == "building\n"
+        # a second publish would wait here: this one is asked not to
+        with pytest.raises(files.LockError), files.lock(publish.staging(html) / "site", wait=False):
+            pass
+        assert (html / "index.html").read_text() == "old"  # served while the new site is made
+        first.stdin.write("\n")
+        first.stdin.close()
+        assert first.wait() == 0
+    assert (html / "index.html").read_text() == "new"
+    assert list(publish.staging(html).iterdir()) == []
+
+
+@pytest.mark.parametrize("option", [["-o", "elsewhere"], ["--html-dir=elsewhere"]])
+def test_publish_refuses_an_html_dir_of_its_own(published, tmp_path, option):
+    suite, _ = published
+    with pytest.raises(UserError, match=r"^(-o|--html-dir=\S+): mpsbench publish writes html_dir of "):
+        publish.publish(suite, [part.replace("elsewhere", str(tmp_path / "elsewhere")) for part in option])
+    assert not (tmp_path / "elsewhere").exists()
+
+
+@pytest.mark.parametrize("exchange", [True, False])
+def test_the_new_site_replaces_the_old_one_whole_with_or_without_an_atomic_exchange(tmp_path, monkeypatch, exchange):
+    if not exchange:  # macOS before 10.12, a file system without renameat2: two renames
+        monkeypatch.setattr(files, "_exchange", lambda first, second: False)
+    elif not files._exchange(tmp_path, tmp_path):
+        pytest.skip("this OS or file system swaps no folders in one step")
+    old, new = tmp_path / "html", tmp_path / ".html.publishing" / "site-1"
+    old.mkdir()
+    (old / "index.html").write_text("old")
+    (old / "gone.json").write_text("{}")
+    new.mkdir(parents=True)
+    (new / "index.html").write_text("new")
+    files.replace_folder(new, old)
+    assert sorted(path.name for path in old.iterdir()) == ["index.html"] and (old / "index.html").read_text() == "new"
+    assert list((tmp_path / ".html.publishing").iterdir()) == []  # the old site is deleted, not left beside it
+
+
+# --- what the site holds -----------------------------------------------------------------------------------------------
+def test_only_builds_with_values_are_tagged_on_the_top_axis(published):
+    suite, generated = published
+    index = json.loads((suite.conf.html / "index.json").read_text())
+    tagged = {index["revision_to_hash"][str(revision)] for revision in index["tags"].values()}
+    measured = {generated.commits[ref] for ref in MEASURED}
+    assert tagged and tagged <= measured
+    every_tag = {tag for tag in generated.tags}
+    assert len(every_tag) > len(index["tags"])  # the macOS era's 1.12.1 ... is not there
+
+
+def test_the_graph_page_selects_every_channel_and_the_loader_and_twins_are_in_place(published):
+    html = published[0].conf.html
+    assert default_view.EVERY_BRANCH in (html / default_view.GRAPH_SCRIPT).read_text()
+    assert default_view.FIRST_BRANCH_ONLY not in (html / default_view.GRAPH_SCRIPT).read_text()
+    index = (html / "index.html").read_text()
+    assert index.index(f'src="{from_disk.LOADER}"') > index.index("jquery.min.js")  # jQuery first
+    assert not re.search(r"<(script|link)\b[^>]*\b(crossorigin|integrity)=", index)  # file:// loads none of those
+    for path in html.rglob("*.json"):
+        twin = path.with_name(path.name + from_disk.TWIN).read_text()
+        assert twin == from_disk.twin(path.read_text()), path
+
+
+# --- in a browser ------------------------------------------------------------------------------------------------------
+@pytest.fixture
+def preview(published) -> Iterator[str]:
+    """``asv preview`` of the published site, as README says to view it: its base URL."""
+    suite, _ = published
+    # asv says where it serves on stdout; the request log goes to stderr, dropped so that no pipe fills
+    with subprocess.Popen([sys.executable, "-m", "asv", "preview", "--config", str(suite.config_path)],
+                          cwd=suite.config_path.parent, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                          text=True) as server:
+        try:
+            assert server.stdout is not None
+            found = next(filter(None, (re.search(r"Serving at (http://\S+?)/?$", line.strip())
+                                       for line in server.stdout)), None)
+            assert found is not None, "asv preview never said where it serves"
+            yield found.group(1)
+        finally:
+            server.terminate()
+            server.wait()
+
+
+def _look(chromium: DevTools, url: str, name: str, tmp_path: Path) -> dict[str, object]:
+    """Open the graph page at ``url`` and wait until flot has drawn it; what a person would see."""
+    chromium.send("Page.navigate", url=url)
+    drawn = chromium.wait_for("document.querySelectorAll('#graph-display canvas.flot-base').length", 300)
+    chromium.wait_for("document.readyState === 'complete'", 120)
+    # the graph is redrawn as each channel's data arrives: wait until both channels' lines are in the legend
+    chromium.wait_for("document.querySelectorAll('#graph-display .legendLabel').length >= 2", 60)
+    shot = base64.b64decode(chromium.send("Page.captureScreenshot", format="png")["data"])
+    (tmp_path / f"{name}.png").write_bytes(shot)
+    if os.environ.get(SCREENSHOT_ENV):
+        (Path(os.environ[SCREENSHOT_ENV]) / f"{name}.png").write_bytes(shot)
+    return {
+        "drawn": drawn,
+        "path": chromium.evaluate("window.location.pathname"),
+        "active": chromium.evaluate("$('#graphdisplay-state-params .btn.active').map(function(){"
+                                    "return $(this).text()}).get()"),
+        "error": chromium.evaluate("$('#error').is(':visible') ? $('#error-message').text() : ''"),
+        "labels": chromium.evaluate("$('#graph-display .legendLabel').map(function(){return $(this).text()}).get()"),
+        # the tag labels asv writes above the graph (graphdisplay.js, update_tags)
+        "tags": chromium.evaluate("$('#main-graph > div').filter(function(){return /^v\\d\\S*$/.test($(this).text())})"
+                                  ".map(function(){return $(this).text()}).get()"),
+        "exceptions": chromium.of("Runtime.exceptionThrown"),
+        "urls": [event["request"]["url"] for event in chromium.of("Network.requestWillBeSent")],
+    }
+
+
+def _check(seen: dict[str, object], generated: tl.Generated) -> None:
+    assert str(seen["path"]).endswith("/index.html"), f"the page went to {seen['path']}: a library failed to load"
+    assert seen["drawn"], "no flot canvas in the graph display"
+    assert seen["error"] == "" and seen["exceptions"] == []
+    assert {"era", "release"} <= set(seen["active"]), seen["active"]  # every channel selected, without a click
+    for channel in ("era", "release"):  # and a line drawn for each
+        assert any(f"branch-{channel}" in label for label in seen["labels"]), seen["labels"]
+    tags = {tag: commit for tag, commit in generated.tags.items()}
+    assert seen["tags"] and all(tag in tags for tag in seen["tags"]), seen["tags"]
+    assert "v1.12.1" not in seen["tags"]  # a macOS build never measured here
+    graphs = [unquote(urlsplit(url).path) for url in seen["urls"] if f"/{BENCHMARK}.json" in unquote(url)]
+    for channel in ("era", "release"):
+        assert any(f"/branch-{channel}/" in path for path in graphs), graphs
+    hosts = {urlsplit(url).hostname for url in seen["urls"] if urlsplit(url).scheme in ("http", "https")}
+    assert hosts <= {"127.0.0.1", "localhost"}, seen["urls"]
+
+
+@pytest.fixture
+def chromium(tmp_path: Path) -> Iterator[DevTools]:
+    browser = DevTools(tmp_path / "profile")  # a fresh profile: no cache, no state
+    try:
+        browser.open_page()
+        yield browser
+    finally:
+        browser.close()
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not CHROMIUM.exists(), reason=f"{CHROMIUM} is absent: install Debian's chromium package")
+def test_the_site_opened_from_disk_draws_every_channel(published, chromium, tmp_path):
+    suite, generated = published
+    seen = _look(chromium, (suite.conf.html / "index.html").as_uri() + GRAPH_HASH, "from-disk", tmp_path)
+    _check(seen, generated)
+    assert {urlsplit(url).scheme for url in seen["urls"]} <= {"file", "data"}, seen["urls"]
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not CHROMIUM.exists(), reason=f"{CHROMIUM} is absent: install Debian's chromium package")
+def test_the_site_through_asv_preview_draws_every_channel(published, preview, chromium, tmp_path):
+    _, generated = published
+    seen = _look(chromium, f"{preview}/index.html{GRAPH_HASH}", "preview", tmp_path)
+    _check(seen, generated)
+    assert not any(url.endswith(".json.js") for url in seen["urls"])  # http: asv's own
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not CHROMIUM.exists(), reason=f"{CHROMIUM} is absent: install Debian's chromium package")
+@pytest.mark.parametrize(("page", "shown"), [
+    ("#regressions", "document.body.innerText.indexOf('Regressions in release branch') >= 0"),  # after its JSON
+    ("#summarylist", f"$('#summarylist-display').text().indexOf('{BENCHMARK.split('.', 1)[1]}') >= 0"),
+])
+def test_the_other_pages_open_from_disk_too(published, chromium, page, shown):
+    # each loads its own JSON (regressions.json, the summary graphs) through the same loader
+    chromium.send("Page.navigate", url=(published[0].conf.html / "index.html").as_uri() + page)
+    assert chromium.wait_for(shown, 120), chromium.evaluate("document.body.innerText")
+    assert chromium.evaluate("$('#error').is(':visible') ? $('#error-message').text() : ''") == ""
+    assert chromium.of("Runtime.exceptionThrown") == []
