@@ -161,7 +161,7 @@ def test_kill_9_of_compare_takes_every_server_and_round_with_it_within_5_s(proje
     seen = []
     for line in running.stdout:
         seen.append(line)
-        if line.startswith("round 2:"):
+        if ": round 2/" in line:  # compare's progress line (stderr, merged here)
             break
     assert len(_servers_of(project)) == 2, "".join(seen)
     running.kill()
@@ -235,8 +235,8 @@ def test_the_servers_time_a_real_row_as_asv_run_does(real, tmp_path):
     done = _mpsbench(real, "compare", "aa@a1", "aa@a2", "-b", ROW, "--threads", "1", "--min-rounds", "4",
                      "--max-rounds", "4")
     assert done.returncode in (0, 3), done.stdout + done.stderr
-    ours = [float(part.split()[1]) / 1e3 for line in done.stdout.splitlines() if line.startswith("round ")
-            for part in line.split(": ", 1)[1].split("  (")[0].split(", ")]
+    rounds = [line.split(": round ", 1)[1] for line in done.stderr.splitlines() if ": round " in line]
+    ours = [float(part.split()[1]) / 1e3 for line in rounds for part in line.split(": ", 1)[1].split(";")[0].split(", ")]
     assert len(ours) == 8, done.stdout
     machine = done.stdout.split("machine ")[1].split(",")[0]
     commits = timeline.compute(mf.load(real / "builds" / "manifest.json"), real / ".asv" / "timeline").commits

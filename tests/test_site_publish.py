@@ -21,6 +21,7 @@ from urllib.parse import unquote, urlsplit
 import pytest
 from tests import asvresults
 from tests.test_site_browser import CHROMIUM, DevTools
+from tests.test_site_browser import chromium as chromium  # the module's fixture, shared (re-exported)
 
 from mpsbench import cli
 from mpsbench.builds import history
@@ -249,16 +250,6 @@ def _check(seen: dict[str, object], generated: tl.Generated) -> None:
         assert any(f"/branch-{channel}/" in path for path in graphs), graphs
     hosts = {urlsplit(url).hostname for url in seen["urls"] if urlsplit(url).scheme in ("http", "https")}
     assert hosts <= {"127.0.0.1", "localhost"}, seen["urls"]
-
-
-@pytest.fixture
-def chromium(tmp_path: Path) -> Iterator[DevTools]:
-    browser = DevTools(tmp_path / "profile")  # a fresh profile: no cache, no state
-    try:
-        browser.open_page()
-        yield browser
-    finally:
-        browser.close()
 
 
 @pytest.mark.slow
