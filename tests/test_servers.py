@@ -100,7 +100,7 @@ def test_a_server_refuses_a_build_whose_torch_comes_from_elsewhere(tmp_path):
         server.stop()
 
 
-def test_a_round_that_fails_hangs_or_skips_says_so(tmp_path):
+def test_a_round_that_skips_or_hangs_says_so(tmp_path):
     folder = _folder(tmp_path, "a", 0.002)
     skipped = _server(tmp_path, folder, folder, "bench_step.Step.time_sleep-1", env={"SKIP_TWO": "1"})
     hangs = _server(tmp_path, folder, folder, "bench_step.Step.time_hang-0")
