@@ -96,8 +96,11 @@ class Watch:
             lines.append(f"  {number}. {self._name(step.commit)}: {step.tier}, {len(step.names)} combinations,"
                          f" about {costs.clock(estimate.seconds)} ({estimate.source}){disk}")
         if self.builds is not None:
-            lines.append(f"  in all about {costs.clock(total.seconds)}; the build cache {self.builds.cache()} holds"
-                         f" {_gb(self.cache_used)}, {_gb(self.builds.free())} free there")
+            needed = sum(need for need, _, installed in self.needs.values() if not installed)
+            lines.append(f"  in all about {costs.clock(total.seconds)} and {_gb(needed)} more disk; the build cache"
+                         f" {self.builds.cache()} holds {_gb(self.cache_used)}, {_gb(self.builds.free())} free there"
+                         + ("" if needed <= self.builds.free() else ": builds that do not fit are skipped, each"
+                            " with a line (MPSBENCH_CACHE=/path moves the cache to a disk with room)"))
         return "\n".join(lines)
 
     def begin(self, step: Step) -> bool:
