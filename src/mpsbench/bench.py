@@ -18,6 +18,7 @@ from mpsbench.core import progress, text
 from mpsbench.core.errors import UserError
 from mpsbench.measure import devices, selection
 from mpsbench.results import record
+from mpsbench.results.watch import Step
 from mpsbench.site import publish
 
 log = progress.logger(__name__)
@@ -106,10 +107,22 @@ def bench(suite: Suite, options: Options) -> int:
     print(timeline.summary(suite.manifest, generated, suite.timeline_path))
     name = machine.write()[0]
     status = 0
+    published = False
+
+    def publish_after(step: Step, build_done: bool) -> None:
+        """The site as soon as the seeds' rows are in (the first tier), and after each build: something to look at
+        while the rest runs."""
+        nonlocal published
+        if step.tier == "first tier" or build_done:
+            publish.publish(suite)
+            published = True
+
     for run in plan(suite, options.asv_args):
         launch = ("--launch-method", suite.conf.launch_method())  # this platform's, from asv.conf.json
-        status = record.record(suite.conf, name, [*launch, *run.args], options.remeasure, Builds(suite)) or status
-    publish.publish(suite)
+        status = record.record(suite.conf, name, [*launch, *run.args], options.remeasure, Builds(suite),
+                               publish_after) or status
+    if not published:  # nothing ran: the site of what is recorded
+        publish.publish(suite)
     if status:
         log.info(f"asv run exited with status {status}: some benchmarks failed (see above); the site shows the rest")
     return status

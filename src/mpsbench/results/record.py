@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import shlex
 import shutil
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from mpsbench.core import asv, files, git, progress
@@ -143,13 +143,14 @@ def steps(commits: Sequence[str], missing: dict[str, tuple[str, ...]]) -> list[S
 
 
 def record(conf: AsvConf, machine: str, asv_args: Sequence[str], remeasure: bool = False,
-           facts: Builds | None = None) -> int:
+           facts: Builds | None = None, after: Callable[[Step, bool], None] | None = None) -> int:
     """Run what is missing (everything selected, with ``remeasure``) and merge it in: 0, or BENCHMARKS_FAILED.
 
     One asv run per build, newest build first (its first tier before the rest); each combination merged into the
     record as soon as asv has measured it (:mod:`mpsbench.core.asv_saving`); a build that ``facts`` says does not fit
     on the disk is skipped with one line. Ctrl-C or SIGTERM ends every process of the run, merges what it measured
-    and raises :class:`asv.Stopped`.
+    and raises :class:`asv.Stopped`. ``after(step, build_done)`` is called after each step that ran (the site is
+    published there: after the first tier, and after each build).
     """
     run = asv.run_args(asv_args)
     if run.quick and not run.dry_run:
@@ -195,5 +196,7 @@ def record(conf: AsvConf, machine: str, asv_args: Sequence[str], remeasure: bool
                 measured(final=True)
                 shutil.rmtree(scratch)
             status = BENCHMARKS_FAILED if code else status
+            if after is not None:
+                after(step, step is planned[-1] or planned[planned.index(step) + 1].commit != step.commit)
         watch.end()
         return status
