@@ -15,7 +15,8 @@ build kept nothing of it (issue 32). This is asv's own main with two of its func
 
 The events file (``EVENTS``, beside the results folder) is JSON lines: ``{"event": "start", ...}`` when a
 combination starts and ``{"event": "done", ..., "seconds": s, "outcome": "value"|"failed"|"skipped"}`` once its
-value is saved; ``mpsbench results record`` reads it to merge each value, show progress and learn costs.
+value is saved (and ``{"event": "forkserver", "pid": ...}`` when asv starts one); ``mpsbench results record``
+reads it to merge each value, show progress, learn costs, and end a forkserver that a kill -9 left behind.
 
     python -m mpsbench.core.asv_saving run --config CONFIG ...   (asv run's arguments)
 """
@@ -138,8 +139,22 @@ def install(runner: Any, run_command: Any, results_dir: Path) -> None:
         return _combined(parts, len(params)) if parts else run_benchmark(benchmark, spawner, profile, selected_idx,
                                                                           extra_params, cwd)
 
+    get_spawner = runner.get_spawner
+
+    def spawner_noted(env: Any, benchmark_dir: Any, launch_method: Any) -> Any:
+        """asv's spawner; a forkserver's pid goes to the events, so that the next run can end one that a kill -9 of
+        this run left behind (it runs in a process group of its own, which the kill did not reach)."""
+        spawner = get_spawner(env, benchmark_dir, launch_method=launch_method)
+        server = getattr(spawner, "server_proc", None)
+        if server is not None:
+            import psutil
+
+            event(results_dir, event="forkserver", pid=server.pid, created=psutil.Process(server.pid).create_time())
+        return spawner
+
     runner.run_benchmarks = run_command.run_benchmarks = each_build
     runner.run_benchmark = each_combination
+    runner.get_spawner = spawner_noted
 
 
 def _with_earlier(build: _Build, benchmark: dict[str, Any], idx: int, part: Any) -> Any:

@@ -14,12 +14,13 @@ timeline, or absent (each branch's newest build).
 
 from __future__ import annotations
 
+import json
 import shlex
 import shutil
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from mpsbench.core import asv, files, git, progress
+from mpsbench.core import asv, asv_saving, files, git, progress
 from mpsbench.core.asvconf import AsvConf
 from mpsbench.core.errors import UserError
 from mpsbench.measure import preselect
@@ -107,12 +108,33 @@ def _merge_scratch(results: Path, scratch: Path, replace: bool, quiet: bool = Fa
     return report
 
 
+def _end_left_behind(scratch: Path) -> None:
+    """End the asv forkserver (and what it runs) that a run killed with kill -9 left behind, by the pid and start
+    time its events recorded: nobody else's process, even if the pid was reused since."""
+    import psutil
+
+    found = []
+    for line in (scratch / asv_saving.EVENTS).read_text().splitlines() if (scratch / asv_saving.EVENTS).is_file() else []:
+        try:
+            event = json.loads(line)
+            if event.get("event") == "forkserver":
+                process = psutil.Process(int(event["pid"]))
+                if abs(process.create_time() - float(event["created"])) < 1e-3:
+                    found.append(process)
+        except (ValueError, KeyError, TypeError, psutil.Error):
+            continue
+    if found:
+        log.info(f"ending the asv forkserver a stopped run left running (pid {', '.join(str(p.pid) for p in found)})")
+        asv.end(found)
+
+
 def recover(results: Path, root: Path) -> None:
     """Merge what interrupted runs left in scratch (never replacing), then remove it, and the temporary files
     that a merge killed before its rename left beside the recorded files (each recorded file is intact)."""
     for leftover in [*results.glob(".*.tmp"), *results.glob("*/.*.tmp")]:
         leftover.unlink()
     for folder in sorted(path for path in root.iterdir() if path.is_dir()) if root.is_dir() else []:
+        _end_left_behind(folder)
         report = _merge_scratch(results, folder, replace=False)
         if report is not None and (report.copied or report.merged):
             log.info(f"recovered an interrupted run's results from {folder}: {report.summary(results)}")
