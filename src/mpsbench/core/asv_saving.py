@@ -93,8 +93,10 @@ def install(runner: Any, run_command: Any, results_dir: Path) -> None:
     run_benchmarks, run_benchmark = runner.run_benchmarks, runner.run_benchmark
     runner.Results.save = _atomic(runner.Results.save)
 
+    from asv.environment import ExistingEnvironment
+
     def each_build(benchmarks: Any, env: Any, results: Any = None, **options: Any) -> Any:
-        if results is None or getattr(results, "_filename", None) is None:  # nothing asv would save
+        if results is None or isinstance(env, ExistingEnvironment):  # asv saves nothing there (--python=same)
             return run_benchmarks(benchmarks, env, results=results, **options)
         extra = dict(options.get("extra_params") or {})
         if options.get("quick"):
@@ -187,12 +189,14 @@ def _combined(parts: dict[int, Any], count: int) -> Any:
 
 def main(argv: list[str]) -> None:
     from asv import config, runner
+    from asv.commands import make_argparser
     from asv.commands import run as run_command
     from asv.main import main as asv_main
 
-    where = argv.index("--config") + 1 if "--config" in argv else None
-    path = Path(argv[where] if where is not None else "asv.conf.json").resolve()
-    install(runner, run_command, (path.parent / config.Config.load(str(path)).results_dir).resolve())
+    args = make_argparser()[0].parse_args(argv)
+    if not getattr(args, "dry_run", True):  # a dry run saves nothing: asv as it is
+        path = Path(args.config or "asv.conf.json").resolve()
+        install(runner, run_command, (path.parent / config.Config.load(str(path)).results_dir).resolve())
     sys.argv = ["asv", *argv]
     asv_main()
 

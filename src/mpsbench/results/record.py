@@ -202,7 +202,10 @@ def record(conf: AsvConf, machine: str, asv_args: Sequence[str], remeasure: bool
                 continue
             scratch = asv.scratch(root)
             hashfile = scratch / "builds.txt"
-            # one build per run: rounds interleaved across builds would save a benchmark's first round as its value
+            # One build per run, in our order: asv keeps a HASHFILE's order, but with --interleave-rounds (its default
+            # outside --dry-run) a 2-round benchmark's first pass walks the builds in reverse, and asv saves each
+            # build's half-sampled first round before its second. --no-interleave-rounds: all rounds of a benchmark
+            # in this build, and only the final round's values saved (core/asv_saving).
             options = [*run.rest, "--no-interleave-rounds", "-b", asv.pattern(step.names)]
             command = asv.run_command(conf.scratch(scratch), machine, options, [step.commit], hashfile, saving=True)
 
