@@ -763,7 +763,7 @@ def test_two_builds_added_at_once_both_land(world, tmp_path, trials):
 def _record(suite: Path, recording, merging, saved) -> None:
     """``mpsbench results record`` of one combination on the newest build, with a stand-in for asv run that saves its
     value only once the merge has started (and waits for the lock the record run holds)."""
-    def asv_run(command: list[str], cwd: Path | None = None, env: dict[str, str] | None = None) -> int:
+    def asv_run(command: list[str], cwd: Path | None, env: dict[str, str] | None, tick: Callable[[], None]) -> int:
         recording.set()
         merging.wait(300)
         time.sleep(0.2)  # the merge is at the lock by now
@@ -771,9 +771,10 @@ def _record(suite: Path, recording, merging, saved) -> None:
         commit = Path(next(arg for arg in command if arg.startswith("HASHFILE:"))[9:]).read_text().split()[0]
         asvresults.write_results(scratch / "results", "m", commit, 0, {TRAINING_CPU: 0.011}, ["cpu"], ["mlp"], [8])
         saved.value = time.monotonic()
+        tick()
         return 0
 
-    record.asv.run = asv_run  # this process only: it was forked for the trial
+    record.asv.supervise = asv_run  # this process only: it was forked for the trial
     os.chdir(suite)
     with contextlib.redirect_stderr(io.StringIO()):
         sys.exit(cli.main([*RECORD, "-b", ONE, "release^!"]))

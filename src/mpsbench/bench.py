@@ -9,14 +9,16 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
-from mpsbench.builds import defaults, machine, timeline
+from mpsbench.builds import defaults, disk, machine, timeline
 from mpsbench.context import Suite
 from mpsbench.core import progress, text
 from mpsbench.core.errors import UserError
 from mpsbench.measure import devices, selection
 from mpsbench.results import record
+from mpsbench.results.watch import Step
 from mpsbench.site import publish
 
 log = progress.logger(__name__)
@@ -75,6 +77,29 @@ def plan(suite: Suite, asv_args: Sequence[str]) -> list[Run]:
     return runs
 
 
+class Builds:
+    """What a record run asks about a build (:class:`mpsbench.results.watch.Builds`), from the timeline and the cache."""
+
+    def __init__(self, suite: Suite) -> None:
+        self.reader = suite.reader
+
+    def name(self, commit: str) -> str:
+        build = self.reader.build(commit)
+        return f"{build['channel']}@{build['id']} (torch {build.get('torch_version', '?')})" if build else commit[:8]
+
+    def need(self, commit: str) -> tuple[int, str, bool]:
+        return disk.need(self.reader.build(commit))
+
+    def free(self) -> int:
+        return disk.free()
+
+    def used(self) -> int:
+        return disk.used()
+
+    def cache(self) -> Path:
+        return disk.cache()
+
+
 def bench(suite: Suite, options: Options) -> int:
     """Every step in order; 0, or record's BENCHMARKS_FAILED when some benchmark failed (the site shows the rest)."""
     print(check_setup())
@@ -82,10 +107,22 @@ def bench(suite: Suite, options: Options) -> int:
     print(timeline.summary(suite.manifest, generated, suite.timeline_path))
     name = machine.write()[0]
     status = 0
+    published = False
+
+    def publish_after(step: Step, build_done: bool) -> None:
+        """The site as soon as the seeds' rows are in (the first tier), and after each build: something to look at
+        while the rest runs."""
+        nonlocal published
+        if step.tier == "first tier" or build_done:
+            publish.publish(suite)
+            published = True
+
     for run in plan(suite, options.asv_args):
         launch = ("--launch-method", suite.conf.launch_method())  # this platform's, from asv.conf.json
-        status = record.record(suite.conf, name, [*launch, *run.args], options.remeasure) or status
-    publish.publish(suite)
+        status = record.record(suite.conf, name, [*launch, *run.args], options.remeasure, Builds(suite),
+                               publish_after) or status
+    if not published:  # nothing ran: the site of what is recorded
+        publish.publish(suite)
     if status:
         log.info(f"asv run exited with status {status}: some benchmarks failed (see above); the site shows the rest")
     return status

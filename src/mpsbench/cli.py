@@ -565,6 +565,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         args.asv_args = extras
     try:
         return int(args.func(args))
+    except asv.Stopped as exc:  # Ctrl-C, SIGTERM, `timeout`: asv and all it started are ended, what it measured kept
+        print(f"mpsbench: {exc}: every process of the run has ended; each value measured before the stop is recorded,"
+              " and the next run goes on from the next combination", file=sys.stderr)
+        return exc.status
     except BrokenPipeError:  # stdout piped into `head`: the rest is not wanted (Python's documented remedy)
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 1

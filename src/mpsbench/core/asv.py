@@ -14,9 +14,10 @@ import json
 import os
 import re
 import shlex
+import signal
 import subprocess
 import sys
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -115,10 +116,13 @@ def scratch(parent: Path) -> Path:
     return folder
 
 
-def run_command(config: Path, machine: str, options: Sequence[str], commits: Sequence[str], hashfile: Path) -> list[str]:
-    """``asv run`` of ``config`` on ``machine`` over exactly ``commits`` (written to ``hashfile``)."""
+def run_command(config: Path, machine: str, options: Sequence[str], commits: Sequence[str], hashfile: Path,
+                saving: bool = False) -> list[str]:
+    """``asv run`` of ``config`` on ``machine`` over exactly ``commits`` (written to ``hashfile``, in that order);
+    ``saving``: each combination's value saved as it is measured (:mod:`mpsbench.core.asv_saving`)."""
     hashfile.write_text("".join(f"{commit}\n" for commit in commits))
-    return [sys.executable, "-m", "asv", "run", "--config", str(config), "--machine", machine, *options,
+    runner = ["-m", "mpsbench.core.asv_saving"] if saving else ["-m", "asv"]
+    return [sys.executable, *runner, "run", "--config", str(config), "--machine", machine, *options,
             f"HASHFILE:{hashfile}"]
 
 
@@ -161,19 +165,102 @@ def environment_python(config: Path) -> Path:
     return made[0]
 
 
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)  # Ctrl-C, `timeout` and kill, a closed terminal
+
+
+class Stopped(Exception):
+    """The command was asked to stop by a signal; every process its asv run started has been ended."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(f"stopped by {signal.Signals(signum).name}")
+        self.status = 128 + signum  # the shell's status for a process ended by that signal
+
+
+def _descendants(processes: Iterable[Any]) -> set[Any]:
+    import psutil
+
+    found = set()
+    for process in processes:
+        with contextlib.suppress(psutil.Error):
+            found.update(process.children(recursive=True))
+    return found
+
+
+def end(processes: Iterable[Any]) -> None:
+    """End ``processes`` and everything under them, each by its pid, within seconds.
+
+    asv starts each benchmark process and its forkserver (``benchmark.py run_server``) in a process group of their
+    own, so no group signal reaches all of them, and one whose parent died first is no longer anyone's child: every
+    process is stopped first (SIGSTOP: none can start another), those started meanwhile found, then all killed.
+    """
+    import psutil
+
+    alive = {process for process in processes if process.is_running()}
+    for _ in range(5):
+        for process in alive:
+            with contextlib.suppress(psutil.Error):
+                process.suspend()
+        more = _descendants(alive) - alive
+        if not more:
+            break
+        alive |= more
+    for process in alive:
+        with contextlib.suppress(psutil.Error):
+            process.kill()
+    psutil.wait_procs(list(alive), timeout=5)
+
+
 def stop(running: subprocess.Popen[bytes]) -> None:
     """Stop a process mpsbench started (asv, a build server) and what it started (asv's forkserver, a benchmark
     process), each by its pid."""
     import psutil
 
-    try:
-        started = psutil.Process(running.pid).children(recursive=True)
-    except psutil.NoSuchProcess:
-        started = []
-    running.terminate()
-    for child in started:
-        with contextlib.suppress(psutil.NoSuchProcess):
-            child.terminate()
-    psutil.wait_procs(started, timeout=10)
+    with contextlib.suppress(psutil.NoSuchProcess):
+        end([psutil.Process(running.pid)])
     running.wait()
+
+
+def _raise_stopped(signum: int, frame: object) -> None:
+    raise Stopped(signum)
+
+
+def supervise(command: Sequence[str], cwd: Path | None, env: Mapping[str, str] | None, tick: Callable[[], None],
+              every: float = 1.0) -> int:
+    """Run an asv command line, calling ``tick`` every ``every`` seconds and once at the end; its exit status.
+
+    Ctrl-C, SIGTERM or SIGHUP to this process (or an exception from ``tick``) ends asv and every process it started
+    (:func:`end`: the ones seen at any tick too, in case asv died before them) and raises :class:`Stopped` (or the
+    exception). In the main thread only, where Python runs signal handlers.
+    """
+    import psutil
+
+    previous = {signum: signal.signal(signum, _raise_stopped) for signum in STOP_SIGNALS}
+    seen: set[Any] = set()
+    running: subprocess.Popen[bytes] | None = None
+    try:
+        running = subprocess.Popen(command, cwd=cwd, env=env)
+        me = psutil.Process(running.pid)
+        seen.add(me)
+        while True:
+            seen |= _descendants([me])
+            try:
+                status = running.wait(timeout=every)
+            except subprocess.TimeoutExpired:
+                tick()
+                continue
+            end(seen)  # a forkserver left behind by an asv that ended on its own
+            tick()
+            return status
+    except BaseException:
+        for signum in STOP_SIGNALS:  # a second Ctrl-C does not interrupt the stopping
+            signal.signal(signum, signal.SIG_IGN)
+        if running is not None:
+            with contextlib.suppress(psutil.NoSuchProcess):
+                seen |= _descendants([psutil.Process(running.pid)])
+            end(seen)
+            running.wait()
+        raise
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
 

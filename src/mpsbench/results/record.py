@@ -14,16 +14,18 @@ timeline, or absent (each branch's newest build).
 
 from __future__ import annotations
 
+import json
 import shlex
 import shutil
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from mpsbench.core import asv, files, git, progress
+from mpsbench.core import asv, asv_saving, files, git, progress
 from mpsbench.core.asvconf import AsvConf
 from mpsbench.core.errors import UserError
 from mpsbench.measure import preselect
-from mpsbench.results import merge, recorded
+from mpsbench.results import costs, merge, recorded
+from mpsbench.results.watch import Builds, Step, Watch
 
 BENCHMARKS_FAILED = 3  # asv ran, and some benchmark failed (its results say which); 2 stays a usage mistake
 
@@ -63,16 +65,18 @@ def builds(timeline: Path, branches: Sequence[str], spec: str | None) -> list[st
     return list(dict.fromkeys(found))
 
 
-def selection(benchmark_dir: Path, patterns: list[str]) -> list[str]:
-    """The combinations the -b patterns select (asv's re.search), or this machine's preselection."""
+def selection(benchmark_dir: Path, patterns: list[str]) -> tuple[list[str], int]:
+    """The combinations the -b patterns select (asv's re.search), or this machine's preselection; and how many
+    combinations this machine's default selection holds (what docs/budget.md's measured build ran)."""
     found = preselect.combinations(preselect.discover(benchmark_dir))
+    default = preselect.selected(found)
     if not patterns:
-        return preselect.selected(found)
+        return default, len(default)
     chosen = asv.matching([combination.name for combination in found], patterns)
     if not chosen:
         raise RecordError(f"no benchmark matches -b {' -b '.join(map(shlex.quote, patterns))};"
                           " `mpsbench preselect --list` lists every combination")
-    return chosen
+    return chosen, len(default)
 
 
 def recorded_names(results: Path, machine: str, commit: str, environment: str = "*") -> set[str]:
@@ -83,8 +87,8 @@ def recorded_names(results: Path, machine: str, commit: str, environment: str = 
             result = recorded.read(path, machine)
         except recorded.RecordedError as exc:
             raise RecordError(f"results file {path} cannot be read ({exc})") from None
-        if result.commit_hash == commit:
-            names.update(row.entry for row in recorded.rows(result))
+        if result.commit_hash == commit:  # merge's reading of a file: unparameterized benchmarks' values too
+            names.update(asv.combination(name, combo) for name, combo in merge.values(json.loads(path.read_text())))
     return names
 
 
@@ -92,14 +96,36 @@ def scratch_root(results: Path) -> Path:
     return results.parent / f"{results.name}.scratch"
 
 
-def _merge_scratch(results: Path, scratch: Path, replace: bool) -> merge.Report | None:
+def _merge_scratch(results: Path, scratch: Path, replace: bool, quiet: bool = False) -> merge.Report | None:
     found = scratch / "results"
     if not found.is_dir():
         return None
     report = merge.merge(results, [found], update_benchmarks=True, replace=replace)
     for line in report.conflicts + report.refused + report.corrupt:
         log.warning(line)
+    if not quiet and (report.copied or report.merged or report.replaced):
+        log.info(report.summary(results))
     return report
+
+
+def _end_left_behind(scratch: Path) -> None:
+    """End the asv forkserver (and what it runs) that a run killed with kill -9 left behind, by the pid and start
+    time its events recorded: nobody else's process, even if the pid was reused since."""
+    import psutil
+
+    found = []
+    for line in (scratch / asv_saving.EVENTS).read_text().splitlines() if (scratch / asv_saving.EVENTS).is_file() else []:
+        try:
+            event = json.loads(line)
+            if event.get("event") == "forkserver":
+                process = psutil.Process(int(event["pid"]))
+                if abs(process.create_time() - float(event["created"])) < 1e-3:
+                    found.append(process)
+        except (ValueError, KeyError, TypeError, psutil.Error):
+            continue
+    if found:
+        log.info(f"ending the asv forkserver a stopped run left running (pid {', '.join(str(p.pid) for p in found)})")
+        asv.end(found)
 
 
 def recover(results: Path, root: Path) -> None:
@@ -108,44 +134,94 @@ def recover(results: Path, root: Path) -> None:
     for leftover in [*results.glob(".*.tmp"), *results.glob("*/.*.tmp")]:
         leftover.unlink()
     for folder in sorted(path for path in root.iterdir() if path.is_dir()) if root.is_dir() else []:
+        _end_left_behind(folder)
         report = _merge_scratch(results, folder, replace=False)
         if report is not None and (report.copied or report.merged):
             log.info(f"recovered an interrupted run's results from {folder}: {report.summary(results)}")
         shutil.rmtree(folder)
 
 
-def record(conf: AsvConf, machine: str, asv_args: Sequence[str], remeasure: bool = False) -> int:
-    """Run what is missing (everything selected, with ``remeasure``) and merge it in: 0, or BENCHMARKS_FAILED."""
+# The first tier (issue 32): on the newest build, the seeds' question first: each seed model's training and inference
+# step on the devices present, at the batches this run's selection times them (measure/selection.py decides which).
+FIRST_TIER = r"^benchmark_models\.(?:Training|Inference)\.time_step\("
+
+
+def newest_first(timeline: Path, commits: Sequence[str]) -> list[str]:
+    """The builds by their date (a timeline commit's date is its build's), newest first; ties keep their order."""
+    dates = git.text(timeline, "show", "-s", "--format=%ct", *commits).split() if commits else []
+    return [commit for _, commit in sorted(zip(dates, commits, strict=True), key=lambda pair: -int(pair[0]))]
+
+
+def steps(commits: Sequence[str], missing: dict[str, tuple[str, ...]]) -> list[Step]:
+    """Newest build first, its first tier before the rest, then each older build's missing combinations."""
+    planned = []
+    for number, commit in enumerate(commits):
+        names = missing[commit]
+        first = tuple(asv.matching(names, [FIRST_TIER])) if number == 0 else ()
+        rest = tuple(name for name in names if name not in first)
+        planned += [Step(commit, first, "first tier")] if first and rest else []
+        planned += [Step(commit, rest or first, "the rest" if first and rest else "every combination")] if names else []
+    return planned
+
+
+def record(conf: AsvConf, machine: str, asv_args: Sequence[str], remeasure: bool = False,
+           facts: Builds | None = None, after: Callable[[Step, bool], None] | None = None) -> int:
+    """Run what is missing (everything selected, with ``remeasure``) and merge it in: 0, or BENCHMARKS_FAILED.
+
+    One asv run per build, newest build first (its first tier before the rest); each combination merged into the
+    record as soon as asv has measured it (:mod:`mpsbench.core.asv_saving`); a build that ``facts`` says does not fit
+    on the disk is skipped with one line. Ctrl-C or SIGTERM ends every process of the run, merges what it measured
+    and raises :class:`asv.Stopped`. ``after(step, build_done)`` is called after each step that ran (the site is
+    published there: after the first tier, and after each build).
+    """
     run = asv.run_args(asv_args)
     if run.quick and not run.dry_run:
         raise RecordError("--quick would record single-sample values as results; add --dry-run, or leave --quick out")
     results = conf.results
     if conf.repo is None:
         raise RecordError(f"{conf.path}: repo must be the timeline's folder, not a URL")
-    commits = builds(conf.repo, conf.branches, run.range)
-    wanted = selection(conf.benchmarks, run.bench)
+    commits = newest_first(conf.repo, builds(conf.repo, conf.branches, run.range))
+    wanted, default = selection(conf.benchmarks, run.bench)
     with files.lock(results, wait=False):
         root = scratch_root(results)
         recover(results, root)
-        groups: dict[tuple[str, ...], list[str]] = {}
+        missing = {}
         for commit in commits:
             have = set() if remeasure else recorded_names(results, machine, commit, run.environment)
-            missing = tuple(name for name in wanted if name not in have)
-            if missing:
-                groups.setdefault(missing, []).append(commit)
-        if not groups:
+            missing[commit] = tuple(name for name in wanted if name not in have)
+        planned = steps([commit for commit in commits if missing[commit]], missing)
+        if not planned:
             log.info(f"every selected combination ({len(wanted)}) is recorded for the {len(commits)} builds: nothing to run")
             return 0
+        gpu = not any("'cpu'" in name for name in wanted)
+        watch = Watch(planned, costs.Costs(results, machine, gpu, default), facts)
+        print(watch.plan())
         status = 0
-        for missing, todo in groups.items():
+        for step in planned:
+            if not watch.begin(step):
+                continue
             scratch = asv.scratch(root)
-            log.info(f"{len(todo)} builds, {len(missing)} combinations each to measure"
-                     f" ({'re-measuring' if remeasure else 'none of them recorded yet'})")
             hashfile = scratch / "builds.txt"
-            command = asv.run_command(conf.scratch(scratch), machine, [*run.rest, "-b", asv.pattern(missing)], todo, hashfile)
-            status = BENCHMARKS_FAILED if asv.run(command, conf.root, asv.only(hashfile)) else status
-            report = _merge_scratch(results, scratch, replace=remeasure)
-            if report is not None:
-                log.info(report.summary(results))
-            shutil.rmtree(scratch)
+            # One build per run, in our order: asv keeps a HASHFILE's order, but with --interleave-rounds (its default
+            # outside --dry-run) a 2-round benchmark's first pass walks the builds in reverse, and asv saves each
+            # build's half-sampled first round before its second. --no-interleave-rounds: all rounds of a benchmark
+            # in this build, and only the final round's values saved (core/asv_saving).
+            options = [*run.rest, "--no-interleave-rounds", "-b", asv.pattern(step.names)]
+            command = asv.run_command(conf.scratch(scratch), machine, options, [step.commit], hashfile, saving=True)
+
+            def measured(scratch: Path = scratch, final: bool = False) -> None:
+                done = watch.poll(scratch)
+                if done or final:  # each value into the record as soon as asv has saved it
+                    _merge_scratch(results, scratch, remeasure, quiet=not final)
+                    costs.add(results, machine, done)
+
+            try:
+                code = asv.supervise(command, conf.root, asv.only(hashfile), measured)
+            finally:  # stopped or not: what asv measured goes into the record now
+                measured(final=True)
+                shutil.rmtree(scratch)
+            status = BENCHMARKS_FAILED if code else status
+            if after is not None:
+                after(step, step is planned[-1] or planned[planned.index(step) + 1].commit != step.commit)
+        watch.end()
         return status

@@ -1,0 +1,75 @@
+"""What a build needs on disk before asv installs it, and what is free where the build cache lives.
+
+The manifest pins no wheel sizes, so the need is, in order: nothing for a build already installed in the cache; for
+one whose wheels are all in the store, their size times the installed-to-wheel ratio measured here (9.7 GB installed
+from 5.3 GB of wheels, 2.0.1 and 2.4.1 on Linux, 2026-11-24); else the figure measured for that release on this
+platform (README, "How long, and how much disk"), or the largest measured there for one not measured. Each need says
+which of these it is.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import shutil
+from pathlib import Path
+from typing import Any, NamedTuple
+
+from mpsbench.builds import install_build
+
+GB = 1e9
+INSTALLED_PER_WHEEL_BYTE = 9.7 / 5.3  # installed size over wheel size: 2.0.1 and 2.4.1 on Linux, measured 2026-11-24
+# Installed size in GB (measured from a fresh clone on the Linux VM, 2026-11-24); the wheels kept in the store add
+# 1 / INSTALLED_PER_WHEEL_BYTE of it. macOS: 89-182 MB of wheels per set (PyPI's sizes), so about 0.7 GB in all.
+MEASURED_INSTALLED_GB: dict[str, dict[str, float]] = {
+    "linux": {"1.13.1": 3.4, "2.0.1": 4.5, "2.4.1": 5.2, "2.15.0": 5.6},
+    "macos": {"2.15.0": 0.182 * INSTALLED_PER_WHEEL_BYTE},
+}
+
+
+class Need(NamedTuple):
+    bytes: int
+    how: str  # where the figure comes from
+    installed: bool  # already in the cache: asv only switches to it
+
+
+def cache() -> Path:
+    """The build cache (MPSBENCH_CACHE, else ~/.cache/mpsbench), as the installer finds it."""
+    return install_build.cache_root()
+
+
+def free(folder: Path | None = None) -> int:
+    """Bytes free on the disk that holds ``folder`` (default: the build cache), or its nearest existing parent."""
+    folder = folder or cache()
+    while not folder.exists() and folder != folder.parent:
+        folder = folder.parent
+    return shutil.disk_usage(folder).free
+
+
+def used(folder: Path | None = None) -> int:
+    """Bytes the build cache holds now (wheels and installed builds)."""
+    folder = folder or cache()
+    return sum(path.stat().st_size for path in folder.rglob("*") if path.is_file() and not path.is_symlink()) \
+        if folder.is_dir() else 0
+
+
+def need(build: dict[str, Any]) -> Need:
+    """What installing ``build`` (a timeline commit's build.json) will add to the cache here."""
+    if build.get("kind") == "existing":
+        return Need(0, "a build used in place", True)
+    try:
+        _, pins = install_build.select_pins(build)
+    except install_build.InstallError:
+        return Need(0, "a build this machine cannot install (it is refused before any download)", True)
+    key = hashlib.sha256("".join(sorted(pin["sha256"] for pin in pins)).encode()).hexdigest()[:20]
+    if (cache() / "builds" / key / ".complete").is_file():
+        return Need(0, "installed in the cache already", True)
+    stored = [cache() / "wheels" / pin["sha256"] / pin["filename"] for pin in pins]
+    if all(path.is_file() for path in stored):
+        size = sum(path.stat().st_size for path in stored)
+        return Need(int(size * INSTALLED_PER_WHEEL_BYTE), "its stored wheels' size x the measured install ratio", False)
+    system = "macos" if any("macos" in pin["filename"] for pin in pins) else "linux"
+    table = MEASURED_INSTALLED_GB[system]
+    version = str(build.get("torch_version", ""))
+    installed = table.get(version, max(table.values()))
+    how = f"measured for {version} on {system}" if version in table else f"the largest measured on {system}"
+    return Need(int(installed * (1 + 1 / INSTALLED_PER_WHEEL_BYTE) * GB), how, False)

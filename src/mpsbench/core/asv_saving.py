@@ -1,0 +1,205 @@
+"""``asv run``, with each combination's value saved to the results folder the moment it is measured.
+
+asv 0.6.6 keeps a build's results in memory and writes them when the build ends: a run stopped after an hour of a
+build kept nothing of it (issue 32). This is asv's own main with two of its functions wrapped, so everything else
+(discovery, installs, rounds, skips, timeouts, the forkserver) is asv's:
+
+- ``asv.runner.run_benchmarks`` (one build in one environment): the wrapper notes the results object, where it is
+  saved, and how many rounds each benchmark runs, so that only a combination's *final* round is saved (an earlier
+  round's samples are half of its value).
+- ``asv.runner.run_benchmark`` (one benchmark, every selected combination): in a benchmark's final round the wrapper
+  runs asv's function once per combination and, after each, saves a copy of the results with that value added
+  (``Results.add_result`` then ``Results.save``, asv's public methods, into a file written beside its target and
+  renamed over it), then appends a line to the events file. asv's own ``add_result`` of the whole benchmark follows
+  on the original object as always, so what asv saves at the end is what it saved before.
+
+The events file (``EVENTS``, beside the results folder) is JSON lines: ``{"event": "start", ...}`` when a
+combination starts and ``{"event": "done", ..., "seconds": s, "outcome": "value"|"failed"|"skipped"}`` once its
+value is saved (and ``{"event": "forkserver", "pid": ...}`` when asv starts one); ``mpsbench results record``
+reads it to merge each value, show progress, learn costs, and end a forkserver that a kill -9 left behind.
+
+    python -m mpsbench.core.asv_saving run --config CONFIG ...   (asv run's arguments)
+"""
+
+from __future__ import annotations
+
+import contextvars
+import copy
+import datetime
+import itertools
+import json
+import math
+import os
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+EVENTS = "events.jsonl"  # beside the results folder a run saves into (the run's scratch folder)
+
+
+@dataclass
+class _Build:
+    """One ``run_benchmarks`` call: asv's results object, a copy holding only final values, where it is saved, the
+    rounds still to come per benchmark."""
+
+    results: Any  # asv's: earlier rounds' samples too, until its final round
+    saved: Any  # what has been saved: the values loaded before the build and each final combination since
+    results_dir: Path
+    rounds_left: dict[str, int]
+    final_round_here: bool
+    record_samples: bool
+    append: dict[str, bool] = field(default_factory=dict)  # whether asv appends this benchmark's final samples
+
+
+_current: contextvars.ContextVar[_Build | None] = contextvars.ContextVar("build", default=None)
+
+
+def _rounds(benchmark: dict[str, Any], extra: dict[str, Any]) -> int:
+    return int(extra["rounds"]) if "rounds" in extra else int(benchmark.get("rounds", 1))  # as asv's get_rounds
+
+
+def event(results_dir: Path, **fields: Any) -> None:
+    """Append one line to the events file; one write of a short line, so a reader never sees half of it."""
+    line = json.dumps({"at": time.time(), **fields}) + "\n"
+    with open(results_dir.parent / EVENTS, "a") as out:
+        out.write(line)
+        out.flush()
+
+
+def _atomic(save: Any) -> Any:
+    """asv's ``Results.save``, into a folder of its own, then renamed over the file: a reader (the record run merging
+    while asv runs) sees the old file or the new one, never half of it."""
+    def saved(results: Any, result_dir: str) -> None:
+        staging = Path(result_dir).parent / f".saving-{os.getpid()}"
+        save(results, str(staging))
+        for path in staging.rglob("*.json"):
+            target = Path(result_dir) / path.relative_to(staging)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            os.replace(path, target)
+    return saved
+
+
+def _outcome(value: Any) -> str:
+    if value is None:
+        return "failed"
+    return "skipped" if isinstance(value, float) and math.isnan(value) else "value"
+
+
+def install(runner: Any, run_command: Any, results_dir: Path) -> None:
+    """Wrap asv's ``run_benchmarks`` and ``run_benchmark`` (in ``runner`` and where ``run_command`` imported it), and
+    make ``Results.save`` write each file whole, for a run that saves into ``results_dir``."""
+    run_benchmarks, run_benchmark = runner.run_benchmarks, runner.run_benchmark
+    runner.Results.save = _atomic(runner.Results.save)
+
+    from asv.environment import ExistingEnvironment
+
+    def each_build(benchmarks: Any, env: Any, results: Any = None, **options: Any) -> Any:
+        if results is None or isinstance(env, ExistingEnvironment):  # asv saves nothing there (--python=same)
+            return run_benchmarks(benchmarks, env, results=results, **options)
+        extra = dict(options.get("extra_params") or {})
+        if options.get("quick"):
+            extra["rounds"] = 1
+        most = max((_rounds(b, extra) for b in benchmarks.values()), default=1)
+        rounds = options.get("run_rounds") or list(range(1, most + 1))
+        left = {name: sum(1 for r in rounds if r <= _rounds(b, extra)) for name, b in benchmarks.items()}
+        existing = results.get_result_keys(benchmarks) if options.get("append_samples") else set()
+        build = _Build(results, copy.deepcopy(results), results_dir, left, 1 in rounds, bool(options.get("record_samples")),
+                       {name: name in existing or left[name] > 1 for name in benchmarks})
+        token = _current.set(build)
+        try:
+            return run_benchmarks(benchmarks, env, results=results, **options)
+        finally:
+            _current.reset(token)
+
+    def each_combination(benchmark: dict[str, Any], spawner: Any, profile: Any, selected_idx: Any = None,
+                         extra_params: Any = None, cwd: Any = None, prev_result: Any = None) -> Any:
+        build, name = _current.get(), benchmark["name"]
+        if build is not None and name in build.rounds_left:
+            build.rounds_left[name] -= 1
+        if build is None or build.rounds_left.get(name, 1) > 0 or not build.final_round_here:
+            return run_benchmark(benchmark, spawner, profile, selected_idx, extra_params, cwd)
+        params = list(itertools.product(*benchmark["params"])) if benchmark["params"] else [()]
+        chosen = sorted(range(len(params)) if selected_idx is None else selected_idx)
+        parts: dict[int, Any] = {}  # this round's, as asv's own run_benchmark returns them
+        whole: dict[int, Any] = {}  # with the samples of earlier rounds: what asv will record
+        commit = build.results.commit_hash
+        for idx in chosen:
+            shown = f"{name}({', '.join(params[idx])})" if params[idx] else name
+            started = time.monotonic()
+            event(build.results_dir, event="start", name=shown, build=commit)
+            parts[idx] = part = run_benchmark(benchmark, spawner, profile, {idx}, extra_params, cwd)
+            seconds = time.monotonic() - started
+            whole[idx] = _with_earlier(build, benchmark, idx, part)
+            build.saved.add_result(benchmark, _combined(whole, len(params)), selected_idx=set(whole),
+                                   started_at=datetime.datetime.now(datetime.timezone.utc), duration=seconds,
+                                   record_samples=build.record_samples)
+            build.saved.save(str(build.results_dir))
+            event(build.results_dir, event="done", name=shown, build=commit, seconds=round(seconds, 3),
+                  outcome=_outcome(part.result[idx]))
+        return _combined(parts, len(params)) if parts else run_benchmark(benchmark, spawner, profile, selected_idx,
+                                                                          extra_params, cwd)
+
+    get_spawner = runner.get_spawner
+
+    def spawner_noted(env: Any, benchmark_dir: Any, launch_method: Any) -> Any:
+        """asv's spawner; a forkserver's pid goes to the events, so that the next run can end one that a kill -9 of
+        this run left behind (it runs in a process group of its own, which the kill did not reach)."""
+        spawner = get_spawner(env, benchmark_dir, launch_method=launch_method)
+        server = getattr(spawner, "server_proc", None)
+        if server is not None:
+            import psutil
+
+            event(results_dir, event="forkserver", pid=server.pid, created=psutil.Process(server.pid).create_time())
+        return spawner
+
+    runner.run_benchmarks = run_command.run_benchmarks = each_build
+    runner.run_benchmark = each_combination
+    runner.get_spawner = spawner_noted
+
+
+def _with_earlier(build: _Build, benchmark: dict[str, Any], idx: int, part: Any) -> Any:
+    """The combination just measured with the samples of its earlier rounds before its own, as asv's
+    ``add_result(append_samples=True)`` will combine them: the value saved is the value asv saves."""
+    if not build.append.get(benchmark["name"]) or part.samples[idx] is None:
+        return part
+    earlier = build.results.get_result_samples(benchmark["name"], benchmark["params"])[idx]
+    samples = list(part.samples)
+    samples[idx] = (earlier or []) + samples[idx]
+    return part._replace(samples=samples)
+
+
+def _combined(parts: dict[int, Any], count: int) -> Any:
+    """asv's BenchmarkResult of every combination in ``parts`` (one run each), NaN (not run) for the others."""
+    from asv.runner import BenchmarkResult, _combine_profile_data
+
+    result: list[Any] = [math.nan] * count
+    samples: list[Any] = [None] * count
+    number: list[Any] = [None] * count
+    stderr, errcode = [], 0
+    for idx, part in sorted(parts.items()):
+        result[idx], samples[idx], number[idx] = part.result[idx], part.samples[idx], part.number[idx]
+        if part.stderr:
+            stderr.append(part.stderr)
+        errcode = part.errcode or errcode
+    return BenchmarkResult(result=result, samples=samples, number=number, errcode=errcode,
+                           stderr="\n\n".join(stderr), profile=_combine_profile_data([p.profile for p in parts.values()]))
+
+
+def main(argv: list[str]) -> None:
+    from asv import config, runner
+    from asv.commands import make_argparser
+    from asv.commands import run as run_command
+    from asv.main import main as asv_main
+
+    args = make_argparser()[0].parse_args(argv)
+    if not getattr(args, "dry_run", True):  # a dry run saves nothing: asv as it is
+        path = Path(args.config or "asv.conf.json").resolve()
+        install(runner, run_command, (path.parent / config.Config.load(str(path)).results_dir).resolve())
+    sys.argv = ["asv", *argv]
+    asv_main()
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

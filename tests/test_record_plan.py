@@ -1,0 +1,149 @@
+"""Issue 32: the order of a record run (newest build first, its seed rows first), its estimates and its disk check.
+
+The run itself, stopped and resumed, is tests/test_record_stop.py (slow: real asv).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from mpsbench.builds import disk
+from mpsbench.results import costs, record
+from mpsbench.results.watch import Step, Watch
+
+SEED = "benchmark_models.Training.time_step('cpu', 'mlp', 8)"
+SEED_INFERENCE = "benchmark_models.Inference.time_step('cpu', 'resnet50', 1)"
+OTHER = "benchmark_ops.Ops.time_op('cpu', 'matmul', 'float32', 'small')"
+TRACK = "benchmark_models.Environment.track_cpu_threads"
+
+
+def test_the_newest_build_comes_first_its_seed_rows_before_the_rest_then_each_older_build():
+    missing = {"new": (OTHER, SEED, TRACK, SEED_INFERENCE), "old": (OTHER, SEED), "older": (SEED,)}
+    planned = record.steps(["new", "old", "older"], missing)
+    assert [(step.commit, step.tier, step.names) for step in planned] == [
+        ("new", "first tier", (SEED, SEED_INFERENCE)),
+        ("new", "the rest", (OTHER, TRACK)),
+        ("old", "every combination", (OTHER, SEED)),  # the first tier is the newest build's only
+        ("older", "every combination", (SEED,)),
+    ]
+
+
+def test_a_build_with_only_seed_rows_missing_is_one_step_and_one_with_none_no_step():
+    assert record.steps(["new", "old"], {"new": (SEED,), "old": ()}) == [Step("new", (SEED,), "every combination")]
+
+
+def test_builds_run_newest_first_by_their_date_whatever_order_the_range_gives(tmp_path):
+    env = {**os.environ, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t",
+           "GIT_COMMITTER_EMAIL": "t@t"}
+    subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)
+    commits = {}
+    for name, date in (("b", "2026-02-01T00:00:00Z"), ("a", "2026-01-01T00:00:00Z"), ("c", "2026-03-01T00:00:00Z")):
+        subprocess.run(["git", "commit", "-q", "--allow-empty", "-m", name], cwd=tmp_path, check=True,
+                       env={**env, "GIT_COMMITTER_DATE": date, "GIT_AUTHOR_DATE": date})
+        commits[name] = subprocess.run(["git", "rev-parse", "HEAD"], cwd=tmp_path, capture_output=True, text=True,
+                                       check=True).stdout.strip()
+    given = [commits["a"], commits["c"], commits["b"]]
+    assert record.newest_first(tmp_path, given) == [commits["c"], commits["b"], commits["a"]]
+
+
+def _results_file(folder: Path, build_seconds: float) -> None:
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / f"{build_seconds:08.0f}-virtualenv-py3.11.json").write_text(json.dumps({"durations": {"<build>": build_seconds}}))
+
+
+def test_estimates_come_from_this_machines_runs_else_from_docs_budget(tmp_path):
+    results = tmp_path / "results"
+    _results_file(results / "box", 2.0)  # a switch to a cached build: not an install's cost
+    _results_file(results / "box", 90.0)
+    _results_file(results / "box", 70.0)
+    costs.add(results, "box", [{"name": SEED, "seconds": 10.0}, {"name": SEED, "seconds": 14.0}])
+    costs.add(results, "other-box", [{"name": OTHER, "seconds": 999.0}])  # another machine's cost is not ours
+    with open(costs.trail(results), "a") as out:
+        out.write('{"machine": "box", "name": ')  # a line cut short by a kill is passed over
+    found = costs.Costs(results, "box", gpu=False, default=100)
+    assert found.combinations([SEED]) == costs.Estimate(12.0, costs.WHERE_MEASURED)
+    # a batch never measured here: its benchmark's median
+    assert found.combinations(["benchmark_models.Training.time_step('cpu', 'mlp', 1)"]).seconds == 12.0
+    spread = costs.BUDGET_BUILD_SECONDS["cpu"] / 100
+    assert found.combinations([OTHER]) == costs.Estimate(spread, costs.WHERE_BUDGET)
+    assert found.combinations([SEED, OTHER]).seconds == pytest.approx(12.0 + spread)
+    assert found.install(installed=False) == costs.Estimate(80.0, costs.WHERE_MEASURED)  # median of 70 and 90
+    fresh = costs.Costs(tmp_path / "none", "box", gpu=True, default=10)
+    assert fresh.install(installed=False) == costs.Estimate(costs.BUDGET_INSTALL_SECONDS, costs.WHERE_BUDGET)
+    assert fresh.combinations([OTHER]).seconds == costs.BUDGET_BUILD_SECONDS["gpu"] / 10
+
+
+def _build(cache: Path, version: str, stored: bool) -> dict:
+    tag = f"cp{sys.version_info.major}{sys.version_info.minor}"
+    pins = [{"name": name, "version": version, "python": tag, "sha256": hashlib.sha256(name.encode()).hexdigest(),
+             "filename": f"{name}-{version}-{tag}-{tag}-manylinux_2_28_x86_64.whl",
+             "url": f"https://example.org/{name}-{version}.whl"} for name in ("torch", "torchvision")]
+    if stored:
+        for pin in pins:
+            folder = cache / "wheels" / pin["sha256"]
+            folder.mkdir(parents=True)
+            (folder / pin["filename"]).write_bytes(b"x" * 1000)
+    return {"channel": "release", "id": version, "kind": "release", "torch_version": version,
+            "pins": {"linux-x86_64-cuda": pins, "linux-x86_64-cpu": pins}}
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="Linux wheels")
+def test_a_builds_disk_need_says_where_its_figure_comes_from(tmp_path, monkeypatch):
+    monkeypatch.setenv("MPSBENCH_CACHE", str(tmp_path))
+    measured = disk.need(_build(tmp_path, "2.4.1", stored=False))
+    assert not measured.installed and "measured for 2.4.1" in measured.how
+    assert measured.bytes == pytest.approx(5.2 * disk.GB * (1 + 1 / disk.INSTALLED_PER_WHEEL_BYTE), rel=1e-6)
+    unknown = disk.need(_build(tmp_path, "9.9.9", stored=False))
+    assert "largest measured" in unknown.how and unknown.bytes > measured.bytes
+    stored = disk.need(_build(tmp_path, "2.15.0", stored=True))
+    assert "stored wheels" in stored.how and stored.bytes == int(2000 * disk.INSTALLED_PER_WHEEL_BYTE)
+    build = _build(tmp_path / "elsewhere", "2.0.1", stored=False)
+    key = hashlib.sha256("".join(sorted(pin["sha256"] for pin in build["pins"]["linux-x86_64-cpu"])).encode())
+    (tmp_path / "builds" / key.hexdigest()[:20]).mkdir(parents=True)
+    (tmp_path / "builds" / key.hexdigest()[:20] / ".complete").write_text("{}")
+    assert disk.need(build) == disk.Need(0, "installed in the cache already", True)
+
+
+class _Builds:
+    def __init__(self, free: int, needs: dict[str, tuple[int, str, bool]]) -> None:
+        self.needs, self.space = needs, free
+
+    def name(self, commit: str) -> str:
+        return f"release@{commit}"
+
+    def need(self, commit: str) -> tuple[int, str, bool]:
+        return self.needs[commit]
+
+    def free(self) -> int:
+        return self.space
+
+    def used(self) -> int:
+        return 3 * int(disk.GB)
+
+    def cache(self) -> Path:
+        return Path("/cache")
+
+
+def test_a_build_that_does_not_fit_is_skipped_in_one_line_and_the_rest_goes_on(tmp_path, capsys):
+    steps = [Step("new", (SEED,), "first tier"), Step("new", (OTHER,), "the rest"), Step("old", (SEED,), "every combination")]
+    builds = _Builds(int(5 * disk.GB), {"new": (int(8 * disk.GB), "measured for 2.15.0 on linux", False),
+                                        "old": (int(4 * disk.GB), "measured for 2.4.1 on linux", False)})
+    watch = Watch(steps, costs.Costs(tmp_path, "box", gpu=False, default=100), builds)
+    plan = watch.plan()
+    assert plan.splitlines()[1].startswith("  1. release@new: first tier, 1 combinations, about ")
+    assert "disk: about 8.0 GB (measured for 2.15.0 on linux)" in plan
+    assert "12.0 GB more disk" in plan and "5.0 GB free there: builds that do not fit are skipped" in plan
+    assert [watch.begin(step) for step in steps] == [False, False, True]
+    said = capsys.readouterr().err.splitlines()
+    skips = [line for line in said if "skipping" in line]
+    assert skips == ["mpsbench watch: warning: skipping release@new: installing it needs about 8.0 GB (measured for"
+                     " 2.15.0 on linux), 5.0 GB is free at /cache; free space there, or move the build cache to a disk"
+                     " with room (MPSBENCH_CACHE=/path scripts/bench), and run again"]
+    assert watch.total == 1  # what is left to measure
