@@ -11,7 +11,6 @@ import itertools
 import json
 import os
 import shutil
-import statistics
 import subprocess
 import sys
 import time
@@ -26,7 +25,7 @@ from mpsbench.builds import install_build, resolve, timeline
 from mpsbench.builds import manifest as mf
 from mpsbench.core import asv as core_asv
 from mpsbench.core import asvconf
-from mpsbench.regressions import serve_build, servers
+from mpsbench.regressions import serve_build, servers, verdict
 from mpsbench.results import recorded
 
 BENCHMARK = """\
@@ -229,8 +228,11 @@ def _process_fastest(results: Path, machine: str, key: str, index: int) -> list[
 def test_the_servers_time_a_real_row_as_asv_run_does(real, tmp_path):
     """The new path and asv's own `asv run` (its forkserver, its env switch) agree within 10% on a real cpu row.
 
-    Medians of each path's per-process fastest samples, 8 processes a path (4 rounds of two identical builds), one
-    torch thread, run one after the other; a timer or a setup that differed would move one path, not the other.
+    Each path's fast mode (verdict.fast_mode: the processes within 1.5x of its fastest, what the rule judges) of its
+    per-process fastest samples, 8 processes a path (4 rounds of two identical builds), one torch thread, run one
+    after the other; a timer or a setup that differed would move one path, not the other. Not medians: on a busy
+    machine contention only adds time, to whichever path it happens to meet (medians 2.64 against 1.97 ms at load
+    8, the fastest processes 1.74 against 1.85 ms).
     """
     done = _mpsbench(real, "compare", "aa@a1", "aa@a2", "-b", ROW, "--threads", "1", "--min-rounds", "4",
                      "--max-rounds", "4")
@@ -255,6 +257,6 @@ def test_the_servers_time_a_real_row_as_asv_run_does(real, tmp_path):
     index = list(itertools.product(*Inference.params)).index(("cpu", "lenet5", 32))
     theirs = _process_fastest(tmp_path / "results", machine, "benchmark_models.Inference.time_step", index)
     assert len(theirs) == 8, theirs
-    ratio = statistics.median(ours) / statistics.median(theirs)
-    assert 0.9 < ratio < 1.1, (f"servers {statistics.median(ours) * 1e3:.3f} ms against asv run"
-                               f" {statistics.median(theirs) * 1e3:.3f} ms: {ours} {theirs}")
+    ratio = verdict.fast_mode(ours) / verdict.fast_mode(theirs)
+    assert 0.9 < ratio < 1.1, (f"servers {verdict.fast_mode(ours) * 1e3:.3f} ms against asv run"
+                               f" {verdict.fast_mode(theirs) * 1e3:.3f} ms: {ours} {theirs}")
