@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import random
 import shutil
 import signal
 import subprocess
@@ -21,9 +22,12 @@ from pathlib import Path
 import psutil
 import pytest
 from tests import fakes
+from tools import verdict_simulation as simulation
 
+from mpsbench import cli
 from mpsbench.builds import manifest as mf
 from mpsbench.builds import resolve, timeline
+from mpsbench.regressions import bisection, compare, fresh
 
 ROOT = Path(__file__).resolve().parents[1]
 # exam: n1 and n2 identical, s1 and s2 three times slower; every combination but "work" is fast.
@@ -217,12 +221,21 @@ def test_a_regex_matching_no_or_many_combinations_is_refused(project):
 
 
 def test_the_exit_statuses_are_in_each_commands_help_and_in_the_docs(capsys):
-    from mpsbench import cli
-    from mpsbench.regressions import bisection, compare
-
     documented = (ROOT / "docs" / "bisect.md").read_text()
     for command, table in (("compare", compare.EXIT_STATUSES), ("bisect", bisection.EXIT_STATUSES)):
         assert cli.main([command, "--help"]) == 0
         assert table in capsys.readouterr().out  # the epilog, as written (not re-wrapped)
         assert f"mpsbench {command}\n{table}\n" in documented
         assert [line.split()[0] for line in table.splitlines()[1:]] == ["0", "1", "2", "3"]
+
+
+def test_every_round_is_a_progress_line_with_what_is_left(capsys):
+    session = simulation.Drawn(simulation.DISTRIBUTIONS["h100"], {"A": 1.0, "B": 1.065}, random.Random(3))
+    measured = compare.measure(session, [fresh.Named("A", "a"), fresh.Named("B", "b")], [("A", "B")])  # type: ignore[arg-type]
+    lines = capsys.readouterr().err.splitlines()
+    assert len(lines) == 5 == len(measured.times["A"])  # one line a round, on stderr, until decided at the first look
+    for number, line in enumerate(lines, start=1):
+        shown = f"A {measured.times['A'][number - 1] * 1e3:.2f} ms, B {measured.times['B'][number - 1] * 1e3:.2f} ms"
+        assert line.startswith(f"mpsbench compare: round {number}/20: {shown}; "), line
+    assert "next look at round 5 (~" in lines[0] and "at most 19 rounds left (~" in lines[0]
+    assert "at most 16 rounds left" in lines[3] and "1 of 1 decided, done" in lines[4]

@@ -23,6 +23,9 @@ log = progress.logger(__name__)
 # bisect's exit statuses besides 0 (found) and 2 (a user's mistake, errors.UserError): as grep's 1 for "no match",
 # 1 says there is nothing to find, a result a script acts on; 3 is compare's undecided
 NOT_SLOWER, UNDECIDED = 1, 3
+# the most candidates one step measures: beyond a handful a step's own k + 2 processes outweigh what it narrows (the
+# cheapest k is 1 to 4 at every length), and the bound keeps the search's recursion small for a year of nightlies
+MOST_PROBES = 8
 EXIT_STATUSES = """exit status:
   0  found: the first bad build and the good one before it
   1  BAD is not slower than GOOD (unchanged or faster): no regression between them to bisect
@@ -91,7 +94,8 @@ def _row(name: str, role: str, times: list[float], vs_good: verdict.Verdict, vs_
 def _expected(candidates: int) -> float:
     """The processes a round costs, summed over the steps, that a search among ``candidates`` expects (in rounds of one
     process a build), each place of the first bad build (a candidate or BAD) alike likely."""
-    return min(_cost(candidates, _spaced(candidates, most)) for most in range(1, candidates + 1)) if candidates else 0.0
+    return min((_cost(candidates, _spaced(candidates, most)) for most in range(1, min(candidates, MOST_PROBES) + 1)),
+               default=0.0)
 
 
 def _spaced(candidates: int, most: int) -> list[int]:
@@ -115,7 +119,7 @@ def probes(candidates: list[str]) -> list[str]:
     """
     if not candidates:
         return []
-    best = min(range(1, len(candidates) + 1),
+    best = min(range(1, min(len(candidates), MOST_PROBES) + 1),
                key=lambda most: (_cost(len(candidates), _spaced(len(candidates), most)), most))
     return [candidates[index] for index in _spaced(len(candidates), best)]
 

@@ -87,7 +87,8 @@ def _left(measured: Measured, levels: dict[int, float], count: int, most: int, e
     if not following:
         return f"{judged}budget spent ({elapsed:.0f} s)"
     return (f"{judged}{elapsed:.0f} s so far, {pace:.1f} s a round; next look at round {following[0]}"
-            f" (~{(following[0] - count) * pace:.0f} s), at most {most - count} rounds left (~{(most - count) * pace:.0f} s)")
+            f" (~{(following[0] - count) * pace:.0f} s), at most {most - count} round{'s' if most - count > 1 else ''} left"
+            f" (~{(most - count) * pace:.0f} s)")
 
 
 def summary(measured: Measured, a: str, b: str) -> list[str]:
