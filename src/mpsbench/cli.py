@@ -273,11 +273,11 @@ def _fleet(args: argparse.Namespace) -> nightly.Fleet:
 def _nightly_bisect(args: argparse.Namespace) -> int:
     fleet = _fleet(args)
 
-    def search(suite: Suite, machine_name: str) -> tuple[str, str] | None:
+    def search(suite: Suite, machine_name: str) -> tuple[str, str] | str:
         # mpsbench bisect's own options, but for the manifest and timeline: the fleet's
         found = bisection.bisect(argparse.Namespace(**{**vars(args), "machine": machine_name, "suite_root": fleet.suite,
                                                        "manifest": suite.manifest_path, "timeline": suite.timeline_path}))
-        return (found.first, found.upstream) if isinstance(found, bisection.Found) else None
+        return (found.first, found.upstream) if isinstance(found, bisection.Found) else found.reason
 
     return nightly.bisect(fleet, args.bench, args.good, args.bad, args.machine, search)
 

@@ -269,7 +269,8 @@ def alert(fleet: Fleet, machines: Sequence[str], summary: Path | None) -> int:
     return _alert(fleet, suite, alerts.Options(tuple(machines), summary=summary))
 
 
-Search = Callable[[Suite, str], "tuple[str, str] | None"]  # (suite, machine) -> (first slow build, PyTorch range)
+# (suite, machine) -> (first slow build, PyTorch range), or why no build was named (BAD not slower, undecided)
+Search = Callable[[Suite, str], "tuple[str, str] | str"]
 
 
 def bisect(fleet: Fleet, bench: str, good: str, bad: str, requested_machine: str | None, search: Search) -> int:
@@ -279,8 +280,8 @@ def bisect(fleet: Fleet, bench: str, good: str, bad: str, requested_machine: str
     name = machine_name(requested_machine)
     log.info(f"bisecting {good}..{bad} for {bench} on {name} (mpsbench bisect)")
     found = search(suite, name)
-    if found is None:
-        raise NightlyError("mpsbench bisect named no build: a candidate stayed undecided (see above)")
+    if isinstance(found, str):
+        raise NightlyError(f"mpsbench bisect named no build: {found}")
     first, upstream = found
     commit = timeline.compute(mf.load(fleet.manifest), suite.timeline_path).commits[first]  # --nightlies adds builds
     lines = [f"first slow build: {first} (timeline commit {commit[:12]})", upstream]
