@@ -174,7 +174,8 @@ class Session:
             for number in range(1, self.max_rounds + 1):
                 order = list(zip(builds, running))
                 for build, server in order if number % 2 else order[::-1]:  # as asv: A B, B A, ...
-                    times[build.name].append(self._fastest(build, server, server.round(number, params), number))
+                    said = server.round(number, params, ahead=number < self.max_rounds)
+                    times[build.name].append(self._fastest(build, server, said, number))
                 yield {name: list(values) for name, values in times.items()}
         except servers.ServerError as exc:
             raise FreshError(str(exc)) from None
@@ -192,11 +193,10 @@ class Session:
                 server = self._servers[build.name] = servers.Server(python, placed, self.benchmarks, benchmark_id,
                                                                     self.method, self.env, self.scratch)
                 new.append(server)
-        if self.method != "spawn":  # under spawn every round is a process of its own (Server.round)
-            for server in new:
-                server.start()
-            for server in new:
-                server.ready()
+        for server in new:  # every new build's first process at once: their imports overlap
+            server.start()
+        for server in new:
+            server.ready()
         return [self._servers[build.name] for build in builds]
 
     def _fastest(self, build: Named, server: servers.Server, said: dict[str, object], number: int) -> float:

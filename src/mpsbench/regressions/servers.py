@@ -2,9 +2,9 @@
 rounds asked of one at a time, every server and its round stopped on every way out.
 
 A server is the asv environment's python with the build's own sys.path entries (install_build.py ``paths``: the same
-answer its .pth switch writes) in PYTHONPATH. Under asv's forkserver (Linux) it imports torch and the benchmark's
-module once and forks each round; under spawn (macOS) each round is a fresh process of the same script, which
-still skips asv's CLI, discovery and environment switch (docs/bisect.md, "How they measure").
+answer its .pth switch writes) in PYTHONPATH. Each round is a fresh process of serve_build.py (MODES says why not a
+fork of one), which skips asv's CLI, discovery and environment switch; the next round's process of a build starts
+as soon as its round ends, so that its imports overlap the other builds' rounds (docs/bisect.md, "How they measure").
 """
 
 from __future__ import annotations
@@ -25,7 +25,13 @@ from mpsbench.regressions import serve_build
 SCRIPT = Path(__file__).with_name("serve_build.py")
 INSTALLER = Path(install_build.__file__)
 # asv's launch methods, as the server runs them: a fork per round of one long-lived process, or a process per round
-MODES = {"forkserver": "fork", "spawn": "once"}
+# Every round a fresh process, on every platform: a round forked from one long-lived process per build shares
+# that process's memory layout with every other round of the build, which made identical builds 14-19% apart on
+# the loaded 2-core VM, round after round (2026-11-27: a bisect named an identical build, docs/bisect.md, "Trials
+# under real load"). A fresh process per round draws a fresh layout, as asv's own processes do. What a round still
+# saves is asv's CLI, discovery and environment switch, and the next round's imports run while the other builds
+# measure (Server.round starts it ahead). serve_build.py's fork mode stays for tools/process_breakdown.py.
+MODES = {"forkserver": "once", "spawn": "once"}
 TIMED_OUT = serve_build.TIMED_OUT
 
 
@@ -70,6 +76,7 @@ class Server:
         self.replies: IO[str] | None = None
         self.launched = 0.0  # time.time() at the launch: the reply's "started" less this is the interpreter's start
         self.said: dict[str, Any] = {}  # the ready reply: pid, torch, import times
+        self.is_ready = False  # whether the running process's ready reply has been read
 
     def start(self) -> None:
         """Launch the process (it imports torch and the benchmark module while others do the same)."""
@@ -80,6 +87,7 @@ class Server:
                                             stdout=sink, stderr=subprocess.STDOUT, env=self.env, pass_fds=(write,))
         os.close(write)
         self.replies = os.fdopen(read)
+        self.is_ready = False
 
     def _reply(self, waiting_for: str) -> dict[str, Any]:
         assert self.replies is not None
@@ -94,12 +102,18 @@ class Server:
     def ready(self) -> dict[str, Any]:
         """Wait until the server has imported what it needs; its ready reply (or ServerError with its reason)."""
         self.said = self._reply("it was ready")
+        self.is_ready = True
         return self.said
 
-    def round(self, number: int, params: dict[str, Any]) -> dict[str, Any]:
-        """Run round ``number`` with asv's ``-a`` attributes ``params``; the server's reply (rc, asv_runner's result)."""
-        if self.mode == "once":  # a fresh process for every round, as asv's spawn
+    def round(self, number: int, params: dict[str, Any], ahead: bool = True) -> dict[str, Any]:
+        """Run round ``number`` with asv's ``-a`` attributes ``params``; the server's reply (rc, asv_runner's result).
+
+        ``once``: the round's process is the one started ahead (or one started now), and with ``ahead`` the next
+        round's is started as this one ends, so its imports overlap the other builds' rounds.
+        """
+        if self.mode == "once" and self.process is None:  # a fresh process for every round, as asv's spawn
             self.start()
+        if not self.is_ready:
             self.ready()
         assert self.process is not None and self.process.stdin is not None
         workdir = tempfile.mkdtemp(prefix=f"round{number}-", dir=self.scratch)  # asv runs each in a folder of its own
@@ -111,6 +125,8 @@ class Server:
         said = self._reply(f"round {number} ended")
         if self.mode == "once":
             self.stop()
+            if ahead:
+                self.start()
         return said
 
     def tail(self, lines: int = 3) -> str:
