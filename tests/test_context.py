@@ -38,7 +38,7 @@ def test_the_main_command_parses_asv_conf_json_and_the_manifest_once(suite_copy,
     monkeypatch.setattr(mf, "load", lambda *args: parsed.update(["manifest"]) or load_manifest(*args))
     ran, published = [], []
     # asv's own processes stand in: the run measures nothing here, and publish sees what the pipeline hands it
-    monkeypatch.setattr(asv, "run", lambda command, cwd, env=None: ran.append(command) or 0)
+    monkeypatch.setattr(asv, "supervise", lambda command, cwd, env, tick, every=1.0: ran.append(command) or 0)
     monkeypatch.setattr(bench.publish, "publish", lambda suite: published.append(suite))
     assert cli.main(["bench", "-b", r"Training\.time_step\('cpu', 'mlp', 8\)", "release^!"]) == 0
     assert parsed == {"asv.conf.json": 1, "manifest": 1}
