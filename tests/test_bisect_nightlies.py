@@ -10,7 +10,6 @@ must add nightlies between them, bisect among them through real asv, name
 
 from __future__ import annotations
 
-import argparse
 import subprocess
 import sys
 from datetime import datetime
@@ -21,7 +20,7 @@ from tests.test_compare import BENCH, ROUNDS, _mpsbench, make_suite
 
 from mpsbench.builds import manifest as mf
 from mpsbench.builds import resolve, timeline
-from mpsbench.regressions import nightlies
+from mpsbench.regressions import fresh, nightlies
 
 TAG = f"cp{sys.version_info.major}{sys.version_info.minor}"
 NIGHTS = [f"2026-11-{day}" for day in range(10, 18)]
@@ -132,10 +131,10 @@ def test_the_budget_counts_for_the_whole_bisection_and_a_second_run_reuses_the_c
     mf.save(manifest, tmp_path / "manifest.json")
 
     def gaps(count: str) -> nightlies.Gaps:
-        args = argparse.Namespace(nightlies=count, index=[index], transformers="none", transformers_index=index,
-                                  manifest=tmp_path / "manifest.json", timeline=tmp_path / "timeline")
+        adding = nightlies.Options(count, (index,), "none", index)
+        files = fresh.Options("unused", 5, 20, tmp_path / "manifest.json", tmp_path / "timeline")
         current = mf.load(tmp_path / "manifest.json")
-        return nightlies.Gaps(args, current, timeline.compute(current, tmp_path / "timeline"))
+        return nightlies.Gaps(adding, files, current, timeline.compute(current, tmp_path / "timeline"))
 
     one = gaps("1")
     added = one.fill("nightly@2026-11-10", "nightly@2026-11-17")

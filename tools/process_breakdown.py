@@ -62,10 +62,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("build", help="CHANNEL@ID, a timeline hash or a tag")
     parser.add_argument("--repeat", type=int, default=3, help="processes per term (the median is shown)")
     compare.options(parser)
-    args = parser.parse_args(argv)
+    parsed = parser.parse_args(argv)
+    args = fresh.Options.of(parsed)
     try:
         compare.check(args)
-        _, _, (build,) = fresh.name_builds([args.build], args.manifest, args.timeline)
+        _, _, (build,) = fresh.name_builds([parsed.build], args.manifest, args.timeline)
         with fresh.Session(args, [build]) as session:
             combination = session.check_bench(build.commit)
             python = asv.environment_python(session.config)
@@ -74,7 +75,7 @@ def main(argv: list[str] | None = None) -> int:
             benchmark_id = f"{session.key}-{session.index}" if session.index >= 0 else str(session.key)
             env = {**session.env, **placed.env, "PYTHONPATH": os.pathsep.join(placed.paths)}
             took: dict[str, list[float]] = {}
-            for _ in range(args.repeat):
+            for _ in range(parsed.repeat):
                 done = subprocess.run([str(python), "-S", str(PROBE), str(session.benchmarks), benchmark_id,
                                        str(fresh.SAMPLES), repr(time.time())], env=env, capture_output=True, text=True)
                 if done.returncode != 0:
@@ -86,18 +87,18 @@ def main(argv: list[str] | None = None) -> int:
             (folder / "build.json").write_text(json.dumps(reader_build))
             installer, env_dir = str(servers.INSTALLER), str(python.parents[1])
             took["environment switch"] = [
-                _median_seconds([str(python), installer, "uninstall", env_dir], session.env, args.repeat)
+                _median_seconds([str(python), installer, "uninstall", env_dir], session.env, parsed.repeat)
                 + _median_seconds([str(python), installer, "install", str(folder), env_dir,
-                                   str(session.root / "src")], session.env, args.repeat)]
+                                   str(session.root / "src")], session.env, parsed.repeat)]
             took["bare interpreter (python -S -c pass)"] = [
-                _median_seconds([str(python), "-S", "-c", "pass"], session.env, args.repeat)]
-            measured = {method: _server_rounds(python, placed, session, benchmark_id, method, args.repeat)
+                _median_seconds([str(python), "-S", "-c", "pass"], session.env, parsed.repeat)]
+            measured = {method: _server_rounds(python, placed, session, benchmark_id, method, parsed.repeat)
                         for method in ("forkserver", "spawn")}
     except errors.UserError as exc:
         print(f"process_breakdown: error: {exc}", file=sys.stderr)
         return 2
     medians = {name: statistics.median(values) for name, values in took.items()}
-    print(f"{combination}, build {build.name}, {args.repeat} processes a term,"
+    print(f"{combination}, build {build.name}, {parsed.repeat} processes a term,"
           f" {compare.measured_as(args)}")
     width = max(map(len, medians)) + 2
     print(f"{'term (median s)':<{width}}{'s':>8}  " + "  ".join(f"{path:>15}" for path in PER_ROUND))
@@ -108,7 +109,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{'sum per round':<{width}}{'':8}  " + "  ".join(f"{value:15.2f}" for value in sums.values()))
     samples = medians.get("samples (asv's do_run)", float("nan"))
     print(f"{'samples share':<{width}}{'':8}  " + "  ".join(f"{samples / value:15.0%}" for value in sums.values()))
-    print(f"measured server rounds (s, median of {args.repeat}, launch to reply): fork {measured['forkserver']:.2f},"
+    print(f"measured server rounds (s, median of {parsed.repeat}, launch to reply): fork {measured['forkserver']:.2f},"
           f" spawn {measured['spawn']:.2f}")
     return 0
 

@@ -22,7 +22,7 @@ from mpsbench.core import asv, asvconf, errors, progress, settings, text
 from mpsbench.core.errors import UserError
 from mpsbench.fleet import doctor, nightly
 from mpsbench.measure import devices, models, preselect
-from mpsbench.regressions import alerts, bisection, compare, nightlies, rank_ops, rule
+from mpsbench.regressions import alerts, bisection, compare, fresh, nightlies, rank_ops, rule
 from mpsbench.results import merge, record
 from mpsbench.site import publish, report
 
@@ -275,8 +275,9 @@ def _nightly_bisect(args: argparse.Namespace) -> int:
 
     def search(suite: Suite, machine_name: str) -> tuple[str, str] | str:
         # mpsbench bisect's own options, but for the manifest and timeline: the fleet's
-        found = bisection.bisect(argparse.Namespace(**{**vars(args), "machine": machine_name, "suite_root": fleet.suite,
-                                                       "manifest": suite.manifest_path, "timeline": suite.timeline_path}))
+        measuring = fresh.Options(args.bench, args.min_rounds, args.max_rounds, suite.manifest_path,
+                                  suite.timeline_path, machine_name, args.log, args.threads, fleet.suite)
+        found = bisection.bisect(args.good, args.bad, measuring, nightlies.Options.of(args))
         return (found.first, found.upstream) if isinstance(found, bisection.Found) else found.reason
 
     return nightly.bisect(fleet, args.bench, args.good, args.bad, args.machine, search)

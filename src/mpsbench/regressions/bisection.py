@@ -176,13 +176,13 @@ def search(session: fresh.Session, good: fresh.Named, bad: fresh.Named, named: d
             state.low = between.index(name)
 
 
-def bisect(args: argparse.Namespace) -> Found | Unresolved:
-    """Measure and search as ``args`` (bisect's options) ask, printing each step and the evidence."""
+def bisect(good_ref: str, bad_ref: str, args: fresh.Options, adding: nightlies.Options) -> Found | Unresolved:
+    """Measure and search between GOOD and BAD as ``args`` and ``adding`` ask, printing each step and the evidence."""
     compare.check(args)
-    manifest, generated, (good, bad) = fresh.name_builds([args.good, args.bad], args.manifest, args.timeline)
+    manifest, generated, (good, bad) = fresh.name_builds([good_ref, bad_ref], args.manifest, args.timeline)
     between = _path(manifest, good, bad)
     named = {name: fresh.Named(name, generated.commits[name]) for name in between}
-    gaps = nightlies.Gaps(args, manifest, generated)  # refuses a bad --nightlies before anything runs
+    gaps = nightlies.Gaps(adding, args, manifest, generated)  # refuses a bad --nightlies before anything runs
     state = Search(between)
     with fresh.Session(args, [good, bad]) as measuring:
         combination = measuring.check_bench(good.commit)
@@ -209,7 +209,7 @@ def bisect(args: argparse.Namespace) -> Found | Unresolved:
 
 
 def cmd_bisect(args: argparse.Namespace) -> int:
-    found = bisect(args)
+    found = bisect(args.good, args.bad, fresh.Options.of(args), nightlies.Options.of(args))
     if isinstance(found, Unresolved):
         print(f"{'undecided' if found.status == UNDECIDED else 'no regression'}: {found.reason} (exit {found.status})")
         return found.status

@@ -140,7 +140,7 @@ def _threads(value: str) -> int:
     return threads
 
 
-def check(args: argparse.Namespace) -> None:
+def check(args: fresh.Options) -> None:
     """What compare's and bisect's options alone make impossible, refused before anything is written or measured:
     the timeline, the machine file and .asv/fresh stay as they were (issue 34)."""
     if args.min_rounds > args.max_rounds:
@@ -153,16 +153,17 @@ def check(args: argparse.Namespace) -> None:
                                " that matches exactly one (mpsbench preselect --list lists them)")
 
 
-def measured_as(args: argparse.Namespace) -> str:
+def measured_as(args: fresh.Options) -> str:
     """How the processes run, for the first line of compare and bisect."""
     if args.threads is None:
         return "torch's default threads"
     return f"{args.threads} torch thread{'s' if args.threads > 1 else ''} (--threads; recorded runs use torch's default)"
 
 
-def cmd_compare(args: argparse.Namespace) -> int:
+def cmd_compare(parsed: argparse.Namespace) -> int:
+    args = fresh.Options.of(parsed)
     check(args)
-    _, _, (a, b) = fresh.name_builds([args.a, args.b], args.manifest, args.timeline)
+    _, _, (a, b) = fresh.name_builds([parsed.a, parsed.b], args.manifest, args.timeline)
     if a.name == b.name:
         raise fresh.FreshError(f"A and B are the same build ({a.name}): name two builds")
     with fresh.Session(args, [a, b]) as measuring:

@@ -71,10 +71,31 @@ def lineage(manifest: mf.Manifest, name: str) -> list[str]:
     return (lineage(manifest, channel.parent) if channel.parent else []) + own
 
 
+@dataclass(frozen=True)
+class Options:
+    """What compare and bisect measure with (their shared options, compare.options), typed at the command's edge."""
+
+    bench: str  # a regex naming ONE combination
+    min_rounds: int
+    max_rounds: int
+    manifest: Path
+    timeline: Path
+    machine: str | None = None  # None: mpsbench machine's
+    log: Path | None = None
+    threads: int | None = None  # None: torch's default
+    suite_root: Path | None = None  # tests: a stand-in suite
+
+    @classmethod
+    def of(cls, args: argparse.Namespace) -> Options:
+        """The options from the command line (argparse has checked each value's form)."""
+        return cls(args.bench, args.min_rounds, args.max_rounds, args.manifest, args.timeline, args.machine,
+                   args.log, args.threads, args.suite_root)
+
+
 class Session:
     """Fresh processes of one benchmark combination for chosen builds, as compare.options ask; never the recorded results."""
 
-    def __init__(self, args: argparse.Namespace, builds: list[Named]) -> None:
+    def __init__(self, args: Options, builds: list[Named]) -> None:
         if not verdict.FEWEST <= args.min_rounds <= args.max_rounds:
             raise FreshError(
                 f"need {verdict.FEWEST} <= --min-rounds <= --max-rounds, got {args.min_rounds} and {args.max_rounds}"

@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import functools
 import re
+from dataclasses import dataclass
 from datetime import date
 
 from mpsbench.builds import history, resolve, timeline
@@ -41,17 +42,32 @@ def channel_name(good: str) -> str:
     return f"{PREFIX}{channel.removeprefix(PREFIX)}-{build_id}"
 
 
+@dataclass(frozen=True)
+class Options:
+    """bisect's ``--nightlies`` options (add_options), typed at the command's edge."""
+
+    nightlies: str | None = None  # at most how many to add, as given; None: none
+    indexes: tuple[str, ...] = ()  # nightly PEP 503 indexes; (): PyTorch's
+    transformers: str | None = None
+    transformers_index: str = resolve.PYPI
+
+    @classmethod
+    def of(cls, args: argparse.Namespace) -> Options:
+        return cls(args.nightlies, tuple(args.index or ()), args.transformers, args.transformers_index)
+
+
 class Gaps:
     """Fills the gaps a bisection ends in with nightlies, while its ``--nightlies`` budget lasts."""
 
-    def __init__(self, args: argparse.Namespace, manifest: mf.Manifest, generated: timeline.Generated) -> None:
+    def __init__(self, args: Options, files: fresh.Options, manifest: mf.Manifest,
+                 generated: timeline.Generated) -> None:
         wanted = 0 if args.nightlies is None else text.count(args.nightlies)
         if wanted is None:
             raise fresh.FreshError(
                 f"--nightlies takes how many nightlies to add at most, a whole number >= 1; got {args.nightlies!r}")
         self.left = self.wanted = wanted
-        self.indexes = tuple(args.index or resolve.NIGHTLY_INDEXES)
-        self.args, self.manifest, self.generated = args, manifest, generated
+        self.indexes = args.indexes or tuple(resolve.NIGHTLY_INDEXES)
+        self.args, self.files, self.manifest, self.generated = args, files, manifest, generated
 
     @functools.cached_property
     def dates(self) -> list[str]:
@@ -84,13 +100,13 @@ class Gaps:
             print(f"{len(inside)} nightlies between {good} and {bad}; adding {len(picked)} spread by date"
                   f" (--nightlies {self.wanted}) on channel {channel}, forked from {good}: {', '.join(picked)}")
             for night in picked:
-                history.add_nightly(self.args.manifest, self.args.timeline, channel, night,
+                history.add_nightly(self.files.manifest, self.files.timeline, channel, night,
                                     indexes=self.indexes, transformers=self.args.transformers,
                                     transformers_index=self.args.transformers_index, parent=good)
             reused = [f"{channel}@{night}" for night in picked]
         self.left = max(0, self.left - len(reused))
-        self.manifest = mf.load(self.args.manifest)
-        self.generated = timeline.compute(self.manifest, self.args.timeline)  # add-nightly moved the refs already
+        self.manifest = mf.load(self.files.manifest)
+        self.generated = timeline.compute(self.manifest, self.files.timeline)  # add-nightly moved the refs already
         return [fresh.Named(name, self.generated.commits[name]) for name in reused]
 
 
