@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from mpsbench.builds import disk
+from mpsbench.core import asv_saving
 from mpsbench.results import costs, record
 from mpsbench.results.watch import Step, Watch
 
@@ -113,7 +114,7 @@ def test_a_builds_disk_need_says_where_its_figure_comes_from(tmp_path, monkeypat
 
 class _Builds:
     def __init__(self, free: int, needs: dict[str, tuple[int, str, bool]]) -> None:
-        self.needs, self.space = needs, free
+        self.needs, self.space, self.holds = needs, free, 3 * int(disk.GB)
 
     def name(self, commit: str) -> str:
         return f"release@{commit}"
@@ -125,7 +126,7 @@ class _Builds:
         return self.space
 
     def used(self) -> int:
-        return 3 * int(disk.GB)
+        return self.holds
 
     def cache(self) -> Path:
         return Path("/cache")
@@ -147,3 +148,16 @@ def test_a_build_that_does_not_fit_is_skipped_in_one_line_and_the_rest_goes_on(t
                      " 2.15.0 on linux), 5.0 GB is free at /cache; free space there, or move the build cache to a disk"
                      " with room (MPSBENCH_CACHE=/path scripts/bench), and run again"]
     assert watch.total == 1  # what is left to measure
+
+
+def test_the_running_line_gives_the_cache_as_it_is_after_a_builds_install(tmp_path, capsys):
+    steps = [Step("new", (SEED, OTHER), "first tier")]
+    builds = _Builds(int(50 * disk.GB), {"new": (int(8 * disk.GB), "measured for 2.15.0 on linux", False)})
+    watch = Watch(steps, costs.Costs(tmp_path, "box", gpu=False, default=100), builds)
+    assert watch.begin(steps[0])
+    builds.holds = 11 * int(disk.GB)  # asv installed the build before its first combination
+    events = [{"event": "done", "name": name, "outcome": "value", "seconds": 1.0} for name in (SEED, OTHER)]
+    (tmp_path / asv_saving.EVENTS).write_text("".join(json.dumps(event) + "\n" for event in events))
+    watch.poll(tmp_path)
+    lines = [line for line in capsys.readouterr().err.splitlines() if "combinations done" in line]
+    assert len(lines) == 2 and all("build cache 11.0 GB, 50.0 GB free" in line for line in lines)

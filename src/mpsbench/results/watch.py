@@ -139,7 +139,10 @@ class Watch:
                 if name in self.left:
                     self.left.remove(name)
                 self.estimates.note(name, float(event.get("seconds", 0.0)))
-                self.installed.add(self.current.commit if self.current else "")
+                commit = self.current.commit if self.current else ""
+                if commit not in self.installed and self.builds is not None:  # its install is done: the disk it took
+                    self.cache_used = self.builds.used()
+                self.installed.add(commit)
                 log.info(self.line(name, str(event.get("outcome")), float(event.get("seconds", 0.0))))
         if self.running is not None:
             name, since = self.running
