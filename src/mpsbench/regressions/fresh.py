@@ -10,6 +10,7 @@ interleaved across builds and stop as soon as the caller has decided (docs/bisec
 from __future__ import annotations
 
 import argparse
+import contextlib
 import itertools
 import json
 import os
@@ -24,9 +25,10 @@ from pathlib import Path
 
 from mpsbench.builds import history, machine, timeline
 from mpsbench.builds import manifest as mf
-from mpsbench.core import asv, asvconf, errors
+from mpsbench.core import asv, asvconf, errors, files, progress
 from mpsbench.regressions import rule, servers, verdict
 
+log = progress.logger(__name__)
 WORKDIR = Path(".asv/fresh")  # in the suite: the derived config and its asv environment, kept between commands
 # Samples in each process: the step rows' own minimum repeat (asv's discovery does not record it);
 # processes, not samples, carry the spread that decides.
@@ -92,6 +94,18 @@ class Options:
                    args.log, args.threads, args.suite_root)
 
 
+@contextlib.contextmanager
+def _in_turn(target: Path, waiting: str) -> Generator[None, None, None]:
+    """``target``'s lock for the block, saying ``waiting`` first if another process holds it."""
+    with contextlib.ExitStack() as held:
+        try:
+            held.enter_context(files.lock(target, wait=False))
+        except files.LockError:
+            log.info(waiting)
+            held.enter_context(files.lock(target))
+        yield
+
+
 class Session:
     """Fresh processes of one benchmark combination for chosen builds, as compare.options ask; never the recorded results."""
 
@@ -155,7 +169,12 @@ class Session:
     def check_bench(self, commit: str) -> str:
         """Discover the suite once and insist that ``bench`` names exactly one combination; returns it."""
         command = self._command([commit], "just-discover")
-        done = subprocess.run(command, capture_output=True, text=True, env=self.env)
+        # Commands in one checkout share WORKDIR's asv environment, and asv installs the build into it: one at a time.
+        # The servers after it read the build's own folder, so only this step waits.
+        env_lock = self.root / WORKDIR / "env"
+        env_lock.parent.mkdir(parents=True, exist_ok=True)
+        with _in_turn(env_lock, f"waiting for another compare or bisect in {self.root} to leave asv's environment"):
+            done = subprocess.run(command, capture_output=True, text=True, env=self.env)
         self._keep(command, done.stdout + done.stderr)
         listing = self.scratch / "results" / "benchmarks.json"
         if done.returncode != 0 or not listing.is_file():
