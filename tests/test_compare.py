@@ -239,3 +239,57 @@ def test_every_round_is_a_progress_line_with_what_is_left(capsys):
         assert line.startswith(f"mpsbench compare: round {number}/20: {shown}; "), line
     assert "next look at round 5 (~" in lines[0] and "at most 19 rounds left (~" in lines[0]
     assert "at most 16 rounds left" in lines[3] and "1 of 1 decided, done" in lines[4]
+
+
+class _Clock:
+    """compare's clock, moved on by the rounds: each round of the stand-in session takes ``pace`` seconds."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def monotonic(self) -> float:
+        return self.now
+
+
+def _timed(session: simulation.Drawn, clock: _Clock, pace: float):  # type: ignore[no-untyped-def]
+    rounds = session.rounds
+
+    def paced(builds):  # type: ignore[no-untyped-def]
+        for times in rounds(builds):
+            clock.now += pace
+            yield times
+
+    session.rounds = paced  # type: ignore[method-assign]
+    return session
+
+
+def test_out_of_time_it_stops_before_a_look_it_cannot_reach_and_says_so(monkeypatch, capsys):
+    clock = _Clock()
+    monkeypatch.setattr(compare, "time", clock)
+    session = simulation.Drawn(simulation.DISTRIBUTIONS["cpu-contended"], {"A": 1.0, "B": 1.05}, random.Random(1),
+                               deadline=20 * 60.0)
+    measured = compare.measure(_timed(session, clock, 100.0), [fresh.Named("A", "a"), fresh.Named("B", "b")],  # type: ignore[arg-type]
+                               [("A", "B")])
+    # looks at 5, 6, 8, 10, 12, 14...: after round 12 (1200 s) the look at 14 would end at 1400 s, past the 20 minutes
+    assert len(measured.times["A"]) == 12
+    found = measured.verdicts[("A", "B")]
+    assert found.decision == "undecided" and found.exit_code == 3
+    assert found.reason.endswith("the time budget (20 min, --time-budget) ends before round 14's look: allow more time"
+                                 " (--time-budget MINUTES) or a quieter machine"), found.reason
+    assert "0.0 of the command's 20 min left" in capsys.readouterr().err.splitlines()[-1]
+
+
+def test_a_decision_made_in_time_stands_and_a_step_begun_out_of_time_measures_nothing(monkeypatch):
+    clock = _Clock()
+    monkeypatch.setattr(compare, "time", clock)
+    builds, pairs = [fresh.Named("A", "a"), fresh.Named("B", "b")], [("A", "B")]
+    quick = simulation.Drawn(simulation.DISTRIBUTIONS["h100"], {"A": 1.0, "B": 1.3}, random.Random(3), deadline=600.0)
+    decided = compare.measure(_timed(quick, clock, 100.0), builds, pairs)  # type: ignore[arg-type]
+    assert decided.verdicts[("A", "B")].decision == "slower" and len(decided.times["A"]) == 5  # the first look, 500 s
+    late = simulation.Drawn(simulation.DISTRIBUTIONS["h100"], {"A": 1.0, "B": 1.3}, random.Random(3), deadline=600.0)
+    clock.now = 600.0  # an earlier step spent the budget
+    nothing = compare.measure(_timed(late, clock, 100.0), builds, pairs)  # type: ignore[arg-type]
+    assert nothing.times == {"A": [], "B": []}
+    assert nothing.verdicts[("A", "B")].reason == (
+        "undecided: 0 processes a side, fewer than the first look's 5; the time budget (20 min, --time-budget) ends"
+        " before round 5's look: allow more time (--time-budget MINUTES) or a quieter machine")

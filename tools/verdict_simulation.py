@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import logging
+import math
 import random
 import statistics
 from collections import Counter
@@ -79,6 +80,8 @@ class Drawn:
     max_rounds: int = verdict.MAX_ROUNDS
     factor: float = FACTOR
     quieter: str = verdict.QUIETER
+    minutes: float = fresh.TIME_BUDGET_MINUTES
+    deadline: float = math.inf  # a simulation is never out of time unless a test sets one
 
     def rounds(self, builds: list[fresh.Named]) -> Generator[dict[str, list[float]], None, None]:
         times: dict[str, list[float]] = {build.name: [] for build in builds}

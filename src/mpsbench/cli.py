@@ -276,7 +276,8 @@ def _nightly_bisect(args: argparse.Namespace) -> int:
     def search(suite: Suite, machine_name: str) -> tuple[str, str] | str:
         # mpsbench bisect's own options, but for the manifest and timeline: the fleet's
         measuring = fresh.Options(args.bench, args.min_rounds, args.max_rounds, suite.manifest_path,
-                                  suite.timeline_path, machine_name, args.log, args.threads, fleet.suite)
+                                  suite.timeline_path, machine_name, args.log, args.threads, fleet.suite,
+                                  args.time_budget)
         found = bisection.bisect(args.good, args.bad, measuring, nightlies.Options.of(args))
         return (found.first, found.upstream) if isinstance(found, bisection.Found) else found.reason
 

@@ -8,6 +8,7 @@ Exit 0: unchanged (or faster) within the regression factor; 1: slower; 3: undeci
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import statistics
 import time
 from collections.abc import Callable
@@ -49,6 +50,8 @@ def measure(session: fresh.Session, builds: list[fresh.Named], pairs: list[Pair]
     measured = Measured({b.name: [] for b in builds})
     done = done or (lambda verdicts: all(v.decision != verdict.UNDECIDED for v in verdicts.values()))
     started = time.monotonic()
+    if started >= session.deadline:  # an earlier step of the command spent the budget
+        return _out_of_time(session, measured, pairs, levels, session.min_rounds)
     rounds = session.rounds(builds)
     try:
         for times in rounds:
@@ -62,23 +65,55 @@ def measure(session: fresh.Session, builds: list[fresh.Named], pairs: list[Pair]
                     for a, b in pairs
                 }
             finished = bool(due) and done(measured.verdicts)
+            now = time.monotonic()
+            following = next((look for look in levels if look > count), None)
+            late = (not finished and following is not None
+                    and now + (following - count) * (now - started) / count > session.deadline)
             for number in range(before + 1, count + 1):
                 shown = ", ".join(f"{b.name} {times[b.name][number - 1] * 1e3:.2f} ms" for b in builds)
                 last = number == count
                 log.info(f"round {number}/{session.max_rounds}: {shown}"
-                         + (f"; {_left(measured, levels, count, session.max_rounds, time.monotonic() - started, finished)}"
-                            if last else ""))
+                         + (f"; {_left(measured, levels, count, session, now - started, finished)}" if last else ""))
             if finished:
                 break
+            if late:  # the next look would end after the budget: stop before it, with what the last look said
+                return _out_of_time(session, measured, pairs, levels, following or count)
     finally:
         rounds.close()  # stops asv if the rounds were not all needed
     return measured
 
 
-def _left(measured: Measured, levels: dict[int, float], count: int, most: int, elapsed: float, finished: bool) -> str:
+def _out_of_time(session: fresh.Session, measured: Measured, pairs: list[Pair], levels: dict[int, float],
+                 following: int) -> Measured:
+    """The verdicts when the time budget ends the rounds: each pair the last look decided keeps its decision; any
+    other is undecided, saying so. Nothing is decided here: a look the plan did not make would spend alpha it has not."""
+    why = (f"the time budget ({session.minutes:g} min, --time-budget) ends before round {following}'s look: allow more"
+           f" time (--time-budget MINUTES) or {session.quieter}")
+    for a, b in pairs:
+        found = measured.verdicts.get((a, b))
+        if found is not None and found.decision != verdict.UNDECIDED:
+            continue
+        if found is None:
+            count = len(measured.times[a])
+            alpha = min(levels.values())
+            if count >= 2:  # the evidence so far, for the report: never a decision
+                found = verdict.judge(measured.times[a], measured.times[b], session.factor, alpha, session.quieter)
+            else:
+                nan = float("nan")
+                found = verdict.Verdict(verdict.UNDECIDED, nan, nan, nan, 1.0, alpha, nan, (count, count), "")
+            why_here = f"{count} processes a side, fewer than the first look's {min(levels)}; {why}"
+        else:
+            why_here = f"{found.reason.removeprefix(verdict.UNDECIDED + ': ')}; {why}"
+        measured.verdicts[(a, b)] = dataclasses.replace(found, decision=verdict.UNDECIDED,
+                                                        reason=f"{verdict.UNDECIDED}: {why_here}")
+    return measured
+
+
+def _left(measured: Measured, levels: dict[int, float], count: int, session: fresh.Session, elapsed: float,
+          finished: bool) -> str:
     """What is left after ``count`` rounds, for a user watching a slow machine: the next look and the budget, in rounds
     and in seconds at this run's own pace so far (the first round's installs included, so rather more than less)."""
-    pace = elapsed / count
+    most, pace = session.max_rounds, elapsed / count
     decided = sum(v.decision != verdict.UNDECIDED for v in measured.verdicts.values())
     judged = f"{decided} of {len(measured.verdicts)} decided, " if measured.verdicts else ""
     if finished:
@@ -88,7 +123,8 @@ def _left(measured: Measured, levels: dict[int, float], count: int, most: int, e
         return f"{judged}budget spent ({elapsed:.0f} s)"
     return (f"{judged}{elapsed:.0f} s so far, {pace:.1f} s a round; next look at round {following[0]}"
             f" (~{(following[0] - count) * pace:.0f} s), at most {most - count} round{'s' if most - count > 1 else ''} left"
-            f" (~{(most - count) * pace:.0f} s)")
+            f" (~{(most - count) * pace:.0f} s); {max(0.0, session.deadline - time.monotonic()) / 60:.1f} of the"
+            f" command's {session.minutes:g} min left")
 
 
 def summary(measured: Measured, a: str, b: str) -> list[str]:
@@ -119,6 +155,10 @@ def options(parser: argparse.ArgumentParser, files: bool = True) -> None:
     parser.add_argument("--min-rounds", type=rounds, default=verdict.MIN_ROUNDS, help="processes per build before judging")
     parser.add_argument("--max-rounds", type=rounds, default=verdict.MAX_ROUNDS,
                         help="the sample budget: processes per build at most")
+    parser.add_argument("--time-budget", type=text.number(float, 1, "--time-budget", 24 * 60), metavar="MINUTES",
+                        default=fresh.TIME_BUDGET_MINUTES,
+                        help="the whole command's wall-clock budget: a look it cannot reach in time is not started, and"
+                             f" what is undecided then says so, exit 3 (default {fresh.TIME_BUDGET_MINUTES:g})")
     parser.add_argument("--machine", type=text.checked(machine.check_name),
                         help="asv machine name (default: mpsbench machine's)")
     if files:

@@ -19,6 +19,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import time
 from collections.abc import Generator
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,6 +30,9 @@ from mpsbench.core import asv, asvconf, errors, files, progress
 from mpsbench.regressions import rule, servers, verdict
 
 log = progress.logger(__name__)
+# A command that has not answered in this long says undecided (exit 3) instead: issue 31's loaded machine, where a
+# bisect that went on for 25 minutes helped nobody. It stops before a look it cannot reach in time, never after one.
+TIME_BUDGET_MINUTES = 20.0
 WORKDIR = Path(".asv/fresh")  # in the suite: the derived config and its asv environment, kept between commands
 # Samples in each process: the step rows' own minimum repeat (asv's discovery does not record it);
 # processes, not samples, carry the spread that decides.
@@ -86,12 +90,13 @@ class Options:
     log: Path | None = None
     threads: int | None = None  # None: torch's default
     suite_root: Path | None = None  # tests: a stand-in suite
+    minutes: float = TIME_BUDGET_MINUTES  # the whole command's wall-clock budget (--time-budget)
 
     @classmethod
     def of(cls, args: argparse.Namespace) -> Options:
         """The options from the command line (argparse has checked each value's form)."""
         return cls(args.bench, args.min_rounds, args.max_rounds, args.manifest, args.timeline, args.machine,
-                   args.log, args.threads, args.suite_root)
+                   args.log, args.threads, args.suite_root, args.time_budget)
 
 
 @contextlib.contextmanager
@@ -120,6 +125,7 @@ class Session:
         self.timeline = args.timeline.resolve()
         self.factor = rule.regression_factor(conf.path)
         self.bench, self.log, self.min_rounds, self.max_rounds = args.bench, args.log, args.min_rounds, args.max_rounds
+        self.minutes, self.deadline = args.minutes, time.monotonic() + args.minutes * 60
         self.machine = args.machine or machine.write()[0]
         # asv hands its environment to the benchmark processes: OMP_NUM_THREADS sizes torch's intra-op pool
         # (read when torch starts), for both builds alike; None keeps torch's default, as recorded runs have it.
@@ -136,6 +142,7 @@ class Session:
         self.params: list[list[str]] = []
         self.combination = ""
         self._servers: dict[str, servers.Server] = {}  # by build name: started once per command (rounds)
+        self.ahead = True  # start each build's next process as a round ends (check_bench: not for a cpu row)
         self._reader = timeline.Reader(self.timeline)
 
     def __enter__(self) -> Session:
@@ -196,6 +203,12 @@ class Session:
             )
         self.key, self.index, self.params = matches[0]
         self.combination = _combination(*matches[0])
+        # A cpu row is timed on the cores that the next round's process would take importing torch: start it ahead
+        # only for a GPU row. tests/test_servers.py's real cpu row on the loaded VM (2026-11-27, load 9-10): each
+        # process's fastest sample 5.5-13.1 ms with the next process started ahead (3 of 8 over 12 ms), 5.5-6.1 ms
+        # without.
+        values = list(itertools.product(*self.params))[self.index] if self.index >= 0 else ()
+        self.ahead = "'cpu'" not in values
         return self.combination
 
     def rounds(self, builds: list[Named]) -> Generator[dict[str, list[float]], None, None]:
@@ -214,7 +227,7 @@ class Session:
             for number in range(1, self.max_rounds + 1):
                 order = list(zip(builds, running))
                 for build, server in order if number % 2 else order[::-1]:  # as asv: A B, B A, ...
-                    said = server.round(number, params, ahead=number < self.max_rounds)
+                    said = server.round(number, params, ahead=self.ahead and number < self.max_rounds)
                     times[build.name].append(self._fastest(build, server, said, number))
                 yield {name: list(values) for name, values in times.items()}
         except servers.ServerError as exc:
