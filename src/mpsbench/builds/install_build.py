@@ -218,16 +218,14 @@ def _pip(*args: str, tmp: Path | None = None) -> subprocess.CompletedProcess[str
     return subprocess.run(command, capture_output=True, text=True, env=env)
 
 
-def _pip_install_checked(wheels: list[tuple[Path, dict[str, str]]], folder: Path, *target: str,
-                         tmp: Path | None = None) -> subprocess.CompletedProcess[str]:
+def _pip_install_checked(what: str, wheels: list[tuple[Path, dict[str, str]]], folder: Path, *target: str,
+                         tmp: Path | None = None) -> None:
     requirements = folder / "requirements.txt"
     requirements.write_text("".join(f"{path.resolve().as_uri()} --hash=sha256:{pin['sha256']}\n" for path, pin in wheels))
-    return _pip("install", "--no-deps", "--require-hashes", "--no-index", "--no-warn-script-location", *target,
+    done = _pip("install", "--no-deps", "--require-hashes", "--no-index", "--no-warn-script-location", *target,
                 "-r", str(requirements), tmp=tmp)
-
-
-def _tail(done: subprocess.CompletedProcess[str], lines: int) -> str:
-    return " | ".join((done.stderr or done.stdout).strip().splitlines()[-lines:])
+    if done.returncode != 0:
+        raise InstallError(f"pip could not install {what}: " + " | ".join((done.stderr or done.stdout).strip().splitlines()[-5:]))
 
 
 def _check(pin: dict[str, str], found: Path, where: str) -> None:
@@ -368,9 +366,7 @@ def ensure_installed(pins: list[dict[str, str]]) -> tuple[Path, bool]:
             staging = Path(tempfile.mkdtemp(dir=folder.parent, prefix=folder.name + ".staging-"))
             try:
                 (staging / "tmp").mkdir()
-                done = _pip_install_checked(wheels, staging, "--target", str(staging / "target"), tmp=staging / "tmp")
-                if done.returncode != 0:
-                    raise InstallError("pip could not install the build: " + _tail(done, 5))
+                _pip_install_checked("the build", wheels, staging, "--target", str(staging / "target"), tmp=staging / "tmp")
                 installed = staging / "target"
                 (installed / ".complete").write_text(json.dumps({"wheels": [path.name for path, _ in wheels]}, indent=1))
                 if folder.exists():
@@ -400,9 +396,7 @@ def ensure_suite_needs(key: str) -> str:
         if pin is None:
             raise InstallError(f"no psutil wheel is pinned for {key}")
         with tempfile.TemporaryDirectory(prefix="mpsbench-needs-") as scratch:
-            done = _pip_install_checked([(fetch_wheel(pin), pin)], Path(scratch))
-        if done.returncode != 0:
-            raise InstallError(_tail(done, 1))
+            _pip_install_checked("psutil", [(fetch_wheel(pin), pin)], Path(scratch))
     except (InstallError, OSError) as exc:
         return f"; psutil not installed ({exc}): cpu memory falls back to /proc or is skipped"
     return ""

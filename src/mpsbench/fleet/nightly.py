@@ -113,7 +113,8 @@ def push(fleet: Fleet, message: str, remote: str, branch: str) -> int:
 
 
 @dataclass(frozen=True)
-class Resolving:  # as ``mpsbench build add-nightly`` takes them
+class Resolving:
+    """The resolve step's options, as ``mpsbench build add-nightly`` takes them."""
 
     indexes: tuple[str, ...] = ()
     transformers_index: str = resolve.PYPI
@@ -203,6 +204,7 @@ def _restore(fleet: Fleet, suite: Suite, machines: list[str] | None = None) -> N
 
 @dataclass(frozen=True)
 class Benching:
+    """The bench step's options."""
 
     machine: str | None = None
     devices: tuple[str, ...] = ()  # only these (refused if not usable here)
