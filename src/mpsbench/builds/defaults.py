@@ -24,8 +24,7 @@ class Scheduled:
     pythons: tuple[str, ...]  # "3.10", "3.12": the interpreters it runs under by default
 
 
-def python_tag(python: str) -> str:
-    """ "3.10" -> "cp310" """
+def python_tag(python: str) -> str:  # "3.10" -> "cp310"
     return "cp" + python.replace(".", "")
 
 
@@ -82,11 +81,8 @@ def this_machine(manifest: mf.Manifest) -> tuple[str, list[Scheduled], list[str]
 
 
 def runnable_here(planned: list[Scheduled], platform: str) -> tuple[list[Scheduled], list[str]]:
-    """The scheduled runs this machine can make, and a line for each it cannot (asked before any download).
-
-    A Python asv would not find (``pythonX.Y`` on PATH) drops every run under it; a build whose wheels need a
-    newer OS (macOS 14 for torch 2.12.1 and later, numpy 2 and later) drops that build's runs under it.
-    """
+    """The scheduled runs this machine can make, and a line for each it cannot, asked before any download: a Python
+    asv would not find on PATH, a build whose wheels need a newer OS (macOS 14 for torch 2.12.1 and later)."""
     kept, said = [], []
     current = f"{sys.version_info.major}.{sys.version_info.minor}"  # asv falls back on its own interpreter
     missing = sorted({p for item in planned for p in item.pythons if p != current and shutil.which(f"python{p}") is None},
@@ -123,12 +119,8 @@ def pythons(planned: list[Scheduled]) -> list[str]:
 
 
 def this_machine_is(platform: str) -> str:
-    """What this machine is, for a person: ``platform`` names the wheels its default installs, not its devices.
-
-    On Linux the default is a linux-x86_64-cuda rule on every x86_64 machine, because PyPI's Linux torch is the
-    CUDA build, which runs on the cpu as well (install_build.platform_candidates): a machine without an NVIDIA GPU
-    installs those wheels and measures cpu rows only.
-    """
+    """What this machine is, for a person: ``platform`` names the wheels its default installs, not its devices (PyPI's
+    Linux torch is the CUDA build, which a machine without an NVIDIA GPU installs to measure cpu rows)."""
     if platform.startswith("linux-x86_64"):
         if install_build.nvidia_gpu():
             return f"linux-x86_64 with an NVIDIA GPU (cuda rows; {platform} wheels)"
@@ -140,10 +132,7 @@ def this_machine_is(platform: str) -> str:
 
 
 def listing(platform: str, planned: list[Scheduled], generated: timeline.Generated, here: bool = True) -> str:
-    """The default timeline of ``platform`` as ``mpsbench timeline default`` prints it.
-
-    ``here``: the platform is this machine's (the default), so the header says what this machine is.
-    """
+    """The default timeline of ``platform`` as ``mpsbench timeline default`` prints it (``here``: this machine's)."""
     named = this_machine_is(platform) if here else platform
     lines = [f"default timeline of {named}: {len(planned)} builds"]
     lines += [f"  {generated.commits[item.ref][:12]}  {item.ref:<16} torch {item.build.torch_version:<10}"

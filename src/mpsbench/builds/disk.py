@@ -1,15 +1,12 @@
 """What a build needs on disk before asv installs it, and what is free where the build cache lives.
 
-The manifest pins no wheel sizes, so the need is, in order: nothing for a build already installed in the cache; for
-one whose wheels are all in the store, their size times the installed-to-wheel ratio measured here (9.7 GB installed
-from 5.3 GB of wheels, 2.0.1 and 2.4.1 on Linux, 2026-11-24); else the figure measured for that release on this
-platform (README, "How long, and how much disk"), or the largest measured there for one not measured. Each need says
-which of these it is.
+The manifest pins no wheel sizes, so the need is, in order: nothing for a build installed in the cache; for one
+whose wheels are all stored, their size times the installed-to-wheel ratio; else the figure measured for that
+release on this platform (README, "How long, and how much disk"), or the largest measured there.
 """
 
 from __future__ import annotations
 
-import hashlib
 import shutil
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -32,9 +29,7 @@ class Need(NamedTuple):
     installed: bool  # already in the cache: asv only switches to it
 
 
-def cache() -> Path:
-    """The build cache (MPSBENCH_CACHE, else ~/.cache/mpsbench), as the installer finds it."""
-    return install_build.cache_root()
+cache = install_build.cache_root  # MPSBENCH_CACHE, else ~/.cache/mpsbench
 
 
 def free(folder: Path | None = None) -> int:
@@ -60,8 +55,7 @@ def need(build: dict[str, Any]) -> Need:
         _, pins = install_build.select_pins(build)
     except install_build.InstallError:
         return Need(0, "a build this machine cannot install (it is refused before any download)", True)
-    key = hashlib.sha256("".join(sorted(pin["sha256"] for pin in pins)).encode()).hexdigest()[:20]
-    if (cache() / "builds" / key / ".complete").is_file():
+    if (install_build.installed_folder(pins) / ".complete").is_file():
         return Need(0, "installed in the cache already", True)
     stored = [cache() / "wheels" / pin["sha256"] / pin["filename"] for pin in pins]
     if all(path.is_file() for path in stored):

@@ -1,8 +1,4 @@
-"""The history of PyTorch builds: adding one to the manifest and the timeline, and naming builds.
-
-Adding a build validates it, appends it to builds/manifest.json (atomically;
-a refusal changes nothing) and regenerates the timeline repository asv walks.
-"""
+"""The history of PyTorch builds: adding one to the manifest and the timeline, and naming builds."""
 
 from __future__ import annotations
 
@@ -22,10 +18,8 @@ class HistoryError(UserError):
 
 
 def append(manifest_path: Path, timeline_repo: Path, channel: str, build: mf.Build, parent: str | None = None) -> str:
-    """Add ``build`` to ``channel`` of the manifest file, regenerate the timeline; its timeline commit.
-
-    Holds the manifest's lock (``core.files.lock``, every writer's) from reading to writing: two adds at once both land.
-    """
+    """Add ``build`` to ``channel`` of the manifest file (a refusal changes nothing), regenerate the timeline; its
+    timeline commit. The manifest's lock, every writer's, is held from reading to writing: two adds at once both land."""
     with files.lock(manifest_path):
         updated = mf.append(mf.load(manifest_path), channel, build, parent=parent)
         timeline.compute(updated, timeline_repo)  # proves the timeline can be written before saving
@@ -43,10 +37,8 @@ def append(manifest_path: Path, timeline_repo: Path, channel: str, build: mf.Bui
 def add_nightly(manifest_path: Path, timeline_repo: Path, channel: str, date: str, *, indexes: tuple[str, ...] = (),
                 pythons: tuple[str, ...] = resolve.PYTHONS, transformers: str | None = None,
                 transformers_index: str = resolve.PYPI, parent: str | None = None) -> str | None:
-    """The nightly of ``date`` ("latest": the newest) added to ``channel``; its timeline commit, None if already there.
-
-    One place for the scheduled nightly (scripts/nightly resolve), ``bisect --nightlies`` and the command line.
-    """
+    """The nightly of ``date`` ("latest": the newest) added to ``channel``; its timeline commit, None if already there
+    (for scripts/nightly resolve, ``bisect --nightlies`` and the command line)."""
     indexes = indexes or tuple(resolve.NIGHTLY_INDEXES)
     if date == "latest":
         dates = resolve.nightly_dates(indexes)

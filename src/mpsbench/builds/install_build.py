@@ -1,11 +1,10 @@
 """Install a timeline build into an asv environment: once per build, then switch by a .pth file.
 
-asv runs this (``install_command``) with the environment's own python before anything else is there:
-standard library and pip only. A build is installed only if it pins a complete set for this platform and
-Python whose wheels can all run here (checked before any download), every wheel checked against its sha256
-before pip sees it and by pip again (``--require-hashes --no-deps --no-index``: nothing unpinned gets in). A
-build is staged and renamed into place only when pip succeeds, and a cached one is switched to without
-writing (a read-only cache serves).
+asv runs this (``install_command``) with the environment's own python: standard library and pip only. A build is
+installed only if it pins a complete set for this platform and Python whose wheels can all run here (checked before
+any download), each wheel checked against its sha256 before pip sees it and by pip again (``--require-hashes
+--no-deps --no-index``), staged and renamed into place only when pip succeeds; a cached build is switched to
+without writing (a read-only cache serves).
 
     python install_build.py install BUILD_DIR ENV_DIR SUITE_SRC
     python install_build.py uninstall ENV_DIR
@@ -39,13 +38,12 @@ PTH_NAME = "mpsbench_build.pth"
 CACHE_ENV = "MPSBENCH_CACHE"  # default: ~/.cache/mpsbench
 PLATFORM_ENV = "MPSBENCH_PLATFORM"  # force one of the manifest's platform keys
 WHEELHOUSE_ENV = "MPSBENCH_WHEELHOUSE"  # folders searched for pinned wheels, os.pathsep-separated
-# The builds the running asv may install, a file of timeline hashes: mpsbench.core.asv.RUN_BUILDS, by name (this file
-# imports nothing of mpsbench), set by every mpsbench command that runs asv (asv.only). Any other build is refused.
+# A file of the timeline hashes the running asv may install (mpsbench.core.asv.RUN_BUILDS, by name: this file
+# imports nothing of mpsbench); any other build is refused.
 RUN_BUILDS_ENV = "MPSBENCH_RUN_BUILDS"
 _PSUTIL = "https://files.pythonhosted.org/packages/"
-# The suite's own import beside the build (pyproject's dependencies): psutil reads the cpu's memory on every
-# OS (src/mpsbench/measure/process_memory.py, which falls back where it is absent). Pinned like a build's
-# wheels: one stable-ABI wheel per platform serves every CPython from 3.6.
+# The suite's own import beside the build: psutil reads the cpu's memory on every OS (measure/process_memory.py
+# falls back where it is absent). Pinned like a build's wheels: one stable-ABI wheel serves every CPython from 3.6.
 SUITE_NEEDS: dict[str, dict[str, str]] = {
     key: {"name": "psutil", "version": "7.2.2", "filename": url.rsplit("/", 1)[1], "url": _PSUTIL + url, "sha256": sha}
     for keys, url, sha in (
@@ -60,11 +58,8 @@ SUITE_NEEDS: dict[str, dict[str, str]] = {
 
 
 class InstallError(Exception):
-    """A build that cannot be installed here: the message says which wheel and why.
-
-    Not a ``command.UserError``: asv runs this file in a fresh environment with the standard library only.
-    Where the CLI meets it (``resolve`` fetching a wheel) it becomes a ResolveError.
-    """
+    """A build that cannot be installed here: the message says which wheel and why (not a UserError: this file
+    imports nothing of mpsbench)."""
 
 
 def cache_root() -> Path:
@@ -83,9 +78,8 @@ def _packaging() -> tuple[ModuleType, ModuleType]:
     """packaging's ``tags`` and ``utils``: the installed packaging, else pip's own copy."""
     try:
         from packaging import tags, utils
-    except ImportError:  # an environment asv has just made holds pip and nothing else yet: pip's own copy
-        # Imported only there: importing pip turns setuptools' distutils shim off for the rest of the
-        # process (pypa/pip#8761), and a later torch.compile imports setuptools.
+    except ImportError:  # a fresh asv environment; only there, as importing pip turns setuptools' distutils
+        # shim off for the rest of the process (pypa/pip#8761), and a later torch.compile imports setuptools
         from pip._vendor.packaging import tags, utils  # type: ignore[no-redef]
     return tags, utils
 
@@ -107,11 +101,8 @@ def allowed_url(url: object) -> bool:
     return isinstance(url, str) and re.fullmatch(r"(https|file)://\S+", url) is not None
 
 
-# --- choosing the wheels for this machine --------------------------------------------
-
-
 def nvidia_gpu() -> bool:
-    """Whether an NVIDIA driver is installed here (a GPU cuda wheels can use), asked without torch."""
+    """Whether an NVIDIA driver is installed here, asked without torch."""
     return Path("/proc/driver/nvidia/gpus").is_dir() or shutil.which("nvidia-smi") is not None
 
 
@@ -140,7 +131,7 @@ def _ref(build: dict[str, Any]) -> str:
 
 
 def select_pins(build: dict[str, Any]) -> tuple[str, list[dict[str, str]]]:
-    """The platform and the complete, resolved set of ``build`` for this machine and python (``"python"``: cp310)."""
+    """The platform and the complete set of ``build`` for this machine and Python."""
     candidates = platform_candidates()
     for key in candidates:
         pins = build["pins"].get(key, [])
@@ -168,8 +159,7 @@ def select_pins(build: dict[str, Any]) -> tuple[str, list[dict[str, str]]]:
 
 
 def why_not_here(filenames: list[str], python: tuple[int, int] | None = None) -> str | None:
-    """Why this machine cannot run one of these wheels under this Python (or CPython ``python``): a macOS or glibc
-    too old, another Python. None if it can."""
+    """Why this machine cannot run one of these wheels under this Python (or CPython ``python``), or None."""
     tags, utils = _packaging()
     if python is None:
         here = set(tags.sys_tags())
@@ -185,7 +175,7 @@ def why_not_here(filenames: list[str], python: tuple[int, int] | None = None) ->
 
 
 def _requirement(wanted: frozenset[Any], here: set[Any], this: str) -> str:
-    """What a wheel's tags ask that this machine lacks, in words."""
+    """What a wheel's tags ask that this machine lacks (a newer macOS or glibc, another Python), in words."""
     platforms = sorted({tag.platform for tag in wanted})
     if not set(platforms) & {tag.platform for tag in here}:
         mac = [tuple(map(int, name.split("_")[1:3])) for name in platforms if name.startswith("macosx_")]
@@ -199,7 +189,6 @@ def _requirement(wanted: frozenset[Any], here: set[Any], this: str) -> str:
 
 
 def _refuse_unasked(build: dict[str, Any]) -> None:
-    """Refuse a build the running asv was not asked to measure (``RUN_BUILDS_ENV``), before anything is written."""
     listed, commit = os.environ.get(RUN_BUILDS_ENV), os.environ.get("ASV_COMMIT", "")
     if not listed or not commit:
         return
@@ -209,9 +198,6 @@ def _refuse_unasked(build: dict[str, Any]) -> None:
         raise InstallError(f"cannot read {RUN_BUILDS_ENV}={listed}, the builds this run measures: {exc.strerror}") from None
     if not any(len(line) >= 7 and commit.startswith(line) for line in asked):
         raise InstallError(f"not installing {_ref(build)} ({commit[:8]}): this run measures only the builds in {listed}")
-
-
-# --- fetching and checking wheels ------------------------------------------------------
 
 
 def _local_wheelhouses() -> list[Path]:
@@ -224,9 +210,7 @@ def _local_wheelhouses() -> list[Path]:
 
 
 def _pip(*args: str, tmp: Path | None = None) -> subprocess.CompletedProcess[str]:
-    """Run this environment's pip quietly; a failure's output is in the result."""
-    # The manifest's pins are the authority on what is installed: a machine-wide
-    # pip constraint (a cap on torch's version, say) must not veto the build under test.
+    # The pins are the authority: a machine-wide pip constraint (a cap on torch's version) must not veto the build.
     env = dict(os.environ, PIP_CONSTRAINT=os.devnull)
     if tmp is not None:  # pip --target unpacks GBs into TMPDIR: keep them where the next run cleans up
         env["TMPDIR"] = str(tmp)
@@ -234,17 +218,14 @@ def _pip(*args: str, tmp: Path | None = None) -> subprocess.CompletedProcess[str
     return subprocess.run(command, capture_output=True, text=True, env=env)
 
 
-def _pip_install_checked(wheels: list[tuple[Path, dict[str, str]]], folder: Path, *target: str,
-                         tmp: Path | None = None) -> subprocess.CompletedProcess[str]:
-    """pip installs exactly these files, each against its pinned sha256, nothing else (no index, no dependencies)."""
+def _pip_install_checked(what: str, wheels: list[tuple[Path, dict[str, str]]], folder: Path, *target: str,
+                         tmp: Path | None = None) -> None:
     requirements = folder / "requirements.txt"
     requirements.write_text("".join(f"{path.resolve().as_uri()} --hash=sha256:{pin['sha256']}\n" for path, pin in wheels))
-    return _pip("install", "--no-deps", "--require-hashes", "--no-index", "--no-warn-script-location", *target,
+    done = _pip("install", "--no-deps", "--require-hashes", "--no-index", "--no-warn-script-location", *target,
                 "-r", str(requirements), tmp=tmp)
-
-
-def _tail(done: subprocess.CompletedProcess[str], lines: int) -> str:
-    return " | ".join((done.stderr or done.stdout).strip().splitlines()[-lines:])
+    if done.returncode != 0:
+        raise InstallError(f"pip could not install {what}: " + " | ".join((done.stderr or done.stdout).strip().splitlines()[-5:]))
 
 
 def _check(pin: dict[str, str], found: Path, where: str) -> None:
@@ -256,19 +237,12 @@ def _check(pin: dict[str, str], found: Path, where: str) -> None:
         )
 
 
-def _pip_download(pin: dict[str, str], dest: Path) -> Path | None:
-    """Let pip find ``name==version`` through this machine's configured indexes and mirrors."""
-    done = _pip("download", "--no-deps", "--only-binary=:all:", "--dest", str(dest), f"{pin['name']}=={pin['version']}")
-    found = dest / pin["filename"]
-    return found if done.returncode == 0 and found.is_file() else None
-
-
 def _download(url: str, target: Path) -> Path:
     request = urllib.request.Request(url, headers={"User-Agent": "mpsbench"})
     try:
         with urllib.request.urlopen(request, timeout=120) as response, open(target, "wb") as out:
             shutil.copyfileobj(response, out, 1 << 20)
-    except (urllib.error.URLError, TimeoutError, ConnectionError) as exc:  # the network; a full disk is _disk_problem's
+    except (urllib.error.URLError, TimeoutError, ConnectionError) as exc:  # the network; a full disk is disk_problem's
         raise InstallError(f"{target.name}: cannot download {url}: {exc}") from None
     return target
 
@@ -283,12 +257,26 @@ def disk_problem(exc: OSError) -> InstallError:
     return InstallError(f"cannot write the build cache at {where}: {exc.strerror or exc}; {advice}")
 
 
-def fetch_wheel(pin: dict[str, str]) -> Path:
-    """The pinned wheel in the local wheel store, fetched and checked once.
+def _find(pin: dict[str, str], scratch: Path) -> Path:
+    """The pinned wheel from a local wheelhouse, the pin's file:// path, pip (this machine's indexes and mirrors),
+    else the URL itself."""
+    found = next((folder / pin["filename"] for folder in _local_wheelhouses() if (folder / pin["filename"]).is_file()),
+                 None)
+    if found is None and pin["url"].startswith("file://"):
+        found = Path(urllib.request.url2pathname(urllib.parse.urlparse(pin["url"]).path))
+        if not found.is_file():
+            raise InstallError(f"{pin['filename']}: the pinned file {found} does not exist")
+    if found is None and pin["name"] in ("torch", "torchvision", "transformers"):
+        _pip("download", "--no-deps", "--only-binary=:all:", "--dest", str(scratch), f"{pin['name']}=={pin['version']}")
+        found = scratch / pin["filename"] if (scratch / pin["filename"]).is_file() else None
+    return found or _download(pin["url"], scratch / pin["filename"])
 
-    From the store, local wheelhouses, the pin's file:// path, pip (this machine's indexes and mirrors), else the
-    URL itself; whatever is found must match the pinned sha256, or nothing is stored. A copy cut short (a full
-    disk, a kill) never takes the wheel's name: it is removed, or by the next install if the process died.
+
+def fetch_wheel(pin: dict[str, str]) -> Path:
+    """The pinned wheel in the local wheel store, fetched (:func:`_find`) and checked once.
+
+    Whatever is found must match the pinned sha256, or nothing is stored. A copy cut short (a full disk, a kill)
+    never takes the wheel's name: it is removed, or by the next install if the process died.
     """
     if not plain_wheel_name(pin["filename"]) or not allowed_url(pin["url"]):
         raise InstallError(f"refusing the pin {pin['filename']!r} at {pin['url']!r}: a plain wheel file name"
@@ -301,17 +289,7 @@ def fetch_wheel(pin: dict[str, str]) -> Path:
     try:
         store.parent.mkdir(parents=True, exist_ok=True)
         with tempfile.TemporaryDirectory(dir=store.parent, prefix=f"fetch-{os.getpid()}-") as scratch:
-            found = next((f / pin["filename"] for f in _local_wheelhouses() if (f / pin["filename"]).is_file()), None)
-            url = pin["url"]
-            if found is None and url.startswith("file://"):
-                path = Path(urllib.request.url2pathname(urllib.parse.urlparse(url).path))
-                if not path.is_file():
-                    raise InstallError(f"{pin['filename']}: the pinned file {path} does not exist")
-                found = path
-            if found is None and pin["name"] in ("torch", "torchvision", "transformers"):
-                found = _pip_download(pin, Path(scratch))
-            if found is None:
-                found = _download(url, Path(scratch) / pin["filename"])
+            found = _find(pin, Path(scratch))
             _check(pin, found, "the wheel found at")
             store.mkdir(exist_ok=True)
             partial = store / f".{pin['filename']}.{os.getpid()}.partial"
@@ -323,9 +301,6 @@ def fetch_wheel(pin: dict[str, str]) -> Path:
     except OSError as exc:
         raise disk_problem(exc) from None
     return stored
-
-
-# --- installing once, switching by .pth ------------------------------------------------
 
 
 @contextlib.contextmanager
@@ -354,8 +329,7 @@ def _alive(pid: str) -> bool:
 
 
 def clean_leftovers(root: Path) -> list[Path]:
-    """Remove what killed installs left: staging folders no install holds; fetch folders and partial copies of
-    dead processes."""
+    """Remove what killed installs left: staging folders no install holds, and dead processes' fetches and copies."""
     removed = []
     for staging in sorted((root / "builds").glob("*.staging-*")):
         with _locked(root / "builds" / (staging.name.split(".staging-")[0] + ".lock"), wait=False) as free:
@@ -373,10 +347,14 @@ def clean_leftovers(root: Path) -> list[Path]:
     return removed
 
 
+def installed_folder(pins: list[dict[str, str]]) -> Path:
+    """Where exactly this set of wheels is installed in the cache (``.complete`` in it once it is)."""
+    return cache_root() / "builds" / hashlib.sha256("".join(sorted(pin["sha256"] for pin in pins)).encode()).hexdigest()[:20]
+
+
 def ensure_installed(pins: list[dict[str, str]]) -> tuple[Path, bool]:
     """The folder holding exactly this set of wheels, installed; True if installed now."""
-    key = hashlib.sha256("".join(sorted(pin["sha256"] for pin in pins)).encode()).hexdigest()[:20]
-    folder = cache_root() / "builds" / key
+    folder = installed_folder(pins)
     if (folder / ".complete").is_file():  # installed: nothing to write, so a read-only cache serves it
         return folder, False
     try:
@@ -388,9 +366,7 @@ def ensure_installed(pins: list[dict[str, str]]) -> tuple[Path, bool]:
             staging = Path(tempfile.mkdtemp(dir=folder.parent, prefix=folder.name + ".staging-"))
             try:
                 (staging / "tmp").mkdir()
-                done = _pip_install_checked(wheels, staging, "--target", str(staging / "target"), tmp=staging / "tmp")
-                if done.returncode != 0:
-                    raise InstallError("pip could not install the build: " + _tail(done, 5))
+                _pip_install_checked("the build", wheels, staging, "--target", str(staging / "target"), tmp=staging / "tmp")
                 installed = staging / "target"
                 (installed / ".complete").write_text(json.dumps({"wheels": [path.name for path, _ in wheels]}, indent=1))
                 if folder.exists():
@@ -408,74 +384,64 @@ def _site_packages() -> Path:
 
 
 def ensure_suite_needs(key: str) -> str:
-    """Install SUITE_NEEDS into this environment, hash-checked (once: later calls find it); '' or why it is not."""
+    """Install SUITE_NEEDS for platform ``key`` (an existing build's: this machine's best) into this environment,
+    hash-checked, once; '' or why it is not."""
     import importlib.util
 
+    key = key if key in SUITE_NEEDS else next(iter(platform_candidates()), key)
     pin = SUITE_NEEDS.get(key)
-    if importlib.util.find_spec(pin["name"] if pin else "psutil") is not None:
+    if importlib.util.find_spec("psutil") is not None:
         return ""
     try:
         if pin is None:
             raise InstallError(f"no psutil wheel is pinned for {key}")
         with tempfile.TemporaryDirectory(prefix="mpsbench-needs-") as scratch:
-            done = _pip_install_checked([(fetch_wheel(pin), pin)], Path(scratch))
-        if done.returncode != 0:
-            raise InstallError(_tail(done, 1))
+            _pip_install_checked("psutil", [(fetch_wheel(pin), pin)], Path(scratch))
     except (InstallError, OSError) as exc:
         return f"; psutil not installed ({exc}): cpu memory falls back to /proc or is skipped"
     return ""
 
 
-def build_folder(build: dict[str, Any]) -> tuple[str, Path, bool]:
-    """The platform key and the folder holding ``build`` (installed once, now if need be); True if installed now.
+def build_folder(build_dir: Path) -> tuple[dict[str, Any], str, Path, bool]:
+    """The build in ``build_dir``, its platform key and its folder (installed once, now if need be: True).
 
     Everything that can refuse the build (not asked for by this run, no complete set here, a wheel this machine
     cannot run) is checked before any download and before the environment is touched.
     """
+    build = json.loads((build_dir / "build.json").read_text())
     _refuse_unasked(build)
     if build["kind"] == "existing":
         folder = Path(build["site_packages"])
         if not (folder / "torch" / "__init__.py").is_file():
             raise InstallError(f"{_ref(build)}: {folder} holds no torch")
-        return "existing", folder, False
+        return build, "existing", folder, False
     key, pins = select_pins(build)
     unfit = why_not_here([pin["filename"] for pin in pins])
     if unfit:
         raise InstallError(f"{_ref(build)} cannot run here, skipped before any download: {unfit}")
-    return (key, *ensure_installed(pins))
-
-
-def _suite_needs(key: str) -> str:
-    """SUITE_NEEDS for the build's platform (an existing build's: this machine's best)."""
-    return ensure_suite_needs(key if key in SUITE_NEEDS else next(iter(platform_candidates()), key))
+    return build, key, *ensure_installed(pins)
 
 
 def sys_path(folder: Path, suite_src: Path) -> list[str]:
-    """What a build puts on sys.path, in order: its installed folder (torch and the packages pinned with it), then
-    the suite's src. The one answer for the .pth switch (:func:`install`) and for compare's build servers
-    (:func:`paths`, mpsbench/regressions/serve_build.py), so that both import the same code."""
+    """What a build puts on sys.path, in order: its installed folder, then the suite's src. The one answer for the
+    .pth switch (:func:`install`) and for compare's build servers (:func:`paths`), so that both import the same code."""
     return [str(folder), str(suite_src.resolve())]
 
 
 def paths(build_dir: Path, suite_src: Path) -> dict[str, Any]:
-    """The build in ``build_dir`` installed (once), switched to by nobody: its sys.path entries and environment.
-
-    What compare's build servers start from (PYTHONPATH instead of the .pth rewrite): ``torch_dir`` is where
-    torch must be imported from, ``env`` the variables the .pth would have set.
-    """
-    build = json.loads((build_dir / "build.json").read_text())
-    key, folder, fresh = build_folder(build)
-    needs = _suite_needs(key)
+    """The build in ``build_dir`` installed (once), switched to by nobody: what compare's build servers start from
+    (PYTHONPATH instead of the .pth), with ``torch_dir``, where torch must come from, and the .pth's ``env``."""
+    build, key, folder, fresh = build_folder(build_dir)
+    needs = ensure_suite_needs(key)
     return {"build": f"{build['channel']}@{build['id']}", "paths": sys_path(folder, suite_src),
             "torch_dir": str(folder.resolve() / "torch"), "env": dict(build.get("env") or {}), "fresh": fresh,
             "needs": needs}
 
 
 def install(build_dir: Path, env_dir: Path, suite_src: Path) -> str:
-    """Install (once) and switch the running environment to the build in ``build_dir`` (:func:`build_folder`)."""
+    """Install (once) and switch the running environment to the build in ``build_dir``."""
     started = time.perf_counter()
-    build = json.loads((build_dir / "build.json").read_text())
-    key, folder, fresh = build_folder(build)
+    build, key, folder, fresh = build_folder(build_dir)
     pth_lines = sys_path(folder, suite_src)
     if build.get("env"):  # a .pth line that starts with "import" is executed at every interpreter start
         pth_lines.append(f"import os; os.environ.update({json.dumps(build['env'], sort_keys=True)})")
@@ -483,7 +449,7 @@ def install(build_dir: Path, env_dir: Path, suite_src: Path) -> str:
     record = {"build": f"{build['channel']}@{build['id']}", "platform": key, "folder": str(folder), "fresh": fresh}
     (env_dir / "mpsbench-build.json").write_text(json.dumps(record, indent=1) + "\n")
     how = "installed" if fresh else "switched to cached"
-    needs = _suite_needs(key)
+    needs = ensure_suite_needs(key)
     return f"mpsbench: {how} torch {build['torch_version']} ({key}) in {time.perf_counter() - started:.2f} s{needs}"
 
 

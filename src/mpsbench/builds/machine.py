@@ -22,13 +22,6 @@ from mpsbench.core.errors import UserError
 from mpsbench.measure import host
 
 
-def _os_release() -> str:
-    try:
-        return platform.freedesktop_os_release().get("PRETTY_NAME", "Linux")
-    except OSError:
-        return "Linux"
-
-
 def _linux_cpu() -> str:
     with contextlib.suppress(OSError):
         found = re.search(r"^model name\s*:\s*(.+)$", Path("/proc/cpuinfo").read_text(), re.M)
@@ -38,18 +31,19 @@ def _linux_cpu() -> str:
 
 
 def describe() -> dict[str, Any]:
-    """This machine's stable facts.
-
-    A Mac records its OS by name only: a macOS update (MPSGraph ships with it) must show on the same graph, as a
-    tracked value (benchmarks/benchmark_host.py). Linux keeps the release its machines recorded from the start;
-    ``gpu`` is written only where there is one, so a machine without a GPU keeps the fields it always had.
-    """
+    """This machine's stable facts. A Mac's OS is its name only: a macOS update (MPSGraph ships with it) shows on the
+    same graph as a tracked value (benchmarks/benchmark_host.py); ``gpu`` only where there is one, so a machine
+    without keeps the fields it always had."""
     if sys.platform == "darwin":
         chip = (host.output("sysctl", "-n", "machdep.cpu.brand_string") or "").strip() or platform.processor()
         facts = {"os": "macOS"}
     else:
         chip = _linux_cpu()
-        facts = {"os": _os_release(), "os_version": _os_release()}
+        try:
+            release = platform.freedesktop_os_release().get("PRETTY_NAME", "Linux")
+        except OSError:
+            release = "Linux"
+        facts = {"os": release, "os_version": release}
     gpu = host.gpu()
     if gpu:
         facts["gpu"] = gpu
@@ -74,7 +68,7 @@ def machine_file() -> Path:
 
 
 def check_name(name: str) -> str:
-    """``name`` if asv can file results under it (a folder of the results: no '..', no separator); else MachineError."""
+    """``name`` if asv can file results under it: a folder of the results, no '..', no separator."""
     if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]*", name):
         raise MachineError(f"machine name {name!r} may hold only letters, digits, '.', '_' and '-', and must start with"
                            " a letter or digit")

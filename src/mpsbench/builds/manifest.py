@@ -1,10 +1,8 @@
 """builds/manifest.json: append-only channels of builds, each pinned per platform (timeline.py makes asv's git of it).
 
-A channel may fork from another's build (``parent``): a bisection or a developer's builds sit beside it without
-changing any existing commit. The file's schema is checked where it enters, once (:func:`from_json`): every
-field's type and form by pydantic, then the rules that join records (parents, dates, tags, each set of wheels);
-a bad manifest is one line naming the field, the value and what is expected. :func:`save` validates first and
-replaces the file atomically.
+A channel may fork from another's build (``parent``). The file is checked where it enters (:func:`from_json`):
+each field's form by pydantic, then the rules that join records; a bad manifest is one line naming the field, the
+value and what is expected.
 """
 
 from __future__ import annotations
@@ -13,13 +11,13 @@ import functools
 import json
 import re
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Annotated, Any
 
 from packaging.utils import canonicalize_name, parse_wheel_filename
-from packaging.version import InvalidVersion, Version
+from packaging.version import Version
 from pydantic import BeforeValidator, ConfigDict, Strict, TypeAdapter, ValidationError
 
 from mpsbench.builds.install_build import allowed_url, plain_wheel_name
@@ -28,7 +26,7 @@ from mpsbench.core import errors, files
 
 SCHEMA = 1
 KINDS = ("release", "nightly", "wheel-file", "wheel-url", "existing")
-_NAME = re.compile(r"^[a-z0-9][a-z0-9._-]*$")
+_NAME = "[a-z0-9][a-z0-9._-]*"
 _DATE = "%Y-%m-%dT%H:%M:%SZ"
 
 
@@ -36,58 +34,46 @@ class ManifestError(errors.UserError):
     """A manifest, or a change to it, that is refused: the message says why."""
 
 
-# --- the form of each field (pydantic checks them where a manifest enters) ----------------
-
-
 def _form(expected: str, test: Callable[[Any], object]) -> BeforeValidator:
-    """A field that passes ``test``; else pydantic's error says ``expected``, and the value."""
+    """A field that passes ``test`` (a false answer or a ValueError fails); else pydantic says ``expected``."""
 
     def check(value: Any) -> Any:
-        if not test(value):
+        if not _passes(test, value):
             raise ValueError(f"expected {expected}")
         return value
 
     return BeforeValidator(check)
 
 
-def _matches(pattern: str) -> Callable[[Any], bool]:
-    return lambda value: isinstance(value, str) and re.fullmatch(pattern, value) is not None
-
-
-def _version(value: Any) -> bool:
+def _passes(test: Callable[[Any], object], value: Any) -> bool:
     try:
-        Version(value)
-    except (InvalidVersion, TypeError):
+        return bool(test(value))
+    except (ValueError, TypeError):  # packaging's InvalidVersion is a ValueError
         return False
-    return True
 
 
-def _date(value: Any) -> bool:
-    try:
-        datetime.strptime(value, _DATE)
-    except (ValueError, TypeError):
-        return False
-    return True
+def _pattern(expected: str, pattern: str) -> BeforeValidator:
+    return _form(expected, functools.partial(re.fullmatch, pattern))
 
 
-Name = Annotated[str, _form("lower-case letters, digits, '.', '_' or '-' (e.g. release, 2.14.1)", _matches(_NAME.pattern))]
+Name = Annotated[str, _pattern("lower-case letters, digits, '.', '_' or '-' (e.g. release, 2.14.1)", _NAME)]
 Platform = Annotated[str, _form(f"a platform: {', '.join(PLATFORMS)}", lambda value: value in PLATFORMS)]
 WheelFile = Annotated[str, _form("a plain wheel file name, NAME-VERSION-PY-ABI-PLATFORM.whl (no '/', '\\' or '..')",
                                  plain_wheel_name)]
 Url = Annotated[str, _form("an https:// or file:// URL (a wheel and its sha256 never come over plain http)", allowed_url)]
-Sha256 = Annotated[str, _form("64 lower-case hex digits", _matches(r"[0-9a-f]{64}"))]
-PythonTag = Annotated[str, _form("a CPython tag such as cp312, or empty", _matches(r"(cp3\d+)?"))]
-PinName = Annotated[str, _form("a package name as a wheel writes it, e.g. typing_extensions", _matches(r"[a-z0-9][a-z0-9_]*"))]
-PepVersion = Annotated[str, _form("a PEP 440 version, e.g. 2.14.1 or 2.15.0.dev20261120", _version)]
-Word = Annotated[str, _form("a word without spaces", _matches(r"\S+"))]
-Date = Annotated[str, _form("a UTC date YYYY-MM-DDTHH:MM:SSZ", _date)]
-GitVersion = Annotated[str, _form("torch's git commit (hex digits) or Unknown", _matches(r"[0-9a-fA-F]+|Unknown"))]
+Sha256 = Annotated[str, _pattern("64 lower-case hex digits", r"[0-9a-f]{64}")]
+PythonTag = Annotated[str, _pattern("a CPython tag such as cp312, or empty", r"(cp3\d+)?")]
+PinName = Annotated[str, _pattern("a package name as a wheel writes it, e.g. typing_extensions", r"[a-z0-9][a-z0-9_]*")]
+PepVersion = Annotated[str, _form("a PEP 440 version, e.g. 2.14.1 or 2.15.0.dev20261120", Version)]
+Word = Annotated[str, _pattern("a word without spaces", r"\S+")]
+Date = Annotated[str, _form("a UTC date YYYY-MM-DDTHH:MM:SSZ", lambda value: datetime.strptime(value, _DATE))]
+GitVersion = Annotated[str, _pattern("torch's git commit (hex digits) or Unknown", r"[0-9a-fA-F]+|Unknown")]
 Kind = Annotated[str, _form(f"one of: {', '.join(KINDS)}", lambda value: value in KINDS)]
-Tag = Annotated[str, _form("a git tag: letters, digits, '.', '_' or '-' (e.g. v2.14.1)", _matches(r"[A-Za-z0-9][A-Za-z0-9._-]*"))]
-Ref = Annotated[str, _form("a build as CHANNEL@ID", _matches(r"[a-z0-9][a-z0-9._-]*@[a-z0-9][a-z0-9._-]*"))]
-EnvName = Annotated[str, _form("an environment variable name", _matches(r"[A-Za-z_][A-Za-z0-9_]*"))]
-Minor = Annotated[str, _form("a minor release such as 1.12", _matches(r"\d+\.\d+"))]
-Python = Annotated[str, _form("a Python version such as 3.12", _matches(r"3\.\d+"))]
+Tag = Annotated[str, _pattern("a git tag: letters, digits, '.', '_' or '-' (e.g. v2.14.1)", r"[A-Za-z0-9][A-Za-z0-9._-]*")]
+Ref = Annotated[str, _pattern("a build as CHANNEL@ID", f"{_NAME}@{_NAME}")]
+EnvName = Annotated[str, _pattern("an environment variable name", r"[A-Za-z_][A-Za-z0-9_]*")]
+Minor = Annotated[str, _pattern("a minor release such as 1.12", r"\d+\.\d+")]
+Python = Annotated[str, _pattern("a Python version such as 3.12", r"3\.\d+")]
 Count = Annotated[int, Strict(), _form("a whole number of at least 1", lambda value: type(value) is int and value >= 1)]
 # Lax elsewhere (a JSON list fills a tuple), strict where it matters: no number passes for a string or the reverse.
 _CONFIG = ConfigDict(extra="forbid", revalidate_instances="always")
@@ -95,17 +81,14 @@ _CONFIG = ConfigDict(extra="forbid", revalidate_instances="always")
 
 @dataclass(frozen=True)
 class Pin:
-    """One wheel, pinned by its file name and sha256; ``url`` says where to fetch it."""
-
     __pydantic_config__ = _CONFIG
     name: PinName
     version: PepVersion
     filename: WheelFile
     url: Url
     sha256: Sha256
-    # The interpreter whose resolved set this wheel belongs to ("cp310"): a build
-    # resolved by pip pins one complete set per platform and Python. Empty on
-    # builds pinned before that (release 2.13.0 and 2.14.1), which the installer refuses.
+    # The interpreter ("cp310") whose complete set, resolved by pip, holds this wheel. Empty on builds
+    # pinned before sets were resolved per Python (release 2.13.0 and 2.14.1), which the installer refuses.
     python: PythonTag = ""
 
 
@@ -116,25 +99,22 @@ class Build:
     __pydantic_config__ = _CONFIG
     id: Name  # unique within its channel: "2.14.1", "2026-11-20", "mybranch-1"
     torch_version: Word  # as torch reports it: "2.14.1", "2.15.0.dev20261120" (a release's: PEP 440)
-    date: Date  # UTC, "YYYY-MM-DDTHH:MM:SSZ": the commit's date on asv's axis
+    date: Date  # the commit's date on asv's axis
     git_version: GitVersion  # torch.version.git_version: the upstream commit
-    kind: Kind  # one of KINDS
-    pins: dict[Platform, list[Pin]]  # platform key -> the wheels to install there
+    kind: Kind
+    pins: dict[Platform, list[Pin]]
     tag: Tag | None = None  # an annotated tag on the timeline (releases)
     note: str = ""
-    # kind "existing": a torch already installed here, used in place (nothing is installed)
-    site_packages: str | None = None
-    # Environment variables set in every process of the build's asv environment
-    # (through its .pth file): e.g. a calibration copy of a build that injects a slowdown.
+    site_packages: str | None = None  # kind "existing": a torch installed here, used in place
+    # Set in every process of the build's asv environment (its .pth file): e.g. a calibration copy's slowdown.
     env: dict[EnvName, str] = field(default_factory=dict)
 
     def when(self) -> datetime:
-        """The build's date, timezone-aware in UTC (never the local zone: hashes depend on it)."""
+        """The build's date in UTC, never the local zone: hashes depend on it."""
         return datetime.strptime(self.date, _DATE).replace(tzinfo=timezone.utc)
 
     def sets(self, platform: str) -> dict[str, list[Pin]]:
-        """The wheels installed under each interpreter on ``platform`` ("cp310" -> its set); "" holds a set
-        pinned before builds were resolved per Python."""
+        """Each interpreter's set of wheels on ``platform`` ("cp310" -> its set; "": pinned before sets per Python)."""
         found: dict[str, list[Pin]] = {}
         for pin in self.pins.get(platform, []):
             found.setdefault(pin.python, []).append(pin)
@@ -146,27 +126,26 @@ class Channel:
     __pydantic_config__ = _CONFIG
     name: Name
     builds: tuple[Build, ...]
-    parent: Ref | None = None  # "channel@id" this channel forks from; None: a root
+    parent: Ref | None = None  # the build this channel forks from; None: a root
 
 
 @dataclass(frozen=True)
 class Default:
-    """Which builds a platform runs by default: its releases, by rule (defaults.py applies it)."""
+    """Which releases a platform runs by default (defaults.py applies the rule)."""
 
     __pydantic_config__ = _CONFIG
-    channels: tuple[Name, ...]  # the channels whose releases it draws from, in order
-    since: Minor | None = None  # the oldest minor release, e.g. "1.12"; None: from the first
-    newest: Count | None = None  # keep only this many newest releases; None: all
-    # keep only this many of one channel's newest releases, e.g. {"release": 1}: the era's few and the newest
-    newest_of: dict[Name, Count] = field(default_factory=dict)
-    pythons: tuple[Python, ...] = ()  # "3.10", "3.12": each build runs under each it has wheels for; (): asv's own
+    channels: tuple[Name, ...]  # drawn from in order
+    since: Minor | None = None  # the oldest minor release, e.g. "1.12"
+    newest: Count | None = None  # keep only this many newest releases
+    newest_of: dict[Name, Count] = field(default_factory=dict)  # e.g. {"release": 1}: the era's few and the newest
+    pythons: tuple[Python, ...] = ()  # each build runs under each it has wheels for; (): asv's own
 
 
 @dataclass(frozen=True)
 class Manifest:
     __pydantic_config__ = _CONFIG
     channels: tuple[Channel, ...] = field(default_factory=tuple)
-    defaults: dict[Platform, Default] = field(default_factory=dict)  # platform key -> its default timeline
+    defaults: dict[Platform, Default] = field(default_factory=dict)
 
     def channel(self, name: str) -> Channel | None:
         return next((channel for channel in self.channels if channel.name == name), None)
@@ -189,12 +168,9 @@ def format_date(moment: datetime) -> str:
     return moment.strftime(_DATE)
 
 
-# --- validation ----------------------------------------------------------------
-
-
 @functools.cache
-def _schema() -> TypeAdapter[Manifest]:
-    return TypeAdapter(Manifest)
+def _adapter(kind: type[Any]) -> TypeAdapter[Any]:
+    return TypeAdapter(kind)
 
 
 def _get(node: Any, *steps: int | str) -> Any:
@@ -282,7 +258,7 @@ def _check_build(channel: str, build: Build) -> None:
         return
     if not build.pins:
         raise ManifestError(f"{where}: pins no wheels for any platform")
-    if build.kind == "release" and not _version(build.torch_version):
+    if build.kind == "release" and not _passes(Version, build.torch_version):
         raise ManifestError(f"{where}: torch_version = {build.torch_version!r}: a release needs a PEP 440 version")
     for platform in build.pins:
         for pin in build.pins[platform]:
@@ -300,9 +276,6 @@ def _check_build(channel: str, build: Build) -> None:
                                     f" one wheel per package{'; twice: ' + ', '.join(twice) if twice else ''}")
 
 
-# --- reading and writing ---------------------------------------------------------
-
-
 def from_json(data: Any, source: str = "manifest") -> Manifest:
     """A manifest from its JSON form, checked whole; ManifestError (one line, ``source`` first) for the first problem."""
     if not isinstance(data, dict):  # e.g. [] : one line, not an AttributeError
@@ -312,11 +285,10 @@ def from_json(data: Any, source: str = "manifest") -> Manifest:
         raise ManifestError(f"{source}: schema = {data.get('schema')!r}: expected {SCHEMA}")
     body = {key: value for key, value in data.items() if key != "schema"}
     try:
-        manifest = _schema().validate_python(body)
+        manifest: Manifest = _adapter(Manifest).validate_python(body)
+        _check_rules(manifest)
     except ValidationError as exc:
         raise ManifestError(f"{source}: {_problem(exc, body)}") from None
-    try:
-        _check_rules(manifest)
     except ManifestError as exc:
         raise ManifestError(f"{source}: {exc}") from None
     return manifest
@@ -327,32 +299,14 @@ def validate(manifest: Manifest) -> None:
     from_json(to_json(manifest))
 
 
+# Fields left at their defaults are left out, so that adding a field never changes the bytes (and so the timeline
+# hashes) of records that do not use it.
 def to_json(manifest: Manifest) -> dict[str, Any]:
-    channels = [
-        {"name": channel.name, **({"parent": channel.parent} if channel.parent is not None else {}),
-         "builds": [build_to_json(build) for build in channel.builds]}
-        for channel in manifest.channels
-    ]
-    data: dict[str, Any] = {"schema": SCHEMA, "channels": channels}
-    if manifest.defaults:
-        data["defaults"] = {
-            platform: {key: value for key, value in asdict(rule).items() if value not in (None, (), {})}
-            for platform, rule in manifest.defaults.items()
-        }
-    return data
+    return {"schema": SCHEMA, "channels": [], **_adapter(Manifest).dump_python(manifest, mode="json", exclude_defaults=True)}
 
 
 def build_to_json(build: Build) -> dict[str, Any]:
-    data = asdict(build)
-    # Optional fields are left out when unset, so that adding a field never changes
-    # the bytes (and so the timeline hashes) of builds that do not use it.
-    for key in ("tag", "note", "site_packages", "env"):
-        if not data[key]:
-            del data[key]
-    for pins in data["pins"].values():
-        for pin in pins:
-            if not pin["python"]:
-                del pin["python"]
+    data: dict[str, Any] = _adapter(Build).dump_python(build, mode="json", exclude_defaults=True)
     return data
 
 
@@ -385,12 +339,9 @@ def save(manifest: Manifest, path: Path) -> None:
                             " nothing was changed") from None
 
 
-# --- changes -----------------------------------------------------------------------
-
-
 def append(manifest: Manifest, channel_name: str, build: Build, parent: str | None = None) -> Manifest:
     """A new manifest with ``build`` at the end of ``channel_name``, created if new (forked from ``parent``, channel@id)."""
-    if not isinstance(channel_name, str) or not _NAME.match(channel_name):
+    if not _passes(functools.partial(re.fullmatch, _NAME), channel_name):
         raise ManifestError(f"channel name {channel_name!r} must be lower-case letters, digits, '.', '_' or '-'")
     existing = manifest.channel(channel_name)
     if existing is None:
@@ -403,7 +354,7 @@ def append(manifest: Manifest, channel_name: str, build: Build, parent: str | No
         if any(old.id == build.id for old in existing.builds):
             raise ManifestError(f"channel {channel_name} already has a build {build.id!r}")
         tip = existing.builds[-1]
-        if _date(build.date) and build.when() < tip.when():
+        if _passes(Build.when, build) and build.when() < tip.when():
             raise ManifestError(
                 f"build {build.id} dated {build.date} is older than {channel_name}'s tip {tip.id} ({tip.date});"
                 f" add it on a bisection channel forked from the build before it (--parent)"

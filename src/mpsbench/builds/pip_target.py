@@ -11,34 +11,30 @@ from __future__ import annotations
 import runpy
 import sys
 
-# The markers that differ between the manifest's platforms (PEP 508 names).
+# The PEP 508 markers that differ between the manifest's platforms.
+_LINUX = {"sys_platform": "linux", "platform_system": "Linux", "platform_machine": "x86_64"}
 PLATFORM_MARKERS = {
     "macos-arm64": {"sys_platform": "darwin", "platform_system": "Darwin", "platform_machine": "arm64"},
-    "linux-x86_64-cuda": {"sys_platform": "linux", "platform_system": "Linux", "platform_machine": "x86_64"},
-    "linux-x86_64-cpu": {"sys_platform": "linux", "platform_system": "Linux", "platform_machine": "x86_64"},
+    "linux-x86_64-cuda": _LINUX,
+    "linux-x86_64-cpu": _LINUX,
 }
 
 
-def markers(platform: str, python: str) -> dict[str, str]:
-    """The marker environment of ``platform`` under ``python`` ("cp310")."""
-    version = f"3.{python[3:]}"
-    return {
+def main(platform: str, python: str, *pip_args: str) -> None:
+    from pip._vendor.packaging import markers
+
+    version = f"3.{python[3:]}"  # "cp310" -> "3.10"
+    target = {
         **PLATFORM_MARKERS[platform], "os_name": "posix", "python_version": version,
         "python_full_version": f"{version}.0", "implementation_name": "cpython",
         "platform_python_implementation": "CPython", "implementation_version": f"{version}.0",
         "platform_release": "", "platform_version": "",
     }
-
-
-def main(argv: list[str]) -> None:
-    from pip._vendor.packaging import markers as pip_markers
-
-    target = markers(argv[0], argv[1])
-    host = pip_markers.default_environment
-    pip_markers.default_environment = lambda: {**host(), **target}
-    sys.argv = ["pip", *argv[2:]]
+    host = markers.default_environment
+    markers.default_environment = lambda: {**host(), **target}
+    sys.argv = ["pip", *pip_args]
     runpy.run_module("pip", run_name="__main__", alter_sys=True)
 
 
 if __name__ == "__main__":
-    main(sys.argv[1:])
+    main(*sys.argv[1:])

@@ -1,7 +1,7 @@
 """Turn a release, a nightly's date, a wheel file or URL, or an installed torch into a Build.
 
-Per platform: torch, its torchvision and a transformers that runs with it, pinned by file, URL and sha256;
-``git_version`` and the date come from the torch wheel's own ``torch/version.py``.
+Per platform and Python, pip's complete set around torch, its torchvision and a transformers that runs with it,
+each wheel pinned by file, URL and sha256; ``git_version`` and the date come from the torch wheel's ``torch/version.py``.
 """
 
 from __future__ import annotations
@@ -40,10 +40,8 @@ class ResolveError(errors.UserError):
 
 
 def torchvision_series(torch_version: str) -> str:
-    """The torchvision minor series made for a torch release: 1.13 -> 0.14, 2.14 -> 0.29.
-
-    The 1.x era's macOS torchvision wheels do not require their torch: pip alone would pair any torchvision.
-    """
+    """The torchvision series made for a torch release (1.13 -> 0.14, 2.14 -> 0.29): the 1.x era's macOS
+    torchvision wheels do not require their torch, so pip alone would pair any."""
     try:
         major, minor = Version(torch_version).release[:2]
     except (InvalidVersion, ValueError):
@@ -51,26 +49,19 @@ def torchvision_series(torch_version: str) -> str:
     return f"0.{minor + 1}" if major == 1 else f"0.{minor + 15}"
 
 
-# What the packages' metadata does not say, and pip's resolver therefore cannot know: the
-# transformers releases that import an API newer than the torch their torch extra accepts.
-# (torch below, transformers below). Checked by building BERT, the Llama and CLIP's text
-# encoder with each candidate on the real Linux builds (docs/results/fresh-clone-2026-11-23.md):
-# 4.50 imports torch.compiler (2.1+), 4.49.0 runs on 2.0.1; 5.14 imports DTensor from
-# torch.distributed.tensor (2.5+), 5.13.1 runs on 2.4.1. Before 2.0 the extra says enough.
+# (torch below, the first transformers too new for it): what pip cannot know, as the metadata does not say it.
+# transformers 4.50 imports torch.compiler (2.1+); 5.14 imports DTensor from torch.distributed.tensor (2.5+)
+# (docs/results/fresh-clone-2026-11-23.md). Before 2.0 the torch extra says enough.
 TRANSFORMERS_CAPS: tuple[tuple[tuple[int, int], str], ...] = (((2, 1), "4.50"), ((2, 5), "5.14"))
 
 
 def transformers_cap(torch_version: str) -> str | None:
-    """The first transformers release too new for ``torch_version`` that its metadata does not refuse."""
     release = Version(torch_version).release[:2]
     return next((cap for below, cap in TRANSFORMERS_CAPS if release < below), None)
 
 
 def requirements(torch_version: str, torchvision: str | None = None, transformers: str | None = None) -> list[str]:
-    """What pip resolves a build from: torch, its torchvision (a version, or ``none``), a transformers that runs with it.
-
-    Torch before 2.3 was built against numpy 1.x without saying so: numpy 2 breaks it at import.
-    """
+    """What pip resolves a build from: torch, its torchvision (a version, or ``none``), a transformers that runs with it."""
     wanted = [f"torch=={torch_version}"]
     if torchvision != "none":
         wanted.append(f"torchvision=={torchvision or torchvision_series(torch_version) + '.*'}")
@@ -79,13 +70,13 @@ def requirements(torch_version: str, torchvision: str | None = None, transformer
         wanted.append(f"transformers[torch]=={transformers}")  # a version named on purpose is taken as named
     elif transformers is None:
         wanted.append(f"transformers[torch]{'<' + cap if cap else ''}")
-    if Version(torch_version).release[:2] < (2, 3):
+    if Version(torch_version).release[:2] < (2, 3):  # built against numpy 1 without saying so: numpy 2 breaks it
         wanted.append("numpy<2")
     return wanted
 
 
-# The platform tags pip resolves for, per manifest platform: the newest first, then
-# every older tag a wheel of the era may carry (torch 1.13.1 is manylinux1, 2.15.0 manylinux_2_28).
+# The platform tags pip resolves for, newest first: every tag a wheel of the era may carry (torch 1.13.1 is
+# manylinux1, 2.15.0 manylinux_2_28).
 PLATFORM_TAGS: dict[str, tuple[str, ...]] = {
     "macos-arm64": tuple(packaging.tags.mac_platforms((14, 0), "arm64")),
     "linux-x86_64-cuda": (
@@ -101,11 +92,8 @@ _PIP_KEPT = ("PIP_CERT", "PIP_DEFAULT_TIMEOUT", "PIP_CACHE_DIR", "PIP_NO_CACHE_D
 def _pip_report(
     wanted: list[str], platform: str, python: str, index: str, extra_indexes: tuple[str, ...] = (),
 ) -> list[dict[str, Any]]:
-    """What ``pip install --dry-run --report`` would install for ``wanted`` on ``platform`` under ``python`` (cp310).
-
-    It resolves for another platform without downloading a wheel (pip_target.py makes the markers the target's
-    too); its report names each file's URL and sha256.
-    """
+    """What ``pip install --dry-run --report`` installs for ``wanted`` on ``platform`` under ``python`` (cp310): each
+    wheel's URL and sha256, found without a download (pip_target.py makes the markers the target's too)."""
     if not re.fullmatch(r"cp3\d+", python):
         raise ResolveError(f"python tag {python!r} is not cpython 3 (e.g. cp312)")
     env = {key: value for key, value in os.environ.items() if not key.startswith("PIP_") or key in _PIP_KEPT}
@@ -130,7 +118,6 @@ def _pip_report(
 
 
 def _pin_of(item: dict[str, Any], python: str) -> mf.Pin:
-    """One wheel of pip's report, pinned by the sha256 its index gave."""
     info = item["download_info"]
     archive = info.get("archive_info", {})
     digest = archive.get("hashes", {}).get("sha256") or archive.get("hash", "").partition("sha256=")[2]
@@ -143,7 +130,6 @@ def _pin_of(item: dict[str, Any], python: str) -> mf.Pin:
 def pip_set(
     wanted: list[str], platform: str, python: str, index: str = PYPI, extra_indexes: tuple[str, ...] = (),
 ) -> list[mf.Pin]:
-    """Every wheel pip installs for ``wanted`` on ``platform`` under ``python`` (cp310), pinned."""
     pins = [_pin_of(item, python) for item in _pip_report(wanted, platform, python, index, extra_indexes)]
     return sorted(pins, key=lambda pin: pin.filename)
 
@@ -182,7 +168,6 @@ def _combos(found: list[wheels.WheelName], pythons: Pythons) -> dict[tuple[str, 
 def _resolve_pins(
     wanted: dict[tuple[str, str], list[str]], index: str, extra_indexes: tuple[str, ...] = (),
 ) -> dict[str, list[mf.Pin]]:
-    """pip's set for each (platform, python) and its requirements."""
     pins: dict[str, list[mf.Pin]] = {}
     for (platform, python), lines in sorted(wanted.items()):
         pins.setdefault(platform, []).extend(pip_set(lines, platform, python, index, extra_indexes))
@@ -190,6 +175,7 @@ def _resolve_pins(
 
 
 def _identity(pins: dict[str, list[mf.Pin]]) -> wheels.TorchIdentity:
+    """Read from one torch wheel, the first of _IDENTITY_PLATFORMS, preferably cp311."""
     for key in (*_IDENTITY_PLATFORMS, *sorted(pins)):
         torch_pins = [pin for pin in pins.get(key, []) if pin.name == "torch"]
         if torch_pins:
@@ -295,9 +281,8 @@ def _torch_platform(wheel: wheels.WheelName) -> str:
 
 def _own_build(own: list[tuple[mf.Pin, Path]], kind: str, transformers: str | None, index: str,
                build_id: str | None, note: str) -> mf.Build:
-    """A build of our own torch wheel (and torchvision), as (pin, local file), with what pip resolves around them.
-
-    pip reads the local files for their requirements; the pins keep the wheels' own URLs."""
+    """A build of our own torch wheel (and torchvision) with what pip resolves around them: pip reads the local
+    files for their requirements, the pins keep the wheels' own URLs."""
     torch_pin, torch_file = own[0]
     wheel = wheels.parse_wheel_name(torch_pin.filename)
     platform = _torch_platform(wheel)
@@ -333,7 +318,7 @@ def wheel_url(
 ) -> mf.Build:
     """A torch wheel at a URL: fetched once into the wheel store and checked against ``sha256``."""
     url, _, fragment = url.partition("#")
-    if not install_build.allowed_url(url):  # over plain http the wheel and the sha256 beside it could both be changed
+    if not install_build.allowed_url(url):
         raise ResolveError(f"{url!r} is not an https:// or file:// URL (http is refused: the wheel and its sha256"
                            " could be changed on the way); for a wheel file use add-wheel")
     digest = sha256 or (fragment[len("sha256="):] if fragment.startswith("sha256=") else None)
@@ -354,15 +339,13 @@ def existing(
     site_packages: Path, build_id: str | None = None, date: str | None = None, env: dict[str, str] | None = None,
     note: str = "",
 ) -> mf.Build:
-    """A torch already installed here, used in place (a CI image, a GPU box without network, a developer's build).
-
-    ``env`` is set in every process of the build's asv environment.
-    """
+    """A torch already installed here, used in place (a CI image, a GPU box without network, a developer's build)."""
     folder = site_packages.resolve()
-    if not (folder / "torch" / "version.py").is_file():
+    version_py = folder / "torch" / "version.py"
+    if not version_py.is_file():
         raise ResolveError(f"{site_packages} holds no installed torch (no torch/version.py)")
-    version, git_version = wheels.version_py((folder / "torch" / "version.py").read_text(), str(folder))
-    when = datetime.fromtimestamp((folder / "torch" / "version.py").stat().st_mtime, tz=timezone.utc)
+    version, git_version = wheels.version_py(version_py.read_text(), str(folder))
+    when = datetime.fromtimestamp(version_py.stat().st_mtime, tz=timezone.utc)
     return mf.Build(
         id=build_id or _build_id(version), torch_version=version, date=date or mf.format_date(when),
         git_version=git_version, kind="existing", pins={}, note=note, site_packages=str(folder), env=dict(env or {}),

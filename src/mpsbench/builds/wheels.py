@@ -23,18 +23,17 @@ import packaging.version
 
 from mpsbench.core import errors
 
-# Platform keys of the manifest, and how a wheel's platform tag maps onto them.
-# PyPI's Linux x86_64 torch wheels are CUDA builds; CPU-only Linux builds carry a
-# "+cpu" local version (PyTorch's own index).
+# The manifest's platform keys. PyPI's Linux x86_64 torch is the CUDA build; a cpu-only one carries a "+cpu"
+# local version (PyTorch's own index).
 PLATFORMS: tuple[str, ...] = ("macos-arm64", "linux-x86_64-cpu", "linux-x86_64-cuda")
+
 
 class WheelError(errors.UserError):
     """A wheel or index that cannot be used: the message says which and why."""
 
+
 @dataclass(frozen=True)
 class WheelName:
-    """The parts of a wheel file name (PEP 427)."""
-
     filename: str
     name: str  # canonical (PEP 503), '-' written '_': "nvidia_cublas_cu12"
     version: str
@@ -45,47 +44,47 @@ class WheelName:
     def public_version(self) -> str:
         return self.version.split("+", 1)[0]
 
+
 def parse_wheel_name(filename: str) -> WheelName:
-    """Split ``torch-2.14.1-cp311-cp311-manylinux_2_28_x86_64.whl`` into its parts (PEP 427, by packaging)."""
+    """The parts of a wheel's file name (or URL), e.g. ``torch-2.14.1-cp311-cp311-manylinux_2_28_x86_64.whl``."""
     base = urllib.parse.unquote(filename.rsplit("/", 1)[-1])
     try:
         name, version, _build, tags = packaging.utils.parse_wheel_filename(base)
     except (packaging.utils.InvalidWheelFilename, packaging.version.InvalidVersion):
         raise WheelError(f"{base!r} is not a wheel file name (expected NAME-VERSION-PY-ABI-PLATFORM.whl)") from None
-    def joined(parts: set[str]) -> str:  # a compressed tag set, as the file name writes it: py2.py3
-        return ".".join(sorted(parts))
-    return WheelName(base, name.replace("-", "_"), str(version), joined({tag.interpreter for tag in tags}),
-                     joined({tag.platform for tag in tags}))
+    # a compressed tag set, as the file name writes it: py2.py3
+    pythons, platforms = (".".join(sorted({getattr(tag, part) for tag in tags})) for part in ("interpreter", "platform"))
+    return WheelName(base, name.replace("-", "_"), str(version), pythons, platforms)
+
 
 def platform_key(wheel: WheelName) -> str | None:
-    """The manifest platform a wheel serves, or None for platforms the suite does not track."""
-    if wheel.platform == "any":
-        return None  # pure-Python wheels serve every platform; callers add them everywhere
+    """The manifest platform a wheel serves; None for a pure-Python wheel (callers add it everywhere) or another."""
     if "macosx" in wheel.platform and wheel.platform.endswith("arm64"):
         return "macos-arm64"
     if "linux" in wheel.platform and wheel.platform.endswith("x86_64"):
-        # "cpu.slow13": a cpu build with a further local label (PEP 440 local segments), e.g. a patched copy
+        # "cpu.slow13": a cpu build with a further local label, e.g. a patched copy
         local = packaging.version.Version(wheel.version).local or ""
-        cpu = local == "cpu" or local.startswith("cpu.")
-        return "linux-x86_64-cpu" if cpu else "linux-x86_64-cuda"
+        return "linux-x86_64-cpu" if local == "cpu" or local.startswith("cpu.") else "linux-x86_64-cuda"
     return None
 
-# --- PEP 503 indexes ---------------------------------------------------------
 
-class _LinkParser(html.parser.HTMLParser):
+class _Links(html.parser.HTMLParser):
+    """The targets of a page's links."""
+
     def __init__(self) -> None:
         super().__init__()
         self.hrefs: list[str] = []
 
     def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
-        if tag == "a":
-            href = dict(attrs).get("href")
-            if href:
-                self.hrefs.append(href)
+        href = dict(attrs).get("href")
+        if tag == "a" and href:
+            self.hrefs.append(href)
+
 
 def _open(url: str, method: str | None = None, **headers: str) -> Any:
     headers = {"User-Agent": "mpsbench (+https://github.com/mpsbench/mpsbench)", **headers}
     return urllib.request.urlopen(urllib.request.Request(url, method=method, headers=headers), timeout=60)
+
 
 def index_uri(index: str) -> str:
     """A PEP 503 index as a URL: https:// and file:// as given, a folder as its file:// URL.
@@ -100,26 +99,25 @@ def index_uri(index: str) -> str:
                          " and their sha256 on the way)")
     return index
 
+
 def project_wheels(index_url: str, project: str) -> list[WheelName]:
-    """Every wheel of ``project`` on a PEP 503 simple index (http(s):// or file://, or a folder)."""
+    """Every wheel of ``project`` on a PEP 503 simple index (https:// or file://, or a folder)."""
     page_url = index_uri(index_url).rstrip("/") + "/" + packaging.utils.canonicalize_name(project) + "/"
-    # a PEP 503 index kept in a folder: one index.html per project
-    try:
+    try:  # a PEP 503 index kept in a folder has one index.html per project
         with _open(page_url + "index.html" if page_url.startswith("file://") else page_url) as response:
             text = response.read().decode("utf-8", "replace")
     except OSError as exc:
         raise WheelError(f"cannot read the index page {page_url}: {exc}") from None
-    parser = _LinkParser()
-    parser.feed(text)
+    links = _Links()
+    links.feed(text)
     found = []
-    for href in parser.hrefs:
+    for href in links.hrefs:
         url = href.partition("#")[0]
         if url.endswith(".whl"):
-            with contextlib.suppress(WheelError):  # a file whose name is no wheel's: not one of the project's wheels
+            with contextlib.suppress(WheelError):  # a file whose name is no wheel's is not one of the project's wheels
                 found.append(parse_wheel_name(url))
     return found
 
-# --- reading torch/version.py out of a wheel ---------------------------------
 
 class _HTTPRangeFile(io.RawIOBase):
     """A read-only, seekable remote file: ``zipfile`` reads the central directory, then one member, by HTTP ranges."""
@@ -151,16 +149,16 @@ class _HTTPRangeFile(io.RawIOBase):
         self.position += len(data)
         return data
 
+
 @dataclass(frozen=True)
 class TorchIdentity:
-    """What a torch wheel says of itself."""
-
     version: str
     git_version: str
     built: datetime  # the timestamp of torch/version.py inside the wheel (UTC)
 
+
 def torch_identity(location: str) -> TorchIdentity:
-    """Read ``torch/version.py`` from a torch wheel at a path, file:// URL or http(s) URL."""
+    """What a torch wheel at a path, file:// URL or https:// URL says of itself in ``torch/version.py``."""
     source: io.RawIOBase | Path
     if location.startswith(("http://", "https://")):
         source = _HTTPRangeFile(location)
@@ -177,6 +175,7 @@ def torch_identity(location: str) -> TorchIdentity:
     except (OSError, zipfile.BadZipFile) as exc:
         raise WheelError(f"cannot read {location} as a wheel: {exc}") from None
     return TorchIdentity(*version_py(text, location), datetime(*info.date_time, tzinfo=timezone.utc))
+
 
 def version_py(text: str, where: str) -> tuple[str, str]:
     """``__version__`` and ``git_version`` from the text of a ``torch/version.py`` (a wheel's or an installed one)."""

@@ -1,7 +1,7 @@
 """The nightly job of a fleet of machines, step by step: ``scripts/nightly STEP`` (docs/fleet.md).
 
-Each step is what one job of .github/workflows/nightly.yml runs, and works the same on a laptop,
-in a work folder (default ``.asv/nightly``) that holds everything, the fleet's files included.
+Each step is what one job of .github/workflows/nightly.yml runs, and works the same on a laptop, in a work folder
+(default ``.asv/nightly``) that holds everything, the fleet's files included.
 
 Exit status: 0 done, 1 a regression (or merge conflicts), 2 a mistake in the
 command or the fleet's files (one line), 3 benchmarks that failed (asv).
@@ -31,7 +31,7 @@ CHANNEL = "nightly"
 
 
 class NightlyError(UserError):
-    """A nightly step cannot run as asked: the message says why, in one line."""
+    """A nightly step cannot run as asked: the message says why."""
 
 
 log = progress.logger(__name__)
@@ -64,8 +64,8 @@ class Fleet:
 
 
 def sync(repository: mf.Manifest, fleet_manifest: mf.Manifest) -> mf.Manifest:
-    """The fleet's manifest brought up to date with the repository's: per channel, the history that continues
-    the other is kept (channels only grow); two that diverge are an error."""
+    """The fleet's manifest brought up to date with the repository's: per channel, the history that continues the
+    other (channels only grow); two that diverge are an error."""
     names = [c.name for c in repository.channels]
     names += [c.name for c in fleet_manifest.channels if c.name not in names]
     channels = []
@@ -87,8 +87,8 @@ def sync(repository: mf.Manifest, fleet_manifest: mf.Manifest) -> mf.Manifest:
 
 
 def prepare(fleet: Fleet) -> Suite:
-    """The work folder's suite: the fleet's manifest, its timeline, and an asv.conf.json derived for them that walks
-    the suite's branches the fleet has, and the nightly channel."""
+    """The work folder's suite: the fleet's manifest, its timeline, and an asv.conf.json that walks the suite's
+    branches the fleet has, and the nightly channel."""
     work = Suite(fleet.work / asvconf.CONFIG, fleet.manifest, fleet.work / "timeline")
     if not work.manifest.channels:
         raise NightlyError(f"{fleet.manifest} holds no builds: run scripts/nightly fetch and resolve first")
@@ -97,11 +97,6 @@ def prepare(fleet: Fleet) -> Suite:
     base.derive(fleet.work, work.timeline_path, branches)
     work.generate(sync=False)
     return work
-
-
-def tip(suite: Suite, channel: str) -> str | None:
-    found = suite.manifest.channel(channel)
-    return f"{channel}@{found.builds[-1].id}" if found and found.builds else None
 
 
 def fetch(fleet: Fleet, remote: str, branch: str) -> int:
@@ -119,7 +114,7 @@ def push(fleet: Fleet, message: str, remote: str, branch: str) -> int:
 
 @dataclass(frozen=True)
 class Resolving:
-    """The nightly resolve step's options (``mpsbench build add-nightly``'s)."""
+    """The resolve step's options, as ``mpsbench build add-nightly`` takes them."""
 
     indexes: tuple[str, ...] = ()
     transformers_index: str = resolve.PYPI
@@ -129,8 +124,7 @@ class Resolving:
 
 def resolve_nightly(fleet: Fleet, options: Resolving) -> int:
     synced = sync(mf.load(fleet.suite / history.MANIFEST), mf.load(fleet.manifest))
-    # A dry run works on a scratch copy, and a timeline of its own: the work
-    # folder's timeline must never get ahead of the fleet's manifest.
+    # a dry run works on a scratch copy and a timeline of its own: the work folder's must never get ahead of the manifest
     scratch = fleet.work / "dry-run" if options.dry_run else fleet.work
     scratch.mkdir(parents=True, exist_ok=True)
     working = scratch / "manifest.json"
@@ -182,7 +176,7 @@ def missing_builds(suite: Suite, name: str, limit: int) -> list[str]:
 
 
 def _to_github(variable: str, text: str) -> None:
-    """Append a line to GitHub Actions' GITHUB_STEP_SUMMARY or GITHUB_OUTPUT file, when run by it."""
+    """Append to GitHub Actions' GITHUB_STEP_SUMMARY or GITHUB_OUTPUT file, when run by it."""
     target = os.environ.get(variable)
     if target:
         with open(target, "a", encoding="utf-8") as out:
@@ -191,8 +185,9 @@ def _to_github(variable: str, text: str) -> None:
 
 def _alert(fleet: Fleet, suite: Suite, options: alerts.Options) -> int:
     """``mpsbench alert`` on the work folder's results, for the channel's newest build."""
-    status, text = alerts.check(suite, alerts.Options(options.machines, tip(suite, fleet.channel), options.summary,
-                                                      options.confirm))
+    channel = suite.manifest.channel(fleet.channel)
+    newest = f"{channel.name}@{channel.builds[-1].id}" if channel and channel.builds else None
+    status, text = alerts.check(suite, alerts.Options(options.machines, newest, options.summary, options.confirm))
     _to_github("GITHUB_STEP_SUMMARY", text)
     return status
 
@@ -209,7 +204,7 @@ def _restore(fleet: Fleet, suite: Suite, machines: list[str] | None = None) -> N
 
 @dataclass(frozen=True)
 class Benching:
-    """The nightly bench step's options."""
+    """The bench step's options."""
 
     machine: str | None = None
     devices: tuple[str, ...] = ()  # only these (refused if not usable here)
@@ -235,8 +230,7 @@ def bench(fleet: Fleet, options: Benching) -> int:
         hashfile = fleet.work / f"builds-{name}.txt"
         hashfile.write_text("".join(f"{commit}\n" for commit in todo))
         quick = ["--quick", "--dry-run"] if options.dry_run else []
-        # -b names the exact combinations that run: it spares a process for each of the rest (under spawn,
-        # each imports torch again)
+        # -b names the exact combinations: it spares a process (importing torch again under spawn) for each of the rest
         found = preselect.combinations(preselect.discover(suite.conf.benchmarks))
         chosen = preselect.selected(found, options.bench)
         log.info(f"asv will run {len(chosen)} of the suite's {len(found)} combinations (mpsbench preselect)")
@@ -274,8 +268,8 @@ Search = Callable[[Suite, str], "tuple[str, str] | str"]
 
 
 def bisect(fleet: Fleet, bench: str, good: str, bad: str, requested_machine: str | None, search: Search) -> int:
-    """``mpsbench bisect`` in this process (``search``) on the fleet's manifest and timeline: its passes print into the
-    job's log, and what it found goes to the job's summary too."""
+    """``mpsbench bisect`` (``search``) on the fleet's manifest and timeline, in this process: its passes print into
+    the job's log, and what it found goes to the job's summary too."""
     suite = prepare(fleet)
     name = machine_name(requested_machine)
     log.info(f"bisecting {good}..{bad} for {bench} on {name} (mpsbench bisect)")
