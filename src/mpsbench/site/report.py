@@ -11,11 +11,12 @@ from pathlib import Path
 from mpsbench.builds.timeline import Reader, pytorch_url
 from mpsbench.core import asv, progress
 from mpsbench.core.asvconf import AsvConf
-from mpsbench.core.document import Block, Cell, Image, Link, Section, Table, to_html, to_markdown
+from mpsbench.core.document import Block, Cell, Flagged, Image, Link, Section, Table, to_html, to_markdown
 from mpsbench.core.errors import UserError
-from mpsbench.measure import models
+from mpsbench.measure import models, tolerances
 from mpsbench.regressions import rule
-from mpsbench.site import figures, regressions_page, sentinels
+from mpsbench.results import recorded
+from mpsbench.site import figures, regressions_page
 from mpsbench.site import throughput as tp
 
 FALLBACK_NOTE = "bs N*: not the seed's batch size, which that device has no result for: its largest batch."
@@ -135,6 +136,51 @@ def _compile_section(results: tp.Results, save: figures.Save) -> Section:
     ])
 
 
+ERRORS = ("benchmark_patterns.Correctness.track_relative_error",
+          "benchmark_patterns.ReportedCorrectness.track_relative_error")
+DIFFERENCES = "benchmark_patterns.Determinism.track_largest_difference"
+NEWEST = 12  # builds per machine in the correctness table, a column each
+
+
+def _correctness_cell(found: recorded.Recorded, machine: str, commit: str, row: recorded.Row) -> Cell:
+    """Red past the row's line: its dtype's tolerance for an error, 0 for a difference between identical calls."""
+    measured = found.get(machine, commit, row)
+    if measured is None:
+        return Flagged("failed") if row in found.failed.get((machine, commit), ()) else "-"
+    line = 0.0 if row.benchmark == DIFFERENCES else tolerances.tolerance(row.entry)
+    return Flagged(f"{measured.value:.2g}") if measured.value > line else f"{measured.value:.2g}"
+
+
+def _correctness_label(row: recorded.Row) -> str:
+    device, pattern, dtype = (param.strip("'") for param in row.params)
+    return f"{pattern} {dtype} on {device}: {'difference' if row.benchmark == DIFFERENCES else 'error'}"
+
+
+def _correctness_section(found: recorded.Recorded, timeline: Reader) -> Section:
+    """Issue 33: a cell per row (pattern, dtype, device) and build."""
+    title = "Correctness by release"
+    blocks: list[Block] = []
+    for machine in found.machines:
+        builds = found.builds(machine)[-NEWEST:]
+        rows = {row for commit in builds for table in (found.values.get((machine, commit), {}), found.failed.get(
+            (machine, commit), set())) for row in table if row.benchmark in (*ERRORS, DIFFERENCES)}
+        if rows:
+            ordered = sorted(rows, key=lambda row: (row.benchmark == DIFFERENCES, _correctness_label(row)))
+            blocks += [f"{machine}, its newest {len(builds)} builds:",
+                       Table(["row", *(timeline.version(commit) for commit in builds)],
+                             [[_correctness_label(row), *(_correctness_cell(found, machine, commit, row)
+                                                          for commit in builds)] for row in ordered])]
+    if not blocks:
+        return Section(title, ["No machine has correctness results (benchmark_patterns)."])
+    return Section(title, [
+        "Each pattern's relative error against float64 (red past its dtype's tolerance: "
+        + ", ".join(f"{dtype} {limit:g}" for dtype, limit in tolerances.TOLERANCES.items())
+        + ") and the largest difference between its identical calls (red unless 0: not bit-identical);"
+        " 'failed' is a row asv recorded failed, such as a pattern that crashed its process (docs/instruments.md).",
+        *blocks,
+    ])
+
+
 PREFILL = "benchmark_modern.LlmPrefill.time_prefill"
 DECODE = "benchmark_modern.LlmDecode.time_decode"
 
@@ -244,7 +290,7 @@ def build(results_dir: Path, out_dir: Path, conf: AsvConf | None = None, site: P
         _builds_section(results, results_dir, timeline, limit),
         _speedup_section(results, save),
         _by_release_section(results_dir, timeline, save),
-        sentinels.correctness_section(results.recorded, timeline),
+        _correctness_section(results.recorded, timeline),
         _energy_section(results_dir, timeline, save),
         _machines_section(results, save),
         _batches_section(results, save),
