@@ -1,7 +1,5 @@
-"""The seeds' figures and a summary, regenerated from an asv results directory.
-
-docs/site.md lists every figure: mpsbench.site.throughput picks what each plots, mpsbench.site.figures draws it.
-"""
+"""The figures page, summary.md and summary.html, from an asv results directory (docs/site.md lists every section):
+mpsbench.site.throughput picks what each figure plots, mpsbench.site.figures draws it."""
 
 from __future__ import annotations
 
@@ -84,9 +82,11 @@ def _batches_section(results: tp.Results, save: figures.Save) -> Section:
     ])
 
 
-def _release_section(title: str, points: list[tp.ReleasePoint], save: figures.Save, image: str, ylabel: str,
+def _release_section(title: str, points: list[tp.ReleasePoint], none: str, save: figures.Save, image: str, ylabel: str,
                      baseline: float | None, note: str, columns: tuple[str, str], value: Callable[[float], str]) -> Section:
     """A ratio along the builds' dates: the figure, a note, and a table (``columns``: the machine's and the ratio's)."""
+    if not points:
+        return Section(title, [none])
     figures.by_release(points, title, save(image), ylabel, baseline)
     return Section(title, [
         Image(image, title),
@@ -98,24 +98,20 @@ def _release_section(title: str, points: list[tp.ReleasePoint], save: figures.Sa
 
 
 def _by_release_section(results_dir: Path, timeline: Reader, save: figures.Save) -> Section:
-    title = f"{tp.BY_RELEASE_DEVICE.upper()} speedup over cpu by release"
-    points = tp.speedup_by_release(results_dir, timeline)
-    if not points:
-        return Section(title, [f"No build has both {tp.BY_RELEASE_DEVICE} and cpu results."])
     return _release_section(
-        title, points, save, "speedup_by_release.png", f"{tp.BY_RELEASE_DEVICE} speedup over cpu (samples/s ratio)", 1.0,
+        f"{tp.BY_RELEASE_DEVICE.upper()} speedup over cpu by release", tp.speedup_by_release(results_dir, timeline),
+        f"No build has both {tp.BY_RELEASE_DEVICE} and cpu results.", save, "speedup_by_release.png",
+        f"{tp.BY_RELEASE_DEVICE} speedup over cpu (samples/s ratio)", 1.0,
         "Each build at its date; each line one Python (the era needs two: no Python has wheels for every"
         " release), so a build measured under both shows the seam. Each version links to its PyTorch release.",
         ("machine", "speedup"), lambda ratio: f"{ratio:.2f}x")
 
 
 def _energy_section(results_dir: Path, timeline: Reader, save: figures.Save) -> Section:
-    title = "Samples per joule by release"
-    points = tp.samples_per_joule(results_dir, timeline)
-    if not points:
-        return Section(title, ["No build has energy results (benchmark_models' *Capacity.track_joules_per_step)."])
     return _release_section(
-        title, points, save, "samples_per_joule.png", "samples per joule (higher is better)", None,
+        "Samples per joule by release", tp.samples_per_joule(results_dir, timeline),
+        "No build has energy results (benchmark_models' *Capacity.track_joules_per_step).", save,
+        "samples_per_joule.png", "samples per joule (higher is better)", None,
         "The seed batch over the joules per step the device's own counter read (cuda: NVML, the board; mps: IOReport,"
         " the GPU; a Linux cpu: RAPL, the packages), along the builds' dates (docs/instruments.md, Energy).",
         ("machine and device", "samples/J"), figures.number)
