@@ -84,6 +84,8 @@ log = progress.logger(__name__)
 
 def sri(data: bytes, algorithm: str) -> str:
     """A Subresource Integrity value (``sha256-BASE64``) for ``data``."""
+    if algorithm not in ("sha256", "sha384", "sha512"):
+        raise SiteAssetError(f"unsupported integrity algorithm {algorithm!r}; SRI allows sha256, sha384, sha512")
     return f"{algorithm}-{base64.b64encode(hashlib.new(algorithm, data).digest()).decode('ascii')}"
 
 
