@@ -17,7 +17,7 @@ import asv
 import pytest
 from tests.test_torch_free import without_node
 
-from mpsbench.site import site_assets
+from mpsbench.site import patches, site_assets
 from mpsbench.site.site_assets import Asset, SiteAssetError
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -152,8 +152,8 @@ def test_a_missing_site_is_one_line(tmp_path):
 
 def test_the_navbar_link_is_added_once_after_the_regressions_tab(tmp_path):
     shutil.copy(ASV_WWW / "index.html", tmp_path / "index.html")
-    site_assets.add_nav_link(tmp_path, "Figures", "mpsbench/summary.html")
-    site_assets.add_nav_link(tmp_path, "Figures", "mpsbench/summary.html")
+    patches.add_nav_link(tmp_path, "Figures", "mpsbench/summary.html")
+    patches.add_nav_link(tmp_path, "Figures", "mpsbench/summary.html")
     text = (tmp_path / "index.html").read_text()
     assert text.count('href="mpsbench/summary.html"') == 1
     assert text.index('id="nav-li-regressions"') < text.index('href="mpsbench/summary.html"')

@@ -30,7 +30,7 @@ from mpsbench.builds import timeline as tl
 from mpsbench.context import Suite
 from mpsbench.core import asvconf, files
 from mpsbench.core.errors import UserError
-from mpsbench.site import default_view, from_disk, publish, site_assets
+from mpsbench.site import patches, publish, site_assets
 
 ROOT = Path(__file__).resolve().parents[1]
 MACHINE = "sitetest"
@@ -96,7 +96,7 @@ def test_a_failed_publish_leaves_the_previous_site_as_it_was(published, monkeypa
         (html_dir / "index.html").write_text("half a site")  # a step that fails after writing part of the site
         raise site_assets.SiteAssetError("a step failed")
 
-    monkeypatch.setattr(from_disk, "make_readable_from_disk", broken)
+    monkeypatch.setattr(patches, "make_readable_from_disk", broken)
     with pytest.raises(site_assets.SiteAssetError):
         publish.publish(suite)
     assert {path: path.read_bytes() for path in html.rglob("*") if path.is_file()} == before
@@ -179,14 +179,14 @@ def test_only_builds_with_values_are_tagged_on_the_top_axis(published):
 
 def test_the_graph_page_selects_every_channel_and_the_loader_and_twins_are_in_place(published):
     html = published[0].conf.html
-    assert default_view.EVERY_BRANCH in (html / default_view.GRAPH_SCRIPT).read_text()
-    assert default_view.FIRST_BRANCH_ONLY not in (html / default_view.GRAPH_SCRIPT).read_text()
+    assert patches.EVERY_BRANCH in (html / patches.GRAPH_SCRIPT).read_text()
+    assert patches.FIRST_BRANCH_ONLY not in (html / patches.GRAPH_SCRIPT).read_text()
     index = (html / "index.html").read_text()
-    assert index.index(f'src="{from_disk.LOADER}"') > index.index("jquery.min.js")  # jQuery first
+    assert index.index(f'src="{patches.LOADER}"') > index.index("jquery.min.js")  # jQuery first
     assert not re.search(r"<(script|link)\b[^>]*\b(crossorigin|integrity)=", index)  # file:// loads none of those
     for path in html.rglob("*.json"):
-        twin = path.with_name(path.name + from_disk.TWIN).read_text()
-        assert twin == from_disk.twin(path.read_text()), path
+        twin = path.with_name(path.name + patches.TWIN).read_text()
+        assert twin == patches.twin(path.read_text()), path
 
 
 # --- in a browser ------------------------------------------------------------------------------------------------------

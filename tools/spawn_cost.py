@@ -123,7 +123,7 @@ def runs(checkouts: list[Path], bench: list[str], repeat: int) -> None:
                            "--launch-method", method, "-b", pattern]
                 before = _load()
                 began = time.perf_counter()
-                code = asv_names.run(command, cwd=checkout, env=_env(checkout))
+                code = subprocess.run(command, cwd=checkout, env=_env(checkout), check=False).returncode
                 wall = time.perf_counter() - began
                 print(f"round {round_ + 1} {method:10} {checkout}: {wall:.1f} s, exit {code} [{before}, then {_load()}]",
                       flush=True)

@@ -1,15 +1,13 @@
 """``mpsbench bench``: the main command's pipeline, in one process (scripts/bench sets up .venv and runs it).
 
-One step after another, each a function of this module: check the set-up (the devices), generate the timeline, write
-the machine entry, plan the asv runs (this platform's default timeline, one run per Python, or the range and options
-given), record each run (only what is missing, merged in value by value: mpsbench.results.record), publish the site.
+Check the set-up, generate the timeline, write the machine entry, plan the asv runs (this platform's default timeline,
+one run per Python, or the range given), record each (only what is missing: mpsbench.results.record), publish the site.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from mpsbench.builds import defaults, disk, machine, timeline
@@ -32,9 +30,7 @@ class Options:
 
 @dataclass(frozen=True)
 class Run:
-    """One asv run: its Python (None: the one asv runs under) and its arguments."""
-
-    python: str | None
+    python: str | None  # None: the one asv runs under
     args: tuple[str, ...]
 
 
@@ -80,6 +76,10 @@ def plan(suite: Suite, asv_args: Sequence[str]) -> list[Run]:
 class Builds:
     """What a record run asks about a build (:class:`mpsbench.results.watch.Builds`), from the timeline and the cache."""
 
+    free = staticmethod(disk.free)
+    used = staticmethod(disk.used)
+    cache = staticmethod(disk.cache)
+
     def __init__(self, suite: Suite) -> None:
         self.reader = suite.reader
 
@@ -89,15 +89,6 @@ class Builds:
 
     def need(self, commit: str) -> tuple[int, str, bool]:
         return disk.need(self.reader.build(commit))
-
-    def free(self) -> int:
-        return disk.free()
-
-    def used(self) -> int:
-        return disk.used()
-
-    def cache(self) -> Path:
-        return disk.cache()
 
 
 def bench(suite: Suite, options: Options) -> int:
@@ -110,8 +101,7 @@ def bench(suite: Suite, options: Options) -> int:
     published = False
 
     def publish_after(step: Step, build_done: bool) -> None:
-        """The site as soon as the seeds' rows are in (the first tier), and after each build: something to look at
-        while the rest runs."""
+        """The site once the first tier is in, and after each build: something to look at while the rest runs."""
         nonlocal published
         if step.tier == "first tier" or build_done:
             publish.publish(suite)

@@ -7,6 +7,7 @@ library function sees an argparse Namespace. A user's mistake is one line on std
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 import sys
 from collections.abc import Callable, Sequence
@@ -63,12 +64,16 @@ def _suite(args: argparse.Namespace, config: Path = asvconf.CONFIG) -> Suite:
                  getattr(args, "timeline", None) or history.TIMELINE)
 
 
-def _files(parser: argparse.ArgumentParser, *names: str) -> None:
-    """The suite's files a command takes: ``config``, ``manifest``, ``timeline``."""
+def _command(commands: Any, name: str, help_text: str, func: Callable[[argparse.Namespace], int], *files: str,
+             **more: Any) -> argparse.ArgumentParser:
+    """A subcommand running ``func``, with the suite's ``files`` it takes: ``config``, ``manifest``, ``timeline``."""
+    parser: argparse.ArgumentParser = commands.add_parser(name, help=help_text, **more)
+    parser.set_defaults(func=func)
     helps = {"config": f"the asv configuration (default {asvconf.CONFIG})",
              "manifest": f"default {history.MANIFEST}", "timeline": f"default {history.TIMELINE}"}
-    for name in names:
-        parser.add_argument(f"--{name}", type=Path, default=None, help=helps[name])
+    for file in files:
+        parser.add_argument(f"--{file}", type=Path, default=None, help=helps[file])
+    return parser
 
 
 # --- measuring here --------------------------------------------------------------------------------------------
@@ -318,9 +323,7 @@ def _nightly_parser(commands: Any) -> None:
     steps = group.add_subparsers(dest="step", metavar="STEP", required=True)
 
     def step(name: str, help_text: str, *parents: argparse.ArgumentParser) -> argparse.ArgumentParser:
-        sub: argparse.ArgumentParser = steps.add_parser(name, help=help_text, description=help_text, parents=[where, *parents])
-        sub.set_defaults(func=NIGHTLY_STEPS[name])
-        return sub
+        return _command(steps, name, help_text, NIGHTLY_STEPS[name], description=help_text, parents=[where, *parents])
 
     step("fetch", "copy the results branch into the fleet folder", remote)
     step("push", "commit the fleet folder on the results branch and push it (fast-forward only)",
@@ -372,9 +375,8 @@ def _build_parsers(commands: Any) -> None:
 
     def adding(name: str, help_text: str, channel: str, *options: str, **defaults: Any) -> argparse.ArgumentParser:
         """An add-* command: unless ``defaults`` say otherwise, cmd_add appends what its ``resolver`` makes."""
-        parser: argparse.ArgumentParser = actions.add_parser(name, help=help_text)
-        parser.set_defaults(**{"func": cmd_add, **defaults})
-        _files(parser, "manifest", "timeline")
+        parser = _command(actions, name, help_text, cmd_add, "manifest", "timeline")
+        parser.set_defaults(**defaults)
         parser.add_argument("--channel", default=channel, help=f"channel (branch) to append to (default {channel})")
         for option in ("--parent", "--transformers", *options):
             parser.add_argument(option, **shared[option])
@@ -412,20 +414,12 @@ def _build_parsers(commands: Any) -> None:
                       " written)")
     here.add_argument("--env", action="append", default=[], metavar="NAME=VALUE",
                       help="set in every process of this build's environment (repeatable)")
-    listing = actions.add_parser("list", help="the builds and their timeline commits")
-    listing.set_defaults(func=cmd_list)
-    _files(listing, "manifest", "timeline")
+    _command(actions, "list", "the builds and their timeline commits", cmd_list, "manifest", "timeline")
 
     line = commands.add_parser("timeline", help="the timeline repository asv walks")
     timeline_actions = line.add_subparsers(dest="timeline_command", metavar="ACTION", required=True)
 
-    def action(name: str, help_text: str, func: Callable[[argparse.Namespace], int],
-               *files: str) -> argparse.ArgumentParser:
-        parser: argparse.ArgumentParser = timeline_actions.add_parser(name, help=help_text)
-        parser.set_defaults(func=func)
-        _files(parser, *files)
-        return parser
-
+    action = functools.partial(_command, timeline_actions)
     action("generate", "(re)generate the timeline from the manifest", cmd_generate, "manifest", "timeline").add_argument(
         "--force", action="store_true", help="accept a rewritten channel history")
     span = action("range", "the PyTorch commit range between two builds",
@@ -441,8 +435,7 @@ def _build_parsers(commands: Any) -> None:
     action("check-range", "refuse, in one line, an asv run range that names no timeline commit", cmd_check_range,
            "timeline").add_argument("asv_args", nargs=argparse.REMAINDER, help="the arguments given to asv run")
 
-    host = commands.add_parser("machine", help="write a stable asv machine entry for this machine")
-    host.set_defaults(func=cmd_machine)
+    host = _command(commands, "machine", "write a stable asv machine entry for this machine", cmd_machine)
     host.add_argument("--name", type=MACHINE_NAME, help="machine name (default: from chip and core count)")
     host.add_argument("--quiet", action="store_true", help="print only the machine's name")
 
@@ -451,14 +444,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = OneLineParser(prog="mpsbench",
                            description="PyTorch training and inference benchmarks for mps, cuda and cpu (asv suite helpers).")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
-
-    def command(name: str, help_text: str, func: Callable[[argparse.Namespace], int], *files: str,
-                **more: Any) -> argparse.ArgumentParser:
-        sub: argparse.ArgumentParser = commands.add_parser(name, help=help_text, **more)
-        sub.set_defaults(func=func)
-        _files(sub, *files)
-        return sub
-
+    command = functools.partial(_command, commands)
     command("models", "list the registered models", cmd_models)
     command("devices", "list devices and whether they are usable here", cmd_devices).add_argument(
         "--usable", action="store_true", help="print only the usable devices, comma-separated (a value for MPSBENCH_DEVICES)")
@@ -486,11 +472,11 @@ def build_parser() -> argparse.ArgumentParser:
     benching.set_defaults(passes_through=True)  # every other argument goes to asv run
     results = commands.add_parser("results", help="asv results directories from several machines")
     actions = results.add_subparsers(dest="results_command", metavar="ACTION", required=True)
-    merging = actions.add_parser("merge", help="merge results directories into one, value by value, never replacing a"
-                                 " recorded value", description=(merge.__doc__ or "").split("\n\n", 1)[-1],
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    merging.set_defaults(func=lambda args: merge.merge(args.dest, args.sources, args.machine or None,
-                                                       args.update_benchmarks, args.replace).show(args.dest))
+    merging = _command(actions, "merge", "merge results directories into one, value by value, never replacing a"
+                       " recorded value", lambda args: merge.merge(args.dest, args.sources, args.machine or None,
+                                                                   args.update_benchmarks, args.replace).show(args.dest),
+                       description=(merge.__doc__ or "").split("\n\n", 1)[-1],
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
     merging.add_argument("dest", type=Path, help="the results directory to merge into (created if absent)")
     merging.add_argument("sources", type=Path, nargs="+", help="results directories to merge from")
     merging.add_argument("--machine", action="append", default=[], type=MACHINE_NAME,
@@ -499,11 +485,9 @@ def build_parser() -> argparse.ArgumentParser:
                          help="the sources ran a newer suite: their benchmarks.json entries replace DEST's")
     merging.add_argument("--replace", action="store_true", help="re-measured on purpose: incoming values replace"
                          " recorded ones, which go to the audit trail DEST-replaced.jsonl")
-    recording = actions.add_parser("record", help="run asv for what is missing into scratch and merge it in, never"
-                                   " replacing a value", description=(record.__doc__ or "").split("\n\n", 1)[-1],
-                                   formatter_class=argparse.RawDescriptionHelpFormatter)
-    recording.set_defaults(func=cmd_record)
-    _files(recording, "config")
+    recording = _command(actions, "record", "run asv for what is missing into scratch and merge it in, never"
+                         " replacing a value", cmd_record, "config", description=(record.__doc__ or "").split("\n\n", 1)[-1],
+                         formatter_class=argparse.RawDescriptionHelpFormatter)
     recording.add_argument("--machine", required=True, type=MACHINE_NAME, help="asv's machine name (mpsbench machine --quiet)")
     recording.add_argument("--remeasure", action="store_true",
                            help="run every selected combination again; replaced values go to the audit trail")

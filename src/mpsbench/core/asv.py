@@ -35,12 +35,12 @@ class AsvError(UserError):
 
 
 def combination(benchmark: str, params: Sequence[str] = ()) -> str:
-    """A combination named as asv names it, and as ``-b`` matches it: ``name(p1, p2)``, each param its repr."""
+    """``name(p1, p2)``, each param its repr: as asv names a combination and ``-b`` matches it."""
     return f"{benchmark}({', '.join(params)})" if params else benchmark
 
 
 def param_values(params: Sequence[str]) -> list[Any]:
-    """The Python values of a combination's params (asv keeps each as its repr)."""
+    """asv keeps each param as its repr."""
     return [ast.literal_eval(text) for text in params]
 
 
@@ -53,16 +53,12 @@ def benchmarks(results_dir: Path) -> dict[str, dict[str, Any]]:
     return {name: entry for name, entry in listed.items() if isinstance(entry, dict)} if isinstance(listed, dict) else {}
 
 
-def _compiled(patterns: Sequence[str]) -> list[re.Pattern[str]]:
-    try:
-        return [re.compile(pattern) for pattern in patterns]
-    except re.error as exc:
-        raise AsvError(f"-b {exc.pattern!r} is not a regular expression: {exc}") from None
-
-
 def matching(names: Iterable[str], patterns: Sequence[str]) -> list[str]:
     """The names any of ``patterns`` finds, as asv's ``-b`` finds them (``re.search``)."""
-    compiled = _compiled(patterns)
+    try:
+        compiled = [re.compile(pattern) for pattern in patterns]
+    except re.error as exc:
+        raise AsvError(f"-b {exc.pattern!r} is not a regular expression: {exc}") from None
     return [name for name in names if any(pattern.search(name) for pattern in compiled)]
 
 
@@ -109,7 +105,7 @@ def run_args(args: Sequence[str]) -> RunArgs:
 
 
 def scratch(parent: Path) -> Path:
-    """A new folder under ``parent`` for one asv run's results, named by the time and this process."""
+    """A new folder for one asv run's results, named by the time and this process."""
     stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%dT%H%M%S")
     folder = parent / f"{stamp}-{os.getpid()}"
     folder.mkdir(parents=True)
@@ -136,11 +132,6 @@ RUN_BUILDS = "MPSBENCH_RUN_BUILDS"
 def only(hashfile: Path) -> dict[str, str]:
     """This process's environment for an asv run that may install only the builds in ``hashfile``."""
     return {**os.environ, RUN_BUILDS: str(hashfile)}
-
-
-def run(command: Sequence[str], cwd: Path | None = None, env: Mapping[str, str] | None = None) -> int:
-    """Run an asv command line (from :func:`run_command`), its output to the terminal; its exit status."""
-    return subprocess.run(command, cwd=cwd, check=False, env=env).returncode
 
 
 def publish(config: Path, options: Sequence[str] = ()) -> None:
@@ -255,9 +246,7 @@ def supervise(command: Sequence[str], cwd: Path | None, env: Mapping[str, str] |
         for signum in STOP_SIGNALS:  # a second Ctrl-C does not interrupt the stopping
             signal.signal(signum, signal.SIG_IGN)
         if running is not None:
-            with contextlib.suppress(psutil.NoSuchProcess):
-                seen |= _descendants([psutil.Process(running.pid)])
-            end(seen)
+            end(seen)  # asv and, found again there, all it started since the last tick
             running.wait()
         raise
     finally:

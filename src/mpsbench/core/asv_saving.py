@@ -1,22 +1,18 @@
 """``asv run``, with each combination's value saved to the results folder the moment it is measured.
 
-asv 0.6.6 keeps a build's results in memory and writes them when the build ends: a run stopped after an hour of a
-build kept nothing of it (issue 32). This is asv's own main with two of its functions wrapped, so everything else
-(discovery, installs, rounds, skips, timeouts, the forkserver) is asv's:
+asv 0.6.6 saves a build's results when the build ends: a run stopped after an hour of a build kept nothing of it
+(issue 32). This is asv's own main with two functions wrapped; discovery, installs, rounds, skips, timeouts and the
+forkserver stay asv's:
 
-- ``asv.runner.run_benchmarks`` (one build in one environment): the wrapper notes the results object, where it is
-  saved, and how many rounds each benchmark runs, so that only a combination's *final* round is saved (an earlier
-  round's samples are half of its value).
-- ``asv.runner.run_benchmark`` (one benchmark, every selected combination): in a benchmark's final round the wrapper
-  runs asv's function once per combination and, after each, saves a copy of the results with that value added
-  (``Results.add_result`` then ``Results.save``, asv's public methods, into a file written beside its target and
-  renamed over it), then appends a line to the events file. asv's own ``add_result`` of the whole benchmark follows
-  on the original object as always, so what asv saves at the end is what it saved before.
+- ``run_benchmarks`` (one build): note asv's results object and each benchmark's rounds, so that only a
+  combination's *final* round is saved (an earlier round's samples are half of its value);
+- ``run_benchmark`` (one benchmark): in its final round, run asv's function once per combination and after each save
+  a copy of the results with that value added (asv's ``add_result`` and ``save``, renamed over the file), then
+  append to the events file. asv's own ``add_result`` of the whole benchmark follows as always.
 
-The events file (``EVENTS``, beside the results folder) is JSON lines: ``{"event": "start", ...}`` when a
-combination starts and ``{"event": "done", ..., "seconds": s, "outcome": "value"|"failed"|"skipped"}`` once its
-value is saved (and ``{"event": "forkserver", "pid": ...}`` when asv starts one); ``mpsbench results record``
-reads it to merge each value, show progress, learn costs, and end a forkserver that a kill -9 left behind.
+``EVENTS`` (JSON lines, beside the results folder): ``start`` and ``done`` (``seconds``, ``outcome``: value, failed
+or skipped) per combination, ``forkserver`` with its pid; ``mpsbench results record`` reads it to merge each value,
+show progress, learn costs, and end a forkserver that a kill -9 left behind.
 
     python -m mpsbench.core.asv_saving run --config CONFIG ...   (asv run's arguments)
 """
@@ -41,8 +37,7 @@ EVENTS = "events.jsonl"  # beside the results folder a run saves into (the run's
 
 @dataclass
 class _Build:
-    """One ``run_benchmarks`` call: asv's results object, a copy holding only final values, where it is saved, the
-    rounds still to come per benchmark."""
+    """One ``run_benchmarks`` call."""
 
     results: Any  # asv's: earlier rounds' samples too, until its final round
     saved: Any  # what has been saved: the values loaded before the build and each final combination since
@@ -61,7 +56,7 @@ def _rounds(benchmark: dict[str, Any], extra: dict[str, Any]) -> int:
 
 
 def event(results_dir: Path, **fields: Any) -> None:
-    """Append one line to the events file; one write of a short line, so a reader never sees half of it."""
+    """One write of a short line: a reader never sees half of it."""
     line = json.dumps({"at": time.time(), **fields}) + "\n"
     with open(results_dir.parent / EVENTS, "a") as out:
         out.write(line)
@@ -88,8 +83,7 @@ def _outcome(value: Any) -> str:
 
 
 def install(runner: Any, run_command: Any, results_dir: Path) -> None:
-    """Wrap asv's ``run_benchmarks`` and ``run_benchmark`` (in ``runner`` and where ``run_command`` imported it), and
-    make ``Results.save`` write each file whole, for a run that saves into ``results_dir``."""
+    """Wrap asv's functions (in ``runner`` and where ``run_command`` imported them) for a run into ``results_dir``."""
     run_benchmarks, run_benchmark = runner.run_benchmarks, runner.run_benchmark
     runner.Results.save = _atomic(runner.Results.save)
 

@@ -1,9 +1,8 @@
-"""The suite's asv.conf.json: the fields mpsbench reads, checked once where the file is read, and the configs derived
-from it (the nightly's, compare's, a record run's scratch) so that they never drift from it.
+"""The suite's asv.conf.json, read by asv's own loader and checked once, and the configs derived from it (the
+nightly's, compare's, a record run's scratch) so that they never drift from it.
 
-A plain frozen dataclass over asv's own loader (JSON with comments): a dozen fields, checked in a few lines, and no
-dependency more for the torch-free jobs. Relative folders resolve from the config's own folder: mpsbench runs asv
-there (asv itself resolves them from the working directory).
+Relative folders resolve from the config's own folder: mpsbench runs asv there (asv resolves them from the working
+directory).
 """
 
 from __future__ import annotations
@@ -27,7 +26,7 @@ FOLDERS = {"benchmark_dir": "benchmarks", "env_dir": "env", "results_dir": "resu
 
 
 class ConfigError(UserError):
-    """asv.conf.json is missing, unreadable or holds a field mpsbench reads with a value it cannot use."""
+    """asv.conf.json is missing, unreadable or holds a value mpsbench cannot use."""
 
 
 @dataclass(frozen=True)

@@ -1,8 +1,7 @@
-"""The summary document: one structure of sections, tables, links and images, rendered as Markdown and HTML.
+"""One document of sections, tables, links and images, rendered as Markdown and HTML that never disagree.
 
-Built once, so the two renderings never disagree (mpsbench.site.report; mpsbench.regressions.alerts writes its
-Markdown). Not tabulate (it pads cells and has no row classes for the highlighted rows) nor Jinja2 (a template as
-long as this code, and one more dependency for the torch-free publish job).
+Not tabulate (it pads cells and has no row classes for the highlighted rows) nor Jinja2 (a template as long as this
+code, and one more dependency for the torch-free publish job).
 """
 
 from __future__ import annotations

@@ -1,7 +1,4 @@
-"""Writing files so that a kill at any moment leaves the old file or the new one, and the one lock writers share.
-
-Standard library only.
-"""
+"""Writing files so that a kill at any moment leaves the old file or the new one, and the one lock writers share."""
 
 from __future__ import annotations
 

@@ -1,7 +1,4 @@
-"""The one way mpsbench runs git: in a named repository, never one a caller's environment points at.
-
-Standard library only.
-"""
+"""The one way mpsbench runs git: in a named repository, never one a caller's environment points at."""
 
 from __future__ import annotations
 
@@ -15,24 +12,20 @@ from mpsbench.core.errors import UserError
 _REDIRECTS = ("GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE")
 
 
-class GitError(UserError):
-    """A git command failed: which one, and git's own reason."""
-
-
 def run(repo: Path, *args: str, data: str | bytes | None = None, env: dict[str, str] | None = None,
         check: bool = True) -> subprocess.CompletedProcess[bytes]:
-    """``git ARGS`` in ``repo`` with ``data`` on stdin and ``env`` added; a failure raises :class:`GitError` if ``check``."""
+    """``git ARGS`` in ``repo`` with ``data`` on stdin and ``env`` added; a failure is a UserError if ``check``."""
     full_env = {key: value for key, value in os.environ.items() if key not in _REDIRECTS}
     stdin = data.encode() if isinstance(data, str) else data
     done = subprocess.run(["git", *args], cwd=repo, input=stdin, env={**full_env, **(env or {})}, capture_output=True,
                           check=False)
     if check and done.returncode != 0:
-        raise GitError(f"git {' '.join(args[:2])} failed in {repo}: {said(done)}")
+        raise UserError(f"git {' '.join(args[:2])} failed in {repo}: {said(done)}")
     return done
 
 
 def text(repo: Path, *args: str, data: str | None = None, env: dict[str, str] | None = None) -> str:
-    """What ``git ARGS`` prints, stripped; a failure raises :class:`GitError`."""
+    """What ``git ARGS`` prints, stripped."""
     return run(repo, *args, data=data, env=env).stdout.decode().strip()
 
 

@@ -1,9 +1,6 @@
-"""Progress lines: the package's one logger, ``mpsbench COMPONENT: message`` on stderr.
+"""Progress lines, ``mpsbench COMPONENT: message`` (the module's last name) from ``log = progress.logger(__name__)``.
 
-Every module that reports progress takes ``log = progress.logger(__name__)`` and
-calls ``log.info``; the component is the module's last name (``record``,
-``nightly``). Progress goes to stderr, so a command's stdout carries only its
-answer (a pattern, a factor, a table) and can be piped.
+On stderr, so that a command's stdout carries only its answer (a pattern, a factor, a table) and can be piped.
 """
 
 from __future__ import annotations
@@ -27,7 +24,6 @@ class _Component(logging.Formatter):
 
 
 def logger(name: str) -> logging.Logger:
-    """The logger of module ``name`` (``__name__``), writing through the package's one handler."""
     root = logging.getLogger(ROOT)
     if not root.handlers:
         handler = _CurrentStderr()

@@ -1,8 +1,5 @@
 """The ``MPSBENCH_*`` settings, each read and checked here: a bad value is one line naming the variable, the value
-and the valid choices (exit status 2), never a setting that silently means something else.
-
-Standard library only: ``measure.selection`` reads them inside asv's benchmark processes, which inherit the
-environment of the command that started asv (so a bad value is refused there before asv starts).
+and the valid choices, never a setting that silently means something else. Benchmark processes inherit them.
 """
 
 from __future__ import annotations
@@ -22,7 +19,7 @@ OFF = ("0", "false", "no", "off")
 
 
 class SettingError(UserError):
-    """An environment setting holds a value outside its documented choices."""
+    """An environment setting outside its documented choices."""
 
 
 def flag(name: str) -> bool:
@@ -49,5 +46,5 @@ def choices(name: str, valid: Sequence[str]) -> tuple[str, ...] | None:
 
 
 def text(name: str) -> str | None:
-    """A setting whose value is free text (a path, a name checked where it is used); None where unset or empty."""
+    """Free text (a path, a name checked where it is used); None where unset or empty."""
     return os.environ.get(name, "").strip() or None

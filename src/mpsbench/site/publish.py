@@ -1,11 +1,5 @@
-"""``mpsbench publish``: the site of a suite's results, in the suite's html_dir, whole or not at all.
-
-Every step writes into a scratch folder beside html_dir: ``asv publish`` (which wipes its folder), the Regressions
-page re-judged row by row, commit links to PyTorch, the figures page, every library made local, every channel
-shown and only measured builds on the axis, and the JSON twins that let the site open from disk. Only the
-complete site replaces html_dir, in one rename: a reader (a browser, ``asv preview``'s next request) sees the
-previous site until then, a failed or killed publish leaves it as it was, and with nothing recorded nothing is
-written. One publish at a time: a second one (on demand while a run publishes) waits for the first (docs/site.md).
+"""``mpsbench publish``: every step of the site into a scratch folder beside html_dir, then one rename over it, so
+that a reader sees the previous site until the new one is whole and a failed publish changes nothing (docs/site.md).
 """
 
 from __future__ import annotations
@@ -19,16 +13,12 @@ from mpsbench.context import Suite
 from mpsbench.core import asv, files, progress
 from mpsbench.core.errors import UserError
 from mpsbench.results import recorded
-from mpsbench.site import default_view, from_disk, pytorch_links, regressions_page, report, site_assets
+from mpsbench.site import patches, pytorch_links, regressions_page, report, site_assets
 
 FIGURES = "mpsbench"  # the figures page's folder in html_dir
 HTML_DIR_OPTIONS = ("-o", "--html-dir")  # asv publish's own: the scratch folder is ours to name
 
 log = progress.logger(__name__)
-
-
-class NothingToPublish(UserError):
-    """No value is recorded yet: nothing is published, and html_dir is left as it was."""
 
 
 def measured_builds(results: Path) -> set[str]:
@@ -41,7 +31,7 @@ def measured_builds(results: Path) -> set[str]:
 
 
 def staging(html: Path) -> Path:
-    """The folder beside html_dir that holds publishes in progress (on its file system, for the rename)."""
+    """Beside html_dir, on its file system, for the rename."""
     return html.parent / f".{html.name}.publishing"
 
 
@@ -54,7 +44,7 @@ def publish(suite: Suite, asv_options: Sequence[str] = ()) -> None:
                         " there, or pass --config with another asv.conf.json")
     measured = measured_builds(conf.results)
     if not measured:
-        raise NothingToPublish(f"nothing recorded in {conf.results} yet: nothing published, {conf.html} left as it"
+        raise UserError(f"nothing recorded in {conf.results} yet: nothing published, {conf.html} left as it"
                                " was; record values first (scripts/bench)")
     folder = staging(conf.html)
     folder.mkdir(parents=True, exist_ok=True)
@@ -72,7 +62,6 @@ def publish(suite: Suite, asv_options: Sequence[str] = ()) -> None:
 
 
 def _build(suite: Suite, html: Path, measured: set[str], asv_options: Sequence[str]) -> None:
-    """Every step of the site, in order, into ``html``."""
     conf = suite.conf
     log.info("asv publish")
     asv.publish(conf.path, [*asv_options, "--html-dir", str(html)])
@@ -87,11 +76,11 @@ def _build(suite: Suite, html: Path, measured: set[str], asv_options: Sequence[s
     report.build(conf.results, html / FIGURES, conf, site=html)
     log.info(f"making the site self-contained (libraries from the npm registry, cached in {site_assets.CACHE})")
     site_assets.make_offline(html)
-    site_assets.add_nav_link(html, "Figures", f"{FIGURES}/summary.html")
-    default_view.show_every_channel(html)
-    dropped = default_view.keep_measured_tags(html, measured)
+    patches.add_nav_link(html, "Figures", f"{FIGURES}/summary.html")
+    patches.show_every_channel(html)
+    dropped = patches.keep_measured_tags(html, measured)
     if dropped:
         log.info(f"top axis: {len(dropped)} tags of builds with no recorded value left out ({', '.join(dropped[:5])}"
                  f"{', ...' if len(dropped) > 5 else ''})")
-    twins = from_disk.make_readable_from_disk(html)  # last: after every step has written its JSON
+    twins = patches.make_readable_from_disk(html)  # last: after every step has written its JSON
     log.info(f"{twins} JSON files given a .js twin, so that index.html also opens from disk")

@@ -1,7 +1,4 @@
-"""Commit links on the published site lead to PyTorch's commits, not to timeline hashes (docs/site.md says how).
-
-A step of ``mpsbench publish`` (mpsbench.site.publish), after ``asv publish``.
-"""
+"""Commit links on the published site lead to PyTorch's commits, not to timeline hashes (docs/site.md says how)."""
 
 from __future__ import annotations
 
@@ -11,7 +8,6 @@ import re
 from pathlib import Path
 
 from mpsbench.builds.timeline import UPSTREAM, Reader, pytorch_url
-from mpsbench.core.errors import UserError
 
 PAGE = "pytorch.html"
 SHOW_COMMIT_URL = f"{PAGE}#//github.com/"
@@ -59,13 +55,9 @@ def _full(builds: dict[str, str | None], prefix: str) -> str | None:
 
 def rewrite(site: Path, timeline: Reader) -> dict[str, str | None]:
     """Write pytorch.html, point index.json at it, fix regressions.xml; return timeline commit -> git_version."""
-    index_path = site / "index.json"
-    try:
-        index = json.loads(index_path.read_text())
-        commits = list(index["revision_to_hash"].values())
-    except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
-        raise UserError(f"{site} holds no readable index.json: publish first ({exc})") from None
-    builds = {commit: timeline.git_version(commit) for commit in commits}
+    index_path = site / "index.json"  # as asv publish just wrote it
+    index = json.loads(index_path.read_text())
+    builds = {commit: timeline.git_version(commit) for commit in index["revision_to_hash"].values()}
     for commit in list(builds):  # the builds before the site's first ones, for ranges that start there
         parent = timeline.parent(commit)
         if parent and parent not in builds:

@@ -1,9 +1,6 @@
-"""The published Regressions page re-judged row by row: floors, per-row noise, direction; every channel shown.
-
-Run after ``asv publish`` (mpsbench.site.publish; docs/site.md): asv flags every increase beyond one fraction, so each
-jump is judged again by :func:`mpsbench.regressions.rule.judge`; only the slower and the wrong (a correctness row
-past its tolerance) stay in ``regressions.json`` and ``regressions.xml``, a wrong one's feed entry titled with its
-kind, and every verdict with its reason goes to ``regressions-judged.json``.
+"""The published Regressions page re-judged row by row (docs/site.md): asv flags every increase beyond one fraction,
+so each jump is judged again by :func:`mpsbench.regressions.rule.judge`; only the slower and the wrong (a correctness
+row past its tolerance) stay in ``regressions.json`` and its feed, and every verdict goes to ``JUDGED``.
 """
 
 from __future__ import annotations
@@ -28,17 +25,13 @@ ATOM = "http://www.w3.org/2005/Atom"
 LATEST = 20  # the regressions the figures page lists
 
 
-class PageError(UserError):
-    """The published site or its results cannot be read: one line, exit status 2."""
-
-
 def graph_param(graph_path: str, key: str) -> str | None:
     found = re.search(rf"(?:^|/){key}-([^/]*)/", graph_path)
     return found.group(1) if found else None
 
 
 def graph_url(index: dict[str, Any], name: str, machine: str | None, idx: int | None, commits: str) -> str:
-    """The row's graph as asv's feed links it, relative to the site's root (``p-NAME=VALUE``: a combination of params)."""
+    """The row's graph as asv's feed links it, relative to the site's root."""
     benchmark = name.split("(", 1)[0]
     spec = index.get("benchmarks", {}).get(benchmark, {})
     params = {"machine": machine or ""}
@@ -54,13 +47,13 @@ def _previous(found: recorded.Recorded, machine: str, commit: str, row: recorded
 
 
 def _published(html: Path) -> tuple[list[Any], dict[str, Any], dict[str, str]]:
-    """asv's regressions.json entries, its index.json and the index's revision -> commit."""
+    """asv's regressions.json entries, its index.json and the index's revision_to_hash."""
     try:
         detected = json.loads((html / "regressions.json").read_text())["regressions"]
         index = json.loads((html / "index.json").read_text())
         return detected, index, index["revision_to_hash"]
     except (OSError, ValueError, KeyError) as exc:
-        raise PageError(f"{html} holds no readable regressions.json and index.json: publish first ({exc})") from None
+        raise UserError(f"{html} holds no readable regressions.json and index.json: publish first ({exc})") from None
 
 
 def judge_site(html: Path, results_dir: Path, thresholds: dict[str, float]) -> list[dict[str, Any]]:
@@ -115,7 +108,7 @@ def judge_site(html: Path, results_dir: Path, thresholds: dict[str, float]) -> l
 
 @dataclass(frozen=True)
 class Regression:
-    """A jump the page kept: the row, its machine, the builds around it and its graph."""
+    """A jump the page kept."""
 
     benchmark: str
     machine: str
@@ -160,7 +153,7 @@ def _judged(html: Path) -> list[dict[str, Any]]:
 
 
 def set_aside(html: Path) -> list[dict[str, Any]]:
-    """The jumps asv found that were judged not to be regressions, with the reason for each."""
+    """The jumps asv found that are no regressions, each with its reason."""
     return [j for j in _judged(html) if not j.get("regressed")]
 
 

@@ -1,7 +1,5 @@
-"""The seeds' figures and a summary, regenerated from an asv results directory.
-
-docs/site.md lists every figure: mpsbench.site.throughput picks what each plots, mpsbench.site.figures draws it.
-"""
+"""The figures page, summary.md and summary.html, from an asv results directory (docs/site.md lists every section):
+mpsbench.site.throughput picks what each figure plots, mpsbench.site.figures draws it."""
 
 from __future__ import annotations
 
@@ -11,11 +9,12 @@ from pathlib import Path
 from mpsbench.builds.timeline import Reader, pytorch_url
 from mpsbench.core import asv, progress
 from mpsbench.core.asvconf import AsvConf
-from mpsbench.core.document import Block, Cell, Image, Link, Section, Table, to_html, to_markdown
+from mpsbench.core.document import Block, Cell, Flagged, Image, Link, Section, Table, to_html, to_markdown
 from mpsbench.core.errors import UserError
-from mpsbench.measure import models
+from mpsbench.measure import models, tolerances
 from mpsbench.regressions import rule
-from mpsbench.site import figures, regressions_page, sentinels
+from mpsbench.results import recorded
+from mpsbench.site import figures, regressions_page
 from mpsbench.site import throughput as tp
 
 FALLBACK_NOTE = "bs N*: not the seed's batch size, which that device has no result for: its largest batch."
@@ -83,9 +82,11 @@ def _batches_section(results: tp.Results, save: figures.Save) -> Section:
     ])
 
 
-def _release_section(title: str, points: list[tp.ReleasePoint], save: figures.Save, image: str, ylabel: str,
+def _release_section(title: str, points: list[tp.ReleasePoint], none: str, save: figures.Save, image: str, ylabel: str,
                      baseline: float | None, note: str, columns: tuple[str, str], value: Callable[[float], str]) -> Section:
     """A ratio along the builds' dates: the figure, a note, and a table (``columns``: the machine's and the ratio's)."""
+    if not points:
+        return Section(title, [none])
     figures.by_release(points, title, save(image), ylabel, baseline)
     return Section(title, [
         Image(image, title),
@@ -97,24 +98,20 @@ def _release_section(title: str, points: list[tp.ReleasePoint], save: figures.Sa
 
 
 def _by_release_section(results_dir: Path, timeline: Reader, save: figures.Save) -> Section:
-    title = f"{tp.BY_RELEASE_DEVICE.upper()} speedup over cpu by release"
-    points = tp.speedup_by_release(results_dir, timeline)
-    if not points:
-        return Section(title, [f"No build has both {tp.BY_RELEASE_DEVICE} and cpu results."])
     return _release_section(
-        title, points, save, "speedup_by_release.png", f"{tp.BY_RELEASE_DEVICE} speedup over cpu (samples/s ratio)", 1.0,
+        f"{tp.BY_RELEASE_DEVICE.upper()} speedup over cpu by release", tp.speedup_by_release(results_dir, timeline),
+        f"No build has both {tp.BY_RELEASE_DEVICE} and cpu results.", save, "speedup_by_release.png",
+        f"{tp.BY_RELEASE_DEVICE} speedup over cpu (samples/s ratio)", 1.0,
         "Each build at its date; each line one Python (the era needs two: no Python has wheels for every"
         " release), so a build measured under both shows the seam. Each version links to its PyTorch release.",
         ("machine", "speedup"), lambda ratio: f"{ratio:.2f}x")
 
 
 def _energy_section(results_dir: Path, timeline: Reader, save: figures.Save) -> Section:
-    title = "Samples per joule by release"
-    points = tp.samples_per_joule(results_dir, timeline)
-    if not points:
-        return Section(title, ["No build has energy results (benchmark_models' *Capacity.track_joules_per_step)."])
     return _release_section(
-        title, points, save, "samples_per_joule.png", "samples per joule (higher is better)", None,
+        "Samples per joule by release", tp.samples_per_joule(results_dir, timeline),
+        "No build has energy results (benchmark_models' *Capacity.track_joules_per_step).", save,
+        "samples_per_joule.png", "samples per joule (higher is better)", None,
         "The seed batch over the joules per step the device's own counter read (cuda: NVML, the board; mps: IOReport,"
         " the GPU; a Linux cpu: RAPL, the packages), along the builds' dates (docs/instruments.md, Energy).",
         ("machine and device", "samples/J"), figures.number)
@@ -132,6 +129,51 @@ def _compile_section(results: tp.Results, save: figures.Save) -> Section:
         Table(["machine", "device", "kind", "model", "eager ms", "compiled ms", "speedup", "compile s"],
               [[p.machine, p.device, p.kind, p.model, figures.ms(p.eager), figures.ms(p.compiled), f"{p.speedup:.2f}x",
                 "-" if p.compile_seconds is None else f"{p.compile_seconds:.1f}"] for p in found]),
+    ])
+
+
+ERRORS = ("benchmark_patterns.Correctness.track_relative_error",
+          "benchmark_patterns.ReportedCorrectness.track_relative_error")
+DIFFERENCES = "benchmark_patterns.Determinism.track_largest_difference"
+NEWEST = 12  # builds per machine in the correctness table, a column each
+
+
+def _correctness_cell(found: recorded.Recorded, machine: str, commit: str, row: recorded.Row) -> Cell:
+    """Red past the row's line: its dtype's tolerance for an error, 0 for a difference between identical calls."""
+    measured = found.get(machine, commit, row)
+    if measured is None:
+        return Flagged("failed") if row in found.failed.get((machine, commit), ()) else "-"
+    line = 0.0 if row.benchmark == DIFFERENCES else tolerances.tolerance(row.entry)
+    return Flagged(f"{measured.value:.2g}") if measured.value > line else f"{measured.value:.2g}"
+
+
+def _correctness_label(row: recorded.Row) -> str:
+    device, pattern, dtype = (param.strip("'") for param in row.params)
+    return f"{pattern} {dtype} on {device}: {'difference' if row.benchmark == DIFFERENCES else 'error'}"
+
+
+def _correctness_section(found: recorded.Recorded, timeline: Reader) -> Section:
+    """Issue 33: a cell per row (pattern, dtype, device) and build."""
+    title = "Correctness by release"
+    blocks: list[Block] = []
+    for machine in found.machines:
+        builds = found.builds(machine)[-NEWEST:]
+        rows = {row for commit in builds for table in (found.values.get((machine, commit), {}), found.failed.get(
+            (machine, commit), set())) for row in table if row.benchmark in (*ERRORS, DIFFERENCES)}
+        if rows:
+            ordered = sorted(rows, key=lambda row: (row.benchmark == DIFFERENCES, _correctness_label(row)))
+            blocks += [f"{machine}, its newest {len(builds)} builds:",
+                       Table(["row", *(timeline.version(commit) for commit in builds)],
+                             [[_correctness_label(row), *(_correctness_cell(found, machine, commit, row)
+                                                          for commit in builds)] for row in ordered])]
+    if not blocks:
+        return Section(title, ["No machine has correctness results (benchmark_patterns)."])
+    return Section(title, [
+        "Each pattern's relative error against float64 (red past its dtype's tolerance: "
+        + ", ".join(f"{dtype} {limit:g}" for dtype, limit in tolerances.TOLERANCES.items())
+        + ") and the largest difference between its identical calls (red unless 0: not bit-identical);"
+        " 'failed' is a row asv recorded failed, such as a pattern that crashed its process (docs/instruments.md).",
+        *blocks,
     ])
 
 
@@ -244,7 +286,7 @@ def build(results_dir: Path, out_dir: Path, conf: AsvConf | None = None, site: P
         _builds_section(results, results_dir, timeline, limit),
         _speedup_section(results, save),
         _by_release_section(results_dir, timeline, save),
-        sentinels.correctness_section(results.recorded, timeline),
+        _correctness_section(results.recorded, timeline),
         _energy_section(results_dir, timeline, save),
         _machines_section(results, save),
         _batches_section(results, save),

@@ -1,9 +1,5 @@
-"""Make a published asv site self-contained: its CDN libraries copied in from the npm registry.
-
-A step of ``mpsbench publish`` after every ``asv publish`` (which wipes ``html_dir``); docs/site.md says which file
-comes from where and how each is checked. Standard library only (no Node.js, no npm), so the torch-free publish job
-can run it; without asv's CDN files the page is blank.
-"""
+"""A published asv site made self-contained: its CDN libraries copied in from the npm registry (docs/site.md says
+which file comes from where and how each is checked). Standard library only: no Node.js, no npm."""
 
 from __future__ import annotations
 
@@ -86,25 +82,21 @@ _EXTERNAL = re.compile(r"^(https?:)?//", re.IGNORECASE)
 log = progress.logger(__name__)
 
 
-def sri(data: bytes, algorithm: str = "sha512") -> str:
+def sri(data: bytes, algorithm: str) -> str:
     """A Subresource Integrity value (``sha256-BASE64``) for ``data``."""
     if algorithm not in ("sha256", "sha384", "sha512"):
         raise SiteAssetError(f"unsupported integrity algorithm {algorithm!r}; SRI allows sha256, sha384, sha512")
     return f"{algorithm}-{base64.b64encode(hashlib.new(algorithm, data).digest()).decode('ascii')}"
 
 
-def _algorithm(integrity: str) -> str:
-    return integrity.split("-", 1)[0]
-
-
 def _matches(data: bytes, expected: str) -> bool:
     """Whether ``data`` has one of the SRI hashes ``expected`` lists (browsers accept any of them)."""
-    return any(sri(data, _algorithm(candidate)) == candidate for candidate in expected.split())
+    return any(sri(data, candidate.split("-", 1)[0]) == candidate for candidate in expected.split())
 
 
 def check_integrity(data: bytes, expected: str, what: str) -> None:
     if not _matches(data, expected):
-        actual = sri(data, _algorithm(expected))
+        actual = sri(data, expected.split("-", 1)[0])
         raise SiteAssetError(f"{what} has integrity {actual}, expected {expected}; refusing to use it")
 
 
@@ -113,7 +105,6 @@ REGISTRY = "https://registry.npmjs.org"
 
 
 def download(url: str) -> bytes:
-    """The bytes at ``url`` over HTTPS, with the standard library only (no Node, no npm)."""
     request = urllib.request.Request(url, headers={"User-Agent": "mpsbench"})
     with urllib.request.urlopen(request, timeout=60) as response:
         return bytes(response.read())
@@ -132,7 +123,7 @@ def _fetch(url: str, integrity: str, path: Path, what: str) -> bytes:
         ) from None
     check_integrity(data, integrity, f"{what} from {url}")
     path.parent.mkdir(parents=True, exist_ok=True)
-    files.write(path, data)  # a reader never sees half a file
+    files.write(path, data)
     return data
 
 
@@ -196,15 +187,12 @@ def _local_path(asset: Asset, path: str | None = None) -> str:
     return f"{VENDOR}/{asset.package}/{path or asset.path}"
 
 
-# A tag's CORS and integrity attributes: from file:// Chromium loads no script or stylesheet that carries them.
 _CORS_ATTRIBUTES = re.compile(r"""\s+(?:integrity|crossorigin|referrerpolicy)\s*=\s*(["']).*?\1""", re.IGNORECASE)
 
 
 def _rewrite(text: str, local: dict[str, str]) -> str:
-    """Point each known tag at its local copy, without the CORS and integrity attributes a CDN's file needed.
-
-    The copy was checked against the page's own hash (or its registry's) as it was written; a tag that asks for
-    integrity makes the browser fetch in CORS mode, which a page opened from disk cannot (from_disk)."""
+    """Each known tag pointed at its local copy, without the CORS and integrity attributes: the copy was checked as
+    it was written, and a tag that asks for integrity makes the browser fetch in CORS mode, which file:// cannot."""
 
     def replace(found: re.Match[str]) -> str:
         tag = found.group(0)
@@ -264,20 +252,3 @@ def make_offline(html_dir: Path, cache: Path = CACHE) -> list[str]:
     log.info(f"{len(local)} libraries made local in {html_dir / VENDOR}" if local else "no external library left")
     return written
 
-
-NAV_ANCHOR = '<li id="nav-li-regressions">'
-
-
-def add_nav_link(html_dir: Path, label: str, href: str) -> None:
-    """Add a navbar entry to asv's index.html after its Regressions tab (once)."""
-    index = html_dir / "index.html"
-    text = index.read_text(encoding="utf-8")
-    item_id = "nav-li-mpsbench-" + re.sub(r"[^a-z0-9]+", "-", label.lower()).strip("-")
-    if f'id="{item_id}"' in text:
-        return
-    start = text.find(NAV_ANCHOR)
-    if start < 0:
-        raise SiteAssetError(f"{index} has no {NAV_ANCHOR} to put the {label!r} link after")
-    end = text.index("</li>", start) + len("</li>")
-    item = f'\n\t<li id="{item_id}"><a href="{html.escape(href)}">{html.escape(label)}</a></li>'
-    index.write_text(text[:end] + item + text[end:], encoding="utf-8")

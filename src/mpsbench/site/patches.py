@@ -1,0 +1,96 @@
+"""asv's published pages patched (docs/site.md): a Figures tab, every channel drawn on load, only measured builds
+on the top axis, and a site that also opens from disk (``file://``).
+
+Each patch finds a statement or tag of asv 0.6.6's pages and stops with one line where a newer asv moved it.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import re
+from collections.abc import Collection
+from importlib import resources
+from pathlib import Path
+
+from mpsbench.site.site_assets import VENDOR, SiteAssetError
+
+NAV_ANCHOR = '<li id="nav-li-regressions">'
+GRAPH_SCRIPT = "graphdisplay.js"
+# asv selects only the first branch (``release``) on load, so the era's builds stayed hidden until clicked
+FIRST_BRANCH_ONLY = "state[param] = [values[0]];"
+EVERY_BRANCH = "state[param] = values;  /* mpsbench: every channel of the default (site.patches) */"
+# From file:// Chromium refuses the XMLHttpRequest of every JSON file: each NAME.json gets a twin NAME.json.js,
+# which the jQuery transport in file_json.js (loaded right after jQuery) loads with a <script> element instead.
+LOADER = f"{VENDOR}/mpsbench/file-json.js"
+TWIN = ".js"
+_JQUERY_TAG = re.compile(r"<script\b[^>]*\bsrc=\"[^\"]*jquery(?:-[\d.]+)?\.min\.js\"[^>]*>\s*</script>", re.IGNORECASE)
+
+
+def _insert_after(page: Path, anchor: re.Match[str] | None, what: str, addition: str) -> None:
+    if anchor is None:
+        raise SiteAssetError(f"{page} has no {what}; a different asv version?")
+    text = anchor.string
+    page.write_text(text[:anchor.end()] + addition + text[anchor.end():], encoding="utf-8")
+
+
+def add_nav_link(html_dir: Path, label: str, href: str) -> None:
+    """A navbar entry in index.html after asv's Regressions tab (once)."""
+    index = html_dir / "index.html"
+    text = index.read_text(encoding="utf-8")
+    item_id = "nav-li-mpsbench-" + re.sub(r"[^a-z0-9]+", "-", label.lower()).strip("-")
+    if f'id="{item_id}"' not in text:
+        _insert_after(index, re.compile(re.escape(NAV_ANCHOR) + ".*?</li>", re.DOTALL).search(text),
+                      f"{NAV_ANCHOR} to put the {label!r} link after",
+                      f'\n\t<li id="{item_id}"><a href="{html.escape(href)}">{html.escape(label)}</a></li>')
+
+
+def show_every_channel(html_dir: Path) -> None:
+    """The graph page selects every branch (channel) on load, as it selects every machine."""
+    script = html_dir / GRAPH_SCRIPT
+    text = script.read_text(encoding="utf-8")
+    if EVERY_BRANCH in text:
+        return
+    if text.count(FIRST_BRANCH_ONLY) != 1:
+        raise SiteAssetError(f"{script} has no one {FIRST_BRANCH_ONLY!r} to select every channel by; a different"
+                             " asv version? see mpsbench.site.patches")
+    script.write_text(text.replace(FIRST_BRANCH_ONLY, EVERY_BRANCH), encoding="utf-8")
+
+
+def keep_measured_tags(html_dir: Path, measured: Collection[str]) -> list[str]:
+    """Only the tags of builds (timeline commits) with a recorded value stay on the top axis; the others returned."""
+    index_path = html_dir / "index.json"
+    index = json.loads(index_path.read_text(encoding="utf-8"))
+    hashes = {int(revision): commit for revision, commit in index.get("revision_to_hash", {}).items()}
+    tags = index.get("tags", {})
+    kept = {tag: revision for tag, revision in tags.items() if hashes.get(int(revision)) in measured}
+    if kept != tags:
+        index["tags"] = kept
+        index_path.write_text(json.dumps(index), encoding="utf-8")
+    return sorted(set(tags) - set(kept))
+
+
+def twin(data: str) -> str:
+    """The JavaScript twin of a JSON document: the same value, handed to the transport."""
+    return f"mpsbenchJSON(document.currentScript, {data});\n"
+
+
+def make_readable_from_disk(html_dir: Path) -> int:
+    """The transport after jQuery in index.html (once) and a twin beside every JSON file; the number of twins.
+
+    The last step of a publish: the twins copy the JSON as every earlier step left it."""
+    target = html_dir / LOADER
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_text(resources.files("mpsbench.site").joinpath("file_json.js").read_text(encoding="utf-8"),
+                      encoding="utf-8")
+    index = html_dir / "index.html"
+    text = index.read_text(encoding="utf-8")
+    if f'src="{LOADER}"' not in text:
+        _insert_after(index, _JQUERY_TAG.search(text), "jQuery that the file:// loader could follow",
+                      f'\n    <script src="{LOADER}"></script>')
+    documents = sorted(html_dir.rglob("*.json"))
+    for path in documents:
+        data = path.read_text(encoding="utf-8")
+        json.loads(data)  # a file that is no JSON would make a twin that is no JavaScript: stop on it here
+        path.with_name(path.name + TWIN).write_text(twin(data), encoding="utf-8")
+    return len(documents)
