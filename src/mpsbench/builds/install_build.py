@@ -44,7 +44,7 @@ WHEELHOUSE_ENV = "MPSBENCH_WHEELHOUSE"  # folders searched for pinned wheels, os
 RUN_BUILDS_ENV = "MPSBENCH_RUN_BUILDS"
 _PSUTIL = "https://files.pythonhosted.org/packages/"
 # The suite's own import beside the build (pyproject's dependencies): psutil reads the cpu's memory on every
-# OS (src/mpsbench/measure/process_memory.py, which falls back where it is absent). Pinned like a build's
+# OS (src/mpsbench/measure/devices.py, which falls back where it is absent). Pinned like a build's
 # wheels: one stable-ABI wheel per platform serves every CPython from 3.6.
 SUITE_NEEDS: dict[str, dict[str, str]] = {
     key: {"name": "psutil", "version": "7.2.2", "filename": url.rsplit("/", 1)[1], "url": _PSUTIL + url, "sha256": sha}

@@ -1,8 +1,7 @@
-"""Leak detector: how fast device memory grows per step, over many steps after warm-up.
+"""Leaks: how fast memory held after each step grows, as a least-squares slope in MiB per 100 steps.
 
-A step that keeps something alive each time makes the memory held after each
-step climb in a straight line: its least-squares slope, in MiB per 100 steps,
-is about zero for a clean step (docs/instruments.md, Leaks).
+A step that keeps something alive each time makes the readings climb in a straight line; a clean step's slope is
+about zero (docs/instruments.md, Leaks).
 """
 
 from __future__ import annotations
@@ -21,7 +20,6 @@ PER = 100  # the slope is reported per this many steps
 
 
 def steps_for(workload: Workload) -> int:
-    """How many steps the leak track runs: enough for a line, affordable for large models."""
     return STEPS_LARGE if workload.spec.large else STEPS_SMALL
 
 
@@ -29,14 +27,13 @@ def reading(device: str) -> int:
     """Bytes held now: the device allocator's count, or the process RSS where there is none."""
     current = devices.get(device).memory().current
     if current is None:  # mps before torch 2.0: no counters; its buffers live in process memory
-        current = devices.get("cpu").memory().current
+        current = devices.rss()
     if current is None:  # a skip with the reason (asv's n/a), never a slope of zeros
-        raise SkipNotImplemented(f"no memory reading for {device}: {devices.get('cpu').no_reading_reason()}")
+        raise SkipNotImplemented(f"no memory reading for {device}: {devices.Device.CPU.no_reading_reason()}")
     return current
 
 
 def slope_mib_per_100_steps(readings: Sequence[float]) -> float:
-    """Least-squares slope of bytes-per-step readings, in MiB per 100 steps."""
     if len(readings) < 2:
         raise ValueError(f"a slope needs at least 2 readings, got {len(readings)}")
     return statistics.linear_regression(range(len(readings)), readings).slope * PER / devices.MIB
@@ -56,6 +53,5 @@ def record(step: Callable[[], object], device: str, steps: int) -> list[int]:
 
 
 def measure(workload: Workload, steps: int | None = None) -> float:
-    """Memory growth of a warmed-up workload's step, in MiB per 100 steps."""
-    count = steps_for(workload) if steps is None else steps
-    return slope_mib_per_100_steps(record(workload.step, workload.device, count))
+    """A warmed-up workload's memory growth in MiB per 100 steps."""
+    return slope_mib_per_100_steps(record(workload.step, workload.device, steps or steps_for(workload)))

@@ -1,8 +1,7 @@
 """Leaks by pattern: memory growth per 1,000 iterations of the loops mps users found leaking (issue 21).
 
 Each pattern is the loop body of the pytorch issue it names (docs/workloads.md lists them). A warm-up fills the
-allocator's caches with every size of a pattern's cycle; then leak.py's least-squares slope over one memory reading
-per iteration: about 0 for a clean loop, MiB for a leak of one activation per iteration.
+allocator's caches with every size of a pattern's cycle, then leak.py's slope over one reading per iteration.
 """
 
 from __future__ import annotations
@@ -25,7 +24,7 @@ LENGTHS = (17, 33, 64, 100, 128)  # sequence lengths of the varying-length atten
 class Pattern:
     name: str
     issue: str
-    make: Callable[[str], Callable[[], object]]  # device -> one iteration (built, seeded, on the device)
+    make: Callable[[str], Callable[[], object]]  # device -> one iteration, built and seeded on the device
     min_torch: tuple[int, int] = (1, 12)
 
 
@@ -43,31 +42,28 @@ def _sgd_step(model: nn.Module, loss: Callable[[], torch.Tensor]) -> Callable[[]
 
 
 def _lstm(device: str) -> Callable[[], object]:
+    gen = torch.Generator().manual_seed(models.SEED)
     lstm = nn.LSTM(64, 128, num_layers=2, batch_first=True).to(device)
     head = nn.Linear(128, 10).to(device)
-    model = nn.ModuleList([lstm, head])
-    gen = torch.Generator().manual_seed(models.SEED)
     x = torch.randn(16, 32, 64, generator=gen).to(device)
     target = torch.randint(0, 10, (16,), generator=gen).to(device)
-    return _sgd_step(model, lambda: torch.nn.functional.cross_entropy(head(lstm(x)[0][:, -1]), target))
+    return _sgd_step(nn.ModuleList([lstm, head]), lambda: torch.nn.functional.cross_entropy(head(lstm(x)[0][:, -1]), target))
 
 
 def _varying_sizes(device: str) -> Callable[[], object]:
+    gen = torch.Generator().manual_seed(models.SEED)
     model = nn.Sequential(
         nn.Conv2d(3, 16, 3, padding=1), nn.ReLU(), nn.Conv2d(16, 16, 3, padding=1), nn.AdaptiveAvgPool2d(1),
         nn.Flatten(), nn.Linear(16, 10),
     ).to(device)
-    gen = torch.Generator().manual_seed(models.SEED)
-    batches = [torch.randn(8, 3, side, side, generator=gen).to(device) for side in SIZES]
+    cycle = itertools.cycle([torch.randn(8, 3, side, side, generator=gen).to(device) for side in SIZES])
     target = torch.randint(0, 10, (8,), generator=gen).to(device)
-    cycle = itertools.cycle(batches)
     return _sgd_step(model, lambda: torch.nn.functional.cross_entropy(model(next(cycle)), target))
 
 
 def _maxpool(device: str) -> Callable[[], object]:
     pool = nn.MaxPool2d(2)
-    x = torch.randn(8, 16, 64, 64, generator=torch.Generator().manual_seed(models.SEED)).to(device)
-    x.requires_grad_(True)
+    x = torch.randn(8, 16, 64, 64, generator=torch.Generator().manual_seed(models.SEED)).to(device).requires_grad_(True)
 
     def step() -> object:
         x.grad = None
@@ -79,8 +75,7 @@ def _maxpool(device: str) -> Callable[[], object]:
 
 def _varying_sdpa(device: str) -> Callable[[], object]:
     gen = torch.Generator().manual_seed(models.SEED)
-    qkv = [torch.randn(3, 4, 8, length, 64, generator=gen).to(device) for length in LENGTHS]
-    cycle = itertools.cycle(qkv)
+    cycle = itertools.cycle([torch.randn(3, 4, 8, length, 64, generator=gen).to(device) for length in LENGTHS])
 
     def step() -> object:
         q, k, v = next(cycle)
@@ -103,7 +98,7 @@ NAMES: tuple[str, ...] = tuple(PATTERNS)
 
 
 def growth(device: str, name: str, iterations: int | None = None) -> float:
-    """The pattern's memory growth on ``device`` in MiB per :data:`PER` iterations (leak.py's slope); n/a off a usable device."""
+    """MiB per :data:`PER` iterations; n/a off a usable device."""
     skips.require_device(device)
     pattern = PATTERNS[name]
     skips.require_torch(pattern.min_torch, name)
@@ -111,10 +106,9 @@ def growth(device: str, name: str, iterations: int | None = None) -> float:
     step = pattern.make(device)
     for _ in range(WARM_UP):
         step()
-    readings = leak.record(step, device, ITERATIONS if iterations is None else iterations)
+    readings = leak.record(step, device, iterations or ITERATIONS)
     return leak.slope_mib_per_100_steps(readings) * PER / leak.PER
 
 
 def measure(benchmark: str, keys: list[measured.Key]) -> measured.Table:
-    """Every (device, pattern) of this run: its growth in MiB per 1,000 iterations (one process: benchmark_patterns)."""
     return measured.measure(benchmark, keys, growth, {"growth": float})
