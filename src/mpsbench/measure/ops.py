@@ -369,7 +369,7 @@ def prepare(device: str, op: str, dtype: str, size: str, training: bool) -> OpCa
     """The case for an asv ``setup``: what cannot run here skips with the reason."""
     spec = get(op)
     precision.check_name(dtype)
-    suite.require_device(device)
+    skips.require_device(device)
     if spec.needs_functional is not None and not hasattr(F, spec.needs_functional):
         raise suite.SkipNotImplemented(f"torch {torch.__version__} has no torch.nn.functional.{spec.needs_functional}")
     try:
