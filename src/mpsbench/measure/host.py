@@ -11,7 +11,6 @@ import json
 import platform
 import plistlib
 import re
-import shutil
 import subprocess
 import sys
 import time
@@ -25,8 +24,6 @@ FRAMEWORKS = Path("/System/Library/Frameworks")
 
 def output(*command: str) -> str | None:
     """None when the command is missing, fails or hangs."""
-    if shutil.which(command[0]) is None:
-        return None
     try:
         done = subprocess.run(command, capture_output=True, text=True, timeout=30, check=False)
     except (OSError, subprocess.SubprocessError):
@@ -87,8 +84,7 @@ def framework_version(name: str) -> str | None:
             info = plistlib.loads(plist.read_bytes())
         except (OSError, ValueError):  # absent, or not a property list (plistlib.InvalidFileException)
             continue
-        version = info.get("CFBundleShortVersionString") or info.get("CFBundleVersion")
-        if version:
+        if version := info.get("CFBundleShortVersionString") or info.get("CFBundleVersion"):
             return str(version)
     return None
 
@@ -108,7 +104,7 @@ def power_source(pmset_batt: str) -> str | None:
 def on_battery() -> bool | None:
     """None where the OS does not say (not macOS)."""
     text = output("pmset", "-g", "batt") if sys.platform == "darwin" else None
-    source = power_source(text) if text else None
+    source = power_source(text or "")
     return None if source is None else source == "Battery Power"
 
 

@@ -184,19 +184,17 @@ def _torchvision_spec(name: str, description: str, num_classes: int, seed_batch_
                      batch_sizes, large=True, requires=("torchvision",))
 
 
-_BERT_COMMON: dict[str, Any] = dict(
-    build=_transformers_build(  # bert-base: 12 layers, 768 hidden
-        "BertForSequenceClassification", "BertConfig", {"num_labels": BERT_NUM_LABELS}, BERT_ATTENTION
-    ),
-    make_batch=_bert_batch,
-    num_classes=BERT_NUM_LABELS,
-    seed_batch_size=64,  # Apple's BERT chart and the fine-tuning seed: batch 64
-    batch_sizes=_BIG_SIZES,
-    large=True,
-    requires=("transformers.models.bert.modeling_bert",),  # transformers imports lazily: import what BERT needs
-    make_optimizer=_adamw,
-    forward=lambda model, inputs: _output(model(**inputs), "logits"),
-)
+def _bert(name: str, description: str, **frozen: Any) -> ModelSpec:
+    return ModelSpec(
+        name, description,
+        _transformers_build("BertForSequenceClassification", "BertConfig", {"num_labels": BERT_NUM_LABELS}, BERT_ATTENTION),
+        _bert_batch, BERT_NUM_LABELS,
+        seed_batch_size=64,  # Apple's BERT chart and the fine-tuning seed: batch 64
+        batch_sizes=_BIG_SIZES, large=True,
+        requires=("transformers.models.bert.modeling_bert",),  # transformers imports lazily: import what BERT needs
+        make_optimizer=_adamw, forward=lambda model, inputs: _output(model(**inputs), "logits"), **frozen,
+    )
+
 
 REGISTRY: dict[str, ModelSpec] = {
     spec.name: spec
@@ -224,13 +222,9 @@ REGISTRY: dict[str, ModelSpec] = {
             seed_batch_size=64,  # Apple's chart and the CIFAR-10 seed: batch 64
             batch_sizes=_BIG_SIZES,
         ),
-        ModelSpec(name="bert_base", description="BERT-base classifier (BertConfig, random weights), seq 128, 6 labels",
-                  **_BERT_COMMON),
-        ModelSpec(
-            name="bert_base_frozen", description="BERT-base with a frozen encoder: only the classifier head trains",
-            trainable=lambda model: list(model.classifier.parameters()),  # type: ignore[union-attr]
-            **_BERT_COMMON,
-        ),
+        _bert("bert_base", "BERT-base classifier (BertConfig, random weights), seq 128, 6 labels"),  # 12 layers, 768 hidden
+        _bert("bert_base_frozen", "BERT-base with a frozen encoder: only the classifier head trains",
+              trainable=lambda model: list(model.classifier.parameters())),
     )
 }
 
