@@ -7,12 +7,12 @@ combination the way the timings do: they report the very facts the timings
 are refused for.
 """
 
-from mpsbench.measure import devices, instruments, measured, models, suite
+from mpsbench.measure import devices, figures, measured, models, suite
 
 
 def _measure_instruments(self):
     """The setup_cache of both instrument classes: one spawned interpreter measures both (mpsbench.measure.measured)."""
-    return measured.measure_kinds(instruments.measure, TrainingInstruments, InferenceInstruments)
+    return measured.measure_kinds(figures.instruments, TrainingInstruments, InferenceInstruments)
 
 
 _measure_instruments.timeout = 6 * 3600  # the full sweep's large models step 50 times each for the leak
@@ -21,7 +21,7 @@ _measure_instruments.timeout = 6 * 3600  # the full sweep's large models step 50
 class _Instruments(measured.Lookup):
     """Shared by TrainingInstruments and InferenceInstruments: four readings of one warmed-up workload.
 
-    One ``setup_cache`` measures both classes' whole selection (mpsbench.measure.instruments); ``track_`` looks up.
+    One ``setup_cache`` measures both classes' whole selection (mpsbench.measure.figures); ``track_`` looks up.
     """
 
     param_names = ("device", "model")

@@ -5,7 +5,7 @@ VGG16 bs 64) and the community's VGG16/CIFAR-10, MLP and BERT fine-tuning
 measurements: issue #2.
 """
 
-from mpsbench.measure import capacity, devices, energy, fallback, measured, models, suite
+from mpsbench.measure import devices, energy, fallback, figures, measured, models, suite
 
 
 class _StepBenchmark(suite.TimedSteps):
@@ -46,7 +46,7 @@ Training, Inference = suite.per_kind("{Kind}", _StepBenchmark, (devices.NAMES, m
 
 def _measure_capacity(self):
     """The setup_cache of both capacity classes: one spawned interpreter measures both (mpsbench.measure.measured)."""
-    return measured.measure_kinds(capacity.measure, TrainingCapacity, InferenceCapacity)
+    return measured.measure_kinds(figures.capacity, TrainingCapacity, InferenceCapacity)
 
 
 _measure_capacity.timeout = 6 * 3600  # the full sweep's cpu steps at the seed batch take a minute each
@@ -55,7 +55,7 @@ _measure_capacity.timeout = 6 * 3600  # the full sweep's cpu steps at the seed b
 class _Capacity(measured.PeakMemory):
     """Throughput, peak memory and energy per step of the same combinations as the step timings.
 
-    One ``setup_cache`` measures both classes' whole selection (mpsbench.measure.capacity): on a GPU two
+    One ``setup_cache`` measures both classes' whole selection (mpsbench.measure.figures): on a GPU two
     benchmark processes per combination more than doubled the default run (mpsbench.measure.measured says why).
     """
 

@@ -8,7 +8,7 @@ patterns: docs/workloads.md, their tolerances docs/instruments.md. All are measu
 (mpsbench.measure.measured).
 """
 
-from mpsbench.measure import correctness, devices, leak_patterns, measured, tolerances
+from mpsbench.measure import correctness, devices, leak, measured, tolerances
 
 
 def _measure_patterns(self):
@@ -17,7 +17,7 @@ def _measure_patterns(self):
         "correctness": measured.of(Correctness, correctness.measure),
         "reported": measured.of(ReportedCorrectness, correctness.measure_reported),
         "determinism": measured.of(Determinism, correctness.measure_determinism),
-        "leaks": measured.of(LeakPatterns, leak_patterns.measure),
+        "leaks": measured.of(LeakPatterns, leak.measure_patterns),
     })
 
 
@@ -76,7 +76,7 @@ class LeakPatterns(measured.Lookup):
 
     kind = "leaks"
     param_names = ("device", "pattern")
-    params = (devices.NAMES, leak_patterns.NAMES)
+    params = (devices.NAMES, leak.PATTERN_NAMES)
     version = "1"
     setup_cache = _measure_patterns
 

@@ -4,7 +4,7 @@ Kept apart from benchmark_models so that Training and Inference keep their param
 dtype is applied, what skips and what fails: docs/instruments.md, Precision. Default: selection.PRECISION_MODELS.
 """
 
-from mpsbench.measure import capacity, devices, measured, models, precision, suite
+from mpsbench.measure import devices, figures, measured, models, precision, suite
 
 
 class _PrecisionStep(suite.TimedSteps):
@@ -34,7 +34,7 @@ TrainingPrecision, InferencePrecision = suite.per_kind("{Kind}Precision", _Preci
 
 def _measure_peak_memory(self):
     """The setup_cache of both capacity classes below: one spawned interpreter measures both (mpsbench.measure.measured)."""
-    return measured.measure_kinds(capacity.measure_precision, TrainingPrecisionCapacity, InferencePrecisionCapacity)
+    return measured.measure_kinds(figures.precision_capacity, TrainingPrecisionCapacity, InferencePrecisionCapacity)
 
 
 _measure_peak_memory.timeout = 6 * 3600

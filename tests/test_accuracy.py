@@ -9,7 +9,7 @@ import pytest
 import torch
 from benchmarks import benchmark_instruments
 
-from mpsbench.measure import accuracy, devices, instruments, measured, suite, tolerances, workloads
+from mpsbench.measure import accuracy, devices, figures, measured, suite, tolerances, workloads
 
 
 def test_relative_error_is_scaled_by_the_reference():
@@ -80,7 +80,7 @@ def test_wrong_results_fail_the_timing_with_the_measured_error(wrong_device):
 
 
 def test_the_instrument_reports_the_error_instead_of_failing(wrong_device):
-    table = {"inference": instruments.measure("inference", "InferenceInstruments", measured.grid(devices.NAMES, ("lenet5",)))}
+    table = {"inference": figures.instruments("inference", "InferenceInstruments", measured.grid(devices.NAMES, ("lenet5",)))}
     bench = benchmark_instruments.InferenceInstruments()
     assert bench.track_accuracy_error(table, "cpu", "lenet5") == pytest.approx(0.3, rel=1e-3)
 
@@ -106,7 +106,7 @@ def test_only_gpu_results_are_checked(device, checked):
 
 
 def test_the_cpu_has_no_accuracy_track():
-    table = {"training": instruments.measure("training", "TrainingInstruments", measured.grid(devices.NAMES, ("lenet5",)))}
+    table = {"training": figures.instruments("training", "TrainingInstruments", measured.grid(devices.NAMES, ("lenet5",)))}
     bench = benchmark_instruments.TrainingInstruments()
     with pytest.raises(suite.SkipNotImplemented, match="the cpu is the reference"):
         bench.track_accuracy_error(table, "cpu", "lenet5")

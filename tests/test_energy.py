@@ -14,7 +14,7 @@ import types
 import pytest
 from benchmarks import benchmark_models
 
-from mpsbench.measure import capacity, energy, measured, suite
+from mpsbench.measure import energy, figures, measured, suite
 
 
 def test_the_power_is_read_between_the_first_and_last_update_inside_the_steps():
@@ -251,7 +251,7 @@ def test_the_capacity_classes_report_joules_per_step_beside_the_throughput(monke
     monkeypatch.setattr(energy, "MIN_SECONDS", 0.2)
     monkeypatch.setattr(energy, "MIN_UPDATES", 5)
     keys = [("cpu", "mlp", 8)]
-    readings = {"inference": capacity.measure("inference", "InferenceCapacity", keys)}
+    readings = {"inference": figures.capacity("inference", "InferenceCapacity", keys)}
     joules = benchmark_models.InferenceCapacity().track_joules_per_step(readings, "cpu", "mlp", 8)
     throughput = benchmark_models.InferenceCapacity().track_throughput(readings, "cpu", "mlp", 8)
     assert joules > 0 and throughput > 0

@@ -9,7 +9,7 @@ import pytest
 import torch
 from benchmarks import benchmark_instruments, benchmark_models
 
-from mpsbench.measure import devices, fallback, instruments, measured, models, suite
+from mpsbench.measure import devices, fallback, figures, measured, models, suite
 
 # The warning of aten/src/ATen/mps/MPSFallback.mm as PyTorch releases have
 # printed it: the 1.12 text, the 1.13-2.0 text (with its typo), the current
@@ -106,12 +106,12 @@ def test_the_switch_allows_timing_a_combination_that_fell_back(falls_back, monke
 
 
 def test_the_track_counts_the_ops_that_fell_back(falls_back):
-    table = {"training": instruments.measure("training", "TrainingInstruments", measured.grid(devices.NAMES, ("mlp",)))}
+    table = {"training": figures.instruments("training", "TrainingInstruments", measured.grid(devices.NAMES, ("mlp",)))}
     assert benchmark_instruments.TrainingInstruments().track_fallback_ops(table, "cpu", "mlp") == 1
 
 
 def test_a_real_cpu_workload_has_no_fallbacks():
-    table = {"inference": instruments.measure("inference", "InferenceInstruments", measured.grid(devices.NAMES, ("mlp",)))}
+    table = {"inference": figures.instruments("inference", "InferenceInstruments", measured.grid(devices.NAMES, ("mlp",)))}
     assert benchmark_instruments.InferenceInstruments().track_fallback_ops(table, "cpu", "mlp") == 0
 
 

@@ -12,7 +12,7 @@ import torch
 from benchmarks import benchmark_instruments
 from tests import fakes
 
-from mpsbench.measure import devices, instruments, leak, measured, models, suite, workloads
+from mpsbench.measure import devices, figures, leak, measured, models, suite, workloads
 
 MIB = devices.MIB
 
@@ -175,7 +175,7 @@ def test_cuda_driver_memory_is_the_reserved_peak_since_the_reset(monkeypatch):
 
 def test_the_cpu_tracks_skip_driver_memory_and_report_a_flat_leak_slope(monkeypatch):
     monkeypatch.setattr(leak, "STEPS_SMALL", 20)  # the asv track runs 200; the wiring is what is tested
-    table = {"inference": instruments.measure("inference", "InferenceInstruments", measured.grid(devices.NAMES, ("mlp",)))}
+    table = {"inference": figures.instruments("inference", "InferenceInstruments", measured.grid(devices.NAMES, ("mlp",)))}
     bench = benchmark_instruments.InferenceInstruments()
     with pytest.raises(suite.SkipNotImplemented, match="cpu keeps no driver memory counter"):
         bench.track_driver_memory(table, "cpu", "mlp")

@@ -10,7 +10,7 @@ import pytest
 import torch
 from benchmarks import benchmark_patterns
 
-from mpsbench.measure import leak_patterns, measured
+from mpsbench.measure import leak, measured
 
 
 def _keeps_a_mebibyte(device):
@@ -31,20 +31,20 @@ def _give_freed_heap_back() -> None:
 
 
 def test_a_leaking_loop_grows_by_its_leak(monkeypatch):
-    monkeypatch.setitem(leak_patterns.PATTERNS, "lstm_training",
-                        leak_patterns.Pattern("lstm_training", "stand-in", _keeps_a_mebibyte))
+    monkeypatch.setitem(leak.PATTERNS, "lstm_training",
+                        leak.Pattern("lstm_training", "stand-in", _keeps_a_mebibyte))
     _give_freed_heap_back()
-    growth = leak_patterns.growth("cpu", "lstm_training", iterations=60)
+    growth = leak.growth("cpu", "lstm_training", iterations=60)
     assert growth == pytest.approx(1000, rel=0.2)  # MiB per 1,000 iterations: the RSS grows 1 MiB an iteration
 
 
 def test_every_pattern_is_tracked_on_the_cpu_in_the_full_sweep(monkeypatch):
     monkeypatch.setenv("MPSBENCH_FULL", "1")
-    monkeypatch.setattr(leak_patterns, "ITERATIONS", 20)
-    monkeypatch.setattr(leak_patterns, "WARM_UP", 5)
-    readings = {"leaks": measured.of(benchmark_patterns.LeakPatterns, leak_patterns.measure)()}
+    monkeypatch.setattr(leak, "PATTERN_ITERATIONS", 20)
+    monkeypatch.setattr(leak, "PATTERN_WARM_UP", 5)
+    readings = {"leaks": measured.of(benchmark_patterns.LeakPatterns, leak.measure_patterns)()}
     bench = benchmark_patterns.LeakPatterns()
-    for name in leak_patterns.NAMES:
+    for name in leak.PATTERN_NAMES:
         assert math.isfinite(bench.track_growth(readings, "cpu", name))
     with pytest.raises(NotImplementedError):  # asv's n/a: no mps on this machine
         bench.track_growth(readings, "mps", "maxpool2d")

@@ -9,7 +9,7 @@ import torch
 from benchmarks import benchmark_models
 
 from mpsbench.core import settings
-from mpsbench.measure import capacity, devices, measured, models, selection, suite
+from mpsbench.measure import devices, figures, measured, models, selection, suite
 
 
 def _prepare(device, name):
@@ -77,7 +77,7 @@ def test_the_table_survives_asvs_pickling(table):
 
 def test_the_capacity_classes_report_real_cpu_figures_and_skip_absent_devices():
     keys = measured.grid(devices.NAMES, ("mlp",), models.BATCH_SIZES)
-    table = {"inference": capacity.measure("inference", "InferenceCapacity", keys)}  # its part of setup_cache
+    table = {"inference": figures.capacity("inference", "InferenceCapacity", keys)}  # its part of setup_cache
     bench = benchmark_models.InferenceCapacity()
     assert bench.track_throughput(table, "cpu", "mlp", 8) > 0
     assert bench.track_peak_memory(table, "cpu", "mlp", 8) > 0

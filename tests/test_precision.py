@@ -11,7 +11,7 @@ import pytest
 import torch
 from benchmarks import benchmark_precision
 
-from mpsbench.measure import capacity, devices, measured, models, precision, suite, workloads
+from mpsbench.measure import devices, figures, measured, models, precision, suite, workloads
 
 CLASSES = [benchmark_precision.TrainingPrecision, benchmark_precision.InferencePrecision]
 
@@ -54,7 +54,7 @@ def test_the_asv_class_times_a_reduced_precision_step_on_cpu(monkeypatch):
     bench.time_step("cpu", "mlp", "bfloat16")
     assert bench.workload.batch_size == 8  # the seed batch size
     keys = measured.grid(devices.NAMES, ("mlp",), precision.NAMES)
-    table = {"training": capacity.measure_precision("training", "TrainingPrecisionCapacity", keys)}
+    table = {"training": figures.precision_capacity("training", "TrainingPrecisionCapacity", keys)}
     assert benchmark_precision.TrainingPrecisionCapacity().track_peak_memory(table, "cpu", "mlp", "bfloat16") > 0
 
 

@@ -12,7 +12,7 @@ import types
 
 import pytest
 
-from mpsbench.measure import devices, leak, measured, process_memory, suite
+from mpsbench.measure import devices, leak, measured, suite
 
 MIB = devices.MIB
 
@@ -44,7 +44,7 @@ def _stand_in_psutil(rss_values):
 def test_psutil_reads_this_process_rss_here():
     import psutil
 
-    reading = process_memory.rss()
+    reading = devices.rss()
     assert reading is not None and reading > 10 * MIB
     assert abs(reading - psutil.Process().memory_info().rss) < 64 * MIB  # the same counter, read twice
 
@@ -53,7 +53,7 @@ def test_linux_without_psutil_still_reads_proc(monkeypatch):
     if not sys.platform.startswith("linux"):
         pytest.skip("/proc/self/statm is Linux's")
     monkeypatch.setitem(sys.modules, "psutil", None)  # import psutil raises ImportError
-    reading = process_memory.rss()
+    reading = devices.rss()
     assert reading is not None and reading > 10 * MIB
 
 
@@ -68,7 +68,7 @@ def test_macos_with_psutil_samples_the_cpu_peak(monkeypatch, macos):
 
 def test_macos_without_psutil_skips_peak_memory_and_leak_with_the_reason(monkeypatch, macos):
     monkeypatch.setitem(sys.modules, "psutil", None)  # import psutil raises ImportError
-    assert process_memory.rss() is None
+    assert devices.rss() is None
     sampler = devices.PeakSampler("cpu")
     sampler.sample()
     assert sampler.peak_bytes() is None  # was 0: a 0.0 MiB point on the graph
@@ -86,4 +86,4 @@ def test_max_rss_is_bytes_on_macos_and_kib_on_linux(monkeypatch, platform, facto
 
     monkeypatch.setattr(sys, "platform", platform)
     monkeypatch.setattr(resource, "getrusage", lambda who: types.SimpleNamespace(ru_maxrss=5000))
-    assert process_memory.max_rss() == 5000 * factor
+    assert devices.max_rss() == 5000 * factor

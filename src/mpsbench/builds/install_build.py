@@ -42,8 +42,8 @@ WHEELHOUSE_ENV = "MPSBENCH_WHEELHOUSE"  # folders searched for pinned wheels, os
 # imports nothing of mpsbench); any other build is refused.
 RUN_BUILDS_ENV = "MPSBENCH_RUN_BUILDS"
 _PSUTIL = "https://files.pythonhosted.org/packages/"
-# The suite's own import beside the build: psutil reads the cpu's memory on every OS (measure/process_memory.py
-# falls back where it is absent). Pinned like a build's wheels: one stable-ABI wheel serves every CPython from 3.6.
+# The suite's own import beside the build: psutil reads the cpu's memory on every OS (measure/devices.py falls
+# back where it is absent). Pinned like a build's wheels: one stable-ABI wheel serves every CPython from 3.6.
 SUITE_NEEDS: dict[str, dict[str, str]] = {
     key: {"name": "psutil", "version": "7.2.2", "filename": url.rsplit("/", 1)[1], "url": _PSUTIL + url, "sha256": sha}
     for keys, url, sha in (

@@ -1,10 +1,7 @@
-"""Accuracy guard: a device's forward output and loss must agree with the cpu's.
+"""Accuracy guard: a device's forward output and loss must agree with a float32 cpu copy of the same weights.
 
-PyTorch 2.4 and 2.5 shipped mps kernels that returned wrong numbers without
-an error. :func:`verify` compares one eval-mode forward on the device, in the
-workload's dtype, with a float32 cpu copy of the same weights on the same
-batch; the error is relative to the reference, so one tolerance per dtype
-serves every model (docs/instruments.md says why each is what it is).
+PyTorch 2.4 and 2.5 shipped mps kernels that returned wrong numbers without an error. The error is relative to
+the reference, so one tolerance per dtype serves every model (docs/instruments.md says why each is what it is).
 """
 
 from __future__ import annotations
@@ -19,28 +16,23 @@ from mpsbench.measure.optional_torch import torch
 from mpsbench.measure.workloads import Workload
 
 _TINY = 1e-12  # keeps the relative error finite for an all-zero reference
-# Eval mode makes every sample's logits independent of the others (batch norm
-# uses running statistics), so a few samples judge the kernels as well as the
-# whole batch does, at a fraction of the cpu forward's cost: the check runs in
-# every benchmark process, and a vgg16 forward at batch 64 takes seconds on a cpu.
+# Eval mode makes every sample's logits independent of the others (batch norm uses running statistics), so a few
+# samples judge the kernels as well as the whole batch, at a fraction of the cpu forward's cost in every process.
 CHECK_SAMPLES = 4
 
 
 class AccuracyError(RuntimeError):
-    """A device's result differs from the cpu's beyond the dtype's tolerance."""
+    pass
 
 
 @dataclass(frozen=True)
 class Comparison:
-    """How far a device's logits and loss are from the cpu's, relative to the cpu's."""
-
     logits_error: float
     loss_error: float
     tolerance: float
 
     @property
     def error(self) -> float:
-        """The larger of the two errors: the number the guard judges."""
         return max(self.logits_error, self.loss_error)
 
     @property
@@ -61,7 +53,6 @@ def relative_error(result: torch.Tensor, reference: torch.Tensor) -> float:
 
 
 def compare(workload: Workload) -> Comparison:
-    """Compare one eval-mode forward on the workload's device with the cpu's."""
     samples = min(workload.batch_size, CHECK_SAMPLES)
     logits, loss = workload.evaluate(samples)
     # A float32 cpu copy of the same weights (a new build of vgg16 or bert takes seconds); a compiled model's own module.
@@ -77,12 +68,11 @@ def compare(workload: Workload) -> Comparison:
     )
 
 
-# asv calls setup before every sample; the comparison runs once per workload.
 _compared: weakref.WeakKeyDictionary[Workload, Comparison] = weakref.WeakKeyDictionary()
 
 
 def verify(workload: Workload) -> Comparison:
-    """Compare once per workload (cached); raise :class:`AccuracyError` on a mismatch."""
+    """Compared once per workload (asv calls setup before every sample)."""
     found = _compared.get(workload)
     if found is None:
         found = _compared[workload] = compare(workload)
@@ -96,5 +86,5 @@ def verify(workload: Workload) -> Comparison:
 
 
 def needed(device: str) -> bool:
-    """The cpu is the reference: only GPU results are checked."""
+    """Only GPU results are checked: the cpu is the reference."""
     return device in devices.GPU_NAMES

@@ -1,7 +1,7 @@
 """The compile axis: ``torch.compile`` (the default inductor backend) beside eager (issue 21).
 
-The first warm-up step of the compiled model is the compile time, cold in every process; the later steps are
-the steady state. What skips and what fails: docs/workloads.md (The compile axis).
+The compiled model's first warm-up step is the compile time, cold in every process; the later steps are the steady
+state. What skips and what fails: docs/workloads.md (The compile axis).
 """
 
 from __future__ import annotations
@@ -12,31 +12,24 @@ import tempfile
 from mpsbench.core import errors
 from mpsbench.measure import models, skips, suite, workloads
 
-# Inductor and triton read these when they first cache; a fresh folder per process keeps compiles cold.
-CACHE_ENVS = ("TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR")
-
-# The models whose step torch.compile suits: every registered one; the frozen
-# BERT differs from bert_base in its optimizer only.
-TRAINING_NAMES: tuple[str, ...] = tuple(
-    name for name, spec in models.REGISTRY.items() if spec.trains and name != "bert_base_frozen"
-)
+# The frozen BERT differs from bert_base in its optimizer only.
+TRAINING_NAMES: tuple[str, ...] = tuple(name for name, spec in models.REGISTRY.items()
+                                        if spec.trains and name != "bert_base_frozen")
 INFERENCE_NAMES: tuple[str, ...] = tuple(name for name, spec in models.REGISTRY.items() if spec.trainable is None)
 
 
 def cold_caches() -> None:
-    """Point inductor's and triton's caches at a new folder (once per process): every compile is cold."""
+    """Point inductor's and triton's caches at a new folder once per process: every compile is cold."""
     if os.environ.get("MPSBENCH_COMPILE_CACHE") is None:
-        folder = tempfile.mkdtemp(prefix="mpsbench-inductor-")
-        os.environ["MPSBENCH_COMPILE_CACHE"] = folder
-        for name in CACHE_ENVS:
+        folder = os.environ["MPSBENCH_COMPILE_CACHE"] = tempfile.mkdtemp(prefix="mpsbench-inductor-")
+        for name in ("TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR"):  # read when they first cache
             os.environ[name] = os.path.join(folder, name.lower())
 
 
 def prepare(kind: str, device: str, model: str) -> workloads.Workload:
     """Build, compile (the first warm-up step) and guard a compiled workload at the seed batch size."""
     suite.require(kind, device, model)
-    reason = skips.compile_unsupported(device)
-    if reason is not None:
+    if (reason := skips.compile_unsupported(device)) is not None:
         raise suite.SkipNotImplemented(reason)
     cold_caches()
     try:
@@ -49,7 +42,7 @@ def prepare(kind: str, device: str, model: str) -> workloads.Workload:
 
 
 def compile_seconds(workload: workloads.Workload) -> float:
-    """The first step of a compiled workload: tracing, code generation, kernel builds and one step."""
+    """Tracing, code generation, kernel builds and one step."""
     if workload.first_step_seconds is None:
         raise RuntimeError(f"{workload.label} was not warmed up: no first step was timed")
     return workload.first_step_seconds

@@ -1,9 +1,8 @@
-"""Correctness history: the input layouts and calls that made mps return wrong numbers, checked per build.
+"""Correctness history: the layouts and calls that made mps return wrong numbers without an error, checked per build.
 
-Each pattern is one op fed a layout a past release computed wrong without an error (issue 21), or the call of a
-2025-2026 report (issue 33). The reference is the same op in float64 on the cpu over the same inputs rounded to
-the dtype, so the error is the kernel's alone; a kernel that ignores a view's strides errs by the size of the
-values, four to six orders of magnitude above rounding (docs/instruments.md, Correctness patterns).
+Each pattern is one op fed a layout a past release computed wrong (issue 21), or the call of a 2025-2026 report
+(issue 33). The reference is the op in float64 on the cpu over the same inputs rounded to the dtype, so the error
+is the kernel's alone (docs/instruments.md, Correctness patterns).
 """
 
 from __future__ import annotations
@@ -20,8 +19,7 @@ from mpsbench.measure.optional_torch import torch
 
 Tensors = Sequence["torch.Tensor"]  # strings: a lazy torch is not loaded at import (optional_torch)
 Output = Union["torch.Tensor", tuple["torch.Tensor", ...]]  # one result, or several (the reductions)
-# Batch 2, 4 heads, 64 tokens, 32 per head: big enough for a kernel's tiling to
-# matter, small enough that every check takes milliseconds on any device.
+# Batch 2, 4 heads, 64 tokens, 32 per head: big enough for a kernel's tiling to matter, small enough for milliseconds.
 B, H, T, D = 2, 4, 64, 32
 # The unrelated work between two identical calls: tensors of other sizes allocated, used and freed (1, 16 and
 # 64 MiB of float32), as the large allocation that put the allocator in the state pytorch#193487 needed.
@@ -29,22 +27,24 @@ CHURN_ELEMENTS = (1 << 18, 1 << 22, 1 << 24)
 
 
 class CorrectnessError(RuntimeError):
-    """A device computed a pattern beyond the dtype's tolerance: its timings would be of wrong kernels."""
+    pass
 
 
 @dataclass(frozen=True)
 class Pattern:
-    """One op on one layout: ``make`` draws contiguous inputs, ``arrange`` lays them out as the bug needed."""
-
     name: str
     issue: str  # the PyTorch issue that showed the layout broken
     make: Callable[[torch.Generator], tuple[torch.Tensor, ...]]  # float64 (indices: int64), on the cpu
     arrange: Callable[[Tensors], tuple[torch.Tensor, ...]]  # views of the made tensors: no copy
     op: Callable[..., Output]  # looks its kernel up at each call (a test can put a wrong kernel there)
     min_torch: tuple[int, int] = (1, 12)  # the first torch that has the op
-    calls: int = 2  # identical calls back to back, before the unrelated work and the last call (:func:`reading`)
+    calls: int = 2  # identical calls back to back, before the unrelated work and the last call
     compiled: bool = False  # the device runs torch.compile(op) (inductor); the reference stays eager
     isolated: bool = False  # run in a child process: a crash is this pattern's failure, not the run's end
+
+
+def _transposed_source(inputs: Tensors) -> tuple[torch.Tensor, ...]:
+    return (inputs[0].t(), *inputs[1:])
 
 
 def _randn(gen: torch.Generator, *shape: int) -> torch.Tensor:
@@ -60,8 +60,7 @@ def _qkv_packed(gen: torch.Generator) -> tuple[torch.Tensor, ...]:
 
 
 def _mask(gen: torch.Generator) -> torch.Tensor:
-    keep = torch.rand(B, 1, T, T, generator=gen, dtype=torch.float64) > 0.3
-    return keep | torch.eye(T, dtype=torch.bool)  # every query keeps at least itself
+    return (torch.rand(B, 1, T, T, generator=gen, dtype=torch.float64) > 0.3) | torch.eye(T, dtype=torch.bool)
 
 
 def _transposed(inputs: Tensors) -> tuple[torch.Tensor, ...]:
@@ -78,19 +77,11 @@ def _sdpa(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor 
 
 
 def _with_mask(make: Callable[[torch.Generator], tuple[torch.Tensor, ...]]) -> Callable[..., tuple[torch.Tensor, ...]]:
-    return lambda gen: (*make(gen), _mask(gen))
-
-
-def _scatter_add(source: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
-    return torch.zeros(source.shape[0], 16, dtype=source.dtype, device=source.device).scatter_add(1, index, source)
+    return lambda gen: (*make(gen), _mask(gen))  # every query keeps at least itself
 
 
 def _indices(gen: torch.Generator, high: int, *shape: int) -> torch.Tensor:
     return torch.randint(0, high, shape, generator=gen)
-
-
-def _gram(a: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
-    return (a * w[:, None]).t() @ a  # the left operand a transposed view: pytorch#193487's A'WA
 
 
 def _with_nans(gen: torch.Generator) -> tuple[torch.Tensor, ...]:
@@ -98,19 +89,6 @@ def _with_nans(gen: torch.Generator) -> tuple[torch.Tensor, ...]:
     with_nans = x.clone().flatten()
     with_nans[::100] = float("nan")
     return x, with_nans.reshape(x.shape), torch.rand(2048, 2048, generator=gen, dtype=torch.float64)
-
-
-def _reductions(x: torch.Tensor, with_nans: torch.Tensor, square: torch.Tensor) -> tuple[torch.Tensor, ...]:
-    return x.sum(), x.mean(), with_nans.nansum(), torch.count_nonzero(x), torch.trace(square)
-
-
-def _broadcast_rows(inputs: Tensors) -> tuple[torch.Tensor, ...]:
-    """pytorch#167154's input: 5 x 499 x 768 over one 499 x 768 storage (batch stride 0)."""
-    return (torch.as_strided(inputs[0], (5, 499, 768), (0, 768, 1)), *inputs[1:])
-
-
-def _layer_norm(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:
-    return torch.nn.functional.layer_norm(x, (x.shape[-1],), weight, bias)
 
 
 PATTERNS: dict[str, Pattern] = {
@@ -132,40 +110,36 @@ PATTERNS: dict[str, Pattern] = {
             lambda x: (x[0][:, ::2, ::2, 1::2], x[1]),  # every other channel, row and column: strides 2, 2, 2
             lambda x, weight: torch.nn.functional.conv2d(x, weight, padding=1),
         ),
+        Pattern("index_select_transposed", "mps index ops", lambda gen: (_randn(gen, 48, 64), _indices(gen, 64, 40)),
+                _transposed_source, lambda source, index: torch.index_select(source, 0, index)),
+        Pattern("gather_transposed", "mps index ops", lambda gen: (_randn(gen, 48, 32), _indices(gen, 48, 32, 24)),
+                _transposed_source, lambda source, index: torch.gather(source, 1, index)),
         Pattern(
-            "index_select_transposed", "mps index ops",
-            lambda gen: (_randn(gen, 48, 64), _indices(gen, 64, 40)),
-            lambda x: (x[0].t(), x[1]),
-            lambda source, index: torch.index_select(source, 0, index),
-        ),
-        Pattern(
-            "gather_transposed", "mps index ops",
-            lambda gen: (_randn(gen, 48, 32), _indices(gen, 48, 32, 24)),
-            lambda x: (x[0].t(), x[1]),
-            lambda source, index: torch.gather(source, 1, index),
-        ),
-        Pattern(
-            "scatter_add_transposed", "mps index ops",
-            lambda gen: (_randn(gen, 24, 32), _indices(gen, 16, 32, 24)),
-            lambda x: (x[0].t(), x[1]),
-            _scatter_add,
+            "scatter_add_transposed", "mps index ops", lambda gen: (_randn(gen, 24, 32), _indices(gen, 16, 32, 24)),
+            _transposed_source,
+            lambda source, index: torch.zeros(source.shape[0], 16, dtype=source.dtype, device=source.device).scatter_add(
+                1, index, source),
         ),
         # The 2025-2026 reports (issue 33), each in the dtypes of tolerances.REPORTED.
         Pattern(
             "matmul_transposed_after_churn", "pytorch#193487",  # wrong by 10-30% after other allocations (2.7-2.13)
             lambda gen: (_randn(gen, 50000, 25), torch.rand(50000, generator=gen, dtype=torch.float64)),
-            tuple, _gram,
+            tuple, lambda a, w: (a * w[:, None]).t() @ a,  # the left operand a transposed view: A'WA
         ),
         Pattern(
             "linear_3d_no_bias", "pytorch#180776",  # identical float16/bfloat16 calls disagreed by up to 123.5
             lambda gen: (_randn(gen, 2, 13, 1024), _randn(gen, 1024, 1024)), tuple,
             lambda x, weight: torch.nn.functional.linear(x, weight),
         ),
-        Pattern("reductions_in_succession", "pytorch#178497", _with_nans, tuple, _reductions, calls=16),
+        Pattern(
+            "reductions_in_succession", "pytorch#178497", _with_nans, tuple,
+            lambda x, nans, square: (x.sum(), x.mean(), nans.nansum(), torch.count_nonzero(x), torch.trace(square)),
+            calls=16,
+        ),
         Pattern(
             "compiled_layer_norm", "pytorch#191976",  # compiled off by up to 1.8 while eager was exact
             lambda gen: (_randn(gen, 4, 512), 1 + _randn(gen, 512) / 10, _randn(gen, 512) / 10), tuple,
-            _layer_norm, (2, 0), compiled=True,
+            lambda x, weight, bias: torch.nn.functional.layer_norm(x, (x.shape[-1],), weight, bias), (2, 0), compiled=True,
         ),
         Pattern(
             "linear_bias", "pytorch#188438",  # 18-23% relative error on one chip (GitHub's macos-26 M1)
@@ -174,7 +148,8 @@ PATTERNS: dict[str, Pattern] = {
         ),
         Pattern(
             "linear_broadcast_input", "pytorch#167154",  # an MPSNDArray assertion aborted the process (2.8)
-            lambda gen: (_randn(gen, 499 * 768), _randn(gen, 768, 768) / 28, _randn(gen, 768)), _broadcast_rows,
+            lambda gen: (_randn(gen, 499 * 768), _randn(gen, 768, 768) / 28, _randn(gen, 768)),
+            lambda x: (torch.as_strided(x[0], (5, 499, 768), (0, 768, 1)), *x[1:]),  # one 499 x 768 storage, batch stride 0
             lambda x, weight, bias: torch.nn.functional.linear(x, weight, bias), isolated=True,
         ),
     )
@@ -183,20 +158,12 @@ REPORTED: tuple[str, ...] = tuple(tolerances.REPORTED)
 NAMES: tuple[str, ...] = tuple(name for name in PATTERNS if name not in REPORTED)  # issue 21's: they guard timings
 
 
-def _inputs(pattern: Pattern, dtype: str) -> tuple[list[torch.Tensor], tuple[torch.Tensor, ...]]:
-    """The made inputs rounded to ``dtype`` (the values the device gets), and the float64 reference's outputs."""
-    made = pattern.make(torch.Generator().manual_seed(models.SEED))
-    kind = precision.dtype_of(dtype)
-    rounded = [x.to(kind) if x.is_floating_point() else x for x in made]
-    return rounded, _outputs(pattern.op(*pattern.arrange([x.double() if x.is_floating_point() else x for x in rounded])))
-
-
 def _outputs(result: Output) -> tuple[torch.Tensor, ...]:
     return result if isinstance(result, tuple) else (result,)
 
 
 def _error(results: tuple[torch.Tensor, ...], reference: tuple[torch.Tensor, ...]) -> float:
-    """The largest relative error of any output (a scalar's is its own: a count beside a sum keeps its scale)."""
+    # each output's own: a count beside a sum keeps its scale
     return max(accuracy.relative_error(result, expected) for result, expected in zip(results, reference))
 
 
@@ -215,7 +182,9 @@ def _calls(device: str, name: str, dtype: str, repeated: bool) -> tuple[list[tup
     """
     pattern = PATTERNS[name]
     _require(device, pattern)
-    rounded, reference = _inputs(pattern, dtype)
+    kind = precision.dtype_of(dtype)  # the inputs rounded to it: the values the device gets
+    rounded = [x.to(kind) if x.is_floating_point() else x for x in pattern.make(torch.Generator().manual_seed(models.SEED))]
+    reference = _outputs(pattern.op(*pattern.arrange([x.double() if x.is_floating_point() else x for x in rounded])))
     op = torch.compile(pattern.op) if pattern.compiled else pattern.op
     try:
         arranged = pattern.arrange([x.to(device) for x in rounded])
@@ -232,28 +201,20 @@ def _calls(device: str, name: str, dtype: str, repeated: bool) -> tuple[list[tup
 
 
 def relative_error(device: str, name: str, dtype: str) -> float:
-    """The pattern's error on ``device`` in ``dtype`` against float64 on the cpu: one call.
-
-    Skips (n/a) where the device is not usable, or this torch lacks the op, or lacks it in this
-    dtype on this device; other errors propagate (the combination fails).
-    """
+    """One call's error against float64 on the cpu; n/a where the device, op or dtype is not supported here."""
     calls, reference = _calls(device, name, dtype, repeated=False)
     return _error(calls[0], reference)
 
 
 @dataclass(frozen=True)
 class Reading:
-    """A pattern's calls against the reference and against each other (:func:`reading`)."""
-
     error: float  # the largest relative error of any call against float64: tolerances.ERROR_UNIT
     difference: float  # the largest difference of a later call from the first, relative: 0 when bit-identical
 
 
 def _churn(device: str) -> None:
     for elements in CHURN_ELEMENTS:
-        scratch = torch.ones(elements, device=device)
-        scratch.add_(1).sum()
-        del scratch
+        torch.ones(elements, device=device).add_(1).sum()
 
 
 def _read(device: str, name: str, dtype: str) -> Reading:
@@ -273,27 +234,19 @@ def _outcome(device: str, name: str, dtype: str) -> measured.Outcome:
         return measured.outcome_of(exc)
 
 
-def forget() -> None:
-    """Drop the readings kept for this process (a test that swaps a kernel reads again)."""
-    _outcome.cache_clear()
+forget = _outcome.cache_clear  # a test that swaps a kernel reads again
 
 
 def reading(device: str, name: str, dtype: str) -> Reading:
-    """``calls`` identical calls back to back, unrelated work (other sizes allocated, used and freed), one more call.
-
-    The error is the worst call's against float64; the difference, the furthest call's from the first, relative to
-    the first's scale. A pattern marked ``isolated`` runs in a child process: a crash there fails its row only.
-    """
+    """``calls`` identical calls, unrelated work (other sizes allocated, used and freed), one more call: the worst
+    call's error against float64 and the furthest call's difference from the first (``isolated``: in a child)."""
     value: Reading = _outcome(device, name, dtype).get()
     return value
 
 
 @functools.cache  # a pass is kept for the process; a failure raises, so is not kept
 def verify(device: str, dtype: str) -> None:
-    """Run every pattern once per process, device and dtype; raise :class:`CorrectnessError` on a failure.
-
-    A pattern this torch or device lacks is no evidence either way and is passed over.
-    """
+    """Every pattern once per process, device and dtype; one this torch or device lacks is no evidence either way."""
     tolerance = tolerances.TOLERANCES[dtype]  # the model guard's: rounding far below, a wrong kernel far above
     wrong = []
     for name in NAMES:
@@ -311,15 +264,12 @@ def verify(device: str, dtype: str) -> None:
 
 
 def measure(benchmark: str, keys: list[measured.Key]) -> measured.Table:
-    """Every (device, pattern, dtype) of this run: its relative error (one process: benchmark_patterns)."""
     return measured.measure(benchmark, keys, relative_error, {"relative_error": float})
 
 
 def measure_reported(benchmark: str, keys: list[measured.Key]) -> measured.Table:
-    """Every (device, reported pattern, dtype) of this run: its largest relative error over its calls."""
     return measured.measure(benchmark, keys, reading, {"relative_error": operator.attrgetter("error")})
 
 
 def measure_determinism(benchmark: str, keys: list[measured.Key]) -> measured.Table:
-    """Every (device, pattern, dtype) of this run: the largest difference between its identical calls."""
     return measured.measure(benchmark, keys, reading, {"largest_difference": operator.attrgetter("difference")})

@@ -1,9 +1,7 @@
-"""Which ops silently ran on the cpu instead of mps: recorded from PyTorch's own warning.
+"""Which ops silently ran on the cpu instead of mps, from PyTorch's own warning (docs/instruments.md).
 
-With ``PYTORCH_ENABLE_MPS_FALLBACK=1`` an op mps lacks runs on the cpu, and
-PyTorch says so only through one ``TORCH_WARN_ONCE`` per process
-(aten/src/ATen/mps/MPSFallback.mm); :class:`Recorder` makes every fallback warn
-and collects the op names. docs/instruments.md says what a fallback does to a timing.
+With ``PYTORCH_ENABLE_MPS_FALLBACK=1`` an op mps lacks runs on the cpu, and PyTorch says so only through one
+``TORCH_WARN_ONCE`` per process (aten/src/ATen/mps/MPSFallback.mm); :class:`Recorder` makes every fallback warn.
 """
 
 from __future__ import annotations
@@ -19,10 +17,8 @@ from mpsbench.measure.optional_torch import torch
 ENABLE_ENV = "PYTORCH_ENABLE_MPS_FALLBACK"  # PyTorch's switch; read at `import torch`
 ALLOW_ENV = "MPSBENCH_ALLOW_FALLBACK"  # ours: 1 times combinations that fell back
 
-# The text of MPSFallback.mm's warning in every release since 1.12; later ones
-# append "This may have performance implications." (some with a typo), which
-# the pattern leaves out. The op is `op.schema().operator_name()`: "aten::name"
-# or "aten::name.overload".
+# MPSFallback.mm's warning in every release since 1.12, without the sentence later ones append (some with a
+# typo). The op is `op.schema().operator_name()`: "aten::name" or "aten::name.overload".
 WARNING = re.compile(
     r"The operator '(?P<op>[^']+)' is not currently supported on the MPS backend"
     r" and will fall back to run on the CPU"
@@ -30,7 +26,7 @@ WARNING = re.compile(
 
 
 class FallbackError(RuntimeError):
-    """Ops fell back to the cpu in a combination whose timing must be pure device work."""
+    pass
 
 
 def _on(name: str) -> bool:
@@ -38,22 +34,16 @@ def _on(name: str) -> bool:
 
 
 def enabled() -> bool:
-    """Whether this process was started with PyTorch's mps fallback on."""
     return _on(ENABLE_ENV)
 
 
 def ops_in(message: str) -> list[str]:
-    """The op names a warning's text reports as fallen back (none for other warnings)."""
     return [found.group("op") for found in WARNING.finditer(message)]
 
 
 class Recorder:
-    """Context manager: records the ops that fall back to the cpu inside it.
-
-    ``torch.set_warn_always(True)`` makes the once-per-process warning fire for
-    every op; other warnings are emitted again on exit, once per distinct text,
-    so nothing else is hidden. autograd replays its worker threads' warnings here.
-    """
+    """Records the ops that fall back to the cpu inside it; other warnings are emitted again on exit, once per
+    distinct text. autograd replays its worker threads' warnings here."""
 
     def __init__(self) -> None:
         self.ops: list[str] = []  # distinct names, in the order they first fell back
@@ -61,7 +51,7 @@ class Recorder:
 
     def __enter__(self) -> Recorder:
         self._warned_always = torch.is_warn_always_enabled()
-        torch.set_warn_always(True)
+        torch.set_warn_always(True)  # the once-per-process warning fires for every op
         self._log = self._catcher.__enter__()
         warnings.simplefilter("always")
         return self

@@ -1,9 +1,7 @@
-"""What the host says about itself: its GPU, macOS and Metal versions, power source, thermal state and busy processes.
+"""What the host says about itself: its GPU, macOS and Metal versions, power source, thermal state, busy processes.
 
-Each fact comes from the OS's own tool (named in each function), parsed by a
-pure function that the tests feed with captured output (tests/test_host.py
-cites where each format was seen). Imports no torch: ``mpsbench doctor``, the
-machine entry and the suite's ``Host`` benchmarks share it.
+Each fact comes from the OS's own tool, parsed by a pure function the tests feed with captured output
+(tests/test_host.py). Torch-free: ``mpsbench doctor``, the machine entry and the ``Host`` benchmarks share it.
 """
 
 from __future__ import annotations
@@ -13,7 +11,6 @@ import json
 import platform
 import plistlib
 import re
-import shutil
 import subprocess
 import sys
 import time
@@ -26,9 +23,7 @@ FRAMEWORKS = Path("/System/Library/Frameworks")
 
 
 def output(*command: str) -> str | None:
-    """The command's standard output, or None when it is missing, fails or hangs."""
-    if shutil.which(command[0]) is None:
-        return None
+    """None when the command is missing, fails or hangs."""
     try:
         done = subprocess.run(command, capture_output=True, text=True, timeout=30, check=False)
     except (OSError, subprocess.SubprocessError):
@@ -52,28 +47,23 @@ def apple_gpu(displays_json: str) -> str | None:
 
 def _counted(names: list[str]) -> str | None:
     """``NVIDIA H100 80GB HBM3`` for one GPU, ``2 x NVIDIA H100 80GB HBM3`` for two of a kind."""
-    if not names:
-        return None
-    return ", ".join(name if count == 1 else f"{count} x {name}" for name, count in Counter(names).items())
+    return ", ".join(name if count == 1 else f"{count} x {name}" for name, count in Counter(names).items()) or None
 
 
 def nvidia_gpus(smi_names: str) -> str | None:
-    """The GPUs of ``nvidia-smi --query-gpu=name --format=csv,noheader`` (one name a line)."""
+    """From ``nvidia-smi --query-gpu=name --format=csv,noheader`` (one name a line)."""
     return _counted([line.strip() for line in smi_names.splitlines() if line.strip()])
 
 
 def proc_nvidia_gpus(root: Path = NVIDIA_PROC) -> str | None:
     """The GPUs the NVIDIA driver lists in /proc (each ``information`` file's ``Model:`` line)."""
-    names = []
-    for information in sorted(root.glob("*/information")):
-        found = re.search(r"^Model:\s*(.+)$", information.read_text(errors="replace"), re.M)
-        if found:
-            names.append(found.group(1).strip())
-    return _counted(names)
+    found = [re.search(r"^Model:\s*(.+)$", information.read_text(errors="replace"), re.M)
+             for information in sorted(root.glob("*/information"))]
+    return _counted([model.group(1).strip() for model in found if model])
 
 
 def gpu() -> str | None:
-    """This machine's GPU, described so that two machines with different GPUs differ; None without one."""
+    """Described so that two machines with different GPUs differ; None without one."""
     if sys.platform == "darwin":
         text = output("system_profiler", "SPDisplaysDataType", "-json")
         return apple_gpu(text) if text else None
@@ -83,22 +73,18 @@ def gpu() -> str | None:
 
 def macos_version() -> str | None:
     """``15.1.1`` on macOS (what changes MPSGraph), None elsewhere."""
-    if sys.platform != "darwin":
-        return None
-    return platform.mac_ver()[0] or None
+    return (platform.mac_ver()[0] or None) if sys.platform == "darwin" else None
 
 
 def framework_version(name: str) -> str | None:
-    """``366.14`` for ``Metal``: the version of a system framework bundle (a macOS update replaces Metal and
-    MetalPerformanceShadersGraph, which is what mps runs on); None where the bundle or its version is absent."""
+    """``366.14`` for ``Metal``: a macOS update replaces Metal and MetalPerformanceShadersGraph, what mps runs on."""
     resources = FRAMEWORKS / f"{name}.framework" / "Resources"
     for plist in (resources / "version.plist", resources / "Info.plist"):
         try:
             info = plistlib.loads(plist.read_bytes())
         except (OSError, ValueError):  # absent, or not a property list (plistlib.InvalidFileException)
             continue
-        version = info.get("CFBundleShortVersionString") or info.get("CFBundleVersion")
-        if version:
+        if version := info.get("CFBundleShortVersionString") or info.get("CFBundleVersion"):
             return str(version)
     return None
 
@@ -110,15 +96,15 @@ def version_number(version: str) -> float:
 
 
 def power_source(pmset_batt: str) -> str | None:
-    """'AC Power', 'Battery Power' or 'UPS Power' from ``pmset -g batt``; None if it names none."""
+    """'AC Power', 'Battery Power' or 'UPS Power' from ``pmset -g batt``."""
     found = re.search(r"Now drawing from '([^']+)'", pmset_batt)
     return found.group(1) if found else None
 
 
 def on_battery() -> bool | None:
-    """True on battery, False on AC (or a UPS), None where the OS does not say (not macOS)."""
+    """None where the OS does not say (not macOS)."""
     text = output("pmset", "-g", "batt") if sys.platform == "darwin" else None
-    source = power_source(text) if text else None
+    source = power_source(text or "")
     return None if source is None else source == "Battery Power"
 
 
@@ -130,7 +116,6 @@ class Thermal:
     warnings: tuple[str, ...]  # recorded warning levels, as pmset words them
 
     def problem(self) -> str | None:
-        """Why timing now would be throttled, or None."""
         throttled = {name: value for name, value in self.limits.items() if value < 100}
         if throttled:
             return "throttled: " + ", ".join(f"{name} = {value}" for name, value in sorted(throttled.items()))
@@ -147,13 +132,12 @@ def thermal(pmset_therm: str) -> Thermal:
 
 
 def thermal_state() -> Thermal | None:
-    """macOS's thermal state now; None where the OS does not report one."""
     text = output("pmset", "-g", "therm") if sys.platform == "darwin" else None
     return thermal(text) if text is not None else None
 
 
 def busy_processes(threshold: float) -> list[tuple[str, int, float]]:
-    """Other processes using more than ``threshold`` percent of one core over a second: (name, pid, percent)."""
+    """Other processes above ``threshold`` percent of one core over a second: (name, pid, percent)."""
     import psutil
 
     mine = psutil.Process().pid

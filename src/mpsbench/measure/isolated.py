@@ -1,8 +1,7 @@
 """Run a function in a spawned child process: its answer or exception comes back; its death is one error here.
 
-A kernel that trips a Metal assertion aborts its process (SIGABRT), and Linux's OOM killer ends one without a
-word: neither raises anything to catch. In a child, either is one combination's failure, and the process that
-measures the rest carries on (mpsbench.measure.correctness, mpsbench.measure.maxbatch).
+A Metal assertion aborts its process (SIGABRT) and Linux's OOM killer ends one without a word: in a child, either
+is one combination's failure, and the process that measures the rest carries on.
 """
 
 from __future__ import annotations
@@ -19,11 +18,11 @@ T = TypeVar("T")
 
 
 class ChildDied(RuntimeError):
-    """The child ended without an answer: killed by a signal, or exited."""
+    pass
 
 
 def call(function: Callable[..., T], *args: Any) -> T:
-    """``function(*args)`` in a fresh spawned interpreter (``function`` must be importable by its module's name)."""
+    """``function`` must be importable by its module's name."""
     context = multiprocessing.get_context("spawn")  # a fork would inherit this process's GPU context and memory
     receiving, sending = context.Pipe(duplex=False)
     child = context.Process(target=_answer, args=(sending, function, args))

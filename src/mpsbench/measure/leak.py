@@ -1,18 +1,21 @@
-"""Leak detector: how fast device memory grows per step, over many steps after warm-up.
+"""Leaks: how fast memory held after each step grows, as a least-squares slope in MiB per 100 steps.
 
-A step that keeps something alive each time makes the memory held after each
-step climb in a straight line: its least-squares slope, in MiB per 100 steps,
-is about zero for a clean step (docs/instruments.md, Leaks).
+A step that keeps something alive each time makes the readings climb in a straight line; a clean step's slope is
+about zero (docs/instruments.md, Leaks). The leak patterns are the loop bodies of the pytorch issues mps users
+filed (issue 21, docs/workloads.md): a warm-up fills the allocator's caches with every size of a pattern's cycle,
+then the slope over one reading per iteration.
 """
 
 from __future__ import annotations
 
 import gc
+import itertools
 import statistics
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
-from mpsbench.measure import devices
-from mpsbench.measure.skips import SkipNotImplemented
+from mpsbench.measure import devices, measured, models, skips
+from mpsbench.measure.optional_torch import nn, torch
 from mpsbench.measure.workloads import Workload
 
 STEPS_SMALL = 200  # mlp, lenet5: milliseconds a step even on a cpu
@@ -21,7 +24,6 @@ PER = 100  # the slope is reported per this many steps
 
 
 def steps_for(workload: Workload) -> int:
-    """How many steps the leak track runs: enough for a line, affordable for large models."""
     return STEPS_LARGE if workload.spec.large else STEPS_SMALL
 
 
@@ -29,14 +31,13 @@ def reading(device: str) -> int:
     """Bytes held now: the device allocator's count, or the process RSS where there is none."""
     current = devices.get(device).memory().current
     if current is None:  # mps before torch 2.0: no counters; its buffers live in process memory
-        current = devices.get("cpu").memory().current
+        current = devices.rss()
     if current is None:  # a skip with the reason (asv's n/a), never a slope of zeros
-        raise SkipNotImplemented(f"no memory reading for {device}: {devices.get('cpu').no_reading_reason()}")
+        raise skips.SkipNotImplemented(f"no memory reading for {device}: {devices.Device.CPU.no_reading_reason()}")
     return current
 
 
 def slope_mib_per_100_steps(readings: Sequence[float]) -> float:
-    """Least-squares slope of bytes-per-step readings, in MiB per 100 steps."""
     if len(readings) < 2:
         raise ValueError(f"a slope needs at least 2 readings, got {len(readings)}")
     return statistics.linear_regression(range(len(readings)), readings).slope * PER / devices.MIB
@@ -56,6 +57,106 @@ def record(step: Callable[[], object], device: str, steps: int) -> list[int]:
 
 
 def measure(workload: Workload, steps: int | None = None) -> float:
-    """Memory growth of a warmed-up workload's step, in MiB per 100 steps."""
-    count = steps_for(workload) if steps is None else steps
-    return slope_mib_per_100_steps(record(workload.step, workload.device, count))
+    """A warmed-up workload's memory growth in MiB per 100 steps."""
+    return slope_mib_per_100_steps(record(workload.step, workload.device, steps or steps_for(workload)))
+
+
+PATTERN_PER = 1000  # a pattern's growth is reported per this many iterations
+PATTERN_WARM_UP = 50  # iterations before the readings: several times every cycle below
+PATTERN_ITERATIONS = 300  # readings: enough for a line through RSS noise, about a second a pattern on a GPU
+SIZES = (32, 40, 48, 56, 64)  # image sides of the varying-size pattern
+LENGTHS = (17, 33, 64, 100, 128)  # sequence lengths of the varying-length attention pattern
+
+
+@dataclass(frozen=True)
+class Pattern:
+    name: str
+    issue: str
+    make: Callable[[str], Callable[[], object]]  # device -> one iteration, built and seeded on the device
+    min_torch: tuple[int, int] = (1, 12)
+
+
+def _sgd_step(model: nn.Module, loss: Callable[[], torch.Tensor]) -> Callable[[], object]:
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
+
+    def step() -> object:
+        optimizer.zero_grad(set_to_none=True)
+        value = loss()
+        value.backward()  # type: ignore[no-untyped-call]
+        optimizer.step()
+        return value.detach()
+
+    return step
+
+
+def _lstm(device: str) -> Callable[[], object]:
+    gen = torch.Generator().manual_seed(models.SEED)
+    lstm = nn.LSTM(64, 128, num_layers=2, batch_first=True).to(device)
+    head = nn.Linear(128, 10).to(device)
+    x = torch.randn(16, 32, 64, generator=gen).to(device)
+    target = torch.randint(0, 10, (16,), generator=gen).to(device)
+    return _sgd_step(nn.ModuleList([lstm, head]), lambda: torch.nn.functional.cross_entropy(head(lstm(x)[0][:, -1]), target))
+
+
+def _varying_sizes(device: str) -> Callable[[], object]:
+    gen = torch.Generator().manual_seed(models.SEED)
+    model = nn.Sequential(
+        nn.Conv2d(3, 16, 3, padding=1), nn.ReLU(), nn.Conv2d(16, 16, 3, padding=1), nn.AdaptiveAvgPool2d(1),
+        nn.Flatten(), nn.Linear(16, 10),
+    ).to(device)
+    cycle = itertools.cycle([torch.randn(8, 3, side, side, generator=gen).to(device) for side in SIZES])
+    target = torch.randint(0, 10, (8,), generator=gen).to(device)
+    return _sgd_step(model, lambda: torch.nn.functional.cross_entropy(model(next(cycle)), target))
+
+
+def _maxpool(device: str) -> Callable[[], object]:
+    pool = nn.MaxPool2d(2)
+    x = torch.randn(8, 16, 64, 64, generator=torch.Generator().manual_seed(models.SEED)).to(device).requires_grad_(True)
+
+    def step() -> object:
+        x.grad = None
+        pool(x).sum().backward()
+        return x.grad
+
+    return step
+
+
+def _varying_sdpa(device: str) -> Callable[[], object]:
+    gen = torch.Generator().manual_seed(models.SEED)
+    cycle = itertools.cycle([torch.randn(3, 4, 8, length, 64, generator=gen).to(device) for length in LENGTHS])
+
+    def step() -> object:
+        q, k, v = next(cycle)
+        with torch.no_grad():
+            return torch.nn.functional.scaled_dot_product_attention(q, k, v)
+
+    return step
+
+
+PATTERNS: dict[str, Pattern] = {
+    pattern.name: pattern
+    for pattern in (
+        Pattern("lstm_training", "pytorch#145374", _lstm),
+        Pattern("varying_input_sizes", "pytorch#132596", _varying_sizes),
+        Pattern("maxpool2d", "pytorch#125217", _maxpool),
+        Pattern("varying_length_sdpa", "pytorch#152550", _varying_sdpa, (2, 0)),
+    )
+}
+PATTERN_NAMES: tuple[str, ...] = tuple(PATTERNS)
+
+
+def growth(device: str, name: str, iterations: int | None = None) -> float:
+    """A pattern's growth in MiB per :data:`PATTERN_PER` iterations; n/a off a usable device."""
+    skips.require_device(device)
+    pattern = PATTERNS[name]
+    skips.require_torch(pattern.min_torch, name)
+    devices.get(device).seed(models.SEED)
+    step = pattern.make(device)
+    for _ in range(PATTERN_WARM_UP):
+        step()
+    readings = record(step, device, iterations or PATTERN_ITERATIONS)
+    return slope_mib_per_100_steps(readings) * PATTERN_PER / PER
+
+
+def measure_patterns(benchmark: str, keys: list[measured.Key]) -> measured.Table:
+    return measured.measure(benchmark, keys, growth, {"growth": float})

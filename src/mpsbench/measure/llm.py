@@ -1,10 +1,8 @@
 """The small Llama's generation: time to the first token and tokens per second after it, with a KV cache (issue 21).
 
-``prefill`` is one forward over the prompt that fills the cache and picks the first new token; ``decode``
-feeds one greedy token at a time through it with no end-of-sequence stop, so every build does the same work.
-Why batch 1, a 512-token prompt, 128 new tokens, and a loop on the model's forward rather than ``generate``
-(whose defaults change between transformers releases): docs/workloads.md (Models). 128 tokens are also
-enough that decode's per-token time dominates its launch overheads.
+``prefill`` is one forward over the prompt that fills the cache and picks the first new token; ``decode`` feeds
+one greedy token at a time through it with no end-of-sequence stop, so every build does the same work. Why these
+sizes, and a loop on the model's forward rather than ``generate``: docs/workloads.md (Models).
 """
 
 from __future__ import annotations
@@ -22,8 +20,6 @@ NEW_TOKENS = models.LLAMA_GENERATION["new_tokens"]
 
 
 class Generation:
-    """The decoder on a device in eval mode, a fixed seeded prompt, and the two phases."""
-
     def __init__(self, device: str, model: str = MODEL) -> None:
         self.device = devices.get(device)
         self.spec = models.get(model)
@@ -31,9 +27,8 @@ class Generation:
         with self.device.creating():
             self.model = self.spec.build().to(device)
         self.model.eval()
-        vocab = models.LLAMA_CONFIG["vocab_size"]
         generator = torch.Generator().manual_seed(models.SEED)
-        self.prompt = torch.randint(0, vocab, (BATCH, PROMPT_TOKENS), generator=generator).to(device)
+        self.prompt = torch.randint(0, models.LLAMA_CONFIG["vocab_size"], (BATCH, PROMPT_TOKENS), generator=generator).to(device)
         self.fallback_ops: tuple[str, ...] = ()
 
     @property
@@ -41,14 +36,12 @@ class Generation:
         return f"{self.spec.name} generation on {self.device} (batch {BATCH}, prompt {PROMPT_TOKENS})"
 
     def prefill(self) -> tuple[torch.Tensor, Any]:
-        """One forward over the prompt: the first new token and the filled cache."""
         with torch.inference_mode():
             output = self.model(input_ids=self.prompt, use_cache=True)
             return output.logits[:, -1:].argmax(-1), output.past_key_values
 
     def decode(self, token: torch.Tensor, cache: Any, count: int = NEW_TOKENS) -> torch.Tensor:
-        """``count`` greedy steps through the cache, which grows in place (whatever the model returns: a
-        ``DynamicCache``, or tuples in old transformers); returns the tokens."""
+        """``count`` greedy tokens through the cache (a ``DynamicCache`` grows in place, old transformers' tuples not)."""
         tokens = []
         with torch.inference_mode():
             for _ in range(count):
@@ -59,7 +52,7 @@ class Generation:
         return torch.cat(tokens, dim=1)
 
     def warm_up(self) -> Generation:
-        """A prefill and a few decode steps under the fallback recorder: kernels chosen, shaders compiled."""
+        """A prefill and a few decode steps, recording cpu fallbacks: kernels chosen, shaders compiled."""
         with fallback.Recorder() as recorder:
             token, cache = self.prefill()
             out = self.decode(token, cache, count=4)
@@ -74,7 +67,7 @@ _slot: devices.OneSlot[Generation] = devices.OneSlot()
 
 
 def prepare(device: str, model: str) -> Generation:
-    """The warmed-up generation for an asv ``setup``, built once per process, skipped and guarded as the step timings are."""
+    """Built once per process, skipped and guarded as the step timings are."""
     suite.require("inference", device, model)
     generation = _slot.get((device, model), device, lambda: Generation(device, model).warm_up())
     fallback.refuse(generation.label, generation.fallback_ops)

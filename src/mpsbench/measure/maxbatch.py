@@ -1,8 +1,5 @@
-"""The largest power-of-two batch whose training or inference step fits in a device's memory.
-
-The search doubles the batch size up to :data:`CEILING` and stops at the first out-of-memory error; what
-raises it on each device (mps's high watermark, the cpu's ``RLIMIT_AS`` child) is in docs/workloads.md.
-"""
+"""The largest power-of-two batch whose training or inference step fits in a device's memory: the batch doubles up
+to :data:`CEILING` until the first out-of-memory error (what raises it on each device: docs/workloads.md)."""
 
 from __future__ import annotations
 
@@ -18,22 +15,18 @@ from mpsbench.measure import devices, isolated, models, suite, workloads
 
 CEILING = 4096  # the search stops here even if everything fits: 13 tries at most (1, 2, ..., 4096)
 MODELS: tuple[str, ...] = ("resnet50", "vgg16", "bert_base", "bert_base_frozen")
-# Bytes the cpu search's child may map beyond its state at batch 1. Larger budgets reach
-# batches whose cpu steps take minutes each (BERT at 256: about a minute a step).
+# Bytes the cpu search's child may map beyond its state at batch 1: larger budgets reach batches whose cpu steps
+# take minutes each (BERT at 256: about a minute a step).
 CPU_MEMORY_BUDGET = 2 * 1024**3
-# A training step's peak (activations, gradients and optimizer state together)
-# is reached only once the optimizer state exists: from the second step on.
+# A training step peaks (activations, gradients and optimizer state together) once the optimizer state exists.
 STEPS_PER_TRY = {"training": 2, "inference": 1}
 
-# A search can take many minutes (issue 32: 35 on a loaded 2-core machine): each try says how it went on stderr,
-# which asv shows with --show-stderr when the combination ends.
+# A search can take many minutes (issue 32): each try says how it went on stderr (asv's --show-stderr).
 log = progress.logger(__name__)
 
 
 @dataclass(frozen=True)
 class Search:
-    """The outcome of one doubling search."""
-
     largest: int  # the largest batch size whose step completed; 0 if not even batch 1 did
     tried: tuple[int, ...]  # every batch size tried, in order
     error: str | None  # the first line of the out-of-memory error that ended it; None at the ceiling
@@ -41,14 +34,9 @@ class Search:
 
 def search(step: Callable[[int], None], release: Callable[[], None], ceiling: int = CEILING,
            what: str = "the search") -> Search:
-    """Double the batch size from 1 until ``step`` runs out of memory or passes ``ceiling``.
-
-    ``step(n)`` runs the workload at batch size ``n``; ``release()`` frees
-    what it left behind and is called after every try, successful or not.
-    Every try is logged as ``what: batch n fits (seconds)``.
-    """
+    """Double the batch size from 1 until ``step(n)`` runs out of memory or passes ``ceiling``; ``release()`` frees
+    what a try left behind, successful or not."""
     tried: list[int] = []
-    largest = 0
     batch_size = 1
     while batch_size <= ceiling:
         tried.append(batch_size)
@@ -65,24 +53,17 @@ def search(step: Callable[[int], None], release: Callable[[], None], ceiling: in
         outcome = "fits" if error is None else "does not fit"
         log.info("%s: batch %d %s (%.1f s)", what, batch_size, outcome, time.perf_counter() - began)
         if error is not None:
-            return Search(largest, tuple(tried), error)
-        largest = batch_size
+            return Search(batch_size // 2, tuple(tried), error)
         batch_size *= 2
-    return Search(largest, tuple(tried), None)
+    return Search(batch_size // 2, tuple(tried), None)
 
 
 class SizedStep:
-    """One model on one device, stepped at whatever batch size the search asks for.
-
-    The model and optimizer are built at the first try (out of memory there: batch 1 does not fit)
-    and kept; between tries only the batch and gradients go, the optimizer state being part of a step.
-    """
+    """One model on one device, stepped at whatever batch size the search asks for. The model and optimizer are built
+    at the first try and kept; between tries only the batch and gradients go (the optimizer state is part of a step)."""
 
     def __init__(self, kind: str, device: str, model: str) -> None:
-        workloads.check_kind(kind)
-        self.kind = kind
-        self.device = devices.get(device)
-        self.spec = models.get(model)
+        self.kind, self.device, self.spec = workloads.check_kind(kind), devices.get(device), models.get(model)
         self.workload: workloads.Workload | None = None
 
     def __call__(self, batch_size: int) -> None:
@@ -104,14 +85,13 @@ class SizedStep:
         self.device.empty_cache()
 
     def close(self) -> None:
-        """Drop the model and optimizer and hand the device's cached memory back."""
         self.workload = None
         self.release()
 
 
 def _search(kind: str, device: str, model: str, ceiling: int, budget: int | None = None) -> Search:
-    """The search in this process. With a ``budget`` (the cpu's spawned child): one unlimited try at batch 1 (lazy
-    imports, threads, the model) first, then the address space limited to what the process then maps plus ``budget``."""
+    """With a ``budget`` (the cpu's child): one unlimited try at batch 1 (lazy imports, threads, the model), then the
+    address space limited to what the process then maps plus ``budget``."""
     step = SizedStep(kind, device, model)
     try:
         if budget is not None:
@@ -127,10 +107,7 @@ def _search(kind: str, device: str, model: str, ceiling: int, budget: int | None
 
 
 def largest_batch_in_child(kind: str, model: str, ceiling: int = CEILING, budget: int = CPU_MEMORY_BUDGET) -> Search:
-    """The cpu search in a spawned child limited to ``budget`` bytes beyond its state at batch 1 (Linux: :func:`require`).
-
-    A child that dies instead of raising fails the search with a RuntimeError; this process carries on.
-    """
+    """The cpu search in a child (Linux: :func:`require`); a child that dies fails the search, this process goes on."""
     try:
         return isolated.call(_search, kind, "cpu", model, ceiling, budget)
     except isolated.ChildDied as exc:
@@ -140,7 +117,7 @@ def largest_batch_in_child(kind: str, model: str, ceiling: int = CEILING, budget
 
 
 def require(device: str, model: str, kind: str) -> None:
-    """For an asv ``setup`` (after the selection): raise asv's n/a with the reason if this search cannot run here."""
+    """asv's n/a with the reason where this search cannot run."""
     suite.require(kind, device, model)  # the device and the model's packages
     if device == "cpu" and not os.path.exists("/proc/self/status"):
         raise suite.SkipNotImplemented(
@@ -149,7 +126,7 @@ def require(device: str, model: str, kind: str) -> None:
 
 
 def measure(device: str, model: str, kind: str, ceiling: int = CEILING) -> Search:
-    """The search the benchmark runs: in a memory-limited child on the cpu (where nothing raises), in this process elsewhere."""
+    """In a memory-limited child on the cpu (where nothing would raise), in this process elsewhere."""
     if device == "cpu":
         return largest_batch_in_child(kind, model, ceiling)
     return _search(kind, device, model, ceiling)

@@ -1,12 +1,7 @@
-"""The explicit registry of benchmarked models: random weights, synthetic batches.
+"""The explicit registry of benchmarked models: random weights, seeded synthetic batches, nothing downloaded.
 
-Nothing is downloaded: every model is built from code with random weights, and
-every batch is made from a seeded generator with a fixed shape. Heavy imports
-(torchvision, transformers) happen inside the builders, so that every module of
-the suite imports with any supported torch, even one without torchvision.
-
-Each model's ``seed_batch_size`` is the batch size the published measurements
-that motivated this project used; the comment beside it names the source.
+torchvision and transformers are imported inside the builders, so that the suite imports with any supported torch.
+Each ``seed_batch_size`` is the batch of the published measurement that motivated the model (named beside it).
 """
 
 from __future__ import annotations
@@ -18,62 +13,51 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from mpsbench.core import errors
-from mpsbench.measure import optional_torch
 from mpsbench.measure.optional_torch import nn, torch  # the registry's names and sizes import without torch
 
-SEED = 0  # every synthetic batch is drawn from a generator seeded with this
-
+SEED = 0  # every synthetic input is drawn from a generator seeded with this
 # One axis for every model; a model skips the sizes outside its own `batch_sizes`.
 BATCH_SIZES: tuple[int, ...] = (1, 8, 32, 64, 128, 1024)
 
 
 @dataclass(frozen=True)
 class Batch:
-    """A fixed-shape synthetic batch: keyword inputs for the model and class targets."""
+    """Keyword inputs for the model and class targets."""
 
     inputs: dict[str, torch.Tensor]
     target: torch.Tensor
 
     def to(self, device: str) -> Batch:
-        moved = {key: value.to(device) for key, value in self.inputs.items()}
-        return Batch(moved, self.target.to(device))
+        return Batch({key: value.to(device) for key, value in self.inputs.items()}, self.target.to(device))
 
     def head(self, samples: int) -> Batch:
-        """The first ``samples`` samples (every input and the target sliced alike)."""
         return Batch({key: value[:samples] for key, value in self.inputs.items()}, self.target[:samples])
 
 
 @dataclass(frozen=True)
 class ModelSpec:
-    """How to build, feed and train one model."""
-
     name: str
     description: str
-    build: Callable[[], nn.Module]  # random init: nothing downloaded
-    make_batch: Callable[[int, torch.Generator], Batch]  # fixed shapes, seeded
+    build: Callable[[], nn.Module]
+    make_batch: Callable[[int, torch.Generator], Batch]
     num_classes: int
     seed_batch_size: int
     batch_sizes: tuple[int, ...]
-    # Models whose cpu step takes seconds: the default selection runs them on
-    # cpu at small batches only (docs/budget.md).
-    large: bool
-    # Steps looped inside one timed call, so that sub-millisecond GPU steps rise
-    # above clock and launch overhead; asv's timer divides by it (suite.TimedSteps).
+    large: bool  # a cpu step takes seconds: the default selection runs it on the cpu at small batches only
+    # Steps looped inside one timed call, so that sub-millisecond GPU steps rise above clock and launch
+    # overhead; asv's timer divides by it (suite.StepTimer).
     steps_per_call: int = 1
     requires: tuple[str, ...] = ()  # importable packages the builder needs
-    # Parameters trained; the rest are frozen. None trains everything.
-    trainable: Callable[[nn.Module], list[nn.Parameter]] | None = None
+    trainable: Callable[[nn.Module], list[nn.Parameter]] | None = None  # the parameters trained; None: all
     make_optimizer: Callable[[list[nn.Parameter]], torch.optim.Optimizer] = field(
         default=lambda params: torch.optim.SGD(params, lr=0.01, momentum=0.9)
     )
-    # Calls the model on a batch's inputs and returns the logits.
-    forward: Callable[[nn.Module, dict[str, torch.Tensor]], torch.Tensor] = field(
+    forward: Callable[[nn.Module, dict[str, torch.Tensor]], torch.Tensor] = field(  # the logits
         default=lambda model, inputs: model(*inputs.values())
     )
     trains: bool = True  # False: an inference-only model (a frozen text encoder)
 
     def missing_requirements(self) -> list[str]:
-        """The packages this model needs that this environment cannot import."""
         missing = []
         for package in self.requires:
             try:
@@ -83,87 +67,36 @@ class ModelSpec:
         return missing
 
 
-class UnknownModelError(errors.UserError):
-    """A model name that is not in the registry."""
-
-
-class BatchSizeError(errors.UserError):
-    """A batch size a model is not benchmarked at."""
-
-
 def _build_mlp() -> nn.Module:
-    # The seeds' multilayer perceptron: 1024 -> 512 -> 256 -> 10.
-    return nn.Sequential(
-        nn.Linear(1024, 512), nn.ReLU(), nn.Linear(512, 256), nn.ReLU(), nn.Linear(256, 10)
-    )
+    return nn.Sequential(nn.Linear(1024, 512), nn.ReLU(), nn.Linear(512, 256), nn.ReLU(), nn.Linear(256, 10))
 
 
 def _build_lenet5() -> nn.Module:
-    # LeNet-5 for 28x28 single-channel images (MNIST-shaped); padding keeps 28x28
-    # through the first convolution, as in most modern reproductions.
+    # 28x28 single-channel images; padding keeps 28x28 through the first convolution, as modern reproductions do
     return nn.Sequential(
         nn.Conv2d(1, 6, kernel_size=5, padding=2), nn.ReLU(), nn.MaxPool2d(2),
         nn.Conv2d(6, 16, kernel_size=5), nn.ReLU(), nn.MaxPool2d(2),
-        nn.Flatten(),
-        nn.Linear(16 * 5 * 5, 120), nn.ReLU(), nn.Linear(120, 84), nn.ReLU(), nn.Linear(84, 10),
+        nn.Flatten(), nn.Linear(16 * 5 * 5, 120), nn.ReLU(), nn.Linear(120, 84), nn.ReLU(), nn.Linear(84, 10),
     )
 
 
 BERT_SEQUENCE_LENGTH = 128
 BERT_NUM_LABELS = 6  # TREC question classification, as in the fine-tuning seed
-# Fixed explicitly: transformers has changed its default attention path between
-# releases, which would change what is timed without any change here. "eager"
-# exists in every transformers release the supported torch range can use.
+# The attention paths are fixed: transformers changes its default between releases, which would change what is
+# timed. BERT: "eager" exists in every release the supported torch range can use. Llama: "sdpa", its default
+# path and the attention kernels mps got wrong before (issue 21).
 BERT_ATTENTION = "eager"
-
-
-def _transformers_build(model_class: str, config_class: str, config: dict[str, Any], attention: str) -> Callable[[], nn.Module]:
-    """A builder of ``transformers.<model_class>``, its attention path fixed where transformers lets us fix it.
-
-    ``config`` is read at each build, so that a test can shrink the model in place.
-    """
-
-    def build() -> nn.Module:
-        transformers = importlib.import_module("transformers")
-        settings = getattr(transformers, config_class)(**config)
-        settings._attn_implementation = attention
-        model: nn.Module
-        try:
-            model = getattr(transformers, model_class)(settings, attn_implementation=attention)
-        except TypeError:  # transformers before 4.36 has no argument (and one attention path)
-            model = getattr(transformers, model_class)(settings)
-        return model
-
-    return build
-
-
-def _classifier_head(model: nn.Module) -> list[nn.Parameter]:
-    # The fine-tuning seed's "frozen core": only the classification head trains.
-    return list(model.classifier.parameters())  # type: ignore[union-attr]
-
-
-def _bert_forward(model: nn.Module, inputs: dict[str, torch.Tensor]) -> torch.Tensor:
-    output = model(**inputs)
-    logits: torch.Tensor = output.logits if hasattr(output, "logits") else output[0]  # old: a tuple
-    return logits
-
-
+LLAMA_ATTENTION = "sdpa"
 # A small Llama-style decoder, 125M parameters: its AdamW training step fits the GPU share of an 8 GB Mac
-# (about 5.3 GB), the sizes worked out in docs/workloads.md, Models.
+# (docs/workloads.md, Models).
 LLAMA_CONFIG: dict[str, Any] = dict(
     vocab_size=32000, hidden_size=768, intermediate_size=2048, num_hidden_layers=12,
     num_attention_heads=12, num_key_value_heads=4, max_position_embeddings=2048, tie_word_embeddings=False,
 )
 LLAMA_SEQUENCE_LENGTH = 256  # a short chat turn: where laptop fine-tuning recipes for small models start
-# Fixed explicitly, as for BERT: "sdpa" is the path Llama runs by default in
-# current transformers and the attention kernels mps got wrong before (issue 21).
-LLAMA_ATTENTION = "sdpa"
-# Its generation rows (mpsbench.measure.llm says why these sizes), here so that the site's
-# figures read them without torch: batch 1, a 512-token prompt, 128 new tokens.
+# Its generation rows (mpsbench.measure.llm), here so that the site's figures read them without torch.
 LLAMA_GENERATION = {"batch": 1, "prompt_tokens": 512, "new_tokens": 128}
 LLAMA_NAME = "llama_small"
-
-
 # Stable Diffusion 1.x's text encoder: CLIP ViT-L/14's text tower (openai/clip-vit-large-patch14).
 CLIP_TEXT_CONFIG: dict[str, Any] = dict(
     vocab_size=49408, hidden_size=768, intermediate_size=3072, num_hidden_layers=12, num_attention_heads=12,
@@ -172,34 +105,46 @@ CLIP_TEXT_CONFIG: dict[str, Any] = dict(
 CLIP_SEQUENCE_LENGTH = 77  # SD pads every prompt to CLIP's 77 tokens
 
 
+def _transformers_build(model_class: str, config_class: str, config: dict[str, Any], attention: str) -> Callable[[], nn.Module]:
+    # ``config`` is read at each build, so that a test can shrink the model in place
+    def build() -> nn.Module:
+        transformers = importlib.import_module("transformers")
+        settings = getattr(transformers, config_class)(**config)
+        settings._attn_implementation = attention
+        try:
+            model: nn.Module = getattr(transformers, model_class)(settings, attn_implementation=attention)
+        except TypeError:  # transformers before 4.36 has no argument (and one attention path)
+            model = getattr(transformers, model_class)(settings)
+        return model
+
+    return build
+
+
+def _output(output: Any, name: str) -> torch.Tensor:
+    """An output field of a transformers model; old releases return a tuple, the field first."""
+    found: torch.Tensor = getattr(output, name) if hasattr(output, name) else output[0]
+    return found
+
+
 def _causal_lm_forward(model: nn.Module, inputs: dict[str, torch.Tensor]) -> torch.Tensor:
     """Next-token logits of every position but the last, as (batch, vocabulary, positions) for the loss."""
-    output = model(input_ids=inputs["input_ids"], use_cache=False)
-    logits: torch.Tensor = output.logits if hasattr(output, "logits") else output[0]
-    return logits[:, :-1].transpose(1, 2)
+    return _output(model(input_ids=inputs["input_ids"], use_cache=False), "logits")[:, :-1].transpose(1, 2)
 
 
 def _text_encoder_forward(model: nn.Module, inputs: dict[str, torch.Tensor]) -> torch.Tensor:
     """The last hidden state, what SD's UNet attends to, as (batch, hidden, tokens)."""
-    output = model(input_ids=inputs["input_ids"])
-    hidden: torch.Tensor = output.last_hidden_state if hasattr(output, "last_hidden_state") else output[0]
-    return hidden.transpose(1, 2)
+    return _output(model(input_ids=inputs["input_ids"]), "last_hidden_state").transpose(1, 2)
 
 
 def _classes(batch_size: int, num_classes: int, gen: torch.Generator) -> torch.Tensor:
     return torch.randint(0, num_classes, (batch_size,), generator=gen)
 
 
-def _image_batch(channels: int, side: int, num_classes: int) -> Callable[[int, torch.Generator], Batch]:
+def _dense_batch(shape: tuple[int, ...], num_classes: int) -> Callable[[int, torch.Generator], Batch]:
     def make(batch_size: int, gen: torch.Generator) -> Batch:
-        images = torch.randn(batch_size, channels, side, side, generator=gen)
-        return Batch({"input": images}, _classes(batch_size, num_classes, gen))
+        return Batch({"input": torch.randn(batch_size, *shape, generator=gen)}, _classes(batch_size, num_classes, gen))
 
     return make
-
-
-def _mlp_batch(batch_size: int, gen: torch.Generator) -> Batch:
-    return Batch({"input": torch.randn(batch_size, 1024, generator=gen)}, _classes(batch_size, 10, gen))
 
 
 def _bert_batch(batch_size: int, gen: torch.Generator) -> Batch:
@@ -209,14 +154,9 @@ def _bert_batch(batch_size: int, gen: torch.Generator) -> Batch:
     return Batch({"input_ids": ids, "attention_mask": mask}, _classes(batch_size, BERT_NUM_LABELS, gen))
 
 
-def _token_batch(vocab_size: int, length: int) -> Callable[[int, torch.Generator], Batch]:
-    """Random token ids; the target is each position's next token (the causal LM loss)."""
-
-    def make(batch_size: int, gen: torch.Generator) -> Batch:
-        ids = torch.randint(0, vocab_size, (batch_size, length), generator=gen)
-        return Batch({"input_ids": ids}, ids[:, 1:].clone())
-
-    return make
+def _llama_batch(batch_size: int, gen: torch.Generator) -> Batch:
+    ids = torch.randint(0, LLAMA_CONFIG["vocab_size"], (batch_size, LLAMA_SEQUENCE_LENGTH), generator=gen)
+    return Batch({"input_ids": ids}, ids[:, 1:].clone())  # each position's next token: the causal LM loss
 
 
 def _clip_batch(batch_size: int, gen: torch.Generator) -> Batch:
@@ -236,62 +176,39 @@ _BIG_SIZES = (1, 8, 32, 64)
 
 def _torchvision_spec(name: str, description: str, num_classes: int, seed_batch_size: int,
                       batch_sizes: tuple[int, ...]) -> ModelSpec:
-    """The torchvision classifier of that name, on 224x224 RGB images."""
-
     def build() -> nn.Module:
         module: nn.Module = getattr(importlib.import_module("torchvision.models"), name)(weights=None, num_classes=num_classes)
         return module
 
+    return ModelSpec(name, description, build, _dense_batch((3, 224, 224), num_classes), num_classes, seed_batch_size,
+                     batch_sizes, large=True, requires=("torchvision",))
+
+
+def _bert(name: str, description: str, **frozen: Any) -> ModelSpec:
     return ModelSpec(
-        name=name,
-        description=description,
-        build=build,
-        make_batch=_image_batch(3, 224, num_classes),
-        num_classes=num_classes,
-        seed_batch_size=seed_batch_size,
-        batch_sizes=batch_sizes,
-        large=True,
-        requires=("torchvision",),
+        name, description,
+        _transformers_build("BertForSequenceClassification", "BertConfig", {"num_labels": BERT_NUM_LABELS}, BERT_ATTENTION),
+        _bert_batch, BERT_NUM_LABELS,
+        seed_batch_size=64,  # Apple's BERT chart and the fine-tuning seed: batch 64
+        batch_sizes=_BIG_SIZES, large=True,
+        requires=("transformers.models.bert.modeling_bert",),  # transformers imports lazily: import what BERT needs
+        make_optimizer=_adamw, forward=lambda model, inputs: _output(model(**inputs), "logits"), **frozen,
     )
 
-
-_BERT_COMMON: dict[str, Any] = dict(
-    build=_transformers_build(  # bert-base: 12 layers, 768 hidden
-        "BertForSequenceClassification", "BertConfig", {"num_labels": BERT_NUM_LABELS}, BERT_ATTENTION
-    ),
-    make_batch=_bert_batch,
-    num_classes=BERT_NUM_LABELS,
-    seed_batch_size=64,  # Apple's BERT chart and the fine-tuning seed: batch 64
-    batch_sizes=_BIG_SIZES,
-    large=True,
-    requires=("transformers.models.bert.modeling_bert",),  # transformers imports lazily: import what BERT needs
-    make_optimizer=_adamw,
-    forward=_bert_forward,
-)
 
 REGISTRY: dict[str, ModelSpec] = {
     spec.name: spec
     for spec in (
         ModelSpec(
-            name="mlp",
-            description="MLP 1024-512-256-10 (the seeds' forward/backward loop)",
-            build=_build_mlp,
-            make_batch=_mlp_batch,
-            num_classes=10,
+            "mlp", "MLP 1024-512-256-10 (the seeds' forward/backward loop)", _build_mlp, _dense_batch((1024,), 10), 10,
             seed_batch_size=1024,  # the MLP seed trained on batches of 1024
-            batch_sizes=BATCH_SIZES,
-            large=False,
+            batch_sizes=BATCH_SIZES, large=False,
             steps_per_call=20,  # ~0.1 ms a step on a GPU: 20 steps per timed call
         ),
         ModelSpec(
-            name="lenet5",
-            description="LeNet-5 on 28x28 single-channel images",
-            build=_build_lenet5,
-            make_batch=_image_batch(1, 28, 10),
-            num_classes=10,
+            "lenet5", "LeNet-5 on 28x28 single-channel images", _build_lenet5, _dense_batch((1, 28, 28), 10), 10,
             seed_batch_size=128,  # a common MNIST training batch; no seed fixes one
-            batch_sizes=BATCH_SIZES,
-            large=False,
+            batch_sizes=BATCH_SIZES, large=False,
             steps_per_call=20,  # sub-millisecond on a GPU, like the MLP
         ),
         _torchvision_spec(
@@ -305,23 +222,14 @@ REGISTRY: dict[str, ModelSpec] = {
             seed_batch_size=64,  # Apple's chart and the CIFAR-10 seed: batch 64
             batch_sizes=_BIG_SIZES,
         ),
-        ModelSpec(
-            name="bert_base",
-            description="BERT-base classifier (BertConfig, random weights), seq 128, 6 labels",
-            **_BERT_COMMON,
-        ),
-        ModelSpec(
-            name="bert_base_frozen",
-            description="BERT-base with a frozen encoder: only the classifier head trains",
-            trainable=_classifier_head,
-            **_BERT_COMMON,
-        ),
+        _bert("bert_base", "BERT-base classifier (BertConfig, random weights), seq 128, 6 labels"),  # 12 layers, 768 hidden
+        _bert("bert_base_frozen", "BERT-base with a frozen encoder: only the classifier head trains",
+              trainable=lambda model: list(model.classifier.parameters())),
     )
 }
 
-# The seeds' models: the params of benchmark_models and the other seed-era
-# classes. Taken before the models below join the registry, so that a model
-# added later never changes those classes' params (their identity is their history).
+# The seeds' models: the params of the seed-era classes, taken before the models below join the registry, so that
+# a model added later never changes those classes' params (their identity is their history).
 NAMES: tuple[str, ...] = tuple(REGISTRY)
 # A frozen core changes training only: its inference is bert_base's.
 INFERENCE_NAMES: tuple[str, ...] = tuple(name for name in NAMES if REGISTRY[name].trainable is None)
@@ -335,30 +243,21 @@ REGISTRY.update({
             batch_sizes=_BIG_SIZES,
         ),
         ModelSpec(
-            name=LLAMA_NAME,
-            description="Llama-style decoder (LlamaConfig, 125M params, random weights), 256 tokens, causal LM loss",
-            build=_transformers_build("LlamaForCausalLM", "LlamaConfig", LLAMA_CONFIG, LLAMA_ATTENTION),
-            make_batch=_token_batch(LLAMA_CONFIG["vocab_size"], LLAMA_SEQUENCE_LENGTH),
+            LLAMA_NAME, "Llama-style decoder (LlamaConfig, 125M params, random weights), 256 tokens, causal LM loss",
+            _transformers_build("LlamaForCausalLM", "LlamaConfig", LLAMA_CONFIG, LLAMA_ATTENTION), _llama_batch,
             num_classes=LLAMA_CONFIG["vocab_size"],
             seed_batch_size=8,  # 2,048 tokens a step: a laptop fine-tuning micro-batch
-            batch_sizes=(1, 8, 32),
-            large=True,
+            batch_sizes=(1, 8, 32), large=True,
             requires=("transformers.models.llama",),  # transformers 4.28+
-            make_optimizer=_adamw,
-            forward=_causal_lm_forward,
+            make_optimizer=_adamw, forward=_causal_lm_forward,
         ),
         ModelSpec(
-            name="clip_text",
-            description="Stable Diffusion 1.x text encoder (CLIPTextModel, ViT-L/14 text sizes), 77 tokens",
+            "clip_text", "Stable Diffusion 1.x text encoder (CLIPTextModel, ViT-L/14 text sizes), 77 tokens",
             # "eager": "sdpa" is newer than SD's pipelines
-            build=_transformers_build("CLIPTextModel", "CLIPTextConfig", CLIP_TEXT_CONFIG, "eager"),
-            make_batch=_clip_batch,
+            _transformers_build("CLIPTextModel", "CLIPTextConfig", CLIP_TEXT_CONFIG, "eager"), _clip_batch,
             num_classes=CLIP_TEXT_CONFIG["hidden_size"],
             seed_batch_size=8,  # 4 images per prompt, each with its prompt and classifier-free guidance's empty one
-            batch_sizes=(1, 8, 32),
-            large=True,
-            requires=("transformers",),
-            forward=_text_encoder_forward,
+            batch_sizes=(1, 8, 32), large=True, requires=("transformers",), forward=_text_encoder_forward,
             trains=False,  # SD's pipelines keep the text encoder frozen
         ),
     )
@@ -370,54 +269,40 @@ MODERN_INFERENCE_NAMES: tuple[str, ...] = MODERN_NAMES
 
 
 def get(name: str) -> ModelSpec:
-    """The spec named ``name``, or a one-line error listing the valid names."""
     try:
         return REGISTRY[name]
     except KeyError:
-        raise UnknownModelError(f"unknown model {name!r}; choose one of: {', '.join(REGISTRY)}") from None
+        raise errors.UserError(f"unknown model {name!r}; choose one of: {', '.join(REGISTRY)}") from None
 
 
 def check_batch_size(spec: ModelSpec, batch_size: int) -> None:
-    """A one-line error unless ``spec`` is benchmarked at ``batch_size``."""
     if batch_size not in spec.batch_sizes:
         sizes = ", ".join(str(size) for size in spec.batch_sizes)
-        raise BatchSizeError(f"batch size {batch_size} is not run for {spec.name}; choose one of: {sizes}")
+        raise errors.UserError(f"batch size {batch_size} is not run for {spec.name}; choose one of: {sizes}")
 
 
 def make_batch(spec: ModelSpec, batch_size: int) -> Batch:
-    """The model's synthetic batch: the same tensors on every call and machine."""
-    generator = torch.Generator().manual_seed(SEED)
-    return spec.make_batch(batch_size, generator)
+    """The same tensors on every call and machine."""
+    return spec.make_batch(batch_size, torch.Generator().manual_seed(SEED))
 
 
-# Packages the models import inside their builders. asv's forkserver imports the
-# benchmark modules once and forks a process per benchmark from there: importing
-# these in that server too saves every forked process their import (seconds for
-# transformers). Nothing here touches a GPU, which must not be initialized before
-# a fork. torch itself is loaded at its first use (optional_torch), so the server loads
-# it first: a forked process would otherwise import it alone. Under spawn (macOS) each
-# process imports what its model needs, and a track_ lookup imports no torch at all.
+# asv's forkserver imports the suite once and forks every benchmark process from it: importing these there
+# saves each forked process their import (seconds for transformers). torch first: it loads at its first use
+# (optional_torch), and a forked process would otherwise import it alone. Nothing here touches a GPU, which must
+# not be initialized before a fork.
 PRELOADED = (
     "torch", "torchvision.models", "transformers.models.bert.modeling_bert", "transformers.models.llama.modeling_llama",
     "transformers.models.clip.modeling_clip",
 )
-# asv starts every benchmark process as `benchmark.py MODE ...`, and that script imports asv_runner.server in
-# every mode: only the mode tells the forkserver ("run_server") from a spawned process ("run", "setup_cache",
-# "discover"). Until 2026-11-27 the module's presence was the test, so every spawned process and every
-# setup_cache imported torchvision and three transformers models it mostly did not need (docs/budget.md).
+# asv's benchmark.py imports asv_runner.server in every mode: only the mode tells the forkserver from a spawned
+# process ("run", "setup_cache", "discover"), which imports only what its model needs (docs/budget.md).
 FORKSERVER_MODE = "run_server"
 
 
-def in_forkserver() -> bool:
-    """Whether this process is asv's forkserver, which imports the suite once and forks each benchmark from it."""
-    return "asv_runner.server" in sys.modules and sys.argv[1:2] == [FORKSERVER_MODE]
-
-
 def preload_for_forkserver() -> list[str]:
-    """In asv's forkserver, import torch and the models' optional packages; elsewhere do nothing."""
-    if not in_forkserver():
+    """In asv's forkserver, import torch and the models' optional packages; elsewhere nothing."""
+    if "asv_runner.server" not in sys.modules or sys.argv[1:2] != [FORKSERVER_MODE]:
         return []
-    optional_torch.load()
     loaded = []
     for package in PRELOADED:
         try:

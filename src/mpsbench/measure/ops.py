@@ -1,9 +1,8 @@
 """The operator registry: per op, fixed inputs at three sizes, the forward call and its work count.
 
-Throughput is an op's work over the median time of one call: exact FLOPs for
-the compute-bound ops, compulsory bytes for the memory-bound ones (each input
-read once, each output written once), so GB/s is a lower bound that can be
-held against the device's peak (docs/ops.md lists the shapes and counts).
+Throughput is an op's work over the median time of one call: exact FLOPs for the compute-bound ops, compulsory
+bytes for the memory-bound ones (each input read once, each output written once), so GB/s is a lower bound to
+hold against the device's peak (docs/ops.md lists the shapes and counts).
 """
 
 from __future__ import annotations
@@ -15,53 +14,43 @@ import torch
 import torch.nn.functional as F
 
 from mpsbench.core import errors
-from mpsbench.measure import devices, fallback, precision, skips, suite, timing
+from mpsbench.measure import devices, fallback, models, precision, skips, suite, timing
 
-SEED = 0  # every input is drawn after seeding with this
 SIZES: tuple[str, ...] = ("small", "medium", "large")
-DTYPES: tuple[str, ...] = precision.NAMES  # float32, float16, bfloat16
-
-# Calls looped inside one timed call, so that a sub-millisecond op rises above clock and
-# launch overhead; fixed per size, never chosen from the hardware, so every machine
-# times the same loop. ``small`` ops take microseconds on any device, ``medium`` ones
-# tens of microseconds on a large GPU and milliseconds on a laptop cpu, ``large`` ones
-# milliseconds on a large GPU.
+DTYPES: tuple[str, ...] = precision.NAMES
+# Calls looped inside one timed call, so that a sub-millisecond op rises above clock and launch overhead; fixed per
+# size, never chosen from the hardware, so every machine times the same loop.
 CALLS_PER_SAMPLE: Mapping[str, int] = {"small": 100, "medium": 20, "large": 3}
-
 GFLOPS = "GFLOP/s"  # unit of compute-bound ops
 GBPS = "GB/s"  # unit of memory-bound ops (1 GB = 1e9 bytes)
 INDEX_BYTES = 8  # indices and class targets are int64
 
-Dims = Mapping[str, int]  # the named sizes of one op at one size, e.g. {"n": 1024}
-Inputs = Mapping[str, torch.Tensor]
+# One op's named sizes at one size, after the usual symbols: n batch or square side, c channels, h/w height and
+# width, o output features, t tokens, d feature width, v rows of a table, k indices taken, l sequence length.
+Dims = Mapping[str, int]
 
 
-class OpError(ValueError):
-    """An op or size name that is not a registered one, or a case that cannot be built as asked."""
+class OpError(errors.UserError):
+    """An op or size that is not registered, or a case that cannot be built as asked."""
 
 
 @dataclass(frozen=True)
 class Operand:
-    """How to make one input tensor of an op."""
-
     shape: tuple[int, ...]
     fill: str = "normal"  # "normal": standard normal in the op's dtype; "ones"; "index": int64 in [0, high)
-    high: int = 0  # exclusive upper bound of "index" operands
+    high: int = 0
     trained: bool = False  # gets a gradient in the forward+backward benchmark
-    # A transposed view of a contiguous tensor: non-contiguous, strides (1, rows).
-    transposed: bool = False
+    transposed: bool = False  # a transposed view of a contiguous tensor: strides (1, rows)
     on_host: bool = False  # stays in host memory whatever the device (one end of a copy)
 
 
 @dataclass(frozen=True)
 class OpSpec:
-    """One benchmarked op: its inputs per size, the timed call and its work per call."""
-
     name: str
     description: str
-    shapes: Mapping[str, Dims]  # size name -> dims, one entry per name in SIZES
+    shapes: Mapping[str, Dims]  # one entry per name in SIZES
     operands: Callable[[Dims], dict[str, Operand]]
-    forward: Callable[[Inputs], torch.Tensor]
+    forward: Callable[[Mapping[str, torch.Tensor]], torch.Tensor]
     output_shape: Callable[[Dims], tuple[int, ...]]
     unit: str  # GFLOPS or GBPS: what the work counts
     work: Callable[[Dims, int], int]  # FLOPs or bytes of one forward call, given the element size in bytes
@@ -75,79 +64,56 @@ class OpSpec:
         return self.shapes[size]
 
     def work_at(self, size: str, dtype: str) -> int:
-        """FLOPs or bytes of one forward call at ``size`` in ``dtype``."""
         itemsize = torch.empty((), dtype=precision.dtype_of(dtype)).element_size()  # torch.dtype.itemsize is 2.1+
         return self.work(self.dims(size), itemsize)
 
 
-# Dims are named after the usual symbols: n batch or square side, c channels,
-# h/w height and width, o output features, t tokens, d feature width, v rows
-# of a table (vocabulary), k indices taken, l sequence length.
-
-
 def _dims(names: str, small: tuple[int, ...], medium: tuple[int, ...], large: tuple[int, ...]) -> dict[str, Dims]:
-    """One op's shapes: the dims named in ``names`` (space-separated) at each size, in that order."""
+    """The dims named in ``names`` (space-separated) at each size, in that order."""
     return {size: dict(zip(names.split(), values, strict=True)) for size, values in zip(SIZES, (small, medium, large))}
 
 
-# One square-matrix size set for the elementwise ops, the reductions, softmax
-# and gelu: 64 KiB, 4 MiB and 256 MiB per float32 operand.
-_ELEMENTWISE = _dims("n", (128,), (1024,), (8192,))
+# The elementwise ops, reductions, softmax and gelu: 64 KiB, 4 MiB and 256 MiB per float32 operand.
+_SQUARE = _dims("n", (128,), (1024,), (8192,))
 # Image-shaped activations for batch_norm and max_pool2d: 16 Ki, 1 Mi, 64 Mi elements.
 _IMAGES = _dims("n c h w", (4, 16, 16, 16), (16, 64, 32, 32), (64, 256, 64, 64))
 
 
-def _two_square(transposed: bool, trained: bool) -> Callable[[Dims], dict[str, Operand]]:
-    def operands(d: Dims) -> dict[str, Operand]:
-        shape = (d["n"], d["n"])
-        return {"a": Operand(shape, trained=trained, transposed=transposed), "b": Operand(shape, trained=trained)}
+def _square(d: Dims) -> tuple[int, ...]:
+    return (d["n"], d["n"])
 
-    return operands
+
+def _image(d: Dims) -> tuple[int, ...]:
+    return (d["n"], d["c"], d["h"], d["w"])
+
+
+def _two_square(transposed: bool, trained: bool) -> Callable[[Dims], dict[str, Operand]]:
+    return lambda d: {"a": Operand(_square(d), trained=trained, transposed=transposed),
+                      "b": Operand(_square(d), trained=trained)}
 
 
 def _elementwise(name: str, what: str, call: Callable[[torch.Tensor, torch.Tensor], torch.Tensor],
                  transposed: bool, has_backward: bool) -> OpSpec:
     layout = "a transposed (non-contiguous) n x n view and a contiguous one" if transposed else "two contiguous n x n"
     return OpSpec(
-        name=name,
-        description=f"elementwise {what} of {layout} tensors",
-        shapes=_ELEMENTWISE,
-        operands=_two_square(transposed, trained=has_backward),
-        forward=lambda x: call(x["a"], x["b"]),
-        output_shape=lambda d: (d["n"], d["n"]),
-        unit=GBPS,
-        work=lambda d, s: 3 * d["n"] ** 2 * s,
-        formula="3*n^2*s (read a and b, write the result)",
-        has_backward=has_backward,
+        name, f"elementwise {what} of {layout} tensors", _SQUARE, _two_square(transposed, trained=has_backward),
+        lambda x: call(x["a"], x["b"]), _square, GBPS, lambda d, s: 3 * d["n"] ** 2 * s,
+        "3*n^2*s (read a and b, write the result)", has_backward=has_backward,
     )
 
 
 def _same_shape(name: str, description: str, call: Callable[[torch.Tensor], torch.Tensor]) -> OpSpec:
-    """An op from one n x n tensor to another, trained through."""
     return OpSpec(
-        name=name,
-        description=description,
-        shapes=_ELEMENTWISE,
-        operands=lambda d: {"x": Operand((d["n"], d["n"]), trained=True)},
-        forward=lambda x: call(x["x"]),
-        output_shape=lambda d: (d["n"], d["n"]),
-        unit=GBPS,
-        work=lambda d, s: 2 * d["n"] ** 2 * s,
-        formula="2*n^2*s (read x, write y)",
+        name, description, _SQUARE, lambda d: {"x": Operand(_square(d), trained=True)}, lambda x: call(x["x"]),
+        _square, GBPS, lambda d, s: 2 * d["n"] ** 2 * s, "2*n^2*s (read x, write y)",
     )
 
 
 def _reduction(name: str, call: Callable[[torch.Tensor], torch.Tensor]) -> OpSpec:
     return OpSpec(
-        name=name,
-        description=f"{name} over the last dim of an n x n tensor",
-        shapes=_ELEMENTWISE,
-        operands=lambda d: {"x": Operand((d["n"], d["n"]))},
-        forward=lambda x: call(x["x"]),
-        output_shape=lambda d: (d["n"],),
-        unit=GBPS,
-        work=lambda d, s: (d["n"] ** 2 + d["n"]) * s,
-        formula="(n^2 + n)*s (read x, write one value per row)",
+        name, f"{name} over the last dim of an n x n tensor", _SQUARE, lambda d: {"x": Operand(_square(d))},
+        lambda x: call(x["x"]), lambda d: (d["n"],), GBPS, lambda d, s: (d["n"] ** 2 + d["n"]) * s,
+        "(n^2 + n)*s (read x, write one value per row)",
         has_backward=False,  # the backward is a broadcast: no kernel of its own
     )
 
@@ -155,150 +121,89 @@ def _reduction(name: str, call: Callable[[torch.Tensor], torch.Tensor]) -> OpSpe
 def _lookup(name: str, description: str, shapes: dict[str, Dims], *, source: str, index: str, axis: int,
             call: Callable[[torch.Tensor, int, torch.Tensor], torch.Tensor], work: Callable[[Dims, int], int],
             formula: str) -> OpSpec:
-    """An op that reads a trained ``source`` at random int64 positions along ``axis`` (index_select, gather, embedding).
+    """An op that reads a trained ``source`` at random int64 positions along ``axis`` (torch's index_select order).
 
     ``source`` and ``index`` name the operands' dims; the output has the index's dims, then the source's past ``axis``.
-    ``call(source, axis, index)`` is torch's own signature for index_select and gather.
     """
     source_dims, index_dims = source.split(), index.split()
     return OpSpec(
-        name=name,
-        description=description,
-        shapes=shapes,
-        operands=lambda d: {
-            "source": Operand(tuple(d[k] for k in source_dims), trained=True),
-            "index": Operand(tuple(d[k] for k in index_dims), fill="index", high=d[source_dims[axis]]),
-        },
-        forward=lambda x: call(x["source"], axis, x["index"]),
-        output_shape=lambda d: tuple(d[k] for k in index_dims + source_dims[axis + 1:]),
-        unit=GBPS,
-        work=work,
-        formula=formula,
+        name, description, shapes,
+        lambda d: {"source": Operand(tuple(d[k] for k in source_dims), trained=True),
+                   "index": Operand(tuple(d[k] for k in index_dims), fill="index", high=d[source_dims[axis]])},
+        lambda x: call(x["source"], axis, x["index"]),
+        lambda d: tuple(d[k] for k in index_dims + source_dims[axis + 1:]), GBPS, work, formula,
     )
 
 
 def _copy(name: str, description: str, source_on_host: bool) -> OpSpec:
     return OpSpec(
-        name=name,
-        description=description,
-        # 256 KiB, 16 MiB and 256 MiB in float32
-        shapes=_dims("n", (65536,), (4194304,), (67108864,)),
-        operands=lambda d: {
-            "source": Operand((d["n"],), on_host=source_on_host),
-            "destination": Operand((d["n"],), on_host=not source_on_host),
-        },
-        # Into a preallocated buffer: the transfer alone, not an allocation.
-        forward=lambda x: x["destination"].copy_(x["source"]),
-        output_shape=lambda d: (d["n"],),
-        unit=GBPS,
-        work=lambda d, s: d["n"] * s,
-        formula="n*s (the bytes that cross between host and device memory)",
-        has_backward=False,
+        name, description, _dims("n", (65536,), (4194304,), (67108864,)),  # 256 KiB, 16 MiB and 256 MiB in float32
+        lambda d: {"source": Operand((d["n"],), on_host=source_on_host),
+                   "destination": Operand((d["n"],), on_host=not source_on_host)},
+        lambda x: x["destination"].copy_(x["source"]),  # into a preallocated buffer: the transfer alone
+        lambda d: (d["n"],), GBPS, lambda d, s: d["n"] * s,
+        "n*s (the bytes that cross between host and device memory)", has_backward=False,
     )
 
 
 _SPECS: tuple[OpSpec, ...] = (
     OpSpec(
-        name="matmul",
-        description="square matrix product a @ b",
-        shapes=_dims("n", (64,), (256,), (4096,)),
-        operands=_two_square(transposed=False, trained=True),
-        forward=lambda x: torch.matmul(x["a"], x["b"]),
-        output_shape=lambda d: (d["n"], d["n"]),
-        unit=GFLOPS,
-        work=lambda d, s: 2 * d["n"] ** 3,
-        formula="2*n^3 (n^3 multiply-adds)",
+        "matmul", "square matrix product a @ b", _dims("n", (64,), (256,), (4096,)),
+        _two_square(transposed=False, trained=True), lambda x: torch.matmul(x["a"], x["b"]),
+        _square, GFLOPS, lambda d, s: 2 * d["n"] ** 3, "2*n^3 (n^3 multiply-adds)",
     ),
     OpSpec(
-        name="linear",
-        description="F.linear (nn.Linear): t tokens of i features to o features, with bias",
-        # large: BERT-large's FFN up-projection, 32 x 512 tokens
-        shapes=_dims("t i o", (32, 128, 128), (512, 256, 256), (16384, 1024, 4096)),
-        operands=lambda d: {
-            "x": Operand((d["t"], d["i"]), trained=True),
-            "weight": Operand((d["o"], d["i"]), trained=True),
-            "bias": Operand((d["o"],), trained=True),
-        },
-        forward=lambda x: F.linear(x["x"], x["weight"], x["bias"]),
-        output_shape=lambda d: (d["t"], d["o"]),
-        unit=GFLOPS,
-        work=lambda d, s: d["t"] * d["o"] * (2 * d["i"] + 1),
-        formula="t*o*(2*i + 1) (i multiply-adds and a bias add per output)",
+        "linear", "F.linear (nn.Linear): t tokens of i features to o features, with bias",
+        _dims("t i o", (32, 128, 128), (512, 256, 256), (16384, 1024, 4096)),  # large: BERT-large's FFN, 32 x 512 tokens
+        lambda d: {"x": Operand((d["t"], d["i"]), trained=True), "weight": Operand((d["o"], d["i"]), trained=True),
+                   "bias": Operand((d["o"],), trained=True)},
+        lambda x: F.linear(x["x"], x["weight"], x["bias"]),
+        lambda d: (d["t"], d["o"]), GFLOPS, lambda d, s: d["t"] * d["o"] * (2 * d["i"] + 1),
+        "t*o*(2*i + 1) (i multiply-adds and a bias add per output)",
     ),
     OpSpec(
-        name="conv2d",
-        description="F.conv2d, 3x3 kernel, stride 1, padding 1, with bias",
+        "conv2d", "F.conv2d, 3x3 kernel, stride 1, padding 1, with bias",
         # large: ResNet's first stage at batch 64
-        shapes=_dims("n c h w o", (1, 16, 16, 16, 16), (8, 32, 16, 16, 32), (64, 64, 56, 56, 64)),
-        operands=lambda d: {
-            "x": Operand((d["n"], d["c"], d["h"], d["w"]), trained=True),
-            "weight": Operand((d["o"], d["c"], 3, 3), trained=True),
-            "bias": Operand((d["o"],), trained=True),
-        },
-        forward=lambda x: F.conv2d(x["x"], x["weight"], x["bias"], padding=1),
-        output_shape=lambda d: (d["n"], d["o"], d["h"], d["w"]),
-        unit=GFLOPS,
-        work=lambda d, s: d["n"] * d["o"] * d["h"] * d["w"] * (2 * d["c"] * 9 + 1),
-        formula="n*o*h*w*(2*c*9 + 1) (c*3*3 multiply-adds and a bias add per output)",
+        _dims("n c h w o", (1, 16, 16, 16, 16), (8, 32, 16, 16, 32), (64, 64, 56, 56, 64)),
+        lambda d: {"x": Operand(_image(d), trained=True), "weight": Operand((d["o"], d["c"], 3, 3), trained=True),
+                   "bias": Operand((d["o"],), trained=True)},
+        lambda x: F.conv2d(x["x"], x["weight"], x["bias"], padding=1),
+        lambda d: (d["n"], d["o"], d["h"], d["w"]), GFLOPS,
+        lambda d, s: d["n"] * d["o"] * d["h"] * d["w"] * (2 * d["c"] * 9 + 1),
+        "n*o*h*w*(2*c*9 + 1) (c*3*3 multiply-adds and a bias add per output)",
     ),
     OpSpec(
-        name="scaled_dot_product_attention",
-        description="F.scaled_dot_product_attention, no mask, q/k/v of shape (n, h, l, d)",
-        shapes=_dims("n h l d", (1, 4, 64, 32), (2, 8, 128, 64), (8, 16, 2048, 64)),
-        operands=lambda d: {
-            name: Operand((d["n"], d["h"], d["l"], d["d"]), trained=True) for name in ("q", "k", "v")
-        },
-        forward=lambda x: F.scaled_dot_product_attention(x["q"], x["k"], x["v"]),
-        output_shape=lambda d: (d["n"], d["h"], d["l"], d["d"]),
-        unit=GFLOPS,
-        work=lambda d, s: 4 * d["n"] * d["h"] * d["l"] ** 2 * d["d"],
-        formula="4*n*h*l^2*d (q @ k^T and scores @ v; the softmax is left out, as FlashAttention counts)",
+        "scaled_dot_product_attention", "F.scaled_dot_product_attention, no mask, q/k/v of shape (n, h, l, d)",
+        _dims("n h l d", (1, 4, 64, 32), (2, 8, 128, 64), (8, 16, 2048, 64)),
+        lambda d: {name: Operand((d["n"], d["h"], d["l"], d["d"]), trained=True) for name in ("q", "k", "v")},
+        lambda x: F.scaled_dot_product_attention(x["q"], x["k"], x["v"]),
+        lambda d: (d["n"], d["h"], d["l"], d["d"]), GFLOPS, lambda d, s: 4 * d["n"] * d["h"] * d["l"] ** 2 * d["d"],
+        "4*n*h*l^2*d (q @ k^T and scores @ v; the softmax is left out, as FlashAttention counts)",
         needs_functional="scaled_dot_product_attention",  # torch 2.0 and later
     ),
     OpSpec(
-        name="max_pool2d",
-        description="F.max_pool2d, 2x2 window, stride 2",
-        shapes=_IMAGES,
-        operands=lambda d: {"x": Operand((d["n"], d["c"], d["h"], d["w"]), trained=True)},
-        forward=lambda x: F.max_pool2d(x["x"], 2),
-        output_shape=lambda d: (d["n"], d["c"], d["h"] // 2, d["w"] // 2),
-        unit=GBPS,
-        work=lambda d, s: (d["n"] * d["c"] * d["h"] * d["w"] + d["n"] * d["c"] * (d["h"] // 2) * (d["w"] // 2)) * s,
-        formula="(n*c*h*w + n*c*(h/2)*(w/2))*s (read x, write the pooled result)",
+        "max_pool2d", "F.max_pool2d, 2x2 window, stride 2", _IMAGES, lambda d: {"x": Operand(_image(d), trained=True)},
+        lambda x: F.max_pool2d(x["x"], 2), lambda d: (d["n"], d["c"], d["h"] // 2, d["w"] // 2), GBPS,
+        lambda d, s: (d["n"] * d["c"] * d["h"] * d["w"] + d["n"] * d["c"] * (d["h"] // 2) * (d["w"] // 2)) * s,
+        "(n*c*h*w + n*c*(h/2)*(w/2))*s (read x, write the pooled result)",
     ),
     OpSpec(
-        name="batch_norm",
-        description="F.batch_norm in training mode (batch statistics, running stats updated), with affine",
-        shapes=_IMAGES,
-        operands=lambda d: {
-            "x": Operand((d["n"], d["c"], d["h"], d["w"]), trained=True),
-            "weight": Operand((d["c"],), trained=True),
-            "bias": Operand((d["c"],), trained=True),
-            "running_mean": Operand((d["c"],), fill="ones"),
-            "running_var": Operand((d["c"],), fill="ones"),
-        },
-        forward=lambda x: F.batch_norm(
-            x["x"], x["running_mean"], x["running_var"], x["weight"], x["bias"], training=True
-        ),
-        output_shape=lambda d: (d["n"], d["c"], d["h"], d["w"]),
-        unit=GBPS,
-        work=lambda d, s: (2 * d["n"] * d["c"] * d["h"] * d["w"] + 6 * d["c"]) * s,
-        formula="(2*n*c*h*w + 6*c)*s (read x, write y; read weight and bias; read and write both running stats)",
+        "batch_norm", "F.batch_norm in training mode (batch statistics, running stats updated), with affine", _IMAGES,
+        lambda d: {"x": Operand(_image(d), trained=True), "weight": Operand((d["c"],), trained=True),
+                   "bias": Operand((d["c"],), trained=True), "running_mean": Operand((d["c"],), fill="ones"),
+                   "running_var": Operand((d["c"],), fill="ones")},
+        lambda x: F.batch_norm(x["x"], x["running_mean"], x["running_var"], x["weight"], x["bias"], training=True),
+        _image, GBPS, lambda d, s: (2 * d["n"] * d["c"] * d["h"] * d["w"] + 6 * d["c"]) * s,
+        "(2*n*c*h*w + 6*c)*s (read x, write y; read weight and bias; read and write both running stats)",
     ),
     OpSpec(
-        name="layer_norm",
-        description="F.layer_norm over the last dim of t tokens of width d, with affine",
-        shapes=_dims("t d", (64, 256), (4096, 256), (16384, 4096)),
-        operands=lambda d: {
-            "x": Operand((d["t"], d["d"]), trained=True),
-            "weight": Operand((d["d"],), trained=True),
-            "bias": Operand((d["d"],), trained=True),
-        },
-        forward=lambda x: F.layer_norm(x["x"], (x["x"].shape[-1],), x["weight"], x["bias"]),
-        output_shape=lambda d: (d["t"], d["d"]),
-        unit=GBPS,
-        work=lambda d, s: (2 * d["t"] * d["d"] + 2 * d["d"]) * s,
-        formula="(2*t*d + 2*d)*s (read x, write y, read weight and bias)",
+        "layer_norm", "F.layer_norm over the last dim of t tokens of width d, with affine",
+        _dims("t d", (64, 256), (4096, 256), (16384, 4096)),
+        lambda d: {"x": Operand((d["t"], d["d"]), trained=True), "weight": Operand((d["d"],), trained=True),
+                   "bias": Operand((d["d"],), trained=True)},
+        lambda x: F.layer_norm(x["x"], (x["x"].shape[-1],), x["weight"], x["bias"]),
+        lambda d: (d["t"], d["d"]), GBPS, lambda d, s: (2 * d["t"] * d["d"] + 2 * d["d"]) * s,
+        "(2*t*d + 2*d)*s (read x, write y, read weight and bias)",
     ),
     _same_shape("softmax", "softmax over the last dim of an n x n tensor", lambda x: torch.softmax(x, dim=-1)),
     _same_shape("gelu", "F.gelu (exact, erf form) of an n x n tensor", F.gelu),
@@ -331,17 +236,13 @@ _SPECS: tuple[OpSpec, ...] = (
         formula="2*n*l*d*s + 8*n*l (read the looked-up rows, write them, read the int64 ids)",
     ),
     OpSpec(
-        name="cross_entropy",
-        description="F.cross_entropy of n rows of c logits against int64 class targets (mean)",
-        # medium: ImageNet's classes; large: a language model's vocabulary
-        shapes=_dims("n c", (64, 1000), (1024, 1000), (4096, 32000)),
-        operands=lambda d: {"logits": Operand((d["n"], d["c"]), trained=True),
-                            "target": Operand((d["n"],), fill="index", high=d["c"])},
-        forward=lambda x: F.cross_entropy(x["logits"], x["target"]),
-        output_shape=lambda d: (),
-        unit=GBPS,
-        work=lambda d, s: d["n"] * d["c"] * s + INDEX_BYTES * d["n"] + s,
-        formula="n*c*s + 8*n + s (read the logits and int64 targets, write the scalar loss)",
+        "cross_entropy", "F.cross_entropy of n rows of c logits against int64 class targets (mean)",
+        _dims("n c", (64, 1000), (1024, 1000), (4096, 32000)),  # medium: ImageNet's classes; large: an LM's vocabulary
+        lambda d: {"logits": Operand((d["n"], d["c"]), trained=True),
+                   "target": Operand((d["n"],), fill="index", high=d["c"])},
+        lambda x: F.cross_entropy(x["logits"], x["target"]),
+        lambda d: (), GBPS, lambda d, s: d["n"] * d["c"] * s + INDEX_BYTES * d["n"] + s,
+        "n*c*s + 8*n + s (read the logits and int64 targets, write the scalar loss)",
     ),
     _copy("copy_h2d", "copy from pageable host memory into a preallocated device buffer", source_on_host=True),
     _copy("copy_d2h", "copy from device memory into a preallocated pageable host buffer", source_on_host=False),
@@ -355,7 +256,6 @@ BACKWARD_NAMES: tuple[str, ...] = tuple(spec.name for spec in _SPECS if spec.has
 
 
 def get(name: str) -> OpSpec:
-    """The op named ``name``, or a one-line error listing the valid names."""
     try:
         return REGISTRY[name]
     except KeyError:
@@ -363,11 +263,9 @@ def get(name: str) -> OpSpec:
 
 
 def make_inputs(spec: OpSpec, size: str, device: str, dtype: str, training: bool) -> dict[str, torch.Tensor]:
-    """The op's seeded inputs at ``size`` on ``device``, the trained operands requiring gradients with ``training``.
-
-    Drawn in float32 and cast: every dtype sees the same values, and no device needs a reduced-precision generator.
-    """
-    devices.get(device).seed(SEED)
+    """Seeded, drawn in float32 and cast: every dtype sees the same values, no device needs a reduced-precision
+    generator. With ``training`` the trained operands require gradients."""
+    devices.get(device).seed(models.SEED)
     float_dtype = precision.dtype_of(dtype)
     inputs: dict[str, torch.Tensor] = {}
     for name, operand in spec.operands(spec.dims(size)).items():
@@ -381,30 +279,25 @@ def make_inputs(spec: OpSpec, size: str, device: str, dtype: str, training: bool
             tensor = torch.randn(shape, device=where).to(float_dtype)
         if operand.transposed:
             tensor = tensor.t()
-        if training and operand.trained:
-            tensor.requires_grad_(True)
-        inputs[name] = tensor
+        inputs[name] = tensor.requires_grad_(training and operand.trained)
     return inputs
 
 
 class OpCase:
-    """One op at one size and dtype with its inputs resident on a device; nothing here synchronizes.
+    """One op at one size and dtype with its inputs on a device; nothing here synchronizes.
 
-    ``forward_backward`` uses ``torch.autograd.grad`` with a fixed output gradient:
-    nothing accumulates into ``.grad`` and no loss reduction adds kernels of its own.
+    The backward is ``torch.autograd.grad`` with a fixed output gradient: nothing accumulates into ``.grad`` and no
+    loss reduction adds kernels of its own.
     """
 
     def __init__(self, spec: OpSpec, device: str, dtype: str, size: str, training: bool) -> None:
         if training and not spec.has_backward:
             raise OpError(f"{spec.name} is not trained through; choose one of: {', '.join(BACKWARD_NAMES)}")
-        self.spec = spec
-        self.device = devices.get(device)
-        self.dtype = dtype
-        self.size = size
-        self.training = training
+        self.spec, self.device, self.dtype, self.size, self.training = spec, devices.get(device), dtype, size, training
         self.inputs = make_inputs(spec, size, device, dtype, training)
         self.trained = [tensor for tensor in self.inputs.values() if tensor.requires_grad]
         self.grad_output: torch.Tensor | None = None
+        self.calls_per_sample = CALLS_PER_SAMPLE[size]
 
     def forward(self) -> torch.Tensor:
         with torch.no_grad():
@@ -417,21 +310,17 @@ class OpCase:
         return torch.autograd.grad(output, self.trained, self.grad_output)
 
     def run(self, calls: int) -> None:
-        """``calls`` calls of what this case times (the forward, or forward and backward) back to back, unsynchronized."""
+        """What this case times (the forward, or forward and backward), ``calls`` times back to back."""
         call = self.forward_backward if self.training else self.forward
         for _ in range(calls):
             call()
-
-    @property
-    def calls_per_sample(self) -> int:
-        return CALLS_PER_SAMPLE[self.size]
 
     def work(self) -> int:
         """FLOPs or bytes of one forward call."""
         return self.spec.work_at(self.size, self.dtype)
 
     def warm_up(self, calls: int = 2) -> None:
-        """Run until kernels are chosen; fail in ``setup`` an output of the wrong shape, dtype or device."""
+        """Run until kernels are chosen; fail an output of the wrong shape, dtype or device."""
         for _ in range(calls):
             output = self.forward()
             if self.training:
@@ -451,17 +340,17 @@ class OpCase:
 
 
 def median_seconds_per_call(case: OpCase, min_samples: int = 3, min_seconds: float = 0.2) -> float:
-    """Median seconds per call of a warmed-up case, each sample its calls per sample (like the asv ``time_`` body)."""
-    median, _ = timing.median_seconds(case.run, case.device, case.calls_per_sample, min_samples, min_seconds)
-    return median
+    """Of a warmed-up case, each sample its calls per sample (like the asv ``time_`` body)."""
+    return timing.median_seconds(case.run, case.device, case.calls_per_sample, min_samples, min_seconds)[0]
 
 
 def throughput(case: OpCase) -> float:
-    """GFLOP/s or GB/s (the spec's unit) of the forward, from the median of several samples."""
+    """GFLOP/s or GB/s (the spec's unit) of the forward."""
     return case.work() / median_seconds_per_call(case) / 1e9
 
 
 _slot: devices.OneSlot[OpCase] = devices.OneSlot()
+forget = _slot.clear
 
 
 def cached(device: str, op: str, dtype: str, size: str, training: bool) -> OpCase:
@@ -476,20 +365,15 @@ def cached(device: str, op: str, dtype: str, size: str, training: bool) -> OpCas
     return _slot.get((device, op, dtype, size, training), device, build)
 
 
-def forget() -> None:
-    """Drop the cached case and its memory."""
-    _slot.clear()
-
-
 def prepare(device: str, op: str, dtype: str, size: str, training: bool) -> OpCase:
-    """Build (once per process) and warm up an op for an asv ``setup``: what cannot run here skips with the reason."""
+    """The case for an asv ``setup``: what cannot run here skips with the reason."""
     spec = get(op)
     precision.check_name(dtype)
-    suite.require_device(device)
+    skips.require_device(device)
     if spec.needs_functional is not None and not hasattr(F, spec.needs_functional):
         raise suite.SkipNotImplemented(f"torch {torch.__version__} has no torch.nn.functional.{spec.needs_functional}")
     try:
-        case = cached(device, op, dtype, size, training)
+        return cached(device, op, dtype, size, training)
     except Exception as exc:
         forget()
         if devices.is_out_of_memory(exc):
@@ -505,4 +389,3 @@ def prepare(device: str, op: str, dtype: str, size: str, training: bool) -> OpCa
         if isinstance(exc, NotImplementedError):  # torch lacks a kernel: a failure, not an n/a
             raise RuntimeError(f"{op} on {device} in {dtype}: torch lacks an op: {exc}") from exc
         raise
-    return case

@@ -1,10 +1,8 @@
-"""What a dtype means for a step, where it is supported, and proof that it was used.
+"""What a dtype means for a step, where it is supported, and proof that it was used (docs/instruments.md, Precision).
 
-Training in float16 or bfloat16 is mixed precision (autocast, float32 weights,
-float16 adds a GradScaler); inference casts the model and the batch's floating
-inputs. ``torch.autocast`` on a device/dtype it does not support only warns and
+Training in float16 or bfloat16 is mixed precision (autocast, float32 weights, float16 adds a GradScaler); inference
+casts the model and the batch's floating inputs. Autocast on a device/dtype it does not support only warns and
 runs float32, so every warm-up checks the dtype the logits were computed in.
-The recipes and the support table are in docs/instruments.md, Precision.
 """
 
 from __future__ import annotations
@@ -22,15 +20,14 @@ DEFAULT = "float32"
 
 
 class PrecisionError(ValueError):
-    """A dtype name that is not one of :data:`NAMES`."""
+    pass
 
 
 class DtypeMismatchError(RuntimeError):
-    """The step computed in another dtype than the one named (autocast silently fell back)."""
+    pass
 
 
 def check_name(name: str) -> str:
-    """Return ``name`` if it names a benchmarked dtype, else raise a one-line error."""
     if name not in NAMES:
         raise PrecisionError(f"unknown dtype {name!r}; choose one of: {', '.join(NAMES)}")
     return name
@@ -47,32 +44,28 @@ def is_reduced(name: str) -> bool:
 
 
 def autocast(device: str, kind: str, name: str) -> contextlib.AbstractContextManager[Any]:
-    """The region a forward and loss run in: autocast for training in a reduced dtype, else nothing."""
+    """Where a forward and loss run: autocast for training in a reduced dtype."""
     if kind != "training" or not is_reduced(name):
         return contextlib.nullcontext()
     return torch.autocast(device_type=device, dtype=dtype_of(name))
 
 
 def grad_scaler(device: str, kind: str, name: str) -> Any | None:
-    """The loss scaler float16 training uses (torch.amp.GradScaler from torch 2.3), else None."""
+    """float16 training's loss scaler (torch.amp.GradScaler from torch 2.3), else None."""
     if kind != "training" or name != "float16":
         return None
-    amp_scaler = getattr(getattr(torch, "amp", None), "GradScaler", None)
-    if amp_scaler is not None:
+    if (amp_scaler := getattr(getattr(torch, "amp", None), "GradScaler", None)) is not None:
         return amp_scaler(device)
     return torch.cuda.amp.GradScaler()  # torch < 2.3: only cuda had a scaler (the table skips the rest)
 
 
 def torch_version() -> tuple[int, int]:
     """(major, minor) of the torch in use; "2.5.0a0+git1234" reads as (2, 5)."""
-    found = re.match(r"(\d+)\.(\d+)", str(torch.__version__))
-    if found is None:  # pragma: no cover - every torch release has a numeric version
-        raise RuntimeError(f"cannot read torch version {torch.__version__!r}")
-    return int(found.group(1)), int(found.group(2))
+    major, minor = re.findall(r"\d+", str(torch.__version__))[:2]
+    return int(major), int(minor)
 
 
-# (device, kind, dtype) -> the torch version the recipe needs, and why. Sources
-# are in docs/instruments.md. Absent entries need nothing beyond the device.
+# (device, kind, dtype) -> the torch version the recipe needs, and why (sources: docs/instruments.md).
 _MIN_TORCH: dict[tuple[str, str, str], tuple[tuple[int, int], str]] = {
     ("mps", "training", "float16"): (
         (2, 8), "mps float16 training (autocast from 2.5, GradScaler kernels from 2.8) needs torch 2.8",
@@ -87,10 +80,7 @@ _MIN_TORCH: dict[tuple[str, str, str], tuple[tuple[int, int], str]] = {
 
 
 def unsupported_reason(device: str, kind: str, name: str) -> str | None:
-    """Why ``device`` cannot run ``kind`` in dtype ``name`` with this torch and OS, or None.
-
-    Call it only for a device that is usable here.
-    """
+    """Why a device usable here cannot run ``kind`` in dtype ``name`` with this torch and OS, or None."""
     if not is_reduced(name):
         return None
     needed = _MIN_TORCH.get((device, kind, name))
@@ -105,9 +95,7 @@ def unsupported_reason(device: str, kind: str, name: str) -> str | None:
 
 
 def check_computed(what: str, name: str, computed: torch.dtype | None) -> None:
-    """Fail when a step's logits were not computed in the dtype the combination names."""
-    expected = dtype_of(name)
-    if computed != expected:
+    if computed != dtype_of(name):
         raise DtypeMismatchError(
             f"{what}: asked for {name} but the logits were computed in {computed}"
             " (autocast on an unsupported device/dtype warns and silently runs float32)"

@@ -1,10 +1,9 @@
 """Tell asv beforehand which combinations this run times, so that it starts no process for the rest.
 
 asv starts a process for every combination it selects, even one whose ``setup`` only skips: under spawn (macOS)
-each imports torch again, seconds apiece (docs/budget.md, "Preselection"). The reasons come from
-:mod:`mpsbench.measure.selection`, which every ``setup`` asks too, so a preselected run records the same numbers;
-results recorded earlier for the left-out combinations are kept. A device is left out only when this machine
-plainly lacks it, never because the torch of ``.venv`` cannot use it: the benchmarked build's torch decides.
+each imports torch again (docs/budget.md, "Preselection"). The reasons are the selection's, which every ``setup``
+asks too. A device is left out only when this machine plainly lacks it, never because the torch of ``.venv``
+cannot use it: the benchmarked build's torch decides.
 """
 
 from __future__ import annotations
@@ -23,23 +22,18 @@ from mpsbench.measure import devices, selection
 
 
 class PreselectError(UserError):
-    """Nothing to select, or no suite where one was named."""
+    pass
 
 
 @dataclass(frozen=True)
 class Combination:
-    """One parameter combination of one benchmark, named the way asv's ``-b`` sees it."""
-
     name: str  # "benchmark_models.Training.time_step('cpu', 'mlp', 8)", or a bare name
     reason: str | None  # why this run leaves it out; None: it runs
 
 
 def discover(benchmark_dir: Path) -> list[Any]:
-    """asv_runner's own discovery of the suite, so that names and param reprs are exactly asv's.
-
-    Imports the package under its folder's name, as asv does; another suite
-    imported earlier under the same name is set aside for the while.
-    """
+    """asv_runner's own discovery, so that names and param reprs are exactly asv's: the package imported under its
+    folder's name, as asv does (another suite imported earlier under that name is set aside for the while)."""
     from asv_runner.discovery import disc_benchmarks
 
     root = benchmark_dir.resolve()
@@ -60,19 +54,18 @@ def discover(benchmark_dir: Path) -> list[Any]:
 
 
 def _each(benchmarks: Sequence[Any]) -> Iterator[tuple[Any, tuple[str, ...]]]:
-    """Every benchmark with each of its combinations' param reprs."""
     for benchmark in benchmarks:
         for shown in itertools.product(*benchmark.params) if benchmark.params else [()]:
             yield benchmark, shown
 
 
 def names(benchmarks: Sequence[Any]) -> list[str]:
-    """Every combination's name, as ``-b`` sees it (any suite's: no selection rule asked)."""
+    """Every combination's name, as ``-b`` sees it (no selection rule asked)."""
     return [asv.combination(benchmark.name, shown) for benchmark, shown in _each(benchmarks)]
 
 
 def combinations(benchmarks: Sequence[Any]) -> list[Combination]:
-    """Every combination of every benchmark, with the reason this run leaves it out (from asv's names and reprs)."""
+    """Every combination, with the reason this run leaves it out."""
     absent = functools.cache(devices.absent_reason)
     found = []
     for benchmark, shown in _each(benchmarks):
@@ -87,7 +80,7 @@ def combinations(benchmarks: Sequence[Any]) -> list[Combination]:
 
 
 def selected(found: Sequence[Combination], bench: Sequence[str] = ()) -> list[str]:
-    """The names of the combinations this run times; ``bench``: only those one of these regexes finds (asv's -b)."""
+    """The combinations this run times; ``bench``: only those one of these regexes finds (asv's -b)."""
     names = [combination.name for combination in found if combination.reason is None]
     names = asv.matching(names, bench) if bench else names
     if not names:  # asv would stop with "No benchmarks selected"; say why first

@@ -1,13 +1,11 @@
-"""asv's n/a with the reason: what skips a combination before anything is built (the lowest rung of measure/).
-
-Everything that measures asks these first, so they import nothing that measures: suite, correctness, measured
-and the leak loops all stand on this module, none on another for it.
-"""
+"""asv's n/a with the reason: what skips a combination before anything is built (the lowest rung of measure/)."""
 
 from __future__ import annotations
 
 import os
 import shutil
+
+from asv_runner.benchmarks.mark import SkipNotImplemented as SkipNotImplemented  # re-exported
 
 from mpsbench.measure import devices, precision, selection
 from mpsbench.measure.optional_torch import torch
@@ -18,30 +16,21 @@ CXX_CANDIDATES = ("g++", "clang++", "c++")  # what inductor's cpu backend finds 
 # Words in torch's errors for an op or dtype a device or kernel does not support.
 LACKING = ("not implemented for", "not supported", "does not support", "does not have support", "unsupported")
 
-try:  # present in every asv environment; absent only outside asv
-    from asv_runner.benchmarks.mark import SkipNotImplemented as SkipNotImplemented  # re-exported
-except ImportError:  # pragma: no cover - exercised only without asv installed
-
-    class SkipNotImplemented(NotImplementedError):  # type: ignore[no-redef]
-        """Stand-in with asv's meaning: show this combination as n/a."""
-
 
 def selected(benchmark: str, *params: object) -> None:
-    """Skip, with the reason (asv's n/a), a combination this run leaves out: ``benchmark``'s rule in the selection table."""
+    """A combination this run leaves out: ``benchmark``'s rule in the selection table."""
     reason = selection.left_out(benchmark, *params)
     if reason is not None:
         raise SkipNotImplemented(reason)
 
 
 def require_device(device: str) -> None:
-    """Skip, with the reason, a combination whose device is not usable here."""
     found = devices.get(device).availability()
     if not found.usable:
         raise SkipNotImplemented(f"{device} is not usable here: {found.reason}")
 
 
 def require_torch(minimum: tuple[int, int], what: str) -> None:
-    """Skip, with the reason, what needs a newer torch than this build's."""
     if precision.torch_version() < minimum:
         needed = ".".join(str(part) for part in minimum)
         raise SkipNotImplemented(f"{what} needs torch {needed} or later; this is {torch.__version__}")

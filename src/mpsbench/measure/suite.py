@@ -10,16 +10,11 @@ from dataclasses import dataclass
 from mpsbench.core import errors
 from mpsbench.measure import accuracy, correctness, devices, fallback, models, precision, skips, timing, workloads
 
-# The skips, where the benchmark modules have always found them.
-SkipNotImplemented = skips.SkipNotImplemented
-selected, require_device, require_torch = skips.selected, skips.require_device, skips.require_torch
+SkipNotImplemented, selected = skips.SkipNotImplemented, skips.selected  # where the benchmark modules find them
 
 
 class StepTimer:
-    """asv ``timer`` for bodies that loop k steps: the clock divided by k, so asv's difference is one step's time.
-
-    asv reads ``timer`` after ``setup``, so a benchmark sets it there, per combination.
-    """
+    """asv ``timer`` for bodies that loop k steps: the clock divided by k (set in ``setup``: asv reads it after)."""
 
     def __init__(self, steps_per_call: int) -> None:
         self.steps_per_call = steps_per_call
@@ -29,12 +24,8 @@ class StepTimer:
 
 
 class TimedSteps:
-    """The timed step of every class that times a workload's steps (models, precision, compile, modern).
-
-    Sub-millisecond models (``ModelSpec.steps_per_call`` k > 1) loop k steps before
-    the one synchronize and the :class:`StepTimer` divides by k. asv's ``number``
-    stays automatic: with a ``setup``, asv_runner 0.3.2 times one call per sample.
-    """
+    """The timed step of every class that times a workload's steps: k steps (``ModelSpec.steps_per_call``), one
+    synchronize, the :class:`StepTimer` divides by k. asv's ``number`` stays automatic: one call per sample."""
 
     workload: workloads.Workload
 
@@ -43,7 +34,7 @@ class TimedSteps:
         self.timer = StepTimer(self.steps)
 
     def time_step(self, *params: object) -> None:
-        """Median time of one step (k steps per timed call for sub-millisecond models, divided by k)."""
+        """Median time of one step."""
         workload = self.workload
         with OutOfMemorySkips(workload.device, workload.spec.name, workload.batch_size):  # n/a with the reason
             workload.run(self.steps)
@@ -51,10 +42,7 @@ class TimedSteps:
 
 
 def per_kind(name: str, family: type, training: tuple[object, ...], inference: tuple[object, ...]) -> tuple[type, type]:
-    """``family``'s training and inference classes, ``name`` with ``{Kind}`` filled in, with their params.
-
-    One call keeps the pair from drifting; the classes belong to the calling module, as namedtuple's do.
-    """
+    """``family``'s training and inference classes (``{Kind}`` in ``name`` filled in) of the calling module."""
     module = sys._getframe(1).f_globals["__name__"]
     made = (
         type(name.format(Kind=kind.title()), (family,), {"kind": kind, "params": params, "__module__": module})
@@ -66,9 +54,8 @@ def per_kind(name: str, family: type, training: tuple[object, ...], inference: t
 def require(kind: str, device: str, model: str, *, dtype: str = precision.DEFAULT) -> None:
     """Skip, with the reason (asv's n/a), a combination that cannot run here; builds nothing."""
     spec = models.get(model)
-    require_device(device)
-    missing = spec.missing_requirements()
-    if missing:
+    skips.require_device(device)
+    if missing := spec.missing_requirements():
         raise SkipNotImplemented(f"{model} needs {', '.join(missing)}, not importable in this environment")
     reason = precision.unsupported_reason(device, kind, dtype)
     if reason is not None:
@@ -77,12 +64,8 @@ def require(kind: str, device: str, model: str, *, dtype: str = precision.DEFAUL
 
 def prepare(kind: str, device: str, model: str, batch_size: int, *, dtype: str = precision.DEFAULT,
             guarded: bool = True, compiled: bool = False) -> workloads.Workload:
-    """Build (once per process) and warm up a workload for an asv ``setup``.
-
-    What cannot run here or does not fit skips with the reason (n/a); an op torch
-    lacks fails with its name. ``guarded`` (timings) adds :func:`guard`; instruments
-    that report those very facts pass False.
-    """
+    """The warmed-up workload for an asv ``setup``: what cannot run here or does not fit skips with the reason; an
+    op torch lacks fails with its name. Instruments that report the facts :func:`guard` refuses pass ``guarded=False``."""
     require(kind, device, model, dtype=dtype)
     with OutOfMemorySkips(device, model, batch_size):  # build, copy to the device, warm-up, checks
         try:
@@ -95,10 +78,7 @@ def prepare(kind: str, device: str, model: str, batch_size: int, *, dtype: str =
 
 
 class OutOfMemorySkips:
-    """A context in which any device's out-of-memory error skips the combination with a one-line reason.
-
-    A class, not a generator: it costs a timed call well under a microsecond.
-    """
+    """Any device's out-of-memory error skips the combination with the reason (a class: cheap in a timed call)."""
 
     def __init__(self, device: str, model: str, batch_size: int) -> None:
         self.device, self.model, self.batch_size = device, model, batch_size
@@ -126,7 +106,7 @@ def guard(workload: workloads.Workload) -> None:
 
 
 def throughput(workload: workloads.Workload) -> float:
-    """Samples per second from the median of at least five calls or a quarter second (time_step is the precise one)."""
+    """Samples per second from at least five calls or a quarter second (time_step is the precise one)."""
     return timing.time_steps(workload, min_calls=5, min_seconds=0.25).samples_per_second
 
 
@@ -139,7 +119,7 @@ class MemoryPeaks:
 
 
 def memory_peaks(workload: workloads.Workload) -> MemoryPeaks:
-    """Sample memory before, inside (after forward, after backward) and after one step."""
+    """Sampled before, inside (after forward, after backward) and after one step."""
     device = devices.get(workload.device)
     device.synchronize()
     sampler = devices.PeakSampler(device)
@@ -152,9 +132,8 @@ def memory_peaks(workload: workloads.Workload) -> MemoryPeaks:
 
 
 def peak_memory_mib(workload: workloads.Workload) -> float:
-    """Peak memory over one step, in MiB; skipped with the reason where the device gives no reading (never 0)."""
-    allocated = memory_peaks(workload).allocated
-    if allocated is None:
+    """Skipped with the reason where the device gives no reading (never 0)."""
+    if (allocated := memory_peaks(workload).allocated) is None:
         raise SkipNotImplemented(f"no {workload.device} memory reading: {devices.get(workload.device).no_reading_reason()}")
     return allocated
 
@@ -169,7 +148,7 @@ def cold_start_code(kind: str, device: str, model: str, batch_size: int) -> tupl
 
 
 def cold_first_step(kind: str, device: str, model: str, batch_size: int) -> Callable[[], None]:
-    """In a fresh process: build the workload (untimed); return its first step, which refuses cpu fallbacks like a timing."""
+    """Builds the workload (untimed); its first step refuses cpu fallbacks like a timing."""
     workload = workloads.build(kind, device, model, batch_size)
     workload.device.synchronize()
 

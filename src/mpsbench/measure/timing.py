@@ -1,8 +1,5 @@
-"""The one timing loop used outside asv's clock (the command line, calibration, op throughput).
-
-Warm up first, synchronize the device before every clock read, report the
-median: the same rules the asv classes follow.
-"""
+"""The one timing loop outside asv's clock (the command line, calibration, op throughput): warm up first,
+synchronize the device before every clock read, report the median, as the asv classes do."""
 
 from __future__ import annotations
 
@@ -28,18 +25,13 @@ class StepTiming:
 
 def median_seconds(run: Callable[[int], None], device: str, per_sample: int, min_samples: int = 3,
                    min_seconds: float = 1.0, max_samples: int = 50) -> tuple[float, int]:
-    """Median seconds per call of a warmed-up ``run``, and the number of samples taken.
-
-    A sample runs ``per_sample`` calls, so that a sub-millisecond call is timed
-    in a batch long enough for the clock.
-    """
+    """Median seconds per call of a warmed-up ``run`` and the samples taken; a sample runs ``per_sample`` calls, so
+    that a sub-millisecond call is timed in a batch long enough for the clock."""
     durations: list[float] = []
     synchronize = devices.get(device).synchronize  # looked up once: the clock runs around each call below
     synchronize()
     started = time.perf_counter()
-    while len(durations) < max_samples and (
-        len(durations) < min_samples or time.perf_counter() - started < min_seconds
-    ):
+    while len(durations) < max_samples and (len(durations) < min_samples or time.perf_counter() - started < min_seconds):
         begin = time.perf_counter()
         run(per_sample)
         synchronize()
@@ -48,10 +40,7 @@ def median_seconds(run: Callable[[int], None], device: str, per_sample: int, min
 
 
 def time_steps(workload: Workload, min_calls: int = 3, min_seconds: float = 1.0, max_calls: int = 50) -> StepTiming:
-    """Median seconds per step over at least ``min_calls`` calls and ``min_seconds`` (:func:`median_seconds`).
-
-    Each call runs the model's ``steps_per_call`` steps. The workload must be warmed up already.
-    """
+    """A warmed-up workload's median step, each call its model's ``steps_per_call`` steps."""
     steps = workload.spec.steps_per_call
     median, calls = median_seconds(workload.run, workload.device, steps, min_calls, min_seconds, max_calls)
     return StepTiming(median, workload.batch_size / median, calls, steps)

@@ -1,10 +1,5 @@
-"""What counts as a wrong result, torch-free: the tolerance per dtype, the units of the error rows, the dtypes each
-correctness pattern runs in.
-
-The guards (accuracy, correctness) refuse a timing past these; the selection leaves out a pattern's dtypes that
-its report never showed; the regression rule and the site judge recorded error rows by the same numbers without
-importing torch (docs/instruments.md says why each tolerance is what it is).
-"""
+"""What counts as a wrong result, torch-free: the guards, the selection, the regression rule and the site judge by
+these numbers (docs/instruments.md says why each tolerance is what it is)."""
 
 from __future__ import annotations
 
@@ -30,7 +25,6 @@ REPORTED: dict[str, tuple[str, ...]] = {
 
 
 def dtypes(pattern: str) -> tuple[str, ...]:
-    """The dtypes ``pattern`` runs in."""
     return REPORTED.get(pattern, DTYPES)
 
 

@@ -1,9 +1,7 @@
 """Workloads: a model, its optimizer and a fixed batch, resident on a device.
 
-A training step is exactly: zero the gradients, forward, loss, backward,
-optimizer step; an inference step a forward in eval mode under
-``torch.inference_mode()``. Neither synchronizes: the caller does, once,
-before it reads a clock.
+A training step is exactly: zero the gradients, forward, loss, backward, optimizer step; an inference step a forward
+in eval mode under ``torch.inference_mode()``. Neither synchronizes: the caller does, once, before it reads a clock.
 """
 
 from __future__ import annotations
@@ -17,36 +15,27 @@ from mpsbench.measure.optional_torch import nn, torch
 
 KINDS: tuple[str, ...] = ("training", "inference")
 
-Probe = Callable[[], None]  # called where memory is highest inside a step
-
 
 class WorkloadError(ValueError):
     """A workload that cannot be built as asked (unknown kind, missing package)."""
 
 
 class Workload:
-    """One model on one device with one batch, stepped for training or inference."""
-
     def __init__(
         self, kind: str, device: str, spec: models.ModelSpec, batch_size: int, dtype: str = precision.DEFAULT,
         compiled: bool = False,
     ) -> None:
-        self.kind = kind
+        self.kind, self.spec, self.batch_size, self.dtype, self.compiled = kind, spec, batch_size, dtype, compiled
         self.device = devices.get(device)  # the one object every step, check and reading asks
-        self.spec = spec
-        self.batch_size = batch_size
-        self.dtype = dtype
         self.device.seed(models.SEED)
         with self.device.creating():
-            self.model = spec.build().to(device)  # the copy is a no-op where the weights were created on device
+            self.model = spec.build().to(device)  # a no-op where the weights were created on the device
         self.batch = models.make_batch(spec, batch_size).to(device)
         if kind == "inference" and precision.is_reduced(dtype):  # cast, where training autocasts
             cast = precision.dtype_of(dtype)
             self.model.to(cast)
-            inputs = self.batch.inputs  # the floating ones: token ids and targets stay integers
-            self.batch = models.Batch({key: value.to(cast) if value.is_floating_point() else value
-                                       for key, value in inputs.items()}, self.batch.target)
-        self.compiled = compiled
+            self.batch = models.Batch({key: value.to(cast) if value.is_floating_point() else value  # ids stay integers
+                                       for key, value in self.batch.inputs.items()}, self.batch.target)
         if compiled:  # torch.compile with the default (inductor) backend; compiles at the first step
             self.model = torch.compile(self.model)  # type: ignore[assignment]  # an OptimizedModule
         self.first_step_seconds: float | None = None  # the first warm-up step: compilation included
@@ -66,9 +55,7 @@ class Workload:
             self.model.eval()
 
     def trained_parameters(self) -> list[nn.Parameter]:
-        if self.spec.trainable is None:
-            return list(self.model.parameters())
-        return self.spec.trainable(self.model)
+        return list(self.model.parameters()) if self.spec.trainable is None else self.spec.trainable(self.model)
 
     @property
     def label(self) -> str:
@@ -76,8 +63,8 @@ class Workload:
         compiled = ", compiled" if self.compiled else ""
         return f"{self.spec.name} {self.kind} on {self.device} at batch {self.batch_size} ({self.dtype}{compiled})"
 
-    def step(self, probe: Probe | None = None) -> torch.Tensor:
-        """Run one step; returns the loss (training) or the logits (inference)."""
+    def step(self, probe: Callable[[], None] | None = None) -> torch.Tensor:
+        """One step: the loss (training) or the logits (inference); ``probe`` is called where memory peaks."""
         if self.optimizer is None:
             with torch.inference_mode():
                 logits: torch.Tensor = self.spec.forward(self.model, self.batch.inputs)
@@ -92,21 +79,19 @@ class Workload:
         self.computed_dtype = logits.dtype
         if probe is not None:
             probe()  # activations are alive: the forward peak
+        # float16 scales the loss so that small gradients survive; the scaler unscales them before the update
+        (loss if self.scaler is None else self.scaler.scale(loss)).backward()
+        if probe is not None:
+            probe()  # gradients are alive: the backward peak
         if self.scaler is None:
-            loss.backward()  # type: ignore[no-untyped-call]  # torch leaves it unannotated
-            if probe is not None:
-                probe()  # gradients are alive: the backward peak
             self.optimizer.step()
-        else:  # float16: scale the loss so small gradients survive, unscale before the update
-            self.scaler.scale(loss).backward()
-            if probe is not None:
-                probe()
+        else:
             self.scaler.step(self.optimizer)
             self.scaler.update()
         return loss
 
     def evaluate(self, samples: int | None = None) -> tuple[torch.Tensor, torch.Tensor]:
-        """Logits and loss of one eval-mode forward (comparable across devices) on the first ``samples``; nothing updated."""
+        """Logits and loss of one eval-mode forward (comparable across devices) on the first ``samples``."""
         was_training = self.model.training
         self.model.eval()
         try:
@@ -119,12 +104,11 @@ class Workload:
         return logits, loss
 
     def run(self, steps: int) -> None:
-        """Run ``steps`` steps back to back, without synchronizing."""
         for _ in range(steps):
             self.step()
 
     def warm_up(self) -> None:
-        """Run two steps, so that kernels are chosen and optimizer state exists, recording cpu fallbacks.
+        """Two steps, so that kernels are chosen and optimizer state exists, recording cpu fallbacks.
 
         Fails an output moved off the device, computed in another dtype, or a non-finite loss.
         """
@@ -138,9 +122,7 @@ class Workload:
             self.device.synchronize()
         self.fallback_ops = tuple(recorder.ops)
         if result.device.type != self.device:
-            raise WorkloadError(
-                f"{self.spec.name} on {self.device} produced its output on {result.device.type}"
-            )
+            raise WorkloadError(f"{self.spec.name} on {self.device} produced its output on {result.device.type}")
         precision.check_computed(self.label, self.dtype, self.computed_dtype)
         if self.kind == "training" and not math.isfinite(float(result.detach().cpu())):
             raise WorkloadError(f"{self.spec.name} on {self.device}: non-finite training loss")
@@ -155,7 +137,7 @@ def check_kind(kind: str) -> str:
 def build(
     kind: str, device: str, model: str, batch_size: int, dtype: str = precision.DEFAULT, compiled: bool = False
 ) -> Workload:
-    """Validate every argument, then build the workload (one-line errors on bad input)."""
+    """Validate every argument (one-line errors), then build the workload."""
     check_kind(kind)
     devices.get(device)
     precision.check_name(dtype)
@@ -165,13 +147,13 @@ def build(
         raise WorkloadError(f"{model} differs from its base model in training only; time its inference as bert_base")
     if kind == "training" and not spec.trains:
         raise WorkloadError(f"{model} is an inference-only model; time its inference")
-    missing = spec.missing_requirements()
-    if missing:
+    if missing := spec.missing_requirements():
         raise WorkloadError(f"{model} needs {', '.join(missing)}, which this environment cannot import")
     return Workload(kind, device, spec, batch_size, dtype, compiled)
 
 
 _slot: devices.OneSlot[Workload] = devices.OneSlot()
+forget = _slot.clear  # drops the workload and its memory (after an out-of-memory error, say)
 
 
 def cached(
@@ -184,8 +166,3 @@ def cached(
         return workload
 
     return _slot.get((kind, device, model, batch_size, dtype, compiled), device, build_and_warm_up)
-
-
-def forget() -> None:
-    """Drop the cached workload and its memory (after an out-of-memory error, say)."""
-    _slot.clear()

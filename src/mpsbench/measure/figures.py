@@ -1,0 +1,70 @@
+"""The figures a ``setup_cache`` reads from one build and warm-up per combination (:mod:`mpsbench.measure.measured`):
+capacity (benchmark_models, benchmark_precision) and the instruments (benchmark_instruments)."""
+
+from __future__ import annotations
+
+import functools
+
+from mpsbench.measure import accuracy, energy, fallback, leak, measured, models, precision, suite, workloads
+
+
+def _capacity_workload(kind: str, device: str, model: str, batch_size: int, dtype: str = precision.DEFAULT) -> workloads.Workload:
+    # No accuracy check: Training/Inference.time_step checks the same combination and fails it, visibly.
+    workload = suite.prepare(kind, device, model, batch_size, dtype=dtype, guarded=False)
+    fallback.refuse(workload.label, workload.fallback_ops)
+    return workload
+
+
+# Peak memory first: it reads the allocator's peak over one step of a settled workload.
+CAPACITY: dict[str, measured.Figure] = {
+    "peak_memory": suite.peak_memory_mib,
+    "throughput": suite.throughput,
+    "joules_per_step": energy.joules_per_step,  # n/a with the reason where the device has no readable counter
+}
+
+
+def capacity(kind: str, benchmark: str, keys: list[measured.Key]) -> measured.Table:
+    """Every (device, model, batch size) of this run's selection: its peak memory (MiB), samples/s and J/step."""
+    return measured.measure(benchmark, keys, functools.partial(_capacity_workload, kind), CAPACITY)
+
+
+def precision_capacity(kind: str, benchmark: str, keys: list[measured.Key]) -> measured.Table:
+    """Every (device, model, dtype) of the precision selection, at the seed batch: its peak memory (MiB)."""
+
+    def prepare(device: str, model: str, dtype: str) -> workloads.Workload:
+        return _capacity_workload(kind, device, model, models.get(model).seed_batch_size, dtype)
+
+    return measured.measure(benchmark, keys, prepare, {"peak_memory": suite.peak_memory_mib})
+
+
+def driver_memory(workload: workloads.Workload) -> float:
+    """Peak memory the driver holds for torch over one step, in MiB (mps driver, cuda reserved)."""
+    if (driver := suite.memory_peaks(workload).driver) is None:
+        raise suite.SkipNotImplemented(f"{workload.device} keeps no driver memory counter; see *Capacity.track_peak_memory")
+    return driver
+
+
+def accuracy_error(workload: workloads.Workload) -> float:
+    if not accuracy.needed(workload.device):
+        raise suite.SkipNotImplemented("the cpu is the reference the other devices are compared with")
+    return accuracy.compare(workload).error
+
+
+# In this order: memory is read over one step of the settled workload, before the leak's many steps; the accuracy
+# check builds a cpu copy last.
+INSTRUMENTS: dict[str, measured.Figure] = {
+    "fallback_ops": lambda workload: len(workload.fallback_ops),  # ops that ran on the cpu during warm-up
+    "driver_memory": driver_memory,
+    "leak": leak.measure,
+    "accuracy_error": accuracy_error,
+}
+
+
+def instruments(kind: str, benchmark: str, keys: list[measured.Key]) -> measured.Table:
+    """Every (device, model) of this run's instrument selection, at the model's seed batch size."""
+
+    def prepare(device: str, model: str) -> workloads.Workload:
+        # Unguarded: these readings report the very facts a timing is refused for.
+        return suite.prepare(kind, device, model, models.get(model).seed_batch_size, guarded=False)
+
+    return measured.measure(benchmark, keys, prepare, INSTRUMENTS)
