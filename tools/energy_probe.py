@@ -14,6 +14,7 @@ cost is timed too. Everything lands in one JSON file; the figures are the result
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import datetime
 import json
@@ -58,10 +59,8 @@ class Smi:
                 continue
             row = {}
             for name, value in zip(self.fields, values):
-                try:
+                with contextlib.suppress(ValueError):  # "[N/A]" and the like
                     row[name] = float(value.lstrip("P"))
-                except ValueError:
-                    pass
             self.samples.append((wall, row))
 
     def medians(self, begin: float, end: float) -> dict[str, Any]:
