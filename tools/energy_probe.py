@@ -28,7 +28,8 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
-WINDOW = 1.5  # seconds of steps per window: 14 NVML updates at 100 ms
+PLAN = ("energy@1", "energy@4", "energy@1", "clean@1")  # windows in order: what, then seconds at least
+RAW = ("updates_seen", "call_ends")  # kept in the JSON for estimators computed afterwards, not printed
 SMI_FIELDS = ("power.draw", "power.draw.average", "power.draw.instant", "clocks.sm", "clocks.mem", "pstate",
               "temperature.gpu", "utilization.gpu")
 
@@ -112,6 +113,29 @@ def _between(workload: Any, found: Any, seconds: float) -> dict[str, Any]:
     return dataclasses.asdict(reading)
 
 
+def _recorded(workload: Any, found: Any, seconds: float) -> dict[str, Any]:
+    """energy.measure's window (polling thread, no settle) with every counter update and call end kept."""
+    from mpsbench.measure import energy
+
+    steps, sync = workload.spec.steps_per_call, workload.device.synchronize
+    poller = energy._Poller(found)
+    poller.start()
+    try:
+        sync()
+        begin = time.perf_counter()
+        ends = []
+        while (not ends or ends[-1] - begin < seconds or len(poller.since(begin)) < energy.MIN_UPDATES):
+            workload.run(steps)
+            sync()
+            ends.append(time.perf_counter())
+    finally:
+        poller.stopping.set()
+        poller.join()
+    reading = energy.reading(found.what, poller.updates[1:], begin, ends[-1], len(ends) * steps)
+    return {**dataclasses.asdict(reading), "begin": begin, "steps_per_call": steps,
+            "updates_seen": poller.updates[1:], "call_ends": ends}
+
+
 def probe(kind: str, device: str, model: str, smi: Smi | None) -> dict[str, Any]:
     from mpsbench.measure import energy, models, skips, suite
 
@@ -126,25 +150,19 @@ def probe(kind: str, device: str, model: str, smi: Smi | None) -> dict[str, Any]
     except skips.SkipNotImplemented as exc:
         found, row["counter"] = None, str(exc)
     _calls_for(workload, energy.SETTLE_SECONDS)
-    plan: list[str] = ["clean"]
-    if found is not None:
-        plan += ["thread@0.002", "thread@0.02", "between", "thread@0.002"]
-    plan += ["clean"]
+    plan = [name for name in PLAN if found is not None or name.startswith("clean")]
     for name in plan:
         wall = time.time()
         window: dict[str, Any] = {"window": name}
         try:
-            if name == "clean":
-                steps, seconds = _calls_for(workload, WINDOW)
-                window.update(steps=steps, seconds=seconds)
-            elif name == "between":
-                window.update(_between(workload, found, WINDOW))
+            seconds = float(name.split("@")[1])
+            if name.startswith("clean"):
+                steps, took = _calls_for(workload, seconds)
+                window.update(steps=steps, seconds=took)
+            elif name.startswith("between"):
+                window.update(_between(workload, found, seconds))
             else:
-                polled = dataclasses.replace(found, poll_seconds=float(name.split("@")[1]))
-                reading = energy.measure(lambda: workload.run(workload.spec.steps_per_call),
-                                         workload.device.synchronize, polled, workload.spec.steps_per_call,
-                                         min_seconds=WINDOW, settle_seconds=0)
-                window.update(dataclasses.asdict(reading))
+                window.update(_recorded(workload, found, seconds))
             window["step_ms"] = 1e3 * window["seconds"] / window["steps"]
         except Exception as exc:  # a window that cannot read is a figure too
             window["failed"] = f"{type(exc).__name__}: {exc}"
@@ -153,7 +171,7 @@ def probe(kind: str, device: str, model: str, smi: Smi | None) -> dict[str, Any]
             if "watts" in window and "smi power.draw" in window:
                 window["smi/nvml"] = window["smi power.draw"] / window["watts"]
         row["windows"].append(window)
-        print(json.dumps({"model": model, "kind": kind, **window}), flush=True)
+        print(json.dumps({"model": model, "kind": kind, **{k: v for k, v in window.items() if k not in RAW}}), flush=True)
     if found is not None:  # one read's cost
         begin = time.perf_counter()
         for _ in range(200):
@@ -167,6 +185,7 @@ def main() -> int:
     parser.add_argument("out", type=Path)
     parser.add_argument("--device", default="cuda")
     parser.add_argument("--models", default="mlp,lenet5,resnet50,bert_base")
+    parser.add_argument("--kinds", default="training,inference")
     parser.add_argument("--smi", action="store_true")
     args = parser.parse_args()
     from mpsbench.measure import measured
@@ -175,7 +194,7 @@ def main() -> int:
     rows = []
     try:
         for model in args.models.split(","):
-            for kind in ("training", "inference"):
+            for kind in args.kinds.split(","):
                 try:
                     rows.append(probe(kind, args.device, model, smi))
                 except Exception as exc:  # a figure too

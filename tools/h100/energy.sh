@@ -1,6 +1,6 @@
 #!/bin/bash
 # One device call for issues 31 and 33: the cuda default selection timed with asv's log (where its seconds go),
-# then tools/energy_probe.py in two processes (nvidia-smi beside the first only). At most 8 files under OUT.
+# then tools/energy_probe.py in four processes (nvidia-smi beside the last two). At most 8 files under OUT.
 #     PARTS="default probe" bash tools/h100/energy.sh "$OUT"
 set -u
 OUT=${1:?usage: energy.sh OUT}
@@ -17,11 +17,11 @@ for part in $PARTS; do
                 > "$OUT/default.log" 2>&1
             say "default: exit $?, $(( $(date +%s) - start )) s, load $(load)"
             cp /tmp/h100/cal-energy/asv.log "$OUT/asv.log" ;;
-        probe)
-            for run in 1 2; do
+        probe)  # four processes: a and b alone, c and d with nvidia-smi sampling beside them
+            for run in a b c d; do
                 start=$(date +%s)
-                timeout 200 python3 tools/energy_probe.py "$OUT/probe-$run.json" $([ $run = 1 ] && echo --smi) \
-                    >> "$OUT/probe.log" 2>&1
+                timeout 150 python3 tools/energy_probe.py "$OUT/probe-$run.json" --models "${PROBE_MODELS:-mlp,lenet5}" \
+                    $([ $run = c ] || [ $run = d ] && echo --smi) >> "$OUT/probe.log" 2>&1
                 say "probe $run: exit $?, $(( $(date +%s) - start )) s, load $(load)"
             done ;;
         energy)  # the sentinels' energy part as the rows measure it, two processes (nvidia-smi beside the first)
