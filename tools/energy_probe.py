@@ -123,7 +123,7 @@ def _recorded(workload: Any, found: Any, seconds: float) -> dict[str, Any]:
     try:
         sync()
         begin = time.perf_counter()
-        ends = []
+        ends: list[float] = []
         while (not ends or ends[-1] - begin < seconds or len(poller.since(begin)) < energy.MIN_UPDATES):
             workload.run(steps)
             sync()

@@ -221,14 +221,16 @@ def summarize(out: Path) -> dict[str, Any]:
     if counter:
         lines += ["", "## NVML's energy counter", "", "```", json.dumps(counter, indent=1), "```"]
     lines += ["", "## Joules per step", "",
-              "| model | kind | batch | J/step (1) | J/step (2) | 2/1 | within 5% | smi J/step | smi/NVML | within 10% |",
-              "|---|---|---|---|---|---|---|---|---|---|"]
+              "| model | kind | batch | J/step (1) | J/step (2) | 2/1 | within 5% | smi J/step | smi/NVML | within 10% "
+              "| instant/NVML |", "|---|---|---|---|---|---|---|---|---|---|---|"]
     others = {(row["model"], row["kind"]): row for row in second or []}
     for row in first or []:
         other = others.get((row["model"], row["kind"]), {})
         one, two, smi = row.get("joules_per_step"), other.get("joules_per_step"), row.get("smi_joules_per_step")
         repeat = two / one if one and two else None
         against = smi / one if one and smi else None
+        # power.draw is a 1 s mean on Ampere and later (it lags a window's first second); .instant does not
+        instant = row["smi power.draw.instant"] / row["watts"] if row.get("smi power.draw.instant") else None
         entry = {**row, "second_joules_per_step": two, "repeat_ratio": repeat, "smi_ratio": against,
                  "repeat_within": None if repeat is None else abs(repeat - 1) <= REPEAT_WITHIN,
                  "smi_within": None if against is None else abs(against - 1) <= SMI_WITHIN}
@@ -240,7 +242,7 @@ def summarize(out: Path) -> dict[str, Any]:
         note = row.get("skipped") or row.get("failed")
         lines.append(f"| {row['model']} | {row['kind']} | {row['batch']} | {note or shown(one)} | {shown(two)} | "
                      f"{shown(repeat, '.4f')} | {entry['repeat_within']} | {shown(smi)} | {shown(against, '.4f')} | "
-                     f"{entry['smi_within']} |")
+                     f"{entry['smi_within']} | {shown(instant, '.4f')} |")
     (out / "summary.md").write_text("\n".join(lines) + "\n")
     _write(out, "summary.json", summary)
     return summary
