@@ -166,8 +166,7 @@ def measure(run: Callable[[], Any], synchronize: Callable[[], None], found: Coun
             min_seconds: float | None = None, min_updates: int = MIN_UPDATES,
             settle_seconds: float = SETTLE_SECONDS) -> Reading:
     """Call ``run`` (``steps_per_call`` steps), synchronizing after each, for ``settle_seconds`` untimed (one call at
-    least), then until enough updates and time have passed: ``min_seconds``, else :func:`window_seconds` of the
-    settle's step time."""
+    least), then until enough updates and time have passed: ``min_seconds``, else as the settle's step time says."""
     poller = _Poller(found)
     poller.start()
     try:
@@ -178,8 +177,9 @@ def measure(run: Callable[[], Any], synchronize: Callable[[], None], found: Coun
             synchronize()
             calls += 1
         begin = end = time.perf_counter()
-        if min_seconds is None:
-            min_seconds = window_seconds((begin - settling) / (calls * steps_per_call))
+        if min_seconds is None:  # longer where the host's dispatch, not the device, sets a step's pace
+            short = (begin - settling) / (calls * steps_per_call) < SHORT_STEP_SECONDS
+            min_seconds = SHORT_STEP_WINDOW if short else MIN_SECONDS
         calls = 0
         while end - begin < MAX_SECONDS and (end - begin < min_seconds or len(poller.since(begin)) < min_updates):
             run()
@@ -192,11 +192,6 @@ def measure(run: Callable[[], Any], synchronize: Callable[[], None], found: Coun
     if poller.error is not None:
         raise poller.error
     return reading(found.what, poller.updates[1:], begin, end, calls * steps_per_call)
-
-
-def window_seconds(step_seconds: float) -> float:
-    """How long the steps run: longer where the host's dispatch, not the device, sets a step's pace."""
-    return SHORT_STEP_WINDOW if step_seconds < SHORT_STEP_SECONDS else MIN_SECONDS
 
 
 def reading(what: str, updates: list[tuple[float, float]], begin: float, end: float, steps: int) -> Reading:
