@@ -3,12 +3,13 @@
     python tools/energy_probe.py OUT/probe-1.json --smi                  # one process, nvidia-smi sampling beside it
     python tools/energy_probe.py /tmp/x.json --device cpu --models mlp   # a smoke run anywhere (no counter: step times)
 
-For each seed workload at its seed batch, after one settle, windows of the same length one after the other:
-``clean`` (no counter read at all: the step time the rows time), ``thread@P`` (energy.measure's polling thread every P
-seconds: watts, steps, updates), ``between`` (the counter read in the measuring thread after each call, no thread),
-and ``clean`` again (drift). nvidia-smi (``--smi``) samples power.draw, its .average and .instant where the driver has
-them, the SM clock and the power state every 100 ms; each window gets the medians of its samples. One NVML read's
-cost is timed too. Everything lands in one JSON file; the figures are the result (exit 0 when it ran).
+For each seed workload at its seed batch, after one settle, the windows of ``--plan`` one after the other, each
+``KIND@SECONDS``: ``energy`` (energy.measure's polling thread, every counter update and call end kept in the JSON for
+estimators computed afterwards), ``clean`` (no counter read at all: the step time the rows time) and ``between`` (the
+counter read in the measuring thread after each call). nvidia-smi (``--smi``) samples power.draw, its .average and
+.instant where the driver has them, the SM clock and the power state every 100 ms; each window gets the medians of its
+samples. One counter read's cost is timed too. Everything lands in one JSON file; the figures are the result (exit 0
+when it ran). docs/instruments.md has what the H100 showed (2026-11-27).
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
-PLAN = ("energy@1", "energy@4", "energy@1", "clean@1")  # windows in order: what, then seconds at least
+PLAN = "energy@1,energy@4,energy@1,clean@1"  # the default windows, in order: what, then seconds at least
 RAW = ("updates_seen", "call_ends")  # kept in the JSON for estimators computed afterwards, not printed
 SMI_FIELDS = ("power.draw", "power.draw.average", "power.draw.instant", "clocks.sm", "clocks.mem", "pstate",
               "temperature.gpu", "utilization.gpu")
@@ -136,7 +137,7 @@ def _recorded(workload: Any, found: Any, seconds: float) -> dict[str, Any]:
             "updates_seen": poller.updates[1:], "call_ends": ends}
 
 
-def probe(kind: str, device: str, model: str, smi: Smi | None) -> dict[str, Any]:
+def probe(kind: str, device: str, model: str, smi: Smi | None, plan: str = PLAN) -> dict[str, Any]:
     from mpsbench.measure import energy, models, skips, suite
 
     batch = models.get(model).seed_batch_size
@@ -150,8 +151,7 @@ def probe(kind: str, device: str, model: str, smi: Smi | None) -> dict[str, Any]
     except skips.SkipNotImplemented as exc:
         found, row["counter"] = None, str(exc)
     _calls_for(workload, energy.SETTLE_SECONDS)
-    plan = [name for name in PLAN if found is not None or name.startswith("clean")]
-    for name in plan:
+    for name in [name for name in plan.split(",") if found is not None or name.startswith("clean")]:
         wall = time.time()
         window: dict[str, Any] = {"window": name}
         try:
@@ -187,6 +187,7 @@ def main() -> int:
     parser.add_argument("--models", default="mlp,lenet5,resnet50,bert_base")
     parser.add_argument("--kinds", default="training,inference")
     parser.add_argument("--smi", action="store_true")
+    parser.add_argument("--plan", default=PLAN, help=f"windows in order (default {PLAN}; kinds energy, clean, between)")
     args = parser.parse_args()
     from mpsbench.measure import measured
 
@@ -196,7 +197,7 @@ def main() -> int:
         for model in args.models.split(","):
             for kind in args.kinds.split(","):
                 try:
-                    rows.append(probe(kind, args.device, model, smi))
+                    rows.append(probe(kind, args.device, model, smi, args.plan))
                 except Exception as exc:  # a figure too
                     rows.append({"model": model, "kind": kind, "failed": f"{type(exc).__name__}: {exc}"})
                 measured.release(args.device)
