@@ -6,14 +6,17 @@ loading was the bottleneck. See src/mpsbench/measure/epoch.py for the loop and h
 wait for data is told apart from compute, and docs/workloads.md for the sizes.
 """
 
-from mpsbench.measure import devices, epoch, suite
+from mpsbench.measure import devices, epoch, measured, suite
+
+from .benchmark_models import _measure_once
 
 
 class Epoch:
     """Per phase (train, eval): median epoch time, images/s and fraction of it spent waiting for data.
 
     Every figure comes from one measurement per run in ``setup_cache`` (``epoch.EPOCHS_MEASURED`` epochs
-    of each selected combination): asv would otherwise re-run the epochs for each figure.
+    of each selected combination): asv would otherwise re-run the epochs for each figure. The cache is
+    benchmark_models' capacity one: a run of either module alone measures both.
     The datasets and the default selection: docs/workloads.md.
     """
 
@@ -23,29 +26,27 @@ class Epoch:
     rounds = 1  # a track_ benchmark is a lookup here: a second round would only read the cache again
     timeout = 60  # per lookup; the measuring happens in setup_cache
 
-    def setup_cache(self):
-        return epoch.measure_selection(type(self).__name__)
+    kind = "epoch"  # its family in the setup_cache it shares with benchmark_models' capacity classes
+    setup_cache = _measure_once  # one interpreter for both modules: asv keys a cache by where it is defined
 
-    # The full sweep's CIFAR-10 epochs take minutes each, on every GPU at once.
-    setup_cache.timeout = 6 * 3600
-
-    def setup(self, outcomes, device, model, batch_size, num_workers, dataset, phase):
+    def setup(self, readings, device, model, batch_size, num_workers, dataset, phase):
         suite.selected(type(self).__name__, device, model, batch_size, num_workers, dataset, phase)
+        outcomes = measured.family(readings, self.kind)
         self.phase = epoch.result(outcomes, (device, model, batch_size, num_workers, dataset), phase)
 
-    def track_epoch_seconds(self, outcomes, device, model, batch_size, num_workers, dataset, phase):
+    def track_epoch_seconds(self, readings, device, model, batch_size, num_workers, dataset, phase):
         """Wall time of one epoch of the phase's split: from iter(loader) to the last step's end."""
         return self.phase.seconds
 
     track_epoch_seconds.unit = "seconds"
 
-    def track_images_per_second(self, outcomes, device, model, batch_size, num_workers, dataset, phase):
+    def track_images_per_second(self, readings, device, model, batch_size, num_workers, dataset, phase):
         """Images of the split over the epoch's wall time, loading included (median over epochs)."""
         return self.phase.images_per_second
 
     track_images_per_second.unit = "images/s"
 
-    def track_data_wait_fraction(self, outcomes, device, model, batch_size, num_workers, dataset, phase):
+    def track_data_wait_fraction(self, readings, device, model, batch_size, num_workers, dataset, phase):
         """Fraction of the epoch blocked in the DataLoader's iter() and next(): 1 means all loading."""
         return self.phase.data_wait_fraction
 

@@ -5,6 +5,8 @@ VGG16 bs 64) and the community's VGG16/CIFAR-10, MLP and BERT fine-tuning
 measurements: issue #2.
 """
 
+import functools
+
 from mpsbench.measure import devices, energy, fallback, figures, measured, models, suite
 
 
@@ -44,12 +46,17 @@ Training, Inference = suite.per_kind("{Kind}", _StepBenchmark, (devices.NAMES, m
                                      (devices.NAMES, models.INFERENCE_NAMES, models.BATCH_SIZES))
 
 
-def _measure_capacity(self):
-    """The setup_cache of both capacity classes: one spawned interpreter measures both (mpsbench.measure.measured)."""
-    return measured.measure_kinds(figures.capacity, TrainingCapacity, InferenceCapacity)
+def _measure_once(self):
+    """The setup_cache of both capacity classes and of benchmark_epoch's Epoch: one spawned interpreter measures all
+    three families (mpsbench.measure.measured), the epochs first, so that they start from the same fresh interpreter
+    as with a cache of their own; the cuda default's second interpreter cost about 10 s of imports (docs/budget.md)."""
+    from mpsbench.measure import epoch  # torch at import: a capacity lookup's process never needs it
+
+    return measured.measure_families({"epoch": functools.partial(epoch.measure_selection, "Epoch"),
+                                      **measured.kind_families(figures.capacity, TrainingCapacity, InferenceCapacity)})
 
 
-_measure_capacity.timeout = 6 * 3600  # the full sweep's cpu steps at the seed batch take a minute each
+_measure_once.timeout = 6 * 3600  # the full sweep's cpu steps at the seed batch take a minute each, CIFAR-10 epochs more
 
 
 class _Capacity(measured.PeakMemory):
@@ -61,7 +68,7 @@ class _Capacity(measured.PeakMemory):
 
     param_names = ("device", "model", "batch_size")
     version = "1"
-    setup_cache = _measure_capacity  # one key for both classes: asv keys a cache by where it is defined
+    setup_cache = _measure_once  # one key for both classes and Epoch: asv keys a cache by where it is defined
 
     track_throughput = measured.track("throughput", "samples/s",
                                       "Samples per second: batch size over the median step time of several calls.")

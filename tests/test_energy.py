@@ -47,7 +47,7 @@ def test_the_steps_run_until_enough_time_and_updates_have_passed():
                            energy.Counter("stand-in", Continuous(250.0).joules, 0.002), steps_per_call=20,
                            min_seconds=0.2, min_updates=5, settle_seconds=0)
     assert found.seconds >= 0.2 and found.updates >= 5
-    assert found.steps == 20 * len(calls)
+    assert found.steps == 20 * (len(calls) - 1)  # one untimed call at the least: its time sets the window
     assert found.watts == pytest.approx(250.0, rel=0.05)
     assert found.joules_per_step == pytest.approx(found.watts * found.seconds / found.steps)
 
@@ -69,6 +69,15 @@ def test_the_untimed_steps_first_let_the_power_settle(settle, watts):
         assert found.watts > 300.0
     else:
         assert found.watts == pytest.approx(watts, rel=0.05)
+
+
+@pytest.mark.parametrize(("step", "window"), [(0.002, 0.4), (0.012, 0.1)])
+def test_a_step_the_host_paces_gets_the_longer_window(monkeypatch, step, window):
+    monkeypatch.setattr(energy, "SHORT_STEP_WINDOW", 0.4)
+    monkeypatch.setattr(energy, "MIN_SECONDS", 0.1)
+    found = energy.measure(lambda: time.sleep(step), lambda: None,
+                           energy.Counter("stand-in", Continuous(100.0).joules, 0.002), min_updates=2, settle_seconds=0)
+    assert window <= found.seconds < window + 0.1  # the window is the settle's step time's, not a guess
 
 
 def test_a_counter_that_fails_fails_the_measurement():
@@ -250,6 +259,7 @@ def test_the_capacity_classes_report_joules_per_step_beside_the_throughput(monke
     monkeypatch.setattr(energy, "counter", lambda device: energy.Counter("stand-in", Continuous(40.0).joules, 0.002))
     monkeypatch.setattr(energy, "MIN_SECONDS", 0.2)
     monkeypatch.setattr(energy, "MIN_UPDATES", 5)
+    monkeypatch.setattr(energy, "SHORT_STEP_WINDOW", 0.2)
     keys = [("cpu", "mlp", 8)]
     readings = {"inference": figures.capacity("inference", "InferenceCapacity", keys)}
     joules = benchmark_models.InferenceCapacity().track_joules_per_step(readings, "cpu", "mlp", 8)

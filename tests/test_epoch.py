@@ -155,16 +155,18 @@ def test_measure_selection_measures_what_is_selected_and_records_why_the_rest_ca
 def test_the_benchmark_reports_the_measured_phase_and_turns_outcomes_into_asv_results():
     summary = epoch.PhaseSummary(images=16, seconds=2.0, images_per_second=8.0, data_wait_fraction=0.25)
     combination = ("cpu", "resnet50", 8, 0, "tiny")
-    outcomes = {combination: measured.Outcome(value={"train": summary, "eval": summary})}
+    readings = {"epoch": {combination: measured.Outcome(value={"train": summary, "eval": summary})}}  # its family
     bench = benchmark_epoch.Epoch()
-    bench.setup(outcomes, *combination, "train")
-    assert bench.track_epoch_seconds(outcomes, *combination, "train") == 2.0
-    assert bench.track_images_per_second(outcomes, *combination, "train") == 8.0
-    assert bench.track_data_wait_fraction(outcomes, *combination, "train") == 0.25
+    bench.setup(readings, *combination, "train")
+    assert bench.track_epoch_seconds(readings, *combination, "train") == 2.0
+    assert bench.track_images_per_second(readings, *combination, "train") == 8.0
+    assert bench.track_data_wait_fraction(readings, *combination, "train") == 0.25
     with pytest.raises(suite.SkipNotImplemented, match="does not fit"):
-        bench.setup({combination: measured.Outcome(skipped="does not fit")}, *combination, "train")
+        bench.setup({"epoch": {combination: measured.Outcome(skipped="does not fit")}}, *combination, "train")
     with pytest.raises(RuntimeError, match="ValueError: broken"):
-        bench.setup({combination: measured.Outcome(failed="ValueError: broken")}, *combination, "train")
+        bench.setup({"epoch": {combination: measured.Outcome(failed="ValueError: broken")}}, *combination, "train")
+    with pytest.raises(RuntimeError, match="measuring epoch failed"):  # the shared cache's epoch family raised
+        bench.setup({"epoch": measured.Outcome(failed="measuring epoch failed: OSError")}, *combination, "train")
 
 
 def test_params_are_fixed_and_the_class_has_a_version():

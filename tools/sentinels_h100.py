@@ -10,10 +10,11 @@ Runs each part in a fresh process of its own (a crash or a hang costs that part 
    difference between identical calls. ``correctness.json``.
 2. ``counter``: NVML's total energy counter polled every millisecond for 3 s of GPU work and 1 s idle: the interval
    between its updates and its smallest step (its resolution). ``counter.json``.
-3. ``energy`` twice, in two processes: joules per step of the seed models at their seed batch, training and
-   inference, as ``TrainingCapacity/InferenceCapacity.track_joules_per_step`` measure it (``energy.measure`` with
-   the module's defaults). The first process also runs each workload for 4 s while ``nvidia-smi`` samples
-   ``power.draw`` every 100 ms: its median power times the seconds per step. ``energy-1.json``, ``energy-2.json``.
+3. ``energy`` twice, in two processes alike: joules per step of the seed models at their seed batch, training and
+   inference, as ``TrainingCapacity/InferenceCapacity`` measure it (their figures in their order, then
+   ``energy.of_workload``), while ``nvidia-smi`` samples ``power.draw`` every 100 ms in both: its median over the
+   energy reading's own window times that window's seconds per step (a separate window compared two step times:
+   a host-paced step's moves 15-30% between windows). ``energy-1.json``, ``energy-2.json``.
 
 Then ``summary.md`` and ``summary.json``: each pattern against its tolerance; the two processes' joules per step
 (the issue asks within 5%); NVML's joules per step against nvidia-smi's power times step time (within 10%).
@@ -40,7 +41,6 @@ sys.path.insert(0, str(ROOT / "src"))
 SEED_MODELS = ("mlp", "lenet5", "resnet50", "vgg16", "bert_base")
 KINDS = ("training", "inference")
 PART_LIMIT = {"correctness": 120, "counter": 40, "energy": 150}  # seconds each: the four parts stay within 8 minutes
-SMI_SECONDS, SMI_SETTLE = 4.0, 1.0  # the nvidia-smi window per workload, and its first second left out (ramp)
 REPEAT_WITHIN, SMI_WITHIN = 0.05, 0.10  # what the issue asks of the two processes and of nvidia-smi
 
 
@@ -124,27 +124,35 @@ def counter_part(out: Path, device: str) -> None:
 
 
 class Smi:
-    """``nvidia-smi`` sampling power.draw every 100 ms in the background; the samples of a window, by its clock."""
+    """``nvidia-smi`` sampling power.draw (and .instant where the driver has it) every 100 ms in the background."""
 
     def __init__(self) -> None:
+        instant = subprocess.run(["nvidia-smi", "--query-gpu=power.draw.instant", "--format=csv"],
+                                 capture_output=True, check=False).returncode == 0
+        self.fields = ["power.draw", *(["power.draw.instant"] if instant else [])]
         self.process = subprocess.Popen(
-            ["nvidia-smi", "--query-gpu=timestamp,power.draw", "--format=csv,noheader,nounits", "-lms", "100"],
-            stdout=subprocess.PIPE, text=True)
-        self.samples: list[tuple[datetime.datetime, float]] = []
+            ["nvidia-smi", f"--query-gpu=timestamp,{','.join(self.fields)}", "--format=csv,noheader,nounits",
+             "-lms", "100"], stdout=subprocess.PIPE, text=True)
+        self.samples: list[tuple[float, list[float]]] = []
         threading.Thread(target=self._read, daemon=True).start()
 
     def _read(self) -> None:
         assert self.process.stdout is not None
         for line in self.process.stdout:
-            stamp, _, watts = line.partition(",")
+            stamp, *values = line.split(",")
             try:
-                self.samples.append((datetime.datetime.strptime(stamp.strip(), "%Y/%m/%d %H:%M:%S.%f"), float(watts)))
+                wall = datetime.datetime.strptime(stamp.strip(), "%Y/%m/%d %H:%M:%S.%f").timestamp()
+                self.samples.append((wall, [float(value) for value in values]))
             except ValueError:
                 continue
 
-    def median_watts(self, begin: datetime.datetime, end: datetime.datetime) -> tuple[float | None, int]:
-        inside = [watts for stamp, watts in list(self.samples) if begin <= stamp <= end]
-        return (statistics.median(inside) if inside else None), len(inside)
+    def medians(self, begin: float, end: float) -> dict[str, Any]:
+        """Each field's median over the samples between two ``time.time()``s."""
+        inside = [values for wall, values in list(self.samples) if begin <= wall <= end]
+        found: dict[str, Any] = {"smi_samples": len(inside)}
+        for index, name in enumerate(self.fields):
+            found[f"smi {name}"] = statistics.median(values[index] for values in inside) if inside else None
+        return found
 
     def close(self) -> None:
         self.process.terminate()
@@ -152,7 +160,9 @@ class Smi:
 
 
 def energy_part(out: Path, device: str, models: list[str], run: int, smi: bool) -> None:
-    from mpsbench.measure import energy, skips, suite
+    """The capacity rows' figures in their order (peak memory, throughput, then joules per step on the same
+    workload), nvidia-smi sampling through the very window the energy reading's steps ran in."""
+    from mpsbench.measure import energy, figures, measured, skips
     from mpsbench.measure import models as registry
 
     sampler = Smi() if smi else None
@@ -165,39 +175,30 @@ def energy_part(out: Path, device: str, models: list[str], run: int, smi: bool) 
                 try:
                     if kind == "inference" and model not in registry.INFERENCE_NAMES:
                         raise skips.SkipNotImplemented(f"{model} has no inference of its own")
-                    workload = suite.prepare(kind, device, model, batch, guarded=False)  # as the capacity figures
+                    workload = figures._capacity_workload(kind, device, model, batch)
+                    for name, figure in figures.CAPACITY.items():
+                        if name != "joules_per_step":
+                            row[name] = figure(workload)
                     found = energy.of_workload(workload)  # as track_joules_per_step measures it
+                    ended = time.time()
                     row.update(joules_per_step=found.joules_per_step, watts=found.watts, steps=found.steps,
                                seconds=found.seconds, updates=found.updates, counter=energy.counter(device).what)
-                    if sampler is not None:
-                        row.update(_smi_window(sampler, workload, workload.spec.steps_per_call))
+                    if sampler is not None:  # the window's own samples: power.draw is a 1 s mean of the same steps
+                        time.sleep(0.3)  # the window's last sample arrives
+                        row.update(sampler.medians(ended - found.seconds, ended))
+                        watts = row.get("smi power.draw")
+                        row["smi_joules_per_step"] = None if watts is None else watts * found.seconds / found.steps
                 except skips.SkipNotImplemented as exc:
                     row["skipped"] = str(exc)
                 except Exception as exc:
                     row["failed"] = f"{type(exc).__name__}: {exc}".splitlines()[0]
                 rows.append(row)
                 print(json.dumps(row), flush=True)
+                measured.release(device)
     finally:
         if sampler is not None:
             sampler.close()
     _write(out, f"energy-{run}.json", rows)
-
-
-def _smi_window(sampler: Smi, workload: Any, steps: int) -> dict[str, Any]:
-    """Run the workload for SMI_SECONDS; nvidia-smi's median power after SMI_SETTLE times the seconds per step."""
-    workload.device.synchronize()
-    begin, wall, calls = time.perf_counter(), datetime.datetime.now(), 0
-    while time.perf_counter() - begin < SMI_SECONDS:
-        workload.run(steps)
-        workload.device.synchronize()
-        calls += 1
-    seconds = time.perf_counter() - begin
-    time.sleep(0.3)  # the last sample of the window arrives
-    watts, samples = sampler.median_watts(wall + datetime.timedelta(seconds=SMI_SETTLE),
-                                          wall + datetime.timedelta(seconds=seconds))
-    per_step = seconds / (calls * steps)
-    return {"smi_watts": watts, "smi_samples": samples, "step_seconds": per_step,
-            "smi_joules_per_step": None if watts is None else watts * per_step}
 
 
 def summarize(out: Path) -> dict[str, Any]:
@@ -220,14 +221,16 @@ def summarize(out: Path) -> dict[str, Any]:
     if counter:
         lines += ["", "## NVML's energy counter", "", "```", json.dumps(counter, indent=1), "```"]
     lines += ["", "## Joules per step", "",
-              "| model | kind | batch | J/step (1) | J/step (2) | 2/1 | within 5% | smi J/step | smi/NVML | within 10% |",
-              "|---|---|---|---|---|---|---|---|---|---|"]
+              "| model | kind | batch | J/step (1) | J/step (2) | 2/1 | within 5% | smi J/step | smi/NVML | within 10% "
+              "| instant/NVML |", "|---|---|---|---|---|---|---|---|---|---|---|"]
     others = {(row["model"], row["kind"]): row for row in second or []}
     for row in first or []:
         other = others.get((row["model"], row["kind"]), {})
         one, two, smi = row.get("joules_per_step"), other.get("joules_per_step"), row.get("smi_joules_per_step")
         repeat = two / one if one and two else None
         against = smi / one if one and smi else None
+        # power.draw is a 1 s mean on Ampere and later (it lags a window's first second); .instant does not
+        instant = row["smi power.draw.instant"] / row["watts"] if row.get("smi power.draw.instant") else None
         entry = {**row, "second_joules_per_step": two, "repeat_ratio": repeat, "smi_ratio": against,
                  "repeat_within": None if repeat is None else abs(repeat - 1) <= REPEAT_WITHIN,
                  "smi_within": None if against is None else abs(against - 1) <= SMI_WITHIN}
@@ -239,7 +242,7 @@ def summarize(out: Path) -> dict[str, Any]:
         note = row.get("skipped") or row.get("failed")
         lines.append(f"| {row['model']} | {row['kind']} | {row['batch']} | {note or shown(one)} | {shown(two)} | "
                      f"{shown(repeat, '.4f')} | {entry['repeat_within']} | {shown(smi)} | {shown(against, '.4f')} | "
-                     f"{entry['smi_within']} |")
+                     f"{entry['smi_within']} | {shown(instant, '.4f')} |")
     (out / "summary.md").write_text("\n".join(lines) + "\n")
     _write(out, "summary.json", summary)
     return summary
@@ -292,7 +295,7 @@ def main(argv: list[str] | None = None) -> int:
                 "--models", ",".join(models)]
         smi = ["--smi"] if _has("nvidia-smi") else []
         for part, extra in (("correctness", []), ("counter", []), ("energy", ["--run", "1", *smi]),
-                            ("energy", ["--run", "2"])):
+                            ("energy", ["--run", "2", *smi])):
             begin = time.perf_counter()
             log = args.out / f"{part}{''.join(extra[1:2])}.log"
             print(f"sentinels_h100: {part} {' '.join(extra)} (at most {PART_LIMIT[part]} s) -> {log}", flush=True)

@@ -15,7 +15,7 @@ T_AA=${T_AA:-130} bash tools/h100/loop.sh /tmp/h100/loop-out aa 2>&1 | tail -4
 cp /tmp/h100/loop-out/summary.md "$OUT/aa-summary.md"; cp /tmp/h100/loop-out/aa.log "$OUT/aa.log"
 for run in 1 2; do
     start=$(date +%s)
-    timeout 110 python3 tools/sentinels_h100.py "$E" --part energy --run $run $([ $run = 1 ] && echo --smi) > "$E/run$run.log" 2>&1
+    timeout 110 python3 tools/sentinels_h100.py "$E" --part energy --run $run --smi > "$E/run$run.log" 2>&1
     say "energy run $run: exit $?, $(( $(date +%s) - start )) s"
 done
 python3 -c "import sys; sys.path.insert(0, 'tools'); import sentinels_h100 as s; from pathlib import Path; s.summarize(Path('$E'))" 2>&1 | tail -3

@@ -23,11 +23,14 @@ from mpsbench.measure.optional_torch import torch
 
 UNIT = "joules/step"
 MIN_SECONDS = 1.0  # of steps, at the least
+# A step shorter than this is paced by the host's dispatch, not the device: on an H100 its time, and so its
+# joules, moved 15-30% between 1 s windows and 1-4% between 4 s ones (tools/energy_probe.py, docs/instruments.md).
+SHORT_STEP_SECONDS, SHORT_STEP_WINDOW = 0.01, 4.0
 MIN_UPDATES = 10  # counter updates inside the steps: the first-to-last span then covers nine update intervals
 MAX_SECONDS = 10.0  # a counter slower than that reads with the updates it has (two at least), not for minutes
-# Steps run untimed first: a board's power follows what it ran before for about a second (on an H100 a sub-ms
-# mlp step read 0.159 and 0.234 J/step in two processes, nvidia-smi agreeing with each: docs/instruments.md).
-SETTLE_SECONDS = 1.0
+# Steps run untimed first, so that the board runs this workload when the window opens; the capacity rows'
+# throughput (a quarter second of the same steps) runs just before it too. Its step time sets the window.
+SETTLE_SECONDS = 0.25
 POWERCAP = Path("/sys/class/powercap")
 
 
@@ -160,19 +163,23 @@ class _Poller(threading.Thread):
 
 
 def measure(run: Callable[[], Any], synchronize: Callable[[], None], found: Counter, steps_per_call: int = 1,
-            min_seconds: float = MIN_SECONDS, min_updates: int = MIN_UPDATES,
+            min_seconds: float | None = None, min_updates: int = MIN_UPDATES,
             settle_seconds: float = SETTLE_SECONDS) -> Reading:
-    """Call ``run`` (``steps_per_call`` steps), synchronizing after each, for ``settle_seconds`` untimed, then until
-    enough time and updates have passed."""
+    """Call ``run`` (``steps_per_call`` steps), synchronizing after each, for ``settle_seconds`` untimed (one call at
+    least), then until enough updates and time have passed: ``min_seconds``, else as the settle's step time says."""
     poller = _Poller(found)
     poller.start()
     try:
         synchronize()
-        settled = time.perf_counter() + settle_seconds
-        while time.perf_counter() < settled:
+        settling, calls = time.perf_counter(), 0
+        while calls == 0 or time.perf_counter() - settling < settle_seconds:
             run()
             synchronize()
+            calls += 1
         begin = end = time.perf_counter()
+        if min_seconds is None:  # longer where the host's dispatch, not the device, sets a step's pace
+            short = (begin - settling) / (calls * steps_per_call) < SHORT_STEP_SECONDS
+            min_seconds = SHORT_STEP_WINDOW if short else MIN_SECONDS
         calls = 0
         while end - begin < MAX_SECONDS and (end - begin < min_seconds or len(poller.since(begin)) < min_updates):
             run()

@@ -178,8 +178,11 @@ def of(benchmark: Any, measure_family: Callable[[str, list[Key]], Table]) -> Cal
     return functools.partial(measure_family, benchmark.__name__, grid(*benchmark.params))
 
 
+def kind_families(measure_kind: Callable[[str, str, list[Key]], Table], *benchmarks: Any) -> dict[str, Callable[[], Any]]:
+    """Each class's family by its ``kind`` (training, inference): ``measure_kind(kind, ...)`` over its params."""
+    return {benchmark.kind: of(benchmark, functools.partial(measure_kind, benchmark.kind)) for benchmark in benchmarks}
+
+
 def measure_kinds(measure_kind: Callable[[str, str, list[Key]], Table], *benchmarks: Any) -> dict[str, Any]:
-    """:func:`measure_families` of each class's ``kind`` (training, inference): ``measure_kind(kind, ...)``."""
-    return measure_families({
-        benchmark.kind: of(benchmark, functools.partial(measure_kind, benchmark.kind)) for benchmark in benchmarks
-    })
+    """:func:`measure_families` of :func:`kind_families`."""
+    return measure_families(kind_families(measure_kind, *benchmarks))
