@@ -1,7 +1,7 @@
 """The recorded results, row by row, with the statistics (and samples) asv kept beside each value.
 
-Changes are judged from these (:mod:`mpsbench.regressions.rule`), never from bare medians.
-A file asv cannot read is an error, not a warning: a corrupt results directory never reads as "nothing changed".
+Changes are judged from these (:mod:`mpsbench.regressions.rule`), never from bare medians. A file asv cannot read is an
+error, not a warning: a corrupt results directory never reads as "nothing changed".
 """
 
 from __future__ import annotations
@@ -26,8 +26,6 @@ class RecordedError(UserError):
 
 @dataclass(frozen=True)
 class Measured:
-    """One row's recorded value on one build, with what asv kept to judge its noise."""
-
     value: float
     stats: dict[str, Any] | None = None  # asv's: ci_99_a, ci_99_b, q_25, q_75, repeat, number
     samples: tuple[float, ...] | None = None  # only with asv run --record-samples
@@ -35,13 +33,12 @@ class Measured:
 
 @dataclass(frozen=True)
 class Row:
-    """One benchmark combination, named as asv names it: ``name(param, param)``."""
-
     benchmark: str
     params: tuple[str, ...]  # asv's repr strings, in param_names order
 
     @property
     def entry(self) -> str:
+        """The combination as asv names it: ``name(param, param)``."""
         return asv.combination(self.benchmark, self.params)
 
 
@@ -52,7 +49,7 @@ class Recorded:
     values: dict[tuple[str, str], dict[Row, Measured]]  # (machine, commit) -> row -> value
     dates: dict[str, int]  # commit -> commit date (ms): asv's order of builds
     units: dict[str, str]  # benchmark -> unit, from benchmarks.json
-    files: int
+    files: int = 0
     failed: dict[tuple[str, str], set[Row]] = field(default_factory=dict)  # rows asv recorded as failed (None)
 
     @property
@@ -71,9 +68,9 @@ class Recorded:
         self.dates[result.commit_hash] = int(result.date or 0)
         key = (result.params["machine"], result.commit_hash)
         self.values.setdefault(key, {}).update(rows(result))
-        self.failed.setdefault(key, set()).update(
-            Row(name, combination) for name in result.get_all_result_keys() for combination, value in _values(result, name)
-            if value is None)  # asv's failure; a skip is NaN
+        self.failed.setdefault(key, set()).update(  # None is asv's failure; a skip is NaN
+            Row(name, combination) for name in result.get_all_result_keys()
+            for combination, value in _values(result, name) if value is None)
 
 
 def _units(results_dir: Path) -> dict[str, str]:
@@ -94,21 +91,22 @@ def _values(result: Any, name: str) -> Iterator[tuple[tuple[str, ...], Any]]:
     """Each combination of one benchmark with the value asv recorded (None: failed, NaN: skipped)."""
     params = result.get_result_params(name)
     values = result.get_result_value(name, params)
-    combinations = list(itertools.product(*params)) if params else [()]
-    return zip(combinations, values if params else [values])
+    return zip(list(itertools.product(*params)) if params else [()], values if params else [values])
 
 
-def _rows(result: Any, name: str) -> Iterator[tuple[Row, Measured]]:
-    params = result.get_result_params(name)
-    stats = result.get_result_stats(name, params)
-    samples = result.get_result_samples(name, params)
-    if not params:  # an unparameterized benchmark: asv keeps single values
-        stats, samples = [stats], [samples]
-    for (combination, value), stat, sample in zip(_values(result, name), stats or [], samples or []):
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-            continue  # failed or skipped: n/a on the site, nothing to judge
-        kept = tuple(float(x) for x in sample) if sample else None
-        yield Row(name, tuple(combination)), Measured(float(value), stat or None, kept)
+def rows(result: Any) -> dict[Row, Measured]:
+    """Every row of one asv ``Results`` that holds a number (failed and skipped rows are left out)."""
+    found = {}
+    for name in result.get_all_result_keys():
+        params = result.get_result_params(name)
+        stats, samples = result.get_result_stats(name, params), result.get_result_samples(name, params)
+        if not params:  # an unparameterized benchmark: asv keeps single values
+            stats, samples = [stats], [samples]
+        for (combination, value), stat, sample in zip(_values(result, name), stats or [], samples or []):
+            if not isinstance(value, bool) and isinstance(value, (int, float)) and math.isfinite(value):
+                kept = tuple(float(x) for x in sample) if sample else None
+                found[Row(name, tuple(combination))] = Measured(float(value), stat or None, kept)
+    return found
 
 
 def read(path: Path | str, machine: str | None = None) -> Any:
@@ -122,11 +120,6 @@ def read(path: Path | str, machine: str | None = None) -> Any:
         raise RecordedError(first_line(exc)) from None
 
 
-def rows(result: Any) -> dict[Row, Measured]:
-    """Every row of one asv ``Results`` that holds a number (failed and skipped rows are left out)."""
-    return {row: value for name in result.get_all_result_keys() for row, value in _rows(result, name)}
-
-
 def _results(results_dir: Path, strict: bool) -> Iterator[Any]:
     """asv's Results of every file under ``results_dir``; an unreadable one raises, or (not strict) is skipped."""
     from asv import results as asv_results
@@ -138,16 +131,15 @@ def _results(results_dir: Path, strict: bool) -> Iterator[Any]:
         try:
             yield read(path, machine)
         except RecordedError as exc:
-            message = f"results file {path} cannot be read ({exc})"
             if strict:
-                raise RecordedError(message) from None
-            log.warning(f"{message}: skipped")
+                raise RecordedError(f"results file {path} cannot be read ({exc})") from None
+            log.warning(f"results file {path} cannot be read ({exc}): skipped")
 
 
 def load(results_dir: Path, strict: bool = True) -> Recorded:
     """Every results file under ``results_dir``; RecordedError if there is none or one is unreadable (unless
     ``strict=False``: for the site, as ``asv publish`` does, an unreadable file is skipped with a warning)."""
-    found = Recorded({}, {}, _units(results_dir), 0)
+    found = Recorded({}, {}, _units(results_dir))
     for result in _results(results_dir, strict):
         found.add(result)
     if not found.files:
@@ -160,5 +152,5 @@ def load_each_python(results_dir: Path, strict: bool = True) -> dict[str, Record
     found: dict[str, Recorded] = {}
     units = _units(results_dir)
     for result in _results(results_dir, strict):
-        found.setdefault(str(result.params.get("python")), Recorded({}, {}, units, 0)).add(result)
+        found.setdefault(str(result.params.get("python")), Recorded({}, {}, units)).add(result)
     return found
