@@ -19,7 +19,7 @@ from pathlib import Path
 
 from mpsbench.core import asvconf
 from mpsbench.measure import tolerances
-from mpsbench.results.recorded import Measured
+from mpsbench.results.recorded import Measured, unit
 
 
 class Decision(str, enum.Enum):
@@ -35,28 +35,6 @@ class Decision(str, enum.Enum):
     def exit_status(self) -> int:
         """A command's exit status for it: 1 slower or wrong, 3 undecided, 0 otherwise (2 is only a user's mistake)."""
         return {Decision.SLOWER: 1, Decision.WRONG: 1, Decision.UNDECIDED: 3}.get(self, 0)
-
-
-@dataclass(frozen=True)
-class Unit:
-    name: str
-    higher_is_better: bool = False  # rates: asv's increases there are improvements
-    floor: float = 0.0  # a change smaller than this (absolute, in the unit) is no change
-
-
-UNITS = {unit.name: unit for unit in (
-    Unit("seconds", floor=5e-6),  # tiny ops: a few microseconds is a cpu's timer and dispatch jitter
-    Unit("MiB", floor=1.0),  # peak and driver memory: below a MiB is allocator rounding
-    # leak slopes: cpu readings are the process's RSS, which moves by allocator chunks either way
-    Unit("MiB/100 steps", floor=1.0),
-    Unit("ops", floor=1.0),  # fallback counts are whole ops: one new fallback op is a change, less is none
-    Unit("fraction", floor=0.01),  # data-wait fraction of an epoch: one percentage point
-    *(Unit(rate, higher_is_better=True) for rate in ("samples/s", "images/s", "GFLOP/s", "GB/s", "samples")),
-)}
-
-
-def unit(name: str) -> Unit:
-    return UNITS.get(name) or Unit(name)
 
 
 ALL = ".*"  # the thresholds' entry that matches every benchmark

@@ -29,16 +29,6 @@ from mpsbench.results import recorded
 
 BENCHMARKS = asv.BENCHMARKS
 MACHINE = "machine.json"
-# What a value may be (issue 34): asv's loader takes any JSON as a value, so "abc", true, Infinity or a negative time
-# would be recorded for good. unit -> (least, most, least itself allowed); a unit not listed takes any finite number.
-RANGES: dict[str, tuple[float, float, bool]] = {
-    "seconds": (0.0, math.inf, False),
-    **{rate: (0.0, math.inf, False) for rate in ("samples/s", "images/s", "GFLOP/s", "GB/s")},
-    **{amount: (0.0, math.inf, True) for amount in ("MiB", "ops", "samples", "relative error", "ratio", "macOS version")},
-    **{share: (0.0, 1.0, True) for share in ("fraction", "on", "on battery")},
-    "threads": (1.0, math.inf, True),
-    # leak slopes ("MiB/100 steps", "MiB/1000 iterations") may be negative: memory a loop gave back
-}
 # asv's result_columns that hold one entry per parameter combination; the others describe the benchmark as a whole
 PER_COMBINATION = ("result", "stats_ci_99_a", "stats_ci_99_b", "stats_q_25", "stats_q_75", "stats_number",
                    "stats_repeat", "samples")
@@ -85,16 +75,18 @@ class Report:
 
 
 def problem(value: Any, unit: str) -> str | None:
-    """Why ``value`` cannot be recorded for a benchmark of ``unit``; None when it can (asv's null and NaN can)."""
+    """Why ``value`` cannot be recorded for a benchmark of ``unit`` (issue 34: asv's loader takes any JSON as a value, so
+    "abc", true, Infinity or a negative time would be recorded for good); None when it can (asv's null and NaN can)."""
     if value is None or (isinstance(value, float) and math.isnan(value)):
         return None
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         return f"{value!r} is not a number"
     if not math.isfinite(value):
         return f"{value!r} is not a finite number"
-    least, most, inclusive = RANGES.get(unit, (-math.inf, math.inf, True))
-    if value > most or value < least or (value == least and not inclusive):
-        shown = f"{'at least' if inclusive else 'above'} {least:g}" + (f" and at most {most:g}" if most < math.inf else "")
+    found = recorded.unit(unit)
+    if value > found.most or value < found.least or (value == found.least and not found.least_allowed):
+        shown = (f"{'at least' if found.least_allowed else 'above'} {found.least:g}"
+                 + (f" and at most {found.most:g}" if found.most < math.inf else ""))
         return f"{value!r} is no value of {unit!r} (valid: a number {shown})"
     return None
 

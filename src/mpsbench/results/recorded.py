@@ -20,6 +20,40 @@ from mpsbench.core.errors import UserError, first_line
 log = progress.logger(__name__)
 
 
+@dataclass(frozen=True)
+class Unit:
+    """A unit benchmarks declare: the better direction and smallest change (rule.py), the values it may take (merge)."""
+
+    name: str
+    higher_is_better: bool = False  # rates: asv's increases there are improvements
+    floor: float = 0.0  # a change smaller than this (absolute, in the unit) is no change
+    least: float = -math.inf
+    most: float = math.inf
+    least_allowed: bool = True  # whether ``least`` itself is a value (never for a time or a rate)
+
+
+# A unit not listed: lower is better, no floor, any finite number (a benchmark's own unit).
+UNITS = {unit.name: unit for unit in (
+    Unit("seconds", floor=5e-6, least=0.0, least_allowed=False),  # tiny ops: a few microseconds is timer jitter
+    Unit("MiB", floor=1.0, least=0.0),  # peak and driver memory: below a MiB is allocator rounding
+    # leak slopes may be negative (memory a loop gave back); cpu readings are the process's RSS, which moves by
+    # allocator chunks either way
+    Unit("MiB/100 steps", floor=1.0),
+    Unit("ops", floor=1.0, least=0.0),  # fallback counts are whole ops: one new fallback op is a change, less is none
+    Unit("fraction", floor=0.01, least=0.0, most=1.0),  # data-wait fraction of an epoch: one percentage point
+    *(Unit(rate, higher_is_better=True, least=0.0, least_allowed=False)
+      for rate in ("samples/s", "images/s", "GFLOP/s", "GB/s")),
+    Unit("samples", higher_is_better=True, least=0.0),
+    *(Unit(amount, least=0.0) for amount in ("relative error", "ratio", "macOS version")),
+    *(Unit(share, least=0.0, most=1.0) for share in ("on", "on battery")),
+    Unit("threads", least=1.0),
+)}
+
+
+def unit(name: str) -> Unit:
+    return UNITS.get(name) or Unit(name)
+
+
 class RecordedError(UserError):
     """The results directory is missing, empty or holds a file asv cannot read: one line."""
 
