@@ -1,10 +1,16 @@
 """Merge asv results directories into one, value by value, never replacing a recorded value.
 
-``mpsbench results merge DEST SRC...``: a file DEST lacks is copied; one it holds is merged value by value (a differing
-value is a conflict named, or with ``--replace`` replaces it, kept first in ``<DEST>-replaced.jsonl``); a file asv
-cannot read is skipped; an incoming value that is no number of its unit is refused, named, and the rest merged;
-``benchmarks.json`` becomes the union of every side's (a differing version is an error, unless ``--update-benchmarks``).
-Every merge holds the results folder's lock, as every writer of it does. docs/fleet.md, "Results that merge safely".
+``mpsbench results merge DEST SRC...`` merges every machine's files from each SRC into DEST, so that
+DEST only ever grows: a file DEST lacks is copied; one it holds is merged value by value (a recorded
+value stays, an incoming one that differs is a conflict reported by name, or with ``--replace`` replaces
+it, kept first in ``<DEST>-replaced.jsonl``); a file asv cannot read is skipped; an incoming value that is not a
+number of its unit (:data:`mpsbench.results.recorded.UNITS`) is refused, named, and the rest of its file merged;
+``benchmarks.json`` becomes the union of every side's (a version that differs is an error, unless
+``--update-benchmarks``).
+docs/fleet.md, "Results that merge safely", says each rule.
+
+Every merge holds the results folder's lock (``core.files.lock``, the one every writer of it takes): two merges
+at once, or a merge during a record run, wait for each other and both land.
 
 Exit status: 0 merged cleanly, 1 some value in conflict or refused or some file corrupt (the rest merged all the
 same), 2 a mistake in the command (one line, nothing written).
@@ -264,26 +270,6 @@ def audit(trail: Path, target: Path, records: list[dict[str, Any]]) -> None:
             raise OSError(exc.errno, exc.strerror, str(trail)) from None
 
 
-def _merge_file(path: Path, incoming: dict[str, Any], target: Path, replace: bool, report: Report, trail: Path) -> None:
-    """Merge one results file (``incoming``, read from ``path``) into DEST's file of the same name, value by value."""
-    try:
-        check_file(target, target.parent.name)
-    except MergeError as exc:
-        report.corrupt.append(f"{exc}; left untouched, not merged into")
-        return
-    before = _load_object(target)
-    merged = merge_data(before, incoming, replace)
-    report.conflicts.extend(f"{path}: {text}" for text in merged.conflicts)
-    if merged.replaced:
-        audit(trail, target, merged.replaced)
-        report.replaced.extend(f"{target}: {record['benchmark']}" for record in merged.replaced)
-    if _text(merged.data) == _text(before):
-        report.identical.append(str(target))
-    else:
-        files.write(target, json.dumps(merged.data))  # compact, as asv writes
-        report.merged.append(str(target))
-
-
 def reconcile(dest: Path, sources: Sequence[Path], update: bool, report: Report) -> dict[str, Any] | None:
     """The union of DEST's and the sources' benchmarks.json, or None when nothing changes. MergeError names the first
     benchmark whose version differs between two sources, or between a source and DEST (unless ``update``)."""
@@ -378,8 +364,28 @@ def _merge_one(path: Path, target: Path, units: dict[str, str], replace: bool, r
         elif path.name == MACHINE:
             report.conflicts.append(f"{path} differs from {target}; both left untouched")
         else:
-            _merge_file(path, incoming, target, replace, report, trail)
+            _merge_into(path, incoming, target, replace, report, trail)
     elif files.create(target, json.dumps(incoming).encode() if refused else path.read_bytes()):
         report.copied.append(str(target))
     else:
         report.conflicts.append(f"{target} appeared while merging {path}; left untouched")
+
+
+def _merge_into(path: Path, incoming: dict[str, Any], target: Path, replace: bool, report: Report, trail: Path) -> None:
+    """``incoming`` (read from ``path``) merged into DEST's file of the same name, value by value."""
+    try:
+        check_file(target, target.parent.name)
+    except MergeError as exc:
+        report.corrupt.append(f"{exc}; left untouched, not merged into")
+        return
+    before = _load_object(target)
+    merged = merge_data(before, incoming, replace)
+    report.conflicts.extend(f"{path}: {text}" for text in merged.conflicts)
+    if merged.replaced:
+        audit(trail, target, merged.replaced)
+        report.replaced.extend(f"{target}: {record['benchmark']}" for record in merged.replaced)
+    if _text(merged.data) == _text(before):
+        report.identical.append(str(target))
+    else:
+        files.write(target, json.dumps(merged.data))  # compact, as asv writes
+        report.merged.append(str(target))
