@@ -142,7 +142,6 @@ def compare_command(suite: Suite, machine: str | None = None) -> Compare:
 
 
 def confirm(found: list[Alert], compare: Compare) -> list[Alert]:
-    """Each alert with the verdict of a fresh ``compare`` of its two builds on its one row."""
     verdicts = {rule.Decision.SLOWER.exit_status: "confirmed", rule.Decision.UNCHANGED.exit_status: "not confirmed",
                 rule.Decision.UNDECIDED.exit_status: "undecided"}
     confirmed = []

@@ -200,7 +200,6 @@ class Session:
         return [self._servers[build.name] for build in builds]
 
     def _fastest(self, build: Named, server: servers.Server, said: dict[str, object], number: int) -> float:
-        """The fastest sample of one round, or a one-line FreshError saying why the round gave none."""
         result = said.get("result")
         samples = result.get("samples") if isinstance(result, dict) else None
         if said.get("rc") != 0 or not isinstance(samples, list) or not samples:

@@ -90,7 +90,6 @@ def rank(before: Any, after: Any, thresholds: dict[str, float] | None = None) ->
 
 
 def format_ranking(ranking: Ranking, top: int | None = None) -> str:
-    """The ranking as a table, with a line for what was left out."""
     from asv.util import human_value
 
     lines = ["no op benchmark was timed in both runs"]
@@ -137,7 +136,6 @@ def find_results(results_dir: Path, commit: str, machine: str | None) -> Path:
 
 
 def run(suite: Suite, options: Options) -> int:
-    """Rank two results files, or two commits' stored results after printing the asv commands."""
     as_files = [name.endswith(".json") or Path(name).is_file() for name in (options.before, options.after)]
     if all(as_files):
         before_path, after_path = Path(options.before), Path(options.after)

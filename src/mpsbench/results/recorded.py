@@ -144,7 +144,6 @@ def rows(result: Any) -> dict[Row, Measured]:
 
 
 def read(path: Path | str, machine: str | None = None) -> Any:
-    """asv's ``Results`` of one results file; RecordedError with asv's one-line reason if it cannot read it."""
     from asv import results as asv_results  # what wrote them reads them best
     from asv import util
 

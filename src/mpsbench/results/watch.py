@@ -38,7 +38,6 @@ log = progress.logger(__name__)
 
 
 def trail(results: Path) -> Path:
-    """This machine's measured costs: beside the results folder, outside it."""
     return results.parent / f"{results.name}-costs.jsonl"
 
 
@@ -74,7 +73,7 @@ class Estimate:
 
 
 class Costs:
-    """This machine's measured costs, read once per record run, and the fallbacks."""
+    """This machine's measured costs, read once per record run."""
 
     def __init__(self, results: Path, machine: str, gpu: bool, default: int) -> None:
         self.by_name: dict[str, list[float]] = {}
@@ -147,8 +146,6 @@ class Builds(Protocol):
 
 
 class Watch:
-    """The progress of one record run over its steps."""
-
     def __init__(self, steps: Sequence[Step], estimates: Costs, builds: Builds | None) -> None:
         self.steps, self.estimates, self.builds = list(steps), estimates, builds
         self.commits = list(dict.fromkeys(step.commit for step in self.steps))
@@ -268,7 +265,6 @@ class Watch:
         return estimate
 
     def line(self, name: str, outcome: str, seconds: float) -> str:
-        """The running line after a combination is measured."""
         number = self.commits.index(self.current.commit) + 1 if self.current else 0
         disk = f", build cache {_gb(self.cache_used)}, {_gb(self.builds.free())} free" if self.builds is not None else ""
         return (f"build {number} of {len(self.commits)}, {self.done} of {self.total} combinations done"
