@@ -16,7 +16,7 @@ import pytest
 
 from mpsbench.builds import disk
 from mpsbench.core import asv_saving
-from mpsbench.results import costs, record
+from mpsbench.results import record, watch
 from mpsbench.results.watch import Step, Watch
 
 SEED = "benchmark_models.Training.time_step('cpu', 'mlp', 8)"
@@ -64,21 +64,21 @@ def test_estimates_come_from_this_machines_runs_else_from_docs_budget(tmp_path):
     _results_file(results / "box", 2.0)  # a switch to a cached build: not an install's cost
     _results_file(results / "box", 90.0)
     _results_file(results / "box", 70.0)
-    costs.add(results, "box", [{"name": SEED, "seconds": 10.0}, {"name": SEED, "seconds": 14.0}])
-    costs.add(results, "other-box", [{"name": OTHER, "seconds": 999.0}])  # another machine's cost is not ours
-    with open(costs.trail(results), "a") as out:
+    watch.add(results, "box", [{"name": SEED, "seconds": 10.0}, {"name": SEED, "seconds": 14.0}])
+    watch.add(results, "other-box", [{"name": OTHER, "seconds": 999.0}])  # another machine's cost is not ours
+    with open(watch.trail(results), "a") as out:
         out.write('{"machine": "box", "name": ')  # a line cut short by a kill is passed over
-    found = costs.Costs(results, "box", gpu=False, default=100)
-    assert found.combinations([SEED]) == costs.Estimate(12.0, costs.WHERE_MEASURED)
+    found = watch.Costs(results, "box", gpu=False, default=100)
+    assert found.combinations([SEED]) == watch.Estimate(12.0, watch.WHERE_MEASURED)
     # a batch never measured here: its benchmark's median
     assert found.combinations(["benchmark_models.Training.time_step('cpu', 'mlp', 1)"]).seconds == 12.0
-    spread = costs.BUDGET_BUILD_SECONDS["cpu"] / 100
-    assert found.combinations([OTHER]) == costs.Estimate(spread, costs.WHERE_BUDGET)
+    spread = watch.BUDGET_BUILD_SECONDS["cpu"] / 100
+    assert found.combinations([OTHER]) == watch.Estimate(spread, watch.WHERE_BUDGET)
     assert found.combinations([SEED, OTHER]).seconds == pytest.approx(12.0 + spread)
-    assert found.install(installed=False) == costs.Estimate(80.0, costs.WHERE_MEASURED)  # median of 70 and 90
-    fresh = costs.Costs(tmp_path / "none", "box", gpu=True, default=10)
-    assert fresh.install(installed=False) == costs.Estimate(costs.BUDGET_INSTALL_SECONDS, costs.WHERE_BUDGET)
-    assert fresh.combinations([OTHER]).seconds == costs.BUDGET_BUILD_SECONDS["gpu"] / 10
+    assert found.install(installed=False) == watch.Estimate(80.0, watch.WHERE_MEASURED)  # median of 70 and 90
+    fresh = watch.Costs(tmp_path / "none", "box", gpu=True, default=10)
+    assert fresh.install(installed=False) == watch.Estimate(watch.BUDGET_INSTALL_SECONDS, watch.WHERE_BUDGET)
+    assert fresh.combinations([OTHER]).seconds == watch.BUDGET_BUILD_SECONDS["gpu"] / 10
 
 
 def _build(cache: Path, version: str, stored: bool) -> dict:
@@ -136,28 +136,28 @@ def test_a_build_that_does_not_fit_is_skipped_in_one_line_and_the_rest_goes_on(t
     steps = [Step("new", (SEED,), "first tier"), Step("new", (OTHER,), "the rest"), Step("old", (SEED,), "every combination")]
     builds = _Builds(int(5 * disk.GB), {"new": (int(8 * disk.GB), "measured for 2.15.0 on linux", False),
                                         "old": (int(4 * disk.GB), "measured for 2.4.1 on linux", False)})
-    watch = Watch(steps, costs.Costs(tmp_path, "box", gpu=False, default=100), builds)
-    plan = watch.plan()
+    watching = Watch(steps, watch.Costs(tmp_path, "box", gpu=False, default=100), builds)
+    plan = watching.plan()
     assert plan.splitlines()[1].startswith("  1. release@new: first tier, 1 combinations, about ")
     assert "disk: about 8.0 GB (measured for 2.15.0 on linux)" in plan
     assert "12.0 GB more disk" in plan and "5.0 GB free there: builds that do not fit are skipped" in plan
-    assert [watch.begin(step) for step in steps] == [False, False, True]
+    assert [watching.begin(step) for step in steps] == [False, False, True]
     said = capsys.readouterr().err.splitlines()
     skips = [line for line in said if "skipping" in line]
     assert skips == ["mpsbench watch: warning: skipping release@new: installing it needs about 8.0 GB (measured for"
                      " 2.15.0 on linux), 5.0 GB is free at /cache; free space there, or move the build cache to a disk"
                      " with room (MPSBENCH_CACHE=/path scripts/bench), and run again"]
-    assert watch.total == 1  # what is left to measure
+    assert watching.total == 1  # what is left to measure
 
 
 def test_the_running_line_gives_the_cache_as_it_is_after_a_builds_install(tmp_path, capsys):
     steps = [Step("new", (SEED, OTHER), "first tier")]
     builds = _Builds(int(50 * disk.GB), {"new": (int(8 * disk.GB), "measured for 2.15.0 on linux", False)})
-    watch = Watch(steps, costs.Costs(tmp_path, "box", gpu=False, default=100), builds)
-    assert watch.begin(steps[0])
+    watching = Watch(steps, watch.Costs(tmp_path, "box", gpu=False, default=100), builds)
+    assert watching.begin(steps[0])
     builds.holds = 11 * int(disk.GB)  # asv installed the build before its first combination
     events = [{"event": "done", "name": name, "outcome": "value", "seconds": 1.0} for name in (SEED, OTHER)]
     (tmp_path / asv_saving.EVENTS).write_text("".join(json.dumps(event) + "\n" for event in events))
-    watch.poll(tmp_path)
+    watching.poll(tmp_path)
     lines = [line for line in capsys.readouterr().err.splitlines() if "combinations done" in line]
     assert len(lines) == 2 and all("build cache 11.0 GB, 50.0 GB free" in line for line in lines)

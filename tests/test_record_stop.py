@@ -19,7 +19,7 @@ import psutil
 import pytest
 from tests.test_faults import NEEDS_VENV, bench_checkout, recorded_values
 
-from mpsbench.results import costs
+from mpsbench.results import watch
 
 # Six cpu combinations, a few seconds each: a stop lands between two of them or inside one
 SELECTION = ["-b", r"^benchmark_models\.Training\.time_step\('cpu', '(mlp|lenet5)', (1|8|32)\)$"]
@@ -29,7 +29,7 @@ OUTLIVES = 5.0  # seconds a process of the run may outlive it (issue 32)
 
 def _measured(repo: Path) -> list[str]:
     """The combinations measured so far, one entry per measurement (the costs file)."""
-    path = costs.trail(repo / ".asv" / "results")
+    path = watch.trail(repo / ".asv" / "results")
     return [json.loads(line)["name"] for line in path.read_text().splitlines()] if path.exists() else []
 
 

@@ -89,7 +89,7 @@ def test_only_jumps_that_hold_up_by_the_rows_own_rule_stay_on_the_page(site):
     leaks = [j for j in judged if ".track_leak(" in j["benchmark"]]
     assert leaks and all(j["verdict"] == "below floor" for j in leaks)
     # asv calls a higher throughput a regression; and a rate's bare median judges nothing
-    rates = [j for j in judged if rule.unit(j["unit"]).higher_is_better]
+    rates = [j for j in judged if recorded.unit(j["unit"]).higher_is_better]
     assert rates and all(j["verdict"] == "no statistics" for j in rates)
     assert {j["verdict"] for j in judged} >= {"slower", "below floor", "noisy", "no statistics"}
     # and each kept one is what the rule says from the recorded statistics

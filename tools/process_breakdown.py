@@ -118,7 +118,7 @@ def _server_rounds(python: Path, placed: servers.Placed, session: fresh.Session,
                    repeat: int) -> float:
     """Real rounds of a build server: fork rounds after its imports, spawn rounds from launch to reply."""
     from mpsbench.regressions import fresh, servers
-    server = servers.Server(python, placed, session.benchmarks, benchmark_id, method, session.env, session.scratch)
+    server = servers.Server(python, placed, session.benchmarks, benchmark_id, session.env, session.scratch)
     walls = []
     try:
         if method != "spawn":

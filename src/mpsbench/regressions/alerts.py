@@ -22,6 +22,7 @@ from mpsbench.results import recorded
 
 TITLE = "mpsbench: the newest build is slower"
 PREVIOUS, LAST_GOOD = "the build before", "the last build not flagged"
+Compare = Callable[[str, str, str], int]  # (old commit, new commit, -b regex) -> compare's exit status
 
 
 class AlertError(UserError):
@@ -30,8 +31,6 @@ class AlertError(UserError):
 
 @dataclass(frozen=True)
 class Options:
-    """What ``mpsbench alert`` is asked."""
-
     machines: tuple[str, ...] = ()  # only these machines (default: every one)
     build: str | None = None  # only machines whose newest build is this one (CHANNEL@ID or hash)
     summary: Path | None = None  # also write the Markdown here
@@ -77,42 +76,24 @@ class Alert:
                 f" against {self.against} ({self.judgement.reason}){state}; {self.upstream}")
 
 
-def _upstream(suite: Suite, old: str, new: str) -> str:
-    try:
-        return suite.upstream_range(old, new)
-    except UserError:  # a build the manifest does not name
-        return f"timeline commits {old[:12]}..{new[:12]} (not both in the manifest)"
-
-
-def _lineage(repo: Path, newest: str) -> list[str]:
-    """The builds the newest one descends from on its channel (first parents), oldest first, itself last.
-
-    By date alone, a release could follow a nightly and the two lines be judged against each other.
-    """
-    lineage = timeline.Reader(repo).lineage(newest)
-    if not lineage:
-        raise AlertError(f"the timeline {repo} has no commit {newest[:12]}: run mpsbench timeline generate")
-    return lineage
-
-
 def _row_alerts(found: recorded.Recorded, thresholds: dict[str, float], machine: str, row: recorded.Row,
                 lineage: list[str]) -> list[tuple[str, str, rule.Judgement]]:
-    """(old build, against, judgement) where the newest build of the row is slower."""
+    """(old build, against, judgement) where the newest build of the row is slower: one alert per row, against the
+    last good build where both hold (it says more)."""
     unit = found.units.get(row.benchmark, "")
-    builds = [b for b in lineage if found.get(machine, b, row) is not None]
+    measured = {b: value for b in lineage if (value := found.get(machine, b, row)) is not None}
+    builds = list(measured)
     if len(builds) < 2:
         return []
 
     def judge(old: str, new: str) -> rule.Judgement:
-        return rule.judge(thresholds, row.entry, unit, found.get(machine, old, row),  # type: ignore[arg-type]
-                                found.get(machine, new, row))  # type: ignore[arg-type]
+        return rule.judge(thresholds, row.entry, unit, measured[old], measured[new])
 
     good = builds[0]
     for build in builds[1:-1]:  # the row's history: who is the last build not flagged before the newest
         if not judge(good, build).regressed:
             good = build
     newest, previous = builds[-1], builds[-2]
-    # one alert per row: against the last good build where both hold, it says more
     if good != previous and (to_good := judge(good, newest)).regressed:
         return [(good, LAST_GOOD, to_good)]
     to_previous = judge(previous, newest)
@@ -120,11 +101,8 @@ def _row_alerts(found: recorded.Recorded, thresholds: dict[str, float], machine:
 
 
 def find(suite: Suite, options: Options) -> list[Alert]:
-    """The rows slower on each machine's newest build, slowest first.
-
-    ``options.build`` (CHANNEL@ID or a hash) keeps only machines whose newest build it is: one that did not run
-    tonight's build does not repeat an old alert.
-    """
+    """The rows slower on each machine's newest build, slowest first; with ``options.build``, only on machines whose
+    newest build it is (one that did not run tonight's build does not repeat an old alert)."""
     newest = suite.timeline.commits[suite.name(options.build)] if options.build is not None else None  # checked first
     found = recorded.load(options.results or suite.conf.results)
     alerts = []
@@ -132,30 +110,31 @@ def find(suite: Suite, options: Options) -> list[Alert]:
         builds = found.builds(machine)
         if (options.machines and machine not in options.machines) or (newest is not None and builds[-1] != newest):
             continue
-        lineage = _lineage(suite.timeline_path, builds[-1])
+        # on its own channel (first parents): by date alone, a release could follow a nightly and be judged against it
+        lineage = timeline.Reader(suite.timeline_path).lineage(builds[-1])
+        if not lineage:
+            raise AlertError(f"the timeline {suite.timeline_path} has no commit {builds[-1][:12]}: run mpsbench timeline"
+                             " generate")
         for row in sorted(found.values[(machine, builds[-1])], key=lambda r: r.entry):
             for old, against, judgement in _row_alerts(found, suite.conf.thresholds, machine, row, lineage):
-                alerts.append(Alert(
-                    machine, row, found.units.get(row.benchmark, ""), old, builds[-1], against,
-                    found.get(machine, old, row).value, found.get(machine, builds[-1], row).value,  # type: ignore[union-attr]
-                    judgement, _upstream(suite, old, builds[-1])))
+                try:
+                    upstream = suite.upstream_range(old, builds[-1])
+                except UserError:  # a build the manifest does not name
+                    upstream = f"timeline commits {old[:12]}..{builds[-1][:12]} (not both in the manifest)"
+                alerts.append(Alert(machine, row, found.units.get(row.benchmark, ""), old, builds[-1], against,
+                                    found.values[(machine, old)][row].value, found.values[(machine, builds[-1])][row].value,
+                                    judgement, upstream))
     alerts.sort(key=lambda a: (-a.judgement.ratio, a.machine, a.row.entry))
     return alerts
 
 
-Compare = Callable[[str, str, str], int]  # (old commit, new commit, -b regex) -> compare's exit status
-
-
 def compare_command(suite: Suite, machine: str | None = None) -> Compare:
-    """``mpsbench compare OLD NEW -b BENCH`` run as a command, on the same suite and machine.
-
-    A command, so that the alert needs none of compare's code and a test can put a stand-in here.
-    """
+    """``mpsbench compare OLD NEW -b BENCH`` run as a command, on the same suite and machine: the alert needs none of
+    compare's code, and a test can put a stand-in here."""
     def run_compare(old: str, new: str, benchmark: str) -> int:
         command = [str(Path(sys.executable).with_name("mpsbench")), "compare", old, new, "-b", benchmark,
                    "--manifest", str(suite.manifest_path), "--timeline", str(suite.timeline_path)]
-        if machine:
-            command += ["--machine", machine]
+        command += ["--machine", machine] if machine else []
         print(f"mpsbench alert: confirming: mpsbench {' '.join(command[1:])}", flush=True)
         return subprocess.run(command, check=False).returncode
 
@@ -163,8 +142,6 @@ def compare_command(suite: Suite, machine: str | None = None) -> Compare:
 
 
 def confirm(found: list[Alert], compare: Compare) -> list[Alert]:
-    """Each alert with the verdict of a fresh ``compare`` of its two builds on its one row."""
-    # `mpsbench compare`'s exit statuses, from the rule (the alert runs it as a command)
     verdicts = {rule.Decision.SLOWER.exit_status: "confirmed", rule.Decision.UNCHANGED.exit_status: "not confirmed",
                 rule.Decision.UNDECIDED.exit_status: "undecided"}
     confirmed = []
@@ -186,19 +163,16 @@ def markdown(alerts: list[Alert], compared: str) -> str:
                                "compute past their tolerance, or no longer repeat bit for bit,")):
         if not mine:
             continue
-        rows: list[list[document.Cell]] = []
-        for alert in mine:
-            old, new = alert.values()
-            rows.append([alert.machine, alert.row.benchmark, alert.params, old, new,
-                         f"{alert.judgement.ratio:.3f}" if alert.judgement.slower else alert.judgement.label,
-                         alert.against, alert.judgement.reason, alert.upstream])
+        rows: list[list[document.Cell]] = [
+            [a.machine, a.row.benchmark, a.params, *a.values(), f"{a.judgement.ratio:.3f}" if a.judgement.slower
+             else a.judgement.label, a.against, a.judgement.reason, a.upstream] for a in mine]
         machines = sorted({alert.machine for alert in mine})
         sections.append(document.Section(title, [
             f"{len(mine)} rows on {len(machines)} machines ({', '.join(machines)}) {what} on the newest build"
             f" ({compared}), each judged by its own rule (docs/site.md, docs/instruments.md)"
             + (", and confirmed by a fresh `mpsbench compare`." if any(a.confirmed for a in mine) else "."),
             document.Table(["machine", "benchmark", "params", "old", "new", "new/old", "against", "why",
-                          "builds and PyTorch commits"], rows, ["slower"] * len(rows)),
+                            "builds and PyTorch commits"], rows, ["slower"] * len(rows)),
             "Confirm and bisect: `mpsbench compare OLD NEW -b ROW`, then `mpsbench bisect GOOD BAD -b ROW` (README).",
         ]))
     if not raised:

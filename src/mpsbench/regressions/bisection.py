@@ -1,10 +1,8 @@
 """``mpsbench bisect GOOD BAD -b BENCH``: the first build between two that made one combination slower.
 
-Each step measures GOOD, BAD and the few candidates that split what is left most cheaply (:func:`probes`: the middle,
-or the thirds of a longer line) in ONE interleaved asv run, judged by compare's rule; the first step also confirms BAD
-slower than GOOD. Exit 0: found; 1: BAD is not slower than GOOD (a result: nothing to bisect); 3: undecided (the
-endpoints or a candidate), with the reason and what to change; 2: bad input. ``--nightlies [N]``: nightlies.py
-(docs/bisect.md).
+Each step measures GOOD, BAD and the few candidates that split what is left most cheaply (:func:`probes`) in ONE
+interleaved run, judged by compare's rule; the first step also confirms BAD slower than GOOD. ``--nightlies [N]``:
+nightlies.py (docs/bisect.md).
 """
 
 from __future__ import annotations
@@ -15,53 +13,35 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from mpsbench.builds import history
-from mpsbench.builds import manifest as mf
 from mpsbench.core import progress, text
 from mpsbench.regressions import compare, fresh, nightlies, verdict
 
 log = progress.logger(__name__)
-# bisect's exit statuses besides 0 (found) and 2 (a user's mistake, errors.UserError): as grep's 1 for "no match",
-# 1 says there is nothing to find, a result a script acts on; 3 is compare's undecided
+# besides 0 (found) and 2 (a user's mistake): as grep's 1 for "no match", 1 says there is nothing to find, a result a
+# script acts on; 3 is compare's undecided
 NOT_SLOWER, UNDECIDED = 1, 3
-# the most candidates one step measures: beyond a handful a step's own k + 2 processes outweigh what it narrows (the
-# cheapest k is 1 to 4 at every length), and the bound keeps the search's recursion small for a year of nightlies
+# beyond a handful of candidates a step's own k + 2 processes outweigh what it narrows (the cheapest k is 1 to 4 at
+# every length), and the bound keeps the cost's recursion small for a year of nightlies
 MOST_PROBES = 8
 EXIT_STATUSES = """exit status:
   0  found: the first bad build and the good one before it
   1  BAD is not slower than GOOD (unchanged or faster): no regression between them to bisect
   2  bad input (an unknown build, a regex matching no or several combinations, builds not on one line)
   3  undecided: the endpoints or a candidate could not be told apart; the reason names the option to change"""
-
-
-def _path(manifest: mf.Manifest, good: fresh.Named, bad: fresh.Named) -> list[str]:
-    """The builds after GOOD up to and including BAD, oldest first, or a one-line refusal."""
-    if good.name == bad.name:
-        raise fresh.FreshError(f"GOOD and BAD are the same build ({good.name}): name two builds")
-    line = fresh.lineage(manifest, bad.name)
-    if good.name not in line:
-        if bad.name in fresh.lineage(manifest, good.name):
-            raise fresh.FreshError(f"{bad.name} comes before {good.name}: give GOOD (older) first, then BAD")
-        raise fresh.FreshError(
-            f"{good.name} is not an ancestor of {bad.name} on any channel: bisect along one line of builds"
-        )
-    return line[line.index(good.name) + 1:]
+HEADER = ["build", "role", "fast ms", "vs GOOD", "interval", "p", "vs BAD", "verdict"]
 
 
 @dataclass(frozen=True)
 class Found:
-    """What a bisection names: the first slow build, the good one before it, and where to read the change."""
-
-    first: str  # CHANNEL@ID
-    before: str
+    first: str  # the first slow build, CHANNEL@ID
+    before: str  # the good one before it
     upstream: str  # the PyTorch commits to read, or that both builds share one upstream commit
 
 
 @dataclass(frozen=True)
 class Unresolved:
-    """A bisection that names no build: NOT_SLOWER (a result) or UNDECIDED, with the evidence and the next step."""
-
-    status: int
-    reason: str
+    status: int  # NOT_SLOWER (a result) or UNDECIDED
+    reason: str  # the evidence and the next step
 
 
 @dataclass
@@ -74,26 +54,21 @@ class Search:
     confirmed: bool = False
     processes: int = 0  # every build's rounds, summed over the steps: what the search cost
     endpoints: list[str] = field(default_factory=list)  # compare's summary of GOOD against BAD, once judged
-    rows: list[list[str]] = field(default_factory=lambda: [["build", "role", "fast ms", "vs GOOD", "interval", "p",
-                                                            "vs BAD", "verdict"]])
+    rows: list[list[str]] = field(default_factory=lambda: [list(HEADER)])
 
     def __post_init__(self) -> None:
         self.high = len(self.between) - 1 if self.high < 0 else self.high
 
 
-def _ms(values: list[float]) -> str:
-    return f"{verdict.fast_mode(values) * 1e3:.3f}"
-
-
 def _row(name: str, role: str, times: list[float], vs_good: verdict.Verdict, vs_bad: str, found: str) -> list[str]:
-    interval = f"[{vs_good.low:.3f}, {vs_good.high:.3f}]"
-    return [name, role, _ms(times), f"{vs_good.ratio:.3f}", interval, f"{vs_good.p_value:.4f}", vs_bad, found]
+    return [name, role, f"{verdict.fast_mode(times) * 1e3:.3f}", f"{vs_good.ratio:.3f}",
+            f"[{vs_good.low:.3f}, {vs_good.high:.3f}]", f"{vs_good.p_value:.4f}", vs_bad, found]
 
 
 @functools.cache
 def _expected(candidates: int) -> float:
-    """The processes a round costs, summed over the steps, that a search among ``candidates`` expects (in rounds of one
-    process a build), each place of the first bad build (a candidate or BAD) alike likely."""
+    """The processes (a round each) a search among ``candidates`` expects, each place of the first bad build (a
+    candidate or BAD) alike likely."""
     return min((_cost(candidates, _spaced(candidates, most)) for most in range(1, min(candidates, MOST_PROBES) + 1)),
                default=0.0)
 
@@ -111,12 +86,8 @@ def _cost(candidates: int, measured: list[int]) -> float:
 
 
 def probes(candidates: list[str]) -> list[str]:
-    """The candidates one step measures: the evenly spaced ones whose number makes the whole search cheapest.
-
-    GOOD and BAD are measured in every step (below), so a step of one candidate costs three processes a round and a
-    step of two four. Counted over every place the first bad build may be, all of a line of up to four candidates
-    costs least, the middle of five (true bisection), the thirds from six, the quarters from twelve.
-    """
+    """The evenly spaced candidates whose number makes the whole search cheapest: all of up to four, the middle of
+    five (true bisection), the thirds from six, the quarters from twelve (GOOD and BAD are measured in every step)."""
     if not candidates:
         return []
     best = min(range(1, min(len(candidates), MOST_PROBES) + 1),
@@ -128,9 +99,8 @@ def search(session: fresh.Session, good: fresh.Named, bad: fresh.Named, named: d
            state: Search, fill: Callable[[str, str], list[fresh.Named]] = lambda good, bad: []) -> Unresolved | None:
     """Steps until two adjacent builds are good and bad (None; ``state`` says which) or something stays unresolved.
 
-    Every step measures GOOD and BAD beside its candidates, interleaved: a verdict only ever compares processes of one
-    asv run, so a machine that drifts or gets busier between steps moves both sides of each comparison alike. (Reusing
-    the endpoints' processes of an earlier step would save two a round, but compare them across that drift.)
+    Every step measures GOOD and BAD beside its candidates: a verdict only ever compares processes of one run, so a
+    machine that drifts between steps moves both sides of each comparison alike.
     """
     between = state.between
     while True:
@@ -145,9 +115,8 @@ def search(session: fresh.Session, good: fresh.Named, bad: fresh.Named, named: d
         candidates = probes(left)
         log.info(("confirming: is BAD slower than GOOD? " if not state.confirmed else "")
                  + f"step over {', '.join(candidates) or 'the endpoints'} ({len(left)} candidates left)")
-        middles = [named[name] for name in candidates]
-        pairs = [(good.name, bad.name)] + [pair for m in middles for pair in ((good.name, m.name), (m.name, bad.name))]
-        step = compare.measure(session, [good, *middles, bad], pairs,
+        pairs = [(good.name, bad.name)] + [pair for name in candidates for pair in ((good.name, name), (name, bad.name))]
+        step = compare.measure(session, [good, *(named[name] for name in candidates), bad], pairs,
                                done=_step_decided(good.name, bad.name, candidates, state.confirmed))
         state.processes += sum(len(values) for values in step.times.values())
         if not state.confirmed:
@@ -159,7 +128,8 @@ def search(session: fresh.Session, good: fresh.Named, bad: fresh.Named, named: d
                 return Unresolved(NOT_SLOWER, f"{bad.name} is not slower than {good.name} ({endpoint.reason}): no"
                                               " regression between them to bisect; name a BAD that compare calls slower")
             state.confirmed = True
-            state.rows.append([good.name, "GOOD", _ms(step.times[good.name]), "1", "", "", "", "endpoint"])
+            state.rows.append([good.name, "GOOD", f"{verdict.fast_mode(step.times[good.name]) * 1e3:.3f}", "1", "", "",
+                               "", "endpoint"])
             state.rows.append(_row(bad.name, "BAD", step.times[bad.name], endpoint, "1", "confirmed slower"))
         against = {name: (step.verdicts[(good.name, name)], step.verdicts[(name, bad.name)]) for name in candidates}
         found = {name: _classify(*against[name]) for name in candidates}
@@ -180,7 +150,15 @@ def bisect(good_ref: str, bad_ref: str, args: fresh.Options, adding: nightlies.O
     """Measure and search between GOOD and BAD as ``args`` and ``adding`` ask, printing each step and the evidence."""
     compare.check(args)
     manifest, generated, (good, bad) = fresh.name_builds([good_ref, bad_ref], args.manifest, args.timeline)
-    between = _path(manifest, good, bad)
+    if good.name == bad.name:
+        raise fresh.FreshError(f"GOOD and BAD are the same build ({good.name}): name two builds")
+    line = fresh.lineage(manifest, bad.name)
+    if good.name not in line:
+        if bad.name in fresh.lineage(manifest, good.name):
+            raise fresh.FreshError(f"{bad.name} comes before {good.name}: give GOOD (older) first, then BAD")
+        raise fresh.FreshError(f"{good.name} is not an ancestor of {bad.name} on any channel: bisect along one line of"
+                               " builds")
+    between = line[line.index(good.name) + 1:]  # after GOOD up to and including BAD
     named = {name: fresh.Named(name, generated.commits[name]) for name in between}
     gaps = nightlies.Gaps(adding, args, manifest, generated)  # refuses a bad --nightlies before anything runs
     state = Search(between)
@@ -189,8 +167,8 @@ def bisect(good_ref: str, bad_ref: str, args: fresh.Options, adding: nightlies.O
         print(f"bisect {combination}: GOOD {good.name}, BAD {bad.name}, {len(between) - 1} builds between,"
               f" machine {measuring.machine}, factor {measuring.factor:g}, {compare.measured_as(args)}")
         unresolved = search(measuring, good, bad, named, state, gaps.fill)
-    for line in state.endpoints:
-        print("  " + line)
+    for said in state.endpoints:
+        print("  " + said)
     if len(state.rows) > 1:
         print(text.table(state.rows, rule=False))
     print(f"{state.processes} processes in all")
@@ -198,13 +176,12 @@ def bisect(good_ref: str, bad_ref: str, args: fresh.Options, adding: nightlies.O
         return unresolved
     first = between[state.high]
     before = between[state.low] if state.low >= 0 else good.name
-    manifest, generated = gaps.manifest, gaps.generated  # with the nightlies --nightlies added
-    old, new = manifest.find(before), manifest.find(first)
+    old, new = gaps.manifest.find(before), gaps.manifest.find(first)  # with the nightlies --nightlies added
     if old.git_version == new.git_version:
         upstream = (f"{before} and {first} share the upstream commit {new.git_version[:12]}: the change is in the builds"
                     f" themselves, not in PyTorch's history (torch {old.torch_version} -> {new.torch_version})")
     else:
-        upstream = "PyTorch commits to read: " + history.upstream_range(manifest, generated, before, first)
+        upstream = "PyTorch commits to read: " + history.upstream_range(gaps.manifest, gaps.generated, before, first)
     return Found(first, before, upstream)
 
 
@@ -239,8 +216,7 @@ def _classify(vs_good: verdict.Verdict, vs_bad: verdict.Verdict) -> str | None:
     """'bad', 'good' or None (undecided) for a candidate, from its verdicts against both endpoints."""
     if vs_good.decision == verdict.SLOWER:
         return "bad"
-    # BAD slower than it, or it within the factor of GOOD (whichever the evidence reaches first; on a quiet machine
-    # a small change leaves the second the wider margin)
+    # BAD slower than it, or it within the factor of GOOD (whichever the evidence reaches first)
     if vs_bad.decision == verdict.SLOWER or vs_good.decision in (verdict.UNCHANGED, verdict.FASTER):
         return "good"
     return None

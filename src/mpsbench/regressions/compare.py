@@ -21,8 +21,8 @@ from mpsbench.measure import preselect
 from mpsbench.regressions import fresh, verdict
 
 Pair = tuple[str, str]
-# The most rounds a budget may ask: each is one process per build, seconds at the least, so a thousand is hours
-# already (and verdict.looks lists every look: a budget of 10**20 was a MemoryError, issue 34).
+# each round is a process per build, seconds at the least: a thousand is hours already (and verdict.looks lists every
+# look: a budget of 10**20 was a MemoryError, issue 34)
 MOST_ROUNDS = 1000
 log = progress.logger(__name__)
 EXIT_STATUSES = """exit status:
@@ -34,18 +34,14 @@ EXIT_STATUSES = """exit status:
 
 @dataclass
 class Measured:
-    """Each build's process times (its fastest sample, seconds, in round order) and the verdicts so far."""
-
-    times: dict[str, list[float]]
+    times: dict[str, list[float]]  # each build's process times (its fastest sample, seconds), in round order
     verdicts: dict[Pair, verdict.Verdict] = field(default_factory=dict)
 
 
 def measure(session: fresh.Session, builds: list[fresh.Named], pairs: list[Pair],
             done: Callable[[dict[Pair, verdict.Verdict]], bool] | None = None) -> Measured:
-    """Interleaved rounds (one asv run) until every pair is decided (or ``done`` says so) or the round budget is spent.
-
-    Each round is one progress line as it ends (stderr): every build's fastest sample, and what is left.
-    """
+    """Interleaved rounds until every pair is decided (or ``done`` says so) or the budget is spent; a progress line
+    (stderr) as each round ends: every build's fastest sample, and what is left."""
     levels = verdict.alphas(session.min_rounds, session.max_rounds)
     measured = Measured({b.name: [] for b in builds})
     done = done or (lambda verdicts: all(v.decision != verdict.UNDECIDED for v in verdicts.values()))
@@ -60,10 +56,8 @@ def measure(session: fresh.Session, builds: list[fresh.Named], pairs: list[Pair]
             count = len(times[builds[0].name])
             due = [look for look in levels if before < look <= count]  # asv may finish two rounds at once
             if due:
-                measured.verdicts = {
-                    (a, b): verdict.judge(times[a], times[b], session.factor, levels[due[-1]], session.quieter)
-                    for a, b in pairs
-                }
+                measured.verdicts = {(a, b): verdict.judge(times[a], times[b], session.factor, levels[due[-1]],
+                                                           session.quieter) for a, b in pairs}
             finished = bool(due) and done(measured.verdicts)
             now = time.monotonic()
             following = next((look for look in levels if look > count), None)
@@ -116,9 +110,9 @@ def _left(measured: Measured, levels: dict[int, float], count: int, session: fre
     most, pace = session.max_rounds, elapsed / count
     decided = sum(v.decision != verdict.UNDECIDED for v in measured.verdicts.values())
     judged = f"{decided} of {len(measured.verdicts)} decided, " if measured.verdicts else ""
+    following = [look for look in levels if look > count]
     if finished:
         return f"{judged}done ({elapsed:.0f} s, {pace:.1f} s a round)"
-    following = [look for look in levels if look > count]
     if not following:
         return f"{judged}budget spent ({elapsed:.0f} s)"
     return (f"{judged}{elapsed:.0f} s so far, {pace:.1f} s a round; next look at round {following[0]}"
@@ -130,26 +124,17 @@ def _left(measured: Measured, levels: dict[int, float], count: int, session: fre
 def summary(measured: Measured, a: str, b: str) -> list[str]:
     """The report of one pair: each side's fast mode, the ratio with its interval, A/A, the test, the verdict."""
     found = measured.verdicts[(a, b)]
-    lines = [
-        f"{label} {name}: fast mode {verdict.fast_mode(measured.times[name]) * 1e3:.3f} ms, median"
-        f" {statistics.median(measured.times[name]) * 1e3:.3f} ms over {len(measured.times[name])} processes"
-        f" ({len(measured.times[name]) * fresh.SAMPLES} samples)"
-        for label, name in (("A", a), ("B", b))
-    ]
-    lines.append(
-        f"B/A {found.ratio:.3f} [{found.low:.3f}, {found.high:.3f}] (fast modes, 95% bootstrap over processes);"
-        f" A/A {found.noise:.3f}; p {found.p_value:.4f} that B is slower than the factor x A (decides below"
-        f" {found.alpha:.4f})"
-    )
-    lines.append(f"verdict: {found.reason} (exit {found.exit_code})")
-    return lines
+    return [*(f"{label} {name}: fast mode {verdict.fast_mode(measured.times[name]) * 1e3:.3f} ms, median"
+              f" {statistics.median(measured.times[name]) * 1e3:.3f} ms over {len(measured.times[name])} processes"
+              f" ({len(measured.times[name]) * fresh.SAMPLES} samples)" for label, name in (("A", a), ("B", b))),
+            f"B/A {found.ratio:.3f} [{found.low:.3f}, {found.high:.3f}] (fast modes, 95% bootstrap over processes);"
+            f" A/A {found.noise:.3f}; p {found.p_value:.4f} that B is slower than the factor x A (decides below"
+            f" {found.alpha:.4f})",
+            f"verdict: {found.reason} (exit {found.exit_code})"]
 
 
 def options(parser: argparse.ArgumentParser, files: bool = True) -> None:
-    """What compare and bisect share: the benchmark, the budget, the machine and (``files``) the manifest and timeline.
-
-    The fleet's bisect step (scripts/nightly bisect) takes these options but sets the files itself.
-    """
+    """What compare and bisect share; the fleet's bisect step (scripts/nightly bisect) sets the files itself."""
     parser.add_argument("-b", "--bench", required=True, help="a regex naming ONE benchmark combination, as asv -b")
     rounds = text.number(int, verdict.FEWEST, "rounds", MOST_ROUNDS)
     parser.add_argument("--min-rounds", type=rounds, default=verdict.MIN_ROUNDS, help="processes per build before judging")
@@ -212,8 +197,7 @@ def cmd_compare(parsed: argparse.Namespace) -> int:
               f" machine {measuring.machine}, factor {measuring.factor:g}, {args.min_rounds}-{args.max_rounds} rounds,"
               f" {measured_as(args)}")
         measured = measure(measuring, [a, b], [(a.name, b.name)])
-    for line in summary(measured, a.name, b.name):
-        print(line)
+    print("\n".join(summary(measured, a.name, b.name)))
     return measured.verdicts[(a.name, b.name)].exit_code
 
 

@@ -1,10 +1,9 @@
 """Measure builds afresh, one process per build and round, never into the recorded results.
 
-``asv continuous`` and ``asv find`` overwrite recorded results, and an ``asv run`` per round spends most of its
-time starting processes (issue 31), so compare and bisect discover the suite once with asv (``just-discover``, into a
-scratch folder: it also makes the asv environment), then measure each build through its own build server
-(servers.py, serve_build.py), which runs every round through asv_runner's own benchmark code. Rounds are
-interleaved across builds and stop as soon as the caller has decided (docs/bisect.md, "How they measure").
+``asv continuous`` and ``asv find`` overwrite recorded results, and an ``asv run`` per round spends most of its time
+starting processes (issue 31): compare and bisect discover the suite once with asv (``just-discover``, into a scratch
+folder; it also makes the asv environment), then measure each build through its own build server (servers.py), rounds
+interleaved across builds, until the caller has decided (docs/bisect.md, "How they measure").
 """
 
 from __future__ import annotations
@@ -34,8 +33,7 @@ log = progress.logger(__name__)
 # bisect that went on for 25 minutes helped nobody. It stops before a look it cannot reach in time, never after one.
 TIME_BUDGET_MINUTES = 20.0
 WORKDIR = Path(".asv/fresh")  # in the suite: the derived config and its asv environment, kept between commands
-# Samples in each process: the step rows' own minimum repeat (asv's discovery does not record it);
-# processes, not samples, carry the spread that decides.
+# samples in each process: the step rows' own minimum repeat; processes, not samples, carry the spread that decides
 SAMPLES = 10
 
 
@@ -45,10 +43,8 @@ class FreshError(errors.UserError):
 
 @dataclass(frozen=True)
 class Named:
-    """A build as the user named it, with its timeline commit."""
-
     name: str  # CHANNEL@ID
-    commit: str
+    commit: str  # its timeline commit
 
 
 def name_builds(refs: list[str], manifest_path: Path,
@@ -79,7 +75,7 @@ def lineage(manifest: mf.Manifest, name: str) -> list[str]:
 
 @dataclass(frozen=True)
 class Options:
-    """What compare and bisect measure with (their shared options, compare.options), typed at the command's edge."""
+    """What compare and bisect measure with (compare.options), typed at the command's edge."""
 
     bench: str  # a regex naming ONE combination
     min_rounds: int
@@ -94,7 +90,6 @@ class Options:
 
     @classmethod
     def of(cls, args: argparse.Namespace) -> Options:
-        """The options from the command line (argparse has checked each value's form)."""
         return cls(args.bench, args.min_rounds, args.max_rounds, args.manifest, args.timeline, args.machine,
                    args.log, args.threads, args.suite_root, args.time_budget)
 
@@ -112,42 +107,37 @@ def _in_turn(target: Path, waiting: str) -> Generator[None, None, None]:
 
 
 class Session:
-    """Fresh processes of one benchmark combination for chosen builds, as compare.options ask; never the recorded results."""
+    """Fresh processes of one benchmark combination for chosen builds (options checked by compare.check)."""
 
     def __init__(self, args: Options, builds: list[Named]) -> None:
-        if not verdict.FEWEST <= args.min_rounds <= args.max_rounds:
-            raise FreshError(
-                f"need {verdict.FEWEST} <= --min-rounds <= --max-rounds, got {args.min_rounds} and {args.max_rounds}"
-            )
         root = self.root = args.suite_root or asvconf.ROOT
         conf = asvconf.load(root / asvconf.CONFIG)
-        self.benchmarks, self.method = conf.benchmarks, conf.launch_method()  # the servers run as asv would here
+        self.benchmarks = conf.benchmarks
         self.timeline = args.timeline.resolve()
         self.factor = rule.regression_factor(conf.path)
         self.bench, self.log, self.min_rounds, self.max_rounds = args.bench, args.log, args.min_rounds, args.max_rounds
         self.minutes, self.deadline = args.minutes, time.monotonic() + args.minutes * 60
         self.machine = args.machine or machine.write()[0]
-        # asv hands its environment to the benchmark processes: OMP_NUM_THREADS sizes torch's intra-op pool
-        # (read when torch starts), for both builds alike; None keeps torch's default, as recorded runs have it.
+        # asv hands its environment to the benchmark processes: OMP_NUM_THREADS sizes torch's intra-op pool, for both
+        # builds alike; None keeps torch's default, as recorded runs have it
         self.env = dict(os.environ, **({} if args.threads is None else {"OMP_NUM_THREADS": str(args.threads)}))
         # what else would decide an undecided comparison, in its verdict
         self.quieter = verdict.QUIETER + ("" if args.threads else " or, for a cpu row on a busy machine, --threads 1")
         self._default_sigterm: object = None
         self.scratch = Path(tempfile.mkdtemp(prefix="mpsbench-fresh-"))
-        self.env[asv.RUN_BUILDS] = str(self.scratch / "hashes")  # asv installs no build but those _command names
+        self.env[asv.RUN_BUILDS] = str(self.scratch / "hashes")  # asv installs no build but the one check_bench names
         channels = sorted({build.name.partition("@")[0] for build in builds})  # asv wants branches; HASHFILE needs none
         self.config = conf.derive((root / WORKDIR).resolve(), self.timeline, channels, self.scratch / "results")
         self.key: str | None = None  # the benchmark's name, once check_bench (always first) has checked the regex
         self.index = -1  # the combination's position among the benchmark's parameter sets
-        self.params: list[list[str]] = []
         self.combination = ""
         self._servers: dict[str, servers.Server] = {}  # by build name: started once per command (rounds)
         self.ahead = True  # start each build's next process as a round ends (check_bench: not for a cpu row)
         self._reader = timeline.Reader(self.timeline)
 
     def __enter__(self) -> Session:
-        # A SIGTERM (a CI job cancelled, `kill PID`) becomes SystemExit, so that the finally blocks run: asv and
-        # its benchmark processes are stopped and the scratch folder removed, as on any other way out.
+        # a SIGTERM (a CI job cancelled) becomes SystemExit, so that the finally blocks stop asv and the servers and
+        # remove the scratch folder, as on any other way out
         self._default_sigterm = signal.signal(signal.SIGTERM, _exit_on_sigterm)
         return self
 
@@ -161,21 +151,17 @@ class Session:
             shutil.rmtree(self.scratch, ignore_errors=True)
             signal.signal(signal.SIGTERM, self._default_sigterm)  # type: ignore[arg-type]
 
-    def _command(self, commits: list[str], bench: str, *options: str) -> list[str]:
-        """``asv run`` of the derived configuration over ``commits`` (a hash file), samples recorded."""
-        hashfile = self.scratch / "hashes"
-        hashfile.write_text("\n".join(commits) + "\n")
-        return [sys.executable, "-m", "asv", "run", "--config", str(self.config), "--machine", self.machine,
-                "--bench", bench, "--record-samples", "--show-stderr", *options, f"HASHFILE:{hashfile}"]
-
     def _keep(self, command: list[str], output: str) -> None:
         if self.log is not None:
             with open(self.log, "a") as handle:
                 handle.write(f"$ {' '.join(command)}\n{output}\n")
 
     def check_bench(self, commit: str) -> str:
-        """Discover the suite once and insist that ``bench`` names exactly one combination; returns it."""
-        command = self._command([commit], "just-discover")
+        """Discover the suite once with asv and insist that ``bench`` names exactly one combination; returns it."""
+        hashfile = self.scratch / "hashes"
+        hashfile.write_text(commit + "\n")
+        command = [sys.executable, "-m", "asv", "run", "--config", str(self.config), "--machine", self.machine,
+                   "--bench", "just-discover", "--record-samples", "--show-stderr", f"HASHFILE:{hashfile}"]
         # Commands in one checkout share WORKDIR's asv environment, and asv installs the build into it: one at a time.
         # The servers after it read the build's own folder, so only this step waits.
         env_lock = self.root / WORKDIR / "env"
@@ -197,28 +183,24 @@ class Session:
         if len(matches) != 1:
             names = [_combination(key, index, params) for key, index, params in matches[:3]]
             shown = f": {', '.join(names)}{', ...' if len(matches) > 3 else ''}" if names else ""
-            raise FreshError(
-                f"-b {self.bench!r} matches {len(matches)} benchmark combinations{shown}; give a regex that"
-                " matches exactly one, e.g. \"Training.time_step\\('cpu', 'mlp', 32\\)\""
-            )
-        self.key, self.index, self.params = matches[0]
+            raise FreshError(f"-b {self.bench!r} matches {len(matches)} benchmark combinations{shown}; give a regex that"
+                             " matches exactly one, e.g. \"Training.time_step\\('cpu', 'mlp', 32\\)\"")
+        self.key, self.index, params = matches[0]
         self.combination = _combination(*matches[0])
         # A cpu row is timed on the cores that the next round's process would take importing torch: start it ahead
         # only for a GPU row. tests/test_servers.py's real cpu row on the loaded VM (2026-11-27, load 9-10): each
         # process's fastest sample 5.5-13.1 ms with the next process started ahead (3 of 8 over 12 ms), 5.5-6.1 ms
         # without.
-        values = list(itertools.product(*self.params))[self.index] if self.index >= 0 else ()
+        values = list(itertools.product(*params))[self.index] if self.index >= 0 else ()
         self.ahead = "'cpu'" not in values
         return self.combination
 
     def rounds(self, builds: list[Named]) -> Generator[dict[str, list[float]], None, None]:
-        """Up to ``--max-rounds`` rounds of one process per build, each build's from its own server.
+        """Up to ``max_rounds`` rounds of one process per build; after each, every build's process times so far.
 
-        Yields after each round every build's process times so far: each process's fastest of SAMPLES samples
-        (asv's ``-a repeat``). Round r of every build runs before round r+1 of any, one build at a time, in
-        asv's order (reversed every other round), so drift hits all builds alike. A build's server starts at its
-        first pass (the new ones import in parallel) and serves every later pass of the command (bisect's GOOD
-        and BAD); leaving the session stops them all.
+        A process time is its fastest of SAMPLES samples (asv's ``-a repeat``). Round r of every build runs before
+        round r+1 of any, in asv's order (reversed every other round), so drift hits all builds alike. A build's
+        server serves every later pass of the command (bisect's GOOD and BAD); leaving the session stops them all.
         """
         params = {"repeat": SAMPLES, "rounds": self.max_rounds}  # what `asv run -a` would hand each process
         try:
@@ -239,13 +221,10 @@ class Session:
         python = asv.environment_python(self.config)
         benchmark_id = self.key if self.index < 0 else f"{self.key}-{self.index}"
         new = []
-        for build in builds:
-            if build.name not in self._servers:
-                placed = servers.place(python, self._reader.build(build.commit), self.root / "src", self.scratch,
-                                       self.env)
-                server = self._servers[build.name] = servers.Server(python, placed, self.benchmarks, benchmark_id,
-                                                                    self.method, self.env, self.scratch)
-                new.append(server)
+        for build in (build for build in builds if build.name not in self._servers):
+            placed = servers.place(python, self._reader.build(build.commit), self.root / "src", self.scratch, self.env)
+            new.append(servers.Server(python, placed, self.benchmarks, benchmark_id, self.env, self.scratch))
+            self._servers[build.name] = new[-1]
         for server in new:  # every new build's first process at once: their imports overlap
             server.start()
         for server in new:
@@ -253,7 +232,6 @@ class Session:
         return [self._servers[build.name] for build in builds]
 
     def _fastest(self, build: Named, server: servers.Server, said: dict[str, object], number: int) -> float:
-        """The fastest sample of one round, or a one-line FreshError saying why the round gave none."""
         result = said.get("result")
         samples = result.get("samples") if isinstance(result, dict) else None
         if said.get("rc") != 0 or not isinstance(samples, list) or not samples:
@@ -269,6 +247,4 @@ def _exit_on_sigterm(signum: int, frame: object) -> None:
 
 
 def _combination(key: str, index: int, params: list[list[str]]) -> str:
-    if index < 0:
-        return key
-    return f"{key}({', '.join(list(itertools.product(*params))[index])})"
+    return key if index < 0 else f"{key}({', '.join(list(itertools.product(*params))[index])})"

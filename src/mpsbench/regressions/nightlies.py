@@ -1,7 +1,6 @@
-"""``mpsbench bisect --nightlies N``: PyTorch's nightlies between two adjacent builds, on a bisection channel.
-
-At most N for the whole bisection, spread by date, on a channel of their own forked from the gap's good
-build (``bisect-CHANNEL-ID``): a new channel changes no existing timeline hash, and a rerun reuses them.
+"""``mpsbench bisect --nightlies N``: at most N of PyTorch's nightlies between two adjacent builds, spread by date, on
+a channel of their own forked from the gap's good build (``bisect-CHANNEL-ID``): a new channel changes no existing
+timeline hash, and a rerun reuses them.
 """
 
 from __future__ import annotations
@@ -44,8 +43,6 @@ def channel_name(good: str) -> str:
 
 @dataclass(frozen=True)
 class Options:
-    """bisect's ``--nightlies`` options (add_options), typed at the command's edge."""
-
     nightlies: str | None = None  # at most how many to add, as given; None: none
     indexes: tuple[str, ...] = ()  # nightly PEP 503 indexes; (): PyTorch's
     transformers: str | None = None

@@ -4,9 +4,9 @@ A model that got slower between two builds is made of ops; this command reads th
 builds and lists every combination (benchmark, device, op, dtype, size) timed in both, the slowest-grown first, by the
 ratio of its time per call after to before.
 
-Measuring is asv's job: given two commits, it prints the ``asv run`` for each and ranks the stored
-results; given two results files, it ranks those. Only ``time_`` benchmarks count (the ``track_``
-rates come from the same calls); a benchmark whose ``version`` changed is left out and counted.
+Measuring is asv's job: given two commits, it prints the ``asv run`` for each and ranks the stored results; given two
+results files, it ranks those. Only ``time_`` benchmarks count (the ``track_`` rates come from the same calls); a
+benchmark whose ``version`` changed is left out and counted.
 """
 
 from __future__ import annotations
@@ -30,9 +30,7 @@ class RankError(UserError):
 
 @dataclass(frozen=True)
 class Options:
-    """What ``mpsbench ops-rank`` is asked: two results files, or two commits of a results folder."""
-
-    before: str
+    before: str  # two results files, or two commits of a results folder
     after: str
     results_dir: Path | None = None  # for commits (default: the config's results_dir)
     machine: str | None = None  # for commits (default: the only one)
@@ -41,8 +39,6 @@ class Options:
 
 @dataclass(frozen=True)
 class Slowdown:
-    """One combination's time per call in both runs."""
-
     benchmark: str  # class and method, e.g. "MemoryBoundOps.time_forward"
     params: tuple[str, ...]  # e.g. ("cuda", "gather", "float16", "medium")
     before: float  # seconds per call
@@ -51,7 +47,6 @@ class Slowdown:
 
     @property
     def ratio(self) -> float:
-        """after / before: above 1 is a slowdown."""
         return self.after / self.before
 
 
@@ -84,46 +79,32 @@ def op_times(results: Any) -> dict[tuple[str, tuple[str, ...]], tuple[recorded.R
 def rank(before: Any, after: Any, thresholds: dict[str, float] | None = None) -> Ranking:
     """Every combination timed in both runs, the largest after/before ratio first, judged with ``thresholds``."""
     versions_before, versions_after = before.benchmark_version, after.benchmark_version
-    changed = sorted(
-        key.partition(".")[2] for key in set(versions_before) & set(versions_after)
-        if key.startswith(MODULE + ".") and versions_before[key] != versions_after[key]
-    )
+    changed = sorted(key.partition(".")[2] for key in set(versions_before) & set(versions_after)
+                     if key.startswith(MODULE + ".") and versions_before[key] != versions_after[key])
     old, new = op_times(before), op_times(after)
-    slowdowns = []
-    for key in old.keys() & new.keys():
-        (row, was), (_, now) = old[key], new[key]
-        if key[0] not in changed:
-            slowdowns.append(Slowdown(*key, was.value, now.value, rule.judge(thresholds or {}, row.entry, "seconds", was, now)))
+    slowdowns = [Slowdown(*key, old[key][1].value, new[key][1].value,
+                          rule.judge(thresholds or {}, old[key][0].entry, "seconds", old[key][1], new[key][1]))
+                 for key in old.keys() & new.keys() if key[0] not in changed]
     slowdowns.sort(key=lambda found: (-found.ratio, found.benchmark, found.params))
     return Ranking(slowdowns, changed)
 
 
 def format_ranking(ranking: Ranking, top: int | None = None) -> str:
-    """The ranking as a table, with a line for what was left out."""
     from asv.util import human_value
 
-    if not ranking.slowdowns:
-        lines = ["no op benchmark was timed in both runs"]
-    else:
-        shown = ranking.slowdowns if top is None else ranking.slowdowns[:top]
+    lines = ["no op benchmark was timed in both runs"]
+    if ranking.slowdowns:
         rows = [["rank", "ratio", "before", "after", "change", "benchmark", "device", "op", "dtype", "size"]]
-        for place, found in enumerate(shown, 1):
+        for place, found in enumerate(ranking.slowdowns[:top] if top is not None else ranking.slowdowns, 1):
             rows.append([str(place), f"{found.ratio:.2f}x", human_value(found.before, "seconds"),
                          human_value(found.after, "seconds"), found.judgement.label, found.benchmark, *found.params])
-        lines = [text.table(rows)]
-        lines.append(f"{len(ranking.slowdowns)} combinations timed in both runs; ratio = after / before time per call")
+        lines = [text.table(rows),
+                 f"{len(ranking.slowdowns)} combinations timed in both runs; ratio = after / before time per call"]
         if top is not None and top < len(ranking.slowdowns):
             lines.append(f"(the {top} largest shown; --top 0 shows all)")
     if ranking.version_changed:
         lines.append(f"left out, version changed between the runs: {', '.join(ranking.version_changed)}")
     return "\n".join(lines)
-
-
-def asv_run_command(suite: Suite, commit: str, machine: str | None) -> str:
-    """The asv command that measures the op benchmarks of one commit (one build of a timeline)."""
-    machine_option = f" --machine {machine}" if machine else ""
-    return (f"asv run --config {suite.config_path}{machine_option} -b {MODULE}"
-            f" --launch-method {suite.conf.launch_method()} {commit}^!")  # this platform's, as scripts/bench
 
 
 def find_results(results_dir: Path, commit: str, machine: str | None) -> Path:
@@ -155,7 +136,6 @@ def find_results(results_dir: Path, commit: str, machine: str | None) -> Path:
 
 
 def run(suite: Suite, options: Options) -> int:
-    """Rank two results files, or two commits' stored results after printing the asv commands."""
     as_files = [name.endswith(".json") or Path(name).is_file() for name in (options.before, options.after)]
     if all(as_files):
         before_path, after_path = Path(options.before), Path(options.after)
@@ -163,8 +143,10 @@ def run(suite: Suite, options: Options) -> int:
         raise RankError(f"give two results files or two commits, not one of each: {options.before!r}, {options.after!r}")
     else:
         print("# measure the op benchmarks of both builds (asv continuous -b benchmark_ops does both and compares):")
-        for commit in (options.before, options.after):
-            print(asv_run_command(suite, commit, options.machine))
+        machine_option = f" --machine {options.machine}" if options.machine else ""
+        for commit in (options.before, options.after):  # this platform's launch method, as scripts/bench
+            print(f"asv run --config {suite.config_path}{machine_option} -b {MODULE}"
+                  f" --launch-method {suite.conf.launch_method()} {commit}^!")
         results_dir = options.results_dir or suite.conf.results
         before_path, after_path = (find_results(results_dir, commit, options.machine)
                                    for commit in (options.before, options.after))

@@ -1,11 +1,10 @@
 """The one regression rule: the decisions, the units' directions and floors, the threshold each row is judged by.
 
-Every command that says "slower" says it here: compare and bisect (fresh processes, verdict.py's test against
-:func:`factor`), and alerts, the Regressions page, the report and ops-rank (recorded values, :func:`judge`).
-For a recorded row: direction from the unit, a floor per unit, asv's threshold widened by the row's noise, noisy rows
-marked rather than alarmed on, no bare medians for rates, asv's significance test (docs/site.md says why for each).
-A correctness row is a regression of its own kind, wrong: its error past its dtype's tolerance, or identical calls
-no longer bit-identical (docs/instruments.md); a change that stays on one side of that line is no change.
+Every command that says "slower" says it here: compare and bisect (verdict.py's test against :func:`factor`), and
+alerts, the Regressions page, the report and ops-rank (recorded values, :func:`judge`: direction from the unit, a floor
+per unit, asv's threshold widened by the row's noise, noisy rows marked rather than alarmed on, no bare medians for
+rates, asv's significance test; docs/site.md says why for each). A correctness row's regression is "wrong": its error
+past its dtype's tolerance, or identical calls no longer bit-identical (docs/instruments.md).
 """
 
 from __future__ import annotations
@@ -20,7 +19,7 @@ from pathlib import Path
 
 from mpsbench.core import asvconf
 from mpsbench.measure import tolerances
-from mpsbench.results.recorded import Measured
+from mpsbench.results.recorded import Measured, unit
 
 
 class Decision(str, enum.Enum):
@@ -38,49 +37,23 @@ class Decision(str, enum.Enum):
         return {Decision.SLOWER: 1, Decision.WRONG: 1, Decision.UNDECIDED: 3}.get(self, 0)
 
 
-@dataclass(frozen=True)
-class Unit:
-    """A unit benchmarks declare, with the direction that is better and the smallest change worth judging."""
-
-    name: str
-    higher_is_better: bool = False  # rates: asv's increases there are improvements
-    floor: float = 0.0  # a change smaller than this (absolute, in the unit) is no change
-
-
-UNITS = {unit.name: unit for unit in (
-    Unit("seconds", floor=5e-6),  # tiny ops: a few microseconds is a cpu's timer and dispatch jitter
-    Unit("MiB", floor=1.0),  # peak and driver memory: below a MiB is allocator rounding
-    # leak slopes: cpu readings are the process's RSS, which moves by allocator chunks either way
-    Unit("MiB/100 steps", floor=1.0),
-    Unit("ops", floor=1.0),  # fallback counts are whole ops: one new fallback op is a change, less is none
-    Unit("fraction", floor=0.01),  # data-wait fraction of an epoch: one percentage point
-    *(Unit(rate, higher_is_better=True) for rate in ("samples/s", "images/s", "GFLOP/s", "GB/s", "samples")),
-)}
-
-
-def unit(name: str) -> Unit:
-    """The unit ``name`` (lower is better, no floor, where the table does not list it)."""
-    return UNITS.get(name) or Unit(name)
-
-
 ALL = ".*"  # the thresholds' entry that matches every benchmark
 ASV_DEFAULT_THRESHOLD = 0.05  # what asv publish uses when no entry matches
 
 
 def threshold(thresholds: Mapping[str, float], entry: str, branch: str | None = None) -> float:
-    """The fraction a row is judged by, everywhere: asv publish's rule, the largest fraction whose regex matches
-    ``entry@branch`` (``entry`` as asv names a combination), else asv's 5%."""
+    """The fraction a row is judged by, everywhere, as asv publish judges: the largest whose regex matches
+    ``entry@branch``, else asv's 5%."""
     name = entry + (f"@{branch}" if branch else "")
     return max((value for regex, value in thresholds.items() if re.match(regex, name)), default=ASV_DEFAULT_THRESHOLD)
 
 
 def factor(thresholds: Mapping[str, float], entry: str = "", branch: str | None = None) -> float:
-    """:func:`threshold` as a factor (0.05 -> 1.05), as compare, bisect and ``asv continuous --factor`` take it."""
+    """:func:`threshold` as compare, bisect and ``asv continuous --factor`` take it (0.05 -> 1.05)."""
     return 1.0 + threshold(thresholds, entry, branch)
 
 
 def regression_factor(config: Path = asvconf.CONFIG, entry: str = "") -> float:
-    """:func:`factor` with the thresholds of the asv.conf.json at ``config``."""
     return factor(asvconf.load(config).thresholds, entry)
 
 
@@ -92,7 +65,7 @@ P_THRESHOLD = 0.002  # asv's significance level for two samples
 
 
 def noise(measured: Measured) -> float | None:
-    """The relative half interquartile range asv recorded for the value, or None without statistics."""
+    """asv's relative half interquartile range of the value, or None without statistics."""
     from asv_runner.statistics import get_err
 
     stats = measured.stats
@@ -127,11 +100,8 @@ def mann_whitney_p(a: Sequence[float], b: Sequence[float]) -> float:
 
 
 def _significant(old: Measured, new: Measured) -> bool | None:
-    """asv's test where both carry statistics with more than one sample; None where it cannot say.
-
-    With samples enough for the U test to reach its level, the test; otherwise different only where the two
-    99% intervals do not overlap.
-    """
+    """asv's test where both carry statistics of more than one sample (None where it cannot say): with samples enough
+    for the U test to reach its level, the test; otherwise different only where the 99% intervals do not overlap."""
     for measured in (old, new):
         stats = measured.stats
         if not stats or stats.get("repeat") == 1 or any(
@@ -159,8 +129,7 @@ class Judgement:
         return self.decision is Decision.SLOWER
 
     @property
-    def regressed(self) -> bool:
-        """Slower or wrong: what an alert raises and the Regressions page keeps."""
+    def regressed(self) -> bool:  # what an alert raises and the Regressions page keeps
         return self.decision in (Decision.SLOWER, Decision.WRONG)
 
 

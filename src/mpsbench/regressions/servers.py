@@ -1,10 +1,9 @@
-"""One build server per build for compare and bisect (serve_build.py runs inside each): started once per command,
-rounds asked of one at a time, every server and its round stopped on every way out.
+"""One build server per build for compare and bisect (serve_build.py runs inside each): one process a round, rounds
+asked of one server at a time, every server stopped on every way out.
 
-A server is the asv environment's python with the build's own sys.path entries (install_build.py ``paths``: the same
-answer its .pth switch writes) in PYTHONPATH. Each round is a fresh process of serve_build.py (MODES says why not a
-fork of one), which skips asv's CLI, discovery and environment switch; the next round's process of a build starts
-as soon as its round ends, so that its imports overlap the other builds' rounds (docs/bisect.md, "How they measure").
+A server is the asv environment's python with the build's own sys.path entries (install_build.py ``paths``, the answer
+its .pth switch writes) in PYTHONPATH. Every round is a fresh process on every platform, as asv's own are (docs/bisect.md,
+"Why a fresh process a round"); the next one starts as a round ends, so that its imports overlap the other builds' rounds.
 """
 
 from __future__ import annotations
@@ -24,14 +23,6 @@ from mpsbench.regressions import serve_build
 
 SCRIPT = Path(__file__).with_name("serve_build.py")
 INSTALLER = Path(install_build.__file__)
-# asv's launch methods, as the server runs them: a fork per round of one long-lived process, or a process per round
-# Every round a fresh process, on every platform: a round forked from one long-lived process per build shares
-# that process's memory layout with every other round of the build, which made identical builds 14-19% apart on
-# the loaded 2-core VM, round after round (2026-11-27: a bisect named an identical build, docs/bisect.md, "Trials
-# under real load"). A fresh process per round draws a fresh layout, as asv's own processes do. What a round still
-# saves is asv's CLI, discovery and environment switch, and the next round's imports run while the other builds
-# measure (Server.round starts it ahead). serve_build.py's fork mode stays for tools/process_breakdown.py.
-MODES = {"forkserver": "once", "spawn": "once"}
 TIMED_OUT = serve_build.TIMED_OUT
 
 
@@ -65,10 +56,10 @@ def place(python: Path, build: dict[str, Any], suite_src: Path, scratch: Path, e
 class Server:
     """One build's server: :meth:`start` (imports begin), :meth:`ready`, then :meth:`round` after round, :meth:`stop`."""
 
-    def __init__(self, python: Path, placed: Placed, benchmark_dir: Path, benchmark_id: str, method: str,
-                 env: dict[str, str], scratch: Path) -> None:
-        self.placed, self.mode, self.scratch = placed, MODES[method], scratch
-        self.command = [str(python), "-S", str(SCRIPT), self.mode, str(benchmark_dir), benchmark_id, placed.torch_dir]
+    def __init__(self, python: Path, placed: Placed, benchmark_dir: Path, benchmark_id: str, env: dict[str, str],
+                 scratch: Path) -> None:
+        self.placed, self.scratch = placed, scratch
+        self.command = [str(python), "-S", str(SCRIPT), str(benchmark_dir), benchmark_id, placed.torch_dir]
         # asv hands a benchmark PYTHONPATH empty (ASV_PYTHONPATH aside): here it holds exactly the build's entries
         self.env = {**env, **placed.env, "PYTHONPATH": os.pathsep.join(placed.paths)}
         self.log = scratch / f"server-{placed.build.replace('@', '-')}.log"
@@ -106,27 +97,23 @@ class Server:
         return self.said
 
     def round(self, number: int, params: dict[str, Any], ahead: bool = True) -> dict[str, Any]:
-        """Run round ``number`` with asv's ``-a`` attributes ``params``; the server's reply (rc, asv_runner's result).
-
-        ``once``: the round's process is the one started ahead (or one started now), and with ``ahead`` the next
-        round's is started as this one ends, so its imports overlap the other builds' rounds.
-        """
-        if self.mode == "once" and self.process is None:  # a fresh process for every round, as asv's spawn
+        """Round ``number`` with asv's ``-a`` attributes ``params`` in the process started ahead (or now); with ``ahead``
+        the next round's process starts as this one ends. The server's reply: rc and asv_runner's result."""
+        if self.process is None:
             self.start()
         if not self.is_ready:
             self.ready()
         assert self.process is not None and self.process.stdin is not None
-        workdir = tempfile.mkdtemp(prefix=f"round{number}-", dir=self.scratch)  # asv runs each in a folder of its own
+        workdir = tempfile.mkdtemp(prefix=f"round{number}-", dir=self.scratch)
         try:
             self.process.stdin.write((json.dumps({"round": number, "params": params, "workdir": workdir}) + "\n").encode())
             self.process.stdin.flush()
         except BrokenPipeError:
             raise ServerError(f"the server of {self.placed.build} ended before round {number}: {self.tail()}") from None
         said = self._reply(f"round {number} ended")
-        if self.mode == "once":
-            self.stop()
-            if ahead:
-                self.start()
+        self.stop()
+        if ahead:
+            self.start()
         return said
 
     def tail(self, lines: int = 3) -> str:

@@ -1,9 +1,8 @@
 """The statistical rule of ``mpsbench compare``: is build B slower than build A?
 
-Each process contributes its FASTEST sample (contention on a busy machine only ever adds time); a side's statistic
-is its fast mode, and a one-sided permutation test against the regression factor itself decides, its alpha
-spent over the looks of the sequential loop (:func:`alphas`). docs/bisect.md ("The rule") says why, with the trials
-and simulations that chose it.
+Each process contributes its fastest sample (contention only ever adds time); a side's statistic is its fast mode;
+a one-sided permutation test against the regression factor decides, its alpha spent over the sequential loop's looks.
+docs/bisect.md ("The rule") says why, with the trials and simulations that chose it.
 """
 
 from __future__ import annotations
@@ -20,8 +19,8 @@ BOOTSTRAP = 2000  # resamples
 PERMUTATIONS = 2000  # relabelings: all of them when there are no more, else this many drawn
 CLUSTER = 1.5  # a side's fast mode: its process times within this factor of its fastest
 MAX_ROUNDS = 20
-# The first look: at 5 processes a side, what the permutation test gives when the sides do not overlap (1/252 = 0.0040)
-# is under its level (1.25 x that, 0.0050), so a clear change (a quiet GPU's) is decided there; 4 a side give 1/70.
+# at 5 processes a side, sides that do not overlap give p = 1/252, under the first look's level (1.25 x that):
+# a clear change is decided there; 4 a side would give only 1/70
 MIN_ROUNDS = 5
 FIRST_MARGIN = 1.25  # the first look's level over the smallest p its size can give
 LOOK_EVERY = 2  # rounds between the later looks: fewer looks leave each a larger share of ALPHA
@@ -49,17 +48,13 @@ class Verdict:
 
 
 def looks(min_rounds: int = MIN_ROUNDS, max_rounds: int = MAX_ROUNDS) -> list[int]:
-    """The rounds at which the loop may stop: min_rounds, the round after it, then every LOOK_EVERY rounds, and max_rounds."""
+    """The rounds at which the loop may stop: min_rounds, the next one, then every LOOK_EVERY, and max_rounds."""
     return sorted({min_rounds, *range(min_rounds + 1, max_rounds + 1, LOOK_EVERY), max_rounds})
 
 
 def alphas(min_rounds: int = MIN_ROUNDS, max_rounds: int = MAX_ROUNDS) -> dict[int, float]:
-    """Each look's level (round -> alpha), summing to ALPHA: a weighted Bonferroni split, i.e. alpha spending bounded by
-    the union of the looks' events, which holds however the looks' p values depend on each other.
-
-    The first look gets just what two sides that do not overlap need (FIRST_MARGIN x 1 / C(2n, n), at most half of
-    ALPHA); the later looks share the rest equally.
-    """
+    """Each look's level, summing to ALPHA: a weighted Bonferroni split, which holds however the looks depend on each
+    other. The first look gets what sides that do not overlap need (at most half); the later ones share the rest."""
     rounds = looks(min_rounds, max_rounds)
     if len(rounds) == 1:
         return {rounds[0]: ALPHA}
@@ -68,7 +63,7 @@ def alphas(min_rounds: int = MIN_ROUNDS, max_rounds: int = MAX_ROUNDS) -> dict[i
 
 
 def per_look_alpha(min_rounds: int = MIN_ROUNDS, max_rounds: int = MAX_ROUNDS) -> float:
-    """The smallest level of any look: what a single judgement outside the sequential loop is held to."""
+    """What a single judgement outside the sequential loop is held to: the smallest look's level."""
     return min(alphas(min_rounds, max_rounds).values())
 
 
@@ -136,7 +131,7 @@ def judge(a: list[float], b: list[float], factor: float, alpha: float = per_look
                                   " (--max-rounds)")
     if p_value < alpha:
         return verdict(SLOWER, f"{shown}; p < {alpha:.4f}: B is slower than {factor:g} x A")
-    # B against A the other way round: p that A (scaled) is slower than B, i.e. that B is faster than it
+    # the other way round: p that A (scaled) is slower than B, i.e. that B is faster than it
     if permutation_p(b, a, factor) < alpha:
         return verdict(FASTER, f"{shown}; B is faster than A / {factor:g} (p < {alpha:.4f})")
     if permutation_p(b, [value * factor for value in a], 1.0) < alpha:

@@ -4,7 +4,7 @@
 DEST only ever grows: a file DEST lacks is copied; one it holds is merged value by value (a recorded
 value stays, an incoming one that differs is a conflict reported by name, or with ``--replace`` replaces
 it, kept first in ``<DEST>-replaced.jsonl``); a file asv cannot read is skipped; an incoming value that is not a
-number of its unit (:mod:`mpsbench.results.values`) is refused, named, and the rest of its file merged;
+number of its unit (:data:`mpsbench.results.recorded.UNITS`) is refused, named, and the rest of its file merged;
 ``benchmarks.json`` becomes the union of every side's (a version that differs is an error, unless
 ``--update-benchmarks``).
 docs/fleet.md, "Results that merge safely", says each rule.
@@ -32,10 +32,14 @@ from typing import Any
 from mpsbench.core import asv, files, progress
 from mpsbench.core.errors import UserError
 from mpsbench.results import recorded
-from mpsbench.results.values import problem
 
 BENCHMARKS = asv.BENCHMARKS
 MACHINE = "machine.json"
+# asv's result_columns that hold one entry per parameter combination; the others describe the benchmark as a whole
+PER_COMBINATION = ("result", "stats_ci_99_a", "stats_ci_99_b", "stats_q_25", "stats_q_75", "stats_number",
+                   "stats_repeat", "samples")
+Row = dict[str, Any]  # one benchmark's row of a results file, by column name
+Combination = tuple[str, ...]
 
 log = progress.logger(__name__)
 
@@ -46,8 +50,6 @@ class MergeError(UserError):
 
 @dataclass
 class Report:
-    """What a merge did, file by file."""
-
     copied: list[str] = field(default_factory=list)
     merged: list[str] = field(default_factory=list)  # files DEST had, to which values were added
     identical: list[str] = field(default_factory=list)
@@ -62,27 +64,40 @@ class Report:
         return not self.conflicts and not self.refused and not self.corrupt
 
     def summary(self, dest: Path) -> str:
-        return (
-            f"merged into {dest}: {len(self.copied)} copied, {len(self.identical)} already there,"
-            f" {len(self.merged)} with values added, {len(self.replaced)} values replaced on purpose,"
-            f" {len(self.conflicts)} in conflict (recorded kept), {len(self.refused)} values refused (not merged),"
-            f" {len(self.corrupt)} corrupt (skipped)"
-        )
+        return (f"merged into {dest}: {len(self.copied)} copied, {len(self.identical)} already there,"
+                f" {len(self.merged)} with values added, {len(self.replaced)} values replaced on purpose,"
+                f" {len(self.conflicts)} in conflict (recorded kept), {len(self.refused)} values refused (not merged),"
+                f" {len(self.corrupt)} corrupt (skipped)")
 
     def show(self, dest: Path) -> int:
-        """Print what was done, line by line, and the summary; the exit status: 0 clean, 1 with conflicts or corrupt files."""
-        labelled = [("copied    ", self.copied), ("merged    ", self.merged), ("replaced  ", self.replaced),
-                    ("conflict  ", self.conflicts), ("refused   ", self.refused), ("corrupt   ", self.corrupt),
-                    ("benchmarks.json: ", self.benchmarks)]
-        for label, texts in labelled:
+        """Print what was done, line by line, and the summary; the exit status."""
+        for label, texts in (("copied    ", self.copied), ("merged    ", self.merged), ("replaced  ", self.replaced),
+                             ("conflict  ", self.conflicts), ("refused   ", self.refused), ("corrupt   ", self.corrupt),
+                             ("benchmarks.json: ", self.benchmarks)):
             for text in texts:
                 print(label + text)
         print(self.summary(dest))
         return 0 if self.clean else 1
 
 
+def problem(value: Any, unit: str) -> str | None:
+    """Why ``value`` cannot be recorded for a benchmark of ``unit`` (issue 34: asv's loader takes any JSON as a value, so
+    "abc", true, Infinity or a negative time would be recorded for good); None when it can (asv's null and NaN can)."""
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return f"{value!r} is not a number"
+    if not math.isfinite(value):
+        return f"{value!r} is not a finite number"
+    found = recorded.unit(unit)
+    if value > found.most or value < found.least or (value == found.least and not found.least_allowed):
+        shown = (f"{'at least' if found.least_allowed else 'above'} {found.least:g}"
+                 + (f" and at most {found.most:g}" if found.most < math.inf else ""))
+        return f"{value!r} is no value of {unit!r} (valid: a number {shown})"
+    return None
+
+
 def _load_object(path: Path) -> dict[str, Any]:
-    """The file's JSON object, or a one-line reason it is not one."""
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, ValueError) as exc:
@@ -106,24 +121,17 @@ def check_file(path: Path, machine: str) -> None:
         raise MergeError(f"{path}: {exc}") from None
 
 
+def _text(value: Any) -> str:
+    return json.dumps(value, sort_keys=True)  # NaN (n/a) equals NaN here, unlike with ==
+
+
 def _same(one: Path, other: Path) -> bool:
     """Byte-identical, or the same JSON written differently."""
     first, second = one.read_bytes(), other.read_bytes()
-    if first == second:
-        return True
     try:
-        return bool(json.loads(first) == json.loads(second))
+        return first == second or bool(json.loads(first) == json.loads(second))
     except ValueError:
         return False
-
-
-# asv's result_columns that hold one entry per parameter combination; the others
-# (params, version, started_at, duration, profile) describe the benchmark as a whole.
-PER_COMBINATION = ("result", "stats_ci_99_a", "stats_ci_99_b", "stats_q_25", "stats_q_75", "stats_number",
-                   "stats_repeat", "samples")
-
-Row = dict[str, Any]  # one benchmark's row of a results file, by column name
-Combination = tuple[str, ...]
 
 
 def _row(data: dict[str, Any], name: str) -> Row:
@@ -132,8 +140,7 @@ def _row(data: dict[str, Any], name: str) -> Row:
 
 def _by_combination(row: Row) -> dict[Combination, dict[str, Any]]:
     """Every combination's own columns (its value, statistics and samples)."""
-    params = row.get("params") or []
-    combos = list(itertools.product(*params))
+    combos = list(itertools.product(*(row.get("params") or [])))
     columns = {key: row.get(key) or [None] * len(combos) for key in PER_COMBINATION}
     return {combo: {key: columns[key][j] for key in PER_COMBINATION} for j, combo in enumerate(combos)}
 
@@ -155,8 +162,7 @@ def screen(data: dict[str, Any], units: dict[str, str]) -> list[str]:
                 raise MergeError(f"{name}: {key} must be a list of {len(combos)} entries (one per combination),"
                                  f" got {row[key]!r:.80}")
         for j, value in enumerate(row.get("result") or []):
-            reason = problem(value, units.get(name, ""))
-            if reason is not None:
+            if (reason := problem(value, units.get(name, ""))) is not None:
                 refused.append(f"{asv.combination(name, combos[j])}: {reason}; not merged")
                 for key in PER_COMBINATION:
                     if row.get(key) is not None:
@@ -181,14 +187,8 @@ def _takes(kept: dict[str, Any] | None, incoming: dict[str, Any] | None) -> bool
     return kept is None  # NaN (not run) only fills an absent place
 
 
-def _text(value: Any) -> str:
-    return json.dumps(value, sort_keys=True)  # NaN (n/a) equals NaN here, unlike with ==
-
-
 @dataclass
 class FileMerge:
-    """One file's merge: the merged JSON and what happened to its values."""
-
     data: dict[str, Any]
     conflicts: list[str] = field(default_factory=list)
     replaced: list[dict[str, Any]] = field(default_factory=list)  # audit records of replaced values
@@ -206,31 +206,30 @@ def _merge_row(name: str, mine: Row, theirs: Row, replace: bool, merged: FileMer
     params = [list(ours) + [value for value in new if value not in ours]
               for ours, new in zip(mine.get("params") or [], theirs.get("params") or [], strict=True)]
     old, new = _by_combination(mine), _by_combination(theirs)
-    out: Row = dict(mine, params=params)
     columns: dict[str, list[Any]] = {key: [] for key in PER_COMBINATION}
     took = False
     for combo in itertools.product(*params):
-        kept, incoming = old.get(combo), new.get(combo)
-        chosen = kept
+        chosen = kept = old.get(combo)
+        incoming = new.get(combo)
         if incoming is not None and kept is not None and measured(incoming["result"]) and measured(kept["result"]) \
                 and _text(incoming["result"]) != _text(kept["result"]):
-            shown = asv.combination(name, combo)
             if replace:
-                merged.replaced.append({"benchmark": shown, "recorded": kept, "by": incoming})
+                merged.replaced.append({"benchmark": asv.combination(name, combo), "recorded": kept, "by": incoming})
                 chosen = incoming
             else:
-                merged.conflicts.append(f"{shown}: recorded {kept['result']}, incoming {incoming['result']};"
-                                        " recorded kept")
+                merged.conflicts.append(f"{asv.combination(name, combo)}: recorded {kept['result']}, incoming"
+                                        f" {incoming['result']}; recorded kept")
         elif _takes(kept, incoming):
             chosen = incoming  # a value, or a failure where nothing was recorded
         took = took or chosen is not kept
         for key in PER_COMBINATION:
             columns[key].append(chosen[key] if chosen is not None else None)
+    out: Row = dict(mine, params=params)
     for key in PER_COMBINATION:  # asv writes a column of nothing but nulls as null
         out[key] = None if all(value is None for value in columns[key]) else columns[key]
     if took:
-        out.update(started_at=theirs.get("started_at"), duration=theirs.get("duration"))
-        out["profile"] = mine.get("profile") or theirs.get("profile")
+        out.update(started_at=theirs.get("started_at"), duration=theirs.get("duration"),
+                   profile=mine.get("profile") or theirs.get("profile"))
     return out
 
 
@@ -244,10 +243,10 @@ def merge_data(mine: dict[str, Any], theirs: dict[str, Any], replace: bool = Fal
     columns = list(mine["result_columns"]) + [key for key in theirs["result_columns"] if key not in mine["result_columns"]]
     results = {}
     for name, row in rows.items():
-        values = [row.get(key) for key in columns]
-        while values and values[-1] is None:  # as asv's save trims them
-            values.pop()
-        results[name] = values
+        cells = [row.get(key) for key in columns]
+        while cells and cells[-1] is None:  # as asv's save trims them
+            cells.pop()
+        results[name] = cells
     merged.data.update(result_columns=columns, results=results,
                        durations={**(theirs.get("durations") or {}), **(mine.get("durations") or {})})
     return merged
@@ -271,32 +270,9 @@ def audit(trail: Path, target: Path, records: list[dict[str, Any]]) -> None:
             raise OSError(exc.errno, exc.strerror, str(trail)) from None
 
 
-def _merge_file(path: Path, incoming: dict[str, Any], target: Path, replace: bool, report: Report, trail: Path) -> None:
-    """Merge one results file (``incoming``, read from ``path``) into DEST's file of the same name, value by value."""
-    try:
-        check_file(target, target.parent.name)
-    except MergeError as exc:
-        report.corrupt.append(f"{exc}; left untouched, not merged into")
-        return
-    before = _load_object(target)
-    merged = merge_data(before, incoming, replace)
-    report.conflicts.extend(f"{path}: {text}" for text in merged.conflicts)
-    if merged.replaced:
-        audit(trail, target, merged.replaced)
-        report.replaced.extend(f"{target}: {record['benchmark']}" for record in merged.replaced)
-    if _text(merged.data) == _text(before):
-        report.identical.append(str(target))
-        return
-    files.write(target, json.dumps(merged.data))  # compact, as asv writes
-    report.merged.append(str(target))
-
-
 def reconcile(dest: Path, sources: Sequence[Path], update: bool, report: Report) -> dict[str, Any] | None:
-    """The union of DEST's and the sources' benchmarks.json, or None when nothing changes.
-
-    Raises MergeError naming the first benchmark whose version differs between two sources,
-    or between a source and DEST (unless ``update``: then the sources' definition replaces DEST's).
-    """
+    """The union of DEST's and the sources' benchmarks.json, or None when nothing changes. MergeError names the first
+    benchmark whose version differs between two sources, or between a source and DEST (unless ``update``)."""
     target = dest / BENCHMARKS
     merged: dict[str, Any] = {}
     corrupt = False
@@ -308,9 +284,7 @@ def reconcile(dest: Path, sources: Sequence[Path], update: bool, report: Report)
             corrupt = True
     first_source: dict[str, Path] = {}  # the source that first defined each benchmark
     changes: list[str] = []
-    for path in (source / BENCHMARKS for source in sources):
-        if not path.exists():
-            continue
+    for path in (source / BENCHMARKS for source in sources if (source / BENCHMARKS).exists()):
         try:
             entries = _load_object(path)
         except MergeError as exc:
@@ -329,11 +303,9 @@ def reconcile(dest: Path, sources: Sequence[Path], update: bool, report: Report)
                     raise MergeError(f"benchmark {name} has version {old} in {first_source[name]} but {new} in {path}:"
                                      " those machines ran different versions of the suite")
                 if not update:
-                    raise MergeError(
-                        f"benchmark {name} has version {old} in {target} but {new} in {path}: the machines ran"
-                        " different versions of the suite; run them on one checkout, or pass --update-benchmarks"
-                        " when the sources ran the newer suite"
-                    )
+                    raise MergeError(f"benchmark {name} has version {old} in {target} but {new} in {path}: the machines"
+                                     " ran different versions of the suite; run them on one checkout, or pass"
+                                     " --update-benchmarks when the sources ran the newer suite")
                 merged[name] = entry
                 changes.append(f"replaced {name} (version {old} -> {new})")
             first_source.setdefault(name, path)
@@ -348,10 +320,8 @@ def audit_trail(dest: Path) -> Path:
     return dest.parent / f"{dest.name}-replaced.jsonl"
 
 
-def merge(
-    dest: Path, sources: Sequence[Path], machines: Iterable[str] | None = None, update_benchmarks: bool = False,
-    replace: bool = False,
-) -> Report:
+def merge(dest: Path, sources: Sequence[Path], machines: Iterable[str] | None = None, update_benchmarks: bool = False,
+          replace: bool = False) -> Report:
     """Merge every machine's files of each source into ``dest`` (see the module's docstring), holding its lock."""
     for source in sources:
         if not source.is_dir():
@@ -362,41 +332,60 @@ def merge(
     except files.LockError:  # a record run may hold it for hours: say why nothing happens yet
         log.info(f"waiting for the other process writing {dest} (a merge or a record run) to finish")
     with files.lock(dest):
-        return _merge(dest, [source for source in sources if source.resolve() != dest.resolve()], machines,
-                      update_benchmarks, replace)
+        sources = [source for source in sources if source.resolve() != dest.resolve()]
+        report = Report()
+        benchmarks = reconcile(dest, sources, update_benchmarks, report)  # raises before anything is written
+        dest.mkdir(parents=True, exist_ok=True)
+        for source in sources:
+            known = {**asv.benchmarks(dest), **asv.benchmarks(source)}
+            units = {name: str(entry.get("unit", "")) for name, entry in known.items()}
+            for path in sorted(source.glob("*/*.json")):  # each machine's folder
+                machine, target = path.parent.name, dest / path.parent.name / path.name
+                if path.is_file() and (machines is None or machine in machines):
+                    _merge_one(path, target, units, replace, report, audit_trail(dest))
+        if benchmarks is not None:
+            files.write(dest / BENCHMARKS, json.dumps(benchmarks, indent=4, sort_keys=True) + "\n")
+        return report
 
 
-def _merge(dest: Path, sources: Sequence[Path], machines: Iterable[str] | None, update_benchmarks: bool,
-           replace: bool) -> Report:
-    report = Report()
-    benchmarks = reconcile(dest, sources, update_benchmarks, report)  # raises before anything is written
-    only = set(machines) if machines is not None else None
-    dest.mkdir(parents=True, exist_ok=True)
-    for source in sources:
-        units = {name: str(entry.get("unit", "")) for name, entry in {**asv.benchmarks(dest), **asv.benchmarks(source)}.items()}
-        for path in sorted(source.glob("*/*.json")):  # each machine's folder
-            machine, target = path.parent.name, dest / path.parent.name / path.name
-            if not path.is_file() or (only is not None and machine not in only):
-                continue
-            try:
-                check_file(path, machine)
-                incoming = _load_object(path)
-                refused = [] if path.name == MACHINE else screen(incoming, units)
-            except MergeError as exc:
-                report.corrupt.append(f"{exc}; skipped")
-                continue
-            report.refused.extend(f"{path}: {text}" for text in refused)
-            if target.exists():
-                if _same(path, target):
-                    report.identical.append(str(target))
-                elif path.name == MACHINE:
-                    report.conflicts.append(f"{path} differs from {target}; both left untouched")
-                else:
-                    _merge_file(path, incoming, target, replace, report, audit_trail(dest))
-            elif files.create(target, json.dumps(incoming).encode() if refused else path.read_bytes()):
-                report.copied.append(str(target))
-            else:
-                report.conflicts.append(f"{target} appeared while merging {path}; left untouched")
-    if benchmarks is not None:
-        files.write(dest / BENCHMARKS, json.dumps(benchmarks, indent=4, sort_keys=True) + "\n")
-    return report
+def _merge_one(path: Path, target: Path, units: dict[str, str], replace: bool, report: Report, trail: Path) -> None:
+    """One source file into DEST: checked and screened, then copied, merged, or named as a conflict."""
+    try:
+        check_file(path, path.parent.name)
+        incoming = _load_object(path)
+        refused = [] if path.name == MACHINE else screen(incoming, units)
+    except MergeError as exc:
+        report.corrupt.append(f"{exc}; skipped")
+        return
+    report.refused.extend(f"{path}: {text}" for text in refused)
+    if target.exists():
+        if _same(path, target):
+            report.identical.append(str(target))
+        elif path.name == MACHINE:
+            report.conflicts.append(f"{path} differs from {target}; both left untouched")
+        else:
+            _merge_into(path, incoming, target, replace, report, trail)
+    elif files.create(target, json.dumps(incoming).encode() if refused else path.read_bytes()):
+        report.copied.append(str(target))
+    else:
+        report.conflicts.append(f"{target} appeared while merging {path}; left untouched")
+
+
+def _merge_into(path: Path, incoming: dict[str, Any], target: Path, replace: bool, report: Report, trail: Path) -> None:
+    """``incoming`` (read from ``path``) merged into DEST's file of the same name, value by value."""
+    try:
+        check_file(target, target.parent.name)
+    except MergeError as exc:
+        report.corrupt.append(f"{exc}; left untouched, not merged into")
+        return
+    before = _load_object(target)
+    merged = merge_data(before, incoming, replace)
+    report.conflicts.extend(f"{path}: {text}" for text in merged.conflicts)
+    if merged.replaced:
+        audit(trail, target, merged.replaced)
+        report.replaced.extend(f"{target}: {record['benchmark']}" for record in merged.replaced)
+    if _text(merged.data) == _text(before):
+        report.identical.append(str(target))
+    else:
+        files.write(target, json.dumps(merged.data))  # compact, as asv writes
+        report.merged.append(str(target))

@@ -24,17 +24,18 @@ from mpsbench.core import asv, asv_saving, files, git, progress
 from mpsbench.core.asvconf import AsvConf
 from mpsbench.core.errors import UserError
 from mpsbench.measure import preselect
-from mpsbench.results import costs, merge, recorded
-from mpsbench.results.watch import Builds, Step, Watch
+from mpsbench.results import merge, recorded, watch
 
 BENCHMARKS_FAILED = 3  # asv ran, and some benchmark failed (its results say which); 2 stays a usage mistake
+# The first tier (issue 32): on the newest build, each seed model's training and inference step on the devices
+# present, at the batches this run's selection times them (measure/selection.py decides which)
+FIRST_TIER = r"^benchmark_models\.(?:Training|Inference)\.time_step\("
+
+log = progress.logger(__name__)
 
 
 class RecordError(UserError):
     """The run cannot start as asked (nothing selected, an empty range)."""
-
-
-log = progress.logger(__name__)
 
 
 def _commits(timeline: Path, spec: str | None, *args: str) -> list[str]:
@@ -65,20 +66,6 @@ def builds(timeline: Path, branches: Sequence[str], spec: str | None) -> list[st
     return list(dict.fromkeys(found))
 
 
-def selection(benchmark_dir: Path, patterns: list[str]) -> tuple[list[str], int]:
-    """The combinations the -b patterns select (asv's re.search), or this machine's preselection; and how many
-    combinations this machine's default selection holds (what docs/budget.md's measured build ran)."""
-    found = preselect.combinations(preselect.discover(benchmark_dir))
-    default = preselect.selected(found)
-    if not patterns:
-        return default, len(default)
-    chosen = asv.matching([combination.name for combination in found], patterns)
-    if not chosen:
-        raise RecordError(f"no benchmark matches -b {' -b '.join(map(shlex.quote, patterns))};"
-                          " `mpsbench preselect --list` lists every combination")
-    return chosen, len(default)
-
-
 def recorded_names(results: Path, machine: str, commit: str, environment: str = "*") -> set[str]:
     """The combinations that hold a value in this machine's results for the build, named as -b sees them."""
     names: set[str] = set()
@@ -97,10 +84,9 @@ def scratch_root(results: Path) -> Path:
 
 
 def _merge_scratch(results: Path, scratch: Path, replace: bool, quiet: bool = False) -> merge.Report | None:
-    found = scratch / "results"
-    if not found.is_dir():
+    if not (scratch / "results").is_dir():
         return None
-    report = merge.merge(results, [found], update_benchmarks=True, replace=replace)
+    report = merge.merge(results, [scratch / "results"], update_benchmarks=True, replace=replace)
     for line in report.conflicts + report.refused + report.corrupt:
         log.warning(line)
     if not quiet and (report.copied or report.merged or report.replaced):
@@ -114,7 +100,8 @@ def _end_left_behind(scratch: Path) -> None:
     import psutil
 
     found = []
-    for line in (scratch / asv_saving.EVENTS).read_text().splitlines() if (scratch / asv_saving.EVENTS).is_file() else []:
+    events = scratch / asv_saving.EVENTS
+    for line in events.read_text().splitlines() if events.is_file() else []:
         try:
             event = json.loads(line)
             if event.get("event") == "forkserver":
@@ -141,31 +128,26 @@ def recover(results: Path, root: Path) -> None:
         shutil.rmtree(folder)
 
 
-# The first tier (issue 32): on the newest build, the seeds' question first: each seed model's training and inference
-# step on the devices present, at the batches this run's selection times them (measure/selection.py decides which).
-FIRST_TIER = r"^benchmark_models\.(?:Training|Inference)\.time_step\("
-
-
 def newest_first(timeline: Path, commits: Sequence[str]) -> list[str]:
     """The builds by their date (a timeline commit's date is its build's), newest first; ties keep their order."""
     dates = git.text(timeline, "show", "-s", "--format=%ct", *commits).split() if commits else []
     return [commit for _, commit in sorted(zip(dates, commits, strict=True), key=lambda pair: -int(pair[0]))]
 
 
-def steps(commits: Sequence[str], missing: dict[str, tuple[str, ...]]) -> list[Step]:
+def steps(commits: Sequence[str], missing: dict[str, tuple[str, ...]]) -> list[watch.Step]:
     """Newest build first, its first tier before the rest, then each older build's missing combinations."""
     planned = []
     for number, commit in enumerate(commits):
         names = missing[commit]
         first = tuple(asv.matching(names, [FIRST_TIER])) if number == 0 else ()
         rest = tuple(name for name in names if name not in first)
-        planned += [Step(commit, first, "first tier")] if first and rest else []
-        planned += [Step(commit, rest or first, "the rest" if first and rest else "every combination")] if names else []
+        planned += [watch.Step(commit, first, "first tier")] if first and rest else []
+        planned += [watch.Step(commit, rest or first, "the rest" if first and rest else "every combination")] if names else []
     return planned
 
 
 def record(conf: AsvConf, machine: str, asv_args: Sequence[str], remeasure: bool = False,
-           facts: Builds | None = None, after: Callable[[Step, bool], None] | None = None) -> int:
+           facts: watch.Builds | None = None, after: Callable[[watch.Step, bool], None] | None = None) -> int:
     """Run what is missing (everything selected, with ``remeasure``) and merge it in: 0, or BENCHMARKS_FAILED.
 
     One asv run per build, newest build first (its first tier before the rest); each combination merged into the
@@ -181,7 +163,14 @@ def record(conf: AsvConf, machine: str, asv_args: Sequence[str], remeasure: bool
     if conf.repo is None:
         raise RecordError(f"{conf.path}: repo must be the timeline's folder, not a URL")
     commits = newest_first(conf.repo, builds(conf.repo, conf.branches, run.range))
-    wanted, default = selection(conf.benchmarks, run.bench)
+    # -b's patterns (asv's re.search), or this machine's preselection; the default selection's size is what
+    # docs/budget.md's measured build ran
+    found = preselect.combinations(preselect.discover(conf.benchmarks))
+    default = preselect.selected(found)
+    wanted = asv.matching([combination.name for combination in found], run.bench) if run.bench else default
+    if run.bench and not wanted:
+        raise RecordError(f"no benchmark matches -b {' -b '.join(map(shlex.quote, run.bench))};"
+                          " `mpsbench preselect --list` lists every combination")
     with files.lock(results, wait=False):
         root = scratch_root(results)
         recover(results, root)
@@ -194,26 +183,25 @@ def record(conf: AsvConf, machine: str, asv_args: Sequence[str], remeasure: bool
             log.info(f"every selected combination ({len(wanted)}) is recorded for the {len(commits)} builds: nothing to run")
             return 0
         gpu = not any("'cpu'" in name for name in wanted)
-        watch = Watch(planned, costs.Costs(results, machine, gpu, default), facts)
-        print(watch.plan())
+        watching = watch.Watch(planned, watch.Costs(results, machine, gpu, len(default)), facts)
+        print(watching.plan())
         status = 0
         for step in planned:
-            if not watch.begin(step):
+            if not watching.begin(step):
                 continue
             scratch = asv.scratch(root)
             hashfile = scratch / "builds.txt"
-            # One build per run, in our order: asv keeps a HASHFILE's order, but with --interleave-rounds (its default
-            # outside --dry-run) a 2-round benchmark's first pass walks the builds in reverse, and asv saves each
-            # build's half-sampled first round before its second. --no-interleave-rounds: all rounds of a benchmark
-            # in this build, and only the final round's values saved (core/asv_saving).
+            # One build per run, in our order: with --interleave-rounds (asv's default outside --dry-run) a 2-round
+            # benchmark's first pass walks the builds in reverse, and asv saves each build's half-sampled first round
+            # before its second. --no-interleave-rounds: all rounds in this build, only the final values saved.
             options = [*run.rest, "--no-interleave-rounds", "-b", asv.pattern(step.names)]
             command = asv.run_command(conf.scratch(scratch), machine, options, [step.commit], hashfile, saving=True)
 
             def measured(scratch: Path = scratch, final: bool = False) -> None:
-                done = watch.poll(scratch)
+                done = watching.poll(scratch)
                 if done or final:  # each value into the record as soon as asv has saved it
                     _merge_scratch(results, scratch, remeasure, quiet=not final)
-                    costs.add(results, machine, done)
+                    watch.add(results, machine, done)
 
             try:
                 code = asv.supervise(command, conf.root, asv.only(hashfile), measured)
@@ -223,5 +211,5 @@ def record(conf: AsvConf, machine: str, asv_args: Sequence[str], remeasure: bool
             status = BENCHMARKS_FAILED if code else status
             if after is not None:
                 after(step, step is planned[-1] or planned[planned.index(step) + 1].commit != step.commit)
-        watch.end()
+        watching.end()
         return status

@@ -1,7 +1,7 @@
 """The recorded results, row by row, with the statistics (and samples) asv kept beside each value.
 
-Changes are judged from these (:mod:`mpsbench.regressions.rule`), never from bare medians.
-A file asv cannot read is an error, not a warning: a corrupt results directory never reads as "nothing changed".
+Changes are judged from these (:mod:`mpsbench.regressions.rule`), never from bare medians. A file asv cannot read is an
+error, not a warning: a corrupt results directory never reads as "nothing changed".
 """
 
 from __future__ import annotations
@@ -20,14 +20,46 @@ from mpsbench.core.errors import UserError, first_line
 log = progress.logger(__name__)
 
 
+@dataclass(frozen=True)
+class Unit:
+    """A unit benchmarks declare: the better direction and smallest change (rule.py), the values it may take (merge)."""
+
+    name: str
+    higher_is_better: bool = False  # rates: asv's increases there are improvements
+    floor: float = 0.0  # a change smaller than this (absolute, in the unit) is no change
+    least: float = -math.inf
+    most: float = math.inf
+    least_allowed: bool = True  # whether ``least`` itself is a value (never for a time or a rate)
+
+
+# A unit not listed: lower is better, no floor, any finite number (a benchmark's own unit).
+UNITS = {unit.name: unit for unit in (
+    Unit("seconds", floor=5e-6, least=0.0, least_allowed=False),  # tiny ops: a few microseconds is timer jitter
+    Unit("MiB", floor=1.0, least=0.0),  # peak and driver memory: below a MiB is allocator rounding
+    # leak slopes may be negative (memory a loop gave back); cpu readings are the process's RSS, which moves by
+    # allocator chunks either way
+    Unit("MiB/100 steps", floor=1.0),
+    Unit("ops", floor=1.0, least=0.0),  # fallback counts are whole ops: one new fallback op is a change, less is none
+    Unit("fraction", floor=0.01, least=0.0, most=1.0),  # data-wait fraction of an epoch: one percentage point
+    *(Unit(rate, higher_is_better=True, least=0.0, least_allowed=False)
+      for rate in ("samples/s", "images/s", "GFLOP/s", "GB/s")),
+    Unit("samples", higher_is_better=True, least=0.0),
+    *(Unit(amount, least=0.0) for amount in ("relative error", "ratio", "macOS version")),
+    *(Unit(share, least=0.0, most=1.0) for share in ("on", "on battery")),
+    Unit("threads", least=1.0),
+)}
+
+
+def unit(name: str) -> Unit:
+    return UNITS.get(name) or Unit(name)
+
+
 class RecordedError(UserError):
     """The results directory is missing, empty or holds a file asv cannot read: one line."""
 
 
 @dataclass(frozen=True)
 class Measured:
-    """One row's recorded value on one build, with what asv kept to judge its noise."""
-
     value: float
     stats: dict[str, Any] | None = None  # asv's: ci_99_a, ci_99_b, q_25, q_75, repeat, number
     samples: tuple[float, ...] | None = None  # only with asv run --record-samples
@@ -35,13 +67,12 @@ class Measured:
 
 @dataclass(frozen=True)
 class Row:
-    """One benchmark combination, named as asv names it: ``name(param, param)``."""
-
     benchmark: str
     params: tuple[str, ...]  # asv's repr strings, in param_names order
 
     @property
     def entry(self) -> str:
+        """The combination as asv names it: ``name(param, param)``."""
         return asv.combination(self.benchmark, self.params)
 
 
@@ -52,7 +83,7 @@ class Recorded:
     values: dict[tuple[str, str], dict[Row, Measured]]  # (machine, commit) -> row -> value
     dates: dict[str, int]  # commit -> commit date (ms): asv's order of builds
     units: dict[str, str]  # benchmark -> unit, from benchmarks.json
-    files: int
+    files: int = 0
     failed: dict[tuple[str, str], set[Row]] = field(default_factory=dict)  # rows asv recorded as failed (None)
 
     @property
@@ -71,9 +102,9 @@ class Recorded:
         self.dates[result.commit_hash] = int(result.date or 0)
         key = (result.params["machine"], result.commit_hash)
         self.values.setdefault(key, {}).update(rows(result))
-        self.failed.setdefault(key, set()).update(
-            Row(name, combination) for name in result.get_all_result_keys() for combination, value in _values(result, name)
-            if value is None)  # asv's failure; a skip is NaN
+        self.failed.setdefault(key, set()).update(  # None is asv's failure; a skip is NaN
+            Row(name, combination) for name in result.get_all_result_keys()
+            for combination, value in _values(result, name) if value is None)
 
 
 def _units(results_dir: Path) -> dict[str, str]:
@@ -94,25 +125,25 @@ def _values(result: Any, name: str) -> Iterator[tuple[tuple[str, ...], Any]]:
     """Each combination of one benchmark with the value asv recorded (None: failed, NaN: skipped)."""
     params = result.get_result_params(name)
     values = result.get_result_value(name, params)
-    combinations = list(itertools.product(*params)) if params else [()]
-    return zip(combinations, values if params else [values])
+    return zip(list(itertools.product(*params)) if params else [()], values if params else [values])
 
 
-def _rows(result: Any, name: str) -> Iterator[tuple[Row, Measured]]:
-    params = result.get_result_params(name)
-    stats = result.get_result_stats(name, params)
-    samples = result.get_result_samples(name, params)
-    if not params:  # an unparameterized benchmark: asv keeps single values
-        stats, samples = [stats], [samples]
-    for (combination, value), stat, sample in zip(_values(result, name), stats or [], samples or []):
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-            continue  # failed or skipped: n/a on the site, nothing to judge
-        kept = tuple(float(x) for x in sample) if sample else None
-        yield Row(name, tuple(combination)), Measured(float(value), stat or None, kept)
+def rows(result: Any) -> dict[Row, Measured]:
+    """Every row of one asv ``Results`` that holds a number (failed and skipped rows are left out)."""
+    found = {}
+    for name in result.get_all_result_keys():
+        params = result.get_result_params(name)
+        stats, samples = result.get_result_stats(name, params), result.get_result_samples(name, params)
+        if not params:  # an unparameterized benchmark: asv keeps single values
+            stats, samples = [stats], [samples]
+        for (combination, value), stat, sample in zip(_values(result, name), stats or [], samples or []):
+            if not isinstance(value, bool) and isinstance(value, (int, float)) and math.isfinite(value):
+                kept = tuple(float(x) for x in sample) if sample else None
+                found[Row(name, tuple(combination))] = Measured(float(value), stat or None, kept)
+    return found
 
 
 def read(path: Path | str, machine: str | None = None) -> Any:
-    """asv's ``Results`` of one results file; RecordedError with asv's one-line reason if it cannot read it."""
     from asv import results as asv_results  # what wrote them reads them best
     from asv import util
 
@@ -120,11 +151,6 @@ def read(path: Path | str, machine: str | None = None) -> Any:
         return asv_results.Results.load(str(path), machine_name=machine)
     except (util.UserError, OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
         raise RecordedError(first_line(exc)) from None
-
-
-def rows(result: Any) -> dict[Row, Measured]:
-    """Every row of one asv ``Results`` that holds a number (failed and skipped rows are left out)."""
-    return {row: value for name in result.get_all_result_keys() for row, value in _rows(result, name)}
 
 
 def _results(results_dir: Path, strict: bool) -> Iterator[Any]:
@@ -138,16 +164,15 @@ def _results(results_dir: Path, strict: bool) -> Iterator[Any]:
         try:
             yield read(path, machine)
         except RecordedError as exc:
-            message = f"results file {path} cannot be read ({exc})"
             if strict:
-                raise RecordedError(message) from None
-            log.warning(f"{message}: skipped")
+                raise RecordedError(f"results file {path} cannot be read ({exc})") from None
+            log.warning(f"results file {path} cannot be read ({exc}): skipped")
 
 
 def load(results_dir: Path, strict: bool = True) -> Recorded:
     """Every results file under ``results_dir``; RecordedError if there is none or one is unreadable (unless
     ``strict=False``: for the site, as ``asv publish`` does, an unreadable file is skipped with a warning)."""
-    found = Recorded({}, {}, _units(results_dir), 0)
+    found = Recorded({}, {}, _units(results_dir))
     for result in _results(results_dir, strict):
         found.add(result)
     if not found.files:
@@ -160,5 +185,5 @@ def load_each_python(results_dir: Path, strict: bool = True) -> dict[str, Record
     found: dict[str, Recorded] = {}
     units = _units(results_dir)
     for result in _results(results_dir, strict):
-        found.setdefault(str(result.params.get("python")), Recorded({}, {}, units, 0)).add(result)
+        found.setdefault(str(result.params.get("python")), Recorded({}, {}, units)).add(result)
     return found
