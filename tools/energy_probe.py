@@ -24,6 +24,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -79,7 +80,9 @@ class Smi:
         self.process.wait(10)
 
 
-def _calls_for(workload: Any, seconds: float) -> tuple[int, float]:
+def _calls_for(workload: Any, seconds: float, after: Callable[[], None] = lambda: None) -> tuple[int, float, float]:
+    """Calls of the workload's steps, each synchronized then followed by ``after``, for ``seconds``: the steps, the
+    time they took, and when they began."""
     steps, sync = workload.spec.steps_per_call, workload.device.synchronize
     sync()
     begin = time.perf_counter()
@@ -88,29 +91,26 @@ def _calls_for(workload: Any, seconds: float) -> tuple[int, float]:
         workload.run(steps)
         sync()
         calls += 1
-    return calls * steps, time.perf_counter() - begin
+        after()
+    return calls * steps, time.perf_counter() - begin, begin
 
 
 def _between(workload: Any, found: Any, seconds: float) -> dict[str, Any]:
     """The counter read after each call's synchronize, in this thread: update times known to one call."""
     from mpsbench.measure import energy
 
-    steps, sync = workload.spec.steps_per_call, workload.device.synchronize
-    sync()
     updates = []
-    last = found.joules()
-    begin = time.perf_counter()
-    calls = 0
-    while time.perf_counter() - begin < seconds:
-        workload.run(steps)
-        sync()
-        calls += 1
+    last = [found.joules()]
+
+    def read() -> None:
         value = found.joules()
-        if value != last:
+        if value != last[0]:
             updates.append((time.perf_counter(), value))
-            last = value
-    end = time.perf_counter()
-    reading = energy.reading(found.what, updates, begin, end, calls * steps)
+            last[0] = value
+
+    steps, took, begin = _calls_for(workload, seconds, read)
+    end = begin + took
+    reading = energy.reading(found.what, updates, begin, end, steps)
     return dataclasses.asdict(reading)
 
 
@@ -157,7 +157,7 @@ def probe(kind: str, device: str, model: str, smi: Smi | None, plan: str = PLAN)
         try:
             seconds = float(name.split("@")[1])
             if name.startswith("clean"):
-                steps, took = _calls_for(workload, seconds)
+                steps, took, _ = _calls_for(workload, seconds)
                 window.update(steps=steps, seconds=took)
             elif name.startswith("between"):
                 window.update(_between(workload, found, seconds))
