@@ -9,7 +9,7 @@ import os
 import shutil
 import sys
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from mpsbench.core.errors import UserError
@@ -57,12 +57,13 @@ _held: dict[Path, int] = {}  # locked folder -> how deep this process holds it: 
 
 
 @contextlib.contextmanager
-def lock(target: Path, wait: bool = True) -> Iterator[None]:
+def lock(target: Path, wait: bool = True, waiting: Callable[[], None] | None = None) -> Iterator[None]:
     """Hold the lock of ``target`` (a results folder, the manifest) for the block: every writer of it takes this one.
 
     The lock is the folder that holds ``target`` (an flock on it: no lock file, so a refused command leaves nothing
-    behind, and a file replaced by rename keeps its lock). Another process waits for it, or with ``wait=False`` gets
-    a :class:`LockError`. Re-entrant within a process: a record run that holds it merges under it.
+    behind, and a file replaced by rename keeps its lock). Another process waits for it (calling ``waiting`` first,
+    to say why nothing happens yet, only if it must wait), or with ``wait=False`` gets a :class:`LockError`.
+    Re-entrant within a process: a record run that holds it merges under it.
     """
     folder = target.resolve().parent
     while not folder.is_dir():  # a target whose folders do not exist yet: the nearest one that does
@@ -77,9 +78,12 @@ def lock(target: Path, wait: bool = True) -> Iterator[None]:
     handle = os.open(folder, os.O_RDONLY)
     try:
         try:
-            fcntl.flock(handle, fcntl.LOCK_EX | (0 if wait else fcntl.LOCK_NB))
+            fcntl.flock(handle, fcntl.LOCK_EX | (0 if wait and waiting is None else fcntl.LOCK_NB))
         except BlockingIOError:
-            raise LockError(f"another process is writing {target} (it holds the lock on {folder})") from None
+            if not wait or waiting is None:
+                raise LockError(f"another process is writing {target} (it holds the lock on {folder})") from None
+            waiting()
+            fcntl.flock(handle, fcntl.LOCK_EX)
         _held[folder] = 1
         try:
             yield

@@ -9,7 +9,6 @@ interleaved across builds, until the caller has decided (docs/bisect.md, "How th
 from __future__ import annotations
 
 import argparse
-import contextlib
 import itertools
 import json
 import os
@@ -94,18 +93,6 @@ class Options:
                    args.log, args.threads, args.suite_root, args.time_budget)
 
 
-@contextlib.contextmanager
-def _in_turn(target: Path, waiting: str) -> Generator[None, None, None]:
-    """``target``'s lock for the block, saying ``waiting`` first if another process holds it."""
-    with contextlib.ExitStack() as held:
-        try:
-            held.enter_context(files.lock(target, wait=False))
-        except files.LockError:
-            log.info(waiting)
-            held.enter_context(files.lock(target))
-        yield
-
-
 class Session:
     """Fresh processes of one benchmark combination for chosen builds (options checked by compare.check)."""
 
@@ -166,7 +153,8 @@ class Session:
         # The servers after it read the build's own folder, so only this step waits.
         env_lock = self.root / WORKDIR / "env"
         env_lock.parent.mkdir(parents=True, exist_ok=True)
-        with _in_turn(env_lock, f"waiting for another compare or bisect in {self.root} to leave asv's environment"):
+        said = f"waiting for another compare or bisect in {self.root} to leave asv's environment"
+        with files.lock(env_lock, waiting=lambda: log.info(said)):
             done = subprocess.run(command, capture_output=True, text=True, env=self.env)
         self._keep(command, done.stdout + done.stderr)
         listing = self.scratch / "results" / "benchmarks.json"

@@ -326,12 +326,9 @@ def merge(dest: Path, sources: Sequence[Path], machines: Iterable[str] | None = 
     for source in sources:
         if not source.is_dir():
             raise MergeError(f"results directory {source} does not exist")
-    try:
-        with files.lock(dest, wait=False):
-            pass
-    except files.LockError:  # a record run may hold it for hours: say why nothing happens yet
-        log.info(f"waiting for the other process writing {dest} (a merge or a record run) to finish")
-    with files.lock(dest):
+    # a record run may hold it for hours: say why nothing happens yet
+    with files.lock(dest, waiting=lambda: log.info(f"waiting for the other process writing {dest} (a merge or a record"
+                                                    " run) to finish")):
         sources = [source for source in sources if source.resolve() != dest.resolve()]
         report = Report()
         benchmarks = reconcile(dest, sources, update_benchmarks, report)  # raises before anything is written

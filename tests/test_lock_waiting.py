@@ -1,13 +1,15 @@
-"""Two compare/bisect commands in one checkout share asv's environment: the second waits for the first's discovery."""
+"""A lock another process holds: the waiter says why nothing happens yet, once, and goes on when it is free (two compare or
+bisect commands in one checkout, discovering in asv's one environment; a merge beside a record run)."""
 
 from __future__ import annotations
 
+import logging
 import subprocess
 import sys
 import threading
 from pathlib import Path
 
-from mpsbench.regressions import fresh
+from mpsbench.core import files
 
 HOLD = """
 import sys
@@ -29,7 +31,7 @@ def test_a_second_command_says_it_waits_and_goes_on_once_the_first_leaves(tmp_pa
     entered = threading.Event()
 
     def second() -> None:
-        with fresh._in_turn(target, "waiting for another compare"):
+        with files.lock(target, waiting=lambda: logging.getLogger("test").info("waiting for another compare")):
             entered.set()
 
     with caplog.at_level("INFO"):
@@ -46,6 +48,6 @@ def test_a_second_command_says_it_waits_and_goes_on_once_the_first_leaves(tmp_pa
 
 def test_a_command_alone_goes_straight_in_and_says_nothing(tmp_path: Path, caplog) -> None:
     target = tmp_path / "env"
-    with caplog.at_level("INFO"), fresh._in_turn(target, "waiting"):
+    with caplog.at_level("INFO"), files.lock(target, waiting=lambda: logging.getLogger("test").info("waiting")):
         pass
     assert caplog.records == []
