@@ -179,8 +179,9 @@ class Session:
         # only for a GPU row. tests/test_servers.py's real cpu row on the loaded VM (2026-11-27, load 9-10): each
         # process's fastest sample 5.5-13.1 ms with the next process started ahead (3 of 8 over 12 ms), 5.5-6.1 ms
         # without.
+        names = list(found[self.key].get("param_names", []))
         values = list(itertools.product(*params))[self.index] if self.index >= 0 else ()
-        self.ahead = "'cpu'" not in values
+        self.ahead = "device" not in names or values[names.index("device")] != "'cpu'"
         return self.combination
 
     def rounds(self, builds: list[Named]) -> Generator[dict[str, list[float]], None, None]:
