@@ -1,6 +1,7 @@
 #!/bin/bash
 # One device call for issues 31 and 33: the cuda default selection timed with asv's log (where its seconds go),
-# then tools/energy_probe.py in four processes (nvidia-smi beside the last two). At most 8 files under OUT.
+# then tools/energy_probe.py in four processes (nvidia-smi beside the last two). At most 8 files under OUT, except
+# affinity's (issue 33: six processes of the energy part, every other one pinned to core PIN_CORE by taskset).
 #     PARTS="default probe" bash tools/h100/energy.sh "$OUT"
 #     cd OTHER_TREE && TAG=base- PARTS=default bash /path/to/tools/h100/energy.sh "$OUT"   # another commit's default
 set -u
@@ -36,6 +37,17 @@ for part in $PARTS; do
             python3 -c "import sys; sys.path.insert(0, 'tools'); import sentinels_h100 as s; from pathlib import Path; s.summarize(Path('$E'))"
             cp "$E/summary.md" "$OUT/energy.md"; cp "$E"/energy-*.json "$OUT/"
             grep -A14 "Joules per step" "$E/summary.md" ;;
-        *) say "unknown part $part (default, probe, energy)" ;;
+        affinity)  # is a host-paced row's pace the process's core? 6 processes, every other one pinned to one core
+            A=/tmp/h100/affinity; mkdir -p "$A"
+            nvidia-smi topo -m > "$OUT/topo.txt" 2>&1; lscpu > "$OUT/lscpu.txt" 2>&1
+            core=${PIN_CORE:-2}
+            for run in 1 2 3 4 5 6; do
+                start=$(date +%s); pin=()
+                if [ $((run % 2)) -eq 0 ]; then pin=(taskset -c "$core"); fi
+                timeout 120 "${pin[@]}" python3 tools/sentinels_h100.py "$A/run$run" --part energy --run $run \
+                    --models "${PROBE_MODELS:-mlp,lenet5}" > "$OUT/affinity-$run.log" 2>&1
+                say "affinity run $run (${pin[*]:-unpinned}): exit $?, $(( $(date +%s) - start )) s, load $(load)"
+            done ;;
+        *) say "unknown part $part (default, probe, energy, affinity)" ;;
     esac
 done
