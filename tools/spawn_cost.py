@@ -13,6 +13,9 @@ Mac's process model; it is not a Mac figure (docs/budget.md, "Spawn against fork
     tools/spawn_cost.py runs -b REGEX [-b REGEX ...] [--checkout DIR ...] [--repeat N]
         `asv run --python=same` of the default's combinations that a REGEX finds (preselected, as scripts/bench
         runs them) under spawn and under forkserver, each checkout, interleaved: wall seconds.
+    tools/spawn_cost.py default [--checkout DIR ...] [--launch-method spawn]
+        Each checkout's own default selection (its `mpsbench preselect`, as its scripts/bench runs it), whole, under
+        each launch method asked for: wall seconds, and how many combinations asv reported as failed.
     tools/spawn_cost.py count
         The processes of this machine's default selection (mpsbench preselect) per family, lookups apart.
 
@@ -110,23 +113,51 @@ def processes(checkouts: list[Path], repeat: int, kinds: list[str]) -> None:
         print(f"median {kind:9} {checkout}: {statistics.median(walls):.2f} s over {len(walls)}")
 
 
-def runs(checkouts: list[Path], bench: list[str], repeat: int) -> None:
+def _asv_run(checkout: Path, method: str, pattern: str, label: str) -> None:
+    """One `asv run --python=same` of ``pattern`` in ``checkout``: its wall seconds, exit and failed count."""
+    machine = os.environ.get("MPSBENCH_PROBE_MACHINE", "spawn-probe")  # asv machine --yes --machine spawn-probe first
+    command = [sys.executable, "-m", "asv", "run", "--python=same", "--machine", machine,
+               "--launch-method", method, "-b", pattern]
+    before = _load()
+    began = time.perf_counter()
+    done = subprocess.Popen(command, cwd=checkout, env=_env(checkout), stdout=subprocess.PIPE, text=True)
+    failed = 0
+    for line in done.stdout:  # asv's own lines still reach the terminal, as they come
+        sys.stdout.write(line)
+        failed += "failed" in line
+    code = done.wait()
+    wall = time.perf_counter() - began
+    print(f"{label} {method:10} {checkout}: {wall:.1f} s, exit {code}, {failed} failed lines "
+          f"[{before}, then {_load()}]", flush=True)
+
+
+def runs(checkouts: list[Path], bench: list[str], repeat: int, methods: list[str]) -> None:
     """The default's combinations that one of ``bench`` finds, named exactly (as scripts/bench passes them)."""
     names = preselect.selected(preselect.combinations(preselect.discover(ROOT / "benchmarks")), bench)
     print(f"{len(names)} combinations of this machine's default: {', '.join(names)}", flush=True)
     pattern = asv_names.pattern(names)
-    machine = os.environ.get("MPSBENCH_PROBE_MACHINE", "spawn-probe")  # asv machine --yes --machine spawn-probe first
     for round_ in range(repeat):
-        for method in LAUNCH_METHODS:
+        for method in methods:
             for checkout in checkouts:
-                command = [sys.executable, "-m", "asv", "run", "--python=same", "--machine", machine,
-                           "--launch-method", method, "-b", pattern]
-                before = _load()
-                began = time.perf_counter()
-                code = subprocess.run(command, cwd=checkout, env=_env(checkout), check=False).returncode
-                wall = time.perf_counter() - began
-                print(f"round {round_ + 1} {method:10} {checkout}: {wall:.1f} s, exit {code} [{before}, then {_load()}]",
-                      flush=True)
+                _asv_run(checkout, method, pattern, f"round {round_ + 1}")
+
+
+def _own_default(checkout: Path) -> str:
+    """The -b pattern of ``checkout``'s own default selection on this machine, from its own `mpsbench preselect`."""
+    command = [sys.executable, "-c", "import sys; from mpsbench.cli import main; sys.exit(main())", "preselect"]
+    done = subprocess.run(command, cwd=checkout, env={**os.environ, "PYTHONPATH": str(checkout / "src")},
+                          capture_output=True, text=True, check=True)
+    print(f"{checkout}: {done.stderr.strip().splitlines()[-1]}", flush=True)
+    return done.stdout.strip()
+
+
+def default(checkouts: list[Path], repeat: int, methods: list[str]) -> None:
+    """Each checkout's whole default, as its own preselect chose it: the selection changed with the suite."""
+    patterns = {checkout: _own_default(checkout) for checkout in checkouts}
+    for round_ in range(repeat):
+        for method in methods:
+            for checkout in checkouts:
+                _asv_run(checkout, method, patterns[checkout], f"default round {round_ + 1}")
 
 
 def count() -> None:
@@ -146,11 +177,13 @@ def count() -> None:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("what", choices=("processes", "runs", "count"))
+    parser.add_argument("what", choices=("processes", "runs", "default", "count"))
     parser.add_argument("--checkout", type=Path, action="append", help="a folder with src/ and benchmarks/ (repeatable)")
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--kind", action="append", choices=list(PROCESSES), help="processes: only these kinds")
     parser.add_argument("-b", "--bench", action="append", help="runs: a regex of the default's combinations (repeatable)")
+    parser.add_argument("--launch-method", action="append", choices=LAUNCH_METHODS,
+                        help="runs, default: only this launch method (repeatable; both unless given)")
     args = parser.parse_args()
     checkouts = [path.resolve() for path in args.checkout or [ROOT]]
     for checkout in checkouts:
@@ -161,7 +194,9 @@ def main() -> int:
     elif args.what == "runs":
         if not args.bench:
             parser.exit(2, "spawn_cost: runs needs -b REGEX (the combinations to run)\n")
-        runs(checkouts, args.bench, args.repeat)
+        runs(checkouts, args.bench, args.repeat, args.launch_method or list(LAUNCH_METHODS))
+    elif args.what == "default":
+        default(checkouts, args.repeat, args.launch_method or list(LAUNCH_METHODS))
     else:
         count()
     return 0
