@@ -24,7 +24,7 @@ from tests.test_compare import project as project  # the module's fixture, share
 from mpsbench.builds import install_build, resolve, timeline
 from mpsbench.builds import manifest as mf
 from mpsbench.core import asv as core_asv
-from mpsbench.core import asvconf
+from mpsbench.core import asvconf, settings
 from mpsbench.regressions import serve_build, servers, verdict
 from mpsbench.results import recorded
 
@@ -189,7 +189,8 @@ def test_under_spawn_every_round_is_a_fresh_process_and_still_right(project, tmp
     assert text.count("serve_build: round ") == 16, text  # each round begun and ended
 
 
-ROW = "Inference.time_step\\('cpu', 'lenet5', 32\\)"  # a cheap real row: 20 steps a timed call, 10 samples a process
+ROW = "Inference.time_step\\('cpu', 'lenet5', 32\\)"  # a cheap real row: 20 steps a timed call as asv run records it
+SINGLE = 200  # compare's samples of one step in a process of this row (fresh.CPU_REPEAT: 200 or 1 s)
 
 
 @pytest.fixture(scope="module")
@@ -213,21 +214,23 @@ def real(tmp_path_factory):
     return base
 
 
-def _process_fastest(results: Path, machine: str, key: str, index: int) -> list[float]:
-    """Each asv process's fastest sample, from asv's own results files (10 samples a process, appended)."""
+def _process_fastest(results: Path, machine: str, key: str, index: int, per: int) -> list[float]:
+    """Each asv process's fastest sample, from asv's own results files (``per`` samples a process, appended)."""
     samples: list[float] = []
     for path in (results / machine).glob("*-*.json"):
         entry = recorded.read(path, machine)
         params = entry.get_result_params(key)
         samples.extend(entry.get_result_samples(key, params)[index] or [])
-    return [min(samples[start:start + 10]) for start in range(0, len(samples), 10)]
+    return [min(samples[start:start + per]) for start in range(0, len(samples), per)]
 
 
 @pytest.mark.slow
 def test_the_servers_time_a_real_row_as_asv_run_does(real, tmp_path):
     """The new path and asv's own `asv run` (its forkserver, its env switch) agree within 10% on a real cpu row.
 
-    Each path's fast mode (verdict.fast_mode: the processes within 1.5x of its fastest, what the rule judges) of its
+    compare times a cpu row one step a sample (settings.SINGLE_STEPS), so asv run is given the same setting and
+    SINGLE samples a process here: what is checked is the path (timer, setup, process), not the sampling. Each path's
+    fast mode (verdict.fast_mode: the processes within 1.5x of its fastest, what the rule judges) of its
     per-process fastest samples, 8 processes a path (4 rounds of two identical builds), one torch thread, run one
     after the other; a timer or a setup that differed would move one path, not the other. Not medians: on a busy
     machine contention only adds time, to whichever path it happens to meet (medians 2.64 against 1.97 ms at load
@@ -239,22 +242,25 @@ def test_the_servers_time_a_real_row_as_asv_run_does(real, tmp_path):
     rounds = [line.split(": round ", 1)[1] for line in done.stderr.splitlines() if ": round " in line]
     ours = [float(part.split()[1]) / 1e3 for line in rounds for part in line.split(": ", 1)[1].split(";")[0].split(", ")]
     assert len(ours) == 8, done.stdout
+    taken = [int(line.split(" processes (")[1].split()[0]) for line in done.stdout.splitlines() if " processes (" in line]
+    assert len(taken) == 2 and all(count > 10 * 4 for count in taken), done.stdout  # one step a sample: over 10 each
     machine = done.stdout.split("machine ")[1].split(",")[0]
     commits = timeline.compute(mf.load(real / "builds" / "manifest.json"), real / ".asv" / "timeline").commits
     config = asvconf.load(real / "suite" / "asv.conf.json").derive(
         real / "suite" / ".asv" / "fresh", real / ".asv" / "timeline", ["aa"], tmp_path / "results")
     hashes = tmp_path / "hashes"
     command = core_asv.run_command(config, machine, ["--bench", ROW, "--record-samples", "--interleave-rounds",
-                                                     "-a", "rounds=4", "-a", "repeat=10"],
+                                                     "-a", "rounds=4", "-a", f"repeat={SINGLE}"],
                                    [commits["aa@a1"], commits["aa@a2"]], hashes)
-    env = dict(os.environ, HOME=str(real / "home"), OMP_NUM_THREADS="1", MPSBENCH_PLATFORM="linux-x86_64-cpu")
+    env = dict(os.environ, HOME=str(real / "home"), OMP_NUM_THREADS="1", MPSBENCH_PLATFORM="linux-x86_64-cpu",
+               **{settings.SINGLE_STEPS: "1"})
     ran = subprocess.run(command, cwd=real, env={**env, core_asv.RUN_BUILDS: str(hashes)}, capture_output=True,
                          text=True)
     assert ran.returncode == 0, ran.stdout[-2000:] + ran.stderr[-2000:]
     from benchmarks.benchmark_models import Inference
 
     index = list(itertools.product(*Inference.params)).index(("cpu", "lenet5", 32))
-    theirs = _process_fastest(tmp_path / "results", machine, "benchmark_models.Inference.time_step", index)
+    theirs = _process_fastest(tmp_path / "results", machine, "benchmark_models.Inference.time_step", index, SINGLE)
     assert len(theirs) == 8, theirs
     ratio = verdict.fast_mode(ours) / verdict.fast_mode(theirs)
     assert 0.9 < ratio < 1.1, (f"servers {verdict.fast_mode(ours) * 1e3:.3f} ms against asv run"

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import types
+
 import pytest
 
+from mpsbench.core import settings
 from mpsbench.measure import devices, suite, workloads
 
 
@@ -18,10 +21,19 @@ def test_prepare_builds_once_and_caches_across_setup_calls():
     assert first is again
 
 
-
-
-
-
+def test_compare_and_bisect_time_a_cpu_row_one_step_a_call_and_a_gpu_row_as_recorded(monkeypatch):
+    """settings.SINGLE_STEPS, which compare and bisect set for a cpu row's processes (docs/bisect.md)."""
+    cpu = suite.prepare("training", "cpu", "lenet5", 8)
+    gpu = types.SimpleNamespace(device=devices.Device.CUDA, spec=cpu.spec)  # only what ready() reads
+    timed = suite.TimedSteps()
+    for workload in (cpu, gpu):
+        timed.ready(workload)  # type: ignore[arg-type]
+        assert timed.steps == timed.timer.steps_per_call == cpu.spec.steps_per_call == 20  # as asv run records
+    monkeypatch.setenv(settings.SINGLE_STEPS, "1")
+    timed.ready(cpu)
+    assert timed.steps == timed.timer.steps_per_call == 1
+    timed.ready(gpu)  # type: ignore[arg-type]
+    assert timed.steps == 20  # a GPU's synchronize is what the 20 steps spread
 
 
 def test_an_absent_device_is_skipped_with_the_reason():

@@ -122,6 +122,7 @@ def _asv_run(checkout: Path, method: str, pattern: str, label: str) -> None:
     began = time.perf_counter()
     done = subprocess.Popen(command, cwd=checkout, env=_env(checkout), stdout=subprocess.PIPE, text=True)
     failed = 0
+    assert done.stdout is not None  # stdout=PIPE
     for line in done.stdout:  # asv's own lines still reach the terminal, as they come
         sys.stdout.write(line)
         failed += "failed" in line

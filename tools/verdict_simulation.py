@@ -22,7 +22,7 @@ import statistics
 from collections import Counter
 from collections.abc import Callable, Generator, Iterator
 from concurrent.futures import ProcessPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from mpsbench.regressions import bisection, compare, fresh, verdict
 
@@ -82,13 +82,16 @@ class Drawn:
     quieter: str = verdict.QUIETER
     minutes: float = fresh.TIME_BUDGET_MINUTES
     deadline: float = math.inf  # a simulation is never out of time unless a test sets one
+    samples: dict[str, int] = field(default_factory=dict)  # as fresh.Session's: SAMPLES a drawn process
 
     def rounds(self, builds: list[fresh.Named]) -> Generator[dict[str, list[float]], None, None]:
         times: dict[str, list[float]] = {build.name: [] for build in builds}
+        self.samples = {build.name: 0 for build in builds}
         for number in range(self.max_rounds):
             order = builds if number % 2 == 0 else builds[::-1]  # asv reverses the order every round
             for build in order:
                 times[build.name].append(self.draw(self.rng) * self.slowdown[build.name])
+                self.samples[build.name] += fresh.SAMPLES
             yield {name: list(values) for name, values in times.items()}
 
 

@@ -13,6 +13,10 @@ FULL = "MPSBENCH_FULL"  # on: the full sweep (every device at every batch size),
 DEVICES = "MPSBENCH_DEVICES"  # a comma-separated list of the devices a run times (default: every device present)
 CONFIG = "MPSBENCH_CONFIG"  # another asv.conf.json for scripts/publish (the fleet's)
 MACHINE = "MPSBENCH_MACHINE"  # a fleet runner's machine name, e.g. set in the runner's .env file
+# Set by compare and bisect in a cpu row's processes, not by users: every timed call is one step, whatever the model's
+# steps_per_call, so that a process's fastest sample can be a step the scheduler spared (docs/bisect.md, "A cpu row's
+# samples"). A recorded run never has it.
+SINGLE_STEPS = "MPSBENCH_SINGLE_STEPS"
 
 ON = ("1", "true", "yes", "on")
 OFF = ("0", "false", "no", "off")

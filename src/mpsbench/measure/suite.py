@@ -7,7 +7,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from mpsbench.core import errors
+from mpsbench.core import errors, settings
 from mpsbench.measure import accuracy, correctness, devices, fallback, models, precision, skips, timing, workloads
 
 SkipNotImplemented, selected = skips.SkipNotImplemented, skips.selected  # where the benchmark modules find them
@@ -25,12 +25,14 @@ class StepTimer:
 
 class TimedSteps:
     """The timed step of every class that times a workload's steps: k steps (``ModelSpec.steps_per_call``), one
-    synchronize, the :class:`StepTimer` divides by k. asv's ``number`` stays automatic: one call per sample."""
+    synchronize, the :class:`StepTimer` divides by k. asv's ``number`` stays automatic: one call per sample.
+    compare and bisect time a cpu row one step a call (settings.SINGLE_STEPS): there a synchronize costs nothing."""
 
     workload: workloads.Workload
 
     def ready(self, workload: workloads.Workload) -> None:
-        self.workload, self.steps = workload, workload.spec.steps_per_call
+        single = workload.device is devices.Device.CPU and settings.flag(settings.SINGLE_STEPS)
+        self.workload, self.steps = workload, 1 if single else workload.spec.steps_per_call
         self.timer = StepTimer(self.steps)
 
     def time_step(self, *params: object) -> None:

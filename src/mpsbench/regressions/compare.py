@@ -36,6 +36,7 @@ EXIT_STATUSES = """exit status:
 class Measured:
     times: dict[str, list[float]]  # each build's process times (its fastest sample, seconds), in round order
     verdicts: dict[Pair, verdict.Verdict] = field(default_factory=dict)
+    samples: dict[str, int] = field(default_factory=dict)  # each build's samples over its processes
 
 
 def measure(session: fresh.Session, builds: list[fresh.Named], pairs: list[Pair],
@@ -52,7 +53,7 @@ def measure(session: fresh.Session, builds: list[fresh.Named], pairs: list[Pair]
     try:
         for times in rounds:
             before = len(measured.times[builds[0].name])
-            measured.times = times
+            measured.times, measured.samples = times, dict(session.samples)
             count = len(times[builds[0].name])
             due = [look for look in levels if before < look <= count]  # asv may finish two rounds at once
             if due:
@@ -126,7 +127,7 @@ def summary(measured: Measured, a: str, b: str) -> list[str]:
     found = measured.verdicts[(a, b)]
     return [*(f"{label} {name}: fast mode {verdict.fast_mode(measured.times[name]) * 1e3:.3f} ms, median"
               f" {statistics.median(measured.times[name]) * 1e3:.3f} ms over {len(measured.times[name])} processes"
-              f" ({len(measured.times[name]) * fresh.SAMPLES} samples)" for label, name in (("A", a), ("B", b))),
+              f" ({measured.samples.get(name, 0)} samples)" for label, name in (("A", a), ("B", b))),
             f"B/A {found.ratio:.3f} [{found.low:.3f}, {found.high:.3f}] (fast modes, 95% bootstrap over processes);"
             f" A/A {found.noise:.3f}; p {found.p_value:.4f} that B is slower than the factor x A (decides below"
             f" {found.alpha:.4f})",

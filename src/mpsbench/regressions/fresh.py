@@ -24,7 +24,7 @@ from pathlib import Path
 
 from mpsbench.builds import history, machine, timeline
 from mpsbench.builds import manifest as mf
-from mpsbench.core import asv, asvconf, errors, files, progress
+from mpsbench.core import asv, asvconf, errors, files, progress, settings
 from mpsbench.regressions import rule, servers, verdict
 
 log = progress.logger(__name__)
@@ -34,6 +34,11 @@ TIME_BUDGET_MINUTES = 20.0
 WORKDIR = Path(".asv/fresh")  # in the suite: the derived config and its asv environment, kept between commands
 # samples in each process: the step rows' own minimum repeat; processes, not samples, carry the spread that decides
 SAMPLES = 10
+# A cpu row's process: one step a sample (settings.SINGLE_STEPS), at least SAMPLES of them, then more up to 200 or
+# 1 s, so that its fastest sample is a step the scheduler spared. With 20 steps a sample (lenet5, mlp) a loaded
+# 2-core machine spared almost none: samples read 3.2-3.9 ms a step where single steps read 1.35-1.40 ms, and a
+# 1.24x change drowned (docs/bisect.md, "A cpu row's samples"). A slow step (a second or more) still takes 10.
+CPU_REPEAT = (SAMPLES, 200, 1.0)
 
 
 class FreshError(errors.UserError):
@@ -120,6 +125,8 @@ class Session:
         self.combination = ""
         self._servers: dict[str, servers.Server] = {}  # by build name: started once per command (rounds)
         self.ahead = True  # start each build's next process as a round ends (check_bench: not for a cpu row)
+        self.repeat: int | tuple[int, int, float] = SAMPLES  # asv's -a repeat of each process (a cpu row: CPU_REPEAT)
+        self.samples: dict[str, int] = {}  # by build name: the samples this pass's processes took (rounds)
         self._reader = timeline.Reader(self.timeline)
 
     def __enter__(self) -> Session:
@@ -182,19 +189,24 @@ class Session:
         names = list(found[self.key].get("param_names", []))
         values = list(itertools.product(*params))[self.index] if self.index >= 0 else ()
         self.ahead = "device" not in names or values[names.index("device")] != "'cpu'"
+        if not self.ahead:  # a cpu row
+            self.env[settings.SINGLE_STEPS] = "1"
+            self.repeat = CPU_REPEAT
         return self.combination
 
     def rounds(self, builds: list[Named]) -> Generator[dict[str, list[float]], None, None]:
         """Up to ``max_rounds`` rounds of one process per build; after each, every build's process times so far.
 
-        A process time is its fastest of SAMPLES samples (asv's ``-a repeat``). Round r of every build runs before
-        round r+1 of any, in asv's order (reversed every other round), so drift hits all builds alike. A build's
-        server serves every later pass of the command (bisect's GOOD and BAD); leaving the session stops them all.
+        A process time is its fastest sample (SAMPLES of them; CPU_REPEAT for a cpu row: asv's ``-a repeat``). Round r
+        of every build runs before round r+1 of any, in asv's order (reversed every other round), so drift hits all
+        builds alike. A build's server serves every later pass of the command (bisect's GOOD and BAD); leaving the
+        session stops them all.
         """
-        params = {"repeat": SAMPLES, "rounds": self.max_rounds}  # what `asv run -a` would hand each process
+        params = {"repeat": self.repeat, "rounds": self.max_rounds}  # what `asv run -a` would hand each process
         try:
             running = self._servers_of(builds)
             times: dict[str, list[float]] = {build.name: [] for build in builds}
+            self.samples = {build.name: 0 for build in builds}
             for number in range(1, self.max_rounds + 1):
                 order = list(zip(builds, running))
                 for build, server in order if number % 2 else order[::-1]:  # as asv: A B, B A, ...
@@ -228,6 +240,7 @@ class Session:
                    f"exit status {said.get('rc')}" if said.get("rc") != 0 else "skipped (n/a)")
             raise FreshError(f"{self.combination} gave no value in round {number} for {build.name} ({why}):"
                              f" {server.tail()}")
+        self.samples[build.name] += len(samples)
         return min(float(sample) for sample in samples)
 
 
