@@ -166,8 +166,11 @@ class Session:
         self._keep(command, done.stdout + done.stderr)
         listing = self.scratch / "results" / "benchmarks.json"
         if done.returncode != 0 or not listing.is_file():
-            tail = (done.stderr or done.stdout).strip().splitlines()[-3:]
-            raise FreshError(f"asv could not discover the suite for {commit[:12]}: {' | '.join(tail)}")
+            said = (done.stdout + done.stderr).strip().splitlines()
+            # install_build's own one-line reason, where asv printed it, says more than asv's closing lines
+            tail = [line.strip() for line in said if "mpsbench: error:" in line][-1:] or said[-3:]
+            raise FreshError(f"asv could not discover the suite for {commit[:12]}: {' | '.join(tail)}"
+                             + ("" if self.log else " (--log FILE keeps asv's whole output)"))
         from asv.benchmarks import Benchmarks
         from asv.config import Config
 
