@@ -220,6 +220,27 @@ def test_a_regex_matching_no_or_many_combinations_is_refused(project):
 
 
 
+@pytest.mark.slow
+def test_a_build_that_cannot_install_is_refused_with_the_installers_own_reason(tmp_path):
+    """asv's discovery installs the build first; when it cannot, the one line says install_build's reason."""
+    tag = f"cp{sys.version_info.major}{sys.version_info.minor}"
+    manifest = mf.Manifest()
+    for number, build_id in enumerate(("n1", "n2"), start=1):
+        (tmp_path / "wheels" / build_id).mkdir(parents=True)
+        wheel = fakes.make_wheel(tmp_path / "wheels" / build_id, "torch", f"2.15.0+cpu.{build_id}", python=tag,
+                                 git_version=f"{number:040d}", built=datetime(2026, 11, number, 3), module="DELAY = 0\n")
+        manifest = mf.append(manifest, "exam", resolve.wheel_file(wheel, transformers="none", build_id=build_id))
+        wheel.unlink()  # gone after it was added: nothing can install it
+    mf.save(manifest, tmp_path / "builds" / "manifest.json")
+    timeline.generate(manifest, tmp_path / ".asv" / "timeline")
+    make_suite(tmp_path)
+    done = _mpsbench(tmp_path, "compare", "exam@n1", "exam@n2", "-b", BENCH, *ROUNDS)
+    assert done.returncode == 2, done.stdout + done.stderr
+    lines = done.stderr.strip().splitlines()
+    assert "asv could not discover the suite" in lines[-1] and "does not exist" in lines[-1], done.stderr
+    assert "--log FILE keeps asv's whole output" in lines[-1] and "Traceback" not in done.stderr
+
+
 def test_the_exit_statuses_are_in_each_commands_help_and_in_the_docs(capsys):
     documented = (ROOT / "docs" / "bisect.md").read_text()
     for command, table in (("compare", compare.EXIT_STATUSES), ("bisect", bisection.EXIT_STATUSES)):
