@@ -166,10 +166,10 @@ class Session:
         self._keep(command, done.stdout + done.stderr)
         listing = self.scratch / "results" / "benchmarks.json"
         if done.returncode != 0 or not listing.is_file():
-            said = (done.stdout + done.stderr).strip().splitlines()
+            printed = (done.stdout + done.stderr).strip().splitlines()
             # install_build's own one-line reason, where asv printed it, says more than asv's closing lines; the first
             # one: after it asv tries the newest build of each branch, which install_build refuses (asv.RUN_BUILDS)
-            tail = [line.strip() for line in said if "mpsbench: error:" in line][:1] or said[-3:]
+            tail = [line.strip() for line in printed if "mpsbench: error:" in line][:1] or printed[-3:]
             raise FreshError(f"asv could not discover the suite for {commit[:12]}: {' | '.join(tail)}"
                              + ("" if self.log else " (--log FILE keeps asv's whole output)"))
         from asv.benchmarks import Benchmarks
