@@ -124,8 +124,7 @@ class Session:
         self.index = -1  # the combination's position among the benchmark's parameter sets
         self.combination = ""
         self._servers: dict[str, servers.Server] = {}  # by build name: started once per command (rounds)
-        self.ahead = True  # start each build's next process as a round ends (check_bench: not for a cpu row)
-        self.repeat: int | tuple[int, int, float] = SAMPLES  # asv's -a repeat of each process (a cpu row: CPU_REPEAT)
+        self.cpu_row = False  # check_bench tells: sampled one step at a time, its next process not started ahead
         self.samples: dict[str, int] = {}  # by build name: the samples this pass's processes took (rounds)
         self._reader = timeline.Reader(self.timeline)
 
@@ -186,16 +185,15 @@ class Session:
                              " matches exactly one, e.g. \"Training.time_step\\('cpu', 'mlp', 32\\)\"")
         self.key, self.index, params = matches[0]
         self.combination = _combination(*matches[0])
-        # A cpu row is timed on the cores that the next round's process would take importing torch: start it ahead
-        # only for a GPU row. tests/test_servers.py's real cpu row on the loaded VM (2026-11-27, load 9-10): each
-        # process's fastest sample 5.5-13.1 ms with the next process started ahead (3 of 8 over 12 ms), 5.5-6.1 ms
-        # without.
+        # A cpu row is timed on the cores that the next round's process would take importing torch: start the next
+        # process ahead only for a GPU row. tests/test_servers.py's real cpu row on the loaded VM (2026-11-27, load
+        # 9-10): each process's fastest sample 5.5-13.1 ms with the next process started ahead (3 of 8 over 12 ms),
+        # 5.5-6.1 ms without.
         names = list(found[self.key].get("param_names", []))
         values = list(itertools.product(*params))[self.index] if self.index >= 0 else ()
-        self.ahead = "device" not in names or values[names.index("device")] != "'cpu'"
-        if not self.ahead:  # a cpu row
+        self.cpu_row = "device" in names and values[names.index("device")] == "'cpu'"
+        if self.cpu_row:
             self.env[settings.SINGLE_STEPS] = "1"
-            self.repeat = CPU_REPEAT
         return self.combination
 
     def rounds(self, builds: list[Named]) -> Generator[dict[str, list[float]], None, None]:
@@ -206,7 +204,8 @@ class Session:
         builds alike. A build's server serves every later pass of the command (bisect's GOOD and BAD); leaving the
         session stops them all.
         """
-        params = {"repeat": self.repeat, "rounds": self.max_rounds}  # what `asv run -a` would hand each process
+        # what `asv run -a` would hand each process
+        params = {"repeat": CPU_REPEAT if self.cpu_row else SAMPLES, "rounds": self.max_rounds}
         try:
             running = self._servers_of(builds)
             times: dict[str, list[float]] = {build.name: [] for build in builds}
@@ -214,7 +213,7 @@ class Session:
             for number in range(1, self.max_rounds + 1):
                 order = list(zip(builds, running))
                 for build, server in order if number % 2 else order[::-1]:  # as asv: A B, B A, ...
-                    said = server.round(number, params, ahead=self.ahead and number < self.max_rounds)
+                    said = server.round(number, params, ahead=not self.cpu_row and number < self.max_rounds)
                     times[build.name].append(self._fastest(build, server, said, number))
                 yield {name: list(values) for name, values in times.items()}
         except servers.ServerError as exc:
