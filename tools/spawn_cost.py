@@ -136,11 +136,15 @@ def runs(checkouts: list[Path], bench: list[str], repeat: int, methods: list[str
     """The default's combinations that one of ``bench`` finds, named exactly (as scripts/bench passes them)."""
     names = preselect.selected(preselect.combinations(preselect.discover(ROOT / "benchmarks")), bench)
     print(f"{len(names)} combinations of this machine's default: {', '.join(names)}", flush=True)
-    pattern = asv_names.pattern(names)
+    _interleaved(dict.fromkeys(checkouts, asv_names.pattern(names)), repeat, methods, "round")
+
+
+def _interleaved(patterns: dict[Path, str], repeat: int, methods: list[str], label: str) -> None:
+    """Each checkout's ``pattern`` under each launch method, round after round, so drift falls on all alike."""
     for round_ in range(repeat):
         for method in methods:
-            for checkout in checkouts:
-                _asv_run(checkout, method, pattern, f"round {round_ + 1}")
+            for checkout, pattern in patterns.items():
+                _asv_run(checkout, method, pattern, f"{label} {round_ + 1}")
 
 
 def _own_default(checkout: Path) -> str:
@@ -154,11 +158,7 @@ def _own_default(checkout: Path) -> str:
 
 def default(checkouts: list[Path], repeat: int, methods: list[str]) -> None:
     """Each checkout's whole default, as its own preselect chose it: the selection changed with the suite."""
-    patterns = {checkout: _own_default(checkout) for checkout in checkouts}
-    for round_ in range(repeat):
-        for method in methods:
-            for checkout in checkouts:
-                _asv_run(checkout, method, patterns[checkout], f"default round {round_ + 1}")
+    _interleaved({checkout: _own_default(checkout) for checkout in checkouts}, repeat, methods, "default round")
 
 
 def count() -> None:
