@@ -7,7 +7,7 @@ ops, their shapes and their work counts live in ``mpsbench.measure.ops``; docs/o
 lists them. ``mpsbench ops-rank`` ranks the ops by slowdown between two runs.
 """
 
-from mpsbench.measure import devices, ops, suite
+from mpsbench.measure import devices, measured, ops, suite
 
 
 class _OpBenchmark:
@@ -27,11 +27,14 @@ class _OpBenchmark:
     repeat = (3, 20, 0.5)  # min samples, max samples, seconds
     rounds = 1
 
-    def setup(self, device, op, dtype, size):
-        suite.selected(type(self).__name__, device, op, dtype, size)
-        self.case = ops.prepare(device, op, dtype, size, self.training)
-        self.calls = self.case.calls_per_sample
-        self.timer = suite.StepTimer(self.calls)
+    def setup(self, *args):
+        """A ``time_`` row builds its case. A throughput row's args start with the measured table, which holds its
+        outcome, selection included: it builds nothing."""
+        if len(args) == len(self.param_names):
+            suite.selected(type(self).__name__, *args)
+            self.case = ops.prepare(*args, self.training)
+            self.calls = self.case.calls_per_sample
+            self.timer = suite.StepTimer(self.calls)
 
     def _time_calls(self):
         self.case.run(self.calls)
@@ -45,13 +48,31 @@ class _ForwardOps(_OpBenchmark):
         self._time_calls()
 
 
-def _throughput(unit):
-    """A ``track_``: the op's work (docs/ops.md) over the median time of one call across several samples."""
+def _measure_throughputs():
+    """Every selected forward op's work per second, in one process: on a GPU each benchmark process spends
+    most of its time starting the device, not measuring (docs/budget.md), and under spawn importing torch too."""
+    return measured.measure_families({benchmark.__name__: measured.of(benchmark, _forward_throughputs)
+                                      for benchmark in (ComputeBoundOps, MemoryBoundOps)})
 
-    def track(self, device, op, dtype, size):
-        return ops.throughput(self.case)
+
+def _forward_throughputs(benchmark, keys):
+    table = measured.measure(benchmark, keys, lambda *key: ops.prepare(*key, False), {"throughput": ops.throughput})
+    ops.forget()
+    return table
+
+
+_measure_throughputs.timeout = 6 * 3600  # the full sweep: every op at every size and dtype, the cpu's large ones slow
+
+
+def _throughput(unit):
+    """A ``track_``: the op's work (docs/ops.md) over the median time of one call across several samples, read from
+    the one measuring process (``_measure_throughputs``); its process never starts the device or imports torch."""
+
+    def track(self, readings, device, op, dtype, size):
+        return measured.family(readings, type(self).__name__).lookup((device, op, dtype, size), "throughput")
 
     track.unit = unit
+    track.setup_cache = _measure_throughputs  # asv: this benchmark's setup and body get the readings first
     return track
 
 

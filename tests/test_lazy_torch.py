@@ -13,9 +13,8 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 MODULES = sorted(path.stem for path in (ROOT / "benchmarks").glob("benchmark_*.py"))
-# Modules whose import needs torch's attributes: the ops' table holds torch's functions, and the epoch's dataset
-# subclasses torch's Dataset. Neither has a track_ lookup: their processes measure, so they load torch anyway.
-LOADS_TORCH = {"benchmark_ops", "benchmark_epoch"}
+# The one module whose import needs torch's attributes: the epoch's dataset subclasses torch's Dataset.
+LOADS_TORCH = {"benchmark_epoch"}
 
 
 def _fresh(code: str) -> str:
@@ -48,6 +47,15 @@ def test_a_capacity_lookup_reads_its_figure_without_torch():
             "print(bm.TrainingCapacity().track_throughput({'training': table}, 'cpu', 'mlp', 8),"
             " optional_torch.loaded())")
     assert _fresh(code) == "123.0 False"
+
+
+def test_an_op_throughput_lookup_reads_its_figure_without_torch():
+    code = ("from benchmarks import benchmark_ops as bo\nfrom mpsbench.measure import measured, optional_torch\n"
+            "key = ('cpu', 'add', 'float32', 'small')\n"
+            "table = measured.Table({key: {'throughput': measured.Outcome(value=7.5)}})\n"
+            "bench = bo.MemoryBoundOps()\nbench.setup({'MemoryBoundOps': table}, *key)\n"
+            "print(bench.track_gbps({'MemoryBoundOps': table}, *key), optional_torch.loaded())")
+    assert _fresh(code) == "7.5 False"
 
 
 def test_the_first_attribute_imports_torch_and_reads_through_to_it():

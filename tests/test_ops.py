@@ -345,11 +345,17 @@ def test_a_class_times_k_calls_per_sample_and_reports_per_call(monkeypatch):
     assert len(calls) == 20
 
 
-def test_a_class_reports_a_positive_finite_throughput():
+def test_one_measuring_pass_gives_each_throughput_row_its_figure_or_the_reason():
+    measured_here, left_out = ("cpu", "linear", "float32", "small"), ("cpu", "linear", "float16", "large")
+    readings = {"ComputeBoundOps": benchmark_ops._forward_throughputs("ComputeBoundOps", [measured_here, left_out])}
     bench = benchmark_ops.ComputeBoundOps()
-    bench.setup("cpu", "linear", "float32", "small")
-    value = bench.track_gflops("cpu", "linear", "float32", "small")
+    bench.setup(readings, *measured_here)
+    value = bench.track_gflops(readings, *measured_here)
     assert math.isfinite(value) and value > 0
+    assert not hasattr(bench, "case")  # a lookup builds nothing
+    with pytest.raises(NotImplementedError, match="10-20x slower"):  # asv's n/a, with the selection's reason
+        bench.track_gflops(readings, *left_out)
+    assert benchmark_ops.ComputeBoundOps.track_gflops.setup_cache is benchmark_ops.MemoryBoundOps.track_gbps.setup_cache
     trained = benchmark_ops.ForwardBackwardOps()
     trained.setup("cpu", "embedding", "float32", "small")
     assert trained.case.training

@@ -45,14 +45,18 @@ def main(argv: list[str]) -> int:
     params = tuple(benchmark._current_params)  # type: ignore[attr-defined]
     kind = {"Training": "training", "Inference": "inference"}.get(benchmark.name.split(".")[-2])  # type: ignore[attr-defined]
     if kind is not None and len(params) == 3:  # a model step: its setup taken apart (suite.prepare's pieces)
-        from mpsbench.measure import models, suite, workloads
+        from mpsbench.measure import accuracy, correctness, models, workloads
 
         device, model, batch_size = params
         timed("setup: model build", lambda: models.get(model).build())
         workload = timed("setup: build + .to + batch", lambda: workloads.build(kind, device, model, batch_size))
         took["setup: .to + batch"] = took.pop("setup: build + .to + batch") - took["setup: model build"]
         timed("setup: warm-up", workload.warm_up)  # type: ignore[attr-defined]
-        timed("setup: guard", lambda: suite.guard(workload))  # type: ignore[arg-type]
+        # suite.guard's parts: the correctness patterns (once per process, device and dtype), then the model's
+        # own check against the cpu (once per workload)
+        timed("setup: guard: patterns", lambda: correctness.verify(device, workload.dtype))  # type: ignore[attr-defined]
+        if accuracy.needed(device):
+            timed("setup: guard: accuracy", lambda: accuracy.verify(workload))  # type: ignore[arg-type]
         workloads.forget()
 
     class Attributes:  # asv's -a repeat, as asv_runner's get_benchmark_from_name inserts extra params

@@ -18,7 +18,11 @@ for part in $PARTS; do
             timeout "${T_DEFAULT:-280}" python3 scripts/calibrate-step --device cuda --workdir /tmp/h100/cal-energy default \
                 > "$OUT/${TAG:-}default.log" 2>&1
             say "${TAG:-}default: exit $?, $(( $(date +%s) - start )) s, load $(load)"
-            cp /tmp/h100/cal-energy/asv.log "$OUT/${TAG:-}asv.log" ;;
+            cp /tmp/h100/cal-energy/asv.log "$OUT/${TAG:-}asv.log"
+            tar -czf "$OUT/${TAG:-}results.tgz" -C /tmp/h100/cal-energy results ;;
+        ops)  # where an op row's process goes: cuda's start, then each op's preparation and 20 samples
+            timeout 120 python3 tools/h100/opprobe.py > "$OUT/${TAG:-}opprobe.json" 2> "$OUT/${TAG:-}opprobe.err"
+            say "ops probe: exit $?, $(( $(date +%s) - start )) s" ;;
         probe)  # four processes: a and b alone, c and d with nvidia-smi sampling beside them
             for run in a b c d; do
                 start=$(date +%s)
@@ -48,6 +52,6 @@ for part in $PARTS; do
                     --models "${PROBE_MODELS:-mlp,lenet5}" > "$OUT/affinity-$run.log" 2>&1
                 say "affinity run $run (${pin[*]:-unpinned}): exit $?, $(( $(date +%s) - start )) s, load $(load)"
             done ;;
-        *) say "unknown part $part (default, probe, energy, affinity)" ;;
+        *) say "unknown part $part (default, ops, probe, energy, affinity)" ;;
     esac
 done

@@ -216,8 +216,10 @@ def present(name: str) -> bool:
     if device is Device.CPU:
         return True
     if device is Device.CUDA:
-        # The driver's control node exists on any Linux host (or container) given an NVIDIA GPU.
-        return os.path.exists("/dev/nvidiactl") or (optional_torch.INSTALLED and bool(torch.cuda.is_available()))
+        # The driver's control node exists on any Linux host (or container) given an NVIDIA GPU. No torch for macOS
+        # has CUDA: asking torch there would import it in every spawned lookup process.
+        return sys.platform != "darwin" and (
+            os.path.exists("/dev/nvidiactl") or (optional_torch.INSTALLED and bool(torch.cuda.is_available())))
     return sys.platform == "darwin" and platform.machine() == "arm64"
 
 

@@ -10,11 +10,9 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
-import torch
-import torch.nn.functional as F
-
 from mpsbench.core import errors
 from mpsbench.measure import devices, fallback, models, precision, skips, suite, timing
+from mpsbench.measure.optional_torch import F, torch  # loaded at the first case: a lookup's process never needs it
 
 SIZES: tuple[str, ...] = ("small", "medium", "large")
 DTYPES: tuple[str, ...] = precision.NAMES
@@ -92,19 +90,19 @@ def _two_square(transposed: bool, trained: bool) -> Callable[[Dims], dict[str, O
                       "b": Operand(_square(d), trained=trained)}
 
 
-def _elementwise(name: str, what: str, call: Callable[[torch.Tensor, torch.Tensor], torch.Tensor],
+def _elementwise(name: str, what: str, forward: Callable[[Mapping[str, torch.Tensor]], torch.Tensor],
                  transposed: bool, has_backward: bool) -> OpSpec:
     layout = "a transposed (non-contiguous) n x n view and a contiguous one" if transposed else "two contiguous n x n"
     return OpSpec(
         name, f"elementwise {what} of {layout} tensors", _SQUARE, _two_square(transposed, trained=has_backward),
-        lambda x: call(x["a"], x["b"]), _square, GBPS, lambda d, s: 3 * d["n"] ** 2 * s,
+        forward, _square, GBPS, lambda d, s: 3 * d["n"] ** 2 * s,
         "3*n^2*s (read a and b, write the result)", has_backward=has_backward,
     )
 
 
-def _same_shape(name: str, description: str, call: Callable[[torch.Tensor], torch.Tensor]) -> OpSpec:
+def _same_shape(name: str, description: str, forward: Callable[[Mapping[str, torch.Tensor]], torch.Tensor]) -> OpSpec:
     return OpSpec(
-        name, description, _SQUARE, lambda d: {"x": Operand(_square(d), trained=True)}, lambda x: call(x["x"]),
+        name, description, _SQUARE, lambda d: {"x": Operand(_square(d), trained=True)}, forward,
         _square, GBPS, lambda d, s: 2 * d["n"] ** 2 * s, "2*n^2*s (read x, write y)",
     )
 
@@ -119,7 +117,7 @@ def _reduction(name: str, call: Callable[[torch.Tensor], torch.Tensor]) -> OpSpe
 
 
 def _lookup(name: str, description: str, shapes: dict[str, Dims], *, source: str, index: str, axis: int,
-            call: Callable[[torch.Tensor, int, torch.Tensor], torch.Tensor], work: Callable[[Dims, int], int],
+            forward: Callable[[Mapping[str, torch.Tensor]], torch.Tensor], work: Callable[[Dims, int], int],
             formula: str) -> OpSpec:
     """An op that reads a trained ``source`` at random int64 positions along ``axis`` (torch's index_select order).
 
@@ -130,7 +128,7 @@ def _lookup(name: str, description: str, shapes: dict[str, Dims], *, source: str
         name, description, shapes,
         lambda d: {"source": Operand(tuple(d[k] for k in source_dims), trained=True),
                    "index": Operand(tuple(d[k] for k in index_dims), fill="index", high=d[source_dims[axis]])},
-        lambda x: call(x["source"], axis, x["index"]),
+        forward,
         lambda d: tuple(d[k] for k in index_dims + source_dims[axis + 1:]), GBPS, work, formula,
     )
 
@@ -205,25 +203,25 @@ _SPECS: tuple[OpSpec, ...] = (
         lambda d: (d["t"], d["d"]), GBPS, lambda d, s: (2 * d["t"] * d["d"] + 2 * d["d"]) * s,
         "(2*t*d + 2*d)*s (read x, write y, read weight and bias)",
     ),
-    _same_shape("softmax", "softmax over the last dim of an n x n tensor", lambda x: torch.softmax(x, dim=-1)),
-    _same_shape("gelu", "F.gelu (exact, erf form) of an n x n tensor", F.gelu),
-    _elementwise("add", "a + b", torch.add, transposed=False, has_backward=False),
-    _elementwise("add_transposed", "a + b", torch.add, transposed=True, has_backward=False),
-    _elementwise("mul", "a * b", torch.mul, transposed=False, has_backward=True),
-    _elementwise("mul_transposed", "a * b", torch.mul, transposed=True, has_backward=True),
+    _same_shape("softmax", "softmax over the last dim of an n x n tensor", lambda x: torch.softmax(x["x"], dim=-1)),
+    _same_shape("gelu", "F.gelu (exact, erf form) of an n x n tensor", lambda x: F.gelu(x["x"])),
+    _elementwise("add", "a + b", lambda x: torch.add(x["a"], x["b"]), transposed=False, has_backward=False),
+    _elementwise("add_transposed", "a + b", lambda x: torch.add(x["a"], x["b"]), transposed=True, has_backward=False),
+    _elementwise("mul", "a * b", lambda x: torch.mul(x["a"], x["b"]), transposed=False, has_backward=True),
+    _elementwise("mul_transposed", "a * b", lambda x: torch.mul(x["a"], x["b"]), transposed=True, has_backward=True),
     _reduction("sum", lambda x: torch.sum(x, dim=-1)),
     _reduction("mean", lambda x: torch.mean(x, dim=-1)),
     _lookup(
         "index_select", "index_select of k rows (random, repeats allowed) from a v x d table",
         _dims("v d k", (1024, 64, 256), (32768, 256, 4096), (65536, 1024, 65536)),
-        source="v d", index="k", axis=0, call=torch.index_select,
+        source="v d", index="k", axis=0, forward=lambda x: torch.index_select(x["source"], 0, x["index"]),
         work=lambda d, s: 2 * d["k"] * d["d"] * s + INDEX_BYTES * d["k"],
         formula="2*k*d*s + 8*k (read the selected rows, write them, read the int64 indices)",
     ),
     _lookup(
         "gather", "torch.gather along dim 1: k random columns per row of an r x c tensor",
         _dims("r c k", (256, 256, 64), (2048, 2048, 512), (16384, 8192, 4096)),
-        source="r c", index="r k", axis=1, call=torch.gather,
+        source="r c", index="r k", axis=1, forward=lambda x: torch.gather(x["source"], 1, x["index"]),
         work=lambda d, s: d["r"] * d["k"] * (2 * s + INDEX_BYTES),
         formula="r*k*(2*s + 8) (per output: read an int64 index and a source element, write it)",
     ),
@@ -231,7 +229,7 @@ _SPECS: tuple[OpSpec, ...] = (
         "embedding", "F.embedding: look up n x l token ids in a v x d table",
         # medium: BERT's vocabulary; large: GPT-2's vocabulary
         _dims("v d n l", (1000, 64, 4, 64), (30522, 256, 16, 256), (50257, 1024, 64, 1024)),
-        source="v d", index="n l", axis=0, call=lambda source, _, index: F.embedding(index, source),
+        source="v d", index="n l", axis=0, forward=lambda x: F.embedding(x["index"], x["source"]),
         work=lambda d, s: 2 * d["n"] * d["l"] * d["d"] * s + INDEX_BYTES * d["n"] * d["l"],
         formula="2*n*l*d*s + 8*n*l (read the looked-up rows, write them, read the int64 ids)",
     ),
@@ -283,6 +281,16 @@ def make_inputs(spec: OpSpec, size: str, device: str, dtype: str, training: bool
     return inputs
 
 
+def _bind_torch() -> None:
+    """This module's ``torch`` and ``F`` become the modules themselves before anything is timed: the stand-ins'
+    lookup on every call would add to a microsecond op's time (what the table's lambdas call)."""
+    global torch, F
+    import torch as loaded
+    import torch.nn.functional as functional
+
+    torch, F = loaded, functional
+
+
 class OpCase:
     """One op at one size and dtype with its inputs on a device; nothing here synchronizes.
 
@@ -293,6 +301,7 @@ class OpCase:
     def __init__(self, spec: OpSpec, device: str, dtype: str, size: str, training: bool) -> None:
         if training and not spec.has_backward:
             raise OpError(f"{spec.name} is not trained through; choose one of: {', '.join(BACKWARD_NAMES)}")
+        _bind_torch()
         self.spec, self.device, self.dtype, self.size, self.training = spec, devices.get(device), dtype, size, training
         self.inputs = make_inputs(spec, size, device, dtype, training)
         self.trained = [tensor for tensor in self.inputs.values() if tensor.requires_grad]

@@ -42,10 +42,11 @@ def loaded() -> bool:
 INSTALLED = "torch" in sys.modules or importlib.util.find_spec("torch") is not None
 if TYPE_CHECKING:
     import torch
+    import torch.nn.functional as F
     from torch import nn
 elif INSTALLED:
-    torch, nn = _Module("torch"), _Module("torch.nn")
+    torch, nn, F = _Module("torch"), _Module("torch.nn"), _Module("torch.nn.functional")
 else:
-    torch, nn = _Absent("torch"), _Absent("torch.nn")
+    torch, nn, F = _Absent("torch"), _Absent("torch.nn"), _Absent("torch.nn.functional")
 
-__all__ = ["INSTALLED", "loaded", "nn", "torch"]
+__all__ = ["INSTALLED", "F", "loaded", "nn", "torch"]
