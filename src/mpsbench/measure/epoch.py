@@ -14,12 +14,17 @@ import statistics
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
-
-import torch
-from torch.utils.data import DataLoader, Dataset
+from typing import TYPE_CHECKING, Any
 
 from mpsbench.measure import devices, measured, models, selection, suite, workloads
+from mpsbench.measure.optional_torch import torch  # loaded at the first epoch: discovery and lookups never need it
+
+if TYPE_CHECKING:
+    from torch.utils.data import DataLoader, Dataset
+
+    _MapStyle = Dataset[tuple[torch.Tensor, int]]
+else:  # a DataLoader needs only __getitem__ and __len__ of a map-style dataset; subclassing would import torch here
+    _MapStyle = object
 
 MODELS: tuple[str, ...] = ("vgg16", "resnet50")
 BATCH_SIZES: tuple[int, ...] = (8, 64)  # 8: affordable on a cpu; 64: the VGG16/CIFAR-10 seed's batch
@@ -61,7 +66,7 @@ def _check(value: object, valid: tuple[Any, ...], what: str) -> None:
         raise EpochError(f"unknown {what} {value!r}; choose one of: {choices}")
 
 
-class SyntheticImages(Dataset[tuple[torch.Tensor, int]]):
+class SyntheticImages(_MapStyle):
     """CIFAR-10-shaped images (N x 32 x 32 x 3 uint8) and labels, transformed per item.
 
     Module-level, holding only tensors and a transform: DataLoader workers started by spawn or forkserver
@@ -106,6 +111,8 @@ def make_datasets(size: DatasetSize, num_classes: int) -> tuple[SyntheticImages,
 def make_loader(dataset: SyntheticImages, batch_size: int, num_workers: int, shuffle: bool,
                 multiprocessing_context: str | None) -> DataLoader[tuple[torch.Tensor, int]]:
     """A DataLoader as the seed built it (last partial batch kept, no pinned memory, workers started every epoch), seeded."""
+    from torch.utils.data import DataLoader
+
     return DataLoader(
         dataset,
         batch_size=batch_size,
