@@ -124,3 +124,14 @@ def test_measure_kinds_measures_each_class_over_every_combination_of_its_params(
         "inference": ("inference", "InferenceCapacity",
                       measured.grid(devices.NAMES, models.INFERENCE_NAMES, models.BATCH_SIZES)),
     }
+
+
+def test_each_measured_state_is_handed_back_by_release_unless_the_caller_says_how(monkeypatch):
+    monkeypatch.setitem(selection.RULES, "StandIn", lambda device, name: None)
+    released, handed = [], []
+    monkeypatch.setattr(measured, "release", released.append)
+    keys = measured.grid(["cpu"], ["ok", "absent", "fine"])
+    measured.measure("StandIn", keys, _prepare, {"length": len})
+    assert released == ["cpu", "cpu"]  # after each state built; a key whose preparation failed built none
+    measured.measure("StandIn", keys, _prepare, {"length": len}, after_each=handed.append)
+    assert handed == ["cpu", "cpu"] and released == ["cpu", "cpu"]
