@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import functools
+import itertools
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -66,11 +67,11 @@ def _row(name: str, role: str, times: list[float], vs_good: verdict.Verdict, vs_
 
 
 @functools.cache
-def _expected(candidates: int) -> float:
+def _cheapest(candidates: int) -> tuple[float, int]:
     """The processes (a round each) a search among ``candidates`` expects, each place of the first bad build (a
-    candidate or BAD) alike likely."""
-    return min((_cost(candidates, _spaced(candidates, most)) for most in range(1, min(candidates, MOST_PROBES) + 1)),
-               default=0.0)
+    candidate or BAD) alike likely, and the fewest evenly spaced probes a step takes for it (0 without candidates)."""
+    return min(((_cost(candidates, _spaced(candidates, most)), most) for most in range(1, min(candidates, MOST_PROBES) + 1)),
+               default=(0.0, 0))
 
 
 def _spaced(candidates: int, most: int) -> list[int]:
@@ -81,18 +82,14 @@ def _spaced(candidates: int, most: int) -> list[int]:
 def _cost(candidates: int, measured: list[int]) -> float:
     # a step: GOOD, BAD and the measured ones; then the part of the line the first bad build is in, by its share
     bounds = [-1, *measured, candidates]
-    parts = [bounds[i + 1] - bounds[i] for i in range(len(bounds) - 1)]  # places in each part (the last holds BAD)
-    return len(measured) + 2 + sum(part / (candidates + 1) * _expected(part - 1) for part in parts)
+    parts = [high - low for low, high in itertools.pairwise(bounds)]  # places in each part (the last holds BAD)
+    return len(measured) + 2 + sum(part / (candidates + 1) * _cheapest(part - 1)[0] for part in parts)
 
 
 def probes(candidates: list[str]) -> list[str]:
     """The evenly spaced candidates whose number makes the whole search cheapest: all of up to four, the middle of
     five (true bisection), the thirds from six, the quarters from twelve (GOOD and BAD are measured in every step)."""
-    if not candidates:
-        return []
-    best = min(range(1, min(len(candidates), MOST_PROBES) + 1),
-               key=lambda most: (_cost(len(candidates), _spaced(len(candidates), most)), most))
-    return [candidates[index] for index in _spaced(len(candidates), best)]
+    return [candidates[index] for index in _spaced(len(candidates), _cheapest(len(candidates))[1])]
 
 
 def search(session: fresh.Session, good: fresh.Named, bad: fresh.Named, named: dict[str, fresh.Named],

@@ -66,9 +66,8 @@ def measure(session: fresh.Session, builds: list[fresh.Named], pairs: list[Pair]
                     and now + (following - count) * (now - started) / count > session.deadline)
             for number in range(before + 1, count + 1):
                 shown = ", ".join(f"{b.name} {times[b.name][number - 1] * 1e3:.2f} ms" for b in builds)
-                last = number == count
-                log.info(f"round {number}/{session.max_rounds}: {shown}"
-                         + (f"; {_left(measured, levels, count, session, now - started, finished)}" if last else ""))
+                left = f"; {_left(measured, following, count, session, now - started, finished)}" if number == count else ""
+                log.info(f"round {number}/{session.max_rounds}: {shown}{left}")
             if finished:
                 break
             if late:  # the next look would end after the budget: stop before it, with what the last look said
@@ -104,20 +103,19 @@ def _out_of_time(session: fresh.Session, measured: Measured, pairs: list[Pair], 
     return measured
 
 
-def _left(measured: Measured, levels: dict[int, float], count: int, session: fresh.Session, elapsed: float,
+def _left(measured: Measured, following: int | None, count: int, session: fresh.Session, elapsed: float,
           finished: bool) -> str:
     """What is left after ``count`` rounds, for a user watching a slow machine: the next look and the budget, in rounds
     and in seconds at this run's own pace so far (the first round's installs included, so rather more than less)."""
     most, pace = session.max_rounds, elapsed / count
     decided = sum(v.decision != verdict.UNDECIDED for v in measured.verdicts.values())
     judged = f"{decided} of {len(measured.verdicts)} decided, " if measured.verdicts else ""
-    following = [look for look in levels if look > count]
     if finished:
         return f"{judged}done ({elapsed:.0f} s, {pace:.1f} s a round)"
-    if not following:
+    if following is None:
         return f"{judged}budget spent ({elapsed:.0f} s)"
-    return (f"{judged}{elapsed:.0f} s so far, {pace:.1f} s a round; next look at round {following[0]}"
-            f" (~{(following[0] - count) * pace:.0f} s), at most {most - count} round{'s' if most - count > 1 else ''} left"
+    return (f"{judged}{elapsed:.0f} s so far, {pace:.1f} s a round; next look at round {following}"
+            f" (~{(following - count) * pace:.0f} s), at most {most - count} round{'s' if most - count > 1 else ''} left"
             f" (~{(most - count) * pace:.0f} s); {max(0.0, session.deadline - time.monotonic()) / 60:.1f} of the"
             f" command's {session.minutes:g} min left")
 
@@ -173,10 +171,7 @@ def check(args: fresh.Options) -> None:
         raise fresh.FreshError(f"--min-rounds {args.min_rounds} is more than --max-rounds {args.max_rounds}")
     suite = asvconf.load((args.suite_root or asvconf.ROOT) / asvconf.CONFIG)
     found = asv.matching(preselect.names(preselect.discover(suite.benchmarks)), [args.bench])
-    if len(found) != 1:
-        shown = f": {', '.join(found[:3])}{', ...' if len(found) > 3 else ''}" if found else ""
-        raise fresh.FreshError(f"-b {args.bench!r} matches {len(found)} benchmark combinations{shown}; give a regex"
-                               " that matches exactly one (mpsbench preselect --list lists them)")
+    fresh.one_combination(args.bench, found, " (mpsbench preselect --list lists them)")
 
 
 def measured_as(args: fresh.Options) -> str:

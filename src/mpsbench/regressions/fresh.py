@@ -34,9 +34,8 @@ TIME_BUDGET_MINUTES = 20.0
 WORKDIR = Path(".asv/fresh")  # in the suite: the derived config and its asv environment, kept between commands
 # samples in each process: the step rows' own minimum repeat; processes, not samples, carry the spread that decides
 SAMPLES = 10
-# A cpu row's process: one step a sample (settings.SINGLE_STEPS), at least SAMPLES of them, then more up to 200 or
-# 1 s, so that its fastest sample is a step the scheduler spared. With 20 steps a sample (lenet5, mlp) a loaded
-# 2-core machine spared almost none: samples read 3.2-3.9 ms a step where single steps read 1.35-1.40 ms, and a
+# A cpu row's process: one step a sample (settings.SINGLE_STEPS), at least SAMPLES, then more up to 200 or 1 s, so that
+# its fastest sample is a step the scheduler spared: with 20 steps a sample a loaded machine spared almost none and a
 # 1.24x change drowned (docs/bisect.md, "A cpu row's samples"). A slow step (a second or more) still takes 10.
 CPU_REPEAT = (SAMPLES, 200, 1.0)
 
@@ -129,9 +128,9 @@ class Session:
         self._reader = timeline.Reader(self.timeline)
 
     def __enter__(self) -> Session:
-        # a SIGTERM (a CI job cancelled) becomes SystemExit, so that the finally blocks stop asv and the servers and
-        # remove the scratch folder, as on any other way out
-        self._default_sigterm = signal.signal(signal.SIGTERM, _exit_on_sigterm)
+        # a SIGTERM (a CI job cancelled) becomes SystemExit, with the shell's status for a process ended by it, so that
+        # the finally blocks stop asv and the servers and remove the scratch folder, as on any other way out
+        self._default_sigterm = signal.signal(signal.SIGTERM, lambda signum, _: sys.exit(128 + signum))
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -178,17 +177,13 @@ class Session:
         found = Benchmarks(Config.load(str(self.config)), listed, regex=self.bench)
         matches = [(key, index, found[key]["params"]) for key, indexes in found.benchmark_selection.items()
                    if key in found for index in (indexes if indexes is not None else [-1])]
-        if len(matches) != 1:
-            names = [_combination(key, index, params) for key, index, params in matches[:3]]
-            shown = f": {', '.join(names)}{', ...' if len(matches) > 3 else ''}" if names else ""
-            raise FreshError(f"-b {self.bench!r} matches {len(matches)} benchmark combinations{shown}; give a regex that"
-                             " matches exactly one, e.g. \"Training.time_step\\('cpu', 'mlp', 32\\)\"")
+        one_combination(self.bench, [_combination(*match) for match in matches],
+                        ", e.g. \"Training.time_step\\('cpu', 'mlp', 32\\)\"")
         self.key, self.index, params = matches[0]
         self.combination = _combination(*matches[0])
         # A cpu row is timed on the cores that the next round's process would take importing torch: start the next
-        # process ahead only for a GPU row. tests/test_servers.py's real cpu row on the loaded VM (2026-11-27, load
-        # 9-10): each process's fastest sample 5.5-13.1 ms with the next process started ahead (3 of 8 over 12 ms),
-        # 5.5-6.1 ms without.
+        # process ahead only for a GPU row (tests/test_servers.py's real cpu row on a loaded VM: each process's fastest
+        # sample 5.5-13.1 ms with the next process started ahead, 5.5-6.1 ms without).
         names = list(found[self.key].get("param_names", []))
         values = list(itertools.product(*params))[self.index] if self.index >= 0 else ()
         self.cpu_row = "device" in names and values[names.index("device")] == "'cpu'"
@@ -247,8 +242,12 @@ class Session:
         return min(float(sample) for sample in samples)
 
 
-def _exit_on_sigterm(signum: int, frame: object) -> None:
-    raise SystemExit(128 + signum)  # the shell's status for a process ended by that signal
+def one_combination(bench: str, found: list[str], hint: str) -> None:
+    """Refuse a ``-b`` regex that names no or several combinations (``found``), listing the first three."""
+    if len(found) != 1:
+        shown = f": {', '.join(found[:3])}{', ...' if len(found) > 3 else ''}" if found else ""
+        raise FreshError(f"-b {bench!r} matches {len(found)} benchmark combinations{shown}; give a regex that matches"
+                         f" exactly one{hint}")
 
 
 def _combination(key: str, index: int, params: list[list[str]]) -> str:

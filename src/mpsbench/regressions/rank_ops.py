@@ -95,7 +95,7 @@ def format_ranking(ranking: Ranking, top: int | None = None) -> str:
     lines = ["no op benchmark was timed in both runs"]
     if ranking.slowdowns:
         rows = [["rank", "ratio", "before", "after", "change", "benchmark", "device", "op", "dtype", "size"]]
-        for place, found in enumerate(ranking.slowdowns[:top] if top is not None else ranking.slowdowns, 1):
+        for place, found in enumerate(ranking.slowdowns[:top], 1):
             rows.append([str(place), f"{found.ratio:.2f}x", human_value(found.before, "seconds"),
                          human_value(found.after, "seconds"), found.judgement.label, found.benchmark, *found.params])
         lines = [text.table(rows),

@@ -37,7 +37,6 @@ class Decision(str, enum.Enum):
         return {Decision.SLOWER: 1, Decision.WRONG: 1, Decision.UNDECIDED: 3}.get(self, 0)
 
 
-ALL = ".*"  # the thresholds' entry that matches every benchmark
 ASV_DEFAULT_THRESHOLD = 0.05  # what asv publish uses when no entry matches
 
 

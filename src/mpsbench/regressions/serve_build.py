@@ -16,6 +16,7 @@ asv_runner's result, "seconds": ...}``. Stdout and stderr are the log.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
@@ -29,7 +30,7 @@ import time
 import traceback
 from typing import Any, TextIO
 
-STARTED = time.time()  # the interpreter is up: what came before is its start (servers.py timed the launch)
+STARTED = time.time()  # the interpreter is up: the ready reply's "started", less the launch time, is its start
 PTH_NAME = "mpsbench_build.pth"  # install_build.PTH_NAME, by name: the switch a server must not take
 DEFAULT_TIMEOUT = 60.0  # asv's default_benchmark_timeout, for a benchmark that sets none
 TIMED_OUT = -256  # the status asv's forkserver reports for a benchmark it stopped at its timeout
@@ -94,10 +95,8 @@ def _run_round(benchmark_dir: str, benchmark_id: str, params: dict[str, Any], re
         skip = benchmark.do_setup()
         try:
             if not skip:
-                try:
+                with contextlib.suppress(SkipNotImplemented):
                     result = benchmark.do_run()
-                except SkipNotImplemented:
-                    result = math.nan
         finally:
             benchmark.do_teardown()
         with open(result_file, "w") as handle:

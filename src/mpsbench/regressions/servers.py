@@ -12,7 +12,6 @@ import json
 import os
 import subprocess
 import tempfile
-import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
@@ -65,14 +64,11 @@ class Server:
         self.log = scratch / f"server-{placed.build.replace('@', '-')}.log"
         self.process: subprocess.Popen[bytes] | None = None
         self.replies: IO[str] | None = None
-        self.launched = 0.0  # time.time() at the launch: the reply's "started" less this is the interpreter's start
-        self.said: dict[str, Any] = {}  # the ready reply: pid, torch, import times
         self.is_ready = False  # whether the running process's ready reply has been read
 
     def start(self) -> None:
         """Launch the process (it imports torch and the benchmark module while others do the same)."""
         read, write = os.pipe()
-        self.launched = time.time()
         with open(self.log, "a") as sink:
             self.process = subprocess.Popen([*self.command, str(write), str(os.getpid())], stdin=subprocess.PIPE,
                                             stdout=sink, stderr=subprocess.STDOUT, env=self.env, pass_fds=(write,))
@@ -92,9 +88,9 @@ class Server:
 
     def ready(self) -> dict[str, Any]:
         """Wait until the server has imported what it needs; its ready reply (or ServerError with its reason)."""
-        self.said = self._reply("it was ready")
+        said = self._reply("it was ready")
         self.is_ready = True
-        return self.said
+        return said
 
     def round(self, number: int, params: dict[str, Any], ahead: bool = True) -> dict[str, Any]:
         """Round ``number`` with asv's ``-a`` attributes ``params`` in the process started ahead (or now); with ``ahead``
