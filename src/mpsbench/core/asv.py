@@ -1,8 +1,6 @@
 """The one way mpsbench drives asv: names of combinations as ``-b`` sees them, ``asv run``'s arguments, its command
-lines, its scratch folders, stopping it with everything it started, and the benchmarks.json it writes.
-
-asv itself is imported where it is used: the suite's environment holds it, asv's benchmark environments do not.
-"""
+lines, its scratch folders, stopping it with everything it started, and the benchmarks.json it writes. asv itself is
+imported where it is used: the suite's environment holds it, asv's benchmark environments do not."""
 
 from __future__ import annotations
 
@@ -94,10 +92,9 @@ def run_args(args: Sequence[str]) -> RunArgs:
     rest: list[str] = []
     words = iter(enumerate(args))
     for i, arg in words:
-        name = arg.split("=", 1)[0]
         if arg in ("-b", "--bench", "--config", "--machine"):
             next(words, None)  # its value
-        elif i != position and not arg.startswith("-b") and name != "--bench" and name not in OWN_OPTIONS:
+        elif i != position and not arg.startswith("-b") and arg.split("=", 1)[0] not in ("--bench", *OWN_OPTIONS):
             rest.append(arg)
     kinds = [spec.split(":", 1) for spec in parsed.env_spec or [] if ":" in spec]
     environment = f"{kinds[0][0]}-py{kinds[0][1]}" if kinds else "*"
@@ -122,10 +119,9 @@ def run_command(config: Path, machine: str, options: Sequence[str], commits: Seq
             f"HASHFILE:{hashfile}"]
 
 
-# The builds one asv run may install: a file of timeline hashes (its HASHFILE). When a build it asked for is refused,
-# asv's benchmark discovery installs the newest build of every branch instead (asv 0.6.6,
-# Benchmarks._disc_benchmarks): with this set, builds/install_build.py (asv's install command, standard library only,
-# so it reads the variable by this name without importing it) refuses any other before a byte is downloaded.
+# The builds one asv run may install (its HASHFILE of timeline hashes): when one is refused, asv's discovery installs
+# every branch's newest instead (asv 0.6.6, Benchmarks._disc_benchmarks); with this set, builds/install_build.py (asv's
+# install command, standard library only: it reads this name, not imports it) refuses any other before a byte downloads.
 RUN_BUILDS = "MPSBENCH_RUN_BUILDS"
 
 

@@ -32,6 +32,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from mpsbench.core.asv import combination
+
 EVENTS = "events.jsonl"  # beside the results folder a run saves into (the run's scratch folder)
 
 
@@ -52,7 +54,7 @@ _current: contextvars.ContextVar[_Build | None] = contextvars.ContextVar("build"
 
 
 def _rounds(benchmark: dict[str, Any], extra: dict[str, Any]) -> int:
-    return int(extra["rounds"]) if "rounds" in extra else int(benchmark.get("rounds", 1))  # as asv's get_rounds
+    return int(extra.get("rounds", benchmark.get("rounds", 1)))  # as asv's get_rounds
 
 
 def event(results_dir: Path, **fields: Any) -> None:
@@ -60,7 +62,6 @@ def event(results_dir: Path, **fields: Any) -> None:
     line = json.dumps({"at": time.time(), **fields}) + "\n"
     with open(results_dir.parent / EVENTS, "a") as out:
         out.write(line)
-        out.flush()
 
 
 def _atomic(save: Any) -> Any:
@@ -84,7 +85,7 @@ def _outcome(value: Any) -> str:
 
 def install(runner: Any, run_command: Any, results_dir: Path) -> None:
     """Wrap asv's functions (in ``runner`` and where ``run_command`` imported them) for a run into ``results_dir``."""
-    run_benchmarks, run_benchmark = runner.run_benchmarks, runner.run_benchmark
+    run_benchmarks, run_benchmark, get_spawner = runner.run_benchmarks, runner.run_benchmark, runner.get_spawner
     runner.Results.save = _atomic(runner.Results.save)
 
     from asv.environment import ExistingEnvironment
@@ -114,13 +115,13 @@ def install(runner: Any, run_command: Any, results_dir: Path) -> None:
             build.rounds_left[name] -= 1
         if build is None or build.rounds_left.get(name, 1) > 0 or not build.final_round_here:
             return run_benchmark(benchmark, spawner, profile, selected_idx, extra_params, cwd)
-        params = list(itertools.product(*benchmark["params"])) if benchmark["params"] else [()]
+        params = list(itertools.product(*benchmark["params"]))  # [()] where it has none
         chosen = sorted(range(len(params)) if selected_idx is None else selected_idx)
         parts: dict[int, Any] = {}  # this round's, as asv's own run_benchmark returns them
         whole: dict[int, Any] = {}  # with the samples of earlier rounds: what asv will record
         commit = build.results.commit_hash
         for idx in chosen:
-            shown = f"{name}({', '.join(params[idx])})" if params[idx] else name
+            shown = combination(name, params[idx])
             started = time.monotonic()
             event(build.results_dir, event="start", name=shown, build=commit)
             parts[idx] = part = run_benchmark(benchmark, spawner, profile, {idx}, extra_params, cwd)
@@ -134,8 +135,6 @@ def install(runner: Any, run_command: Any, results_dir: Path) -> None:
                   outcome=_outcome(part.result[idx]))
         return _combined(parts, len(params)) if parts else run_benchmark(benchmark, spawner, profile, selected_idx,
                                                                           extra_params, cwd)
-
-    get_spawner = runner.get_spawner
 
     def spawner_noted(env: Any, benchmark_dir: Any, launch_method: Any) -> Any:
         """asv's spawner; a forkserver's pid goes to the events, so that the next run can end one that a kill -9 of

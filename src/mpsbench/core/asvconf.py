@@ -1,9 +1,6 @@
 """The suite's asv.conf.json, read by asv's own loader and checked once, and the configs derived from it (the
-nightly's, compare's, a record run's scratch) so that they never drift from it.
-
-Relative folders resolve from the config's own folder: mpsbench runs asv there (asv resolves them from the working
-directory).
-"""
+nightly's, compare's, a record run's scratch) so that they never drift from it. Relative folders resolve from the
+config's own folder: mpsbench runs asv there (asv resolves them from the working directory)."""
 
 from __future__ import annotations
 
@@ -78,10 +75,8 @@ class AsvConf:
         return str(table.get(platform or sys.platform) or self.raw.get("launch_method") or "spawn")
 
     def derive(self, workdir: Path, timeline: Path, branches: list[str], results: Path | None = None) -> Path:
-        """Write ``workdir/asv.conf.json``: this config walking another timeline, with folders of its own.
-
-        ``results`` (default ``workdir/results``): a scratch folder keeps fresh comparisons out of the record.
-        """
+        """Write ``workdir/asv.conf.json``: this config walking another timeline, with folders of its own; ``results``
+        (default ``workdir/results``): a scratch folder keeps fresh comparisons out of the record."""
         return self._write(workdir, repo=str(timeline), branches=branches, benchmark_dir=str(self.benchmarks),
                            env_dir=str(workdir / "env"), results_dir=str(results or workdir / "results"),
                            html_dir=str(workdir / "html"))
@@ -89,8 +84,7 @@ class AsvConf:
     def scratch(self, workdir: Path) -> Path:
         """Write ``workdir/asv.conf.json``: this config with its results in ``workdir/results`` (the same environments)."""
         fields = {key: str(self.folder(key)) for key in ("benchmark_dir", "env_dir", "html_dir")}
-        return self._write(workdir, repo=str(self.repo or self.raw.get("repo")), results_dir=str(workdir / "results"),
-                           **fields)
+        return self._write(workdir, repo=str(self.repo or self.raw.get("repo")), results_dir=str(workdir / "results"), **fields)
 
     def _write(self, workdir: Path, **fields: Any) -> Path:
         """Write a config of these fields over this one's, this platform's launch method set, commands kept at its
@@ -105,11 +99,9 @@ class AsvConf:
         return path
 
     def sync_branches(self, channels: list[str], timeline: Path) -> bool:
-        """Make ``branches`` the manifest's channels, if this config walks ``timeline``; True if the file changed.
-
-        asv publishes only the branches it is told (a channel missing there vanishes from the site). The line is
-        rewritten in place, keeping the file's comments.
-        """
+        """Make ``branches`` the manifest's channels, if this config walks ``timeline``; True if the file changed. asv
+        publishes only the branches it is told (a channel missing there vanishes from the site). The line is rewritten
+        in place, keeping the file's comments."""
         if self.repo != timeline.resolve() or self.raw.get("branches") == channels:
             return False
         text = self.path.read_text(encoding="utf-8")

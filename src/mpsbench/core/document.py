@@ -65,12 +65,10 @@ def to_markdown(title: str, sections: Sequence[Section]) -> str:
         lines += [f"## {section.title}", ""]
         for block in section.blocks:
             if isinstance(block, Table):
-                lines.append("| " + " | ".join(block.header) + " |")
-                lines.append("|" + "---|" * len(block.header))
+                lines += ["| " + " | ".join(block.header) + " |", "|" + "---|" * len(block.header)]
                 for row, mark in itertools.zip_longest(block.rows, block.marked, fillvalue=""):
-                    cells = [_md_cell(cell) for cell in row]
-                    if mark:  # Markdown has no row colour: bold the row and say why
-                        cells = [f"**{cell}**" if cell else cell for cell in cells]
+                    # Markdown has no row colour: a marked row's cells are bold
+                    cells = [f"**{text}**" if mark and text else text for text in map(_md_cell, row)]
                     lines.append("| " + " | ".join(cells) + " |")
             elif isinstance(block, Image):
                 lines.append(f"![{block.alt}]({block.path})")
@@ -102,11 +100,9 @@ def _html_cell(cell: Cell) -> str:
 
 
 def to_html(title: str, sections: Sequence[Section]) -> str:
-    parts = [
-        "<!doctype html>", "<html><head><meta charset=\"utf-8\">", f"<title>{html.escape(title)}</title>",
-        f"<style>{_CSS}</style></head><body>",
-        '<p><a href="../index.html">&larr; benchmark graphs</a></p>', f"<h1>{html.escape(title)}</h1>",
-    ]
+    parts = ["<!doctype html>", "<html><head><meta charset=\"utf-8\">", f"<title>{html.escape(title)}</title>",
+             f"<style>{_CSS}</style></head><body>", '<p><a href="../index.html">&larr; benchmark graphs</a></p>',
+             f"<h1>{html.escape(title)}</h1>"]
     for section in sections:
         parts.append(f"<h2>{html.escape(section.title)}</h2>")
         for block in section.blocks:

@@ -22,8 +22,7 @@ _REMEDIES = {
                   " at another disk",
     errno.EDQUOT: "the disk quota is spent: free space there, or use another disk",
     errno.EROFS: "it is on a read-only file system: work in a writable copy, or point the suite's folders elsewhere",
-    errno.EACCES: "permission denied: make it writable for this user, or work in a copy",
-    errno.EPERM: "permission denied: make it writable for this user, or work in a copy",
+    **dict.fromkeys((errno.EACCES, errno.EPERM), "permission denied: make it writable for this user, or work in a copy"),
     errno.ENOENT: "it does not exist: correct the path, or create what is missing",
     errno.ENOTDIR: "a part of the path is a file, not a folder: correct the path",
 }

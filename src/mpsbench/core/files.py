@@ -68,29 +68,24 @@ def lock(target: Path, wait: bool = True, waiting: Callable[[], None] | None = N
     folder = target.resolve().parent
     while not folder.is_dir():  # a target whose folders do not exist yet: the nearest one that does
         folder = folder.parent
-    if folder in _held:
-        _held[folder] += 1
+    with contextlib.ExitStack() as held:
+        if folder not in _held:
+            handle = os.open(folder, os.O_RDONLY)
+            held.callback(os.close, handle)  # closing the last descriptor releases the flock
+            try:
+                fcntl.flock(handle, fcntl.LOCK_EX | (0 if wait and waiting is None else fcntl.LOCK_NB))
+            except BlockingIOError:
+                if not wait or waiting is None:
+                    raise LockError(f"another process is writing {target} (it holds the lock on {folder})") from None
+                waiting()
+                fcntl.flock(handle, fcntl.LOCK_EX)
+        _held[folder] = _held.get(folder, 0) + 1
         try:
             yield
         finally:
             _held[folder] -= 1
-        return
-    handle = os.open(folder, os.O_RDONLY)
-    try:
-        try:
-            fcntl.flock(handle, fcntl.LOCK_EX | (0 if wait and waiting is None else fcntl.LOCK_NB))
-        except BlockingIOError:
-            if not wait or waiting is None:
-                raise LockError(f"another process is writing {target} (it holds the lock on {folder})") from None
-            waiting()
-            fcntl.flock(handle, fcntl.LOCK_EX)
-        _held[folder] = 1
-        try:
-            yield
-        finally:
-            del _held[folder]
-    finally:
-        os.close(handle)  # closing the last descriptor releases the flock
+            if not _held[folder]:
+                del _held[folder]
 
 
 _AT_FDCWD = -100  # renameat2's "relative to the working directory"
@@ -118,11 +113,10 @@ def replace_folder(new: Path, target: Path) -> None:
     """
     if not target.exists():
         os.rename(new, target)
-        return
-    if _exchange(new, target):
+    elif _exchange(new, target):
         shutil.rmtree(new)  # which now holds the old folder
-        return
-    old = new.with_name(f"{new.name}.old")
-    os.rename(target, old)
-    os.rename(new, target)
-    shutil.rmtree(old)
+    else:
+        old = new.with_name(f"{new.name}.old")
+        os.rename(target, old)
+        os.rename(new, target)
+        shutil.rmtree(old)

@@ -15,10 +15,9 @@ _REDIRECTS = ("GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE")
 def run(repo: Path, *args: str, data: str | bytes | None = None, env: dict[str, str] | None = None,
         check: bool = True) -> subprocess.CompletedProcess[bytes]:
     """``git ARGS`` in ``repo`` with ``data`` on stdin and ``env`` added; a failure is a UserError if ``check``."""
-    full_env = {key: value for key, value in os.environ.items() if key not in _REDIRECTS}
+    clean = {key: value for key, value in os.environ.items() if key not in _REDIRECTS}
     stdin = data.encode() if isinstance(data, str) else data
-    done = subprocess.run(["git", *args], cwd=repo, input=stdin, env={**full_env, **(env or {})}, capture_output=True,
-                          check=False)
+    done = subprocess.run(["git", *args], cwd=repo, input=stdin, env={**clean, **(env or {})}, capture_output=True, check=False)
     if check and done.returncode != 0:
         raise UserError(f"git {' '.join(args[:2])} failed in {repo}: {said(done)}")
     return done

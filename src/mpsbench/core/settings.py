@@ -30,10 +30,8 @@ def flag(name: str) -> bool:
     """A yes-or-no setting: one of :data:`ON` or :data:`OFF` in any case; unset or empty is off."""
     value = os.environ.get(name, "")
     word = value.strip().lower()
-    if word in ON:
-        return True
-    if word in OFF or not word:
-        return False
+    if word in (*ON, *OFF, ""):
+        return word in ON
     raise SettingError(f"{name}={value!r} is neither on ({', '.join(ON)}) nor off ({', '.join(OFF)}, or unset)")
 
 
