@@ -90,8 +90,6 @@ def run(strict: bool = False) -> int:
     for finding in findings:
         print(f"{finding.level:4}  {finding.what.ljust(width)}  {finding.detail}")
     warned = [finding.what for finding in findings if finding.level == "warn"]
-    if warned:
-        print(f"mpsbench doctor: numbers taken now would be untrustworthy ({', '.join(warned)}): see the warn lines")
-    else:
-        print("mpsbench doctor: nothing found that would make numbers untrustworthy")
+    print(f"mpsbench doctor: numbers taken now would be untrustworthy ({', '.join(warned)}): see the warn lines" if warned
+          else "mpsbench doctor: nothing found that would make numbers untrustworthy")
     return 1 if warned and strict else 0

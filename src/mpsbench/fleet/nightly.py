@@ -48,7 +48,7 @@ class Fleet:
 
     @cached_property
     def work(self) -> Path:
-        return (self.workdir if self.workdir.is_absolute() else self.suite.resolve() / self.workdir).resolve()
+        return (self.suite.resolve() / self.workdir).resolve()  # an absolute workdir stays as it is
 
     @cached_property
     def files(self) -> Path:
@@ -164,9 +164,8 @@ def missing_builds(suite: Suite, name: str, limit: int) -> list[str]:
     from asv import results as asv_results
 
     results = suite.conf.results
-    have = set()
-    if (results / name).is_dir():
-        have = {result.commit_hash for result in asv_results.iter_results_for_machine(str(results), name)}
+    have = ({result.commit_hash for result in asv_results.iter_results_for_machine(str(results), name)}
+            if (results / name).is_dir() else set())
     # no branch (no channel of asv.conf.json's in the fleet's manifest yet): nothing to benchmark, not an error
     branches = suite.conf.branches
     commits = record.builds(suite.timeline_path, branches, "ALL") if branches else []
@@ -177,8 +176,7 @@ def missing_builds(suite: Suite, name: str, limit: int) -> list[str]:
 
 def _to_github(variable: str, text: str) -> None:
     """Append to GitHub Actions' GITHUB_STEP_SUMMARY or GITHUB_OUTPUT file, when run by it."""
-    target = os.environ.get(variable)
-    if target:
+    if target := os.environ.get(variable):
         with open(target, "a", encoding="utf-8") as out:
             out.write(text + "\n")
 
@@ -192,14 +190,15 @@ def _alert(fleet: Fleet, suite: Suite, options: alerts.Options) -> int:
     return status
 
 
-def _restore(fleet: Fleet, suite: Suite, machines: list[str] | None = None) -> None:
-    """The fleet's results (of ``machines`` only, if given) merged into the work folder's, which asv reads."""
+def _restore(fleet: Fleet, suite: Suite, machines: list[str] | None = None) -> Suite:
+    """The fleet's results (of ``machines`` only, if given) merged into the work folder's, which asv reads; ``suite``."""
     if not fleet.results.is_dir():
-        return
+        return suite
     restored = merge.merge(suite.conf.results, [fleet.results], machines)
     log.info(f"results restored from the fleet: {restored.summary(suite.conf.results)}")
     for line in restored.conflicts + restored.corrupt:
         log.warning(line)
+    return suite
 
 
 @dataclass(frozen=True)
@@ -251,15 +250,12 @@ def collect(fleet: Fleet, sources: Sequence[Path], update_benchmarks: bool) -> i
 
 
 def publish(fleet: Fleet) -> int:
-    suite = prepare(fleet)
-    _restore(fleet, suite)
-    site.publish(suite)
+    site.publish(_restore(fleet, prepare(fleet)))
     return 0
 
 
 def alert(fleet: Fleet, machines: Sequence[str], summary: Path | None) -> int:
-    suite = prepare(fleet)
-    _restore(fleet, suite)
+    suite = _restore(fleet, prepare(fleet))
     return _alert(fleet, suite, alerts.Options(tuple(machines), summary=summary))
 
 

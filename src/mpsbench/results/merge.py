@@ -337,16 +337,16 @@ def merge(dest: Path, sources: Sequence[Path], machines: Iterable[str] | None = 
             known = {**asv.benchmarks(dest), **asv.benchmarks(source)}
             units = {name: str(entry.get("unit", "")) for name, entry in known.items()}
             for path in sorted(source.glob("*/*.json")):  # each machine's folder
-                machine, target = path.parent.name, dest / path.parent.name / path.name
-                if path.is_file() and (machines is None or machine in machines):
-                    _merge_one(path, target, units, replace, report, audit_trail(dest))
+                if path.is_file() and (machines is None or path.parent.name in machines):
+                    _merge_one(path, dest, units, replace, report)
         if benchmarks is not None:
             files.write(dest / BENCHMARKS, json.dumps(benchmarks, indent=4, sort_keys=True) + "\n")
         return report
 
 
-def _merge_one(path: Path, target: Path, units: dict[str, str], replace: bool, report: Report, trail: Path) -> None:
-    """One source file into DEST: checked and screened, then copied, merged, or named as a conflict."""
+def _merge_one(path: Path, dest: Path, units: dict[str, str], replace: bool, report: Report) -> None:
+    """One source file into DEST: checked and screened, then copied, merged value by value, or named as a conflict."""
+    target = dest / path.parent.name / path.name
     try:
         check_file(path, path.parent.name)
         incoming = _load_object(path)
@@ -355,21 +355,18 @@ def _merge_one(path: Path, target: Path, units: dict[str, str], replace: bool, r
         report.corrupt.append(f"{exc}; skipped")
         return
     report.refused.extend(f"{path}: {text}" for text in refused)
-    if target.exists():
-        if _same(path, target):
-            report.identical.append(str(target))
-        elif path.name == MACHINE:
-            report.conflicts.append(f"{path} differs from {target}; both left untouched")
+    if not target.exists():
+        if files.create(target, json.dumps(incoming).encode() if refused else path.read_bytes()):
+            report.copied.append(str(target))
         else:
-            _merge_into(path, incoming, target, replace, report, trail)
-    elif files.create(target, json.dumps(incoming).encode() if refused else path.read_bytes()):
-        report.copied.append(str(target))
-    else:
-        report.conflicts.append(f"{target} appeared while merging {path}; left untouched")
-
-
-def _merge_into(path: Path, incoming: dict[str, Any], target: Path, replace: bool, report: Report, trail: Path) -> None:
-    """``incoming`` (read from ``path``) merged into DEST's file of the same name, value by value."""
+            report.conflicts.append(f"{target} appeared while merging {path}; left untouched")
+        return
+    if _same(path, target):
+        report.identical.append(str(target))
+        return
+    if path.name == MACHINE:
+        report.conflicts.append(f"{path} differs from {target}; both left untouched")
+        return
     try:
         check_file(target, target.parent.name)
     except MergeError as exc:
@@ -379,7 +376,7 @@ def _merge_into(path: Path, incoming: dict[str, Any], target: Path, replace: boo
     merged = merge_data(before, incoming, replace)
     report.conflicts.extend(f"{path}: {text}" for text in merged.conflicts)
     if merged.replaced:
-        audit(trail, target, merged.replaced)
+        audit(audit_trail(dest), target, merged.replaced)
         report.replaced.extend(f"{target}: {record['benchmark']}" for record in merged.replaced)
     if _text(merged.data) == _text(before):
         report.identical.append(str(target))

@@ -14,6 +14,7 @@ timeline, or absent (each branch's newest build).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import shlex
 import shutil
@@ -102,14 +103,12 @@ def _end_left_behind(scratch: Path) -> None:
     found = []
     events = scratch / asv_saving.EVENTS
     for line in events.read_text().splitlines() if events.is_file() else []:
-        try:
+        with contextlib.suppress(ValueError, KeyError, TypeError, psutil.Error):
             event = json.loads(line)
             if event.get("event") == "forkserver":
                 process = psutil.Process(int(event["pid"]))
                 if abs(process.create_time() - float(event["created"])) < 1e-3:
                     found.append(process)
-        except (ValueError, KeyError, TypeError, psutil.Error):
-            continue
     if found:
         log.info(f"ending the asv forkserver a stopped run left running (pid {', '.join(str(p.pid) for p in found)})")
         asv.end(found)

@@ -13,10 +13,11 @@ build times asv recorded here (``durations["<build>"]``), else the measured figu
 
 from __future__ import annotations
 
+import contextlib
 import json
 import statistics
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
@@ -25,10 +26,9 @@ from mpsbench.core import asv_saving, progress
 
 GB = 1e9
 LONG = 60.0  # seconds: a combination running longer says so, once a minute
-# docs/budget.md, measured on the project's 2-core VM on 2026-11-23: one build's cpu default took 787 s of asv run
-# (`scripts/bench 58d72ce^!`); on one H100 the cuda default took 165 s in all. A cold install took 79-82 s there.
+# docs/budget.md's measured builds: the default selection on the project's 2-core VM (cpu) and on one H100 (gpu)
 BUDGET_BUILD_SECONDS = {"cpu": 787.0, "gpu": 165.0}
-BUDGET_INSTALL_SECONDS = 80.0
+BUDGET_INSTALL_SECONDS = 80.0  # a cold install on that VM (measured: 79-82 s)
 CACHED_SWITCH_SECONDS = 5.0  # an installed build: asv's environment check and one .pth file (measured: 1-9 s)
 WHERE_MEASURED = "this machine's earlier runs"
 WHERE_BUDGET = "docs/budget.md's measured build (no run here yet)"
@@ -164,20 +164,20 @@ class Watch:
     def _name(self, commit: str) -> str:
         return self.builds.name(commit) if self.builds else commit[:8]
 
-    def _step_estimate(self, step: Step, first_of_build: bool) -> Estimate:
-        estimate = self.estimates.combinations(step.names)
-        return self.estimates.install(step.commit in self.installed) + estimate if first_of_build else estimate
+    def _estimates(self, steps: Iterable[Step], seen: set[str]) -> Iterator[tuple[Step, bool, Estimate]]:
+        """Each step, whether it is the first of its build not in ``seen`` (its install counted), and its estimate."""
+        for step in steps:
+            first = step.commit not in seen
+            seen.add(step.commit)
+            estimate = self.estimates.combinations(step.names)
+            yield step, first, self.estimates.install(step.commit in self.installed) + estimate if first else estimate
 
     def plan(self) -> str:
         """The run's first lines: what it will do, in what order, each step's estimated time and disk."""
         lines = [f"the run: {len(self.commits)} builds, newest first, {self.total} combinations; each value is saved"
                  " as it is measured, so a stopped run keeps it and the next one goes on from there"]
         total = Estimate(0.0, WHERE_MEASURED)
-        seen: set[str] = set()
-        for number, step in enumerate(self.steps, 1):
-            first = step.commit not in seen
-            seen.add(step.commit)
-            estimate = self._step_estimate(step, first)
+        for number, (step, first, estimate) in enumerate(self._estimates(self.steps, set()), 1):
             total = total + estimate
             need, how, installed = self.needs[step.commit]
             disk = "" if not first else "  disk: installed already" if installed else f"  disk: about {_gb(need)} ({how})"
@@ -247,22 +247,17 @@ class Watch:
         self.offset += len(whole.encode())
         events = []
         for line in whole.splitlines():
-            try:
+            with contextlib.suppress(ValueError):
                 events.append(json.loads(line))
-            except ValueError:
-                continue
         return events
 
     def remaining(self) -> Estimate:
         """What is left: this step's combinations not yet measured, then every later step."""
         estimate = self.estimates.combinations(self.left)
-        if self.current is not None:
-            seen = {self.current.commit}
-            for step in self.steps[self.steps.index(self.current) + 1:]:
-                if step.commit not in self.skipped:
-                    estimate = estimate + self._step_estimate(step, step.commit not in seen)
-                    seen.add(step.commit)
-        return estimate
+        if self.current is None:
+            return estimate
+        later = [step for step in self.steps[self.steps.index(self.current) + 1:] if step.commit not in self.skipped]
+        return sum((step_estimate for _, _, step_estimate in self._estimates(later, {self.current.commit})), estimate)
 
     def line(self, name: str, outcome: str, seconds: float) -> str:
         number = self.commits.index(self.current.commit) + 1 if self.current else 0
