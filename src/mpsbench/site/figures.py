@@ -14,6 +14,7 @@ DEVICE_COLORS = {"cpu": "#7f7f7f", "mps": "#1f77b4", "cuda": "#2ca02c"}
 KIND_COLORS = {"training": "#d62728", "inference": "#1f77b4"}
 OTHER_DEVICE_COLOR = "#9467bd"
 DPI = 110
+WIDTH = 0.38  # of each of two bars side by side
 Save = Callable[[str], Path]  # names a file of the output folder, announces and records it
 
 
@@ -75,13 +76,12 @@ def _device_bars(ax: Any, machines_devices: list[tuple[str, str]], values: list[
 def speedup(model: str, found: list[Speedup], out: Path) -> None:
     groups = sorted({(s.machine, s.device) for s in found})
     with _figure(out, figsize=(max(6.0, 2.4 * len(groups)), 4.5)) as (fig, ax):
-        width = 0.38
-        for offset, kind in ((-width / 2, "training"), (width / 2, "inference")):
+        for offset, kind in ((-WIDTH / 2, "training"), (WIDTH / 2, "inference")):
             mine = [s for s in found if s.kind == kind]
             if not mine:
                 continue
             positions = [groups.index((s.machine, s.device)) + offset for s in mine]
-            bars = ax.bar(positions, [s.ratio for s in mine], width, color=KIND_COLORS[kind], label=kind)
+            bars = ax.bar(positions, [s.ratio for s in mine], WIDTH, color=KIND_COLORS[kind], label=kind)
             ax.bar_label(bars, labels=[f"{s.ratio:.2f}x\n{batch_note(s.gpu)} / cpu {batch_note(s.cpu)}" for s in mine],
                          fontsize=7, padding=2)
         ax.axhline(1.0, color="black", linewidth=0.8)
@@ -156,10 +156,9 @@ def by_release(points: list[ReleasePoint], title: str, out: Path, ylabel: str, b
 def compile_pairs(found: list[Pair], out: Path) -> None:
     """Eager and compiled step times side by side, each compiled bar labelled with its speedup."""
     with _figure(out, figsize=(max(6.0, 1.2 * len(found)), 4.5)) as (_, ax):
-        width = 0.38
-        for offset, mode, color, seconds in ((-width / 2, "eager", "#7f7f7f", [p.eager for p in found]),
-                                             (width / 2, "compiled", "#ff7f0e", [p.compiled for p in found])):
-            bars = ax.bar([i + offset for i in range(len(found))], [s * 1e3 for s in seconds], width, color=color, label=mode)
+        for offset, mode, color, seconds in ((-WIDTH / 2, "eager", "#7f7f7f", [p.eager for p in found]),
+                                             (WIDTH / 2, "compiled", "#ff7f0e", [p.compiled for p in found])):
+            bars = ax.bar([i + offset for i in range(len(found))], [s * 1e3 for s in seconds], WIDTH, color=color, label=mode)
             if mode == "compiled":
                 ax.bar_label(bars, labels=[f"{p.speedup:.2f}x" for p in found], fontsize=7, padding=2)
         ax.set_xticks(range(len(found)), [f"{p.model}\n{p.kind}\n{p.machine} {p.device}" for p in found], fontsize=7)
