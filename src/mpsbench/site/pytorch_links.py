@@ -1,10 +1,12 @@
-"""Commit links on the published site lead to PyTorch's commits, not to timeline hashes (docs/site.md says how)."""
+"""Commit links on the published site lead to PyTorch's commits, not to timeline hashes (docs/site.md says how);
+pytorch_links.js is pytorch.html's script, which sends a link to the PyTorch commit or range it names."""
 
 from __future__ import annotations
 
 import html
 import json
 import re
+from importlib import resources
 from pathlib import Path
 
 from mpsbench.builds.timeline import UPSTREAM, Reader, pytorch_url
@@ -12,32 +14,6 @@ from mpsbench.builds.timeline import UPSTREAM, Reader, pytorch_url
 PAGE = "pytorch.html"
 SHOW_COMMIT_URL = f"{PAGE}#//github.com/"
 _FEED_LINK = re.compile(r"https?://github\.com/pytorch/pytorch/commit/(?:\.\./compare/([0-9a-f]+)\.\.\.([0-9a-f]+)|([0-9a-f]+))")
-
-_SCRIPT = """
-(function () {
-  var builds = JSON.parse(document.getElementById('builds').textContent);
-  function find(prefix) {
-    for (var hash in builds) { if (hash.indexOf(prefix) === 0) { return builds[hash]; } }
-    return null;
-  }
-  var asked = decodeURIComponent(location.hash).replace(/^#\\/\\/github\\.com\\//, '');
-  var range = asked.match(/^\\.\\.\\/compare\\/([0-9a-f]+)\\.\\.\\.([0-9a-f]+)$/);
-  var target = null;
-  if (range) {
-    var a = find(range[1]), b = find(range[2]);
-    if (a && b && a.git && b.git) {
-      target = a.git === b.git ? UPSTREAM + '/commit/' + b.git : UPSTREAM + '/compare/' + a.git + '...' + b.git;
-    }
-  } else if (asked) {
-    var one = find(asked);
-    if (one && one.git) { target = UPSTREAM + '/commit/' + one.git; }
-  }
-  if (target) { location.replace(target); }
-  else if (asked) {
-    document.getElementById('note').textContent = 'No upstream PyTorch commit is recorded for ' + asked + ': see the table.';
-  }
-})();
-"""
 
 
 def upstream_url(builds: dict[str, str | None], old: str | None, new: str) -> str | None:
@@ -71,13 +47,14 @@ def rewrite(site: Path, timeline: Reader) -> dict[str, str | None]:
         for commit, git in builds.items()
     )
     data = json.dumps({commit: {"git": git} for commit, git in builds.items()}).replace("</", "<\\/")
+    script = resources.files("mpsbench.site").joinpath("pytorch_links.js").read_text(encoding="utf-8")  # the redirect
     (site / PAGE).write_text(
         "<!doctype html><html><head><meta charset=\"utf-8\"><title>PyTorch commits of the builds</title></head><body>"
         "<p><a href=\"index.html\">&larr; benchmark graphs</a></p><h1>PyTorch commits of the builds</h1>"
         '<p id="note">Each build on the site is a timeline commit; this is the PyTorch commit it was made from.</p>'
         f"<table><thead><tr><th>timeline commit</th><th>build</th><th>PyTorch commit</th></tr></thead><tbody>{rows}"
         f'</tbody></table><script type="application/json" id="builds">{data}</script>'
-        f"<script>var UPSTREAM = {json.dumps(UPSTREAM)};{_SCRIPT}</script></body></html>\n",
+        f"<script>var UPSTREAM = {json.dumps(UPSTREAM)};\n{script}</script></body></html>\n",
         encoding="utf-8",
     )
     feed = site / "regressions.xml"
