@@ -66,12 +66,8 @@ def schedule(manifest: mf.Manifest, platform: str, here: str | None = None) -> l
     """Each default build of ``platform`` with the Pythons it runs under (``here``: the rule names none)."""
     rule = manifest.defaults[platform]
     pythons = rule.pythons or (here or f"{sys.version_info.major}.{sys.version_info.minor}",)
-    planned = []
-    for ref, build in releases(manifest, platform, rule):
-        runs = tuple(python for python in pythons if python_tag(python) in build.sets(platform))
-        if runs:
-            planned.append(Scheduled(ref, build, runs))
-    return planned
+    return [Scheduled(ref, build, runs) for ref, build in releases(manifest, platform, rule)
+            if (runs := tuple(python for python in pythons if python_tag(python) in build.sets(platform)))]
 
 
 def this_machine(manifest: mf.Manifest) -> tuple[str, list[Scheduled], list[str]]:

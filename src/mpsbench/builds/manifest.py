@@ -175,12 +175,10 @@ def _adapter(kind: type[Any]) -> TypeAdapter[Any]:
 
 def _get(node: Any, *steps: int | str) -> Any:
     """``node[step][step]...``, or None where the raw data has no such item."""
-    for step in steps:
-        if isinstance(node, list) and isinstance(step, int):
-            node = node[step] if step < len(node) else None
-        else:
-            node = node.get(step) if isinstance(node, dict) else None
-    return node
+    try:
+        return functools.reduce(lambda item, step: item[step], steps, node)
+    except (LookupError, TypeError):
+        return None
 
 
 def _where(loc: tuple[int | str, ...], data: Any) -> str:

@@ -89,9 +89,8 @@ PLATFORM_TAGS["linux-x86_64-cpu"] = (*PLATFORM_TAGS["linux-x86_64-cuda"], "linux
 _PIP_KEPT = ("PIP_CERT", "PIP_DEFAULT_TIMEOUT", "PIP_CACHE_DIR", "PIP_NO_CACHE_DIR")
 
 
-def _pip_report(
-    wanted: list[str], platform: str, python: str, index: str, extra_indexes: tuple[str, ...] = (),
-) -> list[dict[str, Any]]:
+def _pip_report(wanted: list[str], platform: str, python: str, index: str,
+                extra_indexes: tuple[str, ...] = ()) -> list[dict[str, Any]]:
     """What ``pip install --dry-run --report`` installs for ``wanted`` on ``platform`` under ``python`` (cp310): each
     wheel's URL and sha256, found without a download (pip_target.py makes the markers the target's too)."""
     if not re.fullmatch(r"cp3\d+", python):
@@ -127,9 +126,8 @@ def _pin_of(item: dict[str, Any], python: str) -> mf.Pin:
     return mf.Pin(wheel.name, wheel.version, wheel.filename, info["url"], digest, python=python)
 
 
-def pip_set(
-    wanted: list[str], platform: str, python: str, index: str = PYPI, extra_indexes: tuple[str, ...] = (),
-) -> list[mf.Pin]:
+def pip_set(wanted: list[str], platform: str, python: str, index: str = PYPI,
+            extra_indexes: tuple[str, ...] = ()) -> list[mf.Pin]:
     pins = [_pin_of(item, python) for item in _pip_report(wanted, platform, python, index, extra_indexes)]
     return sorted(pins, key=lambda pin: pin.filename)
 
@@ -165,9 +163,8 @@ def _combos(found: list[wheels.WheelName], pythons: Pythons) -> dict[tuple[str, 
     return combos
 
 
-def _resolve_pins(
-    wanted: dict[tuple[str, str], list[str]], index: str, extra_indexes: tuple[str, ...] = (),
-) -> dict[str, list[mf.Pin]]:
+def _resolve_pins(wanted: dict[tuple[str, str], list[str]], index: str,
+                  extra_indexes: tuple[str, ...] = ()) -> dict[str, list[mf.Pin]]:
     pins: dict[str, list[mf.Pin]] = {}
     for (platform, python), lines in sorted(wanted.items()):
         pins.setdefault(platform, []).extend(pip_set(lines, platform, python, index, extra_indexes))
@@ -183,10 +180,13 @@ def _identity(pins: dict[str, list[mf.Pin]]) -> wheels.TorchIdentity:
     raise ResolveError("no torch wheel to read the build's identity from")
 
 
-def release(
-    version: str, index: str = PYPI, pythons: Pythons = PYTHONS,
-    torchvision: str | None = None, transformers: str | None = None, date: str | None = None,
-) -> mf.Build:
+def _build(identity: wheels.TorchIdentity, date: str | None = None, **fields: Any) -> mf.Build:
+    """A Build of the upstream commit its torch wheel names, dated as the wheel is unless ``date`` is given."""
+    return mf.Build(date=date or mf.format_date(identity.built), git_version=identity.git_version, **fields)
+
+
+def release(version: str, index: str = PYPI, pythons: Pythons = PYTHONS, torchvision: str | None = None,
+            transformers: str | None = None, date: str | None = None) -> mf.Build:
     """A PyPI (or other index) release of torch, e.g. ``2.14.1``, with pip's resolution of its neighbours."""
     if not re.fullmatch(r"\d+\.\d+(\.\d+)?", version):
         raise ResolveError(f"release version {version!r} is not MAJOR.MINOR.PATCH (e.g. 2.14.1)")
@@ -208,28 +208,18 @@ def release(
         combo: requirements(exact, torchvision or ("none" if combo not in with_vision else None), transformers)
         for combo, exact in combos.items()
     }, index)
-    identity = _identity(pins)
-    return mf.Build(
-        id=version, torch_version=version, date=date or mf.format_date(identity.built),
-        git_version=identity.git_version, kind="release", pins=pins, tag=f"v{version}",
-    )
+    return _build(_identity(pins), date, id=version, torch_version=version, kind="release", pins=pins, tag=f"v{version}")
 
 
 def nightly_dates(indexes: tuple[str, ...]) -> list[str]:
     """Every nightly date (YYYY-MM-DD) with a torch wheel on any of ``indexes``, oldest first."""
-    dates = set()
-    for index in indexes:
-        for wheel in wheels.project_wheels(index, "torch"):
-            found = re.search(r"\.dev(\d{4})(\d{2})(\d{2})", wheel.version)
-            if found:
-                dates.add("-".join(found.groups()))
-    return sorted(dates)
+    stamps = (re.search(r"\.dev(\d{4})(\d{2})(\d{2})", wheel.version)
+              for index in indexes for wheel in wheels.project_wheels(index, "torch"))
+    return sorted({"-".join(found.groups()) for found in stamps if found})
 
 
-def nightly(
-    date: str, indexes: tuple[str, ...] = NIGHTLY_INDEXES, pythons: tuple[str, ...] = PYTHONS,
-    transformers: str | None = None, transformers_index: str = PYPI,
-) -> mf.Build:
+def nightly(date: str, indexes: tuple[str, ...] = NIGHTLY_INDEXES, pythons: tuple[str, ...] = PYTHONS,
+            transformers: str | None = None, transformers_index: str = PYPI) -> mf.Build:
     """The nightly of ``date`` (YYYY-MM-DD): each platform from the index holding its torch, plus ``transformers_index``."""
     try:
         datetime.strptime(date, "%Y-%m-%d")
@@ -255,11 +245,7 @@ def nightly(
         hint = f"; nightlies within a week: {', '.join(near)}" if near else ""
         raise ResolveError(f"no torch nightly of {date} on {', '.join(indexes)}{hint}")
     version = next(pin.version for pin in pins[sorted(pins)[0]] if pin.name == "torch").split("+")[0]
-    identity = _identity(pins)
-    return mf.Build(
-        id=date, torch_version=version, date=mf.format_date(identity.built),
-        git_version=identity.git_version, kind="nightly", pins=pins,
-    )
+    return _build(_identity(pins), id=date, torch_version=version, kind="nightly", pins=pins)
 
 
 def _file_pin(path: Path, sha256: str | None = None) -> mf.Pin:
@@ -291,31 +277,24 @@ def _own_build(own: list[tuple[mf.Pin, Path]], kind: str, transformers: str | No
     wanted += [line for line in requirements(identity.version, "none", transformers) if not line.startswith("torch==")]
     mine = {pin.name: replace(pin, python=wheel.python) for pin, _ in own}
     pins = [mine.get(pin.name, pin) for pin in pip_set(wanted, platform, wheel.python, index)]
-    return mf.Build(
-        id=build_id or _build_id(identity.version), torch_version=identity.version,
-        date=mf.format_date(identity.built), git_version=identity.git_version, kind=kind,
-        pins={platform: pins}, note=note,
-    )
+    return _build(identity, id=build_id or _build_id(identity.version), torch_version=identity.version, kind=kind,
+                  pins={platform: pins}, note=note)
 
 
 def _build_id(torch_version: str) -> str:
     return re.sub(r"[^a-z0-9._-]+", "-", torch_version.lower())
 
 
-def wheel_file(
-    path: Path, torchvision: Path | None = None, transformers: str | None = None, index: str = PYPI,
-    sha256: str | None = None, build_id: str | None = None, note: str = "",
-) -> mf.Build:
+def wheel_file(path: Path, torchvision: Path | None = None, transformers: str | None = None, index: str = PYPI,
+               sha256: str | None = None, build_id: str | None = None, note: str = "") -> mf.Build:
     """A torch wheel on disk (a source build, say), with an optional torchvision wheel beside it."""
     wheels.index_uri(index)
     own = [(_file_pin(path, sha256), path), *([(_file_pin(torchvision), torchvision)] if torchvision is not None else [])]
     return _own_build(own, "wheel-file", transformers, index, build_id, note)
 
 
-def wheel_url(
-    url: str, sha256: str | None = None, transformers: str | None = None, index: str = PYPI,
-    build_id: str | None = None, note: str = "",
-) -> mf.Build:
+def wheel_url(url: str, sha256: str | None = None, transformers: str | None = None, index: str = PYPI,
+              build_id: str | None = None, note: str = "") -> mf.Build:
     """A torch wheel at a URL: fetched once into the wheel store and checked against ``sha256``."""
     url, _, fragment = url.partition("#")
     if not install_build.allowed_url(url):
@@ -335,10 +314,8 @@ def wheel_url(
     return _own_build([(pin, stored)], "wheel-url", transformers, index, build_id, note)
 
 
-def existing(
-    site_packages: Path, build_id: str | None = None, date: str | None = None, env: dict[str, str] | None = None,
-    note: str = "",
-) -> mf.Build:
+def existing(site_packages: Path, build_id: str | None = None, date: str | None = None,
+             env: dict[str, str] | None = None, note: str = "") -> mf.Build:
     """A torch already installed here, used in place (a CI image, a GPU box without network, a developer's build)."""
     folder = site_packages.resolve()
     version_py = folder / "torch" / "version.py"
@@ -346,7 +323,5 @@ def existing(
         raise ResolveError(f"{site_packages} holds no installed torch (no torch/version.py)")
     version, git_version = wheels.version_py(version_py.read_text(), str(folder))
     when = datetime.fromtimestamp(version_py.stat().st_mtime, tz=timezone.utc)
-    return mf.Build(
-        id=build_id or _build_id(version), torch_version=version, date=date or mf.format_date(when),
-        git_version=git_version, kind="existing", pins={}, note=note, site_packages=str(folder), env=dict(env or {}),
-    )
+    return mf.Build(id=build_id or _build_id(version), torch_version=version, date=date or mf.format_date(when),
+                    git_version=git_version, kind="existing", pins={}, note=note, site_packages=str(folder), env=dict(env or {}))

@@ -85,19 +85,17 @@ def compute(manifest: mf.Manifest, repo: Path) -> Generated:
     repo.mkdir(parents=True, exist_ok=True)
     if not (repo / ".git").exists() and not (repo / "HEAD").exists():
         git.text(repo, "init", "--quiet", "--initial-branch=release")
-    commits: dict[str, str] = {}
-    branches: dict[str, str] = {}
-    tags: dict[str, str] = {}
+    generated = Generated(branches={}, commits={}, tags={})
     for channel in manifest.channels:
-        parent = commits[channel.parent] if channel.parent else None
+        parent = generated.commits[channel.parent] if channel.parent else None
         for build in channel.builds:
             parent = _commit(repo, channel.name, build, parent)
-            commits[f"{channel.name}@{build.id}"] = parent
+            generated.commits[f"{channel.name}@{build.id}"] = parent
             if build.tag:
-                tags[build.tag] = _tag(repo, build.tag, parent, build)
+                generated.tags[build.tag] = _tag(repo, build.tag, parent, build)
         if parent is not None:
-            branches[channel.name] = parent
-    return Generated(branches, commits, tags)
+            generated.branches[channel.name] = parent
+    return generated
 
 
 def generate(manifest: mf.Manifest, repo: Path, force: bool = False) -> Generated:
