@@ -28,12 +28,6 @@ class Options:
     remeasure: bool = False  # run the selection again; replaced values go to the audit trail
 
 
-@dataclass(frozen=True)
-class Run:
-    python: str | None  # None: the one asv runs under
-    args: tuple[str, ...]
-
-
 def require_torch() -> Any:
     """torch, or one line saying this command measures and torch is missing (the rest of mpsbench runs without it)."""
     try:
@@ -54,22 +48,27 @@ def check_setup() -> str:
     return f"torch {torch.__version__}\n{text.table(rows)}"
 
 
-def plan(suite: Suite, asv_args: Sequence[str]) -> list[Run]:
-    """The asv runs: the arguments given, else each Python of this platform's default timeline over its builds."""
+def check_range(suite: Suite, asv_args: Sequence[str]) -> None:
+    """Refuse, in one line before asv's traceback, an asv run range that names no timeline commit."""
+    reason = timeline.bad_range(suite.timeline_path, list(asv_args))
+    if reason is not None:
+        raise UserError(reason)
+
+
+def plan(suite: Suite, asv_args: Sequence[str]) -> list[tuple[str, ...]]:
+    """Each asv run's arguments: those given, else one run per Python of this platform's default timeline."""
     if asv_args:
-        reason = timeline.bad_range(suite.timeline_path, list(asv_args))  # one line, before asv's traceback
-        if reason is not None:
-            raise UserError(reason)
-        return [Run(None, tuple(asv_args))]
+        check_range(suite, asv_args)
+        return [tuple(asv_args)]
     platform, planned, skipped = defaults.this_machine(suite.manifest)
     print(defaults.listing(platform, planned, suite.timeline))
     for line in skipped:  # a Python asv would not find, a build this OS cannot run: said before any download
         log.info(line)
-    runs = []
+    runs: list[tuple[str, ...]] = []
     for python in defaults.pythons(planned):
         hashes = suite.conf.root / ".asv" / f"default-py{python}.txt"
         hashes.write_text("".join(f"{suite.timeline.commits[item.ref]}\n" for item in planned if python in item.pythons))
-        runs.append(Run(python, ("-E", f"virtualenv:{python}", f"HASHFILE:{hashes}")))
+        runs.append(("-E", f"virtualenv:{python}", f"HASHFILE:{hashes}"))
     return runs
 
 
@@ -94,8 +93,7 @@ class Builds:
 def bench(suite: Suite, options: Options) -> int:
     """Every step in order; 0, or record's BENCHMARKS_FAILED when some benchmark failed (the site shows the rest)."""
     print(check_setup())
-    generated = suite.generate()
-    print(timeline.summary(suite.manifest, generated, suite.timeline_path))
+    print(timeline.summary(suite.manifest, suite.generate(), suite.timeline_path))
     name = machine.write()[0]
     status = 0
     published = False
@@ -109,8 +107,7 @@ def bench(suite: Suite, options: Options) -> int:
 
     for run in plan(suite, options.asv_args):
         launch = ("--launch-method", suite.conf.launch_method())  # this platform's, from asv.conf.json
-        status = record.record(suite.conf, name, [*launch, *run.args], options.remeasure, Builds(suite),
-                               publish_after) or status
+        status = record.record(suite.conf, name, [*launch, *run], options.remeasure, Builds(suite), publish_after) or status
     if not published:  # nothing ran: the site of what is recorded
         publish.publish(suite)
     if status:

@@ -64,36 +64,39 @@ def _suite(args: argparse.Namespace, config: Path = asvconf.CONFIG) -> Suite:
                  getattr(args, "timeline", None) or history.TIMELINE)
 
 
-def _command(commands: Any, name: str, help_text: str, func: Callable[[argparse.Namespace], int], *files: str,
+def _command(commands: Any, name: str, help_text: str, func: Callable[[argparse.Namespace], int | None], *files: str,
              **more: Any) -> argparse.ArgumentParser:
-    """A subcommand running ``func``, with the suite's ``files`` it takes: ``config``, ``manifest``, ``timeline``."""
+    """A subcommand running ``func`` (None: exit status 0), with the suite's ``files``: config, manifest, timeline."""
     parser: argparse.ArgumentParser = commands.add_parser(name, help=help_text, **more)
     parser.set_defaults(func=func)
     helps = {"config": f"the asv configuration (default {asvconf.CONFIG})",
              "manifest": f"default {history.MANIFEST}", "timeline": f"default {history.TIMELINE}"}
     for file in files:
-        parser.add_argument(f"--{file}", type=Path, default=None, help=helps[file])
+        parser.add_argument(f"--{file}", type=Path, help=helps[file])
     return parser
 
 
+def _doc(module: Any) -> dict[str, Any]:
+    """A command's description: its module's docstring past the first paragraph, as written."""
+    return {"description": (module.__doc__ or "").split("\n\n", 1)[-1], "formatter_class": argparse.RawDescriptionHelpFormatter}
+
+
 # --- measuring here --------------------------------------------------------------------------------------------
-def cmd_models(args: argparse.Namespace) -> int:
+def cmd_models(args: argparse.Namespace) -> None:
     rows = [["model", "seed batch", "batch sizes", "needs", "description"]]
     for spec in models.REGISTRY.values():
         sizes = ",".join(str(size) for size in spec.batch_sizes)
         rows.append([spec.name, str(spec.seed_batch_size), sizes, ",".join(spec.requires) or "-", spec.description])
     print(text.table(rows))
-    return 0
 
 
-def cmd_devices(args: argparse.Namespace) -> int:
+def cmd_devices(args: argparse.Namespace) -> None:
     found = bench.check_setup()  # a bad MPSBENCH_DEVICES, or no torch: one line
     # --usable, for scripts: MPSBENCH_DEVICES=$(mpsbench devices --usable)
     print(",".join(name for name in devices.NAMES if devices.get(name).usable) if args.usable else found)
-    return 0
 
 
-def cmd_run(args: argparse.Namespace) -> int:
+def cmd_run(args: argparse.Namespace) -> None:
     bench.require_torch()
     from mpsbench.measure import timing, workloads  # torch: imported where something is measured
 
@@ -128,14 +131,12 @@ def cmd_run(args: argparse.Namespace) -> int:
     print(text.table(rows))
     if device == "cpu":
         print(f"cpu threads: {devices.cpu_threads()}")
-    return 0
 
 
 # --- builds and the timeline -----------------------------------------------------------------------------------
-def cmd_add(args: argparse.Namespace) -> int:
+def cmd_add(args: argparse.Namespace) -> None:
     suite = _suite(args)
     history.append(suite.manifest_path, suite.timeline_path, args.channel, args.resolver(args, suite), args.parent)
-    return 0
 
 
 def _release(args: argparse.Namespace, suite: Suite) -> mf.Build:
@@ -155,15 +156,14 @@ def _existing(args: argparse.Namespace, suite: Suite) -> mf.Build:
     return resolve.existing(args.site_packages, build_id=args.id, date=args.date, env=env, note=args.note)
 
 
-def cmd_add_nightly(args: argparse.Namespace) -> int:
+def cmd_add_nightly(args: argparse.Namespace) -> None:
     suite = _suite(args)
     history.add_nightly(suite.manifest_path, suite.timeline_path, args.channel, args.date,
                         indexes=tuple(args.index or ()), pythons=tuple(args.python), transformers=args.transformers,
                         transformers_index=args.transformers_index, parent=args.parent)
-    return 0
 
 
-def cmd_list(args: argparse.Namespace) -> int:
+def cmd_list(args: argparse.Namespace) -> None:
     suite = _suite(args)
     for channel in suite.manifest.channels:
         print(f"channel {channel.name}" + (f" (forks from {channel.parent})" if channel.parent else ""))
@@ -172,17 +172,14 @@ def cmd_list(args: argparse.Namespace) -> int:
             tag = f", tag {build.tag}" if build.tag else ""  # the build's kind is no channel: say which is which
             print(f"  {suite.timeline.commits[ref][:12]}  {ref:<22} torch {build.torch_version:<22}"
                   f" git {build.git_version[:12]}  {build.date}  {build.kind} build{tag}")
-    return 0
 
 
-def cmd_generate(args: argparse.Namespace) -> int:
+def cmd_generate(args: argparse.Namespace) -> None:
     suite = _suite(args)
-    generated = suite.generate(force=args.force)
-    print(timeline.summary(suite.manifest, generated, suite.timeline_path))
-    return 0
+    print(timeline.summary(suite.manifest, suite.generate(force=args.force), suite.timeline_path))
 
 
-def cmd_default(args: argparse.Namespace) -> int:
+def cmd_default(args: argparse.Namespace) -> None:
     suite = _suite(args)
     if args.platform:  # another platform's, as its rule names it
         platform = defaults.rule_for(suite.manifest, [args.platform])[0]
@@ -202,25 +199,16 @@ def cmd_default(args: argparse.Namespace) -> int:
         print(defaults.listing(platform, planned, suite.timeline, here=not args.platform))
         for line in skipped:  # said with the listing only
             print(f"mpsbench: {line}", file=sys.stderr)
-    return 0
 
 
-def cmd_check_range(args: argparse.Namespace) -> int:
-    reason = timeline.bad_range(_suite(args).timeline_path, [arg for arg in args.asv_args if arg != "--"])
-    if reason is not None:
-        raise UserError(reason)
-    return 0
-
-
-def cmd_machine(args: argparse.Namespace) -> int:
+def cmd_machine(args: argparse.Namespace) -> None:
     name, fields = machine.write(args.name)
     if args.quiet:  # for scripts: NAME=$(mpsbench machine --quiet)
         print(name)
-        return 0
+        return
     print(f"machine {name} written to {machine.machine_file()}:")
     for key, value in sorted(fields.items()):
         print(f"  {key}: {value}")
-    return 0
 
 
 # --- running and recording -------------------------------------------------------------------------------------
@@ -229,16 +217,15 @@ def cmd_record(args: argparse.Namespace) -> int:
     return record.record(_suite(args).conf, args.machine, asv_args, args.remeasure)
 
 
-def cmd_preselect(args: argparse.Namespace) -> int:
+def cmd_preselect(args: argparse.Namespace) -> None:
     found = preselect.combinations(preselect.discover(args.benchmark_dir))
     if args.list:
         for combination in found:
             print(f"{combination.name}\t{combination.reason or 'runs'}")
-        return 0
+        return
     chosen = preselect.selected(found)
     print(asv.pattern(chosen))
     log.info(f"asv will run {len(chosen)} of the suite's {len(found)} combinations")
-    return 0
 
 
 # --- judging and publishing ------------------------------------------------------------------------------------
@@ -248,17 +235,15 @@ def cmd_alert(args: argparse.Namespace) -> int:
 
 
 def cmd_ops_rank(args: argparse.Namespace) -> int:
-    options = rank_ops.Options(args.before, args.after, args.results_dir, args.machine, args.top or None)
-    return rank_ops.run(_suite(args), options)
+    return rank_ops.run(_suite(args), rank_ops.Options(args.before, args.after, args.results_dir, args.machine, args.top or None))
 
 
-def cmd_report(args: argparse.Namespace) -> int:
+def cmd_report(args: argparse.Namespace) -> None:
     config = args.config or (asvconf.CONFIG if asvconf.CONFIG.is_file() else None)
     report.build(args.results_dir, args.out_dir, asvconf.load(config) if config else None, args.site)
-    return 0
 
 
-def cmd_publish(args: argparse.Namespace) -> int:
+def cmd_publish(args: argparse.Namespace) -> None:
     configured = settings.text(settings.CONFIG)
     suite = _suite(args, Path(configured or asvconf.CONFIG))
     if configured and not args.config:
@@ -267,17 +252,10 @@ def cmd_publish(args: argparse.Namespace) -> int:
         except asvconf.ConfigError as exc:
             raise settings.SettingError(f"{settings.CONFIG}={configured!r}: {exc}") from None
     publish.publish(suite, args.asv_args)
-    return 0
 
 
 # --- the fleet's nightly job -----------------------------------------------------------------------------------
-def _fleet(args: argparse.Namespace) -> nightly.Fleet:
-    return nightly.Fleet(args.suite, args.workdir, args.fleet, args.channel)
-
-
-def _nightly_bisect(args: argparse.Namespace) -> int:
-    fleet = _fleet(args)
-
+def _nightly_bisect(fleet: nightly.Fleet, args: argparse.Namespace) -> int:
     def search(suite: Suite, machine_name: str) -> tuple[str, str] | str:
         # mpsbench bisect's own options, but for the manifest and timeline: the fleet's
         measuring = fresh.Options(args.bench, args.min_rounds, args.max_rounds, suite.manifest_path,
@@ -289,16 +267,16 @@ def _nightly_bisect(args: argparse.Namespace) -> int:
     return nightly.bisect(fleet, args.bench, args.good, args.bad, args.machine, search)
 
 
-NIGHTLY_STEPS: dict[str, Callable[[argparse.Namespace], int]] = {
-    "fetch": lambda args: nightly.fetch(_fleet(args), args.remote, args.branch),
-    "push": lambda args: nightly.push(_fleet(args), args.message, args.remote, args.branch),
-    "resolve": lambda args: nightly.resolve_nightly(_fleet(args), nightly.Resolving(
+NIGHTLY_STEPS: dict[str, Callable[[nightly.Fleet, argparse.Namespace], int]] = {
+    "fetch": lambda fleet, args: nightly.fetch(fleet, args.remote, args.branch),
+    "push": lambda fleet, args: nightly.push(fleet, args.message, args.remote, args.branch),
+    "resolve": lambda fleet, args: nightly.resolve_nightly(fleet, nightly.Resolving(
         tuple(args.index or ()), args.transformers_index, args.transformers, args.dry_run)),
-    "bench": lambda args: nightly.bench(_fleet(args), nightly.Benching(
+    "bench": lambda fleet, args: nightly.bench(fleet, nightly.Benching(
         args.machine, tuple(args.device), tuple(args.bench), args.limit, args.dry_run, args.confirm)),
-    "collect": lambda args: nightly.collect(_fleet(args), args.sources, args.update_benchmarks),
-    "publish": lambda args: nightly.publish(_fleet(args)),
-    "alert": lambda args: nightly.alert(_fleet(args), args.machine, args.summary),
+    "collect": lambda fleet, args: nightly.collect(fleet, args.sources, args.update_benchmarks),
+    "publish": lambda fleet, args: nightly.publish(fleet),
+    "alert": lambda fleet, args: nightly.alert(fleet, args.machine, args.summary),
     "bisect": _nightly_bisect,
 }
 
@@ -309,21 +287,20 @@ def _nightly_parser(commands: Any) -> None:
                        help="the suite: asv.conf.json, benchmarks/ and builds/manifest.json (default: this checkout)")
     where.add_argument("--workdir", type=Path, default=nightly.WORKDIR,
                        help=f"work folder, relative to the suite (default {nightly.WORKDIR})")
-    where.add_argument("--fleet", type=Path, default=None, help="the fleet's files (default: WORKDIR/fleet)")
+    where.add_argument("--fleet", type=Path, help="the fleet's files (default: WORKDIR/fleet)")
     where.add_argument("--channel", default=nightly.CHANNEL, help=f"the nightly channel (default {nightly.CHANNEL})")
     remote = OneLineParser(add_help=False)
     remote.add_argument("--remote", default="origin", help="git remote (default origin)")
     remote.add_argument("--branch", default="results", help="the results branch (default results)")
-    identity = OneLineParser(add_help=False)
-    identity.add_argument("--machine", default=None, type=MACHINE_NAME,
-                          help=f"machine name (default: ${settings.MACHINE}, else from the chip and core count)")
     group = commands.add_parser("nightly", help="one step of the fleet's nightly job (scripts/nightly; docs/fleet.md)",
                                 description=(nightly.__doc__ or "").split("\n", 1)[0],
                                 epilog="docs/fleet.md says how the workflows use each step.")
     steps = group.add_subparsers(dest="step", metavar="STEP", required=True)
 
     def step(name: str, help_text: str, *parents: argparse.ArgumentParser) -> argparse.ArgumentParser:
-        return _command(steps, name, help_text, NIGHTLY_STEPS[name], description=help_text, parents=[where, *parents])
+        def run(args: argparse.Namespace) -> int:  # every step works on the fleet its --suite ... --channel name
+            return NIGHTLY_STEPS[name](nightly.Fleet(args.suite, args.workdir, args.fleet, args.channel), args)
+        return _command(steps, name, help_text, run, description=help_text, parents=[where, *parents])
 
     step("fetch", "copy the results branch into the fleet folder", remote)
     step("push", "commit the fleet folder on the results branch and push it (fast-forward only)",
@@ -333,7 +310,9 @@ def _nightly_parser(commands: Any) -> None:
     resolving.add_argument("--transformers-index", default=resolve.PYPI, help="where transformers is pinned from")
     resolving.add_argument("--transformers", help="transformers version to pin, or none (default: by torch)")
     resolving.add_argument("--dry-run", action="store_true", help="say what would be added; change nothing")
-    benching = step("bench", "benchmark every build this machine has no results for, then alert", identity)
+    benching = step("bench", "benchmark every build this machine has no results for, then alert")
+    benching.add_argument("--machine", type=MACHINE_NAME,
+                          help=f"machine name (default: ${settings.MACHINE}, else from the chip and core count)")
     benching.add_argument("--device", action="append", default=[],
                           help="only these devices (repeatable or comma-separated; refused if not usable here)")
     benching.add_argument("--bench", action="append", default=[], help="only benchmarks matching this regex (asv -b)")
@@ -351,8 +330,7 @@ def _nightly_parser(commands: Any) -> None:
     alerting = step("alert", "exit 1 if a machine's newest build is slower than the one before")
     alerting.add_argument("--machine", action="append", default=[], type=MACHINE_NAME, help="only this machine (repeatable)")
     alerting.add_argument("--summary", type=_new_file, help="also write the alerts as Markdown to this file")
-    # mpsbench bisect's own options, but for the manifest and timeline: the fleet's (a channel --nightlies adds
-    # goes into the fleet folder's manifest)
+    # mpsbench bisect's own options, but the fleet's manifest and timeline: a channel --nightlies adds goes into the fleet's
     bisecting = step("bisect", "mpsbench bisect over a range of the fleet's builds (fresh processes, nothing recorded)")
     bisecting.add_argument("--good", required=True, help="the last fast build: CHANNEL@ID or timeline hash")
     bisecting.add_argument("--bad", required=True, help="a slow build: CHANNEL@ID or timeline hash")
@@ -407,11 +385,9 @@ def _build_parsers(commands: Any) -> None:
                      build_id=args.id, note=args.note))
     url.add_argument("url")
     url.add_argument("--sha256", help="the wheel's sha256 (or end the URL with #sha256=...)")
-    here = adding("add-existing", "a torch already installed here, used in place", "local", "--id", "--note",
-                  resolver=_existing)
+    here = adding("add-existing", "a torch already installed here, used in place", "local", "--id", "--note", resolver=_existing)
     here.add_argument("site_packages", type=Path, help="the site-packages folder that holds torch")
-    here.add_argument("--date", type=_date, help="build date, YYYY-MM-DDTHH:MM:SSZ (default: when torch/version.py was"
-                      " written)")
+    here.add_argument("--date", type=_date, help="build date, YYYY-MM-DDTHH:MM:SSZ (default: when torch/version.py was written)")
     here.add_argument("--env", action="append", default=[], metavar="NAME=VALUE",
                       help="set in every process of this build's environment (repeatable)")
     _command(actions, "list", "the builds and their timeline commits", cmd_list, "manifest", "timeline")
@@ -423,7 +399,7 @@ def _build_parsers(commands: Any) -> None:
     action("generate", "(re)generate the timeline from the manifest", cmd_generate, "manifest", "timeline").add_argument(
         "--force", action="store_true", help="accept a rewritten channel history")
     span = action("range", "the PyTorch commit range between two builds",
-                  lambda args: print(_suite(args).upstream_range(args.old, args.new)) or 0, "manifest", "timeline")
+                  lambda args: print(_suite(args).upstream_range(args.old, args.new)), "manifest", "timeline")
     span.add_argument("old", help="CHANNEL@ID, a tag or timeline commit hash (prefix)")
     span.add_argument("new", help="CHANNEL@ID, a tag or timeline commit hash (prefix)")
     default = action("default", "this platform's default timeline (builds/manifest.json 'defaults'): builds and Pythons",
@@ -432,7 +408,8 @@ def _build_parsers(commands: Any) -> None:
     default.add_argument("--pythons", action="store_true", help="print only the Pythons to run, one a line")
     default.add_argument("--hashes", action="store_true", help="print only the timeline commits --python runs")
     default.add_argument("--python", help="with --hashes: the Python, e.g. 3.10")
-    action("check-range", "refuse, in one line, an asv run range that names no timeline commit", cmd_check_range,
+    action("check-range", "refuse, in one line, an asv run range that names no timeline commit",
+           lambda args: bench.check_range(_suite(args), [arg for arg in args.asv_args if arg != "--"]),
            "timeline").add_argument("asv_args", nargs=argparse.REMAINDER, help="the arguments given to asv run")
 
     host = _command(commands, "machine", "write a stable asv machine entry for this machine", cmd_machine)
@@ -451,32 +428,26 @@ def build_parser() -> argparse.ArgumentParser:
     run = command("run", "time one model outside asv for a quick look", cmd_run)
     run.add_argument("model", help=f"one of: {', '.join(models.REGISTRY)} (as `mpsbench models` lists them)")
     run.add_argument("--device", default="cpu", help=f"one of: {', '.join(devices.NAMES)} (default cpu)")
-    run.add_argument("--batch-size", type=text.number(int, 1, "--batch-size"), default=None,
-                     help="default: the model's seed batch size")
+    run.add_argument("--batch-size", type=text.number(int, 1, "--batch-size"), help="default: the model's seed batch size")
     run.add_argument("--kind", default="both", choices=("training", "inference", "both"), help="default both")
     run.add_argument("--seconds", type=text.number(float, 1e-3, "--seconds", 3600), default=1.0,
                      help="least time spent timing each workload")
-    command("doctor", "check this machine before a run: devices, memory, power, heat, load",
-            lambda args: doctor.run(args.strict),
+    command("doctor", "check this machine before a run: devices, memory, power, heat, load", lambda args: doctor.run(args.strict),
             description=(doctor.__doc__ or "").split("\n\n", 1)[-1]).add_argument(
         "--strict", action="store_true", help="exit 1 when any check warns")
     _build_parsers(commands)
 
-    benching = command("bench", "set-up check, timeline, machine, record every build's missing values, publish"
-                       " (scripts/bench)", lambda args: bench.bench(_suite(args), bench.Options(tuple(args.asv_args),
-                                                                                                args.remeasure)),
-                       description=(bench.__doc__ or "").split("\n", 1)[0],
-                       allow_abbrev=False)
+    benching = command("bench", "set-up check, timeline, machine, record every build's missing values, publish (scripts/bench)",
+                       lambda args: bench.bench(_suite(args), bench.Options(tuple(args.asv_args), args.remeasure)),
+                       description=(bench.__doc__ or "").split("\n", 1)[0], allow_abbrev=False)
     benching.add_argument("--remeasure", action="store_true",
                           help="run the selection again; replaced values go to .asv/results-replaced.jsonl")
     benching.set_defaults(passes_through=True)  # every other argument goes to asv run
     results = commands.add_parser("results", help="asv results directories from several machines")
     actions = results.add_subparsers(dest="results_command", metavar="ACTION", required=True)
-    merging = _command(actions, "merge", "merge results directories into one, value by value, never replacing a"
-                       " recorded value", lambda args: merge.merge(args.dest, args.sources, args.machine or None,
-                                                                   args.update_benchmarks, args.replace).show(args.dest),
-                       description=(merge.__doc__ or "").split("\n\n", 1)[-1],
-                       formatter_class=argparse.RawDescriptionHelpFormatter)
+    merging = _command(actions, "merge", "merge results directories into one, value by value, never replacing a recorded value",
+                       lambda args: merge.merge(args.dest, args.sources, args.machine or None, args.update_benchmarks,
+                                                args.replace).show(args.dest), **_doc(merge))
     merging.add_argument("dest", type=Path, help="the results directory to merge into (created if absent)")
     merging.add_argument("sources", type=Path, nargs="+", help="results directories to merge from")
     merging.add_argument("--machine", action="append", default=[], type=MACHINE_NAME,
@@ -486,15 +457,13 @@ def build_parser() -> argparse.ArgumentParser:
     merging.add_argument("--replace", action="store_true", help="re-measured on purpose: incoming values replace"
                          " recorded ones, which go to the audit trail DEST-replaced.jsonl")
     recording = _command(actions, "record", "run asv for what is missing into scratch and merge it in, never"
-                         " replacing a value", cmd_record, "config", description=(record.__doc__ or "").split("\n\n", 1)[-1],
-                         formatter_class=argparse.RawDescriptionHelpFormatter)
+                         " replacing a value", cmd_record, "config", **_doc(record))
     recording.add_argument("--machine", required=True, type=MACHINE_NAME, help="asv's machine name (mpsbench machine --quiet)")
     recording.add_argument("--remeasure", action="store_true",
                            help="run every selected combination again; replaced values go to the audit trail")
     recording.add_argument("asv_args", nargs=argparse.REMAINDER, help="asv run options and range, after --")
     selecting = command("preselect", "print an asv -b pattern naming exactly the combinations this run times",
-                        cmd_preselect, description=(preselect.__doc__ or "").split("\n\n", 1)[-1],
-                        formatter_class=argparse.RawDescriptionHelpFormatter)
+                        cmd_preselect, **_doc(preselect))
     selecting.add_argument("--benchmark-dir", type=Path, default=Path("benchmarks"),
                            help="the suite's benchmark package (default: benchmarks)")
     selecting.add_argument("--list", action="store_true",
@@ -502,7 +471,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     alert = command("alert", "exit 1 if a machine's newest build is slower (docs/site.md)", cmd_alert,
                     "config", "manifest", "timeline")
-    alert.add_argument("--results", type=Path, default=None, help="asv results directory (default: results_dir of --config)")
+    alert.add_argument("--results", type=Path, help="asv results directory (default: results_dir of --config)")
     alert.add_argument("--machine", action="append", default=[], type=MACHINE_NAME, help="only this machine (repeatable)")
     alert.add_argument("--build", help="only machines whose newest build is this one (CHANNEL@ID or hash)")
     alert.add_argument("--summary", type=_new_file, help="also write the alerts as Markdown to this file")
@@ -512,14 +481,12 @@ def build_parser() -> argparse.ArgumentParser:
                       description=(rank_ops.__doc__ or "").split("\n\n")[1])
     ranking.add_argument("before", help="the older build: an asv results .json file, or a commit hash (prefix)")
     ranking.add_argument("after", help="the newer build: as BEFORE")
-    ranking.add_argument("--results-dir", type=Path, default=None,
+    ranking.add_argument("--results-dir", type=Path,
                          help="where asv stores results, for commits (default: results_dir of --config)")
-    ranking.add_argument("--machine", default=None, type=MACHINE_NAME,
-                         help="the asv machine name, for commits (default: the only one)")
-    ranking.add_argument("--top", type=text.number(int, 0, "--top"), default=None,
-                         help="show the N largest ratios only (default, or 0: all)")
+    ranking.add_argument("--machine", type=MACHINE_NAME, help="the asv machine name, for commits (default: the only one)")
+    ranking.add_argument("--top", type=text.number(int, 0, "--top"), help="show the N largest ratios only (default, or 0: all)")
     command("factor", "print the regression factor a row is judged by (for asv continuous --factor)",
-            lambda args: print(f"{rule.factor(_suite(args).conf.thresholds, args.bench):g}") or 0, "config").add_argument(
+            lambda args: print(f"{rule.factor(_suite(args).conf.thresholds, args.bench):g}"), "config").add_argument(
         "-b", "--bench", default="", help="the row, as asv names it (default: any row)")
     compare.add_subcommand(commands)
     bisection.add_subcommand(commands)
@@ -527,14 +494,12 @@ def build_parser() -> argparse.ArgumentParser:
     reporting = command("report", "figures and a summary from an asv results directory", cmd_report)
     reporting.add_argument("results_dir", type=Path, help="asv's results directory (results_dir in asv.conf.json)")
     reporting.add_argument("out_dir", type=Path, help="where the PNGs, summary.md and summary.html go")
-    reporting.add_argument("--config", type=Path, default=None, help="asv.conf.json: the regression thresholds and the"
+    reporting.add_argument("--config", type=Path, help="asv.conf.json: the regression thresholds and the"
                            " timeline repository (default: ./asv.conf.json if present)")
-    reporting.add_argument("--site", type=Path, default=None,
-                           help="the published html_dir, to list the regressions asv detected")
+    reporting.add_argument("--site", type=Path, help="the published html_dir, to list the regressions asv detected")
     command("publish", "publish the site: asv publish, the regressions re-judged, PyTorch links, the figures, offline"
             f" libraries (scripts/publish; --config defaults to ${settings.CONFIG}, else {asvconf.CONFIG})",
-            cmd_publish, "config").add_argument(
-        "asv_args", nargs=argparse.REMAINDER, help="options for asv publish")
+            cmd_publish, "config").add_argument("asv_args", nargs=argparse.REMAINDER, help="options for asv publish")
     _nightly_parser(commands)
     return parser
 
@@ -543,14 +508,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     try:  # argparse's own refusal (one line, OneLineParser) and --help end in SystemExit: their status is ours
         args, extras = parser.parse_known_args(argv)
-        if extras and not getattr(args, "passes_through", False):
+        if getattr(args, "passes_through", False):
+            args.asv_args = extras
+        elif extras:
             parser.error(f"unrecognized arguments: {' '.join(extras)}")
     except SystemExit as exc:
         return int(exc.code or 0)
-    if getattr(args, "passes_through", False):
-        args.asv_args = extras
     try:
-        return int(args.func(args))
+        return int(args.func(args) or 0)
     except asv.Stopped as exc:  # Ctrl-C, SIGTERM, `timeout`: asv and all it started are ended, what it measured kept
         print(f"mpsbench: {exc}: every process of the run has ended; each value measured before the stop is recorded,"
               " and the next run goes on from the next combination", file=sys.stderr)
