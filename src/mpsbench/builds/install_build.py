@@ -116,8 +116,9 @@ def platform_candidates() -> list[str]:
         return ["macos-arm64"]
     if sys.platform.startswith("linux") and machine in ("x86_64", "amd64"):
         # PyPI's Linux torch is a CUDA build, which runs on the cpu too.
-        cuda, cpu = "linux-x86_64-cuda", "linux-x86_64-cpu"
-        return [cuda, cpu] if nvidia_gpu() else [cpu, cuda]
+        if nvidia_gpu():
+            return ["linux-x86_64-cuda", "linux-x86_64-cpu"]
+        return ["linux-x86_64-cpu", "linux-x86_64-cuda"]
     return []
 
 
@@ -200,9 +201,12 @@ def _refuse_unasked(build: dict[str, Any]) -> None:
 
 
 def _local_wheelhouses() -> list[Path]:
-    return [Path(entry) for variable in (WHEELHOUSE_ENV, "PIP_FIND_LINKS")
-            for entry in os.environ.get(variable, "").replace(" ", os.pathsep).split(os.pathsep)
-            if entry and "://" not in entry and Path(entry).is_dir()]
+    folders = []
+    for variable in (WHEELHOUSE_ENV, "PIP_FIND_LINKS"):
+        for entry in os.environ.get(variable, "").replace(" ", os.pathsep).split(os.pathsep):
+            if entry and "://" not in entry and Path(entry).is_dir():
+                folders.append(Path(entry))
+    return folders
 
 
 def _pip(*args: str, tmp: Path | None = None) -> subprocess.CompletedProcess[str]:
@@ -227,8 +231,20 @@ def _pip_install_checked(what: str, wheels: list[tuple[Path, dict[str, str]]], f
 def _check(pin: dict[str, str], found: Path, where: str) -> None:
     actual = sha256_of(found)
     if actual != pin["sha256"]:
-        raise InstallError(f"{pin['filename']}: sha256 {actual} of {where} {found} does not match the pinned"
-                           f" {pin['sha256']}; refusing to install")
+        raise InstallError(
+            f"{pin['filename']}: sha256 {actual} of {where} {found} does not match the pinned {pin['sha256']};"
+            " refusing to install"
+        )
+
+
+def _download(url: str, target: Path) -> Path:
+    request = urllib.request.Request(url, headers={"User-Agent": "mpsbench"})
+    try:
+        with urllib.request.urlopen(request, timeout=120) as response, open(target, "wb") as out:
+            shutil.copyfileobj(response, out, 1 << 20)
+    except (urllib.error.URLError, TimeoutError, ConnectionError) as exc:  # the network; a full disk is disk_problem's
+        raise InstallError(f"{target.name}: cannot download {url}: {exc}") from None
+    return target
 
 
 def disk_problem(exc: OSError) -> InstallError:
@@ -250,19 +266,10 @@ def _find(pin: dict[str, str], scratch: Path) -> Path:
         found = Path(urllib.request.url2pathname(urllib.parse.urlparse(pin["url"]).path))
         if not found.is_file():
             raise InstallError(f"{pin['filename']}: the pinned file {found} does not exist")
-    target = scratch / pin["filename"]
     if found is None and pin["name"] in ("torch", "torchvision", "transformers"):
         _pip("download", "--no-deps", "--only-binary=:all:", "--dest", str(scratch), f"{pin['name']}=={pin['version']}")
-        found = target if target.is_file() else None
-    if found is not None:
-        return found
-    request = urllib.request.Request(pin["url"], headers={"User-Agent": "mpsbench"})
-    try:
-        with urllib.request.urlopen(request, timeout=120) as response, open(target, "wb") as out:
-            shutil.copyfileobj(response, out, 1 << 20)
-    except (urllib.error.URLError, TimeoutError, ConnectionError) as exc:  # the network; a full disk is disk_problem's
-        raise InstallError(f"{target.name}: cannot download {pin['url']}: {exc}") from None
-    return target
+        found = scratch / pin["filename"] if (scratch / pin["filename"]).is_file() else None
+    return found or _download(pin["url"], scratch / pin["filename"])
 
 
 def fetch_wheel(pin: dict[str, str]) -> Path:

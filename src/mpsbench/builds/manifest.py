@@ -175,10 +175,12 @@ def _adapter(kind: type[Any]) -> TypeAdapter[Any]:
 
 def _get(node: Any, *steps: int | str) -> Any:
     """``node[step][step]...``, or None where the raw data has no such item."""
-    try:
-        return functools.reduce(lambda item, step: item[step], steps, node)
-    except (LookupError, TypeError):
-        return None
+    for step in steps:
+        if isinstance(node, list) and isinstance(step, int):
+            node = node[step] if step < len(node) else None
+        else:
+            node = node.get(step) if isinstance(node, dict) else None
+    return node
 
 
 def _where(loc: tuple[int | str, ...], data: Any) -> str:

@@ -180,9 +180,11 @@ def _identity(pins: dict[str, list[mf.Pin]]) -> wheels.TorchIdentity:
     raise ResolveError("no torch wheel to read the build's identity from")
 
 
-def _build(identity: wheels.TorchIdentity, date: str | None = None, **fields: Any) -> mf.Build:
+def _build(identity: wheels.TorchIdentity, date: str | None = None, *, id: str, torch_version: str, kind: str,
+           pins: dict[str, list[mf.Pin]], tag: str | None = None, note: str = "") -> mf.Build:
     """A Build of the upstream commit its torch wheel names, dated as the wheel is unless ``date`` is given."""
-    return mf.Build(date=date or mf.format_date(identity.built), git_version=identity.git_version, **fields)
+    return mf.Build(id=id, torch_version=torch_version, date=date or mf.format_date(identity.built),
+                    git_version=identity.git_version, kind=kind, pins=pins, tag=tag, note=note)
 
 
 def release(version: str, index: str = PYPI, pythons: Pythons = PYTHONS, torchvision: str | None = None,

@@ -190,15 +190,14 @@ def _alert(fleet: Fleet, suite: Suite, options: alerts.Options) -> int:
     return status
 
 
-def _restore(fleet: Fleet, suite: Suite, machines: list[str] | None = None) -> Suite:
-    """The fleet's results (of ``machines`` only, if given) merged into the work folder's, which asv reads; ``suite``."""
+def _restore(fleet: Fleet, suite: Suite, machines: list[str] | None = None) -> None:
+    """The fleet's results (of ``machines`` only, if given) merged into the work folder's, which asv reads."""
     if not fleet.results.is_dir():
-        return suite
+        return
     restored = merge.merge(suite.conf.results, [fleet.results], machines)
     log.info(f"results restored from the fleet: {restored.summary(suite.conf.results)}")
     for line in restored.conflicts + restored.corrupt:
         log.warning(line)
-    return suite
 
 
 @dataclass(frozen=True)
@@ -250,12 +249,15 @@ def collect(fleet: Fleet, sources: Sequence[Path], update_benchmarks: bool) -> i
 
 
 def publish(fleet: Fleet) -> int:
-    site.publish(_restore(fleet, prepare(fleet)))
+    suite = prepare(fleet)
+    _restore(fleet, suite)
+    site.publish(suite)
     return 0
 
 
 def alert(fleet: Fleet, machines: Sequence[str], summary: Path | None) -> int:
-    suite = _restore(fleet, prepare(fleet))
+    suite = prepare(fleet)
+    _restore(fleet, suite)
     return _alert(fleet, suite, alerts.Options(tuple(machines), summary=summary))
 
 

@@ -33,8 +33,10 @@ class Asset:
     url: str
     package: str  # a key of PACKAGES
     path: str  # inside the tarball's package/ folder
-    substitute: str = ""  # why npm's bytes differ from the CDN's; empty when they are the same file
-    companions: tuple[str, ...] = ()  # files the asset loads by relative URL (bootstrap's css and its fonts)
+    # Why npm's bytes differ from the CDN's; empty when they are the same file.
+    substitute: str = ""
+    # Files the asset loads by relative URL (bootstrap's css and its fonts).
+    companions: tuple[str, ...] = ()
 
 
 # NAME@VERSION -> the registry's sha512 for its tarball
@@ -132,8 +134,11 @@ def package_file(spec: str, path: str, cache: Path) -> bytes:
     url = f"{registry}/{name}/-/{name.rsplit('/', 1)[-1]}-{version}.tgz"
     tarball = _fetch(url, PACKAGES[spec], cache / f"{name}-{version}.tgz", spec)
     with tarfile.open(fileobj=io.BytesIO(tarball), mode="r:gz") as archive:
-        member = archive.extractfile(f"package/{path}") if f"package/{path}" in archive.getnames() else None
-        if member is None:  # no such file, or a folder
+        try:
+            member = archive.extractfile(f"package/{path}")
+        except KeyError:
+            member = None
+        if member is None:
             raise SiteAssetError(f"{spec} has no file {path}")
         return member.read()
 
@@ -178,6 +183,10 @@ def external_loads(page: Path) -> Iterator[Load]:
             yield Load(page, url, _attributes(found.group(0)).get("integrity", ""))
 
 
+def _local_path(asset: Asset, path: str | None = None) -> str:
+    return f"{VENDOR}/{asset.package}/{path or asset.path}"
+
+
 _CORS_ATTRIBUTES = re.compile(r"""\s+(?:integrity|crossorigin|referrerpolicy)\s*=\s*(["']).*?\1""", re.IGNORECASE)
 
 
@@ -213,8 +222,9 @@ def make_offline(html_dir: Path, cache: Path = CACHE) -> list[str]:
     local: dict[str, str] = {}
     substitutes: set[str] = set()
     page_integrity = {load.url: load.integrity for load in reversed(loads)}  # the first page's, where several
-    for url, integrity in sorted(page_integrity.items()):
+    for url in sorted(page_integrity):
         asset = ASSETS[url]
+        integrity = page_integrity[url]
         data = package_file(asset.package, asset.path, cache)
         exact = original(url, integrity, cache) if asset.substitute and integrity else None
         if exact is not None:  # checked against the page's own hash as it was fetched
@@ -224,11 +234,11 @@ def make_offline(html_dir: Path, cache: Path = CACHE) -> list[str]:
         elif integrity:
             check_integrity(data, integrity, f"{asset.package}/{asset.path}")
         for path in (asset.path, *asset.companions):
-            written.append(f"{VENDOR}/{asset.package}/{path}")
-            target = html_dir / written[-1]
+            target = html_dir / _local_path(asset, path)
             target.parent.mkdir(parents=True, exist_ok=True)
             target.write_bytes(data if path == asset.path else package_file(asset.package, path, cache))
-        local[url] = f"{VENDOR}/{asset.package}/{asset.path}"
+            written.append(_local_path(asset, path))
+        local[url] = _local_path(asset)
     for substitute in sorted(substitutes):
         log.info(f"not checked against asv's hash, vouched for by its registry integrity: {substitute}")
     for page in site_pages:

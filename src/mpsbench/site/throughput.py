@@ -8,7 +8,7 @@ A compiled step (benchmark_compile) is paired with the eager ``time_step`` of be
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -17,13 +17,15 @@ from mpsbench.builds.timeline import Reader
 from mpsbench.measure import devices, models
 from mpsbench.results import recorded
 
-KINDS = ("training", "inference")
-CLASSES = {kind: f"benchmark_models.{kind.title()}" for kind in KINDS}  # benchmark_models.Training, .Inference
+SUITE = "benchmark_models"
+CLASSES = {"training": f"{SUITE}.Training", "inference": f"{SUITE}.Inference"}
+KINDS = tuple(CLASSES)
 TIME = "time_step"
+THROUGHPUT = "track_throughput"
 JOULES = "track_joules_per_step"
 # benchmark -> (kind, metric): time_step lives in Training/Inference, throughput and energy in their *Capacity classes
 METRICS = {f"{cls}{suffix}.{metric}": (kind, metric) for kind, cls in CLASSES.items()
-           for metric, suffix in ((TIME, ""), ("track_throughput", "Capacity"), (JOULES, "Capacity"))}
+           for metric, suffix in ((TIME, ""), (THROUGHPUT, "Capacity"), (JOULES, "Capacity"))}
 PARAM_NAMES = ("device", "model", "batch_size")  # the classes' param_names, when benchmarks.json is absent
 CPU = "cpu"
 
@@ -63,7 +65,8 @@ class Results:
         """Each named benchmark's positive values on each machine's newest build: (machine, params by name, value).
 
         A row of a benchmark that benchmarks.json does not describe is left out, as asv publish leaves it out:
-        without its param names nothing can read it."""
+        without its param names nothing can read it.
+        """
         found: dict[str, list[tuple[str, dict[str, Any], float]]] = {name: [] for name in names}
         for machine in self.recorded.machines:
             for row, measured in self.recorded.values[(machine, self.recorded.builds(machine)[-1])].items():
@@ -225,9 +228,11 @@ def build_changes(results: Results) -> list[Change]:
     return found
 
 
-# kind -> benchmark_compile.CompiledTraining, say, and the time_step rows of its eager twin
-COMPILED = {kind: f"benchmark_compile.Compiled{kind.title()}" for kind in KINDS}
-EAGER = {kind: (f"{cls}.{TIME}", f"benchmark_modern.Modern{kind.title()}.{TIME}") for kind, cls in CLASSES.items()}
+COMPILED = {"training": "benchmark_compile.CompiledTraining", "inference": "benchmark_compile.CompiledInference"}
+EAGER = {
+    "training": (f"{CLASSES['training']}.{TIME}", f"benchmark_modern.ModernTraining.{TIME}"),
+    "inference": (f"{CLASSES['inference']}.{TIME}", f"benchmark_modern.ModernInference.{TIME}"),
+}
 
 
 @dataclass(frozen=True)
@@ -299,13 +304,21 @@ def by_release(results_dir: Path, timeline: Reader, ratios: Ratios) -> list[Rele
 
 def speedup_by_release(results_dir: Path, timeline: Reader) -> list[ReleasePoint]:
     """Every build's mps speedup over cpu (seed batch, as in the speedup figure)."""
-    return by_release(results_dir, timeline, lambda results, machine, commit: [
-        (machine, s.kind, model, s.ratio)
-        for model in models_in(results) for s in _speedups(results, machine, commit, model, [BY_RELEASE_DEVICE])])
+
+    def speedup(results: Results, machine: str, commit: str) -> Iterator[tuple[str, str, str, float]]:
+        for model in models_in(results):
+            for s in _speedups(results, machine, commit, model, [BY_RELEASE_DEVICE]):
+                yield machine, s.kind, model, s.ratio
+
+    return by_release(results_dir, timeline, speedup)
 
 
 def samples_per_joule(results_dir: Path, timeline: Reader) -> list[ReleasePoint]:
     """Every build's samples per joule at each model's seed batch, per machine and device."""
-    return by_release(results_dir, timeline, lambda results, machine, commit: [
-        (f"{machine} {step.device}", step.kind, step.model, step.batch / joules)
-        for step, joules in results.joules.get((machine, commit), {}).items() if step.batch == seed_batch(step.model)])
+
+    def per_joule(results: Results, machine: str, commit: str) -> Iterator[tuple[str, str, str, float]]:
+        for step, joules in results.joules.get((machine, commit), {}).items():
+            if step.batch == seed_batch(step.model):
+                yield f"{machine} {step.device}", step.kind, step.model, step.batch / joules
+
+    return by_release(results_dir, timeline, per_joule)
