@@ -10,12 +10,11 @@ are refused for.
 from mpsbench.measure import devices, figures, measured, models, suite
 
 
-def _measure_instruments(self):
-    """The setup_cache of both instrument classes: one spawned interpreter measures both (mpsbench.measure.measured)."""
+@measured.deferred
+def _measure_instruments():
+    """The setup_cache of both instrument classes: their first lookup measures both (mpsbench.measure.measured)."""
     return measured.measure_kinds(figures.instruments, TrainingInstruments, InferenceInstruments)
 
-
-_measure_instruments.timeout = 6 * 3600  # the full sweep's large models step 50 times each for the leak
 
 
 class _Instruments(measured.Lookup):

@@ -46,17 +46,16 @@ Training, Inference = suite.per_kind("{Kind}", _StepBenchmark, (devices.NAMES, m
                                      (devices.NAMES, models.INFERENCE_NAMES, models.BATCH_SIZES))
 
 
-def _measure_once(self):
-    """The setup_cache of both capacity classes and of benchmark_epoch's Epoch: one spawned interpreter measures all
-    three families (mpsbench.measure.measured), the epochs first, so that they start from the same fresh interpreter
-    as with a cache of their own; the cuda default's second interpreter cost about 10 s of imports (docs/budget.md)."""
+@measured.deferred
+def _measure_once():
+    """The setup_cache of both capacity classes and of benchmark_epoch's Epoch: the first of their lookups measures
+    all three families (mpsbench.measure.measured), the epochs first, so that they start from a process that has
+    measured nothing yet; the cuda default's second measuring interpreter cost about 10 s of imports (docs/budget.md)."""
     from mpsbench.measure import epoch  # torch at import: a capacity lookup's process never needs it
 
     return measured.measure_families({"epoch": functools.partial(epoch.measure_selection, "Epoch"),
                                       **measured.kind_families(figures.capacity, TrainingCapacity, InferenceCapacity)})
 
-
-_measure_once.timeout = 6 * 3600  # the full sweep's cpu steps at the seed batch take a minute each, CIFAR-10 epochs more
 
 
 class _Capacity(measured.PeakMemory):

@@ -30,8 +30,8 @@ def test_params_match_param_names_and_never_depend_on_the_environment(cls):
 def test_classes_share_a_setup_cache_only_with_their_own_modules_pair_and_the_epoch_with_the_capacity():
     """asv keys a setup_cache by the module and line that define it, and runs one per key.
 
-    A module's Training and Inference classes name one function on purpose (one
-    spawned interpreter measures both, mpsbench.measure.measured.measure_families); each
+    A module's Training and Inference classes name one function on purpose (their first
+    lookup measures both, mpsbench.measure.measured.deferred); each
     must read its own kind's part. Sharing by accident gave the training tracks
     the inference table once (found on the H100: bert_base_frozen had no reading).
     """

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import inspect
 import pickle
 
 import pytest
 import torch
-from benchmarks import benchmark_models
+from benchmarks import benchmark_models, benchmark_ops
 
 from mpsbench.core import settings
 from mpsbench.measure import devices, figures, measured, models, selection, suite
@@ -114,6 +115,53 @@ def test_a_shared_setup_cache_gives_each_family_its_readings_and_isolates_a_fail
     with pytest.raises(RuntimeError, match="measured no family 'epoch'; it measured: training, inference"):
         measured.family(readings, "epoch")
     assert pickle.loads(pickle.dumps(readings))["inference"] == readings["inference"]  # asv pickles the cache
+
+
+MEASURED: list[str] = []  # one entry per time _stand_in_measuring measured
+
+
+@measured.deferred
+def _stand_in_measuring():
+    MEASURED.append("measured")
+    return {"training": 1.0}
+
+
+def test_a_deferred_setup_cache_is_measured_by_the_first_lookup_in_asvs_cache_folder_and_read_by_the_rest(
+        tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # asv's cache folder: every process of the cache works in it
+    MEASURED.clear()
+    cache = pickle.loads(pickle.dumps(_stand_in_measuring(object())))  # asv pickles what setup_cache returns
+    assert MEASURED == []  # the setup_cache itself measures nothing: its interpreter never imports torch
+    assert measured.family(cache, "training") == 1.0
+    assert measured.family(pickle.loads(pickle.dumps(cache)), "training") == 1.0  # a later lookup's process
+    assert MEASURED == ["measured"]
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["mpsbench_stand_in_measuring.begun",
+                                                                "mpsbench_stand_in_measuring.pickle"]
+
+
+def test_a_lookup_after_one_that_died_measuring_fails_with_the_reason_and_does_not_measure_again(
+        tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    MEASURED.clear()
+    (tmp_path / "mpsbench_stand_in_measuring.begun").touch()  # what a killed or crashed first lookup leaves
+    with pytest.raises(RuntimeError, match=r"^an earlier lookup began _stand_in_measuring in .* and did not finish"
+                                           r" \(it crashed or reached its timeout\): its output says why$"):
+        measured.family(_stand_in_measuring(), "training")
+    assert MEASURED == []
+
+
+def test_asv_keys_a_deferred_setup_cache_by_the_module_and_line_of_the_measuring_function():
+    from asv_runner.discovery import disc_benchmarks
+
+    found = {benchmark.name: benchmark for benchmark in disc_benchmarks("benchmarks")}
+    lines = {name: inspect.getsourcelines(function.__wrapped__)[1] for name, function in (
+        ("benchmark_models", benchmark_models._measure_once), ("benchmark_ops", benchmark_ops._measure_throughputs))}
+    assert found["benchmark_models.TrainingCapacity.track_throughput"].setup_cache_key == \
+        f"benchmark_models:{lines['benchmark_models']}"
+    assert found["benchmark_epoch.Epoch.track_epoch_seconds"].setup_cache_key == \
+        f"benchmark_models:{lines['benchmark_models']}"  # one cache with the capacity classes
+    assert found["benchmark_ops.MemoryBoundOps.track_gbps"].setup_cache_key == f"benchmark_ops:{lines['benchmark_ops']}"
+    assert found["benchmark_ops.MemoryBoundOps.track_gbps"].timeout == measured.MEASURING_TIMEOUT  # it may measure
 
 
 def test_measure_kinds_measures_each_class_over_every_combination_of_its_params():

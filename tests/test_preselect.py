@@ -84,7 +84,8 @@ def setup_skips(benchmark: Any, params: tuple[Any, ...], caches: dict[Any, Any])
     ids=["default", "full-sweep", "cuda-only", "mps-and-cpu"],
 )
 def test_the_pattern_leaves_out_exactly_the_combinations_whose_setup_skips(discovered, every_device_usable,
-                                                                         monkeypatch, env):
+                                                                         monkeypatch, tmp_path, env):
+    monkeypatch.chdir(tmp_path)  # asv's cache folder: the first lookup measures and leaves the readings there
     for name in (selection.FULL_SWEEP_ENV, selection.DEVICES_ENV):
         monkeypatch.delenv(name, raising=False)
     for name, value in env.items():

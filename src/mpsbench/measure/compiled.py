@@ -7,6 +7,7 @@ state. What skips and what fails: docs/workloads.md (The compile axis).
 from __future__ import annotations
 
 import os
+import shutil
 import tempfile
 
 from mpsbench.core import errors
@@ -39,6 +40,8 @@ def prepare(kind: str, device: str, model: str) -> workloads.Workload:
     except Exception as exc:
         first = errors.first_line(exc)
         raise RuntimeError(f"torch.compile of {model} {kind} on {device} failed: {type(exc).__name__}: {first}") from exc
+    finally:  # the warm-up compiled and loaded every kernel; asv's forked processes end without atexit handlers
+        shutil.rmtree(os.environ["MPSBENCH_COMPILE_CACHE"], ignore_errors=True)
 
 
 def compile_seconds(workload: workloads.Workload) -> float:

@@ -10,12 +10,15 @@ from __future__ import annotations
 
 import functools
 import gc
+import inspect
 import itertools
+import pickle
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
-from mpsbench.core import errors
+from mpsbench.core import errors, files
 from mpsbench.measure import devices, skips, workloads
 
 Key = tuple[Any, ...]
@@ -117,13 +120,49 @@ def grid(*axes: Iterable[Any]) -> list[Key]:
     return list(itertools.product(*axes))
 
 
-# --- one setup_cache for a module's classes ---------------------------------------------
-# asv runs each ``setup_cache`` in a freshly spawned interpreter, even under
-# forkserver, and keys it by the module and line that define the function:
-# such an interpreter imports torch, torchvision and transformers again, seconds
-# before it measures anything (docs/budget.md). A module whose Training and Inference classes both measure
-# once per run therefore defines one function that measures both families, and
-# both classes name it: one interpreter, one cache, each class reading its part.
+# --- one setup_cache for a module's classes, measured by its first lookup --------------
+# asv keys a ``setup_cache`` by the module and line that define the function, so a module whose classes measure once
+# per run defines one function that measures every family, and each class names it: one cache, each class reading
+# its part. asv runs each ``setup_cache`` in a freshly spawned interpreter, even under forkserver, which imports
+# torch, torchvision and transformers again before it measures anything: 10-15 s on the H100 host (docs/budget.md).
+# So the setup_cache only names what to measure (:func:`deferred`), and the first lookup process measures it: under
+# forkserver a fork of the server that imported them already; under spawn (macOS) a process that imports them as the
+# setup_cache's did. It leaves the readings in asv's cache folder, the working folder of every process that shares
+# the cache (how asv lets a setup_cache's users share files), and the later lookups read them there.
+
+# Any lookup may be the one that measures: the full sweep's cpu steps at the seed batch take a minute each,
+# CIFAR-10 epochs more, every op at every size and dtype more still.
+MEASURING_TIMEOUT = 6 * 3600
+
+
+@dataclass(frozen=True)
+class Deferred:
+    """What a setup_cache returns: the readings are measured by the first lookup that asks (:func:`readings`)."""
+
+    setup_cache: Callable[..., Any]  # the module-level setup_cache (pickled by name); the function it wraps measures
+
+    def readings(self) -> Any:
+        """The readings in the working folder, measured here if no process of this cache has begun them."""
+        name = self.setup_cache.__name__
+        done, begun = Path(f"mpsbench{name}.pickle"), Path(f"mpsbench{name}.begun")
+        if not done.exists():
+            if not files.create(begun, b""):
+                raise RuntimeError(f"an earlier lookup began {name} in {Path.cwd()} and did not finish (it crashed or"
+                                   " reached its timeout): its output says why")
+            files.write(done, pickle.dumps(inspect.unwrap(self.setup_cache)()))
+        with done.open("rb") as handle:
+            return pickle.load(handle)
+
+
+def deferred(measure: Callable[[], Any]) -> Callable[..., Deferred]:
+    """asv's ``setup_cache`` for ``measure``: returns a :class:`Deferred` at once. asv keys the cache by ``measure``'s
+    module and line, as inspect unwraps the decorator."""
+
+    @functools.wraps(measure)
+    def setup_cache(*_: Any) -> Deferred:  # asv passes a class's benchmark instance, a function's nothing
+        return Deferred(setup_cache)
+
+    return setup_cache
 
 
 def measure_families(families: Mapping[str, Callable[[], Any]]) -> dict[str, Any]:
@@ -137,11 +176,12 @@ def measure_families(families: Mapping[str, Callable[[], Any]]) -> dict[str, Any
     return readings
 
 
-def family(readings: Mapping[str, Any], name: str) -> Any:
+def family(readings: Mapping[str, Any] | Deferred, name: str) -> Any:
     """Family ``name``'s readings from a shared setup_cache; raises (the benchmark fails) if it has none."""
-    if name not in readings:
-        raise RuntimeError(f"the setup_cache measured no family {name!r}; it measured: {', '.join(readings)}")
-    found = readings[name]
+    families: Mapping[str, Any] = readings.readings() if isinstance(readings, Deferred) else readings
+    if name not in families:
+        raise RuntimeError(f"the setup_cache measured no family {name!r}; it measured: {', '.join(families)}")
+    found = families[name]
     return found.get() if isinstance(found, Outcome) else found
 
 
@@ -150,7 +190,7 @@ class Lookup:
 
     kind: str  # the class's family in the setup_cache's readings (suite.per_kind sets training or inference)
     rounds = 1  # a lookup: a second round would read the same cache again
-    timeout = 60  # per lookup; the measuring happens in setup_cache
+    timeout = MEASURING_TIMEOUT
 
 
 def track(figure: str, unit: str, doc: str) -> Callable[..., float]:
