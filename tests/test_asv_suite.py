@@ -82,9 +82,9 @@ def _rows(output: str) -> dict[tuple[str, ...], str]:
     return rows
 
 
-def quick_run(asv_run, *selection: str) -> str:
+def quick_run(asv_run, *selection: str, launch_method: str = "forkserver") -> str:
     """asv's output for one sample of each selected combination (nothing recorded); asv must exit 0."""
-    done = asv_run("run", "--python=same", "--quick", "--dry-run", "--show-stderr", "--launch-method", "forkserver",
+    done = asv_run("run", "--python=same", "--quick", "--dry-run", "--show-stderr", "--launch-method", launch_method,
                    *selection)
     assert done.returncode == 0, done.stdout + done.stderr
     return done.stdout
@@ -111,6 +111,15 @@ def test_a_real_asv_run_of_a_few_steps_and_a_setup_cache_produces_numbers_and_sk
         assert rows[("Training.time_step", "cuda", "mlp", "1024")] == "n/a"
         assert "asv: skipped: SkipNotImplemented('mlp at batch 8 on cuda is outside the default selection" in said
         assert "asv: skipped: SkipNotImplemented('cuda is not usable here:" in said
+
+
+def test_under_spawn_the_macs_launch_method_the_first_lookup_measures_the_shared_cache_and_the_next_reads_it(asv_run):
+    rows = _rows(quick_run(
+        asv_run, "-b", r"Correctness.track_relative_error\('cpu', 'linear_transposed_weight', 'float32'\)",
+        "-b", r"Determinism.track_largest_difference\('cpu', 'linear_transposed_weight', 'float32'\)",
+        launch_method="spawn"))
+    assert 0 <= float(rows[("Correctness.track_relative_error", "cpu", "linear_transposed_weight", "float32")]) < 1e-3
+    assert float(rows[("Determinism.track_largest_difference", "cpu", "linear_transposed_weight", "float32")]) >= 0
 
 
 @pytest.mark.slow  # the capacity setup_cache measures both classes' whole cpu selection: minutes
