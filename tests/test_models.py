@@ -100,6 +100,7 @@ def test_missing_package_is_named(monkeypatch):
 
 
 def test_optional_packages_are_preloaded_only_in_asvs_forkserver(monkeypatch):
+    import gc
     import sys
     import types
 
@@ -109,6 +110,11 @@ def test_optional_packages_are_preloaded_only_in_asvs_forkserver(monkeypatch):
     for spawned in ("run", "setup_cache", "discover"):  # asv's benchmark.py imports asv_runner.server in every mode
         monkeypatch.setattr(sys, "argv", ["benchmark.py", spawned, "benchmarks"])
         assert models.preload_for_forkserver() == []
+    assert gc.get_freeze_count() == 0  # nothing frozen outside the forkserver
     monkeypatch.setattr(sys, "argv", ["benchmark.py", models.FORKSERVER_MODE, "benchmarks", "socket"])
-    assert models.preload_for_forkserver() == list(models.PRELOADED)  # both installed in the test venv
+    try:
+        assert models.preload_for_forkserver() == list(models.PRELOADED)  # both installed in the test venv
+        assert gc.get_freeze_count() > 0  # what the forked processes' collections skip
+    finally:
+        gc.unfreeze()  # this test process is no forkserver
     assert all(package in sys.modules for package in models.PRELOADED)

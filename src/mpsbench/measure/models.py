@@ -6,6 +6,7 @@ Each ``seed_batch_size`` is the batch of the published measurement that motivate
 
 from __future__ import annotations
 
+import gc
 import importlib
 import sys
 from collections.abc import Callable
@@ -310,4 +311,9 @@ def preload_for_forkserver() -> list[str]:
         except Exception:  # absent, or not importable with this torch: its models skip with the reason
             continue
         loaded.append(package)
+    # Python's advice for a server that forks without exec: the imported modules' objects go to the collector's
+    # permanent generation, so a forked process's gc.collect() no longer walks them (or copies their pages). With
+    # torchvision and transformers loaded each collection cost 0.14-0.16 s, and the patterns' measuring in a forked
+    # lookup took 2-4x a fresh interpreter's time; frozen, less than it (docs/budget.md).
+    gc.freeze()
     return loaded
