@@ -16,7 +16,6 @@ def _measure_instruments():
     return measured.measure_kinds(figures.instruments, TrainingInstruments, InferenceInstruments)
 
 
-
 class _Instruments(measured.Lookup):
     """Shared by TrainingInstruments and InferenceInstruments: four readings of one warmed-up workload.
 

@@ -60,7 +60,6 @@ def _measure_once():
                                       **measured.kind_families(figures.capacity, TrainingCapacity, InferenceCapacity)})
 
 
-
 class _Capacity(measured.PeakMemory):
     """Throughput, peak memory and energy per step of the same combinations as the step timings.
 

@@ -65,7 +65,6 @@ def _forward_throughputs(benchmark, keys):
     return table
 
 
-
 def _throughput(unit):
     """A ``track_``: the op's work (docs/ops.md) over the median time of one call across several samples, read from
     the one measuring process (``_measure_throughputs``); its process never starts the device or imports torch."""

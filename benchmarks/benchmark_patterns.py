@@ -22,7 +22,6 @@ def _measure_patterns():
     })
 
 
-
 class Correctness(measured.Lookup):
     """Relative error of each pattern on each device and dtype against float64 on the cpu."""
 

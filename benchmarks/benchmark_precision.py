@@ -38,7 +38,6 @@ def _measure_peak_memory():
     return measured.measure_kinds(figures.precision_capacity, TrainingPrecisionCapacity, InferencePrecisionCapacity)
 
 
-
 class _PrecisionCapacity(measured.PeakMemory):
     """Peak memory of the same combinations, measured once per run in one ``setup_cache`` (see benchmark_models)."""
 

@@ -4,9 +4,9 @@ what asv's forkserver imports: where a forked lookup's measuring gains or loses 
     MPSBENCH_DEVICES=cpu .venv/bin/python tools/fork_probe.py patterns fresh frozen fresh frozen
 
 Each mode runs in a process of its own, one after the other, so alternate them to measure in one sitting:
-fresh (this interpreter imports only what the measuring needs), forked (a fork after the forkserver's imports)
-and frozen (the same, with the forkserver's gc.freeze()). It prints the family, the mode, the seconds and the
-1-minute load average.
+fresh (this interpreter imports only what the measuring needs, within the timed seconds, as a setup_cache's
+interpreter does), forked (a fork after the forkserver's imports) and frozen (the same, with the forkserver's
+gc.freeze()). It prints the family, the mode, the seconds and the 1-minute load average.
 """
 
 from __future__ import annotations
