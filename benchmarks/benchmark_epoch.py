@@ -11,7 +11,7 @@ from mpsbench.measure import devices, epoch, measured, suite
 from .benchmark_models import _measure_once
 
 
-class Epoch:
+class Epoch(measured.Lookup):
     """Per phase (train, eval): median epoch time, images/s and fraction of it spent waiting for data.
 
     Every figure comes from one measurement per run in ``setup_cache`` (``epoch.EPOCHS_MEASURED`` epochs
@@ -23,9 +23,6 @@ class Epoch:
     params = (devices.NAMES, epoch.MODELS, epoch.BATCH_SIZES, epoch.NUM_WORKERS, epoch.DATASET_NAMES, epoch.PHASES)
     param_names = ("device", "model", "batch_size", "num_workers", "dataset", "phase")
     version = "2"  # bump when what is measured changes, not for cosmetic edits
-    rounds = 1  # a track_ benchmark is a lookup here: a second round would only read the cache again
-    timeout = measured.MEASURING_TIMEOUT  # the first lookup measures the epochs
-
     kind = "epoch"  # its family in the setup_cache it shares with benchmark_models' capacity classes
     setup_cache = _measure_once  # one cache for both modules: asv keys a cache by where it is defined
 
