@@ -49,14 +49,23 @@ def python_ms() -> float:
 
 
 def step_ms(workload: Any, seconds: float) -> float:
+    return timed(workload, seconds)["step_ms"]
+
+
+def timed(workload: Any, seconds: float) -> dict[str, float]:
+    """A window's ms a step, and the share of it the launching thread spent before each synchronize (near 1: the
+    host sets the pace; near 0: the device does)."""
     steps, sync = workload.spec.steps_per_call, workload.device.synchronize
     sync()
-    begin, calls = time.perf_counter(), 0
+    begin, calls, launching = time.perf_counter(), 0, 0.0
     while time.perf_counter() - begin < seconds:
+        call = time.perf_counter()
         workload.run(steps)
+        launching += time.perf_counter() - call
         sync()
         calls += 1
-    return 1e3 * (time.perf_counter() - begin) / (calls * steps)
+    took = time.perf_counter() - begin
+    return {"step_ms": 1e3 * took / (calls * steps), "launch_share": launching / took}
 
 
 def on_cores(workload: Any, cores: list[int], rounds: int, seconds: float) -> list[dict[str, Any]]:
@@ -75,8 +84,8 @@ def on_cores(workload: Any, cores: list[int], rounds: int, seconds: float) -> li
 
 
 def free(workload: Any, windows: int, seconds: float) -> list[dict[str, Any]]:
-    return [{"window": index, "step_ms": step_ms(workload, seconds), "core": current_core(),
-             "python_ms": python_ms()} for index in range(windows)]
+    return [{"window": index, **timed(workload, seconds), "core": current_core(), "python_ms": python_ms()}
+            for index in range(windows)]
 
 
 def steal_ticks() -> int:
@@ -107,6 +116,8 @@ def main() -> int:
     parser.add_argument("--mode", choices=("cores", "free", "host"), required=True)
     parser.add_argument("--device", default="cuda")
     parser.add_argument("--models", default="mlp,lenet5")
+    parser.add_argument("--dtype", default="float32", help="float16 and bfloat16 train in mixed precision")
+    parser.add_argument("--kinds", default=",".join(WORKLOADS))
     parser.add_argument("--seconds", type=float, default=0.3, help="a window's length")
     parser.add_argument("--windows", type=int, default=8, help="free: windows per workload")
     args = parser.parse_args()
@@ -123,16 +134,18 @@ def main() -> int:
     cores = sorted(os.sched_getaffinity(0))
     rows = []
     for model in args.models.split(","):
-        for kind in WORKLOADS:
-            workload = suite.prepare(kind, args.device, model, models.get(model).seed_batch_size, guarded=False)
+        for kind in args.kinds.split(","):
+            workload = suite.prepare(kind, args.device, model, models.get(model).seed_batch_size, dtype=args.dtype,
+                                     guarded=False)
             step_ms(workload, 0.5)  # settle
-            row: dict[str, Any] = {"model": model, "kind": kind}
+            row: dict[str, Any] = {"model": model, "kind": kind, "dtype": args.dtype}
             if args.mode == "cores":
                 row["cores"] = on_cores(workload, cores, 2, args.seconds)
             else:
                 row["windows"] = free(workload, args.windows, args.seconds)
             medians = [entry["step_ms"] for entry in row.get("cores", row.get("windows", []))]
-            print(f"{model} {kind}: step ms {min(medians):.3f}-{max(medians):.3f}, median {statistics.median(medians):.3f}",
+            shares = [entry["launch_share"] for entry in row.get("windows", [])] or [float("nan")]
+            print(f"{model} {kind} {args.dtype}: launch share {statistics.median(shares):.2f}, step ms {min(medians):.3f}-{max(medians):.3f}, median {statistics.median(medians):.3f}",
                   flush=True)
             rows.append(row)
     args.out.write_text(json.dumps({"date": datetime.datetime.now(datetime.timezone.utc).isoformat(),
