@@ -94,7 +94,9 @@ def steal_ticks() -> int:
 
 def host(seconds: float) -> dict[str, Any]:
     cores, everywhere = sorted(os.sched_getaffinity(0)), os.sched_getaffinity(0)
-    loops, steal, begin = [], [], time.perf_counter()
+    loops: list[dict[str, Any]] = []
+    steal: list[dict[str, int]] = []
+    begin = time.perf_counter()
     last_second, last_steal = 0, steal_ticks()
     try:
         while time.perf_counter() - begin < seconds:
