@@ -5,14 +5,17 @@
     python tools/pace_probe.py OUT/host.json --mode host      # no torch: the pure-Python loop on each core in turn
     python tools/pace_probe.py /tmp/x.json --device cpu --models mlp --mode cores   # a smoke run anywhere
 
-The sub-millisecond seed workloads (mlp and lenet5, their seed batch) launch kernels faster than the GPU runs them out,
-so the launching thread sets their pace. ``cores`` pins that thread alone (``os.sched_setaffinity`` of the calling
-thread: torch's own threads and the rest keep every core) to each core in turn, two rounds, and times the steps there,
-with a pure-Python loop beside them that knows nothing of torch. ``free`` leaves the thread where the scheduler puts it
-and records, for each window, its step time and the core the thread was on at the window's end. Windows have no
-counter read. ``host`` imports no torch and runs no GPU work: for ``--seconds`` it moves the thread to the next core
-every loop and records the loop's time, with the machine's steal time (``/proc/stat``: time the hypervisor gave this
-VM's cores to someone else) once a second. Everything lands in one JSON file; the figures are the result (exit 0 when it ran).
+The sub-millisecond seed workloads (mlp and lenet5, their seed batch) launch kernels faster than the GPU runs them
+out, so the launching thread sets their pace. ``cores`` pins that thread alone (``os.sched_setaffinity`` of the
+calling thread: torch's own threads and the rest keep every core) to each core in turn, two rounds, and times the
+steps there, with a pure-Python loop beside them that knows nothing of torch. ``free`` leaves the thread where the
+scheduler puts it and records, for each window, its step time, the share of it the thread spent launching (before each
+synchronize: near 1 where the host sets the pace) and the core the thread was on at the window's end; ``--dtype
+float16`` trains in mixed precision as the precision rows do. Windows have no counter read. ``host`` imports no torch
+and runs no GPU work: for ``--seconds`` it moves the thread to the next core every loop and records the loop's time,
+with the machine's steal time (``/proc/stat``: time the hypervisor gave this VM's cores to someone else) once a
+second. Everything lands in one JSON file; the figures are the result (exit 0 when it ran). docs/instruments.md has
+what the H100 showed (2026-11-27).
 """
 
 from __future__ import annotations
