@@ -12,10 +12,10 @@ steps there, with a pure-Python loop beside them that knows nothing of torch. ``
 scheduler puts it and records, for each window, its step time, the share of it the thread spent launching (before each
 synchronize: near 1 where the host sets the pace) and the core the thread was on at the window's end; ``--dtype
 float16`` trains in mixed precision as the precision rows do. Windows have no counter read. ``host`` imports no torch
-and runs no GPU work: for ``--seconds`` it moves the thread to the next core every loop and records the loop's time,
-with the machine's steal time (``/proc/stat``: time the hypervisor gave this VM's cores to someone else) once a
-second. Everything lands in one JSON file; the figures are the result (exit 0 when it ran). docs/instruments.md has
-what the H100 showed (2026-11-27).
+and runs no GPU work: for ``--seconds`` it moves the thread to the next core every loop (``--stay``: keeps it on one)
+and records the loop's time, with the machine's steal time (``/proc/stat``: time the hypervisor gave this VM's cores
+to someone else) once a second. Everything lands in one JSON file; the figures are the result (exit 0 when it ran).
+docs/instruments.md has what the H100 showed (2026-11-27).
 """
 
 from __future__ import annotations
@@ -95,8 +95,9 @@ def steal_ticks() -> int:
     return int(Path("/proc/stat").read_text().split("\n", 1)[0].split()[8])
 
 
-def host(seconds: float) -> dict[str, Any]:
-    cores, everywhere = sorted(os.sched_getaffinity(0)), os.sched_getaffinity(0)
+def host(seconds: float, stay: bool) -> dict[str, Any]:
+    everywhere = os.sched_getaffinity(0)
+    cores = [current_core()] if stay else sorted(everywhere)
     loops: list[dict[str, Any]] = []
     steal: list[dict[str, int]] = []
     begin = time.perf_counter()
@@ -123,11 +124,12 @@ def main() -> int:
     parser.add_argument("--models", default="mlp,lenet5")
     parser.add_argument("--dtype", default="float32", help="float16 and bfloat16 train in mixed precision")
     parser.add_argument("--kinds", default=",".join(WORKLOADS))
+    parser.add_argument("--stay", action="store_true", help="host: keep the thread on the core it starts on")
     parser.add_argument("--seconds", type=float, default=0.3, help="a window's length")
     parser.add_argument("--windows", type=int, default=8, help="free: windows per workload")
     args = parser.parse_args()
     if args.mode == "host":
-        found = host(args.seconds)
+        found = host(args.seconds, args.stay)
         times = sorted(loop["python_ms"] for loop in found["loops"])
         print(f"host: {len(times)} loops, python ms {times[0]:.2f}-{times[-1]:.2f}, median {statistics.median(times):.2f};"
               f" steal ticks {sum(entry['steal_ticks'] for entry in found['steal'])}", flush=True)
