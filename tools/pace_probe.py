@@ -150,10 +150,10 @@ def main() -> int:
                 row["cores"] = on_cores(workload, cores, 2, args.seconds)
             else:
                 row["windows"] = free(workload, args.windows, args.seconds)
-            medians = [entry["step_ms"] for entry in row.get("cores", row.get("windows", []))]
+            step_times = [entry["step_ms"] for entry in row.get("cores", row.get("windows", []))]
             shares = [entry["launch_share"] for entry in row.get("windows", [])] or [float("nan")]
-            print(f"{model} {kind} {args.dtype}: launch share {statistics.median(shares):.2f},"
-                  f" step ms {min(medians):.3f}-{max(medians):.3f}, median {statistics.median(medians):.3f}", flush=True)
+            print(f"{model} {kind} {args.dtype}: launch share {statistics.median(shares):.2f}, step ms"
+                  f" {min(step_times):.3f}-{max(step_times):.3f}, median {statistics.median(step_times):.3f}", flush=True)
             rows.append(row)
     args.out.write_text(json.dumps({"date": datetime.datetime.now(datetime.timezone.utc).isoformat(),
                                     "mode": args.mode, "cores": cores, "load": os.getloadavg(), "rows": rows},

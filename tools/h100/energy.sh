@@ -53,16 +53,17 @@ for part in $PARTS; do
                 say "affinity run $run (${pin[*]:-unpinned}): exit $?, $(( $(date +%s) - start )) s, load $(load)"
             done ;;
         pace)  # is a host-paced step's pace its launching thread's core? that thread on each core, then free processes
-            P=/tmp/h100/pace; mkdir -p "$P"
-            lscpu > "$OUT/lscpu.txt" 2>&1
-            timeout 200 python3 tools/pace_probe.py "$OUT/pace-cores.json" --mode cores > "$OUT/pace.log" 2>&1
+            P=/tmp/h100/pace; mkdir -p "$P"   # eleven files: one tarball under OUT
+            lscpu > "$P/lscpu.txt" 2>&1
+            timeout 200 python3 tools/pace_probe.py "$P/pace-cores.json" --mode cores > "$P/pace.log" 2>&1
             say "pace cores: exit $?, $(( $(date +%s) - start )) s, load $(load)"
             for run in 1 2 3 4 5 6 7 8; do
                 start=$(date +%s); how=()
                 if [ "$run" -gt 6 ]; then how=(env PYTHONHASHSEED=0 setarch "$(uname -m)" -R); fi
-                timeout 60 "${how[@]}" python3 tools/pace_probe.py "$OUT/pace-free-$run.json" --mode free >> "$OUT/pace.log" 2>&1
+                timeout 60 "${how[@]}" python3 tools/pace_probe.py "$P/pace-free-$run.json" --mode free >> "$P/pace.log" 2>&1
                 say "pace free $run (${how[*]:-as is}): exit $?, $(( $(date +%s) - start )) s, load $(load)"
-            done ;;
+            done
+            tar -czf "$OUT/pace.tgz" -C "$P" . ;;
         *) say "unknown part $part (default, ops, probe, energy, affinity, pace)" ;;
     esac
 done
