@@ -75,8 +75,8 @@ def recorded_names(results: Path, machine: str, commit: str, environment: str = 
             result = recorded.read(path, machine)
         except recorded.RecordedError as exc:
             raise RecordError(f"results file {path} cannot be read ({exc})") from None
-        if result.commit_hash == commit:  # merge's reading of a file: unparameterized benchmarks' values too
-            names.update(asv.combination(name, combo) for name, combo in merge.values(json.loads(path.read_text())))
+        if result.commit_hash == commit:
+            names.update(row.entry for row in recorded.rows(result))
     return names
 
 

@@ -122,10 +122,10 @@ def named(row: Row, names: Sequence[str]) -> dict[str, Any]:
 
 
 def _values(result: Any, name: str) -> Iterator[tuple[tuple[str, ...], Any]]:
-    """Each combination of one benchmark with the value asv recorded (None: failed, NaN: skipped)."""
+    """Each combination of one benchmark with the value asv recorded (None: failed, NaN: skipped). An unparameterized
+    benchmark (params ``[]``) has one combination, ``()``: asv 0.6.6 gives it a list of one value, as any other."""
     params = result.get_result_params(name)
-    values = result.get_result_value(name, params)
-    return zip(list(itertools.product(*params)) if params else [()], values if params else [values])
+    return zip(itertools.product(*params), result.get_result_value(name, params))
 
 
 def rows(result: Any) -> dict[Row, Measured]:
@@ -134,9 +134,7 @@ def rows(result: Any) -> dict[Row, Measured]:
     for name in result.get_all_result_keys():
         params = result.get_result_params(name)
         stats, samples = result.get_result_stats(name, params), result.get_result_samples(name, params)
-        if not params:  # an unparameterized benchmark: asv keeps single values
-            stats, samples = [stats], [samples]
-        for (combination, value), stat, sample in zip(_values(result, name), stats or [], samples or []):
+        for (combination, value), stat, sample in zip(_values(result, name), stats, samples):
             if not isinstance(value, bool) and isinstance(value, (int, float)) and math.isfinite(value):
                 kept = tuple(float(x) for x in sample) if sample else None
                 found[Row(name, tuple(combination))] = Measured(float(value), stat or None, kept)
