@@ -62,6 +62,11 @@ def _measured(machine: str, day: int) -> dict[tuple[str, str, str, str, int], li
     return {STEADY: noisy(seed, 0.014 if day == 3 else 0.010, 0.005)}
 
 
+def _when(day: int) -> int:
+    """The nightly's run, in asv's milliseconds."""
+    return int(datetime.fromisoformat(f"{DATES[day]}T03:00:00").replace(tzinfo=timezone.utc).timestamp() * 1000)
+
+
 @pytest.fixture
 def fleet(tmp_path):
     manifest = mf.Manifest()
@@ -73,8 +78,7 @@ def fleet(tmp_path):
     results = tmp_path / "results"
     for machine in ("m1", "m2", "m3"):
         for day in range(len(DATES)):
-            when = int(datetime.fromisoformat(f"{DATES[day]}T03:00:00").replace(tzinfo=timezone.utc).timestamp() * 1000)
-            benchmarks = asvresults.write_results(results, machine, commits[day], when, {}, DEVICES, MODELS, BATCHES,
+            benchmarks = asvresults.write_results(results, machine, commits[day], _when(day), {}, DEVICES, MODELS, BATCHES,
                                                   samples=_measured(machine, day))
     asvresults.write_benchmarks(results, benchmarks)
     config = tmp_path / "asv.conf.json"
@@ -129,6 +133,31 @@ def test_confirm_raises_only_what_a_fresh_compare_agrees_with(fleet, capsys):
     assert "[confirmed]" in out and "[not confirmed]" in out
     assert out.splitlines()[-1] == "mpsbench alert: REGRESSION: 1 rows slower on m1"
     assert "Not confirmed by a fresh compare" in text
+
+
+def test_confirm_keeps_an_alert_compare_cannot_measure_and_confirms_the_others(fleet, capsys):
+    tmp, _, commits, suite, _ = fleet
+    results, memory = tmp / "results", "benchmark_models.TrainingCapacity.track_peak_memory"
+    for day, mib in enumerate((900.0, 900.0, 900.0, 1400.0)):  # the step's peak memory grew on s2 (no statistics)
+        entry = asvresults.write_track(results, "m1", commits[day], _when(day), memory, asvresults.PARAM_NAMES,
+                                       [["mps"], ["resnet50"], [128]], "MiB", {("mps", "resnet50", 128): mib})
+    asvresults.write_benchmarks(results, {**json.loads((results / "benchmarks.json").read_text()), **entry})
+    asked = []
+
+    def compare(old: str, new: str, bench: str) -> int:
+        asked.append(bench)
+        # compare measures only time_ rows: on any other it refuses in one line, exit 2
+        return 2 if "track_" in bench else rule.Decision.SLOWER.exit_status
+
+    status, text = alerts.check(suite, alerts.Options(("m1",)), compare=compare)
+    assert status == 1
+    assert asked == [r"^benchmark_models\.Training\.time_step\('mps',\ 'resnet50',\ 128\)$"]
+    out = capsys.readouterr().out.splitlines()
+    assert out[0] == (f"mpsbench alert: not confirming {memory}('mps', 'resnet50', 128) on m1: mpsbench compare"
+                      " re-measures only timed rows (time_*), and this one returns a value (MiB); kept as recorded")
+    assert any(line.startswith(f"slower 1.556x  {memory}") and not line.count("[") for line in out)  # as recorded
+    assert out[-1] == "mpsbench alert: REGRESSION: 2 rows slower on m1"
+    assert "; 1 of them confirmed by a fresh `mpsbench compare`, the others kept as recorded" in text
 
 
 def test_an_undecided_or_unchanged_compare_keeps_the_exit_status_0(fleet, capsys):

@@ -1,7 +1,8 @@
 """Alerts that hold up: each machine's newest build, row by row, against the build before it and the last good one.
 
 A build judged slower never becomes the baseline, so n1 n2 s1 s2 is still reported at s2 against n2;
-``--confirm`` re-measures each alert with a fresh ``mpsbench compare`` (docs/site.md, "Alerts that hold up").
+``--confirm`` re-measures each alert on a timed row with a fresh ``mpsbench compare`` and keeps the others as recorded
+(docs/site.md, "Alerts that hold up").
 """
 
 from __future__ import annotations
@@ -141,17 +142,41 @@ def compare_command(suite: Suite, machine: str | None = None) -> Compare:
     return run_compare
 
 
+def remeasurable(row: recorded.Row) -> bool:
+    """Whether ``mpsbench compare`` can measure the row again: it judges the timed samples that only asv's time_ and
+    timeraw_ benchmarks give; a track_ row returns one value (a wrong result, MiB, a rate, a count of ops)."""
+    return row.benchmark.rpartition(".")[2].startswith(("time_", "timeraw_"))
+
+
 def confirm(found: list[Alert], compare: Compare) -> list[Alert]:
+    """Each alert with a fresh compare's verdict; one compare cannot measure is kept as recorded, with a line why."""
     verdicts = {rule.Decision.SLOWER.exit_status: "confirmed", rule.Decision.UNCHANGED.exit_status: "not confirmed",
                 rule.Decision.UNDECIDED.exit_status: "undecided"}
     confirmed = []
     for alert in found:
+        if not remeasurable(alert.row):
+            print(f"mpsbench alert: not confirming {alert.row.entry} on {alert.machine}: mpsbench compare re-measures only"
+                  f" timed rows (time_*), and this one returns a value ({alert.unit or 'no unit'}); kept as recorded",
+                  flush=True)
+            confirmed.append(alert)
+            continue
         status = compare(alert.old, alert.new, "^" + re.escape(alert.row.entry) + "$")
         if status not in verdicts:
             raise AlertError(f"mpsbench compare {alert.old[:12]} {alert.new[:12]} exited with status {status}"
                              f" (expected {', '.join(map(str, verdicts))})")
         confirmed.append(replace(alert, confirmed=verdicts[status]))
     return confirmed
+
+
+def _confirmed(raised: list[Alert]) -> str:
+    """How many of the raised alerts a fresh compare confirmed: the others (if any) it could not measure."""
+    count = sum(alert.confirmed == "confirmed" for alert in raised)
+    if not count:
+        return "."
+    if count == len(raised):
+        return ", and confirmed by a fresh `mpsbench compare`."
+    return (f"; {count} of them confirmed by a fresh `mpsbench compare`, the others kept as recorded (compare"
+            " re-measures only time_ rows).")
 
 
 def markdown(alerts: list[Alert], compared: str) -> str:
@@ -169,8 +194,7 @@ def markdown(alerts: list[Alert], compared: str) -> str:
         machines = sorted({alert.machine for alert in mine})
         sections.append(document.Section(title, [
             f"{len(mine)} rows on {len(machines)} machines ({', '.join(machines)}) {what} on the newest build"
-            f" ({compared}), each judged by its own rule (docs/site.md, docs/instruments.md)"
-            + (", and confirmed by a fresh `mpsbench compare`." if any(a.confirmed for a in mine) else "."),
+            f" ({compared}), each judged by its own rule (docs/site.md, docs/instruments.md){_confirmed(mine)}",
             document.Table(["machine", "benchmark", "params", "old", "new", "new/old", "against", "why",
                             "builds and PyTorch commits"], rows, ["slower"] * len(rows)),
             "Confirm and bisect: `mpsbench compare OLD NEW -b ROW`, then `mpsbench bisect GOOD BAD -b ROW` (README).",
