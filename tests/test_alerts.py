@@ -11,6 +11,7 @@ import hashlib
 import json
 import random
 import subprocess
+import sys
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -228,15 +229,20 @@ def test_the_confirming_compare_is_the_mpsbench_command_on_the_same_builds_and_m
     ran = []
 
     def run(command, check):
+        assert Path(command[0]).is_file(), command[0]  # what the OS runs is there
         ran.append(command)
         return subprocess.CompletedProcess(command, rule.Decision.UNDECIDED.exit_status)
 
+    # an interpreter with no mpsbench console script beside it (pip --user, --target, conda)
+    python = tmp_path / "elsewhere" / "python"
+    python.parent.mkdir()
+    python.symlink_to(sys.executable)
+    monkeypatch.setattr(sys, "executable", str(python))
     monkeypatch.setattr(alerts.subprocess, "run", run)
     compare = alerts.compare_command(Suite(tmp_path / "asv.conf.json", tmp_path / "manifest.json", tmp_path / "timeline"), "m1")
     assert compare("a" * 40, "b" * 40, "^x$") == rule.Decision.UNDECIDED.exit_status
-    assert Path(ran[0][0]).name == "mpsbench" and Path(ran[0][0]).is_file()
-    assert ran[0][1:] == ["compare", "a" * 40, "b" * 40, "-b", "^x$", "--manifest", str(tmp_path / "manifest.json"),
-                          "--timeline", str(tmp_path / "timeline"), "--machine", "m1"]
+    assert ran == [[str(python), "-m", "mpsbench.cli", "compare", "a" * 40, "b" * 40, "-b", "^x$",
+                    "--manifest", str(tmp_path / "manifest.json"), "--timeline", str(tmp_path / "timeline"), "--machine", "m1"]]
 
 
 def test_the_newest_build_is_judged_within_its_own_channel_not_by_date(tmp_path):

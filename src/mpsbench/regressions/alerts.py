@@ -133,11 +133,12 @@ def compare_command(suite: Suite, machine: str | None = None) -> Compare:
     """``mpsbench compare OLD NEW -b BENCH`` run as a command, on the same suite and machine: the alert needs none of
     compare's code, and a test can put a stand-in here."""
     def run_compare(old: str, new: str, benchmark: str) -> int:
-        command = [str(Path(sys.executable).with_name("mpsbench")), "compare", old, new, "-b", benchmark,
-                   "--manifest", str(suite.manifest_path), "--timeline", str(suite.timeline_path)]
-        command += ["--machine", machine] if machine else []
-        print(f"mpsbench alert: confirming: mpsbench {' '.join(command[1:])}", flush=True)
-        return subprocess.run(command, check=False).returncode
+        arguments = ["compare", old, new, "-b", benchmark, "--manifest", str(suite.manifest_path),
+                     "--timeline", str(suite.timeline_path)]
+        arguments += ["--machine", machine] if machine else []
+        print(f"mpsbench alert: confirming: mpsbench {' '.join(arguments)}", flush=True)
+        # this interpreter runs the module: the console script need not sit beside it (pip --user, --target, conda)
+        return subprocess.run([sys.executable, "-m", "mpsbench.cli", *arguments], check=False).returncode
 
     return run_compare
 
