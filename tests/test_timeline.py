@@ -10,6 +10,7 @@ from tests.test_manifest import build
 
 from mpsbench.builds import history, timeline
 from mpsbench.builds import manifest as mf
+from mpsbench.core import ranges
 
 
 def _two_releases() -> mf.Manifest:
@@ -89,13 +90,34 @@ def test_a_range_naming_no_timeline_commit_is_refused_in_one_line(tmp_path):
     old, new = generated.commits["release@2.13.0"], generated.commits["release@2.14.1"]
     # A -b regex may contain "..": option values are never taken for the range.
     # asv's own parser finds the range: -j takes an optional count, so "-j 4 ALL" and "-j 2 release" are valid.
-    for good in (["-b", r"benchmark_models\..*", f"{old}..{new}"], [f"{new}^!"], ["release"], ["--quick", "NEW"],
-                 ["-j", "4", "ALL"], ["-j", "2", "release"], ["-E", "virtualenv:3.11", "HASHFILE:builds.txt"]):
+    (tmp_path / "builds.txt").write_text(f"{new}\n")
+    for good in (["-b", r"benchmark_models\..*", f"{old}..{new}"], [f"{new}^!"], ["release"], ["-j", "4", "ALL"],
+                 ["-j", "2", "release"], ["-E", "virtualenv:3.11", f"HASHFILE:{tmp_path / 'builds.txt'}"], ["'release'"]):
         assert timeline.bad_range(tmp_path / "repo", good) is None, good
     reason = timeline.bad_range(tmp_path / "repo", ["-b", "Training", "^..deadbeef"])
     assert reason is not None
     assert "'^..deadbeef'" in reason and "v2.14.1" in reason and "\n" not in reason
     assert "'nope'" in (timeline.bad_range(tmp_path / "repo", ["-j", "4", "nope"]) or "")  # the range after -j N is checked
+
+
+def test_check_range_and_a_record_run_read_a_range_alike(tmp_path):
+    """One reading (core/ranges.py): what `timeline check-range` lets pass, `results record` runs, and the reverse."""
+    from mpsbench.results import record
+
+    generated = timeline.generate(_two_releases(), tmp_path / "repo")
+    old, new = generated.commits["release@2.13.0"], generated.commits["release@2.14.1"]
+    assert record.builds(tmp_path / "repo", ["release"], f"'{old}..{new}'") == [new]  # shell words, as asv splits them
+    for word in ("NEW", "EXISTING", "TAGS", "HEAD"):  # asv's words that pick no named build: refused by both
+        reason = timeline.bad_range(tmp_path / "repo", ["--quick", word])
+        assert reason == f"range {word!r} is not supported here: use ALL, HASHFILE:path, or timeline hashes from 'mpsbench" \
+                         " build list' (HASH^! or OLD..NEW), channels and tags (release, v2.13.0, v2.14.1)"
+        with pytest.raises(ranges.RangeError) as refused:
+            record.builds(tmp_path / "repo", ["release"], word)
+        assert str(refused.value) == reason
+    for bad in (f"{new}..{old}", "nope", "'unclosed"):
+        with pytest.raises(ranges.RangeError) as refused:
+            record.builds(tmp_path / "repo", ["release"], bad)
+        assert str(refused.value) == timeline.bad_range(tmp_path / "repo", [bad])
 
 
 def test_a_channel_removed_from_the_manifest_loses_its_branch_on_generate(tmp_path):

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from mpsbench.builds import manifest as mf
-from mpsbench.core import asv, git
+from mpsbench.core import asv, git, ranges
 from mpsbench.core.errors import UserError
 
 IDENTITY_NAME = "mpsbench timeline"
@@ -137,30 +137,20 @@ def summary(manifest: mf.Manifest, generated: Generated, repo: Path) -> str:
     return "\n".join([*lines, f"timeline written to {repo}"])
 
 
-_ASV_RANGE_WORDS = ("ALL", "NEW", "EXISTING")  # what asv run takes for a range besides git revisions
-
-
 def bad_range(repo: Path, asv_run_args: list[str]) -> str | None:
-    """Why the range among ``asv run``'s arguments names nothing in the timeline (asv would answer a traceback), or
-    None; arguments asv's own parser refuses are left to asv, which says why."""
+    """Why the range among ``asv run``'s arguments names no build of the timeline, as ``results record`` would refuse it
+    (:func:`mpsbench.core.ranges.builds`, over every channel), or None; arguments asv's own parser refuses are left to
+    asv, which says why."""
     try:
         arg = asv.run_args(asv_run_args).range
     except asv.AsvError:
         return None
-    if not arg or arg in _ASV_RANGE_WORDS or arg.startswith("HASHFILE:"):
+    if arg is None:
         return None
-    done = git.run(repo, "rev-list", "--first-parent", arg, "--", check=False)
-    if done.returncode != 0:
-        names = ", ".join([*_heads(repo), *git.text(repo, "tag", "--list").split()]) or "none yet"
-        # FIRST^..LAST fails when FIRST is its channel's first build: it has no parent.
-        root = " (a channel's first build has no '^': name the channel for all its builds)" if "^" in arg else ""
-        return (
-            f"no build range {arg!r} in the timeline {repo}{root}: use timeline hashes from"
-            f" 'mpsbench build list' (HASH^! or OLD..NEW), channels and tags ({names}),"
-            f" or {', '.join(_ASV_RANGE_WORDS)}"
-        )
-    if not done.stdout.strip():  # A..A, or NEW..OLD: asv would run nothing and say little
-        return f"build range {arg!r} names no build of the timeline {repo}: is it reversed? asv ranges are OLD..NEW"
+    try:
+        ranges.builds(repo, list(_heads(repo)), arg)
+    except ranges.RangeError as exc:
+        return str(exc)
     return None
 
 

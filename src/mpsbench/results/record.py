@@ -21,7 +21,7 @@ import shutil
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from mpsbench.core import asv, asv_saving, files, git, progress
+from mpsbench.core import asv, asv_saving, files, git, progress, ranges
 from mpsbench.core.asvconf import AsvConf
 from mpsbench.core.errors import UserError
 from mpsbench.measure import preselect
@@ -36,35 +36,11 @@ log = progress.logger(__name__)
 
 
 class RecordError(UserError):
-    """The run cannot start as asked (nothing selected, an empty range)."""
+    """The run cannot start as asked (nothing selected, --quick); a range naming no build is a ranges.RangeError."""
 
 
-def _commits(timeline: Path, spec: str | None, *args: str) -> list[str]:
-    done = git.run(timeline, *args, check=False)
-    if done.returncode != 0:
-        raise RecordError(f"range {spec!r} names {' '.join(args[2:])!r}, which the timeline {timeline} does not hold:"
-                          f" {git.said(done).splitlines()[0]}")
-    return done.stdout.decode().split()
-
-
-def builds(timeline: Path, branches: Sequence[str], spec: str | None) -> list[str]:
-    """The timeline commits a range names, in asv's order, each once."""
-    if spec is None or spec.startswith("HASHFILE:"):  # each branch's newest build, or the file's builds
-        names = branches if spec is None else Path(spec[len("HASHFILE:"):]).read_text().split()
-        found = [_commits(timeline, spec, "rev-parse", "--verify", f"{name}^{{commit}}")[0] for name in names]
-    elif spec == "ALL":
-        found = [commit for branch in branches for commit in _commits(timeline, spec, "rev-list", "--first-parent", branch)]
-    elif spec in ("NEW", "EXISTING", "TAGS", "HEAD"):
-        raise RecordError(f"range {spec} is not supported here; use ALL, HASHFILE:path or a range of the timeline")
-    else:
-        try:
-            words = shlex.split(spec)  # as asv splits it
-        except ValueError as exc:
-            raise RecordError(f"range {spec!r} cannot be read as asv reads it: {exc}") from None
-        found = _commits(timeline, spec, "rev-list", "--first-parent", *words, "--")
-    if not found:
-        raise RecordError(f"range {spec} names no build of the timeline (is it reversed? asv ranges are OLD..NEW)")
-    return list(dict.fromkeys(found))
+# the one reading of a range, shared with timeline check-range (core/ranges.py); fleet/nightly.py calls it from here
+builds = ranges.builds
 
 
 def recorded_names(results: Path, machine: str, commit: str, environment: str = "*") -> set[str]:

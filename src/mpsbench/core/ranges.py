@@ -1,0 +1,65 @@
+"""Which timeline builds an ``asv run`` range names: the one reading of a range, for ``results record`` and
+``timeline check-range`` (so ``mpsbench bench`` refuses a range before anything runs as its record run would).
+
+A range is ``ALL`` (every build of the branches), ``HASHFILE:path`` (the builds the file names), a git range of the
+timeline read as asv reads it (``git rev-list --first-parent`` of its shell words), or none (each branch's newest
+build). asv's other words (NEW, EXISTING, TAGS, HEAD) are refused: a record run hands asv the builds' hashes and
+measures them into a scratch folder, where NEW and EXISTING would mean nothing.
+"""
+
+from __future__ import annotations
+
+import shlex
+from collections.abc import Sequence
+from pathlib import Path
+
+from mpsbench.core import git
+from mpsbench.core.errors import UserError
+
+REFUSED = ("NEW", "EXISTING", "TAGS", "HEAD")
+HASHFILE = "HASHFILE:"
+
+
+class RangeError(UserError):
+    """The range names no build of the timeline: one line, with the ranges that would."""
+
+
+def _choices(timeline: Path) -> str:
+    names = git.text(timeline, "for-each-ref", "--format=%(refname:short)", "refs/heads/", "refs/tags/").split()
+    return (f"use ALL, HASHFILE:path, or timeline hashes from 'mpsbench build list' (HASH^! or OLD..NEW), channels and"
+            f" tags ({', '.join(names) or 'none yet'})")
+
+
+def _listed(timeline: Path, what: str, *args: str) -> list[str]:
+    """The commits ``git ARGS`` lists; RangeError with git's reason where it knows no such name."""
+    done = git.run(timeline, *args, check=False)
+    if done.returncode == 0:
+        return done.stdout.decode().split()
+    said = (git.said(done).splitlines() or ["git failed"])[0]
+    # FIRST^..LAST fails when FIRST is its channel's first build: it has no parent
+    root = "; a channel's first build has no '^': name the channel for all its builds" if "^" in what else ""
+    raise RangeError(f"{what} names no build of the timeline {timeline} ({said}{root}): {_choices(timeline)}")
+
+
+def builds(timeline: Path, branches: Sequence[str], spec: str | None) -> list[str]:
+    """The timeline commits ``spec`` names, in asv's order, each once; RangeError (one line) where it names none."""
+    what, git_range = f"range {spec!r}", False
+    if spec is None or spec.startswith(HASHFILE):  # each branch's newest build, or the file's builds
+        what = "the config's branches" if spec is None else what
+        names = branches if spec is None else Path(spec[len(HASHFILE):]).read_text().split()
+        found = [commit for name in names for commit in _listed(timeline, what, "rev-parse", "--verify", f"{name}^{{commit}}")]
+    elif spec == "ALL":
+        found = [commit for branch in branches for commit in _listed(timeline, what, "rev-list", "--first-parent", branch)]
+    elif spec in REFUSED:
+        raise RangeError(f"range {spec!r} is not supported here: {_choices(timeline)}")
+    else:
+        try:
+            words = shlex.split(spec)  # as asv splits it
+        except ValueError as exc:
+            raise RangeError(f"range {spec!r} cannot be read as asv reads it ({exc}): {_choices(timeline)}") from None
+        what, git_range = f"build range {spec!r}", True
+        found = _listed(timeline, what, "rev-list", "--first-parent", *words, "--")
+    if not found:  # a git range: A..A, or NEW..OLD, where asv would run nothing and say little
+        why = "is it reversed? asv ranges are OLD..NEW" if git_range else _choices(timeline)
+        raise RangeError(f"{what} names no build of the timeline {timeline}: {why}")
+    return list(dict.fromkeys(found))
