@@ -334,8 +334,7 @@ def merge(dest: Path, sources: Sequence[Path], machines: Iterable[str] | None = 
         benchmarks = reconcile(dest, sources, update_benchmarks, report)  # raises before anything is written
         dest.mkdir(parents=True, exist_ok=True)
         for source in sources:
-            known = {**asv.benchmarks(dest), **asv.benchmarks(source)}
-            units = {name: str(entry.get("unit", "")) for name, entry in known.items()}
+            units = {**recorded.benchmark_units(dest), **recorded.benchmark_units(source)}
             for path in sorted(source.glob("*/*.json")):  # each machine's folder
                 if path.is_file() and (machines is None or path.parent.name in machines):
                     _merge_one(path, dest, units, replace, report)

@@ -107,7 +107,8 @@ class Recorded:
             for combination, value in _values(result, name) if value is None)
 
 
-def _units(results_dir: Path) -> dict[str, str]:
+def benchmark_units(results_dir: Path) -> dict[str, str]:
+    """Each benchmark's unit, from the benchmarks.json beside ``results_dir``'s results ("" where it declares none)."""
     return {name: str(b.get("unit", "")) for name, b in asv.benchmarks(results_dir).items()}
 
 
@@ -170,7 +171,7 @@ def _results(results_dir: Path, strict: bool) -> Iterator[Any]:
 def load(results_dir: Path, strict: bool = True) -> Recorded:
     """Every results file under ``results_dir``; RecordedError if there is none or one is unreadable (unless
     ``strict=False``: for the site, as ``asv publish`` does, an unreadable file is skipped with a warning)."""
-    found = Recorded({}, {}, _units(results_dir))
+    found = Recorded({}, {}, benchmark_units(results_dir))
     for result in _results(results_dir, strict):
         found.add(result)
     if not found.files:
@@ -181,7 +182,7 @@ def load(results_dir: Path, strict: bool = True) -> Recorded:
 def load_each_python(results_dir: Path, strict: bool = True) -> dict[str, Recorded]:
     """The results files per Python they were run under: one build measured under two Pythons keeps both."""
     found: dict[str, Recorded] = {}
-    units = _units(results_dir)
+    units = benchmark_units(results_dir)
     for result in _results(results_dir, strict):
         found.setdefault(str(result.params.get("python")), Recorded({}, {}, units)).add(result)
     return found
