@@ -10,8 +10,10 @@ folder is checksummed before and after every command.
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import random
+import re
 import shutil
 import signal
 import subprocess
@@ -27,7 +29,8 @@ from tools import verdict_simulation as simulation
 from mpsbench import cli
 from mpsbench.builds import manifest as mf
 from mpsbench.builds import resolve, timeline
-from mpsbench.regressions import bisection, compare, fresh
+from mpsbench.core import asvconf
+from mpsbench.regressions import bisection, compare, fresh, rule
 
 ROOT = Path(__file__).resolve().parents[1]
 # exam: n1 and n2 identical, s1 and s2 three times slower; every combination but "work" is fast.
@@ -149,6 +152,23 @@ def test_bisect_says_when_bad_is_not_slower_or_undecided_never_exit_2(project):
     assert done.returncode in said, done.stdout + done.stderr
     assert said[done.returncode] in done.stdout and done.stdout.rstrip().endswith(f"(exit {done.returncode})")
     assert "Traceback" not in done.stderr
+
+
+@pytest.mark.slow
+def test_a_rows_own_threshold_is_the_factor_compare_judges_it_by(project, tmp_path):
+    """asv.conf.json's regressions_thresholds per row, as the site and alerts take them (issue 30): a row allowed 300%
+    is not slower at 3x, while ".*" keeps 5% for every other row."""
+    suite = tmp_path / "suite"
+    shutil.copytree(project / "suite", suite, symlinks=True)
+    row = "bench_step.Step.time_work('work')"
+    thresholds = {".*": 0.05, re.escape(row): 3.0}
+    conf = (suite / "asv.conf.json").read_text().replace('{".*": 0.05}', json.dumps(thresholds))
+    (suite / "asv.conf.json").write_text(conf)
+    assert rule.factor(asvconf.load(suite / "asv.conf.json").thresholds, row) == 4.0  # what `mpsbench factor -b` says
+    done = _mpsbench(project, "compare", "exam@n2", "exam@s1", "-b", BENCH, *ROUNDS, suite=suite)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert f"compare {row}: " in done.stdout and ", factor 4, " in done.stdout.splitlines()[0], done.stdout
+    assert "B is faster than 4 x A" in done.stdout and "verdict: unchanged" in done.stdout, done.stdout
 
 
 @pytest.mark.slow

@@ -105,7 +105,7 @@ class Session:
         conf = asvconf.load(root / asvconf.CONFIG)
         self.benchmarks = conf.benchmarks
         self.timeline = args.timeline.resolve()
-        self.factor = rule.regression_factor(conf.path)
+        self.thresholds = conf.thresholds
         self.bench, self.log, self.min_rounds, self.max_rounds = args.bench, args.log, args.min_rounds, args.max_rounds
         self.minutes, self.deadline = args.minutes, time.monotonic() + args.minutes * 60
         self.machine = args.machine or machine.write()[0]
@@ -126,6 +126,12 @@ class Session:
         self.cpu_row = False  # check_bench tells: sampled one step at a time, its next process not started ahead
         self.samples: dict[str, int] = {}  # by build name: the samples this pass's processes took (rounds)
         self._reader = timeline.Reader(self.timeline)
+
+    @property
+    def factor(self) -> float:
+        """The combination's regression factor: the one the site and alerts judge its row by (rule.py)."""
+        assert self.key is not None  # check_bench (always first) named the combination
+        return rule.factor(self.thresholds, self.combination)
 
     def __enter__(self) -> Session:
         # a SIGTERM (a CI job cancelled) becomes SystemExit, with the shell's status for a process ended by it, so that
