@@ -221,8 +221,8 @@ def test_sigterm_stops_asv_and_removes_the_scratch_folder(project, tmp_path):
     (("bisect", "exam@n1", "exam@n1"), "same build"),
     (("compare", "exam@n1", "exam@n2", "--min-rounds", "2"), "--min-rounds"),
     (("compare", "exam@n1", "exam@n2", "--min-rounds", "zz"), "rounds must be a whole number of at least 4 and at most 1000"),
-    (("compare", "exam@n1", "exam@n2", "--threads", "0"), "--threads wants a whole number of threads, 1 or more, got '0'"),
-    (("bisect", "exam@n1", "exam@s2", "--threads", "two"), "--threads wants a whole number of threads"),
+    (("compare", "exam@n1", "exam@n2", "--threads", "0"), "--threads must be a whole number of at least 1, got '0'"),
+    (("bisect", "exam@n1", "exam@s2", "--threads", "two"), "--threads must be a whole number of at least 1, got 'two'"),
 ])
 def test_bad_input_is_one_line_and_exit_2(project, args, says):
     done = _mpsbench(project, *args, "-b", BENCH)

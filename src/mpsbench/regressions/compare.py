@@ -151,17 +151,10 @@ def options(parser: argparse.ArgumentParser, files: bool = True) -> None:
         parser.add_argument("--suite-root", type=Path, default=None, help=argparse.SUPPRESS)  # tests: a stand-in suite
     parser.add_argument("--log", type=Path, help="append asv's own output here")
     parser.add_argument(
-        "--threads", type=_threads, metavar="N",
+        "--threads", type=text.number(int, 1, "--threads"), metavar="N",
         help="torch's cpu threads in both builds' processes (OMP_NUM_THREADS); default: torch's own, as recorded. On a"
              " busy machine a cpu row's thread pool waits for a descheduled thread: --threads 1 (docs/bisect.md)",
     )
-
-
-def _threads(value: str) -> int:
-    threads = text.count(value)
-    if threads is None:
-        raise argparse.ArgumentTypeError(f"--threads wants a whole number of threads, 1 or more, got {value!r}")
-    return threads
 
 
 def check(args: fresh.Options) -> None:
