@@ -18,6 +18,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 from datetime import datetime
 from pathlib import Path
 
@@ -212,6 +213,21 @@ def test_sigterm_stops_asv_and_removes_the_scratch_folder(project, tmp_path):
     assert not left, f"asv or its benchmark processes outlived the SIGTERM: {left}"
     assert not list(tmp_path.glob("mpsbench-fresh-*")), "the scratch folder was left behind"
     assert _checksums(project / ".asv" / "results") == before
+
+
+def test_a_session_that_cannot_start_leaves_no_scratch_folder(tmp_path, monkeypatch):
+    """The derived config cannot be written (the suite's .asv is a file): the scratch folder goes with the error."""
+    suite = tmp_path / "suite"
+    suite.mkdir()
+    shutil.copy(ROOT / "asv.conf.json", suite / "asv.conf.json")
+    (suite / ".asv").write_text("")
+    temp = tmp_path / "temp"
+    temp.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(temp))
+    args = fresh.Options(BENCH, 4, 4, tmp_path / "manifest.json", tmp_path / "timeline", machine="m", suite_root=suite)
+    with pytest.raises(OSError), fresh.Session(args, [fresh.Named("exam@n1", "0" * 40)]):
+        pass
+    assert not list(temp.iterdir())
 
 
 @pytest.mark.parametrize(("args", "says"), [

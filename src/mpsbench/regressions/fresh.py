@@ -115,10 +115,6 @@ class Session:
         # what else would decide an undecided comparison, in its verdict
         self.quieter = verdict.QUIETER + ("" if args.threads else " or, for a cpu row on a busy machine, --threads 1")
         self._default_sigterm: object = None
-        self.scratch = Path(tempfile.mkdtemp(prefix="mpsbench-fresh-"))
-        self.env[asv.RUN_BUILDS] = str(self.scratch / "hashes")  # asv installs no build but the one check_bench names
-        channels = sorted({build.name.partition("@")[0] for build in builds})  # asv wants branches; HASHFILE needs none
-        self.config = conf.derive((root / WORKDIR).resolve(), self.timeline, channels, self.scratch / "results")
         self.key: str | None = None  # the benchmark's name, once check_bench (always first) has checked the regex
         self.index = -1  # the combination's position among the benchmark's parameter sets
         self.combination = ""
@@ -126,6 +122,14 @@ class Session:
         self.cpu_row = False  # check_bench tells: sampled one step at a time, its next process not started ahead
         self.samples: dict[str, int] = {}  # by build name: the samples this pass's processes took (rounds)
         self._reader = timeline.Reader(self.timeline)
+        self.scratch = Path(tempfile.mkdtemp(prefix="mpsbench-fresh-"))
+        self.env[asv.RUN_BUILDS] = str(self.scratch / "hashes")  # asv installs no build but the one check_bench names
+        channels = sorted({build.name.partition("@")[0] for build in builds})  # asv wants branches; HASHFILE needs none
+        try:  # __exit__ removes the scratch folder only once the session is entered: a failure here must do it itself
+            self.config = conf.derive((root / WORKDIR).resolve(), self.timeline, channels, self.scratch / "results")
+        except BaseException:
+            shutil.rmtree(self.scratch, ignore_errors=True)
+            raise
 
     @property
     def factor(self) -> float:
