@@ -57,9 +57,8 @@ def name_builds(refs: list[str], manifest_path: Path,
     generated = timeline.generate(manifest, timeline_path)
     found = []
     for ref in refs:
-        tagged = [name for name in generated.commits if manifest.find(name).tag == ref]
         try:
-            name = tagged[0] if tagged else history._resolve_ref(manifest, generated, ref)[0]
+            name = history.resolve_ref(manifest, generated, ref)[0]
         except (mf.ManifestError, history.HistoryError) as exc:
             raise FreshError(f"unknown build {ref!r}: {exc}") from None
         found.append(Named(name, generated.commits[name]))
