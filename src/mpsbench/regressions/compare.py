@@ -94,7 +94,7 @@ def _out_of_time(session: fresh.Session, measured: Measured, pairs: list[Pair], 
                 found = verdict.judge(measured.times[a], measured.times[b], session.factor, alpha, session.quieter)
             else:
                 nan = float("nan")
-                found = verdict.Verdict(verdict.UNDECIDED, nan, nan, nan, 1.0, alpha, nan, (count, count), "")
+                found = verdict.Verdict(verdict.UNDECIDED, nan, nan, nan, 1.0, alpha, nan, "")
             why_here = f"{count} processes a side, fewer than the first look's {min(levels)}; {why}"
         else:
             why_here = f"{found.reason.removeprefix(verdict.UNDECIDED + ': ')}; {why}"
