@@ -184,17 +184,16 @@ class Session:
 
         listed = [entry for key, entry in json.loads(listing.read_text()).items() if key != "version"]
         found = Benchmarks(Config.load(str(self.config)), listed, regex=self.bench)
-        matches = [(key, index, found[key]["params"]) for key, indexes in found.benchmark_selection.items()
+        matches = [(key, index, _values(found[key]["params"], index)) for key, indexes in found.benchmark_selection.items()
                    if key in found for index in (indexes if indexes is not None else [-1])]
-        one_combination(self.bench, [_combination(*match) for match in matches],
+        one_combination(self.bench, [asv.combination(key, values) for key, _, values in matches],
                         ", e.g. \"Training.time_step\\('cpu', 'mlp', 32\\)\"")
-        self.key, self.index, params = matches[0]
-        self.combination = _combination(*matches[0])
+        self.key, self.index, values = matches[0]
+        self.combination = asv.combination(self.key, values)
         # A cpu row is timed on the cores that the next round's process would take importing torch: start the next
         # process ahead only for a GPU row (tests/test_servers.py's real cpu row on a loaded VM: each process's fastest
         # sample 5.5-13.1 ms with the next process started ahead, 5.5-6.1 ms without).
         names = list(found[self.key].get("param_names", []))
-        values = list(itertools.product(*params))[self.index] if self.index >= 0 else ()
         self.cpu_row = "device" in names and values[names.index("device")] == "'cpu'"
         if self.cpu_row:
             self.env[settings.SINGLE_STEPS] = "1"
@@ -259,5 +258,6 @@ def one_combination(bench: str, found: list[str], hint: str) -> None:
                          f" exactly one{hint}")
 
 
-def _combination(key: str, index: int, params: list[list[str]]) -> str:
-    return key if index < 0 else f"{key}({', '.join(list(itertools.product(*params))[index])})"
+def _values(params: list[list[str]], index: int) -> tuple[str, ...]:
+    """A benchmark's ``index``-th parameter set in asv's order, each value its repr; () for one without parameters."""
+    return list(itertools.product(*params))[index] if index >= 0 else ()
