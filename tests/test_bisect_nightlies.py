@@ -113,15 +113,18 @@ def test_nightlies_are_picked_spread_by_date_and_named_by_their_stamp():
 
 
 @pytest.mark.parametrize("value", ["0", "-1", "many"])
-def test_a_bad_nightlies_budget_is_one_line_and_exit_2(project, value):
+def test_a_bad_nightlies_budget_is_one_line_and_exit_2_before_anything_is_written(project, tmp_path, value):
     base, index, _ = project
     manifest = (base / "builds" / "manifest.json").read_bytes()
+    unwritten = tmp_path / "timeline"  # naming the builds would write it
     done = _mpsbench(base, "bisect", "nightly@2026-11-10", "nightly@2026-11-17", "-b", BENCH,
-                     f"--nightlies={value}", "--index", index)
+                     f"--nightlies={value}", "--index", index, "--timeline", str(unwritten))
     assert done.returncode == 2, done.stdout + done.stderr
-    says = f"mpsbench: error: --nightlies takes how many nightlies to add at most, a whole number >= 1; got {value!r}"
+    says = (f"mpsbench: error: argument --nightlies: --nightlies must be a whole number of at least 1, got {value!r}"
+            " (see mpsbench bisect --help)")
     assert done.stderr.strip() == says
     assert (base / "builds" / "manifest.json").read_bytes() == manifest
+    assert not unwritten.exists()
 
 
 def test_the_budget_counts_for_the_whole_bisection_and_a_second_run_reuses_the_channel(project, tmp_path, capsys):
@@ -130,13 +133,13 @@ def test_the_budget_counts_for_the_whole_bisection_and_a_second_run_reuses_the_c
     manifest = mf.Manifest(tuple(c for c in manifest.channels if c.name == "nightly"))  # as before any bisect
     mf.save(manifest, tmp_path / "manifest.json")
 
-    def gaps(count: str) -> nightlies.Gaps:
+    def gaps(count: int) -> nightlies.Gaps:
         adding = nightlies.Options(count, (index,), "none", index)
         files = fresh.Options("unused", 5, 20, tmp_path / "manifest.json", tmp_path / "timeline")
         current = mf.load(tmp_path / "manifest.json")
         return nightlies.Gaps(adding, files, current, timeline.compute(current, tmp_path / "timeline"))
 
-    one = gaps("1")
+    one = gaps(1)
     added = one.fill("nightly@2026-11-10", "nightly@2026-11-17")
     assert [build.name for build in added] == ["bisect-nightly-2026-11-10@2026-11-14"]  # the middle of six
     assert added[0].commit == timeline.compute(mf.load(tmp_path / "manifest.json"), tmp_path / "timeline").commits[
@@ -145,7 +148,7 @@ def test_the_budget_counts_for_the_whole_bisection_and_a_second_run_reuses_the_c
     assert ("2 nightlies between bisect-nightly-2026-11-10@2026-11-14 and nightly@2026-11-17 (2026-11-15 .. 2026-11-16)"
             " were not measured: the --nightlies budget (1) is spent") in capsys.readouterr().out
     saved = (tmp_path / "manifest.json").read_bytes()
-    again = gaps("2").fill("nightly@2026-11-10", "nightly@2026-11-17")
+    again = gaps(2).fill("nightly@2026-11-10", "nightly@2026-11-17")
     assert [build.name for build in again] == ["bisect-nightly-2026-11-10@2026-11-14"]
     assert "reusing 1 nightlies of bisect-nightly-2026-11-10" in capsys.readouterr().out
     assert (tmp_path / "manifest.json").read_bytes() == saved  # nothing resolved or added again

@@ -10,12 +10,15 @@ folder is checksummed before and after every command.
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import random
+import re
 import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 from datetime import datetime
 from pathlib import Path
 
@@ -27,7 +30,8 @@ from tools import verdict_simulation as simulation
 from mpsbench import cli
 from mpsbench.builds import manifest as mf
 from mpsbench.builds import resolve, timeline
-from mpsbench.regressions import bisection, compare, fresh
+from mpsbench.core import asvconf
+from mpsbench.regressions import bisection, compare, fresh, rule
 
 ROOT = Path(__file__).resolve().parents[1]
 # exam: n1 and n2 identical, s1 and s2 three times slower; every combination but "work" is fast.
@@ -152,6 +156,23 @@ def test_bisect_says_when_bad_is_not_slower_or_undecided_never_exit_2(project):
 
 
 @pytest.mark.slow
+def test_a_rows_own_threshold_is_the_factor_compare_judges_it_by(project, tmp_path):
+    """asv.conf.json's regressions_thresholds per row, as the site and alerts take them (issue 30): a row allowed 300%
+    is not slower at 3x, while ".*" keeps 5% for every other row."""
+    suite = tmp_path / "suite"
+    shutil.copytree(project / "suite", suite, symlinks=True)
+    row = "bench_step.Step.time_work('work')"
+    thresholds = {".*": 0.05, re.escape(row): 3.0}
+    conf = (suite / "asv.conf.json").read_text().replace('{".*": 0.05}', json.dumps(thresholds))
+    (suite / "asv.conf.json").write_text(conf)
+    assert rule.factor(asvconf.load(suite / "asv.conf.json").thresholds, row) == 4.0  # what `mpsbench factor -b` says
+    done = _mpsbench(project, "compare", "exam@n2", "exam@s1", "-b", BENCH, *ROUNDS, suite=suite)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert f"compare {row}: " in done.stdout and ", factor 4, " in done.stdout.splitlines()[0], done.stdout
+    assert "B is faster than 4 x A" in done.stdout and "verdict: unchanged" in done.stdout, done.stdout
+
+
+@pytest.mark.slow
 def test_threads_reach_both_builds_processes(project):
     """--threads sets OMP_NUM_THREADS in every benchmark process: the stand-in sleeps that many ms (30 without)."""
     done = _mpsbench(project, "compare", "exam@n1", "exam@n2", "-b", "Step.time_work\\('threads'\\)", "--threads", "2",
@@ -194,6 +215,21 @@ def test_sigterm_stops_asv_and_removes_the_scratch_folder(project, tmp_path):
     assert _checksums(project / ".asv" / "results") == before
 
 
+def test_a_session_that_cannot_start_leaves_no_scratch_folder(tmp_path, monkeypatch):
+    """The derived config cannot be written (the suite's .asv is a file): the scratch folder goes with the error."""
+    suite = tmp_path / "suite"
+    suite.mkdir()
+    shutil.copy(ROOT / "asv.conf.json", suite / "asv.conf.json")
+    (suite / ".asv").write_text("")
+    temp = tmp_path / "temp"
+    temp.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(temp))
+    args = fresh.Options(BENCH, 4, 4, tmp_path / "manifest.json", tmp_path / "timeline", machine="m", suite_root=suite)
+    with pytest.raises(OSError), fresh.Session(args, [fresh.Named("exam@n1", "0" * 40)]):
+        pass
+    assert not list(temp.iterdir())
+
+
 @pytest.mark.parametrize(("args", "says"), [
     (("compare", "exam@n1", "exam@zz"), "unknown build 'exam@zz'"),
     (("compare", "exam@n1", "exam@n1"), "same build"),
@@ -201,8 +237,8 @@ def test_sigterm_stops_asv_and_removes_the_scratch_folder(project, tmp_path):
     (("bisect", "exam@n1", "exam@n1"), "same build"),
     (("compare", "exam@n1", "exam@n2", "--min-rounds", "2"), "--min-rounds"),
     (("compare", "exam@n1", "exam@n2", "--min-rounds", "zz"), "rounds must be a whole number of at least 4 and at most 1000"),
-    (("compare", "exam@n1", "exam@n2", "--threads", "0"), "--threads wants a whole number of threads, 1 or more, got '0'"),
-    (("bisect", "exam@n1", "exam@s2", "--threads", "two"), "--threads wants a whole number of threads"),
+    (("compare", "exam@n1", "exam@n2", "--threads", "0"), "--threads must be a whole number of at least 1, got '0'"),
+    (("bisect", "exam@n1", "exam@s2", "--threads", "two"), "--threads must be a whole number of at least 1, got 'two'"),
 ])
 def test_bad_input_is_one_line_and_exit_2(project, args, says):
     done = _mpsbench(project, *args, "-b", BENCH)

@@ -46,7 +46,7 @@ class Suite:
 
     def name(self, ref: str) -> str:
         """CHANNEL@ID of the build ``ref`` names: CHANNEL@ID, a release's tag, or a timeline hash or unique prefix."""
-        return history._resolve_ref(self.manifest, self.timeline, ref)[0]
+        return history.resolve_ref(self.manifest, self.timeline, ref)[0]
 
     def upstream_range(self, old: str, new: str) -> str:
         """The PyTorch commit range between two builds, as a line with a compare link."""

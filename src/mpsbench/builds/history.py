@@ -60,7 +60,7 @@ def sync_branches(generated: timeline.Generated, repo: Path, conf: asvconf.AsvCo
         print(f"{conf.path.name}: branches set to the channels {', '.join(generated.branches)}")
 
 
-def _resolve_ref(manifest: mf.Manifest, generated: timeline.Generated, ref: str) -> tuple[str, mf.Build]:
+def resolve_ref(manifest: mf.Manifest, generated: timeline.Generated, ref: str) -> tuple[str, mf.Build]:
     """The build ``ref`` names (CHANNEL@ID, a release's tag, or a timeline hash or unique prefix): CHANNEL@ID and it."""
     if "@" in ref:
         return ref, manifest.find(ref)
@@ -73,8 +73,8 @@ def _resolve_ref(manifest: mf.Manifest, generated: timeline.Generated, ref: str)
 
 def upstream_range(manifest: mf.Manifest, generated: timeline.Generated, old: str, new: str) -> str:
     """The PyTorch commit range between two builds, as a line with a compare link."""
-    old_name, old_build = _resolve_ref(manifest, generated, old)
-    new_name, new_build = _resolve_ref(manifest, generated, new)
+    old_name, old_build = resolve_ref(manifest, generated, old)
+    new_name, new_build = resolve_ref(manifest, generated, new)
     if old_name == new_name or old_build.when() > new_build.when():
         raise HistoryError(f"{old!r} ({old_name}, {old_build.date}) is not older than {new!r} ({new_name},"
                            f" {new_build.date}): give two builds, the older first")

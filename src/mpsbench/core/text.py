@@ -35,12 +35,6 @@ def checked(check: Callable[[str], Any]) -> Callable[[str], Any]:
     return parse
 
 
-def count(text: str) -> int | None:
-    """``text`` as a whole number of at least 1 (a count of threads, of nightlies), else None."""
-    # ASCII digits only ('²' is a digit int() refuses), and fewer than int() would take minutes or refuse to read
-    return int(text) if text.isascii() and text.isdigit() and len(text) <= 18 and int(text) >= 1 else None
-
-
 def table(rows: Sequence[Sequence[str]], rule: bool = True) -> str:
     """Rows as left-aligned text columns (rows may be short), with a dashed rule under the header if ``rule``."""
     widths = [max(len(row[col]) for row in rows if col < len(row)) for col in range(max(map(len, rows)))]

@@ -157,7 +157,7 @@ def bisect(good_ref: str, bad_ref: str, args: fresh.Options, adding: nightlies.O
                                " builds")
     between = line[line.index(good.name) + 1:]  # after GOOD up to and including BAD
     named = {name: fresh.Named(name, generated.commits[name]) for name in between}
-    gaps = nightlies.Gaps(adding, args, manifest, generated)  # refuses a bad --nightlies before anything runs
+    gaps = nightlies.Gaps(adding, args, manifest, generated)
     state = Search(between)
     with fresh.Session(args, [good, bad]) as measuring:
         combination = measuring.check_bench(good.commit)

@@ -94,7 +94,7 @@ def _out_of_time(session: fresh.Session, measured: Measured, pairs: list[Pair], 
                 found = verdict.judge(measured.times[a], measured.times[b], session.factor, alpha, session.quieter)
             else:
                 nan = float("nan")
-                found = verdict.Verdict(verdict.UNDECIDED, nan, nan, nan, 1.0, alpha, nan, (count, count), "")
+                found = verdict.Verdict(verdict.UNDECIDED, nan, nan, nan, 1.0, alpha, nan, "")
             why_here = f"{count} processes a side, fewer than the first look's {min(levels)}; {why}"
         else:
             why_here = f"{found.reason.removeprefix(verdict.UNDECIDED + ': ')}; {why}"
@@ -151,17 +151,10 @@ def options(parser: argparse.ArgumentParser, files: bool = True) -> None:
         parser.add_argument("--suite-root", type=Path, default=None, help=argparse.SUPPRESS)  # tests: a stand-in suite
     parser.add_argument("--log", type=Path, help="append asv's own output here")
     parser.add_argument(
-        "--threads", type=_threads, metavar="N",
+        "--threads", type=text.number(int, 1, "--threads"), metavar="N",
         help="torch's cpu threads in both builds' processes (OMP_NUM_THREADS); default: torch's own, as recorded. On a"
              " busy machine a cpu row's thread pool waits for a descheduled thread: --threads 1 (docs/bisect.md)",
     )
-
-
-def _threads(value: str) -> int:
-    threads = text.count(value)
-    if threads is None:
-        raise argparse.ArgumentTypeError(f"--threads wants a whole number of threads, 1 or more, got {value!r}")
-    return threads
 
 
 def check(args: fresh.Options) -> None:

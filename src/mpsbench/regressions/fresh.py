@@ -57,9 +57,8 @@ def name_builds(refs: list[str], manifest_path: Path,
     generated = timeline.generate(manifest, timeline_path)
     found = []
     for ref in refs:
-        tagged = [name for name in generated.commits if manifest.find(name).tag == ref]
         try:
-            name = tagged[0] if tagged else history._resolve_ref(manifest, generated, ref)[0]
+            name = history.resolve_ref(manifest, generated, ref)[0]
         except (mf.ManifestError, history.HistoryError) as exc:
             raise FreshError(f"unknown build {ref!r}: {exc}") from None
         found.append(Named(name, generated.commits[name]))
@@ -105,7 +104,7 @@ class Session:
         conf = asvconf.load(root / asvconf.CONFIG)
         self.benchmarks = conf.benchmarks
         self.timeline = args.timeline.resolve()
-        self.factor = rule.regression_factor(conf.path)
+        self.thresholds = conf.thresholds
         self.bench, self.log, self.min_rounds, self.max_rounds = args.bench, args.log, args.min_rounds, args.max_rounds
         self.minutes, self.deadline = args.minutes, time.monotonic() + args.minutes * 60
         self.machine = args.machine or machine.write()[0]
@@ -115,10 +114,6 @@ class Session:
         # what else would decide an undecided comparison, in its verdict
         self.quieter = verdict.QUIETER + ("" if args.threads else " or, for a cpu row on a busy machine, --threads 1")
         self._default_sigterm: object = None
-        self.scratch = Path(tempfile.mkdtemp(prefix="mpsbench-fresh-"))
-        self.env[asv.RUN_BUILDS] = str(self.scratch / "hashes")  # asv installs no build but the one check_bench names
-        channels = sorted({build.name.partition("@")[0] for build in builds})  # asv wants branches; HASHFILE needs none
-        self.config = conf.derive((root / WORKDIR).resolve(), self.timeline, channels, self.scratch / "results")
         self.key: str | None = None  # the benchmark's name, once check_bench (always first) has checked the regex
         self.index = -1  # the combination's position among the benchmark's parameter sets
         self.combination = ""
@@ -126,6 +121,20 @@ class Session:
         self.cpu_row = False  # check_bench tells: sampled one step at a time, its next process not started ahead
         self.samples: dict[str, int] = {}  # by build name: the samples this pass's processes took (rounds)
         self._reader = timeline.Reader(self.timeline)
+        self.scratch = Path(tempfile.mkdtemp(prefix="mpsbench-fresh-"))
+        self.env[asv.RUN_BUILDS] = str(self.scratch / "hashes")  # asv installs no build but the one check_bench names
+        channels = sorted({build.name.partition("@")[0] for build in builds})  # asv wants branches; HASHFILE needs none
+        try:  # __exit__ removes the scratch folder only once the session is entered: a failure here must do it itself
+            self.config = conf.derive((root / WORKDIR).resolve(), self.timeline, channels, self.scratch / "results")
+        except BaseException:
+            shutil.rmtree(self.scratch, ignore_errors=True)
+            raise
+
+    @property
+    def factor(self) -> float:
+        """The combination's regression factor: the one the site and alerts judge its row by (rule.py)."""
+        assert self.key is not None  # check_bench (always first) named the combination
+        return rule.factor(self.thresholds, self.combination)
 
     def __enter__(self) -> Session:
         # a SIGTERM (a CI job cancelled) becomes SystemExit, with the shell's status for a process ended by it, so that
@@ -175,17 +184,16 @@ class Session:
 
         listed = [entry for key, entry in json.loads(listing.read_text()).items() if key != "version"]
         found = Benchmarks(Config.load(str(self.config)), listed, regex=self.bench)
-        matches = [(key, index, found[key]["params"]) for key, indexes in found.benchmark_selection.items()
+        matches = [(key, index, _values(found[key]["params"], index)) for key, indexes in found.benchmark_selection.items()
                    if key in found for index in (indexes if indexes is not None else [-1])]
-        one_combination(self.bench, [_combination(*match) for match in matches],
+        one_combination(self.bench, [asv.combination(key, values) for key, _, values in matches],
                         ", e.g. \"Training.time_step\\('cpu', 'mlp', 32\\)\"")
-        self.key, self.index, params = matches[0]
-        self.combination = _combination(*matches[0])
+        self.key, self.index, values = matches[0]
+        self.combination = asv.combination(self.key, values)
         # A cpu row is timed on the cores that the next round's process would take importing torch: start the next
         # process ahead only for a GPU row (tests/test_servers.py's real cpu row on a loaded VM: each process's fastest
         # sample 5.5-13.1 ms with the next process started ahead, 5.5-6.1 ms without).
         names = list(found[self.key].get("param_names", []))
-        values = list(itertools.product(*params))[self.index] if self.index >= 0 else ()
         self.cpu_row = "device" in names and values[names.index("device")] == "'cpu'"
         if self.cpu_row:
             self.env[settings.SINGLE_STEPS] = "1"
@@ -250,5 +258,6 @@ def one_combination(bench: str, found: list[str], hint: str) -> None:
                          f" exactly one{hint}")
 
 
-def _combination(key: str, index: int, params: list[list[str]]) -> str:
-    return key if index < 0 else f"{key}({', '.join(list(itertools.product(*params))[index])})"
+def _values(params: list[list[str]], index: int) -> tuple[str, ...]:
+    """A benchmark's ``index``-th parameter set in asv's order, each value its repr; () for one without parameters."""
+    return list(itertools.product(*params))[index] if index >= 0 else ()

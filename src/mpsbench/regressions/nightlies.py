@@ -43,7 +43,7 @@ def channel_name(good: str) -> str:
 
 @dataclass(frozen=True)
 class Options:
-    nightlies: str | None = None  # at most how many to add, as given; None: none
+    nightlies: int | None = None  # at most how many to add; None: none
     indexes: tuple[str, ...] = ()  # nightly PEP 503 indexes; (): PyTorch's
     transformers: str | None = None
     transformers_index: str = resolve.PYPI
@@ -58,11 +58,7 @@ class Gaps:
 
     def __init__(self, args: Options, files: fresh.Options, manifest: mf.Manifest,
                  generated: timeline.Generated) -> None:
-        wanted = 0 if args.nightlies is None else text.count(args.nightlies)
-        if wanted is None:
-            raise fresh.FreshError(
-                f"--nightlies takes how many nightlies to add at most, a whole number >= 1; got {args.nightlies!r}")
-        self.left = self.wanted = wanted
+        self.left = self.wanted = args.nightlies or 0
         self.indexes = args.indexes or tuple(resolve.NIGHTLY_INDEXES)
         self.args, self.files, self.manifest, self.generated = args, files, manifest, generated
 
@@ -108,7 +104,7 @@ class Gaps:
 
 
 def add_options(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--nightlies", nargs="?", const=str(DEFAULT), default=None, metavar="N",
+    parser.add_argument("--nightlies", nargs="?", type=text.number(int, 1, "--nightlies"), const=DEFAULT, metavar="N",
                         help="where two adjacent builds leave PyTorch nightlies between them, add at most N of"
                              f" them (default {DEFAULT}), spread by date, on a bisection channel, and search on")
     parser.add_argument("--index", action="append",

@@ -39,7 +39,6 @@ class Verdict:
     p_value: float  # one-sided permutation p that B is slower than the factor times A
     alpha: float  # the per-look level p was judged against
     noise: float  # A/A: A's odd rounds against its even rounds, as a factor >= 1 (nan below 4 rounds)
-    rounds: tuple[int, int]  # processes of A and of B
     reason: str  # why, in words; for UNDECIDED also what to do
 
     @property
@@ -124,7 +123,7 @@ def judge(a: list[float], b: list[float], factor: float, alpha: float = per_look
     shown = f"ratio {ratio:.3f} [{low:.3f}, {high:.3f}], factor {factor:g}, A/A {noise:.3f}, p {p_value:.4f}"
 
     def verdict(decision: str, reason: str) -> Verdict:
-        return Verdict(decision, ratio, low, high, p_value, alpha, noise, rounds, f"{decision}: {reason}")
+        return Verdict(decision, ratio, low, high, p_value, alpha, noise, f"{decision}: {reason}")
 
     if min(rounds) < FEWEST:
         return verdict(UNDECIDED, f"{shown}; too few processes ({min(rounds)} < {FEWEST} a side): allow more rounds"
