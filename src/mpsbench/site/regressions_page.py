@@ -21,6 +21,7 @@ from mpsbench.regressions import rule
 from mpsbench.results import recorded
 
 JUDGED = "regressions-judged.json"
+FeedKey = tuple[str, str | None, str]  # a feed entry's row, machine (None where its link names none) and commits
 ATOM = "http://www.w3.org/2005/Atom"
 LATEST = 20  # the regressions the figures page lists
 
@@ -65,9 +66,12 @@ def judge_site(html: Path, results_dir: Path, thresholds: dict[str, float]) -> l
     several_branches = len(index.get("params", {}).get("branch", [])) > 1
     kept_entries: list[Any] = []
     judged: list[dict[str, Any]] = []
-    kept_keys: dict[tuple[str, str], str | None] = {}  # (row, commits) -> a new feed title, or None to keep asv's
+    kept_keys: dict[FeedKey, str | None] = {}  # as asv's feed links the jump -> a new feed title, or None to keep asv's
     for name, graph_path, graph_params, idx, last, best, jumps in detected:
         machine, branch = graph_param(graph_path, "machine"), graph_param(graph_path, "branch")
+        # each machine's graph has its own feed entries, on commits the machines share; asv's links name the
+        # machine only where there are several, as its graph params do
+        feed_machine = graph_params.get("machine")
         if several_branches and branch and "branch" not in graph_params:
             # asv drops branch when one branch has results; its page, filtering by it, then shows that channel nothing
             graph_params["branch"] = branch
@@ -97,7 +101,8 @@ def judge_site(html: Path, results_dir: Path, thresholds: dict[str, float]) -> l
                 # range (a PyTorch compare, pytorch_links.py) where it linked the new build alone
                 rev_old = revision_of.get(old, rev_a) if old else rev_a
                 kept_jumps.append([rev_old, rev_b, before, after])
-                kept_keys[(name, commits)] = None if verdict.slower else f"{verdict.label}: {name} ({verdict.reason})"
+                retitled = None if verdict.slower else f"{verdict.label}: {name} ({verdict.reason})"
+                kept_keys[(name, feed_machine, commits)] = retitled
         if kept_jumps:
             kept_entries.append([name, graph_path, graph_params, idx, last, best, kept_jumps])
     (html / "regressions.json").write_text(json.dumps({"regressions": kept_entries}, separators=(",", ":")))
@@ -128,7 +133,7 @@ class Regression:
 def latest(html: Path, timeline: Reader) -> list[Regression]:
     """The newest jumps of the published regressions.json, newest first."""
     detected, index, revision_to_hash = _published(html)
-    kinds = {(j["benchmark"], j["new"]): j["verdict"] for j in _judged(html) if j.get("regressed")}
+    kinds = {(j["benchmark"], j["machine"] or "", j["new"]): j["verdict"] for j in _judged(html) if j.get("regressed")}
     found = []
     for name, graph_path, _graph_params, index_of_params, _last, _best, jumps in detected:
         machine = graph_param(graph_path, "machine") or ""
@@ -139,7 +144,7 @@ def latest(html: Path, timeline: Reader) -> list[Regression]:
             commits = f"{old}-{new}" if old_revision is not None else new
             found.append(Regression(name, machine, old, new, float(before), float(after), int(new_revision),
                                     graph_url(index, name, machine, index_of_params, commits),
-                                    kinds.get((name, new), "slower")))
+                                    kinds.get((name, machine, new), "slower")))
     found.sort(key=lambda r: (-r.revision, -r.ratio, r.benchmark))
     return found[:LATEST]
 
@@ -157,7 +162,7 @@ def set_aside(html: Path) -> list[dict[str, Any]]:
     return [j for j in _judged(html) if not j.get("regressed")]
 
 
-def _filter_feed(feed: Path, kept: dict[tuple[str, str], str | None]) -> None:
+def _filter_feed(feed: Path, kept: dict[FeedKey, str | None]) -> None:
     """Drop the feed entries of jumps not kept (asv's title is 'PERCENT NAME', its link names the commits); retitle
     those ``kept`` gives a title (a wrong result is no percentage slower)."""
     if not feed.is_file():
@@ -169,9 +174,10 @@ def _filter_feed(feed: Path, kept: dict[tuple[str, str], str | None]) -> None:
         title = (entry.findtext(f"{{{ATOM}}}title") or "").split(" ", 1)[-1]
         link = entry.find(f"{{{ATOM}}}link")
         query = urllib.parse.urlsplit(link.get("href", "") if link is not None else "").fragment.partition("?")[2]
-        commits = urllib.parse.parse_qs(query).get("commits", [""])[0]
-        if (title, commits) not in kept:
+        params = urllib.parse.parse_qs(query)
+        key = (title, params.get("machine", [None])[0], params.get("commits", [""])[0])
+        if key not in kept:
             root.remove(entry)
-        elif (retitled := kept[(title, commits)]) is not None:
+        elif (retitled := kept[key]) is not None:
             entry.find(f"{{{ATOM}}}title").text = retitled  # type: ignore[union-attr]  # found just above
     tree.write(feed, encoding="utf-8", xml_declaration=True)
