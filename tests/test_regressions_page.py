@@ -72,7 +72,7 @@ def site(tmp_path_factory):
     assert done.returncode == 0, done.stdout + done.stderr
     asv_own = json.loads((tmp / "html" / "regressions.json").read_text())["regressions"]
     conf = asvconf.load(tmp / "asv.conf.json")
-    regressions_page.judge_site(tmp / "html", conf.results, conf.thresholds)
+    regressions_page.judge_site(tmp / "html", conf.results, conf.thresholds, timeline.Reader(conf.repo))
     pytorch_links.rewrite(tmp / "html", timeline.Reader(conf.repo))
     return tmp, asv_own, list(rekey.values())
 
@@ -171,7 +171,7 @@ def two_machines(tmp_path_factory):
                           env=dict(os.environ, HOME=str(tmp)), capture_output=True, text=True, timeout=900)
     assert done.returncode == 0, done.stdout + done.stderr
     conf = asvconf.load(tmp / "asv.conf.json")
-    regressions_page.judge_site(tmp / "html", conf.results, conf.thresholds)
+    regressions_page.judge_site(tmp / "html", conf.results, conf.thresholds, timeline.Reader(conf.repo))
     return tmp / "html", commits
 
 
@@ -193,6 +193,27 @@ def test_each_machines_feed_entry_stays_by_its_own_verdict_on_shared_builds(two_
     # asv wrote an entry for each machine's jump, on the same commits; only machine-a's is a regression
     links = _feed_links(html)[TRAINING]
     assert len(links) == 1 and "machine=machine-a" in links[0], links
+
+
+def test_a_one_build_jump_is_judged_against_the_build_before_on_its_channel_not_by_date(two_machines):
+    html, commits = two_machines
+    judged = {(j["benchmark"], j["machine"]): j for j in json.loads((html / regressions_page.JUDGED).read_text())}
+    # the nightly 2.2, dated between the releases, is 0.20: judged against it, 2.3 would be faster
+    jump = judged[(INFERENCE, "machine-a")]
+    assert (jump["old"], jump["new"], jump["verdict"]) == (commits["2.1"], commits["2.3"], "slower")
+    kept = json.loads((html / "regressions.json").read_text())["regressions"]
+    machines = sorted((entry[0], regressions_page.graph_param(entry[1], "machine")) for entry in kept)
+    assert machines == [(INFERENCE, "machine-a"), (TRAINING, "machine-a")]
+
+
+def test_the_judged_jump_and_the_latest_regression_link_one_graph_at_both_builds(two_machines):
+    html, commits = two_machines
+    judged = {(j["benchmark"], j["machine"]): j for j in json.loads((html / regressions_page.JUDGED).read_text())}
+    found = {(r.benchmark, r.machine): r for r in regressions_page.latest(html, timeline.Reader(html.parent / "timeline"))}
+    for key in ((TRAINING, "machine-a"), (INFERENCE, "machine-a")):
+        assert found[key].old_commit == judged[key]["old"] == commits["2.1"]
+        assert found[key].graph == judged[key]["graph"]
+        assert f"commits={commits['2.1']}-{commits['2.3']}" in found[key].graph
 
 
 def test_the_latest_regressions_name_each_machines_own_kind(tmp_path):

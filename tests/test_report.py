@@ -124,7 +124,7 @@ def test_batch_curves_list_every_batch_of_the_newest_build(loaded):
 def test_build_over_build_compares_the_newest_two_builds_against_the_factor(loaded, suite):
     tmp, commits = suite
     rules = asvconf.load(tmp / "asv.conf.json").thresholds  # the report's rule, with the factor 1.05
-    changes = {(c.machine, c.workload): c for c in throughput.build_changes(loaded)}
+    changes = {(c.machine, c.workload): c for c in throughput.build_changes(loaded, Reader(tmp / "timeline"))}
     assert set(changes) == {  # only what both builds measured; rtx3080 has one build
         ("m1max", Step("training", "mlp", "mps", 1024)),
         ("m1max", Step("training", "mlp", "cpu", 1024)),
@@ -137,6 +137,28 @@ def test_build_over_build_compares_the_newest_two_builds_against_the_factor(load
     assert ratios[Step("training", "mlp", "cpu", 1024)] == (pytest.approx(0.80 / 0.79), "unchanged")
     assert ratios[Step("inference", "mlp", "cpu", 1024)] == (pytest.approx(0.8), "faster")
     assert {(c.old, c.new) for c in changes.values()} == {(commits[1], commits[2])}
+
+
+def test_build_over_build_compares_with_the_build_before_on_the_newest_builds_channel_not_by_date(tmp_path):
+    repo = tmp_path / "timeline"
+    repo.mkdir()
+    fakes.git(repo, "init", "-q", "-b", "release")
+    first, newest = (fakes.timeline_commit(repo, version, GIT_VERSIONS[0], date) for version, date in
+                     (("2.1.0", "2026-01-01T00:00:00Z"), ("2.3.0", "2026-03-01T00:00:00Z")))
+    fakes.git(repo, "checkout", "-q", "--orphan", "nightly")
+    nightly = fakes.timeline_commit(repo, "2.2.0", GIT_VERSIONS[1], "2026-02-01T00:00:00Z", kind="nightly",
+                                    channel="nightly")
+    workload = ("training", "time_step", "cpu", "mlp", 1024)
+    benchmarks = {}
+    for month, (commit, seconds) in enumerate(((first, 0.10), (nightly, 0.20), (newest, 0.12))):
+        benchmarks.update(asvresults.write_results(tmp_path / "results", "m", commit, 1767225600000 + month * 31 * 86400000,
+                                                   {workload: seconds}, ["cpu"], ["mlp"], [1024]))
+    asvresults.write_benchmarks(tmp_path / "results", benchmarks)
+    results = throughput.load(tmp_path / "results")
+    assert results.builds("m")[-2] == nightly  # by date, the nightly came before the newest release
+    [change] = throughput.build_changes(results, Reader(repo))
+    assert (change.old, change.new, change.ratio) == (first, newest, pytest.approx(1.2))
+    assert throughput.build_changes(results, Reader(None)) == []  # no timeline: no channel, no build before
 
 
 @pytest.fixture(scope="module")

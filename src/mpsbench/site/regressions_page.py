@@ -31,8 +31,10 @@ def graph_param(graph_path: str, key: str) -> str | None:
     return found.group(1) if found else None
 
 
-def graph_url(index: dict[str, Any], name: str, machine: str | None, idx: int | None, commits: str) -> str:
-    """The row's graph as asv's feed links it, relative to the site's root."""
+def graph_url(index: dict[str, Any], name: str, machine: str | None, idx: int | None, old: str | None, new: str) -> str:
+    """The row's graph at a jump's two builds (the new one alone where the older is unknown), relative to the site's
+    root."""
+    commits = f"{old}-{new}" if old else new
     benchmark = name.split("(", 1)[0]
     spec = index.get("benchmarks", {}).get(benchmark, {})
     params = {"machine": machine or ""}
@@ -42,9 +44,11 @@ def graph_url(index: dict[str, Any], name: str, machine: str | None, idx: int | 
     return f"index.html#{benchmark}?{urllib.parse.urlencode({**params, 'commits': commits})}"
 
 
-def _previous(found: recorded.Recorded, machine: str, commit: str, row: recorded.Row) -> str | None:
-    builds = [b for b in found.builds(machine) if found.get(machine, b, row) is not None]
-    return builds[builds.index(commit) - 1] if commit in builds and builds.index(commit) > 0 else None
+def _jump_builds(revision_to_hash: dict[str, str], timeline: Reader, rev_a: int | None, rev_b: int) -> tuple[str | None, str]:
+    """A jump's older and newer build. asv names no older one where the jump's range holds the new build alone: the
+    older is then its timeline parent (by date, the build before could be another channel's)."""
+    new = revision_to_hash[str(rev_b)]
+    return (revision_to_hash[str(rev_a)] if rev_a is not None else timeline.parent(new)), new
 
 
 def _published(html: Path) -> tuple[list[Any], dict[str, Any], dict[str, str]]:
@@ -57,7 +61,7 @@ def _published(html: Path) -> tuple[list[Any], dict[str, Any], dict[str, str]]:
         raise UserError(f"{html} holds no readable regressions.json and index.json: publish first ({exc})") from None
 
 
-def judge_site(html: Path, results_dir: Path, thresholds: dict[str, float]) -> list[dict[str, Any]]:
+def judge_site(html: Path, results_dir: Path, thresholds: dict[str, float], timeline: Reader) -> list[dict[str, Any]]:
     """Judge every jump of ``html/regressions.json``; rewrite it and the feed; return every judged jump."""
     detected, index, revision_to_hash = _published(html)
     found = recorded.load(results_dir, strict=False)
@@ -79,9 +83,7 @@ def judge_site(html: Path, results_dir: Path, thresholds: dict[str, float]) -> l
         row = rows.get(name)
         kept_jumps = []
         for rev_a, rev_b, before, after in jumps:
-            new = revision_to_hash[str(rev_b)]
-            old = revision_to_hash[str(rev_a)] if rev_a is not None else (
-                _previous(found, machine, new, row) if machine and row else None)
+            old, new = _jump_builds(revision_to_hash, timeline, rev_a, rev_b)
             measured_old = found.get(machine, old, row) if machine and old and row else None
             measured_new = found.get(machine, new, row) if machine and row else None
             if measured_old is None or measured_new is None:  # asv saw it; without our numbers, keep asv's word
@@ -89,12 +91,11 @@ def judge_site(html: Path, results_dir: Path, thresholds: dict[str, float]) -> l
                                          0.0, "asv's step detection (no recorded values to judge)")
             else:
                 verdict = rule.judge(thresholds, name, unit, measured_old, measured_new, branch)
-            commits = f"{old}-{new}" if rev_a is not None and old else new
             judged.append({
                 "benchmark": name, "machine": machine, "branch": branch, "unit": unit,
                 "old": old, "new": new, "before": before, "after": after, "ratio": verdict.ratio,
                 "verdict": verdict.label, "reason": verdict.reason, "threshold": verdict.threshold,
-                "regressed": verdict.regressed, "graph": graph_url(index, name, machine, idx, commits),
+                "regressed": verdict.regressed, "graph": graph_url(index, name, machine, idx, old, new),
             })
             if verdict.regressed:
                 # a one-commit jump becomes the range from the build before: asv's page then links the
@@ -102,7 +103,7 @@ def judge_site(html: Path, results_dir: Path, thresholds: dict[str, float]) -> l
                 rev_old = revision_of.get(old, rev_a) if old else rev_a
                 kept_jumps.append([rev_old, rev_b, before, after])
                 retitled = None if verdict.slower else f"{verdict.label}: {name} ({verdict.reason})"
-                kept_keys[(name, feed_machine, commits)] = retitled
+                kept_keys[(name, feed_machine, new if rev_a is None else f"{old}-{new}")] = retitled  # asv's link
         if kept_jumps:
             kept_entries.append([name, graph_path, graph_params, idx, last, best, kept_jumps])
     (html / "regressions.json").write_text(json.dumps({"regressions": kept_entries}, separators=(",", ":")))
@@ -138,12 +139,9 @@ def latest(html: Path, timeline: Reader) -> list[Regression]:
     for name, graph_path, _graph_params, index_of_params, _last, _best, jumps in detected:
         machine = graph_param(graph_path, "machine") or ""
         for old_revision, new_revision, before, after in jumps:
-            new = revision_to_hash[str(new_revision)]
-            # None: the jump is one commit, whose parent is the build before it
-            old = revision_to_hash[str(old_revision)] if old_revision is not None else timeline.parent(new)
-            commits = f"{old}-{new}" if old_revision is not None else new
+            old, new = _jump_builds(revision_to_hash, timeline, old_revision, new_revision)
             found.append(Regression(name, machine, old, new, float(before), float(after), int(new_revision),
-                                    graph_url(index, name, machine, index_of_params, commits),
+                                    graph_url(index, name, machine, index_of_params, old, new),
                                     kinds.get((name, machine, new), "slower")))
     found.sort(key=lambda r: (-r.revision, -r.ratio, r.benchmark))
     return found[:LATEST]
