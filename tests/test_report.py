@@ -8,6 +8,7 @@ import subprocess
 import sys
 from datetime import datetime
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 from tests import asvresults, fakes
@@ -15,6 +16,7 @@ from tests import asvresults, fakes
 from mpsbench import cli
 from mpsbench.builds.timeline import Reader
 from mpsbench.core import asvconf
+from mpsbench.core.document import Link
 from mpsbench.regressions import rule
 from mpsbench.site import regressions_page, report, throughput
 from mpsbench.site.throughput import Step
@@ -178,6 +180,16 @@ def test_regressions_name_the_pytorch_commit_range_from_each_builds_git_version(
     assert len(mps) == 1, found
     assert mps[0].ratio == pytest.approx(1.25)
     assert (mps[0].old_commit, mps[0].new_commit) == (commits[1], commits[2])
+
+
+def test_the_pytorch_column_is_the_range_the_one_shared_commit_or_unknown():
+    a, b = "a" * 40, "b" * 40
+    builds = SimpleNamespace(git_version={"t1": a, "t2": b, "t3": b, "t4": None}.get)
+    upstream = "https://github.com/pytorch/pytorch"
+    assert report.pytorch_range(builds, "t1", "t2") == Link(f"{a[:12]}...{b[:12]}", f"{upstream}/compare/{a}...{b}")
+    assert report.pytorch_range(builds, "t2", "t3") == Link(f"{b[:12]} (both builds)", f"{upstream}/commit/{b}")
+    assert report.pytorch_range(builds, None, "t2") == Link(b[:12], f"{upstream}/commit/{b}")  # a channel's first build
+    assert report.pytorch_range(builds, "t1", "t4") == report.pytorch_range(builds, "t4", "t2") == "git_version unknown"
 
 
 def test_the_report_writes_figures_and_a_summary_with_the_numbers(suite, published, tmp_path, capsys):
