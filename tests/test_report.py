@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
@@ -18,7 +19,7 @@ from mpsbench.builds.timeline import Reader
 from mpsbench.core import asvconf
 from mpsbench.core.document import Link
 from mpsbench.regressions import rule
-from mpsbench.site import regressions_page, report, throughput
+from mpsbench.site import figures, regressions_page, report, throughput
 from mpsbench.site.throughput import Step
 
 ASV = [sys.executable, "-m", "asv"]
@@ -180,6 +181,28 @@ def test_regressions_name_the_pytorch_commit_range_from_each_builds_git_version(
     assert len(mps) == 1, found
     assert mps[0].ratio == pytest.approx(1.25)
     assert (mps[0].old_commit, mps[0].new_commit) == (commits[1], commits[2])
+
+
+def test_a_lone_bar_or_group_keeps_the_width_it_has_among_several(monkeypatch, tmp_path):
+    drawn = []
+    real = figures._figure
+
+    @contextlib.contextmanager
+    def keeping(out, **subplots):
+        with real(out, **subplots) as (fig, axes):
+            yield fig, axes
+        drawn.append(axes if hasattr(axes, "get_xlim") else axes[0][0])
+
+    monkeypatch.setattr(figures, "_figure", keeping)
+
+    def point(device: str, samples_per_second: float) -> throughput.Point:
+        return throughput.Point("m", "c", Step("training", "mlp", device, 1024), samples_per_second, True)
+
+    figures.speedup("mlp", [throughput.Speedup("m", "training", "mlp", "mps", point("mps", 8.0), point("cpu", 1.0))],
+                    tmp_path / "speedup.png")
+    figures.machines("mlp", [point("mps", 8.0)], tmp_path / "machines.png")
+    speedup, machines = (ax.get_xlim() for ax in drawn)
+    assert speedup == machines == pytest.approx((-0.6, 2.6))  # room for three, as _device_bars gives a lone bar
 
 
 def test_the_pytorch_column_is_the_range_the_one_shared_commit_or_unknown():
