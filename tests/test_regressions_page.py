@@ -239,6 +239,20 @@ def test_upstream_url_is_a_compare_range_a_commit_or_nothing():
     assert pytorch_links.upstream_url(builds, "t1", "t4") is None
 
 
+def test_the_builds_table_names_each_build_and_says_where_the_timeline_knows_none(tmp_path):
+    repo = tmp_path / "timeline"
+    repo.mkdir()
+    fakes.git(repo, "init", "-q", "-b", "release")
+    known, unknown = fakes.timeline_commit(repo, "2.14.1", UPSTREAM[1], "2026-01-01T00:00:00Z"), "f" * 40
+    site = tmp_path / "html"
+    site.mkdir()
+    (site / "index.json").write_text(json.dumps({"revision_to_hash": {"1": known, "2": unknown}}))
+    pytorch_links.rewrite(site, timeline.Reader(repo))
+    page = (site / pytorch_links.PAGE).read_text()
+    assert f"<code>{known[:12]}</code></td><td>torch 2.14.1 (release@2.14.1)</td>" in page
+    assert f"<code>{unknown[:12]}</code></td><td>unknown: the timeline here has no build.json for it</td>" in page
+
+
 CHROMIUM = Path("/usr/bin/chromium")
 
 
