@@ -232,7 +232,7 @@ def test_the_latest_regressions_name_each_machines_own_kind(tmp_path):
 
 
 def test_upstream_url_is_a_compare_range_a_commit_or_nothing():
-    builds = {"t1": "g1", "t2": "g2", "t3": "g2", "t4": None}.get
+    builds = {"t1": "g1", "t2": "g2", "t3": "g2", "t4": None}
     assert pytorch_links.upstream_url(builds, "t1", "t2") == "https://github.com/pytorch/pytorch/compare/g1...g2"
     assert pytorch_links.upstream_url(builds, "t2", "t3") == "https://github.com/pytorch/pytorch/commit/g2"
     assert pytorch_links.upstream_url(builds, None, "t2") == "https://github.com/pytorch/pytorch/commit/g2"

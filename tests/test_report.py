@@ -211,7 +211,7 @@ def test_the_pytorch_column_is_the_range_the_one_shared_commit_or_unknown():
     upstream = "https://github.com/pytorch/pytorch"
     assert report.pytorch_range(builds, "t1", "t2") == Link(f"{a[:12]}...{b[:12]}", f"{upstream}/compare/{a}...{b}")
     assert report.pytorch_range(builds, "t2", "t3") == Link(f"{b[:12]} (both builds)", f"{upstream}/commit/{b}")
-    assert report.pytorch_range(builds, None, "t2") == Link(b[:12], f"{upstream}/commit/{b}")  # a channel's first build
+    assert report.pytorch_range(builds, None, "t2") == "git_version unknown"  # a channel's first build: no range
     assert report.pytorch_range(builds, "t1", "t4") == report.pytorch_range(builds, "t4", "t2") == "git_version unknown"
 
 

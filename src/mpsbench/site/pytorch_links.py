@@ -6,7 +6,6 @@ from __future__ import annotations
 import html
 import json
 import re
-from collections.abc import Callable
 from importlib import resources
 from pathlib import Path
 
@@ -17,11 +16,10 @@ SHOW_COMMIT_URL = f"{PAGE}#//github.com/"
 _FEED_LINK = re.compile(r"https?://github\.com/pytorch/pytorch/commit/(?:\.\./compare/([0-9a-f]+)\.\.\.([0-9a-f]+)|([0-9a-f]+))")
 
 
-def upstream_url(git_version: Callable[[str], str | None], old: str | None, new: str) -> str | None:
-    """The PyTorch commit of build ``new``, or the compare range from build ``old``'s; None where a git_version is
-    missing (the figures page's tables and the feed's links both say it so)."""
-    git_new = git_version(new)
-    git_old = git_version(old) if old else None
+def upstream_url(builds: dict[str, str | None], old: str | None, new: str) -> str | None:
+    """The PyTorch commit of ``new``, or the compare range from ``old``'s; None where a git_version is missing."""
+    git_new = builds.get(new)
+    git_old = builds.get(old) if old else None
     if not git_new or (old and not git_old):
         return None
     return pytorch_url(git_old, git_new)
@@ -71,7 +69,7 @@ def rewrite(site: Path, timeline: Reader) -> dict[str, str | None]:
             full_new = _full(builds, new)
             # one commit: asv means the change from the build before it
             full_old = _full(builds, old) if old else (timeline.parent(full_new) if full_new else None)
-            url = upstream_url(builds.get, full_old, full_new) if full_new else None
+            url = upstream_url(builds, full_old, full_new) if full_new else None
             return url or f"{PAGE}#//github.com/{new}"
         feed.write_text(_FEED_LINK.sub(upstream, feed.read_text(encoding="utf-8")), encoding="utf-8")
     return builds

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-from mpsbench.builds.timeline import Reader
+from mpsbench.builds.timeline import Reader, pytorch_url
 from mpsbench.core import asv, progress
 from mpsbench.core.asvconf import AsvConf
 from mpsbench.core.document import Block, Cell, Flagged, Image, Link, Section, Table, to_html, to_markdown
@@ -14,7 +14,7 @@ from mpsbench.core.errors import UserError
 from mpsbench.measure import models, tolerances
 from mpsbench.regressions import rule
 from mpsbench.results import recorded
-from mpsbench.site import figures, pytorch_links, regressions_page
+from mpsbench.site import figures, regressions_page
 from mpsbench.site import throughput as tp
 
 FALLBACK_NOTE = "bs N*: not the seed's batch size, which that device has no result for: its largest batch."
@@ -226,13 +226,14 @@ def _changes_section(results: tp.Results, thresholds: dict[str, float], timeline
 
 
 def pytorch_range(timeline: Reader, old: str | None, new: str) -> Cell:
-    """The PyTorch commits between two builds, as a compare link (the new build's commit where there is no old one)."""
-    url = pytorch_links.upstream_url(timeline.git_version, old, new)
-    if url is None:
+    """The PyTorch commits between two builds, as a compare link."""
+    old_version = timeline.git_version(old) if old else None
+    new_version = timeline.git_version(new)
+    if not (old_version and new_version):
         return "git_version unknown"
-    shown = "...".join(commit[:12] for commit in url.rsplit("/", 1)[1].split("..."))
-    same = old is not None and "..." not in shown  # two builds of one upstream commit: nothing to compare
-    return Link(f"{shown} (both builds)" if same else shown, url)
+    same = old_version == new_version  # two builds of one upstream commit: nothing to compare
+    text = f"{new_version[:12]} (both builds)" if same else f"{old_version[:12]}...{new_version[:12]}"
+    return Link(text, pytorch_url(old_version, new_version))
 
 
 def _regressions_section(site: Path | None, timeline: Reader) -> Section:
