@@ -215,6 +215,16 @@ def test_a_mac_on_macos_13_without_python_3_10_skips_what_it_cannot_run_before_a
                             r" \(this Mac runs macOS 13\.6\)", line) for line in said[1:]), said
 
 
+@pytest.mark.parametrize(("platform", "gpu", "said"), [
+    ("linux-x86_64-cuda", True, "linux-x86_64 with an NVIDIA GPU (cuda rows; linux-x86_64-cuda wheels)"),
+    ("linux-x86_64-cpu", True, "linux-x86_64 with an NVIDIA GPU (cpu rows; linux-x86_64-cpu wheels)"),  # no CUDA in them
+    ("linux-x86_64-cpu", False, "linux-x86_64-cpu"),
+])
+def test_the_rows_named_are_those_the_platforms_wheels_can_measure(monkeypatch, platform, gpu, said):
+    monkeypatch.setattr(install_build, "nvidia_gpu", lambda: gpu)
+    assert defaults.this_machine_is(platform) == said
+
+
 @pytest.mark.parametrize(("gpu", "said"), [
     (False, "default timeline of linux-x86_64 (no GPU: cpu rows; the linux-x86_64-cuda wheels are what PyPI ships"),
     (True, "default timeline of linux-x86_64 with an NVIDIA GPU (cuda rows; linux-x86_64-cuda wheels)"),

@@ -21,6 +21,7 @@ import subprocess
 import sys
 import threading
 import time
+import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
@@ -71,7 +72,7 @@ def site(tmp_path_factory):
     assert done.returncode == 0, done.stdout + done.stderr
     asv_own = json.loads((tmp / "html" / "regressions.json").read_text())["regressions"]
     conf = asvconf.load(tmp / "asv.conf.json")
-    regressions_page.judge_site(tmp / "html", conf.results, conf.thresholds)
+    regressions_page.judge_site(tmp / "html", conf.results, conf.thresholds, timeline.Reader(conf.repo))
     pytorch_links.rewrite(tmp / "html", timeline.Reader(conf.repo))
     return tmp, asv_own, list(rekey.values())
 
@@ -128,12 +129,128 @@ def test_the_feed_and_the_commit_links_lead_to_pytorch(site):
         assert f"<code>{commit[:12]}</code>" in page and f'href="https://github.com/pytorch/pytorch/commit/{git}"' in page
 
 
+TRAINING = "benchmark_models.Training.time_step('cpu', 'mlp', 1024)"
+INFERENCE = "benchmark_models.Inference.time_step('cpu', 'mlp', 1024)"
+# (machine, build) -> {(kind, metric, device, model, batch): seconds}; builds: release 2.1, nightly 2.2 (dated between
+# the releases, on its own channel), release 2.3, each one commit after the last on its own channel.
+TWO_MACHINES = {
+    ("machine-a", "2.1"): {("training", "time_step", "cpu", "mlp", 1024): 0.10,
+                           ("inference", "time_step", "cpu", "mlp", 1024): 0.10},
+    ("machine-a", "2.2"): {("inference", "time_step", "cpu", "mlp", 1024): 0.20},
+    ("machine-a", "2.3"): {("training", "time_step", "cpu", "mlp", 1024): 0.15,  # 1.5x slower than 2.1
+                           ("inference", "time_step", "cpu", "mlp", 1024): 0.15},  # slower than 2.1, faster than 2.2
+    ("machine-b", "2.1"): {("training", "time_step", "cpu", "mlp", 1024): 1e-6},
+    ("machine-b", "2.3"): {("training", "time_step", "cpu", "mlp", 1024): 3e-6},  # 3x, but 2 us: below the floor
+}
+
+
+@pytest.fixture(scope="module")
+def two_machines(tmp_path_factory):
+    """asv publish, judged, of two machines' results on shared builds of two channels; the builds by version."""
+    tmp = tmp_path_factory.mktemp("two-machines")
+    repo = tmp / "timeline"
+    repo.mkdir()
+    fakes.git(repo, "init", "-q", "-b", "release")
+    commits = {version: fakes.timeline_commit(repo, version, version[-1] * 40, f"2026-0{month}-01T00:00:00Z")
+               for version, month in (("2.1", 1), ("2.3", 3))}
+    fakes.git(repo, "checkout", "-q", "--orphan", "nightly")
+    commits["2.2"] = fakes.timeline_commit(repo, "2.2", "2" * 40, "2026-02-01T00:00:00Z", kind="nightly",
+                                           channel="nightly")
+    benchmarks = {}
+    for (machine, version), values in TWO_MACHINES.items():
+        month = int(version[-1])
+        benchmarks.update(asvresults.write_results(tmp / "results", machine, commits[version],
+                                                   1767225600000 + (month - 1) * 31 * 86400 * 1000, values,
+                                                   ["cpu"], ["mlp"], [1024]))
+    asvresults.write_benchmarks(tmp / "results", benchmarks)
+    config = asvconf.load(ROOT / "asv.conf.json").raw
+    config.update(repo=str(repo), branches=["release", "nightly"], results_dir=str(tmp / "results"),
+                  html_dir=str(tmp / "html"), env_dir=str(tmp / "env"), benchmark_dir=str(ROOT / "benchmarks"))
+    (tmp / "asv.conf.json").write_text(json.dumps(config))
+    done = subprocess.run([*ASV, "publish", "--config", str(tmp / "asv.conf.json")], cwd=tmp,
+                          env=dict(os.environ, HOME=str(tmp)), capture_output=True, text=True, timeout=900)
+    assert done.returncode == 0, done.stdout + done.stderr
+    conf = asvconf.load(tmp / "asv.conf.json")
+    regressions_page.judge_site(tmp / "html", conf.results, conf.thresholds, timeline.Reader(conf.repo))
+    return tmp / "html", commits
+
+
+def _feed_links(html: Path) -> dict[str, list[str]]:
+    """Each feed entry's row and the link it carries."""
+    atom = "{http://www.w3.org/2005/Atom}"
+    entries = ET.parse(html / "regressions.xml").getroot().iter(f"{atom}entry")
+    found: dict[str, list[str]] = {}
+    for entry in entries:
+        found.setdefault(entry.findtext(f"{atom}title", "").split(" ", 1)[-1], []).append(
+            entry.find(f"{atom}link").get("href"))  # type: ignore[union-attr]
+    return found
+
+
+def test_each_machines_feed_entry_stays_by_its_own_verdict_on_shared_builds(two_machines):
+    html, _ = two_machines
+    judged = {(j["benchmark"], j["machine"]): j["verdict"] for j in json.loads((html / regressions_page.JUDGED).read_text())}
+    assert judged[(TRAINING, "machine-a")] == "slower" and judged[(TRAINING, "machine-b")] == "below floor"
+    # asv wrote an entry for each machine's jump, on the same commits; only machine-a's is a regression
+    links = _feed_links(html)[TRAINING]
+    assert len(links) == 1 and "machine=machine-a" in links[0], links
+
+
+def test_a_one_build_jump_is_judged_against_the_build_before_on_its_channel_not_by_date(two_machines):
+    html, commits = two_machines
+    judged = {(j["benchmark"], j["machine"]): j for j in json.loads((html / regressions_page.JUDGED).read_text())}
+    # the nightly 2.2, dated between the releases, is 0.20: judged against it, 2.3 would be faster
+    jump = judged[(INFERENCE, "machine-a")]
+    assert (jump["old"], jump["new"], jump["verdict"]) == (commits["2.1"], commits["2.3"], "slower")
+    kept = json.loads((html / "regressions.json").read_text())["regressions"]
+    machines = sorted((entry[0], regressions_page.graph_param(entry[1], "machine")) for entry in kept)
+    assert machines == [(INFERENCE, "machine-a"), (TRAINING, "machine-a")]
+
+
+def test_the_judged_jump_and_the_latest_regression_link_one_graph_at_both_builds(two_machines):
+    html, commits = two_machines
+    judged = {(j["benchmark"], j["machine"]): j for j in json.loads((html / regressions_page.JUDGED).read_text())}
+    found = {(r.benchmark, r.machine): r for r in regressions_page.latest(html, timeline.Reader(html.parent / "timeline"))}
+    for key in ((TRAINING, "machine-a"), (INFERENCE, "machine-a")):
+        assert found[key].old_commit == judged[key]["old"] == commits["2.1"]
+        assert found[key].graph == judged[key]["graph"]
+        assert f"commits={commits['2.1']}-{commits['2.3']}" in found[key].graph
+
+
+def test_the_latest_regressions_name_each_machines_own_kind(tmp_path):
+    name = "benchmark_patterns.Correctness.track_relative_error('cpu', 'linear_bias', 'float32')"
+    old, new = "1" * 40, "2" * 40
+    jump = [[1, 2, 0.001, 0.5]]
+    (tmp_path / "index.json").write_text(json.dumps({"benchmarks": {}, "revision_to_hash": {"1": old, "2": new}}))
+    (tmp_path / "regressions.json").write_text(json.dumps({"regressions": [
+        [name, f"graphs/machine-{machine}/x.json", {"machine": machine}, None, 0.5, 0.001, jump] for machine in "ab"]}))
+    (tmp_path / regressions_page.JUDGED).write_text(json.dumps([  # machine-b's jump kept on asv's word alone
+        {"benchmark": name, "machine": "a", "new": new, "verdict": "wrong result", "regressed": True},
+        {"benchmark": name, "machine": "b", "new": new, "verdict": "slower", "regressed": True},
+    ]))
+    found = regressions_page.latest(tmp_path, timeline.Reader(None))
+    assert {r.machine: r.kind for r in found} == {"a": "wrong result", "b": "slower"}
+
+
 def test_upstream_url_is_a_compare_range_a_commit_or_nothing():
     builds = {"t1": "g1", "t2": "g2", "t3": "g2", "t4": None}
     assert pytorch_links.upstream_url(builds, "t1", "t2") == "https://github.com/pytorch/pytorch/compare/g1...g2"
     assert pytorch_links.upstream_url(builds, "t2", "t3") == "https://github.com/pytorch/pytorch/commit/g2"
     assert pytorch_links.upstream_url(builds, None, "t2") == "https://github.com/pytorch/pytorch/commit/g2"
     assert pytorch_links.upstream_url(builds, "t1", "t4") is None
+
+
+def test_the_builds_table_names_each_build_and_says_where_the_timeline_knows_none(tmp_path):
+    repo = tmp_path / "timeline"
+    repo.mkdir()
+    fakes.git(repo, "init", "-q", "-b", "release")
+    known, unknown = fakes.timeline_commit(repo, "2.14.1", UPSTREAM[1], "2026-01-01T00:00:00Z"), "f" * 40
+    site = tmp_path / "html"
+    site.mkdir()
+    (site / "index.json").write_text(json.dumps({"revision_to_hash": {"1": known, "2": unknown}}))
+    pytorch_links.rewrite(site, timeline.Reader(repo))
+    page = (site / pytorch_links.PAGE).read_text()
+    assert f"<code>{known[:12]}</code></td><td>torch 2.14.1 (release@2.14.1)</td>" in page
+    assert f"<code>{unknown[:12]}</code></td><td>unknown: the timeline here has no build.json for it</td>" in page
 
 
 CHROMIUM = Path("/usr/bin/chromium")

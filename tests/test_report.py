@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
 import sys
 from datetime import datetime
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 from tests import asvresults, fakes
@@ -15,8 +17,9 @@ from tests import asvresults, fakes
 from mpsbench import cli
 from mpsbench.builds.timeline import Reader
 from mpsbench.core import asvconf
+from mpsbench.core.document import Link
 from mpsbench.regressions import rule
-from mpsbench.site import regressions_page, report, throughput
+from mpsbench.site import figures, regressions_page, report, throughput
 from mpsbench.site.throughput import Step
 
 ASV = [sys.executable, "-m", "asv"]
@@ -124,7 +127,7 @@ def test_batch_curves_list_every_batch_of_the_newest_build(loaded):
 def test_build_over_build_compares_the_newest_two_builds_against_the_factor(loaded, suite):
     tmp, commits = suite
     rules = asvconf.load(tmp / "asv.conf.json").thresholds  # the report's rule, with the factor 1.05
-    changes = {(c.machine, c.workload): c for c in throughput.build_changes(loaded)}
+    changes = {(c.machine, c.workload): c for c in throughput.build_changes(loaded, Reader(tmp / "timeline"))}
     assert set(changes) == {  # only what both builds measured; rtx3080 has one build
         ("m1max", Step("training", "mlp", "mps", 1024)),
         ("m1max", Step("training", "mlp", "cpu", 1024)),
@@ -137,6 +140,28 @@ def test_build_over_build_compares_the_newest_two_builds_against_the_factor(load
     assert ratios[Step("training", "mlp", "cpu", 1024)] == (pytest.approx(0.80 / 0.79), "unchanged")
     assert ratios[Step("inference", "mlp", "cpu", 1024)] == (pytest.approx(0.8), "faster")
     assert {(c.old, c.new) for c in changes.values()} == {(commits[1], commits[2])}
+
+
+def test_build_over_build_compares_with_the_build_before_on_the_newest_builds_channel_not_by_date(tmp_path):
+    repo = tmp_path / "timeline"
+    repo.mkdir()
+    fakes.git(repo, "init", "-q", "-b", "release")
+    first, newest = (fakes.timeline_commit(repo, version, GIT_VERSIONS[0], date) for version, date in
+                     (("2.1.0", "2026-01-01T00:00:00Z"), ("2.3.0", "2026-03-01T00:00:00Z")))
+    fakes.git(repo, "checkout", "-q", "--orphan", "nightly")
+    nightly = fakes.timeline_commit(repo, "2.2.0", GIT_VERSIONS[1], "2026-02-01T00:00:00Z", kind="nightly",
+                                    channel="nightly")
+    workload = ("training", "time_step", "cpu", "mlp", 1024)
+    benchmarks = {}
+    for month, (commit, seconds) in enumerate(((first, 0.10), (nightly, 0.20), (newest, 0.12))):
+        benchmarks.update(asvresults.write_results(tmp_path / "results", "m", commit, 1767225600000 + month * 31 * 86400000,
+                                                   {workload: seconds}, ["cpu"], ["mlp"], [1024]))
+    asvresults.write_benchmarks(tmp_path / "results", benchmarks)
+    results = throughput.load(tmp_path / "results")
+    assert results.builds("m")[-2] == nightly  # by date, the nightly came before the newest release
+    [change] = throughput.build_changes(results, Reader(repo))
+    assert (change.old, change.new, change.ratio) == (first, newest, pytest.approx(1.2))
+    assert throughput.build_changes(results, Reader(None)) == []  # no timeline: no channel, no build before
 
 
 @pytest.fixture(scope="module")
@@ -156,6 +181,38 @@ def test_regressions_name_the_pytorch_commit_range_from_each_builds_git_version(
     assert len(mps) == 1, found
     assert mps[0].ratio == pytest.approx(1.25)
     assert (mps[0].old_commit, mps[0].new_commit) == (commits[1], commits[2])
+
+
+def test_a_lone_bar_or_group_keeps_the_width_it_has_among_several(monkeypatch, tmp_path):
+    drawn = []
+    real = figures._figure
+
+    @contextlib.contextmanager
+    def keeping(out, **subplots):
+        with real(out, **subplots) as (fig, axes):
+            yield fig, axes
+        drawn.append(axes if hasattr(axes, "get_xlim") else axes[0][0])
+
+    monkeypatch.setattr(figures, "_figure", keeping)
+
+    def point(device: str, samples_per_second: float) -> throughput.Point:
+        return throughput.Point("m", "c", Step("training", "mlp", device, 1024), samples_per_second, True)
+
+    figures.speedup("mlp", [throughput.Speedup("m", "training", "mlp", "mps", point("mps", 8.0), point("cpu", 1.0))],
+                    tmp_path / "speedup.png")
+    figures.machines("mlp", [point("mps", 8.0)], tmp_path / "machines.png")
+    speedup, machines = (ax.get_xlim() for ax in drawn)
+    assert speedup == machines == pytest.approx((-0.6, 2.6))  # room for three, as _device_bars gives a lone bar
+
+
+def test_the_pytorch_column_is_the_range_the_one_shared_commit_or_unknown():
+    a, b = "a" * 40, "b" * 40
+    builds = SimpleNamespace(git_version={"t1": a, "t2": b, "t3": b, "t4": None}.get)
+    upstream = "https://github.com/pytorch/pytorch"
+    assert report.pytorch_range(builds, "t1", "t2") == Link(f"{a[:12]}...{b[:12]}", f"{upstream}/compare/{a}...{b}")
+    assert report.pytorch_range(builds, "t2", "t3") == Link(f"{b[:12]} (both builds)", f"{upstream}/commit/{b}")
+    assert report.pytorch_range(builds, None, "t2") == "git_version unknown"  # a channel's first build: no range
+    assert report.pytorch_range(builds, "t1", "t4") == report.pytorch_range(builds, "t4", "t2") == "git_version unknown"
 
 
 def test_the_report_writes_figures_and_a_summary_with_the_numbers(suite, published, tmp_path, capsys):

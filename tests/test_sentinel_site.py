@@ -94,7 +94,7 @@ def run(tmp_path_factory):
                           env=dict(os.environ, HOME=str(tmp)), capture_output=True, text=True, timeout=900)
     assert done.returncode == 0, done.stdout + done.stderr
     suite = Suite(tmp / "asv.conf.json", tmp / "manifest.json", tmp / "timeline")
-    regressions_page.judge_site(suite.conf.html, suite.conf.results, suite.conf.thresholds)
+    regressions_page.judge_site(suite.conf.html, suite.conf.results, suite.conf.thresholds, suite.reader)
     return tmp, suite, readings
 
 

@@ -116,11 +116,13 @@ def pythons(planned: list[Scheduled]) -> list[str]:
 
 def this_machine_is(platform: str) -> str:
     """What this machine is, for a person: ``platform`` names the wheels its default installs, not its devices (PyPI's
-    Linux torch is the CUDA build, which a machine without an NVIDIA GPU installs to measure cpu rows)."""
+    Linux torch is the CUDA build, which a machine without an NVIDIA GPU installs to measure cpu rows; cpu wheels
+    measure only cpu rows, GPU or not)."""
     if platform.startswith("linux-x86_64"):
+        cuda_wheels = platform.endswith("-cuda")
         if install_build.nvidia_gpu():
-            return f"linux-x86_64 with an NVIDIA GPU (cuda rows; {platform} wheels)"
-        if platform.endswith("-cuda"):
+            return f"linux-x86_64 with an NVIDIA GPU ({'cuda' if cuda_wheels else 'cpu'} rows; {platform} wheels)"
+        if cuda_wheels:
             return f"linux-x86_64 (no GPU: cpu rows; the {platform} wheels are what PyPI ships for Linux)"
     if platform.startswith("macos"):
         return f"{platform} (mps and cpu rows)"

@@ -53,7 +53,8 @@ def describe() -> dict[str, Any]:
 
 
 def default_name(facts: dict[str, Any]) -> str:
-    """A name derived from the facts, e.g. ``apple-m1-pro-10cpu`` or ``linux-x86_64-2cpu``."""
+    """A name derived from the facts, e.g. ``apple-m1-pro-10cpu``, or ``debian-x86-64-2cpu`` on Linux (the first word of
+    the os-release PRETTY_NAME)."""
     apple = facts["chip"].lower().startswith("apple")
     stem = facts["chip"] if apple else f"{facts['os'].split()[0]}-{facts['arch']}"
     return re.sub(r"[^a-z0-9]+", "-", f"{stem} {facts['num_cpu']}cpu".lower()).strip("-")

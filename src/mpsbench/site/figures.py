@@ -86,7 +86,7 @@ def speedup(model: str, found: list[Speedup], out: Path) -> None:
                          fontsize=7, padding=2)
         ax.axhline(1.0, color="black", linewidth=0.8)
         ax.set_xticks(range(len(groups)), [f"{machine}\n{device}" for machine, device in groups])
-        ax.set_xlim(-0.6, len(groups) - 0.4)  # a lone bar keeps its width
+        ax.set_xlim(-0.6, max(len(groups), 3) - 0.4)  # as _device_bars: a lone group keeps its width
         ax.set_ylabel("speedup over cpu (samples/s ratio)")
         ax.set_title(f"{model}: GPU speedup over cpu, newest build per machine")
         ax.margins(y=0.25)

@@ -64,7 +64,7 @@ def _build(suite: Suite, html: Path, measured: set[str], asv_options: Sequence[s
     conf = suite.conf
     log.info("asv publish")
     asv.publish(conf.path, [*asv_options, "--html-dir", str(html)])
-    judged = regressions_page.judge_site(html, conf.results, conf.thresholds)
+    judged = regressions_page.judge_site(html, conf.results, conf.thresholds, suite.reader)
     kept = sum(1 for jump in judged if jump["regressed"])
     log.info(f"Regressions page: {kept} of {len(judged)} jumps asv found are regressions;"
              f" the rest are set aside with their reason in {conf.html / regressions_page.JUDGED}")

@@ -29,6 +29,11 @@ def _full(builds: dict[str, str | None], prefix: str) -> str | None:
     return next((commit for commit in builds if commit.startswith(prefix)), None)
 
 
+def _build_name(timeline: Reader, commit: str) -> str:
+    """The build, as the label names it after the short hash the table's first column shows."""
+    return timeline.label(commit).removeprefix(commit[:8]).strip() or "unknown: the timeline here has no build.json for it"
+
+
 def rewrite(site: Path, timeline: Reader) -> dict[str, str | None]:
     """Write pytorch.html, point index.json at it, fix regressions.xml; return timeline commit -> git_version."""
     index_path = site / "index.json"  # as asv publish just wrote it
@@ -41,7 +46,7 @@ def rewrite(site: Path, timeline: Reader) -> dict[str, str | None]:
     index["show_commit_url"] = SHOW_COMMIT_URL
     index_path.write_text(json.dumps(index, separators=(",", ":")))
     rows = "".join(
-        f"<tr><td><code>{commit[:12]}</code></td><td>{html.escape(timeline.label(commit)[9:])}</td><td>"
+        f"<tr><td><code>{commit[:12]}</code></td><td>{html.escape(_build_name(timeline, commit))}</td><td>"
         + (f'<a href="{UPSTREAM}/commit/{git}">{git[:12]}</a>' if git else "no git_version recorded")
         + "</td></tr>"
         for commit, git in builds.items()

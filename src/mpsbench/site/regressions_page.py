@@ -21,6 +21,7 @@ from mpsbench.regressions import rule
 from mpsbench.results import recorded
 
 JUDGED = "regressions-judged.json"
+FeedKey = tuple[str, str | None, str]  # a feed entry's row, machine (None where its link names none) and commits
 ATOM = "http://www.w3.org/2005/Atom"
 LATEST = 20  # the regressions the figures page lists
 
@@ -30,8 +31,10 @@ def graph_param(graph_path: str, key: str) -> str | None:
     return found.group(1) if found else None
 
 
-def graph_url(index: dict[str, Any], name: str, machine: str | None, idx: int | None, commits: str) -> str:
-    """The row's graph as asv's feed links it, relative to the site's root."""
+def graph_url(index: dict[str, Any], name: str, machine: str | None, idx: int | None, old: str | None, new: str) -> str:
+    """The row's graph at a jump's two builds (the new one alone where the older is unknown), relative to the site's
+    root."""
+    commits = f"{old}-{new}" if old else new
     benchmark = name.split("(", 1)[0]
     spec = index.get("benchmarks", {}).get(benchmark, {})
     params = {"machine": machine or ""}
@@ -41,9 +44,11 @@ def graph_url(index: dict[str, Any], name: str, machine: str | None, idx: int | 
     return f"index.html#{benchmark}?{urllib.parse.urlencode({**params, 'commits': commits})}"
 
 
-def _previous(found: recorded.Recorded, machine: str, commit: str, row: recorded.Row) -> str | None:
-    builds = [b for b in found.builds(machine) if found.get(machine, b, row) is not None]
-    return builds[builds.index(commit) - 1] if commit in builds and builds.index(commit) > 0 else None
+def _jump_builds(revision_to_hash: dict[str, str], timeline: Reader, rev_a: int | None, rev_b: int) -> tuple[str | None, str]:
+    """A jump's older and newer build. asv names no older one where the jump's range holds the new build alone: the
+    older is then its timeline parent (by date, the build before could be another channel's)."""
+    new = revision_to_hash[str(rev_b)]
+    return (revision_to_hash[str(rev_a)] if rev_a is not None else timeline.parent(new)), new
 
 
 def _published(html: Path) -> tuple[list[Any], dict[str, Any], dict[str, str]]:
@@ -56,7 +61,7 @@ def _published(html: Path) -> tuple[list[Any], dict[str, Any], dict[str, str]]:
         raise UserError(f"{html} holds no readable regressions.json and index.json: publish first ({exc})") from None
 
 
-def judge_site(html: Path, results_dir: Path, thresholds: dict[str, float]) -> list[dict[str, Any]]:
+def judge_site(html: Path, results_dir: Path, thresholds: dict[str, float], timeline: Reader) -> list[dict[str, Any]]:
     """Judge every jump of ``html/regressions.json``; rewrite it and the feed; return every judged jump."""
     detected, index, revision_to_hash = _published(html)
     found = recorded.load(results_dir, strict=False)
@@ -65,9 +70,12 @@ def judge_site(html: Path, results_dir: Path, thresholds: dict[str, float]) -> l
     several_branches = len(index.get("params", {}).get("branch", [])) > 1
     kept_entries: list[Any] = []
     judged: list[dict[str, Any]] = []
-    kept_keys: dict[tuple[str, str], str | None] = {}  # (row, commits) -> a new feed title, or None to keep asv's
+    kept_keys: dict[FeedKey, str | None] = {}  # as asv's feed links the jump -> a new feed title, or None to keep asv's
     for name, graph_path, graph_params, idx, last, best, jumps in detected:
         machine, branch = graph_param(graph_path, "machine"), graph_param(graph_path, "branch")
+        # each machine's graph has its own feed entries, on commits the machines share; asv's links name the
+        # machine only where there are several, as its graph params do
+        feed_machine = graph_params.get("machine")
         if several_branches and branch and "branch" not in graph_params:
             # asv drops branch when one branch has results; its page, filtering by it, then shows that channel nothing
             graph_params["branch"] = branch
@@ -75,9 +83,7 @@ def judge_site(html: Path, results_dir: Path, thresholds: dict[str, float]) -> l
         row = rows.get(name)
         kept_jumps = []
         for rev_a, rev_b, before, after in jumps:
-            new = revision_to_hash[str(rev_b)]
-            old = revision_to_hash[str(rev_a)] if rev_a is not None else (
-                _previous(found, machine, new, row) if machine and row else None)
+            old, new = _jump_builds(revision_to_hash, timeline, rev_a, rev_b)
             measured_old = found.get(machine, old, row) if machine and old and row else None
             measured_new = found.get(machine, new, row) if machine and row else None
             if measured_old is None or measured_new is None:  # asv saw it; without our numbers, keep asv's word
@@ -85,19 +91,19 @@ def judge_site(html: Path, results_dir: Path, thresholds: dict[str, float]) -> l
                                          0.0, "asv's step detection (no recorded values to judge)")
             else:
                 verdict = rule.judge(thresholds, name, unit, measured_old, measured_new, branch)
-            commits = f"{old}-{new}" if rev_a is not None and old else new
             judged.append({
                 "benchmark": name, "machine": machine, "branch": branch, "unit": unit,
                 "old": old, "new": new, "before": before, "after": after, "ratio": verdict.ratio,
                 "verdict": verdict.label, "reason": verdict.reason, "threshold": verdict.threshold,
-                "regressed": verdict.regressed, "graph": graph_url(index, name, machine, idx, commits),
+                "regressed": verdict.regressed, "graph": graph_url(index, name, machine, idx, old, new),
             })
             if verdict.regressed:
                 # a one-commit jump becomes the range from the build before: asv's page then links the
                 # range (a PyTorch compare, pytorch_links.py) where it linked the new build alone
                 rev_old = revision_of.get(old, rev_a) if old else rev_a
                 kept_jumps.append([rev_old, rev_b, before, after])
-                kept_keys[(name, commits)] = None if verdict.slower else f"{verdict.label}: {name} ({verdict.reason})"
+                retitled = None if verdict.slower else f"{verdict.label}: {name} ({verdict.reason})"
+                kept_keys[(name, feed_machine, new if rev_a is None else f"{old}-{new}")] = retitled  # asv's link
         if kept_jumps:
             kept_entries.append([name, graph_path, graph_params, idx, last, best, kept_jumps])
     (html / "regressions.json").write_text(json.dumps({"regressions": kept_entries}, separators=(",", ":")))
@@ -128,18 +134,15 @@ class Regression:
 def latest(html: Path, timeline: Reader) -> list[Regression]:
     """The newest jumps of the published regressions.json, newest first."""
     detected, index, revision_to_hash = _published(html)
-    kinds = {(j["benchmark"], j["new"]): j["verdict"] for j in _judged(html) if j.get("regressed")}
+    kinds = {(j["benchmark"], j["machine"] or "", j["new"]): j["verdict"] for j in _judged(html) if j.get("regressed")}
     found = []
     for name, graph_path, _graph_params, index_of_params, _last, _best, jumps in detected:
         machine = graph_param(graph_path, "machine") or ""
         for old_revision, new_revision, before, after in jumps:
-            new = revision_to_hash[str(new_revision)]
-            # None: the jump is one commit, whose parent is the build before it
-            old = revision_to_hash[str(old_revision)] if old_revision is not None else timeline.parent(new)
-            commits = f"{old}-{new}" if old_revision is not None else new
+            old, new = _jump_builds(revision_to_hash, timeline, old_revision, new_revision)
             found.append(Regression(name, machine, old, new, float(before), float(after), int(new_revision),
-                                    graph_url(index, name, machine, index_of_params, commits),
-                                    kinds.get((name, new), "slower")))
+                                    graph_url(index, name, machine, index_of_params, old, new),
+                                    kinds.get((name, machine, new), "slower")))
     found.sort(key=lambda r: (-r.revision, -r.ratio, r.benchmark))
     return found[:LATEST]
 
@@ -157,7 +160,7 @@ def set_aside(html: Path) -> list[dict[str, Any]]:
     return [j for j in _judged(html) if not j.get("regressed")]
 
 
-def _filter_feed(feed: Path, kept: dict[tuple[str, str], str | None]) -> None:
+def _filter_feed(feed: Path, kept: dict[FeedKey, str | None]) -> None:
     """Drop the feed entries of jumps not kept (asv's title is 'PERCENT NAME', its link names the commits); retitle
     those ``kept`` gives a title (a wrong result is no percentage slower)."""
     if not feed.is_file():
@@ -169,9 +172,10 @@ def _filter_feed(feed: Path, kept: dict[tuple[str, str], str | None]) -> None:
         title = (entry.findtext(f"{{{ATOM}}}title") or "").split(" ", 1)[-1]
         link = entry.find(f"{{{ATOM}}}link")
         query = urllib.parse.urlsplit(link.get("href", "") if link is not None else "").fragment.partition("?")[2]
-        commits = urllib.parse.parse_qs(query).get("commits", [""])[0]
-        if (title, commits) not in kept:
+        params = urllib.parse.parse_qs(query)
+        key = (title, params.get("machine", [None])[0], params.get("commits", [""])[0])
+        if key not in kept:
             root.remove(entry)
-        elif (retitled := kept[(title, commits)]) is not None:
+        elif (retitled := kept[key]) is not None:
             entry.find(f"{{{ATOM}}}title").text = retitled  # type: ignore[union-attr]  # found just above
     tree.write(feed, encoding="utf-8", xml_declaration=True)

@@ -34,8 +34,8 @@ def _per_model(save: figures.Save, results: tp.Results, name: str, what: str, pr
 def _builds_section(results: tp.Results, results_dir: Path, timeline: Reader, limit: float) -> Section:
     rows: list[list[Cell]] = []
     for machine in results.machines:
-        builds = results.builds(machine)
-        rows.append([machine, timeline.label(builds[-1]), timeline.label(builds[-2]) if len(builds) > 1 else "-"])
+        previous = tp.previous_build(results, machine, timeline)
+        rows.append([machine, timeline.label(results.builds(machine)[-1]), timeline.label(previous) if previous else "-"])
     return Section("Builds", [
         f"From {results.recorded.files} results files in {results_dir}; every figure uses each machine's newest build. "
         f"Throughput is batch size over asv's median step time. Regression factor {limit:g} "
@@ -204,17 +204,18 @@ def _tokens_section(results: tp.Results, save: figures.Save) -> Section:
     ])
 
 
-def _changes_section(results: tp.Results, thresholds: dict[str, float]) -> Section:
-    changes = tp.build_changes(results)
-    log.info(f"comparing each machine's newest two builds: {len(changes)} workloads")
+def _changes_section(results: tp.Results, thresholds: dict[str, float], timeline: Reader) -> Section:
+    changes = tp.build_changes(results, timeline)
+    log.info(f"comparing each machine's newest build with the one before it on its channel: {len(changes)} workloads")
     if not changes:
-        return Section("Build over build", ["No machine has results for two builds yet."])
+        return Section("Build over build", ["No machine has results for two builds of one channel of the timeline"
+                                            " (asv.conf.json's repo) yet."])
     # judged by the one rule (mpsbench.regressions.rule), from the statistics asv recorded
     judged = [rule.judge(thresholds, c.row.entry, "seconds", c.before, c.after) for c in changes]
     return Section("Build over build", [
-        "Step time of each machine's newest build over its previous one, each row judged with the statistics asv "
-        "recorded and its own threshold (docs/site.md); slower and faster are highlighted, noisy and not "
-        "significant are said.",
+        "Step time of each machine's newest build over the one before it on its channel, each row judged with the "
+        "statistics asv recorded and its own threshold (docs/site.md); slower and faster are highlighted, noisy and "
+        "not significant are said.",
         Table(["machine", "kind", "model", "device", "batch", "old ms", "new ms", "new/old", "change"],
               [[c.machine, c.workload.kind, c.workload.model, c.workload.device, str(c.workload.batch),
                 figures.ms(c.before.value), figures.ms(c.after.value), f"{c.ratio:.3f}",
@@ -292,7 +293,7 @@ def build(results_dir: Path, out_dir: Path, conf: AsvConf | None = None, site: P
         _batches_section(results, save),
         _compile_section(results, save),
         _tokens_section(results, save),
-        _changes_section(results, thresholds),
+        _changes_section(results, thresholds, timeline),
         _regressions_section(site, timeline),
     ]
     title = "mpsbench: the seeds' figures"

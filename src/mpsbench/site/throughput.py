@@ -213,14 +213,21 @@ class Change:
         return self.after.value / self.before.value
 
 
-def build_changes(results: Results) -> list[Change]:
-    """(d) step times of each machine's newest two builds, side by side."""
+def previous_build(results: Results, machine: str, timeline: Reader) -> str | None:
+    """The machine's last build before its newest on the newest's own channel (the timeline's first parents); None
+    where it has none, or the timeline does not know the newest: by date alone, a release could follow a nightly."""
+    builds = results.builds(machine)
+    measured = set(builds)
+    return next((commit for commit in reversed(timeline.lineage(builds[-1])[:-1]) if commit in measured), None)
+
+
+def build_changes(results: Results, timeline: Reader) -> list[Change]:
+    """(d) step times of each machine's newest build and the build before it on its channel, side by side."""
     found = []
     for machine in results.machines:
-        builds = results.builds(machine)
-        if len(builds) < 2:
+        old, new = previous_build(results, machine, timeline), results.builds(machine)[-1]
+        if old is None:
             continue
-        old, new = builds[-2], builds[-1]
         for workload in sorted(results.samples[(machine, new)]):
             before, after = results.timed.get((machine, old, workload)), results.timed.get((machine, new, workload))
             if before and after:
