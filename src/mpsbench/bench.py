@@ -66,7 +66,7 @@ def plan(suite: Suite, asv_args: Sequence[str]) -> list[tuple[str, ...]]:
         log.info(line)
     runs: list[tuple[str, ...]] = []
     for python in defaults.pythons(planned):
-        hashes = suite.conf.root / ".asv" / f"default-py{python}.txt"
+        hashes = suite.hashfile(python)
         hashes.write_text("".join(f"{suite.timeline.commits[item.ref]}\n" for item in planned if python in item.pythons))
         runs.append(("-E", f"virtualenv:{python}", f"HASHFILE:{hashes}"))
     return runs
