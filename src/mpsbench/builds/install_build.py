@@ -122,16 +122,18 @@ def platform_candidates() -> list[str]:
     return []
 
 
-def _python_tag() -> str:
-    return f"cp{sys.version_info.major}{sys.version_info.minor}"
+def _python_tag(python: tuple[int, int] | None = None) -> str:
+    """The wheel tag of CPython ``python`` (default this interpreter): cp310."""
+    major, minor = python or sys.version_info[:2]
+    return f"cp{major}{minor}"
 
 
 def _ref(build: dict[str, Any]) -> str:
     return f"build {build['channel']}@{build['id']}"
 
 
-def select_pins(build: dict[str, Any]) -> tuple[str, list[dict[str, str]]]:
-    """The platform and the complete set of ``build`` for this machine and Python."""
+def select_pins(build: dict[str, Any], python: tuple[int, int] | None = None) -> tuple[str, list[dict[str, str]]]:
+    """The platform and the complete set of ``build`` for this machine and this Python (or CPython ``python``)."""
     candidates = platform_candidates()
     for key in candidates:
         pins = build["pins"].get(key, [])
@@ -142,7 +144,7 @@ def select_pins(build: dict[str, Any]) -> tuple[str, list[dict[str, str]]]:
                 " set per Python: pip would fetch the rest unpinned and unchecked; refusing to install (re-pin it with"
                 " `mpsbench build add-release VERSION --channel NAME`, which resolves every package with its sha256)"
             )
-        chosen = [pin for pin in pins if pin["python"] == _python_tag()]
+        chosen = [pin for pin in pins if pin["python"] == _python_tag(python)]
         if any(pin["name"] == "torch" for pin in chosen):
             bad = [pin["filename"] for pin in chosen if not plain_wheel_name(pin["filename"]) or not allowed_url(pin["url"])]
             if bad or len({pin["name"] for pin in chosen}) != len(chosen):
@@ -152,7 +154,7 @@ def select_pins(build: dict[str, Any]) -> tuple[str, list[dict[str, str]]]:
     sets = {key: sorted({pin.get("python") or "?" for pin in build["pins"].get(key, [])}) for key in candidates}
     pinned = "; ".join(f"{key}: {', '.join(tags)}" for key, tags in sets.items() if tags)
     raise InstallError(
-        f"{_ref(build)} pins no torch wheel for {_python_tag()} on"
+        f"{_ref(build)} pins no torch wheel for {_python_tag(python)} on"
         f" {', '.join(candidates) or sys.platform + '/' + platform.machine()}"
         f" ({'its sets there: ' + pinned if pinned else 'pinned platforms: ' + (', '.join(sorted(build['pins'])) or 'none')})"
     )
@@ -166,11 +168,10 @@ def why_not_here(filenames: list[str], python: tuple[int, int] | None = None) ->
     else:  # this machine's platforms, another interpreter (scripts/bench asks before asv makes its environment)
         platforms = list(tags.platform_tags())
         here = {*tags.cpython_tags(python, platforms=platforms), *tags.compatible_tags(python, platforms=platforms)}
-    this = f"cp{python[0]}{python[1]}" if python else _python_tag()
     for filename in filenames:
         wanted = utils.parse_wheel_filename(filename)[3]
         if here.isdisjoint(wanted):
-            return f"{filename} needs {_requirement(wanted, here, this)}"
+            return f"{filename} needs {_requirement(wanted, here, _python_tag(python))}"
     return None
 
 
