@@ -229,11 +229,11 @@ def _pip_install_checked(what: str, wheels: list[tuple[Path, dict[str, str]]], f
         raise InstallError(f"pip could not install {what}: " + " | ".join((done.stderr or done.stdout).strip().splitlines()[-5:]))
 
 
-def _check(pin: dict[str, str], found: Path, where: str) -> None:
+def _check(pin: dict[str, str], found: Path, where: str, note: str = "") -> None:
     actual = sha256_of(found)
     if actual != pin["sha256"]:
         raise InstallError(
-            f"{pin['filename']}: sha256 {actual} of {where} {found} does not match the pinned {pin['sha256']};"
+            f"{pin['filename']}: sha256 {actual} of {where} {found}{note} does not match the pinned {pin['sha256']};"
             " refusing to install"
         )
 
@@ -276,8 +276,10 @@ def _find(pin: dict[str, str], scratch: Path) -> Path:
 def fetch_wheel(pin: dict[str, str]) -> Path:
     """The pinned wheel in the local wheel store, fetched (:func:`_find`) and checked once.
 
-    Whatever is found must match the pinned sha256, or nothing is stored. A copy cut short (a full disk, a kill)
-    never takes the wheel's name: it is removed, or by the next install if the process died.
+    Whatever is found must match the pinned sha256, or nothing is stored. A download, made in a scratch folder on the
+    store's disk, is renamed into the store; a file of the user's (a wheelhouse's, a file:// pin) is copied, and a
+    copy cut short (a full disk, a kill) never takes the wheel's name: it is removed, or by the next install if the
+    process died.
     """
     if not plain_wheel_name(pin["filename"]) or not allowed_url(pin["url"]):
         raise InstallError(f"refusing the pin {pin['filename']!r} at {pin['url']!r}: a plain wheel file name"
@@ -285,7 +287,7 @@ def fetch_wheel(pin: dict[str, str]) -> Path:
     store = cache_root() / "wheels" / pin["sha256"]
     stored = store / pin["filename"]
     if stored.is_file():
-        _check(pin, stored, "the stored copy (changed since it was checked; delete it to fetch it again)")
+        _check(pin, stored, "the stored copy", " (changed since it was checked; delete it to fetch it again)")
         return stored
     try:
         store.parent.mkdir(parents=True, exist_ok=True)
@@ -293,12 +295,15 @@ def fetch_wheel(pin: dict[str, str]) -> Path:
             found = _find(pin, Path(scratch))
             _check(pin, found, "the wheel found at")
             store.mkdir(exist_ok=True)
-            partial = store / f".{pin['filename']}.{os.getpid()}.partial"
-            try:
-                shutil.copyfile(found, partial)
-                os.replace(partial, stored)
-            finally:
-                partial.unlink(missing_ok=True)
+            if found.parent == Path(scratch):  # a multi-GB download on the store's disk: renamed, not written twice
+                os.replace(found, stored)
+            else:  # the user's file stays where it is
+                partial = store / f".{pin['filename']}.{os.getpid()}.partial"
+                try:
+                    shutil.copyfile(found, partial)
+                    os.replace(partial, stored)
+                finally:
+                    partial.unlink(missing_ok=True)
     except OSError as exc:
         raise disk_problem(exc) from None
     return stored
