@@ -78,8 +78,13 @@ def test_estimates_come_from_this_machines_runs_else_from_docs_budget(tmp_path):
     assert found.combinations([OTHER]) == watch.Estimate(spread, watch.WHERE_BUDGET)
     assert found.combinations([SEED, OTHER]).seconds == pytest.approx(12.0 + spread)
     assert found.install(installed=False) == watch.Estimate(80.0, watch.WHERE_MEASURED)  # median of 70 and 90
+    assert found.install(installed=True) == watch.Estimate(2.0, watch.WHERE_MEASURED)  # the switch asv recorded
     fresh = watch.Costs(tmp_path / "none", "box", gpu=True, default=10)
     assert fresh.install(installed=False) == watch.Estimate(watch.BUDGET_INSTALL_SECONDS, watch.WHERE_BUDGET)
+    assert fresh.install(installed=True) == watch.Estimate(watch.CACHED_SWITCH_SECONDS, watch.WHERE_BUDGET)
+    _results_file(tmp_path / "cold" / "box", 90.0)  # installs recorded here, but never a switch to a cached build
+    cold = watch.Costs(tmp_path / "cold", "box", gpu=False, default=100)
+    assert cold.install(installed=True) == watch.Estimate(watch.CACHED_SWITCH_SECONDS, watch.WHERE_BUDGET)
     assert fresh.combinations([OTHER]).seconds == watch.BUDGET_BUILD_SECONDS["gpu"] / 10
 
 
