@@ -60,3 +60,12 @@ def test_a_derived_config_carries_this_platforms_launch_method_and_folders_of_it
     assert all("{conf_dir}" not in command for command in derived["install_command"])  # still this checkout's installer
     scratch = json.loads(CONF.scratch(tmp_path / "scratch").read_text())
     assert scratch["results_dir"] == str(tmp_path / "scratch" / "results") and scratch["env_dir"] == str(ROOT / ".asv/env")
+
+
+def test_a_record_runs_scratch_config_of_a_config_without_repo_is_refused_in_one_line(tmp_path):
+    (tmp_path / "asv.conf.json").write_text('{"results_dir": "results"}')
+    conf = asvconf.load(tmp_path / "asv.conf.json")
+    with pytest.raises(asvconf.ConfigError, match=r"asv.conf.json: repo is missing: it must name the timeline asv walks"):
+        conf.scratch(tmp_path / "scratch")
+    assert not (tmp_path / "scratch").exists()  # nothing written, least of all a repo named "None"
+    assert json.loads(CONF.scratch(tmp_path / "ours").read_text())["repo"] == str(ROOT / ".asv" / "timeline")

@@ -48,6 +48,10 @@ def test_run_prints_a_table_with_ms_per_step_and_samples_per_second(capsys):
         (["run", "mlp", "--kind", "eval"], r"argument --kind: invalid choice: 'eval' \(choose from 'training',"
                                             r" 'inference', 'both'\)"),
         (["run", "mlp", "--device", "mps"], "device mps is not usable here: "),
+        # a kind the model lacks, named: refused, not an empty table (--kind both skips it)
+        (["run", "bert_base_frozen", "--kind", "inference"], "bert_base_frozen differs from its base model in training"
+                                                             " only; time its inference as bert_base$"),
+        (["run", "clip_text", "--kind", "training"], "clip_text is an inference-only model; time its inference$"),
         # where mps is absent (every machine but a Mac), the device that is present is named
         (["run", "resnet50", "--device", "mps"], r"device mps is not usable here: .*; usable here: cpu: try --device cpu"
                                                  r" \(mps needs a Mac with Apple silicon\)$"),

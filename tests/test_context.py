@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from mpsbench import bench, cli
+from mpsbench.builds import defaults
 from mpsbench.builds import manifest as mf
 from mpsbench.context import Suite
 from mpsbench.core import asv, asvconf
@@ -46,6 +47,22 @@ def test_the_main_command_parses_asv_conf_json_and_the_manifest_once(suite_copy,
     assert published[0].conf.results == suite_copy / ".asv" / "results"
     out = capsys.readouterr().out
     assert out.startswith("torch ") and "timeline written to .asv/timeline" in out
+
+
+def test_the_default_runs_hashfiles_lie_beside_the_timeline_not_in_a_fixed_folder(suite_copy, monkeypatch):
+    # the config's folder has no .asv: its timeline lives elsewhere
+    timeline = suite_copy / "elsewhere" / "timeline"
+    suite = Suite(suite_copy / "asv.conf.json", suite_copy / "builds" / "manifest.json", timeline)
+    platform = defaults.rule_for(suite.manifest, ["linux-x86_64-cuda"])[0]  # the same default on any machine
+    planned = defaults.schedule(suite.manifest, platform)
+    monkeypatch.setattr(defaults, "this_machine", lambda manifest: (platform, planned, []))
+    runs = bench.plan(suite, [])
+    assert [run[:2] for run in runs] == [("-E", f"virtualenv:{python}") for python in defaults.pythons(planned)]
+    for run, python in zip(runs, defaults.pythons(planned)):
+        hashes = Path(run[2].removeprefix("HASHFILE:"))
+        assert hashes == timeline.parent / f"default-py{python}.txt"
+        assert hashes.read_text().split() == [suite.timeline.commits[item.ref] for item in planned if python in item.pythons]
+    assert not (suite_copy / ".asv").exists()
 
 
 def test_a_build_is_named_by_channel_at_id_by_tag_or_by_a_timeline_hash(suite_copy):

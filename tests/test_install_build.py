@@ -120,6 +120,25 @@ def test_a_local_wheelhouse_is_searched_by_file_name(cache, monkeypatch):
     monkeypatch.setenv(install_build.WHEELHOUSE_ENV, str(wheel.parent))
     stored = install_build.fetch_wheel(pin)
     assert stored.read_bytes() == wheel.read_bytes() and stored.parent.name == pin["sha256"]
+    assert wheel.is_file() and stored.stat().st_ino != wheel.stat().st_ino  # the user's file is copied, not moved
+
+
+def test_a_downloaded_wheel_is_renamed_into_the_store_not_copied(cache, monkeypatch):
+    (cache / "w1").mkdir()
+    wheel = fakes.make_wheel(cache / "w1", "psutil", "7.2.2", python=TAG)
+    pin = {"name": "psutil", "version": "7.2.2", "filename": wheel.name, "url": "https://unreachable.invalid/p.whl",
+           "sha256": fakes.sha256(wheel)}
+    downloaded = []
+
+    def download(url: str, target: Path) -> Path:  # the network stands in: the file lands in fetch_wheel's scratch
+        target.write_bytes(wheel.read_bytes())
+        downloaded.append(target.stat().st_ino)
+        return target
+
+    monkeypatch.setattr(install_build, "_download", download)
+    stored = install_build.fetch_wheel(pin)
+    assert stored.read_bytes() == wheel.read_bytes() and [stored.stat().st_ino] == downloaded  # one write, renamed
+    assert [path.name for path in (cache / "cache" / "wheels").iterdir()] == [pin["sha256"]]  # no scratch left
 
 
 def test_a_stored_wheel_changed_after_its_check_is_refused_at_install(cache, venv):
@@ -130,7 +149,9 @@ def test_a_stored_wheel_changed_after_its_check_is_refused_at_install(cache, ven
     tampered = _wheel(cache / "w2", "tampered")
     stored.write_bytes(tampered.read_bytes())  # someone replaces the store's copy
     done = install(venv, build_dir)
-    assert done.returncode == 1 and re.search(r"of the stored copy .* does not match the pinned", done.stderr)
+    said = (rf"of the stored copy {re.escape(str(stored))} \(changed since it was checked; delete it to fetch it again\)"
+            " does not match the pinned")
+    assert done.returncode == 1 and re.search(said, done.stderr), done.stderr
     assert imported(venv) == "ModuleNotFoundError: No module named 'torch'"
     assert not any((cache / "cache" / "builds").glob("*/.complete"))
 
@@ -338,7 +359,7 @@ def test_scripts_bench_of_a_tampered_build_installs_no_other_build_instead(tmp_p
     said = done.stdout + done.stderr
     # asv ran and the build failed (and, with no build ever discovered in this fresh suite, asv publish has no list)
     assert done.returncode != 0, said[-3000:]
-    assert "of the stored copy (changed since it was checked" in said and "refusing to install" in said
+    assert f"of the stored copy {stored} (changed since it was checked" in said and "refusing to install" in said
     assert f"not installing build {tip} ({commits[tip][:8]}): this run measures only the builds in" in said
     assert "installed torch" not in said and "switched to cached torch" not in said
     assert not list((Path(env["MPSBENCH_CACHE"]) / "builds").glob("*/.complete"))

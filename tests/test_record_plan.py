@@ -11,9 +11,11 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
+from mpsbench import bench
 from mpsbench.builds import disk
 from mpsbench.core import asv_saving
 from mpsbench.results import record, watch
@@ -76,13 +78,18 @@ def test_estimates_come_from_this_machines_runs_else_from_docs_budget(tmp_path):
     assert found.combinations([OTHER]) == watch.Estimate(spread, watch.WHERE_BUDGET)
     assert found.combinations([SEED, OTHER]).seconds == pytest.approx(12.0 + spread)
     assert found.install(installed=False) == watch.Estimate(80.0, watch.WHERE_MEASURED)  # median of 70 and 90
+    assert found.install(installed=True) == watch.Estimate(2.0, watch.WHERE_MEASURED)  # the switch asv recorded
     fresh = watch.Costs(tmp_path / "none", "box", gpu=True, default=10)
     assert fresh.install(installed=False) == watch.Estimate(watch.BUDGET_INSTALL_SECONDS, watch.WHERE_BUDGET)
+    assert fresh.install(installed=True) == watch.Estimate(watch.CACHED_SWITCH_SECONDS, watch.WHERE_BUDGET)
+    _results_file(tmp_path / "cold" / "box", 90.0)  # installs recorded here, but never a switch to a cached build
+    cold = watch.Costs(tmp_path / "cold", "box", gpu=False, default=100)
+    assert cold.install(installed=True) == watch.Estimate(watch.CACHED_SWITCH_SECONDS, watch.WHERE_BUDGET)
     assert fresh.combinations([OTHER]).seconds == watch.BUDGET_BUILD_SECONDS["gpu"] / 10
 
 
-def _build(cache: Path, version: str, stored: bool) -> dict:
-    tag = f"cp{sys.version_info.major}{sys.version_info.minor}"
+def _build(cache: Path, version: str, stored: bool, python: tuple[int, int] = sys.version_info[:2]) -> dict:
+    tag = f"cp{python[0]}{python[1]}"
     pins = [{"name": name, "version": version, "python": tag, "sha256": hashlib.sha256(name.encode()).hexdigest(),
              "filename": f"{name}-{version}-{tag}-{tag}-manylinux_2_28_x86_64.whl",
              "url": f"https://example.org/{name}-{version}.whl"} for name in ("torch", "torchvision")]
@@ -110,6 +117,28 @@ def test_a_builds_disk_need_says_where_its_figure_comes_from(tmp_path, monkeypat
     (tmp_path / "builds" / key.hexdigest()[:20]).mkdir(parents=True)
     (tmp_path / "builds" / key.hexdigest()[:20] / ".complete").write_text("{}")
     assert disk.need(build) == disk.Need(0, "installed in the cache already", True)
+
+
+def _installed(cache: Path, pins: list[dict]) -> None:
+    key = hashlib.sha256("".join(sorted(pin["sha256"] for pin in pins)).encode()).hexdigest()[:20]
+    (cache / "builds" / key).mkdir(parents=True)
+    (cache / "builds" / key / ".complete").write_text("{}")
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="Linux wheels")
+def test_a_builds_disk_need_is_for_the_python_of_the_environment_asv_installs_it_into(tmp_path, monkeypatch):
+    monkeypatch.setenv("MPSBENCH_CACHE", str(tmp_path))
+    other = (3, 10) if sys.version_info[:2] != (3, 10) else (3, 12)  # not the Python that runs mpsbench
+    version = f"{other[0]}.{other[1]}"
+    assert bench.environment_python(("-E", f"virtualenv:{version}", "HASHFILE:hashes.txt")) == other  # bench.plan's
+    assert bench.environment_python((f"--python={version}", "ALL")) == other
+    assert bench.environment_python(("release^!",)) is None  # asv makes its environments of its own Python: this one
+    build = _build(tmp_path, "2.15.0", stored=True, python=other)  # pinned for that Python only
+    suite = SimpleNamespace(reader=SimpleNamespace(build=lambda commit: build))
+    stored = bench.Builds(suite, other).need("commit")
+    assert "stored wheels" in stored.how and stored.bytes == int(2000 * disk.INSTALLED_PER_WHEEL_BYTE)
+    _installed(tmp_path, build["pins"]["linux-x86_64-cpu"])
+    assert bench.Builds(suite, other).need("commit") == disk.Need(0, "installed in the cache already", True)
 
 
 class _Builds:

@@ -6,13 +6,14 @@ one run per Python, or the range given), record each (only what is missing: mpsb
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from mpsbench.builds import defaults, disk, machine, timeline
 from mpsbench.context import Suite
-from mpsbench.core import progress, text
+from mpsbench.core import asv, progress, text
 from mpsbench.core.errors import UserError
 from mpsbench.measure import devices, selection
 from mpsbench.results import record
@@ -66,28 +67,37 @@ def plan(suite: Suite, asv_args: Sequence[str]) -> list[tuple[str, ...]]:
         log.info(line)
     runs: list[tuple[str, ...]] = []
     for python in defaults.pythons(planned):
-        hashes = suite.conf.root / ".asv" / f"default-py{python}.txt"
+        hashes = suite.hashfile(python)
         hashes.write_text("".join(f"{suite.timeline.commits[item.ref]}\n" for item in planned if python in item.pythons))
         runs.append(("-E", f"virtualenv:{python}", f"HASHFILE:{hashes}"))
     return runs
 
 
+def environment_python(run: Sequence[str]) -> tuple[int, int] | None:
+    """The CPython version of the environments an asv run makes (``-E TYPE:X.Y``, ``--python=X.Y``), or None: asv's
+    own interpreter's, this one's (asv.conf.json names no ``pythons``)."""
+    found = re.fullmatch(r".*-py(\d+)\.(\d+)", asv.run_args(run).environment)  # "virtualenv-py3.10", else "*"
+    return (int(found[1]), int(found[2])) if found else None
+
+
 class Builds:
-    """What a record run asks about a build (:class:`mpsbench.results.watch.Builds`), from the timeline and the cache."""
+    """What a record run asks about a build (:class:`mpsbench.results.watch.Builds`), from the timeline and the cache,
+    for the Python of the environments it installs into (``python``; None: this one's)."""
 
     free = staticmethod(disk.free)
     used = staticmethod(disk.used)
     cache = staticmethod(disk.cache)
 
-    def __init__(self, suite: Suite) -> None:
+    def __init__(self, suite: Suite, python: tuple[int, int] | None) -> None:
         self.reader = suite.reader
+        self.python = python
 
     def name(self, commit: str) -> str:
         build = self.reader.build(commit)
         return f"{build['channel']}@{build['id']} (torch {build.get('torch_version', '?')})" if build else commit[:8]
 
     def need(self, commit: str) -> tuple[int, str, bool]:
-        return disk.need(self.reader.build(commit))
+        return disk.need(self.reader.build(commit), self.python)
 
 
 def bench(suite: Suite, options: Options) -> int:
@@ -107,7 +117,8 @@ def bench(suite: Suite, options: Options) -> int:
 
     for run in plan(suite, options.asv_args):
         launch = ("--launch-method", suite.conf.launch_method())  # this platform's, from asv.conf.json
-        status = record.record(suite.conf, name, [*launch, *run], options.remeasure, Builds(suite), publish_after) or status
+        builds = Builds(suite, environment_python(run))
+        status = record.record(suite.conf, name, [*launch, *run], options.remeasure, builds, publish_after) or status
     if not published:  # nothing ran: the site of what is recorded
         publish.publish(suite)
     if status:

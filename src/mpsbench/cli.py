@@ -113,7 +113,9 @@ def cmd_run(args: argparse.Namespace) -> None:
                         + (" (mps needs a Mac with Apple silicon)" if device == "mps" else ""))
     rows = [["workload", "model", "device", "batch", "ms/step", "samples/s", "calls"]]
     for kind in kinds:
-        if (kind == "inference" and spec.trainable is not None) or (kind == "training" and not spec.trains):
+        # --kind both times the kinds the model has; a kind named that it lacks is refused by workloads.build
+        if args.kind == "both" and ((kind == "inference" and spec.trainable is not None)
+                                    or (kind == "training" and not spec.trains)):
             continue
         try:
             workload = workloads.build(kind, device, spec.name, batch_size)
@@ -293,8 +295,7 @@ def _nightly_parser(commands: Any) -> None:
     remote.add_argument("--remote", default="origin", help="git remote (default origin)")
     remote.add_argument("--branch", default="results", help="the results branch (default results)")
     group = commands.add_parser("nightly", help="one step of the fleet's nightly job (scripts/nightly; docs/fleet.md)",
-                                description=(nightly.__doc__ or "").split("\n", 1)[0],
-                                epilog="docs/fleet.md says how the workflows use each step.")
+                                epilog="docs/fleet.md says how the workflows use each step.", **_doc(nightly))
     steps = group.add_subparsers(dest="step", metavar="STEP", required=True)
 
     def step(name: str, help_text: str, *parents: argparse.ArgumentParser) -> argparse.ArgumentParser:
@@ -433,13 +434,13 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--seconds", type=text.number(float, 1e-3, "--seconds", 3600), default=1.0,
                      help="least time spent timing each workload")
     command("doctor", "check this machine before a run: devices, memory, power, heat, load", lambda args: doctor.run(args.strict),
-            description=(doctor.__doc__ or "").split("\n\n", 1)[-1]).add_argument(
+            **_doc(doctor)).add_argument(
         "--strict", action="store_true", help="exit 1 when any check warns")
     _build_parsers(commands)
 
     benching = command("bench", "set-up check, timeline, machine, record every build's missing values, publish (scripts/bench)",
                        lambda args: bench.bench(_suite(args), bench.Options(tuple(args.asv_args), args.remeasure)),
-                       description=(bench.__doc__ or "").split("\n", 1)[0], allow_abbrev=False)
+                       allow_abbrev=False, **_doc(bench))
     benching.add_argument("--remeasure", action="store_true",
                           help="run the selection again; replaced values go to .asv/results-replaced.jsonl")
     benching.set_defaults(passes_through=True)  # every other argument goes to asv run
@@ -478,7 +479,7 @@ def build_parser() -> argparse.ArgumentParser:
     alert.add_argument("--confirm", action="store_true", help="raise an alert only if a fresh `mpsbench compare` of the"
                        " two builds says slower (measures on this machine: use with --machine for this machine)")
     ranking = command("ops-rank", "rank the op benchmarks by slowdown between two builds", cmd_ops_rank, "config",
-                      description=(rank_ops.__doc__ or "").split("\n\n")[1])
+                      **_doc(rank_ops))
     ranking.add_argument("before", help="the older build: an asv results .json file, or a commit hash (prefix)")
     ranking.add_argument("after", help="the newer build: as BEFORE")
     ranking.add_argument("--results-dir", type=Path,

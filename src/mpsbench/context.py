@@ -44,6 +44,12 @@ class Suite:
             history.sync_branches(generated, self.timeline_path, self.conf if self.config_path.is_file() else None)
         return generated
 
+    def hashfile(self, python: str) -> Path:
+        """The file naming the default timeline's builds that asv runs under ``python`` (``asv run HASHFILE:``): beside
+        the timeline, whose folder exists once :attr:`timeline` is computed; absolute, as asv reads it from the config's
+        folder."""
+        return self.timeline_path.resolve().parent / f"default-py{python}.txt"
+
     def name(self, ref: str) -> str:
         """CHANNEL@ID of the build ``ref`` names: CHANNEL@ID, a release's tag, or a timeline hash or unique prefix."""
         return history.resolve_ref(self.manifest, self.timeline, ref)[0]

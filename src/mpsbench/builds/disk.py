@@ -47,12 +47,13 @@ def used(folder: Path | None = None) -> int:
         if folder.is_dir() else 0
 
 
-def need(build: dict[str, Any]) -> Need:
-    """What installing ``build`` (a timeline commit's build.json) will add to the cache here."""
+def need(build: dict[str, Any], python: tuple[int, int] | None = None) -> Need:
+    """What installing ``build`` (a timeline commit's build.json) into an environment of CPython ``python`` (default
+    this interpreter's version) will add to the cache here: each Python has a set of wheels of its own."""
     if build.get("kind") == "existing":
         return Need(0, "a build used in place", True)
     try:
-        _, pins = install_build.select_pins(build)
+        _, pins = install_build.select_pins(build, python)
     except install_build.InstallError:
         return Need(0, "a build this machine cannot install (it is refused before any download)", True)
     if (install_build.installed_folder(pins) / ".complete").is_file():

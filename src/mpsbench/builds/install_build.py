@@ -122,16 +122,18 @@ def platform_candidates() -> list[str]:
     return []
 
 
-def _python_tag() -> str:
-    return f"cp{sys.version_info.major}{sys.version_info.minor}"
+def _python_tag(python: tuple[int, int] | None = None) -> str:
+    """The wheel tag of CPython ``python`` (default this interpreter): cp310."""
+    major, minor = python or sys.version_info[:2]
+    return f"cp{major}{minor}"
 
 
 def _ref(build: dict[str, Any]) -> str:
     return f"build {build['channel']}@{build['id']}"
 
 
-def select_pins(build: dict[str, Any]) -> tuple[str, list[dict[str, str]]]:
-    """The platform and the complete set of ``build`` for this machine and Python."""
+def select_pins(build: dict[str, Any], python: tuple[int, int] | None = None) -> tuple[str, list[dict[str, str]]]:
+    """The platform and the complete set of ``build`` for this machine and this Python (or CPython ``python``)."""
     candidates = platform_candidates()
     for key in candidates:
         pins = build["pins"].get(key, [])
@@ -142,7 +144,7 @@ def select_pins(build: dict[str, Any]) -> tuple[str, list[dict[str, str]]]:
                 " set per Python: pip would fetch the rest unpinned and unchecked; refusing to install (re-pin it with"
                 " `mpsbench build add-release VERSION --channel NAME`, which resolves every package with its sha256)"
             )
-        chosen = [pin for pin in pins if pin["python"] == _python_tag()]
+        chosen = [pin for pin in pins if pin["python"] == _python_tag(python)]
         if any(pin["name"] == "torch" for pin in chosen):
             bad = [pin["filename"] for pin in chosen if not plain_wheel_name(pin["filename"]) or not allowed_url(pin["url"])]
             if bad or len({pin["name"] for pin in chosen}) != len(chosen):
@@ -152,7 +154,7 @@ def select_pins(build: dict[str, Any]) -> tuple[str, list[dict[str, str]]]:
     sets = {key: sorted({pin.get("python") or "?" for pin in build["pins"].get(key, [])}) for key in candidates}
     pinned = "; ".join(f"{key}: {', '.join(tags)}" for key, tags in sets.items() if tags)
     raise InstallError(
-        f"{_ref(build)} pins no torch wheel for {_python_tag()} on"
+        f"{_ref(build)} pins no torch wheel for {_python_tag(python)} on"
         f" {', '.join(candidates) or sys.platform + '/' + platform.machine()}"
         f" ({'its sets there: ' + pinned if pinned else 'pinned platforms: ' + (', '.join(sorted(build['pins'])) or 'none')})"
     )
@@ -166,11 +168,10 @@ def why_not_here(filenames: list[str], python: tuple[int, int] | None = None) ->
     else:  # this machine's platforms, another interpreter (scripts/bench asks before asv makes its environment)
         platforms = list(tags.platform_tags())
         here = {*tags.cpython_tags(python, platforms=platforms), *tags.compatible_tags(python, platforms=platforms)}
-    this = f"cp{python[0]}{python[1]}" if python else _python_tag()
     for filename in filenames:
         wanted = utils.parse_wheel_filename(filename)[3]
         if here.isdisjoint(wanted):
-            return f"{filename} needs {_requirement(wanted, here, this)}"
+            return f"{filename} needs {_requirement(wanted, here, _python_tag(python))}"
     return None
 
 
@@ -228,11 +229,11 @@ def _pip_install_checked(what: str, wheels: list[tuple[Path, dict[str, str]]], f
         raise InstallError(f"pip could not install {what}: " + " | ".join((done.stderr or done.stdout).strip().splitlines()[-5:]))
 
 
-def _check(pin: dict[str, str], found: Path, where: str) -> None:
+def _check(pin: dict[str, str], found: Path, where: str, note: str = "") -> None:
     actual = sha256_of(found)
     if actual != pin["sha256"]:
         raise InstallError(
-            f"{pin['filename']}: sha256 {actual} of {where} {found} does not match the pinned {pin['sha256']};"
+            f"{pin['filename']}: sha256 {actual} of {where} {found}{note} does not match the pinned {pin['sha256']};"
             " refusing to install"
         )
 
@@ -275,8 +276,10 @@ def _find(pin: dict[str, str], scratch: Path) -> Path:
 def fetch_wheel(pin: dict[str, str]) -> Path:
     """The pinned wheel in the local wheel store, fetched (:func:`_find`) and checked once.
 
-    Whatever is found must match the pinned sha256, or nothing is stored. A copy cut short (a full disk, a kill)
-    never takes the wheel's name: it is removed, or by the next install if the process died.
+    Whatever is found must match the pinned sha256, or nothing is stored. A download, made in a scratch folder on the
+    store's disk, is renamed into the store; a file of the user's (a wheelhouse's, a file:// pin) is copied, and a
+    copy cut short (a full disk, a kill) never takes the wheel's name: it is removed, or by the next install if the
+    process died.
     """
     if not plain_wheel_name(pin["filename"]) or not allowed_url(pin["url"]):
         raise InstallError(f"refusing the pin {pin['filename']!r} at {pin['url']!r}: a plain wheel file name"
@@ -284,7 +287,7 @@ def fetch_wheel(pin: dict[str, str]) -> Path:
     store = cache_root() / "wheels" / pin["sha256"]
     stored = store / pin["filename"]
     if stored.is_file():
-        _check(pin, stored, "the stored copy (changed since it was checked; delete it to fetch it again)")
+        _check(pin, stored, "the stored copy", " (changed since it was checked; delete it to fetch it again)")
         return stored
     try:
         store.parent.mkdir(parents=True, exist_ok=True)
@@ -292,12 +295,15 @@ def fetch_wheel(pin: dict[str, str]) -> Path:
             found = _find(pin, Path(scratch))
             _check(pin, found, "the wheel found at")
             store.mkdir(exist_ok=True)
-            partial = store / f".{pin['filename']}.{os.getpid()}.partial"
-            try:
-                shutil.copyfile(found, partial)
-                os.replace(partial, stored)
-            finally:
-                partial.unlink(missing_ok=True)
+            if found.parent == Path(scratch):  # a multi-GB download on the store's disk: renamed, not written twice
+                os.replace(found, stored)
+            else:  # the user's file stays where it is
+                partial = store / f".{pin['filename']}.{os.getpid()}.partial"
+                try:
+                    shutil.copyfile(found, partial)
+                    os.replace(partial, stored)
+                finally:
+                    partial.unlink(missing_ok=True)
     except OSError as exc:
         raise disk_problem(exc) from None
     return stored

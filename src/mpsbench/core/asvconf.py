@@ -17,7 +17,9 @@ from mpsbench.core import files
 from mpsbench.core.errors import UserError
 
 CONFIG = Path("asv.conf.json")  # asv's own default: the config in the working directory
-ROOT = Path(__file__).resolve().parents[3]  # this checkout: asv.conf.json, benchmarks/, src/, scripts/
+# The checkout this code runs from (asv.conf.json, benchmarks/, src/, scripts/), not the working folder: compare's build
+# servers import its src/, which must be this code; a suite is a checkout anyway (asv's install_command runs its src/).
+ROOT = Path(__file__).resolve().parents[3]
 LAUNCH_METHODS = ("spawn", "forkserver")  # what asv 0.6 can start benchmarks with
 FOLDERS = {"benchmark_dir": "benchmarks", "env_dir": "env", "results_dir": "results", "html_dir": "html"}  # asv's defaults
 
@@ -83,8 +85,10 @@ class AsvConf:
 
     def scratch(self, workdir: Path) -> Path:
         """Write ``workdir/asv.conf.json``: this config with its results in ``workdir/results`` (the same environments)."""
+        if "repo" not in self.raw:  # asv would be handed the word None as the repository
+            raise ConfigError(f"{self.path}: repo is missing: it must name the timeline asv walks (e.g. .asv/timeline)")
         fields = {key: str(self.folder(key)) for key in ("benchmark_dir", "env_dir", "html_dir")}
-        return self._write(workdir, repo=str(self.repo or self.raw.get("repo")), results_dir=str(workdir / "results"), **fields)
+        return self._write(workdir, repo=str(self.repo or self.raw["repo"]), results_dir=str(workdir / "results"), **fields)
 
     def _write(self, workdir: Path, **fields: Any) -> Path:
         """Write a config of these fields over this one's, this platform's launch method set, commands kept at its

@@ -11,7 +11,6 @@ import itertools
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Union
 
 
 @dataclass(frozen=True)
@@ -27,7 +26,7 @@ class Flagged:
     text: str
 
 
-Cell = Union[str, Link, Flagged]
+Cell = str | Link | Flagged
 
 
 @dataclass(frozen=True)
@@ -43,7 +42,7 @@ class Image:
     alt: str
 
 
-Block = Union[str, Table, Image]
+Block = str | Table | Image
 
 
 @dataclass(frozen=True)
