@@ -102,21 +102,19 @@ def test_a_range_naming_no_timeline_commit_is_refused_in_one_line(tmp_path):
 
 def test_check_range_and_a_record_run_read_a_range_alike(tmp_path):
     """One reading (core/ranges.py): what `timeline check-range` lets pass, `results record` runs, and the reverse."""
-    from mpsbench.results import record
-
     generated = timeline.generate(_two_releases(), tmp_path / "repo")
     old, new = generated.commits["release@2.13.0"], generated.commits["release@2.14.1"]
-    assert record.builds(tmp_path / "repo", ["release"], f"'{old}..{new}'") == [new]  # shell words, as asv splits them
+    assert ranges.builds(tmp_path / "repo", ["release"], f"'{old}..{new}'") == [new]  # shell words, as asv splits them
     for word in ("NEW", "EXISTING", "TAGS", "HEAD"):  # asv's words that pick no named build: refused by both
         reason = timeline.bad_range(tmp_path / "repo", ["--quick", word])
         assert reason == f"range {word!r} is not supported here: use ALL, HASHFILE:path, or timeline hashes from 'mpsbench" \
                          " build list' (HASH^! or OLD..NEW), channels and tags (release, v2.13.0, v2.14.1)"
         with pytest.raises(ranges.RangeError) as refused:
-            record.builds(tmp_path / "repo", ["release"], word)
+            ranges.builds(tmp_path / "repo", ["release"], word)
         assert str(refused.value) == reason
     for bad in (f"{new}..{old}", "nope", "'unclosed"):
         with pytest.raises(ranges.RangeError) as refused:
-            record.builds(tmp_path / "repo", ["release"], bad)
+            ranges.builds(tmp_path / "repo", ["release"], bad)
         assert str(refused.value) == timeline.bad_range(tmp_path / "repo", [bad])
 
 

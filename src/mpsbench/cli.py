@@ -214,9 +214,14 @@ def cmd_machine(args: argparse.Namespace) -> None:
 
 
 # --- running and recording -------------------------------------------------------------------------------------
+def _asv_args(args: argparse.Namespace) -> list[str]:
+    """The arguments passed through to ``asv run``, less the ``--`` that may mark where they start."""
+    passed: list[str] = args.asv_args
+    return passed[1:] if passed[:1] == ["--"] else passed
+
+
 def cmd_record(args: argparse.Namespace) -> int:
-    asv_args = args.asv_args[1:] if args.asv_args[:1] == ["--"] else args.asv_args
-    return record.record(_suite(args).conf, args.machine, asv_args, args.remeasure)
+    return record.record(_suite(args).conf, args.machine, _asv_args(args), args.remeasure)
 
 
 def cmd_preselect(args: argparse.Namespace) -> None:
@@ -410,7 +415,7 @@ def _build_parsers(commands: Any) -> None:
     default.add_argument("--hashes", action="store_true", help="print only the timeline commits --python runs")
     default.add_argument("--python", help="with --hashes: the Python, e.g. 3.10")
     action("check-range", "refuse, in one line, an asv run range that names no timeline commit",
-           lambda args: bench.check_range(_suite(args), [arg for arg in args.asv_args if arg != "--"]),
+           lambda args: bench.check_range(_suite(args), _asv_args(args)),
            "timeline").add_argument("asv_args", nargs=argparse.REMAINDER, help="the arguments given to asv run")
 
     host = _command(commands, "machine", "write a stable asv machine entry for this machine", cmd_machine)

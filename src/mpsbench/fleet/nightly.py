@@ -18,7 +18,7 @@ from pathlib import Path
 from mpsbench.builds import history, machine, resolve, timeline
 from mpsbench.builds import manifest as mf
 from mpsbench.context import Suite
-from mpsbench.core import asv, asvconf, files, progress, settings
+from mpsbench.core import asv, asvconf, files, progress, ranges, settings
 from mpsbench.core.errors import UserError
 from mpsbench.fleet import results_branch
 from mpsbench.measure import preselect
@@ -168,7 +168,7 @@ def missing_builds(suite: Suite, name: str, limit: int) -> list[str]:
             if (results / name).is_dir() else set())
     # no branch (no channel of asv.conf.json's in the fleet's manifest yet): nothing to benchmark, not an error
     branches = suite.conf.branches
-    commits = record.builds(suite.timeline_path, branches, "ALL") if branches else []
+    commits = ranges.builds(suite.timeline_path, branches, "ALL") if branches else []
     names = {commit: name for name, commit in suite.timeline.commits.items()}
     dated = sorted((c for c in reversed(commits) if c not in have), key=lambda c: suite.manifest.find(names[c]).when())
     return dated[-limit:] if limit else dated

@@ -39,10 +39,6 @@ class RecordError(UserError):
     """The run cannot start as asked (nothing selected, --quick); a range naming no build is a ranges.RangeError."""
 
 
-# the one reading of a range, shared with timeline check-range (core/ranges.py); fleet/nightly.py calls it from here
-builds = ranges.builds
-
-
 def recorded_names(results: Path, machine: str, commit: str, environment: str = "*") -> set[str]:
     """The combinations that hold a value in this machine's results for the build, named as -b sees them."""
     names: set[str] = set()
@@ -137,7 +133,7 @@ def record(conf: AsvConf, machine: str, asv_args: Sequence[str], remeasure: bool
     results = conf.results
     if conf.repo is None:
         raise RecordError(f"{conf.path}: repo must be the timeline's folder, not a URL")
-    commits = newest_first(conf.repo, builds(conf.repo, conf.branches, run.range))
+    commits = newest_first(conf.repo, ranges.builds(conf.repo, conf.branches, run.range))
     # -b's patterns (asv's re.search), or this machine's preselection; the default selection's size is what
     # docs/budget.md's measured build ran
     found = preselect.combinations(preselect.discover(conf.benchmarks))
