@@ -95,22 +95,46 @@ def test_the_cpu_without_a_compiler_skips(monkeypatch):
         benchmark_compile.CompiledInference().setup("cpu", "mlp")
 
 
-def test_a_compile_error_fails_the_combination_with_its_first_line(monkeypatch):
-    def broken(model):  # a stand-in for torch.compile whose first call fails as inductor's do
+@pytest.fixture
+def compile_fails(monkeypatch):
+    """A stand-in for torch.compile whose first call fails as inductor's do; yields the cache folders it was given."""
+    given: list[str] = []
+
+    def broken(model):
         def call(*args, **kwargs):
+            given.append(os.environ["TORCHINDUCTOR_CACHE_DIR"])
             raise RuntimeError("inductor: lowering aten.addmm failed\nTraceback of the generated code ...")
 
         model.forward = call
         return model
 
     monkeypatch.setattr(torch, "compile", broken)
-    for name in ("MPSBENCH_COMPILE_CACHE", "TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR"):
-        monkeypatch.delenv(name, raising=False)  # a cold cache folder of this test's own, set back afterwards
+    for name in ("TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR"):
+        monkeypatch.delenv(name, raising=False)  # set back afterwards
+    return given
+
+
+def test_a_compile_error_fails_the_combination_with_its_first_line(compile_fails):
     with pytest.raises(RuntimeError, match=r"^torch.compile of mlp inference on cpu failed: "
                                             r"RuntimeError: inductor: lowering aten.addmm failed$"):
         benchmark_compile.CompiledInference().setup("cpu", "mlp")
     # asv's forked processes end without atexit: the folder goes with the preparation, failed or not
-    assert not os.path.exists(os.environ["MPSBENCH_COMPILE_CACHE"])
+    assert len(compile_fails) == 1 and not os.path.exists(os.path.dirname(compile_fails[0]))
+
+
+def test_a_compile_uses_a_fresh_folder_of_its_own_and_removes_only_that(compile_fails, monkeypatch, tmp_path):
+    mine = tmp_path / "my-caches"  # the user's, named by variables the process inherited
+    (mine / "keep").mkdir(parents=True)
+    (mine / "keep" / "kernel.so").write_text("the user's")
+    for name in ("MPSBENCH_COMPILE_CACHE", "TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR"):
+        monkeypatch.setenv(name, str(mine))
+    for _ in range(2):  # asv's next process, or a second preparation in this one: a new folder each time
+        with pytest.raises(RuntimeError, match=r"^torch\.compile of mlp inference on cpu failed"):
+            benchmark_compile.CompiledInference().setup("cpu", "mlp")
+    assert (mine / "keep" / "kernel.so").read_text() == "the user's"
+    assert not any(folder.startswith(str(mine)) for folder in compile_fails)
+    first, second = (os.path.dirname(folder) for folder in compile_fails)
+    assert first != second and not os.path.exists(first) and not os.path.exists(second)
 
 
 @pytest.mark.slow
