@@ -16,7 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from mpsbench.measure import devices, measured, models, selection, suite, workloads
+from mpsbench.measure import devices, fallback, measured, models, selection, suite, workloads
 from mpsbench.measure.optional_torch import torch  # loaded at the first epoch: discovery and lookups never need it
 
 if TYPE_CHECKING:
@@ -245,9 +245,13 @@ Combination = tuple[str, str, int, int, str]  # device, model, batch_size, num_w
 
 def _measure_model(device: str, model: str, batch_size: int, loaders: list[tuple[int, str]],
                    epochs: int) -> dict[Combination, measured.Outcome]:
-    """One warmed-up model serves all its (num_workers, dataset) settings; a failure to build it is every setting's outcome."""
+    """One warmed-up model serves all its (num_workers, dataset) settings; a failure to build it is every setting's outcome.
+
+    Refused, as capacity is, where its warm-up fell back to the cpu: the epoch would not be a device number.
+    """
     try:
         workload = suite.prepare("training", device, model, batch_size, guarded=False)
+        fallback.refuse(workload.label, workload.fallback_ops)
         EpochRunner(workload, "tiny", 0).warm_up()
     except Exception as exc:
         return dict.fromkeys([(device, model, batch_size, *loader) for loader in loaders], measured.outcome_of(exc))
@@ -258,8 +262,6 @@ def _measure_model(device: str, model: str, batch_size: int, loaders: list[tuple
         except Exception as exc:
             outcome = measured.outcome_of(exc)
         outcomes[(device, model, batch_size, num_workers, dataset)] = outcome
-    del workload
-    measured.release(device)
     return outcomes
 
 
@@ -276,7 +278,10 @@ def measure_selection(benchmark: str, epochs: int = EPOCHS_MEASURED) -> dict[Com
             if selection.left_out(benchmark, device, model, batch_size, num_workers, dataset) is None
         ]
         if selected:
-            outcomes.update(_measure_model(device, model, batch_size, selected, epochs))
+            try:
+                outcomes.update(_measure_model(device, model, batch_size, selected, epochs))
+            finally:  # however it ended: capacity, measured next, must build its own workload, not get this stepped one
+                measured.release(device)
     return outcomes
 
 
