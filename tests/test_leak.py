@@ -142,7 +142,7 @@ def _probing_workload(device: str, recorder: fakes.Recorder) -> types.SimpleName
         probe()
         probe()
 
-    return types.SimpleNamespace(device=device, step=step)
+    return types.SimpleNamespace(device=devices.get(device), step=step)
 
 
 def test_mps_driver_memory_is_the_largest_driver_sample_around_the_step(monkeypatch):

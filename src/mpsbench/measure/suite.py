@@ -122,14 +122,7 @@ class MemoryPeaks:
 
 def memory_peaks(workload: workloads.Workload) -> MemoryPeaks:
     """Sampled before, inside (after forward, after backward) and after one step."""
-    device = devices.get(workload.device)
-    device.synchronize()
-    sampler = devices.PeakSampler(device)
-    sampler.sample()
-    workload.step(probe=sampler.sample)
-    device.synchronize()
-    sampler.sample()  # mps frees late: the driver may still grow while the step finishes
-    peak, driver = sampler.peak_bytes(), sampler.driver_peak_bytes()
+    peak, driver = devices.peaks_over(workload.device, workload.step)
     return MemoryPeaks(None if peak is None else peak / devices.MIB, None if driver is None else driver / devices.MIB)
 
 
