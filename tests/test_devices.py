@@ -37,8 +37,7 @@ def test_cpu_is_usable_and_reports_its_threads():
 
 def test_cpu_memory_is_the_process_rss():
     reading = devices.get("cpu").memory()
-    assert reading.current is not None and reading.current > 10 * devices.MIB
-    assert reading.peak is not None and reading.peak >= reading.current
+    assert reading.current is not None and reading.current > 10 * devices.MIB and reading.driver is None
 
 
 def test_cpu_peak_sees_a_large_allocation_inside_the_step():
@@ -96,7 +95,7 @@ def test_mps_before_torch_2_synchronizes_by_read_back(monkeypatch):
     monkeypatch.setattr(torch, "zeros", fake_zeros)
     devices.get("mps").synchronize()
     assert recorder.calls == ["zeros on mps", "tensor.cpu"]
-    assert devices.get("mps").memory() == devices.MemoryReading(None, None)
+    assert devices.get("mps").memory() == devices.MemoryReading(None)
     assert devices.peaks_over(devices.get("mps"), lambda probe: probe()) == (None, None)
     devices.get("mps").empty_cache()  # nothing to call, and no AttributeError
 
@@ -141,14 +140,13 @@ def test_cuda_peak_resets_then_reads_the_allocator_peak(monkeypatch):
         monkeypatch.setattr(torch.cuda, name, recorder.fn(f"cuda.{name}", result))
     peaks = devices.peaks_over(devices.get("cuda"), lambda probe: recorder.calls.append("step"))
     devices.get("cuda").empty_cache()
-    sample = ["cuda.memory_allocated", "cuda.max_memory_allocated"]
     assert recorder.calls == [
         "cuda.synchronize",
         "cuda.reset_peak_memory_stats",
-        *sample,
+        "cuda.memory_allocated",
         "step",
         "cuda.synchronize",
-        *sample,
+        "cuda.memory_allocated",
         "cuda.max_memory_allocated",
         "cuda.max_memory_reserved",
         "cuda.empty_cache",

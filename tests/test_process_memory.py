@@ -73,12 +73,3 @@ def test_macos_without_psutil_skips_peak_memory_and_leak_with_the_reason(monkeyp
     assert measured.outcome_of(skipped.value).skipped is not None  # asv's n/a, not a failure and not 0
     with pytest.raises(suite.SkipNotImplemented, match="unreadable on darwin without psutil"):
         leak.reading("cpu")
-
-
-@pytest.mark.parametrize(("platform", "factor"), [("darwin", 1), ("linux", 1024)])
-def test_max_rss_is_bytes_on_macos_and_kib_on_linux(monkeypatch, platform, factor):
-    import resource
-
-    monkeypatch.setattr(sys, "platform", platform)
-    monkeypatch.setattr(resource, "getrusage", lambda who: types.SimpleNamespace(ru_maxrss=5000))
-    assert devices.max_rss() == 5000 * factor

@@ -43,7 +43,6 @@ class MemoryReading:
     """Bytes held on a device at one moment; None where the device cannot say (never 0, which a graph would show)."""
 
     current: int | None  # tensors alive now (cuda/mps allocator; cpu: process RSS)
-    peak: int | None  # high-water mark since the last reset (cuda; cpu: process max RSS)
     driver: int | None = None  # mps only: everything the Metal driver holds for us
 
 
@@ -58,16 +57,6 @@ def rss() -> int | None:
             return int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
     except (OSError, ValueError, IndexError):
         return None
-
-
-def max_rss() -> int | None:
-    """This process's largest resident set so far, in bytes; None where getrusage is absent (Windows)."""
-    try:
-        import resource
-    except ImportError:
-        return None
-    peak = int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)
-    return peak if sys.platform == "darwin" else peak * 1024  # bytes on macOS, KiB on Linux
 
 
 def _mps_call(name: str) -> bool:
@@ -154,15 +143,13 @@ class Device(str, enum.Enum):
 
     def memory(self) -> MemoryReading:
         if self is Device.CUDA:
-            return MemoryReading(torch.cuda.memory_allocated(), torch.cuda.max_memory_allocated())
+            return MemoryReading(torch.cuda.memory_allocated())
         if self is Device.MPS:
             mps: Any = getattr(torch, "mps", None)
             if not hasattr(mps, "current_allocated_memory"):
-                return MemoryReading(None, None)  # torch < 2.0: no MPS memory counters
-            return MemoryReading(mps.current_allocated_memory(), None, mps.driver_allocated_memory())  # no peak
-        current, peak = rss(), max_rss()
-        # The kernel updates the max RSS lazily: it can trail the current RSS slightly.
-        return MemoryReading(current, None if peak is None else max(peak, current or 0))
+                return MemoryReading(None)  # torch < 2.0: no MPS memory counters
+            return MemoryReading(mps.current_allocated_memory(), mps.driver_allocated_memory())
+        return MemoryReading(rss())
 
     def no_reading_reason(self) -> str:
         """Why :meth:`memory` has no current reading here (asked after it found none)."""
