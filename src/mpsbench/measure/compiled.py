@@ -32,12 +32,12 @@ def prepare(kind: str, device: str, model: str) -> workloads.Workload:
     """Build, compile (the first warm-up step) and guard a compiled workload at the seed batch size."""
     suite.require(kind, device, model)
     if (reason := skips.compile_unsupported(device)) is not None:
-        raise suite.SkipNotImplemented(reason)
+        raise skips.SkipNotImplemented(reason)
     folder = cold_caches()
     try:
         return suite.prepare(kind, device, model, models.get(model).seed_batch_size, compiled=True)
-    except suite.SkipNotImplemented:
-        raise
+    except (skips.SkipNotImplemented, *suite.GUARD_ERRORS):
+        raise  # n/a, or the guard's refusal of the compiled step: each says what it is, and none is the compile's
     except Exception as exc:
         first = errors.first_line(exc)
         raise RuntimeError(f"torch.compile of {model} {kind} on {device} failed: {type(exc).__name__}: {first}") from exc

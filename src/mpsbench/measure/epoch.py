@@ -210,7 +210,7 @@ class EpochRunner:
         self.workload.model.eval()
         self._eval_step(inputs, labels)
         self.workload.model.train()
-        devices.get(self.device).synchronize()
+        self.device.synchronize()
 
 
 @dataclass(frozen=True)
