@@ -28,8 +28,7 @@ class Epoch(measured.Lookup):
 
     def setup(self, readings, device, model, batch_size, num_workers, dataset, phase):
         suite.selected(type(self).__name__, device, model, batch_size, num_workers, dataset, phase)
-        outcomes = measured.family(readings, self.kind)
-        self.phase = epoch.result(outcomes, (device, model, batch_size, num_workers, dataset), phase)
+        self.phase = measured.family(readings, self.kind).lookup((device, model, batch_size, num_workers, dataset), phase)
 
     def track_epoch_seconds(self, readings, device, model, batch_size, num_workers, dataset, phase):
         """Wall time of one epoch of the phase's split: from iter(loader) to the last step's end."""

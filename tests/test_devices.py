@@ -37,16 +37,17 @@ def test_cpu_is_usable_and_reports_its_threads():
 
 def test_cpu_memory_is_the_process_rss():
     reading = devices.get("cpu").memory()
-    assert reading.current is not None and reading.current > 10 * devices.MIB
-    assert reading.peak is not None and reading.peak >= reading.current
+    assert reading.current is not None and reading.current > 10 * devices.MIB and reading.driver is None
 
 
-def test_cpu_peak_sampler_sees_a_large_allocation():
-    sampler = devices.PeakSampler("cpu")
-    block = torch.ones(64 * devices.MIB // 4)  # 64 MiB touched
-    sampler.sample()
-    assert sampler.peak_bytes() >= block.numel() * 4
-    del block
+def test_cpu_peak_sees_a_large_allocation_inside_the_step():
+    def step(probe):
+        block = torch.ones(64 * devices.MIB // 4)  # 64 MiB touched, freed when the step returns
+        probe()
+        del block
+
+    allocated, driver = devices.peaks_over(devices.get("cpu"), step)
+    assert allocated is not None and allocated >= 64 * devices.MIB and driver is None
 
 
 def test_unknown_device_is_one_line_with_the_choices():
@@ -67,24 +68,18 @@ def test_seeding_makes_draws_repeat():
 def test_mps_sync_and_memory_use_torch_mps_in_order(monkeypatch):
     recorder = fakes.Recorder()
     monkeypatch.setattr(torch, "mps", fake_mps(recorder, [5 * devices.MIB, 9 * devices.MIB, 4 * devices.MIB]))
-    sampler = devices.PeakSampler("mps")  # mps has no peak to reset: no call
-    sampler.sample()  # 5 MiB
-    devices.get("mps").synchronize()
-    sampler.sample()  # 9 MiB: the peak
+    peaks = devices.peaks_over(devices.get("mps"), lambda probe: probe())  # mps has no peak to reset: no call
     devices.get("mps").empty_cache()
     sample = ["mps.current_allocated_memory", "mps.driver_allocated_memory"]  # a sample reads both figures
-    assert recorder.calls == [*sample, "mps.synchronize", *sample, "mps.empty_cache"]
-    assert sampler.allocated == 9 * devices.MIB
-    assert sampler.driver == 7 * devices.MIB
+    assert recorder.calls == ["mps.synchronize", *sample, *sample, "mps.synchronize", *sample, "mps.empty_cache"]
+    assert peaks == (9 * devices.MIB, 7 * devices.MIB)
 
 
 def test_mps_peak_is_the_largest_sample(monkeypatch):
     recorder = fakes.Recorder()
     monkeypatch.setattr(torch, "mps", fake_mps(recorder, [2 * devices.MIB, 11 * devices.MIB, 3 * devices.MIB]))
-    sampler = devices.PeakSampler("mps")
-    sampler.sample()
-    sampler.sample()
-    assert sampler.peak_bytes() == 11 * devices.MIB  # the third reading (3 MiB) is lower
+    allocated, _ = devices.peaks_over(devices.get("mps"), lambda probe: None)  # read before and after the step
+    assert allocated == 11 * devices.MIB  # the first reading (2 MiB) is lower
 
 
 def test_mps_before_torch_2_synchronizes_by_read_back(monkeypatch):
@@ -100,8 +95,8 @@ def test_mps_before_torch_2_synchronizes_by_read_back(monkeypatch):
     monkeypatch.setattr(torch, "zeros", fake_zeros)
     devices.get("mps").synchronize()
     assert recorder.calls == ["zeros on mps", "tensor.cpu"]
-    assert devices.get("mps").memory() == devices.MemoryReading(None, None)
-    assert devices.PeakSampler("mps").peak_bytes() is None
+    assert devices.get("mps").memory() == devices.MemoryReading(None)
+    assert devices.peaks_over(devices.get("mps"), lambda probe: probe()) == (None, None)
     devices.get("mps").empty_cache()  # nothing to call, and no AttributeError
 
 
@@ -139,21 +134,24 @@ def test_cuda_peak_resets_then_reads_the_allocator_peak(monkeypatch):
         ("reset_peak_memory_stats", None),
         ("memory_allocated", 3 * devices.MIB),
         ("max_memory_allocated", 12 * devices.MIB),
+        ("max_memory_reserved", 20 * devices.MIB),
         ("empty_cache", None),
     ]:
         monkeypatch.setattr(torch.cuda, name, recorder.fn(f"cuda.{name}", result))
-    sampler = devices.PeakSampler("cuda")
-    devices.get("cuda").synchronize()
-    peak = sampler.peak_bytes()
+    peaks = devices.peaks_over(devices.get("cuda"), lambda probe: recorder.calls.append("step"))
     devices.get("cuda").empty_cache()
     assert recorder.calls == [
+        "cuda.synchronize",
         "cuda.reset_peak_memory_stats",
+        "cuda.memory_allocated",
+        "step",
         "cuda.synchronize",
         "cuda.memory_allocated",
         "cuda.max_memory_allocated",
+        "cuda.max_memory_reserved",
         "cuda.empty_cache",
     ]
-    assert peak == 12 * devices.MIB
+    assert peaks == (12 * devices.MIB, 20 * devices.MIB)
 
 
 def test_cuda_absent_says_why():

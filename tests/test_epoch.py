@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import dataclasses
 import time
+import warnings
 
 import pytest
 import torch
 from benchmarks import benchmark_epoch
 from torch import nn
 
-from mpsbench.measure import epoch, measured, models, suite, workloads
+from mpsbench.measure import epoch, fallback, measured, models, suite, workloads
 
 BATCH = 8
 
@@ -129,42 +130,81 @@ def test_bad_parameters_give_one_line_errors_naming_the_choices():
     workload = workloads.Workload("training", "cpu", TINY_CNN, BATCH)
     with pytest.raises(epoch.EpochError, match="unknown dataset 'huge'; choose one of: tiny, small, cifar10"):
         epoch.EpochRunner(workload, "huge", 0)
-    with pytest.raises(epoch.EpochError, match="unknown phase 'test'; choose one of: train, eval"):
-        epoch.result({}, ("cpu", "resnet50", 8, 0, "tiny"), "test")
 
 
 
 
-def test_measure_selection_measures_what_is_selected_and_records_why_the_rest_cannot_run(monkeypatch):
+@pytest.fixture
+def stand_in(monkeypatch):
+    """The tiny stand-in as the epoch's only model, at one batch, on the tiny split without workers ("StandIn")."""
     monkeypatch.setitem(models.REGISTRY, "tiny_cnn", TINY_CNN)
     monkeypatch.setattr(epoch, "MODELS", ("tiny_cnn",))
     monkeypatch.setattr(epoch, "BATCH_SIZES", (BATCH,))
     monkeypatch.setitem(epoch.selection.RULES, "StandIn", lambda device, model, batch, workers, dataset: (
         None if dataset == "tiny" and workers == 0 else "not selected"
     ))
-    outcomes = epoch.measure_selection("StandIn", epochs=2)
-    phases = outcomes[("cpu", "tiny_cnn", BATCH, 0, "tiny")].value
-    assert phases["train"].images == epoch.DATASETS["tiny"].train
-    assert phases["eval"].images == epoch.DATASETS["tiny"].test
-    assert 0 < phases["train"].data_wait_fraction < 1
-    assert set(outcomes) == {(device, "tiny_cnn", BATCH, 0, "tiny") for device in ("cpu", "mps", "cuda")}
+
+
+def test_measure_selection_measures_what_is_selected_and_records_why_the_rest_cannot_run(stand_in):
+    table = epoch.measure_selection("StandIn", epochs=2)
+    train, evaluation = (table.lookup(("cpu", "tiny_cnn", BATCH, 0, "tiny"), phase) for phase in epoch.PHASES)
+    assert train.images == epoch.DATASETS["tiny"].train
+    assert evaluation.images == epoch.DATASETS["tiny"].test
+    assert 0 < train.data_wait_fraction < 1
+    assert set(table.figures) == {(device, "tiny_cnn", BATCH, 0, "tiny") for device in ("cpu", "mps", "cuda")}
     if not epoch.devices.get("cuda").usable:
-        assert outcomes[("cuda", "tiny_cnn", BATCH, 0, "tiny")].skipped.startswith("cuda is not usable here")
+        with pytest.raises(suite.SkipNotImplemented, match=r"^cuda is not usable here"):
+            table.lookup(("cuda", "tiny_cnn", BATCH, 0, "tiny"), "eval")
+
+
+def test_a_model_whose_warm_up_fails_is_handed_back_and_never_reaches_capacity(stand_in, monkeypatch):
+    stepped = []
+
+    def failing_warm_up(runner):
+        stepped.append(runner.workload)
+        runner.workload.step()  # as far as a real warm-up got before it failed
+        raise ValueError("the warm-up broke")
+
+    monkeypatch.setattr(epoch.EpochRunner, "warm_up", failing_warm_up)
+    table = epoch.measure_selection("StandIn", epochs=1)
+    assert table.figures[("cpu", "tiny_cnn", BATCH, 0, "tiny")]["train"].failed == "ValueError: the warm-up broke"
+    # capacity, measured next in the same setup_cache, builds its own workload for the same key
+    assert suite.prepare("training", "cpu", "tiny_cnn", BATCH, guarded=False) is not stepped[0]
+
+
+def test_an_epoch_whose_warm_up_fell_back_to_the_cpu_is_refused_as_capacity_is(stand_in, monkeypatch):
+    def forward(model, inputs):  # warns as TORCH_WARN_ONCE does: every time under fallback.Recorder, else spent
+        if torch.is_warn_always_enabled():
+                warnings.warn("The operator 'aten::_embedding_bag' is not currently supported on the MPS backend and will"
+                          " fall back to run on the CPU.", UserWarning, stacklevel=2)
+        return TINY_CNN.forward(model, inputs)
+
+    monkeypatch.setitem(models.REGISTRY, "tiny_cnn", dataclasses.replace(TINY_CNN, forward=forward))
+    monkeypatch.delenv(fallback.ALLOW_ENV, raising=False)
+    key = ("cpu", "tiny_cnn", BATCH, 0, "tiny")
+    with pytest.raises(RuntimeError, match=r"^FallbackError: tiny_cnn training on cpu at batch 8 \(float32\): 1 op\(s\) fell"):
+        epoch.measure_selection("StandIn", epochs=1).lookup(key, "train")
+    monkeypatch.setenv(fallback.ALLOW_ENV, "1")
+    assert epoch.measure_selection("StandIn", epochs=1).lookup(key, "train").images == epoch.DATASETS["tiny"].train
 
 
 def test_the_benchmark_reports_the_measured_phase_and_turns_outcomes_into_asv_results():
     summary = epoch.PhaseSummary(images=16, seconds=2.0, images_per_second=8.0, data_wait_fraction=0.25)
     combination = ("cpu", "resnet50", 8, 0, "tiny")
-    readings = {"epoch": {combination: measured.Outcome(value={"train": summary, "eval": summary})}}  # its family
+    readings = {"epoch": measured.Table({combination: {"train": measured.Outcome(value=summary)}})}  # its family
     bench = benchmark_epoch.Epoch()
     bench.setup(readings, *combination, "train")
     assert bench.track_epoch_seconds(readings, *combination, "train") == 2.0
     assert bench.track_images_per_second(readings, *combination, "train") == 8.0
     assert bench.track_data_wait_fraction(readings, *combination, "train") == 0.25
     with pytest.raises(suite.SkipNotImplemented, match="does not fit"):
-        bench.setup({"epoch": {combination: measured.Outcome(skipped="does not fit")}}, *combination, "train")
+        bench.setup({"epoch": measured.Table({combination: {"train": measured.Outcome(skipped="does not fit")}})},
+                    *combination, "train")
     with pytest.raises(RuntimeError, match="ValueError: broken"):
-        bench.setup({"epoch": {combination: measured.Outcome(failed="ValueError: broken")}}, *combination, "train")
+        bench.setup({"epoch": measured.Table({combination: {"train": measured.Outcome(failed="ValueError: broken")}})},
+                    *combination, "train")
+    with pytest.raises(RuntimeError, match="was not measured in this run's setup_cache; the selection changed"):
+        bench.setup({"epoch": measured.Table()}, *combination, "train")
     with pytest.raises(RuntimeError, match="measuring epoch failed"):  # the shared cache's epoch family raised
         bench.setup({"epoch": measured.Outcome(failed="measuring epoch failed: OSError")}, *combination, "train")
 

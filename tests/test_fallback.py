@@ -9,6 +9,7 @@ import pytest
 import torch
 from benchmarks import benchmark_instruments, benchmark_models
 
+from mpsbench.core import settings
 from mpsbench.measure import devices, fallback, figures, measured, models, suite
 
 # The warning of aten/src/ATen/mps/MPSFallback.mm as PyTorch releases have
@@ -103,6 +104,26 @@ def test_the_switch_allows_timing_a_combination_that_fell_back(falls_back, monke
     monkeypatch.setenv(fallback.ALLOW_ENV, "1")
     workload = suite.prepare("inference", "cpu", "mlp", 8)
     assert workload.fallback_ops == ("aten::_embedding_bag",)
+
+
+@pytest.mark.parametrize("value", ["0", "false", "no", "off", "OFF", ""])
+def test_every_spelling_of_off_refuses_a_combination_that_fell_back(monkeypatch, value):
+    monkeypatch.setenv(fallback.ALLOW_ENV, value)
+    with pytest.raises(fallback.FallbackError, match="fell back to the cpu"):
+        fallback.refuse("mlp training on mps", ["aten::_embedding_bag"])
+
+
+@pytest.mark.parametrize("value", ["1", "true", "yes", "on", " True "])
+def test_every_spelling_of_on_allows_it(monkeypatch, value):
+    monkeypatch.setenv(fallback.ALLOW_ENV, value)
+    fallback.refuse("mlp training on mps", ["aten::_embedding_bag"])
+
+
+def test_a_switch_neither_on_nor_off_is_refused_in_one_line(monkeypatch):
+    monkeypatch.setenv(fallback.ALLOW_ENV, "maybe")
+    with pytest.raises(settings.SettingError, match=r"^MPSBENCH_ALLOW_FALLBACK='maybe' is neither on \(1, true, yes, on\)"
+                                                    r" nor off \(0, false, no, off, or unset\)$"):
+        fallback.refuse("mlp training on mps", ["aten::_embedding_bag"])
 
 
 def test_the_track_counts_the_ops_that_fell_back(falls_back):

@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
+import warnings
 
 import pytest
 import torch
 from benchmarks import benchmark_compile, benchmark_modern
 from tools import compile_probe
 
-from mpsbench.measure import llm, models, skips, suite, workloads
+from mpsbench.measure import fallback, llm, models, skips, suite, workloads
 
 TINY_LLAMA = dict(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
                   num_key_value_heads=2)
@@ -95,22 +97,75 @@ def test_the_cpu_without_a_compiler_skips(monkeypatch):
         benchmark_compile.CompiledInference().setup("cpu", "mlp")
 
 
-def test_a_compile_error_fails_the_combination_with_its_first_line(monkeypatch):
-    def broken(model):  # a stand-in for torch.compile whose first call fails as inductor's do
+@pytest.fixture
+def compile_fails(monkeypatch):
+    """A stand-in for torch.compile whose first call fails as inductor's do; yields the cache folders it was given."""
+    given: list[str] = []
+
+    def broken(model):
         def call(*args, **kwargs):
+            given.append(os.environ["TORCHINDUCTOR_CACHE_DIR"])
             raise RuntimeError("inductor: lowering aten.addmm failed\nTraceback of the generated code ...")
 
         model.forward = call
         return model
 
     monkeypatch.setattr(torch, "compile", broken)
-    for name in ("MPSBENCH_COMPILE_CACHE", "TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR"):
-        monkeypatch.delenv(name, raising=False)  # a cold cache folder of this test's own, set back afterwards
+    for name in ("TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR"):
+        monkeypatch.delenv(name, raising=False)  # set back afterwards
+    return given
+
+
+def test_a_compile_error_fails_the_combination_with_its_first_line(compile_fails):
     with pytest.raises(RuntimeError, match=r"^torch.compile of mlp inference on cpu failed: "
                                             r"RuntimeError: inductor: lowering aten.addmm failed$"):
         benchmark_compile.CompiledInference().setup("cpu", "mlp")
     # asv's forked processes end without atexit: the folder goes with the preparation, failed or not
-    assert not os.path.exists(os.environ["MPSBENCH_COMPILE_CACHE"])
+    assert len(compile_fails) == 1 and not os.path.exists(os.path.dirname(compile_fails[0]))
+
+
+def test_a_compile_uses_a_fresh_folder_of_its_own_and_removes_only_that(compile_fails, monkeypatch, tmp_path):
+    mine = tmp_path / "my-caches"  # the user's, named by variables the process inherited
+    (mine / "keep").mkdir(parents=True)
+    (mine / "keep" / "kernel.so").write_text("the user's")
+    for name in ("MPSBENCH_COMPILE_CACHE", "TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR"):
+        monkeypatch.setenv(name, str(mine))
+    for _ in range(2):  # asv's next process, or a second preparation in this one: a new folder each time
+        with pytest.raises(RuntimeError, match=r"^torch\.compile of mlp inference on cpu failed"):
+            benchmark_compile.CompiledInference().setup("cpu", "mlp")
+    assert (mine / "keep" / "kernel.so").read_text() == "the user's"
+    assert not any(folder.startswith(str(mine)) for folder in compile_fails)
+    first, second = (os.path.dirname(folder) for folder in compile_fails)
+    assert first != second and not os.path.exists(first) and not os.path.exists(second)
+
+
+def test_a_guard_refusing_the_compiled_step_says_what_it_refused_not_that_the_compile_failed(monkeypatch):
+    mlp = models.get("mlp")
+
+    def forward(model, inputs):  # an op that falls back, as TORCH_WARN_ONCE reports it under fallback.Recorder
+        if torch.is_warn_always_enabled():
+            warnings.warn("The operator 'aten::_embedding_bag' is not currently supported on the MPS backend and will"
+                          " fall back to run on the CPU.", UserWarning, stacklevel=2)
+        return mlp.forward(model, inputs)
+
+    monkeypatch.setitem(models.REGISTRY, "mlp", dataclasses.replace(mlp, forward=forward))
+    monkeypatch.setattr(torch, "compile", lambda model: model)  # compiles nothing: the guard is what is tested
+    monkeypatch.delenv(fallback.ALLOW_ENV, raising=False)
+    for name in ("TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR"):
+        monkeypatch.delenv(name, raising=False)  # set back afterwards
+    with pytest.raises(fallback.FallbackError, match=r"^mlp inference on cpu at batch 1024 \(float32, compiled\): 1 op"):
+        benchmark_compile.CompiledInference().setup("cpu", "mlp")
+
+
+def test_a_generation_that_does_not_fit_skips_with_the_reason(tiny, monkeypatch):
+    def out_of_memory(device, model):
+        raise RuntimeError("DefaultCPUAllocator: can't allocate memory: you tried to allocate 17179869184 bytes.\nMore ...")
+
+    monkeypatch.setattr(llm, "Generation", out_of_memory)
+    llm._slot.clear()  # an earlier test's generation is not built again
+    reason = r"^llama_small at batch \d+ does not fit in cpu memory: DefaultCPUAllocator: can't allocate memory: you tried"
+    with pytest.raises(suite.SkipNotImplemented, match=reason + r" to allocate 17179869184 bytes\.$"):
+        llm.prepare("cpu", "llama_small")
 
 
 @pytest.mark.slow

@@ -60,30 +60,16 @@ def test_linux_without_psutil_still_reads_proc(monkeypatch):
 def test_macos_with_psutil_samples_the_cpu_peak(monkeypatch, macos):
     psutil = _stand_in_psutil([300 * MIB, 700 * MIB, 500 * MIB])
     monkeypatch.setitem(sys.modules, "psutil", psutil)
-    sampler = devices.PeakSampler("cpu")
-    for _ in range(3):
-        sampler.sample()
-    assert sampler.peak_bytes() == 700 * MIB
+    assert devices.peaks_over(devices.get("cpu"), lambda probe: probe()) == (700 * MIB, None)  # before, probe, after
 
 
 def test_macos_without_psutil_skips_peak_memory_and_leak_with_the_reason(monkeypatch, macos):
     monkeypatch.setitem(sys.modules, "psutil", None)  # import psutil raises ImportError
     assert devices.rss() is None
-    sampler = devices.PeakSampler("cpu")
-    sampler.sample()
-    assert sampler.peak_bytes() is None  # was 0: a 0.0 MiB point on the graph
-    workload = types.SimpleNamespace(device="cpu", step=lambda probe=None: probe and probe())
+    assert devices.peaks_over(devices.get("cpu"), lambda probe: probe()) == (None, None)  # was 0: a 0.0 MiB point
+    workload = types.SimpleNamespace(device=devices.get("cpu"), step=lambda probe=None: probe and probe())
     with pytest.raises(suite.SkipNotImplemented, match="unreadable on darwin without psutil") as skipped:
         suite.peak_memory_mib(workload)  # type: ignore[arg-type]
     assert measured.outcome_of(skipped.value).skipped is not None  # asv's n/a, not a failure and not 0
     with pytest.raises(suite.SkipNotImplemented, match="unreadable on darwin without psutil"):
         leak.reading("cpu")
-
-
-@pytest.mark.parametrize(("platform", "factor"), [("darwin", 1), ("linux", 1024)])
-def test_max_rss_is_bytes_on_macos_and_kib_on_linux(monkeypatch, platform, factor):
-    import resource
-
-    monkeypatch.setattr(sys, "platform", platform)
-    monkeypatch.setattr(resource, "getrusage", lambda who: types.SimpleNamespace(ru_maxrss=5000))
-    assert devices.max_rss() == 5000 * factor

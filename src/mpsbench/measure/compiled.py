@@ -19,29 +19,30 @@ TRAINING_NAMES: tuple[str, ...] = tuple(name for name, spec in models.REGISTRY.i
 INFERENCE_NAMES: tuple[str, ...] = tuple(name for name, spec in models.REGISTRY.items() if spec.trainable is None)
 
 
-def cold_caches() -> None:
-    """Point inductor's and triton's caches at a new folder once per process: every compile is cold."""
-    if os.environ.get("MPSBENCH_COMPILE_CACHE") is None:
-        folder = os.environ["MPSBENCH_COMPILE_CACHE"] = tempfile.mkdtemp(prefix="mpsbench-inductor-")
-        for name in ("TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR"):  # read when they first cache
-            os.environ[name] = os.path.join(folder, name.lower())
+def cold_caches() -> str:
+    """Point inductor's and triton's caches at a new, empty folder of our own and return it: the compiles after it are
+    cold, whatever caches the environment named."""
+    folder = tempfile.mkdtemp(prefix="mpsbench-inductor-")
+    for name in ("TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR"):  # read when they cache
+        os.environ[name] = os.path.join(folder, name.lower())
+    return folder
 
 
 def prepare(kind: str, device: str, model: str) -> workloads.Workload:
     """Build, compile (the first warm-up step) and guard a compiled workload at the seed batch size."""
     suite.require(kind, device, model)
     if (reason := skips.compile_unsupported(device)) is not None:
-        raise suite.SkipNotImplemented(reason)
-    cold_caches()
+        raise skips.SkipNotImplemented(reason)
+    folder = cold_caches()
     try:
         return suite.prepare(kind, device, model, models.get(model).seed_batch_size, compiled=True)
-    except suite.SkipNotImplemented:
-        raise
+    except (skips.SkipNotImplemented, *suite.GUARD_ERRORS):
+        raise  # n/a, or the guard's refusal of the compiled step: each says what it is, and none is the compile's
     except Exception as exc:
         first = errors.first_line(exc)
         raise RuntimeError(f"torch.compile of {model} {kind} on {device} failed: {type(exc).__name__}: {first}") from exc
     finally:  # the warm-up compiled and loaded every kernel; asv's forked processes end without atexit handlers
-        shutil.rmtree(os.environ["MPSBENCH_COMPILE_CACHE"], ignore_errors=True)
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 def compile_seconds(workload: workloads.Workload) -> float:

@@ -43,7 +43,6 @@ class MemoryReading:
     """Bytes held on a device at one moment; None where the device cannot say (never 0, which a graph would show)."""
 
     current: int | None  # tensors alive now (cuda/mps allocator; cpu: process RSS)
-    peak: int | None  # high-water mark since the last reset (cuda; cpu: process max RSS)
     driver: int | None = None  # mps only: everything the Metal driver holds for us
 
 
@@ -58,16 +57,6 @@ def rss() -> int | None:
             return int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
     except (OSError, ValueError, IndexError):
         return None
-
-
-def max_rss() -> int | None:
-    """This process's largest resident set so far, in bytes; None where getrusage is absent (Windows)."""
-    try:
-        import resource
-    except ImportError:
-        return None
-    peak = int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)
-    return peak if sys.platform == "darwin" else peak * 1024  # bytes on macOS, KiB on Linux
 
 
 def _mps_call(name: str) -> bool:
@@ -154,15 +143,13 @@ class Device(str, enum.Enum):
 
     def memory(self) -> MemoryReading:
         if self is Device.CUDA:
-            return MemoryReading(torch.cuda.memory_allocated(), torch.cuda.max_memory_allocated())
+            return MemoryReading(torch.cuda.memory_allocated())
         if self is Device.MPS:
             mps: Any = getattr(torch, "mps", None)
             if not hasattr(mps, "current_allocated_memory"):
-                return MemoryReading(None, None)  # torch < 2.0: no MPS memory counters
-            return MemoryReading(mps.current_allocated_memory(), None, mps.driver_allocated_memory())  # no peak
-        current, peak = rss(), max_rss()
-        # The kernel updates the max RSS lazily: it can trail the current RSS slightly.
-        return MemoryReading(current, None if peak is None else max(peak, current or 0))
+                return MemoryReading(None)  # torch < 2.0: no MPS memory counters
+            return MemoryReading(mps.current_allocated_memory(), mps.driver_allocated_memory())
+        return MemoryReading(rss())
 
     def no_reading_reason(self) -> str:
         """Why :meth:`memory` has no current reading here (asked after it found none)."""
@@ -239,37 +226,27 @@ def usable_gpu() -> Device | None:
     return next((device for device in (Device.CUDA, Device.MPS) if device.usable), None)
 
 
-class PeakSampler:
-    """The largest memory reading at explicit sample points (after forward, after backward).
+def peaks_over(device: Device, step: Callable[[Callable[[], None]], object]) -> tuple[int | None, int | None]:
+    """The bytes allocated and held by the driver at their peaks over ``step(probe)``; None where the device keeps no
+    such reading.
 
-    mps has no peak counter, and the cpu's max RSS would carry the high-water mark of whatever ran in the process
-    before (setup_cache measures many combinations in one process); cuda keeps its own.
+    cuda: its own peak counters, reset first (the driver's: reserved). mps and cpu: the largest reading before the
+    step, at each ``probe()`` (where the step's memory peaks) and after it, as mps has no peak counter and the cpu's
+    max RSS would carry the high-water mark of whatever ran in the process before (setup_cache measures many
+    combinations in one process).
     """
-
-    def __init__(self, device: str) -> None:
-        self.device = get(device)
-        self.allocated: int | None = None  # None until a sample has a reading
-        self.driver = 0
-        if self.device is Device.CUDA:
-            torch.cuda.reset_peak_memory_stats()
-
-    def sample(self) -> None:
-        reading = self.device.memory()
-        if reading.current is not None:
-            self.allocated = max(self.allocated or 0, reading.current)
-        if reading.driver is not None:
-            self.driver = max(self.driver, reading.driver)
-
-    def peak_bytes(self) -> int | None:
-        return self.device.memory().peak if self.device is Device.CUDA else self.allocated
-
-    def driver_peak_bytes(self) -> int | None:
-        """What the driver holds for torch, caches included: mps's samples (torch 2.0+), cuda's reserved; cpu None."""
-        if self.device is Device.CUDA:
-            return int(torch.cuda.max_memory_reserved())
-        if self.device is Device.MPS and hasattr(getattr(torch, "mps", None), "driver_allocated_memory"):
-            return self.driver
-        return None
+    device.synchronize()  # work queued before is not the step's
+    if device is Device.CUDA:
+        torch.cuda.reset_peak_memory_stats()
+    readings = [device.memory()]
+    step(lambda: readings.append(device.memory()))
+    device.synchronize()
+    readings.append(device.memory())  # mps frees late: the driver may still grow while the step finishes
+    if device is Device.CUDA:
+        return torch.cuda.max_memory_allocated(), torch.cuda.max_memory_reserved()
+    allocated = [found.current for found in readings if found.current is not None]
+    driver = [found.driver for found in readings if found.driver is not None]
+    return max(allocated, default=None), max(driver, default=None)
 
 
 MPS_WATERMARK_ENV = "PYTORCH_MPS_HIGH_WATERMARK_RATIO"  # read by torch when mps first allocates

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from mpsbench.measure import devices, skips
+from mpsbench.measure import skips
 from mpsbench.measure.optional_torch import torch
 
 UNIT = "joules/step"
@@ -207,7 +207,7 @@ def reading(what: str, updates: list[tuple[float, float]], begin: float, end: fl
 def of_workload(workload: Any) -> Reading:
     """A warmed-up workload's energy reading on its device (n/a where no counter reads)."""
     steps = workload.spec.steps_per_call
-    return measure(functools.partial(workload.run, steps), devices.get(workload.device).synchronize,
+    return measure(functools.partial(workload.run, steps), workload.device.synchronize,
                    counter(workload.device), steps)
 
 

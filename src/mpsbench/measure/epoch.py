@@ -16,7 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from mpsbench.measure import devices, measured, models, selection, suite, workloads
+from mpsbench.measure import devices, fallback, measured, models, selection, suite, workloads
 from mpsbench.measure.optional_torch import torch  # loaded at the first epoch: discovery and lookups never need it
 
 if TYPE_CHECKING:
@@ -210,7 +210,7 @@ class EpochRunner:
         self.workload.model.eval()
         self._eval_step(inputs, labels)
         self.workload.model.train()
-        devices.get(self.device).synchronize()
+        self.device.synchronize()
 
 
 @dataclass(frozen=True)
@@ -240,35 +240,36 @@ def measure(runner: EpochRunner, epochs: int = EPOCHS_MEASURED) -> dict[str, Pha
     }
 
 
-Combination = tuple[str, str, int, int, str]  # device, model, batch_size, num_workers, dataset
-
-
 def _measure_model(device: str, model: str, batch_size: int, loaders: list[tuple[int, str]],
-                   epochs: int) -> dict[Combination, measured.Outcome]:
-    """One warmed-up model serves all its (num_workers, dataset) settings; a failure to build it is every setting's outcome."""
+                   epochs: int) -> dict[measured.Key, dict[str, measured.Outcome]]:
+    """One warmed-up model serves all its (num_workers, dataset) settings; a failure to build it is every setting's outcome.
+
+    Refused, as capacity is, where its warm-up fell back to the cpu: the epoch would not be a device number.
+    """
     try:
         workload = suite.prepare("training", device, model, batch_size, guarded=False)
+        fallback.refuse(workload.label, workload.fallback_ops)
         EpochRunner(workload, "tiny", 0).warm_up()
     except Exception as exc:
-        return dict.fromkeys([(device, model, batch_size, *loader) for loader in loaders], measured.outcome_of(exc))
-    outcomes = {}
+        failed = measured.outcome_of(exc)
+        return {(device, model, batch_size, *loader): dict.fromkeys(PHASES, failed) for loader in loaders}
+    figures = {}
     for num_workers, dataset in loaders:
-        try:
-            outcome = measured.Outcome(value=measure(EpochRunner(workload, dataset, num_workers), epochs))
+        key = (device, model, batch_size, num_workers, dataset)
+        try:  # one run of epochs gives both phases
+            phases = measure(EpochRunner(workload, dataset, num_workers), epochs)
+            figures[key] = {phase: measured.Outcome(value=summary) for phase, summary in phases.items()}
         except Exception as exc:
-            outcome = measured.outcome_of(exc)
-        outcomes[(device, model, batch_size, num_workers, dataset)] = outcome
-    del workload
-    measured.release(device)
-    return outcomes
+            figures[key] = dict.fromkeys(PHASES, measured.outcome_of(exc))
+    return figures
 
 
-def measure_selection(benchmark: str, epochs: int = EPOCHS_MEASURED) -> dict[Combination, measured.Outcome]:
-    """Measure every combination of ``benchmark``'s selection, in one process.
+def measure_selection(benchmark: str, epochs: int = EPOCHS_MEASURED) -> measured.Table:
+    """Every combination of ``benchmark``'s selection, in one process, a :class:`PhaseSummary` per phase.
 
     Each model is dropped before the next is built. An error is recorded for its combination only.
     """
-    outcomes: dict[Combination, measured.Outcome] = {}
+    table = measured.Table()
     for device, model, batch_size in itertools.product(devices.NAMES, MODELS, BATCH_SIZES):
         selected = [
             (num_workers, dataset)
@@ -276,15 +277,8 @@ def measure_selection(benchmark: str, epochs: int = EPOCHS_MEASURED) -> dict[Com
             if selection.left_out(benchmark, device, model, batch_size, num_workers, dataset) is None
         ]
         if selected:
-            outcomes.update(_measure_model(device, model, batch_size, selected, epochs))
-    return outcomes
-
-
-def result(outcomes: dict[Combination, measured.Outcome], combination: Combination, phase: str) -> PhaseSummary:
-    """The measured phase of ``combination``, or asv's n/a / failure with the reason (for ``setup``, after the selection)."""
-    _check(phase, PHASES, "phase")
-    outcome = outcomes.get(combination)
-    if outcome is None:  # selected now but not when the cache was measured
-        raise RuntimeError(f"{combination} was not measured; the selection changed during the run")
-    phases: dict[str, PhaseSummary] = outcome.get()  # n/a or the failure, with the reason
-    return phases[phase]
+            try:
+                table.figures.update(_measure_model(device, model, batch_size, selected, epochs))
+            finally:  # however it ended: capacity, measured next, must build its own workload, not get this stepped one
+                measured.release(device)
+    return table

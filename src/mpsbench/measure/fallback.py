@@ -12,10 +12,11 @@ import warnings
 from collections.abc import Sequence
 from typing import Any
 
+from mpsbench.core import settings
 from mpsbench.measure.optional_torch import torch
 
 ENABLE_ENV = "PYTORCH_ENABLE_MPS_FALLBACK"  # PyTorch's switch; read at `import torch`
-ALLOW_ENV = "MPSBENCH_ALLOW_FALLBACK"  # ours: 1 times combinations that fell back
+ALLOW_ENV = "MPSBENCH_ALLOW_FALLBACK"  # ours, a settings.flag: on times combinations that fell back
 
 # MPSFallback.mm's warning in every release since 1.12, without the sentence later ones append (some with a
 # typo). The op is `op.schema().operator_name()`: "aten::name" or "aten::name.overload".
@@ -29,12 +30,8 @@ class FallbackError(RuntimeError):
     pass
 
 
-def _on(name: str) -> bool:
-    return os.environ.get(name, "").strip() not in ("", "0")
-
-
 def enabled() -> bool:
-    return _on(ENABLE_ENV)
+    return os.environ.get(ENABLE_ENV, "").strip() not in ("", "0")
 
 
 def ops_in(message: str) -> list[str]:
@@ -72,8 +69,8 @@ class Recorder:
 
 
 def refuse(what: str, ops: Sequence[str]) -> None:
-    """Fail a timed combination whose warm-up fell back to the cpu, unless allowed."""
-    if not ops or _on(ALLOW_ENV):
+    """Fail a timed combination whose warm-up fell back to the cpu, unless allowed (a bad spelling fails it too)."""
+    if not ops or settings.flag(ALLOW_ENV):
         return
     raise FallbackError(
         f"{what}: {len(ops)} op(s) fell back to the cpu during warm-up ({', '.join(ops)}),"

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import functools
 
-from mpsbench.measure import accuracy, energy, fallback, leak, measured, models, precision, suite, workloads
+from mpsbench.measure import accuracy, energy, fallback, leak, measured, models, precision, skips, suite, workloads
 
 
 def _capacity_workload(kind: str, device: str, model: str, batch_size: int, dtype: str = precision.DEFAULT) -> workloads.Workload:
@@ -40,13 +40,13 @@ def precision_capacity(kind: str, benchmark: str, keys: list[measured.Key]) -> m
 def driver_memory(workload: workloads.Workload) -> float:
     """Peak memory the driver holds for torch over one step, in MiB (mps driver, cuda reserved)."""
     if (driver := suite.memory_peaks(workload).driver) is None:
-        raise suite.SkipNotImplemented(f"{workload.device} keeps no driver memory counter; see *Capacity.track_peak_memory")
+        raise skips.SkipNotImplemented(f"{workload.device} keeps no driver memory counter; see *Capacity.track_peak_memory")
     return driver
 
 
 def accuracy_error(workload: workloads.Workload) -> float:
     if not accuracy.needed(workload.device):
-        raise suite.SkipNotImplemented("the cpu is the reference the other devices are compared with")
+        raise skips.SkipNotImplemented("the cpu is the reference the other devices are compared with")
     return accuracy.compare(workload).error
 
 

@@ -67,9 +67,11 @@ _slot: devices.OneSlot[Generation] = devices.OneSlot()
 
 
 def prepare(device: str, model: str) -> Generation:
-    """Built once per process, skipped and guarded as the step timings are."""
+    """Built once per process. As in the step timings, what cannot run here or does not fit in memory skips with the
+    reason, and a warm-up that fell back to the cpu or a device that computes the checked patterns wrong fails."""
     suite.require("inference", device, model)
-    generation = _slot.get((device, model), device, lambda: Generation(device, model).warm_up())
+    with suite.OutOfMemorySkips(device, model, BATCH):
+        generation = _slot.get((device, model), device, lambda: Generation(device, model).warm_up())
     fallback.refuse(generation.label, generation.fallback_ops)
     correctness.verify(device, precision.DEFAULT)
     return generation

@@ -11,7 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from mpsbench.core import errors, progress
-from mpsbench.measure import devices, isolated, models, suite, workloads
+from mpsbench.measure import devices, isolated, models, skips, suite, workloads
 
 CEILING = 4096  # the search stops here even if everything fits: 13 tries at most (1, 2, ..., 4096)
 MODELS: tuple[str, ...] = ("resnet50", "vgg16", "bert_base", "bert_base_frozen")
@@ -120,7 +120,7 @@ def require(device: str, model: str, kind: str) -> None:
     """asv's n/a with the reason where this search cannot run."""
     suite.require(kind, device, model)  # the device and the model's packages
     if device == "cpu" and not os.path.exists("/proc/self/status"):
-        raise suite.SkipNotImplemented(
+        raise skips.SkipNotImplemented(
             "the cpu search needs Linux's RLIMIT_AS and /proc: elsewhere running out of memory raises nothing"
         )
 

@@ -26,7 +26,7 @@ Key = tuple[Any, ...]
 
 @dataclass(frozen=True)
 class Outcome:
-    """One figure's value (a number; an epoch's phases), or why there is none: skipped (n/a) or failed (an error)."""
+    """One figure's value (a number; an epoch's phase), or why there is none: skipped (n/a) or failed (an error)."""
 
     value: Any = None
     skipped: str | None = None
@@ -61,13 +61,12 @@ class Table:
 
     figures: dict[Key, dict[str, Outcome]] = field(default_factory=dict)
 
-    def lookup(self, key: Key, figure: str) -> float:
+    def lookup(self, key: Key, figure: str) -> Any:
         """The figure of ``key``, or asv's n/a / failure with the reason."""
         found = self.figures.get(key)
         if found is None:  # selected now but not when the cache was measured
             raise RuntimeError(f"{key} was not measured in this run's setup_cache; the selection changed")
-        value: float = found[figure].get()
-        return value
+        return found[figure].get()
 
 
 def measure(

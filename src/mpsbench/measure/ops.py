@@ -11,7 +11,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from mpsbench.core import errors
-from mpsbench.measure import devices, fallback, models, precision, skips, suite, timing
+from mpsbench.measure import devices, fallback, models, precision, skips, timing
 from mpsbench.measure.optional_torch import F, torch  # loaded at the first case: a lookup's process never needs it
 
 SIZES: tuple[str, ...] = ("small", "medium", "large")
@@ -380,20 +380,20 @@ def prepare(device: str, op: str, dtype: str, size: str, training: bool) -> OpCa
     precision.check_name(dtype)
     skips.require_device(device)
     if spec.needs_functional is not None and not hasattr(F, spec.needs_functional):
-        raise suite.SkipNotImplemented(f"torch {torch.__version__} has no torch.nn.functional.{spec.needs_functional}")
+        raise skips.SkipNotImplemented(f"torch {torch.__version__} has no torch.nn.functional.{spec.needs_functional}")
     try:
         return cached(device, op, dtype, size, training)
     except Exception as exc:
         forget()
         if devices.is_out_of_memory(exc):
             devices.get(device).empty_cache()
-            raise suite.SkipNotImplemented(
+            raise skips.SkipNotImplemented(
                 f"{op} at {size} in {dtype} does not fit in {device} memory: {errors.first_line(exc)}"
             ) from exc
         # float32 is the baseline every device must run; float16 and bfloat16 support varies with the device,
         # the OS (bfloat16 on mps needs macOS 14) and the torch version
         if dtype != precision.DEFAULT and skips.torch_lacks(exc):
-            raise suite.SkipNotImplemented(
+            raise skips.SkipNotImplemented(
                 f"{op} in {dtype} on {device}: torch does not support it here: {errors.first_line(exc)}") from exc
         if isinstance(exc, NotImplementedError):  # torch lacks a kernel: a failure, not an n/a
             raise RuntimeError(f"{op} on {device} in {dtype}: torch lacks an op: {exc}") from exc

@@ -81,9 +81,9 @@ def combinations(benchmarks: Sequence[Any]) -> list[Combination]:
 
 def selected(found: Sequence[Combination], bench: Sequence[str] = ()) -> list[str]:
     """The combinations this run times; ``bench``: only those one of these regexes finds (asv's -b)."""
-    names = [combination.name for combination in found if combination.reason is None]
-    names = asv.matching(names, bench) if bench else names
-    if not names:  # asv would stop with "No benchmarks selected"; say why first
+    runs = [combination.name for combination in found if combination.reason is None]
+    runs = asv.matching(runs, bench) if bench else runs
+    if not runs:  # asv would stop with "No benchmarks selected"; say why first
         raise PreselectError("no benchmark combination runs on this machine with this MPSBENCH_DEVICES"
                              + (f" and -b {' -b '.join(bench)}" if bench else ""))
-    return names
+    return runs

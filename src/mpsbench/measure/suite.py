@@ -10,7 +10,8 @@ from dataclasses import dataclass
 from mpsbench.core import errors, settings
 from mpsbench.measure import accuracy, correctness, devices, fallback, models, precision, skips, timing, workloads
 
-SkipNotImplemented, selected = skips.SkipNotImplemented, skips.selected  # where the benchmark modules find them
+# For the benchmark modules only: measure/ itself says skips.SkipNotImplemented.
+SkipNotImplemented, selected = skips.SkipNotImplemented, skips.selected
 
 
 class StepTimer:
@@ -58,10 +59,10 @@ def require(kind: str, device: str, model: str, *, dtype: str = precision.DEFAUL
     spec = models.get(model)
     skips.require_device(device)
     if missing := spec.missing_requirements():
-        raise SkipNotImplemented(f"{model} needs {', '.join(missing)}, not importable in this environment")
+        raise skips.SkipNotImplemented(f"{model} needs {', '.join(missing)}, not importable in this environment")
     reason = precision.unsupported_reason(device, kind, dtype)
     if reason is not None:
-        raise SkipNotImplemented(f"{model} {kind} in {dtype} on {device}: {reason}")
+        raise skips.SkipNotImplemented(f"{model} {kind} in {dtype} on {device}: {reason}")
 
 
 def prepare(kind: str, device: str, model: str, batch_size: int, *, dtype: str = precision.DEFAULT,
@@ -89,14 +90,17 @@ class OutOfMemorySkips:
         return self
 
     def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, traceback: object) -> None:
-        if exc is None or isinstance(exc, SkipNotImplemented) or not devices.is_out_of_memory(exc):
+        if exc is None or isinstance(exc, skips.SkipNotImplemented) or not devices.is_out_of_memory(exc):
             return
         workloads.forget()
         devices.get(self.device).empty_cache()
         first_line = errors.first_line(exc)
-        raise SkipNotImplemented(
+        raise skips.SkipNotImplemented(
             f"{self.model} at batch {self.batch_size} does not fit in {self.device} memory: {first_line}"
         ) from exc
+
+
+GUARD_ERRORS = (fallback.FallbackError, correctness.CorrectnessError, accuracy.AccuracyError)  # what guard raises
 
 
 def guard(workload: workloads.Workload) -> None:
@@ -108,7 +112,7 @@ def guard(workload: workloads.Workload) -> None:
 
 
 def throughput(workload: workloads.Workload) -> float:
-    """Samples per second from at least five calls or a quarter second (time_step is the precise one)."""
+    """Samples per second over at least five calls and a quarter second, at most 50 calls (time_step is the precise one)."""
     return timing.time_steps(workload, min_calls=5, min_seconds=0.25).samples_per_second
 
 
@@ -122,21 +126,14 @@ class MemoryPeaks:
 
 def memory_peaks(workload: workloads.Workload) -> MemoryPeaks:
     """Sampled before, inside (after forward, after backward) and after one step."""
-    device = devices.get(workload.device)
-    device.synchronize()
-    sampler = devices.PeakSampler(device)
-    sampler.sample()
-    workload.step(probe=sampler.sample)
-    device.synchronize()
-    sampler.sample()  # mps frees late: the driver may still grow while the step finishes
-    peak, driver = sampler.peak_bytes(), sampler.driver_peak_bytes()
+    peak, driver = devices.peaks_over(workload.device, workload.step)
     return MemoryPeaks(None if peak is None else peak / devices.MIB, None if driver is None else driver / devices.MIB)
 
 
 def peak_memory_mib(workload: workloads.Workload) -> float:
     """Skipped with the reason where the device gives no reading (never 0)."""
     if (allocated := memory_peaks(workload).allocated) is None:
-        raise SkipNotImplemented(f"no {workload.device} memory reading: {devices.get(workload.device).no_reading_reason()}")
+        raise skips.SkipNotImplemented(f"no {workload.device} memory reading: {workload.device.no_reading_reason()}")
     return allocated
 
 
