@@ -54,6 +54,7 @@ def _median_seconds(command: list[str], env: dict[str, str], repeat: int) -> flo
 
 
 def main(argv: list[str] | None = None) -> int:
+    from mpsbench import cli
     from mpsbench.builds import timeline
     from mpsbench.core import asv, errors
     from mpsbench.regressions import compare, fresh, servers
@@ -61,9 +62,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="tools/process_breakdown.py", description=__doc__.split("\n\n")[0])
     parser.add_argument("build", help="CHANNEL@ID, a timeline hash or a tag")
     parser.add_argument("--repeat", type=int, default=3, help="processes per term (the median is shown)")
-    compare.options(parser)
+    cli.fresh_arguments(parser, bisecting=False)
     parsed = parser.parse_args(argv)
-    args = fresh.Options.of(parsed)
+    args = cli.fresh_options(parsed, parsed.manifest, parsed.timeline, parsed.machine, parsed.suite_root)
     try:
         compare.check(args)
         _, _, (build,) = fresh.name_builds([parsed.build], args.manifest, args.timeline)

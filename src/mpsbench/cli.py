@@ -23,7 +23,7 @@ from mpsbench.core import asv, asvconf, errors, progress, settings, text
 from mpsbench.core.errors import UserError
 from mpsbench.fleet import doctor, nightly
 from mpsbench.measure import devices, models, preselect
-from mpsbench.regressions import alerts, bisection, compare, fresh, nightlies, rank_ops, rule
+from mpsbench.regressions import alerts, bisection, compare, fresh, nightlies, rank_ops, rule, verdict
 from mpsbench.results import merge, record
 from mpsbench.site import publish, report
 
@@ -245,6 +245,27 @@ def cmd_ops_rank(args: argparse.Namespace) -> int:
     return rank_ops.run(_suite(args), rank_ops.Options(args.before, args.after, args.results_dir, args.machine, args.top or None))
 
 
+def fresh_options(args: argparse.Namespace, manifest_path: Path, timeline_path: Path, machine_name: str | None,
+                  suite_root: Path | None) -> fresh.Options:
+    """compare's and bisect's options (fresh_arguments), typed; the fleet's bisect step names its own files and machine.
+    Public, as fresh_arguments: tools/process_breakdown.py measures as compare does."""
+    return fresh.Options(args.bench, args.min_rounds, args.max_rounds, manifest_path, timeline_path, machine_name,
+                         args.log, args.threads, suite_root, args.time_budget)
+
+
+def _adding(args: argparse.Namespace) -> nightlies.Options:
+    return nightlies.Options(args.nightlies, tuple(args.index or ()), args.transformers, args.transformers_index)
+
+
+def cmd_compare(args: argparse.Namespace) -> int:
+    return compare.compare(args.a, args.b, fresh_options(args, args.manifest, args.timeline, args.machine, args.suite_root))
+
+
+def cmd_bisect(args: argparse.Namespace) -> int:
+    measuring = fresh_options(args, args.manifest, args.timeline, args.machine, args.suite_root)
+    return bisection.outcome(bisection.bisect(args.good, args.bad, measuring, _adding(args)))
+
+
 def cmd_report(args: argparse.Namespace) -> None:
     config = args.config or (asvconf.CONFIG if asvconf.CONFIG.is_file() else None)
     report.build(args.results_dir, args.out_dir, asvconf.load(config) if config else None, args.site)
@@ -265,10 +286,8 @@ def cmd_publish(args: argparse.Namespace) -> None:
 def _nightly_bisect(fleet: nightly.Fleet, args: argparse.Namespace) -> int:
     def search(suite: Suite, machine_name: str) -> tuple[str, str] | str:
         # mpsbench bisect's own options, but for the manifest and timeline: the fleet's
-        measuring = fresh.Options(args.bench, args.min_rounds, args.max_rounds, suite.manifest_path,
-                                  suite.timeline_path, machine_name, args.log, args.threads, fleet.suite,
-                                  args.time_budget)
-        found = bisection.bisect(args.good, args.bad, measuring, nightlies.Options.of(args))
+        measuring = fresh_options(args, suite.manifest_path, suite.timeline_path, machine_name, fleet.suite)
+        found = bisection.bisect(args.good, args.bad, measuring, _adding(args))
         return (found.first, found.upstream) if isinstance(found, bisection.Found) else found.reason
 
     return nightly.bisect(fleet, args.bench, args.good, args.bad, args.machine, search)
@@ -340,8 +359,7 @@ def _nightly_parser(commands: Any) -> None:
     bisecting = step("bisect", "mpsbench bisect over a range of the fleet's builds (fresh processes, nothing recorded)")
     bisecting.add_argument("--good", required=True, help="the last fast build: CHANNEL@ID or timeline hash")
     bisecting.add_argument("--bad", required=True, help="a slow build: CHANNEL@ID or timeline hash")
-    compare.options(bisecting, files=False)
-    nightlies.add_options(bisecting)
+    fresh_arguments(bisecting, files=False)
 
 
 # --- the parser ------------------------------------------------------------------------------------------------
@@ -423,6 +441,56 @@ def _build_parsers(commands: Any) -> None:
     host.add_argument("--quiet", action="store_true", help="print only the machine's name")
 
 
+def fresh_arguments(parser: argparse.ArgumentParser, files: bool = True, bisecting: bool = True) -> None:
+    """What compare and bisect share, and bisect's --nightlies; the fleet's bisect step sets the files itself."""
+    parser.add_argument("-b", "--bench", required=True, help="a regex naming ONE benchmark combination, as asv -b")
+    rounds = text.number(int, verdict.FEWEST, "rounds", compare.MOST_ROUNDS)
+    parser.add_argument("--min-rounds", type=rounds, default=verdict.MIN_ROUNDS, help="processes per build before judging")
+    parser.add_argument("--max-rounds", type=rounds, default=verdict.MAX_ROUNDS,
+                        help="the sample budget: processes per build at most")
+    parser.add_argument("--time-budget", type=text.number(float, 1, "--time-budget", 24 * 60), metavar="MINUTES",
+                        default=fresh.TIME_BUDGET_MINUTES,
+                        help="the whole command's wall-clock budget: a look it cannot reach in time is not started, and"
+                             f" what is undecided then says so, exit 3 (default {fresh.TIME_BUDGET_MINUTES:g})")
+    parser.add_argument("--machine", type=MACHINE_NAME, help="asv machine name (default: mpsbench machine's)")
+    if files:
+        parser.add_argument("--manifest", type=Path, default=history.MANIFEST, help=f"default {history.MANIFEST}")
+        parser.add_argument("--timeline", type=Path, default=history.TIMELINE, help=f"default {history.TIMELINE}")
+        parser.add_argument("--suite-root", type=Path, default=None, help=argparse.SUPPRESS)  # tests: a stand-in suite
+    parser.add_argument("--log", type=Path, help="append asv's own output here")
+    parser.add_argument("--threads", type=text.number(int, 1, "--threads"), metavar="N",
+                        help="torch's cpu threads in both builds' processes (OMP_NUM_THREADS); default: torch's own, as"
+                             " recorded. On a busy machine a cpu row's thread pool waits for a descheduled thread:"
+                             " --threads 1 (docs/bisect.md)")
+    if bisecting:  # the nightlies a search adds between two adjacent builds (nightlies.py)
+        parser.add_argument("--nightlies", nargs="?", type=text.number(int, 1, "--nightlies"), const=nightlies.DEFAULT,
+                            metavar="N", help="where two adjacent builds leave PyTorch nightlies between them, add at"
+                            f" most N of them (default {nightlies.DEFAULT}), spread by date, on a bisection channel, and"
+                            " search on")
+        parser.add_argument("--index", action="append",
+                            help="nightly PEP 503 index for --nightlies (repeatable; default PyTorch's)")
+        parser.add_argument("--transformers-index", default=resolve.PYPI, help="where --nightlies pins transformers from")
+        parser.add_argument("--transformers", help="transformers version --nightlies pins, or none (default: by torch)")
+
+
+def _fresh_parsers(commands: Any) -> None:
+    """``mpsbench compare`` and ``mpsbench bisect``: each module's first line, its options, then its exit statuses."""
+    def command(module: Any, name: str, help_text: str, func: Callable[[argparse.Namespace], int]) -> argparse.ArgumentParser:
+        return _command(commands, name, help_text, func, description=module.__doc__.splitlines()[0],
+                        epilog=module.EXIT_STATUSES, formatter_class=argparse.RawDescriptionHelpFormatter)
+
+    comparing = command(compare, "compare", "is build B slower than build A? fresh, interleaved processes; never the"
+                        " recorded results", cmd_compare)
+    comparing.add_argument("a", help="the reference build: CHANNEL@ID, a timeline hash (prefix) or a tag")
+    comparing.add_argument("b", help="the build under suspicion, named the same ways")
+    fresh_arguments(comparing, bisecting=False)
+    bisecting = command(bisection, "bisect", "the first build between GOOD and BAD that made one combination slower,"
+                        " measured afresh", cmd_bisect)
+    bisecting.add_argument("good", help="the last known good build: CHANNEL@ID, a timeline hash (prefix) or a tag")
+    bisecting.add_argument("bad", help="a later build on the same line of builds that is slower")
+    fresh_arguments(bisecting)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = OneLineParser(prog="mpsbench",
                            description="PyTorch training and inference benchmarks for mps, cuda and cpu (asv suite helpers).")
@@ -494,8 +562,7 @@ def build_parser() -> argparse.ArgumentParser:
     command("factor", "print the regression factor a row is judged by (for asv continuous --factor)",
             lambda args: print(f"{rule.factor(_suite(args).conf.thresholds, args.bench):g}"), "config").add_argument(
         "-b", "--bench", default="", help="the row, as asv names it (default: any row)")
-    compare.add_subcommand(commands)
-    bisection.add_subcommand(commands)
+    _fresh_parsers(commands)
 
     reporting = command("report", "figures and a summary from an asv results directory", cmd_report)
     reporting.add_argument("results_dir", type=Path, help="asv's results directory (results_dir in asv.conf.json)")

@@ -7,7 +7,6 @@ nightlies.py (docs/bisect.md).
 
 from __future__ import annotations
 
-import argparse
 import functools
 import itertools
 from collections.abc import Callable
@@ -182,8 +181,8 @@ def bisect(good_ref: str, bad_ref: str, args: fresh.Options, adding: nightlies.O
     return Found(first, before, upstream)
 
 
-def cmd_bisect(args: argparse.Namespace) -> int:
-    found = bisect(args.good, args.bad, fresh.Options.of(args), nightlies.Options.of(args))
+def outcome(found: Found | Unresolved) -> int:
+    """Print what a bisection found, or why it found nothing; returns the exit status (EXIT_STATUSES)."""
     if isinstance(found, Unresolved):
         print(f"{'undecided' if found.status == UNDECIDED else 'no regression'}: {found.reason} (exit {found.status})")
         return found.status
@@ -217,15 +216,3 @@ def _classify(vs_good: verdict.Verdict, vs_bad: verdict.Verdict) -> str | None:
     if vs_bad.decision == verdict.SLOWER or vs_good.decision in (verdict.UNCHANGED, verdict.FASTER):
         return "good"
     return None
-
-
-def add_subcommand(commands: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
-    parser = commands.add_parser(
-        "bisect", help="the first build between GOOD and BAD that made one combination slower, measured afresh",
-        description=__doc__.splitlines()[0], epilog=EXIT_STATUSES, formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    parser.add_argument("good", help="the last known good build: CHANNEL@ID, a timeline hash (prefix) or a tag")
-    parser.add_argument("bad", help="a later build on the same line of builds that is slower")
-    compare.options(parser)
-    nightlies.add_options(parser)
-    parser.set_defaults(func=cmd_bisect)

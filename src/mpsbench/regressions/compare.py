@@ -7,16 +7,13 @@ Exit 0: unchanged (or faster) within the regression factor; 1: slower; 3: undeci
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import statistics
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from pathlib import Path
 
-from mpsbench.builds import history, machine
-from mpsbench.core import asv, asvconf, progress, text
+from mpsbench.core import asv, asvconf, progress
 from mpsbench.measure import preselect
 from mpsbench.regressions import fresh, verdict
 
@@ -132,31 +129,6 @@ def summary(measured: Measured, a: str, b: str) -> list[str]:
             f"verdict: {found.reason} (exit {found.exit_code})"]
 
 
-def options(parser: argparse.ArgumentParser, files: bool = True) -> None:
-    """What compare and bisect share; the fleet's bisect step (scripts/nightly bisect) sets the files itself."""
-    parser.add_argument("-b", "--bench", required=True, help="a regex naming ONE benchmark combination, as asv -b")
-    rounds = text.number(int, verdict.FEWEST, "rounds", MOST_ROUNDS)
-    parser.add_argument("--min-rounds", type=rounds, default=verdict.MIN_ROUNDS, help="processes per build before judging")
-    parser.add_argument("--max-rounds", type=rounds, default=verdict.MAX_ROUNDS,
-                        help="the sample budget: processes per build at most")
-    parser.add_argument("--time-budget", type=text.number(float, 1, "--time-budget", 24 * 60), metavar="MINUTES",
-                        default=fresh.TIME_BUDGET_MINUTES,
-                        help="the whole command's wall-clock budget: a look it cannot reach in time is not started, and"
-                             f" what is undecided then says so, exit 3 (default {fresh.TIME_BUDGET_MINUTES:g})")
-    parser.add_argument("--machine", type=text.checked(machine.check_name),
-                        help="asv machine name (default: mpsbench machine's)")
-    if files:
-        parser.add_argument("--manifest", type=Path, default=history.MANIFEST, help=f"default {history.MANIFEST}")
-        parser.add_argument("--timeline", type=Path, default=history.TIMELINE, help=f"default {history.TIMELINE}")
-        parser.add_argument("--suite-root", type=Path, default=None, help=argparse.SUPPRESS)  # tests: a stand-in suite
-    parser.add_argument("--log", type=Path, help="append asv's own output here")
-    parser.add_argument(
-        "--threads", type=text.number(int, 1, "--threads"), metavar="N",
-        help="torch's cpu threads in both builds' processes (OMP_NUM_THREADS); default: torch's own, as recorded. On a"
-             " busy machine a cpu row's thread pool waits for a descheduled thread: --threads 1 (docs/bisect.md)",
-    )
-
-
 def check(args: fresh.Options) -> None:
     """What compare's and bisect's options alone make impossible, refused before anything is written or measured:
     the timeline, the machine file and .asv/fresh stay as they were (issue 34)."""
@@ -174,10 +146,11 @@ def measured_as(args: fresh.Options) -> str:
     return f"{args.threads} torch thread{'s' if args.threads > 1 else ''} (--threads; recorded runs use torch's default)"
 
 
-def cmd_compare(parsed: argparse.Namespace) -> int:
-    args = fresh.Options.of(parsed)
+def compare(a_ref: str, b_ref: str, args: fresh.Options) -> int:
+    """Is build B slower than build A: the options checked, the builds named and measured afresh, the report printed;
+    returns the exit status (EXIT_STATUSES)."""
     check(args)
-    _, _, (a, b) = fresh.name_builds([parsed.a, parsed.b], args.manifest, args.timeline)
+    _, _, (a, b) = fresh.name_builds([a_ref, b_ref], args.manifest, args.timeline)
     if a.name == b.name:
         raise fresh.FreshError(f"A and B are the same build ({a.name}): name two builds")
     with fresh.Session(args, [a, b]) as measuring:
@@ -188,14 +161,3 @@ def cmd_compare(parsed: argparse.Namespace) -> int:
         measured = measure(measuring, [a, b], [(a.name, b.name)])
     print("\n".join(summary(measured, a.name, b.name)))
     return measured.verdicts[(a.name, b.name)].exit_code
-
-
-def add_subcommand(commands: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
-    parser = commands.add_parser(
-        "compare", help="is build B slower than build A? fresh, interleaved processes; never the recorded results",
-        description=__doc__.splitlines()[0], epilog=EXIT_STATUSES, formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    parser.add_argument("a", help="the reference build: CHANNEL@ID, a timeline hash (prefix) or a tag")
-    parser.add_argument("b", help="the build under suspicion, named the same ways")
-    options(parser)
-    parser.set_defaults(func=cmd_compare)

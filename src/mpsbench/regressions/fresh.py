@@ -8,7 +8,6 @@ interleaved across builds, until the caller has decided (docs/bisect.md, "How th
 
 from __future__ import annotations
 
-import argparse
 import itertools
 import json
 import os
@@ -77,7 +76,7 @@ def lineage(manifest: mf.Manifest, name: str) -> list[str]:
 
 @dataclass(frozen=True)
 class Options:
-    """What compare and bisect measure with (compare.options), typed at the command's edge."""
+    """What compare and bisect measure with, typed at the command's edge (cli.py declares the options)."""
 
     bench: str  # a regex naming ONE combination
     min_rounds: int
@@ -89,11 +88,6 @@ class Options:
     threads: int | None = None  # None: torch's default
     suite_root: Path | None = None  # tests: a stand-in suite
     minutes: float = TIME_BUDGET_MINUTES  # the whole command's wall-clock budget (--time-budget)
-
-    @classmethod
-    def of(cls, args: argparse.Namespace) -> Options:
-        return cls(args.bench, args.min_rounds, args.max_rounds, args.manifest, args.timeline, args.machine,
-                   args.log, args.threads, args.suite_root, args.time_budget)
 
 
 class Session:

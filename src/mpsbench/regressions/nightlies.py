@@ -5,7 +5,6 @@ timeline hash, and a rerun reuses them.
 
 from __future__ import annotations
 
-import argparse
 import functools
 import re
 from dataclasses import dataclass
@@ -13,7 +12,6 @@ from datetime import date
 
 from mpsbench.builds import history, resolve, timeline
 from mpsbench.builds import manifest as mf
-from mpsbench.core import text
 from mpsbench.regressions import fresh
 
 DEFAULT = 3  # three new builds: a binary search over them is exactly two steps
@@ -47,10 +45,6 @@ class Options:
     indexes: tuple[str, ...] = ()  # nightly PEP 503 indexes; (): PyTorch's
     transformers: str | None = None
     transformers_index: str = resolve.PYPI
-
-    @classmethod
-    def of(cls, args: argparse.Namespace) -> Options:
-        return cls(args.nightlies, tuple(args.index or ()), args.transformers, args.transformers_index)
 
 
 class Gaps:
@@ -101,13 +95,3 @@ class Gaps:
         self.manifest = mf.load(self.files.manifest)
         self.generated = timeline.compute(self.manifest, self.files.timeline)  # add-nightly moved the refs already
         return [fresh.Named(name, self.generated.commits[name]) for name in reused]
-
-
-def add_options(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--nightlies", nargs="?", type=text.number(int, 1, "--nightlies"), const=DEFAULT, metavar="N",
-                        help="where two adjacent builds leave PyTorch nightlies between them, add at most N of"
-                             f" them (default {DEFAULT}), spread by date, on a bisection channel, and search on")
-    parser.add_argument("--index", action="append",
-                        help="nightly PEP 503 index for --nightlies (repeatable; default PyTorch's)")
-    parser.add_argument("--transformers-index", default=resolve.PYPI, help="where --nightlies pins transformers from")
-    parser.add_argument("--transformers", help="transformers version --nightlies pins, or none (default: by torch)")
