@@ -104,11 +104,3 @@ def test_help_and_parsing_import_no_torch(argv):
                           cwd=Path(__file__).resolve().parents[1])
     assert done.returncode == 0, done.stderr[-2000:]
 
-
-def test_regressions_take_typed_options_never_a_namespace():
-    # issue 30: cli.py declares every option and turns it into the dataclasses the library takes; a parser or a
-    # Namespace in regressions/ is a second edge, with its own defaults to drift
-    package = Path(cli.__file__).parent / "regressions"
-    importing = [path.name for path in sorted(package.glob("*.py"))
-                 if re.search(r"^\s*(import|from) argparse\b", path.read_text(), re.MULTILINE)]
-    assert importing == []
