@@ -74,6 +74,13 @@ def git(repo: Path, *args: str, date: str = "") -> str:
                           text=True).stdout.strip()
 
 
+def timeline_repo(repo: Path) -> Path:
+    """A new, empty timeline repository at ``repo`` whose first channel is release."""
+    repo.mkdir()
+    git(repo, "init", "-q", "-b", "release")
+    return repo
+
+
 def timeline_commit(repo: Path, torch_version: str, git_version: str, date: str, kind: str = "release",
                     channel: str = "release", build_id: str = "") -> str:
     """Commit one build to a timeline repository as mpsbench.builds.timeline does (its build.json); the hash."""

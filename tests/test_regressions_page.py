@@ -46,9 +46,7 @@ ASV = [sys.executable, "-m", "asv"]
 def site(tmp_path_factory):
     """asv publish of the recorded run with branches release and exam; asv's regressions.json kept aside."""
     tmp = tmp_path_factory.mktemp("regressions")
-    repo = tmp / "timeline"
-    repo.mkdir()
-    fakes.git(repo, "init", "-q", "-b", "release")
+    repo = fakes.timeline_repo(tmp / "timeline")
     rekey = {}
     for day, (old_hash, (version, git)) in enumerate(RECORDED.items(), start=1):
         rekey[old_hash] = fakes.timeline_commit(repo, version, git, f"2026-0{day}-01T00:00:00Z")
@@ -148,9 +146,7 @@ TWO_MACHINES = {
 def two_machines(tmp_path_factory):
     """asv publish, judged, of two machines' results on shared builds of two channels; the builds by version."""
     tmp = tmp_path_factory.mktemp("two-machines")
-    repo = tmp / "timeline"
-    repo.mkdir()
-    fakes.git(repo, "init", "-q", "-b", "release")
+    repo = fakes.timeline_repo(tmp / "timeline")
     commits = {version: fakes.timeline_commit(repo, version, version[-1] * 40, f"2026-0{month}-01T00:00:00Z")
                for version, month in (("2.1", 1), ("2.3", 3))}
     fakes.git(repo, "checkout", "-q", "--orphan", "nightly")
@@ -240,9 +236,7 @@ def test_upstream_url_is_a_compare_range_a_commit_or_nothing():
 
 
 def test_the_builds_table_names_each_build_and_says_where_the_timeline_knows_none(tmp_path):
-    repo = tmp_path / "timeline"
-    repo.mkdir()
-    fakes.git(repo, "init", "-q", "-b", "release")
+    repo = fakes.timeline_repo(tmp_path / "timeline")
     known, unknown = fakes.timeline_commit(repo, "2.14.1", UPSTREAM[1], "2026-01-01T00:00:00Z"), "f" * 40
     site = tmp_path / "html"
     site.mkdir()

@@ -60,8 +60,7 @@ MEASURED = {
 
 def _timeline(path: Path) -> list[str]:
     """A timeline repository: three nightly builds, each build.json naming its PyTorch git_version."""
-    path.mkdir()
-    fakes.git(path, "init", "-q", "-b", "release")
+    fakes.timeline_repo(path)
     return [fakes.timeline_commit(path, f"2.{day}.0", version, f"2026-0{day}-01T00:00:00Z", kind="nightly")
             for day, version in enumerate(GIT_VERSIONS, start=1)]
 
@@ -143,9 +142,7 @@ def test_build_over_build_compares_the_newest_two_builds_against_the_factor(load
 
 
 def test_build_over_build_compares_with_the_build_before_on_the_newest_builds_channel_not_by_date(tmp_path):
-    repo = tmp_path / "timeline"
-    repo.mkdir()
-    fakes.git(repo, "init", "-q", "-b", "release")
+    repo = fakes.timeline_repo(tmp_path / "timeline")
     first, newest = (fakes.timeline_commit(repo, version, GIT_VERSIONS[0], date) for version, date in
                      (("2.1.0", "2026-01-01T00:00:00Z"), ("2.3.0", "2026-03-01T00:00:00Z")))
     fakes.git(repo, "checkout", "-q", "--orphan", "nightly")
