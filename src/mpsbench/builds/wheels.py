@@ -81,7 +81,8 @@ class _Links(html.parser.HTMLParser):
             self.hrefs.append(href)
 
 
-def _open(url: str, method: str | None = None, **headers: str) -> Any:
+def open_url(url: str, method: str | None = None, **headers: str) -> Any:
+    """``url``'s response (a context manager), asked as mpsbench: indexes, wheels' ranges, the site's npm packages."""
     headers = {"User-Agent": "mpsbench (+https://github.com/mpsbench/mpsbench)", **headers}
     return urllib.request.urlopen(urllib.request.Request(url, method=method, headers=headers), timeout=60)
 
@@ -104,7 +105,7 @@ def project_wheels(index_url: str, project: str) -> list[WheelName]:
     """Every wheel of ``project`` on a PEP 503 simple index (https:// or file://, or a folder)."""
     page_url = index_uri(index_url).rstrip("/") + "/" + packaging.utils.canonicalize_name(project) + "/"
     try:  # a PEP 503 index kept in a folder has one index.html per project
-        with _open(page_url + "index.html" if page_url.startswith("file://") else page_url) as response:
+        with open_url(page_url + "index.html" if page_url.startswith("file://") else page_url) as response:
             text = response.read().decode("utf-8", "replace")
     except OSError as exc:
         raise WheelError(f"cannot read the index page {page_url}: {exc}") from None
@@ -126,7 +127,7 @@ class _HTTPRangeFile(io.RawIOBase):
         super().__init__()
         self.url = url
         self.position = 0
-        with _open(url, "HEAD") as response:
+        with open_url(url, "HEAD") as response:
             self.size = int(response.headers["Content-Length"])
 
     def seekable(self) -> bool:
@@ -144,7 +145,7 @@ class _HTTPRangeFile(io.RawIOBase):
         end = self.size if size is None or size < 0 else min(self.size, self.position + size)
         if end <= self.position:
             return b""
-        with _open(self.url, Range=f"bytes={self.position}-{end - 1}") as response:
+        with open_url(self.url, Range=f"bytes={self.position}-{end - 1}") as response:
             data: bytes = response.read()
         self.position += len(data)
         return data

@@ -10,11 +10,11 @@ import io
 import os
 import re
 import tarfile
-import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from mpsbench.builds import wheels
 from mpsbench.core import files, progress
 from mpsbench.core.errors import UserError
 
@@ -105,8 +105,7 @@ REGISTRY = "https://registry.npmjs.org"
 
 
 def download(url: str) -> bytes:
-    request = urllib.request.Request(url, headers={"User-Agent": "mpsbench"})
-    with urllib.request.urlopen(request, timeout=60) as response:
+    with wheels.open_url(url) as response:  # the one way mpsbench asks the network
         return bytes(response.read())
 
 
