@@ -27,6 +27,28 @@ def test_non_finite_results_are_infinitely_wrong_and_shapes_must_match():
         accuracy.relative_error(torch.ones(2), reference)
 
 
+class _MpsResult:
+    """An mps result as torch treats one: a copy to the cpu that casts to float64 on the way raises (to 2.13) or
+    writes nothing (2.14: pytorch#197715); a plain copy to the cpu works."""
+
+    def __init__(self, values: torch.Tensor) -> None:
+        self.values = values
+
+    def detach(self) -> _MpsResult:
+        return self
+
+    def cpu(self) -> torch.Tensor:
+        return self.values
+
+    def to(self, *args: object, **kwargs: object) -> torch.Tensor:
+        raise TypeError("Cannot convert a MPS Tensor to float64 dtype as the MPS framework doesn't support float64.")
+
+
+def test_a_device_result_is_copied_to_the_cpu_before_it_becomes_float64():
+    found = accuracy.relative_error(_MpsResult(torch.tensor([1.0, 2.0])), _MpsResult(torch.tensor([1.0, 2.5])))
+    assert found == pytest.approx(0.5 / 2.5)
+
+
 def test_tolerances_are_looser_for_narrower_dtypes():
     limits = tolerances.TOLERANCES
     assert limits["float32"] < limits["float16"] < limits["bfloat16"]

@@ -11,7 +11,7 @@ import pytest
 import torch
 from benchmarks import benchmark_precision
 
-from mpsbench.measure import devices, figures, measured, models, precision, suite, workloads
+from mpsbench.measure import correctness, devices, figures, measured, models, ops, precision, skips, suite, workloads
 
 CLASSES = [benchmark_precision.TrainingPrecision, benchmark_precision.InferencePrecision]
 
@@ -166,3 +166,16 @@ def test_float32_training_adds_no_autocast_region(monkeypatch):
     workload.warm_up()
     assert workload.scaler is None
     assert isinstance(precision.autocast("cpu", "training", "float32"), contextlib.nullcontext)
+
+
+def test_bfloat16_ops_and_patterns_on_a_mac_before_macos_14_are_n_a_before_torch_is_asked(on, monkeypatch):
+    # torch 2.3-2.8 refuse there with "MPS BFloat16 is only supported on MacOS 14 or newer", which names no lack
+    # (skips.LACKING) and so would fail the row; nothing reaches torch here, whatever it would say
+    on("2.8.0", "13.6")
+    monkeypatch.setattr(devices.Device, "availability", lambda self: devices.Availability(True, f"{self}, a stand-in"))
+    reason = "bfloat16 on mps needs macOS 14 or later; this is macOS 13.6"
+    with pytest.raises(skips.SkipNotImplemented, match=reason):
+        ops.prepare("mps", "matmul", "bfloat16", "small", training=False)
+    with pytest.raises(skips.SkipNotImplemented, match=reason):
+        correctness.relative_error("mps", correctness.NAMES[0], "bfloat16")
+

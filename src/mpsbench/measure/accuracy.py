@@ -42,8 +42,10 @@ class Comparison:
 
 def relative_error(result: torch.Tensor, reference: torch.Tensor) -> float:
     """``max|result - reference| / max|reference|`` in float64; infinity if ``result`` is not finite."""
-    result = result.detach().to("cpu", torch.float64)
-    reference = reference.detach().to("cpu", torch.float64)
+    # to the cpu first, then float64: one .to("cpu", float64) casts on the device, which mps cannot (a TypeError to
+    # 2.13, zeros written silently from 2.14: pytorch#197715)
+    result = result.detach().cpu().to(torch.float64)
+    reference = reference.detach().cpu().to(torch.float64)
     if result.shape != reference.shape:
         raise AccuracyError(f"shape {tuple(result.shape)} differs from the cpu's {tuple(reference.shape)}")
     if not bool(torch.isfinite(result).all()):

@@ -178,10 +178,12 @@ def _require(device: str, pattern: Pattern) -> None:
 def _calls(device: str, name: str, dtype: str, repeated: bool) -> tuple[list[tuple[torch.Tensor, ...]], tuple[torch.Tensor, ...]]:
     """The outputs of the pattern's calls on ``device`` (one, or :func:`reading`'s), and the float64 reference's.
 
-    Torch lacking the op or the dtype here (mps before macOS 14 has no bfloat16) skips: n/a, not a wrong result.
+    Torch lacking the op or the dtype here skips: n/a, not a wrong result (mps before macOS 14 has no bfloat16: asked
+    before torch is, whose refusal there names no lack).
     """
     pattern = PATTERNS[name]
     _require(device, pattern)
+    skips.require_dtype(device, dtype)
     kind = precision.dtype_of(dtype)  # the inputs rounded to it: the values the device gets
     rounded = [x.to(kind) if x.is_floating_point() else x for x in pattern.make(torch.Generator().manual_seed(models.SEED))]
     reference = _outputs(pattern.op(*pattern.arrange([x.double() if x.is_floating_point() else x for x in rounded])))

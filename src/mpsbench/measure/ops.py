@@ -379,6 +379,7 @@ def prepare(device: str, op: str, dtype: str, size: str, training: bool) -> OpCa
     spec = get(op)
     precision.check_name(dtype)
     skips.require_device(device)
+    skips.require_dtype(device, dtype)
     if spec.needs_functional is not None and not hasattr(F, spec.needs_functional):
         raise skips.SkipNotImplemented(f"torch {torch.__version__} has no torch.nn.functional.{spec.needs_functional}")
     try:

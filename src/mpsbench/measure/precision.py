@@ -86,6 +86,13 @@ def unsupported_reason(device: str, kind: str, name: str) -> str | None:
     needed = _MIN_TORCH.get((device, kind, name))
     if needed is not None and torch_version() < needed[0]:
         return f"{needed[1]}; this is torch {torch.__version__}"
+    return device_lacks(device, name)
+
+
+def device_lacks(device: str, name: str) -> str | None:
+    """Why ``device``, usable here, cannot hold tensors of dtype ``name`` on this OS or GPU, or None. Asked before
+    torch is: macOS 13's refusal of bfloat16 (torch 2.3-2.8: "only supported on MacOS 14") names no lack that
+    :func:`mpsbench.measure.skips.torch_lacks` could read as n/a."""
     macos = platform.mac_ver()[0]  # empty when this is not macOS
     if device == "mps" and name == "bfloat16" and macos and host.version_number(macos) < 14:
         return f"bfloat16 on mps needs macOS 14 or later; this is macOS {macos}"

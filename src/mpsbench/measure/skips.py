@@ -30,6 +30,13 @@ def require_device(device: str) -> None:
         raise SkipNotImplemented(f"{device} is not usable here: {found.reason}")
 
 
+def require_dtype(device: str, dtype: str) -> None:
+    """Skip where the usable ``device`` cannot hold ``dtype`` here (:func:`precision.device_lacks`)."""
+    reason = precision.device_lacks(device, dtype)
+    if reason is not None:
+        raise SkipNotImplemented(reason)
+
+
 def require_torch(minimum: tuple[int, int], what: str) -> None:
     if precision.torch_version() < minimum:
         needed = ".".join(str(part) for part in minimum)
