@@ -112,11 +112,14 @@ def test_mps_syncs_before_each_allocator_reading(monkeypatch):
     assert leak.slope_mib_per_100_steps(readings) == pytest.approx(200.0)
 
 
-def test_mps_before_torch_2_reads_the_process_memory(monkeypatch):
+def test_mps_before_torch_2_is_n_a_with_the_reason_not_a_slope_of_the_process_memory(monkeypatch):
+    # its allocator's heaps are private Metal storage, outside the process's resident memory: an RSS slope would
+    # read a leak on the device as none
     monkeypatch.delattr(torch, "mps", raising=False)
+    monkeypatch.setattr(torch, "__version__", "1.13.1")
     monkeypatch.setattr(devices.Device, "synchronize", lambda self: None)  # torch 1.13 would read a tensor back
-    readings = leak.record(lambda: None, "mps", 3)
-    assert all(reading > 10 * MIB for reading in readings)  # the RSS of this process
+    with pytest.raises(suite.SkipNotImplemented, match=r"no memory reading for mps: torch 1\.13\.1 keeps no mps memory"):
+        leak.record(lambda: None, "mps", 3)
 
 
 def test_cuda_reads_memory_allocated_after_a_synchronize(monkeypatch):

@@ -28,12 +28,13 @@ def steps_for(workload: Workload) -> int:
 
 
 def reading(device: str) -> int:
-    """Bytes held now: the device allocator's count, or the process RSS where there is none."""
-    current = devices.get(device).memory().current
-    if current is None:  # mps before torch 2.0: no counters; its buffers live in process memory
-        current = devices.rss()
-    if current is None:  # a skip with the reason (asv's n/a), never a slope of zeros
-        raise skips.SkipNotImplemented(f"no memory reading for {device}: {devices.Device.CPU.no_reading_reason()}")
+    """Bytes held now: the device allocator's count (the cpu's: the process RSS)."""
+    found = devices.get(device)
+    current = found.memory().current
+    # a skip with the reason (asv's n/a), never a slope of zeros. mps before torch 2.0 has no counters, and the process
+    # RSS is no stand-in: its allocator's heaps are private Metal storage, which is not mapped into the process
+    if current is None:
+        raise skips.SkipNotImplemented(f"no memory reading for {device}: {found.no_reading_reason()}")
     return current
 
 
