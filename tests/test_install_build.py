@@ -316,27 +316,61 @@ def test_a_wheel_for_a_newer_glibc_names_the_glibc_it_needs(monkeypatch):
     assert install_build.why_not_here(["torch-1.13.1-cp310-cp310-manylinux1_x86_64.whl"], (3, 10)) is None
 
 
-def test_asv_environments_get_the_pinned_psutil_hash_checked(cache, tmp_path):
-    """The installer's own import (psutil) comes as a build's wheels do: from the store, checked, pip --require-hashes."""
+@pytest.mark.parametrize(
+    ("key", "python", "wheels"),
+    [
+        ("macos-arm64", (3, 10), ["psutil-7.2.2-cp36", "zeus_apple_silicon-1.1.0-cp310"]),
+        ("macos-arm64", (3, 13), ["psutil-7.2.2-cp36", "zeus_apple_silicon-1.1.0-cp313"]),
+        ("macos-arm64", (3, 14), ["psutil-7.2.2-cp36"]),  # zeus-apple-silicon has no wheel for 3.14
+        ("linux-x86_64-cuda", (3, 12), ["psutil-7.2.2-cp36", "nvidia_ml_py-13.615.71-py3"]),
+        ("linux-x86_64-cpu", (3, 11), ["psutil-7.2.2-cp36"]),
+        ("linux-aarch64", (3, 11), []),
+    ],
+)
+def test_the_suite_needs_are_chosen_by_platform_and_python(key, python, wheels):
+    """The energy rows' counters need nvidia-ml-py (cuda) and zeus-apple-silicon (macOS): torch brings neither."""
+    pins = install_build.suite_needs(key, python)
+    assert ["-".join(pin["filename"].split("-")[:3]) for pin in pins] == wheels
+    assert all(install_build.plain_wheel_name(pin["filename"]) and pin["url"].endswith("/" + pin["filename"])
+               and re.fullmatch("[0-9a-f]{64}", pin["sha256"]) for pin in pins)
+
+
+def test_asv_environments_get_the_suite_needs_hash_checked_and_keep_what_they_import(cache, tmp_path):
+    """The installer's own imports come as a build's wheels do: from the store, checked, pip --require-hashes. One
+    the environment imports already is left as it is; one with no wheel for this Python says so."""
     env = tmp_path / "needs-env"
     subprocess.run([sys.executable, "-m", "venv", str(env)], check=True, capture_output=True)
-    wheel = fakes.make_wheel(cache, "psutil", "7.2.2", python="py3", platform="manylinux_2_12_x86_64",
-                             module="__version__ = 'stand-in'\n")
-    pin = {"name": "psutil", "version": "7.2.2", "filename": wheel.name, "url": wheel.resolve().as_uri(),
-           "sha256": fakes.sha256(wheel)}
 
-    def needs(pinned: dict[str, str]) -> str:
+    def pin(name: str, module: str, folder: str, version: str = "stand-in", python: str = "") -> dict[str, str]:
+        # a stand-in wheel whose distribution is named after its module (pynvml for nvidia-ml-py)
+        (cache / folder).mkdir(exist_ok=True)
+        wheel = fakes.make_wheel(cache / folder, module, "1.0", python="py3", platform="any",
+                                 module=f"__version__ = {version!r}\n")
+        return {"name": name, "version": "1.0", "module": module, "python": python, "filename": wheel.name,
+                "url": wheel.resolve().as_uri(), "sha256": fakes.sha256(wheel)}
+
+    def needs(pinned: list[dict[str, str]]) -> str:
         script = (f"import sys; sys.path.insert(0, {str(INSTALLER.parent)!r}); import install_build as b;"
-                  f" b.SUITE_NEEDS['linux-x86_64-cpu'] = {pinned!r}; print(b.ensure_suite_needs('linux-x86_64-cpu'))")
+                  f" b.SUITE_NEEDS['linux-x86_64-cuda'] = {pinned!r}; print(b.ensure_suite_needs('linux-x86_64-cuda'))")
         return subprocess.run([str(env / "bin" / "python"), "-c", script], capture_output=True, text=True).stdout
 
-    said = needs({**pin, "sha256": "0" * 64})  # a wheel that is not the pinned one: nothing installed, and why
+    def version(module: str) -> str:
+        found = subprocess.run([str(env / "bin" / "python"), "-c", f"import {module}; print({module}.__version__)"],
+                               capture_output=True, text=True)
+        return found.stdout.strip() or found.stderr.strip().splitlines()[-1]
+
+    psutil = pin("psutil", "psutil", "first")
+    said = needs([{**psutil, "sha256": "0" * 64}])  # a wheel that is not the pinned one: nothing installed, and why
     assert said.startswith("; psutil not installed (") and "does not match the pinned 0000" in said
-    assert needs(pin) == "\n"
-    found = subprocess.run([str(env / "bin" / "python"), "-c", "import psutil; print(psutil.__version__)"],
-                           capture_output=True, text=True)
-    assert found.stdout == "stand-in\n"
-    assert needs(pin) == "\n" and (cache / "cache" / "wheels" / pin["sha256"] / wheel.name).is_file()
+    assert needs([psutil]) == "\n" and version("psutil") == "stand-in"
+    other_psutil = pin("psutil", "psutil", "second", version="reinstalled")
+    nvml = pin("nvidia-ml-py", "pynvml", "nvml")
+    zeus = pin("zeus-apple-silicon", "zeus_apple_silicon", "zeus", python="cp27")
+    no_zeus = f"; zeus-apple-silicon not installed (no wheel is pinned for {TAG} on linux-x86_64-cuda): the energy rows are n/a\n"
+    assert needs([other_psutil, nvml, zeus]) == no_zeus
+    assert version("psutil") == "stand-in" and version("pynvml") == "stand-in"  # psutil was importable: kept
+    assert not (cache / "cache" / "wheels" / other_psutil["sha256"]).exists()  # and not even fetched
+    assert needs([other_psutil, nvml, zeus]) == no_zeus and version("zeus_apple_silicon").startswith("ModuleNotFoundError")
 
 
 @pytest.mark.slow

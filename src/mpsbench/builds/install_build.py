@@ -41,19 +41,51 @@ WHEELHOUSE_ENV = "MPSBENCH_WHEELHOUSE"  # folders searched for pinned wheels, os
 # A file of the timeline hashes the running asv may install (mpsbench.core.asv.RUN_BUILDS, by name: this file
 # imports nothing of mpsbench); any other build is refused.
 RUN_BUILDS_ENV = "MPSBENCH_RUN_BUILDS"
-_PSUTIL = "https://files.pythonhosted.org/packages/"
-# The suite's own import beside the build: psutil reads the cpu's memory on every OS (measure/devices.py falls
-# back where it is absent). Pinned like a build's wheels: one stable-ABI wheel serves every CPython from 3.6.
-SUITE_NEEDS: dict[str, dict[str, str]] = {
-    key: {"name": "psutil", "version": "7.2.2", "filename": url.rsplit("/", 1)[1], "url": _PSUTIL + url, "sha256": sha}
-    for keys, url, sha in (
-        (("macos-arm64",), "80/c4/f5af4c1ca8c1eeb2e92ccca14ce8effdeec651d5ab6053c589b074eda6e1/"
-         "psutil-7.2.2-cp36-abi3-macosx_11_0_arm64.whl", "1a7b04c10f32cc88ab39cbf606e117fd74721c831c98a27dc04578deb0c16979"),
-        (("linux-x86_64-cpu", "linux-x86_64-cuda"), "b5/70/5d8df3b09e25bce090399cf48e452d25c935ab72dad19406c77f4e828045/"
-         "psutil-7.2.2-cp36-abi3-manylinux2010_x86_64.manylinux_2_12_x86_64.manylinux_2_28_x86_64.whl",
-         "076a2d2f923fd4821644f5ba89f059523da90dc9014e85f8e45a5774ca5bc6f9"),
+# The suite's own imports beside the build, pinned like a build's wheels (SUITE_NEEDS). None is a dependency of
+# torch, so asv's fresh environments get them only from here. What each reads, and so what its absence costs:
+WITHOUT = {
+    "psutil": "cpu memory falls back to /proc or is skipped",  # the cpu's memory on every OS (measure/devices.py)
+    "nvidia-ml-py": "cuda's energy rows are n/a",  # NVML's energy counter (measure/energy.py)
+    "zeus-apple-silicon": "the energy rows are n/a",  # Apple's IOReport energy counters on macOS (measure/energy.py)
+}
+_FILES = "https://files.pythonhosted.org/packages/"
+
+
+def _need(name: str, version: str, module: str, python: str, path: str, sha256: str) -> dict[str, str]:
+    """A pin of SUITE_NEEDS: ``module`` tells whether it is importable already; ``python`` is the CPython tag its
+    wheel serves, '' where it serves every CPython."""
+    return {"name": name, "version": version, "module": module, "python": python, "filename": path.rsplit("/", 1)[1],
+            "url": _FILES + path, "sha256": sha256}
+
+
+_PSUTIL_MAC = _need(  # psutil's stable-ABI wheels serve every CPython from 3.6
+    "psutil", "7.2.2", "psutil", "", "80/c4/f5af4c1ca8c1eeb2e92ccca14ce8effdeec651d5ab6053c589b074eda6e1/"
+    "psutil-7.2.2-cp36-abi3-macosx_11_0_arm64.whl", "1a7b04c10f32cc88ab39cbf606e117fd74721c831c98a27dc04578deb0c16979")
+_PSUTIL_LINUX = _need(
+    "psutil", "7.2.2", "psutil", "", "b5/70/5d8df3b09e25bce090399cf48e452d25c935ab72dad19406c77f4e828045/"
+    "psutil-7.2.2-cp36-abi3-manylinux2010_x86_64.manylinux_2_12_x86_64.manylinux_2_28_x86_64.whl",
+    "076a2d2f923fd4821644f5ba89f059523da90dc9014e85f8e45a5774ca5bc6f9")
+_NVML = _need(
+    "nvidia-ml-py", "13.615.71", "pynvml", "", "53/a1/1681dfa1c904d4e3e72e51b55a0ff012d50b766843ef832d584abe2113c6/"
+    "nvidia_ml_py-13.615.71-py3-none-any.whl", "959bf4adf6fe1308e4bd739e722236b0d1ec8392e2cefad33ff70c311380b9b6")
+_ZEUS = [  # one wheel per CPython, 3.10 to 3.13: none for 3.14 yet, where the rows stay n/a with the reason
+    _need("zeus-apple-silicon", "1.1.0", "zeus_apple_silicon", tag,
+          f"{folder}/zeus_apple_silicon-1.1.0-{tag}-{tag}-macosx_11_0_arm64.whl", sha)
+    for tag, folder, sha in (
+        ("cp310", "b9/2c/2d2cd9d53167b4ab951217d54fa13f3ac183808958193de7d83455903d10",
+         "ed75237100da14552c50618ad8a18e16eb8d7fb1bdf31c43f5134bf2ab47830d"),
+        ("cp311", "4a/cd/69179ff6d638103440457cbe1c8c0b30d0a22a6bb6f2c043a42995fb99e4",
+         "fca4ff0211b1440841fa8454ea6effedc55c83a17be770ad92bb39da961a2214"),
+        ("cp312", "4b/50/dae39d71cdfed918eea04596ca582f3a8428bb8e44d76e88020d02f04b75",
+         "c862421e3477344260fad80276cb6b8f6ed7189b5472ef3fca9a54cd5a780aa7"),
+        ("cp313", "c8/0c/e162be99be598d9be1ee48732a95475a42473b311c4809fc01dcc13a68c7",
+         "410ecf3f594fc94202ad778d274131a24a403553c9b56c7907344edc9107ec03"),
     )
-    for key in keys
+]
+SUITE_NEEDS: dict[str, list[dict[str, str]]] = {
+    "macos-arm64": [_PSUTIL_MAC, *_ZEUS],
+    "linux-x86_64-cpu": [_PSUTIL_LINUX],
+    "linux-x86_64-cuda": [_PSUTIL_LINUX, _NVML],
 }
 
 
@@ -389,23 +421,38 @@ def _site_packages() -> Path:
     return Path(sysconfig.get_paths()["purelib"])
 
 
+def suite_needs(key: str, python: tuple[int, int] | None = None) -> list[dict[str, str]]:
+    """SUITE_NEEDS' pins for platform ``key`` whose wheel serves this interpreter (or CPython ``python``)."""
+    return [pin for pin in SUITE_NEEDS.get(key, []) if pin["python"] in ("", _python_tag(python))]
+
+
 def ensure_suite_needs(key: str) -> str:
-    """Install SUITE_NEEDS for platform ``key`` (an existing build's: this machine's best) into this environment,
-    hash-checked, once; '' or why it is not."""
+    """Install into this environment, hash-checked and in one pip call, each package of SUITE_NEEDS for platform
+    ``key`` (an existing build's: this machine's best) that it cannot import yet; '' or, per package not installed,
+    why."""
     import importlib.util
 
     key = key if key in SUITE_NEEDS else next(iter(platform_candidates()), key)
-    pin = SUITE_NEEDS.get(key)
-    if importlib.util.find_spec("psutil") is not None:
-        return ""
+    modules = {pin["name"]: pin["module"] for pins in SUITE_NEEDS.values() for pin in pins}
+    wanted = {pin["name"] for pin in SUITE_NEEDS.get(key, [])} or {"psutil"}  # psutil serves every OS, pinned or not
+    lacking = [name for name in sorted(wanted) if importlib.util.find_spec(modules[name]) is None]
+    why = {name: f"no wheel is pinned for {_python_tag()} on {key}" for name in lacking}  # until one is installed
+    fetched = []
+    for pin in suite_needs(key):
+        if pin["name"] in why:
+            try:
+                fetched.append((fetch_wheel(pin), pin))
+            except (InstallError, OSError) as exc:
+                why[pin["name"]] = str(exc)
+    names = [pin["name"] for _, pin in fetched]
     try:
-        if pin is None:
-            raise InstallError(f"no psutil wheel is pinned for {key}")
-        with tempfile.TemporaryDirectory(prefix="mpsbench-needs-") as scratch:
-            _pip_install_checked("psutil", [(fetch_wheel(pin), pin)], Path(scratch))
+        if fetched:
+            with tempfile.TemporaryDirectory(prefix="mpsbench-needs-") as scratch:
+                _pip_install_checked(", ".join(names), fetched, Path(scratch))
+        why = {name: reason for name, reason in why.items() if name not in names}
     except (InstallError, OSError) as exc:
-        return f"; psutil not installed ({exc}): cpu memory falls back to /proc or is skipped"
-    return ""
+        why.update(dict.fromkeys(names, str(exc)))
+    return "".join(f"; {name} not installed ({reason}): {WITHOUT[name]}" for name, reason in why.items())
 
 
 def build_folder(build_dir: Path) -> tuple[dict[str, Any], str, Path, bool]:
