@@ -1,7 +1,7 @@
-"""The nightly job of a fleet of machines, step by step: ``scripts/nightly STEP`` (docs/fleet.md).
+"""The nightly job of a fleet of machines, step by step: scripts/nightly STEP (docs/fleet.md).
 
 Each step is what one job of .github/workflows/nightly.yml runs, and works the same on a laptop, in a work folder
-(default ``.asv/nightly``) that holds everything, the fleet's files included.
+(default .asv/nightly) that holds everything, the fleet's files included.
 
 Exit status: 0 done, 1 a regression (or merge conflicts), 2 a mistake in the
 command or the fleet's files (one line), 3 benchmarks that failed (asv).

@@ -1,7 +1,7 @@
-"""``mpsbench bisect GOOD BAD -b BENCH``: the first build between two that made one combination slower.
+"""mpsbench bisect GOOD BAD -b BENCH: the first build between two that made one combination slower.
 
-Each step measures GOOD, BAD and the few candidates that split what is left most cheaply (:func:`probes`) in ONE
-interleaved run, judged by compare's rule; the first step also confirms BAD slower than GOOD. ``--nightlies [N]``:
+Each step measures GOOD, BAD and the few candidates that split what is left most cheaply (probes()) in ONE
+interleaved run, judged by compare's rule; the first step also confirms BAD slower than GOOD. --nightlies [N]:
 nightlies.py (docs/bisect.md).
 """
 
