@@ -126,3 +126,13 @@ def test_no_help_text_shows_sphinx_markup(capsys):
         if found:
             shown[" ".join(words)] = found
     assert shown == {}
+
+
+def test_publish_says_the_same_default_config_in_both_helps(capsys):
+    """cmd_publish reads $MPSBENCH_CONFIG before asv.conf.json: the command list and publish's own --help say so."""
+    assert cli.main(["--help"]) == 0
+    listed = " ".join(capsys.readouterr().out.split())
+    assert cli.main(["publish", "--help"]) == 0
+    own = " ".join(capsys.readouterr().out.split())
+    assert "--config defaults to $MPSBENCH_CONFIG, else asv.conf.json" in listed
+    assert "--config CONFIG the asv configuration (default $MPSBENCH_CONFIG, else asv.conf.json)" in own
