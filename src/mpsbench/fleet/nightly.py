@@ -224,7 +224,8 @@ def bench(fleet: Fleet, options: Benching) -> int:
         status = 0
     else:
         names = {commit: ref for ref, commit in suite.timeline.commits.items()}
-        log.info(f"machine {name}: benchmarking {len(todo)} builds: {', '.join(names[c] for c in todo)}")
+        log.info(f"machine {name}: benchmarking {len(todo)} build{'' if len(todo) == 1 else 's'}:"
+                 f" {', '.join(names[c] for c in todo)}")
         hashfile = fleet.work / f"builds-{name}.txt"
         hashfile.write_text("".join(f"{commit}\n" for commit in todo))
         quick = ["--quick", "--dry-run"] if options.dry_run else []
