@@ -4,14 +4,18 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 from tools.calibration import calibrate
 from tools.calibration import slowdown as inject
 
 from mpsbench.core import asvconf
+
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def _value(median, q25=None, q75=None, samples=()):
@@ -94,3 +98,20 @@ def test_the_calibrations_copy_of_the_suite_installs_the_slowdown_and_the_config
                           env=dict(os.environ, PYTHONPATH=str(tmp_path)))
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == ["run", "run_and_wait", "warm_up_and_measure"]  # the package's own run has no hook
+
+
+@pytest.mark.parametrize("script", ["calibrate", "calibrate-step"])
+def test_a_python_without_the_dependencies_runs_the_script_again_under_the_clones_venv(tmp_path, script):
+    """docs/budget.md runs them as `scripts/calibrate-step` (python3): from a clone that is .venv's python, which has
+    psutil; a python with no .venv beside the scripts (the lent GPU's) runs them itself."""
+    (tmp_path / "scripts").mkdir()
+    shutil.copy(ROOT / "scripts" / script, tmp_path / "scripts" / script)
+    venv_python = tmp_path / ".venv" / "bin" / "python"
+    venv_python.parent.mkdir(parents=True)
+    venv_python.write_text(f'#!/bin/sh\necho "venv python: $*" > {tmp_path / "ran"}\n')
+    venv_python.chmod(0o755)
+    # -S: no site-packages, so neither psutil nor the installed mpsbench is importable, as in a clone's system python3
+    done = subprocess.run([sys.executable, "-S", str(tmp_path / "scripts" / script), "--help"], capture_output=True,
+                          text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert (tmp_path / "ran").read_text() == f"venv python: {tmp_path / 'scripts' / script} --help\n"

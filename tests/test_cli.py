@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import re
 import subprocess
 import sys
@@ -104,3 +105,34 @@ def test_help_and_parsing_import_no_torch(argv):
                           cwd=Path(__file__).resolve().parents[1])
     assert done.returncode == 0, done.stderr[-2000:]
 
+
+
+def _commands(parser, words=()):
+    """Every command line that has a --help of its own: mpsbench, each command, each action of build/results/..."""
+    yield list(words)
+    for action in parser._actions:  # argparse keeps no public list of a parser's subcommands
+        if isinstance(action, argparse._SubParsersAction):
+            for name, sub in action.choices.items():
+                yield from _commands(sub, (*words, name))
+
+
+def test_no_help_text_shows_sphinx_markup(capsys):
+    """A module's docstring is its command's --help: written for a terminal, not for Sphinx."""
+    markup = re.compile(r"``|:(?:mod|data|func|class|attr|meth|obj):`")
+    shown = {}
+    for words in _commands(cli.build_parser()):
+        assert cli.main([*words, "--help"]) == 0
+        found = markup.findall(capsys.readouterr().out)
+        if found:
+            shown[" ".join(words)] = found
+    assert shown == {}
+
+
+def test_publish_says_the_same_default_config_in_both_helps(capsys):
+    """cmd_publish reads $MPSBENCH_CONFIG before asv.conf.json: the command list and publish's own --help say so."""
+    assert cli.main(["--help"]) == 0
+    listed = " ".join(capsys.readouterr().out.split())
+    assert cli.main(["publish", "--help"]) == 0
+    own = " ".join(capsys.readouterr().out.split())
+    assert "--config defaults to $MPSBENCH_CONFIG, else asv.conf.json" in listed
+    assert "--config CONFIG the asv configuration (default $MPSBENCH_CONFIG, else asv.conf.json)" in own

@@ -131,7 +131,7 @@ def test_a_dry_run_resolves_and_benchmarks_but_records_nothing(nights):
     assert "dry run: " in nights["resolve-dry"].stdout
     bench = nights["bench-dry"]
     assert bench.returncode == 0, bench.stdout + bench.stderr
-    assert "machine fleet-a: benchmarking 1 builds: nightly@2026-11-20" in bench.stdout
+    assert "machine fleet-a: benchmarking 1 build: nightly@2026-11-20" in bench.stdout
     # --device cpu: asv is given the cpu combination only, and starts no process for the mps one
     assert "asv will run 1 of the suite's 2 combinations (mpsbench preselect)" in bench.stdout
     assert "'mps'" not in bench.stdout
@@ -205,7 +205,7 @@ def test_publish_alert_and_bisect_over_the_fleet(nights, night):
     assert bisected.returncode == 0, bisected.stdout + bisected.stderr
     # mpsbench bisect, as a user runs it: compare confirms the endpoints, then one step at 11-21
     # one step confirms the endpoints and judges the one build between them (bisection's steps)
-    assert "confirming: is BAD slower than GOOD? step over nightly@2026-11-21 (1 candidates left)" in bisected.stdout
+    assert "confirming: is BAD slower than GOOD? step over nightly@2026-11-21 (1 candidate left)" in bisected.stdout
     assert "mpsbench nightly: first slow build: nightly@2026-11-22 (timeline commit " in bisected.stdout
     assert "mpsbench nightly: PyTorch commits to read: nightly@2026-11-21 (torch 2.15.0.dev20261121" in bisected.stdout
     assert _checksums(work / "results") == recorded  # fresh processes in a scratch folder: nothing recorded changed

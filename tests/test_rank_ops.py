@@ -139,9 +139,9 @@ def test_main_with_two_commits_prints_the_asv_commands_then_ranks(two_runs, caps
     results_dir, _, _ = two_runs
     assert cli.main(["ops-rank", "--results-dir", str(results_dir), BEFORE_COMMIT[:6], AFTER_COMMIT[:10]]) == 0
     out = capsys.readouterr().out.splitlines()
-    commands = [line for line in out if line.startswith("asv run")]
+    commands = [line for line in out if line.startswith("mpsbench results record")]  # never a bare asv run (README)
     assert len(commands) == 2
-    assert all("-b benchmark_ops" in line and "--config asv.conf.json" in line for line in commands)
+    assert all("--config asv.conf.json --machine" in line and "-- -b benchmark_ops" in line for line in commands)
     assert commands[0].endswith(f" {BEFORE_COMMIT[:6]}^!") and commands[1].endswith(f" {AFTER_COMMIT[:10]}^!")
     table_start = next(index for index, line in enumerate(out) if line.startswith("rank"))
     assert out[table_start + 2].split()[1] == "3.00x"
@@ -152,7 +152,7 @@ def test_a_commit_without_results_prints_the_commands_and_fails_in_one_line(two_
     code = cli.main(["ops-rank", "--results-dir", str(results_dir), "--machine", MACHINE, BEFORE_COMMIT, "c0ffee"])
     captured = capsys.readouterr()
     assert code == 2
-    assert f"--machine {MACHINE} -b benchmark_ops" in captured.out and "c0ffee^!" in captured.out
+    assert f"--machine {MACHINE} -- -b benchmark_ops" in captured.out and "c0ffee^!" in captured.out
     assert captured.err.strip() == (
         f"mpsbench: error: no results for commit c0ffee on machine {MACHINE} in {str(results_dir)!r}"
     )

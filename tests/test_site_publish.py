@@ -282,3 +282,22 @@ def test_the_other_pages_open_from_disk_too(published, chromium, page, shown):
     assert chromium.wait_for(shown, 120), chromium.evaluate("document.body.innerText")
     assert chromium.evaluate("$('#error').is(':visible') ? $('#error-message').text() : ''") == ""
     assert chromium.of("Runtime.exceptionThrown") == []
+
+
+def test_publish_recorded_answers_help_and_refuses_a_missing_run_in_one_line_creating_nothing(tmp_path):
+    """It cds to its own checkout and writes under its .asv/recorded: a copy in tmp_path keeps that here."""
+    (tmp_path / "scripts").mkdir()
+    script = tmp_path / "scripts" / "publish-recorded"
+    script.write_bytes((ROOT / "scripts" / "publish-recorded").read_bytes())
+    script.chmod(0o755)
+    shown = subprocess.run([script, "--help"], capture_output=True, text=True, timeout=60)
+    assert (shown.returncode, shown.stderr) == (0, "")
+    assert shown.stdout == "usage: scripts/publish-recorded RUN_DIR [RESULT_FOLDER ...]\n"
+    for args, named in [([tmp_path / "nonexistent"], "RUN_DIR"), ([tmp_path, tmp_path / "nonexistent"], "RESULT_FOLDER")]:
+        if named == "RESULT_FOLDER":  # a run that is whole, so that the missing extra folder is what is refused
+            (tmp_path / "timeline.bundle").write_text("")
+            (tmp_path / "results").mkdir()
+        refused = subprocess.run([script, *args], capture_output=True, text=True, timeout=60)
+        assert refused.returncode == 2 and refused.stdout == ""
+        assert refused.stderr.count("\n") == 1 and f"{named} '{tmp_path / 'nonexistent'}'" in refused.stderr
+        assert not (tmp_path / ".asv").exists()

@@ -126,3 +126,9 @@ def test_a_channel_removed_from_the_manifest_loses_its_branch_on_generate(tmp_pa
     assert git(tmp_path / "repo", "branch", "--format=%(refname:short)").split() == ["release"]
     assert git(tmp_path / "repo", "rev-parse", "release") == generated.branches["release"]
     assert git(tmp_path / "repo", "symbolic-ref", "HEAD") == "refs/heads/release"
+
+
+def test_the_summary_counts_one_build_as_one_build(tmp_path):
+    manifest = mf.append(_two_releases(), "bisect", build("2.14.0", "2026-08-01T00:00:00Z"), parent="release@2.13.0")
+    lines = timeline.summary(manifest, timeline.generate(manifest, tmp_path / "repo"), tmp_path / "repo").splitlines()
+    assert [line.split(", tip")[0] for line in lines[:2]] == ["release: 2 builds", "bisect: 1 build"]

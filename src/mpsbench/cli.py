@@ -570,9 +570,12 @@ def build_parser() -> argparse.ArgumentParser:
     reporting.add_argument("--config", type=Path, help="asv.conf.json: the regression thresholds and the"
                            " timeline repository (default: ./asv.conf.json if present)")
     reporting.add_argument("--site", type=Path, help="the published html_dir, to list the regressions asv detected")
-    command("publish", "publish the site: asv publish, the regressions re-judged, PyTorch links, the figures, offline"
-            f" libraries (scripts/publish; --config defaults to ${settings.CONFIG}, else {asvconf.CONFIG})",
-            cmd_publish, "config").add_argument("asv_args", nargs=argparse.REMAINDER, help="options for asv publish")
+    publishing = command("publish", "publish the site: asv publish, the regressions re-judged, PyTorch links, the"
+                         f" figures, offline libraries (scripts/publish; --config defaults to ${settings.CONFIG}, else"
+                         f" {asvconf.CONFIG})", cmd_publish)
+    publishing.add_argument("--config", type=Path,
+                            help=f"the asv configuration (default ${settings.CONFIG}, else {asvconf.CONFIG})")
+    publishing.add_argument("asv_args", nargs=argparse.REMAINDER, help="options for asv publish")
     _nightly_parser(commands)
     return parser
 

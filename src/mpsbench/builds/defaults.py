@@ -132,7 +132,7 @@ def this_machine_is(platform: str) -> str:
 def listing(platform: str, planned: list[Scheduled], generated: timeline.Generated, here: bool = True) -> str:
     """The default timeline of ``platform`` as ``mpsbench timeline default`` prints it (``here``: this machine's)."""
     named = this_machine_is(platform) if here else platform
-    lines = [f"default timeline of {named}: {len(planned)} builds"]
+    lines = [f"default timeline of {named}: {len(planned)} build{'' if len(planned) == 1 else 's'}"]
     lines += [f"  {generated.commits[item.ref][:12]}  {item.ref:<16} torch {item.build.torch_version:<10}"
               f" {item.build.date[:10]}  python {', '.join(item.pythons)}" for item in planned]
     return "\n".join(lines)

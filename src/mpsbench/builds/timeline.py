@@ -132,7 +132,8 @@ def generate(manifest: mf.Manifest, repo: Path, force: bool = False) -> Generate
 
 def summary(manifest: mf.Manifest, generated: Generated, repo: Path) -> str:
     """What ``mpsbench timeline generate`` prints: each channel's builds and tip, and where the timeline is."""
-    lines = [f"{channel.name}: {len(channel.builds)} builds, tip {generated.branches[channel.name][:12]}"
+    lines = [f"{channel.name}: {len(channel.builds)} build{'' if len(channel.builds) == 1 else 's'},"
+             f" tip {generated.branches[channel.name][:12]}"
              for channel in manifest.channels if channel.name in generated.branches]
     return "\n".join([*lines, f"timeline written to {repo}"])
 

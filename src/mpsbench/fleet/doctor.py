@@ -1,7 +1,7 @@
-"""``mpsbench doctor``: check a machine before a run, and say what would make its numbers untrustworthy.
+"""mpsbench doctor: check a machine before a run, and say what would make its numbers untrustworthy.
 
-Each finding is one line (:data:`CHECKS`): ``ok``, ``warn`` (numbers taken now would be doubtful, and why) or
-``info`` (the OS does not report it here). ``--strict`` exits 1 when anything warned, for scripts that should not
+Each finding is one line (one per check of CHECKS): ok, warn (numbers taken now would be doubtful, and why) or
+info (the OS does not report it here). --strict exits 1 when anything warned, for scripts that should not
 time a machine in that state.
 """
 

@@ -1,7 +1,7 @@
-"""The nightly job of a fleet of machines, step by step: ``scripts/nightly STEP`` (docs/fleet.md).
+"""The nightly job of a fleet of machines, step by step: scripts/nightly STEP (docs/fleet.md).
 
 Each step is what one job of .github/workflows/nightly.yml runs, and works the same on a laptop, in a work folder
-(default ``.asv/nightly``) that holds everything, the fleet's files included.
+(default .asv/nightly) that holds everything, the fleet's files included.
 
 Exit status: 0 done, 1 a regression (or merge conflicts), 2 a mistake in the
 command or the fleet's files (one line), 3 benchmarks that failed (asv).
@@ -224,7 +224,8 @@ def bench(fleet: Fleet, options: Benching) -> int:
         status = 0
     else:
         names = {commit: ref for ref, commit in suite.timeline.commits.items()}
-        log.info(f"machine {name}: benchmarking {len(todo)} builds: {', '.join(names[c] for c in todo)}")
+        log.info(f"machine {name}: benchmarking {len(todo)} build{'' if len(todo) == 1 else 's'}:"
+                 f" {', '.join(names[c] for c in todo)}")
         hashfile = fleet.work / f"builds-{name}.txt"
         hashfile.write_text("".join(f"{commit}\n" for commit in todo))
         quick = ["--quick", "--dry-run"] if options.dry_run else []

@@ -1,7 +1,7 @@
-"""``mpsbench bisect GOOD BAD -b BENCH``: the first build between two that made one combination slower.
+"""mpsbench bisect GOOD BAD -b BENCH: the first build between two that made one combination slower.
 
-Each step measures GOOD, BAD and the few candidates that split what is left most cheaply (:func:`probes`) in ONE
-interleaved run, judged by compare's rule; the first step also confirms BAD slower than GOOD. ``--nightlies [N]``:
+Each step measures GOOD, BAD and the few candidates that split what is left most cheaply (probes()) in ONE
+interleaved run, judged by compare's rule; the first step also confirms BAD slower than GOOD. --nightlies [N]:
 nightlies.py (docs/bisect.md).
 """
 
@@ -110,7 +110,8 @@ def search(session: fresh.Session, good: fresh.Named, bad: fresh.Named, named: d
         left = between[state.low + 1:state.high]
         candidates = probes(left)
         log.info(("confirming: is BAD slower than GOOD? " if not state.confirmed else "")
-                 + f"step over {', '.join(candidates) or 'the endpoints'} ({len(left)} candidates left)")
+                 + f"step over {', '.join(candidates) or 'the endpoints'}"
+                 f" ({len(left)} candidate{'' if len(left) == 1 else 's'} left)")
         pairs = [(good.name, bad.name)] + [pair for name in candidates for pair in ((good.name, name), (name, bad.name))]
         step = compare.measure(session, [good, *(named[name] for name in candidates), bad], pairs,
                                done=_step_decided(good.name, bad.name, candidates, state.confirmed))

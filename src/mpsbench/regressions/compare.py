@@ -1,4 +1,4 @@
-"""``mpsbench compare A B -b BENCH``: is build B slower than build A, measured afresh?
+"""mpsbench compare A B -b BENCH: is build B slower than build A, measured afresh?
 
 Rounds of fresh, interleaved processes into a scratch folder, never the recorded results (fresh.Session), until
 verdict.py's rule decides or the budget is spent.

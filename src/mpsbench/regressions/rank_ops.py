@@ -4,9 +4,10 @@ A model that got slower between two builds is made of ops; this command reads th
 builds and lists every combination (benchmark, device, op, dtype, size) timed in both, the slowest-grown first, by the
 ratio of its time per call after to before.
 
-Measuring is asv's job: given two commits, it prints the ``asv run`` for each and ranks the stored results; given two
-results files, it ranks those. Only ``time_`` benchmarks count (the ``track_`` rates come from the same calls); a
-benchmark whose ``version`` changed is left out and counted.
+Measuring is mpsbench results record's job: given two commits, it prints the command that records each build's op
+benchmarks (what is missing only, never replacing a value) and ranks the stored results; given two results files, it
+ranks those. Only time_ benchmarks count (the track_ rates come from the same calls); a benchmark whose version
+changed is left out and counted.
 """
 
 from __future__ import annotations
@@ -142,11 +143,10 @@ def run(suite: Suite, options: Options) -> int:
     elif any(as_files):
         raise RankError(f"give two results files or two commits, not one of each: {options.before!r}, {options.after!r}")
     else:
-        print("# measure the op benchmarks of both builds (asv continuous -b benchmark_ops does both and compares):")
-        machine_option = f" --machine {options.machine}" if options.machine else ""
-        for commit in (options.before, options.after):  # this platform's launch method, as scripts/bench
-            print(f"asv run --config {suite.config_path}{machine_option} -b {MODULE}"
-                  f" --launch-method {suite.conf.launch_method()} {commit}^!")
+        print("# record the op benchmarks of both builds (what is missing only; never a bare asv run, README):")
+        machine_option = f" --machine {options.machine}" if options.machine else ' --machine "$(mpsbench machine --quiet)"'
+        for commit in (options.before, options.after):  # record runs asv with this platform's launch method
+            print(f"mpsbench results record --config {suite.config_path}{machine_option} -- -b {MODULE} {commit}^!")
         results_dir = options.results_dir or suite.conf.results
         before_path, after_path = (find_results(results_dir, commit, options.machine)
                                    for commit in (options.before, options.after))

@@ -1,15 +1,15 @@
 """Merge asv results directories into one, value by value, never replacing a recorded value.
 
-``mpsbench results merge DEST SRC...`` merges every machine's files from each SRC into DEST, so that
+mpsbench results merge DEST SRC... merges every machine's files from each SRC into DEST, so that
 DEST only ever grows: a file DEST lacks is copied; one it holds is merged value by value (a recorded
-value stays, an incoming one that differs is a conflict reported by name, or with ``--replace`` replaces
-it, kept first in ``<DEST>-replaced.jsonl``); a file asv cannot read is skipped; an incoming value that is not a
-number of its unit (:data:`mpsbench.results.recorded.UNITS`) is refused, named, and the rest of its file merged;
-``benchmarks.json`` becomes the union of every side's (a version that differs is an error, unless
-``--update-benchmarks``).
+value stays, an incoming one that differs is a conflict reported by name, or with --replace replaces
+it, kept first in DEST-replaced.jsonl); a file asv cannot read is skipped; an incoming value that is not a
+number of its unit (the units of mpsbench.results.recorded.UNITS) is refused, named, and the rest of its file
+merged; benchmarks.json becomes the union of every side's (a version that differs is an error, unless
+--update-benchmarks).
 docs/fleet.md, "Results that merge safely", says each rule.
 
-Every merge holds the results folder's lock (``core.files.lock``, the one every writer of it takes): two merges
+Every merge holds the results folder's lock (core/files.py's lock, the one every writer of it takes): two merges
 at once, or a merge during a record run, wait for each other and both land.
 
 Exit status: 0 merged cleanly, 1 some value in conflict or refused or some file corrupt (the rest merged all the

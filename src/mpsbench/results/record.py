@@ -1,15 +1,17 @@
 """Run asv so that recorded results only grow: measure what is missing into scratch, then merge it in.
 
-asv replaces what it re-runs, and its ``--skip-existing-successful`` re-runs a whole benchmark when one
-combination failed and skips a combination new to it. So ``mpsbench results record``, holding the results
+asv replaces what it re-runs, and its --skip-existing-successful re-runs a whole benchmark when one
+combination failed and skips a combination new to it. So mpsbench results record, holding the results
 folder's lock (the one every writer of it takes), first merges what an interrupted run left in scratch; then,
-for every build of the range, it runs asv for exactly the selected combinations (``-b``, or this machine's preselection) that
-have no value (a failure counts as missing, n/a as recorded), builds with the same missing set together,
-into ``<results>.scratch``, and merges each run in value by value as it ends (:mod:`mpsbench.results.merge`).
-``--remeasure`` runs them all again; each value it replaces is kept in ``<results>-replaced.jsonl``.
+for every build of the range, it runs asv for exactly the selected combinations (-b, or this machine's preselection)
+that have no value (a failure counts as missing, n/a as recorded), builds with the same missing set together,
+into RESULTS.scratch, and merges each value in as soon as asv has measured it, combination by combination
+(core/asv_saving.py; the merge is results merge's). --remeasure runs them all again; each value it replaces is
+kept in RESULTS-replaced.jsonl.
 
-RANGE is ``ALL`` (every build of the config's branches), ``HASHFILE:path``, a git range of the
-timeline, or absent (each branch's newest build).
+RANGE is ALL (every build of the config's branches), HASHFILE:path, a git range of the timeline (timeline
+hashes from mpsbench build list, HASH^! or OLD..NEW, channels and tags; not CHANNEL@ID), or absent (each
+branch's newest build).
 """
 
 from __future__ import annotations
