@@ -116,6 +116,8 @@ def test_check_range_and_a_record_run_read_a_range_alike(tmp_path):
         with pytest.raises(ranges.RangeError) as refused:
             ranges.builds(tmp_path / "repo", ["release"], bad)
         assert str(refused.value) == timeline.bad_range(tmp_path / "repo", [bad])
+    with pytest.raises(ranges.RangeError, match=r"not CHANNEL@ID: 'mpsbench build list' gives each hash"):
+        ranges.builds(tmp_path / "repo", ["release"], "release@2.14.1^!")  # how the other commands name a build
 
 
 def test_a_channel_removed_from_the_manifest_loses_its_branch_on_generate(tmp_path):

@@ -36,8 +36,12 @@ def _listed(timeline: Path, what: str, *args: str) -> list[str]:
     if done.returncode == 0:
         return done.stdout.decode().split()
     said = (git.said(done).splitlines() or ["git failed"])[0]
-    # FIRST^..LAST fails when FIRST is its channel's first build: it has no parent
-    root = "; a channel's first build has no '^': name the channel for all its builds" if "^" in what else ""
+    if "@" in what:  # CHANNEL@ID, as the other commands name builds: no git revision
+        root = "; a range names builds by timeline hash or tag, not CHANNEL@ID: 'mpsbench build list' gives each hash"
+    elif "^" in what:  # FIRST^..LAST fails when FIRST is its channel's first build: it has no parent
+        root = "; a channel's first build has no '^': name the channel for all its builds"
+    else:
+        root = ""
     raise RangeError(f"{what} names no build of the timeline {timeline} ({said}{root}): {_choices(timeline)}")
 
 
