@@ -31,6 +31,7 @@ from mpsbench import cli
 from mpsbench.builds import manifest as mf
 from mpsbench.builds import resolve, timeline
 from mpsbench.core import asvconf
+from mpsbench.measure import devices
 from mpsbench.regressions import bisection, compare, fresh, rule
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -244,6 +245,35 @@ def test_bad_input_is_one_line_and_exit_2(project, args, says):
     done = _mpsbench(project, *args, "-b", BENCH)
     assert done.returncode == 2, done.stdout + done.stderr
     assert says in done.stderr and len(done.stderr.strip().splitlines()) == 1, done.stderr
+
+
+DEVICE_SUITE = """\
+class Step:
+    params = (["cpu", "mps", "cuda"],)
+    param_names = ["device"]
+
+    def time_step(self, device):
+        pass
+"""
+
+
+@pytest.mark.parametrize("command", ["compare", "bisect"])
+def test_a_combination_on_a_device_this_machine_lacks_is_refused_before_anything_is_installed(project, tmp_path, command):
+    """Every process of it would only skip, after asv had downloaded and installed the builds (gigabytes)."""
+    suite = tmp_path / "suite"
+    (suite / "benchmarks").mkdir(parents=True)
+    (suite / "benchmarks" / "__init__.py").write_text("")
+    (suite / "benchmarks" / "bench_step.py").write_text(DEVICE_SUITE)
+    shutil.copy(ROOT / "asv.conf.json", suite / "asv.conf.json")
+    (suite / "src").symlink_to(ROOT / "src")
+    absent = next(name for name in devices.GPU_NAMES if not devices.present(name))
+    timeline_before = _checksums(project / ".asv" / "timeline")
+    done = _mpsbench(project, command, "exam@n1", "exam@s2", "-b", f"Step.time_step\\('{absent}'\\)", suite=suite)
+    assert done.returncode == 2, done.stdout + done.stderr
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and f"Step.time_step('{absent}'), which cannot run here: {absent} is absent" in lines[0], lines
+    assert "the devices here: cpu" in lines[0]
+    assert not (suite / ".asv").exists() and _checksums(project / ".asv" / "timeline") == timeline_before
 
 
 @pytest.mark.slow

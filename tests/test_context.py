@@ -71,3 +71,28 @@ def test_a_build_is_named_by_channel_at_id_by_tag_or_by_a_timeline_hash(suite_co
     assert {suite.name(ref) for ref in ("release@2.14.1", "v2.14.1", commit, commit[:10])} == {"release@2.14.1"}
     with pytest.raises(cli.UserError, match="'0000' names 0 timeline commits; give CHANNEL@ID, a tag or a longer hash"):
         suite.name("0000")
+
+
+@pytest.mark.parametrize("args", [["-b", "Trainingg"], ["bogus^!"], ["--remeasrue"], ["-b", "("]])
+def test_bad_asv_arguments_are_one_line_before_the_set_up_is_printed_or_the_machine_written(suite_copy, args, capsys):
+    assert cli.main(["bench", *args]) == 2
+    said = capsys.readouterr()
+    assert said.out == "" and len(said.err.strip().splitlines()) == 1, said
+    assert not list((suite_copy / "home").iterdir())  # no machine file
+
+
+def test_a_bench_run_with_b_starts_asv_only_for_the_combinations_this_machine_times(suite_copy, monkeypatch, capsys):
+    """scripts/tiny-bench's -b names mps and cuda rows too: a cpu-only run (MPSBENCH_DEVICES=cpu) would start a process
+    for each of them that only skips, on every re-run."""
+    ran = []
+    monkeypatch.setattr(asv, "supervise", lambda command, cwd, env, tick, every=1.0: ran.append(command) or 0)
+    monkeypatch.setattr(bench.publish, "publish", lambda suite: None)
+    tiny = r"^benchmark_models\.(Training|Inference)\.time_step\('(cpu|mps|cuda)', 'mlp', (8|1024)\)$"
+    assert cli.main(["bench", "--skip-existing-successful", "-b", tiny, "release^!"]) == 0
+    assert len(ran) == 1
+    pattern = ran[0][ran[0].index("-b") + 1]
+    names = [f"benchmark_models.{kind}.time_step('{device}', 'mlp', {batch})"
+             for kind in ("Training", "Inference") for device in ("cpu", "mps", "cuda") for batch in (8, 1024)]
+    assert asv.matching(names, [pattern]) == [name for name in names if "'cpu'" in name]
+    said = [line for line in capsys.readouterr().err.splitlines() if "would only skip" in line]
+    assert len(said) == 1 and "4 of the 12 combinations it finds run here" in said[0], said

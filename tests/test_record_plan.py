@@ -15,7 +15,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from mpsbench import bench
+from mpsbench import bench, cli
 from mpsbench.builds import disk
 from mpsbench.core import asv_saving
 from mpsbench.results import record, watch
@@ -190,3 +190,24 @@ def test_the_running_line_gives_the_cache_as_it_is_after_a_builds_install(tmp_pa
     watching.poll(tmp_path)
     lines = [line for line in capsys.readouterr().err.splitlines() if "combinations done" in line]
     assert len(lines) == 2 and all("build cache 11.0 GB, 50.0 GB free" in line for line in lines)
+
+
+def test_the_plan_says_why_a_build_needs_no_disk_never_that_one_it_cannot_install_is_installed(tmp_path):
+    steps = [Step("new", (SEED,), "every combination"), Step("old", (SEED,), "every combination")]
+    refused = "a build this machine cannot install (it is refused before any download)"
+    builds = _Builds(int(50 * disk.GB), {"new": (0, "installed in the cache already", True), "old": (0, refused, True)})
+    plan = Watch(steps, watch.Costs(tmp_path, "box", gpu=False, default=100), builds).plan()
+    assert "disk: none, installed in the cache already" in plan and f"disk: none, {refused}" in plan
+    assert "installed already" not in plan.replace("in the cache already", "")
+    unknown = Watch(steps, watch.Costs(tmp_path, "box", gpu=False, default=100), None).plan()
+    assert "disk:" not in unknown  # nothing is known of the builds' installs: nothing is said
+
+
+def test_results_record_plans_with_what_the_cache_says_of_each_build_as_bench_does(monkeypatch):
+    """Run directly, its plan said "installed already" of every build, an uninstalled era@2.0.1 too."""
+    handed = []
+    monkeypatch.setattr(record, "record", lambda conf, machine, asv_args, remeasure, facts=None: handed.append(facts) or 0)
+    config = Path(__file__).resolve().parents[1] / "asv.conf.json"
+    assert cli.main(["results", "record", "--config", str(config), "--machine", "box", "--",
+                     "-E", "virtualenv:3.10", "release^!"]) == 0
+    assert isinstance(handed[0], bench.Builds) and handed[0].python == (3, 10)

@@ -1,12 +1,15 @@
 """``mpsbench bench``: the main command's pipeline, in one process (scripts/bench sets up .venv and runs it).
 
-Check the set-up, generate the timeline, write the machine entry, plan the asv runs (this platform's default timeline,
-one run per Python, or the range given), record each (only what is missing: mpsbench.results.record), publish the site.
+Check the arguments and the set-up, generate the timeline, write the machine entry, plan the asv runs (this platform's
+default timeline, one run per Python, or the range given), record each (only what is missing: mpsbench.results.record),
+publish the site.
 """
 
 from __future__ import annotations
 
+import collections
 import re
+import shlex
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -15,7 +18,7 @@ from mpsbench.builds import defaults, disk, machine, timeline
 from mpsbench.context import Suite
 from mpsbench.core import asv, progress, text
 from mpsbench.core.errors import UserError
-from mpsbench.measure import devices, selection
+from mpsbench.measure import devices, preselect, selection
 from mpsbench.results import record
 from mpsbench.results.watch import Step
 from mpsbench.site import publish
@@ -56,10 +59,42 @@ def check_range(suite: Suite, asv_args: Sequence[str]) -> None:
         raise UserError(reason)
 
 
+def checked_args(suite: Suite, asv_args: Sequence[str]) -> tuple[tuple[str, ...], str | None]:
+    """The arguments for asv run, refused in one line before anything is printed (an option asv lacks, a range naming
+    no build of the generated timeline, a -b that is no regex or finds nothing), with their -b narrowed to the
+    combinations this run times, and a line saying what that left out (None: nothing).
+
+    Narrowed because asv starts a process for every combination it selects, even one whose setup only skips
+    (measure/preselect.py): with -b as without it, asv starts none for them.
+    """
+    if not asv_args:
+        return (), None
+    run = asv.run_args(asv_args)
+    check_range(suite, asv_args)
+    if not run.bench:
+        return tuple(asv_args), None
+    bench_shown = " -b ".join(map(shlex.quote, run.bench))
+    found = preselect.combinations(preselect.discover(suite.conf.benchmarks))
+    asked = set(asv.matching([combination.name for combination in found], run.bench))
+    if not asked:
+        raise UserError(f"no benchmark matches -b {bench_shown}; `mpsbench preselect --list` lists every combination")
+    runs = [combination.name for combination in found if combination.name in asked and combination.reason is None]
+    left = collections.Counter(combination.reason for combination in found
+                               if combination.name in asked and combination.reason is not None)
+    reasons = "; ".join(f"{reason} ({count})" for reason, count in left.most_common(3)) + ("; ..." if len(left) > 3 else "")
+    if not runs:
+        raise UserError(f"none of the {len(asked)} combinations -b {bench_shown} finds runs on this machine: {reasons}")
+    narrowed = (*run.rest, "-b", asv.pattern(runs), *([run.range] if run.range else []))
+    if not left:
+        return narrowed, None
+    return narrowed, (f"-b: {len(runs)} of the {len(asked)} combinations it finds run here, the rest would only skip"
+                      f" (`mpsbench preselect --list` says why for each): {reasons}")
+
+
 def plan(suite: Suite, asv_args: Sequence[str]) -> list[tuple[str, ...]]:
-    """Each asv run's arguments: those given, else one run per Python of this platform's default timeline."""
+    """Each asv run's arguments: those given (checked_args), else one run per Python of this platform's default
+    timeline."""
     if asv_args:
-        check_range(suite, asv_args)
         return [tuple(asv_args)]
     platform, planned, skipped = defaults.this_machine(suite.manifest)
     print(defaults.listing(platform, planned, suite.timeline))
@@ -102,8 +137,12 @@ class Builds:
 
 def bench(suite: Suite, options: Options) -> int:
     """Every step in order; 0, or record's BENCHMARKS_FAILED when some benchmark failed (the site shows the rest)."""
+    generated = suite.generate()  # written first: a range is checked against it
+    asv_args, left_out = checked_args(suite, options.asv_args)
     print(check_setup())
-    print(timeline.summary(suite.manifest, suite.generate(), suite.timeline_path))
+    print(timeline.summary(suite.manifest, generated, suite.timeline_path))
+    if left_out is not None:
+        log.info(left_out)
     name = machine.write()[0]
     status = 0
     published = False
@@ -115,7 +154,7 @@ def bench(suite: Suite, options: Options) -> int:
             publish.publish(suite)
             published = True
 
-    for run in plan(suite, options.asv_args):
+    for run in plan(suite, asv_args):
         launch = ("--launch-method", suite.conf.launch_method())  # this platform's, from asv.conf.json
         builds = Builds(suite, environment_python(run))
         status = record.record(suite.conf, name, [*launch, *run], options.remeasure, builds, publish_after) or status

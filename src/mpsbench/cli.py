@@ -221,7 +221,10 @@ def _asv_args(args: argparse.Namespace) -> list[str]:
 
 
 def cmd_record(args: argparse.Namespace) -> int:
-    return record.record(_suite(args).conf, args.machine, _asv_args(args), args.remeasure)
+    suite, asv_args = _suite(args), _asv_args(args)
+    # what the plan says of each build's install (its disk, whether it is installed): as mpsbench bench says it
+    builds = bench.Builds(suite, bench.environment_python(asv_args))
+    return record.record(suite.conf, args.machine, asv_args, args.remeasure, builds)
 
 
 def cmd_preselect(args: argparse.Namespace) -> None:

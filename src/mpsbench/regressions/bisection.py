@@ -26,7 +26,7 @@ MOST_PROBES = 8
 EXIT_STATUSES = """exit status:
   0  found: the first bad build and the good one before it
   1  BAD is not slower than GOOD (unchanged or faster): no regression between them to bisect
-  2  bad input (an unknown build, a regex matching no or several combinations, builds not on one line)
+  2  bad input (an unknown build, a regex matching no or several combinations or one on an absent device, builds not on one line)
   3  undecided: the endpoints or a candidate could not be told apart; the reason names the option to change"""
 HEADER = ["build", "role", "fast ms", "vs GOOD", "interval", "p", "vs BAD", "verdict"]
 

@@ -8,13 +8,15 @@ Exit 0: unchanged (or faster) within the regression factor; 1: slower; 3: undeci
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import statistics
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from mpsbench.core import asv, asvconf, progress
-from mpsbench.measure import preselect
+from mpsbench.measure import devices, preselect
 from mpsbench.regressions import fresh, verdict
 
 Pair = tuple[str, str]
@@ -25,7 +27,7 @@ log = progress.logger(__name__)
 EXIT_STATUSES = """exit status:
   0  unchanged (within the regression factor) or faster: no regression
   1  slower: B is slower than the factor x A
-  2  bad input (an unknown build, a regex matching no or several combinations, a bad option value)
+  2  bad input (an unknown build, a regex matching no or several combinations or one on an absent device, a bad option value)
   3  undecided: too noisy or too close to the factor for the rounds allowed; the reason names the option to change"""
 
 
@@ -135,8 +137,29 @@ def check(args: fresh.Options) -> None:
     if args.min_rounds > args.max_rounds:
         raise fresh.FreshError(f"--min-rounds {args.min_rounds} is more than --max-rounds {args.max_rounds}")
     suite = asvconf.load((args.suite_root or asvconf.ROOT) / asvconf.CONFIG)
-    found = asv.matching(preselect.names(preselect.discover(suite.benchmarks)), [args.bench])
+    benchmarks = preselect.discover(suite.benchmarks)
+    found = asv.matching(preselect.names(benchmarks), [args.bench])
     fresh.one_combination(args.bench, found, " (mpsbench preselect --list lists them)")
+    # Every process would only skip, after asv has downloaded and installed both builds: minutes and gigabytes
+    # spent on a refusal. Asked as the preselection asks it (the machine, not .venv's torch): the build's torch
+    # decides the rest, and a probe here would hold a GPU context through every round.
+    device = _device(benchmarks, found[0])
+    if device is not None and not devices.present(device):
+        here = ", ".join(name for name in devices.NAMES if devices.present(name))
+        raise fresh.FreshError(f"-b {args.bench!r} names {found[0]}, which cannot run here: {devices.absent_reason(device)};"
+                               f" the devices here: {here}")
+
+
+def _device(benchmarks: Sequence[Any], combination: str) -> str | None:
+    """The device parameter of ``combination`` (asv's discovered benchmarks); None where it has none."""
+    for benchmark in benchmarks:
+        if "device" not in benchmark.param_names:
+            continue
+        at = list(benchmark.param_names).index("device")
+        for shown in itertools.product(*benchmark.params):
+            if asv.combination(benchmark.name, shown) == combination:
+                return str(asv.param_values(shown)[at])
+    return None
 
 
 def measured_as(args: fresh.Options) -> str:

@@ -183,7 +183,9 @@ class Watch:
         for number, (step, first, estimate) in enumerate(self._estimates(self.steps, set()), 1):
             total = total + estimate
             need, how, installed = self.needs[step.commit]
-            disk = "" if not first else "  disk: installed already" if installed else f"  disk: about {_gb(need)} ({how})"
+            disk = ""
+            if first and self.builds is not None:  # without them, nothing is known of the build's install
+                disk = f"  disk: none, {how}" if installed else f"  disk: about {_gb(need)} ({how})"
             lines.append(f"  {number}. {self._name(step.commit)}: {step.tier}, {len(step.names)} combinations,"
                          f" about {clock(estimate.seconds)} ({estimate.source}){disk}")
         if self.builds is not None:
