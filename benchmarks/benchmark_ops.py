@@ -53,11 +53,11 @@ def _measure_throughputs():
     """Every selected forward op's work per second, in one process (the first throughput lookup's): on a GPU each
     benchmark process spends most of its time starting the device, not measuring (docs/budget.md), and under spawn
     importing torch too."""
-    return measured.measure_families({benchmark.__name__: measured.of(benchmark, _forward_throughputs)
+    return measured.measure_families({benchmark.__name__: measured.of(benchmark, forward_throughputs)
                                       for benchmark in (ComputeBoundOps, MemoryBoundOps)})
 
 
-def _forward_throughputs(benchmark, keys):
+def forward_throughputs(benchmark, keys):
     # An op's inputs are plain tensors, freed when the next case replaces them (ops.cached): no collection between
     table = measured.measure(benchmark, keys, lambda *key: ops.prepare(*key, False), {"throughput": ops.throughput},
                              after_each=lambda device: None)

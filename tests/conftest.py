@@ -9,13 +9,14 @@ from pathlib import Path
 import pytest
 
 from mpsbench.builds import install_build
-from mpsbench.measure import correctness, devices, energy, workloads
+from mpsbench.measure import correctness, devices, energy, llm, workloads
 
 
 @pytest.fixture(autouse=True)
 def _fresh_caches():
     devices.Device.availability.cache_clear()
     workloads.forget()
+    llm.forget()  # a test's generation (or its stand-in) is not the next one's
     correctness.verify.cache_clear()  # a test that swaps a kernel checks again
     correctness.forget()
     energy.counter.cache_clear()  # a stand-in counter of one test is not the next one's

@@ -98,7 +98,7 @@ def test_every_place_of_the_change_is_found_with_fewer_processes_than_four_candi
     # an 8-build line on the quiet GPU (6 builds between GOOD and BAD), a 6.5% change starting at each place in turn
     cost, previous = [], []
     for first_bad in range(7):
-        slowdown, between = simulation._line(first_bad, 1.065)
+        slowdown, between = simulation.changed_line(first_bad, 1.065)
         state, unresolved = _search("h100", slowdown, seed=first_bad)
         assert unresolved is None and state.between[state.high] == between[first_bad]
         assert state.low == first_bad - 1  # the build before it was judged good (or is GOOD)

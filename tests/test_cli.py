@@ -81,8 +81,10 @@ def test_run_help_lists_what_models_lists(capsys):
         assert re.search(rf"\b{name}\b", listed), name
 
 
-def test_build_list_names_channels_as_channels(capsys):
-    assert cli.main(["build", "list"]) == 0
+def test_build_list_names_channels_as_channels(capsys, tmp_path):
+    # listing computes the timeline's commits: they go to the test's folder, not the checkout's .asv/timeline
+    manifest = Path(__file__).resolve().parents[1] / "builds" / "manifest.json"
+    assert cli.main(["build", "list", "--manifest", str(manifest), "--timeline", str(tmp_path / "timeline")]) == 0
     lines = capsys.readouterr().out.splitlines()
     headers = [line for line in lines if not line.startswith(" ")]
     assert headers and all(line.startswith("channel ") for line in headers), headers

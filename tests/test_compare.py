@@ -52,8 +52,8 @@ class Step:
     repeat = (5, 5, 1.0)
 
     def time_work(self, part):
-        if part == "threads":  # as long as the thread count compare hands the processes, in ms (30 when none)
-            time.sleep(0.001 * int(os.environ.get("OMP_NUM_THREADS", "30")))
+        if part == "threads":  # as long as the thread count compare hands the processes, in ms (none when none)
+            time.sleep(0.001 * int(os.environ.get("OMP_NUM_THREADS", "0")))
         else:
             time.sleep(torch.DELAY if part == "work" else 0.001)
 """
@@ -175,7 +175,7 @@ def test_a_rows_own_threshold_is_the_factor_compare_judges_it_by(project, tmp_pa
 
 @pytest.mark.slow
 def test_threads_reach_both_builds_processes(project):
-    """--threads sets OMP_NUM_THREADS in every benchmark process: the stand-in sleeps that many ms (30 without)."""
+    """--threads sets OMP_NUM_THREADS in every benchmark process: the stand-in sleeps that many ms (none without)."""
     done = _mpsbench(project, "compare", "exam@n1", "exam@n2", "-b", "Step.time_work\\('threads'\\)", "--threads", "2",
                      *ROUNDS)
     assert done.returncode in (0, 3), done.stdout + done.stderr
@@ -183,7 +183,7 @@ def test_threads_reach_both_builds_processes(project):
     rounds = [line for line in done.stderr.splitlines() if line.startswith("mpsbench compare: round ")]
     assert len(rounds) == 4, done.stderr
     times = [float(part.split()[1]) for line in rounds for part in line.split(": ", 2)[2].split("; ")[0].split(", ")]
-    assert all(1.5 < value < 15 for value in times), times  # 2 ms asleep, never the 30 of no --threads
+    assert all(value >= 2 for value in times), times  # 2 ms asleep in every process, where no --threads sleeps none
 
 
 @pytest.mark.slow

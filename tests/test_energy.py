@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import pathlib
 import sys
+import threading
 import time
 import types
+from collections.abc import Callable
 
 import pytest
 from benchmarks import benchmark_models
@@ -31,53 +33,84 @@ def test_a_counter_too_coarse_for_the_steps_skips_with_the_reason():
         energy.reading("stand-in", [(0.5, 0.0), (1.5, 10.0)], 1.0, 3.0, 10)
 
 
-class Continuous:
+class Clock:
+    """A stand-in for time.perf_counter that moves only when a step says it spent time (as tests/test_epoch.py's).
+
+    energy.measure's poller is a thread that reads the counter every poll_seconds: a step waits until the poller has read
+    the counter twice at the step's new time, so the read that sees the change is stamped with that time and the
+    steps never outrun the poller, however busy the machine.
+    """
+
+    def __init__(self) -> None:
+        self.now, self.reads = 1000.0, 0
+        self.moved = threading.Condition()
+
+    def __call__(self) -> float:
+        return self.now
+
+    def read(self, joules: Callable[[float], float]) -> float:
+        """A counter's reading now: ``joules`` of the clock's time."""
+        with self.moved:
+            value = joules(self.now)
+            self.reads += 1
+            self.moved.notify_all()
+        return value
+
+    def step(self, seconds: float) -> None:
+        with self.moved:
+            self.now += seconds
+            self.reads = 0
+            # the second read starts after the first, the one that sees the change, has stamped it
+            assert self.moved.wait_for(lambda: self.reads >= 2, timeout=900), "the poller stopped reading"
+
+
+@pytest.fixture
+def clock(monkeypatch) -> Clock:
+    clock = Clock()
+    monkeypatch.setattr(energy.time, "perf_counter", clock)
+    return clock
+
+
+def continuous(clock: Clock, watts: float) -> Callable[[], float]:
     """A counter that integrates a constant power continuously: every read shows the energy up to now."""
-
-    def __init__(self, watts: float) -> None:
-        self.watts, self.origin = watts, time.perf_counter()
-
-    def joules(self) -> float:
-        return self.watts * (time.perf_counter() - self.origin)
+    origin = clock.now
+    return lambda: clock.read(lambda now: watts * (now - origin))
 
 
-def test_the_steps_run_until_enough_time_and_updates_have_passed():
+def test_the_steps_run_until_enough_time_and_updates_have_passed(clock):
     calls = []
-    found = energy.measure(lambda: (calls.append(None), time.sleep(0.01)), lambda: None,
-                           energy.Counter("stand-in", Continuous(250.0).joules, 0.002), steps_per_call=20,
+    found = energy.measure(lambda: (calls.append(None), clock.step(0.01)), lambda: None,
+                           energy.Counter("stand-in", continuous(clock, 250.0), 0.002), steps_per_call=20,
                            min_seconds=0.2, min_updates=5, settle_seconds=0)
     assert found.seconds >= 0.2 and found.updates >= 5
     assert found.steps == 20 * (len(calls) - 1)  # one untimed call at the least: its time sets the window
-    assert found.watts == pytest.approx(250.0, rel=0.05)
+    assert found.watts == pytest.approx(250.0)
     assert found.joules_per_step == pytest.approx(found.watts * found.seconds / found.steps)
 
 
-class Settling(Continuous):
+def settling(clock: Clock) -> Callable[[], float]:
     """A board that draws 1000 W for its first 0.2 s (what it ran before), then 250 W."""
-
-    def joules(self) -> float:
-        elapsed = time.perf_counter() - self.origin
-        return 1000.0 * min(elapsed, 0.2) + 250.0 * max(elapsed - 0.2, 0.0)
+    origin = clock.now
+    return lambda: clock.read(lambda now: 1000.0 * min(now - origin, 0.2) + 250.0 * max(now - origin - 0.2, 0.0))
 
 
 @pytest.mark.parametrize(("settle", "watts"), [(0.3, 250.0), (0.0, None)])
-def test_the_untimed_steps_first_let_the_power_settle(settle, watts):
-    found = energy.measure(lambda: time.sleep(0.005), lambda: None,
-                           energy.Counter("stand-in", Settling(0.0).joules, 0.002),
+def test_the_untimed_steps_first_let_the_power_settle(clock, settle, watts):
+    found = energy.measure(lambda: clock.step(0.005), lambda: None, energy.Counter("stand-in", settling(clock), 0.002),
                            min_seconds=0.3, min_updates=5, settle_seconds=settle)
     if watts is None:  # unsettled, the reading includes the earlier work's power
         assert found.watts > 300.0
     else:
-        assert found.watts == pytest.approx(watts, rel=0.05)
+        assert found.watts == pytest.approx(watts)
 
 
 @pytest.mark.parametrize(("step", "window"), [(0.002, 0.4), (0.012, 0.1)])
-def test_a_step_the_host_paces_gets_the_longer_window(monkeypatch, step, window):
+def test_a_step_the_host_paces_gets_the_longer_window(monkeypatch, clock, step, window):
     monkeypatch.setattr(energy, "SHORT_STEP_WINDOW", 0.4)
     monkeypatch.setattr(energy, "MIN_SECONDS", 0.1)
-    found = energy.measure(lambda: time.sleep(step), lambda: None,
-                           energy.Counter("stand-in", Continuous(100.0).joules, 0.002), min_updates=2, settle_seconds=0)
-    assert window <= found.seconds < window + 0.1  # the window is the settle's step time's, not a guess
+    found = energy.measure(lambda: clock.step(step), lambda: None,
+                           energy.Counter("stand-in", continuous(clock, 100.0), 0.002), min_updates=2, settle_seconds=0)
+    assert window <= found.seconds < window + step  # the window is the settle's step time's, not a guess
 
 
 def test_a_counter_that_fails_fails_the_measurement():
@@ -156,17 +189,19 @@ def test_nvml_without_the_package_or_the_counter_skips_with_the_reason(monkeypat
         energy._nvml()
 
 
-def test_an_nvml_counter_that_moves_in_steps_reads_its_power(monkeypatch, one_gpu):
-    origin = time.perf_counter()
+def test_an_nvml_counter_that_moves_in_steps_reads_its_power(monkeypatch, one_gpu, clock):
+    origin = clock.now
     interval = 0.02  # the counter updates every 20 ms, as a board's firmware does
 
     def millijoules():
-        return int(300_000 * interval * ((time.perf_counter() - origin) // interval))  # 300 W
+        return clock.read(lambda now: int(300_000 * interval * ((now - origin) // interval)))  # 300 W
 
     monkeypatch.setitem(sys.modules, "pynvml", _pynvml(millijoules))
-    found = energy.measure(lambda: time.sleep(0.005), lambda: None, energy._nvml(), min_seconds=0.3, min_updates=10)
+    monkeypatch.setattr(energy.skips, "require_device", lambda device: None)  # as on a machine with cuda
+    found = energy.measure(lambda: clock.step(0.005), lambda: None, energy.counter("cuda"), min_seconds=0.3,
+                           min_updates=10)
     assert found.updates >= 10
-    assert found.watts == pytest.approx(300, rel=0.25)  # the ends of each update interval are read late by a poll
+    assert found.watts == pytest.approx(300, rel=0.05)  # each update is seen at the end of the step it came in
 
 
 # --- IOReport (macOS; unverified on hardware) -----------------------------------------------------------------
@@ -256,7 +291,8 @@ def test_the_cpu_on_linux_reads_rapl_and_elsewhere_says_it_has_no_counter(tmp_pa
 
 
 def test_the_capacity_classes_report_joules_per_step_beside_the_throughput(monkeypatch):
-    monkeypatch.setattr(energy, "counter", lambda device: energy.Counter("stand-in", Continuous(40.0).joules, 0.002))
+    # 40 W on the real clock, as the steps are real
+    monkeypatch.setattr(energy, "counter", lambda device: energy.Counter("stand-in", lambda: 40.0 * time.perf_counter(), 0.002))
     monkeypatch.setattr(energy, "MIN_SECONDS", 0.2)
     monkeypatch.setattr(energy, "MIN_UPDATES", 5)
     monkeypatch.setattr(energy, "SHORT_STEP_WINDOW", 0.2)

@@ -758,13 +758,17 @@ def test_two_builds_added_at_once_both_land(world, tmp_path, trials):
         assert channel is not None and sorted(build.id for build in channel.builds) == ["one", "two"], trial
 
 
-def _record(suite: Path, recording, merging, saved) -> None:
+WAITING = "waiting for the other process writing"  # what a merge says when it finds the results' lock held
+
+
+def _record(suite: Path, recording, merge_log: Path, saved, merged) -> None:
     """``mpsbench results record`` of one combination on the newest build, with a stand-in for asv run that saves its
-    value only once the merge has started (and waits for the lock the record run holds)."""
+    value only once the merge has said it waits for the lock the record run holds (or has ended without waiting)."""
     def asv_run(command: list[str], cwd: Path | None, env: dict[str, str] | None, tick: Callable[[], None]) -> int:
         recording.set()
-        merging.wait(300)
-        time.sleep(0.2)  # the merge is at the lock by now
+        deadline = time.monotonic() + 300  # a hang guard: the merge says it within moments
+        while WAITING not in merge_log.read_text() and not merged.value and time.monotonic() < deadline:
+            time.sleep(0.01)
         scratch = Path(command[command.index("--config") + 1]).parent
         commit = Path(next(arg for arg in command if arg.startswith("HASHFILE:"))[9:]).read_text().split()[0]
         asvresults.write_results(scratch / "results", "m", commit, 0, {TRAINING_CPU: 0.011}, ["cpu"], ["mlp"], [8])
@@ -778,10 +782,9 @@ def _record(suite: Path, recording, merging, saved) -> None:
         sys.exit(cli.main([*RECORD, "-b", ONE, "release^!"]))
 
 
-def _merge_when_recording(results: Path, source: Path, recording, merging, merged) -> None:
+def _merge_when_recording(results: Path, source: Path, recording, merge_log: Path, merged) -> None:
     recording.wait(300)
-    merging.set()
-    with contextlib.redirect_stderr(io.StringIO()):
+    with merge_log.open("a") as log, contextlib.redirect_stderr(log):
         merge.merge(results, [source])
     merged.value = time.monotonic()
 
@@ -798,16 +801,18 @@ def test_a_merge_during_a_record_run_waits_for_it_and_both_land(world, tmp_path,
         shutil.copytree(world.root, suite, ignore=shutil.ignore_patterns("home", "cache", "files", "simple"))
         source = tmp_path / f"source-{trial}"
         asvresults.write_results(source, "m", tip, 0, {INFERENCE_CPU: 0.004}, ["cpu"], ["mlp"], [8])
-        recording, merging = FORK.Event(), FORK.Event()
+        recording, merge_log = FORK.Event(), tmp_path / f"merge-{trial}.log"
+        merge_log.touch()
         saved, merged = FORK.Value("d", 0.0), FORK.Value("d", 0.0)
-        processes = [FORK.Process(target=_record, args=(suite, recording, merging, saved)),
-                     FORK.Process(target=_merge_when_recording, args=(suite / "results", source, recording, merging,
+        processes = [FORK.Process(target=_record, args=(suite, recording, merge_log, saved, merged)),
+                     FORK.Process(target=_merge_when_recording, args=(suite / "results", source, recording, merge_log,
                                                                       merged))]
         for process in processes:
             process.start()
         for process in processes:
             process.join(300)
             assert process.exitcode == 0, trial
+        assert WAITING in merge_log.read_text(), trial  # the merge met the record run's lock
         assert 0 < saved.value < merged.value  # the merge landed after the record run's value, not over it
         found = merge.values(json.loads((suite / "results" / "m" / f"{tip[:8]}-existing-py.json").read_text()))
         assert {name.split(".")[1]: columns["result"] for (name, _), columns in found.items()} == {

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import inspect
 import pickle
 
 import pytest
 import torch
-from benchmarks import benchmark_models, benchmark_ops
+from benchmarks import benchmark_models
 
 from mpsbench.core import settings
 from mpsbench.measure import devices, figures, measured, models, selection, suite
@@ -150,17 +149,20 @@ def test_a_lookup_after_one_that_died_measuring_fails_with_the_reason_and_does_n
     assert MEASURED == []
 
 
-def test_asv_keys_a_deferred_setup_cache_by_the_module_and_line_of_the_measuring_function():
+def test_the_classes_that_share_a_measuring_pass_share_asvs_setup_cache_and_the_two_passes_do_not():
     from asv_runner.discovery import disc_benchmarks
 
     found = {benchmark.name: benchmark for benchmark in disc_benchmarks("benchmarks")}
-    lines = {name: inspect.getsourcelines(function.__wrapped__)[1] for name, function in (
-        ("benchmark_models", benchmark_models._measure_once), ("benchmark_ops", benchmark_ops._measure_throughputs))}
-    assert found["benchmark_models.TrainingCapacity.track_throughput"].setup_cache_key == \
-        f"benchmark_models:{lines['benchmark_models']}"
-    assert found["benchmark_epoch.Epoch.track_epoch_seconds"].setup_cache_key == \
-        f"benchmark_models:{lines['benchmark_models']}"  # one cache with the capacity classes
-    assert found["benchmark_ops.MemoryBoundOps.track_gbps"].setup_cache_key == f"benchmark_ops:{lines['benchmark_ops']}"
+    keys: dict[str, set[str]] = {}
+    for benchmark in found.values():
+        if benchmark.setup_cache_key is not None:
+            keys.setdefault(benchmark.name.split(".")[1], set()).add(benchmark.setup_cache_key)
+    # one key per class, the same for the classes one measuring process serves: asv runs that setup_cache once
+    models_pass = keys["TrainingCapacity"]
+    assert len(models_pass) == 1 and keys["InferenceCapacity"] == keys["Epoch"] == models_pass
+    ops_pass = keys["MemoryBoundOps"]
+    assert len(ops_pass) == 1 and keys["ComputeBoundOps"] == ops_pass
+    assert models_pass != ops_pass
     assert found["benchmark_ops.MemoryBoundOps.track_gbps"].timeout == measured.MEASURING_TIMEOUT  # it may measure
 
 

@@ -162,7 +162,6 @@ def test_a_generation_that_does_not_fit_skips_with_the_reason(tiny, monkeypatch)
         raise RuntimeError("DefaultCPUAllocator: can't allocate memory: you tried to allocate 17179869184 bytes.\nMore ...")
 
     monkeypatch.setattr(llm, "Generation", out_of_memory)
-    llm._slot.clear()  # an earlier test's generation is not built again
     reason = r"^llama_small at batch \d+ does not fit in cpu memory: DefaultCPUAllocator: can't allocate memory: you tried"
     with pytest.raises(suite.SkipNotImplemented, match=reason + r" to allocate 17179869184 bytes\.$"):
         llm.prepare("cpu", "llama_small")

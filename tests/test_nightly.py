@@ -157,7 +157,7 @@ def test_the_first_night_benchmarks_cpu_only_and_finds_nothing_to_compare(nights
     assert len(files) == 1
     data = json.loads(next(iter(files.values())))  # type: ignore[attr-defined]
     value = data["results"]["benchmark_models.Training.time_step"][0]
-    assert value[0] == pytest.approx(0.002, rel=0.5) and math.isnan(value[1])  # cpu timed; mps left out by --device cpu
+    assert value[0] >= DELAYS["2026-11-20"] and math.isnan(value[1])  # cpu timed (its sleep, at least); mps left out
 
 
 @pytest.mark.slow
@@ -168,8 +168,7 @@ def test_the_slow_night_fails_naming_benchmark_machine_ratio_and_pytorch_range(n
     assert "machine fleet-a: benchmarking 2 builds: nightly@2026-11-21, nightly@2026-11-22" in bench.stdout
     line = next(line for line in bench.stdout.splitlines() if line.startswith("slower "))
     assert f"{BENCHMARK} on fleet-a" in line
-    ratio = float(line.split()[1].rstrip("x"))
-    assert 3 < ratio < 8
+    assert float(line.split()[1].rstrip("x")) > 1  # new over old; how much is the sleeps' and the machine's
     assert "nightly@2026-11-21 (torch 2.15.0.dev20261121, git 20261121" in line
     assert "-> nightly@2026-11-22 (torch 2.15.0.dev20261122, git 20261122" in line
     assert "https://github.com/pytorch/pytorch/compare/20261121" in line

@@ -347,7 +347,7 @@ def test_a_class_times_k_calls_per_sample_and_reports_per_call(monkeypatch):
 
 def test_one_measuring_pass_gives_each_throughput_row_its_figure_or_the_reason():
     measured_here, left_out = ("cpu", "linear", "float32", "small"), ("cpu", "linear", "float16", "large")
-    readings = {"ComputeBoundOps": benchmark_ops._forward_throughputs("ComputeBoundOps", [measured_here, left_out])}
+    readings = {"ComputeBoundOps": benchmark_ops.forward_throughputs("ComputeBoundOps", [measured_here, left_out])}
     bench = benchmark_ops.ComputeBoundOps()
     bench.setup(readings, *measured_here)
     value = bench.track_gflops(readings, *measured_here)

@@ -105,11 +105,15 @@ def test_rates_are_worse_when_they_fall_and_never_judged_from_bare_medians():
 def test_a_noisy_row_is_marked_and_its_threshold_widens_with_its_spread():
     wide = rule.judge(RULES, STEP, "seconds", noisy(1, 0.1, 0.4), noisy(2, 0.15, 0.4))
     assert wide.label == "noisy" and wide.decision is rule.Decision.UNDECIDED
-    calm, spread = noisy(3, 0.1, 0.01), noisy(4, 0.1, 0.06)
-    judged = rule.judge(RULES, STEP, "seconds", calm, spread)
-    errors = rule.noise(calm) * calm.value + rule.noise(spread) * spread.value  # type: ignore[operator]
-    assert judged.threshold == pytest.approx(rule.NOISE_MULTIPLE * errors / calm.value)
-    assert judged.threshold > rule.threshold(RULES, STEP)
+
+    # each build's samples spread +-0.003 s between its quartiles: twice the two half-IQRs is 0.012 s, 12% of 0.1 s
+    def around(centre: float) -> Measured:
+        return sampled([centre + offset for offset in (-0.006, -0.003, 0.0, 0.003, 0.006)] * 2)
+
+    inside, outside = (rule.judge(RULES, STEP, "seconds", around(0.100), around(centre)) for centre in (0.111, 0.113))
+    assert inside.threshold == outside.threshold == pytest.approx(0.12)  # not asv's 5% for this row
+    assert inside.decision is rule.Decision.UNCHANGED  # 11% slower: past 5%, inside 12%
+    assert outside.slower  # 13%
 
 
 def test_a_large_change_on_a_noisy_row_is_still_a_change():

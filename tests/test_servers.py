@@ -83,7 +83,7 @@ def test_a_server_runs_each_round_as_asv_does_in_a_fresh_process(tmp_path):
         server.stop()
     assert [s["rc"] for s in said] == [0, 0]
     assert all(len(s["result"]["samples"]) == 7 for s in said)  # asv's -a repeat reached asv_runner's timer
-    assert all(0.0015 < min(s["result"]["samples"]) < 0.05 for s in said)
+    assert all(min(s["result"]["samples"]) > 0.0015 for s in said)  # the stand-in build's 2 ms sleep was timed
     assert server.log.read_text().count(" ended: status 0 in ") == 2
 
 
@@ -108,9 +108,8 @@ def test_a_round_that_skips_or_hangs_says_so(tmp_path):
             server.ready()
         said = skipped.round(1, {"repeat": 3})
         assert said["rc"] == 0 and said["result"] != said["result"]  # NaN: asv's n/a
-        started = time.monotonic()
-        assert hangs.round(1, {"repeat": 3})["rc"] == servers.TIMED_OUT  # stopped at the benchmark's 5 s
-        assert time.monotonic() - started < 30
+        # stopped at the benchmark's own 5 s, not its 60 s sleep's end
+        assert hangs.round(1, {"repeat": 3}) == {"round": 1, "rc": servers.TIMED_OUT, "result": None, "seconds": 5.0}
     finally:
         skipped.stop()
         hangs.stop()

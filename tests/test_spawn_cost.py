@@ -24,12 +24,12 @@ import time:       100 |        100 | asv_runner.check
 
 
 def test_each_heavy_package_counts_its_own_modules_wherever_they_nest():
-    found = spawn_cost._imports(REPORT)
+    found = spawn_cost.imports(REPORT)
     assert found == pytest.approx({"torch": 0.003, "torchvision": 0.00065, "transformers": 0.0003})
 
 
 def test_a_report_without_them_finds_none():
-    assert spawn_cost._imports("import time:       100 |        100 | asv_runner.check\n") == {}
+    assert spawn_cost.imports("import time:       100 |        100 | asv_runner.check\n") == {}
 
 
 def test_a_folder_that_is_not_a_checkout_is_refused_in_one_line(tmp_path):

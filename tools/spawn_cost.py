@@ -68,7 +68,7 @@ def _env(checkout: Path) -> dict[str, str]:
     return {**os.environ, "ASV_PYTHONPATH": str(checkout / "src")}
 
 
-def _imports(importtime: str) -> dict[str, float]:
+def imports(importtime: str) -> dict[str, float]:
     """Seconds spent executing each HEAVY package's own modules, from ``python -X importtime``'s report.
 
     The sum of every module's self time, by its top-level package: the cumulative column nests a package under
@@ -95,7 +95,7 @@ def _process(checkout: Path, benchmark: str, cache_of: str | None, folder: Path)
     seconds = time.perf_counter() - began
     if done.returncode != 0:
         raise SystemExit(f"{benchmark} failed in {checkout}: {done.stderr[-2000:]}")
-    return seconds, _imports(done.stderr)
+    return seconds, imports(done.stderr)
 
 
 def processes(checkouts: list[Path], repeat: int, kinds: list[str]) -> None:

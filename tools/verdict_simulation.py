@@ -107,7 +107,7 @@ def compare_trial(draw: Draw, ratio: float, seed: int, levels: dict[int, float] 
 LINE = [f"c{index}" for index in range(1, 7)]  # the 6 builds between GOOD and BAD of an 8-build line
 
 
-def _line(first_bad: int, ratio: float) -> tuple[dict[str, float], list[str]]:
+def changed_line(first_bad: int, ratio: float) -> tuple[dict[str, float], list[str]]:
     """The slowdowns of GOOD, the line and BAD with the change at ``first_bad`` (0..6: LINE's index, 6 is BAD)."""
     between = [*LINE, "BAD"]
     return {"GOOD": 1.0, **{name: ratio if index >= first_bad else 1.0 for index, name in enumerate(between)}}, between
@@ -115,7 +115,7 @@ def _line(first_bad: int, ratio: float) -> tuple[dict[str, float], list[str]]:
 
 def bisect_trial(draw: Draw, ratio: float, first_bad: int, seed: int) -> tuple[str, int]:
     """bisection.search over the 8-build line: what it named ('?' for nothing) and the processes it cost."""
-    slowdown, between = _line(first_bad, ratio)
+    slowdown, between = changed_line(first_bad, ratio)
     session = Drawn(draw, slowdown, random.Random(seed))
     named = {name: fresh.Named(name, name) for name in ["GOOD", *between]}
     state = bisection.Search(list(between))
@@ -127,7 +127,7 @@ def bisect_trial(draw: Draw, ratio: float, first_bad: int, seed: int) -> tuple[s
 def previous_bisect(draw: Draw, ratio: float, first_bad: int, seed: int) -> tuple[str, int]:
     """The order before issue 31: GOOD, BAD and up to 4 candidates spread over what is left, a pass, under the previous
     schedule (its own code at ee92223: bisection._spread and the pass loop, the classification unchanged)."""
-    slowdown, between = _line(first_bad, ratio)
+    slowdown, between = changed_line(first_bad, ratio)
     session = Drawn(draw, slowdown, random.Random(seed), min_rounds=6)
     named = {name: fresh.Named(name, name) for name in ["GOOD", *between]}
     good, bad = named["GOOD"], named["BAD"]

@@ -64,6 +64,7 @@ class Generation:
 
 
 _slot: devices.OneSlot[Generation] = devices.OneSlot()
+forget = _slot.clear  # drops the generation and its memory, as workloads.forget does
 
 
 def prepare(device: str, model: str) -> Generation:

@@ -73,7 +73,8 @@ def _device_bars(ax: Any, machines_devices: list[tuple[str, str]], values: list[
     ax.set_xlim(-0.6, max(len(values), 3) - 0.4)
 
 
-def speedup(model: str, found: list[Speedup], out: Path) -> None:
+def speedup(model: str, found: list[Speedup], out: Path) -> Any:
+    """The speedup chart, saved into ``out``; the Figure drawn (closed), to read what was drawn."""
     groups = sorted({(s.machine, s.device) for s in found})
     with _figure(out, figsize=(max(6.0, 2.4 * len(groups)), 4.5)) as (fig, ax):
         for offset, kind in ((-WIDTH / 2, "training"), (WIDTH / 2, "inference")):
@@ -92,9 +93,11 @@ def speedup(model: str, found: list[Speedup], out: Path) -> None:
         ax.margins(y=0.25)
         ax.legend()
         fig.supxlabel(_fallback_footnote([p for s in found for p in (s.gpu, s.cpu)], model), fontsize=8)
+    return fig
 
 
-def machines(model: str, points: list[Point], out: Path) -> None:
+def machines(model: str, points: list[Point], out: Path) -> Any:
+    """Samples/s per machine and device, one chart per kind, saved into ``out``; the Figure drawn (closed)."""
     with _figure(out, ncols=len(KINDS), figsize=(11, 4.5), squeeze=False) as (fig, axes):
         for ax, kind in zip(axes[0], KINDS):
             mine = sorted((p for p in points if p.workload.kind == kind), key=lambda p: (p.machine, p.workload.device))
@@ -107,6 +110,7 @@ def machines(model: str, points: list[Point], out: Path) -> None:
             ax.set_ylabel("samples/s (higher is better)")
             ax.margins(y=0.2)
         fig.supxlabel(_fallback_footnote(points, model), fontsize=8)
+    return fig
 
 
 def batches(model: str, curves: dict[tuple[str, str, str, str], list[tuple[int, float]]], out: Path) -> None:
