@@ -46,6 +46,7 @@ def every_device_usable(monkeypatch):
     monkeypatch.setattr(llm, "Generation", build)
     # Unsupported dtypes are found by the build's torch in setup, after the rule: not the rule's business.
     monkeypatch.setattr(suite.precision, "unsupported_reason", lambda device, kind, dtype: None)
+    monkeypatch.setattr(suite.precision, "device_lacks", lambda device, dtype: None)
     monkeypatch.setattr(maxbatch.os.path, "exists", lambda path: True)
     monkeypatch.setattr(isolated, "call", lambda function, *args: function(*args))  # stand-ins stay in this process
 
