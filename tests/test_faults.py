@@ -201,7 +201,7 @@ OBSERVED: list[tuple[str, list[str], str, dict[str, str], Callable[[Path], None]
     ("add-url-plain-http", ["build", "add-url", "http://example.org/torch-2.14.1-cp311-cp311-manylinux_2_28_x86_64.whl"
                             f"#sha256={'0' * 64}", *BUILD], r"'http://example\.org/.*' is not an https:// or file:// URL",
      {}, None),
-    ("add-release-http-index", ["build", "add-release", "2.14.1", "--index", "http://example.org/simple", *BUILD],
+    ("add-release-http-index", ["build", "add-release", "2.9.0", "--index", "http://example.org/simple", *BUILD],
      r"index 'http://example\.org/simple': use https://, file:// or a folder", {}, None),
     ("add-existing-date-yesterday", ["build", "add-existing", ".", "--date", "yesterday", *BUILD],
      r"argument --date: --date takes a UTC date and time YYYY-MM-DDTHH:MM:SSZ, .* got 'yesterday'", {}, None),

@@ -138,6 +138,12 @@ def cmd_run(args: argparse.Namespace) -> None:
 # --- builds and the timeline -----------------------------------------------------------------------------------
 def cmd_add(args: argparse.Namespace) -> None:
     suite = _suite(args)
+    # Refused before resolving (pip's resolution of a release takes minutes): a missing or bad manifest, and a build
+    # the channel has already, where the command line names its id (a release's version, --id).
+    manifest = suite.manifest
+    build_id = getattr(args, "version", None) or getattr(args, "id", None)
+    if build_id:
+        manifest.refuse_twice(args.channel, build_id)
     history.append(suite.manifest_path, suite.timeline_path, args.channel, args.resolver(args, suite), args.parent)
 
 
