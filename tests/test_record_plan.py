@@ -190,3 +190,23 @@ def test_the_running_line_gives_the_cache_as_it_is_after_a_builds_install(tmp_pa
     watching.poll(tmp_path)
     lines = [line for line in capsys.readouterr().err.splitlines() if "combinations done" in line]
     assert len(lines) == 2 and all("build cache 11.0 GB, 50.0 GB free" in line for line in lines)
+
+
+def test_a_machine_the_machine_file_lacks_is_one_line_before_anything_runs(tmp_path, monkeypatch, capsys):
+    """asv said "No information stored about machine" in many lines, exit 3, after the set-up."""
+    from mpsbench import cli
+
+    home = tmp_path / "home"
+    home.mkdir()
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "asv.conf.json").write_text(json.dumps({"version": 1, "repo": "timeline", "results_dir": "results"}))
+    argv = ["results", "record", "--config", "asv.conf.json", "--machine", "nosuchmachine", "--", "ALL"]
+    assert cli.main(argv) == 2
+    machine_file = home / ".asv-machine.json"
+    assert capsys.readouterr().err == (f"mpsbench: error: no machine 'nosuchmachine' in {machine_file}; machines there:"
+                                       " none (`mpsbench machine --name nosuchmachine` adds this machine under that name)\n")
+    machine_file.write_text(json.dumps({"version": 1, "box": {"machine": "box"}, "lab-2": {"machine": "lab-2"}}))
+    assert cli.main(argv) == 2
+    assert "; machines there: box, lab-2 (`mpsbench machine" in capsys.readouterr().err
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["asv.conf.json", "home"]

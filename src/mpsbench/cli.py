@@ -227,6 +227,7 @@ def _asv_args(args: argparse.Namespace) -> list[str]:
 
 
 def cmd_record(args: argparse.Namespace) -> int:
+    record.check_machine(args.machine, machine.machine_file())  # before anything runs
     return record.record(_suite(args).conf, args.machine, _asv_args(args), args.remeasure)
 
 
