@@ -787,9 +787,10 @@ def _merge_when_recording(results: Path, source: Path, recording, merging, merge
 
 
 @pytest.mark.parametrize("trials", TRIALS)
-def test_a_merge_during_a_record_run_waits_for_it_and_both_land(world, tmp_path, trials):
+def test_a_merge_during_a_record_run_waits_for_it_and_both_land(world, tmp_path, trials, monkeypatch):
     """record holds the results folder's lock from its first look to its last merge; a merge that starts while asv
     runs waits (saying so) and lands after it: both values are in the one file they share."""
+    monkeypatch.setenv("HOME", str(world.root / "home"))  # asv's machine file, which names machine m
     preselect.discover(ROOT / "benchmarks")  # imported once here: each trial's forked record run finds them
     tip = subprocess.run(["git", "rev-parse", "release"], cwd=world.root / "timeline", capture_output=True, text=True,
                          check=True).stdout.strip()
