@@ -226,6 +226,11 @@ def _asv_args(args: argparse.Namespace) -> list[str]:
     return passed[1:] if passed[:1] == ["--"] else passed
 
 
+def cmd_merge(args: argparse.Namespace) -> int:
+    merge.check_machines(args.sources, args.machine)
+    return merge.merge(args.dest, args.sources, args.machine or None, args.update_benchmarks, args.replace).show(args.dest)
+
+
 def cmd_record(args: argparse.Namespace) -> int:
     record.check_machine(args.machine, machine.machine_file())  # before anything runs
     return record.record(_suite(args).conf, args.machine, _asv_args(args), args.remeasure)
@@ -527,8 +532,7 @@ def build_parser() -> argparse.ArgumentParser:
     results = commands.add_parser("results", help="asv results directories from several machines")
     actions = results.add_subparsers(dest="results_command", metavar="ACTION", required=True)
     merging = _command(actions, "merge", "merge results directories into one, value by value, never replacing a recorded value",
-                       lambda args: merge.merge(args.dest, args.sources, args.machine or None, args.update_benchmarks,
-                                                args.replace).show(args.dest), **_doc(merge))
+                       cmd_merge, **_doc(merge))
     merging.add_argument("dest", type=Path, help="the results directory to merge into (created if absent)")
     merging.add_argument("sources", type=Path, nargs="+", help="results directories to merge from")
     merging.add_argument("--machine", action="append", default=[], type=MACHINE_NAME,
