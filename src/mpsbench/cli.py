@@ -572,7 +572,9 @@ def build_parser() -> argparse.ArgumentParser:
     ranking.add_argument("--top", type=text.number(int, 0, "--top"), help="show the N largest ratios only (default, or 0: all)")
     command("factor", "print the regression factor a row is judged by (for asv continuous --factor)",
             lambda args: print(f"{rule.factor(_suite(args).conf.thresholds, args.bench):g}"), "config").add_argument(
-        "-b", "--bench", default="", help="the row, as asv names it (default: any row)")
+        "-b", "--bench", default="", help="the row, as asv names it (default: any row); a name, not a regex: the config's"
+        " regressions_thresholds regexes are matched against it, and a name none matches gets asv's default, as asv"
+        " continuous would")
     _fresh_parsers(commands)
 
     reporting = command("report", "figures and a summary from an asv results directory", cmd_report)
