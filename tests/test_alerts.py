@@ -203,6 +203,16 @@ def test_alert_confirm_leaves_the_recorded_results_untouched(fleet, monkeypatch)
     assert _checksums(tmp / "results") == before
 
 
+def test_a_machine_the_results_lack_is_one_line_and_exit_2_and_no_summary_is_written(fleet, capsys):
+    """alert --machine nosuch said "nothing slower": a misspelt machine in CI would never raise an alert."""
+    tmp, _, _, _, paths = fleet
+    summary = tmp / "summary.md"
+    assert cli.main(["alert", *paths, "--machine", "m1", "--machine", "nosuch", "--summary", str(summary)]) == 2
+    assert capsys.readouterr().err == (f"mpsbench: error: no machine 'nosuch' in {tmp / 'results'};"
+                                       " machines there: m1, m2, m3\n")
+    assert not summary.exists()
+
+
 def test_a_missing_empty_or_corrupt_results_directory_is_one_line_and_exit_2(fleet, capsys):
     tmp, _, commits, _, paths = fleet
     assert cli.main(["alert", *paths, "--build", "nightly@2026-12-01"]) == 2

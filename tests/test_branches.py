@@ -53,3 +53,20 @@ def test_a_branches_entry_that_is_not_a_list_is_one_line_and_exit_2(tmp_path, mo
     assert cli.main(["timeline", "generate", "--manifest", "manifest.json"]) == 2
     err = capsys.readouterr().err
     assert err == "mpsbench: error: asv.conf.json: branches must be a list of branch names, got 'release'\n"
+
+
+def test_a_missing_manifest_is_one_line_and_leaves_the_config_and_the_timeline_as_they_were(tmp_path, monkeypatch, capsys):
+    """A mistyped --manifest read as one of no builds: "branches": [] written, every branch of the timeline removed."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "asv.conf.json").write_text(CONFIG)
+    mf.save(mf.append(mf.Manifest(), "release", build("2.15.0", 20)), tmp_path / "manifest.json")
+    assert cli.main(["timeline", "generate", "--manifest", "manifest.json"]) == 0
+    config = (tmp_path / "asv.conf.json").read_text()
+    heads = tmp_path / ".asv" / "timeline" / ".git" / "refs" / "heads"
+    branches = {path.name: path.read_text() for path in heads.iterdir()}
+    capsys.readouterr()
+    assert cli.main(["timeline", "generate", "--manifest", "/nope.json"]) == 2
+    assert capsys.readouterr().err == ("mpsbench: error: no manifest /nope.json (the project's is builds/manifest.json);"
+                                       ' to start a new one, write {"schema": 1, "channels": []} to it\n')
+    assert (tmp_path / "asv.conf.json").read_text() == config
+    assert {path.name: path.read_text() for path in heads.iterdir()} == branches == {"release": branches["release"]}

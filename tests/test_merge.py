@@ -137,6 +137,17 @@ def test_only_the_named_machines_and_a_missing_source_is_one_line(machines, caps
     assert capsys.readouterr().err == f"mpsbench: error: results directory {a / 'nope'} does not exist\n"
 
 
+def test_a_machine_no_source_holds_is_one_line_and_nothing_is_written(machines, capsys):
+    """--machine nosuch merged nothing with exit status 0: a misspelt machine's results were never merged."""
+    fleet, a, b = machines
+    before = _snapshot(fleet)
+    assert cli.main(["results", "merge", str(fleet), str(a), str(b), "--machine", "m2", "--machine", "nosuch"]) == 2
+    assert capsys.readouterr().err == f"mpsbench: error: no machine 'nosuch' in {a}, {b}; machines there: m1, m2\n"
+    assert _snapshot(fleet) == before
+    assert cli.main(["results", "merge", str(fleet.parent / "new"), str(a), "--machine", "m2"]) == 2  # m2's are in b
+    assert not (fleet.parent / "new").exists()
+
+
 def _values(path: Path) -> dict[str, object]:
     data = json.loads(path.read_text())
     return {name: dict(zip(data["result_columns"], row, strict=False)).get("result") for name, row in data["results"].items()}

@@ -216,7 +216,8 @@ def test_the_command_line_prints_the_pattern_and_refuses_a_folder_that_is_no_sui
     done = subprocess.run([*mpsbench, "preselect", "--benchmark-dir", str(tmp_path)], cwd=ROOT,
                           capture_output=True, text=True, timeout=900)
     assert done.returncode == 2
-    assert done.stderr == f"mpsbench: error: {tmp_path} is not a benchmark package (no __init__.py); pass the suite's\n"
+    assert done.stderr == (f"mpsbench: error: {tmp_path} is not a benchmark package (no __init__.py); pass the suite's"
+                           " benchmark folder, the one holding its __init__.py (benchmarks in this checkout)\n")
 
 
 def test_on_cuda_the_correctness_rows_and_the_llama_generation_are_full_sweep_only(monkeypatch):

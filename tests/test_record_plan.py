@@ -203,11 +203,33 @@ def test_the_plan_says_why_a_build_needs_no_disk_never_that_one_it_cannot_instal
     assert "disk:" not in unknown  # nothing is known of the builds' installs: nothing is said
 
 
-def test_results_record_plans_with_what_the_cache_says_of_each_build_as_bench_does(monkeypatch):
+def test_results_record_plans_with_what_the_cache_says_of_each_build_as_bench_does(monkeypatch, tmp_path):
     """Run directly, its plan said "installed already" of every build, an uninstalled era@2.0.1 too."""
+    monkeypatch.setenv("HOME", str(tmp_path))  # a machine file that holds the machine named
+    (tmp_path / ".asv-machine.json").write_text(json.dumps({"version": 1, "box": {"machine": "box"}}))
     handed = []
     monkeypatch.setattr(record, "record", lambda conf, machine, asv_args, remeasure, facts=None: handed.append(facts) or 0)
     config = Path(__file__).resolve().parents[1] / "asv.conf.json"
     assert cli.main(["results", "record", "--config", str(config), "--machine", "box", "--",
                      "-E", "virtualenv:3.10", "release^!"]) == 0
     assert isinstance(handed[0], bench.Builds) and handed[0].python == (3, 10)
+
+
+def test_a_machine_the_machine_file_lacks_is_one_line_before_anything_runs(tmp_path, monkeypatch, capsys):
+    """asv said "No information stored about machine" in many lines, exit 3, after the set-up."""
+    from mpsbench import cli
+
+    home = tmp_path / "home"
+    home.mkdir()
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "asv.conf.json").write_text(json.dumps({"version": 1, "repo": "timeline", "results_dir": "results"}))
+    argv = ["results", "record", "--config", "asv.conf.json", "--machine", "nosuchmachine", "--", "ALL"]
+    assert cli.main(argv) == 2
+    machine_file = home / ".asv-machine.json"
+    assert capsys.readouterr().err == (f"mpsbench: error: no machine 'nosuchmachine' in {machine_file}; machines there:"
+                                       " none (`mpsbench machine --name nosuchmachine` adds this machine under that name)\n")
+    machine_file.write_text(json.dumps({"version": 1, "box": {"machine": "box"}, "lab-2": {"machine": "lab-2"}}))
+    assert cli.main(argv) == 2
+    assert "; machines there: box, lab-2 (`mpsbench machine" in capsys.readouterr().err
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["asv.conf.json", "home"]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 from datetime import datetime
+from pathlib import Path
 
 import pytest
 from tests import fakes
@@ -158,8 +159,14 @@ def _cli(*args: str) -> int:
     return cli.main(list(args))
 
 
+def _empty_manifest(path: Path) -> Path:
+    """A manifest of no builds, as a new one starts (a missing one is refused)."""
+    path.write_text('{"schema": 1, "channels": []}')
+    return path
+
+
 def test_cli_refusals_leave_manifest_and_timeline_untouched(index, tmp_path, capsys):
-    manifest, line = tmp_path / "m.json", tmp_path / "timeline"
+    manifest, line = _empty_manifest(tmp_path / "m.json"), tmp_path / "timeline"
     paths = ["--manifest", str(manifest), "--timeline", str(line)]
     assert _cli("build", "add-nightly", "2026-11-22", "--index", str(index), "--transformers-index", str(index), *paths) == 0
     before = manifest.read_bytes()
@@ -177,9 +184,51 @@ def test_cli_refusals_leave_manifest_and_timeline_untouched(index, tmp_path, cap
 
 
 def test_cli_latest_nightly_appends_once(index, tmp_path, capsys):
-    paths = ["--manifest", str(tmp_path / "m.json"), "--timeline", str(tmp_path / "t")]
+    paths = ["--manifest", str(_empty_manifest(tmp_path / "m.json")), "--timeline", str(tmp_path / "t")]
     args = ["build", "add-nightly", "latest", "--index", str(index), "--transformers-index", str(index), *paths]
     assert _cli(*args) == 0
     assert "added nightly@2026-11-22" in capsys.readouterr().out
     assert _cli(*args) == 0
     assert "already the newest nightly" in capsys.readouterr().out
+
+
+def _never(*args: object, **kwargs: object) -> None:
+    raise AssertionError("resolved a build that the command should have refused first")
+
+
+def test_a_build_the_channel_has_is_refused_before_anything_is_resolved(tmp_path, monkeypatch, capsys):
+    """add-release 2.14.1 waited for pip's resolution (minutes) before saying the channel had it."""
+    for name in ("release", "nightly", "nightly_dates", "existing"):
+        monkeypatch.setattr(resolve, name, _never)
+    monkeypatch.setattr(wheels, "project_wheels", _never)
+    pin = mf.Pin("torch", "2.14.1", "torch-2.14.1-cp311-cp311-manylinux_2_28_x86_64.whl", "https://example.invalid/t.whl",
+                 "0" * 64)
+    made = {"id": "2.14.1", "torch_version": "2.14.1", "date": "2026-09-30T12:00:00Z", "git_version": GIT_A,
+            "pins": {"linux-x86_64-cpu": [pin]}}
+    manifest = mf.append(mf.Manifest(), "release", mf.Build(kind="release", **made))
+    manifest = mf.append(manifest, "nightly", mf.Build(kind="nightly", **{**made, "id": "2026-11-20"}))
+    path = tmp_path / "m.json"
+    mf.save(manifest, path)
+    before = path.read_bytes()
+    paths = ["--manifest", str(path), "--timeline", str(tmp_path / "t")]
+    for argv, said in ((["add-release", "2.14.1"], "channel release already has a build '2.14.1'"),
+                       (["add-nightly", "2026-11-20"], "channel nightly already has a build '2026-11-20'"),
+                       (["add-existing", ".", "--id", "2.14.1", "--channel", "release"], "already has a build '2.14.1'")):
+        assert _cli("build", *argv, *paths) == 2
+        err = capsys.readouterr().err
+        assert said in err and err.count("\n") == 1
+    assert path.read_bytes() == before and not (tmp_path / "t").exists()
+
+
+def test_a_missing_manifest_is_refused_before_anything_is_resolved_or_written(tmp_path, monkeypatch, capsys):
+    """A mistyped --manifest made a stray manifest of one build (and set asv's branches to its channel)."""
+    for name in ("release", "nightly", "existing"):
+        monkeypatch.setattr(resolve, name, _never)
+    typo = tmp_path / "typo.json"
+    paths = ["--manifest", str(typo), "--timeline", str(tmp_path / "t")]
+    for argv in (["add-release", "2.14.1"], ["add-nightly", "2026-11-20"], ["add-existing", "."], ["list"]):
+        assert _cli("build", *argv, *paths) == 2
+        err = capsys.readouterr().err
+        assert err == (f"mpsbench: error: no manifest {typo} (the project's is builds/manifest.json); to start a new one,"
+                       ' write {"schema": 1, "channels": []} to it\n')
+    assert sorted(tmp_path.iterdir()) == []

@@ -138,6 +138,12 @@ def cmd_run(args: argparse.Namespace) -> None:
 # --- builds and the timeline -----------------------------------------------------------------------------------
 def cmd_add(args: argparse.Namespace) -> None:
     suite = _suite(args)
+    # Refused before resolving (pip's resolution of a release takes minutes): a missing or bad manifest, and a build
+    # the channel has already, where the command line names its id (a release's version, --id).
+    manifest = suite.manifest
+    build_id = getattr(args, "version", None) or getattr(args, "id", None)
+    if build_id:
+        manifest.refuse_twice(args.channel, build_id)
     history.append(suite.manifest_path, suite.timeline_path, args.channel, args.resolver(args, suite), args.parent)
 
 
@@ -220,7 +226,13 @@ def _asv_args(args: argparse.Namespace) -> list[str]:
     return passed[1:] if passed[:1] == ["--"] else passed
 
 
+def cmd_merge(args: argparse.Namespace) -> int:
+    merge.check_machines(args.sources, args.machine)
+    return merge.merge(args.dest, args.sources, args.machine or None, args.update_benchmarks, args.replace).show(args.dest)
+
+
 def cmd_record(args: argparse.Namespace) -> int:
+    record.check_machine(args.machine, machine.machine_file())  # before anything runs
     suite, asv_args = _suite(args), _asv_args(args)
     # what the plan says of each build's install (its disk, whether it is installed): as mpsbench bench says it
     builds = bench.Builds(suite, bench.environment_python(asv_args))
@@ -523,8 +535,7 @@ def build_parser() -> argparse.ArgumentParser:
     results = commands.add_parser("results", help="asv results directories from several machines")
     actions = results.add_subparsers(dest="results_command", metavar="ACTION", required=True)
     merging = _command(actions, "merge", "merge results directories into one, value by value, never replacing a recorded value",
-                       lambda args: merge.merge(args.dest, args.sources, args.machine or None, args.update_benchmarks,
-                                                args.replace).show(args.dest), **_doc(merge))
+                       cmd_merge, **_doc(merge))
     merging.add_argument("dest", type=Path, help="the results directory to merge into (created if absent)")
     merging.add_argument("sources", type=Path, nargs="+", help="results directories to merge from")
     merging.add_argument("--machine", action="append", default=[], type=MACHINE_NAME,
@@ -564,7 +575,9 @@ def build_parser() -> argparse.ArgumentParser:
     ranking.add_argument("--top", type=text.number(int, 0, "--top"), help="show the N largest ratios only (default, or 0: all)")
     command("factor", "print the regression factor a row is judged by (for asv continuous --factor)",
             lambda args: print(f"{rule.factor(_suite(args).conf.thresholds, args.bench):g}"), "config").add_argument(
-        "-b", "--bench", default="", help="the row, as asv names it (default: any row)")
+        "-b", "--bench", default="", help="the row, as asv names it (default: any row); a name, not a regex: the config's"
+        " regressions_thresholds regexes are matched against it, and a name none matches gets asv's default, as asv"
+        " continuous would")
     _fresh_parsers(commands)
 
     reporting = command("report", "figures and a summary from an asv results directory", cmd_report)

@@ -54,6 +54,7 @@ make_builds() {  # idempotent: a machine kept warm between the two calls reuses 
     fi
     rm -rf "$W/builds" "$W/exam"
     mkdir -p "$W/builds" "$W/exam"
+    echo '{"schema": 1, "channels": []}' > "$W/exam/manifest.json"  # a manifest of their own, empty
     i=0
     for b in n1 n2 n3 n4 n5 s1 s2 s3; do
         i=$((i + 1))

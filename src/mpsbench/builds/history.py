@@ -40,15 +40,17 @@ def add_nightly(manifest_path: Path, timeline_repo: Path, channel: str, date: st
     """The nightly of ``date`` ("latest": the newest) added to ``channel``; its timeline commit, None if already there
     (for scripts/nightly resolve, ``bisect --nightlies`` and the command line)."""
     indexes = indexes or tuple(resolve.NIGHTLY_INDEXES)
+    manifest = mf.load(manifest_path)  # a missing or bad manifest is refused before any index is read
     if date == "latest":
         dates = resolve.nightly_dates(indexes)
         if not dates:
             raise HistoryError(f"no torch nightly on {', '.join(indexes)}")
         date = dates[-1]
-        existing = mf.load(manifest_path).channel(channel)
+        existing = manifest.channel(channel)
         if existing is not None and any(build.id == date for build in existing.builds):
             print(f"{channel}@{date} is already the newest nightly; nothing to add")
             return None
+    manifest.refuse_twice(channel, date)  # before pip's resolution, which takes minutes
     build = resolve.nightly(date, indexes=indexes, pythons=pythons, transformers=transformers,
                             transformers_index=transformers_index)
     return append(manifest_path, timeline_repo, channel, build, parent)

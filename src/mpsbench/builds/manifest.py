@@ -150,6 +150,13 @@ class Manifest:
     def channel(self, name: str) -> Channel | None:
         return next((channel for channel in self.channels if channel.name == name), None)
 
+    def refuse_twice(self, channel_name: str, build_id: str) -> None:
+        """ManifestError if the channel holds a build ``build_id`` already: checked before a build is resolved too
+        (pip's resolution of a release takes minutes)."""
+        existing = self.channel(channel_name)
+        if existing is not None and any(old.id == build_id for old in existing.builds):
+            raise ManifestError(f"channel {channel_name} already has a build {build_id!r}")
+
     def find(self, ref: str) -> Build:
         """The build named ``channel@id``, or a one-line error listing what exists."""
         channel_name, _, build_id = ref.partition("@")
@@ -315,11 +322,16 @@ def dumps(data: Any) -> str:
     return json.dumps(data, indent=2, sort_keys=True, ensure_ascii=True) + "\n"
 
 
-def load(path: Path) -> Manifest:
+def load(path: Path, missing_ok: bool = False) -> Manifest:
+    """The manifest at ``path``. A missing file is refused, never read as a manifest of no builds (a mistyped
+    --manifest would empty the timeline and asv's branches); ``missing_ok``: the fleet's, before its first resolve."""
     try:
         data = json.loads(path.read_bytes())
     except FileNotFoundError:
-        return Manifest()
+        if missing_ok:
+            return Manifest()
+        raise ManifestError(f"no manifest {path} (the project's is builds/manifest.json); to start a new one, write"
+                            f' {{"schema": {SCHEMA}, "channels": []}} to it') from None
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise ManifestError(f"{path} is not valid JSON: {exc}") from None
     except OSError as exc:
@@ -351,8 +363,7 @@ def append(manifest: Manifest, channel_name: str, build: Build, parent: str | No
     else:
         if parent is not None and parent != existing.parent:
             raise ManifestError(f"channel {channel_name} exists already; only a new channel takes --parent")
-        if any(old.id == build.id for old in existing.builds):
-            raise ManifestError(f"channel {channel_name} already has a build {build.id!r}")
+        manifest.refuse_twice(channel_name, build.id)
         tip = existing.builds[-1]
         if _passes(Build.when, build) and build.when() < tip.when():
             raise ManifestError(

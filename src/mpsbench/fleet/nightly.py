@@ -90,7 +90,7 @@ def prepare(fleet: Fleet) -> Suite:
     """The work folder's suite: the fleet's manifest, its timeline, and an asv.conf.json that walks the suite's
     branches the fleet has, and the nightly channel."""
     work = Suite(fleet.work / asvconf.CONFIG, fleet.manifest, fleet.work / "timeline")
-    if not work.manifest.channels:
+    if not fleet.manifest.is_file() or not work.manifest.channels:
         raise NightlyError(f"{fleet.manifest} holds no builds: run scripts/nightly fetch and resolve first")
     base = asvconf.load(fleet.suite / asvconf.CONFIG)
     branches = [name for name in dict.fromkeys([*base.branches, fleet.channel]) if work.manifest.channel(name)]
@@ -123,7 +123,8 @@ class Resolving:
 
 
 def resolve_nightly(fleet: Fleet, options: Resolving) -> int:
-    synced = sync(mf.load(fleet.suite / history.MANIFEST), mf.load(fleet.manifest))
+    # the fleet's manifest starts as the repository's: before the first resolve it is not there yet
+    synced = sync(mf.load(fleet.suite / history.MANIFEST), mf.load(fleet.manifest, missing_ok=True))
     # a dry run works on a scratch copy and a timeline of its own: the work folder's must never get ahead of the manifest
     scratch = fleet.work / "dry-run" if options.dry_run else fleet.work
     scratch.mkdir(parents=True, exist_ok=True)

@@ -38,7 +38,8 @@ def discover(benchmark_dir: Path) -> list[Any]:
 
     root = benchmark_dir.resolve()
     if not (root / "__init__.py").is_file():
-        raise PreselectError(f"{benchmark_dir} is not a benchmark package (no __init__.py); pass the suite's")
+        raise PreselectError(f"{benchmark_dir} is not a benchmark package (no __init__.py); pass the suite's benchmark"
+                             " folder, the one holding its __init__.py (benchmarks in this checkout)")
     package = root.name
     saved = {name: module for name, module in sys.modules.items() if name == package or name.startswith(package + ".")}
     for name in saved:

@@ -105,7 +105,11 @@ def find(suite: Suite, options: Options) -> list[Alert]:
     """The rows slower on each machine's newest build, slowest first; with ``options.build``, only on machines whose
     newest build it is (one that did not run tonight's build does not repeat an old alert)."""
     newest = suite.timeline.commits[suite.name(options.build)] if options.build is not None else None  # checked first
-    found = recorded.load(options.results or suite.conf.results)
+    results = options.results or suite.conf.results
+    found = recorded.load(results)
+    for name in options.machines:  # a misspelt machine would never raise an alert
+        if name not in found.machines:
+            raise AlertError(f"no machine {name!r} in {results}; machines there: {', '.join(found.machines) or 'none'}")
     alerts = []
     for machine in found.machines:
         builds = found.builds(machine)

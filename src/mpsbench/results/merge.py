@@ -320,12 +320,27 @@ def audit_trail(dest: Path) -> Path:
     return dest.parent / f"{dest.name}-replaced.jsonl"
 
 
-def merge(dest: Path, sources: Sequence[Path], machines: Iterable[str] | None = None, update_benchmarks: bool = False,
-          replace: bool = False) -> Report:
-    """Merge every machine's files of each source into ``dest`` (see the module's docstring), holding its lock."""
+def _check_sources(sources: Sequence[Path]) -> None:
     for source in sources:
         if not source.is_dir():
             raise MergeError(f"results directory {source} does not exist")
+
+
+def check_machines(sources: Sequence[Path], machines: Iterable[str]) -> None:
+    """MergeError naming a machine that no source holds: the command would merge nothing and exit 0. Not checked by
+    :func:`merge` itself, where a machine's first night restores nothing from the fleet (fleet/nightly.py)."""
+    _check_sources(sources)
+    held = sorted({path.parent.name for source in sources for path in source.glob("*/*.json")})
+    for name in machines:
+        if name not in held:
+            raise MergeError(f"no machine {name!r} in {', '.join(map(str, sources))};"
+                             f" machines there: {', '.join(held) or 'none'}")
+
+
+def merge(dest: Path, sources: Sequence[Path], machines: Iterable[str] | None = None, update_benchmarks: bool = False,
+          replace: bool = False) -> Report:
+    """Merge every machine's files of each source into ``dest`` (see the module's docstring), holding its lock."""
+    _check_sources(sources)
     # a record run may hold it for hours: say why nothing happens yet
     with files.lock(dest, waiting=lambda: log.info(f"waiting for the other process writing {dest} (a merge or a record"
                                                     " run) to finish")):
