@@ -213,9 +213,12 @@ def release(version: str, index: str = PYPI, pythons: Pythons = PYTHONS, torchvi
     return _build(_identity(pins), date, id=version, torch_version=version, kind="release", pins=pins, tag=f"v{version}")
 
 
+NIGHTLY_STAMP = re.compile(r"\.dev(\d{4})(\d{2})(\d{2})")  # a nightly's date in its version: 2.15.0.dev20261117
+
+
 def nightly_dates(indexes: tuple[str, ...]) -> list[str]:
     """Every nightly date (YYYY-MM-DD) with a torch wheel on any of ``indexes``, oldest first."""
-    stamps = (re.search(r"\.dev(\d{4})(\d{2})(\d{2})", wheel.version)
+    stamps = (NIGHTLY_STAMP.search(wheel.version)
               for index in indexes for wheel in wheels.project_wheels(index, "torch"))
     return sorted({"-".join(found.groups()) for found in stamps if found})
 

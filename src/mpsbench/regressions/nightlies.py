@@ -6,7 +6,6 @@ timeline hash, and a rerun reuses them.
 from __future__ import annotations
 
 import functools
-import re
 from dataclasses import dataclass
 from datetime import date
 
@@ -16,12 +15,11 @@ from mpsbench.regressions import fresh
 
 DEFAULT = 3  # three new builds: a binary search over them is exactly two steps
 PREFIX = "bisect-"
-_STAMP = re.compile(r"\.dev(\d{4})(\d{2})(\d{2})")
 
 
 def day(build: mf.Build) -> date:
     """The day a build's upstream code is of: a nightly's version stamp (``.dev20261120``), else its date."""
-    found = _STAMP.search(build.torch_version)
+    found = resolve.NIGHTLY_STAMP.search(build.torch_version)
     return date(*map(int, found.groups())) if found else build.when().date()
 
 
