@@ -7,9 +7,7 @@ publish the site.
 
 from __future__ import annotations
 
-import collections
 import re
-import shlex
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -18,7 +16,7 @@ from mpsbench.builds import defaults, disk, machine, timeline
 from mpsbench.context import Suite
 from mpsbench.core import asv, progress, text
 from mpsbench.core.errors import UserError
-from mpsbench.measure import devices, preselect, selection
+from mpsbench.measure import devices, selection
 from mpsbench.results import record
 from mpsbench.results.watch import Step
 from mpsbench.site import publish
@@ -59,36 +57,15 @@ def check_range(suite: Suite, asv_args: Sequence[str]) -> None:
         raise UserError(reason)
 
 
-def checked_args(suite: Suite, asv_args: Sequence[str]) -> tuple[tuple[str, ...], str | None]:
+def checked_args(suite: Suite, asv_args: Sequence[str]) -> record.Selection | None:
     """The arguments for asv run, refused in one line before anything is printed (an option asv lacks, a range naming
-    no build of the generated timeline, a -b that is no regex or finds nothing), with their -b narrowed to the
-    combinations this run times, and a line saying what that left out (None: nothing).
-
-    Narrowed because asv starts a process for every combination it selects, even one whose setup only skips
-    (measure/preselect.py): with -b as without it, asv starts none for them.
-    """
+    no build of the generated timeline, a -b that is no regex, finds nothing or only what would skip here); -b's
+    selection (:func:`mpsbench.results.record.select`), made once here for the record run. None: no -b."""
     if not asv_args:
-        return (), None
+        return None
     run = asv.run_args(asv_args)
     check_range(suite, asv_args)
-    if not run.bench:
-        return tuple(asv_args), None
-    bench_shown = " -b ".join(map(shlex.quote, run.bench))
-    found = preselect.combinations(preselect.discover(suite.conf.benchmarks))
-    asked = set(asv.matching([combination.name for combination in found], run.bench))
-    if not asked:
-        raise UserError(f"no benchmark matches -b {bench_shown}; `mpsbench preselect --list` lists every combination")
-    runs = [combination.name for combination in found if combination.name in asked and combination.reason is None]
-    left = collections.Counter(combination.reason for combination in found
-                               if combination.name in asked and combination.reason is not None)
-    reasons = "; ".join(f"{reason} ({count})" for reason, count in left.most_common(3)) + ("; ..." if len(left) > 3 else "")
-    if not runs:
-        raise UserError(f"none of the {len(asked)} combinations -b {bench_shown} finds runs on this machine: {reasons}")
-    narrowed = (*run.rest, "-b", asv.pattern(runs), *([run.range] if run.range else []))
-    if not left:
-        return narrowed, None
-    return narrowed, (f"-b: {len(runs)} of the {len(asked)} combinations it finds run here, the rest would only skip"
-                      f" (`mpsbench preselect --list` says why for each): {reasons}")
+    return record.select(suite.conf, run.bench) if run.bench else None
 
 
 def plan(suite: Suite, asv_args: Sequence[str]) -> list[tuple[str, ...]]:
@@ -138,11 +115,9 @@ class Builds:
 def bench(suite: Suite, options: Options) -> int:
     """Every step in order; 0, or record's BENCHMARKS_FAILED when some benchmark failed (the site shows the rest)."""
     generated = suite.generate()  # written first: a range is checked against it
-    asv_args, left_out = checked_args(suite, options.asv_args)
+    selection = checked_args(suite, options.asv_args)
     print(check_setup())
     print(timeline.summary(suite.manifest, generated, suite.timeline_path))
-    if left_out is not None:
-        log.info(left_out)
     name = machine.write()[0]
     status = 0
     published = False
@@ -154,10 +129,11 @@ def bench(suite: Suite, options: Options) -> int:
             publish.publish(suite)
             published = True
 
-    for run in plan(suite, asv_args):
+    for run in plan(suite, options.asv_args):
         launch = ("--launch-method", suite.conf.launch_method())  # this platform's, from asv.conf.json
         builds = Builds(suite, environment_python(run))
-        status = record.record(suite.conf, name, [*launch, *run], options.remeasure, builds, publish_after) or status
+        status = record.record(suite.conf, name, [*launch, *run], options.remeasure, builds, publish_after,
+                               selection) or status
     if not published:  # nothing ran: the site of what is recorded
         publish.publish(suite)
     if status:

@@ -16,11 +16,13 @@ branch's newest build).
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import json
 import shlex
 import shutil
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 from mpsbench.core import asv, asv_saving, files, git, progress, ranges
@@ -133,15 +135,46 @@ def steps(commits: Sequence[str], missing: dict[str, tuple[str, ...]]) -> list[w
     return planned
 
 
+@dataclass(frozen=True)
+class Selection:
+    names: tuple[str, ...]  # the combinations a run times
+    default_size: int  # how many this machine's preselection times: the size docs/budget.md's measured build ran
+    left_out: str | None  # what -b found that only skips here, and why; None: nothing
+
+
+def select(conf: AsvConf, bench: Sequence[str]) -> Selection:
+    """The combinations a run times: this machine's preselection, or those of it that -b's patterns find (asv's
+    re.search). RecordError where -b finds none, or only combinations that would skip here: asv starts a process for
+    each combination it selects, even one whose setup only skips (measure/preselect.py)."""
+    found = preselect.combinations(preselect.discover(conf.benchmarks))
+    default = preselect.selected(found)
+    if not bench:
+        return Selection(tuple(default), len(default), None)
+    shown = " -b ".join(map(shlex.quote, bench))
+    asked = set(asv.matching([combination.name for combination in found], bench))
+    if not asked:
+        raise RecordError(f"no benchmark matches -b {shown}; `mpsbench preselect --list` lists every combination")
+    runs = tuple(combination.name for combination in found if combination.name in asked and combination.reason is None)
+    left = collections.Counter(combination.reason for combination in found
+                               if combination.name in asked and combination.reason is not None)
+    reasons = "; ".join(f"{reason} ({count})" for reason, count in left.most_common(3)) + ("; ..." if len(left) > 3 else "")
+    if not runs:
+        raise RecordError(f"none of the {len(asked)} combinations -b {shown} finds runs on this machine: {reasons}")
+    said = (f"-b: {len(runs)} of the {len(asked)} combinations it finds run here, the rest would only skip"
+            f" (`mpsbench preselect --list` says why for each): {reasons}") if left else None
+    return Selection(runs, len(default), said)
+
+
 def record(conf: AsvConf, machine: str, asv_args: Sequence[str], remeasure: bool = False,
-           facts: watch.Builds | None = None, after: Callable[[watch.Step, bool], None] | None = None) -> int:
+           facts: watch.Builds | None = None, after: Callable[[watch.Step, bool], None] | None = None,
+           selection: Selection | None = None) -> int:
     """Run what is missing (everything selected, with ``remeasure``) and merge it in: 0, or BENCHMARKS_FAILED.
 
     One asv run per build, newest build first (its first tier before the rest); each combination merged into the
     record as soon as asv has measured it (:mod:`mpsbench.core.asv_saving`); a build that ``facts`` says does not fit
     on the disk is skipped with one line. Ctrl-C or SIGTERM ends every process of the run, merges what it measured
     and raises :class:`asv.Stopped`. ``after(step, build_done)`` is called after each step that ran (the site is
-    published there: after the first tier, and after each build).
+    published there: after the first tier, and after each build). ``selection``: :func:`select`'s, made already.
     """
     run = asv.run_args(asv_args)
     if run.quick and not run.dry_run:
@@ -150,14 +183,10 @@ def record(conf: AsvConf, machine: str, asv_args: Sequence[str], remeasure: bool
     if conf.repo is None:
         raise RecordError(f"{conf.path}: repo must be the timeline's folder, not a URL")
     commits = newest_first(conf.repo, ranges.builds(conf.repo, conf.branches, run.range))
-    # -b's patterns (asv's re.search), or this machine's preselection; the default selection's size is what
-    # docs/budget.md's measured build ran
-    found = preselect.combinations(preselect.discover(conf.benchmarks))
-    default = preselect.selected(found)
-    wanted = asv.matching([combination.name for combination in found], run.bench) if run.bench else default
-    if run.bench and not wanted:
-        raise RecordError(f"no benchmark matches -b {' -b '.join(map(shlex.quote, run.bench))};"
-                          " `mpsbench preselect --list` lists every combination")
+    chosen = selection or select(conf, run.bench)
+    wanted = chosen.names
+    if chosen.left_out is not None:
+        log.info(chosen.left_out)
     with files.lock(results, wait=False):
         root = scratch_root(results)
         recover(results, root)
@@ -170,7 +199,7 @@ def record(conf: AsvConf, machine: str, asv_args: Sequence[str], remeasure: bool
             log.info(f"every selected combination ({len(wanted)}) is recorded for the {len(commits)} builds: nothing to run")
             return 0
         gpu = not any("'cpu'" in name for name in wanted)
-        watching = watch.Watch(planned, watch.Costs(results, machine, gpu, len(default)), facts)
+        watching = watch.Watch(planned, watch.Costs(results, machine, gpu, chosen.default_size), facts)
         print(watching.plan())
         status = 0
         for step in planned:
