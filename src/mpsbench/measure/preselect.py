@@ -65,15 +65,27 @@ def names(benchmarks: Sequence[Any]) -> list[str]:
     return [asv.combination(benchmark.name, shown) for benchmark, shown in _each(benchmarks)]
 
 
+def _device(benchmark: Any, shown: tuple[str, ...]) -> str | None:
+    """The device parameter of one combination; None where its benchmark has none."""
+    if "device" not in benchmark.param_names:
+        return None
+    return str(asv.param_values(shown)[list(benchmark.param_names).index("device")])
+
+
+def devices_of(benchmarks: Sequence[Any]) -> dict[str, str | None]:
+    """Every combination's device parameter, by name (no selection rule asked)."""
+    return {asv.combination(benchmark.name, shown): _device(benchmark, shown) for benchmark, shown in _each(benchmarks)}
+
+
 def combinations(benchmarks: Sequence[Any]) -> list[Combination]:
     """Every combination, with the reason this run leaves it out."""
     absent = functools.cache(devices.absent_reason)
     found = []
     for benchmark, shown in _each(benchmarks):
         owner = benchmark.name.split(".")[-2]  # "benchmark_models.Training.time_step": the class
-        at = list(benchmark.param_names).index("device") if "device" in benchmark.param_names else None
+        device = _device(benchmark, shown)
         params = asv.param_values(shown)
-        reason = absent(params[at]) if at is not None else None
+        reason = absent(device) if device is not None else None
         if reason is None and params:
             reason = selection.left_out(owner, *params)
         found.append(Combination(asv.combination(benchmark.name, shown), reason))

@@ -8,12 +8,10 @@ Exit 0: unchanged (or faster) within the regression factor; 1: slower; 3: undeci
 from __future__ import annotations
 
 import dataclasses
-import itertools
 import statistics
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
 
 from mpsbench.core import asv, asvconf, progress
 from mpsbench.measure import devices, preselect
@@ -143,23 +141,11 @@ def check(args: fresh.Options) -> None:
     # Every process would only skip, after asv has downloaded and installed both builds: minutes and gigabytes
     # spent on a refusal. Asked as the preselection asks it (the machine, not .venv's torch): the build's torch
     # decides the rest, and a probe here would hold a GPU context through every round.
-    device = _device(benchmarks, found[0])
+    device = preselect.devices_of(benchmarks)[found[0]]
     if device is not None and not devices.present(device):
         here = ", ".join(name for name in devices.NAMES if devices.present(name))
         raise fresh.FreshError(f"-b {args.bench!r} names {found[0]}, which cannot run here: {devices.absent_reason(device)};"
                                f" the devices here: {here}")
-
-
-def _device(benchmarks: Sequence[Any], combination: str) -> str | None:
-    """The device parameter of ``combination`` (asv's discovered benchmarks); None where it has none."""
-    for benchmark in benchmarks:
-        if "device" not in benchmark.param_names:
-            continue
-        at = list(benchmark.param_names).index("device")
-        for shown in itertools.product(*benchmark.params):
-            if asv.combination(benchmark.name, shown) == combination:
-                return str(asv.param_values(shown)[at])
-    return None
 
 
 def measured_as(args: fresh.Options) -> str:
