@@ -232,7 +232,7 @@ def cmd_merge(args: argparse.Namespace) -> int:
 
 
 def cmd_record(args: argparse.Namespace) -> int:
-    record.check_machine(args.machine, machine.machine_file())  # before anything runs
+    machine.require(args.machine)  # before anything runs
     suite, asv_args = _suite(args), _asv_args(args)
     # what the plan says of each build's install (its disk, whether it is installed): as mpsbench bench says it
     builds = bench.Builds(suite, bench.environment_python(asv_args))

@@ -76,6 +76,21 @@ def check_name(name: str) -> str:
     return name
 
 
+def require(name: str) -> None:
+    """MachineError unless asv's machine file holds ``name``: asv would refuse a run under it in many lines, exit 3."""
+    path = machine_file()
+    try:
+        entries = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        entries = {}
+    except (OSError, UnicodeDecodeError, ValueError) as exc:
+        raise MachineError(f"asv's machine file {path} cannot be read ({exc}); `mpsbench machine` writes it") from None
+    known = sorted(key for key, entry in entries.items() if isinstance(entry, dict)) if isinstance(entries, dict) else []
+    if name not in known:
+        raise MachineError(f"no machine {name!r} in {path}; machines there: {', '.join(known) or 'none'}"
+                           f" (`mpsbench machine --name {name}` adds this machine under that name)")
+
+
 def write(name: str | None = None) -> tuple[str, dict[str, Any]]:
     """Write (or replace) this machine's entry in asv's machine file; returns its name and fields."""
     facts = describe()

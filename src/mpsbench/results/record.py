@@ -103,20 +103,6 @@ def recover(results: Path, root: Path) -> None:
         shutil.rmtree(folder)
 
 
-def check_machine(name: str, path: Path) -> None:
-    """RecordError unless asv's machine file ``path`` holds ``name``: asv would refuse it in many lines, exit 3."""
-    try:
-        entries = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        entries = {}
-    except (OSError, UnicodeDecodeError, ValueError) as exc:
-        raise RecordError(f"asv's machine file {path} cannot be read ({exc}); `mpsbench machine` writes it") from None
-    known = sorted(key for key, entry in entries.items() if isinstance(entry, dict)) if isinstance(entries, dict) else []
-    if name not in known:
-        raise RecordError(f"no machine {name!r} in {path}; machines there: {', '.join(known) or 'none'}"
-                          f" (`mpsbench machine --name {name}` adds this machine under that name)")
-
-
 def newest_first(timeline: Path, commits: Sequence[str]) -> list[str]:
     """The builds by their date (a timeline commit's date is its build's), newest first; ties keep their order."""
     dates = git.text(timeline, "show", "-s", "--format=%ct", *commits).split() if commits else []
