@@ -298,14 +298,14 @@ def test_publish_recorded_answers_help_and_refuses_a_missing_run_in_one_line_cre
     script = tmp_path / "scripts" / "publish-recorded"
     script.write_bytes((ROOT / "scripts" / "publish-recorded").read_bytes())
     script.chmod(0o755)
-    shown = subprocess.run([script, "--help"], capture_output=True, text=True, timeout=60)
+    shown = subprocess.run([script, "--help"], capture_output=True, text=True, timeout=600)
     assert (shown.returncode, shown.stderr) == (0, "")
     assert shown.stdout == "usage: scripts/publish-recorded RUN_DIR [RESULT_FOLDER ...]\n"
     for args, named in [([tmp_path / "nonexistent"], "RUN_DIR"), ([tmp_path, tmp_path / "nonexistent"], "RESULT_FOLDER")]:
         if named == "RESULT_FOLDER":  # a run that is whole, so that the missing extra folder is what is refused
             (tmp_path / "timeline.bundle").write_text("")
             (tmp_path / "results").mkdir()
-        refused = subprocess.run([script, *args], capture_output=True, text=True, timeout=60)
+        refused = subprocess.run([script, *args], capture_output=True, text=True, timeout=600)
         assert refused.returncode == 2 and refused.stdout == ""
         assert refused.stderr.count("\n") == 1 and f"{named} '{tmp_path / 'nonexistent'}'" in refused.stderr
         assert not (tmp_path / ".asv").exists()
