@@ -1,4 +1,4 @@
-"""One training epoch and one evaluation epoch through a DataLoader, end to end: issue #9.
+"""One training epoch and one evaluation epoch through a DataLoader, end to end.
 
 The seeds' VGG16-on-CIFAR-10 benchmark timed whole epochs, with torchvision
 transforms resizing 32x32 images to 224x224 in the loop, and claimed data

@@ -1,4 +1,4 @@
-"""What a stopwatch does not show: cpu fallbacks, driver memory, leaks, wrong results (issue #6).
+"""What a stopwatch does not show: cpu fallbacks, driver memory, leaks, wrong results.
 
 Every model runs at its seed batch size (models.ModelSpec.seed_batch_size);
 on the cpu its small models, on a GPU mlp and resnet50 training

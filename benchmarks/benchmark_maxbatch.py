@@ -1,4 +1,4 @@
-"""The largest power-of-two batch whose training or inference step fits: issue #9.
+"""The largest power-of-two batch whose training or inference step fits.
 
 The seeds found full BERT fine-tuning fit only batch 1 on an M1 while a frozen
 encoder fit 64. See src/mpsbench/measure/maxbatch.py for how each device runs out of

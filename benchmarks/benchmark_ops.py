@@ -1,9 +1,9 @@
 """Time single operators per device, op, dtype and size: what a model-level regression is made of.
 
 A model that got 15% slower says something is wrong; an op that got 3x slower
-says where (issue #7: PyTorch's own MPS regressions were often one op, such
+says where (PyTorch's own MPS regressions were often one op, such
 as a ``mul`` out-variant, a ``gather`` mitigation or an attention path). The
-ops, their shapes and their work counts live in ``mpsbench.measure.ops``; docs/ops.md
+ops, their shapes and their work counts live in ``mpsbench.measure.ops``; docs/reference/ops.md
 lists them. ``mpsbench ops-rank`` ranks the ops by slowdown between two runs.
 """
 

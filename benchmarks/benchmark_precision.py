@@ -1,4 +1,4 @@
-"""Training and inference steps in float32, float16 and bfloat16 at each model's seed batch size (issue #6).
+"""Training and inference steps in float32, float16 and bfloat16 at each model's seed batch size.
 
 Kept apart from benchmark_models so that Training and Inference keep their params and history. How each
 dtype is applied, what skips and what fails: docs/instruments.md, Precision. Default: selection.PRECISION_MODELS.

@@ -23,8 +23,8 @@ from mpsbench.measure.optional_torch import torch
 
 UNIT = "joules/step"
 MIN_SECONDS = 1.0  # of steps, at the least
-# A step shorter than this is paced by the host's dispatch, not the device: on an H100 its time, and so its
-# joules, moved 15-30% between 1 s windows and 1-4% between 4 s ones (tools/energy_probe.py, docs/instruments.md).
+# A step shorter than this is paced by the host's dispatch, not the device: on a datacenter GPU its time, and so its
+# joules, moved 15-30% between 1 s windows and 1-4% between 4 s ones (docs/explanation/instruments.md, Energy per step).
 SHORT_STEP_SECONDS, SHORT_STEP_WINDOW = 0.01, 4.0
 MIN_UPDATES = 10  # counter updates inside the steps: the first-to-last span then covers nine update intervals
 MAX_SECONDS = 10.0  # a counter slower than that reads with the updates it has (two at least), not for minutes

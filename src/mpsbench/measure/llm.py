@@ -1,4 +1,4 @@
-"""The small Llama's generation: time to the first token and tokens per second after it, with a KV cache (issue 21).
+"""The small Llama's generation: time to the first token and tokens per second after it, with a KV cache.
 
 ``prefill`` is one forward over the prompt that fills the cache and picks the first new token; ``decode`` feeds
 one greedy token at a time through it with no end-of-sequence stop, so every build does the same work. Why these

@@ -85,7 +85,7 @@ BERT_SEQUENCE_LENGTH = 128
 BERT_NUM_LABELS = 6  # TREC question classification, as in the fine-tuning seed
 # The attention paths are fixed: transformers changes its default between releases, which would change what is
 # timed. BERT: "eager" exists in every release the supported torch range can use. Llama: "sdpa", its default
-# path and the attention kernels mps got wrong before (issue 21).
+# path and the attention kernels mps got wrong before.
 BERT_ATTENTION = "eager"
 LLAMA_ATTENTION = "sdpa"
 # A small Llama-style decoder, 125M parameters: its AdamW training step fits the GPU share of an 8 GB Mac
@@ -263,7 +263,7 @@ REGISTRY.update({
         ),
     )
 })
-# The models of 2025-2026 (issue 21): their own classes, so the seeds' keep their params.
+# The models of 2025-2026: their own classes, so the seeds' keep their params.
 MODERN_NAMES: tuple[str, ...] = tuple(name for name in REGISTRY if name not in NAMES)
 MODERN_TRAINING_NAMES: tuple[str, ...] = tuple(name for name in MODERN_NAMES if REGISTRY[name].trains)
 MODERN_INFERENCE_NAMES: tuple[str, ...] = MODERN_NAMES

@@ -169,10 +169,10 @@ def generation(device: str, model: str) -> str | None:
 
 
 def correctness(device: str, pattern: str, dtype: str) -> str | None:
-    """Every pattern in the dtypes it runs in, on the cpu and mps; cuda in the full sweep (docs/instruments.md).
+    """Every pattern in the dtypes it runs in, on the cpu and mps; cuda in the full sweep (docs/explanation/instruments.md).
 
     The patterns take milliseconds, but their setup_cache is an interpreter of its own, and every timed cuda
-    process checks issue 21's patterns anyway (suite.guard).
+    process checks the guarding patterns anyway (suite.guard).
     """
     if dtype not in tolerances.dtypes(pattern):
         return f"{pattern} is measured in {', '.join(tolerances.dtypes(pattern))}, the dtypes its report showed wrong"
@@ -234,7 +234,7 @@ def epoch(device: str, model: str, batch_size: int, num_workers: int, dataset: s
 
 # The largest-batch searches are full sweep only, on every device. A GPU's pair would take a
 # sixth of its 3-minute budget, and the mps search can push the Mac into swap. The cpu's BERT
-# pair took 4 minutes of a quiet 2-core machine and 35 silent minutes of a loaded one (issue 32),
+# pair took 4 minutes of a quiet 2-core machine and 35 silent minutes of a loaded one,
 # for a number set by the search's fixed memory budget (maxbatch.CPU_MEMORY_BUDGET), not by the
 # machine; the memory a step grows by is what the peak-memory rows of the default track already.
 

@@ -146,7 +146,7 @@ def main(argv: list[str]) -> int:
     imported = {"torch": time.perf_counter() - clock}
     where, version = os.path.abspath(torch.__file__), getattr(torch, "__version__", "?")
     # by the path it was imported through, not the one its links resolve to: a build may be a folder of links to
-    # another torch's files (docs/bisect.md, "On the H100"), and is then that folder's build
+    # another torch's files (a slowed build: docs/explanation/the-rule.md), and is then that folder's build
     if not any(path.startswith(os.path.join(base, "")) for path, base in (
             (where, os.path.abspath(torch_dir)), (os.path.realpath(where), os.path.realpath(torch_dir)))):
         _say(reply, {"error": f"torch {version} was imported from {os.path.dirname(where)}, not from the"

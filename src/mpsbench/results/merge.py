@@ -81,7 +81,7 @@ class Report:
 
 
 def problem(value: Any, unit: str) -> str | None:
-    """Why ``value`` cannot be recorded for a benchmark of ``unit`` (issue 34: asv's loader takes any JSON as a value, so
+    """Why ``value`` cannot be recorded for a benchmark of ``unit`` (asv's loader takes any JSON as a value, so
     "abc", true, Infinity or a negative time would be recorded for good); None when it can (asv's null and NaN can)."""
     if value is None or (isinstance(value, float) and math.isnan(value)):
         return None

@@ -32,7 +32,7 @@ from mpsbench.measure import preselect
 from mpsbench.results import merge, recorded, watch
 
 BENCHMARKS_FAILED = 3  # asv ran, and some benchmark failed (its results say which); 2 stays a usage mistake
-# The first tier (issue 32): on the newest build, each seed model's training and inference step on the devices
+# The first tier: on the newest build, each seed model's training and inference step on the devices
 # present, at the batches this run's selection times them (measure/selection.py decides which)
 FIRST_TIER = r"^benchmark_models\.(?:Training|Inference)\.time_step\("
 

@@ -27,9 +27,10 @@ from mpsbench.core import asv_saving, progress
 
 GB = 1e9
 LONG = 60.0  # seconds: a combination running longer says so, once a minute
-# docs/budget.md's measured builds: the default selection on the project's 2-core VM (cpu) and on one H100 (gpu)
+# The measured builds (docs/evidence/default-run.md): the default selection on a 2-core Linux machine (cpu) and
+# on one datacenter GPU (gpu)
 BUDGET_BUILD_SECONDS = {"cpu": 787.0, "gpu": 165.0}
-BUDGET_INSTALL_SECONDS = 80.0  # a cold install on that VM (measured: 79-82 s)
+BUDGET_INSTALL_SECONDS = 80.0  # a cold install on that machine (measured: 79-82 s)
 CACHED_SWITCH_SECONDS = 5.0  # an installed build: asv's environment check and one .pth file (measured: 1-9 s, budget.md: 9 s)
 WHERE_MEASURED = "this machine's earlier runs"
 WHERE_BUDGET = "docs/budget.md's measured build (no run here yet)"
