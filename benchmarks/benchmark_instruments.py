@@ -40,7 +40,7 @@ class _Instruments(measured.Lookup):
         """)
     track_accuracy_error = measured.track(
         "accuracy_error", "relative error",
-        "Relative error of the device's logits and loss against the cpu's (docs/instruments.md).")
+        "Relative error of the device's logits and loss against the cpu's (docs/explanation/instruments.md).")
 
 
 TrainingInstruments, InferenceInstruments = suite.per_kind("{Kind}Instruments", _Instruments, (devices.NAMES, models.NAMES),

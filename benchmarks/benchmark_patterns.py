@@ -33,7 +33,7 @@ class Correctness(measured.Lookup):
 
     track_relative_error = measured.track(
         "relative_error", tolerances.ERROR_UNIT,
-        "max|device - reference| / max|reference|; the guard's tolerance per dtype is in docs/instruments.md.")
+        "max|device - reference| / max|reference|; the guard's tolerance per dtype is in docs/explanation/instruments.md.")
 
 
 class ReportedCorrectness(measured.Lookup):
@@ -51,7 +51,7 @@ class ReportedCorrectness(measured.Lookup):
 
     track_relative_error = measured.track(
         "relative_error", tolerances.ERROR_UNIT,
-        "Largest max|device - reference| / max|reference| over the calls; tolerance per dtype: docs/instruments.md.")
+        "Largest max|device - reference| / max|reference| over the calls; tolerance per dtype: docs/explanation/instruments.md.")
 
 
 class Determinism(measured.Lookup):

@@ -9,7 +9,7 @@ estimators computed afterwards), ``clean`` (no counter read at all: the step tim
 counter read in the measuring thread after each call). nvidia-smi (``--smi``) samples power.draw, its .average and
 .instant where the driver has them, the SM clock and the power state every 100 ms; each window gets the medians of its
 samples. One counter read's cost is timed too. Everything lands in one JSON file; the figures are the result (exit 0
-when it ran). docs/instruments.md has what the H100 showed (2026-11-27).
+when it ran). docs/explanation/instruments.md has what the H100 showed (2026-11-27).
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """One shared measurement (a setup_cache family), timed in a fresh interpreter and in a fork of one that imported
-what asv's forkserver imports: where a forked lookup's measuring gains or loses (issue 31, docs/budget.md).
+what asv's forkserver imports: where a forked lookup's measuring gains or loses (issue 31, docs/explanation/budget.md).
 
     MPSBENCH_DEVICES=cpu .venv/bin/python tools/fork_probe.py patterns fresh frozen fresh frozen
 

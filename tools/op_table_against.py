@@ -1,7 +1,7 @@
 """This tree's ops table against another commit's, in one process on the cpu: each op's median time per call, the
 two tables' cases timed in interleaved rounds, printed as new/old (median and range over the rounds).
 
-Checks that an edit of src/mpsbench/measure/ops.py leaves what the op rows time alone (docs/budget.md).
+Checks that an edit of src/mpsbench/measure/ops.py leaves what the op rows time alone (docs/explanation/budget.md).
 
     .venv/bin/python -m tools.op_table_against 3debd51 add,mul,gelu,index_select --rounds 15
 """

@@ -15,7 +15,7 @@ float16`` trains in mixed precision as the precision rows do. Windows have no co
 and runs no GPU work: for ``--seconds`` it moves the thread to the next core every loop (``--stay``: keeps it on one)
 and records the loop's time, with the machine's steal time (``/proc/stat``: time the hypervisor gave this VM's cores
 to someone else) once a second. Everything lands in one JSON file; the figures are the result (exit 0 when it ran).
-docs/instruments.md has what the H100 showed (2026-11-27).
+docs/explanation/instruments.md has what the H100 showed (2026-11-27).
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 #!/bin/bash
 # One device call after issue 31's changes: the cuda default selection (scripts/calibrate-step default, what
-# docs/budget.md times), the A/A compare of tools/h100/loop.sh, and issue 33's energy parts (two processes).
+# docs/explanation/budget.md times), the A/A compare of tools/h100/loop.sh, and issue 33's energy parts (two processes).
 #     PERCENT=N bash tools/h100/after.sh "$OUT"
 set -u
 OUT=${1:?usage: after.sh OUT}

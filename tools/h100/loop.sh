@@ -2,7 +2,7 @@
 # Issue 31's regression loop on the lent H100, timed, in two device calls of at most 9 minutes each:
 #     bash tools/h100/loop.sh "$OUT" bisect                   # call 1: the 8 builds, then bisect over them
 #     PERCENT=N bash tools/h100/loop.sh "$OUT" compare aa fidelity   # call 2 (N: call 1's, in its summary.md)
-# The builds (made once per machine, under $W): site-packages folders of links to the installed torch (docs/bisect.md,
+# The builds (made once per machine, under $W): site-packages folders of links to the installed torch (docs/explanation/the-rule.md,
 # "On the H100"), on a manifest and timeline of their own, one channel `loop`: n1..n5 identical, s1..s3 with
 # torch/nn/modules/conv.py's Conv2d.forward patched by tools/h100/slow_conv.py to convolve PERCENT% more of the
 # batch when training. PERCENT is tuned first in one process (the smallest at or above TARGET, about 7%) unless given.

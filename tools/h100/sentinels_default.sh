@@ -1,6 +1,6 @@
 #!/bin/bash
 # One device call: issue 33's sentinels (tools/sentinels_h100.py) and the preselected default selection
-# (scripts/calibrate-step --device cuda default, what docs/budget.md times). Results under OUT.
+# (scripts/calibrate-step --device cuda default, what docs/explanation/budget.md times). Results under OUT.
 #     bash tools/h100/sentinels_default.sh "$OUT"
 set -u
 OUT=${1:?usage: sentinels_default.sh OUT}

@@ -6,7 +6,7 @@ convolves a slice of the batch (PERCENT of it), so a training step of a convolut
 
 ``tune`` swaps the same forward in (compiled from the same text ``patch`` writes) on the suite's own workload, in
 interleaved passes, and prints each percent's step time and ratio; its last line is the percent chosen, so that the
-builds carry a change of about TARGET measured before any compare runs (docs/bisect.md, "On the H100").
+builds carry a change of about TARGET measured before any compare runs (docs/evidence/gpu-bisect.md).
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Energy per step: a device's cumulative energy counter, read by a polling thread while the steps run.
 
 The counters (NVML for cuda, Apple's IOReport through zeus-apple-silicon on macOS, RAPL for a Linux cpu) and the
-method are in docs/instruments.md, Energy. A counter moves in steps, so a thread polls it and the power is taken
+method are in docs/explanation/instruments.md, Energy. A counter moves in steps, so a thread polls it and the power is taken
 between the first and the last update seen inside the steps. Where no counter is readable the row skips with the
 reason: never an estimate. Optional packages are imported when asked for, so this module imports with the build alone.
 """
@@ -65,7 +65,7 @@ def _nvml() -> Counter:
         name = pynvml.nvmlDeviceGetName(handle)
     except pynvml.NVMLError as exc:
         raise skips.SkipNotImplemented(f"NVML's total energy counter is not readable here: {exc}") from None
-    # millijoules; polled every 2 ms, well inside the counter's update interval (docs/instruments.md)
+    # millijoules; polled every 2 ms, well inside the counter's update interval (docs/explanation/instruments.md)
     return Counter(f"NVML total energy of {name}", lambda: pynvml.nvmlDeviceGetTotalEnergyConsumption(handle) / 1e3,
                    0.002)
 

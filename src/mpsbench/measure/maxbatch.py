@@ -1,5 +1,5 @@
 """The largest power-of-two batch whose training or inference step fits in a device's memory: the batch doubles up
-to :data:`CEILING` until the first out-of-memory error (what raises it on each device: docs/workloads.md)."""
+to :data:`CEILING` until the first out-of-memory error (what raises it on each device: docs/explanation/workloads.md)."""
 
 from __future__ import annotations
 

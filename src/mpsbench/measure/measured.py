@@ -1,6 +1,6 @@
 """Measure once per run, report per combination: asv's ``setup_cache`` for ``track_`` figures.
 
-On a GPU every asv process pays seconds before its first step (docs/budget.md),
+On a GPU every asv process pays seconds before its first step (docs/explanation/budget.md),
 so a class whose figures are not timings measures every combination of its
 selection in one ``setup_cache`` process, and its ``track_`` processes only look
 the figure up. An error is recorded for its combination (or figure) only.

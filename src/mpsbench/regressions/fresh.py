@@ -35,7 +35,7 @@ WORKDIR = Path(".asv/fresh")  # in the suite: the derived config and its asv env
 SAMPLES = 10
 # A cpu row's process: one step a sample (settings.SINGLE_STEPS), at least SAMPLES, then more up to 200 or 1 s, so that
 # its fastest sample is a step the scheduler spared: with 20 steps a sample a loaded machine spared almost none and a
-# 1.24x change drowned (docs/bisect.md, "A cpu row's samples"). A slow step (a second or more) still takes 10.
+# 1.24x change drowned (docs/explanation/the-rule.md, "A cpu row's samples"). A slow step (a second or more) still takes 10.
 CPU_REPEAT = (SAMPLES, 200, 1.0)
 
 

@@ -7,7 +7,7 @@ it, kept first in DEST-replaced.jsonl); a file asv cannot read is skipped; an in
 number of its unit (the units of mpsbench.results.recorded.UNITS) is refused, named, and the rest of its file
 merged; benchmarks.json becomes the union of every side's (a version that differs is an error, unless
 --update-benchmarks).
-docs/fleet.md, "Results that merge safely", says each rule.
+docs/how-to/fleet.md, "Results that merge safely", says each rule.
 
 Every merge holds the results folder's lock (core/files.py's lock, the one every writer of it takes): two merges
 at once, or a merge during a record run, wait for each other and both land.
