@@ -20,7 +20,7 @@ channel in the order written here. Deterministic: the same input wheel always gi
     scripts/make-slowed-wheels /opt/wheels/torch-2.13.0+cpu-cp311-cp311-manylinux_2_28_x86_64.whl OUTDIR
     scripts/make-slowed-wheels WHEEL OUTDIR --variants same slow13   # a subset
 
-The copies are then builds like any wheel (README "Builds"), e.g.
+The copies are then builds like any wheel (docs/how-to/add-a-build.md), e.g.
 ``mpsbench build add-wheel OUTDIR/torch-2.13.0+cpu.slow13-*.whl --channel exam --id s1``.
 """
 

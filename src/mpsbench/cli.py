@@ -1,4 +1,4 @@
-"""The ``mpsbench`` command: argv in, a library call with a Suite and typed options out (README, "Layout").
+"""The ``mpsbench`` command: argv in, a library call with a Suite and typed options out (docs/reference/layout.md).
 
 Every subcommand's options are declared here and turned into the small frozen dataclasses the library takes; no
 library function sees an argparse Namespace. A user's mistake is one line on stderr and exit status 2.

@@ -2,7 +2,7 @@
 
 The manifest pins no wheel sizes, so the need is, in order: nothing for a build installed in the cache; for one
 whose wheels are all stored, their size times the installed-to-wheel ratio; else the figure measured for that
-release on this platform (README, "How long, and how much disk"), or the largest measured there.
+release on this platform (README, "What you get, and what it costs"), or the largest measured there.
 """
 
 from __future__ import annotations
