@@ -53,7 +53,8 @@ Training, Inference = suite.per_kind("{Kind}", _StepBenchmark, (devices.NAMES, m
 def _measure_once():
     """The setup_cache of both capacity classes and of benchmark_epoch's Epoch: the first of their lookups measures
     all three families (mpsbench.measure.measured), the epochs first, so that they start from a process that has
-    measured nothing yet; the cuda default's second measuring interpreter cost about 10 s of imports (docs/explanation/budget.md)."""
+    measured nothing yet; the cuda default's second measuring interpreter cost about 10 s of imports
+    (docs/explanation/budget.md)."""
     from mpsbench.measure import epoch  # torch at import: a capacity lookup's process never needs it
 
     return measured.measure_families({"epoch": functools.partial(epoch.measure_selection, "Epoch"),
@@ -75,7 +76,8 @@ class _Capacity(measured.PeakMemory):
                                       "Samples per second: batch size over the median step time of several calls.")
     track_joules_per_step = measured.track(
         "joules_per_step", energy.UNIT,
-        "Energy per step, in joules: the device's energy counter over at least a second of steps (docs/explanation/instruments.md).")
+        "Energy per step, in joules: the device's energy counter over at least a second of steps"
+        " (docs/explanation/instruments.md).")
 
 
 TrainingCapacity, InferenceCapacity = suite.per_kind("{Kind}Capacity", _Capacity, Training.params, Inference.params)

@@ -94,7 +94,7 @@ def steps(device: str, model: str, batch_size: int) -> str | None:
 
 
 def modern(device: str, model: str, batch_size: int) -> str | None:
-    """The cpu at batch 1 (a larger batch would spend the cpu budget); GPUs: full sweep (docs/explanation/budget.md, "The 2025-2026 rows")."""
+    """The cpu at batch 1 (a larger batch would spend the cpu budget); GPUs: full sweep (docs/explanation/budget.md)."""
     default = device == "cpu" and batch_size == 1
     return _decide(device, default, _outside(model, device, "modern models'", batch_size), _not_at(model, batch_size))
 
