@@ -93,6 +93,17 @@ def test_a_machine_path_is_found(tmp_path):
     assert [hit.split(":")[1] for hit in machine_paths(code)] == ["1"]
 
 
+DOC_PATH = re.compile(r"(?<![:\w/])docs/[\w./-]+\.(?:md|png)\b")  # not a path in a commit: git show C:docs/x.md
+
+
+def test_every_doc_page_the_code_names_exists():
+    """A comment, message or test that sends the reader to docs/ names a page that is there."""
+    named = {(match.group(), str(path.relative_to(ROOT))) for path in tracked()
+             if path.suffix in (".py", ".yml", ".yaml", ".toml", "") and not path.is_relative_to(ROOT / "tests" / "data")
+             for match in DOC_PATH.finditer(path.read_text(errors="replace"))}
+    assert sorted((page, where) for page, where in named if not (ROOT / page).exists()) == []
+
+
 def test_readme_and_docs_stay_short():
     files = sorted(path for path in (ROOT / "docs").rglob("*") if path.is_file())
     pages = [path for path in files if path.suffix == ".md"]
