@@ -124,7 +124,7 @@ def steps(commits: Sequence[str], missing: dict[str, tuple[str, ...]]) -> list[w
 @dataclass(frozen=True)
 class Selection:
     names: tuple[str, ...]  # the combinations a run times
-    default_size: int  # how many this machine's preselection times: the size docs/explanation/budget.md's measured build ran
+    default_size: int  # how many this machine's preselection times: the size docs/evidence/default-run.md's measured build ran
     left_out: str | None  # what -b found that only skips here, and why; None: nothing
 
 
