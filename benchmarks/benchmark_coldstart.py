@@ -1,7 +1,7 @@
-"""Cold start: the first step in a fresh process, apart from the steady-state steps (issue #6).
+"""Cold start: the first step in a fresh process, apart from the steady-state steps.
 
 asv runs every sample of a ``timeraw_`` benchmark in a new Python process; what is timed there and
-what is not: docs/instruments.md, Cold start. Every model runs at its seed batch size (selection.cold_start).
+what is not: docs/explanation/instruments.md, Cold start. Every model runs at its seed batch size (selection.cold_start).
 """
 
 from mpsbench.measure import devices, models, suite

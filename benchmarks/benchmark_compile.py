@@ -1,8 +1,8 @@
-"""torch.compile (default inductor) beside eager: the steady-state step and the compile time (issue 21).
+"""torch.compile (default inductor) beside eager: the steady-state step and the compile time.
 
 pytorch#192551 (Aug 2026): compiled training 4x slower than eager on mps, found by a user; PyTorch's
 own dashboard compiles on M2 runners only and its alerts cover cuda only. What is timed, what skips
-and the eager twin: docs/workloads.md, The compile axis. Default: selection.COMPILED_DEFAULT.
+and the eager twin: docs/explanation/workloads.md, The compile axis. Default: selection.COMPILED_DEFAULT.
 """
 
 from mpsbench.measure import compiled, devices, suite

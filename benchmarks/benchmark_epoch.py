@@ -1,9 +1,9 @@
-"""One training epoch and one evaluation epoch through a DataLoader, end to end: issue #9.
+"""One training epoch and one evaluation epoch through a DataLoader, end to end.
 
 The seeds' VGG16-on-CIFAR-10 benchmark timed whole epochs, with torchvision
 transforms resizing 32x32 images to 224x224 in the loop, and claimed data
 loading was the bottleneck. See src/mpsbench/measure/epoch.py for the loop and how the
-wait for data is told apart from compute, and docs/workloads.md for the sizes.
+wait for data is told apart from compute, and docs/explanation/workloads.md for the sizes.
 """
 
 from mpsbench.measure import devices, epoch, measured, suite
@@ -17,7 +17,7 @@ class Epoch(measured.Lookup):
     Every figure comes from one measurement per run in ``setup_cache`` (``epoch.EPOCHS_MEASURED`` epochs
     of each selected combination): asv would otherwise re-run the epochs for each figure. The cache is
     benchmark_models' capacity one: a run of either module alone measures both.
-    The datasets and the default selection: docs/workloads.md.
+    The datasets and the default selection: docs/explanation/workloads.md.
     """
 
     params = (devices.NAMES, epoch.MODELS, epoch.BATCH_SIZES, epoch.NUM_WORKERS, epoch.DATASET_NAMES, epoch.PHASES)

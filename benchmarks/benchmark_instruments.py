@@ -1,4 +1,4 @@
-"""What a stopwatch does not show: cpu fallbacks, driver memory, leaks, wrong results (issue #6).
+"""What a stopwatch does not show: cpu fallbacks, driver memory, leaks, wrong results.
 
 Every model runs at its seed batch size (models.ModelSpec.seed_batch_size);
 on the cpu its small models, on a GPU mlp and resnet50 training
@@ -40,7 +40,7 @@ class _Instruments(measured.Lookup):
         """)
     track_accuracy_error = measured.track(
         "accuracy_error", "relative error",
-        "Relative error of the device's logits and loss against the cpu's (docs/instruments.md).")
+        "Relative error of the device's logits and loss against the cpu's (docs/explanation/instruments.md).")
 
 
 TrainingInstruments, InferenceInstruments = suite.per_kind("{Kind}Instruments", _Instruments, (devices.NAMES, models.NAMES),

@@ -1,8 +1,8 @@
-"""The largest power-of-two batch whose training or inference step fits: issue #9.
+"""The largest power-of-two batch whose training or inference step fits.
 
 The seeds found full BERT fine-tuning fit only batch 1 on an M1 while a frozen
 encoder fit 64. See src/mpsbench/measure/maxbatch.py for how each device runs out of
-memory and how the search survives it, and docs/workloads.md for reading the
+memory and how the search survives it, and docs/explanation/workloads.md for reading the
 numbers.
 """
 
@@ -13,7 +13,7 @@ class MaxBatch:
     """Largest batch size in 1, 2, 4, ..., 4096 whose step completes (doubling, stop at the first OOM).
 
     4096 (``maxbatch.CEILING``) means everything up to the ceiling fit; 0 means not even batch 1 did.
-    How each device runs out of memory, and what its number means: docs/workloads.md.
+    How each device runs out of memory, and what its number means: docs/explanation/workloads.md.
     """
 
     params = (devices.NAMES, maxbatch.MODELS, workloads.KINDS)

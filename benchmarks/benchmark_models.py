@@ -2,7 +2,7 @@
 
 Motivated by Apple's "7x faster training" chart (ResNet50 bs 128, BERT bs 64,
 VGG16 bs 64) and the community's VGG16/CIFAR-10, MLP and BERT fine-tuning
-measurements: issue #2.
+measurements.
 """
 
 import functools
@@ -13,9 +13,9 @@ from mpsbench.measure import devices, energy, fallback, figures, measured, model
 class _StepBenchmark(suite.TimedSteps):
     """Training and Inference: the params and setup; the timed step is suite.TimedSteps'.
 
-    ``setup`` refuses combinations whose numbers would mislead (issue #6): ops
+    ``setup`` refuses combinations whose numbers would mislead: ops
     that fell back to the cpu during warm-up, or GPU results that disagree
-    with the cpu's, fail the combination with the reason (docs/instruments.md).
+    with the cpu's, fail the combination with the reason (docs/explanation/instruments.md).
     """
 
     kind: str  # "training" or "inference": suite.per_kind sets it per class
@@ -23,14 +23,14 @@ class _StepBenchmark(suite.TimedSteps):
     version = "1"  # bump when what is measured changes, not for cosmetic edits
     timeout = 1800  # the full sweep's largest cpu steps take a minute each
     warmup_time = 0  # setup warms up explicitly (kernels, shaders, optimizer state)
-    # min samples, max samples, seconds. At least 10 samples (issue #23): with 3, a slow cpu row
+    # min samples, max samples, seconds. At least 10 samples: with 3, a slow cpu row
     # (mlp at 1024, a 3 s sample) gave asv's test too little to decide. Fast rows stop at 20
-    # samples (asv's own default count, 2 rounds of 10) or 10 s, as the precision steps do: on the
-    # H100 a device-paced row's median moved 0.2-2% between six runs while 40 samples put its
-    # 99% interval within 0.1-0.9% (docs/budget.md, issue 31), so the process, not the samples,
+    # samples (asv's own default count, 2 rounds of 10) or 10 s, as the precision steps do: on a
+    # datacenter GPU a device-paced row's median moved 0.2-2% between six runs while 40 samples put its
+    # 99% interval within 0.1-0.9% (docs/evidence/samples-per-row.md), so the process, not the samples,
     # sets what a recorded value can show. The explicit `version` keeps this edit from splitting history.
     repeat = (10, 20, 10.0)
-    # One process per combination. On the H100 (docs/performance.md) the steps
+    # One process per combination. On a datacenter GPU (docs/explanation/calibration.md) the steps
     # at the seed batch moved under 1% between two runs of two rounds each, and
     # one-round precision steps under 0.5% in float32; the launch-bound rows
     # (batch 1, mlp, lenet5) moved 10-30% either way. A second round doubled
@@ -53,7 +53,8 @@ Training, Inference = suite.per_kind("{Kind}", _StepBenchmark, (devices.NAMES, m
 def _measure_once():
     """The setup_cache of both capacity classes and of benchmark_epoch's Epoch: the first of their lookups measures
     all three families (mpsbench.measure.measured), the epochs first, so that they start from a process that has
-    measured nothing yet; the cuda default's second measuring interpreter cost about 10 s of imports (docs/budget.md)."""
+    measured nothing yet; the cuda default's second measuring interpreter cost about 10 s of imports
+    (docs/explanation/budget.md)."""
     from mpsbench.measure import epoch  # torch at import: a capacity lookup's process never needs it
 
     return measured.measure_families({"epoch": functools.partial(epoch.measure_selection, "Epoch"),
@@ -75,7 +76,8 @@ class _Capacity(measured.PeakMemory):
                                       "Samples per second: batch size over the median step time of several calls.")
     track_joules_per_step = measured.track(
         "joules_per_step", energy.UNIT,
-        "Energy per step, in joules: the device's energy counter over at least a second of steps (docs/instruments.md).")
+        "Energy per step, in joules: the device's energy counter over at least a second of steps"
+        " (docs/explanation/instruments.md).")
 
 
 TrainingCapacity, InferenceCapacity = suite.per_kind("{Kind}Capacity", _Capacity, Training.params, Inference.params)
@@ -93,7 +95,7 @@ class Environment:
     track_cpu_threads.unit = "threads"
 
     # PyTorch reads these two at start-up; they change what mps runs and how
-    # much memory it may take, so each run records them (docs/instruments.md).
+    # much memory it may take, so each run records them (docs/explanation/instruments.md).
     def track_mps_fallback_enabled(self):
         """1 if PYTORCH_ENABLE_MPS_FALLBACK was on: ops mps lacks then run on the cpu."""
         return int(fallback.enabled())

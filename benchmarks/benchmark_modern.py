@@ -1,4 +1,4 @@
-"""The models Mac users run in 2025-2026: a small Llama, ViT-B/16, Stable Diffusion's text encoder (issue 21).
+"""The models Mac users run in 2025-2026: a small Llama, ViT-B/16, Stable Diffusion's text encoder.
 
 Their own classes, so that benchmark_models' Training and Inference keep their params and history; the
 steps and their guards are the seeds'. ``LlmPrefill`` and ``LlmDecode`` time the Llama's generation

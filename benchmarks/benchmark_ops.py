@@ -1,9 +1,9 @@
 """Time single operators per device, op, dtype and size: what a model-level regression is made of.
 
 A model that got 15% slower says something is wrong; an op that got 3x slower
-says where (issue #7: PyTorch's own MPS regressions were often one op, such
+says where (PyTorch's own MPS regressions were often one op, such
 as a ``mul`` out-variant, a ``gather`` mitigation or an attention path). The
-ops, their shapes and their work counts live in ``mpsbench.measure.ops``; docs/ops.md
+ops, their shapes and their work counts live in ``mpsbench.measure.ops``; docs/reference/ops.md
 lists them. ``mpsbench ops-rank`` ranks the ops by slowdown between two runs.
 """
 
@@ -14,7 +14,7 @@ class _OpBenchmark:
     """Shared by every op class: params, setup and the timed body.
 
     ``time_*`` is the time of one call: each timed call loops k calls (``ops.CALLS_PER_SAMPLE``) and
-    the ``timer`` divides by k (docs/ops.md, Timing). The default selection is selection.op's;
+    the ``timer`` divides by k (docs/reference/ops.md, Timing). The default selection is selection.op's;
     reduced-precision dtypes torch refuses on a device skip, torch refusing float32 fails.
     """
 
@@ -23,7 +23,7 @@ class _OpBenchmark:
     version = "1"  # bump when what is measured changes, not for cosmetic edits
     timeout = 900  # the full sweep's large cpu calls take seconds each
     warmup_time = 0  # setup warms up explicitly (kernel choice, shader compilation)
-    # One round: a second would double the launches of the many combinations that skip (docs/ops.md).
+    # One round: a second would double the launches of the many combinations that skip (docs/reference/ops.md).
     repeat = (3, 20, 0.5)  # min samples, max samples, seconds
     rounds = 1
 
@@ -51,7 +51,7 @@ class _ForwardOps(_OpBenchmark):
 @measured.deferred
 def _measure_throughputs():
     """Every selected forward op's work per second, in one process (the first throughput lookup's): on a GPU each
-    benchmark process spends most of its time starting the device, not measuring (docs/budget.md), and under spawn
+    benchmark process spends most of its time starting the device, not measuring (docs/explanation/budget.md), and under spawn
     importing torch too."""
     return measured.measure_families({benchmark.__name__: measured.of(benchmark, forward_throughputs)
                                       for benchmark in (ComputeBoundOps, MemoryBoundOps)})
@@ -66,7 +66,7 @@ def forward_throughputs(benchmark, keys):
 
 
 def _throughput(unit):
-    """A ``track_``: the op's work (docs/ops.md) over the median time of one call across several samples, read from
+    """A ``track_``: the op's work (docs/reference/ops.md) over the median time of one call across several samples, read from
     the one measuring process (``_measure_throughputs``); its process never starts the device or imports torch."""
 
     def track(self, readings, device, op, dtype, size):

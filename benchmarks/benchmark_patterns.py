@@ -1,10 +1,10 @@
 """Input patterns that broke before: silent wrong results, nondeterminism and leaks, one tracked row each.
 
-A jump on ``Correctness.track_relative_error`` (issue 21's layouts, which also guard every model timing:
-suite.guard) or ``ReportedCorrectness.track_relative_error`` (the 2025-2026 reports, issue 33) is a
+A jump on ``Correctness.track_relative_error`` (past releases' layouts, which also guard every model timing:
+suite.guard) or ``ReportedCorrectness.track_relative_error`` (the 2025-2026 reports) is a
 silent-correctness regression; ``Determinism.track_largest_difference`` is how far identical calls of every
 pattern drift apart; ``LeakPatterns.track_growth`` is the growth of the loops users found leaking on mps. The
-patterns: docs/workloads.md, their tolerances docs/instruments.md. All are measured in one ``setup_cache``
+patterns: docs/explanation/workloads.md, their tolerances docs/explanation/instruments.md. All are measured in one ``setup_cache``
 (mpsbench.measure.measured).
 """
 
@@ -33,7 +33,7 @@ class Correctness(measured.Lookup):
 
     track_relative_error = measured.track(
         "relative_error", tolerances.ERROR_UNIT,
-        "max|device - reference| / max|reference|; the guard's tolerance per dtype is in docs/instruments.md.")
+        "max|device - reference| / max|reference|; the guard's tolerance per dtype is in docs/explanation/instruments.md.")
 
 
 class ReportedCorrectness(measured.Lookup):
@@ -51,7 +51,7 @@ class ReportedCorrectness(measured.Lookup):
 
     track_relative_error = measured.track(
         "relative_error", tolerances.ERROR_UNIT,
-        "Largest max|device - reference| / max|reference| over the calls; tolerance per dtype: docs/instruments.md.")
+        "Largest max|device - reference| / max|reference| over the calls; tolerance per dtype: docs/explanation/instruments.md.")
 
 
 class Determinism(measured.Lookup):

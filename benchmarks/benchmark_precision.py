@@ -1,7 +1,7 @@
-"""Training and inference steps in float32, float16 and bfloat16 at each model's seed batch size (issue #6).
+"""Training and inference steps in float32, float16 and bfloat16 at each model's seed batch size.
 
 Kept apart from benchmark_models so that Training and Inference keep their params and history. How each
-dtype is applied, what skips and what fails: docs/instruments.md, Precision. Default: selection.PRECISION_MODELS.
+dtype is applied, what skips and what fails: docs/explanation/instruments.md, Precision. Default: selection.PRECISION_MODELS.
 """
 
 from mpsbench.measure import devices, figures, measured, models, precision, suite
@@ -18,7 +18,7 @@ class _PrecisionStep(suite.TimedSteps):
     repeat = (3, 20, 10.0)
     # One round: a GPU benchmark process costs seconds before its first step,
     # and these steps (milliseconds and up, at the seed batch) vary less
-    # between processes than within one (docs/performance.md).
+    # between processes than within one (docs/explanation/calibration.md).
     rounds = 1
 
     def setup(self, device, model, dtype):

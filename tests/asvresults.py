@@ -19,8 +19,8 @@ from pathlib import Path
 from asv.results import Results
 from asv.runner import BenchmarkResult
 
-# Real asv results folders (benchmarks.json and one folder per machine) from recorded runs, named as the
-# runs' pages in docs/results name them.
+# Real asv results folders (benchmarks.json and one folder per machine) from recorded runs; the
+# recorded runs' pages in docs/evidence describe them (recorded-cpu-run, gpu-compile, gpu-recorded-run).
 RECORDED = Path(__file__).resolve().parent / "data" / "recorded"
 
 PARAM_NAMES = ["device", "model", "batch_size"]

@@ -65,7 +65,7 @@ def test_bisect_adds_nightlies_between_adjacent_builds_and_names_the_first_slow_
     refs = _refs(base / ".asv" / "timeline")
     done = _mpsbench(base, "bisect", "nightly@2026-11-10", "nightly@2026-11-17", "-b", BENCH, *ROUNDS,
                      "--nightlies", "--index", index, "--transformers-index", index, "--transformers", "none")
-    print(done.stdout, done.stderr)  # shown when the test fails (and with -s: the transcript in docs/bisect.md)
+    print(done.stdout, done.stderr)  # shown when the test fails (and with -s: the transcript in docs/explanation/the-rule.md)
     assert done.returncode == 0, done.stdout + done.stderr
     channel = "bisect-nightly-2026-11-10"
     # six nightlies between, three added (the default), spread by date

@@ -1,4 +1,4 @@
-"""Calibration's arithmetic and its timeline; the GPU run itself is scripts/calibrate's (docs/performance.md)."""
+"""Calibration's arithmetic and its timeline; the GPU run itself is scripts/calibrate's (docs/explanation/calibration.md)."""
 
 from __future__ import annotations
 
@@ -100,10 +100,10 @@ def test_the_calibrations_copy_of_the_suite_installs_the_slowdown_and_the_config
     assert done.stdout.split() == ["run", "run_and_wait", "warm_up_and_measure"]  # the package's own run has no hook
 
 
-@pytest.mark.parametrize("script", ["calibrate", "calibrate-step"])
+@pytest.mark.parametrize("script", ["calibrate.py", "calibrate_step.py"])
 def test_a_python_without_the_dependencies_runs_the_script_again_under_the_clones_venv(tmp_path, script):
-    """docs/budget.md runs them as `scripts/calibrate-step` (python3): from a clone that is .venv's python, which has
-    psutil; a python with no .venv beside the scripts (the lent GPU's) runs them itself."""
+    """`scripts/calibrate-step` (python3) runs these through its launcher: from a clone that is .venv's python, which
+    has psutil; a python with no .venv beside the scripts (the lent GPU's) runs them itself."""
     (tmp_path / "scripts").mkdir()
     shutil.copy(ROOT / "scripts" / script, tmp_path / "scripts" / script)
     venv_python = tmp_path / ".venv" / "bin" / "python"

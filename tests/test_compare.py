@@ -308,7 +308,7 @@ def test_a_build_that_cannot_install_is_refused_with_the_installers_own_reason(t
 
 
 def test_the_exit_statuses_are_in_each_commands_help_and_in_the_docs(capsys):
-    documented = (ROOT / "docs" / "bisect.md").read_text()
+    documented = (ROOT / "docs" / "reference" / "commands.md").read_text()
     for command, table in (("compare", compare.EXIT_STATUSES), ("bisect", bisection.EXIT_STATUSES)):
         assert cli.main([command, "--help"]) == 0
         assert table in capsys.readouterr().out  # the epilog, as written (not re-wrapped)

@@ -46,8 +46,9 @@ def test_a_link_to_a_missing_file_or_heading_is_found(tmp_path):
     assert [line.split(":")[0] for line in broken_links(page)] == ["missing.md", "other.md#not-a-heading"]
 
 
-def test_recorded_runs_are_short_pages_only():
-    """docs/results holds one Markdown page per run, under 500 KB in all; raw logs and results stay out (issue 30)."""
-    files = [path for path in (ROOT / "docs" / "results").rglob("*") if path.is_file()]
-    assert [path.name for path in files if path.suffix != ".md"] == []
-    assert sum(path.stat().st_size for path in files) < 500_000
+def test_evidence_is_short_pages_only():
+    """docs/evidence holds a short Markdown page per claim (and the pictures they show), under 500 KB in all:
+    raw logs and results stay out of the tree."""
+    files = [path for path in (ROOT / "docs" / "evidence").rglob("*") if path.is_file()]
+    assert [path.name for path in files if path.suffix not in (".md", ".png")] == []
+    assert sum(path.stat().st_size for path in files if path.suffix == ".md") < 500_000

@@ -1,7 +1,7 @@
 """Energy per step: the three counters' readers with stand-ins (NVML, IOReport, RAPL), and the method that reads them.
 
 No counter here is real: this machine has no GPU and no readable RAPL, so every reader is fed a stand-in of the
-package or the sysfs files it reads, shaped as the real ones are (docs/instruments.md cites each).
+package or the sysfs files it reads, shaped as the real ones are (docs/explanation/instruments.md cites each).
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """The fault suite (issue 34): nothing bad gets in, nothing recorded is lost.
 
-docs/faults.md has the table of cases, their count and how to run each tier. In short:
+docs/explanation/faults.md has the table of cases, their count and how to run each tier. In short:
 
 1. Observed cases (OBSERVED): every bad input we or the issue saw, one command line each.
 2. Generated cases (FIELDS): for every command option and setting that takes a value, bad values drawn by
@@ -549,7 +549,7 @@ def test_generated_bad_values_sweep(world, case):
 
 @pytest.fixture(scope="module", autouse=True)
 def _count_generated(request):
-    """Say how many generated values were tried, by field (docs/faults.md quotes the count)."""
+    """Say how many generated values were tried, by field (docs/explanation/faults.md quotes the count)."""
     yield
     if GENERATED:
         line = (f"faults: {sum(GENERATED.values())} generated bad values over {len(GENERATED)} fields"

@@ -1,7 +1,7 @@
 """The Regressions page after a real ``asv publish`` of a real two-release run: judged rows, every channel, PyTorch links.
 
 The results are the ones recorded by README's main command on the project's
-2-core VM under load (docs/results/cpu-2026-11-23.md, kept in tests/data/recorded: 2.13.0 and
+2-core VM under load (docs/evidence/recorded-cpu-run.md, kept in tests/data/recorded: 2.13.0 and
 2.14.1), re-keyed onto a small timeline whose build.json records carry the two
 releases' real upstream ``git_version``s, plus a channel ``exam`` with a build
 of 2.14.1's upstream commit (a root of its own) and no results on the machine. asv's own page

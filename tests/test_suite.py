@@ -22,7 +22,7 @@ def test_prepare_builds_once_and_caches_across_setup_calls():
 
 
 def test_compare_and_bisect_time_a_cpu_row_one_step_a_call_and_a_gpu_row_as_recorded(monkeypatch):
-    """settings.SINGLE_STEPS, which compare and bisect set for a cpu row's processes (docs/bisect.md)."""
+    """settings.SINGLE_STEPS, which compare and bisect set for a cpu row's processes (docs/explanation/the-rule.md)."""
     cpu = suite.prepare("training", "cpu", "lenet5", 8)
     gpu = types.SimpleNamespace(device=devices.Device.CUDA, spec=cpu.spec)  # only what ready() reads
     timed = suite.TimedSteps()

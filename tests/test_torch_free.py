@@ -5,7 +5,7 @@ suite installed with ``--no-deps`` and requirements/torch-free.txt (every file
 checked by sha256), and no torch, as the nightly's hosted resolve and publish jobs have. The wheels come from a
 folder that this test fills with pip's own download (pip's cache serves it
 offline). Publishing runs ``scripts/publish`` itself over the recorded cpu
-results of docs/results/cpu-2026-11-23.md (tests/data/recorded), with every folder holding node or npm taken off PATH.
+results of docs/evidence/recorded-cpu-run.md (tests/data/recorded), with every folder holding node or npm taken off PATH.
 """
 
 from __future__ import annotations

@@ -127,7 +127,7 @@ def test_the_looks_spend_alpha_and_each_can_decide():
 
 
 def test_identical_builds_alarm_no_more_often_than_under_the_previous_looks():
-    # the same seeded draws judged under both schedules (tools/verdict_simulation.py runs thousands; docs/bisect.md)
+    # the same seeded draws judged under both schedules (tools/verdict_simulation.py runs thousands; docs/explanation/the-rule.md)
     for name, trials in (("h100", 60), ("cpu-contended", 30)):
         draw = simulation.DISTRIBUTIONS[name]
         now = [simulation.compare_trial(draw, 1.0, seed, None) for seed in range(trials)]

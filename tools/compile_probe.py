@@ -9,7 +9,7 @@ around every call, median), compiled with inductor's caches cold
 (compiled.prepare's folder), and prints one line of JSON per (model, kind):
 eager and compiled seconds per step, compile seconds (the first call).
 
-    python -m tools.compile_probe --device cuda resnet50 vit_b_16 llama_small bert_base   # docs/workloads.md
+    python -m tools.compile_probe --device cuda resnet50 vit_b_16 llama_small bert_base   # docs/explanation/workloads.md
 
 Run from the checkout's root; it puts src/ on the path, so a bare checkout with torch is enough.
 """

@@ -126,7 +126,7 @@ def _format(rows: list[Row]) -> str:
 
 
 def registry_markdown() -> str:
-    """The registry as the markdown table docs/ops.md holds (a test keeps the two equal)."""
+    """The registry as the markdown table docs/reference/ops.md holds (a test keeps the two equal)."""
     lines = [
         "| op | unit | small | medium | large | work of one forward call (s: bytes per element) | backward |",
         "|---|---|---|---|---|---|---|",

@@ -4,7 +4,7 @@
 asv starts one process per benchmark combination. Under forkserver (Linux) each is forked from a server that
 imported the suite once; under spawn (macOS: Metal is not fork-safe) each is a fresh interpreter that imports
 asv_runner, the benchmark module and whatever that imports. A Linux machine can run spawn too, as a proxy for the
-Mac's process model; it is not a Mac figure (docs/budget.md, "Spawn against forkserver").
+Mac's process model; it is not a Mac figure (docs/explanation/processes.md, "Spawn against forkserver").
 
     tools/spawn_cost.py processes [--checkout DIR ...] [--repeat N]
         asv's own spawned command (benchmark.py run) for one process of each kind, and its discovery (one per asv

@@ -8,7 +8,7 @@ whose rounds come from the draws instead of asv. Two schedules of looks are judg
 (rounds 6, 8 .. 20, 0.05 / 8 each) and verdict.alphas (the first look at 5). What it prints, per distribution and
 scenario: how often each decision came, the rounds it took, and for bisect the processes it cost, beside the previous
 order (up to 4 candidates spread over the line a pass, the rule of commit ee92223, re-created in :func:`previous_bisect`).
-docs/bisect.md ("Deciding early") keeps its output with the command and date.
+docs/explanation/the-rule.md ("Deciding early") keeps its output with the command and date.
 """
 
 from __future__ import annotations
@@ -31,17 +31,19 @@ Draw = Callable[[random.Random], float]  # one process's fastest sample, seconds
 
 
 def _h100(rng: random.Random) -> float:
-    # docs/bisect.md, "On the H100": one build's processes 115.21-116.14 ms (bert_base, 64), resnet50's alike: +-0.3%
+    # the H100 trials (git show 82c6217:docs/bisect.md, "On the H100"):
+    # one build's processes 115.21-116.14 ms (bert_base, 64), resnet50's alike: +-0.3%
     return 0.116 * (1 + rng.gauss(0, 0.003))
 
 
 def _cpu_one_thread(rng: random.Random) -> float:
-    # docs/bisect.md, "--threads 1" beside a busy loop: each process's fastest sample 1.76-2.17 ms over 8 processes
+    # docs/explanation/the-rule.md, "--threads 1" beside a busy loop: each process's fastest sample 1.76-2.17 ms over 8 processes
     return 0.00195 * (1 + rng.gauss(0, 0.06))
 
 
 def _cpu_contended(rng: random.Random) -> float:
-    # docs/bisect.md, "The rule": half the processes ran alone (+-8%), the others shared the busy core (1.8-3.5x slower)
+    # docs/explanation/the-rule.md, "The rule": half the processes ran alone (+-8%),
+    # the others shared the busy core (1.8-3.5x slower)
     fast = 0.003 * rng.lognormvariate(0, 0.04)
     return fast if rng.random() < 0.5 else fast * rng.uniform(1.8, 3.5)
 

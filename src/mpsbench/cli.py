@@ -1,4 +1,4 @@
-"""The ``mpsbench`` command: argv in, a library call with a Suite and typed options out (README, "Layout").
+"""The ``mpsbench`` command: argv in, a library call with a Suite and typed options out (docs/reference/layout.md).
 
 Every subcommand's options are declared here and turned into the small frozen dataclasses the library takes; no
 library function sees an argparse Namespace. A user's mistake is one line on stderr and exit status 2.
@@ -333,8 +333,8 @@ def _nightly_parser(commands: Any) -> None:
     remote = OneLineParser(add_help=False)
     remote.add_argument("--remote", default="origin", help="git remote (default origin)")
     remote.add_argument("--branch", default="results", help="the results branch (default results)")
-    group = commands.add_parser("nightly", help="one step of the fleet's nightly job (scripts/nightly; docs/fleet.md)",
-                                epilog="docs/fleet.md says how the workflows use each step.", **_doc(nightly))
+    group = commands.add_parser("nightly", help="one step of the fleet's nightly job (scripts/nightly; docs/how-to/fleet.md)",
+                                epilog="docs/how-to/fleet.md says how the workflows use each step.", **_doc(nightly))
     steps = group.add_subparsers(dest="step", metavar="STEP", required=True)
 
     def step(name: str, help_text: str, *parents: argparse.ArgumentParser) -> argparse.ArgumentParser:
@@ -476,7 +476,7 @@ def fresh_arguments(parser: argparse.ArgumentParser, files: bool = True, bisecti
     parser.add_argument("--threads", type=text.number(int, 1, "--threads"), metavar="N",
                         help="torch's cpu threads in both builds' processes (OMP_NUM_THREADS); default: torch's own, as"
                              " recorded. On a busy machine a cpu row's thread pool waits for a descheduled thread:"
-                             " --threads 1 (docs/bisect.md)")
+                             " --threads 1 (docs/explanation/the-rule.md)")
     if bisecting:  # the nightlies a search adds between two adjacent builds (nightlies.py)
         parser.add_argument("--nightlies", nargs="?", type=text.number(int, 1, "--nightlies"), const=nightlies.DEFAULT,
                             metavar="N", help="where two adjacent builds leave PyTorch nightlies between them, add at"
@@ -557,7 +557,7 @@ def build_parser() -> argparse.ArgumentParser:
     selecting.add_argument("--list", action="store_true",
                            help="print every combination, a tab, and why this run leaves it out ('runs' if it does not)")
 
-    alert = command("alert", "exit 1 if a machine's newest build is slower (docs/site.md)", cmd_alert,
+    alert = command("alert", "exit 1 if a machine's newest build is slower (docs/explanation/site.md)", cmd_alert,
                     "config", "manifest", "timeline")
     alert.add_argument("--results", type=Path, help="asv results directory (default: results_dir of --config)")
     alert.add_argument("--machine", action="append", default=[], type=MACHINE_NAME, help="only this machine (repeatable)")

@@ -1,4 +1,4 @@
-"""The suite a command works on, built once at the command's edge and passed down (README, "Layout").
+"""The suite a command works on, built once at the command's edge and passed down (docs/reference/layout.md).
 
 asv.conf.json is read once, the manifest loaded once and the timeline computed once, each when first asked for
 (a command that needs no config works where there is none); every folder a command uses is derived here.

@@ -3,7 +3,7 @@
 ``MPSBENCH_INJECT_SLOWDOWN=resnet50:0.05`` makes every timed run of resnet50's
 steps take 5% longer: after the steps finish on the device, the host waits for
 5% of the step time measured when the workload was warmed up. It exists to
-prove that ``asv continuous`` flags a slowdown of that size (docs/performance.md):
+prove that ``asv continuous`` flags a slowdown of that size (docs/explanation/calibration.md):
 the calibration's build B sets the variable through its timeline entry, so the
 two sides of the comparison are two real timeline commits.
 

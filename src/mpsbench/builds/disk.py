@@ -2,7 +2,7 @@
 
 The manifest pins no wheel sizes, so the need is, in order: nothing for a build installed in the cache; for one
 whose wheels are all stored, their size times the installed-to-wheel ratio; else the figure measured for that
-release on this platform (README, "How long, and how much disk"), or the largest measured there.
+release on this platform (README, "What you get, and what it costs"), or the largest measured there.
 """
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ from typing import Any, NamedTuple
 from mpsbench.builds import install_build
 
 GB = 1e9
-INSTALLED_PER_WHEEL_BYTE = 9.7 / 5.3  # installed size over wheel size: 2.0.1 and 2.4.1 on Linux, measured 2026-11-24
-# Installed size in GB (measured from a fresh clone on the Linux VM, 2026-11-24); the wheels kept in the store add
+INSTALLED_PER_WHEEL_BYTE = 9.7 / 5.3  # installed size over wheel size: 2.0.1 and 2.4.1 on Linux, measured
+# Installed size in GB (measured from a fresh clone on Linux: docs/evidence/linux-default.md); the wheels kept in the store add
 # 1 / INSTALLED_PER_WHEEL_BYTE of it. macOS: 89-182 MB of wheels per set (PyPI's sizes), so about 0.7 GB in all.
 MEASURED_INSTALLED_GB: dict[str, dict[str, float]] = {
     "linux": {"1.13.1": 3.4, "2.0.1": 4.5, "2.4.1": 5.2, "2.15.0": 5.6},

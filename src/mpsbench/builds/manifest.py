@@ -97,7 +97,7 @@ class Build:
     """One PyTorch build: a commit of the timeline."""
 
     __pydantic_config__ = _CONFIG
-    id: Name  # unique within its channel: "2.14.1", "2026-11-20", "mybranch-1"
+    id: Name  # unique within its channel: "2.14.1", a nightly's date, "mybranch-1"
     torch_version: Word  # as torch reports it: "2.14.1", "2.15.0.dev20261120" (a release's: PEP 440)
     date: Date  # the commit's date on asv's axis
     git_version: GitVersion  # torch.version.git_version: the upstream commit

@@ -51,7 +51,7 @@ def torchvision_series(torch_version: str) -> str:
 
 # (torch below, the first transformers too new for it): what pip cannot know, as the metadata does not say it.
 # transformers 4.50 imports torch.compiler (2.1+); 5.14 imports DTensor from torch.distributed.tensor (2.5+)
-# (docs/results/fresh-clone-2026-11-23.md). Before 2.0 the torch extra says enough.
+# (docs/evidence/linux-default.md). Before 2.0 the torch extra says enough.
 TRANSFORMERS_CAPS: tuple[tuple[tuple[int, int], str], ...] = (((2, 1), "4.50"), ((2, 5), "5.14"))
 
 

@@ -113,7 +113,7 @@ def generate(manifest: mf.Manifest, repo: Path, force: bool = False) -> Generate
                 " would be orphaned (use --force to accept)"
             )
     # Only what moves is written: git logs even a ref set to the commit it holds, and a command that refuses after
-    # naming its builds (compare, bisect) must leave the timeline's files as they were (issue 34).
+    # naming its builds (compare, bisect) must leave the timeline's files as they were.
     for channel, tip in generated.branches.items():
         if heads.get(channel) != tip:
             git.text(repo, "update-ref", f"refs/heads/{channel}", tip)

@@ -1,7 +1,7 @@
 """``asv run``, with each combination's value saved to the results folder the moment it is measured.
 
-asv 0.6.6 saves a build's results when the build ends: a run stopped after an hour of a build kept nothing of it
-(issue 32). This is asv's own main with two functions wrapped; discovery, installs, rounds, skips, timeouts and the
+asv 0.6.6 saves a build's results when the build ends: a run stopped after an hour of a build kept nothing of it.
+This is asv's own main with two functions wrapped; discovery, installs, rounds, skips, timeouts and the
 forkserver stay asv's:
 
 - ``run_benchmarks`` (one build): note asv's results object and each benchmark's rounds, so that only a

@@ -14,8 +14,8 @@ DEVICES = "MPSBENCH_DEVICES"  # a comma-separated list of the devices a run time
 CONFIG = "MPSBENCH_CONFIG"  # another asv.conf.json for scripts/publish (the fleet's)
 MACHINE = "MPSBENCH_MACHINE"  # a fleet runner's machine name, e.g. set in the runner's .env file
 # Set by compare and bisect in a cpu row's processes, not by users: every timed call is one step, whatever the model's
-# steps_per_call, so that a process's fastest sample can be a step the scheduler spared (docs/bisect.md, "A cpu row's
-# samples"). A recorded run never has it.
+# steps_per_call, so that a process's fastest sample can be a step the scheduler spared
+# (docs/explanation/the-rule.md, "A cpu row's samples"). A recorded run never has it.
 SINGLE_STEPS = "MPSBENCH_SINGLE_STEPS"
 
 ON = ("1", "true", "yes", "on")

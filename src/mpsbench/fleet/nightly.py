@@ -1,4 +1,4 @@
-"""The nightly job of a fleet of machines, step by step: scripts/nightly STEP (docs/fleet.md).
+"""The nightly job of a fleet of machines, step by step: scripts/nightly STEP (docs/how-to/fleet.md).
 
 Each step is what one job of .github/workflows/nightly.yml runs, and works the same on a laptop, in a work folder
 (default .asv/nightly) that holds everything, the fleet's files included.

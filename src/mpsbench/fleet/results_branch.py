@@ -2,7 +2,7 @@
 
 :func:`fetch` copies the branch's files into a plain folder, never touching the suite's checkout;
 :func:`push` commits that folder on top of the fetched commit, fast-forward or nothing: if the branch
-moved meanwhile the job fails rather than overwrite another job's commit (docs/fleet.md).
+moved meanwhile the job fails rather than overwrite another job's commit (docs/how-to/fleet.md).
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ IDENTITY = {
 README = """\
 # mpsbench results
 
-Written by the nightly workflow (.github/workflows/nightly.yml); see docs/fleet.md on the main branch.
+Written by the nightly workflow (.github/workflows/nightly.yml); see docs/how-to/fleet.md on the main branch.
 `builds/manifest.json` is the fleet's manifest; `results/` is an asv results directory with one folder
 per machine. Results are only ever added: `mpsbench results merge` never overwrites a file.
 """

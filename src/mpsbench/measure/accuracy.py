@@ -1,7 +1,7 @@
 """Accuracy guard: a device's forward output and loss must agree with a float32 cpu copy of the same weights.
 
 PyTorch 2.4 and 2.5 shipped mps kernels that returned wrong numbers without an error. The error is relative to
-the reference, so one tolerance per dtype serves every model (docs/instruments.md says why each is what it is).
+the reference, so one tolerance per dtype serves every model (docs/explanation/instruments.md says why each is what it is).
 """
 
 from __future__ import annotations

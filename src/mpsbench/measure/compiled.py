@@ -1,7 +1,7 @@
-"""The compile axis: ``torch.compile`` (the default inductor backend) beside eager (issue 21).
+"""The compile axis: ``torch.compile`` (the default inductor backend) beside eager.
 
 The compiled model's first warm-up step is the compile time, cold in every process; the later steps are the steady
-state. What skips and what fails: docs/workloads.md (The compile axis).
+state. What skips and what fails: docs/explanation/workloads.md (The compile axis).
 """
 
 from __future__ import annotations

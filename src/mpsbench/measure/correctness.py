@@ -1,8 +1,8 @@
 """Correctness history: the layouts and calls that made mps return wrong numbers without an error, checked per build.
 
-Each pattern is one op fed a layout a past release computed wrong (issue 21), or the call of a 2025-2026 report
-(issue 33). The reference is the op in float64 on the cpu over the same inputs rounded to the dtype, so the error
-is the kernel's alone (docs/instruments.md, Correctness patterns).
+Each pattern is one op fed a layout a past release computed wrong, or the call of a 2025-2026 report.
+The reference is the op in float64 on the cpu over the same inputs rounded to the dtype, so the error
+is the kernel's alone (docs/explanation/instruments.md, Correctness patterns).
 """
 
 from __future__ import annotations
@@ -120,7 +120,7 @@ PATTERNS: dict[str, Pattern] = {
             lambda source, index: torch.zeros(source.shape[0], 16, dtype=source.dtype, device=source.device).scatter_add(
                 1, index, source),
         ),
-        # The 2025-2026 reports (issue 33), each in the dtypes of tolerances.REPORTED.
+        # The 2025-2026 reports, each in the dtypes of tolerances.REPORTED.
         Pattern(
             "matmul_transposed_after_churn", "pytorch#193487",  # wrong by 10-30% after other allocations (2.7-2.13)
             lambda gen: (_randn(gen, 50000, 25), torch.rand(50000, generator=gen, dtype=torch.float64)),
@@ -155,7 +155,7 @@ PATTERNS: dict[str, Pattern] = {
     )
 }
 REPORTED: tuple[str, ...] = tuple(tolerances.REPORTED)
-NAMES: tuple[str, ...] = tuple(name for name in PATTERNS if name not in REPORTED)  # issue 21's: they guard timings
+NAMES: tuple[str, ...] = tuple(name for name in PATTERNS if name not in REPORTED)  # past releases' layouts: they guard timings
 
 
 def _outputs(result: Output) -> tuple[torch.Tensor, ...]:

@@ -127,7 +127,7 @@ class Device(str, enum.Enum):
     def creating(self) -> AbstractContextManager[Any]:
         """Where a model built inside creates its weights: on cuda's GPU (torch 2.0+), else on the cpu.
 
-        On the cpu random initialization cost the large models seconds in every cuda process (docs/performance.md,
+        On the cpu random initialization cost the large models seconds in every cuda process (docs/explanation/calibration.md,
         "Breakdown"). mps copies after: an initializer it lacks would fail the combination for an untimed op.
         """
         if self is Device.CUDA and hasattr(torch.device, "__enter__"):

@@ -1,7 +1,7 @@
 """Energy per step: a device's cumulative energy counter, read by a polling thread while the steps run.
 
 The counters (NVML for cuda, Apple's IOReport through zeus-apple-silicon on macOS, RAPL for a Linux cpu) and the
-method are in docs/instruments.md, Energy. A counter moves in steps, so a thread polls it and the power is taken
+method are in docs/explanation/instruments.md, Energy. A counter moves in steps, so a thread polls it and the power is taken
 between the first and the last update seen inside the steps. Where no counter is readable the row skips with the
 reason: never an estimate. Optional packages are imported when asked for, so this module imports with the build alone.
 """
@@ -23,8 +23,8 @@ from mpsbench.measure.optional_torch import torch
 
 UNIT = "joules/step"
 MIN_SECONDS = 1.0  # of steps, at the least
-# A step shorter than this is paced by the host's dispatch, not the device: on an H100 its time, and so its
-# joules, moved 15-30% between 1 s windows and 1-4% between 4 s ones (tools/energy_probe.py, docs/instruments.md).
+# A step shorter than this is paced by the host's dispatch, not the device: on a datacenter GPU its time, and so its
+# joules, moved 15-30% between 1 s windows and 1-4% between 4 s ones (docs/explanation/instruments.md, Energy per step).
 SHORT_STEP_SECONDS, SHORT_STEP_WINDOW = 0.01, 4.0
 MIN_UPDATES = 10  # counter updates inside the steps: the first-to-last span then covers nine update intervals
 MAX_SECONDS = 10.0  # a counter slower than that reads with the updates it has (two at least), not for minutes
@@ -65,7 +65,7 @@ def _nvml() -> Counter:
         name = pynvml.nvmlDeviceGetName(handle)
     except pynvml.NVMLError as exc:
         raise skips.SkipNotImplemented(f"NVML's total energy counter is not readable here: {exc}") from None
-    # millijoules; polled every 2 ms, well inside the counter's update interval (docs/instruments.md)
+    # millijoules; polled every 2 ms, well inside the counter's update interval (docs/explanation/instruments.md)
     return Counter(f"NVML total energy of {name}", lambda: pynvml.nvmlDeviceGetTotalEnergyConsumption(handle) / 1e3,
                    0.002)
 

@@ -1,6 +1,6 @@
 """One epoch end to end: a CIFAR-10-shaped dataset through torchvision transforms and a DataLoader.
 
-The seeds' VGG16-on-CIFAR-10 loop on a seeded in-memory dataset (docs/workloads.md): per phase, the
+The seeds' VGG16-on-CIFAR-10 loop on a seeded in-memory dataset (docs/explanation/workloads.md): per phase, the
 epoch time, images per second and the fraction blocked on the loader, to check the seeds' claim that
 data loading, not the device, is the bottleneck.
 """

@@ -1,4 +1,4 @@
-"""Which ops silently ran on the cpu instead of mps, from PyTorch's own warning (docs/instruments.md).
+"""Which ops silently ran on the cpu instead of mps, from PyTorch's own warning (docs/explanation/instruments.md).
 
 With ``PYTORCH_ENABLE_MPS_FALLBACK=1`` an op mps lacks runs on the cpu, and PyTorch says so only through one
 ``TORCH_WARN_ONCE`` per process (aten/src/ATen/mps/MPSFallback.mm); :class:`Recorder` makes every fallback warn.

@@ -46,7 +46,7 @@ def apple_gpu(displays_json: str) -> str | None:
 
 
 def _counted(names: list[str]) -> str | None:
-    """``NVIDIA H100 80GB HBM3`` for one GPU, ``2 x NVIDIA H100 80GB HBM3`` for two of a kind."""
+    """``NVIDIA A100-SXM4-80GB`` for one GPU, ``2 x NVIDIA A100-SXM4-80GB`` for two of a kind."""
     return ", ".join(name if count == 1 else f"{count} x {name}" for name, count in Counter(names).items()) or None
 
 

@@ -1,8 +1,8 @@
 """Leaks: how fast memory held after each step grows, as a least-squares slope in MiB per 100 steps.
 
 A step that keeps something alive each time makes the readings climb in a straight line; a clean step's slope is
-about zero (docs/instruments.md, Leaks). The leak patterns are the loop bodies of the pytorch issues mps users
-filed (issue 21, docs/workloads.md): a warm-up fills the allocator's caches with every size of a pattern's cycle,
+about zero (docs/explanation/instruments.md, Leaks). The leak patterns are the loop bodies of the pytorch issues mps users
+filed (docs/explanation/workloads.md): a warm-up fills the allocator's caches with every size of a pattern's cycle,
 then the slope over one reading per iteration.
 """
 

@@ -1,8 +1,8 @@
-"""The small Llama's generation: time to the first token and tokens per second after it, with a KV cache (issue 21).
+"""The small Llama's generation: time to the first token and tokens per second after it, with a KV cache.
 
 ``prefill`` is one forward over the prompt that fills the cache and picks the first new token; ``decode`` feeds
 one greedy token at a time through it with no end-of-sequence stop, so every build does the same work. Why these
-sizes, and a loop on the model's forward rather than ``generate``: docs/workloads.md (Models).
+sizes, and a loop on the model's forward rather than ``generate``: docs/explanation/workloads.md (Models).
 """
 
 from __future__ import annotations

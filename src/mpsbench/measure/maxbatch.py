@@ -1,5 +1,5 @@
 """The largest power-of-two batch whose training or inference step fits in a device's memory: the batch doubles up
-to :data:`CEILING` until the first out-of-memory error (what raises it on each device: docs/workloads.md)."""
+to :data:`CEILING` until the first out-of-memory error (what raises it on each device: docs/explanation/workloads.md)."""
 
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ CPU_MEMORY_BUDGET = 2 * 1024**3
 # A training step peaks (activations, gradients and optimizer state together) once the optimizer state exists.
 STEPS_PER_TRY = {"training": 2, "inference": 1}
 
-# A search can take many minutes (issue 32): each try says how it went on stderr (asv's --show-stderr).
+# A search can take many minutes: each try says how it went on stderr (asv's --show-stderr).
 log = progress.logger(__name__)
 
 

@@ -1,6 +1,6 @@
 """Measure once per run, report per combination: asv's ``setup_cache`` for ``track_`` figures.
 
-On a GPU every asv process pays seconds before its first step (docs/budget.md),
+On a GPU every asv process pays seconds before its first step (docs/explanation/budget.md),
 so a class whose figures are not timings measures every combination of its
 selection in one ``setup_cache`` process, and its ``track_`` processes only look
 the figure up. An error is recorded for its combination (or figure) only.
@@ -123,7 +123,7 @@ def grid(*axes: Iterable[Any]) -> list[Key]:
 # asv keys a ``setup_cache`` by the module and line that define the function, so a module whose classes measure once
 # per run defines one function that measures every family, and each class names it: one cache, each class reading
 # its part. asv runs each ``setup_cache`` in a freshly spawned interpreter, even under forkserver, which imports
-# torch, torchvision and transformers again before it measures anything: 10-15 s on the H100 host (docs/budget.md).
+# torch, torchvision and transformers again before it measures anything: 10-15 s on a GPU host (docs/explanation/processes.md).
 # So the setup_cache only names what to measure (:func:`deferred`), and the first lookup process measures it: under
 # forkserver a fork of the server that imported them already; under spawn (macOS) a process that imports them as the
 # setup_cache's did. It leaves the readings in asv's cache folder, the working folder of every process that shares

@@ -85,11 +85,11 @@ BERT_SEQUENCE_LENGTH = 128
 BERT_NUM_LABELS = 6  # TREC question classification, as in the fine-tuning seed
 # The attention paths are fixed: transformers changes its default between releases, which would change what is
 # timed. BERT: "eager" exists in every release the supported torch range can use. Llama: "sdpa", its default
-# path and the attention kernels mps got wrong before (issue 21).
+# path and the attention kernels mps got wrong before.
 BERT_ATTENTION = "eager"
 LLAMA_ATTENTION = "sdpa"
 # A small Llama-style decoder, 125M parameters: its AdamW training step fits the GPU share of an 8 GB Mac
-# (docs/workloads.md, Models).
+# (docs/explanation/workloads.md, Models).
 LLAMA_CONFIG: dict[str, Any] = dict(
     vocab_size=32000, hidden_size=768, intermediate_size=2048, num_hidden_layers=12,
     num_attention_heads=12, num_key_value_heads=4, max_position_embeddings=2048, tie_word_embeddings=False,
@@ -240,7 +240,7 @@ REGISTRY.update({
     for spec in (
         _torchvision_spec(
             "vit_b_16", "torchvision ViT-B/16, 224x224, 1000 classes", 1000,
-            seed_batch_size=32,  # the largest power of two an 8 GB Mac trains with room (docs/workloads.md)
+            seed_batch_size=32,  # the largest power of two an 8 GB Mac trains with room (docs/explanation/workloads.md)
             batch_sizes=_BIG_SIZES,
         ),
         ModelSpec(
@@ -263,7 +263,7 @@ REGISTRY.update({
         ),
     )
 })
-# The models of 2025-2026 (issue 21): their own classes, so the seeds' keep their params.
+# The models of 2025-2026: their own classes, so the seeds' keep their params.
 MODERN_NAMES: tuple[str, ...] = tuple(name for name in REGISTRY if name not in NAMES)
 MODERN_TRAINING_NAMES: tuple[str, ...] = tuple(name for name in MODERN_NAMES if REGISTRY[name].trains)
 MODERN_INFERENCE_NAMES: tuple[str, ...] = MODERN_NAMES
@@ -296,7 +296,7 @@ PRELOADED = (
     "transformers.models.clip.modeling_clip",
 )
 # asv's benchmark.py imports asv_runner.server in every mode: only the mode tells the forkserver from a spawned
-# process ("run", "setup_cache", "discover"), which imports only what its model needs (docs/budget.md).
+# process ("run", "setup_cache", "discover"), which imports only what its model needs (docs/explanation/budget.md).
 FORKSERVER_MODE = "run_server"
 
 
@@ -314,6 +314,6 @@ def preload_for_forkserver() -> list[str]:
     # Python's advice for a server that forks without exec: the imported modules' objects go to the collector's
     # permanent generation, so a forked process's gc.collect() no longer walks them (or copies their pages). With
     # torchvision and transformers loaded each collection cost 0.14-0.16 s, and the patterns' measuring in a forked
-    # lookup took 2-4x a fresh interpreter's time; frozen, less than it (docs/budget.md).
+    # lookup took 2-4x a fresh interpreter's time; frozen, less than it (docs/explanation/budget.md).
     gc.freeze()
     return loaded

@@ -2,7 +2,7 @@
 
 Throughput is an op's work over the median time of one call: exact FLOPs for the compute-bound ops, compulsory
 bytes for the memory-bound ones (each input read once, each output written once), so GB/s is a lower bound to
-hold against the device's peak (docs/ops.md lists the shapes and counts).
+hold against the device's peak (docs/reference/ops.md lists the shapes and counts).
 """
 
 from __future__ import annotations

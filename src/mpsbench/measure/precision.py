@@ -1,4 +1,4 @@
-"""What a dtype means for a step, where it is supported, and proof that it was used (docs/instruments.md, Precision).
+"""What a dtype means for a step, where it is supported, and proof that it was used (docs/explanation/instruments.md, Precision).
 
 Training in float16 or bfloat16 is mixed precision (autocast, float32 weights, float16 adds a GradScaler); inference
 casts the model and the batch's floating inputs. Autocast on a device/dtype it does not support only warns and
@@ -65,7 +65,7 @@ def torch_version() -> tuple[int, int]:
     return int(major), int(minor)
 
 
-# (device, kind, dtype) -> the torch version the recipe needs, and why (sources: docs/instruments.md).
+# (device, kind, dtype) -> the torch version the recipe needs, and why (sources: docs/explanation/instruments.md).
 _MIN_TORCH: dict[tuple[str, str, str], tuple[tuple[int, int], str]] = {
     ("mps", "training", "float16"): (
         (2, 8), "mps float16 training (autocast from 2.5, GradScaler kernels from 2.8) needs torch 2.8",

@@ -1,7 +1,7 @@
 """Tell asv beforehand which combinations this run times, so that it starts no process for the rest.
 
 asv starts a process for every combination it selects, even one whose setup() only skips: under spawn (macOS)
-each imports torch again (docs/budget.md, "Preselection"). The reasons are the selection's, which every setup()
+each imports torch again (docs/explanation/budget.md, "Preselection"). The reasons are the selection's, which every setup()
 asks too. A device is left out only when this machine plainly lacks it, never because the torch of .venv
 cannot use it: the benchmarked build's torch decides.
 """

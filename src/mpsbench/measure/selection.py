@@ -4,7 +4,7 @@ Every parameterized class in ``benchmarks/`` has one rule in :data:`RULES`, keye
 class's params in order and returns why this run leaves the combination out, or None. Each ``setup`` (or
 ``setup_cache``) asks :func:`left_out`, and so does :mod:`mpsbench.measure.preselect` before asv starts, so the two
 cannot disagree. Params never change with the hardware or the torch version; the selection changes with
-MPSBENCH_FULL and MPSBENCH_DEVICES only. Torch-free. The default's budget is measured in docs/budget.md.
+MPSBENCH_FULL and MPSBENCH_DEVICES only. Torch-free. The default's budget is measured in docs/explanation/budget.md.
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ def device_reason(device: str) -> str | None:
     """Why ``device`` is left out of this run, or None: MPSBENCH_DEVICES names the devices; unset, every device.
 
     Except the cpu on a machine with a GPU: there the GPU is what the run is for, and the cpu's default would take
-    several times the GPU's 3-minute budget (docs/budget.md); ``MPSBENCH_DEVICES=mps,cpu`` adds it.
+    several times the GPU's 3-minute budget (docs/explanation/budget.md); ``MPSBENCH_DEVICES=mps,cpu`` adds it.
     """
     names = selected_devices()
     if names is not None:
@@ -81,7 +81,7 @@ def steps(device: str, model: str, batch_size: int) -> str | None:
     On a GPU a benchmark process costs seconds before its first timed step
     (device context, warm-up, accuracy check), more than its steps. Batch 1 on
     a GPU is launch-bound: it moves between runs by more than the regression
-    factor can gate (docs/performance.md, "Noise").
+    factor can gate (docs/explanation/calibration.md, "Noise").
     """
     spec = models.get(model)
     if device != "cpu":
@@ -94,7 +94,7 @@ def steps(device: str, model: str, batch_size: int) -> str | None:
 
 
 def modern(device: str, model: str, batch_size: int) -> str | None:
-    """The cpu at batch 1 (a larger batch would spend the cpu budget); GPUs: full sweep (docs/budget.md, "Issue 21's rows")."""
+    """The cpu at batch 1 (a larger batch would spend the cpu budget); GPUs: full sweep (docs/explanation/budget.md)."""
     default = device == "cpu" and batch_size == 1
     return _decide(device, default, _outside(model, device, "modern models'", batch_size), _not_at(model, batch_size))
 
@@ -103,7 +103,7 @@ def modern(device: str, model: str, batch_size: int) -> str | None:
 # Instruments: on mps, training, where leaks live (the May 2022 nightly leaked in
 # VGG16 training), on a CNN and on the sub-millisecond mlp where launch overhead
 # is the point. On cuda the full sweep only: their setup_cache is an interpreter
-# of its own, which the GPU's 3 minutes cannot spare (docs/budget.md).
+# of its own, which the GPU's 3 minutes cannot spare (docs/explanation/budget.md).
 INSTRUMENTS_ON_GPU: dict[str, dict[str, tuple[str, ...]]] = {
     "mps": {"training": ("mlp", "resnet50"), "inference": ()},
     "cuda": {"training": (), "inference": ()},
@@ -118,7 +118,7 @@ PRECISION_MODELS: dict[str, dict[str, tuple[str, ...]]] = {
     "gpu": {"training": ("bert_base",), "inference": ()},
 }
 FLOAT32 = "float32"  # the dtype every other class times
-# Compiling costs more than every timed step together (docs/workloads.md): the default
+# Compiling costs more than every timed step together (docs/explanation/workloads.md): the default
 # compiles the mlp on the cpu only, enough to see inductor break or slow down.
 COMPILED_DEFAULT: dict[str, tuple[str, ...]] = {"cpu": ("mlp",), "mps": (), "cuda": ()}
 
@@ -163,16 +163,16 @@ def _family(device: str, family: str, default_devices: tuple[str, ...], why: str
 
 
 def generation(device: str, model: str) -> str | None:
-    """The cpu's and mps's default: time to first token and tokens/s are the LLM's figures (cuda: docs/budget.md)."""
+    """The cpu's and mps's default: time to first token and tokens/s are the LLM's figures (cuda: docs/explanation/budget.md)."""
     return _family(device, f"{model}'s generation", ("cpu", "mps"),
                    "the GPU's 3-minute default is full; batch-1 decode there is host-bound")
 
 
 def correctness(device: str, pattern: str, dtype: str) -> str | None:
-    """Every pattern in the dtypes it runs in, on the cpu and mps; cuda in the full sweep (docs/instruments.md).
+    """Every pattern in the dtypes it runs in, on the cpu and mps; cuda in the full sweep (docs/explanation/instruments.md).
 
     The patterns take milliseconds, but their setup_cache is an interpreter of its own, and every timed cuda
-    process checks issue 21's patterns anyway (suite.guard).
+    process checks the guarding patterns anyway (suite.guard).
     """
     if dtype not in tolerances.dtypes(pattern):
         return f"{pattern} is measured in {', '.join(tolerances.dtypes(pattern))}, the dtypes its report showed wrong"
@@ -187,7 +187,7 @@ def leaks(device: str, pattern: str) -> str | None:
     """mps by default, where these loops leaked; the cpu and cuda in the full sweep.
 
     On the cpu the process RSS moves by more than a leak would, and the loops take minutes of the cpu budget;
-    on cuda they read nothing and cost an interpreter (docs/workloads.md).
+    on cuda they read nothing and cost an interpreter (docs/explanation/workloads.md).
     """
     return _family(device, f"the {pattern} leak loop", ("mps",), "the leaks were mps's")
 
@@ -195,7 +195,7 @@ def leaks(device: str, pattern: str) -> str | None:
 # --- ops, epochs, the largest batch ------------------------------------------------------
 HOST_DEVICE_COPIES = ("copy_h2d", "copy_d2h")  # ops that need a device other than the host to mean anything
 # Reduced precision on an x86 cpu runs an order of magnitude slower than float32
-# (docs/ops.md): a large call would take minutes.
+# (docs/reference/ops.md): a large call would take minutes.
 CPU_REDUCED_PRECISION_SIZES = ("small", "medium")
 
 
@@ -234,13 +234,13 @@ def epoch(device: str, model: str, batch_size: int, num_workers: int, dataset: s
 
 # The largest-batch searches are full sweep only, on every device. A GPU's pair would take a
 # sixth of its 3-minute budget, and the mps search can push the Mac into swap. The cpu's BERT
-# pair took 4 minutes of a quiet 2-core machine and 35 silent minutes of a loaded one (issue 32),
+# pair took 4 minutes of a quiet 2-core machine and 35 silent minutes of a loaded one,
 # for a number set by the search's fixed memory budget (maxbatch.CPU_MEMORY_BUDGET), not by the
 # machine; the memory a step grows by is what the peak-memory rows of the default track already.
 
 
 def largest_batch(device: str, model: str, kind: str) -> str | None:
-    """Full sweep only: each search steps the model at every batch up to its memory limit (docs/budget.md)."""
+    """Full sweep only: each search steps the model at every batch up to its memory limit (docs/explanation/budget.md)."""
     never = None
     if kind == "inference" and model not in models.INFERENCE_NAMES:
         never = f"{model} differs from its base model in training only: its inference is bert_base's"

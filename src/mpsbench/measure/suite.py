@@ -138,7 +138,8 @@ def peak_memory_mib(workload: workloads.Workload) -> float:
 
 
 def cold_start_code(kind: str, device: str, model: str, batch_size: int) -> tuple[str, str]:
-    """An asv ``timeraw_`` body: (statement, setup); only the statement, the first step, is timed (docs/instruments.md)."""
+    """An asv ``timeraw_`` body: (statement, setup); only the statement, the first step, is timed
+    (docs/explanation/instruments.md)."""
     setup = (
         "from mpsbench.measure import suite\n"
         f"first_step = suite.cold_first_step({kind!r}, {device!r}, {model!r}, {batch_size!r})"

@@ -1,5 +1,5 @@
 """What counts as a wrong result, torch-free: the guards, the selection, the regression rule and the site judge by
-these numbers (docs/instruments.md says why each tolerance is what it is)."""
+these numbers (docs/explanation/instruments.md says why each tolerance is what it is)."""
 
 from __future__ import annotations
 

@@ -2,7 +2,7 @@
 
 A build judged slower never becomes the baseline, so n1 n2 s1 s2 is still reported at s2 against n2;
 ``--confirm`` re-measures each alert on a timed row with a fresh ``mpsbench compare`` and keeps the others as recorded
-(docs/site.md, "Alerts that hold up").
+(docs/explanation/site.md, "Alerts that hold up").
 """
 
 from __future__ import annotations
@@ -199,7 +199,7 @@ def markdown(alerts: list[Alert], compared: str) -> str:
         machines = sorted({alert.machine for alert in mine})
         sections.append(document.Section(title, [
             f"{len(mine)} rows on {len(machines)} machines ({', '.join(machines)}) {what} on the newest build"
-            f" ({compared}), each judged by its own rule (docs/site.md, docs/instruments.md){_confirmed(mine)}",
+            f" ({compared}), each judged by its own rule (docs/explanation/site.md and instruments.md){_confirmed(mine)}",
             document.Table(["machine", "benchmark", "params", "old", "new", "new/old", "against", "why",
                             "builds and PyTorch commits"], rows, ["slower"] * len(rows)),
             "Confirm and bisect: `mpsbench compare OLD NEW -b ROW`, then `mpsbench bisect GOOD BAD -b ROW` (README).",

@@ -2,7 +2,7 @@
 
 Each step measures GOOD, BAD and the few candidates that split what is left most cheaply (probes()) in ONE
 interleaved run, judged by compare's rule; the first step also confirms BAD slower than GOOD. --nightlies [N]:
-nightlies.py (docs/bisect.md).
+nightlies.py (docs/explanation/the-rule.md).
 """
 
 from __future__ import annotations

@@ -19,7 +19,7 @@ from mpsbench.regressions import fresh, verdict
 
 Pair = tuple[str, str]
 # each round is a process per build, seconds at the least: a thousand is hours already (and verdict.looks lists every
-# look: a budget of 10**20 was a MemoryError, issue 34)
+# look: a budget of 10**20 would be a MemoryError)
 MOST_ROUNDS = 1000
 log = progress.logger(__name__)
 EXIT_STATUSES = """exit status:
@@ -131,7 +131,7 @@ def summary(measured: Measured, a: str, b: str) -> list[str]:
 
 def check(args: fresh.Options) -> None:
     """What compare's and bisect's options alone make impossible, refused before anything is written or measured:
-    the timeline, the machine file and .asv/fresh stay as they were (issue 34)."""
+    the timeline, the machine file and .asv/fresh stay as they were."""
     if args.min_rounds > args.max_rounds:
         raise fresh.FreshError(f"--min-rounds {args.min_rounds} is more than --max-rounds {args.max_rounds}")
     suite = asvconf.load((args.suite_root or asvconf.ROOT) / asvconf.CONFIG)

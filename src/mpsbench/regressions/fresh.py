@@ -1,9 +1,9 @@
 """Measure builds afresh, one process per build and round, never into the recorded results.
 
 ``asv continuous`` and ``asv find`` overwrite recorded results, and an ``asv run`` per round spends most of its time
-starting processes (issue 31): compare and bisect discover the suite once with asv (``just-discover``, into a scratch
+starting processes: compare and bisect discover the suite once with asv (``just-discover``, into a scratch
 folder; it also makes the asv environment), then measure each build through its own build server (servers.py), rounds
-interleaved across builds, until the caller has decided (docs/bisect.md, "How they measure").
+interleaved across builds, until the caller has decided (docs/explanation/the-rule.md, "How they measure").
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from mpsbench.core import asv, asvconf, errors, files, progress, settings
 from mpsbench.regressions import rule, servers, verdict
 
 log = progress.logger(__name__)
-# A command that has not answered in this long says undecided (exit 3) instead: issue 31's loaded machine, where a
+# A command that has not answered in this long says undecided (exit 3) instead: on a loaded machine a
 # bisect that went on for 25 minutes helped nobody. It stops before a look it cannot reach in time, never after one.
 TIME_BUDGET_MINUTES = 20.0
 WORKDIR = Path(".asv/fresh")  # in the suite: the derived config and its asv environment, kept between commands
@@ -35,7 +35,7 @@ WORKDIR = Path(".asv/fresh")  # in the suite: the derived config and its asv env
 SAMPLES = 10
 # A cpu row's process: one step a sample (settings.SINGLE_STEPS), at least SAMPLES, then more up to 200 or 1 s, so that
 # its fastest sample is a step the scheduler spared: with 20 steps a sample a loaded machine spared almost none and a
-# 1.24x change drowned (docs/bisect.md, "A cpu row's samples"). A slow step (a second or more) still takes 10.
+# 1.24x change drowned (docs/explanation/the-rule.md, "A cpu row's samples"). A slow step (a second or more) still takes 10.
 CPU_REPEAT = (SAMPLES, 200, 1.0)
 
 
@@ -185,7 +185,7 @@ class Session:
         self.key, self.index, values = matches[0]
         self.combination = asv.combination(self.key, values)
         # A cpu row is timed on the cores that the next round's process would take importing torch: start the next
-        # process ahead only for a GPU row (tests/test_servers.py's real cpu row on a loaded VM: each process's fastest
+        # process ahead only for a GPU row (tests/test_servers.py's real cpu row on a loaded machine: each process's fastest
         # sample 5.5-13.1 ms with the next process started ahead, 5.5-6.1 ms without).
         names = list(found[self.key].get("param_names", []))
         self.cpu_row = "device" in names and values[names.index("device")] == "'cpu'"

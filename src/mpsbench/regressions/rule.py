@@ -3,8 +3,8 @@
 Every command that says "slower" says it here: compare and bisect (verdict.py's test against :func:`factor`), and
 alerts, the Regressions page, the report and ops-rank (recorded values, :func:`judge`: direction from the unit, a floor
 per unit, asv's threshold widened by the row's noise, noisy rows marked rather than alarmed on, no bare medians for
-rates, asv's significance test; docs/site.md says why for each). A correctness row's regression is "wrong": its error
-past its dtype's tolerance, or identical calls no longer bit-identical (docs/instruments.md).
+rates, asv's significance test; docs/explanation/site.md says why for each). A correctness row's regression is "wrong": its error
+past its dtype's tolerance, or identical calls no longer bit-identical (docs/explanation/instruments.md).
 """
 
 from __future__ import annotations
@@ -57,7 +57,7 @@ def regression_factor(config: Path = asvconf.CONFIG, entry: str = "") -> float:
 
 
 # the change must exceed the two builds' interquartile ranges laid end to end (2 x the sum of the half-IQRs):
-# docs/site.md, 0 of 2000 simulated A/A pairs beyond it
+# docs/explanation/site.md, 0 of 2000 simulated A/A pairs beyond it
 NOISE_MULTIPLE = 2.0
 NOISY = 0.10  # relative half-IQR above this: the row cannot show a change of a few percent
 P_THRESHOLD = 0.002  # asv's significance level for two samples

@@ -2,7 +2,7 @@
 
 compare and bisect (servers.py) start one per build and round. It imports torch and the benchmark's module, then runs
 the round through asv_runner's own code (the steps of its ``run._run``), so a sample is timed by asv's own timer,
-exactly as ``asv run`` times it, without asv's CLI, discovery and environment switch (docs/bisect.md, "How they
+exactly as ``asv run`` times it, without asv's CLI, discovery and environment switch (docs/explanation/the-rule.md, "How they
 measure"). It runs inside the asv environment under every supported torch with the standard library and asv_runner
 only, as ``python -S``: site-packages is added without install_build's .pth (the build asv switched in last), so the
 only build on sys.path is the one PYTHONPATH names.
@@ -146,7 +146,7 @@ def main(argv: list[str]) -> int:
     imported = {"torch": time.perf_counter() - clock}
     where, version = os.path.abspath(torch.__file__), getattr(torch, "__version__", "?")
     # by the path it was imported through, not the one its links resolve to: a build may be a folder of links to
-    # another torch's files (docs/bisect.md, "On the H100"), and is then that folder's build
+    # another torch's files (a slowed build: docs/explanation/the-rule.md), and is then that folder's build
     if not any(path.startswith(os.path.join(base, "")) for path, base in (
             (where, os.path.abspath(torch_dir)), (os.path.realpath(where), os.path.realpath(torch_dir)))):
         _say(reply, {"error": f"torch {version} was imported from {os.path.dirname(where)}, not from the"

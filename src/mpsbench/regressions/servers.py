@@ -2,8 +2,8 @@
 asked of one server at a time, every server stopped on every way out.
 
 A server is the asv environment's python with the build's own sys.path entries (install_build.py ``paths``, the answer
-its .pth switch writes) in PYTHONPATH. Every round is a fresh process on every platform, as asv's own are (docs/bisect.md,
-"Why a fresh process a round"); the next one starts as a round ends, so that its imports overlap the other builds' rounds.
+its .pth switch writes) in PYTHONPATH. Every round is a fresh process on every platform, as asv's own are
+(docs/evidence/gpu-bisect.md); the next one starts as a round ends, so that its imports overlap the other builds' rounds.
 """
 
 from __future__ import annotations

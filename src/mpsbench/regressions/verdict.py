@@ -2,7 +2,7 @@
 
 Each process contributes its fastest sample (contention only ever adds time); a side's statistic is its fast mode;
 a one-sided permutation test against the regression factor decides, its alpha spent over the sequential loop's looks.
-docs/bisect.md ("The rule") says why, with the trials and simulations that chose it.
+docs/explanation/the-rule.md ("The rule") says why, with the trials and simulations that chose it.
 """
 
 from __future__ import annotations

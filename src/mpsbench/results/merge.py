@@ -7,7 +7,7 @@ it, kept first in DEST-replaced.jsonl); a file asv cannot read is skipped; an in
 number of its unit (the units of mpsbench.results.recorded.UNITS) is refused, named, and the rest of its file
 merged; benchmarks.json becomes the union of every side's (a version that differs is an error, unless
 --update-benchmarks).
-docs/fleet.md, "Results that merge safely", says each rule.
+docs/how-to/fleet.md, "Results that merge safely", says each rule.
 
 Every merge holds the results folder's lock (core/files.py's lock, the one every writer of it takes): two merges
 at once, or a merge during a record run, wait for each other and both land.
@@ -81,7 +81,7 @@ class Report:
 
 
 def problem(value: Any, unit: str) -> str | None:
-    """Why ``value`` cannot be recorded for a benchmark of ``unit`` (issue 34: asv's loader takes any JSON as a value, so
+    """Why ``value`` cannot be recorded for a benchmark of ``unit`` (asv's loader takes any JSON as a value, so
     "abc", true, Infinity or a negative time would be recorded for good); None when it can (asv's null and NaN can)."""
     if value is None or (isinstance(value, float) and math.isnan(value)):
         return None

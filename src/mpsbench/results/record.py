@@ -32,7 +32,7 @@ from mpsbench.measure import preselect
 from mpsbench.results import merge, recorded, watch
 
 BENCHMARKS_FAILED = 3  # asv ran, and some benchmark failed (its results say which); 2 stays a usage mistake
-# The first tier (issue 32): on the newest build, each seed model's training and inference step on the devices
+# The first tier: on the newest build, each seed model's training and inference step on the devices
 # present, at the batches this run's selection times them (measure/selection.py decides which)
 FIRST_TIER = r"^benchmark_models\.(?:Training|Inference)\.time_step\("
 
@@ -124,7 +124,7 @@ def steps(commits: Sequence[str], missing: dict[str, tuple[str, ...]]) -> list[w
 @dataclass(frozen=True)
 class Selection:
     names: tuple[str, ...]  # the combinations a run times
-    default_size: int  # how many this machine's preselection times: the size docs/budget.md's measured build ran
+    default_size: int  # how many this machine's preselection times: the size docs/evidence/default-run.md's measured build ran
     left_out: str | None  # what -b found that only skips here, and why; None: nothing
 
 

@@ -7,7 +7,7 @@ and a one-line skip for a build that does not fit on the disk; read from the eve
 
 Estimates: every combination measured adds a line to ``<results>-costs.jsonl`` (beside the results folder: asv reads
 every file inside it). A combination's estimate is the median of this machine's lines for it, else of its benchmark's,
-else docs/budget.md's measured build spread over this machine's default selection; an install's (or a switch to a
+else docs/evidence/default-run.md's measured build spread over this machine's default selection; an install's (or a switch to a
 build installed already), the median of the build times of that kind asv recorded here (``durations["<build>"]``),
 else the measured figure. Each says where it came from.
 """
@@ -27,13 +27,14 @@ from mpsbench.core import asv_saving, progress
 
 GB = 1e9
 LONG = 60.0  # seconds: a combination running longer says so, once a minute
-# docs/budget.md's measured builds: the default selection on the project's 2-core VM (cpu) and on one H100 (gpu)
+# The measured builds (docs/evidence/default-run.md): the default selection on a 2-core Linux machine (cpu) and
+# on one datacenter GPU (gpu)
 BUDGET_BUILD_SECONDS = {"cpu": 787.0, "gpu": 165.0}
-BUDGET_INSTALL_SECONDS = 80.0  # a cold install on that VM (measured: 79-82 s)
+BUDGET_INSTALL_SECONDS = 80.0  # a cold install on that machine (measured: 79-82 s)
 CACHED_SWITCH_SECONDS = 5.0  # an installed build: asv's environment check and one .pth file (measured: 1-9 s, budget.md: 9 s)
 WHERE_MEASURED = "this machine's earlier runs"
-WHERE_BUDGET = "docs/budget.md's measured build (no run here yet)"
-WHERE_BOTH = "this machine's runs and docs/budget.md"
+WHERE_BUDGET = "docs/evidence/default-run.md's measured build (no run here yet)"
+WHERE_BOTH = "this machine's runs and docs/evidence/default-run.md"
 
 log = progress.logger(__name__)
 

@@ -1,4 +1,4 @@
-"""asv's published pages patched (docs/site.md): a Figures tab, every channel drawn on load, only measured builds
+"""asv's published pages patched (docs/explanation/site.md): a Figures tab, every channel drawn on load, only measured builds
 on the top axis, and a site that also opens from disk (``file://``).
 
 Each patch finds a statement or tag of asv 0.6.6's pages and stops with one line where a newer asv moved it.

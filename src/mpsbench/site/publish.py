@@ -1,5 +1,6 @@
 """``mpsbench publish``: every step of the site into a scratch folder beside html_dir, then one rename over it, so
-that a reader sees the previous site until the new one is whole and a failed publish changes nothing (docs/site.md)."""
+that a reader sees the previous site until the new one is whole and a failed publish changes nothing
+(docs/explanation/site.md)."""
 
 from __future__ import annotations
 

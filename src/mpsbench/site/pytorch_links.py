@@ -1,4 +1,4 @@
-"""Commit links on the published site lead to PyTorch's commits, not to timeline hashes (docs/site.md says how);
+"""Commit links on the published site lead to PyTorch's commits, not to timeline hashes (docs/explanation/site.md says how);
 pytorch_links.js is pytorch.html's script, which sends a link to the PyTorch commit or range it names."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The published Regressions page re-judged row by row (docs/site.md): asv flags every increase beyond one fraction,
+"""The published Regressions page re-judged row by row (docs/explanation/site.md): asv flags every increase beyond one fraction,
 so each jump is judged again by :func:`mpsbench.regressions.rule.judge`; only the slower and the wrong (a correctness
 row past its tolerance) stay in ``regressions.json`` and its feed, and every verdict goes to ``JUDGED``.
 """

@@ -1,4 +1,4 @@
-"""The figures page, summary.md and summary.html, from an asv results directory (docs/site.md lists every section):
+"""The figures page, summary.md and summary.html, from an asv results directory (docs/explanation/site.md lists every section):
 mpsbench.site.throughput picks what each figure plots, mpsbench.site.figures draws it."""
 
 from __future__ import annotations
@@ -113,7 +113,7 @@ def _energy_section(results_dir: Path, timeline: Reader, save: figures.Save) -> 
         "No build has energy results (benchmark_models' *Capacity.track_joules_per_step).", save,
         "samples_per_joule.png", "samples per joule (higher is better)", None,
         "The seed batch over the joules per step the device's own counter read (cuda: NVML, the board; mps: IOReport,"
-        " the GPU; a Linux cpu: RAPL, the packages), along the builds' dates (docs/instruments.md, Energy).",
+        " the GPU; a Linux cpu: RAPL, the packages), along the builds' dates (docs/explanation/instruments.md, Energy).",
         ("machine and device", "samples/J"), figures.number)
 
 
@@ -172,7 +172,7 @@ def _correctness_section(found: recorded.Recorded, timeline: Reader) -> Section:
         "Each pattern's relative error against float64 (red past its dtype's tolerance: "
         + ", ".join(f"{dtype} {limit:g}" for dtype, limit in tolerances.TOLERANCES.items())
         + ") and the largest difference between its identical calls (red unless 0: not bit-identical);"
-        " 'failed' is a row asv recorded failed, such as a pattern that crashed its process (docs/instruments.md).",
+        " 'failed' is a row asv recorded failed, such as a pattern that crashed its process (docs/explanation/instruments.md).",
         *blocks,
     ])
 
@@ -214,7 +214,7 @@ def _changes_section(results: tp.Results, thresholds: dict[str, float], timeline
     judged = [rule.judge(thresholds, c.row.entry, "seconds", c.before, c.after) for c in changes]
     return Section("Build over build", [
         "Step time of each machine's newest build over the one before it on its channel, each row judged with the "
-        "statistics asv recorded and its own threshold (docs/site.md); slower and faster are highlighted, noisy and "
+        "statistics asv recorded and its own threshold (docs/explanation/site.md); slower and faster are highlighted, noisy and "
         "not significant are said.",
         Table(["machine", "kind", "model", "device", "batch", "old ms", "new ms", "new/old", "change"],
               [[c.machine, c.workload.kind, c.workload.model, c.workload.device, str(c.workload.batch),
@@ -243,7 +243,7 @@ def _regressions_section(site: Path | None, timeline: Reader) -> Section:
     found = regressions_page.latest(site, timeline)
     blocks: list[Block] = [
         "From the site's regressions.json (the Regressions tab and the regressions.xml feed hold the same),"
-        " after each jump was judged row by row with its recorded statistics (docs/site.md); newest first.",
+        " after each jump was judged row by row with its recorded statistics (docs/explanation/site.md); newest first.",
         Table(["benchmark", "graph", "machine", "kind", "after/before", "builds", "PyTorch commits"],
               [[r.benchmark, Link("graph", f"../{r.graph}"), r.machine, r.kind, f"{r.ratio:.2f}x",
                 f"{r.old_commit[:8]}..{r.new_commit[:8]}" if r.old_commit else r.new_commit[:8],

@@ -1,4 +1,4 @@
-"""A published asv site made self-contained: its CDN libraries copied in from the npm registry (docs/site.md says
+"""A published asv site made self-contained: its CDN libraries copied in from the npm registry (docs/explanation/site.md says
 which file comes from where and how each is checked). Standard library only: no Node.js, no npm."""
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """The seeds' numbers: throughput per machine, build and workload, and the points each figure plots.
 
 Throughput is batch over asv's median ``time_step`` (else ``*Capacity.track_throughput``), at each machine's
-newest build and the model's seed batch, else its largest (docs/site.md); a speedup is a ratio of throughputs.
+newest build and the model's seed batch, else its largest (docs/explanation/site.md); a speedup is a ratio of throughputs.
 A compiled step (benchmark_compile) is paired with the eager ``time_step`` of benchmark_models or benchmark_modern.
 """
 
