@@ -35,6 +35,12 @@ MEASURED_VALUES = (
     "\n                    }}"
     "\n                    if (item.length == 0) {{ item.push(0); }}"
 )
+# asv's grid draws a tile for every benchmark of benchmarks.json: on a first site most are empty boxes (mps, cuda,
+# classes not run yet), each asking for a graph that was never written. The grid keeps those with a recorded value.
+GRID_SCRIPT = "summarygrid.js"
+EVERY_TILE = "$.each(main_json.benchmarks, function(bm_name, bm) {"
+MEASURED_TILES = (EVERY_TILE + "\n            if (main_json.KEY && !main_json.KEY[bm_name]) { return; }"
+                  "  /* mpsbench: tiles with data only (site.patches) */")
 # A flot plugin: a series with one value (one build) drawn as a point with its value beside it (lone_point.js).
 LONE_POINT = f"{VENDOR}/mpsbench/lone-point.js"
 ASV_SCRIPT = re.compile(r"(?=<script\b[^>]*\bsrc=\"asv\.js\")")  # right before asv's first script: after flot
@@ -84,6 +90,19 @@ def select_measured_values(html_dir: Path, key: str) -> None:
         raise SiteAssetError(f"{script} has no one loop selecting the first param values to patch; a different"
                              " asv version? see mpsbench.site.patches")
     script.write_text(FIRST_VALUES.sub(lambda _: replacement, text), encoding="utf-8")
+
+
+def grid_of_measured(html_dir: Path, key: str) -> None:
+    """asv's grid draws only benchmarks with a recorded value (``index.json[key]``); the list tab keeps them all."""
+    script = html_dir / GRID_SCRIPT
+    text = script.read_text(encoding="utf-8")
+    replacement = MEASURED_TILES.replace("KEY", key)
+    if replacement in text:
+        return
+    if text.count(EVERY_TILE) != 1:
+        raise SiteAssetError(f"{script} has no one {EVERY_TILE!r} to keep the measured tiles by; a different asv"
+                             " version? see mpsbench.site.patches")
+    script.write_text(text.replace(EVERY_TILE, replacement), encoding="utf-8")
 
 
 def label_lone_points(html_dir: Path) -> None:

@@ -78,8 +78,9 @@ def _build(suite: Suite, html: Path, measured: set[str], asv_options: Sequence[s
     patches.add_nav_link(html, "Figures", f"{FIGURES}/summary.html")
     patches.show_every_channel(html)
     summaries = landing.write(html, conf.results, suite.reader, f"{FIGURES}/summary.html")
-    log.info(f"index.html opens on the seed models' step times: {len(summaries)} machines' newest builds")
+    log.info(f"index.html opens on the seed models' step times on each machine's newest build ({len(summaries)})")
     patches.select_measured_values(html, landing.MEASURED_KEY)
+    patches.grid_of_measured(html, landing.MEASURED_KEY)
     patches.label_lone_points(html)
     dropped = patches.keep_measured_tags(html, measured)
     if dropped:

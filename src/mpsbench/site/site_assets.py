@@ -216,17 +216,16 @@ def _rewrite(text: str, local: dict[str, str]) -> str:
 def _outcome(html_dir: Path, made_local: int, substitutes: dict[str, str], down: dict[str, str],
              left_on_cdn: dict[str, str]) -> str:
     """One line: what was made local, what stands in for what, and what the site does without what is missing."""
-    said = f"{made_local} libraries made local in {html_dir / VENDOR}" if made_local else "no library made local"
+    said = f"{made_local} CDN files made local in {html_dir / VENDOR}" if made_local else "no CDN file made local"
     if left_on_cdn:
         hosts = ", ".join(f"{host} unreachable ({down[host]})" for host in sorted(set(left_on_cdn.values())))
-        said += (f"; {', '.join(sorted(left_on_cdn))} not: {hosts}, so the pages load"
-                 " them from their CDNs, which needs the internet (and asv preview rather than opening from disk);"
-                 " the next publish that reaches the registry makes the site self-contained")
+        said += (f"; {hosts}: {', '.join(sorted(left_on_cdn))} load from their CDNs, so the site needs the internet"
+                 " and asv preview until a publish reaches the registry")
     if substitutes:
-        cdns = sorted(host for host in down if host not in left_on_cdn.values())
-        why = f" ({', '.join(f'{host} unreachable: {down[host]}' for host in cdns)})" if cdns else ""
-        said += (f"; npm's {', '.join(sorted(substitutes))} stand in for asv's CDN files{why}, checked by their"
-                 " registry integrity: the site works the same, offline and from disk")
+        cdns = ", ".join(f"{host} unreachable ({why})" for host, why in sorted(down.items())
+                         if host not in left_on_cdn.values())
+        said += (f"; {cdns + ': ' if cdns else ''}npm's {', '.join(sorted(substitutes))} stand in for asv's CDN"
+                 " files (registry-checked), the site works the same")
     return said
 
 
