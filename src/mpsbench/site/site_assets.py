@@ -213,10 +213,10 @@ def _rewrite(text: str, local: dict[str, str]) -> str:
     return _LOADING_TAG.sub(replace, text)
 
 
-def _outcome(html_dir: Path, made_local: int, substitutes: dict[str, str], down: dict[str, str],
+def _outcome(made_local: int, substitutes: dict[str, str], down: dict[str, str],
              left_on_cdn: dict[str, str]) -> str:
     """One line: what was made local, what stands in for what, and what the site does without what is missing."""
-    said = f"{made_local} CDN files made local in {html_dir / VENDOR}" if made_local else "no CDN file made local"
+    said = f"{made_local} CDN files made local in the site's {VENDOR}/" if made_local else "no CDN file made local"
     if left_on_cdn:
         hosts = ", ".join(f"{host} unreachable ({down[host]})" for host in sorted(set(left_on_cdn.values())))
         said += (f"; {hosts}: {', '.join(sorted(left_on_cdn))} load from their CDNs, so the site needs the internet"
@@ -284,6 +284,6 @@ def make_offline(html_dir: Path, cache: Path = CACHE) -> list[str]:
             if ASSETS[load.url].package not in left_on_cdn]
     if left:
         raise SiteAssetError(f"{left[0].page.name} still loads {left[0].url} after rewriting")
-    log.info(_outcome(html_dir, len(local), substitutes, down, left_on_cdn))
+    log.info(_outcome(len(local), substitutes, down, left_on_cdn))
     return written
 
