@@ -380,12 +380,12 @@ def test_a_landing_link_opens_its_graph_and_the_graph_page_selects_only_devices_
     assert chromium.wait_for("document.readyState === 'complete'", 120)
     href = chromium.evaluate("$('#mpsbench-landing tbody a').attr('href')")
     assert href.startswith(f"#{BENCHMARK}?machine={MACHINE}&p-device=%27cpu%27&p-model=%27mlp%27&p-batch_size=8")
-    for url, labels in [(index + href, ["8.00 milliseconds"]),  # the link: that batch
-                        (index + f"#{BENCHMARK}", ["1.00 milliseconds", "8.00 milliseconds"])]:  # nothing chosen
+    for url, labels in [(index + href, ["8.000ms"]),  # the link: that batch
+                        (index + f"#{BENCHMARK}", ["1.000ms", "8.000ms"])]:  # nothing chosen
         chromium.send("Page.navigate", url="about:blank")  # a new hash alone does not reload the page
         chromium.send("Page.navigate", url=url)
         assert chromium.wait_for("document.querySelectorAll('#graph-display canvas.flot-base').length", 300)
-        # each lone build labelled with the y axis' numbers and unit
+        # each lone build labelled with its value in asv's units
         assert chromium.wait_for("$('#main-graph .mpsbench-lone-label').length", 120)
         assert sorted(chromium.evaluate("$('#main-graph .mpsbench-lone-label').map(function(){"
                                         "return $(this).text()}).get()")) == labels
@@ -393,4 +393,16 @@ def test_a_landing_link_opens_its_graph_and_the_graph_page_selects_only_devices_
                                    "return $(this).text()}).get()")
         assert "cpu" in active and "mps" not in active and "cuda" not in active, active
     _shoot(chromium, "graph-one-build", tmp_path)
+    assert chromium.of("Runtime.exceptionThrown") == []
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not CHROMIUM.exists(), reason=f"{CHROMIUM} is absent: install Debian's chromium package")
+def test_the_landing_summary_shows_the_newest_build_through_asv_preview(published, preview, chromium):
+    chromium.send("Page.navigate", url=f"{preview}/index.html")
+    assert chromium.wait_for("document.readyState === 'complete'", 120)
+    assert "torch 2.15.0 (release@2.15.0)" in chromium.evaluate("$('#mpsbench-landing h3').text()")  # the newest
+    cells = chromium.evaluate("$('#mpsbench-landing tbody tr').map(function(){return $(this).children('td')"
+                              ".map(function(){return $(this).text()}).get().join('|')}).get()")
+    assert cells == ["mlp|training|10 ms bs 8*"], cells  # 2.15.0's batch-8 step, not an older build's
     assert chromium.of("Runtime.exceptionThrown") == []

@@ -2,8 +2,8 @@
  *
  * asv's grid draws lines only, so a benchmark with one build showed an empty box; its graph page drew an
  * unlabelled dot. This flot plugin (loaded after flot, before asv's scripts) turns points on for such a
- * series and writes its value beside the point: in a grid tile with the benchmark's unit, on the graph page
- * in the y axis' own numbers and unit.
+ * series and writes its value beside the point, in asv's own units (a label that would cover another is left
+ * out: hovering the point still shows its value).
  */
 (function ($) {
     "use strict";
@@ -32,16 +32,30 @@
         }
         if (id === "main-graph") {
             var axis = plot.getAxes().yaxis;
-            var label = axis.options.axisLabel || "";
-            return axis.tickFormatter(y, axis) + (label ? " " + label : "");
+            var shown = $.asv.parse_hash_string(window.location.hash).location.join("/");
+            if ($("#reference").hasClass("active") || !(json.benchmarks || {})[shown]) {
+                return axis.tickFormatter(y, axis) + (axis.options.axisLabel ? " " + axis.options.axisLabel : "");
+            }
+            return $.asv.pretty_unit(y, json.benchmarks[shown].unit);
         }
         return null;  // the overview strip and other small plots: the point alone
+    }
+
+    function overlaps(box, boxes) {
+        for (var i = 0; i < boxes.length; ++i) {
+            var other = boxes[i];
+            if (box.left < other.right && other.left < box.right && box.top < other.bottom && other.top < box.bottom) {
+                return true;
+            }
+        }
+        return false;
     }
 
     function label(plot) {
         var placeholder = plot.getPlaceholder();
         placeholder.find("." + LABEL).remove();
         var offset = plot.getPlotOffset();
+        var placed = [];
         $.each(plot.getData(), function (i, series) {
             if (!series.mpsbenchLone) {
                 return;
@@ -56,10 +70,22 @@
                 position: "absolute", "font-size": "11px", "white-space": "nowrap", color: series.color,
                 "pointer-events": "none"
             }).appendTo(placeholder);
-            var left = Math.max(offset.left, Math.min(at.left - div.outerWidth() / 2,
-                                                      placeholder.width() - div.outerWidth() - 2));
-            var below = at.top < placeholder.height() / 2;
-            div.css({left: left, top: below ? at.top + 8 : at.top - div.outerHeight() - 8});
+            var width = div.outerWidth(), height = div.outerHeight();
+            var left = Math.max(offset.left, Math.min(at.left - width / 2, placeholder.width() - width - 2));
+            var tops = [at.top + 8, at.top - height - 8];  // below the point first, where there is room
+            if (at.top >= placeholder.height() / 2) {
+                tops.reverse();
+            }
+            for (var k = 0; k < tops.length; ++k) {
+                var box = {left: left, right: left + width, top: tops[k], bottom: tops[k] + height};
+                var inside = box.top >= offset.top && box.bottom <= offset.top + plot.height();
+                if (inside && !overlaps(box, placed)) {
+                    placed.push(box);
+                    div.css({left: left, top: tops[k]});
+                    return;
+                }
+            }
+            div.remove();
         });
     }
 
