@@ -124,7 +124,7 @@ def test_a_registry_out_of_reach_leaves_the_cdn_tag_with_one_line_and_a_tampered
     assert not (cache / "fakelib-1.0.0.tgz").exists()
 
 
-@pytest.mark.parametrize("cdn", ["reachable", "unreachable"])
+@pytest.mark.parametrize("cdn", ["reachable", "unreachable", "another file"])
 def test_a_substitute_is_replaced_by_the_very_file_the_page_pins_when_its_cdn_serves_it(fake_site, monkeypatch, cdn,
                                                                                          caplog):
     html, cache = fake_site
@@ -141,7 +141,7 @@ def test_a_substitute_is_replaced_by_the_very_file_the_page_pins_when_its_cdn_se
         asked.append(url)
         if cdn == "unreachable":
             raise urllib.error.URLError("unreachable")
-        return served
+        return served if cdn == "reachable" else b"not the file the page pins"
 
     monkeypatch.setattr(site_assets, "download", download)
     with caplog.at_level("INFO", logger=site_assets.log.name):
@@ -150,9 +150,10 @@ def test_a_substitute_is_replaced_by_the_very_file_the_page_pins_when_its_cdn_se
     assert copied == (served if cdn == "reachable" else FAKE_JS)
     assert '<script src="vendor/fakelib@1.0.0/dist/fakelib.min.js"></script>' in page.read_text()
     said = [record.getMessage() for record in caplog.records if not record.getMessage().startswith("fetched")]
-    if cdn == "unreachable":  # asked once, said once: what is missing and what the site still does
+    if cdn != "reachable":  # asked once, said once: what is missing and what the site still does
+        why = "unreachable (unreachable)" if cdn == "unreachable" else "serves another file than asv's page pins"
         assert asked == [FAKE_URL]
-        assert said == ["2 CDN files made local in the site's vendor/; cdn.example.invalid unreachable (unreachable):"
+        assert said == [f"2 CDN files made local in the site's vendor/; cdn.example.invalid {why}:"
                         " npm's fakelib@1.0.0 stand in for asv's CDN files (registry-checked), the site works the same"]
     else:
         assert sorted(asked) == sorted([FAKE_URL, second]) and said == ["2 CDN files made local in the site's vendor/"]

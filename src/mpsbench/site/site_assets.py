@@ -213,17 +213,15 @@ def _rewrite(text: str, local: dict[str, str]) -> str:
     return _LOADING_TAG.sub(replace, text)
 
 
-def _outcome(made_local: int, substitutes: dict[str, str], down: dict[str, str],
-             left_on_cdn: dict[str, str]) -> str:
+def _outcome(made_local: int, substitutes: set[str], down: dict[str, str], left_on_cdn: dict[str, str]) -> str:
     """One line: what was made local, what stands in for what, and what the site does without what is missing."""
     said = f"{made_local} CDN files made local in the site's {VENDOR}/" if made_local else "no CDN file made local"
     if left_on_cdn:
-        hosts = ", ".join(f"{host} unreachable ({down[host]})" for host in sorted(set(left_on_cdn.values())))
+        hosts = ", ".join(f"{host} {down[host]}" for host in sorted(set(left_on_cdn.values())))
         said += (f"; {hosts}: {', '.join(sorted(left_on_cdn))} load from their CDNs, so the site needs the internet"
                  " and asv preview until a publish reaches the registry")
     if substitutes:
-        cdns = ", ".join(f"{host} unreachable ({why})" for host, why in sorted(down.items())
-                         if host not in left_on_cdn.values())
+        cdns = ", ".join(f"{host} {why}" for host, why in sorted(down.items()) if host not in left_on_cdn.values())
         said += (f"; {cdns + ': ' if cdns else ''}npm's {', '.join(sorted(substitutes))} stand in for asv's CDN"
                  " files (registry-checked), the site works the same")
     return said
@@ -243,8 +241,8 @@ def make_offline(html_dir: Path, cache: Path = CACHE) -> list[str]:
         )
     written: list[str] = []
     local: dict[str, str] = {}
-    substitutes: dict[str, str] = {}  # npm package -> why it stands in for the CDN's file
-    down: dict[str, str] = {}  # host -> why it could not be reached: asked once, not once per file
+    substitutes: set[str] = set()  # npm packages standing in for a CDN's file (the Asset says why)
+    down: dict[str, str] = {}  # host -> what went wrong there: asked once, not once per file
     left_on_cdn: dict[str, str] = {}  # npm package -> the host its tarball is on: the page keeps the CDN's tag
     page_integrity = {load.url: load.integrity for load in reversed(loads)}  # the first page's, where several
     for url in sorted(page_integrity):
@@ -254,19 +252,20 @@ def make_offline(html_dir: Path, cache: Path = CACHE) -> list[str]:
             data = package_file(asset.package, asset.path, cache)
             companions = {path: package_file(asset.package, path, cache) for path in asset.companions}
         except Unreachable as exc:
-            down.setdefault(exc.host, exc.reason)
+            down.setdefault(exc.host, f"unreachable ({exc.reason})")
             left_on_cdn[asset.package] = exc.host
             continue
         if asset.substitute and integrity and urlsplit(url).hostname not in down:
             try:
                 data = original(url, integrity, cache)  # checked against the page's own hash as it was fetched
             except Unreachable as exc:
-                down.setdefault(exc.host, exc.reason)
-                substitutes[asset.package] = asset.substitute
-            except SiteAssetError as exc:
-                substitutes[asset.package] = f"{asset.substitute}; the CDN's file: {exc}"
+                down.setdefault(exc.host, f"unreachable ({exc.reason})")
+                substitutes.add(asset.package)
+            except SiteAssetError:
+                down.setdefault(urlsplit(url).hostname or url, "serves another file than asv's page pins")
+                substitutes.add(asset.package)
         elif asset.substitute:
-            substitutes[asset.package] = asset.substitute
+            substitutes.add(asset.package)
         elif integrity:
             check_integrity(data, integrity, f"{asset.package}/{asset.path}")
         for path, content in {asset.path: data, **companions}.items():
