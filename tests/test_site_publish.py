@@ -51,15 +51,17 @@ def _suite(tmp: Path) -> tuple[Suite, tl.Generated]:
     return Suite(tmp / "asv.conf.json", manifest, tmp / "timeline"), generated
 
 
-def _record(suite: Suite, generated: tl.Generated) -> None:
-    """A value for each build of MEASURED: one step time of the mlp at batch 1 and 8 on the cpu."""
+def _record(suite: Suite, generated: tl.Generated, builds: tuple[str, ...] = MEASURED,
+            devices: tuple[str, ...] = ("cpu",)) -> None:
+    """A value for each build of ``builds``: one step time of the mlp at batch 1 and 8 on the cpu (none on the other
+    ``devices``, which the benchmarks' params list)."""
     manifest = suite.manifest
     benchmarks = {}
-    for number, ref in enumerate(MEASURED):
+    for number, ref in enumerate(builds):
         date_ms = int(manifest.find(ref).when().timestamp() * 1000)
         values = {("training", "time_step", "cpu", "mlp", batch): 0.001 * (number + batch) for batch in (1, 8)}
         benchmarks.update(asvresults.write_results(suite.conf.results, MACHINE, generated.commits[ref], date_ms,
-                                                   values, ["cpu"], ["mlp"], [1, 8]))
+                                                   values, list(devices), ["mlp"], [1, 8]))
     asvresults.write_benchmarks(suite.conf.results, benchmarks)
 
 
@@ -309,3 +311,98 @@ def test_publish_recorded_answers_help_and_refuses_a_missing_run_in_one_line_cre
         assert refused.returncode == 2 and refused.stdout == ""
         assert refused.stderr.count("\n") == 1 and f"{named} '{tmp_path / 'nonexistent'}'" in refused.stderr
         assert not (tmp_path / ".asv").exists()
+
+
+# --- the first site: one build, a cpu-only machine ---------------------------------------------------------------
+FIRST = "release@2.15.0"
+LANDING_VALUE = "8 ms"  # the mlp's training step at batch 8 (its largest: the seed's 1024 is not measured)
+
+
+@pytest.fixture(scope="module")
+def first_site(tmp_path_factory: pytest.TempPathFactory, npm_cache: Path) -> Suite:
+    """One build measured on the cpu of a machine whose benchmarks also list mps and cuda, published for real."""
+    tmp = tmp_path_factory.mktemp("first")
+    suite, generated = _suite(tmp)
+    _record(suite, generated, (FIRST,), ("cpu", "mps", "cuda"))
+    with pytest.MonkeyPatch.context() as patch:
+        patch.chdir(tmp)
+        (tmp / site_assets.CACHE).parent.mkdir(parents=True)
+        os.symlink(npm_cache, tmp / site_assets.CACHE)
+        publish.publish(suite)
+    return suite
+
+
+def _console_errors(chromium: DevTools) -> list[object]:
+    """Script exceptions, console.error calls and the browser's own error entries (a file that failed to load)."""
+    return [*chromium.of("Runtime.exceptionThrown"),
+            *(event for event in chromium.of("Runtime.consoleAPICalled") if event["type"] == "error"),
+            *(event["entry"] for event in chromium.of("Log.entryAdded") if event["entry"]["level"] == "error")]
+
+
+def _shoot(chromium: DevTools, name: str, tmp_path: Path) -> None:
+    shot = base64.b64decode(chromium.send("Page.captureScreenshot", format="png")["data"])
+    (tmp_path / f"{name}.png").write_bytes(shot)
+    if os.environ.get(SCREENSHOT_ENV):
+        (Path(os.environ[SCREENSHOT_ENV]) / f"{name}.png").write_bytes(shot)
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not CHROMIUM.exists(), reason=f"{CHROMIUM} is absent: install Debian's chromium package")
+def test_the_first_site_opens_from_disk_on_the_seed_rows_values_with_no_console_error(first_site, chromium, tmp_path):
+    chromium.send("Log.enable")
+    chromium.send("Page.navigate", url=(first_site.conf.html / "index.html").as_uri())
+    assert chromium.wait_for("document.readyState === 'complete'", 120)
+    landing_text = chromium.evaluate("document.getElementById('mpsbench-landing').innerText")
+    assert f"{MACHINE} newest build:" in landing_text and "torch 2.15.0 (release@2.15.0)" in landing_text
+    cells = chromium.evaluate("$('#mpsbench-landing tbody tr').map(function(){return $(this).children('td')"
+                              ".map(function(){return $(this).text()}).get().join('|')}).get()")
+    assert cells == [f"mlp|training|{LANDING_VALUE} bs 8*"], cells  # cpu only: no mps, cuda or speedup column
+    assert chromium.evaluate("$('#mpsbench-landing').is(':visible')")
+    # asv's grid stays below it: the tile of the one measured benchmark draws its lone build as a labelled point
+    tile = f"summarygrid-{BENCHMARK}"
+    assert chromium.wait_for(f"document.getElementById('{tile}') !== null", 120)
+    chromium.evaluate(f"document.getElementById('{tile}').scrollIntoView(); $(window).trigger('scroll'); true")
+    label = chromium.wait_for(f"$(document.getElementById('{tile}')).find('.mpsbench-lone-label').text()", 120)
+    assert re.fullmatch(r"one build: 2\.828ms", label), label  # asv's tile: the geometric mean of batches 1 and 8
+    chromium.evaluate("window.scrollTo(0, 0)")
+    _shoot(chromium, "landing", tmp_path)
+    assert _console_errors(chromium) == []
+    tiles = chromium.evaluate("$('#summarygrid-display .benchmark-plot').map(function(){return this.id}).get()")
+    assert tiles == [tile], tiles  # only the measured benchmark: no empty box asking for a graph never written
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not CHROMIUM.exists(), reason=f"{CHROMIUM} is absent: install Debian's chromium package")
+def test_a_landing_link_opens_its_graph_and_the_graph_page_selects_only_devices_with_data(first_site, chromium,
+                                                                                       tmp_path):
+    index = (first_site.conf.html / "index.html").as_uri()
+    chromium.send("Page.navigate", url=index)
+    assert chromium.wait_for("document.readyState === 'complete'", 120)
+    href = chromium.evaluate("$('#mpsbench-landing tbody a').attr('href')")
+    assert href.startswith(f"#{BENCHMARK}?machine={MACHINE}&p-device=%27cpu%27&p-model=%27mlp%27&p-batch_size=8")
+    for url, labels in [(index + href, ["8.000ms"]),  # the link: that batch
+                        (index + f"#{BENCHMARK}", ["1.000ms", "8.000ms"])]:  # nothing chosen
+        chromium.send("Page.navigate", url="about:blank")  # a new hash alone does not reload the page
+        chromium.send("Page.navigate", url=url)
+        assert chromium.wait_for("document.querySelectorAll('#graph-display canvas.flot-base').length", 300)
+        # each lone build labelled with its value in asv's units
+        assert chromium.wait_for("$('#main-graph .mpsbench-lone-label').length", 120)
+        assert sorted(chromium.evaluate("$('#main-graph .mpsbench-lone-label').map(function(){"
+                                        "return $(this).text()}).get()")) == labels
+        active = chromium.evaluate("$('#graphdisplay-navigation-params .btn.active').map(function(){"
+                                   "return $(this).text()}).get()")
+        assert "cpu" in active and "mps" not in active and "cuda" not in active, active
+    _shoot(chromium, "graph-one-build", tmp_path)
+    assert chromium.of("Runtime.exceptionThrown") == []
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not CHROMIUM.exists(), reason=f"{CHROMIUM} is absent: install Debian's chromium package")
+def test_the_landing_summary_shows_the_newest_build_through_asv_preview(published, preview, chromium):
+    chromium.send("Page.navigate", url=f"{preview}/index.html")
+    assert chromium.wait_for("document.readyState === 'complete'", 120)
+    assert "torch 2.15.0 (release@2.15.0)" in chromium.evaluate("$('#mpsbench-landing h3').text()")  # the newest
+    cells = chromium.evaluate("$('#mpsbench-landing tbody tr').map(function(){return $(this).children('td')"
+                              ".map(function(){return $(this).text()}).get().join('|')}).get()")
+    assert cells == ["mlp|training|10 ms bs 8*"], cells  # 2.15.0's batch-8 step, not an older build's
+    assert chromium.of("Runtime.exceptionThrown") == []

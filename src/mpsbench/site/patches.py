@@ -1,5 +1,6 @@
-"""asv's published pages patched (docs/explanation/site.md): a Figures tab, every channel drawn on load, only measured builds
-on the top axis, and a site that also opens from disk (``file://``).
+"""asv's published pages patched (docs/explanation/site.md, docs/reference/site.md): a Figures tab, every channel
+drawn on load, only the param values with data selected on load, a single build drawn as a labelled point, only
+measured builds on the top axis, and a site that also opens from disk (``file://``).
 
 Each patch finds a statement or tag of asv 0.6.6's pages and stops with one line where a newer asv moved it.
 """
@@ -23,6 +24,26 @@ EVERY_BRANCH = "state[param] = values;  /* mpsbench: every channel of the defaul
 # From file:// Chromium refuses the XMLHttpRequest of every JSON file: each NAME.json gets a twin NAME.json.js,
 # which the jQuery transport in file_json.js (loaded right after jQuery) loads with a <script> element instead.
 LOADER = f"{VENDOR}/mpsbench/file-json.js"
+# asv selects the first values of each param on load, up to 8 lines: on a cpu-only machine mps and cuda, whose lines
+# are empty. The default skips the values index.json's MEASURED_KEY (written by site.landing) lists no data for.
+FIRST_VALUES = re.compile(r"for \(var j = 0; j < param_values\.length && \(j\+1\)\*count <= max_curves; \+\+j\) \{"
+                          r"\s*item\.push\(j\);\s*\}")
+MEASURED_VALUES = (
+    "var measured = ((index.{key} || {{}})[current_benchmark] || [])[k];  /* mpsbench: values with data (site.patches) */"
+    "\n                    for (var j = 0; j < param_values.length && (item.length+1)*count <= max_curves; ++j) {{"
+    "\n                        if (!measured || measured.indexOf(param_values[j]) >= 0) {{ item.push(j); }}"
+    "\n                    }}"
+    "\n                    if (item.length == 0) {{ item.push(0); }}"
+)
+# asv's grid draws a tile for every benchmark of benchmarks.json: on a first site most are empty boxes (mps, cuda,
+# classes not run yet), each asking for a graph that was never written. The grid keeps those with a recorded value.
+GRID_SCRIPT = "summarygrid.js"
+EVERY_TILE = "$.each(main_json.benchmarks, function(bm_name, bm) {"
+MEASURED_TILES = (EVERY_TILE + "\n            if (main_json.KEY && !main_json.KEY[bm_name]) { return; }"
+                  "  /* mpsbench: tiles with data only (site.patches) */")
+# A flot plugin: a series with one value (one build) drawn as a point with its value beside it (lone_point.js).
+LONE_POINT = f"{VENDOR}/mpsbench/lone-point.js"
+ASV_SCRIPT = re.compile(r"(?=<script\b[^>]*\bsrc=\"asv\.js\")")  # right before asv's first script: after flot
 TWIN = ".js"
 _JQUERY_TAG = re.compile(r"<script\b[^>]*\bsrc=\"[^\"]*jquery(?:-[\d.]+)?\.min\.js\"[^>]*>\s*</script>", re.IGNORECASE)
 
@@ -57,6 +78,48 @@ def show_every_channel(html_dir: Path) -> None:
     script.write_text(text.replace(FIRST_BRANCH_ONLY, EVERY_BRANCH), encoding="utf-8")
 
 
+def select_measured_values(html_dir: Path, key: str) -> None:
+    """On load, the graph page selects only param values that have data (``index.json[key]``), as many as asv would."""
+    script = html_dir / GRAPH_SCRIPT
+    text = script.read_text(encoding="utf-8")
+    replacement = MEASURED_VALUES.format(key=key)
+    if replacement in text:
+        return
+    found = FIRST_VALUES.findall(text)
+    if len(found) != 1:
+        raise SiteAssetError(f"{script} has no one loop selecting the first param values to patch; a different"
+                             " asv version? see mpsbench.site.patches")
+    script.write_text(FIRST_VALUES.sub(lambda _: replacement, text), encoding="utf-8")
+
+
+def grid_of_measured(html_dir: Path, key: str) -> None:
+    """asv's grid draws only benchmarks with a recorded value (``index.json[key]``); the list tab keeps them all."""
+    script = html_dir / GRID_SCRIPT
+    text = script.read_text(encoding="utf-8")
+    replacement = MEASURED_TILES.replace("KEY", key)
+    if replacement in text:
+        return
+    if text.count(EVERY_TILE) != 1:
+        raise SiteAssetError(f"{script} has no one {EVERY_TILE!r} to keep the measured tiles by; a different asv"
+                             " version? see mpsbench.site.patches")
+    script.write_text(text.replace(EVERY_TILE, replacement), encoding="utf-8")
+
+
+def label_lone_points(html_dir: Path) -> None:
+    """The lone-point plugin beside the site's scripts, loaded by index.html after flot (once)."""
+    _copy_script("lone_point.js", html_dir / LONE_POINT)
+    index = html_dir / "index.html"
+    text = index.read_text(encoding="utf-8")
+    if f'src="{LONE_POINT}"' not in text:
+        _insert_after(index, ASV_SCRIPT.search(text), "asv.js script to load the lone-point plugin before",
+                      f'<script src="{LONE_POINT}"></script>\n    ')
+
+
+def _copy_script(name: str, target: Path) -> None:
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_text(resources.files("mpsbench.site").joinpath(name).read_text(encoding="utf-8"), encoding="utf-8")
+
+
 def keep_measured_tags(html_dir: Path, measured: Collection[str]) -> list[str]:
     """Only the tags of builds (timeline commits) with a recorded value stay on the top axis; the others returned."""
     index_path = html_dir / "index.json"
@@ -79,10 +142,7 @@ def make_readable_from_disk(html_dir: Path) -> int:
     """The transport after jQuery in index.html (once) and a twin beside every JSON file; the number of twins.
 
     The last step of a publish: the twins copy the JSON as every earlier step left it."""
-    target = html_dir / LOADER
-    target.parent.mkdir(parents=True, exist_ok=True)
-    target.write_text(resources.files("mpsbench.site").joinpath("file_json.js").read_text(encoding="utf-8"),
-                      encoding="utf-8")
+    _copy_script("file_json.js", html_dir / LOADER)
     index = html_dir / "index.html"
     text = index.read_text(encoding="utf-8")
     if f'src="{LOADER}"' not in text:

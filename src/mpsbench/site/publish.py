@@ -13,7 +13,7 @@ from mpsbench.context import Suite
 from mpsbench.core import asv, files, progress
 from mpsbench.core.errors import UserError
 from mpsbench.results import recorded
-from mpsbench.site import patches, pytorch_links, regressions_page, report, site_assets
+from mpsbench.site import landing, patches, pytorch_links, regressions_page, report, site_assets
 
 FIGURES = "mpsbench"  # the figures page's folder in html_dir
 HTML_DIR_OPTIONS = ("-o", "--html-dir")  # asv publish's own: the scratch folder is ours to name
@@ -78,6 +78,11 @@ def _build(suite: Suite, html: Path, measured: set[str], asv_options: Sequence[s
     site_assets.make_offline(html)
     patches.add_nav_link(html, "Figures", f"{FIGURES}/summary.html")
     patches.show_every_channel(html)
+    summaries = landing.write(html, conf.results, suite.reader, f"{FIGURES}/summary.html")
+    log.info(f"index.html opens on the seed models' step times on each machine's newest build ({len(summaries)})")
+    patches.select_measured_values(html, landing.MEASURED_KEY)
+    patches.grid_of_measured(html, landing.MEASURED_KEY)
+    patches.label_lone_points(html)
     dropped = patches.keep_measured_tags(html, measured)
     if dropped:
         log.info(f"top axis: {len(dropped)} tags of builds with no recorded value left out ({', '.join(dropped[:5])}"

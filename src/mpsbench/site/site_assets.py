@@ -13,6 +13,7 @@ import tarfile
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from urllib.parse import urlsplit
 
 from mpsbench.builds import wheels
 from mpsbench.core import files, progress
@@ -109,17 +110,27 @@ def download(url: str) -> bytes:
         return bytes(response.read())
 
 
+class Unreachable(SiteAssetError):
+    """The network refused a fetch (no route, no name, a timeout, an HTTP error): not a wrong file."""
+
+    def __init__(self, host: str, reason: str, message: str) -> None:
+        super().__init__(message)
+        self.host = host
+        self.reason = reason
+
+
 def _fetch(url: str, integrity: str, path: Path, what: str) -> bytes:
     """The bytes at ``url`` with that integrity: the cached copy at ``path``, else fetched and cached."""
     if path.is_file() and _matches(path.read_bytes(), integrity):
         return path.read_bytes()
-    log.info(f"fetching {what} from {url}")
     try:
         data = download(url)
     except (OSError, ValueError) as exc:  # URLError and HTTPError are OSErrors
-        raise SiteAssetError(
-            f"cannot fetch {what} from {url} ({exc}): put {path.name} from a machine that can in {path.parent}"
-        ) from None
+        reason = str(getattr(exc, "reason", None) or exc)
+        raise Unreachable(urlsplit(url).hostname or url, reason,
+                          f"cannot fetch {what} from {url} ({reason}): put {path.name} from a machine that can in"
+                          f" {path.parent}") from None
+    log.info(f"fetched {what} from {url}")
     check_integrity(data, integrity, f"{what} from {url}")
     path.parent.mkdir(parents=True, exist_ok=True)
     files.write(path, data)
@@ -142,13 +153,10 @@ def package_file(spec: str, path: str, cache: Path) -> bytes:
         return member.read()
 
 
-def original(url: str, integrity: str, cache: Path) -> bytes | None:
-    """The very file asv's page loads (one npm lacks byte for byte), from the cache or its CDN, if it matches; else None."""
-    try:
-        return _fetch(url, integrity, cache / "cdn" / re.sub(r"[^\w.-]+", "_", url.split("://", 1)[-1]), "asv's own file")
-    except SiteAssetError as exc:
-        log.info(f"{url} unusable ({exc}): its npm substitute stands in")
-        return None
+def original(url: str, integrity: str, cache: Path) -> bytes:
+    """The very file asv's page loads (one npm lacks byte for byte), from the cache or its CDN; Unreachable where the
+    CDN cannot be reached, SiteAssetError where it serves another file."""
+    return _fetch(url, integrity, cache / "cdn" / re.sub(r"[^\w.-]+", "_", url.split("://", 1)[-1]), "asv's own file")
 
 
 @dataclass(frozen=True)
@@ -205,6 +213,20 @@ def _rewrite(text: str, local: dict[str, str]) -> str:
     return _LOADING_TAG.sub(replace, text)
 
 
+def _outcome(made_local: int, substitutes: set[str], down: dict[str, str], left_on_cdn: dict[str, str]) -> str:
+    """One line: what was made local, what stands in for what, and what the site does without what is missing."""
+    said = f"{made_local} CDN files made local in the site's {VENDOR}/" if made_local else "no CDN file made local"
+    if left_on_cdn:
+        hosts = ", ".join(f"{host} {down[host]}" for host in sorted(set(left_on_cdn.values())))
+        said += (f"; {hosts}: {', '.join(sorted(left_on_cdn))} load from their CDNs, so the site needs the internet"
+                 " and asv preview until a publish reaches the registry")
+    if substitutes:
+        cdns = ", ".join(f"{host} {why}" for host, why in sorted(down.items()) if host not in left_on_cdn.values())
+        said += (f"; {cdns + ': ' if cdns else ''}npm's {', '.join(sorted(substitutes))} stand in for asv's CDN"
+                 " files (registry-checked), the site works the same")
+    return said
+
+
 def make_offline(html_dir: Path, cache: Path = CACHE) -> list[str]:
     """Copy every CDN library of the site's pages into it and rewrite the pages; return the files written (idempotent)."""
     site_pages = pages(html_dir)
@@ -219,35 +241,48 @@ def make_offline(html_dir: Path, cache: Path = CACHE) -> list[str]:
         )
     written: list[str] = []
     local: dict[str, str] = {}
-    substitutes: set[str] = set()
+    substitutes: set[str] = set()  # npm packages standing in for a CDN's file (the Asset says why)
+    down: dict[str, str] = {}  # host -> what went wrong there: asked once, not once per file
+    left_on_cdn: dict[str, str] = {}  # npm package -> the host its tarball is on: the page keeps the CDN's tag
     page_integrity = {load.url: load.integrity for load in reversed(loads)}  # the first page's, where several
     for url in sorted(page_integrity):
         asset = ASSETS[url]
         integrity = page_integrity[url]
-        data = package_file(asset.package, asset.path, cache)
-        exact = original(url, integrity, cache) if asset.substitute and integrity else None
-        if exact is not None:  # checked against the page's own hash as it was fetched
-            data = exact
+        try:
+            data = package_file(asset.package, asset.path, cache)
+            companions = {path: package_file(asset.package, path, cache) for path in asset.companions}
+        except Unreachable as exc:
+            down.setdefault(exc.host, f"unreachable ({exc.reason})")
+            left_on_cdn[asset.package] = exc.host
+            continue
+        if asset.substitute and integrity and urlsplit(url).hostname not in down:
+            try:
+                data = original(url, integrity, cache)  # checked against the page's own hash as it was fetched
+            except Unreachable as exc:
+                down.setdefault(exc.host, f"unreachable ({exc.reason})")
+                substitutes.add(asset.package)
+            except SiteAssetError:
+                down.setdefault(urlsplit(url).hostname or url, "serves another file than asv's page pins")
+                substitutes.add(asset.package)
         elif asset.substitute:
-            substitutes.add(f"{asset.package} ({asset.substitute})")
+            substitutes.add(asset.package)
         elif integrity:
             check_integrity(data, integrity, f"{asset.package}/{asset.path}")
-        for path in (asset.path, *asset.companions):
+        for path, content in {asset.path: data, **companions}.items():
             target = html_dir / _local_path(asset, path)
             target.parent.mkdir(parents=True, exist_ok=True)
-            target.write_bytes(data if path == asset.path else package_file(asset.package, path, cache))
+            target.write_bytes(content)
             written.append(_local_path(asset, path))
         local[url] = _local_path(asset)
-    for substitute in sorted(substitutes):
-        log.info(f"not checked against asv's hash, vouched for by its registry integrity: {substitute}")
     for page in site_pages:
         text = page.read_text(encoding="utf-8")
         rewritten = _rewrite(text, local)
         if rewritten != text:
             page.write_text(rewritten, encoding="utf-8")
-    left = [load for page in site_pages for load in external_loads(page)]
+    left = [load for load in (load for page in site_pages for load in external_loads(page))
+            if ASSETS[load.url].package not in left_on_cdn]
     if left:
         raise SiteAssetError(f"{left[0].page.name} still loads {left[0].url} after rewriting")
-    log.info(f"{len(local)} libraries made local in {html_dir / VENDOR}" if local else "no external library left")
+    log.info(_outcome(len(local), substitutes, down, left_on_cdn))
     return written
 
