@@ -10,8 +10,7 @@ from mpsbench.measure import devices, models, suite
 class _ColdStart:
     """The first training or inference step in a fresh process (TrainingColdStart, InferenceColdStart)."""
 
-    kind: str  # "training" or "inference": suite.per_kind sets it per class
-    param_names = ("device", "model")
+    kind: str  # "training" or "inference": each subclass says which
     version = "1"
     timeout = 600
     number = 1  # one first step per fresh process
@@ -27,5 +26,17 @@ class _ColdStart:
         return suite.cold_start_code(self.kind, device, model, models.get(model).seed_batch_size)
 
 
-TrainingColdStart, InferenceColdStart = suite.per_kind("{Kind}ColdStart", _ColdStart, (devices.NAMES, models.NAMES),
-                                                       (devices.NAMES, models.INFERENCE_NAMES))
+class TrainingColdStart(_ColdStart):
+    """The first training step in a fresh process."""
+
+    kind = "training"
+    params = (devices.NAMES, models.NAMES)
+    param_names = ("device", "model")
+
+
+class InferenceColdStart(_ColdStart):
+    """The first inference step in a fresh process."""
+
+    kind = "inference"
+    params = (devices.NAMES, models.INFERENCE_NAMES)
+    param_names = ("device", "model")

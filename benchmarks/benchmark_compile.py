@@ -11,8 +11,7 @@ from mpsbench.measure import compiled, devices, suite
 class _Compiled(suite.TimedSteps):
     """One compiled step: Training's or Inference's time_step, its model under torch.compile."""
 
-    kind: str  # "training" or "inference": suite.per_kind sets it per class
-    param_names = ("device", "model")
+    kind: str  # "training" or "inference": each subclass says which
     version = "1"
     timeout = 1800  # a large model's training graph compiles for minutes on a small cpu
     warmup_time = 0  # setup compiles and warms up
@@ -30,5 +29,17 @@ class _Compiled(suite.TimedSteps):
     track_compile_seconds.unit = "seconds"
 
 
-CompiledTraining, CompiledInference = suite.per_kind("Compiled{Kind}", _Compiled, (devices.NAMES, compiled.TRAINING_NAMES),
-                                                     (devices.NAMES, compiled.INFERENCE_NAMES))
+class CompiledTraining(_Compiled):
+    """benchmark_models' Training step, its model under torch.compile."""
+
+    kind = "training"
+    params = (devices.NAMES, compiled.TRAINING_NAMES)
+    param_names = ("device", "model")
+
+
+class CompiledInference(_Compiled):
+    """benchmark_models' Inference step, its model under torch.compile."""
+
+    kind = "inference"
+    params = (devices.NAMES, compiled.INFERENCE_NAMES)
+    param_names = ("device", "model")

@@ -7,7 +7,7 @@ combination the way the timings do: they report the very facts the timings
 are refused for.
 """
 
-from mpsbench.measure import devices, figures, measured, models, suite
+from mpsbench.measure import devices, figures, measured, models
 
 
 @measured.deferred
@@ -22,7 +22,6 @@ class _Instruments(measured.Lookup):
     One ``setup_cache`` measures both classes' whole selection (mpsbench.measure.figures); ``track_`` looks up.
     """
 
-    param_names = ("device", "model")
     version = "1"
     setup_cache = _measure_instruments  # one key for both classes: asv keys a cache by where it is defined
 
@@ -43,5 +42,17 @@ class _Instruments(measured.Lookup):
         "Relative error of the device's logits and loss against the cpu's (docs/explanation/instruments.md).")
 
 
-TrainingInstruments, InferenceInstruments = suite.per_kind("{Kind}Instruments", _Instruments, (devices.NAMES, models.NAMES),
-                                                           (devices.NAMES, models.INFERENCE_NAMES))
+class TrainingInstruments(_Instruments):
+    """The readings of a training step."""
+
+    kind = "training"
+    params = (devices.NAMES, models.NAMES)
+    param_names = ("device", "model")
+
+
+class InferenceInstruments(_Instruments):
+    """The readings of an inference step."""
+
+    kind = "inference"
+    params = (devices.NAMES, models.INFERENCE_NAMES)
+    param_names = ("device", "model")

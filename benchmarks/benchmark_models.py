@@ -11,15 +11,14 @@ from mpsbench.measure import devices, energy, fallback, figures, measured, model
 
 
 class _StepBenchmark(suite.TimedSteps):
-    """Training and Inference: the params and setup; the timed step is suite.TimedSteps'.
+    """Training's and Inference's setup (benchmark_modern's too); the timed step is TimedSteps'.
 
     ``setup`` refuses combinations whose numbers would mislead: ops
     that fell back to the cpu during warm-up, or GPU results that disagree
     with the cpu's, fail the combination with the reason (docs/explanation/instruments.md).
     """
 
-    kind: str  # "training" or "inference": suite.per_kind sets it per class
-    param_names = ("device", "model", "batch_size")
+    kind: str  # "training" or "inference": each subclass says which
     version = "1"  # bump when what is measured changes, not for cosmetic edits
     timeout = 1800  # the full sweep's largest cpu steps take a minute each
     warmup_time = 0  # setup warms up explicitly (kernels, shaders, optimizer state)
@@ -43,10 +42,20 @@ class _StepBenchmark(suite.TimedSteps):
         self.ready(suite.prepare(self.kind, device, model, batch_size))
 
 
-# Training: zero grads, forward, loss, backward, optimizer step. Inference: forward in eval mode
-# under torch.inference_mode().
-Training, Inference = suite.per_kind("{Kind}", _StepBenchmark, (devices.NAMES, models.NAMES, models.BATCH_SIZES),
-                                     (devices.NAMES, models.INFERENCE_NAMES, models.BATCH_SIZES))
+class Training(_StepBenchmark):
+    """One training step: zero grads, forward, loss, backward, optimizer step."""
+
+    kind = "training"
+    params = (devices.NAMES, models.NAMES, models.BATCH_SIZES)
+    param_names = ("device", "model", "batch_size")
+
+
+class Inference(_StepBenchmark):
+    """One inference step: a forward in eval mode under torch.inference_mode()."""
+
+    kind = "inference"
+    params = (devices.NAMES, models.INFERENCE_NAMES, models.BATCH_SIZES)
+    param_names = ("device", "model", "batch_size")
 
 
 @measured.deferred
@@ -68,7 +77,6 @@ class _Capacity(measured.PeakMemory):
     benchmark processes per combination more than doubled the default run (mpsbench.measure.measured says why).
     """
 
-    param_names = ("device", "model", "batch_size")
     version = "1"
     setup_cache = _measure_once  # one key for both classes and Epoch: asv keys a cache by where it is defined
 
@@ -80,7 +88,20 @@ class _Capacity(measured.PeakMemory):
         " (docs/explanation/instruments.md).")
 
 
-TrainingCapacity, InferenceCapacity = suite.per_kind("{Kind}Capacity", _Capacity, Training.params, Inference.params)
+class TrainingCapacity(_Capacity):
+    """The figures of Training's combinations."""
+
+    kind = "training"
+    params = Training.params
+    param_names = Training.param_names
+
+
+class InferenceCapacity(_Capacity):
+    """The figures of Inference's combinations."""
+
+    kind = "inference"
+    params = Inference.params
+    param_names = Inference.param_names
 
 
 class Environment:

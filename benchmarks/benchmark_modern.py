@@ -9,11 +9,21 @@ from mpsbench.measure import devices, llm, models, suite
 
 from .benchmark_models import _StepBenchmark
 
-# Training: llama_small's next-token cross entropy over 256 tokens, AdamW. Inference: a forward in eval mode
-# under torch.inference_mode() (clip_text: the 77-token prompt encoding).
-ModernTraining, ModernInference = suite.per_kind("Modern{Kind}", _StepBenchmark,
-                                                 (devices.NAMES, models.MODERN_TRAINING_NAMES, models.BATCH_SIZES),
-                                                 (devices.NAMES, models.MODERN_INFERENCE_NAMES, models.BATCH_SIZES))
+
+class ModernTraining(_StepBenchmark):
+    """One training step (llama_small: next-token cross entropy over 256 tokens, AdamW)."""
+
+    kind = "training"
+    params = (devices.NAMES, models.MODERN_TRAINING_NAMES, models.BATCH_SIZES)
+    param_names = ("device", "model", "batch_size")
+
+
+class ModernInference(_StepBenchmark):
+    """A forward in eval mode under torch.inference_mode() (clip_text: a 77-token prompt)."""
+
+    kind = "inference"
+    params = (devices.NAMES, models.MODERN_INFERENCE_NAMES, models.BATCH_SIZES)
+    param_names = ("device", "model", "batch_size")
 
 
 class _Generation:

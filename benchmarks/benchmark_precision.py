@@ -10,8 +10,7 @@ from mpsbench.measure import devices, figures, measured, models, precision, suit
 class _PrecisionStep(suite.TimedSteps):
     """Shared by TrainingPrecision and InferencePrecision; per-step times as in benchmark_models."""
 
-    kind: str  # "training" or "inference": suite.per_kind sets it per class
-    param_names = ("device", "model", "dtype")
+    kind: str  # "training" or "inference": each subclass says which
     version = "1"
     timeout = 1800
     warmup_time = 0  # setup warms up explicitly
@@ -26,10 +25,20 @@ class _PrecisionStep(suite.TimedSteps):
         self.ready(suite.prepare(self.kind, device, model, models.get(model).seed_batch_size, dtype=dtype))
 
 
-# Training: autocast forward and loss, (scaled) backward, update. Inference: the model and inputs in the dtype.
-TrainingPrecision, InferencePrecision = suite.per_kind("{Kind}Precision", _PrecisionStep,
-                                                       (devices.NAMES, models.NAMES, precision.NAMES),
-                                                       (devices.NAMES, models.INFERENCE_NAMES, precision.NAMES))
+class TrainingPrecision(_PrecisionStep):
+    """One training step: autocast forward and loss, (scaled) backward, update."""
+
+    kind = "training"
+    params = (devices.NAMES, models.NAMES, precision.NAMES)
+    param_names = ("device", "model", "dtype")
+
+
+class InferencePrecision(_PrecisionStep):
+    """One inference step, the model and its inputs in the dtype."""
+
+    kind = "inference"
+    params = (devices.NAMES, models.INFERENCE_NAMES, precision.NAMES)
+    param_names = ("device", "model", "dtype")
 
 
 @measured.deferred
@@ -41,10 +50,21 @@ def _measure_peak_memory():
 class _PrecisionCapacity(measured.PeakMemory):
     """Peak memory of the same combinations, measured once per run in one ``setup_cache`` (see benchmark_models)."""
 
-    param_names = ("device", "model", "dtype")
     version = "1"
     setup_cache = _measure_peak_memory  # one key for both classes: asv keys a cache by where it is defined
 
 
-TrainingPrecisionCapacity, InferencePrecisionCapacity = suite.per_kind(
-    "{Kind}PrecisionCapacity", _PrecisionCapacity, TrainingPrecision.params, InferencePrecision.params)
+class TrainingPrecisionCapacity(_PrecisionCapacity):
+    """The peaks of TrainingPrecision's combinations."""
+
+    kind = "training"
+    params = TrainingPrecision.params
+    param_names = TrainingPrecision.param_names
+
+
+class InferencePrecisionCapacity(_PrecisionCapacity):
+    """The peaks of InferencePrecision's combinations."""
+
+    kind = "inference"
+    params = InferencePrecision.params
+    param_names = InferencePrecision.param_names

@@ -187,7 +187,7 @@ def family(readings: Mapping[str, Any] | Deferred, name: str) -> Any:
 class Lookup:
     """Base of a benchmark class whose ``track_`` figures a shared ``setup_cache`` measured: each one is a lookup."""
 
-    kind: str  # the class's family in the setup_cache's readings (suite.per_kind sets training or inference)
+    kind: str  # the class's family in the setup_cache's readings: training, inference, epoch, ...
     rounds = 1  # a lookup: a second round would read the same cache again
     timeout = MEASURING_TIMEOUT
 

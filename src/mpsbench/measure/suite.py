@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -42,16 +41,6 @@ class TimedSteps:
         with OutOfMemorySkips(workload.device, workload.spec.name, workload.batch_size):  # n/a with the reason
             workload.run(self.steps)
             workload.device.synchronize()  # the clock stops when the device is done
-
-
-def per_kind(name: str, family: type, training: tuple[object, ...], inference: tuple[object, ...]) -> tuple[type, type]:
-    """``family``'s training and inference classes (``{Kind}`` in ``name`` filled in) of the calling module."""
-    module = sys._getframe(1).f_globals["__name__"]
-    made = (
-        type(name.format(Kind=kind.title()), (family,), {"kind": kind, "params": params, "__module__": module})
-        for kind, params in zip(workloads.KINDS, (training, inference))
-    )
-    return next(made), next(made)
 
 
 def require(kind: str, device: str, model: str, *, dtype: str = precision.DEFAULT) -> None:
