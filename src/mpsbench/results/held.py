@@ -1,0 +1,167 @@
+"""Values a record run measured on a machine too busy to trust: kept out of the recorded results, in a side file.
+
+Before a run's scratch folder is merged into the results, each value in it is judged (:func:`mpsbench.measure.quiet.
+judge`: the machine's state around it from the run's events, its own spread, this machine's recorded value of the same
+build). A value judged disturbed is set to not run in the copy that is merged (as merge's screen does with a value
+that is no number of its unit), so it is never recorded, never replaces or removes a recorded value, and the site
+never shows it; the combination stays missing, so this run's retry pass or the next run measures it again. It is
+kept, with its reasons, in ``<results>-held.jsonl`` beside the results folder (asv reads every file inside it):
+one JSON line per held value (machine, commit, benchmark, params, value, stats, samples, reasons, the states before
+and after, when, the scratch run it came from, and ``recorded``: true only for a value recorded all the same because
+``MPSBENCH_ACCEPT_BUSY`` was on).
+"""
+
+from __future__ import annotations
+
+import collections
+import datetime
+import itertools
+import json
+import shutil
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from mpsbench.core import asv, asv_saving, progress
+from mpsbench.measure import quiet
+from mpsbench.results import merge
+
+JUDGED = "judged"  # the copy of a scratch run's results that is merged, held values left out
+STATS = {"q_25": "stats_q_25", "q_75": "stats_q_75", "ci_99_a": "stats_ci_99_a", "ci_99_b": "stats_ci_99_b",
+         "number": "stats_number", "repeat": "stats_repeat"}
+
+log = progress.logger(__name__)
+
+
+def trail(results: Path) -> Path:
+    return results.parent / f"{results.name}-held.jsonl"
+
+
+@dataclass(frozen=True)
+class Held:
+    machine: str
+    commit: str
+    name: str  # the combination, as -b sees it
+    reasons: dict[str, str]  # by kind, as quiet.judge gives them
+
+
+def _events(scratch: Path) -> dict[tuple[str, str], dict[str, dict[str, Any]]]:
+    """Each combination's last ``start`` and ``done`` events, by (build, combination)."""
+    found: dict[tuple[str, str], dict[str, dict[str, Any]]] = collections.defaultdict(dict)
+    path = scratch / asv_saving.EVENTS
+    for line in path.read_text().splitlines() if path.is_file() else []:
+        try:
+            event = json.loads(line)
+        except ValueError:  # a line a kill -9 cut short
+            continue
+        if isinstance(event, dict) and event.get("event") in ("start", "done"):
+            found[(str(event.get("build")), str(event.get("name")))][str(event["event"])] = event
+    return found
+
+
+def _recorded(path: Path) -> dict[tuple[str, merge.Combination], dict[str, Any]]:
+    try:
+        return merge.values(json.loads(path.read_text()))
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return {}
+
+
+def _reasons(columns: dict[str, Any], events: dict[str, dict[str, Any]], earlier: dict[str, Any] | None,
+             again: bool) -> dict[str, str]:
+    stats = {key: columns.get(column) for key, column in STATS.items()} if columns.get("stats_q_25") is not None \
+        else None
+    before = quiet.State.of(events.get("start", {}))
+    after = quiet.State.of(events.get("done", {}), "_after")
+    previous = float(earlier["result"]) if earlier is not None and merge.measured(earlier["result"]) else None
+    return quiet.judge(float(columns["result"]), stats, columns.get("samples"), before, after, previous, again)
+
+
+def _held_keys(results: Path) -> set[tuple[str, ...]]:
+    path = trail(results)
+    keys: set[tuple[str, ...]] = set()
+    for line in path.read_text().splitlines() if path.is_file() else []:
+        try:
+            entry = json.loads(line)
+            keys.add(tuple(str(entry[key]) for key in ("machine", "commit", "name", "run")))
+        except (ValueError, KeyError, TypeError):
+            continue
+    return keys
+
+
+def _keep(results: Path, entries: Iterable[dict[str, Any]]) -> None:
+    text = "".join(json.dumps(entry, sort_keys=True) + "\n" for entry in entries)
+    if text:
+        with open(trail(results), "a") as out:
+            out.write(text)
+
+
+def judged(results: Path, scratch: Path, accept: bool = False, again: bool = False) -> tuple[Path, list[Held]]:
+    """A copy of ``scratch``'s results with each value judged disturbed set to not run, and the values held (each
+    kept in :func:`trail` once per scratch run, said in one line). ``accept``: judged, said, and kept all the same;
+    ``again``: the run measures values held earlier in the same run (quiet.judge's ``again``)."""
+    source, out = scratch / "results", scratch / JUDGED
+    shutil.rmtree(out, ignore_errors=True)
+    shutil.copytree(source, out, ignore=shutil.ignore_patterns(".*"))
+    events, already, new, held = _events(scratch), _held_keys(results), [], []
+    for path in sorted(out.glob("*/*.json")):
+        if path.name == merge.MACHINE:
+            continue
+        try:
+            data = json.loads(path.read_text())
+            found = merge.values(data)
+        except (ValueError, KeyError, TypeError, AttributeError):
+            continue  # the merge names a file it cannot read
+        machine, commit = path.parent.name, str(data.get("commit_hash"))
+        recorded = _recorded(results / machine / path.name)
+        changed = False
+        for (benchmark, combo), columns in found.items():
+            name = asv.combination(benchmark, combo)
+            state = events.get((commit, name), {})
+            reasons = _reasons(columns, state, recorded.get((benchmark, combo)), again)
+            if not reasons:
+                continue
+            shown = f"{name} of build {commit[:8]}: {columns['result']:.4g}; " + "; ".join(reasons.values())
+            if (machine, commit, name, scratch.name) not in already:
+                log.warning(f"quiet gate: recorded all the same ({quiet.ACCEPT_BUSY} is on): {shown}" if accept
+                            else f"quiet gate: held out of the record, to be measured again: {shown}")
+                new.append(_entry(machine, commit, benchmark, combo, columns, reasons, state, scratch.name, accept))
+            if accept:
+                continue
+            held.append(Held(machine, commit, name, reasons))
+            _unset(data, benchmark, combo)
+            changed = True
+        if changed:
+            path.write_text(json.dumps(data))
+    _keep(results, new)
+    return out, held
+
+
+def _entry(machine: str, commit: str, benchmark: str, combo: merge.Combination, columns: dict[str, Any],
+           reasons: dict[str, str], events: dict[str, dict[str, Any]], run: str, recorded: bool
+           ) -> dict[str, Any]:
+    stamp = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
+    return {"machine": machine, "commit": commit, "benchmark": benchmark, "params": list(combo),
+            "name": asv.combination(benchmark, combo), "value": columns["result"],
+            "stats": {key: columns.get(column) for key, column in STATS.items()}, "samples": columns.get("samples"),
+            "reasons": reasons, "before": events.get("start", {}), "after": events.get("done", {}),
+            "held_at": stamp, "run": run, "recorded": recorded}
+
+
+def _unset(data: dict[str, Any], benchmark: str, combo: merge.Combination) -> None:
+    """The combination as not run (NaN, no statistics, no samples): as if it had never been measured."""
+    row = dict(zip(data["result_columns"], data["results"][benchmark], strict=False))
+    index = list(itertools.product(*(row.get("params") or []))).index(combo)
+    for position, column in enumerate(data["result_columns"][:len(data["results"][benchmark])]):
+        cells = data["results"][benchmark][position]
+        if column in merge.PER_COMBINATION and isinstance(cells, list):
+            cells[index] = float("nan") if column == "result" else None
+
+
+def still_held(held: Iterable[Held], recorded: set[tuple[str, str, str]]) -> dict[str, int]:
+    """How many of ``held`` are still not recorded ((machine, commit, name) not in ``recorded``), by kind of reason."""
+    kinds: collections.Counter[str] = collections.Counter()
+    for entry in {(h.machine, h.commit, h.name): h for h in held}.values():
+        if (entry.machine, entry.commit, entry.name) not in recorded:
+            kinds.update(list(entry.reasons))
+    return dict(kinds)
