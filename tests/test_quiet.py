@@ -82,7 +82,7 @@ def test_on_a_busy_machine_the_gate_waits_in_one_line_until_it_is_quiet():
     readings = Readings(BUSY, BUSY, BUSY, QUIET)
     fields = readings.gate(60).before("Training.time_step('cpu', 'mlp', 1)")
     assert len(readings.said) == 1
-    assert readings.said[0].startswith("quiet gate: the machine is busy (other processes used 1.6 of 2 cores")
+    assert readings.said[0].startswith("the machine is busy (other processes used 1.6 of 2 cores")
     assert "waiting up to 60 s" in readings.said[0] and quiet.WAIT in readings.said[0]
     assert fields["others"] == QUIET.others and fields["waited"] == pytest.approx(3 * quiet.POLL)
 
@@ -133,7 +133,7 @@ def test_the_judge_holds_a_value_the_machine_disturbed_and_says_each_reason():
     assert set(found) == {"load", "spread", "drift"}
     assert found["load"].endswith("before it")
     assert found["spread"].startswith("its samples spread 35%")
-    assert "+571% from this machine's recorded 0.021 of the same build" in found["drift"]
+    assert "+571% from this machine's recorded 0.021 of the same build (the limit: 25%)" in found["drift"]
     assert set(quiet.judge(0.021, None, None, QUIET, BUSY, None)) == {"load"}
 
 

@@ -29,10 +29,10 @@ from typing import Any
 from mpsbench.core import asv_saving, progress, settings
 from mpsbench.measure import host
 
-# The rule (docs/explanation/quiet-gate.md): each figure is measured there, quiet and loaded.
-OTHERS_SHARE = 0.25  # other processes using more than this share of all cores: too busy to time
-SPREAD = 0.10  # interquartile range over the median above this: the value's own samples say it was disturbed
-DRIFT = 0.15  # farther than this from this machine's recorded value of the same build: disturbed, one or the other
+# The rule (docs/explanation/quiet-gate.md gives the measurements behind each figure)
+OTHERS_SHARE = 0.25  # other processes using more than this share of all cores (half a core of 2): too busy to time
+SPREAD = 0.30  # interquartile range over the median above this: the value's own samples say it was disturbed
+DRIFT = 0.25  # farther than this from this machine's recorded value of the same build: one of the two was disturbed
 BUSY_PERCENT = 25.0  # a process named as busy uses more than this percent of one core
 WINDOW = 0.5  # seconds over which the state is read between two combinations
 POLL = 2.0  # seconds between two readings while the gate waits
@@ -166,8 +166,8 @@ class Gate:
             state = self.reader(WINDOW)
         started = self.clock()
         if problems(state) and not self.ran_out and self.limit > 0:
-            self.say(f"quiet gate: the machine is busy ({named(state)}); waiting up to {self.limit:.0f} s for it to"
-                     f" quiet down before {name} ({WAIT} sets how long; still busy then: measured, judged after)")
+            self.say(f"the machine is busy ({named(state)}); waiting up to {self.limit:.0f} s for it to"
+                     f" quiet down before {name} ({WAIT} sets how long)")
             while problems(state) and self.clock() - started < self.limit:
                 self.sleep(max(0.0, POLL - WINDOW))
                 state = self.reader(WINDOW)

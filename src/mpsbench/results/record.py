@@ -195,18 +195,21 @@ def record(conf: AsvConf, machine: str, asv_args: Sequence[str], remeasure: bool
         watching = watch.Watch(planned, watch.Costs(results, machine, gpu, chosen.default_size), facts)
         print(watching.plan())
         status, kept_out = 0, []
-        for step in planned:
-            if not watching.begin(step):
-                continue
-            code, held_now = _measure(conf, machine, run, root, step.commit, step.names, remeasure, watching.poll)
-            code, held_now = _again(conf, machine, run, root, step.commit, held_now, remeasure) if held_now \
-                else (code, held_now)
-            kept_out += held_now
-            status = BENCHMARKS_FAILED if code else status
-            if after is not None:
-                after(step, step is planned[-1] or planned[planned.index(step) + 1].commit != step.commit)
-        watching.end()
-        _say_held(results, kept_out)
+        try:
+            for step in planned:
+                if not watching.begin(step):
+                    continue
+                code, held_now = _measure(conf, machine, run, root, step.commit, step.names, remeasure,
+                                          watching.poll)
+                code, held_now = _again(conf, machine, run, root, step.commit, held_now, remeasure) if held_now \
+                    else (code, held_now)
+                kept_out += held_now
+                status = BENCHMARKS_FAILED if code else status
+                if after is not None:
+                    after(step, step is planned[-1] or planned[planned.index(step) + 1].commit != step.commit)
+            watching.end()
+        finally:  # stopped, or ended by a step's publishing, the run still says what it held
+            _say_held(results, kept_out)
         return status
 
 
