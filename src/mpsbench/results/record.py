@@ -162,8 +162,9 @@ def record(conf: AsvConf, machine: str, asv_args: Sequence[str], remeasure: bool
     One asv run per build, newest build first (its first tier before the rest); each combination merged into the
     record as soon as asv has measured it (:mod:`mpsbench.core.asv_saving`); a build that ``facts`` says does not fit
     on the disk is skipped with one line. Ctrl-C or SIGTERM ends every process of the run, merges what it measured
-    and raises :class:`asv.Stopped`. ``after(step, build_done)`` is called after each step that ran (the site is
-    published there: after the first tier, and after each build). ``selection``: :func:`select`'s, made already.
+    and raises :class:`asv.Stopped`. ``after(step, build_done)`` is called after each step that left its build
+    something recorded (the site is published there: after the first tier, and after each build). ``selection``:
+    :func:`select`'s, made already. Values the quiet gate holds stay out (:mod:`mpsbench.results.held`).
     """
     run = asv.run_args(asv_args)
     if run.quick and not run.dry_run:
@@ -201,11 +202,13 @@ def record(conf: AsvConf, machine: str, asv_args: Sequence[str], remeasure: bool
                     continue
                 code, held_now = _measure(conf, machine, run, root, step.commit, step.names, remeasure,
                                           watching.poll)
-                code, held_now = _again(conf, machine, run, root, step.commit, held_now, remeasure) if held_now \
-                    else (code, held_now)
+                if held_now:
+                    retried, held_now = _again(conf, machine, run, root, step.commit, held_now, remeasure)
+                    code = code or retried
                 kept_out += held_now
                 status = BENCHMARKS_FAILED if code else status
-                if after is not None:
+                # a build whose every value was held has nothing to show: publishing would refuse an empty record
+                if after is not None and recorded_names(results, machine, step.commit):
                     after(step, step is planned[-1] or planned[planned.index(step) + 1].commit != step.commit)
             watching.end()
         finally:  # stopped, or ended by a step's publishing, the run still says what it held
@@ -246,7 +249,7 @@ def _measure(conf: AsvConf, machine: str, run: asv.RunArgs, root: Path, commit: 
 def _again(conf: AsvConf, machine: str, run: asv.RunArgs, root: Path, commit: str, kept_out: list[held.Held],
            remeasure: bool) -> tuple[int, list[held.Held]]:
     """The retry pass: the values held in a step measured once more, when the machine is quiet (after the gate's
-    wait); asv's status and what is still held."""
+    wait); as :func:`_measure`'s."""
     names = tuple(dict.fromkeys(entry.name for entry in kept_out))
     state = quiet.State.of(quiet.Gate(quiet.wait_seconds()).before(f"measuring again the {len(names)} held values"))
     if state is not None and quiet.problems(state):
