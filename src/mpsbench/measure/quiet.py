@@ -152,9 +152,11 @@ class Gate:
     repeated before each next combination while the machine stays busy: those are measured at once and judged after.
     """
 
-    def __init__(self, limit: float, reader: Callable[[float], State] = read, say: Callable[[str], None] = log.info,
-                 clock: Callable[[], float] = time.monotonic, sleep: Callable[[float], None] = time.sleep) -> None:
-        self.limit, self.reader, self.say, self.clock, self.sleep = limit, reader, say, clock, sleep
+    def __init__(self, limit: float, reader: Callable[[float], State] | None = None,
+                 say: Callable[[str], None] = log.info, clock: Callable[[], float] = time.monotonic,
+                 sleep: Callable[[float], None] = time.sleep) -> None:
+        self.limit, self.say, self.clock, self.sleep = limit, say, clock, sleep
+        self.reader = reader if reader is not None else read  # looked up now: a stand-in set after import counts
         self.last: tuple[float, State] | None = None  # the reading after the last combination, and when
         self.ran_out = False  # the last wait ended busy, and no reading was quiet since
 
@@ -218,5 +220,7 @@ def main(argv: list[str]) -> None:
     asv_saving.main(argv, gate=Gate(0 if accept_busy() else wait_seconds()))  # accepted: states still kept
 
 
-if __name__ == "__main__":
-    main(sys.argv[1:])
+if __name__ == "__main__":  # the imported module's main, not this __main__ copy's: one reader, one Gate
+    from mpsbench.measure import quiet
+
+    quiet.main(sys.argv[1:])
