@@ -260,3 +260,20 @@ def test_the_ends_count_leaves_out_what_the_retry_recorded():
     second = held.Held(MACHINE, COMMIT, "b", {"spread": "y"})
     assert held.still_held([first, second], {(MACHINE, COMMIT, "a")}) == {"spread": 1}
     assert held.still_held([first, second, first], set()) == {"load": 1, "spread": 2}
+
+
+@pytest.mark.parametrize(("name", "value", "says"), [
+    (quiet.WAIT, "soon", "is not a whole number from 0 to 3600"),
+    (quiet.ACCEPT_BUSY, "maybe", "is neither on (1, true, yes, on) nor off (0, false, no, off, or unset)"),
+])
+def test_a_bad_gate_setting_stops_a_record_run_in_one_line_before_anything_runs(monkeypatch, tmp_path, capsys, name,
+                                                                                value, says):
+    from mpsbench import cli
+
+    monkeypatch.setenv("HOME", str(tmp_path))
+    (tmp_path / ".asv-machine.json").write_text(json.dumps({"version": 1, "box": {"machine": "box"}}))
+    monkeypatch.setenv(name, value)
+    config = Path(__file__).resolve().parents[1] / "asv.conf.json"
+    assert cli.main(["results", "record", "--config", str(config), "--machine", "box", "--", "release^!"]) == 2
+    assert capsys.readouterr().err == f"mpsbench: error: {name}={value!r} {says}\n"
+    assert sorted(path.name for path in tmp_path.iterdir()) == [".asv-machine.json"]

@@ -166,6 +166,8 @@ def record(conf: AsvConf, machine: str, asv_args: Sequence[str], remeasure: bool
     something recorded (the site is published there: after the first tier, and after each build). ``selection``:
     :func:`select`'s, made already. Values the quiet gate holds stay out (:mod:`mpsbench.results.held`).
     """
+    quiet.wait_seconds()  # a bad setting is one line before anything runs
+    accept = quiet.accept_busy()
     run = asv.run_args(asv_args)
     if run.quick and not run.dry_run:
         raise RecordError("--quick would record single-sample values as results; add --dry-run, or leave --quick out")
@@ -177,8 +179,7 @@ def record(conf: AsvConf, machine: str, asv_args: Sequence[str], remeasure: bool
     wanted = chosen.names
     if chosen.left_out is not None:
         log.info(chosen.left_out)
-    quiet.wait_seconds()  # a bad setting is one line before anything runs
-    if quiet.accept_busy():
+    if accept:
         log.info(f"quiet gate: {quiet.ACCEPT_BUSY} is on: values the machine disturbed are recorded all the same;"
                  " for throw-away results only, never for history")
     with files.lock(results, wait=False):
