@@ -196,19 +196,22 @@ def spread(value: float, stats: Mapping[str, Any] | None, samples: Sequence[floa
 
 
 def judge(value: float, stats: Mapping[str, Any] | None, samples: Sequence[float] | None, before: State | None,
-          after: State | None, earlier: float | None, again: bool = False) -> dict[str, str]:
+          after: State | None, earlier: float | None, first: float | None = None) -> dict[str, str]:
     """Why ``value`` says the machine disturbed it, by kind (``load``, ``power``, ``thermal``, ``spread``, ``drift``):
     empty when it may be recorded. ``before``/``after``: the states around its measurement (None where unknown);
-    ``earlier``: this machine's recorded value of the same build. ``again``: the second measurement of a value held
-    in the same run, whose spread is not judged: as wide again, with the machine quiet around it, it is the
-    benchmark's own (tiny ops on a shared VM), and holding it would keep it out of the record on every run."""
+    ``earlier``: this machine's recorded value of the same build. ``first``: for a value measured again in the run
+    that held it, the held measurement: a spread as wide as before is then the benchmark's own (tiny ops on a
+    shared VM) when the two agree within :data:`DRIFT`, and holding it would keep it out of the record for good."""
     reasons: dict[str, list[str]] = {}
     for state, when in ((before, "before it"), (after, "after it")):
         for kind, text in (problems(state) if state else {}).items():
             reasons.setdefault(kind, []).append(f"{text} {when}")
     found = spread(value, stats, samples)
-    if found is not None and found > SPREAD and not again:
-        reasons["spread"] = [f"its samples spread {found:.0%} (interquartile range over median; the limit: {SPREAD:.0%})"]
+    agrees = first is not None and abs(value - first) <= DRIFT * abs(first)
+    if found is not None and found > SPREAD and not agrees:
+        again = f"; {value / first - 1:+.0%} from its first measurement {first:.4g}" if first is not None else ""
+        reasons["spread"] = [f"its samples spread {found:.0%} (interquartile range over median; the limit:"
+                             f" {SPREAD:.0%}){again}"]
     if earlier and abs(value - earlier) > DRIFT * abs(earlier):
         reasons["drift"] = [f"it is {value / earlier - 1:+.0%} from this machine's recorded {earlier:.4g} of the same"
                             f" build (the limit: {DRIFT:.0%})"]

@@ -18,7 +18,7 @@ import datetime
 import itertools
 import json
 import shutil
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -44,6 +44,7 @@ class Held:
     commit: str
     name: str  # the combination, as -b sees it
     reasons: dict[str, str]  # by kind, as quiet.judge gives them
+    run: str  # the scratch run that measured it
 
 
 def _events(scratch: Path) -> dict[tuple[str, str], dict[str, dict[str, Any]]]:
@@ -68,25 +69,26 @@ def _recorded(path: Path) -> dict[tuple[str, merge.Combination], dict[str, Any]]
 
 
 def _reasons(columns: dict[str, Any], events: dict[str, dict[str, Any]], earlier: dict[str, Any] | None,
-             again: bool) -> dict[str, str]:
+             first: float | None) -> dict[str, str]:
     stats = {key: columns.get(column) for key, column in STATS.items()} if columns.get("stats_q_25") is not None \
         else None
     before = quiet.State.of(events.get("start", {}))
     after = quiet.State.of(events.get("done", {}), "_after")
     previous = float(earlier["result"]) if earlier is not None and merge.measured(earlier["result"]) else None
-    return quiet.judge(float(columns["result"]), stats, columns.get("samples"), before, after, previous, again)
+    return quiet.judge(float(columns["result"]), stats, columns.get("samples"), before, after, previous, first)
 
 
-def _held_keys(results: Path) -> set[tuple[str, ...]]:
+def _held(results: Path) -> dict[tuple[str, ...], float]:
+    """Each value kept in the held file, by (machine, commit, combination, run)."""
     path = trail(results)
-    keys: set[tuple[str, ...]] = set()
+    found: dict[tuple[str, ...], float] = {}
     for line in path.read_text().splitlines() if path.is_file() else []:
         try:
             entry = json.loads(line)
-            keys.add(tuple(str(entry[key]) for key in ("machine", "commit", "name", "run")))
+            found[tuple(str(entry[key]) for key in ("machine", "commit", "name", "run"))] = float(entry["value"])
         except (ValueError, KeyError, TypeError):
             continue
-    return keys
+    return found
 
 
 def _keep(results: Path, entries: Iterable[dict[str, Any]]) -> None:
@@ -96,14 +98,14 @@ def _keep(results: Path, entries: Iterable[dict[str, Any]]) -> None:
             out.write(text)
 
 
-def judged(results: Path, scratch: Path, accept: bool = False, again: bool = False) -> tuple[Path, list[Held]]:
+def judged(results: Path, scratch: Path, accept: bool = False, again: Sequence[str] = ()) -> tuple[Path, list[Held]]:
     """A copy of ``scratch``'s results with each value judged disturbed set to not run, and the values held (each
     kept in :func:`trail` once per scratch run, said in one line). ``accept``: judged, said, and kept all the same;
-    ``again``: the run measures values held earlier in the same run (quiet.judge's ``again``)."""
+    ``again``: the scratch runs of this run whose held values ``scratch`` measures again (quiet.judge's ``first``)."""
     source, out = scratch / "results", scratch / JUDGED
     shutil.rmtree(out, ignore_errors=True)
     shutil.copytree(source, out, ignore=shutil.ignore_patterns(".*"))
-    events, already, new, held = _events(scratch), _held_keys(results), [], []
+    events, already, new, held = _events(scratch), _held(results), [], []
     for path in sorted(out.glob("*/*.json")):
         if path.name == merge.MACHINE:
             continue
@@ -118,7 +120,8 @@ def judged(results: Path, scratch: Path, accept: bool = False, again: bool = Fal
         for (benchmark, combo), columns in found.items():
             name = asv.combination(benchmark, combo)
             state = events.get((commit, name), {})
-            reasons = _reasons(columns, state, recorded.get((benchmark, combo)), again)
+            first = [already[key] for key in ((machine, commit, name, run) for run in again) if key in already]
+            reasons = _reasons(columns, state, recorded.get((benchmark, combo)), first[-1] if first else None)
             if not reasons:
                 continue
             shown = f"{name} of build {commit[:8]}: {columns['result']:.4g}; " + "; ".join(reasons.values())
@@ -128,7 +131,7 @@ def judged(results: Path, scratch: Path, accept: bool = False, again: bool = Fal
                 new.append(_entry(machine, commit, benchmark, combo, columns, reasons, state, scratch.name, accept))
             if accept:
                 continue
-            held.append(Held(machine, commit, name, reasons))
+            held.append(Held(machine, commit, name, reasons, scratch.name))
             _unset(data, benchmark, combo)
             changed = True
         if changed:

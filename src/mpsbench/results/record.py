@@ -61,7 +61,7 @@ def scratch_root(results: Path) -> Path:
 
 
 def _merge_scratch(results: Path, scratch: Path, replace: bool, silent: bool = False, accept: bool = False,
-                   again: bool = False) -> tuple[merge.Report | None, list[held.Held]]:
+                   again: Sequence[str] = ()) -> tuple[merge.Report | None, list[held.Held]]:
     """Merge what asv saved in ``scratch`` but the values judged disturbed (results/held.py), and those held."""
     if not (scratch / "results").is_dir():
         return None, []
@@ -218,11 +218,11 @@ def record(conf: AsvConf, machine: str, asv_args: Sequence[str], remeasure: bool
 
 
 def _measure(conf: AsvConf, machine: str, run: asv.RunArgs, root: Path, commit: str, names: Sequence[str],
-             remeasure: bool, poll: Callable[[Path], list[dict[str, object]]], again: bool = False
+             remeasure: bool, poll: Callable[[Path], list[dict[str, object]]], again: Sequence[str] = ()
              ) -> tuple[int, list[held.Held]]:
     """One asv run of ``names`` on one build into a new scratch folder, each value judged and merged as soon as asv
     has measured it (``poll`` gives the combinations measured since it was last called): asv's status, and the
-    values held out of the record. ``again``: the retry pass of values held earlier in the run."""
+    values held out of the record. ``again``: the scratch runs whose held values this one measures again."""
     results = conf.results
     scratch = asv.scratch(root)
     hashfile = scratch / "builds.txt"
@@ -257,7 +257,8 @@ def _again(conf: AsvConf, machine: str, run: asv.RunArgs, root: Path, commit: st
         log.info(f"quiet gate: the machine is still busy; the {len(names)} held values are left for the next run")
         return 0, kept_out
     log.info(f"quiet gate: measuring again the {len(names)} values held in this step")
-    return _measure(conf, machine, run, root, commit, names, remeasure, lambda scratch: [], again=True)
+    runs = tuple(dict.fromkeys(entry.run for entry in kept_out))
+    return _measure(conf, machine, run, root, commit, names, remeasure, lambda scratch: [], again=runs)
 
 
 def _say_held(results: Path, kept_out: list[held.Held]) -> None:
