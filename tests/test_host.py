@@ -146,10 +146,12 @@ def test_elsewhere_both_tracks_skip_with_the_reason(monkeypatch):
 
 
 def _others_use(monkeypatch: pytest.MonkeyPatch, cores: float) -> None:
-    """The machine as the quiet gate reads it: other processes' cpu a stand-in, power and heat from pmset's."""
+    """The machine as the quiet gate reads it: other processes' cpu a stand-in, power and heat from
+    pmset's."""
     def read(window: float) -> quiet.State:
         thermal = host.thermal_state()
-        return quiet.State(10, cores, 1.0, host.on_battery(), thermal.problem() if thermal else None)
+        problem = thermal.problem() if thermal else None
+        return quiet.State(10, cores, 1.0, host.on_battery(), problem)
 
     monkeypatch.setattr(quiet, "read", read)
 
@@ -170,7 +172,8 @@ def test_doctor_warns_about_battery_heat_memory_and_busy_processes(mac, monkeypa
     assert "warn  power      on battery: a Mac throttles on battery" in out
     assert "warn  thermal    throttled: CPU_Speed_Limit = 60" in out
     assert "warn  memory     2.0 of 32.0 GiB available, 3.0 GiB swap used: large batches may swap" in out
-    assert "warn  load       other processes used 3.0 of 10 cores (the limit: 2.5); load average 1.0" in out
+    said = "other processes used 3.0 of 10 cores (the limit: 2.5); load average 1.0"
+    assert f"warn  load       {said}" in out
     assert "warn  processes  busy on the cpu: Xcode (pid 812, 180%)" in out
     assert "untrustworthy (memory, power, thermal, load, processes)" in out
 

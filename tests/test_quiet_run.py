@@ -1,6 +1,7 @@
-"""The quiet gate in a real record run: scripts/bench on this .venv's torch (used in place, nothing installed), real
-asv, real benchmark processes; only the machine's state is a stand-in (a sitecustomize that every Python of the run
-loads replaces measure/quiet.py's reader), so that "busy" and "quiet" do not depend on what else this machine runs.
+"""The quiet gate in a real record run: scripts/bench on this .venv's torch (used in place, nothing
+installed), real asv, real benchmark processes; only the machine's state is a stand-in (a
+sitecustomize that every Python of the run loads replaces measure/quiet.py's reader), so that "busy"
+and "quiet" do not depend on what else this machine runs.
 """
 
 from __future__ import annotations
@@ -18,9 +19,11 @@ from mpsbench.results import held
 BUSY_ROW = "benchmark_models.Training.time_step('cpu', 'mlp', 1)"
 QUIET_ROW = "benchmark_models.Training.time_step('cpu', 'mlp', 8)"
 SELECTION = ["-b", r"^benchmark_models\.Training\.time_step\('cpu', 'mlp', (1|8)\)$"]
-# Loaded by every Python of the run: while the gate is about a combination whose name holds STAND_IN_BUSY, other
-# processes are said to use 1.5 of the 2 cores; else 0.1 (the record run's retry gate included).
-STAND_IN = '''
+# Loaded by every Python of the run: while the gate is about a combination whose name holds
+# STAND_IN_BUSY, other processes are said to use 1.5 of the 2 cores; else 0.1 (the record run's
+# retry gate included). The real timings' own spread on a loaded test machine is left out of the
+# judge (tests/test_quiet.py tests that rule on fixed samples).
+STAND_IN = """
 import os
 
 if os.environ.get("STAND_IN_BUSY"):
@@ -41,13 +44,20 @@ if os.environ.get("STAND_IN_BUSY"):
 
         quiet.Gate.before = noted
         quiet.read = read
-'''
+        quiet.SPREAD = float("inf")
+"""
 
 
 def _bench(repo: Path, env: dict[str, str], busy: str) -> subprocess.CompletedProcess[str]:
-    """scripts/bench of SELECTION, the machine said to be busy around the combinations whose name holds ``busy``."""
-    return subprocess.run(["scripts/bench", *SELECTION, "ALL"], cwd=repo, capture_output=True, text=True,
-                          env={**env, "STAND_IN_BUSY": busy, quiet.WAIT: "0"})
+    """scripts/bench of SELECTION, the machine said to be busy around the combinations whose name
+    holds ``busy``."""
+    return subprocess.run(
+        ["scripts/bench", *SELECTION, "ALL"],
+        cwd=repo,
+        capture_output=True,
+        text=True,
+        env={**env, "STAND_IN_BUSY": busy, quiet.WAIT: "0"},
+    )
 
 
 def _recorded(results: Path) -> list[str]:
@@ -69,19 +79,25 @@ def test_a_value_measured_on_a_busy_machine_is_held_and_the_next_quiet_run_recor
     assert first.returncode == 0, first.stdout[-3000:] + said[-3000:]
     assert _recorded(results) == [QUIET_ROW]  # the quiet one recorded, the busy one not
     lines = [json.loads(line) for line in held.trail(results).read_text().splitlines()]
-    # held, measured again in the retry pass (the machine quiet before it), held again: kept aside each time, with why
-    # (the quiet one's own spread may hold its first measurement on a loaded test machine: the retry recorded it)
-    busy = [line for line in lines if line["name"] == BUSY_ROW]
-    assert [(line["recorded"], "load" in line["reasons"]) for line in busy] == [(False, True)] * 2
-    assert all(line["value"] > 0 and line["before"]["others"] == 1.5 for line in busy)
+    # held, measured again in the retry pass (the machine quiet before it), held again: kept aside
+    # each time, with why
+    assert [(line["name"], line["recorded"], list(line["reasons"])) for line in lines] == [
+        (BUSY_ROW, False, ["load"])
+    ] * 2
+    assert all(line["value"] > 0 and line["before"]["others"] == 1.5 for line in lines)
+    assert lines[0]["run"] != lines[1]["run"]
     assert said.count(f"quiet gate: held out of the record, to be measured again: {BUSY_ROW}") == 2
-    assert "quiet gate: measuring again the" in said
+    assert "quiet gate: measuring again the 1 values held in this step" in said
     assert "quiet gate: 1 values held out of the record (load: 1)" in said
     assert "run it when the machine is quieter" in said
 
     again = _bench(repo, env, busy="nothing")
     assert again.returncode == 0, again.stdout[-3000:] + again.stderr[-3000:]
-    assert _recorded(results) == [BUSY_ROW, QUIET_ROW]  # the next run measured what was held, and recorded it
-    assert "values held out of the record" not in again.stderr
-    # its own spread may hold its first measurement on a loaded test machine: the retry pass recorded it then
-    assert len([line for line in held.trail(results).read_text().splitlines() if BUSY_ROW in line]) in (2, 3)
+    assert _recorded(results) == [
+        BUSY_ROW,
+        QUIET_ROW,
+    ]  # the next run measured what was held, and recorded it
+    assert "held out of the record" not in again.stderr
+    assert (
+        len(held.trail(results).read_text().splitlines()) == 2
+    )  # the held file only grows with holds

@@ -11,9 +11,10 @@ forkserver stay asv's:
   append to the events file. asv's own ``add_result`` of the whole benchmark follows as always.
 
 ``EVENTS`` (JSON lines, beside the results folder): ``start`` and ``done`` (``seconds``, ``outcome``: value, failed
-or skipped) per combination, each with the fields a ``gate`` returns (measure/quiet.py's: the machine's state before
-and after), ``forkserver`` with its pid; ``mpsbench results record`` reads it to judge and merge each value, show
-progress, learn costs, and end a forkserver that a kill -9 left behind.
+or skipped) per combination, each with the fields a ``gate`` returns (measure/quiet.py's: the
+machine's state before and after), ``forkserver`` with its pid; ``mpsbench results record`` reads
+it to judge and merge each value, show progress, learn costs, and end a forkserver that a kill -9
+left behind.
 
     python -m mpsbench.core.asv_saving run --config CONFIG ...   (asv run's arguments)
 """
@@ -93,8 +94,9 @@ def _outcome(value: Any) -> str:
 
 
 def install(runner: Any, run_command: Any, results_dir: Path, gate: Gate | None = None) -> None:
-    """Wrap asv's functions (in ``runner`` and where ``run_command`` imported them) for a run into ``results_dir``;
-    ``gate``'s ``before`` runs before each final-round combination, its ``after`` after it."""
+    """Wrap asv's functions (in ``runner`` and where ``run_command`` imported them) for a run into
+    ``results_dir``; ``gate``'s ``before`` runs before each final-round combination, its ``after``
+    after it."""
     run_benchmarks, run_benchmark, get_spawner = runner.run_benchmarks, runner.run_benchmark, runner.get_spawner
     runner.Results.save = _atomic(runner.Results.save)
 
@@ -201,7 +203,8 @@ def main(argv: list[str], gate: Gate | None = None) -> None:
     args = make_argparser()[0].parse_args(argv)
     if not getattr(args, "dry_run", True):  # a dry run saves nothing: asv as it is
         path = Path(args.config or "asv.conf.json").resolve()
-        install(runner, run_command, (path.parent / config.Config.load(str(path)).results_dir).resolve(), gate)
+        results_dir = (path.parent / config.Config.load(str(path)).results_dir).resolve()
+        install(runner, run_command, results_dir, gate)
     sys.argv = ["asv", *argv]
     asv_main()
 

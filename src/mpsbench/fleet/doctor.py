@@ -2,8 +2,9 @@
 
 Each finding is one line (one per check of CHECKS): ok, warn (numbers taken now would be doubtful, and why) or
 info (the OS does not report it here). --strict exits 1 when anything warned, for scripts that should not
-time a machine in that state. Load, power and thermal state are judged by the rule a record run's quiet gate
-applies before each value (:mod:`mpsbench.measure.quiet`), from one reading of the machine.
+time a machine in that state. Load, power and thermal state are judged by the rule a record
+run's quiet gate applies before each value (:mod:`mpsbench.measure.quiet`), from one reading of
+the machine.
 """
 
 from __future__ import annotations
@@ -15,7 +16,8 @@ from dataclasses import dataclass
 from mpsbench.measure import devices, host, optional_torch, quiet
 
 MEMORY_FREE_FRACTION = 0.25  # below this share of RAM available, a large model's batch may swap
-READING = 1.0  # seconds over which the machine is read: longer than the gate's, as nothing of ours runs meanwhile
+# seconds over which the machine is read: longer than the gate's, as nothing of ours runs meanwhile
+READING = 1.0
 
 
 @functools.cache
@@ -72,15 +74,17 @@ def check_thermal() -> Iterator[Finding]:
 def check_load() -> Iterator[Finding]:
     state = machine()
     problem = quiet.problems(state).get("load")
-    average = f"; load average {state.load:.1f} over the last minute" if state.load is not None else ""
-    yield Finding("warn" if problem else "ok", "load",
-                  (problem or f"other processes used {state.others:.1f} of {state.cores} cores") + average)
+    used = problem or f"other processes used {state.others:.1f} of {state.cores} cores"
+    if state.load is not None:
+        used += f"; load average {state.load:.1f} over the last minute"
+    yield Finding("warn" if problem else "ok", "load", used)
     found = host.busy_processes(quiet.BUSY_PERCENT)
     if found:
         named = ", ".join(f"{name} (pid {pid}, {percent:.0f}%)" for name, pid, percent in found[:5])
         yield Finding("warn" if problem else "ok", "processes", f"busy on the cpu: {named}")
     else:
-        yield Finding("ok", "processes", f"no other process above {quiet.BUSY_PERCENT:.0f}% of a core")
+        said = f"no other process above {quiet.BUSY_PERCENT:.0f}% of a core"
+        yield Finding("ok", "processes", said)
 
 
 CHECKS = (check_devices, check_memory, check_power, check_thermal, check_load)

@@ -1,14 +1,16 @@
-"""Values a record run measured on a machine too busy to trust: kept out of the recorded results, in a side file.
+"""Values a record run measured on a machine too busy to trust: kept out of the recorded results, in
+a side file.
 
-Before a run's scratch folder is merged into the results, each value in it is judged (:func:`mpsbench.measure.quiet.
-judge`: the machine's state around it from the run's events, its own spread, this machine's recorded value of the same
-build). A value judged disturbed is set to not run in the copy that is merged (as merge's screen does with a value
-that is no number of its unit), so it is never recorded, never replaces or removes a recorded value, and the site
-never shows it; the combination stays missing, so this run's retry pass or the next run measures it again. It is
-kept, with its reasons, in ``<results>-held.jsonl`` beside the results folder (asv reads every file inside it):
-one JSON line per held value (machine, commit, benchmark, params, value, stats, samples, reasons, the states before
-and after, when, the scratch run it came from, and ``recorded``: true only for a value recorded all the same because
-``MPSBENCH_ACCEPT_BUSY`` was on).
+Before a run's scratch folder is merged into the results, each value in it is judged
+(:func:`mpsbench.measure.quiet. judge`: the machine's state around it from the run's events, its own
+spread, this machine's recorded value of the same build). A value judged disturbed is set to not run
+in the copy that is merged (as merge's screen does with a value that is no number of its unit), so
+it is never recorded, never replaces or removes a recorded value, and the site never shows it; the
+combination stays missing, so this run's retry pass or the next run measures it again. It is kept,
+with its reasons, in ``<results>-held.jsonl`` beside the results folder (asv reads every file inside
+it): one JSON line per held value (machine, commit, benchmark, params, value, stats, samples,
+reasons, the states before and after, when, the scratch run it came from, and ``recorded``: true
+only for a value recorded all the same because ``MPSBENCH_ACCEPT_BUSY`` was on).
 """
 
 from __future__ import annotations
@@ -28,8 +30,14 @@ from mpsbench.measure import quiet
 from mpsbench.results import merge
 
 JUDGED = "judged"  # the copy of a scratch run's results that is merged, held values left out
-STATS = {"q_25": "stats_q_25", "q_75": "stats_q_75", "ci_99_a": "stats_ci_99_a", "ci_99_b": "stats_ci_99_b",
-         "number": "stats_number", "repeat": "stats_repeat"}
+STATS = {
+    "q_25": "stats_q_25",
+    "q_75": "stats_q_75",
+    "ci_99_a": "stats_ci_99_a",
+    "ci_99_b": "stats_ci_99_b",
+    "number": "stats_number",
+    "repeat": "stats_repeat",
+}
 
 log = progress.logger(__name__)
 
@@ -68,14 +76,27 @@ def _recorded(path: Path) -> dict[tuple[str, merge.Combination], dict[str, Any]]
         return {}
 
 
-def _reasons(columns: dict[str, Any], events: dict[str, dict[str, Any]], earlier: dict[str, Any] | None,
-             first: float | None) -> dict[str, str]:
-    stats = {key: columns.get(column) for key, column in STATS.items()} if columns.get("stats_q_25") is not None \
+def _reasons(
+    columns: dict[str, Any],
+    events: dict[str, dict[str, Any]],
+    earlier: dict[str, Any] | None,
+    first: float | None,
+) -> dict[str, str]:
+    stats = (
+        {key: columns.get(column) for key, column in STATS.items()}
+        if columns.get("stats_q_25") is not None
         else None
+    )
     before = quiet.State.of(events.get("start", {}))
     after = quiet.State.of(events.get("done", {}), "_after")
-    previous = float(earlier["result"]) if earlier is not None and merge.measured(earlier["result"]) else None
-    return quiet.judge(float(columns["result"]), stats, columns.get("samples"), before, after, previous, first)
+    previous = (
+        float(earlier["result"])
+        if earlier is not None and merge.measured(earlier["result"])
+        else None
+    )
+    return quiet.judge(
+        float(columns["result"]), stats, columns.get("samples"), before, after, previous, first
+    )
 
 
 def _held(results: Path) -> dict[tuple[str, ...], float]:
@@ -85,7 +106,9 @@ def _held(results: Path) -> dict[tuple[str, ...], float]:
     for line in path.read_text().splitlines() if path.is_file() else []:
         try:
             entry = json.loads(line)
-            found[tuple(str(entry[key]) for key in ("machine", "commit", "name", "run"))] = float(entry["value"])
+            found[tuple(str(entry[key]) for key in ("machine", "commit", "name", "run"))] = float(
+                entry["value"]
+            )
         except (ValueError, KeyError, TypeError):
             continue
     return found
@@ -98,10 +121,13 @@ def _keep(results: Path, entries: Iterable[dict[str, Any]]) -> None:
             out.write(text)
 
 
-def judged(results: Path, scratch: Path, accept: bool = False, again: Sequence[str] = ()) -> tuple[Path, list[Held]]:
-    """A copy of ``scratch``'s results with each value judged disturbed set to not run, and the values held (each
-    kept in :func:`trail` once per scratch run, said in one line). ``accept``: judged, said, and kept all the same;
-    ``again``: the scratch runs of this run whose held values ``scratch`` measures again (quiet.judge's ``first``)."""
+def judged(
+    results: Path, scratch: Path, accept: bool = False, again: Sequence[str] = ()
+) -> tuple[Path, list[Held]]:
+    """A copy of ``scratch``'s results with each value judged disturbed set to not run, and the
+    values held (each kept in :func:`trail` once per scratch run, said in one line). ``accept``:
+    judged, said, and kept all the same; ``again``: the scratch runs of this run whose held values
+    ``scratch`` measures again (quiet.judge's ``first``)."""
     source, out = scratch / "results", scratch / JUDGED
     shutil.rmtree(out, ignore_errors=True)
     shutil.copytree(source, out, ignore=shutil.ignore_patterns(".*"))
@@ -120,15 +146,38 @@ def judged(results: Path, scratch: Path, accept: bool = False, again: Sequence[s
         for (benchmark, combo), columns in found.items():
             name = asv.combination(benchmark, combo)
             state = events.get((commit, name), {})
-            first = [already[key] for key in ((machine, commit, name, run) for run in again) if key in already]
-            reasons = _reasons(columns, state, recorded.get((benchmark, combo)), first[-1] if first else None)
+            first = [
+                already[key]
+                for key in ((machine, commit, name, run) for run in again)
+                if key in already
+            ]
+            reasons = _reasons(
+                columns, state, recorded.get((benchmark, combo)), first[-1] if first else None
+            )
             if not reasons:
                 continue
-            shown = f"{name} of build {commit[:8]}: {columns['result']:.4g}; " + "; ".join(reasons.values())
+            shown = f"{name} of build {commit[:8]}: {columns['result']:.4g}; " + "; ".join(
+                reasons.values()
+            )
             if (machine, commit, name, scratch.name) not in already:
-                log.warning(f"quiet gate: recorded all the same ({quiet.ACCEPT_BUSY} is on): {shown}" if accept
-                            else f"quiet gate: held out of the record, to be measured again: {shown}")
-                new.append(_entry(machine, commit, benchmark, combo, columns, reasons, state, scratch.name, accept))
+                log.warning(
+                    f"quiet gate: recorded all the same ({quiet.ACCEPT_BUSY} is on): {shown}"
+                    if accept
+                    else f"quiet gate: held out of the record, to be measured again: {shown}"
+                )
+                new.append(
+                    _entry(
+                        machine,
+                        commit,
+                        benchmark,
+                        combo,
+                        columns,
+                        reasons,
+                        state,
+                        scratch.name,
+                        accept,
+                    )
+                )
             if accept:
                 continue
             held.append(Held(machine, commit, name, reasons, scratch.name))
@@ -140,29 +189,50 @@ def judged(results: Path, scratch: Path, accept: bool = False, again: Sequence[s
     return out, held
 
 
-def _entry(machine: str, commit: str, benchmark: str, combo: merge.Combination, columns: dict[str, Any],
-           reasons: dict[str, str], events: dict[str, dict[str, Any]], run: str, recorded: bool
-           ) -> dict[str, Any]:
+def _entry(
+    machine: str,
+    commit: str,
+    benchmark: str,
+    combo: merge.Combination,
+    columns: dict[str, Any],
+    reasons: dict[str, str],
+    events: dict[str, dict[str, Any]],
+    run: str,
+    recorded: bool,
+) -> dict[str, Any]:
     stamp = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
-    return {"machine": machine, "commit": commit, "benchmark": benchmark, "params": list(combo),
-            "name": asv.combination(benchmark, combo), "value": columns["result"],
-            "stats": {key: columns.get(column) for key, column in STATS.items()}, "samples": columns.get("samples"),
-            "reasons": reasons, "before": events.get("start", {}), "after": events.get("done", {}),
-            "held_at": stamp, "run": run, "recorded": recorded}
+    return {
+        "machine": machine,
+        "commit": commit,
+        "benchmark": benchmark,
+        "params": list(combo),
+        "name": asv.combination(benchmark, combo),
+        "value": columns["result"],
+        "stats": {key: columns.get(column) for key, column in STATS.items()},
+        "samples": columns.get("samples"),
+        "reasons": reasons,
+        "before": events.get("start", {}),
+        "after": events.get("done", {}),
+        "held_at": stamp,
+        "run": run,
+        "recorded": recorded,
+    }
 
 
 def _unset(data: dict[str, Any], benchmark: str, combo: merge.Combination) -> None:
-    """The combination as not run (NaN, no statistics, no samples): as if it had never been measured."""
+    """The combination as not run (NaN, no statistics, no samples): as if it had never been
+    measured."""
     row = dict(zip(data["result_columns"], data["results"][benchmark], strict=False))
     index = list(itertools.product(*(row.get("params") or []))).index(combo)
-    for position, column in enumerate(data["result_columns"][:len(data["results"][benchmark])]):
+    for position, column in enumerate(data["result_columns"][: len(data["results"][benchmark])]):
         cells = data["results"][benchmark][position]
         if column in merge.PER_COMBINATION and isinstance(cells, list):
             cells[index] = float("nan") if column == "result" else None
 
 
 def still_held(held: Iterable[Held], recorded: set[tuple[str, str, str]]) -> dict[str, int]:
-    """How many of ``held`` are still not recorded ((machine, commit, name) not in ``recorded``), by kind of reason."""
+    """How many of ``held`` are still not recorded ((machine, commit, name) not in ``recorded``), by
+    kind of reason."""
     kinds: collections.Counter[str] = collections.Counter()
     for entry in {(h.machine, h.commit, h.name): h for h in held}.values():
         if (entry.machine, entry.commit, entry.name) not in recorded:
