@@ -1,8 +1,7 @@
-"""Values a record run measured on a machine too busy to trust: kept out of the recorded results, in
-a side file.
+"""Values a busy machine measured: kept out of the recorded results, in a side file.
 
 Before a run's scratch folder is merged into the results, each value in it is judged
-(:func:`mpsbench.measure.quiet. judge`: the machine's state around it from the run's events, its own
+(:func:`mpsbench.measure.quiet.judge`: the machine's state around it from the run's events, its own
 spread, this machine's recorded value of the same build). A value judged disturbed is set to not run
 in the copy that is merged (as merge's screen does with a value that is no number of its unit), so
 it is never recorded, never replaces or removes a recorded value, and the site never shows it; the
@@ -76,17 +75,18 @@ def _recorded(path: Path) -> dict[tuple[str, merge.Combination], dict[str, Any]]
         return {}
 
 
+def _stats(columns: dict[str, Any]) -> dict[str, Any]:
+    """asv's statistics of one combination, named as asv's ``get_result_stats`` names them."""
+    return {key: columns.get(column) for key, column in STATS.items()}
+
+
 def _reasons(
     columns: dict[str, Any],
     events: dict[str, dict[str, Any]],
     earlier: dict[str, Any] | None,
     first: float | None,
 ) -> dict[str, str]:
-    stats = (
-        {key: columns.get(column) for key, column in STATS.items()}
-        if columns.get("stats_q_25") is not None
-        else None
-    )
+    stats = _stats(columns) if columns.get("stats_q_25") is not None else None
     before = quiet.State.of(events.get("start", {}))
     after = quiet.State.of(events.get("done", {}), "_after")
     previous = (
@@ -106,9 +106,8 @@ def _held(results: Path) -> dict[tuple[str, ...], float]:
     for line in path.read_text().splitlines() if path.is_file() else []:
         try:
             entry = json.loads(line)
-            found[tuple(str(entry[key]) for key in ("machine", "commit", "name", "run"))] = float(
-                entry["value"]
-            )
+            key = tuple(str(entry[field]) for field in ("machine", "commit", "name", "run"))
+            found[key] = float(entry["value"])
         except (ValueError, KeyError, TypeError):
             continue
     return found
@@ -128,65 +127,61 @@ def judged(
     values held (each kept in :func:`trail` once per scratch run, said in one line). ``accept``:
     judged, said, and kept all the same; ``again``: the scratch runs of this run whose held values
     ``scratch`` measures again (quiet.judge's ``first``)."""
-    source, out = scratch / "results", scratch / JUDGED
+    out = scratch / JUDGED
     shutil.rmtree(out, ignore_errors=True)
-    shutil.copytree(source, out, ignore=shutil.ignore_patterns(".*"))
-    events, already, new, held = _events(scratch), _held(results), [], []
+    shutil.copytree(scratch / "results", out, ignore=shutil.ignore_patterns(".*"))
+    judge = _Judge(results, scratch, accept, again)
     for path in sorted(out.glob("*/*.json")):
-        if path.name == merge.MACHINE:
-            continue
+        if path.name != merge.MACHINE:
+            judge.file(path)
+    _keep(results, judge.new)
+    return out, judge.held
+
+
+class _Judge:
+    """The values of one scratch run, file by file: what is held, and the held file's new lines."""
+
+    def __init__(self, results: Path, scratch: Path, accept: bool, again: Sequence[str]) -> None:
+        self.results, self.run, self.accept, self.again = results, scratch.name, accept, again
+        self.events, self.already = _events(scratch), _held(results)
+        self.new: list[dict[str, Any]] = []
+        self.held: list[Held] = []
+
+    def file(self, path: Path) -> None:
+        """Judge each value of one results file; rewrite it with the held ones set to not run."""
         try:
             data = json.loads(path.read_text())
             found = merge.values(data)
         except (ValueError, KeyError, TypeError, AttributeError):
-            continue  # the merge names a file it cannot read
+            return  # the merge names a file it cannot read
         machine, commit = path.parent.name, str(data.get("commit_hash"))
-        recorded = _recorded(results / machine / path.name)
+        recorded = _recorded(self.results / machine / path.name)
         changed = False
         for (benchmark, combo), columns in found.items():
             name = asv.combination(benchmark, combo)
-            state = events.get((commit, name), {})
-            first = [
-                already[key]
-                for key in ((machine, commit, name, run) for run in again)
-                if key in already
-            ]
-            reasons = _reasons(
-                columns, state, recorded.get((benchmark, combo)), first[-1] if first else None
-            )
+            state = self.events.get((commit, name), {})
+            runs = ((machine, commit, name, run) for run in self.again)
+            first = [self.already[key] for key in runs if key in self.already]
+            earlier = recorded.get((benchmark, combo))
+            reasons = _reasons(columns, state, earlier, first[-1] if first else None)
             if not reasons:
                 continue
-            shown = f"{name} of build {commit[:8]}: {columns['result']:.4g}; " + "; ".join(
-                reasons.values()
-            )
-            if (machine, commit, name, scratch.name) not in already:
+            if (machine, commit, name, self.run) not in self.already:  # said and kept once a run
+                shown = f"{name} of build {commit[:8]}: {columns['result']:.4g}; "
+                shown += "; ".join(reasons.values())
                 log.warning(
                     f"quiet gate: recorded all the same ({quiet.ACCEPT_BUSY} is on): {shown}"
-                    if accept
+                    if self.accept
                     else f"quiet gate: held out of the record, to be measured again: {shown}"
                 )
-                new.append(
-                    _entry(
-                        machine,
-                        commit,
-                        benchmark,
-                        combo,
-                        columns,
-                        reasons,
-                        state,
-                        scratch.name,
-                        accept,
-                    )
-                )
-            if accept:
-                continue
-            held.append(Held(machine, commit, name, reasons, scratch.name))
-            _unset(data, benchmark, combo)
-            changed = True
+                entry = _entry(machine, commit, benchmark, combo, columns, reasons, state)
+                self.new.append({**entry, "run": self.run, "recorded": self.accept})
+            if not self.accept:
+                self.held.append(Held(machine, commit, name, reasons, self.run))
+                _unset(data, benchmark, combo)
+                changed = True
         if changed:
             path.write_text(json.dumps(data))
-    _keep(results, new)
-    return out, held
 
 
 def _entry(
@@ -197,8 +192,6 @@ def _entry(
     columns: dict[str, Any],
     reasons: dict[str, str],
     events: dict[str, dict[str, Any]],
-    run: str,
-    recorded: bool,
 ) -> dict[str, Any]:
     stamp = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
     return {
@@ -208,14 +201,12 @@ def _entry(
         "params": list(combo),
         "name": asv.combination(benchmark, combo),
         "value": columns["result"],
-        "stats": {key: columns.get(column) for key, column in STATS.items()},
+        "stats": _stats(columns),
         "samples": columns.get("samples"),
         "reasons": reasons,
         "before": events.get("start", {}),
         "after": events.get("done", {}),
         "held_at": stamp,
-        "run": run,
-        "recorded": recorded,
     }
 
 
