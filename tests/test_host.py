@@ -30,7 +30,7 @@ from benchmarks import benchmark_host
 
 from mpsbench.builds import machine
 from mpsbench.fleet import doctor
-from mpsbench.measure import host, suite
+from mpsbench.measure import host, quiet, suite
 
 ROOT = Path(__file__).resolve().parents[1]
 BATT_AC = "Now drawing from 'AC Power'\n -InternalBattery-0 (id=4653155)\t100%; charged; 0:00 remaining present: true\n"
@@ -145,6 +145,17 @@ def test_elsewhere_both_tracks_skip_with_the_reason(monkeypatch):
         benchmark_host.Host().track_metal_version()
 
 
+def _others_use(monkeypatch: pytest.MonkeyPatch, cores: float) -> None:
+    """The machine as the quiet gate reads it: other processes' cpu a stand-in, power and heat from
+    pmset's."""
+    def read(window: float) -> quiet.State:
+        thermal = host.thermal_state()
+        problem = thermal.problem() if thermal else None
+        return quiet.State(10, cores, 1.0, host.on_battery(), problem)
+
+    monkeypatch.setattr(quiet, "read", read)
+
+
 def test_doctor_warns_about_battery_heat_memory_and_busy_processes(mac, monkeypatch, capsys):
     mac[("pmset", "-g", "batt")] = BATT_BATTERY
     mac[("pmset", "-g", "therm")] = THERM_LIMITED
@@ -152,7 +163,7 @@ def test_doctor_warns_about_battery_heat_memory_and_busy_processes(mac, monkeypa
     monkeypatch.setattr(psutil, "virtual_memory", lambda: types.SimpleNamespace(available=2 * gib, total=32 * gib))
     monkeypatch.setattr(psutil, "swap_memory", lambda: types.SimpleNamespace(used=3 * gib))
     monkeypatch.setattr(host, "busy_processes", lambda threshold: [("Xcode", 812, 180.0)])
-    monkeypatch.setattr(doctor.os, "getloadavg", lambda: (1.0, 1.0, 1.0))
+    _others_use(monkeypatch, 3.0)
     monkeypatch.setattr(doctor, "check_devices", lambda: iter([doctor.Finding("ok", "mps", "mps: Apple GPU")]))
     monkeypatch.setattr(doctor, "CHECKS", (doctor.check_devices, doctor.check_memory, doctor.check_power,
                                            doctor.check_thermal, doctor.check_load))
@@ -161,9 +172,10 @@ def test_doctor_warns_about_battery_heat_memory_and_busy_processes(mac, monkeypa
     assert "warn  power      on battery: a Mac throttles on battery" in out
     assert "warn  thermal    throttled: CPU_Speed_Limit = 60" in out
     assert "warn  memory     2.0 of 32.0 GiB available, 3.0 GiB swap used: large batches may swap" in out
+    said = "other processes used 3.0 of 10 cores (the limit: 2.5); load average 1.0"
+    assert f"warn  load       {said}" in out
     assert "warn  processes  busy on the cpu: Xcode (pid 812, 180%)" in out
-    assert "ok    load" in out
-    assert "untrustworthy (memory, power, thermal, processes)" in out
+    assert "untrustworthy (memory, power, thermal, load, processes)" in out
 
 
 def test_doctor_on_a_quiet_mac_on_ac_power_finds_nothing(mac, monkeypatch, capsys):
@@ -171,7 +183,7 @@ def test_doctor_on_a_quiet_mac_on_ac_power_finds_nothing(mac, monkeypatch, capsy
     monkeypatch.setattr(psutil, "virtual_memory", lambda: types.SimpleNamespace(available=24 * gib, total=32 * gib))
     monkeypatch.setattr(psutil, "swap_memory", lambda: types.SimpleNamespace(used=0))
     monkeypatch.setattr(host, "busy_processes", lambda threshold: [])
-    monkeypatch.setattr(doctor.os, "getloadavg", lambda: (0.5, 0.5, 0.5))
+    _others_use(monkeypatch, 0.3)
     monkeypatch.setattr(doctor, "CHECKS", (doctor.check_memory, doctor.check_power, doctor.check_thermal,
                                            doctor.check_load))
     assert doctor.run(strict=True) == 0

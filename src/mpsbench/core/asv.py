@@ -110,11 +110,12 @@ def scratch(parent: Path) -> Path:
 
 
 def run_command(config: Path, machine: str, options: Sequence[str], commits: Sequence[str], hashfile: Path,
-                saving: bool = False) -> list[str]:
+                saving: str | None = None) -> list[str]:
     """``asv run`` of ``config`` on ``machine`` over exactly ``commits`` (written to ``hashfile``, in that order);
-    ``saving``: each combination's value saved as it is measured (:mod:`mpsbench.core.asv_saving`)."""
+    ``saving``: the module whose main runs it with each combination's value saved as it is measured
+    (:mod:`mpsbench.core.asv_saving`, or one that runs it with more around each combination)."""
     hashfile.write_text("".join(f"{commit}\n" for commit in commits))
-    runner = ["-m", "mpsbench.core.asv_saving"] if saving else ["-m", "asv"]
+    runner = ["-m", saving] if saving else ["-m", "asv"]
     return [sys.executable, *runner, "run", "--config", str(config), "--machine", machine, *options,
             f"HASHFILE:{hashfile}"]
 

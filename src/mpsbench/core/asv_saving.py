@@ -11,8 +11,10 @@ forkserver stay asv's:
   append to the events file. asv's own ``add_result`` of the whole benchmark follows as always.
 
 ``EVENTS`` (JSON lines, beside the results folder): ``start`` and ``done`` (``seconds``, ``outcome``: value, failed
-or skipped) per combination, ``forkserver`` with its pid; ``mpsbench results record`` reads it to merge each value,
-show progress, learn costs, and end a forkserver that a kill -9 left behind.
+or skipped) per combination, each with the fields a ``gate`` returns (measure/quiet.py's: the
+machine's state before and after), ``forkserver`` with its pid; ``mpsbench results record`` reads
+it to judge and merge each value, show progress, learn costs, and end a forkserver that a kill -9
+left behind.
 
     python -m mpsbench.core.asv_saving run --config CONFIG ...   (asv run's arguments)
 """
@@ -30,7 +32,7 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from mpsbench.core.asv import combination
 
@@ -48,6 +50,14 @@ class _Build:
     final_round_here: bool
     record_samples: bool
     append: dict[str, bool] = field(default_factory=dict)  # whether asv appends this benchmark's final samples
+
+
+class Gate(Protocol):
+    """What runs around each combination (measure/quiet.py's): each returns fields for its event."""
+
+    def before(self, name: str) -> dict[str, Any]: ...
+
+    def after(self) -> dict[str, Any]: ...
 
 
 _current: contextvars.ContextVar[_Build | None] = contextvars.ContextVar("build", default=None)
@@ -83,8 +93,10 @@ def _outcome(value: Any) -> str:
     return "skipped" if isinstance(value, float) and math.isnan(value) else "value"
 
 
-def install(runner: Any, run_command: Any, results_dir: Path) -> None:
-    """Wrap asv's functions (in ``runner`` and where ``run_command`` imported them) for a run into ``results_dir``."""
+def install(runner: Any, run_command: Any, results_dir: Path, gate: Gate | None = None) -> None:
+    """Wrap asv's functions (in ``runner`` and where ``run_command`` imported them) for a run into
+    ``results_dir``; ``gate``'s ``before`` runs before each final-round combination, its ``after``
+    after it."""
     run_benchmarks, run_benchmark, get_spawner = runner.run_benchmarks, runner.run_benchmark, runner.get_spawner
     runner.Results.save = _atomic(runner.Results.save)
 
@@ -122,17 +134,19 @@ def install(runner: Any, run_command: Any, results_dir: Path) -> None:
         commit = build.results.commit_hash
         for idx in chosen:
             shown = combination(name, params[idx])
+            state = gate.before(shown) if gate is not None else {}
             started = time.monotonic()
-            event(build.results_dir, event="start", name=shown, build=commit)
+            event(build.results_dir, event="start", name=shown, build=commit, **state)
             parts[idx] = part = run_benchmark(benchmark, spawner, profile, {idx}, extra_params, cwd)
             seconds = time.monotonic() - started
+            state = gate.after() if gate is not None else {}
             whole[idx] = _with_earlier(build, benchmark, idx, part)
             build.saved.add_result(benchmark, _combined(whole, len(params)), selected_idx=set(whole),
                                    started_at=datetime.datetime.now(datetime.timezone.utc), duration=seconds,
                                    record_samples=build.record_samples)
             build.saved.save(str(build.results_dir))
             event(build.results_dir, event="done", name=shown, build=commit, seconds=round(seconds, 3),
-                  outcome=_outcome(part.result[idx]))
+                  outcome=_outcome(part.result[idx]), **state)
         return _combined(parts, len(params)) if parts else run_benchmark(benchmark, spawner, profile, selected_idx,
                                                                           extra_params, cwd)
 
@@ -180,7 +194,7 @@ def _combined(parts: dict[int, Any], count: int) -> Any:
                            stderr="\n\n".join(stderr), profile=_combine_profile_data([p.profile for p in parts.values()]))
 
 
-def main(argv: list[str]) -> None:
+def main(argv: list[str], gate: Gate | None = None) -> None:
     from asv import config, runner
     from asv.commands import make_argparser
     from asv.commands import run as run_command
@@ -189,7 +203,8 @@ def main(argv: list[str]) -> None:
     args = make_argparser()[0].parse_args(argv)
     if not getattr(args, "dry_run", True):  # a dry run saves nothing: asv as it is
         path = Path(args.config or "asv.conf.json").resolve()
-        install(runner, run_command, (path.parent / config.Config.load(str(path)).results_dir).resolve())
+        results_dir = (path.parent / config.Config.load(str(path)).results_dir).resolve()
+        install(runner, run_command, results_dir, gate)
     sys.argv = ["asv", *argv]
     asv_main()
 

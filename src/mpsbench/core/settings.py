@@ -50,3 +50,17 @@ def choices(name: str, valid: Sequence[str]) -> tuple[str, ...] | None:
 def text(name: str) -> str | None:
     """Free text (a path, a name checked where it is used); None where unset or empty."""
     return os.environ.get(name, "").strip() or None
+
+
+def whole(name: str, default: int, least: int, most: int) -> int:
+    """A whole number from ``least`` to ``most``; ``default`` where unset or empty."""
+    value = os.environ.get(name, "")
+    if not value.strip():
+        return default
+    try:
+        number = int(value.strip())
+    except ValueError:
+        number = least - 1
+    if not least <= number <= most:
+        raise SettingError(f"{name}={value!r} is not a whole number from {least} to {most}")
+    return number

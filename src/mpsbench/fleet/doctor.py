@@ -2,19 +2,28 @@
 
 Each finding is one line (one per check of CHECKS): ok, warn (numbers taken now would be doubtful, and why) or
 info (the OS does not report it here). --strict exits 1 when anything warned, for scripts that should not
-time a machine in that state.
+time a machine in that state. Load, power and thermal state are judged by the rule a record
+run's quiet gate applies before each value (:mod:`mpsbench.measure.quiet`), from one reading of
+the machine.
 """
 
 from __future__ import annotations
 
-import os
+import functools
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from mpsbench.measure import devices, host, optional_torch
+from mpsbench.measure import devices, host, optional_torch, quiet
 
 MEMORY_FREE_FRACTION = 0.25  # below this share of RAM available, a large model's batch may swap
-BUSY_PERCENT = 25.0  # another process using a quarter of a core competes with the cpu timings
+# seconds over which the machine is read: longer than the gate's, as nothing of ours runs meanwhile
+READING = 1.0
+
+
+@functools.cache
+def machine() -> quiet.State:
+    """The machine's state, read once per doctor run (:func:`run` forgets it)."""
+    return quiet.read(READING)
 
 
 @dataclass(frozen=True)
@@ -46,38 +55,36 @@ def check_memory() -> Iterator[Finding]:
 
 
 def check_power() -> Iterator[Finding]:
-    battery = host.on_battery()
-    if battery is None:
+    state = machine()
+    if state.battery is None:
         yield Finding("info", "power", "the OS reports no power source here (not macOS)")
-    elif battery:
-        yield Finding("warn", "power", "on battery: a Mac throttles on battery; plug it in")
     else:
-        yield Finding("ok", "power", "on AC power")
+        problem = quiet.problems(state).get("power")
+        yield Finding("warn" if problem else "ok", "power", problem or "on AC power")
 
 
 def check_thermal() -> Iterator[Finding]:
-    state = host.thermal_state()
-    if state is None:
+    if host.thermal_state() is None:
         yield Finding("info", "thermal", "the OS reports no thermal pressure here (pmset -g therm is macOS's)")
         return
-    problem = state.problem()
+    problem = quiet.problems(machine()).get("thermal")
     yield Finding("warn" if problem else "ok", "thermal", problem or "no throttling, no thermal warning recorded")
 
 
 def check_load() -> Iterator[Finding]:
-    cores = os.cpu_count() or 1
-    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else None
-    if load is not None:
-        high = load > cores / 2
-        yield Finding("warn" if high else "ok", "load",
-                      f"load average {load:.1f} over the last minute on {cores} cores"
-                      + (": other work competes with the timings" if high else ""))
-    found = host.busy_processes(BUSY_PERCENT)
+    state = machine()
+    problem = quiet.problems(state).get("load")
+    used = problem or f"other processes used {state.others:.1f} of {state.cores} cores"
+    if state.load is not None:
+        used += f"; load average {state.load:.1f} over the last minute"
+    yield Finding("warn" if problem else "ok", "load", used)
+    found = host.busy_processes(quiet.BUSY_PERCENT)
     if found:
         named = ", ".join(f"{name} (pid {pid}, {percent:.0f}%)" for name, pid, percent in found[:5])
-        yield Finding("warn", "processes", f"busy on the cpu: {named}")
+        yield Finding("warn" if problem else "ok", "processes", f"busy on the cpu: {named}")
     else:
-        yield Finding("ok", "processes", f"no other process above {BUSY_PERCENT:.0f}% of a core")
+        said = f"no other process above {quiet.BUSY_PERCENT:.0f}% of a core"
+        yield Finding("ok", "processes", said)
 
 
 CHECKS = (check_devices, check_memory, check_power, check_thermal, check_load)
@@ -85,6 +92,7 @@ CHECKS = (check_devices, check_memory, check_power, check_thermal, check_load)
 
 def run(strict: bool = False) -> int:
     """Print every check's findings; 1 if ``strict`` and any warned, else 0."""
+    machine.cache_clear()
     findings = [finding for check in CHECKS for finding in check()]
     width = max(len(finding.what) for finding in findings)
     for finding in findings:

@@ -28,8 +28,8 @@ from pathlib import Path
 from mpsbench.core import asv, asv_saving, files, git, progress, ranges
 from mpsbench.core.asvconf import AsvConf
 from mpsbench.core.errors import UserError
-from mpsbench.measure import preselect
-from mpsbench.results import merge, recorded, watch
+from mpsbench.measure import preselect, quiet
+from mpsbench.results import held, merge, recorded, watch
 
 BENCHMARKS_FAILED = 3  # asv ran, and some benchmark failed (its results say which); 2 stays a usage mistake
 # The first tier: on the newest build, each seed model's training and inference step on the devices
@@ -60,15 +60,25 @@ def scratch_root(results: Path) -> Path:
     return results.parent / f"{results.name}.scratch"
 
 
-def _merge_scratch(results: Path, scratch: Path, replace: bool, quiet: bool = False) -> merge.Report | None:
+def _merge_scratch(
+    results: Path,
+    scratch: Path,
+    replace: bool,
+    silent: bool = False,
+    accept: bool = False,
+    again: Sequence[str] = (),
+) -> tuple[merge.Report | None, list[held.Held]]:
+    """Merge what asv saved in ``scratch`` but the values judged disturbed (results/held.py), and
+    those held."""
     if not (scratch / "results").is_dir():
-        return None
-    report = merge.merge(results, [scratch / "results"], update_benchmarks=True, replace=replace)
+        return None, []
+    judged, kept_out = held.judged(results, scratch, accept, again)
+    report = merge.merge(results, [judged], update_benchmarks=True, replace=replace)
     for line in report.conflicts + report.refused + report.corrupt:
         log.warning(line)
-    if not quiet and (report.copied or report.merged or report.replaced):
+    if not silent and (report.copied or report.merged or report.replaced):
         log.info(report.summary(results))
-    return report
+    return report, kept_out
 
 
 def _end_left_behind(scratch: Path) -> None:
@@ -97,7 +107,7 @@ def recover(results: Path, root: Path) -> None:
         leftover.unlink()
     for folder in sorted(path for path in root.iterdir() if path.is_dir()) if root.is_dir() else []:
         _end_left_behind(folder)
-        report = _merge_scratch(results, folder, replace=False)
+        report, _ = _merge_scratch(results, folder, replace=False, accept=quiet.accept_busy())
         if report is not None and (report.copied or report.merged):
             log.info(f"recovered an interrupted run's results from {folder}: {report.summary(results)}")
         shutil.rmtree(folder)
@@ -159,9 +169,13 @@ def record(conf: AsvConf, machine: str, asv_args: Sequence[str], remeasure: bool
     One asv run per build, newest build first (its first tier before the rest); each combination merged into the
     record as soon as asv has measured it (:mod:`mpsbench.core.asv_saving`); a build that ``facts`` says does not fit
     on the disk is skipped with one line. Ctrl-C or SIGTERM ends every process of the run, merges what it measured
-    and raises :class:`asv.Stopped`. ``after(step, build_done)`` is called after each step that ran (the site is
-    published there: after the first tier, and after each build). ``selection``: :func:`select`'s, made already.
+    and raises :class:`asv.Stopped`. ``after(step, build_done)`` is called after each step that left
+    its build something recorded (the site is published there: after the first tier, and after each
+    build). ``selection``: :func:`select`'s, made already. Values the quiet gate holds stay out
+    (:mod:`mpsbench.results.held`).
     """
+    quiet.wait_seconds()  # a bad setting is one line before anything runs
+    accept = quiet.accept_busy()
     run = asv.run_args(asv_args)
     if run.quick and not run.dry_run:
         raise RecordError("--quick would record single-sample values as results; add --dry-run, or leave --quick out")
@@ -173,6 +187,9 @@ def record(conf: AsvConf, machine: str, asv_args: Sequence[str], remeasure: bool
     wanted = chosen.names
     if chosen.left_out is not None:
         log.info(chosen.left_out)
+    if accept:
+        log.info(f"quiet gate: {quiet.ACCEPT_BUSY} is on: values the machine disturbed are"
+                 " recorded all the same; for throw-away results only, never for history")
     with files.lock(results, wait=False):
         root = scratch_root(results)
         recover(results, root)
@@ -187,31 +204,119 @@ def record(conf: AsvConf, machine: str, asv_args: Sequence[str], remeasure: bool
         gpu = not any("'cpu'" in name for name in wanted)
         watching = watch.Watch(planned, watch.Costs(results, machine, gpu, chosen.default_size), facts)
         print(watching.plan())
-        status = 0
-        for step in planned:
-            if not watching.begin(step):
-                continue
-            scratch = asv.scratch(root)
-            hashfile = scratch / "builds.txt"
-            # One build per run, in our order: with --interleave-rounds (asv's default outside --dry-run) a 2-round
-            # benchmark's first pass walks the builds in reverse, and asv saves each build's half-sampled first round
-            # before its second. --no-interleave-rounds: all rounds in this build, only the final values saved.
-            options = [*run.rest, "--no-interleave-rounds", "-b", asv.pattern(step.names)]
-            command = asv.run_command(conf.scratch(scratch), machine, options, [step.commit], hashfile, saving=True)
-
-            def measured(scratch: Path = scratch, final: bool = False) -> None:
-                done = watching.poll(scratch)
-                if done or final:  # each value into the record as soon as asv has saved it
-                    _merge_scratch(results, scratch, remeasure, quiet=not final)
-                    watch.add(results, machine, done)
-
-            try:
-                code = asv.supervise(command, conf.root, asv.only(hashfile), measured)
-            finally:  # stopped or not: what asv measured goes into the record now
-                measured(final=True)
-                shutil.rmtree(scratch)
-            status = BENCHMARKS_FAILED if code else status
-            if after is not None:
-                after(step, step is planned[-1] or planned[planned.index(step) + 1].commit != step.commit)
-        watching.end()
+        status, kept_out = 0, []
+        try:
+            for step in planned:
+                if not watching.begin(step):
+                    continue
+                code, held_now = _measure(conf, machine, run, root, step.commit, step.names,
+                                          remeasure, watching.poll)
+                if held_now:
+                    retried, held_now = _again(conf, machine, run, root, step.commit, held_now,
+                                               remeasure)
+                    code = code or retried
+                kept_out += held_now
+                status = BENCHMARKS_FAILED if code else status
+                # a build whose every value was held has nothing to show: publishing would refuse
+                # an empty record
+                if after is not None and recorded_names(results, machine, step.commit):
+                    following = planned[planned.index(step) + 1 :]
+                    after(step, not following or following[0].commit != step.commit)
+            watching.end()
+        # stopped, or ended by a step's publishing: the run still says what it held
+        finally:
+            _say_held(results, kept_out)
         return status
+
+
+def _measure(
+    conf: AsvConf,
+    machine: str,
+    run: asv.RunArgs,
+    root: Path,
+    commit: str,
+    names: Sequence[str],
+    remeasure: bool,
+    poll: Callable[[Path], list[dict[str, object]]],
+    again: Sequence[str] = (),
+) -> tuple[int, list[held.Held]]:
+    """One asv run of ``names`` on one build into a new scratch folder, each value judged and merged
+    as soon as asv has measured it (``poll`` gives the combinations measured since it was last
+    called): asv's status, and the values held out of the record. ``again``: the scratch runs whose
+    held values this one measures again."""
+    results = conf.results
+    scratch = asv.scratch(root)
+    hashfile = scratch / "builds.txt"
+    # One build per run, in our order: with --interleave-rounds (asv's default outside --dry-run) a
+    # 2-round benchmark's first pass walks the builds in reverse, and asv saves each build's
+    # half-sampled first round before its second. --no-interleave-rounds: all rounds in this build,
+    # only the final values saved.
+    options = [*run.rest, "--no-interleave-rounds", "-b", asv.pattern(names)]
+    command = asv.run_command(
+        conf.scratch(scratch), machine, options, [commit], hashfile, saving=quiet.__name__
+    )
+    kept_out: list[held.Held] = []
+
+    def measured(scratch: Path = scratch, final: bool = False) -> None:
+        done = poll(scratch)
+        if done or final:  # each value into the record as soon as asv has saved it
+            kept_out[:] = _merge_scratch(
+                results, scratch, remeasure, not final, quiet.accept_busy(), again
+            )[1]
+            watch.add(results, machine, done)
+
+    try:
+        code = asv.supervise(command, conf.root, asv.only(hashfile), measured)
+    finally:  # stopped or not: what asv measured goes into the record now
+        measured(final=True)
+        shutil.rmtree(scratch)
+    return code, kept_out
+
+
+def _again(
+    conf: AsvConf,
+    machine: str,
+    run: asv.RunArgs,
+    root: Path,
+    commit: str,
+    kept_out: list[held.Held],
+    remeasure: bool,
+) -> tuple[int, list[held.Held]]:
+    """The retry pass: the values held in a step measured once more, when the machine is quiet
+    (after the gate's wait); as :func:`_measure`'s."""
+    names = tuple(dict.fromkeys(entry.name for entry in kept_out))
+    state = quiet.State.of(
+        quiet.Gate(quiet.wait_seconds()).before(f"measuring again the {len(names)} held values")
+    )
+    if state is not None and quiet.problems(state):
+        log.info(
+            f"quiet gate: the machine is still busy; the {len(names)} held values are left for the"
+            " next run"
+        )
+        return 0, kept_out
+    log.info(f"quiet gate: measuring again the {len(names)} values held in this step")
+    runs = tuple(dict.fromkeys(entry.run for entry in kept_out))
+    return _measure(
+        conf, machine, run, root, commit, names, remeasure, lambda scratch: [], again=runs
+    )
+
+
+def _say_held(results: Path, kept_out: list[held.Held]) -> None:
+    """One line at the run's end: how many values are still held, why, and how to get them."""
+    recorded_now = {
+        (machine, commit, name)
+        for machine, commit in {(e.machine, e.commit) for e in kept_out}
+        for name in recorded_names(results, machine, commit)
+    }
+    kinds = held.still_held(kept_out, recorded_now)
+    count = len({(entry.machine, entry.commit, entry.name) for entry in kept_out} - recorded_now)
+    if count:
+        why = ", ".join(
+            f"{kind}: {number}" for kind, number in sorted(kinds.items(), key=lambda item: -item[1])
+        )
+        log.info(
+            f"quiet gate: {count} values held out of the record ({why}); each is in"
+            f" {held.trail(results)} with its reasons and is measured again by the next run: run it"
+            " when the machine is quieter"
+            " (`mpsbench doctor` says what keeps it busy)"
+        )

@@ -1,0 +1,297 @@
+"""Whether the machine is quiet enough to time, and whether a value just measured was disturbed.
+
+One rule, read by ``mpsbench doctor`` (before a run), by the gate before each combination of a
+record run (in asv's process: :func:`main` runs :mod:`mpsbench.core.asv_saving` with :class:`Gate`)
+and by the record run's judge of each value (results/held.py). Its constants are here and nowhere
+else; docs/explanation/quiet-gate.md gives the measurements behind each.
+
+The machine's state is what other processes take of its cores (all cores' busy time less this run's
+own processes', over a short window while this run is idle between two combinations: exact on every
+OS, unlike the load average, which counts the run's own benchmark threads and trails by a minute),
+and, on macOS, the power source and thermal state (:mod:`mpsbench.measure.host`). A value is judged
+by that state before and after it, by its own spread (asv's interquartile range over its median, as
+pyperf judges a benchmark unstable by its standard deviation over its mean) and by its distance from
+this machine's recorded value of the same build where there is one.
+
+    python -m mpsbench.measure.quiet run --config CONFIG ...   (asv run's arguments)
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import statistics
+import sys
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from mpsbench.core import asv_saving, progress, settings
+from mpsbench.measure import host
+
+# The rule (docs/explanation/quiet-gate.md gives the measurements behind each figure)
+# other processes using more than this share of all cores (half a core of 2): too busy to time
+OTHERS_SHARE = 0.25
+# interquartile range over the median above this: the value's own samples say it was disturbed
+SPREAD = 0.30
+# farther than this from this machine's recorded value of the same build: one of the two was
+# disturbed
+DRIFT = 0.25
+BUSY_PERCENT = 25.0  # a process named as busy uses more than this percent of one core
+WINDOW = 0.5  # seconds over which the state is read between two combinations
+POLL = 2.0  # seconds between two readings while the gate waits
+FRESH = 5.0  # seconds a reading taken after one combination stands for the state before the next
+
+# the most seconds the gate waits before a combination for the machine to be quiet
+WAIT = "MPSBENCH_QUIET_WAIT"
+WAIT_DEFAULT = 120
+WAIT_MOST = 3600
+# on: values are recorded whatever the gate says (no wait, none held): only for results that are not
+# history
+ACCEPT_BUSY = "MPSBENCH_ACCEPT_BUSY"
+
+log = progress.logger(__name__)
+
+
+def wait_seconds() -> int:
+    """:data:`WAIT`'s value (:data:`WAIT_DEFAULT` where unset); SettingError outside
+    0..:data:`WAIT_MOST`."""
+    return settings.whole(WAIT, WAIT_DEFAULT, 0, WAIT_MOST)
+
+
+def accept_busy() -> bool:
+    return settings.flag(ACCEPT_BUSY)
+
+
+@dataclass(frozen=True)
+class State:
+    """The machine over one window: what the rule reads, and what the events file keeps per
+    combination."""
+
+    cores: int
+    others: float  # cores' worth of cpu time other processes used over the window
+    # the 1-minute load average at its end (None where the OS has none): kept, not judged
+    load: float | None
+    battery: bool | None = None  # None where the OS does not say (not macOS)
+    thermal: str | None = None  # pmset's throttling or warning, None when there is none or no pmset
+
+    def fields(self, suffix: str = "") -> dict[str, Any]:
+        """For the events file: ``others``, ``load`` ... (``others_after`` ... with
+        ``suffix="_after"``)."""
+        return {f"{key}{suffix}": value for key, value in asdict(self).items()}
+
+    @classmethod
+    def of(cls, event: Mapping[str, Any], suffix: str = "") -> State | None:
+        """The state an event recorded with :meth:`fields`; None where it has none (a gate-less
+        run's events)."""
+        try:
+            return cls(
+                int(event[f"cores{suffix}"]),
+                float(event[f"others{suffix}"]),
+                event.get(f"load{suffix}"),
+                event.get(f"battery{suffix}"),
+                event.get(f"thermal{suffix}"),
+            )
+        except (KeyError, TypeError, ValueError):
+            return None
+
+
+def problems(state: State) -> dict[str, str]:
+    """Why numbers taken in ``state`` would be doubtful, by what (``load``, ``power``, ``thermal``);
+    empty: quiet."""
+    found = {}
+    if state.others > OTHERS_SHARE * state.cores:
+        found["load"] = (
+            f"other processes used {state.others:.1f} of {state.cores} cores"
+            f" (the limit: {OTHERS_SHARE * state.cores:.1f})"
+        )
+    if state.battery:
+        found["power"] = "on battery: a Mac throttles on battery; plug it in"
+    if state.thermal:
+        found["thermal"] = state.thermal
+    return found
+
+
+def _busy_seconds() -> float:
+    """All cores' busy time so far (guest time is already inside user time on Linux)."""
+    import psutil
+
+    times = psutil.cpu_times()._asdict()
+    idle = sum(times.get(key, 0.0) for key in ("idle", "iowait", "guest", "guest_nice"))
+    return float(sum(times.values()) - idle)
+
+
+def own_processes() -> list[Any]:
+    """This process, what it started and the process that started it (the record run, merging
+    meanwhile)."""
+    import psutil
+
+    me = psutil.Process()
+    return [me, *([parent] if (parent := me.parent()) else []), *me.children(recursive=True)]
+
+
+def _used(processes: Sequence[Any]) -> float:
+    """Their cpu time so far, with that of their children they waited for (a finished benchmark
+    process)."""
+    import psutil
+
+    total = 0.0
+    for process in processes:
+        with contextlib.suppress(psutil.Error):
+            times = process.cpu_times()
+            total += times.user + times.system + times.children_user + times.children_system
+    return total
+
+
+def read(window: float = WINDOW, own: Callable[[], list[Any]] = own_processes) -> State:
+    """The machine's state over ``window`` seconds (``own``: the processes that are not "other")."""
+    mine = own()
+    busy, used, started = _busy_seconds(), _used(mine), time.monotonic()
+    time.sleep(window)
+    mine = [*mine, *(process for process in own() if process not in mine)]
+    others = (_busy_seconds() - busy) - (_used(mine) - used)
+    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else None
+    thermal = host.thermal_state()
+    return State(
+        os.cpu_count() or 1,
+        round(max(0.0, others) / (time.monotonic() - started), 2),
+        load,
+        host.on_battery(),
+        thermal.problem() if thermal else None,
+    )
+
+
+def named(state: State) -> str:
+    """The problems of ``state``, with the busiest other processes named where the load is one."""
+    found = problems(state)
+    if "load" in found:
+        own = {process.pid for process in own_processes()}
+        busy = [entry for entry in host.busy_processes(BUSY_PERCENT) if entry[1] not in own]
+        if busy:
+            found["load"] += ": " + ", ".join(
+                f"{name} {percent:.0f}%" for name, _, percent in busy[:3]
+            )
+    return "; ".join(found.values())
+
+
+class Gate:
+    """Before each combination, wait (up to ``limit`` seconds) for a quiet machine, saying why in
+    one line; the state before and after each combination goes to the events file (asv_saving's
+    ``gate``). A wait that ran out is not repeated before each next combination while the machine
+    stays busy: those are measured at once and judged after.
+    """
+
+    def __init__(
+        self,
+        limit: float,
+        reader: Callable[[float], State] | None = None,
+        say: Callable[[str], None] = log.info,
+        clock: Callable[[], float] = time.monotonic,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
+        self.limit, self.say, self.clock, self.sleep = limit, say, clock, sleep
+        self.reader = (
+            reader if reader is not None else read
+        )  # looked up now: a stand-in set after import counts
+        self.last: tuple[float, State] | None = (
+            None  # the reading after the last combination, and when
+        )
+        self.ran_out = False  # the last wait ended busy, and no reading was quiet since
+
+    def before(self, name: str) -> dict[str, Any]:
+        """The state before ``name``, after a wait while the machine is busy: events fields
+        (``waited``, seconds)."""
+        if (
+            self.last is not None
+            and self.clock() - self.last[0] <= FRESH
+            and not problems(self.last[1])
+        ):
+            state = self.last[1]
+        else:
+            state = self.reader(WINDOW)
+        started = self.clock()
+        if problems(state) and not self.ran_out and self.limit > 0:
+            self.say(
+                f"the machine is busy ({named(state)}); waiting up to {self.limit:.0f} s for it to"
+                f" quiet down before {name} ({WAIT} sets how long)"
+            )
+            while problems(state) and self.clock() - started < self.limit:
+                self.sleep(max(0.0, POLL - WINDOW))
+                state = self.reader(WINDOW)
+        self.ran_out = bool(problems(state))
+        return {**state.fields(), "waited": round(self.clock() - started, 1)}
+
+    def after(self) -> dict[str, Any]:
+        state = self.reader(WINDOW)
+        self.last = (self.clock(), state)
+        return state.fields("_after")
+
+
+def spread(
+    value: float, stats: Mapping[str, Any] | None, samples: Sequence[float] | None
+) -> float | None:
+    """The interquartile range over the median, from the samples where asv kept them, else from its
+    statistics; None where there is neither (a single-sample value: a count, a memory peak)."""
+    if samples is not None and len(samples) >= 4:
+        q1, _, q3 = statistics.quantiles(samples, n=4)
+        middle = statistics.median(samples)
+    elif stats and stats.get("q_25") is not None and stats.get("q_75") is not None:
+        q1, q3, middle = float(stats["q_25"]), float(stats["q_75"]), value
+    else:
+        return None
+    return (q3 - q1) / abs(middle) if middle else None
+
+
+def judge(
+    value: float,
+    stats: Mapping[str, Any] | None,
+    samples: Sequence[float] | None,
+    before: State | None,
+    after: State | None,
+    earlier: float | None,
+    first: float | None = None,
+) -> dict[str, str]:
+    """Why ``value`` says the machine disturbed it, by kind (``load``, ``power``, ``thermal``,
+    ``spread``, ``drift``): empty when it may be recorded. ``before``/``after``: the states around
+    its measurement (None where unknown); ``earlier``: this machine's recorded value of the same
+    build. ``first``: for a value measured again in the run that held it, the held measurement: a
+    spread as wide as before is then the benchmark's own (tiny ops on a shared VM) when the two
+    agree within :data:`DRIFT`, and holding it would keep it out of the record for good."""
+    reasons: dict[str, list[str]] = {}
+    for state, when in ((before, "before it"), (after, "after it")):
+        for kind, text in (problems(state) if state else {}).items():
+            reasons.setdefault(kind, []).append(f"{text} {when}")
+    found = spread(value, stats, samples)
+    agrees = first is not None and abs(value - first) <= DRIFT * abs(first)
+    if found is not None and found > SPREAD and not agrees:
+        again = (
+            f"; {value / first - 1:+.0%} from its first measurement {first:.4g}"
+            if first is not None
+            else ""
+        )
+        reasons["spread"] = [
+            f"its samples spread {found:.0%} (interquartile range over median; the limit:"
+            f" {SPREAD:.0%}){again}"
+        ]
+    if earlier and abs(value - earlier) > DRIFT * abs(earlier):
+        reasons["drift"] = [
+            f"it is {value / earlier - 1:+.0%} from this machine's recorded {earlier:.4g} of the"
+            f" same build (the limit: {DRIFT:.0%})"
+        ]
+    return {kind: "; ".join(texts) for kind, texts in reasons.items()}
+
+
+def main(argv: list[str]) -> None:
+    """asv run with each value saved as it is measured, and the gate before each combination."""
+    asv_saving.main(
+        argv, gate=Gate(0 if accept_busy() else wait_seconds())
+    )  # accepted: states still kept
+
+
+if (
+    __name__ == "__main__"
+):  # the imported module's main, not this __main__ copy's: one reader, one Gate
+    from mpsbench.measure import quiet
+
+    quiet.main(sys.argv[1:])
