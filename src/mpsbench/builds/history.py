@@ -18,11 +18,11 @@ class HistoryError(UserError):
 
 
 def append(manifest_path: Path, timeline_repo: Path, channel: str, build: mf.Build, parent: str | None = None) -> str:
-    """Add ``build`` to ``channel`` of the manifest file (a refusal changes nothing), regenerate the timeline; its
-    timeline commit. The manifest's lock, every writer's, is held from reading to writing: two adds at once both land."""
+    """Add ``build`` to ``channel`` of the manifest file (a refusal changes nothing: every check, git's included,
+    runs before the manifest is saved), regenerate the timeline; its timeline commit. The manifest's lock, every writer's, is held from reading to writing: two adds at once both land."""
     with files.lock(manifest_path):
         updated = mf.append(mf.load(manifest_path), channel, build, parent=parent)
-        timeline.compute(updated, timeline_repo)  # proves the timeline can be written before saving
+        timeline.check(updated, timeline_repo)  # what git would refuse, refused before a byte is written
         mf.save(updated, manifest_path)
         generated = timeline.generate(updated, timeline_repo)
     sync_branches(generated, timeline_repo, asvconf.load() if asvconf.CONFIG.is_file() else None)
