@@ -19,7 +19,8 @@ class HistoryError(UserError):
 
 def append(manifest_path: Path, timeline_repo: Path, channel: str, build: mf.Build, parent: str | None = None) -> str:
     """Add ``build`` to ``channel`` of the manifest file (a refusal changes nothing: every check, git's included,
-    runs before the manifest is saved), regenerate the timeline; its timeline commit. The manifest's lock, every writer's, is held from reading to writing: two adds at once both land."""
+    runs before the manifest is saved), regenerate the timeline; its timeline commit. The manifest's lock, every
+    writer's, is held from reading to writing: two adds at once both land."""
     with files.lock(manifest_path):
         updated = mf.append(mf.load(manifest_path), channel, build, parent=parent)
         timeline.check(updated, timeline_repo)  # what git would refuse, refused before a byte is written
@@ -50,7 +51,7 @@ def add_nightly(manifest_path: Path, timeline_repo: Path, channel: str, date: st
         if existing is not None and any(build.id == date for build in existing.builds):
             print(f"{channel}@{date} is already the newest nightly; nothing to add")
             return None
-    manifest.refuse_twice(channel, date)  # before pip's resolution, which takes minutes
+    manifest.check_new(channel, date, parent)  # before pip's resolution, which takes minutes
     build = resolve.nightly(date, indexes=indexes, pythons=pythons, transformers=transformers,
                             transformers_index=transformers_index)
     return append(manifest_path, timeline_repo, channel, build, parent)
