@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from pathlib import Path
 
 from mpsbench.builds import manifest as mf
@@ -21,10 +22,19 @@ def append(manifest_path: Path, timeline_repo: Path, channel: str, build: mf.Bui
     """Add ``build`` to ``channel`` of the manifest file (a refusal changes nothing: every check, git's included,
     runs before the manifest is saved), regenerate the timeline; its timeline commit. The manifest's lock, every
     writer's, is held from reading to writing: two adds at once both land."""
+    build, originals = resolve.in_store(build)  # a wheel file of the user's is pinned at its copy in the store
     with files.lock(manifest_path):
         updated = mf.append(mf.load(manifest_path), channel, build, parent=parent)
         timeline.check(updated, timeline_repo)  # what git would refuse, refused before a byte is written
-        mf.save(updated, manifest_path)
+        copies = resolve.keep(originals)
+        try:
+            mf.save(updated, manifest_path)
+        except BaseException:  # a copy no saved build pins is not kept
+            for copy in copies:
+                copy.unlink(missing_ok=True)
+                with contextlib.suppress(OSError):
+                    copy.parent.rmdir()
+            raise
         generated = timeline.generate(updated, timeline_repo)
     sync_branches(generated, timeline_repo, asvconf.load() if asvconf.CONFIG.is_file() else None)
     commit = generated.commits[f"{channel}@{build.id}"]

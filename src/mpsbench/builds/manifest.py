@@ -407,7 +407,7 @@ def check_name(what: str, value: str) -> None:
 def append(manifest: Manifest, channel_name: str, build: Build, parent: str | None = None) -> Manifest:
     """A new manifest with ``build`` at the end of ``channel_name``, created if new (forked from ``parent``, channel@id)."""
     check_name("channel name", channel_name)
-    check_name("build id", build.id)
+    validate(Manifest((Channel(channel_name, (build,)),)))  # the build's own fields first, named as a file's would be
     refuse_future(build.date, f"build {channel_name}@{build.id} dated")
     existing = manifest.channel(channel_name)
     if existing is None:

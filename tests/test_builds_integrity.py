@@ -1,0 +1,191 @@
+"""Adding builds is a transaction: every refusal (a name git refuses, a date ahead, a renamed wheel, a stale ref lock)
+is one line, exit 2, and leaves the manifest, the timeline's objects and the wheel store byte for byte; what is
+added is pinned at a content-addressed copy in the store; a damaged timeline object is never reported written."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+from datetime import datetime
+from pathlib import Path
+
+import pytest
+from tests import fakes
+
+from mpsbench import cli
+from mpsbench.builds import install_build, wheels
+from mpsbench.builds import manifest as mf
+from mpsbench.core import git
+
+GIT = "c3" * 20
+
+
+def state(*roots: Path) -> str:
+    """One hash of every file's path and bytes under ``roots`` (absent ones too): any byte written changes it."""
+    digest = hashlib.sha256()
+    for root in roots:
+        for path in sorted(root.rglob("*")) if root.is_dir() else [root] if root.exists() else []:
+            digest.update(str(path).encode())
+            if path.is_file():
+                digest.update(path.read_bytes())
+    return digest.hexdigest()
+
+
+@pytest.fixture
+def suite(tmp_path, monkeypatch):
+    """An empty manifest, a timeline and a wheel store of the test's own, and an installed torch to add in place."""
+    monkeypatch.setenv(install_build.CACHE_ENV, str(tmp_path / "cache"))
+    manifest = tmp_path / "manifest.json"
+    manifest.write_text('{"schema": 1, "channels": []}')
+    site = tmp_path / "site" / "torch"
+    site.mkdir(parents=True)
+    (site / "__init__.py").write_text("")
+    (site / "version.py").write_text(f"__version__ = '2.14.1'\ngit_version = '{GIT}'\n")
+    return tmp_path
+
+
+def paths(tmp: Path) -> list[str]:
+    return ["--manifest", str(tmp / "manifest.json"), "--timeline", str(tmp / "timeline")]
+
+
+def everything(tmp: Path) -> str:
+    return state(tmp / "manifest.json", tmp / "timeline", tmp / "cache")
+
+
+def add_existing(tmp: Path, *options: str) -> int:
+    return cli.main(["build", "add-existing", str(tmp / "site"), *paths(tmp), *options])
+
+
+@pytest.mark.parametrize("options, said", [
+    (["--channel", "a..b"], "channel name 'a..b': expected lower-case letters"),
+    (["--channel", "x.lock"], "channel name 'x.lock': expected"),
+    (["--channel", "trail."], "channel name 'trail.': expected"),
+    (["--channel", "c" * 300], "channel name 'cccc"),
+    (["--id", "a..b"], "build id 'a..b': expected"),
+    (["--id", "Bad ID!"], "build id 'Bad ID!': expected"),
+    (["--id", "v.lock"], "build id 'v.lock': expected"),
+    (["--date", "2099-01-01T00:00:00Z"], "--date 2099-01-01T00:00:00Z is in the future"),
+    (["--date", "1969-12-31T00:00:00Z"], "date = '1969-12-31T00:00:00Z': expected a UTC date"),
+])
+def test_a_name_git_refuses_or_a_date_ahead_is_one_line_and_changes_nothing(suite, capsys, options, said):
+    assert add_existing(suite, "--id", "first", "--date", "2026-09-30T00:00:00Z") == 0
+    capsys.readouterr()
+    before = everything(suite)
+    assert add_existing(suite, *options) == 2
+    err = capsys.readouterr().err
+    assert said in err and err.count("\n") == 1 and "Traceback" not in err
+    assert everything(suite) == before
+    assert add_existing(suite, "--id", "second", "--date", "2026-10-01T00:00:00Z") == 0  # not bricked
+
+
+def test_a_stale_ref_lock_is_refused_before_the_manifest_is_saved(suite, capsys):
+    assert add_existing(suite, "--id", "first", "--date", "2026-09-30T00:00:00Z") == 0
+    lock = suite / "timeline" / ".git" / "refs" / "heads" / "local.lock"
+    lock.write_text("")  # a git process killed while moving the branch
+    capsys.readouterr()
+    before = everything(suite)
+    assert add_existing(suite, "--id", "second", "--date", "2026-10-01T00:00:00Z") == 2
+    err = capsys.readouterr().err
+    assert f"{lock} exists" in err and err.count("\n") == 1
+    assert everything(suite) == before  # no loose object, no manifest byte
+    lock.unlink()
+    assert add_existing(suite, "--id", "second", "--date", "2026-10-01T00:00:00Z") == 0
+    assert cli.main(["timeline", "generate", *paths(suite)]) == 0
+
+
+def test_a_manifest_with_a_name_git_refuses_is_one_line_where_it_is_read(suite, capsys):
+    data = {"schema": 1, "channels": [{"name": "a..b", "builds": []}]}
+    (suite / "manifest.json").write_text(json.dumps(data))
+    assert cli.main(["timeline", "generate", *paths(suite)]) == 2
+    err = capsys.readouterr().err
+    assert "channel a..b: name = 'a..b': expected lower-case letters" in err and err.count("\n") == 1
+
+
+def test_every_name_the_schema_takes_git_takes_too(tmp_path):
+    """The schema's rule against git's own: git check-ref-format over names near each rule's edge."""
+    git.text(tmp_path, "init", "--quiet")
+    for name in ("a", "a.b", "a..b", "a.", "a.lock", "a.lockb", "a-", "a_", "0", "a" * 100, "a" * 101, "a/b",
+                 "a@{b", "a.b.c", "x.lock.y", "v2.14.1"):
+        takes = git.run(tmp_path, "check-ref-format", f"refs/heads/{name}", check=False).returncode == 0
+        assert not mf.ref_safe(name) or takes, name
+
+
+def test_add_url_checks_the_id_before_a_byte_is_downloaded(suite, capsys, monkeypatch):
+    def never(*args: object, **kwargs: object) -> None:
+        raise AssertionError("fetched a wheel the command should have refused first")
+
+    monkeypatch.setattr(install_build, "fetch_wheel", never)
+    monkeypatch.setattr(wheels, "own_identity", never)
+    before = everything(suite)
+    url = "https://example.invalid/torch-2.14.1-cp311-cp311-manylinux_2_28_x86_64.whl#sha256=" + "0" * 64
+    assert cli.main(["build", "add-url", url, "--id", "Bad ID!", *paths(suite)]) == 2
+    err = capsys.readouterr().err
+    assert "build id 'Bad ID!': expected" in err and err.count("\n") == 1
+    assert everything(suite) == before
+
+
+@pytest.fixture
+def index(tmp_path):
+    files = tmp_path / "files"
+    files.mkdir()
+    torch = fakes.make_wheel(files, "torch", "2.14.1+cpu", git_version=GIT, built=datetime(2026, 9, 30, 12))
+    return fakes.make_index(tmp_path / "simple", [torch]), torch
+
+
+def add_wheel(tmp: Path, wheel: Path, index: Path, *options: str) -> int:
+    return cli.main(["build", "add-wheel", str(wheel), "--transformers", "none", "--transformers-index", str(index),
+                     *paths(tmp), *options])
+
+
+@pytest.mark.parametrize("renamed, said", [
+    ("torch-9.9.9-cp311-cp311-manylinux_2_28_x86_64.whl", "its file name says torch 9.9.9 for cp311 on"
+     " manylinux_2_28_x86_64, its own metadata torch 2.14.1+cpu for cp311 on manylinux_2_28_x86_64"),
+    ("torch-2.14.1+cpu-cp311-cp311-macosx_14_0_arm64.whl", "its own metadata torch 2.14.1+cpu for cp311 on"
+     " manylinux_2_28_x86_64"),
+    ("torchvision-2.14.1+cpu-cp311-cp311-manylinux_2_28_x86_64.whl", "its file name says torchvision"),
+])
+def test_a_renamed_wheel_is_refused_by_its_own_metadata(suite, index, capsys, renamed, said):
+    simple, torch = index
+    wheel = suite / "mine" / renamed
+    wheel.parent.mkdir()
+    shutil.copyfile(torch, wheel)
+    before = everything(suite)
+    assert add_wheel(suite, wheel, simple) == 2
+    err = capsys.readouterr().err
+    assert said in err and "refusing a renamed wheel" in err and err.count("\n") == 1
+    assert everything(suite) == before
+
+
+def test_add_wheel_pins_a_copy_in_the_store_so_moving_the_wheel_breaks_nothing(suite, index, capsys):
+    simple, torch = index
+    wheel = suite / "mine" / torch.name
+    wheel.parent.mkdir()
+    shutil.copyfile(torch, wheel)
+    assert add_wheel(suite, wheel, simple, "--id", "mine-1") == 0
+    pin = next(pin for pin in mf.load(suite / "manifest.json").find("local@mine-1").pins["linux-x86_64-cpu"])
+    stored = suite / "cache" / "wheels" / pin.sha256 / pin.filename
+    assert pin.url == stored.resolve().as_uri() and install_build.sha256_of(stored) == pin.sha256
+    wheel.unlink()  # the user moves or deletes the file: the build still installs from the store
+    assert install_build.fetch_wheel(vars(pin)) == stored
+
+
+def test_a_refusal_after_resolving_copies_no_wheel_into_the_store(suite, index, capsys):
+    simple, torch = index
+    assert add_existing(suite, "--id", "later", "--date", "2026-11-01T00:00:00Z") == 0  # the tip: after the wheel
+    before = everything(suite)
+    assert add_wheel(suite, torch, simple, "--id", "older") == 2
+    assert "is older than local's tip later" in capsys.readouterr().err
+    assert everything(suite) == before and not (suite / "cache" / "wheels").exists()
+
+
+def test_a_damaged_timeline_object_is_refused_not_reported_written(suite, capsys):
+    assert add_existing(suite, "--id", "first", "--date", "2026-09-30T00:00:00Z") == 0
+    tip = git.text(suite / "timeline", "rev-parse", "local")
+    loose = suite / "timeline" / ".git" / "objects" / tip[:2] / tip[2:]
+    loose.chmod(0o644)  # git writes an object only if its file is absent: a damaged one stays, and nothing reads it
+    loose.write_bytes(b"damaged")
+    capsys.readouterr()
+    assert cli.main(["timeline", "generate", *paths(suite)]) == 2
+    err = capsys.readouterr().err
+    assert "holds a damaged object" in err and err.count("\n") == 1 and "timeline written" not in err
