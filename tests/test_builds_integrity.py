@@ -4,14 +4,22 @@ added is pinned at a content-addressed copy in the store; a damaged timeline obj
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
+import io
 import json
+import multiprocessing
+import os
 import shutil
+import subprocess
+import sys
 from datetime import datetime
 from pathlib import Path
+from typing import Any
 
 import pytest
 from tests import fakes
+from tests.test_faults import small_disk
 
 from mpsbench import cli
 from mpsbench.builds import install_build, wheels
@@ -189,3 +197,70 @@ def test_a_damaged_timeline_object_is_refused_not_reported_written(suite, capsys
     assert cli.main(["timeline", "generate", *paths(suite)]) == 2
     err = capsys.readouterr().err
     assert "holds a damaged object" in err and err.count("\n") == 1 and "timeline written" not in err
+
+
+# --- asv's machine file: one lock for it; an OS error is one line naming the path ---------------------------------
+
+FORK = multiprocessing.get_context("fork")
+TRIALS = [pytest.param(20, id="20-trials"), pytest.param(100, id="100-trials", marks=pytest.mark.slow)]
+
+
+def _name_after(barrier: Any, home: Path, name: str) -> None:
+    os.environ["HOME"] = str(home)
+    barrier.wait()  # every process writes at the same moment
+    with contextlib.redirect_stdout(io.StringIO()):
+        sys.exit(cli.main(["machine", "--name", name]))
+
+
+@pytest.mark.parametrize("at_once", [2, 4])
+@pytest.mark.parametrize("trials", TRIALS)
+def test_machines_named_at_once_all_land(tmp_path, trials, at_once):
+    """Each `mpsbench machine --name` reads the file, adds its entry and writes it back: without one lock for the
+    file two at once lost an entry in 15 of 20 trials."""
+    names = [f"box-{number}" for number in range(at_once)]
+    for trial in range(trials):
+        home = tmp_path / str(trial)
+        home.mkdir()
+        barrier = FORK.Barrier(at_once)
+        writers = [FORK.Process(target=_name_after, args=(barrier, home, name)) for name in names]
+        for process in writers:
+            process.start()
+        for process in writers:
+            process.join(300)
+            assert process.exitcode == 0, trial
+        entries = json.loads((home / ".asv-machine.json").read_text())
+        assert sorted(key for key in entries if key != "version") == names, trial
+
+
+def test_a_machine_file_that_is_not_json_is_refused_not_replaced(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("HOME", str(tmp_path))
+    (tmp_path / ".asv-machine.json").write_text('{"other": {"machine": "other"}, ')  # cut short by another tool
+    before = state(tmp_path)
+    assert cli.main(["machine", "--name", "box"]) == 2
+    err = capsys.readouterr().err
+    assert "is not a JSON object of machines" in err and err.count("\n") == 1 and state(tmp_path) == before
+
+
+def test_a_file_size_limit_is_one_line_naming_the_machine_file(tmp_path):
+    """Under ``ulimit -f`` a write past the limit fails with EFBIG (Python ignores SIGXFSZ): one line, no traceback,
+    nothing changed."""
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / ".asv-machine.json").write_text(json.dumps({"version": 1, "old": {"machine": "old"}}))
+    before = state(home)
+    limited = ("import resource, sys; resource.setrlimit(resource.RLIMIT_FSIZE, (40, 40));"
+               " from mpsbench import cli; sys.exit(cli.main(['machine', '--name', 'box']))")
+    done = subprocess.run([sys.executable, "-c", limited], capture_output=True, text=True,
+                          env={**os.environ, "HOME": str(home)})
+    assert done.returncode == 2 and "Traceback" not in done.stderr and done.stderr.count("\n") == 1, done.stderr
+    assert f"{home}/.asv-machine.json: File too large; the file would pass" in done.stderr
+    assert state(home) == before
+
+
+def test_a_read_only_home_is_one_line_naming_the_machine_file(tmp_path, monkeypatch, capsys):
+    with small_disk(tmp_path / "disk") as disk:
+        subprocess.run(["mount", "-o", "remount,ro", str(disk)], check=True)
+        monkeypatch.setenv("HOME", str(disk))
+        assert cli.main(["machine", "--name", "box"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"mpsbench: error: {disk}/.asv-machine.json: Read-only file system;") and err.count("\n") == 1
