@@ -8,6 +8,7 @@ without writing (a read-only cache serves).
 
     python install_build.py install BUILD_DIR ENV_DIR SUITE_SRC
     python install_build.py uninstall ENV_DIR
+    python install_build.py requirements MANIFEST CHANNEL[@ID]  (CI: the build's pinned set, as pip hashes)
     python install_build.py heal ENV_DIR          (the .pth's: reinstall a build whose folder is gone or damaged)
     python install_build.py paths BUILD_DIR SUITE_SRC    (compare's build servers: JSON, nothing switched)
 """
@@ -564,6 +565,21 @@ def heal(env_dir: Path) -> str:
             else f"mpsbench: {record.get('build')} is whole in {folder}")
 
 
+def requirements(manifest: Path, ref: str) -> str:
+    """The pinned set of build ``ref`` (CHANNEL@ID, or CHANNEL: its newest) for this machine and Python, as pip
+    requirements with their sha256 (``pip install --require-hashes --no-deps -r``): how a CI runner installs torch
+    into its own environment from hashes, before the suite is installed."""
+    channel_name, _, build_id = ref.partition("@")
+    data = json.loads(manifest.read_text())
+    channel = next((channel for channel in data.get("channels", []) if channel.get("name") == channel_name), None)
+    builds = channel["builds"] if channel else []
+    build = next((b for b in builds if b["id"] == build_id), None) if build_id else (builds or [None])[-1]
+    if build is None:
+        raise InstallError(f"{manifest} has no build {ref!r}")
+    _, pins = select_pins({"channel": channel_name, **build})
+    return "".join(f"{pin['name']} @ {pin['url']} --hash=sha256:{pin['sha256']}\n" for pin in pins)
+
+
 def uninstall(env_dir: Path) -> None:
     (_site_packages() / PTH_NAME).unlink(missing_ok=True)
     (env_dir / "mpsbench-build.json").unlink(missing_ok=True)
@@ -575,6 +591,8 @@ def main(argv: list[str]) -> int:
             print(install(Path(argv[1]), Path(argv[2]), Path(argv[3])))
         elif argv[:1] == ["paths"] and len(argv) == 3:
             print(json.dumps(paths(Path(argv[1]), Path(argv[2]))))
+        elif argv[:1] == ["requirements"] and len(argv) == 3:
+            print(requirements(Path(argv[1]), argv[2]), end="")
         elif argv[:1] == ["heal"] and len(argv) == 2:
             print(heal(Path(argv[1])), file=sys.stderr)  # stderr: a benchmark's stdout is its answer to asv
         elif argv[:1] == ["uninstall"] and len(argv) == 2:
