@@ -17,7 +17,9 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+import hypothesis
 import pytest
+from hypothesis import strategies as st
 from tests import fakes
 from tests.test_faults import small_disk
 
@@ -264,3 +266,87 @@ def test_a_read_only_home_is_one_line_naming_the_machine_file(tmp_path, monkeypa
         assert cli.main(["machine", "--name", "box"]) == 2
     err = capsys.readouterr().err
     assert err.startswith(f"mpsbench: error: {disk}/.asv-machine.json: Read-only file system;") and err.count("\n") == 1
+
+
+# --- a generated round over the build commands: no traceback, and a refusal writes no byte -----------------------
+
+SEED = 46
+_SAFE = "abcxyz019._-+!@~^{}:/ Z"  # letters git and the schema take, and each character either refuses
+_NAMES = st.one_of(
+    st.from_regex(r"[a-z0-9][a-z0-9._-]{0,20}", fullmatch=True),
+    st.text(alphabet=_SAFE, max_size=14),
+    st.sampled_from(["a..b", "x.lock", "trail.", "c" * 300, "local", "-x", ".x", "a/b", "", "é", "a@{b", "v" * 101]),
+)
+_DATES = st.one_of(
+    st.datetimes(min_value=datetime(1900, 1, 1), max_value=datetime(2200, 1, 1)).map(mf.format_date),
+    st.text(alphabet="0123456789-:TZ ", max_size=22),
+)
+_WHEEL_NAMES = st.one_of(
+    st.builds("{}-{}-{}-{}-{}.whl".format, st.sampled_from(["torch", "torchvision", "Torch"]),
+              st.sampled_from(["2.14.1+cpu", "9.9.9", "2.14.1", "x"]), st.sampled_from(["cp311", "cp312", "py3"]),
+              st.sampled_from(["cp311", "none"]),
+              st.sampled_from(["manylinux_2_28_x86_64", "macosx_14_0_arm64", "any", "win_amd64"])),
+    st.text(alphabet="abtorch-.0123_", max_size=30).map(lambda text: text + ".whl"),
+)
+
+
+def _command(draw: Any, tmp: Path, wheel: Path) -> list[str]:
+    """One add-* command line of generated names, ids, channels, dates and wheel file names."""
+    kind = draw(st.sampled_from(["existing", "wheel", "url"]))
+    options = ["--channel", draw(_NAMES)] if draw(st.booleans()) else []
+    options += ["--id", draw(_NAMES)] if draw(st.booleans()) else []
+    if kind == "existing":
+        options += ["--date", draw(_DATES)] if draw(st.booleans()) else []
+        return ["build", "add-existing", str(tmp / "site"), *options]
+    named = tmp / "wheels" / draw(_WHEEL_NAMES)
+    if "/" not in named.name and draw(st.booleans()):  # the fake torch wheel under the generated name
+        named.parent.mkdir(exist_ok=True)
+        shutil.copyfile(wheel, named)
+    tail = ["--transformers", "none", "--transformers-index", str(tmp / "simple"), *options]
+    if kind == "wheel":
+        return ["build", "add-wheel", str(named), *tail]
+    digest = install_build.sha256_of(named) if named.is_file() else draw(st.sampled_from(["0" * 64, "bad"]))
+    return ["build", "add-url", f"{named.as_uri()}#sha256={digest}", *tail]
+
+
+@pytest.mark.parametrize("examples", [pytest.param(10, id="10"), pytest.param(150, id="150", marks=pytest.mark.slow)])
+def test_a_generated_round_of_build_commands_has_no_traceback_and_refusals_write_nothing(tmp_path_factory, examples):
+    """Every command exits 0 or 2; a refusal is one line and leaves the manifest, the timeline and the store byte for
+    byte; after every command the timeline still generates (nothing bricked). Seeded: SEED."""
+    outcomes: dict[int, int] = {0: 0, 2: 0}
+
+    @hypothesis.seed(SEED)
+    @hypothesis.settings(max_examples=examples, deadline=None, database=None,
+                         suppress_health_check=list(hypothesis.HealthCheck))
+    @hypothesis.given(st.data())
+    def round_(data: Any) -> None:
+        tmp = tmp_path_factory.mktemp("round")
+        os.environ[install_build.CACHE_ENV] = str(tmp / "cache")
+        (tmp / "manifest.json").write_text('{"schema": 1, "channels": []}')
+        (tmp / "site" / "torch").mkdir(parents=True)
+        (tmp / "site" / "torch" / "version.py").write_text(f"__version__ = '2.14.1'\ngit_version = '{GIT}'\n")
+        (tmp / "files").mkdir()
+        wheel = fakes.make_wheel(tmp / "files", "torch", "2.14.1+cpu", git_version=GIT, built=datetime(2026, 9, 30))
+        fakes.make_index(tmp / "simple", [wheel])
+        assert cli.main(["build", "add-existing", str(tmp / "site"), "--id", "first", "--date",
+                         "2026-01-01T00:00:00Z", *paths(tmp)]) == 0
+        for _ in range(data.draw(st.integers(1, 3))):
+            argv = [*_command(data.draw, tmp, wheel), *paths(tmp)]
+            before = everything(tmp)
+            err = io.StringIO()
+            with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
+                status = cli.main(argv)
+            said = err.getvalue()
+            assert status in (0, 2) and "Traceback" not in said, (argv, said)
+            outcomes[status] += 1
+            if status == 2:
+                assert said.count("\n") == 1 and everything(tmp) == before, (argv, said)
+            with contextlib.redirect_stdout(io.StringIO()):
+                assert cli.main(["timeline", "generate", *paths(tmp)]) == 0, argv
+
+    try:
+        round_()
+    finally:
+        os.environ.pop(install_build.CACHE_ENV, None)
+    print(f"seed {SEED}: {sum(outcomes.values())} commands, {outcomes[0]} added, {outcomes[2]} refused")
+    assert outcomes[0] and outcomes[2]  # the round reached both ends

@@ -12,6 +12,8 @@ import re
 import subprocess
 import sys
 import tempfile
+import urllib.parse
+import urllib.request
 from collections.abc import Mapping
 from dataclasses import replace
 from datetime import datetime, timezone
@@ -322,7 +324,10 @@ def wheel_url(url: str, sha256: str | None = None, transformers: str | None = No
     _torch_platform(wheel)  # refused before the download
     wheels.index_uri(index)
     pin = mf.Pin(wheel.name, wheel.version, wheel.filename, url, digest.lower())
-    try:
+    if url.startswith("file://"):  # a file here: checked in place, copied into the store only once the build is added
+        local = Path(urllib.request.url2pathname(urllib.parse.urlparse(url).path))
+        return _own_build([(_file_pin(local, digest), local)], "wheel-url", transformers, index, build_id, note)
+    try:  # a download is kept in the store even if the build is refused later: a retry need not fetch it again
         stored = install_build.fetch_wheel(vars(pin))  # verifies the checksum before anything is recorded
     except install_build.InstallError as exc:
         raise ResolveError(str(exc)) from None
