@@ -207,6 +207,17 @@ FORK = multiprocessing.get_context("fork")
 TRIALS = [pytest.param(20, id="20-trials"), pytest.param(100, id="100-trials", marks=pytest.mark.slow)]
 
 
+def at_the_same_moment(target: Any, each: list[tuple[Any, ...]], trial: int) -> None:
+    """``target(barrier, *args)`` in a forked process per ``args`` of ``each``, all released at once; each exits 0."""
+    barrier = FORK.Barrier(len(each))
+    processes = [FORK.Process(target=target, args=(barrier, *args)) for args in each]
+    for process in processes:
+        process.start()
+    for process in processes:
+        process.join(300)
+        assert process.exitcode == 0, trial
+
+
 def _name_after(barrier: Any, home: Path, name: str) -> None:
     os.environ["HOME"] = str(home)
     barrier.wait()  # every process writes at the same moment
@@ -223,13 +234,7 @@ def test_machines_named_at_once_all_land(tmp_path, trials, at_once):
     for trial in range(trials):
         home = tmp_path / str(trial)
         home.mkdir()
-        barrier = FORK.Barrier(at_once)
-        writers = [FORK.Process(target=_name_after, args=(barrier, home, name)) for name in names]
-        for process in writers:
-            process.start()
-        for process in writers:
-            process.join(300)
-            assert process.exitcode == 0, trial
+        at_the_same_moment(_name_after, [(home, name) for name in names], trial)
         entries = json.loads((home / ".asv-machine.json").read_text())
         assert sorted(key for key in entries if key != "version") == names, trial
 
@@ -350,3 +355,67 @@ def test_a_generated_round_of_build_commands_has_no_traceback_and_refusals_write
         os.environ.pop(install_build.CACHE_ENV, None)
     print(f"seed {SEED}: {sum(outcomes.values())} commands, {outcomes[0]} added, {outcomes[2]} refused")
     assert outcomes[0] and outcomes[2]  # the round reached both ends
+
+
+# --- add-* at the same moment, and killed at any moment -------------------------------------------------------------
+
+def _add_existing_after(barrier: Any, tmp: Path, build_id: str) -> None:
+    barrier.wait()  # every process adds at the same moment
+    with contextlib.redirect_stdout(io.StringIO()):
+        sys.exit(add_existing(tmp, "--id", build_id, "--date", "2026-10-01T00:00:00Z"))
+
+
+@pytest.mark.parametrize("at_once", [2, 4])
+@pytest.mark.parametrize("trials", [pytest.param(5, id="5-trials"),
+                                    pytest.param(100, id="100-trials", marks=pytest.mark.slow)])
+def test_builds_added_at_once_all_land(suite, trials, at_once):
+    ids = [f"b{number}" for number in range(at_once)]
+    for trial in range(trials):
+        tmp = suite / f"trial-{trial}"
+        tmp.mkdir()
+        shutil.copy(suite / "manifest.json", tmp / "manifest.json")
+        (tmp / "site").symlink_to(suite / "site")
+        at_the_same_moment(_add_existing_after, [(tmp, build_id) for build_id in ids], trial)
+        channel = mf.load(tmp / "manifest.json").channel("local")
+        assert channel is not None and sorted(build.id for build in channel.builds) == ids, trial
+        heads = git.text(tmp / "timeline", "for-each-ref", "--format=%(refname)", "refs/heads/")
+        commits = git.text(tmp / "timeline", "rev-list", "--count", "local")
+        assert heads == "refs/heads/local" and commits == str(at_once), trial  # the timeline holds every build
+
+
+def added(tmp: Path) -> list[str]:
+    channel = mf.load(tmp / "manifest.json").channel("local")
+    return [build.id for build in channel.builds] if channel else []
+
+
+@pytest.mark.slow
+def test_add_wheel_killed_at_random_moments_loses_nothing_and_the_next_run_recovers(suite, index):
+    """kill -9 of a real `mpsbench build add-wheel` (store copy, pip's resolution, git) at 30 random moments: the
+    manifest is the old or the new one, whole; every build added before is there; the timeline regenerates; the
+    same command run again adds the build or finds it added."""
+    import random
+    import signal
+    import time
+
+    simple, torch = index
+    rng = random.Random(SEED)
+    env = {**os.environ, "PYTHONPATH": str(Path(cli.__file__).parents[1])}
+    kept: list[str] = []
+    for trial in range(30):
+        build_id = f"k{trial}"
+        argv = [sys.executable, "-c", "import sys; from mpsbench import cli; sys.exit(cli.main(sys.argv[1:]))",
+                "build", "add-wheel", str(torch), "--transformers", "none",
+                "--transformers-index", str(simple), "--id", build_id, *paths(suite)]
+        process = subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        time.sleep(rng.uniform(0, 3.0))
+        if process.poll() is None:
+            process.send_signal(signal.SIGKILL)
+        process.wait()
+        assert added(suite)[:len(kept)] == kept, trial  # nothing added before is lost
+        assert cli.main(["timeline", "generate", *paths(suite)]) == 0, trial
+        again = subprocess.run(argv, env=env, capture_output=True, text=True)
+        assert again.returncode == 0 or f"already has a build '{build_id}'" in again.stderr, again.stderr
+        kept.append(build_id)
+        assert added(suite) == kept, trial
+    stored = list((suite / "cache" / "wheels").glob("*/*.whl"))
+    assert len(stored) == 1 and install_build.sha256_of(stored[0]) == stored[0].parent.name  # one whole copy
