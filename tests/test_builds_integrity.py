@@ -401,6 +401,7 @@ def test_add_wheel_killed_at_random_moments_loses_nothing_and_the_next_run_recov
     rng = random.Random(SEED)
     env = {**os.environ, "PYTHONPATH": str(Path(cli.__file__).parents[1])}
     kept: list[str] = []
+    counts = dict.fromkeys(("killed", "added before the kill", "added by the next run"), 0)
     for trial in range(30):
         build_id = f"k{trial}"
         argv = [sys.executable, "-c", "import sys; from mpsbench import cli; sys.exit(cli.main(sys.argv[1:]))",
@@ -410,12 +411,15 @@ def test_add_wheel_killed_at_random_moments_loses_nothing_and_the_next_run_recov
         time.sleep(rng.uniform(0, 3.0))
         if process.poll() is None:
             process.send_signal(signal.SIGKILL)
+            counts["killed"] += 1
         process.wait()
         assert added(suite)[:len(kept)] == kept, trial  # nothing added before is lost
         assert cli.main(["timeline", "generate", *paths(suite)]) == 0, trial
         again = subprocess.run(argv, env=env, capture_output=True, text=True)
         assert again.returncode == 0 or f"already has a build '{build_id}'" in again.stderr, again.stderr
+        counts["added by the next run" if again.returncode == 0 else "added before the kill"] += 1
         kept.append(build_id)
         assert added(suite) == kept, trial
+    print(f"kill -9 of add-wheel, 30 trials (seed {SEED}): {counts}")
     stored = list((suite / "cache" / "wheels").glob("*/*.whl"))
     assert len(stored) == 1 and install_build.sha256_of(stored[0]) == stored[0].parent.name  # one whole copy
