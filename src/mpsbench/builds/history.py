@@ -52,6 +52,9 @@ def add_nightly(manifest_path: Path, timeline_repo: Path, channel: str, date: st
     (for scripts/nightly resolve, ``bisect --nightlies`` and the command line)."""
     indexes = indexes or tuple(resolve.NIGHTLY_INDEXES)
     manifest = mf.load(manifest_path)  # a missing or bad manifest is refused before any index is read
+    if date != "latest":
+        resolve.check_nightly_date(date)
+    manifest.check_new(channel, parent=parent)  # and a bad channel name or parent
     if date == "latest":
         dates = resolve.nightly_dates(indexes)
         if not dates:

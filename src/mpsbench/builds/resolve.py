@@ -225,13 +225,18 @@ def nightly_dates(indexes: tuple[str, ...]) -> list[str]:
     return sorted({"-".join(found.groups()) for found in stamps if found})
 
 
-def nightly(date: str, indexes: tuple[str, ...] = NIGHTLY_INDEXES, pythons: tuple[str, ...] = PYTHONS,
-            transformers: str | None = None, transformers_index: str = PYPI) -> mf.Build:
-    """The nightly of ``date`` (YYYY-MM-DD): each platform from the index holding its torch, plus ``transformers_index``."""
+def check_nightly_date(date: str) -> None:
+    """ResolveError unless ``date`` is a nightly's date, YYYY-MM-DD."""
     try:
         datetime.strptime(date, "%Y-%m-%d")
     except ValueError:
         raise ResolveError(f"nightly date {date!r} is not YYYY-MM-DD") from None
+
+
+def nightly(date: str, indexes: tuple[str, ...] = NIGHTLY_INDEXES, pythons: tuple[str, ...] = PYTHONS,
+            transformers: str | None = None, transformers_index: str = PYPI) -> mf.Build:
+    """The nightly of ``date`` (YYYY-MM-DD): each platform from the index holding its torch, plus ``transformers_index``."""
+    check_nightly_date(date)
     for each in (*indexes, transformers_index):  # every index refused before the first is read
         wheels.index_uri(each)
     stamp = ".dev" + date.replace("-", "")
