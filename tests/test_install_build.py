@@ -420,3 +420,34 @@ def test_a_real_build_installs_from_its_pins_alone_and_imports(cache, venv):
     assert version.stdout.strip() == "2.13.0+cpu tensor(2.)", version.stderr
     installed = json.loads(next((cache / "cache" / "builds").glob("*/.complete")).read_text())["wheels"]
     assert sorted(installed) == sorted(pin.filename for pin in build.pins["linux-x86_64-cpu"])
+
+
+# --- self-healing: a build folder removed or damaged in the cache is reinstalled from the hash-checked store ------
+
+def test_a_build_folder_removed_from_the_cache_is_reinstalled_at_the_next_start(cache, venv):
+    build_dir = _build_dir(cache / "b1", _wheel(cache / "w1", "healed"))
+    assert install(venv, build_dir).returncode == 0 and imported(venv) == "healed"
+    folder = Path(json.loads((venv / "mpsbench-build.json").read_text())["folder"])
+    import shutil
+
+    shutil.rmtree(folder)  # asv would not run the install again: the env's installed commit is unchanged
+    assert imported(venv) == "healed"  # the .pth's heal line reinstalled it from the store before the import
+    assert install_build.damage(folder) is None
+
+
+def test_a_damaged_build_folder_is_reinstalled_and_a_changed_store_copy_refused(cache, venv):
+    wheel = _wheel(cache / "w1", "whole")
+    build_dir = _build_dir(cache / "b1", wheel)
+    assert install(venv, build_dir).returncode == 0
+    folder = Path(json.loads((venv / "mpsbench-build.json").read_text())["folder"])
+    (folder / "torch" / "version.py").write_text("truncated")  # a file of another size than its RECORD says
+    assert install_build.damage(folder) == f"{folder / 'torch' / 'version.py'} is not the size its wheel installed"
+    again = install(venv, build_dir)
+    assert again.returncode == 0 and again.stdout.startswith("mpsbench: installed torch"), again.stderr
+    assert install_build.damage(folder) is None and imported(venv) == "whole"
+    (folder / "torch" / "__init__.py").unlink()
+    stored = next((cache / "cache" / "wheels").glob("*/torch-*.whl"))
+    stored.write_bytes(b"changed")  # the store is hash-checked: a changed copy is never installed
+    done = subprocess.run([str(venv / "bin" / "python"), "-c", "import torch"], capture_output=True, text=True)
+    assert "does not match the pinned" in done.stderr
+    assert not (folder / "torch" / "__init__.py").exists()  # nothing from the changed copy was installed

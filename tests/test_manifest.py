@@ -65,7 +65,7 @@ def test_a_build_made_in_code_is_checked_as_a_file_would_be():
     tip = mf.append(mf.Manifest(), "release", build("2.14.0", "2026-09-01T00:00:00Z"))
     with pytest.raises(mf.ManifestError, match=r"date = 'yesterday'"):
         mf.append(tip, "release", bad)  # compared with the tip's date only once it is a date
-    with pytest.raises(mf.ManifestError, match=r"channel name 12 must be lower-case"):
+    with pytest.raises(mf.ManifestError, match=r"channel name 12: expected lower-case"):
         mf.append(mf.Manifest(), 12, build("2.14.1", "2026-09-30T00:00:00Z"))  # type: ignore[arg-type]
 
 

@@ -31,7 +31,7 @@ def test_the_same_manifest_gives_the_same_hashes_in_any_repository(tmp_path):
 
 def test_appending_a_build_keeps_every_earlier_hash(tmp_path):
     before = timeline.generate(_two_releases(), tmp_path / "repo")
-    grown = mf.append(_two_releases(), "release", build("2.15.0", "2026-12-01T00:00:00Z", "v2.15.0"))
+    grown = mf.append(_two_releases(), "release", build("2.15.0", "2026-11-01T00:00:00Z", "v2.15.0"))
     after = timeline.generate(grown, tmp_path / "repo")
     for name, commit in before.commits.items():
         assert after.commits[name] == commit

@@ -80,7 +80,7 @@ def test_pull_requests_run_the_test_command_and_bisect_takes_its_inputs():
 def test_every_script_the_workflows_call_exists_and_every_nightly_step_is_one_scripts_nightly_has(capsys):
     runs = [run for path in FILES for run in _runs(_load(path))]
     called = {match for run in runs for match in re.findall(r"(?:^|\s)(\.ci/\w+|scripts/[\w-]+)", run)}
-    assert called >= {".ci/run", "scripts/setup", "scripts/nightly"}
+    assert called >= {".ci/run", "scripts/nightly"}
     for script in called:
         assert os.access(ROOT / script, os.X_OK), script
     steps = {match for run in runs for match in re.findall(r"scripts/nightly (\w+)", run)}
@@ -105,6 +105,7 @@ def test_every_action_is_pinned_by_commit_with_its_release_and_that_release_runs
     for path in FILES:
         lines = path.read_text().splitlines()
         uses = [line.split("uses:", 1)[1].strip() for line in lines if line.strip().startswith(("uses:", "- uses:"))]
+        uses = [use for use in uses if not use.startswith("./")]  # this checkout's own actions (HASHED_INSTALL)
         assert uses, path.name
         for use in uses:
             assert PINNED.match(use), f"{path.name}: {use} is not ACTION@SHA  # vX.Y.Z"
@@ -193,3 +194,63 @@ def test_the_pinned_requirements_pin_every_dependency_of_the_suite_with_its_sha2
     versions = {canonicalize_name(name): version for name, version in pinned.items()}
     for requirement in wanted:
         assert requirement.specifier.contains(versions[canonicalize_name(requirement.name)]), requirement
+
+
+# --- what a job runs is what was pinned: the container by digest, self-hosted runners from hashes and clean ------
+
+HASHED_INSTALL = "./.github/actions/hashed-install"
+DIGEST = re.compile(r"^[\w./-]+:[\w.-]+@sha256:[0-9a-f]{64}$")
+
+
+def _jobs() -> list[tuple[str, str, dict[str, Any]]]:
+    return [(path.name, name, job) for path in FILES for name, job in _load(path)["jobs"].items()]
+
+
+def test_every_container_is_pinned_by_its_digest():
+    containers = [(f"{file} {name}", job["container"]) for file, name, job in _jobs() if "container" in job]
+    assert containers  # the Debian jobs of tests.yml and nightly.yml
+    for where, image in containers:
+        image = image["image"] if isinstance(image, dict) else image
+        assert DIGEST.match(image), f"{where}: {image} is not IMAGE:TAG@sha256:DIGEST"
+
+
+def test_self_hosted_jobs_start_clean_and_install_only_from_hashes():
+    hosted = [(f"{file} {name}", job) for file, name, job in _jobs()  # runs-on, or the matrix it names
+              if "self-hosted" in str([job["runs-on"], job.get("strategy")])
+              and "inputs.mac" not in str(job["runs-on"])]  # tests.yml's macOS job: GitHub's runner by default
+    assert {where for where, _ in hosted} == {"nightly.yml bench", "bisect.yml bisect"}
+    for where, job in hosted:
+        steps = job["steps"]
+        checkout = next(step for step in steps if "actions/checkout" in step.get("uses", ""))
+        assert checkout.get("with", {}).get("clean", True) is True, where  # no workspace left by an earlier job
+        assert any(step.get("uses") == HASHED_INSTALL for step in steps), where
+        runs = " ".join(step.get("run", "") for step in steps)
+        assert "pip install" not in runs and "scripts/setup" not in runs, where
+    action = yaml.safe_load((ROOT / HASHED_INSTALL / "action.yml").read_text())
+    lines = [line.strip() for step in action["runs"]["steps"] for line in step["run"].splitlines()]
+    installs = [line for line in lines if "pip install" in line]
+    assert len(installs) == 3
+    for line in installs:
+        assert "--require-hashes" in line or line.endswith("--no-deps --no-build-isolation --no-index -e ."), line
+
+
+def test_the_hashed_install_pins_the_manifests_newest_release_for_this_machine(monkeypatch):
+    from mpsbench.builds import install_build
+
+    monkeypatch.setenv(install_build.PLATFORM_ENV, "linux-x86_64-cuda")
+    text = install_build.requirements(ROOT / "builds" / "manifest.json", "release")
+    lines = text.splitlines()
+    assert any(line.startswith("torch @ https://") for line in lines)
+    assert all(re.fullmatch(r"[a-z0-9_]+ @ https://\S+\.whl --hash=sha256:[0-9a-f]{64}", line) for line in lines), text
+
+
+def test_the_job_that_merges_others_artifacts_keeps_no_token_on_disk():
+    """publish merges what self-hosted runners uploaded: checkout stores no token, and only the steps that fetch and
+    push the results branch get it, in their own environment."""
+    publish = _load(WORKFLOWS / "nightly.yml")["jobs"]["publish"]
+    checkout = next(step for step in publish["steps"] if "actions/checkout" in step.get("uses", ""))
+    assert checkout["with"]["persist-credentials"] is False
+    holding = [step for step in publish["steps"] if "github.token" in str(step)]
+    assert [step["env"]["STEP"] for step in holding] == ["fetch", "push"]
+    merging = next(step for step in publish["steps"] if "collect" in step.get("run", ""))
+    assert publish["steps"].index(holding[0]) < publish["steps"].index(merging)  # fetched before any artifact is read

@@ -43,10 +43,15 @@ MACHINE_NAME = text.checked(machine.check_name)
 def _date(value: str) -> str:
     """A build date as the manifest keeps it, UTC: YYYY-MM-DDTHH:MM:SSZ."""
     try:
-        return mf.format_date(datetime.strptime(value, "%Y-%m-%dT%H:%M:%SZ"))
+        date = mf.format_date(datetime.strptime(value, "%Y-%m-%dT%H:%M:%SZ"))
     except ValueError:
         raise argparse.ArgumentTypeError(f"--date takes a UTC date and time YYYY-MM-DDTHH:MM:SSZ, e.g."
                                          f" 2026-11-20T00:00:00Z, got {value!r}") from None
+    try:
+        mf.refuse_future(date, "--date")
+    except mf.ManifestError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    return date
 
 
 def _new_file(value: str) -> Path:
@@ -142,8 +147,7 @@ def cmd_add(args: argparse.Namespace) -> None:
     # the channel has already, where the command line names its id (a release's version, --id).
     manifest = suite.manifest
     build_id = getattr(args, "version", None) or getattr(args, "id", None)
-    if build_id:
-        manifest.refuse_twice(args.channel, build_id)
+    manifest.check_new(args.channel, build_id, args.parent)  # before a download: names, a second build, the parent
     history.append(suite.manifest_path, suite.timeline_path, args.channel, args.resolver(args, suite), args.parent)
 
 

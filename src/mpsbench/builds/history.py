@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from pathlib import Path
 
 from mpsbench.builds import manifest as mf
@@ -18,12 +19,22 @@ class HistoryError(UserError):
 
 
 def append(manifest_path: Path, timeline_repo: Path, channel: str, build: mf.Build, parent: str | None = None) -> str:
-    """Add ``build`` to ``channel`` of the manifest file (a refusal changes nothing), regenerate the timeline; its
-    timeline commit. The manifest's lock, every writer's, is held from reading to writing: two adds at once both land."""
+    """Add ``build`` to ``channel`` of the manifest file (a refusal changes nothing: every check, git's included,
+    runs before the manifest is saved), regenerate the timeline; its timeline commit. The manifest's lock, every
+    writer's, is held from reading to writing: two adds at once both land."""
+    build, originals = resolve.in_store(build)  # a wheel file of the user's is pinned at its copy in the store
     with files.lock(manifest_path):
         updated = mf.append(mf.load(manifest_path), channel, build, parent=parent)
-        timeline.compute(updated, timeline_repo)  # proves the timeline can be written before saving
-        mf.save(updated, manifest_path)
+        timeline.check(updated, timeline_repo)  # what git would refuse, refused before a byte is written
+        copies = resolve.keep(originals)
+        try:
+            mf.save(updated, manifest_path)
+        except BaseException:  # a copy no saved build pins is not kept
+            for copy in copies:
+                copy.unlink(missing_ok=True)
+                with contextlib.suppress(OSError):
+                    copy.parent.rmdir()
+            raise
         generated = timeline.generate(updated, timeline_repo)
     sync_branches(generated, timeline_repo, asvconf.load() if asvconf.CONFIG.is_file() else None)
     commit = generated.commits[f"{channel}@{build.id}"]
@@ -41,6 +52,9 @@ def add_nightly(manifest_path: Path, timeline_repo: Path, channel: str, date: st
     (for scripts/nightly resolve, ``bisect --nightlies`` and the command line)."""
     indexes = indexes or tuple(resolve.NIGHTLY_INDEXES)
     manifest = mf.load(manifest_path)  # a missing or bad manifest is refused before any index is read
+    if date != "latest":
+        resolve.check_nightly_date(date)
+    manifest.check_new(channel, parent=parent)  # and a bad channel name or parent
     if date == "latest":
         dates = resolve.nightly_dates(indexes)
         if not dates:
@@ -50,7 +64,7 @@ def add_nightly(manifest_path: Path, timeline_repo: Path, channel: str, date: st
         if existing is not None and any(build.id == date for build in existing.builds):
             print(f"{channel}@{date} is already the newest nightly; nothing to add")
             return None
-    manifest.refuse_twice(channel, date)  # before pip's resolution, which takes minutes
+    manifest.check_new(channel, date, parent)  # before pip's resolution, which takes minutes
     build = resolve.nightly(date, indexes=indexes, pythons=pythons, transformers=transformers,
                             transformers_index=transformers_index)
     return append(manifest_path, timeline_repo, channel, build, parent)

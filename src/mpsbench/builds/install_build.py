@@ -8,6 +8,8 @@ without writing (a read-only cache serves).
 
     python install_build.py install BUILD_DIR ENV_DIR SUITE_SRC
     python install_build.py uninstall ENV_DIR
+    python install_build.py requirements MANIFEST CHANNEL[@ID]  (CI: the build's pinned set, as pip hashes)
+    python install_build.py heal ENV_DIR          (the .pth's: reinstall a build whose folder is gone or damaged)
     python install_build.py paths BUILD_DIR SUITE_SRC    (compare's build servers: JSON, nothing switched)
 """
 
@@ -390,15 +392,40 @@ def installed_folder(pins: list[dict[str, str]]) -> Path:
     return cache_root() / "builds" / hashlib.sha256("".join(sorted(pin["sha256"] for pin in pins)).encode()).hexdigest()[:20]
 
 
+def damage(folder: Path) -> str | None:
+    """What is wrong with an installed build's folder, or None if it is whole: not marked complete, or a file its
+    wheels' RECORDs list (with a size) missing or of another size. Sizes, not hashes: a stat per file reads
+    nothing of the gigabytes, and the wheels were hash-checked when they were installed."""
+    if not (folder / ".complete").is_file():
+        return f"{folder} is missing or was never completed"
+    for record in sorted(folder.glob("*.dist-info/RECORD")):
+        try:
+            lines = record.read_text(encoding="utf-8").splitlines()
+        except (OSError, UnicodeDecodeError) as exc:
+            return f"{record} cannot be read ({exc})"
+        for line in lines:
+            name, _, rest = line.partition(",")
+            size = rest.rpartition(",")[2]
+            if not size.isdigit() or name.startswith(("/", "..")):
+                continue
+            try:
+                if (folder / name).stat().st_size != int(size):
+                    return f"{folder / name} is not the size its wheel installed"
+            except OSError:
+                return f"{folder / name} is missing"
+    return None
+
+
 def ensure_installed(pins: list[dict[str, str]]) -> tuple[Path, bool]:
-    """The folder holding exactly this set of wheels, installed; True if installed now."""
+    """The folder holding exactly this set of wheels, installed (again, from the hash-checked store, where it is
+    missing or damaged); True if installed now."""
     folder = installed_folder(pins)
-    if (folder / ".complete").is_file():  # installed: nothing to write, so a read-only cache serves it
+    if damage(folder) is None:  # installed: nothing to write, so a read-only cache serves it
         return folder, False
     try:
         clean_leftovers(cache_root())
         with _locked(folder.with_suffix(".lock")):
-            if (folder / ".complete").is_file():
+            if damage(folder) is None:
                 return folder, False
             wheels = [(fetch_wheel(pin), pin) for pin in pins]
             staging = Path(tempfile.mkdtemp(dir=folder.parent, prefix=folder.name + ".staging-"))
@@ -495,15 +522,62 @@ def install(build_dir: Path, env_dir: Path, suite_src: Path) -> str:
     """Install (once) and switch the running environment to the build in ``build_dir``."""
     started = time.perf_counter()
     build, key, folder, fresh = build_folder(build_dir)
-    pth_lines = sys_path(folder, suite_src)
+    # The heal line first: site adds a folder that exists only, so a folder healed by it is still put on sys.path.
+    pth_lines = [*([] if key == "existing" else [_heal_line(folder, env_dir)]), *sys_path(folder, suite_src)]
     if build.get("env"):  # a .pth line that starts with "import" is executed at every interpreter start
         pth_lines.append(f"import os; os.environ.update({json.dumps(build['env'], sort_keys=True)})")
     (_site_packages() / PTH_NAME).write_text("\n".join(pth_lines) + "\n")
-    record = {"build": f"{build['channel']}@{build['id']}", "platform": key, "folder": str(folder), "fresh": fresh}
+    record = {"build": f"{build['channel']}@{build['id']}", "platform": key, "folder": str(folder), "fresh": fresh,
+              "pins": [] if key == "existing" else select_pins(build)[1]}
     (env_dir / "mpsbench-build.json").write_text(json.dumps(record, indent=1) + "\n")
     how = "installed" if fresh else "switched to cached"
     needs = ensure_suite_needs(key)
     return f"mpsbench: {how} torch {build['torch_version']} ({key}) in {time.perf_counter() - started:.2f} s{needs}"
+
+
+HEALING_ENV = "MPSBENCH_HEALING"  # set in the healing process and its children: they never start another
+
+
+def _heal_line(folder: Path, env_dir: Path) -> str:
+    """The .pth line that, at an interpreter's start, reinstalls the build if its folder is gone (a cache cleaned
+    by hand or by a disk tool): asv installs a build only when it switches commits, so without it every later run
+    of the same build would fail with no torch. Two stats when the folder is whole."""
+    marks = [str(folder / ".complete"), str(folder / "torch" / "__init__.py")]
+    command = [str(Path(__file__).resolve()), "heal", str(env_dir)]
+    return (f"import os, subprocess, sys; all(map(os.path.isfile, {json.dumps(marks)}))"
+            f" or os.environ.get({HEALING_ENV!r}) or subprocess.run([sys.executable, *{json.dumps(command)}],"
+            f" env=dict(os.environ, {HEALING_ENV}='1'))")
+
+
+def heal(env_dir: Path) -> str:
+    """Reinstall, from the hash-checked store, the build the environment in ``env_dir`` is switched to, if its
+    folder is missing or damaged; what was done, in a line."""
+    try:
+        record = json.loads((env_dir / "mpsbench-build.json").read_text())
+    except (OSError, ValueError) as exc:
+        raise InstallError(f"cannot read the build of {env_dir} ({exc}); asv's next install of it writes it") from None
+    pins = record.get("pins") or []
+    if not pins:
+        return f"mpsbench: {record.get('build')} is used in place; nothing to heal"
+    why = damage(installed_folder(pins))
+    folder, fresh = ensure_installed(pins)
+    return (f"mpsbench: reinstalled {record.get('build')} from the store into {folder} ({why})" if fresh
+            else f"mpsbench: {record.get('build')} is whole in {folder}")
+
+
+def requirements(manifest: Path, ref: str) -> str:
+    """The pinned set of build ``ref`` (CHANNEL@ID, or CHANNEL: its newest) for this machine and Python, as pip
+    requirements with their sha256 (``pip install --require-hashes --no-deps -r``): how a CI runner installs torch
+    into its own environment from hashes, before the suite is installed."""
+    channel_name, _, build_id = ref.partition("@")
+    data = json.loads(manifest.read_text())
+    channel = next((channel for channel in data.get("channels", []) if channel.get("name") == channel_name), None)
+    builds = channel["builds"] if channel else []
+    build = next((b for b in builds if b["id"] == build_id), None) if build_id else (builds or [None])[-1]
+    if build is None:
+        raise InstallError(f"{manifest} has no build {ref!r}")
+    _, pins = select_pins({"channel": channel_name, **build})
+    return "".join(f"{pin['name']} @ {pin['url']} --hash=sha256:{pin['sha256']}\n" for pin in pins)
 
 
 def uninstall(env_dir: Path) -> None:
@@ -517,6 +591,10 @@ def main(argv: list[str]) -> int:
             print(install(Path(argv[1]), Path(argv[2]), Path(argv[3])))
         elif argv[:1] == ["paths"] and len(argv) == 3:
             print(json.dumps(paths(Path(argv[1]), Path(argv[2]))))
+        elif argv[:1] == ["requirements"] and len(argv) == 3:
+            print(requirements(Path(argv[1]), argv[2]), end="")
+        elif argv[:1] == ["heal"] and len(argv) == 2:
+            print(heal(Path(argv[1])), file=sys.stderr)  # stderr: a benchmark's stdout is its answer to asv
         elif argv[:1] == ["uninstall"] and len(argv) == 2:
             uninstall(Path(argv[1]))
         else:

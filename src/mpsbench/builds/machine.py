@@ -96,15 +96,30 @@ def write(name: str | None = None) -> tuple[str, dict[str, Any]]:
     facts = describe()
     name = check_name(default_name(facts) if name is None else name)  # an empty --name is a mistake, not the default
     path = machine_file()
+    # One lock for the file, from reading to writing: two at once each keep the other's entry. An OS error (a
+    # read-only or full home, a file-size limit) is the command line's one line naming the path.
+    with files.lock(path):
+        entries, before = _entries(path)
+        entries.setdefault("version", 1)
+        entries[name] = {"machine": name, **facts}
+        text = json.dumps(entries, indent=4, sort_keys=True) + "\n"
+        if text.encode() != before:  # unchanged, untouched: a refused command leaves it byte for byte
+            files.write(path, text)
+    return name, entries[name]
+
+
+def _entries(path: Path) -> tuple[dict[str, Any], bytes]:
+    """The machine file's entries and bytes: none for a file that is missing; MachineError for one that cannot be
+    read as JSON (replacing it would drop the entries another tool wrote)."""
     try:
         before = path.read_bytes()
+    except FileNotFoundError:
+        return {}, b""
+    try:
         entries = json.loads(before)
-    except (OSError, ValueError):
-        before, entries = b"", {}
-    entries = entries if isinstance(entries, dict) else {}
-    entries.setdefault("version", 1)
-    entries[name] = {"machine": name, **facts}
-    text = json.dumps(entries, indent=4, sort_keys=True) + "\n"
-    if text.encode() != before:  # unchanged, untouched: a refused command leaves it byte for byte
-        files.write(path, text)
-    return name, entries[name]
+    except (ValueError, UnicodeDecodeError):
+        entries = None
+    if not isinstance(entries, dict):
+        raise MachineError(f"asv's machine file {path} is not a JSON object of machines; move it aside and run"
+                           " `mpsbench machine` again (nothing was changed)")
+    return entries, before

@@ -12,7 +12,7 @@ import json
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -56,7 +56,19 @@ def _pattern(expected: str, pattern: str) -> BeforeValidator:
     return _form(expected, functools.partial(re.fullmatch, pattern))
 
 
-Name = Annotated[str, _pattern("lower-case letters, digits, '.', '_' or '-' (e.g. release, 2.14.1)", _NAME)]
+MAX_NAME = 100  # a ref's file name, its ".lock" and a results folder's name beside it stay within 255 bytes
+
+
+def ref_safe(value: object, pattern: str = _NAME) -> bool:
+    """Whether ``value`` matches ``pattern`` and git takes it as a one-level ref name (git check-ref-format's rules
+    that such a name can break: no "..", no ending in "." or ".lock"), at most MAX_NAME characters."""
+    return (isinstance(value, str) and re.fullmatch(pattern, value) is not None and len(value) <= MAX_NAME
+            and ".." not in value and not value.endswith((".", ".lock")))
+
+
+_REF_RULE = f"at most {MAX_NAME} characters, no '..', not ending in '.' or '.lock'"
+NAME_RULE = f"lower-case letters, digits, '.', '_' or '-', starting with a letter or digit, {_REF_RULE}"
+Name = Annotated[str, _form(f"{NAME_RULE} (e.g. release, 2.14.1)", ref_safe)]
 Platform = Annotated[str, _form(f"a platform: {', '.join(PLATFORMS)}", lambda value: value in PLATFORMS)]
 WheelFile = Annotated[str, _form("a plain wheel file name, NAME-VERSION-PY-ABI-PLATFORM.whl (no '/', '\\' or '..')",
                                  plain_wheel_name)]
@@ -66,10 +78,13 @@ PythonTag = Annotated[str, _pattern("a CPython tag such as cp312, or empty", r"(
 PinName = Annotated[str, _pattern("a package name as a wheel writes it, e.g. typing_extensions", r"[a-z0-9][a-z0-9_]*")]
 PepVersion = Annotated[str, _form("a PEP 440 version, e.g. 2.14.1 or 2.15.0.dev20261120", Version)]
 Word = Annotated[str, _pattern("a word without spaces", r"\S+")]
-Date = Annotated[str, _form("a UTC date YYYY-MM-DDTHH:MM:SSZ", lambda value: datetime.strptime(value, _DATE))]
+EPOCH = datetime(1970, 1, 2, tzinfo=timezone.utc)  # git keeps a commit's date as seconds since 1970
+Date = Annotated[str, _form("a UTC date YYYY-MM-DDTHH:MM:SSZ from 1970-01-02",
+                            lambda value: parse_date(value) >= EPOCH)]
 GitVersion = Annotated[str, _pattern("torch's git commit (hex digits) or Unknown", r"[0-9a-fA-F]+|Unknown")]
 Kind = Annotated[str, _form(f"one of: {', '.join(KINDS)}", lambda value: value in KINDS)]
-Tag = Annotated[str, _pattern("a git tag: letters, digits, '.', '_' or '-' (e.g. v2.14.1)", r"[A-Za-z0-9][A-Za-z0-9._-]*")]
+Tag = Annotated[str, _form(f"a git tag: letters, digits, '.', '_' or '-', {_REF_RULE} (e.g. v2.14.1)",
+                           functools.partial(ref_safe, pattern=r"[A-Za-z0-9][A-Za-z0-9._-]*"))]
 Ref = Annotated[str, _pattern("a build as CHANNEL@ID", f"{_NAME}@{_NAME}")]
 EnvName = Annotated[str, _pattern("an environment variable name", r"[A-Za-z_][A-Za-z0-9_]*")]
 Minor = Annotated[str, _pattern("a minor release such as 1.12", r"\d+\.\d+")]
@@ -111,7 +126,7 @@ class Build:
 
     def when(self) -> datetime:
         """The build's date in UTC, never the local zone: hashes depend on it."""
-        return datetime.strptime(self.date, _DATE).replace(tzinfo=timezone.utc)
+        return parse_date(self.date)
 
     def sets(self, platform: str) -> dict[str, list[Pin]]:
         """Each interpreter's set of wheels on ``platform`` ("cp310" -> its set; "": pinned before sets per Python)."""
@@ -150,6 +165,20 @@ class Manifest:
     def channel(self, name: str) -> Channel | None:
         return next((channel for channel in self.channels if channel.name == name), None)
 
+    def check_new(self, channel_name: str, build_id: str | None = None, parent: str | None = None) -> None:
+        """ManifestError for a name :func:`append` would refuse (a bad channel name or id, a build the channel holds
+        already, a parent that is not a build): checked before a build is resolved or a wheel fetched (pip's
+        resolution of a release takes minutes, a wheel's download gigabytes)."""
+        check_name("channel name", channel_name)
+        if build_id is not None:
+            check_name("build id", build_id)
+            self.refuse_twice(channel_name, build_id)
+        if parent is not None:
+            existing = self.channel(channel_name)
+            if existing is not None and parent != existing.parent:
+                raise ManifestError(f"channel {channel_name} exists already; only a new channel takes --parent")
+            self.find(parent)
+
     def refuse_twice(self, channel_name: str, build_id: str) -> None:
         """ManifestError if the channel holds a build ``build_id`` already: checked before a build is resolved too
         (pip's resolution of a release takes minutes)."""
@@ -173,6 +202,23 @@ class Manifest:
 
 def format_date(moment: datetime) -> str:
     return moment.strftime(_DATE)
+
+
+def parse_date(value: str) -> datetime:
+    """A manifest date (YYYY-MM-DDTHH:MM:SSZ) as a moment in UTC; ValueError if it is not one."""
+    return datetime.strptime(value, _DATE).replace(tzinfo=timezone.utc)
+
+
+FUTURE = timedelta(days=1)  # a build may be dated up to a day ahead (clocks and time zones); later is a mistake
+
+
+def refuse_future(date: str, what: str = "build date") -> None:
+    """ManifestError if ``date`` is more than a day ahead of now: a build dated 2099 would become every channel's
+    tip, and every real build after it would be refused as older."""
+    latest = datetime.now(timezone.utc) + FUTURE
+    if _passes(parse_date, date) and parse_date(date) > latest:
+        raise ManifestError(f"{what} {date} is in the future; a build is dated at most a day ahead"
+                            f" (until {format_date(latest)})")
 
 
 @functools.cache
@@ -351,10 +397,18 @@ def save(manifest: Manifest, path: Path) -> None:
                             " nothing was changed") from None
 
 
+def check_name(what: str, value: str) -> None:
+    """ManifestError unless ``value`` is a channel name or build id git and the manifest both take."""
+    if not ref_safe(value):
+        shown = repr(value) if len(repr(value)) <= 80 else f"{str(value)[:60]!r}... ({len(str(value))} characters)"
+        raise ManifestError(f"{what} {shown}: expected {NAME_RULE}")
+
+
 def append(manifest: Manifest, channel_name: str, build: Build, parent: str | None = None) -> Manifest:
     """A new manifest with ``build`` at the end of ``channel_name``, created if new (forked from ``parent``, channel@id)."""
-    if not _passes(functools.partial(re.fullmatch, _NAME), channel_name):
-        raise ManifestError(f"channel name {channel_name!r} must be lower-case letters, digits, '.', '_' or '-'")
+    check_name("channel name", channel_name)
+    validate(Manifest((Channel(channel_name, (build,)),)))  # the build's own fields first, named as a file's would be
+    refuse_future(build.date, f"build {channel_name}@{build.id} dated")
     existing = manifest.channel(channel_name)
     if existing is None:
         if parent is not None:

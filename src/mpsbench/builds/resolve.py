@@ -12,6 +12,8 @@ import re
 import subprocess
 import sys
 import tempfile
+import urllib.parse
+import urllib.request
 from collections.abc import Mapping
 from dataclasses import replace
 from datetime import datetime, timezone
@@ -223,13 +225,18 @@ def nightly_dates(indexes: tuple[str, ...]) -> list[str]:
     return sorted({"-".join(found.groups()) for found in stamps if found})
 
 
-def nightly(date: str, indexes: tuple[str, ...] = NIGHTLY_INDEXES, pythons: tuple[str, ...] = PYTHONS,
-            transformers: str | None = None, transformers_index: str = PYPI) -> mf.Build:
-    """The nightly of ``date`` (YYYY-MM-DD): each platform from the index holding its torch, plus ``transformers_index``."""
+def check_nightly_date(date: str) -> None:
+    """ResolveError unless ``date`` is a nightly's date, YYYY-MM-DD."""
     try:
         datetime.strptime(date, "%Y-%m-%d")
     except ValueError:
         raise ResolveError(f"nightly date {date!r} is not YYYY-MM-DD") from None
+
+
+def nightly(date: str, indexes: tuple[str, ...] = NIGHTLY_INDEXES, pythons: tuple[str, ...] = PYTHONS,
+            transformers: str | None = None, transformers_index: str = PYPI) -> mf.Build:
+    """The nightly of ``date`` (YYYY-MM-DD): each platform from the index holding its torch, plus ``transformers_index``."""
+    check_nightly_date(date)
     for each in (*indexes, transformers_index):  # every index refused before the first is read
         wheels.index_uri(each)
     stamp = ".dev" + date.replace("-", "")
@@ -256,7 +263,7 @@ def nightly(date: str, indexes: tuple[str, ...] = NIGHTLY_INDEXES, pythons: tupl
 def _file_pin(path: Path, sha256: str | None = None) -> mf.Pin:
     if not path.is_file():
         raise ResolveError(f"wheel file {path} does not exist")
-    wheel = wheels.parse_wheel_name(path.name)
+    wheel = wheels.own_identity(str(path))  # the wheel's own metadata, never its file name alone
     actual = install_build.sha256_of(path)
     if sha256 and sha256.lower() != actual:
         raise ResolveError(f"{path.name}: sha256 {actual} does not match the given {sha256}")
@@ -278,12 +285,22 @@ def _own_build(own: list[tuple[mf.Pin, Path]], kind: str, transformers: str | No
     wheel = wheels.parse_wheel_name(torch_pin.filename)
     platform = _torch_platform(wheel)
     identity = wheels.torch_identity(str(torch_file))
+    if _passes_version(identity.version) != Version(wheel.version):
+        raise ResolveError(f"{wheel.filename}: its metadata says torch {wheel.version}, its torch/version.py"
+                           f" {identity.version}; refusing a wheel that contradicts itself")
     wanted = [f"{pin.name} @ {path.resolve().as_uri()}" for pin, path in own]
     wanted += [line for line in requirements(identity.version, "none", transformers) if not line.startswith("torch==")]
     mine = {pin.name: replace(pin, python=wheel.python) for pin, _ in own}
     pins = [mine.get(pin.name, pin) for pin in pip_set(wanted, platform, wheel.python, index)]
     return _build(identity, id=build_id or _build_id(identity.version), torch_version=identity.version, kind=kind,
                   pins={platform: pins}, note=note)
+
+
+def _passes_version(text: str) -> Version | None:
+    try:
+        return Version(text)
+    except InvalidVersion:
+        return None
 
 
 def _build_id(torch_version: str) -> str:
@@ -308,15 +325,53 @@ def wheel_url(url: str, sha256: str | None = None, transformers: str | None = No
     digest = sha256 or (fragment[len("sha256="):] if fragment.startswith("sha256=") else None)
     if not digest or not re.fullmatch(r"[0-9a-fA-F]{64}", digest):
         raise ResolveError(f"a wheel URL needs its sha256: pass --sha256 or a URL ending in #sha256=...; got {digest!r}")
-    wheel = wheels.parse_wheel_name(url)
+    wheel = wheels.own_identity(url)  # its metadata, read by HTTP ranges: a renamed wheel is refused undownloaded
     _torch_platform(wheel)  # refused before the download
     wheels.index_uri(index)
     pin = mf.Pin(wheel.name, wheel.version, wheel.filename, url, digest.lower())
-    try:
+    if url.startswith("file://"):  # a file here: checked in place, copied into the store only once the build is added
+        local = Path(urllib.request.url2pathname(urllib.parse.urlparse(url).path))
+        return _own_build([(_file_pin(local, digest), local)], "wheel-url", transformers, index, build_id, note)
+    try:  # a download is kept in the store even if the build is refused later: a retry need not fetch it again
         stored = install_build.fetch_wheel(vars(pin))  # verifies the checksum before anything is recorded
     except install_build.InstallError as exc:
         raise ResolveError(str(exc)) from None
     return _own_build([(pin, stored)], "wheel-url", transformers, index, build_id, note)
+
+
+def in_store(build: mf.Build) -> tuple[mf.Build, list[mf.Pin]]:
+    """``build`` with each wheel of the user's (a file:// pin outside the wheel store) pinned at its content-addressed
+    copy in the store instead (MPSBENCH_CACHE/wheels/SHA256/FILE), and those pins as they were: what
+    :func:`keep` copies once every check has passed. The user may move or delete the file afterwards."""
+    store = install_build.cache_root() / "wheels"
+    originals: list[mf.Pin] = []
+
+    def stored(pin: mf.Pin) -> mf.Pin:
+        if not pin.url.startswith("file://"):
+            return pin
+        target = (store / pin.sha256 / pin.filename).resolve()
+        if target.as_uri() == pin.url:
+            return pin
+        originals.append(pin)
+        return replace(pin, url=target.as_uri())
+
+    pins = {platform: [stored(pin) for pin in platform_pins] for platform, platform_pins in build.pins.items()}
+    return replace(build, pins=pins), originals
+
+
+def keep(originals: list[mf.Pin]) -> list[Path]:
+    """Copy each of ``originals`` into the wheel store, hash-checked; the copies made now (not there before)."""
+    made = []
+    for pin in originals:
+        target = install_build.cache_root() / "wheels" / pin.sha256 / pin.filename
+        fresh = not target.is_file()
+        try:
+            install_build.fetch_wheel(vars(pin))
+        except install_build.InstallError as exc:
+            raise ResolveError(str(exc)) from None
+        if fresh:
+            made.append(target)
+    return made
 
 
 def existing(site_packages: Path, build_id: str | None = None, date: str | None = None,

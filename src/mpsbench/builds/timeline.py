@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import re
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -61,40 +62,89 @@ def build_record(channel: str, build: mf.Build) -> str:
     return mf.dumps({"channel": channel, **mf.build_to_json(build)})
 
 
-def _commit(repo: Path, channel: str, build: mf.Build, parent: str | None) -> str:
-    record, readme = (git.text(repo, "hash-object", "-w", "--stdin", data=text)
+def _commit(repo: Path, channel: str, build: mf.Build, parent: str | None, env: dict[str, str]) -> str:
+    record, readme = (git.text(repo, "hash-object", "-w", "--stdin", data=text, env=env)
                       for text in (build_record(channel, build), README))
-    tree = git.text(repo, "mktree", data=f"100644 blob {record}\tbuild.json\n100644 blob {readme}\tREADME.md\n")
+    tree = git.text(repo, "mktree", data=f"100644 blob {record}\tbuild.json\n100644 blob {readme}\tREADME.md\n",
+                    env=env)
     fields = {"NAME": IDENTITY_NAME, "EMAIL": IDENTITY_EMAIL, "DATE": _epoch(build)}
     identity = {f"GIT_{role}_{key}": value for role in ("AUTHOR", "COMMITTER") for key, value in fields.items()}
     args = ["commit-tree", tree, *(["-p", parent] if parent else [])]
-    return git.text(repo, *args, data=commit_message(channel, build), env=identity)
+    return git.text(repo, *args, data=commit_message(channel, build), env={**env, **identity})
 
 
-def _tag(repo: Path, name: str, commit: str, build: mf.Build) -> str:
+def _tag(repo: Path, name: str, commit: str, build: mf.Build, env: dict[str, str]) -> str:
     body = (
         f"object {commit}\ntype commit\ntag {name}\n"
         f"tagger {IDENTITY_NAME} <{IDENTITY_EMAIL}> {_epoch(build)}\n\n"
         f"torch {build.torch_version} (git {build.git_version})\n"
     )
-    return git.text(repo, "mktag", data=body)
+    return git.text(repo, "mktag", data=body, env=env)
 
 
-def compute(manifest: mf.Manifest, repo: Path) -> Generated:
-    """Write every object for ``manifest`` into ``repo`` (created if absent); move no ref."""
+def _exists(repo: Path) -> bool:
+    return (repo / ".git").exists() or (repo / "HEAD").exists()
+
+
+def compute(manifest: mf.Manifest, repo: Path, env: dict[str, str] | None = None) -> Generated:
+    """Write every object for ``manifest`` into ``repo`` (created if absent); move no ref. ``env``: git's settings
+    for every command (:func:`check` sends the objects to a scratch folder)."""
     repo.mkdir(parents=True, exist_ok=True)
-    if not (repo / ".git").exists() and not (repo / "HEAD").exists():
+    if not _exists(repo):
         git.text(repo, "init", "--quiet", "--initial-branch=release")
     generated = Generated(branches={}, commits={}, tags={})
     for channel in manifest.channels:
         parent = generated.commits[channel.parent] if channel.parent else None
         for build in channel.builds:
-            parent = _commit(repo, channel.name, build, parent)
+            parent = _commit(repo, channel.name, build, parent, env or {})
             generated.commits[f"{channel.name}@{build.id}"] = parent
             if build.tag:
-                generated.tags[build.tag] = _tag(repo, build.tag, parent, build)
+                generated.tags[build.tag] = _tag(repo, build.tag, parent, build, env or {})
         if parent is not None:
             generated.branches[channel.name] = parent
+    return generated
+
+
+def _objects(repo: Path) -> Path:
+    return repo / ".git" / "objects" if (repo / ".git").is_dir() else repo / "objects"
+
+
+def _refuse_backward(repo: Path, generated: Generated, heads: dict[str, str], env: dict[str, str]) -> None:
+    """TimelineError if a branch would move to a commit that does not contain its tip (results recorded for the old
+    commits would be orphaned)."""
+    for channel, tip in generated.branches.items():
+        current = heads.get(channel)
+        if current and current != tip and \
+                git.run(repo, "merge-base", "--is-ancestor", current, tip, check=False, env=env).returncode != 0:
+            raise TimelineError(
+                f"branch {channel} would move from {current[:12]} to {tip[:12]}, which does not contain it:"
+                " the manifest's history of that channel changed, and results recorded for the old builds"
+                " would be orphaned (use --force to accept)"
+            )
+
+
+def check(manifest: mf.Manifest, repo: Path, force: bool = False) -> Generated:
+    """What :func:`generate` would write, proved without writing a byte in ``repo``: every object made in a scratch
+    repository (which reads ``repo``'s objects), every ref name checked by git, no branch moved backward unless
+    ``force``, and no ref locked by a git process that died. A refusal here leaves the manifest and the timeline
+    as they were."""
+    with tempfile.TemporaryDirectory(prefix="mpsbench-timeline-") as scratch:
+        here = _exists(repo)
+        env = {"GIT_ALTERNATE_OBJECT_DIRECTORIES": str(_objects(repo).resolve())} if here else {}
+        generated = compute(manifest, Path(scratch), env)
+        if here and not force:
+            _refuse_backward(Path(scratch), generated, _heads(repo), env)
+    refs = [f"refs/heads/{name}" for name in generated.branches] + [f"refs/tags/{name}" for name in generated.tags]
+    for ref in refs:
+        if git.run(repo if here else Path(scratch).parent, "check-ref-format", ref, check=False).returncode != 0:
+            raise TimelineError(f"git refuses the ref name {ref!r}; the manifest was not changed")
+    if here:
+        git_dir = repo / ".git" if (repo / ".git").is_dir() else repo
+        for lock in ("HEAD", "packed-refs", *refs):
+            if (git_dir / f"{lock}.lock").exists():
+                raise TimelineError(
+                    f"{git_dir / (lock + '.lock')} exists: a git process that writes the timeline is running or"
+                    " died; if none is running, delete that file and run the command again (nothing was changed)")
     return generated
 
 
@@ -102,16 +152,10 @@ def generate(manifest: mf.Manifest, repo: Path, force: bool = False) -> Generate
     """Write the timeline and move its branches and tags forward; unless ``force``, never to a commit that does not
     contain a branch's tip (results recorded for the old commits would be orphaned)."""
     generated = compute(manifest, repo)
+    _verify(repo, generated)
     heads = _heads(repo)
-    for channel, tip in generated.branches.items():
-        current = heads.get(channel)
-        if current and current != tip and not force and \
-                git.run(repo, "merge-base", "--is-ancestor", current, tip, check=False).returncode != 0:
-            raise TimelineError(
-                f"branch {channel} would move from {current[:12]} to {tip[:12]}, which does not contain it:"
-                " the manifest's history of that channel changed, and results recorded for the old builds"
-                " would be orphaned (use --force to accept)"
-            )
+    if not force:
+        _refuse_backward(repo, generated, heads, {})
     # Only what moves is written: git logs even a ref set to the commit it holds, and a command that refuses after
     # naming its builds (compare, bisect) must leave the timeline's files as they were.
     for channel, tip in generated.branches.items():
@@ -128,6 +172,21 @@ def generate(manifest: mf.Manifest, repo: Path, force: bool = False) -> Generate
         if tags.get(name) != tag:
             git.text(repo, "update-ref", f"refs/tags/{name}", tag)
     return generated
+
+
+def _verify(repo: Path, generated: Generated) -> None:
+    """TimelineError if an object ``generated`` names is not whole in ``repo`` (git writes an object only if its file
+    is absent, so a damaged file stays): read back and checked by git fsck before any ref points at it, so that
+    publish never meets it."""
+    wanted = [*generated.commits.values(), *generated.tags.values()]
+    if not wanted:
+        return
+    done = git.run(repo, "fsck", "--no-dangling", "--no-progress", "--no-reflogs", *wanted, check=False)
+    if done.returncode != 0:
+        why = (git.said(done) or done.stdout.decode()).splitlines()[:1]
+        raise TimelineError(f"the timeline {repo} holds a damaged object ({why[0] if why else 'git fsck failed'});"
+                            f" delete {_objects(repo)} and run `mpsbench timeline generate` to write it again"
+                            " (it is made from the manifest)")
 
 
 def summary(manifest: mf.Manifest, generated: Generated, repo: Path) -> str:

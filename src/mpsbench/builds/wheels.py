@@ -7,6 +7,7 @@ read through HTTP range requests: adding a multi-GB build reads kilobytes.
 from __future__ import annotations
 
 import contextlib
+import email.parser
 import html.parser
 import io
 import re
@@ -18,6 +19,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+import packaging.tags
 import packaging.utils
 import packaging.version
 
@@ -158,24 +160,62 @@ class TorchIdentity:
     built: datetime  # the timestamp of torch/version.py inside the wheel (UTC)
 
 
+def _source(location: str) -> io.RawIOBase | Path:
+    """A wheel at a path, file:// URL or https:// URL, as zipfile opens it (a remote one by HTTP ranges)."""
+    if location.startswith(("http://", "https://")):
+        return _HTTPRangeFile(location)
+    if location.startswith("file://"):
+        return Path(urllib.request.url2pathname(urllib.parse.urlparse(location).path))
+    return Path(location)
+
+
 def torch_identity(location: str) -> TorchIdentity:
     """What a torch wheel at a path, file:// URL or https:// URL says of itself in ``torch/version.py``."""
-    source: io.RawIOBase | Path
-    if location.startswith(("http://", "https://")):
-        source = _HTTPRangeFile(location)
-    elif location.startswith("file://"):
-        source = Path(urllib.request.url2pathname(urllib.parse.urlparse(location).path))
-    else:
-        source = Path(location)
     try:
-        with zipfile.ZipFile(source) as wheel:
+        with zipfile.ZipFile(_source(location)) as wheel:
             info = wheel.getinfo("torch/version.py")
             text = wheel.read(info).decode("utf-8")
     except KeyError:
         raise WheelError(f"{location} holds no torch/version.py: is it a torch wheel?") from None
-    except (OSError, zipfile.BadZipFile) as exc:
+    except (OSError, zipfile.BadZipFile, UnicodeDecodeError) as exc:
         raise WheelError(f"cannot read {location} as a wheel: {exc}") from None
     return TorchIdentity(*version_py(text, location), datetime(*info.date_time, tzinfo=timezone.utc))
+
+
+def _said(wheel: WheelName) -> str:
+    return f"{wheel.name} {wheel.version} for {wheel.python} on {wheel.platform}"
+
+
+def own_identity(location: str) -> WheelName:
+    """A wheel's name, version and tags as its own ``.dist-info/METADATA`` and ``WHEEL`` say, never as its file name
+    says: a WheelError (one line, both named) if the file name says otherwise, e.g. a wheel renamed to another
+    version or platform. Read from the central directory and two small members (a remote wheel by HTTP ranges)."""
+    named = parse_wheel_name(location)
+    try:
+        with zipfile.ZipFile(_source(location)) as archive:
+            infos = [name for name in archive.namelist() if re.fullmatch(r"[^/]+\.dist-info/(METADATA|WHEEL)", name)]
+            folders = {name.split("/", 1)[0] for name in infos}
+            if len(folders) != 1 or len(infos) != 2:
+                raise WheelError(f"{named.filename} holds {len(folders)} .dist-info folders with METADATA and WHEEL;"
+                                 " a wheel has one")
+            folder = folders.pop()
+            metadata = email.parser.HeaderParser().parsestr(archive.read(f"{folder}/METADATA").decode("utf-8"))
+            wheel_file = email.parser.HeaderParser().parsestr(archive.read(f"{folder}/WHEEL").decode("utf-8"))
+    except (OSError, zipfile.BadZipFile, UnicodeDecodeError) as exc:
+        raise WheelError(f"cannot read {location} as a wheel: {exc}") from None
+    try:
+        version = packaging.version.Version(metadata.get("Version", ""))
+        tags = frozenset(tag for line in wheel_file.get_all("Tag") or [] for tag in packaging.tags.parse_tag(line))
+    except (packaging.version.InvalidVersion, ValueError):
+        raise WheelError(f"{named.filename}: its METADATA or WHEEL holds no valid Version or Tag") from None
+    pythons, platforms = (".".join(sorted({getattr(tag, part) for tag in tags})) for part in ("interpreter", "platform"))
+    own = WheelName(named.filename, packaging.utils.canonicalize_name(metadata.get("Name", "")).replace("-", "_"),
+                    str(version), pythons, platforms)
+    file_tags = packaging.utils.parse_wheel_filename(named.filename)[3]
+    if (own.name, own.version) != (named.name, named.version) or not tags or tags != file_tags:
+        raise WheelError(f"{named.filename}: its file name says {_said(named)}, its own metadata"
+                         f" {_said(own)}; refusing a renamed wheel (nothing was changed)")
+    return own
 
 
 def version_py(text: str, where: str) -> tuple[str, str]:

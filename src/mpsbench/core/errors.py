@@ -25,6 +25,7 @@ _REMEDIES = {
     **dict.fromkeys((errno.EACCES, errno.EPERM), "permission denied: make it writable for this user, or work in a copy"),
     errno.ENOENT: "it does not exist: correct the path, or create what is missing",
     errno.ENOTDIR: "a part of the path is a file, not a folder: correct the path",
+    errno.EFBIG: "the file would pass this process's file-size limit (ulimit -f): raise the limit",
 }
 
 

@@ -23,9 +23,11 @@ class LockError(UserError):
 def temporary(path: Path, content: bytes) -> Iterator[Path]:
     """``content`` written beside ``path`` and flushed to disk, in a file removed on the way out unless renamed."""
     partial = path.parent / f".{path.name}-{uuid.uuid4().hex}.tmp"  # open() gives the umask's mode, unlike mkstemp
+    created = False  # a read-only file system refuses even the unlink of a file never made (EROFS)
     try:
         try:
             with open(partial, "xb") as out:
+                created = True
                 out.write(content)
                 out.flush()
                 os.fsync(out.fileno())
@@ -33,7 +35,8 @@ def temporary(path: Path, content: bytes) -> Iterator[Path]:
             raise type(exc)(exc.errno, exc.strerror, str(path)) from None
         yield partial
     finally:
-        partial.unlink(missing_ok=True)
+        if created:
+            partial.unlink(missing_ok=True)
 
 
 def write(path: Path, content: str | bytes) -> None:

@@ -29,5 +29,5 @@ def text(repo: Path, *args: str, data: str | None = None, env: dict[str, str] | 
 
 
 def said(done: subprocess.CompletedProcess[bytes]) -> str:
-    """git's own reason for a failure."""
-    return done.stderr.decode(errors="replace").strip()
+    """git's own reason for a failure, in one line (git may say it in several)."""
+    return "; ".join(line.strip() for line in done.stderr.decode(errors="replace").splitlines() if line.strip())
