@@ -1,21 +1,26 @@
 """What a record run says while it runs, and what each step will cost.
 
-First the plan (each step's order, estimated time and disk), then a line per measured combination (build i of n,
-combinations done of m, elapsed, what is left, disk used and free), a line a minute for a combination that runs longer,
-and a one-line skip for a build that does not fit on the disk; read from the events asv's saving runner writes
-(:mod:`mpsbench.core.asv_saving`).
+First the plan: what the run needs (disk per build and in all, what it downloads and from which hosts), then each
+build's steps with their estimated time. Then one line per measured combination (build i of n, combinations done of
+m, elapsed, what is left, disk used and free), a line a minute while a build installs or a combination runs longer,
+a skip's reason once, and a one-line skip for a build that does not fit on the disk; read from the events asv's
+saving runner writes (:mod:`mpsbench.core.asv_saving`). asv's own lines go to a log file, never between these.
 
-Estimates: every combination measured adds a line to ``<results>-costs.jsonl`` (beside the results folder: asv reads
-every file inside it). A combination's estimate is the median of this machine's lines for it, else of its benchmark's,
-else docs/budget.md's measured build spread over this machine's default selection; an install's (or a switch to a
-build installed already), the median of the build times of that kind asv recorded here (``durations["<build>"]``),
-else the measured figure. Each says where it came from.
+Estimates (docs/explanation/estimates.md): every combination measured adds a line to ``<results>-costs.jsonl``
+(beside the results folder: asv reads every file inside it) with its wall time (from the previous combination's end:
+the setup_cache and process start-up it waited for are its cost too), and every step its start-up (environment,
+install, discovery). A combination's estimate is the median of this machine's lines for it, else of its benchmark's,
+else the figure measured for its benchmark on its device (:data:`MEASURED_SECONDS`), else its device's measured
+average. While a run goes, what is left is scaled by what the run has shown: per device and benchmark, the time
+its combinations took over the time estimated for them (:class:`Pace`). The costs file also says which combinations
+skipped here, and why (:func:`skipped`): the record counts them as settled.
 """
 
 from __future__ import annotations
 
 import contextlib
 import json
+import re
 import statistics
 import time
 from collections.abc import Iterable, Iterator, Sequence
@@ -26,14 +31,27 @@ from typing import Any, Protocol
 from mpsbench.core import asv_saving, progress
 
 GB = 1e9
-LONG = 60.0  # seconds: a combination running longer says so, once a minute
-# docs/budget.md's measured builds: the default selection on the project's 2-core VM (cpu) and on one H100 (gpu)
-BUDGET_BUILD_SECONDS = {"cpu": 787.0, "gpu": 165.0}
-BUDGET_INSTALL_SECONDS = 80.0  # a cold install on that VM (measured: 79-82 s)
-CACHED_SWITCH_SECONDS = 5.0  # an installed build: asv's environment check and one .pth file (measured: 1-9 s, budget.md: 9 s)
+LONG = 60.0  # seconds: a combination running longer, or a build installing, says so once a minute
+# Wall seconds per combination of the default selection, per device and benchmark (docs/evidence/estimates.md: the
+# cpu's from a whole default build on the project's 2-core VM, loaded by other work; the GPUs' from docs/budget.md's
+# H100 parts, mps given cuda's as no Mac has been measured). A benchmark not listed: its device's average.
+MEASURED_SECONDS: dict[str, dict[str, float]] = {
+    "cpu": {},
+    "cuda": {
+        "benchmark_models.Training.time_step": 4.0, "benchmark_models.Inference.time_step": 2.1,
+    },
+}
+MEASURED_SECONDS["mps"] = MEASURED_SECONDS["cuda"]
+# A device's average: docs/budget.md's measured builds over their combinations (cpu: 787 s for 354; cuda: 165 s for
+# 108 on one H100)
+DEVICE_AVERAGE_SECONDS = {"cpu": 787.0 / 354, "cuda": 165.0 / 108, "mps": 165.0 / 108}
+STEP_START_SECONDS = 16.0  # asv's environment check, uninstall and .pth switch, discovery, forkserver (measured: 16 s)
+BUDGET_INSTALL_SECONDS = 80.0  # a cold install on that VM (measured: 79-82 s), besides its download
+CACHED_SWITCH_SECONDS = 5.0  # an installed build: asv's environment check and one .pth file (measured: 1-9 s)
 WHERE_MEASURED = "this machine's earlier runs"
-WHERE_BUDGET = "docs/budget.md's measured build (no run here yet)"
-WHERE_BOTH = "this machine's runs and docs/budget.md"
+WHERE_BUDGET = "figures measured elsewhere (no run here yet)"
+WHERE_BOTH = "this machine's runs and figures measured elsewhere"
+DEVICE = re.compile(r"\('(cpu|mps|cuda)'")  # a combination's first param, where it is a device
 
 log = progress.logger(__name__)
 
@@ -43,11 +61,31 @@ def trail(results: Path) -> Path:
 
 
 def add(results: Path, machine: str, lines: Iterable[dict[str, object]]) -> None:
-    """Append measured combinations (asv_saving's "done" events) to the costs file."""
+    """Append measured combinations (asv_saving's "done" events) and steps' start-ups to the costs file."""
     text = "".join(json.dumps({"machine": machine, **line}, sort_keys=True) + "\n" for line in lines)
     if text:
-        with open(trail(results), "a") as out:
-            out.write(text)
+        with open(trail(results), "a+b") as out:
+            if out.tell() and (out.seek(out.tell() - 1), out.read(1))[1] != b"\n":
+                text = "\n" + text  # a line a kill cut short stays a line of its own, passed over when read
+            out.write(text.encode())
+
+
+def _lines(results: Path, machine: str) -> Iterator[dict[str, Any]]:
+    try:
+        texts = trail(results).read_text().splitlines()
+    except OSError:
+        texts = []
+    for text in texts:
+        with contextlib.suppress(ValueError):
+            line = json.loads(text)
+            if isinstance(line, dict) and line.get("machine") == machine:
+                yield line  # a line cut short by a kill is no JSON: passed over
+
+
+def skipped(results: Path, machine: str, commit: str) -> dict[str, str]:
+    """The combinations a run on ``machine`` saw skip on the build ``commit``, each with its reason."""
+    return {str(line.get("name")): str(line.get("reason", "no reason given")) for line in _lines(results, machine)
+            if line.get("outcome") == "skipped" and line.get("build") == commit}
 
 
 def clock(seconds: float) -> str:
@@ -64,6 +102,16 @@ def _gb(size: float) -> str:
     return f"{size / GB:.1f} GB"
 
 
+def device(name: str) -> str:
+    """A combination's device ("cpu" where it names none: the host runs it)."""
+    found = DEVICE.search(name)
+    return found[1] if found else "cpu"
+
+
+def benchmark(name: str) -> str:
+    return name.split("(", 1)[0]
+
+
 @dataclass(frozen=True)
 class Estimate:
     seconds: float
@@ -73,26 +121,25 @@ class Estimate:
         return Estimate(self.seconds + other.seconds, self.source if self.source == other.source else WHERE_BOTH)
 
 
+def source(estimates: Sequence[Estimate]) -> str:
+    """Where a sum of estimates comes from."""
+    found = {estimate.source for estimate in estimates}
+    return found.pop() if len(found) == 1 else WHERE_BOTH if found else WHERE_MEASURED
+
+
 class Costs:
     """This machine's measured costs, read once per record run."""
 
-    def __init__(self, results: Path, machine: str, gpu: bool, default: int) -> None:
+    def __init__(self, results: Path, machine: str, gpu: bool = False, default: int = 0) -> None:
         self.by_name: dict[str, list[float]] = {}
-        self.by_benchmark: dict[str, list[float]] = {}
-        self.gpu = gpu
-        self.default = default  # combinations in this machine's default selection: the budget's build ran those
-        try:
-            lines = trail(results).read_text().splitlines()
-        except OSError:
-            lines = []
-        for text in lines:
-            try:
-                line = json.loads(text)
-                name, seconds = str(line["name"]), float(line["seconds"])
-            except (ValueError, KeyError, TypeError):
-                continue  # a line cut short by a kill
-            if line.get("machine") == machine:
-                self.note(name, seconds)
+        self.by_benchmark: dict[tuple[str, str], list[float]] = {}  # by device and benchmark
+        self.starts: dict[bool, list[float]] = {True: [], False: []}  # a step's start-up, by: was its build installed
+        for line in _lines(results, machine):
+            with contextlib.suppress(ValueError, KeyError, TypeError):
+                if line.get("event") == "begin":
+                    self.starts[bool(line["installed"])].append(float(line["seconds"]))
+                else:  # a combination: its wall time where the line has one (older lines: its own time)
+                    self.note(str(line["name"]), float(line.get("wall", line["seconds"])))
         self.installs: list[float] = []
         for path in (results / machine).glob("*.json"):
             try:
@@ -104,25 +151,70 @@ class Costs:
 
     def note(self, name: str, seconds: float) -> None:
         self.by_name.setdefault(name, []).append(seconds)
-        self.by_benchmark.setdefault(name.split("(", 1)[0], []).append(seconds)
+        self.by_benchmark.setdefault((device(name), benchmark(name)), []).append(seconds)
+
+    def combination(self, name: str) -> Estimate:
+        """One combination: this machine's median for it, or its benchmark's on its device; else the measured figures."""
+        seconds = self.by_name.get(name) or self.by_benchmark.get((device(name), benchmark(name)))
+        if seconds:
+            return Estimate(statistics.median(seconds), WHERE_MEASURED)
+        on = device(name)
+        table = MEASURED_SECONDS.get(on, {})
+        return Estimate(table.get(benchmark(name), DEVICE_AVERAGE_SECONDS.get(on, DEVICE_AVERAGE_SECONDS["cpu"])),
+                        WHERE_BUDGET)
 
     def combinations(self, names: Sequence[str]) -> Estimate:
-        known = [self.by_name.get(name) or self.by_benchmark.get(name.split("(", 1)[0]) for name in names]
-        total = sum((statistics.median(seconds) for seconds in known if seconds), 0.0)
-        fallback = sum(not seconds for seconds in known)
-        if not fallback:
-            return Estimate(total, WHERE_MEASURED)
-        spread = BUDGET_BUILD_SECONDS["gpu" if self.gpu else "cpu"] / max(self.default, 1) * fallback
-        return Estimate(total + spread, WHERE_BUDGET if not total else WHERE_BOTH)
+        found = [self.combination(name) for name in names]
+        return Estimate(sum(estimate.seconds for estimate in found), source(found))
 
     def install(self, installed: bool) -> Estimate:
+        """A step's start-up: asv's environment, the build's install (or switch), discovery, the forkserver."""
+        if self.starts[installed]:
+            return Estimate(statistics.median(self.starts[installed]), WHERE_MEASURED)
         # asv records a switch to a cached build as a build time too: seconds, where an install takes a minute or more
-        switches = [seconds for seconds in self.installs if seconds <= 30]
-        cold = [seconds for seconds in self.installs if seconds > 30]
-        measured = switches if installed else cold
+        measured = [seconds for seconds in self.installs if (seconds <= 30) == installed]
         if measured:
-            return Estimate(statistics.median(measured), WHERE_MEASURED)
-        return Estimate(CACHED_SWITCH_SECONDS if installed else BUDGET_INSTALL_SECONDS, WHERE_BUDGET)
+            return Estimate(STEP_START_SECONDS + statistics.median(measured), WHERE_BOTH)
+        return Estimate(STEP_START_SECONDS + (0.0 if installed else BUDGET_INSTALL_SECONDS), WHERE_BUDGET)
+
+
+class Pace:
+    """How this run goes against its estimates: per device and benchmark, the seconds its combinations took over the
+    seconds estimated for them, shrunk towards the whole run's ratio (and that towards 1) until a few are done, so
+    that one slow combination does not swing what is left."""
+
+    PRIOR = 3.0  # combinations' worth of belief in the wider ratio
+
+    def __init__(self) -> None:
+        self.took: dict[tuple[str, ...], float] = {}
+        self.expected: dict[tuple[str, ...], float] = {}
+        self.count: dict[tuple[str, ...], int] = {}
+
+    @staticmethod
+    def _keys(name: str) -> tuple[tuple[str, ...], ...]:
+        return (), (device(name),), (device(name), benchmark(name))
+
+    def note(self, name: str, took: float, expected: float) -> None:
+        for key in self._keys(name):
+            self.took[key] = self.took.get(key, 0.0) + took
+            self.expected[key] = self.expected.get(key, 0.0) + max(expected, 1e-3)
+            self.count[key] = self.count.get(key, 0) + 1
+
+    def overall(self) -> float:
+        """The whole run's ratio: a step's start-up (environment, install) is scaled by it."""
+        return self._ratio(self._keys("")[:1])
+
+    def ratio(self, name: str) -> float:
+        return self._ratio(self._keys(name))
+
+    def _ratio(self, keys: Sequence[tuple[str, ...]]) -> float:
+        ratio = 1.0
+        for key in keys:
+            count = self.count.get(key, 0)
+            if count:
+                mean = self.expected[key] / count  # a prior of PRIOR combinations at the wider ratio
+                ratio = (self.took[key] + ratio * self.PRIOR * mean) / (self.expected[key] + self.PRIOR * mean)
+        return ratio
 
 
 @dataclass(frozen=True)
@@ -140,6 +232,8 @@ class Builds(Protocol):
     def name(self, commit: str) -> str: ...
 
     def need(self, commit: str) -> tuple[int, str, bool]: ...  # bytes the install adds, where that figure is from, installed
+
+    def download(self, commit: str) -> tuple[int, tuple[str, ...]]: ...  # bytes to fetch, the hosts they come from
 
     def free(self) -> int: ...
 
@@ -163,37 +257,72 @@ class Watch:
         self.said_long = 0.0
         self.skipped: set[str] = set()
         self.cache_used = builds.used() if builds else 0
+        self.pace = Pace()
+        self.expected = {name: self.estimates.combination(name).seconds for step in self.steps for name in step.names}
+        self.step_began = self.last_event = 0.0  # monotonic; the previous combination's end (wall), else the step's
+        self.last_at: float | None = None  # the events' own clock (time.time()) of the previous end in this step
+        self.began_at = 0.0  # time.time() when this step began
+        self.starting = True  # no combination of this step has started yet: asv installs, discovers
+        self.said_reasons: set[str] = set()
 
     def _name(self, commit: str) -> str:
         return self.builds.name(commit) if self.builds else commit[:8]
 
+    def _start_up(self, commit: str, first: bool) -> Estimate:
+        if not first:
+            return Estimate(0.0, WHERE_MEASURED)
+        estimate = self.estimates.install(commit in self.installed)
+        return Estimate(estimate.seconds * self.pace.overall(), estimate.source)
+
+    def _estimate(self, names: Sequence[str]) -> Estimate:
+        """What ``names`` will take: their estimates, scaled by this run's pace so far."""
+        found = [self.estimates.combination(name) for name in names]
+        seconds = sum(estimate.seconds * self.pace.ratio(name) for name, estimate in zip(names, found, strict=True))
+        return Estimate(seconds, source(found))
+
     def _estimates(self, steps: Iterable[Step], seen: set[str]) -> Iterator[tuple[Step, bool, Estimate]]:
-        """Each step, whether it is the first of its build not in ``seen`` (its install counted), and its estimate."""
+        """Each step, whether it is the first of its build not in ``seen`` (its start-up counted), and its estimate."""
         for step in steps:
             first = step.commit not in seen
             seen.add(step.commit)
-            estimate = self.estimates.combinations(step.names)
-            yield step, first, self.estimates.install(step.commit in self.installed) + estimate if first else estimate
+            estimate = self._estimate(step.names)
+            yield step, first, self._start_up(step.commit, first) + estimate if first else estimate
+
+    def _costs(self) -> list[str]:
+        """What the run needs before it starts: disk, downloads, hosts."""
+        if self.builds is None:
+            return []
+        needed = sum(need for need, _, installed in self.needs.values() if not installed)
+        fetch = [self.builds.download(commit) for commit in self.commits if commit not in self.installed]
+        size = sum(bytes_ for bytes_, _ in fetch)
+        hosts = sorted({host for _, found in fetch for host in found})
+        free = self.builds.free()
+        lines = [f"  disk: about {_gb(needed)} more in the build cache {self.builds.cache()} (it holds"
+                 f" {_gb(self.cache_used)}), {_gb(free)} free there"
+                 + ("" if needed <= free else ": builds that do not fit are skipped, each with a line"
+                    " (MPSBENCH_CACHE=/path moves the cache to a disk with room)")]
+        lines.append(f"  downloads: about {_gb(size)} of wheels" + (f" from {', '.join(hosts)}" if hosts else "")
+                     + "; retried and resumed where cut" if size else "  downloads: none (every build is installed or"
+                     " stored here)")
+        return lines
 
     def plan(self) -> str:
-        """The run's first lines: what it will do, in what order, each step's estimated time and disk."""
-        lines = [f"the run: {len(self.commits)} builds, newest first, {self.total} combinations; each value is saved"
-                 " as it is measured, so a stopped run keeps it and the next one goes on from there"]
+        """The run's first lines: what it needs, then each build (numbered as the count says) and its steps."""
+        lines = [f"the run: {len(self.commits)} build{'s' if len(self.commits) != 1 else ''}, newest first,"
+                 f" {self.total} combinations; each value is saved as it is measured, so a stopped run keeps it and"
+                 " the next one goes on from there", *self._costs()]
         total = Estimate(0.0, WHERE_MEASURED)
-        for number, (step, first, estimate) in enumerate(self._estimates(self.steps, set()), 1):
+        for step, first, estimate in self._estimates(self.steps, set()):
             total = total + estimate
-            need, how, installed = self.needs[step.commit]
-            disk = ""
-            if first and self.builds is not None:  # without them, nothing is known of the build's install
-                disk = f"  disk: none, {how}" if installed else f"  disk: about {_gb(need)} ({how})"
-            lines.append(f"  {number}. {self._name(step.commit)}: {step.tier}, {len(step.names)} combinations,"
-                         f" about {clock(estimate.seconds)} ({estimate.source}){disk}")
-        if self.builds is not None:
-            needed = sum(need for need, _, installed in self.needs.values() if not installed)
-            lines.append(f"  in all about {clock(total.seconds)} and {_gb(needed)} more disk; the build cache"
-                         f" {self.builds.cache()} holds {_gb(self.cache_used)}, {_gb(self.builds.free())} free there"
-                         + ("" if needed <= self.builds.free() else ": builds that do not fit are skipped, each"
-                            " with a line (MPSBENCH_CACHE=/path moves the cache to a disk with room)"))
+            if first:
+                need, how, installed = self.needs[step.commit]
+                disk = ""
+                if self.builds is not None:  # without them, nothing is known of the build's install
+                    disk = f"; disk: none, {how}" if installed else f"; disk: about {_gb(need)} ({how})"
+                lines.append(f"  {self.commits.index(step.commit) + 1}. {self._name(step.commit)}{disk}")
+            lines.append(f"     {step.tier}: {len(step.names)} combinations, about {clock(estimate.seconds)}"
+                         f" ({estimate.source})")
+        lines.append(f"  in all about {clock(total.seconds)}; the estimate learns from each combination measured")
         return "\n".join(lines)
 
     def begin(self, step: Step) -> bool:
@@ -210,36 +339,68 @@ class Watch:
                         " to a disk with room (MPSBENCH_CACHE=/path scripts/bench), and run again")
             return False
         self.cache_used = self.builds.used() if self.builds is not None else 0
+        self.step_began = self.last_event = self.said_long = time.monotonic()
+        self.began_at, self.last_at, self.starting = time.time(), None, True
         log.info(f"build {self.commits.index(step.commit) + 1} of {len(self.commits)}: {self._name(step.commit)},"
-                 f" {step.tier}: {len(step.names)} combinations")
+                 f" {step.tier}: {len(step.names)} combinations"
+                 + ("" if step.commit in self.installed else ", installed first"))
         return True
 
     def poll(self, scratch: Path) -> list[dict[str, Any]]:
-        """The combinations measured since the last poll (each already saved in ``scratch``), progress said."""
-        done = []
+        """The combinations measured since the last poll (each already saved in ``scratch``), with their wall time, and
+        the step's start-up once its first combination starts; progress said."""
+        done: list[dict[str, Any]] = []
+        commit = self.current.commit if self.current else ""
         for event in self._read(scratch):
+            at = float(event.get("at", time.time()))
             if event.get("event") == "start":
-                self.running, self.said_long = (str(event.get("name")), time.monotonic()), 0.0
+                self.running, self.said_long = (str(event.get("name")), time.monotonic()), time.monotonic()
+                if self.starting:
+                    self.starting = False
+                    self.last_at = at
+                    start_up = max(0.0, at - self.began_at)
+                    done.append({"event": "begin", "build": commit, "installed": commit in self.installed,
+                                 "seconds": round(start_up, 3)})
             elif event.get("event") == "done":
-                done.append(event)
+                name, seconds = str(event.get("name")), float(event.get("seconds", 0.0))
+                wall = max(seconds, at - self.last_at) if self.last_at is not None else seconds
+                self.last_at = at
+                done.append({**event, "wall": round(wall, 3)})
                 self.done += 1
                 self.running = None
-                name, seconds = str(event.get("name")), float(event.get("seconds", 0.0))
+                self.last_event = time.monotonic()
                 if name in self.left:
                     self.left.remove(name)
-                self.estimates.note(name, seconds)
-                commit = self.current.commit if self.current else ""
+                self.pace.note(name, wall, self.expected.get(name, wall))
+                self.estimates.note(name, wall)
                 if commit not in self.installed and self.builds is not None:  # its install is done: the disk it took
                     self.cache_used = self.builds.used()
                 self.installed.add(commit)
-                log.info(self.line(name, str(event.get("outcome")), seconds))
+                log.info(self.line(name, self._outcome(event), seconds))
+        now = time.monotonic()
         if self.running is not None:
             name, since = self.running
-            running_for = time.monotonic() - since
-            if running_for >= LONG and running_for - self.said_long >= LONG:
-                self.said_long = running_for
-                log.info(f"still measuring {name}: {clock(running_for)} so far")
+            if now - self.said_long >= LONG:
+                self.said_long = now
+                log.info(f"still measuring {name}: {clock(now - since)} so far")
+        elif self.starting and self.current is not None and now - self.said_long >= LONG:
+            self.said_long = now
+            grown = (self.builds.used() - self.cache_used) if self.builds is not None else 0
+            what = "installing the build and starting asv" if commit not in self.installed else "starting asv"
+            log.info(f"{what}: {clock(now - self.step_began)} so far"
+                     + (f", the build cache has grown by {_gb(grown)} (downloads and the install)" if grown > 0 else ""))
         return done
+
+    def _outcome(self, event: dict[str, Any]) -> str:
+        """A combination's outcome; a skip with its reason, once per reason in a run."""
+        outcome = str(event.get("outcome"))
+        if outcome != "skipped":
+            return outcome
+        reason = str(event.get("reason", "no reason given"))
+        if reason in self.said_reasons:
+            return "skipped (as above)"
+        self.said_reasons.add(reason)
+        return f"skipped: {reason}"
 
     def _read(self, scratch: Path) -> list[dict[str, Any]]:
         try:
@@ -257,10 +418,17 @@ class Watch:
         return events
 
     def remaining(self) -> Estimate:
-        """What is left: this step's combinations not yet measured, then every later step."""
-        estimate = self.estimates.combinations(self.left)
+        """What is left: this step's combinations not yet measured (less what the one running has taken), its start-up
+        while it is starting, then every later step; all at this run's pace."""
+        estimate = self._estimate(self.left)
         if self.current is None:
             return estimate
+        now = time.monotonic()
+        if self.starting:
+            start_up = self._start_up(self.current.commit, True).seconds
+            estimate = estimate + Estimate(max(0.0, start_up - (now - self.step_began)), estimate.source)
+        elif self.running is not None:  # the time since the last end is already spent on what is left
+            estimate = Estimate(max(0.0, estimate.seconds - (now - self.last_event)), estimate.source)
         later = [step for step in self.steps[self.steps.index(self.current) + 1:] if step.commit not in self.skipped]
         return sum((step_estimate for _, _, step_estimate in self._estimates(later, {self.current.commit})), estimate)
 
