@@ -275,12 +275,14 @@ DOWNLOAD_BACKOFF = 2.0  # seconds before the second attempt, doubled before each
 PROGRESS_EVERY = 60.0  # seconds between a long download's progress lines
 
 
-def _download(url: str, target: Path, tries: int = DOWNLOAD_TRIES, backoff: float = DOWNLOAD_BACKOFF) -> Path:
+def _download(url: str, target: Path, tries: int | None = None, backoff: float | None = None) -> Path:
     """``url`` into ``target``: a connection cut or timed out is retried (``tries`` in all, waiting ``backoff`` seconds,
-    doubled each time) from the byte it stopped at (an HTTP Range request; from the start where the server ignores
+    doubled each time; default DOWNLOAD_TRIES and DOWNLOAD_BACKOFF) from the byte it stopped at (an HTTP Range request; from the start where the server ignores
     it). A line a minute on stderr with the bytes done. The caller checks the sha256 of what arrives."""
     import http.client
 
+    tries = DOWNLOAD_TRIES if tries is None else tries
+    backoff = DOWNLOAD_BACKOFF if backoff is None else backoff
     done, total, said, problem = 0, None, time.monotonic(), ""
     for attempt in range(1, tries + 1):
         headers = {"User-Agent": "mpsbench", **({"Range": f"bytes={done}-"} if done else {})}

@@ -371,8 +371,8 @@ class Watch:
                 self.last_event = time.monotonic()
                 if name in self.left:
                     self.left.remove(name)
+                # the costs stay as read (the next run learns this one): the pace carries what this run shows
                 self.pace.note(name, wall, self.expected.get(name, wall))
-                self.estimates.note(name, wall)
                 if commit not in self.installed and self.builds is not None:  # its install is done: the disk it took
                     self.cache_used = self.builds.used()
                 self.installed.add(commit)
