@@ -26,7 +26,7 @@ class _Flaky(http.server.BaseHTTPRequestHandler):
     ranges = True
     seen: list[str | None] = []
 
-    def do_GET(self) -> None:  # noqa: N802 (http.server's name)
+    def do_GET(self) -> None:
         if self.path != "/torch.whl":
             self.send_error(404)
             return
@@ -81,8 +81,7 @@ def test_a_server_that_ignores_the_range_gets_the_whole_file_again(server, tmp_p
 
 def test_attempts_are_bounded_and_the_last_problem_is_said(server, tmp_path):
     server.cuts = 10
-    with pytest.raises(install_build.InstallError, match=r"torch\.whl: cannot download .* after 3 attempts: the"
-                                                         r" connection closed|after 3 attempts"):
+    with pytest.raises(install_build.InstallError, match=r"^torch\.whl: cannot download .* after 3 attempts: "):
         install_build._download(f"{server.url}/torch.whl", tmp_path / "torch.whl", tries=3, backoff=0.0)
     assert len(server.seen) == 3
 
