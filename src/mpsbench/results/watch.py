@@ -32,13 +32,33 @@ from mpsbench.core import asv_saving, progress
 
 GB = 1e9
 LONG = 60.0  # seconds: a combination running longer, or a build installing, says so once a minute
-# Wall seconds per combination of the default selection, per device and benchmark (docs/evidence/estimates.md: the
-# cpu's from a whole default build on the project's 2-core VM, loaded by other work; the GPUs' from docs/budget.md's
-# H100 parts, mps given cuda's as no Mac has been measured). A benchmark not listed: its device's average.
+# Seconds per combination, per device and benchmark, measured (docs/evidence/estimates.md, "The table"). The cpu's:
+# the 2-core VM, quiet, torch 2.14.1, 2026-11-23 (tests/data/recorded/cpu-2026-11-23: asv's duration of each benchmark
+# over its values, a class's setup_cache shared among its combinations). cuda's: one H100, docs/budget.md's parts
+# (2026-11-27). mps is given cuda's: no Mac has been measured. A benchmark not listed: its device's average.
+_CAPACITY = ("track_peak_memory", "track_throughput", "track_joules_per_step")
 MEASURED_SECONDS: dict[str, dict[str, float]] = {
-    "cpu": {},
-    "cuda": {
+    "cpu": {
+        "benchmark_models.Training.time_step": 9.35, "benchmark_models.Inference.time_step": 5.36,
+        **{f"benchmark_models.{kind}Capacity.{metric}": 3.0 for kind in ("Training", "Inference") for metric in _CAPACITY},
+        "benchmark_coldstart.TrainingColdStart.timeraw_first_step": 9.2,
+        "benchmark_coldstart.InferenceColdStart.timeraw_first_step": 5.2,
+        **{f"benchmark_epoch.Epoch.{metric}": 4.2
+           for metric in ("track_data_wait_fraction", "track_epoch_seconds", "track_images_per_second")},
+        **{f"benchmark_instruments.{kind}Instruments.{metric}": 2.6 for kind in ("Training", "Inference")
+           for metric in ("track_accuracy_error", "track_driver_memory", "track_fallback_ops", "track_leak")},
+        "benchmark_ops.ComputeBoundOps.time_forward": 0.41, "benchmark_ops.ComputeBoundOps.track_gflops": 0.48,
+        "benchmark_ops.ForwardBackwardOps.time_forward_backward": 0.70,
+        "benchmark_ops.MemoryBoundOps.time_forward": 0.47, "benchmark_ops.MemoryBoundOps.track_gbps": 0.46,
+        "benchmark_precision.TrainingPrecision.time_step": 7.98, "benchmark_precision.InferencePrecision.time_step": 3.07,
+        "benchmark_precision.TrainingPrecisionCapacity.track_peak_memory": 2.4,
+        "benchmark_precision.InferencePrecisionCapacity.track_peak_memory": 2.4,
+    },
+    "cuda": {  # 24.1 s for 6 training steps, 10.4 s for 5 inference steps, 38.7 s for 57 op processes
         "benchmark_models.Training.time_step": 4.0, "benchmark_models.Inference.time_step": 2.1,
+        **{f"benchmark_ops.{name}": 0.68 for name in (
+            "ComputeBoundOps.time_forward", "ComputeBoundOps.track_gflops", "ForwardBackwardOps.time_forward_backward",
+            "MemoryBoundOps.time_forward", "MemoryBoundOps.track_gbps")},
     },
 }
 MEASURED_SECONDS["mps"] = MEASURED_SECONDS["cuda"]
@@ -179,11 +199,12 @@ class Costs:
 
 
 class Pace:
-    """How this run goes against its estimates: per device and benchmark, the seconds its combinations took over the
-    seconds estimated for them, shrunk towards the whole run's ratio (and that towards 1) until a few are done, so
-    that one slow combination does not swing what is left."""
+    """How this run goes against its estimates: the seconds its combinations took over the seconds estimated for them,
+    for the combination's device and benchmark where :data:`ENOUGH` of them are done, else its device's, else the
+    whole run's, which leans on 1 until a few are done, so that one odd combination does not swing what is left."""
 
-    PRIOR = 3.0  # combinations' worth of belief in the wider ratio
+    ENOUGH = 3  # combinations done before a device's or a benchmark's own ratio is used
+    PRIOR = 3.0  # combinations' worth of belief in 1 (the estimates as they are) for the whole run's ratio
 
     def __init__(self) -> None:
         self.took: dict[tuple[str, ...], float] = {}
@@ -202,19 +223,17 @@ class Pace:
 
     def overall(self) -> float:
         """The whole run's ratio: a step's start-up (environment, install) is scaled by it."""
-        return self._ratio(self._keys("")[:1])
+        count = self.count.get((), 0)
+        if not count:
+            return 1.0
+        prior = self.PRIOR * self.expected[()] / count
+        return (self.took[()] + prior) / (self.expected[()] + prior)
 
     def ratio(self, name: str) -> float:
-        return self._ratio(self._keys(name))
-
-    def _ratio(self, keys: Sequence[tuple[str, ...]]) -> float:
-        ratio = 1.0
-        for key in keys:
-            count = self.count.get(key, 0)
-            if count:
-                mean = self.expected[key] / count  # a prior of PRIOR combinations at the wider ratio
-                ratio = (self.took[key] + ratio * self.PRIOR * mean) / (self.expected[key] + self.PRIOR * mean)
-        return ratio
+        for key in reversed(self._keys(name)[1:]):
+            if self.count.get(key, 0) >= self.ENOUGH:
+                return self.took[key] / self.expected[key]
+        return self.overall()
 
 
 @dataclass(frozen=True)
