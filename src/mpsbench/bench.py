@@ -117,19 +117,19 @@ class Builds:
 
 
 def _state(suite: Suite) -> str:
-    """What the site is made from: every results file and the timeline's branches (names, sizes, times), and the
-    site's own code."""
+    """What the site is made from: every results file, the timeline's branches and the site's own code, by content
+    (a file written again unchanged, as the machine entry is each run, changes nothing)."""
     import hashlib
 
     import mpsbench.site
 
     digest = hashlib.sha256()
     site_code = Path(mpsbench.site.__file__).parent
-    for folder in (suite.conf.results, suite.timeline_path / ".git" / "refs", site_code):
-        for path in sorted(folder.rglob("*")) if folder.is_dir() else []:
+    refs = suite.timeline_path / ".git"
+    for folder in (suite.conf.results, refs / "refs", refs / "packed-refs", site_code):
+        for path in sorted(folder.rglob("*")) if folder.is_dir() else [folder]:
             if path.is_file():
-                stat = path.stat()
-                digest.update(f"{path}\0{stat.st_size}\0{stat.st_mtime_ns}\n".encode())
+                digest.update(f"{path}\0".encode() + hashlib.sha256(path.read_bytes()).digest())
     return digest.hexdigest()
 
 
