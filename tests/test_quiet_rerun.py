@@ -41,6 +41,6 @@ def test_a_run_prints_one_line_a_combination_and_a_rerun_with_nothing_new_starts
     again = _bench(repo, env)
     assert again.returncode == 0, again.stdout[-3000:] + again.stderr[-3000:]
     said = again.stdout + again.stderr
-    assert "nothing to run" in said and "is up to date: nothing recorded since it was published" in said
+    assert "nothing to run" in said and "is up to date: nothing recorded since it was published" in said, said
     assert asv_log.stat().st_size == size  # no asv run wrote a line
     assert site.stat().st_mtime_ns == published  # not published again
