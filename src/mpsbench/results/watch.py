@@ -199,17 +199,17 @@ class Costs:
 
 
 class Pace:
-    """How this run goes against its estimates: the seconds its combinations took over the seconds estimated for them,
-    for the combination's device and benchmark where :data:`ENOUGH` of them are done, else its device's, else the
-    whole run's, which leans on 1 until a few are done, so that one odd combination does not swing what is left."""
+    """How this run goes against its estimates: the seconds its combinations took over the seconds estimated for
+    them. The whole run's ratio leans on 1 (the estimates as they are), a device's on the run's, a benchmark's on its
+    device's, each with :data:`PRIOR_SECONDS` of estimated work's worth of belief: combinations estimated at a second
+    each say little about those estimated at minutes, so the ratio moves as the estimated work done grows, not as the
+    count does, and one odd combination does not swing what is left."""
 
-    ENOUGH = 3  # combinations done before a device's or a benchmark's own ratio is used
-    PRIOR = 3.0  # combinations' worth of belief in 1 (the estimates as they are) for the whole run's ratio
+    PRIOR_SECONDS = 120.0
 
     def __init__(self) -> None:
         self.took: dict[tuple[str, ...], float] = {}
         self.expected: dict[tuple[str, ...], float] = {}
-        self.count: dict[tuple[str, ...], int] = {}
 
     @staticmethod
     def _keys(name: str) -> tuple[tuple[str, ...], ...]:
@@ -219,21 +219,20 @@ class Pace:
         for key in self._keys(name):
             self.took[key] = self.took.get(key, 0.0) + took
             self.expected[key] = self.expected.get(key, 0.0) + max(expected, 1e-3)
-            self.count[key] = self.count.get(key, 0) + 1
+
+    def _ratio(self, keys: Sequence[tuple[str, ...]]) -> float:
+        ratio = 1.0
+        for key in keys:
+            ratio = (self.took.get(key, 0.0) + self.PRIOR_SECONDS * ratio) / (self.expected.get(key, 0.0)
+                                                                              + self.PRIOR_SECONDS)
+        return ratio
 
     def overall(self) -> float:
         """The whole run's ratio: a step's start-up (environment, install) is scaled by it."""
-        count = self.count.get((), 0)
-        if not count:
-            return 1.0
-        prior = self.PRIOR * self.expected[()] / count
-        return (self.took[()] + prior) / (self.expected[()] + prior)
+        return self._ratio([()])
 
     def ratio(self, name: str) -> float:
-        for key in reversed(self._keys(name)[1:]):
-            if self.count.get(key, 0) >= self.ENOUGH:
-                return self.took[key] / self.expected[key]
-        return self.overall()
+        return self._ratio(self._keys(name))
 
 
 @dataclass(frozen=True)
