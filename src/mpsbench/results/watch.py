@@ -201,15 +201,23 @@ class Costs:
 class Pace:
     """How this run goes against its estimates: the seconds its combinations took over the seconds estimated for
     them. The whole run's ratio leans on 1 (the estimates as they are), a device's on the run's, a benchmark's on its
-    device's, each with :data:`PRIOR_SECONDS` of estimated work's worth of belief: combinations estimated at a second
-    each say little about those estimated at minutes, so the ratio moves as the estimated work done grows, not as the
-    count does, and one odd combination does not swing what is left."""
+    device's, each with the belief of :data:`PRIOR` combinations like those of it still to run: combinations estimated
+    at a second each say little about those estimated at minutes, and one odd combination does not swing what is
+    left; a benchmark of many short combinations learns its own pace after a few."""
 
-    PRIOR_SECONDS = 120.0
+    PRIOR = 3.0
 
-    def __init__(self) -> None:
+    def __init__(self, planned: dict[str, float]) -> None:
+        """``planned``: each combination of the run with its estimate."""
         self.took: dict[tuple[str, ...], float] = {}
         self.expected: dict[tuple[str, ...], float] = {}
+        self.count: dict[tuple[str, ...], int] = {}
+        self.all_expected: dict[tuple[str, ...], float] = {}
+        self.all_count: dict[tuple[str, ...], int] = {}
+        for name, expected in planned.items():
+            for key in self._keys(name):
+                self.all_expected[key] = self.all_expected.get(key, 0.0) + max(expected, 1e-3)
+                self.all_count[key] = self.all_count.get(key, 0) + 1
 
     @staticmethod
     def _keys(name: str) -> tuple[tuple[str, ...], ...]:
@@ -219,12 +227,21 @@ class Pace:
         for key in self._keys(name):
             self.took[key] = self.took.get(key, 0.0) + took
             self.expected[key] = self.expected.get(key, 0.0) + max(expected, 1e-3)
+            self.count[key] = self.count.get(key, 0) + 1
+
+    def _prior(self, key: tuple[str, ...]) -> float:
+        """PRIOR combinations' worth of estimated seconds, of those of ``key`` still to run (else of all of it)."""
+        left = self.all_count.get(key, 0) - self.count.get(key, 0)
+        if left > 0:
+            return self.PRIOR * (self.all_expected[key] - self.expected.get(key, 0.0)) / left
+        count = max(self.all_count.get(key, 0), self.count.get(key, 0), 1)
+        return self.PRIOR * max(self.all_expected.get(key, 0.0), self.expected.get(key, 0.0)) / count
 
     def _ratio(self, keys: Sequence[tuple[str, ...]]) -> float:
         ratio = 1.0
         for key in keys:
-            ratio = (self.took.get(key, 0.0) + self.PRIOR_SECONDS * ratio) / (self.expected.get(key, 0.0)
-                                                                              + self.PRIOR_SECONDS)
+            prior = max(self._prior(key), 1e-3)
+            ratio = (self.took.get(key, 0.0) + prior * ratio) / (self.expected.get(key, 0.0) + prior)
         return ratio
 
     def overall(self) -> float:
@@ -275,8 +292,8 @@ class Watch:
         self.said_long = 0.0
         self.skipped: set[str] = set()
         self.cache_used = builds.used() if builds else 0
-        self.pace = Pace()
         self.expected = {name: self.estimates.combination(name).seconds for step in self.steps for name in step.names}
+        self.pace = Pace(self.expected)
         self.step_began = self.last_event = 0.0  # monotonic; the previous combination's end (wall), else the step's
         self.last_at: float | None = None  # the events' own clock (time.time()) of the previous end in this step
         self.began_at = 0.0  # time.time() when this step began
