@@ -74,8 +74,12 @@ def test_estimates_come_from_this_machines_runs_else_from_the_measured_table(tmp
     assert found.combinations([SEED]) == watch.Estimate(12.0, watch.WHERE_MEASURED)  # the wall time where known
     # a batch never measured here: its benchmark's median
     assert found.combinations(["benchmark_models.Training.time_step('cpu', 'mlp', 1)"]).seconds == 12.0
+    # never measured here: the measured figure, times how this machine's history compares with the figures
     table = watch.MEASURED_SECONDS["cpu"].get(watch.benchmark(OTHER), watch.DEVICE_AVERAGE_SECONDS["cpu"])
-    assert found.combinations([OTHER]) == watch.Estimate(table, watch.WHERE_BUDGET)
+    figure = watch.MEASURED_SECONDS["cpu"]["benchmark_models.Training.time_step"]
+    assert found.scale("cpu") == pytest.approx(12.0 / figure) and found.scale("cuda") == 1.0
+    table *= found.scale("cpu")
+    assert found.combinations([OTHER]) == watch.Estimate(pytest.approx(table), watch.WHERE_BUDGET)
     assert found.combinations([SEED, OTHER]) == watch.Estimate(pytest.approx(12.0 + table), watch.WHERE_BOTH)
     cuda = "benchmark_models.Training.time_step('cuda', 'mlp', 1024)"
     assert found.combinations([cuda]).seconds == watch.MEASURED_SECONDS["cuda"]["benchmark_models.Training.time_step"]

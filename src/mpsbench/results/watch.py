@@ -141,6 +141,12 @@ class Estimate:
         return Estimate(self.seconds + other.seconds, self.source if self.source == other.source else WHERE_BOTH)
 
 
+def _measured(name: str) -> float:
+    """A combination's measured figure: its benchmark's on its device, else its device's average."""
+    on = device(name)
+    return MEASURED_SECONDS.get(on, {}).get(benchmark(name), DEVICE_AVERAGE_SECONDS.get(on, DEVICE_AVERAGE_SECONDS["cpu"]))
+
+
 def source(estimates: Sequence[Estimate]) -> str:
     """Where a sum of estimates comes from."""
     found = {estimate.source for estimate in estimates}
@@ -161,6 +167,7 @@ class Costs:
                 else:  # a combination: its wall time where the line has one (older lines: its own time)
                     self.note(str(line["name"]), float(line.get("wall", line["seconds"])))
         self.installs: list[float] = []
+        self._scales: dict[str, float] = {}
         for path in (results / machine).glob("*.json"):
             try:
                 seconds = json.loads(path.read_text()).get("durations", {}).get("<build>")
@@ -174,14 +181,22 @@ class Costs:
         self.by_benchmark.setdefault((device(name), benchmark(name)), []).append(seconds)
 
     def combination(self, name: str) -> Estimate:
-        """One combination: this machine's median for it, or its benchmark's on its device; else the measured figures."""
+        """One combination: this machine's median for it, or its benchmark's on its device; else the measured figure,
+        times how this machine's history compares with the measured figures on its device (:meth:`scale`)."""
         seconds = self.by_name.get(name) or self.by_benchmark.get((device(name), benchmark(name)))
         if seconds:
             return Estimate(statistics.median(seconds), WHERE_MEASURED)
-        on = device(name)
-        table = MEASURED_SECONDS.get(on, {})
-        return Estimate(table.get(benchmark(name), DEVICE_AVERAGE_SECONDS.get(on, DEVICE_AVERAGE_SECONDS["cpu"])),
-                        WHERE_BUDGET)
+        return Estimate(_measured(name) * self.scale(device(name)), WHERE_BUDGET)
+
+    def scale(self, on: str) -> float:
+        """This machine against the measured figures on device ``on``: the seconds its history holds over what the
+        figures say of the same combinations (a slower or busier machine, 1 where it has no history there)."""
+        if on not in self._scales:
+            pairs = [(statistics.median(seconds), _measured(name)) for name, seconds in self.by_name.items()
+                     if device(name) == on]
+            had, figured = sum(pair[0] for pair in pairs), sum(pair[1] for pair in pairs)
+            self._scales[on] = had / figured if pairs and figured > 0 else 1.0
+        return self._scales[on]
 
     def combinations(self, names: Sequence[str]) -> Estimate:
         found = [self.combination(name) for name in names]
@@ -296,7 +311,10 @@ class Watch:
         self.pace = Pace(self.expected)
         self.step_began = self.last_event = 0.0  # monotonic; the previous combination's end (wall), else the step's
         self.last_at: float | None = None  # the events' own clock (time.time()) of the previous end in this step
-        self.began_at = 0.0  # time.time() when this step began
+        self.began_at = 0.0  # time.time() when this step began: the previous step's last value, else its begin
+        self.last_end: float | None = None  # the events' time of the last value of the run
+        self.begun: set[str] = set()  # the builds a step of which has begun
+        self.first_of_build = True
         self.starting = True  # no combination of this step has started yet: asv installs, discovers
         self.said_reasons: set[str] = set()
 
@@ -304,9 +322,9 @@ class Watch:
         return self.builds.name(commit) if self.builds else commit[:8]
 
     def _start_up(self, commit: str, first: bool) -> Estimate:
-        if not first:
-            return Estimate(0.0, WHERE_MEASURED)
-        estimate = self.estimates.install(commit in self.installed)
+        """A step's start-up: from the previous step's last value (the site published between, asv ended and started
+        again) to its first combination; the build's install in the first step of a build not installed."""
+        estimate = self.estimates.install(commit in self.installed or not first)
         return Estimate(estimate.seconds * self.pace.overall(), estimate.source)
 
     def _estimate(self, names: Sequence[str]) -> Estimate:
@@ -316,12 +334,11 @@ class Watch:
         return Estimate(seconds, source(found))
 
     def _estimates(self, steps: Iterable[Step], seen: set[str]) -> Iterator[tuple[Step, bool, Estimate]]:
-        """Each step, whether it is the first of its build not in ``seen`` (its start-up counted), and its estimate."""
+        """Each step, whether it is the first of its build not in ``seen``, and its estimate with its start-up."""
         for step in steps:
             first = step.commit not in seen
             seen.add(step.commit)
-            estimate = self._estimate(step.names)
-            yield step, first, self._start_up(step.commit, first) + estimate if first else estimate
+            yield step, first, self._start_up(step.commit, first) + self._estimate(step.names)
 
     def _costs(self) -> list[str]:
         """What the run needs before it starts: disk, downloads, hosts."""
@@ -375,7 +392,11 @@ class Watch:
             return False
         self.cache_used = self.builds.used() if self.builds is not None else 0
         self.step_began = self.last_event = self.said_long = time.monotonic()
-        self.began_at, self.last_at, self.starting = time.time(), None, True
+        self.began_at = self.last_end if self.last_end is not None else time.time()
+        self.step_began -= max(0.0, time.time() - self.began_at)
+        self.last_at, self.starting = None, True
+        self.first_of_build = step.commit not in self.begun
+        self.begun.add(step.commit)
         log.info(f"build {self.commits.index(step.commit) + 1} of {len(self.commits)}: {self._name(step.commit)},"
                  f" {step.tier}: {len(step.names)} combinations"
                  + ("" if step.commit in self.installed else ", installed first"))
@@ -399,7 +420,7 @@ class Watch:
             elif event.get("event") == "done":
                 name, seconds = str(event.get("name")), float(event.get("seconds", 0.0))
                 wall = max(seconds, at - self.last_at) if self.last_at is not None else seconds
-                self.last_at = at
+                self.last_at = self.last_end = at
                 done.append({**event, "wall": round(wall, 3)})
                 self.done += 1
                 self.running = None
@@ -460,7 +481,7 @@ class Watch:
             return estimate
         now = time.monotonic()
         if self.starting:
-            start_up = self._start_up(self.current.commit, True).seconds
+            start_up = self._start_up(self.current.commit, self.first_of_build).seconds
             estimate = estimate + Estimate(max(0.0, start_up - (now - self.step_began)), estimate.source)
         elif self.running is not None:  # the time since the last end is already spent on what is left
             estimate = Estimate(max(0.0, estimate.seconds - (now - self.last_event)), estimate.source)
