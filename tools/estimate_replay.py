@@ -10,6 +10,7 @@ average only). Prints a Markdown table.
 
 from __future__ import annotations
 
+import itertools
 import json
 import logging
 import sys
@@ -23,11 +24,11 @@ from mpsbench.results import record, watch
 def replay(run: list[dict[str, object]], history: Path | None) -> list[tuple[int, float, float]]:
     """(combinations done, estimated left, actually left) after each combination; the first row is the plan's."""
     names = [str(line["name"]) for line in run]
-    ats = [float(line["at"]) for line in run]  # type: ignore[arg-type]
-    walls = [float(run[0].get("wall", run[0]["seconds"]))] + [b - a for a, b in zip(ats, ats[1:])]  # type: ignore[arg-type]
+    ats = [float(str(line["at"])) for line in run]
+    walls = [float(str(run[0].get("wall", run[0]["seconds"])))] + [b - a for a, b in itertools.pairwise(ats)]
     first = tuple(record.asv.matching(names, [record.FIRST_TIER]))
-    steps = [watch.Step("b", first, "first tier"), watch.Step("b", tuple(n for n in names if n not in first), "the rest")]
-    steps = [step for step in steps if step.names]
+    rest = tuple(name for name in names if name not in first)
+    steps = [step for step in (watch.Step("b", first, "first tier"), watch.Step("b", rest, "the rest")) if step.names]
     order = [name for step in steps for name in step.names]
     took = dict(zip(names, walls, strict=True))
     with tempfile.TemporaryDirectory() as folder:

@@ -40,7 +40,8 @@ _CAPACITY = ("track_peak_memory", "track_throughput", "track_joules_per_step")
 MEASURED_SECONDS: dict[str, dict[str, float]] = {
     "cpu": {
         "benchmark_models.Training.time_step": 9.35, "benchmark_models.Inference.time_step": 5.36,
-        **{f"benchmark_models.{kind}Capacity.{metric}": 3.0 for kind in ("Training", "Inference") for metric in _CAPACITY},
+        **{f"benchmark_models.{kind}Capacity.{metric}": 3.0
+           for kind in ("Training", "Inference") for metric in _CAPACITY},
         "benchmark_coldstart.TrainingColdStart.timeraw_first_step": 9.2,
         "benchmark_coldstart.InferenceColdStart.timeraw_first_step": 5.2,
         **{f"benchmark_epoch.Epoch.{metric}": 4.2
@@ -50,7 +51,8 @@ MEASURED_SECONDS: dict[str, dict[str, float]] = {
         "benchmark_ops.ComputeBoundOps.time_forward": 0.41, "benchmark_ops.ComputeBoundOps.track_gflops": 0.48,
         "benchmark_ops.ForwardBackwardOps.time_forward_backward": 0.70,
         "benchmark_ops.MemoryBoundOps.time_forward": 0.47, "benchmark_ops.MemoryBoundOps.track_gbps": 0.46,
-        "benchmark_precision.TrainingPrecision.time_step": 7.98, "benchmark_precision.InferencePrecision.time_step": 3.07,
+        "benchmark_precision.TrainingPrecision.time_step": 7.98,
+        "benchmark_precision.InferencePrecision.time_step": 3.07,
         "benchmark_precision.TrainingPrecisionCapacity.track_peak_memory": 2.4,
         "benchmark_precision.InferencePrecisionCapacity.track_peak_memory": 2.4,
     },
@@ -144,7 +146,8 @@ class Estimate:
 def _measured(name: str) -> float:
     """A combination's measured figure: its benchmark's on its device, else its device's average."""
     on = device(name)
-    return MEASURED_SECONDS.get(on, {}).get(benchmark(name), DEVICE_AVERAGE_SECONDS.get(on, DEVICE_AVERAGE_SECONDS["cpu"]))
+    average = DEVICE_AVERAGE_SECONDS.get(on, DEVICE_AVERAGE_SECONDS["cpu"])
+    return MEASURED_SECONDS.get(on, {}).get(benchmark(name), average)
 
 
 def source(estimates: Sequence[Estimate]) -> str:
@@ -443,8 +446,8 @@ class Watch:
             self.said_long = now
             grown = (self.builds.used() - self.cache_used) if self.builds is not None else 0
             what = "installing the build and starting asv" if commit not in self.installed else "starting asv"
-            log.info(f"{what}: {clock(now - self.step_began)} so far"
-                     + (f", the build cache has grown by {_gb(grown)} (downloads and the install)" if grown > 0 else ""))
+            grew = f", the build cache has grown by {_gb(grown)} (downloads and the install)" if grown > 0 else ""
+            log.info(f"{what}: {clock(now - self.step_began)} so far{grew}")
         return done
 
     def _outcome(self, event: dict[str, Any]) -> str:
