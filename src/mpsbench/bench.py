@@ -117,8 +117,9 @@ class Builds:
 
 
 def _state(suite: Suite) -> str:
-    """What the site is made from: every results file, the timeline's branches and the site's own code, by content
-    (a file written again unchanged, as the machine entry is each run, changes nothing)."""
+    """What the site is made from: every results file, the timeline's branches and the site's own
+    code, by content (a file written again unchanged, as the machine entry is each run, changes
+    nothing)."""
     import hashlib
 
     import mpsbench.site
@@ -134,12 +135,14 @@ def _state(suite: Suite) -> str:
 
 
 def published_stamp(suite: Suite) -> Path:
-    """The state the site was last published from (beside the results folder: asv reads every file inside it)."""
+    """The state the site was last published from (beside the results folder: asv reads every file
+    inside it)."""
     return suite.conf.results.parent / f"{suite.conf.results.name}-published.txt"
 
 
 def publish_site(suite: Suite, only_if_changed: bool = False) -> None:
-    """Publish the site; ``only_if_changed``: say so in one line instead where nothing it is made from changed."""
+    """Publish the site; ``only_if_changed``: say so in one line instead where nothing it is made
+    from changed."""
     stamp, state = published_stamp(suite), _state(suite)
     current = (suite.conf.html / "index.html").is_file() and stamp.is_file() and stamp.read_text() == state
     if only_if_changed and current:

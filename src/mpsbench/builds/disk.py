@@ -72,9 +72,10 @@ def need(build: dict[str, Any], python: tuple[int, int] | None = None) -> Need:
 
 
 def download(build: dict[str, Any], python: tuple[int, int] | None = None) -> tuple[int, tuple[str, ...]]:
-    """About how many bytes installing ``build`` fetches here, and from which hosts: its wheels not stored in the cache
-    nor found in a local wheelhouse (none for a build installed, used in place or refused). Sizes are the stored
-    wheels' where the need is theirs, else the measured install over :data:`INSTALLED_PER_WHEEL_BYTE`."""
+    """About how many bytes installing ``build`` fetches here, and from which hosts: its wheels not
+    stored in the cache nor found in a local wheelhouse (none for a build installed, used in place
+    or refused). Sizes are the stored wheels' where the need is theirs, else the measured install
+    over :data:`INSTALLED_PER_WHEEL_BYTE`."""
     if need(build, python).installed:
         return 0, ()
     _, pins = install_build.select_pins(build, python)

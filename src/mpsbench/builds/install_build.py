@@ -276,10 +276,11 @@ PROGRESS_EVERY = 60.0  # seconds between a long download's progress lines
 
 
 def _download(url: str, target: Path, tries: int | None = None, backoff: float | None = None) -> Path:
-    """``url`` into ``target``: a connection cut or timed out is retried (``tries`` in all, DOWNLOAD_TRIES unless
-    given, waiting ``backoff`` seconds, DOWNLOAD_BACKOFF unless given, doubled each time) from the byte it stopped at
-    (an HTTP Range request; from the start where the server ignores it). A line a minute on stderr with the bytes
-    done. The caller checks the sha256 of what arrives."""
+    """``url`` into ``target``: a connection cut or timed out is retried (``tries`` in all,
+    DOWNLOAD_TRIES unless given, waiting ``backoff`` seconds, DOWNLOAD_BACKOFF unless given, doubled
+    each time) from the byte it stopped at (an HTTP Range request; from the start where the server
+    ignores it). A line a minute on stderr with the bytes done. The caller checks the sha256 of what
+    arrives."""
     import http.client
 
     tries = DOWNLOAD_TRIES if tries is None else tries

@@ -81,8 +81,8 @@ def _atomic(save: Any) -> Any:
 
 
 def skip_reason(output: str | None) -> str:
-    """Why a combination skipped, from its process's output (asv_runner prints ``asv: skipped: <the exception's
-    repr>``); "no reason given" where it printed none."""
+    """Why a combination skipped, from its process's output (asv_runner prints ``asv: skipped: <the
+    exception's repr>``); "no reason given" where it printed none."""
     found = re.search(r"asv: skipped: \w+\((.*)\)\s*$", output or "", re.M)
     if found is None or not found[1]:
         return "no reason given"

@@ -44,10 +44,10 @@ class RecordError(UserError):
 
 
 def recorded_names(results: Path, machine: str, commit: str, environment: str = "*") -> set[str]:
-    """The combinations this machine's record settles for the build, named as -b sees them: each that holds a value,
-    and each a run here saw skip (n/a: the build or the machine cannot run it, which a re-run would only find again;
-    :func:`mpsbench.results.watch.skipped`, as asv's NaN is also what it writes for a combination not run). A failure
-    settles nothing: it runs again."""
+    """The combinations this machine's record settles for the build, named as -b sees them: each
+    that holds a value, and each a run here saw skip (n/a: the build or the machine cannot run it,
+    which a re-run would only find again; :func:`mpsbench.results.watch.skipped`, as asv's NaN is
+    also what it writes for a combination not run). A failure settles nothing: it runs again."""
     names: set[str] = set(watch.skipped(results, machine, commit))
     for path in sorted((results / machine).glob(f"{commit[:8]}-{environment}.json")):
         try:
@@ -60,12 +60,14 @@ def recorded_names(results: Path, machine: str, commit: str, environment: str = 
 
 
 def asv_log(results: Path) -> Path:
-    """Where a record run's asv writes its own lines (beside the results folder: asv reads every file inside it)."""
+    """Where a record run's asv writes its own lines (beside the results folder: asv reads every
+    file inside it)."""
     return results.parent / f"{results.name}-asv.log"
 
 
 def _say_failure(path: Path, offset: int, code: int, lines: int = 12) -> None:
-    """asv's last lines of this step, where it exited non-zero: the terminal holds one line a combination only."""
+    """asv's last lines of this step, where it exited non-zero: the terminal holds one line a
+    combination only."""
     with open(path, "rb") as handle:
         handle.seek(offset)
         tail = handle.read().decode("utf-8", "replace").strip().splitlines()[-lines:]

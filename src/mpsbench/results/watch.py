@@ -32,10 +32,11 @@ from mpsbench.core import asv_saving, progress
 
 GB = 1e9
 LONG = 60.0  # seconds: a combination running longer, or a build installing, says so once a minute
-# Seconds per combination, per device and benchmark, measured (docs/evidence/estimates.md, "The table"). The cpu's:
-# the 2-core VM, quiet, torch 2.14.1, 2026-11-23 (tests/data/recorded/cpu-2026-11-23: asv's duration of each benchmark
-# over its values, a class's setup_cache shared among its combinations). cuda's: one H100, docs/budget.md's parts
-# (2026-11-27). mps is given cuda's: no Mac has been measured. A benchmark not listed: its device's average.
+# Seconds per combination, per device and benchmark, measured (docs/evidence/estimates.md, "The
+# table"). The cpu's: the 2-core VM, quiet, torch 2.14.1, 2026-11-23
+# (tests/data/recorded/cpu-2026-11-23: asv's duration of each benchmark over its values, a class's
+# setup_cache shared among its combinations). cuda's: one H100, docs/budget.md's parts (2026-11-27).
+# mps is given cuda's: no Mac has been measured. A benchmark not listed: its device's average.
 _CAPACITY = ("track_peak_memory", "track_throughput", "track_joules_per_step")
 MEASURED_SECONDS: dict[str, dict[str, float]] = {
     "cpu": {
@@ -64,8 +65,8 @@ MEASURED_SECONDS: dict[str, dict[str, float]] = {
     },
 }
 MEASURED_SECONDS["mps"] = MEASURED_SECONDS["cuda"]
-# A device's average: docs/budget.md's measured builds over their combinations (cpu: 787 s for 354; cuda: 165 s for
-# 108 on one H100)
+# A device's average: docs/budget.md's measured builds over their combinations (cpu: 787 s for 354;
+# cuda: 165 s for 108 on one H100)
 DEVICE_AVERAGE_SECONDS = {"cpu": 787.0 / 354, "cuda": 165.0 / 108, "mps": 165.0 / 108}
 STEP_START_SECONDS = 16.0  # asv's environment check, uninstall and .pth switch, discovery, forkserver (measured: 16 s)
 BUDGET_INSTALL_SECONDS = 80.0  # a cold install on that VM (measured: 79-82 s), besides its download
@@ -83,7 +84,8 @@ def trail(results: Path) -> Path:
 
 
 def add(results: Path, machine: str, lines: Iterable[dict[str, object]]) -> None:
-    """Append measured combinations (asv_saving's "done" events) and steps' start-ups to the costs file."""
+    """Append measured combinations (asv_saving's "done" events) and steps' start-ups to the costs
+    file."""
     text = "".join(json.dumps({"machine": machine, **line}, sort_keys=True) + "\n" for line in lines)
     if text:
         with open(trail(results), "a+b") as out:
@@ -105,7 +107,8 @@ def _lines(results: Path, machine: str) -> Iterator[dict[str, Any]]:
 
 
 def skipped(results: Path, machine: str, commit: str) -> dict[str, str]:
-    """The combinations a run on ``machine`` saw skip on the build ``commit``, each with its reason."""
+    """The combinations a run on ``machine`` saw skip on the build ``commit``, each with its reason.
+    """
     return {str(line.get("name")): str(line.get("reason", "no reason given")) for line in _lines(results, machine)
             if line.get("outcome") == "skipped" and line.get("build") == commit}
 
@@ -184,16 +187,18 @@ class Costs:
         self.by_benchmark.setdefault((device(name), benchmark(name)), []).append(seconds)
 
     def combination(self, name: str) -> Estimate:
-        """One combination: this machine's median for it, or its benchmark's on its device; else the measured figure,
-        times how this machine's history compares with the measured figures on its device (:meth:`scale`)."""
+        """One combination: this machine's median for it, or its benchmark's on its device; else the
+        measured figure, times how this machine's history compares with the measured figures on its
+        device (:meth:`scale`)."""
         seconds = self.by_name.get(name) or self.by_benchmark.get((device(name), benchmark(name)))
         if seconds:
             return Estimate(statistics.median(seconds), WHERE_MEASURED)
         return Estimate(_measured(name) * self.scale(device(name)), WHERE_BUDGET)
 
     def scale(self, on: str) -> float:
-        """This machine against the measured figures on device ``on``: the seconds its history holds over what the
-        figures say of the same combinations (a slower or busier machine, 1 where it has no history there)."""
+        """This machine against the measured figures on device ``on``: the seconds its history holds
+        over what the figures say of the same combinations (a slower or busier machine, 1 where it
+        has no history there)."""
         if on not in self._scales:
             pairs = [(statistics.median(seconds), _measured(name)) for name, seconds in self.by_name.items()
                      if device(name) == on]
@@ -206,7 +211,8 @@ class Costs:
         return Estimate(sum(estimate.seconds for estimate in found), source(found))
 
     def install(self, installed: bool) -> Estimate:
-        """A step's start-up: asv's environment, the build's install (or switch), discovery, the forkserver."""
+        """A step's start-up: asv's environment, the build's install (or switch), discovery, the
+        forkserver."""
         if self.starts[installed]:
             return Estimate(statistics.median(self.starts[installed]), WHERE_MEASURED)
         # asv records a switch to a cached build as a build time too: seconds, where an install takes a minute or more
@@ -217,11 +223,12 @@ class Costs:
 
 
 class Pace:
-    """How this run goes against its estimates: the seconds its combinations took over the seconds estimated for
-    them. The whole run's ratio leans on 1 (the estimates as they are), a device's on the run's, a benchmark's on its
-    device's, each with the belief of :data:`PRIOR` combinations like those of it still to run: combinations estimated
-    at a second each say little about those estimated at minutes, and one odd combination does not swing what is
-    left; a benchmark of many short combinations learns its own pace after a few."""
+    """How this run goes against its estimates: the seconds its combinations took over the seconds
+    estimated for them. The whole run's ratio leans on 1 (the estimates as they are), a device's on
+    the run's, a benchmark's on its device's, each with the belief of :data:`PRIOR` combinations
+    like those of it still to run: combinations estimated at a second each say little about those
+    estimated at minutes, and one odd combination does not swing what is left; a benchmark of many
+    short combinations learns its own pace after a few."""
 
     PRIOR = 3.0
 
@@ -248,7 +255,8 @@ class Pace:
             self.count[key] = self.count.get(key, 0) + 1
 
     def _prior(self, key: tuple[str, ...]) -> float:
-        """PRIOR combinations' worth of estimated seconds, of those of ``key`` still to run (else of all of it)."""
+        """PRIOR combinations' worth of estimated seconds, of those of ``key`` still to run (else of
+        all of it)."""
         left = self.all_count.get(key, 0) - self.count.get(key, 0)
         if left > 0:
             return self.PRIOR * (self.all_expected[key] - self.expected.get(key, 0.0)) / left
@@ -325,8 +333,9 @@ class Watch:
         return self.builds.name(commit) if self.builds else commit[:8]
 
     def _start_up(self, commit: str, first: bool) -> Estimate:
-        """A step's start-up: from the previous step's last value (the site published between, asv ended and started
-        again) to its first combination; the build's install in the first step of a build not installed."""
+        """A step's start-up: from the previous step's last value (the site published between, asv
+        ended and started again) to its first combination; the build's install in the first step of
+        a build not installed."""
         estimate = self.estimates.install(commit in self.installed or not first)
         return Estimate(estimate.seconds * self.pace.overall(), estimate.source)
 
@@ -337,7 +346,8 @@ class Watch:
         return Estimate(seconds, source(found))
 
     def _estimates(self, steps: Iterable[Step], seen: set[str]) -> Iterator[tuple[Step, bool, Estimate]]:
-        """Each step, whether it is the first of its build not in ``seen``, and its estimate with its start-up."""
+        """Each step, whether it is the first of its build not in ``seen``, and its estimate with
+        its start-up."""
         for step in steps:
             first = step.commit not in seen
             seen.add(step.commit)
@@ -362,7 +372,8 @@ class Watch:
         return lines
 
     def plan(self) -> str:
-        """The run's first lines: what it needs, then each build (numbered as the count says) and its steps."""
+        """The run's first lines: what it needs, then each build (numbered as the count says) and
+        its steps."""
         lines = [f"the run: {len(self.commits)} build{'s' if len(self.commits) != 1 else ''}, newest first,"
                  f" {self.total} combinations; each value is saved as it is measured, so a stopped run keeps it and"
                  " the next one goes on from there", *self._costs()]
@@ -406,8 +417,9 @@ class Watch:
         return True
 
     def poll(self, scratch: Path) -> list[dict[str, Any]]:
-        """The combinations measured since the last poll (each already saved in ``scratch``), with their wall time, and
-        the step's start-up once its first combination starts; progress said."""
+        """The combinations measured since the last poll (each already saved in ``scratch``), with
+        their wall time, and the step's start-up once its first combination starts; progress said.
+        """
         done: list[dict[str, Any]] = []
         commit = self.current.commit if self.current else ""
         for event in self._read(scratch):
@@ -430,7 +442,8 @@ class Watch:
                 self.last_event = time.monotonic()
                 if name in self.left:
                     self.left.remove(name)
-                # the costs stay as read (the next run learns this one): the pace carries what this run shows
+                # the costs stay as read (the next run learns this one): the pace carries what this
+                # run shows
                 self.pace.note(name, wall, self.expected.get(name, wall))
                 if commit not in self.installed and self.builds is not None:  # its install is done: the disk it took
                     self.cache_used = self.builds.used()
@@ -477,8 +490,8 @@ class Watch:
         return events
 
     def remaining(self) -> Estimate:
-        """What is left: this step's combinations not yet measured (less what the one running has taken), its start-up
-        while it is starting, then every later step; all at this run's pace."""
+        """What is left: this step's combinations not yet measured (less what the one running has
+        taken), its start-up while it is starting, then every later step; all at this run's pace."""
         estimate = self._estimate(self.left)
         if self.current is None:
             return estimate
