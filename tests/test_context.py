@@ -39,7 +39,7 @@ def test_the_main_command_parses_asv_conf_json_and_the_manifest_once(suite_copy,
     monkeypatch.setattr(mf, "load", lambda *args: parsed.update(["manifest"]) or load_manifest(*args))
     ran, published = [], []
     # asv's own processes stand in: the run measures nothing here, and publish sees what the pipeline hands it
-    monkeypatch.setattr(asv, "supervise", lambda command, cwd, env, tick, every=1.0: ran.append(command) or 0)
+    monkeypatch.setattr(asv, "supervise", lambda command, cwd, env, tick, every=1.0, output=None: ran.append(command) or 0)
     monkeypatch.setattr(bench.publish, "publish", lambda suite: published.append(suite))
     assert cli.main(["bench", "-b", r"Training\.time_step\('cpu', 'mlp', 8\)", "release^!"]) == 0
     assert parsed == {"asv.conf.json": 1, "manifest": 1}
@@ -85,7 +85,7 @@ def test_a_bench_run_with_b_starts_asv_only_for_the_combinations_this_machine_ti
     """scripts/tiny-bench's -b names mps and cuda rows too: a cpu-only run (MPSBENCH_DEVICES=cpu) would start a process
     for each of them that only skips, on every re-run."""
     ran = []
-    monkeypatch.setattr(asv, "supervise", lambda command, cwd, env, tick, every=1.0: ran.append(command) or 0)
+    monkeypatch.setattr(asv, "supervise", lambda command, cwd, env, tick, every=1.0, output=None: ran.append(command) or 0)
     monkeypatch.setattr(bench.publish, "publish", lambda suite: None)
     tiny = r"^benchmark_models\.(Training|Inference)\.time_step\('(cpu|mps|cuda)', 'mlp', (8|1024)\)$"
     assert cli.main(["bench", "--skip-existing-successful", "-b", tiny, "release^!"]) == 0

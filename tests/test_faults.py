@@ -764,7 +764,8 @@ WAITING = "waiting for the other process writing"  # what a merge says when it f
 def _record(suite: Path, recording, merge_log: Path, saved, merged) -> None:
     """``mpsbench results record`` of one combination on the newest build, with a stand-in for asv run that saves its
     value only once the merge has said it waits for the lock the record run holds (or has ended without waiting)."""
-    def asv_run(command: list[str], cwd: Path | None, env: dict[str, str] | None, tick: Callable[[], None]) -> int:
+    def asv_run(command: list[str], cwd: Path | None, env: dict[str, str] | None, tick: Callable[[], None],
+                output: Path | None = None) -> int:
         recording.set()
         deadline = time.monotonic() + 300  # a hang guard: the merge says it within moments
         while WAITING not in merge_log.read_text() and not merged.value and time.monotonic() < deadline:

@@ -30,7 +30,8 @@ OUTLIVES = 5.0  # seconds a process of the run may outlive it (issue 32)
 def _measured(repo: Path) -> list[str]:
     """The combinations measured so far, one entry per measurement (the costs file)."""
     path = watch.trail(repo / ".asv" / "results")
-    return [json.loads(line)["name"] for line in path.read_text().splitlines()] if path.exists() else []
+    lines = [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
+    return [line["name"] for line in lines if line.get("event") != "begin"]  # a step's start-up is no measurement
 
 
 def _run_stopped(repo: Path, env: dict[str, str], log: Path, stop: signal.Signals, group: bool) -> tuple[float, set]:

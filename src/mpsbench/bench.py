@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from mpsbench.builds import defaults, disk, machine, timeline
@@ -111,6 +112,45 @@ class Builds:
     def need(self, commit: str) -> tuple[int, str, bool]:
         return disk.need(self.reader.build(commit), self.python)
 
+    def download(self, commit: str) -> tuple[int, tuple[str, ...]]:
+        return disk.download(self.reader.build(commit), self.python)
+
+
+def _state(suite: Suite) -> str:
+    """What the site is made from: every results file, the timeline's branches and the site's own
+    code, by content (a file written again unchanged, as the machine entry is each run, changes
+    nothing)."""
+    import hashlib
+
+    import mpsbench.site
+
+    digest = hashlib.sha256()
+    site_code = Path(mpsbench.site.__file__).parent
+    refs = suite.timeline_path / ".git"
+    for folder in (suite.conf.results, refs / "refs", refs / "packed-refs", site_code):
+        for path in sorted(folder.rglob("*")) if folder.is_dir() else [folder]:
+            if path.is_file():
+                digest.update(f"{path}\0".encode() + hashlib.sha256(path.read_bytes()).digest())
+    return digest.hexdigest()
+
+
+def published_stamp(suite: Suite) -> Path:
+    """The state the site was last published from (beside the results folder: asv reads every file
+    inside it)."""
+    return suite.conf.results.parent / f"{suite.conf.results.name}-published.txt"
+
+
+def publish_site(suite: Suite, only_if_changed: bool = False) -> None:
+    """Publish the site; ``only_if_changed``: say so in one line instead where nothing it is made
+    from changed."""
+    stamp, state = published_stamp(suite), _state(suite)
+    current = (suite.conf.html / "index.html").is_file() and stamp.is_file() and stamp.read_text() == state
+    if only_if_changed and current:
+        log.info(f"the site in {suite.conf.html} is up to date: nothing recorded since it was published")
+        return
+    publish.publish(suite)
+    stamp.write_text(state)
+
 
 def bench(suite: Suite, options: Options) -> int:
     """Every step in order; 0, or record's BENCHMARKS_FAILED when some benchmark failed (the site shows the rest)."""
@@ -126,7 +166,7 @@ def bench(suite: Suite, options: Options) -> int:
         """The site once the first tier is in, and after each build: something to look at while the rest runs."""
         nonlocal published
         if step.tier == "first tier" or build_done:
-            publish.publish(suite)
+            publish_site(suite)
             published = True
 
     for run in plan(suite, options.asv_args):
@@ -134,8 +174,8 @@ def bench(suite: Suite, options: Options) -> int:
         builds = Builds(suite, environment_python(run))
         status = record.record(suite.conf, name, [*launch, *run], options.remeasure, builds, publish_after,
                                selection) or status
-    if not published:  # nothing ran: the site of what is recorded
-        publish.publish(suite)
+    if not published:  # nothing ran: the site of what is recorded, unless it is that already
+        publish_site(suite, only_if_changed=True)
     if status:
         log.info(f"asv run exited with status {status}: some benchmarks failed (see above); the site shows the rest")
     return status

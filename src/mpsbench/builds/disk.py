@@ -8,6 +8,7 @@ release on this platform (README, "What you get, and what it costs"), or the lar
 from __future__ import annotations
 
 import shutil
+import urllib.parse
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -68,3 +69,26 @@ def need(build: dict[str, Any], python: tuple[int, int] | None = None) -> Need:
     installed = table.get(version, max(table.values()))
     how = f"measured for {version} on {system}" if version in table else f"the largest measured on {system}"
     return Need(int(installed * (1 + 1 / INSTALLED_PER_WHEEL_BYTE) * GB), how, False)
+
+
+def download(build: dict[str, Any], python: tuple[int, int] | None = None) -> tuple[int, tuple[str, ...]]:
+    """About how many bytes installing ``build`` fetches here, and from which hosts: its wheels not
+    stored in the cache nor found in a local wheelhouse (none for a build installed, used in place
+    or refused). Sizes are the stored wheels' where the need is theirs, else the measured install
+    over :data:`INSTALLED_PER_WHEEL_BYTE`."""
+    if need(build, python).installed:
+        return 0, ()
+    _, pins = install_build.select_pins(build, python)
+    local = install_build._local_wheelhouses()
+    fetched = [pin for pin in pins if not (cache() / "wheels" / pin["sha256"] / pin["filename"]).is_file()
+               and not pin["url"].startswith("file://")
+               and not any((folder / pin["filename"]).is_file() for folder in local)]
+    if not fetched:
+        return 0, ()
+    share = len(fetched) / len(pins)  # the torch wheel is most of a build's bytes: a share of the count understates
+    wheels = need(build, python).bytes / (1 + INSTALLED_PER_WHEEL_BYTE)
+    size = wheels if any(pin["name"] == "torch" for pin in fetched) else wheels * share
+    hosts = {urllib.parse.urlparse(pin["url"]).netloc for pin in fetched}
+    if any(pin["name"] in ("torch", "torchvision", "transformers") for pin in fetched):
+        hosts.add("pip's index (pypi.org unless configured)")  # asked first for these (install_build._find)
+    return int(size), tuple(sorted(hosts))

@@ -272,14 +272,53 @@ def _check(pin: dict[str, str], found: Path, where: str, note: str = "") -> None
         )
 
 
-def _download(url: str, target: Path) -> Path:
-    request = urllib.request.Request(url, headers={"User-Agent": "mpsbench"})
-    try:
-        with urllib.request.urlopen(request, timeout=120) as response, open(target, "wb") as out:
-            shutil.copyfileobj(response, out, 1 << 20)
-    except (urllib.error.URLError, TimeoutError, ConnectionError) as exc:  # the network; a full disk is disk_problem's
-        raise InstallError(f"{target.name}: cannot download {url}: {exc}") from None
-    return target
+DOWNLOAD_TRIES = 5  # attempts at one wheel, each resuming where the last was cut
+DOWNLOAD_BACKOFF = 2.0  # seconds before the second attempt, doubled before each next one
+PROGRESS_EVERY = 60.0  # seconds between a long download's progress lines
+
+
+def _download(url: str, target: Path, tries: int | None = None, backoff: float | None = None) -> Path:
+    """``url`` into ``target``: a connection cut or timed out is retried (``tries`` in all,
+    DOWNLOAD_TRIES unless given, waiting ``backoff`` seconds, DOWNLOAD_BACKOFF unless given, doubled
+    each time) from the byte it stopped at (an HTTP Range request; from the start where the server
+    ignores it). A line a minute on stderr with the bytes done. The caller checks the sha256 of what
+    arrives."""
+    import http.client
+
+    tries = DOWNLOAD_TRIES if tries is None else tries
+    backoff = DOWNLOAD_BACKOFF if backoff is None else backoff
+    done, total, said, problem = 0, None, time.monotonic(), ""
+    for attempt in range(1, tries + 1):
+        headers = {"User-Agent": "mpsbench", **({"Range": f"bytes={done}-"} if done else {})}
+        try:
+            with urllib.request.urlopen(urllib.request.Request(url, headers=headers), timeout=120) as response:
+                if done and response.status != 206:  # the range was not honoured: the whole file again
+                    done = 0
+                length = response.headers.get("Content-Length")
+                total = done + int(length) if length is not None else total
+                with open(target, "ab" if done else "wb") as out:
+                    while chunk := response.read(1 << 20):
+                        out.write(chunk)
+                        done += len(chunk)
+                        if time.monotonic() - said >= PROGRESS_EVERY:
+                            said = time.monotonic()
+                            of = f" of {total / 1e9:.2f} GB" if total else ""
+                            print(f"mpsbench: {target.name}: {done / 1e9:.2f} GB{of} downloaded", file=sys.stderr)
+            if total is None or done >= total:
+                return target
+            problem = f"the connection closed after {done} of {total} bytes"
+        except urllib.error.HTTPError as exc:
+            if exc.code not in (408, 429) and exc.code < 500:  # the URL is wrong or refused: no retry mends it
+                raise InstallError(f"{target.name}: cannot download {url}: {exc}") from None
+            problem = str(exc)
+        except (urllib.error.URLError, TimeoutError, ConnectionError, http.client.HTTPException) as exc:
+            problem = str(exc) or type(exc).__name__  # the network; a full disk is disk_problem's
+        if attempt < tries:
+            wait = backoff * 2 ** (attempt - 1)
+            print(f"mpsbench: {target.name}: {problem}; attempt {attempt + 1} of {tries} in {wait:.0f} s, from byte"
+                  f" {done}", file=sys.stderr)
+            time.sleep(wait)
+    raise InstallError(f"{target.name}: cannot download {url} after {tries} attempts: {problem}")
 
 
 def disk_problem(exc: OSError) -> InstallError:

@@ -213,8 +213,10 @@ def _raise_stopped(signum: int, frame: object) -> None:
 
 
 def supervise(command: Sequence[str], cwd: Path | None, env: Mapping[str, str] | None, tick: Callable[[], None],
-              every: float = 1.0) -> int:
+              every: float = 1.0, output: Path | None = None) -> int:
     """Run an asv command line, calling ``tick`` every ``every`` seconds and once at the end; its exit status.
+    ``output``: a file asv's own lines (stdout and stderr) are appended to instead of this terminal, so that the
+    caller's one line a combination is all the terminal shows.
 
     Ctrl-C, SIGTERM or SIGHUP to this process (or an exception from ``tick``) ends asv and every process it started
     (:func:`end`: the ones seen at any tick too, in case asv died before them) and raises :class:`Stopped` (or the
@@ -226,7 +228,9 @@ def supervise(command: Sequence[str], cwd: Path | None, env: Mapping[str, str] |
     seen: set[Any] = set()
     running: subprocess.Popen[bytes] | None = None
     try:
-        running = subprocess.Popen(command, cwd=cwd, env=env)
+        with open(output, "ab") if output is not None else contextlib.nullcontext() as out:
+            running = subprocess.Popen(command, cwd=cwd, env=env, stdout=out,
+                                       stderr=subprocess.STDOUT if out is not None else None)
         me = psutil.Process(running.pid)
         seen.add(me)
         while True:

@@ -11,7 +11,7 @@ forkserver stay asv's:
   append to the events file. asv's own ``add_result`` of the whole benchmark follows as always.
 
 ``EVENTS`` (JSON lines, beside the results folder): ``start`` and ``done`` (``seconds``, ``outcome``: value, failed
-or skipped) per combination, each with the fields a ``gate`` returns (measure/quiet.py's: the
+or skipped, and a skip's ``reason``) per combination, each with the fields a ``gate`` returns (measure/quiet.py's: the
 machine's state before and after), ``forkserver`` with its pid; ``mpsbench results record`` reads
 it to judge and merge each value, show progress, learn costs, and end a forkserver that a kill -9
 left behind.
@@ -21,6 +21,8 @@ left behind.
 
 from __future__ import annotations
 
+import ast
+import contextlib
 import contextvars
 import copy
 import datetime
@@ -28,6 +30,7 @@ import itertools
 import json
 import math
 import os
+import re
 import sys
 import time
 from dataclasses import dataclass, field
@@ -85,6 +88,17 @@ def _atomic(save: Any) -> Any:
             target.parent.mkdir(parents=True, exist_ok=True)
             os.replace(path, target)
     return saved
+
+
+def skip_reason(output: str | None) -> str:
+    """Why a combination skipped, from its process's output (asv_runner prints ``asv: skipped: <the
+    exception's repr>``); "no reason given" where it printed none."""
+    found = re.search(r"asv: skipped: \w+\((.*)\)\s*$", output or "", re.M)
+    if found is None or not found[1]:
+        return "no reason given"
+    with contextlib.suppress(ValueError, SyntaxError):
+        return str(ast.literal_eval(found[1]))
+    return found[1]
 
 
 def _outcome(value: Any) -> str:
@@ -145,8 +159,9 @@ def install(runner: Any, run_command: Any, results_dir: Path, gate: Gate | None 
                                    started_at=datetime.datetime.now(datetime.timezone.utc), duration=seconds,
                                    record_samples=build.record_samples)
             build.saved.save(str(build.results_dir))
+            outcome = _outcome(part.result[idx])
             event(build.results_dir, event="done", name=shown, build=commit, seconds=round(seconds, 3),
-                  outcome=_outcome(part.result[idx]), **state)
+                  outcome=outcome, **({"reason": skip_reason(part.stderr)} if outcome == "skipped" else {}), **state)
         return _combined(parts, len(params)) if parts else run_benchmark(benchmark, spawner, profile, selected_idx,
                                                                           extra_params, cwd)
 

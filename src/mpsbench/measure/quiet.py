@@ -256,7 +256,7 @@ def judge(
     ``spread``, ``drift``): empty when it may be recorded. ``before``/``after``: the states around
     its measurement (None where unknown); ``earlier``: this machine's recorded value of the same
     build. ``first``: for a value measured again in the run that held it, the held measurement: a
-    spread as wide as before is then the benchmark's own (tiny ops on a shared VM) when the two
+    spread as wide as before is then the benchmark's own (tiny ops on a shared machine) when the two
     agree within :data:`DRIFT`, and holding it would keep it out of the record for good."""
     reasons: dict[str, list[str]] = {}
     for state, when in ((before, "before it"), (after, "after it")):

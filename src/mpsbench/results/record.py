@@ -44,8 +44,11 @@ class RecordError(UserError):
 
 
 def recorded_names(results: Path, machine: str, commit: str, environment: str = "*") -> set[str]:
-    """The combinations that hold a value in this machine's results for the build, named as -b sees them."""
-    names: set[str] = set()
+    """The combinations this machine's record settles for the build, named as -b sees them: each
+    that holds a value, and each a run here saw skip (n/a: the build or the machine cannot run it,
+    which a re-run would only find again; :func:`mpsbench.results.watch.skipped`, as asv's NaN is
+    also what it writes for a combination not run). A failure settles nothing: it runs again."""
+    names: set[str] = set(watch.skipped(results, machine, commit))
     for path in sorted((results / machine).glob(f"{commit[:8]}-{environment}.json")):
         try:
             result = recorded.read(path, machine)
@@ -54,6 +57,21 @@ def recorded_names(results: Path, machine: str, commit: str, environment: str = 
         if result.commit_hash == commit:
             names.update(row.entry for row in recorded.rows(result))
     return names
+
+
+def asv_log(results: Path) -> Path:
+    """Where a record run's asv writes its own lines (beside the results folder: asv reads every
+    file inside it)."""
+    return results.parent / f"{results.name}-asv.log"
+
+
+def _say_failure(path: Path, offset: int, code: int, lines: int = 12) -> None:
+    """asv's last lines of this step, where it exited non-zero: the terminal holds one line a
+    combination only."""
+    with open(path, "rb") as handle:
+        handle.seek(offset)
+        tail = handle.read().decode("utf-8", "replace").strip().splitlines()[-lines:]
+    log.warning(f"asv exited with status {code}; its last lines (all of them in {path}):\n  " + "\n  ".join(tail))
 
 
 def scratch_root(results: Path) -> Path:
@@ -204,6 +222,7 @@ def record(conf: AsvConf, machine: str, asv_args: Sequence[str], remeasure: bool
         gpu = not any("'cpu'" in name for name in wanted)
         watching = watch.Watch(planned, watch.Costs(results, machine, gpu, chosen.default_size), facts)
         print(watching.plan())
+        log.info(f"asv's own lines go to {asv_log(results)}; here, one line a combination")
         status, kept_out = 0, []
         try:
             for step in planned:
@@ -265,11 +284,16 @@ def _measure(
             )[1]
             watch.add(results, machine, done)
 
+    said = asv_log(results).stat().st_size if asv_log(results).is_file() else 0
     try:
-        code = asv.supervise(command, conf.root, asv.only(hashfile), measured)
+        code = asv.supervise(
+            command, conf.root, asv.only(hashfile), measured, output=asv_log(results)
+        )
     finally:  # stopped or not: what asv measured goes into the record now
         measured(final=True)
         shutil.rmtree(scratch)
+    if code:
+        _say_failure(asv_log(results), said, code)
     return code, kept_out
 
 

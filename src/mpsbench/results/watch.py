@@ -1,21 +1,29 @@
 """What a record run says while it runs, and what each step will cost.
 
-First the plan (each step's order, estimated time and disk), then a line per measured combination (build i of n,
-combinations done of m, elapsed, what is left, disk used and free), a line a minute for a combination that runs longer,
-and a one-line skip for a build that does not fit on the disk; read from the events asv's saving runner writes
-(:mod:`mpsbench.core.asv_saving`).
+First the plan: what the run needs (disk per build and in all, what it downloads and from which
+hosts), then each build's steps with their estimated time. Then one line per measured combination
+(build i of n, combinations done of m, elapsed, what is left, disk used and free), a line a minute
+while a build installs or a combination runs longer, a skip's reason once, and a one-line skip for a
+build that does not fit on the disk; read from the events asv's saving runner writes
+(:mod:`mpsbench.core.asv_saving`). asv's own lines go to a log file, never between these.
 
-Estimates: every combination measured adds a line to ``<results>-costs.jsonl`` (beside the results folder: asv reads
-every file inside it). A combination's estimate is the median of this machine's lines for it, else of its benchmark's,
-else docs/evidence/default-run.md's measured build spread over this machine's default selection; an install's (or a switch to a
-build installed already), the median of the build times of that kind asv recorded here (``durations["<build>"]``),
-else the measured figure. Each says where it came from.
+Estimates (docs/explanation/estimates.md): every combination measured adds a line to
+``<results>-costs.jsonl`` (beside the results folder: asv reads every file inside it) with its wall
+time (from the previous combination's end: the setup_cache and process start-up it waited for are
+its cost too), and every step its start-up (environment, install, discovery). A combination's
+estimate is the median of this machine's lines for it, else of its benchmark's, else the figure
+measured for its benchmark on its device (:data:`MEASURED_SECONDS`), else its device's measured
+average. While a run goes, what is left is scaled by what the run has shown: per device and
+benchmark, the time its combinations took over the time estimated for them (:class:`Pace`). The
+costs file also says which combinations skipped here, and why (:func:`skipped`): the record counts
+them as settled.
 """
 
 from __future__ import annotations
 
 import contextlib
 import json
+import re
 import statistics
 import time
 from collections.abc import Iterable, Iterator, Sequence
@@ -26,15 +34,80 @@ from typing import Any, Protocol
 from mpsbench.core import asv_saving, progress
 
 GB = 1e9
-LONG = 60.0  # seconds: a combination running longer says so, once a minute
-# The measured builds (docs/evidence/default-run.md): the default selection on a 2-core Linux machine (cpu) and
-# on one datacenter GPU (gpu)
-BUDGET_BUILD_SECONDS = {"cpu": 787.0, "gpu": 165.0}
-BUDGET_INSTALL_SECONDS = 80.0  # a cold install on that machine (measured: 79-82 s)
-CACHED_SWITCH_SECONDS = 5.0  # an installed build: asv's environment check and one .pth file (measured: 1-9 s, budget.md: 9 s)
+LONG = 60.0  # seconds: a combination running longer, or a build installing, says so once a minute
+# Seconds per combination, per device and benchmark, measured (docs/evidence/estimates.md, "The
+# table"). The cpu's: a quiet 2-core machine's recorded run (tests/data/recorded: asv's duration of
+# each benchmark over its values, a class's setup_cache shared among its combinations). cuda's: one
+# datacenter GPU, the parts in docs/explanation/budget.md.
+# mps is given cuda's: no Mac has been measured. A benchmark not listed: its device's average.
+_CAPACITY = ("track_peak_memory", "track_throughput", "track_joules_per_step")
+MEASURED_SECONDS: dict[str, dict[str, float]] = {
+    "cpu": {
+        "benchmark_models.Training.time_step": 9.35,
+        "benchmark_models.Inference.time_step": 5.36,
+        **{
+            f"benchmark_models.{kind}Capacity.{metric}": 3.0
+            for kind in ("Training", "Inference")
+            for metric in _CAPACITY
+        },
+        "benchmark_coldstart.TrainingColdStart.timeraw_first_step": 9.2,
+        "benchmark_coldstart.InferenceColdStart.timeraw_first_step": 5.2,
+        **{
+            f"benchmark_epoch.Epoch.{metric}": 4.2
+            for metric in (
+                "track_data_wait_fraction",
+                "track_epoch_seconds",
+                "track_images_per_second",
+            )
+        },
+        **{
+            f"benchmark_instruments.{kind}Instruments.{metric}": 2.6
+            for kind in ("Training", "Inference")
+            for metric in (
+                "track_accuracy_error",
+                "track_driver_memory",
+                "track_fallback_ops",
+                "track_leak",
+            )
+        },
+        "benchmark_ops.ComputeBoundOps.time_forward": 0.41,
+        "benchmark_ops.ComputeBoundOps.track_gflops": 0.48,
+        "benchmark_ops.ForwardBackwardOps.time_forward_backward": 0.70,
+        "benchmark_ops.MemoryBoundOps.time_forward": 0.47,
+        "benchmark_ops.MemoryBoundOps.track_gbps": 0.46,
+        "benchmark_precision.TrainingPrecision.time_step": 7.98,
+        "benchmark_precision.InferencePrecision.time_step": 3.07,
+        "benchmark_precision.TrainingPrecisionCapacity.track_peak_memory": 2.4,
+        "benchmark_precision.InferencePrecisionCapacity.track_peak_memory": 2.4,
+    },
+    "cuda": {  # 24.1 s for 6 training steps, 10.4 s for 5 inference steps, 38.7 s for 57 op processes
+        "benchmark_models.Training.time_step": 4.0,
+        "benchmark_models.Inference.time_step": 2.1,
+        **{
+            f"benchmark_ops.{name}": 0.68
+            for name in (
+                "ComputeBoundOps.time_forward",
+                "ComputeBoundOps.track_gflops",
+                "ForwardBackwardOps.time_forward_backward",
+                "MemoryBoundOps.time_forward",
+                "MemoryBoundOps.track_gbps",
+            )
+        },
+    },
+}
+MEASURED_SECONDS["mps"] = MEASURED_SECONDS["cuda"]
+# A device's average: the measured builds of docs/explanation/budget.md over their combinations
+# (cpu: 787 s for 354; cuda: 165 s for 108 on one GPU)
+DEVICE_AVERAGE_SECONDS = {"cpu": 787.0 / 354, "cuda": 165.0 / 108, "mps": 165.0 / 108}
+STEP_START_SECONDS = 16.0  # asv's environment check, uninstall and .pth switch, discovery, forkserver (measured: 16 s)
+BUDGET_INSTALL_SECONDS = 80.0  # a cold install on that machine (measured: 79-82 s), besides its download
+CACHED_SWITCH_SECONDS = (
+    5.0  # an installed build: asv's environment check and one .pth file (measured: 1-9 s)
+)
 WHERE_MEASURED = "this machine's earlier runs"
-WHERE_BUDGET = "docs/evidence/default-run.md's measured build (no run here yet)"
-WHERE_BOTH = "this machine's runs and docs/evidence/default-run.md"
+WHERE_BUDGET = "figures measured elsewhere (no run here yet)"
+WHERE_BOTH = "this machine's runs and figures measured elsewhere"
+DEVICE = re.compile(r"\('(cpu|mps|cuda)'")  # a combination's first param, where it is a device
 
 log = progress.logger(__name__)
 
@@ -44,11 +117,39 @@ def trail(results: Path) -> Path:
 
 
 def add(results: Path, machine: str, lines: Iterable[dict[str, object]]) -> None:
-    """Append measured combinations (asv_saving's "done" events) to the costs file."""
-    text = "".join(json.dumps({"machine": machine, **line}, sort_keys=True) + "\n" for line in lines)
+    """Append measured combinations (asv_saving's "done" events) and steps' start-ups to the costs
+    file."""
+    text = "".join(
+        json.dumps({"machine": machine, **line}, sort_keys=True) + "\n" for line in lines
+    )
     if text:
-        with open(trail(results), "a") as out:
-            out.write(text)
+        with open(trail(results), "a+b") as out:
+            if out.tell() and (out.seek(out.tell() - 1), out.read(1))[1] != b"\n":
+                text = (
+                    "\n" + text
+                )  # a line a kill cut short stays a line of its own, passed over when read
+            out.write(text.encode())
+
+
+def _lines(results: Path, machine: str) -> Iterator[dict[str, Any]]:
+    try:
+        texts = trail(results).read_text().splitlines()
+    except OSError:
+        texts = []
+    for text in texts:
+        with contextlib.suppress(ValueError):
+            line = json.loads(text)
+            if isinstance(line, dict) and line.get("machine") == machine:
+                yield line  # a line cut short by a kill is no JSON: passed over
+
+
+def skipped(results: Path, machine: str, commit: str) -> dict[str, str]:
+    """The combinations a run on ``machine`` saw skip on the build ``commit``, each with its reason."""
+    return {
+        str(line.get("name")): str(line.get("reason", "no reason given"))
+        for line in _lines(results, machine)
+        if line.get("outcome") == "skipped" and line.get("build") == commit
+    }
 
 
 def clock(seconds: float) -> str:
@@ -65,36 +166,58 @@ def _gb(size: float) -> str:
     return f"{size / GB:.1f} GB"
 
 
+def device(name: str) -> str:
+    """A combination's device ("cpu" where it names none: the host runs it)."""
+    found = DEVICE.search(name)
+    return found[1] if found else "cpu"
+
+
+def benchmark(name: str) -> str:
+    return name.split("(", 1)[0]
+
+
 @dataclass(frozen=True)
 class Estimate:
     seconds: float
     source: str  # WHERE_MEASURED, WHERE_BUDGET or WHERE_BOTH
 
     def __add__(self, other: Estimate) -> Estimate:
-        return Estimate(self.seconds + other.seconds, self.source if self.source == other.source else WHERE_BOTH)
+        return Estimate(
+            self.seconds + other.seconds, self.source if self.source == other.source else WHERE_BOTH
+        )
+
+
+def _measured(name: str) -> float:
+    """A combination's measured figure: its benchmark's on its device, else its device's average."""
+    on = device(name)
+    average = DEVICE_AVERAGE_SECONDS.get(on, DEVICE_AVERAGE_SECONDS["cpu"])
+    return MEASURED_SECONDS.get(on, {}).get(benchmark(name), average)
+
+
+def source(estimates: Sequence[Estimate]) -> str:
+    """Where a sum of estimates comes from."""
+    found = {estimate.source for estimate in estimates}
+    return found.pop() if len(found) == 1 else WHERE_BOTH if found else WHERE_MEASURED
 
 
 class Costs:
     """This machine's measured costs, read once per record run."""
 
-    def __init__(self, results: Path, machine: str, gpu: bool, default: int) -> None:
+    def __init__(self, results: Path, machine: str, gpu: bool = False, default: int = 0) -> None:
         self.by_name: dict[str, list[float]] = {}
-        self.by_benchmark: dict[str, list[float]] = {}
-        self.gpu = gpu
-        self.default = default  # combinations in this machine's default selection: the budget's build ran those
-        try:
-            lines = trail(results).read_text().splitlines()
-        except OSError:
-            lines = []
-        for text in lines:
-            try:
-                line = json.loads(text)
-                name, seconds = str(line["name"]), float(line["seconds"])
-            except (ValueError, KeyError, TypeError):
-                continue  # a line cut short by a kill
-            if line.get("machine") == machine:
-                self.note(name, seconds)
+        self.by_benchmark: dict[tuple[str, str], list[float]] = {}  # by device and benchmark
+        self.starts: dict[bool, list[float]] = {
+            True: [],
+            False: [],
+        }  # a step's start-up, by: was its build installed
+        for line in _lines(results, machine):
+            with contextlib.suppress(ValueError, KeyError, TypeError):
+                if line.get("event") == "begin":
+                    self.starts[bool(line["installed"])].append(float(line["seconds"]))
+                else:  # a combination: its wall time where the line has one (older lines: its own time)
+                    self.note(str(line["name"]), float(line.get("wall", line["seconds"])))
         self.installs: list[float] = []
+        self._scales: dict[str, float] = {}
         for path in (results / machine).glob("*.json"):
             try:
                 seconds = json.loads(path.read_text()).get("durations", {}).get("<build>")
@@ -105,25 +228,107 @@ class Costs:
 
     def note(self, name: str, seconds: float) -> None:
         self.by_name.setdefault(name, []).append(seconds)
-        self.by_benchmark.setdefault(name.split("(", 1)[0], []).append(seconds)
+        self.by_benchmark.setdefault((device(name), benchmark(name)), []).append(seconds)
+
+    def combination(self, name: str) -> Estimate:
+        """One combination: this machine's median for it, or its benchmark's on its device; else the
+        measured figure, times how this machine's history compares with the measured figures on its
+        device (:meth:`scale`)."""
+        seconds = self.by_name.get(name) or self.by_benchmark.get((device(name), benchmark(name)))
+        if seconds:
+            return Estimate(statistics.median(seconds), WHERE_MEASURED)
+        return Estimate(_measured(name) * self.scale(device(name)), WHERE_BUDGET)
+
+    def scale(self, on: str) -> float:
+        """This machine against the measured figures on device ``on``: the seconds its history holds
+        over what the figures say of the same combinations (a slower or busier machine, 1 where it
+        has no history there)."""
+        if on not in self._scales:
+            pairs = [
+                (statistics.median(seconds), _measured(name))
+                for name, seconds in self.by_name.items()
+                if device(name) == on
+            ]
+            had, figured = sum(pair[0] for pair in pairs), sum(pair[1] for pair in pairs)
+            self._scales[on] = had / figured if pairs and figured > 0 else 1.0
+        return self._scales[on]
 
     def combinations(self, names: Sequence[str]) -> Estimate:
-        known = [self.by_name.get(name) or self.by_benchmark.get(name.split("(", 1)[0]) for name in names]
-        total = sum((statistics.median(seconds) for seconds in known if seconds), 0.0)
-        fallback = sum(not seconds for seconds in known)
-        if not fallback:
-            return Estimate(total, WHERE_MEASURED)
-        spread = BUDGET_BUILD_SECONDS["gpu" if self.gpu else "cpu"] / max(self.default, 1) * fallback
-        return Estimate(total + spread, WHERE_BUDGET if not total else WHERE_BOTH)
+        found = [self.combination(name) for name in names]
+        return Estimate(sum(estimate.seconds for estimate in found), source(found))
 
     def install(self, installed: bool) -> Estimate:
+        """A step's start-up: asv's environment, the build's install (or switch), discovery, the
+        forkserver."""
+        if self.starts[installed]:
+            return Estimate(statistics.median(self.starts[installed]), WHERE_MEASURED)
         # asv records a switch to a cached build as a build time too: seconds, where an install takes a minute or more
-        switches = [seconds for seconds in self.installs if seconds <= 30]
-        cold = [seconds for seconds in self.installs if seconds > 30]
-        measured = switches if installed else cold
+        measured = [seconds for seconds in self.installs if (seconds <= 30) == installed]
         if measured:
-            return Estimate(statistics.median(measured), WHERE_MEASURED)
-        return Estimate(CACHED_SWITCH_SECONDS if installed else BUDGET_INSTALL_SECONDS, WHERE_BUDGET)
+            return Estimate(STEP_START_SECONDS + statistics.median(measured), WHERE_BOTH)
+        return Estimate(
+            STEP_START_SECONDS + (0.0 if installed else BUDGET_INSTALL_SECONDS), WHERE_BUDGET
+        )
+
+
+class Pace:
+    """How this run goes against its estimates: the seconds its combinations took over the seconds
+    estimated for them. The whole run's ratio leans on 1 (the estimates as they are), a device's on
+    the run's, a benchmark's on its device's, each with the belief of :data:`PRIOR` combinations
+    like those of it still to run: combinations estimated at a second each say little about those
+    estimated at minutes, and one odd combination does not swing what is left; a benchmark of many
+    short combinations learns its own pace after a few."""
+
+    PRIOR = 3.0
+
+    def __init__(self, planned: dict[str, float]) -> None:
+        """``planned``: each combination of the run with its estimate."""
+        self.took: dict[tuple[str, ...], float] = {}
+        self.expected: dict[tuple[str, ...], float] = {}
+        self.count: dict[tuple[str, ...], int] = {}
+        self.all_expected: dict[tuple[str, ...], float] = {}
+        self.all_count: dict[tuple[str, ...], int] = {}
+        for name, expected in planned.items():
+            for key in self._keys(name):
+                self.all_expected[key] = self.all_expected.get(key, 0.0) + max(expected, 1e-3)
+                self.all_count[key] = self.all_count.get(key, 0) + 1
+
+    @staticmethod
+    def _keys(name: str) -> tuple[tuple[str, ...], ...]:
+        return (), (device(name),), (device(name), benchmark(name))
+
+    def note(self, name: str, took: float, expected: float) -> None:
+        for key in self._keys(name):
+            self.took[key] = self.took.get(key, 0.0) + took
+            self.expected[key] = self.expected.get(key, 0.0) + max(expected, 1e-3)
+            self.count[key] = self.count.get(key, 0) + 1
+
+    def _prior(self, key: tuple[str, ...]) -> float:
+        """PRIOR combinations' worth of estimated seconds, of those of ``key`` still to run (else of
+        all of it)."""
+        left = self.all_count.get(key, 0) - self.count.get(key, 0)
+        if left > 0:
+            return self.PRIOR * (self.all_expected[key] - self.expected.get(key, 0.0)) / left
+        count = max(self.all_count.get(key, 0), self.count.get(key, 0), 1)
+        return (
+            self.PRIOR * max(self.all_expected.get(key, 0.0), self.expected.get(key, 0.0)) / count
+        )
+
+    def _ratio(self, keys: Sequence[tuple[str, ...]]) -> float:
+        ratio = 1.0
+        for key in keys:
+            prior = max(self._prior(key), 1e-3)
+            ratio = (self.took.get(key, 0.0) + prior * ratio) / (
+                self.expected.get(key, 0.0) + prior
+            )
+        return ratio
+
+    def overall(self) -> float:
+        """The whole run's ratio: a step's start-up (environment, install) is scaled by it."""
+        return self._ratio([()])
+
+    def ratio(self, name: str) -> float:
+        return self._ratio(self._keys(name))
 
 
 @dataclass(frozen=True)
@@ -140,7 +345,13 @@ class Builds(Protocol):
 
     def name(self, commit: str) -> str: ...
 
-    def need(self, commit: str) -> tuple[int, str, bool]: ...  # bytes the install adds, where that figure is from, installed
+    def need(
+        self, commit: str
+    ) -> tuple[int, str, bool]: ...  # bytes the install adds, where that figure is from, installed
+
+    def download(
+        self, commit: str
+    ) -> tuple[int, tuple[str, ...]]: ...  # bytes to fetch, the hosts they come from
 
     def free(self) -> int: ...
 
@@ -156,91 +367,242 @@ class Watch:
         self.total = sum(len(step.names) for step in self.steps)
         self.done = self.offset = 0
         self.started = time.monotonic()
-        self.needs = {commit: builds.need(commit) if builds else (0, "unknown", True) for commit in self.commits}
+        self.needs = {
+            commit: builds.need(commit) if builds else (0, "unknown", True)
+            for commit in self.commits
+        }
         self.installed = {commit for commit, need in self.needs.items() if need[2]}
         self.current: Step | None = None
         self.left: list[str] = []
-        self.running: tuple[str, float] | None = None  # the combination asv measures now, since when
+        self.running: tuple[str, float] | None = (
+            None  # the combination asv measures now, since when
+        )
         self.said_long = 0.0
         self.skipped: set[str] = set()
         self.cache_used = builds.used() if builds else 0
+        self.expected = {
+            name: self.estimates.combination(name).seconds
+            for step in self.steps
+            for name in step.names
+        }
+        self.pace = Pace(self.expected)
+        self.step_began = self.last_event = (
+            0.0  # monotonic; the previous combination's end (wall), else the step's
+        )
+        self.last_at: float | None = (
+            None  # the events' own clock (time.time()) of the previous end in this step
+        )
+        self.began_at = (
+            0.0  # time.time() when this step began: the previous step's last value, else its begin
+        )
+        self.last_end: float | None = None  # the events' time of the last value of the run
+        self.begun: set[str] = set()  # the builds a step of which has begun
+        self.first_of_build = True
+        self.starting = True  # no combination of this step has started yet: asv installs, discovers
+        self.said_reasons: set[str] = set()
 
     def _name(self, commit: str) -> str:
         return self.builds.name(commit) if self.builds else commit[:8]
 
-    def _estimates(self, steps: Iterable[Step], seen: set[str]) -> Iterator[tuple[Step, bool, Estimate]]:
-        """Each step, whether it is the first of its build not in ``seen`` (its install counted), and its estimate."""
+    def _start_up(self, commit: str, first: bool) -> Estimate:
+        """A step's start-up: from the previous step's last value (the site published between, asv
+        ended and started again) to its first combination; the build's install in the first step of
+        a build not installed."""
+        estimate = self.estimates.install(commit in self.installed or not first)
+        return Estimate(estimate.seconds * self.pace.overall(), estimate.source)
+
+    def _estimate(self, names: Sequence[str]) -> Estimate:
+        """What ``names`` will take: their estimates, scaled by this run's pace so far."""
+        found = [self.estimates.combination(name) for name in names]
+        seconds = sum(
+            estimate.seconds * self.pace.ratio(name)
+            for name, estimate in zip(names, found, strict=True)
+        )
+        return Estimate(seconds, source(found))
+
+    def _estimates(
+        self, steps: Iterable[Step], seen: set[str]
+    ) -> Iterator[tuple[Step, bool, Estimate]]:
+        """Each step, whether it is the first of its build not in ``seen``, and its estimate with
+        its start-up."""
         for step in steps:
             first = step.commit not in seen
             seen.add(step.commit)
-            estimate = self.estimates.combinations(step.names)
-            yield step, first, self.estimates.install(step.commit in self.installed) + estimate if first else estimate
+            yield step, first, self._start_up(step.commit, first) + self._estimate(step.names)
+
+    def _costs(self) -> list[str]:
+        """What the run needs before it starts: disk, downloads, hosts."""
+        if self.builds is None:
+            return []
+        needed = sum(need for need, _, installed in self.needs.values() if not installed)
+        fetch = [
+            self.builds.download(commit) for commit in self.commits if commit not in self.installed
+        ]
+        size = sum(bytes_ for bytes_, _ in fetch)
+        hosts = sorted({host for _, found in fetch for host in found})
+        free = self.builds.free()
+        lines = [
+            f"  disk: about {_gb(needed)} more in the build cache {self.builds.cache()} (it holds"
+            f" {_gb(self.cache_used)}), {_gb(free)} free there"
+            + (
+                ""
+                if needed <= free
+                else ": builds that do not fit are skipped, each with a line"
+                " (MPSBENCH_CACHE=/path moves the cache to a disk with room)"
+            )
+        ]
+        lines.append(
+            f"  downloads: about {_gb(size)} of wheels"
+            + (f" from {', '.join(hosts)}" if hosts else "")
+            + "; retried and resumed where cut"
+            if size
+            else "  downloads: none (every build is installed or stored here)"
+        )
+        return lines
 
     def plan(self) -> str:
-        """The run's first lines: what it will do, in what order, each step's estimated time and disk."""
-        lines = [f"the run: {len(self.commits)} builds, newest first, {self.total} combinations; each value is saved"
-                 " as it is measured, so a stopped run keeps it and the next one goes on from there"]
+        """The run's first lines: what it needs, then each build (numbered as the count says) and
+        its steps."""
+        lines = [
+            f"the run: {len(self.commits)} build{'s' if len(self.commits) != 1 else ''}, newest first,"
+            f" {self.total} combinations; each value is saved as it is measured, so a stopped run keeps it and"
+            " the next one goes on from there",
+            *self._costs(),
+        ]
         total = Estimate(0.0, WHERE_MEASURED)
-        for number, (step, first, estimate) in enumerate(self._estimates(self.steps, set()), 1):
+        for step, first, estimate in self._estimates(self.steps, set()):
             total = total + estimate
-            need, how, installed = self.needs[step.commit]
-            disk = ""
-            if first and self.builds is not None:  # without them, nothing is known of the build's install
-                disk = f"  disk: none, {how}" if installed else f"  disk: about {_gb(need)} ({how})"
-            lines.append(f"  {number}. {self._name(step.commit)}: {step.tier}, {len(step.names)} combinations,"
-                         f" about {clock(estimate.seconds)} ({estimate.source}){disk}")
-        if self.builds is not None:
-            needed = sum(need for need, _, installed in self.needs.values() if not installed)
-            lines.append(f"  in all about {clock(total.seconds)} and {_gb(needed)} more disk; the build cache"
-                         f" {self.builds.cache()} holds {_gb(self.cache_used)}, {_gb(self.builds.free())} free there"
-                         + ("" if needed <= self.builds.free() else ": builds that do not fit are skipped, each"
-                            " with a line (MPSBENCH_CACHE=/path moves the cache to a disk with room)"))
+            if first:
+                need, how, installed = self.needs[step.commit]
+                disk = ""
+                if self.builds is not None:  # without them, nothing is known of the build's install
+                    disk = (
+                        f"; disk: none, {how}"
+                        if installed
+                        else f"; disk: about {_gb(need)} ({how})"
+                    )
+                lines.append(
+                    f"  {self.commits.index(step.commit) + 1}. {self._name(step.commit)}{disk}"
+                )
+            lines.append(
+                f"     {step.tier}: {len(step.names)} combinations, about {clock(estimate.seconds)}"
+                f" ({estimate.source})"
+            )
+        lines.append(
+            f"  in all about {clock(total.seconds)}; the estimate learns from each combination measured"
+        )
         return "\n".join(lines)
 
     def begin(self, step: Step) -> bool:
         """Say which step starts; False (with one line) for a build whose install does not fit on the disk."""
         if step.commit in self.skipped:
             return False
-        self.current, self.left, self.running, self.offset = step, list(step.names), None, 0  # a new events file
+        self.current, self.left, self.running, self.offset = (
+            step,
+            list(step.names),
+            None,
+            0,
+        )  # a new events file
         need, how, installed = self.needs[step.commit]
         if self.builds is not None and not installed and need > (free := self.builds.free()):
             self.skipped.add(step.commit)
             self.total -= sum(len(s.names) for s in self.steps if s.commit == step.commit)
-            log.warning(f"skipping {self._name(step.commit)}: installing it needs about {_gb(need)} ({how}),"
-                        f" {_gb(free)} is free at {self.builds.cache()}; free space there, or move the build cache"
-                        " to a disk with room (MPSBENCH_CACHE=/path scripts/bench), and run again")
+            log.warning(
+                f"skipping {self._name(step.commit)}: installing it needs about {_gb(need)} ({how}),"
+                f" {_gb(free)} is free at {self.builds.cache()}; free space there, or move the build cache"
+                " to a disk with room (MPSBENCH_CACHE=/path scripts/bench), and run again"
+            )
             return False
         self.cache_used = self.builds.used() if self.builds is not None else 0
-        log.info(f"build {self.commits.index(step.commit) + 1} of {len(self.commits)}: {self._name(step.commit)},"
-                 f" {step.tier}: {len(step.names)} combinations")
+        self.step_began = self.last_event = self.said_long = time.monotonic()
+        self.began_at = self.last_end if self.last_end is not None else time.time()
+        self.step_began -= max(0.0, time.time() - self.began_at)
+        self.last_at, self.starting = None, True
+        self.first_of_build = step.commit not in self.begun
+        self.begun.add(step.commit)
+        log.info(
+            f"build {self.commits.index(step.commit) + 1} of {len(self.commits)}: {self._name(step.commit)},"
+            f" {step.tier}: {len(step.names)} combinations"
+            + ("" if step.commit in self.installed else ", installed first")
+        )
         return True
 
     def poll(self, scratch: Path) -> list[dict[str, Any]]:
-        """The combinations measured since the last poll (each already saved in ``scratch``), progress said."""
-        done = []
+        """The combinations measured since the last poll (each already saved in ``scratch``), with
+        their wall time, and the step's start-up once its first combination starts; progress said.
+        """
+        done: list[dict[str, Any]] = []
+        commit = self.current.commit if self.current else ""
         for event in self._read(scratch):
+            at = float(event.get("at", time.time()))
             if event.get("event") == "start":
-                self.running, self.said_long = (str(event.get("name")), time.monotonic()), 0.0
+                self.running, self.said_long = (
+                    (str(event.get("name")), time.monotonic()),
+                    time.monotonic(),
+                )
+                if self.starting:
+                    self.starting = False
+                    self.last_at = at
+                    start_up = max(0.0, at - self.began_at)
+                    done.append(
+                        {
+                            "event": "begin",
+                            "build": commit,
+                            "installed": commit in self.installed,
+                            "seconds": round(start_up, 3),
+                        }
+                    )
             elif event.get("event") == "done":
-                done.append(event)
+                name, seconds = str(event.get("name")), float(event.get("seconds", 0.0))
+                wall = max(seconds, at - self.last_at) if self.last_at is not None else seconds
+                self.last_at = self.last_end = at
+                done.append({**event, "wall": round(wall, 3)})
                 self.done += 1
                 self.running = None
-                name, seconds = str(event.get("name")), float(event.get("seconds", 0.0))
+                self.last_event = time.monotonic()
                 if name in self.left:
                     self.left.remove(name)
-                self.estimates.note(name, seconds)
-                commit = self.current.commit if self.current else ""
-                if commit not in self.installed and self.builds is not None:  # its install is done: the disk it took
+                # the costs stay as read (the next run learns this one): the pace carries what this
+                # run shows
+                self.pace.note(name, wall, self.expected.get(name, wall))
+                if (
+                    commit not in self.installed and self.builds is not None
+                ):  # its install is done: the disk it took
                     self.cache_used = self.builds.used()
                 self.installed.add(commit)
-                log.info(self.line(name, str(event.get("outcome")), seconds))
+                log.info(self.line(name, self._outcome(event), seconds))
+        now = time.monotonic()
         if self.running is not None:
             name, since = self.running
-            running_for = time.monotonic() - since
-            if running_for >= LONG and running_for - self.said_long >= LONG:
-                self.said_long = running_for
-                log.info(f"still measuring {name}: {clock(running_for)} so far")
+            if now - self.said_long >= LONG:
+                self.said_long = now
+                log.info(f"still measuring {name}: {clock(now - since)} so far")
+        elif self.starting and self.current is not None and now - self.said_long >= LONG:
+            self.said_long = now
+            grown = (self.builds.used() - self.cache_used) if self.builds is not None else 0
+            what = (
+                "installing the build and starting asv"
+                if commit not in self.installed
+                else "starting asv"
+            )
+            grew = (
+                f", the build cache has grown by {_gb(grown)} (downloads and the install)"
+                if grown > 0
+                else ""
+            )
+            log.info(f"{what}: {clock(now - self.step_began)} so far{grew}")
         return done
+
+    def _outcome(self, event: dict[str, Any]) -> str:
+        """A combination's outcome; a skip with its reason, once per reason in a run."""
+        outcome = str(event.get("outcome"))
+        if outcome != "skipped":
+            return outcome
+        reason = str(event.get("reason", "no reason given"))
+        if reason in self.said_reasons:
+            return "skipped (as above)"
+        self.said_reasons.add(reason)
+        return f"skipped: {reason}"
 
     def _read(self, scratch: Path) -> list[dict[str, Any]]:
         try:
@@ -249,7 +611,7 @@ class Watch:
                 text = handle.read()
         except OSError:
             return []
-        whole = text[:text.rfind("\n") + 1]  # a line still being written waits for the next poll
+        whole = text[: text.rfind("\n") + 1]  # a line still being written waits for the next poll
         self.offset += len(whole.encode())
         events = []
         for line in whole.splitlines():
@@ -258,21 +620,55 @@ class Watch:
         return events
 
     def remaining(self) -> Estimate:
-        """What is left: this step's combinations not yet measured, then every later step."""
-        estimate = self.estimates.combinations(self.left)
+        """What is left: this step's combinations not yet measured (less what the one running has
+        taken), its start-up while it is starting, then every later step; all at this run's pace."""
+        estimate = self._estimate(self.left)
         if self.current is None:
             return estimate
-        later = [step for step in self.steps[self.steps.index(self.current) + 1:] if step.commit not in self.skipped]
-        return sum((step_estimate for _, _, step_estimate in self._estimates(later, {self.current.commit})), estimate)
+        now = time.monotonic()
+        if self.starting:
+            start_up = self._start_up(self.current.commit, self.first_of_build).seconds
+            estimate = estimate + Estimate(
+                max(0.0, start_up - (now - self.step_began)), estimate.source
+            )
+        elif (
+            self.running is not None
+        ):  # the time since the last end is already spent on what is left
+            estimate = Estimate(
+                max(0.0, estimate.seconds - (now - self.last_event)), estimate.source
+            )
+        later = [
+            step
+            for step in self.steps[self.steps.index(self.current) + 1 :]
+            if step.commit not in self.skipped
+        ]
+        return sum(
+            (
+                step_estimate
+                for _, _, step_estimate in self._estimates(later, {self.current.commit})
+            ),
+            estimate,
+        )
 
     def line(self, name: str, outcome: str, seconds: float) -> str:
         number = self.commits.index(self.current.commit) + 1 if self.current else 0
-        disk = f", build cache {_gb(self.cache_used)}, {_gb(self.builds.free())} free" if self.builds is not None else ""
-        return (f"build {number} of {len(self.commits)}, {self.done} of {self.total} combinations done"
-                f" ({name}: {outcome}, {clock(seconds)}), elapsed {clock(time.monotonic() - self.started)},"
-                f" about {clock(self.remaining().seconds)} left{disk}")
+        disk = (
+            f", build cache {_gb(self.cache_used)}, {_gb(self.builds.free())} free"
+            if self.builds is not None
+            else ""
+        )
+        return (
+            f"build {number} of {len(self.commits)}, {self.done} of {self.total} combinations done"
+            f" ({name}: {outcome}, {clock(seconds)}), elapsed {clock(time.monotonic() - self.started)},"
+            f" about {clock(self.remaining().seconds)} left{disk}"
+        )
 
     def end(self) -> None:
-        log.info(f"measured {self.done} of {self.total} combinations in {clock(time.monotonic() - self.started)}"
-                 + (f"; skipped for disk space: {', '.join(self._name(c) for c in sorted(self.skipped))}"
-                    if self.skipped else ""))
+        log.info(
+            f"measured {self.done} of {self.total} combinations in {clock(time.monotonic() - self.started)}"
+            + (
+                f"; skipped for disk space: {', '.join(self._name(c) for c in sorted(self.skipped))}"
+                if self.skipped
+                else ""
+            )
+        )

@@ -1,0 +1,204 @@
+"""Estimates that learn: a record run's plan and its time-left line from this machine's costs file (or, before any,
+the measured table per device), corrected by the run's own pace; checked by simulating runs over fixed cost logs.
+A skip says its reason once and is recorded, so that the next run does not redo it."""
+
+from __future__ import annotations
+
+import json
+import random
+import time
+from pathlib import Path
+
+import pytest
+
+from mpsbench.core import asv_saving
+from mpsbench.results import record, watch
+from mpsbench.results.watch import Step, Watch
+
+# A cost log as a 2-core machine writes it: a few benchmarks with very different costs per combination
+CLASSES = {
+    "benchmark_models.Training.time_step('cpu', 'm{}', 8)": 20.0,
+    "benchmark_models.Inference.time_step('cpu', 'm{}', 8)": 8.0,
+    "benchmark_ops.ComputeBoundOps.time_forward('cpu', 'op{}', 'float32', 'small')": 1.5,
+    "benchmark_epoch.Epoch.time_epoch('cpu', 'm{}', 8, 0, 'tiny')": 45.0,
+}
+
+
+def _names(count: int) -> list[str]:
+    return [pattern.format(i) for pattern in CLASSES for i in range(count)]
+
+
+def _history(results: Path, names: list[str]) -> None:
+    """One earlier run of each combination, at its class's cost."""
+    watch.add(results, "box", [{"event": "done", "name": name, "build": "old", "outcome": "value",
+                                "seconds": CLASSES[_pattern(name)] * 0.7, "wall": CLASSES[_pattern(name)]}
+                               for name in names])
+
+
+def _pattern(name: str) -> str:
+    return next(pattern for pattern in CLASSES if name.startswith(pattern.split("{")[0]))
+
+
+def _simulate(tmp_path: Path, steps: list[Step], took: dict[str, float], start_up: float) -> list[tuple[float, float]]:
+    """Run ``steps`` through a Watch on events whose clock says each combination took ``took`` (and each step's
+    start-up ``start_up``); after each combination: (fraction done, estimated left / actually left)."""
+    results = tmp_path / "results"
+    watching = Watch(steps, watch.Costs(results, "box"), None)
+    total = start_up * len(steps) + sum(took[name] for step in steps for name in step.names)
+    spent, done, seen = 0.0, 0, []
+    count = sum(len(step.names) for step in steps)
+    for number, step in enumerate(steps):
+        scratch = tmp_path / f"scratch{number}"
+        scratch.mkdir()
+        assert watching.begin(step)
+        clock = watching.began_at + start_up  # the events' own clock
+        spent += start_up
+        for name in step.names:
+            events = [{"event": "start", "name": name, "at": clock}]
+            clock += took[name]
+            spent += took[name]
+            events.append({"event": "done", "name": name, "at": clock, "seconds": took[name] * 0.9,
+                           "outcome": "value", "build": step.commit})
+            with open(scratch / asv_saving.EVENTS, "a") as out:
+                out.write("".join(json.dumps(event) + "\n" for event in events))
+            watching.poll(scratch)
+            done += 1
+            left = total - spent
+            if left > 0:
+                seen.append((done / count, watching.remaining().seconds / left))
+    return seen
+
+
+def _at(seen: list[tuple[float, float]], fraction: float) -> float:
+    return next(ratio for done, ratio in seen if done >= fraction)
+
+
+@pytest.mark.parametrize("slower", [1.0, 3.0, 6.0], ids=["as-before", "3x-loaded", "6x-loaded"])
+def test_time_left_is_within_a_quarter_from_the_first_tier_on_whatever_the_load(tmp_path, slower):
+    """History from a quiet run; this run `slower` times slower, with per-combination noise and per-class drift."""
+    names = _names(10)
+    _history(tmp_path / "results", names)
+    rng = random.Random(45)
+    drift = {pattern: rng.uniform(0.8, 1.25) for pattern in CLASSES}  # a class slowed more than another
+    took = {name: CLASSES[_pattern(name)] * slower * drift[_pattern(name)] * rng.lognormvariate(0, 0.25)
+            for name in names}
+    first = tuple(name for name in names if "models" in name)
+    steps = [Step("new", first, "first tier"), Step("new", tuple(n for n in names if n not in first), "the rest"),
+             Step("older", tuple(names), "every combination")]
+    took.update({name: took[name] for name in names})
+    seen = _simulate(tmp_path, steps, took, start_up=16.0 * slower)
+    first_tier_end = len(first) / (2 * len(names))
+    for fraction in (0.1, 0.5, 0.9):
+        if fraction >= first_tier_end:
+            assert _at(seen, fraction) == pytest.approx(1.0, abs=0.25), (fraction, seen)
+
+
+def test_before_any_history_the_table_and_the_runs_pace_bring_time_left_within_a_quarter(tmp_path):
+    """No costs file: the per-device table's guess is off by 4x (a loaded machine); the pace mends it."""
+    names = _names(12)
+    table = {watch.benchmark(name): CLASSES[_pattern(name)] for name in names}
+    rng = random.Random(7)
+    took = {name: 4.0 * CLASSES[_pattern(name)] * rng.lognormvariate(0, 0.25) for name in names}
+    first = tuple(name for name in names if "models" in name)
+    steps = [Step("new", first, "first tier"), Step("new", tuple(n for n in names if n not in first), "the rest")]
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setitem(watch.MEASURED_SECONDS, "cpu", table)
+        planned = watch.Costs(tmp_path / "results", "box").combinations(names).seconds
+        seen = _simulate(tmp_path, steps, took, start_up=30.0)
+    assert planned / sum(took.values()) == pytest.approx(0.25, abs=0.05)  # the plan's own figure: the table, 4x off
+    for fraction in (len(first) / len(names), 0.5, 0.9):
+        assert _at(seen, fraction) == pytest.approx(1.0, abs=0.25), (fraction, seen)
+
+
+def test_an_estimate_is_the_combinations_wall_time_as_learnt_and_its_benchmarks_on_the_same_device(tmp_path):
+    results = tmp_path / "results"
+    cpu = "benchmark_models.Training.time_step('cpu', 'mlp', 8)"
+    watch.add(results, "box", [{"name": cpu, "seconds": 2.0, "wall": 9.0, "build": "b", "outcome": "value"}])
+    costs = watch.Costs(results, "box")
+    assert costs.combination(cpu) == watch.Estimate(9.0, watch.WHERE_MEASURED)
+    assert costs.combination(cpu.replace("8)", "32)")) == watch.Estimate(9.0, watch.WHERE_MEASURED)
+    mps = "benchmark_models.Training.time_step('mps', 'mlp', 1024)"
+    assert costs.combination(mps).source == watch.WHERE_BUDGET  # another device's figure is not learnt from the cpu's
+
+
+def test_the_wall_time_counts_what_a_combination_waited_for_and_the_start_up_is_learnt(tmp_path):
+    results = tmp_path / "results"
+    step = Step("b", ("x('cpu', 1)", "x('cpu', 2)"), "every combination")
+    watching = Watch([step], watch.Costs(results, "box"), None)
+    watching.begin(step)
+    t = watching.began_at
+    events = [{"event": "start", "name": "x('cpu', 1)", "at": t + 20},
+              {"event": "done", "name": "x('cpu', 1)", "at": t + 23, "seconds": 3.0, "outcome": "value"},
+              {"event": "start", "name": "x('cpu', 2)", "at": t + 33},  # a setup_cache between the two
+              {"event": "done", "name": "x('cpu', 2)", "at": t + 35, "seconds": 2.0, "outcome": "value"}]
+    (tmp_path / asv_saving.EVENTS).write_text("".join(json.dumps(event) + "\n" for event in events))
+    lines = watching.poll(tmp_path)
+    assert [(line.get("event"), line.get("wall", line.get("seconds"))) for line in lines] == [
+        ("begin", 20.0), ("done", 3.0), ("done", 12.0)]
+    watch.add(results, "box", lines)
+    learnt = watch.Costs(results, "box")
+    assert learnt.combination("x('cpu', 2)").seconds == 12.0 and learnt.install(True).seconds == 20.0
+
+
+def test_a_skip_says_its_reason_once_and_the_next_run_counts_it_as_recorded(tmp_path, capsys):
+    results = tmp_path / "results"
+    names = ("a('cpu', 1)", "a('cpu', 2)", "a('cpu', 3)")
+    step = Step("commit1", names, "every combination")
+    watching = Watch([step], watch.Costs(results, "box"), None)
+    watching.begin(step)
+    events = [{"event": "done", "name": name, "build": "commit1", "seconds": 1.0, "outcome": "skipped",
+               "reason": "torch 1.13.1 has no torch.compile (2.0 and later)"} for name in names[:2]]
+    events.append({"event": "done", "name": names[2], "build": "commit1", "seconds": 1.0, "outcome": "value"})
+    (tmp_path / asv_saving.EVENTS).write_text("".join(json.dumps(event) + "\n" for event in events))
+    watch.add(results, "box", watching.poll(tmp_path))
+    said = [line for line in capsys.readouterr().err.splitlines() if "combinations done" in line]
+    assert "a('cpu', 1): skipped: torch 1.13.1 has no torch.compile (2.0 and later)" in said[0]
+    assert "a('cpu', 2): skipped (as above)" in said[1] and "no torch.compile" not in said[1]
+    assert watch.skipped(results, "box", "commit1") == {name: "torch 1.13.1 has no torch.compile (2.0 and later)"
+                                                        for name in names[:2]}
+    assert watch.skipped(results, "box", "commit2") == {} and watch.skipped(results, "other", "commit1") == {}
+    (results / "box").mkdir(parents=True)
+    assert record.recorded_names(results, "box", "commit1") == set(names[:2])  # the value's file is asv's, none here
+
+
+def test_a_skips_reason_is_read_from_what_its_process_printed():
+    said = "loading\nasv: skipped: SkipNotImplemented('cpu is not usable here: no') \n"
+    assert asv_saving.skip_reason(said) == "cpu is not usable here: no"
+    assert asv_saving.skip_reason("asv: skipped: NotImplementedError() ") == "no reason given"
+    assert asv_saving.skip_reason(None) == "no reason given"
+
+
+def test_a_long_start_up_says_so_once_a_minute_with_what_the_cache_grew_by(tmp_path, capsys, monkeypatch):
+    class Grows:
+        holds = 0
+
+        def name(self, commit: str) -> str:
+            return commit
+
+        def need(self, commit: str) -> tuple[int, str, bool]:
+            return (5 * 10**9, "measured", False)
+
+        def download(self, commit: str) -> tuple[int, tuple[str, ...]]:
+            return (2 * 10**9, ("download.pytorch.org",))
+
+        def free(self) -> int:
+            return 100 * 10**9
+
+        def used(self) -> int:
+            return self.holds
+
+        def cache(self) -> Path:
+            return tmp_path
+
+    builds = Grows()
+    step = Step("b", ("x('cpu', 1)",), "every combination")
+    watching = Watch([step], watch.Costs(tmp_path / "results", "box"), builds)
+    watching.begin(step)
+    now = [time.monotonic()]
+    monkeypatch.setattr(watch.time, "monotonic", lambda: now[0])
+    for grown in (1.2, 2.5):
+        now[0] += watch.LONG
+        builds.holds = int(grown * 10**9)
+        watching.poll(tmp_path)
+    said = [line for line in capsys.readouterr().err.splitlines() if "installing" in line and "so far" in line]
+    assert len(said) == 2 and "grown by 1.2 GB" in said[0] and "grown by 2.5 GB" in said[1]
