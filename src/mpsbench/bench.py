@@ -143,6 +143,9 @@ def published_stamp(suite: Suite) -> Path:
 def publish_site(suite: Suite, only_if_changed: bool = False) -> None:
     """Publish the site; ``only_if_changed``: say so in one line instead where nothing it is made
     from changed."""
+    if not publish.measured_builds(suite.conf.results):  # every value held, or none measured yet
+        log.info(f"nothing recorded in {suite.conf.results} yet: no site to publish")
+        return
     stamp, state = published_stamp(suite), _state(suite)
     current = (suite.conf.html / "index.html").is_file() and stamp.is_file() and stamp.read_text() == state
     if only_if_changed and current:
