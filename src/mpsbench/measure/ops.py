@@ -1,8 +1,7 @@
-"""The operator registry: per op, fixed inputs at three sizes, the forward call and its work count.
+"""The operator registry: per op, fixed inputs at three sizes, the forward call and its work.
 
-Throughput is an op's work over the median time of one call: exact FLOPs for the compute-bound ops, compulsory
-bytes for the memory-bound ones (each input read once, each output written once), so GB/s is a lower bound to
-hold against the device's peak (docs/reference/ops.md lists the shapes and counts).
+Throughput is work over the median call: exact FLOPs for compute-bound ops, compulsory bytes
+(each operand touched once) for memory-bound ones, so GB/s is a lower bound on the achieved rate.
 """
 
 from __future__ import annotations
@@ -16,15 +15,15 @@ from mpsbench.measure.optional_torch import F, torch  # loaded at the first case
 
 SIZES: tuple[str, ...] = ("small", "medium", "large")
 DTYPES: tuple[str, ...] = precision.NAMES
-# Calls looped inside one timed call, so that a sub-millisecond op rises above clock and launch overhead; fixed per
-# size, never chosen from the hardware, so every machine times the same loop.
+# Calls per timed call, so a sub-millisecond op rises above clock and launch overhead; fixed per
+# size, never chosen from the hardware.
 CALLS_PER_SAMPLE: Mapping[str, int] = {"small": 100, "medium": 20, "large": 3}
 GFLOPS = "GFLOP/s"  # unit of compute-bound ops
 GBPS = "GB/s"  # unit of memory-bound ops (1 GB = 1e9 bytes)
 INDEX_BYTES = 8  # indices and class targets are int64
 
-# One op's named sizes at one size, after the usual symbols: n batch or square side, c channels, h/w height and
-# width, o output features, t tokens, d feature width, v rows of a table, k indices taken, l sequence length.
+# Dim names: n batch or side, c channels, h/w height and width, o output features, t tokens,
+# d feature width, v table rows, k indices taken, l sequence length.
 Dims = Mapping[str, int]
 
 
@@ -119,9 +118,9 @@ def _reduction(name: str, call: Callable[[torch.Tensor], torch.Tensor]) -> OpSpe
 def _lookup(name: str, description: str, shapes: dict[str, Dims], *, source: str, index: str, axis: int,
             forward: Callable[[Mapping[str, torch.Tensor]], torch.Tensor], work: Callable[[Dims, int], int],
             formula: str) -> OpSpec:
-    """An op that reads a trained ``source`` at random int64 positions along ``axis`` (torch's index_select order).
+    """An op reading a trained ``source`` at random int64 positions along ``axis``.
 
-    ``source`` and ``index`` name the operands' dims; the output has the index's dims, then the source's past ``axis``.
+    The output has the index's dims, then the source's past ``axis`` (index_select's order).
     """
     source_dims, index_dims = source.split(), index.split()
     return OpSpec(
@@ -261,8 +260,8 @@ def get(name: str) -> OpSpec:
 
 
 def make_inputs(spec: OpSpec, size: str, device: str, dtype: str, training: bool) -> dict[str, torch.Tensor]:
-    """Seeded, drawn in float32 and cast: every dtype sees the same values, no device needs a reduced-precision
-    generator. With ``training`` the trained operands require gradients."""
+    """Seeded, drawn in float32 and cast: every dtype sees the same values.
+    With ``training`` the trained operands require gradients."""
     devices.get(device).seed(models.SEED)
     float_dtype = precision.dtype_of(dtype)
     inputs: dict[str, torch.Tensor] = {}
@@ -282,8 +281,8 @@ def make_inputs(spec: OpSpec, size: str, device: str, dtype: str, training: bool
 
 
 def _bind_torch() -> None:
-    """This module's ``torch`` and ``F`` become the modules themselves before anything is timed: the stand-ins'
-    lookup on every call would add to a microsecond op's time (what the table's lambdas call)."""
+    """Bind this module's ``torch`` and ``F`` to the real modules before timing: the stand-ins'
+    lookup would add to a microsecond op's time."""
     global torch, F
     import torch as loaded
     import torch.nn.functional as functional
@@ -294,8 +293,8 @@ def _bind_torch() -> None:
 class OpCase:
     """One op at one size and dtype with its inputs on a device; nothing here synchronizes.
 
-    The backward is ``torch.autograd.grad`` with a fixed output gradient: nothing accumulates into ``.grad`` and no
-    loss reduction adds kernels of its own.
+    The backward is ``torch.autograd.grad`` with a fixed output gradient: no ``.grad``
+    accumulation, no loss kernels.
     """
 
     def __init__(self, spec: OpSpec, device: str, dtype: str, size: str, training: bool) -> None:
@@ -349,7 +348,7 @@ class OpCase:
 
 
 def median_seconds_per_call(case: OpCase, min_samples: int = 3, min_seconds: float = 0.2) -> float:
-    """Of a warmed-up case, each sample its calls per sample (like the asv ``time_`` body)."""
+    """Median seconds per call of a warmed-up case (as the asv ``time_`` body runs it)."""
     return timing.median_seconds(case.run, case.device, case.calls_per_sample, min_samples, min_seconds)[0]
 
 
@@ -391,8 +390,7 @@ def prepare(device: str, op: str, dtype: str, size: str, training: bool) -> OpCa
             raise skips.SkipNotImplemented(
                 f"{op} at {size} in {dtype} does not fit in {device} memory: {errors.first_line(exc)}"
             ) from exc
-        # float32 is the baseline every device must run; float16 and bfloat16 support varies with the device,
-        # the OS (bfloat16 on mps needs macOS 14) and the torch version
+        # float32 must run everywhere; reduced-precision support varies with device, OS and torch
         if dtype != precision.DEFAULT and skips.torch_lacks(exc):
             raise skips.SkipNotImplemented(
                 f"{op} in {dtype} on {device}: torch does not support it here: {errors.first_line(exc)}") from exc
