@@ -1,8 +1,8 @@
-"""A platform's default timeline: which builds ``scripts/bench`` runs there, and under which Pythons.
+"""A platform's default timeline: which builds ``scripts/bench`` runs there, under which Pythons.
 
-The manifest's ``defaults`` rule: the last patch of each minor release of some channels (``since``, ``newest``,
-``newest_of``). No one Python has wheels for the whole era, so each build runs under every rule Python it has
-wheels for: the overlap runs under both, and the seam shows on the site.
+The manifest's ``defaults`` rule picks the last patch of each minor release of some channels. No
+one Python has wheels for the whole era, so each build runs under every rule Python it has wheels
+for: the seam shows on the site.
 """
 
 from __future__ import annotations
@@ -45,12 +45,12 @@ def releases(manifest: mf.Manifest, platform: str, rule: mf.Default) -> list[tup
     newest_of_minor: dict[tuple[int, ...], tuple[Version, str, mf.Build]] = {}
     for name in rule.channels:
         channel = manifest.channel(name)
-        # a build pinned before per-Python sets ("" in its sets) is never installed, so never scheduled
+        # a build pinned before per-Python sets ("" in its sets) is never installed
         found = sorted(((Version(build.torch_version), build) for build in (channel.builds if channel else ())
                         if build.kind == "release" and platform in build.pins and "" not in build.sets(platform)),
                        key=lambda pair: pair[0])
         minors = sorted({version.release[:2] for version, _ in found})
-        if name in rule.newest_of:  # e.g. only the newest release beside the era's few (Linux: disk)
+        if name in rule.newest_of:  # only the newest release beside the era's few
             minors = minors[-rule.newest_of[name]:]
         for version, build in found:
             minor = version.release[:2]
@@ -77,8 +77,8 @@ def this_machine(manifest: mf.Manifest) -> tuple[str, list[Scheduled], list[str]
 
 
 def runnable_here(planned: list[Scheduled], platform: str) -> tuple[list[Scheduled], list[str]]:
-    """The scheduled runs this machine can make, and a line for each it cannot, asked before any download: a Python
-    asv would not find on PATH, a build whose wheels need a newer OS (macOS 14 for torch 2.12.1 and later)."""
+    """The scheduled runs this machine can make, and a line for each it cannot, asked before any
+    download: a Python asv would not find on PATH, wheels that need a newer OS."""
     kept, said = [], []
     current = f"{sys.version_info.major}.{sys.version_info.minor}"  # asv falls back on its own interpreter
     missing = sorted({p for item in planned for p in item.pythons if p != current and shutil.which(f"python{p}") is None},
@@ -115,9 +115,8 @@ def pythons(planned: list[Scheduled]) -> list[str]:
 
 
 def this_machine_is(platform: str) -> str:
-    """What this machine is, for a person: ``platform`` names the wheels its default installs, not its devices (PyPI's
-    Linux torch is the CUDA build, which a machine without an NVIDIA GPU installs to measure cpu rows; cpu wheels
-    measure only cpu rows, GPU or not)."""
+    """What this machine is, for a person: ``platform`` names the wheels its default installs,
+    not its devices (PyPI's Linux torch is the CUDA build, installed to measure cpu rows too)."""
     if platform.startswith("linux-x86_64"):
         cuda_wheels = platform.endswith("-cuda")
         if install_build.nvidia_gpu():
