@@ -1,7 +1,7 @@
 """Workloads: a model, its optimizer and a fixed batch, resident on a device.
 
-A training step is exactly: zero the gradients, forward, loss, backward, optimizer step; an inference step a forward
-in eval mode under ``torch.inference_mode()``. Neither synchronizes: the caller does, once, before it reads a clock.
+A training step: zero the gradients, forward, loss, backward, optimizer step; an inference step:
+an eval-mode forward under ``torch.inference_mode()``. Neither synchronizes: the caller does.
 """
 
 from __future__ import annotations
