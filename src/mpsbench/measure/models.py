@@ -14,9 +14,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from mpsbench.core import errors
-from mpsbench.measure.optional_torch import nn, torch  # the registry's names and sizes import without torch
+from mpsbench.measure.optional_torch import nn, torch  # names and sizes import without torch
 
-SEED = 0  # every synthetic input is drawn from a generator seeded with this
+SEED = 0  # every synthetic input's generator seed
 # One axis for every model; a model skips the sizes outside its own `batch_sizes`.
 BATCH_SIZES: tuple[int, ...] = (1, 8, 32, 64, 128, 1024)
 
@@ -44,19 +44,19 @@ class ModelSpec:
     num_classes: int
     seed_batch_size: int
     batch_sizes: tuple[int, ...]
-    large: bool  # a cpu step takes seconds: the default selection runs it on the cpu at small batches only
+    large: bool  # a cpu step takes seconds: the cpu default runs it at small batches only
     # Steps per timed call, so sub-millisecond GPU steps rise above clock and launch overhead;
     # asv's timer divides by it (suite.StepTimer).
     steps_per_call: int = 1
     requires: tuple[str, ...] = ()  # importable packages the builder needs
-    trainable: Callable[[nn.Module], list[nn.Parameter]] | None = None  # the parameters trained; None: all
+    trainable: Callable[[nn.Module], list[nn.Parameter]] | None = None  # None: all parameters train
     make_optimizer: Callable[[list[nn.Parameter]], torch.optim.Optimizer] = field(
         default=lambda params: torch.optim.SGD(params, lr=0.01, momentum=0.9)
     )
     forward: Callable[[nn.Module, dict[str, torch.Tensor]], torch.Tensor] = field(  # the logits
         default=lambda model, inputs: model(*inputs.values())
     )
-    trains: bool = True  # False: an inference-only model (a frozen text encoder)
+    trains: bool = True  # False: inference only (a frozen text encoder)
 
     def missing_requirements(self) -> list[str]:
         missing = []
@@ -92,8 +92,8 @@ LLAMA_CONFIG: dict[str, Any] = dict(
     vocab_size=32000, hidden_size=768, intermediate_size=2048, num_hidden_layers=12,
     num_attention_heads=12, num_key_value_heads=4, max_position_embeddings=2048, tie_word_embeddings=False,
 )
-LLAMA_SEQUENCE_LENGTH = 256  # a short chat turn, as laptop fine-tuning recipes start
-# Its generation rows (mpsbench.measure.llm), here so the site reads them without torch.
+LLAMA_SEQUENCE_LENGTH = 256  # a short chat turn
+# Its generation rows (mpsbench.measure.llm), torch-free for the site.
 LLAMA_GENERATION = {"batch": 1, "prompt_tokens": 512, "new_tokens": 128}
 LLAMA_NAME = "llama_small"
 # Stable Diffusion 1.x's text encoder: CLIP ViT-L/14's text tower (openai/clip-vit-large-patch14).
@@ -155,18 +155,18 @@ def _bert_batch(batch_size: int, gen: torch.Generator) -> Batch:
 
 def _llama_batch(batch_size: int, gen: torch.Generator) -> Batch:
     ids = torch.randint(0, LLAMA_CONFIG["vocab_size"], (batch_size, LLAMA_SEQUENCE_LENGTH), generator=gen)
-    return Batch({"input_ids": ids}, ids[:, 1:].clone())  # each position's next token: the causal LM loss
+    return Batch({"input_ids": ids}, ids[:, 1:].clone())  # each position's next token
 
 
 def _clip_batch(batch_size: int, gen: torch.Generator) -> Batch:
     ids = torch.randint(0, CLIP_TEXT_CONFIG["vocab_size"], (batch_size, CLIP_SEQUENCE_LENGTH), generator=gen)
-    # No loss trains a frozen encoder; the target only gives the accuracy guard's loss a shape.
+    # Nothing trains a frozen encoder; the target gives the accuracy guard's loss a shape.
     target = torch.randint(0, CLIP_TEXT_CONFIG["hidden_size"], (batch_size, CLIP_SEQUENCE_LENGTH), generator=gen)
     return Batch({"input_ids": ids}, target)
 
 
 def _adamw(params: list[nn.Parameter]) -> torch.optim.Optimizer:
-    return torch.optim.AdamW(params, lr=2e-5)  # the usual BERT fine-tuning optimizer
+    return torch.optim.AdamW(params, lr=2e-5)  # BERT fine-tuning's usual optimizer
 
 
 _CNN_SIZES = (1, 8, 32, 64, 128)
@@ -188,7 +188,7 @@ def _bert(name: str, description: str, **frozen: Any) -> ModelSpec:
         name, description,
         _transformers_build("BertForSequenceClassification", "BertConfig", {"num_labels": BERT_NUM_LABELS}, BERT_ATTENTION),
         _bert_batch, BERT_NUM_LABELS,
-        seed_batch_size=64,  # Apple's BERT chart and the fine-tuning seed: batch 64
+        seed_batch_size=64,  # Apple's BERT chart and the fine-tuning seed
         batch_sizes=_BIG_SIZES, large=True,
         requires=("transformers.models.bert.modeling_bert",),  # transformers imports lazily
         make_optimizer=_adamw, forward=lambda model, inputs: _output(model(**inputs), "logits"), **frozen,
@@ -200,25 +200,25 @@ REGISTRY: dict[str, ModelSpec] = {
     for spec in (
         ModelSpec(
             "mlp", "MLP 1024-512-256-10 (the seeds' forward/backward loop)", _build_mlp, _dense_batch((1024,), 10), 10,
-            seed_batch_size=1024,  # the MLP seed trained on batches of 1024
+            seed_batch_size=1024,  # the MLP seed's batch
             batch_sizes=BATCH_SIZES, large=False,
             steps_per_call=20,  # ~0.1 ms a step on a GPU
         ),
         ModelSpec(
             "lenet5", "LeNet-5 on 28x28 single-channel images", _build_lenet5, _dense_batch((1, 28, 28), 10), 10,
-            seed_batch_size=128,  # a common MNIST training batch; no seed fixes one
+            seed_batch_size=128,  # a common MNIST batch; no seed fixes one
             batch_sizes=BATCH_SIZES, large=False,
-            steps_per_call=20,  # sub-millisecond on a GPU, like the MLP
+            steps_per_call=20,  # sub-millisecond on a GPU
         ),
         _torchvision_spec(
             "resnet50", "torchvision ResNet-50, 224x224, 1000 classes", 1000,
-            seed_batch_size=128,  # Apple's M1 Ultra chart: ResNet50 at batch 128
+            seed_batch_size=128,  # Apple's M1 Ultra chart
             batch_sizes=_CNN_SIZES,
         ),
         _torchvision_spec(
-            # 10 classes: the VGG16 seed trained on CIFAR-10 upscaled to 224x224.
+            # 10 classes: the seed trained on CIFAR-10 upscaled to 224x224.
             "vgg16", "torchvision VGG16, 224x224, 10 classes (CIFAR-10 upscaled)", 10,
-            seed_batch_size=64,  # Apple's chart and the CIFAR-10 seed: batch 64
+            seed_batch_size=64,  # Apple's chart and the CIFAR-10 seed
             batch_sizes=_BIG_SIZES,
         ),
         _bert("bert_base", "BERT-base classifier (BertConfig, random weights), seq 128, 6 labels"),
@@ -245,7 +245,7 @@ REGISTRY.update({
             LLAMA_NAME, "Llama-style decoder (LlamaConfig, 125M params, random weights), 256 tokens, causal LM loss",
             _transformers_build("LlamaForCausalLM", "LlamaConfig", LLAMA_CONFIG, LLAMA_ATTENTION), _llama_batch,
             num_classes=LLAMA_CONFIG["vocab_size"],
-            seed_batch_size=8,  # 2,048 tokens a step: a laptop fine-tuning micro-batch
+            seed_batch_size=8,  # 2,048 tokens: a laptop fine-tuning micro-batch
             batch_sizes=(1, 8, 32), large=True,
             requires=("transformers.models.llama",),  # transformers 4.28+
             make_optimizer=_adamw, forward=_causal_lm_forward,
@@ -255,7 +255,7 @@ REGISTRY.update({
             # "eager": "sdpa" is newer than SD's pipelines
             _transformers_build("CLIPTextModel", "CLIPTextConfig", CLIP_TEXT_CONFIG, "eager"), _clip_batch,
             num_classes=CLIP_TEXT_CONFIG["hidden_size"],
-            seed_batch_size=8,  # 4 images per prompt, each with its prompt and the empty one (CFG)
+            seed_batch_size=8,  # 4 images per prompt, with classifier-free guidance's empty prompt
             batch_sizes=(1, 8, 32), large=True, requires=("transformers",), forward=_text_encoder_forward,
             trains=False,  # SD's pipelines keep the text encoder frozen
         ),
@@ -305,7 +305,7 @@ def preload_for_forkserver() -> list[str]:
     for package in PRELOADED:
         try:
             importlib.import_module(package)
-        except Exception:  # absent, or not importable with this torch: its models skip with the reason
+        except Exception:  # absent or unusable here: its models skip with the reason
             continue
         loaded.append(package)
     # Python's advice for a server that forks without exec: move the imported objects to the

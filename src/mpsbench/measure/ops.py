@@ -11,15 +11,15 @@ from dataclasses import dataclass
 
 from mpsbench.core import errors
 from mpsbench.measure import devices, fallback, models, precision, skips, timing
-from mpsbench.measure.optional_torch import F, torch  # loaded at the first case: a lookup's process never needs it
+from mpsbench.measure.optional_torch import F, torch  # loaded at the first case
 
 SIZES: tuple[str, ...] = ("small", "medium", "large")
 DTYPES: tuple[str, ...] = precision.NAMES
 # Calls per timed call, so a sub-millisecond op rises above clock and launch overhead; fixed per
 # size, never chosen from the hardware.
 CALLS_PER_SAMPLE: Mapping[str, int] = {"small": 100, "medium": 20, "large": 3}
-GFLOPS = "GFLOP/s"  # unit of compute-bound ops
-GBPS = "GB/s"  # unit of memory-bound ops (1 GB = 1e9 bytes)
+GFLOPS = "GFLOP/s"
+GBPS = "GB/s"  # 1 GB = 1e9 bytes
 INDEX_BYTES = 8  # indices and class targets are int64
 
 # Dim names: n batch or side, c channels, h/w height and width, o output features, t tokens,
@@ -34,25 +34,25 @@ class OpError(errors.UserError):
 @dataclass(frozen=True)
 class Operand:
     shape: tuple[int, ...]
-    fill: str = "normal"  # "normal": standard normal in the op's dtype; "ones"; "index": int64 in [0, high)
+    fill: str = "normal"  # "normal" in the op's dtype; "ones"; "index": int64 in [0, high)
     high: int = 0
-    trained: bool = False  # gets a gradient in the forward+backward benchmark
-    transposed: bool = False  # a transposed view of a contiguous tensor: strides (1, rows)
-    on_host: bool = False  # stays in host memory whatever the device (one end of a copy)
+    trained: bool = False  # gets a gradient in forward+backward
+    transposed: bool = False  # a transposed view: strides (1, rows)
+    on_host: bool = False  # stays in host memory (one end of a copy)
 
 
 @dataclass(frozen=True)
 class OpSpec:
     name: str
     description: str
-    shapes: Mapping[str, Dims]  # one entry per name in SIZES
+    shapes: Mapping[str, Dims]  # one per name in SIZES
     operands: Callable[[Dims], dict[str, Operand]]
     forward: Callable[[Mapping[str, torch.Tensor]], torch.Tensor]
     output_shape: Callable[[Dims], tuple[int, ...]]
-    unit: str  # GFLOPS or GBPS: what the work counts
-    work: Callable[[Dims, int], int]  # FLOPs or bytes of one forward call, given the element size in bytes
-    formula: str  # ``work`` in words, for the docs and the table
-    has_backward: bool = True  # trained through: the forward+backward benchmark times it
+    unit: str  # GFLOPS or GBPS
+    work: Callable[[Dims, int], int]  # FLOPs or bytes of one forward call, given the element size
+    formula: str  # ``work`` in words, for the docs
+    has_backward: bool = True  # timed by the forward+backward benchmark
     needs_functional: str | None = None  # a torch.nn.functional name older torch lacks
 
     def dims(self, size: str) -> Dims:
@@ -61,7 +61,8 @@ class OpSpec:
         return self.shapes[size]
 
     def work_at(self, size: str, dtype: str) -> int:
-        itemsize = torch.empty((), dtype=precision.dtype_of(dtype)).element_size()  # torch.dtype.itemsize is 2.1+
+        # torch.dtype.itemsize is 2.1+
+        itemsize = torch.empty((), dtype=precision.dtype_of(dtype)).element_size()
         return self.work(self.dims(size), itemsize)
 
 
@@ -134,10 +135,12 @@ def _lookup(name: str, description: str, shapes: dict[str, Dims], *, source: str
 
 def _copy(name: str, description: str, source_on_host: bool) -> OpSpec:
     return OpSpec(
-        name, description, _dims("n", (65536,), (4194304,), (67108864,)),  # 256 KiB, 16 MiB and 256 MiB in float32
+        # 256 KiB, 16 MiB, 256 MiB in float32
+        name, description, _dims("n", (65536,), (4194304,), (67108864,)),
         lambda d: {"source": Operand((d["n"],), on_host=source_on_host),
                    "destination": Operand((d["n"],), on_host=not source_on_host)},
-        lambda x: x["destination"].copy_(x["source"]),  # into a preallocated buffer: the transfer alone
+        # into a preallocated buffer: the transfer alone
+        lambda x: x["destination"].copy_(x["source"]),
         lambda d: (d["n"],), GBPS, lambda d, s: d["n"] * s,
         "n*s (the bytes that cross between host and device memory)", has_backward=False,
     )
@@ -151,7 +154,8 @@ _SPECS: tuple[OpSpec, ...] = (
     ),
     OpSpec(
         "linear", "F.linear (nn.Linear): t tokens of i features to o features, with bias",
-        _dims("t i o", (32, 128, 128), (512, 256, 256), (16384, 1024, 4096)),  # large: BERT-large's FFN, 32 x 512 tokens
+        # large: BERT-large's FFN, 32 x 512 tokens
+        _dims("t i o", (32, 128, 128), (512, 256, 256), (16384, 1024, 4096)),
         lambda d: {"x": Operand((d["t"], d["i"]), trained=True), "weight": Operand((d["o"], d["i"]), trained=True),
                    "bias": Operand((d["o"],), trained=True)},
         lambda x: F.linear(x["x"], x["weight"], x["bias"]),
@@ -176,7 +180,7 @@ _SPECS: tuple[OpSpec, ...] = (
         lambda x: F.scaled_dot_product_attention(x["q"], x["k"], x["v"]),
         lambda d: (d["n"], d["h"], d["l"], d["d"]), GFLOPS, lambda d, s: 4 * d["n"] * d["h"] * d["l"] ** 2 * d["d"],
         "4*n*h*l^2*d (q @ k^T and scores @ v; the softmax is left out, as FlashAttention counts)",
-        needs_functional="scaled_dot_product_attention",  # torch 2.0 and later
+        needs_functional="scaled_dot_product_attention",  # torch 2.0+
     ),
     OpSpec(
         "max_pool2d", "F.max_pool2d, 2x2 window, stride 2", _IMAGES, lambda d: {"x": Operand(_image(d), trained=True)},
@@ -234,7 +238,8 @@ _SPECS: tuple[OpSpec, ...] = (
     ),
     OpSpec(
         "cross_entropy", "F.cross_entropy of n rows of c logits against int64 class targets (mean)",
-        _dims("n c", (64, 1000), (1024, 1000), (4096, 32000)),  # medium: ImageNet's classes; large: an LM's vocabulary
+        # medium: ImageNet's classes; large: an LM's vocabulary
+        _dims("n c", (64, 1000), (1024, 1000), (4096, 32000)),
         lambda d: {"logits": Operand((d["n"], d["c"]), trained=True),
                    "target": Operand((d["n"],), fill="index", high=d["c"])},
         lambda x: F.cross_entropy(x["logits"], x["target"]),
@@ -313,7 +318,7 @@ class OpCase:
 
     def forward_backward(self) -> tuple[torch.Tensor, ...]:
         output = self.spec.forward(self.inputs)
-        if self.grad_output is None:  # drawn once, then the same every call
+        if self.grad_output is None:  # drawn once, the same every call
             self.grad_output = torch.randn(output.shape, device=output.device).to(output.dtype)
         return torch.autograd.grad(output, self.trained, self.grad_output)
 
