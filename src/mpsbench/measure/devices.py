@@ -20,7 +20,7 @@ from typing import Any, Generic, TypeVar
 
 from mpsbench.core import errors
 from mpsbench.measure import optional_torch
-from mpsbench.measure.optional_torch import torch  # device names import without torch
+from mpsbench.measure.optional_torch import torch  # names import without torch
 
 NAMES: tuple[str, ...] = ("cpu", "mps", "cuda")
 GPU_NAMES: tuple[str, ...] = ("mps", "cuda")
@@ -35,15 +35,15 @@ class DeviceError(errors.UserError):
 @dataclass(frozen=True)
 class Availability:
     usable: bool
-    reason: str  # a human sentence: what was found, or why it is unusable
+    reason: str  # what was found, or why it is unusable
 
 
 @dataclass(frozen=True)
 class MemoryReading:
     """Bytes held on a device at one moment; None where the device cannot say (never 0)."""
 
-    current: int | None  # tensors alive now (cuda/mps allocator; cpu: process RSS)
-    driver: int | None = None  # mps only: everything the Metal driver holds for us
+    current: int | None  # tensors alive (allocator; cpu: process RSS)
+    driver: int | None = None  # mps only: what the Metal driver holds for us
 
 
 def rss() -> int | None:
@@ -89,7 +89,8 @@ class Device(str, enum.Enum):
     CUDA = "cuda"
 
     # "mps", never "Device.MPS": in messages, f-strings and generated code
-    __str__, __format__, __repr__ = str.__str__, str.__format__, str.__repr__  # type: ignore[assignment]
+    # type: ignore[assignment]
+    __str__, __format__, __repr__ = str.__str__, str.__format__, str.__repr__
 
     @classmethod
     def _missing_(cls, value: object) -> Device:
@@ -106,8 +107,9 @@ class Device(str, enum.Enum):
         if self is Device.MPS and (missing := _mps_missing()) is not None:
             return Availability(False, missing)
         try:
-            total = float((torch.ones(4, device=self.value) * 2).sum().cpu())  # a read-back proves the op ran
-        except Exception as exc:  # a device that reports available and fails on first use
+            # a read-back proves the op ran
+            total = float((torch.ones(4, device=self.value) * 2).sum().cpu())
+        except Exception as exc:  # reports available, fails on first use
             return Availability(False, f"{self} reported available but a first op failed: {errors.first_line(exc)}")
         if total != 8.0:
             return Availability(False, f"{self} computed 2*ones(4).sum() = {total}, expected 8")
@@ -131,7 +133,7 @@ class Device(str, enum.Enum):
         initializer it lacks would fail the combination for an untimed op.
         """
         if self is Device.CUDA and hasattr(torch.device, "__enter__"):
-            return torch.device(self.value)  # a context manager since torch 2.0
+            return torch.device(self.value)  # a context manager since 2.0
         return contextlib.nullcontext()
 
     def synchronize(self) -> None:
@@ -165,7 +167,7 @@ class Device(str, enum.Enum):
             _mps_call("empty_cache")
 
     def seed(self, value: int) -> None:
-        torch.manual_seed(value)  # seeds cuda's generator and (2.0+) mps's too
+        torch.manual_seed(value)  # also cuda's, and (2.0+) mps's
 
 
 class OneSlot(Generic[T]):
@@ -238,7 +240,7 @@ def peaks_over(device: Device, step: Callable[[Callable[[], None]], object]) -> 
     readings = [device.memory()]
     step(lambda: readings.append(device.memory()))
     device.synchronize()
-    readings.append(device.memory())  # mps frees late: the driver may still grow while the step finishes
+    readings.append(device.memory())  # mps frees late: the driver may grow as the step ends
     if device is Device.CUDA:
         return torch.cuda.max_memory_allocated(), torch.cuda.max_memory_reserved()
     allocated = [found.current for found in readings if found.current is not None]
@@ -246,7 +248,7 @@ def peaks_over(device: Device, step: Callable[[Callable[[], None]], object]) -> 
     return max(allocated, default=None), max(driver, default=None)
 
 
-MPS_WATERMARK_ENV = "PYTORCH_MPS_HIGH_WATERMARK_RATIO"  # read by torch when mps first allocates
+MPS_WATERMARK_ENV = "PYTORCH_MPS_HIGH_WATERMARK_RATIO"  # read when mps first allocates
 
 
 def mps_high_watermark_ratio() -> float | None:

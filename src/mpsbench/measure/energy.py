@@ -27,7 +27,7 @@ MIN_SECONDS = 1.0  # of steps, at the least
 # short windows, so it gets the longer window.
 SHORT_STEP_SECONDS, SHORT_STEP_WINDOW = 0.01, 4.0
 MIN_UPDATES = 10  # counter updates inside the steps: nine update intervals
-MAX_SECONDS = 10.0  # a counter slower than that reads with the updates it has (two at least), not for minutes
+MAX_SECONDS = 10.0  # a slower counter reads with the updates it has (two at least)
 # Steps run untimed first, so the board runs this workload when the window opens; their step
 # time sets the window.
 SETTLE_SECONDS = 0.25
@@ -46,10 +46,10 @@ class Counter:
 @dataclass(frozen=True)
 class Reading:
     joules_per_step: float
-    watts: float  # the average power between the first and the last update inside the steps
+    watts: float  # average power between the first and last update inside the steps
     steps: int
-    seconds: float  # the steps' time, first call to last synchronize
-    updates: int  # counter updates seen inside it
+    seconds: float  # first call to last synchronize
+    updates: int  # counter updates seen inside
 
 
 def _nvml() -> Counter:
@@ -80,7 +80,7 @@ def _nvml_handle(pynvml: Any) -> Any:
     return pynvml.nvmlDeviceGetHandleByIndex(index)
 
 
-IOREPORT_FIELDS = {"mps": "gpu_mj", "cpu": "cpu_total_mj"}  # zeus-apple-silicon's names for the two domains
+IOREPORT_FIELDS = {"mps": "gpu_mj", "cpu": "cpu_total_mj"}  # zeus-apple-silicon's field names
 
 
 def _ioreport(device: str) -> Counter:
@@ -114,7 +114,7 @@ def _rapl(root: Path) -> Counter:
         raise skips.SkipNotImplemented(
             f"RAPL's energy_uj under {root} is readable by root only (Linux 5.10 and later, since CVE-2020-8694)"
         ) from None
-    total = [0]  # microjoules since the first reading, each zone's wrap-arounds undone
+    total = [0]  # microjoules since the first reading, wrap-arounds undone
 
     def joules() -> float:
         for index, zone in enumerate(zones):

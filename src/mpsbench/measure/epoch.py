@@ -26,8 +26,8 @@ else:  # a DataLoader needs only __getitem__ and __len__; subclassing would impo
     _MapStyle = object
 
 MODELS: tuple[str, ...] = ("vgg16", "resnet50")
-BATCH_SIZES: tuple[int, ...] = (8, 64)  # 8: affordable on a cpu; 64: the VGG16/CIFAR-10 seed's batch
-NUM_WORKERS: tuple[int, ...] = (0, 2)  # in the training process, and two worker processes
+BATCH_SIZES: tuple[int, ...] = (8, 64)  # 8: affordable on a cpu; 64: the VGG16/CIFAR-10 seed's
+NUM_WORKERS: tuple[int, ...] = (0, 2)  # in the training process, or two workers
 PHASES: tuple[str, ...] = ("train", "eval")
 
 
@@ -40,19 +40,19 @@ class DatasetSize:
 
 
 DATASETS: dict[str, DatasetSize] = {
-    "tiny": DatasetSize(train=16, test=8),  # the cpu's default: two training steps at batch 8
+    "tiny": DatasetSize(train=16, test=8),  # the cpu's default: two steps at batch 8
     # The GPUs' default: 16 training steps of VGG16 at batch 64, 4 evaluation batches.
     "small": DatasetSize(train=1024, test=256),
-    "cifar10": DatasetSize(train=50_000, test=10_000),  # CIFAR-10's real splits: the full sweep only
+    "cifar10": DatasetSize(train=50_000, test=10_000),  # CIFAR-10's real splits: full sweep only
 }
 DATASET_NAMES: tuple[str, ...] = tuple(DATASETS)
 
 IMAGE_SIDE = 32  # CIFAR-10's images: 32 x 32 x 3 uint8
-RESIZED_SIDE = 224  # what VGG16 and ResNet-50 were designed for
-# CIFAR-10's per-channel mean and standard deviation, as commonly passed to Normalize.
+RESIZED_SIDE = 224  # VGG16's and ResNet-50's input side
+# CIFAR-10's per-channel mean and standard deviation.
 CIFAR10_MEAN = (0.4914, 0.4822, 0.4465)
 CIFAR10_STD = (0.2470, 0.2435, 0.2616)
-EPOCHS_MEASURED = 3  # per phase; each figure is the median over these epochs
+EPOCHS_MEASURED = 3  # per phase; figures are medians over them
 
 
 class EpochError(ValueError):
@@ -80,7 +80,7 @@ class SyntheticImages(_MapStyle):
         return len(self.labels)
 
     def __getitem__(self, index: int) -> tuple[torch.Tensor, int]:
-        # A height x width x channels uint8 array, as CIFAR-10's loader hands to ToTensor.
+        # HWC uint8, as CIFAR-10's loader hands to ToTensor.
         return self.transform(self.images[index].numpy()), int(self.labels[index])
 
 
@@ -125,9 +125,9 @@ def make_loader(dataset: SyntheticImages, batch_size: int, num_workers: int, shu
 class EpochTiming:
     """One pass over one split."""
 
-    images: int  # images that went through a step: the split's size, exactly once each
-    seconds: float  # from iter(loader) to the end of the last step, device synchronized
-    data_wait_seconds: float  # time blocked in iter() and next() of the loader
+    images: int  # the split's size, each image once
+    seconds: float  # iter(loader) to the last step's end, synchronized
+    data_wait_seconds: float  # blocked in the loader's iter() and next()
 
     @property
     def images_per_second(self) -> float:
@@ -148,7 +148,7 @@ def run_epoch(loader: DataLoader[tuple[torch.Tensor, int]], device: str,
     synchronize = devices.get(device).synchronize  # looked up once, off the clock
     synchronize()  # nothing queued earlier may finish on this epoch's clock
     started = time.perf_counter()
-    batches = iter(loader)  # starts the workers, if any: the first wait
+    batches = iter(loader)  # starts the workers: the first wait
     waited = time.perf_counter() - started
     while True:
         before = time.perf_counter()
@@ -159,7 +159,7 @@ def run_epoch(loader: DataLoader[tuple[torch.Tensor, int]], device: str,
         inputs, labels = batch
         images += len(labels)
         step(inputs.to(device), labels.to(device))
-        synchronize()  # the step's GPU work ends here, not in the next next()
+        synchronize()  # the step's GPU work ends here, not in next()
     return EpochTiming(images, time.perf_counter() - started, waited)
 
 
@@ -177,7 +177,7 @@ class EpochRunner:
         self.test_loader = make_loader(self.test, batch_size, num_workers, False, multiprocessing_context)
 
     def _train_step(self, inputs: torch.Tensor, labels: torch.Tensor) -> None:
-        # The workload's own step (zero grads, forward, loss, backward, update).
+        # The workload's own step.
         self.workload.batch = models.Batch({"input": inputs}, labels)
         self.workload.step()
 
@@ -277,6 +277,6 @@ def measure_selection(benchmark: str, epochs: int = EPOCHS_MEASURED) -> measured
         if selected:
             try:
                 table.figures.update(_measure_model(device, model, batch_size, selected, epochs))
-            finally:  # capacity, measured next, must build its own workload, not this stepped one
+            finally:  # capacity, measured next, must build its own workload
                 measured.release(device)
     return table
