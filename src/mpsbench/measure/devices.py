@@ -89,8 +89,7 @@ class Device(str, enum.Enum):
     CUDA = "cuda"
 
     # "mps", never "Device.MPS": in messages, f-strings and generated code
-    # type: ignore[assignment]
-    __str__, __format__, __repr__ = str.__str__, str.__format__, str.__repr__
+    __str__, __format__, __repr__ = str.__str__, str.__format__, str.__repr__  # type: ignore[assignment]
 
     @classmethod
     def _missing_(cls, value: object) -> Device:
