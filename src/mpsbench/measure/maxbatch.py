@@ -13,12 +13,12 @@ from dataclasses import dataclass
 from mpsbench.core import errors, progress
 from mpsbench.measure import devices, isolated, models, skips, suite, workloads
 
-CEILING = 4096  # the search stops here even if everything fits: 13 tries at most (1, 2, ..., 4096)
+CEILING = 4096  # 13 tries at most (1, 2, ..., 4096)
 MODELS: tuple[str, ...] = ("resnet50", "vgg16", "bert_base", "bert_base_frozen")
 # Bytes the cpu search's child may map beyond its state at batch 1: larger budgets reach batches
 # whose cpu steps take minutes each.
 CPU_MEMORY_BUDGET = 2 * 1024**3
-# A training step peaks (activations, gradients and optimizer state together) once the optimizer state exists.
+# A training step peaks once the optimizer state exists.
 STEPS_PER_TRY = {"training": 2, "inference": 1}
 
 # A search can take minutes: each try reports on stderr (asv's --show-stderr).
@@ -27,9 +27,9 @@ log = progress.logger(__name__)
 
 @dataclass(frozen=True)
 class Search:
-    largest: int  # the largest batch size whose step completed; 0 if not even batch 1 did
+    largest: int  # 0 if not even batch 1 completed
     tried: tuple[int, ...]  # every batch size tried, in order
-    error: str | None  # the first line of the out-of-memory error that ended it; None at the ceiling
+    error: str | None  # the out-of-memory error's first line; None at the ceiling
 
 
 def search(step: Callable[[int], None], release: Callable[[], None], ceiling: int = CEILING,
@@ -78,7 +78,8 @@ class SizedStep:
     def release(self) -> None:
         workload = self.workload
         if workload is not None:
-            workload.batch = models.make_batch(self.spec, 1)  # on the host: holds nothing on the device
+            # on the host: nothing held on the device
+            workload.batch = models.make_batch(self.spec, 1)
             if workload.optimizer is not None:
                 workload.optimizer.zero_grad(set_to_none=True)
         gc.collect()

@@ -62,7 +62,7 @@ def _outside(model: str, device: str, what: str = "", batch_size: int | None = N
     return f"{model} at batch {batch} on {device} is outside the default {what + ' ' if what else ''}selection"
 
 
-# --- the model steps: benchmark_models, benchmark_modern ---------------------------------
+# --- the model steps: benchmark_models, benchmark_modern
 CPU_BATCH_SIZES = (1, 8, 32)  # latency and mid sizes, beside each model's seed size
 CPU_LARGE_BATCH_SIZES = (1, 8)  # a large model at its seed batch would spend the cpu budget alone
 
@@ -95,7 +95,7 @@ def modern(device: str, model: str, batch_size: int) -> str | None:
     return _decide(device, default, _outside(model, device, "modern models'", batch_size), _not_at(model, batch_size))
 
 
-# --- the classes at each model's seed batch size -----------------------------------------
+# --- the classes at each model's seed batch size
 # Instruments: on mps, training (where leaks live) on a CNN and on the launch-bound mlp.
 # On cuda, full sweep only: each setup_cache is an interpreter the GPU's budget cannot spare.
 INSTRUMENTS_ON_GPU: dict[str, dict[str, tuple[str, ...]]] = {
@@ -180,7 +180,7 @@ def leaks(device: str, pattern: str) -> str | None:
     return _family(device, f"the {pattern} leak loop", ("mps",), "the leaks were mps's")
 
 
-# --- ops, epochs, the largest batch ------------------------------------------------------
+# --- ops, epochs, the largest batch
 HOST_DEVICE_COPIES = ("copy_h2d", "copy_d2h")  # meaningless where the device is the host
 # Reduced precision on an x86 cpu is an order of magnitude slower: a large call takes minutes.
 CPU_REDUCED_PRECISION_SIZES = ("small", "medium")
@@ -239,7 +239,7 @@ def largest_batch(device: str, model: str, kind: str) -> str | None:
     return _decide(device, False, f"{outside}; it is outside the default selection", never)
 
 
-# --- the table ---------------------------------------------------------------------------
+# --- the table
 RULES: dict[str, Rule] = {
     "Training": steps, "Inference": steps, "TrainingCapacity": steps, "InferenceCapacity": steps,
     "ModernTraining": modern, "ModernInference": modern,
