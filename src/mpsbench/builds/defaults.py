@@ -63,7 +63,7 @@ def releases(manifest: mf.Manifest, platform: str, rule: mf.Default) -> list[tup
 
 
 def schedule(manifest: mf.Manifest, platform: str, here: str | None = None) -> list[Scheduled]:
-    """Each default build of ``platform`` with the Pythons it runs under (``here``: the rule names none)."""
+    """Each default build of ``platform`` with its Pythons (``here``: where the rule names none)."""
     rule = manifest.defaults[platform]
     pythons = rule.pythons or (here or f"{sys.version_info.major}.{sys.version_info.minor}",)
     return [Scheduled(ref, build, runs) for ref, build in releases(manifest, platform, rule)
@@ -71,7 +71,7 @@ def schedule(manifest: mf.Manifest, platform: str, here: str | None = None) -> l
 
 
 def this_machine(manifest: mf.Manifest) -> tuple[str, list[Scheduled], list[str]]:
-    """This machine's platform, the runs of its default timeline it can make, and a line for each it cannot."""
+    """This machine's platform, the default runs it can make, and a line for each it cannot."""
     platform, _ = rule_for(manifest, install_build.platform_candidates())
     return platform, *runnable_here(schedule(manifest, platform), platform)
 
@@ -101,7 +101,7 @@ def runnable_here(planned: list[Scheduled], platform: str) -> tuple[list[Schedul
 
 
 def pin_pythons(manifest: mf.Manifest) -> dict[str, tuple[str, ...]]:
-    """The interpreters a new build is pinned for, per platform: its default's, else every one we track."""
+    """The interpreters a new build is pinned for, per platform: its default's, else all tracked."""
     return {
         platform: tuple(python_tag(p) for p in manifest.defaults[platform].pythons)
         if platform in manifest.defaults and manifest.defaults[platform].pythons else resolve.PYTHONS
@@ -129,7 +129,7 @@ def this_machine_is(platform: str) -> str:
 
 
 def listing(platform: str, planned: list[Scheduled], generated: timeline.Generated, here: bool = True) -> str:
-    """The default timeline of ``platform`` as ``mpsbench timeline default`` prints it (``here``: this machine's)."""
+    """``platform``'s default timeline as ``mpsbench timeline default`` prints it."""
     named = this_machine_is(platform) if here else platform
     lines = [f"default timeline of {named}: {len(planned)} build{'' if len(planned) == 1 else 's'}"]
     lines += [f"  {generated.commits[item.ref][:12]}  {item.ref:<16} torch {item.build.torch_version:<10}"
