@@ -21,7 +21,8 @@ CONFIG = Path("asv.conf.json")  # asv's own default: the config in the working d
 # src/, which must be this code.
 ROOT = Path(__file__).resolve().parents[3]
 LAUNCH_METHODS = ("spawn", "forkserver")  # what asv 0.6 can start benchmarks with
-FOLDERS = {"benchmark_dir": "benchmarks", "env_dir": "env", "results_dir": "results", "html_dir": "html"}  # asv's
+# asv's defaults
+FOLDERS = {"benchmark_dir": "benchmarks", "env_dir": "env", "results_dir": "results", "html_dir": "html"}
 
 
 class ConfigError(UserError):

@@ -57,7 +57,7 @@ def relative_error(result: torch.Tensor, reference: torch.Tensor) -> float:
 def compare(workload: Workload) -> Comparison:
     samples = min(workload.batch_size, CHECK_SAMPLES)
     logits, loss = workload.evaluate(samples)
-    # A float32 cpu copy of the same weights (a rebuild takes seconds); a compiled model's own module.
+    # A float32 cpu copy of the same weights (a rebuild takes seconds); a compiled model's own.
     reference = copy.deepcopy(getattr(workload.model, "_orig_mod", workload.model)).to("cpu").float().eval()
     batch = models.make_batch(workload.spec, workload.batch_size).head(samples)  # the same seeded tensors, float32
     with torch.no_grad():

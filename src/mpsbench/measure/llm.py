@@ -1,4 +1,4 @@
-"""The small Llama's generation: time to the first token and tokens per second after, with a KV cache.
+"""The small Llama's generation with a KV cache: time to the first token, then tokens per second.
 
 ``prefill`` is one forward over the prompt that fills the cache and picks the first token;
 ``decode`` feeds one greedy token at a time with no end-of-sequence stop, so every build does the

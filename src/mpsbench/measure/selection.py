@@ -57,7 +57,7 @@ def _decide(device: str, default: bool, outside: str, never: str | None = None) 
 
 
 def _outside(model: str, device: str, what: str = "", batch_size: int | None = None) -> str:
-    """Why a combination outside the default is left out (``batch_size``: the seed's unless given)."""
+    """Why a combination outside the default is left out (``batch_size``: default the seed's)."""
     batch = models.get(model).seed_batch_size if batch_size is None else batch_size
     return f"{model} at batch {batch} on {device} is outside the default {what + ' ' if what else ''}selection"
 
