@@ -1,8 +1,8 @@
-"""A platform's default timeline: which builds ``scripts/bench`` runs there, and under which Pythons.
+"""A platform's default timeline: which builds ``scripts/bench`` runs there, under which Pythons.
 
-The manifest's ``defaults`` rule: the last patch of each minor release of some channels (``since``, ``newest``,
-``newest_of``). No one Python has wheels for the whole era, so each build runs under every rule Python it has
-wheels for: the overlap runs under both, and the seam shows on the site.
+The manifest's ``defaults`` rule picks the last patch of each minor release of some channels. No
+one Python has wheels for the whole era, so each build runs under every rule Python it has wheels
+for: the seam shows on the site.
 """
 
 from __future__ import annotations
@@ -45,12 +45,12 @@ def releases(manifest: mf.Manifest, platform: str, rule: mf.Default) -> list[tup
     newest_of_minor: dict[tuple[int, ...], tuple[Version, str, mf.Build]] = {}
     for name in rule.channels:
         channel = manifest.channel(name)
-        # a build pinned before per-Python sets ("" in its sets) is never installed, so never scheduled
+        # a build pinned before per-Python sets ("" in its sets) is never installed
         found = sorted(((Version(build.torch_version), build) for build in (channel.builds if channel else ())
                         if build.kind == "release" and platform in build.pins and "" not in build.sets(platform)),
                        key=lambda pair: pair[0])
         minors = sorted({version.release[:2] for version, _ in found})
-        if name in rule.newest_of:  # e.g. only the newest release beside the era's few (Linux: disk)
+        if name in rule.newest_of:  # only the newest release beside the era's few
             minors = minors[-rule.newest_of[name]:]
         for version, build in found:
             minor = version.release[:2]
@@ -63,7 +63,7 @@ def releases(manifest: mf.Manifest, platform: str, rule: mf.Default) -> list[tup
 
 
 def schedule(manifest: mf.Manifest, platform: str, here: str | None = None) -> list[Scheduled]:
-    """Each default build of ``platform`` with the Pythons it runs under (``here``: the rule names none)."""
+    """Each default build of ``platform`` with its Pythons (``here``: where the rule names none)."""
     rule = manifest.defaults[platform]
     pythons = rule.pythons or (here or f"{sys.version_info.major}.{sys.version_info.minor}",)
     return [Scheduled(ref, build, runs) for ref, build in releases(manifest, platform, rule)
@@ -71,14 +71,14 @@ def schedule(manifest: mf.Manifest, platform: str, here: str | None = None) -> l
 
 
 def this_machine(manifest: mf.Manifest) -> tuple[str, list[Scheduled], list[str]]:
-    """This machine's platform, the runs of its default timeline it can make, and a line for each it cannot."""
+    """This machine's platform, the default runs it can make, and a line for each it cannot."""
     platform, _ = rule_for(manifest, install_build.platform_candidates())
     return platform, *runnable_here(schedule(manifest, platform), platform)
 
 
 def runnable_here(planned: list[Scheduled], platform: str) -> tuple[list[Scheduled], list[str]]:
-    """The scheduled runs this machine can make, and a line for each it cannot, asked before any download: a Python
-    asv would not find on PATH, a build whose wheels need a newer OS (macOS 14 for torch 2.12.1 and later)."""
+    """The scheduled runs this machine can make, and a line for each it cannot, asked before any
+    download: a Python asv would not find on PATH, wheels that need a newer OS."""
     kept, said = [], []
     current = f"{sys.version_info.major}.{sys.version_info.minor}"  # asv falls back on its own interpreter
     missing = sorted({p for item in planned for p in item.pythons if p != current and shutil.which(f"python{p}") is None},
@@ -101,7 +101,7 @@ def runnable_here(planned: list[Scheduled], platform: str) -> tuple[list[Schedul
 
 
 def pin_pythons(manifest: mf.Manifest) -> dict[str, tuple[str, ...]]:
-    """The interpreters a new build is pinned for, per platform: its default's, else every one we track."""
+    """The interpreters a new build is pinned for, per platform: its default's, else all tracked."""
     return {
         platform: tuple(python_tag(p) for p in manifest.defaults[platform].pythons)
         if platform in manifest.defaults and manifest.defaults[platform].pythons else resolve.PYTHONS
@@ -115,9 +115,8 @@ def pythons(planned: list[Scheduled]) -> list[str]:
 
 
 def this_machine_is(platform: str) -> str:
-    """What this machine is, for a person: ``platform`` names the wheels its default installs, not its devices (PyPI's
-    Linux torch is the CUDA build, which a machine without an NVIDIA GPU installs to measure cpu rows; cpu wheels
-    measure only cpu rows, GPU or not)."""
+    """What this machine is, for a person: ``platform`` names the wheels its default installs,
+    not its devices (PyPI's Linux torch is the CUDA build, installed to measure cpu rows too)."""
     if platform.startswith("linux-x86_64"):
         cuda_wheels = platform.endswith("-cuda")
         if install_build.nvidia_gpu():
@@ -130,7 +129,7 @@ def this_machine_is(platform: str) -> str:
 
 
 def listing(platform: str, planned: list[Scheduled], generated: timeline.Generated, here: bool = True) -> str:
-    """The default timeline of ``platform`` as ``mpsbench timeline default`` prints it (``here``: this machine's)."""
+    """``platform``'s default timeline as ``mpsbench timeline default`` prints it."""
     named = this_machine_is(platform) if here else platform
     lines = [f"default timeline of {named}: {len(planned)} build{'' if len(planned) == 1 else 's'}"]
     lines += [f"  {generated.commits[item.ref][:12]}  {item.ref:<16} torch {item.build.torch_version:<10}"

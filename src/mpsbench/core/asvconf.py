@@ -1,6 +1,6 @@
-"""The suite's asv.conf.json, read by asv's own loader and checked once, and the configs derived from it (the
-nightly's, compare's, a record run's scratch) so that they never drift from it. Relative folders resolve from the
-config's own folder: mpsbench runs asv there (asv resolves them from the working directory)."""
+"""The suite's asv.conf.json, read by asv's loader and checked once, and the configs derived from
+it (nightly, compare, a record's scratch) so they never drift. Relative folders resolve from the
+config's folder: mpsbench runs asv there."""
 
 from __future__ import annotations
 
@@ -17,11 +17,12 @@ from mpsbench.core import files
 from mpsbench.core.errors import UserError
 
 CONFIG = Path("asv.conf.json")  # asv's own default: the config in the working directory
-# The checkout this code runs from (asv.conf.json, benchmarks/, src/, scripts/), not the working folder: compare's build
-# servers import its src/, which must be this code; a suite is a checkout anyway (asv's install_command runs its src/).
+# The checkout this code runs from, not the working folder: compare's build servers import its
+# src/, which must be this code.
 ROOT = Path(__file__).resolve().parents[3]
 LAUNCH_METHODS = ("spawn", "forkserver")  # what asv 0.6 can start benchmarks with
-FOLDERS = {"benchmark_dir": "benchmarks", "env_dir": "env", "results_dir": "results", "html_dir": "html"}  # asv's defaults
+# asv's defaults
+FOLDERS = {"benchmark_dir": "benchmarks", "env_dir": "env", "results_dir": "results", "html_dir": "html"}
 
 
 class ConfigError(UserError):
@@ -40,7 +41,7 @@ class AsvConf:
         return self.path.parent
 
     def folder(self, key: str) -> Path:
-        """A folder the config names (``benchmark_dir``, ``env_dir``, ``results_dir``, ``html_dir``), absolute."""
+        """A folder the config names (``benchmark_dir``, ``results_dir``...), absolute."""
         return self.root / str(self.raw.get(key, FOLDERS[key]))
 
     @property
@@ -67,32 +68,32 @@ class AsvConf:
 
     @cached_property
     def thresholds(self) -> dict[str, float]:
-        """``regressions_thresholds``: a fraction per benchmark regex (mpsbench.regressions.rule reads them)."""
+        """``regressions_thresholds``: a fraction per benchmark regex."""
         return {str(regex): float(value) for regex, value in (self.raw.get("regressions_thresholds") or {}).items()}
 
     def launch_method(self, platform: str | None = None) -> str:
-        """asv's launch method on ``platform`` (default this one): its ``launch_method_by_platform`` entry, else
-        ``launch_method``, else spawn (asv's "auto")."""
+        """asv's launch method on ``platform`` (default this one): ``launch_method_by_platform``,
+        else ``launch_method``, else spawn (asv's "auto")."""
         table = self.raw.get("launch_method_by_platform") or {}
         return str(table.get(platform or sys.platform) or self.raw.get("launch_method") or "spawn")
 
     def derive(self, workdir: Path, timeline: Path, branches: list[str], results: Path | None = None) -> Path:
-        """Write ``workdir/asv.conf.json``: this config walking another timeline, with folders of its own; ``results``
-        (default ``workdir/results``): a scratch folder keeps fresh comparisons out of the record."""
+        """Write ``workdir/asv.conf.json``: this config walking another timeline, with folders of
+        its own; ``results`` (default ``workdir/results``) keeps comparisons out of the record."""
         return self._write(workdir, repo=str(timeline), branches=branches, benchmark_dir=str(self.benchmarks),
                            env_dir=str(workdir / "env"), results_dir=str(results or workdir / "results"),
                            html_dir=str(workdir / "html"))
 
     def scratch(self, workdir: Path) -> Path:
-        """Write ``workdir/asv.conf.json``: this config with its results in ``workdir/results`` (the same environments)."""
+        """Write ``workdir/asv.conf.json``: this config with its results in ``workdir/results``."""
         if "repo" not in self.raw:  # asv would be handed the word None as the repository
             raise ConfigError(f"{self.path}: repo is missing: it must name the timeline asv walks (e.g. .asv/timeline)")
         fields = {key: str(self.folder(key)) for key in ("benchmark_dir", "env_dir", "html_dir")}
         return self._write(workdir, repo=str(self.repo or self.raw["repo"]), results_dir=str(workdir / "results"), **fields)
 
     def _write(self, workdir: Path, **fields: Any) -> Path:
-        """Write a config of these fields over this one's, this platform's launch method set, commands kept at its
-        ``{conf_dir}`` (the checkout, not workdir)."""
+        """Write these fields over this config, this platform's launch method set, commands kept
+        at its ``{conf_dir}`` (the checkout, not workdir)."""
         conf = {**self.raw, **fields, "launch_method": self.launch_method()}
         for key in ("install_command", "uninstall_command", "build_command"):
             if key in conf:
@@ -103,9 +104,8 @@ class AsvConf:
         return path
 
     def sync_branches(self, channels: list[str], timeline: Path) -> bool:
-        """Make ``branches`` the manifest's channels, if this config walks ``timeline``; True if the file changed. asv
-        publishes only the branches it is told (a channel missing there vanishes from the site). The line is rewritten
-        in place, keeping the file's comments."""
+        """Make ``branches`` the manifest's channels if this config walks ``timeline``; True if
+        changed. asv publishes only the branches it is told. Rewritten in place, comments kept."""
         if self.repo != timeline.resolve() or self.raw.get("branches") == channels:
             return False
         text = self.path.read_text(encoding="utf-8")
@@ -119,7 +119,7 @@ class AsvConf:
 
 
 def load(path: Path = CONFIG) -> AsvConf:
-    """``path`` read by asv's own loader (comments and trailing commas allowed) and checked field by field."""
+    """``path`` read by asv's loader (comments and trailing commas allowed) and checked."""
     from asv import util
 
     try:

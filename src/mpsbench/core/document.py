@@ -1,7 +1,7 @@
-"""One document of sections, tables, links and images, rendered as Markdown and HTML that never disagree.
+"""One document of sections, tables, links and images, rendered as Markdown and HTML that agree.
 
-Not tabulate (it pads cells and has no row classes for the highlighted rows) nor Jinja2 (a template as long as this
-code, and one more dependency for the torch-free publish job).
+Not tabulate (no row classes for highlighted rows) nor Jinja2 (one more dependency for the
+torch-free publish job).
 """
 
 from __future__ import annotations

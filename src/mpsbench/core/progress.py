@@ -1,6 +1,6 @@
-"""Progress lines, ``mpsbench COMPONENT: message`` (the module's last name) from ``log = progress.logger(__name__)``.
+"""Progress lines, ``mpsbench COMPONENT: message``, from ``log = progress.logger(__name__)``.
 
-On stderr, so that a command's stdout carries only its answer (a pattern, a factor, a table) and can be piped.
+On stderr, so a command's stdout carries only its answer and can be piped.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ ROOT = "mpsbench"
 
 class _CurrentStderr(logging.StreamHandler):  # type: ignore[type-arg]
     def emit(self, record: logging.LogRecord) -> None:
-        self.stream = sys.stderr  # whatever it is now (a test's capture, a redirect), not when the handler was made
+        self.stream = sys.stderr  # whatever it is now (a test's capture, a redirect)
         super().emit(record)
 
 

@@ -1,10 +1,9 @@
-"""Which timeline builds an ``asv run`` range names: the one reading of a range, for ``results record`` and
-``timeline check-range`` (so ``mpsbench bench`` refuses a range before anything runs as its record run would).
+"""Which timeline builds an ``asv run`` range names: the one reading of a range, for ``results
+record`` and ``timeline check-range`` (so a bad range is refused before anything runs).
 
-A range is ``ALL`` (every build of the branches), ``HASHFILE:path`` (the builds the file names), a git range of the
-timeline read as asv reads it (``git rev-list --first-parent`` of its shell words), or none (each branch's newest
-build). asv's other words (NEW, EXISTING, TAGS, HEAD) are refused: a record run hands asv the builds' hashes and
-measures them into a scratch folder, where NEW and EXISTING would mean nothing.
+A range is ``ALL``, ``HASHFILE:path``, a git range read as asv reads it (``git rev-list
+--first-parent``), or none (each branch's newest build). NEW, EXISTING, TAGS and HEAD are refused:
+a record run hands asv hashes and measures into a scratch folder, where they mean nothing.
 """
 
 from __future__ import annotations
@@ -46,7 +45,7 @@ def _listed(timeline: Path, what: str, *args: str) -> list[str]:
 
 
 def builds(timeline: Path, branches: Sequence[str], spec: str | None) -> list[str]:
-    """The timeline commits ``spec`` names, in asv's order, each once; RangeError (one line) where it names none."""
+    """The timeline commits ``spec`` names, in asv's order, each once; RangeError where none."""
     what, git_range = f"range {spec!r}", False
     if spec is None or spec.startswith(HASHFILE):  # each branch's newest build, or the file's builds
         what = "the config's branches" if spec is None else what
@@ -63,7 +62,7 @@ def builds(timeline: Path, branches: Sequence[str], spec: str | None) -> list[st
             raise RangeError(f"range {spec!r} cannot be read as asv reads it ({exc}): {_choices(timeline)}") from None
         what, git_range = f"build range {spec!r}", True
         found = _listed(timeline, what, "rev-list", "--first-parent", *words, "--")
-    if not found:  # a git range: A..A, or NEW..OLD, where asv would run nothing and say little
+    if not found:  # A..A or NEW..OLD, where asv would run nothing and say little
         why = "is it reversed? asv ranges are OLD..NEW" if git_range else _choices(timeline)
         raise RangeError(f"{what} names no build of the timeline {timeline}: {why}")
     return list(dict.fromkeys(found))

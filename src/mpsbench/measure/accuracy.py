@@ -1,7 +1,7 @@
-"""Accuracy guard: a device's forward output and loss must agree with a float32 cpu copy of the same weights.
+"""Accuracy guard: a device's forward output and loss must agree with a float32 cpu copy.
 
-PyTorch 2.4 and 2.5 shipped mps kernels that returned wrong numbers without an error. The error is relative to
-the reference, so one tolerance per dtype serves every model (docs/explanation/instruments.md says why each is what it is).
+mps kernels have returned wrong numbers without an error. The error is relative to the
+reference, so one tolerance per dtype serves every model.
 """
 
 from __future__ import annotations
@@ -16,8 +16,8 @@ from mpsbench.measure.optional_torch import torch
 from mpsbench.measure.workloads import Workload
 
 _TINY = 1e-12  # keeps the relative error finite for an all-zero reference
-# Eval mode makes every sample's logits independent of the others (batch norm uses running statistics), so a few
-# samples judge the kernels as well as the whole batch, at a fraction of the cpu forward's cost in every process.
+# Eval mode makes each sample's logits independent of the others, so a few samples judge the
+# kernels as well as the whole batch, at a fraction of the cpu forward's cost.
 CHECK_SAMPLES = 4
 
 
@@ -42,8 +42,8 @@ class Comparison:
 
 def relative_error(result: torch.Tensor, reference: torch.Tensor) -> float:
     """``max|result - reference| / max|reference|`` in float64; infinity if ``result`` is not finite."""
-    # to the cpu first, then float64: one .to("cpu", float64) casts on the device, which mps cannot (a TypeError to
-    # 2.13, zeros written silently from 2.14: pytorch#197715)
+    # to the cpu first, then float64: mps cannot cast to float64 on the device (a TypeError, or
+    # silent zeros: pytorch#197715)
     result = result.detach().cpu().to(torch.float64)
     reference = reference.detach().cpu().to(torch.float64)
     if result.shape != reference.shape:
@@ -57,7 +57,7 @@ def relative_error(result: torch.Tensor, reference: torch.Tensor) -> float:
 def compare(workload: Workload) -> Comparison:
     samples = min(workload.batch_size, CHECK_SAMPLES)
     logits, loss = workload.evaluate(samples)
-    # A float32 cpu copy of the same weights (a new build of vgg16 or bert takes seconds); a compiled model's own module.
+    # A float32 cpu copy of the same weights (a rebuild takes seconds); a compiled model's own.
     reference = copy.deepcopy(getattr(workload.model, "_orig_mod", workload.model)).to("cpu").float().eval()
     batch = models.make_batch(workload.spec, workload.batch_size).head(samples)  # the same seeded tensors, float32
     with torch.no_grad():

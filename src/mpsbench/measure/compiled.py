@@ -1,7 +1,6 @@
-"""The compile axis: ``torch.compile`` (the default inductor backend) beside eager.
+"""The compile axis: ``torch.compile`` (inductor) beside eager.
 
-The compiled model's first warm-up step is the compile time, cold in every process; the later steps are the steady
-state. What skips and what fails: docs/explanation/workloads.md (The compile axis).
+The first warm-up step is the compile time, cold in every process; later steps are the steady state.
 """
 
 from __future__ import annotations
@@ -20,8 +19,8 @@ INFERENCE_NAMES: tuple[str, ...] = tuple(name for name, spec in models.REGISTRY.
 
 
 def cold_caches() -> str:
-    """Point inductor's and triton's caches at a new, empty folder of our own and return it: the compiles after it are
-    cold, whatever caches the environment named."""
+    """Point inductor's and triton's caches at a new empty folder and return it: later compiles
+    are cold, whatever caches the environment named."""
     folder = tempfile.mkdtemp(prefix="mpsbench-inductor-")
     for name in ("TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR"):  # read when they cache
         os.environ[name] = os.path.join(folder, name.lower())
@@ -37,11 +36,11 @@ def prepare(kind: str, device: str, model: str) -> workloads.Workload:
     try:
         return suite.prepare(kind, device, model, models.get(model).seed_batch_size, compiled=True)
     except (skips.SkipNotImplemented, *suite.GUARD_ERRORS):
-        raise  # n/a, or the guard's refusal of the compiled step: each says what it is, and none is the compile's
+        raise  # n/a, or the guard's refusal of the compiled step: neither is the compile's
     except Exception as exc:
         first = errors.first_line(exc)
         raise RuntimeError(f"torch.compile of {model} {kind} on {device} failed: {type(exc).__name__}: {first}") from exc
-    finally:  # the warm-up compiled and loaded every kernel; asv's forked processes end without atexit handlers
+    finally:  # the kernels are loaded; asv's forks skip atexit, so the folder goes now
         shutil.rmtree(folder, ignore_errors=True)
 
 

@@ -1,8 +1,8 @@
-"""Correctness history: the layouts and calls that made mps return wrong numbers without an error, checked per build.
+"""Correctness history: layouts and calls that made mps return wrong numbers silently, per build.
 
-Each pattern is one op fed a layout a past release computed wrong, or the call of a 2025-2026 report.
-The reference is the op in float64 on the cpu over the same inputs rounded to the dtype, so the error
-is the kernel's alone (docs/explanation/instruments.md, Correctness patterns).
+Each pattern is one op fed a layout a past release computed wrong, or a reported call. The
+reference is the op in float64 on the cpu over the same inputs rounded to the dtype, so the error
+is the kernel's alone.
 """
 
 from __future__ import annotations
@@ -17,12 +17,12 @@ from mpsbench.core import errors
 from mpsbench.measure import accuracy, devices, isolated, measured, models, precision, skips, tolerances
 from mpsbench.measure.optional_torch import torch
 
-Tensors = Sequence["torch.Tensor"]  # strings: a lazy torch is not loaded at import (optional_torch)
-Output = Union["torch.Tensor", tuple["torch.Tensor", ...]]  # one result, or several (the reductions)
-# Batch 2, 4 heads, 64 tokens, 32 per head: big enough for a kernel's tiling to matter, small enough for milliseconds.
+Tensors = Sequence["torch.Tensor"]  # strings: a lazy torch is not loaded at import
+Output = Union["torch.Tensor", tuple["torch.Tensor", ...]]  # one result, or several (reductions)
+# Big enough for a kernel's tiling to matter, small enough for milliseconds.
 B, H, T, D = 2, 4, 64, 32
-# The unrelated work between two identical calls: tensors of other sizes allocated, used and freed (1, 16 and
-# 64 MiB of float32), as the large allocation that put the allocator in the state pytorch#193487 needed.
+# Unrelated work between identical calls: tensors of other sizes allocated, used and freed, as
+# the large allocation that pytorch#193487 needed.
 CHURN_ELEMENTS = (1 << 18, 1 << 22, 1 << 24)
 
 
@@ -34,13 +34,14 @@ class CorrectnessError(RuntimeError):
 class Pattern:
     name: str
     issue: str  # the PyTorch issue that showed the layout broken
-    make: Callable[[torch.Generator], tuple[torch.Tensor, ...]]  # float64 (indices: int64), on the cpu
-    arrange: Callable[[Tensors], tuple[torch.Tensor, ...]]  # views of the made tensors: no copy
-    op: Callable[..., Output]  # looks its kernel up at each call (a test can put a wrong kernel there)
-    min_torch: tuple[int, int] = (1, 12)  # the first torch that has the op
-    calls: int = 2  # identical calls back to back, before the unrelated work and the last call
-    compiled: bool = False  # the device runs torch.compile(op) (inductor); the reference stays eager
-    isolated: bool = False  # run in a child process: a crash is this pattern's failure, not the run's end
+    # float64 (indices: int64), on the cpu
+    make: Callable[[torch.Generator], tuple[torch.Tensor, ...]]
+    arrange: Callable[[Tensors], tuple[torch.Tensor, ...]]  # views of the made tensors
+    op: Callable[..., Output]  # looked up at each call, so a test can swap in a wrong kernel
+    min_torch: tuple[int, int] = (1, 12)  # the first torch with the op
+    calls: int = 2  # identical calls before the unrelated work and the last call
+    compiled: bool = False  # the device runs torch.compile(op); the reference stays eager
+    isolated: bool = False  # in a child: a crash fails this pattern, not the run
 
 
 def _transposed_source(inputs: Tensors) -> tuple[torch.Tensor, ...]:
@@ -52,7 +53,8 @@ def _randn(gen: torch.Generator, *shape: int) -> torch.Tensor:
 
 
 def _qkv_transposed(gen: torch.Generator) -> tuple[torch.Tensor, ...]:
-    return tuple(_randn(gen, B, T, H, D) for _ in range(3))  # (batch, tokens, heads, dim), as a projection gives
+    # (batch, tokens, heads, dim), as a projection gives
+    return tuple(_randn(gen, B, T, H, D) for _ in range(3))
 
 
 def _qkv_packed(gen: torch.Generator) -> tuple[torch.Tensor, ...]:
@@ -64,7 +66,8 @@ def _mask(gen: torch.Generator) -> torch.Tensor:
 
 
 def _transposed(inputs: Tensors) -> tuple[torch.Tensor, ...]:
-    return tuple(x.transpose(1, 2) for x in inputs[:3]) + tuple(inputs[3:])  # (batch, heads, tokens, dim) views
+    # (batch, heads, tokens, dim) views
+    return tuple(x.transpose(1, 2) for x in inputs[:3]) + tuple(inputs[3:])
 
 
 def _permuted(inputs: Tensors) -> tuple[torch.Tensor, ...]:
@@ -101,13 +104,13 @@ PATTERNS: dict[str, Pattern] = {
         Pattern(
             "linear_transposed_weight", "pytorch#162730",
             lambda gen: (_randn(gen, 64, 256), _randn(gen, 256, 128), _randn(gen, 128)),
-            lambda x: (x[0], x[1].t(), x[2]),  # the weight stored (in, out) and passed transposed
+            lambda x: (x[0], x[1].t(), x[2]),  # the weight stored (in, out), passed transposed
             lambda x, weight, bias: torch.nn.functional.linear(x, weight, bias),
         ),
         Pattern(
             "conv2d_strided_input", "strided views",
             lambda gen: (_randn(gen, 2, 16, 32, 32), _randn(gen, 8, 8, 3, 3)),
-            lambda x: (x[0][:, ::2, ::2, 1::2], x[1]),  # every other channel, row and column: strides 2, 2, 2
+            lambda x: (x[0][:, ::2, ::2, 1::2], x[1]),  # every other channel, row and column
             lambda x, weight: torch.nn.functional.conv2d(x, weight, padding=1),
         ),
         Pattern("index_select_transposed", "mps index ops", lambda gen: (_randn(gen, 48, 64), _indices(gen, 64, 40)),
@@ -120,14 +123,15 @@ PATTERNS: dict[str, Pattern] = {
             lambda source, index: torch.zeros(source.shape[0], 16, dtype=source.dtype, device=source.device).scatter_add(
                 1, index, source),
         ),
-        # The 2025-2026 reports, each in the dtypes of tolerances.REPORTED.
+        # Reported calls, each in the dtypes of tolerances.REPORTED.
         Pattern(
-            "matmul_transposed_after_churn", "pytorch#193487",  # wrong by 10-30% after other allocations (2.7-2.13)
+            "matmul_transposed_after_churn", "pytorch#193487",  # wrong after other allocations
             lambda gen: (_randn(gen, 50000, 25), torch.rand(50000, generator=gen, dtype=torch.float64)),
-            tuple, lambda a, w: (a * w[:, None]).t() @ a,  # the left operand a transposed view: A'WA
+            # the left operand a transposed view: A'WA
+            tuple, lambda a, w: (a * w[:, None]).t() @ a,
         ),
         Pattern(
-            "linear_3d_no_bias", "pytorch#180776",  # identical float16/bfloat16 calls disagreed by up to 123.5
+            "linear_3d_no_bias", "pytorch#180776",  # identical half-precision calls disagreed
             lambda gen: (_randn(gen, 2, 13, 1024), _randn(gen, 1024, 1024)), tuple,
             lambda x, weight: torch.nn.functional.linear(x, weight),
         ),
@@ -137,25 +141,26 @@ PATTERNS: dict[str, Pattern] = {
             calls=16,
         ),
         Pattern(
-            "compiled_layer_norm", "pytorch#191976",  # compiled off by up to 1.8 while eager was exact
+            "compiled_layer_norm", "pytorch#191976",  # compiled wrong while eager was exact
             lambda gen: (_randn(gen, 4, 512), 1 + _randn(gen, 512) / 10, _randn(gen, 512) / 10), tuple,
             lambda x, weight, bias: torch.nn.functional.layer_norm(x, (x.shape[-1],), weight, bias), (2, 0), compiled=True,
         ),
         Pattern(
-            "linear_bias", "pytorch#188438",  # 18-23% relative error on one chip (GitHub's macos-26 M1)
+            "linear_bias", "pytorch#188438",  # large relative error on one chip
             lambda gen: (_randn(gen, 80, 1, 2), _randn(gen, 192, 2), _randn(gen, 192)), tuple,
             lambda x, weight, bias: torch.nn.functional.linear(x, weight, bias),
         ),
         Pattern(
-            "linear_broadcast_input", "pytorch#167154",  # an MPSNDArray assertion aborted the process (2.8)
+            "linear_broadcast_input", "pytorch#167154",  # an MPSNDArray assertion aborted
             lambda gen: (_randn(gen, 499 * 768), _randn(gen, 768, 768) / 28, _randn(gen, 768)),
-            lambda x: (torch.as_strided(x[0], (5, 499, 768), (0, 768, 1)), *x[1:]),  # one 499 x 768 storage, batch stride 0
+            # batch stride 0
+            lambda x: (torch.as_strided(x[0], (5, 499, 768), (0, 768, 1)), *x[1:]),
             lambda x, weight, bias: torch.nn.functional.linear(x, weight, bias), isolated=True,
         ),
     )
 }
 REPORTED: tuple[str, ...] = tuple(tolerances.REPORTED)
-NAMES: tuple[str, ...] = tuple(name for name in PATTERNS if name not in REPORTED)  # past releases' layouts: they guard timings
+NAMES: tuple[str, ...] = tuple(name for name in PATTERNS if name not in REPORTED)  # guard timings
 
 
 def _outputs(result: Output) -> tuple[torch.Tensor, ...]:
@@ -176,21 +181,22 @@ def _require(device: str, pattern: Pattern) -> None:
 
 
 def _calls(device: str, name: str, dtype: str, repeated: bool) -> tuple[list[tuple[torch.Tensor, ...]], tuple[torch.Tensor, ...]]:
-    """The outputs of the pattern's calls on ``device`` (one, or :func:`reading`'s), and the float64 reference's.
+    """The outputs of the pattern's calls on ``device`` and the float64 reference's.
 
-    Torch lacking the op or the dtype here skips: n/a, not a wrong result (mps before macOS 14 has no bfloat16: asked
-    before torch is, whose refusal there names no lack).
+    Torch lacking the op or dtype here skips (n/a, not wrong); mps bfloat16 needs macOS 14, asked
+    first since torch's refusal there names no lack.
     """
     pattern = PATTERNS[name]
     _require(device, pattern)
     skips.require_dtype(device, dtype)
-    kind = precision.dtype_of(dtype)  # the inputs rounded to it: the values the device gets
+    kind = precision.dtype_of(dtype)  # the values the device gets
     rounded = [x.to(kind) if x.is_floating_point() else x for x in pattern.make(torch.Generator().manual_seed(models.SEED))]
     reference = _outputs(pattern.op(*pattern.arrange([x.double() if x.is_floating_point() else x for x in rounded])))
     op = torch.compile(pattern.op) if pattern.compiled else pattern.op
     try:
         arranged = pattern.arrange([x.to(device) for x in rounded])
-        calls = [_outputs(op(*arranged)) for _ in range(pattern.calls if repeated else 1)]  # back to back
+        # back to back
+        calls = [_outputs(op(*arranged)) for _ in range(pattern.calls if repeated else 1)]
         if repeated:
             _churn(device)
             calls.append(_outputs(op(*arranged)))
@@ -203,15 +209,15 @@ def _calls(device: str, name: str, dtype: str, repeated: bool) -> tuple[list[tup
 
 
 def relative_error(device: str, name: str, dtype: str) -> float:
-    """One call's error against float64 on the cpu; n/a where the device, op or dtype is not supported here."""
+    """One call's error against float64 on the cpu; n/a where device, op or dtype is unsupported."""
     calls, reference = _calls(device, name, dtype, repeated=False)
     return _error(calls[0], reference)
 
 
 @dataclass(frozen=True)
 class Reading:
-    error: float  # the largest relative error of any call against float64: tolerances.ERROR_UNIT
-    difference: float  # the largest difference of a later call from the first, relative: 0 when bit-identical
+    error: float  # the worst relative error against float64
+    difference: float  # a later call's furthest relative difference from the first: 0 if identical
 
 
 def _churn(device: str) -> None:
@@ -225,11 +231,11 @@ def _read(device: str, name: str, dtype: str) -> Reading:
     return Reading(max(_error(call, reference) for call in calls), max(_error(call, first) for call in calls[1:]))
 
 
-@functools.cache  # both figures of one pattern, device and dtype come from one reading
+@functools.cache  # one reading gives both figures
 def _outcome(device: str, name: str, dtype: str) -> measured.Outcome:
     try:
         if PATTERNS[name].isolated:
-            _require(device, PATTERNS[name])  # before a child is started for nothing
+            _require(device, PATTERNS[name])  # before a child starts for nothing
             return measured.Outcome(value=isolated.call(_read, device, name, dtype))
         return measured.Outcome(value=_read(device, name, dtype))
     except Exception as exc:
@@ -240,16 +246,16 @@ forget = _outcome.cache_clear  # a test that swaps a kernel reads again
 
 
 def reading(device: str, name: str, dtype: str) -> Reading:
-    """``calls`` identical calls, unrelated work (other sizes allocated, used and freed), one more call: the worst
-    call's error against float64 and the furthest call's difference from the first (``isolated``: in a child)."""
+    """``calls`` identical calls, unrelated work, one more call: the worst error against float64
+    and the furthest difference from the first call (``isolated``: in a child)."""
     value: Reading = _outcome(device, name, dtype).get()
     return value
 
 
-@functools.cache  # a pass is kept for the process; a failure raises, so is not kept
+@functools.cache  # a failure raises, so only a pass is kept
 def verify(device: str, dtype: str) -> None:
-    """Every pattern once per process, device and dtype; one this torch or device lacks is no evidence either way."""
-    tolerance = tolerances.TOLERANCES[dtype]  # the model guard's: rounding far below, a wrong kernel far above
+    """Every pattern once per process, device and dtype; one torch lacks here proves nothing."""
+    tolerance = tolerances.TOLERANCES[dtype]  # rounding far below it, a wrong kernel far above
     wrong = []
     for name in NAMES:
         try:

@@ -1,8 +1,8 @@
 """Everything the suite knows about a device: usable here or not, sync, memory, seed.
 
-Every ``torch.mps`` call is guarded by availability and by version: torch 1.12/1.13 have ``torch.backends.mps``
-but no ``torch.mps``, so their synchronize is a read-back of a tiny tensor and their memory counters are absent.
-``mps`` counts as usable only after a real op on it succeeds: some hosted Macs report it available, then fail.
+Every ``torch.mps`` call is guarded by availability and version: torch 1.12/1.13 lack
+``torch.mps`` (synchronize is a read-back; no memory counters). ``mps`` counts as usable only after
+a real op succeeds: some hosted Macs report it available, then fail.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from typing import Any, Generic, TypeVar
 
 from mpsbench.core import errors
 from mpsbench.measure import optional_torch
-from mpsbench.measure.optional_torch import torch  # device names import without torch
+from mpsbench.measure.optional_torch import torch  # names import without torch
 
 NAMES: tuple[str, ...] = ("cpu", "mps", "cuda")
 GPU_NAMES: tuple[str, ...] = ("mps", "cuda")
@@ -35,19 +35,19 @@ class DeviceError(errors.UserError):
 @dataclass(frozen=True)
 class Availability:
     usable: bool
-    reason: str  # a human sentence: what was found, or why it is unusable
+    reason: str  # what was found, or why it is unusable
 
 
 @dataclass(frozen=True)
 class MemoryReading:
-    """Bytes held on a device at one moment; None where the device cannot say (never 0, which a graph would show)."""
+    """Bytes held on a device at one moment; None where the device cannot say (never 0)."""
 
-    current: int | None  # tensors alive now (cuda/mps allocator; cpu: process RSS)
-    driver: int | None = None  # mps only: everything the Metal driver holds for us
+    current: int | None  # tensors alive (allocator; cpu: process RSS)
+    driver: int | None = None  # mps only: what the Metal driver holds for us
 
 
 def rss() -> int | None:
-    """This process's resident bytes: psutil (beside every build, install_build.py), else Linux's /proc."""
+    """This process's resident bytes: psutil, else Linux's /proc."""
     with contextlib.suppress(ImportError):
         import psutil
 
@@ -82,13 +82,13 @@ def _mps_missing() -> str | None:
 
 
 class Device(str, enum.Enum):
-    """One device and all its plumbing: a ``str`` (``"mps"``), so torch takes it wherever it takes a device name."""
+    """One device and its plumbing; a ``str`` (``"mps"``), so torch takes it as a device name."""
 
     CPU = "cpu"
     MPS = "mps"
     CUDA = "cuda"
 
-    # "mps" and 'mps', never "Device.MPS": in messages, f-strings and generated code (cold start)
+    # "mps", never "Device.MPS": in messages, f-strings and generated code
     __str__, __format__, __repr__ = str.__str__, str.__format__, str.__repr__  # type: ignore[assignment]
 
     @classmethod
@@ -106,8 +106,9 @@ class Device(str, enum.Enum):
         if self is Device.MPS and (missing := _mps_missing()) is not None:
             return Availability(False, missing)
         try:
-            total = float((torch.ones(4, device=self.value) * 2).sum().cpu())  # a read-back proves the op ran
-        except Exception as exc:  # a device that reports available and fails on first use
+            # a read-back proves the op ran
+            total = float((torch.ones(4, device=self.value) * 2).sum().cpu())
+        except Exception as exc:  # reports available, fails on first use
             return Availability(False, f"{self} reported available but a first op failed: {errors.first_line(exc)}")
         if total != 8.0:
             return Availability(False, f"{self} computed 2*ones(4).sum() = {total}, expected 8")
@@ -125,17 +126,17 @@ class Device(str, enum.Enum):
         return f"cpu, {torch.get_num_threads()} threads"
 
     def creating(self) -> AbstractContextManager[Any]:
-        """Where a model built inside creates its weights: on cuda's GPU (torch 2.0+), else on the cpu.
+        """Where a model built inside creates its weights: on cuda's GPU (torch 2.0+), else the cpu.
 
-        On the cpu random initialization cost the large models seconds in every cuda process (docs/explanation/calibration.md,
-        "Breakdown"). mps copies after: an initializer it lacks would fail the combination for an untimed op.
+        cpu initialization cost large models seconds per cuda process; mps copies after, as an
+        initializer it lacks would fail the combination for an untimed op.
         """
         if self is Device.CUDA and hasattr(torch.device, "__enter__"):
-            return torch.device(self.value)  # a context manager since torch 2.0
+            return torch.device(self.value)  # a context manager since 2.0
         return contextlib.nullcontext()
 
     def synchronize(self) -> None:
-        """Block until every queued kernel has finished: before a clock read, as GPUs run asynchronously."""
+        """Block until every queued kernel has finished (before any clock read)."""
         if self is Device.CUDA:
             torch.cuda.synchronize()
         elif self is Device.MPS and not _mps_call("synchronize"):
@@ -152,7 +153,7 @@ class Device(str, enum.Enum):
         return MemoryReading(rss())
 
     def no_reading_reason(self) -> str:
-        """Why :meth:`memory` has no current reading here (asked after it found none)."""
+        """Why :meth:`memory` has no current reading here."""
         if self is Device.CPU:
             return f"the process's resident memory is unreadable on {sys.platform} without psutil (not importable here)"
         return f"torch {torch.__version__} keeps no {self} memory counters"
@@ -165,13 +166,13 @@ class Device(str, enum.Enum):
             _mps_call("empty_cache")
 
     def seed(self, value: int) -> None:
-        torch.manual_seed(value)  # seeds cuda's generator and (2.0+) mps's too
+        torch.manual_seed(value)  # also cuda's, and (2.0+) mps's
 
 
 class OneSlot(Generic[T]):
-    """One built thing per process, for asv's ``setup``, which runs again before every sample.
+    """One built thing per process, for asv's ``setup``, which runs before every sample.
 
-    A new key drops the old value and empties the cache first: a process never holds two models' memory.
+    A new key drops the old value and empties the cache first: never two models' memory at once.
     """
 
     def __init__(self) -> None:
@@ -194,17 +195,16 @@ def get(name: str) -> Device:
 
 
 def present(name: str) -> bool:
-    """Whether this machine could have ``name`` at all, whatever torch is installed; touches no GPU.
+    """Whether this machine could have ``name`` at all, whatever torch is installed; no GPU touched.
 
-    Asked in ``.venv`` before asv starts (preselect) and in every ``setup`` (the build's environment): the
-    answer must not depend on which torch answers.
+    Asked in ``.venv`` (preselect) and in every ``setup``: the answer must not depend on the torch.
     """
     device = get(name)
     if device is Device.CPU:
         return True
     if device is Device.CUDA:
-        # The driver's control node exists on any Linux host (or container) given an NVIDIA GPU. No torch for macOS
-        # has CUDA: asking torch there would import it in every spawned lookup process.
+        # The driver's control node exists on any Linux host given an NVIDIA GPU; macOS torch has
+        # no CUDA, and asking torch would import it in every lookup process.
         return sys.platform != "darwin" and (
             os.path.exists("/dev/nvidiactl") or (optional_torch.INSTALLED and bool(torch.cuda.is_available())))
     return sys.platform == "darwin" and platform.machine() == "arm64"
@@ -227,13 +227,11 @@ def usable_gpu() -> Device | None:
 
 
 def peaks_over(device: Device, step: Callable[[Callable[[], None]], object]) -> tuple[int | None, int | None]:
-    """The bytes allocated and held by the driver at their peaks over ``step(probe)``; None where the device keeps no
-    such reading.
+    """Peak bytes allocated and held by the driver over ``step(probe)``; None where unknown.
 
-    cuda: its own peak counters, reset first (the driver's: reserved). mps and cpu: the largest reading before the
-    step, at each ``probe()`` (where the step's memory peaks) and after it, as mps has no peak counter and the cpu's
-    max RSS would carry the high-water mark of whatever ran in the process before (setup_cache measures many
-    combinations in one process).
+    cuda: its own peak counters, reset first. mps and cpu: the largest reading before, at each
+    ``probe()`` and after: mps has no peak counter, and the cpu's max RSS keeps earlier
+    combinations' high-water mark.
     """
     device.synchronize()  # work queued before is not the step's
     if device is Device.CUDA:
@@ -241,7 +239,7 @@ def peaks_over(device: Device, step: Callable[[Callable[[], None]], object]) -> 
     readings = [device.memory()]
     step(lambda: readings.append(device.memory()))
     device.synchronize()
-    readings.append(device.memory())  # mps frees late: the driver may still grow while the step finishes
+    readings.append(device.memory())  # mps frees late: the driver may grow as the step ends
     if device is Device.CUDA:
         return torch.cuda.max_memory_allocated(), torch.cuda.max_memory_reserved()
     allocated = [found.current for found in readings if found.current is not None]
@@ -249,7 +247,7 @@ def peaks_over(device: Device, step: Callable[[Callable[[], None]], object]) -> 
     return max(allocated, default=None), max(driver, default=None)
 
 
-MPS_WATERMARK_ENV = "PYTORCH_MPS_HIGH_WATERMARK_RATIO"  # read by torch when mps first allocates
+MPS_WATERMARK_ENV = "PYTORCH_MPS_HIGH_WATERMARK_RATIO"  # read when mps first allocates
 
 
 def mps_high_watermark_ratio() -> float | None:
@@ -267,14 +265,14 @@ def cpu_threads() -> int:
     return torch.get_num_threads()
 
 
-# The host allocator's words when an allocation fails (torch 2.x, then 1.x): the cpu's out-of-memory under a
-# memory limit (RLIMIT_AS), and a GPU's host-side copies.
+# The host allocator's out-of-memory words (torch 2.x, then 1.x): the cpu under RLIMIT_AS, and a
+# GPU's host-side copies.
 HOST_OUT_OF_MEMORY = ("DefaultCPUAllocator: can't allocate memory", "DefaultCPUAllocator: not enough memory")
 
 
 def is_out_of_memory(exc: BaseException) -> bool:
-    """The one check for the suite: cuda's ``OutOfMemoryError`` (torch 1.13+, a RuntimeError before), mps's
-    "MPS backend out of memory", the host allocator's words and Python's MemoryError."""
+    """The suite's one check: cuda's ``OutOfMemoryError`` (a RuntimeError before 1.13), mps's
+    "MPS backend out of memory", the host allocator's words, and MemoryError."""
     if isinstance(exc, (MemoryError, getattr(torch.cuda, "OutOfMemoryError", MemoryError))):
         return True
     text = str(exc)

@@ -1,9 +1,9 @@
-"""Energy per step: a device's cumulative energy counter, read by a polling thread while the steps run.
+"""Energy per step: a device's cumulative energy counter, read by a polling thread while steps run.
 
-The counters (NVML for cuda, Apple's IOReport through zeus-apple-silicon on macOS, RAPL for a Linux cpu) and the
-method are in docs/explanation/instruments.md, Energy. A counter moves in steps, so a thread polls it and the power is taken
-between the first and the last update seen inside the steps. Where no counter is readable the row skips with the
-reason: never an estimate. Optional packages are imported when asked for, so this module imports with the build alone.
+Counters: NVML for cuda, IOReport (zeus-apple-silicon) on macOS, RAPL for a Linux cpu. A counter
+moves in steps, so power is taken between the first and last update seen inside the steps. No
+readable counter: the row skips with the reason, never an estimate. Optional packages are imported
+when asked for.
 """
 
 from __future__ import annotations
@@ -23,13 +23,13 @@ from mpsbench.measure.optional_torch import torch
 
 UNIT = "joules/step"
 MIN_SECONDS = 1.0  # of steps, at the least
-# A step shorter than this is paced by the host's dispatch, not the device: on a datacenter GPU its time, and so its
-# joules, moved 15-30% between 1 s windows and 1-4% between 4 s ones (docs/explanation/instruments.md, Energy per step).
+# A step shorter than this is paced by the host's dispatch, not the device: its joules vary between
+# short windows, so it gets the longer window.
 SHORT_STEP_SECONDS, SHORT_STEP_WINDOW = 0.01, 4.0
-MIN_UPDATES = 10  # counter updates inside the steps: the first-to-last span then covers nine update intervals
-MAX_SECONDS = 10.0  # a counter slower than that reads with the updates it has (two at least), not for minutes
-# Steps run untimed first, so that the board runs this workload when the window opens; the capacity rows'
-# throughput (a quarter second of the same steps) runs just before it too. Its step time sets the window.
+MIN_UPDATES = 10  # counter updates inside the steps: nine update intervals
+MAX_SECONDS = 10.0  # a slower counter reads with the updates it has (two at least)
+# Steps run untimed first, so the board runs this workload when the window opens; their step
+# time sets the window.
 SETTLE_SECONDS = 0.25
 POWERCAP = Path("/sys/class/powercap")
 
@@ -46,10 +46,10 @@ class Counter:
 @dataclass(frozen=True)
 class Reading:
     joules_per_step: float
-    watts: float  # the average power between the first and the last update inside the steps
+    watts: float  # average power between the first and last update inside the steps
     steps: int
-    seconds: float  # the steps' time, first call to last synchronize
-    updates: int  # counter updates seen inside it
+    seconds: float  # first call to last synchronize
+    updates: int  # counter updates seen inside
 
 
 def _nvml() -> Counter:
@@ -65,22 +65,22 @@ def _nvml() -> Counter:
         name = pynvml.nvmlDeviceGetName(handle)
     except pynvml.NVMLError as exc:
         raise skips.SkipNotImplemented(f"NVML's total energy counter is not readable here: {exc}") from None
-    # millijoules; polled every 2 ms, well inside the counter's update interval (docs/explanation/instruments.md)
+    # millijoules; polled every 2 ms, well inside the counter's update interval
     return Counter(f"NVML total energy of {name}", lambda: pynvml.nvmlDeviceGetTotalEnergyConsumption(handle) / 1e3,
                    0.002)
 
 
 def _nvml_handle(pynvml: Any) -> Any:
-    """The board torch computes on: by its UUID (NVML's order may differ from CUDA's), else by CUDA's index."""
+    """The board torch computes on: by UUID (NVML's order may differ from CUDA's), else by index."""
     index = torch.cuda.current_device()
-    uuid = getattr(torch.cuda.get_device_properties(index), "uuid", None)  # str() is NVML's UUID without "GPU-"
+    uuid = getattr(torch.cuda.get_device_properties(index), "uuid", None)  # NVML's, minus "GPU-"
     if uuid is not None:
         with contextlib.suppress(pynvml.NVMLError):
             return pynvml.nvmlDeviceGetHandleByUUID(f"GPU-{uuid}")
     return pynvml.nvmlDeviceGetHandleByIndex(index)
 
 
-IOREPORT_FIELDS = {"mps": "gpu_mj", "cpu": "cpu_total_mj"}  # zeus-apple-silicon's names for the two domains
+IOREPORT_FIELDS = {"mps": "gpu_mj", "cpu": "cpu_total_mj"}  # zeus-apple-silicon's field names
 
 
 def _ioreport(device: str) -> Counter:
@@ -104,7 +104,7 @@ def _ioreport(device: str) -> Counter:
 
 def _rapl(root: Path) -> Counter:
     zones = [zone for zone in sorted(root.glob("intel-rapl:*")) if zone.name.count(":") == 1
-             and (zone / "name").read_text().startswith("package")]  # sockets; their subdomains are inside them
+             and (zone / "name").read_text().startswith("package")]  # sockets hold the subdomains
     if not zones:
         raise skips.SkipNotImplemented(f"no RAPL package domain under {root} (a VM, or no intel_rapl driver)")
     try:
@@ -114,7 +114,7 @@ def _rapl(root: Path) -> Counter:
         raise skips.SkipNotImplemented(
             f"RAPL's energy_uj under {root} is readable by root only (Linux 5.10 and later, since CVE-2020-8694)"
         ) from None
-    total = [0]  # microjoules since the first reading, each zone's wrap-arounds undone
+    total = [0]  # microjoules since the first reading, wrap-arounds undone
 
     def joules() -> float:
         for index, zone in enumerate(zones):
@@ -127,7 +127,7 @@ def _rapl(root: Path) -> Counter:
     return Counter(f"RAPL package energy ({names})", joules, 0.001)
 
 
-@functools.cache  # a reader found once per process; a skip is not kept, so each combination says why
+@functools.cache  # a skip is not kept, so each combination says why
 def counter(device: str) -> Counter:
     """The energy counter of ``device`` here; asv's n/a with the reason where there is none."""
     skips.require_device(device)
@@ -165,8 +165,8 @@ class _Poller(threading.Thread):
 def measure(run: Callable[[], Any], synchronize: Callable[[], None], found: Counter, steps_per_call: int = 1,
             min_seconds: float | None = None, min_updates: int = MIN_UPDATES,
             settle_seconds: float = SETTLE_SECONDS) -> Reading:
-    """Call ``run`` (``steps_per_call`` steps), synchronizing after each, for ``settle_seconds`` untimed (one call at
-    least), then until enough updates and time have passed: ``min_seconds``, else as the settle's step time says."""
+    """Call ``run`` untimed for ``settle_seconds`` (one call at least), synchronizing after each,
+    then until enough updates and time have passed (``min_seconds``, else from the step time)."""
     poller = _Poller(found)
     poller.start()
     try:
@@ -177,7 +177,7 @@ def measure(run: Callable[[], Any], synchronize: Callable[[], None], found: Coun
             synchronize()
             calls += 1
         begin = end = time.perf_counter()
-        if min_seconds is None:  # longer where the host's dispatch, not the device, sets a step's pace
+        if min_seconds is None:  # longer where the host's dispatch sets a step's pace
             short = (begin - settling) / (calls * steps_per_call) < SHORT_STEP_SECONDS
             min_seconds = SHORT_STEP_WINDOW if short else MIN_SECONDS
         calls = 0
@@ -195,7 +195,7 @@ def measure(run: Callable[[], Any], synchronize: Callable[[], None], found: Coun
 
 
 def reading(what: str, updates: list[tuple[float, float]], begin: float, end: float, steps: int) -> Reading:
-    """The power from the first to the last counter update inside [begin, end], times the steps' time, per step."""
+    """Power from the first to the last counter update inside [begin, end], per step."""
     inside = [update for update in updates if begin < update[0] <= end]
     if len(inside) < 2:
         raise skips.SkipNotImplemented(f"{what} updated {len(inside)} times in {end - begin:.1f} s of steps: too coarse to read")

@@ -1,8 +1,7 @@
 """One epoch end to end: a CIFAR-10-shaped dataset through torchvision transforms and a DataLoader.
 
-The seeds' VGG16-on-CIFAR-10 loop on a seeded in-memory dataset (docs/explanation/workloads.md): per phase, the
-epoch time, images per second and the fraction blocked on the loader, to check the seeds' claim that
-data loading, not the device, is the bottleneck.
+Per phase: epoch time, images per second and the fraction blocked on the loader, which tests the
+claim that data loading, not the device, is the bottleneck.
 """
 
 from __future__ import annotations
@@ -17,18 +16,18 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from mpsbench.measure import devices, fallback, measured, models, selection, suite, workloads
-from mpsbench.measure.optional_torch import torch  # loaded at the first epoch: discovery and lookups never need it
+from mpsbench.measure.optional_torch import torch  # loaded at the first epoch
 
 if TYPE_CHECKING:
     from torch.utils.data import DataLoader, Dataset
 
     _MapStyle = Dataset[tuple[torch.Tensor, int]]
-else:  # a DataLoader needs only __getitem__ and __len__ of a map-style dataset; subclassing would import torch here
+else:  # a DataLoader needs only __getitem__ and __len__; subclassing would import torch here
     _MapStyle = object
 
 MODELS: tuple[str, ...] = ("vgg16", "resnet50")
-BATCH_SIZES: tuple[int, ...] = (8, 64)  # 8: affordable on a cpu; 64: the VGG16/CIFAR-10 seed's batch
-NUM_WORKERS: tuple[int, ...] = (0, 2)  # in the training process, and two worker processes
+BATCH_SIZES: tuple[int, ...] = (8, 64)  # 8: affordable on a cpu; 64: the VGG16/CIFAR-10 seed's
+NUM_WORKERS: tuple[int, ...] = (0, 2)  # in the training process, or two workers
 PHASES: tuple[str, ...] = ("train", "eval")
 
 
@@ -41,19 +40,19 @@ class DatasetSize:
 
 
 DATASETS: dict[str, DatasetSize] = {
-    "tiny": DatasetSize(train=16, test=8),  # the cpu's default: two training steps at batch 8
-    # The GPUs' default: 16 training steps of VGG16 at batch 64, 4 evaluation batches: seconds an epoch on a GPU.
+    "tiny": DatasetSize(train=16, test=8),  # the cpu's default: two steps at batch 8
+    # The GPUs' default: 16 training steps of VGG16 at batch 64, 4 evaluation batches.
     "small": DatasetSize(train=1024, test=256),
-    "cifar10": DatasetSize(train=50_000, test=10_000),  # CIFAR-10's real splits: the full sweep only
+    "cifar10": DatasetSize(train=50_000, test=10_000),  # CIFAR-10's real splits: full sweep only
 }
 DATASET_NAMES: tuple[str, ...] = tuple(DATASETS)
 
 IMAGE_SIDE = 32  # CIFAR-10's images: 32 x 32 x 3 uint8
-RESIZED_SIDE = 224  # what VGG16 and ResNet-50 were designed for, and what the seed resized to
-# CIFAR-10's per-channel mean and standard deviation, as commonly passed to Normalize.
+RESIZED_SIDE = 224  # VGG16's and ResNet-50's input side
+# CIFAR-10's per-channel mean and standard deviation.
 CIFAR10_MEAN = (0.4914, 0.4822, 0.4465)
 CIFAR10_STD = (0.2470, 0.2435, 0.2616)
-EPOCHS_MEASURED = 3  # per phase; each figure reported is the median over these epochs
+EPOCHS_MEASURED = 3  # per phase; figures are medians over them
 
 
 class EpochError(ValueError):
@@ -69,8 +68,7 @@ def _check(value: object, valid: tuple[Any, ...], what: str) -> None:
 class SyntheticImages(_MapStyle):
     """CIFAR-10-shaped images (N x 32 x 32 x 3 uint8) and labels, transformed per item.
 
-    Module-level, holding only tensors and a transform: DataLoader workers started by spawn or forkserver
-    (macOS's default, and asv's launch methods) receive it by pickling.
+    Module-level and tensor-only: spawned or forkserver DataLoader workers receive it pickled.
     """
 
     def __init__(self, images: torch.Tensor, labels: torch.Tensor, transform: Callable[[Any], torch.Tensor]) -> None:
@@ -82,22 +80,22 @@ class SyntheticImages(_MapStyle):
         return len(self.labels)
 
     def __getitem__(self, index: int) -> tuple[torch.Tensor, int]:
-        # A height x width x channels uint8 array, as CIFAR-10's loader hands to ToTensor.
+        # HWC uint8, as CIFAR-10's loader hands to ToTensor.
         return self.transform(self.images[index].numpy()), int(self.labels[index])
 
 
 @functools.cache
 def synthetic_split(count: int, num_classes: int, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """``count`` seeded uint8 images and labels, built on first use and kept (the full training split is 150 MiB)."""
+    """``count`` seeded uint8 images and labels, built once and kept."""
     generator = torch.Generator().manual_seed(seed)
     images = torch.randint(0, 256, (count, IMAGE_SIDE, IMAGE_SIDE, 3), dtype=torch.uint8, generator=generator)
     return images, torch.randint(0, num_classes, (count,), generator=generator)
 
 
 def make_datasets(size: DatasetSize, num_classes: int) -> tuple[SyntheticImages, SyntheticImages]:
-    """The training and test splits (different seeds, the model's classes) through the seed's transforms."""
+    """The training and test splits (different seeds) through the workload's transforms."""
     transforms = importlib.import_module("torchvision.transforms")
-    # antialias=True is explicit: torchvision changed its default for tensors in 0.17 (a no-op when enlarging, as here).
+    # antialias=True is explicit: torchvision's default for tensors changed (no-op when enlarging).
     transform = transforms.Compose([
         transforms.ToTensor(),  # uint8 HWC to float CHW in [0, 1]
         transforms.Resize((RESIZED_SIDE, RESIZED_SIDE), antialias=True),
@@ -110,7 +108,7 @@ def make_datasets(size: DatasetSize, num_classes: int) -> tuple[SyntheticImages,
 
 def make_loader(dataset: SyntheticImages, batch_size: int, num_workers: int, shuffle: bool,
                 multiprocessing_context: str | None) -> DataLoader[tuple[torch.Tensor, int]]:
-    """A DataLoader as the seed built it (last partial batch kept, no pinned memory, workers started every epoch), seeded."""
+    """A seeded DataLoader: last partial batch kept, no pinned memory, workers started per epoch."""
     from torch.utils.data import DataLoader
 
     return DataLoader(
@@ -127,9 +125,9 @@ def make_loader(dataset: SyntheticImages, batch_size: int, num_workers: int, shu
 class EpochTiming:
     """One pass over one split."""
 
-    images: int  # images that went through a step: the split's size, exactly once each
-    seconds: float  # from iter(loader) to the end of the last step, device synchronized
-    data_wait_seconds: float  # time blocked in iter() and next() of the loader
+    images: int  # the split's size, each image once
+    seconds: float  # iter(loader) to the last step's end, synchronized
+    data_wait_seconds: float  # blocked in the loader's iter() and next()
 
     @property
     def images_per_second(self) -> float:
@@ -142,15 +140,15 @@ class EpochTiming:
 
 def run_epoch(loader: DataLoader[tuple[torch.Tensor, int]], device: str,
               step: Callable[[torch.Tensor, torch.Tensor], None]) -> EpochTiming:
-    """Feed every batch of ``loader`` to ``step(images, labels)`` on ``device``; time in ``iter()`` and ``next()`` is data wait.
+    """Feed every batch to ``step(images, labels)``; time in ``iter()`` and ``next()`` is data wait.
 
-    The device is synchronized after every step, as the seeds' ``loss.item()`` did, so queued GPU work never counts as waiting.
+    The device is synchronized after every step, so queued GPU work never counts as waiting.
     """
     images = 0
-    synchronize = devices.get(device).synchronize  # looked up once: the epoch's clock is running below
+    synchronize = devices.get(device).synchronize  # looked up once, off the clock
     synchronize()  # nothing queued earlier may finish on this epoch's clock
     started = time.perf_counter()
-    batches = iter(loader)  # starts the workers, if any: the first wait
+    batches = iter(loader)  # starts the workers: the first wait
     waited = time.perf_counter() - started
     while True:
         before = time.perf_counter()
@@ -161,7 +159,7 @@ def run_epoch(loader: DataLoader[tuple[torch.Tensor, int]], device: str,
         inputs, labels = batch
         images += len(labels)
         step(inputs.to(device), labels.to(device))
-        synchronize()  # the step's GPU work ends here, not in the next next()
+        synchronize()  # the step's GPU work ends here, not in next()
     return EpochTiming(images, time.perf_counter() - started, waited)
 
 
@@ -179,7 +177,7 @@ class EpochRunner:
         self.test_loader = make_loader(self.test, batch_size, num_workers, False, multiprocessing_context)
 
     def _train_step(self, inputs: torch.Tensor, labels: torch.Tensor) -> None:
-        # The workload's own step (zero grads, forward, loss, backward, update) on this batch.
+        # The workload's own step.
         self.workload.batch = models.Batch({"input": inputs}, labels)
         self.workload.step()
 
@@ -199,9 +197,9 @@ class EpochRunner:
             self.workload.model.train()
 
     def warm_up(self) -> None:
-        """One training and one evaluation step on a full batch, no workers: kernels chosen for the full shape.
+        """One training and one evaluation step on a full batch, no workers: kernels chosen.
 
-        A last partial batch meets its shape first in the first measured epoch; the median over epochs absorbs it.
+        A last partial batch meets its shape in the first measured epoch; the median absorbs it.
         """
         items = [self.train[index % len(self.train)] for index in range(self.workload.batch_size)]
         inputs = torch.stack([image for image, _ in items]).to(self.device)
@@ -224,7 +222,7 @@ class PhaseSummary:
 
 
 def measure(runner: EpochRunner, epochs: int = EPOCHS_MEASURED) -> dict[str, PhaseSummary]:
-    """Train an epoch then evaluate one, ``epochs`` times (the seed's loop); medians per phase."""
+    """Train an epoch then evaluate one, ``epochs`` times; medians per phase."""
     timings: dict[str, list[EpochTiming]] = {"train": [], "eval": []}
     for _ in range(epochs):
         timings["train"].append(runner.train_epoch())
@@ -242,9 +240,9 @@ def measure(runner: EpochRunner, epochs: int = EPOCHS_MEASURED) -> dict[str, Pha
 
 def _measure_model(device: str, model: str, batch_size: int, loaders: list[tuple[int, str]],
                    epochs: int) -> dict[measured.Key, dict[str, measured.Outcome]]:
-    """One warmed-up model serves all its (num_workers, dataset) settings; a failure to build it is every setting's outcome.
+    """One warmed-up model serves all its (num_workers, dataset) settings.
 
-    Refused, as capacity is, where its warm-up fell back to the cpu: the epoch would not be a device number.
+    A build failure is every setting's outcome; a warm-up that fell back to the cpu is refused.
     """
     try:
         workload = suite.prepare("training", device, model, batch_size, guarded=False)
@@ -265,9 +263,9 @@ def _measure_model(device: str, model: str, batch_size: int, loaders: list[tuple
 
 
 def measure_selection(benchmark: str, epochs: int = EPOCHS_MEASURED) -> measured.Table:
-    """Every combination of ``benchmark``'s selection, in one process, a :class:`PhaseSummary` per phase.
+    """Every combination of ``benchmark``'s selection in one process, a :class:`PhaseSummary` each.
 
-    Each model is dropped before the next is built. An error is recorded for its combination only.
+    Each model is dropped before the next is built; an error is its combination's only.
     """
     table = measured.Table()
     for device, model, batch_size in itertools.product(devices.NAMES, MODELS, BATCH_SIZES):
@@ -279,6 +277,6 @@ def measure_selection(benchmark: str, epochs: int = EPOCHS_MEASURED) -> measured
         if selected:
             try:
                 table.figures.update(_measure_model(device, model, batch_size, selected, epochs))
-            finally:  # however it ended: capacity, measured next, must build its own workload, not get this stepped one
+            finally:  # capacity, measured next, must build its own workload
                 measured.release(device)
     return table

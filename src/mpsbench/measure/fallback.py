@@ -1,7 +1,7 @@
-"""Which ops silently ran on the cpu instead of mps, from PyTorch's own warning (docs/explanation/instruments.md).
+"""Which ops silently ran on the cpu instead of mps, from PyTorch's own warning.
 
-With ``PYTORCH_ENABLE_MPS_FALLBACK=1`` an op mps lacks runs on the cpu, and PyTorch says so only through one
-``TORCH_WARN_ONCE`` per process (aten/src/ATen/mps/MPSFallback.mm); :class:`Recorder` makes every fallback warn.
+With ``PYTORCH_ENABLE_MPS_FALLBACK=1`` an op mps lacks runs on the cpu, said only by one
+``TORCH_WARN_ONCE`` per process (MPSFallback.mm); :class:`Recorder` makes every fallback warn.
 """
 
 from __future__ import annotations
@@ -18,8 +18,8 @@ from mpsbench.measure.optional_torch import torch
 ENABLE_ENV = "PYTORCH_ENABLE_MPS_FALLBACK"  # PyTorch's switch; read at `import torch`
 ALLOW_ENV = "MPSBENCH_ALLOW_FALLBACK"  # ours, a settings.flag: on times combinations that fell back
 
-# MPSFallback.mm's warning in every release since 1.12, without the sentence later ones append (some with a
-# typo). The op is `op.schema().operator_name()`: "aten::name" or "aten::name.overload".
+# MPSFallback.mm's warning since 1.12, without the sentence later releases append. The op is
+# `op.schema().operator_name()`: "aten::name" or "aten::name.overload".
 WARNING = re.compile(
     r"The operator '(?P<op>[^']+)' is not currently supported on the MPS backend"
     r" and will fall back to run on the CPU"
@@ -39,8 +39,8 @@ def ops_in(message: str) -> list[str]:
 
 
 class Recorder:
-    """Records the ops that fall back to the cpu inside it; other warnings are emitted again on exit, once per
-    distinct text. autograd replays its worker threads' warnings here."""
+    """Records the ops that fall back to the cpu inside it; other warnings are re-emitted on exit,
+    once per text. autograd replays its worker threads' warnings here."""
 
     def __init__(self) -> None:
         self.ops: list[str] = []  # distinct names, in the order they first fell back
@@ -69,7 +69,7 @@ class Recorder:
 
 
 def refuse(what: str, ops: Sequence[str]) -> None:
-    """Fail a timed combination whose warm-up fell back to the cpu, unless allowed (a bad spelling fails it too)."""
+    """Fail a combination whose warm-up fell back to the cpu, unless allowed."""
     if not ops or settings.flag(ALLOW_ENV):
         return
     raise FallbackError(

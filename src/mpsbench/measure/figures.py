@@ -1,5 +1,5 @@
-"""The figures a ``setup_cache`` reads from one build and warm-up per combination (:mod:`mpsbench.measure.measured`):
-capacity (benchmark_models, benchmark_precision) and the instruments (benchmark_instruments)."""
+"""The figures a ``setup_cache`` reads from one build and warm-up per combination: capacity and
+the instruments."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from mpsbench.measure import accuracy, energy, fallback, leak, measured, models,
 
 
 def _capacity_workload(kind: str, device: str, model: str, batch_size: int, dtype: str = precision.DEFAULT) -> workloads.Workload:
-    # No accuracy check: Training/Inference.time_step checks the same combination and fails it, visibly.
+    # No accuracy check: Training/Inference.time_step checks the same combination and fails it.
     workload = suite.prepare(kind, device, model, batch_size, dtype=dtype, guarded=False)
     fallback.refuse(workload.label, workload.fallback_ops)
     return workload
@@ -19,17 +19,17 @@ def _capacity_workload(kind: str, device: str, model: str, batch_size: int, dtyp
 CAPACITY: dict[str, measured.Figure] = {
     "peak_memory": suite.peak_memory_mib,
     "throughput": suite.throughput,
-    "joules_per_step": energy.joules_per_step,  # n/a with the reason where the device has no readable counter
+    "joules_per_step": energy.joules_per_step,  # n/a with the reason where no counter reads
 }
 
 
 def capacity(kind: str, benchmark: str, keys: list[measured.Key]) -> measured.Table:
-    """Every (device, model, batch size) of this run's selection: its peak memory (MiB), samples/s and J/step."""
+    """Every (device, model, batch size) selected: peak memory (MiB), samples/s and J/step."""
     return measured.measure(benchmark, keys, functools.partial(_capacity_workload, kind), CAPACITY)
 
 
 def precision_capacity(kind: str, benchmark: str, keys: list[measured.Key]) -> measured.Table:
-    """Every (device, model, dtype) of the precision selection, at the seed batch: its peak memory (MiB)."""
+    """Every (device, model, dtype) of the precision selection, at the seed batch: peak MiB."""
 
     def prepare(device: str, model: str, dtype: str) -> workloads.Workload:
         return _capacity_workload(kind, device, model, models.get(model).seed_batch_size, dtype)
@@ -50,8 +50,8 @@ def accuracy_error(workload: workloads.Workload) -> float:
     return accuracy.compare(workload).error
 
 
-# In this order: memory is read over one step of the settled workload, before the leak's many steps; the accuracy
-# check builds a cpu copy last.
+# In this order: memory over one step of the settled workload before the leak's many steps; the
+# accuracy check builds a cpu copy last.
 INSTRUMENTS: dict[str, measured.Figure] = {
     "fallback_ops": lambda workload: len(workload.fallback_ops),  # ops that ran on the cpu during warm-up
     "driver_memory": driver_memory,

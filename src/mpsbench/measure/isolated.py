@@ -1,7 +1,7 @@
-"""Run a function in a spawned child process: its answer or exception comes back; its death is one error here.
+"""Run a function in a spawned child: its answer or exception comes back; its death is one error.
 
-A Metal assertion aborts its process (SIGABRT) and Linux's OOM killer ends one without a word: in a child, either
-is one combination's failure, and the process that measures the rest carries on.
+A Metal assertion aborts its process and Linux's OOM killer ends one silently: in a child, either
+is one combination's failure, and the measuring process carries on.
 """
 
 from __future__ import annotations
@@ -50,5 +50,5 @@ def _answer(sending: Connection, function: Callable[..., Any], args: tuple[Any, 
         answer = (False, exc)
     try:
         sending.send(answer)
-    except Exception:  # an exception that does not pickle: its type and first line, as the parent would show it
+    except Exception:  # an exception that does not pickle: its type and first line
         sending.send((False, RuntimeError(f"{type(answer[1]).__name__}: {errors.first_line(answer[1])}")))

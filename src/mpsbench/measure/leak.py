@@ -1,9 +1,8 @@
 """Leaks: how fast memory held after each step grows, as a least-squares slope in MiB per 100 steps.
 
-A step that keeps something alive each time makes the readings climb in a straight line; a clean step's slope is
-about zero (docs/explanation/instruments.md, Leaks). The leak patterns are the loop bodies of the pytorch issues mps users
-filed (docs/explanation/workloads.md): a warm-up fills the allocator's caches with every size of a pattern's cycle,
-then the slope over one reading per iteration.
+A step that keeps something alive makes the readings climb in a line; a clean step's slope is
+about zero. The leak patterns are loop bodies from pytorch issues mps users filed: a warm-up fills
+the allocator's caches with every size of a pattern's cycle, then one reading per iteration.
 """
 
 from __future__ import annotations
@@ -19,7 +18,7 @@ from mpsbench.measure.optional_torch import nn, torch
 from mpsbench.measure.workloads import Workload
 
 STEPS_SMALL = 200  # mlp, lenet5: milliseconds a step even on a cpu
-STEPS_LARGE = 50  # resnet50, vgg16, bert: a second a step on an M1 at the seed batch
+STEPS_LARGE = 50  # resnet50, vgg16, bert: about a second a step at the seed batch
 PER = 100  # the slope is reported per this many steps
 
 
@@ -31,8 +30,8 @@ def reading(device: str) -> int:
     """Bytes held now: the device allocator's count (the cpu's: the process RSS)."""
     found = devices.get(device)
     current = found.memory().current
-    # a skip with the reason (asv's n/a), never a slope of zeros. mps before torch 2.0 has no counters, and the process
-    # RSS is no stand-in: its allocator's heaps are private Metal storage, which is not mapped into the process
+    # A skip with the reason, never a slope of zeros. mps before torch 2.0 has no counters, and
+    # RSS is no stand-in: the allocator's heaps are private Metal storage, not mapped.
     if current is None:
         raise skips.SkipNotImplemented(f"no memory reading for {device}: {found.no_reading_reason()}")
     return current
@@ -64,7 +63,7 @@ def measure(workload: Workload, steps: int | None = None) -> float:
 
 PATTERN_PER = 1000  # a pattern's growth is reported per this many iterations
 PATTERN_WARM_UP = 50  # iterations before the readings: several times every cycle below
-PATTERN_ITERATIONS = 300  # readings: enough for a line through RSS noise, about a second a pattern on a GPU
+PATTERN_ITERATIONS = 300  # readings: enough for a line through RSS noise
 SIZES = (32, 40, 48, 56, 64)  # image sides of the varying-size pattern
 LENGTHS = (17, 33, 64, 100, 128)  # sequence lengths of the varying-length attention pattern
 

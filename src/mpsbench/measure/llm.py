@@ -1,8 +1,8 @@
-"""The small Llama's generation: time to the first token and tokens per second after it, with a KV cache.
+"""The small Llama's generation with a KV cache: time to the first token, then tokens per second.
 
-``prefill`` is one forward over the prompt that fills the cache and picks the first new token; ``decode`` feeds
-one greedy token at a time through it with no end-of-sequence stop, so every build does the same work. Why these
-sizes, and a loop on the model's forward rather than ``generate``: docs/explanation/workloads.md (Models).
+``prefill`` is one forward over the prompt that fills the cache and picks the first token;
+``decode`` feeds one greedy token at a time with no end-of-sequence stop, so every build does the
+same work.
 """
 
 from __future__ import annotations
@@ -41,7 +41,7 @@ class Generation:
             return output.logits[:, -1:].argmax(-1), output.past_key_values
 
     def decode(self, token: torch.Tensor, cache: Any, count: int = NEW_TOKENS) -> torch.Tensor:
-        """``count`` greedy tokens through the cache (a ``DynamicCache`` grows in place, old transformers' tuples not)."""
+        """``count`` greedy tokens through the cache (a ``DynamicCache`` grows in place)."""
         tokens = []
         with torch.inference_mode():
             for _ in range(count):
@@ -68,8 +68,8 @@ forget = _slot.clear  # drops the generation and its memory, as workloads.forget
 
 
 def prepare(device: str, model: str) -> Generation:
-    """Built once per process. As in the step timings, what cannot run here or does not fit in memory skips with the
-    reason, and a warm-up that fell back to the cpu or a device that computes the checked patterns wrong fails."""
+    """Built once per process. What cannot run here or does not fit skips with the reason; a cpu
+    fallback in warm-up or wrongly computed checked patterns fail."""
     suite.require("inference", device, model)
     with suite.OutOfMemorySkips(device, model, BATCH):
         generation = _slot.get((device, model), device, lambda: Generation(device, model).warm_up())

@@ -1,5 +1,5 @@
-"""The largest power-of-two batch whose training or inference step fits in a device's memory: the batch doubles up
-to :data:`CEILING` until the first out-of-memory error (what raises it on each device: docs/explanation/workloads.md)."""
+"""The largest power-of-two batch whose training or inference step fits in a device's memory: the
+batch doubles up to :data:`CEILING` until the first out-of-memory error."""
 
 from __future__ import annotations
 
@@ -13,29 +13,29 @@ from dataclasses import dataclass
 from mpsbench.core import errors, progress
 from mpsbench.measure import devices, isolated, models, skips, suite, workloads
 
-CEILING = 4096  # the search stops here even if everything fits: 13 tries at most (1, 2, ..., 4096)
+CEILING = 4096  # 13 tries at most (1, 2, ..., 4096)
 MODELS: tuple[str, ...] = ("resnet50", "vgg16", "bert_base", "bert_base_frozen")
-# Bytes the cpu search's child may map beyond its state at batch 1: larger budgets reach batches whose cpu steps
-# take minutes each (BERT at 256: about a minute a step).
+# Bytes the cpu search's child may map beyond its state at batch 1: larger budgets reach batches
+# whose cpu steps take minutes each.
 CPU_MEMORY_BUDGET = 2 * 1024**3
-# A training step peaks (activations, gradients and optimizer state together) once the optimizer state exists.
+# A training step peaks once the optimizer state exists.
 STEPS_PER_TRY = {"training": 2, "inference": 1}
 
-# A search can take many minutes: each try says how it went on stderr (asv's --show-stderr).
+# A search can take minutes: each try reports on stderr (asv's --show-stderr).
 log = progress.logger(__name__)
 
 
 @dataclass(frozen=True)
 class Search:
-    largest: int  # the largest batch size whose step completed; 0 if not even batch 1 did
+    largest: int  # 0 if not even batch 1 completed
     tried: tuple[int, ...]  # every batch size tried, in order
-    error: str | None  # the first line of the out-of-memory error that ended it; None at the ceiling
+    error: str | None  # the out-of-memory error's first line; None at the ceiling
 
 
 def search(step: Callable[[int], None], release: Callable[[], None], ceiling: int = CEILING,
            what: str = "the search") -> Search:
-    """Double the batch size from 1 until ``step(n)`` runs out of memory or passes ``ceiling``; ``release()`` frees
-    what a try left behind, successful or not."""
+    """Double the batch from 1 until ``step(n)`` runs out of memory or passes ``ceiling``;
+    ``release()`` frees what a try left behind."""
     tried: list[int] = []
     batch_size = 1
     while batch_size <= ceiling:
@@ -44,7 +44,7 @@ def search(step: Callable[[int], None], release: Callable[[], None], ceiling: in
         began = time.perf_counter()
         try:
             step(batch_size)
-        except Exception as exc:  # the error and its traceback go at the end of this block: the failed try keeps nothing
+        except Exception as exc:  # the error and traceback go at the block's end: nothing kept
             if not devices.is_out_of_memory(exc):
                 raise
             error = errors.first_line(exc)
@@ -59,8 +59,8 @@ def search(step: Callable[[int], None], release: Callable[[], None], ceiling: in
 
 
 class SizedStep:
-    """One model on one device, stepped at whatever batch size the search asks for. The model and optimizer are built
-    at the first try and kept; between tries only the batch and gradients go (the optimizer state is part of a step)."""
+    """One model on one device, stepped at whatever batch the search asks. Model and optimizer are
+    built once; between tries only batch and gradients go (optimizer state is part of a step)."""
 
     def __init__(self, kind: str, device: str, model: str) -> None:
         self.kind, self.device, self.spec = workloads.check_kind(kind), devices.get(device), models.get(model)
@@ -78,7 +78,8 @@ class SizedStep:
     def release(self) -> None:
         workload = self.workload
         if workload is not None:
-            workload.batch = models.make_batch(self.spec, 1)  # on the host: holds nothing on the device
+            # on the host: nothing held on the device
+            workload.batch = models.make_batch(self.spec, 1)
             if workload.optimizer is not None:
                 workload.optimizer.zero_grad(set_to_none=True)
         gc.collect()
@@ -90,16 +91,16 @@ class SizedStep:
 
 
 def _search(kind: str, device: str, model: str, ceiling: int, budget: int | None = None) -> Search:
-    """With a ``budget`` (the cpu's child): one unlimited try at batch 1 (lazy imports, threads, the model), then the
-    address space limited to what the process then maps plus ``budget``."""
+    """With a ``budget`` (the cpu's child): one unlimited try at batch 1, then the address space
+    limited to what the process then maps plus ``budget``."""
     step = SizedStep(kind, device, model)
     try:
         if budget is not None:
             step(1)
             step.release()
-            import psutil  # beside the build in every asv environment (install_build.py)
+            import psutil  # beside the build in every asv environment
 
-            limit = psutil.Process().memory_info().vms + budget  # the address space mapped now (Linux's VmSize)
+            limit = psutil.Process().memory_info().vms + budget  # mapped now (VmSize)
             resource.setrlimit(resource.RLIMIT_AS, (limit, resource.getrlimit(resource.RLIMIT_AS)[1]))
         return search(step, step.release, ceiling, f"{model} {kind} on {device}")
     finally:
@@ -107,7 +108,7 @@ def _search(kind: str, device: str, model: str, ceiling: int, budget: int | None
 
 
 def largest_batch_in_child(kind: str, model: str, ceiling: int = CEILING, budget: int = CPU_MEMORY_BUDGET) -> Search:
-    """The cpu search in a child (Linux: :func:`require`); a child that dies fails the search, this process goes on."""
+    """The cpu search in a child; a child that dies fails the search, this process goes on."""
     try:
         return isolated.call(_search, kind, "cpu", model, ceiling, budget)
     except isolated.ChildDied as exc:

@@ -1,7 +1,7 @@
-"""The explicit registry of benchmarked models: random weights, seeded synthetic batches, nothing downloaded.
+"""The registry of benchmarked models: random weights, seeded synthetic batches, nothing downloaded.
 
-torchvision and transformers are imported inside the builders, so that the suite imports with any supported torch.
-Each ``seed_batch_size`` is the batch of the published measurement that motivated the model (named beside it).
+torchvision and transformers are imported inside the builders, so the suite imports with any
+supported torch. Each ``seed_batch_size`` is that of the published measurement behind the model.
 """
 
 from __future__ import annotations
@@ -14,9 +14,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from mpsbench.core import errors
-from mpsbench.measure.optional_torch import nn, torch  # the registry's names and sizes import without torch
+from mpsbench.measure.optional_torch import nn, torch  # names and sizes import without torch
 
-SEED = 0  # every synthetic input is drawn from a generator seeded with this
+SEED = 0  # every synthetic input's generator seed
 # One axis for every model; a model skips the sizes outside its own `batch_sizes`.
 BATCH_SIZES: tuple[int, ...] = (1, 8, 32, 64, 128, 1024)
 
@@ -44,26 +44,26 @@ class ModelSpec:
     num_classes: int
     seed_batch_size: int
     batch_sizes: tuple[int, ...]
-    large: bool  # a cpu step takes seconds: the default selection runs it on the cpu at small batches only
-    # Steps looped inside one timed call, so that sub-millisecond GPU steps rise above clock and launch
-    # overhead; asv's timer divides by it (suite.StepTimer).
+    large: bool  # a cpu step takes seconds: the cpu default runs it at small batches only
+    # Steps per timed call, so sub-millisecond GPU steps rise above clock and launch overhead;
+    # asv's timer divides by it (suite.StepTimer).
     steps_per_call: int = 1
     requires: tuple[str, ...] = ()  # importable packages the builder needs
-    trainable: Callable[[nn.Module], list[nn.Parameter]] | None = None  # the parameters trained; None: all
+    trainable: Callable[[nn.Module], list[nn.Parameter]] | None = None  # None: all parameters train
     make_optimizer: Callable[[list[nn.Parameter]], torch.optim.Optimizer] = field(
         default=lambda params: torch.optim.SGD(params, lr=0.01, momentum=0.9)
     )
     forward: Callable[[nn.Module, dict[str, torch.Tensor]], torch.Tensor] = field(  # the logits
         default=lambda model, inputs: model(*inputs.values())
     )
-    trains: bool = True  # False: an inference-only model (a frozen text encoder)
+    trains: bool = True  # False: inference only (a frozen text encoder)
 
     def missing_requirements(self) -> list[str]:
         missing = []
         for package in self.requires:
             try:
                 importlib.import_module(package)
-            except Exception:  # absent, or made for a newer torch (transformers 4.51 needs torch.compiler: 2.1+)
+            except Exception:  # absent, or made for a newer torch
                 missing.append(package)
         return missing
 
@@ -73,7 +73,7 @@ def _build_mlp() -> nn.Module:
 
 
 def _build_lenet5() -> nn.Module:
-    # 28x28 single-channel images; padding keeps 28x28 through the first convolution, as modern reproductions do
+    # 28x28 single-channel images; padding keeps 28x28 through the first convolution
     return nn.Sequential(
         nn.Conv2d(1, 6, kernel_size=5, padding=2), nn.ReLU(), nn.MaxPool2d(2),
         nn.Conv2d(6, 16, kernel_size=5), nn.ReLU(), nn.MaxPool2d(2),
@@ -83,19 +83,17 @@ def _build_lenet5() -> nn.Module:
 
 BERT_SEQUENCE_LENGTH = 128
 BERT_NUM_LABELS = 6  # TREC question classification, as in the fine-tuning seed
-# The attention paths are fixed: transformers changes its default between releases, which would change what is
-# timed. BERT: "eager" exists in every release the supported torch range can use. Llama: "sdpa", its default
-# path and the attention kernels mps got wrong before.
+# Fixed attention paths: transformers' default changes between releases. BERT: "eager" (in every
+# usable release); Llama: "sdpa", the kernels mps got wrong before.
 BERT_ATTENTION = "eager"
 LLAMA_ATTENTION = "sdpa"
-# A small Llama-style decoder, 125M parameters: its AdamW training step fits the GPU share of an 8 GB Mac
-# (docs/explanation/workloads.md, Models).
+# A small Llama-style decoder, 125M parameters: its AdamW step fits the GPU share of an 8 GB Mac.
 LLAMA_CONFIG: dict[str, Any] = dict(
     vocab_size=32000, hidden_size=768, intermediate_size=2048, num_hidden_layers=12,
     num_attention_heads=12, num_key_value_heads=4, max_position_embeddings=2048, tie_word_embeddings=False,
 )
-LLAMA_SEQUENCE_LENGTH = 256  # a short chat turn: where laptop fine-tuning recipes for small models start
-# Its generation rows (mpsbench.measure.llm), here so that the site's figures read them without torch.
+LLAMA_SEQUENCE_LENGTH = 256  # a short chat turn
+# Its generation rows (mpsbench.measure.llm), torch-free for the site.
 LLAMA_GENERATION = {"batch": 1, "prompt_tokens": 512, "new_tokens": 128}
 LLAMA_NAME = "llama_small"
 # Stable Diffusion 1.x's text encoder: CLIP ViT-L/14's text tower (openai/clip-vit-large-patch14).
@@ -107,14 +105,14 @@ CLIP_SEQUENCE_LENGTH = 77  # SD pads every prompt to CLIP's 77 tokens
 
 
 def _transformers_build(model_class: str, config_class: str, config: dict[str, Any], attention: str) -> Callable[[], nn.Module]:
-    # ``config`` is read at each build, so that a test can shrink the model in place
+    # ``config`` is read at each build, so a test can shrink the model in place
     def build() -> nn.Module:
         transformers = importlib.import_module("transformers")
         settings = getattr(transformers, config_class)(**config)
         settings._attn_implementation = attention
         try:
             model: nn.Module = getattr(transformers, model_class)(settings, attn_implementation=attention)
-        except TypeError:  # transformers before 4.36 has no argument (and one attention path)
+        except TypeError:  # older transformers: no argument, one attention path
             model = getattr(transformers, model_class)(settings)
         return model
 
@@ -157,18 +155,18 @@ def _bert_batch(batch_size: int, gen: torch.Generator) -> Batch:
 
 def _llama_batch(batch_size: int, gen: torch.Generator) -> Batch:
     ids = torch.randint(0, LLAMA_CONFIG["vocab_size"], (batch_size, LLAMA_SEQUENCE_LENGTH), generator=gen)
-    return Batch({"input_ids": ids}, ids[:, 1:].clone())  # each position's next token: the causal LM loss
+    return Batch({"input_ids": ids}, ids[:, 1:].clone())  # each position's next token
 
 
 def _clip_batch(batch_size: int, gen: torch.Generator) -> Batch:
     ids = torch.randint(0, CLIP_TEXT_CONFIG["vocab_size"], (batch_size, CLIP_SEQUENCE_LENGTH), generator=gen)
-    # No loss trains a frozen encoder; the target only gives the accuracy guard's loss a shape.
+    # Nothing trains a frozen encoder; the target gives the accuracy guard's loss a shape.
     target = torch.randint(0, CLIP_TEXT_CONFIG["hidden_size"], (batch_size, CLIP_SEQUENCE_LENGTH), generator=gen)
     return Batch({"input_ids": ids}, target)
 
 
 def _adamw(params: list[nn.Parameter]) -> torch.optim.Optimizer:
-    return torch.optim.AdamW(params, lr=2e-5)  # the usual BERT fine-tuning optimizer
+    return torch.optim.AdamW(params, lr=2e-5)  # BERT fine-tuning's usual optimizer
 
 
 _CNN_SIZES = (1, 8, 32, 64, 128)
@@ -190,9 +188,9 @@ def _bert(name: str, description: str, **frozen: Any) -> ModelSpec:
         name, description,
         _transformers_build("BertForSequenceClassification", "BertConfig", {"num_labels": BERT_NUM_LABELS}, BERT_ATTENTION),
         _bert_batch, BERT_NUM_LABELS,
-        seed_batch_size=64,  # Apple's BERT chart and the fine-tuning seed: batch 64
+        seed_batch_size=64,  # Apple's BERT chart and the fine-tuning seed
         batch_sizes=_BIG_SIZES, large=True,
-        requires=("transformers.models.bert.modeling_bert",),  # transformers imports lazily: import what BERT needs
+        requires=("transformers.models.bert.modeling_bert",),  # transformers imports lazily
         make_optimizer=_adamw, forward=lambda model, inputs: _output(model(**inputs), "logits"), **frozen,
     )
 
@@ -202,35 +200,35 @@ REGISTRY: dict[str, ModelSpec] = {
     for spec in (
         ModelSpec(
             "mlp", "MLP 1024-512-256-10 (the seeds' forward/backward loop)", _build_mlp, _dense_batch((1024,), 10), 10,
-            seed_batch_size=1024,  # the MLP seed trained on batches of 1024
+            seed_batch_size=1024,  # the MLP seed's batch
             batch_sizes=BATCH_SIZES, large=False,
-            steps_per_call=20,  # ~0.1 ms a step on a GPU: 20 steps per timed call
+            steps_per_call=20,  # ~0.1 ms a step on a GPU
         ),
         ModelSpec(
             "lenet5", "LeNet-5 on 28x28 single-channel images", _build_lenet5, _dense_batch((1, 28, 28), 10), 10,
-            seed_batch_size=128,  # a common MNIST training batch; no seed fixes one
+            seed_batch_size=128,  # a common MNIST batch; no seed fixes one
             batch_sizes=BATCH_SIZES, large=False,
-            steps_per_call=20,  # sub-millisecond on a GPU, like the MLP
+            steps_per_call=20,  # sub-millisecond on a GPU
         ),
         _torchvision_spec(
             "resnet50", "torchvision ResNet-50, 224x224, 1000 classes", 1000,
-            seed_batch_size=128,  # Apple's M1 Ultra chart: ResNet50 at batch 128
+            seed_batch_size=128,  # Apple's M1 Ultra chart
             batch_sizes=_CNN_SIZES,
         ),
         _torchvision_spec(
-            # 10 classes: the VGG16 seed trained on CIFAR-10 upscaled to 224x224.
+            # 10 classes: the seed trained on CIFAR-10 upscaled to 224x224.
             "vgg16", "torchvision VGG16, 224x224, 10 classes (CIFAR-10 upscaled)", 10,
-            seed_batch_size=64,  # Apple's chart and the CIFAR-10 seed: batch 64
+            seed_batch_size=64,  # Apple's chart and the CIFAR-10 seed
             batch_sizes=_BIG_SIZES,
         ),
-        _bert("bert_base", "BERT-base classifier (BertConfig, random weights), seq 128, 6 labels"),  # 12 layers, 768 hidden
+        _bert("bert_base", "BERT-base classifier (BertConfig, random weights), seq 128, 6 labels"),
         _bert("bert_base_frozen", "BERT-base with a frozen encoder: only the classifier head trains",
               trainable=lambda model: list(model.classifier.parameters())),
     )
 }
 
-# The seeds' models: the params of the seed-era classes, taken before the models below join the registry, so that
-# a model added later never changes those classes' params (their identity is their history).
+# The seeds' models, taken before the models below join the registry: a model added later never
+# changes the seed-era classes' params (their identity is their history).
 NAMES: tuple[str, ...] = tuple(REGISTRY)
 # A frozen core changes training only: its inference is bert_base's.
 INFERENCE_NAMES: tuple[str, ...] = tuple(name for name in NAMES if REGISTRY[name].trainable is None)
@@ -240,14 +238,14 @@ REGISTRY.update({
     for spec in (
         _torchvision_spec(
             "vit_b_16", "torchvision ViT-B/16, 224x224, 1000 classes", 1000,
-            seed_batch_size=32,  # the largest power of two an 8 GB Mac trains with room (docs/explanation/workloads.md)
+            seed_batch_size=32,  # the largest power of two an 8 GB Mac trains with room
             batch_sizes=_BIG_SIZES,
         ),
         ModelSpec(
             LLAMA_NAME, "Llama-style decoder (LlamaConfig, 125M params, random weights), 256 tokens, causal LM loss",
             _transformers_build("LlamaForCausalLM", "LlamaConfig", LLAMA_CONFIG, LLAMA_ATTENTION), _llama_batch,
             num_classes=LLAMA_CONFIG["vocab_size"],
-            seed_batch_size=8,  # 2,048 tokens a step: a laptop fine-tuning micro-batch
+            seed_batch_size=8,  # 2,048 tokens: a laptop fine-tuning micro-batch
             batch_sizes=(1, 8, 32), large=True,
             requires=("transformers.models.llama",),  # transformers 4.28+
             make_optimizer=_adamw, forward=_causal_lm_forward,
@@ -257,13 +255,13 @@ REGISTRY.update({
             # "eager": "sdpa" is newer than SD's pipelines
             _transformers_build("CLIPTextModel", "CLIPTextConfig", CLIP_TEXT_CONFIG, "eager"), _clip_batch,
             num_classes=CLIP_TEXT_CONFIG["hidden_size"],
-            seed_batch_size=8,  # 4 images per prompt, each with its prompt and classifier-free guidance's empty one
+            seed_batch_size=8,  # 4 images per prompt, with classifier-free guidance's empty prompt
             batch_sizes=(1, 8, 32), large=True, requires=("transformers",), forward=_text_encoder_forward,
             trains=False,  # SD's pipelines keep the text encoder frozen
         ),
     )
 })
-# The models of 2025-2026: their own classes, so the seeds' keep their params.
+# Newer models: classes of their own, so the seeds' keep their params.
 MODERN_NAMES: tuple[str, ...] = tuple(name for name in REGISTRY if name not in NAMES)
 MODERN_TRAINING_NAMES: tuple[str, ...] = tuple(name for name in MODERN_NAMES if REGISTRY[name].trains)
 MODERN_INFERENCE_NAMES: tuple[str, ...] = MODERN_NAMES
@@ -287,16 +285,15 @@ def make_batch(spec: ModelSpec, batch_size: int) -> Batch:
     return spec.make_batch(batch_size, torch.Generator().manual_seed(SEED))
 
 
-# asv's forkserver imports the suite once and forks every benchmark process from it: importing these there
-# saves each forked process their import (seconds for transformers). torch first: it loads at its first use
-# (optional_torch), and a forked process would otherwise import it alone. Nothing here touches a GPU, which must
-# not be initialized before a fork.
+# asv's forkserver imports the suite once and forks every benchmark process from it: importing
+# these there saves each fork the import (seconds for transformers). No GPU is touched here: it
+# must not be initialized before a fork.
 PRELOADED = (
     "torch", "torchvision.models", "transformers.models.bert.modeling_bert", "transformers.models.llama.modeling_llama",
     "transformers.models.clip.modeling_clip",
 )
-# asv's benchmark.py imports asv_runner.server in every mode: only the mode tells the forkserver from a spawned
-# process ("run", "setup_cache", "discover"), which imports only what its model needs (docs/explanation/budget.md).
+# asv_runner.server is imported in every mode: only the mode tells the forkserver from a spawned
+# process, which imports only what its model needs.
 FORKSERVER_MODE = "run_server"
 
 
@@ -308,12 +305,10 @@ def preload_for_forkserver() -> list[str]:
     for package in PRELOADED:
         try:
             importlib.import_module(package)
-        except Exception:  # absent, or not importable with this torch: its models skip with the reason
+        except Exception:  # absent or unusable here: its models skip with the reason
             continue
         loaded.append(package)
-    # Python's advice for a server that forks without exec: the imported modules' objects go to the collector's
-    # permanent generation, so a forked process's gc.collect() no longer walks them (or copies their pages). With
-    # torchvision and transformers loaded each collection cost 0.14-0.16 s, and the patterns' measuring in a forked
-    # lookup took 2-4x a fresh interpreter's time; frozen, less than it (docs/explanation/budget.md).
+    # Python's advice for a server that forks without exec: move the imported objects to the
+    # collector's permanent generation, so a fork's gc.collect() neither walks nor copies them.
     gc.freeze()
     return loaded

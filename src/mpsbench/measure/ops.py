@@ -1,8 +1,7 @@
-"""The operator registry: per op, fixed inputs at three sizes, the forward call and its work count.
+"""The operator registry: per op, fixed inputs at three sizes, the forward call and its work.
 
-Throughput is an op's work over the median time of one call: exact FLOPs for the compute-bound ops, compulsory
-bytes for the memory-bound ones (each input read once, each output written once), so GB/s is a lower bound to
-hold against the device's peak (docs/reference/ops.md lists the shapes and counts).
+Throughput is work over the median call: exact FLOPs for compute-bound ops, compulsory bytes
+(each operand touched once) for memory-bound ones, so GB/s is a lower bound on the achieved rate.
 """
 
 from __future__ import annotations
@@ -12,19 +11,19 @@ from dataclasses import dataclass
 
 from mpsbench.core import errors
 from mpsbench.measure import devices, fallback, models, precision, skips, timing
-from mpsbench.measure.optional_torch import F, torch  # loaded at the first case: a lookup's process never needs it
+from mpsbench.measure.optional_torch import F, torch  # loaded at the first case
 
 SIZES: tuple[str, ...] = ("small", "medium", "large")
 DTYPES: tuple[str, ...] = precision.NAMES
-# Calls looped inside one timed call, so that a sub-millisecond op rises above clock and launch overhead; fixed per
-# size, never chosen from the hardware, so every machine times the same loop.
+# Calls per timed call, so a sub-millisecond op rises above clock and launch overhead; fixed per
+# size, never chosen from the hardware.
 CALLS_PER_SAMPLE: Mapping[str, int] = {"small": 100, "medium": 20, "large": 3}
-GFLOPS = "GFLOP/s"  # unit of compute-bound ops
-GBPS = "GB/s"  # unit of memory-bound ops (1 GB = 1e9 bytes)
+GFLOPS = "GFLOP/s"
+GBPS = "GB/s"  # 1 GB = 1e9 bytes
 INDEX_BYTES = 8  # indices and class targets are int64
 
-# One op's named sizes at one size, after the usual symbols: n batch or square side, c channels, h/w height and
-# width, o output features, t tokens, d feature width, v rows of a table, k indices taken, l sequence length.
+# Dim names: n batch or side, c channels, h/w height and width, o output features, t tokens,
+# d feature width, v table rows, k indices taken, l sequence length.
 Dims = Mapping[str, int]
 
 
@@ -35,25 +34,25 @@ class OpError(errors.UserError):
 @dataclass(frozen=True)
 class Operand:
     shape: tuple[int, ...]
-    fill: str = "normal"  # "normal": standard normal in the op's dtype; "ones"; "index": int64 in [0, high)
+    fill: str = "normal"  # "normal" in the op's dtype; "ones"; "index": int64 in [0, high)
     high: int = 0
-    trained: bool = False  # gets a gradient in the forward+backward benchmark
-    transposed: bool = False  # a transposed view of a contiguous tensor: strides (1, rows)
-    on_host: bool = False  # stays in host memory whatever the device (one end of a copy)
+    trained: bool = False  # gets a gradient in forward+backward
+    transposed: bool = False  # a transposed view: strides (1, rows)
+    on_host: bool = False  # stays in host memory (one end of a copy)
 
 
 @dataclass(frozen=True)
 class OpSpec:
     name: str
     description: str
-    shapes: Mapping[str, Dims]  # one entry per name in SIZES
+    shapes: Mapping[str, Dims]  # one per name in SIZES
     operands: Callable[[Dims], dict[str, Operand]]
     forward: Callable[[Mapping[str, torch.Tensor]], torch.Tensor]
     output_shape: Callable[[Dims], tuple[int, ...]]
-    unit: str  # GFLOPS or GBPS: what the work counts
-    work: Callable[[Dims, int], int]  # FLOPs or bytes of one forward call, given the element size in bytes
-    formula: str  # ``work`` in words, for the docs and the table
-    has_backward: bool = True  # trained through: the forward+backward benchmark times it
+    unit: str  # GFLOPS or GBPS
+    work: Callable[[Dims, int], int]  # FLOPs or bytes of one forward call, given the element size
+    formula: str  # ``work`` in words, for the docs
+    has_backward: bool = True  # timed by the forward+backward benchmark
     needs_functional: str | None = None  # a torch.nn.functional name older torch lacks
 
     def dims(self, size: str) -> Dims:
@@ -62,7 +61,8 @@ class OpSpec:
         return self.shapes[size]
 
     def work_at(self, size: str, dtype: str) -> int:
-        itemsize = torch.empty((), dtype=precision.dtype_of(dtype)).element_size()  # torch.dtype.itemsize is 2.1+
+        # torch.dtype.itemsize is 2.1+
+        itemsize = torch.empty((), dtype=precision.dtype_of(dtype)).element_size()
         return self.work(self.dims(size), itemsize)
 
 
@@ -119,9 +119,9 @@ def _reduction(name: str, call: Callable[[torch.Tensor], torch.Tensor]) -> OpSpe
 def _lookup(name: str, description: str, shapes: dict[str, Dims], *, source: str, index: str, axis: int,
             forward: Callable[[Mapping[str, torch.Tensor]], torch.Tensor], work: Callable[[Dims, int], int],
             formula: str) -> OpSpec:
-    """An op that reads a trained ``source`` at random int64 positions along ``axis`` (torch's index_select order).
+    """An op reading a trained ``source`` at random int64 positions along ``axis``.
 
-    ``source`` and ``index`` name the operands' dims; the output has the index's dims, then the source's past ``axis``.
+    The output has the index's dims, then the source's past ``axis`` (index_select's order).
     """
     source_dims, index_dims = source.split(), index.split()
     return OpSpec(
@@ -135,10 +135,12 @@ def _lookup(name: str, description: str, shapes: dict[str, Dims], *, source: str
 
 def _copy(name: str, description: str, source_on_host: bool) -> OpSpec:
     return OpSpec(
-        name, description, _dims("n", (65536,), (4194304,), (67108864,)),  # 256 KiB, 16 MiB and 256 MiB in float32
+        # 256 KiB, 16 MiB, 256 MiB in float32
+        name, description, _dims("n", (65536,), (4194304,), (67108864,)),
         lambda d: {"source": Operand((d["n"],), on_host=source_on_host),
                    "destination": Operand((d["n"],), on_host=not source_on_host)},
-        lambda x: x["destination"].copy_(x["source"]),  # into a preallocated buffer: the transfer alone
+        # into a preallocated buffer: the transfer alone
+        lambda x: x["destination"].copy_(x["source"]),
         lambda d: (d["n"],), GBPS, lambda d, s: d["n"] * s,
         "n*s (the bytes that cross between host and device memory)", has_backward=False,
     )
@@ -152,7 +154,8 @@ _SPECS: tuple[OpSpec, ...] = (
     ),
     OpSpec(
         "linear", "F.linear (nn.Linear): t tokens of i features to o features, with bias",
-        _dims("t i o", (32, 128, 128), (512, 256, 256), (16384, 1024, 4096)),  # large: BERT-large's FFN, 32 x 512 tokens
+        # large: BERT-large's FFN, 32 x 512 tokens
+        _dims("t i o", (32, 128, 128), (512, 256, 256), (16384, 1024, 4096)),
         lambda d: {"x": Operand((d["t"], d["i"]), trained=True), "weight": Operand((d["o"], d["i"]), trained=True),
                    "bias": Operand((d["o"],), trained=True)},
         lambda x: F.linear(x["x"], x["weight"], x["bias"]),
@@ -177,7 +180,7 @@ _SPECS: tuple[OpSpec, ...] = (
         lambda x: F.scaled_dot_product_attention(x["q"], x["k"], x["v"]),
         lambda d: (d["n"], d["h"], d["l"], d["d"]), GFLOPS, lambda d, s: 4 * d["n"] * d["h"] * d["l"] ** 2 * d["d"],
         "4*n*h*l^2*d (q @ k^T and scores @ v; the softmax is left out, as FlashAttention counts)",
-        needs_functional="scaled_dot_product_attention",  # torch 2.0 and later
+        needs_functional="scaled_dot_product_attention",  # torch 2.0+
     ),
     OpSpec(
         "max_pool2d", "F.max_pool2d, 2x2 window, stride 2", _IMAGES, lambda d: {"x": Operand(_image(d), trained=True)},
@@ -235,7 +238,8 @@ _SPECS: tuple[OpSpec, ...] = (
     ),
     OpSpec(
         "cross_entropy", "F.cross_entropy of n rows of c logits against int64 class targets (mean)",
-        _dims("n c", (64, 1000), (1024, 1000), (4096, 32000)),  # medium: ImageNet's classes; large: an LM's vocabulary
+        # medium: ImageNet's classes; large: an LM's vocabulary
+        _dims("n c", (64, 1000), (1024, 1000), (4096, 32000)),
         lambda d: {"logits": Operand((d["n"], d["c"]), trained=True),
                    "target": Operand((d["n"],), fill="index", high=d["c"])},
         lambda x: F.cross_entropy(x["logits"], x["target"]),
@@ -261,8 +265,8 @@ def get(name: str) -> OpSpec:
 
 
 def make_inputs(spec: OpSpec, size: str, device: str, dtype: str, training: bool) -> dict[str, torch.Tensor]:
-    """Seeded, drawn in float32 and cast: every dtype sees the same values, no device needs a reduced-precision
-    generator. With ``training`` the trained operands require gradients."""
+    """Seeded, drawn in float32 and cast: every dtype sees the same values.
+    With ``training`` the trained operands require gradients."""
     devices.get(device).seed(models.SEED)
     float_dtype = precision.dtype_of(dtype)
     inputs: dict[str, torch.Tensor] = {}
@@ -282,8 +286,8 @@ def make_inputs(spec: OpSpec, size: str, device: str, dtype: str, training: bool
 
 
 def _bind_torch() -> None:
-    """This module's ``torch`` and ``F`` become the modules themselves before anything is timed: the stand-ins'
-    lookup on every call would add to a microsecond op's time (what the table's lambdas call)."""
+    """Bind this module's ``torch`` and ``F`` to the real modules before timing: the stand-ins'
+    lookup would add to a microsecond op's time."""
     global torch, F
     import torch as loaded
     import torch.nn.functional as functional
@@ -294,8 +298,8 @@ def _bind_torch() -> None:
 class OpCase:
     """One op at one size and dtype with its inputs on a device; nothing here synchronizes.
 
-    The backward is ``torch.autograd.grad`` with a fixed output gradient: nothing accumulates into ``.grad`` and no
-    loss reduction adds kernels of its own.
+    The backward is ``torch.autograd.grad`` with a fixed output gradient: no ``.grad``
+    accumulation, no loss kernels.
     """
 
     def __init__(self, spec: OpSpec, device: str, dtype: str, size: str, training: bool) -> None:
@@ -314,7 +318,7 @@ class OpCase:
 
     def forward_backward(self) -> tuple[torch.Tensor, ...]:
         output = self.spec.forward(self.inputs)
-        if self.grad_output is None:  # drawn once, then the same every call
+        if self.grad_output is None:  # drawn once, the same every call
             self.grad_output = torch.randn(output.shape, device=output.device).to(output.dtype)
         return torch.autograd.grad(output, self.trained, self.grad_output)
 
@@ -349,7 +353,7 @@ class OpCase:
 
 
 def median_seconds_per_call(case: OpCase, min_samples: int = 3, min_seconds: float = 0.2) -> float:
-    """Of a warmed-up case, each sample its calls per sample (like the asv ``time_`` body)."""
+    """Median seconds per call of a warmed-up case (as the asv ``time_`` body runs it)."""
     return timing.median_seconds(case.run, case.device, case.calls_per_sample, min_samples, min_seconds)[0]
 
 
@@ -391,8 +395,7 @@ def prepare(device: str, op: str, dtype: str, size: str, training: bool) -> OpCa
             raise skips.SkipNotImplemented(
                 f"{op} at {size} in {dtype} does not fit in {device} memory: {errors.first_line(exc)}"
             ) from exc
-        # float32 is the baseline every device must run; float16 and bfloat16 support varies with the device,
-        # the OS (bfloat16 on mps needs macOS 14) and the torch version
+        # float32 must run everywhere; reduced-precision support varies with device, OS and torch
         if dtype != precision.DEFAULT and skips.torch_lacks(exc):
             raise skips.SkipNotImplemented(
                 f"{op} in {dtype} on {device}: torch does not support it here: {errors.first_line(exc)}") from exc

@@ -1,9 +1,10 @@
-"""torch, imported at its first attribute read where installed; elsewhere a stand-in that names torch when used.
+"""torch, imported at its first attribute read where installed; elsewhere a stand-in that names
+torch when used.
 
-Torch-free processes (the fleet's hosted jobs, asv's ``track_`` lookups) import the measuring modules for their
-names and sizes and never pay for torch (docs/explanation/processes.md, "Spawn against forkserver"). Only torch's own module
-ever enters sys.modules: a LazyLoader module as ``torch`` broke torch's submodule imports on Python 3.12.
-Module-level code must not read an attribute of torch (tests/test_torch_free.py).
+Torch-free processes (hosted jobs, asv's ``track_`` lookups) import the measuring modules for
+their names and never pay for torch. Only torch's own module enters sys.modules: a LazyLoader as
+``torch`` breaks its submodule imports on Python 3.12. Module-level code must not read a torch
+attribute.
 """
 
 from __future__ import annotations

@@ -1,8 +1,8 @@
-"""What a dtype means for a step, where it is supported, and proof that it was used (docs/explanation/instruments.md, Precision).
+"""What a dtype means for a step, where it is supported, and proof that it was used.
 
-Training in float16 or bfloat16 is mixed precision (autocast, float32 weights, float16 adds a GradScaler); inference
-casts the model and the batch's floating inputs. Autocast on a device/dtype it does not support only warns and
-runs float32, so every warm-up checks the dtype the logits were computed in.
+Training in float16 or bfloat16 is mixed precision (autocast, float32 weights, float16 adds a
+GradScaler); inference casts the model and floating inputs. Autocast on an unsupported
+device/dtype only warns and runs float32, so every warm-up checks the logits' dtype.
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ def check_name(name: str) -> str:
 
 
 def dtype_of(name: str) -> torch.dtype:
-    """torch's dtype of that name, read at the call: a table of them would load a lazy torch at import."""
+    """torch's dtype of that name, read at the call: a table would load a lazy torch at import."""
     dtype: torch.dtype = getattr(torch, check_name(name))
     return dtype
 
@@ -65,7 +65,7 @@ def torch_version() -> tuple[int, int]:
     return int(major), int(minor)
 
 
-# (device, kind, dtype) -> the torch version the recipe needs, and why (sources: docs/explanation/instruments.md).
+# (device, kind, dtype) -> the torch version the recipe needs, and why.
 _MIN_TORCH: dict[tuple[str, str, str], tuple[tuple[int, int], str]] = {
     ("mps", "training", "float16"): (
         (2, 8), "mps float16 training (autocast from 2.5, GradScaler kernels from 2.8) needs torch 2.8",
@@ -90,9 +90,8 @@ def unsupported_reason(device: str, kind: str, name: str) -> str | None:
 
 
 def device_lacks(device: str, name: str) -> str | None:
-    """Why ``device``, usable here, cannot hold tensors of dtype ``name`` on this OS or GPU, or None. Asked before
-    torch is: macOS 13's refusal of bfloat16 (torch 2.3-2.8: "only supported on MacOS 14") names no lack that
-    :func:`mpsbench.measure.skips.torch_lacks` could read as n/a."""
+    """Why ``device`` cannot hold tensors of dtype ``name`` on this OS or GPU, or None. Asked
+    before torch: its refusal of bfloat16 on macOS 13 names no lack that skips.torch_lacks reads."""
     macos = platform.mac_ver()[0]  # empty when this is not macOS
     if device == "mps" and name == "bfloat16" and macos and host.version_number(macos) < 14:
         return f"bfloat16 on mps needs macOS 14 or later; this is macOS {macos}"

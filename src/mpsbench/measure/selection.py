@@ -1,10 +1,8 @@
-"""The one selection table: which combinations of each benchmark class this run times, and why not the rest.
+"""The selection table: which combinations of each benchmark class this run times, and why not.
 
-Every parameterized class in ``benchmarks/`` has one rule in :data:`RULES`, keyed by its class name: it takes the
-class's params in order and returns why this run leaves the combination out, or None. Each ``setup`` (or
-``setup_cache``) asks :func:`left_out`, and so does :mod:`mpsbench.measure.preselect` before asv starts, so the two
-cannot disagree. Params never change with the hardware or the torch version; the selection changes with
-MPSBENCH_FULL and MPSBENCH_DEVICES only. Torch-free. The default's budget is measured in docs/explanation/budget.md.
+:data:`RULES` maps each parameterized class name to a rule: params in order -> why left out, or
+None. ``setup``, ``setup_cache`` and :mod:`~mpsbench.measure.preselect` all ask :func:`left_out`,
+so they cannot disagree. Only MPSBENCH_FULL and MPSBENCH_DEVICES change it. Torch-free.
 """
 
 from __future__ import annotations
@@ -15,7 +13,7 @@ from collections.abc import Callable
 from mpsbench.core import settings
 from mpsbench.measure import devices, models, tolerances
 
-# asv passes the environment through to every benchmark process, setup_cache included.
+# asv passes the environment through to every benchmark process.
 FULL_SWEEP_ENV, DEVICES_ENV = settings.FULL, settings.DEVICES
 
 Rule = Callable[..., "str | None"]  # the class's params in order -> why left out, or None
@@ -26,15 +24,15 @@ def full_sweep() -> bool:
 
 
 def selected_devices() -> tuple[str, ...] | None:
-    """The devices named in MPSBENCH_DEVICES, or None (every device); a name it does not know is a SettingError."""
+    """The devices MPSBENCH_DEVICES names, or None (every device)."""
     return settings.choices(DEVICES_ENV, devices.NAMES)
 
 
 def device_reason(device: str) -> str | None:
-    """Why ``device`` is left out of this run, or None: MPSBENCH_DEVICES names the devices; unset, every device.
+    """Why ``device`` is left out of this run, or None.
 
-    Except the cpu on a machine with a GPU: there the GPU is what the run is for, and the cpu's default would take
-    several times the GPU's 3-minute budget (docs/explanation/budget.md); ``MPSBENCH_DEVICES=mps,cpu`` adds it.
+    Unset, every device runs except the cpu beside a GPU: its default would take several times
+    the GPU's budget.
     """
     names = selected_devices()
     if names is not None:
@@ -49,7 +47,7 @@ def device_reason(device: str) -> str | None:
 
 
 def _decide(device: str, default: bool, outside: str, never: str | None = None) -> str | None:
-    """``never`` (left out even in the full sweep), the device's reason, or ``outside`` unless in the default."""
+    """``never`` (left out even in the full sweep), the device's reason, or ``outside``."""
     if never is not None:
         return never
     excluded = device_reason(device)
@@ -59,14 +57,14 @@ def _decide(device: str, default: bool, outside: str, never: str | None = None) 
 
 
 def _outside(model: str, device: str, what: str = "", batch_size: int | None = None) -> str:
-    """Why a combination outside the default is left out; ``batch_size`` is the model's seed unless given."""
+    """Why a combination outside the default is left out (``batch_size``: default the seed's)."""
     batch = models.get(model).seed_batch_size if batch_size is None else batch_size
     return f"{model} at batch {batch} on {device} is outside the default {what + ' ' if what else ''}selection"
 
 
-# --- the model steps: benchmark_models, benchmark_modern ---------------------------------
+# --- the model steps: benchmark_models, benchmark_modern
 CPU_BATCH_SIZES = (1, 8, 32)  # latency and mid sizes, beside each model's seed size
-CPU_LARGE_BATCH_SIZES = (1, 8)  # a large model's cpu step at its seed batch would spend the cpu budget alone
+CPU_LARGE_BATCH_SIZES = (1, 8)  # a large model at its seed batch would spend the cpu budget alone
 
 
 def _not_at(model: str, batch_size: int) -> str | None:
@@ -76,12 +74,10 @@ def _not_at(model: str, batch_size: int) -> str | None:
 
 
 def steps(device: str, model: str, batch_size: int) -> str | None:
-    """GPUs run the model's seed batch size; the cpu its small sizes and the seed's, a large model its smallest.
+    """GPUs: the seed batch size; the cpu: small sizes and the seed's (a large model: the small).
 
-    On a GPU a benchmark process costs seconds before its first timed step
-    (device context, warm-up, accuracy check), more than its steps. Batch 1 on
-    a GPU is launch-bound: it moves between runs by more than the regression
-    factor can gate (docs/explanation/calibration.md, "Noise").
+    A GPU process costs seconds before its first step; batch 1 there is launch-bound and noisier
+    than the regression factor can gate.
     """
     spec = models.get(model)
     if device != "cpu":
@@ -94,32 +90,26 @@ def steps(device: str, model: str, batch_size: int) -> str | None:
 
 
 def modern(device: str, model: str, batch_size: int) -> str | None:
-    """The cpu at batch 1 (a larger batch would spend the cpu budget); GPUs: full sweep (docs/explanation/budget.md)."""
+    """The cpu at batch 1; GPUs in the full sweep."""
     default = device == "cpu" and batch_size == 1
     return _decide(device, default, _outside(model, device, "modern models'", batch_size), _not_at(model, batch_size))
 
 
-# --- the classes at each model's seed batch size -----------------------------------------
-# Instruments: on mps, training, where leaks live (the May 2022 nightly leaked in
-# VGG16 training), on a CNN and on the sub-millisecond mlp where launch overhead
-# is the point. On cuda the full sweep only: their setup_cache is an interpreter
-# of its own, which the GPU's 3 minutes cannot spare (docs/explanation/budget.md).
+# --- the classes at each model's seed batch size
+# Instruments: on mps, training (where leaks live) on a CNN and on the launch-bound mlp.
+# On cuda, full sweep only: each setup_cache is an interpreter the GPU's budget cannot spare.
 INSTRUMENTS_ON_GPU: dict[str, dict[str, tuple[str, ...]]] = {
     "mps": {"training": ("mlp", "resnet50"), "inference": ()},
     "cuda": {"training": (), "inference": ()},
 }
-# Precision: reduced precision is for CNNs and transformers; a GPU's default is the
-# transformer's mixed-precision training (its float32 row is benchmark_models'
-# Training at the same batch); the cpu, where reduced precision is slow, times the
-# mlp in every dtype. Its peak memory on a GPU is in the full sweep: another
-# setup_cache interpreter.
+# Precision: a GPU's default is the transformer's mixed-precision training (float32 is
+# benchmark_models'); the cpu, where reduced precision is slow, times the mlp in every dtype.
 PRECISION_MODELS: dict[str, dict[str, tuple[str, ...]]] = {
     "cpu": {"training": ("mlp",), "inference": ("mlp",)},
     "gpu": {"training": ("bert_base",), "inference": ()},
 }
 FLOAT32 = "float32"  # the dtype every other class times
-# Compiling costs more than every timed step together (docs/explanation/workloads.md): the default
-# compiles the mlp on the cpu only, enough to see inductor break or slow down.
+# Compiling costs more than every timed step together: the default compiles the cpu's mlp only.
 COMPILED_DEFAULT: dict[str, tuple[str, ...]] = {"cpu": ("mlp",), "mps": (), "cuda": ()}
 
 
@@ -131,12 +121,12 @@ def instruments(kind: str, device: str, model: str) -> str | None:
 
 
 def cold_start(device: str, model: str) -> str | None:
-    """The cpu's small models; a GPU in the full sweep: every sample imports torch anew, seconds each."""
+    """The cpu's small models; GPUs in the full sweep (every sample imports torch anew)."""
     return _decide(device, device == "cpu" and not models.get(model).large, _outside(model, device, "cold start"))
 
 
 def precision(kind: str, device: str, model: str, dtype: str) -> str | None:
-    """:data:`PRECISION_MODELS`; on a GPU the reduced dtypes only: the float32 step is benchmark_models'."""
+    """:data:`PRECISION_MODELS`; on a GPU the reduced dtypes only (float32 is benchmark_models')."""
     on_gpu = device != "cpu"
     listed = model in PRECISION_MODELS["gpu" if on_gpu else "cpu"][kind]
     if listed and on_gpu and dtype == FLOAT32:
@@ -163,16 +153,15 @@ def _family(device: str, family: str, default_devices: tuple[str, ...], why: str
 
 
 def generation(device: str, model: str) -> str | None:
-    """The cpu's and mps's default: time to first token and tokens/s are the LLM's figures (cuda: docs/explanation/budget.md)."""
+    """The cpu's and mps's default; cuda in the full sweep."""
     return _family(device, f"{model}'s generation", ("cpu", "mps"),
                    "the GPU's 3-minute default is full; batch-1 decode there is host-bound")
 
 
 def correctness(device: str, pattern: str, dtype: str) -> str | None:
-    """Every pattern in the dtypes it runs in, on the cpu and mps; cuda in the full sweep (docs/explanation/instruments.md).
+    """Each pattern in its dtypes on the cpu and mps; cuda in the full sweep.
 
-    The patterns take milliseconds, but their setup_cache is an interpreter of its own, and every timed cuda
-    process checks the guarding patterns anyway (suite.guard).
+    Every timed cuda process checks the guarding patterns anyway (suite.guard).
     """
     if dtype not in tolerances.dtypes(pattern):
         return f"{pattern} is measured in {', '.join(tolerances.dtypes(pattern))}, the dtypes its report showed wrong"
@@ -186,24 +175,21 @@ def correctness(device: str, pattern: str, dtype: str) -> str | None:
 def leaks(device: str, pattern: str) -> str | None:
     """mps by default, where these loops leaked; the cpu and cuda in the full sweep.
 
-    On the cpu the process RSS moves by more than a leak would, and the loops take minutes of the cpu budget;
-    on cuda they read nothing and cost an interpreter (docs/explanation/workloads.md).
+    The cpu's RSS moves by more than a leak would; on cuda the loops read nothing.
     """
     return _family(device, f"the {pattern} leak loop", ("mps",), "the leaks were mps's")
 
 
-# --- ops, epochs, the largest batch ------------------------------------------------------
-HOST_DEVICE_COPIES = ("copy_h2d", "copy_d2h")  # ops that need a device other than the host to mean anything
-# Reduced precision on an x86 cpu runs an order of magnitude slower than float32
-# (docs/reference/ops.md): a large call would take minutes.
+# --- ops, epochs, the largest batch
+HOST_DEVICE_COPIES = ("copy_h2d", "copy_d2h")  # meaningless where the device is the host
+# Reduced precision on an x86 cpu is an order of magnitude slower: a large call takes minutes.
 CPU_REDUCED_PRECISION_SIZES = ("small", "medium")
 
 
 def op(device: str, name: str, dtype: str, size: str) -> str | None:
     """float32 on every device: the large size on a GPU, small and medium on the cpu.
 
-    The large size is where an op is bound by the GPU rather than by the host launching it; float16 and bfloat16
-    would triple the op processes, each paying the device context (model-level, they are benchmark_precision's).
+    The large size is bound by the GPU, not by the host launching it.
     """
     never = None
     if name in HOST_DEVICE_COPIES and device == "cpu":
@@ -215,10 +201,9 @@ def op(device: str, name: str, dtype: str, size: str) -> str | None:
 
 
 def epoch(device: str, model: str, batch_size: int, num_workers: int, dataset: str, phase: str = "train") -> str | None:
-    """The cpu trains ResNet-50 at batch 8 on the tiny dataset; a GPU the seed's VGG16 at batch 64 on the small one.
+    """The cpu: ResNet-50 at batch 8 on the tiny dataset; a GPU: VGG16 at batch 64 on the small.
 
-    Both loader settings run: their difference is the data-loading bottleneck
-    the seed described. Both phases come from one measurement.
+    Both loader settings run: their difference is the data-loading bottleneck.
     """
     never = None
     if device == "cpu" and dataset == "cifar10":
@@ -232,15 +217,13 @@ def epoch(device: str, model: str, batch_size: int, num_workers: int, dataset: s
     return _decide(device, default, f"{outside} is outside the default selection", never)
 
 
-# The largest-batch searches are full sweep only, on every device. A GPU's pair would take a
-# sixth of its 3-minute budget, and the mps search can push the Mac into swap. The cpu's BERT
-# pair took 4 minutes of a quiet 2-core machine and 35 silent minutes of a loaded one,
-# for a number set by the search's fixed memory budget (maxbatch.CPU_MEMORY_BUDGET), not by the
-# machine; the memory a step grows by is what the peak-memory rows of the default track already.
+# The largest-batch searches are full sweep only: a GPU's pair would take a sixth of its budget,
+# the mps search can push the Mac into swap, and the cpu's result is set by the fixed
+# maxbatch.CPU_MEMORY_BUDGET, not by the machine.
 
 
 def largest_batch(device: str, model: str, kind: str) -> str | None:
-    """Full sweep only: each search steps the model at every batch up to its memory limit (docs/explanation/budget.md)."""
+    """Full sweep only: each search steps the model at every batch up to its memory limit."""
     never = None
     if kind == "inference" and model not in models.INFERENCE_NAMES:
         never = f"{model} differs from its base model in training only: its inference is bert_base's"
@@ -256,7 +239,7 @@ def largest_batch(device: str, model: str, kind: str) -> str | None:
     return _decide(device, False, f"{outside}; it is outside the default selection", never)
 
 
-# --- the table ---------------------------------------------------------------------------
+# --- the table
 RULES: dict[str, Rule] = {
     "Training": steps, "Inference": steps, "TrainingCapacity": steps, "InferenceCapacity": steps,
     "ModernTraining": modern, "ModernInference": modern,
@@ -277,10 +260,9 @@ RULES: dict[str, Rule] = {
 
 
 def left_out(benchmark: str, *params: object) -> str | None:
-    """Why this run leaves out ``benchmark``'s combination ``params`` (its class name, its params in order).
+    """Why this run leaves out ``benchmark``'s combination ``params``, or None.
 
-    Probes no device and builds nothing: the preselection asks it before asv
-    starts any process, and every ``setup`` and ``setup_cache`` asks it first.
+    Probes no device and builds nothing: it is asked before asv starts any process.
     """
     if benchmark not in RULES:
         raise KeyError(f"no selection rule for benchmark class {benchmark!r}; the table has: {', '.join(RULES)}")

@@ -1,4 +1,4 @@
-"""asv's n/a with the reason: what skips a combination before anything is built (the lowest rung of measure/)."""
+"""asv's n/a with the reason: what skips a combination before anything is built."""
 
 from __future__ import annotations
 
@@ -44,7 +44,7 @@ def require_torch(minimum: tuple[int, int], what: str) -> None:
 
 
 def torch_lacks(exc: BaseException) -> bool:
-    """Whether ``exc`` is torch refusing an op or dtype here (no kernel, no support): n/a, not a wrong result."""
+    """Whether ``exc`` is torch refusing an op or dtype here: n/a, not a wrong result."""
     if isinstance(exc, NotImplementedError):
         return True
     return isinstance(exc, (RuntimeError, TypeError)) and any(word in str(exc).lower() for word in LACKING)

@@ -1,5 +1,5 @@
-"""The one timing loop outside asv's clock (the command line, calibration, op throughput): warm up first,
-synchronize the device before every clock read, report the median, as the asv classes do."""
+"""The timing loop outside asv's clock (command line, calibration, ops): warm up, synchronize
+before every clock read, report the median, as the asv classes do."""
 
 from __future__ import annotations
 
@@ -25,10 +25,10 @@ class StepTiming:
 
 def median_seconds(run: Callable[[int], None], device: str, per_sample: int, min_samples: int = 3,
                    min_seconds: float = 1.0, max_samples: int = 50) -> tuple[float, int]:
-    """Median seconds per call of a warmed-up ``run`` and the samples taken; a sample runs ``per_sample`` calls, so
-    that a sub-millisecond call is timed in a batch long enough for the clock."""
+    """Median seconds per call of a warmed-up ``run`` and the samples taken; a sample runs
+    ``per_sample`` calls, so a sub-millisecond call is timed long enough for the clock."""
     durations: list[float] = []
-    synchronize = devices.get(device).synchronize  # looked up once: the clock runs around each call below
+    synchronize = devices.get(device).synchronize  # looked up once, off the clock
     synchronize()
     started = time.perf_counter()
     while len(durations) < max_samples and (len(durations) < min_samples or time.perf_counter() - started < min_seconds):

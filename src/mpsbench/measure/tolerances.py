@@ -1,18 +1,18 @@
-"""What counts as a wrong result, torch-free: the guards, the selection, the regression rule and the site judge by
-these numbers (docs/explanation/instruments.md says why each tolerance is what it is)."""
+"""What counts as a wrong result, torch-free: guards, selection, regression rule and site judge by
+these numbers."""
 
 from __future__ import annotations
 
 import re
 
-# Relative error allowed per dtype the device computes in. float32 allows for TF32, which cuda uses for
-# convolutions by default (10 mantissa bits, as float16); the reduced dtypes allow for their own rounding.
+# Relative error allowed per computed dtype. float32 allows for TF32, cuda's default for
+# convolutions (10 mantissa bits, as float16); reduced dtypes for their own rounding.
 TOLERANCES: dict[str, float] = {"float32": 1e-2, "float16": 5e-2, "bfloat16": 1e-1}
 DTYPES: tuple[str, ...] = tuple(TOLERANCES)
 ERROR_UNIT = "relative error"  # max|device - reference| / max|reference|: judged against TOLERANCES
 DIFFERENCE_UNIT = "relative difference"  # between two identical calls: anything but 0 is nondeterminism
 
-# The patterns of the 2025-2026 reports (mpsbench.measure.correctness builds them), each in the dtypes its report
+# The reported patterns (built in mpsbench.measure.correctness), each in the dtypes its report
 # showed wrong; every other pattern runs in every dtype.
 REPORTED: dict[str, tuple[str, ...]] = {
     "matmul_transposed_after_churn": ("float32",),  # pytorch#193487
@@ -29,7 +29,7 @@ def dtypes(pattern: str) -> tuple[str, ...]:
 
 
 def tolerance(entry: str) -> float:
-    """The tolerance of a recorded error row, by the dtype among its params (asv's ``name('cpu', ..., 'float16')``);
-    float32's where it names none (the models' accuracy rows compute in float32)."""
+    """The tolerance of a recorded error row, by the dtype among its params; float32's where it
+    names none."""
     named = re.findall(r"'(\w+)'", entry)
     return next((TOLERANCES[name] for name in named if name in TOLERANCES), TOLERANCES["float32"])

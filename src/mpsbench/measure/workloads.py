@@ -1,7 +1,7 @@
 """Workloads: a model, its optimizer and a fixed batch, resident on a device.
 
-A training step is exactly: zero the gradients, forward, loss, backward, optimizer step; an inference step a forward
-in eval mode under ``torch.inference_mode()``. Neither synchronizes: the caller does, once, before it reads a clock.
+A training step: zero the gradients, forward, loss, backward, optimizer step; an inference step:
+an eval-mode forward under ``torch.inference_mode()``. Neither synchronizes: the caller does.
 """
 
 from __future__ import annotations
@@ -26,19 +26,20 @@ class Workload:
         compiled: bool = False,
     ) -> None:
         self.kind, self.spec, self.batch_size, self.dtype, self.compiled = kind, spec, batch_size, dtype, compiled
-        self.device = devices.get(device)  # the one object every step, check and reading asks
+        self.device = devices.get(device)  # asked for every step, check and reading
         self.device.seed(models.SEED)
         with self.device.creating():
-            self.model = spec.build().to(device)  # a no-op where the weights were created on the device
+            self.model = spec.build().to(device)  # a no-op where the weights were created there
         self.batch = models.make_batch(spec, batch_size).to(device)
         if kind == "inference" and precision.is_reduced(dtype):  # cast, where training autocasts
             cast = precision.dtype_of(dtype)
             self.model.to(cast)
-            self.batch = models.Batch({key: value.to(cast) if value.is_floating_point() else value  # ids stay integers
+            # ids stay integers
+            self.batch = models.Batch({key: value.to(cast) if value.is_floating_point() else value
                                        for key, value in self.batch.inputs.items()}, self.batch.target)
-        if compiled:  # torch.compile with the default (inductor) backend; compiles at the first step
+        if compiled:  # inductor; compiles at the first step
             self.model = torch.compile(self.model)  # type: ignore[assignment]  # an OptimizedModule
-        self.first_step_seconds: float | None = None  # the first warm-up step: compilation included
+        self.first_step_seconds: float | None = None  # the first warm-up step, compile included
         self.loss_fn = nn.CrossEntropyLoss()
         self.optimizer: torch.optim.Optimizer | None = None
         self.scaler = precision.grad_scaler(device, kind, dtype)  # float16 training only
@@ -64,7 +65,7 @@ class Workload:
         return f"{self.spec.name} {self.kind} on {self.device} at batch {self.batch_size} ({self.dtype}{compiled})"
 
     def step(self, probe: Callable[[], None] | None = None) -> torch.Tensor:
-        """One step: the loss (training) or the logits (inference); ``probe`` is called where memory peaks."""
+        """One step: the loss (training) or logits (inference); ``probe()`` where memory peaks."""
         if self.optimizer is None:
             with torch.inference_mode():
                 logits: torch.Tensor = self.spec.forward(self.model, self.batch.inputs)
@@ -79,7 +80,7 @@ class Workload:
         self.computed_dtype = logits.dtype
         if probe is not None:
             probe()  # activations are alive: the forward peak
-        # float16 scales the loss so that small gradients survive; the scaler unscales them before the update
+        # float16 scales the loss so small gradients survive; the scaler unscales before the update
         (loss if self.scaler is None else self.scaler.scale(loss)).backward()
         if probe is not None:
             probe()  # gradients are alive: the backward peak
@@ -91,7 +92,7 @@ class Workload:
         return loss
 
     def evaluate(self, samples: int | None = None) -> tuple[torch.Tensor, torch.Tensor]:
-        """Logits and loss of one eval-mode forward (comparable across devices) on the first ``samples``."""
+        """Logits and loss of one eval-mode forward on the first ``samples``."""
         was_training = self.model.training
         self.model.eval()
         try:
@@ -108,7 +109,7 @@ class Workload:
             self.step()
 
     def warm_up(self) -> None:
-        """Two steps, so that kernels are chosen and optimizer state exists, recording cpu fallbacks.
+        """Two steps, so kernels are chosen and optimizer state exists, recording cpu fallbacks.
 
         Fails an output moved off the device, computed in another dtype, or a non-finite loss.
         """
@@ -153,7 +154,7 @@ def build(
 
 
 _slot: devices.OneSlot[Workload] = devices.OneSlot()
-forget = _slot.clear  # drops the workload and its memory (after an out-of-memory error, say)
+forget = _slot.clear  # drops the workload and its memory (after an out-of-memory error)
 
 
 def cached(
