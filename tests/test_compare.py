@@ -99,9 +99,10 @@ def _checksums(folder: Path) -> dict[str, str]:
             for path in sorted(folder.rglob("*")) if path.is_file()}
 
 
-def _mpsbench(project: Path, *args: str, suite: Path | None = None) -> subprocess.CompletedProcess[str]:
+def _mpsbench(project: Path, *args: str, suite: Path | None = None,
+              extra: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     env = dict(os.environ, HOME=str(project / "home"), MPSBENCH_CACHE=str(project / "cache"),
-               MPSBENCH_PLATFORM="linux-x86_64-cpu")
+               MPSBENCH_PLATFORM="linux-x86_64-cpu", **(extra or {}))
     env.pop("PIP_FIND_LINKS", None)
     before = _checksums(project / ".asv" / "results")
     done = subprocess.run(

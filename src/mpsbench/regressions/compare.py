@@ -8,6 +8,7 @@ Exit 0: unchanged (or faster) within the regression factor; 1: slower; 3: undeci
 from __future__ import annotations
 
 import dataclasses
+import os
 import statistics
 import time
 from collections.abc import Callable
@@ -134,6 +135,7 @@ def check(args: fresh.Options) -> None:
     the timeline, the machine file and .asv/fresh stay as they were (issue 34)."""
     if args.min_rounds > args.max_rounds:
         raise fresh.FreshError(f"--min-rounds {args.min_rounds} is more than --max-rounds {args.max_rounds}")
+    fresh.round_process(None, dict(os.environ))  # a bad MPSBENCH_ROUND_PROCESS: refused before anything is measured
     suite = asvconf.load((args.suite_root or asvconf.ROOT) / asvconf.CONFIG)
     benchmarks = preselect.discover(suite.benchmarks)
     found = asv.matching(preselect.names(benchmarks), [args.bench])

@@ -37,6 +37,13 @@ SAMPLES = 10
 # its fastest sample is a step the scheduler spared: with 20 steps a sample a loaded machine spared almost none and a
 # 1.24x change drowned (docs/bisect.md, "A cpu row's samples"). A slow step (a second or more) still takes 10.
 CPU_REPEAT = (SAMPLES, 200, 1.0)
+# How a round's fresh process is made, per device (docs/explanation/loop.md, the A/A tables in docs/evidence/loop.md):
+# forked from one warm parent per build where its A/A matched fresh interpreters' (cuda); spawned where forking changed
+# what a row measures (the loaded cpu: identical builds 14-37% apart) or is unsafe (mps: a process that loaded Metal
+# must not fork), and wherever the platform has no fork.
+FORKED_DEVICES = frozenset({"cuda"})
+# fork or spawn for every device: for measuring the choice itself (an A/A per way), not for everyday use
+ROUND_PROCESS = "MPSBENCH_ROUND_PROCESS"
 
 
 class FreshError(errors.UserError):
@@ -113,6 +120,7 @@ class Session:
         self.combination = ""
         self._servers: dict[str, servers.Server] = {}  # by build name: started once per command (rounds)
         self.cpu_row = False  # check_bench tells: sampled one step at a time, its next process not started ahead
+        self.mode = servers.SPAWN  # check_bench tells: how each round's process is made (round_process)
         self.samples: dict[str, int] = {}  # by build name: the samples this pass's processes took (rounds)
         self._reader = timeline.Reader(self.timeline)
         self.scratch = Path(tempfile.mkdtemp(prefix="mpsbench-fresh-"))
@@ -188,7 +196,9 @@ class Session:
         # process ahead only for a GPU row (tests/test_servers.py's real cpu row on a loaded VM: each process's fastest
         # sample 5.5-13.1 ms with the next process started ahead, 5.5-6.1 ms without).
         names = list(found[self.key].get("param_names", []))
-        self.cpu_row = "device" in names and values[names.index("device")] == "'cpu'"
+        device = values[names.index("device")].strip("'") if "device" in names else None
+        self.cpu_row = device == "cpu"
+        self.mode = round_process(device, self.env)
         if self.cpu_row:
             self.env[settings.SINGLE_STEPS] = "1"
         return self.combination
@@ -224,7 +234,7 @@ class Session:
         new = []
         for build in (build for build in builds if build.name not in self._servers):
             placed = servers.place(python, self._reader.build(build.commit), self.root / "src", self.scratch, self.env)
-            new.append(servers.Server(python, placed, self.benchmarks, benchmark_id, self.env, self.scratch))
+            new.append(servers.Server(python, placed, self.benchmarks, benchmark_id, self.env, self.scratch, self.mode))
             self._servers[build.name] = new[-1]
         for server in new:  # every new build's first process at once: their imports overlap
             server.start()
@@ -242,6 +252,19 @@ class Session:
                              f" {server.tail()}")
         self.samples[build.name] += len(samples)
         return min(float(sample) for sample in samples)
+
+
+def round_process(device: str | None, env: dict[str, str]) -> str:
+    """servers.FORK or servers.SPAWN for a row on ``device`` (None: a row without one), ROUND_PROCESS overriding."""
+    asked = env.get(ROUND_PROCESS, "")
+    if asked and asked not in (servers.FORK, servers.SPAWN):
+        raise FreshError(f"{ROUND_PROCESS}={asked!r}: give {servers.FORK} or {servers.SPAWN}, or leave it unset")
+    if not hasattr(os, "fork") or sys.platform == "darwin":
+        if asked == servers.FORK:
+            raise FreshError(f"{ROUND_PROCESS}=fork: this platform ({sys.platform}) runs every round spawned; leave"
+                             f" it unset or give {servers.SPAWN}")
+        return servers.SPAWN
+    return asked or (servers.FORK if device in FORKED_DEVICES else servers.SPAWN)
 
 
 def one_combination(bench: str, found: list[str], hint: str) -> None:
