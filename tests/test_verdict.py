@@ -111,11 +111,15 @@ def test_within_process_precision_does_not_make_a_shift_between_processes_signif
 def test_the_looks_spend_alpha_and_each_can_decide():
     assert verdict.looks(5, 20) == [5, 6, 8, 10, 12, 14, 16, 18, 20]
     assert verdict.looks(4, 5) == [4, 5]
-    assert verdict.looks(6, 6) == [6] and verdict.alphas(6, 6) == {6: verdict.ALPHA}
-    for low, high in ((5, 20), (4, 5), (5, 40), (6, 20)):
+    assert verdict.looks(6, 6) == [6] and verdict.alphas(6, 6) == {6: verdict.planned_alpha(6, 6)}
+    for low, high in ((5, 20), (4, 5), (5, 40), (6, 20), (6, 6)):
         levels = verdict.alphas(low, high)
         assert list(levels) == verdict.looks(low, high)
-        assert sum(levels.values()) == pytest.approx(verdict.ALPHA)  # the family-wise level, however the looks depend
+        assert sum(levels.values()) == pytest.approx(verdict.planned_alpha(low, high))
+        # early, planned and extra looks together: the family-wise level, however the looks depend
+        every = verdict.schedule(low, high)
+        assert sum(every.values()) == pytest.approx(verdict.ALPHA)
+        assert list(every) == [*range(2, low), *verdict.looks(low, high), *range(high + 4, 3 * high + 1, 4)]
     levels = verdict.alphas()
     # the first look (5 a side) can decide: 5 processes that do not overlap give 1/252, below its level
     separated = verdict.permutation_p([1.0, 1.1, 1.2, 1.3, 1.0], [2.0, 2.1, 2.2, 2.3, 2.0], FACTOR)
@@ -134,15 +138,16 @@ def test_identical_builds_alarm_no_more_often_than_under_the_previous_looks():
         before = [simulation.compare_trial(draw, 1.0, seed, simulation.PREVIOUS) for seed in range(trials)]
         alarms = [sum(decision == verdict.SLOWER for decision, _ in found) for found in (now, before)]
         assert alarms[0] <= alarms[1] and alarms[0] == 0, (name, now)
-    # on the quiet GPU every identical pair is unchanged at the first look, a round before the previous first look
+    # on the quiet GPU every identical pair is unchanged at an early look, before the first planned one
     quiet = [simulation.compare_trial(simulation.DISTRIBUTIONS["h100"], 1.0, seed, None) for seed in range(20)]
-    assert quiet == [(verdict.UNCHANGED, verdict.MIN_ROUNDS)] * 20
+    assert all(decision == verdict.UNCHANGED and rounds < verdict.MIN_ROUNDS for decision, rounds in quiet), quiet
 
 
 def test_a_65_percent_change_on_a_quiet_gpu_is_slower_at_the_first_look():
     found = [simulation.compare_trial(simulation.DISTRIBUTIONS["h100"], 1.065, seed, None) for seed in range(40)]
     assert all(decision == verdict.SLOWER for decision, _ in found), found
-    assert sum(rounds == verdict.MIN_ROUNDS for _, rounds in found) >= 36, found  # the previous rule: 6 at the least
+    assert sum(rounds <= verdict.MIN_ROUNDS for _, rounds in found) >= 36, found  # the previous rule: 6 at the least
+    assert sum(rounds < verdict.MIN_ROUNDS for _, rounds in found) >= 10, found  # an early look stopped these
     assert max(rounds for _, rounds in found) <= 8, found
 
 

@@ -54,19 +54,19 @@ PREVIOUS = {look: verdict.ALPHA / 8 for look in range(6, 21, 2)}  # the schedule
 
 @contextlib.contextmanager
 def schedule(levels: dict[int, float] | None) -> Iterator[None]:
-    """Run the package's loop under ``levels`` (round -> alpha) instead of verdict.alphas; None: the committed one.
+    """Run the package's loop under ``levels`` (round -> alpha) instead of verdict.schedule; None: the committed one.
 
     Also replaces the bootstrap interval, which is reported but decides nothing, by the ratio itself: it is most of a
     judgement's time, and the decisions (the permutation tests) stay the package's own.
     """
-    saved = verdict.alphas, verdict.ratio_interval
+    saved = verdict.schedule, verdict.ratio_interval
     if levels is not None:
-        verdict.alphas = lambda min_rounds=0, max_rounds=0: dict(levels)
+        verdict.schedule = lambda min_rounds=0, max_rounds=0: dict(levels)
     verdict.ratio_interval = lambda a, b, *_, **__: (verdict.fast_mode(b) / verdict.fast_mode(a),) * 2
     try:
         yield
     finally:
-        verdict.alphas, verdict.ratio_interval = saved
+        verdict.schedule, verdict.ratio_interval = saved
 
 
 @dataclass
@@ -84,10 +84,10 @@ class Drawn:
     deadline: float = math.inf  # a simulation is never out of time unless a test sets one
     samples: dict[str, int] = field(default_factory=dict)  # as fresh.Session's: SAMPLES a drawn process
 
-    def rounds(self, builds: list[fresh.Named]) -> Generator[dict[str, list[float]], None, None]:
+    def rounds(self, builds: list[fresh.Named], most: int | None = None) -> Generator[dict[str, list[float]], None, None]:
         times: dict[str, list[float]] = {build.name: [] for build in builds}
         self.samples = {build.name: 0 for build in builds}
-        for number in range(self.max_rounds):
+        for number in range(most or self.max_rounds):
             order = builds if number % 2 == 0 else builds[::-1]  # asv reverses the order every round
             for build in order:
                 times[build.name].append(self.draw(self.rng) * self.slowdown[build.name])

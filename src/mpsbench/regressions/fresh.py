@@ -203,8 +203,9 @@ class Session:
             self.env[settings.SINGLE_STEPS] = "1"
         return self.combination
 
-    def rounds(self, builds: list[Named]) -> Generator[dict[str, list[float]], None, None]:
-        """Up to ``max_rounds`` rounds of one process per build; after each, every build's process times so far.
+    def rounds(self, builds: list[Named], most: int | None = None) -> Generator[dict[str, list[float]], None, None]:
+        """Up to ``most`` rounds (``max_rounds`` unless given: compare's extra looks go past it) of one process per
+        build; after each, every build's process times so far.
 
         A process time is its fastest sample (SAMPLES of them; CPU_REPEAT for a cpu row: asv's ``-a repeat``). Round r
         of every build runs before round r+1 of any, in asv's order (reversed every other round), so drift hits all
@@ -217,10 +218,11 @@ class Session:
             running = self._servers_of(builds)
             times: dict[str, list[float]] = {build.name: [] for build in builds}
             self.samples = {build.name: 0 for build in builds}
-            for number in range(1, self.max_rounds + 1):
+            last = most or self.max_rounds
+            for number in range(1, last + 1):
                 order = list(zip(builds, running))
                 for build, server in order if number % 2 else order[::-1]:  # as asv: A B, B A, ...
-                    said = server.round(number, params, ahead=not self.cpu_row and number < self.max_rounds)
+                    said = server.round(number, params, ahead=not self.cpu_row and number < last)
                     times[build.name].append(self._fastest(build, server, said, number))
                 yield {name: list(values) for name, values in times.items()}
         except servers.ServerError as exc:

@@ -206,8 +206,8 @@ def _forked_round(benchmark_dir: str, benchmark_id: str, command: dict[str, Any]
     if not line:
         return {"round": command["round"], "rc": NO_REPLY, "result": None, "seconds": time.perf_counter() - asked,
                 "status": status}
-    said: dict[str, Any] = json.loads(line)
-    return said
+    reply: dict[str, Any] = json.loads(line)
+    return reply
 
 
 def main(argv: list[str]) -> int:
