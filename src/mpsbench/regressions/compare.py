@@ -67,7 +67,7 @@ def measure(session: fresh.Session, builds: list[fresh.Named], pairs: list[Pair]
             following = next((look for look in levels if look > count), None)
             pace = (now - started) / count
             beyond = None  # past the planned looks: the extra looks go on only while they could decide in time
-            if not finished and following is not None and following > session.max_rounds:
+            if due and not finished and following is not None and following > session.max_rounds:
                 beyond = _beyond_reach(session, measured, levels, count, pace, now)
             late = (not finished and beyond is None and following is not None
                     and now + (following - count) * pace > session.deadline)

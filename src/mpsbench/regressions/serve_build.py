@@ -89,9 +89,11 @@ def _say(reply: TextIO, message: dict[str, Any]) -> None:
     reply.flush()
 
 
-def _run_round(benchmark_dir: str, benchmark_id: str, params: dict[str, Any], result_file: str) -> int:
+def _run_round(benchmark_dir: str, benchmark_id: str, params: dict[str, Any], result_file: str) -> tuple[int, float]:
     """One round as asv's benchmark process runs it (asv_runner's module-private ``run._run``, through its public
-    pieces; a skip is n/a, NaN); the result written where asv reads it. 0 if it ran, 1 if it raised."""
+    pieces; a skip is n/a, NaN); the result written where asv reads it. 0 if it ran, 1 if it raised; and the seconds
+    asv's timing loop took (its samples, with its own warm-up calls), 0 where it did not run."""
+    sampling = 0.0
     from asv_runner.benchmarks.mark import SkipNotImplemented
     from asv_runner.discovery import get_benchmark_from_name
 
@@ -107,16 +109,18 @@ def _run_round(benchmark_dir: str, benchmark_id: str, params: dict[str, Any], re
         skip = benchmark.do_setup()
         try:
             if not skip:
+                clock = time.perf_counter()
                 with contextlib.suppress(SkipNotImplemented):
                     result = benchmark.do_run()
+                sampling = time.perf_counter() - clock
         finally:
             benchmark.do_teardown()
         with open(result_file, "w") as handle:
             json.dump(result, handle)
-        return 0
+        return 0, sampling
     except BaseException:  # reported as asv reports it: the traceback in the log, status 1
         traceback.print_exc()
-        return 1
+        return 1, sampling
     finally:
         sys.stdout.flush()
         sys.stderr.flush()
@@ -135,7 +139,7 @@ def _round(benchmark_dir: str, benchmark_id: str, command: dict[str, Any], timeo
     alarm = threading.Timer(timeout, late)
     alarm.daemon = True
     alarm.start()
-    rc = _run_round(benchmark_dir, benchmark_id, command["params"], result_file)
+    rc, sampling = _run_round(benchmark_dir, benchmark_id, command["params"], result_file)
     alarm.cancel()
     try:
         with open(result_file) as handle:
@@ -143,9 +147,10 @@ def _round(benchmark_dir: str, benchmark_id: str, command: dict[str, Any], timeo
     except (OSError, ValueError):
         result = None
     seconds = time.perf_counter() - started
-    print(f"serve_build: round {command['round']} ended: status {rc} in {seconds:.2f} s", flush=True)
-    return {"round": command["round"], "rc": rc, "result": result, "seconds": seconds, "pid": os.getpid(),
-            "began": started}
+    print(f"serve_build: round {command['round']} ended: status {rc} in {seconds:.2f} s (sampling {sampling:.2f} s)",
+          flush=True)
+    return {"round": command["round"], "rc": rc, "result": result, "seconds": seconds, "sampling": sampling,
+            "pid": os.getpid(), "began": started}
 
 
 def _preload() -> dict[str, float]:
