@@ -9,8 +9,10 @@ folder is checksummed before and after every command.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
+import math
 import os
 import random
 import re
@@ -32,7 +34,7 @@ from mpsbench.builds import manifest as mf
 from mpsbench.builds import resolve, timeline
 from mpsbench.core import asvconf
 from mpsbench.measure import devices
-from mpsbench.regressions import bisection, compare, fresh, rule
+from mpsbench.regressions import bisection, compare, fresh, rule, verdict
 
 ROOT = Path(__file__).resolve().parents[1]
 # exam: n1 and n2 identical, s1 and s2 three times slower; every combination but "work" is fast.
@@ -384,3 +386,30 @@ def test_a_decision_made_in_time_stands_and_a_step_begun_out_of_time_measures_no
     assert nothing.verdicts[("A", "B")].reason == (
         "undecided: 0 processes a side, fewer than the first look's 2; the time budget (20 min, --time-budget) ends"
         " before round 5's look: allow more time (--time-budget MINUTES) or a quieter machine")
+
+
+def test_an_undecided_pair_with_budget_left_goes_on_past_max_rounds_and_says_what_it_would_need():
+    builds, pairs = [fresh.Named("A", "a"), fresh.Named("B", "b")], [("A", "B")]
+    found = []
+    for seed in range(6):  # a 10% change on the loaded cpu at one thread: often undecided after 20 rounds
+        session = simulation.Drawn(simulation.DISTRIBUTIONS["cpu-threads1"], {"A": 1.0, "B": 1.10}, random.Random(seed))
+        measured = compare.measure(session, builds, pairs)  # type: ignore[arg-type]
+        found.append((measured.verdicts[("A", "B")], len(measured.times["A"])))
+    assert all(v.decision in (verdict.SLOWER, verdict.UNDECIDED) for v, _ in found), found  # never a wrong verdict
+    assert any(v.decision == verdict.SLOWER and rounds > 20 for v, rounds in found), found  # decided by extra looks
+    assert all(rounds <= 3 * 20 for _, rounds in found)
+    for undecided, rounds in ((v, r) for v, r in found if v.decision == verdict.UNDECIDED):
+        assert "rounds in all would decide" in undecided.reason or "sits on the factor" in undecided.reason, undecided
+
+
+def test_what_an_undecided_pair_would_need_narrows_as_one_over_the_square_root_of_the_rounds():
+    def undecided(ratio: float, low: float, high: float) -> verdict.Verdict:
+        return verdict.Verdict(verdict.UNDECIDED, ratio, low, high, 0.5, 0.004, 1.0, "undecided: close")
+
+    on_the_factor = undecided(1.05, 1.0, 1.1)
+    assert compare.needed(on_the_factor, 20, 0.001, 1.05) == float("inf")
+    near = compare.needed(undecided(1.08, 1.04, 1.12), 20, 0.001, 1.05)
+    nearer = compare.needed(undecided(1.065, 1.025, 1.105), 20, 0.001, 1.05)
+    assert 20 < near < nearer  # a ratio twice as far from the factor needs about a quarter of the rounds
+    assert nearer / near == pytest.approx((math.log(1.08 / 1.05) / math.log(1.065 / 1.05)) ** 2, rel=0.1)
+    assert compare.needed(dataclasses.replace(on_the_factor, decision=verdict.SLOWER), 7, 0.001, 1.05) == 7
