@@ -398,7 +398,7 @@ def test_an_undecided_pair_with_budget_left_goes_on_past_max_rounds_and_says_wha
     assert all(v.decision in (verdict.SLOWER, verdict.UNDECIDED) for v, _ in found), found  # never a wrong verdict
     assert any(v.decision == verdict.SLOWER and rounds > 20 for v, rounds in found), found  # decided by extra looks
     assert all(rounds <= 3 * 20 for _, rounds in found)
-    for undecided, rounds in ((v, r) for v, r in found if v.decision == verdict.UNDECIDED):
+    for undecided in (v for v, _ in found if v.decision == verdict.UNDECIDED):
         assert "rounds in all would decide" in undecided.reason or "sits on the factor" in undecided.reason, undecided
 
 

@@ -59,7 +59,8 @@ DISTRIBUTIONS: dict[str, Draw] = {"h100": _h100, "h200-forked": _h200_forked, "c
                                    "cpu-contended": _cpu_contended}
 SCENARIOS = {"identical": 1.0, "4% slower": 1.04, "at the factor": FACTOR, "6% slower": 1.06, "6.5% slower": 1.065,
              "7.3% slower": 1.073, "1.3x slower": 1.3}
-BISECTED = {"h100": 1.065, "h200-forked": 1.073, "cpu-threads1": 1.3, "cpu-contended": 1.3}  # the change each machine's trials bisected
+# the change each machine's trials bisected
+BISECTED = {"h100": 1.065, "h200-forked": 1.073, "cpu-threads1": 1.3, "cpu-contended": 1.3}
 PREVIOUS = {look: verdict.ALPHA / 8 for look in range(6, 21, 2)}  # the schedule before issue 31: 8 looks, Bonferroni
 
 

@@ -17,6 +17,8 @@ W=${W:-/tmp/h47}
 mkdir -p "$OUT" "$W"
 if [ -z "${SMOKE:-}" ]; then
     source tools/h100/env.sh "$W" || exit 3
+    # what asv's virtualenvs install beyond .whl (pip's build and wheel tools), where this tree carries them
+    [ -d whl-extra ] && export PIP_FIND_LINKS="$PIP_FIND_LINKS $PWD/whl-extra"
 else  # SMOKE=1 DEVICE=cpu MODEL=mlp BATCH=32: the script's own steps on a machine without a GPU (python3: its venv's)
     T0=$(date +%s)
     say() { echo "[$(date -u +%H:%M:%S) +$(( $(date +%s) - T0 ))s] $*"; }
