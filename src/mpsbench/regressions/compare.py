@@ -73,7 +73,8 @@ def measure(session: fresh.Session, builds: list[fresh.Named], pairs: list[Pair]
                     and now + (following - count) * pace > session.deadline)
             for number in range(before + 1, count + 1):
                 shown = ", ".join(f"{b.name} {times[b.name][number - 1] * 1e3:.2f} ms" for b in builds)
-                left = f"; {_left(measured, following, count, session, now - started, finished)}" if number == count else ""
+                left = (f"; {_left(measured, following, count, session, now - started, finished, max(levels))}"
+                        if number == count else "")
                 of = f"/{session.max_rounds}" if number <= session.max_rounds else f" (extra, budget left; up to {max(levels)})"
                 log.info(f"round {number}{of}: {shown}{left}")
             if finished:
@@ -100,7 +101,8 @@ def needed(found: verdict.Verdict, count: int, alpha: float, factor: float) -> f
     distance = abs(math.log(found.ratio) - math.log(factor))
     if distance == 0:
         return math.inf
-    return count * (statistics.NormalDist().inv_cdf(1 - alpha) * error / distance) ** 2
+    # at least one round more: the estimate is a normal approximation to a permutation test, never a decision
+    return max(count + 1.0, count * (statistics.NormalDist().inv_cdf(1 - alpha) * error / distance) ** 2)
 
 
 def _beyond_reach(session: fresh.Session, measured: Measured, levels: dict[int, float], count: int, pace: float,
@@ -165,10 +167,11 @@ def _out_of_time(session: fresh.Session, measured: Measured, pairs: list[Pair], 
 
 
 def _left(measured: Measured, following: int | None, count: int, session: fresh.Session, elapsed: float,
-          finished: bool) -> str:
+          finished: bool, last: int) -> str:
     """What is left after ``count`` rounds, for a user watching a slow machine: the next look and the budget, in rounds
-    and in seconds at this run's own pace so far (the first round's installs included, so rather more than less)."""
-    most, pace = session.max_rounds, elapsed / count
+    and in seconds at this run's own pace so far (the first round's installs included, so rather more than less); past
+    --max-rounds, up to the ``last`` extra look."""
+    most, pace = (session.max_rounds if count < session.max_rounds else last), elapsed / count
     decided = sum(v.decision != verdict.UNDECIDED for v in measured.verdicts.values())
     judged = f"{decided} of {len(measured.verdicts)} decided, " if measured.verdicts else ""
     if finished:
