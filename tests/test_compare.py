@@ -184,7 +184,7 @@ def test_threads_reach_both_builds_processes(project):
     assert done.returncode in (0, 3), done.stdout + done.stderr
     assert "2 torch threads (--threads; recorded runs use torch's default)" in done.stdout.splitlines()[0]
     rounds = [line for line in done.stderr.splitlines() if line.startswith("mpsbench compare: round ")]
-    assert len(rounds) == 4, done.stderr
+    assert 2 <= len(rounds) <= 4, done.stderr  # an early look may decide before the fourth
     times = [float(part.split()[1]) for line in rounds for part in line.split(": ", 2)[2].split("; ")[0].split(", ")]
     assert all(value >= 2 for value in times), times  # 2 ms asleep in every process, where no --threads sleeps none
 

@@ -112,14 +112,17 @@ def test_the_looks_spend_alpha_and_each_can_decide():
     assert verdict.looks(5, 20) == [5, 6, 8, 10, 12, 14, 16, 18, 20]
     assert verdict.looks(4, 5) == [4, 5]
     assert verdict.looks(6, 6) == [6] and verdict.alphas(6, 6) == {6: verdict.planned_alpha(6, 6)}
-    for low, high in ((5, 20), (4, 5), (5, 40), (6, 20), (6, 6)):
+    assert verdict.early_looks(5) == [2, 3, 4] and verdict.early_looks(4) == [2, 3] and verdict.early_looks(40) == []
+    for low, high in ((5, 20), (4, 5), (5, 40), (6, 20), (6, 6), (40, 40)):
         levels = verdict.alphas(low, high)
         assert list(levels) == verdict.looks(low, high)
         assert sum(levels.values()) == pytest.approx(verdict.planned_alpha(low, high))
         # early, planned and extra looks together: the family-wise level, however the looks depend
         every = verdict.schedule(low, high)
         assert sum(every.values()) == pytest.approx(verdict.ALPHA)
-        assert list(every) == [*range(2, low), *verdict.looks(low, high), *range(high + 4, 3 * high + 1, 4)]
+        assert list(every) == [*verdict.early_looks(low), *verdict.looks(low, high),
+                               *range(high + 4, 3 * high + 1, 4)]
+        assert all(alpha > 0 for alpha in every.values())
     levels = verdict.alphas()
     # the first look (5 a side) can decide: 5 processes that do not overlap give 1/252, below its level
     separated = verdict.permutation_p([1.0, 1.1, 1.2, 1.3, 1.0], [2.0, 2.1, 2.2, 2.3, 2.0], FACTOR)

@@ -28,7 +28,8 @@ MIN_ROUNDS = 5
 FIRST_MARGIN = 1.25  # the first look's level over the smallest p its size can give
 LOOK_EVERY = 2  # rounds between the later looks: fewer looks leave each a larger share of ALPHA
 FEWEST = 4  # processes a side below which the permutation test decides nothing
-# The early looks: Student's t on the log process times at rounds EARLIEST .. min_rounds - 1, each at EARLY_ALPHA
+# The early looks: Student's t on the log process times at rounds EARLIEST .. min_rounds - 1 (min_rounds at most
+# MIN_ROUNDS), each at EARLY_ALPHA
 # (exact for normal log times; tools/verdict_simulation.py checks the measured distributions). The spread it assumes is
 # at least SPREAD_FLOOR (as a standard deviation of log time): fresh processes' A/A spread on a quiet GPU, below which
 # two or three processes that happen to agree must not count as certainty.
@@ -68,8 +69,9 @@ def looks(min_rounds: int = MIN_ROUNDS, max_rounds: int = MAX_ROUNDS) -> list[in
 
 
 def early_looks(min_rounds: int = MIN_ROUNDS) -> list[int]:
-    """The rounds before the first planned look at which :func:`early_judge` may stop a pair."""
-    return list(range(EARLIEST, min_rounds))
+    """The rounds before the first planned look at which :func:`early_judge` may stop a pair: none where --min-rounds
+    asks for more processes than MIN_ROUNDS before judging (at most MIN_ROUNDS - EARLIEST early looks)."""
+    return list(range(EARLIEST, min_rounds)) if min_rounds <= MIN_ROUNDS else []
 
 
 def extra_looks(max_rounds: int = MAX_ROUNDS) -> list[int]:
