@@ -7,7 +7,9 @@
 # Parts, in order, each timed with its own limit inside LIMIT seconds in all: both trees' asv environments made (not
 # timed: the first command of a checkout makes it), then this tree's bisect n1 s3, compare n3 s2, the old tree's
 # compare n3 s2, then A/A compares (n1 n2, n2 n3, ...) with this tree until the time is spent. Writes summary.md and
-# the logs to OUT (at most 8 files).
+# the logs to OUT (at most 8 files). asv's virtualenvs also install build, pyproject_hooks, packaging, wheel and
+# setuptools, which .whl lacks: put their py3-none-any wheels in whl-extra/ beside this script's tree (this machine's
+# /opt/pypi/files holds them), and the script adds that folder to pip's find-links.
 set -u
 OUT=${1:?usage: loop_warm.sh OUT OLD_TREE}
 OLD=$(cd "${2:?usage: loop_warm.sh OUT OLD_TREE}" && pwd)
