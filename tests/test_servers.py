@@ -10,6 +10,7 @@ from __future__ import annotations
 import itertools
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -25,7 +26,7 @@ from mpsbench.builds import install_build, resolve, timeline
 from mpsbench.builds import manifest as mf
 from mpsbench.core import asv as core_asv
 from mpsbench.core import asvconf, settings
-from mpsbench.regressions import serve_build, servers, verdict
+from mpsbench.regressions import fresh, serve_build, servers, verdict
 from mpsbench.results import recorded
 
 BENCHMARK = """\
@@ -49,6 +50,9 @@ class Step:
 
     def time_hang(self, n):
         time.sleep(60)
+
+    def time_crash(self, n):
+        os._exit(7)  # native code dying: no traceback, no result, no reply
 """
 
 
@@ -60,14 +64,15 @@ def _folder(base: Path, name: str, delay: float) -> Path:
 
 
 def _server(tmp_path: Path, torch_from: Path, expected: Path, benchmark_id: str = "bench_step.Step.time_sleep-0",
-            env: dict[str, str] | None = None) -> servers.Server:
+            env: dict[str, str] | None = None, mode: str = servers.SPAWN) -> servers.Server:
     bench = tmp_path / "benchmarks"
     if not bench.is_dir():
         (bench / "bench_step.py").parent.mkdir()
         (bench / "__init__.py").write_text("")
         (bench / "bench_step.py").write_text(BENCHMARK)
     placed = servers.Placed("exam@x", [str(torch_from)], str(expected / "torch"), {})
-    return servers.Server(Path(sys.executable), placed, bench, benchmark_id, dict(os.environ, **(env or {})), tmp_path)
+    return servers.Server(Path(sys.executable), placed, bench, benchmark_id, dict(os.environ, **(env or {})), tmp_path,
+                          mode)
 
 
 def test_a_server_runs_each_round_as_asv_does_in_a_fresh_process(tmp_path):
@@ -85,6 +90,71 @@ def test_a_server_runs_each_round_as_asv_does_in_a_fresh_process(tmp_path):
     assert all(len(s["result"]["samples"]) == 7 for s in said)  # asv's -a repeat reached asv_runner's timer
     assert all(min(s["result"]["samples"]) > 0.0015 for s in said)  # the stand-in build's 2 ms sleep was timed
     assert server.log.read_text().count(" ended: status 0 in ") == 2
+
+
+def test_a_warm_parent_imports_once_and_forks_a_fresh_child_a_round(tmp_path):
+    folder = _folder(tmp_path, "a", 0.002)
+    server = _server(tmp_path, folder, folder, mode=servers.FORK)
+    try:
+        server.start()
+        ready = server.ready()
+        parent = server.process
+        assert ready["mode"] == servers.FORK and ready["torch"] == "0.0+a"
+        said = [server.round(number, {"repeat": 7}) for number in (1, 2, 3)]
+        assert server.process is parent and parent.poll() is None  # the parent stays for the next round
+        children = psutil.Process(parent.pid).children()
+    finally:
+        server.stop()
+    assert children == []  # each round's child has ended by the time its reply is read
+    assert [s["rc"] for s in said] == [0, 0, 0]
+    pids = [s["pid"] for s in said]
+    assert len(set(pids)) == 3 and ready["pid"] not in pids  # a child of its own a round, never the parent
+    assert all(s["forked"] >= 0 for s in said)
+    assert all(len(s["result"]["samples"]) == 7 and min(s["result"]["samples"]) > 0.0015 for s in said)
+    assert server.log.read_text().count(" ended: status 0 in ") == 3
+
+
+def test_a_forked_round_that_hangs_or_dies_says_so_and_the_parent_serves_on(tmp_path):
+    folder = _folder(tmp_path, "a", 0.002)
+    hangs = _server(tmp_path, folder, folder, "bench_step.Step.time_hang-0", mode=servers.FORK)
+    dies = _server(tmp_path, folder, folder, "bench_step.Step.time_crash-0", mode=servers.FORK)
+    try:
+        for server in (hangs, dies):
+            server.start()
+            server.ready()
+        late = hangs.round(1, {"repeat": 3})
+        assert (late["rc"], late["result"], late["seconds"]) == (servers.TIMED_OUT, None, 5.0)
+        for number in (1, 2):  # a child's crash costs its round only
+            crashed = dies.round(number, {"repeat": 3})
+            assert crashed["rc"] == serve_build.NO_REPLY and os.WEXITSTATUS(crashed["status"]) == 7
+        assert dies.process is not None and dies.process.poll() is None
+    finally:
+        hangs.stop()
+        dies.stop()
+
+
+@pytest.mark.parametrize(("device", "env", "platform", "made"), [
+    ("cuda", {}, "linux", servers.FORK),
+    ("cpu", {}, "linux", servers.SPAWN),
+    ("mps", {}, "darwin", servers.SPAWN),
+    (None, {}, "linux", servers.SPAWN),
+    ("cpu", {fresh.ROUND_PROCESS: "fork"}, "linux", servers.FORK),
+    ("cuda", {fresh.ROUND_PROCESS: "spawn"}, "linux", servers.SPAWN),
+    ("cuda", {}, "darwin", servers.SPAWN),
+])
+def test_each_device_gets_the_round_process_its_a_a_chose(monkeypatch, device, env, platform, made):
+    monkeypatch.setattr(sys, "platform", platform)
+    assert fresh.round_process(device, env) == made
+
+
+@pytest.mark.parametrize(("value", "platform", "says"), [
+    ("forks", "linux", "MPSBENCH_ROUND_PROCESS='forks': give fork or spawn"),
+    ("fork", "darwin", "this platform (darwin) runs every round spawned"),
+])
+def test_a_bad_round_process_is_refused_in_one_line(monkeypatch, value, platform, says):
+    monkeypatch.setattr(sys, "platform", platform)
+    with pytest.raises(fresh.FreshError, match=re.escape(says)):
+        fresh.round_process("cuda", {fresh.ROUND_PROCESS: value})
 
 
 def test_a_server_refuses_a_build_whose_torch_comes_from_elsewhere(tmp_path):
@@ -185,7 +255,21 @@ def test_under_spawn_every_round_is_a_fresh_process_and_still_right(project, tmp
     # one server command per build, each round in a process of its own (the log keeps what each ran)
     text = log.read_text()
     assert text.count("serve_build.py ") == 2, text
-    assert text.count("serve_build: round ") == 16, text  # each round begun and ended
+    processes = int(re.search(r"over (\d+) processes", done.stdout).group(1))  # the look that decided
+    assert text.count("serve_build: round ") == 2 * 2 * processes, text  # each round begun and ended
+
+
+def test_forked_rounds_from_one_warm_parent_a_build_still_measure_right(project, tmp_path):
+    log = tmp_path / "compare.log"
+    done = _mpsbench(project, "compare", "exam@n2", "exam@s1", "-b", BENCH, "--min-rounds", "4", "--max-rounds", "4",
+                     "--log", str(log), extra={fresh.ROUND_PROCESS: "fork"})
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "verdict: slower" in done.stdout
+    text = log.read_text()
+    # one warm parent a build for every round (its command once), each round begun and ended in a child
+    assert text.count("serve_build.py ") == 2 and text.count(" fork\n") == 2, text
+    processes = int(re.search(r"over (\d+) processes", done.stdout).group(1))  # the look that decided
+    assert text.count("serve_build: round ") == 2 * 2 * processes, text
 
 
 ROW = "Inference.time_step\\('cpu', 'lenet5', 32\\)"  # a cheap real row: 20 steps a timed call as asv run records it

@@ -111,11 +111,18 @@ def test_within_process_precision_does_not_make_a_shift_between_processes_signif
 def test_the_looks_spend_alpha_and_each_can_decide():
     assert verdict.looks(5, 20) == [5, 6, 8, 10, 12, 14, 16, 18, 20]
     assert verdict.looks(4, 5) == [4, 5]
-    assert verdict.looks(6, 6) == [6] and verdict.alphas(6, 6) == {6: verdict.ALPHA}
-    for low, high in ((5, 20), (4, 5), (5, 40), (6, 20)):
+    assert verdict.looks(6, 6) == [6] and verdict.alphas(6, 6) == {6: verdict.planned_alpha(6, 6)}
+    assert verdict.early_looks(5) == [2, 3, 4] and verdict.early_looks(4) == [2, 3] and verdict.early_looks(40) == []
+    for low, high in ((5, 20), (4, 5), (5, 40), (6, 20), (6, 6), (40, 40)):
         levels = verdict.alphas(low, high)
         assert list(levels) == verdict.looks(low, high)
-        assert sum(levels.values()) == pytest.approx(verdict.ALPHA)  # the family-wise level, however the looks depend
+        assert sum(levels.values()) == pytest.approx(verdict.planned_alpha(low, high))
+        # early, planned and extra looks together: the family-wise level, however the looks depend
+        every = verdict.schedule(low, high)
+        assert sum(every.values()) == pytest.approx(verdict.ALPHA)
+        assert list(every) == [*verdict.early_looks(low), *verdict.looks(low, high),
+                               *range(high + 4, 3 * high + 1, 4)]
+        assert all(alpha > 0 for alpha in every.values())
     levels = verdict.alphas()
     # the first look (5 a side) can decide: 5 processes that do not overlap give 1/252, below its level
     separated = verdict.permutation_p([1.0, 1.1, 1.2, 1.3, 1.0], [2.0, 2.1, 2.2, 2.3, 2.0], FACTOR)
@@ -134,15 +141,16 @@ def test_identical_builds_alarm_no_more_often_than_under_the_previous_looks():
         before = [simulation.compare_trial(draw, 1.0, seed, simulation.PREVIOUS) for seed in range(trials)]
         alarms = [sum(decision == verdict.SLOWER for decision, _ in found) for found in (now, before)]
         assert alarms[0] <= alarms[1] and alarms[0] == 0, (name, now)
-    # on the quiet GPU every identical pair is unchanged at the first look, a round before the previous first look
+    # on the quiet GPU every identical pair is unchanged at an early look, before the first planned one
     quiet = [simulation.compare_trial(simulation.DISTRIBUTIONS["h100"], 1.0, seed, None) for seed in range(20)]
-    assert quiet == [(verdict.UNCHANGED, verdict.MIN_ROUNDS)] * 20
+    assert all(decision == verdict.UNCHANGED and rounds < verdict.MIN_ROUNDS for decision, rounds in quiet), quiet
 
 
 def test_a_65_percent_change_on_a_quiet_gpu_is_slower_at_the_first_look():
     found = [simulation.compare_trial(simulation.DISTRIBUTIONS["h100"], 1.065, seed, None) for seed in range(40)]
     assert all(decision == verdict.SLOWER for decision, _ in found), found
-    assert sum(rounds == verdict.MIN_ROUNDS for _, rounds in found) >= 36, found  # the previous rule: 6 at the least
+    assert sum(rounds <= verdict.MIN_ROUNDS for _, rounds in found) >= 36, found  # the previous rule: 6 at the least
+    assert sum(rounds < verdict.MIN_ROUNDS for _, rounds in found) >= 10, found  # an early look stopped these
     assert max(rounds for _, rounds in found) <= 8, found
 
 
@@ -169,3 +177,44 @@ def test_a_change_far_larger_than_the_aa_noise_is_slower_even_on_a_noisy_machine
     found = verdict.judge(a, [20.0, 21.0, 20.5, 21.5, 20.2, 21.2], FACTOR)
     assert found.noise == pytest.approx(1.2) and found.ratio > found.noise
     assert found.decision == verdict.SLOWER
+
+
+def test_student_t_tail_matches_the_tables():
+    # one-sided 0.005 critical values of Student's t (any table): df 1, 2, 4, 6
+    for t, df in ((63.657, 1), (9.925, 2), (4.604, 4), (3.707, 6)):
+        assert verdict.t_tail(t, df) == pytest.approx(0.005, abs=2e-5)
+    assert verdict.t_tail(0.0, 3) == pytest.approx(0.5)
+    assert verdict.t_tail(-2.0, 5) == pytest.approx(1 - verdict.t_tail(2.0, 5))
+
+
+def test_an_early_look_stops_a_pair_far_apart_relative_to_the_factor_and_the_spread():
+    found = verdict.early_judge([37.0, 37.2], [42.0, 42.2], FACTOR)  # 13% against 5%, both sides within 0.5%
+    assert found.decision == verdict.SLOWER and found.p_value < verdict.EARLY_ALPHA
+    assert verdict.early_judge([37.0, 37.2, 37.1], [37.1, 37.0, 37.2], FACTOR).decision == verdict.UNCHANGED
+    assert verdict.early_judge([42.0, 42.2], [37.0, 37.2], FACTOR).decision == verdict.FASTER
+    # 8.4% against 5% takes a third process a side: at two the t test's 2 degrees of freedom need twice the distance
+    assert verdict.early_judge([37.0, 37.2], [40.1, 40.3], FACTOR).decision == verdict.UNDECIDED
+    assert verdict.early_judge([37.0, 37.2, 37.1], [40.1, 40.3, 40.2], FACTOR).decision == verdict.SLOWER
+
+
+def test_an_early_look_never_decides_on_processes_that_disagree_or_agree_too_well():
+    # a build whose processes differ by more than the factor (a contended one among them): the later looks decide
+    found = verdict.early_judge([3.0, 3.0, 6.0], [9.0, 9.1, 9.0], FACTOR)
+    assert found.decision == verdict.UNDECIDED and "differ by more than the factor" in found.reason
+    # two processes a side that happen to agree exactly: the spread is taken as at least SPREAD_FLOOR, so 6% against a
+    # factor of 5% is not certainty at two processes
+    assert verdict.early_judge([1.0, 1.0], [1.06, 1.06], FACTOR).decision == verdict.UNDECIDED
+
+
+@pytest.mark.parametrize("name", ["h100", "h200-forked"])
+def test_the_early_looks_keep_their_level_on_the_quiet_gpu_at_the_factor(name):
+    # B exactly at the factor: "slower" is the false alarm the early looks must keep under their share of alpha
+    draw = simulation.DISTRIBUTIONS[name]
+    alarms = 0
+    for seed in range(400):
+        rng = random.Random(seed)
+        a = [draw(rng) for _ in range(4)]
+        b = [draw(rng) * FACTOR for _ in range(4)]
+        alarms += any(verdict.early_judge(a[:look], b[:look], FACTOR).decision == verdict.SLOWER
+                      for look in verdict.early_looks())
+    assert alarms <= 6, alarms  # 3 looks at 0.0025: 0.0075 expected, 3 of 400; 6 is its binomial 95% bound

@@ -7,10 +7,12 @@ and the samples. The table says which terms each path pays per round:
 
 - today (one ``asv run --interleave-rounds``): every round switches the build, and starts a process that imports
   torch and the suite (forkserver: every module, then a fork; spawn: the one module), then setup and samples;
-- servers (this branch): fork pays only setup and samples per round (the imports once per command and build);
-  spawn (macOS) pays the interpreter and imports per round, never asv's CLI, discovery or switch.
+- servers: fork (a warm parent per build, serve_build.py's MODE fork: cuda) pays only the fork, setup and samples
+  per round, the imports once per command and build; spawn (the cpu, macOS) pays the interpreter and imports per
+  round, never asv's CLI, discovery or switch.
 
-Then it runs real server rounds of both kinds and prints their measured seconds beside the sums.
+Then it runs real server rounds of both modes (servers.FORK: rounds forked from one warm parent; servers.SPAWN: a
+process a round, launch to reply) and prints their measured seconds beside the sums.
 
     .venv/bin/python -m tools.process_breakdown aa@a1 -b "Inference.time_step\\('cpu', 'lenet5', 32\\)" --threads 1
 """
@@ -93,8 +95,8 @@ def main(argv: list[str] | None = None) -> int:
                                    str(session.root / "src")], session.env, parsed.repeat)]
             took["bare interpreter (python -S -c pass)"] = [
                 _median_seconds([str(python), "-S", "-c", "pass"], session.env, parsed.repeat)]
-            measured = {method: _server_rounds(python, placed, session, benchmark_id, method, parsed.repeat)
-                        for method in ("forkserver", "spawn")}
+            measured = {mode: _server_rounds(python, placed, session, benchmark_id, mode, parsed.repeat)
+                        for mode in (servers.FORK, servers.SPAWN)}
     except errors.UserError as exc:
         print(f"process_breakdown: error: {exc}", file=sys.stderr)
         return 2
@@ -110,24 +112,24 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{'sum per round':<{width}}{'':8}  " + "  ".join(f"{value:15.2f}" for value in sums.values()))
     samples = medians.get("samples (asv's do_run)", float("nan"))
     print(f"{'samples share':<{width}}{'':8}  " + "  ".join(f"{samples / value:15.0%}" for value in sums.values()))
-    print(f"measured server rounds (s, median of {parsed.repeat}, launch to reply): fork {measured['forkserver']:.2f},"
-          f" spawn {measured['spawn']:.2f}")
+    print(f"measured server rounds (s, median of {parsed.repeat}): fork {measured[servers.FORK]:.2f} (command to"
+          f" reply, the warm parent started before), spawn {measured[servers.SPAWN]:.2f} (launch to reply)")
     return 0
 
 
-def _server_rounds(python: Path, placed: servers.Placed, session: fresh.Session, benchmark_id: str, method: str,
+def _server_rounds(python: Path, placed: servers.Placed, session: fresh.Session, benchmark_id: str, mode: str,
                    repeat: int) -> float:
-    """Real rounds of a build server: fork rounds after its imports, spawn rounds from launch to reply."""
+    """Real rounds of a build server: forked rounds after the warm parent's imports, spawned ones launch to reply."""
     from mpsbench.regressions import fresh, servers
-    server = servers.Server(python, placed, session.benchmarks, benchmark_id, session.env, session.scratch)
+    server = servers.Server(python, placed, session.benchmarks, benchmark_id, session.env, session.scratch, mode)
     walls = []
     try:
-        if method != "spawn":
+        if mode == servers.FORK:
             server.start()
             server.ready()
         for number in range(1, repeat + 1):
             clock = time.perf_counter()
-            server.round(number, {"repeat": fresh.SAMPLES})
+            server.round(number, {"repeat": fresh.SAMPLES}, ahead=False)
             walls.append(time.perf_counter() - clock)
     finally:
         server.stop()

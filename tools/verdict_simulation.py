@@ -5,10 +5,13 @@
 Each trial draws one process time a build a round (interleaved, as asv runs them) from a distribution the docs measured,
 and runs the package's own loop over it: compare.measure and bisection.search with a stand-in Session (:class:`Drawn`)
 whose rounds come from the draws instead of asv. Two schedules of looks are judged on the same draws: the previous one
-(rounds 6, 8 .. 20, 0.05 / 8 each) and verdict.alphas (the first look at 5). What it prints, per distribution and
-scenario: how often each decision came, the rounds it took, and for bisect the processes it cost, beside the previous
-order (up to 4 candidates spread over the line a pass, the rule of commit ee92223, re-created in :func:`previous_bisect`).
-docs/explanation/the-rule.md ("Deciding early") keeps its output with the command and date.
+(rounds 6, 8 .. 20, 0.05 / 8 each) and verdict.schedule (early looks at 2 to 4, the planned ones at 5, 6, 8 .. 20, extra
+ones every 4 rounds up to 60 while an undecided pair could still be decided: a simulation has no time limit). What it
+prints, per distribution and scenario: how often each decision came (a wrong one is "slower" at or below the factor,
+"unchanged" or "faster" above it), the rounds it took and how many stopped at an early look, and for bisect the
+processes it cost, beside the previous order (up to 4 candidates spread over the line a pass, the rule of commit
+ee92223, re-created in :func:`previous_bisect`).
+docs/explanation/the-rule.md ("Deciding early") keeps the previous output; docs/evidence/loop.md this one, with command and date.
 """
 
 from __future__ import annotations
@@ -31,9 +34,15 @@ Draw = Callable[[random.Random], float]  # one process's fastest sample, seconds
 
 
 def _h100(rng: random.Random) -> float:
-    # the H100 trials (git show 82c6217:docs/bisect.md, "On the H100"):
+    # the H100 trials (git show 82c6217:docs/explanation/the-rule.md, "On the H100"):
     # one build's processes 115.21-116.14 ms (bert_base, 64), resnet50's alike: +-0.3%
     return 0.116 * (1 + rng.gauss(0, 0.003))
+
+
+def _h200_forked(rng: random.Random) -> float:
+    # a probe on a datacenter GPU: 8 children forked from one warm parent, bert_base inference at 64, each
+    # child's step median 37.1-37.7 ms (1.016x); taken as +-0.5% (a standard deviation), wider than _h100's
+    return 0.0373 * (1 + rng.gauss(0, 0.005))
 
 
 def _cpu_one_thread(rng: random.Random) -> float:
@@ -48,27 +57,30 @@ def _cpu_contended(rng: random.Random) -> float:
     return fast if rng.random() < 0.5 else fast * rng.uniform(1.8, 3.5)
 
 
-DISTRIBUTIONS: dict[str, Draw] = {"h100": _h100, "cpu-threads1": _cpu_one_thread, "cpu-contended": _cpu_contended}
-SCENARIOS = {"identical": 1.0, "at the factor": FACTOR, "6% slower": 1.06, "6.5% slower": 1.065, "1.3x slower": 1.3}
-BISECTED = {"h100": 1.065, "cpu-threads1": 1.3, "cpu-contended": 1.3}  # the change each machine's trials bisected
+DISTRIBUTIONS: dict[str, Draw] = {"h100": _h100, "h200-forked": _h200_forked, "cpu-threads1": _cpu_one_thread,
+                                   "cpu-contended": _cpu_contended}
+SCENARIOS = {"identical": 1.0, "4% slower": 1.04, "at the factor": FACTOR, "6% slower": 1.06, "6.5% slower": 1.065,
+             "7.3% slower": 1.073, "1.3x slower": 1.3}
+# the change each machine's trials bisected
+BISECTED = {"h100": 1.065, "h200-forked": 1.073, "cpu-threads1": 1.3, "cpu-contended": 1.3}
 PREVIOUS = {look: verdict.ALPHA / 8 for look in range(6, 21, 2)}  # the schedule before issue 31: 8 looks, Bonferroni
 
 
 @contextlib.contextmanager
 def schedule(levels: dict[int, float] | None) -> Iterator[None]:
-    """Run the package's loop under ``levels`` (round -> alpha) instead of verdict.alphas; None: the committed one.
+    """Run the package's loop under ``levels`` (round -> alpha) instead of verdict.schedule; None: the committed one.
 
     Also replaces the bootstrap interval, which is reported but decides nothing, by the ratio itself: it is most of a
     judgement's time, and the decisions (the permutation tests) stay the package's own.
     """
-    saved = verdict.alphas, verdict.ratio_interval
+    saved = verdict.schedule, verdict.ratio_interval
     if levels is not None:
-        verdict.alphas = lambda min_rounds=0, max_rounds=0: dict(levels)
+        verdict.schedule = lambda min_rounds=0, max_rounds=0: dict(levels)
     verdict.ratio_interval = lambda a, b, *_, **__: (verdict.fast_mode(b) / verdict.fast_mode(a),) * 2
     try:
         yield
     finally:
-        verdict.alphas, verdict.ratio_interval = saved
+        verdict.schedule, verdict.ratio_interval = saved
 
 
 @dataclass
@@ -86,10 +98,10 @@ class Drawn:
     deadline: float = math.inf  # a simulation is never out of time unless a test sets one
     samples: dict[str, int] = field(default_factory=dict)  # as fresh.Session's: SAMPLES a drawn process
 
-    def rounds(self, builds: list[fresh.Named]) -> Generator[dict[str, list[float]], None, None]:
+    def rounds(self, builds: list[fresh.Named], most: int | None = None) -> Generator[dict[str, list[float]], None, None]:
         times: dict[str, list[float]] = {build.name: [] for build in builds}
         self.samples = {build.name: 0 for build in builds}
-        for number in range(self.max_rounds):
+        for number in range(most or self.max_rounds):
             order = builds if number % 2 == 0 else builds[::-1]  # asv reverses the order every round
             for build in order:
                 times[build.name].append(self.draw(self.rng) * self.slowdown[build.name])
@@ -180,8 +192,10 @@ def _quiet() -> None:
 def summarize(results: list[tuple[str, int]]) -> str:
     decisions = Counter(decision for decision, _ in results)
     rounds = [count for _, count in results]
+    early = sum(count < verdict.MIN_ROUNDS for count in rounds)
     return (", ".join(f"{decision} {decisions[decision]}" for decision in sorted(decisions))
-            + f"; rounds mean {statistics.fmean(rounds):.2f}, median {statistics.median(rounds):g}")
+            + f"; rounds mean {statistics.fmean(rounds):.2f}, median {statistics.median(rounds):g}, max {max(rounds)};"
+              f" stopped at an early look {early}")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -203,7 +217,7 @@ def main(argv: list[str] | None = None) -> int:
                 for previous in (True, False):  # the same draws (seeds) under both schedules
                     jobs = [(name, ratio, args.seed * 1_000_003 + trial, previous) for trial in range(trials)]
                     found = list(pool.map(_compare_job, jobs, chunksize=20))
-                    label = "previous (6, 8 .. 20)" if previous else "committed (5, 6, 8 .. 20)"
+                    label = "previous (6, 8 .. 20)" if previous else "committed (2 .. 60)"
                     print(f"compare {name:13} {scenario:13} {label:26} {trials} trials: {summarize(found)}", flush=True)
             for previous in (True, False) if args.bisects else ():
                 lines = [(name, BISECTED[name], trial % 7, args.seed * 1_000_003 + trial, previous)

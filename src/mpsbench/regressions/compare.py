@@ -8,6 +8,8 @@ Exit 0: unchanged (or faster) within the regression factor; 1: slower; 3: undeci
 from __future__ import annotations
 
 import dataclasses
+import math
+import os
 import statistics
 import time
 from collections.abc import Callable
@@ -39,14 +41,17 @@ class Measured:
 def measure(session: fresh.Session, builds: list[fresh.Named], pairs: list[Pair],
             done: Callable[[dict[Pair, verdict.Verdict]], bool] | None = None) -> Measured:
     """Interleaved rounds until every pair is decided (or ``done`` says so) or the budget is spent; a progress line
-    (stderr) as each round ends: every build's fastest sample, and what is left."""
-    levels = verdict.alphas(session.min_rounds, session.max_rounds)
+    (stderr) as each round ends: every build's fastest sample, and what is left.
+
+    The looks are verdict.schedule's: early ones before --min-rounds, the planned ones up to --max-rounds, then, while
+    an undecided pair could be decided within the time budget at this run's pace (:func:`needed`), extra ones."""
+    levels = verdict.schedule(session.min_rounds, session.max_rounds)
     measured = Measured({b.name: [] for b in builds})
     done = done or (lambda verdicts: all(v.decision != verdict.UNDECIDED for v in verdicts.values()))
     started = time.monotonic()
     if started >= session.deadline:  # an earlier step of the command spent the budget
         return _out_of_time(session, measured, pairs, levels, session.min_rounds)
-    rounds = session.rounds(builds)
+    rounds = session.rounds(builds, max(levels))
     try:
         for times in rounds:
             before = len(measured.times[builds[0].name])
@@ -54,19 +59,28 @@ def measure(session: fresh.Session, builds: list[fresh.Named], pairs: list[Pair]
             count = len(times[builds[0].name])
             due = [look for look in levels if before < look <= count]  # asv may finish two rounds at once
             if due:
-                measured.verdicts = {(a, b): verdict.judge(times[a], times[b], session.factor, levels[due[-1]],
-                                                           session.quieter) for a, b in pairs}
+                measured.verdicts = {(a, b): verdict.judge_at(due[-1], session.min_rounds, times[a], times[b],
+                                                              session.factor, levels[due[-1]], session.quieter)
+                                     for a, b in pairs}
             finished = bool(due) and done(measured.verdicts)
             now = time.monotonic()
             following = next((look for look in levels if look > count), None)
-            late = (not finished and following is not None
-                    and now + (following - count) * (now - started) / count > session.deadline)
+            pace = (now - started) / count
+            beyond = None  # past the planned looks: the extra looks go on only while they could decide in time
+            if due and not finished and following is not None and following > session.max_rounds:
+                beyond = _beyond_reach(session, measured, levels, count, pace, now)
+            late = (not finished and beyond is None and following is not None
+                    and now + (following - count) * pace > session.deadline)
             for number in range(before + 1, count + 1):
                 shown = ", ".join(f"{b.name} {times[b.name][number - 1] * 1e3:.2f} ms" for b in builds)
-                left = f"; {_left(measured, following, count, session, now - started, finished)}" if number == count else ""
-                log.info(f"round {number}/{session.max_rounds}: {shown}{left}")
+                left = (f"; {_left(measured, following, count, session, now - started, finished, max(levels))}"
+                        if number == count else "")
+                of = f"/{session.max_rounds}" if number <= session.max_rounds else f" (extra, budget left; up to {max(levels)})"
+                log.info(f"round {number}{of}: {shown}{left}")
             if finished:
                 break
+            if beyond is not None:
+                return _undecided(session, measured, pairs, beyond)
             if late:  # the next look would end after the budget: stop before it, with what the last look said
                 return _out_of_time(session, measured, pairs, levels, following or count)
     finally:
@@ -74,18 +88,67 @@ def measure(session: fresh.Session, builds: list[fresh.Named], pairs: list[Pair]
     return measured
 
 
+def needed(found: verdict.Verdict, count: int, alpha: float, factor: float) -> float:
+    """About how many rounds in all would decide a pair that ``count`` rounds left undecided, if its ratio and spread
+    stay as they are: the interval narrows as one over the square root of the rounds until it clears the factor at
+    level ``alpha`` (inf when the ratio sits on the factor). A guide for the user and the budget, not a decision."""
+    if found.decision != verdict.UNDECIDED and count > 0:
+        return float(count)
+    if not all(math.isfinite(value) and value > 0 for value in (found.ratio, found.low, found.high)):
+        return math.inf
+    error = (math.log(found.high) - math.log(found.low)) / 2 / statistics.NormalDist().inv_cdf(
+        (1 + verdict.CONFIDENCE) / 2)
+    distance = abs(math.log(found.ratio) - math.log(factor))
+    if distance == 0:
+        return math.inf
+    # at least one round more: the estimate is a normal approximation to a permutation test, never a decision
+    return max(count + 1.0, count * (statistics.NormalDist().inv_cdf(1 - alpha) * error / distance) ** 2)
+
+
+def _beyond_reach(session: fresh.Session, measured: Measured, levels: dict[int, float], count: int, pace: float,
+                  now: float) -> str | None:
+    """Why the extra looks stop here (None while an undecided pair could still be decided in the budget left)."""
+    extra = [look for look in levels if look > count]
+    affordable = count + max(0.0, session.deadline - now) / pace if pace > 0 else math.inf
+    reachable = max((look for look in extra if look <= affordable), default=count)
+    open_pairs = [found for found in measured.verdicts.values() if found.decision == verdict.UNDECIDED]
+    need = min((needed(found, count, levels[extra[-1]], session.factor) for found in open_pairs), default=math.inf)
+    if need <= reachable:
+        if count == session.max_rounds:
+            log.info(f"undecided after the planned {count} rounds: about {need:.0f} in all would decide; going on with"
+                     f" the budget left ({max(0.0, session.deadline - now) / 60:.1f} min, up to round {reachable})")
+        return None
+    more = "the ratio sits on the factor" if math.isinf(need) else (
+        f"about {need:.0f} rounds in all would decide (~{(need - count) * pace / 60:.0f} min more at"
+        f" {pace:.1f} s a round)")
+    return (f"after {count} rounds {more}, where the time budget ({session.minutes:g} min) and the extra looks"
+            f" reach round {reachable}: allow more rounds (--max-rounds) and time (--time-budget MINUTES) or"
+            f" {session.quieter}")
+
+
+def _undecided(session: fresh.Session, measured: Measured, pairs: list[Pair], why: str) -> Measured:
+    """Every pair still undecided says why the loop stopped and what it would need."""
+    for pair in pairs:
+        found = measured.verdicts[pair]
+        if found.decision == verdict.UNDECIDED:
+            measured.verdicts[pair] = dataclasses.replace(
+                found, reason=f"{found.reason}; {why}")
+    return measured
+
+
 def _out_of_time(session: fresh.Session, measured: Measured, pairs: list[Pair], levels: dict[int, float],
                  following: int) -> Measured:
     """The verdicts when the time budget ends the rounds: each pair the last look decided keeps its decision; any
-    other is undecided, saying so. Nothing is decided here: a look the plan did not make would spend alpha it has not."""
+    other is undecided, saying so and about how many rounds would decide it. Nothing is decided here: a look the plan
+    did not make would spend alpha it has not."""
     why = (f"the time budget ({session.minutes:g} min, --time-budget) ends before round {following}'s look: allow more"
            f" time (--time-budget MINUTES) or {session.quieter}")
     for a, b in pairs:
         found = measured.verdicts.get((a, b))
         if found is not None and found.decision != verdict.UNDECIDED:
             continue
+        count = len(measured.times[a])
         if found is None:
-            count = len(measured.times[a])
             alpha = min(levels.values())
             if count >= 2:  # the evidence so far, for the report: never a decision
                 found = verdict.judge(measured.times[a], measured.times[b], session.factor, alpha, session.quieter)
@@ -95,16 +158,20 @@ def _out_of_time(session: fresh.Session, measured: Measured, pairs: list[Pair], 
             why_here = f"{count} processes a side, fewer than the first look's {min(levels)}; {why}"
         else:
             why_here = f"{found.reason.removeprefix(verdict.UNDECIDED + ': ')}; {why}"
+        need = needed(found, count, levels.get(following, min(levels.values())), session.factor)
+        if count >= 2 and math.isfinite(need):
+            why_here += f" (about {need:.0f} rounds in all would decide)"
         measured.verdicts[(a, b)] = dataclasses.replace(found, decision=verdict.UNDECIDED,
                                                         reason=f"{verdict.UNDECIDED}: {why_here}")
     return measured
 
 
 def _left(measured: Measured, following: int | None, count: int, session: fresh.Session, elapsed: float,
-          finished: bool) -> str:
+          finished: bool, last: int) -> str:
     """What is left after ``count`` rounds, for a user watching a slow machine: the next look and the budget, in rounds
-    and in seconds at this run's own pace so far (the first round's installs included, so rather more than less)."""
-    most, pace = session.max_rounds, elapsed / count
+    and in seconds at this run's own pace so far (the first round's installs included, so rather more than less); past
+    --max-rounds, up to the ``last`` extra look."""
+    most, pace = (session.max_rounds if count < session.max_rounds else last), elapsed / count
     decided = sum(v.decision != verdict.UNDECIDED for v in measured.verdicts.values())
     judged = f"{decided} of {len(measured.verdicts)} decided, " if measured.verdicts else ""
     if finished:
@@ -134,6 +201,7 @@ def check(args: fresh.Options) -> None:
     the timeline, the machine file and .asv/fresh stay as they were."""
     if args.min_rounds > args.max_rounds:
         raise fresh.FreshError(f"--min-rounds {args.min_rounds} is more than --max-rounds {args.max_rounds}")
+    fresh.round_process(None, dict(os.environ))  # a bad MPSBENCH_ROUND_PROCESS: refused before anything is measured
     suite = asvconf.load((args.suite_root or asvconf.ROOT) / asvconf.CONFIG)
     benchmarks = preselect.discover(suite.benchmarks)
     found = asv.matching(preselect.names(benchmarks), [args.bench])

@@ -37,6 +37,13 @@ SAMPLES = 10
 # its fastest sample is a step the scheduler spared: with 20 steps a sample a loaded machine spared almost none and a
 # 1.24x change drowned (docs/explanation/the-rule.md, "A cpu row's samples"). A slow step (a second or more) still takes 10.
 CPU_REPEAT = (SAMPLES, 200, 1.0)
+# How a round's fresh process is made, per device (docs/explanation/loop.md, the A/A tables in docs/evidence/loop.md):
+# forked from one warm parent per build where its A/A matched fresh interpreters' (cuda); spawned where forking changed
+# what a row measures (the loaded cpu: identical builds 14-37% apart) or is unsafe (mps: a process that loaded Metal
+# must not fork), and wherever the platform has no fork.
+FORKED_DEVICES = frozenset({"cuda"})
+# fork or spawn for every device: for measuring the choice itself (an A/A per way), not for everyday use
+ROUND_PROCESS = "MPSBENCH_ROUND_PROCESS"
 
 
 class FreshError(errors.UserError):
@@ -113,6 +120,7 @@ class Session:
         self.combination = ""
         self._servers: dict[str, servers.Server] = {}  # by build name: started once per command (rounds)
         self.cpu_row = False  # check_bench tells: sampled one step at a time, its next process not started ahead
+        self.mode = servers.SPAWN  # check_bench tells: how each round's process is made (round_process)
         self.samples: dict[str, int] = {}  # by build name: the samples this pass's processes took (rounds)
         self._reader = timeline.Reader(self.timeline)
         self.scratch = Path(tempfile.mkdtemp(prefix="mpsbench-fresh-"))
@@ -188,13 +196,16 @@ class Session:
         # process ahead only for a GPU row (tests/test_servers.py's real cpu row on a loaded machine: each process's fastest
         # sample 5.5-13.1 ms with the next process started ahead, 5.5-6.1 ms without).
         names = list(found[self.key].get("param_names", []))
-        self.cpu_row = "device" in names and values[names.index("device")] == "'cpu'"
+        device = values[names.index("device")].strip("'") if "device" in names else None
+        self.cpu_row = device == "cpu"
+        self.mode = round_process(device, self.env)
         if self.cpu_row:
             self.env[settings.SINGLE_STEPS] = "1"
         return self.combination
 
-    def rounds(self, builds: list[Named]) -> Generator[dict[str, list[float]], None, None]:
-        """Up to ``max_rounds`` rounds of one process per build; after each, every build's process times so far.
+    def rounds(self, builds: list[Named], most: int | None = None) -> Generator[dict[str, list[float]], None, None]:
+        """Up to ``most`` rounds (``max_rounds`` unless given: compare's extra looks go past it) of one process per
+        build; after each, every build's process times so far.
 
         A process time is its fastest sample (SAMPLES of them; CPU_REPEAT for a cpu row: asv's ``-a repeat``). Round r
         of every build runs before round r+1 of any, in asv's order (reversed every other round), so drift hits all
@@ -207,10 +218,11 @@ class Session:
             running = self._servers_of(builds)
             times: dict[str, list[float]] = {build.name: [] for build in builds}
             self.samples = {build.name: 0 for build in builds}
-            for number in range(1, self.max_rounds + 1):
+            last = most or self.max_rounds
+            for number in range(1, last + 1):
                 order = list(zip(builds, running))
                 for build, server in order if number % 2 else order[::-1]:  # as asv: A B, B A, ...
-                    said = server.round(number, params, ahead=not self.cpu_row and number < self.max_rounds)
+                    said = server.round(number, params, ahead=not self.cpu_row and number < last)
                     times[build.name].append(self._fastest(build, server, said, number))
                 yield {name: list(values) for name, values in times.items()}
         except servers.ServerError as exc:
@@ -224,7 +236,7 @@ class Session:
         new = []
         for build in (build for build in builds if build.name not in self._servers):
             placed = servers.place(python, self._reader.build(build.commit), self.root / "src", self.scratch, self.env)
-            new.append(servers.Server(python, placed, self.benchmarks, benchmark_id, self.env, self.scratch))
+            new.append(servers.Server(python, placed, self.benchmarks, benchmark_id, self.env, self.scratch, self.mode))
             self._servers[build.name] = new[-1]
         for server in new:  # every new build's first process at once: their imports overlap
             server.start()
@@ -242,6 +254,19 @@ class Session:
                              f" {server.tail()}")
         self.samples[build.name] += len(samples)
         return min(float(sample) for sample in samples)
+
+
+def round_process(device: str | None, env: dict[str, str]) -> str:
+    """servers.FORK or servers.SPAWN for a row on ``device`` (None: a row without one), ROUND_PROCESS overriding."""
+    asked = env.get(ROUND_PROCESS, "")
+    if asked and asked not in (servers.FORK, servers.SPAWN):
+        raise FreshError(f"{ROUND_PROCESS}={asked!r}: give {servers.FORK} or {servers.SPAWN}, or leave it unset")
+    if not hasattr(os, "fork") or sys.platform == "darwin":
+        if asked == servers.FORK:
+            raise FreshError(f"{ROUND_PROCESS}=fork: this platform ({sys.platform}) runs every round spawned; leave"
+                             f" it unset or give {servers.SPAWN}")
+        return servers.SPAWN
+    return asked or (servers.FORK if device in FORKED_DEVICES else servers.SPAWN)
 
 
 def one_combination(bench: str, found: list[str], hint: str) -> None:

@@ -2,8 +2,10 @@
 asked of one server at a time, every server stopped on every way out.
 
 A server is the asv environment's python with the build's own sys.path entries (install_build.py ``paths``, the answer
-its .pth switch writes) in PYTHONPATH. Every round is a fresh process on every platform, as asv's own are
-(docs/evidence/gpu-bisect.md); the next one starts as a round ends, so that its imports overlap the other builds' rounds.
+its .pth switch writes) in PYTHONPATH. Every round is a fresh process, in one of two ways (serve_build.py's MODE, chosen
+per device by fresh.py): ``spawn``, a new interpreter a round, the next one started as a round ends so that its imports
+overlap the other builds' rounds; ``fork``, one warm parent per build for the whole command, which forks a child a round
+(docs/explanation/loop.md).
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from mpsbench.regressions import serve_build
 SCRIPT = Path(__file__).with_name("serve_build.py")
 INSTALLER = Path(install_build.__file__)
 TIMED_OUT = serve_build.TIMED_OUT
+SPAWN, FORK = serve_build.SPAWN, serve_build.FORK
 
 
 class ServerError(errors.UserError):
@@ -56,9 +59,9 @@ class Server:
     """One build's server: :meth:`start` (imports begin), :meth:`ready`, then :meth:`round` after round, :meth:`stop`."""
 
     def __init__(self, python: Path, placed: Placed, benchmark_dir: Path, benchmark_id: str, env: dict[str, str],
-                 scratch: Path) -> None:
-        self.placed, self.scratch = placed, scratch
-        self.command = [str(python), "-S", str(SCRIPT), str(benchmark_dir), benchmark_id, placed.torch_dir]
+                 scratch: Path, mode: str = SPAWN) -> None:
+        self.placed, self.scratch, self.mode = placed, scratch, mode
+        self.command = [str(python), "-S", str(SCRIPT), str(benchmark_dir), benchmark_id, placed.torch_dir, mode]
         # asv hands a benchmark PYTHONPATH empty (ASV_PYTHONPATH aside): here it holds exactly the build's entries
         self.env = {**env, **placed.env, "PYTHONPATH": os.pathsep.join(placed.paths)}
         self.log = scratch / f"server-{placed.build.replace('@', '-')}.log"
@@ -93,8 +96,9 @@ class Server:
         return said
 
     def round(self, number: int, params: dict[str, Any], ahead: bool = True) -> dict[str, Any]:
-        """Round ``number`` with asv's ``-a`` attributes ``params`` in the process started ahead (or now); with ``ahead``
-        the next round's process starts as this one ends. The server's reply: rc and asv_runner's result."""
+        """Round ``number`` with asv's ``-a`` attributes ``params``: spawned, in the process started ahead (or now), and
+        with ``ahead`` the next round's process starts as this one ends; forked, in a child of the warm parent, which
+        stays. The server's reply: rc and asv_runner's result."""
         if self.process is None:
             self.start()
         if not self.is_ready:
@@ -107,9 +111,10 @@ class Server:
         except BrokenPipeError:
             raise ServerError(f"the server of {self.placed.build} ended before round {number}: {self.tail()}") from None
         said = self._reply(f"round {number} ended")
-        self.stop()
-        if ahead:
-            self.start()
+        if self.mode == SPAWN:
+            self.stop()
+            if ahead:
+                self.start()
         return said
 
     def tail(self, lines: int = 3) -> str:
