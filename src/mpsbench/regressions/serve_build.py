@@ -1,10 +1,11 @@
 """A build server: the asv environment's python with ONE build on sys.path, running one round of one combination.
 
-compare and bisect (servers.py) start one per build. It imports torch and the benchmark's module, then runs a round
-through asv_runner's own code (the steps of its ``run._run``), so a sample is timed by asv's own timer, exactly as
-``asv run`` times it, without asv's CLI, discovery and environment switch (docs/explanation/the-rule.md, "How they measure"). It runs
-inside the asv environment under every supported torch with the standard library and asv_runner only, as ``python
--S``: site-packages is added without install_build's .pth (the build asv switched in last), so the only build on
+compare and bisect (servers.py) start one per build. It imports torch and the benchmark's module,
+then runs a round through asv_runner's own code (the steps of its ``run._run``), so a sample is timed
+by asv's own timer, exactly as ``asv run`` times it, without asv's CLI, discovery and environment
+switch (docs/explanation/the-rule.md, "How they measure"). It runs inside the asv environment under
+every supported torch with the standard library and asv_runner only, as ``python -S``: site-packages
+is added without install_build's .pth (the build asv switched in last), so the only build on
 sys.path is the one PYTHONPATH names.
 
     python -S serve_build.py BENCHMARK_DIR BENCHMARK_ID TORCH_DIR MODE REPLY_FD PARENT_PID
