@@ -34,6 +34,7 @@ ROUNDS = 2  # processes per build: A B, B A cancels drift between the first and 
 CALLS = 5  # profiled calls per process
 TOP = 12  # rows shown; every row counts in the sums
 SHAPES_SHOWN = 3  # input shapes listed under an op whose shapes differ
+NAME_SHOWN = 90  # characters of an op's or kernel's name in the table
 PROCESS_TIMEOUT = 1800.0  # a hang guard of a benchmark's own size (the model rows' asv timeout)
 EXIT_STATUSES = """exit status:
   0  the table was printed (whatever it shows: explain judges nothing; compare does)
@@ -82,7 +83,7 @@ class Side:
     torch: str
     device: str
     basis: str  # "device" (kernel times) or "cpu"
-    step: float  # seconds per step without the profiler: each process's median step, the fastest process's
+    step: float  # seconds per step without the profiler: each process's fastest call, the fastest process's
     profiled_step: float  # the same under the profiler
     processes: int
     ops: dict[str, Op]
@@ -187,28 +188,39 @@ def _table(found: list[Row], a: Side, b: Side, top: int, what: str) -> list[str]
     lines: list[list[str]] = [header]
     for row in found[:top]:
         before, after = row.before, row.after
-        lines.append([row.name,
-                      _calls(before.calls) if before else "-", _calls(after.calls) if after else "-",
-                      _us(before.seconds / before.calls) if before and before.calls else "-",
-                      _us(after.seconds / after.calls) if after and after.calls else "-",
+        # the time outside any op has no calls of its own (its row is one a profiled call of the timed method)
+        counted = row.name != profile_step.OUTSIDE_OPS
+        lines.append([_short(row.name),
+                      _calls(before.calls) if before and counted else "-",
+                      _calls(after.calls) if after and counted else "-",
+                      _us(before.seconds / before.calls) if before and before.calls and counted else "-",
+                      _us(after.seconds / after.calls) if after and after.calls and counted else "-",
                       _ms(before.seconds) if before else "-", _ms(after.seconds) if after else "-",
                       f"{row.change * 1e3:+.3f}", f"{100 * after.seconds / b.step:.1f}" if after else "-"])
     shown = [text.table(lines)]
     for row in found[:top]:
-        shown += [f"  {row.name} shapes: {said}" for said in _shapes(row)]
+        shown += [f"  {_short(row.name)} shapes: {said}" for said in _shapes(row)]
     rest = found[top:]
     if rest:
         shown.append(f"  ... {len(rest)} more {what}s: {sum(row.change for row in rest) * 1e3:+.3f} ms/step together")
     return shown
 
 
+def _short(name: str) -> str:
+    """A kernel's name as the table shows it: its start (a template's arguments run to hundreds of characters;
+    the saved numbers keep the whole name)."""
+    return name if len(name) <= NAME_SHOWN else name[:NAME_SHOWN - 3] + "..."
+
+
 def _shapes(row: Row) -> list[str]:
-    """The input shapes whose calls per step differ between the builds, the largest difference first."""
+    """The input shapes whose calls per step differ between the builds, the largest difference first (a kernel,
+    whose shapes the profiler does not record, has none: its calls are in the table)."""
     before = row.before.shapes if row.before else {}
     after = row.after.shapes if row.after else {}
     changed = sorted(((after.get(s, 0.0) - before.get(s, 0.0), s) for s in before.keys() | after.keys()
-                      if abs(after.get(s, 0.0) - before.get(s, 0.0)) > 1e-9), key=lambda found: (-abs(found[0]), found[1]))
-    return [f"{shape or '(none recorded)'} {_calls(before.get(shape, 0.0))} -> {_calls(after.get(shape, 0.0))} a step"
+                      if s and abs(after.get(s, 0.0) - before.get(s, 0.0)) > 1e-9),
+                     key=lambda found: (-abs(found[0]), found[1]))
+    return [f"{shape} {_calls(before.get(shape, 0.0))} -> {_calls(after.get(shape, 0.0))} a step"
             for _, shape in changed[:SHAPES_SHOWN]]
 
 
