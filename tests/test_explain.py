@@ -1,16 +1,15 @@
 """`mpsbench explain`: the op that got slower inside a combination's step, named by torch.profiler.
 
 The slow tests run the real command (real asv discovery, real processes, the real torch.profiler) over
-stand-in builds made the way tools/h100/loop.sh makes them: site-packages folders of links to this
-environment's torch, one with torch's own ``nn.Linear.forward`` patched as scripts/make-slowed-wheels
-patches it (an extra product over the whole batch while training), one with ``F.layer_norm`` normalizing
-twice. The others test the table's arithmetic and the profiler's plan under stand-in torch modules (cuda
-and mps are absent here).
+stand-in builds made the way the GPU trials make them (docs/evidence/gpu-bisect.md): site-packages
+folders of links to this environment's torch, one with torch's own ``nn.Linear.forward`` patched as
+scripts/make_slowed_wheels.py patches it (an extra product over the whole batch while training), one
+with ``F.layer_norm`` normalizing twice. The others test the table's arithmetic and the profiler's plan
+under stand-in torch modules (cuda and mps are absent here).
 """
 
 from __future__ import annotations
 
-import importlib.machinery
 import importlib.util
 import json
 import os
@@ -27,7 +26,8 @@ from tests import asvresults
 
 from mpsbench.builds import manifest as mf
 from mpsbench.builds import resolve, timeline
-from mpsbench.regressions import explain, profile_step
+from mpsbench.context import Suite
+from mpsbench.regressions import alerts, explain, profile_step, rule
 from mpsbench.site import regressions_page
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -67,13 +67,12 @@ LAYER_NORM = ("    return torch.layer_norm(\n"
 
 
 def _slowed_wheels() -> types.ModuleType:
-    """scripts/make-slowed-wheels, the project's own slowed-wheel tooling, as a module."""
-    loader = importlib.machinery.SourceFileLoader("make_slowed_wheels", str(ROOT / "scripts" / "make-slowed-wheels"))
-    spec = importlib.util.spec_from_loader(loader.name, loader)
-    assert spec is not None
+    """scripts/make_slowed_wheels.py, the project's own slowed-wheel tooling, as a module."""
+    spec = importlib.util.spec_from_file_location("make_slowed_wheels", ROOT / "scripts" / "make_slowed_wheels.py")
+    assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
-    sys.modules[loader.name] = module  # its dataclasses look their module up
-    loader.exec_module(module)
+    sys.modules[spec.name] = module  # its dataclasses look their module up
+    spec.loader.exec_module(module)
     return module
 
 
@@ -362,3 +361,33 @@ def test_the_site_links_a_kept_regression_to_the_table_bisect_kept(tmp_path):
     assert (html / "explain" / kept.name).read_text() == "explain ...: aten::addmm\n"
     found = {r.new_commit: r.explain for r in regressions_page.latest(html, timeline.Reader(None))}
     assert found == {new: f"explain/{kept.name}", other: ""}
+
+
+@pytest.mark.parametrize("status", [rule.Decision.SLOWER.exit_status, rule.Decision.UNCHANGED.exit_status])
+def test_a_confirmed_alert_is_explained_and_its_table_kept_for_the_site(tmp_path, monkeypatch, status):
+    """alerts' compare: a fresh compare that says slower is followed by explain --keep on the same builds."""
+    ran = []
+
+    def run(command, check):
+        ran.append(command[3:])
+        return subprocess.CompletedProcess(command, status if command[3] == "compare" else 0)
+
+    monkeypatch.setattr(alerts.subprocess, "run", run)
+    compare = alerts.compare_command(Suite(tmp_path / "asv.conf.json", tmp_path / "m.json", tmp_path / "t"), "m1")
+    assert compare("a" * 40, "b" * 40, "^x$") == status
+    files = ["--manifest", str(tmp_path / "m.json"), "--timeline", str(tmp_path / "t"), "--machine", "m1"]
+    explained = [["explain", "a" * 40, "b" * 40, "-b", "^x$", *files, "--keep"]]
+    assert ran == [["compare", "a" * 40, "b" * 40, "-b", "^x$", *files],
+                   *(explained if status == rule.Decision.SLOWER.exit_status else [])]
+
+
+def test_explain_keep_stores_the_table_where_the_site_finds_it(tmp_path):
+    suite = tmp_path / "suite"
+    suite.mkdir()
+    shutil.copy(ROOT / "asv.conf.json", suite / "asv.conf.json")
+    side = explain.side("exam@a", [_process([("aten::add", "", 2, 400.0)], call_ms=1.0)])
+    found = explain.Explained("Step.time_step()", side, side, [], [], commits=("1" * 40, "2" * 40))
+    path = explain.keep(found, explain.Options("x", tmp_path / "m.json", tmp_path / "t", suite_root=suite))
+    assert path == suite / ".asv" / "explain" / explain.stored_name("Step.time_step()", "1" * 40, "2" * 40)
+    assert path.read_text().startswith("explain Step.time_step()") and json.loads(
+        path.with_name(path.name + ".json").read_text())["commits"] == ["1" * 40, "2" * 40]

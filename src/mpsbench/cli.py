@@ -525,7 +525,7 @@ def _explaining(args: argparse.Namespace) -> explain.Options:
     """explain's options from its own command line, or from bisect's (its defaults where bisect has none)."""
     return explain.Options(args.bench, args.manifest, args.timeline, args.machine, args.log, args.threads,
                            args.suite_root, getattr(args, "rounds", explain.ROUNDS), getattr(args, "calls", explain.CALLS),
-                           getattr(args, "top", explain.TOP), getattr(args, "save", None))
+                           getattr(args, "top", explain.TOP), getattr(args, "save", None), getattr(args, "keep", False))
 
 
 def _explain_parser(commands: Any) -> None:
@@ -545,6 +545,8 @@ def _explain_parser(commands: Any) -> None:
                             help=f"rows shown (default {explain.TOP}); every row counts in the sums")
     explaining.add_argument("--save", type=_new_file, metavar="FILE",
                             help="also write the table to FILE and its numbers to FILE.json")
+    explaining.add_argument("--keep", action="store_true", help="also keep the table beside the results (explain/),"
+                            " where the published site links the regression it explains, as bisect keeps its own")
     explaining.add_argument("--machine", type=MACHINE_NAME, help="asv machine name (default: mpsbench machine's)")
     explaining.add_argument("--manifest", type=Path, default=history.MANIFEST, help=f"default {history.MANIFEST}")
     explaining.add_argument("--timeline", type=Path, default=history.TIMELINE, help=f"default {history.TIMELINE}")

@@ -57,6 +57,7 @@ class Options:
     calls: int = CALLS
     top: int = TOP
     save: Path | None = None  # the table (text) here, its numbers beside it as JSON
+    keep: bool = False  # also keep it beside the results for the site (:func:`keep`), as bisect does
 
     def measuring(self) -> fresh.Options:
         """The options of the fresh session explain runs in (its rounds are explain's own)."""
@@ -325,6 +326,8 @@ def run(a_ref: str, b_ref: str, options: Options) -> int:
     print(format_explained(found, options.top))
     if options.save is not None:
         save(found, options.save, options.top)
+    if options.keep:
+        print(f"the table is kept for the site in {keep(found, options)}")
     sys.stdout.flush()
     return 0
 
@@ -351,10 +354,16 @@ def after_bisect(before: str, first: str, options: Options, bisected: float) -> 
         print(f"explain could not run: {exc}")
         return None
     print(format_explained(found, options.top))
+    path = keep(found, options)
+    print(f"timed apart: the bisection {bisected:.0f} s, explain {found.seconds:.0f} s; the table is kept in {path}")
+    return path
+
+
+def keep(found: Explained, options: Options) -> Path:
+    """The table kept beside the suite's results (:func:`stored`), named for the site (:func:`stored_name`)."""
     root = options.suite_root or asvconf.ROOT
     folder = stored(asvconf.load(root / asvconf.CONFIG).results)
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / stored_name(found.combination, *found.commits)
     save(found, path, options.top)
-    print(f"timed apart: the bisection {bisected:.0f} s, explain {found.seconds:.0f} s; the table is kept in {path}")
     return path
