@@ -10,6 +10,7 @@ import argparse
 import functools
 import os
 import sys
+import time
 from collections.abc import Callable, Sequence
 from datetime import datetime
 from pathlib import Path
@@ -23,7 +24,7 @@ from mpsbench.core import asv, asvconf, errors, progress, settings, text
 from mpsbench.core.errors import UserError
 from mpsbench.fleet import doctor, nightly
 from mpsbench.measure import devices, models, preselect
-from mpsbench.regressions import alerts, bisection, compare, fresh, nightlies, rank_ops, rule, verdict
+from mpsbench.regressions import alerts, bisection, compare, explain, fresh, nightlies, rank_ops, rule, verdict
 from mpsbench.results import merge, record
 from mpsbench.site import publish, report
 
@@ -282,7 +283,12 @@ def cmd_compare(args: argparse.Namespace) -> int:
 
 def cmd_bisect(args: argparse.Namespace) -> int:
     measuring = fresh_options(args, args.manifest, args.timeline, args.machine, args.suite_root)
-    return bisection.outcome(bisection.bisect(args.good, args.bad, measuring, _adding(args)))
+    started = time.monotonic()
+    found = bisection.bisect(args.good, args.bad, measuring, _adding(args))
+    status = bisection.outcome(found)
+    if isinstance(found, bisection.Found) and not args.no_explain:  # explain's own block, below
+        explain.after_bisect(found.before, found.first, _explaining(args), time.monotonic() - started)
+    return status
 
 
 def cmd_report(args: argparse.Namespace) -> None:
@@ -510,6 +516,49 @@ def _fresh_parsers(commands: Any) -> None:
     fresh_arguments(bisecting)
 
 
+# --- explain: the ops inside a combination's step that changed between two builds ---------------------------------
+def cmd_explain(args: argparse.Namespace) -> int:
+    return explain.run(args.a, args.b, _explaining(args))
+
+
+def _explaining(args: argparse.Namespace) -> explain.Options:
+    """explain's options from its own command line, or from bisect's (its defaults where bisect has none)."""
+    return explain.Options(args.bench, args.manifest, args.timeline, args.machine, args.log, args.threads,
+                           args.suite_root, getattr(args, "rounds", explain.ROUNDS), getattr(args, "calls", explain.CALLS),
+                           getattr(args, "top", explain.TOP), getattr(args, "save", None), getattr(args, "keep", False))
+
+
+def _explain_parser(commands: Any) -> None:
+    """``mpsbench explain A B -b ROW``: its first line and exit statuses as compare's are shown."""
+    explaining = _command(commands, "explain", "which ops in one combination's step changed from build A to B:"
+                          " torch.profiler in fresh, interleaved processes", cmd_explain,
+                          description=explain.__doc__.splitlines()[0], epilog=explain.EXIT_STATUSES,
+                          formatter_class=argparse.RawDescriptionHelpFormatter)
+    explaining.add_argument("a", help="the reference build: CHANNEL@ID, a timeline hash (prefix) or a tag")
+    explaining.add_argument("b", help="the build to explain, named the same ways")
+    explaining.add_argument("-b", "--bench", required=True, help="a regex naming ONE benchmark combination, as asv -b")
+    explaining.add_argument("--rounds", type=text.number(int, 1, "--rounds", 50), default=explain.ROUNDS,
+                            help=f"fresh processes per build, interleaved (default {explain.ROUNDS})")
+    explaining.add_argument("--calls", type=text.number(int, 1, "--calls", 1000), default=explain.CALLS,
+                            help=f"profiled calls of the timed method per process (default {explain.CALLS})")
+    explaining.add_argument("--top", type=text.number(int, 1, "--top"), default=explain.TOP,
+                            help=f"rows shown (default {explain.TOP}); every row counts in the sums")
+    explaining.add_argument("--save", type=_new_file, metavar="FILE",
+                            help="also write the table to FILE and its numbers to FILE.json")
+    explaining.add_argument("--keep", action="store_true", help="also keep the table beside the results (explain/),"
+                            " where the published site links the regression it explains, as bisect keeps its own")
+    explaining.add_argument("--machine", type=MACHINE_NAME, help="asv machine name (default: mpsbench machine's)")
+    explaining.add_argument("--manifest", type=Path, default=history.MANIFEST, help=f"default {history.MANIFEST}")
+    explaining.add_argument("--timeline", type=Path, default=history.TIMELINE, help=f"default {history.TIMELINE}")
+    explaining.add_argument("--suite-root", type=Path, default=None, help=argparse.SUPPRESS)  # tests: a stand-in suite
+    explaining.add_argument("--log", type=Path, help="append asv's and the processes' own output here")
+    explaining.add_argument("--threads", type=text.number(int, 1, "--threads"), metavar="N",
+                            help="torch's cpu threads in both builds' processes (OMP_NUM_THREADS); default: torch's own")
+    bisecting = commands.choices["bisect"]  # bisect ends with explain's table unless told not to
+    bisecting.add_argument("--no-explain", action="store_true", help="leave out the table of the ops that changed"
+                           " in the first bad build (mpsbench explain), which otherwise ends the bisection")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = OneLineParser(prog="mpsbench",
                            description="PyTorch training and inference benchmarks for mps, cuda and cpu (asv suite helpers).")
@@ -583,6 +632,7 @@ def build_parser() -> argparse.ArgumentParser:
         " regressions_thresholds regexes are matched against it, and a name none matches gets asv's default, as asv"
         " continuous would")
     _fresh_parsers(commands)
+    _explain_parser(commands)
 
     reporting = command("report", "figures and a summary from an asv results directory", cmd_report)
     reporting.add_argument("results_dir", type=Path, help="asv's results directory (results_dir in asv.conf.json)")

@@ -135,14 +135,20 @@ def find(suite: Suite, options: Options) -> list[Alert]:
 
 def compare_command(suite: Suite, machine: str | None = None) -> Compare:
     """``mpsbench compare OLD NEW -b BENCH`` run as a command, on the same suite and machine: the alert needs none of
-    compare's code, and a test can put a stand-in here."""
+    compare's code, and a test can put a stand-in here. A confirmed alert is then explained (``mpsbench explain
+    --keep``): its table is printed and kept where the published site links it."""
     def run_compare(old: str, new: str, benchmark: str) -> int:
         arguments = ["compare", old, new, "-b", benchmark, "--manifest", str(suite.manifest_path),
                      "--timeline", str(suite.timeline_path)]
         arguments += ["--machine", machine] if machine else []
         print(f"mpsbench alert: confirming: mpsbench {' '.join(arguments)}", flush=True)
         # this interpreter runs the module: the console script need not sit beside it (pip --user, --target, conda)
-        return subprocess.run([sys.executable, "-m", "mpsbench.cli", *arguments], check=False).returncode
+        status = subprocess.run([sys.executable, "-m", "mpsbench.cli", *arguments], check=False).returncode
+        if status == rule.Decision.SLOWER.exit_status:  # confirmed: the ops that changed, kept for the site
+            explaining = ["explain", *arguments[1:], "--keep"]
+            print(f"mpsbench alert: explaining: mpsbench {' '.join(explaining)}", flush=True)
+            subprocess.run([sys.executable, "-m", "mpsbench.cli", *explaining], check=False)  # its table, or its line
+        return status
 
     return run_compare
 

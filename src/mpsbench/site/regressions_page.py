@@ -9,6 +9,7 @@ import itertools
 import json
 import math
 import re
+import shutil
 import urllib.parse
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass
@@ -17,13 +18,14 @@ from typing import Any
 
 from mpsbench.builds.timeline import Reader
 from mpsbench.core.errors import UserError
-from mpsbench.regressions import rule
+from mpsbench.regressions import explain, rule
 from mpsbench.results import recorded
 
 JUDGED = "regressions-judged.json"
 FeedKey = tuple[str, str | None, str]  # a feed entry's row, machine (None where its link names none) and commits
 ATOM = "http://www.w3.org/2005/Atom"
 LATEST = 20  # the regressions the figures page lists
+EXPLAINED = "explain"  # the site's folder of the tables of the ops that changed (mpsbench explain)
 
 
 def graph_param(graph_path: str, key: str) -> str | None:
@@ -97,6 +99,8 @@ def judge_site(html: Path, results_dir: Path, thresholds: dict[str, float], time
                 "verdict": verdict.label, "reason": verdict.reason, "threshold": verdict.threshold,
                 "regressed": verdict.regressed, "graph": graph_url(index, name, machine, idx, old, new),
             })
+            if verdict.regressed and old:  # bisect's table of the ops that changed, where it kept one
+                judged[-1]["explain"] = _publish_table(html, results_dir, name, old, new)
             if verdict.regressed:
                 # a one-commit jump becomes the range from the build before: asv's page then links the
                 # range (a PyTorch compare, pytorch_links.py) where it linked the new build alone
@@ -125,16 +129,30 @@ class Regression:
     revision: int
     graph: str = ""  # the row's graph, relative to the site's root
     kind: str = "slower"  # or the correctness kinds: wrong result, nondeterministic (the judged verdict)
+    explain: str = ""  # the table of the ops that changed (mpsbench explain), relative to the site's root
 
     @property
     def ratio(self) -> float:
         return self.after / self.before if self.before else math.inf
 
 
+def _publish_table(html: Path, results_dir: Path, name: str, old: str, new: str) -> str:
+    """The table ``mpsbench explain`` kept for this jump (bisect's last part), copied into the site; its link
+    relative to the site's root, or "" where none was kept."""
+    table = explain.stored(results_dir) / explain.stored_name(name, old, new)
+    if not table.is_file():
+        return ""
+    (html / EXPLAINED).mkdir(exist_ok=True)
+    shutil.copyfile(table, html / EXPLAINED / table.name)
+    return f"{EXPLAINED}/{table.name}"
+
+
 def latest(html: Path, timeline: Reader) -> list[Regression]:
     """The newest jumps of the published regressions.json, newest first."""
     detected, index, revision_to_hash = _published(html)
-    kinds = {(j["benchmark"], j["machine"] or "", j["new"]): j["verdict"] for j in _judged(html) if j.get("regressed")}
+    regressed = [j for j in _judged(html) if j.get("regressed")]
+    kinds = {(j["benchmark"], j["machine"] or "", j["new"]): j["verdict"] for j in regressed}
+    tables = {(j["benchmark"], j["machine"] or "", j["new"]): j.get("explain", "") for j in regressed}
     found = []
     for name, graph_path, _graph_params, index_of_params, _last, _best, jumps in detected:
         machine = graph_param(graph_path, "machine") or ""
@@ -142,7 +160,7 @@ def latest(html: Path, timeline: Reader) -> list[Regression]:
             old, new = _jump_builds(revision_to_hash, timeline, old_revision, new_revision)
             found.append(Regression(name, machine, old, new, float(before), float(after), int(new_revision),
                                     graph_url(index, name, machine, index_of_params, old, new),
-                                    kinds.get((name, machine, new), "slower")))
+                                    kinds.get((name, machine, new), "slower"), tables.get((name, machine, new), "")))
     found.sort(key=lambda r: (-r.revision, -r.ratio, r.benchmark))
     return found[:LATEST]
 
