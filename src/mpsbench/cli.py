@@ -470,9 +470,9 @@ def fresh_arguments(parser: argparse.ArgumentParser, files: bool = True, bisecti
     """What compare and bisect share, and bisect's --nightlies; the fleet's bisect step sets the files itself."""
     parser.add_argument("-b", "--bench", required=True, help="a regex naming ONE benchmark combination, as asv -b")
     rounds = text.number(int, verdict.FEWEST, "rounds", compare.MOST_ROUNDS)
-    parser.add_argument("--min-rounds", type=rounds, default=verdict.MIN_ROUNDS, help="processes per build before judging")
+    parser.add_argument("--min-rounds", type=rounds, default=verdict.MIN_ROUNDS, help="processes per build before the first planned look (early looks at 2 .. N-1 when N <= 5)")
     parser.add_argument("--max-rounds", type=rounds, default=verdict.MAX_ROUNDS,
-                        help="the sample budget: processes per build at most")
+                        help="the rounds planned: with time budget left, an undecided pair goes on, up to 3x this")
     parser.add_argument("--time-budget", type=text.number(float, 1, "--time-budget", 24 * 60), metavar="MINUTES",
                         default=fresh.TIME_BUDGET_MINUTES,
                         help="the whole command's wall-clock budget: a look it cannot reach in time is not started, and"
