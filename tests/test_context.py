@@ -41,12 +41,23 @@ def test_the_main_command_parses_asv_conf_json_and_the_manifest_once(suite_copy,
     # asv's own processes stand in: the run measures nothing here, and publish sees what the pipeline hands it
     monkeypatch.setattr(asv, "supervise", lambda command, cwd, env, tick, every=1.0, output=None: ran.append(command) or 0)
     monkeypatch.setattr(bench.publish, "publish", lambda suite: published.append(suite))
+    # as if a value were recorded: publish is reached (with none, bench says there is no site yet)
+    monkeypatch.setattr(bench.publish, "measured_builds", lambda results: {"a build"})
     assert cli.main(["bench", "-b", r"Training\.time_step\('cpu', 'mlp', 8\)", "release^!"]) == 0
     assert parsed == {"asv.conf.json": 1, "manifest": 1}
     assert len(ran) == 1 and ran[0][-1].startswith("HASHFILE:")  # one asv run, over the one build
     assert published[0].conf.results == suite_copy / ".asv" / "results"
     out = capsys.readouterr().out
     assert out.startswith("torch ") and "timeline written to .asv/timeline" in out
+
+
+def test_a_run_that_recorded_nothing_publishes_nothing_and_says_so(suite_copy, monkeypatch, capsys):
+    published = []
+    monkeypatch.setattr(asv, "supervise", lambda command, cwd, env, tick, every=1.0, output=None: 0)
+    monkeypatch.setattr(bench.publish, "publish", lambda suite: published.append(suite))
+    assert cli.main(["bench", "-b", r"Training\.time_step\('cpu', 'mlp', 8\)", "release^!"]) == 0
+    assert published == []
+    assert "yet: no site to publish" in capsys.readouterr().err
 
 
 def test_the_default_runs_hashfiles_lie_beside_the_timeline_not_in_a_fixed_folder(suite_copy, monkeypatch):
