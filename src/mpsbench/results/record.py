@@ -58,7 +58,7 @@ def recorded_names(results: Path, machine: str, commit: str, environment: str = 
 
 
 def asv_log(results: Path) -> Path:
-    """Where a record run's asv writes its own lines (beside the results folder, which asv reads)."""
+    """Where a record run's asv writes its lines (beside the results folder, which asv reads)."""
     return results.parent / f"{results.name}-asv.log"
 
 
@@ -176,7 +176,7 @@ def select(conf: AsvConf, bench: Sequence[str]) -> Selection:
 def record(conf: AsvConf, machine: str, asv_args: Sequence[str], remeasure: bool = False,
            facts: watch.Builds | None = None, after: Callable[[watch.Step, bool], None] | None = None,
            selection: Selection | None = None) -> int:
-    """Run what is missing (all selected, with ``remeasure``) and merge it in: 0 or BENCHMARKS_FAILED.
+    """Run what is missing (all, with ``remeasure``) and merge it in: 0 or BENCHMARKS_FAILED.
 
     One asv run per build step, newest first; each value merged as soon as measured; a build that
     does not fit on the disk is skipped. Ctrl-C or SIGTERM ends the run's processes, merges what was
@@ -250,7 +250,7 @@ def _measure(
     again: Sequence[str] = (),
 ) -> tuple[int, list[held.Held]]:
     """One asv run of ``names`` on one build into a new scratch folder, each value judged and merged
-    as measured; asv's status and the values held. ``again``: the runs whose held values this retries."""
+    as measured; asv's status and the values held. ``again``: the runs whose held values it retries."""
     results = conf.results
     scratch = asv.scratch(root)
     hashfile = scratch / "builds.txt"
