@@ -1,7 +1,7 @@
 """builds/manifest.json: append-only channels of builds, each pinned per platform.
 
 A channel may fork from another's build (``parent``). :func:`from_json` checks each field's form
-(pydantic), then the rules across records; a problem is one line naming field, value and expectation.
+(pydantic), then the rules across records; a problem is one line naming field, value and rule.
 """
 
 from __future__ import annotations
@@ -59,7 +59,7 @@ MAX_NAME = 100  # ref file, ".lock" and results folder names fit 255 bytes
 
 
 def ref_safe(value: object, pattern: str = _NAME) -> bool:
-    """Whether ``value`` matches ``pattern``, is a valid one-level git ref name and fits MAX_NAME."""
+    """Whether ``value`` matches ``pattern``, is a one-level git ref name and fits MAX_NAME."""
     return (isinstance(value, str) and re.fullmatch(pattern, value) is not None and len(value) <= MAX_NAME
             and ".." not in value and not value.endswith((".", ".lock")))
 
@@ -400,7 +400,7 @@ def check_name(what: str, value: str) -> None:
 
 
 def append(manifest: Manifest, channel_name: str, build: Build, parent: str | None = None) -> Manifest:
-    """A new manifest with ``build`` appended to ``channel_name`` (created, forked from ``parent``)."""
+    """A new manifest with ``build`` appended to ``channel_name`` (new: forked from ``parent``)."""
     check_name("channel name", channel_name)
     validate(Manifest((Channel(channel_name, (build,)),)))  # the build's fields first
     refuse_future(build.date, f"build {channel_name}@{build.id} dated")
