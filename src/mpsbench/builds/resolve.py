@@ -1,7 +1,7 @@
 """Turn a release, a nightly's date, a wheel file or URL, or an installed torch into a Build.
 
 Per platform and Python, pip's complete set around torch, torchvision and a compatible transformers,
-each wheel pinned by file, URL and sha256; ``git_version`` and the date come from ``torch/version.py``.
+each wheel pinned by file, URL and sha256; ``git_version`` and the date from ``torch/version.py``.
 """
 
 from __future__ import annotations
@@ -42,8 +42,8 @@ class ResolveError(errors.UserError):
 
 
 def torchvision_series(torch_version: str) -> str:
-    """The torchvision series for a torch release (2.14 -> 0.29): old macOS torchvision wheels do not
-    pin their torch, so pip alone would pair any."""
+    """The torchvision series for a torch release (2.14 -> 0.29): old macOS torchvision wheels
+    do not pin their torch, so pip alone would pair any."""
     try:
         major, minor = Version(torch_version).release[:2]
     except (InvalidVersion, ValueError):
@@ -91,8 +91,8 @@ _PIP_KEPT = ("PIP_CERT", "PIP_DEFAULT_TIMEOUT", "PIP_CACHE_DIR", "PIP_NO_CACHE_D
 
 def _pip_report(wanted: list[str], platform: str, python: str, index: str,
                 extra_indexes: tuple[str, ...] = ()) -> list[dict[str, Any]]:
-    """What ``pip install --dry-run --report`` installs for ``wanted`` on ``platform`` and ``python``
-    (cp310), without a download (pip_target.py sets the target's markers)."""
+    """What ``pip install --dry-run --report`` installs for ``wanted`` on ``platform`` and
+    ``python`` (cp310), without a download (pip_target.py sets the target's markers)."""
     if not re.fullmatch(r"cp3\d+", python):
         raise ResolveError(f"python tag {python!r} is not cpython 3 (e.g. cp312)")
     env = {key: value for key, value in os.environ.items() if not key.startswith("PIP_") or key in _PIP_KEPT}
