@@ -110,7 +110,7 @@ def _objects(repo: Path) -> Path:
 
 
 def _refuse_backward(repo: Path, generated: Generated, heads: dict[str, str], env: dict[str, str]) -> None:
-    """TimelineError if a branch would move to a commit not containing its tip (orphaning results)."""
+    """TimelineError if a branch would move to a commit not containing its tip (orphans results)."""
     for channel, tip in generated.branches.items():
         current = heads.get(channel)
         if current and current != tip and \
@@ -217,8 +217,8 @@ def pytorch_url(old_version: str | None, new_version: str) -> str:
 
 
 class Reader:
-    """Each build's record, read from a timeline repository's commits rather than the manifest: a
-    recorded run keeps the timeline it was measured against, which the manifest may no longer name."""
+    """Each build's record, read from a timeline repository's commits rather than the manifest:
+    a recorded run keeps the timeline it was measured against, which the manifest may not name."""
 
     def __init__(self, repo: Path | None) -> None:
         bare = repo is not None and (repo / "HEAD").is_file() and (repo / "objects").is_dir()
