@@ -92,7 +92,7 @@ def require(name: str) -> None:
 def write(name: str | None = None) -> tuple[str, dict[str, Any]]:
     """Write (or replace) this machine's entry in asv's machine file; returns its name and fields."""
     facts = describe()
-    name = check_name(default_name(facts) if name is None else name)  # "" is a mistake, not the default
+    name = check_name(default_name(facts) if name is None else name)  # "" is no default
     path = machine_file()
     # Locked from reading to writing: two writers each keep the other's entry.
     with files.lock(path):
