@@ -45,8 +45,8 @@ class Suite:
         return generated
 
     def hashfile(self, python: str) -> Path:
-        """The HASHFILE of the default timeline's builds for ``python``, beside the timeline; absolute,
-        as asv resolves it from the config's folder."""
+        """The HASHFILE of the default timeline's builds for ``python``, beside the timeline;
+        absolute, as asv resolves it from the config's folder."""
         return self.timeline_path.resolve().parent / f"default-py{python}.txt"
 
     def name(self, ref: str) -> str:
