@@ -40,10 +40,10 @@ PTH_NAME = "mpsbench_build.pth"
 CACHE_ENV = "MPSBENCH_CACHE"  # default: ~/.cache/mpsbench
 PLATFORM_ENV = "MPSBENCH_PLATFORM"  # force one of the manifest's platform keys
 WHEELHOUSE_ENV = "MPSBENCH_WHEELHOUSE"  # folders searched for pinned wheels, os.pathsep-separated
-# A file of the timeline hashes this asv run may install (mpsbench.core.asv.RUN_BUILDS); others are refused.
+# A file of the timeline hashes this asv run may install (core.asv.RUN_BUILDS); others are refused.
 RUN_BUILDS_ENV = "MPSBENCH_RUN_BUILDS"
-# The suite's own imports (SUITE_NEEDS), pinned like a build's wheels; torch needs none of them, so asv's
-# environments get them only here. What each one's absence costs:
+# The suite's own imports (SUITE_NEEDS), pinned like a build's wheels; torch needs none of them,
+# so asv's environments get them only here. What each one's absence costs:
 WITHOUT = {
     "psutil": "cpu memory falls back to /proc or is skipped",  # measure/devices.py
     "nvidia-ml-py": "cuda's energy rows are n/a",  # measure/energy.py
@@ -90,7 +90,7 @@ SUITE_NEEDS: dict[str, list[dict[str, str]]] = {
 
 
 class InstallError(Exception):
-    """A build that cannot be installed here (not UserError: this file imports nothing of mpsbench)."""
+    """A build that cannot be installed here (not UserError: this file imports no mpsbench)."""
 
 
 def cache_root() -> Path:
@@ -109,8 +109,8 @@ def _packaging() -> tuple[ModuleType, ModuleType]:
     """packaging's ``tags`` and ``utils``: the installed packaging, else pip's own copy."""
     try:
         from packaging import tags, utils
-    except ImportError:  # only then: importing pip disables setuptools' distutils shim (pypa/pip#8761),
-        # which a later torch.compile needs
+    except ImportError:  # only then: importing pip disables setuptools' distutils shim
+        # (pypa/pip#8761), which a later torch.compile needs
         from pip._vendor.packaging import tags, utils  # type: ignore[no-redef]
     return tags, utils
 
@@ -276,7 +276,7 @@ PROGRESS_EVERY = 60.0  # seconds between a long download's progress lines
 
 def _download(url: str, target: Path, tries: int | None = None, backoff: float | None = None) -> Path:
     """Download ``url`` into ``target``, resuming by HTTP Range after a cut or timeout (``tries``
-    attempts, ``backoff`` seconds doubled each time); progress on stderr. The caller checks the sha256."""
+    attempts, ``backoff`` seconds doubled each time); progress on stderr. Callers check sha256."""
     import http.client
 
     tries = DOWNLOAD_TRIES if tries is None else tries
@@ -326,7 +326,7 @@ def disk_problem(exc: OSError) -> InstallError:
 
 
 def _find(pin: dict[str, str], scratch: Path) -> Path:
-    """The pinned wheel from a local wheelhouse, a file:// pin, pip (local indexes), else the URL."""
+    """The pinned wheel from a local wheelhouse, a file:// pin, pip, else the URL."""
     found = next((folder / pin["filename"] for folder in _local_wheelhouses() if (folder / pin["filename"]).is_file()),
                  None)
     if found is None and pin["url"].startswith("file://"):
@@ -342,8 +342,8 @@ def _find(pin: dict[str, str], scratch: Path) -> Path:
 def fetch_wheel(pin: dict[str, str]) -> Path:
     """The pinned wheel in the local store, fetched and sha256-checked once.
 
-    A download is renamed in from a scratch folder on the store's disk; a user's file is copied via a
-    .partial that never takes the wheel's name (clean_leftovers removes a dead process's).
+    A download is renamed in from a scratch folder on the store's disk; a user's file is copied
+    via a .partial that never takes the wheel's name (clean_leftovers removes a dead process's).
     """
     if not plain_wheel_name(pin["filename"]) or not allowed_url(pin["url"]):
         raise InstallError(f"refusing the pin {pin['filename']!r} at {pin['url']!r}: a plain wheel file name"
@@ -375,7 +375,7 @@ def fetch_wheel(pin: dict[str, str]) -> Path:
 
 @contextlib.contextmanager
 def _locked(path: Path, wait: bool = True) -> Iterator[bool]:
-    """Serialize installs of one build across asv runs; yields False if ``wait`` is off and it is held."""
+    """Serialize installs of one build across asv runs; False if held and ``wait`` is off."""
     import fcntl
 
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -399,7 +399,7 @@ def _alive(pid: str) -> bool:
 
 
 def clean_leftovers(root: Path) -> list[Path]:
-    """Remove what killed installs left: unheld staging folders, dead processes' fetches and copies."""
+    """Remove what killed installs left: unheld staging, dead processes' fetches and copies."""
     removed = []
     for staging in sorted((root / "builds").glob("*.staging-*")):
         with _locked(root / "builds" / (staging.name.split(".staging-")[0] + ".lock"), wait=False) as free:
@@ -423,8 +423,8 @@ def installed_folder(pins: list[dict[str, str]]) -> Path:
 
 
 def damage(folder: Path) -> str | None:
-    """What is wrong with an installed build's folder, or None: not complete, or a file its RECORDs list
-    missing or of another size (a stat reads nothing; the wheels were hash-checked at install)."""
+    """What is wrong with an installed build's folder, or None: not complete, or a file its
+    RECORDs list missing or of another size (a stat reads nothing; wheels were hash-checked)."""
     if not (folder / ".complete").is_file():
         return f"{folder} is missing or was never completed"
     for record in sorted(folder.glob("*.dist-info/RECORD")):
@@ -446,8 +446,8 @@ def damage(folder: Path) -> str | None:
 
 
 def ensure_installed(pins: list[dict[str, str]]) -> tuple[Path, bool]:
-    """The folder holding this set of wheels, (re)installed from the store if missing or damaged; True if
-    installed now."""
+    """The folder holding this set of wheels, (re)installed from the store if missing or damaged;
+    True if installed now."""
     folder = installed_folder(pins)
     if damage(folder) is None:  # a read-only cache serves
         return folder, False
@@ -483,8 +483,8 @@ def suite_needs(key: str, python: tuple[int, int] | None = None) -> list[dict[st
 
 
 def ensure_suite_needs(key: str) -> str:
-    """Install, hash-checked in one pip call, each SUITE_NEEDS package for ``key`` not yet importable;
-    '' or, per package left out, why."""
+    """Install, hash-checked in one pip call, each SUITE_NEEDS package for ``key`` not yet
+    importable; '' or, per package left out, why."""
     import importlib.util
 
     key = key if key in SUITE_NEEDS else next(iter(platform_candidates()), key)
@@ -530,7 +530,7 @@ def build_folder(build_dir: Path) -> tuple[dict[str, Any], str, Path, bool]:
 
 
 def sys_path(folder: Path, suite_src: Path) -> list[str]:
-    """A build's sys.path entries: its folder, then the suite's src (for the .pth and build servers alike)."""
+    """A build's sys.path entries: its folder, then the suite's src (.pth and build servers)."""
     return [str(folder), str(suite_src.resolve())]
 
 
@@ -565,8 +565,8 @@ HEALING_ENV = "MPSBENCH_HEALING"  # no nested heals
 
 
 def _heal_line(folder: Path, env_dir: Path) -> str:
-    """The .pth line that reinstalls the build at interpreter start if its folder is gone: asv installs
-    only when it switches commits. Two stats when the folder is whole."""
+    """The .pth line that reinstalls the build at interpreter start if its folder is gone: asv
+    installs only when it switches commits. Two stats when the folder is whole."""
     marks = [str(folder / ".complete"), str(folder / "torch" / "__init__.py")]
     command = [str(Path(__file__).resolve()), "heal", str(env_dir)]
     return (f"import os, subprocess, sys; all(map(os.path.isfile, {json.dumps(marks)}))"
@@ -575,7 +575,7 @@ def _heal_line(folder: Path, env_dir: Path) -> str:
 
 
 def heal(env_dir: Path) -> str:
-    """Reinstall the environment's build from the store if its folder is missing or damaged; says what."""
+    """Reinstall the environment's build from the store if missing or damaged; says what."""
     try:
         record = json.loads((env_dir / "mpsbench-build.json").read_text())
     except (OSError, ValueError) as exc:
@@ -590,8 +590,8 @@ def heal(env_dir: Path) -> str:
 
 
 def requirements(manifest: Path, ref: str) -> str:
-    """Build ``ref``'s (CHANNEL@ID, or CHANNEL: newest) pinned set here as pip requirements with sha256,
-    for a CI runner's ``pip install --require-hashes --no-deps -r``."""
+    """Build ``ref``'s (CHANNEL@ID, or CHANNEL: newest) pinned set here as pip requirements with
+    sha256, for a CI runner's ``pip install --require-hashes --no-deps -r``."""
     channel_name, _, build_id = ref.partition("@")
     data = json.loads(manifest.read_text())
     channel = next((channel for channel in data.get("channels", []) if channel.get("name") == channel_name), None)

@@ -249,8 +249,9 @@ def _measure(
     poll: Callable[[Path], list[dict[str, object]]],
     again: Sequence[str] = (),
 ) -> tuple[int, list[held.Held]]:
-    """One asv run of ``names`` on one build into a new scratch folder, each value judged and merged
-    as measured; asv's status and the values held. ``again``: the runs whose held values it retries."""
+    """One asv run of ``names`` on one build into a new scratch folder, each value judged and
+    merged as measured; asv's status and the values held. ``again``: runs whose held values it
+    retries."""
     results = conf.results
     scratch = asv.scratch(root)
     hashfile = scratch / "builds.txt"
