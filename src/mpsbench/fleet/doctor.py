@@ -3,7 +3,7 @@
 Each finding is one line (one per check of CHECKS): ok, warn (numbers taken now would be doubtful, and why) or
 info (the OS does not report it here). --strict exits 1 when anything warned, for scripts that should not
 time a machine in that state. Load, power and thermal state are judged by the rule a record
-run's quiet gate applies before each value (:mod:`mpsbench.measure.quiet`), from one reading of
+run's quiet gate applies before each value (mpsbench.measure.quiet), from one reading of
 the machine.
 """
 
