@@ -27,12 +27,12 @@ log = progress.logger(__name__)
 
 @dataclass(frozen=True)
 class Options:
-    asv_args: tuple[str, ...] = ()  # for asv run: a range of builds, -b, ...; none: the default timeline
-    remeasure: bool = False  # run the selection again; replaced values go to the audit trail
+    asv_args: tuple[str, ...] = ()  # none: the default timeline
+    remeasure: bool = False  # replaced values go to the audit trail
 
 
 def require_torch() -> Any:
-    """torch, or one line saying this command measures and torch is missing (the rest of mpsbench runs without it)."""
+    """torch, or a one-line UserError (the rest of mpsbench runs without it)."""
     try:
         import torch
     except ImportError as exc:
@@ -41,8 +41,8 @@ def require_torch() -> Any:
 
 
 def check_setup() -> str:
-    """torch's version and each device with whether it is usable here, and why not; a bad MPSBENCH_DEVICES first."""
-    selection.selected_devices()  # one line before anything runs
+    """torch's version and each device: usable here or why not; a bad MPSBENCH_DEVICES first."""
+    selection.selected_devices()
     torch = require_torch()
     rows = [["device", "usable", "details"]]
     for name in devices.NAMES:
@@ -52,16 +52,15 @@ def check_setup() -> str:
 
 
 def check_range(suite: Suite, asv_args: Sequence[str]) -> None:
-    """Refuse, in one line before asv's traceback, an asv run range that names no timeline commit."""
+    """Refuse in one line an asv run range that names no timeline commit."""
     reason = timeline.bad_range(suite.timeline_path, list(asv_args))
     if reason is not None:
         raise UserError(reason)
 
 
 def checked_args(suite: Suite, asv_args: Sequence[str]) -> record.Selection | None:
-    """The arguments for asv run, refused in one line before anything is printed (an option asv lacks, a range naming
-    no build of the generated timeline, a -b that is no regex, finds nothing or only what would skip here); -b's
-    selection (:func:`mpsbench.results.record.select`), made once here for the record run. None: no -b."""
+    """Check asv run's arguments before anything is printed; -b's selection
+    (:func:`mpsbench.results.record.select`), or None without -b."""
     if not asv_args:
         return None
     run = asv.run_args(asv_args)
@@ -70,13 +69,12 @@ def checked_args(suite: Suite, asv_args: Sequence[str]) -> record.Selection | No
 
 
 def plan(suite: Suite, asv_args: Sequence[str]) -> list[tuple[str, ...]]:
-    """Each asv run's arguments: those given (checked_args), else one run per Python of this platform's default
-    timeline."""
+    """Each asv run's arguments: those given, else one run per Python of the default timeline."""
     if asv_args:
         return [tuple(asv_args)]
     platform, planned, skipped = defaults.this_machine(suite.manifest)
     print(defaults.listing(platform, planned, suite.timeline))
-    for line in skipped:  # a Python asv would not find, a build this OS cannot run: said before any download
+    for line in skipped:  # said before any download
         log.info(line)
     runs: list[tuple[str, ...]] = []
     for python in defaults.pythons(planned):
@@ -87,15 +85,13 @@ def plan(suite: Suite, asv_args: Sequence[str]) -> list[tuple[str, ...]]:
 
 
 def environment_python(run: Sequence[str]) -> tuple[int, int] | None:
-    """The CPython version of the environments an asv run makes (``-E TYPE:X.Y``, ``--python=X.Y``), or None: asv's
-    own interpreter's, this one's (asv.conf.json names no ``pythons``)."""
-    found = re.fullmatch(r".*-py(\d+)\.(\d+)", asv.run_args(run).environment)  # "virtualenv-py3.10", else "*"
+    """The CPython version of an asv run's environments, or None for asv's own interpreter."""
+    found = re.fullmatch(r".*-py(\d+)\.(\d+)", asv.run_args(run).environment)
     return (int(found[1]), int(found[2])) if found else None
 
 
 class Builds:
-    """What a record run asks about a build (:class:`mpsbench.results.watch.Builds`), from the timeline and the cache,
-    for the Python of the environments it installs into (``python``; None: this one's)."""
+    """:class:`mpsbench.results.watch.Builds` from the timeline and the cache, for ``python``."""
 
     free = staticmethod(disk.free)
     used = staticmethod(disk.used)
@@ -117,9 +113,8 @@ class Builds:
 
 
 def _state(suite: Suite) -> str:
-    """What the site is made from: every results file, the timeline's branches and the site's own
-    code, by content (a file written again unchanged, as the machine entry is each run, changes
-    nothing)."""
+    """A digest of what the site is made from: results, timeline refs and the site's code, by
+    content (a file rewritten unchanged changes nothing)."""
     import hashlib
 
     import mpsbench.site
@@ -135,15 +130,13 @@ def _state(suite: Suite) -> str:
 
 
 def published_stamp(suite: Suite) -> Path:
-    """The state the site was last published from (beside the results folder: asv reads every file
-    inside it)."""
+    """The state the site was last published from (beside the results folder, which asv reads)."""
     return suite.conf.results.parent / f"{suite.conf.results.name}-published.txt"
 
 
 def publish_site(suite: Suite, only_if_changed: bool = False) -> None:
-    """Publish the site; ``only_if_changed``: say so in one line instead where nothing it is made
-    from changed."""
-    if not publish.measured_builds(suite.conf.results):  # every value held, or none measured yet
+    """Publish the site; ``only_if_changed``: only if its inputs changed."""
+    if not publish.measured_builds(suite.conf.results):
         log.info(f"nothing recorded in {suite.conf.results} yet: no site to publish")
         return
     stamp, state = published_stamp(suite), _state(suite)
@@ -156,8 +149,8 @@ def publish_site(suite: Suite, only_if_changed: bool = False) -> None:
 
 
 def bench(suite: Suite, options: Options) -> int:
-    """Every step in order; 0, or record's BENCHMARKS_FAILED when some benchmark failed (the site shows the rest)."""
-    generated = suite.generate()  # written first: a range is checked against it
+    """Every step in order; 0, or record's BENCHMARKS_FAILED when some benchmark failed."""
+    generated = suite.generate()  # first: ranges are checked against it
     selection = checked_args(suite, options.asv_args)
     print(check_setup())
     print(timeline.summary(suite.manifest, generated, suite.timeline_path))
@@ -166,18 +159,18 @@ def bench(suite: Suite, options: Options) -> int:
     published = False
 
     def publish_after(step: Step, build_done: bool) -> None:
-        """The site once the first tier is in, and after each build: something to look at while the rest runs."""
+        """Publish after the first tier and after each build."""
         nonlocal published
         if step.tier == "first tier" or build_done:
             publish_site(suite)
             published = True
 
     for run in plan(suite, options.asv_args):
-        launch = ("--launch-method", suite.conf.launch_method())  # this platform's, from asv.conf.json
+        launch = ("--launch-method", suite.conf.launch_method())
         builds = Builds(suite, environment_python(run))
         status = record.record(suite.conf, name, [*launch, *run], options.remeasure, builds, publish_after,
                                selection) or status
-    if not published:  # nothing ran: the site of what is recorded, unless it is that already
+    if not published:  # nothing ran
         publish_site(suite, only_if_changed=True)
     if status:
         log.info(f"asv run exited with status {status}: some benchmarks failed (see above); the site shows the rest")

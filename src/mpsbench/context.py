@@ -1,7 +1,7 @@
-"""The suite a command works on, built once at the command's edge and passed down (docs/reference/layout.md).
+"""The suite a command works on, built once at the command's edge and passed down.
 
-asv.conf.json is read once, the manifest loaded once and the timeline computed once, each when first asked for
-(a command that needs no config works where there is none); every folder a command uses is derived here.
+asv.conf.json, the manifest and the timeline are each read once, when first asked for (a command
+that needs no config works without one); every folder a command uses is derived here.
 """
 
 from __future__ import annotations
@@ -34,24 +34,23 @@ class Suite:
 
     @cached_property
     def timeline(self) -> tl.Generated:
-        """Each build's timeline commit: every object written, no branch moved (:meth:`generate` moves them)."""
+        """Each build's timeline commit: objects written, no branch moved."""
         return tl.compute(self.manifest, self.timeline_path)
 
     def generate(self, force: bool = False, sync: bool = True) -> tl.Generated:
-        """Write the timeline, move its branches forward, and (``sync``) make asv.conf.json's branches the channels."""
+        """Write the timeline, move its branches, and (``sync``) set asv.conf.json's branches."""
         generated = self.__dict__["timeline"] = tl.generate(self.manifest, self.timeline_path, force=force)
         if sync:
             history.sync_branches(generated, self.timeline_path, self.conf if self.config_path.is_file() else None)
         return generated
 
     def hashfile(self, python: str) -> Path:
-        """The file naming the default timeline's builds that asv runs under ``python`` (``asv run HASHFILE:``): beside
-        the timeline, whose folder exists once :attr:`timeline` is computed; absolute, as asv reads it from the config's
-        folder."""
+        """The HASHFILE of the default timeline's builds for ``python``, beside the timeline;
+        absolute, as asv resolves it from the config's folder."""
         return self.timeline_path.resolve().parent / f"default-py{python}.txt"
 
     def name(self, ref: str) -> str:
-        """CHANNEL@ID of the build ``ref`` names: CHANNEL@ID, a release's tag, or a timeline hash or unique prefix."""
+        """CHANNEL@ID of the build ``ref`` names (CHANNEL@ID, a tag, a timeline hash or prefix)."""
         return history.resolve_ref(self.manifest, self.timeline, ref)[0]
 
     def upstream_range(self, old: str, new: str) -> str:
@@ -60,5 +59,5 @@ class Suite:
 
     @property
     def reader(self) -> tl.Reader:
-        """The builds of the timeline asv.conf.json walks, read back from its commits (for the published site)."""
+        """The builds of the timeline asv.conf.json walks, read from its commits."""
         return tl.Reader(self.conf.repo)

@@ -1,8 +1,7 @@
 """What a build needs on disk before asv installs it, and what is free where the build cache lives.
 
-The manifest pins no wheel sizes, so the need is, in order: nothing for a build installed in the cache; for one
-whose wheels are all stored, their size times the installed-to-wheel ratio; else the figure measured for that
-release on this platform (README, "What you get, and what it costs"), or the largest measured there.
+The manifest pins no wheel sizes, so the need is: nothing for an installed build; the stored wheels'
+size times the installed-to-wheel ratio; else the measured figure for that release, or the largest.
 """
 
 from __future__ import annotations
@@ -15,9 +14,9 @@ from typing import Any, NamedTuple
 from mpsbench.builds import install_build
 
 GB = 1e9
-INSTALLED_PER_WHEEL_BYTE = 9.7 / 5.3  # installed size over wheel size: 2.0.1 and 2.4.1 on Linux, measured
-# Installed size in GB (measured from a fresh clone on Linux: docs/evidence/linux-default.md); the wheels kept in the store add
-# 1 / INSTALLED_PER_WHEEL_BYTE of it. macOS: 89-182 MB of wheels per set (PyPI's sizes), so about 0.7 GB in all.
+INSTALLED_PER_WHEEL_BYTE = 9.7 / 5.3  # installed over wheel size, measured
+# Measured installed size in GB (docs/evidence/linux-default.md); stored wheels add
+# 1 / INSTALLED_PER_WHEEL_BYTE of it.
 MEASURED_INSTALLED_GB: dict[str, dict[str, float]] = {
     "linux": {"1.13.1": 3.4, "2.0.1": 4.5, "2.4.1": 5.2, "2.15.0": 5.6},
     "macos": {"2.15.0": 0.182 * INSTALLED_PER_WHEEL_BYTE},
@@ -26,15 +25,15 @@ MEASURED_INSTALLED_GB: dict[str, dict[str, float]] = {
 
 class Need(NamedTuple):
     bytes: int
-    how: str  # where the figure comes from
-    installed: bool  # already in the cache: asv only switches to it
+    how: str
+    installed: bool  # asv only switches to it
 
 
-cache = install_build.cache_root  # MPSBENCH_CACHE, else ~/.cache/mpsbench
+cache = install_build.cache_root
 
 
 def free(folder: Path | None = None) -> int:
-    """Bytes free on the disk that holds ``folder`` (default: the build cache), or its nearest existing parent."""
+    """Bytes free on the disk of ``folder`` (default: the build cache) or its nearest parent."""
     folder = folder or cache()
     while not folder.exists() and folder != folder.parent:
         folder = folder.parent
@@ -49,8 +48,8 @@ def used(folder: Path | None = None) -> int:
 
 
 def need(build: dict[str, Any], python: tuple[int, int] | None = None) -> Need:
-    """What installing ``build`` (a timeline commit's build.json) into an environment of CPython ``python`` (default
-    this interpreter's version) will add to the cache here: each Python has a set of wheels of its own."""
+    """What installing ``build`` (a build.json) for CPython ``python`` (default: this one) adds to
+    the cache here; each Python has its own set of wheels."""
     if build.get("kind") == "existing":
         return Need(0, "a build used in place", True)
     try:
@@ -72,10 +71,8 @@ def need(build: dict[str, Any], python: tuple[int, int] | None = None) -> Need:
 
 
 def download(build: dict[str, Any], python: tuple[int, int] | None = None) -> tuple[int, tuple[str, ...]]:
-    """About how many bytes installing ``build`` fetches here, and from which hosts: its wheels not
-    stored in the cache nor found in a local wheelhouse (none for a build installed, used in place
-    or refused). Sizes are the stored wheels' where the need is theirs, else the measured install
-    over :data:`INSTALLED_PER_WHEEL_BYTE`."""
+    """About how many bytes installing ``build`` downloads, and from which hosts: its wheels in
+    neither the store nor a local wheelhouse."""
     if need(build, python).installed:
         return 0, ()
     _, pins = install_build.select_pins(build, python)
@@ -85,10 +82,10 @@ def download(build: dict[str, Any], python: tuple[int, int] | None = None) -> tu
                and not any((folder / pin["filename"]).is_file() for folder in local)]
     if not fetched:
         return 0, ()
-    share = len(fetched) / len(pins)  # the torch wheel is most of a build's bytes: a share of the count understates
+    share = len(fetched) / len(pins)  # torch is most of the bytes
     wheels = need(build, python).bytes / (1 + INSTALLED_PER_WHEEL_BYTE)
     size = wheels if any(pin["name"] == "torch" for pin in fetched) else wheels * share
     hosts = {urllib.parse.urlparse(pin["url"]).netloc for pin in fetched}
     if any(pin["name"] in ("torch", "torchvision", "transformers") for pin in fetched):
-        hosts.add("pip's index (pypi.org unless configured)")  # asked first for these (install_build._find)
+        hosts.add("pip's index (pypi.org unless configured)")  # asked first (install_build._find)
     return int(size), tuple(sorted(hosts))

@@ -19,17 +19,16 @@ class HistoryError(UserError):
 
 
 def append(manifest_path: Path, timeline_repo: Path, channel: str, build: mf.Build, parent: str | None = None) -> str:
-    """Add ``build`` to ``channel`` of the manifest file (a refusal changes nothing: every check, git's included,
-    runs before the manifest is saved), regenerate the timeline; its timeline commit. The manifest's lock, every
-    writer's, is held from reading to writing: two adds at once both land."""
-    build, originals = resolve.in_store(build)  # a wheel file of the user's is pinned at its copy in the store
+    """Add ``build`` to ``channel`` and regenerate the timeline; returns its timeline commit. Every
+    check runs before the save, under the manifest's lock, so concurrent adds both land."""
+    build, originals = resolve.in_store(build)  # user's files: their store copies
     with files.lock(manifest_path):
         updated = mf.append(mf.load(manifest_path), channel, build, parent=parent)
-        timeline.check(updated, timeline_repo)  # what git would refuse, refused before a byte is written
+        timeline.check(updated, timeline_repo)  # before a byte is written
         copies = resolve.keep(originals)
         try:
             mf.save(updated, manifest_path)
-        except BaseException:  # a copy no saved build pins is not kept
+        except BaseException:
             for copy in copies:
                 copy.unlink(missing_ok=True)
                 with contextlib.suppress(OSError):
@@ -48,13 +47,13 @@ def append(manifest_path: Path, timeline_repo: Path, channel: str, build: mf.Bui
 def add_nightly(manifest_path: Path, timeline_repo: Path, channel: str, date: str, *, indexes: tuple[str, ...] = (),
                 pythons: tuple[str, ...] = resolve.PYTHONS, transformers: str | None = None,
                 transformers_index: str = resolve.PYPI, parent: str | None = None) -> str | None:
-    """The nightly of ``date`` ("latest": the newest) added to ``channel``; its timeline commit, None if already there
-    (for scripts/nightly resolve, ``bisect --nightlies`` and the command line)."""
+    """Add the nightly of ``date`` ("latest": the newest) to ``channel``; its timeline commit, or
+    None if already there."""
     indexes = indexes or tuple(resolve.NIGHTLY_INDEXES)
-    manifest = mf.load(manifest_path)  # a missing or bad manifest is refused before any index is read
+    manifest = mf.load(manifest_path)  # before any index is read
     if date != "latest":
         resolve.check_nightly_date(date)
-    manifest.check_new(channel, parent=parent)  # and a bad channel name or parent
+    manifest.check_new(channel, parent=parent)
     if date == "latest":
         dates = resolve.nightly_dates(indexes)
         if not dates:
@@ -64,20 +63,20 @@ def add_nightly(manifest_path: Path, timeline_repo: Path, channel: str, date: st
         if existing is not None and any(build.id == date for build in existing.builds):
             print(f"{channel}@{date} is already the newest nightly; nothing to add")
             return None
-    manifest.check_new(channel, date, parent)  # before pip's resolution, which takes minutes
+    manifest.check_new(channel, date, parent)  # before minutes of resolving
     build = resolve.nightly(date, indexes=indexes, pythons=pythons, transformers=transformers,
                             transformers_index=transformers_index)
     return append(manifest_path, timeline_repo, channel, build, parent)
 
 
 def sync_branches(generated: timeline.Generated, repo: Path, conf: asvconf.AsvConf | None) -> None:
-    """asv.conf.json's branches follow the manifest's channels, where it walks this timeline (AsvConf.sync_branches)."""
+    """Set asv.conf.json's branches to the manifest's channels where it walks this timeline."""
     if conf is not None and conf.sync_branches(list(generated.branches), repo):
         print(f"{conf.path.name}: branches set to the channels {', '.join(generated.branches)}")
 
 
 def resolve_ref(manifest: mf.Manifest, generated: timeline.Generated, ref: str) -> tuple[str, mf.Build]:
-    """The build ``ref`` names (CHANNEL@ID, a release's tag, or a timeline hash or unique prefix): CHANNEL@ID and it."""
+    """CHANNEL@ID and the build ``ref`` names (CHANNEL@ID, a tag, a timeline hash or prefix)."""
     if "@" in ref:
         return ref, manifest.find(ref)
     tagged = [name for name in generated.commits if manifest.find(name).tag == ref]

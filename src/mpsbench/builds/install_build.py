@@ -40,27 +40,25 @@ PTH_NAME = "mpsbench_build.pth"
 CACHE_ENV = "MPSBENCH_CACHE"  # default: ~/.cache/mpsbench
 PLATFORM_ENV = "MPSBENCH_PLATFORM"  # force one of the manifest's platform keys
 WHEELHOUSE_ENV = "MPSBENCH_WHEELHOUSE"  # folders searched for pinned wheels, os.pathsep-separated
-# A file of the timeline hashes the running asv may install (mpsbench.core.asv.RUN_BUILDS, by name: this file
-# imports nothing of mpsbench); any other build is refused.
+# A file of the timeline hashes this asv run may install (core.asv.RUN_BUILDS); others are refused.
 RUN_BUILDS_ENV = "MPSBENCH_RUN_BUILDS"
-# The suite's own imports beside the build, pinned like a build's wheels (SUITE_NEEDS). None is a dependency of
-# torch, so asv's fresh environments get them only from here. What each reads, and so what its absence costs:
+# The suite's own imports (SUITE_NEEDS), pinned like a build's wheels; torch needs none of them,
+# so asv's environments get them only here. What each one's absence costs:
 WITHOUT = {
-    "psutil": "cpu memory falls back to /proc or is skipped",  # the cpu's memory on every OS (measure/devices.py)
-    "nvidia-ml-py": "cuda's energy rows are n/a",  # NVML's energy counter (measure/energy.py)
-    "zeus-apple-silicon": "the energy rows are n/a",  # Apple's IOReport energy counters on macOS (measure/energy.py)
+    "psutil": "cpu memory falls back to /proc or is skipped",  # measure/devices.py
+    "nvidia-ml-py": "cuda's energy rows are n/a",  # measure/energy.py
+    "zeus-apple-silicon": "the energy rows are n/a",  # measure/energy.py
 }
 _FILES = "https://files.pythonhosted.org/packages/"
 
 
 def _need(name: str, version: str, module: str, python: str, path: str, sha256: str) -> dict[str, str]:
-    """A pin of SUITE_NEEDS: ``module`` tells whether it is importable already; ``python`` is the CPython tag its
-    wheel serves, '' where it serves every CPython."""
+    """A SUITE_NEEDS pin; ``python`` is its wheel's CPython tag, '' for every CPython."""
     return {"name": name, "version": version, "module": module, "python": python, "filename": path.rsplit("/", 1)[1],
             "url": _FILES + path, "sha256": sha256}
 
 
-_PSUTIL_MAC = _need(  # psutil's stable-ABI wheels serve every CPython from 3.6
+_PSUTIL_MAC = _need(  # stable-ABI wheels: every CPython
     "psutil", "7.2.2", "psutil", "", "80/c4/f5af4c1ca8c1eeb2e92ccca14ce8effdeec651d5ab6053c589b074eda6e1/"
     "psutil-7.2.2-cp36-abi3-macosx_11_0_arm64.whl", "1a7b04c10f32cc88ab39cbf606e117fd74721c831c98a27dc04578deb0c16979")
 _PSUTIL_LINUX = _need(
@@ -70,7 +68,7 @@ _PSUTIL_LINUX = _need(
 _NVML = _need(
     "nvidia-ml-py", "13.615.71", "pynvml", "", "53/a1/1681dfa1c904d4e3e72e51b55a0ff012d50b766843ef832d584abe2113c6/"
     "nvidia_ml_py-13.615.71-py3-none-any.whl", "959bf4adf6fe1308e4bd739e722236b0d1ec8392e2cefad33ff70c311380b9b6")
-_ZEUS = [  # one wheel per CPython, 3.10 to 3.13: none for 3.14 yet, where the rows stay n/a with the reason
+_ZEUS = [  # CPython 3.10-3.13 only: elsewhere the rows are n/a
     _need("zeus-apple-silicon", "1.1.0", "zeus_apple_silicon", tag,
           f"{folder}/zeus_apple_silicon-1.1.0-{tag}-{tag}-macosx_11_0_arm64.whl", sha)
     for tag, folder, sha in (
@@ -92,8 +90,7 @@ SUITE_NEEDS: dict[str, list[dict[str, str]]] = {
 
 
 class InstallError(Exception):
-    """A build that cannot be installed here: the message says which wheel and why (not a UserError: this file
-    imports nothing of mpsbench)."""
+    """A build that cannot be installed here (not UserError: this file imports no mpsbench)."""
 
 
 def cache_root() -> Path:
@@ -112,8 +109,8 @@ def _packaging() -> tuple[ModuleType, ModuleType]:
     """packaging's ``tags`` and ``utils``: the installed packaging, else pip's own copy."""
     try:
         from packaging import tags, utils
-    except ImportError:  # a fresh asv environment; only there, as importing pip turns setuptools' distutils
-        # shim off for the rest of the process (pypa/pip#8761), and a later torch.compile imports setuptools
+    except ImportError:  # only then: importing pip disables setuptools' distutils shim
+        # (pypa/pip#8761), which a later torch.compile needs
         from pip._vendor.packaging import tags, utils  # type: ignore[no-redef]
     return tags, utils
 
@@ -131,7 +128,7 @@ def plain_wheel_name(filename: object) -> bool:
 
 
 def allowed_url(url: object) -> bool:
-    """Wheels come over https (the pinned sha256 came with them) or from this machine (file://)."""
+    """Whether ``url`` is https:// or file://."""
     return isinstance(url, str) and re.fullmatch(r"(https|file)://\S+", url) is not None
 
 
@@ -172,7 +169,7 @@ def select_pins(build: dict[str, Any], python: tuple[int, int] | None = None) ->
     for key in candidates:
         pins = build["pins"].get(key, [])
         if pins and not all(pin.get("python") for pin in pins):
-            # pinned before builds were resolved per Python: torch, torchvision, transformers and no more
+            # an old pin set: torch, torchvision, transformers only
             raise InstallError(
                 f"{_ref(build)} pins only {', '.join(sorted({pin['name'] for pin in pins}))} for {key}, not a complete"
                 " set per Python: pip would fetch the rest unpinned and unchecked; refusing to install (re-pin it with"
@@ -199,7 +196,7 @@ def why_not_here(filenames: list[str], python: tuple[int, int] | None = None) ->
     tags, utils = _packaging()
     if python is None:
         here = set(tags.sys_tags())
-    else:  # this machine's platforms, another interpreter (scripts/bench asks before asv makes its environment)
+    else:  # this machine's platforms, another interpreter
         platforms = list(tags.platform_tags())
         here = {*tags.cpython_tags(python, platforms=platforms), *tags.compatible_tags(python, platforms=platforms)}
     for filename in filenames:
@@ -245,9 +242,9 @@ def _local_wheelhouses() -> list[Path]:
 
 
 def _pip(*args: str, tmp: Path | None = None) -> subprocess.CompletedProcess[str]:
-    # The pins are the authority: a machine-wide pip constraint (a cap on torch's version) must not veto the build.
+    # The pins are the authority: a machine-wide pip constraint must not veto them.
     env = dict(os.environ, PIP_CONSTRAINT=os.devnull)
-    if tmp is not None:  # pip --target unpacks GBs into TMPDIR: keep them where the next run cleans up
+    if tmp is not None:  # pip --target unpacks GBs into TMPDIR
         env["TMPDIR"] = str(tmp)
     command = [sys.executable, "-m", "pip", "--quiet", "--disable-pip-version-check", *args]
     return subprocess.run(command, capture_output=True, text=True, env=env)
@@ -278,11 +275,8 @@ PROGRESS_EVERY = 60.0  # seconds between a long download's progress lines
 
 
 def _download(url: str, target: Path, tries: int | None = None, backoff: float | None = None) -> Path:
-    """``url`` into ``target``: a connection cut or timed out is retried (``tries`` in all,
-    DOWNLOAD_TRIES unless given, waiting ``backoff`` seconds, DOWNLOAD_BACKOFF unless given, doubled
-    each time) from the byte it stopped at (an HTTP Range request; from the start where the server
-    ignores it). A line a minute on stderr with the bytes done. The caller checks the sha256 of what
-    arrives."""
+    """Download ``url`` into ``target``, resuming by HTTP Range after a cut or timeout (``tries``
+    attempts, ``backoff`` seconds doubled each time); progress on stderr. Callers check sha256."""
     import http.client
 
     tries = DOWNLOAD_TRIES if tries is None else tries
@@ -308,11 +302,11 @@ def _download(url: str, target: Path, tries: int | None = None, backoff: float |
                 return target
             problem = f"the connection closed after {done} of {total} bytes"
         except urllib.error.HTTPError as exc:
-            if exc.code not in (408, 429) and exc.code < 500:  # the URL is wrong or refused: no retry mends it
+            if exc.code not in (408, 429) and exc.code < 500:  # no retry mends it
                 raise InstallError(f"{target.name}: cannot download {url}: {exc}") from None
             problem = str(exc)
         except (urllib.error.URLError, TimeoutError, ConnectionError, http.client.HTTPException) as exc:
-            problem = str(exc) or type(exc).__name__  # the network; a full disk is disk_problem's
+            problem = str(exc) or type(exc).__name__
         if attempt < tries:
             wait = backoff * 2 ** (attempt - 1)
             print(f"mpsbench: {target.name}: {problem}; attempt {attempt + 1} of {tries} in {wait:.0f} s, from byte"
@@ -322,7 +316,7 @@ def _download(url: str, target: Path, tries: int | None = None, backoff: float |
 
 
 def disk_problem(exc: OSError) -> InstallError:
-    """A cache that cannot be written (read-only, full, gone), in one line with the path and what to do."""
+    """A cache that cannot be written, in one line with the path and what to do."""
     where = exc.filename or cache_root()
     if exc.errno in (errno.ENOSPC, errno.EDQUOT):
         advice = f"free space there, or set {CACHE_ENV} to a folder on a disk with room (a build takes 3-6 GB)"
@@ -332,8 +326,7 @@ def disk_problem(exc: OSError) -> InstallError:
 
 
 def _find(pin: dict[str, str], scratch: Path) -> Path:
-    """The pinned wheel from a local wheelhouse, the pin's file:// path, pip (this machine's indexes and mirrors),
-    else the URL itself."""
+    """The pinned wheel from a local wheelhouse, a file:// pin, pip, else the URL."""
     found = next((folder / pin["filename"] for folder in _local_wheelhouses() if (folder / pin["filename"]).is_file()),
                  None)
     if found is None and pin["url"].startswith("file://"):
@@ -347,12 +340,10 @@ def _find(pin: dict[str, str], scratch: Path) -> Path:
 
 
 def fetch_wheel(pin: dict[str, str]) -> Path:
-    """The pinned wheel in the local wheel store, fetched (:func:`_find`) and checked once.
+    """The pinned wheel in the local store, fetched and sha256-checked once.
 
-    Whatever is found must match the pinned sha256, or nothing is stored. A download, made in a scratch folder on the
-    store's disk, is renamed into the store; a file of the user's (a wheelhouse's, a file:// pin) is copied, and a
-    copy cut short (a full disk, a kill) never takes the wheel's name: it is removed, or by the next install if the
-    process died.
+    A download is renamed in from a scratch folder on the store's disk; a user's file is copied
+    via a .partial that never takes the wheel's name (clean_leftovers removes a dead process's).
     """
     if not plain_wheel_name(pin["filename"]) or not allowed_url(pin["url"]):
         raise InstallError(f"refusing the pin {pin['filename']!r} at {pin['url']!r}: a plain wheel file name"
@@ -368,7 +359,7 @@ def fetch_wheel(pin: dict[str, str]) -> Path:
             found = _find(pin, Path(scratch))
             _check(pin, found, "the wheel found at")
             store.mkdir(exist_ok=True)
-            if found.parent == Path(scratch):  # a multi-GB download on the store's disk: renamed, not written twice
+            if found.parent == Path(scratch):  # renamed, not written twice
                 os.replace(found, stored)
             else:  # the user's file stays where it is
                 partial = store / f".{pin['filename']}.{os.getpid()}.partial"
@@ -384,7 +375,7 @@ def fetch_wheel(pin: dict[str, str]) -> Path:
 
 @contextlib.contextmanager
 def _locked(path: Path, wait: bool = True) -> Iterator[bool]:
-    """Serialize installs of one build between concurrent asv runs; yields False if ``wait`` is off and it is held."""
+    """Serialize installs of one build across asv runs; False if held and ``wait`` is off."""
     import fcntl
 
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -408,7 +399,7 @@ def _alive(pid: str) -> bool:
 
 
 def clean_leftovers(root: Path) -> list[Path]:
-    """Remove what killed installs left: staging folders no install holds, and dead processes' fetches and copies."""
+    """Remove what killed installs left: unheld staging, dead processes' fetches and copies."""
     removed = []
     for staging in sorted((root / "builds").glob("*.staging-*")):
         with _locked(root / "builds" / (staging.name.split(".staging-")[0] + ".lock"), wait=False) as free:
@@ -427,14 +418,13 @@ def clean_leftovers(root: Path) -> list[Path]:
 
 
 def installed_folder(pins: list[dict[str, str]]) -> Path:
-    """Where exactly this set of wheels is installed in the cache (``.complete`` in it once it is)."""
+    """Where this set of wheels is installed in the cache (``.complete`` once it is)."""
     return cache_root() / "builds" / hashlib.sha256("".join(sorted(pin["sha256"] for pin in pins)).encode()).hexdigest()[:20]
 
 
 def damage(folder: Path) -> str | None:
-    """What is wrong with an installed build's folder, or None if it is whole: not marked complete, or a file its
-    wheels' RECORDs list (with a size) missing or of another size. Sizes, not hashes: a stat per file reads
-    nothing of the gigabytes, and the wheels were hash-checked when they were installed."""
+    """What is wrong with an installed build's folder, or None: not complete, or a file its
+    RECORDs list missing or of another size (a stat reads nothing; wheels were hash-checked)."""
     if not (folder / ".complete").is_file():
         return f"{folder} is missing or was never completed"
     for record in sorted(folder.glob("*.dist-info/RECORD")):
@@ -456,10 +446,10 @@ def damage(folder: Path) -> str | None:
 
 
 def ensure_installed(pins: list[dict[str, str]]) -> tuple[Path, bool]:
-    """The folder holding exactly this set of wheels, installed (again, from the hash-checked store, where it is
-    missing or damaged); True if installed now."""
+    """The folder holding this set of wheels, (re)installed from the store if missing or damaged;
+    True if installed now."""
     folder = installed_folder(pins)
-    if damage(folder) is None:  # installed: nothing to write, so a read-only cache serves it
+    if damage(folder) is None:  # a read-only cache serves
         return folder, False
     try:
         clean_leftovers(cache_root())
@@ -488,21 +478,20 @@ def _site_packages() -> Path:
 
 
 def suite_needs(key: str, python: tuple[int, int] | None = None) -> list[dict[str, str]]:
-    """SUITE_NEEDS' pins for platform ``key`` whose wheel serves this interpreter (or CPython ``python``)."""
+    """SUITE_NEEDS' pins for ``key`` that serve this interpreter (or CPython ``python``)."""
     return [pin for pin in SUITE_NEEDS.get(key, []) if pin["python"] in ("", _python_tag(python))]
 
 
 def ensure_suite_needs(key: str) -> str:
-    """Install into this environment, hash-checked and in one pip call, each package of SUITE_NEEDS for platform
-    ``key`` (an existing build's: this machine's best) that it cannot import yet; '' or, per package not installed,
-    why."""
+    """Install, hash-checked in one pip call, each SUITE_NEEDS package for ``key`` not yet
+    importable; '' or, per package left out, why."""
     import importlib.util
 
     key = key if key in SUITE_NEEDS else next(iter(platform_candidates()), key)
     modules = {pin["name"]: pin["module"] for pins in SUITE_NEEDS.values() for pin in pins}
-    wanted = {pin["name"] for pin in SUITE_NEEDS.get(key, [])} or {"psutil"}  # psutil serves every OS, pinned or not
+    wanted = {pin["name"] for pin in SUITE_NEEDS.get(key, [])} or {"psutil"}
     lacking = [name for name in sorted(wanted) if importlib.util.find_spec(modules[name]) is None]
-    why = {name: f"no wheel is pinned for {_python_tag()} on {key}" for name in lacking}  # until one is installed
+    why = {name: f"no wheel is pinned for {_python_tag()} on {key}" for name in lacking}
     fetched = []
     for pin in suite_needs(key):
         if pin["name"] in why:
@@ -522,10 +511,9 @@ def ensure_suite_needs(key: str) -> str:
 
 
 def build_folder(build_dir: Path) -> tuple[dict[str, Any], str, Path, bool]:
-    """The build in ``build_dir``, its platform key and its folder (installed once, now if need be: True).
+    """The build in ``build_dir``, its platform key and its folder (True if installed now).
 
-    Everything that can refuse the build (not asked for by this run, no complete set here, a wheel this machine
-    cannot run) is checked before any download and before the environment is touched.
+    Every refusal comes before any download and before the environment is touched.
     """
     build = json.loads((build_dir / "build.json").read_text())
     _refuse_unasked(build)
@@ -542,14 +530,13 @@ def build_folder(build_dir: Path) -> tuple[dict[str, Any], str, Path, bool]:
 
 
 def sys_path(folder: Path, suite_src: Path) -> list[str]:
-    """What a build puts on sys.path, in order: its installed folder, then the suite's src. The one answer for the
-    .pth switch (:func:`install`) and for compare's build servers (:func:`paths`), so that both import the same code."""
+    """A build's sys.path entries: its folder, then the suite's src (.pth and build servers)."""
     return [str(folder), str(suite_src.resolve())]
 
 
 def paths(build_dir: Path, suite_src: Path) -> dict[str, Any]:
-    """The build in ``build_dir`` installed (once), switched to by nobody: what compare's build servers start from
-    (PYTHONPATH instead of the .pth), with ``torch_dir``, where torch must come from, and the .pth's ``env``."""
+    """The build installed but not switched to: PYTHONPATH entries for compare's build servers, with
+    ``torch_dir`` and the .pth's ``env``."""
     build, key, folder, fresh = build_folder(build_dir)
     needs = ensure_suite_needs(key)
     return {"build": f"{build['channel']}@{build['id']}", "paths": sys_path(folder, suite_src),
@@ -561,9 +548,9 @@ def install(build_dir: Path, env_dir: Path, suite_src: Path) -> str:
     """Install (once) and switch the running environment to the build in ``build_dir``."""
     started = time.perf_counter()
     build, key, folder, fresh = build_folder(build_dir)
-    # The heal line first: site adds a folder that exists only, so a folder healed by it is still put on sys.path.
+    # Heal line first: site adds only existing folders, so a healed folder still reaches sys.path.
     pth_lines = [*([] if key == "existing" else [_heal_line(folder, env_dir)]), *sys_path(folder, suite_src)]
-    if build.get("env"):  # a .pth line that starts with "import" is executed at every interpreter start
+    if build.get("env"):  # a .pth "import" line runs at interpreter start
         pth_lines.append(f"import os; os.environ.update({json.dumps(build['env'], sort_keys=True)})")
     (_site_packages() / PTH_NAME).write_text("\n".join(pth_lines) + "\n")
     record = {"build": f"{build['channel']}@{build['id']}", "platform": key, "folder": str(folder), "fresh": fresh,
@@ -574,13 +561,12 @@ def install(build_dir: Path, env_dir: Path, suite_src: Path) -> str:
     return f"mpsbench: {how} torch {build['torch_version']} ({key}) in {time.perf_counter() - started:.2f} s{needs}"
 
 
-HEALING_ENV = "MPSBENCH_HEALING"  # set in the healing process and its children: they never start another
+HEALING_ENV = "MPSBENCH_HEALING"  # no nested heals
 
 
 def _heal_line(folder: Path, env_dir: Path) -> str:
-    """The .pth line that, at an interpreter's start, reinstalls the build if its folder is gone (a cache cleaned
-    by hand or by a disk tool): asv installs a build only when it switches commits, so without it every later run
-    of the same build would fail with no torch. Two stats when the folder is whole."""
+    """The .pth line that reinstalls the build at interpreter start if its folder is gone: asv
+    installs only when it switches commits. Two stats when the folder is whole."""
     marks = [str(folder / ".complete"), str(folder / "torch" / "__init__.py")]
     command = [str(Path(__file__).resolve()), "heal", str(env_dir)]
     return (f"import os, subprocess, sys; all(map(os.path.isfile, {json.dumps(marks)}))"
@@ -589,8 +575,7 @@ def _heal_line(folder: Path, env_dir: Path) -> str:
 
 
 def heal(env_dir: Path) -> str:
-    """Reinstall, from the hash-checked store, the build the environment in ``env_dir`` is switched to, if its
-    folder is missing or damaged; what was done, in a line."""
+    """Reinstall the environment's build from the store if missing or damaged; says what."""
     try:
         record = json.loads((env_dir / "mpsbench-build.json").read_text())
     except (OSError, ValueError) as exc:
@@ -605,9 +590,8 @@ def heal(env_dir: Path) -> str:
 
 
 def requirements(manifest: Path, ref: str) -> str:
-    """The pinned set of build ``ref`` (CHANNEL@ID, or CHANNEL: its newest) for this machine and Python, as pip
-    requirements with their sha256 (``pip install --require-hashes --no-deps -r``): how a CI runner installs torch
-    into its own environment from hashes, before the suite is installed."""
+    """Build ``ref``'s (CHANNEL@ID, or CHANNEL: newest) pinned set here as pip requirements with
+    sha256, for a CI runner's ``pip install --require-hashes --no-deps -r``."""
     channel_name, _, build_id = ref.partition("@")
     data = json.loads(manifest.read_text())
     channel = next((channel for channel in data.get("channels", []) if channel.get("name") == channel_name), None)

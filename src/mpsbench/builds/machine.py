@@ -1,7 +1,7 @@
 """A complete, stable asv machine entry: the same on every machine of one kind.
 
-Every field is part of a graph's identity, and asv's own ``os`` holds the kernel build string, so a drifting field
-would split history: this writes each from facts that do not drift (``asv machine --yes`` takes only six).
+Every field is part of a graph's identity, so a drifting one (asv's own ``os`` holds the kernel
+build) would split history: each field comes from facts that do not drift.
 """
 
 from __future__ import annotations
@@ -31,9 +31,8 @@ def _linux_cpu() -> str:
 
 
 def describe() -> dict[str, Any]:
-    """This machine's stable facts. A Mac's OS is its name only: a macOS update (MPSGraph ships with it) shows on the
-    same graph as a tracked value (benchmarks/benchmark_host.py); ``gpu`` only where there is one, so a machine
-    without keeps the fields it always had."""
+    """This machine's stable facts. A Mac's OS is its name only: its version is a tracked value
+    (benchmarks/benchmark_host.py); ``gpu`` only where there is one."""
     if sys.platform == "darwin":
         chip = (host.output("sysctl", "-n", "machdep.cpu.brand_string") or "").strip() or platform.processor()
         facts = {"os": "macOS"}
@@ -47,14 +46,13 @@ def describe() -> dict[str, Any]:
     gpu = host.gpu()
     if gpu:
         facts["gpu"] = gpu
-    ram = round(psutil.virtual_memory().total / 1024**3)  # hw.memsize on macOS, MemTotal on Linux
+    ram = round(psutil.virtual_memory().total / 1024**3)
     return {"arch": platform.machine(), "chip": chip, "cpu": chip, "num_cpu": str(os.cpu_count() or 1), **facts,
             "ram": f"{ram} GiB"}
 
 
 def default_name(facts: dict[str, Any]) -> str:
-    """A name derived from the facts, e.g. ``apple-m1-pro-10cpu``, or ``debian-x86-64-2cpu`` on Linux (the first word of
-    the os-release PRETTY_NAME)."""
+    """A name derived from the facts, e.g. ``apple-m1-pro-10cpu`` or ``debian-x86-64-2cpu``."""
     apple = facts["chip"].lower().startswith("apple")
     stem = facts["chip"] if apple else f"{facts['os'].split()[0]}-{facts['arch']}"
     return re.sub(r"[^a-z0-9]+", "-", f"{stem} {facts['num_cpu']}cpu".lower()).strip("-")
@@ -69,7 +67,7 @@ def machine_file() -> Path:
 
 
 def check_name(name: str) -> str:
-    """``name`` if asv can file results under it: a folder of the results, no '..', no separator."""
+    """``name`` if asv can file results under it (a folder name)."""
     if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]*", name):
         raise MachineError(f"machine name {name!r} may hold only letters, digits, '.', '_' and '-', and must start with"
                            " a letter or digit")
@@ -77,7 +75,7 @@ def check_name(name: str) -> str:
 
 
 def require(name: str) -> None:
-    """MachineError unless asv's machine file holds ``name``: asv would refuse a run under it in many lines, exit 3."""
+    """MachineError unless asv's machine file holds ``name`` (asv's own refusal is many lines)."""
     path = machine_file()
     try:
         entries = json.loads(path.read_text(encoding="utf-8"))
@@ -94,23 +92,22 @@ def require(name: str) -> None:
 def write(name: str | None = None) -> tuple[str, dict[str, Any]]:
     """Write (or replace) this machine's entry in asv's machine file; returns its name and fields."""
     facts = describe()
-    name = check_name(default_name(facts) if name is None else name)  # an empty --name is a mistake, not the default
+    name = check_name(default_name(facts) if name is None else name)  # "" is no default
     path = machine_file()
-    # One lock for the file, from reading to writing: two at once each keep the other's entry. An OS error (a
-    # read-only or full home, a file-size limit) is the command line's one line naming the path.
+    # Locked from reading to writing: two writers each keep the other's entry.
     with files.lock(path):
         entries, before = _entries(path)
         entries.setdefault("version", 1)
         entries[name] = {"machine": name, **facts}
         text = json.dumps(entries, indent=4, sort_keys=True) + "\n"
-        if text.encode() != before:  # unchanged, untouched: a refused command leaves it byte for byte
+        if text.encode() != before:  # unchanged: untouched
             files.write(path, text)
     return name, entries[name]
 
 
 def _entries(path: Path) -> tuple[dict[str, Any], bytes]:
-    """The machine file's entries and bytes: none for a file that is missing; MachineError for one that cannot be
-    read as JSON (replacing it would drop the entries another tool wrote)."""
+    """The machine file's entries and bytes (none if missing); MachineError if it is not JSON
+    (replacing it would drop other tools' entries)."""
     try:
         before = path.read_bytes()
     except FileNotFoundError:

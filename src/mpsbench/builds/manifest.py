@@ -1,8 +1,7 @@
-"""builds/manifest.json: append-only channels of builds, each pinned per platform (timeline.py makes asv's git of it).
+"""builds/manifest.json: append-only channels of builds, each pinned per platform.
 
-A channel may fork from another's build (``parent``). The file is checked where it enters (:func:`from_json`):
-each field's form by pydantic, then the rules that join records; a bad manifest is one line naming the field, the
-value and what is expected.
+A channel may fork from another's build (``parent``). :func:`from_json` checks each field's form
+(pydantic), then the rules across records; a problem is one line naming field, value and rule.
 """
 
 from __future__ import annotations
@@ -35,7 +34,7 @@ class ManifestError(errors.UserError):
 
 
 def _form(expected: str, test: Callable[[Any], object]) -> BeforeValidator:
-    """A field that passes ``test`` (a false answer or a ValueError fails); else pydantic says ``expected``."""
+    """A field that must pass ``test`` (false or ValueError fails), else "expected ``expected``"."""
 
     def check(value: Any) -> Any:
         if not _passes(test, value):
@@ -56,12 +55,11 @@ def _pattern(expected: str, pattern: str) -> BeforeValidator:
     return _form(expected, functools.partial(re.fullmatch, pattern))
 
 
-MAX_NAME = 100  # a ref's file name, its ".lock" and a results folder's name beside it stay within 255 bytes
+MAX_NAME = 100  # ref file, ".lock" and results folder names fit 255 bytes
 
 
 def ref_safe(value: object, pattern: str = _NAME) -> bool:
-    """Whether ``value`` matches ``pattern`` and git takes it as a one-level ref name (git check-ref-format's rules
-    that such a name can break: no "..", no ending in "." or ".lock"), at most MAX_NAME characters."""
+    """Whether ``value`` matches ``pattern``, is a one-level git ref name and fits MAX_NAME."""
     return (isinstance(value, str) and re.fullmatch(pattern, value) is not None and len(value) <= MAX_NAME
             and ".." not in value and not value.endswith((".", ".lock")))
 
@@ -78,7 +76,7 @@ PythonTag = Annotated[str, _pattern("a CPython tag such as cp312, or empty", r"(
 PinName = Annotated[str, _pattern("a package name as a wheel writes it, e.g. typing_extensions", r"[a-z0-9][a-z0-9_]*")]
 PepVersion = Annotated[str, _form("a PEP 440 version, e.g. 2.14.1 or 2.15.0.dev20261120", Version)]
 Word = Annotated[str, _pattern("a word without spaces", r"\S+")]
-EPOCH = datetime(1970, 1, 2, tzinfo=timezone.utc)  # git keeps a commit's date as seconds since 1970
+EPOCH = datetime(1970, 1, 2, tzinfo=timezone.utc)  # git dates are seconds since 1970
 Date = Annotated[str, _form("a UTC date YYYY-MM-DDTHH:MM:SSZ from 1970-01-02",
                             lambda value: parse_date(value) >= EPOCH)]
 GitVersion = Annotated[str, _pattern("torch's git commit (hex digits) or Unknown", r"[0-9a-fA-F]+|Unknown")]
@@ -90,7 +88,7 @@ EnvName = Annotated[str, _pattern("an environment variable name", r"[A-Za-z_][A-
 Minor = Annotated[str, _pattern("a minor release such as 1.12", r"\d+\.\d+")]
 Python = Annotated[str, _pattern("a Python version such as 3.12", r"3\.\d+")]
 Count = Annotated[int, Strict(), _form("a whole number of at least 1", lambda value: type(value) is int and value >= 1)]
-# Lax elsewhere (a JSON list fills a tuple), strict where it matters: no number passes for a string or the reverse.
+# Lax (a JSON list fills a tuple) but strict where it matters (the Strict and _form types).
 _CONFIG = ConfigDict(extra="forbid", revalidate_instances="always")
 
 
@@ -102,8 +100,8 @@ class Pin:
     filename: WheelFile
     url: Url
     sha256: Sha256
-    # The interpreter ("cp310") whose complete set, resolved by pip, holds this wheel. Empty on builds
-    # pinned before sets were resolved per Python (release 2.13.0 and 2.14.1), which the installer refuses.
+    # The interpreter ("cp310") whose resolved set holds this wheel; empty on old pin sets, which
+    # the installer refuses.
     python: PythonTag = ""
 
 
@@ -112,16 +110,16 @@ class Build:
     """One PyTorch build: a commit of the timeline."""
 
     __pydantic_config__ = _CONFIG
-    id: Name  # unique within its channel: "2.14.1", a nightly's date, "mybranch-1"
-    torch_version: Word  # as torch reports it: "2.14.1", "2.15.0.dev20261120" (a release's: PEP 440)
+    id: Name  # unique within its channel
+    torch_version: Word  # as torch reports it
     date: Date  # the commit's date on asv's axis
-    git_version: GitVersion  # torch.version.git_version: the upstream commit
+    git_version: GitVersion  # torch.version.git_version
     kind: Kind
     pins: dict[Platform, list[Pin]]
     tag: Tag | None = None  # an annotated tag on the timeline (releases)
     note: str = ""
     site_packages: str | None = None  # kind "existing": a torch installed here, used in place
-    # Set in every process of the build's asv environment (its .pth file): e.g. a calibration copy's slowdown.
+    # Set in every process of the build's asv environment (its .pth file).
     env: dict[EnvName, str] = field(default_factory=dict)
 
     def when(self) -> datetime:
@@ -129,7 +127,7 @@ class Build:
         return parse_date(self.date)
 
     def sets(self, platform: str) -> dict[str, list[Pin]]:
-        """Each interpreter's set of wheels on ``platform`` ("cp310" -> its set; "": pinned before sets per Python)."""
+        """Each interpreter's wheels on ``platform`` ("": an old set, not per Python)."""
         found: dict[str, list[Pin]] = {}
         for pin in self.pins.get(platform, []):
             found.setdefault(pin.python, []).append(pin)
@@ -152,8 +150,8 @@ class Default:
     channels: tuple[Name, ...]  # drawn from in order
     since: Minor | None = None  # the oldest minor release, e.g. "1.12"
     newest: Count | None = None  # keep only this many newest releases
-    newest_of: dict[Name, Count] = field(default_factory=dict)  # e.g. {"release": 1}: the era's few and the newest
-    pythons: tuple[Python, ...] = ()  # each build runs under each it has wheels for; (): asv's own
+    newest_of: dict[Name, Count] = field(default_factory=dict)
+    pythons: tuple[Python, ...] = ()  # (): asv's own
 
 
 @dataclass(frozen=True)
@@ -166,9 +164,8 @@ class Manifest:
         return next((channel for channel in self.channels if channel.name == name), None)
 
     def check_new(self, channel_name: str, build_id: str | None = None, parent: str | None = None) -> None:
-        """ManifestError for a name :func:`append` would refuse (a bad channel name or id, a build the channel holds
-        already, a parent that is not a build): checked before a build is resolved or a wheel fetched (pip's
-        resolution of a release takes minutes, a wheel's download gigabytes)."""
+        """ManifestError for what :func:`append` would refuse, before minutes of resolving or
+        gigabytes of download."""
         check_name("channel name", channel_name)
         if build_id is not None:
             check_name("build id", build_id)
@@ -180,8 +177,7 @@ class Manifest:
             self.find(parent)
 
     def refuse_twice(self, channel_name: str, build_id: str) -> None:
-        """ManifestError if the channel holds a build ``build_id`` already: checked before a build is resolved too
-        (pip's resolution of a release takes minutes)."""
+        """ManifestError if the channel already holds ``build_id`` (checked before resolving)."""
         existing = self.channel(channel_name)
         if existing is not None and any(old.id == build_id for old in existing.builds):
             raise ManifestError(f"channel {channel_name} already has a build {build_id!r}")
@@ -209,12 +205,12 @@ def parse_date(value: str) -> datetime:
     return datetime.strptime(value, _DATE).replace(tzinfo=timezone.utc)
 
 
-FUTURE = timedelta(days=1)  # a build may be dated up to a day ahead (clocks and time zones); later is a mistake
+FUTURE = timedelta(days=1)  # clock and time-zone slack
 
 
 def refuse_future(date: str, what: str = "build date") -> None:
-    """ManifestError if ``date`` is more than a day ahead of now: a build dated 2099 would become every channel's
-    tip, and every real build after it would be refused as older."""
+    """ManifestError if ``date`` is over a day ahead: it would become the tip and refuse every real
+    build after it as older."""
     latest = datetime.now(timezone.utc) + FUTURE
     if _passes(parse_date, date) and parse_date(date) > latest:
         raise ManifestError(f"{what} {date} is in the future; a build is dated at most a day ahead"
@@ -237,7 +233,7 @@ def _get(node: Any, *steps: int | str) -> Any:
 
 
 def _where(loc: tuple[int | str, ...], data: Any) -> str:
-    """A pydantic error's location as a reader looks for it: ``build release@2.13.0: pins.macos-arm64[2].filename``."""
+    """A pydantic error's location, e.g. ``build release@2.13.0: pins.macos-arm64[2].filename``."""
     head, rest = "", list(loc)
     if rest[:1] == ["channels"] and len(rest) > 1:
         name, head, rest = _get(data, *rest[:2], "name"), f"channels[{rest[1]}]", rest[2:]
@@ -264,7 +260,7 @@ def _problem(exc: ValidationError, data: Any) -> str:
 
 
 def _check_rules(manifest: Manifest) -> None:
-    """The rules that join records (each field's form is checked already); ManifestError names the first broken."""
+    """The rules across records; ManifestError names the first one broken."""
     seen_channels: set[str] = set()
     tags: set[str] = set()
     for channel in manifest.channels:
@@ -324,14 +320,14 @@ def _check_build(channel: str, build: Build) -> None:
         for python, pins in sets.items():
             names = [pin.name for pin in pins]
             twice = sorted({name for name in names if names.count(name) > 1}) if python else []
-            if "torch" not in names or twice:  # a set pinned by tags holds a wheel of each package per Python
+            if "torch" not in names or twice:  # a tags set: one per Python
                 raise ManifestError(f"{where}: the {platform} set {python or '(by tags)'} needs one torch wheel and"
                                     f" one wheel per package{'; twice: ' + ', '.join(twice) if twice else ''}")
 
 
 def from_json(data: Any, source: str = "manifest") -> Manifest:
-    """A manifest from its JSON form, checked whole; ManifestError (one line, ``source`` first) for the first problem."""
-    if not isinstance(data, dict):  # e.g. [] : one line, not an AttributeError
+    """A manifest from its JSON form, checked whole; ManifestError for the first problem."""
+    if not isinstance(data, dict):
         raise ManifestError(f"{source}: a manifest is a JSON object with \"schema\": {SCHEMA} and \"channels\","
                             f" not {type(data).__name__}")
     if data.get("schema") != SCHEMA or type(data.get("schema")) is not int:
@@ -348,12 +344,11 @@ def from_json(data: Any, source: str = "manifest") -> Manifest:
 
 
 def validate(manifest: Manifest) -> None:
-    """Raise ManifestError naming the first problem of a manifest made in code (as :func:`from_json` would)."""
+    """Check a manifest made in code as :func:`from_json` would."""
     from_json(to_json(manifest))
 
 
-# Fields left at their defaults are left out, so that adding a field never changes the bytes (and so the timeline
-# hashes) of records that do not use it.
+# Defaults are left out: a new field never changes the bytes (and timeline hashes) of old records.
 def to_json(manifest: Manifest) -> dict[str, Any]:
     return {"schema": SCHEMA, "channels": [], **_adapter(Manifest).dump_python(manifest, mode="json", exclude_defaults=True)}
 
@@ -369,8 +364,8 @@ def dumps(data: Any) -> str:
 
 
 def load(path: Path, missing_ok: bool = False) -> Manifest:
-    """The manifest at ``path``. A missing file is refused, never read as a manifest of no builds (a mistyped
-    --manifest would empty the timeline and asv's branches); ``missing_ok``: the fleet's, before its first resolve."""
+    """The manifest at ``path``. A missing file is refused (a mistyped --manifest would empty the
+    timeline) unless ``missing_ok``."""
     try:
         data = json.loads(path.read_bytes())
     except FileNotFoundError:
@@ -386,7 +381,7 @@ def load(path: Path, missing_ok: bool = False) -> Manifest:
 
 
 def save(manifest: Manifest, path: Path) -> None:
-    """Validate, then replace ``path`` atomically (under the lock every writer of the manifest takes)."""
+    """Validate, then replace ``path`` atomically under the manifest's lock."""
     validate(manifest)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -405,9 +400,9 @@ def check_name(what: str, value: str) -> None:
 
 
 def append(manifest: Manifest, channel_name: str, build: Build, parent: str | None = None) -> Manifest:
-    """A new manifest with ``build`` at the end of ``channel_name``, created if new (forked from ``parent``, channel@id)."""
+    """A new manifest with ``build`` appended to ``channel_name`` (new: forked from ``parent``)."""
     check_name("channel name", channel_name)
-    validate(Manifest((Channel(channel_name, (build,)),)))  # the build's own fields first, named as a file's would be
+    validate(Manifest((Channel(channel_name, (build,)),)))  # the build's fields first
     refuse_future(build.date, f"build {channel_name}@{build.id} dated")
     existing = manifest.channel(channel_name)
     if existing is None:

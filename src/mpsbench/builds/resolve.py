@@ -1,7 +1,7 @@
 """Turn a release, a nightly's date, a wheel file or URL, or an installed torch into a Build.
 
-Per platform and Python, pip's complete set around torch, its torchvision and a transformers that runs with it,
-each wheel pinned by file, URL and sha256; ``git_version`` and the date come from the torch wheel's ``torch/version.py``.
+Per platform and Python, pip's complete set around torch, torchvision and a compatible transformers,
+each wheel pinned by file, URL and sha256; ``git_version`` and the date from ``torch/version.py``.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from mpsbench.builds import manifest as mf
 from mpsbench.core import errors
 
 PYPI = "https://pypi.org/simple"
-NIGHTLY_INDEXES = (  # PyTorch's nightly indexes: macOS and Linux cpu wheels, Linux CUDA wheels
+NIGHTLY_INDEXES = (
     "https://download.pytorch.org/whl/nightly/cpu",
     "https://download.pytorch.org/whl/nightly/cu130",
 )
@@ -42,8 +42,8 @@ class ResolveError(errors.UserError):
 
 
 def torchvision_series(torch_version: str) -> str:
-    """The torchvision series made for a torch release (1.13 -> 0.14, 2.14 -> 0.29): the 1.x era's macOS
-    torchvision wheels do not require their torch, so pip alone would pair any."""
+    """The torchvision series for a torch release (2.14 -> 0.29): old macOS torchvision wheels
+    do not pin their torch, so pip alone would pair any."""
     try:
         major, minor = Version(torch_version).release[:2]
     except (InvalidVersion, ValueError):
@@ -51,9 +51,8 @@ def torchvision_series(torch_version: str) -> str:
     return f"0.{minor + 1}" if major == 1 else f"0.{minor + 15}"
 
 
-# (torch below, the first transformers too new for it): what pip cannot know, as the metadata does not say it.
-# transformers 4.50 imports torch.compiler (2.1+); 5.14 imports DTensor from torch.distributed.tensor (2.5+)
-# (docs/evidence/linux-default.md). Before 2.0 the torch extra says enough.
+# (torch below, the first transformers too new for it), which the metadata does not say:
+# 4.50 imports torch.compiler (2.1+), 5.14 torch.distributed.tensor's DTensor (2.5+).
 TRANSFORMERS_CAPS: tuple[tuple[tuple[int, int], str], ...] = (((2, 1), "4.50"), ((2, 5), "5.14"))
 
 
@@ -63,22 +62,21 @@ def transformers_cap(torch_version: str) -> str | None:
 
 
 def requirements(torch_version: str, torchvision: str | None = None, transformers: str | None = None) -> list[str]:
-    """What pip resolves a build from: torch, its torchvision (a version, or ``none``), a transformers that runs with it."""
+    """What pip resolves a build from: torch, torchvision (a version or ``none``), transformers."""
     wanted = [f"torch=={torch_version}"]
     if torchvision != "none":
         wanted.append(f"torchvision=={torchvision or torchvision_series(torch_version) + '.*'}")
     cap = transformers_cap(torch_version)
     if transformers not in ("none", None):
-        wanted.append(f"transformers[torch]=={transformers}")  # a version named on purpose is taken as named
+        wanted.append(f"transformers[torch]=={transformers}")
     elif transformers is None:
         wanted.append(f"transformers[torch]{'<' + cap if cap else ''}")
-    if Version(torch_version).release[:2] < (2, 3):  # built against numpy 1 without saying so: numpy 2 breaks it
+    if Version(torch_version).release[:2] < (2, 3):  # built on numpy 1, unsaid
         wanted.append("numpy<2")
     return wanted
 
 
-# The platform tags pip resolves for, newest first: every tag a wheel of the era may carry (torch 1.13.1 is
-# manylinux1, 2.15.0 manylinux_2_28).
+# The platform tags pip resolves for, newest first: every tag a torch wheel may carry.
 PLATFORM_TAGS: dict[str, tuple[str, ...]] = {
     "macos-arm64": tuple(packaging.tags.mac_platforms((14, 0), "arm64")),
     "linux-x86_64-cuda": (
@@ -87,18 +85,18 @@ PLATFORM_TAGS: dict[str, tuple[str, ...]] = {
     ),
 }
 PLATFORM_TAGS["linux-x86_64-cpu"] = (*PLATFORM_TAGS["linux-x86_64-cuda"], "linux_x86_64")
-# pip's settings that would change what it finds: the manifest pins what the named indexes hold.
+# The only PIP_ settings kept: the others would change what pip finds.
 _PIP_KEPT = ("PIP_CERT", "PIP_DEFAULT_TIMEOUT", "PIP_CACHE_DIR", "PIP_NO_CACHE_DIR")
 
 
 def _pip_report(wanted: list[str], platform: str, python: str, index: str,
                 extra_indexes: tuple[str, ...] = ()) -> list[dict[str, Any]]:
-    """What ``pip install --dry-run --report`` installs for ``wanted`` on ``platform`` under ``python`` (cp310): each
-    wheel's URL and sha256, found without a download (pip_target.py makes the markers the target's too)."""
+    """What ``pip install --dry-run --report`` installs for ``wanted`` on ``platform`` and
+    ``python`` (cp310), without a download (pip_target.py sets the target's markers)."""
     if not re.fullmatch(r"cp3\d+", python):
         raise ResolveError(f"python tag {python!r} is not cpython 3 (e.g. cp312)")
     env = {key: value for key, value in os.environ.items() if not key.startswith("PIP_") or key in _PIP_KEPT}
-    env["PIP_CONFIG_FILE"] = os.devnull  # no machine-wide find-links or mirrors in the pins
+    env["PIP_CONFIG_FILE"] = os.devnull  # no local mirrors in the pins
     with tempfile.TemporaryDirectory(prefix="mpsbench-resolve-") as scratch:
         report = Path(scratch) / "report.json"
         command = [
@@ -136,8 +134,8 @@ def pip_set(wanted: list[str], platform: str, python: str, index: str = PYPI,
 
 def check_set(pins: list[mf.Pin], platform: str, python: str, index: str = PYPI,
               extra_indexes: tuple[str, ...] = ()) -> list[str]:
-    """What is wrong with one pinned set, by pip's resolver over the indexes: each package it needs and the set
-    lacks, and each pin the index serves otherwise (another file or sha256). Empty: complete and as pinned."""
+    """What pip's resolver finds wrong with a pinned set: packages it lacks, pins the index serves
+    otherwise; empty when complete and as pinned."""
     pinned = {pin.name: pin for pin in pins}
     problems = []
     for item in _pip_report([f"{pin.name}=={pin.version}" for pin in pins], platform, python, index, extra_indexes):
@@ -155,7 +153,7 @@ Pythons = tuple[str, ...] | Mapping[str, tuple[str, ...]]  # for every platform,
 
 
 def _combos(found: list[wheels.WheelName], pythons: Pythons) -> dict[tuple[str, str], str]:
-    """(platform, python) -> the exact torch version, for every torch wheel on a platform and python we pin."""
+    """(platform, python) -> exact torch version, for each torch wheel we pin."""
     combos = {}
     for wheel in found:
         key = wheels.platform_key(wheel)
@@ -184,14 +182,14 @@ def _identity(pins: dict[str, list[mf.Pin]]) -> wheels.TorchIdentity:
 
 def _build(identity: wheels.TorchIdentity, date: str | None = None, *, id: str, torch_version: str, kind: str,
            pins: dict[str, list[mf.Pin]], tag: str | None = None, note: str = "") -> mf.Build:
-    """A Build of the upstream commit its torch wheel names, dated as the wheel is unless ``date`` is given."""
+    """A Build of its torch wheel's commit, dated as the wheel unless ``date`` is given."""
     return mf.Build(id=id, torch_version=torch_version, date=date or mf.format_date(identity.built),
                     git_version=identity.git_version, kind=kind, pins=pins, tag=tag, note=note)
 
 
 def release(version: str, index: str = PYPI, pythons: Pythons = PYTHONS, torchvision: str | None = None,
             transformers: str | None = None, date: str | None = None) -> mf.Build:
-    """A PyPI (or other index) release of torch, e.g. ``2.14.1``, with pip's resolution of its neighbours."""
+    """A torch release on ``index``, e.g. ``2.14.1``, with pip's resolution of its neighbours."""
     if not re.fullmatch(r"\d+\.\d+(\.\d+)?", version):
         raise ResolveError(f"release version {version!r} is not MAJOR.MINOR.PATCH (e.g. 2.14.1)")
     all_torch = wheels.project_wheels(index, "torch")
@@ -206,8 +204,7 @@ def release(version: str, index: str = PYPI, pythons: Pythons = PYTHONS, torchvi
     vision_wheels = [wheel for wheel in wheels.project_wheels(index, "torchvision")
                      if wheel.public_version.startswith(series + ".")]
     with_vision = set(_combos(vision_wheels, pythons))
-    # Where the series has no wheel (not released yet, or none for that Python: 0.14 has no
-    # cp311), the set has no torchvision and the suite skips its models with the reason.
+    # No torchvision wheel for a Python: the set has none and the suite skips those models.
     pins = _resolve_pins({
         combo: requirements(exact, torchvision or ("none" if combo not in with_vision else None), transformers)
         for combo, exact in combos.items()
@@ -215,7 +212,7 @@ def release(version: str, index: str = PYPI, pythons: Pythons = PYTHONS, torchvi
     return _build(_identity(pins), date, id=version, torch_version=version, kind="release", pins=pins, tag=f"v{version}")
 
 
-NIGHTLY_STAMP = re.compile(r"\.dev(\d{4})(\d{2})(\d{2})")  # a nightly's date in its version: 2.15.0.dev20261117
+NIGHTLY_STAMP = re.compile(r"\.dev(\d{4})(\d{2})(\d{2})")
 
 
 def nightly_dates(indexes: tuple[str, ...]) -> list[str]:
@@ -235,9 +232,9 @@ def check_nightly_date(date: str) -> None:
 
 def nightly(date: str, indexes: tuple[str, ...] = NIGHTLY_INDEXES, pythons: tuple[str, ...] = PYTHONS,
             transformers: str | None = None, transformers_index: str = PYPI) -> mf.Build:
-    """The nightly of ``date`` (YYYY-MM-DD): each platform from the index holding its torch, plus ``transformers_index``."""
+    """The nightly of ``date`` (YYYY-MM-DD): each platform from the index holding its torch."""
     check_nightly_date(date)
-    for each in (*indexes, transformers_index):  # every index refused before the first is read
+    for each in (*indexes, transformers_index):  # check all before reading one
         wheels.index_uri(each)
     stamp = ".dev" + date.replace("-", "")
     pins: dict[str, list[mf.Pin]] = {}
@@ -247,7 +244,6 @@ def nightly(date: str, indexes: tuple[str, ...] = NIGHTLY_INDEXES, pythons: tupl
         if not combos:
             continue
         vision = {wheel.version for wheel in wheels.project_wheels(index, "torchvision") if stamp in wheel.version}
-        # one torchvision nightly of that date, else the build pins torch without it
         torchvision = max(vision, key=Version) if vision else "none"
         extra = (transformers_index,) if transformers_index != index else ()
         wanted = {combo: requirements(exact, torchvision, transformers) for combo, exact in combos.items()}
@@ -263,7 +259,7 @@ def nightly(date: str, indexes: tuple[str, ...] = NIGHTLY_INDEXES, pythons: tupl
 def _file_pin(path: Path, sha256: str | None = None) -> mf.Pin:
     if not path.is_file():
         raise ResolveError(f"wheel file {path} does not exist")
-    wheel = wheels.own_identity(str(path))  # the wheel's own metadata, never its file name alone
+    wheel = wheels.own_identity(str(path))  # its metadata, not its name
     actual = install_build.sha256_of(path)
     if sha256 and sha256.lower() != actual:
         raise ResolveError(f"{path.name}: sha256 {actual} does not match the given {sha256}")
@@ -279,8 +275,7 @@ def _torch_platform(wheel: wheels.WheelName) -> str:
 
 def _own_build(own: list[tuple[mf.Pin, Path]], kind: str, transformers: str | None, index: str,
                build_id: str | None, note: str) -> mf.Build:
-    """A build of our own torch wheel (and torchvision) with what pip resolves around them: pip reads the local
-    files for their requirements, the pins keep the wheels' own URLs."""
+    """A build of our own torch (and torchvision) wheel with what pip resolves around it."""
     torch_pin, torch_file = own[0]
     wheel = wheels.parse_wheel_name(torch_pin.filename)
     platform = _torch_platform(wheel)
@@ -325,24 +320,23 @@ def wheel_url(url: str, sha256: str | None = None, transformers: str | None = No
     digest = sha256 or (fragment[len("sha256="):] if fragment.startswith("sha256=") else None)
     if not digest or not re.fullmatch(r"[0-9a-fA-F]{64}", digest):
         raise ResolveError(f"a wheel URL needs its sha256: pass --sha256 or a URL ending in #sha256=...; got {digest!r}")
-    wheel = wheels.own_identity(url)  # its metadata, read by HTTP ranges: a renamed wheel is refused undownloaded
+    wheel = wheels.own_identity(url)  # read by HTTP ranges
     _torch_platform(wheel)  # refused before the download
     wheels.index_uri(index)
     pin = mf.Pin(wheel.name, wheel.version, wheel.filename, url, digest.lower())
-    if url.startswith("file://"):  # a file here: checked in place, copied into the store only once the build is added
+    if url.startswith("file://"):  # copied into the store once added
         local = Path(urllib.request.url2pathname(urllib.parse.urlparse(url).path))
         return _own_build([(_file_pin(local, digest), local)], "wheel-url", transformers, index, build_id, note)
-    try:  # a download is kept in the store even if the build is refused later: a retry need not fetch it again
-        stored = install_build.fetch_wheel(vars(pin))  # verifies the checksum before anything is recorded
+    try:  # kept in the store even if refused later
+        stored = install_build.fetch_wheel(vars(pin))
     except install_build.InstallError as exc:
         raise ResolveError(str(exc)) from None
     return _own_build([(pin, stored)], "wheel-url", transformers, index, build_id, note)
 
 
 def in_store(build: mf.Build) -> tuple[mf.Build, list[mf.Pin]]:
-    """``build`` with each wheel of the user's (a file:// pin outside the wheel store) pinned at its content-addressed
-    copy in the store instead (MPSBENCH_CACHE/wheels/SHA256/FILE), and those pins as they were: what
-    :func:`keep` copies once every check has passed. The user may move or delete the file afterwards."""
+    """``build`` with each user's file:// pin moved to its copy in the wheel store, and the original
+    pins, which :func:`keep` copies once every check passes."""
     store = install_build.cache_root() / "wheels"
     originals: list[mf.Pin] = []
 
@@ -360,7 +354,7 @@ def in_store(build: mf.Build) -> tuple[mf.Build, list[mf.Pin]]:
 
 
 def keep(originals: list[mf.Pin]) -> list[Path]:
-    """Copy each of ``originals`` into the wheel store, hash-checked; the copies made now (not there before)."""
+    """Copy ``originals`` into the wheel store, hash-checked; returns the copies made now."""
     made = []
     for pin in originals:
         target = install_build.cache_root() / "wheels" / pin.sha256 / pin.filename
@@ -376,7 +370,7 @@ def keep(originals: list[mf.Pin]) -> list[Path]:
 
 def existing(site_packages: Path, build_id: str | None = None, date: str | None = None,
              env: dict[str, str] | None = None, note: str = "") -> mf.Build:
-    """A torch already installed here, used in place (a CI image, a GPU box without network, a developer's build)."""
+    """A torch already installed here, used in place."""
     folder = site_packages.resolve()
     version_py = folder / "torch" / "version.py"
     if not version_py.is_file():

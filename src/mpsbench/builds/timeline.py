@@ -1,7 +1,7 @@
 """The timeline git repository asv walks: a branch per channel, a commit per build (its ``build.json``).
 
-asv keys results by commit hash, so generation is deterministic (fixed identity and dates, canonical JSON, git
-plumbing): appending never changes an earlier hash, and :func:`generate` moves a branch only forward.
+asv keys results by commit hash, so generation is deterministic (fixed identity and dates, canonical
+JSON): appending never changes an earlier hash, and :func:`generate` moves a branch only forward.
 """
 
 from __future__ import annotations
@@ -87,8 +87,8 @@ def _exists(repo: Path) -> bool:
 
 
 def compute(manifest: mf.Manifest, repo: Path, env: dict[str, str] | None = None) -> Generated:
-    """Write every object for ``manifest`` into ``repo`` (created if absent); move no ref. ``env``: git's settings
-    for every command (:func:`check` sends the objects to a scratch folder)."""
+    """Write every object for ``manifest`` into ``repo`` (created if absent); move no ref. ``env``:
+    git's environment for every command."""
     repo.mkdir(parents=True, exist_ok=True)
     if not _exists(repo):
         git.text(repo, "init", "--quiet", "--initial-branch=release")
@@ -110,8 +110,7 @@ def _objects(repo: Path) -> Path:
 
 
 def _refuse_backward(repo: Path, generated: Generated, heads: dict[str, str], env: dict[str, str]) -> None:
-    """TimelineError if a branch would move to a commit that does not contain its tip (results recorded for the old
-    commits would be orphaned)."""
+    """TimelineError if a branch would move to a commit not containing its tip (orphans results)."""
     for channel, tip in generated.branches.items():
         current = heads.get(channel)
         if current and current != tip and \
@@ -124,10 +123,9 @@ def _refuse_backward(repo: Path, generated: Generated, heads: dict[str, str], en
 
 
 def check(manifest: mf.Manifest, repo: Path, force: bool = False) -> Generated:
-    """What :func:`generate` would write, proved without writing a byte in ``repo``: every object made in a scratch
-    repository (which reads ``repo``'s objects), every ref name checked by git, no branch moved backward unless
-    ``force``, and no ref locked by a git process that died. A refusal here leaves the manifest and the timeline
-    as they were."""
+    """What :func:`generate` would write, checked without writing to ``repo``: objects made in a
+    scratch repository, ref names checked by git, no branch moved backward unless ``force``, no ref
+    lock left by a dead git."""
     with tempfile.TemporaryDirectory(prefix="mpsbench-timeline-") as scratch:
         here = _exists(repo)
         env = {"GIT_ALTERNATE_OBJECT_DIRECTORIES": str(_objects(repo).resolve())} if here else {}
@@ -149,23 +147,22 @@ def check(manifest: mf.Manifest, repo: Path, force: bool = False) -> Generated:
 
 
 def generate(manifest: mf.Manifest, repo: Path, force: bool = False) -> Generated:
-    """Write the timeline and move its branches and tags forward; unless ``force``, never to a commit that does not
-    contain a branch's tip (results recorded for the old commits would be orphaned)."""
+    """Write the timeline and move its branches and tags, only forward unless ``force``."""
     generated = compute(manifest, repo)
     _verify(repo, generated)
     heads = _heads(repo)
     if not force:
         _refuse_backward(repo, generated, heads, {})
-    # Only what moves is written: git logs even a ref set to the commit it holds, and a command that refuses after
-    # naming its builds (compare, bisect) must leave the timeline's files as they were.
+    # Only refs that move are written: git logs even a no-op update, and a command that refuses
+    # later (compare, bisect) must leave the timeline's files as they were.
     for channel, tip in generated.branches.items():
         if heads.get(channel) != tip:
             git.text(repo, "update-ref", f"refs/heads/{channel}", tip)
     first = manifest.channels[0].name if manifest.channels else None
     if first and git.run(repo, "symbolic-ref", "HEAD", check=False).stdout.decode().strip() != f"refs/heads/{first}":
-        git.text(repo, "symbolic-ref", "HEAD", f"refs/heads/{first}")  # HEAD off any branch pruned below
+        git.text(repo, "symbolic-ref", "HEAD", f"refs/heads/{first}")
     for stale in heads:
-        if stale not in generated.branches:  # a channel removed from the manifest: asv must not walk it
+        if stale not in generated.branches:  # a removed channel
             git.text(repo, "update-ref", "-d", f"refs/heads/{stale}")
     tags = _heads(repo, "tags")
     for name, tag in generated.tags.items():
@@ -175,9 +172,8 @@ def generate(manifest: mf.Manifest, repo: Path, force: bool = False) -> Generate
 
 
 def _verify(repo: Path, generated: Generated) -> None:
-    """TimelineError if an object ``generated`` names is not whole in ``repo`` (git writes an object only if its file
-    is absent, so a damaged file stays): read back and checked by git fsck before any ref points at it, so that
-    publish never meets it."""
+    """TimelineError if an object of ``generated`` is damaged in ``repo`` (git never rewrites an
+    existing object file): git fsck before any ref points at it."""
     wanted = [*generated.commits.values(), *generated.tags.values()]
     if not wanted:
         return
@@ -198,9 +194,8 @@ def summary(manifest: mf.Manifest, generated: Generated, repo: Path) -> str:
 
 
 def bad_range(repo: Path, asv_run_args: list[str]) -> str | None:
-    """Why the range among ``asv run``'s arguments names no build of the timeline, as ``results record`` would refuse it
-    (:func:`mpsbench.core.ranges.builds`, over every channel), or None; arguments asv's own parser refuses are left to
-    asv, which says why."""
+    """Why the range in ``asv run``'s arguments names no timeline build, or None (arguments asv's
+    parser refuses are left to asv)."""
     try:
         arg = asv.run_args(asv_run_args).range
     except asv.AsvError:
@@ -215,16 +210,15 @@ def bad_range(repo: Path, asv_run_args: list[str]) -> str | None:
 
 
 def pytorch_url(old_version: str | None, new_version: str) -> str:
-    """PyTorch's page for a build: the compare range from ``old_version``'s commit, or its own commit alone."""
+    """PyTorch's page for a build: the compare range from ``old_version``, or its commit."""
     if old_version and old_version != new_version:
         return f"{UPSTREAM}/compare/{old_version}...{new_version}"
     return f"{UPSTREAM}/commit/{new_version}"
 
 
 class Reader:
-    """Each build's record, read back from a timeline repository's commits (None: unknown here), not from the
-    manifest: a recorded run (scripts/publish-recorded, the fleet's results branch) keeps the timeline it was
-    measured against, which today's manifest may not name."""
+    """Each build's record, read from a timeline repository's commits rather than the manifest:
+    a recorded run keeps the timeline it was measured against, which the manifest may not name."""
 
     def __init__(self, repo: Path | None) -> None:
         bare = repo is not None and (repo / "HEAD").is_file() and (repo / "objects").is_dir()
@@ -236,7 +230,7 @@ class Reader:
         return done.stdout.decode() if done is not None and done.returncode == 0 else ""
 
     def build(self, commit: str) -> dict[str, Any]:
-        """The commit's build.json (channel, id, kind, torch_version, git_version...); empty if it has none."""
+        """The commit's build.json; empty if it has none."""
         if commit not in self._builds:
             try:
                 self._builds[commit] = json.loads(self._git("show", f"{commit}:build.json") or "{}")
@@ -248,7 +242,7 @@ class Reader:
         return str(self.build(commit).get("torch_version") or commit[:8])
 
     def git_version(self, commit: str) -> str | None:
-        """The PyTorch commit the build was made from; None where unknown (a local build's "Unknown")."""
+        """The PyTorch commit the build was made from, or None."""
         version = str(self.build(commit).get("git_version", ""))
         return version if re.fullmatch(r"[0-9a-fA-F]{7,40}", version) else None
 
@@ -256,7 +250,7 @@ class Reader:
         return self._git("rev-parse", "--verify", "--quiet", f"{commit}^").strip() or None
 
     def lineage(self, commit: str) -> list[str]:
-        """The builds ``commit`` descends from on its channel (first parents), oldest first, itself last; [] if unknown."""
+        """``commit``'s first-parent ancestry, oldest first, itself last; [] if unknown."""
         return self._git("rev-list", "--first-parent", commit).split()[::-1]
 
     def label(self, commit: str) -> str:
@@ -267,7 +261,7 @@ class Reader:
         return f"{commit[:8]} torch {build.get('torch_version')} ({build.get('channel')}@{build.get('id')})"
 
     def link(self, commit: str) -> str:
-        """The build's PyTorch release page; a nightly or local build: its upstream commit ("" if unknown)."""
+        """The build's PyTorch release page, else its upstream commit ("" if unknown)."""
         build = self.build(commit)
         if build.get("kind") == "release":
             return f"{UPSTREAM}/releases/tag/v{build['torch_version']}"

@@ -1,7 +1,7 @@
 """Wheels: names and tags, PEP 503 indexes, and what a torch wheel says of itself.
 
-Used on the host when a build is added, never inside an asv environment. A remote wheel's ``torch/version.py`` is
-read through HTTP range requests: adding a multi-GB build reads kilobytes.
+Used on the host when a build is added, never inside an asv environment. A remote wheel is read
+by HTTP range requests: adding a multi-GB build reads kilobytes.
 """
 
 from __future__ import annotations
@@ -25,8 +25,7 @@ import packaging.version
 
 from mpsbench.core import errors
 
-# The manifest's platform keys. PyPI's Linux x86_64 torch is the CUDA build; a cpu-only one carries a "+cpu"
-# local version (PyTorch's own index).
+# The manifest's platform keys. PyPI's Linux torch is the CUDA build; a cpu-only one is "+cpu".
 PLATFORMS: tuple[str, ...] = ("macos-arm64", "linux-x86_64-cpu", "linux-x86_64-cuda")
 
 
@@ -37,7 +36,7 @@ class WheelError(errors.UserError):
 @dataclass(frozen=True)
 class WheelName:
     filename: str
-    name: str  # canonical (PEP 503), '-' written '_': "nvidia_cublas_cu12"
+    name: str  # canonical, '-' written '_'
     version: str
     python: str  # e.g. cp311, py3
     platform: str
@@ -48,23 +47,23 @@ class WheelName:
 
 
 def parse_wheel_name(filename: str) -> WheelName:
-    """The parts of a wheel's file name (or URL), e.g. ``torch-2.14.1-cp311-cp311-manylinux_2_28_x86_64.whl``."""
+    """The parts of a wheel's file name (or URL)."""
     base = urllib.parse.unquote(filename.rsplit("/", 1)[-1])
     try:
         name, version, _build, tags = packaging.utils.parse_wheel_filename(base)
     except (packaging.utils.InvalidWheelFilename, packaging.version.InvalidVersion):
         raise WheelError(f"{base!r} is not a wheel file name (expected NAME-VERSION-PY-ABI-PLATFORM.whl)") from None
-    # a compressed tag set, as the file name writes it: py2.py3
+    # a compressed tag set: py2.py3
     pythons, platforms = (".".join(sorted({getattr(tag, part) for tag in tags})) for part in ("interpreter", "platform"))
     return WheelName(base, name.replace("-", "_"), str(version), pythons, platforms)
 
 
 def platform_key(wheel: WheelName) -> str | None:
-    """The manifest platform a wheel serves; None for a pure-Python wheel (callers add it everywhere) or another."""
+    """The manifest platform a wheel serves; None for a pure-Python or untracked one."""
     if "macosx" in wheel.platform and wheel.platform.endswith("arm64"):
         return "macos-arm64"
     if "linux" in wheel.platform and wheel.platform.endswith("x86_64"):
-        # "cpu.slow13": a cpu build with a further local label, e.g. a patched copy
+        # "cpu.X": a cpu build with a further local label
         local = packaging.version.Version(wheel.version).local or ""
         return "linux-x86_64-cpu" if local == "cpu" or local.startswith("cpu.") else "linux-x86_64-cuda"
     return None
@@ -84,16 +83,15 @@ class _Links(html.parser.HTMLParser):
 
 
 def open_url(url: str, method: str | None = None, **headers: str) -> Any:
-    """``url``'s response (a context manager), asked as mpsbench: indexes, wheels' ranges, the site's npm packages."""
+    """``url``'s response (a context manager), with mpsbench's User-Agent."""
     headers = {"User-Agent": "mpsbench (+https://github.com/mpsbench/mpsbench)", **headers}
     return urllib.request.urlopen(urllib.request.Request(url, method=method, headers=headers), timeout=60)
 
 
 def index_uri(index: str) -> str:
-    """A PEP 503 index as a URL: https:// and file:// as given, a folder as its file:// URL.
+    """A PEP 503 index as an https:// or file:// URL (a folder as file://).
 
-    Plain http is refused: the pins' sha256 come from the index page, so whoever could change a wheel on the way
-    could change its checksum too.
+    Plain http is refused: the pins' sha256 come from the index page, changeable on the way.
     """
     if "://" not in index:
         return Path(index).resolve().as_uri()
@@ -106,7 +104,7 @@ def index_uri(index: str) -> str:
 def project_wheels(index_url: str, project: str) -> list[WheelName]:
     """Every wheel of ``project`` on a PEP 503 simple index (https:// or file://, or a folder)."""
     page_url = index_uri(index_url).rstrip("/") + "/" + packaging.utils.canonicalize_name(project) + "/"
-    try:  # a PEP 503 index kept in a folder has one index.html per project
+    try:  # a folder: index.html
         with open_url(page_url + "index.html" if page_url.startswith("file://") else page_url) as response:
             text = response.read().decode("utf-8", "replace")
     except OSError as exc:
@@ -117,13 +115,13 @@ def project_wheels(index_url: str, project: str) -> list[WheelName]:
     for href in links.hrefs:
         url = href.partition("#")[0]
         if url.endswith(".whl"):
-            with contextlib.suppress(WheelError):  # a file whose name is no wheel's is not one of the project's wheels
+            with contextlib.suppress(WheelError):
                 found.append(parse_wheel_name(url))
     return found
 
 
 class _HTTPRangeFile(io.RawIOBase):
-    """A read-only, seekable remote file: ``zipfile`` reads the central directory, then one member, by HTTP ranges."""
+    """A read-only, seekable remote file read by HTTP ranges (for ``zipfile``)."""
 
     def __init__(self, url: str) -> None:
         super().__init__()
@@ -157,11 +155,11 @@ class _HTTPRangeFile(io.RawIOBase):
 class TorchIdentity:
     version: str
     git_version: str
-    built: datetime  # the timestamp of torch/version.py inside the wheel (UTC)
+    built: datetime  # torch/version.py's timestamp (UTC)
 
 
 def _source(location: str) -> io.RawIOBase | Path:
-    """A wheel at a path, file:// URL or https:// URL, as zipfile opens it (a remote one by HTTP ranges)."""
+    """A wheel at a path, file:// or https:// URL, as zipfile opens it."""
     if location.startswith(("http://", "https://")):
         return _HTTPRangeFile(location)
     if location.startswith("file://"):
@@ -170,7 +168,7 @@ def _source(location: str) -> io.RawIOBase | Path:
 
 
 def torch_identity(location: str) -> TorchIdentity:
-    """What a torch wheel at a path, file:// URL or https:// URL says of itself in ``torch/version.py``."""
+    """What a torch wheel says of itself in ``torch/version.py``."""
     try:
         with zipfile.ZipFile(_source(location)) as wheel:
             info = wheel.getinfo("torch/version.py")
@@ -187,9 +185,8 @@ def _said(wheel: WheelName) -> str:
 
 
 def own_identity(location: str) -> WheelName:
-    """A wheel's name, version and tags as its own ``.dist-info/METADATA`` and ``WHEEL`` say, never as its file name
-    says: a WheelError (one line, both named) if the file name says otherwise, e.g. a wheel renamed to another
-    version or platform. Read from the central directory and two small members (a remote wheel by HTTP ranges)."""
+    """A wheel's name, version and tags as its ``.dist-info/METADATA`` and ``WHEEL`` say; WheelError
+    if its file name says otherwise (a renamed wheel)."""
     named = parse_wheel_name(location)
     try:
         with zipfile.ZipFile(_source(location)) as archive:
@@ -219,7 +216,7 @@ def own_identity(location: str) -> WheelName:
 
 
 def version_py(text: str, where: str) -> tuple[str, str]:
-    """``__version__`` and ``git_version`` from the text of a ``torch/version.py`` (a wheel's or an installed one)."""
+    """``__version__`` and ``git_version`` from the text of a ``torch/version.py``."""
     version = re.search(r"^__version__\s*=\s*['\"]([^'\"]+)", text, re.M)
     git = re.search(r"^git_version\s*=\s*['\"]([0-9a-fA-F]+|Unknown)['\"]", text, re.M)
     if not version or not git:

@@ -15,8 +15,8 @@ from dataclasses import dataclass
 
 from mpsbench.measure import devices, host, optional_torch, quiet
 
-MEMORY_FREE_FRACTION = 0.25  # below this share of RAM available, a large model's batch may swap
-# seconds over which the machine is read: longer than the gate's, as nothing of ours runs meanwhile
+MEMORY_FREE_FRACTION = 0.25  # of RAM available; below it, may swap
+# seconds of reading: longer than the gate's, as nothing of ours runs meanwhile
 READING = 1.0
 
 
@@ -34,7 +34,7 @@ class Finding:
 
 
 def check_devices() -> Iterator[Finding]:
-    if not optional_torch.INSTALLED:  # a torch-free install (the fleet's hosted jobs)
+    if not optional_torch.INSTALLED:
         yield Finding("warn", "devices", "torch is not installed here: nothing can be timed")
         return
     for name in devices.NAMES:

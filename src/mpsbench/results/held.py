@@ -1,15 +1,10 @@
 """Values a busy machine measured: kept out of the recorded results, in a side file.
 
-Before a run's scratch folder is merged into the results, each value in it is judged
-(:func:`mpsbench.measure.quiet.judge`: the machine's state around it from the run's events, its own
-spread, this machine's recorded value of the same build). A value judged disturbed is set to not run
-in the copy that is merged (as merge's screen does with a value that is no number of its unit), so
-it is never recorded, never replaces or removes a recorded value, and the site never shows it; the
-combination stays missing, so this run's retry pass or the next run measures it again. It is kept,
-with its reasons, in ``<results>-held.jsonl`` beside the results folder (asv reads every file inside
-it): one JSON line per held value (machine, commit, benchmark, params, value, stats, samples,
-reasons, the states before and after, when, the scratch run it came from, and ``recorded``: true
-only for a value recorded all the same because ``MPSBENCH_ACCEPT_BUSY`` was on).
+Before a scratch run is merged, each value is judged (:func:`mpsbench.measure.quiet.judge`). A
+disturbed value is set to not run in the merged copy, so it never enters or replaces the record and
+the combination stays missing, to be measured again. It is kept with its reasons in
+``<results>-held.jsonl`` beside the results folder, one JSON line each (``recorded`` is true only
+where ``MPSBENCH_ACCEPT_BUSY`` recorded it all the same).
 """
 
 from __future__ import annotations
@@ -28,7 +23,7 @@ from mpsbench.core import asv, asv_saving, progress
 from mpsbench.measure import quiet
 from mpsbench.results import merge
 
-JUDGED = "judged"  # the copy of a scratch run's results that is merged, held values left out
+JUDGED = "judged"  # the merged copy, held values left out
 STATS = {
     "q_25": "stats_q_25",
     "q_75": "stats_q_75",
@@ -49,9 +44,9 @@ def trail(results: Path) -> Path:
 class Held:
     machine: str
     commit: str
-    name: str  # the combination, as -b sees it
-    reasons: dict[str, str]  # by kind, as quiet.judge gives them
-    run: str  # the scratch run that measured it
+    name: str  # as -b sees it
+    reasons: dict[str, str]  # by kind
+    run: str
 
 
 def _events(scratch: Path) -> dict[tuple[str, str], dict[str, dict[str, Any]]]:
@@ -61,7 +56,7 @@ def _events(scratch: Path) -> dict[tuple[str, str], dict[str, dict[str, Any]]]:
     for line in path.read_text().splitlines() if path.is_file() else []:
         try:
             event = json.loads(line)
-        except ValueError:  # a line a kill -9 cut short
+        except ValueError:  # cut short by a kill
             continue
         if isinstance(event, dict) and event.get("event") in ("start", "done"):
             found[(str(event.get("build")), str(event.get("name")))][str(event["event"])] = event
@@ -76,7 +71,7 @@ def _recorded(path: Path) -> dict[tuple[str, merge.Combination], dict[str, Any]]
 
 
 def _stats(columns: dict[str, Any]) -> dict[str, Any]:
-    """asv's statistics of one combination, named as asv's ``get_result_stats`` names them."""
+    """One combination's statistics, named as asv's ``get_result_stats`` names them."""
     return {key: columns.get(column) for key, column in STATS.items()}
 
 
@@ -123,10 +118,8 @@ def _keep(results: Path, entries: Iterable[dict[str, Any]]) -> None:
 def judged(
     results: Path, scratch: Path, accept: bool = False, again: Sequence[str] = ()
 ) -> tuple[Path, list[Held]]:
-    """A copy of ``scratch``'s results with each value judged disturbed set to not run, and the
-    values held (each kept in :func:`trail` once per scratch run, said in one line). ``accept``:
-    judged, said, and kept all the same; ``again``: the scratch runs of this run whose held values
-    ``scratch`` measures again (quiet.judge's ``first``)."""
+    """A copy of ``scratch``'s results with disturbed values set to not run, and the values held.
+    ``accept``: record them all the same; ``again``: the runs whose held values this retries."""
     out = scratch / JUDGED
     shutil.rmtree(out, ignore_errors=True)
     shutil.copytree(scratch / "results", out, ignore=shutil.ignore_patterns(".*"))
@@ -139,7 +132,7 @@ def judged(
 
 
 class _Judge:
-    """The values of one scratch run, file by file: what is held, and the held file's new lines."""
+    """One scratch run's values, file by file: what is held, and the held file's new lines."""
 
     def __init__(self, results: Path, scratch: Path, accept: bool, again: Sequence[str]) -> None:
         self.results, self.run, self.accept, self.again = results, scratch.name, accept, again
@@ -153,7 +146,7 @@ class _Judge:
             data = json.loads(path.read_text())
             found = merge.values(data)
         except (ValueError, KeyError, TypeError, AttributeError):
-            return  # the merge names a file it cannot read
+            return  # the merge reports it
         machine, commit = path.parent.name, str(data.get("commit_hash"))
         recorded = _recorded(self.results / machine / path.name)
         changed = False
@@ -166,7 +159,7 @@ class _Judge:
             reasons = _reasons(columns, state, earlier, first[-1] if first else None)
             if not reasons:
                 continue
-            if (machine, commit, name, self.run) not in self.already:  # said and kept once a run
+            if (machine, commit, name, self.run) not in self.already:  # once a run
                 shown = f"{name} of build {commit[:8]}: {columns['result']:.4g}; "
                 shown += "; ".join(reasons.values())
                 log.warning(
@@ -211,8 +204,7 @@ def _entry(
 
 
 def _unset(data: dict[str, Any], benchmark: str, combo: merge.Combination) -> None:
-    """The combination as not run (NaN, no statistics, no samples): as if it had never been
-    measured."""
+    """Set the combination to not run (NaN, no statistics, no samples)."""
     row = dict(zip(data["result_columns"], data["results"][benchmark], strict=False))
     index = list(itertools.product(*(row.get("params") or []))).index(combo)
     for position, column in enumerate(data["result_columns"][: len(data["results"][benchmark])]):
@@ -222,8 +214,7 @@ def _unset(data: dict[str, Any], benchmark: str, combo: merge.Combination) -> No
 
 
 def still_held(held: Iterable[Held], recorded: set[tuple[str, str, str]]) -> dict[str, int]:
-    """How many of ``held`` are still not recorded ((machine, commit, name) not in ``recorded``), by
-    kind of reason."""
+    """How many of ``held`` are still not in ``recorded``, by kind of reason."""
     kinds: collections.Counter[str] = collections.Counter()
     for entry in {(h.machine, h.commit, h.name): h for h in held}.values():
         if (entry.machine, entry.commit, entry.name) not in recorded:

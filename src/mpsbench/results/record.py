@@ -31,23 +31,21 @@ from mpsbench.core.errors import UserError
 from mpsbench.measure import preselect, quiet
 from mpsbench.results import held, merge, recorded, watch
 
-BENCHMARKS_FAILED = 3  # asv ran, and some benchmark failed (its results say which); 2 stays a usage mistake
-# The first tier: on the newest build, each seed model's training and inference step on the devices
-# present, at the batches this run's selection times them (measure/selection.py decides which)
+BENCHMARKS_FAILED = 3  # some benchmark failed; 2 stays a usage mistake
+# The first tier, on the newest build: each seed model's training and inference step
 FIRST_TIER = r"^benchmark_models\.(?:Training|Inference)\.time_step\("
 
 log = progress.logger(__name__)
 
 
 class RecordError(UserError):
-    """The run cannot start as asked (nothing selected, --quick); a range naming no build is a ranges.RangeError."""
+    """The run cannot start as asked (nothing selected, --quick)."""
 
 
 def recorded_names(results: Path, machine: str, commit: str, environment: str = "*") -> set[str]:
-    """The combinations this machine's record settles for the build, named as -b sees them: each
-    that holds a value, and each a run here saw skip (n/a: the build or the machine cannot run it,
-    which a re-run would only find again; :func:`mpsbench.results.watch.skipped`, as asv's NaN is
-    also what it writes for a combination not run). A failure settles nothing: it runs again."""
+    """The build's combinations this machine's record settles, named as -b sees them: each with a
+    value, and each seen to skip here (:func:`mpsbench.results.watch.skipped`: asv's NaN also means
+    "not run"). A failure settles nothing: it runs again."""
     names: set[str] = set(watch.skipped(results, machine, commit))
     for path in sorted((results / machine).glob(f"{commit[:8]}-{environment}.json")):
         try:
@@ -60,14 +58,12 @@ def recorded_names(results: Path, machine: str, commit: str, environment: str = 
 
 
 def asv_log(results: Path) -> Path:
-    """Where a record run's asv writes its own lines (beside the results folder: asv reads every
-    file inside it)."""
+    """Where a record run's asv writes its lines (beside the results folder, which asv reads)."""
     return results.parent / f"{results.name}-asv.log"
 
 
 def _say_failure(path: Path, offset: int, code: int, lines: int = 12) -> None:
-    """asv's last lines of this step, where it exited non-zero: the terminal holds one line a
-    combination only."""
+    """Show asv's last lines of this step after a non-zero exit."""
     with open(path, "rb") as handle:
         handle.seek(offset)
         tail = handle.read().decode("utf-8", "replace").strip().splitlines()[-lines:]
@@ -86,8 +82,7 @@ def _merge_scratch(
     accept: bool = False,
     again: Sequence[str] = (),
 ) -> tuple[merge.Report | None, list[held.Held]]:
-    """Merge what asv saved in ``scratch`` but the values judged disturbed (results/held.py), and
-    those held."""
+    """Merge what asv saved in ``scratch`` except values judged disturbed, which are returned."""
     if not (scratch / "results").is_dir():
         return None, []
     judged, kept_out = held.judged(results, scratch, accept, again)
@@ -100,8 +95,8 @@ def _merge_scratch(
 
 
 def _end_left_behind(scratch: Path) -> None:
-    """End the asv forkserver (and what it runs) that a run killed with kill -9 left behind, by the pid and start
-    time its events recorded: nobody else's process, even if the pid was reused since."""
+    """End the asv forkserver a killed run left behind, matched by pid and start time (safe against
+    pid reuse)."""
     import psutil
 
     found = []
@@ -119,8 +114,8 @@ def _end_left_behind(scratch: Path) -> None:
 
 
 def recover(results: Path, root: Path) -> None:
-    """Merge what interrupted runs left in scratch (never replacing), then remove it, and the temporary files
-    that a merge killed before its rename left beside the recorded files (each recorded file is intact)."""
+    """Merge what interrupted runs left in scratch (never replacing) and remove it, with a killed
+    merge's temporary files."""
     for leftover in [*results.glob(".*.tmp"), *results.glob("*/.*.tmp")]:
         leftover.unlink()
     for folder in sorted(path for path in root.iterdir() if path.is_dir()) if root.is_dir() else []:
@@ -132,13 +127,13 @@ def recover(results: Path, root: Path) -> None:
 
 
 def newest_first(timeline: Path, commits: Sequence[str]) -> list[str]:
-    """The builds by their date (a timeline commit's date is its build's), newest first; ties keep their order."""
+    """The builds by date, newest first; ties keep their order."""
     dates = git.text(timeline, "show", "-s", "--format=%ct", *commits).split() if commits else []
     return [commit for _, commit in sorted(zip(dates, commits, strict=True), key=lambda pair: -int(pair[0]))]
 
 
 def steps(commits: Sequence[str], missing: dict[str, tuple[str, ...]]) -> list[watch.Step]:
-    """Newest build first, its first tier before the rest, then each older build's missing combinations."""
+    """Newest build first (its first tier, then the rest), then each older build's missing ones."""
     planned = []
     for number, commit in enumerate(commits):
         names = missing[commit]
@@ -151,15 +146,14 @@ def steps(commits: Sequence[str], missing: dict[str, tuple[str, ...]]) -> list[w
 
 @dataclass(frozen=True)
 class Selection:
-    names: tuple[str, ...]  # the combinations a run times
-    default_size: int  # how many this machine's preselection times: the size docs/evidence/default-run.md's measured build ran
-    left_out: str | None  # what -b found that only skips here, and why; None: nothing
+    names: tuple[str, ...]
+    default_size: int  # the size of this machine's preselection
+    left_out: str | None  # what -b found that only skips here
 
 
 def select(conf: AsvConf, bench: Sequence[str]) -> Selection:
-    """The combinations a run times: this machine's preselection, or those of it that -b's patterns find (asv's
-    re.search). RecordError where -b finds none, or only combinations that would skip here: asv starts a process for
-    each combination it selects, even one whose setup only skips (measure/preselect.py)."""
+    """The combinations a run times: this machine's preselection, or what -b finds (re.search).
+    RecordError where -b finds none or only ones that skip here (asv would start a process each)."""
     found = preselect.combinations(preselect.discover(conf.benchmarks))
     default = preselect.selected(found)
     if not bench:
@@ -182,17 +176,14 @@ def select(conf: AsvConf, bench: Sequence[str]) -> Selection:
 def record(conf: AsvConf, machine: str, asv_args: Sequence[str], remeasure: bool = False,
            facts: watch.Builds | None = None, after: Callable[[watch.Step, bool], None] | None = None,
            selection: Selection | None = None) -> int:
-    """Run what is missing (everything selected, with ``remeasure``) and merge it in: 0, or BENCHMARKS_FAILED.
+    """Run what is missing (all, with ``remeasure``) and merge it in: 0 or BENCHMARKS_FAILED.
 
-    One asv run per build, newest build first (its first tier before the rest); each combination merged into the
-    record as soon as asv has measured it (:mod:`mpsbench.core.asv_saving`); a build that ``facts`` says does not fit
-    on the disk is skipped with one line. Ctrl-C or SIGTERM ends every process of the run, merges what it measured
-    and raises :class:`asv.Stopped`. ``after(step, build_done)`` is called after each step that left
-    its build something recorded (the site is published there: after the first tier, and after each
-    build). ``selection``: :func:`select`'s, made already. Values the quiet gate holds stay out
-    (:mod:`mpsbench.results.held`).
+    One asv run per build step, newest first; each value merged as soon as measured; a build that
+    does not fit on the disk is skipped. Ctrl-C or SIGTERM ends the run's processes, merges what was
+    measured and raises :class:`asv.Stopped`. ``after(step, build_done)`` runs after each step that
+    recorded something. Values the quiet gate holds stay out (:mod:`mpsbench.results.held`).
     """
-    quiet.wait_seconds()  # a bad setting is one line before anything runs
+    quiet.wait_seconds()  # a bad setting fails before anything runs
     accept = quiet.accept_busy()
     run = asv.run_args(asv_args)
     if run.quick and not run.dry_run:
@@ -236,13 +227,12 @@ def record(conf: AsvConf, machine: str, asv_args: Sequence[str], remeasure: bool
                     code = code or retried
                 kept_out += held_now
                 status = BENCHMARKS_FAILED if code else status
-                # a build whose every value was held has nothing to show: publishing would refuse
-                # an empty record
+                # nothing recorded: nothing to publish
                 if after is not None and recorded_names(results, machine, step.commit):
                     following = planned[planned.index(step) + 1 :]
                     after(step, not following or following[0].commit != step.commit)
             watching.end()
-        # stopped, or ended by a step's publishing: the run still says what it held
+        # stopped or not, say what was held
         finally:
             _say_held(results, kept_out)
         return status
@@ -259,17 +249,13 @@ def _measure(
     poll: Callable[[Path], list[dict[str, object]]],
     again: Sequence[str] = (),
 ) -> tuple[int, list[held.Held]]:
-    """One asv run of ``names`` on one build into a new scratch folder, each value judged and merged
-    as soon as asv has measured it (``poll`` gives the combinations measured since it was last
-    called): asv's status, and the values held out of the record. ``again``: the scratch runs whose
-    held values this one measures again."""
+    """One asv run of ``names`` on one build into a new scratch folder, each value judged and
+    merged as measured; asv's status and the values held. ``again``: runs whose held values it
+    retries."""
     results = conf.results
     scratch = asv.scratch(root)
     hashfile = scratch / "builds.txt"
-    # One build per run, in our order: with --interleave-rounds (asv's default outside --dry-run) a
-    # 2-round benchmark's first pass walks the builds in reverse, and asv saves each build's
-    # half-sampled first round before its second. --no-interleave-rounds: all rounds in this build,
-    # only the final values saved.
+    # --no-interleave-rounds: otherwise asv saves a half-sampled first round before the second.
     options = [*run.rest, "--no-interleave-rounds", "-b", asv.pattern(names)]
     command = asv.run_command(
         conf.scratch(scratch), machine, options, [commit], hashfile, saving=quiet.__name__
@@ -278,7 +264,7 @@ def _measure(
 
     def measured(scratch: Path = scratch, final: bool = False) -> None:
         done = poll(scratch)
-        if done or final:  # each value into the record as soon as asv has saved it
+        if done or final:
             kept_out[:] = _merge_scratch(
                 results, scratch, remeasure, not final, quiet.accept_busy(), again
             )[1]
@@ -289,7 +275,7 @@ def _measure(
         code = asv.supervise(
             command, conf.root, asv.only(hashfile), measured, output=asv_log(results)
         )
-    finally:  # stopped or not: what asv measured goes into the record now
+    finally:  # stopped or not
         measured(final=True)
         shutil.rmtree(scratch)
     if code:
@@ -306,8 +292,7 @@ def _again(
     kept_out: list[held.Held],
     remeasure: bool,
 ) -> tuple[int, list[held.Held]]:
-    """The retry pass: the values held in a step measured once more, when the machine is quiet
-    (after the gate's wait); as :func:`_measure`'s."""
+    """Measure a step's held values once more after the gate's wait; returns as :func:`_measure`."""
     names = tuple(dict.fromkeys(entry.name for entry in kept_out))
     state = quiet.State.of(
         quiet.Gate(quiet.wait_seconds()).before(f"measuring again the {len(names)} held values")
@@ -326,7 +311,7 @@ def _again(
 
 
 def _say_held(results: Path, kept_out: list[held.Held]) -> None:
-    """One line at the run's end: how many values are still held, why, and how to get them."""
+    """Say at the run's end how many values are still held, why, and how to get them."""
     recorded_now = {
         (machine, commit, name)
         for machine, commit in {(e.machine, e.commit) for e in kept_out}

@@ -1,7 +1,7 @@
 """The recorded results, row by row, with the statistics (and samples) asv kept beside each value.
 
-Changes are judged from these (:mod:`mpsbench.regressions.rule`), never from bare medians. A file asv cannot read is an
-error, not a warning: a corrupt results directory never reads as "nothing changed".
+Changes are judged from these (:mod:`mpsbench.regressions.rule`), never from bare medians. An
+unreadable file is an error: a corrupt results directory never reads as "nothing changed".
 """
 
 from __future__ import annotations
@@ -22,25 +22,24 @@ log = progress.logger(__name__)
 
 @dataclass(frozen=True)
 class Unit:
-    """A unit benchmarks declare: the better direction and smallest change (rule.py), the values it may take (merge)."""
+    """A benchmark unit: the better direction, smallest change (rule.py), allowed values (merge)."""
 
     name: str
-    higher_is_better: bool = False  # rates: asv's increases there are improvements
-    floor: float = 0.0  # a change smaller than this (absolute, in the unit) is no change
+    higher_is_better: bool = False
+    floor: float = 0.0  # smaller absolute changes are none
     least: float = -math.inf
     most: float = math.inf
-    least_allowed: bool = True  # whether ``least`` itself is a value (never for a time or a rate)
+    least_allowed: bool = True  # whether ``least`` is allowed
 
 
 # A unit not listed: lower is better, no floor, any finite number (a benchmark's own unit).
 UNITS = {unit.name: unit for unit in (
-    Unit("seconds", floor=5e-6, least=0.0, least_allowed=False),  # tiny ops: a few microseconds is timer jitter
-    Unit("MiB", floor=1.0, least=0.0),  # peak and driver memory: below a MiB is allocator rounding
-    # leak slopes may be negative (memory a loop gave back); cpu readings are the process's RSS, which moves by
-    # allocator chunks either way
+    Unit("seconds", floor=5e-6, least=0.0, least_allowed=False),  # timer jitter
+    Unit("MiB", floor=1.0, least=0.0),  # allocator rounding
+    # leak slopes may be negative; RSS moves by allocator chunks either way
     Unit("MiB/100 steps", floor=1.0),
-    Unit("ops", floor=1.0, least=0.0),  # fallback counts are whole ops: one new fallback op is a change, less is none
-    Unit("fraction", floor=0.01, least=0.0, most=1.0),  # data-wait fraction of an epoch: one percentage point
+    Unit("ops", floor=1.0, least=0.0),  # whole ops
+    Unit("fraction", floor=0.01, least=0.0, most=1.0),  # one percentage point
     *(Unit(rate, higher_is_better=True, least=0.0, least_allowed=False)
       for rate in ("samples/s", "images/s", "GFLOP/s", "GB/s")),
     Unit("samples", higher_is_better=True, least=0.0),
@@ -61,7 +60,7 @@ class RecordedError(UserError):
 @dataclass(frozen=True)
 class Measured:
     value: float
-    stats: dict[str, Any] | None = None  # asv's: ci_99_a, ci_99_b, q_25, q_75, repeat, number
+    stats: dict[str, Any] | None = None  # asv's statistics
     samples: tuple[float, ...] | None = None  # only with asv run --record-samples
 
 
@@ -80,11 +79,11 @@ class Row:
 class Recorded:
     """Every machine's recorded rows per build, oldest build first."""
 
-    values: dict[tuple[str, str], dict[Row, Measured]]  # (machine, commit) -> row -> value
-    dates: dict[str, int]  # commit -> commit date (ms): asv's order of builds
-    units: dict[str, str]  # benchmark -> unit, from benchmarks.json
+    values: dict[tuple[str, str], dict[Row, Measured]]
+    dates: dict[str, int]  # commit -> date (ms)
+    units: dict[str, str]
     files: int = 0
-    failed: dict[tuple[str, str], set[Row]] = field(default_factory=dict)  # rows asv recorded as failed (None)
+    failed: dict[tuple[str, str], set[Row]] = field(default_factory=dict)
 
     @property
     def machines(self) -> list[str]:
@@ -108,7 +107,7 @@ class Recorded:
 
 
 def benchmark_units(results_dir: Path) -> dict[str, str]:
-    """Each benchmark's unit, from the benchmarks.json beside ``results_dir``'s results ("" where it declares none)."""
+    """Each benchmark's unit ("" if none) from the benchmarks.json of ``results_dir``."""
     return {name: str(b.get("unit", "")) for name, b in asv.benchmarks(results_dir).items()}
 
 
@@ -123,14 +122,14 @@ def named(row: Row, names: Sequence[str]) -> dict[str, Any]:
 
 
 def _values(result: Any, name: str) -> Iterator[tuple[tuple[str, ...], Any]]:
-    """Each combination of one benchmark with the value asv recorded (None: failed, NaN: skipped). An unparameterized
-    benchmark (params ``[]``) has one combination, ``()``: asv 0.6.6 gives it a list of one value, as any other."""
+    """Each combination of one benchmark with its value (None: failed, NaN: skipped); an
+    unparameterized benchmark has one, ``()``."""
     params = result.get_result_params(name)
     return zip(itertools.product(*params), result.get_result_value(name, params))
 
 
 def rows(result: Any) -> dict[Row, Measured]:
-    """Every row of one asv ``Results`` that holds a number (failed and skipped rows are left out)."""
+    """Every row of one asv ``Results`` that holds a number."""
     found = {}
     for name in result.get_all_result_keys():
         params = result.get_result_params(name)
@@ -143,7 +142,7 @@ def rows(result: Any) -> dict[Row, Measured]:
 
 
 def read(path: Path | str, machine: str | None = None) -> Any:
-    from asv import results as asv_results  # what wrote them reads them best
+    from asv import results as asv_results
     from asv import util
 
     try:
@@ -169,8 +168,8 @@ def _results(results_dir: Path, strict: bool) -> Iterator[Any]:
 
 
 def load(results_dir: Path, strict: bool = True) -> Recorded:
-    """Every results file under ``results_dir``; RecordedError if there is none or one is unreadable (unless
-    ``strict=False``: for the site, as ``asv publish`` does, an unreadable file is skipped with a warning)."""
+    """Every results file under ``results_dir``; RecordedError if none, or one is unreadable and
+    ``strict`` (else it is skipped with a warning, as ``asv publish`` does)."""
     found = Recorded({}, {}, benchmark_units(results_dir))
     for result in _results(results_dir, strict):
         found.add(result)
@@ -180,7 +179,7 @@ def load(results_dir: Path, strict: bool = True) -> Recorded:
 
 
 def load_each_python(results_dir: Path, strict: bool = True) -> dict[str, Recorded]:
-    """The results files per Python they were run under: one build measured under two Pythons keeps both."""
+    """The results per Python they ran under (a build measured under two keeps both)."""
     found: dict[str, Recorded] = {}
     units = benchmark_units(results_dir)
     for result in _results(results_dir, strict):

@@ -1,22 +1,14 @@
 """What a record run says while it runs, and what each step will cost.
 
-First the plan: what the run needs (disk per build and in all, what it downloads and from which
-hosts), then each build's steps with their estimated time. Then one line per measured combination
-(build i of n, combinations done of m, elapsed, what is left, disk used and free), a line a minute
-while a build installs or a combination runs longer, a skip's reason once, and a one-line skip for a
-build that does not fit on the disk; read from the events asv's saving runner writes
-(:mod:`mpsbench.core.asv_saving`). asv's own lines go to a log file, never between these.
+First the plan (disk, downloads and hosts, each build's steps with estimates), then a line per
+measured combination, a line a minute while a build installs or a combination runs long, and a
+skip's reason once; read from the events of :mod:`mpsbench.core.asv_saving`.
 
-Estimates (docs/explanation/estimates.md): every combination measured adds a line to
-``<results>-costs.jsonl`` (beside the results folder: asv reads every file inside it) with its wall
-time (from the previous combination's end: the setup_cache and process start-up it waited for are
-its cost too), and every step its start-up (environment, install, discovery). A combination's
-estimate is the median of this machine's lines for it, else of its benchmark's, else the figure
-measured for its benchmark on its device (:data:`MEASURED_SECONDS`), else its device's measured
-average. While a run goes, what is left is scaled by what the run has shown: per device and
-benchmark, the time its combinations took over the time estimated for them (:class:`Pace`). The
-costs file also says which combinations skipped here, and why (:func:`skipped`): the record counts
-them as settled.
+Estimates (docs/explanation/estimates.md): each measured combination and step start-up adds a line
+to ``<results>-costs.jsonl`` (beside the results folder, which asv reads whole). A combination's
+estimate is this machine's median for it, else for its benchmark, else :data:`MEASURED_SECONDS`,
+else its device's average; :class:`Pace` scales what is left by how the run goes. The file also
+records skips (:func:`skipped`), which the record counts as settled.
 """
 
 from __future__ import annotations
@@ -35,11 +27,8 @@ from mpsbench.core import asv_saving, progress
 
 GB = 1e9
 LONG = 60.0  # seconds: a combination running longer, or a build installing, says so once a minute
-# Seconds per combination, per device and benchmark, measured (docs/evidence/estimates.md, "The
-# table"). The cpu's: a quiet 2-core machine's recorded run (tests/data/recorded: asv's duration of
-# each benchmark over its values, a class's setup_cache shared among its combinations). cuda's: one
-# datacenter GPU, the parts in docs/explanation/budget.md.
-# mps is given cuda's: no Mac has been measured. A benchmark not listed: its device's average.
+# Measured seconds per combination, by device and benchmark (docs/evidence/estimates.md); mps takes
+# cuda's (no Mac measured); an unlisted benchmark takes its device's average.
 _CAPACITY = ("track_peak_memory", "track_throughput", "track_joules_per_step")
 MEASURED_SECONDS: dict[str, dict[str, float]] = {
     "cpu": {
@@ -80,7 +69,7 @@ MEASURED_SECONDS: dict[str, dict[str, float]] = {
         "benchmark_precision.TrainingPrecisionCapacity.track_peak_memory": 2.4,
         "benchmark_precision.InferencePrecisionCapacity.track_peak_memory": 2.4,
     },
-    "cuda": {  # 24.1 s for 6 training steps, 10.4 s for 5 inference steps, 38.7 s for 57 op processes
+    "cuda": {
         "benchmark_models.Training.time_step": 4.0,
         "benchmark_models.Inference.time_step": 2.1,
         **{
@@ -96,13 +85,12 @@ MEASURED_SECONDS: dict[str, dict[str, float]] = {
     },
 }
 MEASURED_SECONDS["mps"] = MEASURED_SECONDS["cuda"]
-# A device's average: the measured builds of docs/explanation/budget.md over their combinations
-# (cpu: 787 s for 354; cuda: 165 s for 108 on one GPU)
+# A device's measured seconds over combinations (docs/explanation/budget.md)
 DEVICE_AVERAGE_SECONDS = {"cpu": 787.0 / 354, "cuda": 165.0 / 108, "mps": 165.0 / 108}
-STEP_START_SECONDS = 16.0  # asv's environment check, uninstall and .pth switch, discovery, forkserver (measured: 16 s)
-BUDGET_INSTALL_SECONDS = 80.0  # a cold install on that machine (measured: 79-82 s), besides its download
+STEP_START_SECONDS = 16.0  # environment check, .pth switch, discovery, forkserver
+BUDGET_INSTALL_SECONDS = 80.0  # a cold install, besides its download
 CACHED_SWITCH_SECONDS = (
-    5.0  # an installed build: asv's environment check and one .pth file (measured: 1-9 s)
+    5.0  # an installed build: environment check and .pth
 )
 WHERE_MEASURED = "this machine's earlier runs"
 WHERE_BUDGET = "figures measured elsewhere (no run here yet)"
@@ -117,8 +105,7 @@ def trail(results: Path) -> Path:
 
 
 def add(results: Path, machine: str, lines: Iterable[dict[str, object]]) -> None:
-    """Append measured combinations (asv_saving's "done" events) and steps' start-ups to the costs
-    file."""
+    """Append measured combinations and steps' start-ups to the costs file."""
     text = "".join(
         json.dumps({"machine": machine, **line}, sort_keys=True) + "\n" for line in lines
     )
@@ -127,7 +114,7 @@ def add(results: Path, machine: str, lines: Iterable[dict[str, object]]) -> None
             if out.tell() and (out.seek(out.tell() - 1), out.read(1))[1] != b"\n":
                 text = (
                     "\n" + text
-                )  # a line a kill cut short stays a line of its own, passed over when read
+                )  # a line cut by a kill stays apart
             out.write(text.encode())
 
 
@@ -140,11 +127,11 @@ def _lines(results: Path, machine: str) -> Iterator[dict[str, Any]]:
         with contextlib.suppress(ValueError):
             line = json.loads(text)
             if isinstance(line, dict) and line.get("machine") == machine:
-                yield line  # a line cut short by a kill is no JSON: passed over
+                yield line
 
 
 def skipped(results: Path, machine: str, commit: str) -> dict[str, str]:
-    """The combinations a run on ``machine`` saw skip on the build ``commit``, each with its reason."""
+    """Combinations that skipped on build ``commit`` on ``machine``, with their reasons."""
     return {
         str(line.get("name")): str(line.get("reason", "no reason given"))
         for line in _lines(results, machine)
@@ -209,12 +196,12 @@ class Costs:
         self.starts: dict[bool, list[float]] = {
             True: [],
             False: [],
-        }  # a step's start-up, by: was its build installed
+        }  # start-ups, by installed
         for line in _lines(results, machine):
             with contextlib.suppress(ValueError, KeyError, TypeError):
                 if line.get("event") == "begin":
                     self.starts[bool(line["installed"])].append(float(line["seconds"]))
-                else:  # a combination: its wall time where the line has one (older lines: its own time)
+                else:  # a combination: wall time, else its own
                     self.note(str(line["name"]), float(line.get("wall", line["seconds"])))
         self.installs: list[float] = []
         self._scales: dict[str, float] = {}
@@ -231,18 +218,16 @@ class Costs:
         self.by_benchmark.setdefault((device(name), benchmark(name)), []).append(seconds)
 
     def combination(self, name: str) -> Estimate:
-        """One combination: this machine's median for it, or its benchmark's on its device; else the
-        measured figure, times how this machine's history compares with the measured figures on its
-        device (:meth:`scale`)."""
+        """This machine's median for the combination or its benchmark, else the measured figure
+        times :meth:`scale`."""
         seconds = self.by_name.get(name) or self.by_benchmark.get((device(name), benchmark(name)))
         if seconds:
             return Estimate(statistics.median(seconds), WHERE_MEASURED)
         return Estimate(_measured(name) * self.scale(device(name)), WHERE_BUDGET)
 
     def scale(self, on: str) -> float:
-        """This machine against the measured figures on device ``on``: the seconds its history holds
-        over what the figures say of the same combinations (a slower or busier machine, 1 where it
-        has no history there)."""
+        """This machine's seconds over the measured figures for the same combinations on ``on``
+        (1 without history)."""
         if on not in self._scales:
             pairs = [
                 (statistics.median(seconds), _measured(name))
@@ -258,11 +243,10 @@ class Costs:
         return Estimate(sum(estimate.seconds for estimate in found), source(found))
 
     def install(self, installed: bool) -> Estimate:
-        """A step's start-up: asv's environment, the build's install (or switch), discovery, the
-        forkserver."""
+        """A step's start-up: environment, install or switch, discovery, forkserver."""
         if self.starts[installed]:
             return Estimate(statistics.median(self.starts[installed]), WHERE_MEASURED)
-        # asv records a switch to a cached build as a build time too: seconds, where an install takes a minute or more
+        # asv times a cached switch as a build too: seconds, against a minute or more to install
         measured = [seconds for seconds in self.installs if (seconds <= 30) == installed]
         if measured:
             return Estimate(STEP_START_SECONDS + statistics.median(measured), WHERE_BOTH)
@@ -272,12 +256,9 @@ class Costs:
 
 
 class Pace:
-    """How this run goes against its estimates: the seconds its combinations took over the seconds
-    estimated for them. The whole run's ratio leans on 1 (the estimates as they are), a device's on
-    the run's, a benchmark's on its device's, each with the belief of :data:`PRIOR` combinations
-    like those of it still to run: combinations estimated at a second each say little about those
-    estimated at minutes, and one odd combination does not swing what is left; a benchmark of many
-    short combinations learns its own pace after a few."""
+    """This run's seconds taken over seconds estimated. The run's ratio shrinks toward 1, a
+    device's toward the run's, a benchmark's toward its device's, each weighted as :data:`PRIOR`
+    combinations still to run: one odd combination does not swing what is left."""
 
     PRIOR = 3.0
 
@@ -304,8 +285,7 @@ class Pace:
             self.count[key] = self.count.get(key, 0) + 1
 
     def _prior(self, key: tuple[str, ...]) -> float:
-        """PRIOR combinations' worth of estimated seconds, of those of ``key`` still to run (else of
-        all of it)."""
+        """PRIOR combinations' worth of estimated seconds of ``key`` still to run (else of all)."""
         left = self.all_count.get(key, 0) - self.count.get(key, 0)
         if left > 0:
             return self.PRIOR * (self.all_expected[key] - self.expected.get(key, 0.0)) / left
@@ -324,7 +304,7 @@ class Pace:
         return ratio
 
     def overall(self) -> float:
-        """The whole run's ratio: a step's start-up (environment, install) is scaled by it."""
+        """The whole run's ratio (scales a step's start-up)."""
         return self._ratio([()])
 
     def ratio(self, name: str) -> float:
@@ -333,7 +313,7 @@ class Pace:
 
 @dataclass(frozen=True)
 class Step:
-    """One asv run: one build, the combinations it measures, and which pass over the builds it is."""
+    """One asv run: a build, its combinations, and which pass over the builds it is."""
 
     commit: str
     names: tuple[str, ...]
@@ -341,17 +321,17 @@ class Step:
 
 
 class Builds(Protocol):
-    """What a record run asks about a build before it runs it (bench.py answers, from the timeline and the cache)."""
+    """What a record run asks of a build before running it (bench.py answers)."""
 
     def name(self, commit: str) -> str: ...
 
     def need(
         self, commit: str
-    ) -> tuple[int, str, bool]: ...  # bytes the install adds, where that figure is from, installed
+    ) -> tuple[int, str, bool]: ...  # bytes added, source, installed
 
     def download(
         self, commit: str
-    ) -> tuple[int, tuple[str, ...]]: ...  # bytes to fetch, the hosts they come from
+    ) -> tuple[int, tuple[str, ...]]: ...  # bytes, hosts
 
     def free(self) -> int: ...
 
@@ -375,7 +355,7 @@ class Watch:
         self.current: Step | None = None
         self.left: list[str] = []
         self.running: tuple[str, float] | None = (
-            None  # the combination asv measures now, since when
+            None  # the combination running, since when
         )
         self.said_long = 0.0
         self.skipped: set[str] = set()
@@ -387,32 +367,31 @@ class Watch:
         }
         self.pace = Pace(self.expected)
         self.step_began = self.last_event = (
-            0.0  # monotonic; the previous combination's end (wall), else the step's
+            0.0  # monotonic
         )
         self.last_at: float | None = (
-            None  # the events' own clock (time.time()) of the previous end in this step
+            None  # events' clock (time.time()) of this step's previous end
         )
         self.began_at = (
-            0.0  # time.time() when this step began: the previous step's last value, else its begin
+            0.0  # time.time(): the previous step's last value, else now
         )
-        self.last_end: float | None = None  # the events' time of the last value of the run
-        self.begun: set[str] = set()  # the builds a step of which has begun
+        self.last_end: float | None = None
+        self.begun: set[str] = set()
         self.first_of_build = True
-        self.starting = True  # no combination of this step has started yet: asv installs, discovers
+        self.starting = True  # asv installs, discovers
         self.said_reasons: set[str] = set()
 
     def _name(self, commit: str) -> str:
         return self.builds.name(commit) if self.builds else commit[:8]
 
     def _start_up(self, commit: str, first: bool) -> Estimate:
-        """A step's start-up: from the previous step's last value (the site published between, asv
-        ended and started again) to its first combination; the build's install in the first step of
-        a build not installed."""
+        """A step's start-up, from the previous step's last value to its first combination (with
+        the install in a build's first step)."""
         estimate = self.estimates.install(commit in self.installed or not first)
         return Estimate(estimate.seconds * self.pace.overall(), estimate.source)
 
     def _estimate(self, names: Sequence[str]) -> Estimate:
-        """What ``names`` will take: their estimates, scaled by this run's pace so far."""
+        """What ``names`` will take at this run's pace."""
         found = [self.estimates.combination(name) for name in names]
         seconds = sum(
             estimate.seconds * self.pace.ratio(name)
@@ -423,8 +402,7 @@ class Watch:
     def _estimates(
         self, steps: Iterable[Step], seen: set[str]
     ) -> Iterator[tuple[Step, bool, Estimate]]:
-        """Each step, whether it is the first of its build not in ``seen``, and its estimate with
-        its start-up."""
+        """Each step, whether it is its build's first, and its estimate with start-up."""
         for step in steps:
             first = step.commit not in seen
             seen.add(step.commit)
@@ -461,8 +439,7 @@ class Watch:
         return lines
 
     def plan(self) -> str:
-        """The run's first lines: what it needs, then each build (numbered as the count says) and
-        its steps."""
+        """The run's first lines: what it needs, then each build and its steps."""
         lines = [
             f"the run: {len(self.commits)} build{'s' if len(self.commits) != 1 else ''}, newest first,"
             f" {self.total} combinations; each value is saved as it is measured, so a stopped run keeps it and"
@@ -475,7 +452,7 @@ class Watch:
             if first:
                 need, how, installed = self.needs[step.commit]
                 disk = ""
-                if self.builds is not None:  # without them, nothing is known of the build's install
+                if self.builds is not None:
                     disk = (
                         f"; disk: none, {how}"
                         if installed
@@ -494,7 +471,7 @@ class Watch:
         return "\n".join(lines)
 
     def begin(self, step: Step) -> bool:
-        """Say which step starts; False (with one line) for a build whose install does not fit on the disk."""
+        """Say which step starts; False (and a line) for a build that does not fit on the disk."""
         if step.commit in self.skipped:
             return False
         self.current, self.left, self.running, self.offset = (
@@ -502,7 +479,7 @@ class Watch:
             list(step.names),
             None,
             0,
-        )  # a new events file
+        )
         need, how, installed = self.needs[step.commit]
         if self.builds is not None and not installed and need > (free := self.builds.free()):
             self.skipped.add(step.commit)
@@ -528,8 +505,8 @@ class Watch:
         return True
 
     def poll(self, scratch: Path) -> list[dict[str, Any]]:
-        """The combinations measured since the last poll (each already saved in ``scratch``), with
-        their wall time, and the step's start-up once its first combination starts; progress said.
+        """Combinations measured since the last poll, with wall time, and the step's start-up
+        once its first combination starts; says progress.
         """
         done: list[dict[str, Any]] = []
         commit = self.current.commit if self.current else ""
@@ -562,12 +539,11 @@ class Watch:
                 self.last_event = time.monotonic()
                 if name in self.left:
                     self.left.remove(name)
-                # the costs stay as read (the next run learns this one): the pace carries what this
-                # run shows
+                # the costs stay as read; the pace carries this run
                 self.pace.note(name, wall, self.expected.get(name, wall))
                 if (
                     commit not in self.installed and self.builds is not None
-                ):  # its install is done: the disk it took
+                ):  # installed: the disk it took
                     self.cache_used = self.builds.used()
                 self.installed.add(commit)
                 log.info(self.line(name, self._outcome(event), seconds))
@@ -594,7 +570,7 @@ class Watch:
         return done
 
     def _outcome(self, event: dict[str, Any]) -> str:
-        """A combination's outcome; a skip with its reason, once per reason in a run."""
+        """A combination's outcome; a skip's reason once per run."""
         outcome = str(event.get("outcome"))
         if outcome != "skipped":
             return outcome
@@ -611,7 +587,7 @@ class Watch:
                 text = handle.read()
         except OSError:
             return []
-        whole = text[: text.rfind("\n") + 1]  # a line still being written waits for the next poll
+        whole = text[: text.rfind("\n") + 1]  # a partial line waits
         self.offset += len(whole.encode())
         events = []
         for line in whole.splitlines():
@@ -620,8 +596,8 @@ class Watch:
         return events
 
     def remaining(self) -> Estimate:
-        """What is left: this step's combinations not yet measured (less what the one running has
-        taken), its start-up while it is starting, then every later step; all at this run's pace."""
+        """What is left at this run's pace: this step's unmeasured combinations (less the running
+        one's time), its start-up while starting, then every later step."""
         estimate = self._estimate(self.left)
         if self.current is None:
             return estimate
@@ -633,7 +609,7 @@ class Watch:
             )
         elif (
             self.running is not None
-        ):  # the time since the last end is already spent on what is left
+        ):  # time since the last end is spent
             estimate = Estimate(
                 max(0.0, estimate.seconds - (now - self.last_event)), estimate.source
             )
