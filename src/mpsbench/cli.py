@@ -228,7 +228,9 @@ def _asv_args(args: argparse.Namespace) -> list[str]:
 
 def cmd_merge(args: argparse.Namespace) -> int:
     merge.check_machines(args.sources, args.machine)
-    return merge.merge(args.dest, args.sources, args.machine or None, args.update_benchmarks, args.replace).show(args.dest)
+    builds = merge.timeline_builds(args.timeline) if args.timeline else None
+    return merge.merge(args.dest, args.sources, args.machine or None, args.update_benchmarks, args.replace,
+                       builds).show(args.dest)
 
 
 def cmd_record(args: argparse.Namespace) -> int:
@@ -542,6 +544,8 @@ def build_parser() -> argparse.ArgumentParser:
                          help="merge only this machine's folder (repeatable)")
     merging.add_argument("--update-benchmarks", action="store_true",
                          help="the sources ran a newer suite: their benchmarks.json entries replace DEST's")
+    merging.add_argument("--timeline", type=Path, help="the timeline repository: a file of a build that is none of"
+                         " its commits is refused")
     merging.add_argument("--replace", action="store_true", help="re-measured on purpose: incoming values replace"
                          " recorded ones, which go to the audit trail DEST-replaced.jsonl")
     recording = _command(actions, "record", "run asv for what is missing into scratch and merge it in, never"

@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from mpsbench.context import Suite
-from mpsbench.core import asv, files, progress
+from mpsbench.core import asv, asvconf, files, progress
 from mpsbench.core.errors import UserError
 from mpsbench.results import recorded
 from mpsbench.site import patches, pytorch_links, regressions_page, report, site_assets
@@ -34,9 +34,19 @@ def staging(html: Path) -> Path:
     return html.parent / f".{html.name}.publishing"
 
 
+def kept(suite: Suite) -> list[files.Kept]:
+    """What publishing may not replace: html_dir is replaced whole, so it may not be or hold the results, the
+    timeline, the config's folder or this checkout, nor sit inside the results or the timeline."""
+    conf = suite.conf
+    return [files.Kept("the results folder", conf.results, nothing_inside=True),
+            *([files.Kept("the timeline", conf.repo, nothing_inside=True)] if conf.repo is not None else []),
+            files.Kept("the folder of the config", conf.root), files.Kept("the repository", asvconf.ROOT)]
+
+
 def publish(suite: Suite, asv_options: Sequence[str] = ()) -> None:
     """Publish ``suite``'s results into its html_dir (``asv_options`` go to ``asv publish``), whole or not at all."""
     conf = suite.conf
+    files.check_owned(conf.html, kept(suite), f"html_dir of {conf.path}")  # before anything is written
     given = [option for option in asv_options if option.split("=", 1)[0] in HTML_DIR_OPTIONS]
     if given:
         raise UserError(f"{given[0]}: mpsbench publish writes html_dir of {conf.path} ({conf.html}); set html_dir"
@@ -53,7 +63,7 @@ def publish(suite: Suite, asv_options: Sequence[str] = ()) -> None:
         scratch = Path(tempfile.mkdtemp(prefix="site-", dir=folder))
         try:
             _build(suite, scratch, measured, asv_options)
-            files.replace_folder(scratch, conf.html)
+            files.replace_folder(scratch, conf.html, kept(suite))
         finally:
             shutil.rmtree(scratch, ignore_errors=True)
     log.info(f"site written to {conf.html}: open {conf.html / 'index.html'} in a browser, or serve it with"
