@@ -43,22 +43,30 @@ def _within(path: Path, folder: Path) -> bool:
     return path == folder or folder in path.parents
 
 
-def check_owned(target: Path, kept: Sequence[Kept], role: str = "the folder to write") -> None:
+def check_owned(target: Path, kept: Sequence[Kept], role: str | None = None) -> None:
     """OwnershipError, naming both, where ``target`` is, holds, or (for a ``nothing_inside`` folder) sits inside a
-    kept folder. Paths are compared resolved, symbolic links followed: a link to the results is the results."""
+    kept folder (``role`` names ``target`` in it: "html_dir .asv/html of asv.conf.json"). Paths are compared
+    resolved, symbolic links followed: a link to the results is the results."""
     mine = target.resolve()
+    found = []
     for folder in kept:
         theirs = folder.path.resolve()
-        if _within(theirs, mine) or (folder.nothing_inside and _within(mine, theirs)):
-            relation = "is" if mine == theirs else "holds" if _within(theirs, mine) else "sits inside"
-            raise OwnershipError(f"{role} {target} {relation} {folder.what} {folder.path}: it would be replaced"
-                                 f" or deleted; choose a folder of its own, outside {folder.what}")
+        if mine == theirs:
+            found.append((0, "is", folder))
+        elif _within(theirs, mine):
+            found.append((1, "holds", folder))
+        elif folder.nothing_inside and _within(mine, theirs):
+            found.append((2, "sits inside", folder))
+    if found:
+        _, relation, folder = min(found, key=lambda item: item[0])
+        raise OwnershipError(f"{role or f'the folder {target}'} {relation} {folder.what} {folder.path}: it would be"
+                             f" replaced or deleted; choose a folder of its own, outside {folder.what}")
 
 
 def remove(path: Path, kept: Sequence[Kept]) -> None:
     """Delete ``path`` (a folder with everything in it, or a file) after :func:`check_owned`: every deletion of a
     folder a user sees goes through here."""
-    check_owned(path, kept, "the folder to delete")
+    check_owned(path, kept, f"the folder to delete, {path},")
     if path.is_dir() and not path.is_symlink():
         shutil.rmtree(path)
     else:

@@ -221,7 +221,7 @@ def check(suite: Suite, options: Options, compare: Compare | None = None) -> tup
     if options.summary is not None:  # the Markdown never replaces a recorded file (a machine.json, a result)
         results = options.results or suite.conf.results
         files.check_owned(options.summary, [files.Kept("the results folder", results, nothing_inside=True)],
-                          "--summary")
+                          f"--summary {options.summary}")
     found = find(suite, options)
     if options.confirm or compare is not None:
         found = confirm(found, compare or compare_command(suite, options.machines[0] if options.machines else None))

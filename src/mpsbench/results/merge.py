@@ -462,13 +462,13 @@ def _merge_one(path: Path, dest: Path, units: dict[str, str], replace: bool, rep
     """One source file into DEST: checked and screened, then copied, merged value by value, or named as a conflict."""
     target = dest / path.parent.name / path.name
     try:
-        check_file(path, path.parent.name)
         incoming = _load_object(path)
+        if (reason := _refusal(path, incoming, builds)) is not None:  # named before asv's loader says less
+            report.refused_files.append(f"{path}: {reason}; nothing merged from this file")
+            return
+        check_file(path, path.parent.name)
     except MergeError as exc:
         report.corrupt.append(f"{exc}; skipped")
-        return
-    if (reason := _refusal(path, incoming, builds)) is not None:
-        report.refused_files.append(f"{path}: {reason}; nothing merged from this file")
         return
     refused = [] if path.name == MACHINE else screen(incoming, units)
     report.refused.extend(f"{path}: {text}" for text in refused)

@@ -46,7 +46,7 @@ def kept(suite: Suite) -> list[files.Kept]:
 def publish(suite: Suite, asv_options: Sequence[str] = ()) -> None:
     """Publish ``suite``'s results into its html_dir (``asv_options`` go to ``asv publish``), whole or not at all."""
     conf = suite.conf
-    files.check_owned(conf.html, kept(suite), f"html_dir of {conf.path}")  # before anything is written
+    files.check_owned(conf.html, kept(suite), f"html_dir {conf.html} of {conf.path}")  # before anything is written
     given = [option for option in asv_options if option.split("=", 1)[0] in HTML_DIR_OPTIONS]
     if given:
         raise UserError(f"{given[0]}: mpsbench publish writes html_dir of {conf.path} ({conf.html}); set html_dir"
