@@ -11,8 +11,13 @@ from __future__ import annotations
 import contextlib
 import io
 import json
+import multiprocessing
 import os
+import random
 import re
+import subprocess
+import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +28,9 @@ from tests import asvresults
 from tests.test_faults import (
     BUILD,
     COMMIT,
+    INFERENCE_CPU,
     RECORD,
+    ROOT,
     TRAINING_CPU,
     TRAINING_MPS,
     _merge_refuses,
@@ -413,3 +420,186 @@ def test_real_recorded_results_pass_every_check(tmp_path):
         status, out, _ = _run(["results", "merge", str(tmp_path / source.name), str(source)])
         assert status == 0 and not any(line.startswith("refused") for line in out.splitlines()), out
         assert _values_under_their_build(tmp_path / source.name, unit=None)
+
+
+# --- writers at the same moment, and kill -9 at random moments ----------------------------------------------------
+
+FORK = multiprocessing.get_context("fork")
+TRIALS = [pytest.param(5, id="5-trials"), pytest.param(100, id="100-trials", marks=pytest.mark.slow)]
+MOMENTS = [pytest.param(6, id="6-moments"), pytest.param(30, id="30-moments", marks=pytest.mark.slow)]
+# A publish's own steps (asv publish, the figures, the npm libraries) take a minute each on a loaded VM: the trials
+# run the real publish (its ownership check, staging folder, lock and swap) around this stand-in for _build, which
+# writes a site of SITE_FILES files, each naming its writer, so that a mixed or partial site shows.
+SITE_FILES = 1000
+STAND_IN = f"""
+import os, sys
+from pathlib import Path
+from mpsbench.context import Suite
+from mpsbench.site import publish
+
+def build(suite, html, measured, options):
+    for number in range({SITE_FILES}):
+        (html / f"page-{{number}}.html").write_text(sys.argv[2])
+
+publish._build = build
+publish.publish(Suite(Path(sys.argv[1])))
+"""
+
+
+def _merge_after(barrier: Any, dest: Path, source: Path) -> None:
+    barrier.wait()
+    merge.merge(dest, [source])
+
+
+@pytest.mark.parametrize("writers", [2, 4])
+@pytest.mark.parametrize("trials", TRIALS)
+def test_merges_at_once_lose_nothing(tmp_path, trials, writers):
+    """``writers`` merges into one file at the same moment, each adding its own value: every value lands."""
+    keys = [("training", "time_step", "cpu", "mlp", 1), ("training", "time_step", "mps", "mlp", 1),
+            ("training", "time_step", "mps", "mlp", 8), ("inference", "time_step", "cpu", "mlp", 1)]
+    for trial in range(trials):
+        dest = tmp_path / str(trial) / "dest"
+        asvresults.write_benchmarks(dest, asvresults.write_results(dest, "m", COMMIT, 0, {TRAINING_CPU: 0.009},
+                                                                   ["cpu", "mps"], ["mlp"], [1, 8]))
+        sources = []
+        for number, key in enumerate(keys[:writers]):
+            source = tmp_path / str(trial) / f"source{number}"
+            asvresults.write_results(source, "m", COMMIT, 0, {key: 0.001 * (number + 1)}, ["cpu", "mps"], ["mlp"],
+                                     [1, 8])
+            sources.append(source)
+        barrier = FORK.Barrier(writers)
+        merges = [FORK.Process(target=_merge_after, args=(barrier, dest, source)) for source in sources]
+        for process in merges:
+            process.start()
+        for process in merges:
+            process.join(300)
+            assert process.exitcode == 0, trial
+        landed = merge.values(json.loads((dest / "m" / f"{COMMIT[:8]}-{FILE}").read_text()))
+        assert sorted(columns["result"] for columns in landed.values()) == sorted(
+            [0.009, *(0.001 * (number + 1) for number in range(writers))]), (trial, landed)  # each writer's, kept
+        assert not files.orphans(dest), trial
+    print(f"{writers} merges at once: {trials} trials, 0 values lost")
+
+
+def _site_suite(tmp: Path) -> Path:
+    """A config whose results hold one value, html_dir tmp/html: what the stand-in publish needs."""
+    results = tmp / "results"
+    asvresults.write_benchmarks(results, asvresults.write_results(results, "m", COMMIT, 0, {TRAINING_CPU: 0.009},
+                                                                  ["cpu"], ["mlp"], [8]))
+    config = {"version": 1, "project": "t", "repo": str(tmp / "timeline"), "branches": ["release"],
+              "dvcs": "git", "environment_type": "virtualenv", "benchmark_dir": "benchmarks",
+              "results_dir": "results", "html_dir": "html", "env_dir": "env"}
+    (tmp / "asv.conf.json").write_text(json.dumps(config))
+    return tmp / "asv.conf.json"
+
+
+def _publisher(config: Path, writer: str) -> subprocess.Popen[bytes]:
+    environment = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT / "src"), str(ROOT)])}
+    return subprocess.Popen([sys.executable, "-c", STAND_IN, str(config), writer], env=environment,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+
+
+def _whole_site(html: Path) -> str | None:
+    """The one writer whose whole site html_dir holds; None where there is none yet. A mixed or partial site fails."""
+    if not html.exists():
+        return None
+    found = {path.name: path.read_text() for path in html.iterdir()}
+    assert len(found) == SITE_FILES and len(set(found.values())) == 1, sorted(set(found.values()))
+    return next(iter(found.values()))
+
+
+@pytest.mark.parametrize("writers", [2, 4])
+@pytest.mark.parametrize("trials", TRIALS)
+def test_publishes_at_once_leave_one_whole_site_and_the_results_untouched(tmp_path, trials, writers):
+    for trial in range(trials):
+        config = _site_suite(tmp_path / str(trial))
+        results = checksums(config.parent / "results")
+        running = [_publisher(config, f"writer-{number}") for number in range(writers)]
+        for process in running:
+            _, err = process.communicate(timeout=300)
+            assert process.returncode == 0, (trial, err.decode()[-2000:])
+        assert _whole_site(config.parent / "html") in {f"writer-{number}" for number in range(writers)}
+        assert checksums(config.parent / "results") == results
+        assert not any((config.parent / ".html.publishing").iterdir())  # no scratch site left
+    print(f"{writers} publishes at once: {trials} trials, one whole site each, 0 results changed")
+
+
+def _kill_at(command: subprocess.Popen[bytes], moment: float) -> None:
+    time.sleep(moment)
+    command.kill()  # SIGKILL
+    command.communicate()
+
+
+def _finish(command: subprocess.Popen[bytes]) -> int:
+    """The exit status; what it said on stderr printed (pytest shows it with a failure)."""
+    _, err = command.communicate(timeout=600)
+    print(err.decode()[-2000:], end="")
+    return command.returncode
+
+
+def _big_source(tmp: Path, builds: int) -> Path:
+    source = tmp / "source"
+    for number in range(builds):
+        asvresults.write_results(source, "m", f"{number + 1:040x}", 0, {TRAINING_CPU: 0.001 * (number + 1),
+                                                                          INFERENCE_CPU: 0.002}, ["cpu"], ["mlp"], [8])
+    asvresults.write_benchmarks(source, asvresults.write_results(source, "m", COMMIT, 0, {INFERENCE_CPU: 0.004},
+                                                                 ["cpu"], ["mlp"], [8]))
+    return source
+
+
+def _merger(dest: Path, source: Path) -> subprocess.Popen[bytes]:
+    environment = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT / "src"), str(ROOT)])}
+    main = "import sys; from mpsbench import cli; sys.exit(cli.main(sys.argv[1:]))"
+    return subprocess.Popen([sys.executable, "-c", main, "results", "merge", str(dest), str(source)],
+                            env=environment, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+
+
+@pytest.mark.parametrize("moments", MOMENTS)
+def test_kill_9_of_a_merge_loses_nothing_and_the_next_run_recovers(tmp_path, moments):
+    """A merge of many files killed at random moments (drawn over a whole merge's time): every recorded value kept,
+    every file whole; the next merge completes, cleans the orphans, and DEST equals an uninterrupted merge's."""
+    rng = random.Random(fault_seed("46"))
+    source = _big_source(tmp_path, 150)
+    reference = tmp_path / "reference"
+    _results(reference, COMMIT)
+    started = time.monotonic()
+    assert _finish(_merger(reference, source)) == 0
+    whole = time.monotonic() - started
+    expected = _values_under_their_build(reference)
+    midway = 0  # kills that left some values merged and some not: the ones that test the recovery
+    for moment in range(moments):
+        dest = tmp_path / f"dest{moment}"
+        _results(dest, COMMIT)
+        recorded = _values_under_their_build(dest)
+        _kill_at(_merger(dest, source), rng.uniform(0, whole))
+        after = _values_under_their_build(dest)  # every file whole, each under its own build
+        assert all(after[key] == value for key, value in recorded.items()), moment
+        midway += len(recorded) < len(after) < len(expected)
+        assert _finish(_merger(dest, source)) in (0, 1)
+        assert _values_under_their_build(dest) == expected and not files.orphans(dest), moment
+    print(f"kill -9 of a merge at {moments} moments over {whole:.1f} s ({midway} mid-merge): 0 lost, each next run"
+          " recovered")
+
+
+@pytest.mark.parametrize("moments", MOMENTS)
+def test_kill_9_of_a_publish_loses_nothing_and_the_next_run_recovers(tmp_path, moments):
+    """A publish killed at random moments: the results untouched, html_dir the previous site whole (or none yet);
+    the next publish writes a whole site and leaves no scratch behind."""
+    rng = random.Random(fault_seed("46"))
+    config = _site_suite(tmp_path)
+    results = checksums(config.parent / "results")
+    started = time.monotonic()
+    assert _finish(_publisher(config, "first")) == 0
+    whole = time.monotonic() - started
+    midway = 0  # kills that left a scratch site behind: the ones that test the recovery
+    for moment in range(moments):
+        before = _whole_site(config.parent / "html")
+        _kill_at(_publisher(config, f"killed-{moment}"), rng.uniform(0, whole))
+        midway += any((config.parent / ".html.publishing").iterdir())
+        assert _whole_site(config.parent / "html") in {before, f"killed-{moment}"}, moment
+        assert checksums(config.parent / "results") == results, moment
+        assert _finish(_publisher(config, f"again-{moment}")) == 0, moment
+        assert _whole_site(config.parent / "html") == f"again-{moment}"
+        assert not any((config.parent / ".html.publishing").iterdir()), moment
+    print(f"kill -9 of a publish at {moments} moments over {whole:.1f} s ({midway} mid-publish): 0 lost, each next"
+          " run recovered")
