@@ -23,6 +23,7 @@ same), 2 a mistake in the command (one line, nothing written).
 
 from __future__ import annotations
 
+import contextlib
 import datetime
 import errno
 import itertools
@@ -461,12 +462,13 @@ def _merge_one(path: Path, dest: Path, units: dict[str, str], replace: bool, rep
                builds: Collection[str] | None = None) -> None:
     """One source file into DEST: checked and screened, then copied, merged value by value, or named as a conflict."""
     target = dest / path.parent.name / path.name
-    try:
-        incoming = _load_object(path)
-        if (reason := _refusal(path, incoming, builds)) is not None:  # named before asv's loader says less
+    with contextlib.suppress(MergeError):  # asv's loader names what is wrong with a file that is no JSON object
+        if (reason := _refusal(path, _load_object(path), builds)) is not None:  # named before asv says less
             report.refused_files.append(f"{path}: {reason}; nothing merged from this file")
             return
+    try:
         check_file(path, path.parent.name)
+        incoming = _load_object(path)
     except MergeError as exc:
         report.corrupt.append(f"{exc}; skipped")
         return

@@ -3,7 +3,6 @@ that a reader sees the previous site until the new one is whole and a failed pub
 
 from __future__ import annotations
 
-import shutil
 import tempfile
 from collections.abc import Sequence
 from pathlib import Path
@@ -59,13 +58,14 @@ def publish(suite: Suite, asv_options: Sequence[str] = ()) -> None:
     folder.mkdir(parents=True, exist_ok=True)
     with files.lock(folder / "site"):  # the staging folder's own lock: a run holding the results' lock never blocks it
         for left in folder.iterdir():  # a publish killed before its rename
-            shutil.rmtree(left, ignore_errors=True)
+            files.remove(left, kept(suite))
         scratch = Path(tempfile.mkdtemp(prefix="site-", dir=folder))
         try:
             _build(suite, scratch, measured, asv_options)
             files.replace_folder(scratch, conf.html, kept(suite))
         finally:
-            shutil.rmtree(scratch, ignore_errors=True)
+            if scratch.exists():
+                files.remove(scratch, kept(suite))
     log.info(f"site written to {conf.html}: open {conf.html / 'index.html'} in a browser, or serve it with"
              f" .venv/bin/asv preview --config {suite.config_path}")
 
