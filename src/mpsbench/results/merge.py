@@ -7,7 +7,7 @@ it, kept first in DEST-replaced.jsonl); a file asv cannot read is skipped; an in
 number of its unit (the units of mpsbench.results.recorded.UNITS) is refused, named, and the rest of its file
 merged; benchmarks.json becomes the union of every side's (a version that differs is an error, unless
 --update-benchmarks).
-A value is filed under the build and machine its file names inside (``commit_hash``, ``params.machine``): a file
+A value is filed under the build and machine its file names inside (commit_hash, params.machine): a file
 whose name or folder says otherwise, whose build is no build of the timeline (--timeline), that is a symbolic link,
 or whose columns are not asv's form (a statistic that is no number) is refused whole, in one line naming both,
 and the other files merged all the same.
