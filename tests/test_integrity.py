@@ -610,3 +610,19 @@ def test_kill_9_of_a_publish_loses_nothing_and_the_next_run_recovers(tmp_path, m
         assert not any((config.parent / ".html.publishing").iterdir()), moment
     print(f"kill -9 of a publish at {moments} moments over {whole:.1f} s ({midway} mid-publish): 0 lost, each next"
           " run recovered")
+
+
+def test_the_nightly_collect_names_each_refused_artifact_file_and_merges_the_rest(tmp_path, capsys):
+    from mpsbench.fleet import nightly
+
+    fleet = nightly.Fleet(suite=tmp_path, folder=tmp_path / "fleet")
+    good, bad = tmp_path / "artifact-m1", tmp_path / "artifact-m2"
+    _results(good, "4" * 40, 0.004, machine="m1")
+    _renamed(bad)  # machine m: build a01a66bc's value under 395aa824's name
+    _junk_statistic(bad)
+    assert nightly.collect(fleet, [bad, good], update_benchmarks=False) == 1
+    out = capsys.readouterr().out
+    refusals = [line for line in out.splitlines() if line.startswith("refused")]
+    assert len(refusals) == 2 and all(line.endswith("nothing merged from this file") for line in refusals), out
+    assert (fleet.results / "m1" / f"{'4' * 8}-{FILE}").is_file()
+    assert sorted(path.name for path in (fleet.results / "m").glob("*-*.json")) == []
