@@ -437,7 +437,7 @@ MOMENTS = [pytest.param(6, id="6-moments"), pytest.param(30, id="30-moments", ma
 # A publish's own steps (asv publish, the figures, the npm libraries) take a minute each on a loaded VM: the trials
 # run the real publish (its ownership check, staging folder, lock and swap) around this stand-in for _build, which
 # writes a site of SITE_FILES files, each naming its writer, so that a mixed or partial site shows.
-SITE_FILES = 1000
+SITE_FILES = 3000
 STAND_IN = f"""
 import os, sys
 from pathlib import Path
@@ -566,7 +566,7 @@ def test_kill_9_of_a_merge_loses_nothing_and_the_next_run_recovers(tmp_path, mom
     """A merge of many files killed at random moments (drawn over a whole merge's time): every recorded value kept,
     every file whole; the next merge completes, cleans the orphans, and DEST equals an uninterrupted merge's."""
     rng = random.Random(fault_seed("46"))
-    source = _big_source(tmp_path, 150)
+    source = _big_source(tmp_path, 400)
     reference = tmp_path / "reference"
     _results(reference, COMMIT)
     started = time.monotonic()
