@@ -531,7 +531,17 @@ def test_publishes_at_once_leave_one_whole_site_and_the_results_untouched(tmp_pa
     print(f"{writers} publishes at once: {trials} trials, one whole site each, 0 results changed")
 
 
-def _kill_at(command: subprocess.Popen[bytes], moment: float) -> None:
+def _when_writing(command: subprocess.Popen[bytes], writing: Any) -> float:
+    """The moment ``writing()`` first holds (the command has begun to write), polled every millisecond."""
+    while command.poll() is None and not writing():
+        time.sleep(0.001)
+    return time.monotonic()
+
+
+def _kill_at(command: subprocess.Popen[bytes], moment: float, writing: Any) -> None:
+    """kill -9 ``moment`` seconds after the command began to write: the moments fall while it writes, not while
+    Python starts."""
+    _when_writing(command, writing)
     time.sleep(moment)
     command.kill()  # SIGKILL
     command.communicate()
@@ -547,7 +557,7 @@ def _finish(command: subprocess.Popen[bytes]) -> int:
 def _big_source(tmp: Path, builds: int) -> Path:
     source = tmp / "source"
     for number in range(builds):
-        asvresults.write_results(source, "m", f"{number + 1:040x}", 0, {TRAINING_CPU: 0.001 * (number + 1),
+        asvresults.write_results(source, "m", f"{number + 1:08x}{'0' * 32}", 0, {TRAINING_CPU: 0.001 * (number + 1),
                                                                           INFERENCE_CPU: 0.002}, ["cpu"], ["mlp"], [8])
     asvresults.write_benchmarks(source, asvresults.write_results(source, "m", COMMIT, 0, {INFERENCE_CPU: 0.004},
                                                                  ["cpu"], ["mlp"], [8]))
@@ -569,22 +579,24 @@ def test_kill_9_of_a_merge_loses_nothing_and_the_next_run_recovers(tmp_path, mom
     source = _big_source(tmp_path, 400)
     reference = tmp_path / "reference"
     _results(reference, COMMIT)
-    started = time.monotonic()
-    assert _finish(_merger(reference, source)) == 0
-    whole = time.monotonic() - started
+    running = _merger(reference, source)
+    started = _when_writing(running, lambda: len(list((reference / "m").iterdir())) > 2)
+    assert _finish(running) == 0
+    whole = time.monotonic() - started  # from its first write to its end
     expected = _values_under_their_build(reference)
     midway = 0  # kills that left some values merged and some not: the ones that test the recovery
     for moment in range(moments):
         dest = tmp_path / f"dest{moment}"
         _results(dest, COMMIT)
         recorded = _values_under_their_build(dest)
-        _kill_at(_merger(dest, source), rng.uniform(0, whole))
+        _kill_at(_merger(dest, source), rng.uniform(0, whole),
+                 lambda dest=dest: len(list((dest / "m").iterdir())) > 2)  # machine.json and the recorded file
         after = _values_under_their_build(dest)  # every file whole, each under its own build
         assert all(after[key] == value for key, value in recorded.items()), moment
         midway += len(recorded) < len(after) < len(expected)
         assert _finish(_merger(dest, source)) in (0, 1)
         assert _values_under_their_build(dest) == expected and not files.orphans(dest), moment
-    print(f"kill -9 of a merge at {moments} moments over {whole:.1f} s ({midway} mid-merge): 0 lost, each next run"
+    print(f"kill -9 of a merge at {moments} moments over its {whole:.2f} s of writing ({midway} mid-merge): 0 lost, each next run"
           " recovered")
 
 
@@ -595,20 +607,23 @@ def test_kill_9_of_a_publish_loses_nothing_and_the_next_run_recovers(tmp_path, m
     rng = random.Random(fault_seed("46"))
     config = _site_suite(tmp_path)
     results = checksums(config.parent / "results")
-    started = time.monotonic()
-    assert _finish(_publisher(config, "first")) == 0
-    whole = time.monotonic() - started
+    staging = config.parent / ".html.publishing"
+    running = _publisher(config, "first")
+    started = _when_writing(running, lambda: staging.is_dir() and any(staging.iterdir()))
+    assert _finish(running) == 0
+    whole = time.monotonic() - started  # from its first write to its end
     midway = 0  # kills that left a scratch site behind: the ones that test the recovery
     for moment in range(moments):
         before = _whole_site(config.parent / "html")
-        _kill_at(_publisher(config, f"killed-{moment}"), rng.uniform(0, whole))
-        midway += any((config.parent / ".html.publishing").iterdir())
+        _kill_at(_publisher(config, f"killed-{moment}"), rng.uniform(0, whole),
+                 lambda: any(staging.iterdir()))  # its scratch site has appeared
+        midway += any(staging.iterdir())
         assert _whole_site(config.parent / "html") in {before, f"killed-{moment}"}, moment
         assert checksums(config.parent / "results") == results, moment
         assert _finish(_publisher(config, f"again-{moment}")) == 0, moment
         assert _whole_site(config.parent / "html") == f"again-{moment}"
-        assert not any((config.parent / ".html.publishing").iterdir()), moment
-    print(f"kill -9 of a publish at {moments} moments over {whole:.1f} s ({midway} mid-publish): 0 lost, each next"
+        assert not any(staging.iterdir()), moment
+    print(f"kill -9 of a publish at {moments} moments over its {whole:.2f} s of writing ({midway} mid-publish): 0 lost, each next"
           " run recovered")
 
 
