@@ -59,8 +59,10 @@ def check_range(suite: Suite, asv_args: Sequence[str]) -> None:
 
 
 def checked_args(suite: Suite, asv_args: Sequence[str]) -> record.Selection | None:
-    """Check asv run's arguments before anything is printed; -b's selection
-    (:func:`mpsbench.results.record.select`), or None without -b."""
+    """The arguments for asv run, refused in one line before anything is printed (an option asv lacks, a range naming
+    no build of the generated timeline, a -b that is no regex, finds nothing or only what would skip here); -b's
+    selection (:func:`mpsbench.results.record.select`), made once here for the record run. None: no -b."""
+    record.check_meaning(asv.run_args(asv_args))  # --quick, -a repeat=1, MPSBENCH_SINGLE_STEPS: no history
     if not asv_args:
         return None
     run = asv.run_args(asv_args)

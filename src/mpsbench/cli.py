@@ -233,7 +233,9 @@ def _asv_args(args: argparse.Namespace) -> list[str]:
 
 def cmd_merge(args: argparse.Namespace) -> int:
     merge.check_machines(args.sources, args.machine)
-    return merge.merge(args.dest, args.sources, args.machine or None, args.update_benchmarks, args.replace).show(args.dest)
+    builds = merge.timeline_builds(args.timeline) if args.timeline else None
+    return merge.merge(args.dest, args.sources, args.machine or None, args.update_benchmarks, args.replace,
+                       builds).show(args.dest)
 
 
 def cmd_record(args: argparse.Namespace) -> int:
@@ -470,7 +472,8 @@ def fresh_arguments(parser: argparse.ArgumentParser, files: bool = True, bisecti
     """What compare and bisect share, and bisect's --nightlies; the fleet's bisect step sets the files itself."""
     parser.add_argument("-b", "--bench", required=True, help="a regex naming ONE benchmark combination, as asv -b")
     rounds = text.number(int, verdict.FEWEST, "rounds", compare.MOST_ROUNDS)
-    parser.add_argument("--min-rounds", type=rounds, default=verdict.MIN_ROUNDS, help="processes per build before the first planned look (early looks at 2 .. N-1 when N <= 5)")
+    parser.add_argument("--min-rounds", type=rounds, default=verdict.MIN_ROUNDS,
+                        help="processes per build before the first planned look (early looks at 2 .. N-1 when N <= 5)")
     parser.add_argument("--max-rounds", type=rounds, default=verdict.MAX_ROUNDS,
                         help="the rounds planned: with time budget left, an undecided pair goes on, up to 3x this")
     parser.add_argument("--time-budget", type=text.number(float, 1, "--time-budget", 24 * 60), metavar="MINUTES",
@@ -595,6 +598,8 @@ def build_parser() -> argparse.ArgumentParser:
                          help="merge only this machine's folder (repeatable)")
     merging.add_argument("--update-benchmarks", action="store_true",
                          help="the sources ran a newer suite: their benchmarks.json entries replace DEST's")
+    merging.add_argument("--timeline", type=Path, help="the timeline repository: a file of a build that is none of"
+                         " its commits is refused")
     merging.add_argument("--replace", action="store_true", help="re-measured on purpose: incoming values replace"
                          " recorded ones, which go to the audit trail DEST-replaced.jsonl")
     recording = _command(actions, "record", "run asv for what is missing into scratch and merge it in, never"

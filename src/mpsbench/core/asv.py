@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from mpsbench.core import settings
 from mpsbench.core.errors import UserError
 
 BENCHMARKS = "benchmarks.json"  # what asv run writes beside the machines' folders: every benchmark's params and unit
@@ -65,6 +66,31 @@ def pattern(names: Sequence[str]) -> str:
     return "^(?:" + "|".join(re.escape(name) for name in names) + ")$"
 
 
+# asv run -a attributes that leave what a value means as it is: when a benchmark is given up, not how it is sampled
+SAFE_ATTRIBUTES = ("timeout",)
+
+
+def _value_changes(parsed: Any) -> tuple[str, ...]:
+    """Each option of a parsed ``asv run`` that changes what a recorded value means, with why, in one line each: a
+    run with any of them is no history (record refuses it, unless --dry-run saves nothing)."""
+    found = ["--quick would record single-sample values as results"] if parsed.quick else []
+    for name, value in (parsed.attribute or {}).items():
+        if name == "cpu_affinity":
+            found.append("--cpu-affinity pins the benchmark to some cores: a cpu row's value is then no longer the"
+                         " machine's")
+        elif name not in SAFE_ATTRIBUTES:
+            found.append(f"-a {name}={value} overrides how the benchmark samples (its {name}): the value is no longer"
+                         " one of its history")
+    if parsed.set_commit_hash:
+        found.append(f"--set-commit-hash {parsed.set_commit_hash} files the values under a build that did not make"
+                     " them")
+    same = [spec for spec in [*(parsed.env_spec or []), *(f":{p}" for p in [parsed.python] if p)]
+            if spec.split(":", 1)[0] == "existing" or spec.split(":", 1)[-1] == "same"]
+    if same:
+        found.append(f"-E {same[0]} times the torch installed here, not the build each value is filed under")
+    return tuple(found)
+
+
 @dataclass(frozen=True)
 class RunArgs:
     """An ``asv run`` command line taken apart: what it selects, over which builds, and the rest as given."""
@@ -75,6 +101,8 @@ class RunArgs:
     environment: str  # the results files' environment part that -E TYPE:PYTHON makes asv write, else "*"
     quick: bool
     dry_run: bool
+    # the options that change what a recorded value means (--quick, -a repeat=1, --set-commit-hash, ...), why each
+    changes_values: tuple[str, ...] = ()
 
 
 def run_args(args: Sequence[str]) -> RunArgs:
@@ -98,7 +126,8 @@ def run_args(args: Sequence[str]) -> RunArgs:
             rest.append(arg)
     kinds = [spec.split(":", 1) for spec in parsed.env_spec or [] if ":" in spec]
     environment = f"{kinds[0][0]}-py{kinds[0][1]}" if kinds else "*"
-    return RunArgs(list(parsed.bench or []), parsed.range, rest, environment, bool(parsed.quick), bool(parsed.dry_run))
+    return RunArgs(list(parsed.bench or []), parsed.range, rest, environment, bool(parsed.quick), bool(parsed.dry_run),
+                   _value_changes(parsed))
 
 
 def scratch(parent: Path) -> Path:
@@ -127,8 +156,10 @@ RUN_BUILDS = "MPSBENCH_RUN_BUILDS"
 
 
 def only(hashfile: Path) -> dict[str, str]:
-    """This process's environment for an asv run that may install only the builds in ``hashfile``."""
-    return {**os.environ, RUN_BUILDS: str(hashfile)}
+    """This process's environment for an asv run that may install only the builds in ``hashfile``, without the
+    settings mpsbench sets for its own processes (core/settings.py's internal ones): a recording run never reads
+    them from the user's environment."""
+    return {**settings.without_internal(os.environ), RUN_BUILDS: str(hashfile)}
 
 
 def publish(config: Path, options: Sequence[str] = ()) -> None:

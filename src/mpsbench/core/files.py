@@ -1,4 +1,5 @@
-"""Writing files so that a kill at any moment leaves the old file or the new one, and the one lock writers share."""
+"""Writing files so that a kill at any moment leaves the old file or the new one, the one lock writers share, and the
+one way a folder or file is deleted: only after :func:`check_owned` found that it holds nothing the command must keep."""
 
 from __future__ import annotations
 
@@ -6,10 +7,12 @@ import contextlib
 import ctypes
 import fcntl
 import os
+import re
 import shutil
 import sys
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 from mpsbench.core.errors import UserError
@@ -17,6 +20,57 @@ from mpsbench.core.errors import UserError
 
 class LockError(UserError):
     """Another process holds the lock and this one was asked not to wait."""
+
+
+class OwnershipError(UserError):
+    """A command would replace or delete a folder that is, or holds, something it does not own."""
+
+
+@dataclass(frozen=True)
+class Kept:
+    """A folder no command may replace or delete as a by-product (the results, the config's folder, the repository).
+
+    ``nothing_inside``: a folder of recorded data, whose content only its own writers change: another command's
+    output may not sit inside it either (a site published into the results folder would delete them on the next
+    publish)."""
+
+    what: str  # said in the refusal: "the results folder"
+    path: Path
+    nothing_inside: bool = False
+
+
+def _within(path: Path, folder: Path) -> bool:
+    return path == folder or folder in path.parents
+
+
+def check_owned(target: Path, kept: Sequence[Kept], role: str | None = None) -> None:
+    """OwnershipError, naming both, where ``target`` is, holds, or (for a ``nothing_inside`` folder) sits inside a
+    kept folder (``role`` names ``target`` in it: "html_dir .asv/html of asv.conf.json"). Paths are compared
+    resolved, symbolic links followed: a link to the results is the results."""
+    mine = target.resolve()
+    found = []
+    for folder in kept:
+        theirs = folder.path.resolve()
+        if mine == theirs:
+            found.append((0, "is", folder))
+        elif _within(theirs, mine):
+            found.append((1, "holds", folder))
+        elif folder.nothing_inside and _within(mine, theirs):
+            found.append((2, "sits inside", folder))
+    if found:
+        _, relation, folder = min(found, key=lambda item: item[0])
+        raise OwnershipError(f"{role or f'the folder {target}'} {relation} {folder.what} {folder.path}: it would be"
+                             f" replaced or deleted; choose a folder of its own, outside {folder.what}")
+
+
+def remove(path: Path, kept: Sequence[Kept]) -> None:
+    """Delete ``path`` (a folder with everything in it, or a file) after :func:`check_owned`: every deletion of a
+    folder a user sees goes through here."""
+    check_owned(path, kept, f"the folder to delete, {path},")
+    if path.is_dir() and not path.is_symlink():
+        shutil.rmtree(path)
+    else:
+        path.unlink(missing_ok=True)
 
 
 @contextlib.contextmanager
@@ -108,18 +162,38 @@ def _exchange(first: Path, second: Path) -> bool:
     return bool(done == 0)  # a file system without the call (EINVAL, ENOSYS): the caller's two renames instead
 
 
-def replace_folder(new: Path, target: Path) -> None:
+def replace_folder(new: Path, target: Path, kept: Sequence[Kept] = ()) -> None:
     """Put the folder ``new`` at ``target`` and delete what was there: a reader sees the old folder or the new one.
 
     Swapped in one step where the OS can; elsewhere two renames leave ``target`` absent for an instant. ``new``
-    must be on ``target``'s file system (a folder beside it).
+    must be on ``target``'s file system (a folder beside it). ``target`` is checked against ``kept`` first.
     """
+    check_owned(target, kept)
     if not target.exists():
         os.rename(new, target)
     elif _exchange(new, target):
-        shutil.rmtree(new)  # which now holds the old folder
+        remove(new, kept)  # which now holds the old folder
     else:
         old = new.with_name(f"{new.name}.old")
         os.rename(target, old)
         os.rename(new, target)
-        shutil.rmtree(old)
+        remove(old, kept)
+
+
+_TEMPORARY = re.compile(r"\..+-[0-9a-f]{32}\.tmp")  # temporary's names: no other file is taken for one
+
+
+def orphans(folder: Path) -> list[Path]:
+    """The temporary files :func:`temporary` leaves when its process is killed before the rename, in ``folder``
+    and the folders right under it (a results folder's machines)."""
+    found = [*folder.glob(".*.tmp"), *folder.glob("*/.*.tmp")] if folder.is_dir() else []
+    return [path for path in found if _TEMPORARY.fullmatch(path.name)]
+
+
+def clean_orphans(folder: Path) -> list[Path]:
+    """Delete :func:`orphans` of ``folder``, under its lock (no writer is between write and rename then); the
+    deleted paths. Every file a writer renamed into place is whole, so nothing recorded goes."""
+    found = orphans(folder)
+    for leftover in found:
+        leftover.unlink(missing_ok=True)
+    return found

@@ -247,7 +247,14 @@ def bench(fleet: Fleet, options: Benching) -> int:
 
 
 def collect(fleet: Fleet, sources: Sequence[Path], update_benchmarks: bool) -> int:
-    return merge.merge(fleet.results, sources, update_benchmarks=update_benchmarks).show(fleet.results)
+    """Each machine's artifact merged into the fleet's results; every refused file named in one line (another build's
+    or machine's values, a malformed row, a build not in the fleet's timeline), the rest merged all the same."""
+    builds = None
+    if fleet.manifest.is_file():  # the fleet's builds: a value of any other is refused
+        builds = set(prepare(fleet).timeline.commits.values())
+    else:
+        log.info(f"{fleet.manifest} does not exist: builds are checked against their files' names only")
+    return merge.merge(fleet.results, sources, update_benchmarks=update_benchmarks, builds=builds).show(fleet.results)
 
 
 def publish(fleet: Fleet) -> int:

@@ -8,12 +8,11 @@ moved meanwhile the job fails rather than overwrite another job's commit (docs/h
 from __future__ import annotations
 
 import io
-import shutil
 import tarfile
 import tempfile
 from pathlib import Path
 
-from mpsbench.core import git
+from mpsbench.core import files, git
 from mpsbench.core.errors import UserError
 
 IDENTITY = {
@@ -45,8 +44,10 @@ def fetch(repo: Path, folder: Path, remote: str = "origin", branch: str = "resul
     else:
         git.run(repo, "fetch", "--quiet", "--no-tags", "--depth=1", remote, f"+refs/heads/{branch}:{ref}")
         commit = git.text(repo, "rev-parse", "--verify", ref)
+    # replaced whole: never the checkout it is fetched into, nor a folder holding it (--fleet . would be)
+    files.check_owned(folder, [files.Kept("the repository", repo)], f"the fleet's folder {folder}")
     if folder.exists():
-        shutil.rmtree(folder)
+        files.remove(folder, [files.Kept("the repository", repo)])
     folder.mkdir(parents=True)
     if commit is not None:
         with tarfile.open(fileobj=io.BytesIO(git.run(repo, "archive", "--format=tar", commit).stdout)) as tar:

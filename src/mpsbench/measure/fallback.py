@@ -16,7 +16,7 @@ from mpsbench.core import settings
 from mpsbench.measure.optional_torch import torch
 
 ENABLE_ENV = "PYTORCH_ENABLE_MPS_FALLBACK"  # PyTorch's switch; read at `import torch`
-ALLOW_ENV = "MPSBENCH_ALLOW_FALLBACK"  # ours, a settings.flag: on times combinations that fell back
+ALLOW_ENV = settings.ALLOW_FALLBACK  # ours, a settings.flag: on times combinations that fell back
 
 # MPSFallback.mm's warning since 1.12, without the sentence later releases append. The op is
 # `op.schema().operator_name()`: "aten::name" or "aten::name.overload".

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from mpsbench.builds import timeline
 from mpsbench.context import Suite
-from mpsbench.core import document
+from mpsbench.core import document, files
 from mpsbench.core.errors import UserError
 from mpsbench.regressions import rule
 from mpsbench.results import recorded
@@ -224,6 +224,10 @@ def check(suite: Suite, options: Options, compare: Compare | None = None) -> tup
     machine), printed; the exit status and the Markdown (also to ``options.summary``)."""
     if options.confirm and len(options.machines) > 1:
         raise AlertError("--confirm measures on this machine: give at most one --machine, this machine's name")
+    if options.summary is not None:  # the Markdown never replaces a recorded file (a machine.json, a result)
+        results = options.results or suite.conf.results
+        files.check_owned(options.summary, [files.Kept("the results folder", results, nothing_inside=True)],
+                          f"--summary {options.summary}")
     found = find(suite, options)
     if options.confirm or compare is not None:
         found = confirm(found, compare or compare_command(suite, options.machines[0] if options.machines else None))

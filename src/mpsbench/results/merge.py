@@ -7,10 +7,15 @@ it, kept first in DEST-replaced.jsonl); a file asv cannot read is skipped; an in
 number of its unit (the units of mpsbench.results.recorded.UNITS) is refused, named, and the rest of its file
 merged; benchmarks.json becomes the union of every side's (a version that differs is an error, unless
 --update-benchmarks).
-docs/how-to/fleet.md, "Results that merge safely", says each rule.
+A value is filed under the build and machine its file names inside (commit_hash, params.machine): a file
+whose name or folder says otherwise, whose build is no build of the timeline (--timeline), that is a symbolic link,
+or whose columns are not asv's form (a statistic that is no number) is refused whole, in one line naming both,
+and the other files merged all the same.
+docs/how-to/fleet.md, "Results that merge safely", and docs/explanation/integrity.md say each rule.
 
 Every merge holds the results folder's lock (core/files.py's lock, the one every writer of it takes): two merges
-at once, or a merge during a record run, wait for each other and both land.
+at once, or a merge during a record run, wait for each other and both land. Under it, a merge first deletes the
+temporary files a killed writer left (core/files.py's clean_orphans).
 
 Exit status: 0 merged cleanly, 1 some value in conflict or refused or some file corrupt (the rest merged all the
 same), 2 a mistake in the command (one line, nothing written).
@@ -18,18 +23,20 @@ same), 2 a mistake in the command (one line, nothing written).
 
 from __future__ import annotations
 
+import contextlib
 import datetime
 import errno
 import itertools
 import json
 import math
 import os
-from collections.abc import Iterable, Sequence
+import re
+from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from mpsbench.core import asv, files, progress
+from mpsbench.core import asv, files, git, progress
 from mpsbench.core.errors import UserError
 from mpsbench.results import recorded
 
@@ -56,23 +63,26 @@ class Report:
     replaced: list[str] = field(default_factory=list)  # values replaced on purpose (--replace), audited
     conflicts: list[str] = field(default_factory=list)
     refused: list[str] = field(default_factory=list)  # incoming values that are no number of their unit: not merged
+    refused_files: list[str] = field(default_factory=list)  # files filed under another build or malformed: not merged
     corrupt: list[str] = field(default_factory=list)
     benchmarks: list[str] = field(default_factory=list)  # changes to DEST's benchmarks.json
 
     @property
     def clean(self) -> bool:
-        return not self.conflicts and not self.refused and not self.corrupt
+        return not self.conflicts and not self.refused and not self.refused_files and not self.corrupt
 
     def summary(self, dest: Path) -> str:
         return (f"merged into {dest}: {len(self.copied)} copied, {len(self.identical)} already there,"
                 f" {len(self.merged)} with values added, {len(self.replaced)} values replaced on purpose,"
                 f" {len(self.conflicts)} in conflict (recorded kept), {len(self.refused)} values refused (not merged),"
-                f" {len(self.corrupt)} corrupt (skipped)")
+                f" {len(self.refused_files)} files refused (nothing merged from them), {len(self.corrupt)} corrupt"
+                " (skipped)")
 
     def show(self, dest: Path) -> int:
         """Print what was done, line by line, and the summary; the exit status."""
         for label, texts in (("copied    ", self.copied), ("merged    ", self.merged), ("replaced  ", self.replaced),
-                             ("conflict  ", self.conflicts), ("refused   ", self.refused), ("corrupt   ", self.corrupt),
+                             ("conflict  ", self.conflicts), ("refused   ", self.refused),
+                             ("refused   ", self.refused_files), ("corrupt   ", self.corrupt),
                              ("benchmarks.json: ", self.benchmarks)):
             for text in texts:
                 print(label + text)
@@ -81,8 +91,9 @@ class Report:
 
 
 def problem(value: Any, unit: str) -> str | None:
-    """Why ``value`` cannot be recorded for a benchmark of ``unit`` (asv's loader takes any JSON as a value, so
-    "abc", true, Infinity or a negative time would be recorded for good); None when it can (asv's null and NaN can)."""
+    """Why ``value`` cannot be recorded for a benchmark of ``unit``: no number (asv's loader takes any JSON as a value,
+    so "abc", true or Infinity would be recorded for good), or outside what any device could measure in that unit
+    (recorded.UNITS' bounds: 1e308 s, 1e-300 s); None when it can (asv's null and NaN can)."""
     if value is None or (isinstance(value, float) and math.isnan(value)):
         return None
     if isinstance(value, bool) or not isinstance(value, (int, float)):
@@ -150,17 +161,92 @@ def measured(value: Any) -> bool:
     return value is not None and value == value
 
 
+HASH = re.compile(r"[0-9a-f]{40}")  # a timeline commit, as asv records it
+STATISTICS = ("stats_ci_99_a", "stats_ci_99_b", "stats_q_25", "stats_q_75")  # numbers in the value's unit
+COUNTS = ("stats_number", "stats_repeat")  # how many calls a sample timed, how many samples
+
+
+def _number(cell: Any) -> bool:
+    """A statistic's cell: a number or NaN (asv's "none computed") or null; never text, a boolean or an infinity."""
+    return cell is None or (not isinstance(cell, bool) and isinstance(cell, (int, float))
+                            and (math.isfinite(cell) or math.isnan(cell)))
+
+
+def _cell_problem(key: str, cell: Any) -> str | None:
+    if key in STATISTICS and not _number(cell):
+        return "is not a number"
+    if key in COUNTS and not (_number(cell) and (cell is None or cell != cell or cell >= 0)):
+        return "is not a count"
+    if key == "samples" and not (cell is None or (isinstance(cell, list) and all(_number(x) for x in cell))):
+        return "is not a list of numbers"
+    return None
+
+
+def malformed(data: dict[str, Any]) -> str | None:
+    """Where a results file's rows are not asv's form (what asv's loader lets through: a statistic "junk", params
+    that are no lists): the first such cell, named; None where every row is. Values are screened one by one
+    (:func:`screen`); a malformed row refuses the whole file, whose other rows cannot be trusted either."""
+    columns, results = data.get("result_columns"), data.get("results")
+    if not isinstance(columns, list) or not all(isinstance(column, str) for column in columns):
+        return f"result_columns {columns!r:.80} is not a list of column names"
+    if not isinstance(results, dict):
+        return f"results {results!r:.80} is not an object of rows"
+    for name, cells in results.items():
+        if not isinstance(cells, list) or len(cells) > len(columns):
+            return f"{name}: its row {cells!r:.80} is not a list of at most {len(columns)} columns"
+        row = dict(zip(columns, cells))
+        params = row.get("params")
+        if params is not None and not (isinstance(params, list) and all(
+                isinstance(values, list) and all(isinstance(value, str) for value in values) for values in params)):
+            return f"{name}: params {params!r:.80} is not a list of lists of parameter reprs"
+        combos = math.prod(len(values) for values in params or [])
+        for key in PER_COMBINATION:
+            column = row.get(key)
+            if column is not None and not (isinstance(column, list) and len(column) == combos):
+                return (f"{name}: {key} must be a list of {combos} entries (one per combination),"
+                        f" got {column!r:.80}")
+            for j, cell in enumerate(column or []):
+                if (reason := _cell_problem(key, cell)) is not None:
+                    return f"{name}: {key}[{j}] = {cell!r:.40} {reason}"
+    return None
+
+
+def identity(path: Path, data: dict[str, Any], builds: Collection[str] | None) -> str | None:
+    """Why ``path``'s values cannot be filed under the build and machine its name says: the file's own
+    ``commit_hash`` and ``params.machine`` differ from its name and folder (asv's own naming, results.get_filename),
+    or its build is none of ``builds`` (the timeline's, where known); None where they agree."""
+    from asv.results import get_filename
+
+    commit, params = data.get("commit_hash"), data.get("params")
+    machine = params.get("machine") if isinstance(params, dict) else None
+    if not isinstance(commit, str) or not HASH.fullmatch(commit):
+        return f"commit_hash {commit!r:.50} is no build's hash (40 hexadecimal digits)"
+    if machine != path.parent.name:
+        return f"its folder names machine {path.parent.name!r} but params.machine is {machine!r:.50}"
+    named = path.name.split("-", 1)[0]
+    if not isinstance(data.get("env_name"), str) or get_filename(machine, commit, data["env_name"]) != \
+            f"{path.parent.name}/{path.name}":
+        return (f"its name says build {named} but its commit_hash is {commit}"
+                f" (environment {data.get('env_name')!r:.50})")
+    if builds is not None and commit not in builds:
+        return f"commit_hash {commit} is no build of the timeline"
+    return None
+
+
+def timeline_builds(timeline: Path) -> set[str]:
+    """Every commit of the timeline repository: the builds a value may be filed under."""
+    if not (timeline / ".git").exists() and not (timeline / "HEAD").is_file():
+        raise MergeError(f"--timeline {timeline} is no timeline repository (mpsbench timeline generate writes one)")
+    return set(git.text(timeline, "rev-list", "--all").split())
+
+
 def screen(data: dict[str, Any], units: dict[str, str]) -> list[str]:
     """Set each value of ``data`` that is no number of its benchmark's unit to not run (NaN, no statistics), as if
-    it had never come; returns why each was refused. MergeError where a row's columns are not asv's form."""
+    it had never come; returns why each was refused. ``data``'s rows are asv's form (:func:`malformed`)."""
     refused = []
     for name in data["results"]:
         row = _row(data, name)
         combos = list(itertools.product(*(row.get("params") or [])))
-        for key in PER_COMBINATION:
-            if row.get(key) is not None and not (isinstance(row[key], list) and len(row[key]) == len(combos)):
-                raise MergeError(f"{name}: {key} must be a list of {len(combos)} entries (one per combination),"
-                                 f" got {row[key]!r:.80}")
         for j, value in enumerate(row.get("result") or []):
             if (reason := problem(value, units.get(name, ""))) is not None:
                 refused.append(f"{asv.combination(name, combos[j])}: {reason}; not merged")
@@ -338,36 +424,55 @@ def check_machines(sources: Sequence[Path], machines: Iterable[str]) -> None:
 
 
 def merge(dest: Path, sources: Sequence[Path], machines: Iterable[str] | None = None, update_benchmarks: bool = False,
-          replace: bool = False) -> Report:
-    """Merge every machine's files of each source into ``dest`` (see the module's docstring), holding its lock."""
+          replace: bool = False, builds: Collection[str] | None = None) -> Report:
+    """Merge every machine's files of each source into ``dest`` (see the module's docstring), holding its lock.
+    ``builds``: the timeline's commits, where known; a file of any other build is refused."""
     _check_sources(sources)
     # a record run may hold it for hours: say why nothing happens yet
     with files.lock(dest, waiting=lambda: log.info(f"waiting for the other process writing {dest} (a merge or a record"
                                                     " run) to finish")):
         sources = [source for source in sources if source.resolve() != dest.resolve()]
         report = Report()
+        for leftover in files.clean_orphans(dest):  # a writer killed before its rename: the file it meant is whole
+            log.info(f"deleted {leftover}, left by a merge or record run that was stopped")
         benchmarks = reconcile(dest, sources, update_benchmarks, report)  # raises before anything is written
         dest.mkdir(parents=True, exist_ok=True)
         for source in sources:
             units = {**recorded.benchmark_units(dest), **recorded.benchmark_units(source)}
             for path in sorted(source.glob("*/*.json")):  # each machine's folder
                 if path.is_file() and (machines is None or path.parent.name in machines):
-                    _merge_one(path, dest, units, replace, report)
+                    _merge_one(path, dest, units, replace, report, builds)
         if benchmarks is not None:
             files.write(dest / BENCHMARKS, json.dumps(benchmarks, indent=4, sort_keys=True) + "\n")
         return report
 
 
-def _merge_one(path: Path, dest: Path, units: dict[str, str], replace: bool, report: Report) -> None:
+def _refusal(path: Path, incoming: dict[str, Any], builds: Collection[str] | None) -> str | None:
+    """Why nothing of ``path`` may be merged (a link, another build's or machine's values, a malformed row)."""
+    if path.is_symlink() or path.parent.is_symlink():
+        return "a symbolic link: a merge reads only the files a results folder holds"
+    if path.name == MACHINE:
+        named = incoming.get("machine")
+        return None if named == path.parent.name else \
+            f"its folder names machine {path.parent.name!r} but it names {named!r:.50}"
+    return identity(path, incoming, builds) or malformed(incoming)
+
+
+def _merge_one(path: Path, dest: Path, units: dict[str, str], replace: bool, report: Report,
+               builds: Collection[str] | None = None) -> None:
     """One source file into DEST: checked and screened, then copied, merged value by value, or named as a conflict."""
     target = dest / path.parent.name / path.name
+    with contextlib.suppress(MergeError):  # asv's loader names what is wrong with a file that is no JSON object
+        if (reason := _refusal(path, _load_object(path), builds)) is not None:  # named before asv says less
+            report.refused_files.append(f"{path}: {reason}; nothing merged from this file")
+            return
     try:
         check_file(path, path.parent.name)
         incoming = _load_object(path)
-        refused = [] if path.name == MACHINE else screen(incoming, units)
     except MergeError as exc:
         report.corrupt.append(f"{exc}; skipped")
         return
+    refused = [] if path.name == MACHINE else screen(incoming, units)
     report.refused.extend(f"{path}: {text}" for text in refused)
     if not target.exists():
         if files.create(target, json.dumps(incoming).encode() if refused else path.read_bytes()):
@@ -387,6 +492,9 @@ def _merge_one(path: Path, dest: Path, units: dict[str, str], replace: bool, rep
         report.corrupt.append(f"{exc}; left untouched, not merged into")
         return
     before = _load_object(target)
+    if (reason := malformed(before)) is not None:
+        report.corrupt.append(f"{target}: {reason}; left untouched, not merged into")
+        return
     merged = merge_data(before, incoming, replace)
     report.conflicts.extend(f"{path}: {text}" for text in merged.conflicts)
     if merged.replaced:

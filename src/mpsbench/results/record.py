@@ -25,7 +25,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from mpsbench.core import asv, asv_saving, files, git, progress, ranges
+from mpsbench.core import asv, asv_saving, files, git, progress, ranges, settings
 from mpsbench.core.asvconf import AsvConf
 from mpsbench.core.errors import UserError
 from mpsbench.measure import preselect, quiet
@@ -173,6 +173,17 @@ def select(conf: AsvConf, bench: Sequence[str]) -> Selection:
     return Selection(runs, len(default), said)
 
 
+def check_meaning(run: asv.RunArgs) -> None:
+    """RecordError, before anything runs, where an asv option (--quick, -a repeat=1, --set-commit-hash) or an
+    MPSBENCH_* setting would change what the recorded values mean; a --dry-run saves nothing and may."""
+    if run.dry_run:
+        return
+    if run.changes_values:
+        raise RecordError(f"{run.changes_values[0]}; add --dry-run for a throw-away run, or leave it out")
+    if (refusal := settings.recording_refusal()) is not None:
+        raise RecordError(refusal)
+
+
 def record(conf: AsvConf, machine: str, asv_args: Sequence[str], remeasure: bool = False,
            facts: watch.Builds | None = None, after: Callable[[watch.Step, bool], None] | None = None,
            selection: Selection | None = None) -> int:
@@ -186,8 +197,7 @@ def record(conf: AsvConf, machine: str, asv_args: Sequence[str], remeasure: bool
     quiet.wait_seconds()  # a bad setting fails before anything runs
     accept = quiet.accept_busy()
     run = asv.run_args(asv_args)
-    if run.quick and not run.dry_run:
-        raise RecordError("--quick would record single-sample values as results; add --dry-run, or leave --quick out")
+    check_meaning(run)
     results = conf.results
     if conf.repo is None:
         raise RecordError(f"{conf.path}: repo must be the timeline's folder, not a URL")

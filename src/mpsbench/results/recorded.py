@@ -33,19 +33,27 @@ class Unit:
 
 
 # A unit not listed: lower is better, no floor, any finite number (a benchmark's own unit).
+# ``least`` and ``most`` are what any device could measure (docs/explanation/integrity.md says why each): a value
+# outside them is a broken clock, a unit mix-up or a forged file, and a merge refuses it.
+DAY = 86400.0  # no step a benchmark times takes a day: asv's timeout ends it first
+PIB_IN_MIB = float(2**30)  # a pebibyte: no process's memory reaches it
 UNITS = {unit.name: unit for unit in (
-    Unit("seconds", floor=5e-6, least=0.0, least_allowed=False),  # timer jitter
-    Unit("MiB", floor=1.0, least=0.0),  # allocator rounding
-    # leak slopes may be negative; RSS moves by allocator chunks either way
-    Unit("MiB/100 steps", floor=1.0),
-    Unit("ops", floor=1.0, least=0.0),  # whole ops
-    Unit("fraction", floor=0.01, least=0.0, most=1.0),  # one percentage point
-    *(Unit(rate, higher_is_better=True, least=0.0, least_allowed=False)
-      for rate in ("samples/s", "images/s", "GFLOP/s", "GB/s")),
+    # tiny ops: a few microseconds is timer jitter; a nanosecond is a few clock cycles, below any timed call
+    Unit("seconds", floor=5e-6, least=1e-9, most=DAY),
+    Unit("MiB", floor=1.0, least=0.0, most=PIB_IN_MIB),  # peak and driver memory: below a MiB is allocator rounding
+    # leak slopes may be negative (memory a loop gave back); cpu readings are the process's RSS, which moves by
+    # allocator chunks either way
+    Unit("MiB/100 steps", floor=1.0, least=-PIB_IN_MIB, most=PIB_IN_MIB),
+    Unit("ops", floor=1.0, least=0.0),  # fallback counts are whole ops: one new fallback op is a change, less is none
+    Unit("fraction", floor=0.01, least=0.0, most=1.0),  # data-wait fraction of an epoch: one percentage point
+    # a rate of one per day at least (a slower step is refused as a time), at most 1e12 per second
+    *(Unit(rate, higher_is_better=True, least=1 / DAY, most=1e12) for rate in ("samples/s", "images/s")),
+    Unit("GFLOP/s", higher_is_better=True, least=1e-6, most=1e8),  # 100 PFLOP/s: beyond any one device
+    Unit("GB/s", higher_is_better=True, least=1e-6, most=1e6),  # 1 PB/s: beyond any one device's memory
     Unit("samples", higher_is_better=True, least=0.0),
     *(Unit(amount, least=0.0) for amount in ("relative error", "ratio", "macOS version")),
     *(Unit(share, least=0.0, most=1.0) for share in ("on", "on battery")),
-    Unit("threads", least=1.0),
+    Unit("threads", least=1.0, most=1e6),
 )}
 
 

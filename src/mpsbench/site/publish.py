@@ -4,13 +4,12 @@ that a reader sees the previous site until the new one is whole and a failed pub
 
 from __future__ import annotations
 
-import shutil
 import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
 from mpsbench.context import Suite
-from mpsbench.core import asv, files, progress
+from mpsbench.core import asv, asvconf, files, progress
 from mpsbench.core.errors import UserError
 from mpsbench.results import recorded
 from mpsbench.site import landing, patches, pytorch_links, regressions_page, report, site_assets
@@ -35,9 +34,19 @@ def staging(html: Path) -> Path:
     return html.parent / f".{html.name}.publishing"
 
 
+def kept(suite: Suite) -> list[files.Kept]:
+    """What publishing may not replace: html_dir is replaced whole, so it may not be or hold the results, the
+    timeline, the config's folder or this checkout, nor sit inside the results or the timeline."""
+    conf = suite.conf
+    return [files.Kept("the results folder", conf.results, nothing_inside=True),
+            *([files.Kept("the timeline", conf.repo, nothing_inside=True)] if conf.repo is not None else []),
+            files.Kept("the folder of the config", conf.root), files.Kept("the repository", asvconf.ROOT)]
+
+
 def publish(suite: Suite, asv_options: Sequence[str] = ()) -> None:
     """Publish ``suite``'s results into its html_dir (``asv_options`` go to ``asv publish``), whole or not at all."""
     conf = suite.conf
+    files.check_owned(conf.html, kept(suite), f"html_dir {conf.html} of {conf.path}")  # before anything is written
     given = [option for option in asv_options if option.split("=", 1)[0] in HTML_DIR_OPTIONS]
     if given:
         raise UserError(f"{given[0]}: mpsbench publish writes html_dir of {conf.path} ({conf.html}); set html_dir"
@@ -50,13 +59,14 @@ def publish(suite: Suite, asv_options: Sequence[str] = ()) -> None:
     folder.mkdir(parents=True, exist_ok=True)
     with files.lock(folder / "site"):  # the staging folder's own lock: a run holding the results' lock never blocks it
         for left in folder.iterdir():  # a publish killed before its rename
-            shutil.rmtree(left, ignore_errors=True)
+            files.remove(left, kept(suite))
         scratch = Path(tempfile.mkdtemp(prefix="site-", dir=folder))
         try:
             _build(suite, scratch, measured, asv_options)
-            files.replace_folder(scratch, conf.html)
+            files.replace_folder(scratch, conf.html, kept(suite))
         finally:
-            shutil.rmtree(scratch, ignore_errors=True)
+            if scratch.exists():
+                files.remove(scratch, kept(suite))
     log.info(f"site written to {conf.html}: open {conf.html / 'index.html'} in a browser, or serve it with"
              f" .venv/bin/asv preview --config {suite.config_path}")
 
