@@ -76,8 +76,8 @@ def measure(
 ) -> Table:
     """``prepare(*key)`` then every figure, for each selected key, one model at a time.
 
-    A key left out or a failing ``prepare`` gives all its figures that outcome. ``after_each(device)``
-    frees the state's memory (default :func:`release`).
+    A key left out or a failing ``prepare`` gives all its figures that outcome.
+    ``after_each(device)`` frees the state's memory (default :func:`release`).
     """
     table = Table()
     for key in keys:
@@ -186,7 +186,7 @@ class Lookup:
 
 
 def track(figure: str, unit: str, doc: str) -> Callable[..., float]:
-    """A :class:`Lookup`'s ``track_`` method for ``figure``; asv reads ``unit`` and the docstring."""
+    """A :class:`Lookup`'s ``track_`` method for ``figure``; asv reads its unit and docstring."""
 
     def track_figure(self: Lookup, readings: Mapping[str, Any], *params: Any) -> float:
         value: float = family(readings, self.kind).lookup(params, figure)

@@ -290,7 +290,8 @@ class ReleasePoint:
     ratio: float
 
 
-Ratios = Callable[[Results, str, str], Iterable[tuple[str, str, str, float]]]  # -> (machine, kind, model, ratio)
+# (results, machine, build) -> (machine label, kind, model, ratio)
+Ratios = Callable[[Results, str, str], Iterable[tuple[str, str, str, float]]]
 
 
 def by_release(results_dir: Path, timeline: Reader, ratios: Ratios) -> list[ReleasePoint]:
