@@ -1,17 +1,13 @@
 """``asv run``, with each combination's value saved to the results folder the moment it is measured.
 
 asv 0.6.6 saves a build's results only when the build ends, so a stopped run loses them. This is
-asv's own main with two functions wrapped (everything else stays asv's):
+asv's main with ``run_benchmarks`` wrapped to note each benchmark's rounds, and ``run_benchmark``
+wrapped to run the final round one combination at a time, saving after each (earlier rounds hold
+only part of a value's samples).
 
-- ``run_benchmarks`` (one build): notes the results object and each benchmark's rounds, so that
-  only a combination's *final* round is saved (earlier rounds hold part of its samples);
-- ``run_benchmark``: in the final round, runs one combination at a time and after each saves a
-  copy of the results with that value added, then appends to the events file.
-
-``EVENTS`` (JSON lines beside the results folder): ``start``/``done`` per combination (with
-``seconds``, ``outcome``, a skip's ``reason`` and the gate's fields) and ``forkserver`` with its
-pid; ``mpsbench results record`` reads it to merge values, show progress, learn costs and end a
-forkserver a kill -9 left behind.
+``EVENTS`` (JSON lines): ``start``/``done`` per combination with the gate's fields, and
+``forkserver`` with its pid, for ``mpsbench results record`` to merge, show progress, learn costs
+and end a forkserver a kill -9 left behind.
 
     python -m mpsbench.core.asv_saving run --config CONFIG ...   (asv run's arguments)
 """

@@ -64,7 +64,7 @@ def proc_nvidia_gpus(root: Path = NVIDIA_PROC) -> str | None:
 
 
 def gpu() -> str | None:
-    """Described so that two machines with different GPUs differ; None without one."""
+    """Distinct for different GPUs; None without one."""
     if sys.platform == "darwin":
         text = output("system_profiler", "SPDisplaysDataType", "-json")
         return apple_gpu(text) if text else None
@@ -91,7 +91,7 @@ def framework_version(name: str) -> str | None:
 
 
 def version_number(version: str) -> float:
-    """A version as one number that sorts and plots: 15.1.1 -> 15.0101, 14.10 -> 14.10, 14.1 -> 14.01."""
+    """A version as a number that sorts and plots: 15.1.1 -> 15.0101, 14.1 -> 14.01."""
     parts = [int(part) for part in re.findall(r"\d+", version)[:3]] + [0, 0]
     return round(parts[0] + parts[1] / 100 + parts[2] / 10000, 4)
 

@@ -95,7 +95,7 @@ def measure(
 
 
 def release(device: str) -> None:
-    """Frees the measured model's memory before the next is built."""
+    """Frees the model's memory before the next is built."""
     workloads.forget()
     gc.collect()
     found = devices.get(device)
@@ -117,11 +117,9 @@ def grid(*axes: Iterable[Any]) -> list[Key]:
 
 
 # --- one setup_cache for a module's classes, measured by its first lookup --------------
-# asv keys a setup_cache by its defining module and line, so one function measures every family
-# and each class reads its part. asv runs setup_cache in a fresh interpreter that re-imports torch
-# (seconds), so it only names the work (:func:`deferred`); the first lookup, a forkserver child
-# with torch already imported, measures and leaves the readings in asv's cache folder (every
-# sharing process's working folder) for the later lookups.
+# asv keys a setup_cache by its module and line, so one function serves every family. It runs in
+# a fresh interpreter that would re-import torch, so it only names the work (:func:`deferred`);
+# the first lookup (a forkserver child, torch imported) measures into asv's shared cache folder.
 
 # any lookup may be the one that measures the whole sweep
 MEASURING_TIMEOUT = 6 * 3600

@@ -1,10 +1,8 @@
 """Whether the machine is quiet enough to time, and whether a value just measured was disturbed.
 
-One rule, read by ``mpsbench doctor``, by the gate before each combination of a record run and
-by the judge of each value (results/held.py). The state is the cores other processes use (busy
-time less this run's own; unlike the load average it excludes our benchmark threads and does not
-lag) plus, on macOS, power source and thermal state. A value is judged by the state around it,
-its interquartile range over median, and its distance from this machine's value of the same build.
+One rule for ``mpsbench doctor``, the gate before each combination and the judge of each value.
+The state is the cores other processes use (all busy time less this run's own: unlike the load
+average, it excludes our own threads and does not lag) and, on macOS, power and thermal state.
 
     python -m mpsbench.measure.quiet run --config CONFIG ...   (asv run's arguments)
 """
@@ -56,12 +54,12 @@ def accept_busy() -> bool:
 
 @dataclass(frozen=True)
 class State:
-    """The machine over one window, as the rule reads it and the events file keeps it."""
+    """The machine over one window."""
 
     cores: int
-    others: float  # cores' worth of cpu time other processes used over the window
+    others: float  # cores' worth of cpu time other processes used
     load: float | None  # 1-minute load average: kept, not judged
-    battery: bool | None = None  # None where the OS does not say (not macOS)
+    battery: bool | None = None  # None where the OS does not say
     thermal: str | None = None  # pmset's throttling or warning
 
     def fields(self, suffix: str = "") -> dict[str, Any]:
@@ -108,7 +106,7 @@ def _busy_seconds() -> float:
 
 
 def own_processes() -> list[Any]:
-    """This process, its children and its parent (the record run, which merges meanwhile)."""
+    """This process, its children and its parent (the record run)."""
     import psutil
 
     me = psutil.Process()
@@ -159,9 +157,9 @@ def named(state: State) -> str:
 
 
 class Gate:
-    """Waits up to ``limit`` seconds before each combination for a quiet machine and returns the
-    states around it for the events file. After a wait runs out, later combinations run at once
-    (judged after) until a reading is quiet, so a busy machine does not cost a wait each.
+    """Waits up to ``limit`` seconds before each combination for a quiet machine; returns the
+    states around it. After a wait runs out, combinations run at once (judged after) until a
+    reading is quiet, so a busy machine costs one wait, not one per combination.
     """
 
     def __init__(
@@ -233,10 +231,9 @@ def judge(
     earlier: float | None,
     first: float | None = None,
 ) -> dict[str, str]:
-    """Why ``value`` looks disturbed, by kind; empty when it may be recorded. ``earlier``: this
-    machine's value of the same build. ``first``: the held value, for a re-measurement; when the
-    two agree within :data:`DRIFT` a wide spread is the benchmark's own and is accepted (else it
-    would stay out of the record for good)."""
+    """Why ``value`` looks disturbed, by kind; empty: record it. ``earlier``: this machine's value
+    of the same build. ``first``: the held value of a re-measurement; if they agree within
+    :data:`DRIFT`, a wide spread is the benchmark's own and is accepted."""
     reasons: dict[str, list[str]] = {}
     for state, when in ((before, "before it"), (after, "after it")):
         for kind, text in (problems(state) if state else {}).items():

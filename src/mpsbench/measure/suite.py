@@ -25,8 +25,8 @@ class StepTimer:
 
 
 class TimedSteps:
-    """The timed step: k steps, one synchronize, :class:`StepTimer` divides by k (one call per
-    sample). A cpu row under settings.SINGLE_STEPS runs one step a call: its synchronize is free."""
+    """The timed step: k steps, one synchronize, :class:`StepTimer` divides by k. Under
+    settings.SINGLE_STEPS a cpu row runs one step a call (its synchronize is free)."""
 
     workload: workloads.Workload
 
@@ -114,7 +114,7 @@ class MemoryPeaks:
 
 
 def memory_peaks(workload: workloads.Workload) -> MemoryPeaks:
-    """Sampled before, inside (after forward, after backward) and after one step."""
+    """Sampled before, during and after one step."""
     peak, driver = devices.peaks_over(workload.device, workload.step)
     return MemoryPeaks(None if peak is None else peak / devices.MIB, None if driver is None else driver / devices.MIB)
 

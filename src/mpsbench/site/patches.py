@@ -35,8 +35,7 @@ MEASURED_VALUES = (
     "\n                    }}"
     "\n                    if (item.length == 0) {{ item.push(0); }}"
 )
-# asv's grid draws a tile per benchmark, most of them empty on a first site and asking for graphs
-# never written; the patch keeps tiles with a recorded value.
+# asv's grid draws a tile per benchmark, mostly empty on a first site; keep those with a value
 GRID_SCRIPT = "summarygrid.js"
 EVERY_TILE = "$.each(main_json.benchmarks, function(bm_name, bm) {"
 MEASURED_TILES = (EVERY_TILE + "\n            if (main_json.KEY && !main_json.KEY[bm_name]) { return; }"
@@ -67,7 +66,7 @@ def add_nav_link(html_dir: Path, label: str, href: str) -> None:
 
 
 def show_every_channel(html_dir: Path) -> None:
-    """The graph page selects every branch (channel) on load, as it selects every machine."""
+    """The graph page selects every branch (channel) on load."""
     script = html_dir / GRAPH_SCRIPT
     text = script.read_text(encoding="utf-8")
     if EVERY_BRANCH in text:
@@ -79,7 +78,7 @@ def show_every_channel(html_dir: Path) -> None:
 
 
 def select_measured_values(html_dir: Path, key: str) -> None:
-    """The graph page selects only param values with data on load, as many as asv would."""
+    """The graph page selects only param values with data on load."""
     script = html_dir / GRAPH_SCRIPT
     text = script.read_text(encoding="utf-8")
     replacement = MEASURED_VALUES.format(key=key)

@@ -1,5 +1,5 @@
 """Makes a published asv site self-contained: its CDN libraries copied in from the npm registry,
-integrity-checked (docs/explanation/site.md). Standard library only: no Node.js, no npm."""
+integrity-checked. Standard library only: no Node.js, no npm."""
 
 from __future__ import annotations
 
@@ -29,7 +29,7 @@ class SiteAssetError(UserError):
 
 @dataclass(frozen=True)
 class Asset:
-    """A CDN URL in asv's pages and the file of an npm package that replaces it."""
+    """A CDN URL in asv's pages and the npm package file that replaces it."""
 
     url: str
     package: str  # a key of PACKAGES
@@ -152,8 +152,8 @@ def package_file(spec: str, path: str, cache: Path) -> bytes:
 
 
 def original(url: str, integrity: str, cache: Path) -> bytes:
-    """The exact file asv's page loads, from the cache or its CDN (for files npm lacks byte for
-    byte); Unreachable when the CDN is, SiteAssetError when it serves another file."""
+    """The exact file asv's page loads (one npm lacks byte for byte), cached or from its CDN;
+    SiteAssetError if the CDN serves another file."""
     return _fetch(url, integrity, cache / "cdn" / re.sub(r"[^\w.-]+", "_", url.split("://", 1)[-1]), "asv's own file")
 
 
@@ -212,7 +212,7 @@ def _rewrite(text: str, local: dict[str, str]) -> str:
 
 
 def _outcome(made_local: int, substitutes: set[str], down: dict[str, str], left_on_cdn: dict[str, str]) -> str:
-    """One line: what was made local, what substitutes for what, and what is missing."""
+    """One line: what was made local, substituted, or is missing."""
     said = f"{made_local} CDN files made local in the site's {VENDOR}/" if made_local else "no CDN file made local"
     if left_on_cdn:
         hosts = ", ".join(f"{host} {down[host]}" for host in sorted(set(left_on_cdn.values())))

@@ -31,7 +31,7 @@ CPU = "cpu"
 
 @dataclass(frozen=True, order=True)
 class Step:
-    """What one number measures, independent of where and on which build."""
+    """What one number measures, whatever the machine and build."""
 
     kind: str
     model: str
@@ -44,7 +44,7 @@ Timed = tuple[recorded.Row, recorded.Measured]  # a time_step row and what asv r
 
 @dataclass
 class Results:
-    """Throughput per machine, build and workload, beside the rows it was read from."""
+    """Throughput per machine, build and workload, with its source rows."""
 
     recorded: recorded.Recorded
     param_names: dict[str, tuple[str, ...]]  # benchmark -> its params' names (benchmarks.json)
@@ -61,10 +61,8 @@ class Results:
         return [commit for commit in self.recorded.builds(machine) if (machine, commit) in self.samples]
 
     def newest(self, names: set[str]) -> dict[str, list[tuple[str, dict[str, Any], float]]]:
-        """Each named benchmark's positive values on each machine's newest build:
-        (machine, params by name, value). Rows benchmarks.json does not describe are left out, as
-        asv publish does: without param names they cannot be read.
-        """
+        """(machine, params by name, value) of each named benchmark on each machine's newest build;
+        rows without param names in benchmarks.json are left out, as asv publish does."""
         found: dict[str, list[tuple[str, dict[str, Any], float]]] = {name: [] for name in names}
         for machine in self.recorded.machines:
             for row, measured in self.recorded.values[(machine, self.recorded.builds(machine)[-1])].items():
@@ -175,7 +173,7 @@ def speedups(results: Results) -> list[Speedup]:
 
 
 def across_machines(results: Results) -> list[Point]:
-    """(b) the same workload on every machine and device (each machine's newest build)."""
+    """(b) the same workload on every machine and device."""
     found = []
     for model, kind, machine in itertools.product(models_in(results), KINDS, results.machines):
         commit = results.builds(machine)[-1]
@@ -186,7 +184,7 @@ def across_machines(results: Results) -> list[Point]:
 
 
 def batch_curves(results: Results) -> dict[tuple[str, str, str, str], list[tuple[int, float]]]:
-    """(c) (model, kind, machine, device) -> [(batch, samples/s)] on the machine's newest build."""
+    """(c) (model, kind, machine, device) -> [(batch, samples/s)]."""
     curves: dict[tuple[str, str, str, str], list[tuple[int, float]]] = {}
     for machine in results.machines:
         commit = results.builds(machine)[-1]
@@ -256,7 +254,7 @@ class Pair:
 
 
 def eager_and_compiled(results: Results) -> list[Pair]:
-    """(e) each compiled step beside its eager twin at the seed batch (each machine's newest build)."""
+    """(e) each compiled step beside its eager twin at the seed batch."""
     names = {f"{cls}.{method}" for cls in COMPILED.values() for method in (TIME, "track_compile_seconds")}
     names |= {name for eager in EAGER.values() for name in eager}
     rows = results.newest(names)
@@ -320,7 +318,7 @@ def speedup_by_release(results_dir: Path, timeline: Reader) -> list[ReleasePoint
 
 
 def samples_per_joule(results_dir: Path, timeline: Reader) -> list[ReleasePoint]:
-    """Every build's samples per joule at each model's seed batch, per machine and device."""
+    """Every build's samples per joule at each model's seed batch."""
 
     def per_joule(results: Results, machine: str, commit: str) -> Iterator[tuple[str, str, str, float]]:
         for step, joules in results.joules.get((machine, commit), {}).items():
