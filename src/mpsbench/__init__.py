@@ -2,6 +2,5 @@
 
 __version__ = "0.1.0"
 
-# The torch releases the suite is written for. Every module imports with any of
-# them; features a release lacks (torch.mps before 2.0) are guarded where used.
+# Every module imports with any of these; features a release lacks are guarded where used.
 SUPPORTED_TORCH = ">=1.12,<3"

@@ -1,3 +1,3 @@
-"""The torch-free foundations (docs/reference/layout.md); the standard library only, but for ``asvconf``, ``asv`` and
-``asv_saving``, which import asv where it is used: ``mpsbench.measure`` runs inside asv's environments.
+"""The torch-free foundations, standard library only except asv, imported where used
+(``mpsbench.measure`` runs inside asv's environments).
 """

@@ -1,20 +1,13 @@
 """``asv run``, with each combination's value saved to the results folder the moment it is measured.
 
-asv 0.6.6 saves a build's results when the build ends: a run stopped after an hour of a build kept nothing of it.
-This is asv's own main with two functions wrapped; discovery, installs, rounds, skips, timeouts and the
-forkserver stay asv's:
+asv 0.6.6 saves a build's results only when the build ends, so a stopped run loses them. This is
+asv's main with ``run_benchmarks`` wrapped to note each benchmark's rounds, and ``run_benchmark``
+wrapped to run the final round one combination at a time, saving after each (earlier rounds hold
+only part of a value's samples).
 
-- ``run_benchmarks`` (one build): note asv's results object and each benchmark's rounds, so that only a
-  combination's *final* round is saved (an earlier round's samples are half of its value);
-- ``run_benchmark`` (one benchmark): in its final round, run asv's function once per combination and after each save
-  a copy of the results with that value added (asv's ``add_result`` and ``save``, renamed over the file), then
-  append to the events file. asv's own ``add_result`` of the whole benchmark follows as always.
-
-``EVENTS`` (JSON lines, beside the results folder): ``start`` and ``done`` (``seconds``, ``outcome``: value, failed
-or skipped, and a skip's ``reason``) per combination, each with the fields a ``gate`` returns (measure/quiet.py's: the
-machine's state before and after), ``forkserver`` with its pid; ``mpsbench results record`` reads
-it to judge and merge each value, show progress, learn costs, and end a forkserver that a kill -9
-left behind.
+``EVENTS`` (JSON lines): ``start``/``done`` per combination with the gate's fields, and
+``forkserver`` with its pid, for ``mpsbench results record`` to merge, show progress, learn costs
+and end a forkserver a kill -9 left behind.
 
     python -m mpsbench.core.asv_saving run --config CONFIG ...   (asv run's arguments)
 """
@@ -39,7 +32,7 @@ from typing import Any, Protocol
 
 from mpsbench.core.asv import combination
 
-EVENTS = "events.jsonl"  # beside the results folder a run saves into (the run's scratch folder)
+EVENTS = "events.jsonl"  # beside the run's results folder
 
 
 @dataclass
@@ -47,16 +40,16 @@ class _Build:
     """One ``run_benchmarks`` call."""
 
     results: Any  # asv's: earlier rounds' samples too, until its final round
-    saved: Any  # what has been saved: the values loaded before the build and each final combination since
+    saved: Any  # the values loaded before the build plus each final combination since
     results_dir: Path
     rounds_left: dict[str, int]
     final_round_here: bool
     record_samples: bool
-    append: dict[str, bool] = field(default_factory=dict)  # whether asv appends this benchmark's final samples
+    append: dict[str, bool] = field(default_factory=dict)  # asv appends the final samples
 
 
 class Gate(Protocol):
-    """What runs around each combination (measure/quiet.py's): each returns fields for its event."""
+    """Runs around each combination; each call returns fields for its event."""
 
     def before(self, name: str) -> dict[str, Any]: ...
 
@@ -71,15 +64,15 @@ def _rounds(benchmark: dict[str, Any], extra: dict[str, Any]) -> int:
 
 
 def event(results_dir: Path, **fields: Any) -> None:
-    """One write of a short line: a reader never sees half of it."""
+    """Appends one event in a single write, so a reader never sees half a line."""
     line = json.dumps({"at": time.time(), **fields}) + "\n"
     with open(results_dir.parent / EVENTS, "a") as out:
         out.write(line)
 
 
 def _atomic(save: Any) -> Any:
-    """asv's ``Results.save``, into a folder of its own, then renamed over the file: a reader (the record run merging
-    while asv runs) sees the old file or the new one, never half of it."""
+    """asv's ``Results.save`` into a staging folder, then renamed over the file, so a concurrent
+    reader sees the old file or the new one, never half."""
     def saved(results: Any, result_dir: str) -> None:
         staging = Path(result_dir).parent / f".saving-{os.getpid()}"
         save(results, str(staging))
@@ -91,8 +84,7 @@ def _atomic(save: Any) -> Any:
 
 
 def skip_reason(output: str | None) -> str:
-    """Why a combination skipped, from its process's output (asv_runner prints ``asv: skipped: <the
-    exception's repr>``); "no reason given" where it printed none."""
+    """Why a combination skipped, from asv_runner's ``asv: skipped: <repr>`` line in its output."""
     found = re.search(r"asv: skipped: \w+\((.*)\)\s*$", output or "", re.M)
     if found is None or not found[1]:
         return "no reason given"
@@ -108,9 +100,8 @@ def _outcome(value: Any) -> str:
 
 
 def install(runner: Any, run_command: Any, results_dir: Path, gate: Gate | None = None) -> None:
-    """Wrap asv's functions (in ``runner`` and where ``run_command`` imported them) for a run into
-    ``results_dir``; ``gate``'s ``before`` runs before each final-round combination, its ``after``
-    after it."""
+    """Wraps asv's functions (in ``runner`` and ``run_command``) for a run into ``results_dir``,
+    with ``gate`` around each final-round combination."""
     run_benchmarks, run_benchmark, get_spawner = runner.run_benchmarks, runner.run_benchmark, runner.get_spawner
     runner.Results.save = _atomic(runner.Results.save)
 
@@ -143,8 +134,8 @@ def install(runner: Any, run_command: Any, results_dir: Path, gate: Gate | None 
             return run_benchmark(benchmark, spawner, profile, selected_idx, extra_params, cwd)
         params = list(itertools.product(*benchmark["params"]))  # [()] where it has none
         chosen = sorted(range(len(params)) if selected_idx is None else selected_idx)
-        parts: dict[int, Any] = {}  # this round's, as asv's own run_benchmark returns them
-        whole: dict[int, Any] = {}  # with the samples of earlier rounds: what asv will record
+        parts: dict[int, Any] = {}  # this round's, as asv's run_benchmark returns them
+        whole: dict[int, Any] = {}  # with earlier rounds' samples: what asv will record
         commit = build.results.commit_hash
         for idx in chosen:
             shown = combination(name, params[idx])
@@ -166,8 +157,8 @@ def install(runner: Any, run_command: Any, results_dir: Path, gate: Gate | None 
                                                                           extra_params, cwd)
 
     def spawner_noted(env: Any, benchmark_dir: Any, launch_method: Any) -> Any:
-        """asv's spawner; a forkserver's pid goes to the events, so that the next run can end one that a kill -9 of
-        this run left behind (it runs in a process group of its own, which the kill did not reach)."""
+        """asv's spawner; a forkserver's pid goes to the events so the next run can end one that a
+        kill -9 left behind (it has its own process group)."""
         spawner = get_spawner(env, benchmark_dir, launch_method=launch_method)
         server = getattr(spawner, "server_proc", None)
         if server is not None:
@@ -182,8 +173,8 @@ def install(runner: Any, run_command: Any, results_dir: Path, gate: Gate | None 
 
 
 def _with_earlier(build: _Build, benchmark: dict[str, Any], idx: int, part: Any) -> Any:
-    """The combination just measured with the samples of its earlier rounds before its own, as asv's
-    ``add_result(append_samples=True)`` will combine them: the value saved is the value asv saves."""
+    """The combination with its earlier rounds' samples first, as asv's ``add_result`` combines
+    them, so the value saved is the value asv saves."""
     if not build.append.get(benchmark["name"]) or part.samples[idx] is None:
         return part
     earlier = build.results.get_result_samples(benchmark["name"], benchmark["params"])[idx]
@@ -193,7 +184,7 @@ def _with_earlier(build: _Build, benchmark: dict[str, Any], idx: int, part: Any)
 
 
 def _combined(parts: dict[int, Any], count: int) -> Any:
-    """asv's BenchmarkResult of every combination in ``parts`` (one run each), NaN (not run) for the others."""
+    """asv's BenchmarkResult of ``parts``, NaN (not run) for the other combinations."""
     from asv.runner import BenchmarkResult, _combine_profile_data
 
     result: list[Any] = [math.nan] * count
@@ -216,7 +207,7 @@ def main(argv: list[str], gate: Gate | None = None) -> None:
     from asv.main import main as asv_main
 
     args = make_argparser()[0].parse_args(argv)
-    if not getattr(args, "dry_run", True):  # a dry run saves nothing: asv as it is
+    if not getattr(args, "dry_run", True):  # a dry run saves nothing
         path = Path(args.config or "asv.conf.json").resolve()
         results_dir = (path.parent / config.Config.load(str(path)).results_dir).resolve()
         install(runner, run_command, results_dir, gate)

@@ -1,7 +1,8 @@
-"""What the host says about itself: its GPU, macOS and Metal versions, power source, thermal state, busy processes.
+"""What the host says about itself: GPU, macOS and Metal versions, power, thermal state, busy
+processes.
 
-Each fact comes from the OS's own tool, parsed by a pure function the tests feed with captured output
-(tests/test_host.py). Torch-free: ``mpsbench doctor``, the machine entry and the ``Host`` benchmarks share it.
+Each fact comes from the OS's own tool, parsed by a pure function tested on captured output.
+Torch-free, for ``mpsbench doctor``, the machine entry and the ``Host`` benchmarks.
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ def output(*command: str) -> str | None:
 
 
 def apple_gpu(displays_json: str) -> str | None:
-    """``Apple M2 Max, 38 GPU cores`` from system_profiler's SPDisplaysDataType JSON; None without a core count."""
+    """``Apple M2 Max, 38 GPU cores`` from system_profiler's JSON; None without a core count."""
     try:
         entries = json.loads(displays_json).get("SPDisplaysDataType", [])
     except (ValueError, AttributeError):
@@ -46,7 +47,7 @@ def apple_gpu(displays_json: str) -> str | None:
 
 
 def _counted(names: list[str]) -> str | None:
-    """``NVIDIA A100-SXM4-80GB`` for one GPU, ``2 x NVIDIA A100-SXM4-80GB`` for two of a kind."""
+    """``NVIDIA A100-SXM4-80GB``, or ``2 x NVIDIA A100-SXM4-80GB`` for two of a kind."""
     return ", ".join(name if count == 1 else f"{count} x {name}" for name, count in Counter(names).items()) or None
 
 
@@ -56,14 +57,14 @@ def nvidia_gpus(smi_names: str) -> str | None:
 
 
 def proc_nvidia_gpus(root: Path = NVIDIA_PROC) -> str | None:
-    """The GPUs the NVIDIA driver lists in /proc (each ``information`` file's ``Model:`` line)."""
+    """The GPUs the NVIDIA driver lists in /proc (``Model:`` lines)."""
     found = [re.search(r"^Model:\s*(.+)$", information.read_text(errors="replace"), re.M)
              for information in sorted(root.glob("*/information"))]
     return _counted([model.group(1).strip() for model in found if model])
 
 
 def gpu() -> str | None:
-    """Described so that two machines with different GPUs differ; None without one."""
+    """Distinct for different GPUs; None without one."""
     if sys.platform == "darwin":
         text = output("system_profiler", "SPDisplaysDataType", "-json")
         return apple_gpu(text) if text else None
@@ -77,12 +78,12 @@ def macos_version() -> str | None:
 
 
 def framework_version(name: str) -> str | None:
-    """``366.14`` for ``Metal``: a macOS update replaces Metal and MetalPerformanceShadersGraph, what mps runs on."""
+    """``366.14`` for ``Metal``: macOS updates replace the frameworks mps runs on."""
     resources = FRAMEWORKS / f"{name}.framework" / "Resources"
     for plist in (resources / "version.plist", resources / "Info.plist"):
         try:
             info = plistlib.loads(plist.read_bytes())
-        except (OSError, ValueError):  # absent, or not a property list (plistlib.InvalidFileException)
+        except (OSError, ValueError):  # absent, or not a property list
             continue
         if version := info.get("CFBundleShortVersionString") or info.get("CFBundleVersion"):
             return str(version)
@@ -90,7 +91,7 @@ def framework_version(name: str) -> str | None:
 
 
 def version_number(version: str) -> float:
-    """A version as one number that sorts and plots: 15.1.1 -> 15.0101, 14.10 -> 14.10, 14.1 -> 14.01."""
+    """A version as a number that sorts and plots: 15.1.1 -> 15.0101, 14.1 -> 14.01."""
     parts = [int(part) for part in re.findall(r"\d+", version)[:3]] + [0, 0]
     return round(parts[0] + parts[1] / 100 + parts[2] / 10000, 4)
 
@@ -110,10 +111,10 @@ def on_battery() -> bool | None:
 
 @dataclass(frozen=True)
 class Thermal:
-    """What ``pmset -g therm`` reports: the speed limits (100 = not throttled) and any warning level."""
+    """``pmset -g therm``: speed limits (100 = not throttled) and warning levels."""
 
     limits: dict[str, int]
-    warnings: tuple[str, ...]  # recorded warning levels, as pmset words them
+    warnings: tuple[str, ...]  # as pmset words them
 
     def problem(self) -> str | None:
         throttled = {name: value for name, value in self.limits.items() if value < 100}
@@ -137,7 +138,7 @@ def thermal_state() -> Thermal | None:
 
 
 def busy_processes(threshold: float) -> list[tuple[str, int, float]]:
-    """Other processes above ``threshold`` percent of one core over a second: (name, pid, percent)."""
+    """(name, pid, percent) of processes above ``threshold`` percent of a core over a second."""
     import psutil
 
     mine = psutil.Process().pid

@@ -1,9 +1,8 @@
 """Measure once per run, report per combination: asv's ``setup_cache`` for ``track_`` figures.
 
-On a GPU every asv process pays seconds before its first step (docs/explanation/budget.md),
-so a class whose figures are not timings measures every combination of its
-selection in one ``setup_cache`` process, and its ``track_`` processes only look
-the figure up. An error is recorded for its combination (or figure) only.
+Each asv process costs seconds of start-up on a GPU, so a class whose figures are not timings
+measures its whole selection in one process and its ``track_`` methods look figures up. An error
+is recorded for its own combination (or figure) only.
 """
 
 from __future__ import annotations
@@ -26,14 +25,14 @@ Key = tuple[Any, ...]
 
 @dataclass(frozen=True)
 class Outcome:
-    """One figure's value (a number; an epoch's phase), or why there is none: skipped (n/a) or failed (an error)."""
+    """One figure's value, or why there is none: skipped (n/a) or failed."""
 
     value: Any = None
     skipped: str | None = None
     failed: str | None = None
 
     def get(self) -> Any:
-        """The value; asv's n/a or a failure with the reason otherwise (call in ``setup`` or a ``track_``)."""
+        """The value; otherwise raises asv's n/a or a failure with the reason."""
         if self.skipped is not None:
             raise skips.SkipNotImplemented(self.skipped)
         if self.failed is not None or self.value is None:
@@ -42,7 +41,7 @@ class Outcome:
 
 
 def outcome_of(exc: BaseException) -> Outcome:
-    """What an exception means for a combination: skips and out-of-memory are n/a, the rest fail."""
+    """Skips and out-of-memory are n/a; any other exception is a failure."""
     if isinstance(exc, skips.SkipNotImplemented):
         return Outcome(skipped=errors.first_line(exc))
     if devices.is_out_of_memory(exc):
@@ -50,14 +49,13 @@ def outcome_of(exc: BaseException) -> Outcome:
     return Outcome(failed=f"{type(exc).__name__}: {errors.first_line(exc)}")
 
 
-# A figure: takes the prepared state of one combination, returns a number (or
-# raises: SkipNotImplemented for n/a, anything else for a failure).
+# A figure: a number from one combination's prepared state (raising SkipNotImplemented: n/a).
 Figure = Callable[[Any], "float | None"]
 
 
 @dataclass
 class Table:
-    """Every combination's figures, as ``setup_cache`` returns them (picklable)."""
+    """Every combination's figures (picklable, for ``setup_cache``)."""
 
     figures: dict[Key, dict[str, Outcome]] = field(default_factory=dict)
 
@@ -76,10 +74,10 @@ def measure(
     figures: Mapping[str, Figure],
     after_each: Callable[[str], None] | None = None,
 ) -> Table:
-    """For each key ``benchmark`` selects: ``prepare(*key)``, then every figure of that state; one model at a time.
+    """``prepare(*key)`` then every figure, for each selected key, one model at a time.
 
-    A key left out, or ``prepare`` raising, gives every figure of the key that outcome. ``after_each(device)`` hands
-    the state's memory back (default :func:`release`, a model's: a garbage collection, a tenth of a second with torch).
+    A key left out or a failing ``prepare`` gives all its figures that outcome.
+    ``after_each(device)`` frees the state's memory (default :func:`release`).
     """
     table = Table()
     for key in keys:
@@ -97,7 +95,7 @@ def measure(
 
 
 def release(device: str) -> None:
-    """Hand the measured model's memory back before the next is built: one model at a time."""
+    """Frees the model's memory before the next is built."""
     workloads.forget()
     gc.collect()
     found = devices.get(device)
@@ -110,7 +108,6 @@ def _reading(key: Key, name: str, figure: Figure, state: Any) -> Outcome:
         value = figure(state)
     except Exception as exc:
         return outcome_of(exc)
-    # an int (a count) stays one in asv's table
     return Outcome(skipped=f"{key[0]} keeps no reading for {name}") if value is None else Outcome(value=value)
 
 
@@ -120,28 +117,22 @@ def grid(*axes: Iterable[Any]) -> list[Key]:
 
 
 # --- one setup_cache for a module's classes, measured by its first lookup --------------
-# asv keys a ``setup_cache`` by the module and line that define the function, so a module whose classes measure once
-# per run defines one function that measures every family, and each class names it: one cache, each class reading
-# its part. asv runs each ``setup_cache`` in a freshly spawned interpreter, even under forkserver, which imports
-# torch, torchvision and transformers again before it measures anything: 10-15 s on a GPU host (docs/explanation/processes.md).
-# So the setup_cache only names what to measure (:func:`deferred`), and the first lookup process measures it: under
-# forkserver a fork of the server that imported them already; under spawn (macOS) a process that imports them as the
-# setup_cache's did. It leaves the readings in asv's cache folder, the working folder of every process that shares
-# the cache (how asv lets a setup_cache's users share files), and the later lookups read them there.
+# asv keys a setup_cache by its module and line, so one function serves every family. It runs in
+# a fresh interpreter that would re-import torch, so it only names the work (:func:`deferred`);
+# the first lookup (a forkserver child, torch imported) measures into asv's shared cache folder.
 
-# Any lookup may be the one that measures: the full sweep's cpu steps at the seed batch take a minute each,
-# CIFAR-10 epochs more, every op at every size and dtype more still.
+# any lookup may be the one that measures the whole sweep
 MEASURING_TIMEOUT = 6 * 3600
 
 
 @dataclass(frozen=True)
 class Deferred:
-    """What a setup_cache returns: the readings are measured by the first lookup that asks (:func:`readings`)."""
+    """A setup_cache's result: the first lookup that asks measures the readings."""
 
-    setup_cache: Callable[..., Any]  # the module-level setup_cache (pickled by name); the function it wraps measures
+    setup_cache: Callable[..., Any]  # module-level, pickled by name; what it wraps measures
 
     def readings(self) -> Any:
-        """The readings in the working folder, measured here if no process of this cache has begun them."""
+        """The readings in the working folder, measured here if no process has begun them."""
         name = self.setup_cache.__name__
         done, begun = Path(f"mpsbench{name}.pickle"), Path(f"mpsbench{name}.begun")
         if not done.exists():
@@ -154,8 +145,8 @@ class Deferred:
 
 
 def deferred(measure: Callable[[], Any]) -> Callable[..., Deferred]:
-    """asv's ``setup_cache`` for ``measure``: returns a :class:`Deferred` at once. asv keys the cache by ``measure``'s
-    module and line, as inspect unwraps the decorator."""
+    """asv's ``setup_cache`` for ``measure``, returning a :class:`Deferred` at once (asv keys it by
+    ``measure``'s module and line, unwrapping the decorator)."""
 
     @functools.wraps(measure)
     def setup_cache(*_: Any) -> Deferred:  # asv passes a class's benchmark instance, a function's nothing
@@ -165,7 +156,7 @@ def deferred(measure: Callable[[], Any]) -> Callable[..., Deferred]:
 
 
 def measure_families(families: Mapping[str, Callable[[], Any]]) -> dict[str, Any]:
-    """Each family's readings, or the failed :class:`Outcome` of its measuring, one family after the other."""
+    """Each family's readings, or a failed :class:`Outcome`."""
     readings: dict[str, Any] = {}
     for name, measure_family in families.items():
         try:
@@ -176,7 +167,7 @@ def measure_families(families: Mapping[str, Callable[[], Any]]) -> dict[str, Any
 
 
 def family(readings: Mapping[str, Any] | Deferred, name: str) -> Any:
-    """Family ``name``'s readings from a shared setup_cache; raises (the benchmark fails) if it has none."""
+    """Family ``name``'s readings; raises (failing the benchmark) if there are none."""
     families: Mapping[str, Any] = readings.readings() if isinstance(readings, Deferred) else readings
     if name not in families:
         raise RuntimeError(f"the setup_cache measured no family {name!r}; it measured: {', '.join(families)}")
@@ -185,18 +176,15 @@ def family(readings: Mapping[str, Any] | Deferred, name: str) -> Any:
 
 
 class Lookup:
-    """Base of a benchmark class whose ``track_`` figures a shared ``setup_cache`` measured: each one is a lookup."""
+    """Base of a class whose ``track_`` methods look up a shared setup_cache's figures."""
 
-    kind: str  # the class's family in the setup_cache's readings: training, inference, epoch, ...
-    rounds = 1  # a lookup: a second round would read the same cache again
+    kind: str  # the class's family in the readings: training, inference, epoch, ...
+    rounds = 1  # a second round would read the same cache again
     timeout = MEASURING_TIMEOUT
 
 
 def track(figure: str, unit: str, doc: str) -> Callable[..., float]:
-    """A :class:`Lookup`'s ``track_`` method: figure ``figure`` of its combination, or asv's n/a / failure with the reason.
-
-    asv names a benchmark by the attribute it is bound to and reads ``unit`` and the docstring from the function.
-    """
+    """A :class:`Lookup`'s ``track_`` method for ``figure``; asv reads its unit and docstring."""
 
     def track_figure(self: Lookup, readings: Mapping[str, Any], *params: Any) -> float:
         value: float = family(readings, self.kind).lookup(params, figure)
@@ -208,19 +196,19 @@ def track(figure: str, unit: str, doc: str) -> Callable[..., float]:
 
 
 class PeakMemory(Lookup):
-    """The peak-memory figure shared by the step classes' capacity lookups (models and precision)."""
+    """The peak-memory lookup of the step classes (models and precision)."""
 
     track_peak_memory = track("peak_memory", "MiB",
                               "Peak device memory over one step, in MiB (cpu: the process's largest RSS sample over the step).")
 
 
 def of(benchmark: Any, measure_family: Callable[[str, list[Key]], Table]) -> Callable[[], Table]:
-    """``measure_family`` over every combination of the benchmark class's params, selected by its name's rule."""
+    """``measure_family`` over every combination of the class's params."""
     return functools.partial(measure_family, benchmark.__name__, grid(*benchmark.params))
 
 
 def kind_families(measure_kind: Callable[[str, str, list[Key]], Table], *benchmarks: Any) -> dict[str, Callable[[], Any]]:
-    """Each class's family by its ``kind`` (training, inference): ``measure_kind(kind, ...)`` over its params."""
+    """Each class's family by its ``kind``: ``measure_kind(kind, ...)`` over its params."""
     return {benchmark.kind: of(benchmark, functools.partial(measure_kind, benchmark.kind)) for benchmark in benchmarks}
 
 

@@ -1,9 +1,8 @@
-"""Tell asv beforehand which combinations this run times, so that it starts no process for the rest.
+"""Tells asv beforehand which combinations this run times, so it starts no process for the rest.
 
-asv starts a process for every combination it selects, even one whose setup() only skips: under spawn (macOS)
-each imports torch again (docs/explanation/budget.md, "Preselection"). The reasons are the selection's, which every setup()
-asks too. A device is left out only when this machine plainly lacks it, never because the torch of .venv
-cannot use it: the benchmarked build's torch decides.
+asv starts a process for every selected combination, even one whose setup() only skips, and each
+re-imports torch. The reasons are the selection's, which setup() asks too. A device is left out
+only when this machine plainly lacks it: the benchmarked build's torch decides, not .venv's.
 """
 
 from __future__ import annotations
@@ -32,8 +31,8 @@ class Combination:
 
 
 def discover(benchmark_dir: Path) -> list[Any]:
-    """asv_runner's own discovery, so that names and param reprs are exactly asv's: the package imported under its
-    folder's name, as asv does (another suite imported earlier under that name is set aside for the while)."""
+    """asv_runner's own discovery, so names and param reprs are exactly asv's (the package imported
+    under its folder's name, any earlier suite of that name set aside meanwhile)."""
     from asv_runner.discovery import disc_benchmarks
 
     root = benchmark_dir.resolve()
@@ -61,7 +60,7 @@ def _each(benchmarks: Sequence[Any]) -> Iterator[tuple[Any, tuple[str, ...]]]:
 
 
 def names(benchmarks: Sequence[Any]) -> list[str]:
-    """Every combination's name, as ``-b`` sees it (no selection rule asked)."""
+    """Every combination's name, as ``-b`` sees it, unselected."""
     return [asv.combination(benchmark.name, shown) for benchmark, shown in _each(benchmarks)]
 
 
@@ -73,7 +72,7 @@ def _device(benchmark: Any, shown: tuple[str, ...]) -> str | None:
 
 
 def devices_of(benchmarks: Sequence[Any]) -> dict[str, str | None]:
-    """Every combination's device parameter, by name (no selection rule asked)."""
+    """Every combination's device parameter, by name, unselected."""
     return {asv.combination(benchmark.name, shown): _device(benchmark, shown) for benchmark, shown in _each(benchmarks)}
 
 
@@ -82,7 +81,7 @@ def combinations(benchmarks: Sequence[Any]) -> list[Combination]:
     absent = functools.cache(devices.absent_reason)
     found = []
     for benchmark, shown in _each(benchmarks):
-        owner = benchmark.name.split(".")[-2]  # "benchmark_models.Training.time_step": the class
+        owner = benchmark.name.split(".")[-2]  # the class
         device = _device(benchmark, shown)
         params = asv.param_values(shown)
         reason = absent(device) if device is not None else None
@@ -93,7 +92,7 @@ def combinations(benchmarks: Sequence[Any]) -> list[Combination]:
 
 
 def selected(found: Sequence[Combination], bench: Sequence[str] = ()) -> list[str]:
-    """The combinations this run times; ``bench``: only those one of these regexes finds (asv's -b)."""
+    """The combinations this run times, narrowed by ``bench`` regexes (asv's -b)."""
     runs = [combination.name for combination in found if combination.reason is None]
     runs = asv.matching(runs, bench) if bench else runs
     if not runs:  # asv would stop with "No benchmarks selected"; say why first

@@ -1,17 +1,8 @@
 """Whether the machine is quiet enough to time, and whether a value just measured was disturbed.
 
-One rule, read by ``mpsbench doctor`` (before a run), by the gate before each combination of a
-record run (in asv's process: :func:`main` runs :mod:`mpsbench.core.asv_saving` with :class:`Gate`)
-and by the record run's judge of each value (results/held.py). Its constants are here and nowhere
-else; docs/explanation/quiet-gate.md gives the measurements behind each.
-
-The machine's state is what other processes take of its cores (all cores' busy time less this run's
-own processes', over a short window while this run is idle between two combinations: exact on every
-OS, unlike the load average, which counts the run's own benchmark threads and trails by a minute),
-and, on macOS, the power source and thermal state (:mod:`mpsbench.measure.host`). A value is judged
-by that state before and after it, by its own spread (asv's interquartile range over its median, as
-pyperf judges a benchmark unstable by its standard deviation over its mean) and by its distance from
-this machine's recorded value of the same build where there is one.
+One rule for ``mpsbench doctor``, the gate before each combination and the judge of each value.
+The state is the cores other processes use (all busy time less this run's own: unlike the load
+average, it excludes our own threads and does not lag) and, on macOS, power and thermal state.
 
     python -m mpsbench.measure.quiet run --config CONFIG ...   (asv run's arguments)
 """
@@ -31,32 +22,29 @@ from mpsbench.core import asv_saving, progress, settings
 from mpsbench.measure import host
 
 # The rule (docs/explanation/quiet-gate.md gives the measurements behind each figure)
-# other processes using more than this share of all cores (half a core of 2): too busy to time
+# share of all cores other processes may use
 OTHERS_SHARE = 0.25
-# interquartile range over the median above this: the value's own samples say it was disturbed
+# interquartile range over median above this: disturbed
 SPREAD = 0.30
-# farther than this from this machine's recorded value of the same build: one of the two was
-# disturbed
+# farther than this from the recorded value of the same build: one of the two was disturbed
 DRIFT = 0.25
-BUSY_PERCENT = 25.0  # a process named as busy uses more than this percent of one core
-WINDOW = 0.5  # seconds over which the state is read between two combinations
+BUSY_PERCENT = 25.0  # percent of one core above which a process is named as busy
+WINDOW = 0.5  # seconds per state reading
 POLL = 2.0  # seconds between two readings while the gate waits
-FRESH = 5.0  # seconds a reading taken after one combination stands for the state before the next
+FRESH = 5.0  # seconds a reading after one combination stands for the next one's "before"
 
-# the most seconds the gate waits before a combination for the machine to be quiet
+# most seconds the gate waits for a quiet machine
 WAIT = "MPSBENCH_QUIET_WAIT"
 WAIT_DEFAULT = 120
 WAIT_MOST = 3600
-# on: values are recorded whatever the gate says (no wait, none held): only for results that are not
-# history
+# on: record whatever the gate says (no wait, none held); not for history
 ACCEPT_BUSY = "MPSBENCH_ACCEPT_BUSY"
 
 log = progress.logger(__name__)
 
 
 def wait_seconds() -> int:
-    """:data:`WAIT`'s value (:data:`WAIT_DEFAULT` where unset); SettingError outside
-    0..:data:`WAIT_MOST`."""
+    """:data:`WAIT` in seconds; SettingError outside 0..:data:`WAIT_MOST`."""
     return settings.whole(WAIT, WAIT_DEFAULT, 0, WAIT_MOST)
 
 
@@ -66,25 +54,21 @@ def accept_busy() -> bool:
 
 @dataclass(frozen=True)
 class State:
-    """The machine over one window: what the rule reads, and what the events file keeps per
-    combination."""
+    """The machine over one window."""
 
     cores: int
-    others: float  # cores' worth of cpu time other processes used over the window
-    # the 1-minute load average at its end (None where the OS has none): kept, not judged
-    load: float | None
-    battery: bool | None = None  # None where the OS does not say (not macOS)
-    thermal: str | None = None  # pmset's throttling or warning, None when there is none or no pmset
+    others: float  # cores' worth of cpu time other processes used
+    load: float | None  # 1-minute load average: kept, not judged
+    battery: bool | None = None  # None where the OS does not say
+    thermal: str | None = None  # pmset's throttling or warning
 
     def fields(self, suffix: str = "") -> dict[str, Any]:
-        """For the events file: ``others``, ``load`` ... (``others_after`` ... with
-        ``suffix="_after"``)."""
+        """The events file's fields, names ending in ``suffix``."""
         return {f"{key}{suffix}": value for key, value in asdict(self).items()}
 
     @classmethod
     def of(cls, event: Mapping[str, Any], suffix: str = "") -> State | None:
-        """The state an event recorded with :meth:`fields`; None where it has none (a gate-less
-        run's events)."""
+        """The state :meth:`fields` recorded in ``event``; None where it has none."""
         try:
             return cls(
                 int(event[f"cores{suffix}"]),
@@ -98,8 +82,7 @@ class State:
 
 
 def problems(state: State) -> dict[str, str]:
-    """Why numbers taken in ``state`` would be doubtful, by what (``load``, ``power``, ``thermal``);
-    empty: quiet."""
+    """Why values taken in ``state`` are doubtful, by kind; empty: quiet."""
     found = {}
     if state.others > OTHERS_SHARE * state.cores:
         found["load"] = (
@@ -114,7 +97,7 @@ def problems(state: State) -> dict[str, str]:
 
 
 def _busy_seconds() -> float:
-    """All cores' busy time so far (guest time is already inside user time on Linux)."""
+    """All cores' busy seconds (Linux counts guest time inside user time)."""
     import psutil
 
     times = psutil.cpu_times()._asdict()
@@ -123,8 +106,7 @@ def _busy_seconds() -> float:
 
 
 def own_processes() -> list[Any]:
-    """This process, what it started and the process that started it (the record run, merging
-    meanwhile)."""
+    """This process, its children and its parent (the record run)."""
     import psutil
 
     me = psutil.Process()
@@ -132,8 +114,7 @@ def own_processes() -> list[Any]:
 
 
 def _used(processes: Sequence[Any]) -> float:
-    """Their cpu time so far, with that of their children they waited for (a finished benchmark
-    process)."""
+    """Their cpu seconds, with their waited-for children's (finished benchmark processes)."""
     import psutil
 
     total = 0.0
@@ -145,7 +126,7 @@ def _used(processes: Sequence[Any]) -> float:
 
 
 def read(window: float = WINDOW, own: Callable[[], list[Any]] = own_processes) -> State:
-    """The machine's state over ``window`` seconds (``own``: the processes that are not "other")."""
+    """The state over ``window`` seconds; ``own`` lists the processes not counted as others."""
     mine = own()
     busy, used, started = _busy_seconds(), _used(mine), time.monotonic()
     time.sleep(window)
@@ -163,7 +144,7 @@ def read(window: float = WINDOW, own: Callable[[], list[Any]] = own_processes) -
 
 
 def named(state: State) -> str:
-    """The problems of ``state``, with the busiest other processes named where the load is one."""
+    """The problems of ``state``, naming the busiest other processes."""
     found = problems(state)
     if "load" in found:
         own = {process.pid for process in own_processes()}
@@ -176,10 +157,9 @@ def named(state: State) -> str:
 
 
 class Gate:
-    """Before each combination, wait (up to ``limit`` seconds) for a quiet machine, saying why in
-    one line; the state before and after each combination goes to the events file (asv_saving's
-    ``gate``). A wait that ran out is not repeated before each next combination while the machine
-    stays busy: those are measured at once and judged after.
+    """Waits up to ``limit`` seconds before each combination for a quiet machine; returns the
+    states around it. After a wait runs out, combinations run at once (judged after) until a
+    reading is quiet, so a busy machine costs one wait, not one per combination.
     """
 
     def __init__(
@@ -193,15 +173,14 @@ class Gate:
         self.limit, self.say, self.clock, self.sleep = limit, say, clock, sleep
         self.reader = (
             reader if reader is not None else read
-        )  # looked up now: a stand-in set after import counts
+        )  # looked up now, so a stand-in set after import counts
         self.last: tuple[float, State] | None = (
-            None  # the reading after the last combination, and when
+            None  # (when, reading) after the last combination
         )
-        self.ran_out = False  # the last wait ended busy, and no reading was quiet since
+        self.ran_out = False  # the last wait ended busy and none was quiet since
 
     def before(self, name: str) -> dict[str, Any]:
-        """The state before ``name``, after a wait while the machine is busy: events fields
-        (``waited``, seconds)."""
+        """The state before ``name`` (waiting while busy) as events fields, with ``waited``."""
         if (
             self.last is not None
             and self.clock() - self.last[0] <= FRESH
@@ -231,8 +210,8 @@ class Gate:
 def spread(
     value: float, stats: Mapping[str, Any] | None, samples: Sequence[float] | None
 ) -> float | None:
-    """The interquartile range over the median, from the samples where asv kept them, else from its
-    statistics; None where there is neither (a single-sample value: a count, a memory peak)."""
+    """Interquartile range over median, from the samples or else asv's statistics; None for a
+    single-sample value (a count, a memory peak)."""
     if samples is not None and len(samples) >= 4:
         q1, _, q3 = statistics.quantiles(samples, n=4)
         middle = statistics.median(samples)
@@ -252,12 +231,9 @@ def judge(
     earlier: float | None,
     first: float | None = None,
 ) -> dict[str, str]:
-    """Why ``value`` says the machine disturbed it, by kind (``load``, ``power``, ``thermal``,
-    ``spread``, ``drift``): empty when it may be recorded. ``before``/``after``: the states around
-    its measurement (None where unknown); ``earlier``: this machine's recorded value of the same
-    build. ``first``: for a value measured again in the run that held it, the held measurement: a
-    spread as wide as before is then the benchmark's own (tiny ops on a shared machine) when the two
-    agree within :data:`DRIFT`, and holding it would keep it out of the record for good."""
+    """Why ``value`` looks disturbed, by kind; empty: record it. ``earlier``: this machine's value
+    of the same build. ``first``: the held value of a re-measurement; if they agree within
+    :data:`DRIFT`, a wide spread is the benchmark's own and is accepted."""
     reasons: dict[str, list[str]] = {}
     for state, when in ((before, "before it"), (after, "after it")):
         for kind, text in (problems(state) if state else {}).items():
@@ -283,15 +259,15 @@ def judge(
 
 
 def main(argv: list[str]) -> None:
-    """asv run with each value saved as it is measured, and the gate before each combination."""
+    """asv run saving each value as measured, gated before each combination."""
     asv_saving.main(
         argv, gate=Gate(0 if accept_busy() else wait_seconds())
-    )  # accepted: states still kept
+    )  # accepted busy: states still kept
 
 
 if (
     __name__ == "__main__"
-):  # the imported module's main, not this __main__ copy's: one reader, one Gate
+):  # the imported module, not this __main__ copy: one Gate and one reader
     from mpsbench.measure import quiet
 
     quiet.main(sys.argv[1:])

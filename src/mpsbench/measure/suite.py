@@ -1,4 +1,5 @@
-"""What the asv benchmark classes share: preparing, guarding and timing a combination, its memory, its cold start."""
+"""What the benchmark classes share: preparing, guarding and timing a combination, its memory,
+its cold start."""
 
 from __future__ import annotations
 
@@ -9,12 +10,12 @@ from dataclasses import dataclass
 from mpsbench.core import errors, settings
 from mpsbench.measure import accuracy, correctness, devices, fallback, models, precision, skips, timing, workloads
 
-# For the benchmark modules only: measure/ itself says skips.SkipNotImplemented.
+# for the benchmark modules; measure/ itself uses skips directly
 SkipNotImplemented, selected = skips.SkipNotImplemented, skips.selected
 
 
 class StepTimer:
-    """asv ``timer`` for bodies that loop k steps: the clock divided by k (set in ``setup``: asv reads it after)."""
+    """asv ``timer`` for bodies that loop k steps: the clock over k (set in ``setup``)."""
 
     def __init__(self, steps_per_call: int) -> None:
         self.steps_per_call = steps_per_call
@@ -24,9 +25,8 @@ class StepTimer:
 
 
 class TimedSteps:
-    """The timed step of every class that times a workload's steps: k steps (``ModelSpec.steps_per_call``), one
-    synchronize, the :class:`StepTimer` divides by k. asv's ``number`` stays automatic: one call per sample.
-    compare and bisect time a cpu row one step a call (settings.SINGLE_STEPS): there a synchronize costs nothing."""
+    """The timed step: k steps, one synchronize, :class:`StepTimer` divides by k. Under
+    settings.SINGLE_STEPS a cpu row runs one step a call (its synchronize is free)."""
 
     workload: workloads.Workload
 
@@ -38,13 +38,13 @@ class TimedSteps:
     def time_step(self, *params: object) -> None:
         """Median time of one step."""
         workload = self.workload
-        with OutOfMemorySkips(workload.device, workload.spec.name, workload.batch_size):  # n/a with the reason
+        with OutOfMemorySkips(workload.device, workload.spec.name, workload.batch_size):
             workload.run(self.steps)
             workload.device.synchronize()  # the clock stops when the device is done
 
 
 def require(kind: str, device: str, model: str, *, dtype: str = precision.DEFAULT) -> None:
-    """Skip, with the reason (asv's n/a), a combination that cannot run here; builds nothing."""
+    """Skips (asv's n/a, with the reason) a combination that cannot run here; builds nothing."""
     spec = models.get(model)
     skips.require_device(device)
     if missing := spec.missing_requirements():
@@ -56,8 +56,8 @@ def require(kind: str, device: str, model: str, *, dtype: str = precision.DEFAUL
 
 def prepare(kind: str, device: str, model: str, batch_size: int, *, dtype: str = precision.DEFAULT,
             guarded: bool = True, compiled: bool = False) -> workloads.Workload:
-    """The warmed-up workload for an asv ``setup``: what cannot run here or does not fit skips with the reason; an
-    op torch lacks fails with its name. Instruments that report the facts :func:`guard` refuses pass ``guarded=False``."""
+    """The warmed-up workload for ``setup``: skips what cannot run or fit, fails on an op torch
+    lacks. Instruments that report what :func:`guard` refuses pass ``guarded=False``."""
     require(kind, device, model, dtype=dtype)
     with OutOfMemorySkips(device, model, batch_size):  # build, copy to the device, warm-up, checks
         try:
@@ -70,7 +70,7 @@ def prepare(kind: str, device: str, model: str, batch_size: int, *, dtype: str =
 
 
 class OutOfMemorySkips:
-    """Any device's out-of-memory error skips the combination with the reason (a class: cheap in a timed call)."""
+    """Turns any device's out-of-memory error into a skip (a class: cheap in a timed call)."""
 
     def __init__(self, device: str, model: str, batch_size: int) -> None:
         self.device, self.model, self.batch_size = device, model, batch_size
@@ -93,7 +93,7 @@ GUARD_ERRORS = (fallback.FallbackError, correctness.CorrectnessError, accuracy.A
 
 
 def guard(workload: workloads.Workload) -> None:
-    """Fail a combination whose timing would not be an honest device number: cpu fallbacks, wrong results."""
+    """Fails a combination whose timing would not be honest: cpu fallbacks, wrong results."""
     fallback.refuse(workload.label, workload.fallback_ops)
     correctness.verify(workload.device, workload.dtype)
     if accuracy.needed(workload.device):
@@ -101,7 +101,7 @@ def guard(workload: workloads.Workload) -> None:
 
 
 def throughput(workload: workloads.Workload) -> float:
-    """Samples per second over at least five calls and a quarter second, at most 50 calls (time_step is the precise one)."""
+    """Samples per second over at least 5 calls and 0.25 s (time_step is the precise one)."""
     return timing.time_steps(workload, min_calls=5, min_seconds=0.25).samples_per_second
 
 
@@ -110,25 +110,24 @@ class MemoryPeaks:
     """Peaks over one step in MiB; None where the device keeps no such counter."""
 
     allocated: float | None  # live tensors (cuda, mps); cpu: the largest RSS sample over the step
-    driver: float | None  # what the driver holds for torch, caches included (mps, cuda)
+    driver: float | None  # what the driver holds for torch, caches included
 
 
 def memory_peaks(workload: workloads.Workload) -> MemoryPeaks:
-    """Sampled before, inside (after forward, after backward) and after one step."""
+    """Sampled before, during and after one step."""
     peak, driver = devices.peaks_over(workload.device, workload.step)
     return MemoryPeaks(None if peak is None else peak / devices.MIB, None if driver is None else driver / devices.MIB)
 
 
 def peak_memory_mib(workload: workloads.Workload) -> float:
-    """Skipped with the reason where the device gives no reading (never 0)."""
+    """Skips where the device gives no reading (never 0)."""
     if (allocated := memory_peaks(workload).allocated) is None:
         raise skips.SkipNotImplemented(f"no {workload.device} memory reading: {workload.device.no_reading_reason()}")
     return allocated
 
 
 def cold_start_code(kind: str, device: str, model: str, batch_size: int) -> tuple[str, str]:
-    """An asv ``timeraw_`` body: (statement, setup); only the statement, the first step, is timed
-    (docs/explanation/instruments.md)."""
+    """An asv ``timeraw_`` body (statement, setup); only the first step is timed."""
     setup = (
         "from mpsbench.measure import suite\n"
         f"first_step = suite.cold_first_step({kind!r}, {device!r}, {model!r}, {batch_size!r})"

@@ -15,7 +15,7 @@ KIND_COLORS = {"training": "#d62728", "inference": "#1f77b4"}
 OTHER_DEVICE_COLOR = "#9467bd"
 DPI = 110
 WIDTH = 0.38  # of each of two bars side by side
-Save = Callable[[str], Path]  # names a file of the output folder, announces and records it
+Save = Callable[[str], Path]  # a name -> its output path, announced and recorded
 
 
 def pyplot() -> Any:
@@ -29,7 +29,7 @@ def pyplot() -> Any:
 
 @contextlib.contextmanager
 def _figure(out: Path, **subplots: Any) -> Iterator[tuple[Any, Any]]:
-    """``plt.subplots(**subplots)`` to draw on, saved into ``out`` when the block ends."""
+    """``plt.subplots(**subplots)``, saved into ``out`` when the block ends."""
     plt = pyplot()
     fig, axes = plt.subplots(layout="constrained", **subplots)
     yield fig, axes
@@ -74,7 +74,7 @@ def _device_bars(ax: Any, machines_devices: list[tuple[str, str]], values: list[
 
 
 def speedup(model: str, found: list[Speedup], out: Path) -> Any:
-    """The speedup chart, saved into ``out``; the Figure drawn (closed), to read what was drawn."""
+    """The speedup chart, saved into ``out``; returns the (closed) Figure for inspection."""
     groups = sorted({(s.machine, s.device) for s in found})
     with _figure(out, figsize=(max(6.0, 2.4 * len(groups)), 4.5)) as (fig, ax):
         for offset, kind in ((-WIDTH / 2, "training"), (WIDTH / 2, "inference")):
@@ -87,7 +87,7 @@ def speedup(model: str, found: list[Speedup], out: Path) -> Any:
                          fontsize=7, padding=2)
         ax.axhline(1.0, color="black", linewidth=0.8)
         ax.set_xticks(range(len(groups)), [f"{machine}\n{device}" for machine, device in groups])
-        ax.set_xlim(-0.6, max(len(groups), 3) - 0.4)  # as _device_bars: a lone group keeps its width
+        ax.set_xlim(-0.6, max(len(groups), 3) - 0.4)  # a lone group keeps its width
         ax.set_ylabel("speedup over cpu (samples/s ratio)")
         ax.set_title(f"{model}: GPU speedup over cpu, newest build per machine")
         ax.margins(y=0.25)
@@ -97,7 +97,7 @@ def speedup(model: str, found: list[Speedup], out: Path) -> Any:
 
 
 def machines(model: str, points: list[Point], out: Path) -> Any:
-    """Samples/s per machine and device, one chart per kind, saved into ``out``; the Figure drawn (closed)."""
+    """Samples/s per machine and device, one chart per kind; returns the (closed) Figure."""
     with _figure(out, ncols=len(KINDS), figsize=(11, 4.5), squeeze=False) as (fig, axes):
         for ax, kind in zip(axes[0], KINDS):
             mine = sorted((p for p in points if p.workload.kind == kind), key=lambda p: (p.machine, p.workload.device))
@@ -177,4 +177,4 @@ def tokens(machines_devices: list[tuple[str, str]], speeds: list[float], title: 
     with _figure(out, figsize=(max(6.5, 1.6 * len(speeds)), 4.0)) as (_, ax):
         _device_bars(ax, machines_devices, speeds, [f"{s:.1f}" for s in speeds])
         ax.set_ylabel("decoded tokens/s (higher is better)")
-        ax.set_title(title, fontsize=10)  # the title fits the narrowest figure (one or two machines)
+        ax.set_title(title, fontsize=10)  # fits the narrowest figure

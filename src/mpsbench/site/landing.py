@@ -1,8 +1,7 @@
-"""The site's first screen: for each machine's newest build, each seed model's training and inference step per
-device, the GPU speedups over cpu, and a link to each value's graph (docs/reference/site.md).
+"""The site's first screen: each machine's newest seed step times per device, the GPU speedups
+over cpu, and a link to each value's graph.
 
-Static HTML written into index.html at publish time, above asv's grid: the numbers show on first open, from disk
-or through ``asv preview``, before any script has run.
+Static HTML written into index.html above asv's grid, so the numbers show before any script runs.
 """
 
 from __future__ import annotations
@@ -19,20 +18,20 @@ from mpsbench.results import recorded
 from mpsbench.site import throughput as tp
 from mpsbench.site.site_assets import SiteAssetError
 
-ANCHOR = '<div id="summarygrid-display"'  # asv's grid page: the route index.html opens on
+ANCHOR = '<div id="summarygrid-display"'  # asv's grid page, index.html's default route
 MARK = "mpsbench-landing"  # the fragment's id: written once
-MEASURED_KEY = "mpsbench_measured"  # index.json: per benchmark, per param, the values with a recorded number
+MEASURED_KEY = "mpsbench_measured"  # in index.json: param values with a recorded number
 SEEDS = {"training": models.NAMES, "inference": models.INFERENCE_NAMES}  # benchmark_models' params
 
 
 @dataclass(frozen=True)
 class Value:
-    """One step time on the page: what was timed, asv's median and the half interquartile range around it."""
+    """One step time: what was timed, asv's median and half its interquartile range."""
 
     step: tp.Step
     seconds: float
-    spread: float | None  # half IQR over the median; None where asv kept no statistics
-    seed: bool  # measured at the model's seed batch, not the largest batch timed instead
+    spread: float | None  # half IQR over the median; None without statistics
+    seed: bool  # at the seed batch, not the largest timed instead
 
     @property
     def samples_per_second(self) -> float:
@@ -41,14 +40,14 @@ class Value:
 
 @dataclass(frozen=True)
 class Line:
-    """One seed model and kind on one machine: a value per device, and each GPU's speedup over cpu."""
+    """One seed model and kind on one machine: a value per device."""
 
     kind: str
     model: str
     values: dict[str, Value]  # device -> value
 
     def speedup(self, gpu: str) -> float | None:
-        """Samples/s on ``gpu`` over samples/s on cpu (the step-time ratio where the batches are equal)."""
+        """Samples/s on ``gpu`` over samples/s on cpu."""
         if gpu not in self.values or tp.CPU not in self.values:
             return None
         return self.values[gpu].samples_per_second / self.values[tp.CPU].samples_per_second
@@ -56,14 +55,14 @@ class Line:
 
 @dataclass(frozen=True)
 class Machine:
-    """A machine's newest build with timed seed rows, and what it shows."""
+    """A machine's newest build with timed seed rows."""
 
     machine: str
     commit: str
     build: str  # the build as the timeline names it
-    devices: list[str]  # the devices with a value on that build, in devices.NAMES order
+    devices: list[str]  # with a value on that build, in devices.NAMES order
     lines: list[Line]
-    missing: list[str]  # "model kind" of the seed rows with no value on that build
+    missing: list[str]  # "model kind" of seed rows with no value
 
     @property
     def gpus(self) -> list[str]:
@@ -78,7 +77,7 @@ def _spread(measured: recorded.Measured) -> float | None:
 
 
 def _value(results: tp.Results, machine: str, commit: str, kind: str, model: str, device: str) -> Value | None:
-    """The step timed at the model's seed batch, else the largest batch timed on that device."""
+    """The step at the seed batch, else the largest batch timed on that device."""
     timed = {step.batch: found for (m, c, step), found in results.timed.items()
              if (m, c, step.kind, step.model, step.device) == (machine, commit, kind, model, device)}
     if not timed:
@@ -90,7 +89,7 @@ def _value(results: tp.Results, machine: str, commit: str, kind: str, model: str
 
 
 def summarize(results: tp.Results, timeline: Reader) -> list[Machine]:
-    """Each machine with a timed seed row, at its newest such build (by the build's date)."""
+    """Each machine with a timed seed row, at its newest such build by date."""
     found = []
     timed_builds = {(machine, commit) for machine, commit, _ in results.timed}
     for machine in results.recorded.machines:
@@ -114,7 +113,7 @@ def summarize(results: tp.Results, timeline: Reader) -> list[Machine]:
 
 
 def graph_link(machine: str, step: tp.Step) -> str:
-    """index.html's hash for the step's graph: that machine, device, model and batch selected."""
+    """index.html's hash for the step's graph, with its params selected."""
     name = f"{tp.CLASSES[step.kind]}.{tp.TIME}"
     params = [("machine", machine), ("p-device", repr(step.device)), ("p-model", repr(step.model)),
               ("p-batch_size", str(step.batch))]
@@ -170,7 +169,7 @@ STYLE = (f"#{MARK}{{padding:10px 20px 0 20px;max-width:1100px}}"
 
 
 def to_html(summaries: list[Machine], figures: str) -> str:
-    """The fragment: a heading, what the numbers are, a table per machine, where the rest of the site is."""
+    """The fragment: heading, explanation, a table per machine, links to the rest."""
     body = "".join(_machine_html(summary) for summary in summaries) or (
         "<p>No training or inference step of a seed model is recorded yet: the rows below are the other"
         " benchmarks'.</p>")
@@ -186,11 +185,11 @@ def to_html(summaries: list[Machine], figures: str) -> str:
 
 
 def measured_params(found: recorded.Recorded, param_names: dict[str, tuple[str, ...]]) -> dict[str, list[list[str]]]:
-    """Per benchmark, per param (in its order), the values (asv's reprs) of rows with a recorded number."""
+    """Per benchmark and param, the values (asv's reprs) of rows with a recorded number."""
     seen: dict[str, list[set[str]]] = {}
     for rows in found.values.values():
         for row in rows:
-            if row.benchmark in param_names:  # a row holds a number (recorded.rows): failures and skips are not rows
+            if row.benchmark in param_names:  # rows hold numbers: failures and skips are not rows
                 axes = seen.setdefault(row.benchmark, [set() for _ in row.params])
                 for axis, value in zip(axes, row.params):
                     axis.add(value)
@@ -198,7 +197,8 @@ def measured_params(found: recorded.Recorded, param_names: dict[str, tuple[str, 
 
 
 def write(html_dir: Path, results_dir: Path, timeline: Reader, figures: str) -> list[Machine]:
-    """Put the summary first on index.html's grid page and the measured params in index.json; the summary."""
+    """Puts the summary atop index.html's grid page and the measured params in index.json;
+    returns the summary."""
     results = tp.load(results_dir)
     summaries = summarize(results, timeline)
     index = html_dir / "index.html"

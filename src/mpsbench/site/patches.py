@@ -1,8 +1,8 @@
-"""asv's published pages patched (docs/explanation/site.md, docs/reference/site.md): a Figures tab, every channel
-drawn on load, only the param values with data selected on load, a single build drawn as a labelled point, only
-measured builds on the top axis, and a site that also opens from disk (``file://``).
+"""Patches asv's published pages: a Figures tab, every channel and only measured param values
+selected on load, a lone build drawn as a labelled point, only measured builds on the top axis,
+and a site that opens from ``file://``.
 
-Each patch finds a statement or tag of asv 0.6.6's pages and stops with one line where a newer asv moved it.
+Each patch finds a statement or tag of asv 0.6.6's pages and stops with one line if it moved.
 """
 
 from __future__ import annotations
@@ -18,14 +18,14 @@ from mpsbench.site.site_assets import VENDOR, SiteAssetError
 
 NAV_ANCHOR = '<li id="nav-li-regressions">'
 GRAPH_SCRIPT = "graphdisplay.js"
-# asv selects only the first branch (``release``) on load, so the era's builds stayed hidden until clicked
+# asv selects only the first branch on load, hiding the other channels' builds
 FIRST_BRANCH_ONLY = "state[param] = [values[0]];"
 EVERY_BRANCH = "state[param] = values;  /* mpsbench: every channel of the default (site.patches) */"
-# From file:// Chromium refuses the XMLHttpRequest of every JSON file: each NAME.json gets a twin NAME.json.js,
-# which the jQuery transport in file_json.js (loaded right after jQuery) loads with a <script> element instead.
+# Chromium refuses XMLHttpRequest from file://, so each NAME.json gets a twin NAME.json.js that
+# file_json.js's jQuery transport loads with a <script> element.
 LOADER = f"{VENDOR}/mpsbench/file-json.js"
-# asv selects the first values of each param on load, up to 8 lines: on a cpu-only machine mps and cuda, whose lines
-# are empty. The default skips the values index.json's MEASURED_KEY (written by site.landing) lists no data for.
+# asv selects each param's first values on load, which may have no data (mps on a cpu-only
+# machine); the patch skips values index.json's MEASURED_KEY (site.landing) lists no data for.
 FIRST_VALUES = re.compile(r"for \(var j = 0; j < param_values\.length && \(j\+1\)\*count <= max_curves; \+\+j\) \{"
                           r"\s*item\.push\(j\);\s*\}")
 MEASURED_VALUES = (
@@ -35,15 +35,14 @@ MEASURED_VALUES = (
     "\n                    }}"
     "\n                    if (item.length == 0) {{ item.push(0); }}"
 )
-# asv's grid draws a tile for every benchmark of benchmarks.json: on a first site most are empty boxes (mps, cuda,
-# classes not run yet), each asking for a graph that was never written. The grid keeps those with a recorded value.
+# asv's grid draws a tile per benchmark, mostly empty on a first site; keep those with a value
 GRID_SCRIPT = "summarygrid.js"
 EVERY_TILE = "$.each(main_json.benchmarks, function(bm_name, bm) {"
 MEASURED_TILES = (EVERY_TILE + "\n            if (main_json.KEY && !main_json.KEY[bm_name]) { return; }"
                   "  /* mpsbench: tiles with data only (site.patches) */")
-# A flot plugin: a series with one value (one build) drawn as a point with its value beside it (lone_point.js).
+# flot plugin: a one-build series drawn as a point labelled with its value
 LONE_POINT = f"{VENDOR}/mpsbench/lone-point.js"
-ASV_SCRIPT = re.compile(r"(?=<script\b[^>]*\bsrc=\"asv\.js\")")  # right before asv's first script: after flot
+ASV_SCRIPT = re.compile(r"(?=<script\b[^>]*\bsrc=\"asv\.js\")")  # before asv.js, after flot
 TWIN = ".js"
 _JQUERY_TAG = re.compile(r"<script\b[^>]*\bsrc=\"[^\"]*jquery(?:-[\d.]+)?\.min\.js\"[^>]*>\s*</script>", re.IGNORECASE)
 
@@ -67,7 +66,7 @@ def add_nav_link(html_dir: Path, label: str, href: str) -> None:
 
 
 def show_every_channel(html_dir: Path) -> None:
-    """The graph page selects every branch (channel) on load, as it selects every machine."""
+    """The graph page selects every branch (channel) on load."""
     script = html_dir / GRAPH_SCRIPT
     text = script.read_text(encoding="utf-8")
     if EVERY_BRANCH in text:
@@ -79,7 +78,7 @@ def show_every_channel(html_dir: Path) -> None:
 
 
 def select_measured_values(html_dir: Path, key: str) -> None:
-    """On load, the graph page selects only param values that have data (``index.json[key]``), as many as asv would."""
+    """The graph page selects only param values with data on load."""
     script = html_dir / GRAPH_SCRIPT
     text = script.read_text(encoding="utf-8")
     replacement = MEASURED_VALUES.format(key=key)
@@ -93,7 +92,7 @@ def select_measured_values(html_dir: Path, key: str) -> None:
 
 
 def grid_of_measured(html_dir: Path, key: str) -> None:
-    """asv's grid draws only benchmarks with a recorded value (``index.json[key]``); the list tab keeps them all."""
+    """asv's grid draws only benchmarks with a recorded value; the list tab keeps them all."""
     script = html_dir / GRID_SCRIPT
     text = script.read_text(encoding="utf-8")
     replacement = MEASURED_TILES.replace("KEY", key)
@@ -106,7 +105,7 @@ def grid_of_measured(html_dir: Path, key: str) -> None:
 
 
 def label_lone_points(html_dir: Path) -> None:
-    """The lone-point plugin beside the site's scripts, loaded by index.html after flot (once)."""
+    """Adds the lone-point plugin, loaded by index.html after flot (once)."""
     _copy_script("lone_point.js", html_dir / LONE_POINT)
     index = html_dir / "index.html"
     text = index.read_text(encoding="utf-8")
@@ -121,7 +120,7 @@ def _copy_script(name: str, target: Path) -> None:
 
 
 def keep_measured_tags(html_dir: Path, measured: Collection[str]) -> list[str]:
-    """Only the tags of builds (timeline commits) with a recorded value stay on the top axis; the others returned."""
+    """Keeps on the top axis only tags of builds with a recorded value; returns the others."""
     index_path = html_dir / "index.json"
     index = json.loads(index_path.read_text(encoding="utf-8"))
     hashes = {int(revision): commit for revision, commit in index.get("revision_to_hash", {}).items()}
@@ -134,14 +133,13 @@ def keep_measured_tags(html_dir: Path, measured: Collection[str]) -> list[str]:
 
 
 def twin(data: str) -> str:
-    """The JavaScript twin of a JSON document: the same value, handed to the transport."""
+    """The JavaScript twin of a JSON document, handing its value to the transport."""
     return f"mpsbenchJSON(document.currentScript, {data});\n"
 
 
 def make_readable_from_disk(html_dir: Path) -> int:
-    """The transport after jQuery in index.html (once) and a twin beside every JSON file; the number of twins.
-
-    The last step of a publish: the twins copy the JSON as every earlier step left it."""
+    """Adds the transport after jQuery (once) and a twin beside every JSON file; returns the
+    number of twins. Runs last, so twins copy the final JSON."""
     _copy_script("file_json.js", html_dir / LOADER)
     index = html_dir / "index.html"
     text = index.read_text(encoding="utf-8")
@@ -151,6 +149,6 @@ def make_readable_from_disk(html_dir: Path) -> int:
     documents = sorted(html_dir.rglob("*.json"))
     for path in documents:
         data = path.read_text(encoding="utf-8")
-        json.loads(data)  # a file that is no JSON would make a twin that is no JavaScript: stop on it here
+        json.loads(data)  # invalid JSON would make an invalid twin: stop here
         path.with_name(path.name + TWIN).write_text(twin(data), encoding="utf-8")
     return len(documents)

@@ -1,5 +1,5 @@
-"""Commit links on the published site lead to PyTorch's commits, not to timeline hashes (docs/explanation/site.md says how);
-pytorch_links.js is pytorch.html's script, which sends a link to the PyTorch commit or range it names."""
+"""Points the site's commit links at PyTorch's commits instead of timeline hashes; pytorch.html's
+script (pytorch_links.js) redirects to the commit or range a link names."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ _FEED_LINK = re.compile(r"https?://github\.com/pytorch/pytorch/commit/(?:\.\./co
 
 
 def upstream_url(builds: dict[str, str | None], old: str | None, new: str) -> str | None:
-    """The PyTorch commit of ``new``, or the compare range from ``old``'s; None where a git_version is missing."""
+    """``new``'s PyTorch commit, or the range from ``old``'s; None without a git_version."""
     git_new = builds.get(new)
     git_old = builds.get(old) if old else None
     if not git_new or (old and not git_old):
@@ -30,16 +30,17 @@ def _full(builds: dict[str, str | None], prefix: str) -> str | None:
 
 
 def _build_name(timeline: Reader, commit: str) -> str:
-    """The build, as the label names it after the short hash the table's first column shows."""
+    """The build's label, shown after the short hash."""
     return timeline.label(commit).removeprefix(commit[:8]).strip() or "unknown: the timeline here has no build.json for it"
 
 
 def rewrite(site: Path, timeline: Reader) -> dict[str, str | None]:
-    """Write pytorch.html, point index.json at it, fix regressions.xml; return timeline commit -> git_version."""
+    """Writes pytorch.html, points index.json at it, fixes regressions.xml; returns timeline
+    commit -> git_version."""
     index_path = site / "index.json"  # as asv publish just wrote it
     index = json.loads(index_path.read_text())
     builds = {commit: timeline.git_version(commit) for commit in index["revision_to_hash"].values()}
-    for commit in list(builds):  # the builds before the site's first ones, for ranges that start there
+    for commit in list(builds):  # add the builds before the first ones, for ranges from there
         parent = timeline.parent(commit)
         if parent and parent not in builds:
             builds[parent] = timeline.git_version(parent)
@@ -52,7 +53,7 @@ def rewrite(site: Path, timeline: Reader) -> dict[str, str | None]:
         for commit, git in builds.items()
     )
     data = json.dumps({commit: {"git": git} for commit, git in builds.items()}).replace("</", "<\\/")
-    script = resources.files("mpsbench.site").joinpath("pytorch_links.js").read_text(encoding="utf-8")  # the redirect
+    script = resources.files("mpsbench.site").joinpath("pytorch_links.js").read_text(encoding="utf-8")
     (site / PAGE).write_text(
         "<!doctype html><html><head><meta charset=\"utf-8\"><title>PyTorch commits of the builds</title></head><body>"
         "<p><a href=\"index.html\">&larr; benchmark graphs</a></p><h1>PyTorch commits of the builds</h1>"

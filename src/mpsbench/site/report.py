@@ -1,5 +1,5 @@
-"""The figures page, summary.md and summary.html, from an asv results directory (docs/explanation/site.md lists every section):
-mpsbench.site.throughput picks what each figure plots, mpsbench.site.figures draws it."""
+"""The figures page (summary.md and summary.html) from an asv results directory; throughput picks
+what each figure plots, figures draws it."""
 
 from __future__ import annotations
 
@@ -24,7 +24,7 @@ log = progress.logger(__name__)
 
 def _per_model(save: figures.Save, results: tp.Results, name: str, what: str, present: set[str],
                draw: Callable[[str, Path], None]) -> list[Block]:
-    """One figure per model of ``present``, ``NAME_MODEL.png``, drawn by ``draw(model, path)``."""
+    """One figure per model of ``present`` (``NAME_MODEL.png``), drawn by ``draw``."""
     drawn = [model for model in tp.models_in(results) if model in present]
     for model in drawn:
         draw(model, save(f"{name}_{model}.png"))
@@ -84,7 +84,7 @@ def _batches_section(results: tp.Results, save: figures.Save) -> Section:
 
 def _release_section(title: str, points: list[tp.ReleasePoint], none: str, save: figures.Save, image: str, ylabel: str,
                      baseline: float | None, note: str, columns: tuple[str, str], value: Callable[[float], str]) -> Section:
-    """A ratio along the builds' dates: the figure, a note, and a table (``columns``: the machine's and the ratio's)."""
+    """A ratio along the builds' dates: figure, note and table (``columns``: machine, ratio)."""
     if not points:
         return Section(title, [none])
     figures.by_release(points, title, save(image), ylabel, baseline)
@@ -139,7 +139,7 @@ NEWEST = 12  # builds per machine in the correctness table, a column each
 
 
 def _correctness_cell(found: recorded.Recorded, machine: str, commit: str, row: recorded.Row) -> Cell:
-    """Red past the row's line: its dtype's tolerance for an error, 0 for a difference between identical calls."""
+    """Red past the line: the dtype's tolerance for an error, 0 for a difference."""
     measured = found.get(machine, commit, row)
     if measured is None:
         return Flagged("failed") if row in found.failed.get((machine, commit), ()) else "-"
@@ -153,7 +153,7 @@ def _correctness_label(row: recorded.Row) -> str:
 
 
 def _correctness_section(found: recorded.Recorded, timeline: Reader) -> Section:
-    """Issue 33: a cell per row (pattern, dtype, device) and build."""
+    """A cell per row (pattern, dtype, device) and build."""
     title = "Correctness by release"
     blocks: list[Block] = []
     for machine in found.machines:
@@ -183,7 +183,7 @@ DECODE = "benchmark_modern.LlmDecode.time_decode"
 
 def _tokens_section(results: tp.Results, save: figures.Save) -> Section:
     """Tokens/s is batch over ``LlmDecode.time_decode``; prefill is the time to the first token."""
-    sizes = models.LLAMA_GENERATION  # the fixed batch, prompt and token count the rows were measured at
+    sizes = models.LLAMA_GENERATION  # the fixed sizes the rows were measured at
     title = "Small Llama: tokens per second"
     rows = results.newest({PREFILL, DECODE})
     prefill = {(m, p["device"], p["model"]): v for m, p, v in rows[PREFILL]}
@@ -210,7 +210,7 @@ def _changes_section(results: tp.Results, thresholds: dict[str, float], timeline
     if not changes:
         return Section("Build over build", ["No machine has results for two builds of one channel of the timeline"
                                             " (asv.conf.json's repo) yet."])
-    # judged by the one rule (mpsbench.regressions.rule), from the statistics asv recorded
+    # judged by the one rule from asv's recorded statistics
     judged = [rule.judge(thresholds, c.row.entry, "seconds", c.before, c.after) for c in changes]
     return Section("Build over build", [
         "Step time of each machine's newest build over the one before it on its channel, each row judged with the "
@@ -231,7 +231,7 @@ def pytorch_range(timeline: Reader, old: str | None, new: str) -> Cell:
     new_version = timeline.git_version(new)
     if not (old_version and new_version):
         return "git_version unknown"
-    same = old_version == new_version  # two builds of one upstream commit: nothing to compare
+    same = old_version == new_version  # one upstream commit: nothing to compare
     text = f"{new_version[:12]} (both builds)" if same else f"{old_version[:12]}...{new_version[:12]}"
     return Link(text, pytorch_url(old_version, new_version))
 
@@ -261,12 +261,12 @@ def _regressions_section(site: Path | None, timeline: Reader) -> Section:
 
 
 def build(results_dir: Path, out_dir: Path, conf: AsvConf | None = None, site: Path | None = None) -> None:
-    """Write the figures, summary.md and summary.html into ``out_dir``.
+    """Writes the figures, summary.md and summary.html into ``out_dir``.
 
-    ``conf``: the thresholds and the timeline (without one, asv's own threshold and no builds named); ``site``: the
+    ``conf``: thresholds and timeline (default: asv's threshold, no builds named); ``site``: the
     published html_dir, for asv's regressions."""
-    results = tp.load(results_dir)  # a folder that is none is refused before anything is said or written
-    if not (results_dir / asv.BENCHMARKS).is_file():  # the run folder above results/, say: rows without param names
+    results = tp.load(results_dir)  # refuses a bad folder before anything is written
+    if not (results_dir / asv.BENCHMARKS).is_file():  # e.g. the folder above: no param names
         raise UserError(f"{results_dir} holds no {asv.BENCHMARKS} (asv run writes it beside the machines'"
                         " folders): give the results directory itself")
     thresholds = conf.thresholds if conf is not None else {}

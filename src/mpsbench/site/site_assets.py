@@ -1,5 +1,5 @@
-"""A published asv site made self-contained: its CDN libraries copied in from the npm registry (docs/explanation/site.md says
-which file comes from where and how each is checked). Standard library only: no Node.js, no npm."""
+"""Makes a published asv site self-contained: its CDN libraries copied in from the npm registry,
+integrity-checked. Standard library only: no Node.js, no npm."""
 
 from __future__ import annotations
 
@@ -19,25 +19,23 @@ from mpsbench.builds import wheels
 from mpsbench.core import files, progress
 from mpsbench.core.errors import UserError
 
-CACHE = Path(".asv/npm-cache")  # in the checkout mpsbench runs from, whichever config it publishes
-VENDOR = "vendor"  # the folder of html_dir that receives the libraries
+CACHE = Path(".asv/npm-cache")  # relative to the working folder, whatever config is published
+VENDOR = "vendor"  # html_dir's folder for the libraries
 
 
 class SiteAssetError(UserError):
-    """The site cannot be made self-contained: the message says why, in one line."""
+    """The site cannot be made self-contained (the message says why)."""
 
 
 @dataclass(frozen=True)
 class Asset:
-    """A CDN URL in asv's pages and the file of an npm package that replaces it."""
+    """A CDN URL in asv's pages and the npm package file that replaces it."""
 
     url: str
     package: str  # a key of PACKAGES
     path: str  # inside the tarball's package/ folder
-    # Why npm's bytes differ from the CDN's; empty when they are the same file.
-    substitute: str = ""
-    # Files the asset loads by relative URL (bootstrap's css and its fonts).
-    companions: tuple[str, ...] = ()
+    substitute: str = ""  # why npm's bytes differ from the CDN's; empty if identical
+    companions: tuple[str, ...] = ()  # files it loads by relative URL (bootstrap's fonts)
 
 
 # NAME@VERSION -> the registry's sha512 for its tarball
@@ -54,7 +52,7 @@ PACKAGES: dict[str, str] = {
 _CDNJS = "https://cdnjs.cloudflare.com/ajax/libs"
 _BOOTSTRAP_FONTS = tuple(f"dist/fonts/glyphicons-halflings-regular.{ext}" for ext in ("eot", "svg", "ttf", "woff"))
 
-# Every external URL asv 0.6.6's www/index.html loads, exactly as written there.
+# Every external URL asv 0.6.6's www/index.html loads, as written there.
 ASSETS: dict[str, Asset] = {
     asset.url: asset
     for asset in (
@@ -74,7 +72,7 @@ ASSETS: dict[str, Asset] = {
     )
 }
 
-# A <script src=...> or <link href=...> tag: what a page loads, as opposed to <a href>, which it only links.
+# <script src> or <link href>: what a page loads (an <a href> only links).
 _LOADING_TAG = re.compile(r"<(script|link)\b[^>]*>", re.IGNORECASE)
 _ATTRIBUTE = re.compile(r"""\b([\w-]+)\s*=\s*(["'])(.*?)\2""", re.DOTALL)
 _EXTERNAL = re.compile(r"^(https?:)?//", re.IGNORECASE)
@@ -91,7 +89,7 @@ def sri(data: bytes, algorithm: str) -> str:
 
 
 def _matches(data: bytes, expected: str) -> bool:
-    """Whether ``data`` has one of the SRI hashes ``expected`` lists (browsers accept any of them)."""
+    """Whether ``data`` matches any SRI hash in ``expected`` (as browsers accept)."""
     return any(sri(data, candidate.split("-", 1)[0]) == candidate for candidate in expected.split())
 
 
@@ -101,7 +99,7 @@ def check_integrity(data: bytes, expected: str, what: str) -> None:
         raise SiteAssetError(f"{what} has integrity {actual}, expected {expected}; refusing to use it")
 
 
-REGISTRY_ENV = "npm_config_registry"  # npm's own name for a mirror of the registry
+REGISTRY_ENV = "npm_config_registry"  # npm's variable for a registry mirror
 REGISTRY = "https://registry.npmjs.org"
 
 
@@ -111,7 +109,7 @@ def download(url: str) -> bytes:
 
 
 class Unreachable(SiteAssetError):
-    """The network refused a fetch (no route, no name, a timeout, an HTTP error): not a wrong file."""
+    """The network refused a fetch (not a wrong file)."""
 
     def __init__(self, host: str, reason: str, message: str) -> None:
         super().__init__(message)
@@ -120,7 +118,7 @@ class Unreachable(SiteAssetError):
 
 
 def _fetch(url: str, integrity: str, path: Path, what: str) -> bytes:
-    """The bytes at ``url`` with that integrity: the cached copy at ``path``, else fetched and cached."""
+    """The bytes at ``url``, checked against ``integrity``: cached at ``path`` or fetched."""
     if path.is_file() and _matches(path.read_bytes(), integrity):
         return path.read_bytes()
     try:
@@ -138,7 +136,7 @@ def _fetch(url: str, integrity: str, path: Path, what: str) -> bytes:
 
 
 def package_file(spec: str, path: str, cache: Path) -> bytes:
-    """A file of the package's registry tarball, from the cache or fetched over HTTPS; integrity-checked either way."""
+    """A file of the package's registry tarball, cached or fetched, integrity-checked."""
     name, _, version = spec.rpartition("@")
     registry = (os.environ.get(REGISTRY_ENV) or REGISTRY).rstrip("/")  # the metadata's dist.tarball
     url = f"{registry}/{name}/-/{name.rsplit('/', 1)[-1]}-{version}.tgz"
@@ -154,14 +152,14 @@ def package_file(spec: str, path: str, cache: Path) -> bytes:
 
 
 def original(url: str, integrity: str, cache: Path) -> bytes:
-    """The very file asv's page loads (one npm lacks byte for byte), from the cache or its CDN; Unreachable where the
-    CDN cannot be reached, SiteAssetError where it serves another file."""
+    """The exact file asv's page loads (one npm lacks byte for byte), cached or from its CDN;
+    SiteAssetError if the CDN serves another file."""
     return _fetch(url, integrity, cache / "cdn" / re.sub(r"[^\w.-]+", "_", url.split("://", 1)[-1]), "asv's own file")
 
 
 @dataclass(frozen=True)
 class Load:
-    """One external URL a page loads, with the tag's integrity attribute (empty if none)."""
+    """An external URL a page loads, with its tag's integrity attribute (or empty)."""
 
     page: Path
     url: str
@@ -178,7 +176,7 @@ def _source(tag: str) -> str:
 
 
 def pages(html_dir: Path) -> list[Path]:
-    """The HTML pages of a published site (asv writes them at the top level)."""
+    """The HTML pages of a published site (top level)."""
     return sorted(html_dir.glob("*.html"))
 
 
@@ -198,8 +196,8 @@ _CORS_ATTRIBUTES = re.compile(r"""\s+(?:integrity|crossorigin|referrerpolicy)\s*
 
 
 def _rewrite(text: str, local: dict[str, str]) -> str:
-    """Each known tag pointed at its local copy, without the CORS and integrity attributes: the copy was checked as
-    it was written, and a tag that asks for integrity makes the browser fetch in CORS mode, which file:// cannot."""
+    """Points each known tag at its local copy and drops CORS and integrity attributes: the copy
+    was checked when written, and integrity forces CORS mode, which file:// cannot serve."""
 
     def replace(found: re.Match[str]) -> str:
         tag = found.group(0)
@@ -214,7 +212,7 @@ def _rewrite(text: str, local: dict[str, str]) -> str:
 
 
 def _outcome(made_local: int, substitutes: set[str], down: dict[str, str], left_on_cdn: dict[str, str]) -> str:
-    """One line: what was made local, what stands in for what, and what the site does without what is missing."""
+    """One line: what was made local, substituted, or is missing."""
     said = f"{made_local} CDN files made local in the site's {VENDOR}/" if made_local else "no CDN file made local"
     if left_on_cdn:
         hosts = ", ".join(f"{host} {down[host]}" for host in sorted(set(left_on_cdn.values())))
@@ -228,7 +226,8 @@ def _outcome(made_local: int, substitutes: set[str], down: dict[str, str], left_
 
 
 def make_offline(html_dir: Path, cache: Path = CACHE) -> list[str]:
-    """Copy every CDN library of the site's pages into it and rewrite the pages; return the files written (idempotent)."""
+    """Copies every CDN library into the site and rewrites the pages; returns the files written
+    (idempotent)."""
     site_pages = pages(html_dir)
     if not (html_dir / "index.html").is_file():
         raise SiteAssetError(f"{html_dir} holds no index.html: run `asv publish` first")
@@ -241,10 +240,10 @@ def make_offline(html_dir: Path, cache: Path = CACHE) -> list[str]:
         )
     written: list[str] = []
     local: dict[str, str] = {}
-    substitutes: set[str] = set()  # npm packages standing in for a CDN's file (the Asset says why)
-    down: dict[str, str] = {}  # host -> what went wrong there: asked once, not once per file
-    left_on_cdn: dict[str, str] = {}  # npm package -> the host its tarball is on: the page keeps the CDN's tag
-    page_integrity = {load.url: load.integrity for load in reversed(loads)}  # the first page's, where several
+    substitutes: set[str] = set()  # npm packages standing in for a CDN's file
+    down: dict[str, str] = {}  # host -> what went wrong: asked once per host
+    left_on_cdn: dict[str, str] = {}  # package -> its tarball's host; the page keeps the CDN tag
+    page_integrity = {load.url: load.integrity for load in reversed(loads)}  # the first page's
     for url in sorted(page_integrity):
         asset = ASSETS[url]
         integrity = page_integrity[url]
@@ -257,7 +256,7 @@ def make_offline(html_dir: Path, cache: Path = CACHE) -> list[str]:
             continue
         if asset.substitute and integrity and urlsplit(url).hostname not in down:
             try:
-                data = original(url, integrity, cache)  # checked against the page's own hash as it was fetched
+                data = original(url, integrity, cache)  # checked against the page's own hash
             except Unreachable as exc:
                 down.setdefault(exc.host, f"unreachable ({exc.reason})")
                 substitutes.add(asset.package)

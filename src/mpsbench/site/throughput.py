@@ -1,8 +1,7 @@
-"""The seeds' numbers: throughput per machine, build and workload, and the points each figure plots.
+"""Throughput per machine, build and workload, and the points each figure plots.
 
-Throughput is batch over asv's median ``time_step`` (else ``*Capacity.track_throughput``), at each machine's
-newest build and the model's seed batch, else its largest (docs/explanation/site.md); a speedup is a ratio of throughputs.
-A compiled step (benchmark_compile) is paired with the eager ``time_step`` of benchmark_models or benchmark_modern.
+Throughput is batch over asv's median ``time_step`` (else ``track_throughput``), at each machine's
+newest build and the model's seed batch, else its largest; a speedup is a ratio of throughputs.
 """
 
 from __future__ import annotations
@@ -23,16 +22,16 @@ KINDS = tuple(CLASSES)
 TIME = "time_step"
 THROUGHPUT = "track_throughput"
 JOULES = "track_joules_per_step"
-# benchmark -> (kind, metric): time_step lives in Training/Inference, throughput and energy in their *Capacity classes
+# benchmark -> (kind, metric); throughput and energy live in the *Capacity classes
 METRICS = {f"{cls}{suffix}.{metric}": (kind, metric) for kind, cls in CLASSES.items()
            for metric, suffix in ((TIME, ""), (THROUGHPUT, "Capacity"), (JOULES, "Capacity"))}
-PARAM_NAMES = ("device", "model", "batch_size")  # the classes' param_names, when benchmarks.json is absent
+PARAM_NAMES = ("device", "model", "batch_size")  # when benchmarks.json is absent
 CPU = "cpu"
 
 
 @dataclass(frozen=True, order=True)
 class Step:
-    """What one number measures, independent of where and on which build."""
+    """What one number measures, whatever the machine and build."""
 
     kind: str
     model: str
@@ -45,7 +44,7 @@ Timed = tuple[recorded.Row, recorded.Measured]  # a time_step row and what asv r
 
 @dataclass
 class Results:
-    """Throughput per machine, build and workload, beside the rows it was read from."""
+    """Throughput per machine, build and workload, with its source rows."""
 
     recorded: recorded.Recorded
     param_names: dict[str, tuple[str, ...]]  # benchmark -> its params' names (benchmarks.json)
@@ -62,11 +61,8 @@ class Results:
         return [commit for commit in self.recorded.builds(machine) if (machine, commit) in self.samples]
 
     def newest(self, names: set[str]) -> dict[str, list[tuple[str, dict[str, Any], float]]]:
-        """Each named benchmark's positive values on each machine's newest build: (machine, params by name, value).
-
-        A row of a benchmark that benchmarks.json does not describe is left out, as asv publish leaves it out:
-        without its param names nothing can read it.
-        """
+        """(machine, params by name, value) of each named benchmark on each machine's newest build;
+        rows without param names in benchmarks.json are left out, as asv publish does."""
         found: dict[str, list[tuple[str, dict[str, Any], float]]] = {name: [] for name in names}
         for machine in self.recorded.machines:
             for row, measured in self.recorded.values[(machine, self.recorded.builds(machine)[-1])].items():
@@ -98,12 +94,12 @@ def _results(found: recorded.Recorded, param_names: dict[str, tuple[str, ...]]) 
 
 
 def load(results_dir: Path) -> Results:
-    """Every results file under ``results_dir`` (recorded.RecordedError where there is none)."""
+    """Every results file under ``results_dir`` (recorded.RecordedError if none)."""
     return _results(recorded.load(results_dir, strict=False), recorded.param_names(results_dir))
 
 
 def seed_batch(model: str) -> int | None:
-    """The batch size of the measurement that motivated the model (models.py), if it is registered."""
+    """The model's seed batch size, if it is registered."""
     spec = models.REGISTRY.get(model)
     return spec.seed_batch_size if spec else None
 
@@ -129,7 +125,7 @@ def pick(results: Results, machine: str, commit: str, kind: str, model: str, dev
 
 
 def _in_order(present: set[str], names: tuple[str, ...]) -> list[str]:
-    """The registry's order first (models.NAMES, devices.NAMES), then any it does not know."""
+    """The registry's order first, then unknown names sorted."""
     return [name for name in names if name in present] + sorted(present - set(names))
 
 
@@ -177,7 +173,7 @@ def speedups(results: Results) -> list[Speedup]:
 
 
 def across_machines(results: Results) -> list[Point]:
-    """(b) the same workload on every machine and device (each machine's newest build)."""
+    """(b) the same workload on every machine and device."""
     found = []
     for model, kind, machine in itertools.product(models_in(results), KINDS, results.machines):
         commit = results.builds(machine)[-1]
@@ -188,7 +184,7 @@ def across_machines(results: Results) -> list[Point]:
 
 
 def batch_curves(results: Results) -> dict[tuple[str, str, str, str], list[tuple[int, float]]]:
-    """(c) (model, kind, machine, device) -> [(batch, samples/s)] on the machine's newest build."""
+    """(c) (model, kind, machine, device) -> [(batch, samples/s)]."""
     curves: dict[tuple[str, str, str, str], list[tuple[int, float]]] = {}
     for machine in results.machines:
         commit = results.builds(machine)[-1]
@@ -214,15 +210,15 @@ class Change:
 
 
 def previous_build(results: Results, machine: str, timeline: Reader) -> str | None:
-    """The machine's last build before its newest on the newest's own channel (the timeline's first parents); None
-    where it has none, or the timeline does not know the newest: by date alone, a release could follow a nightly."""
+    """The build before the machine's newest on the newest's channel (the timeline's first
+    parents), not by date (a release may follow a nightly); None if there is none."""
     builds = results.builds(machine)
     measured = set(builds)
     return next((commit for commit in reversed(timeline.lineage(builds[-1])[:-1]) if commit in measured), None)
 
 
 def build_changes(results: Results, timeline: Reader) -> list[Change]:
-    """(d) step times of each machine's newest build and the build before it on its channel, side by side."""
+    """(d) each machine's newest build's step times beside the previous build's on its channel."""
     found = []
     for machine in results.machines:
         old, new = previous_build(results, machine, timeline), results.builds(machine)[-1]
@@ -258,7 +254,7 @@ class Pair:
 
 
 def eager_and_compiled(results: Results) -> list[Pair]:
-    """(e) each compiled step beside its eager twin at the seed batch (each machine's newest build)."""
+    """(e) each compiled step beside its eager twin at the seed batch."""
     names = {f"{cls}.{method}" for cls in COMPILED.values() for method in (TIME, "track_compile_seconds")}
     names |= {name for eager in EAGER.values() for name in eager}
     rows = results.newest(names)
@@ -280,7 +276,7 @@ BY_RELEASE_DEVICE = "mps"
 
 @dataclass(frozen=True)
 class ReleasePoint:
-    """One build's ratio for a model (a speedup, samples per joule), under one Python on one machine."""
+    """One build's ratio for a model (speedup, samples per joule), per Python and machine."""
 
     python: str
     machine: str
@@ -288,11 +284,12 @@ class ReleasePoint:
     model: str
     torch_version: str
     date_ms: int
-    link: str  # the PyTorch release page; a nightly or local build: its upstream commit
+    link: str  # the release page, or a nightly's or local build's upstream commit
     ratio: float
 
 
-Ratios = Callable[[Results, str, str], Iterable[tuple[str, str, str, float]]]  # (machine, build) -> (machine, kind, model, ratio)
+# (results, machine, build) -> (machine label, kind, model, ratio)
+Ratios = Callable[[Results, str, str], Iterable[tuple[str, str, str, float]]]
 
 
 def by_release(results_dir: Path, timeline: Reader, ratios: Ratios) -> list[ReleasePoint]:
@@ -321,7 +318,7 @@ def speedup_by_release(results_dir: Path, timeline: Reader) -> list[ReleasePoint
 
 
 def samples_per_joule(results_dir: Path, timeline: Reader) -> list[ReleasePoint]:
-    """Every build's samples per joule at each model's seed batch, per machine and device."""
+    """Every build's samples per joule at each model's seed batch."""
 
     def per_joule(results: Results, machine: str, commit: str) -> Iterator[tuple[str, str, str, float]]:
         for step, joules in results.joules.get((machine, commit), {}).items():
