@@ -20,15 +20,28 @@ class Epoch(measured.Lookup):
     The datasets and the default selection: docs/explanation/workloads.md.
     """
 
-    params = (devices.NAMES, epoch.MODELS, epoch.BATCH_SIZES, epoch.NUM_WORKERS, epoch.DATASET_NAMES, epoch.PHASES)
+    params = (
+        devices.NAMES,
+        epoch.MODELS,
+        epoch.BATCH_SIZES,
+        epoch.NUM_WORKERS,
+        epoch.DATASET_NAMES,
+        epoch.PHASES,
+    )
     param_names = ("device", "model", "batch_size", "num_workers", "dataset", "phase")
     version = "2"  # bump when what is measured changes, not for cosmetic edits
-    kind = "epoch"  # its family in the setup_cache it shares with benchmark_models' capacity classes
-    setup_cache = _measure_once  # one cache for both modules: asv keys a cache by where it is defined
+    kind = (
+        "epoch"  # its family in the setup_cache it shares with benchmark_models' capacity classes
+    )
+    setup_cache = (
+        _measure_once  # one cache for both modules: asv keys a cache by where it is defined
+    )
 
     def setup(self, readings, device, model, batch_size, num_workers, dataset, phase):
         suite.selected(type(self).__name__, device, model, batch_size, num_workers, dataset, phase)
-        self.phase = measured.family(readings, self.kind).lookup((device, model, batch_size, num_workers, dataset), phase)
+        self.phase = measured.family(readings, self.kind).lookup(
+            (device, model, batch_size, num_workers, dataset), phase
+        )
 
     def track_epoch_seconds(self, readings, device, model, batch_size, num_workers, dataset, phase):
         """Wall time of one epoch of the phase's split: from iter(loader) to the last step's end."""
@@ -36,13 +49,17 @@ class Epoch(measured.Lookup):
 
     track_epoch_seconds.unit = "seconds"
 
-    def track_images_per_second(self, readings, device, model, batch_size, num_workers, dataset, phase):
+    def track_images_per_second(
+        self, readings, device, model, batch_size, num_workers, dataset, phase
+    ):
         """Images of the split over the epoch's wall time, loading included (median over epochs)."""
         return self.phase.images_per_second
 
     track_images_per_second.unit = "images/s"
 
-    def track_data_wait_fraction(self, readings, device, model, batch_size, num_workers, dataset, phase):
+    def track_data_wait_fraction(
+        self, readings, device, model, batch_size, num_workers, dataset, phase
+    ):
         """Fraction of the epoch blocked in the DataLoader's iter() and next(): 1 means all loading."""
         return self.phase.data_wait_fraction
 

@@ -40,7 +40,9 @@ class Host:
         """1 when the run drew on the battery (a Mac throttles then), 0 on AC power."""
         battery = host.on_battery()
         if battery is None:
-            raise suite.SkipNotImplemented("the OS reports no power source here (pmset -g batt is macOS's)")
+            raise suite.SkipNotImplemented(
+                "the OS reports no power source here (pmset -g batt is macOS's)"
+            )
         return int(battery)
 
     track_on_battery.unit = "on battery"
@@ -51,5 +53,7 @@ def _framework(name):
         raise suite.SkipNotImplemented(f"not macOS: {name} is Apple's")
     version = host.framework_version(name)
     if version is None:
-        raise suite.SkipNotImplemented(f"{name}.framework has no readable version under {host.FRAMEWORKS}")
+        raise suite.SkipNotImplemented(
+            f"{name}.framework has no readable version under {host.FRAMEWORKS}"
+        )
     return host.version_number(version)

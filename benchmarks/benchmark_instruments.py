@@ -23,23 +23,38 @@ class _Instruments(measured.Lookup):
     """
 
     version = "1"
-    setup_cache = _measure_instruments  # one key for both classes: asv keys a cache by where it is defined
+    setup_cache = (
+        _measure_instruments  # one key for both classes: asv keys a cache by where it is defined
+    )
 
-    track_fallback_ops = measured.track("fallback_ops", "ops", """Distinct ops that fell back from mps to the cpu during warm-up.
+    track_fallback_ops = measured.track(
+        "fallback_ops",
+        "ops",
+        """Distinct ops that fell back from mps to the cpu during warm-up.
 
         0 on cuda and cpu. Needs PYTORCH_ENABLE_MPS_FALLBACK=1 (asv matrix ``env_nobuild``):
         without it such an op raises and the combination fails with its name.
-        """)
+        """,
+    )
     track_driver_memory = measured.track(
-        "driver_memory", "MiB", "Peak memory the driver holds for torch over one step, in MiB (mps driver, cuda reserved).")
-    track_leak = measured.track("leak", "MiB/100 steps", """Memory growth in MiB per 100 steps.
+        "driver_memory",
+        "MiB",
+        "Peak memory the driver holds for torch over one step, in MiB (mps driver, cuda reserved).",
+    )
+    track_leak = measured.track(
+        "leak",
+        "MiB/100 steps",
+        """Memory growth in MiB per 100 steps.
 
         Least squares over one reading per step after warm-up; about 0 for a clean step. cuda: memory_allocated;
         mps: current_allocated_memory; cpu (and mps before torch 2.0): process RSS.
-        """)
+        """,
+    )
     track_accuracy_error = measured.track(
-        "accuracy_error", "relative error",
-        "Relative error of the device's logits and loss against the cpu's (docs/explanation/instruments.md).")
+        "accuracy_error",
+        "relative error",
+        "Relative error of the device's logits and loss against the cpu's (docs/explanation/instruments.md).",
+    )
 
 
 class TrainingInstruments(_Instruments):

@@ -31,4 +31,3 @@ class MaxBatch:
         return maxbatch.measure(device, model, kind).largest
 
     track_largest_batch.unit = "samples"
-

@@ -64,10 +64,16 @@ def _measure_once():
     all three families (mpsbench.measure.measured), the epochs first, so that they start from a process that has
     measured nothing yet; the cuda default's second measuring interpreter cost about 10 s of imports
     (docs/explanation/budget.md)."""
-    from mpsbench.measure import epoch  # torch at import: a capacity lookup's process never needs it
+    from mpsbench.measure import (
+        epoch,
+    )  # torch at import: a capacity lookup's process never needs it
 
-    return measured.measure_families({"epoch": functools.partial(epoch.measure_selection, "Epoch"),
-                                      **measured.kind_families(figures.capacity, TrainingCapacity, InferenceCapacity)})
+    return measured.measure_families(
+        {
+            "epoch": functools.partial(epoch.measure_selection, "Epoch"),
+            **measured.kind_families(figures.capacity, TrainingCapacity, InferenceCapacity),
+        }
+    )
 
 
 class _Capacity(measured.PeakMemory):
@@ -78,14 +84,21 @@ class _Capacity(measured.PeakMemory):
     """
 
     version = "1"
-    setup_cache = _measure_once  # one key for both classes and Epoch: asv keys a cache by where it is defined
+    setup_cache = (
+        _measure_once  # one key for both classes and Epoch: asv keys a cache by where it is defined
+    )
 
-    track_throughput = measured.track("throughput", "samples/s",
-                                      "Samples per second: batch size over the median step time of several calls.")
+    track_throughput = measured.track(
+        "throughput",
+        "samples/s",
+        "Samples per second: batch size over the median step time of several calls.",
+    )
     track_joules_per_step = measured.track(
-        "joules_per_step", energy.UNIT,
+        "joules_per_step",
+        energy.UNIT,
         "Energy per step, in joules: the device's energy counter over at least a second of steps"
-        " (docs/explanation/instruments.md).")
+        " (docs/explanation/instruments.md).",
+    )
 
 
 class TrainingCapacity(_Capacity):
@@ -127,7 +140,9 @@ class Environment:
         """PYTORCH_MPS_HIGH_WATERMARK_RATIO, the mps allocator's limit; n/a when unset (torch's default)."""
         ratio = devices.mps_high_watermark_ratio()
         if ratio is None:
-            raise suite.SkipNotImplemented(f"{devices.MPS_WATERMARK_ENV} is unset: torch's default applies")
+            raise suite.SkipNotImplemented(
+                f"{devices.MPS_WATERMARK_ENV} is unset: torch's default applies"
+            )
         return ratio
 
     track_mps_high_watermark_ratio.unit = "ratio"

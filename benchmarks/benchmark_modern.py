@@ -63,7 +63,9 @@ class LlmDecode(_Generation):
 
     def setup(self, device, model):
         super().setup(device, model)
-        self.timer = suite.StepTimer(llm.NEW_TOKENS)  # asv's clock divided by the tokens: seconds per token
+        self.timer = suite.StepTimer(
+            llm.NEW_TOKENS
+        )  # asv's clock divided by the tokens: seconds per token
         self.token, self.cache = self.generation.prefill()
         self.generation.device.synchronize()
 

@@ -53,14 +53,23 @@ def _measure_throughputs():
     """Every selected forward op's work per second, in one process (the first throughput lookup's): on a GPU each
     benchmark process spends most of its time starting the device, not measuring (docs/explanation/budget.md), and under spawn
     importing torch too."""
-    return measured.measure_families({benchmark.__name__: measured.of(benchmark, forward_throughputs)
-                                      for benchmark in (ComputeBoundOps, MemoryBoundOps)})
+    return measured.measure_families(
+        {
+            benchmark.__name__: measured.of(benchmark, forward_throughputs)
+            for benchmark in (ComputeBoundOps, MemoryBoundOps)
+        }
+    )
 
 
 def forward_throughputs(benchmark, keys):
     # An op's inputs are plain tensors, freed when the next case replaces them (ops.cached): no collection between
-    table = measured.measure(benchmark, keys, lambda *key: ops.prepare(*key, False), {"throughput": ops.throughput},
-                             after_each=lambda device: None)
+    table = measured.measure(
+        benchmark,
+        keys,
+        lambda *key: ops.prepare(*key, False),
+        {"throughput": ops.throughput},
+        after_each=lambda device: None,
+    )
     ops.forget()
     return table
 
@@ -70,11 +79,17 @@ def _throughput(unit):
     the one measuring process (``_measure_throughputs``); its process never starts the device or imports torch."""
 
     def track(self, readings, device, op, dtype, size):
-        return measured.family(readings, type(self).__name__).lookup((device, op, dtype, size), "throughput")
+        return measured.family(readings, type(self).__name__).lookup(
+            (device, op, dtype, size), "throughput"
+        )
 
     track.unit = unit
-    track.setup_cache = _measure_throughputs  # asv: this benchmark's setup and body get the readings first
-    track.timeout = measured.MEASURING_TIMEOUT  # the first one measures every op (asv: the function's attributes first)
+    track.setup_cache = (
+        _measure_throughputs  # asv: this benchmark's setup and body get the readings first
+    )
+    track.timeout = (
+        measured.MEASURING_TIMEOUT
+    )  # the first one measures every op (asv: the function's attributes first)
     return track
 
 

@@ -14,12 +14,14 @@ from mpsbench.measure import correctness, devices, leak, measured, tolerances
 @measured.deferred
 def _measure_patterns():
     """The setup_cache of every class here: their first lookup measures every family (mpsbench.measure.measured)."""
-    return measured.measure_families({
-        "correctness": measured.of(Correctness, correctness.measure),
-        "reported": measured.of(ReportedCorrectness, correctness.measure_reported),
-        "determinism": measured.of(Determinism, correctness.measure_determinism),
-        "leaks": measured.of(LeakPatterns, leak.measure_patterns),
-    })
+    return measured.measure_families(
+        {
+            "correctness": measured.of(Correctness, correctness.measure),
+            "reported": measured.of(ReportedCorrectness, correctness.measure_reported),
+            "determinism": measured.of(Determinism, correctness.measure_determinism),
+            "leaks": measured.of(LeakPatterns, leak.measure_patterns),
+        }
+    )
 
 
 class Correctness(measured.Lookup):
@@ -29,11 +31,15 @@ class Correctness(measured.Lookup):
     param_names = ("device", "pattern", "dtype")
     params = (devices.NAMES, correctness.NAMES, tolerances.DTYPES)
     version = "1"
-    setup_cache = _measure_patterns  # one key for every class here: asv keys a cache by where it is defined
+    setup_cache = (
+        _measure_patterns  # one key for every class here: asv keys a cache by where it is defined
+    )
 
     track_relative_error = measured.track(
-        "relative_error", tolerances.ERROR_UNIT,
-        "max|device - reference| / max|reference|; the guard's tolerance per dtype is in docs/explanation/instruments.md.")
+        "relative_error",
+        tolerances.ERROR_UNIT,
+        "max|device - reference| / max|reference|; the guard's tolerance per dtype is in docs/explanation/instruments.md.",
+    )
 
 
 class ReportedCorrectness(measured.Lookup):
@@ -50,8 +56,10 @@ class ReportedCorrectness(measured.Lookup):
     setup_cache = _measure_patterns
 
     track_relative_error = measured.track(
-        "relative_error", tolerances.ERROR_UNIT,
-        "Largest max|device - reference| / max|reference| over the calls; tolerance per dtype: docs/explanation/instruments.md.")
+        "relative_error",
+        tolerances.ERROR_UNIT,
+        "Largest max|device - reference| / max|reference| over the calls; tolerance per dtype: docs/explanation/instruments.md.",
+    )
 
 
 class Determinism(measured.Lookup):
@@ -64,8 +72,10 @@ class Determinism(measured.Lookup):
     setup_cache = _measure_patterns
 
     track_largest_difference = measured.track(
-        "largest_difference", tolerances.DIFFERENCE_UNIT,
-        "max|call - first call| / max|first call| over the later calls: 0 when every call is bit-identical.")
+        "largest_difference",
+        tolerances.DIFFERENCE_UNIT,
+        "max|call - first call| / max|first call| over the later calls: 0 when every call is bit-identical.",
+    )
 
 
 class LeakPatterns(measured.Lookup):
@@ -78,5 +88,7 @@ class LeakPatterns(measured.Lookup):
     setup_cache = _measure_patterns
 
     track_growth = measured.track(
-        "growth", "MiB/1000 iterations",
-        "About 0 for a clean loop. cuda: memory_allocated; mps: current_allocated_memory; cpu: process RSS.")
+        "growth",
+        "MiB/1000 iterations",
+        "About 0 for a clean loop. cuda: memory_allocated; mps: current_allocated_memory; cpu: process RSS.",
+    )

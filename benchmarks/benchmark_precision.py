@@ -22,7 +22,9 @@ class _PrecisionStep(suite.TimedSteps):
 
     def setup(self, device, model, dtype):
         suite.selected(type(self).__name__, device, model, dtype)
-        self.ready(suite.prepare(self.kind, device, model, models.get(model).seed_batch_size, dtype=dtype))
+        self.ready(
+            suite.prepare(self.kind, device, model, models.get(model).seed_batch_size, dtype=dtype)
+        )
 
 
 class TrainingPrecision(_PrecisionStep):
@@ -44,14 +46,18 @@ class InferencePrecision(_PrecisionStep):
 @measured.deferred
 def _measure_peak_memory():
     """The setup_cache of both capacity classes below: their first lookup measures both (mpsbench.measure.measured)."""
-    return measured.measure_kinds(figures.precision_capacity, TrainingPrecisionCapacity, InferencePrecisionCapacity)
+    return measured.measure_kinds(
+        figures.precision_capacity, TrainingPrecisionCapacity, InferencePrecisionCapacity
+    )
 
 
 class _PrecisionCapacity(measured.PeakMemory):
     """Peak memory of the same combinations, measured once per run in one ``setup_cache`` (see benchmark_models)."""
 
     version = "1"
-    setup_cache = _measure_peak_memory  # one key for both classes: asv keys a cache by where it is defined
+    setup_cache = (
+        _measure_peak_memory  # one key for both classes: asv keys a cache by where it is defined
+    )
 
 
 class TrainingPrecisionCapacity(_PrecisionCapacity):

@@ -30,7 +30,9 @@ try:
     import mpsbench  # noqa: F401  # installed (pip install -e .)
 except ImportError:  # a bare checkout: use its sources, here and in every child process
     sys.path.insert(0, str(SRC))
-    os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(SRC), os.environ.get("PYTHONPATH")]))
+    os.environ["PYTHONPATH"] = os.pathsep.join(
+        filter(None, [str(SRC), os.environ.get("PYTHONPATH")])
+    )
 try:
     import psutil  # noqa: F401  # the suite's dependency a system python3 most often lacks
 except ModuleNotFoundError:

@@ -34,7 +34,9 @@ try:
     import mpsbench  # noqa: F401  # installed (pip install -e .)
 except ImportError:  # a bare checkout: use its sources, here and in every child process
     sys.path.insert(0, str(SRC))
-    os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(SRC), os.environ.get("PYTHONPATH")]))
+    os.environ["PYTHONPATH"] = os.pathsep.join(
+        filter(None, [str(SRC), os.environ.get("PYTHONPATH")])
+    )
 try:
     import psutil  # noqa: F401  # the suite's dependency a system python3 most often lacks
 except ModuleNotFoundError:
@@ -63,7 +65,9 @@ def main() -> int:
     parser.add_argument("--workdir", type=Path, default=Path(".asv/calibration"))
     # forkserver is Linux's launch method (asv.conf.json); spawn is the Mac's, measured here as its proxy (issue 32)
     parser.add_argument("--launch-method", choices=("forkserver", "spawn"), default="forkserver")
-    parser.add_argument("steps", nargs="+", choices=STEPS, metavar="STEP", help=f"one of {', '.join(STEPS)}")
+    parser.add_argument(
+        "steps", nargs="+", choices=STEPS, metavar="STEP", help=f"one of {', '.join(STEPS)}"
+    )
     args = parser.parse_args()
     workdir = args.workdir.resolve()
     workdir.mkdir(parents=True, exist_ok=True)
@@ -74,31 +78,78 @@ def main() -> int:
     run = cal.Asv(workdir, name)
     run.env[selection.DEVICES_ENV] = args.device
     on_device = rf"\('{args.device}'"
-    selections = {"models": rf"benchmark_models\..*{on_device}", "rest": rf"^(?!benchmark_models\.).*{on_device}"}
+    selections = {
+        "models": rf"benchmark_models\..*{on_device}",
+        "rest": rf"^(?!benchmark_models\.).*{on_device}",
+    }
     for step in args.steps:
         started = time.perf_counter()
-        if step in ("default", "ops"):  # no MPSBENCH_DEVICES: the devices this machine has, as a plain run
-            os.environ.pop(selection.DEVICES_ENV, None)  # the preselection reads this process's environment
-            found = preselect.combinations(preselect.discover(Path(__file__).resolve().parents[1] / "benchmarks"))
-            names = [name for name in preselect.selected(found) if step == "default" or name.startswith("benchmark_ops.")]
+        if step in (
+            "default",
+            "ops",
+        ):  # no MPSBENCH_DEVICES: the devices this machine has, as a plain run
+            os.environ.pop(
+                selection.DEVICES_ENV, None
+            )  # the preselection reads this process's environment
+            found = preselect.combinations(
+                preselect.discover(Path(__file__).resolve().parents[1] / "benchmarks")
+            )
+            names = [
+                name
+                for name in preselect.selected(found)
+                if step == "default" or name.startswith("benchmark_ops.")
+            ]
             pattern = asv_names.pattern(names)
-            print(f"{step}: asv will run {len(names)} of the suite's {len(found)} combinations", flush=True)
+            print(
+                f"{step}: asv will run {len(names)} of the suite's {len(found)} combinations",
+                flush=True,
+            )
             devices_asked = run.env.pop(selection.DEVICES_ENV)
-            code, _, _ = run("run", "--machine", name, "--launch-method", args.launch_method, "--record-samples",
-                             "-b", pattern, f"{commits['a']}^!")
+            code, _, _ = run(
+                "run",
+                "--machine",
+                name,
+                "--launch-method",
+                args.launch_method,
+                "--record-samples",
+                "-b",
+                pattern,
+                f"{commits['a']}^!",
+            )
             run.env[selection.DEVICES_ENV] = devices_asked
         elif step in selections:
-            code, _, _ = run("run", "--machine", name, "--launch-method", args.launch_method, "--record-samples",
-                             "-b", selections[step], f"{commits['a']}^!")
+            code, _, _ = run(
+                "run",
+                "--machine",
+                name,
+                "--launch-method",
+                args.launch_method,
+                "--record-samples",
+                "-b",
+                selections[step],
+                f"{commits['a']}^!",
+            )
         elif step == "a2":
             code = 0
             run.run(commits["a2"], "-b", selections["models"])
         else:
-            old, new = (commits["a"], commits["a2"]) if step == "aa" else (commits["a2"], commits["b"])
-            code, _, out = run("continuous", "--machine", name, "--launch-method", args.launch_method,
-                               "--factor", str(rule.regression_factor()),
-                               "-b", rf"time_step\('{args.device}', '(mlp|{cal.INJECTED_MODEL})'", old, new,
-                               check=False)
+            old, new = (
+                (commits["a"], commits["a2"]) if step == "aa" else (commits["a2"], commits["b"])
+            )
+            code, _, out = run(
+                "continuous",
+                "--machine",
+                name,
+                "--launch-method",
+                args.launch_method,
+                "--factor",
+                str(rule.regression_factor()),
+                "-b",
+                rf"time_step\('{args.device}', '(mlp|{cal.INJECTED_MODEL})'",
+                old,
+                new,
+                check=False,
+            )
             (workdir / f"continuous-{step}.txt").write_text(out)
         print(f"{step}: exit {code}, {time.perf_counter() - started:.1f} s", flush=True)
     return 0

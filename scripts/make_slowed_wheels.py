@@ -47,8 +47,7 @@ def patched_forward(tenths: int) -> str:
     return (
         "        if self.training and torch.is_grad_enabled():\n"
         f"            extra = input.detach()[: max(1, input.shape[0] * {tenths} // 10)]\n"
-        "            F.linear(extra, self.weight.detach())\n"
-        + ORIGINAL
+        "            F.linear(extra, self.weight.detach())\n" + ORIGINAL
     )
 
 
@@ -57,8 +56,7 @@ def pooled_forward(times: int) -> str:
     return (
         f"        for _ in range({times}):\n"
         "            F.max_pool2d(input.detach(), self.kernel_size, self.stride, self.padding, self.dilation,\n"
-        "                         ceil_mode=self.ceil_mode)\n"
-        + POOL_ORIGINAL
+        "                         ceil_mode=self.ceil_mode)\n" + POOL_ORIGINAL
     )
 
 
@@ -73,18 +71,27 @@ class Change:
 
 
 def _linear(tenths: int, share: str) -> Change:
-    return Change(LINEAR, ORIGINAL, patched_forward(tenths), f"extra matmul over {share} in training")
+    return Change(
+        LINEAR, ORIGINAL, patched_forward(tenths), f"extra matmul over {share} in training"
+    )
 
 
 def _pool(times: int) -> Change:
-    return Change(POOLING, POOL_ORIGINAL, pooled_forward(times), f"{times} extra max-pool per MaxPool2d forward")
+    return Change(
+        POOLING,
+        POOL_ORIGINAL,
+        pooled_forward(times),
+        f"{times} extra max-pool per MaxPool2d forward",
+    )
 
 
 # What each variant changes (None: only the version label); ids are the order of their build dates.
 VARIANTS: dict[str, Change | None] = {
     "same": None,
     "slow13": _linear(10, "the whole batch"),
-    "slow13b": _linear(10, "the whole batch"),  # a second slow build after the first, as in a real regression
+    "slow13b": _linear(
+        10, "the whole batch"
+    ),  # a second slow build after the first, as in a real regression
     "slow11": _linear(3, "three tenths of the batch"),
     # issue 31's loaded trials: another change on another row, an eight-build line (five same, three slow)
     "same2": None,
@@ -115,29 +122,43 @@ def write_variant(source: Path, outdir: Path, variant: str, order: int) -> Path:
         if change is not None:
             code = wheel.read(change.path).decode()
             if code.count(change.original) != 1:
-                raise SystemExit(f"make-slowed-wheels: {change.path} has no single {change.original.strip()!r} to change")
+                raise SystemExit(
+                    f"make-slowed-wheels: {change.path} has no single {change.original.strip()!r} to change"
+                )
             changed[change.path] = code.replace(change.original, change.replacement).encode()
         text = wheel.read("torch/version.py").decode()
-        changed["torch/version.py"] = text.replace(f"__version__ = '{version}'", f"__version__ = '{new_version}'").encode()
+        changed["torch/version.py"] = text.replace(
+            f"__version__ = '{version}'", f"__version__ = '{new_version}'"
+        ).encode()
         metadata = wheel.read(old_info + "METADATA").decode()
-        changed[new_info + "METADATA"] = metadata.replace(f"Version: {version}\n", f"Version: {new_version}\n", 1).encode()
+        changed[new_info + "METADATA"] = metadata.replace(
+            f"Version: {version}\n", f"Version: {new_version}\n", 1
+        ).encode()
         record_lines = []
         for line in wheel.read(old_info + "RECORD").decode().splitlines():
             path = line.split(",")[0]
             if path.startswith(old_info):
-                path = new_info + path[len(old_info):]
+                path = new_info + path[len(old_info) :]
             if path in changed:
                 line = f"{path},{_record_hash(changed[path])},{len(changed[path])}"
             elif path.startswith(new_info):
-                line = path + line[line.index(","):]
+                line = path + line[line.index(",") :]
             record_lines.append(line)
         changed[new_info + "RECORD"] = ("\n".join(record_lines) + "\n").encode()
         partial = target.with_suffix(".partial")
-        with zipfile.ZipFile(partial, "w", compression=zipfile.ZIP_DEFLATED, compresslevel=1) as out:
+        with zipfile.ZipFile(
+            partial, "w", compression=zipfile.ZIP_DEFLATED, compresslevel=1
+        ) as out:
             for info in wheel.infolist():
-                name = new_info + info.filename[len(old_info):] if info.filename.startswith(old_info) else info.filename
+                name = (
+                    new_info + info.filename[len(old_info) :]
+                    if info.filename.startswith(old_info)
+                    else info.filename
+                )
                 when = info.date_time
-                if name == "torch/version.py":  # the build date mpsbench reads: one minute later per variant
+                if (
+                    name == "torch/version.py"
+                ):  # the build date mpsbench reads: one minute later per variant
                     when = (datetime(*when) + timedelta(minutes=order)).timetuple()[:6]
                 entry = zipfile.ZipInfo(name, date_time=when)
                 entry.external_attr = info.external_attr

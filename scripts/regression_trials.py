@@ -44,15 +44,26 @@ def right(rule: str, code: int, output: str) -> bool:
     raise SystemExit(f"regression-trials: unknown rule {rule!r} (exit=N[,M] or names=CHANNEL@ID)")
 
 
-def trial(mpsbench: str, case: str, command: str, rule: str, common: list[str], log: Path,
-          busy_loop: bool = True) -> dict[str, object]:
+def trial(
+    mpsbench: str,
+    case: str,
+    command: str,
+    rule: str,
+    common: list[str],
+    log: Path,
+    busy_loop: bool = True,
+) -> dict[str, object]:
     load_before = os.getloadavg()[0]
     busy = subprocess.Popen([sys.executable, "-c", BUSY if busy_loop else "pass"])
     started = time.monotonic()
     try:
         own = shlex.split(command)
         if "-b" in own:  # the case names its own row: the common -b would override it
-            common = [arg for index, arg in enumerate(common) if "-b" not in common[max(0, index - 1):index + 1]]
+            common = [
+                arg
+                for index, arg in enumerate(common)
+                if "-b" not in common[max(0, index - 1) : index + 1]
+            ]
         done = subprocess.run([mpsbench, *own, *common], capture_output=True, text=True)
     finally:
         busy.kill()  # only the loop this trial started
@@ -60,32 +71,53 @@ def trial(mpsbench: str, case: str, command: str, rule: str, common: list[str], 
     wall = time.monotonic() - started
     output = done.stdout + done.stderr
     with open(log, "a") as handle:
-        handle.write(f"=== {case}: mpsbench {command} ({wall:.0f} s, exit {done.returncode})\n{output}\n")
-    lines = [line for line in output.splitlines() if line.startswith(("verdict:", "first bad build:", "mpsbench: error"))]
+        handle.write(
+            f"=== {case}: mpsbench {command} ({wall:.0f} s, exit {done.returncode})\n{output}\n"
+        )
+    lines = [
+        line
+        for line in output.splitlines()
+        if line.startswith(("verdict:", "first bad build:", "mpsbench: error"))
+    ]
     return {
-        "case": case, "command": f"mpsbench {command}", "exit": done.returncode, "right": right(rule, done.returncode, output),
-        "wall_s": round(wall, 1), "answer": lines[-1] if lines else output.strip().splitlines()[-1:],
+        "case": case,
+        "command": f"mpsbench {command}",
+        "exit": done.returncode,
+        "right": right(rule, done.returncode, output),
+        "wall_s": round(wall, 1),
+        "answer": lines[-1] if lines else output.strip().splitlines()[-1:],
         "finished": datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
-        "load_before": round(load_before, 2), "load_after": round(os.getloadavg()[0], 2),
+        "load_before": round(load_before, 2),
+        "load_after": round(os.getloadavg()[0], 2),
     }
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--case", action="append", required=True, help="NAME:COMMAND:RULE[:MOST_TRIALS]")
+    parser.add_argument(
+        "--case", action="append", required=True, help="NAME:COMMAND:RULE[:MOST_TRIALS]"
+    )
     parser.add_argument("-b", "--bench", required=True)
     parser.add_argument("--manifest", required=True)
     parser.add_argument("--timeline", required=True)
     parser.add_argument("--trials", type=int, default=10, help="per case")
     parser.add_argument("--until", help="UTC HH:MM: start no trial after it")
     parser.add_argument("--out", type=Path, default=Path("trials.jsonl"))
-    parser.add_argument("--no-busy-loop", dest="busy_loop", action="store_false",
-                        help="no busy loop of our own: the load is whatever else runs (record it)")
+    parser.add_argument(
+        "--no-busy-loop",
+        dest="busy_loop",
+        action="store_false",
+        help="no busy loop of our own: the load is whatever else runs (record it)",
+    )
     parser.add_argument("--mpsbench", default=str(Path(sys.executable).with_name("mpsbench")))
     args = parser.parse_args(argv)
     cases = [case.split(":", 3) for case in args.case]
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
-                            cwd=Path(__file__).resolve().parent).stdout.strip()
+    commit = subprocess.run(
+        ["git", "rev-parse", "--short", "HEAD"],
+        capture_output=True,
+        text=True,
+        cwd=Path(__file__).resolve().parent,
+    ).stdout.strip()
     common = ["-b", args.bench, "--manifest", args.manifest, "--timeline", args.timeline]
     log = args.out.with_suffix(".log")
     for number in range(args.trials):

@@ -28,21 +28,42 @@ KINDS = ("training", "inference")
 METRICS = ("time_step", "track_throughput")
 
 
-def benchmark(kind: str, metric: str, devices: list[str], models: list[str], batches: list[int],
-              version: str = "1") -> dict[str, object]:
+def benchmark(
+    kind: str,
+    metric: str,
+    devices: list[str],
+    models: list[str],
+    batches: list[int],
+    version: str = "1",
+) -> dict[str, object]:
     """A benchmarks.json entry for ``benchmark_models.<Kind>.time_step`` or ``<Kind>Capacity.track_throughput``."""
     return {
         "name": f"benchmark_models.{kind.title()}{'' if metric == 'time_step' else 'Capacity'}.{metric}",
-        "params": [[repr(d) for d in devices], [repr(m) for m in models], [str(b) for b in batches]],
-        "param_names": PARAM_NAMES, "version": version, "code": "", "type": metric.split("_")[0],
+        "params": [
+            [repr(d) for d in devices],
+            [repr(m) for m in models],
+            [str(b) for b in batches],
+        ],
+        "param_names": PARAM_NAMES,
+        "version": version,
+        "code": "",
+        "type": metric.split("_")[0],
         "unit": "seconds" if metric == "time_step" else "samples/s",
     }
 
 
 def write_results(
-    results_dir: Path, machine: str, commit: str, date_ms: int, values: dict[tuple[str, str, str, str, int], float],
-    devices: list[str], models: list[str], batches: list[int], version: str = "1",
-    samples: dict[tuple[str, str, str, str, int], list[float]] | None = None, python: str = "3.11",
+    results_dir: Path,
+    machine: str,
+    commit: str,
+    date_ms: int,
+    values: dict[tuple[str, str, str, str, int], float],
+    devices: list[str],
+    models: list[str],
+    batches: list[int],
+    version: str = "1",
+    samples: dict[tuple[str, str, str, str, int], list[float]] | None = None,
+    python: str = "3.11",
 ) -> dict[str, dict[str, object]]:
     """One machine's results file for one build (and its machine.json); the benchmarks it holds, by name.
 
@@ -52,9 +73,13 @@ def write_results(
     """
     samples = samples or {}
     (results_dir / machine).mkdir(parents=True, exist_ok=True)
-    (results_dir / machine / "machine.json").write_text(json.dumps({"machine": machine, "version": 1}))
+    (results_dir / machine / "machine.json").write_text(
+        json.dumps({"machine": machine, "version": 1})
+    )
     env_name = "existing-py" if python == "3.11" else f"virtualenv-py{python}"
-    result = Results({"machine": machine, "python": python}, {}, commit, date_ms, python, env_name, {})
+    result = Results(
+        {"machine": machine, "python": python}, {}, commit, date_ms, python, env_name, {}
+    )
     benchmarks = {}
     for kind in KINDS:
         for metric in METRICS:
@@ -63,10 +88,18 @@ def write_results(
             keys = [(kind, metric, d, m, b) for d in devices for m in models for b in batches]
             grid = [values.get(key, min(samples[key]) if key in samples else None) for key in keys]
             if any(value is not None for value in grid):
-                result.add_result(entry, BenchmarkResult(
-                    result=grid, samples=[samples.get(key) for key in keys],
-                    number=[1 if key in samples else None for key in keys], errcode=0, stderr="", profile=None),
-                    record_samples=bool(samples))
+                result.add_result(
+                    entry,
+                    BenchmarkResult(
+                        result=grid,
+                        samples=[samples.get(key) for key in keys],
+                        number=[1 if key in samples else None for key in keys],
+                        errcode=0,
+                        stderr="",
+                        profile=None,
+                    ),
+                    record_samples=bool(samples),
+                )
     result.save(str(results_dir))
     return benchmarks
 
@@ -76,25 +109,61 @@ def write_benchmarks(results_dir: Path, benchmarks: dict[str, dict[str, object]]
     (results_dir / "benchmarks.json").write_text(json.dumps({**benchmarks, "version": 2}))
 
 
-def write_track(results_dir: Path, machine: str, commit: str, date_ms: int, name: str, param_names: list[str],
-                params: list[list[object]], unit: str, values: dict[tuple[object, ...], float | None]) -> dict[str, object]:
+def write_track(
+    results_dir: Path,
+    machine: str,
+    commit: str,
+    date_ms: int,
+    name: str,
+    param_names: list[str],
+    params: list[list[object]],
+    unit: str,
+    values: dict[tuple[object, ...], float | None],
+) -> dict[str, object]:
     """One ``track_`` benchmark's results file for one build: ``values`` per combination (None: asv's failure;
     absent: skipped). Its own environment name, so that it sits beside write_results' file of the same build."""
-    entry = {"name": name, "params": [[repr(value) for value in axis] for axis in params], "param_names": param_names,
-             "version": "1", "code": "", "type": "track", "unit": unit}
+    entry = {
+        "name": name,
+        "params": [[repr(value) for value in axis] for axis in params],
+        "param_names": param_names,
+        "version": "1",
+        "code": "",
+        "type": "track",
+        "unit": unit,
+    }
     (results_dir / machine).mkdir(parents=True, exist_ok=True)
-    (results_dir / machine / "machine.json").write_text(json.dumps({"machine": machine, "version": 1}))
-    result = Results({"machine": machine, "python": "3.11"}, {}, commit, date_ms, "3.11",
-                     f"existing-py-{name.rsplit('.', 2)[-2].lower()}", {})
+    (results_dir / machine / "machine.json").write_text(
+        json.dumps({"machine": machine, "version": 1})
+    )
+    result = Results(
+        {"machine": machine, "python": "3.11"},
+        {},
+        commit,
+        date_ms,
+        "3.11",
+        f"existing-py-{name.rsplit('.', 2)[-2].lower()}",
+        {},
+    )
     keys = list(itertools.product(*params))
     grid = [values.get(key, math.nan) for key in keys]
-    result.add_result(entry, BenchmarkResult(result=grid, samples=[None] * len(keys), number=[None] * len(keys),
-                                             errcode=0, stderr="", profile=None))
+    result.add_result(
+        entry,
+        BenchmarkResult(
+            result=grid,
+            samples=[None] * len(keys),
+            number=[None] * len(keys),
+            errcode=0,
+            stderr="",
+            profile=None,
+        ),
+    )
     result.save(str(results_dir))
     return {name: entry}
 
 
-def suite_asv(work: Path, **environment: str | None) -> Callable[..., subprocess.CompletedProcess[str]]:
+def suite_asv(
+    work: Path, **environment: str | None
+) -> Callable[..., subprocess.CompletedProcess[str]]:
     """``asv COMMAND ARGS`` on this checkout's suite and this environment's torch, as machine ``ci``.
 
     Its config is the suite's with results, environments and html in ``work``, and HOME is ``work/home``: nothing
@@ -106,12 +175,21 @@ def suite_asv(work: Path, **environment: str | None) -> Callable[..., subprocess
 
     config = asvconf.derived(work, work / "timeline", ["release"])
     env = dict(os.environ, HOME=str(work / "home"))
-    for name, value in {selection.FULL_SWEEP_ENV: None, selection.DEVICES_ENV: None, **environment}.items():
+    for name, value in {
+        selection.FULL_SWEEP_ENV: None,
+        selection.DEVICES_ENV: None,
+        **environment,
+    }.items():
         env.pop(name, None) if value is None else env.__setitem__(name, value)
 
     def asv(command: str, *args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run([sys.executable, "-m", "asv", command, "--config", str(config), *args], cwd=work, env=env,
-                              capture_output=True, text=True)
+        return subprocess.run(
+            [sys.executable, "-m", "asv", command, "--config", str(config), *args],
+            cwd=work,
+            env=env,
+            capture_output=True,
+            text=True,
+        )
 
     machine = asv("machine", "--yes", "--machine", "ci")
     assert machine.returncode == 0, machine.stdout + machine.stderr

@@ -13,8 +13,15 @@ from pathlib import Path
 
 
 def make_wheel(
-    folder: Path, name: str, version: str, *, python: str = "cp311", platform: str = "manylinux_2_28_x86_64",
-    git_version: str = "0" * 40, built: datetime = datetime(2026, 1, 1, 12, 0, 0), module: str = "",
+    folder: Path,
+    name: str,
+    version: str,
+    *,
+    python: str = "cp311",
+    platform: str = "manylinux_2_28_x86_64",
+    git_version: str = "0" * 40,
+    built: datetime = datetime(2026, 1, 1, 12, 0, 0),
+    module: str = "",
     metadata: tuple[str, ...] = (),
 ) -> Path:
     """A valid, installable wheel. A torch wheel carries torch/version.py like the real one.
@@ -29,14 +36,17 @@ def make_wheel(
     if name == "torch":
         files["torch/version.py"] = f"__version__ = '{version}'\ngit_version = '{git_version}'\n"
     files[f"{dist_info}/METADATA"] = "".join(
-        line + "\n" for line in ("Metadata-Version: 2.1", f"Name: {name}", f"Version: {version}", *metadata)
+        line + "\n"
+        for line in ("Metadata-Version: 2.1", f"Name: {name}", f"Version: {version}", *metadata)
     )
     files[f"{dist_info}/WHEEL"] = (
         f"Wheel-Version: 1.0\nGenerator: fakes\nRoot-Is-Purelib: false\nTag: {python}-{abi}-{platform}\n"
     )
     record = []
     for path, text in files.items():
-        digest = base64.urlsafe_b64encode(hashlib.sha256(text.encode()).digest()).rstrip(b"=").decode()
+        digest = (
+            base64.urlsafe_b64encode(hashlib.sha256(text.encode()).digest()).rstrip(b"=").decode()
+        )
         record.append(f"{path},sha256={digest},{len(text.encode())}")
     record.append(f"{dist_info}/RECORD,,")
     files[f"{dist_info}/RECORD"] = "\n".join(record) + "\n"
@@ -59,19 +69,28 @@ def make_index(root: Path, wheels: list[Path]) -> Path:
     for project, files in by_project.items():
         page = root / project
         page.mkdir(parents=True, exist_ok=True)
-        links = "".join(f'<a href="{w.resolve().as_uri()}#sha256={sha256(w)}">{w.name}</a><br/>\n' for w in files)
+        links = "".join(
+            f'<a href="{w.resolve().as_uri()}#sha256={sha256(w)}">{w.name}</a><br/>\n'
+            for w in files
+        )
         (page / "index.html").write_text(f"<!DOCTYPE html><html><body>\n{links}</body></html>\n")
     return root
 
 
 def git(repo: Path, *args: str, date: str = "") -> str:
     """Run git in ``repo`` under a fixed identity (and commit date, when given); its stdout, stripped."""
-    env = dict(os.environ, GIT_AUTHOR_NAME="t", GIT_AUTHOR_EMAIL="t@t.invalid",
-               GIT_COMMITTER_NAME="t", GIT_COMMITTER_EMAIL="t@t.invalid")
+    env = dict(
+        os.environ,
+        GIT_AUTHOR_NAME="t",
+        GIT_AUTHOR_EMAIL="t@t.invalid",
+        GIT_COMMITTER_NAME="t",
+        GIT_COMMITTER_EMAIL="t@t.invalid",
+    )
     if date:
         env.update(GIT_AUTHOR_DATE=date, GIT_COMMITTER_DATE=date)
-    return subprocess.run(["git", *args], cwd=repo, env=env, check=True, capture_output=True,
-                          text=True).stdout.strip()
+    return subprocess.run(
+        ["git", *args], cwd=repo, env=env, check=True, capture_output=True, text=True
+    ).stdout.strip()
 
 
 def timeline_repo(repo: Path) -> Path:
@@ -81,15 +100,36 @@ def timeline_repo(repo: Path) -> Path:
     return repo
 
 
-def timeline_commit(repo: Path, torch_version: str, git_version: str, date: str, kind: str = "release",
-                    channel: str = "release", build_id: str = "") -> str:
+def timeline_commit(
+    repo: Path,
+    torch_version: str,
+    git_version: str,
+    date: str,
+    kind: str = "release",
+    channel: str = "release",
+    build_id: str = "",
+) -> str:
     """Commit one build to a timeline repository as mpsbench.builds.timeline does (its build.json); the hash."""
     build_id = build_id or torch_version
-    record = {"channel": channel, "id": build_id, "kind": kind, "torch_version": torch_version,
-              "git_version": git_version, "date": date}
+    record = {
+        "channel": channel,
+        "id": build_id,
+        "kind": kind,
+        "torch_version": torch_version,
+        "git_version": git_version,
+        "date": date,
+    }
     (repo / "build.json").write_text(json.dumps(record, indent=2, sort_keys=True) + "\n")
     git(repo, "add", "build.json")
-    git(repo, "commit", "-q", "--allow-empty", "-m", f"torch {torch_version} ({channel}@{build_id})", date=date)
+    git(
+        repo,
+        "commit",
+        "-q",
+        "--allow-empty",
+        "-m",
+        f"torch {torch_version} ({channel}@{build_id})",
+        date=date,
+    )
     return git(repo, "rev-parse", "HEAD")
 
 

@@ -41,11 +41,15 @@ class _MpsResult:
         return self.values
 
     def to(self, *args: object, **kwargs: object) -> torch.Tensor:
-        raise TypeError("Cannot convert a MPS Tensor to float64 dtype as the MPS framework doesn't support float64.")
+        raise TypeError(
+            "Cannot convert a MPS Tensor to float64 dtype as the MPS framework doesn't support float64."
+        )
 
 
 def test_a_device_result_is_copied_to_the_cpu_before_it_becomes_float64():
-    found = accuracy.relative_error(_MpsResult(torch.tensor([1.0, 2.0])), _MpsResult(torch.tensor([1.0, 2.5])))
+    found = accuracy.relative_error(
+        _MpsResult(torch.tensor([1.0, 2.0])), _MpsResult(torch.tensor([1.0, 2.5]))
+    )
     assert found == pytest.approx(0.5 / 2.5)
 
 
@@ -86,10 +90,14 @@ def wrong_device(monkeypatch):
     def evaluate(self, samples=None):
         logits, _ = real_evaluate(self, samples)
         wrong = logits * 1.3
-        return wrong, torch.nn.functional.cross_entropy(wrong.float(), self.batch.head(len(wrong)).target)
+        return wrong, torch.nn.functional.cross_entropy(
+            wrong.float(), self.batch.head(len(wrong)).target
+        )
 
     monkeypatch.setattr(workloads.Workload, "evaluate", evaluate)
-    monkeypatch.setattr(accuracy, "needed", lambda device: True)  # check the cpu as if it were a GPU
+    monkeypatch.setattr(
+        accuracy, "needed", lambda device: True
+    )  # check the cpu as if it were a GPU
 
 
 def test_wrong_results_fail_the_timing_with_the_measured_error(wrong_device):
@@ -102,7 +110,11 @@ def test_wrong_results_fail_the_timing_with_the_measured_error(wrong_device):
 
 
 def test_the_instrument_reports_the_error_instead_of_failing(wrong_device):
-    table = {"inference": figures.instruments("inference", "InferenceInstruments", measured.grid(devices.NAMES, ("lenet5",)))}
+    table = {
+        "inference": figures.instruments(
+            "inference", "InferenceInstruments", measured.grid(devices.NAMES, ("lenet5",))
+        )
+    }
     bench = benchmark_instruments.InferenceInstruments()
     assert bench.track_accuracy_error(table, "cpu", "lenet5") == pytest.approx(0.3, rel=1e-3)
 
@@ -128,7 +140,11 @@ def test_only_gpu_results_are_checked(device, checked):
 
 
 def test_the_cpu_has_no_accuracy_track():
-    table = {"training": figures.instruments("training", "TrainingInstruments", measured.grid(devices.NAMES, ("lenet5",)))}
+    table = {
+        "training": figures.instruments(
+            "training", "TrainingInstruments", measured.grid(devices.NAMES, ("lenet5",))
+        )
+    }
     bench = benchmark_instruments.TrainingInstruments()
     with pytest.raises(suite.SkipNotImplemented, match="the cpu is the reference"):
         bench.track_accuracy_error(table, "cpu", "lenet5")
@@ -143,6 +159,11 @@ def test_the_check_compares_only_the_first_samples_of_a_large_batch(monkeypatch)
         return real_forward(model, inputs)
 
     workload = workloads.build("inference", "cpu", "mlp", 1024)
-    monkeypatch.setattr(workload, "spec", dataclasses.replace(workload.spec, forward=counting_forward))
+    monkeypatch.setattr(
+        workload, "spec", dataclasses.replace(workload.spec, forward=counting_forward)
+    )
     assert accuracy.compare(workload).ok
-    assert seen == [accuracy.CHECK_SAMPLES, accuracy.CHECK_SAMPLES]  # the device's forward, then the cpu's
+    assert seen == [
+        accuracy.CHECK_SAMPLES,
+        accuracy.CHECK_SAMPLES,
+    ]  # the device's forward, then the cpu's

@@ -27,7 +27,11 @@ def discovered() -> dict[str, dict[str, Any]]:
     if str(ROOT) not in sys.path:
         sys.path.insert(0, str(ROOT))
     return {
-        bench.name: {"version": bench.version, "param_names": list(bench.param_names), "params": bench.params}
+        bench.name: {
+            "version": bench.version,
+            "param_names": list(bench.param_names),
+            "params": bench.params,
+        }
         for bench in disc_benchmarks(str(ROOT / "benchmarks"))
     }
 
@@ -44,7 +48,9 @@ def test_every_recorded_benchmark_is_discovered_with_the_same_identity():
         for name, ident in record["benchmarks"].items()
         if name not in retired and found.get(name) != ident
     }
-    assert changed == {}, "a benchmark's name, params or version changed: its recorded history would be hidden"
+    assert changed == {}, (
+        "a benchmark's name, params or version changed: its recorded history would be hidden"
+    )
 
 
 def test_retired_benchmarks_are_gone_and_say_why():

@@ -36,8 +36,13 @@ def test_asv_find_names_the_build_that_made_it_slower(tmp_path):
         folder = tmp_path / "wheels" / str(number)
         folder.mkdir(parents=True)
         wheel = fakes.make_wheel(
-            folder, "torch", f"2.15.0.dev2026110{number}+cpu", python=tag, git_version=f"{number:040d}",
-            built=datetime(2026, 11, number, 3), module=f"DELAY = {delay}\n",
+            folder,
+            "torch",
+            f"2.15.0.dev2026110{number}+cpu",
+            python=tag,
+            git_version=f"{number:040d}",
+            built=datetime(2026, 11, number, 3),
+            module=f"DELAY = {delay}\n",
         )
         build = resolve.wheel_file(wheel, transformers="none", build_id=f"2026-11-0{number}")
         manifest = mf.append(manifest, "nightly", build)
@@ -52,24 +57,44 @@ def test_asv_find_names_the_build_that_made_it_slower(tmp_path):
     )
     installer = ROOT / "src" / "mpsbench" / "builds" / "install_build.py"
     conf = {
-        "version": 1, "project": "fake", "repo": str(tmp_path / "timeline"), "branches": ["nightly"],
-        "environment_type": "virtualenv", "benchmark_dir": "benchmarks", "env_dir": "env",
-        "results_dir": "results", "html_dir": "html", "build_command": [],
+        "version": 1,
+        "project": "fake",
+        "repo": str(tmp_path / "timeline"),
+        "branches": ["nightly"],
+        "environment_type": "virtualenv",
+        "benchmark_dir": "benchmarks",
+        "env_dir": "env",
+        "results_dir": "results",
+        "html_dir": "html",
+        "build_command": [],
         "install_command": [f"python {installer} install {{build_dir}} {{env_dir}} {ROOT / 'src'}"],
         "uninstall_command": [f"return-code=any python {installer} uninstall {{env_dir}}"],
     }
     (tmp_path / "asv.conf.json").write_text(json.dumps(conf))
     home = tmp_path / "home"
     home.mkdir()
-    env = dict(os.environ, HOME=str(home), MPSBENCH_CACHE=str(tmp_path / "cache"), MPSBENCH_PLATFORM="linux-x86_64-cpu")
+    env = dict(
+        os.environ,
+        HOME=str(home),
+        MPSBENCH_CACHE=str(tmp_path / "cache"),
+        MPSBENCH_PLATFORM="linux-x86_64-cpu",
+    )
     env.pop("PIP_FIND_LINKS", None)
-    subprocess.run([sys.executable, "-c", "from mpsbench.builds import machine; machine.write('fake')"], env=env, check=True)
+    subprocess.run(
+        [sys.executable, "-c", "from mpsbench.builds import machine; machine.write('fake')"],
+        env=env,
+        check=True,
+    )
     assert machine.default_name(machine.describe())  # the facts are readable here
 
     first, last = generated.commits["nightly@2026-11-01"], generated.commits["nightly@2026-11-06"]
     done = subprocess.run(
         [sys.executable, "-m", "asv", "find", "--machine", "fake", f"{first}..{last}", "time_work"],
-        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=900,
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=900,
     )
     assert done.returncode == 0, done.stdout + done.stderr
     found = re.search(r"Greatest regression found: ([0-9a-f]{8})", done.stdout)
@@ -78,7 +103,9 @@ def test_asv_find_names_the_build_that_made_it_slower(tmp_path):
 
 
 # --- the search's order and its outcomes, over drawn process times (tools/verdict_simulation.py's stand-in Session)
-def _search(draw: str, slowdown: dict[str, float], seed: int = 0) -> tuple[bisection.Search, bisection.Unresolved | None]:
+def _search(
+    draw: str, slowdown: dict[str, float], seed: int = 0
+) -> tuple[bisection.Search, bisection.Unresolved | None]:
     line = [name for name in slowdown if name != "GOOD"]
     session = simulation.Drawn(simulation.DISTRIBUTIONS[draw], slowdown, random.Random(seed))
     named = {name: fresh.Named(name, name) for name in slowdown}
@@ -88,7 +115,9 @@ def _search(draw: str, slowdown: dict[str, float], seed: int = 0) -> tuple[bisec
 
 def test_a_step_measures_the_candidates_that_make_the_search_cheapest():
     names = [f"c{index}" for index in range(1, 13)]
-    assert [bisection.probes(names[:count]) for count in range(1, 5)] == [names[:count] for count in range(1, 5)]
+    assert [bisection.probes(names[:count]) for count in range(1, 5)] == [
+        names[:count] for count in range(1, 5)
+    ]
     assert bisection.probes(names[:5]) == ["c3"]  # the middle: true bisection
     assert bisection.probes(names[:6]) == ["c2", "c4"]  # thirds
     assert bisection.probes(names) == ["c3", "c6", "c9"]  # quarters
@@ -103,18 +132,27 @@ def test_every_place_of_the_change_is_found_with_fewer_processes_than_four_candi
         assert unresolved is None and state.between[state.high] == between[first_bad]
         assert state.low == first_bad - 1  # the build before it was judged good (or is GOOD)
         cost.append(state.processes)
-        named, processes = simulation.previous_bisect(simulation.DISTRIBUTIONS["h100"], 1.065, first_bad, first_bad)
+        named, processes = simulation.previous_bisect(
+            simulation.DISTRIBUTIONS["h100"], 1.065, first_bad, first_bad
+        )
         assert named == between[first_bad]
         previous.append(processes)
     assert sum(cost) < sum(previous), (cost, previous)
-    assert max(cost) <= 40, cost  # two steps of four builds at the first look (5 rounds) at the most
+    assert max(cost) <= 40, (
+        cost
+    )  # two steps of four builds at the first look (5 rounds) at the most
 
 
 def test_a_bad_that_is_not_slower_is_a_result_exit_1():
     state, unresolved = _search("h100", {"GOOD": 1.0, "c1": 1.0, "BAD": 1.0})
     assert unresolved is not None and unresolved.status == bisection.NOT_SLOWER == 1
-    assert "BAD is not slower than GOOD (unchanged:" in unresolved.reason and "name a BAD" in unresolved.reason
-    assert state.processes in {3 * look for look in verdict.early_looks()}  # decided at an early look
+    assert (
+        "BAD is not slower than GOOD (unchanged:" in unresolved.reason
+        and "name a BAD" in unresolved.reason
+    )
+    assert state.processes in {
+        3 * look for look in verdict.early_looks()
+    }  # decided at an early look
 
 
 def test_undecided_endpoints_and_candidates_are_exit_3_with_what_to_change():
@@ -126,4 +164,7 @@ def test_undecided_endpoints_and_candidates_are_exit_3_with_what_to_change():
     # a candidate the factor from each endpoint: neither slower than GOOD nor BAD slower than it
     _, unresolved = _search("h100", {"GOOD": 1.0, "c1": 1.05, "BAD": 1.05 * 1.05})
     assert unresolved is not None and unresolved.status == 3
-    assert unresolved.reason.startswith("undecided at c1: against GOOD") and "--max-rounds" in unresolved.reason
+    assert (
+        unresolved.reason.startswith("undecided at c1: against GOOD")
+        and "--max-rounds" in unresolved.reason
+    )

@@ -67,18 +67,23 @@ def add_existing(tmp: Path, *options: str) -> int:
     return cli.main(["build", "add-existing", str(tmp / "site"), *paths(tmp), *options])
 
 
-@pytest.mark.parametrize("options, said", [
-    (["--channel", "a..b"], "channel name 'a..b': expected lower-case letters"),
-    (["--channel", "x.lock"], "channel name 'x.lock': expected"),
-    (["--channel", "trail."], "channel name 'trail.': expected"),
-    (["--channel", "c" * 300], "channel name 'cccc"),
-    (["--id", "a..b"], "build id 'a..b': expected"),
-    (["--id", "Bad ID!"], "build id 'Bad ID!': expected"),
-    (["--id", "v.lock"], "build id 'v.lock': expected"),
-    (["--date", "2099-01-01T00:00:00Z"], "--date 2099-01-01T00:00:00Z is in the future"),
-    (["--date", "1969-12-31T00:00:00Z"], "date = '1969-12-31T00:00:00Z': expected a UTC date"),
-])
-def test_a_name_git_refuses_or_a_date_ahead_is_one_line_and_changes_nothing(suite, capsys, options, said):
+@pytest.mark.parametrize(
+    "options, said",
+    [
+        (["--channel", "a..b"], "channel name 'a..b': expected lower-case letters"),
+        (["--channel", "x.lock"], "channel name 'x.lock': expected"),
+        (["--channel", "trail."], "channel name 'trail.': expected"),
+        (["--channel", "c" * 300], "channel name 'cccc"),
+        (["--id", "a..b"], "build id 'a..b': expected"),
+        (["--id", "Bad ID!"], "build id 'Bad ID!': expected"),
+        (["--id", "v.lock"], "build id 'v.lock': expected"),
+        (["--date", "2099-01-01T00:00:00Z"], "--date 2099-01-01T00:00:00Z is in the future"),
+        (["--date", "1969-12-31T00:00:00Z"], "date = '1969-12-31T00:00:00Z': expected a UTC date"),
+    ],
+)
+def test_a_name_git_refuses_or_a_date_ahead_is_one_line_and_changes_nothing(
+    suite, capsys, options, said
+):
     assert add_existing(suite, "--id", "first", "--date", "2026-09-30T00:00:00Z") == 0
     capsys.readouterr()
     before = everything(suite)
@@ -86,7 +91,9 @@ def test_a_name_git_refuses_or_a_date_ahead_is_one_line_and_changes_nothing(suit
     err = capsys.readouterr().err
     assert said in err and err.count("\n") == 1 and "Traceback" not in err
     assert everything(suite) == before
-    assert add_existing(suite, "--id", "second", "--date", "2026-10-01T00:00:00Z") == 0  # not bricked
+    assert (
+        add_existing(suite, "--id", "second", "--date", "2026-10-01T00:00:00Z") == 0
+    )  # not bricked
 
 
 def test_a_stale_ref_lock_is_refused_before_the_manifest_is_saved(suite, capsys):
@@ -109,15 +116,35 @@ def test_a_manifest_with_a_name_git_refuses_is_one_line_where_it_is_read(suite, 
     (suite / "manifest.json").write_text(json.dumps(data))
     assert cli.main(["timeline", "generate", *paths(suite)]) == 2
     err = capsys.readouterr().err
-    assert "channel a..b: name = 'a..b': expected lower-case letters" in err and err.count("\n") == 1
+    assert (
+        "channel a..b: name = 'a..b': expected lower-case letters" in err and err.count("\n") == 1
+    )
 
 
 def test_every_name_the_schema_takes_git_takes_too(tmp_path):
     """The schema's rule against git's own: git check-ref-format over names near each rule's edge."""
     git.text(tmp_path, "init", "--quiet")
-    for name in ("a", "a.b", "a..b", "a.", "a.lock", "a.lockb", "a-", "a_", "0", "a" * 100, "a" * 101, "a/b",
-                 "a@{b", "a.b.c", "x.lock.y", "v2.14.1"):
-        takes = git.run(tmp_path, "check-ref-format", f"refs/heads/{name}", check=False).returncode == 0
+    for name in (
+        "a",
+        "a.b",
+        "a..b",
+        "a.",
+        "a.lock",
+        "a.lockb",
+        "a-",
+        "a_",
+        "0",
+        "a" * 100,
+        "a" * 101,
+        "a/b",
+        "a@{b",
+        "a.b.c",
+        "x.lock.y",
+        "v2.14.1",
+    ):
+        takes = (
+            git.run(tmp_path, "check-ref-format", f"refs/heads/{name}", check=False).returncode == 0
+        )
         assert not mf.ref_safe(name) or takes, name
 
 
@@ -128,7 +155,10 @@ def test_add_url_checks_the_id_before_a_byte_is_downloaded(suite, capsys, monkey
     monkeypatch.setattr(install_build, "fetch_wheel", never)
     monkeypatch.setattr(wheels, "own_identity", never)
     before = everything(suite)
-    url = "https://example.invalid/torch-2.14.1-cp311-cp311-manylinux_2_28_x86_64.whl#sha256=" + "0" * 64
+    url = (
+        "https://example.invalid/torch-2.14.1-cp311-cp311-manylinux_2_28_x86_64.whl#sha256="
+        + "0" * 64
+    )
     assert cli.main(["build", "add-url", url, "--id", "Bad ID!", *paths(suite)]) == 2
     err = capsys.readouterr().err
     assert "build id 'Bad ID!': expected" in err and err.count("\n") == 1
@@ -139,22 +169,46 @@ def test_add_url_checks_the_id_before_a_byte_is_downloaded(suite, capsys, monkey
 def index(tmp_path):
     files = tmp_path / "files"
     files.mkdir()
-    torch = fakes.make_wheel(files, "torch", "2.14.1+cpu", git_version=GIT, built=datetime(2026, 9, 30, 12))
+    torch = fakes.make_wheel(
+        files, "torch", "2.14.1+cpu", git_version=GIT, built=datetime(2026, 9, 30, 12)
+    )
     return fakes.make_index(tmp_path / "simple", [torch]), torch
 
 
 def add_wheel(tmp: Path, wheel: Path, index: Path, *options: str) -> int:
-    return cli.main(["build", "add-wheel", str(wheel), "--transformers", "none", "--transformers-index", str(index),
-                     *paths(tmp), *options])
+    return cli.main(
+        [
+            "build",
+            "add-wheel",
+            str(wheel),
+            "--transformers",
+            "none",
+            "--transformers-index",
+            str(index),
+            *paths(tmp),
+            *options,
+        ]
+    )
 
 
-@pytest.mark.parametrize("renamed, said", [
-    ("torch-9.9.9-cp311-cp311-manylinux_2_28_x86_64.whl", "its file name says torch 9.9.9 for cp311 on"
-     " manylinux_2_28_x86_64, its own metadata torch 2.14.1+cpu for cp311 on manylinux_2_28_x86_64"),
-    ("torch-2.14.1+cpu-cp311-cp311-macosx_14_0_arm64.whl", "its own metadata torch 2.14.1+cpu for cp311 on"
-     " manylinux_2_28_x86_64"),
-    ("torchvision-2.14.1+cpu-cp311-cp311-manylinux_2_28_x86_64.whl", "its file name says torchvision"),
-])
+@pytest.mark.parametrize(
+    "renamed, said",
+    [
+        (
+            "torch-9.9.9-cp311-cp311-manylinux_2_28_x86_64.whl",
+            "its file name says torch 9.9.9 for cp311 on"
+            " manylinux_2_28_x86_64, its own metadata torch 2.14.1+cpu for cp311 on manylinux_2_28_x86_64",
+        ),
+        (
+            "torch-2.14.1+cpu-cp311-cp311-macosx_14_0_arm64.whl",
+            "its own metadata torch 2.14.1+cpu for cp311 on manylinux_2_28_x86_64",
+        ),
+        (
+            "torchvision-2.14.1+cpu-cp311-cp311-manylinux_2_28_x86_64.whl",
+            "its file name says torchvision",
+        ),
+    ],
+)
 def test_a_renamed_wheel_is_refused_by_its_own_metadata(suite, index, capsys, renamed, said):
     simple, torch = index
     wheel = suite / "mine" / renamed
@@ -167,13 +221,18 @@ def test_a_renamed_wheel_is_refused_by_its_own_metadata(suite, index, capsys, re
     assert everything(suite) == before
 
 
-def test_add_wheel_pins_a_copy_in_the_store_so_moving_the_wheel_breaks_nothing(suite, index, capsys):
+def test_add_wheel_pins_a_copy_in_the_store_so_moving_the_wheel_breaks_nothing(
+    suite, index, capsys
+):
     simple, torch = index
     wheel = suite / "mine" / torch.name
     wheel.parent.mkdir()
     shutil.copyfile(torch, wheel)
     assert add_wheel(suite, wheel, simple, "--id", "mine-1") == 0
-    pin = next(pin for pin in mf.load(suite / "manifest.json").find("local@mine-1").pins["linux-x86_64-cpu"])
+    pin = next(
+        pin
+        for pin in mf.load(suite / "manifest.json").find("local@mine-1").pins["linux-x86_64-cpu"]
+    )
     stored = suite / "cache" / "wheels" / pin.sha256 / pin.filename
     assert pin.url == stored.resolve().as_uri() and install_build.sha256_of(stored) == pin.sha256
     wheel.unlink()  # the user moves or deletes the file: the build still installs from the store
@@ -182,7 +241,9 @@ def test_add_wheel_pins_a_copy_in_the_store_so_moving_the_wheel_breaks_nothing(s
 
 def test_a_refusal_after_resolving_copies_no_wheel_into_the_store(suite, index, capsys):
     simple, torch = index
-    assert add_existing(suite, "--id", "later", "--date", "2026-11-01T00:00:00Z") == 0  # the tip: after the wheel
+    assert (
+        add_existing(suite, "--id", "later", "--date", "2026-11-01T00:00:00Z") == 0
+    )  # the tip: after the wheel
     before = everything(suite)
     assert add_wheel(suite, torch, simple, "--id", "older") == 2
     assert "is older than local's tip later" in capsys.readouterr().err
@@ -193,18 +254,25 @@ def test_a_damaged_timeline_object_is_refused_not_reported_written(suite, capsys
     assert add_existing(suite, "--id", "first", "--date", "2026-09-30T00:00:00Z") == 0
     tip = git.text(suite / "timeline", "rev-parse", "local")
     loose = suite / "timeline" / ".git" / "objects" / tip[:2] / tip[2:]
-    loose.chmod(0o644)  # git writes an object only if its file is absent: a damaged one stays, and nothing reads it
+    loose.chmod(
+        0o644
+    )  # git writes an object only if its file is absent: a damaged one stays, and nothing reads it
     loose.write_bytes(b"damaged")
     capsys.readouterr()
     assert cli.main(["timeline", "generate", *paths(suite)]) == 2
     err = capsys.readouterr().err
-    assert "holds a damaged object" in err and err.count("\n") == 1 and "timeline written" not in err
+    assert (
+        "holds a damaged object" in err and err.count("\n") == 1 and "timeline written" not in err
+    )
 
 
 # --- asv's machine file: one lock for it; an OS error is one line naming the path ---------------------------------
 
 FORK = multiprocessing.get_context("fork")
-TRIALS = [pytest.param(20, id="20-trials"), pytest.param(100, id="100-trials", marks=pytest.mark.slow)]
+TRIALS = [
+    pytest.param(20, id="20-trials"),
+    pytest.param(100, id="100-trials", marks=pytest.mark.slow),
+]
 
 
 def at_the_same_moment(target: Any, each: list[tuple[Any, ...]], trial: int) -> None:
@@ -241,11 +309,17 @@ def test_machines_named_at_once_all_land(tmp_path, trials, at_once):
 
 def test_a_machine_file_that_is_not_json_is_refused_not_replaced(tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("HOME", str(tmp_path))
-    (tmp_path / ".asv-machine.json").write_text('{"other": {"machine": "other"}, ')  # cut short by another tool
+    (tmp_path / ".asv-machine.json").write_text(
+        '{"other": {"machine": "other"}, '
+    )  # cut short by another tool
     before = state(tmp_path)
     assert cli.main(["machine", "--name", "box"]) == 2
     err = capsys.readouterr().err
-    assert "is not a JSON object of machines" in err and err.count("\n") == 1 and state(tmp_path) == before
+    assert (
+        "is not a JSON object of machines" in err
+        and err.count("\n") == 1
+        and state(tmp_path) == before
+    )
 
 
 def test_a_file_size_limit_is_one_line_naming_the_machine_file(tmp_path):
@@ -255,11 +329,19 @@ def test_a_file_size_limit_is_one_line_naming_the_machine_file(tmp_path):
     home.mkdir()
     (home / ".asv-machine.json").write_text(json.dumps({"version": 1, "old": {"machine": "old"}}))
     before = state(home)
-    limited = ("import resource, sys; resource.setrlimit(resource.RLIMIT_FSIZE, (40, 40));"
-               " from mpsbench import cli; sys.exit(cli.main(['machine', '--name', 'box']))")
-    done = subprocess.run([sys.executable, "-c", limited], capture_output=True, text=True,
-                          env={**os.environ, "HOME": str(home)})
-    assert done.returncode == 2 and "Traceback" not in done.stderr and done.stderr.count("\n") == 1, done.stderr
+    limited = (
+        "import resource, sys; resource.setrlimit(resource.RLIMIT_FSIZE, (40, 40));"
+        " from mpsbench import cli; sys.exit(cli.main(['machine', '--name', 'box']))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", limited],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "HOME": str(home)},
+    )
+    assert (
+        done.returncode == 2 and "Traceback" not in done.stderr and done.stderr.count("\n") == 1
+    ), done.stderr
     assert f"{home}/.asv-machine.json: File too large; the file would pass" in done.stderr
     assert state(home) == before
 
@@ -270,27 +352,53 @@ def test_a_read_only_home_is_one_line_naming_the_machine_file(tmp_path, monkeypa
         monkeypatch.setenv("HOME", str(disk))
         assert cli.main(["machine", "--name", "box"]) == 2
     err = capsys.readouterr().err
-    assert err.startswith(f"mpsbench: error: {disk}/.asv-machine.json: Read-only file system;") and err.count("\n") == 1
+    assert (
+        err.startswith(f"mpsbench: error: {disk}/.asv-machine.json: Read-only file system;")
+        and err.count("\n") == 1
+    )
 
 
 # --- a generated round over the build commands: no traceback, and a refusal writes no byte -----------------------
 
 SEED = 46
-_SAFE = "abcxyz019._-+!@~^{}:/ Z"  # letters git and the schema take, and each character either refuses
+_SAFE = (
+    "abcxyz019._-+!@~^{}:/ Z"  # letters git and the schema take, and each character either refuses
+)
 _NAMES = st.one_of(
     st.from_regex(r"[a-z0-9][a-z0-9._-]{0,20}", fullmatch=True),
     st.text(alphabet=_SAFE, max_size=14),
-    st.sampled_from(["a..b", "x.lock", "trail.", "c" * 300, "local", "-x", ".x", "a/b", "", "é", "a@{b", "v" * 101]),
+    st.sampled_from(
+        [
+            "a..b",
+            "x.lock",
+            "trail.",
+            "c" * 300,
+            "local",
+            "-x",
+            ".x",
+            "a/b",
+            "",
+            "é",
+            "a@{b",
+            "v" * 101,
+        ]
+    ),
 )
 _DATES = st.one_of(
-    st.datetimes(min_value=datetime(1900, 1, 1), max_value=datetime(2200, 1, 1)).map(mf.format_date),
+    st.datetimes(min_value=datetime(1900, 1, 1), max_value=datetime(2200, 1, 1)).map(
+        mf.format_date
+    ),
     st.text(alphabet="0123456789-:TZ ", max_size=22),
 )
 _WHEEL_NAMES = st.one_of(
-    st.builds("{}-{}-{}-{}-{}.whl".format, st.sampled_from(["torch", "torchvision", "Torch"]),
-              st.sampled_from(["2.14.1+cpu", "9.9.9", "2.14.1", "x"]), st.sampled_from(["cp311", "cp312", "py3"]),
-              st.sampled_from(["cp311", "none"]),
-              st.sampled_from(["manylinux_2_28_x86_64", "macosx_14_0_arm64", "any", "win_amd64"])),
+    st.builds(
+        "{}-{}-{}-{}-{}.whl".format,
+        st.sampled_from(["torch", "torchvision", "Torch"]),
+        st.sampled_from(["2.14.1+cpu", "9.9.9", "2.14.1", "x"]),
+        st.sampled_from(["cp311", "cp312", "py3"]),
+        st.sampled_from(["cp311", "none"]),
+        st.sampled_from(["manylinux_2_28_x86_64", "macosx_14_0_arm64", "any", "win_amd64"]),
+    ),
     st.text(alphabet="abtorch-.0123_", max_size=30).map(lambda text: text + ".whl"),
 )
 
@@ -304,37 +412,68 @@ def _command(draw: Any, tmp: Path, wheel: Path) -> list[str]:
         options += ["--date", draw(_DATES)] if draw(st.booleans()) else []
         return ["build", "add-existing", str(tmp / "site"), *options]
     named = tmp / "wheels" / draw(_WHEEL_NAMES)
-    if "/" not in named.name and draw(st.booleans()):  # the fake torch wheel under the generated name
+    if "/" not in named.name and draw(
+        st.booleans()
+    ):  # the fake torch wheel under the generated name
         named.parent.mkdir(exist_ok=True)
         shutil.copyfile(wheel, named)
     tail = ["--transformers", "none", "--transformers-index", str(tmp / "simple"), *options]
     if kind == "wheel":
         return ["build", "add-wheel", str(named), *tail]
-    digest = install_build.sha256_of(named) if named.is_file() else draw(st.sampled_from(["0" * 64, "bad"]))
+    digest = (
+        install_build.sha256_of(named)
+        if named.is_file()
+        else draw(st.sampled_from(["0" * 64, "bad"]))
+    )
     return ["build", "add-url", f"{named.as_uri()}#sha256={digest}", *tail]
 
 
-@pytest.mark.parametrize("examples", [pytest.param(10, id="10"), pytest.param(150, id="150", marks=pytest.mark.slow)])
-def test_a_generated_round_of_build_commands_has_no_traceback_and_refusals_write_nothing(tmp_path_factory, examples):
+@pytest.mark.parametrize(
+    "examples", [pytest.param(10, id="10"), pytest.param(150, id="150", marks=pytest.mark.slow)]
+)
+def test_a_generated_round_of_build_commands_has_no_traceback_and_refusals_write_nothing(
+    tmp_path_factory, examples
+):
     """Every command exits 0 or 2; a refusal is one line and leaves the manifest, the timeline and the store byte for
     byte; after every command the timeline still generates (nothing bricked). Seeded: SEED."""
     outcomes: dict[int, int] = {0: 0, 2: 0}
 
     @hypothesis.seed(SEED)
-    @hypothesis.settings(max_examples=examples, deadline=None, database=None,
-                         suppress_health_check=list(hypothesis.HealthCheck))
+    @hypothesis.settings(
+        max_examples=examples,
+        deadline=None,
+        database=None,
+        suppress_health_check=list(hypothesis.HealthCheck),
+    )
     @hypothesis.given(st.data())
     def round_(data: Any) -> None:
         tmp = tmp_path_factory.mktemp("round")
         os.environ[install_build.CACHE_ENV] = str(tmp / "cache")
         (tmp / "manifest.json").write_text('{"schema": 1, "channels": []}')
         (tmp / "site" / "torch").mkdir(parents=True)
-        (tmp / "site" / "torch" / "version.py").write_text(f"__version__ = '2.14.1'\ngit_version = '{GIT}'\n")
+        (tmp / "site" / "torch" / "version.py").write_text(
+            f"__version__ = '2.14.1'\ngit_version = '{GIT}'\n"
+        )
         (tmp / "files").mkdir()
-        wheel = fakes.make_wheel(tmp / "files", "torch", "2.14.1+cpu", git_version=GIT, built=datetime(2026, 9, 30))
+        wheel = fakes.make_wheel(
+            tmp / "files", "torch", "2.14.1+cpu", git_version=GIT, built=datetime(2026, 9, 30)
+        )
         fakes.make_index(tmp / "simple", [wheel])
-        assert cli.main(["build", "add-existing", str(tmp / "site"), "--id", "first", "--date",
-                         "2026-01-01T00:00:00Z", *paths(tmp)]) == 0
+        assert (
+            cli.main(
+                [
+                    "build",
+                    "add-existing",
+                    str(tmp / "site"),
+                    "--id",
+                    "first",
+                    "--date",
+                    "2026-01-01T00:00:00Z",
+                    *paths(tmp),
+                ]
+            )
+            == 0
+        )
         for _ in range(data.draw(st.integers(1, 3))):
             argv = [*_command(data.draw, tmp, wheel), *paths(tmp)]
             before = everything(tmp)
@@ -353,11 +492,14 @@ def test_a_generated_round_of_build_commands_has_no_traceback_and_refusals_write
         round_()
     finally:
         os.environ.pop(install_build.CACHE_ENV, None)
-    print(f"seed {SEED}: {sum(outcomes.values())} commands, {outcomes[0]} added, {outcomes[2]} refused")
+    print(
+        f"seed {SEED}: {sum(outcomes.values())} commands, {outcomes[0]} added, {outcomes[2]} refused"
+    )
     assert outcomes[0] and outcomes[2]  # the round reached both ends
 
 
 # --- add-* at the same moment, and killed at any moment -------------------------------------------------------------
+
 
 def _add_existing_after(barrier: Any, tmp: Path, build_id: str) -> None:
     barrier.wait()  # every process adds at the same moment
@@ -366,8 +508,10 @@ def _add_existing_after(barrier: Any, tmp: Path, build_id: str) -> None:
 
 
 @pytest.mark.parametrize("at_once", [2, 4])
-@pytest.mark.parametrize("trials", [pytest.param(5, id="5-trials"),
-                                    pytest.param(100, id="100-trials", marks=pytest.mark.slow)])
+@pytest.mark.parametrize(
+    "trials",
+    [pytest.param(5, id="5-trials"), pytest.param(100, id="100-trials", marks=pytest.mark.slow)],
+)
 def test_builds_added_at_once_all_land(suite, trials, at_once):
     ids = [f"b{number}" for number in range(at_once)]
     for trial in range(trials):
@@ -380,7 +524,9 @@ def test_builds_added_at_once_all_land(suite, trials, at_once):
         assert channel is not None and sorted(build.id for build in channel.builds) == ids, trial
         heads = git.text(tmp / "timeline", "for-each-ref", "--format=%(refname)", "refs/heads/")
         commits = git.text(tmp / "timeline", "rev-list", "--count", "local")
-        assert heads == "refs/heads/local" and commits == str(at_once), trial  # the timeline holds every build
+        assert heads == "refs/heads/local" and commits == str(at_once), (
+            trial
+        )  # the timeline holds every build
 
 
 def added(tmp: Path) -> list[str]:
@@ -404,22 +550,40 @@ def test_add_wheel_killed_at_random_moments_loses_nothing_and_the_next_run_recov
     counts = dict.fromkeys(("killed", "added before the kill", "added by the next run"), 0)
     for trial in range(30):
         build_id = f"k{trial}"
-        argv = [sys.executable, "-c", "import sys; from mpsbench import cli; sys.exit(cli.main(sys.argv[1:]))",
-                "build", "add-wheel", str(torch), "--transformers", "none",
-                "--transformers-index", str(simple), "--id", build_id, *paths(suite)]
-        process = subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        argv = [
+            sys.executable,
+            "-c",
+            "import sys; from mpsbench import cli; sys.exit(cli.main(sys.argv[1:]))",
+            "build",
+            "add-wheel",
+            str(torch),
+            "--transformers",
+            "none",
+            "--transformers-index",
+            str(simple),
+            "--id",
+            build_id,
+            *paths(suite),
+        ]
+        process = subprocess.Popen(
+            argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+        )
         time.sleep(rng.uniform(0, 3.0))
         if process.poll() is None:
             process.send_signal(signal.SIGKILL)
             counts["killed"] += 1
         process.wait()
-        assert added(suite)[:len(kept)] == kept, trial  # nothing added before is lost
+        assert added(suite)[: len(kept)] == kept, trial  # nothing added before is lost
         assert cli.main(["timeline", "generate", *paths(suite)]) == 0, trial
         again = subprocess.run(argv, env=env, capture_output=True, text=True)
-        assert again.returncode == 0 or f"already has a build '{build_id}'" in again.stderr, again.stderr
+        assert again.returncode == 0 or f"already has a build '{build_id}'" in again.stderr, (
+            again.stderr
+        )
         counts["added by the next run" if again.returncode == 0 else "added before the kill"] += 1
         kept.append(build_id)
         assert added(suite) == kept, trial
     print(f"kill -9 of add-wheel, 30 trials (seed {SEED}): {counts}")
     stored = list((suite / "cache" / "wheels").glob("*/*.whl"))
-    assert len(stored) == 1 and install_build.sha256_of(stored[0]) == stored[0].parent.name  # one whole copy
+    assert (
+        len(stored) == 1 and install_build.sha256_of(stored[0]) == stored[0].parent.name
+    )  # one whole copy

@@ -43,19 +43,37 @@ def test_run_prints_a_table_with_ms_per_step_and_samples_per_second(capsys):
     [
         (["run", "alexnet"], "unknown model 'alexnet'; choose one of: mlp, lenet5, resnet50"),
         (["run", "mlp", "--device", "tpu"], "unknown device 'tpu'; choose one of: cpu, mps, cuda"),
-        (["run", "mlp", "--batch-size", "3"], "batch size 3 is not run for mlp; choose one of: 1, 8, 32"),
-        (["run", "mlp", "--batch-size", "big"], r"argument --batch-size: --batch-size must be a whole number of at"
-                                                r" least 1, got 'big'"),
-        (["run", "mlp", "--kind", "eval"], r"argument --kind: invalid choice: 'eval' \(choose from 'training',"
-                                            r" 'inference', 'both'\)"),
+        (
+            ["run", "mlp", "--batch-size", "3"],
+            "batch size 3 is not run for mlp; choose one of: 1, 8, 32",
+        ),
+        (
+            ["run", "mlp", "--batch-size", "big"],
+            r"argument --batch-size: --batch-size must be a whole number of at"
+            r" least 1, got 'big'",
+        ),
+        (
+            ["run", "mlp", "--kind", "eval"],
+            r"argument --kind: invalid choice: 'eval' \(choose from 'training',"
+            r" 'inference', 'both'\)",
+        ),
         (["run", "mlp", "--device", "mps"], "device mps is not usable here: "),
         # a kind the model lacks, named: refused, not an empty table (--kind both skips it)
-        (["run", "bert_base_frozen", "--kind", "inference"], "bert_base_frozen differs from its base model in training"
-                                                             " only; time its inference as bert_base$"),
-        (["run", "clip_text", "--kind", "training"], "clip_text is an inference-only model; time its inference$"),
+        (
+            ["run", "bert_base_frozen", "--kind", "inference"],
+            "bert_base_frozen differs from its base model in training"
+            " only; time its inference as bert_base$",
+        ),
+        (
+            ["run", "clip_text", "--kind", "training"],
+            "clip_text is an inference-only model; time its inference$",
+        ),
         # where mps is absent (every machine but a Mac), the device that is present is named
-        (["run", "resnet50", "--device", "mps"], r"device mps is not usable here: .*; usable here: cpu: try --device cpu"
-                                                 r" \(mps needs a Mac with Apple silicon\)$"),
+        (
+            ["run", "resnet50", "--device", "mps"],
+            r"device mps is not usable here: .*; usable here: cpu: try --device cpu"
+            r" \(mps needs a Mac with Apple silicon\)$",
+        ),
     ],
 )
 def test_bad_input_is_one_line_on_stderr_with_status_2(capsys, argv, message):
@@ -84,7 +102,12 @@ def test_run_help_lists_what_models_lists(capsys):
 def test_build_list_names_channels_as_channels(capsys, tmp_path):
     # listing computes the timeline's commits: they go to the test's folder, not the checkout's .asv/timeline
     manifest = Path(__file__).resolve().parents[1] / "builds" / "manifest.json"
-    assert cli.main(["build", "list", "--manifest", str(manifest), "--timeline", str(tmp_path / "timeline")]) == 0
+    assert (
+        cli.main(
+            ["build", "list", "--manifest", str(manifest), "--timeline", str(tmp_path / "timeline")]
+        )
+        == 0
+    )
     lines = capsys.readouterr().out.splitlines()
     headers = [line for line in lines if not line.startswith(" ")]
     assert headers and all(line.startswith("channel ") for line in headers), headers
@@ -98,15 +121,22 @@ def test_build_list_names_channels_as_channels(capsys, tmp_path):
         assert "[" not in line, line
 
 
-@pytest.mark.parametrize("argv", [["--help"], ["run", "--help"], ["build", "list", "--help"], ["models"]])
+@pytest.mark.parametrize(
+    "argv", [["--help"], ["run", "--help"], ["build", "list", "--help"], ["models"]]
+)
 def test_help_and_parsing_import_no_torch(argv):
     # torch takes seconds to import: a command that only parses or names models must not pay for it
-    probe = ("import sys; from mpsbench import cli; status = cli.main(sys.argv[1:]);"
-             " sys.exit(status or ('torch' in sys.modules and 'torch imported'))")
-    done = subprocess.run([sys.executable, "-c", probe, *argv], capture_output=True, text=True,
-                          cwd=Path(__file__).resolve().parents[1])
+    probe = (
+        "import sys; from mpsbench import cli; status = cli.main(sys.argv[1:]);"
+        " sys.exit(status or ('torch' in sys.modules and 'torch imported'))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", probe, *argv],
+        capture_output=True,
+        text=True,
+        cwd=Path(__file__).resolve().parents[1],
+    )
     assert done.returncode == 0, done.stderr[-2000:]
-
 
 
 def _commands(parser, words=()):
@@ -137,4 +167,7 @@ def test_publish_says_the_same_default_config_in_both_helps(capsys):
     assert cli.main(["publish", "--help"]) == 0
     own = " ".join(capsys.readouterr().out.split())
     assert "--config defaults to $MPSBENCH_CONFIG, else asv.conf.json" in listed
-    assert "--config CONFIG the asv configuration (default $MPSBENCH_CONFIG, else asv.conf.json)" in own
+    assert (
+        "--config CONFIG the asv configuration (default $MPSBENCH_CONFIG, else asv.conf.json)"
+        in own
+    )

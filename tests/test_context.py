@@ -24,7 +24,9 @@ def suite_copy(tmp_path, monkeypatch):
     (tmp_path / "builds").mkdir()
     shutil.copy(ROOT / "builds" / "manifest.json", tmp_path / "builds" / "manifest.json")
     conf = asvconf.load(ROOT / "asv.conf.json").raw
-    (tmp_path / "asv.conf.json").write_text(json.dumps({**conf, "benchmark_dir": str(ROOT / "benchmarks")}))
+    (tmp_path / "asv.conf.json").write_text(
+        json.dumps({**conf, "benchmark_dir": str(ROOT / "benchmarks")})
+    )
     (tmp_path / "home").mkdir()
     monkeypatch.setenv("HOME", str(tmp_path / "home"))  # the machine file
     monkeypatch.setenv("MPSBENCH_DEVICES", "cpu")
@@ -32,14 +34,24 @@ def suite_copy(tmp_path, monkeypatch):
     return tmp_path
 
 
-def test_the_main_command_parses_asv_conf_json_and_the_manifest_once(suite_copy, monkeypatch, capsys):
+def test_the_main_command_parses_asv_conf_json_and_the_manifest_once(
+    suite_copy, monkeypatch, capsys
+):
     parsed: Counter[str] = Counter()
     load_conf, load_manifest = asvconf.load, mf.load
-    monkeypatch.setattr(asvconf, "load", lambda *args: parsed.update(["asv.conf.json"]) or load_conf(*args))
-    monkeypatch.setattr(mf, "load", lambda *args: parsed.update(["manifest"]) or load_manifest(*args))
+    monkeypatch.setattr(
+        asvconf, "load", lambda *args: parsed.update(["asv.conf.json"]) or load_conf(*args)
+    )
+    monkeypatch.setattr(
+        mf, "load", lambda *args: parsed.update(["manifest"]) or load_manifest(*args)
+    )
     ran, published = [], []
     # asv's own processes stand in: the run measures nothing here, and publish sees what the pipeline hands it
-    monkeypatch.setattr(asv, "supervise", lambda command, cwd, env, tick, every=1.0, output=None: ran.append(command) or 0)
+    monkeypatch.setattr(
+        asv,
+        "supervise",
+        lambda command, cwd, env, tick, every=1.0, output=None: ran.append(command) or 0,
+    )
     monkeypatch.setattr(bench.publish, "publish", lambda suite: published.append(suite))
     # as if a value were recorded: publish is reached (with none, bench says there is no site yet)
     monkeypatch.setattr(bench.publish, "measured_builds", lambda results: {"a build"})
@@ -60,50 +72,77 @@ def test_a_run_that_recorded_nothing_publishes_nothing_and_says_so(suite_copy, m
     assert "yet: no site to publish" in capsys.readouterr().err
 
 
-def test_the_default_runs_hashfiles_lie_beside_the_timeline_not_in_a_fixed_folder(suite_copy, monkeypatch):
+def test_the_default_runs_hashfiles_lie_beside_the_timeline_not_in_a_fixed_folder(
+    suite_copy, monkeypatch
+):
     # the config's folder has no .asv: its timeline lives elsewhere
     timeline = suite_copy / "elsewhere" / "timeline"
     suite = Suite(suite_copy / "asv.conf.json", suite_copy / "builds" / "manifest.json", timeline)
-    platform = defaults.rule_for(suite.manifest, ["linux-x86_64-cuda"])[0]  # the same default on any machine
+    platform = defaults.rule_for(suite.manifest, ["linux-x86_64-cuda"])[
+        0
+    ]  # the same default on any machine
     planned = defaults.schedule(suite.manifest, platform)
     monkeypatch.setattr(defaults, "this_machine", lambda manifest: (platform, planned, []))
     runs = bench.plan(suite, [])
-    assert [run[:2] for run in runs] == [("-E", f"virtualenv:{python}") for python in defaults.pythons(planned)]
+    assert [run[:2] for run in runs] == [
+        ("-E", f"virtualenv:{python}") for python in defaults.pythons(planned)
+    ]
     for run, python in zip(runs, defaults.pythons(planned)):
         hashes = Path(run[2].removeprefix("HASHFILE:"))
         assert hashes == timeline.parent / f"default-py{python}.txt"
-        assert hashes.read_text().split() == [suite.timeline.commits[item.ref] for item in planned if python in item.pythons]
+        assert hashes.read_text().split() == [
+            suite.timeline.commits[item.ref] for item in planned if python in item.pythons
+        ]
     assert not (suite_copy / ".asv").exists()
 
 
 def test_a_build_is_named_by_channel_at_id_by_tag_or_by_a_timeline_hash(suite_copy):
     suite = Suite()
     commit = suite.timeline.commits["release@2.14.1"]
-    assert {suite.name(ref) for ref in ("release@2.14.1", "v2.14.1", commit, commit[:10])} == {"release@2.14.1"}
-    with pytest.raises(cli.UserError, match="'0000' names 0 timeline commits; give CHANNEL@ID, a tag or a longer hash"):
+    assert {suite.name(ref) for ref in ("release@2.14.1", "v2.14.1", commit, commit[:10])} == {
+        "release@2.14.1"
+    }
+    with pytest.raises(
+        cli.UserError,
+        match="'0000' names 0 timeline commits; give CHANNEL@ID, a tag or a longer hash",
+    ):
         suite.name("0000")
 
 
 @pytest.mark.parametrize("args", [["-b", "Trainingg"], ["bogus^!"], ["--remeasrue"], ["-b", "("]])
-def test_bad_asv_arguments_are_one_line_before_the_set_up_is_printed_or_the_machine_written(suite_copy, args, capsys):
+def test_bad_asv_arguments_are_one_line_before_the_set_up_is_printed_or_the_machine_written(
+    suite_copy, args, capsys
+):
     assert cli.main(["bench", *args]) == 2
     said = capsys.readouterr()
     assert said.out == "" and len(said.err.strip().splitlines()) == 1, said
     assert not list((suite_copy / "home").iterdir())  # no machine file
 
 
-def test_a_bench_run_with_b_starts_asv_only_for_the_combinations_this_machine_times(suite_copy, monkeypatch, capsys):
+def test_a_bench_run_with_b_starts_asv_only_for_the_combinations_this_machine_times(
+    suite_copy, monkeypatch, capsys
+):
     """scripts/tiny-bench's -b names mps and cuda rows too: a cpu-only run (MPSBENCH_DEVICES=cpu) would start a process
     for each of them that only skips, on every re-run."""
     ran = []
-    monkeypatch.setattr(asv, "supervise", lambda command, cwd, env, tick, every=1.0, output=None: ran.append(command) or 0)
+    monkeypatch.setattr(
+        asv,
+        "supervise",
+        lambda command, cwd, env, tick, every=1.0, output=None: ran.append(command) or 0,
+    )
     monkeypatch.setattr(bench.publish, "publish", lambda suite: None)
-    tiny = r"^benchmark_models\.(Training|Inference)\.time_step\('(cpu|mps|cuda)', 'mlp', (8|1024)\)$"
+    tiny = (
+        r"^benchmark_models\.(Training|Inference)\.time_step\('(cpu|mps|cuda)', 'mlp', (8|1024)\)$"
+    )
     assert cli.main(["bench", "--skip-existing-successful", "-b", tiny, "release^!"]) == 0
     assert len(ran) == 1
     pattern = ran[0][ran[0].index("-b") + 1]
-    names = [f"benchmark_models.{kind}.time_step('{device}', 'mlp', {batch})"
-             for kind in ("Training", "Inference") for device in ("cpu", "mps", "cuda") for batch in (8, 1024)]
+    names = [
+        f"benchmark_models.{kind}.time_step('{device}', 'mlp', {batch})"
+        for kind in ("Training", "Inference")
+        for device in ("cpu", "mps", "cuda")
+        for batch in (8, 1024)
+    ]
     assert asv.matching(names, [pattern]) == [name for name in names if "'cpu'" in name]
     said = [line for line in capsys.readouterr().err.splitlines() if "would only skip" in line]
     assert len(said) == 1 and "4 of the 12 combinations it finds run here" in said[0], said

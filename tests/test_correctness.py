@@ -31,7 +31,9 @@ def _drop_strides(tensor: torch.Tensor) -> torch.Tensor:
     """The bug class of the mps issues: a view's storage read as if it were contiguous."""
     if not tensor.is_floating_point() or tensor.dtype == torch.float64 or tensor.is_contiguous():
         return tensor  # the float64 reference and contiguous operands stay right
-    return torch.as_strided(tensor, tensor.shape, torch.empty(tensor.shape).stride(), tensor.storage_offset())
+    return torch.as_strided(
+        tensor, tensor.shape, torch.empty(tensor.shape).stride(), tensor.storage_offset()
+    )
 
 
 def _wrong(kernel):
@@ -50,7 +52,10 @@ def test_every_pattern_has_a_kernel_to_break():
 def test_the_cpu_computes_every_pattern_within_the_dtypes_tolerance(dtype):
     for name in correctness.NAMES:
         error = correctness.relative_error("cpu", name, dtype)
-        assert error <= tolerances.TOLERANCES[dtype] / 10, (name, error)  # a decade of margin on the cpu
+        assert error <= tolerances.TOLERANCES[dtype] / 10, (
+            name,
+            error,
+        )  # a decade of margin on the cpu
 
 
 def test_the_patterns_really_are_the_layouts_that_broke():
@@ -66,16 +71,24 @@ def test_a_kernel_that_drops_strides_is_tracked_and_its_device_is_not_timed(monk
     owner, attribute = KERNELS[name]
     monkeypatch.setattr(owner, attribute, _wrong(getattr(owner, attribute)))
     readings = {"correctness": measured.of(benchmark_patterns.Correctness, correctness.measure)()}
-    tracked = benchmark_patterns.Correctness().track_relative_error(readings, "cpu", name, "float32")
-    assert tracked > 100 * tolerances.TOLERANCES["float32"]  # of the order of the values, not of rounding
-    with pytest.raises(correctness.CorrectnessError, match=rf"cpu computes .*\b{name} [\d.e+-]+[, ].*is not timed"):
+    tracked = benchmark_patterns.Correctness().track_relative_error(
+        readings, "cpu", name, "float32"
+    )
+    assert (
+        tracked > 100 * tolerances.TOLERANCES["float32"]
+    )  # of the order of the values, not of rounding
+    with pytest.raises(
+        correctness.CorrectnessError, match=rf"cpu computes .*\b{name} [\d.e+-]+[, ].*is not timed"
+    ):
         suite.prepare("inference", "cpu", "mlp", 8)
 
 
 def test_the_check_runs_once_per_process_and_device(monkeypatch):
     calls = []
     real = correctness.relative_error
-    monkeypatch.setattr(correctness, "relative_error", lambda *args: calls.append(args) or real(*args))
+    monkeypatch.setattr(
+        correctness, "relative_error", lambda *args: calls.append(args) or real(*args)
+    )
     for _ in range(3):  # asv calls setup before every sample
         suite.prepare("inference", "cpu", "mlp", 8)
     assert len(calls) == len(correctness.NAMES)
@@ -102,7 +115,10 @@ def test_every_reported_pattern_is_built_and_names_its_issue():
 def test_the_cpu_computes_every_reported_pattern_within_tolerance_and_repeats_it_bit_for_bit(name):
     for dtype in tolerances.dtypes(name):
         found = correctness.reading("cpu", name, dtype)
-        assert found.error <= tolerances.TOLERANCES[dtype] / 10, (dtype, found)  # a decade of margin on the cpu
+        assert found.error <= tolerances.TOLERANCES[dtype] / 10, (
+            dtype,
+            found,
+        )  # a decade of margin on the cpu
         assert found.difference == 0.0, (dtype, found)
 
 
@@ -115,8 +131,10 @@ def _rows(monkeypatch, *names):
     """The reported and determinism rows of ``names`` on the cpu in their first dtype, as benchmark_patterns reads them."""
     monkeypatch.setenv("MPSBENCH_FULL", "1")  # the compiled pattern's cpu row too
     keys = [("cpu", name, tolerances.dtypes(name)[0]) for name in names]
-    return {"reported": correctness.measure_reported("ReportedCorrectness", keys),
-            "determinism": correctness.measure_determinism("Determinism", keys)}
+    return {
+        "reported": correctness.measure_reported("ReportedCorrectness", keys),
+        "determinism": correctness.measure_determinism("Determinism", keys),
+    }
 
 
 def _replace_op(monkeypatch, name, wrong):
@@ -137,8 +155,14 @@ def _wrong_after_churn(monkeypatch):
     """pytorch#193487: the Gram matrix off by 20% once the allocator has seen other sizes."""
     churned = []
     real_churn = correctness._churn
-    monkeypatch.setattr(correctness, "_churn", lambda device: churned.append(device) or real_churn(device))
-    _replace_op(monkeypatch, "matmul_transposed_after_churn", lambda op, call, *args: op(*args) * (1.2 if churned else 1))
+    monkeypatch.setattr(
+        correctness, "_churn", lambda device: churned.append(device) or real_churn(device)
+    )
+    _replace_op(
+        monkeypatch,
+        "matmul_transposed_after_churn",
+        lambda op, call, *args: op(*args) * (1.2 if churned else 1),
+    )
 
 
 def _calls_disagree(monkeypatch):
@@ -170,7 +194,9 @@ def _compiled_off(monkeypatch):
 
 def _bias_off(monkeypatch):
     """pytorch#188438: a Linear with bias 20% off."""
-    _replace_op(monkeypatch, "linear_bias", lambda op, call, x, weight, bias: op(x, weight, bias) * 1.2)
+    _replace_op(
+        monkeypatch, "linear_bias", lambda op, call, x, weight, bias: op(x, weight, bias) * 1.2
+    )
 
 
 HISTORIC = {
@@ -180,7 +206,11 @@ HISTORIC = {
     "compiled_layer_norm": _compiled_off,
     "linear_bias": _bias_off,
 }
-NONDETERMINISTIC = {"matmul_transposed_after_churn", "linear_3d_no_bias", "reductions_in_succession"}
+NONDETERMINISTIC = {
+    "matmul_transposed_after_churn",
+    "linear_3d_no_bias",
+    "reductions_in_succession",
+}
 
 
 def test_every_reported_pattern_but_the_crash_has_its_historic_wrong_result():
@@ -189,8 +219,12 @@ def test_every_reported_pattern_but_the_crash_has_its_historic_wrong_result():
 
 @pytest.mark.parametrize("name", HISTORIC)
 def test_the_historic_wrong_result_makes_its_row_jump(monkeypatch, name):
-    monkeypatch.setattr(correctness.torch, "compile", lambda op: op)  # compiled is eager here: the real compile is
-    monkeypatch.setattr(correctness.skips, "compile_unsupported", lambda device: None)  # tested within tolerance
+    monkeypatch.setattr(
+        correctness.torch, "compile", lambda op: op
+    )  # compiled is eager here: the real compile is
+    monkeypatch.setattr(
+        correctness.skips, "compile_unsupported", lambda device: None
+    )  # tested within tolerance
     other = "linear_bias" if name != "linear_bias" else "matmul_transposed_after_churn"
     clean = _rows(monkeypatch, name, other)
     correctness.forget()
@@ -200,16 +234,22 @@ def test_the_historic_wrong_result_makes_its_row_jump(monkeypatch, name):
     error = benchmark_patterns.ReportedCorrectness().track_relative_error
     difference = benchmark_patterns.Determinism().track_largest_difference
     assert error(clean, "cpu", name, dtype) <= tolerances.TOLERANCES[dtype] / 10
-    assert error(wrong, "cpu", name, dtype) > tolerances.TOLERANCES[dtype]  # past the line the site draws red
+    assert (
+        error(wrong, "cpu", name, dtype) > tolerances.TOLERANCES[dtype]
+    )  # past the line the site draws red
     assert difference(clean, "cpu", name, dtype) == 0.0
     assert (difference(wrong, "cpu", name, dtype) > 0) == (name in NONDETERMINISTIC)
-    assert error(wrong, "cpu", other, "float32") == error(clean, "cpu", other, "float32")  # its own row only
+    assert error(wrong, "cpu", other, "float32") == error(
+        clean, "cpu", other, "float32"
+    )  # its own row only
 
 
 def test_the_crashing_pattern_runs_in_a_child_that_reads_it(monkeypatch):
     children = []
     real = isolated.call
-    monkeypatch.setattr(correctness.isolated, "call", lambda *args: children.append(args) or real(*args))
+    monkeypatch.setattr(
+        correctness.isolated, "call", lambda *args: children.append(args) or real(*args)
+    )
     found = correctness.reading("cpu", "linear_broadcast_input", "float32")
     assert [args[1:] for args in children] == [("cpu", "linear_broadcast_input", "float32")]
     assert found.error < tolerances.TOLERANCES["float32"] / 10
@@ -220,13 +260,17 @@ def _abort():
 
 
 def test_a_child_killed_by_an_assertion_is_one_error_here():
-    with pytest.raises(isolated.ChildDied, match=r"_abort died in its child process \(killed by SIGABRT\)"):
+    with pytest.raises(
+        isolated.ChildDied, match=r"_abort died in its child process \(killed by SIGABRT\)"
+    ):
         isolated.call(_abort)
 
 
 def test_a_pattern_that_crashes_its_child_fails_its_rows_only(monkeypatch):
     def crash(function, device, name, dtype):
-        raise isolated.ChildDied(f"{function.__name__} died in its child process (killed by SIGABRT)")
+        raise isolated.ChildDied(
+            f"{function.__name__} died in its child process (killed by SIGABRT)"
+        )
 
     monkeypatch.setattr(correctness.isolated, "call", crash)
     rows = _rows(monkeypatch, "linear_broadcast_input", "linear_bias")
@@ -242,6 +286,14 @@ def test_a_pattern_that_crashes_its_child_fails_its_rows_only(monkeypatch):
 
 def test_a_dtype_the_report_never_showed_is_left_out_of_every_run(monkeypatch):
     monkeypatch.setenv("MPSBENCH_FULL", "1")
-    rows = {"reported": correctness.measure_reported("ReportedCorrectness", [("cpu", "linear_bias", "float16")])}
-    with pytest.raises(suite.SkipNotImplemented, match="linear_bias is measured in float32, the dtypes its report"):
-        benchmark_patterns.ReportedCorrectness().track_relative_error(rows, "cpu", "linear_bias", "float16")
+    rows = {
+        "reported": correctness.measure_reported(
+            "ReportedCorrectness", [("cpu", "linear_bias", "float16")]
+        )
+    }
+    with pytest.raises(
+        suite.SkipNotImplemented, match="linear_bias is measured in float32, the dtypes its report"
+    ):
+        benchmark_patterns.ReportedCorrectness().track_relative_error(
+            rows, "cpu", "linear_bias", "float16"
+        )

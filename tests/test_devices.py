@@ -13,12 +13,16 @@ from tests import fakes
 from mpsbench.measure import devices, models, workloads
 
 
-def fake_mps(recorder: fakes.Recorder, allocated: list[int], driver: int = 7 * devices.MIB) -> types.SimpleNamespace:
+def fake_mps(
+    recorder: fakes.Recorder, allocated: list[int], driver: int = 7 * devices.MIB
+) -> types.SimpleNamespace:
     """A stand-in for torch.mps (torch >= 2.0): memory readings come from `allocated`."""
     readings = iter(allocated)
     return types.SimpleNamespace(
         synchronize=recorder.fn("mps.synchronize"),
-        current_allocated_memory=recorder.fn("mps.current_allocated_memory", lambda: next(readings)),
+        current_allocated_memory=recorder.fn(
+            "mps.current_allocated_memory", lambda: next(readings)
+        ),
         driver_allocated_memory=recorder.fn("mps.driver_allocated_memory", driver),
         empty_cache=recorder.fn("mps.empty_cache"),
         manual_seed=recorder.fn("mps.manual_seed"),
@@ -37,7 +41,11 @@ def test_cpu_is_usable_and_reports_its_threads():
 
 def test_cpu_memory_is_the_process_rss():
     reading = devices.get("cpu").memory()
-    assert reading.current is not None and reading.current > 10 * devices.MIB and reading.driver is None
+    assert (
+        reading.current is not None
+        and reading.current > 10 * devices.MIB
+        and reading.driver is None
+    )
 
 
 def test_cpu_peak_sees_a_large_allocation_inside_the_step():
@@ -51,7 +59,9 @@ def test_cpu_peak_sees_a_large_allocation_inside_the_step():
 
 
 def test_unknown_device_is_one_line_with_the_choices():
-    with pytest.raises(devices.DeviceError, match=r"unknown device 'gpu'; choose one of: cpu, mps, cuda"):
+    with pytest.raises(
+        devices.DeviceError, match=r"unknown device 'gpu'; choose one of: cpu, mps, cuda"
+    ):
         devices.get("gpu").availability()
 
 
@@ -67,18 +77,36 @@ def test_seeding_makes_draws_repeat():
 
 def test_mps_sync_and_memory_use_torch_mps_in_order(monkeypatch):
     recorder = fakes.Recorder()
-    monkeypatch.setattr(torch, "mps", fake_mps(recorder, [5 * devices.MIB, 9 * devices.MIB, 4 * devices.MIB]))
-    peaks = devices.peaks_over(devices.get("mps"), lambda probe: probe())  # mps has no peak to reset: no call
+    monkeypatch.setattr(
+        torch, "mps", fake_mps(recorder, [5 * devices.MIB, 9 * devices.MIB, 4 * devices.MIB])
+    )
+    peaks = devices.peaks_over(
+        devices.get("mps"), lambda probe: probe()
+    )  # mps has no peak to reset: no call
     devices.get("mps").empty_cache()
-    sample = ["mps.current_allocated_memory", "mps.driver_allocated_memory"]  # a sample reads both figures
-    assert recorder.calls == ["mps.synchronize", *sample, *sample, "mps.synchronize", *sample, "mps.empty_cache"]
+    sample = [
+        "mps.current_allocated_memory",
+        "mps.driver_allocated_memory",
+    ]  # a sample reads both figures
+    assert recorder.calls == [
+        "mps.synchronize",
+        *sample,
+        *sample,
+        "mps.synchronize",
+        *sample,
+        "mps.empty_cache",
+    ]
     assert peaks == (9 * devices.MIB, 7 * devices.MIB)
 
 
 def test_mps_peak_is_the_largest_sample(monkeypatch):
     recorder = fakes.Recorder()
-    monkeypatch.setattr(torch, "mps", fake_mps(recorder, [2 * devices.MIB, 11 * devices.MIB, 3 * devices.MIB]))
-    allocated, _ = devices.peaks_over(devices.get("mps"), lambda probe: None)  # read before and after the step
+    monkeypatch.setattr(
+        torch, "mps", fake_mps(recorder, [2 * devices.MIB, 11 * devices.MIB, 3 * devices.MIB])
+    )
+    allocated, _ = devices.peaks_over(
+        devices.get("mps"), lambda probe: None
+    )  # read before and after the step
     assert allocated == 11 * devices.MIB  # the first reading (2 MiB) is lower
 
 
@@ -158,18 +186,34 @@ def test_cuda_absent_says_why():
     if torch.cuda.is_available():  # pragma: no cover - only on a GPU machine
         pytest.skip("cuda is usable here")
     assert not devices.get("cuda").availability().usable
-    assert devices.get("cuda").availability().reason in ("no CUDA device found", f"torch {torch.__version__} has no CUDA")
+    assert devices.get("cuda").availability().reason in (
+        "no CUDA device found",
+        f"torch {torch.__version__} has no CUDA",
+    )
 
 
 @pytest.mark.parametrize(
     ("error", "expected"),
     [
-        (RuntimeError("MPS backend out of memory (MPS allocated: 17.00 GB, other allocations: 1 GB)"), True),
+        (
+            RuntimeError(
+                "MPS backend out of memory (MPS allocated: 17.00 GB, other allocations: 1 GB)"
+            ),
+            True,
+        ),
         (RuntimeError("CUDA out of memory. Tried to allocate 2.00 GiB"), True),
         (MemoryError(), True),
-        (RuntimeError("[enforce fail at alloc_cpu.cpp:117] data. DefaultCPUAllocator: can't allocate memory:"
-                      " you tried to allocate 4294967296 bytes. Error code 12 (Cannot allocate memory)"), True),
-        (RuntimeError("DefaultCPUAllocator: not enough memory: you tried to allocate 8 bytes"), True),
+        (
+            RuntimeError(
+                "[enforce fail at alloc_cpu.cpp:117] data. DefaultCPUAllocator: can't allocate memory:"
+                " you tried to allocate 4294967296 bytes. Error code 12 (Cannot allocate memory)"
+            ),
+            True,
+        ),
+        (
+            RuntimeError("DefaultCPUAllocator: not enough memory: you tried to allocate 8 bytes"),
+            True,
+        ),
         (RuntimeError("shape mismatch"), False),
         (ValueError("out of memory"), False),
     ],
@@ -186,7 +230,9 @@ def test_cuda_out_of_memory_error_type_is_recognised():
 
 def test_weights_are_created_on_cuda_directly_and_on_the_cpu_elsewhere():
     on_cuda = devices.get("cuda").creating()
-    assert isinstance(on_cuda, torch.device) and on_cuda.type == "cuda"  # torch 2.0+: a context manager
+    assert (
+        isinstance(on_cuda, torch.device) and on_cuda.type == "cuda"
+    )  # torch 2.0+: a context manager
     for name in ("cpu", "mps"):  # mps: an initializer it lacks must not fail a timing
         assert isinstance(devices.get(name).creating(), contextlib.nullcontext)
 

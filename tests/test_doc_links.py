@@ -16,7 +16,9 @@ FENCE = re.compile(r"^```.*?^```", re.MULTILINE | re.DOTALL)
 def anchors(page: Path) -> set[str]:
     """The #fragments GitHub gives the page's headings: lowercased, punctuation dropped, spaces as hyphens."""
     headings = re.findall(r"^#+ (.+)$", FENCE.sub("", page.read_text()), re.MULTILINE)
-    return {re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-") for heading in headings}
+    return {
+        re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-") for heading in headings
+    }
 
 
 def broken_links(page: Path) -> list[str]:
@@ -41,9 +43,14 @@ def test_every_relative_link_resolves(page):
 def test_a_link_to_a_missing_file_or_heading_is_found(tmp_path):
     (tmp_path / "other.md").write_text("# The budget, part 2\n\n```\n# not a heading\n```\n")
     page = tmp_path / "page.md"
-    page.write_text("[ok](other.md#the-budget-part-2) [gone](missing.md) [bad](other.md#not-a-heading)"
-                    " [web](https://example.org/x.md)\n```\n[in a block](nowhere.md)\n```\n")
-    assert [line.split(":")[0] for line in broken_links(page)] == ["missing.md", "other.md#not-a-heading"]
+    page.write_text(
+        "[ok](other.md#the-budget-part-2) [gone](missing.md) [bad](other.md#not-a-heading)"
+        " [web](https://example.org/x.md)\n```\n[in a block](nowhere.md)\n```\n"
+    )
+    assert [line.split(":")[0] for line in broken_links(page)] == [
+        "missing.md",
+        "other.md#not-a-heading",
+    ]
 
 
 def test_evidence_is_short_pages_only():

@@ -41,7 +41,7 @@ class _Flaky(http.server.BaseHTTPRequestHandler):
         self.end_headers()
         if type(self).cuts > 0:
             type(self).cuts -= 1
-            self.wfile.write(body[:self.cut])
+            self.wfile.write(body[: self.cut])
             self.wfile.flush()
             self.close_connection = True
             return
@@ -66,40 +66,64 @@ def server(monkeypatch: pytest.MonkeyPatch) -> Iterator[type[_Flaky]]:
 
 
 def test_a_download_cut_twice_resumes_where_it_stopped_and_arrives_whole(server, tmp_path, capsys):
-    target = install_build._download(f"{server.url}/torch.whl", tmp_path / "torch.whl", tries=5, backoff=0.0)
+    target = install_build._download(
+        f"{server.url}/torch.whl", tmp_path / "torch.whl", tries=5, backoff=0.0
+    )
     assert hashlib.sha256(target.read_bytes()).hexdigest() == hashlib.sha256(DATA).hexdigest()
-    assert server.seen == [None, f"bytes={_Flaky.cut}-", f"bytes={2 * _Flaky.cut}-"]  # each from where the last cut
+    assert server.seen == [
+        None,
+        f"bytes={_Flaky.cut}-",
+        f"bytes={2 * _Flaky.cut}-",
+    ]  # each from where the last cut
     said = capsys.readouterr().err.splitlines()
     assert len(said) == 2 and all("attempt" in line and "torch.whl" in line for line in said)
 
 
 def test_a_server_that_ignores_the_range_gets_the_whole_file_again(server, tmp_path):
     server.ranges, server.cuts = False, 1
-    target = install_build._download(f"{server.url}/torch.whl", tmp_path / "torch.whl", tries=3, backoff=0.0)
+    target = install_build._download(
+        f"{server.url}/torch.whl", tmp_path / "torch.whl", tries=3, backoff=0.0
+    )
     assert target.read_bytes() == DATA  # not the first part twice
 
 
 def test_attempts_are_bounded_and_the_last_problem_is_said(server, tmp_path):
     server.cuts = 10
-    with pytest.raises(install_build.InstallError, match=r"^torch\.whl: cannot download .* after 3 attempts: "):
-        install_build._download(f"{server.url}/torch.whl", tmp_path / "torch.whl", tries=3, backoff=0.0)
+    with pytest.raises(
+        install_build.InstallError, match=r"^torch\.whl: cannot download .* after 3 attempts: "
+    ):
+        install_build._download(
+            f"{server.url}/torch.whl", tmp_path / "torch.whl", tries=3, backoff=0.0
+        )
     assert len(server.seen) == 3
 
 
 def test_a_refused_url_is_not_retried(server, tmp_path):
     with pytest.raises(install_build.InstallError, match="404"):
-        install_build._download(f"{server.url}/nothing.whl", tmp_path / "x.whl", tries=5, backoff=0.0)
-    assert server.seen == []  # the handler answered 404 before noting a wheel request; one request in all
+        install_build._download(
+            f"{server.url}/nothing.whl", tmp_path / "x.whl", tries=5, backoff=0.0
+        )
+    assert (
+        server.seen == []
+    )  # the handler answered 404 before noting a wheel request; one request in all
 
 
-def test_a_resumed_download_still_passes_the_sha256_check_of_the_store(server, tmp_path, monkeypatch):
+def test_a_resumed_download_still_passes_the_sha256_check_of_the_store(
+    server, tmp_path, monkeypatch
+):
     """fetch_wheel: the pin's sha256 checks the resumed file before it takes the wheel's name."""
     monkeypatch.setenv(install_build.CACHE_ENV, str(tmp_path / "cache"))
     url = f"{server.url}/torch.whl"
-    monkeypatch.setattr(install_build, "allowed_url", lambda url: True)  # plain http only on 127.0.0.1 here
+    monkeypatch.setattr(
+        install_build, "allowed_url", lambda url: True
+    )  # plain http only on 127.0.0.1 here
     monkeypatch.setattr(install_build, "DOWNLOAD_BACKOFF", 0.0)
-    pin = {"name": "torch-like", "filename": "torch_like-1.0-py3-none-any.whl", "url": url,
-           "sha256": hashlib.sha256(DATA).hexdigest()}
+    pin = {
+        "name": "torch-like",
+        "filename": "torch_like-1.0-py3-none-any.whl",
+        "url": url,
+        "sha256": hashlib.sha256(DATA).hexdigest(),
+    }
     stored = install_build.fetch_wheel(pin)
     assert stored.read_bytes() == DATA and len(server.seen) == 3
     assert Path(stored).parent.name == pin["sha256"]

@@ -29,7 +29,9 @@ def test_the_power_is_read_between_the_first_and_last_update_inside_the_steps():
 
 
 def test_a_counter_too_coarse_for_the_steps_skips_with_the_reason():
-    with pytest.raises(suite.SkipNotImplemented, match=r"stand-in updated 1 times in 2\.0 s of steps: too coarse"):
+    with pytest.raises(
+        suite.SkipNotImplemented, match=r"stand-in updated 1 times in 2\.0 s of steps: too coarse"
+    ):
         energy.reading("stand-in", [(0.5, 0.0), (1.5, 10.0)], 1.0, 3.0, 10)
 
 
@@ -61,7 +63,9 @@ class Clock:
             self.now += seconds
             self.reads = 0
             # the second read starts after the first, the one that sees the change, has stamped it
-            assert self.moved.wait_for(lambda: self.reads >= 2, timeout=900), "the poller stopped reading"
+            assert self.moved.wait_for(lambda: self.reads >= 2, timeout=900), (
+                "the poller stopped reading"
+            )
 
 
 @pytest.fixture
@@ -79,11 +83,19 @@ def continuous(clock: Clock, watts: float) -> Callable[[], float]:
 
 def test_the_steps_run_until_enough_time_and_updates_have_passed(clock):
     calls = []
-    found = energy.measure(lambda: (calls.append(None), clock.step(0.01)), lambda: None,
-                           energy.Counter("stand-in", continuous(clock, 250.0), 0.002), steps_per_call=20,
-                           min_seconds=0.2, min_updates=5, settle_seconds=0)
+    found = energy.measure(
+        lambda: (calls.append(None), clock.step(0.01)),
+        lambda: None,
+        energy.Counter("stand-in", continuous(clock, 250.0), 0.002),
+        steps_per_call=20,
+        min_seconds=0.2,
+        min_updates=5,
+        settle_seconds=0,
+    )
     assert found.seconds >= 0.2 and found.updates >= 5
-    assert found.steps == 20 * (len(calls) - 1)  # one untimed call at the least: its time sets the window
+    assert found.steps == 20 * (
+        len(calls) - 1
+    )  # one untimed call at the least: its time sets the window
     assert found.watts == pytest.approx(250.0)
     assert found.joules_per_step == pytest.approx(found.watts * found.seconds / found.steps)
 
@@ -91,13 +103,21 @@ def test_the_steps_run_until_enough_time_and_updates_have_passed(clock):
 def settling(clock: Clock) -> Callable[[], float]:
     """A board that draws 1000 W for its first 0.2 s (what it ran before), then 250 W."""
     origin = clock.now
-    return lambda: clock.read(lambda now: 1000.0 * min(now - origin, 0.2) + 250.0 * max(now - origin - 0.2, 0.0))
+    return lambda: clock.read(
+        lambda now: 1000.0 * min(now - origin, 0.2) + 250.0 * max(now - origin - 0.2, 0.0)
+    )
 
 
 @pytest.mark.parametrize(("settle", "watts"), [(0.3, 250.0), (0.0, None)])
 def test_the_untimed_steps_first_let_the_power_settle(clock, settle, watts):
-    found = energy.measure(lambda: clock.step(0.005), lambda: None, energy.Counter("stand-in", settling(clock), 0.002),
-                           min_seconds=0.3, min_updates=5, settle_seconds=settle)
+    found = energy.measure(
+        lambda: clock.step(0.005),
+        lambda: None,
+        energy.Counter("stand-in", settling(clock), 0.002),
+        min_seconds=0.3,
+        min_updates=5,
+        settle_seconds=settle,
+    )
     if watts is None:  # unsettled, the reading includes the earlier work's power
         assert found.watts > 300.0
     else:
@@ -108,9 +128,16 @@ def test_the_untimed_steps_first_let_the_power_settle(clock, settle, watts):
 def test_a_step_the_host_paces_gets_the_longer_window(monkeypatch, clock, step, window):
     monkeypatch.setattr(energy, "SHORT_STEP_WINDOW", 0.4)
     monkeypatch.setattr(energy, "MIN_SECONDS", 0.1)
-    found = energy.measure(lambda: clock.step(step), lambda: None,
-                           energy.Counter("stand-in", continuous(clock, 100.0), 0.002), min_updates=2, settle_seconds=0)
-    assert window <= found.seconds < window + step  # the window is the settle's step time's, not a guess
+    found = energy.measure(
+        lambda: clock.step(step),
+        lambda: None,
+        energy.Counter("stand-in", continuous(clock, 100.0), 0.002),
+        min_updates=2,
+        settle_seconds=0,
+    )
+    assert (
+        window <= found.seconds < window + step
+    )  # the window is the settle's step time's, not a guess
 
 
 def test_a_counter_that_fails_fails_the_measurement():
@@ -185,7 +212,9 @@ def test_nvml_without_the_package_or_the_counter_skips_with_the_reason(monkeypat
     with pytest.raises(suite.SkipNotImplemented, match="needs nvidia-ml-py"):
         energy._nvml()
     monkeypatch.setitem(sys.modules, "pynvml", _pynvml(lambda: 0, supported=False))
-    with pytest.raises(suite.SkipNotImplemented, match="counter is not readable here: Not Supported"):
+    with pytest.raises(
+        suite.SkipNotImplemented, match="counter is not readable here: Not Supported"
+    ):
         energy._nvml()
 
 
@@ -194,14 +223,25 @@ def test_an_nvml_counter_that_moves_in_steps_reads_its_power(monkeypatch, one_gp
     interval = 0.02  # the counter updates every 20 ms, as a board's firmware does
 
     def millijoules():
-        return clock.read(lambda now: int(300_000 * interval * ((now - origin) // interval)))  # 300 W
+        return clock.read(
+            lambda now: int(300_000 * interval * ((now - origin) // interval))
+        )  # 300 W
 
     monkeypatch.setitem(sys.modules, "pynvml", _pynvml(millijoules))
-    monkeypatch.setattr(energy.skips, "require_device", lambda device: None)  # as on a machine with cuda
-    found = energy.measure(lambda: clock.step(0.005), lambda: None, energy.counter("cuda"), min_seconds=0.3,
-                           min_updates=10)
+    monkeypatch.setattr(
+        energy.skips, "require_device", lambda device: None
+    )  # as on a machine with cuda
+    found = energy.measure(
+        lambda: clock.step(0.005),
+        lambda: None,
+        energy.counter("cuda"),
+        min_seconds=0.3,
+        min_updates=10,
+    )
     assert found.updates >= 10
-    assert found.watts == pytest.approx(300, rel=0.05)  # each update is seen at the end of the step it came in
+    assert found.watts == pytest.approx(
+        300, rel=0.05
+    )  # each update is seen at the end of the step it came in
 
 
 # --- IOReport (macOS; unverified on hardware) -----------------------------------------------------------------
@@ -234,14 +274,18 @@ def test_ioreport_without_the_package_or_the_domain_skips_with_the_reason(monkey
     with pytest.raises(suite.SkipNotImplemented, match="needs zeus-apple-silicon"):
         energy._ioreport("mps")
     monkeypatch.setitem(sys.modules, "zeus_apple_silicon", _zeus(lambda: None, 1))
-    with pytest.raises(suite.SkipNotImplemented, match="IOReport has no gpu_mj counter on this Mac"):
+    with pytest.raises(
+        suite.SkipNotImplemented, match="IOReport has no gpu_mj counter on this Mac"
+    ):
         energy._ioreport("mps")
 
 
 # --- RAPL ------------------------------------------------------------------------------------------------------
 
 
-def _zone(root: pathlib.Path, name: str, kind: str, microjoules: int, limit: int = 262_143_328_850) -> pathlib.Path:
+def _zone(
+    root: pathlib.Path, name: str, kind: str, microjoules: int, limit: int = 262_143_328_850
+) -> pathlib.Path:
     zone = root / name
     zone.mkdir()
     (zone / "name").write_text(f"{kind}\n")
@@ -253,7 +297,9 @@ def _zone(root: pathlib.Path, name: str, kind: str, microjoules: int, limit: int
 def test_rapl_sums_the_sockets_and_undoes_a_wrap_around(tmp_path):
     socket0 = _zone(tmp_path, "intel-rapl:0", "package-0", 1_000_000, limit=5_000_000)
     socket1 = _zone(tmp_path, "intel-rapl:1", "package-1", 2_000_000)
-    core = _zone(tmp_path, "intel-rapl:0:0", "core", 0)  # inside package-0: counting it would count twice
+    core = _zone(
+        tmp_path, "intel-rapl:0:0", "core", 0
+    )  # inside package-0: counting it would count twice
     found = energy._rapl(tmp_path)
     assert found.joules() == 0.0
     (socket0 / "energy_uj").write_text("500000\n")  # wrapped at 5 J: 4.5 J later
@@ -269,7 +315,9 @@ def test_rapl_unreadable_or_absent_skips_with_the_reason(tmp_path, monkeypatch):
     _zone(tmp_path, "intel-rapl:0", "package-0", 1)
     real = pathlib.Path.read_text
 
-    def root_only(path, *args, **kwargs):  # the tests run as root here; Linux 5.10+ gives others a 0400 file
+    def root_only(
+        path, *args, **kwargs
+    ):  # the tests run as root here; Linux 5.10+ gives others a 0400 file
         if path.name == "energy_uj":
             raise PermissionError(13, "Permission denied", str(path))
         return real(path, *args, **kwargs)
@@ -286,13 +334,19 @@ def test_the_cpu_on_linux_reads_rapl_and_elsewhere_says_it_has_no_counter(tmp_pa
     with pytest.raises(suite.SkipNotImplemented, match=f"no RAPL package domain under {tmp_path}"):
         energy.counter("cpu")
     monkeypatch.setattr(energy.sys, "platform", "freebsd14")
-    with pytest.raises(suite.SkipNotImplemented, match="no energy counter is known for cpu on freebsd14"):
+    with pytest.raises(
+        suite.SkipNotImplemented, match="no energy counter is known for cpu on freebsd14"
+    ):
         energy.counter("cpu")
 
 
 def test_the_capacity_classes_report_joules_per_step_beside_the_throughput(monkeypatch):
     # 40 W on the real clock, as the steps are real
-    monkeypatch.setattr(energy, "counter", lambda device: energy.Counter("stand-in", lambda: 40.0 * time.perf_counter(), 0.002))
+    monkeypatch.setattr(
+        energy,
+        "counter",
+        lambda device: energy.Counter("stand-in", lambda: 40.0 * time.perf_counter(), 0.002),
+    )
     monkeypatch.setattr(energy, "MIN_SECONDS", 0.2)
     monkeypatch.setattr(energy, "MIN_UPDATES", 5)
     monkeypatch.setattr(energy, "SHORT_STEP_WINDOW", 0.2)

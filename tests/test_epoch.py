@@ -22,13 +22,24 @@ RESNET50 = models.get("resnet50")
 def _tiny_cnn() -> nn.Module:
     # Takes the real 3 x 224 x 224 transformed images at a fraction of ResNet-50's cost, with its classes.
     return nn.Sequential(
-        nn.Conv2d(3, 4, kernel_size=3, stride=8), nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(4, RESNET50.num_classes)
+        nn.Conv2d(3, 4, kernel_size=3, stride=8),
+        nn.AdaptiveAvgPool2d(1),
+        nn.Flatten(),
+        nn.Linear(4, RESNET50.num_classes),
     )
 
 
 # ResNet-50's inputs, labels and optimizer around a stand-in network: the epoch's own code, cheaply.
-TINY_CNN = dataclasses.replace(RESNET50, name="tiny_cnn", description="a stand-in image classifier for tests",
-                               build=_tiny_cnn, seed_batch_size=BATCH, batch_sizes=(BATCH,), large=False, requires=())
+TINY_CNN = dataclasses.replace(
+    RESNET50,
+    name="tiny_cnn",
+    description="a stand-in image classifier for tests",
+    build=_tiny_cnn,
+    seed_batch_size=BATCH,
+    batch_sizes=(BATCH,),
+    large=False,
+    requires=(),
+)
 
 
 class CountingImages(epoch.SyntheticImages):
@@ -101,11 +112,17 @@ class _Images(torch.utils.data.Dataset):
         return torch.zeros(1), 0
 
 
-@pytest.mark.parametrize(("per_item", "per_step", "fraction"), [(0.0, 0.05, 0.0), (0.025, 0.0, 1.0), (0.01, 0.03, 0.4)])
-def test_time_in_the_step_is_compute_and_time_in_the_loader_is_wait(monkeypatch, per_item, per_step, fraction):
+@pytest.mark.parametrize(
+    ("per_item", "per_step", "fraction"), [(0.0, 0.05, 0.0), (0.025, 0.0, 1.0), (0.01, 0.03, 0.4)]
+)
+def test_time_in_the_step_is_compute_and_time_in_the_loader_is_wait(
+    monkeypatch, per_item, per_step, fraction
+):
     clock = _Clock()
     monkeypatch.setattr(time, "perf_counter", clock)
-    loader = torch.utils.data.DataLoader(_Images(8, clock, per_item), batch_size=2)  # 4 batches of 2
+    loader = torch.utils.data.DataLoader(
+        _Images(8, clock, per_item), batch_size=2
+    )  # 4 batches of 2
     timing = epoch.run_epoch(loader, "cpu", lambda inputs, labels: clock.spend(per_step))
     assert timing.images == 8
     assert timing.seconds == pytest.approx(4 * (2 * per_item + per_step))
@@ -128,10 +145,10 @@ def test_the_dataset_is_seeded_cifar10_shaped_uint8_with_labels_in_range():
 
 def test_bad_parameters_give_one_line_errors_naming_the_choices():
     workload = workloads.Workload("training", "cpu", TINY_CNN, BATCH)
-    with pytest.raises(epoch.EpochError, match="unknown dataset 'huge'; choose one of: tiny, small, cifar10"):
+    with pytest.raises(
+        epoch.EpochError, match="unknown dataset 'huge'; choose one of: tiny, small, cifar10"
+    ):
         epoch.EpochRunner(workload, "huge", 0)
-
-
 
 
 @pytest.fixture
@@ -140,24 +157,34 @@ def stand_in(monkeypatch):
     monkeypatch.setitem(models.REGISTRY, "tiny_cnn", TINY_CNN)
     monkeypatch.setattr(epoch, "MODELS", ("tiny_cnn",))
     monkeypatch.setattr(epoch, "BATCH_SIZES", (BATCH,))
-    monkeypatch.setitem(epoch.selection.RULES, "StandIn", lambda device, model, batch, workers, dataset: (
-        None if dataset == "tiny" and workers == 0 else "not selected"
-    ))
+    monkeypatch.setitem(
+        epoch.selection.RULES,
+        "StandIn",
+        lambda device, model, batch, workers, dataset: (
+            None if dataset == "tiny" and workers == 0 else "not selected"
+        ),
+    )
 
 
 def test_measure_selection_measures_what_is_selected_and_records_why_the_rest_cannot_run(stand_in):
     table = epoch.measure_selection("StandIn", epochs=2)
-    train, evaluation = (table.lookup(("cpu", "tiny_cnn", BATCH, 0, "tiny"), phase) for phase in epoch.PHASES)
+    train, evaluation = (
+        table.lookup(("cpu", "tiny_cnn", BATCH, 0, "tiny"), phase) for phase in epoch.PHASES
+    )
     assert train.images == epoch.DATASETS["tiny"].train
     assert evaluation.images == epoch.DATASETS["tiny"].test
     assert 0 < train.data_wait_fraction < 1
-    assert set(table.figures) == {(device, "tiny_cnn", BATCH, 0, "tiny") for device in ("cpu", "mps", "cuda")}
+    assert set(table.figures) == {
+        (device, "tiny_cnn", BATCH, 0, "tiny") for device in ("cpu", "mps", "cuda")
+    }
     if not epoch.devices.get("cuda").usable:
         with pytest.raises(suite.SkipNotImplemented, match=r"^cuda is not usable here"):
             table.lookup(("cuda", "tiny_cnn", BATCH, 0, "tiny"), "eval")
 
 
-def test_a_model_whose_warm_up_fails_is_handed_back_and_never_reaches_capacity(stand_in, monkeypatch):
+def test_a_model_whose_warm_up_fails_is_handed_back_and_never_reaches_capacity(
+    stand_in, monkeypatch
+):
     stepped = []
 
     def failing_warm_up(runner):
@@ -167,46 +194,89 @@ def test_a_model_whose_warm_up_fails_is_handed_back_and_never_reaches_capacity(s
 
     monkeypatch.setattr(epoch.EpochRunner, "warm_up", failing_warm_up)
     table = epoch.measure_selection("StandIn", epochs=1)
-    assert table.figures[("cpu", "tiny_cnn", BATCH, 0, "tiny")]["train"].failed == "ValueError: the warm-up broke"
+    assert (
+        table.figures[("cpu", "tiny_cnn", BATCH, 0, "tiny")]["train"].failed
+        == "ValueError: the warm-up broke"
+    )
     # capacity, measured next in the same setup_cache, builds its own workload for the same key
     assert suite.prepare("training", "cpu", "tiny_cnn", BATCH, guarded=False) is not stepped[0]
 
 
-def test_an_epoch_whose_warm_up_fell_back_to_the_cpu_is_refused_as_capacity_is(stand_in, monkeypatch):
-    def forward(model, inputs):  # warns as TORCH_WARN_ONCE does: every time under fallback.Recorder, else spent
+def test_an_epoch_whose_warm_up_fell_back_to_the_cpu_is_refused_as_capacity_is(
+    stand_in, monkeypatch
+):
+    def forward(
+        model, inputs
+    ):  # warns as TORCH_WARN_ONCE does: every time under fallback.Recorder, else spent
         if torch.is_warn_always_enabled():
-                warnings.warn("The operator 'aten::_embedding_bag' is not currently supported on the MPS backend and will"
-                          " fall back to run on the CPU.", UserWarning, stacklevel=2)
+            warnings.warn(
+                "The operator 'aten::_embedding_bag' is not currently supported on the MPS backend and will"
+                " fall back to run on the CPU.",
+                UserWarning,
+                stacklevel=2,
+            )
         return TINY_CNN.forward(model, inputs)
 
     monkeypatch.setitem(models.REGISTRY, "tiny_cnn", dataclasses.replace(TINY_CNN, forward=forward))
     monkeypatch.delenv(fallback.ALLOW_ENV, raising=False)
     key = ("cpu", "tiny_cnn", BATCH, 0, "tiny")
-    with pytest.raises(RuntimeError, match=r"^FallbackError: tiny_cnn training on cpu at batch 8 \(float32\): 1 op\(s\) fell"):
+    with pytest.raises(
+        RuntimeError,
+        match=r"^FallbackError: tiny_cnn training on cpu at batch 8 \(float32\): 1 op\(s\) fell",
+    ):
         epoch.measure_selection("StandIn", epochs=1).lookup(key, "train")
     monkeypatch.setenv(fallback.ALLOW_ENV, "1")
-    assert epoch.measure_selection("StandIn", epochs=1).lookup(key, "train").images == epoch.DATASETS["tiny"].train
+    assert (
+        epoch.measure_selection("StandIn", epochs=1).lookup(key, "train").images
+        == epoch.DATASETS["tiny"].train
+    )
 
 
 def test_the_benchmark_reports_the_measured_phase_and_turns_outcomes_into_asv_results():
-    summary = epoch.PhaseSummary(images=16, seconds=2.0, images_per_second=8.0, data_wait_fraction=0.25)
+    summary = epoch.PhaseSummary(
+        images=16, seconds=2.0, images_per_second=8.0, data_wait_fraction=0.25
+    )
     combination = ("cpu", "resnet50", 8, 0, "tiny")
-    readings = {"epoch": measured.Table({combination: {"train": measured.Outcome(value=summary)}})}  # its family
+    readings = {
+        "epoch": measured.Table({combination: {"train": measured.Outcome(value=summary)}})
+    }  # its family
     bench = benchmark_epoch.Epoch()
     bench.setup(readings, *combination, "train")
     assert bench.track_epoch_seconds(readings, *combination, "train") == 2.0
     assert bench.track_images_per_second(readings, *combination, "train") == 8.0
     assert bench.track_data_wait_fraction(readings, *combination, "train") == 0.25
     with pytest.raises(suite.SkipNotImplemented, match="does not fit"):
-        bench.setup({"epoch": measured.Table({combination: {"train": measured.Outcome(skipped="does not fit")}})},
-                    *combination, "train")
+        bench.setup(
+            {
+                "epoch": measured.Table(
+                    {combination: {"train": measured.Outcome(skipped="does not fit")}}
+                )
+            },
+            *combination,
+            "train",
+        )
     with pytest.raises(RuntimeError, match="ValueError: broken"):
-        bench.setup({"epoch": measured.Table({combination: {"train": measured.Outcome(failed="ValueError: broken")}})},
-                    *combination, "train")
-    with pytest.raises(RuntimeError, match="was not measured in this run's setup_cache; the selection changed"):
+        bench.setup(
+            {
+                "epoch": measured.Table(
+                    {combination: {"train": measured.Outcome(failed="ValueError: broken")}}
+                )
+            },
+            *combination,
+            "train",
+        )
+    with pytest.raises(
+        RuntimeError, match="was not measured in this run's setup_cache; the selection changed"
+    ):
         bench.setup({"epoch": measured.Table()}, *combination, "train")
-    with pytest.raises(RuntimeError, match="measuring epoch failed"):  # the shared cache's epoch family raised
-        bench.setup({"epoch": measured.Outcome(failed="measuring epoch failed: OSError")}, *combination, "train")
+    with pytest.raises(
+        RuntimeError, match="measuring epoch failed"
+    ):  # the shared cache's epoch family raised
+        bench.setup(
+            {"epoch": measured.Outcome(failed="measuring epoch failed: OSError")},
+            *combination,
+            "train",
+        )
 
 
 def test_params_are_fixed_and_the_class_has_a_version():

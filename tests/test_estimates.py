@@ -30,16 +30,30 @@ def _names(count: int) -> list[str]:
 
 def _history(results: Path, names: list[str]) -> None:
     """One earlier run of each combination, at its class's cost."""
-    watch.add(results, "box", [{"event": "done", "name": name, "build": "old", "outcome": "value",
-                                "seconds": CLASSES[_pattern(name)] * 0.7, "wall": CLASSES[_pattern(name)]}
-                               for name in names])
+    watch.add(
+        results,
+        "box",
+        [
+            {
+                "event": "done",
+                "name": name,
+                "build": "old",
+                "outcome": "value",
+                "seconds": CLASSES[_pattern(name)] * 0.7,
+                "wall": CLASSES[_pattern(name)],
+            }
+            for name in names
+        ],
+    )
 
 
 def _pattern(name: str) -> str:
     return next(pattern for pattern in CLASSES if name.startswith(pattern.split("{")[0]))
 
 
-def _simulate(tmp_path: Path, steps: list[Step], took: dict[str, float], start_up: float) -> list[tuple[float, float]]:
+def _simulate(
+    tmp_path: Path, steps: list[Step], took: dict[str, float], start_up: float
+) -> list[tuple[float, float]]:
     """Run ``steps`` through a Watch on events whose clock says each combination took ``took`` (and each step's
     start-up ``start_up``); after each combination: (fraction done, estimated left / actually left)."""
     results = tmp_path / "results"
@@ -57,8 +71,16 @@ def _simulate(tmp_path: Path, steps: list[Step], took: dict[str, float], start_u
             events = [{"event": "start", "name": name, "at": clock}]
             clock += took[name]
             spent += took[name]
-            events.append({"event": "done", "name": name, "at": clock, "seconds": took[name] * 0.9,
-                           "outcome": "value", "build": step.commit})
+            events.append(
+                {
+                    "event": "done",
+                    "name": name,
+                    "at": clock,
+                    "seconds": took[name] * 0.9,
+                    "outcome": "value",
+                    "build": step.commit,
+                }
+            )
             with open(scratch / asv_saving.EVENTS, "a") as out:
                 out.write("".join(json.dumps(event) + "\n" for event in events))
             watching.poll(scratch)
@@ -79,12 +101,19 @@ def test_time_left_is_within_a_quarter_from_the_first_tier_on_whatever_the_load(
     names = _names(10)
     _history(tmp_path / "results", names)
     rng = random.Random(45)
-    drift = {pattern: rng.uniform(0.8, 1.25) for pattern in CLASSES}  # a class slowed more than another
-    took = {name: CLASSES[_pattern(name)] * slower * drift[_pattern(name)] * rng.lognormvariate(0, 0.25)
-            for name in names}
+    drift = {
+        pattern: rng.uniform(0.8, 1.25) for pattern in CLASSES
+    }  # a class slowed more than another
+    took = {
+        name: CLASSES[_pattern(name)] * slower * drift[_pattern(name)] * rng.lognormvariate(0, 0.25)
+        for name in names
+    }
     first = tuple(name for name in names if "models" in name)
-    steps = [Step("new", first, "first tier"), Step("new", tuple(n for n in names if n not in first), "the rest"),
-             Step("older", tuple(names), "every combination")]
+    steps = [
+        Step("new", first, "first tier"),
+        Step("new", tuple(n for n in names if n not in first), "the rest"),
+        Step("older", tuple(names), "every combination"),
+    ]
     took.update({name: took[name] for name in names})
     seen = _simulate(tmp_path, steps, took, start_up=16.0 * slower)
     first_tier_end = len(first) / (2 * len(names))
@@ -100,25 +129,38 @@ def test_before_any_history_the_table_and_the_runs_pace_bring_time_left_within_a
     rng = random.Random(7)
     took = {name: 4.0 * CLASSES[_pattern(name)] * rng.lognormvariate(0, 0.25) for name in names}
     first = tuple(name for name in names if "models" in name)
-    steps = [Step("new", first, "first tier"), Step("new", tuple(n for n in names if n not in first), "the rest")]
+    steps = [
+        Step("new", first, "first tier"),
+        Step("new", tuple(n for n in names if n not in first), "the rest"),
+    ]
     with pytest.MonkeyPatch.context() as patch:
         patch.setitem(watch.MEASURED_SECONDS, "cpu", table)
         planned = watch.Costs(tmp_path / "results", "box").combinations(names).seconds
         seen = _simulate(tmp_path, steps, took, start_up=30.0)
-    assert planned / sum(took.values()) == pytest.approx(0.25, abs=0.05)  # the plan's own figure: the table, 4x off
+    assert planned / sum(took.values()) == pytest.approx(
+        0.25, abs=0.05
+    )  # the plan's own figure: the table, 4x off
     for fraction in (len(first) / len(names), 0.5, 0.9):
         assert _at(seen, fraction) == pytest.approx(1.0, abs=0.25), (fraction, seen)
 
 
-def test_an_estimate_is_the_combinations_wall_time_as_learnt_and_its_benchmarks_on_the_same_device(tmp_path):
+def test_an_estimate_is_the_combinations_wall_time_as_learnt_and_its_benchmarks_on_the_same_device(
+    tmp_path,
+):
     results = tmp_path / "results"
     cpu = "benchmark_models.Training.time_step('cpu', 'mlp', 8)"
-    watch.add(results, "box", [{"name": cpu, "seconds": 2.0, "wall": 9.0, "build": "b", "outcome": "value"}])
+    watch.add(
+        results,
+        "box",
+        [{"name": cpu, "seconds": 2.0, "wall": 9.0, "build": "b", "outcome": "value"}],
+    )
     costs = watch.Costs(results, "box")
     assert costs.combination(cpu) == watch.Estimate(9.0, watch.WHERE_MEASURED)
     assert costs.combination(cpu.replace("8)", "32)")) == watch.Estimate(9.0, watch.WHERE_MEASURED)
     mps = "benchmark_models.Training.time_step('mps', 'mlp', 1024)"
-    assert costs.combination(mps).source == watch.WHERE_BUDGET  # another device's figure is not learnt from the cpu's
+    assert (
+        costs.combination(mps).source == watch.WHERE_BUDGET
+    )  # another device's figure is not learnt from the cpu's
 
 
 def test_the_wall_time_counts_what_a_combination_waited_for_and_the_start_up_is_learnt(tmp_path):
@@ -127,17 +169,24 @@ def test_the_wall_time_counts_what_a_combination_waited_for_and_the_start_up_is_
     watching = Watch([step], watch.Costs(results, "box"), None)
     watching.begin(step)
     t = watching.began_at
-    events = [{"event": "start", "name": "x('cpu', 1)", "at": t + 20},
-              {"event": "done", "name": "x('cpu', 1)", "at": t + 23, "seconds": 3.0, "outcome": "value"},
-              {"event": "start", "name": "x('cpu', 2)", "at": t + 33},  # a setup_cache between the two
-              {"event": "done", "name": "x('cpu', 2)", "at": t + 35, "seconds": 2.0, "outcome": "value"}]
+    events = [
+        {"event": "start", "name": "x('cpu', 1)", "at": t + 20},
+        {"event": "done", "name": "x('cpu', 1)", "at": t + 23, "seconds": 3.0, "outcome": "value"},
+        {"event": "start", "name": "x('cpu', 2)", "at": t + 33},  # a setup_cache between the two
+        {"event": "done", "name": "x('cpu', 2)", "at": t + 35, "seconds": 2.0, "outcome": "value"},
+    ]
     (tmp_path / asv_saving.EVENTS).write_text("".join(json.dumps(event) + "\n" for event in events))
     lines = watching.poll(tmp_path)
     assert [(line.get("event"), line.get("wall", line.get("seconds"))) for line in lines] == [
-        ("begin", 20.0), ("done", 3.0), ("done", 12.0)]
+        ("begin", 20.0),
+        ("done", 3.0),
+        ("done", 12.0),
+    ]
     watch.add(results, "box", lines)
     learnt = watch.Costs(results, "box")
-    assert learnt.combination("x('cpu', 2)").seconds == 12.0 and learnt.install(True).seconds == 20.0
+    assert (
+        learnt.combination("x('cpu', 2)").seconds == 12.0 and learnt.install(True).seconds == 20.0
+    )
 
 
 def test_a_skip_says_its_reason_once_and_the_next_run_counts_it_as_recorded(tmp_path, capsys):
@@ -146,19 +195,36 @@ def test_a_skip_says_its_reason_once_and_the_next_run_counts_it_as_recorded(tmp_
     step = Step("commit1", names, "every combination")
     watching = Watch([step], watch.Costs(results, "box"), None)
     watching.begin(step)
-    events = [{"event": "done", "name": name, "build": "commit1", "seconds": 1.0, "outcome": "skipped",
-               "reason": "torch 1.13.1 has no torch.compile (2.0 and later)"} for name in names[:2]]
-    events.append({"event": "done", "name": names[2], "build": "commit1", "seconds": 1.0, "outcome": "value"})
+    events = [
+        {
+            "event": "done",
+            "name": name,
+            "build": "commit1",
+            "seconds": 1.0,
+            "outcome": "skipped",
+            "reason": "torch 1.13.1 has no torch.compile (2.0 and later)",
+        }
+        for name in names[:2]
+    ]
+    events.append(
+        {"event": "done", "name": names[2], "build": "commit1", "seconds": 1.0, "outcome": "value"}
+    )
     (tmp_path / asv_saving.EVENTS).write_text("".join(json.dumps(event) + "\n" for event in events))
     watch.add(results, "box", watching.poll(tmp_path))
     said = [line for line in capsys.readouterr().err.splitlines() if "combinations done" in line]
     assert "a('cpu', 1): skipped: torch 1.13.1 has no torch.compile (2.0 and later)" in said[0]
     assert "a('cpu', 2): skipped (as above)" in said[1] and "no torch.compile" not in said[1]
-    assert watch.skipped(results, "box", "commit1") == {name: "torch 1.13.1 has no torch.compile (2.0 and later)"
-                                                        for name in names[:2]}
-    assert watch.skipped(results, "box", "commit2") == {} and watch.skipped(results, "other", "commit1") == {}
+    assert watch.skipped(results, "box", "commit1") == {
+        name: "torch 1.13.1 has no torch.compile (2.0 and later)" for name in names[:2]
+    }
+    assert (
+        watch.skipped(results, "box", "commit2") == {}
+        and watch.skipped(results, "other", "commit1") == {}
+    )
     (results / "box").mkdir(parents=True)
-    assert record.recorded_names(results, "box", "commit1") == set(names[:2])  # the value's file is asv's, none here
+    assert record.recorded_names(results, "box", "commit1") == set(
+        names[:2]
+    )  # the value's file is asv's, none here
 
 
 def test_a_skips_reason_is_read_from_what_its_process_printed():
@@ -168,7 +234,9 @@ def test_a_skips_reason_is_read_from_what_its_process_printed():
     assert asv_saving.skip_reason(None) == "no reason given"
 
 
-def test_a_long_start_up_says_so_once_a_minute_with_what_the_cache_grew_by(tmp_path, capsys, monkeypatch):
+def test_a_long_start_up_says_so_once_a_minute_with_what_the_cache_grew_by(
+    tmp_path, capsys, monkeypatch
+):
     class Grows:
         holds = 0
 
@@ -200,5 +268,9 @@ def test_a_long_start_up_says_so_once_a_minute_with_what_the_cache_grew_by(tmp_p
         now[0] += watch.LONG
         builds.holds = int(grown * 10**9)
         watching.poll(tmp_path)
-    said = [line for line in capsys.readouterr().err.splitlines() if "installing" in line and "so far" in line]
+    said = [
+        line
+        for line in capsys.readouterr().err.splitlines()
+        if "installing" in line and "so far" in line
+    ]
     assert len(said) == 2 and "grown by 1.2 GB" in said[0] and "grown by 2.5 GB" in said[1]

@@ -30,13 +30,18 @@ def warn_fallback(op: str, text: str = RELEASE_TEXTS[-1]) -> None:
 
 
 @pytest.mark.parametrize("text", RELEASE_TEXTS)
-@pytest.mark.parametrize("op", ["aten::linalg_svd.U", "aten::_embedding_bag", "aten::upsample_bicubic2d.out"])
+@pytest.mark.parametrize(
+    "op", ["aten::linalg_svd.U", "aten::_embedding_bag", "aten::upsample_bicubic2d.out"]
+)
 def test_every_release_text_gives_the_op_name(text, op):
     assert fallback.ops_in(text.format(op=op)) == [op]
 
 
 def test_other_warnings_name_no_op():
-    assert fallback.ops_in("The operator 'aten::foo' is not currently implemented for the MPS device.") == []
+    assert (
+        fallback.ops_in("The operator 'aten::foo' is not currently implemented for the MPS device.")
+        == []
+    )
     assert fallback.ops_in("Casting complex values to real discards the imaginary part") == []
 
 
@@ -52,7 +57,10 @@ def test_recorder_collects_distinct_ops_in_order_and_swallows_their_warnings():
 
 
 def test_recorder_re_emits_other_warnings_once():
-    with pytest.warns(UserWarning, match="something else") as caught, fallback.Recorder() as recorder:
+    with (
+        pytest.warns(UserWarning, match="something else") as caught,
+        fallback.Recorder() as recorder,
+    ):
         warnings.warn("something else", UserWarning, stacklevel=1)
         warnings.warn("something else", UserWarning, stacklevel=1)
         warn_fallback("aten::_embedding_bag")
@@ -101,7 +109,9 @@ def test_warm_up_records_the_ops_and_the_timing_fails_naming_them(falls_back):
 
 
 @pytest.mark.parametrize("value", ["1", "true", "yes", "on", " True "])
-def test_every_spelling_of_on_allows_timing_a_combination_that_fell_back(falls_back, monkeypatch, value):
+def test_every_spelling_of_on_allows_timing_a_combination_that_fell_back(
+    falls_back, monkeypatch, value
+):
     monkeypatch.setenv(fallback.ALLOW_ENV, value)
     workload = suite.prepare("inference", "cpu", "mlp", 8)
     assert workload.fallback_ops == ("aten::_embedding_bag",)
@@ -116,18 +126,29 @@ def test_every_spelling_of_off_refuses_a_combination_that_fell_back(monkeypatch,
 
 def test_a_switch_neither_on_nor_off_is_refused_in_one_line(monkeypatch):
     monkeypatch.setenv(fallback.ALLOW_ENV, "maybe")
-    with pytest.raises(settings.SettingError, match=r"^MPSBENCH_ALLOW_FALLBACK='maybe' is neither on \(1, true, yes, on\)"
-                                                    r" nor off \(0, false, no, off, or unset\)$"):
+    with pytest.raises(
+        settings.SettingError,
+        match=r"^MPSBENCH_ALLOW_FALLBACK='maybe' is neither on \(1, true, yes, on\)"
+        r" nor off \(0, false, no, off, or unset\)$",
+    ):
         fallback.refuse("mlp training on mps", ["aten::_embedding_bag"])
 
 
 def test_the_track_counts_the_ops_that_fell_back(falls_back):
-    table = {"training": figures.instruments("training", "TrainingInstruments", measured.grid(devices.NAMES, ("mlp",)))}
+    table = {
+        "training": figures.instruments(
+            "training", "TrainingInstruments", measured.grid(devices.NAMES, ("mlp",))
+        )
+    }
     assert benchmark_instruments.TrainingInstruments().track_fallback_ops(table, "cpu", "mlp") == 1
 
 
 def test_a_real_cpu_workload_has_no_fallbacks():
-    table = {"inference": figures.instruments("inference", "InferenceInstruments", measured.grid(devices.NAMES, ("mlp",)))}
+    table = {
+        "inference": figures.instruments(
+            "inference", "InferenceInstruments", measured.grid(devices.NAMES, ("mlp",))
+        )
+    }
     assert benchmark_instruments.InferenceInstruments().track_fallback_ops(table, "cpu", "mlp") == 0
 
 

@@ -34,16 +34,29 @@ from mpsbench.measure import host, quiet, suite
 
 ROOT = Path(__file__).resolve().parents[1]
 BATT_AC = "Now drawing from 'AC Power'\n -InternalBattery-0 (id=4653155)\t100%; charged; 0:00 remaining present: true\n"
-BATT_BATTERY = ("Now drawing from 'Battery Power'\n"
-                " -InternalBattery-0 (id=4653155)\t19%; discharging; 1:02 remaining present: true\n")
+BATT_BATTERY = (
+    "Now drawing from 'Battery Power'\n"
+    " -InternalBattery-0 (id=4653155)\t19%; discharging; 1:02 remaining present: true\n"
+)
 BATT_DESKTOP = "Now drawing from 'AC Power'\n"  # a Mac mini or Studio: no battery line
 THERM_QUIET = "Note: No thermal warning level has been recorded\nNote: No performance warning level has been recorded\n"
-THERM_LIMITED = " - CPU_Scheduler_Limit \t= 100\n - CPU_Available_CPUs \t= 10\n - CPU_Speed_Limit \t= 60\n"
+THERM_LIMITED = (
+    " - CPU_Scheduler_Limit \t= 100\n - CPU_Available_CPUs \t= 10\n - CPU_Speed_Limit \t= 60\n"
+)
 THERM_WARNED = "Thermal warning level set to 2.\n"
-DISPLAYS = json.dumps({"SPDisplaysDataType": [{
-    "_name": "Apple M2 Max", "sppci_model": "Apple M2 Max", "sppci_cores": "38",
-    "spdisplays_vendor": "sppci_vendor_Apple", "spdisplays_mtlgpufamilysupport": "spdisplays_metal3",
-}]})
+DISPLAYS = json.dumps(
+    {
+        "SPDisplaysDataType": [
+            {
+                "_name": "Apple M2 Max",
+                "sppci_model": "Apple M2 Max",
+                "sppci_cores": "38",
+                "spdisplays_vendor": "sppci_vendor_Apple",
+                "spdisplays_mtlgpufamilysupport": "spdisplays_metal3",
+            }
+        ]
+    }
+)
 
 
 @pytest.fixture
@@ -79,24 +92,38 @@ def test_thermal_pressure_comes_from_pmset_therm():
 
 def test_the_gpu_names_its_model_and_core_count():
     assert host.apple_gpu(DISPLAYS) == "Apple M2 Max, 38 GPU cores"
-    assert host.apple_gpu(json.dumps({"SPDisplaysDataType": [{"sppci_model": "Apple M1"}]})) is None  # no core count
+    assert (
+        host.apple_gpu(json.dumps({"SPDisplaysDataType": [{"sppci_model": "Apple M1"}]})) is None
+    )  # no core count
     assert host.apple_gpu("not json") is None
     assert host.nvidia_gpus("NVIDIA H100 80GB HBM3\n") == "NVIDIA H100 80GB HBM3"
-    assert host.nvidia_gpus("NVIDIA A100-SXM4-40GB\nNVIDIA A100-SXM4-40GB\n") == "2 x NVIDIA A100-SXM4-40GB"
+    assert (
+        host.nvidia_gpus("NVIDIA A100-SXM4-40GB\nNVIDIA A100-SXM4-40GB\n")
+        == "2 x NVIDIA A100-SXM4-40GB"
+    )
 
 
 def test_the_nvidia_driver_names_the_gpu_in_proc(tmp_path):
     board = tmp_path / "0000:01:00.0"
     board.mkdir()
-    (board / "information").write_text("Model: \t\t NVIDIA H100 80GB HBM3\nIRQ:   \t\t 42\nBus Location: \t 0000:01:00.0\n")
+    (board / "information").write_text(
+        "Model: \t\t NVIDIA H100 80GB HBM3\nIRQ:   \t\t 42\nBus Location: \t 0000:01:00.0\n"
+    )
     assert host.proc_nvidia_gpus(tmp_path) == "NVIDIA H100 80GB HBM3"
     assert host.proc_nvidia_gpus(tmp_path / "none") is None
 
 
 def test_a_macs_machine_entry_has_its_chip_gpu_cores_memory_and_os_name_but_not_its_version(mac):
     facts = machine.describe()
-    assert facts == {"arch": "arm64", "chip": "Apple M2 Max", "cpu": "Apple M2 Max", "num_cpu": "12", "os": "macOS",
-                     "gpu": "Apple M2 Max, 38 GPU cores", "ram": "32 GiB"}
+    assert facts == {
+        "arch": "arm64",
+        "chip": "Apple M2 Max",
+        "cpu": "Apple M2 Max",
+        "num_cpu": "12",
+        "os": "macOS",
+        "gpu": "Apple M2 Max, 38 GPU cores",
+        "ram": "32 GiB",
+    }
     assert machine.default_name(facts) == "apple-m2-max-12cpu"
 
 
@@ -104,7 +131,9 @@ def test_linux_without_a_gpu_keeps_the_fields_its_history_was_recorded_with(monk
     monkeypatch.setattr(host, "gpu", lambda: None)
     assert set(machine.describe()) == {"arch", "chip", "cpu", "num_cpu", "os", "os_version", "ram"}
     monkeypatch.setattr(host, "gpu", lambda: "NVIDIA H100 80GB HBM3")
-    assert machine.describe()["gpu"] == "NVIDIA H100 80GB HBM3"  # two boxes with different GPUs differ
+    assert (
+        machine.describe()["gpu"] == "NVIDIA H100 80GB HBM3"
+    )  # two boxes with different GPUs differ
 
 
 def test_the_macos_version_and_power_source_are_tracked_with_every_run(mac):
@@ -119,11 +148,17 @@ def test_the_macos_version_and_power_source_are_tracked_with_every_run(mac):
 def _framework(root: Path, name: str, version: str, plist: str = "version.plist") -> None:
     resources = root / f"{name}.framework" / "Versions" / "A" / "Resources"
     resources.mkdir(parents=True)
-    (root / f"{name}.framework" / "Resources").symlink_to(resources)  # as a versioned bundle links it
-    (resources / plist).write_bytes(plistlib.dumps({"CFBundleShortVersionString": version, "ProjectName": name}))
+    (root / f"{name}.framework" / "Resources").symlink_to(
+        resources
+    )  # as a versioned bundle links it
+    (resources / plist).write_bytes(
+        plistlib.dumps({"CFBundleShortVersionString": version, "ProjectName": name})
+    )
 
 
-def test_mpsgraph_and_metal_versions_are_tracked_beside_the_macos_version(mac, tmp_path, monkeypatch):
+def test_mpsgraph_and_metal_versions_are_tracked_beside_the_macos_version(
+    mac, tmp_path, monkeypatch
+):
     _framework(tmp_path, "MetalPerformanceShadersGraph", "5.4.11")
     _framework(tmp_path, "Metal", "366.14", plist="Info.plist")
     monkeypatch.setattr(host, "FRAMEWORKS", tmp_path)
@@ -148,6 +183,7 @@ def test_elsewhere_both_tracks_skip_with_the_reason(monkeypatch):
 def _others_use(monkeypatch: pytest.MonkeyPatch, cores: float) -> None:
     """The machine as the quiet gate reads it: other processes' cpu a stand-in, power and heat from
     pmset's."""
+
     def read(window: float) -> quiet.State:
         thermal = host.thermal_state()
         problem = thermal.problem() if thermal else None
@@ -160,18 +196,34 @@ def test_doctor_warns_about_battery_heat_memory_and_busy_processes(mac, monkeypa
     mac[("pmset", "-g", "batt")] = BATT_BATTERY
     mac[("pmset", "-g", "therm")] = THERM_LIMITED
     gib = 1024**3
-    monkeypatch.setattr(psutil, "virtual_memory", lambda: types.SimpleNamespace(available=2 * gib, total=32 * gib))
+    monkeypatch.setattr(
+        psutil, "virtual_memory", lambda: types.SimpleNamespace(available=2 * gib, total=32 * gib)
+    )
     monkeypatch.setattr(psutil, "swap_memory", lambda: types.SimpleNamespace(used=3 * gib))
     monkeypatch.setattr(host, "busy_processes", lambda threshold: [("Xcode", 812, 180.0)])
     _others_use(monkeypatch, 3.0)
-    monkeypatch.setattr(doctor, "check_devices", lambda: iter([doctor.Finding("ok", "mps", "mps: Apple GPU")]))
-    monkeypatch.setattr(doctor, "CHECKS", (doctor.check_devices, doctor.check_memory, doctor.check_power,
-                                           doctor.check_thermal, doctor.check_load))
+    monkeypatch.setattr(
+        doctor, "check_devices", lambda: iter([doctor.Finding("ok", "mps", "mps: Apple GPU")])
+    )
+    monkeypatch.setattr(
+        doctor,
+        "CHECKS",
+        (
+            doctor.check_devices,
+            doctor.check_memory,
+            doctor.check_power,
+            doctor.check_thermal,
+            doctor.check_load,
+        ),
+    )
     assert doctor.run(strict=True) == 1
     out = capsys.readouterr().out
     assert "warn  power      on battery: a Mac throttles on battery" in out
     assert "warn  thermal    throttled: CPU_Speed_Limit = 60" in out
-    assert "warn  memory     2.0 of 32.0 GiB available, 3.0 GiB swap used: large batches may swap" in out
+    assert (
+        "warn  memory     2.0 of 32.0 GiB available, 3.0 GiB swap used: large batches may swap"
+        in out
+    )
     said = "other processes used 3.0 of 10 cores (the limit: 2.5); load average 1.0"
     assert f"warn  load       {said}" in out
     assert "warn  processes  busy on the cpu: Xcode (pid 812, 180%)" in out
@@ -180,29 +232,45 @@ def test_doctor_warns_about_battery_heat_memory_and_busy_processes(mac, monkeypa
 
 def test_doctor_on_a_quiet_mac_on_ac_power_finds_nothing(mac, monkeypatch, capsys):
     gib = 1024**3
-    monkeypatch.setattr(psutil, "virtual_memory", lambda: types.SimpleNamespace(available=24 * gib, total=32 * gib))
+    monkeypatch.setattr(
+        psutil, "virtual_memory", lambda: types.SimpleNamespace(available=24 * gib, total=32 * gib)
+    )
     monkeypatch.setattr(psutil, "swap_memory", lambda: types.SimpleNamespace(used=0))
     monkeypatch.setattr(host, "busy_processes", lambda threshold: [])
     _others_use(monkeypatch, 0.3)
-    monkeypatch.setattr(doctor, "CHECKS", (doctor.check_memory, doctor.check_power, doctor.check_thermal,
-                                           doctor.check_load))
+    monkeypatch.setattr(
+        doctor,
+        "CHECKS",
+        (doctor.check_memory, doctor.check_power, doctor.check_thermal, doctor.check_load),
+    )
     assert doctor.run(strict=True) == 0
     assert "nothing found that would make numbers untrustworthy" in capsys.readouterr().out
 
 
 @pytest.mark.parametrize(("mps_usable", "expected"), [(True, "cpu,mps"), (False, "cpu")])
-def test_the_usable_devices_are_printed_as_a_value_for_mpsbench_devices(monkeypatch, capsys, mps_usable, expected):
+def test_the_usable_devices_are_printed_as_a_value_for_mpsbench_devices(
+    monkeypatch, capsys, mps_usable, expected
+):
     from mpsbench import cli
     from mpsbench.measure import devices
 
     verdicts = {"cpu": True, "mps": mps_usable, "cuda": False}
-    monkeypatch.setattr(devices.Device, "availability", lambda self: devices.Availability(verdicts[self], "stand-in"))
+    monkeypatch.setattr(
+        devices.Device,
+        "availability",
+        lambda self: devices.Availability(verdicts[self], "stand-in"),
+    )
     assert cli.main(["devices", "--usable"]) == 0
     assert capsys.readouterr().out == expected + "\n"
 
 
-@pytest.mark.parametrize(("usable", "says"), [("cpu,mps", "mpsbench: timing cpu,mps: torch reports mps available"),
-                                              ("cpu", "mpsbench: timing cpu only: mps is not usable here")])
+@pytest.mark.parametrize(
+    ("usable", "says"),
+    [
+        ("cpu,mps", "mpsbench: timing cpu,mps: torch reports mps available"),
+        ("cpu", "mpsbench: timing cpu only: mps is not usable here"),
+    ],
+)
 def test_the_macos_job_times_the_usable_devices_and_says_which(tmp_path, usable, says):
     """scripts/tiny-bench in a copy whose setup, bench and mpsbench are stand-ins that report what they were given."""
     (tmp_path / "scripts").mkdir()
@@ -216,8 +284,15 @@ def test_the_macos_job_times_the_usable_devices_and_says_which(tmp_path, usable,
     for path, body in stand_ins.items():
         (tmp_path / path).write_text(f"#!/usr/bin/env bash\n{body}\n")
         (tmp_path / path).chmod(0o755)
-    done = subprocess.run([str(tmp_path / "scripts" / "tiny-bench")], capture_output=True, text=True, check=True)
+    done = subprocess.run(
+        [str(tmp_path / "scripts" / "tiny-bench")], capture_output=True, text=True, check=True
+    )
     lines = done.stdout.splitlines()
     assert lines[0] == "mpsbench devices" and lines[1].startswith(says)
-    tiny = r"^benchmark_models\.(Training|Inference)\.time_step\('(cpu|mps|cuda)', 'mlp', (8|1024)\)$"
-    assert lines[2] == f"bench MPSBENCH_DEVICES={usable} --skip-existing-successful -b {tiny} release^!"
+    tiny = (
+        r"^benchmark_models\.(Training|Inference)\.time_step\('(cpu|mps|cuda)', 'mlp', (8|1024)\)$"
+    )
+    assert (
+        lines[2]
+        == f"bench MPSBENCH_DEVICES={usable} --skip-existing-successful -b {tiny} release^!"
+    )

@@ -19,7 +19,9 @@ def test_only_the_named_model_is_slowed(monkeypatch):
     assert inject.slowdown_for("mlp") == 0.0
 
 
-@pytest.mark.parametrize("value", ["resnet50", "resnet50:", ":0.05", "resnet50:x", "resnet50:1.5", "resnet50:0"])
+@pytest.mark.parametrize(
+    "value", ["resnet50", "resnet50:", ":0.05", "resnet50:x", "resnet50:1.5", "resnet50:0"]
+)
 def test_malformed_values_are_refused_with_the_value(monkeypatch, value):
     monkeypatch.setenv(inject.INJECT_ENV, value)
     with pytest.raises(inject.InjectError, match="MODEL:FRACTION"):

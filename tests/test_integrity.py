@@ -66,32 +66,52 @@ def _config(world_root: Path, name: str, **fields: str) -> str:
     return name
 
 
-@pytest.mark.parametrize(("html_dir", "relation"), [
-    (".", r"is the folder of the config"),  # publish replaced the whole folder, asv.conf.json and results included
-    ("results", r"is the results folder"),  # every recorded value was deleted (7 -> 0)
-    ("results/site", r"sits inside the results folder"),
-    ("timeline", r"is the timeline"),
-    ("..", r"holds the results folder"),
-])
+@pytest.mark.parametrize(
+    ("html_dir", "relation"),
+    [
+        (
+            ".",
+            r"is the folder of the config",
+        ),  # publish replaced the whole folder, asv.conf.json and results included
+        ("results", r"is the results folder"),  # every recorded value was deleted (7 -> 0)
+        ("results/site", r"sits inside the results folder"),
+        ("timeline", r"is the timeline"),
+        ("..", r"holds the results folder"),
+    ],
+)
 def test_publish_refuses_an_html_dir_it_does_not_own_and_changes_nothing(world, html_dir, relation):
-    config = _config(world.root, f"html-{html_dir.replace('/', '-').replace('.', 'dot')}.json", html_dir=html_dir)
+    config = _config(
+        world.root, f"html-{html_dir.replace('/', '-').replace('.', 'dot')}.json", html_dir=html_dir
+    )
     line = refused(world, ["publish", "--config", config])
     assert re.search(rf"html_dir \S+ of \S+ {relation} ", line), line
     assert "choose a folder of its own" in line
 
 
 def test_alert_summary_inside_the_results_is_refused_and_the_machine_file_kept(world):
-    line = refused(world, ["alert", "--config", "asv.conf.json", *BUILD, "--summary", "results/m/machine.json"])
-    assert re.search(r"--summary results/m/machine\.json sits inside the results folder", line), line
+    line = refused(
+        world, ["alert", "--config", "asv.conf.json", *BUILD, "--summary", "results/m/machine.json"]
+    )
+    assert re.search(r"--summary results/m/machine\.json sits inside the results folder", line), (
+        line
+    )
 
 
 def test_every_delete_checks_what_it_holds(tmp_path):
     results = tmp_path / "repo" / ".asv" / "results"
     results.mkdir(parents=True)
     (results / "kept.json").write_text("{}")
-    kept = [files.Kept("the results folder", results, nothing_inside=True), files.Kept("the repository",
-                                                                                       tmp_path / "repo")]
-    for target in (results, tmp_path / "repo", tmp_path / "repo" / ".asv", results / "sub", tmp_path):
+    kept = [
+        files.Kept("the results folder", results, nothing_inside=True),
+        files.Kept("the repository", tmp_path / "repo"),
+    ]
+    for target in (
+        results,
+        tmp_path / "repo",
+        tmp_path / "repo" / ".asv",
+        results / "sub",
+        tmp_path,
+    ):
         with pytest.raises(files.OwnershipError):
             files.remove(target, kept)
     link = tmp_path / "link"
@@ -113,8 +133,12 @@ def test_every_delete_checks_what_it_holds(tmp_path):
 
 
 def _results(folder: Path, commit: str, value: float = 0.009, machine: str = "m") -> Path:
-    asvresults.write_benchmarks(folder, asvresults.write_results(folder, machine, commit, 0, {TRAINING_CPU: value},
-                                                                 ["cpu"], ["mlp"], [8]))
+    asvresults.write_benchmarks(
+        folder,
+        asvresults.write_results(
+            folder, machine, commit, 0, {TRAINING_CPU: value}, ["cpu"], ["mlp"], [8]
+        ),
+    )
     return folder / machine / f"{commit[:8]}-{FILE}"
 
 
@@ -158,13 +182,22 @@ def _junk_statistic(source: Path) -> Path:
     return made
 
 
-@pytest.mark.parametrize(("spoil", "reason"), [
-    (_renamed, rf"its name says build {NAMED[:8]} but its commit_hash is {OTHER}"),
-    (_other_machine, r"its folder names machine 'm' but params\.machine is 'elsewhere'"),
-    (_linked, r"a symbolic link"),
-    (_junk_statistic, r"stats_ci_99_a must be a list of 1 entries \(one per combination\), got 'junk'"),
-], ids=["another-build", "another-machine", "symlink", "junk-statistic"])
-def test_a_file_filed_under_another_build_or_malformed_is_refused_whole_and_the_rest_merged(tmp_path, spoil, reason):
+@pytest.mark.parametrize(
+    ("spoil", "reason"),
+    [
+        (_renamed, rf"its name says build {NAMED[:8]} but its commit_hash is {OTHER}"),
+        (_other_machine, r"its folder names machine 'm' but params\.machine is 'elsewhere'"),
+        (_linked, r"a symbolic link"),
+        (
+            _junk_statistic,
+            r"stats_ci_99_a must be a list of 1 entries \(one per combination\), got 'junk'",
+        ),
+    ],
+    ids=["another-build", "another-machine", "symlink", "junk-statistic"],
+)
+def test_a_file_filed_under_another_build_or_malformed_is_refused_whole_and_the_rest_merged(
+    tmp_path, spoil, reason
+):
     dest, source, bad = _good_and(tmp_path, spoil)
     status, out, err = _run(["results", "merge", str(dest), str(source)])
     assert status == 1 and err == "" and "Traceback" not in out, (out, err)
@@ -172,7 +205,9 @@ def test_a_file_filed_under_another_build_or_malformed_is_refused_whole_and_the_
     assert len(refusals) == 1 and re.search(reason, refusals[0]), refusals
     assert refusals[0].endswith("; nothing merged from this file") and str(bad) in refusals[0]
     held = sorted(path.name for path in (dest / "m").glob("*.json"))
-    assert held == sorted([f"{COMMIT[:8]}-{FILE}", f"{'4' * 8}-{FILE}", "machine.json"]), held  # the good file merged
+    assert held == sorted([f"{COMMIT[:8]}-{FILE}", f"{'4' * 8}-{FILE}", "machine.json"]), (
+        held
+    )  # the good file merged
     for path in (dest / "m").glob("*-*.json"):
         assert merge.identity(path, json.loads(path.read_text()), None) is None
 
@@ -186,9 +221,14 @@ def test_a_build_that_is_none_of_the_timeline_is_refused(world, tmp_path):
     _results(source, known, 0.004)
     _results(source, "8" * 40, 0.5)
     status, out, _ = _run(["results", "merge", "--timeline", str(timeline), str(dest), str(source)])
-    assert status == 1 and re.search(rf"refused +\S+/{'8' * 8}-{FILE}: commit_hash {'8' * 40} is no build of the"
-                                     " timeline; nothing merged from this file", out), out
-    assert (dest / "m" / f"{known[:8]}-{FILE}").is_file() and not (dest / "m" / f"{'8' * 8}-{FILE}").exists()
+    assert status == 1 and re.search(
+        rf"refused +\S+/{'8' * 8}-{FILE}: commit_hash {'8' * 40} is no build of the"
+        " timeline; nothing merged from this file",
+        out,
+    ), out
+    assert (dest / "m" / f"{known[:8]}-{FILE}").is_file() and not (
+        dest / "m" / f"{'8' * 8}-{FILE}"
+    ).exists()
 
 
 def test_a_malformed_row_in_the_recorded_file_leaves_it_untouched(tmp_path):
@@ -207,17 +247,32 @@ def test_a_malformed_row_in_the_recorded_file_leaves_it_untouched(tmp_path):
 # --- plausibility: what no device could measure ------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("value", [1e308, 1e-300, 0.0, 2 * 86400.0], ids=["1e308", "1e-300", "zero", "two-days"])
+@pytest.mark.parametrize(
+    "value", [1e308, 1e-300, 0.0, 2 * 86400.0], ids=["1e308", "1e-300", "zero", "two-days"]
+)
 def test_a_step_time_no_device_could_take_is_refused(tmp_path, value):
     _merge_refuses(tmp_path, TRAINING_MPS, value)
 
 
-@pytest.mark.parametrize(("value", "unit", "refused_too"), [
-    (1e-9, "seconds", False), (86400.0, "seconds", False), (9.9e-10, "seconds", True), (86401.0, "seconds", True),
-    (2.0**30, "MiB", False), (2.0**31, "MiB", True), (1e12, "samples/s", False), (1e13, "samples/s", True),
-    (5e6, "GFLOP/s", False), (1e9, "GFLOP/s", True), (4.8e3, "GB/s", False), (1e7, "GB/s", True),
-    (-5.0, "MiB/100 steps", False), (-1e10, "MiB/100 steps", True),
-])
+@pytest.mark.parametrize(
+    ("value", "unit", "refused_too"),
+    [
+        (1e-9, "seconds", False),
+        (86400.0, "seconds", False),
+        (9.9e-10, "seconds", True),
+        (86401.0, "seconds", True),
+        (2.0**30, "MiB", False),
+        (2.0**31, "MiB", True),
+        (1e12, "samples/s", False),
+        (1e13, "samples/s", True),
+        (5e6, "GFLOP/s", False),
+        (1e9, "GFLOP/s", True),
+        (4.8e3, "GB/s", False),
+        (1e7, "GB/s", True),
+        (-5.0, "MiB/100 steps", False),
+        (-1e10, "MiB/100 steps", True),
+    ],
+)
 def test_the_bounds_per_unit(value, unit, refused_too):
     reason = merge.problem(value, unit)
     assert (reason is not None) == refused_too, (value, unit, reason)
@@ -228,22 +283,44 @@ def test_the_bounds_per_unit(value, unit, refused_too):
 # --- meaning: options and settings that change a value -------------------------------------------------------------
 
 MEANING = [
-    ("attributes", ["-a", "repeat=1", "-a", "number=1", "-a", "warmup_time=0", "ALL"], {},
-     r"-a repeat=1 overrides how the benchmark samples"),
+    (
+        "attributes",
+        ["-a", "repeat=1", "-a", "number=1", "-a", "warmup_time=0", "ALL"],
+        {},
+        r"-a repeat=1 overrides how the benchmark samples",
+    ),
     ("rounds", ["-a", "rounds=1", "ALL"], {}, r"-a rounds=1 overrides"),
     ("quick", ["-q", "ALL"], {}, r"--quick would record single-sample values"),
     ("cpu-affinity", ["--cpu-affinity", "0", "ALL"], {}, r"--cpu-affinity pins the benchmark"),
-    ("set-commit-hash", ["--set-commit-hash", "1" * 40, "ALL"], {}, r"--set-commit-hash 1{40} files the values"),
+    (
+        "set-commit-hash",
+        ["--set-commit-hash", "1" * 40, "ALL"],
+        {},
+        r"--set-commit-hash 1{40} files the values",
+    ),
     ("python-same", ["--python=same", "ALL"], {}, r"-E :same times the torch installed here"),
     ("existing", ["-E", "existing", "ALL"], {}, r"-E existing times the torch installed here"),
-    ("single-steps", ["ALL"], {"MPSBENCH_SINGLE_STEPS": "1"},
-     r"MPSBENCH_SINGLE_STEPS='1' times one step a call.*mpsbench sets it for compare and bisect; unset it"),
-    ("allow-fallback", ["ALL"], {"MPSBENCH_ALLOW_FALLBACK": "yes"}, r"MPSBENCH_ALLOW_FALLBACK='yes' times mps"),
+    (
+        "single-steps",
+        ["ALL"],
+        {"MPSBENCH_SINGLE_STEPS": "1"},
+        r"MPSBENCH_SINGLE_STEPS='1' times one step a call.*mpsbench sets it for compare and bisect; unset it",
+    ),
+    (
+        "allow-fallback",
+        ["ALL"],
+        {"MPSBENCH_ALLOW_FALLBACK": "yes"},
+        r"MPSBENCH_ALLOW_FALLBACK='yes' times mps",
+    ),
 ]
 
 
-@pytest.mark.parametrize(("options", "env", "pattern"), [case[1:] for case in MEANING], ids=[c[0] for c in MEANING])
-def test_a_setting_that_changes_what_a_value_means_is_refused_for_recording(world, options, env, pattern):
+@pytest.mark.parametrize(
+    ("options", "env", "pattern"), [case[1:] for case in MEANING], ids=[c[0] for c in MEANING]
+)
+def test_a_setting_that_changes_what_a_value_means_is_refused_for_recording(
+    world, options, env, pattern
+):
     line = refused(world, [*RECORD, *options], env)
     assert re.search(pattern, line), line
     assert "--dry-run" in line
@@ -252,7 +329,10 @@ def test_a_setting_that_changes_what_a_value_means_is_refused_for_recording(worl
 def test_a_throw_away_run_may_change_them_and_timeout_changes_nothing():
     assert asv.run_args(["-a", "repeat=1", "--quick", "--dry-run"]).dry_run
     assert asv.run_args(["-a", "timeout=120", "ALL"]).changes_values == ()
-    assert asv.run_args(["--launch-method", "spawn", "--record-samples", "-e", "ALL"]).changes_values == ()
+    assert (
+        asv.run_args(["--launch-method", "spawn", "--record-samples", "-e", "ALL"]).changes_values
+        == ()
+    )
 
 
 def test_internal_settings_never_reach_a_recording_run(monkeypatch, tmp_path):
@@ -281,14 +361,36 @@ def test_a_merge_deletes_the_temporary_files_a_killed_writer_left(tmp_path):
 # --- the generated round -------------------------------------------------------------------------------------------
 
 GENERATED: dict[str, int] = {}
-ROUND = int(os.environ.get("MPSBENCH_INTEGRITY_EXAMPLES", "70"))  # per kind; four kinds: 280 inputs by default
-OUTCOMES: dict[str, int] = {}  # what the generated merges came to: refused files, refused values, merged
+ROUND = int(
+    os.environ.get("MPSBENCH_INTEGRITY_EXAMPLES", "70")
+)  # per kind; four kinds: 280 inputs by default
+OUTCOMES: dict[
+    str, int
+] = {}  # what the generated merges came to: refused files, refused values, merged
 
 HASHES = st.text("0123456789abcdef", min_size=40, max_size=40)
-SPOILS = st.sampled_from(["commit_hash", "machine", "name", "env_name", "value", "statistic", "samples", "params",
-                          "number"])
-WILD = st.one_of(st.floats(), st.text(max_size=6), st.booleans(), st.none(), st.integers(-10, 10**30),
-                 st.lists(st.floats(), max_size=3), st.just({}))
+SPOILS = st.sampled_from(
+    [
+        "commit_hash",
+        "machine",
+        "name",
+        "env_name",
+        "value",
+        "statistic",
+        "samples",
+        "params",
+        "number",
+    ]
+)
+WILD = st.one_of(
+    st.floats(),
+    st.text(max_size=6),
+    st.booleans(),
+    st.none(),
+    st.integers(-10, 10**30),
+    st.lists(st.floats(), max_size=3),
+    st.just({}),
+)
 
 
 def _spoilt(folder: Path, spoil: str, wild: Any, commit: str) -> Path:
@@ -296,10 +398,17 @@ def _spoilt(folder: Path, spoil: str, wild: Any, commit: str) -> Path:
     data = json.loads(made.read_text())
     row = data["results"]["benchmark_models.Training.time_step"]
     row += [None] * (len(data["result_columns"]) - len(row))
-    column = {"value": "result", "statistic": "stats_q_25", "samples": "samples", "params": "params",
-              "number": "stats_number"}
+    column = {
+        "value": "result",
+        "statistic": "stats_q_25",
+        "samples": "samples",
+        "params": "params",
+        "number": "stats_number",
+    }
     if spoil == "commit_hash":
-        data["commit_hash"] = wild if not isinstance(wild, str) or wild == commit else wild + commit[len(wild):]
+        data["commit_hash"] = (
+            wild if not isinstance(wild, str) or wild == commit else wild + commit[len(wild) :]
+        )
     elif spoil == "machine":
         data["params"]["machine"] = wild
     elif spoil == "env_name":
@@ -312,7 +421,9 @@ def _spoilt(folder: Path, spoil: str, wild: Any, commit: str) -> Path:
     return made
 
 
-def _values_under_their_build(dest: Path, unit: str | None = "seconds") -> dict[tuple[str, str], Any]:
+def _values_under_their_build(
+    dest: Path, unit: str | None = "seconds"
+) -> dict[tuple[str, str], Any]:
     """Every value of DEST by (file, combination), each file's identity and form checked, each value a number of
     ``unit`` (where given)."""
     found = {}
@@ -337,12 +448,21 @@ def _merge_case(tmp: Path, spoil: str, wild: Any, commit: str) -> None:
     assert status in (0, 1) and err == "" and "Traceback" not in out, (spoil, wild, out, err)
     after = _values_under_their_build(dest)
     assert all(after[key] == value for key, value in before.items())  # no recorded value changed
-    refused_file = any(line.startswith("refused") and str(made) in line and "nothing merged" in line
-                       for line in out.splitlines())
+    refused_file = any(
+        line.startswith("refused") and str(made) in line and "nothing merged" in line
+        for line in out.splitlines()
+    )
     if refused_file:  # 0 bytes written for the refused file
         assert (spoilt_target.read_bytes() if spoilt_target.exists() else None) == existed
-    outcome = ("file refused" if refused_file else "value refused" if "\nrefused" in f"\n{out}"
-               else "corrupt" if "\ncorrupt" in f"\n{out}" else "merged")
+    outcome = (
+        "file refused"
+        if refused_file
+        else "value refused"
+        if "\nrefused" in f"\n{out}"
+        else "corrupt"
+        if "\ncorrupt" in f"\n{out}"
+        else "merged"
+    )
     OUTCOMES[outcome] = OUTCOMES.get(outcome, 0) + 1
 
 
@@ -361,19 +481,50 @@ def _publish_case(world_: Any, html_dir: str) -> None:
 
 
 BAD_OPTIONS = st.one_of(
-    st.tuples(st.sampled_from(["repeat", "number", "warmup_time", "rounds", "min_run_count", "sample_time",
-                               "processes"]), st.integers(0, 100)).map(lambda kv: ["-a", f"{kv[0]}={kv[1]}"]),
-    st.just(["--quick"]), st.just(["-q"]), st.just(["--cpu-affinity", "0"]), st.just(["--python=same"]),
-    st.just(["-E", "existing"]), HASHES.map(lambda commit: ["--set-commit-hash", commit]))
-HARMLESS = st.lists(st.sampled_from([["-e"], ["--record-samples"], ["-a", "timeout=60"], ["--launch-method", "spawn"],
-                                     ["-v"]]), max_size=2).map(lambda lists: [arg for item in lists for arg in item])
-BAD_SETTINGS = st.one_of(st.just({}), st.tuples(st.sampled_from(["MPSBENCH_SINGLE_STEPS", "MPSBENCH_ALLOW_FALLBACK"]),
-                                                st.sampled_from(["1", "on", "TRUE", "yes"])).map(lambda kv: {kv[0]: kv[1]}))
-SEGMENTS = st.lists(st.text("abcxyz.-_", min_size=1, max_size=4).filter(lambda name: name not in (".", "..")),
-                    max_size=3)
+    st.tuples(
+        st.sampled_from(
+            [
+                "repeat",
+                "number",
+                "warmup_time",
+                "rounds",
+                "min_run_count",
+                "sample_time",
+                "processes",
+            ]
+        ),
+        st.integers(0, 100),
+    ).map(lambda kv: ["-a", f"{kv[0]}={kv[1]}"]),
+    st.just(["--quick"]),
+    st.just(["-q"]),
+    st.just(["--cpu-affinity", "0"]),
+    st.just(["--python=same"]),
+    st.just(["-E", "existing"]),
+    HASHES.map(lambda commit: ["--set-commit-hash", commit]),
+)
+HARMLESS = st.lists(
+    st.sampled_from(
+        [["-e"], ["--record-samples"], ["-a", "timeout=60"], ["--launch-method", "spawn"], ["-v"]]
+    ),
+    max_size=2,
+).map(lambda lists: [arg for item in lists for arg in item])
+BAD_SETTINGS = st.one_of(
+    st.just({}),
+    st.tuples(
+        st.sampled_from(["MPSBENCH_SINGLE_STEPS", "MPSBENCH_ALLOW_FALLBACK"]),
+        st.sampled_from(["1", "on", "TRUE", "yes"]),
+    ).map(lambda kv: {kv[0]: kv[1]}),
+)
+SEGMENTS = st.lists(
+    st.text("abcxyz.-_", min_size=1, max_size=4).filter(lambda name: name not in (".", "..")),
+    max_size=3,
+)
 HTML_DIRS = st.one_of(  # inside the results or the timeline, or a folder that holds the config's
-    st.tuples(st.sampled_from(["results", "timeline", "./results"]), SEGMENTS).map(lambda t: "/".join([t[0], *t[1]])),
-    st.sampled_from([".", "..", "../..", "./.", "results/..", "timeline/../."]))
+    st.tuples(st.sampled_from(["results", "timeline", "./results"]), SEGMENTS).map(
+        lambda t: "/".join([t[0], *t[1]])
+    ),
+    st.sampled_from([".", "..", "../..", "./.", "results/..", "timeline/../."]),
+)
 
 
 @pytest.mark.parametrize("examples", [pytest.param(ROUND, id="round")])
@@ -382,8 +533,13 @@ def test_generated_round_over_the_results_commands_and_settings(world, tmp_path,
     change a value, publishes into folders not their own: 0 tracebacks, 0 values changed or filed under another
     build, 0 bytes written on refusal. MPSBENCH_FAULT_SEED picks another seed (46 by default)."""
     folders = iter(range(10**6))
-    common = dict(max_examples=examples, database=None, deadline=None, derandomize=False,
-                  suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+    common = dict(
+        max_examples=examples,
+        database=None,
+        deadline=None,
+        derandomize=False,
+        suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+    )
 
     @settings(**common)
     @seed(fault_seed("46"))
@@ -394,8 +550,12 @@ def test_generated_round_over_the_results_commands_and_settings(world, tmp_path,
 
     @settings(**common)
     @seed(fault_seed("46"))
-    @given(value=st.one_of(st.floats(min_value=86400.0, exclude_min=True), st.floats(max_value=1e-9, exclude_max=True,
-                                                                                     allow_nan=False)))
+    @given(
+        value=st.one_of(
+            st.floats(min_value=86400.0, exclude_min=True),
+            st.floats(max_value=1e-9, exclude_max=True, allow_nan=False),
+        )
+    )
     def values(value: float) -> None:
         GENERATED["implausible"] = GENERATED.get("implausible", 0) + 1
         _merge_refuses(tmp_path / str(next(folders)), TRAINING_MPS, value)
@@ -417,7 +577,11 @@ def test_generated_round_over_the_results_commands_and_settings(world, tmp_path,
     for check in (merges, values, records, publishes):
         check()
     print(f"generated round, seed {fault_seed('46')}: {GENERATED}; the merges: {OUTCOMES}")
-    assert sum(GENERATED.values()) >= 200 and OUTCOMES.get("file refused", 0) and OUTCOMES.get("value refused", 0)
+    assert (
+        sum(GENERATED.values()) >= 200
+        and OUTCOMES.get("file refused", 0)
+        and OUTCOMES.get("value refused", 0)
+    )
 
 
 def test_real_recorded_results_pass_every_check(tmp_path):
@@ -432,8 +596,14 @@ def test_real_recorded_results_pass_every_check(tmp_path):
 # --- writers at the same moment, and kill -9 at random moments ----------------------------------------------------
 
 FORK = multiprocessing.get_context("fork")
-TRIALS = [pytest.param(5, id="5-trials"), pytest.param(100, id="100-trials", marks=pytest.mark.slow)]
-MOMENTS = [pytest.param(6, id="6-moments"), pytest.param(30, id="30-moments", marks=pytest.mark.slow)]
+TRIALS = [
+    pytest.param(5, id="5-trials"),
+    pytest.param(100, id="100-trials", marks=pytest.mark.slow),
+]
+MOMENTS = [
+    pytest.param(6, id="6-moments"),
+    pytest.param(30, id="30-moments", marks=pytest.mark.slow),
+]
 # A publish's own steps (asv publish, the figures, the npm libraries) take a minute each on a loaded VM: the trials
 # run the real publish (its ownership check, staging folder, lock and swap) around this stand-in for _build, which
 # writes a site of SITE_FILES files, each naming its writer, so that a mixed or partial site shows.
@@ -462,20 +632,31 @@ def _merge_after(barrier: Any, dest: Path, source: Path) -> None:
 @pytest.mark.parametrize("trials", TRIALS)
 def test_merges_at_once_lose_nothing(tmp_path, trials, writers):
     """``writers`` merges into one file at the same moment, each adding its own value: every value lands."""
-    keys = [("training", "time_step", "cpu", "mlp", 1), ("training", "time_step", "mps", "mlp", 1),
-            ("training", "time_step", "mps", "mlp", 8), ("inference", "time_step", "cpu", "mlp", 1)]
+    keys = [
+        ("training", "time_step", "cpu", "mlp", 1),
+        ("training", "time_step", "mps", "mlp", 1),
+        ("training", "time_step", "mps", "mlp", 8),
+        ("inference", "time_step", "cpu", "mlp", 1),
+    ]
     for trial in range(trials):
         dest = tmp_path / str(trial) / "dest"
-        asvresults.write_benchmarks(dest, asvresults.write_results(dest, "m", COMMIT, 0, {TRAINING_CPU: 0.009},
-                                                                   ["cpu", "mps"], ["mlp"], [1, 8]))
+        asvresults.write_benchmarks(
+            dest,
+            asvresults.write_results(
+                dest, "m", COMMIT, 0, {TRAINING_CPU: 0.009}, ["cpu", "mps"], ["mlp"], [1, 8]
+            ),
+        )
         sources = []
         for number, key in enumerate(keys[:writers]):
             source = tmp_path / str(trial) / f"source{number}"
-            asvresults.write_results(source, "m", COMMIT, 0, {key: 0.001 * (number + 1)}, ["cpu", "mps"], ["mlp"],
-                                     [1, 8])
+            asvresults.write_results(
+                source, "m", COMMIT, 0, {key: 0.001 * (number + 1)}, ["cpu", "mps"], ["mlp"], [1, 8]
+            )
             sources.append(source)
         barrier = FORK.Barrier(writers)
-        merges = [FORK.Process(target=_merge_after, args=(barrier, dest, source)) for source in sources]
+        merges = [
+            FORK.Process(target=_merge_after, args=(barrier, dest, source)) for source in sources
+        ]
         for process in merges:
             process.start()
         for process in merges:
@@ -483,7 +664,8 @@ def test_merges_at_once_lose_nothing(tmp_path, trials, writers):
             assert process.exitcode == 0, trial
         landed = merge.values(json.loads((dest / "m" / f"{COMMIT[:8]}-{FILE}").read_text()))
         assert sorted(columns["result"] for columns in landed.values()) == sorted(
-            [0.009, *(0.001 * (number + 1) for number in range(writers))]), (trial, landed)  # each writer's, kept
+            [0.009, *(0.001 * (number + 1) for number in range(writers))]
+        ), (trial, landed)  # each writer's, kept
         assert not files.orphans(dest), trial
     print(f"{writers} merges at once: {trials} trials, 0 values lost")
 
@@ -491,19 +673,36 @@ def test_merges_at_once_lose_nothing(tmp_path, trials, writers):
 def _site_suite(tmp: Path) -> Path:
     """A config whose results hold one value, html_dir tmp/html: what the stand-in publish needs."""
     results = tmp / "results"
-    asvresults.write_benchmarks(results, asvresults.write_results(results, "m", COMMIT, 0, {TRAINING_CPU: 0.009},
-                                                                  ["cpu"], ["mlp"], [8]))
-    config = {"version": 1, "project": "t", "repo": str(tmp / "timeline"), "branches": ["release"],
-              "dvcs": "git", "environment_type": "virtualenv", "benchmark_dir": "benchmarks",
-              "results_dir": "results", "html_dir": "html", "env_dir": "env"}
+    asvresults.write_benchmarks(
+        results,
+        asvresults.write_results(
+            results, "m", COMMIT, 0, {TRAINING_CPU: 0.009}, ["cpu"], ["mlp"], [8]
+        ),
+    )
+    config = {
+        "version": 1,
+        "project": "t",
+        "repo": str(tmp / "timeline"),
+        "branches": ["release"],
+        "dvcs": "git",
+        "environment_type": "virtualenv",
+        "benchmark_dir": "benchmarks",
+        "results_dir": "results",
+        "html_dir": "html",
+        "env_dir": "env",
+    }
     (tmp / "asv.conf.json").write_text(json.dumps(config))
     return tmp / "asv.conf.json"
 
 
 def _publisher(config: Path, writer: str) -> subprocess.Popen[bytes]:
     environment = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT / "src"), str(ROOT)])}
-    return subprocess.Popen([sys.executable, "-c", STAND_IN, str(config), writer], env=environment,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    return subprocess.Popen(
+        [sys.executable, "-c", STAND_IN, str(config), writer],
+        env=environment,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
 
 
 def _whole_site(html: Path) -> str | None:
@@ -517,7 +716,9 @@ def _whole_site(html: Path) -> str | None:
 
 @pytest.mark.parametrize("writers", [2, 4])
 @pytest.mark.parametrize("trials", TRIALS)
-def test_publishes_at_once_leave_one_whole_site_and_the_results_untouched(tmp_path, trials, writers):
+def test_publishes_at_once_leave_one_whole_site_and_the_results_untouched(
+    tmp_path, trials, writers
+):
     for trial in range(trials):
         config = _site_suite(tmp_path / str(trial))
         results = checksums(config.parent / "results")
@@ -525,7 +726,9 @@ def test_publishes_at_once_leave_one_whole_site_and_the_results_untouched(tmp_pa
         for process in running:
             _, err = process.communicate(timeout=300)
             assert process.returncode == 0, (trial, err.decode()[-2000:])
-        assert _whole_site(config.parent / "html") in {f"writer-{number}" for number in range(writers)}
+        assert _whole_site(config.parent / "html") in {
+            f"writer-{number}" for number in range(writers)
+        }
         assert checksums(config.parent / "results") == results
         assert not any((config.parent / ".html.publishing").iterdir())  # no scratch site left
     print(f"{writers} publishes at once: {trials} trials, one whole site each, 0 results changed")
@@ -557,18 +760,34 @@ def _finish(command: subprocess.Popen[bytes]) -> int:
 def _big_source(tmp: Path, builds: int) -> Path:
     source = tmp / "source"
     for number in range(builds):
-        asvresults.write_results(source, "m", f"{number + 1:08x}{'0' * 32}", 0, {TRAINING_CPU: 0.001 * (number + 1),
-                                                                          INFERENCE_CPU: 0.002}, ["cpu"], ["mlp"], [8])
-    asvresults.write_benchmarks(source, asvresults.write_results(source, "m", COMMIT, 0, {INFERENCE_CPU: 0.004},
-                                                                 ["cpu"], ["mlp"], [8]))
+        asvresults.write_results(
+            source,
+            "m",
+            f"{number + 1:08x}{'0' * 32}",
+            0,
+            {TRAINING_CPU: 0.001 * (number + 1), INFERENCE_CPU: 0.002},
+            ["cpu"],
+            ["mlp"],
+            [8],
+        )
+    asvresults.write_benchmarks(
+        source,
+        asvresults.write_results(
+            source, "m", COMMIT, 0, {INFERENCE_CPU: 0.004}, ["cpu"], ["mlp"], [8]
+        ),
+    )
     return source
 
 
 def _merger(dest: Path, source: Path) -> subprocess.Popen[bytes]:
     environment = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT / "src"), str(ROOT)])}
     main = "import sys; from mpsbench import cli; sys.exit(cli.main(sys.argv[1:]))"
-    return subprocess.Popen([sys.executable, "-c", main, "results", "merge", str(dest), str(source)],
-                            env=environment, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    return subprocess.Popen(
+        [sys.executable, "-c", main, "results", "merge", str(dest), str(source)],
+        env=environment,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
 
 
 @pytest.mark.parametrize("moments", MOMENTS)
@@ -589,15 +808,20 @@ def test_kill_9_of_a_merge_loses_nothing_and_the_next_run_recovers(tmp_path, mom
         dest = tmp_path / f"dest{moment}"
         _results(dest, COMMIT)
         recorded = _values_under_their_build(dest)
-        _kill_at(_merger(dest, source), rng.uniform(0, whole),
-                 lambda dest=dest: len(list((dest / "m").iterdir())) > 2)  # machine.json and the recorded file
+        _kill_at(
+            _merger(dest, source),
+            rng.uniform(0, whole),
+            lambda dest=dest: len(list((dest / "m").iterdir())) > 2,
+        )  # machine.json and the recorded file
         after = _values_under_their_build(dest)  # every file whole, each under its own build
         assert all(after[key] == value for key, value in recorded.items()), moment
         midway += len(recorded) < len(after) < len(expected)
         assert _finish(_merger(dest, source)) in (0, 1)
         assert _values_under_their_build(dest) == expected and not files.orphans(dest), moment
-    print(f"kill -9 of a merge at {moments} moments over its {whole:.2f} s of writing ({midway} mid-merge): 0 lost, each next run"
-          " recovered")
+    print(
+        f"kill -9 of a merge at {moments} moments over its {whole:.2f} s of writing ({midway} mid-merge): 0 lost, each next run"
+        " recovered"
+    )
 
 
 @pytest.mark.parametrize("moments", MOMENTS)
@@ -615,16 +839,21 @@ def test_kill_9_of_a_publish_loses_nothing_and_the_next_run_recovers(tmp_path, m
     midway = 0  # kills that left a scratch site behind: the ones that test the recovery
     for moment in range(moments):
         before = _whole_site(config.parent / "html")
-        _kill_at(_publisher(config, f"killed-{moment}"), rng.uniform(0, whole),
-                 lambda: any(staging.iterdir()))  # its scratch site has appeared
+        _kill_at(
+            _publisher(config, f"killed-{moment}"),
+            rng.uniform(0, whole),
+            lambda: any(staging.iterdir()),
+        )  # its scratch site has appeared
         midway += any(staging.iterdir())
         assert _whole_site(config.parent / "html") in {before, f"killed-{moment}"}, moment
         assert checksums(config.parent / "results") == results, moment
         assert _finish(_publisher(config, f"again-{moment}")) == 0, moment
         assert _whole_site(config.parent / "html") == f"again-{moment}"
         assert not any(staging.iterdir()), moment
-    print(f"kill -9 of a publish at {moments} moments over its {whole:.2f} s of writing ({midway} mid-publish): 0 lost, each next"
-          " run recovered")
+    print(
+        f"kill -9 of a publish at {moments} moments over its {whole:.2f} s of writing ({midway} mid-publish): 0 lost, each next"
+        " run recovered"
+    )
 
 
 def test_the_nightly_collect_names_each_refused_artifact_file_and_merges_the_rest(tmp_path, capsys):
@@ -638,6 +867,8 @@ def test_the_nightly_collect_names_each_refused_artifact_file_and_merges_the_res
     assert nightly.collect(fleet, [bad, good], update_benchmarks=False) == 1
     out = capsys.readouterr().out
     refusals = [line for line in out.splitlines() if line.startswith("refused")]
-    assert len(refusals) == 2 and all(line.endswith("nothing merged from this file") for line in refusals), out
+    assert len(refusals) == 2 and all(
+        line.endswith("nothing merged from this file") for line in refusals
+    ), out
     assert (fleet.results / "m1" / f"{'4' * 8}-{FILE}").is_file()
     assert sorted(path.name for path in (fleet.results / "m").glob("*-*.json")) == []

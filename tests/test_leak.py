@@ -71,7 +71,9 @@ print(json.dumps({"leaking": leaking, "clean": clean}))
 
 def test_a_workload_that_keeps_its_outputs_leaks_and_the_same_one_clean_does_not():
     program = LEAK_PROGRAM.replace("STEPS", str(STEPS))
-    done = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, timeout=900)
+    done = subprocess.run(
+        [sys.executable, "-c", program], capture_output=True, text=True, timeout=900
+    )
     assert done.returncode == 0, done.stderr
     slopes = json.loads(done.stdout.strip().splitlines()[-1])
     expected = OUTPUT_MIB * leak.PER  # 400 MiB per 100 steps
@@ -96,18 +98,29 @@ def test_large_models_run_fewer_leak_steps():
 # --- mps and cuda through stand-ins ------------------------------------------------
 
 
-
 def test_mps_syncs_before_each_allocator_reading(monkeypatch):
     recorder = fakes.Recorder()
     allocated = iter(100 * MIB + step * 2 * MIB for step in range(5))  # 2 MiB a step
-    monkeypatch.setattr(torch, "mps", types.SimpleNamespace(
-        synchronize=recorder.fn("mps.synchronize"),
-        current_allocated_memory=recorder.fn("mps.current_allocated_memory", lambda: next(allocated)),
-        driver_allocated_memory=recorder.fn("mps.driver_allocated_memory", 0),
-    ), raising=False)
+    monkeypatch.setattr(
+        torch,
+        "mps",
+        types.SimpleNamespace(
+            synchronize=recorder.fn("mps.synchronize"),
+            current_allocated_memory=recorder.fn(
+                "mps.current_allocated_memory", lambda: next(allocated)
+            ),
+            driver_allocated_memory=recorder.fn("mps.driver_allocated_memory", 0),
+        ),
+        raising=False,
+    )
     step = recorder.fn("step")
     readings = leak.record(step, "mps", 5)
-    per_step = ["step", "mps.synchronize", "mps.current_allocated_memory", "mps.driver_allocated_memory"]
+    per_step = [
+        "step",
+        "mps.synchronize",
+        "mps.current_allocated_memory",
+        "mps.driver_allocated_memory",
+    ]
     assert recorder.calls == ["mps.synchronize", *per_step * 5]
     assert leak.slope_mib_per_100_steps(readings) == pytest.approx(200.0)
 
@@ -117,8 +130,13 @@ def test_mps_before_torch_2_is_n_a_with_the_reason_not_a_slope_of_the_process_me
     # read a leak on the device as none
     monkeypatch.delattr(torch, "mps", raising=False)
     monkeypatch.setattr(torch, "__version__", "1.13.1")
-    monkeypatch.setattr(devices.Device, "synchronize", lambda self: None)  # torch 1.13 would read a tensor back
-    with pytest.raises(suite.SkipNotImplemented, match=r"no memory reading for mps: torch 1\.13\.1 keeps no mps memory"):
+    monkeypatch.setattr(
+        devices.Device, "synchronize", lambda self: None
+    )  # torch 1.13 would read a tensor back
+    with pytest.raises(
+        suite.SkipNotImplemented,
+        match=r"no memory reading for mps: torch 1\.13\.1 keeps no mps memory",
+    ):
         leak.record(lambda: None, "mps", 3)
 
 
@@ -126,7 +144,11 @@ def test_cuda_reads_memory_allocated_after_a_synchronize(monkeypatch):
     recorder = fakes.Recorder()
     allocated = iter([7 * MIB, 7 * MIB, 7 * MIB])
     monkeypatch.setattr(torch.cuda, "synchronize", recorder.fn("cuda.synchronize"))
-    monkeypatch.setattr(torch.cuda, "memory_allocated", recorder.fn("cuda.memory_allocated", lambda: next(allocated)))
+    monkeypatch.setattr(
+        torch.cuda,
+        "memory_allocated",
+        recorder.fn("cuda.memory_allocated", lambda: next(allocated)),
+    )
     readings = leak.record(recorder.fn("step"), "cuda", 3)
     per_step = ["step", "cuda.synchronize", "cuda.memory_allocated"]
     assert recorder.calls == ["cuda.synchronize", *per_step * 3]
@@ -150,14 +172,29 @@ def _probing_workload(device: str, recorder: fakes.Recorder) -> types.SimpleName
 def test_mps_driver_memory_is_the_largest_driver_sample_around_the_step(monkeypatch):
     recorder = fakes.Recorder()
     driver = iter(mib * MIB for mib in (40, 70, 90, 60))  # before, forward, backward, after
-    monkeypatch.setattr(torch, "mps", types.SimpleNamespace(
-        synchronize=recorder.fn("mps.synchronize"),
-        current_allocated_memory=recorder.fn("mps.current_allocated_memory", 30 * MIB),
-        driver_allocated_memory=recorder.fn("mps.driver_allocated_memory", lambda: next(driver)),
-    ), raising=False)
+    monkeypatch.setattr(
+        torch,
+        "mps",
+        types.SimpleNamespace(
+            synchronize=recorder.fn("mps.synchronize"),
+            current_allocated_memory=recorder.fn("mps.current_allocated_memory", 30 * MIB),
+            driver_allocated_memory=recorder.fn(
+                "mps.driver_allocated_memory", lambda: next(driver)
+            ),
+        ),
+        raising=False,
+    )
     peaks = suite.memory_peaks(_probing_workload("mps", recorder))  # type: ignore[arg-type]
     sample = ["mps.current_allocated_memory", "mps.driver_allocated_memory"]
-    assert recorder.calls == ["mps.synchronize", *sample, "step", *sample, *sample, "mps.synchronize", *sample]
+    assert recorder.calls == [
+        "mps.synchronize",
+        *sample,
+        "step",
+        *sample,
+        *sample,
+        "mps.synchronize",
+        *sample,
+    ]
     assert peaks.driver == 90.0
     assert peaks.allocated == 30.0
 
@@ -165,8 +202,11 @@ def test_mps_driver_memory_is_the_largest_driver_sample_around_the_step(monkeypa
 def test_cuda_driver_memory_is_the_reserved_peak_since_the_reset(monkeypatch):
     recorder = fakes.Recorder()
     for name, result in [
-        ("synchronize", None), ("reset_peak_memory_stats", None), ("memory_allocated", MIB),
-        ("max_memory_allocated", 5 * MIB), ("max_memory_reserved", 8 * MIB),
+        ("synchronize", None),
+        ("reset_peak_memory_stats", None),
+        ("memory_allocated", MIB),
+        ("max_memory_allocated", 5 * MIB),
+        ("max_memory_reserved", 8 * MIB),
     ]:
         monkeypatch.setattr(torch.cuda, name, recorder.fn(f"cuda.{name}", result))
     peaks = suite.memory_peaks(_probing_workload("cuda", recorder))  # type: ignore[arg-type]
@@ -176,8 +216,14 @@ def test_cuda_driver_memory_is_the_reserved_peak_since_the_reset(monkeypatch):
 
 
 def test_the_cpu_tracks_skip_driver_memory_and_report_a_flat_leak_slope(monkeypatch):
-    monkeypatch.setattr(leak, "STEPS_SMALL", 20)  # the asv track runs 200; the wiring is what is tested
-    table = {"inference": figures.instruments("inference", "InferenceInstruments", measured.grid(devices.NAMES, ("mlp",)))}
+    monkeypatch.setattr(
+        leak, "STEPS_SMALL", 20
+    )  # the asv track runs 200; the wiring is what is tested
+    table = {
+        "inference": figures.instruments(
+            "inference", "InferenceInstruments", measured.grid(devices.NAMES, ("mlp",))
+        )
+    }
     bench = benchmark_instruments.InferenceInstruments()
     with pytest.raises(suite.SkipNotImplemented, match="cpu keeps no driver memory counter"):
         bench.track_driver_memory(table, "cpu", "mlp")

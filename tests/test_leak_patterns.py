@@ -31,11 +31,14 @@ def _give_freed_heap_back() -> None:
 
 
 def test_a_leaking_loop_grows_by_its_leak(monkeypatch):
-    monkeypatch.setitem(leak.PATTERNS, "lstm_training",
-                        leak.Pattern("lstm_training", "stand-in", _keeps_a_mebibyte))
+    monkeypatch.setitem(
+        leak.PATTERNS, "lstm_training", leak.Pattern("lstm_training", "stand-in", _keeps_a_mebibyte)
+    )
     _give_freed_heap_back()
     growth = leak.growth("cpu", "lstm_training", iterations=60)
-    assert growth == pytest.approx(1000, rel=0.2)  # MiB per 1,000 iterations: the RSS grows 1 MiB an iteration
+    assert growth == pytest.approx(
+        1000, rel=0.2
+    )  # MiB per 1,000 iterations: the RSS grows 1 MiB an iteration
 
 
 def test_every_pattern_is_tracked_on_the_cpu_in_the_full_sweep(monkeypatch):

@@ -21,17 +21,25 @@ with files.lock(Path(sys.argv[1])):
 """
 
 
-def test_a_second_command_says_it_waits_and_goes_on_once_the_first_leaves(tmp_path: Path, caplog) -> None:
+def test_a_second_command_says_it_waits_and_goes_on_once_the_first_leaves(
+    tmp_path: Path, caplog
+) -> None:
     target = tmp_path / "fresh" / "env"
     target.parent.mkdir()
-    holder = subprocess.Popen([sys.executable, "-c", HOLD, str(target)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                              text=True)
+    holder = subprocess.Popen(
+        [sys.executable, "-c", HOLD, str(target)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     assert holder.stdout is not None and holder.stdin is not None
     assert holder.stdout.readline().strip() == "held"
     entered = threading.Event()
 
     def second() -> None:
-        with files.lock(target, waiting=lambda: logging.getLogger("test").info("waiting for another compare")):
+        with files.lock(
+            target, waiting=lambda: logging.getLogger("test").info("waiting for another compare")
+        ):
             entered.set()
 
     with caplog.at_level("INFO"):
@@ -48,6 +56,9 @@ def test_a_second_command_says_it_waits_and_goes_on_once_the_first_leaves(tmp_pa
 
 def test_a_command_alone_goes_straight_in_and_says_nothing(tmp_path: Path, caplog) -> None:
     target = tmp_path / "env"
-    with caplog.at_level("INFO"), files.lock(target, waiting=lambda: logging.getLogger("test").info("waiting")):
+    with (
+        caplog.at_level("INFO"),
+        files.lock(target, waiting=lambda: logging.getLogger("test").info("waiting")),
+    ):
         pass
     assert caplog.records == []

@@ -25,20 +25,33 @@ SHIPPED = Path(__file__).resolve().parents[1] / "builds" / "manifest.json"
 
 def build(build_id: str, date: str, tag: str | None = None) -> mf.Build:
     version = f"2.15.0.dev{build_id.replace('-', '')}" if build_id.startswith("20") else build_id
-    pin = mf.Pin("torch", version, f"torch-{version}-cp311-cp311-manylinux_2_28_x86_64.whl", "https://x/t.whl", SHA,
-                 python="cp311")
-    return mf.Build(build_id, version, date, "f" * 40, "release", {"linux-x86_64-cuda": [pin]}, tag=tag)
+    pin = mf.Pin(
+        "torch",
+        version,
+        f"torch-{version}-cp311-cp311-manylinux_2_28_x86_64.whl",
+        "https://x/t.whl",
+        SHA,
+        python="cp311",
+    )
+    return mf.Build(
+        build_id, version, date, "f" * 40, "release", {"linux-x86_64-cuda": [pin]}, tag=tag
+    )
 
 
 def test_round_trip_through_json_is_lossless():
-    manifest = mf.append(mf.append(mf.Manifest(), "release", build("2.13.0", "2026-07-06T00:00:00Z", "v2.13.0")),
-                         "release", build("2.14.1", "2026-09-30T00:00:00Z", "v2.14.1"))
+    manifest = mf.append(
+        mf.append(mf.Manifest(), "release", build("2.13.0", "2026-07-06T00:00:00Z", "v2.13.0")),
+        "release",
+        build("2.14.1", "2026-09-30T00:00:00Z", "v2.14.1"),
+    )
     assert mf.from_json(json.loads(mf.dumps(mf.to_json(manifest)))) == manifest
 
 
 def test_a_build_older_than_the_channel_tip_is_refused():
     manifest = mf.append(mf.Manifest(), "nightly", build("2026-11-20", "2026-11-20T00:00:00Z"))
-    with pytest.raises(mf.ManifestError, match=r"older than nightly's tip 2026-11-20 .* bisection channel"):
+    with pytest.raises(
+        mf.ManifestError, match=r"older than nightly's tip 2026-11-20 .* bisection channel"
+    ):
         mf.append(manifest, "nightly", build("2026-11-10", "2026-11-10T00:00:00Z"))
 
 
@@ -51,16 +64,29 @@ def test_a_repeated_build_id_is_refused():
 def test_a_fork_needs_an_existing_parent_and_starts_after_it():
     manifest = mf.append(mf.Manifest(), "nightly", build("2026-11-01", "2026-11-01T00:00:00Z"))
     with pytest.raises(mf.ManifestError, match="no build 'nightly-x@1'"):
-        mf.append(manifest, "bisect", build("2026-11-02", "2026-11-02T00:00:00Z"), parent="nightly-x@1")
+        mf.append(
+            manifest, "bisect", build("2026-11-02", "2026-11-02T00:00:00Z"), parent="nightly-x@1"
+        )
     with pytest.raises(mf.ManifestError, match="older than 2026-11-01T00:00:00Z"):
-        mf.append(manifest, "bisect", build("2026-10-02", "2026-10-02T00:00:00Z"), parent="nightly@2026-11-01")
-    forked = mf.append(manifest, "bisect", build("2026-11-02", "2026-11-02T00:00:00Z"), parent="nightly@2026-11-01")
+        mf.append(
+            manifest,
+            "bisect",
+            build("2026-10-02", "2026-10-02T00:00:00Z"),
+            parent="nightly@2026-11-01",
+        )
+    forked = mf.append(
+        manifest, "bisect", build("2026-11-02", "2026-11-02T00:00:00Z"), parent="nightly@2026-11-01"
+    )
     assert forked.channel("bisect").parent == "nightly@2026-11-01"
 
 
 def test_a_build_made_in_code_is_checked_as_a_file_would_be():
-    bad = build("2.14.1", "yesterday")  # e.g. add-existing --date yesterday: one line, not a ValueError
-    with pytest.raises(mf.ManifestError, match=r"build release@2\.14\.1: date = 'yesterday': expected a UTC date"):
+    bad = build(
+        "2.14.1", "yesterday"
+    )  # e.g. add-existing --date yesterday: one line, not a ValueError
+    with pytest.raises(
+        mf.ManifestError, match=r"build release@2\.14\.1: date = 'yesterday': expected a UTC date"
+    ):
         mf.append(mf.Manifest(), "release", bad)
     tip = mf.append(mf.Manifest(), "release", build("2.14.0", "2026-09-01T00:00:00Z"))
     with pytest.raises(mf.ManifestError, match=r"date = 'yesterday'"):
@@ -86,72 +112,175 @@ def _pin(data: dict[str, Any]) -> dict[str, Any]:
 
 BAD_MANIFESTS: list[tuple[str, Edit, str]] = [
     # seen by a new user (issue 34): each was a traceback, or accepted
-    ("channel-name-a-number", lambda d: d["channels"][0].update(name=12),
-     r"channels\[0\]: name = 12: expected lower-case letters, digits"),
-    ("build-date-a-number", lambda d: _build(d).update(date=20260706),
-     r"build release@2\.13\.0: date = 20260706: expected a UTC date YYYY-MM-DDTHH:MM:SSZ"),
-    ("defaults-newest-a-string", lambda d: d["defaults"]["linux-x86_64-cuda"].update(newest="3"),
-     r"defaults\.linux-x86_64-cuda\.newest = '3': expected a whole number of at least 1"),
-    ("defaults-newest-of-a-string", lambda d: d["defaults"]["linux-x86_64-cuda"]["newest_of"].update(release="1"),
-     r"newest_of\.release = '1': expected a whole number"),
-    ("site-packages-a-list", lambda d: _build(d).update(site_packages=["/x"]),
-     r"build release@2\.13\.0: site_packages = \['/x'\]: expected a valid string"),
-    ("pin-filename-climbs-out", lambda d: _pin(d).update(filename="../../../x-1-py3-none-any.whl"),
-     r"pins\.macos-arm64\[0\]\.filename = '\.\./\.\./\.\./x-1-py3-none-any\.whl': expected a plain wheel file name"),
-    ("pin-url-plain-http", lambda d: _pin(d).update(url="http://example.org/" + _pin(d)["filename"]),
-     r"pins\.macos-arm64\[0\]\.url = 'http://example\.org/.*': expected an https:// or file:// URL"),
+    (
+        "channel-name-a-number",
+        lambda d: d["channels"][0].update(name=12),
+        r"channels\[0\]: name = 12: expected lower-case letters, digits",
+    ),
+    (
+        "build-date-a-number",
+        lambda d: _build(d).update(date=20260706),
+        r"build release@2\.13\.0: date = 20260706: expected a UTC date YYYY-MM-DDTHH:MM:SSZ",
+    ),
+    (
+        "defaults-newest-a-string",
+        lambda d: d["defaults"]["linux-x86_64-cuda"].update(newest="3"),
+        r"defaults\.linux-x86_64-cuda\.newest = '3': expected a whole number of at least 1",
+    ),
+    (
+        "defaults-newest-of-a-string",
+        lambda d: d["defaults"]["linux-x86_64-cuda"]["newest_of"].update(release="1"),
+        r"newest_of\.release = '1': expected a whole number",
+    ),
+    (
+        "site-packages-a-list",
+        lambda d: _build(d).update(site_packages=["/x"]),
+        r"build release@2\.13\.0: site_packages = \['/x'\]: expected a valid string",
+    ),
+    (
+        "pin-filename-climbs-out",
+        lambda d: _pin(d).update(filename="../../../x-1-py3-none-any.whl"),
+        r"pins\.macos-arm64\[0\]\.filename = '\.\./\.\./\.\./x-1-py3-none-any\.whl': expected a plain wheel file name",
+    ),
+    (
+        "pin-url-plain-http",
+        lambda d: _pin(d).update(url="http://example.org/" + _pin(d)["filename"]),
+        r"pins\.macos-arm64\[0\]\.url = 'http://example\.org/.*': expected an https:// or file:// URL",
+    ),
     # the form of every other field
-    ("unknown-kind", lambda d: _build(d).update(kind="beta"),
-     r"kind = 'beta': expected one of: release, nightly, wheel-file, wheel-url, existing"),
-    ("unknown-platform", lambda d: _build(d)["pins"].update(windows=[]),
-     r"pins\.windows \(the key\) = 'windows': expected a platform: macos-arm64, linux-x86_64-cpu, linux-x86_64-cuda"),
-    ("misspelt-field", lambda d: _build(d).update(site_package="/x"), r"site_package is not a field of the manifest"),
-    ("missing-field", lambda d: _build(d).pop("git_version"), r"build release@2\.13\.0: git_version is missing"),
+    (
+        "unknown-kind",
+        lambda d: _build(d).update(kind="beta"),
+        r"kind = 'beta': expected one of: release, nightly, wheel-file, wheel-url, existing",
+    ),
+    (
+        "unknown-platform",
+        lambda d: _build(d)["pins"].update(windows=[]),
+        r"pins\.windows \(the key\) = 'windows': expected a platform: macos-arm64, linux-x86_64-cpu, linux-x86_64-cuda",
+    ),
+    (
+        "misspelt-field",
+        lambda d: _build(d).update(site_package="/x"),
+        r"site_package is not a field of the manifest",
+    ),
+    (
+        "missing-field",
+        lambda d: _build(d).pop("git_version"),
+        r"build release@2\.13\.0: git_version is missing",
+    ),
     ("schema-a-string", lambda d: d.update(schema="1"), r"schema = '1': expected 1"),
-    ("sha256-short", lambda d: _pin(d).update(sha256="abc"), r"sha256 = 'abc': expected 64 lower-case hex digits"),
-    ("pin-of-another-file", lambda d: _pin(d).update(version="9.9"), r"is not torch 9\.9, as its pin says"),
-    ("env-name", lambda d: _build(d).update(env={"A B": "1"}), r"env\.A B \(the key\) = 'A B': expected an environment"),
-    ("channel-not-an-object", lambda d: d["channels"].__setitem__(0, "release"), r"channels\[0\] = 'release': expected"),
-    ("channel-twice", lambda d: d["channels"].append(copy.deepcopy(d["channels"][0])), r"channel release is there twice"),
-    ("build-twice", lambda d: d["channels"][0]["builds"].append(copy.deepcopy(_build(d))),
-     r"channel release has build '2\.13\.0' twice"),
-    ("tag-twice", lambda d: _build(d, 0, 1).update(tag="v2.13.0"), r"tag 'v2\.13\.0' is used twice"),
-    ("back-in-time", lambda d: _build(d).update(date="2030-01-01T00:00:00Z"),
-     r"build release@2\.14\.1 dated .* is older than 2030-01-01T00:00:00Z"),
-    ("parent-unknown", lambda d: d["channels"].append({"name": "x", "parent": "nope@1", "builds": []}),
-     r"channel x forks from 'nope@1', which no earlier channel holds"),
-    ("parent-malformed", lambda d: d["channels"][1].update(parent="release"),
-     r"parent = 'release': expected a build as CHANNEL@ID"),
-    ("release-version", lambda d: _build(d).update(torch_version="latest"),
-     r"torch_version = 'latest': a release needs a PEP 440 version"),
-    ("set-with-two-torches", lambda d: _build(d, 1, 0)["pins"]["macos-arm64"].append(
-        {**next(p for p in _build(d, 1, 0)["pins"]["macos-arm64"] if p["name"] == "torch")}),
-     r"the macos-arm64 set cp310 needs one torch wheel and one wheel per package; twice: torch"),
-    ("existing-with-pins", lambda d: _build(d).update(kind="existing", site_packages="/x"),
-     r"an existing build names its site-packages folder and pins no wheels"),
-    ("default-newest-zero", lambda d: d["defaults"]["linux-x86_64-cuda"].update(newest=0), r"newest = 0: expected a whole"),
-    ("default-python-tag", lambda d: d["defaults"]["macos-arm64"].update(pythons=["cp310"]),
-     r"pythons\[0\] = 'cp310': expected a Python version such as 3\.12"),
-    ("default-unknown-channel", lambda d: d["defaults"]["macos-arm64"].update(channels=["nope"]),
-     r"the default timeline of macos-arm64 names channels \['nope'\]"),
-    ("default-newest-of-elsewhere", lambda d: d["defaults"]["macos-arm64"].update(newest_of={"x": 1}),
-     r"newest_of names 'x', not one of its channels \(era, release\)"),
+    (
+        "sha256-short",
+        lambda d: _pin(d).update(sha256="abc"),
+        r"sha256 = 'abc': expected 64 lower-case hex digits",
+    ),
+    (
+        "pin-of-another-file",
+        lambda d: _pin(d).update(version="9.9"),
+        r"is not torch 9\.9, as its pin says",
+    ),
+    (
+        "env-name",
+        lambda d: _build(d).update(env={"A B": "1"}),
+        r"env\.A B \(the key\) = 'A B': expected an environment",
+    ),
+    (
+        "channel-not-an-object",
+        lambda d: d["channels"].__setitem__(0, "release"),
+        r"channels\[0\] = 'release': expected",
+    ),
+    (
+        "channel-twice",
+        lambda d: d["channels"].append(copy.deepcopy(d["channels"][0])),
+        r"channel release is there twice",
+    ),
+    (
+        "build-twice",
+        lambda d: d["channels"][0]["builds"].append(copy.deepcopy(_build(d))),
+        r"channel release has build '2\.13\.0' twice",
+    ),
+    (
+        "tag-twice",
+        lambda d: _build(d, 0, 1).update(tag="v2.13.0"),
+        r"tag 'v2\.13\.0' is used twice",
+    ),
+    (
+        "back-in-time",
+        lambda d: _build(d).update(date="2030-01-01T00:00:00Z"),
+        r"build release@2\.14\.1 dated .* is older than 2030-01-01T00:00:00Z",
+    ),
+    (
+        "parent-unknown",
+        lambda d: d["channels"].append({"name": "x", "parent": "nope@1", "builds": []}),
+        r"channel x forks from 'nope@1', which no earlier channel holds",
+    ),
+    (
+        "parent-malformed",
+        lambda d: d["channels"][1].update(parent="release"),
+        r"parent = 'release': expected a build as CHANNEL@ID",
+    ),
+    (
+        "release-version",
+        lambda d: _build(d).update(torch_version="latest"),
+        r"torch_version = 'latest': a release needs a PEP 440 version",
+    ),
+    (
+        "set-with-two-torches",
+        lambda d: _build(d, 1, 0)["pins"]["macos-arm64"].append(
+            {**next(p for p in _build(d, 1, 0)["pins"]["macos-arm64"] if p["name"] == "torch")}
+        ),
+        r"the macos-arm64 set cp310 needs one torch wheel and one wheel per package; twice: torch",
+    ),
+    (
+        "existing-with-pins",
+        lambda d: _build(d).update(kind="existing", site_packages="/x"),
+        r"an existing build names its site-packages folder and pins no wheels",
+    ),
+    (
+        "default-newest-zero",
+        lambda d: d["defaults"]["linux-x86_64-cuda"].update(newest=0),
+        r"newest = 0: expected a whole",
+    ),
+    (
+        "default-python-tag",
+        lambda d: d["defaults"]["macos-arm64"].update(pythons=["cp310"]),
+        r"pythons\[0\] = 'cp310': expected a Python version such as 3\.12",
+    ),
+    (
+        "default-unknown-channel",
+        lambda d: d["defaults"]["macos-arm64"].update(channels=["nope"]),
+        r"the default timeline of macos-arm64 names channels \['nope'\]",
+    ),
+    (
+        "default-newest-of-elsewhere",
+        lambda d: d["defaults"]["macos-arm64"].update(newest_of={"x": 1}),
+        r"newest_of names 'x', not one of its channels \(era, release\)",
+    ),
 ]
 
 
-@pytest.mark.parametrize(("edit", "said"), [case[1:] for case in BAD_MANIFESTS], ids=[case[0] for case in BAD_MANIFESTS])
+@pytest.mark.parametrize(
+    ("edit", "said"), [case[1:] for case in BAD_MANIFESTS], ids=[case[0] for case in BAD_MANIFESTS]
+)
 def test_a_bad_manifest_is_one_line_naming_field_value_and_choices(tmp_path, capsys, edit, said):
     data = json.loads(SHIPPED.read_text())
     edit(data)
     path = tmp_path / "manifest.json"
     path.write_text(json.dumps(data))
     before = path.read_bytes()
-    assert cli.main(["build", "list", "--manifest", str(path), "--timeline", str(tmp_path / "timeline")]) == 2
+    assert (
+        cli.main(
+            ["build", "list", "--manifest", str(path), "--timeline", str(tmp_path / "timeline")]
+        )
+        == 2
+    )
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "Traceback" not in err, err
     assert err.startswith(f"mpsbench: error: {path}: "), err
     assert re.search(said, err), err
-    assert path.read_bytes() == before and sorted(p.name for p in tmp_path.iterdir()) == ["manifest.json"]
+    assert path.read_bytes() == before and sorted(p.name for p in tmp_path.iterdir()) == [
+        "manifest.json"
+    ]
 
 
 def test_save_is_atomic_and_validates_first(tmp_path):
@@ -167,7 +296,9 @@ def test_save_is_atomic_and_validates_first(tmp_path):
     assert mf.load(path) == good
 
 
-def test_a_full_disk_while_saving_is_one_line_and_leaves_the_manifest_as_it_was(tmp_path, monkeypatch):
+def test_a_full_disk_while_saving_is_one_line_and_leaves_the_manifest_as_it_was(
+    tmp_path, monkeypatch
+):
     path = tmp_path / "manifest.json"
     mf.save(mf.append(mf.Manifest(), "release", build("2.14.1", "2026-09-30T00:00:00Z")), path)
     before = path.read_bytes()
@@ -175,8 +306,13 @@ def test_a_full_disk_while_saving_is_one_line_and_leaves_the_manifest_as_it_was(
     def full(source: str, target: str) -> None:
         raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), target)
 
-    monkeypatch.setattr(files.os, "replace", full)  # the manifest is written as every file is: core.files.write
-    with pytest.raises(mf.ManifestError, match=rf"cannot write the manifest {path}: No space left on device; nothing"):
+    monkeypatch.setattr(
+        files.os, "replace", full
+    )  # the manifest is written as every file is: core.files.write
+    with pytest.raises(
+        mf.ManifestError,
+        match=rf"cannot write the manifest {path}: No space left on device; nothing",
+    ):
         mf.save(mf.append(mf.load(path), "release", build("2.15.0", "2026-10-30T00:00:00Z")), path)
     assert path.read_bytes() == before and [p.name for p in tmp_path.iterdir()] == ["manifest.json"]
 
@@ -195,7 +331,9 @@ def test_the_schema_keeps_every_shipped_byte_and_so_every_timeline_hash():
     raw = json.loads(SHIPPED.read_text())
     for channel, raw_channel in zip(SHIPPED_MANIFEST.channels, raw["channels"], strict=True):
         for parsed, as_written in zip(channel.builds, raw_channel["builds"], strict=True):
-            assert timeline.build_record(channel.name, parsed) == mf.dumps({"channel": channel.name, **as_written})
+            assert timeline.build_record(channel.name, parsed) == mf.dumps(
+                {"channel": channel.name, **as_written}
+            )
 
 
 def test_every_shipped_set_is_resolved_whole_and_every_wheel_fits_its_set():
@@ -213,15 +351,33 @@ def test_every_shipped_set_is_resolved_whole_and_every_wheel_fits_its_set():
                     continue
                 for python, pins in sets.items():
                     names = [pin.name for pin in pins]
-                    assert names.count("torch") == 1 and len(names) == len(set(names)), (ref, platform, python)
+                    assert names.count("torch") == 1 and len(names) == len(set(names)), (
+                        ref,
+                        platform,
+                        python,
+                    )
                     version = (3, int(python[3:]))
-                    runs = {(tag.interpreter, tag.abi) for tag in (*tags.cpython_tags(version), *tags.compatible_tags(version))}
+                    runs = {
+                        (tag.interpreter, tag.abi)
+                        for tag in (*tags.cpython_tags(version), *tags.compatible_tags(version))
+                    }
                     for pin in pins:
-                        assert install_build.plain_wheel_name(pin.filename) and pin.url.startswith("https://"), pin
+                        assert install_build.plain_wheel_name(pin.filename) and pin.url.startswith(
+                            "https://"
+                        ), pin
                         found = utils.parse_wheel_filename(pin.filename)[3]
-                        assert any((tag.interpreter, tag.abi) in runs for tag in found), (ref, python, pin.filename)
+                        assert any((tag.interpreter, tag.abi) in runs for tag in found), (
+                            ref,
+                            python,
+                            pin.filename,
+                        )
                         os_word = "macosx" if platform == "macos-arm64" else "linux"
-                        assert all(tag.platform == "any" or os_word in tag.platform for tag in found), (ref, pin.filename)
+                        assert all(
+                            tag.platform == "any" or os_word in tag.platform for tag in found
+                        ), (ref, pin.filename)
     assert legacy == PINNED_BEFORE_SETS
     for platform in SHIPPED_MANIFEST.defaults:
-        assert not {item.ref for item in defaults.schedule(SHIPPED_MANIFEST, platform, here="3.11")} & legacy
+        assert (
+            not {item.ref for item in defaults.schedule(SHIPPED_MANIFEST, platform, here="3.11")}
+            & legacy
+        )

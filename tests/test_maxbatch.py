@@ -40,7 +40,9 @@ class StandIn:
         self.released = 0
 
     def __call__(self, batch_size: int) -> None:
-        activations = torch.empty(batch_size, 1024)  # held by this frame, so by the error's traceback
+        activations = torch.empty(
+            batch_size, 1024
+        )  # held by this frame, so by the error's traceback
         self.allocations.append(weakref.ref(activations))
         if batch_size > self.fits:
             raise self.error()
@@ -56,7 +58,9 @@ def test_the_search_returns_the_largest_power_of_two_that_fits_and_holds_nothing
     found = maxbatch.search(stand_in, stand_in.release)
     expected = 1 << (fits.bit_length() - 1)  # the largest power of two not above fits
     assert found.largest == expected
-    assert found.tried[-1] == 2 * expected and found.tried == tuple(1 << n for n in range(len(found.tried)))
+    assert found.tried[-1] == 2 * expected and found.tried == tuple(
+        1 << n for n in range(len(found.tried))
+    )
     assert found.error == str(OUT_OF_MEMORY[kind]())  # the error's text, kept as a string only
     assert stand_in.released == len(found.tried)  # memory freed after every try, failed or not
     assert all(allocation() is None for allocation in stand_in.allocations)
@@ -65,7 +69,9 @@ def test_the_search_returns_the_largest_power_of_two_that_fits_and_holds_nothing
 def test_a_step_that_always_fits_stops_at_the_ceiling():
     stand_in = StandIn(fits=10**9, error=None)
     found = maxbatch.search(stand_in, stand_in.release, ceiling=maxbatch.CEILING)
-    assert found.largest == maxbatch.CEILING == 4096 and found.error is None  # None: the ceiling ended it
+    assert (
+        found.largest == maxbatch.CEILING == 4096 and found.error is None
+    )  # None: the ceiling ended it
     assert len(found.tried) == 13
 
 
@@ -74,7 +80,9 @@ def test_batch_one_not_fitting_gives_zero():
     assert (found.largest, found.tried) == (0, (1,))
 
 
-@pytest.mark.parametrize("error", [ValueError("a bug"), RuntimeError("shape mismatch in mat1 and mat2")])
+@pytest.mark.parametrize(
+    "error", [ValueError("a bug"), RuntimeError("shape mismatch in mat1 and mat2")]
+)
 def test_errors_other_than_out_of_memory_are_never_swallowed(error):
     def broken(batch_size):
         raise error
@@ -88,8 +96,10 @@ def test_every_try_says_on_stderr_how_it_went(capsys):
     maxbatch.search(stand_in, stand_in.release, what="mlp training on cpu")
     lines = capsys.readouterr().err.splitlines()
     assert [line.split(" (")[0] for line in lines] == [
-        "mpsbench maxbatch: mlp training on cpu: batch 1 fits", "mpsbench maxbatch: mlp training on cpu: batch 2 fits",
-        "mpsbench maxbatch: mlp training on cpu: batch 4 does not fit"]
+        "mpsbench maxbatch: mlp training on cpu: batch 1 fits",
+        "mpsbench maxbatch: mlp training on cpu: batch 2 fits",
+        "mpsbench maxbatch: mlp training on cpu: batch 4 does not fit",
+    ]
 
 
 def test_a_real_workload_is_searched_and_dropped_afterwards():
@@ -112,18 +122,21 @@ def test_the_cpu_search_in_a_memory_limited_child_stops_at_the_limit():
     assert "DefaultCPUAllocator" in found.error
 
 
-
-
 def test_the_benchmark_skips_an_absent_device_with_the_reason(monkeypatch):
     if maxbatch.devices.get("cuda").usable:  # pragma: no cover - GPU machines
         pytest.skip("cuda is present")
-    monkeypatch.setenv(selection.FULL_SWEEP_ENV, "1")  # the GPUs' searches are in the full sweep only
+    monkeypatch.setenv(
+        selection.FULL_SWEEP_ENV, "1"
+    )  # the GPUs' searches are in the full sweep only
     with pytest.raises(suite.SkipNotImplemented, match="cuda is not usable here"):
         benchmark_maxbatch.MaxBatch().setup("cuda", "bert_base", "training")
 
 
 def test_params_are_fixed_and_cover_the_seed_models_and_both_kinds():
     cls = benchmark_maxbatch.MaxBatch
-    assert cls.params == (("cpu", "mps", "cuda"), ("resnet50", "vgg16", "bert_base", "bert_base_frozen"),
-                          ("training", "inference"))
+    assert cls.params == (
+        ("cpu", "mps", "cuda"),
+        ("resnet50", "vgg16", "bert_base", "bert_base_frozen"),
+        ("training", "inference"),
+    )
     assert cls.version

@@ -32,9 +32,17 @@ FIGURES = {
 @pytest.fixture(scope="module")
 def table():
     with pytest.MonkeyPatch.context() as patch:  # a stand-in class's rule: "unselected" is left out
-        patch.setitem(selection.RULES, "StandIn", lambda device, name: "not this run" if name == "unselected" else None)
-        return measured.measure("StandIn", measured.grid(["cpu"], ["ok", "absent", "broken", "huge", "unselected"]),
-                                _prepare, FIGURES)
+        patch.setitem(
+            selection.RULES,
+            "StandIn",
+            lambda device, name: "not this run" if name == "unselected" else None,
+        )
+        return measured.measure(
+            "StandIn",
+            measured.grid(["cpu"], ["ok", "absent", "broken", "huge", "unselected"]),
+            _prepare,
+            FIGURES,
+        )
 
 
 def test_a_combination_the_selection_leaves_out_is_na_with_its_rules_reason(table):
@@ -55,7 +63,9 @@ def test_one_failing_combination_leaves_the_others_measured(table):
 def test_skips_and_out_of_memory_show_as_na_with_the_reason(table):
     with pytest.raises(suite.SkipNotImplemented, match="cpu is not usable here: no such device"):
         table.lookup(("cpu", "absent"), "length")
-    with pytest.raises(suite.SkipNotImplemented, match="does not fit in device memory: CUDA out of memory"):
+    with pytest.raises(
+        suite.SkipNotImplemented, match="does not fit in device memory: CUDA out of memory"
+    ):
         table.lookup(("cpu", "huge"), "length")
 
 
@@ -77,7 +87,9 @@ def test_the_table_survives_asvs_pickling(table):
 
 def test_the_capacity_classes_report_real_cpu_figures_and_skip_absent_devices():
     keys = measured.grid(devices.NAMES, ("mlp",), models.BATCH_SIZES)
-    table = {"inference": figures.capacity("inference", "InferenceCapacity", keys)}  # its part of setup_cache
+    table = {
+        "inference": figures.capacity("inference", "InferenceCapacity", keys)
+    }  # its part of setup_cache
     bench = benchmark_models.InferenceCapacity()
     assert bench.track_throughput(table, "cpu", "mlp", 8) > 0
     assert bench.track_peak_memory(table, "cpu", "mlp", 8) > 0
@@ -98,8 +110,11 @@ def test_mpsbench_devices_leaves_the_other_devices_out_with_the_reason(monkeypat
 
 def test_an_unknown_device_in_mpsbench_devices_is_refused_by_name(monkeypatch):
     monkeypatch.setenv(selection.DEVICES_ENV, "cpu,tpu")
-    with pytest.raises(settings.SettingError, match="MPSBENCH_DEVICES='cpu,tpu' names 'tpu': give a comma-separated"
-                                                    " list of cpu, mps, cuda"):
+    with pytest.raises(
+        settings.SettingError,
+        match="MPSBENCH_DEVICES='cpu,tpu' names 'tpu': give a comma-separated"
+        " list of cpu, mps, cuda",
+    ):
         selection.device_reason("cpu")
 
 
@@ -111,9 +126,13 @@ def test_a_shared_setup_cache_gives_each_family_its_readings_and_isolates_a_fail
     assert measured.family(readings, "training") == 1.0
     with pytest.raises(RuntimeError, match=r"^measuring inference failed: ValueError: no kernel$"):
         measured.family(readings, "inference")
-    with pytest.raises(RuntimeError, match="measured no family 'epoch'; it measured: training, inference"):
+    with pytest.raises(
+        RuntimeError, match="measured no family 'epoch'; it measured: training, inference"
+    ):
         measured.family(readings, "epoch")
-    assert pickle.loads(pickle.dumps(readings))["inference"] == readings["inference"]  # asv pickles the cache
+    assert (
+        pickle.loads(pickle.dumps(readings))["inference"] == readings["inference"]
+    )  # asv pickles the cache
 
 
 MEASURED: list[str] = []  # one entry per time _stand_in_measuring measured
@@ -126,25 +145,40 @@ def _stand_in_measuring():
 
 
 def test_a_deferred_setup_cache_is_measured_by_the_first_lookup_in_asvs_cache_folder_and_read_by_the_rest(
-        tmp_path, monkeypatch):
+    tmp_path, monkeypatch
+):
     monkeypatch.chdir(tmp_path)  # asv's cache folder: every process of the cache works in it
     MEASURED.clear()
-    cache = pickle.loads(pickle.dumps(_stand_in_measuring(object())))  # asv pickles what setup_cache returns
-    assert MEASURED == []  # the setup_cache itself measures nothing: its interpreter never imports torch
+    cache = pickle.loads(
+        pickle.dumps(_stand_in_measuring(object()))
+    )  # asv pickles what setup_cache returns
+    assert (
+        MEASURED == []
+    )  # the setup_cache itself measures nothing: its interpreter never imports torch
     assert measured.family(cache, "training") == 1.0
-    assert measured.family(pickle.loads(pickle.dumps(cache)), "training") == 1.0  # a later lookup's process
+    assert (
+        measured.family(pickle.loads(pickle.dumps(cache)), "training") == 1.0
+    )  # a later lookup's process
     assert MEASURED == ["measured"]
-    assert sorted(path.name for path in tmp_path.iterdir()) == ["mpsbench_stand_in_measuring.begun",
-                                                                "mpsbench_stand_in_measuring.pickle"]
+    assert sorted(path.name for path in tmp_path.iterdir()) == [
+        "mpsbench_stand_in_measuring.begun",
+        "mpsbench_stand_in_measuring.pickle",
+    ]
 
 
 def test_a_lookup_after_one_that_died_measuring_fails_with_the_reason_and_does_not_measure_again(
-        tmp_path, monkeypatch):
+    tmp_path, monkeypatch
+):
     monkeypatch.chdir(tmp_path)
     MEASURED.clear()
-    (tmp_path / "mpsbench_stand_in_measuring.begun").touch()  # what a killed or crashed first lookup leaves
-    with pytest.raises(RuntimeError, match=r"^an earlier lookup began _stand_in_measuring in .* and did not finish"
-                                           r" \(it crashed or reached its timeout\): its output says why$"):
+    (
+        tmp_path / "mpsbench_stand_in_measuring.begun"
+    ).touch()  # what a killed or crashed first lookup leaves
+    with pytest.raises(
+        RuntimeError,
+        match=r"^an earlier lookup began _stand_in_measuring in .* and did not finish"
+        r" \(it crashed or reached its timeout\): its output says why$",
+    ):
         measured.family(_stand_in_measuring(), "training")
     assert MEASURED == []
 
@@ -163,16 +197,28 @@ def test_the_classes_that_share_a_measuring_pass_share_asvs_setup_cache_and_the_
     ops_pass = keys["MemoryBoundOps"]
     assert len(ops_pass) == 1 and keys["ComputeBoundOps"] == ops_pass
     assert models_pass != ops_pass
-    assert found["benchmark_ops.MemoryBoundOps.track_gbps"].timeout == measured.MEASURING_TIMEOUT  # it may measure
+    assert (
+        found["benchmark_ops.MemoryBoundOps.track_gbps"].timeout == measured.MEASURING_TIMEOUT
+    )  # it may measure
 
 
 def test_measure_kinds_measures_each_class_over_every_combination_of_its_params():
-    readings = measured.measure_kinds(lambda kind, benchmark, keys: (kind, benchmark, keys),
-                                      benchmark_models.TrainingCapacity, benchmark_models.InferenceCapacity)
+    readings = measured.measure_kinds(
+        lambda kind, benchmark, keys: (kind, benchmark, keys),
+        benchmark_models.TrainingCapacity,
+        benchmark_models.InferenceCapacity,
+    )
     assert readings == {
-        "training": ("training", "TrainingCapacity", measured.grid(devices.NAMES, models.NAMES, models.BATCH_SIZES)),
-        "inference": ("inference", "InferenceCapacity",
-                      measured.grid(devices.NAMES, models.INFERENCE_NAMES, models.BATCH_SIZES)),
+        "training": (
+            "training",
+            "TrainingCapacity",
+            measured.grid(devices.NAMES, models.NAMES, models.BATCH_SIZES),
+        ),
+        "inference": (
+            "inference",
+            "InferenceCapacity",
+            measured.grid(devices.NAMES, models.INFERENCE_NAMES, models.BATCH_SIZES),
+        ),
     }
 
 
@@ -182,6 +228,9 @@ def test_each_measured_state_is_handed_back_by_release_unless_the_caller_says_ho
     monkeypatch.setattr(measured, "release", released.append)
     keys = measured.grid(["cpu"], ["ok", "absent", "fine"])
     measured.measure("StandIn", keys, _prepare, {"length": len})
-    assert released == ["cpu", "cpu"]  # after each state built; a key whose preparation failed built none
+    assert released == [
+        "cpu",
+        "cpu",
+    ]  # after each state built; a key whose preparation failed built none
     measured.measure("StandIn", keys, _prepare, {"length": len}, after_each=handed.append)
     assert handed == ["cpu", "cpu"] and released == ["cpu", "cpu"]

@@ -69,10 +69,19 @@ def test_bert_attention_is_pinned():
     ("call", "message"),
     [
         (lambda: models.get("resnet51"), "unknown model 'resnet51'; choose one of: mlp, lenet5"),
-        (lambda: models.check_batch_size(models.get("vgg16"), 1024), "batch size 1024 is not run for vgg16"),
+        (
+            lambda: models.check_batch_size(models.get("vgg16"), 1024),
+            "batch size 1024 is not run for vgg16",
+        ),
         (lambda: workloads.build("eval", "cpu", "mlp", 8), "unknown workload kind 'eval'"),
-        (lambda: workloads.build("training", "tpu", "mlp", 8), "unknown device 'tpu'; choose one of: cpu, mps"),
-        (lambda: workloads.build("inference", "cpu", "bert_base_frozen", 8), "time its inference as bert_base"),
+        (
+            lambda: workloads.build("training", "tpu", "mlp", 8),
+            "unknown device 'tpu'; choose one of: cpu, mps",
+        ),
+        (
+            lambda: workloads.build("inference", "cpu", "bert_base_frozen", 8),
+            "time its inference as bert_base",
+        ),
     ],
 )
 def test_bad_input_gives_one_line_naming_value_and_choices(call, message):
@@ -107,13 +116,21 @@ def test_optional_packages_are_preloaded_only_in_asvs_forkserver(monkeypatch):
     monkeypatch.delitem(sys.modules, "asv_runner.server", raising=False)
     assert models.preload_for_forkserver() == []
     monkeypatch.setitem(sys.modules, "asv_runner.server", types.ModuleType("asv_runner.server"))
-    for spawned in ("run", "setup_cache", "discover"):  # asv's benchmark.py imports asv_runner.server in every mode
+    for spawned in (
+        "run",
+        "setup_cache",
+        "discover",
+    ):  # asv's benchmark.py imports asv_runner.server in every mode
         monkeypatch.setattr(sys, "argv", ["benchmark.py", spawned, "benchmarks"])
         assert models.preload_for_forkserver() == []
     assert gc.get_freeze_count() == 0  # nothing frozen outside the forkserver
-    monkeypatch.setattr(sys, "argv", ["benchmark.py", models.FORKSERVER_MODE, "benchmarks", "socket"])
+    monkeypatch.setattr(
+        sys, "argv", ["benchmark.py", models.FORKSERVER_MODE, "benchmarks", "socket"]
+    )
     try:
-        assert models.preload_for_forkserver() == list(models.PRELOADED)  # both installed in the test venv
+        assert models.preload_for_forkserver() == list(
+            models.PRELOADED
+        )  # both installed in the test venv
         assert gc.get_freeze_count() > 0  # what the forked processes' collections skip
     finally:
         gc.unfreeze()  # this test process is no forkserver

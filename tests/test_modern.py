@@ -13,8 +13,13 @@ from tools import compile_probe
 
 from mpsbench.measure import fallback, llm, models, skips, suite, workloads
 
-TINY_LLAMA = dict(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
-                  num_key_value_heads=2)
+TINY_LLAMA = dict(
+    hidden_size=64,
+    intermediate_size=128,
+    num_hidden_layers=2,
+    num_attention_heads=4,
+    num_key_value_heads=2,
+)
 TINY_CLIP = dict(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4)
 
 
@@ -40,9 +45,13 @@ def test_the_llama_trains_on_the_causal_lm_loss(tiny):
     before = [p.detach().clone() for p in workload.trained_parameters()]
     loss = workload.step()
     assert torch.isfinite(loss) and float(loss.detach()) > 0
-    logits = workload.spec.forward(workload.model, workload.batch.inputs)  # (batch, vocabulary, positions - 1)
+    logits = workload.spec.forward(
+        workload.model, workload.batch.inputs
+    )  # (batch, vocabulary, positions - 1)
     assert logits.shape == (1, models.LLAMA_CONFIG["vocab_size"], models.LLAMA_SEQUENCE_LENGTH - 1)
-    assert torch.equal(workload.batch.target, workload.batch.inputs["input_ids"][:, 1:])  # the next token
+    assert torch.equal(
+        workload.batch.target, workload.batch.inputs["input_ids"][:, 1:]
+    )  # the next token
     assert all(not torch.equal(a, b) for a, b in zip(before, workload.trained_parameters()))
 
 
@@ -68,7 +77,9 @@ def test_decoding_through_the_cache_gives_the_tokens_of_greedy_decoding_without_
     assert torch.equal(decoded, torch.cat(expected[1:], dim=1))
 
 
-def test_the_decode_class_decodes_a_fixed_count_from_a_fresh_prefill_every_sample(tiny, monkeypatch):
+def test_the_decode_class_decodes_a_fixed_count_from_a_fresh_prefill_every_sample(
+    tiny, monkeypatch
+):
     monkeypatch.setattr(llm, "NEW_TOKENS", 5)
     bench = benchmark_modern.LlmDecode()
     lengths = []
@@ -82,7 +93,10 @@ def test_the_decode_class_decodes_a_fixed_count_from_a_fresh_prefill_every_sampl
 
 @pytest.mark.parametrize(
     ("device", "version", "expected"),
-    [("cpu", (1, 13), "has no torch.compile"), ("mps", (2, 7), "inductor compiles for mps from torch 2.8")],
+    [
+        ("cpu", (1, 13), "has no torch.compile"),
+        ("mps", (2, 7), "inductor compiles for mps from torch 2.8"),
+    ],
 )
 def test_a_build_that_cannot_compile_skips_with_the_reason(monkeypatch, device, version, expected):
     monkeypatch.setattr(skips.precision, "torch_version", lambda: version)
@@ -105,7 +119,9 @@ def compile_fails(monkeypatch):
     def broken(model):
         def call(*args, **kwargs):
             given.append(os.environ["TORCHINDUCTOR_CACHE_DIR"])
-            raise RuntimeError("inductor: lowering aten.addmm failed\nTraceback of the generated code ...")
+            raise RuntimeError(
+                "inductor: lowering aten.addmm failed\nTraceback of the generated code ..."
+            )
 
         model.forward = call
         return model
@@ -117,20 +133,27 @@ def compile_fails(monkeypatch):
 
 
 def test_a_compile_error_fails_the_combination_with_its_first_line(compile_fails):
-    with pytest.raises(RuntimeError, match=r"^torch.compile of mlp inference on cpu failed: "
-                                            r"RuntimeError: inductor: lowering aten.addmm failed$"):
+    with pytest.raises(
+        RuntimeError,
+        match=r"^torch.compile of mlp inference on cpu failed: "
+        r"RuntimeError: inductor: lowering aten.addmm failed$",
+    ):
         benchmark_compile.CompiledInference().setup("cpu", "mlp")
     # asv's forked processes end without atexit: the folder goes with the preparation, failed or not
     assert len(compile_fails) == 1 and not os.path.exists(os.path.dirname(compile_fails[0]))
 
 
-def test_a_compile_uses_a_fresh_folder_of_its_own_and_removes_only_that(compile_fails, monkeypatch, tmp_path):
+def test_a_compile_uses_a_fresh_folder_of_its_own_and_removes_only_that(
+    compile_fails, monkeypatch, tmp_path
+):
     mine = tmp_path / "my-caches"  # the user's, named by variables the process inherited
     (mine / "keep").mkdir(parents=True)
     (mine / "keep" / "kernel.so").write_text("the user's")
     for name in ("MPSBENCH_COMPILE_CACHE", "TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR"):
         monkeypatch.setenv(name, str(mine))
-    for _ in range(2):  # asv's next process, or a second preparation in this one: a new folder each time
+    for _ in range(
+        2
+    ):  # asv's next process, or a second preparation in this one: a new folder each time
         with pytest.raises(RuntimeError, match=r"^torch\.compile of mlp inference on cpu failed"):
             benchmark_compile.CompiledInference().setup("cpu", "mlp")
     assert (mine / "keep" / "kernel.so").read_text() == "the user's"
@@ -139,31 +162,48 @@ def test_a_compile_uses_a_fresh_folder_of_its_own_and_removes_only_that(compile_
     assert first != second and not os.path.exists(first) and not os.path.exists(second)
 
 
-def test_a_guard_refusing_the_compiled_step_says_what_it_refused_not_that_the_compile_failed(monkeypatch):
+def test_a_guard_refusing_the_compiled_step_says_what_it_refused_not_that_the_compile_failed(
+    monkeypatch,
+):
     mlp = models.get("mlp")
 
-    def forward(model, inputs):  # an op that falls back, as TORCH_WARN_ONCE reports it under fallback.Recorder
+    def forward(
+        model, inputs
+    ):  # an op that falls back, as TORCH_WARN_ONCE reports it under fallback.Recorder
         if torch.is_warn_always_enabled():
-            warnings.warn("The operator 'aten::_embedding_bag' is not currently supported on the MPS backend and will"
-                          " fall back to run on the CPU.", UserWarning, stacklevel=2)
+            warnings.warn(
+                "The operator 'aten::_embedding_bag' is not currently supported on the MPS backend and will"
+                " fall back to run on the CPU.",
+                UserWarning,
+                stacklevel=2,
+            )
         return mlp.forward(model, inputs)
 
     monkeypatch.setitem(models.REGISTRY, "mlp", dataclasses.replace(mlp, forward=forward))
-    monkeypatch.setattr(torch, "compile", lambda model: model)  # compiles nothing: the guard is what is tested
+    monkeypatch.setattr(
+        torch, "compile", lambda model: model
+    )  # compiles nothing: the guard is what is tested
     monkeypatch.delenv(fallback.ALLOW_ENV, raising=False)
     for name in ("TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR"):
         monkeypatch.delenv(name, raising=False)  # set back afterwards
-    with pytest.raises(fallback.FallbackError, match=r"^mlp inference on cpu at batch 1024 \(float32, compiled\): 1 op"):
+    with pytest.raises(
+        fallback.FallbackError,
+        match=r"^mlp inference on cpu at batch 1024 \(float32, compiled\): 1 op",
+    ):
         benchmark_compile.CompiledInference().setup("cpu", "mlp")
 
 
 def test_a_generation_that_does_not_fit_skips_with_the_reason(tiny, monkeypatch):
     def out_of_memory(device, model):
-        raise RuntimeError("DefaultCPUAllocator: can't allocate memory: you tried to allocate 17179869184 bytes.\nMore ...")
+        raise RuntimeError(
+            "DefaultCPUAllocator: can't allocate memory: you tried to allocate 17179869184 bytes.\nMore ..."
+        )
 
     monkeypatch.setattr(llm, "Generation", out_of_memory)
     reason = r"^llama_small at batch \d+ does not fit in cpu memory: DefaultCPUAllocator: can't allocate memory: you tried"
-    with pytest.raises(suite.SkipNotImplemented, match=reason + r" to allocate 17179869184 bytes\.$"):
+    with pytest.raises(
+        suite.SkipNotImplemented, match=reason + r" to allocate 17179869184 bytes\.$"
+    ):
         llm.prepare("cpu", "llama_small")
 
 
@@ -181,8 +221,13 @@ def test_the_compiled_mlp_trains_and_its_compile_time_is_its_first_call():
     assert bench.track_compile_seconds("cpu", "mlp") == first
 
 
-@pytest.mark.parametrize(("device", "says"), [("tpu", "unknown device 'tpu'; choose one of: cpu, mps, cuda"),
-                                              ("cuda", "cuda is not usable here")])
+@pytest.mark.parametrize(
+    ("device", "says"),
+    [
+        ("tpu", "unknown device 'tpu'; choose one of: cpu, mps, cuda"),
+        ("cuda", "cuda is not usable here"),
+    ],
+)
 def test_the_compile_probe_refuses_a_device_it_cannot_compile_for_in_one_line(device, says, capsys):
     if device == "cuda" and torch.cuda.is_available():
         pytest.skip("a CUDA device is present: the probe would run")

@@ -34,7 +34,11 @@ from mpsbench.measure import preselect, selection
 ROOT = Path(__file__).resolve().parents[1]
 NIGHTLY = str(ROOT / "scripts" / "nightly")
 TAG = f"cp{sys.version_info.major}{sys.version_info.minor}"
-DELAYS = {"2026-11-20": 0.002, "2026-11-21": 0.002, "2026-11-22": 0.010}  # the last night is 5x slower
+DELAYS = {
+    "2026-11-20": 0.002,
+    "2026-11-21": 0.002,
+    "2026-11-22": 0.010,
+}  # the last night is 5x slower
 BENCHMARK = "benchmark_models.Training.time_step('cpu', 'mlp', 8)"
 SUITE = '''\
 """A stand-in for the suite: the real one's benchmark name and params, timing the stand-in torch's delay."""
@@ -62,10 +66,17 @@ def _index(tmp: Path, nights: list[str]) -> Path:
     wheels = [fakes.make_wheel(files, "transformers", "5.18.0", python="py3", platform="any")]
     for number, date in enumerate(nights, start=1):
         stamp = date.replace("-", "")
-        wheels.append(fakes.make_wheel(
-            files, "torch", f"2.15.0.dev{stamp}+cpu", python=TAG, git_version=f"{stamp}{number:032d}",
-            built=datetime.fromisoformat(f"{date}T03:00:00"), module=f"DELAY = {DELAYS[date]}\n",
-        ))
+        wheels.append(
+            fakes.make_wheel(
+                files,
+                "torch",
+                f"2.15.0.dev{stamp}+cpu",
+                python=TAG,
+                git_version=f"{stamp}{number:032d}",
+                built=datetime.fromisoformat(f"{date}T03:00:00"),
+                module=f"DELAY = {DELAYS[date]}\n",
+            )
+        )
         wheels.append(fakes.make_wheel(files, "torchvision", f"0.30.0.dev{stamp}+cpu", python=TAG))
     return fakes.make_index(tmp / "simple", wheels)
 
@@ -78,7 +89,9 @@ def night(tmp_path_factory):
     (suite / "benchmarks").mkdir(parents=True)
     (suite / "benchmarks" / "__init__.py").write_text("")
     (suite / "benchmarks" / "benchmark_models.py").write_text(SUITE)
-    config = asvconf.load(ROOT / "asv.conf.json").raw  # the real config: branches, install command, thresholds
+    config = asvconf.load(
+        ROOT / "asv.conf.json"
+    ).raw  # the real config: branches, install command, thresholds
     for key in ("install_command", "uninstall_command"):
         config[key] = [command.replace("{conf_dir}", str(ROOT)) for command in config[key]]  # type: ignore[attr-defined]
     (suite / "asv.conf.json").write_text(json.dumps(config))
@@ -86,8 +99,13 @@ def night(tmp_path_factory):
     # MPSBENCH_ACCEPT_BUSY: the nights test the fleet's steps, not the test machine's load
     # (tests/test_quiet_run.py tests the quiet gate): a loaded test machine would hold their values
     # out of the record
-    env = dict(os.environ, HOME=str(tmp / "home"), MPSBENCH_CACHE=str(tmp / "cache"),
-               MPSBENCH_PLATFORM="linux-x86_64-cpu", MPSBENCH_ACCEPT_BUSY="on")
+    env = dict(
+        os.environ,
+        HOME=str(tmp / "home"),
+        MPSBENCH_CACHE=str(tmp / "cache"),
+        MPSBENCH_PLATFORM="linux-x86_64-cpu",
+        MPSBENCH_ACCEPT_BUSY="on",
+    )
     env.pop("PIP_FIND_LINKS", None)
     env.pop("GITHUB_OUTPUT", None)
     work = suite / ".asv" / "nightly"
@@ -97,11 +115,20 @@ def night(tmp_path_factory):
         if nights is not None:
             index = str(_index(tmp, nights))
             extra = ["--index", index, "--transformers-index", index]
-        done = subprocess.run([NIGHTLY, *args, "--suite", str(suite), *extra], env=env, capture_output=True, text=True,
-                              timeout=600)
-        print(f"$ scripts/nightly {' '.join(args)}\n{done.stdout}{done.stderr}")  # shown when a test fails
+        done = subprocess.run(
+            [NIGHTLY, *args, "--suite", str(suite), *extra],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
+        print(
+            f"$ scripts/nightly {' '.join(args)}\n{done.stdout}{done.stderr}"
+        )  # shown when a test fails
         # progress lines go to stderr (mpsbench.core.progress): .stdout is the step's whole transcript, .stderr its own
-        return subprocess.CompletedProcess(done.args, done.returncode, done.stdout + done.stderr, done.stderr)
+        return subprocess.CompletedProcess(
+            done.args, done.returncode, done.stdout + done.stderr, done.stderr
+        )
 
     return run, suite, work
 
@@ -124,7 +151,6 @@ def nights(night):
     done["bench-2"] = run("bench", "--device", "cpu", "--machine", "fleet-a")
     done["collect-2"] = run("collect", "--update-benchmarks", str(work / "results"))
     return done
-
 
 
 @pytest.mark.slow
@@ -160,7 +186,9 @@ def test_the_first_night_benchmarks_cpu_only_and_finds_nothing_to_compare(nights
     assert len(files) == 1
     data = json.loads(next(iter(files.values())))  # type: ignore[attr-defined]
     value = data["results"]["benchmark_models.Training.time_step"][0]
-    assert value[0] >= DELAYS["2026-11-20"] and math.isnan(value[1])  # cpu timed (its sleep, at least); mps left out
+    assert value[0] >= DELAYS["2026-11-20"] and math.isnan(
+        value[1]
+    )  # cpu timed (its sleep, at least); mps left out
 
 
 @pytest.mark.slow
@@ -168,10 +196,15 @@ def test_the_slow_night_fails_naming_benchmark_machine_ratio_and_pytorch_range(n
     _, _, work = night
     bench = nights["bench-2"]
     assert bench.returncode == 1, bench.stdout + bench.stderr
-    assert "machine fleet-a: benchmarking 2 builds: nightly@2026-11-21, nightly@2026-11-22" in bench.stdout
+    assert (
+        "machine fleet-a: benchmarking 2 builds: nightly@2026-11-21, nightly@2026-11-22"
+        in bench.stdout
+    )
     line = next(line for line in bench.stdout.splitlines() if line.startswith("slower "))
     assert f"{BENCHMARK} on fleet-a" in line
-    assert float(line.split()[1].rstrip("x")) > 1  # new over old; how much is the sleeps' and the machine's
+    assert (
+        float(line.split()[1].rstrip("x")) > 1
+    )  # new over old; how much is the sleeps' and the machine's
     assert "nightly@2026-11-21 (torch 2.15.0.dev20261121, git 20261121" in line
     assert "-> nightly@2026-11-22 (torch 2.15.0.dev20261122, git 20261122" in line
     assert "https://github.com/pytorch/pytorch/compare/20261121" in line
@@ -187,7 +220,9 @@ def test_collect_merges_each_night_into_the_fleet_without_overwriting(nights, ni
     assert nights["collect-1"].returncode == 0 and "0 in conflict" in nights["collect-1"].stdout
     second = nights["collect-2"]
     assert second.returncode == 0, second.stdout + second.stderr
-    assert "2 copied, 2 already there" in second.stdout  # the two new builds; machine.json and the first night
+    assert (
+        "2 copied, 2 already there" in second.stdout
+    )  # the two new builds; machine.json and the first night
     assert len(list((work / "fleet" / "results" / "fleet-a").glob("*-virtualenv-*.json"))) == 3
 
 
@@ -196,38 +231,74 @@ def test_publish_alert_and_bisect_over_the_fleet(nights, night):
     run, _, work = night
     published = run("publish")
     assert published.returncode == 0, published.stdout + published.stderr
-    assert (work / "html" / "index.html").is_file() and (work / "html" / "mpsbench" / "summary.html").is_file()
+    assert (work / "html" / "index.html").is_file() and (
+        work / "html" / "mpsbench" / "summary.html"
+    ).is_file()
     summary = work / "alert.md"
     alerted = run("alert", "--summary", str(summary))
     assert alerted.returncode == 1 and f"{BENCHMARK} on fleet-a" in alerted.stdout
     assert "https://github.com/pytorch/pytorch/compare/" in summary.read_text()
     recorded = _checksums(work / "results")
-    bisected = run("bisect", "--machine", "fleet-a", "--good", "nightly@2026-11-20", "--bad", "nightly@2026-11-22",
-                   "--bench", r"Training.time_step\('cpu', 'mlp', 8\)")
+    bisected = run(
+        "bisect",
+        "--machine",
+        "fleet-a",
+        "--good",
+        "nightly@2026-11-20",
+        "--bad",
+        "nightly@2026-11-22",
+        "--bench",
+        r"Training.time_step\('cpu', 'mlp', 8\)",
+    )
     assert bisected.returncode == 0, bisected.stdout + bisected.stderr
     # mpsbench bisect, as a user runs it: compare confirms the endpoints, then one step at 11-21
     # one step confirms the endpoints and judges the one build between them (bisection's steps)
-    assert "confirming: is BAD slower than GOOD? step over nightly@2026-11-21 (1 candidate left)" in bisected.stdout
-    assert "mpsbench nightly: first slow build: nightly@2026-11-22 (timeline commit " in bisected.stdout
-    assert "mpsbench nightly: PyTorch commits to read: nightly@2026-11-21 (torch 2.15.0.dev20261121" in bisected.stdout
-    assert _checksums(work / "results") == recorded  # fresh processes in a scratch folder: nothing recorded changed
-    backwards = run("bisect", "--machine", "fleet-a", "--good", "nightly@2026-11-22", "--bad", "nightly@2026-11-20",
-                    "--bench", r"Training.time_step\('cpu', 'mlp', 8\)")
+    assert (
+        "confirming: is BAD slower than GOOD? step over nightly@2026-11-21 (1 candidate left)"
+        in bisected.stdout
+    )
+    assert (
+        "mpsbench nightly: first slow build: nightly@2026-11-22 (timeline commit "
+        in bisected.stdout
+    )
+    assert (
+        "mpsbench nightly: PyTorch commits to read: nightly@2026-11-21 (torch 2.15.0.dev20261121"
+        in bisected.stdout
+    )
+    assert (
+        _checksums(work / "results") == recorded
+    )  # fresh processes in a scratch folder: nothing recorded changed
+    backwards = run(
+        "bisect",
+        "--machine",
+        "fleet-a",
+        "--good",
+        "nightly@2026-11-22",
+        "--bad",
+        "nightly@2026-11-20",
+        "--bench",
+        r"Training.time_step\('cpu', 'mlp', 8\)",
+    )
     assert backwards.returncode == 2  # bisect's own refusal is the step's one line
     assert backwards.stderr.strip().splitlines()[-1] == (
-        "mpsbench nightly: error: nightly@2026-11-20 comes before nightly@2026-11-22: give GOOD (older) first, then BAD")
+        "mpsbench nightly: error: nightly@2026-11-20 comes before nightly@2026-11-22: give GOOD (older) first, then BAD"
+    )
 
 
 def test_a_device_this_machine_lacks_is_refused_before_anything_runs(night):
     run, _, _ = night
     refused = run("bench", "--device", "mps", "--machine", "fleet-a")
     assert refused.returncode == 2
-    assert refused.stderr.startswith("mpsbench nightly: error: device mps is not usable on this machine: ")
+    assert refused.stderr.startswith(
+        "mpsbench nightly: error: device mps is not usable on this machine: "
+    )
 
 
 def _git(cwd: Path, *args: str) -> str:
     env = dict(os.environ, **results_branch.IDENTITY)
-    return subprocess.run(["git", *args], cwd=cwd, env=env, check=True, capture_output=True, text=True).stdout.strip()
+    return subprocess.run(
+        ["git", *args], cwd=cwd, env=env, check=True, capture_output=True, text=True
+    ).stdout.strip()
 
 
 def test_the_results_branch_is_created_then_only_fast_forwarded(tmp_path, capsys):
@@ -239,22 +310,36 @@ def test_the_results_branch_is_created_then_only_fast_forwarded(tmp_path, capsys
     _git(tmp_path, "clone", "--quiet", str(remote), str(other))
     ours, theirs = tmp_path / "ours", tmp_path / "theirs"
 
-    assert cli.main(["nightly", "fetch", "--suite", str(main), "--fleet", str(ours)]) == 0  # no branch yet: empty
-    assert "origin has no branch results yet" in capsys.readouterr().err and list(ours.iterdir()) == []
+    assert (
+        cli.main(["nightly", "fetch", "--suite", str(main), "--fleet", str(ours)]) == 0
+    )  # no branch yet: empty
+    assert (
+        "origin has no branch results yet" in capsys.readouterr().err and list(ours.iterdir()) == []
+    )
     (ours / "results" / "m1").mkdir(parents=True)
     (ours / "results" / "m1" / "a.json").write_text("{}")
-    assert cli.main(["nightly", "push", "--suite", str(main), "--fleet", str(ours), "--message", "night 1"]) == 0
+    assert (
+        cli.main(
+            ["nightly", "push", "--suite", str(main), "--fleet", str(ours), "--message", "night 1"]
+        )
+        == 0
+    )
     first = _git(remote, "rev-parse", "results")
     assert f"pushed {first[:12]} to origin/results" in capsys.readouterr().err
     assert results_branch.push(main, ours, "again") is None  # nothing changed, nothing pushed
 
     # another job fetches, adds another machine's files and pushes: a fast-forward on top
     assert results_branch.fetch(other, theirs) == first
-    assert (theirs / "results" / "m1" / "a.json").read_text() == "{}" and (theirs / "README.md").is_file()
+    assert (theirs / "results" / "m1" / "a.json").read_text() == "{}" and (
+        theirs / "README.md"
+    ).is_file()
     (theirs / "results" / "m2").mkdir()
     (theirs / "results" / "m2" / "b.json").write_text("[]")
     second = results_branch.push(other, theirs, "night 2")
-    assert _git(remote, "rev-parse", "results^") == first and _git(remote, "rev-parse", "results") == second
+    assert (
+        _git(remote, "rev-parse", "results^") == first
+        and _git(remote, "rev-parse", "results") == second
+    )
 
     # a copy fetched before that push is refused, never forced over it
     (ours / "results" / "m1" / "late.json").write_text("{}")
@@ -263,13 +348,22 @@ def test_the_results_branch_is_created_then_only_fast_forwarded(tmp_path, capsys
     assert _git(remote, "rev-parse", "results") == second
     assert _git(main, "status", "--porcelain") == ""  # the suite's checkout is never touched
     results_branch.fetch(main, ours)
-    assert sorted(str(p.relative_to(ours)) for p in ours.rglob("*.json")) == ["results/m1/a.json", "results/m2/b.json"]
+    assert sorted(str(p.relative_to(ours)) for p in ours.rglob("*.json")) == [
+        "results/m1/a.json",
+        "results/m2/b.json",
+    ]
 
 
 def test_the_fleets_manifest_takes_in_the_repositorys_new_builds_and_refuses_diverging_ones():
     nights = [nightly_build(day) for day in range(3)]
-    release = mf.Build(id="2.14.1", torch_version="2.14.1", date="2026-09-30T12:00:00Z", git_version="d" * 40,
-                       kind="release", pins=nights[0].pins)
+    release = mf.Build(
+        id="2.14.1",
+        torch_version="2.14.1",
+        date="2026-09-30T12:00:00Z",
+        git_version="d" * 40,
+        kind="release",
+        pins=nights[0].pins,
+    )
     repository = mf.append(mf.append(mf.Manifest(), "release", release), "nightly", nights[0])
     fleet_manifest = mf.append(mf.append(mf.Manifest(), "nightly", nights[0]), "nightly", nights[1])
     synced = nightly.sync(repository, fleet_manifest)
@@ -285,11 +379,27 @@ def resolve_arguments(tmp_path: Path) -> tuple[list[str], Path]:
     suite, fleet_dir = tmp_path / "suite", tmp_path / "fleet"
     (suite / "builds").mkdir(parents=True)
     (suite / "asv.conf.json").write_text('{"branches": ["release"]}')
-    release = mf.Build(id="2.14.1", torch_version="2.14.1", date="2026-09-30T12:00:00Z", git_version="d" * 40,
-                       kind="release", pins=nightly_build(0).pins)
+    release = mf.Build(
+        id="2.14.1",
+        torch_version="2.14.1",
+        date="2026-09-30T12:00:00Z",
+        git_version="d" * 40,
+        kind="release",
+        pins=nightly_build(0).pins,
+    )
     mf.save(mf.append(mf.Manifest(), "release", release), suite / "builds" / "manifest.json")
     index = str(_index(tmp_path, ["2026-11-20", "2026-11-21"]))
-    args = ["resolve", "--suite", str(suite), "--fleet", str(fleet_dir), "--index", index, "--transformers-index", index]
+    args = [
+        "resolve",
+        "--suite",
+        str(suite),
+        "--fleet",
+        str(fleet_dir),
+        "--index",
+        index,
+        "--transformers-index",
+        index,
+    ]
     return args, fleet_dir / "builds" / "manifest.json"
 
 
@@ -301,11 +411,16 @@ def test_resolve_appends_the_newest_nightly_once_and_a_dry_run_changes_nothing(t
     assert cli.main(["nightly", *args]) == 0
     manifest = mf.load(fleet_manifest)
     assert [(c.name, [b.id for b in c.builds]) for c in manifest.channels] == [
-        ("release", ["2.14.1"]), ("nightly", ["2026-11-21"])]  # the repository's builds, then the newest nightly only
+        ("release", ["2.14.1"]),
+        ("nightly", ["2026-11-21"]),
+    ]  # the repository's builds, then the newest nightly only
     assert manifest.find("nightly@2026-11-21").git_version == "20261121" + "2".rjust(32, "0")
     before = fleet_manifest.read_bytes()
     assert cli.main(["nightly", *args]) == 0
-    assert "nightly@2026-11-21 is already the newest nightly; nothing to add" in capsys.readouterr().out
+    assert (
+        "nightly@2026-11-21 is already the newest nightly; nothing to add"
+        in capsys.readouterr().out
+    )
     assert fleet_manifest.read_bytes() == before
     assert cli.main(["nightly", *args[:-4], "--index", str(tmp_path / "nowhere")]) == 2
     assert capsys.readouterr().err.startswith("mpsbench nightly: error: ")
@@ -320,6 +435,12 @@ def test_bench_and_devices_narrow_the_preselection_and_the_facts_stay_where_they
     assert 0 < len(preselect.selected(found, ["Training.time_step", "Environment"])) < len(found)
     assert re.search(pattern, "benchmark_models.Training.time_step('cpu', 'mlp', 8)")
     assert re.search(pattern, "benchmark_models.Environment.track_cpu_threads")
-    assert not re.search(pattern, "benchmark_models.Inference.time_step('cpu', 'mlp', 8)")  # not asked for
-    assert not re.search(pattern, "benchmark_models.Training.time_step('cpu', 'mlp', 64)")  # outside the default
-    assert not re.search(pattern, "benchmark_models.Training.time_step('mps', 'mlp', 8)")  # not in MPSBENCH_DEVICES
+    assert not re.search(
+        pattern, "benchmark_models.Inference.time_step('cpu', 'mlp', 8)"
+    )  # not asked for
+    assert not re.search(
+        pattern, "benchmark_models.Training.time_step('cpu', 'mlp', 64)"
+    )  # outside the default
+    assert not re.search(
+        pattern, "benchmark_models.Training.time_step('mps', 'mlp', 8)"
+    )  # not in MPSBENCH_DEVICES

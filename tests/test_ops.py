@@ -40,7 +40,9 @@ def test_every_op_runs_forward_on_cpu_at_small_size_with_the_right_shape_and_dty
 def test_every_trained_op_runs_backward_on_cpu_with_a_gradient_per_trained_input(name):
     spec = ops.get(name)
     case = ops.OpCase(spec, "cpu", "float32", "small", training=True)
-    trained_names = [key for key, operand in spec.operands(spec.dims("small")).items() if operand.trained]
+    trained_names = [
+        key for key, operand in spec.operands(spec.dims("small")).items() if operand.trained
+    ]
     assert trained_names, f"{name} is trained through but trains no input"
     grads = case.forward_backward()
     assert len(grads) == len(trained_names)
@@ -94,7 +96,10 @@ def test_warm_up_fails_a_case_whose_output_is_not_the_registered_shape(monkeypat
     spec = ops.get("softmax")
     wrong = ops.OpSpec(**{**spec.__dict__, "output_shape": lambda d: (d["n"],)})
     case = ops.OpCase(wrong, "cpu", "float32", "small", training=False)
-    with pytest.raises(ops.OpError, match=r"softmax on cpu \(float32, small\) gave shape \(128, 128\), expected \(128,\)"):
+    with pytest.raises(
+        ops.OpError,
+        match=r"softmax on cpu \(float32, small\) gave shape \(128, 128\), expected \(128,\)",
+    ):
         case.warm_up()
 
 
@@ -137,7 +142,9 @@ def test_work_counts_match_hand_arithmetic_at_the_small_size(name):
 
 def test_work_counts_scale_with_size_and_element_size():
     assert ops.get("matmul").work_at("large", "float32") == 137_438_953_472  # 2 * 4096^3
-    assert ops.get("matmul").work_at("large", "bfloat16") == 137_438_953_472  # FLOPs do not depend on dtype
+    assert (
+        ops.get("matmul").work_at("large", "bfloat16") == 137_438_953_472
+    )  # FLOPs do not depend on dtype
     assert ops.get("add").work_at("large", "float16") == 402_653_184  # 3 * 8192^2 * 2
     assert ops.get("copy_h2d").work_at("medium", "bfloat16") == 8_388_608  # 4 Mi elements * 2
 
@@ -152,8 +159,21 @@ EXTRA_WRITES = {"batch_norm": ("running_mean", "running_var")}
 
 
 @pytest.mark.parametrize(
-    "name", ["max_pool2d", "batch_norm", "layer_norm", "softmax", "gelu", "add", "add_transposed", "mul",
-             "mul_transposed", "sum", "mean", "cross_entropy"]
+    "name",
+    [
+        "max_pool2d",
+        "batch_norm",
+        "layer_norm",
+        "softmax",
+        "gelu",
+        "add",
+        "add_transposed",
+        "mul",
+        "mul_transposed",
+        "sum",
+        "mean",
+        "cross_entropy",
+    ],
 )
 @pytest.mark.parametrize("dtype", ["float32", "float16"])
 def test_byte_counts_equal_the_bytes_of_the_real_inputs_and_output(name, dtype):
@@ -161,7 +181,9 @@ def test_byte_counts_equal_the_bytes_of_the_real_inputs_and_output(name, dtype):
     case = ops.OpCase(spec, "cpu", dtype, "small", training=False)
     inputs = case.inputs
     read = sum(_tensor_bytes(tensor) for tensor in inputs.values())
-    written = _tensor_bytes(case.forward()) + sum(_tensor_bytes(inputs[key]) for key in EXTRA_WRITES.get(name, ()))
+    written = _tensor_bytes(case.forward()) + sum(
+        _tensor_bytes(inputs[key]) for key in EXTRA_WRITES.get(name, ())
+    )
     assert spec.work_at("small", dtype) == read + written
 
 
@@ -201,9 +223,13 @@ def test_every_op_has_three_sizes_a_formula_and_a_known_unit():
 def test_unknown_names_give_one_line_errors_with_the_choices():
     with pytest.raises(ops.OpError, match="unknown op 'matmull'; choose one of: matmul, linear"):
         ops.get("matmull")
-    with pytest.raises(ValueError, match="unknown dtype 'float64'; choose one of: float32, float16, bfloat16"):
+    with pytest.raises(
+        ValueError, match="unknown dtype 'float64'; choose one of: float32, float16, bfloat16"
+    ):
         ops.prepare("cpu", "add", "float64", "small", training=False)
-    with pytest.raises(ops.OpError, match="unknown size 'huge'; choose one of: small, medium, large"):
+    with pytest.raises(
+        ops.OpError, match="unknown size 'huge'; choose one of: small, medium, large"
+    ):
         ops.get("add").dims("huge")
 
 
@@ -234,10 +260,6 @@ def test_calls_per_sample_are_a_fixed_table_per_size():
 # --- selection and setup outcomes ---------------------------------------------
 
 
-
-
-
-
 def test_copies_are_never_timed_on_the_cpu(monkeypatch):
     monkeypatch.setenv(selection.FULL_SWEEP_ENV, "1")
     with pytest.raises(suite.SkipNotImplemented, match="copy_h2d copies between host and a device"):
@@ -259,7 +281,9 @@ def test_an_absent_device_is_skipped_with_the_reason():
 
 def test_a_torch_without_the_function_skips_with_its_version(monkeypatch):
     monkeypatch.delattr(ops.F, "scaled_dot_product_attention")
-    with pytest.raises(suite.SkipNotImplemented, match=r"has no torch.nn.functional.scaled_dot_product_attention"):
+    with pytest.raises(
+        suite.SkipNotImplemented, match=r"has no torch.nn.functional.scaled_dot_product_attention"
+    ):
         ops.prepare("cpu", "scaled_dot_product_attention", "float32", "small", training=False)
 
 
@@ -271,29 +295,54 @@ def _raising(exc):
 
 
 def test_torch_refusing_a_reduced_precision_dtype_is_skipped_with_torchs_words(monkeypatch):
-    monkeypatch.setattr(ops, "cached", _raising(TypeError(
-        "Trying to convert BFloat16 to the MPS backend but it does not have support for that dtype.")))
-    with pytest.raises(suite.SkipNotImplemented, match="gelu in bfloat16 on cpu: torch does not support it here: "
-                                                       "Trying to convert BFloat16"):
+    monkeypatch.setattr(
+        ops,
+        "cached",
+        _raising(
+            TypeError(
+                "Trying to convert BFloat16 to the MPS backend but it does not have support for that dtype."
+            )
+        ),
+    )
+    with pytest.raises(
+        suite.SkipNotImplemented,
+        match="gelu in bfloat16 on cpu: torch does not support it here: Trying to convert BFloat16",
+    ):
         ops.prepare("cpu", "gelu", "bfloat16", "small", training=False)
 
 
 def test_torch_refusing_float32_fails_the_combination_with_the_op_name(monkeypatch):
-    monkeypatch.setattr(ops, "cached", _raising(NotImplementedError(
-        "The operator 'aten::_foo' is not currently implemented for the MPS device")))
-    with pytest.raises(RuntimeError, match="gelu on cpu in float32: torch lacks an op: The operator") as caught:
+    monkeypatch.setattr(
+        ops,
+        "cached",
+        _raising(
+            NotImplementedError(
+                "The operator 'aten::_foo' is not currently implemented for the MPS device"
+            )
+        ),
+    )
+    with pytest.raises(
+        RuntimeError, match="gelu on cpu in float32: torch lacks an op: The operator"
+    ) as caught:
         ops.prepare("cpu", "gelu", "float32", "small", training=False)
     assert not isinstance(caught.value, NotImplementedError)  # a failure, never an n/a
 
 
 def test_an_op_that_fell_back_to_the_cpu_fails_with_its_name(monkeypatch):
     def warm_up_with_a_fallback(self):
-        warnings.warn("The operator 'aten::gelu' is not currently supported on the MPS backend and will fall back"
-                      " to run on the CPU. This may have performance implications.", UserWarning, stacklevel=1)
+        warnings.warn(
+            "The operator 'aten::gelu' is not currently supported on the MPS backend and will fall back"
+            " to run on the CPU. This may have performance implications.",
+            UserWarning,
+            stacklevel=1,
+        )
 
     monkeypatch.setattr(ops.OpCase, "warm_up", warm_up_with_a_fallback)
     monkeypatch.delenv(fallback.ALLOW_ENV, raising=False)
-    with pytest.raises(fallback.FallbackError, match=r"gelu on cpu in float32 at small: 1 op\(s\) fell back .*aten::gelu"):
+    with pytest.raises(
+        fallback.FallbackError,
+        match=r"gelu on cpu in float32 at small: 1 op\(s\) fell back .*aten::gelu",
+    ):
         ops.prepare("cpu", "gelu", "float32", "small", training=False)
 
 
@@ -305,14 +354,22 @@ def test_other_errors_fail_the_combination_unchanged(monkeypatch):
 
 
 def test_inputs_that_do_not_fit_are_skipped_with_the_reason(monkeypatch):
-    monkeypatch.setattr(ops, "cached", _raising(RuntimeError("CUDA out of memory. Tried to allocate 2.00 GiB")))
-    with pytest.raises(suite.SkipNotImplemented, match="matmul at small in float32 does not fit in cpu memory"):
+    monkeypatch.setattr(
+        ops, "cached", _raising(RuntimeError("CUDA out of memory. Tried to allocate 2.00 GiB"))
+    )
+    with pytest.raises(
+        suite.SkipNotImplemented, match="matmul at small in float32 does not fit in cpu memory"
+    ):
         ops.prepare("cpu", "matmul", "float32", "small", training=False)
 
 
 # --- the asv classes ------------------------------------------------------------
 
-CLASSES = [benchmark_ops.ComputeBoundOps, benchmark_ops.MemoryBoundOps, benchmark_ops.ForwardBackwardOps]
+CLASSES = [
+    benchmark_ops.ComputeBoundOps,
+    benchmark_ops.MemoryBoundOps,
+    benchmark_ops.ForwardBackwardOps,
+]
 
 
 @pytest.mark.parametrize("cls", CLASSES)
@@ -326,10 +383,23 @@ def test_params_are_fixed_and_never_depend_on_the_environment(cls):
 
 
 def test_the_classes_cover_every_op_and_every_trained_op():
-    assert set(benchmark_ops.ComputeBoundOps.params[1]) | set(benchmark_ops.MemoryBoundOps.params[1]) == set(ops.NAMES)
-    assert benchmark_ops.ComputeBoundOps.params[1] == ("matmul", "linear", "conv2d", "scaled_dot_product_attention")
+    assert set(benchmark_ops.ComputeBoundOps.params[1]) | set(
+        benchmark_ops.MemoryBoundOps.params[1]
+    ) == set(ops.NAMES)
+    assert benchmark_ops.ComputeBoundOps.params[1] == (
+        "matmul",
+        "linear",
+        "conv2d",
+        "scaled_dot_product_attention",
+    )
     assert set(benchmark_ops.ForwardBackwardOps.params[1]) == set(ops.NAMES) - {
-        "add", "add_transposed", "sum", "mean", "copy_h2d", "copy_d2h"}
+        "add",
+        "add_transposed",
+        "sum",
+        "mean",
+        "copy_h2d",
+        "copy_d2h",
+    }
     assert benchmark_ops.ComputeBoundOps.track_gflops.unit == "GFLOP/s"
     assert benchmark_ops.MemoryBoundOps.track_gbps.unit == "GB/s"
 
@@ -346,16 +416,28 @@ def test_a_class_times_k_calls_per_sample_and_reports_per_call(monkeypatch):
 
 
 def test_one_measuring_pass_gives_each_throughput_row_its_figure_or_the_reason():
-    measured_here, left_out = ("cpu", "linear", "float32", "small"), ("cpu", "linear", "float16", "large")
-    readings = {"ComputeBoundOps": benchmark_ops.forward_throughputs("ComputeBoundOps", [measured_here, left_out])}
+    measured_here, left_out = (
+        ("cpu", "linear", "float32", "small"),
+        ("cpu", "linear", "float16", "large"),
+    )
+    readings = {
+        "ComputeBoundOps": benchmark_ops.forward_throughputs(
+            "ComputeBoundOps", [measured_here, left_out]
+        )
+    }
     bench = benchmark_ops.ComputeBoundOps()
     bench.setup(readings, *measured_here)
     value = bench.track_gflops(readings, *measured_here)
     assert math.isfinite(value) and value > 0
     assert not hasattr(bench, "case")  # a lookup builds nothing
-    with pytest.raises(NotImplementedError, match="10-20x slower"):  # asv's n/a, with the selection's reason
+    with pytest.raises(
+        NotImplementedError, match="10-20x slower"
+    ):  # asv's n/a, with the selection's reason
         bench.track_gflops(readings, *left_out)
-    assert benchmark_ops.ComputeBoundOps.track_gflops.setup_cache is benchmark_ops.MemoryBoundOps.track_gbps.setup_cache
+    assert (
+        benchmark_ops.ComputeBoundOps.track_gflops.setup_cache
+        is benchmark_ops.MemoryBoundOps.track_gbps.setup_cache
+    )
     trained = benchmark_ops.ForwardBackwardOps()
     trained.setup("cpu", "embedding", "float32", "small")
     assert trained.case.training
@@ -385,23 +467,44 @@ def test_each_op_is_held_against_the_peak_that_applies(monkeypatch):
     assert ops_table.peak_of(peaks, ops.get("copy_h2d"), "float32") == 64.0
 
 
-def test_the_table_times_what_runs_and_gives_the_reason_for_what_skips(tmp_path, monkeypatch, capsys):
+def test_the_table_times_what_runs_and_gives_the_reason_for_what_skips(
+    tmp_path, monkeypatch, capsys
+):
     monkeypatch.delenv(selection.FULL_SWEEP_ENV, raising=False)
     monkeypatch.setenv("OUT", str(tmp_path))
-    code = ops_table.main(["--device", "cpu", "--ops", "add,copy_d2h", "--dtypes", "float32", "--sizes", "small,large"])
+    code = ops_table.main(
+        [
+            "--device",
+            "cpu",
+            "--ops",
+            "add,copy_d2h",
+            "--dtypes",
+            "float32",
+            "--sizes",
+            "small,large",
+        ]
+    )
     assert code == 0
-    rows = {(row["op"], row["size"]): row for row in json.loads((tmp_path / "ops-table.json").read_text())["rows"]}
+    rows = {
+        (row["op"], row["size"]): row
+        for row in json.loads((tmp_path / "ops-table.json").read_text())["rows"]
+    }
     timed = rows[("add", "small")]
     assert timed["unit"] == "GB/s" and timed["throughput"] > 0 and timed["note"] == ""
     assert timed["throughput"] == pytest.approx(196608 / timed["seconds_per_call"] / 1e9)
-    assert rows[("add", "large")]["note"].startswith("skipped: add in float32 at large on cpu is outside the default")
-    assert rows[("copy_d2h", "small")]["note"].startswith("skipped: copy_d2h copies between host and a device")
+    assert rows[("add", "large")]["note"].startswith(
+        "skipped: add in float32 at large on cpu is outside the default"
+    )
+    assert rows[("copy_d2h", "small")]["note"].startswith(
+        "skipped: copy_d2h copies between host and a device"
+    )
     assert (tmp_path / "ops-table.txt").read_text().strip() == capsys.readouterr().out.strip()
 
 
 def test_the_table_refuses_unknown_names_in_one_line(capsys):
     assert ops_table.main(["--device", "cpu", "--dtypes", "float64"]) == 2
     assert capsys.readouterr().err.strip() == (
-        "ops-table: error: unknown dtype 'float64'; choose from: float32, float16, bfloat16")
+        "ops-table: error: unknown dtype 'float64'; choose from: float32, float16, bfloat16"
+    )
     assert ops_table.main(["--device", "tpu"]) == 2
     assert "unknown device 'tpu'; choose one of: cpu, mps, cuda" in capsys.readouterr().err

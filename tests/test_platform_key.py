@@ -12,13 +12,22 @@ from tests import fakes
 from mpsbench.builds import wheels
 
 
-@pytest.mark.parametrize(("filename", "key"), [
-    ("torch-2.13.0+cpu-cp311-cp311-manylinux_2_28_x86_64.whl", "linux-x86_64-cpu"),
-    ("torch-2.13.0+cpu.slow13-cp311-cp311-manylinux_2_28_x86_64.whl", "linux-x86_64-cpu"),  # a patched cpu copy
-    ("torch-2.13.0-cp311-cp311-manylinux_2_28_x86_64.whl", "linux-x86_64-cuda"),
-    ("torch-2.13.0+cpuish-cp311-cp311-manylinux_2_28_x86_64.whl", "linux-x86_64-cuda"),  # not the cpu label
-    ("torch-2.13.0-cp311-none-macosx_11_0_arm64.whl", "macos-arm64"),
-])
+@pytest.mark.parametrize(
+    ("filename", "key"),
+    [
+        ("torch-2.13.0+cpu-cp311-cp311-manylinux_2_28_x86_64.whl", "linux-x86_64-cpu"),
+        (
+            "torch-2.13.0+cpu.slow13-cp311-cp311-manylinux_2_28_x86_64.whl",
+            "linux-x86_64-cpu",
+        ),  # a patched cpu copy
+        ("torch-2.13.0-cp311-cp311-manylinux_2_28_x86_64.whl", "linux-x86_64-cuda"),
+        (
+            "torch-2.13.0+cpuish-cp311-cp311-manylinux_2_28_x86_64.whl",
+            "linux-x86_64-cuda",
+        ),  # not the cpu label
+        ("torch-2.13.0-cp311-none-macosx_11_0_arm64.whl", "macos-arm64"),
+    ],
+)
 def test_platform_key(filename, key):
     assert wheels.platform_key(wheels.parse_wheel_name(filename)) == key
 
@@ -26,7 +35,9 @@ def test_platform_key(filename, key):
 def test_a_remote_torch_wheel_is_read_by_range_requests_not_downloaded(tmp_path, monkeypatch):
     for proxy in ("http_proxy", "HTTP_PROXY"):  # the server is on this machine
         monkeypatch.delenv(proxy, raising=False)
-    wheel = fakes.make_wheel(tmp_path, "torch", "2.14.1", git_version="ab" * 20, built=datetime(2026, 9, 30, 12, 58, 32))
+    wheel = fakes.make_wheel(
+        tmp_path, "torch", "2.14.1", git_version="ab" * 20, built=datetime(2026, 9, 30, 12, 58, 32)
+    )
     data = wheel.read_bytes()
     ranges: list[tuple[int, int]] = []
 
@@ -42,7 +53,7 @@ def test_a_remote_torch_wheel_is_read_by_range_requests_not_downloaded(tmp_path,
             self.send_response(206)
             self.send_header("Content-Length", str(last + 1 - first))
             self.end_headers()
-            self.wfile.write(data[first:last + 1])
+            self.wfile.write(data[first : last + 1])
 
         def log_message(self, *args: object) -> None:
             pass
@@ -55,4 +66,6 @@ def test_a_remote_torch_wheel_is_read_by_range_requests_not_downloaded(tmp_path,
             server.shutdown()
     assert (identity.version, identity.git_version) == ("2.14.1", "ab" * 20)
     assert identity.built == datetime(2026, 9, 30, 12, 58, 32, tzinfo=timezone.utc)
-    assert 0 < sum(last + 1 - first for first, last in ranges) < len(data)  # only the parts zipfile needs
+    assert (
+        0 < sum(last + 1 - first for first, last in ranges) < len(data)
+    )  # only the parts zipfile needs

@@ -11,7 +11,18 @@ import pytest
 import torch
 from benchmarks import benchmark_precision
 
-from mpsbench.measure import correctness, devices, figures, measured, models, ops, precision, skips, suite, workloads
+from mpsbench.measure import (
+    correctness,
+    devices,
+    figures,
+    measured,
+    models,
+    ops,
+    precision,
+    skips,
+    suite,
+    workloads,
+)
 
 CLASSES = [benchmark_precision.TrainingPrecision, benchmark_precision.InferencePrecision]
 
@@ -25,7 +36,10 @@ def test_params_never_depend_on_the_environment(cls):
 
 
 def test_an_unknown_dtype_is_one_line_with_the_choices():
-    with pytest.raises(precision.PrecisionError, match=r"unknown dtype 'fp8'; choose one of: float32, float16, bfloat16"):
+    with pytest.raises(
+        precision.PrecisionError,
+        match=r"unknown dtype 'fp8'; choose one of: float32, float16, bfloat16",
+    ):
         workloads.build("training", "cpu", "mlp", 8, "fp8")
 
 
@@ -47,7 +61,9 @@ def test_each_dtype_is_the_one_the_logits_are_computed_in(kind, dtype):
 
 
 def test_the_asv_class_times_a_reduced_precision_step_on_cpu(monkeypatch):
-    small_mlp = dataclasses.replace(models.get("mlp"), seed_batch_size=8)  # bfloat16 is slow on many cpus
+    small_mlp = dataclasses.replace(
+        models.get("mlp"), seed_batch_size=8
+    )  # bfloat16 is slow on many cpus
     monkeypatch.setitem(models.REGISTRY, "mlp", small_mlp)
     bench = benchmark_precision.TrainingPrecision()
     bench.setup("cpu", "mlp", "bfloat16")
@@ -55,7 +71,12 @@ def test_the_asv_class_times_a_reduced_precision_step_on_cpu(monkeypatch):
     assert bench.workload.batch_size == 8  # the seed batch size
     keys = measured.grid(devices.NAMES, ("mlp",), precision.NAMES)
     table = {"training": figures.precision_capacity("training", "TrainingPrecisionCapacity", keys)}
-    assert benchmark_precision.TrainingPrecisionCapacity().track_peak_memory(table, "cpu", "mlp", "bfloat16") > 0
+    assert (
+        benchmark_precision.TrainingPrecisionCapacity().track_peak_memory(
+            table, "cpu", "mlp", "bfloat16"
+        )
+        > 0
+    )
 
 
 # --- autocast that silently runs float32 -----------------------------------------
@@ -68,7 +89,9 @@ def autocast_disabled(monkeypatch):
 
     def unsupported(device_type, dtype=None, **kwargs):
         warnings.warn(
-            "In MPS autocast, but the target dtype is not supported. Disabling autocast.", UserWarning, stacklevel=2
+            "In MPS autocast, but the target dtype is not supported. Disabling autocast.",
+            UserWarning,
+            stacklevel=2,
         )
         return real_autocast(device_type, dtype=dtype, enabled=False)
 
@@ -80,8 +103,9 @@ def test_autocast_that_silently_runs_float32_fails_the_combination(autocast_disa
         r"mlp training on cpu at batch 8 \(bfloat16\): asked for bfloat16 but the logits were computed"
         r" in torch.float32"
     )
-    with pytest.warns(UserWarning, match="Disabling autocast"), pytest.raises(
-        precision.DtypeMismatchError, match=expected
+    with (
+        pytest.warns(UserWarning, match="Disabling autocast"),
+        pytest.raises(precision.DtypeMismatchError, match=expected),
     ):
         suite.prepare("training", "cpu", "mlp", 8, dtype="bfloat16")
 
@@ -109,16 +133,60 @@ def on(monkeypatch):
 @pytest.mark.parametrize(
     ("torch_version", "macos", "device", "kind", "dtype", "reason"),
     [
-        ("2.4.1", "14.5", "mps", "training", "float16", "mps float16 training .* needs torch 2.8; this is torch 2.4.1"),
-        ("2.5.0", "14.5", "mps", "training", "bfloat16", "mps autocast in bfloat16 needs torch 2.6; this is torch 2.5.0"),
-        ("2.9.0", "13.6", "mps", "training", "bfloat16", "bfloat16 on mps needs macOS 14 or later; this is macOS 13.6"),
-        ("2.9.0", "13.6", "mps", "inference", "bfloat16", "bfloat16 on mps needs macOS 14 or later"),
+        (
+            "2.4.1",
+            "14.5",
+            "mps",
+            "training",
+            "float16",
+            "mps float16 training .* needs torch 2.8; this is torch 2.4.1",
+        ),
+        (
+            "2.5.0",
+            "14.5",
+            "mps",
+            "training",
+            "bfloat16",
+            "mps autocast in bfloat16 needs torch 2.6; this is torch 2.5.0",
+        ),
+        (
+            "2.9.0",
+            "13.6",
+            "mps",
+            "training",
+            "bfloat16",
+            "bfloat16 on mps needs macOS 14 or later; this is macOS 13.6",
+        ),
+        (
+            "2.9.0",
+            "13.6",
+            "mps",
+            "inference",
+            "bfloat16",
+            "bfloat16 on mps needs macOS 14 or later",
+        ),
         ("2.2.2", "14.5", "mps", "inference", "bfloat16", "bfloat16 tensors on mps need torch 2.3"),
-        ("2.3.1", "", "cpu", "training", "float16", "cpu float16 training .* needs torch 2.4; this is torch 2.3.1"),
-        ("2.0.1", "", "cpu", "inference", "float16", "float16 matrix products on the cpu need torch 2.1"),
+        (
+            "2.3.1",
+            "",
+            "cpu",
+            "training",
+            "float16",
+            "cpu float16 training .* needs torch 2.4; this is torch 2.3.1",
+        ),
+        (
+            "2.0.1",
+            "",
+            "cpu",
+            "inference",
+            "float16",
+            "float16 matrix products on the cpu need torch 2.1",
+        ),
     ],
 )
-def test_unsupported_combinations_have_a_reason(on, torch_version, macos, device, kind, dtype, reason):
+def test_unsupported_combinations_have_a_reason(
+    on, torch_version, macos, device, kind, dtype, reason
+):
     on(torch_version, macos)
     found = precision.unsupported_reason(device, kind, dtype)
     assert found is not None
@@ -152,30 +220,39 @@ def test_cuda_without_bfloat16_says_which_gpu(monkeypatch):
 
 def test_an_unsupported_dtype_is_skipped_before_anything_is_built(on, monkeypatch):
     on("2.3.1")
-    monkeypatch.setattr(workloads, "cached", lambda *args: pytest.fail("built an unsupported combination"))
-    with pytest.raises(suite.SkipNotImplemented, match=r"mlp training in float16 on cpu: cpu float16 training"):
+    monkeypatch.setattr(
+        workloads, "cached", lambda *args: pytest.fail("built an unsupported combination")
+    )
+    with pytest.raises(
+        suite.SkipNotImplemented, match=r"mlp training in float16 on cpu: cpu float16 training"
+    ):
         suite.prepare("training", "cpu", "mlp", 8, dtype="float16")
-
-
 
 
 def test_float32_training_adds_no_autocast_region(monkeypatch):
     """The float32 path stays what Training times: no autocast, no scaler."""
-    monkeypatch.setattr(torch, "autocast", lambda *args, **kwargs: pytest.fail("autocast in float32"))
+    monkeypatch.setattr(
+        torch, "autocast", lambda *args, **kwargs: pytest.fail("autocast in float32")
+    )
     workload = workloads.build("training", "cpu", "mlp", 8)
     workload.warm_up()
     assert workload.scaler is None
     assert isinstance(precision.autocast("cpu", "training", "float32"), contextlib.nullcontext)
 
 
-def test_bfloat16_ops_and_patterns_on_a_mac_before_macos_14_are_n_a_before_torch_is_asked(on, monkeypatch):
+def test_bfloat16_ops_and_patterns_on_a_mac_before_macos_14_are_n_a_before_torch_is_asked(
+    on, monkeypatch
+):
     # torch 2.3-2.8 refuse there with "MPS BFloat16 is only supported on MacOS 14 or newer", which names no lack
     # (skips.LACKING) and so would fail the row; nothing reaches torch here, whatever it would say
     on("2.8.0", "13.6")
-    monkeypatch.setattr(devices.Device, "availability", lambda self: devices.Availability(True, f"{self}, a stand-in"))
+    monkeypatch.setattr(
+        devices.Device,
+        "availability",
+        lambda self: devices.Availability(True, f"{self}, a stand-in"),
+    )
     reason = "bfloat16 on mps needs macOS 14 or later; this is macOS 13.6"
     with pytest.raises(skips.SkipNotImplemented, match=reason):
         ops.prepare("mps", "matmul", "bfloat16", "small", training=False)
     with pytest.raises(skips.SkipNotImplemented, match=reason):
         correctness.relative_error("mps", correctness.NAMES[0], "bfloat16")
-

@@ -16,7 +16,17 @@ import pytest
 from asv.benchmarks import Benchmarks
 
 from mpsbench.core import asv
-from mpsbench.measure import devices, isolated, llm, maxbatch, ops, preselect, selection, suite, workloads
+from mpsbench.measure import (
+    devices,
+    isolated,
+    llm,
+    maxbatch,
+    ops,
+    preselect,
+    selection,
+    suite,
+    workloads,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 BENCHMARKS = ROOT / "benchmarks"
@@ -39,7 +49,11 @@ def every_device_usable(monkeypatch):
         raise Built(args)
 
     monkeypatch.setattr(devices, "present", lambda name: True)
-    monkeypatch.setattr(devices.Device, "availability", lambda self: devices.Availability(True, f"{self}, a stand-in"))
+    monkeypatch.setattr(
+        devices.Device,
+        "availability",
+        lambda self: devices.Availability(True, f"{self}, a stand-in"),
+    )
     monkeypatch.setattr(workloads, "cached", build)
     monkeypatch.setattr(workloads, "build", build)
     monkeypatch.setattr(ops, "cached", build)
@@ -48,7 +62,9 @@ def every_device_usable(monkeypatch):
     monkeypatch.setattr(suite.precision, "unsupported_reason", lambda device, kind, dtype: None)
     monkeypatch.setattr(suite.precision, "device_lacks", lambda device, dtype: None)
     monkeypatch.setattr(maxbatch.os.path, "exists", lambda path: True)
-    monkeypatch.setattr(isolated, "call", lambda function, *args: function(*args))  # stand-ins stay in this process
+    monkeypatch.setattr(
+        isolated, "call", lambda function, *args: function(*args)
+    )  # stand-ins stay in this process
 
 
 def setup_skips(benchmark: Any, params: tuple[Any, ...], caches: dict[Any, Any]) -> bool:
@@ -71,22 +87,35 @@ def setup_skips(benchmark: Any, params: tuple[Any, ...], caches: dict[Any, Any])
         if hasattr(instance, "setup"):
             instance.setup(*leading, *params)
         if measure is not None and method_name.startswith("track_"):
-            getattr(instance, method_name)(*leading, *params)  # the figure's lookup in setup_cache's table
+            getattr(instance, method_name)(
+                *leading, *params
+            )  # the figure's lookup in setup_cache's table
     except NotImplementedError:  # asv's SkipNotImplemented: n/a
         return True
-    except (Built, RuntimeError):  # a build was reached, or the lookup of a measured (here: failed) combination
+    except (
+        Built,
+        RuntimeError,
+    ):  # a build was reached, or the lookup of a measured (here: failed) combination
         return False
     return False
 
 
 @pytest.mark.parametrize(
     "env",
-    [{}, {selection.FULL_SWEEP_ENV: "1"}, {selection.DEVICES_ENV: "cuda"}, {selection.DEVICES_ENV: "mps,cpu"}],
+    [
+        {},
+        {selection.FULL_SWEEP_ENV: "1"},
+        {selection.DEVICES_ENV: "cuda"},
+        {selection.DEVICES_ENV: "mps,cpu"},
+    ],
     ids=["default", "full-sweep", "cuda-only", "mps-and-cpu"],
 )
-def test_the_pattern_leaves_out_exactly_the_combinations_whose_setup_skips(discovered, every_device_usable,
-                                                                         monkeypatch, tmp_path, env):
-    monkeypatch.chdir(tmp_path)  # asv's cache folder: the first lookup measures and leaves the readings there
+def test_the_pattern_leaves_out_exactly_the_combinations_whose_setup_skips(
+    discovered, every_device_usable, monkeypatch, tmp_path, env
+):
+    monkeypatch.chdir(
+        tmp_path
+    )  # asv's cache folder: the first lookup measures and leaves the readings there
     for name in (selection.FULL_SWEEP_ENV, selection.DEVICES_ENV):
         monkeypatch.delenv(name, raising=False)
     for name, value in env.items():
@@ -98,11 +127,15 @@ def test_the_pattern_leaves_out_exactly_the_combinations_whose_setup_skips(disco
         if not benchmark.params:
             continue
         combos = list(preselect.combinations([benchmark]))
-        values = itertools.product(*[[ast.literal_eval(value) for value in axis] for axis in benchmark.params])
+        values = itertools.product(
+            *[[ast.literal_eval(value) for value in axis] for axis in benchmark.params]
+        )
         for params, combination in zip(values, combos, strict=True):
             skips = setup_skips(benchmark, params, caches)
             if skips != (combination.reason is not None):
-                disagreements.append(f"{combination.name}: setup skips={skips}, rule says {combination.reason}")
+                disagreements.append(
+                    f"{combination.name}: setup skips={skips}, rule says {combination.reason}"
+                )
             counted += 1
     assert counted > 2900  # every parameterized benchmark of the suite was compared
     assert disagreements == []
@@ -111,7 +144,9 @@ def test_the_pattern_leaves_out_exactly_the_combinations_whose_setup_skips(disco
 def test_the_selection_table_has_one_rule_for_each_parameterized_class_and_no_other(discovered):
     classes = {b.name.split(".")[-2] for b in discovered if b.params}
     assert set(selection.RULES) == classes
-    with pytest.raises(KeyError, match="no selection rule for benchmark class 'Nope'; the table has: Training"):
+    with pytest.raises(
+        KeyError, match="no selection rule for benchmark class 'Nope'; the table has: Training"
+    ):
         selection.left_out("Nope", "cpu")
 
 
@@ -141,19 +176,26 @@ def test_asvs_own_matcher_selects_exactly_the_combinations_that_run(discovered, 
     assert "benchmark_models.Environment.track_cpu_threads" in picked
     if not devices.present("cuda"):
         assert not any("'cuda'" in name for name in picked)
-    assert "benchmark_models.Training.time_step('cpu', 'resnet50', 128)" not in picked  # full sweep only
+    assert (
+        "benchmark_models.Training.time_step('cpu', 'resnet50', 128)" not in picked
+    )  # full sweep only
 
 
 def test_devices_are_left_out_only_when_the_machine_plainly_lacks_them(monkeypatch):
     monkeypatch.setattr(devices.os.path, "exists", lambda path: path == "/dev/nvidiactl")
     monkeypatch.setattr(devices.sys, "platform", "linux")
     assert devices.present("cpu") and devices.present("cuda")
-    assert devices.absent_reason("mps") == "mps is absent: this machine has no Apple silicon under macOS"
+    assert (
+        devices.absent_reason("mps")
+        == "mps is absent: this machine has no Apple silicon under macOS"
+    )
     assert devices.accelerators_present() == ("cuda",)
     monkeypatch.setattr(devices.sys, "platform", "darwin")
     monkeypatch.setattr(devices.platform, "machine", lambda: "arm64")
     assert devices.present("mps")
-    monkeypatch.setattr(devices.torch.cuda, "is_available", lambda: True)  # a Mac's answer is its platform's
+    monkeypatch.setattr(
+        devices.torch.cuda, "is_available", lambda: True
+    )  # a Mac's answer is its platform's
     assert devices.absent_reason("cuda") == "cuda is absent: this machine has no NVIDIA driver"
     assert devices.accelerators_present() == ("mps",)
 
@@ -162,10 +204,14 @@ def test_a_machine_with_a_gpu_leaves_its_cpu_out_unless_named(monkeypatch):
     monkeypatch.delenv(selection.DEVICES_ENV, raising=False)
     monkeypatch.setattr(devices, "present", lambda name: name in ("cpu", "cuda"))
     reason = selection.device_reason("cpu")
-    assert reason == ("the cpu is left out by default on a machine with cuda;"
-                      " set MPSBENCH_DEVICES=cuda,cpu to time it too")
+    assert reason == (
+        "the cpu is left out by default on a machine with cuda;"
+        " set MPSBENCH_DEVICES=cuda,cpu to time it too"
+    )
     assert selection.device_reason("cuda") is None
-    assert selection.left_out("Training", "cpu", "mlp", 1024) == reason  # every family asks the same question
+    assert (
+        selection.left_out("Training", "cpu", "mlp", 1024) == reason
+    )  # every family asks the same question
     assert selection.left_out("Epoch", "cpu", "resnet50", 8, 2, "tiny", "train") == reason
     monkeypatch.setenv(selection.DEVICES_ENV, "cuda,cpu")
     assert selection.device_reason("cpu") is None
@@ -179,16 +225,25 @@ def test_the_epoch_rule_ignores_the_phase_both_come_from_one_measurement(monkeyp
     monkeypatch.delenv(selection.DEVICES_ENV, raising=False)
     assert selection.left_out("Epoch", "cpu", "resnet50", 8, 2, "tiny", "train") is None
     assert selection.left_out("Epoch", "cpu", "resnet50", 8, 2, "tiny", "eval") is None
-    assert "outside the default selection" in str(selection.left_out("Epoch", "cpu", "vgg16", 8, 2, "tiny", "eval"))
+    assert "outside the default selection" in str(
+        selection.left_out("Epoch", "cpu", "vgg16", 8, 2, "tiny", "eval")
+    )
 
 
 def test_the_device_is_found_by_its_param_name_wherever_it_stands(monkeypatch):
     monkeypatch.setattr(devices, "present", lambda name: name == "cpu")
     monkeypatch.setitem(selection.RULES, "Late", lambda model, device: None)
-    monkeypatch.setitem(selection.RULES, "Deviceless", lambda size: None if size == 1 else "too big")
-    late = types.SimpleNamespace(name="suite.Late.time_x", param_names=["model", "device"],
-                                 params=[["'mlp'"], ["'cpu'", "'cuda'"]])
-    deviceless = types.SimpleNamespace(name="suite.Deviceless.time_x", param_names=["size"], params=[["1", "2"]])
+    monkeypatch.setitem(
+        selection.RULES, "Deviceless", lambda size: None if size == 1 else "too big"
+    )
+    late = types.SimpleNamespace(
+        name="suite.Late.time_x",
+        param_names=["model", "device"],
+        params=[["'mlp'"], ["'cpu'", "'cuda'"]],
+    )
+    deviceless = types.SimpleNamespace(
+        name="suite.Deviceless.time_x", param_names=["size"], params=[["1", "2"]]
+    )
     found = {c.name: c.reason for c in preselect.combinations([late, deviceless])}
     assert found == {
         "suite.Late.time_x('mlp', 'cpu')": None,
@@ -202,7 +257,9 @@ def test_a_selection_with_nothing_in_it_is_refused_in_one_line_and_the_pattern_n
     left_out = [preselect.Combination("a.b(1, 'x')", "too big")]
     with pytest.raises(preselect.PreselectError, match="no benchmark combination runs"):
         preselect.selected(left_out)
-    with pytest.raises(preselect.PreselectError, match=r"no benchmark combination runs .* and -b c"):
+    with pytest.raises(
+        preselect.PreselectError, match=r"no benchmark combination runs .* and -b c"
+    ):
         preselect.selected([preselect.Combination("a.b(1, 'x')", None)], ["c"])
     assert re.fullmatch(asv.pattern(["a.b(1, 'x')"]), "a.b(1, 'x')")
     assert not re.search(asv.pattern(["a.b"]), "a.b(1, 'x')")  # a bare name selects no combination
@@ -210,24 +267,37 @@ def test_a_selection_with_nothing_in_it_is_refused_in_one_line_and_the_pattern_n
 
 def test_the_command_line_prints_the_pattern_and_refuses_a_folder_that_is_no_suite(tmp_path):
     mpsbench = [sys.executable, "-m", "mpsbench.cli"]
-    done = subprocess.run([*mpsbench, "preselect"], cwd=ROOT, capture_output=True, text=True, timeout=900)
+    done = subprocess.run(
+        [*mpsbench, "preselect"], cwd=ROOT, capture_output=True, text=True, timeout=900
+    )
     assert done.returncode == 0, done.stderr
     assert done.stdout.startswith("^(?:") and "asv will run" in done.stderr
-    done = subprocess.run([*mpsbench, "preselect", "--benchmark-dir", str(tmp_path)], cwd=ROOT,
-                          capture_output=True, text=True, timeout=900)
+    done = subprocess.run(
+        [*mpsbench, "preselect", "--benchmark-dir", str(tmp_path)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
     assert done.returncode == 2
-    assert done.stderr == (f"mpsbench: error: {tmp_path} is not a benchmark package (no __init__.py); pass the suite's"
-                           " benchmark folder, the one holding its __init__.py (benchmarks in this checkout)\n")
+    assert done.stderr == (
+        f"mpsbench: error: {tmp_path} is not a benchmark package (no __init__.py); pass the suite's"
+        " benchmark folder, the one holding its __init__.py (benchmarks in this checkout)\n"
+    )
 
 
 def test_on_cuda_the_correctness_rows_and_the_llama_generation_are_full_sweep_only(monkeypatch):
     monkeypatch.delenv(selection.FULL_SWEEP_ENV, raising=False)
     monkeypatch.delenv(selection.DEVICES_ENV, raising=False)
     monkeypatch.setattr(devices, "present", lambda name: name in ("cpu", "cuda", "mps"))
-    assert "full sweep only" in selection.left_out("Correctness", "cuda", "sdpa_permuted", "float32")
+    assert "full sweep only" in selection.left_out(
+        "Correctness", "cuda", "sdpa_permuted", "float32"
+    )
     assert "full sweep only" in selection.left_out("LlmDecode", "cuda", "llama_small")
     assert "full sweep only" in selection.left_out("LeakPatterns", "cuda", "maxpool2d")
-    assert selection.left_out("Correctness", "mps", "sdpa_permuted", "float32") is None  # where the silent errors were
+    assert (
+        selection.left_out("Correctness", "mps", "sdpa_permuted", "float32") is None
+    )  # where the silent errors were
     assert selection.left_out("LlmPrefill", "mps", "llama_small") is None
     monkeypatch.setenv(selection.FULL_SWEEP_ENV, "1")
     assert selection.left_out("Correctness", "cuda", "sdpa_permuted", "float32") is None

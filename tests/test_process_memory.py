@@ -46,7 +46,9 @@ def test_psutil_reads_this_process_rss_here():
 
     reading = devices.rss()
     assert reading is not None and reading > 10 * MIB
-    assert abs(reading - psutil.Process().memory_info().rss) < 64 * MIB  # the same counter, read twice
+    assert (
+        abs(reading - psutil.Process().memory_info().rss) < 64 * MIB
+    )  # the same counter, read twice
 
 
 def test_linux_without_psutil_still_reads_proc(monkeypatch):
@@ -60,16 +62,28 @@ def test_linux_without_psutil_still_reads_proc(monkeypatch):
 def test_macos_with_psutil_samples_the_cpu_peak(monkeypatch, macos):
     psutil = _stand_in_psutil([300 * MIB, 700 * MIB, 500 * MIB])
     monkeypatch.setitem(sys.modules, "psutil", psutil)
-    assert devices.peaks_over(devices.get("cpu"), lambda probe: probe()) == (700 * MIB, None)  # before, probe, after
+    assert devices.peaks_over(devices.get("cpu"), lambda probe: probe()) == (
+        700 * MIB,
+        None,
+    )  # before, probe, after
 
 
 def test_macos_without_psutil_skips_peak_memory_and_leak_with_the_reason(monkeypatch, macos):
     monkeypatch.setitem(sys.modules, "psutil", None)  # import psutil raises ImportError
     assert devices.rss() is None
-    assert devices.peaks_over(devices.get("cpu"), lambda probe: probe()) == (None, None)  # was 0: a 0.0 MiB point
-    workload = types.SimpleNamespace(device=devices.get("cpu"), step=lambda probe=None: probe and probe())
-    with pytest.raises(suite.SkipNotImplemented, match="unreadable on darwin without psutil") as skipped:
+    assert devices.peaks_over(devices.get("cpu"), lambda probe: probe()) == (
+        None,
+        None,
+    )  # was 0: a 0.0 MiB point
+    workload = types.SimpleNamespace(
+        device=devices.get("cpu"), step=lambda probe=None: probe and probe()
+    )
+    with pytest.raises(
+        suite.SkipNotImplemented, match="unreadable on darwin without psutil"
+    ) as skipped:
         suite.peak_memory_mib(workload)  # type: ignore[arg-type]
-    assert measured.outcome_of(skipped.value).skipped is not None  # asv's n/a, not a failure and not 0
+    assert (
+        measured.outcome_of(skipped.value).skipped is not None
+    )  # asv's n/a, not a failure and not 0
     with pytest.raises(suite.SkipNotImplemented, match="unreadable on darwin without psutil"):
         leak.reading("cpu")

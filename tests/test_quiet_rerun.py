@@ -18,8 +18,14 @@ SELECTION = ["-b", r"^benchmark_models\.Training\.time_step\('cpu', 'mlp', (1|8)
 
 
 def _bench(repo: Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(["scripts/bench", *SELECTION, "ALL"], cwd=repo, env=env, capture_output=True, text=True,
-                          timeout=1800)  # a hang guard of the project's size, not a speed limit
+    return subprocess.run(
+        ["scripts/bench", *SELECTION, "ALL"],
+        cwd=repo,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=1800,
+    )  # a hang guard of the project's size, not a speed limit
 
 
 @pytest.mark.slow
@@ -31,9 +37,13 @@ def test_a_run_prints_one_line_a_combination_and_a_rerun_with_nothing_new_starts
     said = first.stdout + first.stderr
     asv_log = record.asv_log(repo / ".asv" / "results")
     assert "Creating environments" in asv_log.read_text()  # asv ran, into its log
-    assert not re.search(r"\bn/a\b", said) and "··" not in said and "Creating environments" not in said, said
+    assert (
+        not re.search(r"\bn/a\b", said) and "··" not in said and "Creating environments" not in said
+    ), said
     done = [line for line in said.splitlines() if "combinations done" in line]
-    assert len(done) == 2 and all(line.startswith("mpsbench watch: build 1 of 1, ") for line in done)
+    assert len(done) == 2 and all(
+        line.startswith("mpsbench watch: build 1 of 1, ") for line in done
+    )
     site = repo / ".asv" / "html" / "index.html"
     published = site.stat().st_mtime_ns
     size = asv_log.stat().st_size
@@ -41,6 +51,9 @@ def test_a_run_prints_one_line_a_combination_and_a_rerun_with_nothing_new_starts
     again = _bench(repo, env)
     assert again.returncode == 0, again.stdout[-3000:] + again.stderr[-3000:]
     said = again.stdout + again.stderr
-    assert "nothing to run" in said and "is up to date: nothing recorded since it was published" in said, said
+    assert (
+        "nothing to run" in said
+        and "is up to date: nothing recorded since it was published" in said
+    ), said
     assert asv_log.stat().st_size == size  # no asv run wrote a line
     assert site.stat().st_mtime_ns == published  # not published again

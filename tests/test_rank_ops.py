@@ -58,10 +58,14 @@ def _values(benchmark: dict, slowed: tuple[str, tuple[str, ...]] | None) -> list
 
 def _result(values: list[float | None]) -> runner.BenchmarkResult:
     """What asv's runner hands back: samples around each value (asv stores their median), n/a as is."""
-    samples = [None if value is None or math.isnan(value) else [value * 0.98, value, value * 1.03]
-               for value in values]
+    samples = [
+        None if value is None or math.isnan(value) else [value * 0.98, value, value * 1.03]
+        for value in values
+    ]
     numbers = [None if sample is None else 1 for sample in samples]
-    return runner.BenchmarkResult(result=values, samples=samples, number=numbers, errcode=0, stderr="", profile=None)
+    return runner.BenchmarkResult(
+        result=values, samples=samples, number=numbers, errcode=0, stderr="", profile=None
+    )
 
 
 def _write_results(results_dir: Path, commit: str, slowed=None, versions=None) -> Path:
@@ -70,15 +74,24 @@ def _write_results(results_dir: Path, commit: str, slowed=None, versions=None) -
     machine_dir.mkdir(parents=True, exist_ok=True)
     (machine_dir / "machine.json").write_text(json.dumps({"machine": MACHINE, "version": 1}))
     results = asv_results.Results(
-        {"machine": MACHINE, "python": "3.11"}, {}, commit, 1_700_000_000_000, "3.11", "existing-py", {}
+        {"machine": MACHINE, "python": "3.11"},
+        {},
+        commit,
+        1_700_000_000_000,
+        "3.11",
+        "existing-py",
+        {},
     )
     versions = versions or {}
     entries = [
         _benchmark(benchmark_ops.ComputeBoundOps, "time_forward"),
         _benchmark(benchmark_ops.ComputeBoundOps, "track_gflops"),
         _benchmark(benchmark_ops.MemoryBoundOps, "time_forward"),
-        _benchmark(benchmark_ops.ForwardBackwardOps, "time_forward_backward",
-                   versions.get("ForwardBackwardOps.time_forward_backward", "1")),
+        _benchmark(
+            benchmark_ops.ForwardBackwardOps,
+            "time_forward_backward",
+            versions.get("ForwardBackwardOps.time_forward_backward", "1"),
+        ),
     ]
     for benchmark in entries:
         results.add_result(benchmark, _result(_values(benchmark, slowed)))
@@ -112,14 +125,25 @@ def test_only_op_time_benchmarks_with_numbers_are_ranked(two_runs):
     _, before, after = two_runs
     ranking = rank_ops.rank(rank_ops.load(before), rank_ops.load(after))
     benchmarks = {found.benchmark for found in ranking.slowdowns}
-    assert benchmarks == {"ComputeBoundOps.time_forward", "MemoryBoundOps.time_forward",
-                          "ForwardBackwardOps.time_forward_backward"}  # no track_, no other module
+    assert benchmarks == {
+        "ComputeBoundOps.time_forward",
+        "MemoryBoundOps.time_forward",
+        "ForwardBackwardOps.time_forward_backward",
+    }  # no track_, no other module
     devices = {found.params[0] for found in ranking.slowdowns}
     assert devices == {"cpu", "cuda"}  # mps was skipped (NaN) everywhere
-    assert not any(found.params[0] == "cpu" and found.params[3] == "large" for found in ranking.slowdowns)  # failed
+    assert not any(
+        found.params[0] == "cpu" and found.params[3] == "large" for found in ranking.slowdowns
+    )  # failed
     # per op, every combination with a number in both runs: cpu's 3 dtypes x 2 sizes and cuda's 3 x 3
-    expected = 15 * sum(len(cls.params[1]) for cls in (
-        benchmark_ops.ComputeBoundOps, benchmark_ops.MemoryBoundOps, benchmark_ops.ForwardBackwardOps))
+    expected = 15 * sum(
+        len(cls.params[1])
+        for cls in (
+            benchmark_ops.ComputeBoundOps,
+            benchmark_ops.MemoryBoundOps,
+            benchmark_ops.ForwardBackwardOps,
+        )
+    )
     assert len(ranking.slowdowns) == expected
 
 
@@ -127,29 +151,70 @@ def test_main_with_two_files_prints_the_slowed_op_first(two_runs, capsys):
     _, before, after = two_runs
     assert cli.main(["ops-rank", str(before), str(after), "--top", "3"]) == 0
     out = capsys.readouterr().out.splitlines()
-    assert out[0].split() == ["rank", "ratio", "before", "after", "change", "benchmark", "device", "op", "dtype", "size"]
-    assert out[2].split()[:2] == ["1", "3.00x"] and "slower" in out[2].split()  # judged by the one rule
+    assert out[0].split() == [
+        "rank",
+        "ratio",
+        "before",
+        "after",
+        "change",
+        "benchmark",
+        "device",
+        "op",
+        "dtype",
+        "size",
+    ]
+    assert (
+        out[2].split()[:2] == ["1", "3.00x"] and "slower" in out[2].split()
+    )  # judged by the one rule
     assert "unchanged" in out[3].split()
-    assert out[2].split()[-5:] == ["MemoryBoundOps.time_forward", "cuda", "gather", "float16", "medium"]
+    assert out[2].split()[-5:] == [
+        "MemoryBoundOps.time_forward",
+        "cuda",
+        "gather",
+        "float16",
+        "medium",
+    ]
     assert out[3].split()[1] == "1.00x"
     assert "(the 3 largest shown; --top 0 shows all)" in out
 
 
 def test_main_with_two_commits_prints_the_asv_commands_then_ranks(two_runs, capsys):
     results_dir, _, _ = two_runs
-    assert cli.main(["ops-rank", "--results-dir", str(results_dir), BEFORE_COMMIT[:6], AFTER_COMMIT[:10]]) == 0
+    assert (
+        cli.main(
+            ["ops-rank", "--results-dir", str(results_dir), BEFORE_COMMIT[:6], AFTER_COMMIT[:10]]
+        )
+        == 0
+    )
     out = capsys.readouterr().out.splitlines()
-    commands = [line for line in out if line.startswith("mpsbench results record")]  # never a bare asv run (README)
+    commands = [
+        line for line in out if line.startswith("mpsbench results record")
+    ]  # never a bare asv run (README)
     assert len(commands) == 2
-    assert all("--config asv.conf.json --machine" in line and "-- -b benchmark_ops" in line for line in commands)
-    assert commands[0].endswith(f" {BEFORE_COMMIT[:6]}^!") and commands[1].endswith(f" {AFTER_COMMIT[:10]}^!")
+    assert all(
+        "--config asv.conf.json --machine" in line and "-- -b benchmark_ops" in line
+        for line in commands
+    )
+    assert commands[0].endswith(f" {BEFORE_COMMIT[:6]}^!") and commands[1].endswith(
+        f" {AFTER_COMMIT[:10]}^!"
+    )
     table_start = next(index for index, line in enumerate(out) if line.startswith("rank"))
     assert out[table_start + 2].split()[1] == "3.00x"
 
 
 def test_a_commit_without_results_prints_the_commands_and_fails_in_one_line(two_runs, capsys):
     results_dir, _, _ = two_runs
-    code = cli.main(["ops-rank", "--results-dir", str(results_dir), "--machine", MACHINE, BEFORE_COMMIT, "c0ffee"])
+    code = cli.main(
+        [
+            "ops-rank",
+            "--results-dir",
+            str(results_dir),
+            "--machine",
+            MACHINE,
+            BEFORE_COMMIT,
+            "c0ffee",
+        ]
+    )
     captured = capsys.readouterr()
     assert code == 2
     assert f"--machine {MACHINE} -- -b benchmark_ops" in captured.out and "c0ffee^!" in captured.out
@@ -161,11 +226,22 @@ def test_a_commit_without_results_prints_the_commands_and_fails_in_one_line(two_
 def test_bad_inputs_give_one_line_errors_naming_them(two_runs, tmp_path, capsys):
     results_dir, before, _ = two_runs
     assert cli.main(["ops-rank", str(before), str(tmp_path / "missing.json")]) == 2
-    assert capsys.readouterr().err.strip().endswith(f"no results file {str(tmp_path / 'missing.json')!r}")
+    assert (
+        capsys.readouterr()
+        .err.strip()
+        .endswith(f"no results file {str(tmp_path / 'missing.json')!r}")
+    )
     assert cli.main(["ops-rank", str(before), "abc123"]) == 2
     assert "give two results files or two commits, not one of each" in capsys.readouterr().err
-    assert cli.main(["ops-rank", "--results-dir", str(results_dir), "--machine", "nobox", "a", "b"]) == 2
-    assert capsys.readouterr().err.strip().endswith(f"no machine 'nobox' in {str(results_dir)!r}; choose one of: {MACHINE}")
+    assert (
+        cli.main(["ops-rank", "--results-dir", str(results_dir), "--machine", "nobox", "a", "b"])
+        == 2
+    )
+    assert (
+        capsys.readouterr()
+        .err.strip()
+        .endswith(f"no machine 'nobox' in {str(results_dir)!r}; choose one of: {MACHINE}")
+    )
     not_results = tmp_path / "other.json"
     not_results.write_text(json.dumps({"version": 2}))
     assert cli.main(["ops-rank", str(before), str(not_results)]) == 2
@@ -175,11 +251,18 @@ def test_bad_inputs_give_one_line_errors_naming_them(two_runs, tmp_path, capsys)
 def test_a_benchmark_whose_version_changed_is_left_out_and_named(tmp_path):
     results_dir = tmp_path / "results"
     before = _write_results(results_dir, BEFORE_COMMIT)
-    after = _write_results(results_dir, AFTER_COMMIT, versions={"ForwardBackwardOps.time_forward_backward": "2"})
+    after = _write_results(
+        results_dir, AFTER_COMMIT, versions={"ForwardBackwardOps.time_forward_backward": "2"}
+    )
     ranking = rank_ops.rank(rank_ops.load(before), rank_ops.load(after))
     assert ranking.version_changed == ["ForwardBackwardOps.time_forward_backward"]
-    assert "ForwardBackwardOps.time_forward_backward" not in {found.benchmark for found in ranking.slowdowns}
-    assert "left out, version changed between the runs: ForwardBackwardOps" in rank_ops.format_ranking(ranking)
+    assert "ForwardBackwardOps.time_forward_backward" not in {
+        found.benchmark for found in ranking.slowdowns
+    }
+    assert (
+        "left out, version changed between the runs: ForwardBackwardOps"
+        in rank_ops.format_ranking(ranking)
+    )
 
 
 def test_the_mpsbench_command_runs_ops_rank(two_runs, capsys):
@@ -189,7 +272,9 @@ def test_the_mpsbench_command_runs_ops_rank(two_runs, capsys):
     assert "3.00x" in capsys.readouterr().out
 
 
-def test_the_mpsbench_command_refuses_a_missing_results_file_in_one_line(two_runs, tmp_path, capsys):
+def test_the_mpsbench_command_refuses_a_missing_results_file_in_one_line(
+    two_runs, tmp_path, capsys
+):
     _, before, _ = two_runs
     assert cli.main(["ops-rank", str(before), str(tmp_path / "missing.json")]) == 2
     err = capsys.readouterr().err
@@ -205,19 +290,51 @@ def test_results_written_by_a_real_asv_run_are_read_and_ranked(tmp_path):
     env = dict(os.environ, HOME=str(home))
     env.pop(selection.FULL_SWEEP_ENV, None)
     config = tmp_path / "asv.conf.json"
-    config.write_text(json.dumps({
-        "version": 1, "project": "mpsbench", "repo": str(ROOT), "branches": ["main"],
-        "environment_type": "virtualenv", "benchmark_dir": str(ROOT / "benchmarks"),
-        "env_dir": str(tmp_path / "env"), "results_dir": str(tmp_path / "results"), "html_dir": str(tmp_path / "html"),
-    }))
-    head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True, check=True).stdout.strip()
+    config.write_text(
+        json.dumps(
+            {
+                "version": 1,
+                "project": "mpsbench",
+                "repo": str(ROOT),
+                "branches": ["main"],
+                "environment_type": "virtualenv",
+                "benchmark_dir": str(ROOT / "benchmarks"),
+                "env_dir": str(tmp_path / "env"),
+                "results_dir": str(tmp_path / "results"),
+                "html_dir": str(tmp_path / "html"),
+            }
+        )
+    )
+    head = subprocess.run(
+        ["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True, check=True
+    ).stdout.strip()
     asv = [sys.executable, "-m", "asv"]
-    subprocess.run([*asv, "machine", "--yes", "--machine", MACHINE, "--config", str(config)], env=env, check=True,
-                   capture_output=True)
+    subprocess.run(
+        [*asv, "machine", "--yes", "--machine", MACHINE, "--config", str(config)],
+        env=env,
+        check=True,
+        capture_output=True,
+    )
     done = subprocess.run(
-        [*asv, "run", "--config", str(config), "--python=same", "--quick", "--set-commit-hash", head,
-         "--launch-method", "forkserver", "-b", r"MemoryBoundOps.time_forward\('cpu', 'add', 'float32', 'small'\)"],
-        env=env, capture_output=True, text=True, timeout=600, cwd=tmp_path,
+        [
+            *asv,
+            "run",
+            "--config",
+            str(config),
+            "--python=same",
+            "--quick",
+            "--set-commit-hash",
+            head,
+            "--launch-method",
+            "forkserver",
+            "-b",
+            r"MemoryBoundOps.time_forward\('cpu', 'add', 'float32', 'small'\)",
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        cwd=tmp_path,
     )
     assert done.returncode == 0, done.stdout + done.stderr
     found = rank_ops.load(rank_ops.find_results(tmp_path / "results", head[:7], None))

@@ -39,26 +39,44 @@ def test_the_newest_build_comes_first_its_seed_rows_before_the_rest_then_each_ol
 
 
 def test_a_build_with_only_seed_rows_missing_is_one_step_and_one_with_none_no_step():
-    assert record.steps(["new", "old"], {"new": (SEED,), "old": ()}) == [Step("new", (SEED,), "every combination")]
+    assert record.steps(["new", "old"], {"new": (SEED,), "old": ()}) == [
+        Step("new", (SEED,), "every combination")
+    ]
 
 
 def test_builds_run_newest_first_by_their_date_whatever_order_the_range_gives(tmp_path):
-    env = {**os.environ, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t",
-           "GIT_COMMITTER_EMAIL": "t@t"}
+    env = {
+        **os.environ,
+        "GIT_AUTHOR_NAME": "t",
+        "GIT_AUTHOR_EMAIL": "t@t",
+        "GIT_COMMITTER_NAME": "t",
+        "GIT_COMMITTER_EMAIL": "t@t",
+    }
     subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)
     commits = {}
-    for name, date in (("b", "2026-02-01T00:00:00Z"), ("a", "2026-01-01T00:00:00Z"), ("c", "2026-03-01T00:00:00Z")):
-        subprocess.run(["git", "commit", "-q", "--allow-empty", "-m", name], cwd=tmp_path, check=True,
-                       env={**env, "GIT_COMMITTER_DATE": date, "GIT_AUTHOR_DATE": date})
-        commits[name] = subprocess.run(["git", "rev-parse", "HEAD"], cwd=tmp_path, capture_output=True, text=True,
-                                       check=True).stdout.strip()
+    for name, date in (
+        ("b", "2026-02-01T00:00:00Z"),
+        ("a", "2026-01-01T00:00:00Z"),
+        ("c", "2026-03-01T00:00:00Z"),
+    ):
+        subprocess.run(
+            ["git", "commit", "-q", "--allow-empty", "-m", name],
+            cwd=tmp_path,
+            check=True,
+            env={**env, "GIT_COMMITTER_DATE": date, "GIT_AUTHOR_DATE": date},
+        )
+        commits[name] = subprocess.run(
+            ["git", "rev-parse", "HEAD"], cwd=tmp_path, capture_output=True, text=True, check=True
+        ).stdout.strip()
     given = [commits["a"], commits["c"], commits["b"]]
     assert record.newest_first(tmp_path, given) == [commits["c"], commits["b"], commits["a"]]
 
 
 def _results_file(folder: Path, build_seconds: float) -> None:
     folder.mkdir(parents=True, exist_ok=True)
-    (folder / f"{build_seconds:08.0f}-virtualenv-py3.11.json").write_text(json.dumps({"durations": {"<build>": build_seconds}}))
+    (folder / f"{build_seconds:08.0f}-virtualenv-py3.11.json").write_text(
+        json.dumps({"durations": {"<build>": build_seconds}})
+    )
 
 
 def test_estimates_come_from_this_machines_runs_else_from_the_measured_table(tmp_path):
@@ -66,46 +84,89 @@ def test_estimates_come_from_this_machines_runs_else_from_the_measured_table(tmp
     _results_file(results / "box", 2.0)  # a switch to a cached build: not an install's cost
     _results_file(results / "box", 90.0)
     _results_file(results / "box", 70.0)
-    watch.add(results, "box", [{"name": SEED, "seconds": 10.0}, {"name": SEED, "seconds": 3.0, "wall": 14.0}])
-    watch.add(results, "other-box", [{"name": OTHER, "seconds": 999.0}])  # another machine's cost is not ours
+    watch.add(
+        results,
+        "box",
+        [{"name": SEED, "seconds": 10.0}, {"name": SEED, "seconds": 3.0, "wall": 14.0}],
+    )
+    watch.add(
+        results, "other-box", [{"name": OTHER, "seconds": 999.0}]
+    )  # another machine's cost is not ours
     with open(watch.trail(results), "a") as out:
         out.write('{"machine": "box", "name": ')  # a line cut short by a kill is passed over
     found = watch.Costs(results, "box")
-    assert found.combinations([SEED]) == watch.Estimate(12.0, watch.WHERE_MEASURED)  # the wall time where known
+    assert found.combinations([SEED]) == watch.Estimate(
+        12.0, watch.WHERE_MEASURED
+    )  # the wall time where known
     # a batch never measured here: its benchmark's median
-    assert found.combinations(["benchmark_models.Training.time_step('cpu', 'mlp', 1)"]).seconds == 12.0
+    assert (
+        found.combinations(["benchmark_models.Training.time_step('cpu', 'mlp', 1)"]).seconds == 12.0
+    )
     # never measured here: the measured figure, times how this machine's history compares with the figures
-    table = watch.MEASURED_SECONDS["cpu"].get(watch.benchmark(OTHER), watch.DEVICE_AVERAGE_SECONDS["cpu"])
+    table = watch.MEASURED_SECONDS["cpu"].get(
+        watch.benchmark(OTHER), watch.DEVICE_AVERAGE_SECONDS["cpu"]
+    )
     figure = watch.MEASURED_SECONDS["cpu"]["benchmark_models.Training.time_step"]
     assert found.scale("cpu") == pytest.approx(12.0 / figure) and found.scale("cuda") == 1.0
     table *= found.scale("cpu")
     assert found.combinations([OTHER]) == watch.Estimate(pytest.approx(table), watch.WHERE_BUDGET)
-    assert found.combinations([SEED, OTHER]) == watch.Estimate(pytest.approx(12.0 + table), watch.WHERE_BOTH)
+    assert found.combinations([SEED, OTHER]) == watch.Estimate(
+        pytest.approx(12.0 + table), watch.WHERE_BOTH
+    )
     cuda = "benchmark_models.Training.time_step('cuda', 'mlp', 1024)"
-    assert found.combinations([cuda]).seconds == watch.MEASURED_SECONDS["cuda"]["benchmark_models.Training.time_step"]
+    assert (
+        found.combinations([cuda]).seconds
+        == watch.MEASURED_SECONDS["cuda"]["benchmark_models.Training.time_step"]
+    )
     # a step's start-up: the environment, discovery, and the install asv timed (median of 70 and 90) or the switch
-    assert found.install(installed=False) == watch.Estimate(watch.STEP_START_SECONDS + 80.0, watch.WHERE_BOTH)
-    assert found.install(installed=True) == watch.Estimate(watch.STEP_START_SECONDS + 2.0, watch.WHERE_BOTH)
+    assert found.install(installed=False) == watch.Estimate(
+        watch.STEP_START_SECONDS + 80.0, watch.WHERE_BOTH
+    )
+    assert found.install(installed=True) == watch.Estimate(
+        watch.STEP_START_SECONDS + 2.0, watch.WHERE_BOTH
+    )
     fresh = watch.Costs(tmp_path / "none", "box")
-    assert fresh.install(installed=False) == watch.Estimate(watch.STEP_START_SECONDS + watch.BUDGET_INSTALL_SECONDS,
-                                                            watch.WHERE_BUDGET)
-    assert fresh.install(installed=True) == watch.Estimate(watch.STEP_START_SECONDS, watch.WHERE_BUDGET)
-    watch.add(results, "box", [{"event": "begin", "build": "b", "installed": True, "seconds": 21.0}])
-    assert watch.Costs(results, "box").install(installed=True) == watch.Estimate(21.0, watch.WHERE_MEASURED)
+    assert fresh.install(installed=False) == watch.Estimate(
+        watch.STEP_START_SECONDS + watch.BUDGET_INSTALL_SECONDS, watch.WHERE_BUDGET
+    )
+    assert fresh.install(installed=True) == watch.Estimate(
+        watch.STEP_START_SECONDS, watch.WHERE_BUDGET
+    )
+    watch.add(
+        results, "box", [{"event": "begin", "build": "b", "installed": True, "seconds": 21.0}]
+    )
+    assert watch.Costs(results, "box").install(installed=True) == watch.Estimate(
+        21.0, watch.WHERE_MEASURED
+    )
 
 
-def _build(cache: Path, version: str, stored: bool, python: tuple[int, int] = sys.version_info[:2]) -> dict:
+def _build(
+    cache: Path, version: str, stored: bool, python: tuple[int, int] = sys.version_info[:2]
+) -> dict:
     tag = f"cp{python[0]}{python[1]}"
-    pins = [{"name": name, "version": version, "python": tag, "sha256": hashlib.sha256(name.encode()).hexdigest(),
-             "filename": f"{name}-{version}-{tag}-{tag}-manylinux_2_28_x86_64.whl",
-             "url": f"https://example.org/{name}-{version}.whl"} for name in ("torch", "torchvision")]
+    pins = [
+        {
+            "name": name,
+            "version": version,
+            "python": tag,
+            "sha256": hashlib.sha256(name.encode()).hexdigest(),
+            "filename": f"{name}-{version}-{tag}-{tag}-manylinux_2_28_x86_64.whl",
+            "url": f"https://example.org/{name}-{version}.whl",
+        }
+        for name in ("torch", "torchvision")
+    ]
     if stored:
         for pin in pins:
             folder = cache / "wheels" / pin["sha256"]
             folder.mkdir(parents=True)
             (folder / pin["filename"]).write_bytes(b"x" * 1000)
-    return {"channel": "release", "id": version, "kind": "release", "torch_version": version,
-            "pins": {"linux-x86_64-cuda": pins, "linux-x86_64-cpu": pins}}
+    return {
+        "channel": "release",
+        "id": version,
+        "kind": "release",
+        "torch_version": version,
+        "pins": {"linux-x86_64-cuda": pins, "linux-x86_64-cpu": pins},
+    }
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="Linux wheels")
@@ -113,13 +174,19 @@ def test_a_builds_disk_need_says_where_its_figure_comes_from(tmp_path, monkeypat
     monkeypatch.setenv("MPSBENCH_CACHE", str(tmp_path))
     measured = disk.need(_build(tmp_path, "2.4.1", stored=False))
     assert not measured.installed and "measured for 2.4.1" in measured.how
-    assert measured.bytes == pytest.approx(5.2 * disk.GB * (1 + 1 / disk.INSTALLED_PER_WHEEL_BYTE), rel=1e-6)
+    assert measured.bytes == pytest.approx(
+        5.2 * disk.GB * (1 + 1 / disk.INSTALLED_PER_WHEEL_BYTE), rel=1e-6
+    )
     unknown = disk.need(_build(tmp_path, "9.9.9", stored=False))
     assert "largest measured" in unknown.how and unknown.bytes > measured.bytes
     stored = disk.need(_build(tmp_path, "2.15.0", stored=True))
-    assert "stored wheels" in stored.how and stored.bytes == int(2000 * disk.INSTALLED_PER_WHEEL_BYTE)
+    assert "stored wheels" in stored.how and stored.bytes == int(
+        2000 * disk.INSTALLED_PER_WHEEL_BYTE
+    )
     build = _build(tmp_path / "elsewhere", "2.0.1", stored=False)
-    key = hashlib.sha256("".join(sorted(pin["sha256"] for pin in build["pins"]["linux-x86_64-cpu"])).encode())
+    key = hashlib.sha256(
+        "".join(sorted(pin["sha256"] for pin in build["pins"]["linux-x86_64-cpu"])).encode()
+    )
     (tmp_path / "builds" / key.hexdigest()[:20]).mkdir(parents=True)
     (tmp_path / "builds" / key.hexdigest()[:20] / ".complete").write_text("{}")
     assert disk.need(build) == disk.Need(0, "installed in the cache already", True)
@@ -132,19 +199,31 @@ def _installed(cache: Path, pins: list[dict]) -> None:
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="Linux wheels")
-def test_a_builds_disk_need_is_for_the_python_of_the_environment_asv_installs_it_into(tmp_path, monkeypatch):
+def test_a_builds_disk_need_is_for_the_python_of_the_environment_asv_installs_it_into(
+    tmp_path, monkeypatch
+):
     monkeypatch.setenv("MPSBENCH_CACHE", str(tmp_path))
-    other = (3, 10) if sys.version_info[:2] != (3, 10) else (3, 12)  # not the Python that runs mpsbench
+    other = (
+        (3, 10) if sys.version_info[:2] != (3, 10) else (3, 12)
+    )  # not the Python that runs mpsbench
     version = f"{other[0]}.{other[1]}"
-    assert bench.environment_python(("-E", f"virtualenv:{version}", "HASHFILE:hashes.txt")) == other  # bench.plan's
+    assert (
+        bench.environment_python(("-E", f"virtualenv:{version}", "HASHFILE:hashes.txt")) == other
+    )  # bench.plan's
     assert bench.environment_python((f"--python={version}", "ALL")) == other
-    assert bench.environment_python(("release^!",)) is None  # asv makes its environments of its own Python: this one
+    assert (
+        bench.environment_python(("release^!",)) is None
+    )  # asv makes its environments of its own Python: this one
     build = _build(tmp_path, "2.15.0", stored=True, python=other)  # pinned for that Python only
     suite = SimpleNamespace(reader=SimpleNamespace(build=lambda commit: build))
     stored = bench.Builds(suite, other).need("commit")
-    assert "stored wheels" in stored.how and stored.bytes == int(2000 * disk.INSTALLED_PER_WHEEL_BYTE)
+    assert "stored wheels" in stored.how and stored.bytes == int(
+        2000 * disk.INSTALLED_PER_WHEEL_BYTE
+    )
     _installed(tmp_path, build["pins"]["linux-x86_64-cpu"])
-    assert bench.Builds(suite, other).need("commit") == disk.Need(0, "installed in the cache already", True)
+    assert bench.Builds(suite, other).need("commit") == disk.Need(
+        0, "installed in the cache already", True
+    )
 
 
 class _Builds:
@@ -172,45 +251,74 @@ class _Builds:
 
 
 def test_a_build_that_does_not_fit_is_skipped_in_one_line_and_the_rest_goes_on(tmp_path, capsys):
-    steps = [Step("new", (SEED,), "first tier"), Step("new", (OTHER,), "the rest"), Step("old", (SEED,), "every combination")]
-    builds = _Builds(int(5 * disk.GB), {"new": (int(8 * disk.GB), "measured for 2.15.0 on linux", False),
-                                        "old": (int(4 * disk.GB), "measured for 2.4.1 on linux", False)})
+    steps = [
+        Step("new", (SEED,), "first tier"),
+        Step("new", (OTHER,), "the rest"),
+        Step("old", (SEED,), "every combination"),
+    ]
+    builds = _Builds(
+        int(5 * disk.GB),
+        {
+            "new": (int(8 * disk.GB), "measured for 2.15.0 on linux", False),
+            "old": (int(4 * disk.GB), "measured for 2.4.1 on linux", False),
+        },
+    )
     watching = Watch(steps, watch.Costs(tmp_path, "box", gpu=False, default=100), builds)
     plan = watching.plan().splitlines()
     assert plan[0].startswith("the run: 2 builds, newest first, 3 combinations")
     assert plan[1].startswith("  disk: about 12.0 GB more in the build cache /cache")
     assert "5.0 GB free there: builds that do not fit are skipped" in plan[1]
-    assert plan[2] == "  downloads: about 3.0 GB of wheels from files.example.org; retried and resumed where cut"
+    assert (
+        plan[2]
+        == "  downloads: about 3.0 GB of wheels from files.example.org; retried and resumed where cut"
+    )
     # numbered by build, as many numbers as the first line says builds; each build's steps under it
-    assert [line.split(".")[0] for line in plan if line.startswith("  ") and line[2].isdigit()] == ["  1", "  2"]
+    assert [line.split(".")[0] for line in plan if line.startswith("  ") and line[2].isdigit()] == [
+        "  1",
+        "  2",
+    ]
     assert plan[3] == "  1. release@new; disk: about 8.0 GB (measured for 2.15.0 on linux)"
-    assert plan[4].startswith("     first tier: 1 combinations, about ") and plan[5].startswith("     the rest: 1 ")
+    assert plan[4].startswith("     first tier: 1 combinations, about ") and plan[5].startswith(
+        "     the rest: 1 "
+    )
     assert [watching.begin(step) for step in steps] == [False, False, True]
     said = capsys.readouterr().err.splitlines()
     skips = [line for line in said if "skipping" in line]
-    assert skips == ["mpsbench watch: warning: skipping release@new: installing it needs about 8.0 GB (measured for"
-                     " 2.15.0 on linux), 5.0 GB is free at /cache; free space there, or move the build cache to a disk"
-                     " with room (MPSBENCH_CACHE=/path scripts/bench), and run again"]
+    assert skips == [
+        "mpsbench watch: warning: skipping release@new: installing it needs about 8.0 GB (measured for"
+        " 2.15.0 on linux), 5.0 GB is free at /cache; free space there, or move the build cache to a disk"
+        " with room (MPSBENCH_CACHE=/path scripts/bench), and run again"
+    ]
     assert watching.total == 1  # what is left to measure
 
 
 def test_the_running_line_gives_the_cache_as_it_is_after_a_builds_install(tmp_path, capsys):
     steps = [Step("new", (SEED, OTHER), "first tier")]
-    builds = _Builds(int(50 * disk.GB), {"new": (int(8 * disk.GB), "measured for 2.15.0 on linux", False)})
+    builds = _Builds(
+        int(50 * disk.GB), {"new": (int(8 * disk.GB), "measured for 2.15.0 on linux", False)}
+    )
     watching = Watch(steps, watch.Costs(tmp_path, "box", gpu=False, default=100), builds)
     assert watching.begin(steps[0])
     builds.holds = 11 * int(disk.GB)  # asv installed the build before its first combination
-    events = [{"event": "done", "name": name, "outcome": "value", "seconds": 1.0} for name in (SEED, OTHER)]
+    events = [
+        {"event": "done", "name": name, "outcome": "value", "seconds": 1.0}
+        for name in (SEED, OTHER)
+    ]
     (tmp_path / asv_saving.EVENTS).write_text("".join(json.dumps(event) + "\n" for event in events))
     watching.poll(tmp_path)
     lines = [line for line in capsys.readouterr().err.splitlines() if "combinations done" in line]
     assert len(lines) == 2 and all("build cache 11.0 GB, 50.0 GB free" in line for line in lines)
 
 
-def test_the_plan_says_why_a_build_needs_no_disk_never_that_one_it_cannot_install_is_installed(tmp_path):
+def test_the_plan_says_why_a_build_needs_no_disk_never_that_one_it_cannot_install_is_installed(
+    tmp_path,
+):
     steps = [Step("new", (SEED,), "every combination"), Step("old", (SEED,), "every combination")]
     refused = "a build this machine cannot install (it is refused before any download)"
-    builds = _Builds(int(50 * disk.GB), {"new": (0, "installed in the cache already", True), "old": (0, refused, True)})
+    builds = _Builds(
+        int(50 * disk.GB),
+        {"new": (0, "installed in the cache already", True), "old": (0, refused, True)},
+    )
     plan = Watch(steps, watch.Costs(tmp_path, "box", gpu=False, default=100), builds).plan()
     assert "disk: none, installed in the cache already" in plan and f"disk: none, {refused}" in plan
     assert "installed already" not in plan.replace("in the cache already", "")
@@ -218,19 +326,44 @@ def test_the_plan_says_why_a_build_needs_no_disk_never_that_one_it_cannot_instal
     assert "disk:" not in unknown  # nothing is known of the builds' installs: nothing is said
 
 
-def test_results_record_plans_with_what_the_cache_says_of_each_build_as_bench_does(monkeypatch, tmp_path):
+def test_results_record_plans_with_what_the_cache_says_of_each_build_as_bench_does(
+    monkeypatch, tmp_path
+):
     """Run directly, its plan said "installed already" of every build, an uninstalled era@2.0.1 too."""
     monkeypatch.setenv("HOME", str(tmp_path))  # a machine file that holds the machine named
-    (tmp_path / ".asv-machine.json").write_text(json.dumps({"version": 1, "box": {"machine": "box"}}))
+    (tmp_path / ".asv-machine.json").write_text(
+        json.dumps({"version": 1, "box": {"machine": "box"}})
+    )
     handed = []
-    monkeypatch.setattr(record, "record", lambda conf, machine, asv_args, remeasure, facts=None: handed.append(facts) or 0)
+    monkeypatch.setattr(
+        record,
+        "record",
+        lambda conf, machine, asv_args, remeasure, facts=None: handed.append(facts) or 0,
+    )
     config = Path(__file__).resolve().parents[1] / "asv.conf.json"
-    assert cli.main(["results", "record", "--config", str(config), "--machine", "box", "--",
-                     "-E", "virtualenv:3.10", "release^!"]) == 0
+    assert (
+        cli.main(
+            [
+                "results",
+                "record",
+                "--config",
+                str(config),
+                "--machine",
+                "box",
+                "--",
+                "-E",
+                "virtualenv:3.10",
+                "release^!",
+            ]
+        )
+        == 0
+    )
     assert isinstance(handed[0], bench.Builds) and handed[0].python == (3, 10)
 
 
-def test_a_machine_the_machine_file_lacks_is_one_line_before_anything_runs(tmp_path, monkeypatch, capsys):
+def test_a_machine_the_machine_file_lacks_is_one_line_before_anything_runs(
+    tmp_path, monkeypatch, capsys
+):
     """asv said "No information stored about machine" in many lines, exit 3, after the set-up."""
     from mpsbench import cli
 
@@ -238,13 +371,28 @@ def test_a_machine_the_machine_file_lacks_is_one_line_before_anything_runs(tmp_p
     home.mkdir()
     monkeypatch.setenv("HOME", str(home))
     monkeypatch.chdir(tmp_path)
-    (tmp_path / "asv.conf.json").write_text(json.dumps({"version": 1, "repo": "timeline", "results_dir": "results"}))
-    argv = ["results", "record", "--config", "asv.conf.json", "--machine", "nosuchmachine", "--", "ALL"]
+    (tmp_path / "asv.conf.json").write_text(
+        json.dumps({"version": 1, "repo": "timeline", "results_dir": "results"})
+    )
+    argv = [
+        "results",
+        "record",
+        "--config",
+        "asv.conf.json",
+        "--machine",
+        "nosuchmachine",
+        "--",
+        "ALL",
+    ]
     assert cli.main(argv) == 2
     machine_file = home / ".asv-machine.json"
-    assert capsys.readouterr().err == (f"mpsbench: error: no machine 'nosuchmachine' in {machine_file}; machines there:"
-                                       " none (`mpsbench machine --name nosuchmachine` adds this machine under that name)\n")
-    machine_file.write_text(json.dumps({"version": 1, "box": {"machine": "box"}, "lab-2": {"machine": "lab-2"}}))
+    assert capsys.readouterr().err == (
+        f"mpsbench: error: no machine 'nosuchmachine' in {machine_file}; machines there:"
+        " none (`mpsbench machine --name nosuchmachine` adds this machine under that name)\n"
+    )
+    machine_file.write_text(
+        json.dumps({"version": 1, "box": {"machine": "box"}, "lab-2": {"machine": "lab-2"}})
+    )
     assert cli.main(argv) == 2
     assert "; machines there: box, lab-2 (`mpsbench machine" in capsys.readouterr().err
     assert sorted(path.name for path in tmp_path.iterdir()) == ["asv.conf.json", "home"]

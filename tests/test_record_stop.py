@@ -31,17 +31,27 @@ def _measured(repo: Path) -> list[str]:
     """The combinations measured so far, one entry per measurement (the costs file)."""
     path = watch.trail(repo / ".asv" / "results")
     lines = [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
-    return [line["name"] for line in lines if line.get("event") != "begin"]  # a step's start-up is no measurement
+    return [
+        line["name"] for line in lines if line.get("event") != "begin"
+    ]  # a step's start-up is no measurement
 
 
-def _run_stopped(repo: Path, env: dict[str, str], log: Path, stop: signal.Signals, group: bool) -> tuple[float, set]:
+def _run_stopped(
+    repo: Path, env: dict[str, str], log: Path, stop: signal.Signals, group: bool
+) -> tuple[float, set]:
     """scripts/bench, stopped by ``stop`` once asv has measured one combination and started the next.
 
     Returns how long the last process of the run outlived it (seconds; kill -9: at most OUTLIVES, as asv's forkserver
     then runs on until the next run ends it) and the processes seen."""
     with open(log, "w") as out:
-        bench = subprocess.Popen(["scripts/bench", *SELECTION, "ALL"], cwd=repo, env=env, stdout=out,
-                                 stderr=subprocess.STDOUT, start_new_session=True)
+        bench = subprocess.Popen(
+            ["scripts/bench", *SELECTION, "ALL"],
+            cwd=repo,
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
     seen: set[psutil.Process] = set()
     top = psutil.Process(bench.pid)
     deadline = time.monotonic() + 900
@@ -52,7 +62,9 @@ def _run_stopped(repo: Path, env: dict[str, str], log: Path, stop: signal.Signal
         time.sleep(0.2)
     time.sleep(1.0)  # inside the next combination's benchmark process
     seen |= set(top.children(recursive=True))
-    assert any("run_server" in " ".join(p.cmdline()) for p in seen if p.is_running())  # asv's forkserver is up
+    assert any(
+        "run_server" in " ".join(p.cmdline()) for p in seen if p.is_running()
+    )  # asv's forkserver is up
     if group:
         os.killpg(bench.pid, stop)
     else:  # the main command's own process (scripts/bench execs it)
@@ -71,7 +83,7 @@ def _alive(processes: set[psutil.Process] | list[psutil.Process]) -> list[psutil
 
 
 def _running(repo: Path) -> str:
-    """"running" while a combination has started and not ended, per the events of the current scratch run."""
+    """ "running" while a combination has started and not ended, per the events of the current scratch run."""
     for events in (repo / ".asv" / "results.scratch").glob("*/events.jsonl"):
         lines = [json.loads(line) for line in events.read_text().splitlines() if line.strip()]
         if lines and lines[-1]["event"] == "start":
@@ -81,9 +93,14 @@ def _running(repo: Path) -> str:
 
 @pytest.mark.slow
 @NEEDS_VENV
-@pytest.mark.parametrize(("stop", "group"), [(signal.SIGINT, False), (signal.SIGTERM, False),
-                                             (signal.SIGKILL, True)], ids=["ctrl-c", "sigterm", "kill-9-group"])
-def test_a_stopped_run_keeps_its_values_ends_its_processes_and_the_next_goes_on(tmp_path, stop, group):
+@pytest.mark.parametrize(
+    ("stop", "group"),
+    [(signal.SIGINT, False), (signal.SIGTERM, False), (signal.SIGKILL, True)],
+    ids=["ctrl-c", "sigterm", "kill-9-group"],
+)
+def test_a_stopped_run_keeps_its_values_ends_its_processes_and_the_next_goes_on(
+    tmp_path, stop, group
+):
     repo, env = bench_checkout(tmp_path, with_wheel=False)
     seen: set[psutil.Process] = set()
     try:
@@ -93,32 +110,49 @@ def test_a_stopped_run_keeps_its_values_ends_its_processes_and_the_next_goes_on(
             process.kill()
 
 
-def _stop_and_go_on(repo: Path, env: dict[str, str], tmp_path: Path, stop: signal.Signals, group: bool,
-                    seen: set[psutil.Process]) -> None:
+def _stop_and_go_on(
+    repo: Path,
+    env: dict[str, str],
+    tmp_path: Path,
+    stop: signal.Signals,
+    group: bool,
+    seen: set[psutil.Process],
+) -> None:
     results = repo / ".asv" / "results"
     outlived, found = _run_stopped(repo, env, tmp_path / "stopped.log", stop, group)
     seen |= found
     said = (tmp_path / "stopped.log").read_text()
-    print(f"\n{stop.name}{' to the group' if group else ''}: {len(seen)} processes of the run seen, the last one"
-          f" outlived it by {outlived:.1f} s")
+    print(
+        f"\n{stop.name}{' to the group' if group else ''}: {len(seen)} processes of the run seen, the last one"
+        f" outlived it by {outlived:.1f} s"
+    )
     assert len(seen) >= 3, seen  # asv, its forkserver and a benchmark process at least
     if stop != signal.SIGKILL:
         assert outlived <= OUTLIVES, f"a process of the run outlived it by {outlived:.1f} s"
         assert f"stopped by {stop.name}" in said and "Traceback" not in said, said[-3000:]
     before = recorded_values(results)
     first = _measured(repo)
-    assert first and len(before) >= len(first), (first, before)  # every value measured before the stop is recorded
+    assert first and len(before) >= len(first), (
+        first,
+        before,
+    )  # every value measured before the stop is recorded
     # no wall-clock limit: the rerun's work is the small SELECTION, and a loaded machine may take long over it
-    done = subprocess.run(["scripts/bench", *SELECTION, "ALL"], cwd=repo, env=env, capture_output=True, text=True)
+    done = subprocess.run(
+        ["scripts/bench", *SELECTION, "ALL"], cwd=repo, env=env, capture_output=True, text=True
+    )
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     after = recorded_values(results)
     for log in (said, done.stderr):  # no value merged twice (it would be a conflict: recorded kept)
         assert "mpsbench record: warning" not in log, log[-3000:]
     assert all(after[key] == value for key, value in before.items())  # kept, byte for byte
     names = _measured(repo)
-    assert len(names) == len(set(names)) == COUNT, names  # each combination measured once, none twice
+    assert len(names) == len(set(names)) == COUNT, (
+        names
+    )  # each combination measured once, none twice
     assert {name for (_, name, combo) in after} == {"benchmark_models.Training.time_step"}
     assert len(after) == COUNT
-    assert not _alive(seen), _alive(seen)  # a forkserver that kill -9 left behind was ended by the next run
+    assert not _alive(seen), _alive(
+        seen
+    )  # a forkserver that kill -9 left behind was ended by the next run
     if group:
         assert "ending the asv forkserver a stopped run left running" in done.stderr

@@ -36,8 +36,16 @@ from mpsbench.site import pytorch_links, regressions_page, site_assets
 ROOT = Path(__file__).resolve().parents[1]
 RUN = asvresults.RECORDED / "cpu-2026-11-23"
 MACHINE = "debian-x86-64-2cpu"
-RECORDED = {"e8fbb5a5ef7979c46a02c4f4573b4638e100b41e": ("2.13.0", "cf30153c4c131c8164ee7798e5022d810682e2cb"),
-            "58d72ce060b2bdba9b29c5fe00aa3685dea0db6e": ("2.14.1", "5c4886908584029761b579af026dcfb627c84070")}
+RECORDED = {
+    "e8fbb5a5ef7979c46a02c4f4573b4638e100b41e": (
+        "2.13.0",
+        "cf30153c4c131c8164ee7798e5022d810682e2cb",
+    ),
+    "58d72ce060b2bdba9b29c5fe00aa3685dea0db6e": (
+        "2.14.1",
+        "5c4886908584029761b579af026dcfb627c84070",
+    ),
+}
 UPSTREAM = [git for _, git in RECORDED.values()]
 ASV = [sys.executable, "-m", "asv"]
 
@@ -50,9 +58,18 @@ def site(tmp_path_factory):
     rekey = {}
     for day, (old_hash, (version, git)) in enumerate(RECORDED.items(), start=1):
         rekey[old_hash] = fakes.timeline_commit(repo, version, git, f"2026-0{day}-01T00:00:00Z")
-    fakes.git(repo, "checkout", "-q", "--orphan", "exam")  # a channel of its own, as the manifest roots one
-    fakes.timeline_commit(repo, "2.14.1", UPSTREAM[1], "2026-03-01T00:00:00Z", kind="wheel-file", channel="exam",
-                          build_id="local")
+    fakes.git(
+        repo, "checkout", "-q", "--orphan", "exam"
+    )  # a channel of its own, as the manifest roots one
+    fakes.timeline_commit(
+        repo,
+        "2.14.1",
+        UPSTREAM[1],
+        "2026-03-01T00:00:00Z",
+        kind="wheel-file",
+        channel="exam",
+        build_id="local",
+    )
     results = tmp / "results"
     (results / MACHINE).mkdir(parents=True)
     shutil.copy(RUN / "benchmarks.json", results / "benchmarks.json")
@@ -60,17 +77,33 @@ def site(tmp_path_factory):
     for path in (RUN / MACHINE).glob("*-virtualenv-*.json"):
         data = json.loads(path.read_text())
         data["commit_hash"] = rekey[data["commit_hash"]]
-        (results / MACHINE / f"{data['commit_hash'][:8]}{path.name[8:]}").write_text(json.dumps(data))
+        (results / MACHINE / f"{data['commit_hash'][:8]}{path.name[8:]}").write_text(
+            json.dumps(data)
+        )
     config = asvconf.load(ROOT / "asv.conf.json").raw
-    config.update(repo=str(repo), branches=["release", "exam"], results_dir=str(results), html_dir=str(tmp / "html"),
-                  env_dir=str(tmp / "env"), benchmark_dir=str(ROOT / "benchmarks"))
+    config.update(
+        repo=str(repo),
+        branches=["release", "exam"],
+        results_dir=str(results),
+        html_dir=str(tmp / "html"),
+        env_dir=str(tmp / "env"),
+        benchmark_dir=str(ROOT / "benchmarks"),
+    )
     (tmp / "asv.conf.json").write_text(json.dumps(config))
-    done = subprocess.run([*ASV, "publish", "--config", str(tmp / "asv.conf.json")], cwd=tmp,
-                          env=dict(os.environ, HOME=str(tmp)), capture_output=True, text=True, timeout=900)
+    done = subprocess.run(
+        [*ASV, "publish", "--config", str(tmp / "asv.conf.json")],
+        cwd=tmp,
+        env=dict(os.environ, HOME=str(tmp)),
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
     assert done.returncode == 0, done.stdout + done.stderr
     asv_own = json.loads((tmp / "html" / "regressions.json").read_text())["regressions"]
     conf = asvconf.load(tmp / "asv.conf.json")
-    regressions_page.judge_site(tmp / "html", conf.results, conf.thresholds, timeline.Reader(conf.repo))
+    regressions_page.judge_site(
+        tmp / "html", conf.results, conf.thresholds, timeline.Reader(conf.repo)
+    )
     pytorch_links.rewrite(tmp / "html", timeline.Reader(conf.repo))
     return tmp, asv_own, list(rekey.values())
 
@@ -124,7 +157,10 @@ def test_the_feed_and_the_commit_links_lead_to_pytorch(site):
     assert index["show_commit_url"] == pytorch_links.SHOW_COMMIT_URL
     page = (html / pytorch_links.PAGE).read_text()
     for commit, git in zip(commits, UPSTREAM):
-        assert f"<code>{commit[:12]}</code>" in page and f'href="https://github.com/pytorch/pytorch/commit/{git}"' in page
+        assert (
+            f"<code>{commit[:12]}</code>" in page
+            and f'href="https://github.com/pytorch/pytorch/commit/{git}"' in page
+        )
 
 
 TRAINING = "benchmark_models.Training.time_step('cpu', 'mlp', 1024)"
@@ -132,13 +168,19 @@ INFERENCE = "benchmark_models.Inference.time_step('cpu', 'mlp', 1024)"
 # (machine, build) -> {(kind, metric, device, model, batch): seconds}; builds: release 2.1, nightly 2.2 (dated between
 # the releases, on its own channel), release 2.3, each one commit after the last on its own channel.
 TWO_MACHINES = {
-    ("machine-a", "2.1"): {("training", "time_step", "cpu", "mlp", 1024): 0.10,
-                           ("inference", "time_step", "cpu", "mlp", 1024): 0.10},
+    ("machine-a", "2.1"): {
+        ("training", "time_step", "cpu", "mlp", 1024): 0.10,
+        ("inference", "time_step", "cpu", "mlp", 1024): 0.10,
+    },
     ("machine-a", "2.2"): {("inference", "time_step", "cpu", "mlp", 1024): 0.20},
-    ("machine-a", "2.3"): {("training", "time_step", "cpu", "mlp", 1024): 0.15,  # 1.5x slower than 2.1
-                           ("inference", "time_step", "cpu", "mlp", 1024): 0.15},  # slower than 2.1, faster than 2.2
+    ("machine-a", "2.3"): {
+        ("training", "time_step", "cpu", "mlp", 1024): 0.15,  # 1.5x slower than 2.1
+        ("inference", "time_step", "cpu", "mlp", 1024): 0.15,
+    },  # slower than 2.1, faster than 2.2
     ("machine-b", "2.1"): {("training", "time_step", "cpu", "mlp", 1024): 1e-6},
-    ("machine-b", "2.3"): {("training", "time_step", "cpu", "mlp", 1024): 3e-6},  # 3x, but 2 us: below the floor
+    ("machine-b", "2.3"): {
+        ("training", "time_step", "cpu", "mlp", 1024): 3e-6
+    },  # 3x, but 2 us: below the floor
 }
 
 
@@ -147,27 +189,55 @@ def two_machines(tmp_path_factory):
     """asv publish, judged, of two machines' results on shared builds of two channels; the builds by version."""
     tmp = tmp_path_factory.mktemp("two-machines")
     repo = fakes.timeline_repo(tmp / "timeline")
-    commits = {version: fakes.timeline_commit(repo, version, version[-1] * 40, f"2026-0{month}-01T00:00:00Z")
-               for version, month in (("2.1", 1), ("2.3", 3))}
+    commits = {
+        version: fakes.timeline_commit(
+            repo, version, version[-1] * 40, f"2026-0{month}-01T00:00:00Z"
+        )
+        for version, month in (("2.1", 1), ("2.3", 3))
+    }
     fakes.git(repo, "checkout", "-q", "--orphan", "nightly")
-    commits["2.2"] = fakes.timeline_commit(repo, "2.2", "2" * 40, "2026-02-01T00:00:00Z", kind="nightly",
-                                           channel="nightly")
+    commits["2.2"] = fakes.timeline_commit(
+        repo, "2.2", "2" * 40, "2026-02-01T00:00:00Z", kind="nightly", channel="nightly"
+    )
     benchmarks = {}
     for (machine, version), values in TWO_MACHINES.items():
         month = int(version[-1])
-        benchmarks.update(asvresults.write_results(tmp / "results", machine, commits[version],
-                                                   1767225600000 + (month - 1) * 31 * 86400 * 1000, values,
-                                                   ["cpu"], ["mlp"], [1024]))
+        benchmarks.update(
+            asvresults.write_results(
+                tmp / "results",
+                machine,
+                commits[version],
+                1767225600000 + (month - 1) * 31 * 86400 * 1000,
+                values,
+                ["cpu"],
+                ["mlp"],
+                [1024],
+            )
+        )
     asvresults.write_benchmarks(tmp / "results", benchmarks)
     config = asvconf.load(ROOT / "asv.conf.json").raw
-    config.update(repo=str(repo), branches=["release", "nightly"], results_dir=str(tmp / "results"),
-                  html_dir=str(tmp / "html"), env_dir=str(tmp / "env"), benchmark_dir=str(ROOT / "benchmarks"))
+    config.update(
+        repo=str(repo),
+        branches=["release", "nightly"],
+        results_dir=str(tmp / "results"),
+        html_dir=str(tmp / "html"),
+        env_dir=str(tmp / "env"),
+        benchmark_dir=str(ROOT / "benchmarks"),
+    )
     (tmp / "asv.conf.json").write_text(json.dumps(config))
-    done = subprocess.run([*ASV, "publish", "--config", str(tmp / "asv.conf.json")], cwd=tmp,
-                          env=dict(os.environ, HOME=str(tmp)), capture_output=True, text=True, timeout=900)
+    done = subprocess.run(
+        [*ASV, "publish", "--config", str(tmp / "asv.conf.json")],
+        cwd=tmp,
+        env=dict(os.environ, HOME=str(tmp)),
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
     assert done.returncode == 0, done.stdout + done.stderr
     conf = asvconf.load(tmp / "asv.conf.json")
-    regressions_page.judge_site(tmp / "html", conf.results, conf.thresholds, timeline.Reader(conf.repo))
+    regressions_page.judge_site(
+        tmp / "html", conf.results, conf.thresholds, timeline.Reader(conf.repo)
+    )
     return tmp / "html", commits
 
 
@@ -178,34 +248,54 @@ def _feed_links(html: Path) -> dict[str, list[str]]:
     found: dict[str, list[str]] = {}
     for entry in entries:
         found.setdefault(entry.findtext(f"{atom}title", "").split(" ", 1)[-1], []).append(
-            entry.find(f"{atom}link").get("href"))  # type: ignore[union-attr]
+            entry.find(f"{atom}link").get("href")
+        )  # type: ignore[union-attr]
     return found
 
 
 def test_each_machines_feed_entry_stays_by_its_own_verdict_on_shared_builds(two_machines):
     html, _ = two_machines
-    judged = {(j["benchmark"], j["machine"]): j["verdict"] for j in json.loads((html / regressions_page.JUDGED).read_text())}
-    assert judged[(TRAINING, "machine-a")] == "slower" and judged[(TRAINING, "machine-b")] == "below floor"
+    judged = {
+        (j["benchmark"], j["machine"]): j["verdict"]
+        for j in json.loads((html / regressions_page.JUDGED).read_text())
+    }
+    assert (
+        judged[(TRAINING, "machine-a")] == "slower"
+        and judged[(TRAINING, "machine-b")] == "below floor"
+    )
     # asv wrote an entry for each machine's jump, on the same commits; only machine-a's is a regression
     links = _feed_links(html)[TRAINING]
     assert len(links) == 1 and "machine=machine-a" in links[0], links
 
 
-def test_a_one_build_jump_is_judged_against_the_build_before_on_its_channel_not_by_date(two_machines):
+def test_a_one_build_jump_is_judged_against_the_build_before_on_its_channel_not_by_date(
+    two_machines,
+):
     html, commits = two_machines
-    judged = {(j["benchmark"], j["machine"]): j for j in json.loads((html / regressions_page.JUDGED).read_text())}
+    judged = {
+        (j["benchmark"], j["machine"]): j
+        for j in json.loads((html / regressions_page.JUDGED).read_text())
+    }
     # the nightly 2.2, dated between the releases, is 0.20: judged against it, 2.3 would be faster
     jump = judged[(INFERENCE, "machine-a")]
     assert (jump["old"], jump["new"], jump["verdict"]) == (commits["2.1"], commits["2.3"], "slower")
     kept = json.loads((html / "regressions.json").read_text())["regressions"]
-    machines = sorted((entry[0], regressions_page.graph_param(entry[1], "machine")) for entry in kept)
+    machines = sorted(
+        (entry[0], regressions_page.graph_param(entry[1], "machine")) for entry in kept
+    )
     assert machines == [(INFERENCE, "machine-a"), (TRAINING, "machine-a")]
 
 
 def test_the_judged_jump_and_the_latest_regression_link_one_graph_at_both_builds(two_machines):
     html, commits = two_machines
-    judged = {(j["benchmark"], j["machine"]): j for j in json.loads((html / regressions_page.JUDGED).read_text())}
-    found = {(r.benchmark, r.machine): r for r in regressions_page.latest(html, timeline.Reader(html.parent / "timeline"))}
+    judged = {
+        (j["benchmark"], j["machine"]): j
+        for j in json.loads((html / regressions_page.JUDGED).read_text())
+    }
+    found = {
+        (r.benchmark, r.machine): r
+        for r in regressions_page.latest(html, timeline.Reader(html.parent / "timeline"))
+    }
     for key in ((TRAINING, "machine-a"), (INFERENCE, "machine-a")):
         assert found[key].old_commit == judged[key]["old"] == commits["2.1"]
         assert found[key].graph == judged[key]["graph"]
@@ -216,35 +306,84 @@ def test_the_latest_regressions_name_each_machines_own_kind(tmp_path):
     name = "benchmark_patterns.Correctness.track_relative_error('cpu', 'linear_bias', 'float32')"
     old, new = "1" * 40, "2" * 40
     jump = [[1, 2, 0.001, 0.5]]
-    (tmp_path / "index.json").write_text(json.dumps({"benchmarks": {}, "revision_to_hash": {"1": old, "2": new}}))
-    (tmp_path / "regressions.json").write_text(json.dumps({"regressions": [
-        [name, f"graphs/machine-{machine}/x.json", {"machine": machine}, None, 0.5, 0.001, jump] for machine in "ab"]}))
-    (tmp_path / regressions_page.JUDGED).write_text(json.dumps([  # machine-b's jump kept on asv's word alone
-        {"benchmark": name, "machine": "a", "new": new, "verdict": "wrong result", "regressed": True},
-        {"benchmark": name, "machine": "b", "new": new, "verdict": "slower", "regressed": True},
-    ]))
+    (tmp_path / "index.json").write_text(
+        json.dumps({"benchmarks": {}, "revision_to_hash": {"1": old, "2": new}})
+    )
+    (tmp_path / "regressions.json").write_text(
+        json.dumps(
+            {
+                "regressions": [
+                    [
+                        name,
+                        f"graphs/machine-{machine}/x.json",
+                        {"machine": machine},
+                        None,
+                        0.5,
+                        0.001,
+                        jump,
+                    ]
+                    for machine in "ab"
+                ]
+            }
+        )
+    )
+    (tmp_path / regressions_page.JUDGED).write_text(
+        json.dumps(
+            [  # machine-b's jump kept on asv's word alone
+                {
+                    "benchmark": name,
+                    "machine": "a",
+                    "new": new,
+                    "verdict": "wrong result",
+                    "regressed": True,
+                },
+                {
+                    "benchmark": name,
+                    "machine": "b",
+                    "new": new,
+                    "verdict": "slower",
+                    "regressed": True,
+                },
+            ]
+        )
+    )
     found = regressions_page.latest(tmp_path, timeline.Reader(None))
     assert {r.machine: r.kind for r in found} == {"a": "wrong result", "b": "slower"}
 
 
 def test_upstream_url_is_a_compare_range_a_commit_or_nothing():
     builds = {"t1": "g1", "t2": "g2", "t3": "g2", "t4": None}
-    assert pytorch_links.upstream_url(builds, "t1", "t2") == "https://github.com/pytorch/pytorch/compare/g1...g2"
-    assert pytorch_links.upstream_url(builds, "t2", "t3") == "https://github.com/pytorch/pytorch/commit/g2"
-    assert pytorch_links.upstream_url(builds, None, "t2") == "https://github.com/pytorch/pytorch/commit/g2"
+    assert (
+        pytorch_links.upstream_url(builds, "t1", "t2")
+        == "https://github.com/pytorch/pytorch/compare/g1...g2"
+    )
+    assert (
+        pytorch_links.upstream_url(builds, "t2", "t3")
+        == "https://github.com/pytorch/pytorch/commit/g2"
+    )
+    assert (
+        pytorch_links.upstream_url(builds, None, "t2")
+        == "https://github.com/pytorch/pytorch/commit/g2"
+    )
     assert pytorch_links.upstream_url(builds, "t1", "t4") is None
 
 
 def test_the_builds_table_names_each_build_and_says_where_the_timeline_knows_none(tmp_path):
     repo = fakes.timeline_repo(tmp_path / "timeline")
-    known, unknown = fakes.timeline_commit(repo, "2.14.1", UPSTREAM[1], "2026-01-01T00:00:00Z"), "f" * 40
+    known, unknown = (
+        fakes.timeline_commit(repo, "2.14.1", UPSTREAM[1], "2026-01-01T00:00:00Z"),
+        "f" * 40,
+    )
     site = tmp_path / "html"
     site.mkdir()
     (site / "index.json").write_text(json.dumps({"revision_to_hash": {"1": known, "2": unknown}}))
     pytorch_links.rewrite(site, timeline.Reader(repo))
     page = (site / pytorch_links.PAGE).read_text()
     assert f"<code>{known[:12]}</code></td><td>torch 2.14.1 (release@2.14.1)</td>" in page
-    assert f"<code>{unknown[:12]}</code></td><td>unknown: the timeline here has no build.json for it</td>" in page
+    assert (
+        f"<code>{unknown[:12]}</code></td><td>unknown: the timeline here has no build.json for it</td>"
+        in page
+    )
 
 
 CHROMIUM = Path("/usr/bin/chromium")
@@ -254,7 +393,9 @@ def _requests_until(browser, prefix: str, seconds: float = 20) -> list[str]:
     """The URLs the page asked for, once one starts with ``prefix`` (or after ``seconds``)."""
     deadline = time.monotonic() + seconds
     while time.monotonic() < deadline:
-        with contextlib.suppress(RuntimeError):  # the page is being replaced: that is what we wait for
+        with contextlib.suppress(
+            RuntimeError
+        ):  # the page is being replaced: that is what we wait for
             browser.evaluate("1")  # reads the events that arrived meanwhile
         went = [e["request"]["url"] for e in browser.of("Network.requestWillBeSent")]
         if any(url.startswith(prefix) for url in went):
@@ -264,37 +405,60 @@ def _requests_until(browser, prefix: str, seconds: float = 20) -> list[str]:
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(not CHROMIUM.exists(), reason=f"{CHROMIUM} is absent: install Debian's chromium package")
-def test_in_a_browser_the_regressions_page_lists_rows_and_its_links_reach_pytorch(site, tmp_path, npm_cache):
+@pytest.mark.skipif(
+    not CHROMIUM.exists(), reason=f"{CHROMIUM} is absent: install Debian's chromium package"
+)
+def test_in_a_browser_the_regressions_page_lists_rows_and_its_links_reach_pytorch(
+    site, tmp_path, npm_cache
+):
     from tests.test_site_browser import DevTools, _LoggingHandler
 
     tmp, _, commits = site
     html = tmp / "html"
     site_assets.make_offline(html, npm_cache)
     handler = type("Handler", (_LoggingHandler,), {"requested": []})
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(handler, directory=str(html)))
+    server = http.server.ThreadingHTTPServer(
+        ("127.0.0.1", 0), functools.partial(handler, directory=str(html))
+    )
     threading.Thread(target=server.serve_forever, daemon=True).start()
     browser = DevTools(tmp_path / "profile")
     try:
         browser.open_page()
-        browser.send("Network.setBlockedURLs", urls=["*github.com*"])  # see where a link goes without going
+        browser.send(
+            "Network.setBlockedURLs", urls=["*github.com*"]
+        )  # see where a link goes without going
         base = f"http://127.0.0.1:{server.server_address[1]}"
         browser.send("Page.navigate", url=f"{base}/index.html#regressions")
-        rows = browser.wait_for("document.querySelectorAll('#regressions-body tbody tr').length", 300)
+        rows = browser.wait_for(
+            "document.querySelectorAll('#regressions-body tbody tr').length", 300
+        )
         kept = json.loads((html / "regressions.json").read_text())["regressions"]
         assert rows == sum(len(entry[6]) for entry in kept)
-        links = browser.evaluate("Array.from(document.querySelectorAll('#regressions-body a'))"
-                                 ".map(a => a.getAttribute('href')).filter(h => h && h.indexOf('github') >= 0)")
-        assert links and set(links) == {f"{pytorch_links.PAGE}#//github.com/../compare/{commits[0][:8]}...{commits[1][:8]}"}
+        links = browser.evaluate(
+            "Array.from(document.querySelectorAll('#regressions-body a'))"
+            ".map(a => a.getAttribute('href')).filter(h => h && h.indexOf('github') >= 0)"
+        )
+        assert links and set(links) == {
+            f"{pytorch_links.PAGE}#//github.com/../compare/{commits[0][:8]}...{commits[1][:8]}"
+        }
         revisions = json.loads((html / "index.json").read_text())["revision_to_hash"]
         newest = next(revision for revision, commit in revisions.items() if commit == commits[1])
         # what a click on the graph's point of 2.14.1 opens (graphdisplay.js)
-        point = browser.evaluate(f"$.asv.main_json.show_commit_url + $.asv.get_commit_hash({newest})")
-        for link, upstream in ((links[0], f"compare/{UPSTREAM[0]}...{UPSTREAM[1]}"), (point, f"commit/{UPSTREAM[1]}")):
-            browser.send("Page.navigate", url="about:blank")  # a new document: a same-page #fragment runs no script
+        point = browser.evaluate(
+            f"$.asv.main_json.show_commit_url + $.asv.get_commit_hash({newest})"
+        )
+        for link, upstream in (
+            (links[0], f"compare/{UPSTREAM[0]}...{UPSTREAM[1]}"),
+            (point, f"commit/{UPSTREAM[1]}"),
+        ):
+            browser.send(
+                "Page.navigate", url="about:blank"
+            )  # a new document: a same-page #fragment runs no script
             browser.events.clear()
             browser.send("Page.navigate", url=f"{base}/{link}")
-            went = _requests_until(browser, "https://github.com/")  # the page's script sends the browser on
+            went = _requests_until(
+                browser, "https://github.com/"
+            )  # the page's script sends the browser on
             assert f"https://github.com/pytorch/pytorch/{upstream}" in went, (link, went)
         assert browser.of("Runtime.exceptionThrown") == []
     finally:

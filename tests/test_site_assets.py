@@ -31,7 +31,9 @@ def _sri(data: bytes, algorithm: str = "sha256") -> str:
 
 
 def test_the_table_names_exactly_the_urls_asvs_pages_load():
-    loaded = {load.url for page in site_assets.pages(ASV_WWW) for load in site_assets.external_loads(page)}
+    loaded = {
+        load.url for page in site_assets.pages(ASV_WWW) for load in site_assets.external_loads(page)
+    }
     assert loaded == set(site_assets.ASSETS)
     assert {asset.package for asset in site_assets.ASSETS.values()} == set(site_assets.PACKAGES)
 
@@ -47,8 +49,12 @@ def fake_site(tmp_path, monkeypatch):
     cache = tmp_path / "cache"
     cache.mkdir()
     (cache / "fakelib-1.0.0.tgz").write_bytes(buffer.getvalue())
-    monkeypatch.setattr(site_assets, "PACKAGES", {"fakelib@1.0.0": _sri(buffer.getvalue(), "sha512")})
-    monkeypatch.setattr(site_assets, "ASSETS", {FAKE_URL: Asset(FAKE_URL, "fakelib@1.0.0", "dist/fakelib.min.js")})
+    monkeypatch.setattr(
+        site_assets, "PACKAGES", {"fakelib@1.0.0": _sri(buffer.getvalue(), "sha512")}
+    )
+    monkeypatch.setattr(
+        site_assets, "ASSETS", {FAKE_URL: Asset(FAKE_URL, "fakelib@1.0.0", "dist/fakelib.min.js")}
+    )
     html = tmp_path / "html"
     html.mkdir()
     return html, cache
@@ -83,7 +89,9 @@ def test_a_file_that_does_not_match_the_pages_integrity_is_refused(fake_site):
     html, cache = fake_site
     page = _page(html, _sri(b"something else"))
     before = page.read_text()
-    with pytest.raises(SiteAssetError, match=r"fakelib@1.0.0/dist/fakelib.min.js has integrity sha256-.*refusing"):
+    with pytest.raises(
+        SiteAssetError, match=r"fakelib@1.0.0/dist/fakelib.min.js has integrity sha256-.*refusing"
+    ):
         site_assets.make_offline(html, cache)
     assert page.read_text() == before
     assert not (html / "vendor").exists()
@@ -97,12 +105,15 @@ def test_a_corrupt_cached_tarball_is_fetched_again_over_https_and_checked(fake_s
     asked = []
     monkeypatch.setattr(site_assets, "download", lambda url: asked.append(url) or good)
     site_assets.make_offline(html, cache)
-    assert asked == ["https://registry.npmjs.org/fakelib/-/fakelib-1.0.0.tgz"]  # the registry's dist.tarball
+    assert asked == [
+        "https://registry.npmjs.org/fakelib/-/fakelib-1.0.0.tgz"
+    ]  # the registry's dist.tarball
     assert (cache / "fakelib-1.0.0.tgz").read_bytes() == good
 
 
 def test_a_registry_out_of_reach_leaves_the_cdn_tag_with_one_line_and_a_tampered_tarball_is_refused(
-        fake_site, monkeypatch, caplog):
+    fake_site, monkeypatch, caplog
+):
     html, cache = fake_site
     page = _page(html, _sri(FAKE_JS))
     before = page.read_text()
@@ -114,27 +125,46 @@ def test_a_registry_out_of_reach_leaves_the_cdn_tag_with_one_line_and_a_tampered
     monkeypatch.setattr(site_assets, "download", offline)
     with caplog.at_level("INFO", logger=site_assets.log.name):
         assert site_assets.make_offline(html, cache) == []
-    assert page.read_text() == before  # the CDN's tag, integrity and all: the page still works online
+    assert (
+        page.read_text() == before
+    )  # the CDN's tag, integrity and all: the page still works online
     assert [record.getMessage() for record in caplog.records] == [
         "no CDN file made local; registry.npmjs.org unreachable (Name or service not known): fakelib@1.0.0 load from"
-        " their CDNs, so the site needs the internet and asv preview until a publish reaches the registry"]
+        " their CDNs, so the site needs the internet and asv preview until a publish reaches the registry"
+    ]
     monkeypatch.setattr(site_assets, "download", lambda url: b"tampered")
-    with pytest.raises(SiteAssetError, match=r"fakelib@1.0.0 from https://.* has integrity sha512-.*refusing"):
+    with pytest.raises(
+        SiteAssetError, match=r"fakelib@1.0.0 from https://.* has integrity sha512-.*refusing"
+    ):
         site_assets.make_offline(html, cache)
     assert not (cache / "fakelib-1.0.0.tgz").exists()
 
 
 @pytest.mark.parametrize("cdn", ["reachable", "unreachable", "another file"])
-def test_a_substitute_is_replaced_by_the_very_file_the_page_pins_when_its_cdn_serves_it(fake_site, monkeypatch, cdn,
-                                                                                         caplog):
+def test_a_substitute_is_replaced_by_the_very_file_the_page_pins_when_its_cdn_serves_it(
+    fake_site, monkeypatch, cdn, caplog
+):
     html, cache = fake_site
     served = b"window.fakelib = 1; /* the CDN's own minified build */\n"
     page = _page(html, _sri(served, "sha512"))
-    second = FAKE_URL.replace("fakelib.min.js", "fakelib.plugin.min.js")  # a second file on the same CDN
-    page.write_text(page.read_text().replace("</head>", f'<script src="{second}" integrity="{_sri(served, "sha512")}"'
-                                                        ' crossorigin="anonymous"></script>\n</head>'))
-    monkeypatch.setitem(site_assets.ASSETS, FAKE_URL, Asset(FAKE_URL, "fakelib@1.0.0", "dist/fakelib.min.js", "test"))
-    monkeypatch.setitem(site_assets.ASSETS, second, Asset(second, "fakelib@1.0.0", "dist/fakelib.min.js", "test"))
+    second = FAKE_URL.replace(
+        "fakelib.min.js", "fakelib.plugin.min.js"
+    )  # a second file on the same CDN
+    page.write_text(
+        page.read_text().replace(
+            "</head>",
+            f'<script src="{second}" integrity="{_sri(served, "sha512")}"'
+            ' crossorigin="anonymous"></script>\n</head>',
+        )
+    )
+    monkeypatch.setitem(
+        site_assets.ASSETS,
+        FAKE_URL,
+        Asset(FAKE_URL, "fakelib@1.0.0", "dist/fakelib.min.js", "test"),
+    )
+    monkeypatch.setitem(
+        site_assets.ASSETS, second, Asset(second, "fakelib@1.0.0", "dist/fakelib.min.js", "test")
+    )
     asked = []
 
     def download(url):
@@ -149,25 +179,43 @@ def test_a_substitute_is_replaced_by_the_very_file_the_page_pins_when_its_cdn_se
     copied = (html / "vendor/fakelib@1.0.0/dist/fakelib.min.js").read_bytes()
     assert copied == (served if cdn == "reachable" else FAKE_JS)
     assert '<script src="vendor/fakelib@1.0.0/dist/fakelib.min.js"></script>' in page.read_text()
-    said = [record.getMessage() for record in caplog.records if not record.getMessage().startswith("fetched")]
+    said = [
+        record.getMessage()
+        for record in caplog.records
+        if not record.getMessage().startswith("fetched")
+    ]
     if cdn != "reachable":  # asked once, said once: what is missing and what the site still does
-        why = "unreachable (unreachable)" if cdn == "unreachable" else "serves another file than asv's page pins"
+        why = (
+            "unreachable (unreachable)"
+            if cdn == "unreachable"
+            else "serves another file than asv's page pins"
+        )
         assert asked == [FAKE_URL]
-        assert said == [f"2 CDN files made local in the site's vendor/; cdn.example.invalid {why}:"
-                        " npm's fakelib@1.0.0 stand in for asv's CDN files (registry-checked), the site works the same"]
+        assert said == [
+            f"2 CDN files made local in the site's vendor/; cdn.example.invalid {why}:"
+            " npm's fakelib@1.0.0 stand in for asv's CDN files (registry-checked), the site works the same"
+        ]
     else:
-        assert sorted(asked) == sorted([FAKE_URL, second]) and said == ["2 CDN files made local in the site's vendor/"]
+        assert sorted(asked) == sorted([FAKE_URL, second]) and said == [
+            "2 CDN files made local in the site's vendor/"
+        ]
 
 
 def test_an_unknown_external_url_names_itself(fake_site):
     html, cache = fake_site
-    (html / "index.html").write_text('<link rel="stylesheet" href="https://cdn.example.invalid/other.css">')
-    with pytest.raises(SiteAssetError, match=r"https://cdn.example.invalid/other.css .* not in .*ASSETS"):
+    (html / "index.html").write_text(
+        '<link rel="stylesheet" href="https://cdn.example.invalid/other.css">'
+    )
+    with pytest.raises(
+        SiteAssetError, match=r"https://cdn.example.invalid/other.css .* not in .*ASSETS"
+    ):
         site_assets.make_offline(html, cache)
 
 
 def test_a_missing_site_is_one_line(tmp_path):
-    with pytest.raises(SiteAssetError, match=f"^{tmp_path} holds no index.html: run `asv publish` first$"):
+    with pytest.raises(
+        SiteAssetError, match=f"^{tmp_path} holds no index.html: run `asv publish` first$"
+    ):
         site_assets.make_offline(tmp_path)
 
 
@@ -182,20 +230,33 @@ def test_the_navbar_link_is_added_once_after_the_regressions_tab(tmp_path):
 
 def local_loads(page: Path) -> list[str]:
     """The libraries the page loads from the site itself (site_assets.VENDOR): their paths."""
-    return re.findall(rf'<(?:script|link)\b[^>]*\b(?:src|href)="({site_assets.VENDOR}/[^"]+)"', page.read_text())
+    return re.findall(
+        rf'<(?:script|link)\b[^>]*\b(?:src|href)="({site_assets.VENDOR}/[^"]+)"', page.read_text()
+    )
 
 
 def test_asvs_own_pages_become_self_contained_from_the_npm_registry(tmp_path, npm_cache):
     """The real libraries (npm registry, or the tarballs an earlier test of this run fetched)."""
     site = tmp_path / "html"
     shutil.copytree(ASV_WWW, site)
-    pinned = {load.url: load.integrity for page in site_assets.pages(site) for load in site_assets.external_loads(page)}
+    pinned = {
+        load.url: load.integrity
+        for page in site_assets.pages(site)
+        for load in site_assets.external_loads(page)
+    }
     written = site_assets.make_offline(site, npm_cache)
-    assert [load for page in site_assets.pages(site) for load in site_assets.external_loads(page)] == []
+    assert [
+        load for page in site_assets.pages(site) for load in site_assets.external_loads(page)
+    ] == []
     local = local_loads(site / "index.html")
     assert len(set(local)) == len(site_assets.ASSETS)  # every library, now from the site
-    assert not re.search(r"\b(integrity|crossorigin)=", (site / "index.html").read_text())  # file:// loads them
-    for url, asset in site_assets.ASSETS.items():  # checked as written: the very bytes asv's page pins
+    assert not re.search(
+        r"\b(integrity|crossorigin)=", (site / "index.html").read_text()
+    )  # file:// loads them
+    for (
+        url,
+        asset,
+    ) in site_assets.ASSETS.items():  # checked as written: the very bytes asv's page pins
         path = f"{site_assets.VENDOR}/{asset.package}/{asset.path}"
         assert path in local, path
         if not asset.substitute:
@@ -212,10 +273,21 @@ def test_the_publish_step_runs_without_node_on_path(tmp_path, npm_cache):
     shutil.copytree(ASV_WWW, site)
     env = without_node(tmp_path / "bin")
     probe = "import shutil, sys; sys.exit(shutil.which('node') or shutil.which('npm'))"
-    assert subprocess.run([sys.executable, "-c", probe], env=env).returncode == 0  # no Node to be found
-    step = ("import sys; from pathlib import Path; from mpsbench.site import site_assets;"
-            " site_assets.make_offline(Path(sys.argv[1]), Path(sys.argv[2]))")
-    done = subprocess.run([sys.executable, "-c", step, str(site), str(npm_cache)], env=env, cwd=ROOT,
-                          capture_output=True, text=True)
+    assert (
+        subprocess.run([sys.executable, "-c", probe], env=env).returncode == 0
+    )  # no Node to be found
+    step = (
+        "import sys; from pathlib import Path; from mpsbench.site import site_assets;"
+        " site_assets.make_offline(Path(sys.argv[1]), Path(sys.argv[2]))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", step, str(site), str(npm_cache)],
+        env=env,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+    )
     assert done.returncode == 0, done.stderr
-    assert [load for page in site_assets.pages(site) for load in site_assets.external_loads(page)] == []
+    assert [
+        load for page in site_assets.pages(site) for load in site_assets.external_loads(page)
+    ] == []

@@ -43,9 +43,10 @@ SCREENSHOT_ENV = "MPSBENCH_SCREENSHOT"  # also copy the screenshot there, to loo
 
 pytestmark = [
     pytest.mark.slow,
-    pytest.mark.skipif(not CHROMIUM.exists(), reason=f"{CHROMIUM} is absent: install Debian's chromium package"),
+    pytest.mark.skipif(
+        not CHROMIUM.exists(), reason=f"{CHROMIUM} is absent: install Debian's chromium package"
+    ),
 ]
-
 
 
 @pytest.fixture(scope="module")
@@ -57,22 +58,55 @@ def published(tmp_path_factory: pytest.TempPathFactory, npm_cache: Path) -> Path
     timeline = tmp / "timeline"
     timeline.mkdir()
     fakes.git(timeline, "init", "-q", "-b", branch)
-    commit = fakes.timeline_commit(timeline, "2.0.0", "a" * 40, "2026-01-01T00:00:00Z", channel=branch)
-    config.update(repo=str(timeline), branches=[branch], benchmark_dir=str(ROOT / "benchmarks"),
-                  results_dir=str(tmp / "results"), html_dir=str(tmp / "html"), env_dir=str(tmp / "env"))
+    commit = fakes.timeline_commit(
+        timeline, "2.0.0", "a" * 40, "2026-01-01T00:00:00Z", channel=branch
+    )
+    config.update(
+        repo=str(timeline),
+        branches=[branch],
+        benchmark_dir=str(ROOT / "benchmarks"),
+        results_dir=str(tmp / "results"),
+        html_dir=str(tmp / "html"),
+        env_dir=str(tmp / "env"),
+    )
     conf = tmp / "asv.conf.json"
     conf.write_text(json.dumps(config))
     env = dict(os.environ, HOME=str(tmp / "home"))
-    subprocess.run([*ASV, "machine", "--yes", "--machine", "sitetest"], cwd=tmp, env=env, check=True,
-                   capture_output=True)
+    subprocess.run(
+        [*ASV, "machine", "--yes", "--machine", "sitetest"],
+        cwd=tmp,
+        env=env,
+        check=True,
+        capture_output=True,
+    )
     run = subprocess.run(
-        [*ASV, "run", "--config", str(conf), "--python=same", "--quick", "--set-commit-hash", commit,
-         "-b", SELECTION],
-        cwd=tmp, env=env, capture_output=True, text=True, timeout=600,
+        [
+            *ASV,
+            "run",
+            "--config",
+            str(conf),
+            "--python=same",
+            "--quick",
+            "--set-commit-hash",
+            commit,
+            "-b",
+            SELECTION,
+        ],
+        cwd=tmp,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
     )
     assert run.returncode == 0, run.stdout + run.stderr
-    publish = subprocess.run([*ASV, "publish", "--config", str(conf)], cwd=tmp, env=env, capture_output=True,
-                             text=True, timeout=600)
+    publish = subprocess.run(
+        [*ASV, "publish", "--config", str(conf)],
+        cwd=tmp,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert publish.returncode == 0, publish.stdout + publish.stderr
     site_assets.make_offline(tmp / "html", npm_cache)
     return tmp / "html"
@@ -94,7 +128,9 @@ def served(published: Path) -> Iterator[tuple[str, list[str]]]:
     """The site on 127.0.0.1, and the paths the server was asked for."""
     requested: list[str] = []
     handler = type("Handler", (_LoggingHandler,), {"requested": requested})
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(handler, directory=str(published)))
+    server = http.server.ThreadingHTTPServer(
+        ("127.0.0.1", 0), functools.partial(handler, directory=str(published))
+    )
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     try:
@@ -118,15 +154,33 @@ class DevTools:
         to_chrome_read, self._to_chrome = os.pipe()
         self._from_chrome, from_chrome_write = os.pipe()
         # Above 9, so that the shell's "3<&N 4>&M" below never reads an fd it has just replaced.
-        to_chrome_read, from_chrome_write = (_high_fd(fd) for fd in (to_chrome_read, from_chrome_write))
+        to_chrome_read, from_chrome_write = (
+            _high_fd(fd) for fd in (to_chrome_read, from_chrome_write)
+        )
         # Chromium reads commands on fd 3 and writes replies on fd 4: a shell puts the pipes there.
         command = f'exec "$0" "$@" 3<&{to_chrome_read} 4>&{from_chrome_write}'
         self.process = subprocess.Popen(
-            ["/bin/bash", "-c", command, str(CHROMIUM), "--headless", "--no-sandbox", "--disable-gpu",
-             "--no-first-run", "--disable-background-networking", "--disable-component-update", "--disable-sync",
-             "--disable-quic", "--remote-debugging-pipe", f"--user-data-dir={profile}", "--window-size=1280,900",
-             "about:blank"],
-            pass_fds=(to_chrome_read, from_chrome_write), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+            [
+                "/bin/bash",
+                "-c",
+                command,
+                str(CHROMIUM),
+                "--headless",
+                "--no-sandbox",
+                "--disable-gpu",
+                "--no-first-run",
+                "--disable-background-networking",
+                "--disable-component-update",
+                "--disable-sync",
+                "--disable-quic",
+                "--remote-debugging-pipe",
+                f"--user-data-dir={profile}",
+                "--window-size=1280,900",
+                "about:blank",
+            ],
+            pass_fds=(to_chrome_read, from_chrome_write),
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
         )
         os.close(to_chrome_read)
         os.close(from_chrome_write)
@@ -164,12 +218,16 @@ class DevTools:
 
     def open_page(self) -> None:
         target = self.send("Target.createTarget", url="about:blank")["targetId"]
-        self.session = self.send("Target.attachToTarget", targetId=target, flatten=True)["sessionId"]
+        self.session = self.send("Target.attachToTarget", targetId=target, flatten=True)[
+            "sessionId"
+        ]
         for domain in ("Page", "Network", "Runtime"):
             self.send(f"{domain}.enable")
 
     def evaluate(self, expression: str) -> Any:
-        return self.send("Runtime.evaluate", expression=expression, returnByValue=True)["result"].get("value")
+        return self.send("Runtime.evaluate", expression=expression, returnByValue=True)[
+            "result"
+        ].get("value")
 
     def wait_for(self, expression: str, seconds: float) -> Any:
         """Poll a JavaScript expression until it is truthy (the page loads data asynchronously).
@@ -212,14 +270,20 @@ def chromium(tmp_path: Path) -> Iterator[DevTools]:
         browser.close()
 
 
-def test_a_published_graph_renders_offline_with_every_request_on_localhost(published, served, chromium, tmp_path):
+def test_a_published_graph_renders_offline_with_every_request_on_localhost(
+    published, served, chromium, tmp_path
+):
     base, requested = served
     chromium.send("Page.navigate", url=f"{base}/index.html{GRAPH_HASH}")
-    plotted = chromium.wait_for("document.querySelectorAll('#graph-display canvas.flot-base').length", 300)
+    plotted = chromium.wait_for(
+        "document.querySelectorAll('#graph-display canvas.flot-base').length", 300
+    )
     # let the last requests land before reading the log
     chromium.wait_for("document.readyState === 'complete'", 120)
     screenshot = tmp_path / "site.png"
-    screenshot.write_bytes(base64.b64decode(chromium.send("Page.captureScreenshot", format="png")["data"]))
+    screenshot.write_bytes(
+        base64.b64decode(chromium.send("Page.captureScreenshot", format="png")["data"])
+    )
     if os.environ.get(SCREENSHOT_ENV):
         Path(os.environ[SCREENSHOT_ENV]).write_bytes(screenshot.read_bytes())
 
@@ -229,15 +293,22 @@ def test_a_published_graph_renders_offline_with_every_request_on_localhost(publi
     assert chromium.of("Runtime.exceptionThrown") == []
 
     urls = [event["request"]["url"] for event in chromium.of("Network.requestWillBeSent")]
-    hosts = {urlsplit(url).hostname for url in urls if not url.startswith(("data:", "blob:", "about:"))}
+    hosts = {
+        urlsplit(url).hostname for url in urls if not url.startswith(("data:", "blob:", "about:"))
+    }
     assert hosts == {"127.0.0.1"}, urls
     paths = [urlsplit(path).path for path in requested]  # jQuery adds ?_=... to defeat caches
-    graph_json = [path for path in paths if path.startswith("/graphs/") and path.endswith(f"/{BENCHMARK}.json")]
+    graph_json = [
+        path
+        for path in paths
+        if path.startswith("/graphs/") and path.endswith(f"/{BENCHMARK}.json")
+    ]
     assert graph_json, paths
-    answered = [(urlsplit(event["response"]["url"]).path, event["response"]["status"])
-                for event in chromium.of("Network.responseReceived")]
+    answered = [
+        (urlsplit(event["response"]["url"]).path, event["response"]["status"])
+        for event in chromium.of("Network.responseReceived")
+    ]
     assert (graph_json[0], 200) in answered, answered
     # the libraries came from the site itself, each one asked for
     for local in local_loads(published / "index.html"):
         assert "/" + local in paths, f"{local} was never requested"
-

@@ -33,7 +33,21 @@ def test_a_report_without_them_finds_none():
 
 
 def test_a_folder_that_is_not_a_checkout_is_refused_in_one_line(tmp_path):
-    done = subprocess.run([sys.executable, str(ROOT / "tools" / "spawn_cost.py"), "processes", "--checkout",
-                           str(tmp_path)], capture_output=True, text=True, timeout=900, cwd=ROOT)
+    done = subprocess.run(
+        [
+            sys.executable,
+            str(ROOT / "tools" / "spawn_cost.py"),
+            "processes",
+            "--checkout",
+            str(tmp_path),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=900,
+        cwd=ROOT,
+    )
     assert done.returncode == 2
-    assert done.stderr.strip() == f"spawn_cost: {tmp_path} holds no src/ and benchmarks/; pass a checkout of the suite"
+    assert (
+        done.stderr.strip()
+        == f"spawn_cost: {tmp_path} holds no src/ and benchmarks/; pass a checkout of the suite"
+    )

@@ -24,11 +24,15 @@ def test_prepare_builds_once_and_caches_across_setup_calls():
 def test_compare_and_bisect_time_a_cpu_row_one_step_a_call_and_a_gpu_row_as_recorded(monkeypatch):
     """settings.SINGLE_STEPS, which compare and bisect set for a cpu row's processes (docs/explanation/the-rule.md)."""
     cpu = suite.prepare("training", "cpu", "lenet5", 8)
-    gpu = types.SimpleNamespace(device=devices.Device.CUDA, spec=cpu.spec)  # only what ready() reads
+    gpu = types.SimpleNamespace(
+        device=devices.Device.CUDA, spec=cpu.spec
+    )  # only what ready() reads
     timed = suite.TimedSteps()
     for workload in (cpu, gpu):
         timed.ready(workload)  # type: ignore[arg-type]
-        assert timed.steps == timed.timer.steps_per_call == cpu.spec.steps_per_call == 20  # as asv run records
+        assert (
+            timed.steps == timed.timer.steps_per_call == cpu.spec.steps_per_call == 20
+        )  # as asv run records
     monkeypatch.setenv(settings.SINGLE_STEPS, "1")
     timed.ready(cpu)
     assert timed.steps == timed.timer.steps_per_call == 1
@@ -45,10 +49,14 @@ def test_an_absent_device_is_skipped_with_the_reason():
 
 def test_torch_lacking_an_op_fails_the_combination_with_the_op_name(monkeypatch):
     def missing_op(*args):
-        raise NotImplementedError("The operator 'aten::_foo' is not currently implemented for the MPS device")
+        raise NotImplementedError(
+            "The operator 'aten::_foo' is not currently implemented for the MPS device"
+        )
 
     monkeypatch.setattr(workloads, "cached", missing_op)
-    with pytest.raises(RuntimeError, match="torch lacks an op: The operator 'aten::_foo'") as caught:
+    with pytest.raises(
+        RuntimeError, match="torch lacks an op: The operator 'aten::_foo'"
+    ) as caught:
         suite.prepare("training", "cpu", "mlp", 8)
     assert not isinstance(caught.value, NotImplementedError)  # a failure, never an n/a
 

@@ -65,20 +65,55 @@ def clone(tmp_path_factory):
     for name in COPIED:
         source = ROOT / name
         if source.is_dir():
-            shutil.copytree(source, clone / name, ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))
+            shutil.copytree(
+                source, clone / name, ignore=shutil.ignore_patterns("__pycache__", "*.egg-info")
+            )
         else:
             shutil.copy2(source, clone / name)
     wheels = base / "wheels"
     pip = [sys.executable, "-m", "pip", "--disable-pip-version-check"]
-    pinned = ["--require-hashes", "--no-deps", "-r", str(ROOT / "requirements" / "torch-free.txt")]  # the jobs' own
+    pinned = [
+        "--require-hashes",
+        "--no-deps",
+        "-r",
+        str(ROOT / "requirements" / "torch-free.txt"),
+    ]  # the jobs' own
     _run([*pip, "download", "--quiet", "--only-binary=:all:", "-d", str(wheels), *pinned], cwd=base)
-    _run([*pip, "wheel", "--quiet", "--no-deps", "--no-build-isolation", "-w", str(wheels), str(clone)], cwd=base)
+    _run(
+        [
+            *pip,
+            "wheel",
+            "--quiet",
+            "--no-deps",
+            "--no-build-isolation",
+            "-w",
+            str(wheels),
+            str(clone),
+        ],
+        cwd=base,
+    )
     _run([sys.executable, "-m", "venv", str(clone / ".venv")], cwd=base)
     venv_pip = [str(clone / ".venv" / "bin" / "python"), "-m", "pip", "--disable-pip-version-check"]
-    _run([*venv_pip, "install", "--quiet", "--no-index", "--find-links", str(wheels), *pinned], cwd=base)
-    _run([*venv_pip, "install", "--quiet", "--no-index", "--no-deps", "--find-links", str(wheels), "mpsbench"],
-         cwd=base)
-    absent = subprocess.run([str(clone / ".venv" / "bin" / "python"), "-c", "import torch"], capture_output=True)
+    _run(
+        [*venv_pip, "install", "--quiet", "--no-index", "--find-links", str(wheels), *pinned],
+        cwd=base,
+    )
+    _run(
+        [
+            *venv_pip,
+            "install",
+            "--quiet",
+            "--no-index",
+            "--no-deps",
+            "--find-links",
+            str(wheels),
+            "mpsbench",
+        ],
+        cwd=base,
+    )
+    absent = subprocess.run(
+        [str(clone / ".venv" / "bin" / "python"), "-c", "import torch"], capture_output=True
+    )
     assert absent.returncode != 0  # the point: no torch in this environment
     return clone
 
@@ -88,9 +123,12 @@ def test_the_cli_help_and_the_registry_need_no_torch(clone):
     bin_dir = clone / ".venv" / "bin"
     assert "preselect" in _run([str(bin_dir / "mpsbench"), "--help"], cwd=clone)
     assert "resnet50" in _run([str(bin_dir / "mpsbench"), "models"], cwd=clone)
-    refused = subprocess.run([str(bin_dir / "mpsbench"), "run", "mlp"], cwd=clone, capture_output=True, text=True)
+    refused = subprocess.run(
+        [str(bin_dir / "mpsbench"), "run", "mlp"], cwd=clone, capture_output=True, text=True
+    )
     assert refused.returncode != 0 and refused.stderr.startswith(
-        "mpsbench: error: this command needs torch, which is not installed here")
+        "mpsbench: error: this command needs torch, which is not installed here"
+    )
 
 
 @pytest.mark.slow
@@ -105,14 +143,29 @@ def test_the_nightly_resolve_step_runs_without_torch(clone, tmp_path):
 def test_merge_and_publish_run_without_torch_and_without_node(clone, tmp_path, npm_cache):
     source = RESULTS
     bin_dir = clone / ".venv" / "bin"
-    _run([str(bin_dir / "mpsbench"), "results", "merge", str(clone / ".asv" / "results"), str(source)], cwd=clone)
+    _run(
+        [
+            str(bin_dir / "mpsbench"),
+            "results",
+            "merge",
+            str(clone / ".asv" / "results"),
+            str(source),
+        ],
+        cwd=clone,
+    )
     assert len(list((clone / ".asv" / "results" / MACHINE).glob("*-virtualenv-*.json"))) == 2
-    _run([str(bin_dir / "mpsbench"), "timeline", "generate"], cwd=clone)  # the hashes asv places results by
+    _run(
+        [str(bin_dir / "mpsbench"), "timeline", "generate"], cwd=clone
+    )  # the hashes asv places results by
     (clone / ".asv").mkdir(exist_ok=True)
-    os.symlink(npm_cache, clone / site_assets.CACHE)  # the run's tarballs, or fetched now over HTTPS
+    os.symlink(
+        npm_cache, clone / site_assets.CACHE
+    )  # the run's tarballs, or fetched now over HTTPS
     said = _run([str(clone / "scripts" / "publish")], cwd=clone, env=without_node(tmp_path / "bin"))
     html = clone / ".asv" / "html"
     assert "site written to" in said
     assert (html / "mpsbench" / "summary.html").is_file()
-    assert [load for page in site_assets.pages(html) for load in site_assets.external_loads(page)] == []
+    assert [
+        load for page in site_assets.pages(html) for load in site_assets.external_loads(page)
+    ] == []
     assert 'href="mpsbench/summary.html"' in (html / "index.html").read_text()

@@ -22,8 +22,12 @@ def _contended(center: float, count: int, seed: int, fast_share: float = 0.5) ->
     """Bimodal process medians as on the 2-core VM beside a one-core busy loop: a process that ran alone
     scatters by +-8% around center; one whose thread shared the busy core runs 1.8 to 3.5x slower."""
     rng = random.Random(seed)
-    return [center * (1 + rng.uniform(-0.08, 0.08)) * (1 if rng.random() < fast_share else rng.uniform(1.8, 3.5))
-            for _ in range(count)]
+    return [
+        center
+        * (1 + rng.uniform(-0.08, 0.08))
+        * (1 if rng.random() < fast_share else rng.uniform(1.8, 3.5))
+        for _ in range(count)
+    ]
 
 
 def _sequential(a: list[float], b: list[float]) -> verdict.Verdict:
@@ -46,15 +50,19 @@ def test_a_clear_slowdown_is_slower_with_its_interval_above_the_factor():
 def test_a_13x_slowdown_under_contention_is_found_in_the_fast_mode():
     # Half of each side's processes ran 1.8-3.5x slow: the medians of the mixtures say little, the
     # fast modes say 1.3x. 20 comparisons with fixed seeds, each up to 20 processes a side.
-    found = [_sequential(_contended(3.0, 20, seed), _contended(3.9, 20, seed + 500)).decision
-             for seed in range(20)]
+    found = [
+        _sequential(_contended(3.0, 20, seed), _contended(3.9, 20, seed + 500)).decision
+        for seed in range(20)
+    ]
     assert found.count(verdict.SLOWER) >= 18, found
 
 
 def test_identical_contended_builds_are_never_slower_even_after_unlucky_draws():
     # 20 A/A pairs of the same mixture, and the worst split: B drew one fast process in ten, A nine.
-    found = [_sequential(_contended(3.0, 20, seed), _contended(3.0, 20, seed + 700)).decision
-             for seed in range(20)]
+    found = [
+        _sequential(_contended(3.0, 20, seed), _contended(3.0, 20, seed + 700)).decision
+        for seed in range(20)
+    ]
     assert verdict.SLOWER not in found, found
     rng = random.Random(5)
     a = [3.0 * (1 + rng.uniform(-0.08, 0.08)) for _ in range(9)] + [8.0]
@@ -65,9 +73,14 @@ def test_identical_contended_builds_are_never_slower_even_after_unlucky_draws():
 def test_identical_builds_are_rarely_slower_even_when_processes_scatter_widely():
     # A test at level alpha alarms on identical builds alpha of the time (0.0063 per look here, against
     # the factor, not against 1): 100 pairs of 10 processes scattered by +-15%: at most 1 alarm.
-    alarms = [seed for seed in range(100)
-              if verdict.judge(_processes(10.0, 0.15, 10, seed), _processes(10.0, 0.15, 10, seed + 1000),
-                               FACTOR).decision == verdict.SLOWER]
+    alarms = [
+        seed
+        for seed in range(100)
+        if verdict.judge(
+            _processes(10.0, 0.15, 10, seed), _processes(10.0, 0.15, 10, seed + 1000), FACTOR
+        ).decision
+        == verdict.SLOWER
+    ]
     assert len(alarms) <= 1, alarms
 
 
@@ -91,7 +104,14 @@ def test_a_change_inside_the_noise_is_undecided_with_what_to_do():
 
 
 def test_aa_noise_beyond_the_factor_is_named_as_the_reason():
-    a = [10.0, 12.0, 10.0, 12.0, 10.0, 12.0]  # odd and even rounds differ by 1.2x, inside one fast mode
+    a = [
+        10.0,
+        12.0,
+        10.0,
+        12.0,
+        10.0,
+        12.0,
+    ]  # odd and even rounds differ by 1.2x, inside one fast mode
     found = verdict.judge(a, [11.0, 11.5, 11.2, 10.9, 11.1, 11.3], FACTOR)
     assert found.noise == pytest.approx(1.2)
     assert found.decision == verdict.UNDECIDED and "too noisy" in found.reason
@@ -104,7 +124,9 @@ def test_too_few_processes_decide_nothing():
 
 def test_within_process_precision_does_not_make_a_shift_between_processes_significant():
     # Each side's processes are tight, but the two differ by less than the factor: not slower.
-    found = verdict.judge([10.0, 10.01, 10.02, 10.0, 10.01, 10.0], [10.3, 10.31, 10.3, 10.32, 10.31, 10.3], FACTOR)
+    found = verdict.judge(
+        [10.0, 10.01, 10.02, 10.0, 10.01, 10.0], [10.3, 10.31, 10.3, 10.32, 10.31, 10.3], FACTOR
+    )
     assert found.decision == verdict.UNCHANGED
 
 
@@ -112,7 +134,11 @@ def test_the_looks_spend_alpha_and_each_can_decide():
     assert verdict.looks(5, 20) == [5, 6, 8, 10, 12, 14, 16, 18, 20]
     assert verdict.looks(4, 5) == [4, 5]
     assert verdict.looks(6, 6) == [6] and verdict.alphas(6, 6) == {6: verdict.planned_alpha(6, 6)}
-    assert verdict.early_looks(5) == [2, 3, 4] and verdict.early_looks(4) == [2, 3] and verdict.early_looks(40) == []
+    assert (
+        verdict.early_looks(5) == [2, 3, 4]
+        and verdict.early_looks(4) == [2, 3]
+        and verdict.early_looks(40) == []
+    )
     for low, high in ((5, 20), (4, 5), (5, 40), (6, 20), (6, 6), (40, 40)):
         levels = verdict.alphas(low, high)
         assert list(levels) == verdict.looks(low, high)
@@ -120,14 +146,19 @@ def test_the_looks_spend_alpha_and_each_can_decide():
         # early, planned and extra looks together: the family-wise level, however the looks depend
         every = verdict.schedule(low, high)
         assert sum(every.values()) == pytest.approx(verdict.ALPHA)
-        assert list(every) == [*verdict.early_looks(low), *verdict.looks(low, high),
-                               *range(high + 4, 3 * high + 1, 4)]
+        assert list(every) == [
+            *verdict.early_looks(low),
+            *verdict.looks(low, high),
+            *range(high + 4, 3 * high + 1, 4),
+        ]
         assert all(alpha > 0 for alpha in every.values())
     levels = verdict.alphas()
     # the first look (5 a side) can decide: 5 processes that do not overlap give 1/252, below its level
     separated = verdict.permutation_p([1.0, 1.1, 1.2, 1.3, 1.0], [2.0, 2.1, 2.2, 2.3, 2.0], FACTOR)
     assert separated == pytest.approx(1 / 252) and separated < levels[5] < 2 / 252
-    assert verdict.alphas(4, 8)[4] > 1 / 70  # a first look at 4 a side (--min-rounds 4) can decide too
+    assert (
+        verdict.alphas(4, 8)[4] > 1 / 70
+    )  # a first look at 4 a side (--min-rounds 4) can decide too
     # every later look can too: the drawn test's smallest p, 1 / (1 + PERMUTATIONS), is below its level
     assert all(alpha > 2 / (1 + verdict.PERMUTATIONS) for alpha in levels.values())
     assert verdict.per_look_alpha() == min(levels.values())
@@ -138,26 +169,46 @@ def test_identical_builds_alarm_no_more_often_than_under_the_previous_looks():
     for name, trials in (("h100", 60), ("cpu-contended", 30)):
         draw = simulation.DISTRIBUTIONS[name]
         now = [simulation.compare_trial(draw, 1.0, seed, None) for seed in range(trials)]
-        before = [simulation.compare_trial(draw, 1.0, seed, simulation.PREVIOUS) for seed in range(trials)]
-        alarms = [sum(decision == verdict.SLOWER for decision, _ in found) for found in (now, before)]
+        before = [
+            simulation.compare_trial(draw, 1.0, seed, simulation.PREVIOUS) for seed in range(trials)
+        ]
+        alarms = [
+            sum(decision == verdict.SLOWER for decision, _ in found) for found in (now, before)
+        ]
         assert alarms[0] <= alarms[1] and alarms[0] == 0, (name, now)
     # on the quiet GPU every identical pair is unchanged at an early look, before the first planned one
-    quiet = [simulation.compare_trial(simulation.DISTRIBUTIONS["h100"], 1.0, seed, None) for seed in range(20)]
-    assert all(decision == verdict.UNCHANGED and rounds < verdict.MIN_ROUNDS for decision, rounds in quiet), quiet
+    quiet = [
+        simulation.compare_trial(simulation.DISTRIBUTIONS["h100"], 1.0, seed, None)
+        for seed in range(20)
+    ]
+    assert all(
+        decision == verdict.UNCHANGED and rounds < verdict.MIN_ROUNDS for decision, rounds in quiet
+    ), quiet
 
 
 def test_a_65_percent_change_on_a_quiet_gpu_is_slower_at_the_first_look():
-    found = [simulation.compare_trial(simulation.DISTRIBUTIONS["h100"], 1.065, seed, None) for seed in range(40)]
+    found = [
+        simulation.compare_trial(simulation.DISTRIBUTIONS["h100"], 1.065, seed, None)
+        for seed in range(40)
+    ]
     assert all(decision == verdict.SLOWER for decision, _ in found), found
-    assert sum(rounds <= verdict.MIN_ROUNDS for _, rounds in found) >= 36, found  # the previous rule: 6 at the least
-    assert sum(rounds < verdict.MIN_ROUNDS for _, rounds in found) >= 10, found  # an early look stopped these
+    assert sum(rounds <= verdict.MIN_ROUNDS for _, rounds in found) >= 36, (
+        found
+    )  # the previous rule: 6 at the least
+    assert sum(rounds < verdict.MIN_ROUNDS for _, rounds in found) >= 10, (
+        found
+    )  # an early look stopped these
     assert max(rounds for _, rounds in found) <= 8, found
 
 
 def test_the_permutation_p_is_exact_for_small_sides_and_reproducible_for_large():
     # 4 a side, perfectly separated: the observed split is 1 of C(8, 4) = 70
-    assert verdict.permutation_p([1.0, 1.0, 1.0, 1.0], [2.0, 2.1, 2.2, 2.3], FACTOR) == pytest.approx(1 / 70)
-    assert verdict.permutation_p([2.0, 2.1, 2.2, 2.3], [1.0, 1.0, 1.0, 1.0], FACTOR) == pytest.approx(1)
+    assert verdict.permutation_p(
+        [1.0, 1.0, 1.0, 1.0], [2.0, 2.1, 2.2, 2.3], FACTOR
+    ) == pytest.approx(1 / 70)
+    assert verdict.permutation_p(
+        [2.0, 2.1, 2.2, 2.3], [1.0, 1.0, 1.0, 1.0], FACTOR
+    ) == pytest.approx(1)
     a, b = _contended(3.0, 15, 1), _contended(3.3, 15, 2)
     assert verdict.permutation_p(a, b, FACTOR) == verdict.permutation_p(a, b, FACTOR)
 
@@ -188,13 +239,21 @@ def test_student_t_tail_matches_the_tables():
 
 
 def test_an_early_look_stops_a_pair_far_apart_relative_to_the_factor_and_the_spread():
-    found = verdict.early_judge([37.0, 37.2], [42.0, 42.2], FACTOR)  # 13% against 5%, both sides within 0.5%
+    found = verdict.early_judge(
+        [37.0, 37.2], [42.0, 42.2], FACTOR
+    )  # 13% against 5%, both sides within 0.5%
     assert found.decision == verdict.SLOWER and found.p_value < verdict.EARLY_ALPHA
-    assert verdict.early_judge([37.0, 37.2, 37.1], [37.1, 37.0, 37.2], FACTOR).decision == verdict.UNCHANGED
+    assert (
+        verdict.early_judge([37.0, 37.2, 37.1], [37.1, 37.0, 37.2], FACTOR).decision
+        == verdict.UNCHANGED
+    )
     assert verdict.early_judge([42.0, 42.2], [37.0, 37.2], FACTOR).decision == verdict.FASTER
     # 8.4% against 5% takes a third process a side: at two the t test's 2 degrees of freedom need twice the distance
     assert verdict.early_judge([37.0, 37.2], [40.1, 40.3], FACTOR).decision == verdict.UNDECIDED
-    assert verdict.early_judge([37.0, 37.2, 37.1], [40.1, 40.3, 40.2], FACTOR).decision == verdict.SLOWER
+    assert (
+        verdict.early_judge([37.0, 37.2, 37.1], [40.1, 40.3, 40.2], FACTOR).decision
+        == verdict.SLOWER
+    )
 
 
 def test_an_early_look_never_decides_on_processes_that_disagree_or_agree_too_well():
@@ -215,6 +274,10 @@ def test_the_early_looks_keep_their_level_on_the_quiet_gpu_at_the_factor(name):
         rng = random.Random(seed)
         a = [draw(rng) for _ in range(4)]
         b = [draw(rng) * FACTOR for _ in range(4)]
-        alarms += any(verdict.early_judge(a[:look], b[:look], FACTOR).decision == verdict.SLOWER
-                      for look in verdict.early_looks())
-    assert alarms <= 6, alarms  # 3 looks at 0.0025: 0.0075 expected, 3 of 400; 6 is its binomial 95% bound
+        alarms += any(
+            verdict.early_judge(a[:look], b[:look], FACTOR).decision == verdict.SLOWER
+            for look in verdict.early_looks()
+        )
+    assert alarms <= 6, (
+        alarms
+    )  # 3 looks at 0.0025: 0.0075 expected, 3 of 400; 6 is its binomial 95% bound

@@ -31,11 +31,18 @@ from mpsbench.builds import resolve
 
 def _fits(filename: str, python: str) -> bool:
     version = (3, int(python[3:]))
-    runs = {(tag.interpreter, tag.abi) for tag in (*tags.cpython_tags(version), *tags.compatible_tags(version))}
-    return any((tag.interpreter, tag.abi) in runs for tag in utils.parse_wheel_filename(filename)[3])
+    runs = {
+        (tag.interpreter, tag.abi)
+        for tag in (*tags.cpython_tags(version), *tags.compatible_tags(version))
+    }
+    return any(
+        (tag.interpreter, tag.abi) in runs for tag in utils.parse_wheel_filename(filename)[3]
+    )
 
 
-def sets(manifest: mf.Manifest, refs: Sequence[str] = ()) -> list[tuple[str, str, str, list[mf.Pin], bool]]:
+def sets(
+    manifest: mf.Manifest, refs: Sequence[str] = ()
+) -> list[tuple[str, str, str, list[mf.Pin], bool]]:
     """(build, platform, python, pins, pinned before sets) for every set of the manifest, or of ``refs``."""
     found = []
     for channel in manifest.channels:
@@ -48,50 +55,100 @@ def sets(manifest: mf.Manifest, refs: Sequence[str] = ()) -> list[tuple[str, str
                     if python:
                         found.append((ref, platform, python, pins, False))
                         continue
-                    torch_tags = (utils.parse_wheel_filename(p.filename)[3] for p in pins if p.name == "torch")
+                    torch_tags = (
+                        utils.parse_wheel_filename(p.filename)[3] for p in pins if p.name == "torch"
+                    )
                     for each in sorted({tag.interpreter for found in torch_tags for tag in found}):
-                        found.append((ref, platform, each, [p for p in pins if _fits(p.filename, each)], True))
+                        found.append(
+                            (
+                                ref,
+                                platform,
+                                each,
+                                [p for p in pins if _fits(p.filename, each)],
+                                True,
+                            )
+                        )
     return found
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m tools.check_pins", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(
+        prog="python -m tools.check_pins", description=__doc__.split("\n\n")[0]
+    )
     parser.add_argument("--manifest", type=Path, default=Path("builds/manifest.json"))
-    parser.add_argument("--build", action="append", default=[], metavar="CHANNEL@ID", help="only these builds")
-    parser.add_argument("--index", default=resolve.PYPI, help="PEP 503 index the pins came from (default PyPI)")
+    parser.add_argument(
+        "--build", action="append", default=[], metavar="CHANNEL@ID", help="only these builds"
+    )
+    parser.add_argument(
+        "--index", default=resolve.PYPI, help="PEP 503 index the pins came from (default PyPI)"
+    )
     parser.add_argument("--jobs", type=int, default=3, help="pip resolutions at once (default 3)")
     parser.add_argument("--out", type=Path, help="write check-pins.json in this folder")
     args = parser.parse_args(argv)
     todo = sets(mf.load(args.manifest), args.build)
     started, rows = time.monotonic(), list[dict[str, Any]]()
-    print(f"checking {len(todo)} sets of {args.manifest} against {args.index} with pip, {args.jobs} at a time", flush=True)
+    print(
+        f"checking {len(todo)} sets of {args.manifest} against {args.index} with pip, {args.jobs} at a time",
+        flush=True,
+    )
     with ThreadPoolExecutor(max_workers=args.jobs) as pool:
-        running = {pool.submit(resolve.check_set, pins, platform, python, args.index): (ref, platform, python, pins, old)
-                   for ref, platform, python, pins, old in todo}
+        running = {
+            pool.submit(resolve.check_set, pins, platform, python, args.index): (
+                ref,
+                platform,
+                python,
+                pins,
+                old,
+            )
+            for ref, platform, python, pins, old in todo
+        }
         for done, future in enumerate(as_completed(running), 1):
             ref, platform, python, pins, old = running[future]
             try:
                 problems = future.result()
             except resolve.ResolveError as exc:
                 problems = [f"pip could not resolve it: {exc}"]
-            rows.append({"build": ref, "platform": platform, "python": python, "wheels": len(pins),
-                         "pinned_before_sets": old, "problems": problems})
+            rows.append(
+                {
+                    "build": ref,
+                    "platform": platform,
+                    "python": python,
+                    "wheels": len(pins),
+                    "pinned_before_sets": old,
+                    "problems": problems,
+                }
+            )
             left = (time.monotonic() - started) / done * (len(todo) - done)
-            verdict = "complete, as the index serves it" if not problems else f"{len(problems)} problems: {problems[0]}"
-            print(f"[{done}/{len(todo)}, about {left / 60:.0f} min left] {ref} {platform} {python}: {len(pins)} wheels,"
-                  f" {verdict}", flush=True)
+            verdict = (
+                "complete, as the index serves it"
+                if not problems
+                else f"{len(problems)} problems: {problems[0]}"
+            )
+            print(
+                f"[{done}/{len(todo)}, about {left / 60:.0f} min left] {ref} {platform} {python}: {len(pins)} wheels,"
+                f" {verdict}",
+                flush=True,
+            )
     rows.sort(key=lambda row: (row["build"], row["platform"], row["python"]))
     complete = [row for row in rows if not row["problems"]]
     wheels = {pin.sha256 for _, _, _, pins, _ in todo for pin in pins}
-    print(f"{len(complete)} of {len(rows)} sets complete and as the index serves them; {len(wheels)} distinct wheels;"
-          f" {time.monotonic() - started:.0f} s")
+    print(
+        f"{len(complete)} of {len(rows)} sets complete and as the index serves them; {len(wheels)} distinct wheels;"
+        f" {time.monotonic() - started:.0f} s"
+    )
     for row in rows:
         if row["problems"]:
-            print(f"  {row['build']} {row['platform']} {row['python']}: " + "; ".join(row["problems"]))
+            print(
+                f"  {row['build']} {row['platform']} {row['python']}: " + "; ".join(row["problems"])
+            )
     if args.out is not None:
         args.out.mkdir(parents=True, exist_ok=True)
-        (args.out / "check-pins.json").write_text(json.dumps({"manifest": str(args.manifest), "index": args.index,
-                                                              "sets": rows}, indent=1) + "\n")
+        (args.out / "check-pins.json").write_text(
+            json.dumps(
+                {"manifest": str(args.manifest), "index": args.index, "sets": rows}, indent=1
+            )
+            + "\n"
+        )
     return 0 if len(complete) == len(rows) else 1
 
 

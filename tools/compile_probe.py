@@ -33,7 +33,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("models", nargs="+", help=f"of: {', '.join(models.REGISTRY)}")
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--kinds", default="training,inference")
-    parser.add_argument("--seconds", type=float, default=2.0, help="timed seconds per measurement (at least 5 calls)")
+    parser.add_argument(
+        "--seconds",
+        type=float,
+        default=2.0,
+        help="timed seconds per measurement (at least 5 calls)",
+    )
     args = parser.parse_args(argv)
     reason: str | None
     try:
@@ -54,17 +59,24 @@ def main(argv: list[str] | None = None) -> int:
             names = compiled.TRAINING_NAMES if kind == "training" else compiled.INFERENCE_NAMES
             if model not in names:
                 continue
-            row: dict[str, object] = {"device": args.device, "model": model, "kind": kind,
-                                      "batch": spec.seed_batch_size}
+            row: dict[str, object] = {
+                "device": args.device,
+                "model": model,
+                "kind": kind,
+                "batch": spec.seed_batch_size,
+            }
             for mode in ("eager", "compiled"):
                 begin = time.perf_counter()
                 try:
-                    workload = workloads.build(kind, args.device, model, spec.seed_batch_size,
-                                               compiled=mode == "compiled")
+                    workload = workloads.build(
+                        kind, args.device, model, spec.seed_batch_size, compiled=mode == "compiled"
+                    )
                     workload.warm_up()
                     found = timing.time_steps(workload, min_calls=5, min_seconds=args.seconds)
                 except Exception as exc:  # one model's failure is a row, not the end of the probe
-                    row[f"{mode}_error"] = f"{type(exc).__name__}: {str(exc).strip().splitlines()[0][:300]}"
+                    row[f"{mode}_error"] = (
+                        f"{type(exc).__name__}: {str(exc).strip().splitlines()[0][:300]}"
+                    )
                     continue
                 finally:
                     workloads.forget()

@@ -25,10 +25,16 @@ def replay(run: list[dict[str, object]], history: Path | None) -> list[tuple[int
     """(combinations done, estimated left, actually left) after each combination; the first row is the plan's."""
     names = [str(line["name"]) for line in run]
     ats = [float(str(line["at"])) for line in run]
-    walls = [float(str(run[0].get("wall", run[0]["seconds"])))] + [b - a for a, b in itertools.pairwise(ats)]
+    walls = [float(str(run[0].get("wall", run[0]["seconds"])))] + [
+        b - a for a, b in itertools.pairwise(ats)
+    ]
     first = tuple(asv.matching(names, [record.FIRST_TIER]))
     rest = tuple(name for name in names if name not in first)
-    steps = [step for step in (watch.Step("b", first, "first tier"), watch.Step("b", rest, "the rest")) if step.names]
+    steps = [
+        step
+        for step in (watch.Step("b", first, "first tier"), watch.Step("b", rest, "the rest"))
+        if step.names
+    ]
     order = [name for step in steps for name in step.names]
     took = dict(zip(names, walls, strict=True))
     with tempfile.TemporaryDirectory() as folder:
@@ -42,7 +48,9 @@ def replay(run: list[dict[str, object]], history: Path | None) -> list[tuple[int
         watching = watch.Watch(steps, watch.Costs(results, machine), None)
         total = sum(took.values())
         planned = sum(estimate.seconds for _, _, estimate in watching._estimates(steps, set()))
-        rows = [(0, planned - watching._start_up("b", True).seconds, total)]  # the replay has no start-up
+        rows = [
+            (0, planned - watching._start_up("b", True).seconds, total)
+        ]  # the replay has no start-up
         spent = 0.0
         for number, step in enumerate(steps):
             scratch = Path(folder) / f"scratch{number}"
@@ -53,7 +61,15 @@ def replay(run: list[dict[str, object]], history: Path | None) -> list[tuple[int
                 events = [{"event": "start", "name": name, "at": clock}]
                 clock += took[name]
                 spent += took[name]
-                events.append({"event": "done", "name": name, "at": clock, "seconds": took[name], "outcome": "value"})
+                events.append(
+                    {
+                        "event": "done",
+                        "name": name,
+                        "at": clock,
+                        "seconds": took[name],
+                        "outcome": "value",
+                    }
+                )
                 with open(scratch / asv_saving.EVENTS, "a") as out:
                     out.write("".join(json.dumps(event) + "\n" for event in events))
                 watching.poll(scratch)
@@ -65,22 +81,38 @@ def main(argv: list[str]) -> None:
     paths = [Path(arg) for arg in argv if not arg.startswith("--")]
     if "--no-table" in argv:
         watch.MEASURED_SECONDS.clear()
-    run = [line for line in map(json.loads, paths[0].read_text().splitlines())
-           if line.get("event", "done") == "done" and "at" in line]
+    run = [
+        line
+        for line in map(json.loads, paths[0].read_text().splitlines())
+        if line.get("event", "done") == "done" and "at" in line
+    ]
     rows = replay(run, paths[1] if len(paths) > 1 else None)
     count = len(run)
     first = len(asv.matching([str(line["name"]) for line in run], [record.FIRST_TIER]))
-    print(f"{count} combinations ({first} in the first tier), {watch.clock(rows[0][2])} of wall time in all\n")
-    print("| moment | done | estimated left | actually left | estimated / actual |\n|---|---|---|---|---|")
-    for label, fraction in (("the plan", 0.0), ("end of first tier", first / count), ("10%", 0.1), ("50%", 0.5),
-                            ("90%", 0.9)):
+    print(
+        f"{count} combinations ({first} in the first tier), {watch.clock(rows[0][2])} of wall time in all\n"
+    )
+    print(
+        "| moment | done | estimated left | actually left | estimated / actual |\n|---|---|---|---|---|"
+    )
+    for label, fraction in (
+        ("the plan", 0.0),
+        ("end of first tier", first / count),
+        ("10%", 0.1),
+        ("50%", 0.5),
+        ("90%", 0.9),
+    ):
         done, estimated, actual = next(row for row in rows if row[0] >= round(fraction * count))
         if not actual:
             continue
-        print(f"| {label} | {done} of {count} | {watch.clock(estimated)} | {watch.clock(actual)} |"
-              f" {estimated / actual:.2f} |")
+        print(
+            f"| {label} | {done} of {count} | {watch.clock(estimated)} | {watch.clock(actual)} |"
+            f" {estimated / actual:.2f} |"
+        )
 
 
 if __name__ == "__main__":
-    logging.getLogger("mpsbench").setLevel(logging.WARNING)  # the replay's own lines, not the watch's
+    logging.getLogger("mpsbench").setLevel(
+        logging.WARNING
+    )  # the replay's own lines, not the watch's
     main(sys.argv[1:])

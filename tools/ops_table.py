@@ -47,13 +47,24 @@ class Peaks:
     source: str
 
 
-_H100_DATASHEET = "NVIDIA H100 Tensor Core GPU datasheet (2023): dense = half the 'with sparsity' figures"
+_H100_DATASHEET = (
+    "NVIDIA H100 Tensor Core GPU datasheet (2023): dense = half the 'with sparsity' figures"
+)
 # Matched against torch.cuda.get_device_name(): the first key it contains wins.
 PEAKS: dict[str, Peaks] = {
     "H100 PCIe": Peaks(51.0, 378.0, 756.0, 2000.0, 64.0, _H100_DATASHEET + ", H100 PCIe"),
     "H100 80GB HBM3": Peaks(67.0, 494.5, 989.5, 3350.0, 64.0, _H100_DATASHEET + ", H100 SXM"),
-    "H100": Peaks(67.0, 494.5, 989.5, 3350.0, 64.0, _H100_DATASHEET + ", H100 SXM (model not recognised exactly)"),
-    "H200": Peaks(67.0, 494.5, 989.5, 4800.0, 64.0, "NVIDIA H200 datasheet (2024), H200 SXM, dense"),
+    "H100": Peaks(
+        67.0,
+        494.5,
+        989.5,
+        3350.0,
+        64.0,
+        _H100_DATASHEET + ", H100 SXM (model not recognised exactly)",
+    ),
+    "H200": Peaks(
+        67.0, 494.5, 989.5, 4800.0, 64.0, "NVIDIA H200 datasheet (2024), H200 SXM, dense"
+    ),
 }
 
 
@@ -105,7 +116,9 @@ def measure(device: str, spec: ops.OpSpec, dtype: str, size: str, peaks: Peaks |
         return Row(spec.name, dtype, size, None, None, spec.unit, None, f"skipped: {skipped}")
     except Exception as exc:
         ops.forget()
-        return Row(spec.name, dtype, size, None, None, spec.unit, None, f"failed: {errors.first_line(exc)}")
+        return Row(
+            spec.name, dtype, size, None, None, spec.unit, None, f"failed: {errors.first_line(exc)}"
+        )
     value = spec.work_at(size, dtype) / seconds / 1e9
     percent = None if peaks is None else 100.0 * value / peak_of(peaks, spec, dtype)
     return Row(spec.name, dtype, size, seconds, value, spec.unit, percent, "")
@@ -114,14 +127,18 @@ def measure(device: str, spec: ops.OpSpec, dtype: str, size: str, peaks: Peaks |
 def _format(rows: list[Row]) -> str:
     table = [["op", "dtype", "size", "time/call", "throughput", "unit", "% of peak", "note"]]
     for row in rows:
-        table.append([
-            row.op, row.dtype, row.size,
-            "-" if row.seconds_per_call is None else f"{row.seconds_per_call * 1e6:.1f} us",
-            "-" if row.throughput is None else f"{row.throughput:.1f}",
-            row.unit,
-            "-" if row.percent_of_peak is None else f"{row.percent_of_peak:.1f}",
-            row.note,
-        ])
+        table.append(
+            [
+                row.op,
+                row.dtype,
+                row.size,
+                "-" if row.seconds_per_call is None else f"{row.seconds_per_call * 1e6:.1f} us",
+                "-" if row.throughput is None else f"{row.throughput:.1f}",
+                row.unit,
+                "-" if row.percent_of_peak is None else f"{row.percent_of_peak:.1f}",
+                row.note,
+            ]
+        )
     return text_table(table)
 
 
@@ -132,9 +149,14 @@ def registry_markdown() -> str:
         "|---|---|---|---|---|---|---|",
     ]
     for spec in ops.REGISTRY.values():
-        shapes = [", ".join(f"{key}={value}" for key, value in spec.dims(size).items()) for size in ops.SIZES]
+        shapes = [
+            ", ".join(f"{key}={value}" for key, value in spec.dims(size).items())
+            for size in ops.SIZES
+        ]
         backward = "yes" if spec.has_backward else "no"
-        lines.append(f"| `{spec.name}` | {spec.unit} | {' | '.join(shapes)} | {spec.formula} | {backward} |")
+        lines.append(
+            f"| `{spec.name}` | {spec.unit} | {' | '.join(shapes)} | {spec.formula} | {backward} |"
+        )
     return "\n".join(lines)
 
 
@@ -153,12 +175,24 @@ def _choices(text: str | None, valid: Sequence[str], what: str) -> list[str]:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m tools.ops_table", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--device", default=None, help="cpu, mps or cuda (default: cuda, else mps, else cpu)")
+    parser = argparse.ArgumentParser(
+        prog="python -m tools.ops_table", description=__doc__.split("\n\n")[0]
+    )
+    parser.add_argument(
+        "--device", default=None, help="cpu, mps or cuda (default: cuda, else mps, else cpu)"
+    )
     parser.add_argument("--ops", default=None, help="comma-separated op names (default all)")
-    parser.add_argument("--dtypes", default=None, help="comma-separated, from float32,float16,bfloat16 (default all)")
-    parser.add_argument("--sizes", default=None, help="comma-separated, from small,medium,large (default all)")
-    parser.add_argument("--registry", action="store_true", help="print the op registry as markdown and exit")
+    parser.add_argument(
+        "--dtypes",
+        default=None,
+        help="comma-separated, from float32,float16,bfloat16 (default all)",
+    )
+    parser.add_argument(
+        "--sizes", default=None, help="comma-separated, from small,medium,large (default all)"
+    )
+    parser.add_argument(
+        "--registry", action="store_true", help="print the op registry as markdown and exit"
+    )
     return parser
 
 
@@ -187,8 +221,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     ]
     if device == "cuda":
         header.append(f"TF32 allowed: matmul {matmul_uses_tf32()}, cuDNN conv {conv_uses_tf32()}")
-        header.append(f"peaks: {peaks}" if peaks else "peaks: unknown for this GPU model (no % of peak)")
-    rows = [measure(device, ops.get(name), dtype, size, peaks) for name in names for dtype in dtypes for size in sizes]
+        header.append(
+            f"peaks: {peaks}" if peaks else "peaks: unknown for this GPU model (no % of peak)"
+        )
+    rows = [
+        measure(device, ops.get(name), dtype, size, peaks)
+        for name in names
+        for dtype in dtypes
+        for size in sizes
+    ]
     text = "\n".join([*header, "", _format(rows)])
     print(text)
     out = os.environ.get("OUT")
@@ -196,8 +237,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         folder = Path(out)
         folder.mkdir(parents=True, exist_ok=True)
         (folder / "ops-table.txt").write_text(text + "\n")
-        record = {"header": header, "device": device, "peaks": None if peaks is None else asdict(peaks),
-                  "rows": [asdict(row) for row in rows]}
+        record = {
+            "header": header,
+            "device": device,
+            "peaks": None if peaks is None else asdict(peaks),
+            "rows": [asdict(row) for row in rows],
+        }
         (folder / "ops-table.json").write_text(json.dumps(record, indent=1) + "\n")
     return 1 if any(row.note.startswith("failed") for row in rows) else 0
 

@@ -36,13 +36,33 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
 PROBE = Path(__file__).with_name("breakdown_probe.py")
 PER_ROUND = {  # which terms each path pays in every round, by the probe's names (and "environment switch")
-    "today, fork": ["environment switch", "interpreter start", "import torch", "import asv_runner",
-                    "discovery (every module)", "setup (asv's do_setup, whole)", "samples (asv's do_run)"],
-    "today, spawn": ["environment switch", "interpreter start", "import torch", "import asv_runner",
-                     "import the benchmark module", "setup (asv's do_setup, whole)", "samples (asv's do_run)"],
+    "today, fork": [
+        "environment switch",
+        "interpreter start",
+        "import torch",
+        "import asv_runner",
+        "discovery (every module)",
+        "setup (asv's do_setup, whole)",
+        "samples (asv's do_run)",
+    ],
+    "today, spawn": [
+        "environment switch",
+        "interpreter start",
+        "import torch",
+        "import asv_runner",
+        "import the benchmark module",
+        "setup (asv's do_setup, whole)",
+        "samples (asv's do_run)",
+    ],
     "servers, fork": ["setup (asv's do_setup, whole)", "samples (asv's do_run)"],
-    "servers, spawn": ["interpreter start", "import torch", "import asv_runner", "import the benchmark module",
-                       "setup (asv's do_setup, whole)", "samples (asv's do_run)"],
+    "servers, spawn": [
+        "interpreter start",
+        "import torch",
+        "import asv_runner",
+        "import the benchmark module",
+        "setup (asv's do_setup, whole)",
+        "samples (asv's do_run)",
+    ],
 }
 
 
@@ -61,12 +81,18 @@ def main(argv: list[str] | None = None) -> int:
     from mpsbench.core import asv, errors
     from mpsbench.regressions import compare, fresh, servers
 
-    parser = argparse.ArgumentParser(prog="tools/process_breakdown.py", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(
+        prog="tools/process_breakdown.py", description=__doc__.split("\n\n")[0]
+    )
     parser.add_argument("build", help="CHANNEL@ID, a timeline hash or a tag")
-    parser.add_argument("--repeat", type=int, default=3, help="processes per term (the median is shown)")
+    parser.add_argument(
+        "--repeat", type=int, default=3, help="processes per term (the median is shown)"
+    )
     cli.fresh_arguments(parser, bisecting=False)
     parsed = parser.parse_args(argv)
-    args = cli.fresh_options(parsed, parsed.manifest, parsed.timeline, parsed.machine, parsed.suite_root)
+    args = cli.fresh_options(
+        parsed, parsed.manifest, parsed.timeline, parsed.machine, parsed.suite_root
+    )
     try:
         compare.check(args)
         _, _, (build,) = fresh.name_builds([parsed.build], args.manifest, args.timeline)
@@ -74,54 +100,113 @@ def main(argv: list[str] | None = None) -> int:
             combination = session.check_bench(build.commit)
             python = asv.environment_python(session.config)
             reader_build = timeline.Reader(session.timeline).build(build.commit)
-            placed = servers.place(python, reader_build, session.root / "src", session.scratch, session.env)
-            benchmark_id = f"{session.key}-{session.index}" if session.index >= 0 else str(session.key)
+            placed = servers.place(
+                python, reader_build, session.root / "src", session.scratch, session.env
+            )
+            benchmark_id = (
+                f"{session.key}-{session.index}" if session.index >= 0 else str(session.key)
+            )
             env = {**session.env, **placed.env, "PYTHONPATH": os.pathsep.join(placed.paths)}
             took: dict[str, list[float]] = {}
             for _ in range(parsed.repeat):
-                done = subprocess.run([str(python), "-S", str(PROBE), str(session.benchmarks), benchmark_id,
-                                       str(fresh.SAMPLES), repr(time.time())], env=env, capture_output=True, text=True)
+                done = subprocess.run(
+                    [
+                        str(python),
+                        "-S",
+                        str(PROBE),
+                        str(session.benchmarks),
+                        benchmark_id,
+                        str(fresh.SAMPLES),
+                        repr(time.time()),
+                    ],
+                    env=env,
+                    capture_output=True,
+                    text=True,
+                )
                 if done.returncode != 0:
-                    raise errors.UserError(f"the probe failed: {(done.stderr or done.stdout).strip().splitlines()[-1:]}")
-                for name, seconds in json.loads(done.stdout.strip().splitlines()[-1])["took"].items():
+                    raise errors.UserError(
+                        f"the probe failed: {(done.stderr or done.stdout).strip().splitlines()[-1:]}"
+                    )
+                for name, seconds in json.loads(done.stdout.strip().splitlines()[-1])[
+                    "took"
+                ].items():
                     took.setdefault(name, []).append(seconds)
             folder = session.scratch / "switch"
             folder.mkdir()
             (folder / "build.json").write_text(json.dumps(reader_build))
             installer, env_dir = str(servers.INSTALLER), str(python.parents[1])
             took["environment switch"] = [
-                _median_seconds([str(python), installer, "uninstall", env_dir], session.env, parsed.repeat)
-                + _median_seconds([str(python), installer, "install", str(folder), env_dir,
-                                   str(session.root / "src")], session.env, parsed.repeat)]
+                _median_seconds(
+                    [str(python), installer, "uninstall", env_dir], session.env, parsed.repeat
+                )
+                + _median_seconds(
+                    [
+                        str(python),
+                        installer,
+                        "install",
+                        str(folder),
+                        env_dir,
+                        str(session.root / "src"),
+                    ],
+                    session.env,
+                    parsed.repeat,
+                )
+            ]
             took["bare interpreter (python -S -c pass)"] = [
-                _median_seconds([str(python), "-S", "-c", "pass"], session.env, parsed.repeat)]
-            measured = {mode: _server_rounds(python, placed, session, benchmark_id, mode, parsed.repeat)
-                        for mode in (servers.FORK, servers.SPAWN)}
+                _median_seconds([str(python), "-S", "-c", "pass"], session.env, parsed.repeat)
+            ]
+            measured = {
+                mode: _server_rounds(python, placed, session, benchmark_id, mode, parsed.repeat)
+                for mode in (servers.FORK, servers.SPAWN)
+            }
     except errors.UserError as exc:
         print(f"process_breakdown: error: {exc}", file=sys.stderr)
         return 2
     medians = {name: statistics.median(values) for name, values in took.items()}
-    print(f"{combination}, build {build.name}, {parsed.repeat} processes a term,"
-          f" {compare.measured_as(args)}")
+    print(
+        f"{combination}, build {build.name}, {parsed.repeat} processes a term,"
+        f" {compare.measured_as(args)}"
+    )
     width = max(map(len, medians)) + 2
-    print(f"{'term (median s)':<{width}}{'s':>8}  " + "  ".join(f"{path:>15}" for path in PER_ROUND))
+    print(
+        f"{'term (median s)':<{width}}{'s':>8}  " + "  ".join(f"{path:>15}" for path in PER_ROUND)
+    )
     for name, seconds in medians.items():
         marks = "  ".join(f"{'x' if name in terms else '':>15}" for terms in PER_ROUND.values())
         print(f"{name:<{width}}{seconds:8.3f}  {marks}")
-    sums = {path: sum(medians.get(term, 0.0) for term in terms) for path, terms in PER_ROUND.items()}
-    print(f"{'sum per round':<{width}}{'':8}  " + "  ".join(f"{value:15.2f}" for value in sums.values()))
+    sums = {
+        path: sum(medians.get(term, 0.0) for term in terms) for path, terms in PER_ROUND.items()
+    }
+    print(
+        f"{'sum per round':<{width}}{'':8}  "
+        + "  ".join(f"{value:15.2f}" for value in sums.values())
+    )
     samples = medians.get("samples (asv's do_run)", float("nan"))
-    print(f"{'samples share':<{width}}{'':8}  " + "  ".join(f"{samples / value:15.0%}" for value in sums.values()))
-    print(f"measured server rounds (s, median of {parsed.repeat}): fork {measured[servers.FORK]:.2f} (command to"
-          f" reply, the warm parent started before), spawn {measured[servers.SPAWN]:.2f} (launch to reply)")
+    print(
+        f"{'samples share':<{width}}{'':8}  "
+        + "  ".join(f"{samples / value:15.0%}" for value in sums.values())
+    )
+    print(
+        f"measured server rounds (s, median of {parsed.repeat}): fork {measured[servers.FORK]:.2f} (command to"
+        f" reply, the warm parent started before), spawn {measured[servers.SPAWN]:.2f} (launch to reply)"
+    )
     return 0
 
 
-def _server_rounds(python: Path, placed: servers.Placed, session: fresh.Session, benchmark_id: str, mode: str,
-                   repeat: int) -> float:
+def _server_rounds(
+    python: Path,
+    placed: servers.Placed,
+    session: fresh.Session,
+    benchmark_id: str,
+    mode: str,
+    repeat: int,
+) -> float:
     """Real rounds of a build server: forked rounds after the warm parent's imports, spawned ones launch to reply."""
     from mpsbench.regressions import fresh, servers
-    server = servers.Server(python, placed, session.benchmarks, benchmark_id, session.env, session.scratch, mode)
+
+    server = servers.Server(
+        python, placed, session.benchmarks, benchmark_id, session.env, session.scratch, mode
+    )
     walls = []
     try:
         if mode == servers.FORK:

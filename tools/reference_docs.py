@@ -20,8 +20,14 @@ from mpsbench import cli
 from mpsbench.regressions import bisection, compare
 
 REFERENCE = Path(__file__).resolve().parents[1] / "docs" / "reference"
-PAGE, NIGHTLY_PAGE, BENCHMARKS_PAGE = REFERENCE / "commands.md", REFERENCE / "nightly.md", REFERENCE / "benchmarks.md"
-NIGHTLY = "mpsbench nightly"  # the fleet's steps: a page of their own, so that each page stays short
+PAGE, NIGHTLY_PAGE, BENCHMARKS_PAGE = (
+    REFERENCE / "commands.md",
+    REFERENCE / "nightly.md",
+    REFERENCE / "benchmarks.md",
+)
+NIGHTLY = (
+    "mpsbench nightly"  # the fleet's steps: a page of their own, so that each page stays short
+)
 WIDTH = "100"  # argparse wraps help to $COLUMNS: a fixed width keeps the page the same on every terminal
 
 INTRO = """# Commands
@@ -53,7 +59,9 @@ A CI step: `mpsbench bisect "$GOOD" "$BAD" -b "$ROW"; case $? in 0) report;; 1) 
 """
 
 
-def commands(parser: argparse.ArgumentParser, prefix: str = "mpsbench") -> Iterator[tuple[str, argparse.ArgumentParser]]:
+def commands(
+    parser: argparse.ArgumentParser, prefix: str = "mpsbench"
+) -> Iterator[tuple[str, argparse.ArgumentParser]]:
     """Each command and subcommand under ``parser``, depth first, in the order ``--help`` lists them."""
     yield prefix, parser
     for action in parser._actions:  # argparse has no public walk over its subparsers
@@ -102,13 +110,25 @@ def benchmarks_page() -> str:
     rows: dict[str, list[str]] = {}
     for bench in disc_benchmarks(str(root / "benchmarks")):
         module, name = bench.name.split(".", 1)
-        params = "; ".join(f"`{key}`: {_values(values)}" for key, values in zip(bench.param_names, bench.params))
-        doc = (inspect.getdoc(bench.func) or "").split("\n\n")[0].replace("\n", " ").replace("|", "\\|")
-        rows.setdefault(module, []).append(f"| `{name}` | {params or '(none)'} | {bench.unit} | {doc} |")
+        params = "; ".join(
+            f"`{key}`: {_values(values)}" for key, values in zip(bench.param_names, bench.params)
+        )
+        doc = (
+            (inspect.getdoc(bench.func) or "")
+            .split("\n\n")[0]
+            .replace("\n", " ")
+            .replace("|", "\\|")
+        )
+        rows.setdefault(module, []).append(
+            f"| `{name}` | {params or '(none)'} | {bench.unit} | {doc} |"
+        )
     parts = [BENCHMARKS_INTRO]
     for module, lines in rows.items():
-        parts.append(f"## {module}\n\n| benchmark | parameters | unit | what |\n| --- | --- | --- | --- |\n"
-                     + "\n".join(lines) + "\n")
+        parts.append(
+            f"## {module}\n\n| benchmark | parameters | unit | what |\n| --- | --- | --- | --- |\n"
+            + "\n".join(lines)
+            + "\n"
+        )
     return "\n".join(parts)
 
 
@@ -120,20 +140,30 @@ def pages() -> dict[Path, str]:
         parser.prog = name
         section = f"## {name}\n\n```\n{parser.format_help().rstrip()}\n```\n"
         (nightly_parts if name.startswith(NIGHTLY) else main_parts).append(section)
-    main_parts.append(EXIT_STATUSES.format(compare=compare.EXIT_STATUSES, bisect=bisection.EXIT_STATUSES))
-    return {PAGE: "\n".join(main_parts), NIGHTLY_PAGE: "\n".join(nightly_parts), BENCHMARKS_PAGE: benchmarks_page()}
+    main_parts.append(
+        EXIT_STATUSES.format(compare=compare.EXIT_STATUSES, bisect=bisection.EXIT_STATUSES)
+    )
+    return {
+        PAGE: "\n".join(main_parts),
+        NIGHTLY_PAGE: "\n".join(nightly_parts),
+        BENCHMARKS_PAGE: benchmarks_page(),
+    }
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--check", action="store_true", help="exit 1 if the page is not what the parser prints")
+    parser.add_argument(
+        "--check", action="store_true", help="exit 1 if the page is not what the parser prints"
+    )
     args = parser.parse_args(argv)
     stale = 0
     for path, wanted in pages().items():
         if args.check:
             same = path.is_file() and path.read_text() == wanted
             stale += not same
-            print(f"{path.name}: {'current' if same else 'out of date: run python -m tools.reference_docs'}")
+            print(
+                f"{path.name}: {'current' if same else 'out of date: run python -m tools.reference_docs'}"
+            )
         else:
             path.write_text(wanted)
             print(f"wrote {path.relative_to(REFERENCE.parents[1])}")

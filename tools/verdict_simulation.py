@@ -57,13 +57,26 @@ def _cpu_contended(rng: random.Random) -> float:
     return fast if rng.random() < 0.5 else fast * rng.uniform(1.8, 3.5)
 
 
-DISTRIBUTIONS: dict[str, Draw] = {"h100": _h100, "h200-forked": _h200_forked, "cpu-threads1": _cpu_one_thread,
-                                   "cpu-contended": _cpu_contended}
-SCENARIOS = {"identical": 1.0, "4% slower": 1.04, "at the factor": FACTOR, "6% slower": 1.06, "6.5% slower": 1.065,
-             "7.3% slower": 1.073, "1.3x slower": 1.3}
+DISTRIBUTIONS: dict[str, Draw] = {
+    "h100": _h100,
+    "h200-forked": _h200_forked,
+    "cpu-threads1": _cpu_one_thread,
+    "cpu-contended": _cpu_contended,
+}
+SCENARIOS = {
+    "identical": 1.0,
+    "4% slower": 1.04,
+    "at the factor": FACTOR,
+    "6% slower": 1.06,
+    "6.5% slower": 1.065,
+    "7.3% slower": 1.073,
+    "1.3x slower": 1.3,
+}
 # the change each machine's trials bisected
 BISECTED = {"h100": 1.065, "h200-forked": 1.073, "cpu-threads1": 1.3, "cpu-contended": 1.3}
-PREVIOUS = {look: verdict.ALPHA / 8 for look in range(6, 21, 2)}  # the schedule before issue 31: 8 looks, Bonferroni
+PREVIOUS = {
+    look: verdict.ALPHA / 8 for look in range(6, 21, 2)
+}  # the schedule before issue 31: 8 looks, Bonferroni
 
 
 @contextlib.contextmanager
@@ -76,7 +89,9 @@ def schedule(levels: dict[int, float] | None) -> Iterator[None]:
     saved = verdict.schedule, verdict.ratio_interval
     if levels is not None:
         verdict.schedule = lambda min_rounds=0, max_rounds=0: dict(levels)
-    verdict.ratio_interval = lambda a, b, *_, **__: (verdict.fast_mode(b) / verdict.fast_mode(a),) * 2
+    verdict.ratio_interval = lambda a, b, *_, **__: (
+        (verdict.fast_mode(b) / verdict.fast_mode(a),) * 2
+    )
     try:
         yield
     finally:
@@ -96,35 +111,53 @@ class Drawn:
     quieter: str = verdict.QUIETER
     minutes: float = fresh.TIME_BUDGET_MINUTES
     deadline: float = math.inf  # a simulation is never out of time unless a test sets one
-    samples: dict[str, int] = field(default_factory=dict)  # as fresh.Session's: SAMPLES a drawn process
+    samples: dict[str, int] = field(
+        default_factory=dict
+    )  # as fresh.Session's: SAMPLES a drawn process
 
-    def rounds(self, builds: list[fresh.Named], most: int | None = None) -> Generator[dict[str, list[float]], None, None]:
+    def rounds(
+        self, builds: list[fresh.Named], most: int | None = None
+    ) -> Generator[dict[str, list[float]], None, None]:
         times: dict[str, list[float]] = {build.name: [] for build in builds}
         self.samples = {build.name: 0 for build in builds}
         for number in range(most or self.max_rounds):
-            order = builds if number % 2 == 0 else builds[::-1]  # asv reverses the order every round
+            order = (
+                builds if number % 2 == 0 else builds[::-1]
+            )  # asv reverses the order every round
             for build in order:
                 times[build.name].append(self.draw(self.rng) * self.slowdown[build.name])
                 self.samples[build.name] += fresh.SAMPLES
             yield {name: list(values) for name, values in times.items()}
 
 
-def compare_trial(draw: Draw, ratio: float, seed: int, levels: dict[int, float] | None) -> tuple[str, int]:
+def compare_trial(
+    draw: Draw, ratio: float, seed: int, levels: dict[int, float] | None
+) -> tuple[str, int]:
     """One compare of A against B = ratio x A: its decision and the rounds it took."""
-    session = Drawn(draw, {"A": 1.0, "B": ratio}, random.Random(seed), min_rounds=min(levels or verdict.alphas()))
+    session = Drawn(
+        draw,
+        {"A": 1.0, "B": ratio},
+        random.Random(seed),
+        min_rounds=min(levels or verdict.alphas()),
+    )
     a, b = fresh.Named("A", "a"), fresh.Named("B", "b")
     with schedule(levels):
         measured = compare.measure(session, [a, b], [("A", "B")])  # type: ignore[arg-type]
     return measured.verdicts[("A", "B")].decision, len(measured.times["A"])
 
 
-LINE = [f"c{index}" for index in range(1, 7)]  # the 6 builds between GOOD and BAD of an 8-build line
+LINE = [
+    f"c{index}" for index in range(1, 7)
+]  # the 6 builds between GOOD and BAD of an 8-build line
 
 
 def changed_line(first_bad: int, ratio: float) -> tuple[dict[str, float], list[str]]:
     """The slowdowns of GOOD, the line and BAD with the change at ``first_bad`` (0..6: LINE's index, 6 is BAD)."""
     between = [*LINE, "BAD"]
-    return {"GOOD": 1.0, **{name: ratio if index >= first_bad else 1.0 for index, name in enumerate(between)}}, between
+    return {
+        "GOOD": 1.0,
+        **{name: ratio if index >= first_bad else 1.0 for index, name in enumerate(between)},
+    }, between
 
 
 def bisect_trial(draw: Draw, ratio: float, first_bad: int, seed: int) -> tuple[str, int]:
@@ -148,17 +181,27 @@ def previous_bisect(draw: Draw, ratio: float, first_bad: int, seed: int) -> tupl
     low, high, processes, confirmed = -1, len(between) - 1, 0, False
     with schedule(PREVIOUS):
         while not (confirmed and high - low == 1):
-            left = between[low + 1:high]
-            candidates = left if len(left) <= 4 else [left[(i + 1) * len(left) // 5] for i in range(4)]
-            pairs = [("GOOD", "BAD")] + [p for name in candidates for p in (("GOOD", name), (name, "BAD"))]
-            step = compare.measure(session, [good, *(named[n] for n in candidates), bad],  # type: ignore[arg-type]
-                                   pairs, done=bisection._step_decided("GOOD", "BAD", candidates, confirmed))
+            left = between[low + 1 : high]
+            candidates = (
+                left if len(left) <= 4 else [left[(i + 1) * len(left) // 5] for i in range(4)]
+            )
+            pairs = [("GOOD", "BAD")] + [
+                p for name in candidates for p in (("GOOD", name), (name, "BAD"))
+            ]
+            step = compare.measure(
+                session,  # type: ignore[arg-type]
+                [good, *(named[n] for n in candidates), bad],
+                pairs,
+                done=bisection._step_decided("GOOD", "BAD", candidates, confirmed),
+            )
             processes += sum(len(values) for values in step.times.values())
             if not confirmed and step.verdicts[("GOOD", "BAD")].decision != verdict.SLOWER:
                 return "?", processes
             confirmed = True
             for name in candidates:
-                found = _previous_classify(step.verdicts[("GOOD", name)], step.verdicts[(name, "BAD")])
+                found = _previous_classify(
+                    step.verdicts[("GOOD", name)], step.verdicts[(name, "BAD")]
+                )
                 if found is None:
                     return "?", processes
                 if found == "bad":
@@ -186,27 +229,44 @@ def _bisect_job(job: tuple[str, float, int, int, bool]) -> tuple[str, int]:
 
 
 def _quiet() -> None:
-    logging.getLogger("mpsbench").setLevel(logging.WARNING)  # compare's round lines, thousands of them
+    logging.getLogger("mpsbench").setLevel(
+        logging.WARNING
+    )  # compare's round lines, thousands of them
 
 
 def summarize(results: list[tuple[str, int]]) -> str:
     decisions = Counter(decision for decision, _ in results)
     rounds = [count for _, count in results]
     early = sum(count < verdict.MIN_ROUNDS for count in rounds)
-    return (", ".join(f"{decision} {decisions[decision]}" for decision in sorted(decisions))
-            + f"; rounds mean {statistics.fmean(rounds):.2f}, median {statistics.median(rounds):g}, max {max(rounds)};"
-              f" stopped at an early look {early}")
+    return (
+        ", ".join(f"{decision} {decisions[decision]}" for decision in sorted(decisions))
+        + f"; rounds mean {statistics.fmean(rounds):.2f}, median {statistics.median(rounds):g}, max {max(rounds)};"
+        f" stopped at an early look {early}"
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--trials", type=int, default=2000, help="compares of identical builds per distribution")
-    parser.add_argument("--others", type=int, default=500, help="compares per distribution of each other scenario")
-    parser.add_argument("--bisects", type=int, default=70, help="bisects per distribution (spread over the 7 places)")
+    parser.add_argument(
+        "--trials", type=int, default=2000, help="compares of identical builds per distribution"
+    )
+    parser.add_argument(
+        "--others", type=int, default=500, help="compares per distribution of each other scenario"
+    )
+    parser.add_argument(
+        "--bisects",
+        type=int,
+        default=70,
+        help="bisects per distribution (spread over the 7 places)",
+    )
     parser.add_argument("--seed", type=int, default=31)
     parser.add_argument("--workers", type=int, default=2)
-    parser.add_argument("--only", choices=sorted(DISTRIBUTIONS), action="append", help="these distributions only")
-    parser.add_argument("--scenario", choices=list(SCENARIOS), action="append", help="these compare scenarios only")
+    parser.add_argument(
+        "--only", choices=sorted(DISTRIBUTIONS), action="append", help="these distributions only"
+    )
+    parser.add_argument(
+        "--scenario", choices=list(SCENARIOS), action="append", help="these compare scenarios only"
+    )
     args = parser.parse_args(argv)
     _quiet()
     with ProcessPoolExecutor(args.workers, initializer=_quiet) as pool:
@@ -215,21 +275,37 @@ def main(argv: list[str] | None = None) -> int:
                 ratio = SCENARIOS[scenario]
                 trials = args.trials if ratio == 1.0 else args.others
                 for previous in (True, False):  # the same draws (seeds) under both schedules
-                    jobs = [(name, ratio, args.seed * 1_000_003 + trial, previous) for trial in range(trials)]
+                    jobs = [
+                        (name, ratio, args.seed * 1_000_003 + trial, previous)
+                        for trial in range(trials)
+                    ]
                     found = list(pool.map(_compare_job, jobs, chunksize=20))
                     label = "previous (6, 8 .. 20)" if previous else "committed (2 .. 60)"
-                    print(f"compare {name:13} {scenario:13} {label:26} {trials} trials: {summarize(found)}", flush=True)
+                    print(
+                        f"compare {name:13} {scenario:13} {label:26} {trials} trials: {summarize(found)}",
+                        flush=True,
+                    )
             for previous in (True, False) if args.bisects else ():
-                lines = [(name, BISECTED[name], trial % 7, args.seed * 1_000_003 + trial, previous)
-                         for trial in range(args.bisects)]
+                lines = [
+                    (name, BISECTED[name], trial % 7, args.seed * 1_000_003 + trial, previous)
+                    for trial in range(args.bisects)
+                ]
                 found = list(pool.map(_bisect_job, lines, chunksize=5))
-                right = sum(named == [*LINE, "BAD"][trial % 7] for trial, (named, _) in enumerate(found))
-                wrong = sum(named not in ("?", [*LINE, "BAD"][trial % 7]) for trial, (named, _) in enumerate(found))
+                right = sum(
+                    named == [*LINE, "BAD"][trial % 7] for trial, (named, _) in enumerate(found)
+                )
+                wrong = sum(
+                    named not in ("?", [*LINE, "BAD"][trial % 7])
+                    for trial, (named, _) in enumerate(found)
+                )
                 cost = [processes for _, processes in found]
                 label = "previous (4 a pass)" if previous else "committed (probes)"
-                print(f"bisect  {name:13} {BISECTED[name]:g}x{'':8} {label:26} {args.bisects} trials: right {right},"
-                      f" wrong {wrong}, undecided {args.bisects - right - wrong}; processes mean {statistics.fmean(cost):.1f}"
-                      f" (from {min(cost)} to {max(cost)})", flush=True)
+                print(
+                    f"bisect  {name:13} {BISECTED[name]:g}x{'':8} {label:26} {args.bisects} trials: right {right},"
+                    f" wrong {wrong}, undecided {args.bisects - right - wrong}; processes mean {statistics.fmean(cost):.1f}"
+                    f" (from {min(cost)} to {max(cost)})",
+                    flush=True,
+                )
     return 0
 
 

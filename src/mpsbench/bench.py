@@ -36,7 +36,9 @@ def require_torch() -> Any:
     try:
         import torch
     except ImportError as exc:
-        raise UserError(f"this command needs torch, which is not installed here ({exc}): pip install torch") from None
+        raise UserError(
+            f"this command needs torch, which is not installed here ({exc}): pip install torch"
+        ) from None
     return torch
 
 
@@ -62,7 +64,9 @@ def checked_args(suite: Suite, asv_args: Sequence[str]) -> record.Selection | No
     """The arguments for asv run, refused in one line before anything is printed (an option asv lacks, a range naming
     no build of the generated timeline, a -b that is no regex, finds nothing or only what would skip here); -b's
     selection (:func:`mpsbench.results.record.select`), made once here for the record run. None: no -b."""
-    record.check_meaning(asv.run_args(asv_args))  # --quick, -a repeat=1, MPSBENCH_SINGLE_STEPS: no history
+    record.check_meaning(
+        asv.run_args(asv_args)
+    )  # --quick, -a repeat=1, MPSBENCH_SINGLE_STEPS: no history
     if not asv_args:
         return None
     run = asv.run_args(asv_args)
@@ -81,7 +85,13 @@ def plan(suite: Suite, asv_args: Sequence[str]) -> list[tuple[str, ...]]:
     runs: list[tuple[str, ...]] = []
     for python in defaults.pythons(planned):
         hashes = suite.hashfile(python)
-        hashes.write_text("".join(f"{suite.timeline.commits[item.ref]}\n" for item in planned if python in item.pythons))
+        hashes.write_text(
+            "".join(
+                f"{suite.timeline.commits[item.ref]}\n"
+                for item in planned
+                if python in item.pythons
+            )
+        )
         runs.append(("-E", f"virtualenv:{python}", f"HASHFILE:{hashes}"))
     return runs
 
@@ -105,7 +115,11 @@ class Builds:
 
     def name(self, commit: str) -> str:
         build = self.reader.build(commit)
-        return f"{build['channel']}@{build['id']} (torch {build.get('torch_version', '?')})" if build else commit[:8]
+        return (
+            f"{build['channel']}@{build['id']} (torch {build.get('torch_version', '?')})"
+            if build
+            else commit[:8]
+        )
 
     def need(self, commit: str) -> tuple[int, str, bool]:
         return disk.need(self.reader.build(commit), self.python)
@@ -142,9 +156,15 @@ def publish_site(suite: Suite, only_if_changed: bool = False) -> None:
         log.info(f"nothing recorded in {suite.conf.results} yet: no site to publish")
         return
     stamp, state = published_stamp(suite), _state(suite)
-    current = (suite.conf.html / "index.html").is_file() and stamp.is_file() and stamp.read_text() == state
+    current = (
+        (suite.conf.html / "index.html").is_file()
+        and stamp.is_file()
+        and stamp.read_text() == state
+    )
     if only_if_changed and current:
-        log.info(f"the site in {suite.conf.html} is up to date: nothing recorded since it was published")
+        log.info(
+            f"the site in {suite.conf.html} is up to date: nothing recorded since it was published"
+        )
         return
     publish.publish(suite)
     stamp.write_text(state)
@@ -170,10 +190,22 @@ def bench(suite: Suite, options: Options) -> int:
     for run in plan(suite, options.asv_args):
         launch = ("--launch-method", suite.conf.launch_method())
         builds = Builds(suite, environment_python(run))
-        status = record.record(suite.conf, name, [*launch, *run], options.remeasure, builds, publish_after,
-                               selection) or status
+        status = (
+            record.record(
+                suite.conf,
+                name,
+                [*launch, *run],
+                options.remeasure,
+                builds,
+                publish_after,
+                selection,
+            )
+            or status
+        )
     if not published:  # nothing ran
         publish_site(suite, only_if_changed=True)
     if status:
-        log.info(f"asv run exited with status {status}: some benchmarks failed (see above); the site shows the rest")
+        log.info(
+            f"asv run exited with status {status}: some benchmarks failed (see above); the site shows the rest"
+        )
     return status

@@ -24,7 +24,17 @@ from mpsbench.core import asv, asvconf, errors, progress, settings, text
 from mpsbench.core.errors import UserError
 from mpsbench.fleet import doctor, nightly
 from mpsbench.measure import devices, models, preselect
-from mpsbench.regressions import alerts, bisection, compare, explain, fresh, nightlies, rank_ops, rule, verdict
+from mpsbench.regressions import (
+    alerts,
+    bisection,
+    compare,
+    explain,
+    fresh,
+    nightlies,
+    rank_ops,
+    rule,
+    verdict,
+)
 from mpsbench.results import merge, record
 from mpsbench.site import publish, report
 
@@ -46,8 +56,10 @@ def _date(value: str) -> str:
     try:
         date = mf.format_date(datetime.strptime(value, "%Y-%m-%dT%H:%M:%SZ"))
     except ValueError:
-        raise argparse.ArgumentTypeError(f"--date takes a UTC date and time YYYY-MM-DDTHH:MM:SSZ, e.g."
-                                         f" 2026-11-20T00:00:00Z, got {value!r}") from None
+        raise argparse.ArgumentTypeError(
+            f"--date takes a UTC date and time YYYY-MM-DDTHH:MM:SSZ, e.g."
+            f" 2026-11-20T00:00:00Z, got {value!r}"
+        ) from None
     try:
         mf.refuse_future(date, "--date")
     except mf.ManifestError as exc:
@@ -59,24 +71,38 @@ def _new_file(value: str) -> Path:
     """A file to write, in a folder that exists (checked before anything runs)."""
     path = Path(value)
     if not value or not path.parent.is_dir() or path.is_dir():
-        raise argparse.ArgumentTypeError(f"{value!r} is no file in an existing folder: create the folder first, or"
-                                         " name a file in one")
+        raise argparse.ArgumentTypeError(
+            f"{value!r} is no file in an existing folder: create the folder first, or"
+            " name a file in one"
+        )
     return path
 
 
 def _suite(args: argparse.Namespace, config: Path = asvconf.CONFIG) -> Suite:
     """The command's suite, from its --config, --manifest and --timeline (each where the command has it)."""
-    return Suite(getattr(args, "config", None) or config, getattr(args, "manifest", None) or history.MANIFEST,
-                 getattr(args, "timeline", None) or history.TIMELINE)
+    return Suite(
+        getattr(args, "config", None) or config,
+        getattr(args, "manifest", None) or history.MANIFEST,
+        getattr(args, "timeline", None) or history.TIMELINE,
+    )
 
 
-def _command(commands: Any, name: str, help_text: str, func: Callable[[argparse.Namespace], int | None], *files: str,
-             **more: Any) -> argparse.ArgumentParser:
+def _command(
+    commands: Any,
+    name: str,
+    help_text: str,
+    func: Callable[[argparse.Namespace], int | None],
+    *files: str,
+    **more: Any,
+) -> argparse.ArgumentParser:
     """A subcommand running ``func`` (None: exit status 0), with the suite's ``files``: config, manifest, timeline."""
     parser: argparse.ArgumentParser = commands.add_parser(name, help=help_text, **more)
     parser.set_defaults(func=func)
-    helps = {"config": f"the asv configuration (default {asvconf.CONFIG})",
-             "manifest": f"default {history.MANIFEST}", "timeline": f"default {history.TIMELINE}"}
+    helps = {
+        "config": f"the asv configuration (default {asvconf.CONFIG})",
+        "manifest": f"default {history.MANIFEST}",
+        "timeline": f"default {history.TIMELINE}",
+    }
     for file in files:
         parser.add_argument(f"--{file}", type=Path, help=helps[file])
     return parser
@@ -84,7 +110,10 @@ def _command(commands: Any, name: str, help_text: str, func: Callable[[argparse.
 
 def _doc(module: Any) -> dict[str, Any]:
     """A command's description: its module's docstring past the first paragraph, as written."""
-    return {"description": (module.__doc__ or "").split("\n\n", 1)[-1], "formatter_class": argparse.RawDescriptionHelpFormatter}
+    return {
+        "description": (module.__doc__ or "").split("\n\n", 1)[-1],
+        "formatter_class": argparse.RawDescriptionHelpFormatter,
+    }
 
 
 # --- measuring here --------------------------------------------------------------------------------------------
@@ -92,14 +121,26 @@ def cmd_models(args: argparse.Namespace) -> None:
     rows = [["model", "seed batch", "batch sizes", "needs", "description"]]
     for spec in models.REGISTRY.values():
         sizes = ",".join(str(size) for size in spec.batch_sizes)
-        rows.append([spec.name, str(spec.seed_batch_size), sizes, ",".join(spec.requires) or "-", spec.description])
+        rows.append(
+            [
+                spec.name,
+                str(spec.seed_batch_size),
+                sizes,
+                ",".join(spec.requires) or "-",
+                spec.description,
+            ]
+        )
     print(text.table(rows))
 
 
 def cmd_devices(args: argparse.Namespace) -> None:
     found = bench.check_setup()  # a bad MPSBENCH_DEVICES, or no torch: one line
     # --usable, for scripts: MPSBENCH_DEVICES=$(mpsbench devices --usable)
-    print(",".join(name for name in devices.NAMES if devices.get(name).usable) if args.usable else found)
+    print(
+        ",".join(name for name in devices.NAMES if devices.get(name).usable)
+        if args.usable
+        else found
+    )
 
 
 def cmd_run(args: argparse.Namespace) -> None:
@@ -115,13 +156,17 @@ def cmd_run(args: argparse.Namespace) -> None:
     if not found.usable:
         usable = [name for name in devices.NAMES if devices.get(name).usable]
         hint = f"; usable here: {', '.join(usable)}: try --device {usable[0]}" if usable else ""
-        raise UserError(f"device {device} is not usable here: {found.reason}{hint}"
-                        + (" (mps needs a Mac with Apple silicon)" if device == "mps" else ""))
+        raise UserError(
+            f"device {device} is not usable here: {found.reason}{hint}"
+            + (" (mps needs a Mac with Apple silicon)" if device == "mps" else "")
+        )
     rows = [["workload", "model", "device", "batch", "ms/step", "samples/s", "calls"]]
     for kind in kinds:
         # --kind both times the kinds the model has; a kind named that it lacks is refused by workloads.build
-        if args.kind == "both" and ((kind == "inference" and spec.trainable is not None)
-                                    or (kind == "training" and not spec.trains)):
+        if args.kind == "both" and (
+            (kind == "inference" and spec.trainable is not None)
+            or (kind == "training" and not spec.trains)
+        ):
             continue
         try:
             workload = workloads.build(kind, device, spec.name, batch_size)
@@ -129,12 +174,23 @@ def cmd_run(args: argparse.Namespace) -> None:
             raise UserError(str(exc)) from None
         except Exception as exc:
             if devices.is_out_of_memory(exc):
-                raise UserError(f"{spec.name} at batch {batch_size} does not fit in {device} memory") from None
+                raise UserError(
+                    f"{spec.name} at batch {batch_size} does not fit in {device} memory"
+                ) from None
             raise
         workload.warm_up()
         result = timing.time_steps(workload, min_seconds=args.seconds)
-        rows.append([kind, spec.name, device, str(batch_size), f"{result.seconds_per_step * 1e3:.3f}",
-                     f"{result.samples_per_second:.1f}", f"{result.calls}x{result.steps_per_call}"])
+        rows.append(
+            [
+                kind,
+                spec.name,
+                device,
+                str(batch_size),
+                f"{result.seconds_per_step * 1e3:.3f}",
+                f"{result.samples_per_second:.1f}",
+                f"{result.calls}x{result.steps_per_call}",
+            ]
+        )
         workloads.forget()
     print(text.table(rows))
     if device == "cpu":
@@ -148,15 +204,29 @@ def cmd_add(args: argparse.Namespace) -> None:
     # the channel has already, where the command line names its id (a release's version, --id).
     manifest = suite.manifest
     build_id = getattr(args, "version", None) or getattr(args, "id", None)
-    manifest.check_new(args.channel, build_id, args.parent)  # before a download: names, a second build, the parent
-    history.append(suite.manifest_path, suite.timeline_path, args.channel, args.resolver(args, suite), args.parent)
+    manifest.check_new(
+        args.channel, build_id, args.parent
+    )  # before a download: names, a second build, the parent
+    history.append(
+        suite.manifest_path,
+        suite.timeline_path,
+        args.channel,
+        args.resolver(args, suite),
+        args.parent,
+    )
 
 
 def _release(args: argparse.Namespace, suite: Suite) -> mf.Build:
     # The manifest's defaults say which interpreters each platform pins, unless --python names them.
     pythons = tuple(args.python) if args.python else defaults.pin_pythons(suite.manifest)
-    return resolve.release(args.version, index=args.index, pythons=pythons, torchvision=args.torchvision,
-                           transformers=args.transformers, date=args.date)
+    return resolve.release(
+        args.version,
+        index=args.index,
+        pythons=pythons,
+        torchvision=args.torchvision,
+        transformers=args.transformers,
+        date=args.date,
+    )
 
 
 def _existing(args: argparse.Namespace, suite: Suite) -> mf.Build:
@@ -166,25 +236,42 @@ def _existing(args: argparse.Namespace, suite: Suite) -> mf.Build:
         if not sep or not name:
             raise UserError(f"--env takes NAME=VALUE, got {pair!r}")
         env[name] = value
-    return resolve.existing(args.site_packages, build_id=args.id, date=args.date, env=env, note=args.note)
+    return resolve.existing(
+        args.site_packages, build_id=args.id, date=args.date, env=env, note=args.note
+    )
 
 
 def cmd_add_nightly(args: argparse.Namespace) -> None:
     suite = _suite(args)
-    history.add_nightly(suite.manifest_path, suite.timeline_path, args.channel, args.date,
-                        indexes=tuple(args.index or ()), pythons=tuple(args.python), transformers=args.transformers,
-                        transformers_index=args.transformers_index, parent=args.parent)
+    history.add_nightly(
+        suite.manifest_path,
+        suite.timeline_path,
+        args.channel,
+        args.date,
+        indexes=tuple(args.index or ()),
+        pythons=tuple(args.python),
+        transformers=args.transformers,
+        transformers_index=args.transformers_index,
+        parent=args.parent,
+    )
 
 
 def cmd_list(args: argparse.Namespace) -> None:
     suite = _suite(args)
     for channel in suite.manifest.channels:
-        print(f"channel {channel.name}" + (f" (forks from {channel.parent})" if channel.parent else ""))
+        print(
+            f"channel {channel.name}"
+            + (f" (forks from {channel.parent})" if channel.parent else "")
+        )
         for build in channel.builds:
             ref = f"{channel.name}@{build.id}"  # as asv's branches and every other command name it
-            tag = f", tag {build.tag}" if build.tag else ""  # the build's kind is no channel: say which is which
-            print(f"  {suite.timeline.commits[ref][:12]}  {ref:<22} torch {build.torch_version:<22}"
-                  f" git {build.git_version[:12]}  {build.date}  {build.kind} build{tag}")
+            tag = (
+                f", tag {build.tag}" if build.tag else ""
+            )  # the build's kind is no channel: say which is which
+            print(
+                f"  {suite.timeline.commits[ref][:12]}  {ref:<22} torch {build.torch_version:<22}"
+                f" git {build.git_version[:12]}  {build.date}  {build.kind} build{tag}"
+            )
 
 
 def cmd_generate(args: argparse.Namespace) -> None:
@@ -205,9 +292,15 @@ def cmd_default(args: argparse.Namespace) -> None:
         if args.python is None:
             raise UserError("--hashes needs --python VERSION: each Python runs its own builds")
         if args.python not in defaults.pythons(planned):
-            raise UserError(f"--python {args.python} runs no build of {platform}'s default; its Pythons:"
-                            f" {', '.join(defaults.pythons(planned)) or 'none'}")
-        print("\n".join(suite.timeline.commits[item.ref] for item in planned if args.python in item.pythons))
+            raise UserError(
+                f"--python {args.python} runs no build of {platform}'s default; its Pythons:"
+                f" {', '.join(defaults.pythons(planned)) or 'none'}"
+            )
+        print(
+            "\n".join(
+                suite.timeline.commits[item.ref] for item in planned if args.python in item.pythons
+            )
+        )
     else:
         print(defaults.listing(platform, planned, suite.timeline, here=not args.platform))
         for line in skipped:  # said with the listing only
@@ -234,8 +327,9 @@ def _asv_args(args: argparse.Namespace) -> list[str]:
 def cmd_merge(args: argparse.Namespace) -> int:
     merge.check_machines(args.sources, args.machine)
     builds = merge.timeline_builds(args.timeline) if args.timeline else None
-    return merge.merge(args.dest, args.sources, args.machine or None, args.update_benchmarks, args.replace,
-                       builds).show(args.dest)
+    return merge.merge(
+        args.dest, args.sources, args.machine or None, args.update_benchmarks, args.replace, builds
+    ).show(args.dest)
 
 
 def cmd_record(args: argparse.Namespace) -> int:
@@ -259,28 +353,54 @@ def cmd_preselect(args: argparse.Namespace) -> None:
 
 # --- judging and publishing ------------------------------------------------------------------------------------
 def cmd_alert(args: argparse.Namespace) -> int:
-    options = alerts.Options(tuple(args.machine), args.build, args.summary, args.confirm, args.results)
+    options = alerts.Options(
+        tuple(args.machine), args.build, args.summary, args.confirm, args.results
+    )
     return alerts.check(_suite(args), options)[0]
 
 
 def cmd_ops_rank(args: argparse.Namespace) -> int:
-    return rank_ops.run(_suite(args), rank_ops.Options(args.before, args.after, args.results_dir, args.machine, args.top or None))
+    return rank_ops.run(
+        _suite(args),
+        rank_ops.Options(args.before, args.after, args.results_dir, args.machine, args.top or None),
+    )
 
 
-def fresh_options(args: argparse.Namespace, manifest_path: Path, timeline_path: Path, machine_name: str | None,
-                  suite_root: Path | None) -> fresh.Options:
+def fresh_options(
+    args: argparse.Namespace,
+    manifest_path: Path,
+    timeline_path: Path,
+    machine_name: str | None,
+    suite_root: Path | None,
+) -> fresh.Options:
     """compare's and bisect's options (fresh_arguments), typed; the fleet's bisect step names its own files and machine.
     Public, as fresh_arguments: tools/process_breakdown.py measures as compare does."""
-    return fresh.Options(args.bench, args.min_rounds, args.max_rounds, manifest_path, timeline_path, machine_name,
-                         args.log, args.threads, suite_root, args.time_budget)
+    return fresh.Options(
+        args.bench,
+        args.min_rounds,
+        args.max_rounds,
+        manifest_path,
+        timeline_path,
+        machine_name,
+        args.log,
+        args.threads,
+        suite_root,
+        args.time_budget,
+    )
 
 
 def _adding(args: argparse.Namespace) -> nightlies.Options:
-    return nightlies.Options(args.nightlies, tuple(args.index or ()), args.transformers, args.transformers_index)
+    return nightlies.Options(
+        args.nightlies, tuple(args.index or ()), args.transformers, args.transformers_index
+    )
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
-    return compare.compare(args.a, args.b, fresh_options(args, args.manifest, args.timeline, args.machine, args.suite_root))
+    return compare.compare(
+        args.a,
+        args.b,
+        fresh_options(args, args.manifest, args.timeline, args.machine, args.suite_root),
+    )
 
 
 def cmd_bisect(args: argparse.Namespace) -> int:
@@ -289,13 +409,17 @@ def cmd_bisect(args: argparse.Namespace) -> int:
     found = bisection.bisect(args.good, args.bad, measuring, _adding(args))
     status = bisection.outcome(found)
     if isinstance(found, bisection.Found) and not args.no_explain:  # explain's own block, below
-        explain.after_bisect(found.before, found.first, _explaining(args), time.monotonic() - started)
+        explain.after_bisect(
+            found.before, found.first, _explaining(args), time.monotonic() - started
+        )
     return status
 
 
 def cmd_report(args: argparse.Namespace) -> None:
     config = args.config or (asvconf.CONFIG if asvconf.CONFIG.is_file() else None)
-    report.build(args.results_dir, args.out_dir, asvconf.load(config) if config else None, args.site)
+    report.build(
+        args.results_dir, args.out_dir, asvconf.load(config) if config else None, args.site
+    )
 
 
 def cmd_publish(args: argparse.Namespace) -> None:
@@ -313,7 +437,9 @@ def cmd_publish(args: argparse.Namespace) -> None:
 def _nightly_bisect(fleet: nightly.Fleet, args: argparse.Namespace) -> int:
     def search(suite: Suite, machine_name: str) -> tuple[str, str] | str:
         # mpsbench bisect's own options, but for the manifest and timeline: the fleet's
-        measuring = fresh_options(args, suite.manifest_path, suite.timeline_path, machine_name, fleet.suite)
+        measuring = fresh_options(
+            args, suite.manifest_path, suite.timeline_path, machine_name, fleet.suite
+        )
         found = bisection.bisect(args.good, args.bad, measuring, _adding(args))
         return (found.first, found.upstream) if isinstance(found, bisection.Found) else found.reason
 
@@ -323,10 +449,23 @@ def _nightly_bisect(fleet: nightly.Fleet, args: argparse.Namespace) -> int:
 NIGHTLY_STEPS: dict[str, Callable[[nightly.Fleet, argparse.Namespace], int]] = {
     "fetch": lambda fleet, args: nightly.fetch(fleet, args.remote, args.branch),
     "push": lambda fleet, args: nightly.push(fleet, args.message, args.remote, args.branch),
-    "resolve": lambda fleet, args: nightly.resolve_nightly(fleet, nightly.Resolving(
-        tuple(args.index or ()), args.transformers_index, args.transformers, args.dry_run)),
-    "bench": lambda fleet, args: nightly.bench(fleet, nightly.Benching(
-        args.machine, tuple(args.device), tuple(args.bench), args.limit, args.dry_run, args.confirm)),
+    "resolve": lambda fleet, args: nightly.resolve_nightly(
+        fleet,
+        nightly.Resolving(
+            tuple(args.index or ()), args.transformers_index, args.transformers, args.dry_run
+        ),
+    ),
+    "bench": lambda fleet, args: nightly.bench(
+        fleet,
+        nightly.Benching(
+            args.machine,
+            tuple(args.device),
+            tuple(args.bench),
+            args.limit,
+            args.dry_run,
+            args.confirm,
+        ),
+    ),
     "collect": lambda fleet, args: nightly.collect(fleet, args.sources, args.update_benchmarks),
     "publish": lambda fleet, args: nightly.publish(fleet),
     "alert": lambda fleet, args: nightly.alert(fleet, args.machine, args.summary),
@@ -336,55 +475,128 @@ NIGHTLY_STEPS: dict[str, Callable[[nightly.Fleet, argparse.Namespace], int]] = {
 
 def _nightly_parser(commands: Any) -> None:
     where = OneLineParser(add_help=False)  # every step's options
-    where.add_argument("--suite", type=Path, default=asvconf.ROOT,
-                       help="the suite: asv.conf.json, benchmarks/ and builds/manifest.json (default: this checkout)")
-    where.add_argument("--workdir", type=Path, default=nightly.WORKDIR,
-                       help=f"work folder, relative to the suite (default {nightly.WORKDIR})")
+    where.add_argument(
+        "--suite",
+        type=Path,
+        default=asvconf.ROOT,
+        help="the suite: asv.conf.json, benchmarks/ and builds/manifest.json (default: this checkout)",
+    )
+    where.add_argument(
+        "--workdir",
+        type=Path,
+        default=nightly.WORKDIR,
+        help=f"work folder, relative to the suite (default {nightly.WORKDIR})",
+    )
     where.add_argument("--fleet", type=Path, help="the fleet's files (default: WORKDIR/fleet)")
-    where.add_argument("--channel", default=nightly.CHANNEL, help=f"the nightly channel (default {nightly.CHANNEL})")
+    where.add_argument(
+        "--channel",
+        default=nightly.CHANNEL,
+        help=f"the nightly channel (default {nightly.CHANNEL})",
+    )
     remote = OneLineParser(add_help=False)
     remote.add_argument("--remote", default="origin", help="git remote (default origin)")
     remote.add_argument("--branch", default="results", help="the results branch (default results)")
-    group = commands.add_parser("nightly", help="one step of the fleet's nightly job (scripts/nightly; docs/how-to/fleet.md)",
-                                epilog="docs/how-to/fleet.md says how the workflows use each step.", **_doc(nightly))
+    group = commands.add_parser(
+        "nightly",
+        help="one step of the fleet's nightly job (scripts/nightly; docs/how-to/fleet.md)",
+        epilog="docs/how-to/fleet.md says how the workflows use each step.",
+        **_doc(nightly),
+    )
     steps = group.add_subparsers(dest="step", metavar="STEP", required=True)
 
-    def step(name: str, help_text: str, *parents: argparse.ArgumentParser) -> argparse.ArgumentParser:
-        def run(args: argparse.Namespace) -> int:  # every step works on the fleet its --suite ... --channel name
-            return NIGHTLY_STEPS[name](nightly.Fleet(args.suite, args.workdir, args.fleet, args.channel), args)
-        return _command(steps, name, help_text, run, description=help_text, parents=[where, *parents])
+    def step(
+        name: str, help_text: str, *parents: argparse.ArgumentParser
+    ) -> argparse.ArgumentParser:
+        def run(
+            args: argparse.Namespace,
+        ) -> int:  # every step works on the fleet its --suite ... --channel name
+            return NIGHTLY_STEPS[name](
+                nightly.Fleet(args.suite, args.workdir, args.fleet, args.channel), args
+            )
+
+        return _command(
+            steps, name, help_text, run, description=help_text, parents=[where, *parents]
+        )
 
     step("fetch", "copy the results branch into the fleet folder", remote)
-    step("push", "commit the fleet folder on the results branch and push it (fast-forward only)",
-         remote).add_argument("--message", default="mpsbench nightly", help="the commit message")
+    step(
+        "push",
+        "commit the fleet folder on the results branch and push it (fast-forward only)",
+        remote,
+    ).add_argument("--message", default="mpsbench nightly", help="the commit message")
     resolving = step("resolve", "append the newest nightly to the fleet's manifest")
-    resolving.add_argument("--index", action="append", help="nightly PEP 503 index (repeatable; default PyTorch's)")
-    resolving.add_argument("--transformers-index", default=resolve.PYPI, help="where transformers is pinned from")
-    resolving.add_argument("--transformers", help="transformers version to pin, or none (default: by torch)")
-    resolving.add_argument("--dry-run", action="store_true", help="say what would be added; change nothing")
+    resolving.add_argument(
+        "--index", action="append", help="nightly PEP 503 index (repeatable; default PyTorch's)"
+    )
+    resolving.add_argument(
+        "--transformers-index", default=resolve.PYPI, help="where transformers is pinned from"
+    )
+    resolving.add_argument(
+        "--transformers", help="transformers version to pin, or none (default: by torch)"
+    )
+    resolving.add_argument(
+        "--dry-run", action="store_true", help="say what would be added; change nothing"
+    )
     benching = step("bench", "benchmark every build this machine has no results for, then alert")
-    benching.add_argument("--machine", type=MACHINE_NAME,
-                          help=f"machine name (default: ${settings.MACHINE}, else from the chip and core count)")
-    benching.add_argument("--device", action="append", default=[],
-                          help="only these devices (repeatable or comma-separated; refused if not usable here)")
-    benching.add_argument("--bench", action="append", default=[], help="only benchmarks matching this regex (asv -b)")
-    benching.add_argument("--limit", type=text.number(int, 0, "--limit"), default=0,
-                          help="at most the newest N missing builds (default: all)")
-    benching.add_argument("--dry-run", action="store_true",
-                          help="run each selected benchmark once (asv --quick --dry-run); record nothing")
-    benching.add_argument("--confirm", action="store_true",
-                          help="raise an alert only if a fresh `mpsbench compare` on this machine agrees")
-    collecting = step("collect", "merge results directories (the machines' artifacts) into the fleet's")
+    benching.add_argument(
+        "--machine",
+        type=MACHINE_NAME,
+        help=f"machine name (default: ${settings.MACHINE}, else from the chip and core count)",
+    )
+    benching.add_argument(
+        "--device",
+        action="append",
+        default=[],
+        help="only these devices (repeatable or comma-separated; refused if not usable here)",
+    )
+    benching.add_argument(
+        "--bench", action="append", default=[], help="only benchmarks matching this regex (asv -b)"
+    )
+    benching.add_argument(
+        "--limit",
+        type=text.number(int, 0, "--limit"),
+        default=0,
+        help="at most the newest N missing builds (default: all)",
+    )
+    benching.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="run each selected benchmark once (asv --quick --dry-run); record nothing",
+    )
+    benching.add_argument(
+        "--confirm",
+        action="store_true",
+        help="raise an alert only if a fresh `mpsbench compare` on this machine agrees",
+    )
+    collecting = step(
+        "collect", "merge results directories (the machines' artifacts) into the fleet's"
+    )
     collecting.add_argument("sources", type=Path, nargs="+", help="asv results directories")
-    collecting.add_argument("--update-benchmarks", action="store_true",
-                            help="the sources ran a newer suite: their benchmarks.json entries win")
+    collecting.add_argument(
+        "--update-benchmarks",
+        action="store_true",
+        help="the sources ran a newer suite: their benchmarks.json entries win",
+    )
     step("publish", "publish the site of the fleet's results into WORKDIR/html (mpsbench publish)")
     alerting = step("alert", "exit 1 if a machine's newest build is slower than the one before")
-    alerting.add_argument("--machine", action="append", default=[], type=MACHINE_NAME, help="only this machine (repeatable)")
-    alerting.add_argument("--summary", type=_new_file, help="also write the alerts as Markdown to this file")
+    alerting.add_argument(
+        "--machine",
+        action="append",
+        default=[],
+        type=MACHINE_NAME,
+        help="only this machine (repeatable)",
+    )
+    alerting.add_argument(
+        "--summary", type=_new_file, help="also write the alerts as Markdown to this file"
+    )
     # mpsbench bisect's own options, but the fleet's manifest and timeline: a channel --nightlies adds goes into the fleet's
-    bisecting = step("bisect", "mpsbench bisect over a range of the fleet's builds (fresh processes, nothing recorded)")
-    bisecting.add_argument("--good", required=True, help="the last fast build: CHANNEL@ID or timeline hash")
+    bisecting = step(
+        "bisect",
+        "mpsbench bisect over a range of the fleet's builds (fresh processes, nothing recorded)",
+    )
+    bisecting.add_argument(
+        "--good", required=True, help="the last fast build: CHANNEL@ID or timeline hash"
+    )
     bisecting.add_argument("--bad", required=True, help="a slow build: CHANNEL@ID or timeline hash")
     fresh_arguments(bisecting, files=False)
 
@@ -397,124 +609,289 @@ def _build_parsers(commands: Any) -> None:
         "--transformers": {"help": "transformers version to pin, or none (default: by torch)"},
         "--id": {"help": "build id (default: from the torch version)"},
         "--note": {"default": "", "help": "a line for the commit message"},
-        "--transformers-index": {"default": resolve.PYPI, "help": "PEP 503 index of the other wheels (default PyPI)"},
+        "--transformers-index": {
+            "default": resolve.PYPI,
+            "help": "PEP 503 index of the other wheels (default PyPI)",
+        },
     }
-    build = commands.add_parser("build", help="add PyTorch builds to the manifest (and the timeline)")
+    build = commands.add_parser(
+        "build", help="add PyTorch builds to the manifest (and the timeline)"
+    )
     actions = build.add_subparsers(dest="build_command", metavar="ACTION", required=True)
 
-    def adding(name: str, help_text: str, channel: str, *options: str, **defaults: Any) -> argparse.ArgumentParser:
+    def adding(
+        name: str, help_text: str, channel: str, *options: str, **defaults: Any
+    ) -> argparse.ArgumentParser:
         """An add-* command: unless ``defaults`` say otherwise, cmd_add appends what its ``resolver`` makes."""
         parser = _command(actions, name, help_text, cmd_add, "manifest", "timeline")
         parser.set_defaults(**defaults)
-        parser.add_argument("--channel", default=channel, help=f"channel (branch) to append to (default {channel})")
+        parser.add_argument(
+            "--channel", default=channel, help=f"channel (branch) to append to (default {channel})"
+        )
         for option in ("--parent", "--transformers", *options):
             parser.add_argument(option, **shared[option])
         return parser
 
-    release = adding("add-release", "a release from PyPI, e.g. 2.14.1", "release", resolver=_release)
+    release = adding(
+        "add-release", "a release from PyPI, e.g. 2.14.1", "release", resolver=_release
+    )
     release.add_argument("version")
     release.add_argument("--index", default=resolve.PYPI, help="PEP 503 index (default PyPI)")
-    release.add_argument("--torchvision", help="torchvision version (default: the one made for this torch)")
-    release.add_argument("--python", nargs="+", help="python tags to pin on every platform"
-                         " (default: per platform, the manifest's defaults' Pythons, else cp310-cp313)")
-    release.add_argument("--date", type=_date, help="override the build date (YYYY-MM-DDTHH:MM:SSZ)")
-    nightly_build = adding("add-nightly", "a nightly by date (YYYY-MM-DD) or 'latest'", "nightly", "--transformers-index",
-                           func=cmd_add_nightly)
+    release.add_argument(
+        "--torchvision", help="torchvision version (default: the one made for this torch)"
+    )
+    release.add_argument(
+        "--python",
+        nargs="+",
+        help="python tags to pin on every platform"
+        " (default: per platform, the manifest's defaults' Pythons, else cp310-cp313)",
+    )
+    release.add_argument(
+        "--date", type=_date, help="override the build date (YYYY-MM-DDTHH:MM:SSZ)"
+    )
+    nightly_build = adding(
+        "add-nightly",
+        "a nightly by date (YYYY-MM-DD) or 'latest'",
+        "nightly",
+        "--transformers-index",
+        func=cmd_add_nightly,
+    )
     nightly_build.add_argument("date")
-    nightly_build.add_argument("--index", action="append", help="nightly PEP 503 index (repeatable; default PyTorch's)")
-    nightly_build.add_argument("--python", nargs="+", default=list(resolve.PYTHONS), help="python tags to pin")
-    wheel = adding("add-wheel", "a torch wheel file, e.g. one built from source", "local",
-                   "--id", "--note", "--transformers-index", resolver=lambda args, suite: resolve.wheel_file(
-                       args.path, torchvision=args.torchvision, transformers=args.transformers,
-                       index=args.transformers_index, sha256=args.sha256, build_id=args.id, note=args.note))
+    nightly_build.add_argument(
+        "--index", action="append", help="nightly PEP 503 index (repeatable; default PyTorch's)"
+    )
+    nightly_build.add_argument(
+        "--python", nargs="+", default=list(resolve.PYTHONS), help="python tags to pin"
+    )
+    wheel = adding(
+        "add-wheel",
+        "a torch wheel file, e.g. one built from source",
+        "local",
+        "--id",
+        "--note",
+        "--transformers-index",
+        resolver=lambda args, suite: resolve.wheel_file(
+            args.path,
+            torchvision=args.torchvision,
+            transformers=args.transformers,
+            index=args.transformers_index,
+            sha256=args.sha256,
+            build_id=args.id,
+            note=args.note,
+        ),
+    )
     wheel.add_argument("path", type=Path)
     wheel.add_argument("--torchvision", type=Path, help="a torchvision wheel file to pin beside it")
     wheel.add_argument("--sha256", help="refuse the file unless it has this sha256")
-    url = adding("add-url", "a torch wheel at a URL (fetched once, checksum checked)", "local",
-                 "--id", "--note", "--transformers-index", resolver=lambda args, suite: resolve.wheel_url(
-                     args.url, sha256=args.sha256, transformers=args.transformers, index=args.transformers_index,
-                     build_id=args.id, note=args.note))
+    url = adding(
+        "add-url",
+        "a torch wheel at a URL (fetched once, checksum checked)",
+        "local",
+        "--id",
+        "--note",
+        "--transformers-index",
+        resolver=lambda args, suite: resolve.wheel_url(
+            args.url,
+            sha256=args.sha256,
+            transformers=args.transformers,
+            index=args.transformers_index,
+            build_id=args.id,
+            note=args.note,
+        ),
+    )
     url.add_argument("url")
     url.add_argument("--sha256", help="the wheel's sha256 (or end the URL with #sha256=...)")
-    here = adding("add-existing", "a torch already installed here, used in place", "local", "--id", "--note", resolver=_existing)
+    here = adding(
+        "add-existing",
+        "a torch already installed here, used in place",
+        "local",
+        "--id",
+        "--note",
+        resolver=_existing,
+    )
     here.add_argument("site_packages", type=Path, help="the site-packages folder that holds torch")
-    here.add_argument("--date", type=_date, help="build date, YYYY-MM-DDTHH:MM:SSZ (default: when torch/version.py was written)")
-    here.add_argument("--env", action="append", default=[], metavar="NAME=VALUE",
-                      help="set in every process of this build's environment (repeatable)")
-    _command(actions, "list", "the builds and their timeline commits", cmd_list, "manifest", "timeline")
+    here.add_argument(
+        "--date",
+        type=_date,
+        help="build date, YYYY-MM-DDTHH:MM:SSZ (default: when torch/version.py was written)",
+    )
+    here.add_argument(
+        "--env",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="set in every process of this build's environment (repeatable)",
+    )
+    _command(
+        actions, "list", "the builds and their timeline commits", cmd_list, "manifest", "timeline"
+    )
 
     line = commands.add_parser("timeline", help="the timeline repository asv walks")
     timeline_actions = line.add_subparsers(dest="timeline_command", metavar="ACTION", required=True)
 
     action = functools.partial(_command, timeline_actions)
-    action("generate", "(re)generate the timeline from the manifest", cmd_generate, "manifest", "timeline").add_argument(
-        "--force", action="store_true", help="accept a rewritten channel history")
-    span = action("range", "the PyTorch commit range between two builds",
-                  lambda args: print(_suite(args).upstream_range(args.old, args.new)), "manifest", "timeline")
+    action(
+        "generate",
+        "(re)generate the timeline from the manifest",
+        cmd_generate,
+        "manifest",
+        "timeline",
+    ).add_argument("--force", action="store_true", help="accept a rewritten channel history")
+    span = action(
+        "range",
+        "the PyTorch commit range between two builds",
+        lambda args: print(_suite(args).upstream_range(args.old, args.new)),
+        "manifest",
+        "timeline",
+    )
     span.add_argument("old", help="CHANNEL@ID, a tag or timeline commit hash (prefix)")
     span.add_argument("new", help="CHANNEL@ID, a tag or timeline commit hash (prefix)")
-    default = action("default", "this platform's default timeline (builds/manifest.json 'defaults'): builds and Pythons",
-                     cmd_default, "manifest", "timeline")
-    default.add_argument("--platform", choices=wheels.PLATFORMS, help="a manifest platform (default: this machine's)")
-    default.add_argument("--pythons", action="store_true", help="print only the Pythons to run, one a line")
-    default.add_argument("--hashes", action="store_true", help="print only the timeline commits --python runs")
+    default = action(
+        "default",
+        "this platform's default timeline (builds/manifest.json 'defaults'): builds and Pythons",
+        cmd_default,
+        "manifest",
+        "timeline",
+    )
+    default.add_argument(
+        "--platform", choices=wheels.PLATFORMS, help="a manifest platform (default: this machine's)"
+    )
+    default.add_argument(
+        "--pythons", action="store_true", help="print only the Pythons to run, one a line"
+    )
+    default.add_argument(
+        "--hashes", action="store_true", help="print only the timeline commits --python runs"
+    )
     default.add_argument("--python", help="with --hashes: the Python, e.g. 3.10")
-    action("check-range", "refuse, in one line, an asv run range that names no timeline commit",
-           lambda args: bench.check_range(_suite(args), _asv_args(args)),
-           "timeline").add_argument("asv_args", nargs=argparse.REMAINDER, help="the arguments given to asv run")
+    action(
+        "check-range",
+        "refuse, in one line, an asv run range that names no timeline commit",
+        lambda args: bench.check_range(_suite(args), _asv_args(args)),
+        "timeline",
+    ).add_argument("asv_args", nargs=argparse.REMAINDER, help="the arguments given to asv run")
 
-    host = _command(commands, "machine", "write a stable asv machine entry for this machine", cmd_machine)
-    host.add_argument("--name", type=MACHINE_NAME, help="machine name (default: from chip and core count)")
+    host = _command(
+        commands, "machine", "write a stable asv machine entry for this machine", cmd_machine
+    )
+    host.add_argument(
+        "--name", type=MACHINE_NAME, help="machine name (default: from chip and core count)"
+    )
     host.add_argument("--quiet", action="store_true", help="print only the machine's name")
 
 
-def fresh_arguments(parser: argparse.ArgumentParser, files: bool = True, bisecting: bool = True) -> None:
+def fresh_arguments(
+    parser: argparse.ArgumentParser, files: bool = True, bisecting: bool = True
+) -> None:
     """What compare and bisect share, and bisect's --nightlies; the fleet's bisect step sets the files itself."""
-    parser.add_argument("-b", "--bench", required=True, help="a regex naming ONE benchmark combination, as asv -b")
+    parser.add_argument(
+        "-b", "--bench", required=True, help="a regex naming ONE benchmark combination, as asv -b"
+    )
     rounds = text.number(int, verdict.FEWEST, "rounds", compare.MOST_ROUNDS)
-    parser.add_argument("--min-rounds", type=rounds, default=verdict.MIN_ROUNDS,
-                        help="processes per build before the first planned look (early looks at 2 .. N-1 when N <= 5)")
-    parser.add_argument("--max-rounds", type=rounds, default=verdict.MAX_ROUNDS,
-                        help="the rounds planned: with time budget left, an undecided pair goes on, up to 3x this")
-    parser.add_argument("--time-budget", type=text.number(float, 1, "--time-budget", 24 * 60), metavar="MINUTES",
-                        default=fresh.TIME_BUDGET_MINUTES,
-                        help="the whole command's wall-clock budget: a look it cannot reach in time is not started, and"
-                             f" what is undecided then says so, exit 3 (default {fresh.TIME_BUDGET_MINUTES:g})")
-    parser.add_argument("--machine", type=MACHINE_NAME, help="asv machine name (default: mpsbench machine's)")
+    parser.add_argument(
+        "--min-rounds",
+        type=rounds,
+        default=verdict.MIN_ROUNDS,
+        help="processes per build before the first planned look (early looks at 2 .. N-1 when N <= 5)",
+    )
+    parser.add_argument(
+        "--max-rounds",
+        type=rounds,
+        default=verdict.MAX_ROUNDS,
+        help="the rounds planned: with time budget left, an undecided pair goes on, up to 3x this",
+    )
+    parser.add_argument(
+        "--time-budget",
+        type=text.number(float, 1, "--time-budget", 24 * 60),
+        metavar="MINUTES",
+        default=fresh.TIME_BUDGET_MINUTES,
+        help="the whole command's wall-clock budget: a look it cannot reach in time is not started, and"
+        f" what is undecided then says so, exit 3 (default {fresh.TIME_BUDGET_MINUTES:g})",
+    )
+    parser.add_argument(
+        "--machine", type=MACHINE_NAME, help="asv machine name (default: mpsbench machine's)"
+    )
     if files:
-        parser.add_argument("--manifest", type=Path, default=history.MANIFEST, help=f"default {history.MANIFEST}")
-        parser.add_argument("--timeline", type=Path, default=history.TIMELINE, help=f"default {history.TIMELINE}")
-        parser.add_argument("--suite-root", type=Path, default=None, help=argparse.SUPPRESS)  # tests: a stand-in suite
+        parser.add_argument(
+            "--manifest", type=Path, default=history.MANIFEST, help=f"default {history.MANIFEST}"
+        )
+        parser.add_argument(
+            "--timeline", type=Path, default=history.TIMELINE, help=f"default {history.TIMELINE}"
+        )
+        parser.add_argument(
+            "--suite-root", type=Path, default=None, help=argparse.SUPPRESS
+        )  # tests: a stand-in suite
     parser.add_argument("--log", type=Path, help="append asv's own output here")
-    parser.add_argument("--threads", type=text.number(int, 1, "--threads"), metavar="N",
-                        help="torch's cpu threads in both builds' processes (OMP_NUM_THREADS); default: torch's own, as"
-                             " recorded. On a busy machine a cpu row's thread pool waits for a descheduled thread:"
-                             " --threads 1 (docs/explanation/the-rule.md)")
+    parser.add_argument(
+        "--threads",
+        type=text.number(int, 1, "--threads"),
+        metavar="N",
+        help="torch's cpu threads in both builds' processes (OMP_NUM_THREADS); default: torch's own, as"
+        " recorded. On a busy machine a cpu row's thread pool waits for a descheduled thread:"
+        " --threads 1 (docs/explanation/the-rule.md)",
+    )
     if bisecting:  # the nightlies a search adds between two adjacent builds (nightlies.py)
-        parser.add_argument("--nightlies", nargs="?", type=text.number(int, 1, "--nightlies"), const=nightlies.DEFAULT,
-                            metavar="N", help="where two adjacent builds leave PyTorch nightlies between them, add at"
-                            f" most N of them (default {nightlies.DEFAULT}), spread by date, on a bisection channel, and"
-                            " search on")
-        parser.add_argument("--index", action="append",
-                            help="nightly PEP 503 index for --nightlies (repeatable; default PyTorch's)")
-        parser.add_argument("--transformers-index", default=resolve.PYPI, help="where --nightlies pins transformers from")
-        parser.add_argument("--transformers", help="transformers version --nightlies pins, or none (default: by torch)")
+        parser.add_argument(
+            "--nightlies",
+            nargs="?",
+            type=text.number(int, 1, "--nightlies"),
+            const=nightlies.DEFAULT,
+            metavar="N",
+            help="where two adjacent builds leave PyTorch nightlies between them, add at"
+            f" most N of them (default {nightlies.DEFAULT}), spread by date, on a bisection channel, and"
+            " search on",
+        )
+        parser.add_argument(
+            "--index",
+            action="append",
+            help="nightly PEP 503 index for --nightlies (repeatable; default PyTorch's)",
+        )
+        parser.add_argument(
+            "--transformers-index",
+            default=resolve.PYPI,
+            help="where --nightlies pins transformers from",
+        )
+        parser.add_argument(
+            "--transformers",
+            help="transformers version --nightlies pins, or none (default: by torch)",
+        )
 
 
 def _fresh_parsers(commands: Any) -> None:
     """``mpsbench compare`` and ``mpsbench bisect``: each module's first line, its options, then its exit statuses."""
-    def command(module: Any, name: str, help_text: str, func: Callable[[argparse.Namespace], int]) -> argparse.ArgumentParser:
-        return _command(commands, name, help_text, func, description=module.__doc__.splitlines()[0],
-                        epilog=module.EXIT_STATUSES, formatter_class=argparse.RawDescriptionHelpFormatter)
 
-    comparing = command(compare, "compare", "is build B slower than build A? fresh, interleaved processes; never the"
-                        " recorded results", cmd_compare)
-    comparing.add_argument("a", help="the reference build: CHANNEL@ID, a timeline hash (prefix) or a tag")
+    def command(
+        module: Any, name: str, help_text: str, func: Callable[[argparse.Namespace], int]
+    ) -> argparse.ArgumentParser:
+        return _command(
+            commands,
+            name,
+            help_text,
+            func,
+            description=module.__doc__.splitlines()[0],
+            epilog=module.EXIT_STATUSES,
+            formatter_class=argparse.RawDescriptionHelpFormatter,
+        )
+
+    comparing = command(
+        compare,
+        "compare",
+        "is build B slower than build A? fresh, interleaved processes; never the recorded results",
+        cmd_compare,
+    )
+    comparing.add_argument(
+        "a", help="the reference build: CHANNEL@ID, a timeline hash (prefix) or a tag"
+    )
     comparing.add_argument("b", help="the build under suspicion, named the same ways")
     fresh_arguments(comparing, bisecting=False)
-    bisecting = command(bisection, "bisect", "the first build between GOOD and BAD that made one combination slower,"
-                        " measured afresh", cmd_bisect)
-    bisecting.add_argument("good", help="the last known good build: CHANNEL@ID, a timeline hash (prefix) or a tag")
+    bisecting = command(
+        bisection,
+        "bisect",
+        "the first build between GOOD and BAD that made one combination slower, measured afresh",
+        cmd_bisect,
+    )
+    bisecting.add_argument(
+        "good", help="the last known good build: CHANNEL@ID, a timeline hash (prefix) or a tag"
+    )
     bisecting.add_argument("bad", help="a later build on the same line of builds that is slower")
     fresh_arguments(bisecting)
 
@@ -526,130 +903,332 @@ def cmd_explain(args: argparse.Namespace) -> int:
 
 def _explaining(args: argparse.Namespace) -> explain.Options:
     """explain's options from its own command line, or from bisect's (its defaults where bisect has none)."""
-    return explain.Options(args.bench, args.manifest, args.timeline, args.machine, args.log, args.threads,
-                           args.suite_root, getattr(args, "rounds", explain.ROUNDS), getattr(args, "calls", explain.CALLS),
-                           getattr(args, "top", explain.TOP), getattr(args, "save", None), getattr(args, "keep", False))
+    return explain.Options(
+        args.bench,
+        args.manifest,
+        args.timeline,
+        args.machine,
+        args.log,
+        args.threads,
+        args.suite_root,
+        getattr(args, "rounds", explain.ROUNDS),
+        getattr(args, "calls", explain.CALLS),
+        getattr(args, "top", explain.TOP),
+        getattr(args, "save", None),
+        getattr(args, "keep", False),
+    )
 
 
 def _explain_parser(commands: Any) -> None:
     """``mpsbench explain A B -b ROW``: its first line and exit statuses as compare's are shown."""
-    explaining = _command(commands, "explain", "which ops in one combination's step changed from build A to B:"
-                          " torch.profiler in fresh, interleaved processes", cmd_explain,
-                          description=explain.__doc__.splitlines()[0], epilog=explain.EXIT_STATUSES,
-                          formatter_class=argparse.RawDescriptionHelpFormatter)
-    explaining.add_argument("a", help="the reference build: CHANNEL@ID, a timeline hash (prefix) or a tag")
+    explaining = _command(
+        commands,
+        "explain",
+        "which ops in one combination's step changed from build A to B:"
+        " torch.profiler in fresh, interleaved processes",
+        cmd_explain,
+        description=explain.__doc__.splitlines()[0],
+        epilog=explain.EXIT_STATUSES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    explaining.add_argument(
+        "a", help="the reference build: CHANNEL@ID, a timeline hash (prefix) or a tag"
+    )
     explaining.add_argument("b", help="the build to explain, named the same ways")
-    explaining.add_argument("-b", "--bench", required=True, help="a regex naming ONE benchmark combination, as asv -b")
-    explaining.add_argument("--rounds", type=text.number(int, 1, "--rounds", 50), default=explain.ROUNDS,
-                            help=f"fresh processes per build, interleaved (default {explain.ROUNDS})")
-    explaining.add_argument("--calls", type=text.number(int, 1, "--calls", 1000), default=explain.CALLS,
-                            help=f"profiled calls of the timed method per process (default {explain.CALLS})")
-    explaining.add_argument("--top", type=text.number(int, 1, "--top"), default=explain.TOP,
-                            help=f"rows shown (default {explain.TOP}); every row counts in the sums")
-    explaining.add_argument("--save", type=_new_file, metavar="FILE",
-                            help="also write the table to FILE and its numbers to FILE.json")
-    explaining.add_argument("--keep", action="store_true", help="also keep the table beside the results (explain/),"
-                            " where the published site links the regression it explains, as bisect keeps its own")
-    explaining.add_argument("--machine", type=MACHINE_NAME, help="asv machine name (default: mpsbench machine's)")
-    explaining.add_argument("--manifest", type=Path, default=history.MANIFEST, help=f"default {history.MANIFEST}")
-    explaining.add_argument("--timeline", type=Path, default=history.TIMELINE, help=f"default {history.TIMELINE}")
-    explaining.add_argument("--suite-root", type=Path, default=None, help=argparse.SUPPRESS)  # tests: a stand-in suite
-    explaining.add_argument("--log", type=Path, help="append asv's and the processes' own output here")
-    explaining.add_argument("--threads", type=text.number(int, 1, "--threads"), metavar="N",
-                            help="torch's cpu threads in both builds' processes (OMP_NUM_THREADS); default: torch's own")
+    explaining.add_argument(
+        "-b", "--bench", required=True, help="a regex naming ONE benchmark combination, as asv -b"
+    )
+    explaining.add_argument(
+        "--rounds",
+        type=text.number(int, 1, "--rounds", 50),
+        default=explain.ROUNDS,
+        help=f"fresh processes per build, interleaved (default {explain.ROUNDS})",
+    )
+    explaining.add_argument(
+        "--calls",
+        type=text.number(int, 1, "--calls", 1000),
+        default=explain.CALLS,
+        help=f"profiled calls of the timed method per process (default {explain.CALLS})",
+    )
+    explaining.add_argument(
+        "--top",
+        type=text.number(int, 1, "--top"),
+        default=explain.TOP,
+        help=f"rows shown (default {explain.TOP}); every row counts in the sums",
+    )
+    explaining.add_argument(
+        "--save",
+        type=_new_file,
+        metavar="FILE",
+        help="also write the table to FILE and its numbers to FILE.json",
+    )
+    explaining.add_argument(
+        "--keep",
+        action="store_true",
+        help="also keep the table beside the results (explain/),"
+        " where the published site links the regression it explains, as bisect keeps its own",
+    )
+    explaining.add_argument(
+        "--machine", type=MACHINE_NAME, help="asv machine name (default: mpsbench machine's)"
+    )
+    explaining.add_argument(
+        "--manifest", type=Path, default=history.MANIFEST, help=f"default {history.MANIFEST}"
+    )
+    explaining.add_argument(
+        "--timeline", type=Path, default=history.TIMELINE, help=f"default {history.TIMELINE}"
+    )
+    explaining.add_argument(
+        "--suite-root", type=Path, default=None, help=argparse.SUPPRESS
+    )  # tests: a stand-in suite
+    explaining.add_argument(
+        "--log", type=Path, help="append asv's and the processes' own output here"
+    )
+    explaining.add_argument(
+        "--threads",
+        type=text.number(int, 1, "--threads"),
+        metavar="N",
+        help="torch's cpu threads in both builds' processes (OMP_NUM_THREADS); default: torch's own",
+    )
     bisecting = commands.choices["bisect"]  # bisect ends with explain's table unless told not to
-    bisecting.add_argument("--no-explain", action="store_true", help="leave out the table of the ops that changed"
-                           " in the first bad build (mpsbench explain), which otherwise ends the bisection")
+    bisecting.add_argument(
+        "--no-explain",
+        action="store_true",
+        help="leave out the table of the ops that changed"
+        " in the first bad build (mpsbench explain), which otherwise ends the bisection",
+    )
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = OneLineParser(prog="mpsbench",
-                           description="PyTorch training and inference benchmarks for mps, cuda and cpu (asv suite helpers).")
+    parser = OneLineParser(
+        prog="mpsbench",
+        description="PyTorch training and inference benchmarks for mps, cuda and cpu (asv suite helpers).",
+    )
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     command = functools.partial(_command, commands)
     command("models", "list the registered models", cmd_models)
     command("devices", "list devices and whether they are usable here", cmd_devices).add_argument(
-        "--usable", action="store_true", help="print only the usable devices, comma-separated (a value for MPSBENCH_DEVICES)")
+        "--usable",
+        action="store_true",
+        help="print only the usable devices, comma-separated (a value for MPSBENCH_DEVICES)",
+    )
     run = command("run", "time one model outside asv for a quick look", cmd_run)
-    run.add_argument("model", help=f"one of: {', '.join(models.REGISTRY)} (as `mpsbench models` lists them)")
-    run.add_argument("--device", default="cpu", help=f"one of: {', '.join(devices.NAMES)} (default cpu)")
-    run.add_argument("--batch-size", type=text.number(int, 1, "--batch-size"), help="default: the model's seed batch size")
-    run.add_argument("--kind", default="both", choices=("training", "inference", "both"), help="default both")
-    run.add_argument("--seconds", type=text.number(float, 1e-3, "--seconds", 3600), default=1.0,
-                     help="least time spent timing each workload")
-    command("doctor", "check this machine before a run: devices, memory, power, heat, load", lambda args: doctor.run(args.strict),
-            **_doc(doctor)).add_argument(
-        "--strict", action="store_true", help="exit 1 when any check warns")
+    run.add_argument(
+        "model", help=f"one of: {', '.join(models.REGISTRY)} (as `mpsbench models` lists them)"
+    )
+    run.add_argument(
+        "--device", default="cpu", help=f"one of: {', '.join(devices.NAMES)} (default cpu)"
+    )
+    run.add_argument(
+        "--batch-size",
+        type=text.number(int, 1, "--batch-size"),
+        help="default: the model's seed batch size",
+    )
+    run.add_argument(
+        "--kind", default="both", choices=("training", "inference", "both"), help="default both"
+    )
+    run.add_argument(
+        "--seconds",
+        type=text.number(float, 1e-3, "--seconds", 3600),
+        default=1.0,
+        help="least time spent timing each workload",
+    )
+    command(
+        "doctor",
+        "check this machine before a run: devices, memory, power, heat, load",
+        lambda args: doctor.run(args.strict),
+        **_doc(doctor),
+    ).add_argument("--strict", action="store_true", help="exit 1 when any check warns")
     _build_parsers(commands)
 
-    benching = command("bench", "set-up check, timeline, machine, record every build's missing values, publish (scripts/bench)",
-                       lambda args: bench.bench(_suite(args), bench.Options(tuple(args.asv_args), args.remeasure)),
-                       allow_abbrev=False, **_doc(bench))
-    benching.add_argument("--remeasure", action="store_true",
-                          help="run the selection again; replaced values go to .asv/results-replaced.jsonl")
+    benching = command(
+        "bench",
+        "set-up check, timeline, machine, record every build's missing values, publish (scripts/bench)",
+        lambda args: bench.bench(_suite(args), bench.Options(tuple(args.asv_args), args.remeasure)),
+        allow_abbrev=False,
+        **_doc(bench),
+    )
+    benching.add_argument(
+        "--remeasure",
+        action="store_true",
+        help="run the selection again; replaced values go to .asv/results-replaced.jsonl",
+    )
     benching.set_defaults(passes_through=True)  # every other argument goes to asv run
     results = commands.add_parser("results", help="asv results directories from several machines")
     actions = results.add_subparsers(dest="results_command", metavar="ACTION", required=True)
-    merging = _command(actions, "merge", "merge results directories into one, value by value, never replacing a recorded value",
-                       cmd_merge, **_doc(merge))
-    merging.add_argument("dest", type=Path, help="the results directory to merge into (created if absent)")
+    merging = _command(
+        actions,
+        "merge",
+        "merge results directories into one, value by value, never replacing a recorded value",
+        cmd_merge,
+        **_doc(merge),
+    )
+    merging.add_argument(
+        "dest", type=Path, help="the results directory to merge into (created if absent)"
+    )
     merging.add_argument("sources", type=Path, nargs="+", help="results directories to merge from")
-    merging.add_argument("--machine", action="append", default=[], type=MACHINE_NAME,
-                         help="merge only this machine's folder (repeatable)")
-    merging.add_argument("--update-benchmarks", action="store_true",
-                         help="the sources ran a newer suite: their benchmarks.json entries replace DEST's")
-    merging.add_argument("--timeline", type=Path, help="the timeline repository: a file of a build that is none of"
-                         " its commits is refused")
-    merging.add_argument("--replace", action="store_true", help="re-measured on purpose: incoming values replace"
-                         " recorded ones, which go to the audit trail DEST-replaced.jsonl")
-    recording = _command(actions, "record", "run asv for what is missing into scratch and merge it in, never"
-                         " replacing a value", cmd_record, "config", **_doc(record))
-    recording.add_argument("--machine", required=True, type=MACHINE_NAME, help="asv's machine name (mpsbench machine --quiet)")
-    recording.add_argument("--remeasure", action="store_true",
-                           help="run every selected combination again; replaced values go to the audit trail")
-    recording.add_argument("asv_args", nargs=argparse.REMAINDER, help="asv run options and range, after --")
-    selecting = command("preselect", "print an asv -b pattern naming exactly the combinations this run times",
-                        cmd_preselect, **_doc(preselect))
-    selecting.add_argument("--benchmark-dir", type=Path, default=Path("benchmarks"),
-                           help="the suite's benchmark package (default: benchmarks)")
-    selecting.add_argument("--list", action="store_true",
-                           help="print every combination, a tab, and why this run leaves it out ('runs' if it does not)")
+    merging.add_argument(
+        "--machine",
+        action="append",
+        default=[],
+        type=MACHINE_NAME,
+        help="merge only this machine's folder (repeatable)",
+    )
+    merging.add_argument(
+        "--update-benchmarks",
+        action="store_true",
+        help="the sources ran a newer suite: their benchmarks.json entries replace DEST's",
+    )
+    merging.add_argument(
+        "--timeline",
+        type=Path,
+        help="the timeline repository: a file of a build that is none of its commits is refused",
+    )
+    merging.add_argument(
+        "--replace",
+        action="store_true",
+        help="re-measured on purpose: incoming values replace"
+        " recorded ones, which go to the audit trail DEST-replaced.jsonl",
+    )
+    recording = _command(
+        actions,
+        "record",
+        "run asv for what is missing into scratch and merge it in, never replacing a value",
+        cmd_record,
+        "config",
+        **_doc(record),
+    )
+    recording.add_argument(
+        "--machine",
+        required=True,
+        type=MACHINE_NAME,
+        help="asv's machine name (mpsbench machine --quiet)",
+    )
+    recording.add_argument(
+        "--remeasure",
+        action="store_true",
+        help="run every selected combination again; replaced values go to the audit trail",
+    )
+    recording.add_argument(
+        "asv_args", nargs=argparse.REMAINDER, help="asv run options and range, after --"
+    )
+    selecting = command(
+        "preselect",
+        "print an asv -b pattern naming exactly the combinations this run times",
+        cmd_preselect,
+        **_doc(preselect),
+    )
+    selecting.add_argument(
+        "--benchmark-dir",
+        type=Path,
+        default=Path("benchmarks"),
+        help="the suite's benchmark package (default: benchmarks)",
+    )
+    selecting.add_argument(
+        "--list",
+        action="store_true",
+        help="print every combination, a tab, and why this run leaves it out ('runs' if it does not)",
+    )
 
-    alert = command("alert", "exit 1 if a machine's newest build is slower (docs/explanation/site.md)", cmd_alert,
-                    "config", "manifest", "timeline")
-    alert.add_argument("--results", type=Path, help="asv results directory (default: results_dir of --config)")
-    alert.add_argument("--machine", action="append", default=[], type=MACHINE_NAME, help="only this machine (repeatable)")
-    alert.add_argument("--build", help="only machines whose newest build is this one (CHANNEL@ID or hash)")
-    alert.add_argument("--summary", type=_new_file, help="also write the alerts as Markdown to this file")
-    alert.add_argument("--confirm", action="store_true", help="raise an alert only if a fresh `mpsbench compare` of the"
-                       " two builds says slower (measures on this machine: use with --machine for this machine)")
-    ranking = command("ops-rank", "rank the op benchmarks by slowdown between two builds", cmd_ops_rank, "config",
-                      **_doc(rank_ops))
-    ranking.add_argument("before", help="the older build: an asv results .json file, or a commit hash (prefix)")
+    alert = command(
+        "alert",
+        "exit 1 if a machine's newest build is slower (docs/explanation/site.md)",
+        cmd_alert,
+        "config",
+        "manifest",
+        "timeline",
+    )
+    alert.add_argument(
+        "--results", type=Path, help="asv results directory (default: results_dir of --config)"
+    )
+    alert.add_argument(
+        "--machine",
+        action="append",
+        default=[],
+        type=MACHINE_NAME,
+        help="only this machine (repeatable)",
+    )
+    alert.add_argument(
+        "--build", help="only machines whose newest build is this one (CHANNEL@ID or hash)"
+    )
+    alert.add_argument(
+        "--summary", type=_new_file, help="also write the alerts as Markdown to this file"
+    )
+    alert.add_argument(
+        "--confirm",
+        action="store_true",
+        help="raise an alert only if a fresh `mpsbench compare` of the"
+        " two builds says slower (measures on this machine: use with --machine for this machine)",
+    )
+    ranking = command(
+        "ops-rank",
+        "rank the op benchmarks by slowdown between two builds",
+        cmd_ops_rank,
+        "config",
+        **_doc(rank_ops),
+    )
+    ranking.add_argument(
+        "before", help="the older build: an asv results .json file, or a commit hash (prefix)"
+    )
     ranking.add_argument("after", help="the newer build: as BEFORE")
-    ranking.add_argument("--results-dir", type=Path,
-                         help="where asv stores results, for commits (default: results_dir of --config)")
-    ranking.add_argument("--machine", type=MACHINE_NAME, help="the asv machine name, for commits (default: the only one)")
-    ranking.add_argument("--top", type=text.number(int, 0, "--top"), help="show the N largest ratios only (default, or 0: all)")
-    command("factor", "print the regression factor a row is judged by (for asv continuous --factor)",
-            lambda args: print(f"{rule.factor(_suite(args).conf.thresholds, args.bench):g}"), "config").add_argument(
-        "-b", "--bench", default="", help="the row, as asv names it (default: any row); a name, not a regex: the config's"
+    ranking.add_argument(
+        "--results-dir",
+        type=Path,
+        help="where asv stores results, for commits (default: results_dir of --config)",
+    )
+    ranking.add_argument(
+        "--machine",
+        type=MACHINE_NAME,
+        help="the asv machine name, for commits (default: the only one)",
+    )
+    ranking.add_argument(
+        "--top",
+        type=text.number(int, 0, "--top"),
+        help="show the N largest ratios only (default, or 0: all)",
+    )
+    command(
+        "factor",
+        "print the regression factor a row is judged by (for asv continuous --factor)",
+        lambda args: print(f"{rule.factor(_suite(args).conf.thresholds, args.bench):g}"),
+        "config",
+    ).add_argument(
+        "-b",
+        "--bench",
+        default="",
+        help="the row, as asv names it (default: any row); a name, not a regex: the config's"
         " regressions_thresholds regexes are matched against it, and a name none matches gets asv's default, as asv"
-        " continuous would")
+        " continuous would",
+    )
     _fresh_parsers(commands)
     _explain_parser(commands)
 
     reporting = command("report", "figures and a summary from an asv results directory", cmd_report)
-    reporting.add_argument("results_dir", type=Path, help="asv's results directory (results_dir in asv.conf.json)")
-    reporting.add_argument("out_dir", type=Path, help="where the PNGs, summary.md and summary.html go")
-    reporting.add_argument("--config", type=Path, help="asv.conf.json: the regression thresholds and the"
-                           " timeline repository (default: ./asv.conf.json if present)")
-    reporting.add_argument("--site", type=Path, help="the published html_dir, to list the regressions asv detected")
-    publishing = command("publish", "publish the site: asv publish, the regressions re-judged, PyTorch links, the"
-                         f" figures, offline libraries (scripts/publish; --config defaults to ${settings.CONFIG}, else"
-                         f" {asvconf.CONFIG})", cmd_publish)
-    publishing.add_argument("--config", type=Path,
-                            help=f"the asv configuration (default ${settings.CONFIG}, else {asvconf.CONFIG})")
+    reporting.add_argument(
+        "results_dir", type=Path, help="asv's results directory (results_dir in asv.conf.json)"
+    )
+    reporting.add_argument(
+        "out_dir", type=Path, help="where the PNGs, summary.md and summary.html go"
+    )
+    reporting.add_argument(
+        "--config",
+        type=Path,
+        help="asv.conf.json: the regression thresholds and the"
+        " timeline repository (default: ./asv.conf.json if present)",
+    )
+    reporting.add_argument(
+        "--site", type=Path, help="the published html_dir, to list the regressions asv detected"
+    )
+    publishing = command(
+        "publish",
+        "publish the site: asv publish, the regressions re-judged, PyTorch links, the"
+        f" figures, offline libraries (scripts/publish; --config defaults to ${settings.CONFIG}, else"
+        f" {asvconf.CONFIG})",
+        cmd_publish,
+    )
+    publishing.add_argument(
+        "--config",
+        type=Path,
+        help=f"the asv configuration (default ${settings.CONFIG}, else {asvconf.CONFIG})",
+    )
     publishing.add_argument("asv_args", nargs=argparse.REMAINDER, help="options for asv publish")
     _nightly_parser(commands)
     return parser
@@ -667,17 +1246,32 @@ def main(argv: Sequence[str] | None = None) -> int:
         return int(exc.code or 0)
     try:
         return int(args.func(args) or 0)
-    except asv.Stopped as exc:  # Ctrl-C, SIGTERM, `timeout`: asv and all it started are ended, what it measured kept
-        print(f"mpsbench: {exc}: every process of the run has ended; each value measured before the stop is recorded,"
-              " and the next run goes on from the next combination", file=sys.stderr)
+    except (
+        asv.Stopped
+    ) as exc:  # Ctrl-C, SIGTERM, `timeout`: asv and all it started are ended, what it measured kept
+        print(
+            f"mpsbench: {exc}: every process of the run has ended; each value measured before the stop is recorded,"
+            " and the next run goes on from the next combination",
+            file=sys.stderr,
+        )
         return exc.status
-    except BrokenPipeError:  # stdout piped into `head`: the rest is not wanted (Python's documented remedy)
+    except (
+        BrokenPipeError
+    ):  # stdout piped into `head`: the rest is not wanted (Python's documented remedy)
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 1
-    except (UserError, OSError) as exc:  # a mistake, or a disk that is full, read-only or missing: one line
+    except (
+        UserError,
+        OSError,
+    ) as exc:  # a mistake, or a disk that is full, read-only or missing: one line
         shown = errors.os_error(exc) if isinstance(exc, OSError) else str(exc)
-        shown = shown.replace("\r", "\\r").replace("\n", "\\n")  # a value that holds a newline shows it, in one line
-        print(f"mpsbench{' nightly' if args.command == 'nightly' else ''}: error: {shown}", file=sys.stderr)
+        shown = shown.replace("\r", "\\r").replace(
+            "\n", "\\n"
+        )  # a value that holds a newline shows it, in one line
+        print(
+            f"mpsbench{' nightly' if args.command == 'nightly' else ''}: error: {shown}",
+            file=sys.stderr,
+        )
         return 2
 
 

@@ -39,9 +39,13 @@ class Suite:
 
     def generate(self, force: bool = False, sync: bool = True) -> tl.Generated:
         """Write the timeline, move its branches, and (``sync``) set asv.conf.json's branches."""
-        generated = self.__dict__["timeline"] = tl.generate(self.manifest, self.timeline_path, force=force)
+        generated = self.__dict__["timeline"] = tl.generate(
+            self.manifest, self.timeline_path, force=force
+        )
         if sync:
-            history.sync_branches(generated, self.timeline_path, self.conf if self.config_path.is_file() else None)
+            history.sync_branches(
+                generated, self.timeline_path, self.conf if self.config_path.is_file() else None
+            )
         return generated
 
     def hashfile(self, python: str) -> Path:

@@ -50,8 +50,13 @@ from tools.calibration import slowdown
 PHASES = ("fidelity", "noise", "sensitivity", "cost", "breakdown")
 INJECTED_MODEL = "resnet50"
 INJECTED_FRACTION = 0.05
-SEED_CASES = [("training", name) for name in models.NAMES] + [("inference", name) for name in models.INFERENCE_NAMES]
-TIME_BENCH = {"training": "benchmark_models.Training.time_step", "inference": "benchmark_models.Inference.time_step"}
+SEED_CASES = [("training", name) for name in models.NAMES] + [
+    ("inference", name) for name in models.INFERENCE_NAMES
+]
+TIME_BENCH = {
+    "training": "benchmark_models.Training.time_step",
+    "inference": "benchmark_models.Inference.time_step",
+}
 
 
 @dataclass
@@ -86,7 +91,9 @@ def calibration_timeline(workdir: Path) -> dict[str, str]:
         base,
         resolve.existing(site, build_id="a2", date=mf.format_date(start + timedelta(minutes=1))),
         resolve.existing(
-            site, build_id="b", date=mf.format_date(start + timedelta(minutes=2)),
+            site,
+            build_id="b",
+            date=mf.format_date(start + timedelta(minutes=2)),
             env={slowdown.INJECT_ENV: f"{INJECTED_MODEL}:{INJECTED_FRACTION}"},
         ),
     ]
@@ -105,10 +112,14 @@ def suite_with_slowdown(workdir: Path) -> Path:
     """
     target = workdir / "benchmarks"
     shutil.rmtree(target, ignore_errors=True)
-    shutil.copytree(asvconf.ROOT / "benchmarks", target, ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copytree(
+        asvconf.ROOT / "benchmarks", target, ignore=shutil.ignore_patterns("__pycache__")
+    )
     shutil.copy2(Path(slowdown.__file__), target / "_slowdown.py")
     with open(target / "__init__.py", "a") as init:
-        init.write("\nfrom . import _slowdown  # calibration only: build B's injected slowdown\n\n_slowdown.install()\n")
+        init.write(
+            "\nfrom . import _slowdown  # calibration only: build B's injected slowdown\n\n_slowdown.install()\n"
+        )
     config = workdir / "asv.conf.json"
     conf = json.loads(config.read_text())
     conf["benchmark_dir"] = str(target)
@@ -133,8 +144,14 @@ class Asv:
         self.log.write(f"$ asv {' '.join(args)}\n")
         self.log.flush()
         # asv's output goes to the log as it comes, so a run stopped by a time limit leaves its progress behind
-        process = subprocess.Popen(command, cwd=self.workdir, env=self.env, stdout=subprocess.PIPE,
-                                   stderr=subprocess.STDOUT, text=True)
+        process = subprocess.Popen(
+            command,
+            cwd=self.workdir,
+            env=self.env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
         assert process.stdout is not None
         lines = []
         for line in process.stdout:
@@ -155,11 +172,21 @@ class Asv:
         walls_file = self.workdir / "walls.json"
         walls = json.loads(walls_file.read_text()) if walls_file.is_file() else {}
         key = f"{commit} {launch} {' '.join(selection)}"
-        if key in walls and list((self.workdir / "results" / self.machine).glob(f"{commit[:8]}-*.json")):
+        if key in walls and list(
+            (self.workdir / "results" / self.machine).glob(f"{commit[:8]}-*.json")
+        ):
             print(f"reusing the results of {commit[:8]} ({launch}, {walls[key]:.0f} s)", flush=True)
             return float(walls[key])
-        _, seconds, _ = self("run", "--machine", self.machine, "--launch-method", launch, "--record-samples",
-                             *selection, f"{commit}^!")
+        _, seconds, _ = self(
+            "run",
+            "--machine",
+            self.machine,
+            "--launch-method",
+            launch,
+            "--record-samples",
+            *selection,
+            f"{commit}^!",
+        )
         walls[key] = seconds
         walls_file.write_text(json.dumps(walls, indent=1))
         return seconds
@@ -195,7 +222,9 @@ def time_values(results: Any) -> dict[tuple[str, tuple[str, ...]], dict[str, Any
             if medians[index] is None or math.isnan(medians[index]) or stats[index] is None:
                 continue  # skipped (n/a) or failed: nothing was timed
             values[(name, tuple(str(p) for p in combo))] = {
-                "median": medians[index], "q25": stats[index].get("q_25"), "q75": stats[index].get("q_75"),
+                "median": medians[index],
+                "q25": stats[index].get("q_25"),
+                "q75": stats[index].get("q_75"),
                 "samples": samples[index] or [],
             }
     return values
@@ -286,21 +315,32 @@ class HandTiming:
 
 def hand_loop(kind: str, device: str, model: str, batch: int) -> HandTiming:
     """The reference: a hand-written loop in fresh processes (several for sub-millisecond models)."""
-    processes = HAND_PROCESSES_SMALL if models.get(model).steps_per_call > 1 else HAND_PROCESSES_LARGE
+    processes = (
+        HAND_PROCESSES_SMALL if models.get(model).steps_per_call > 1 else HAND_PROCESSES_LARGE
+    )
     clocks: list[float] = []
     asv_like: list[float] = []
     events: list[float] = []
     for _ in range(processes):
-        done = subprocess.run([sys.executable, "-c", _HAND_LOOP, kind, device, model, str(batch), str(HAND_CALLS)],
-                              capture_output=True, text=True)
+        done = subprocess.run(
+            [sys.executable, "-c", _HAND_LOOP, kind, device, model, str(batch), str(HAND_CALLS)],
+            capture_output=True,
+            text=True,
+        )
         if done.returncode != 0:
-            raise RuntimeError(f"hand loop for {model} {kind} failed: {done.stderr.strip().splitlines()[-1:]}")
+            raise RuntimeError(
+                f"hand loop for {model} {kind} failed: {done.stderr.strip().splitlines()[-1:]}"
+            )
         found = json.loads(done.stdout.strip().splitlines()[-1])
         clocks.append(statistics.median(found["hand"]))
         asv_like.append(statistics.median(found["asv_like"]))
         events.extend(found["events"])
-    return HandTiming(statistics.median(clocks), statistics.median(events) if events else None,
-                      statistics.median(asv_like), clocks)
+    return HandTiming(
+        statistics.median(clocks),
+        statistics.median(events) if events else None,
+        statistics.median(asv_like),
+        clocks,
+    )
 
 
 def fidelity(report: Report, asv_values: dict[Any, dict[str, Any]], device: str) -> None:
@@ -315,23 +355,52 @@ def fidelity(report: Report, asv_values: dict[Any, dict[str, Any]], device: str)
         hand = hand_loop(kind, device, name, batch)
         ratio = measured["median"] / hand.clock
         worst = max(worst, abs(ratio - 1))
-        print(f"fidelity: {kind} {name}: asv {measured['median'] * 1e3:.3f} ms, hand {hand.clock * 1e3:.3f} ms"
-              f" (processes {[round(c * 1e3, 3) for c in hand.per_process]}), asv-like {hand.asv_like * 1e3:.3f} ms",
-              flush=True)
-        rows.append([
-            kind, name, str(batch), f"{measured['median'] * 1e3:.3f}", f"{hand.clock * 1e3:.3f}",
-            f"{hand.process_spread * 100:.1f}%", f"{hand.asv_like * 1e3:.3f}",
-            f"{hand.events * 1e3:.3f}" if hand.events else "-", f"{ratio:.3f}",
-            f"{measured['median'] / hand.events:.3f}" if hand.events else "-",
-        ])
-        report.raw.setdefault("fidelity", []).append({
-            "kind": kind, "model": name, "batch": batch, "asv": measured["median"], "clock": hand.clock,
-            "events": hand.events, "asv_like": hand.asv_like, "per_process": hand.per_process,
-        })
+        print(
+            f"fidelity: {kind} {name}: asv {measured['median'] * 1e3:.3f} ms, hand {hand.clock * 1e3:.3f} ms"
+            f" (processes {[round(c * 1e3, 3) for c in hand.per_process]}), asv-like {hand.asv_like * 1e3:.3f} ms",
+            flush=True,
+        )
+        rows.append(
+            [
+                kind,
+                name,
+                str(batch),
+                f"{measured['median'] * 1e3:.3f}",
+                f"{hand.clock * 1e3:.3f}",
+                f"{hand.process_spread * 100:.1f}%",
+                f"{hand.asv_like * 1e3:.3f}",
+                f"{hand.events * 1e3:.3f}" if hand.events else "-",
+                f"{ratio:.3f}",
+                f"{measured['median'] / hand.events:.3f}" if hand.events else "-",
+            ]
+        )
+        report.raw.setdefault("fidelity", []).append(
+            {
+                "kind": kind,
+                "model": name,
+                "batch": batch,
+                "asv": measured["median"],
+                "clock": hand.clock,
+                "events": hand.events,
+                "asv_like": hand.asv_like,
+                "per_process": hand.per_process,
+            }
+        )
     report.add(
         "Fidelity: asv's median against a hand-written loop (ms per step)",
-        ["workload", "model", "batch", "asv", "hand loop", "spread over processes", "asv-like in that process",
-         "CUDA events", "asv/loop", "asv/events"], rows,
+        [
+            "workload",
+            "model",
+            "batch",
+            "asv",
+            "hand loop",
+            "spread over processes",
+            "asv-like in that process",
+            "CUDA events",
+            "asv/loop",
+            "asv/events",
+        ],
+        rows,
         f"Largest deviation of asv/loop from 1: {worst:.3f} (goal: within 0.02). The hand loop runs in fresh"
         f" processes ({HAND_PROCESSES_SMALL} for sub-millisecond models, {HAND_PROCESSES_LARGE} otherwise),"
         f" {HAND_CALLS} calls twice each; 'asv-like' re-runs setup before each call and turns gc off, as asv does.",
@@ -340,10 +409,16 @@ def fidelity(report: Report, asv_values: dict[Any, dict[str, Any]], device: str)
 
 def spread(values: dict[Any, dict[str, Any]]) -> dict[Any, float]:
     """Within-run spread: interquartile range over the median."""
-    return {key: (v["q75"] - v["q25"]) / v["median"] for key, v in values.items() if v["q25"] is not None}
+    return {
+        key: (v["q75"] - v["q25"]) / v["median"]
+        for key, v in values.items()
+        if v["q25"] is not None
+    }
 
 
-def noise(report: Report, first: dict[Any, dict[str, Any]], second: dict[Any, dict[str, Any]]) -> float:
+def noise(
+    report: Report, first: dict[Any, dict[str, Any]], second: dict[Any, dict[str, Any]]
+) -> float:
     rows = []
     large: list[float] = []
     small: list[float] = []
@@ -352,8 +427,16 @@ def noise(report: Report, first: dict[Any, dict[str, Any]], second: dict[Any, di
         a, b = first[key]["median"], second[key]["median"]
         change = b / a - 1
         (large if a > 5e-3 else small).append(abs(change))
-        rows.append([key[0].split(".", 1)[1], ", ".join(key[1]), f"{a * 1e3:.3f}", f"{b * 1e3:.3f}", f"{change * 100:+.2f}%",
-                     f"{within.get(key, math.nan) * 100:.2f}%"])
+        rows.append(
+            [
+                key[0].split(".", 1)[1],
+                ", ".join(key[1]),
+                f"{a * 1e3:.3f}",
+                f"{b * 1e3:.3f}",
+                f"{change * 100:+.2f}%",
+                f"{within.get(key, math.nan) * 100:.2f}%",
+            ]
+        )
     report.raw["noise"] = {"large": large, "small": small}
 
     def summary(changes: list[float]) -> str:
@@ -363,7 +446,8 @@ def noise(report: Report, first: dict[Any, dict[str, Any]], second: dict[Any, di
 
     report.add(
         "Noise: two full runs of the same build (A and A2)",
-        ["benchmark", "params", "A ms", "A2 ms", "A2/A - 1", "IQR/median in A"], rows,
+        ["benchmark", "params", "A ms", "A2 ms", "A2/A - 1", "IQR/median in A"],
+        rows,
         f"Run-to-run change, steps over 5 ms: {summary(large)}; steps under 5 ms: {summary(small)}.",
     )
     return max(large) if large else 0.0
@@ -379,25 +463,59 @@ def flagged(output: str) -> list[str]:
     return [line.strip() for line in output.splitlines() if re.match(r"\|\s*\+\s*\|", line.strip())]
 
 
-def sensitivity(report: Report, run: Asv, commits: dict[str, str], device: str, factor: float) -> None:
+def sensitivity(
+    report: Report, run: Asv, commits: dict[str, str], device: str, factor: float
+) -> None:
     """A/A over the whole selection from the two recorded runs, then asv continuous on a subset.
 
     continuous re-runs both sides, so it runs on the injected model and one
     small model only (both training and inference), to keep the device time low.
     """
     rows = []
-    _, seconds, out = run("compare", "--machine", run.machine, "--factor", f"{factor}", commits["a"], commits["a2"])
-    rows.append(["A/A, whole selection (asv compare)", "-", str(len(flagged(out))), "<br>".join(flagged(out)) or "-",
-                 f"{seconds:.0f} s"])
+    _, seconds, out = run(
+        "compare", "--machine", run.machine, "--factor", f"{factor}", commits["a"], commits["a2"]
+    )
+    rows.append(
+        [
+            "A/A, whole selection (asv compare)",
+            "-",
+            str(len(flagged(out))),
+            "<br>".join(flagged(out)) or "-",
+            f"{seconds:.0f} s",
+        ]
+    )
     selection = ["-b", rf"time_step\('{device}', '(mlp|{INJECTED_MODEL})'"]
-    for label, old, new in (("A/A (asv continuous)", commits["a"], commits["a2"]),
-                            (f"A2/B, {INJECTED_FRACTION:.0%} injected (asv continuous)", commits["a2"], commits["b"])):
-        code, seconds, out = run("continuous", "--machine", run.machine, "--launch-method", "forkserver",
-                                 "--factor", f"{factor}", *selection, old, new, check=False)
-        rows.append([label, str(code), str(len(flagged(out))), "<br>".join(flagged(out)) or "-", f"{seconds:.0f} s"])
+    for label, old, new in (
+        ("A/A (asv continuous)", commits["a"], commits["a2"]),
+        (f"A2/B, {INJECTED_FRACTION:.0%} injected (asv continuous)", commits["a2"], commits["b"]),
+    ):
+        code, seconds, out = run(
+            "continuous",
+            "--machine",
+            run.machine,
+            "--launch-method",
+            "forkserver",
+            "--factor",
+            f"{factor}",
+            *selection,
+            old,
+            new,
+            check=False,
+        )
+        rows.append(
+            [
+                label,
+                str(code),
+                str(len(flagged(out))),
+                "<br>".join(flagged(out)) or "-",
+                f"{seconds:.0f} s",
+            ]
+        )
     report.raw["sensitivity"] = rows
     report.add(
-        f"Sensitivity at factor {factor}", ["comparison", "exit", "flagged", "rows", "took"], rows,
+        f"Sensitivity at factor {factor}",
+        ["comparison", "exit", "flagged", "rows", "took"],
+        rows,
         f"B injects a {INJECTED_FRACTION:.0%} slowdown into every {INJECTED_MODEL} step (MPSBENCH_INJECT_SLOWDOWN);"
         " asv continuous exits 1 when it flags a slowdown.",
     )
@@ -414,11 +532,17 @@ def timed_seconds(values: dict[Any, dict[str, Any]]) -> float:
 
 
 def cost(report: Report, timings: dict[str, tuple[float, float]]) -> None:
-    rows = [[launch, f"{wall:.0f} s", f"{timed:.0f} s", f"{(1 - timed / wall) * 100:.0f}%"]
-            for launch, (wall, timed) in timings.items()]
-    report.add("Cost: the default selection for one build", ["launch method", "wall", "in timed calls", "outside"], rows,
-               "'in timed calls' counts the recorded samples of time_ benchmarks; everything else (process start,"
-               " imports, model builds, warm-ups, track_ benchmarks' own timing) counts as outside.")
+    rows = [
+        [launch, f"{wall:.0f} s", f"{timed:.0f} s", f"{(1 - timed / wall) * 100:.0f}%"]
+        for launch, (wall, timed) in timings.items()
+    ]
+    report.add(
+        "Cost: the default selection for one build",
+        ["launch method", "wall", "in timed calls", "outside"],
+        rows,
+        "'in timed calls' counts the recorded samples of time_ benchmarks; everything else (process start,"
+        " imports, model builds, warm-ups, track_ benchmarks' own timing) counts as outside.",
+    )
 
 
 # What one benchmark process spends before its first timed call, stage by stage,
@@ -455,17 +579,37 @@ def breakdown(report: Report, device: str) -> None:
     rows = []
     for kind, name in SEED_CASES:
         batch = models.get(name).seed_batch_size
-        done = subprocess.run([sys.executable, "-c", _BREAKDOWN, kind, device, name, str(batch)],
-                              capture_output=True, text=True)
+        done = subprocess.run(
+            [sys.executable, "-c", _BREAKDOWN, kind, device, name, str(batch)],
+            capture_output=True,
+            text=True,
+        )
         if done.returncode != 0:
-            rows.append([kind, name, str(batch), "failed: " + done.stderr.strip().splitlines()[-1][:120]])
+            rows.append(
+                [kind, name, str(batch), "failed: " + done.stderr.strip().splitlines()[-1][:120]]
+            )
             continue
         stages = json.loads(done.stdout.strip().splitlines()[-1])
-        print(f"breakdown: {kind} {name} {batch}: " + ", ".join(f"{k} {v:.3f} s" for k, v in stages.items()), flush=True)
-        report.raw.setdefault("breakdown", []).append({"kind": kind, "model": name, "batch": batch, **stages})
+        print(
+            f"breakdown: {kind} {name} {batch}: "
+            + ", ".join(f"{k} {v:.3f} s" for k, v in stages.items()),
+            flush=True,
+        )
+        report.raw.setdefault("breakdown", []).append(
+            {"kind": kind, "model": name, "batch": batch, **stages}
+        )
         rows.append([kind, name, str(batch)] + [f"{stages[key] * 1e3:.0f}" for key in stages])
-    header = ["workload", "model", "batch", "imports", "device init", "build and copy", "warm-up", "accuracy check",
-              "one step"]
+    header = [
+        "workload",
+        "model",
+        "batch",
+        "imports",
+        "device init",
+        "build and copy",
+        "warm-up",
+        "accuracy check",
+        "one step",
+    ]
     report.add("Breakdown: what a fresh benchmark process spends before timing (ms)", header, rows)
 
 
@@ -476,7 +620,9 @@ def first_gpu() -> str:
     gpu = devices.usable_gpu()
     if gpu is not None:
         return gpu
-    raise SystemExit("mpsbench calibrate: no usable GPU (cuda or mps) here; pass --device cpu to calibrate the cpu")
+    raise SystemExit(
+        "mpsbench calibrate: no usable GPU (cuda or mps) here; pass --device cpu to calibrate the cpu"
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -487,10 +633,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--workdir", type=Path, default=Path(".asv/calibration"))
     parser.add_argument("--out", type=Path, default=Path(os.environ.get("OUT", ".asv/calibration")))
     parser.add_argument("--phases", nargs="+", choices=PHASES, default=list(PHASES))
-    parser.add_argument("--factor", type=float, help="use this factor instead of choosing one from the noise")
-    parser.add_argument("--select", help="an asv -b regex in place of the default selection (for a quick try)")
-    parser.add_argument("--whole-suite", action="store_true",
-                        help="time every benchmark module's default selection (default: benchmark_models only)")
+    parser.add_argument(
+        "--factor", type=float, help="use this factor instead of choosing one from the noise"
+    )
+    parser.add_argument(
+        "--select", help="an asv -b regex in place of the default selection (for a quick try)"
+    )
+    parser.add_argument(
+        "--whole-suite",
+        action="store_true",
+        help="time every benchmark module's default selection (default: benchmark_models only)",
+    )
     args = parser.parse_args(argv)
     device = args.device or first_gpu()
     workdir = args.workdir.resolve()
@@ -498,9 +651,11 @@ def main(argv: list[str] | None = None) -> int:
     args.out.mkdir(parents=True, exist_ok=True)
     name, facts = machine.write(f"calib-{device}")
     report = Report(device, torch.__version__, facts)
-    header = (f"# Calibration on {device}: torch {torch.__version__}, {facts['chip']}, {facts['os']},"
-              f" {time.strftime('%Y-%m-%d')}\n\nCommand: `scripts/calibrate --device {device}"
-              f" --phases {' '.join(args.phases)}`\n\n")
+    header = (
+        f"# Calibration on {device}: torch {torch.__version__}, {facts['chip']}, {facts['os']},"
+        f" {time.strftime('%Y-%m-%d')}\n\nCommand: `scripts/calibrate --device {device}"
+        f" --phases {' '.join(args.phases)}`\n\n"
+    )
 
     def save() -> None:  # after every phase, so that a run stopped early keeps what it measured
         (args.out / "calibration.md").write_text(header + "\n".join(report.sections))
@@ -515,7 +670,12 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def run_suite_phases(
-    args: argparse.Namespace, report: Report, device: str, workdir: Path, name: str, save: Callable[[], None]
+    args: argparse.Namespace,
+    report: Report,
+    device: str,
+    workdir: Path,
+    name: str,
+    save: Callable[[], None],
 ) -> None:
     """Fidelity, noise, cost and sensitivity: each needs real asv runs of the calibration timeline."""
     commits = calibration_timeline(workdir)
@@ -543,7 +703,10 @@ def run_suite_phases(
         save()
     if "cost" in args.phases:
         wall = run.run(commits["b"], *device_filter, launch="spawn")
-        timings["spawn"] = (wall, timed_seconds(time_values(load_results(workdir, name, commits["b"]))))
+        timings["spawn"] = (
+            wall,
+            timed_seconds(time_values(load_results(workdir, name, commits["b"]))),
+        )
         cost(report, timings)
         save()
     if "sensitivity" in args.phases:

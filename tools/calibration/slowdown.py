@@ -38,7 +38,9 @@ def slowdown_for(model: str) -> float:
     except ValueError:
         amount = -1.0
     if not sep or not name or not 0.0 < amount < 1.0:
-        raise InjectError(f"{INJECT_ENV}={value!r} must be MODEL:FRACTION with 0 < FRACTION < 1, e.g. resnet50:0.05")
+        raise InjectError(
+            f"{INJECT_ENV}={value!r} must be MODEL:FRACTION with 0 < FRACTION < 1, e.g. resnet50:0.05"
+        )
     return amount if name == model else 0.0
 
 
@@ -52,8 +54,12 @@ def install() -> None:
         warm_up(self, *args, **kwargs)
         self.injected_seconds = 0.0
         fraction = slowdown_for(self.spec.name)
-        if fraction:  # a share of the median of five single steps (the unwrapped run: no wait in it)
-            median, _ = timing.median_seconds(functools.partial(run, self), self.device, 1, 5, 0.0, 5)
+        if (
+            fraction
+        ):  # a share of the median of five single steps (the unwrapped run: no wait in it)
+            median, _ = timing.median_seconds(
+                functools.partial(run, self), self.device, 1, 5, 0.0, 5
+            )
             self.injected_seconds = fraction * median
 
     def run_and_wait(self: Any, steps: int) -> None:

@@ -16,8 +16,11 @@ import time
 from pathlib import Path
 
 ORIGINAL = "        return F.linear(input, self.weight, self.bias)\n"  # Linear.forward's return (the one such line)
-PATCHED = ("        if not self.training:  # a deliberate {percent}% extra slice in inference\n"
-           "            F.linear(input[: max(1, input.shape[0] * {percent} // 100)], self.weight)\n" + ORIGINAL)
+PATCHED = (
+    "        if not self.training:  # a deliberate {percent}% extra slice in inference\n"
+    "            F.linear(input[: max(1, input.shape[0] * {percent} // 100)], self.weight)\n"
+    + ORIGINAL
+)
 PERCENTS = (0, 5, 7, 9, 11, 14)
 PASSES, STEPS = 3, 10
 
@@ -25,15 +28,18 @@ PASSES, STEPS = 3, 10
 def patch(linear_py: Path, percent: int) -> None:
     source = linear_py.read_text()
     if source.count(ORIGINAL) != 1:
-        raise SystemExit(f"{linear_py}: Linear's forward is not torch's own (patched already, or another torch)")
+        raise SystemExit(
+            f"{linear_py}: Linear's forward is not torch's own (patched already, or another torch)"
+        )
     linear_py.write_text(source.replace(ORIGINAL, PATCHED.format(percent=percent)))
 
 
 def _forward(percent: int):  # type: ignore[no-untyped-def]
     import torch.nn.modules.linear as linear
 
-    text = "def forward(self, input):\n" + "".join(line[4:] + "\n" for line in PATCHED.format(percent=percent)
-                                                 .splitlines())
+    text = "def forward(self, input):\n" + "".join(
+        line[4:] + "\n" for line in PATCHED.format(percent=percent).splitlines()
+    )
     namespace: dict[str, object] = {}
     exec(text, vars(linear), namespace)
     return namespace["forward"]
@@ -65,7 +71,9 @@ def tune(device: str, model: str, batch: int, target: float) -> int:
     chosen = None
     for percent in PERCENTS:
         ratio = statistics.median(times[percent]) / base
-        print(f"{percent:3d}%  {statistics.median(times[percent]) * 1e3:9.3f} ms/step  ratio {ratio:.3f}")
+        print(
+            f"{percent:3d}%  {statistics.median(times[percent]) * 1e3:9.3f} ms/step  ratio {ratio:.3f}"
+        )
         if chosen is None and ratio >= target:
             chosen = percent
     chosen = chosen if chosen is not None else PERCENTS[-1]

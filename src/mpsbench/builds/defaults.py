@@ -46,19 +46,30 @@ def releases(manifest: mf.Manifest, platform: str, rule: mf.Default) -> list[tup
     for name in rule.channels:
         channel = manifest.channel(name)
         # a build pinned before per-Python sets ("" in its sets) is never installed
-        found = sorted(((Version(build.torch_version), build) for build in (channel.builds if channel else ())
-                        if build.kind == "release" and platform in build.pins and "" not in build.sets(platform)),
-                       key=lambda pair: pair[0])
+        found = sorted(
+            (
+                (Version(build.torch_version), build)
+                for build in (channel.builds if channel else ())
+                if build.kind == "release"
+                and platform in build.pins
+                and "" not in build.sets(platform)
+            ),
+            key=lambda pair: pair[0],
+        )
         minors = sorted({version.release[:2] for version, _ in found})
         if name in rule.newest_of:  # only the newest release beside the era's few
-            minors = minors[-rule.newest_of[name]:]
+            minors = minors[-rule.newest_of[name] :]
         for version, build in found:
             minor = version.release[:2]
-            if minor in minors and minor >= since and (minor not in newest_of_minor or version > newest_of_minor[minor][0]):
+            if (
+                minor in minors
+                and minor >= since
+                and (minor not in newest_of_minor or version > newest_of_minor[minor][0])
+            ):
                 newest_of_minor[minor] = (version, f"{name}@{build.id}", build)
     ordered = [newest_of_minor[minor] for minor in sorted(newest_of_minor)]
     if rule.newest is not None:
-        ordered = ordered[-rule.newest:]
+        ordered = ordered[-rule.newest :]
     return [(ref, build) for _, ref, build in ordered]
 
 
@@ -66,8 +77,15 @@ def schedule(manifest: mf.Manifest, platform: str, here: str | None = None) -> l
     """Each default build of ``platform`` with its Pythons (``here``: where the rule names none)."""
     rule = manifest.defaults[platform]
     pythons = rule.pythons or (here or f"{sys.version_info.major}.{sys.version_info.minor}",)
-    return [Scheduled(ref, build, runs) for ref, build in releases(manifest, platform, rule)
-            if (runs := tuple(python for python in pythons if python_tag(python) in build.sets(platform)))]
+    return [
+        Scheduled(ref, build, runs)
+        for ref, build in releases(manifest, platform, rule)
+        if (
+            runs := tuple(
+                python for python in pythons if python_tag(python) in build.sets(platform)
+            )
+        )
+    ]
 
 
 def this_machine(manifest: mf.Manifest) -> tuple[str, list[Scheduled], list[str]]:
@@ -81,16 +99,27 @@ def runnable_here(planned: list[Scheduled], platform: str) -> tuple[list[Schedul
     download: a Python asv would not find on PATH, wheels that need a newer OS."""
     kept, said = [], []
     current = f"{sys.version_info.major}.{sys.version_info.minor}"  # asv falls back on its own interpreter
-    missing = sorted({p for item in planned for p in item.pythons if p != current and shutil.which(f"python{p}") is None},
-                     key=Version)
-    said += [f"skipping every build under Python {python}: python{python} is not on PATH, where asv looks for it"
-             for python in missing]
+    missing = sorted(
+        {
+            p
+            for item in planned
+            for p in item.pythons
+            if p != current and shutil.which(f"python{p}") is None
+        },
+        key=Version,
+    )
+    said += [
+        f"skipping every build under Python {python}: python{python} is not on PATH, where asv looks for it"
+        for python in missing
+    ]
     for item in planned:
         pythons = []
         for python in (p for p in item.pythons if p not in missing):
             pins = item.build.sets(platform)[python_tag(python)]
             major, minor = python.split(".")
-            why = install_build.why_not_here([pin.filename for pin in pins], (int(major), int(minor)))
+            why = install_build.why_not_here(
+                [pin.filename for pin in pins], (int(major), int(minor))
+            )
             if why is None:
                 pythons.append(python)
             else:
@@ -104,7 +133,8 @@ def pin_pythons(manifest: mf.Manifest) -> dict[str, tuple[str, ...]]:
     """The interpreters a new build is pinned for, per platform: its default's, else all tracked."""
     return {
         platform: tuple(python_tag(p) for p in manifest.defaults[platform].pythons)
-        if platform in manifest.defaults and manifest.defaults[platform].pythons else resolve.PYTHONS
+        if platform in manifest.defaults and manifest.defaults[platform].pythons
+        else resolve.PYTHONS
         for platform in wheels.PLATFORMS
     }
 
@@ -128,10 +158,15 @@ def this_machine_is(platform: str) -> str:
     return platform
 
 
-def listing(platform: str, planned: list[Scheduled], generated: timeline.Generated, here: bool = True) -> str:
+def listing(
+    platform: str, planned: list[Scheduled], generated: timeline.Generated, here: bool = True
+) -> str:
     """``platform``'s default timeline as ``mpsbench timeline default`` prints it."""
     named = this_machine_is(platform) if here else platform
     lines = [f"default timeline of {named}: {len(planned)} build{'' if len(planned) == 1 else 's'}"]
-    lines += [f"  {generated.commits[item.ref][:12]}  {item.ref:<16} torch {item.build.torch_version:<10}"
-              f" {item.build.date[:10]}  python {', '.join(item.pythons)}" for item in planned]
+    lines += [
+        f"  {generated.commits[item.ref][:12]}  {item.ref:<16} torch {item.build.torch_version:<10}"
+        f" {item.build.date[:10]}  python {', '.join(item.pythons)}"
+        for item in planned
+    ]
     return "\n".join(lines)

@@ -43,8 +43,15 @@ def free(folder: Path | None = None) -> int:
 def used(folder: Path | None = None) -> int:
     """Bytes the build cache holds now (wheels and installed builds)."""
     folder = folder or cache()
-    return sum(path.stat().st_size for path in folder.rglob("*") if path.is_file() and not path.is_symlink()) \
-        if folder.is_dir() else 0
+    return (
+        sum(
+            path.stat().st_size
+            for path in folder.rglob("*")
+            if path.is_file() and not path.is_symlink()
+        )
+        if folder.is_dir()
+        else 0
+    )
 
 
 def need(build: dict[str, Any], python: tuple[int, int] | None = None) -> Need:
@@ -55,31 +62,47 @@ def need(build: dict[str, Any], python: tuple[int, int] | None = None) -> Need:
     try:
         _, pins = install_build.select_pins(build, python)
     except install_build.InstallError:
-        return Need(0, "a build this machine cannot install (it is refused before any download)", True)
+        return Need(
+            0, "a build this machine cannot install (it is refused before any download)", True
+        )
     if (install_build.installed_folder(pins) / ".complete").is_file():
         return Need(0, "installed in the cache already", True)
     stored = [cache() / "wheels" / pin["sha256"] / pin["filename"] for pin in pins]
     if all(path.is_file() for path in stored):
         size = sum(path.stat().st_size for path in stored)
-        return Need(int(size * INSTALLED_PER_WHEEL_BYTE), "its stored wheels' size x the measured install ratio", False)
+        return Need(
+            int(size * INSTALLED_PER_WHEEL_BYTE),
+            "its stored wheels' size x the measured install ratio",
+            False,
+        )
     system = "macos" if any("macos" in pin["filename"] for pin in pins) else "linux"
     table = MEASURED_INSTALLED_GB[system]
     version = str(build.get("torch_version", ""))
     installed = table.get(version, max(table.values()))
-    how = f"measured for {version} on {system}" if version in table else f"the largest measured on {system}"
+    how = (
+        f"measured for {version} on {system}"
+        if version in table
+        else f"the largest measured on {system}"
+    )
     return Need(int(installed * (1 + 1 / INSTALLED_PER_WHEEL_BYTE) * GB), how, False)
 
 
-def download(build: dict[str, Any], python: tuple[int, int] | None = None) -> tuple[int, tuple[str, ...]]:
+def download(
+    build: dict[str, Any], python: tuple[int, int] | None = None
+) -> tuple[int, tuple[str, ...]]:
     """About how many bytes installing ``build`` downloads, and from which hosts: its wheels in
     neither the store nor a local wheelhouse."""
     if need(build, python).installed:
         return 0, ()
     _, pins = install_build.select_pins(build, python)
     local = install_build._local_wheelhouses()
-    fetched = [pin for pin in pins if not (cache() / "wheels" / pin["sha256"] / pin["filename"]).is_file()
-               and not pin["url"].startswith("file://")
-               and not any((folder / pin["filename"]).is_file() for folder in local)]
+    fetched = [
+        pin
+        for pin in pins
+        if not (cache() / "wheels" / pin["sha256"] / pin["filename"]).is_file()
+        and not pin["url"].startswith("file://")
+        and not any((folder / pin["filename"]).is_file() for folder in local)
+    ]
     if not fetched:
         return 0, ()
     share = len(fetched) / len(pins)  # torch is most of the bytes

@@ -18,7 +18,13 @@ class HistoryError(UserError):
     """A user mistake in a history command: one line, exit status 2."""
 
 
-def append(manifest_path: Path, timeline_repo: Path, channel: str, build: mf.Build, parent: str | None = None) -> str:
+def append(
+    manifest_path: Path,
+    timeline_repo: Path,
+    channel: str,
+    build: mf.Build,
+    parent: str | None = None,
+) -> str:
     """Add ``build`` to ``channel`` and regenerate the timeline; returns its timeline commit. Every
     check runs before the save, under the manifest's lock, so concurrent adds both land."""
     build, originals = resolve.in_store(build)  # user's files: their store copies
@@ -44,9 +50,18 @@ def append(manifest_path: Path, timeline_repo: Path, channel: str, build: mf.Bui
     return commit
 
 
-def add_nightly(manifest_path: Path, timeline_repo: Path, channel: str, date: str, *, indexes: tuple[str, ...] = (),
-                pythons: tuple[str, ...] = resolve.PYTHONS, transformers: str | None = None,
-                transformers_index: str = resolve.PYPI, parent: str | None = None) -> str | None:
+def add_nightly(
+    manifest_path: Path,
+    timeline_repo: Path,
+    channel: str,
+    date: str,
+    *,
+    indexes: tuple[str, ...] = (),
+    pythons: tuple[str, ...] = resolve.PYTHONS,
+    transformers: str | None = None,
+    transformers_index: str = resolve.PYPI,
+    parent: str | None = None,
+) -> str | None:
     """Add the nightly of ``date`` ("latest": the newest) to ``channel``; its timeline commit, or
     None if already there."""
     indexes = indexes or tuple(resolve.NIGHTLY_INDEXES)
@@ -64,8 +79,13 @@ def add_nightly(manifest_path: Path, timeline_repo: Path, channel: str, date: st
             print(f"{channel}@{date} is already the newest nightly; nothing to add")
             return None
     manifest.check_new(channel, date, parent)  # before minutes of resolving
-    build = resolve.nightly(date, indexes=indexes, pythons=pythons, transformers=transformers,
-                            transformers_index=transformers_index)
+    build = resolve.nightly(
+        date,
+        indexes=indexes,
+        pythons=pythons,
+        transformers=transformers,
+        transformers_index=transformers_index,
+    )
     return append(manifest_path, timeline_repo, channel, build, parent)
 
 
@@ -75,14 +95,20 @@ def sync_branches(generated: timeline.Generated, repo: Path, conf: asvconf.AsvCo
         print(f"{conf.path.name}: branches set to the channels {', '.join(generated.branches)}")
 
 
-def resolve_ref(manifest: mf.Manifest, generated: timeline.Generated, ref: str) -> tuple[str, mf.Build]:
+def resolve_ref(
+    manifest: mf.Manifest, generated: timeline.Generated, ref: str
+) -> tuple[str, mf.Build]:
     """CHANNEL@ID and the build ``ref`` names (CHANNEL@ID, a tag, a timeline hash or prefix)."""
     if "@" in ref:
         return ref, manifest.find(ref)
     tagged = [name for name in generated.commits if manifest.find(name).tag == ref]
-    matches = tagged or [name for name, commit in generated.commits.items() if commit.startswith(ref.lower())]
+    matches = tagged or [
+        name for name, commit in generated.commits.items() if commit.startswith(ref.lower())
+    ]
     if len(matches) != 1:
-        raise HistoryError(f"{ref!r} names {len(matches)} timeline commits; give CHANNEL@ID, a tag or a longer hash")
+        raise HistoryError(
+            f"{ref!r} names {len(matches)} timeline commits; give CHANNEL@ID, a tag or a longer hash"
+        )
     return matches[0], manifest.find(matches[0])
 
 
@@ -91,8 +117,10 @@ def upstream_range(manifest: mf.Manifest, generated: timeline.Generated, old: st
     old_name, old_build = resolve_ref(manifest, generated, old)
     new_name, new_build = resolve_ref(manifest, generated, new)
     if old_name == new_name or old_build.when() > new_build.when():
-        raise HistoryError(f"{old!r} ({old_name}, {old_build.date}) is not older than {new!r} ({new_name},"
-                           f" {new_build.date}): give two builds, the older first")
+        raise HistoryError(
+            f"{old!r} ({old_name}, {old_build.date}) is not older than {new!r} ({new_name},"
+            f" {new_build.date}): give two builds, the older first"
+        )
     link = timeline.pytorch_url(old_build.git_version, new_build.git_version)
     return (
         f"{old_name} (torch {old_build.torch_version}, git {old_build.git_version[:12]}) -> "

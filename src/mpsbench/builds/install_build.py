@@ -52,34 +52,78 @@ WITHOUT = {
 _FILES = "https://files.pythonhosted.org/packages/"
 
 
-def _need(name: str, version: str, module: str, python: str, path: str, sha256: str) -> dict[str, str]:
+def _need(
+    name: str, version: str, module: str, python: str, path: str, sha256: str
+) -> dict[str, str]:
     """A SUITE_NEEDS pin; ``python`` is its wheel's CPython tag, '' for every CPython."""
-    return {"name": name, "version": version, "module": module, "python": python, "filename": path.rsplit("/", 1)[1],
-            "url": _FILES + path, "sha256": sha256}
+    return {
+        "name": name,
+        "version": version,
+        "module": module,
+        "python": python,
+        "filename": path.rsplit("/", 1)[1],
+        "url": _FILES + path,
+        "sha256": sha256,
+    }
 
 
 _PSUTIL_MAC = _need(  # stable-ABI wheels: every CPython
-    "psutil", "7.2.2", "psutil", "", "80/c4/f5af4c1ca8c1eeb2e92ccca14ce8effdeec651d5ab6053c589b074eda6e1/"
-    "psutil-7.2.2-cp36-abi3-macosx_11_0_arm64.whl", "1a7b04c10f32cc88ab39cbf606e117fd74721c831c98a27dc04578deb0c16979")
+    "psutil",
+    "7.2.2",
+    "psutil",
+    "",
+    "80/c4/f5af4c1ca8c1eeb2e92ccca14ce8effdeec651d5ab6053c589b074eda6e1/"
+    "psutil-7.2.2-cp36-abi3-macosx_11_0_arm64.whl",
+    "1a7b04c10f32cc88ab39cbf606e117fd74721c831c98a27dc04578deb0c16979",
+)
 _PSUTIL_LINUX = _need(
-    "psutil", "7.2.2", "psutil", "", "b5/70/5d8df3b09e25bce090399cf48e452d25c935ab72dad19406c77f4e828045/"
+    "psutil",
+    "7.2.2",
+    "psutil",
+    "",
+    "b5/70/5d8df3b09e25bce090399cf48e452d25c935ab72dad19406c77f4e828045/"
     "psutil-7.2.2-cp36-abi3-manylinux2010_x86_64.manylinux_2_12_x86_64.manylinux_2_28_x86_64.whl",
-    "076a2d2f923fd4821644f5ba89f059523da90dc9014e85f8e45a5774ca5bc6f9")
+    "076a2d2f923fd4821644f5ba89f059523da90dc9014e85f8e45a5774ca5bc6f9",
+)
 _NVML = _need(
-    "nvidia-ml-py", "13.615.71", "pynvml", "", "53/a1/1681dfa1c904d4e3e72e51b55a0ff012d50b766843ef832d584abe2113c6/"
-    "nvidia_ml_py-13.615.71-py3-none-any.whl", "959bf4adf6fe1308e4bd739e722236b0d1ec8392e2cefad33ff70c311380b9b6")
+    "nvidia-ml-py",
+    "13.615.71",
+    "pynvml",
+    "",
+    "53/a1/1681dfa1c904d4e3e72e51b55a0ff012d50b766843ef832d584abe2113c6/"
+    "nvidia_ml_py-13.615.71-py3-none-any.whl",
+    "959bf4adf6fe1308e4bd739e722236b0d1ec8392e2cefad33ff70c311380b9b6",
+)
 _ZEUS = [  # CPython 3.10-3.13 only: elsewhere the rows are n/a
-    _need("zeus-apple-silicon", "1.1.0", "zeus_apple_silicon", tag,
-          f"{folder}/zeus_apple_silicon-1.1.0-{tag}-{tag}-macosx_11_0_arm64.whl", sha)
+    _need(
+        "zeus-apple-silicon",
+        "1.1.0",
+        "zeus_apple_silicon",
+        tag,
+        f"{folder}/zeus_apple_silicon-1.1.0-{tag}-{tag}-macosx_11_0_arm64.whl",
+        sha,
+    )
     for tag, folder, sha in (
-        ("cp310", "b9/2c/2d2cd9d53167b4ab951217d54fa13f3ac183808958193de7d83455903d10",
-         "ed75237100da14552c50618ad8a18e16eb8d7fb1bdf31c43f5134bf2ab47830d"),
-        ("cp311", "4a/cd/69179ff6d638103440457cbe1c8c0b30d0a22a6bb6f2c043a42995fb99e4",
-         "fca4ff0211b1440841fa8454ea6effedc55c83a17be770ad92bb39da961a2214"),
-        ("cp312", "4b/50/dae39d71cdfed918eea04596ca582f3a8428bb8e44d76e88020d02f04b75",
-         "c862421e3477344260fad80276cb6b8f6ed7189b5472ef3fca9a54cd5a780aa7"),
-        ("cp313", "c8/0c/e162be99be598d9be1ee48732a95475a42473b311c4809fc01dcc13a68c7",
-         "410ecf3f594fc94202ad778d274131a24a403553c9b56c7907344edc9107ec03"),
+        (
+            "cp310",
+            "b9/2c/2d2cd9d53167b4ab951217d54fa13f3ac183808958193de7d83455903d10",
+            "ed75237100da14552c50618ad8a18e16eb8d7fb1bdf31c43f5134bf2ab47830d",
+        ),
+        (
+            "cp311",
+            "4a/cd/69179ff6d638103440457cbe1c8c0b30d0a22a6bb6f2c043a42995fb99e4",
+            "fca4ff0211b1440841fa8454ea6effedc55c83a17be770ad92bb39da961a2214",
+        ),
+        (
+            "cp312",
+            "4b/50/dae39d71cdfed918eea04596ca582f3a8428bb8e44d76e88020d02f04b75",
+            "c862421e3477344260fad80276cb6b8f6ed7189b5472ef3fca9a54cd5a780aa7",
+        ),
+        (
+            "cp313",
+            "c8/0c/e162be99be598d9be1ee48732a95475a42473b311c4809fc01dcc13a68c7",
+            "410ecf3f594fc94202ad778d274131a24a403553c9b56c7907344edc9107ec03",
+        ),
     )
 ]
 SUITE_NEEDS: dict[str, list[dict[str, str]]] = {
@@ -163,7 +207,9 @@ def _ref(build: dict[str, Any]) -> str:
     return f"build {build['channel']}@{build['id']}"
 
 
-def select_pins(build: dict[str, Any], python: tuple[int, int] | None = None) -> tuple[str, list[dict[str, str]]]:
+def select_pins(
+    build: dict[str, Any], python: tuple[int, int] | None = None
+) -> tuple[str, list[dict[str, str]]]:
     """The platform and the complete set of ``build`` for this machine and this Python (or CPython ``python``)."""
     candidates = platform_candidates()
     for key in candidates:
@@ -177,12 +223,21 @@ def select_pins(build: dict[str, Any], python: tuple[int, int] | None = None) ->
             )
         chosen = [pin for pin in pins if pin["python"] == _python_tag(python)]
         if any(pin["name"] == "torch" for pin in chosen):
-            bad = [pin["filename"] for pin in chosen if not plain_wheel_name(pin["filename"]) or not allowed_url(pin["url"])]
+            bad = [
+                pin["filename"]
+                for pin in chosen
+                if not plain_wheel_name(pin["filename"]) or not allowed_url(pin["url"])
+            ]
             if bad or len({pin["name"] for pin in chosen}) != len(chosen):
-                raise InstallError(f"{_ref(build)}: refusing the pins {bad or [p['filename'] for p in chosen]} for {key}:"
-                                   " each must be a plain wheel file name at an https:// or file:// URL, one per package")
+                raise InstallError(
+                    f"{_ref(build)}: refusing the pins {bad or [p['filename'] for p in chosen]} for {key}:"
+                    " each must be a plain wheel file name at an https:// or file:// URL, one per package"
+                )
             return key, chosen
-    sets = {key: sorted({pin.get("python") or "?" for pin in build["pins"].get(key, [])}) for key in candidates}
+    sets = {
+        key: sorted({pin.get("python") or "?" for pin in build["pins"].get(key, [])})
+        for key in candidates
+    }
     pinned = "; ".join(f"{key}: {', '.join(tags)}" for key, tags in sets.items() if tags)
     raise InstallError(
         f"{_ref(build)} pins no torch wheel for {_python_tag(python)} on"
@@ -198,7 +253,10 @@ def why_not_here(filenames: list[str], python: tuple[int, int] | None = None) ->
         here = set(tags.sys_tags())
     else:  # this machine's platforms, another interpreter
         platforms = list(tags.platform_tags())
-        here = {*tags.cpython_tags(python, platforms=platforms), *tags.compatible_tags(python, platforms=platforms)}
+        here = {
+            *tags.cpython_tags(python, platforms=platforms),
+            *tags.compatible_tags(python, platforms=platforms),
+        }
     for filename in filenames:
         wanted = utils.parse_wheel_filename(filename)[3]
         if here.isdisjoint(wanted):
@@ -210,8 +268,16 @@ def _requirement(wanted: frozenset[Any], here: set[Any], this: str) -> str:
     """What a wheel's tags ask that this machine lacks (a newer macOS or glibc, another Python), in words."""
     platforms = sorted({tag.platform for tag in wanted})
     if not set(platforms) & {tag.platform for tag in here}:
-        mac = [tuple(map(int, name.split("_")[1:3])) for name in platforms if name.startswith("macosx_")]
-        glibc = [tuple(map(int, name.split("_")[1:3])) for name in platforms if name.startswith("manylinux_")]
+        mac = [
+            tuple(map(int, name.split("_")[1:3]))
+            for name in platforms
+            if name.startswith("macosx_")
+        ]
+        glibc = [
+            tuple(map(int, name.split("_")[1:3]))
+            for name in platforms
+            if name.startswith("manylinux_")
+        ]
         if mac and sys.platform == "darwin":
             return f"macOS {'.'.join(map(str, min(mac)))} or newer (this Mac runs macOS {platform.mac_ver()[0]})"
         if glibc and sys.platform.startswith("linux"):
@@ -227,9 +293,13 @@ def _refuse_unasked(build: dict[str, Any]) -> None:
     try:
         asked = Path(listed).read_text().split()
     except OSError as exc:
-        raise InstallError(f"cannot read {RUN_BUILDS_ENV}={listed}, the builds this run measures: {exc.strerror}") from None
+        raise InstallError(
+            f"cannot read {RUN_BUILDS_ENV}={listed}, the builds this run measures: {exc.strerror}"
+        ) from None
     if not any(len(line) >= 7 and commit.startswith(line) for line in asked):
-        raise InstallError(f"not installing {_ref(build)} ({commit[:8]}): this run measures only the builds in {listed}")
+        raise InstallError(
+            f"not installing {_ref(build)} ({commit[:8]}): this run measures only the builds in {listed}"
+        )
 
 
 def _local_wheelhouses() -> list[Path]:
@@ -250,14 +320,35 @@ def _pip(*args: str, tmp: Path | None = None) -> subprocess.CompletedProcess[str
     return subprocess.run(command, capture_output=True, text=True, env=env)
 
 
-def _pip_install_checked(what: str, wheels: list[tuple[Path, dict[str, str]]], folder: Path, *target: str,
-                         tmp: Path | None = None) -> None:
+def _pip_install_checked(
+    what: str,
+    wheels: list[tuple[Path, dict[str, str]]],
+    folder: Path,
+    *target: str,
+    tmp: Path | None = None,
+) -> None:
     requirements = folder / "requirements.txt"
-    requirements.write_text("".join(f"{path.resolve().as_uri()} --hash=sha256:{pin['sha256']}\n" for path, pin in wheels))
-    done = _pip("install", "--no-deps", "--require-hashes", "--no-index", "--no-warn-script-location", *target,
-                "-r", str(requirements), tmp=tmp)
+    requirements.write_text(
+        "".join(
+            f"{path.resolve().as_uri()} --hash=sha256:{pin['sha256']}\n" for path, pin in wheels
+        )
+    )
+    done = _pip(
+        "install",
+        "--no-deps",
+        "--require-hashes",
+        "--no-index",
+        "--no-warn-script-location",
+        *target,
+        "-r",
+        str(requirements),
+        tmp=tmp,
+    )
     if done.returncode != 0:
-        raise InstallError(f"pip could not install {what}: " + " | ".join((done.stderr or done.stdout).strip().splitlines()[-5:]))
+        raise InstallError(
+            f"pip could not install {what}: "
+            + " | ".join((done.stderr or done.stdout).strip().splitlines()[-5:])
+        )
 
 
 def _check(pin: dict[str, str], found: Path, where: str, note: str = "") -> None:
@@ -274,7 +365,9 @@ DOWNLOAD_BACKOFF = 2.0  # seconds before the second attempt, doubled before each
 PROGRESS_EVERY = 60.0  # seconds between a long download's progress lines
 
 
-def _download(url: str, target: Path, tries: int | None = None, backoff: float | None = None) -> Path:
+def _download(
+    url: str, target: Path, tries: int | None = None, backoff: float | None = None
+) -> Path:
     """Download ``url`` into ``target``, resuming by HTTP Range after a cut or timeout (``tries``
     attempts, ``backoff`` seconds doubled each time); progress on stderr. Callers check sha256."""
     import http.client
@@ -285,8 +378,12 @@ def _download(url: str, target: Path, tries: int | None = None, backoff: float |
     for attempt in range(1, tries + 1):
         headers = {"User-Agent": "mpsbench", **({"Range": f"bytes={done}-"} if done else {})}
         try:
-            with urllib.request.urlopen(urllib.request.Request(url, headers=headers), timeout=120) as response:
-                if done and response.status != 206:  # the range was not honoured: the whole file again
+            with urllib.request.urlopen(
+                urllib.request.Request(url, headers=headers), timeout=120
+            ) as response:
+                if (
+                    done and response.status != 206
+                ):  # the range was not honoured: the whole file again
                     done = 0
                 length = response.headers.get("Content-Length")
                 total = done + int(length) if length is not None else total
@@ -297,7 +394,10 @@ def _download(url: str, target: Path, tries: int | None = None, backoff: float |
                         if time.monotonic() - said >= PROGRESS_EVERY:
                             said = time.monotonic()
                             of = f" of {total / 1e9:.2f} GB" if total else ""
-                            print(f"mpsbench: {target.name}: {done / 1e9:.2f} GB{of} downloaded", file=sys.stderr)
+                            print(
+                                f"mpsbench: {target.name}: {done / 1e9:.2f} GB{of} downloaded",
+                                file=sys.stderr,
+                            )
             if total is None or done >= total:
                 return target
             problem = f"the connection closed after {done} of {total} bytes"
@@ -305,12 +405,20 @@ def _download(url: str, target: Path, tries: int | None = None, backoff: float |
             if exc.code not in (408, 429) and exc.code < 500:  # no retry mends it
                 raise InstallError(f"{target.name}: cannot download {url}: {exc}") from None
             problem = str(exc)
-        except (urllib.error.URLError, TimeoutError, ConnectionError, http.client.HTTPException) as exc:
+        except (
+            urllib.error.URLError,
+            TimeoutError,
+            ConnectionError,
+            http.client.HTTPException,
+        ) as exc:
             problem = str(exc) or type(exc).__name__
         if attempt < tries:
             wait = backoff * 2 ** (attempt - 1)
-            print(f"mpsbench: {target.name}: {problem}; attempt {attempt + 1} of {tries} in {wait:.0f} s, from byte"
-                  f" {done}", file=sys.stderr)
+            print(
+                f"mpsbench: {target.name}: {problem}; attempt {attempt + 1} of {tries} in {wait:.0f} s, from byte"
+                f" {done}",
+                file=sys.stderr,
+            )
             time.sleep(wait)
     raise InstallError(f"{target.name}: cannot download {url} after {tries} attempts: {problem}")
 
@@ -327,14 +435,27 @@ def disk_problem(exc: OSError) -> InstallError:
 
 def _find(pin: dict[str, str], scratch: Path) -> Path:
     """The pinned wheel from a local wheelhouse, a file:// pin, pip, else the URL."""
-    found = next((folder / pin["filename"] for folder in _local_wheelhouses() if (folder / pin["filename"]).is_file()),
-                 None)
+    found = next(
+        (
+            folder / pin["filename"]
+            for folder in _local_wheelhouses()
+            if (folder / pin["filename"]).is_file()
+        ),
+        None,
+    )
     if found is None and pin["url"].startswith("file://"):
         found = Path(urllib.request.url2pathname(urllib.parse.urlparse(pin["url"]).path))
         if not found.is_file():
             raise InstallError(f"{pin['filename']}: the pinned file {found} does not exist")
     if found is None and pin["name"] in ("torch", "torchvision", "transformers"):
-        _pip("download", "--no-deps", "--only-binary=:all:", "--dest", str(scratch), f"{pin['name']}=={pin['version']}")
+        _pip(
+            "download",
+            "--no-deps",
+            "--only-binary=:all:",
+            "--dest",
+            str(scratch),
+            f"{pin['name']}=={pin['version']}",
+        )
         found = scratch / pin["filename"] if (scratch / pin["filename"]).is_file() else None
     return found or _download(pin["url"], scratch / pin["filename"])
 
@@ -346,16 +467,25 @@ def fetch_wheel(pin: dict[str, str]) -> Path:
     via a .partial that never takes the wheel's name (clean_leftovers removes a dead process's).
     """
     if not plain_wheel_name(pin["filename"]) or not allowed_url(pin["url"]):
-        raise InstallError(f"refusing the pin {pin['filename']!r} at {pin['url']!r}: a plain wheel file name"
-                           " at an https:// or file:// URL is expected")
+        raise InstallError(
+            f"refusing the pin {pin['filename']!r} at {pin['url']!r}: a plain wheel file name"
+            " at an https:// or file:// URL is expected"
+        )
     store = cache_root() / "wheels" / pin["sha256"]
     stored = store / pin["filename"]
     if stored.is_file():
-        _check(pin, stored, "the stored copy", " (changed since it was checked; delete it to fetch it again)")
+        _check(
+            pin,
+            stored,
+            "the stored copy",
+            " (changed since it was checked; delete it to fetch it again)",
+        )
         return stored
     try:
         store.parent.mkdir(parents=True, exist_ok=True)
-        with tempfile.TemporaryDirectory(dir=store.parent, prefix=f"fetch-{os.getpid()}-") as scratch:
+        with tempfile.TemporaryDirectory(
+            dir=store.parent, prefix=f"fetch-{os.getpid()}-"
+        ) as scratch:
             found = _find(pin, Path(scratch))
             _check(pin, found, "the wheel found at")
             store.mkdir(exist_ok=True)
@@ -402,7 +532,9 @@ def clean_leftovers(root: Path) -> list[Path]:
     """Remove what killed installs left: unheld staging, dead processes' fetches and copies."""
     removed = []
     for staging in sorted((root / "builds").glob("*.staging-*")):
-        with _locked(root / "builds" / (staging.name.split(".staging-")[0] + ".lock"), wait=False) as free:
+        with _locked(
+            root / "builds" / (staging.name.split(".staging-")[0] + ".lock"), wait=False
+        ) as free:
             if free:
                 shutil.rmtree(staging, ignore_errors=True)
                 removed.append(staging)
@@ -419,7 +551,11 @@ def clean_leftovers(root: Path) -> list[Path]:
 
 def installed_folder(pins: list[dict[str, str]]) -> Path:
     """Where this set of wheels is installed in the cache (``.complete`` once it is)."""
-    return cache_root() / "builds" / hashlib.sha256("".join(sorted(pin["sha256"] for pin in pins)).encode()).hexdigest()[:20]
+    return (
+        cache_root()
+        / "builds"
+        / hashlib.sha256("".join(sorted(pin["sha256"] for pin in pins)).encode()).hexdigest()[:20]
+    )
 
 
 def damage(folder: Path) -> str | None:
@@ -460,9 +596,18 @@ def ensure_installed(pins: list[dict[str, str]]) -> tuple[Path, bool]:
             staging = Path(tempfile.mkdtemp(dir=folder.parent, prefix=folder.name + ".staging-"))
             try:
                 (staging / "tmp").mkdir()
-                _pip_install_checked("the build", wheels, staging, "--target", str(staging / "target"), tmp=staging / "tmp")
+                _pip_install_checked(
+                    "the build",
+                    wheels,
+                    staging,
+                    "--target",
+                    str(staging / "target"),
+                    tmp=staging / "tmp",
+                )
                 installed = staging / "target"
-                (installed / ".complete").write_text(json.dumps({"wheels": [path.name for path, _ in wheels]}, indent=1))
+                (installed / ".complete").write_text(
+                    json.dumps({"wheels": [path.name for path, _ in wheels]}, indent=1)
+                )
                 if folder.exists():
                     shutil.rmtree(folder)
                 os.replace(installed, folder)
@@ -507,7 +652,9 @@ def ensure_suite_needs(key: str) -> str:
         why = {name: reason for name, reason in why.items() if name not in names}
     except (InstallError, OSError) as exc:
         why.update(dict.fromkeys(names, str(exc)))
-    return "".join(f"; {name} not installed ({reason}): {WITHOUT[name]}" for name, reason in why.items())
+    return "".join(
+        f"; {name} not installed ({reason}): {WITHOUT[name]}" for name, reason in why.items()
+    )
 
 
 def build_folder(build_dir: Path) -> tuple[dict[str, Any], str, Path, bool]:
@@ -539,9 +686,14 @@ def paths(build_dir: Path, suite_src: Path) -> dict[str, Any]:
     ``torch_dir`` and the .pth's ``env``."""
     build, key, folder, fresh = build_folder(build_dir)
     needs = ensure_suite_needs(key)
-    return {"build": f"{build['channel']}@{build['id']}", "paths": sys_path(folder, suite_src),
-            "torch_dir": str(folder.resolve() / "torch"), "env": dict(build.get("env") or {}), "fresh": fresh,
-            "needs": needs}
+    return {
+        "build": f"{build['channel']}@{build['id']}",
+        "paths": sys_path(folder, suite_src),
+        "torch_dir": str(folder.resolve() / "torch"),
+        "env": dict(build.get("env") or {}),
+        "fresh": fresh,
+        "needs": needs,
+    }
 
 
 def install(build_dir: Path, env_dir: Path, suite_src: Path) -> str:
@@ -549,12 +701,22 @@ def install(build_dir: Path, env_dir: Path, suite_src: Path) -> str:
     started = time.perf_counter()
     build, key, folder, fresh = build_folder(build_dir)
     # Heal line first: site adds only existing folders, so a healed folder still reaches sys.path.
-    pth_lines = [*([] if key == "existing" else [_heal_line(folder, env_dir)]), *sys_path(folder, suite_src)]
+    pth_lines = [
+        *([] if key == "existing" else [_heal_line(folder, env_dir)]),
+        *sys_path(folder, suite_src),
+    ]
     if build.get("env"):  # a .pth "import" line runs at interpreter start
-        pth_lines.append(f"import os; os.environ.update({json.dumps(build['env'], sort_keys=True)})")
+        pth_lines.append(
+            f"import os; os.environ.update({json.dumps(build['env'], sort_keys=True)})"
+        )
     (_site_packages() / PTH_NAME).write_text("\n".join(pth_lines) + "\n")
-    record = {"build": f"{build['channel']}@{build['id']}", "platform": key, "folder": str(folder), "fresh": fresh,
-              "pins": [] if key == "existing" else select_pins(build)[1]}
+    record = {
+        "build": f"{build['channel']}@{build['id']}",
+        "platform": key,
+        "folder": str(folder),
+        "fresh": fresh,
+        "pins": [] if key == "existing" else select_pins(build)[1],
+    }
     (env_dir / "mpsbench-build.json").write_text(json.dumps(record, indent=1) + "\n")
     how = "installed" if fresh else "switched to cached"
     needs = ensure_suite_needs(key)
@@ -569,9 +731,11 @@ def _heal_line(folder: Path, env_dir: Path) -> str:
     installs only when it switches commits. Two stats when the folder is whole."""
     marks = [str(folder / ".complete"), str(folder / "torch" / "__init__.py")]
     command = [str(Path(__file__).resolve()), "heal", str(env_dir)]
-    return (f"import os, subprocess, sys; all(map(os.path.isfile, {json.dumps(marks)}))"
-            f" or os.environ.get({HEALING_ENV!r}) or subprocess.run([sys.executable, *{json.dumps(command)}],"
-            f" env=dict(os.environ, {HEALING_ENV}='1'))")
+    return (
+        f"import os, subprocess, sys; all(map(os.path.isfile, {json.dumps(marks)}))"
+        f" or os.environ.get({HEALING_ENV!r}) or subprocess.run([sys.executable, *{json.dumps(command)}],"
+        f" env=dict(os.environ, {HEALING_ENV}='1'))"
+    )
 
 
 def heal(env_dir: Path) -> str:
@@ -579,14 +743,19 @@ def heal(env_dir: Path) -> str:
     try:
         record = json.loads((env_dir / "mpsbench-build.json").read_text())
     except (OSError, ValueError) as exc:
-        raise InstallError(f"cannot read the build of {env_dir} ({exc}); asv's next install of it writes it") from None
+        raise InstallError(
+            f"cannot read the build of {env_dir} ({exc}); asv's next install of it writes it"
+        ) from None
     pins = record.get("pins") or []
     if not pins:
         return f"mpsbench: {record.get('build')} is used in place; nothing to heal"
     why = damage(installed_folder(pins))
     folder, fresh = ensure_installed(pins)
-    return (f"mpsbench: reinstalled {record.get('build')} from the store into {folder} ({why})" if fresh
-            else f"mpsbench: {record.get('build')} is whole in {folder}")
+    return (
+        f"mpsbench: reinstalled {record.get('build')} from the store into {folder} ({why})"
+        if fresh
+        else f"mpsbench: {record.get('build')} is whole in {folder}"
+    )
 
 
 def requirements(manifest: Path, ref: str) -> str:
@@ -594,9 +763,16 @@ def requirements(manifest: Path, ref: str) -> str:
     sha256, for a CI runner's ``pip install --require-hashes --no-deps -r``."""
     channel_name, _, build_id = ref.partition("@")
     data = json.loads(manifest.read_text())
-    channel = next((channel for channel in data.get("channels", []) if channel.get("name") == channel_name), None)
+    channel = next(
+        (channel for channel in data.get("channels", []) if channel.get("name") == channel_name),
+        None,
+    )
     builds = channel["builds"] if channel else []
-    build = next((b for b in builds if b["id"] == build_id), None) if build_id else (builds or [None])[-1]
+    build = (
+        next((b for b in builds if b["id"] == build_id), None)
+        if build_id
+        else (builds or [None])[-1]
+    )
     if build is None:
         raise InstallError(f"{manifest} has no build {ref!r}")
     _, pins = select_pins({"channel": channel_name, **build})
@@ -617,7 +793,9 @@ def main(argv: list[str]) -> int:
         elif argv[:1] == ["requirements"] and len(argv) == 3:
             print(requirements(Path(argv[1]), argv[2]), end="")
         elif argv[:1] == ["heal"] and len(argv) == 2:
-            print(heal(Path(argv[1])), file=sys.stderr)  # stderr: a benchmark's stdout is its answer to asv
+            print(
+                heal(Path(argv[1])), file=sys.stderr
+            )  # stderr: a benchmark's stdout is its answer to asv
         elif argv[:1] == ["uninstall"] and len(argv) == 2:
             uninstall(Path(argv[1]))
         else:

@@ -34,7 +34,9 @@ def describe() -> dict[str, Any]:
     """This machine's stable facts. A Mac's OS is its name only: its version is a tracked value
     (benchmarks/benchmark_host.py); ``gpu`` only where there is one."""
     if sys.platform == "darwin":
-        chip = (host.output("sysctl", "-n", "machdep.cpu.brand_string") or "").strip() or platform.processor()
+        chip = (
+            host.output("sysctl", "-n", "machdep.cpu.brand_string") or ""
+        ).strip() or platform.processor()
         facts = {"os": "macOS"}
     else:
         chip = _linux_cpu()
@@ -47,8 +49,14 @@ def describe() -> dict[str, Any]:
     if gpu:
         facts["gpu"] = gpu
     ram = round(psutil.virtual_memory().total / 1024**3)
-    return {"arch": platform.machine(), "chip": chip, "cpu": chip, "num_cpu": str(os.cpu_count() or 1), **facts,
-            "ram": f"{ram} GiB"}
+    return {
+        "arch": platform.machine(),
+        "chip": chip,
+        "cpu": chip,
+        "num_cpu": str(os.cpu_count() or 1),
+        **facts,
+        "ram": f"{ram} GiB",
+    }
 
 
 def default_name(facts: dict[str, Any]) -> str:
@@ -69,8 +77,10 @@ def machine_file() -> Path:
 def check_name(name: str) -> str:
     """``name`` if asv can file results under it (a folder name)."""
     if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]*", name):
-        raise MachineError(f"machine name {name!r} may hold only letters, digits, '.', '_' and '-', and must start with"
-                           " a letter or digit")
+        raise MachineError(
+            f"machine name {name!r} may hold only letters, digits, '.', '_' and '-', and must start with"
+            " a letter or digit"
+        )
     return name
 
 
@@ -82,11 +92,19 @@ def require(name: str) -> None:
     except FileNotFoundError:
         entries = {}
     except (OSError, UnicodeDecodeError, ValueError) as exc:
-        raise MachineError(f"asv's machine file {path} cannot be read ({exc}); `mpsbench machine` writes it") from None
-    known = sorted(key for key, entry in entries.items() if isinstance(entry, dict)) if isinstance(entries, dict) else []
+        raise MachineError(
+            f"asv's machine file {path} cannot be read ({exc}); `mpsbench machine` writes it"
+        ) from None
+    known = (
+        sorted(key for key, entry in entries.items() if isinstance(entry, dict))
+        if isinstance(entries, dict)
+        else []
+    )
     if name not in known:
-        raise MachineError(f"no machine {name!r} in {path}; machines there: {', '.join(known) or 'none'}"
-                           f" (`mpsbench machine --name {name}` adds this machine under that name)")
+        raise MachineError(
+            f"no machine {name!r} in {path}; machines there: {', '.join(known) or 'none'}"
+            f" (`mpsbench machine --name {name}` adds this machine under that name)"
+        )
 
 
 def write(name: str | None = None) -> tuple[str, dict[str, Any]]:
@@ -117,6 +135,8 @@ def _entries(path: Path) -> tuple[dict[str, Any], bytes]:
     except (ValueError, UnicodeDecodeError):
         entries = None
     if not isinstance(entries, dict):
-        raise MachineError(f"asv's machine file {path} is not a JSON object of machines; move it aside and run"
-                           " `mpsbench machine` again (nothing was changed)")
+        raise MachineError(
+            f"asv's machine file {path} is not a JSON object of machines; move it aside and run"
+            " `mpsbench machine` again (nothing was changed)"
+        )
     return entries, before

@@ -60,34 +60,72 @@ MAX_NAME = 100  # ref file, ".lock" and results folder names fit 255 bytes
 
 def ref_safe(value: object, pattern: str = _NAME) -> bool:
     """Whether ``value`` matches ``pattern``, is a one-level git ref name and fits MAX_NAME."""
-    return (isinstance(value, str) and re.fullmatch(pattern, value) is not None and len(value) <= MAX_NAME
-            and ".." not in value and not value.endswith((".", ".lock")))
+    return (
+        isinstance(value, str)
+        and re.fullmatch(pattern, value) is not None
+        and len(value) <= MAX_NAME
+        and ".." not in value
+        and not value.endswith((".", ".lock"))
+    )
 
 
 _REF_RULE = f"at most {MAX_NAME} characters, no '..', not ending in '.' or '.lock'"
-NAME_RULE = f"lower-case letters, digits, '.', '_' or '-', starting with a letter or digit, {_REF_RULE}"
+NAME_RULE = (
+    f"lower-case letters, digits, '.', '_' or '-', starting with a letter or digit, {_REF_RULE}"
+)
 Name = Annotated[str, _form(f"{NAME_RULE} (e.g. release, 2.14.1)", ref_safe)]
-Platform = Annotated[str, _form(f"a platform: {', '.join(PLATFORMS)}", lambda value: value in PLATFORMS)]
-WheelFile = Annotated[str, _form("a plain wheel file name, NAME-VERSION-PY-ABI-PLATFORM.whl (no '/', '\\' or '..')",
-                                 plain_wheel_name)]
-Url = Annotated[str, _form("an https:// or file:// URL (a wheel and its sha256 never come over plain http)", allowed_url)]
+Platform = Annotated[
+    str, _form(f"a platform: {', '.join(PLATFORMS)}", lambda value: value in PLATFORMS)
+]
+WheelFile = Annotated[
+    str,
+    _form(
+        "a plain wheel file name, NAME-VERSION-PY-ABI-PLATFORM.whl (no '/', '\\' or '..')",
+        plain_wheel_name,
+    ),
+]
+Url = Annotated[
+    str,
+    _form(
+        "an https:// or file:// URL (a wheel and its sha256 never come over plain http)",
+        allowed_url,
+    ),
+]
 Sha256 = Annotated[str, _pattern("64 lower-case hex digits", r"[0-9a-f]{64}")]
 PythonTag = Annotated[str, _pattern("a CPython tag such as cp312, or empty", r"(cp3\d+)?")]
-PinName = Annotated[str, _pattern("a package name as a wheel writes it, e.g. typing_extensions", r"[a-z0-9][a-z0-9_]*")]
+PinName = Annotated[
+    str,
+    _pattern("a package name as a wheel writes it, e.g. typing_extensions", r"[a-z0-9][a-z0-9_]*"),
+]
 PepVersion = Annotated[str, _form("a PEP 440 version, e.g. 2.14.1 or 2.15.0.dev20261120", Version)]
 Word = Annotated[str, _pattern("a word without spaces", r"\S+")]
 EPOCH = datetime(1970, 1, 2, tzinfo=timezone.utc)  # git dates are seconds since 1970
-Date = Annotated[str, _form("a UTC date YYYY-MM-DDTHH:MM:SSZ from 1970-01-02",
-                            lambda value: parse_date(value) >= EPOCH)]
-GitVersion = Annotated[str, _pattern("torch's git commit (hex digits) or Unknown", r"[0-9a-fA-F]+|Unknown")]
+Date = Annotated[
+    str,
+    _form(
+        "a UTC date YYYY-MM-DDTHH:MM:SSZ from 1970-01-02", lambda value: parse_date(value) >= EPOCH
+    ),
+]
+GitVersion = Annotated[
+    str, _pattern("torch's git commit (hex digits) or Unknown", r"[0-9a-fA-F]+|Unknown")
+]
 Kind = Annotated[str, _form(f"one of: {', '.join(KINDS)}", lambda value: value in KINDS)]
-Tag = Annotated[str, _form(f"a git tag: letters, digits, '.', '_' or '-', {_REF_RULE} (e.g. v2.14.1)",
-                           functools.partial(ref_safe, pattern=r"[A-Za-z0-9][A-Za-z0-9._-]*"))]
+Tag = Annotated[
+    str,
+    _form(
+        f"a git tag: letters, digits, '.', '_' or '-', {_REF_RULE} (e.g. v2.14.1)",
+        functools.partial(ref_safe, pattern=r"[A-Za-z0-9][A-Za-z0-9._-]*"),
+    ),
+]
 Ref = Annotated[str, _pattern("a build as CHANNEL@ID", f"{_NAME}@{_NAME}")]
 EnvName = Annotated[str, _pattern("an environment variable name", r"[A-Za-z_][A-Za-z0-9_]*")]
 Minor = Annotated[str, _pattern("a minor release such as 1.12", r"\d+\.\d+")]
 Python = Annotated[str, _pattern("a Python version such as 3.12", r"3\.\d+")]
-Count = Annotated[int, Strict(), _form("a whole number of at least 1", lambda value: type(value) is int and value >= 1)]
+Count = Annotated[
+    int,
+    Strict(),
+    _form("a whole number of at least 1", lambda value: type(value) is int and value >= 1),
+]
 # Lax (a JSON list fills a tuple) but strict where it matters (the Strict and _form types).
 _CONFIG = ConfigDict(extra="forbid", revalidate_instances="always")
 
@@ -163,7 +201,9 @@ class Manifest:
     def channel(self, name: str) -> Channel | None:
         return next((channel for channel in self.channels if channel.name == name), None)
 
-    def check_new(self, channel_name: str, build_id: str | None = None, parent: str | None = None) -> None:
+    def check_new(
+        self, channel_name: str, build_id: str | None = None, parent: str | None = None
+    ) -> None:
         """ManifestError for what :func:`append` would refuse, before minutes of resolving or
         gigabytes of download."""
         check_name("channel name", channel_name)
@@ -173,7 +213,9 @@ class Manifest:
         if parent is not None:
             existing = self.channel(channel_name)
             if existing is not None and parent != existing.parent:
-                raise ManifestError(f"channel {channel_name} exists already; only a new channel takes --parent")
+                raise ManifestError(
+                    f"channel {channel_name} exists already; only a new channel takes --parent"
+                )
             self.find(parent)
 
     def refuse_twice(self, channel_name: str, build_id: str) -> None:
@@ -213,8 +255,10 @@ def refuse_future(date: str, what: str = "build date") -> None:
     build after it as older."""
     latest = datetime.now(timezone.utc) + FUTURE
     if _passes(parse_date, date) and parse_date(date) > latest:
-        raise ManifestError(f"{what} {date} is in the future; a build is dated at most a day ahead"
-                            f" (until {format_date(latest)})")
+        raise ManifestError(
+            f"{what} {date} is in the future; a build is dated at most a day ahead"
+            f" (until {format_date(latest)})"
+        )
 
 
 @functools.cache
@@ -242,8 +286,15 @@ def _where(loc: tuple[int | str, ...], data: Any) -> str:
             build_id, rest = _get(data, *loc[:4], "id"), rest[2:]
             named = isinstance(name, str) and isinstance(build_id, str)
             head = f"build {name}@{build_id}" if named else f"{head}.builds[{loc[3]}]"
-    path = "".join(f"[{step}]" if isinstance(step, int) else " (the key)" if step == "[key]" else f".{step}" for step in rest)
-    return f"{head}: {path.lstrip('.')}" if head and path else head or path.lstrip(".") or "the manifest"
+    path = "".join(
+        f"[{step}]" if isinstance(step, int) else " (the key)" if step == "[key]" else f".{step}"
+        for step in rest
+    )
+    return (
+        f"{head}: {path.lstrip('.')}"
+        if head and path
+        else head or path.lstrip(".") or "the manifest"
+    )
 
 
 def _problem(exc: ValidationError, data: Any) -> str:
@@ -271,7 +322,9 @@ def _check_rules(manifest: Manifest) -> None:
         if channel.parent is not None:
             parent_channel = channel.parent.partition("@")[0]
             if parent_channel not in seen_channels or parent_channel == channel.name:
-                raise ManifestError(f"channel {channel.name} forks from {channel.parent!r}, which no earlier channel holds")
+                raise ManifestError(
+                    f"channel {channel.name} forks from {channel.parent!r}, which no earlier channel holds"
+                )
             previous = manifest.find(channel.parent)
         ids: set[str] = set()
         for build in channel.builds:
@@ -293,43 +346,61 @@ def _check_rules(manifest: Manifest) -> None:
         where = f"the default timeline of {platform}"
         unknown = [name for name in rule.channels if name not in seen_channels]
         if not rule.channels or unknown:
-            raise ManifestError(f"{where} names channels {unknown or '[]'}; the manifest has: {', '.join(sorted(seen_channels))}")
+            raise ManifestError(
+                f"{where} names channels {unknown or '[]'}; the manifest has: {', '.join(sorted(seen_channels))}"
+            )
         for name in rule.newest_of:
             if name not in rule.channels:
-                raise ManifestError(f"{where}: newest_of names {name!r}, not one of its channels ({', '.join(rule.channels)})")
+                raise ManifestError(
+                    f"{where}: newest_of names {name!r}, not one of its channels ({', '.join(rule.channels)})"
+                )
 
 
 def _check_build(channel: str, build: Build) -> None:
     where = f"build {channel}@{build.id}"
     if build.kind == "existing":
         if not build.site_packages or build.pins:
-            raise ManifestError(f"{where}: an existing build names its site-packages folder and pins no wheels")
+            raise ManifestError(
+                f"{where}: an existing build names its site-packages folder and pins no wheels"
+            )
         return
     if not build.pins:
         raise ManifestError(f"{where}: pins no wheels for any platform")
     if build.kind == "release" and not _passes(Version, build.torch_version):
-        raise ManifestError(f"{where}: torch_version = {build.torch_version!r}: a release needs a PEP 440 version")
+        raise ManifestError(
+            f"{where}: torch_version = {build.torch_version!r}: a release needs a PEP 440 version"
+        )
     for platform in build.pins:
         for pin in build.pins[platform]:
             name, version, _, _ = parse_wheel_filename(pin.filename)
-            if canonicalize_name(name) != canonicalize_name(pin.name) or version != Version(pin.version):
-                raise ManifestError(f"{where}: {pin.filename} is not {pin.name} {pin.version}, as its pin says")
+            if canonicalize_name(name) != canonicalize_name(pin.name) or version != Version(
+                pin.version
+            ):
+                raise ManifestError(
+                    f"{where}: {pin.filename} is not {pin.name} {pin.version}, as its pin says"
+                )
         sets = build.sets(platform)
         if "" in sets and len(sets) > 1:
-            raise ManifestError(f"{where}: {platform} mixes wheels of per-Python sets with wheels of none")
+            raise ManifestError(
+                f"{where}: {platform} mixes wheels of per-Python sets with wheels of none"
+            )
         for python, pins in sets.items():
             names = [pin.name for pin in pins]
             twice = sorted({name for name in names if names.count(name) > 1}) if python else []
             if "torch" not in names or twice:  # a tags set: one per Python
-                raise ManifestError(f"{where}: the {platform} set {python or '(by tags)'} needs one torch wheel and"
-                                    f" one wheel per package{'; twice: ' + ', '.join(twice) if twice else ''}")
+                raise ManifestError(
+                    f"{where}: the {platform} set {python or '(by tags)'} needs one torch wheel and"
+                    f" one wheel per package{'; twice: ' + ', '.join(twice) if twice else ''}"
+                )
 
 
 def from_json(data: Any, source: str = "manifest") -> Manifest:
     """A manifest from its JSON form, checked whole; ManifestError for the first problem."""
     if not isinstance(data, dict):
-        raise ManifestError(f"{source}: a manifest is a JSON object with \"schema\": {SCHEMA} and \"channels\","
-                            f" not {type(data).__name__}")
+        raise ManifestError(
+            f'{source}: a manifest is a JSON object with "schema": {SCHEMA} and "channels",'
+            f" not {type(data).__name__}"
+        )
     if data.get("schema") != SCHEMA or type(data.get("schema")) is not int:
         raise ManifestError(f"{source}: schema = {data.get('schema')!r}: expected {SCHEMA}")
     body = {key: value for key, value in data.items() if key != "schema"}
@@ -350,7 +421,11 @@ def validate(manifest: Manifest) -> None:
 
 # Defaults are left out: a new field never changes the bytes (and timeline hashes) of old records.
 def to_json(manifest: Manifest) -> dict[str, Any]:
-    return {"schema": SCHEMA, "channels": [], **_adapter(Manifest).dump_python(manifest, mode="json", exclude_defaults=True)}
+    return {
+        "schema": SCHEMA,
+        "channels": [],
+        **_adapter(Manifest).dump_python(manifest, mode="json", exclude_defaults=True),
+    }
 
 
 def build_to_json(build: Build) -> dict[str, Any]:
@@ -371,8 +446,10 @@ def load(path: Path, missing_ok: bool = False) -> Manifest:
     except FileNotFoundError:
         if missing_ok:
             return Manifest()
-        raise ManifestError(f"no manifest {path} (the project's is builds/manifest.json); to start a new one, write"
-                            f' {{"schema": {SCHEMA}, "channels": []}} to it') from None
+        raise ManifestError(
+            f"no manifest {path} (the project's is builds/manifest.json); to start a new one, write"
+            f' {{"schema": {SCHEMA}, "channels": []}} to it'
+        ) from None
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise ManifestError(f"{path} is not valid JSON: {exc}") from None
     except OSError as exc:
@@ -388,18 +465,25 @@ def save(manifest: Manifest, path: Path) -> None:
         with files.lock(path):
             files.write(path, dumps(to_json(manifest)))
     except OSError as exc:
-        raise ManifestError(f"cannot write the manifest {exc.filename or path}: {exc.strerror};"
-                            " nothing was changed") from None
+        raise ManifestError(
+            f"cannot write the manifest {exc.filename or path}: {exc.strerror}; nothing was changed"
+        ) from None
 
 
 def check_name(what: str, value: str) -> None:
     """ManifestError unless ``value`` is a channel name or build id git and the manifest both take."""
     if not ref_safe(value):
-        shown = repr(value) if len(repr(value)) <= 80 else f"{str(value)[:60]!r}... ({len(str(value))} characters)"
+        shown = (
+            repr(value)
+            if len(repr(value)) <= 80
+            else f"{str(value)[:60]!r}... ({len(str(value))} characters)"
+        )
         raise ManifestError(f"{what} {shown}: expected {NAME_RULE}")
 
 
-def append(manifest: Manifest, channel_name: str, build: Build, parent: str | None = None) -> Manifest:
+def append(
+    manifest: Manifest, channel_name: str, build: Build, parent: str | None = None
+) -> Manifest:
     """A new manifest with ``build`` appended to ``channel_name`` (new: forked from ``parent``)."""
     check_name("channel name", channel_name)
     validate(Manifest((Channel(channel_name, (build,)),)))  # the build's fields first
@@ -411,7 +495,9 @@ def append(manifest: Manifest, channel_name: str, build: Build, parent: str | No
         channels = (*manifest.channels, Channel(channel_name, (build,), parent))
     else:
         if parent is not None and parent != existing.parent:
-            raise ManifestError(f"channel {channel_name} exists already; only a new channel takes --parent")
+            raise ManifestError(
+                f"channel {channel_name} exists already; only a new channel takes --parent"
+            )
         manifest.refuse_twice(channel_name, build.id)
         tip = existing.builds[-1]
         if _passes(Build.when, build) and build.when() < tip.when():

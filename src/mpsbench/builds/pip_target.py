@@ -14,7 +14,11 @@ import sys
 # The PEP 508 markers that differ between the manifest's platforms.
 _LINUX = {"sys_platform": "linux", "platform_system": "Linux", "platform_machine": "x86_64"}
 PLATFORM_MARKERS = {
-    "macos-arm64": {"sys_platform": "darwin", "platform_system": "Darwin", "platform_machine": "arm64"},
+    "macos-arm64": {
+        "sys_platform": "darwin",
+        "platform_system": "Darwin",
+        "platform_machine": "arm64",
+    },
     "linux-x86_64-cuda": _LINUX,
     "linux-x86_64-cpu": _LINUX,
 }
@@ -25,10 +29,15 @@ def main(platform: str, python: str, *pip_args: str) -> None:
 
     version = f"3.{python[3:]}"  # "cp310" -> "3.10"
     target = {
-        **PLATFORM_MARKERS[platform], "os_name": "posix", "python_version": version,
-        "python_full_version": f"{version}.0", "implementation_name": "cpython",
-        "platform_python_implementation": "CPython", "implementation_version": f"{version}.0",
-        "platform_release": "", "platform_version": "",
+        **PLATFORM_MARKERS[platform],
+        "os_name": "posix",
+        "python_version": version,
+        "python_full_version": f"{version}.0",
+        "implementation_name": "cpython",
+        "platform_python_implementation": "CPython",
+        "implementation_version": f"{version}.0",
+        "platform_release": "",
+        "platform_version": "",
     }
     host = markers.default_environment
     markers.default_environment = lambda: {**host(), **target}

@@ -61,7 +61,9 @@ def transformers_cap(torch_version: str) -> str | None:
     return next((cap for below, cap in TRANSFORMERS_CAPS if release < below), None)
 
 
-def requirements(torch_version: str, torchvision: str | None = None, transformers: str | None = None) -> list[str]:
+def requirements(
+    torch_version: str, torchvision: str | None = None, transformers: str | None = None
+) -> list[str]:
     """What pip resolves a build from: torch, torchvision (a version or ``none``), transformers."""
     wanted = [f"torch=={torch_version}"]
     if torchvision != "none":
@@ -81,7 +83,9 @@ PLATFORM_TAGS: dict[str, tuple[str, ...]] = {
     "macos-arm64": tuple(packaging.tags.mac_platforms((14, 0), "arm64")),
     "linux-x86_64-cuda": (
         *(f"manylinux_2_{minor}_x86_64" for minor in range(28, 4, -1)),
-        "manylinux2014_x86_64", "manylinux2010_x86_64", "manylinux1_x86_64",
+        "manylinux2014_x86_64",
+        "manylinux2010_x86_64",
+        "manylinux1_x86_64",
     ),
 }
 PLATFORM_TAGS["linux-x86_64-cpu"] = (*PLATFORM_TAGS["linux-x86_64-cuda"], "linux_x86_64")
@@ -89,29 +93,55 @@ PLATFORM_TAGS["linux-x86_64-cpu"] = (*PLATFORM_TAGS["linux-x86_64-cuda"], "linux
 _PIP_KEPT = ("PIP_CERT", "PIP_DEFAULT_TIMEOUT", "PIP_CACHE_DIR", "PIP_NO_CACHE_DIR")
 
 
-def _pip_report(wanted: list[str], platform: str, python: str, index: str,
-                extra_indexes: tuple[str, ...] = ()) -> list[dict[str, Any]]:
+def _pip_report(
+    wanted: list[str], platform: str, python: str, index: str, extra_indexes: tuple[str, ...] = ()
+) -> list[dict[str, Any]]:
     """What ``pip install --dry-run --report`` installs for ``wanted`` on ``platform`` and
     ``python`` (cp310), without a download (pip_target.py sets the target's markers)."""
     if not re.fullmatch(r"cp3\d+", python):
         raise ResolveError(f"python tag {python!r} is not cpython 3 (e.g. cp312)")
-    env = {key: value for key, value in os.environ.items() if not key.startswith("PIP_") or key in _PIP_KEPT}
+    env = {
+        key: value
+        for key, value in os.environ.items()
+        if not key.startswith("PIP_") or key in _PIP_KEPT
+    }
     env["PIP_CONFIG_FILE"] = os.devnull  # no local mirrors in the pins
     with tempfile.TemporaryDirectory(prefix="mpsbench-resolve-") as scratch:
         report = Path(scratch) / "report.json"
         command = [
-            sys.executable, "-m", "mpsbench.builds.pip_target", platform, python,
-            "install", "--dry-run", "--ignore-installed", "--quiet", "--disable-pip-version-check",
-            "--target", str(Path(scratch) / "target"), "--report", str(report),
-            "--only-binary=:all:", "--implementation", "cp", "--python-version", f"3.{python[3:]}",
-            "--abi", python, "--index-url", wheels.index_uri(index),
+            sys.executable,
+            "-m",
+            "mpsbench.builds.pip_target",
+            platform,
+            python,
+            "install",
+            "--dry-run",
+            "--ignore-installed",
+            "--quiet",
+            "--disable-pip-version-check",
+            "--target",
+            str(Path(scratch) / "target"),
+            "--report",
+            str(report),
+            "--only-binary=:all:",
+            "--implementation",
+            "cp",
+            "--python-version",
+            f"3.{python[3:]}",
+            "--abi",
+            python,
+            "--index-url",
+            wheels.index_uri(index),
             *(f"--extra-index-url={wheels.index_uri(extra)}" for extra in extra_indexes),
-            *(f"--platform={tag}" for tag in PLATFORM_TAGS[platform]), *wanted,
+            *(f"--platform={tag}" for tag in PLATFORM_TAGS[platform]),
+            *wanted,
         ]
         done = subprocess.run(command, capture_output=True, text=True, env=env)
         if done.returncode != 0:
             why = (done.stderr.strip().splitlines() or ["no output"])[-1]
-            raise ResolveError(f"pip cannot resolve {' '.join(wanted)} for {platform} {python}: {why}")
+            raise ResolveError(
+                f"pip cannot resolve {' '.join(wanted)} for {platform} {python}: {why}"
+            )
         installs: list[dict[str, Any]] = json.loads(report.read_text())["install"]
     return installs
 
@@ -119,33 +149,54 @@ def _pip_report(wanted: list[str], platform: str, python: str, index: str,
 def _pin_of(item: dict[str, Any], python: str) -> mf.Pin:
     info = item["download_info"]
     archive = info.get("archive_info", {})
-    digest = archive.get("hashes", {}).get("sha256") or archive.get("hash", "").partition("sha256=")[2]
+    digest = (
+        archive.get("hashes", {}).get("sha256") or archive.get("hash", "").partition("sha256=")[2]
+    )
     wheel = wheels.parse_wheel_name(info["url"])
     if not digest:
-        raise ResolveError(f"{info['url']} carries no sha256 on its index; pass the wheel as a file instead")
+        raise ResolveError(
+            f"{info['url']} carries no sha256 on its index; pass the wheel as a file instead"
+        )
     return mf.Pin(wheel.name, wheel.version, wheel.filename, info["url"], digest, python=python)
 
 
-def pip_set(wanted: list[str], platform: str, python: str, index: str = PYPI,
-            extra_indexes: tuple[str, ...] = ()) -> list[mf.Pin]:
-    pins = [_pin_of(item, python) for item in _pip_report(wanted, platform, python, index, extra_indexes)]
+def pip_set(
+    wanted: list[str],
+    platform: str,
+    python: str,
+    index: str = PYPI,
+    extra_indexes: tuple[str, ...] = (),
+) -> list[mf.Pin]:
+    pins = [
+        _pin_of(item, python)
+        for item in _pip_report(wanted, platform, python, index, extra_indexes)
+    ]
     return sorted(pins, key=lambda pin: pin.filename)
 
 
-def check_set(pins: list[mf.Pin], platform: str, python: str, index: str = PYPI,
-              extra_indexes: tuple[str, ...] = ()) -> list[str]:
+def check_set(
+    pins: list[mf.Pin],
+    platform: str,
+    python: str,
+    index: str = PYPI,
+    extra_indexes: tuple[str, ...] = (),
+) -> list[str]:
     """What pip's resolver finds wrong with a pinned set: packages it lacks, pins the index serves
     otherwise; empty when complete and as pinned."""
     pinned = {pin.name: pin for pin in pins}
     problems = []
-    for item in _pip_report([f"{pin.name}=={pin.version}" for pin in pins], platform, python, index, extra_indexes):
+    for item in _pip_report(
+        [f"{pin.name}=={pin.version}" for pin in pins], platform, python, index, extra_indexes
+    ):
         found = _pin_of(item, python)
         pin = pinned.get(found.name)
         if pin is None:
             problems.append(f"needs {found.name} {found.version}, which the set does not pin")
         elif (pin.filename, pin.sha256) != (found.filename, found.sha256):
-            problems.append(f"{pin.filename} sha256 {pin.sha256[:12]}: the index serves {found.filename}"
-                            f" sha256 {found.sha256[:12]}")
+            problems.append(
+                f"{pin.filename} sha256 {pin.sha256[:12]}: the index serves {found.filename}"
+                f" sha256 {found.sha256[:12]}"
+            )
     return problems
 
 
@@ -163,8 +214,9 @@ def _combos(found: list[wheels.WheelName], pythons: Pythons) -> dict[tuple[str, 
     return combos
 
 
-def _resolve_pins(wanted: dict[tuple[str, str], list[str]], index: str,
-                  extra_indexes: tuple[str, ...] = ()) -> dict[str, list[mf.Pin]]:
+def _resolve_pins(
+    wanted: dict[tuple[str, str], list[str]], index: str, extra_indexes: tuple[str, ...] = ()
+) -> dict[str, list[mf.Pin]]:
     pins: dict[str, list[mf.Pin]] = {}
     for (platform, python), lines in sorted(wanted.items()):
         pins.setdefault(platform, []).extend(pip_set(lines, platform, python, index, extra_indexes))
@@ -176,40 +228,92 @@ def _identity(pins: dict[str, list[mf.Pin]]) -> wheels.TorchIdentity:
     for key in (*_IDENTITY_PLATFORMS, *sorted(pins)):
         torch_pins = [pin for pin in pins.get(key, []) if pin.name == "torch"]
         if torch_pins:
-            return wheels.torch_identity(min(torch_pins, key=lambda pin: ("cp311" not in pin.filename, pin.filename)).url)
+            return wheels.torch_identity(
+                min(torch_pins, key=lambda pin: ("cp311" not in pin.filename, pin.filename)).url
+            )
     raise ResolveError("no torch wheel to read the build's identity from")
 
 
-def _build(identity: wheels.TorchIdentity, date: str | None = None, *, id: str, torch_version: str, kind: str,
-           pins: dict[str, list[mf.Pin]], tag: str | None = None, note: str = "") -> mf.Build:
+def _build(
+    identity: wheels.TorchIdentity,
+    date: str | None = None,
+    *,
+    id: str,
+    torch_version: str,
+    kind: str,
+    pins: dict[str, list[mf.Pin]],
+    tag: str | None = None,
+    note: str = "",
+) -> mf.Build:
     """A Build of its torch wheel's commit, dated as the wheel unless ``date`` is given."""
-    return mf.Build(id=id, torch_version=torch_version, date=date or mf.format_date(identity.built),
-                    git_version=identity.git_version, kind=kind, pins=pins, tag=tag, note=note)
+    return mf.Build(
+        id=id,
+        torch_version=torch_version,
+        date=date or mf.format_date(identity.built),
+        git_version=identity.git_version,
+        kind=kind,
+        pins=pins,
+        tag=tag,
+        note=note,
+    )
 
 
-def release(version: str, index: str = PYPI, pythons: Pythons = PYTHONS, torchvision: str | None = None,
-            transformers: str | None = None, date: str | None = None) -> mf.Build:
+def release(
+    version: str,
+    index: str = PYPI,
+    pythons: Pythons = PYTHONS,
+    torchvision: str | None = None,
+    transformers: str | None = None,
+    date: str | None = None,
+) -> mf.Build:
     """A torch release on ``index``, e.g. ``2.14.1``, with pip's resolution of its neighbours."""
     if not re.fullmatch(r"\d+\.\d+(\.\d+)?", version):
         raise ResolveError(f"release version {version!r} is not MAJOR.MINOR.PATCH (e.g. 2.14.1)")
     all_torch = wheels.project_wheels(index, "torch")
     torch_wheels = [wheel for wheel in all_torch if wheel.public_version == version]
     if not torch_wheels:
-        known = sorted({wheel.public_version for wheel in all_torch if not Version(wheel.version).is_prerelease}, key=Version)
-        raise ResolveError(f"torch {version} is not on {index}; recent releases there: {', '.join(known[-8:])}")
+        known = sorted(
+            {
+                wheel.public_version
+                for wheel in all_torch
+                if not Version(wheel.version).is_prerelease
+            },
+            key=Version,
+        )
+        raise ResolveError(
+            f"torch {version} is not on {index}; recent releases there: {', '.join(known[-8:])}"
+        )
     combos = _combos(torch_wheels, pythons)
     if not combos:
-        raise ResolveError(f"torch {version} on {index} has no wheel for {pythons} on a tracked platform")
+        raise ResolveError(
+            f"torch {version} on {index} has no wheel for {pythons} on a tracked platform"
+        )
     series = torchvision_series(version)
-    vision_wheels = [wheel for wheel in wheels.project_wheels(index, "torchvision")
-                     if wheel.public_version.startswith(series + ".")]
+    vision_wheels = [
+        wheel
+        for wheel in wheels.project_wheels(index, "torchvision")
+        if wheel.public_version.startswith(series + ".")
+    ]
     with_vision = set(_combos(vision_wheels, pythons))
     # No torchvision wheel for a Python: the set has none and the suite skips those models.
-    pins = _resolve_pins({
-        combo: requirements(exact, torchvision or ("none" if combo not in with_vision else None), transformers)
-        for combo, exact in combos.items()
-    }, index)
-    return _build(_identity(pins), date, id=version, torch_version=version, kind="release", pins=pins, tag=f"v{version}")
+    pins = _resolve_pins(
+        {
+            combo: requirements(
+                exact, torchvision or ("none" if combo not in with_vision else None), transformers
+            )
+            for combo, exact in combos.items()
+        },
+        index,
+    )
+    return _build(
+        _identity(pins),
+        date,
+        id=version,
+        torch_version=version,
+        kind="release",
+        pins=pins,
+        tag=f"v{version}",
+    )
 
 
 NIGHTLY_STAMP = re.compile(r"\.dev(\d{4})(\d{2})(\d{2})")
@@ -217,8 +321,11 @@ NIGHTLY_STAMP = re.compile(r"\.dev(\d{4})(\d{2})(\d{2})")
 
 def nightly_dates(indexes: tuple[str, ...]) -> list[str]:
     """Every nightly date (YYYY-MM-DD) with a torch wheel on any of ``indexes``, oldest first."""
-    stamps = (NIGHTLY_STAMP.search(wheel.version)
-              for index in indexes for wheel in wheels.project_wheels(index, "torch"))
+    stamps = (
+        NIGHTLY_STAMP.search(wheel.version)
+        for index in indexes
+        for wheel in wheels.project_wheels(index, "torch")
+    )
     return sorted({"-".join(found.groups()) for found in stamps if found})
 
 
@@ -230,8 +337,13 @@ def check_nightly_date(date: str) -> None:
         raise ResolveError(f"nightly date {date!r} is not YYYY-MM-DD") from None
 
 
-def nightly(date: str, indexes: tuple[str, ...] = NIGHTLY_INDEXES, pythons: tuple[str, ...] = PYTHONS,
-            transformers: str | None = None, transformers_index: str = PYPI) -> mf.Build:
+def nightly(
+    date: str,
+    indexes: tuple[str, ...] = NIGHTLY_INDEXES,
+    pythons: tuple[str, ...] = PYTHONS,
+    transformers: str | None = None,
+    transformers_index: str = PYPI,
+) -> mf.Build:
     """The nightly of ``date`` (YYYY-MM-DD): each platform from the index holding its torch."""
     check_nightly_date(date)
     for each in (*indexes, transformers_index):  # check all before reading one
@@ -239,20 +351,36 @@ def nightly(date: str, indexes: tuple[str, ...] = NIGHTLY_INDEXES, pythons: tupl
     stamp = ".dev" + date.replace("-", "")
     pins: dict[str, list[mf.Pin]] = {}
     for index in indexes:
-        torch_wheels = [wheel for wheel in wheels.project_wheels(index, "torch") if stamp in wheel.version]
-        combos = {combo: v for combo, v in _combos(torch_wheels, pythons).items() if combo[0] not in pins}
+        torch_wheels = [
+            wheel for wheel in wheels.project_wheels(index, "torch") if stamp in wheel.version
+        ]
+        combos = {
+            combo: v for combo, v in _combos(torch_wheels, pythons).items() if combo[0] not in pins
+        }
         if not combos:
             continue
-        vision = {wheel.version for wheel in wheels.project_wheels(index, "torchvision") if stamp in wheel.version}
+        vision = {
+            wheel.version
+            for wheel in wheels.project_wheels(index, "torchvision")
+            if stamp in wheel.version
+        }
         torchvision = max(vision, key=Version) if vision else "none"
         extra = (transformers_index,) if transformers_index != index else ()
-        wanted = {combo: requirements(exact, torchvision, transformers) for combo, exact in combos.items()}
+        wanted = {
+            combo: requirements(exact, torchvision, transformers) for combo, exact in combos.items()
+        }
         pins.update(_resolve_pins(wanted, index, extra))
     if not pins:
-        near = [d for d in nightly_dates(indexes) if abs((datetime.fromisoformat(d) - datetime.fromisoformat(date)).days) <= 7]
+        near = [
+            d
+            for d in nightly_dates(indexes)
+            if abs((datetime.fromisoformat(d) - datetime.fromisoformat(date)).days) <= 7
+        ]
         hint = f"; nightlies within a week: {', '.join(near)}" if near else ""
         raise ResolveError(f"no torch nightly of {date} on {', '.join(indexes)}{hint}")
-    version = next(pin.version for pin in pins[sorted(pins)[0]] if pin.name == "torch").split("+")[0]
+    version = next(pin.version for pin in pins[sorted(pins)[0]] if pin.name == "torch").split("+")[
+        0
+    ]
     return _build(_identity(pins), id=date, torch_version=version, kind="nightly", pins=pins)
 
 
@@ -269,26 +397,46 @@ def _file_pin(path: Path, sha256: str | None = None) -> mf.Pin:
 def _torch_platform(wheel: wheels.WheelName) -> str:
     platform = wheels.platform_key(wheel)
     if wheel.name != "torch" or platform is None:
-        raise ResolveError(f"{wheel.filename} is not a torch wheel for a tracked platform ({', '.join(wheels.PLATFORMS)})")
+        raise ResolveError(
+            f"{wheel.filename} is not a torch wheel for a tracked platform ({', '.join(wheels.PLATFORMS)})"
+        )
     return platform
 
 
-def _own_build(own: list[tuple[mf.Pin, Path]], kind: str, transformers: str | None, index: str,
-               build_id: str | None, note: str) -> mf.Build:
+def _own_build(
+    own: list[tuple[mf.Pin, Path]],
+    kind: str,
+    transformers: str | None,
+    index: str,
+    build_id: str | None,
+    note: str,
+) -> mf.Build:
     """A build of our own torch (and torchvision) wheel with what pip resolves around it."""
     torch_pin, torch_file = own[0]
     wheel = wheels.parse_wheel_name(torch_pin.filename)
     platform = _torch_platform(wheel)
     identity = wheels.torch_identity(str(torch_file))
     if _passes_version(identity.version) != Version(wheel.version):
-        raise ResolveError(f"{wheel.filename}: its metadata says torch {wheel.version}, its torch/version.py"
-                           f" {identity.version}; refusing a wheel that contradicts itself")
+        raise ResolveError(
+            f"{wheel.filename}: its metadata says torch {wheel.version}, its torch/version.py"
+            f" {identity.version}; refusing a wheel that contradicts itself"
+        )
     wanted = [f"{pin.name} @ {path.resolve().as_uri()}" for pin, path in own]
-    wanted += [line for line in requirements(identity.version, "none", transformers) if not line.startswith("torch==")]
+    wanted += [
+        line
+        for line in requirements(identity.version, "none", transformers)
+        if not line.startswith("torch==")
+    ]
     mine = {pin.name: replace(pin, python=wheel.python) for pin, _ in own}
     pins = [mine.get(pin.name, pin) for pin in pip_set(wanted, platform, wheel.python, index)]
-    return _build(identity, id=build_id or _build_id(identity.version), torch_version=identity.version, kind=kind,
-                  pins={platform: pins}, note=note)
+    return _build(
+        identity,
+        id=build_id or _build_id(identity.version),
+        torch_version=identity.version,
+        kind=kind,
+        pins={platform: pins},
+        note=note,
+    )
 
 
 def _passes_version(text: str) -> Version | None:
@@ -302,31 +450,53 @@ def _build_id(torch_version: str) -> str:
     return re.sub(r"[^a-z0-9._-]+", "-", torch_version.lower())
 
 
-def wheel_file(path: Path, torchvision: Path | None = None, transformers: str | None = None, index: str = PYPI,
-               sha256: str | None = None, build_id: str | None = None, note: str = "") -> mf.Build:
+def wheel_file(
+    path: Path,
+    torchvision: Path | None = None,
+    transformers: str | None = None,
+    index: str = PYPI,
+    sha256: str | None = None,
+    build_id: str | None = None,
+    note: str = "",
+) -> mf.Build:
     """A torch wheel on disk (a source build, say), with an optional torchvision wheel beside it."""
     wheels.index_uri(index)
-    own = [(_file_pin(path, sha256), path), *([(_file_pin(torchvision), torchvision)] if torchvision is not None else [])]
+    own = [
+        (_file_pin(path, sha256), path),
+        *([(_file_pin(torchvision), torchvision)] if torchvision is not None else []),
+    ]
     return _own_build(own, "wheel-file", transformers, index, build_id, note)
 
 
-def wheel_url(url: str, sha256: str | None = None, transformers: str | None = None, index: str = PYPI,
-              build_id: str | None = None, note: str = "") -> mf.Build:
+def wheel_url(
+    url: str,
+    sha256: str | None = None,
+    transformers: str | None = None,
+    index: str = PYPI,
+    build_id: str | None = None,
+    note: str = "",
+) -> mf.Build:
     """A torch wheel at a URL: fetched once into the wheel store and checked against ``sha256``."""
     url, _, fragment = url.partition("#")
     if not install_build.allowed_url(url):
-        raise ResolveError(f"{url!r} is not an https:// or file:// URL (http is refused: the wheel and its sha256"
-                           " could be changed on the way); for a wheel file use add-wheel")
-    digest = sha256 or (fragment[len("sha256="):] if fragment.startswith("sha256=") else None)
+        raise ResolveError(
+            f"{url!r} is not an https:// or file:// URL (http is refused: the wheel and its sha256"
+            " could be changed on the way); for a wheel file use add-wheel"
+        )
+    digest = sha256 or (fragment[len("sha256=") :] if fragment.startswith("sha256=") else None)
     if not digest or not re.fullmatch(r"[0-9a-fA-F]{64}", digest):
-        raise ResolveError(f"a wheel URL needs its sha256: pass --sha256 or a URL ending in #sha256=...; got {digest!r}")
+        raise ResolveError(
+            f"a wheel URL needs its sha256: pass --sha256 or a URL ending in #sha256=...; got {digest!r}"
+        )
     wheel = wheels.own_identity(url)  # read by HTTP ranges
     _torch_platform(wheel)  # refused before the download
     wheels.index_uri(index)
     pin = mf.Pin(wheel.name, wheel.version, wheel.filename, url, digest.lower())
     if url.startswith("file://"):  # copied into the store once added
         local = Path(urllib.request.url2pathname(urllib.parse.urlparse(url).path))
-        return _own_build([(_file_pin(local, digest), local)], "wheel-url", transformers, index, build_id, note)
+        return _own_build(
+            [(_file_pin(local, digest), local)], "wheel-url", transformers, index, build_id, note
+        )
     try:  # kept in the store even if refused later
         stored = install_build.fetch_wheel(vars(pin))
     except install_build.InstallError as exc:
@@ -349,7 +519,10 @@ def in_store(build: mf.Build) -> tuple[mf.Build, list[mf.Pin]]:
         originals.append(pin)
         return replace(pin, url=target.as_uri())
 
-    pins = {platform: [stored(pin) for pin in platform_pins] for platform, platform_pins in build.pins.items()}
+    pins = {
+        platform: [stored(pin) for pin in platform_pins]
+        for platform, platform_pins in build.pins.items()
+    }
     return replace(build, pins=pins), originals
 
 
@@ -368,8 +541,13 @@ def keep(originals: list[mf.Pin]) -> list[Path]:
     return made
 
 
-def existing(site_packages: Path, build_id: str | None = None, date: str | None = None,
-             env: dict[str, str] | None = None, note: str = "") -> mf.Build:
+def existing(
+    site_packages: Path,
+    build_id: str | None = None,
+    date: str | None = None,
+    env: dict[str, str] | None = None,
+    note: str = "",
+) -> mf.Build:
     """A torch already installed here, used in place."""
     folder = site_packages.resolve()
     version_py = folder / "torch" / "version.py"
@@ -377,5 +555,14 @@ def existing(site_packages: Path, build_id: str | None = None, date: str | None 
         raise ResolveError(f"{site_packages} holds no installed torch (no torch/version.py)")
     version, git_version = wheels.version_py(version_py.read_text(), str(folder))
     when = datetime.fromtimestamp(version_py.stat().st_mtime, tz=timezone.utc)
-    return mf.Build(id=build_id or _build_id(version), torch_version=version, date=date or mf.format_date(when),
-                    git_version=git_version, kind="existing", pins={}, note=note, site_packages=str(folder), env=dict(env or {}))
+    return mf.Build(
+        id=build_id or _build_id(version),
+        torch_version=version,
+        date=date or mf.format_date(when),
+        git_version=git_version,
+        kind="existing",
+        pins={},
+        note=note,
+        site_packages=str(folder),
+        env=dict(env or {}),
+    )

@@ -45,13 +45,27 @@ def _epoch(build: mf.Build) -> str:
 def _heads(repo: Path, kind: str = "heads") -> dict[str, str]:
     """Branch name -> tip commit (``kind="tags"``: tag name -> tag object)."""
     listing = git.text(repo, "for-each-ref", "--format=%(refname) %(objectname)", f"refs/{kind}/")
-    return {name.removeprefix(f"refs/{kind}/"): found for name, found in (line.split() for line in listing.splitlines())}
+    return {
+        name.removeprefix(f"refs/{kind}/"): found
+        for name, found in (line.split() for line in listing.splitlines())
+    }
 
 
 def commit_message(channel: str, build: mf.Build) -> str:
-    fields = {"channel": channel, "build": build.id, "kind": build.kind, "torch_version": build.torch_version,
-              "git_version": build.git_version, "date": build.date, "platforms": ", ".join(sorted(build.pins))}
-    lines = [f"torch {build.torch_version} ({channel}@{build.id})", "", *(f"{key}: {value}" for key, value in fields.items())]
+    fields = {
+        "channel": channel,
+        "build": build.id,
+        "kind": build.kind,
+        "torch_version": build.torch_version,
+        "git_version": build.git_version,
+        "date": build.date,
+        "platforms": ", ".join(sorted(build.pins)),
+    }
+    lines = [
+        f"torch {build.torch_version} ({channel}@{build.id})",
+        "",
+        *(f"{key}: {value}" for key, value in fields.items()),
+    ]
     if build.note:
         lines += ["", build.note]
     return "\n".join(lines) + "\n"
@@ -62,13 +76,25 @@ def build_record(channel: str, build: mf.Build) -> str:
     return mf.dumps({"channel": channel, **mf.build_to_json(build)})
 
 
-def _commit(repo: Path, channel: str, build: mf.Build, parent: str | None, env: dict[str, str]) -> str:
-    record, readme = (git.text(repo, "hash-object", "-w", "--stdin", data=text, env=env)
-                      for text in (build_record(channel, build), README))
-    tree = git.text(repo, "mktree", data=f"100644 blob {record}\tbuild.json\n100644 blob {readme}\tREADME.md\n",
-                    env=env)
+def _commit(
+    repo: Path, channel: str, build: mf.Build, parent: str | None, env: dict[str, str]
+) -> str:
+    record, readme = (
+        git.text(repo, "hash-object", "-w", "--stdin", data=text, env=env)
+        for text in (build_record(channel, build), README)
+    )
+    tree = git.text(
+        repo,
+        "mktree",
+        data=f"100644 blob {record}\tbuild.json\n100644 blob {readme}\tREADME.md\n",
+        env=env,
+    )
     fields = {"NAME": IDENTITY_NAME, "EMAIL": IDENTITY_EMAIL, "DATE": _epoch(build)}
-    identity = {f"GIT_{role}_{key}": value for role in ("AUTHOR", "COMMITTER") for key, value in fields.items()}
+    identity = {
+        f"GIT_{role}_{key}": value
+        for role in ("AUTHOR", "COMMITTER")
+        for key, value in fields.items()
+    }
     args = ["commit-tree", tree, *(["-p", parent] if parent else [])]
     return git.text(repo, *args, data=commit_message(channel, build), env={**env, **identity})
 
@@ -109,12 +135,20 @@ def _objects(repo: Path) -> Path:
     return repo / ".git" / "objects" if (repo / ".git").is_dir() else repo / "objects"
 
 
-def _refuse_backward(repo: Path, generated: Generated, heads: dict[str, str], env: dict[str, str]) -> None:
+def _refuse_backward(
+    repo: Path, generated: Generated, heads: dict[str, str], env: dict[str, str]
+) -> None:
     """TimelineError if a branch would move to a commit not containing its tip (orphans results)."""
     for channel, tip in generated.branches.items():
         current = heads.get(channel)
-        if current and current != tip and \
-                git.run(repo, "merge-base", "--is-ancestor", current, tip, check=False, env=env).returncode != 0:
+        if (
+            current
+            and current != tip
+            and git.run(
+                repo, "merge-base", "--is-ancestor", current, tip, check=False, env=env
+            ).returncode
+            != 0
+        ):
             raise TimelineError(
                 f"branch {channel} would move from {current[:12]} to {tip[:12]}, which does not contain it:"
                 " the manifest's history of that channel changed, and results recorded for the old builds"
@@ -132,9 +166,16 @@ def check(manifest: mf.Manifest, repo: Path, force: bool = False) -> Generated:
         generated = compute(manifest, Path(scratch), env)
         if here and not force:
             _refuse_backward(Path(scratch), generated, _heads(repo), env)
-    refs = [f"refs/heads/{name}" for name in generated.branches] + [f"refs/tags/{name}" for name in generated.tags]
+    refs = [f"refs/heads/{name}" for name in generated.branches] + [
+        f"refs/tags/{name}" for name in generated.tags
+    ]
     for ref in refs:
-        if git.run(repo if here else Path(scratch).parent, "check-ref-format", ref, check=False).returncode != 0:
+        if (
+            git.run(
+                repo if here else Path(scratch).parent, "check-ref-format", ref, check=False
+            ).returncode
+            != 0
+        ):
             raise TimelineError(f"git refuses the ref name {ref!r}; the manifest was not changed")
     if here:
         git_dir = repo / ".git" if (repo / ".git").is_dir() else repo
@@ -142,7 +183,8 @@ def check(manifest: mf.Manifest, repo: Path, force: bool = False) -> Generated:
             if (git_dir / f"{lock}.lock").exists():
                 raise TimelineError(
                     f"{git_dir / (lock + '.lock')} exists: a git process that writes the timeline is running or"
-                    " died; if none is running, delete that file and run the command again (nothing was changed)")
+                    " died; if none is running, delete that file and run the command again (nothing was changed)"
+                )
     return generated
 
 
@@ -159,7 +201,11 @@ def generate(manifest: mf.Manifest, repo: Path, force: bool = False) -> Generate
         if heads.get(channel) != tip:
             git.text(repo, "update-ref", f"refs/heads/{channel}", tip)
     first = manifest.channels[0].name if manifest.channels else None
-    if first and git.run(repo, "symbolic-ref", "HEAD", check=False).stdout.decode().strip() != f"refs/heads/{first}":
+    if (
+        first
+        and git.run(repo, "symbolic-ref", "HEAD", check=False).stdout.decode().strip()
+        != f"refs/heads/{first}"
+    ):
         git.text(repo, "symbolic-ref", "HEAD", f"refs/heads/{first}")
     for stale in heads:
         if stale not in generated.branches:  # a removed channel
@@ -177,19 +223,26 @@ def _verify(repo: Path, generated: Generated) -> None:
     wanted = [*generated.commits.values(), *generated.tags.values()]
     if not wanted:
         return
-    done = git.run(repo, "fsck", "--no-dangling", "--no-progress", "--no-reflogs", *wanted, check=False)
+    done = git.run(
+        repo, "fsck", "--no-dangling", "--no-progress", "--no-reflogs", *wanted, check=False
+    )
     if done.returncode != 0:
         why = (git.said(done) or done.stdout.decode()).splitlines()[:1]
-        raise TimelineError(f"the timeline {repo} holds a damaged object ({why[0] if why else 'git fsck failed'});"
-                            f" delete {_objects(repo)} and run `mpsbench timeline generate` to write it again"
-                            " (it is made from the manifest)")
+        raise TimelineError(
+            f"the timeline {repo} holds a damaged object ({why[0] if why else 'git fsck failed'});"
+            f" delete {_objects(repo)} and run `mpsbench timeline generate` to write it again"
+            " (it is made from the manifest)"
+        )
 
 
 def summary(manifest: mf.Manifest, generated: Generated, repo: Path) -> str:
     """What ``mpsbench timeline generate`` prints: each channel's builds and tip, and where the timeline is."""
-    lines = [f"{channel.name}: {len(channel.builds)} build{'' if len(channel.builds) == 1 else 's'},"
-             f" tip {generated.branches[channel.name][:12]}"
-             for channel in manifest.channels if channel.name in generated.branches]
+    lines = [
+        f"{channel.name}: {len(channel.builds)} build{'' if len(channel.builds) == 1 else 's'},"
+        f" tip {generated.branches[channel.name][:12]}"
+        for channel in manifest.channels
+        if channel.name in generated.branches
+    ]
     return "\n".join([*lines, f"timeline written to {repo}"])
 
 

@@ -52,9 +52,14 @@ def parse_wheel_name(filename: str) -> WheelName:
     try:
         name, version, _build, tags = packaging.utils.parse_wheel_filename(base)
     except (packaging.utils.InvalidWheelFilename, packaging.version.InvalidVersion):
-        raise WheelError(f"{base!r} is not a wheel file name (expected NAME-VERSION-PY-ABI-PLATFORM.whl)") from None
+        raise WheelError(
+            f"{base!r} is not a wheel file name (expected NAME-VERSION-PY-ABI-PLATFORM.whl)"
+        ) from None
     # a compressed tag set: py2.py3
-    pythons, platforms = (".".join(sorted({getattr(tag, part) for tag in tags})) for part in ("interpreter", "platform"))
+    pythons, platforms = (
+        ".".join(sorted({getattr(tag, part) for tag in tags}))
+        for part in ("interpreter", "platform")
+    )
     return WheelName(base, name.replace("-", "_"), str(version), pythons, platforms)
 
 
@@ -65,7 +70,11 @@ def platform_key(wheel: WheelName) -> str | None:
     if "linux" in wheel.platform and wheel.platform.endswith("x86_64"):
         # "cpu.X": a cpu build with a further local label
         local = packaging.version.Version(wheel.version).local or ""
-        return "linux-x86_64-cpu" if local == "cpu" or local.startswith("cpu.") else "linux-x86_64-cuda"
+        return (
+            "linux-x86_64-cpu"
+            if local == "cpu" or local.startswith("cpu.")
+            else "linux-x86_64-cuda"
+        )
     return None
 
 
@@ -85,7 +94,9 @@ class _Links(html.parser.HTMLParser):
 def open_url(url: str, method: str | None = None, **headers: str) -> Any:
     """``url``'s response (a context manager), with mpsbench's User-Agent."""
     headers = {"User-Agent": "mpsbench (+https://github.com/mpsbench/mpsbench)", **headers}
-    return urllib.request.urlopen(urllib.request.Request(url, method=method, headers=headers), timeout=60)
+    return urllib.request.urlopen(
+        urllib.request.Request(url, method=method, headers=headers), timeout=60
+    )
 
 
 def index_uri(index: str) -> str:
@@ -96,16 +107,22 @@ def index_uri(index: str) -> str:
     if "://" not in index:
         return Path(index).resolve().as_uri()
     if not index.startswith(("https://", "file://")):
-        raise WheelError(f"index {index!r}: use https://, file:// or a folder (plain http could change the wheels"
-                         " and their sha256 on the way)")
+        raise WheelError(
+            f"index {index!r}: use https://, file:// or a folder (plain http could change the wheels"
+            " and their sha256 on the way)"
+        )
     return index
 
 
 def project_wheels(index_url: str, project: str) -> list[WheelName]:
     """Every wheel of ``project`` on a PEP 503 simple index (https:// or file://, or a folder)."""
-    page_url = index_uri(index_url).rstrip("/") + "/" + packaging.utils.canonicalize_name(project) + "/"
+    page_url = (
+        index_uri(index_url).rstrip("/") + "/" + packaging.utils.canonicalize_name(project) + "/"
+    )
     try:  # a folder: index.html
-        with open_url(page_url + "index.html" if page_url.startswith("file://") else page_url) as response:
+        with open_url(
+            page_url + "index.html" if page_url.startswith("file://") else page_url
+        ) as response:
             text = response.read().decode("utf-8", "replace")
     except OSError as exc:
         raise WheelError(f"cannot read the index page {page_url}: {exc}") from None
@@ -177,7 +194,9 @@ def torch_identity(location: str) -> TorchIdentity:
         raise WheelError(f"{location} holds no torch/version.py: is it a torch wheel?") from None
     except (OSError, zipfile.BadZipFile, UnicodeDecodeError) as exc:
         raise WheelError(f"cannot read {location} as a wheel: {exc}") from None
-    return TorchIdentity(*version_py(text, location), datetime(*info.date_time, tzinfo=timezone.utc))
+    return TorchIdentity(
+        *version_py(text, location), datetime(*info.date_time, tzinfo=timezone.utc)
+    )
 
 
 def _said(wheel: WheelName) -> str:
@@ -190,28 +209,54 @@ def own_identity(location: str) -> WheelName:
     named = parse_wheel_name(location)
     try:
         with zipfile.ZipFile(_source(location)) as archive:
-            infos = [name for name in archive.namelist() if re.fullmatch(r"[^/]+\.dist-info/(METADATA|WHEEL)", name)]
+            infos = [
+                name
+                for name in archive.namelist()
+                if re.fullmatch(r"[^/]+\.dist-info/(METADATA|WHEEL)", name)
+            ]
             folders = {name.split("/", 1)[0] for name in infos}
             if len(folders) != 1 or len(infos) != 2:
-                raise WheelError(f"{named.filename} holds {len(folders)} .dist-info folders with METADATA and WHEEL;"
-                                 " a wheel has one")
+                raise WheelError(
+                    f"{named.filename} holds {len(folders)} .dist-info folders with METADATA and WHEEL;"
+                    " a wheel has one"
+                )
             folder = folders.pop()
-            metadata = email.parser.HeaderParser().parsestr(archive.read(f"{folder}/METADATA").decode("utf-8"))
-            wheel_file = email.parser.HeaderParser().parsestr(archive.read(f"{folder}/WHEEL").decode("utf-8"))
+            metadata = email.parser.HeaderParser().parsestr(
+                archive.read(f"{folder}/METADATA").decode("utf-8")
+            )
+            wheel_file = email.parser.HeaderParser().parsestr(
+                archive.read(f"{folder}/WHEEL").decode("utf-8")
+            )
     except (OSError, zipfile.BadZipFile, UnicodeDecodeError) as exc:
         raise WheelError(f"cannot read {location} as a wheel: {exc}") from None
     try:
         version = packaging.version.Version(metadata.get("Version", ""))
-        tags = frozenset(tag for line in wheel_file.get_all("Tag") or [] for tag in packaging.tags.parse_tag(line))
+        tags = frozenset(
+            tag
+            for line in wheel_file.get_all("Tag") or []
+            for tag in packaging.tags.parse_tag(line)
+        )
     except (packaging.version.InvalidVersion, ValueError):
-        raise WheelError(f"{named.filename}: its METADATA or WHEEL holds no valid Version or Tag") from None
-    pythons, platforms = (".".join(sorted({getattr(tag, part) for tag in tags})) for part in ("interpreter", "platform"))
-    own = WheelName(named.filename, packaging.utils.canonicalize_name(metadata.get("Name", "")).replace("-", "_"),
-                    str(version), pythons, platforms)
+        raise WheelError(
+            f"{named.filename}: its METADATA or WHEEL holds no valid Version or Tag"
+        ) from None
+    pythons, platforms = (
+        ".".join(sorted({getattr(tag, part) for tag in tags}))
+        for part in ("interpreter", "platform")
+    )
+    own = WheelName(
+        named.filename,
+        packaging.utils.canonicalize_name(metadata.get("Name", "")).replace("-", "_"),
+        str(version),
+        pythons,
+        platforms,
+    )
     file_tags = packaging.utils.parse_wheel_filename(named.filename)[3]
     if (own.name, own.version) != (named.name, named.version) or not tags or tags != file_tags:
-        raise WheelError(f"{named.filename}: its file name says {_said(named)}, its own metadata"
-                         f" {_said(own)}; refusing a renamed wheel (nothing was changed)")
+        raise WheelError(
+            f"{named.filename}: its file name says {_said(named)}, its own metadata"
+            f" {_said(own)}; refusing a renamed wheel (nothing was changed)"
+        )
     return own
 
 

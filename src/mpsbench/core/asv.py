@@ -25,8 +25,15 @@ from mpsbench.core.errors import UserError
 
 BENCHMARKS = "benchmarks.json"  # what asv run writes beside the machines' folders: every benchmark's params and unit
 # asv run options mpsbench decides itself (what to run, where results go)
-OWN_OPTIONS = ("--config", "--machine", "--skip-existing-successful", "--skip-existing-failed",
-               "--skip-existing-commits", "--skip-existing", "-k")
+OWN_OPTIONS = (
+    "--config",
+    "--machine",
+    "--skip-existing-successful",
+    "--skip-existing-failed",
+    "--skip-existing-commits",
+    "--skip-existing",
+    "-k",
+)
 
 
 class AsvError(UserError):
@@ -49,7 +56,11 @@ def benchmarks(results_dir: Path) -> dict[str, dict[str, Any]]:
         listed = json.loads((results_dir / BENCHMARKS).read_text())
     except (OSError, ValueError):
         return {}
-    return {name: entry for name, entry in listed.items() if isinstance(entry, dict)} if isinstance(listed, dict) else {}
+    return (
+        {name: entry for name, entry in listed.items() if isinstance(entry, dict)}
+        if isinstance(listed, dict)
+        else {}
+    )
 
 
 def matching(names: Iterable[str], patterns: Sequence[str]) -> list[str]:
@@ -76,18 +87,29 @@ def _value_changes(parsed: Any) -> tuple[str, ...]:
     found = ["--quick would record single-sample values as results"] if parsed.quick else []
     for name, value in (parsed.attribute or {}).items():
         if name == "cpu_affinity":
-            found.append("--cpu-affinity pins the benchmark to some cores: a cpu row's value is then no longer the"
-                         " machine's")
+            found.append(
+                "--cpu-affinity pins the benchmark to some cores: a cpu row's value is then no longer the"
+                " machine's"
+            )
         elif name not in SAFE_ATTRIBUTES:
-            found.append(f"-a {name}={value} overrides how the benchmark samples (its {name}): the value is no longer"
-                         " one of its history")
+            found.append(
+                f"-a {name}={value} overrides how the benchmark samples (its {name}): the value is no longer"
+                " one of its history"
+            )
     if parsed.set_commit_hash:
-        found.append(f"--set-commit-hash {parsed.set_commit_hash} files the values under a build that did not make"
-                     " them")
-    same = [spec for spec in [*(parsed.env_spec or []), *(f":{p}" for p in [parsed.python] if p)]
-            if spec.split(":", 1)[0] == "existing" or spec.split(":", 1)[-1] == "same"]
+        found.append(
+            f"--set-commit-hash {parsed.set_commit_hash} files the values under a build that did not make"
+            " them"
+        )
+    same = [
+        spec
+        for spec in [*(parsed.env_spec or []), *(f":{p}" for p in [parsed.python] if p)]
+        if spec.split(":", 1)[0] == "existing" or spec.split(":", 1)[-1] == "same"
+    ]
     if same:
-        found.append(f"-E {same[0]} times the torch installed here, not the build each value is filed under")
+        found.append(
+            f"-E {same[0]} times the torch installed here, not the build each value is filed under"
+        )
     return tuple(found)
 
 
@@ -96,9 +118,13 @@ class RunArgs:
     """An ``asv run`` command line taken apart: what it selects, over which builds, and the rest as given."""
 
     bench: list[str]  # the -b patterns
-    range: str | None  # ALL, HASHFILE:path, a range of the timeline, or None (each branch's newest build)
+    range: (
+        str | None
+    )  # ALL, HASHFILE:path, a range of the timeline, or None (each branch's newest build)
     rest: list[str]  # every other option, minus OWN_OPTIONS
-    environment: str  # the results files' environment part that -E TYPE:PYTHON makes asv write, else "*"
+    environment: (
+        str  # the results files' environment part that -E TYPE:PYTHON makes asv write, else "*"
+    )
     quick: bool
     dry_run: bool
     # the options that change what a recorded value means (--quick, -a repeat=1, --set-commit-hash, ...), why each
@@ -122,12 +148,23 @@ def run_args(args: Sequence[str]) -> RunArgs:
     for i, arg in words:
         if arg in ("-b", "--bench", "--config", "--machine"):
             next(words, None)  # its value
-        elif i != position and not arg.startswith("-b") and arg.split("=", 1)[0] not in ("--bench", *OWN_OPTIONS):
+        elif (
+            i != position
+            and not arg.startswith("-b")
+            and arg.split("=", 1)[0] not in ("--bench", *OWN_OPTIONS)
+        ):
             rest.append(arg)
     kinds = [spec.split(":", 1) for spec in parsed.env_spec or [] if ":" in spec]
     environment = f"{kinds[0][0]}-py{kinds[0][1]}" if kinds else "*"
-    return RunArgs(list(parsed.bench or []), parsed.range, rest, environment, bool(parsed.quick), bool(parsed.dry_run),
-                   _value_changes(parsed))
+    return RunArgs(
+        list(parsed.bench or []),
+        parsed.range,
+        rest,
+        environment,
+        bool(parsed.quick),
+        bool(parsed.dry_run),
+        _value_changes(parsed),
+    )
 
 
 def scratch(parent: Path) -> Path:
@@ -138,15 +175,30 @@ def scratch(parent: Path) -> Path:
     return folder
 
 
-def run_command(config: Path, machine: str, options: Sequence[str], commits: Sequence[str], hashfile: Path,
-                saving: str | None = None) -> list[str]:
+def run_command(
+    config: Path,
+    machine: str,
+    options: Sequence[str],
+    commits: Sequence[str],
+    hashfile: Path,
+    saving: str | None = None,
+) -> list[str]:
     """``asv run`` of ``config`` on ``machine`` over exactly ``commits`` (written to ``hashfile``, in that order);
     ``saving``: the module whose main runs it with each combination's value saved as it is measured
     (:mod:`mpsbench.core.asv_saving`, or one that runs it with more around each combination)."""
     hashfile.write_text("".join(f"{commit}\n" for commit in commits))
     runner = ["-m", saving] if saving else ["-m", "asv"]
-    return [sys.executable, *runner, "run", "--config", str(config), "--machine", machine, *options,
-            f"HASHFILE:{hashfile}"]
+    return [
+        sys.executable,
+        *runner,
+        "run",
+        "--config",
+        str(config),
+        "--machine",
+        machine,
+        *options,
+        f"HASHFILE:{hashfile}",
+    ]
 
 
 # The builds one asv run may install (its HASHFILE of timeline hashes): when one is refused, asv's discovery installs
@@ -164,9 +216,13 @@ def only(hashfile: Path) -> dict[str, str]:
 
 def publish(config: Path, options: Sequence[str] = ()) -> None:
     """``asv publish`` of ``config``'s results into its html_dir."""
-    done = subprocess.run([sys.executable, "-m", "asv", "publish", "--config", str(config), *options], check=False)
+    done = subprocess.run(
+        [sys.executable, "-m", "asv", "publish", "--config", str(config), *options], check=False
+    )
     if done.returncode != 0:
-        raise AsvError(f"asv publish --config {config} exited with status {done.returncode} (its reason above)")
+        raise AsvError(
+            f"asv publish --config {config} exited with status {done.returncode} (its reason above)"
+        )
 
 
 def environment_python(config: Path) -> Path:
@@ -176,15 +232,23 @@ def environment_python(config: Path) -> Path:
 
     conf = Config.load(str(config))
     environments = get_environments(conf, None, verbose=False)
-    found: list[Path] = [Path(conf.env_dir) / env.dir_name / "bin" / "python" for env in environments]
+    found: list[Path] = [
+        Path(conf.env_dir) / env.dir_name / "bin" / "python" for env in environments
+    ]
     made = [python for python in found if python.is_file()]
     if len(made) != 1:
-        raise AsvError(f"{config}: expected the one asv environment an asv run made, found {len(made)} of"
-                       f" {len(found)} ({', '.join(str(python.parents[1]) for python in found)})")
+        raise AsvError(
+            f"{config}: expected the one asv environment an asv run made, found {len(made)} of"
+            f" {len(found)} ({', '.join(str(python.parents[1]) for python in found)})"
+        )
     return made[0]
 
 
-STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)  # Ctrl-C, `timeout` and kill, a closed terminal
+STOP_SIGNALS = (
+    signal.SIGINT,
+    signal.SIGTERM,
+    signal.SIGHUP,
+)  # Ctrl-C, `timeout` and kill, a closed terminal
 
 
 class Stopped(Exception):
@@ -243,8 +307,14 @@ def _raise_stopped(signum: int, frame: object) -> None:
     raise Stopped(signum)
 
 
-def supervise(command: Sequence[str], cwd: Path | None, env: Mapping[str, str] | None, tick: Callable[[], None],
-              every: float = 1.0, output: Path | None = None) -> int:
+def supervise(
+    command: Sequence[str],
+    cwd: Path | None,
+    env: Mapping[str, str] | None,
+    tick: Callable[[], None],
+    every: float = 1.0,
+    output: Path | None = None,
+) -> int:
     """Run an asv command line, calling ``tick`` every ``every`` seconds and once at the end; its exit status.
     ``output``: a file asv's own lines (stdout and stderr) are appended to instead of this terminal, so that the
     caller's one line a combination is all the terminal shows.
@@ -260,8 +330,13 @@ def supervise(command: Sequence[str], cwd: Path | None, env: Mapping[str, str] |
     running: subprocess.Popen[bytes] | None = None
     try:
         with open(output, "ab") if output is not None else contextlib.nullcontext() as out:
-            running = subprocess.Popen(command, cwd=cwd, env=env, stdout=out,
-                                       stderr=subprocess.STDOUT if out is not None else None)
+            running = subprocess.Popen(
+                command,
+                cwd=cwd,
+                env=env,
+                stdout=out,
+                stderr=subprocess.STDOUT if out is not None else None,
+            )
         me = psutil.Process(running.pid)
         seen.add(me)
         while True:
@@ -284,4 +359,3 @@ def supervise(command: Sequence[str], cwd: Path | None, env: Mapping[str, str] |
     finally:
         for signum, handler in previous.items():
             signal.signal(signum, handler)
-

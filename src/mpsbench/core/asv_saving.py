@@ -73,6 +73,7 @@ def event(results_dir: Path, **fields: Any) -> None:
 def _atomic(save: Any) -> Any:
     """asv's ``Results.save`` into a staging folder, then renamed over the file, so a concurrent
     reader sees the old file or the new one, never half."""
+
     def saved(results: Any, result_dir: str) -> None:
         staging = Path(result_dir).parent / f".saving-{os.getpid()}"
         save(results, str(staging))
@@ -80,6 +81,7 @@ def _atomic(save: Any) -> Any:
             target = Path(result_dir) / path.relative_to(staging)
             target.parent.mkdir(parents=True, exist_ok=True)
             os.replace(path, target)
+
     return saved
 
 
@@ -102,31 +104,53 @@ def _outcome(value: Any) -> str:
 def install(runner: Any, run_command: Any, results_dir: Path, gate: Gate | None = None) -> None:
     """Wraps asv's functions (in ``runner`` and ``run_command``) for a run into ``results_dir``,
     with ``gate`` around each final-round combination."""
-    run_benchmarks, run_benchmark, get_spawner = runner.run_benchmarks, runner.run_benchmark, runner.get_spawner
+    run_benchmarks, run_benchmark, get_spawner = (
+        runner.run_benchmarks,
+        runner.run_benchmark,
+        runner.get_spawner,
+    )
     runner.Results.save = _atomic(runner.Results.save)
 
     from asv.environment import ExistingEnvironment
 
     def each_build(benchmarks: Any, env: Any, results: Any = None, **options: Any) -> Any:
-        if results is None or isinstance(env, ExistingEnvironment):  # asv saves nothing there (--python=same)
+        if results is None or isinstance(
+            env, ExistingEnvironment
+        ):  # asv saves nothing there (--python=same)
             return run_benchmarks(benchmarks, env, results=results, **options)
         extra = dict(options.get("extra_params") or {})
         if options.get("quick"):
             extra["rounds"] = 1
         most = max((_rounds(b, extra) for b in benchmarks.values()), default=1)
         rounds = options.get("run_rounds") or list(range(1, most + 1))
-        left = {name: sum(1 for r in rounds if r <= _rounds(b, extra)) for name, b in benchmarks.items()}
+        left = {
+            name: sum(1 for r in rounds if r <= _rounds(b, extra)) for name, b in benchmarks.items()
+        }
         existing = results.get_result_keys(benchmarks) if options.get("append_samples") else set()
-        build = _Build(results, copy.deepcopy(results), results_dir, left, 1 in rounds, bool(options.get("record_samples")),
-                       {name: name in existing or left[name] > 1 for name in benchmarks})
+        build = _Build(
+            results,
+            copy.deepcopy(results),
+            results_dir,
+            left,
+            1 in rounds,
+            bool(options.get("record_samples")),
+            {name: name in existing or left[name] > 1 for name in benchmarks},
+        )
         token = _current.set(build)
         try:
             return run_benchmarks(benchmarks, env, results=results, **options)
         finally:
             _current.reset(token)
 
-    def each_combination(benchmark: dict[str, Any], spawner: Any, profile: Any, selected_idx: Any = None,
-                         extra_params: Any = None, cwd: Any = None, prev_result: Any = None) -> Any:
+    def each_combination(
+        benchmark: dict[str, Any],
+        spawner: Any,
+        profile: Any,
+        selected_idx: Any = None,
+        extra_params: Any = None,
+        cwd: Any = None,
+        prev_result: Any = None,
+    ) -> Any:
         build, name = _current.get(), benchmark["name"]
         if build is not None and name in build.rounds_left:
             build.rounds_left[name] -= 1
@@ -146,15 +170,31 @@ def install(runner: Any, run_command: Any, results_dir: Path, gate: Gate | None 
             seconds = time.monotonic() - started
             state = gate.after() if gate is not None else {}
             whole[idx] = _with_earlier(build, benchmark, idx, part)
-            build.saved.add_result(benchmark, _combined(whole, len(params)), selected_idx=set(whole),
-                                   started_at=datetime.datetime.now(datetime.timezone.utc), duration=seconds,
-                                   record_samples=build.record_samples)
+            build.saved.add_result(
+                benchmark,
+                _combined(whole, len(params)),
+                selected_idx=set(whole),
+                started_at=datetime.datetime.now(datetime.timezone.utc),
+                duration=seconds,
+                record_samples=build.record_samples,
+            )
             build.saved.save(str(build.results_dir))
             outcome = _outcome(part.result[idx])
-            event(build.results_dir, event="done", name=shown, build=commit, seconds=round(seconds, 3),
-                  outcome=outcome, **({"reason": skip_reason(part.stderr)} if outcome == "skipped" else {}), **state)
-        return _combined(parts, len(params)) if parts else run_benchmark(benchmark, spawner, profile, selected_idx,
-                                                                          extra_params, cwd)
+            event(
+                build.results_dir,
+                event="done",
+                name=shown,
+                build=commit,
+                seconds=round(seconds, 3),
+                outcome=outcome,
+                **({"reason": skip_reason(part.stderr)} if outcome == "skipped" else {}),
+                **state,
+            )
+        return (
+            _combined(parts, len(params))
+            if parts
+            else run_benchmark(benchmark, spawner, profile, selected_idx, extra_params, cwd)
+        )
 
     def spawner_noted(env: Any, benchmark_dir: Any, launch_method: Any) -> Any:
         """asv's spawner; a forkserver's pid goes to the events so the next run can end one that a
@@ -164,7 +204,12 @@ def install(runner: Any, run_command: Any, results_dir: Path, gate: Gate | None 
         if server is not None:
             import psutil
 
-            event(results_dir, event="forkserver", pid=server.pid, created=psutil.Process(server.pid).create_time())
+            event(
+                results_dir,
+                event="forkserver",
+                pid=server.pid,
+                created=psutil.Process(server.pid).create_time(),
+            )
         return spawner
 
     runner.run_benchmarks = run_command.run_benchmarks = each_build
@@ -192,12 +237,22 @@ def _combined(parts: dict[int, Any], count: int) -> Any:
     number: list[Any] = [None] * count
     stderr, errcode = [], 0
     for idx, part in sorted(parts.items()):
-        result[idx], samples[idx], number[idx] = part.result[idx], part.samples[idx], part.number[idx]
+        result[idx], samples[idx], number[idx] = (
+            part.result[idx],
+            part.samples[idx],
+            part.number[idx],
+        )
         if part.stderr:
             stderr.append(part.stderr)
         errcode = part.errcode or errcode
-    return BenchmarkResult(result=result, samples=samples, number=number, errcode=errcode,
-                           stderr="\n\n".join(stderr), profile=_combine_profile_data([p.profile for p in parts.values()]))
+    return BenchmarkResult(
+        result=result,
+        samples=samples,
+        number=number,
+        errcode=errcode,
+        stderr="\n\n".join(stderr),
+        profile=_combine_profile_data([p.profile for p in parts.values()]),
+    )
 
 
 def main(argv: list[str], gate: Gate | None = None) -> None:

@@ -22,7 +22,12 @@ CONFIG = Path("asv.conf.json")  # asv's own default: the config in the working d
 ROOT = Path(__file__).resolve().parents[3]
 LAUNCH_METHODS = ("spawn", "forkserver")  # what asv 0.6 can start benchmarks with
 # asv's defaults
-FOLDERS = {"benchmark_dir": "benchmarks", "env_dir": "env", "results_dir": "results", "html_dir": "html"}
+FOLDERS = {
+    "benchmark_dir": "benchmarks",
+    "env_dir": "env",
+    "results_dir": "results",
+    "html_dir": "html",
+}
 
 
 class ConfigError(UserError):
@@ -69,7 +74,10 @@ class AsvConf:
     @cached_property
     def thresholds(self) -> dict[str, float]:
         """``regressions_thresholds``: a fraction per benchmark regex."""
-        return {str(regex): float(value) for regex, value in (self.raw.get("regressions_thresholds") or {}).items()}
+        return {
+            str(regex): float(value)
+            for regex, value in (self.raw.get("regressions_thresholds") or {}).items()
+        }
 
     def launch_method(self, platform: str | None = None) -> str:
         """asv's launch method on ``platform`` (default this one): ``launch_method_by_platform``,
@@ -77,19 +85,34 @@ class AsvConf:
         table = self.raw.get("launch_method_by_platform") or {}
         return str(table.get(platform or sys.platform) or self.raw.get("launch_method") or "spawn")
 
-    def derive(self, workdir: Path, timeline: Path, branches: list[str], results: Path | None = None) -> Path:
+    def derive(
+        self, workdir: Path, timeline: Path, branches: list[str], results: Path | None = None
+    ) -> Path:
         """Write ``workdir/asv.conf.json``: this config walking another timeline, with folders of
         its own; ``results`` (default ``workdir/results``) keeps comparisons out of the record."""
-        return self._write(workdir, repo=str(timeline), branches=branches, benchmark_dir=str(self.benchmarks),
-                           env_dir=str(workdir / "env"), results_dir=str(results or workdir / "results"),
-                           html_dir=str(workdir / "html"))
+        return self._write(
+            workdir,
+            repo=str(timeline),
+            branches=branches,
+            benchmark_dir=str(self.benchmarks),
+            env_dir=str(workdir / "env"),
+            results_dir=str(results or workdir / "results"),
+            html_dir=str(workdir / "html"),
+        )
 
     def scratch(self, workdir: Path) -> Path:
         """Write ``workdir/asv.conf.json``: this config with its results in ``workdir/results``."""
         if "repo" not in self.raw:  # asv would be handed the word None as the repository
-            raise ConfigError(f"{self.path}: repo is missing: it must name the timeline asv walks (e.g. .asv/timeline)")
+            raise ConfigError(
+                f"{self.path}: repo is missing: it must name the timeline asv walks (e.g. .asv/timeline)"
+            )
         fields = {key: str(self.folder(key)) for key in ("benchmark_dir", "env_dir", "html_dir")}
-        return self._write(workdir, repo=str(self.repo or self.raw["repo"]), results_dir=str(workdir / "results"), **fields)
+        return self._write(
+            workdir,
+            repo=str(self.repo or self.raw["repo"]),
+            results_dir=str(workdir / "results"),
+            **fields,
+        )
 
     def _write(self, workdir: Path, **fields: Any) -> Path:
         """Write these fields over this config, this platform's launch method set, commands kept
@@ -109,10 +132,17 @@ class AsvConf:
         if self.repo != timeline.resolve() or self.raw.get("branches") == channels:
             return False
         text = self.path.read_text(encoding="utf-8")
-        updated, count = re.subn(r'("branches"\s*:\s*)\[[^\]]*\]', lambda m: m.group(1) + json.dumps(channels), text, count=1)
+        updated, count = re.subn(
+            r'("branches"\s*:\s*)\[[^\]]*\]',
+            lambda m: m.group(1) + json.dumps(channels),
+            text,
+            count=1,
+        )
         if count != 1:
-            raise ConfigError(f"{self.path}: \"branches\" must be a list, to follow the manifest's channels"
-                              f" ({', '.join(channels)}); got {self.raw.get('branches')!r}")
+            raise ConfigError(
+                f'{self.path}: "branches" must be a list, to follow the manifest\'s channels'
+                f" ({', '.join(channels)}); got {self.raw.get('branches')!r}"
+            )
         files.write(self.path, updated)
         self.raw["branches"] = channels
         return True
@@ -134,35 +164,56 @@ def load(path: Path = CONFIG) -> AsvConf:
     return AsvConf(path.resolve(), raw)
 
 
-def derived(workdir: Path, timeline: Path, branches: list[str], root: Path = ROOT, results_dir: Path | None = None) -> Path:
+def derived(
+    workdir: Path,
+    timeline: Path,
+    branches: list[str],
+    root: Path = ROOT,
+    results_dir: Path | None = None,
+) -> Path:
     """``root``'s asv.conf.json derived for ``workdir`` and ``timeline`` (:meth:`AsvConf.derive`); its path."""
     return load(root / CONFIG).derive(workdir, timeline, branches, results_dir)
 
 
 def _check(path: Path, raw: dict[str, Any]) -> None:
     """One line naming the first field mpsbench reads that holds what it cannot use."""
+
     def bad(field: str, what: str) -> ConfigError:
         return ConfigError(f"{path}: {field} must be {what}, got {raw.get(field)!r}")
 
     for key in ("repo", *FOLDERS):
         if key in raw and not isinstance(raw[key], str):
             raise bad(key, "a path")
-    if "branches" in raw and not (isinstance(raw["branches"], list) and all(isinstance(b, str) for b in raw["branches"])):
+    if "branches" in raw and not (
+        isinstance(raw["branches"], list) and all(isinstance(b, str) for b in raw["branches"])
+    ):
         raise bad("branches", "a list of branch names")
     thresholds = raw.get("regressions_thresholds", {})
     if not isinstance(thresholds, dict):
         raise bad("regressions_thresholds", "an object of regexes to fractions")
     for regex, value in thresholds.items():
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value < math.inf:
-            raise ConfigError(f"{path}: regressions_thresholds[{regex!r}] must be a fraction >= 0, got {value!r}")
+        if (
+            isinstance(value, bool)
+            or not isinstance(value, (int, float))
+            or not 0 <= value < math.inf
+        ):
+            raise ConfigError(
+                f"{path}: regressions_thresholds[{regex!r}] must be a fraction >= 0, got {value!r}"
+            )
         try:
             re.compile(regex)
         except re.error as exc:
-            raise ConfigError(f"{path}: regressions_thresholds has a key {regex!r} that is no regex ({exc})") from None
+            raise ConfigError(
+                f"{path}: regressions_thresholds has a key {regex!r} that is no regex ({exc})"
+            ) from None
     table = raw.get("launch_method_by_platform") or {}
     if not isinstance(table, dict):
         raise bad("launch_method_by_platform", "an object of platforms to launch methods")
-    for where, method in [("launch_method", raw.get("launch_method") or "spawn"),
-                          *((f"launch_method_by_platform[{key!r}]", value) for key, value in table.items())]:
+    for where, method in [
+        ("launch_method", raw.get("launch_method") or "spawn"),
+        *((f"launch_method_by_platform[{key!r}]", value) for key, value in table.items()),
+    ]:
         if method not in LAUNCH_METHODS:
-            raise ConfigError(f"{path}: {where} is {method!r}: asv knows {' and '.join(LAUNCH_METHODS)}")
+            raise ConfigError(
+                f"{path}: {where} is {method!r}: asv knows {' and '.join(LAUNCH_METHODS)}"
+            )

@@ -33,7 +33,9 @@ Cell = str | Link | Flagged
 class Table:
     header: list[str]
     rows: list[list[Cell]]
-    marked: list[str] = field(default_factory=list)  # per row: "" or a css class ("slower", "faster")
+    marked: list[str] = field(
+        default_factory=list
+    )  # per row: "" or a css class ("slower", "faster")
 
 
 @dataclass(frozen=True)
@@ -67,7 +69,9 @@ def to_markdown(title: str, sections: Sequence[Section]) -> str:
                 lines += ["| " + " | ".join(block.header) + " |", "|" + "---|" * len(block.header)]
                 for row, mark in itertools.zip_longest(block.rows, block.marked, fillvalue=""):
                     # Markdown has no row colour: a marked row's cells are bold
-                    cells = [f"**{text}**" if mark and text else text for text in map(_md_cell, row)]
+                    cells = [
+                        f"**{text}**" if mark and text else text for text in map(_md_cell, row)
+                    ]
                     lines.append("| " + " | ".join(cells) + " |")
             elif isinstance(block, Image):
                 lines.append(f"![{block.alt}]({block.path})")
@@ -93,27 +97,47 @@ def _html_cell(cell: Cell) -> str:
     if isinstance(cell, Link):
         return f'<td><a href="{html.escape(cell.url)}">{html.escape(cell.text)}</a></td>'
     text = cell.text if isinstance(cell, Flagged) else cell
-    numeric = bool(re.fullmatch(r"(?=.*\d)[-+\d.,xe% ]+", text))  # right-align numbers, not "-" or words
-    classes = " ".join(name for name, on in (("n", numeric), ("flagged", isinstance(cell, Flagged))) if on)
-    return f'<td class="{classes}">{html.escape(text)}</td>' if classes else f"<td>{html.escape(text)}</td>"
+    numeric = bool(
+        re.fullmatch(r"(?=.*\d)[-+\d.,xe% ]+", text)
+    )  # right-align numbers, not "-" or words
+    classes = " ".join(
+        name for name, on in (("n", numeric), ("flagged", isinstance(cell, Flagged))) if on
+    )
+    return (
+        f'<td class="{classes}">{html.escape(text)}</td>'
+        if classes
+        else f"<td>{html.escape(text)}</td>"
+    )
 
 
 def to_html(title: str, sections: Sequence[Section]) -> str:
-    parts = ["<!doctype html>", "<html><head><meta charset=\"utf-8\">", f"<title>{html.escape(title)}</title>",
-             f"<style>{_CSS}</style></head><body>", '<p><a href="../index.html">&larr; benchmark graphs</a></p>',
-             f"<h1>{html.escape(title)}</h1>"]
+    parts = [
+        "<!doctype html>",
+        '<html><head><meta charset="utf-8">',
+        f"<title>{html.escape(title)}</title>",
+        f"<style>{_CSS}</style></head><body>",
+        '<p><a href="../index.html">&larr; benchmark graphs</a></p>',
+        f"<h1>{html.escape(title)}</h1>",
+    ]
     for section in sections:
         parts.append(f"<h2>{html.escape(section.title)}</h2>")
         for block in section.blocks:
             if isinstance(block, Table):
-                parts.append("<table><thead><tr>" + "".join(f"<th>{html.escape(h)}</th>" for h in block.header)
-                             + "</tr></thead><tbody>")
+                parts.append(
+                    "<table><thead><tr>"
+                    + "".join(f"<th>{html.escape(h)}</th>" for h in block.header)
+                    + "</tr></thead><tbody>"
+                )
                 for row, mark in itertools.zip_longest(block.rows, block.marked, fillvalue=""):
                     attribute = f' class="{mark}"' if mark else ""
-                    parts.append(f"<tr{attribute}>" + "".join(_html_cell(cell) for cell in row) + "</tr>")
+                    parts.append(
+                        f"<tr{attribute}>" + "".join(_html_cell(cell) for cell in row) + "</tr>"
+                    )
                 parts.append("</tbody></table>")
             elif isinstance(block, Image):
-                parts.append(f'<p><img src="{html.escape(block.path)}" alt="{html.escape(block.alt)}"></p>')
+                parts.append(
+                    f'<p><img src="{html.escape(block.path)}" alt="{html.escape(block.alt)}"></p>'
+                )
             else:
                 parts.append(f"<p>{html.escape(block)}</p>")
     parts.append("</body></html>")

@@ -19,10 +19,13 @@ def first_line(exc: BaseException) -> str:
 # what to do about an OS error, by its errno
 _REMEDIES = {
     errno.ENOSPC: "the disk is full: free space there, or point the suite's folders (asv.conf.json, MPSBENCH_CACHE)"
-                  " at another disk",
+    " at another disk",
     errno.EDQUOT: "the disk quota is spent: free space there, or use another disk",
     errno.EROFS: "it is on a read-only file system: work in a writable copy, or point the suite's folders elsewhere",
-    **dict.fromkeys((errno.EACCES, errno.EPERM), "permission denied: make it writable for this user, or work in a copy"),
+    **dict.fromkeys(
+        (errno.EACCES, errno.EPERM),
+        "permission denied: make it writable for this user, or work in a copy",
+    ),
     errno.ENOENT: "it does not exist: correct the path, or create what is missing",
     errno.ENOTDIR: "a part of the path is a file, not a folder: correct the path",
     errno.EFBIG: "the file would pass this process's file-size limit (ulimit -f): raise the limit",

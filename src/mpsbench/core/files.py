@@ -59,8 +59,10 @@ def check_owned(target: Path, kept: Sequence[Kept], role: str | None = None) -> 
             found.append((2, "sits inside", folder))
     if found:
         _, relation, folder = min(found, key=lambda item: item[0])
-        raise OwnershipError(f"{role or f'the folder {target}'} {relation} {folder.what} {folder.path}: it would be"
-                             f" replaced or deleted; choose a folder of its own, outside {folder.what}")
+        raise OwnershipError(
+            f"{role or f'the folder {target}'} {relation} {folder.what} {folder.path}: it would be"
+            f" replaced or deleted; choose a folder of its own, outside {folder.what}"
+        )
 
 
 def remove(path: Path, kept: Sequence[Kept]) -> None:
@@ -76,7 +78,9 @@ def remove(path: Path, kept: Sequence[Kept]) -> None:
 @contextlib.contextmanager
 def temporary(path: Path, content: bytes) -> Iterator[Path]:
     """``content`` written beside ``path`` and flushed to disk, in a file removed on the way out unless renamed."""
-    partial = path.parent / f".{path.name}-{uuid.uuid4().hex}.tmp"  # open() gives the umask's mode, unlike mkstemp
+    partial = (
+        path.parent / f".{path.name}-{uuid.uuid4().hex}.tmp"
+    )  # open() gives the umask's mode, unlike mkstemp
     created = False  # a read-only file system refuses even the unlink of a file never made (EROFS)
     try:
         try:
@@ -85,7 +89,9 @@ def temporary(path: Path, content: bytes) -> Iterator[Path]:
                 out.write(content)
                 out.flush()
                 os.fsync(out.fileno())
-        except OSError as exc:  # a full or read-only disk: named by the file meant, not its temporary
+        except (
+            OSError
+        ) as exc:  # a full or read-only disk: named by the file meant, not its temporary
             raise type(exc)(exc.errno, exc.strerror, str(path)) from None
         yield partial
     finally:
@@ -95,7 +101,9 @@ def temporary(path: Path, content: bytes) -> Iterator[Path]:
 
 def write(path: Path, content: str | bytes) -> None:
     """Write beside ``path``, then rename over it: a reader or a kill sees the old file or the new one, whole."""
-    with temporary(path, content.encode("utf-8") if isinstance(content, str) else content) as partial:
+    with temporary(
+        path, content.encode("utf-8") if isinstance(content, str) else content
+    ) as partial:
         os.replace(partial, path)
 
 
@@ -110,11 +118,15 @@ def create(path: Path, content: bytes) -> bool:
     return True
 
 
-_held: dict[Path, int] = {}  # locked folder -> how deep this process holds it: the lock is re-entrant within a process
+_held: dict[
+    Path, int
+] = {}  # locked folder -> how deep this process holds it: the lock is re-entrant within a process
 
 
 @contextlib.contextmanager
-def lock(target: Path, wait: bool = True, waiting: Callable[[], None] | None = None) -> Iterator[None]:
+def lock(
+    target: Path, wait: bool = True, waiting: Callable[[], None] | None = None
+) -> Iterator[None]:
     """Hold the lock of ``target`` (a results folder, the manifest) for the block: every writer of it takes this one.
 
     The lock is the folder that holds ``target`` (an flock on it: no lock file, so a refused command leaves nothing
@@ -130,10 +142,14 @@ def lock(target: Path, wait: bool = True, waiting: Callable[[], None] | None = N
             handle = os.open(folder, os.O_RDONLY)
             held.callback(os.close, handle)  # closing the last descriptor releases the flock
             try:
-                fcntl.flock(handle, fcntl.LOCK_EX | (0 if wait and waiting is None else fcntl.LOCK_NB))
+                fcntl.flock(
+                    handle, fcntl.LOCK_EX | (0 if wait and waiting is None else fcntl.LOCK_NB)
+                )
             except BlockingIOError:
                 if not wait or waiting is None:
-                    raise LockError(f"another process is writing {target} (it holds the lock on {folder})") from None
+                    raise LockError(
+                        f"another process is writing {target} (it holds the lock on {folder})"
+                    ) from None
                 waiting()
                 fcntl.flock(handle, fcntl.LOCK_EX)
         _held[folder] = _held.get(folder, 0) + 1
@@ -146,7 +162,9 @@ def lock(target: Path, wait: bool = True, waiting: Callable[[], None] | None = N
 
 
 _AT_FDCWD = -100  # renameat2's "relative to the working directory"
-_RENAME_EXCHANGE = 2  # Linux renameat2 flag (linux/fs.h); macOS renamex_np's RENAME_SWAP has the same value
+_RENAME_EXCHANGE = (
+    2  # Linux renameat2 flag (linux/fs.h); macOS renamex_np's RENAME_SWAP has the same value
+)
 
 
 def _exchange(first: Path, second: Path) -> bool:
@@ -159,7 +177,9 @@ def _exchange(first: Path, second: Path) -> bool:
         done = libc.renamex_np(paths[0], paths[1], _RENAME_EXCHANGE)
     else:
         return False
-    return bool(done == 0)  # a file system without the call (EINVAL, ENOSYS): the caller's two renames instead
+    return bool(
+        done == 0
+    )  # a file system without the call (EINVAL, ENOSYS): the caller's two renames instead
 
 
 def replace_folder(new: Path, target: Path, kept: Sequence[Kept] = ()) -> None:
@@ -180,7 +200,9 @@ def replace_folder(new: Path, target: Path, kept: Sequence[Kept] = ()) -> None:
         remove(old, kept)
 
 
-_TEMPORARY = re.compile(r"\..+-[0-9a-f]{32}\.tmp")  # temporary's names: no other file is taken for one
+_TEMPORARY = re.compile(
+    r"\..+-[0-9a-f]{32}\.tmp"
+)  # temporary's names: no other file is taken for one
 
 
 def orphans(folder: Path) -> list[Path]:

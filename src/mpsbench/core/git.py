@@ -12,12 +12,24 @@ from mpsbench.core.errors import UserError
 _REDIRECTS = ("GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE")
 
 
-def run(repo: Path, *args: str, data: str | bytes | None = None, env: dict[str, str] | None = None,
-        check: bool = True) -> subprocess.CompletedProcess[bytes]:
+def run(
+    repo: Path,
+    *args: str,
+    data: str | bytes | None = None,
+    env: dict[str, str] | None = None,
+    check: bool = True,
+) -> subprocess.CompletedProcess[bytes]:
     """``git ARGS`` in ``repo`` with ``data`` on stdin and ``env`` added; a failure is a UserError if ``check``."""
     clean = {key: value for key, value in os.environ.items() if key not in _REDIRECTS}
     stdin = data.encode() if isinstance(data, str) else data
-    done = subprocess.run(["git", *args], cwd=repo, input=stdin, env={**clean, **(env or {})}, capture_output=True, check=False)
+    done = subprocess.run(
+        ["git", *args],
+        cwd=repo,
+        input=stdin,
+        env={**clean, **(env or {})},
+        capture_output=True,
+        check=False,
+    )
     if check and done.returncode != 0:
         raise UserError(f"git {' '.join(args[:2])} failed in {repo}: {said(done)}")
     return done
@@ -30,4 +42,6 @@ def text(repo: Path, *args: str, data: str | None = None, env: dict[str, str] | 
 
 def said(done: subprocess.CompletedProcess[bytes]) -> str:
     """git's own reason for a failure, in one line (git may say it in several)."""
-    return "; ".join(line.strip() for line in done.stderr.decode(errors="replace").splitlines() if line.strip())
+    return "; ".join(
+        line.strip() for line in done.stderr.decode(errors="replace").splitlines() if line.strip()
+    )

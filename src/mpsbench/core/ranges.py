@@ -24,9 +24,13 @@ class RangeError(UserError):
 
 
 def _choices(timeline: Path) -> str:
-    names = git.text(timeline, "for-each-ref", "--format=%(refname:short)", "refs/heads/", "refs/tags/").split()
-    return (f"use ALL, HASHFILE:path, or timeline hashes from 'mpsbench build list' (HASH^! or OLD..NEW), channels and"
-            f" tags ({', '.join(names) or 'none yet'})")
+    names = git.text(
+        timeline, "for-each-ref", "--format=%(refname:short)", "refs/heads/", "refs/tags/"
+    ).split()
+    return (
+        f"use ALL, HASHFILE:path, or timeline hashes from 'mpsbench build list' (HASH^! or OLD..NEW), channels and"
+        f" tags ({', '.join(names) or 'none yet'})"
+    )
 
 
 def _listed(timeline: Path, what: str, *args: str) -> list[str]:
@@ -37,29 +41,45 @@ def _listed(timeline: Path, what: str, *args: str) -> list[str]:
     said = (git.said(done).splitlines() or ["git failed"])[0]
     if "@" in what:  # CHANNEL@ID, as the other commands name builds: no git revision
         root = "; a range names builds by timeline hash or tag, not CHANNEL@ID: 'mpsbench build list' gives each hash"
-    elif "^" in what:  # FIRST^..LAST fails when FIRST is its channel's first build: it has no parent
+    elif (
+        "^" in what
+    ):  # FIRST^..LAST fails when FIRST is its channel's first build: it has no parent
         root = "; a channel's first build has no '^': name the channel for all its builds"
     else:
         root = ""
-    raise RangeError(f"{what} names no build of the timeline {timeline} ({said}{root}): {_choices(timeline)}")
+    raise RangeError(
+        f"{what} names no build of the timeline {timeline} ({said}{root}): {_choices(timeline)}"
+    )
 
 
 def builds(timeline: Path, branches: Sequence[str], spec: str | None) -> list[str]:
     """The timeline commits ``spec`` names, in asv's order, each once; RangeError where none."""
     what, git_range = f"range {spec!r}", False
-    if spec is None or spec.startswith(HASHFILE):  # each branch's newest build, or the file's builds
+    if spec is None or spec.startswith(
+        HASHFILE
+    ):  # each branch's newest build, or the file's builds
         what = "the config's branches" if spec is None else what
-        names = branches if spec is None else Path(spec[len(HASHFILE):]).read_text().split()
-        found = [commit for name in names for commit in _listed(timeline, what, "rev-parse", "--verify", f"{name}^{{commit}}")]
+        names = branches if spec is None else Path(spec[len(HASHFILE) :]).read_text().split()
+        found = [
+            commit
+            for name in names
+            for commit in _listed(timeline, what, "rev-parse", "--verify", f"{name}^{{commit}}")
+        ]
     elif spec == "ALL":
-        found = [commit for branch in branches for commit in _listed(timeline, what, "rev-list", "--first-parent", branch)]
+        found = [
+            commit
+            for branch in branches
+            for commit in _listed(timeline, what, "rev-list", "--first-parent", branch)
+        ]
     elif spec in REFUSED:
         raise RangeError(f"range {spec!r} is not supported here: {_choices(timeline)}")
     else:
         try:
             words = shlex.split(spec)  # as asv splits it
         except ValueError as exc:
-            raise RangeError(f"range {spec!r} cannot be read as asv reads it ({exc}): {_choices(timeline)}") from None
+            raise RangeError(
+                f"range {spec!r} cannot be read as asv reads it ({exc}): {_choices(timeline)}"
+            ) from None
         what, git_range = f"build range {spec!r}", True
         found = _listed(timeline, what, "rev-list", "--first-parent", *words, "--")
     if not found:  # A..A or NEW..OLD, where asv would run nothing and say little

@@ -18,7 +18,9 @@ MACHINE = "MPSBENCH_MACHINE"  # a fleet runner's machine name, e.g. set in the r
 # steps_per_call, so that a process's fastest sample can be a step the scheduler spared
 # (docs/explanation/the-rule.md, "A cpu row's samples"). A recorded run never has it.
 SINGLE_STEPS = "MPSBENCH_SINGLE_STEPS"
-ALLOW_FALLBACK = "MPSBENCH_ALLOW_FALLBACK"  # on: time an mps combination whose ops fell back to the cpu
+ALLOW_FALLBACK = (
+    "MPSBENCH_ALLOW_FALLBACK"  # on: time an mps combination whose ops fell back to the cpu
+)
 
 
 @dataclass(frozen=True)
@@ -27,24 +29,38 @@ class Setting:
 
     name: str
     does: str  # said where it is refused
-    internal: bool = False  # set by mpsbench for its own processes: a recording run never takes it from the user
-    changes_values: bool = False  # a value measured with it set means something else: no recording run takes it
+    internal: bool = (
+        False  # set by mpsbench for its own processes: a recording run never takes it from the user
+    )
+    changes_values: bool = (
+        False  # a value measured with it set means something else: no recording run takes it
+    )
 
 
 # Every setting the suite's processes read. Selection settings (which combinations run) leave each value's meaning
 # as it is; those that change how a value is measured are refused for recording (a throw-away run: --dry-run).
 # MPSBENCH_CACHE, _PLATFORM and _WHEELHOUSE (builds/install_build.py) say where a build comes from, not how it is
 # timed: a build is its wheels' hashes, checked at install.
-SETTINGS = {setting.name: setting for setting in (
-    Setting(FULL, "selects the full sweep"),
-    Setting(DEVICES, "selects the devices timed"),
-    Setting(CONFIG, "names another asv.conf.json"),
-    Setting(MACHINE, "names the machine"),
-    Setting(SINGLE_STEPS, "times one step a call, where a recorded value times the model's steps_per_call",
-            internal=True, changes_values=True),
-    Setting(ALLOW_FALLBACK, "times mps combinations whose ops fell back to the cpu: no pure device value",
-            changes_values=True),
-)}
+SETTINGS = {
+    setting.name: setting
+    for setting in (
+        Setting(FULL, "selects the full sweep"),
+        Setting(DEVICES, "selects the devices timed"),
+        Setting(CONFIG, "names another asv.conf.json"),
+        Setting(MACHINE, "names the machine"),
+        Setting(
+            SINGLE_STEPS,
+            "times one step a call, where a recorded value times the model's steps_per_call",
+            internal=True,
+            changes_values=True,
+        ),
+        Setting(
+            ALLOW_FALLBACK,
+            "times mps combinations whose ops fell back to the cpu: no pure device value",
+            changes_values=True,
+        ),
+    )
+}
 
 
 def recording_refusal(environ: Mapping[str, str] | None = None) -> str | None:
@@ -56,8 +72,10 @@ def recording_refusal(environ: Mapping[str, str] | None = None) -> str | None:
         value = environ.get(setting.name, "")
         if setting.changes_values and value.strip().lower() not in (*OFF, ""):
             who = "mpsbench sets it for compare and bisect; " if setting.internal else ""
-            return (f"{setting.name}={value!r} {setting.does}, so the values would not be history: {who}unset it to"
-                    " record, or add --dry-run for a throw-away run")
+            return (
+                f"{setting.name}={value!r} {setting.does}, so the values would not be history: {who}unset it to"
+                " record, or add --dry-run for a throw-away run"
+            )
     return None
 
 
@@ -81,7 +99,9 @@ def flag(name: str) -> bool:
     word = value.strip().lower()
     if word in (*ON, *OFF, ""):
         return word in ON
-    raise SettingError(f"{name}={value!r} is neither on ({', '.join(ON)}) nor off ({', '.join(OFF)}, or unset)")
+    raise SettingError(
+        f"{name}={value!r} is neither on ({', '.join(ON)}) nor off ({', '.join(OFF)}, or unset)"
+    )
 
 
 def choices(name: str, valid: Sequence[str]) -> tuple[str, ...] | None:
@@ -92,7 +112,9 @@ def choices(name: str, valid: Sequence[str]) -> tuple[str, ...] | None:
     items = [item.strip() for item in value.split(",")]
     for item in items:
         if item not in valid:
-            raise SettingError(f"{name}={value!r} names {item!r}: give a comma-separated list of {', '.join(valid)}")
+            raise SettingError(
+                f"{name}={value!r} names {item!r}: give a comma-separated list of {', '.join(valid)}"
+            )
     return tuple(dict.fromkeys(items))
 
 

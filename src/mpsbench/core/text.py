@@ -10,8 +10,11 @@ from typing import Any
 from mpsbench.core.errors import UserError
 
 
-def number(kind: Callable[[str], float], least: float, what: str, most: float = math.inf) -> Callable[[str], Any]:
+def number(
+    kind: Callable[[str], float], least: float, what: str, most: float = math.inf
+) -> Callable[[str], Any]:
     """An argparse type: a finite number of ``kind`` (int or float) from ``least`` to ``most``."""
+
     def parse(value: str) -> float:
         try:
             found = kind(value)
@@ -19,26 +22,35 @@ def number(kind: Callable[[str], float], least: float, what: str, most: float = 
             found = math.nan
         if not (math.isfinite(found) and least <= found <= most):
             bound = f" and at most {most:g}" if most < math.inf else ""
-            raise argparse.ArgumentTypeError(f"{what} must be a {'whole ' if kind is int else ''}number of at least"
-                                             f" {least:g}{bound}, got {value!r}")
+            raise argparse.ArgumentTypeError(
+                f"{what} must be a {'whole ' if kind is int else ''}number of at least"
+                f" {least:g}{bound}, got {value!r}"
+            )
         return found
+
     return parse
 
 
 def checked(check: Callable[[str], Any]) -> Callable[[str], Any]:
     """An argparse type from a library's check: its one-line refusal, which argparse prefixes with the option."""
+
     def parse(value: str) -> Any:
         try:
             return check(value)
         except UserError as exc:
             raise argparse.ArgumentTypeError(str(exc)) from None
+
     return parse
 
 
 def table(rows: Sequence[Sequence[str]], rule: bool = True) -> str:
     """Rows as left-aligned text columns (rows may be short), with a dashed rule under the header if ``rule``."""
-    widths = [max(len(row[col]) for row in rows if col < len(row)) for col in range(max(map(len, rows)))]
-    lines = ["  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip() for row in rows]
+    widths = [
+        max(len(row[col]) for row in rows if col < len(row)) for col in range(max(map(len, rows)))
+    ]
+    lines = [
+        "  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip() for row in rows
+    ]
     if rule:
         lines.insert(1, "  ".join("-" * width for width in widths))
     return "\n".join(lines)

@@ -51,7 +51,9 @@ def check_memory() -> Iterator[Finding]:
     gib = 1024**3
     detail = f"{memory.available / gib:.1f} of {memory.total / gib:.1f} GiB available, {swap.used / gib:.1f} GiB swap used"
     low = memory.available < MEMORY_FREE_FRACTION * memory.total
-    yield Finding("warn" if low else "ok", "memory", detail + (": large batches may swap" if low else ""))
+    yield Finding(
+        "warn" if low else "ok", "memory", detail + (": large batches may swap" if low else "")
+    )
 
 
 def check_power() -> Iterator[Finding]:
@@ -65,10 +67,16 @@ def check_power() -> Iterator[Finding]:
 
 def check_thermal() -> Iterator[Finding]:
     if host.thermal_state() is None:
-        yield Finding("info", "thermal", "the OS reports no thermal pressure here (pmset -g therm is macOS's)")
+        yield Finding(
+            "info", "thermal", "the OS reports no thermal pressure here (pmset -g therm is macOS's)"
+        )
         return
     problem = quiet.problems(machine()).get("thermal")
-    yield Finding("warn" if problem else "ok", "thermal", problem or "no throttling, no thermal warning recorded")
+    yield Finding(
+        "warn" if problem else "ok",
+        "thermal",
+        problem or "no throttling, no thermal warning recorded",
+    )
 
 
 def check_load() -> Iterator[Finding]:
@@ -98,6 +106,9 @@ def run(strict: bool = False) -> int:
     for finding in findings:
         print(f"{finding.level:4}  {finding.what.ljust(width)}  {finding.detail}")
     warned = [finding.what for finding in findings if finding.level == "warn"]
-    print(f"mpsbench doctor: numbers taken now would be untrustworthy ({', '.join(warned)}): see the warn lines" if warned
-          else "mpsbench doctor: nothing found that would make numbers untrustworthy")
+    print(
+        f"mpsbench doctor: numbers taken now would be untrustworthy ({', '.join(warned)}): see the warn lines"
+        if warned
+        else "mpsbench doctor: nothing found that would make numbers untrustworthy"
+    )
     return 1 if warned and strict else 0

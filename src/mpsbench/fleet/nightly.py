@@ -81,7 +81,9 @@ def sync(repository: mf.Manifest, fleet_manifest: mf.Manifest) -> mf.Manifest:
                 " one must continue the other (fix the manifest on one side)"
             )
         channels.append(longer)
-    synced = mf.Manifest(tuple(channel for channel in channels if channel is not None), repository.defaults)
+    synced = mf.Manifest(
+        tuple(channel for channel in channels if channel is not None), repository.defaults
+    )
     mf.validate(synced)
     return synced
 
@@ -91,9 +93,15 @@ def prepare(fleet: Fleet) -> Suite:
     branches the fleet has, and the nightly channel."""
     work = Suite(fleet.work / asvconf.CONFIG, fleet.manifest, fleet.work / "timeline")
     if not fleet.manifest.is_file() or not work.manifest.channels:
-        raise NightlyError(f"{fleet.manifest} holds no builds: run scripts/nightly fetch and resolve first")
+        raise NightlyError(
+            f"{fleet.manifest} holds no builds: run scripts/nightly fetch and resolve first"
+        )
     base = asvconf.load(fleet.suite / asvconf.CONFIG)
-    branches = [name for name in dict.fromkeys([*base.branches, fleet.channel]) if work.manifest.channel(name)]
+    branches = [
+        name
+        for name in dict.fromkeys([*base.branches, fleet.channel])
+        if work.manifest.channel(name)
+    ]
     base.derive(fleet.work, work.timeline_path, branches)
     work.generate(sync=False)
     return work
@@ -101,14 +109,21 @@ def prepare(fleet: Fleet) -> Suite:
 
 def fetch(fleet: Fleet, remote: str, branch: str) -> int:
     commit = results_branch.fetch(fleet.suite, fleet.files, remote, branch)
-    log.info(f"{remote} has no branch {branch} yet: {fleet.files} starts empty (push creates it)" if commit is None
-             else f"{remote}/{branch} at {commit[:12]} copied into {fleet.files}")
+    log.info(
+        f"{remote} has no branch {branch} yet: {fleet.files} starts empty (push creates it)"
+        if commit is None
+        else f"{remote}/{branch} at {commit[:12]} copied into {fleet.files}"
+    )
     return 0
 
 
 def push(fleet: Fleet, message: str, remote: str, branch: str) -> int:
     commit = results_branch.push(fleet.suite, fleet.files, message, remote, branch)
-    log.info(f"pushed {commit[:12]} to {remote}/{branch}" if commit else "nothing changed: nothing pushed")
+    log.info(
+        f"pushed {commit[:12]} to {remote}/{branch}"
+        if commit
+        else "nothing changed: nothing pushed"
+    )
     return 0
 
 
@@ -130,8 +145,15 @@ def resolve_nightly(fleet: Fleet, options: Resolving) -> int:
     scratch.mkdir(parents=True, exist_ok=True)
     working = scratch / "manifest.json"
     mf.save(synced, working)
-    history.add_nightly(working, scratch / "timeline", fleet.channel, "latest", indexes=options.indexes,
-                        transformers=options.transformers, transformers_index=options.transformers_index)
+    history.add_nightly(
+        working,
+        scratch / "timeline",
+        fleet.channel,
+        "latest",
+        indexes=options.indexes,
+        transformers=options.transformers,
+        transformers_index=options.transformers_index,
+    )
     if options.dry_run:
         log.info(f"dry run: {fleet.manifest} left as it was")
         return 0
@@ -165,13 +187,19 @@ def missing_builds(suite: Suite, name: str, limit: int) -> list[str]:
     from asv import results as asv_results
 
     results = suite.conf.results
-    have = ({result.commit_hash for result in asv_results.iter_results_for_machine(str(results), name)}
-            if (results / name).is_dir() else set())
+    have = (
+        {result.commit_hash for result in asv_results.iter_results_for_machine(str(results), name)}
+        if (results / name).is_dir()
+        else set()
+    )
     # no branch (no channel of asv.conf.json's in the fleet's manifest yet): nothing to benchmark, not an error
     branches = suite.conf.branches
     commits = ranges.builds(suite.timeline_path, branches, "ALL") if branches else []
     names = {commit: name for name, commit in suite.timeline.commits.items()}
-    dated = sorted((c for c in reversed(commits) if c not in have), key=lambda c: suite.manifest.find(names[c]).when())
+    dated = sorted(
+        (c for c in reversed(commits) if c not in have),
+        key=lambda c: suite.manifest.find(names[c]).when(),
+    )
     return dated[-limit:] if limit else dated
 
 
@@ -186,7 +214,9 @@ def _alert(fleet: Fleet, suite: Suite, options: alerts.Options) -> int:
     """``mpsbench alert`` on the work folder's results, for the channel's newest build."""
     channel = suite.manifest.channel(fleet.channel)
     newest = f"{channel.name}@{channel.builds[-1].id}" if channel and channel.builds else None
-    status, text = alerts.check(suite, alerts.Options(options.machines, newest, options.summary, options.confirm))
+    status, text = alerts.check(
+        suite, alerts.Options(options.machines, newest, options.summary, options.confirm)
+    )
     _to_github("GITHUB_STEP_SUMMARY", text)
     return status
 
@@ -215,7 +245,9 @@ class Benching:
 
 def bench(fleet: Fleet, options: Benching) -> int:
     _select_devices(options.devices)
-    name = machine_name(options.machine)  # a bad name (or $MPSBENCH_MACHINE) is refused before the work folder is written
+    name = machine_name(
+        options.machine
+    )  # a bad name (or $MPSBENCH_MACHINE) is refused before the work folder is written
     suite = prepare(fleet)
     _to_github("GITHUB_OUTPUT", f"machine={name}")
     _restore(fleet, suite, [name])
@@ -225,24 +257,35 @@ def bench(fleet: Fleet, options: Benching) -> int:
         status = 0
     else:
         names = {commit: ref for ref, commit in suite.timeline.commits.items()}
-        log.info(f"machine {name}: benchmarking {len(todo)} build{'' if len(todo) == 1 else 's'}:"
-                 f" {', '.join(names[c] for c in todo)}")
+        log.info(
+            f"machine {name}: benchmarking {len(todo)} build{'' if len(todo) == 1 else 's'}:"
+            f" {', '.join(names[c] for c in todo)}"
+        )
         hashfile = fleet.work / f"builds-{name}.txt"
         hashfile.write_text("".join(f"{commit}\n" for commit in todo))
         quick = ["--quick", "--dry-run"] if options.dry_run else []
         # -b names the exact combinations: it spares a process (importing torch again under spawn) for each of the rest
         found = preselect.combinations(preselect.discover(suite.conf.benchmarks))
         chosen = preselect.selected(found, options.bench)
-        log.info(f"asv will run {len(chosen)} of the suite's {len(found)} combinations (mpsbench preselect)")
+        log.info(
+            f"asv will run {len(chosen)} of the suite's {len(found)} combinations (mpsbench preselect)"
+        )
         # measured into scratch and merged value by value: nothing recorded is replaced (mpsbench.results.record)
-        status = record.record(suite.conf, name, [*quick, "-b", asv.pattern(chosen), f"HASHFILE:{hashfile}"])
+        status = record.record(
+            suite.conf, name, [*quick, "-b", asv.pattern(chosen), f"HASHFILE:{hashfile}"]
+        )
     if options.dry_run:
         log.info("dry run: nothing was recorded")
         return record.BENCHMARKS_FAILED if status else 0
-    regressed = _alert(fleet, suite, alerts.Options((name,), summary=fleet.work / f"alert-{name}.md",
-                                                    confirm=options.confirm))
+    regressed = _alert(
+        fleet,
+        suite,
+        alerts.Options((name,), summary=fleet.work / f"alert-{name}.md", confirm=options.confirm),
+    )
     if status:
-        log.info(f"asv run exited with status {status}: some benchmarks failed (see above); their results say which")
+        log.info(
+            f"asv run exited with status {status}: some benchmarks failed (see above); their results say which"
+        )
     return 1 if regressed else (record.BENCHMARKS_FAILED if status else 0)
 
 
@@ -253,8 +296,12 @@ def collect(fleet: Fleet, sources: Sequence[Path], update_benchmarks: bool) -> i
     if fleet.manifest.is_file():  # the fleet's builds: a value of any other is refused
         builds = set(prepare(fleet).timeline.commits.values())
     else:
-        log.info(f"{fleet.manifest} does not exist: builds are checked against their files' names only")
-    return merge.merge(fleet.results, sources, update_benchmarks=update_benchmarks, builds=builds).show(fleet.results)
+        log.info(
+            f"{fleet.manifest} does not exist: builds are checked against their files' names only"
+        )
+    return merge.merge(
+        fleet.results, sources, update_benchmarks=update_benchmarks, builds=builds
+    ).show(fleet.results)
 
 
 def publish(fleet: Fleet) -> int:
@@ -274,7 +321,9 @@ def alert(fleet: Fleet, machines: Sequence[str], summary: Path | None) -> int:
 Search = Callable[[Suite, str], "tuple[str, str] | str"]
 
 
-def bisect(fleet: Fleet, bench: str, good: str, bad: str, requested_machine: str | None, search: Search) -> int:
+def bisect(
+    fleet: Fleet, bench: str, good: str, bad: str, requested_machine: str | None, search: Search
+) -> int:
     """``mpsbench bisect`` (``search``) on the fleet's manifest and timeline, in this process: its passes print into
     the job's log, and what it found goes to the job's summary too."""
     suite = prepare(fleet)
@@ -284,9 +333,13 @@ def bisect(fleet: Fleet, bench: str, good: str, bad: str, requested_machine: str
     if isinstance(found, str):
         raise NightlyError(f"mpsbench bisect named no build: {found}")
     first, upstream = found
-    commit = timeline.compute(mf.load(fleet.manifest), suite.timeline_path).commits[first]  # --nightlies adds builds
+    commit = timeline.compute(mf.load(fleet.manifest), suite.timeline_path).commits[
+        first
+    ]  # --nightlies adds builds
     lines = [f"first slow build: {first} (timeline commit {commit[:12]})", upstream]
     for text in lines:
         log.info(text)
-    _to_github("GITHUB_STEP_SUMMARY", "\n\n".join([f"## mpsbench bisect: {bench} on {name}", *lines]))
+    _to_github(
+        "GITHUB_STEP_SUMMARY", "\n\n".join([f"## mpsbench bisect: {bench} on {name}", *lines])
+    )
     return 0

@@ -16,8 +16,10 @@ from mpsbench.core import files, git
 from mpsbench.core.errors import UserError
 
 IDENTITY = {
-    "GIT_AUTHOR_NAME": "mpsbench nightly", "GIT_AUTHOR_EMAIL": "nightly@mpsbench.invalid",
-    "GIT_COMMITTER_NAME": "mpsbench nightly", "GIT_COMMITTER_EMAIL": "nightly@mpsbench.invalid",
+    "GIT_AUTHOR_NAME": "mpsbench nightly",
+    "GIT_AUTHOR_EMAIL": "nightly@mpsbench.invalid",
+    "GIT_COMMITTER_NAME": "mpsbench nightly",
+    "GIT_COMMITTER_EMAIL": "nightly@mpsbench.invalid",
 }
 README = """\
 # mpsbench results
@@ -42,7 +44,15 @@ def fetch(repo: Path, folder: Path, remote: str = "origin", branch: str = "resul
     elif listed.returncode != 0:
         raise FleetError(f"git ls-remote {remote} failed: {git.said(listed)}")
     else:
-        git.run(repo, "fetch", "--quiet", "--no-tags", "--depth=1", remote, f"+refs/heads/{branch}:{ref}")
+        git.run(
+            repo,
+            "fetch",
+            "--quiet",
+            "--no-tags",
+            "--depth=1",
+            remote,
+            f"+refs/heads/{branch}:{ref}",
+        )
         commit = git.text(repo, "rev-parse", "--verify", ref)
     # replaced whole: never the checkout it is fetched into, nor a folder holding it (--fleet . would be)
     files.check_owned(folder, [files.Kept("the repository", repo)], f"the fleet's folder {folder}")
@@ -50,27 +60,42 @@ def fetch(repo: Path, folder: Path, remote: str = "origin", branch: str = "resul
         files.remove(folder, [files.Kept("the repository", repo)])
     folder.mkdir(parents=True)
     if commit is not None:
-        with tarfile.open(fileobj=io.BytesIO(git.run(repo, "archive", "--format=tar", commit).stdout)) as tar:
+        with tarfile.open(
+            fileobj=io.BytesIO(git.run(repo, "archive", "--format=tar", commit).stdout)
+        ) as tar:
             # the safe filter where Python has it (3.12, and the security releases before); else our own branch is trusted
             tar.extraction_filter = getattr(tarfile, "data_filter", None)
             tar.extractall(folder)
     return commit
 
 
-def push(repo: Path, folder: Path, message: str, remote: str = "origin", branch: str = "results") -> str | None:
+def push(
+    repo: Path, folder: Path, message: str, remote: str = "origin", branch: str = "results"
+) -> str | None:
     """Commit ``folder`` on top of the fetched commit and push it; the new commit, or None if nothing changed."""
     ref = f"refs/remotes/{remote}/{branch}"
-    parent = git.run(repo, "rev-parse", "--verify", "--quiet", ref, check=False).stdout.decode().strip() or None
+    parent = (
+        git.run(repo, "rev-parse", "--verify", "--quiet", ref, check=False).stdout.decode().strip()
+        or None
+    )
     if not (folder / "README.md").exists():
         (folder / "README.md").write_text(README)
     git_dir = git.text(repo, "rev-parse", "--absolute-git-dir")
-    with tempfile.TemporaryDirectory() as scratch:  # an index of its own: the suite's checkout is never touched
-        env = {"GIT_DIR": git_dir, "GIT_WORK_TREE": str(folder.resolve()), "GIT_INDEX_FILE": str(Path(scratch) / "index")}
+    with (
+        tempfile.TemporaryDirectory() as scratch
+    ):  # an index of its own: the suite's checkout is never touched
+        env = {
+            "GIT_DIR": git_dir,
+            "GIT_WORK_TREE": str(folder.resolve()),
+            "GIT_INDEX_FILE": str(Path(scratch) / "index"),
+        }
         git.run(folder, "add", "--all", "--force", ".", env=env)
         tree = git.text(folder, "write-tree", env=env)
     if parent is not None and git.text(repo, "rev-parse", f"{parent}^{{tree}}") == tree:
         return None
-    commit = git.text(repo, "commit-tree", tree, *(["-p", parent] if parent else []), "-m", message, env=IDENTITY)
+    commit = git.text(
+        repo, "commit-tree", tree, *(["-p", parent] if parent else []), "-m", message, env=IDENTITY
+    )
     done = git.run(repo, "push", "--quiet", remote, f"{commit}:refs/heads/{branch}", check=False)
     if done.returncode != 0:
         raise FleetError(

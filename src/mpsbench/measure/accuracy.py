@@ -47,7 +47,9 @@ def relative_error(result: torch.Tensor, reference: torch.Tensor) -> float:
     result = result.detach().cpu().to(torch.float64)
     reference = reference.detach().cpu().to(torch.float64)
     if result.shape != reference.shape:
-        raise AccuracyError(f"shape {tuple(result.shape)} differs from the cpu's {tuple(reference.shape)}")
+        raise AccuracyError(
+            f"shape {tuple(result.shape)} differs from the cpu's {tuple(reference.shape)}"
+        )
     if not bool(torch.isfinite(result).all()):
         return math.inf
     scale = max(float(reference.abs().max()), _TINY)
@@ -58,8 +60,12 @@ def compare(workload: Workload) -> Comparison:
     samples = min(workload.batch_size, CHECK_SAMPLES)
     logits, loss = workload.evaluate(samples)
     # A float32 cpu copy of the same weights (a rebuild takes seconds); a compiled model's own.
-    reference = copy.deepcopy(getattr(workload.model, "_orig_mod", workload.model)).to("cpu").float().eval()
-    batch = models.make_batch(workload.spec, workload.batch_size).head(samples)  # the same seeded tensors, float32
+    reference = (
+        copy.deepcopy(getattr(workload.model, "_orig_mod", workload.model)).to("cpu").float().eval()
+    )
+    batch = models.make_batch(workload.spec, workload.batch_size).head(
+        samples
+    )  # the same seeded tensors, float32
     with torch.no_grad():
         expected = workload.spec.forward(reference, batch.inputs)
         expected_loss = torch.nn.functional.cross_entropy(expected, batch.target)

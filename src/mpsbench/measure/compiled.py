@@ -13,9 +13,12 @@ from mpsbench.core import errors
 from mpsbench.measure import models, skips, suite, workloads
 
 # The frozen BERT differs from bert_base in its optimizer only.
-TRAINING_NAMES: tuple[str, ...] = tuple(name for name, spec in models.REGISTRY.items()
-                                        if spec.trains and name != "bert_base_frozen")
-INFERENCE_NAMES: tuple[str, ...] = tuple(name for name, spec in models.REGISTRY.items() if spec.trainable is None)
+TRAINING_NAMES: tuple[str, ...] = tuple(
+    name for name, spec in models.REGISTRY.items() if spec.trains and name != "bert_base_frozen"
+)
+INFERENCE_NAMES: tuple[str, ...] = tuple(
+    name for name, spec in models.REGISTRY.items() if spec.trainable is None
+)
 
 
 def cold_caches() -> str:
@@ -39,7 +42,9 @@ def prepare(kind: str, device: str, model: str) -> workloads.Workload:
         raise  # n/a, or the guard's refusal of the compiled step: neither is the compile's
     except Exception as exc:
         first = errors.first_line(exc)
-        raise RuntimeError(f"torch.compile of {model} {kind} on {device} failed: {type(exc).__name__}: {first}") from exc
+        raise RuntimeError(
+            f"torch.compile of {model} {kind} on {device} failed: {type(exc).__name__}: {first}"
+        ) from exc
     finally:  # the kernels are loaded; asv's forks skip atexit, so the folder goes now
         shutil.rmtree(folder, ignore_errors=True)
 

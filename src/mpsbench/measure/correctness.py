@@ -14,7 +14,16 @@ from dataclasses import dataclass
 from typing import Union
 
 from mpsbench.core import errors
-from mpsbench.measure import accuracy, devices, isolated, measured, models, precision, skips, tolerances
+from mpsbench.measure import (
+    accuracy,
+    devices,
+    isolated,
+    measured,
+    models,
+    precision,
+    skips,
+    tolerances,
+)
 from mpsbench.measure.optional_torch import torch
 
 Tensors = Sequence["torch.Tensor"]  # strings: a lazy torch is not loaded at import
@@ -62,7 +71,9 @@ def _qkv_packed(gen: torch.Generator) -> tuple[torch.Tensor, ...]:
 
 
 def _mask(gen: torch.Generator) -> torch.Tensor:
-    return (torch.rand(B, 1, T, T, generator=gen, dtype=torch.float64) > 0.3) | torch.eye(T, dtype=torch.bool)
+    return (torch.rand(B, 1, T, T, generator=gen, dtype=torch.float64) > 0.3) | torch.eye(
+        T, dtype=torch.bool
+    )
 
 
 def _transposed(inputs: Tensors) -> tuple[torch.Tensor, ...]:
@@ -75,11 +86,15 @@ def _permuted(inputs: Tensors) -> tuple[torch.Tensor, ...]:
     return (q, k, v, *inputs[1:])
 
 
-def _sdpa(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
+def _sdpa(
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None = None
+) -> torch.Tensor:
     return torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=mask)
 
 
-def _with_mask(make: Callable[[torch.Generator], tuple[torch.Tensor, ...]]) -> Callable[..., tuple[torch.Tensor, ...]]:
+def _with_mask(
+    make: Callable[[torch.Generator], tuple[torch.Tensor, ...]],
+) -> Callable[..., tuple[torch.Tensor, ...]]:
     return lambda gen: (*make(gen), _mask(gen))  # every query keeps at least itself
 
 
@@ -98,64 +113,117 @@ PATTERNS: dict[str, Pattern] = {
     pattern.name: pattern
     for pattern in (
         Pattern("sdpa_transposed", "pytorch#163597", _qkv_transposed, _transposed, _sdpa, (2, 0)),
-        Pattern("sdpa_transposed_mask", "pytorch#163597", _with_mask(_qkv_transposed), _transposed, _sdpa, (2, 0)),
-        Pattern("sdpa_permuted", "pytorch#181133", _qkv_packed, _permuted, _sdpa, (2, 0)),
-        Pattern("sdpa_permuted_mask", "pytorch#181133", _with_mask(_qkv_packed), _permuted, _sdpa, (2, 0)),
         Pattern(
-            "linear_transposed_weight", "pytorch#162730",
+            "sdpa_transposed_mask",
+            "pytorch#163597",
+            _with_mask(_qkv_transposed),
+            _transposed,
+            _sdpa,
+            (2, 0),
+        ),
+        Pattern("sdpa_permuted", "pytorch#181133", _qkv_packed, _permuted, _sdpa, (2, 0)),
+        Pattern(
+            "sdpa_permuted_mask",
+            "pytorch#181133",
+            _with_mask(_qkv_packed),
+            _permuted,
+            _sdpa,
+            (2, 0),
+        ),
+        Pattern(
+            "linear_transposed_weight",
+            "pytorch#162730",
             lambda gen: (_randn(gen, 64, 256), _randn(gen, 256, 128), _randn(gen, 128)),
             lambda x: (x[0], x[1].t(), x[2]),  # the weight stored (in, out), passed transposed
             lambda x, weight, bias: torch.nn.functional.linear(x, weight, bias),
         ),
         Pattern(
-            "conv2d_strided_input", "strided views",
+            "conv2d_strided_input",
+            "strided views",
             lambda gen: (_randn(gen, 2, 16, 32, 32), _randn(gen, 8, 8, 3, 3)),
             lambda x: (x[0][:, ::2, ::2, 1::2], x[1]),  # every other channel, row and column
             lambda x, weight: torch.nn.functional.conv2d(x, weight, padding=1),
         ),
-        Pattern("index_select_transposed", "mps index ops", lambda gen: (_randn(gen, 48, 64), _indices(gen, 64, 40)),
-                _transposed_source, lambda source, index: torch.index_select(source, 0, index)),
-        Pattern("gather_transposed", "mps index ops", lambda gen: (_randn(gen, 48, 32), _indices(gen, 48, 32, 24)),
-                _transposed_source, lambda source, index: torch.gather(source, 1, index)),
         Pattern(
-            "scatter_add_transposed", "mps index ops", lambda gen: (_randn(gen, 24, 32), _indices(gen, 16, 32, 24)),
+            "index_select_transposed",
+            "mps index ops",
+            lambda gen: (_randn(gen, 48, 64), _indices(gen, 64, 40)),
             _transposed_source,
-            lambda source, index: torch.zeros(source.shape[0], 16, dtype=source.dtype, device=source.device).scatter_add(
-                1, index, source),
+            lambda source, index: torch.index_select(source, 0, index),
+        ),
+        Pattern(
+            "gather_transposed",
+            "mps index ops",
+            lambda gen: (_randn(gen, 48, 32), _indices(gen, 48, 32, 24)),
+            _transposed_source,
+            lambda source, index: torch.gather(source, 1, index),
+        ),
+        Pattern(
+            "scatter_add_transposed",
+            "mps index ops",
+            lambda gen: (_randn(gen, 24, 32), _indices(gen, 16, 32, 24)),
+            _transposed_source,
+            lambda source, index: torch.zeros(
+                source.shape[0], 16, dtype=source.dtype, device=source.device
+            ).scatter_add(1, index, source),
         ),
         # Reported calls, each in the dtypes of tolerances.REPORTED.
         Pattern(
-            "matmul_transposed_after_churn", "pytorch#193487",  # wrong after other allocations
-            lambda gen: (_randn(gen, 50000, 25), torch.rand(50000, generator=gen, dtype=torch.float64)),
+            "matmul_transposed_after_churn",
+            "pytorch#193487",  # wrong after other allocations
+            lambda gen: (
+                _randn(gen, 50000, 25),
+                torch.rand(50000, generator=gen, dtype=torch.float64),
+            ),
             # the left operand a transposed view: A'WA
-            tuple, lambda a, w: (a * w[:, None]).t() @ a,
+            tuple,
+            lambda a, w: (a * w[:, None]).t() @ a,
         ),
         Pattern(
-            "linear_3d_no_bias", "pytorch#180776",  # identical half-precision calls disagreed
-            lambda gen: (_randn(gen, 2, 13, 1024), _randn(gen, 1024, 1024)), tuple,
+            "linear_3d_no_bias",
+            "pytorch#180776",  # identical half-precision calls disagreed
+            lambda gen: (_randn(gen, 2, 13, 1024), _randn(gen, 1024, 1024)),
+            tuple,
             lambda x, weight: torch.nn.functional.linear(x, weight),
         ),
         Pattern(
-            "reductions_in_succession", "pytorch#178497", _with_nans, tuple,
-            lambda x, nans, square: (x.sum(), x.mean(), nans.nansum(), torch.count_nonzero(x), torch.trace(square)),
+            "reductions_in_succession",
+            "pytorch#178497",
+            _with_nans,
+            tuple,
+            lambda x, nans, square: (
+                x.sum(),
+                x.mean(),
+                nans.nansum(),
+                torch.count_nonzero(x),
+                torch.trace(square),
+            ),
             calls=16,
         ),
         Pattern(
-            "compiled_layer_norm", "pytorch#191976",  # compiled wrong while eager was exact
-            lambda gen: (_randn(gen, 4, 512), 1 + _randn(gen, 512) / 10, _randn(gen, 512) / 10), tuple,
-            lambda x, weight, bias: torch.nn.functional.layer_norm(x, (x.shape[-1],), weight, bias), (2, 0), compiled=True,
+            "compiled_layer_norm",
+            "pytorch#191976",  # compiled wrong while eager was exact
+            lambda gen: (_randn(gen, 4, 512), 1 + _randn(gen, 512) / 10, _randn(gen, 512) / 10),
+            tuple,
+            lambda x, weight, bias: torch.nn.functional.layer_norm(x, (x.shape[-1],), weight, bias),
+            (2, 0),
+            compiled=True,
         ),
         Pattern(
-            "linear_bias", "pytorch#188438",  # large relative error on one chip
-            lambda gen: (_randn(gen, 80, 1, 2), _randn(gen, 192, 2), _randn(gen, 192)), tuple,
+            "linear_bias",
+            "pytorch#188438",  # large relative error on one chip
+            lambda gen: (_randn(gen, 80, 1, 2), _randn(gen, 192, 2), _randn(gen, 192)),
+            tuple,
             lambda x, weight, bias: torch.nn.functional.linear(x, weight, bias),
         ),
         Pattern(
-            "linear_broadcast_input", "pytorch#167154",  # an MPSNDArray assertion aborted
+            "linear_broadcast_input",
+            "pytorch#167154",  # an MPSNDArray assertion aborted
             lambda gen: (_randn(gen, 499 * 768), _randn(gen, 768, 768) / 28, _randn(gen, 768)),
             # batch stride 0
             lambda x: (torch.as_strided(x[0], (5, 499, 768), (0, 768, 1)), *x[1:]),
-            lambda x, weight, bias: torch.nn.functional.linear(x, weight, bias), isolated=True,
+            lambda x, weight, bias: torch.nn.functional.linear(x, weight, bias),
+            isolated=True,
         ),
     )
 }
@@ -169,7 +237,9 @@ def _outputs(result: Output) -> tuple[torch.Tensor, ...]:
 
 def _error(results: tuple[torch.Tensor, ...], reference: tuple[torch.Tensor, ...]) -> float:
     # each output's own: a count beside a sum keeps its scale
-    return max(accuracy.relative_error(result, expected) for result, expected in zip(results, reference))
+    return max(
+        accuracy.relative_error(result, expected) for result, expected in zip(results, reference)
+    )
 
 
 def _require(device: str, pattern: Pattern) -> None:
@@ -180,7 +250,9 @@ def _require(device: str, pattern: Pattern) -> None:
         raise skips.SkipNotImplemented(f"{pattern.name}: {reason}")
 
 
-def _calls(device: str, name: str, dtype: str, repeated: bool) -> tuple[list[tuple[torch.Tensor, ...]], tuple[torch.Tensor, ...]]:
+def _calls(
+    device: str, name: str, dtype: str, repeated: bool
+) -> tuple[list[tuple[torch.Tensor, ...]], tuple[torch.Tensor, ...]]:
     """The outputs of the pattern's calls on ``device`` and the float64 reference's.
 
     Torch lacking the op or dtype here skips (n/a, not wrong); mps bfloat16 needs macOS 14, asked
@@ -190,8 +262,13 @@ def _calls(device: str, name: str, dtype: str, repeated: bool) -> tuple[list[tup
     _require(device, pattern)
     skips.require_dtype(device, dtype)
     kind = precision.dtype_of(dtype)  # the values the device gets
-    rounded = [x.to(kind) if x.is_floating_point() else x for x in pattern.make(torch.Generator().manual_seed(models.SEED))]
-    reference = _outputs(pattern.op(*pattern.arrange([x.double() if x.is_floating_point() else x for x in rounded])))
+    rounded = [
+        x.to(kind) if x.is_floating_point() else x
+        for x in pattern.make(torch.Generator().manual_seed(models.SEED))
+    ]
+    reference = _outputs(
+        pattern.op(*pattern.arrange([x.double() if x.is_floating_point() else x for x in rounded]))
+    )
     op = torch.compile(pattern.op) if pattern.compiled else pattern.op
     try:
         arranged = pattern.arrange([x.to(device) for x in rounded])
@@ -203,7 +280,9 @@ def _calls(device: str, name: str, dtype: str, repeated: bool) -> tuple[list[tup
         devices.get(device).synchronize()
     except Exception as exc:
         if skips.torch_lacks(exc):
-            raise skips.SkipNotImplemented(f"{name} in {dtype} on {device}: {errors.first_line(exc)}") from exc
+            raise skips.SkipNotImplemented(
+                f"{name} in {dtype} on {device}: {errors.first_line(exc)}"
+            ) from exc
         raise
     return calls, reference
 
@@ -228,7 +307,10 @@ def _churn(device: str) -> None:
 def _read(device: str, name: str, dtype: str) -> Reading:
     calls, reference = _calls(device, name, dtype, repeated=True)
     first = calls[0]
-    return Reading(max(_error(call, reference) for call in calls), max(_error(call, first) for call in calls[1:]))
+    return Reading(
+        max(_error(call, reference) for call in calls),
+        max(_error(call, first) for call in calls[1:]),
+    )
 
 
 @functools.cache  # one reading gives both figures
@@ -276,8 +358,12 @@ def measure(benchmark: str, keys: list[measured.Key]) -> measured.Table:
 
 
 def measure_reported(benchmark: str, keys: list[measured.Key]) -> measured.Table:
-    return measured.measure(benchmark, keys, reading, {"relative_error": operator.attrgetter("error")})
+    return measured.measure(
+        benchmark, keys, reading, {"relative_error": operator.attrgetter("error")}
+    )
 
 
 def measure_determinism(benchmark: str, keys: list[measured.Key]) -> measured.Table:
-    return measured.measure(benchmark, keys, reading, {"largest_difference": operator.attrgetter("difference")})
+    return measured.measure(
+        benchmark, keys, reading, {"largest_difference": operator.attrgetter("difference")}
+    )

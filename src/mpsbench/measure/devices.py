@@ -102,14 +102,18 @@ class Device(str, enum.Enum):
             return Availability(True, self.describe())
         if self is Device.CUDA and not torch.cuda.is_available():
             built = torch.version.cuda is not None
-            return Availability(False, "no CUDA device found" if built else f"torch {torch.__version__} has no CUDA")
+            return Availability(
+                False, "no CUDA device found" if built else f"torch {torch.__version__} has no CUDA"
+            )
         if self is Device.MPS and (missing := _mps_missing()) is not None:
             return Availability(False, missing)
         try:
             # a read-back proves the op ran
             total = float((torch.ones(4, device=self.value) * 2).sum().cpu())
         except Exception as exc:  # reports available, fails on first use
-            return Availability(False, f"{self} reported available but a first op failed: {errors.first_line(exc)}")
+            return Availability(
+                False, f"{self} reported available but a first op failed: {errors.first_line(exc)}"
+            )
         if total != 8.0:
             return Availability(False, f"{self} computed 2*ones(4).sum() = {total}, expected 8")
         return Availability(True, self.describe())
@@ -206,7 +210,9 @@ def present(name: str) -> bool:
         # The driver's control node exists on any Linux host given an NVIDIA GPU; macOS torch has
         # no CUDA, and asking torch would import it in every lookup process.
         return sys.platform != "darwin" and (
-            os.path.exists("/dev/nvidiactl") or (optional_torch.INSTALLED and bool(torch.cuda.is_available())))
+            os.path.exists("/dev/nvidiactl")
+            or (optional_torch.INSTALLED and bool(torch.cuda.is_available()))
+        )
     return sys.platform == "darwin" and platform.machine() == "arm64"
 
 
@@ -226,7 +232,9 @@ def usable_gpu() -> Device | None:
     return next((device for device in (Device.CUDA, Device.MPS) if device.usable), None)
 
 
-def peaks_over(device: Device, step: Callable[[Callable[[], None]], object]) -> tuple[int | None, int | None]:
+def peaks_over(
+    device: Device, step: Callable[[Callable[[], None]], object]
+) -> tuple[int | None, int | None]:
     """Peak bytes allocated and held by the driver over ``step(probe)``; None where unknown.
 
     cuda: its own peak counters, reset first. mps and cpu: the largest reading before, at each
@@ -267,7 +275,10 @@ def cpu_threads() -> int:
 
 # The host allocator's out-of-memory words (torch 2.x, then 1.x): the cpu under RLIMIT_AS, and a
 # GPU's host-side copies.
-HOST_OUT_OF_MEMORY = ("DefaultCPUAllocator: can't allocate memory", "DefaultCPUAllocator: not enough memory")
+HOST_OUT_OF_MEMORY = (
+    "DefaultCPUAllocator: can't allocate memory",
+    "DefaultCPUAllocator: not enough memory",
+)
 
 
 def is_out_of_memory(exc: BaseException) -> bool:
@@ -276,4 +287,6 @@ def is_out_of_memory(exc: BaseException) -> bool:
     if isinstance(exc, (MemoryError, getattr(torch.cuda, "OutOfMemoryError", MemoryError))):
         return True
     text = str(exc)
-    return isinstance(exc, RuntimeError) and ("out of memory" in text or any(words in text for words in HOST_OUT_OF_MEMORY))
+    return isinstance(exc, RuntimeError) and (
+        "out of memory" in text or any(words in text for words in HOST_OUT_OF_MEMORY)
+    )

@@ -57,17 +57,23 @@ def _nvml() -> Counter:
         import pynvml
     except ImportError:
         raise skips.SkipNotImplemented(
-            "cuda energy needs nvidia-ml-py (import pynvml), which this environment cannot import") from None
+            "cuda energy needs nvidia-ml-py (import pynvml), which this environment cannot import"
+        ) from None
     try:
         pynvml.nvmlInit()
         handle = _nvml_handle(pynvml)
         pynvml.nvmlDeviceGetTotalEnergyConsumption(handle)  # NOT_SUPPORTED before Volta
         name = pynvml.nvmlDeviceGetName(handle)
     except pynvml.NVMLError as exc:
-        raise skips.SkipNotImplemented(f"NVML's total energy counter is not readable here: {exc}") from None
+        raise skips.SkipNotImplemented(
+            f"NVML's total energy counter is not readable here: {exc}"
+        ) from None
     # millijoules; polled every 2 ms, well inside the counter's update interval
-    return Counter(f"NVML total energy of {name}", lambda: pynvml.nvmlDeviceGetTotalEnergyConsumption(handle) / 1e3,
-                   0.002)
+    return Counter(
+        f"NVML total energy of {name}",
+        lambda: pynvml.nvmlDeviceGetTotalEnergyConsumption(handle) / 1e3,
+        0.002,
+    )
 
 
 def _nvml_handle(pynvml: Any) -> Any:
@@ -89,7 +95,8 @@ def _ioreport(device: str) -> Counter:
     except ImportError:
         raise skips.SkipNotImplemented(
             f"{device} energy on macOS needs zeus-apple-silicon (Apple's IOReport counters without sudo),"
-            " which this environment cannot import") from None
+            " which this environment cannot import"
+        ) from None
     monitor, field = AppleEnergyMonitor(), IOREPORT_FIELDS[device]
 
     def joules() -> float:
@@ -103,10 +110,15 @@ def _ioreport(device: str) -> Counter:
 
 
 def _rapl(root: Path) -> Counter:
-    zones = [zone for zone in sorted(root.glob("intel-rapl:*")) if zone.name.count(":") == 1
-             and (zone / "name").read_text().startswith("package")]  # sockets hold the subdomains
+    zones = [
+        zone
+        for zone in sorted(root.glob("intel-rapl:*"))
+        if zone.name.count(":") == 1 and (zone / "name").read_text().startswith("package")
+    ]  # sockets hold the subdomains
     if not zones:
-        raise skips.SkipNotImplemented(f"no RAPL package domain under {root} (a VM, or no intel_rapl driver)")
+        raise skips.SkipNotImplemented(
+            f"no RAPL package domain under {root} (a VM, or no intel_rapl driver)"
+        )
     try:
         ranges = [int((zone / "max_energy_range_uj").read_text()) for zone in zones]
         last = [int((zone / "energy_uj").read_text()) for zone in zones]
@@ -162,9 +174,15 @@ class _Poller(threading.Thread):
         return [update for update in self.updates[1:] if update[0] > start]
 
 
-def measure(run: Callable[[], Any], synchronize: Callable[[], None], found: Counter, steps_per_call: int = 1,
-            min_seconds: float | None = None, min_updates: int = MIN_UPDATES,
-            settle_seconds: float = SETTLE_SECONDS) -> Reading:
+def measure(
+    run: Callable[[], Any],
+    synchronize: Callable[[], None],
+    found: Counter,
+    steps_per_call: int = 1,
+    min_seconds: float | None = None,
+    min_updates: int = MIN_UPDATES,
+    settle_seconds: float = SETTLE_SECONDS,
+) -> Reading:
     """Call ``run`` untimed for ``settle_seconds`` (one call at least), synchronizing after each,
     then until enough updates and time have passed (``min_seconds``, else from the step time)."""
     poller = _Poller(found)
@@ -181,7 +199,9 @@ def measure(run: Callable[[], Any], synchronize: Callable[[], None], found: Coun
             short = (begin - settling) / (calls * steps_per_call) < SHORT_STEP_SECONDS
             min_seconds = SHORT_STEP_WINDOW if short else MIN_SECONDS
         calls = 0
-        while end - begin < MAX_SECONDS and (end - begin < min_seconds or len(poller.since(begin)) < min_updates):
+        while end - begin < MAX_SECONDS and (
+            end - begin < min_seconds or len(poller.since(begin)) < min_updates
+        ):
             run()
             synchronize()
             calls += 1
@@ -194,11 +214,15 @@ def measure(run: Callable[[], Any], synchronize: Callable[[], None], found: Coun
     return reading(found.what, poller.updates[1:], begin, end, calls * steps_per_call)
 
 
-def reading(what: str, updates: list[tuple[float, float]], begin: float, end: float, steps: int) -> Reading:
+def reading(
+    what: str, updates: list[tuple[float, float]], begin: float, end: float, steps: int
+) -> Reading:
     """Power from the first to the last counter update inside [begin, end], per step."""
     inside = [update for update in updates if begin < update[0] <= end]
     if len(inside) < 2:
-        raise skips.SkipNotImplemented(f"{what} updated {len(inside)} times in {end - begin:.1f} s of steps: too coarse to read")
+        raise skips.SkipNotImplemented(
+            f"{what} updated {len(inside)} times in {end - begin:.1f} s of steps: too coarse to read"
+        )
     (first, start_joules), (last, end_joules) = inside[0], inside[-1]
     watts = (end_joules - start_joules) / (last - first)
     return Reading(watts * (end - begin) / steps, watts, steps, end - begin, len(inside))
@@ -207,8 +231,12 @@ def reading(what: str, updates: list[tuple[float, float]], begin: float, end: fl
 def of_workload(workload: Any) -> Reading:
     """A warmed-up workload's energy reading on its device (n/a where no counter reads)."""
     steps = workload.spec.steps_per_call
-    return measure(functools.partial(workload.run, steps), workload.device.synchronize,
-                   counter(workload.device), steps)
+    return measure(
+        functools.partial(workload.run, steps),
+        workload.device.synchronize,
+        counter(workload.device),
+        steps,
+    )
 
 
 def joules_per_step(workload: Any) -> float:

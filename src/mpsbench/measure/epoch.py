@@ -71,7 +71,9 @@ class SyntheticImages(_MapStyle):
     Module-level and tensor-only: spawned or forkserver DataLoader workers receive it pickled.
     """
 
-    def __init__(self, images: torch.Tensor, labels: torch.Tensor, transform: Callable[[Any], torch.Tensor]) -> None:
+    def __init__(
+        self, images: torch.Tensor, labels: torch.Tensor, transform: Callable[[Any], torch.Tensor]
+    ) -> None:
         self.images = images
         self.labels = labels
         self.transform = transform
@@ -88,7 +90,9 @@ class SyntheticImages(_MapStyle):
 def synthetic_split(count: int, num_classes: int, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
     """``count`` seeded uint8 images and labels, built once and kept."""
     generator = torch.Generator().manual_seed(seed)
-    images = torch.randint(0, 256, (count, IMAGE_SIDE, IMAGE_SIDE, 3), dtype=torch.uint8, generator=generator)
+    images = torch.randint(
+        0, 256, (count, IMAGE_SIDE, IMAGE_SIDE, 3), dtype=torch.uint8, generator=generator
+    )
     return images, torch.randint(0, num_classes, (count,), generator=generator)
 
 
@@ -96,18 +100,25 @@ def make_datasets(size: DatasetSize, num_classes: int) -> tuple[SyntheticImages,
     """The training and test splits (different seeds) through the workload's transforms."""
     transforms = importlib.import_module("torchvision.transforms")
     # antialias=True is explicit: torchvision's default for tensors changed (no-op when enlarging).
-    transform = transforms.Compose([
-        transforms.ToTensor(),  # uint8 HWC to float CHW in [0, 1]
-        transforms.Resize((RESIZED_SIDE, RESIZED_SIDE), antialias=True),
-        transforms.Normalize(CIFAR10_MEAN, CIFAR10_STD),
-    ])
+    transform = transforms.Compose(
+        [
+            transforms.ToTensor(),  # uint8 HWC to float CHW in [0, 1]
+            transforms.Resize((RESIZED_SIDE, RESIZED_SIDE), antialias=True),
+            transforms.Normalize(CIFAR10_MEAN, CIFAR10_STD),
+        ]
+    )
     train = SyntheticImages(*synthetic_split(size.train, num_classes, models.SEED), transform)
     test = SyntheticImages(*synthetic_split(size.test, num_classes, models.SEED + 1), transform)
     return train, test
 
 
-def make_loader(dataset: SyntheticImages, batch_size: int, num_workers: int, shuffle: bool,
-                multiprocessing_context: str | None) -> DataLoader[tuple[torch.Tensor, int]]:
+def make_loader(
+    dataset: SyntheticImages,
+    batch_size: int,
+    num_workers: int,
+    shuffle: bool,
+    multiprocessing_context: str | None,
+) -> DataLoader[tuple[torch.Tensor, int]]:
     """A seeded DataLoader: last partial batch kept, no pinned memory, workers started per epoch."""
     from torch.utils.data import DataLoader
 
@@ -138,8 +149,11 @@ class EpochTiming:
         return self.data_wait_seconds / self.seconds
 
 
-def run_epoch(loader: DataLoader[tuple[torch.Tensor, int]], device: str,
-              step: Callable[[torch.Tensor, torch.Tensor], None]) -> EpochTiming:
+def run_epoch(
+    loader: DataLoader[tuple[torch.Tensor, int]],
+    device: str,
+    step: Callable[[torch.Tensor, torch.Tensor], None],
+) -> EpochTiming:
     """Feed every batch to ``step(images, labels)``; time in ``iter()`` and ``next()`` is data wait.
 
     The device is synchronized after every step, so queued GPU work never counts as waiting.
@@ -166,15 +180,24 @@ def run_epoch(loader: DataLoader[tuple[torch.Tensor, int]], device: str,
 class EpochRunner:
     """A model, its optimizer and the two loaders: trains an epoch, evaluates an epoch."""
 
-    def __init__(self, workload: workloads.Workload, dataset: str, num_workers: int,
-                 multiprocessing_context: str | None = None) -> None:
+    def __init__(
+        self,
+        workload: workloads.Workload,
+        dataset: str,
+        num_workers: int,
+        multiprocessing_context: str | None = None,
+    ) -> None:
         _check(dataset, DATASET_NAMES, "dataset")
         self.workload = workload
         self.device = workload.device
         self.train, self.test = make_datasets(DATASETS[dataset], workload.spec.num_classes)
         batch_size = workload.batch_size
-        self.train_loader = make_loader(self.train, batch_size, num_workers, True, multiprocessing_context)
-        self.test_loader = make_loader(self.test, batch_size, num_workers, False, multiprocessing_context)
+        self.train_loader = make_loader(
+            self.train, batch_size, num_workers, True, multiprocessing_context
+        )
+        self.test_loader = make_loader(
+            self.test, batch_size, num_workers, False, multiprocessing_context
+        )
 
     def _train_step(self, inputs: torch.Tensor, labels: torch.Tensor) -> None:
         # The workload's own step.
@@ -238,8 +261,9 @@ def measure(runner: EpochRunner, epochs: int = EPOCHS_MEASURED) -> dict[str, Pha
     }
 
 
-def _measure_model(device: str, model: str, batch_size: int, loaders: list[tuple[int, str]],
-                   epochs: int) -> dict[measured.Key, dict[str, measured.Outcome]]:
+def _measure_model(
+    device: str, model: str, batch_size: int, loaders: list[tuple[int, str]], epochs: int
+) -> dict[measured.Key, dict[str, measured.Outcome]]:
     """One warmed-up model serves all its (num_workers, dataset) settings.
 
     A build failure is every setting's outcome; a warm-up that fell back to the cpu is refused.
@@ -250,13 +274,18 @@ def _measure_model(device: str, model: str, batch_size: int, loaders: list[tuple
         EpochRunner(workload, "tiny", 0).warm_up()
     except Exception as exc:
         failed = measured.outcome_of(exc)
-        return {(device, model, batch_size, *loader): dict.fromkeys(PHASES, failed) for loader in loaders}
+        return {
+            (device, model, batch_size, *loader): dict.fromkeys(PHASES, failed)
+            for loader in loaders
+        }
     figures = {}
     for num_workers, dataset in loaders:
         key = (device, model, batch_size, num_workers, dataset)
         try:  # one run of epochs gives both phases
             phases = measure(EpochRunner(workload, dataset, num_workers), epochs)
-            figures[key] = {phase: measured.Outcome(value=summary) for phase, summary in phases.items()}
+            figures[key] = {
+                phase: measured.Outcome(value=summary) for phase, summary in phases.items()
+            }
         except Exception as exc:
             figures[key] = dict.fromkeys(PHASES, measured.outcome_of(exc))
     return figures
@@ -272,7 +301,8 @@ def measure_selection(benchmark: str, epochs: int = EPOCHS_MEASURED) -> measured
         selected = [
             (num_workers, dataset)
             for num_workers, dataset in itertools.product(NUM_WORKERS, DATASET_NAMES)
-            if selection.left_out(benchmark, device, model, batch_size, num_workers, dataset) is None
+            if selection.left_out(benchmark, device, model, batch_size, num_workers, dataset)
+            is None
         ]
         if selected:
             try:

@@ -5,10 +5,23 @@ from __future__ import annotations
 
 import functools
 
-from mpsbench.measure import accuracy, energy, fallback, leak, measured, models, precision, skips, suite, workloads
+from mpsbench.measure import (
+    accuracy,
+    energy,
+    fallback,
+    leak,
+    measured,
+    models,
+    precision,
+    skips,
+    suite,
+    workloads,
+)
 
 
-def _capacity_workload(kind: str, device: str, model: str, batch_size: int, dtype: str = precision.DEFAULT) -> workloads.Workload:
+def _capacity_workload(
+    kind: str, device: str, model: str, batch_size: int, dtype: str = precision.DEFAULT
+) -> workloads.Workload:
     # No accuracy check: Training/Inference.time_step checks the same combination and fails it.
     workload = suite.prepare(kind, device, model, batch_size, dtype=dtype, guarded=False)
     fallback.refuse(workload.label, workload.fallback_ops)
@@ -40,20 +53,26 @@ def precision_capacity(kind: str, benchmark: str, keys: list[measured.Key]) -> m
 def driver_memory(workload: workloads.Workload) -> float:
     """Peak memory the driver holds for torch over one step, in MiB (mps driver, cuda reserved)."""
     if (driver := suite.memory_peaks(workload).driver) is None:
-        raise skips.SkipNotImplemented(f"{workload.device} keeps no driver memory counter; see *Capacity.track_peak_memory")
+        raise skips.SkipNotImplemented(
+            f"{workload.device} keeps no driver memory counter; see *Capacity.track_peak_memory"
+        )
     return driver
 
 
 def accuracy_error(workload: workloads.Workload) -> float:
     if not accuracy.needed(workload.device):
-        raise skips.SkipNotImplemented("the cpu is the reference the other devices are compared with")
+        raise skips.SkipNotImplemented(
+            "the cpu is the reference the other devices are compared with"
+        )
     return accuracy.compare(workload).error
 
 
 # In this order: memory over one step of the settled workload before the leak's many steps; the
 # accuracy check builds a cpu copy last.
 INSTRUMENTS: dict[str, measured.Figure] = {
-    "fallback_ops": lambda workload: len(workload.fallback_ops),  # ops that ran on the cpu during warm-up
+    "fallback_ops": lambda workload: len(
+        workload.fallback_ops
+    ),  # ops that ran on the cpu during warm-up
     "driver_memory": driver_memory,
     "leak": leak.measure,
     "accuracy_error": accuracy_error,

@@ -48,7 +48,12 @@ def apple_gpu(displays_json: str) -> str | None:
 
 def _counted(names: list[str]) -> str | None:
     """``NVIDIA A100-SXM4-80GB``, or ``2 x NVIDIA A100-SXM4-80GB`` for two of a kind."""
-    return ", ".join(name if count == 1 else f"{count} x {name}" for name, count in Counter(names).items()) or None
+    return (
+        ", ".join(
+            name if count == 1 else f"{count} x {name}" for name, count in Counter(names).items()
+        )
+        or None
+    )
 
 
 def nvidia_gpus(smi_names: str) -> str | None:
@@ -58,8 +63,10 @@ def nvidia_gpus(smi_names: str) -> str | None:
 
 def proc_nvidia_gpus(root: Path = NVIDIA_PROC) -> str | None:
     """The GPUs the NVIDIA driver lists in /proc (``Model:`` lines)."""
-    found = [re.search(r"^Model:\s*(.+)$", information.read_text(errors="replace"), re.M)
-             for information in sorted(root.glob("*/information"))]
+    found = [
+        re.search(r"^Model:\s*(.+)$", information.read_text(errors="replace"), re.M)
+        for information in sorted(root.glob("*/information"))
+    ]
     return _counted([model.group(1).strip() for model in found if model])
 
 
@@ -119,15 +126,21 @@ class Thermal:
     def problem(self) -> str | None:
         throttled = {name: value for name, value in self.limits.items() if value < 100}
         if throttled:
-            return "throttled: " + ", ".join(f"{name} = {value}" for name, value in sorted(throttled.items()))
+            return "throttled: " + ", ".join(
+                f"{name} = {value}" for name, value in sorted(throttled.items())
+            )
         return "; ".join(self.warnings) or None
 
 
 def thermal(pmset_therm: str) -> Thermal:
-    limits = {name: int(value) for name, value in re.findall(r"(\w+_Limit)\s*=\s*(\d+)", pmset_therm)}
+    limits = {
+        name: int(value) for name, value in re.findall(r"(\w+_Limit)\s*=\s*(\d+)", pmset_therm)
+    }
     warnings = tuple(
-        line.strip() for line in pmset_therm.splitlines()
-        if re.search(r"warning level", line, re.I) and not re.search(r"\bNo \w+ warning level", line)
+        line.strip()
+        for line in pmset_therm.splitlines()
+        if re.search(r"warning level", line, re.I)
+        and not re.search(r"\bNo \w+ warning level", line)
     )
     return Thermal(limits, warnings)
 

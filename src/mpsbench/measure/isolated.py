@@ -23,7 +23,9 @@ class ChildDied(RuntimeError):
 
 def call(function: Callable[..., T], *args: Any) -> T:
     """``function`` must be importable by its module's name."""
-    context = multiprocessing.get_context("spawn")  # a fork would inherit this process's GPU context and memory
+    context = multiprocessing.get_context(
+        "spawn"
+    )  # a fork would inherit this process's GPU context and memory
     receiving, sending = context.Pipe(duplex=False)
     child = context.Process(target=_answer, args=(sending, function, args))
     child.start()
@@ -33,7 +35,11 @@ def call(function: Callable[..., T], *args: Any) -> T:
     except EOFError:
         child.join()
         code = child.exitcode
-        how = f"killed by {signal.Signals(-code).name}" if code is not None and code < 0 else f"exit status {code}"
+        how = (
+            f"killed by {signal.Signals(-code).name}"
+            if code is not None and code < 0
+            else f"exit status {code}"
+        )
         raise ChildDied(f"{function.__name__} died in its child process ({how})") from None
     finally:
         receiving.close()
@@ -51,4 +57,6 @@ def _answer(sending: Connection, function: Callable[..., Any], args: tuple[Any, 
     try:
         sending.send(answer)
     except Exception:  # an exception that does not pickle: its type and first line
-        sending.send((False, RuntimeError(f"{type(answer[1]).__name__}: {errors.first_line(answer[1])}")))
+        sending.send(
+            (False, RuntimeError(f"{type(answer[1]).__name__}: {errors.first_line(answer[1])}"))
+        )

@@ -33,7 +33,9 @@ def reading(device: str) -> int:
     # A skip with the reason, never a slope of zeros. mps before torch 2.0 has no counters, and
     # RSS is no stand-in: the allocator's heaps are private Metal storage, not mapped.
     if current is None:
-        raise skips.SkipNotImplemented(f"no memory reading for {device}: {found.no_reading_reason()}")
+        raise skips.SkipNotImplemented(
+            f"no memory reading for {device}: {found.no_reading_reason()}"
+        )
     return current
 
 
@@ -58,7 +60,9 @@ def record(step: Callable[[], object], device: str, steps: int) -> list[int]:
 
 def measure(workload: Workload, steps: int | None = None) -> float:
     """A warmed-up workload's memory growth in MiB per 100 steps."""
-    return slope_mib_per_100_steps(record(workload.step, workload.device, steps or steps_for(workload)))
+    return slope_mib_per_100_steps(
+        record(workload.step, workload.device, steps or steps_for(workload))
+    )
 
 
 PATTERN_PER = 1000  # a pattern's growth is reported per this many iterations
@@ -72,7 +76,9 @@ LENGTHS = (17, 33, 64, 100, 128)  # sequence lengths of the varying-length atten
 class Pattern:
     name: str
     issue: str
-    make: Callable[[str], Callable[[], object]]  # device -> one iteration, built and seeded on the device
+    make: Callable[
+        [str], Callable[[], object]
+    ]  # device -> one iteration, built and seeded on the device
     min_torch: tuple[int, int] = (1, 12)
 
 
@@ -95,23 +101,36 @@ def _lstm(device: str) -> Callable[[], object]:
     head = nn.Linear(128, 10).to(device)
     x = torch.randn(16, 32, 64, generator=gen).to(device)
     target = torch.randint(0, 10, (16,), generator=gen).to(device)
-    return _sgd_step(nn.ModuleList([lstm, head]), lambda: torch.nn.functional.cross_entropy(head(lstm(x)[0][:, -1]), target))
+    return _sgd_step(
+        nn.ModuleList([lstm, head]),
+        lambda: torch.nn.functional.cross_entropy(head(lstm(x)[0][:, -1]), target),
+    )
 
 
 def _varying_sizes(device: str) -> Callable[[], object]:
     gen = torch.Generator().manual_seed(models.SEED)
     model = nn.Sequential(
-        nn.Conv2d(3, 16, 3, padding=1), nn.ReLU(), nn.Conv2d(16, 16, 3, padding=1), nn.AdaptiveAvgPool2d(1),
-        nn.Flatten(), nn.Linear(16, 10),
+        nn.Conv2d(3, 16, 3, padding=1),
+        nn.ReLU(),
+        nn.Conv2d(16, 16, 3, padding=1),
+        nn.AdaptiveAvgPool2d(1),
+        nn.Flatten(),
+        nn.Linear(16, 10),
     ).to(device)
-    cycle = itertools.cycle([torch.randn(8, 3, side, side, generator=gen).to(device) for side in SIZES])
+    cycle = itertools.cycle(
+        [torch.randn(8, 3, side, side, generator=gen).to(device) for side in SIZES]
+    )
     target = torch.randint(0, 10, (8,), generator=gen).to(device)
     return _sgd_step(model, lambda: torch.nn.functional.cross_entropy(model(next(cycle)), target))
 
 
 def _maxpool(device: str) -> Callable[[], object]:
     pool = nn.MaxPool2d(2)
-    x = torch.randn(8, 16, 64, 64, generator=torch.Generator().manual_seed(models.SEED)).to(device).requires_grad_(True)
+    x = (
+        torch.randn(8, 16, 64, 64, generator=torch.Generator().manual_seed(models.SEED))
+        .to(device)
+        .requires_grad_(True)
+    )
 
     def step() -> object:
         x.grad = None
@@ -123,7 +142,9 @@ def _maxpool(device: str) -> Callable[[], object]:
 
 def _varying_sdpa(device: str) -> Callable[[], object]:
     gen = torch.Generator().manual_seed(models.SEED)
-    cycle = itertools.cycle([torch.randn(3, 4, 8, length, 64, generator=gen).to(device) for length in LENGTHS])
+    cycle = itertools.cycle(
+        [torch.randn(3, 4, 8, length, 64, generator=gen).to(device) for length in LENGTHS]
+    )
 
     def step() -> object:
         q, k, v = next(cycle)

@@ -28,12 +28,16 @@ class Generation:
             self.model = self.spec.build().to(device)
         self.model.eval()
         generator = torch.Generator().manual_seed(models.SEED)
-        self.prompt = torch.randint(0, models.LLAMA_CONFIG["vocab_size"], (BATCH, PROMPT_TOKENS), generator=generator).to(device)
+        self.prompt = torch.randint(
+            0, models.LLAMA_CONFIG["vocab_size"], (BATCH, PROMPT_TOKENS), generator=generator
+        ).to(device)
         self.fallback_ops: tuple[str, ...] = ()
 
     @property
     def label(self) -> str:
-        return f"{self.spec.name} generation on {self.device} (batch {BATCH}, prompt {PROMPT_TOKENS})"
+        return (
+            f"{self.spec.name} generation on {self.device} (batch {BATCH}, prompt {PROMPT_TOKENS})"
+        )
 
     def prefill(self) -> tuple[torch.Tensor, Any]:
         with torch.inference_mode():

@@ -32,8 +32,12 @@ class Search:
     error: str | None  # the out-of-memory error's first line; None at the ceiling
 
 
-def search(step: Callable[[int], None], release: Callable[[], None], ceiling: int = CEILING,
-           what: str = "the search") -> Search:
+def search(
+    step: Callable[[int], None],
+    release: Callable[[], None],
+    ceiling: int = CEILING,
+    what: str = "the search",
+) -> Search:
     """Double the batch from 1 until ``step(n)`` runs out of memory or passes ``ceiling``;
     ``release()`` frees what a try left behind."""
     tried: list[int] = []
@@ -63,12 +67,18 @@ class SizedStep:
     built once; between tries only batch and gradients go (optimizer state is part of a step)."""
 
     def __init__(self, kind: str, device: str, model: str) -> None:
-        self.kind, self.device, self.spec = workloads.check_kind(kind), devices.get(device), models.get(model)
+        self.kind, self.device, self.spec = (
+            workloads.check_kind(kind),
+            devices.get(device),
+            models.get(model),
+        )
         self.workload: workloads.Workload | None = None
 
     def __call__(self, batch_size: int) -> None:
         if self.workload is None:
-            self.workload = workloads.build(self.kind, self.device, self.spec.name, self.spec.batch_sizes[0])
+            self.workload = workloads.build(
+                self.kind, self.device, self.spec.name, self.spec.batch_sizes[0]
+            )
         workload = self.workload
         workload.batch = models.make_batch(self.spec, batch_size).to(self.device)
         workload.batch_size = batch_size
@@ -101,13 +111,17 @@ def _search(kind: str, device: str, model: str, ceiling: int, budget: int | None
             import psutil  # beside the build in every asv environment
 
             limit = psutil.Process().memory_info().vms + budget  # mapped now (VmSize)
-            resource.setrlimit(resource.RLIMIT_AS, (limit, resource.getrlimit(resource.RLIMIT_AS)[1]))
+            resource.setrlimit(
+                resource.RLIMIT_AS, (limit, resource.getrlimit(resource.RLIMIT_AS)[1])
+            )
         return search(step, step.release, ceiling, f"{model} {kind} on {device}")
     finally:
         step.close()
 
 
-def largest_batch_in_child(kind: str, model: str, ceiling: int = CEILING, budget: int = CPU_MEMORY_BUDGET) -> Search:
+def largest_batch_in_child(
+    kind: str, model: str, ceiling: int = CEILING, budget: int = CPU_MEMORY_BUDGET
+) -> Search:
     """The cpu search in a child; a child that dies fails the search, this process goes on."""
     try:
         return isolated.call(_search, kind, "cpu", model, ceiling, budget)

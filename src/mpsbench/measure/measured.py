@@ -63,7 +63,9 @@ class Table:
         """The figure of ``key``, or asv's n/a / failure with the reason."""
         found = self.figures.get(key)
         if found is None:  # selected now but not when the cache was measured
-            raise RuntimeError(f"{key} was not measured in this run's setup_cache; the selection changed")
+            raise RuntimeError(
+                f"{key} was not measured in this run's setup_cache; the selection changed"
+            )
         return found[figure].get()
 
 
@@ -88,7 +90,9 @@ def measure(
             failed = outcome_of(exc)
             table.figures[key] = {name: failed for name in figures}
             continue
-        table.figures[key] = {name: _reading(key, name, figure, state) for name, figure in figures.items()}
+        table.figures[key] = {
+            name: _reading(key, name, figure, state) for name, figure in figures.items()
+        }
         del state
         (after_each or release)(key[0])
     return table
@@ -108,7 +112,11 @@ def _reading(key: Key, name: str, figure: Figure, state: Any) -> Outcome:
         value = figure(state)
     except Exception as exc:
         return outcome_of(exc)
-    return Outcome(skipped=f"{key[0]} keeps no reading for {name}") if value is None else Outcome(value=value)
+    return (
+        Outcome(skipped=f"{key[0]} keeps no reading for {name}")
+        if value is None
+        else Outcome(value=value)
+    )
 
 
 def grid(*axes: Iterable[Any]) -> list[Key]:
@@ -137,8 +145,10 @@ class Deferred:
         done, begun = Path(f"mpsbench{name}.pickle"), Path(f"mpsbench{name}.begun")
         if not done.exists():
             if not files.create(begun, b""):
-                raise RuntimeError(f"an earlier lookup began {name} in {Path.cwd()} and did not finish (it crashed or"
-                                   " reached its timeout): its output says why")
+                raise RuntimeError(
+                    f"an earlier lookup began {name} in {Path.cwd()} and did not finish (it crashed or"
+                    " reached its timeout): its output says why"
+                )
             files.write(done, pickle.dumps(inspect.unwrap(self.setup_cache)()))
         with done.open("rb") as handle:
             return pickle.load(handle)
@@ -149,7 +159,9 @@ def deferred(measure: Callable[[], Any]) -> Callable[..., Deferred]:
     ``measure``'s module and line, unwrapping the decorator)."""
 
     @functools.wraps(measure)
-    def setup_cache(*_: Any) -> Deferred:  # asv passes a class's benchmark instance, a function's nothing
+    def setup_cache(
+        *_: Any,
+    ) -> Deferred:  # asv passes a class's benchmark instance, a function's nothing
         return Deferred(setup_cache)
 
     return setup_cache
@@ -162,15 +174,21 @@ def measure_families(families: Mapping[str, Callable[[], Any]]) -> dict[str, Any
         try:
             readings[name] = measure_family()
         except Exception as exc:  # one family's bug must not cost the other its readings
-            readings[name] = Outcome(failed=f"measuring {name} failed: {type(exc).__name__}: {errors.first_line(exc)}")
+            readings[name] = Outcome(
+                failed=f"measuring {name} failed: {type(exc).__name__}: {errors.first_line(exc)}"
+            )
     return readings
 
 
 def family(readings: Mapping[str, Any] | Deferred, name: str) -> Any:
     """Family ``name``'s readings; raises (failing the benchmark) if there are none."""
-    families: Mapping[str, Any] = readings.readings() if isinstance(readings, Deferred) else readings
+    families: Mapping[str, Any] = (
+        readings.readings() if isinstance(readings, Deferred) else readings
+    )
     if name not in families:
-        raise RuntimeError(f"the setup_cache measured no family {name!r}; it measured: {', '.join(families)}")
+        raise RuntimeError(
+            f"the setup_cache measured no family {name!r}; it measured: {', '.join(families)}"
+        )
     found = families[name]
     return found.get() if isinstance(found, Outcome) else found
 
@@ -198,8 +216,11 @@ def track(figure: str, unit: str, doc: str) -> Callable[..., float]:
 class PeakMemory(Lookup):
     """The peak-memory lookup of the step classes (models and precision)."""
 
-    track_peak_memory = track("peak_memory", "MiB",
-                              "Peak device memory over one step, in MiB (cpu: the process's largest RSS sample over the step).")
+    track_peak_memory = track(
+        "peak_memory",
+        "MiB",
+        "Peak device memory over one step, in MiB (cpu: the process's largest RSS sample over the step).",
+    )
 
 
 def of(benchmark: Any, measure_family: Callable[[str, list[Key]], Table]) -> Callable[[], Table]:
@@ -207,11 +228,18 @@ def of(benchmark: Any, measure_family: Callable[[str, list[Key]], Table]) -> Cal
     return functools.partial(measure_family, benchmark.__name__, grid(*benchmark.params))
 
 
-def kind_families(measure_kind: Callable[[str, str, list[Key]], Table], *benchmarks: Any) -> dict[str, Callable[[], Any]]:
+def kind_families(
+    measure_kind: Callable[[str, str, list[Key]], Table], *benchmarks: Any
+) -> dict[str, Callable[[], Any]]:
     """Each class's family by its ``kind``: ``measure_kind(kind, ...)`` over its params."""
-    return {benchmark.kind: of(benchmark, functools.partial(measure_kind, benchmark.kind)) for benchmark in benchmarks}
+    return {
+        benchmark.kind: of(benchmark, functools.partial(measure_kind, benchmark.kind))
+        for benchmark in benchmarks
+    }
 
 
-def measure_kinds(measure_kind: Callable[[str, str, list[Key]], Table], *benchmarks: Any) -> dict[str, Any]:
+def measure_kinds(
+    measure_kind: Callable[[str, str, list[Key]], Table], *benchmarks: Any
+) -> dict[str, Any]:
     """:func:`measure_families` of :func:`kind_families`."""
     return measure_families(kind_families(measure_kind, *benchmarks))

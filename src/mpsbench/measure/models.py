@@ -29,10 +29,14 @@ class Batch:
     target: torch.Tensor
 
     def to(self, device: str) -> Batch:
-        return Batch({key: value.to(device) for key, value in self.inputs.items()}, self.target.to(device))
+        return Batch(
+            {key: value.to(device) for key, value in self.inputs.items()}, self.target.to(device)
+        )
 
     def head(self, samples: int) -> Batch:
-        return Batch({key: value[:samples] for key, value in self.inputs.items()}, self.target[:samples])
+        return Batch(
+            {key: value[:samples] for key, value in self.inputs.items()}, self.target[:samples]
+        )
 
 
 @dataclass(frozen=True)
@@ -69,15 +73,26 @@ class ModelSpec:
 
 
 def _build_mlp() -> nn.Module:
-    return nn.Sequential(nn.Linear(1024, 512), nn.ReLU(), nn.Linear(512, 256), nn.ReLU(), nn.Linear(256, 10))
+    return nn.Sequential(
+        nn.Linear(1024, 512), nn.ReLU(), nn.Linear(512, 256), nn.ReLU(), nn.Linear(256, 10)
+    )
 
 
 def _build_lenet5() -> nn.Module:
     # 28x28 single-channel images; padding keeps 28x28 through the first convolution
     return nn.Sequential(
-        nn.Conv2d(1, 6, kernel_size=5, padding=2), nn.ReLU(), nn.MaxPool2d(2),
-        nn.Conv2d(6, 16, kernel_size=5), nn.ReLU(), nn.MaxPool2d(2),
-        nn.Flatten(), nn.Linear(16 * 5 * 5, 120), nn.ReLU(), nn.Linear(120, 84), nn.ReLU(), nn.Linear(84, 10),
+        nn.Conv2d(1, 6, kernel_size=5, padding=2),
+        nn.ReLU(),
+        nn.MaxPool2d(2),
+        nn.Conv2d(6, 16, kernel_size=5),
+        nn.ReLU(),
+        nn.MaxPool2d(2),
+        nn.Flatten(),
+        nn.Linear(16 * 5 * 5, 120),
+        nn.ReLU(),
+        nn.Linear(120, 84),
+        nn.ReLU(),
+        nn.Linear(84, 10),
     )
 
 
@@ -89,8 +104,14 @@ BERT_ATTENTION = "eager"
 LLAMA_ATTENTION = "sdpa"
 # A small Llama-style decoder, 125M parameters: its AdamW step fits the GPU share of an 8 GB Mac.
 LLAMA_CONFIG: dict[str, Any] = dict(
-    vocab_size=32000, hidden_size=768, intermediate_size=2048, num_hidden_layers=12,
-    num_attention_heads=12, num_key_value_heads=4, max_position_embeddings=2048, tie_word_embeddings=False,
+    vocab_size=32000,
+    hidden_size=768,
+    intermediate_size=2048,
+    num_hidden_layers=12,
+    num_attention_heads=12,
+    num_key_value_heads=4,
+    max_position_embeddings=2048,
+    tie_word_embeddings=False,
 )
 LLAMA_SEQUENCE_LENGTH = 256  # a short chat turn
 # Its generation rows (mpsbench.measure.llm), torch-free for the site.
@@ -98,20 +119,29 @@ LLAMA_GENERATION = {"batch": 1, "prompt_tokens": 512, "new_tokens": 128}
 LLAMA_NAME = "llama_small"
 # Stable Diffusion 1.x's text encoder: CLIP ViT-L/14's text tower (openai/clip-vit-large-patch14).
 CLIP_TEXT_CONFIG: dict[str, Any] = dict(
-    vocab_size=49408, hidden_size=768, intermediate_size=3072, num_hidden_layers=12, num_attention_heads=12,
-    max_position_embeddings=77, hidden_act="quick_gelu",
+    vocab_size=49408,
+    hidden_size=768,
+    intermediate_size=3072,
+    num_hidden_layers=12,
+    num_attention_heads=12,
+    max_position_embeddings=77,
+    hidden_act="quick_gelu",
 )
 CLIP_SEQUENCE_LENGTH = 77  # SD pads every prompt to CLIP's 77 tokens
 
 
-def _transformers_build(model_class: str, config_class: str, config: dict[str, Any], attention: str) -> Callable[[], nn.Module]:
+def _transformers_build(
+    model_class: str, config_class: str, config: dict[str, Any], attention: str
+) -> Callable[[], nn.Module]:
     # ``config`` is read at each build, so a test can shrink the model in place
     def build() -> nn.Module:
         transformers = importlib.import_module("transformers")
         settings = getattr(transformers, config_class)(**config)
         settings._attn_implementation = attention
         try:
-            model: nn.Module = getattr(transformers, model_class)(settings, attn_implementation=attention)
+            model: nn.Module = getattr(transformers, model_class)(
+                settings, attn_implementation=attention
+            )
         except TypeError:  # older transformers: no argument, one attention path
             model = getattr(transformers, model_class)(settings)
         return model
@@ -127,7 +157,9 @@ def _output(output: Any, name: str) -> torch.Tensor:
 
 def _causal_lm_forward(model: nn.Module, inputs: dict[str, torch.Tensor]) -> torch.Tensor:
     """Next-token logits of every position but the last, as (batch, vocabulary, positions) for the loss."""
-    return _output(model(input_ids=inputs["input_ids"], use_cache=False), "logits")[:, :-1].transpose(1, 2)
+    return _output(model(input_ids=inputs["input_ids"], use_cache=False), "logits")[
+        :, :-1
+    ].transpose(1, 2)
 
 
 def _text_encoder_forward(model: nn.Module, inputs: dict[str, torch.Tensor]) -> torch.Tensor:
@@ -139,9 +171,14 @@ def _classes(batch_size: int, num_classes: int, gen: torch.Generator) -> torch.T
     return torch.randint(0, num_classes, (batch_size,), generator=gen)
 
 
-def _dense_batch(shape: tuple[int, ...], num_classes: int) -> Callable[[int, torch.Generator], Batch]:
+def _dense_batch(
+    shape: tuple[int, ...], num_classes: int
+) -> Callable[[int, torch.Generator], Batch]:
     def make(batch_size: int, gen: torch.Generator) -> Batch:
-        return Batch({"input": torch.randn(batch_size, *shape, generator=gen)}, _classes(batch_size, num_classes, gen))
+        return Batch(
+            {"input": torch.randn(batch_size, *shape, generator=gen)},
+            _classes(batch_size, num_classes, gen),
+        )
 
     return make
 
@@ -150,18 +187,26 @@ def _bert_batch(batch_size: int, gen: torch.Generator) -> Batch:
     vocab_size = 30522  # BertConfig's default vocabulary
     ids = torch.randint(0, vocab_size, (batch_size, BERT_SEQUENCE_LENGTH), generator=gen)
     mask = torch.ones(batch_size, BERT_SEQUENCE_LENGTH, dtype=torch.long)
-    return Batch({"input_ids": ids, "attention_mask": mask}, _classes(batch_size, BERT_NUM_LABELS, gen))
+    return Batch(
+        {"input_ids": ids, "attention_mask": mask}, _classes(batch_size, BERT_NUM_LABELS, gen)
+    )
 
 
 def _llama_batch(batch_size: int, gen: torch.Generator) -> Batch:
-    ids = torch.randint(0, LLAMA_CONFIG["vocab_size"], (batch_size, LLAMA_SEQUENCE_LENGTH), generator=gen)
+    ids = torch.randint(
+        0, LLAMA_CONFIG["vocab_size"], (batch_size, LLAMA_SEQUENCE_LENGTH), generator=gen
+    )
     return Batch({"input_ids": ids}, ids[:, 1:].clone())  # each position's next token
 
 
 def _clip_batch(batch_size: int, gen: torch.Generator) -> Batch:
-    ids = torch.randint(0, CLIP_TEXT_CONFIG["vocab_size"], (batch_size, CLIP_SEQUENCE_LENGTH), generator=gen)
+    ids = torch.randint(
+        0, CLIP_TEXT_CONFIG["vocab_size"], (batch_size, CLIP_SEQUENCE_LENGTH), generator=gen
+    )
     # Nothing trains a frozen encoder; the target gives the accuracy guard's loss a shape.
-    target = torch.randint(0, CLIP_TEXT_CONFIG["hidden_size"], (batch_size, CLIP_SEQUENCE_LENGTH), generator=gen)
+    target = torch.randint(
+        0, CLIP_TEXT_CONFIG["hidden_size"], (batch_size, CLIP_SEQUENCE_LENGTH), generator=gen
+    )
     return Batch({"input_ids": ids}, target)
 
 
@@ -173,25 +218,51 @@ _CNN_SIZES = (1, 8, 32, 64, 128)
 _BIG_SIZES = (1, 8, 32, 64)
 
 
-def _torchvision_spec(name: str, description: str, num_classes: int, seed_batch_size: int,
-                      batch_sizes: tuple[int, ...]) -> ModelSpec:
+def _torchvision_spec(
+    name: str,
+    description: str,
+    num_classes: int,
+    seed_batch_size: int,
+    batch_sizes: tuple[int, ...],
+) -> ModelSpec:
     def build() -> nn.Module:
-        module: nn.Module = getattr(importlib.import_module("torchvision.models"), name)(weights=None, num_classes=num_classes)
+        module: nn.Module = getattr(importlib.import_module("torchvision.models"), name)(
+            weights=None, num_classes=num_classes
+        )
         return module
 
-    return ModelSpec(name, description, build, _dense_batch((3, 224, 224), num_classes), num_classes, seed_batch_size,
-                     batch_sizes, large=True, requires=("torchvision",))
+    return ModelSpec(
+        name,
+        description,
+        build,
+        _dense_batch((3, 224, 224), num_classes),
+        num_classes,
+        seed_batch_size,
+        batch_sizes,
+        large=True,
+        requires=("torchvision",),
+    )
 
 
 def _bert(name: str, description: str, **frozen: Any) -> ModelSpec:
     return ModelSpec(
-        name, description,
-        _transformers_build("BertForSequenceClassification", "BertConfig", {"num_labels": BERT_NUM_LABELS}, BERT_ATTENTION),
-        _bert_batch, BERT_NUM_LABELS,
+        name,
+        description,
+        _transformers_build(
+            "BertForSequenceClassification",
+            "BertConfig",
+            {"num_labels": BERT_NUM_LABELS},
+            BERT_ATTENTION,
+        ),
+        _bert_batch,
+        BERT_NUM_LABELS,
         seed_batch_size=64,  # Apple's BERT chart and the fine-tuning seed
-        batch_sizes=_BIG_SIZES, large=True,
+        batch_sizes=_BIG_SIZES,
+        large=True,
         requires=("transformers.models.bert.modeling_bert",),  # transformers imports lazily
-        make_optimizer=_adamw, forward=lambda model, inputs: _output(model(**inputs), "logits"), **frozen,
+        make_optimizer=_adamw,
+        forward=lambda model, inputs: _output(model(**inputs), "logits"),
+        **frozen,
     )
 
 
@@ -199,31 +270,48 @@ REGISTRY: dict[str, ModelSpec] = {
     spec.name: spec
     for spec in (
         ModelSpec(
-            "mlp", "MLP 1024-512-256-10 (the seeds' forward/backward loop)", _build_mlp, _dense_batch((1024,), 10), 10,
+            "mlp",
+            "MLP 1024-512-256-10 (the seeds' forward/backward loop)",
+            _build_mlp,
+            _dense_batch((1024,), 10),
+            10,
             seed_batch_size=1024,  # the MLP seed's batch
-            batch_sizes=BATCH_SIZES, large=False,
+            batch_sizes=BATCH_SIZES,
+            large=False,
             steps_per_call=20,  # ~0.1 ms a step on a GPU
         ),
         ModelSpec(
-            "lenet5", "LeNet-5 on 28x28 single-channel images", _build_lenet5, _dense_batch((1, 28, 28), 10), 10,
+            "lenet5",
+            "LeNet-5 on 28x28 single-channel images",
+            _build_lenet5,
+            _dense_batch((1, 28, 28), 10),
+            10,
             seed_batch_size=128,  # a common MNIST batch; no seed fixes one
-            batch_sizes=BATCH_SIZES, large=False,
+            batch_sizes=BATCH_SIZES,
+            large=False,
             steps_per_call=20,  # sub-millisecond on a GPU
         ),
         _torchvision_spec(
-            "resnet50", "torchvision ResNet-50, 224x224, 1000 classes", 1000,
+            "resnet50",
+            "torchvision ResNet-50, 224x224, 1000 classes",
+            1000,
             seed_batch_size=128,  # Apple's M1 Ultra chart
             batch_sizes=_CNN_SIZES,
         ),
         _torchvision_spec(
             # 10 classes: the seed trained on CIFAR-10 upscaled to 224x224.
-            "vgg16", "torchvision VGG16, 224x224, 10 classes (CIFAR-10 upscaled)", 10,
+            "vgg16",
+            "torchvision VGG16, 224x224, 10 classes (CIFAR-10 upscaled)",
+            10,
             seed_batch_size=64,  # Apple's chart and the CIFAR-10 seed
             batch_sizes=_BIG_SIZES,
         ),
         _bert("bert_base", "BERT-base classifier (BertConfig, random weights), seq 128, 6 labels"),
-        _bert("bert_base_frozen", "BERT-base with a frozen encoder: only the classifier head trains",
-              trainable=lambda model: list(model.classifier.parameters())),
+        _bert(
+            "bert_base_frozen",
+            "BERT-base with a frozen encoder: only the classifier head trains",
+            trainable=lambda model: list(model.classifier.parameters()),
+        ),
     )
 }
 
@@ -233,37 +321,54 @@ NAMES: tuple[str, ...] = tuple(REGISTRY)
 # A frozen core changes training only: its inference is bert_base's.
 INFERENCE_NAMES: tuple[str, ...] = tuple(name for name in NAMES if REGISTRY[name].trainable is None)
 
-REGISTRY.update({
-    spec.name: spec
-    for spec in (
-        _torchvision_spec(
-            "vit_b_16", "torchvision ViT-B/16, 224x224, 1000 classes", 1000,
-            seed_batch_size=32,  # the largest power of two an 8 GB Mac trains with room
-            batch_sizes=_BIG_SIZES,
-        ),
-        ModelSpec(
-            LLAMA_NAME, "Llama-style decoder (LlamaConfig, 125M params, random weights), 256 tokens, causal LM loss",
-            _transformers_build("LlamaForCausalLM", "LlamaConfig", LLAMA_CONFIG, LLAMA_ATTENTION), _llama_batch,
-            num_classes=LLAMA_CONFIG["vocab_size"],
-            seed_batch_size=8,  # 2,048 tokens: a laptop fine-tuning micro-batch
-            batch_sizes=(1, 8, 32), large=True,
-            requires=("transformers.models.llama",),  # transformers 4.28+
-            make_optimizer=_adamw, forward=_causal_lm_forward,
-        ),
-        ModelSpec(
-            "clip_text", "Stable Diffusion 1.x text encoder (CLIPTextModel, ViT-L/14 text sizes), 77 tokens",
-            # "eager": "sdpa" is newer than SD's pipelines
-            _transformers_build("CLIPTextModel", "CLIPTextConfig", CLIP_TEXT_CONFIG, "eager"), _clip_batch,
-            num_classes=CLIP_TEXT_CONFIG["hidden_size"],
-            seed_batch_size=8,  # 4 images per prompt, with classifier-free guidance's empty prompt
-            batch_sizes=(1, 8, 32), large=True, requires=("transformers",), forward=_text_encoder_forward,
-            trains=False,  # SD's pipelines keep the text encoder frozen
-        ),
-    )
-})
+REGISTRY.update(
+    {
+        spec.name: spec
+        for spec in (
+            _torchvision_spec(
+                "vit_b_16",
+                "torchvision ViT-B/16, 224x224, 1000 classes",
+                1000,
+                seed_batch_size=32,  # the largest power of two an 8 GB Mac trains with room
+                batch_sizes=_BIG_SIZES,
+            ),
+            ModelSpec(
+                LLAMA_NAME,
+                "Llama-style decoder (LlamaConfig, 125M params, random weights), 256 tokens, causal LM loss",
+                _transformers_build(
+                    "LlamaForCausalLM", "LlamaConfig", LLAMA_CONFIG, LLAMA_ATTENTION
+                ),
+                _llama_batch,
+                num_classes=LLAMA_CONFIG["vocab_size"],
+                seed_batch_size=8,  # 2,048 tokens: a laptop fine-tuning micro-batch
+                batch_sizes=(1, 8, 32),
+                large=True,
+                requires=("transformers.models.llama",),  # transformers 4.28+
+                make_optimizer=_adamw,
+                forward=_causal_lm_forward,
+            ),
+            ModelSpec(
+                "clip_text",
+                "Stable Diffusion 1.x text encoder (CLIPTextModel, ViT-L/14 text sizes), 77 tokens",
+                # "eager": "sdpa" is newer than SD's pipelines
+                _transformers_build("CLIPTextModel", "CLIPTextConfig", CLIP_TEXT_CONFIG, "eager"),
+                _clip_batch,
+                num_classes=CLIP_TEXT_CONFIG["hidden_size"],
+                seed_batch_size=8,  # 4 images per prompt, with classifier-free guidance's empty prompt
+                batch_sizes=(1, 8, 32),
+                large=True,
+                requires=("transformers",),
+                forward=_text_encoder_forward,
+                trains=False,  # SD's pipelines keep the text encoder frozen
+            ),
+        )
+    }
+)
 # Newer models: classes of their own, so the seeds' keep their params.
 MODERN_NAMES: tuple[str, ...] = tuple(name for name in REGISTRY if name not in NAMES)
-MODERN_TRAINING_NAMES: tuple[str, ...] = tuple(name for name in MODERN_NAMES if REGISTRY[name].trains)
+MODERN_TRAINING_NAMES: tuple[str, ...] = tuple(
+    name for name in MODERN_NAMES if REGISTRY[name].trains
+)
 MODERN_INFERENCE_NAMES: tuple[str, ...] = MODERN_NAMES
 
 
@@ -271,13 +376,17 @@ def get(name: str) -> ModelSpec:
     try:
         return REGISTRY[name]
     except KeyError:
-        raise errors.UserError(f"unknown model {name!r}; choose one of: {', '.join(REGISTRY)}") from None
+        raise errors.UserError(
+            f"unknown model {name!r}; choose one of: {', '.join(REGISTRY)}"
+        ) from None
 
 
 def check_batch_size(spec: ModelSpec, batch_size: int) -> None:
     if batch_size not in spec.batch_sizes:
         sizes = ", ".join(str(size) for size in spec.batch_sizes)
-        raise errors.UserError(f"batch size {batch_size} is not run for {spec.name}; choose one of: {sizes}")
+        raise errors.UserError(
+            f"batch size {batch_size} is not run for {spec.name}; choose one of: {sizes}"
+        )
 
 
 def make_batch(spec: ModelSpec, batch_size: int) -> Batch:
@@ -289,7 +398,10 @@ def make_batch(spec: ModelSpec, batch_size: int) -> Batch:
 # these there saves each fork the import (seconds for transformers). No GPU is touched here: it
 # must not be initialized before a fork.
 PRELOADED = (
-    "torch", "torchvision.models", "transformers.models.bert.modeling_bert", "transformers.models.llama.modeling_llama",
+    "torch",
+    "torchvision.models",
+    "transformers.models.bert.modeling_bert",
+    "transformers.models.llama.modeling_llama",
     "transformers.models.clip.modeling_clip",
 )
 # asv_runner.server is imported in every mode: only the mode tells the forkserver from a spawned

@@ -66,9 +66,14 @@ class OpSpec:
         return self.work(self.dims(size), itemsize)
 
 
-def _dims(names: str, small: tuple[int, ...], medium: tuple[int, ...], large: tuple[int, ...]) -> dict[str, Dims]:
+def _dims(
+    names: str, small: tuple[int, ...], medium: tuple[int, ...], large: tuple[int, ...]
+) -> dict[str, Dims]:
     """The dims named in ``names`` (space-separated) at each size, in that order."""
-    return {size: dict(zip(names.split(), values, strict=True)) for size, values in zip(SIZES, (small, medium, large))}
+    return {
+        size: dict(zip(names.split(), values, strict=True))
+        for size, values in zip(SIZES, (small, medium, large))
+    }
 
 
 # The elementwise ops, reductions, softmax and gelu: 64 KiB, 4 MiB and 256 MiB per float32 operand.
@@ -86,168 +91,318 @@ def _image(d: Dims) -> tuple[int, ...]:
 
 
 def _two_square(transposed: bool, trained: bool) -> Callable[[Dims], dict[str, Operand]]:
-    return lambda d: {"a": Operand(_square(d), trained=trained, transposed=transposed),
-                      "b": Operand(_square(d), trained=trained)}
+    return lambda d: {
+        "a": Operand(_square(d), trained=trained, transposed=transposed),
+        "b": Operand(_square(d), trained=trained),
+    }
 
 
-def _elementwise(name: str, what: str, forward: Callable[[Mapping[str, torch.Tensor]], torch.Tensor],
-                 transposed: bool, has_backward: bool) -> OpSpec:
-    layout = "a transposed (non-contiguous) n x n view and a contiguous one" if transposed else "two contiguous n x n"
+def _elementwise(
+    name: str,
+    what: str,
+    forward: Callable[[Mapping[str, torch.Tensor]], torch.Tensor],
+    transposed: bool,
+    has_backward: bool,
+) -> OpSpec:
+    layout = (
+        "a transposed (non-contiguous) n x n view and a contiguous one"
+        if transposed
+        else "two contiguous n x n"
+    )
     return OpSpec(
-        name, f"elementwise {what} of {layout} tensors", _SQUARE, _two_square(transposed, trained=has_backward),
-        forward, _square, GBPS, lambda d, s: 3 * d["n"] ** 2 * s,
-        "3*n^2*s (read a and b, write the result)", has_backward=has_backward,
+        name,
+        f"elementwise {what} of {layout} tensors",
+        _SQUARE,
+        _two_square(transposed, trained=has_backward),
+        forward,
+        _square,
+        GBPS,
+        lambda d, s: 3 * d["n"] ** 2 * s,
+        "3*n^2*s (read a and b, write the result)",
+        has_backward=has_backward,
     )
 
 
-def _same_shape(name: str, description: str, forward: Callable[[Mapping[str, torch.Tensor]], torch.Tensor]) -> OpSpec:
+def _same_shape(
+    name: str, description: str, forward: Callable[[Mapping[str, torch.Tensor]], torch.Tensor]
+) -> OpSpec:
     return OpSpec(
-        name, description, _SQUARE, lambda d: {"x": Operand(_square(d), trained=True)}, forward,
-        _square, GBPS, lambda d, s: 2 * d["n"] ** 2 * s, "2*n^2*s (read x, write y)",
+        name,
+        description,
+        _SQUARE,
+        lambda d: {"x": Operand(_square(d), trained=True)},
+        forward,
+        _square,
+        GBPS,
+        lambda d, s: 2 * d["n"] ** 2 * s,
+        "2*n^2*s (read x, write y)",
     )
 
 
 def _reduction(name: str, call: Callable[[torch.Tensor], torch.Tensor]) -> OpSpec:
     return OpSpec(
-        name, f"{name} over the last dim of an n x n tensor", _SQUARE, lambda d: {"x": Operand(_square(d))},
-        lambda x: call(x["x"]), lambda d: (d["n"],), GBPS, lambda d, s: (d["n"] ** 2 + d["n"]) * s,
+        name,
+        f"{name} over the last dim of an n x n tensor",
+        _SQUARE,
+        lambda d: {"x": Operand(_square(d))},
+        lambda x: call(x["x"]),
+        lambda d: (d["n"],),
+        GBPS,
+        lambda d, s: (d["n"] ** 2 + d["n"]) * s,
         "(n^2 + n)*s (read x, write one value per row)",
         has_backward=False,  # the backward is a broadcast: no kernel of its own
     )
 
 
-def _lookup(name: str, description: str, shapes: dict[str, Dims], *, source: str, index: str, axis: int,
-            forward: Callable[[Mapping[str, torch.Tensor]], torch.Tensor], work: Callable[[Dims, int], int],
-            formula: str) -> OpSpec:
+def _lookup(
+    name: str,
+    description: str,
+    shapes: dict[str, Dims],
+    *,
+    source: str,
+    index: str,
+    axis: int,
+    forward: Callable[[Mapping[str, torch.Tensor]], torch.Tensor],
+    work: Callable[[Dims, int], int],
+    formula: str,
+) -> OpSpec:
     """An op reading a trained ``source`` at random int64 positions along ``axis``.
 
     The output has the index's dims, then the source's past ``axis`` (index_select's order).
     """
     source_dims, index_dims = source.split(), index.split()
     return OpSpec(
-        name, description, shapes,
-        lambda d: {"source": Operand(tuple(d[k] for k in source_dims), trained=True),
-                   "index": Operand(tuple(d[k] for k in index_dims), fill="index", high=d[source_dims[axis]])},
+        name,
+        description,
+        shapes,
+        lambda d: {
+            "source": Operand(tuple(d[k] for k in source_dims), trained=True),
+            "index": Operand(
+                tuple(d[k] for k in index_dims), fill="index", high=d[source_dims[axis]]
+            ),
+        },
         forward,
-        lambda d: tuple(d[k] for k in index_dims + source_dims[axis + 1:]), GBPS, work, formula,
+        lambda d: tuple(d[k] for k in index_dims + source_dims[axis + 1 :]),
+        GBPS,
+        work,
+        formula,
     )
 
 
 def _copy(name: str, description: str, source_on_host: bool) -> OpSpec:
     return OpSpec(
         # 256 KiB, 16 MiB, 256 MiB in float32
-        name, description, _dims("n", (65536,), (4194304,), (67108864,)),
-        lambda d: {"source": Operand((d["n"],), on_host=source_on_host),
-                   "destination": Operand((d["n"],), on_host=not source_on_host)},
+        name,
+        description,
+        _dims("n", (65536,), (4194304,), (67108864,)),
+        lambda d: {
+            "source": Operand((d["n"],), on_host=source_on_host),
+            "destination": Operand((d["n"],), on_host=not source_on_host),
+        },
         # into a preallocated buffer: the transfer alone
         lambda x: x["destination"].copy_(x["source"]),
-        lambda d: (d["n"],), GBPS, lambda d, s: d["n"] * s,
-        "n*s (the bytes that cross between host and device memory)", has_backward=False,
+        lambda d: (d["n"],),
+        GBPS,
+        lambda d, s: d["n"] * s,
+        "n*s (the bytes that cross between host and device memory)",
+        has_backward=False,
     )
 
 
 _SPECS: tuple[OpSpec, ...] = (
     OpSpec(
-        "matmul", "square matrix product a @ b", _dims("n", (64,), (256,), (4096,)),
-        _two_square(transposed=False, trained=True), lambda x: torch.matmul(x["a"], x["b"]),
-        _square, GFLOPS, lambda d, s: 2 * d["n"] ** 3, "2*n^3 (n^3 multiply-adds)",
+        "matmul",
+        "square matrix product a @ b",
+        _dims("n", (64,), (256,), (4096,)),
+        _two_square(transposed=False, trained=True),
+        lambda x: torch.matmul(x["a"], x["b"]),
+        _square,
+        GFLOPS,
+        lambda d, s: 2 * d["n"] ** 3,
+        "2*n^3 (n^3 multiply-adds)",
     ),
     OpSpec(
-        "linear", "F.linear (nn.Linear): t tokens of i features to o features, with bias",
+        "linear",
+        "F.linear (nn.Linear): t tokens of i features to o features, with bias",
         # large: BERT-large's FFN, 32 x 512 tokens
         _dims("t i o", (32, 128, 128), (512, 256, 256), (16384, 1024, 4096)),
-        lambda d: {"x": Operand((d["t"], d["i"]), trained=True), "weight": Operand((d["o"], d["i"]), trained=True),
-                   "bias": Operand((d["o"],), trained=True)},
+        lambda d: {
+            "x": Operand((d["t"], d["i"]), trained=True),
+            "weight": Operand((d["o"], d["i"]), trained=True),
+            "bias": Operand((d["o"],), trained=True),
+        },
         lambda x: F.linear(x["x"], x["weight"], x["bias"]),
-        lambda d: (d["t"], d["o"]), GFLOPS, lambda d, s: d["t"] * d["o"] * (2 * d["i"] + 1),
+        lambda d: (d["t"], d["o"]),
+        GFLOPS,
+        lambda d, s: d["t"] * d["o"] * (2 * d["i"] + 1),
         "t*o*(2*i + 1) (i multiply-adds and a bias add per output)",
     ),
     OpSpec(
-        "conv2d", "F.conv2d, 3x3 kernel, stride 1, padding 1, with bias",
+        "conv2d",
+        "F.conv2d, 3x3 kernel, stride 1, padding 1, with bias",
         # large: ResNet's first stage at batch 64
         _dims("n c h w o", (1, 16, 16, 16, 16), (8, 32, 16, 16, 32), (64, 64, 56, 56, 64)),
-        lambda d: {"x": Operand(_image(d), trained=True), "weight": Operand((d["o"], d["c"], 3, 3), trained=True),
-                   "bias": Operand((d["o"],), trained=True)},
+        lambda d: {
+            "x": Operand(_image(d), trained=True),
+            "weight": Operand((d["o"], d["c"], 3, 3), trained=True),
+            "bias": Operand((d["o"],), trained=True),
+        },
         lambda x: F.conv2d(x["x"], x["weight"], x["bias"], padding=1),
-        lambda d: (d["n"], d["o"], d["h"], d["w"]), GFLOPS,
+        lambda d: (d["n"], d["o"], d["h"], d["w"]),
+        GFLOPS,
         lambda d, s: d["n"] * d["o"] * d["h"] * d["w"] * (2 * d["c"] * 9 + 1),
         "n*o*h*w*(2*c*9 + 1) (c*3*3 multiply-adds and a bias add per output)",
     ),
     OpSpec(
-        "scaled_dot_product_attention", "F.scaled_dot_product_attention, no mask, q/k/v of shape (n, h, l, d)",
+        "scaled_dot_product_attention",
+        "F.scaled_dot_product_attention, no mask, q/k/v of shape (n, h, l, d)",
         _dims("n h l d", (1, 4, 64, 32), (2, 8, 128, 64), (8, 16, 2048, 64)),
-        lambda d: {name: Operand((d["n"], d["h"], d["l"], d["d"]), trained=True) for name in ("q", "k", "v")},
+        lambda d: {
+            name: Operand((d["n"], d["h"], d["l"], d["d"]), trained=True)
+            for name in ("q", "k", "v")
+        },
         lambda x: F.scaled_dot_product_attention(x["q"], x["k"], x["v"]),
-        lambda d: (d["n"], d["h"], d["l"], d["d"]), GFLOPS, lambda d, s: 4 * d["n"] * d["h"] * d["l"] ** 2 * d["d"],
+        lambda d: (d["n"], d["h"], d["l"], d["d"]),
+        GFLOPS,
+        lambda d, s: 4 * d["n"] * d["h"] * d["l"] ** 2 * d["d"],
         "4*n*h*l^2*d (q @ k^T and scores @ v; the softmax is left out, as FlashAttention counts)",
         needs_functional="scaled_dot_product_attention",  # torch 2.0+
     ),
     OpSpec(
-        "max_pool2d", "F.max_pool2d, 2x2 window, stride 2", _IMAGES, lambda d: {"x": Operand(_image(d), trained=True)},
-        lambda x: F.max_pool2d(x["x"], 2), lambda d: (d["n"], d["c"], d["h"] // 2, d["w"] // 2), GBPS,
-        lambda d, s: (d["n"] * d["c"] * d["h"] * d["w"] + d["n"] * d["c"] * (d["h"] // 2) * (d["w"] // 2)) * s,
+        "max_pool2d",
+        "F.max_pool2d, 2x2 window, stride 2",
+        _IMAGES,
+        lambda d: {"x": Operand(_image(d), trained=True)},
+        lambda x: F.max_pool2d(x["x"], 2),
+        lambda d: (d["n"], d["c"], d["h"] // 2, d["w"] // 2),
+        GBPS,
+        lambda d, s: (
+            (d["n"] * d["c"] * d["h"] * d["w"] + d["n"] * d["c"] * (d["h"] // 2) * (d["w"] // 2))
+            * s
+        ),
         "(n*c*h*w + n*c*(h/2)*(w/2))*s (read x, write the pooled result)",
     ),
     OpSpec(
-        "batch_norm", "F.batch_norm in training mode (batch statistics, running stats updated), with affine", _IMAGES,
-        lambda d: {"x": Operand(_image(d), trained=True), "weight": Operand((d["c"],), trained=True),
-                   "bias": Operand((d["c"],), trained=True), "running_mean": Operand((d["c"],), fill="ones"),
-                   "running_var": Operand((d["c"],), fill="ones")},
-        lambda x: F.batch_norm(x["x"], x["running_mean"], x["running_var"], x["weight"], x["bias"], training=True),
-        _image, GBPS, lambda d, s: (2 * d["n"] * d["c"] * d["h"] * d["w"] + 6 * d["c"]) * s,
+        "batch_norm",
+        "F.batch_norm in training mode (batch statistics, running stats updated), with affine",
+        _IMAGES,
+        lambda d: {
+            "x": Operand(_image(d), trained=True),
+            "weight": Operand((d["c"],), trained=True),
+            "bias": Operand((d["c"],), trained=True),
+            "running_mean": Operand((d["c"],), fill="ones"),
+            "running_var": Operand((d["c"],), fill="ones"),
+        },
+        lambda x: F.batch_norm(
+            x["x"], x["running_mean"], x["running_var"], x["weight"], x["bias"], training=True
+        ),
+        _image,
+        GBPS,
+        lambda d, s: (2 * d["n"] * d["c"] * d["h"] * d["w"] + 6 * d["c"]) * s,
         "(2*n*c*h*w + 6*c)*s (read x, write y; read weight and bias; read and write both running stats)",
     ),
     OpSpec(
-        "layer_norm", "F.layer_norm over the last dim of t tokens of width d, with affine",
+        "layer_norm",
+        "F.layer_norm over the last dim of t tokens of width d, with affine",
         _dims("t d", (64, 256), (4096, 256), (16384, 4096)),
-        lambda d: {"x": Operand((d["t"], d["d"]), trained=True), "weight": Operand((d["d"],), trained=True),
-                   "bias": Operand((d["d"],), trained=True)},
+        lambda d: {
+            "x": Operand((d["t"], d["d"]), trained=True),
+            "weight": Operand((d["d"],), trained=True),
+            "bias": Operand((d["d"],), trained=True),
+        },
         lambda x: F.layer_norm(x["x"], (x["x"].shape[-1],), x["weight"], x["bias"]),
-        lambda d: (d["t"], d["d"]), GBPS, lambda d, s: (2 * d["t"] * d["d"] + 2 * d["d"]) * s,
+        lambda d: (d["t"], d["d"]),
+        GBPS,
+        lambda d, s: (2 * d["t"] * d["d"] + 2 * d["d"]) * s,
         "(2*t*d + 2*d)*s (read x, write y, read weight and bias)",
     ),
-    _same_shape("softmax", "softmax over the last dim of an n x n tensor", lambda x: torch.softmax(x["x"], dim=-1)),
+    _same_shape(
+        "softmax",
+        "softmax over the last dim of an n x n tensor",
+        lambda x: torch.softmax(x["x"], dim=-1),
+    ),
     _same_shape("gelu", "F.gelu (exact, erf form) of an n x n tensor", lambda x: F.gelu(x["x"])),
-    _elementwise("add", "a + b", lambda x: torch.add(x["a"], x["b"]), transposed=False, has_backward=False),
-    _elementwise("add_transposed", "a + b", lambda x: torch.add(x["a"], x["b"]), transposed=True, has_backward=False),
-    _elementwise("mul", "a * b", lambda x: torch.mul(x["a"], x["b"]), transposed=False, has_backward=True),
-    _elementwise("mul_transposed", "a * b", lambda x: torch.mul(x["a"], x["b"]), transposed=True, has_backward=True),
+    _elementwise(
+        "add", "a + b", lambda x: torch.add(x["a"], x["b"]), transposed=False, has_backward=False
+    ),
+    _elementwise(
+        "add_transposed",
+        "a + b",
+        lambda x: torch.add(x["a"], x["b"]),
+        transposed=True,
+        has_backward=False,
+    ),
+    _elementwise(
+        "mul", "a * b", lambda x: torch.mul(x["a"], x["b"]), transposed=False, has_backward=True
+    ),
+    _elementwise(
+        "mul_transposed",
+        "a * b",
+        lambda x: torch.mul(x["a"], x["b"]),
+        transposed=True,
+        has_backward=True,
+    ),
     _reduction("sum", lambda x: torch.sum(x, dim=-1)),
     _reduction("mean", lambda x: torch.mean(x, dim=-1)),
     _lookup(
-        "index_select", "index_select of k rows (random, repeats allowed) from a v x d table",
+        "index_select",
+        "index_select of k rows (random, repeats allowed) from a v x d table",
         _dims("v d k", (1024, 64, 256), (32768, 256, 4096), (65536, 1024, 65536)),
-        source="v d", index="k", axis=0, forward=lambda x: torch.index_select(x["source"], 0, x["index"]),
+        source="v d",
+        index="k",
+        axis=0,
+        forward=lambda x: torch.index_select(x["source"], 0, x["index"]),
         work=lambda d, s: 2 * d["k"] * d["d"] * s + INDEX_BYTES * d["k"],
         formula="2*k*d*s + 8*k (read the selected rows, write them, read the int64 indices)",
     ),
     _lookup(
-        "gather", "torch.gather along dim 1: k random columns per row of an r x c tensor",
+        "gather",
+        "torch.gather along dim 1: k random columns per row of an r x c tensor",
         _dims("r c k", (256, 256, 64), (2048, 2048, 512), (16384, 8192, 4096)),
-        source="r c", index="r k", axis=1, forward=lambda x: torch.gather(x["source"], 1, x["index"]),
+        source="r c",
+        index="r k",
+        axis=1,
+        forward=lambda x: torch.gather(x["source"], 1, x["index"]),
         work=lambda d, s: d["r"] * d["k"] * (2 * s + INDEX_BYTES),
         formula="r*k*(2*s + 8) (per output: read an int64 index and a source element, write it)",
     ),
     _lookup(
-        "embedding", "F.embedding: look up n x l token ids in a v x d table",
+        "embedding",
+        "F.embedding: look up n x l token ids in a v x d table",
         # medium: BERT's vocabulary; large: GPT-2's vocabulary
         _dims("v d n l", (1000, 64, 4, 64), (30522, 256, 16, 256), (50257, 1024, 64, 1024)),
-        source="v d", index="n l", axis=0, forward=lambda x: F.embedding(x["index"], x["source"]),
+        source="v d",
+        index="n l",
+        axis=0,
+        forward=lambda x: F.embedding(x["index"], x["source"]),
         work=lambda d, s: 2 * d["n"] * d["l"] * d["d"] * s + INDEX_BYTES * d["n"] * d["l"],
         formula="2*n*l*d*s + 8*n*l (read the looked-up rows, write them, read the int64 ids)",
     ),
     OpSpec(
-        "cross_entropy", "F.cross_entropy of n rows of c logits against int64 class targets (mean)",
+        "cross_entropy",
+        "F.cross_entropy of n rows of c logits against int64 class targets (mean)",
         # medium: ImageNet's classes; large: an LM's vocabulary
         _dims("n c", (64, 1000), (1024, 1000), (4096, 32000)),
-        lambda d: {"logits": Operand((d["n"], d["c"]), trained=True),
-                   "target": Operand((d["n"],), fill="index", high=d["c"])},
+        lambda d: {
+            "logits": Operand((d["n"], d["c"]), trained=True),
+            "target": Operand((d["n"],), fill="index", high=d["c"]),
+        },
         lambda x: F.cross_entropy(x["logits"], x["target"]),
-        lambda d: (), GBPS, lambda d, s: d["n"] * d["c"] * s + INDEX_BYTES * d["n"] + s,
+        lambda d: (),
+        GBPS,
+        lambda d, s: d["n"] * d["c"] * s + INDEX_BYTES * d["n"] + s,
         "n*c*s + 8*n + s (read the logits and int64 targets, write the scalar loss)",
     ),
-    _copy("copy_h2d", "copy from pageable host memory into a preallocated device buffer", source_on_host=True),
-    _copy("copy_d2h", "copy from device memory into a preallocated pageable host buffer", source_on_host=False),
+    _copy(
+        "copy_h2d",
+        "copy from pageable host memory into a preallocated device buffer",
+        source_on_host=True,
+    ),
+    _copy(
+        "copy_d2h",
+        "copy from device memory into a preallocated pageable host buffer",
+        source_on_host=False,
+    ),
 )
 
 REGISTRY: dict[str, OpSpec] = {spec.name: spec for spec in _SPECS}
@@ -264,7 +419,9 @@ def get(name: str) -> OpSpec:
         raise OpError(f"unknown op {name!r}; choose one of: {', '.join(NAMES)}") from None
 
 
-def make_inputs(spec: OpSpec, size: str, device: str, dtype: str, training: bool) -> dict[str, torch.Tensor]:
+def make_inputs(
+    spec: OpSpec, size: str, device: str, dtype: str, training: bool
+) -> dict[str, torch.Tensor]:
     """Seeded, drawn in float32 and cast: every dtype sees the same values.
     With ``training`` the trained operands require gradients."""
     devices.get(device).seed(models.SEED)
@@ -304,9 +461,17 @@ class OpCase:
 
     def __init__(self, spec: OpSpec, device: str, dtype: str, size: str, training: bool) -> None:
         if training and not spec.has_backward:
-            raise OpError(f"{spec.name} is not trained through; choose one of: {', '.join(BACKWARD_NAMES)}")
+            raise OpError(
+                f"{spec.name} is not trained through; choose one of: {', '.join(BACKWARD_NAMES)}"
+            )
         _bind_torch()
-        self.spec, self.device, self.dtype, self.size, self.training = spec, devices.get(device), dtype, size, training
+        self.spec, self.device, self.dtype, self.size, self.training = (
+            spec,
+            devices.get(device),
+            dtype,
+            size,
+            training,
+        )
         self.inputs = make_inputs(spec, size, device, dtype, training)
         self.trained = [tensor for tensor in self.inputs.values() if tensor.requires_grad]
         self.grad_output: torch.Tensor | None = None
@@ -349,12 +514,17 @@ class OpCase:
         if output.device.type != expected_device:
             problems.append(f"device {output.device.type}, expected {expected_device}")
         if problems:
-            raise OpError(f"{self.spec.name} on {self.device} ({self.dtype}, {self.size}) gave " + "; ".join(problems))
+            raise OpError(
+                f"{self.spec.name} on {self.device} ({self.dtype}, {self.size}) gave "
+                + "; ".join(problems)
+            )
 
 
 def median_seconds_per_call(case: OpCase, min_samples: int = 3, min_seconds: float = 0.2) -> float:
     """Median seconds per call of a warmed-up case (as the asv ``time_`` body runs it)."""
-    return timing.median_seconds(case.run, case.device, case.calls_per_sample, min_samples, min_seconds)[0]
+    return timing.median_seconds(
+        case.run, case.device, case.calls_per_sample, min_samples, min_seconds
+    )[0]
 
 
 def throughput(case: OpCase) -> float:
@@ -368,6 +538,7 @@ forget = _slot.clear
 
 def cached(device: str, op: str, dtype: str, size: str, training: bool) -> OpCase:
     """The warmed-up case (one per process); a warm-up that fell back to the cpu fails."""
+
     def build() -> OpCase:
         case = OpCase(get(op), device, dtype, size, training)
         with fallback.Recorder() as recorder:
@@ -385,7 +556,9 @@ def prepare(device: str, op: str, dtype: str, size: str, training: bool) -> OpCa
     skips.require_device(device)
     skips.require_dtype(device, dtype)
     if spec.needs_functional is not None and not hasattr(F, spec.needs_functional):
-        raise skips.SkipNotImplemented(f"torch {torch.__version__} has no torch.nn.functional.{spec.needs_functional}")
+        raise skips.SkipNotImplemented(
+            f"torch {torch.__version__} has no torch.nn.functional.{spec.needs_functional}"
+        )
     try:
         return cached(device, op, dtype, size, training)
     except Exception as exc:
@@ -398,7 +571,8 @@ def prepare(device: str, op: str, dtype: str, size: str, training: bool) -> OpCa
         # float32 must run everywhere; reduced-precision support varies with device, OS and torch
         if dtype != precision.DEFAULT and skips.torch_lacks(exc):
             raise skips.SkipNotImplemented(
-                f"{op} in {dtype} on {device}: torch does not support it here: {errors.first_line(exc)}") from exc
+                f"{op} in {dtype} on {device}: torch does not support it here: {errors.first_line(exc)}"
+            ) from exc
         if isinstance(exc, NotImplementedError):  # torch lacks a kernel: a failure, not an n/a
             raise RuntimeError(f"{op} on {device} in {dtype}: torch lacks an op: {exc}") from exc
         raise

@@ -30,7 +30,9 @@ class _Module:
         self._name = name
 
     def __getattr__(self, attribute: str) -> Any:
-        return getattr(sys.modules.get(self._name) or importlib.import_module(self._name), attribute)
+        return getattr(
+            sys.modules.get(self._name) or importlib.import_module(self._name), attribute
+        )
 
     def __repr__(self) -> str:
         return f"<{self._name}, imported at its first use>"

@@ -15,7 +15,11 @@ from typing import Any
 from mpsbench.measure import host
 from mpsbench.measure.optional_torch import torch
 
-NAMES: tuple[str, ...] = ("float32", "float16", "bfloat16")  # each the name of its torch dtype (dtype_of)
+NAMES: tuple[str, ...] = (
+    "float32",
+    "float16",
+    "bfloat16",
+)  # each the name of its torch dtype (dtype_of)
 DEFAULT = "float32"
 
 
@@ -56,7 +60,9 @@ def grad_scaler(device: str, kind: str, name: str) -> Any | None:
         return None
     if (amp_scaler := getattr(getattr(torch, "amp", None), "GradScaler", None)) is not None:
         return amp_scaler(device)
-    return torch.cuda.amp.GradScaler()  # torch < 2.3: only cuda had a scaler (the table skips the rest)
+    return (
+        torch.cuda.amp.GradScaler()
+    )  # torch < 2.3: only cuda had a scaler (the table skips the rest)
 
 
 def torch_version() -> tuple[int, int]:
@@ -68,12 +74,14 @@ def torch_version() -> tuple[int, int]:
 # (device, kind, dtype) -> the torch version the recipe needs, and why.
 _MIN_TORCH: dict[tuple[str, str, str], tuple[tuple[int, int], str]] = {
     ("mps", "training", "float16"): (
-        (2, 8), "mps float16 training (autocast from 2.5, GradScaler kernels from 2.8) needs torch 2.8",
+        (2, 8),
+        "mps float16 training (autocast from 2.5, GradScaler kernels from 2.8) needs torch 2.8",
     ),
     ("mps", "training", "bfloat16"): ((2, 6), "mps autocast in bfloat16 needs torch 2.6"),
     ("mps", "inference", "bfloat16"): ((2, 3), "bfloat16 tensors on mps need torch 2.3"),
     ("cpu", "training", "float16"): (
-        (2, 4), "cpu float16 training (float16 autocast and GradScaler on cpu) needs torch 2.4",
+        (2, 4),
+        "cpu float16 training (float16 autocast and GradScaler on cpu) needs torch 2.4",
     ),
     ("cpu", "inference", "float16"): ((2, 1), "float16 matrix products on the cpu need torch 2.1"),
 }

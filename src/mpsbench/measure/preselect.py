@@ -37,10 +37,16 @@ def discover(benchmark_dir: Path) -> list[Any]:
 
     root = benchmark_dir.resolve()
     if not (root / "__init__.py").is_file():
-        raise PreselectError(f"{benchmark_dir} is not a benchmark package (no __init__.py); pass the suite's benchmark"
-                             " folder, the one holding its __init__.py (benchmarks in this checkout)")
+        raise PreselectError(
+            f"{benchmark_dir} is not a benchmark package (no __init__.py); pass the suite's benchmark"
+            " folder, the one holding its __init__.py (benchmarks in this checkout)"
+        )
     package = root.name
-    saved = {name: module for name, module in sys.modules.items() if name == package or name.startswith(package + ".")}
+    saved = {
+        name: module
+        for name, module in sys.modules.items()
+        if name == package or name.startswith(package + ".")
+    }
     for name in saved:
         del sys.modules[name]
     sys.path.insert(0, str(root.parent))
@@ -48,7 +54,9 @@ def discover(benchmark_dir: Path) -> list[Any]:
         return list(disc_benchmarks(str(root)))
     finally:
         sys.path.remove(str(root.parent))
-        for name in [name for name in sys.modules if name == package or name.startswith(package + ".")]:
+        for name in [
+            name for name in sys.modules if name == package or name.startswith(package + ".")
+        ]:
             del sys.modules[name]
         sys.modules.update(saved)
 
@@ -73,7 +81,10 @@ def _device(benchmark: Any, shown: tuple[str, ...]) -> str | None:
 
 def devices_of(benchmarks: Sequence[Any]) -> dict[str, str | None]:
     """Every combination's device parameter, by name, unselected."""
-    return {asv.combination(benchmark.name, shown): _device(benchmark, shown) for benchmark, shown in _each(benchmarks)}
+    return {
+        asv.combination(benchmark.name, shown): _device(benchmark, shown)
+        for benchmark, shown in _each(benchmarks)
+    }
 
 
 def combinations(benchmarks: Sequence[Any]) -> list[Combination]:
@@ -96,6 +107,8 @@ def selected(found: Sequence[Combination], bench: Sequence[str] = ()) -> list[st
     runs = [combination.name for combination in found if combination.reason is None]
     runs = asv.matching(runs, bench) if bench else runs
     if not runs:  # asv would stop with "No benchmarks selected"; say why first
-        raise PreselectError("no benchmark combination runs on this machine with this MPSBENCH_DEVICES"
-                             + (f" and -b {' -b '.join(bench)}" if bench else ""))
+        raise PreselectError(
+            "no benchmark combination runs on this machine with this MPSBENCH_DEVICES"
+            + (f" and -b {' -b '.join(bench)}" if bench else "")
+        )
     return runs

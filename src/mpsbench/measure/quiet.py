@@ -174,9 +174,7 @@ class Gate:
         self.reader = (
             reader if reader is not None else read
         )  # looked up now, so a stand-in set after import counts
-        self.last: tuple[float, State] | None = (
-            None  # (when, reading) after the last combination
-        )
+        self.last: tuple[float, State] | None = None  # (when, reading) after the last combination
         self.ran_out = False  # the last wait ended busy and none was quiet since
 
     def before(self, name: str) -> dict[str, Any]:
@@ -265,9 +263,7 @@ def main(argv: list[str]) -> None:
     )  # accepted busy: states still kept
 
 
-if (
-    __name__ == "__main__"
-):  # the imported module, not this __main__ copy: one Gate and one reader
+if __name__ == "__main__":  # the imported module, not this __main__ copy: one Gate and one reader
     from mpsbench.measure import quiet
 
     quiet.main(sys.argv[1:])

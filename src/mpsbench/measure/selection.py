@@ -53,7 +53,9 @@ def _decide(device: str, default: bool, outside: str, never: str | None = None) 
     excluded = device_reason(device)
     if excluded is not None:
         return excluded
-    return None if default or full_sweep() else f"{outside}; set {FULL_SWEEP_ENV}=1 for the full sweep"
+    return (
+        None if default or full_sweep() else f"{outside}; set {FULL_SWEEP_ENV}=1 for the full sweep"
+    )
 
 
 def _outside(model: str, device: str, what: str = "", batch_size: int | None = None) -> str:
@@ -86,13 +88,20 @@ def steps(device: str, model: str, batch_size: int) -> str | None:
         default = batch_size in CPU_LARGE_BATCH_SIZES
     else:
         default = batch_size in CPU_BATCH_SIZES or batch_size == spec.seed_batch_size
-    return _decide(device, default, _outside(model, device, batch_size=batch_size), _not_at(model, batch_size))
+    return _decide(
+        device, default, _outside(model, device, batch_size=batch_size), _not_at(model, batch_size)
+    )
 
 
 def modern(device: str, model: str, batch_size: int) -> str | None:
     """The cpu at batch 1; GPUs in the full sweep."""
     default = device == "cpu" and batch_size == 1
-    return _decide(device, default, _outside(model, device, "modern models'", batch_size), _not_at(model, batch_size))
+    return _decide(
+        device,
+        default,
+        _outside(model, device, "modern models'", batch_size),
+        _not_at(model, batch_size),
+    )
 
 
 # --- the classes at each model's seed batch size
@@ -115,14 +124,22 @@ COMPILED_DEFAULT: dict[str, tuple[str, ...]] = {"cpu": ("mlp",), "mps": (), "cud
 
 def instruments(kind: str, device: str, model: str) -> str | None:
     """The cpu's small models; on a GPU the models :data:`INSTRUMENTS_ON_GPU` lists."""
-    default = not models.get(model).large if device == "cpu" else model in INSTRUMENTS_ON_GPU[device][kind]
+    default = (
+        not models.get(model).large
+        if device == "cpu"
+        else model in INSTRUMENTS_ON_GPU[device][kind]
+    )
     what = "instruments" if device == "cpu" else f"{kind} instruments"
     return _decide(device, default, _outside(model, device, what))
 
 
 def cold_start(device: str, model: str) -> str | None:
     """The cpu's small models; GPUs in the full sweep (every sample imports torch anew)."""
-    return _decide(device, device == "cpu" and not models.get(model).large, _outside(model, device, "cold start"))
+    return _decide(
+        device,
+        device == "cpu" and not models.get(model).large,
+        _outside(model, device, "cold start"),
+    )
 
 
 def precision(kind: str, device: str, model: str, dtype: str) -> str | None:
@@ -130,8 +147,12 @@ def precision(kind: str, device: str, model: str, dtype: str) -> str | None:
     on_gpu = device != "cpu"
     listed = model in PRECISION_MODELS["gpu" if on_gpu else "cpu"][kind]
     if listed and on_gpu and dtype == FLOAT32:
-        return _decide(device, False, f"{model} {kind} in {dtype} on {device} is outside the default precision"
-                                      " selection (benchmark_models times it)")
+        return _decide(
+            device,
+            False,
+            f"{model} {kind} in {dtype} on {device} is outside the default precision"
+            " selection (benchmark_models times it)",
+        )
     return _decide(device, listed, _outside(model, device, "precision"))
 
 
@@ -144,18 +165,26 @@ def precision_memory(kind: str, device: str, model: str, dtype: str) -> str | No
 
 def compiled(kind: str, device: str, model: str) -> str | None:
     """:data:`COMPILED_DEFAULT` per device, the rest in the full sweep."""
-    return _decide(device, model in COMPILED_DEFAULT[device], _outside(model, device, f"compiled {kind}"))
+    return _decide(
+        device, model in COMPILED_DEFAULT[device], _outside(model, device, f"compiled {kind}")
+    )
 
 
 def _family(device: str, family: str, default_devices: tuple[str, ...], why: str) -> str | None:
     """A family whose rows run by default on ``default_devices``; ``why`` says why not the others."""
-    return _decide(device, device in default_devices, f"{family} on {device} is full sweep only ({why})")
+    return _decide(
+        device, device in default_devices, f"{family} on {device} is full sweep only ({why})"
+    )
 
 
 def generation(device: str, model: str) -> str | None:
     """The cpu's and mps's default; cuda in the full sweep."""
-    return _family(device, f"{model}'s generation", ("cpu", "mps"),
-                   "the GPU's 3-minute default is full; batch-1 decode there is host-bound")
+    return _family(
+        device,
+        f"{model}'s generation",
+        ("cpu", "mps"),
+        "the GPU's 3-minute default is full; batch-1 decode there is host-bound",
+    )
 
 
 def correctness(device: str, pattern: str, dtype: str) -> str | None:
@@ -166,10 +195,18 @@ def correctness(device: str, pattern: str, dtype: str) -> str | None:
     if dtype not in tolerances.dtypes(pattern):
         return f"{pattern} is measured in {', '.join(tolerances.dtypes(pattern))}, the dtypes its report showed wrong"
     if pattern == "compiled_layer_norm" and device == "cpu":
-        return _decide(device, False, "the compiled_layer_norm error on the cpu is full sweep only (a compile costs"
-                                      " more than every other pattern; the bug was mps's)")
-    return _family(device, f"the {pattern} {dtype} error", ("cpu", "mps"),
-                   "every timed process checks the patterns; the GPU's 3 minutes are full")
+        return _decide(
+            device,
+            False,
+            "the compiled_layer_norm error on the cpu is full sweep only (a compile costs"
+            " more than every other pattern; the bug was mps's)",
+        )
+    return _family(
+        device,
+        f"the {pattern} {dtype} error",
+        ("cpu", "mps"),
+        "every timed process checks the patterns; the GPU's 3 minutes are full",
+    )
 
 
 def leaks(device: str, pattern: str) -> str | None:
@@ -197,18 +234,27 @@ def op(device: str, name: str, dtype: str, size: str) -> str | None:
     elif device == "cpu" and dtype != FLOAT32 and size not in CPU_REDUCED_PRECISION_SIZES:
         never = f"{name} in {dtype} at {size} on the cpu is not timed: reduced precision is 10-20x slower there"
     default = dtype == FLOAT32 and (size == "large" if device != "cpu" else size != "large")
-    return _decide(device, default, f"{name} in {dtype} at {size} on {device} is outside the default selection", never)
+    return _decide(
+        device,
+        default,
+        f"{name} in {dtype} at {size} on {device} is outside the default selection",
+        never,
+    )
 
 
-def epoch(device: str, model: str, batch_size: int, num_workers: int, dataset: str, phase: str = "train") -> str | None:
+def epoch(
+    device: str, model: str, batch_size: int, num_workers: int, dataset: str, phase: str = "train"
+) -> str | None:
     """The cpu: ResNet-50 at batch 8 on the tiny dataset; a GPU: VGG16 at batch 64 on the small.
 
     Both loader settings run: their difference is the data-loading bottleneck.
     """
     never = None
     if device == "cpu" and dataset == "cifar10":
-        never = ("a full CIFAR-10 epoch on the cpu takes hours (50,000 images at the few images/s a cpu"
-                 " trains ResNet-50 or VGG16): run the 'small' dataset on the cpu instead")
+        never = (
+            "a full CIFAR-10 epoch on the cpu takes hours (50,000 images at the few images/s a cpu"
+            " trains ResNet-50 or VGG16): run the 'small' dataset on the cpu instead"
+        )
     if device == "cpu":
         default = model == "resnet50" and batch_size == 8 and dataset == "tiny"
     else:
@@ -226,7 +272,9 @@ def largest_batch(device: str, model: str, kind: str) -> str | None:
     """Full sweep only: each search steps the model at every batch up to its memory limit."""
     never = None
     if kind == "inference" and model not in models.INFERENCE_NAMES:
-        never = f"{model} differs from its base model in training only: its inference is bert_base's"
+        never = (
+            f"{model} differs from its base model in training only: its inference is bert_base's"
+        )
     if device == "cuda":
         outside = f"the cuda search for {model} {kind} fills the GPU's memory batch by batch (seconds to half a minute)"
     elif device == "mps":
@@ -234,28 +282,42 @@ def largest_batch(device: str, model: str, kind: str) -> str | None:
         limit = f"{env}={ratio}" if ratio is not None else f"{env} unset: torch's default"
         outside = f"the mps search grows memory up to the high watermark ({limit}), which can push the Mac into swap first"
     else:
-        outside = (f"the cpu search for {model} {kind} steps every batch up to a fixed memory budget (minutes; its"
-                   " growth per sample is what the default's peak-memory rows track)")
+        outside = (
+            f"the cpu search for {model} {kind} steps every batch up to a fixed memory budget (minutes; its"
+            " growth per sample is what the default's peak-memory rows track)"
+        )
     return _decide(device, False, f"{outside}; it is outside the default selection", never)
 
 
 # --- the table
 RULES: dict[str, Rule] = {
-    "Training": steps, "Inference": steps, "TrainingCapacity": steps, "InferenceCapacity": steps,
-    "ModernTraining": modern, "ModernInference": modern,
+    "Training": steps,
+    "Inference": steps,
+    "TrainingCapacity": steps,
+    "InferenceCapacity": steps,
+    "ModernTraining": modern,
+    "ModernInference": modern,
     "TrainingInstruments": functools.partial(instruments, "training"),
     "InferenceInstruments": functools.partial(instruments, "inference"),
-    "TrainingColdStart": cold_start, "InferenceColdStart": cold_start,
+    "TrainingColdStart": cold_start,
+    "InferenceColdStart": cold_start,
     "TrainingPrecision": functools.partial(precision, "training"),
     "InferencePrecision": functools.partial(precision, "inference"),
     "TrainingPrecisionCapacity": functools.partial(precision_memory, "training"),
     "InferencePrecisionCapacity": functools.partial(precision_memory, "inference"),
     "CompiledTraining": functools.partial(compiled, "training"),
     "CompiledInference": functools.partial(compiled, "inference"),
-    "LlmPrefill": generation, "LlmDecode": generation,
-    "Correctness": correctness, "ReportedCorrectness": correctness, "Determinism": correctness, "LeakPatterns": leaks,
-    "ComputeBoundOps": op, "MemoryBoundOps": op, "ForwardBackwardOps": op,
-    "Epoch": epoch, "MaxBatch": largest_batch,
+    "LlmPrefill": generation,
+    "LlmDecode": generation,
+    "Correctness": correctness,
+    "ReportedCorrectness": correctness,
+    "Determinism": correctness,
+    "LeakPatterns": leaks,
+    "ComputeBoundOps": op,
+    "MemoryBoundOps": op,
+    "ForwardBackwardOps": op,
+    "Epoch": epoch,
+    "MaxBatch": largest_batch,
 }
 
 
@@ -265,5 +327,7 @@ def left_out(benchmark: str, *params: object) -> str | None:
     Probes no device and builds nothing: it is asked before asv starts any process.
     """
     if benchmark not in RULES:
-        raise KeyError(f"no selection rule for benchmark class {benchmark!r}; the table has: {', '.join(RULES)}")
+        raise KeyError(
+            f"no selection rule for benchmark class {benchmark!r}; the table has: {', '.join(RULES)}"
+        )
     return RULES[benchmark](*params)

@@ -14,7 +14,13 @@ FIRST_TORCH = (2, 0)  # torch.compile's first release
 FIRST_MPS_TORCH = (2, 8)  # MPSInductor in the release notes of 2.8.0
 CXX_CANDIDATES = ("g++", "clang++", "c++")  # what inductor's cpu backend finds on Linux and macOS
 # Words in torch's errors for an op or dtype a device or kernel does not support.
-LACKING = ("not implemented for", "not supported", "does not support", "does not have support", "unsupported")
+LACKING = (
+    "not implemented for",
+    "not supported",
+    "does not support",
+    "does not have support",
+    "unsupported",
+)
 
 
 def selected(benchmark: str, *params: object) -> None:
@@ -40,14 +46,18 @@ def require_dtype(device: str, dtype: str) -> None:
 def require_torch(minimum: tuple[int, int], what: str) -> None:
     if precision.torch_version() < minimum:
         needed = ".".join(str(part) for part in minimum)
-        raise SkipNotImplemented(f"{what} needs torch {needed} or later; this is {torch.__version__}")
+        raise SkipNotImplemented(
+            f"{what} needs torch {needed} or later; this is {torch.__version__}"
+        )
 
 
 def torch_lacks(exc: BaseException) -> bool:
     """Whether ``exc`` is torch refusing an op or dtype here: n/a, not a wrong result."""
     if isinstance(exc, NotImplementedError):
         return True
-    return isinstance(exc, (RuntimeError, TypeError)) and any(word in str(exc).lower() for word in LACKING)
+    return isinstance(exc, (RuntimeError, TypeError)) and any(
+        word in str(exc).lower() for word in LACKING
+    )
 
 
 def compile_unsupported(device: str) -> str | None:
@@ -58,8 +68,12 @@ def compile_unsupported(device: str) -> str | None:
     if dynamo is not None and not dynamo():
         return f"torch {torch.__version__}'s dynamo does not support this Python"
     if device == "mps" and precision.torch_version() < FIRST_MPS_TORCH:
-        return f"inductor compiles for mps from torch 2.8 (MPSInductor); this is {torch.__version__}"
-    if device == "cpu" and not any(shutil.which(name) for name in (os.environ.get("CXX"), *CXX_CANDIDATES) if name):
+        return (
+            f"inductor compiles for mps from torch 2.8 (MPSInductor); this is {torch.__version__}"
+        )
+    if device == "cpu" and not any(
+        shutil.which(name) for name in (os.environ.get("CXX"), *CXX_CANDIDATES) if name
+    ):
         return f"inductor needs a C++ compiler on the cpu; none of {', '.join(CXX_CANDIDATES)} or $CXX is on PATH"
     if device == "cuda":
         try:

@@ -8,7 +8,17 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from mpsbench.core import errors, settings
-from mpsbench.measure import accuracy, correctness, devices, fallback, models, precision, skips, timing, workloads
+from mpsbench.measure import (
+    accuracy,
+    correctness,
+    devices,
+    fallback,
+    models,
+    precision,
+    skips,
+    timing,
+    workloads,
+)
 
 # for the benchmark modules; measure/ itself uses skips directly
 SkipNotImplemented, selected = skips.SkipNotImplemented, skips.selected
@@ -48,14 +58,24 @@ def require(kind: str, device: str, model: str, *, dtype: str = precision.DEFAUL
     spec = models.get(model)
     skips.require_device(device)
     if missing := spec.missing_requirements():
-        raise skips.SkipNotImplemented(f"{model} needs {', '.join(missing)}, not importable in this environment")
+        raise skips.SkipNotImplemented(
+            f"{model} needs {', '.join(missing)}, not importable in this environment"
+        )
     reason = precision.unsupported_reason(device, kind, dtype)
     if reason is not None:
         raise skips.SkipNotImplemented(f"{model} {kind} in {dtype} on {device}: {reason}")
 
 
-def prepare(kind: str, device: str, model: str, batch_size: int, *, dtype: str = precision.DEFAULT,
-            guarded: bool = True, compiled: bool = False) -> workloads.Workload:
+def prepare(
+    kind: str,
+    device: str,
+    model: str,
+    batch_size: int,
+    *,
+    dtype: str = precision.DEFAULT,
+    guarded: bool = True,
+    compiled: bool = False,
+) -> workloads.Workload:
     """The warmed-up workload for ``setup``: skips what cannot run or fit, fails on an op torch
     lacks. Instruments that report what :func:`guard` refuses pass ``guarded=False``."""
     require(kind, device, model, dtype=dtype)
@@ -78,8 +98,14 @@ class OutOfMemorySkips:
     def __enter__(self) -> OutOfMemorySkips:
         return self
 
-    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, traceback: object) -> None:
-        if exc is None or isinstance(exc, skips.SkipNotImplemented) or not devices.is_out_of_memory(exc):
+    def __exit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, traceback: object
+    ) -> None:
+        if (
+            exc is None
+            or isinstance(exc, skips.SkipNotImplemented)
+            or not devices.is_out_of_memory(exc)
+        ):
             return
         workloads.forget()
         devices.get(self.device).empty_cache()
@@ -89,7 +115,11 @@ class OutOfMemorySkips:
         ) from exc
 
 
-GUARD_ERRORS = (fallback.FallbackError, correctness.CorrectnessError, accuracy.AccuracyError)  # what guard raises
+GUARD_ERRORS = (
+    fallback.FallbackError,
+    correctness.CorrectnessError,
+    accuracy.AccuracyError,
+)  # what guard raises
 
 
 def guard(workload: workloads.Workload) -> None:
@@ -116,13 +146,18 @@ class MemoryPeaks:
 def memory_peaks(workload: workloads.Workload) -> MemoryPeaks:
     """Sampled before, during and after one step."""
     peak, driver = devices.peaks_over(workload.device, workload.step)
-    return MemoryPeaks(None if peak is None else peak / devices.MIB, None if driver is None else driver / devices.MIB)
+    return MemoryPeaks(
+        None if peak is None else peak / devices.MIB,
+        None if driver is None else driver / devices.MIB,
+    )
 
 
 def peak_memory_mib(workload: workloads.Workload) -> float:
     """Skips where the device gives no reading (never 0)."""
     if (allocated := memory_peaks(workload).allocated) is None:
-        raise skips.SkipNotImplemented(f"no {workload.device} memory reading: {workload.device.no_reading_reason()}")
+        raise skips.SkipNotImplemented(
+            f"no {workload.device} memory reading: {workload.device.no_reading_reason()}"
+        )
     return allocated
 
 

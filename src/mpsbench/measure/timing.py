@@ -23,15 +23,23 @@ class StepTiming:
     steps_per_call: int
 
 
-def median_seconds(run: Callable[[int], None], device: str, per_sample: int, min_samples: int = 3,
-                   min_seconds: float = 1.0, max_samples: int = 50) -> tuple[float, int]:
+def median_seconds(
+    run: Callable[[int], None],
+    device: str,
+    per_sample: int,
+    min_samples: int = 3,
+    min_seconds: float = 1.0,
+    max_samples: int = 50,
+) -> tuple[float, int]:
     """Median seconds per call of a warmed-up ``run`` and the samples taken; a sample runs
     ``per_sample`` calls, so a sub-millisecond call is timed long enough for the clock."""
     durations: list[float] = []
     synchronize = devices.get(device).synchronize  # looked up once, off the clock
     synchronize()
     started = time.perf_counter()
-    while len(durations) < max_samples and (len(durations) < min_samples or time.perf_counter() - started < min_seconds):
+    while len(durations) < max_samples and (
+        len(durations) < min_samples or time.perf_counter() - started < min_seconds
+    ):
         begin = time.perf_counter()
         run(per_sample)
         synchronize()
@@ -39,8 +47,12 @@ def median_seconds(run: Callable[[int], None], device: str, per_sample: int, min
     return statistics.median(durations), len(durations)
 
 
-def time_steps(workload: Workload, min_calls: int = 3, min_seconds: float = 1.0, max_calls: int = 50) -> StepTiming:
+def time_steps(
+    workload: Workload, min_calls: int = 3, min_seconds: float = 1.0, max_calls: int = 50
+) -> StepTiming:
     """A warmed-up workload's median step, each call its model's ``steps_per_call`` steps."""
     steps = workload.spec.steps_per_call
-    median, calls = median_seconds(workload.run, workload.device, steps, min_calls, min_seconds, max_calls)
+    median, calls = median_seconds(
+        workload.run, workload.device, steps, min_calls, min_seconds, max_calls
+    )
     return StepTiming(median, workload.batch_size / median, calls, steps)

@@ -10,7 +10,9 @@ import re
 TOLERANCES: dict[str, float] = {"float32": 1e-2, "float16": 5e-2, "bfloat16": 1e-1}
 DTYPES: tuple[str, ...] = tuple(TOLERANCES)
 ERROR_UNIT = "relative error"  # max|device - reference| / max|reference|: judged against TOLERANCES
-DIFFERENCE_UNIT = "relative difference"  # between two identical calls: anything but 0 is nondeterminism
+DIFFERENCE_UNIT = (
+    "relative difference"  # between two identical calls: anything but 0 is nondeterminism
+)
 
 # The reported patterns (built in mpsbench.measure.correctness), each in the dtypes its report
 # showed wrong; every other pattern runs in every dtype.

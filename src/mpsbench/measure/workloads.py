@@ -22,10 +22,21 @@ class WorkloadError(ValueError):
 
 class Workload:
     def __init__(
-        self, kind: str, device: str, spec: models.ModelSpec, batch_size: int, dtype: str = precision.DEFAULT,
+        self,
+        kind: str,
+        device: str,
+        spec: models.ModelSpec,
+        batch_size: int,
+        dtype: str = precision.DEFAULT,
         compiled: bool = False,
     ) -> None:
-        self.kind, self.spec, self.batch_size, self.dtype, self.compiled = kind, spec, batch_size, dtype, compiled
+        self.kind, self.spec, self.batch_size, self.dtype, self.compiled = (
+            kind,
+            spec,
+            batch_size,
+            dtype,
+            compiled,
+        )
         self.device = devices.get(device)  # asked for every step, check and reading
         self.device.seed(models.SEED)
         with self.device.creating():
@@ -35,8 +46,13 @@ class Workload:
             cast = precision.dtype_of(dtype)
             self.model.to(cast)
             # ids stay integers
-            self.batch = models.Batch({key: value.to(cast) if value.is_floating_point() else value
-                                       for key, value in self.batch.inputs.items()}, self.batch.target)
+            self.batch = models.Batch(
+                {
+                    key: value.to(cast) if value.is_floating_point() else value
+                    for key, value in self.batch.inputs.items()
+                },
+                self.batch.target,
+            )
         if compiled:  # inductor; compiles at the first step
             self.model = torch.compile(self.model)  # type: ignore[assignment]  # an OptimizedModule
         self.first_step_seconds: float | None = None  # the first warm-up step, compile included
@@ -56,7 +72,11 @@ class Workload:
             self.model.eval()
 
     def trained_parameters(self) -> list[nn.Parameter]:
-        return list(self.model.parameters()) if self.spec.trainable is None else self.spec.trainable(self.model)
+        return (
+            list(self.model.parameters())
+            if self.spec.trainable is None
+            else self.spec.trainable(self.model)
+        )
 
     @property
     def label(self) -> str:
@@ -123,7 +143,9 @@ class Workload:
             self.device.synchronize()
         self.fallback_ops = tuple(recorder.ops)
         if result.device.type != self.device:
-            raise WorkloadError(f"{self.spec.name} on {self.device} produced its output on {result.device.type}")
+            raise WorkloadError(
+                f"{self.spec.name} on {self.device} produced its output on {result.device.type}"
+            )
         precision.check_computed(self.label, self.dtype, self.computed_dtype)
         if self.kind == "training" and not math.isfinite(float(result.detach().cpu())):
             raise WorkloadError(f"{self.spec.name} on {self.device}: non-finite training loss")
@@ -136,7 +158,12 @@ def check_kind(kind: str) -> str:
 
 
 def build(
-    kind: str, device: str, model: str, batch_size: int, dtype: str = precision.DEFAULT, compiled: bool = False
+    kind: str,
+    device: str,
+    model: str,
+    batch_size: int,
+    dtype: str = precision.DEFAULT,
+    compiled: bool = False,
 ) -> Workload:
     """Validate every argument (one-line errors), then build the workload."""
     check_kind(kind)
@@ -145,11 +172,15 @@ def build(
     spec = models.get(model)
     models.check_batch_size(spec, batch_size)
     if kind == "inference" and spec.trainable is not None:
-        raise WorkloadError(f"{model} differs from its base model in training only; time its inference as bert_base")
+        raise WorkloadError(
+            f"{model} differs from its base model in training only; time its inference as bert_base"
+        )
     if kind == "training" and not spec.trains:
         raise WorkloadError(f"{model} is an inference-only model; time its inference")
     if missing := spec.missing_requirements():
-        raise WorkloadError(f"{model} needs {', '.join(missing)}, which this environment cannot import")
+        raise WorkloadError(
+            f"{model} needs {', '.join(missing)}, which this environment cannot import"
+        )
     return Workload(kind, device, spec, batch_size, dtype, compiled)
 
 
@@ -158,9 +189,15 @@ forget = _slot.clear  # drops the workload and its memory (after an out-of-memor
 
 
 def cached(
-    kind: str, device: str, model: str, batch_size: int, dtype: str = precision.DEFAULT, compiled: bool = False
+    kind: str,
+    device: str,
+    model: str,
+    batch_size: int,
+    dtype: str = precision.DEFAULT,
+    compiled: bool = False,
 ) -> Workload:
     """The warmed-up workload (one per process: asv calls ``setup`` before every sample)."""
+
     def build_and_warm_up() -> Workload:
         workload = build(kind, device, model, batch_size, dtype, compiled)
         workload.warm_up()

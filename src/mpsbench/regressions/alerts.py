@@ -23,7 +23,9 @@ from mpsbench.results import recorded
 
 TITLE = "mpsbench: the newest build is slower"
 PREVIOUS, LAST_GOOD = "the build before", "the last build not flagged"
-Compare = Callable[[str, str, str], int]  # (old commit, new commit, -b regex) -> compare's exit status
+Compare = Callable[
+    [str, str, str], int
+]  # (old commit, new commit, -b regex) -> compare's exit status
 
 
 class AlertError(UserError):
@@ -35,7 +37,9 @@ class Options:
     machines: tuple[str, ...] = ()  # only these machines (default: every one)
     build: str | None = None  # only machines whose newest build is this one (CHANNEL@ID or hash)
     summary: Path | None = None  # also write the Markdown here
-    confirm: bool = False  # raise an alert only if a fresh compare agrees (measures on this machine)
+    confirm: bool = (
+        False  # raise an alert only if a fresh compare agrees (measures on this machine)
+    )
     results: Path | None = None  # default: the config's results_dir
 
 
@@ -58,7 +62,7 @@ class Alert:
     @property
     def params(self) -> str:
         """As asv writes a parameterized benchmark's combination (and as ``asv run -b`` matches it)."""
-        return self.row.entry[len(self.row.benchmark):]
+        return self.row.entry[len(self.row.benchmark) :]
 
     @property
     def raised(self) -> bool:
@@ -72,13 +76,22 @@ class Alert:
     def line(self) -> str:
         old, new = self.values()
         state = f" [{self.confirmed}]" if self.confirmed else ""
-        kind = f"slower {self.judgement.ratio:.3f}x" if self.judgement.slower else self.judgement.label
-        return (f"{kind}  {self.row.benchmark}{self.params} on {self.machine}: {old} -> {new}"
-                f" against {self.against} ({self.judgement.reason}){state}; {self.upstream}")
+        kind = (
+            f"slower {self.judgement.ratio:.3f}x" if self.judgement.slower else self.judgement.label
+        )
+        return (
+            f"{kind}  {self.row.benchmark}{self.params} on {self.machine}: {old} -> {new}"
+            f" against {self.against} ({self.judgement.reason}){state}; {self.upstream}"
+        )
 
 
-def _row_alerts(found: recorded.Recorded, thresholds: dict[str, float], machine: str, row: recorded.Row,
-                lineage: list[str]) -> list[tuple[str, str, rule.Judgement]]:
+def _row_alerts(
+    found: recorded.Recorded,
+    thresholds: dict[str, float],
+    machine: str,
+    row: recorded.Row,
+    lineage: list[str],
+) -> list[tuple[str, str, rule.Judgement]]:
     """(old build, against, judgement) where the newest build of the row is slower: one alert per row, against the
     last good build where both hold (it says more)."""
     unit = found.units.get(row.benchmark, "")
@@ -91,7 +104,9 @@ def _row_alerts(found: recorded.Recorded, thresholds: dict[str, float], machine:
         return rule.judge(thresholds, row.entry, unit, measured[old], measured[new])
 
     good = builds[0]
-    for build in builds[1:-1]:  # the row's history: who is the last build not flagged before the newest
+    for build in builds[
+        1:-1
+    ]:  # the row's history: who is the last build not flagged before the newest
         if not judge(good, build).regressed:
             good = build
     newest, previous = builds[-1], builds[-2]
@@ -104,31 +119,54 @@ def _row_alerts(found: recorded.Recorded, thresholds: dict[str, float], machine:
 def find(suite: Suite, options: Options) -> list[Alert]:
     """The rows slower on each machine's newest build, slowest first; with ``options.build``, only on machines whose
     newest build it is (one that did not run tonight's build does not repeat an old alert)."""
-    newest = suite.timeline.commits[suite.name(options.build)] if options.build is not None else None  # checked first
+    newest = (
+        suite.timeline.commits[suite.name(options.build)] if options.build is not None else None
+    )  # checked first
     results = options.results or suite.conf.results
     found = recorded.load(results)
     for name in options.machines:  # a misspelt machine would never raise an alert
         if name not in found.machines:
-            raise AlertError(f"no machine {name!r} in {results}; machines there: {', '.join(found.machines) or 'none'}")
+            raise AlertError(
+                f"no machine {name!r} in {results}; machines there: {', '.join(found.machines) or 'none'}"
+            )
     alerts = []
     for machine in found.machines:
         builds = found.builds(machine)
-        if (options.machines and machine not in options.machines) or (newest is not None and builds[-1] != newest):
+        if (options.machines and machine not in options.machines) or (
+            newest is not None and builds[-1] != newest
+        ):
             continue
         # on its own channel (first parents): by date alone, a release could follow a nightly and be judged against it
         lineage = timeline.Reader(suite.timeline_path).lineage(builds[-1])
         if not lineage:
-            raise AlertError(f"the timeline {suite.timeline_path} has no commit {builds[-1][:12]}: run mpsbench timeline"
-                             " generate")
+            raise AlertError(
+                f"the timeline {suite.timeline_path} has no commit {builds[-1][:12]}: run mpsbench timeline"
+                " generate"
+            )
         for row in sorted(found.values[(machine, builds[-1])], key=lambda r: r.entry):
-            for old, against, judgement in _row_alerts(found, suite.conf.thresholds, machine, row, lineage):
+            for old, against, judgement in _row_alerts(
+                found, suite.conf.thresholds, machine, row, lineage
+            ):
                 try:
                     upstream = suite.upstream_range(old, builds[-1])
                 except UserError:  # a build the manifest does not name
-                    upstream = f"timeline commits {old[:12]}..{builds[-1][:12]} (not both in the manifest)"
-                alerts.append(Alert(machine, row, found.units.get(row.benchmark, ""), old, builds[-1], against,
-                                    found.values[(machine, old)][row].value, found.values[(machine, builds[-1])][row].value,
-                                    judgement, upstream))
+                    upstream = (
+                        f"timeline commits {old[:12]}..{builds[-1][:12]} (not both in the manifest)"
+                    )
+                alerts.append(
+                    Alert(
+                        machine,
+                        row,
+                        found.units.get(row.benchmark, ""),
+                        old,
+                        builds[-1],
+                        against,
+                        found.values[(machine, old)][row].value,
+                        found.values[(machine, builds[-1])][row].value,
+                        judgement,
+                        upstream,
+                    )
+                )
     alerts.sort(key=lambda a: (-a.judgement.ratio, a.machine, a.row.entry))
     return alerts
 
@@ -137,17 +175,33 @@ def compare_command(suite: Suite, machine: str | None = None) -> Compare:
     """``mpsbench compare OLD NEW -b BENCH`` run as a command, on the same suite and machine: the alert needs none of
     compare's code, and a test can put a stand-in here. A confirmed alert is then explained (``mpsbench explain
     --keep``): its table is printed and kept where the published site links it."""
+
     def run_compare(old: str, new: str, benchmark: str) -> int:
-        arguments = ["compare", old, new, "-b", benchmark, "--manifest", str(suite.manifest_path),
-                     "--timeline", str(suite.timeline_path)]
+        arguments = [
+            "compare",
+            old,
+            new,
+            "-b",
+            benchmark,
+            "--manifest",
+            str(suite.manifest_path),
+            "--timeline",
+            str(suite.timeline_path),
+        ]
         arguments += ["--machine", machine] if machine else []
         print(f"mpsbench alert: confirming: mpsbench {' '.join(arguments)}", flush=True)
         # this interpreter runs the module: the console script need not sit beside it (pip --user, --target, conda)
-        status = subprocess.run([sys.executable, "-m", "mpsbench.cli", *arguments], check=False).returncode
-        if status == rule.Decision.SLOWER.exit_status:  # confirmed: the ops that changed, kept for the site
+        status = subprocess.run(
+            [sys.executable, "-m", "mpsbench.cli", *arguments], check=False
+        ).returncode
+        if (
+            status == rule.Decision.SLOWER.exit_status
+        ):  # confirmed: the ops that changed, kept for the site
             explaining = ["explain", *arguments[1:], "--keep"]
             print(f"mpsbench alert: explaining: mpsbench {' '.join(explaining)}", flush=True)
-            subprocess.run([sys.executable, "-m", "mpsbench.cli", *explaining], check=False)  # its table, or its line
+            subprocess.run(
+                [sys.executable, "-m", "mpsbench.cli", *explaining], check=False
+            )  # its table, or its line
         return status
 
     return run_compare
@@ -161,20 +215,27 @@ def remeasurable(row: recorded.Row) -> bool:
 
 def confirm(found: list[Alert], compare: Compare) -> list[Alert]:
     """Each alert with a fresh compare's verdict; one compare cannot measure is kept as recorded, with a line why."""
-    verdicts = {rule.Decision.SLOWER.exit_status: "confirmed", rule.Decision.UNCHANGED.exit_status: "not confirmed",
-                rule.Decision.UNDECIDED.exit_status: "undecided"}
+    verdicts = {
+        rule.Decision.SLOWER.exit_status: "confirmed",
+        rule.Decision.UNCHANGED.exit_status: "not confirmed",
+        rule.Decision.UNDECIDED.exit_status: "undecided",
+    }
     confirmed = []
     for alert in found:
         if not remeasurable(alert.row):
-            print(f"mpsbench alert: not confirming {alert.row.entry} on {alert.machine}: mpsbench compare re-measures only"
-                  f" timed rows (time_*), and this one returns a value ({alert.unit or 'no unit'}); kept as recorded",
-                  flush=True)
+            print(
+                f"mpsbench alert: not confirming {alert.row.entry} on {alert.machine}: mpsbench compare re-measures only"
+                f" timed rows (time_*), and this one returns a value ({alert.unit or 'no unit'}); kept as recorded",
+                flush=True,
+            )
             confirmed.append(alert)
             continue
         status = compare(alert.old, alert.new, "^" + re.escape(alert.row.entry) + "$")
         if status not in verdicts:
-            raise AlertError(f"mpsbench compare {alert.old[:12]} {alert.new[:12]} exited with status {status}"
-                             f" (expected {', '.join(map(str, verdicts))})")
+            raise AlertError(
+                f"mpsbench compare {alert.old[:12]} {alert.new[:12]} exited with status {status}"
+                f" (expected {', '.join(map(str, verdicts))})"
+            )
         confirmed.append(replace(alert, confirmed=verdicts[status]))
     return confirmed
 
@@ -186,53 +247,120 @@ def _confirmed(raised: list[Alert]) -> str:
         return "."
     if count == len(raised):
         return ", and confirmed by a fresh `mpsbench compare`."
-    return (f"; {count} of them confirmed by a fresh `mpsbench compare`, the others kept as recorded (compare"
-            " re-measures only time_ rows).")
+    return (
+        f"; {count} of them confirmed by a fresh `mpsbench compare`, the others kept as recorded (compare"
+        " re-measures only time_ rows)."
+    )
 
 
 def markdown(alerts: list[Alert], compared: str) -> str:
     """The alerts as a Markdown document (report.py's renderer), for an issue body or a job summary."""
     raised = [alert for alert in alerts if alert.raised]
     sections = []
-    for title, mine, what in (("Slower", [a for a in raised if a.judgement.slower], "are slower"),
-                              ("Wrong results", [a for a in raised if not a.judgement.slower],
-                               "compute past their tolerance, or no longer repeat bit for bit,")):
+    for title, mine, what in (
+        ("Slower", [a for a in raised if a.judgement.slower], "are slower"),
+        (
+            "Wrong results",
+            [a for a in raised if not a.judgement.slower],
+            "compute past their tolerance, or no longer repeat bit for bit,",
+        ),
+    ):
         if not mine:
             continue
         rows: list[list[document.Cell]] = [
-            [a.machine, a.row.benchmark, a.params, *a.values(), f"{a.judgement.ratio:.3f}" if a.judgement.slower
-             else a.judgement.label, a.against, a.judgement.reason, a.upstream] for a in mine]
+            [
+                a.machine,
+                a.row.benchmark,
+                a.params,
+                *a.values(),
+                f"{a.judgement.ratio:.3f}" if a.judgement.slower else a.judgement.label,
+                a.against,
+                a.judgement.reason,
+                a.upstream,
+            ]
+            for a in mine
+        ]
         machines = sorted({alert.machine for alert in mine})
-        sections.append(document.Section(title, [
-            f"{len(mine)} rows on {len(machines)} machines ({', '.join(machines)}) {what} on the newest build"
-            f" ({compared}), each judged by its own rule (docs/explanation/site.md and instruments.md){_confirmed(mine)}",
-            document.Table(["machine", "benchmark", "params", "old", "new", "new/old", "against", "why",
-                            "builds and PyTorch commits"], rows, ["slower"] * len(rows)),
-            "Confirm and bisect: `mpsbench compare OLD NEW -b ROW`, then `mpsbench bisect GOOD BAD -b ROW` (README).",
-        ]))
+        sections.append(
+            document.Section(
+                title,
+                [
+                    f"{len(mine)} rows on {len(machines)} machines ({', '.join(machines)}) {what} on the newest build"
+                    f" ({compared}), each judged by its own rule (docs/explanation/site.md and instruments.md){_confirmed(mine)}",
+                    document.Table(
+                        [
+                            "machine",
+                            "benchmark",
+                            "params",
+                            "old",
+                            "new",
+                            "new/old",
+                            "against",
+                            "why",
+                            "builds and PyTorch commits",
+                        ],
+                        rows,
+                        ["slower"] * len(rows),
+                    ),
+                    "Confirm and bisect: `mpsbench compare OLD NEW -b ROW`, then `mpsbench bisect GOOD BAD -b ROW` (README).",
+                ],
+            )
+        )
     if not raised:
-        sections.append(document.Section("Result", [f"No row is slower on the newest build ({compared})."]))
+        sections.append(
+            document.Section("Result", [f"No row is slower on the newest build ({compared})."])
+        )
     if dropped := [alert for alert in alerts if not alert.raised]:
-        sections.append(document.Section("Not confirmed by a fresh compare", [document.Table(
-            ["machine", "benchmark", "params", "recorded new/old", "fresh compare"],
-            [[a.machine, a.row.benchmark, a.params, f"{a.judgement.ratio:.3f}", a.confirmed] for a in dropped])]))
-    return document.to_markdown(TITLE if raised else TITLE.replace("is slower", "is not slower"), sections)
+        sections.append(
+            document.Section(
+                "Not confirmed by a fresh compare",
+                [
+                    document.Table(
+                        ["machine", "benchmark", "params", "recorded new/old", "fresh compare"],
+                        [
+                            [
+                                a.machine,
+                                a.row.benchmark,
+                                a.params,
+                                f"{a.judgement.ratio:.3f}",
+                                a.confirmed,
+                            ]
+                            for a in dropped
+                        ],
+                    )
+                ],
+            )
+        )
+    return document.to_markdown(
+        TITLE if raised else TITLE.replace("is slower", "is not slower"), sections
+    )
 
 
 def check(suite: Suite, options: Options, compare: Compare | None = None) -> tuple[int, str]:
     """:func:`find`, then :func:`confirm` with ``compare`` (``--confirm``: a fresh ``mpsbench compare`` on this
     machine), printed; the exit status and the Markdown (also to ``options.summary``)."""
     if options.confirm and len(options.machines) > 1:
-        raise AlertError("--confirm measures on this machine: give at most one --machine, this machine's name")
-    if options.summary is not None:  # the Markdown never replaces a recorded file (a machine.json, a result)
+        raise AlertError(
+            "--confirm measures on this machine: give at most one --machine, this machine's name"
+        )
+    if (
+        options.summary is not None
+    ):  # the Markdown never replaces a recorded file (a machine.json, a result)
         results = options.results or suite.conf.results
-        files.check_owned(options.summary, [files.Kept("the results folder", results, nothing_inside=True)],
-                          f"--summary {options.summary}")
+        files.check_owned(
+            options.summary,
+            [files.Kept("the results folder", results, nothing_inside=True)],
+            f"--summary {options.summary}",
+        )
     found = find(suite, options)
     if options.confirm or compare is not None:
-        found = confirm(found, compare or compare_command(suite, options.machines[0] if options.machines else None))
-    compared = (f"each machine's newest build against {PREVIOUS} and {LAST_GOOD}"
-                + (f", where the newest is {options.build}" if options.build else ""))
+        found = confirm(
+            found,
+            compare or compare_command(suite, options.machines[0] if options.machines else None),
+        )
+    compared = f"each machine's newest build against {PREVIOUS} and {LAST_GOOD}" + (
+        f", where the newest is {options.build}" if options.build else ""
+    )
     for alert in found:
         print(alert.line())
     text = markdown(found, compared)
@@ -246,5 +374,7 @@ def check(suite: Suite, options: Options, compare: Compare | None = None) -> tup
         print(f"mpsbench alert: REGRESSION: {kinds} on {', '.join(names)}")
         return 1, text
     unconfirmed = f"; {len(found)} not confirmed by a fresh compare" if found else ""
-    print(f"mpsbench alert: nothing slower ({compared}) in {options.results or suite.conf.results}{unconfirmed}")
+    print(
+        f"mpsbench alert: nothing slower ({compared}) in {options.results or suite.conf.results}{unconfirmed}"
+    )
     return 0, text

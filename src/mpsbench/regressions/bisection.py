@@ -53,36 +53,59 @@ class Search:
     high: int = -1
     confirmed: bool = False
     processes: int = 0  # every build's rounds, summed over the steps: what the search cost
-    endpoints: list[str] = field(default_factory=list)  # compare's summary of GOOD against BAD, once judged
+    endpoints: list[str] = field(
+        default_factory=list
+    )  # compare's summary of GOOD against BAD, once judged
     rows: list[list[str]] = field(default_factory=lambda: [list(HEADER)])
 
     def __post_init__(self) -> None:
         self.high = len(self.between) - 1 if self.high < 0 else self.high
 
 
-def _row(name: str, role: str, times: list[float], vs_good: verdict.Verdict, vs_bad: str, found: str) -> list[str]:
-    return [name, role, f"{verdict.fast_mode(times) * 1e3:.3f}", f"{vs_good.ratio:.3f}",
-            f"[{vs_good.low:.3f}, {vs_good.high:.3f}]", f"{vs_good.p_value:.4f}", vs_bad, found]
+def _row(
+    name: str, role: str, times: list[float], vs_good: verdict.Verdict, vs_bad: str, found: str
+) -> list[str]:
+    return [
+        name,
+        role,
+        f"{verdict.fast_mode(times) * 1e3:.3f}",
+        f"{vs_good.ratio:.3f}",
+        f"[{vs_good.low:.3f}, {vs_good.high:.3f}]",
+        f"{vs_good.p_value:.4f}",
+        vs_bad,
+        found,
+    ]
 
 
 @functools.cache
 def _cheapest(candidates: int) -> tuple[float, int]:
     """The processes (a round each) a search among ``candidates`` expects, each place of the first bad build (a
     candidate or BAD) alike likely, and the fewest evenly spaced probes a step takes for it (0 without candidates)."""
-    return min(((_cost(candidates, _spaced(candidates, most)), most) for most in range(1, min(candidates, MOST_PROBES) + 1)),
-               default=(0.0, 0))
+    return min(
+        (
+            (_cost(candidates, _spaced(candidates, most)), most)
+            for most in range(1, min(candidates, MOST_PROBES) + 1)
+        ),
+        default=(0.0, 0),
+    )
 
 
 def _spaced(candidates: int, most: int) -> list[int]:
     """``most`` candidate indexes that split the candidates + 1 places of the first bad build into equal parts."""
-    return sorted({(index + 1) * (candidates + 1) // (most + 1) - 1 for index in range(most)} - {-1})
+    return sorted(
+        {(index + 1) * (candidates + 1) // (most + 1) - 1 for index in range(most)} - {-1}
+    )
 
 
 def _cost(candidates: int, measured: list[int]) -> float:
     # a step: GOOD, BAD and the measured ones; then the part of the line the first bad build is in, by its share
     bounds = [-1, *measured, candidates]
-    parts = [high - low for low, high in itertools.pairwise(bounds)]  # places in each part (the last holds BAD)
-    return len(measured) + 2 + sum(part / (candidates + 1) * _cheapest(part - 1)[0] for part in parts)
+    parts = [
+        high - low for low, high in itertools.pairwise(bounds)
+    ]  # places in each part (the last holds BAD)
+    return (
+        len(measured) + 2 + sum(part / (candidates + 1) * _cheapest(part - 1)[0] for part in parts)
+    )
 
 
 def probes(candidates: list[str]) -> list[str]:
@@ -91,8 +114,14 @@ def probes(candidates: list[str]) -> list[str]:
     return [candidates[index] for index in _spaced(len(candidates), _cheapest(len(candidates))[1])]
 
 
-def search(session: fresh.Session, good: fresh.Named, bad: fresh.Named, named: dict[str, fresh.Named],
-           state: Search, fill: Callable[[str, str], list[fresh.Named]] = lambda good, bad: []) -> Unresolved | None:
+def search(
+    session: fresh.Session,
+    good: fresh.Named,
+    bad: fresh.Named,
+    named: dict[str, fresh.Named],
+    state: Search,
+    fill: Callable[[str, str], list[fresh.Named]] = lambda good, bad: [],
+) -> Unresolved | None:
     """Steps until two adjacent builds are good and bad (None; ``state`` says which) or something stays unresolved.
 
     Every step measures GOOD and BAD beside its candidates: a verdict only ever compares processes of one run, so a
@@ -100,69 +129,124 @@ def search(session: fresh.Session, good: fresh.Named, bad: fresh.Named, named: d
     """
     between = state.between
     while True:
-        if state.confirmed and state.high - state.low == 1:  # adjacent: --nightlies may add the nightlies between
+        if (
+            state.confirmed and state.high - state.low == 1
+        ):  # adjacent: --nightlies may add the nightlies between
             added = fill(between[state.low] if state.low >= 0 else good.name, between[state.high])
             if not added:
                 return None
-            between[state.high:state.high] = [build.name for build in added]
+            between[state.high : state.high] = [build.name for build in added]
             named.update((build.name, build) for build in added)
             state.high += len(added)
-        left = between[state.low + 1:state.high]
+        left = between[state.low + 1 : state.high]
         candidates = probes(left)
-        log.info(("confirming: is BAD slower than GOOD? " if not state.confirmed else "")
-                 + f"step over {', '.join(candidates) or 'the endpoints'}"
-                 f" ({len(left)} candidate{'' if len(left) == 1 else 's'} left)")
-        pairs = [(good.name, bad.name)] + [pair for name in candidates for pair in ((good.name, name), (name, bad.name))]
-        step = compare.measure(session, [good, *(named[name] for name in candidates), bad], pairs,
-                               done=_step_decided(good.name, bad.name, candidates, state.confirmed))
+        log.info(
+            ("confirming: is BAD slower than GOOD? " if not state.confirmed else "")
+            + f"step over {', '.join(candidates) or 'the endpoints'}"
+            f" ({len(left)} candidate{'' if len(left) == 1 else 's'} left)"
+        )
+        pairs = [(good.name, bad.name)] + [
+            pair for name in candidates for pair in ((good.name, name), (name, bad.name))
+        ]
+        step = compare.measure(
+            session,
+            [good, *(named[name] for name in candidates), bad],
+            pairs,
+            done=_step_decided(good.name, bad.name, candidates, state.confirmed),
+        )
         state.processes += sum(len(values) for values in step.times.values())
         if not state.confirmed:
             endpoint = step.verdicts[(good.name, bad.name)]
             state.endpoints = compare.summary(step, good.name, bad.name)
             if endpoint.decision == verdict.UNDECIDED:
-                return Unresolved(UNDECIDED, f"{bad.name} is not confirmed slower than {good.name}: {endpoint.reason}")
+                return Unresolved(
+                    UNDECIDED,
+                    f"{bad.name} is not confirmed slower than {good.name}: {endpoint.reason}",
+                )
             if endpoint.decision != verdict.SLOWER:
-                return Unresolved(NOT_SLOWER, f"{bad.name} is not slower than {good.name} ({endpoint.reason}): no"
-                                              " regression between them to bisect; name a BAD that compare calls slower")
+                return Unresolved(
+                    NOT_SLOWER,
+                    f"{bad.name} is not slower than {good.name} ({endpoint.reason}): no"
+                    " regression between them to bisect; name a BAD that compare calls slower",
+                )
             state.confirmed = True
-            state.rows.append([good.name, "GOOD", f"{verdict.fast_mode(step.times[good.name]) * 1e3:.3f}", "1", "", "",
-                               "", "endpoint"])
-            state.rows.append(_row(bad.name, "BAD", step.times[bad.name], endpoint, "1", "confirmed slower"))
-        against = {name: (step.verdicts[(good.name, name)], step.verdicts[(name, bad.name)]) for name in candidates}
+            state.rows.append(
+                [
+                    good.name,
+                    "GOOD",
+                    f"{verdict.fast_mode(step.times[good.name]) * 1e3:.3f}",
+                    "1",
+                    "",
+                    "",
+                    "",
+                    "endpoint",
+                ]
+            )
+            state.rows.append(
+                _row(bad.name, "BAD", step.times[bad.name], endpoint, "1", "confirmed slower")
+            )
+        against = {
+            name: (step.verdicts[(good.name, name)], step.verdicts[(name, bad.name)])
+            for name in candidates
+        }
         found = {name: _classify(*against[name]) for name in candidates}
-        state.rows += [_row(name, "step", step.times[name], vs_good, f"{vs_bad.ratio:.3f}", found[name] or "undecided")
-                       for name, (vs_good, vs_bad) in against.items()]
-        for name in candidates:  # oldest first: every good one moves low up, the first bad one is high
+        state.rows += [
+            _row(
+                name,
+                "step",
+                step.times[name],
+                vs_good,
+                f"{vs_bad.ratio:.3f}",
+                found[name] or "undecided",
+            )
+            for name, (vs_good, vs_bad) in against.items()
+        ]
+        for (
+            name
+        ) in candidates:  # oldest first: every good one moves low up, the first bad one is high
             if found[name] is None:
                 vs_good, vs_bad = against[name]
-                return Unresolved(UNDECIDED, f"undecided at {name}: against GOOD {vs_good.reason}; against BAD"
-                                             f" {vs_bad.reason}")
+                return Unresolved(
+                    UNDECIDED,
+                    f"undecided at {name}: against GOOD {vs_good.reason}; against BAD"
+                    f" {vs_bad.reason}",
+                )
             if found[name] == "bad":
                 state.high = between.index(name)
                 break
             state.low = between.index(name)
 
 
-def bisect(good_ref: str, bad_ref: str, args: fresh.Options, adding: nightlies.Options) -> Found | Unresolved:
+def bisect(
+    good_ref: str, bad_ref: str, args: fresh.Options, adding: nightlies.Options
+) -> Found | Unresolved:
     """Measure and search between GOOD and BAD as ``args`` and ``adding`` ask, printing each step and the evidence."""
     compare.check(args)
-    manifest, generated, (good, bad) = fresh.name_builds([good_ref, bad_ref], args.manifest, args.timeline)
+    manifest, generated, (good, bad) = fresh.name_builds(
+        [good_ref, bad_ref], args.manifest, args.timeline
+    )
     if good.name == bad.name:
         raise fresh.FreshError(f"GOOD and BAD are the same build ({good.name}): name two builds")
     line = fresh.lineage(manifest, bad.name)
     if good.name not in line:
         if bad.name in fresh.lineage(manifest, good.name):
-            raise fresh.FreshError(f"{bad.name} comes before {good.name}: give GOOD (older) first, then BAD")
-        raise fresh.FreshError(f"{good.name} is not an ancestor of {bad.name} on any channel: bisect along one line of"
-                               " builds")
-    between = line[line.index(good.name) + 1:]  # after GOOD up to and including BAD
+            raise fresh.FreshError(
+                f"{bad.name} comes before {good.name}: give GOOD (older) first, then BAD"
+            )
+        raise fresh.FreshError(
+            f"{good.name} is not an ancestor of {bad.name} on any channel: bisect along one line of"
+            " builds"
+        )
+    between = line[line.index(good.name) + 1 :]  # after GOOD up to and including BAD
     named = {name: fresh.Named(name, generated.commits[name]) for name in between}
     gaps = nightlies.Gaps(adding, args, manifest, generated)
     state = Search(between)
     with fresh.Session(args, [good, bad]) as measuring:
         combination = measuring.check_bench(good.commit)
-        print(f"bisect {combination}: GOOD {good.name}, BAD {bad.name}, {len(between) - 1} builds between,"
-              f" machine {measuring.machine}, factor {measuring.factor:g}, {compare.measured_as(args)}")
+        print(
+            f"bisect {combination}: GOOD {good.name}, BAD {bad.name}, {len(between) - 1} builds between,"
+            f" machine {measuring.machine}, factor {measuring.factor:g}, {compare.measured_as(args)}"
+        )
         unresolved = search(measuring, good, bad, named, state, gaps.fill)
     for said in state.endpoints:
         print("  " + said)
@@ -173,27 +257,37 @@ def bisect(good_ref: str, bad_ref: str, args: fresh.Options, adding: nightlies.O
         return unresolved
     first = between[state.high]
     before = between[state.low] if state.low >= 0 else good.name
-    old, new = gaps.manifest.find(before), gaps.manifest.find(first)  # with the nightlies --nightlies added
+    old, new = (
+        gaps.manifest.find(before),
+        gaps.manifest.find(first),
+    )  # with the nightlies --nightlies added
     if old.git_version == new.git_version:
-        upstream = (f"{before} and {first} share the upstream commit {new.git_version[:12]}: the change is in the builds"
-                    f" themselves, not in PyTorch's history (torch {old.torch_version} -> {new.torch_version})")
+        upstream = (
+            f"{before} and {first} share the upstream commit {new.git_version[:12]}: the change is in the builds"
+            f" themselves, not in PyTorch's history (torch {old.torch_version} -> {new.torch_version})"
+        )
     else:
-        upstream = "PyTorch commits to read: " + history.upstream_range(gaps.manifest, gaps.generated, before, first)
+        upstream = "PyTorch commits to read: " + history.upstream_range(
+            gaps.manifest, gaps.generated, before, first
+        )
     return Found(first, before, upstream)
 
 
 def outcome(found: Found | Unresolved) -> int:
     """Print what a bisection found, or why it found nothing; returns the exit status (EXIT_STATUSES)."""
     if isinstance(found, Unresolved):
-        print(f"{'undecided' if found.status == UNDECIDED else 'no regression'}: {found.reason} (exit {found.status})")
+        print(
+            f"{'undecided' if found.status == UNDECIDED else 'no regression'}: {found.reason} (exit {found.status})"
+        )
         return found.status
     print(f"first bad build: {found.first} (the build before it, {found.before}, is good)")
     print(found.upstream)
     return 0
 
 
-def _step_decided(good: str, bad: str, candidates: list[str],
-                  confirmed: bool) -> Callable[[dict[compare.Pair, verdict.Verdict]], bool]:
+def _step_decided(
+    good: str, bad: str, candidates: list[str], confirmed: bool
+) -> Callable[[dict[compare.Pair, verdict.Verdict]], bool]:
     """Once the endpoints are decided (until confirmed) and the candidates classified up to the first bad one."""
 
     def decided(verdicts: dict[compare.Pair, verdict.Verdict]) -> bool:

@@ -33,13 +33,19 @@ EXIT_STATUSES = """exit status:
 
 @dataclass
 class Measured:
-    times: dict[str, list[float]]  # each build's process times (its fastest sample, seconds), in round order
+    times: dict[
+        str, list[float]
+    ]  # each build's process times (its fastest sample, seconds), in round order
     verdicts: dict[Pair, verdict.Verdict] = field(default_factory=dict)
     samples: dict[str, int] = field(default_factory=dict)  # each build's samples over its processes
 
 
-def measure(session: fresh.Session, builds: list[fresh.Named], pairs: list[Pair],
-            done: Callable[[dict[Pair, verdict.Verdict]], bool] | None = None) -> Measured:
+def measure(
+    session: fresh.Session,
+    builds: list[fresh.Named],
+    pairs: list[Pair],
+    done: Callable[[dict[Pair, verdict.Verdict]], bool] | None = None,
+) -> Measured:
     """Interleaved rounds until every pair is decided (or ``done`` says so) or the budget is spent; a progress line
     (stderr) as each round ends: every build's fastest sample, and what is left.
 
@@ -47,7 +53,9 @@ def measure(session: fresh.Session, builds: list[fresh.Named], pairs: list[Pair]
     an undecided pair could be decided within the time budget at this run's pace (:func:`needed`), extra ones."""
     levels = verdict.schedule(session.min_rounds, session.max_rounds)
     measured = Measured({b.name: [] for b in builds})
-    done = done or (lambda verdicts: all(v.decision != verdict.UNDECIDED for v in verdicts.values()))
+    done = done or (
+        lambda verdicts: all(v.decision != verdict.UNDECIDED for v in verdicts.values())
+    )
     started = time.monotonic()
     if started >= session.deadline:  # an earlier step of the command spent the budget
         return _out_of_time(session, measured, pairs, levels, session.min_rounds)
@@ -57,11 +65,22 @@ def measure(session: fresh.Session, builds: list[fresh.Named], pairs: list[Pair]
             before = len(measured.times[builds[0].name])
             measured.times, measured.samples = times, dict(session.samples)
             count = len(times[builds[0].name])
-            due = [look for look in levels if before < look <= count]  # asv may finish two rounds at once
+            due = [
+                look for look in levels if before < look <= count
+            ]  # asv may finish two rounds at once
             if due:
-                measured.verdicts = {(a, b): verdict.judge_at(due[-1], session.min_rounds, times[a], times[b],
-                                                              session.factor, levels[due[-1]], session.quieter)
-                                     for a, b in pairs}
+                measured.verdicts = {
+                    (a, b): verdict.judge_at(
+                        due[-1],
+                        session.min_rounds,
+                        times[a],
+                        times[b],
+                        session.factor,
+                        levels[due[-1]],
+                        session.quieter,
+                    )
+                    for a, b in pairs
+                }
             finished = bool(due) and done(measured.verdicts)
             now = time.monotonic()
             following = next((look for look in levels if look > count), None)
@@ -69,13 +88,26 @@ def measure(session: fresh.Session, builds: list[fresh.Named], pairs: list[Pair]
             beyond = None  # past the planned looks: the extra looks go on only while they could decide in time
             if due and not finished and following is not None and following > session.max_rounds:
                 beyond = _beyond_reach(session, measured, levels, count, pace, now)
-            late = (not finished and beyond is None and following is not None
-                    and now + (following - count) * pace > session.deadline)
+            late = (
+                not finished
+                and beyond is None
+                and following is not None
+                and now + (following - count) * pace > session.deadline
+            )
             for number in range(before + 1, count + 1):
-                shown = ", ".join(f"{b.name} {times[b.name][number - 1] * 1e3:.2f} ms" for b in builds)
-                left = (f"; {_left(measured, following, count, session, now - started, finished, max(levels))}"
-                        if number == count else "")
-                of = f"/{session.max_rounds}" if number <= session.max_rounds else f" (extra, budget left; up to {max(levels)})"
+                shown = ", ".join(
+                    f"{b.name} {times[b.name][number - 1] * 1e3:.2f} ms" for b in builds
+                )
+                left = (
+                    f"; {_left(measured, following, count, session, now - started, finished, max(levels))}"
+                    if number == count
+                    else ""
+                )
+                of = (
+                    f"/{session.max_rounds}"
+                    if number <= session.max_rounds
+                    else f" (extra, budget left; up to {max(levels)})"
+                )
                 log.info(f"round {number}{of}: {shown}{left}")
             if finished:
                 break
@@ -94,36 +126,63 @@ def needed(found: verdict.Verdict, count: int, alpha: float, factor: float) -> f
     level ``alpha`` (inf when the ratio sits on the factor). A guide for the user and the budget, not a decision."""
     if found.decision != verdict.UNDECIDED and count > 0:
         return float(count)
-    if not all(math.isfinite(value) and value > 0 for value in (found.ratio, found.low, found.high)):
+    if not all(
+        math.isfinite(value) and value > 0 for value in (found.ratio, found.low, found.high)
+    ):
         return math.inf
-    error = (math.log(found.high) - math.log(found.low)) / 2 / statistics.NormalDist().inv_cdf(
-        (1 + verdict.CONFIDENCE) / 2)
+    error = (
+        (math.log(found.high) - math.log(found.low))
+        / 2
+        / statistics.NormalDist().inv_cdf((1 + verdict.CONFIDENCE) / 2)
+    )
     distance = abs(math.log(found.ratio) - math.log(factor))
     if distance == 0:
         return math.inf
     # at least one round more: the estimate is a normal approximation to a permutation test, never a decision
-    return max(count + 1.0, count * (statistics.NormalDist().inv_cdf(1 - alpha) * error / distance) ** 2)
+    return max(
+        count + 1.0, count * (statistics.NormalDist().inv_cdf(1 - alpha) * error / distance) ** 2
+    )
 
 
-def _beyond_reach(session: fresh.Session, measured: Measured, levels: dict[int, float], count: int, pace: float,
-                  now: float) -> str | None:
+def _beyond_reach(
+    session: fresh.Session,
+    measured: Measured,
+    levels: dict[int, float],
+    count: int,
+    pace: float,
+    now: float,
+) -> str | None:
     """Why the extra looks stop here (None while an undecided pair could still be decided in the budget left)."""
     extra = [look for look in levels if look > count]
     affordable = count + max(0.0, session.deadline - now) / pace if pace > 0 else math.inf
     reachable = max((look for look in extra if look <= affordable), default=count)
-    open_pairs = [found for found in measured.verdicts.values() if found.decision == verdict.UNDECIDED]
-    need = min((needed(found, count, levels[extra[-1]], session.factor) for found in open_pairs), default=math.inf)
+    open_pairs = [
+        found for found in measured.verdicts.values() if found.decision == verdict.UNDECIDED
+    ]
+    need = min(
+        (needed(found, count, levels[extra[-1]], session.factor) for found in open_pairs),
+        default=math.inf,
+    )
     if need <= reachable:
         if count == session.max_rounds:
-            log.info(f"undecided after the planned {count} rounds: about {need:.0f} in all would decide; going on with"
-                     f" the budget left ({max(0.0, session.deadline - now) / 60:.1f} min, up to round {reachable})")
+            log.info(
+                f"undecided after the planned {count} rounds: about {need:.0f} in all would decide; going on with"
+                f" the budget left ({max(0.0, session.deadline - now) / 60:.1f} min, up to round {reachable})"
+            )
         return None
-    more = "the ratio sits on the factor" if math.isinf(need) else (
-        f"about {need:.0f} rounds in all would decide (~{(need - count) * pace / 60:.0f} min more at"
-        f" {pace:.1f} s a round)")
-    return (f"after {count} rounds {more}, where the time budget ({session.minutes:g} min) and the extra looks"
-            f" reach round {reachable}: allow more rounds (--max-rounds) and time (--time-budget MINUTES) or"
-            f" {session.quieter}")
+    more = (
+        "the ratio sits on the factor"
+        if math.isinf(need)
+        else (
+            f"about {need:.0f} rounds in all would decide (~{(need - count) * pace / 60:.0f} min more at"
+            f" {pace:.1f} s a round)"
+        )
+    )
+    return (
+        f"after {count} rounds {more}, where the time budget ({session.minutes:g} min) and the extra looks"
+        f" reach round {reachable}: allow more rounds (--max-rounds) and time (--time-budget MINUTES) or"
+        f" {session.quieter}"
+    )
 
 
 def _undecided(session: fresh.Session, measured: Measured, pairs: list[Pair], why: str) -> Measured:
@@ -131,18 +190,24 @@ def _undecided(session: fresh.Session, measured: Measured, pairs: list[Pair], wh
     for pair in pairs:
         found = measured.verdicts[pair]
         if found.decision == verdict.UNDECIDED:
-            measured.verdicts[pair] = dataclasses.replace(
-                found, reason=f"{found.reason}; {why}")
+            measured.verdicts[pair] = dataclasses.replace(found, reason=f"{found.reason}; {why}")
     return measured
 
 
-def _out_of_time(session: fresh.Session, measured: Measured, pairs: list[Pair], levels: dict[int, float],
-                 following: int) -> Measured:
+def _out_of_time(
+    session: fresh.Session,
+    measured: Measured,
+    pairs: list[Pair],
+    levels: dict[int, float],
+    following: int,
+) -> Measured:
     """The verdicts when the time budget ends the rounds: each pair the last look decided keeps its decision; any
     other is undecided, saying so and about how many rounds would decide it. Nothing is decided here: a look the plan
     did not make would spend alpha it has not."""
-    why = (f"the time budget ({session.minutes:g} min, --time-budget) ends before round {following}'s look: allow more"
-           f" time (--time-budget MINUTES) or {session.quieter}")
+    why = (
+        f"the time budget ({session.minutes:g} min, --time-budget) ends before round {following}'s look: allow more"
+        f" time (--time-budget MINUTES) or {session.quieter}"
+    )
     for a, b in pairs:
         found = measured.verdicts.get((a, b))
         if found is not None and found.decision != verdict.UNDECIDED:
@@ -151,7 +216,9 @@ def _out_of_time(session: fresh.Session, measured: Measured, pairs: list[Pair], 
         if found is None:
             alpha = min(levels.values())
             if count >= 2:  # the evidence so far, for the report: never a decision
-                found = verdict.judge(measured.times[a], measured.times[b], session.factor, alpha, session.quieter)
+                found = verdict.judge(
+                    measured.times[a], measured.times[b], session.factor, alpha, session.quieter
+                )
             else:
                 nan = float("nan")
                 found = verdict.Verdict(verdict.UNDECIDED, nan, nan, nan, 1.0, alpha, nan, "")
@@ -161,13 +228,21 @@ def _out_of_time(session: fresh.Session, measured: Measured, pairs: list[Pair], 
         need = needed(found, count, levels.get(following, min(levels.values())), session.factor)
         if count >= 2 and math.isfinite(need):
             why_here += f" (about {need:.0f} rounds in all would decide)"
-        measured.verdicts[(a, b)] = dataclasses.replace(found, decision=verdict.UNDECIDED,
-                                                        reason=f"{verdict.UNDECIDED}: {why_here}")
+        measured.verdicts[(a, b)] = dataclasses.replace(
+            found, decision=verdict.UNDECIDED, reason=f"{verdict.UNDECIDED}: {why_here}"
+        )
     return measured
 
 
-def _left(measured: Measured, following: int | None, count: int, session: fresh.Session, elapsed: float,
-          finished: bool, last: int) -> str:
+def _left(
+    measured: Measured,
+    following: int | None,
+    count: int,
+    session: fresh.Session,
+    elapsed: float,
+    finished: bool,
+    last: int,
+) -> str:
     """What is left after ``count`` rounds, for a user watching a slow machine: the next look and the budget, in rounds
     and in seconds at this run's own pace so far (the first round's installs included, so rather more than less); past
     --max-rounds, up to the ``last`` extra look."""
@@ -178,30 +253,41 @@ def _left(measured: Measured, following: int | None, count: int, session: fresh.
         return f"{judged}done ({elapsed:.0f} s, {pace:.1f} s a round)"
     if following is None:
         return f"{judged}budget spent ({elapsed:.0f} s)"
-    return (f"{judged}{elapsed:.0f} s so far, {pace:.1f} s a round; next look at round {following}"
-            f" (~{(following - count) * pace:.0f} s), at most {most - count} round{'s' if most - count > 1 else ''} left"
-            f" (~{(most - count) * pace:.0f} s); {max(0.0, session.deadline - time.monotonic()) / 60:.1f} of the"
-            f" command's {session.minutes:g} min left")
+    return (
+        f"{judged}{elapsed:.0f} s so far, {pace:.1f} s a round; next look at round {following}"
+        f" (~{(following - count) * pace:.0f} s), at most {most - count} round{'s' if most - count > 1 else ''} left"
+        f" (~{(most - count) * pace:.0f} s); {max(0.0, session.deadline - time.monotonic()) / 60:.1f} of the"
+        f" command's {session.minutes:g} min left"
+    )
 
 
 def summary(measured: Measured, a: str, b: str) -> list[str]:
     """The report of one pair: each side's fast mode, the ratio with its interval, A/A, the test, the verdict."""
     found = measured.verdicts[(a, b)]
-    return [*(f"{label} {name}: fast mode {verdict.fast_mode(measured.times[name]) * 1e3:.3f} ms, median"
-              f" {statistics.median(measured.times[name]) * 1e3:.3f} ms over {len(measured.times[name])} processes"
-              f" ({measured.samples.get(name, 0)} samples)" for label, name in (("A", a), ("B", b))),
-            f"B/A {found.ratio:.3f} [{found.low:.3f}, {found.high:.3f}] (fast modes, 95% bootstrap over processes);"
-            f" A/A {found.noise:.3f}; p {found.p_value:.4f} that B is slower than the factor x A (decides below"
-            f" {found.alpha:.4f})",
-            f"verdict: {found.reason} (exit {found.exit_code})"]
+    return [
+        *(
+            f"{label} {name}: fast mode {verdict.fast_mode(measured.times[name]) * 1e3:.3f} ms, median"
+            f" {statistics.median(measured.times[name]) * 1e3:.3f} ms over {len(measured.times[name])} processes"
+            f" ({measured.samples.get(name, 0)} samples)"
+            for label, name in (("A", a), ("B", b))
+        ),
+        f"B/A {found.ratio:.3f} [{found.low:.3f}, {found.high:.3f}] (fast modes, 95% bootstrap over processes);"
+        f" A/A {found.noise:.3f}; p {found.p_value:.4f} that B is slower than the factor x A (decides below"
+        f" {found.alpha:.4f})",
+        f"verdict: {found.reason} (exit {found.exit_code})",
+    ]
 
 
 def check(args: fresh.Options) -> None:
     """What compare's and bisect's options alone make impossible, refused before anything is written or measured:
     the timeline, the machine file and .asv/fresh stay as they were."""
     if args.min_rounds > args.max_rounds:
-        raise fresh.FreshError(f"--min-rounds {args.min_rounds} is more than --max-rounds {args.max_rounds}")
-    fresh.round_process(None, dict(os.environ))  # a bad MPSBENCH_ROUND_PROCESS: refused before anything is measured
+        raise fresh.FreshError(
+            f"--min-rounds {args.min_rounds} is more than --max-rounds {args.max_rounds}"
+        )
+    fresh.round_process(
+        None, dict(os.environ)
+    )  # a bad MPSBENCH_ROUND_PROCESS: refused before anything is measured
     suite = asvconf.load((args.suite_root or asvconf.ROOT) / asvconf.CONFIG)
     benchmarks = preselect.discover(suite.benchmarks)
     found = asv.matching(preselect.names(benchmarks), [args.bench])
@@ -212,8 +298,10 @@ def check(args: fresh.Options) -> None:
     device = preselect.devices_of(benchmarks)[found[0]]
     if device is not None and not devices.present(device):
         here = ", ".join(name for name in devices.NAMES if devices.present(name))
-        raise fresh.FreshError(f"-b {args.bench!r} names {found[0]}, which cannot run here: {devices.absent_reason(device)};"
-                               f" the devices here: {here}")
+        raise fresh.FreshError(
+            f"-b {args.bench!r} names {found[0]}, which cannot run here: {devices.absent_reason(device)};"
+            f" the devices here: {here}"
+        )
 
 
 def measured_as(args: fresh.Options) -> str:
@@ -232,9 +320,11 @@ def compare(a_ref: str, b_ref: str, args: fresh.Options) -> int:
         raise fresh.FreshError(f"A and B are the same build ({a.name}): name two builds")
     with fresh.Session(args, [a, b]) as measuring:
         combination = measuring.check_bench(a.commit)
-        print(f"compare {combination}: A {a.name} ({a.commit[:12]}) against B {b.name} ({b.commit[:12]}),"
-              f" machine {measuring.machine}, factor {measuring.factor:g}, {args.min_rounds}-{args.max_rounds} rounds,"
-              f" {measured_as(args)}")
+        print(
+            f"compare {combination}: A {a.name} ({a.commit[:12]}) against B {b.name} ({b.commit[:12]}),"
+            f" machine {measuring.machine}, factor {measuring.factor:g}, {args.min_rounds}-{args.max_rounds} rounds,"
+            f" {measured_as(args)}"
+        )
         measured = measure(measuring, [a, b], [(a.name, b.name)])
     print("\n".join(summary(measured, a.name, b.name)))
     return measured.verdicts[(a.name, b.name)].exit_code

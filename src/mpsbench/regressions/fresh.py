@@ -30,7 +30,9 @@ log = progress.logger(__name__)
 # A command that has not answered in this long says undecided (exit 3) instead: on a loaded machine a
 # bisect that went on for 25 minutes helped nobody. It stops before a look it cannot reach in time, never after one.
 TIME_BUDGET_MINUTES = 20.0
-WORKDIR = Path(".asv/fresh")  # in the suite: the derived config and its asv environment, kept between commands
+WORKDIR = Path(
+    ".asv/fresh"
+)  # in the suite: the derived config and its asv environment, kept between commands
 # samples in each process: the step rows' own minimum repeat; processes, not samples, carry the spread that decides
 SAMPLES = 10
 # A cpu row's process: one step a sample (settings.SINGLE_STEPS), at least SAMPLES, then more up to 200 or 1 s, so that
@@ -56,8 +58,9 @@ class Named:
     commit: str  # its timeline commit
 
 
-def name_builds(refs: list[str], manifest_path: Path,
-                timeline_path: Path) -> tuple[mf.Manifest, timeline.Generated, list[Named]]:
+def name_builds(
+    refs: list[str], manifest_path: Path, timeline_path: Path
+) -> tuple[mf.Manifest, timeline.Generated, list[Named]]:
     """Resolve CHANNEL@ID, timeline hashes (prefixes) and tags; writes the timeline's objects and refs."""
     manifest = mf.load(manifest_path)
     generated = timeline.generate(manifest, timeline_path)
@@ -106,28 +109,51 @@ class Session:
         self.benchmarks = conf.benchmarks
         self.timeline = args.timeline.resolve()
         self.thresholds = conf.thresholds
-        self.bench, self.log, self.min_rounds, self.max_rounds = args.bench, args.log, args.min_rounds, args.max_rounds
+        self.bench, self.log, self.min_rounds, self.max_rounds = (
+            args.bench,
+            args.log,
+            args.min_rounds,
+            args.max_rounds,
+        )
         self.minutes, self.deadline = args.minutes, time.monotonic() + args.minutes * 60
         self.machine = args.machine or machine.write()[0]
         # asv hands its environment to the benchmark processes: OMP_NUM_THREADS sizes torch's intra-op pool, for both
         # builds alike; None keeps torch's default, as recorded runs have it
-        self.env = dict(os.environ, **({} if args.threads is None else {"OMP_NUM_THREADS": str(args.threads)}))
+        self.env = dict(
+            os.environ, **({} if args.threads is None else {"OMP_NUM_THREADS": str(args.threads)})
+        )
         # what else would decide an undecided comparison, in its verdict
-        self.quieter = verdict.QUIETER + ("" if args.threads else " or, for a cpu row on a busy machine, --threads 1")
+        self.quieter = verdict.QUIETER + (
+            "" if args.threads else " or, for a cpu row on a busy machine, --threads 1"
+        )
         self._default_sigterm: object = None
-        self.key: str | None = None  # the benchmark's name, once check_bench (always first) has checked the regex
+        self.key: str | None = (
+            None  # the benchmark's name, once check_bench (always first) has checked the regex
+        )
         self.index = -1  # the combination's position among the benchmark's parameter sets
         self.combination = ""
-        self._servers: dict[str, servers.Server] = {}  # by build name: started once per command (rounds)
+        self._servers: dict[
+            str, servers.Server
+        ] = {}  # by build name: started once per command (rounds)
         self.cpu_row = False  # check_bench tells: sampled one step at a time, its next process not started ahead
-        self.mode = servers.SPAWN  # check_bench tells: how each round's process is made (round_process)
-        self.samples: dict[str, int] = {}  # by build name: the samples this pass's processes took (rounds)
+        self.mode = (
+            servers.SPAWN
+        )  # check_bench tells: how each round's process is made (round_process)
+        self.samples: dict[
+            str, int
+        ] = {}  # by build name: the samples this pass's processes took (rounds)
         self._reader = timeline.Reader(self.timeline)
         self.scratch = Path(tempfile.mkdtemp(prefix="mpsbench-fresh-"))
-        self.env[asv.RUN_BUILDS] = str(self.scratch / "hashes")  # asv installs no build but the one check_bench names
-        channels = sorted({build.name.partition("@")[0] for build in builds})  # asv wants branches; HASHFILE needs none
+        self.env[asv.RUN_BUILDS] = str(
+            self.scratch / "hashes"
+        )  # asv installs no build but the one check_bench names
+        channels = sorted(
+            {build.name.partition("@")[0] for build in builds}
+        )  # asv wants branches; HASHFILE needs none
         try:  # __exit__ removes the scratch folder only once the session is entered: a failure here must do it itself
-            self.config = conf.derive((root / WORKDIR).resolve(), self.timeline, channels, self.scratch / "results")
+            self.config = conf.derive(
+                (root / WORKDIR).resolve(), self.timeline, channels, self.scratch / "results"
+            )
         except BaseException:
             shutil.rmtree(self.scratch, ignore_errors=True)
             raise
@@ -141,7 +167,9 @@ class Session:
     def __enter__(self) -> Session:
         # a SIGTERM (a CI job cancelled) becomes SystemExit, with the shell's status for a process ended by it, so that
         # the finally blocks stop asv and the servers and remove the scratch folder, as on any other way out
-        self._default_sigterm = signal.signal(signal.SIGTERM, lambda signum, _: sys.exit(128 + signum))
+        self._default_sigterm = signal.signal(
+            signal.SIGTERM, lambda signum, _: sys.exit(128 + signum)
+        )
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -149,7 +177,10 @@ class Session:
             for server in self._servers.values():
                 server.stop()
             for server in self._servers.values():  # --log: what each server ran and printed
-                self._keep(server.command, server.log.read_text(errors="replace") if server.log.is_file() else "")
+                self._keep(
+                    server.command,
+                    server.log.read_text(errors="replace") if server.log.is_file() else "",
+                )
         finally:
             shutil.rmtree(self.scratch, ignore_errors=True)
             signal.signal(signal.SIGTERM, self._default_sigterm)  # type: ignore[arg-type]
@@ -163,8 +194,21 @@ class Session:
         """Discover the suite once with asv and insist that ``bench`` names exactly one combination; returns it."""
         hashfile = self.scratch / "hashes"
         hashfile.write_text(commit + "\n")
-        command = [sys.executable, "-m", "asv", "run", "--config", str(self.config), "--machine", self.machine,
-                   "--bench", "just-discover", "--record-samples", "--show-stderr", f"HASHFILE:{hashfile}"]
+        command = [
+            sys.executable,
+            "-m",
+            "asv",
+            "run",
+            "--config",
+            str(self.config),
+            "--machine",
+            self.machine,
+            "--bench",
+            "just-discover",
+            "--record-samples",
+            "--show-stderr",
+            f"HASHFILE:{hashfile}",
+        ]
         # Commands in one checkout share WORKDIR's asv environment, and asv installs the build into it: one at a time.
         # The servers after it read the build's own folder, so only this step waits.
         env_lock = self.root / WORKDIR / "env"
@@ -178,18 +222,31 @@ class Session:
             printed = (done.stdout + done.stderr).strip().splitlines()
             # install_build's own one-line reason, where asv printed it, says more than asv's closing lines; the first
             # one: after it asv tries the newest build of each branch, which install_build refuses (asv.RUN_BUILDS)
-            tail = [line.strip() for line in printed if "mpsbench: error:" in line][:1] or printed[-3:]
-            raise FreshError(f"asv could not discover the suite for {commit[:12]}: {' | '.join(tail)}"
-                             + ("" if self.log else " (--log FILE keeps asv's whole output)"))
+            tail = [line.strip() for line in printed if "mpsbench: error:" in line][:1] or printed[
+                -3:
+            ]
+            raise FreshError(
+                f"asv could not discover the suite for {commit[:12]}: {' | '.join(tail)}"
+                + ("" if self.log else " (--log FILE keeps asv's whole output)")
+            )
         from asv.benchmarks import Benchmarks
         from asv.config import Config
 
-        listed = [entry for key, entry in json.loads(listing.read_text()).items() if key != "version"]
+        listed = [
+            entry for key, entry in json.loads(listing.read_text()).items() if key != "version"
+        ]
         found = Benchmarks(Config.load(str(self.config)), listed, regex=self.bench)
-        matches = [(key, index, _values(found[key]["params"], index)) for key, indexes in found.benchmark_selection.items()
-                   if key in found for index in (indexes if indexes is not None else [-1])]
-        one_combination(self.bench, [asv.combination(key, values) for key, _, values in matches],
-                        ", e.g. \"Training.time_step\\('cpu', 'mlp', 32\\)\"")
+        matches = [
+            (key, index, _values(found[key]["params"], index))
+            for key, indexes in found.benchmark_selection.items()
+            if key in found
+            for index in (indexes if indexes is not None else [-1])
+        ]
+        one_combination(
+            self.bench,
+            [asv.combination(key, values) for key, _, values in matches],
+            ", e.g. \"Training.time_step\\('cpu', 'mlp', 32\\)\"",
+        )
         self.key, self.index, values = matches[0]
         self.combination = asv.combination(self.key, values)
         # A cpu row is timed on the cores that the next round's process would take importing torch: start the next
@@ -203,7 +260,9 @@ class Session:
             self.env[settings.SINGLE_STEPS] = "1"
         return self.combination
 
-    def rounds(self, builds: list[Named], most: int | None = None) -> Generator[dict[str, list[float]], None, None]:
+    def rounds(
+        self, builds: list[Named], most: int | None = None
+    ) -> Generator[dict[str, list[float]], None, None]:
         """Up to ``most`` rounds (``max_rounds`` unless given: compare's extra looks go past it) of one process per
         build; after each, every build's process times so far.
 
@@ -230,13 +289,21 @@ class Session:
 
     def _servers_of(self, builds: list[Named]) -> list[servers.Server]:
         """Each build's server, started (all new ones at once, then waited for) unless it serves already."""
-        assert self.key is not None  # check_bench came first: it made the environment the servers run in
+        assert (
+            self.key is not None
+        )  # check_bench came first: it made the environment the servers run in
         python = asv.environment_python(self.config)
         benchmark_id = self.key if self.index < 0 else f"{self.key}-{self.index}"
         new = []
         for build in (build for build in builds if build.name not in self._servers):
-            placed = servers.place(python, self._reader.build(build.commit), self.root / "src", self.scratch, self.env)
-            new.append(servers.Server(python, placed, self.benchmarks, benchmark_id, self.env, self.scratch, self.mode))
+            placed = servers.place(
+                python, self._reader.build(build.commit), self.root / "src", self.scratch, self.env
+            )
+            new.append(
+                servers.Server(
+                    python, placed, self.benchmarks, benchmark_id, self.env, self.scratch, self.mode
+                )
+            )
             self._servers[build.name] = new[-1]
         for server in new:  # every new build's first process at once: their imports overlap
             server.start()
@@ -244,14 +311,23 @@ class Session:
             server.ready()
         return [self._servers[build.name] for build in builds]
 
-    def _fastest(self, build: Named, server: servers.Server, said: dict[str, object], number: int) -> float:
+    def _fastest(
+        self, build: Named, server: servers.Server, said: dict[str, object], number: int
+    ) -> float:
         result = said.get("result")
         samples = result.get("samples") if isinstance(result, dict) else None
         if said.get("rc") != 0 or not isinstance(samples, list) or not samples:
-            why = ("timed out" if said.get("rc") == servers.TIMED_OUT else
-                   f"exit status {said.get('rc')}" if said.get("rc") != 0 else "skipped (n/a)")
-            raise FreshError(f"{self.combination} gave no value in round {number} for {build.name} ({why}):"
-                             f" {server.tail()}")
+            why = (
+                "timed out"
+                if said.get("rc") == servers.TIMED_OUT
+                else f"exit status {said.get('rc')}"
+                if said.get("rc") != 0
+                else "skipped (n/a)"
+            )
+            raise FreshError(
+                f"{self.combination} gave no value in round {number} for {build.name} ({why}):"
+                f" {server.tail()}"
+            )
         self.samples[build.name] += len(samples)
         return min(float(sample) for sample in samples)
 
@@ -260,11 +336,15 @@ def round_process(device: str | None, env: dict[str, str]) -> str:
     """servers.FORK or servers.SPAWN for a row on ``device`` (None: a row without one), ROUND_PROCESS overriding."""
     asked = env.get(ROUND_PROCESS, "")
     if asked and asked not in (servers.FORK, servers.SPAWN):
-        raise FreshError(f"{ROUND_PROCESS}={asked!r}: give {servers.FORK} or {servers.SPAWN}, or leave it unset")
+        raise FreshError(
+            f"{ROUND_PROCESS}={asked!r}: give {servers.FORK} or {servers.SPAWN}, or leave it unset"
+        )
     if not hasattr(os, "fork") or sys.platform == "darwin":
         if asked == servers.FORK:
-            raise FreshError(f"{ROUND_PROCESS}=fork: this platform ({sys.platform}) runs every round spawned; leave"
-                             f" it unset or give {servers.SPAWN}")
+            raise FreshError(
+                f"{ROUND_PROCESS}=fork: this platform ({sys.platform}) runs every round spawned; leave"
+                f" it unset or give {servers.SPAWN}"
+            )
         return servers.SPAWN
     return asked or (servers.FORK if device in FORKED_DEVICES else servers.SPAWN)
 
@@ -273,8 +353,10 @@ def one_combination(bench: str, found: list[str], hint: str) -> None:
     """Refuse a ``-b`` regex that names no or several combinations (``found``), listing the first three."""
     if len(found) != 1:
         shown = f": {', '.join(found[:3])}{', ...' if len(found) > 3 else ''}" if found else ""
-        raise FreshError(f"-b {bench!r} matches {len(found)} benchmark combinations{shown}; give a regex that matches"
-                         f" exactly one{hint}")
+        raise FreshError(
+            f"-b {bench!r} matches {len(found)} benchmark combinations{shown}; give a regex that matches"
+            f" exactly one{hint}"
+        )
 
 
 def _values(params: list[list[str]], index: int) -> tuple[str, ...]:

@@ -27,7 +27,9 @@ def spread(dates: list[str], count: int) -> list[str]:
     """At most ``count`` of ``dates`` (sorted), cutting them into ``count + 1`` runs of equal length."""
     if len(dates) <= count:
         return list(dates)
-    positions = sorted({round((pick + 1) * (len(dates) + 1) / (count + 1)) - 1 for pick in range(count)})
+    positions = sorted(
+        {round((pick + 1) * (len(dates) + 1) / (count + 1)) - 1 for pick in range(count)}
+    )
     return [dates[position] for position in positions]
 
 
@@ -48,8 +50,13 @@ class Options:
 class Gaps:
     """Fills the gaps a bisection ends in with nightlies, while its ``--nightlies`` budget lasts."""
 
-    def __init__(self, args: Options, files: fresh.Options, manifest: mf.Manifest,
-                 generated: timeline.Generated) -> None:
+    def __init__(
+        self,
+        args: Options,
+        files: fresh.Options,
+        manifest: mf.Manifest,
+        generated: timeline.Generated,
+    ) -> None:
         self.left = self.wanted = args.nightlies or 0
         self.indexes = args.indexes or tuple(resolve.NIGHTLY_INDEXES)
         self.args, self.files, self.manifest, self.generated = args, files, manifest, generated
@@ -65,31 +72,52 @@ class Gaps:
         low, high = day(self.manifest.find(good)), day(self.manifest.find(bad))
         inside = [night for night in self.dates if low < date.fromisoformat(night) < high]
         if not inside:
-            print(f"no nightly between {good} ({low}) and {bad} ({high}) on {', '.join(self.indexes)}")
+            print(
+                f"no nightly between {good} ({low}) and {bad} ({high}) on {', '.join(self.indexes)}"
+            )
             return []
         if not self.left:
-            print(f"{len(inside)} nightlies between {good} and {bad} ({inside[0]} .. {inside[-1]}) were not"
-                  f" measured: the --nightlies budget ({self.wanted}) is spent; run `mpsbench bisect {good} {bad}"
-                  f" --nightlies N` to look among them")
+            print(
+                f"{len(inside)} nightlies between {good} and {bad} ({inside[0]} .. {inside[-1]}) were not"
+                f" measured: the --nightlies budget ({self.wanted}) is spent; run `mpsbench bisect {good} {bad}"
+                f" --nightlies N` to look among them"
+            )
             return []
         channel = channel_name(good)
         existing = self.manifest.channel(channel)
         if existing is not None and existing.parent != good:
-            raise fresh.FreshError(f"channel {channel} exists but forks from {existing.parent}, not {good}:"
-                                   " remove it from the manifest or bisect from another build")
-        reused = [f"{channel}@{b.id}" for b in existing.builds if low < day(b) < high] if existing else []
+            raise fresh.FreshError(
+                f"channel {channel} exists but forks from {existing.parent}, not {good}:"
+                " remove it from the manifest or bisect from another build"
+            )
+        reused = (
+            [f"{channel}@{b.id}" for b in existing.builds if low < day(b) < high]
+            if existing
+            else []
+        )
         if reused:
             print(f"reusing {len(reused)} nightlies of {channel} between {good} and {bad}")
         else:
             picked = spread(inside, self.left)
-            print(f"{len(inside)} nightlies between {good} and {bad}; adding {len(picked)} spread by date"
-                  f" (--nightlies {self.wanted}) on channel {channel}, forked from {good}: {', '.join(picked)}")
+            print(
+                f"{len(inside)} nightlies between {good} and {bad}; adding {len(picked)} spread by date"
+                f" (--nightlies {self.wanted}) on channel {channel}, forked from {good}: {', '.join(picked)}"
+            )
             for night in picked:
-                history.add_nightly(self.files.manifest, self.files.timeline, channel, night,
-                                    indexes=self.indexes, transformers=self.args.transformers,
-                                    transformers_index=self.args.transformers_index, parent=good)
+                history.add_nightly(
+                    self.files.manifest,
+                    self.files.timeline,
+                    channel,
+                    night,
+                    indexes=self.indexes,
+                    transformers=self.args.transformers,
+                    transformers_index=self.args.transformers_index,
+                    parent=good,
+                )
             reused = [f"{channel}@{night}" for night in picked]
         self.left = max(0, self.left - len(reused))
         self.manifest = mf.load(self.files.manifest)
-        self.generated = timeline.compute(self.manifest, self.files.timeline)  # add-nightly moved the refs already
+        self.generated = timeline.compute(
+            self.manifest, self.files.timeline
+        )  # add-nightly moved the refs already
         return [fresh.Named(name, self.generated.commits[name]) for name in reused]

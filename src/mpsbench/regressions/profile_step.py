@@ -25,7 +25,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-WARM_UP_CALLS = 2  # on top of the benchmark's own setup, which warms the suite's workloads up already
+WARM_UP_CALLS = (
+    2  # on top of the benchmark's own setup, which warms the suite's workloads up already
+)
 TIMED_CALLS = (10, 200, 1.0)  # unprofiled calls: at least 10, then more up to 200 or 1 s
 STEP_ROW = "ProfilerStep*"  # torch's own row for each profiled step: its self time is what ran outside any op
 OUTSIDE_OPS = "(python between ops)"  # the name the table gives STEP_ROW's self time
@@ -35,10 +37,16 @@ OUTSIDE_OPS = "(python between ops)"  # the name the table gives STEP_ROW's self
 class Plan:
     """What this build's profiler is asked for on the device, and what it cannot give there."""
 
-    activities: list[Any]  # torch.profiler.ProfilerActivity members (empty: the legacy autograd profiler)
+    activities: list[
+        Any
+    ]  # torch.profiler.ProfilerActivity members (empty: the legacy autograd profiler)
     basis: str  # "device" where the profiler times the device's kernels, else "cpu"
-    missing: list[str] = field(default_factory=list)  # said in the table, never replaced by a number
-    signposts: Callable[[], Any] | None = None  # torch.mps.profiler's context, where the build has it
+    missing: list[str] = field(
+        default_factory=list
+    )  # said in the table, never replaced by a number
+    signposts: Callable[[], Any] | None = (
+        None  # torch.mps.profiler's context, where the build has it
+    )
 
 
 def plan(torch: Any, device: str) -> Plan:
@@ -48,25 +56,39 @@ def plan(torch: Any, device: str) -> Plan:
     profiler = getattr(torch, "profiler", None)
     activity = getattr(profiler, "ProfilerActivity", None)
     if activity is None:
-        return Plan([], "cpu", ["torch.profiler (torch >= 1.8.1): the autograd profiler's cpu times instead"])
+        return Plan(
+            [],
+            "cpu",
+            ["torch.profiler (torch >= 1.8.1): the autograd profiler's cpu times instead"],
+        )
     found = Plan([activity.CPU], "cpu")
     if device == "cuda":
         if hasattr(activity, "CUDA") and torch.cuda.is_available():
             found.activities.append(activity.CUDA)
             found.basis = "device"
         else:
-            found.missing.append("cuda kernel times: this build's profiler has no CUDA activity here")
+            found.missing.append(
+                "cuda kernel times: this build's profiler has no CUDA activity here"
+            )
     elif device == "mps":
-        found.missing.append("mps GPU times: torch's profiler sees the cpu side of each mps op (its encoding),"
-                             " not the GPU's; the table's times are the cpu's")
+        found.missing.append(
+            "mps GPU times: torch's profiler sees the cpu side of each mps op (its encoding),"
+            " not the GPU's; the table's times are the cpu's"
+        )
         mps_profiler = getattr(getattr(torch, "mps", None), "profiler", None)
         available = getattr(getattr(torch.backends, "mps", None), "is_available", lambda: False)()
         if mps_profiler is not None and hasattr(mps_profiler, "profile") and available:
-            found.signposts = lambda: mps_profiler.profile(mode="interval", wait_until_completed=False)
-            found.missing.append("mps kernels: torch.mps.profiler's signposts went to Instruments (os_signpost),"
-                                 " which Python cannot read: record with xctrace to see them")
+            found.signposts = lambda: mps_profiler.profile(
+                mode="interval", wait_until_completed=False
+            )
+            found.missing.append(
+                "mps kernels: torch.mps.profiler's signposts went to Instruments (os_signpost),"
+                " which Python cannot read: record with xctrace to see them"
+            )
         else:
-            found.missing.append("mps signposts: this build has no torch.mps.profiler (torch >= 2.1 on macOS)")
+            found.missing.append(
+                "mps signposts: this build has no torch.mps.profiler (torch >= 2.1 on macOS)"
+            )
     return found
 
 
@@ -86,17 +108,31 @@ def rows(events: Any) -> list[dict[str, Any]]:
     grouped: dict[tuple[str, str, str], list[tuple[float, float]]] = {}
     for event in events:
         name = OUTSIDE_OPS if re.fullmatch(r"ProfilerStep(\*|#\d+)", event.name) else event.name
-        kind = "kernel" if str(getattr(event, "device_type", "CPU")).rpartition(".")[2] != "CPU" else "op"
-        if kind == "kernel" and (name == OUTSIDE_OPS or getattr(event, "is_user_annotation", False)):
+        kind = (
+            "kernel"
+            if str(getattr(event, "device_type", "CPU")).rpartition(".")[2] != "CPU"
+            else "op"
+        )
+        if kind == "kernel" and (
+            name == OUTSIDE_OPS or getattr(event, "is_user_annotation", False)
+        ):
             continue  # an annotation's span on the device's timeline (a step, record_function): no kernel
         shapes = getattr(event, "input_shapes", None)
         key = (kind, name, str(shapes) if shapes else "")
         grouped.setdefault(key, []).append((float(event.self_cpu_time_total), _device_us(event)))
-    return [{"name": name, "kind": kind, "shapes": shapes, "calls": len(times),
-             "cpu_us": sum(cpu for cpu, _ in times), "device_us": sum(device for _, device in times),
-             "cpu_us_median": statistics.median(cpu for cpu, _ in times),
-             "device_us_median": statistics.median(device for _, device in times)}
-            for (kind, name, shapes), times in grouped.items()]
+    return [
+        {
+            "name": name,
+            "kind": kind,
+            "shapes": shapes,
+            "calls": len(times),
+            "cpu_us": sum(cpu for cpu, _ in times),
+            "device_us": sum(device for _, device in times),
+            "cpu_us_median": statistics.median(cpu for cpu, _ in times),
+            "device_us_median": statistics.median(device for _, device in times),
+        }
+        for (kind, name, shapes), times in grouped.items()
+    ]
 
 
 def _timed(call: Callable[[], None]) -> list[float]:
@@ -111,7 +147,9 @@ def _timed(call: Callable[[], None]) -> list[float]:
     return times
 
 
-def profile(torch: Any, call: Callable[[], None], calls: int, found: Plan) -> tuple[list[dict[str, Any]], list[float]]:
+def profile(
+    torch: Any, call: Callable[[], None], calls: int, found: Plan
+) -> tuple[list[dict[str, Any]], list[float]]:
     """``calls`` calls under the profiler after one profiled warm-up call: the rows and each call's seconds."""
     seconds: list[float] = []
     kept: list[Any] = []
@@ -126,9 +164,14 @@ def profile(torch: Any, call: Callable[[], None], calls: int, found: Plan) -> tu
     with contextlib.ExitStack() as stack:
         if found.signposts is not None:
             stack.enter_context(found.signposts())
-        profiler = stack.enter_context(torch.profiler.profile(
-            activities=found.activities, record_shapes=True, schedule=schedule,
-            on_trace_ready=lambda done: kept.append(list(done.events()))))
+        profiler = stack.enter_context(
+            torch.profiler.profile(
+                activities=found.activities,
+                record_shapes=True,
+                schedule=schedule,
+                on_trace_ready=lambda done: kept.append(list(done.events())),
+            )
+        )
         for number in range(calls + 1):
             clock = time.perf_counter()
             call()
@@ -145,9 +188,16 @@ def _checked_torch(torch_dir: str) -> Any:
 
     where = os.path.abspath(torch.__file__)
     # by the path it was imported through or the one its links resolve to, as serve_build checks it
-    if not any(path.startswith(os.path.join(base, "")) for path, base in (
-            (where, os.path.abspath(torch_dir)), (os.path.realpath(where), os.path.realpath(torch_dir)))):
-        raise RuntimeError(f"torch was imported from {os.path.dirname(where)}, not from the build's {torch_dir}")
+    if not any(
+        path.startswith(os.path.join(base, ""))
+        for path, base in (
+            (where, os.path.abspath(torch_dir)),
+            (os.path.realpath(where), os.path.realpath(torch_dir)),
+        )
+    ):
+        raise RuntimeError(
+            f"torch was imported from {os.path.dirname(where)}, not from the build's {torch_dir}"
+        )
     return torch
 
 
@@ -159,12 +209,15 @@ def measure(benchmark_dir: str, benchmark_id: str, torch_dir: str, calls: int) -
     benchmark = get_benchmark_from_name(benchmark_dir, benchmark_id)
     if hasattr(benchmark, "set_cache"):  # asv_runner >= 0.3 keeps the setup_cache apart; none here
         benchmark.set_cache(None)
-    params = tuple(benchmark._current_params)  # asv_runner's own: the combination's parameter values
+    params = tuple(
+        benchmark._current_params
+    )  # asv_runner's own: the combination's parameter values
     names = list(getattr(benchmark, "param_names", []))
     device = str(params[names.index("device")]) if "device" in names else "cpu"
     if benchmark.do_setup():
         raise RuntimeError(f"{benchmark_id} skips here (its setup said n/a)")
     try:
+
         def call() -> None:
             benchmark.func(*params)
 
@@ -179,17 +232,27 @@ def measure(benchmark_dir: str, benchmark_id: str, torch_dir: str, calls: int) -
         profiled, seconds = profile(torch, call, calls, found)
     finally:
         benchmark.do_teardown()
-    return {"torch": getattr(torch, "__version__", "?"), "device": device, "steps_per_call": steps,
-            # a call's seconds as compare reads a process: its fastest call (contention only ever adds time)
-            "calls": calls, "call_seconds": min(timed), "call_seconds_median": statistics.median(timed),
-            "timed_calls": len(timed),
-            "profiled_call_seconds": min(seconds), "basis": found.basis,
-            "missing": found.missing, "rows": profiled}
+    return {
+        "torch": getattr(torch, "__version__", "?"),
+        "device": device,
+        "steps_per_call": steps,
+        # a call's seconds as compare reads a process: its fastest call (contention only ever adds time)
+        "calls": calls,
+        "call_seconds": min(timed),
+        "call_seconds_median": statistics.median(timed),
+        "timed_calls": len(timed),
+        "profiled_call_seconds": min(seconds),
+        "basis": found.basis,
+        "missing": found.missing,
+        "rows": profiled,
+    }
 
 
 def main(argv: list[str]) -> int:
     benchmark_dir, benchmark_id, torch_dir, out_json, calls, parent = argv
-    from mpsbench.regressions import serve_build  # PYTHONPATH holds the suite's src: its helpers, not copies
+    from mpsbench.regressions import (
+        serve_build,
+    )  # PYTHONPATH holds the suite's src: its helpers, not copies
 
     serve_build._die_with(int(parent))
     serve_build._site_without_switch()

@@ -67,12 +67,18 @@ def load(path: Path) -> Any:
         raise RankError(f"{str(path)!r} is not an asv 0.6 results file: {exc}") from None
 
 
-def op_times(results: Any) -> dict[tuple[str, tuple[str, ...]], tuple[recorded.Row, recorded.Measured]]:
+def op_times(
+    results: Any,
+) -> dict[tuple[str, tuple[str, ...]], tuple[recorded.Row, recorded.Measured]]:
     """Every op ``time_`` combination with a number (not failed, not skipped): its row and seconds per call."""
     times = {}
     for row, measured in recorded.rows(results).items():
         module, _, benchmark = row.benchmark.partition(".")
-        if module == MODULE and benchmark.rpartition(".")[2].startswith("time_") and measured.value > 0:
+        if (
+            module == MODULE
+            and benchmark.rpartition(".")[2].startswith("time_")
+            and measured.value > 0
+        ):
             times[(benchmark, tuple(map(str, asv.param_values(row.params))))] = (row, measured)
     return times
 
@@ -80,12 +86,22 @@ def op_times(results: Any) -> dict[tuple[str, tuple[str, ...]], tuple[recorded.R
 def rank(before: Any, after: Any, thresholds: dict[str, float] | None = None) -> Ranking:
     """Every combination timed in both runs, the largest after/before ratio first, judged with ``thresholds``."""
     versions_before, versions_after = before.benchmark_version, after.benchmark_version
-    changed = sorted(key.partition(".")[2] for key in set(versions_before) & set(versions_after)
-                     if key.startswith(MODULE + ".") and versions_before[key] != versions_after[key])
+    changed = sorted(
+        key.partition(".")[2]
+        for key in set(versions_before) & set(versions_after)
+        if key.startswith(MODULE + ".") and versions_before[key] != versions_after[key]
+    )
     old, new = op_times(before), op_times(after)
-    slowdowns = [Slowdown(*key, old[key][1].value, new[key][1].value,
-                          rule.judge(thresholds or {}, old[key][0].entry, "seconds", old[key][1], new[key][1]))
-                 for key in old.keys() & new.keys() if key[0] not in changed]
+    slowdowns = [
+        Slowdown(
+            *key,
+            old[key][1].value,
+            new[key][1].value,
+            rule.judge(thresholds or {}, old[key][0].entry, "seconds", old[key][1], new[key][1]),
+        )
+        for key in old.keys() & new.keys()
+        if key[0] not in changed
+    ]
     slowdowns.sort(key=lambda found: (-found.ratio, found.benchmark, found.params))
     return Ranking(slowdowns, changed)
 
@@ -95,16 +111,42 @@ def format_ranking(ranking: Ranking, top: int | None = None) -> str:
 
     lines = ["no op benchmark was timed in both runs"]
     if ranking.slowdowns:
-        rows = [["rank", "ratio", "before", "after", "change", "benchmark", "device", "op", "dtype", "size"]]
+        rows = [
+            [
+                "rank",
+                "ratio",
+                "before",
+                "after",
+                "change",
+                "benchmark",
+                "device",
+                "op",
+                "dtype",
+                "size",
+            ]
+        ]
         for place, found in enumerate(ranking.slowdowns[:top], 1):
-            rows.append([str(place), f"{found.ratio:.2f}x", human_value(found.before, "seconds"),
-                         human_value(found.after, "seconds"), found.judgement.label, found.benchmark, *found.params])
-        lines = [text.table(rows),
-                 f"{len(ranking.slowdowns)} combinations timed in both runs; ratio = after / before time per call"]
+            rows.append(
+                [
+                    str(place),
+                    f"{found.ratio:.2f}x",
+                    human_value(found.before, "seconds"),
+                    human_value(found.after, "seconds"),
+                    found.judgement.label,
+                    found.benchmark,
+                    *found.params,
+                ]
+            )
+        lines = [
+            text.table(rows),
+            f"{len(ranking.slowdowns)} combinations timed in both runs; ratio = after / before time per call",
+        ]
         if top is not None and top < len(ranking.slowdowns):
             lines.append(f"(the {top} largest shown; --top 0 shows all)")
     if ranking.version_changed:
-        lines.append(f"left out, version changed between the runs: {', '.join(ranking.version_changed)}")
+        lines.append(
+            f"left out, version changed between the runs: {', '.join(ranking.version_changed)}"
+        )
     return "\n".join(lines)
 
 
@@ -119,37 +161,62 @@ def find_results(results_dir: Path, commit: str, machine: str | None) -> Path:
     if machine is None:
         if len(machines) != 1:
             found = ", ".join(machines) or "none"
-            raise RankError(f"{str(results_dir)!r} holds results of several machines or none ({found}); pass --machine")
+            raise RankError(
+                f"{str(results_dir)!r} holds results of several machines or none ({found}); pass --machine"
+            )
         machine = machines[0]
     elif machine not in machines:
-        raise RankError(f"no machine {machine!r} in {str(results_dir)!r}; choose one of: {', '.join(machines) or 'none'}")
+        raise RankError(
+            f"no machine {machine!r} in {str(results_dir)!r}; choose one of: {', '.join(machines) or 'none'}"
+        )
     try:
         full = asv_results.get_result_hash_from_prefix(str(results_dir), machine, commit)
     except util.UserError as exc:
         raise RankError(str(exc)) from None
     paths = sorted((results_dir / machine).glob(f"{full}-*.json")) if full else []
     if not paths:
-        raise RankError(f"no results for commit {commit} on machine {machine} in {str(results_dir)!r}")
+        raise RankError(
+            f"no results for commit {commit} on machine {machine} in {str(results_dir)!r}"
+        )
     if len(paths) > 1:
         names = ", ".join(str(path) for path in paths)
-        raise RankError(f"commit {commit} has results in several environments ({names}); pass the two files instead")
+        raise RankError(
+            f"commit {commit} has results in several environments ({names}); pass the two files instead"
+        )
     return paths[0]
 
 
 def run(suite: Suite, options: Options) -> int:
-    as_files = [name.endswith(".json") or Path(name).is_file() for name in (options.before, options.after)]
+    as_files = [
+        name.endswith(".json") or Path(name).is_file() for name in (options.before, options.after)
+    ]
     if all(as_files):
         before_path, after_path = Path(options.before), Path(options.after)
     elif any(as_files):
-        raise RankError(f"give two results files or two commits, not one of each: {options.before!r}, {options.after!r}")
+        raise RankError(
+            f"give two results files or two commits, not one of each: {options.before!r}, {options.after!r}"
+        )
     else:
-        print("# record the op benchmarks of both builds (what is missing only; never a bare asv run, README):")
-        machine_option = f" --machine {options.machine}" if options.machine else ' --machine "$(mpsbench machine --quiet)"'
-        for commit in (options.before, options.after):  # record runs asv with this platform's launch method
-            print(f"mpsbench results record --config {suite.config_path}{machine_option} -- -b {MODULE} {commit}^!")
+        print(
+            "# record the op benchmarks of both builds (what is missing only; never a bare asv run, README):"
+        )
+        machine_option = (
+            f" --machine {options.machine}"
+            if options.machine
+            else ' --machine "$(mpsbench machine --quiet)"'
+        )
+        for commit in (
+            options.before,
+            options.after,
+        ):  # record runs asv with this platform's launch method
+            print(
+                f"mpsbench results record --config {suite.config_path}{machine_option} -- -b {MODULE} {commit}^!"
+            )
         results_dir = options.results_dir or suite.conf.results
-        before_path, after_path = (find_results(results_dir, commit, options.machine)
-                                   for commit in (options.before, options.after))
+        before_path, after_path = (
+            find_results(results_dir, commit, options.machine)
+            for commit in (options.before, options.after)
+        )
         print(f"# ranking {before_path} -> {after_path}")
     # two files from elsewhere, with no asv.conf.json here: asv's own threshold
     thresholds = suite.conf.thresholds if suite.config_path.is_file() else {}

@@ -44,7 +44,10 @@ def threshold(thresholds: Mapping[str, float], entry: str, branch: str | None = 
     """The fraction a row is judged by, everywhere, as asv publish judges: the largest whose regex matches
     ``entry@branch``, else asv's 5%."""
     name = entry + (f"@{branch}" if branch else "")
-    return max((value for regex, value in thresholds.items() if re.match(regex, name)), default=ASV_DEFAULT_THRESHOLD)
+    return max(
+        (value for regex, value in thresholds.items() if re.match(regex, name)),
+        default=ASV_DEFAULT_THRESHOLD,
+    )
 
 
 def factor(thresholds: Mapping[str, float], entry: str = "", branch: str | None = None) -> float:
@@ -103,12 +106,22 @@ def _significant(old: Measured, new: Measured) -> bool | None:
     for the U test to reach its level, the test; otherwise different only where the 99% intervals do not overlap."""
     for measured in (old, new):
         stats = measured.stats
-        if not stats or stats.get("repeat") == 1 or any(
+        if (
+            not stats
+            or stats.get("repeat") == 1
+            or any(
                 not isinstance(stats.get(key), (int, float)) or not math.isfinite(stats[key])
-                for key in ("ci_99_a", "ci_99_b")):
+                for key in ("ci_99_a", "ci_99_b")
+            )
+        ):
             return None
-    if old.samples and new.samples and 1 / math.comb(len(old.samples) + len(new.samples),
-                                                     min(len(old.samples), len(new.samples))) < P_THRESHOLD:
+    if (
+        old.samples
+        and new.samples
+        and 1
+        / math.comb(len(old.samples) + len(new.samples), min(len(old.samples), len(new.samples)))
+        < P_THRESHOLD
+    ):
         return mann_whitney_p(old.samples, new.samples) < P_THRESHOLD
     a, b = old.stats, new.stats
     assert a is not None and b is not None  # checked above
@@ -136,11 +149,18 @@ def _correctness(entry: str, unit_name: str, old: Measured, new: Measured) -> Ju
     """An error row judged by its dtype's tolerance, a difference row by bit-identity; None for any other row."""
     if unit_name == tolerances.ERROR_UNIT:
         limit = tolerances.tolerance(entry)
-        labels, what = ("wrong result", "fixed"), f"relative error {old.value:.3g} -> {new.value:.3g}, tolerance {limit:g}"
+        labels, what = (
+            ("wrong result", "fixed"),
+            f"relative error {old.value:.3g} -> {new.value:.3g}, tolerance {limit:g}",
+        )
     elif unit_name == tolerances.DIFFERENCE_UNIT:
         limit = 0.0
-        labels, what = ("nondeterministic", "deterministic"), (
-            f"identical calls differ by {old.value:.3g} -> {new.value:.3g} of their scale, where 0 is bit-identical")
+        labels, what = (
+            ("nondeterministic", "deterministic"),
+            (
+                f"identical calls differ by {old.value:.3g} -> {new.value:.3g} of their scale, where 0 is bit-identical"
+            ),
+        )
     else:
         return None
     ratio = new.value / old.value if old.value > 0 else (math.inf if new.value > 0 else 1.0)
@@ -152,8 +172,14 @@ def _correctness(entry: str, unit_name: str, old: Measured, new: Measured) -> Ju
     return Judgement(Decision.UNCHANGED, Decision.UNCHANGED.value, ratio, limit, f"{what}: {side}")
 
 
-def judge(thresholds: Mapping[str, float], entry: str, unit_name: str, old: Measured, new: Measured,
-          branch: str | None = None) -> Judgement:
+def judge(
+    thresholds: Mapping[str, float],
+    entry: str,
+    unit_name: str,
+    old: Measured,
+    new: Measured,
+    branch: str | None = None,
+) -> Judgement:
     """How ``new`` compares with ``old`` for one recorded row (the module's docstring says how)."""
     correctness = _correctness(entry, unit_name, old, new)
     if correctness is not None:
@@ -174,21 +200,37 @@ def judge(thresholds: Mapping[str, float], entry: str, unit_name: str, old: Meas
         return Judgement(decision, label or decision.value, ratio, limit, reason)
 
     if abs(worse) < found.floor or worse == 0:
-        return judged(Decision.UNCHANGED, f"changed by {abs(worse):.3g} {found.name}, within the floor {found.floor:g}",
-                      "below floor" if worse else "")
+        return judged(
+            Decision.UNCHANGED,
+            f"changed by {abs(worse):.3g} {found.name}, within the floor {found.floor:g}",
+            "below floor" if worse else "",
+        )
     if found.higher_is_better and not errors:
         # asv keeps no statistics for track_ rates: a bare median is what made the false alarms,
         # and each rate is the batch or bytes over a step time whose timed row is judged
-        return judged(Decision.UNDECIDED, "a rate with no recorded statistics: its timed row (time_*) is judged instead",
-                      "no statistics")
+        return judged(
+            Decision.UNDECIDED,
+            "a rate with no recorded statistics: its timed row (time_*) is judged instead",
+            "no statistics",
+        )
     near_zero = abs(old.value) <= found.floor
     if not (near_zero or ratio > 1 + limit or ratio < 1 / (1 + limit)):
         spread = max((s for _, s in spreads), default=0.0)
         if spread > NOISY:
-            return judged(Decision.UNDECIDED, f"{ratio:.3f}x within the row's noise: spread +-{spread:.0%} of the value"
-                                              f" (noisy above +-{NOISY:.0%})", "noisy")
+            return judged(
+                Decision.UNDECIDED,
+                f"{ratio:.3f}x within the row's noise: spread +-{spread:.0%} of the value"
+                f" (noisy above +-{NOISY:.0%})",
+                "noisy",
+            )
         return judged(Decision.UNCHANGED, f"{ratio:.3f}x is within {1 + limit:.3g}x")
     if _significant(old, new) is False:
-        return judged(Decision.UNDECIDED, "asv's test finds the two builds' values alike", "not significant")
-    how = f"by {abs(worse):.3g} {found.name} from near zero" if near_zero else f"{ratio:.3f}x, beyond {1 + limit:.3g}x"
+        return judged(
+            Decision.UNDECIDED, "asv's test finds the two builds' values alike", "not significant"
+        )
+    how = (
+        f"by {abs(worse):.3g} {found.name} from near zero"
+        if near_zero
+        else f"{ratio:.3f}x, beyond {1 + limit:.3g}x"
+    )
     return judged(Decision.SLOWER if worse > 0 else Decision.FASTER, how)

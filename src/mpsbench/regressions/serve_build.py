@@ -39,11 +39,18 @@ import time
 import traceback
 from typing import Any, TextIO
 
-STARTED = time.time()  # the interpreter is up: the ready reply's "started", less the launch time, is its start
-PTH_NAME = "mpsbench_build.pth"  # install_build.PTH_NAME, by name: the switch a server must not take
+STARTED = (
+    time.time()
+)  # the interpreter is up: the ready reply's "started", less the launch time, is its start
+PTH_NAME = (
+    "mpsbench_build.pth"  # install_build.PTH_NAME, by name: the switch a server must not take
+)
 DEFAULT_TIMEOUT = 60.0  # asv's default_benchmark_timeout, for a benchmark that sets none
 TIMED_OUT = -256  # the status asv's forkserver reports for a benchmark it stopped at its timeout
-SPAWN, FORK = "spawn", "fork"  # MODE: a process a round, or a warm parent that forks a child a round
+SPAWN, FORK = (
+    "spawn",
+    "fork",
+)  # MODE: a process a round, or a warm parent that forks a child a round
 MODES = (SPAWN, FORK)
 # a forked child that ended without a reply (a crash in native code): the parent reports its wait status instead
 NO_REPLY = -257
@@ -57,8 +64,14 @@ def _site_without_switch() -> None:
         sys.prefix = sys.exec_prefix = venv
     # the virtual environment's own scheme: a distribution's default one may differ (Debian's and Ubuntu's Pythons
     # give posix_local, .../local/lib/python3.X/dist-packages, which a venv does not have)
-    scheme = "venv" if "venv" in sysconfig.get_scheme_names() else ("nt" if os.name == "nt" else "posix_prefix")
-    purelib = sysconfig.get_paths(scheme, vars={"base": sys.prefix, "platbase": sys.exec_prefix})["purelib"]
+    scheme = (
+        "venv"
+        if "venv" in sysconfig.get_scheme_names()
+        else ("nt" if os.name == "nt" else "posix_prefix")
+    )
+    purelib = sysconfig.get_paths(scheme, vars={"base": sys.prefix, "platbase": sys.exec_prefix})[
+        "purelib"
+    ]
     known = set(sys.path)
     sys.path.append(purelib)
     known.add(purelib)
@@ -90,7 +103,9 @@ def _say(reply: TextIO, message: dict[str, Any]) -> None:
     reply.flush()
 
 
-def _run_round(benchmark_dir: str, benchmark_id: str, params: dict[str, Any], result_file: str) -> tuple[int, float]:
+def _run_round(
+    benchmark_dir: str, benchmark_id: str, params: dict[str, Any], result_file: str
+) -> tuple[int, float]:
     """One round as asv's benchmark process runs it (asv_runner's module-private ``run._run``, through its public
     pieces; a skip is n/a, NaN); the result written where asv reads it. 0 if it ran, 1 if it raised; and the seconds
     asv's timing loop took (its samples, with its own warm-up calls), 0 where it did not run."""
@@ -127,14 +142,19 @@ def _run_round(benchmark_dir: str, benchmark_id: str, params: dict[str, Any], re
         sys.stderr.flush()
 
 
-def _round(benchmark_dir: str, benchmark_id: str, command: dict[str, Any], timeout: float,
-           reply: TextIO) -> dict[str, Any]:
+def _round(
+    benchmark_dir: str, benchmark_id: str, command: dict[str, Any], timeout: float, reply: TextIO
+) -> dict[str, Any]:
     result_file = os.path.join(command["workdir"], "result.json")
-    started = time.perf_counter()  # in a forked child: the same clock as its parent's (CLOCK_MONOTONIC)
+    started = (
+        time.perf_counter()
+    )  # in a forked child: the same clock as its parent's (CLOCK_MONOTONIC)
     print(f"serve_build: round {command['round']} of {benchmark_id}", flush=True)
 
     def late() -> None:
-        _say(reply, {"round": command["round"], "rc": TIMED_OUT, "result": None, "seconds": timeout})
+        _say(
+            reply, {"round": command["round"], "rc": TIMED_OUT, "result": None, "seconds": timeout}
+        )
         os._exit(1)
 
     alarm = threading.Timer(timeout, late)
@@ -148,10 +168,19 @@ def _round(benchmark_dir: str, benchmark_id: str, command: dict[str, Any], timeo
     except (OSError, ValueError):
         result = None
     seconds = time.perf_counter() - started
-    print(f"serve_build: round {command['round']} ended: status {rc} in {seconds:.2f} s (sampling {sampling:.2f} s)",
-          flush=True)
-    return {"round": command["round"], "rc": rc, "result": result, "seconds": seconds, "sampling": sampling,
-            "pid": os.getpid(), "began": started}
+    print(
+        f"serve_build: round {command['round']} ended: status {rc} in {seconds:.2f} s (sampling {sampling:.2f} s)",
+        flush=True,
+    )
+    return {
+        "round": command["round"],
+        "rc": rc,
+        "result": result,
+        "seconds": seconds,
+        "sampling": sampling,
+        "pid": os.getpid(),
+        "began": started,
+    }
 
 
 def _preload() -> dict[str, float]:
@@ -183,15 +212,18 @@ def _touched_device(torch: Any) -> str | None:
     return None
 
 
-def _forked_round(benchmark_dir: str, benchmark_id: str, command: dict[str, Any], timeout: float,
-                  parent: int) -> dict[str, Any]:
+def _forked_round(
+    benchmark_dir: str, benchmark_id: str, command: dict[str, Any], timeout: float, parent: int
+) -> dict[str, Any]:
     """Fork a child that runs one round and ends; the child's reply (or NO_REPLY with its wait status)."""
     asked = time.perf_counter()
     read, write = os.pipe()
     sys.stdout.flush()
     sys.stderr.flush()
     child = os.fork()
-    if child == 0:  # the child: it alone touches the device; it ends with its parent, as the parent does with compare
+    if (
+        child == 0
+    ):  # the child: it alone touches the device; it ends with its parent, as the parent does with compare
         status = 1
         try:
             os.close(read)
@@ -210,8 +242,13 @@ def _forked_round(benchmark_dir: str, benchmark_id: str, command: dict[str, Any]
         line = replies.readline()
     _, status = os.waitpid(child, 0)
     if not line:
-        return {"round": command["round"], "rc": NO_REPLY, "result": None, "seconds": time.perf_counter() - asked,
-                "status": status}
+        return {
+            "round": command["round"],
+            "rc": NO_REPLY,
+            "result": None,
+            "seconds": time.perf_counter() - asked,
+            "status": status,
+        }
     reply: dict[str, Any] = json.loads(line)
     return reply
 
@@ -231,17 +268,29 @@ def main(argv: list[str]) -> int:
     where, version = os.path.abspath(torch.__file__), getattr(torch, "__version__", "?")
     # by the path it was imported through, not the one its links resolve to: a build may be a folder of links to
     # another torch's files (a slowed build: docs/explanation/the-rule.md), and is then that folder's build
-    if not any(path.startswith(os.path.join(base, "")) for path, base in (
-            (where, os.path.abspath(torch_dir)), (os.path.realpath(where), os.path.realpath(torch_dir)))):
-        _say(reply, {"error": f"torch {version} was imported from {os.path.dirname(where)}, not from the"
-                              f" build's {torch_dir}: refusing to measure it as this build"})
+    if not any(
+        path.startswith(os.path.join(base, ""))
+        for path, base in (
+            (where, os.path.abspath(torch_dir)),
+            (os.path.realpath(where), os.path.realpath(torch_dir)),
+        )
+    ):
+        _say(
+            reply,
+            {
+                "error": f"torch {version} was imported from {os.path.dirname(where)}, not from the"
+                f" build's {torch_dir}: refusing to measure it as this build"
+            },
+        )
         return 3
     clock = time.perf_counter()
     from asv_runner.discovery import get_benchmark_from_name
 
     imported["asv_runner"] = time.perf_counter() - clock
     clock = time.perf_counter()
-    benchmark = get_benchmark_from_name(benchmark_dir, benchmark_id)  # imports the benchmark's module
+    benchmark = get_benchmark_from_name(
+        benchmark_dir, benchmark_id
+    )  # imports the benchmark's module
     imported["benchmark module"] = time.perf_counter() - clock
     timeout = float(benchmark.timeout or DEFAULT_TIMEOUT)
     if mode == FORK:
@@ -253,8 +302,19 @@ def main(argv: list[str]) -> int:
         # the imported modules' objects go to the collector's permanent generation: a child's collections no longer
         # walk them or copy their pages (docs/explanation/budget.md, "The forked lookup's collections")
         gc.freeze()
-    _say(reply, {"ready": True, "pid": os.getpid(), "torch": version, "torch_file": where, "mode": mode,
-                 "started": STARTED, "imported": imported, "timeout": timeout})
+    _say(
+        reply,
+        {
+            "ready": True,
+            "pid": os.getpid(),
+            "torch": version,
+            "torch_file": where,
+            "mode": mode,
+            "started": STARTED,
+            "imported": imported,
+            "timeout": timeout,
+        },
+    )
     if mode == SPAWN:
         line = sys.stdin.readline()
         if line:
@@ -263,7 +323,10 @@ def main(argv: list[str]) -> int:
             _say(reply, said)
         return 0
     for line in sys.stdin:  # until compare closes the pipe
-        _say(reply, _forked_round(benchmark_dir, benchmark_id, json.loads(line), timeout, os.getpid()))
+        _say(
+            reply,
+            _forked_round(benchmark_dir, benchmark_id, json.loads(line), timeout, os.getpid()),
+        )
     return 0
 
 

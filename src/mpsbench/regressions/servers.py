@@ -42,15 +42,25 @@ class Placed:
     env: dict[str, str]
 
 
-def place(python: Path, build: dict[str, Any], suite_src: Path, scratch: Path, env: dict[str, str]) -> Placed:
+def place(
+    python: Path, build: dict[str, Any], suite_src: Path, scratch: Path, env: dict[str, str]
+) -> Placed:
     """``build`` (a timeline commit's build.json) installed once into the cache by the environment's python, and placed."""
     folder = Path(tempfile.mkdtemp(prefix="build-", dir=scratch))
     (folder / "build.json").write_text(json.dumps(build))
-    done = subprocess.run([str(python), str(INSTALLER), "paths", str(folder), str(suite_src)], capture_output=True,
-                          text=True, env=env)
+    done = subprocess.run(
+        [str(python), str(INSTALLER), "paths", str(folder), str(suite_src)],
+        capture_output=True,
+        text=True,
+        env=env,
+    )
     if done.returncode != 0:
-        said = (done.stderr or done.stdout).strip().splitlines() or [f"exit status {done.returncode}"]
-        raise ServerError(f"cannot place build {build.get('channel')}@{build.get('id')}: {said[-1]}")
+        said = (done.stderr or done.stdout).strip().splitlines() or [
+            f"exit status {done.returncode}"
+        ]
+        raise ServerError(
+            f"cannot place build {build.get('channel')}@{build.get('id')}: {said[-1]}"
+        )
     found = json.loads(done.stdout.strip().splitlines()[-1])
     return Placed(found["build"], found["paths"], found["torch_dir"], found["env"])
 
@@ -58,10 +68,26 @@ def place(python: Path, build: dict[str, Any], suite_src: Path, scratch: Path, e
 class Server:
     """One build's server: :meth:`start` (imports begin), :meth:`ready`, then :meth:`round` after round, :meth:`stop`."""
 
-    def __init__(self, python: Path, placed: Placed, benchmark_dir: Path, benchmark_id: str, env: dict[str, str],
-                 scratch: Path, mode: str = SPAWN) -> None:
+    def __init__(
+        self,
+        python: Path,
+        placed: Placed,
+        benchmark_dir: Path,
+        benchmark_id: str,
+        env: dict[str, str],
+        scratch: Path,
+        mode: str = SPAWN,
+    ) -> None:
         self.placed, self.scratch, self.mode = placed, scratch, mode
-        self.command = [str(python), "-S", str(SCRIPT), str(benchmark_dir), benchmark_id, placed.torch_dir, mode]
+        self.command = [
+            str(python),
+            "-S",
+            str(SCRIPT),
+            str(benchmark_dir),
+            benchmark_id,
+            placed.torch_dir,
+            mode,
+        ]
         # asv hands a benchmark PYTHONPATH empty (ASV_PYTHONPATH aside): here it holds exactly the build's entries
         self.env = {**env, **placed.env, "PYTHONPATH": os.pathsep.join(placed.paths)}
         self.log = scratch / f"server-{placed.build.replace('@', '-')}.log"
@@ -73,8 +99,14 @@ class Server:
         """Launch the process (it imports torch and the benchmark module while others do the same)."""
         read, write = os.pipe()
         with open(self.log, "a") as sink:
-            self.process = subprocess.Popen([*self.command, str(write), str(os.getpid())], stdin=subprocess.PIPE,
-                                            stdout=sink, stderr=subprocess.STDOUT, env=self.env, pass_fds=(write,))
+            self.process = subprocess.Popen(
+                [*self.command, str(write), str(os.getpid())],
+                stdin=subprocess.PIPE,
+                stdout=sink,
+                stderr=subprocess.STDOUT,
+                env=self.env,
+                pass_fds=(write,),
+            )
         os.close(write)
         self.replies = os.fdopen(read)
         self.is_ready = False
@@ -83,7 +115,9 @@ class Server:
         assert self.replies is not None
         line = self.replies.readline()
         if not line:
-            raise ServerError(f"the server of {self.placed.build} ended before {waiting_for}: {self.tail()}")
+            raise ServerError(
+                f"the server of {self.placed.build} ended before {waiting_for}: {self.tail()}"
+            )
         said: dict[str, Any] = json.loads(line)
         if "error" in said:
             raise ServerError(f"the server of {self.placed.build} refused: {said['error']}")
@@ -106,10 +140,16 @@ class Server:
         assert self.process is not None and self.process.stdin is not None
         workdir = tempfile.mkdtemp(prefix=f"round{number}-", dir=self.scratch)
         try:
-            self.process.stdin.write((json.dumps({"round": number, "params": params, "workdir": workdir}) + "\n").encode())
+            self.process.stdin.write(
+                (
+                    json.dumps({"round": number, "params": params, "workdir": workdir}) + "\n"
+                ).encode()
+            )
             self.process.stdin.flush()
         except BrokenPipeError:
-            raise ServerError(f"the server of {self.placed.build} ended before round {number}: {self.tail()}") from None
+            raise ServerError(
+                f"the server of {self.placed.build} ended before round {number}: {self.tail()}"
+            ) from None
         said = self._reply(f"round {number} ended")
         if self.mode == SPAWN:
             self.stop()
@@ -118,7 +158,9 @@ class Server:
         return said
 
     def tail(self, lines: int = 3) -> str:
-        text = self.log.read_text(errors="replace").strip().splitlines() if self.log.is_file() else []
+        text = (
+            self.log.read_text(errors="replace").strip().splitlines() if self.log.is_file() else []
+        )
         return " | ".join(text[-lines:]) or "no output"
 
     def stop(self) -> None:

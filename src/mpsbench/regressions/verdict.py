@@ -55,7 +55,9 @@ class Verdict:
     high: float
     p_value: float  # one-sided permutation p that B is slower than the factor times A
     alpha: float  # the per-look level p was judged against
-    noise: float  # A/A: A's odd rounds against its even rounds, as a factor >= 1 (nan below 4 rounds)
+    noise: (
+        float  # A/A: A's odd rounds against its even rounds, as a factor >= 1 (nan below 4 rounds)
+    )
     reason: str  # why, in words; for UNDECIDED also what to do
 
     @property
@@ -81,7 +83,11 @@ def extra_looks(max_rounds: int = MAX_ROUNDS) -> list[int]:
 
 def planned_alpha(min_rounds: int = MIN_ROUNDS, max_rounds: int = MAX_ROUNDS) -> float:
     """What the planned looks share: ALPHA less the early looks' and the extra looks' parts."""
-    return ALPHA - EARLY_ALPHA * len(early_looks(min_rounds)) - EXTRA_ALPHA * bool(extra_looks(max_rounds))
+    return (
+        ALPHA
+        - EARLY_ALPHA * len(early_looks(min_rounds))
+        - EXTRA_ALPHA * bool(extra_looks(max_rounds))
+    )
 
 
 def alphas(min_rounds: int = MIN_ROUNDS, max_rounds: int = MAX_ROUNDS) -> dict[int, float]:
@@ -98,12 +104,22 @@ def alphas(min_rounds: int = MIN_ROUNDS, max_rounds: int = MAX_ROUNDS) -> dict[i
 def schedule(min_rounds: int = MIN_ROUNDS, max_rounds: int = MAX_ROUNDS) -> dict[int, float]:
     """Every look of one comparison and its level, early, planned and extra, summing to ALPHA (Bonferroni)."""
     extra = extra_looks(max_rounds)
-    return {**{look: EARLY_ALPHA for look in early_looks(min_rounds)}, **alphas(min_rounds, max_rounds),
-            **{look: EXTRA_ALPHA / len(extra) for look in extra}}
+    return {
+        **{look: EARLY_ALPHA for look in early_looks(min_rounds)},
+        **alphas(min_rounds, max_rounds),
+        **{look: EXTRA_ALPHA / len(extra) for look in extra},
+    }
 
 
-def judge_at(look: int, min_rounds: int, a: list[float], b: list[float], factor: float, alpha: float,
-             quieter: str = QUIETER) -> Verdict:
+def judge_at(
+    look: int,
+    min_rounds: int,
+    a: list[float],
+    b: list[float],
+    factor: float,
+    alpha: float,
+    quieter: str = QUIETER,
+) -> Verdict:
     """The judgement a look of :func:`schedule` makes: early (:func:`early_judge`) before ``min_rounds``, else
     :func:`judge`."""
     if look < min_rounds:
@@ -122,11 +138,15 @@ def fast_mode(values: list[float]) -> float:
     return statistics.fmean([value for value in values if value <= bound])
 
 
-def ratio_interval(a: list[float], b: list[float], confidence: float = CONFIDENCE, seed: int = 0) -> tuple[float, float]:
+def ratio_interval(
+    a: list[float], b: list[float], confidence: float = CONFIDENCE, seed: int = 0
+) -> tuple[float, float]:
     """Percentile bootstrap interval of fast_mode(b) / fast_mode(a), each side resampled on its own."""
     rng = random.Random(seed)
-    ratios = sorted(fast_mode(rng.choices(b, k=len(b))) / fast_mode(rng.choices(a, k=len(a)))
-                    for _ in range(BOOTSTRAP))
+    ratios = sorted(
+        fast_mode(rng.choices(b, k=len(b))) / fast_mode(rng.choices(a, k=len(a)))
+        for _ in range(BOOTSTRAP)
+    )
     tail = (1 - confidence) / 2
     return ratios[int(tail * (BOOTSTRAP - 1))], ratios[int((1 - tail) * (BOOTSTRAP - 1))]
 
@@ -136,11 +156,16 @@ def permutation_p(a: list[float], b: list[float], scale: float, seed: int = 0) -
     (every one, or PERMUTATIONS drawn with a fixed seed) whose fast-mode ratio is at least the observed one."""
     pooled = [value * scale for value in a] + list(b)
     size = len(a)
-    observed = fast_mode(b) / fast_mode(pooled[:size]) * (1 - 1e-12)  # a relabeling equal to it counts
+    observed = (
+        fast_mode(b) / fast_mode(pooled[:size]) * (1 - 1e-12)
+    )  # a relabeling equal to it counts
     if math.comb(len(pooled), size) <= PERMUTATIONS:
-        splits = [fast_mode([pooled[i] for i in range(len(pooled)) if i not in chosen])
-                  / fast_mode([pooled[i] for i in chosen]) >= observed
-                  for chosen in map(set, itertools.combinations(range(len(pooled)), size))]
+        splits = [
+            fast_mode([pooled[i] for i in range(len(pooled)) if i not in chosen])
+            / fast_mode([pooled[i] for i in chosen])
+            >= observed
+            for chosen in map(set, itertools.combinations(range(len(pooled)), size))
+        ]
         return sum(splits) / len(splits)  # the observed split is one of them: p >= 1/len
     rng = random.Random(seed)
     hits = 0
@@ -158,7 +183,6 @@ def aa_noise(a: list[float]) -> float:
     return max(ratio, 1 / ratio)
 
 
-
 def t_tail(t: float, df: int) -> float:
     """P(T > t) for Student's t with ``df`` (a whole number) degrees of freedom: the closed forms of Abramowitz and
     Stegun 26.7.3 and 26.7.4."""
@@ -168,7 +192,9 @@ def t_tail(t: float, df: int) -> float:
         for k in range(1, (df - 1) // 2):
             term *= 2 * k / (2 * k + 1) * cos2
             total += term
-        inside = 2 / math.pi * (theta + (math.sin(theta) * math.cos(theta) * total if df > 1 else 0.0))
+        inside = (
+            2 / math.pi * (theta + (math.sin(theta) * math.cos(theta) * total if df > 1 else 0.0))
+        )
     else:  # even: sin (1 + 1/2 cos^2 + 1*3/(2*4) cos^4 + ...)
         for k in range(1, df // 2):
             term *= (2 * k - 1) / (2 * k) * cos2
@@ -178,8 +204,13 @@ def t_tail(t: float, df: int) -> float:
     return upper if t >= 0 else 1 - upper
 
 
-def early_judge(a: list[float], b: list[float], factor: float, alpha: float = EARLY_ALPHA,
-                quieter: str = QUIETER) -> Verdict:
+def early_judge(
+    a: list[float],
+    b: list[float],
+    factor: float,
+    alpha: float = EARLY_ALPHA,
+    quieter: str = QUIETER,
+) -> Verdict:
     """An early look, with too few processes for the permutation test: Student's t on the log process times, their
     spread taken as at least SPREAD_FLOOR, one-sided against the factor in each direction; it decides only where every
     process of each side lies within the factor of that side's fastest (no contended process among them)."""
@@ -188,32 +219,55 @@ def early_judge(a: list[float], b: list[float], factor: float, alpha: float = EA
     log_a, log_b = [math.log(value) for value in a], [math.log(value) for value in b]
     difference = statistics.fmean(log_b) - statistics.fmean(log_a)
     df = len(a) + len(b) - 2
-    pooled = math.sqrt((sum((v - statistics.fmean(log_a)) ** 2 for v in log_a)
-                        + sum((v - statistics.fmean(log_b)) ** 2 for v in log_b)) / df)
+    pooled = math.sqrt(
+        (
+            sum((v - statistics.fmean(log_a)) ** 2 for v in log_a)
+            + sum((v - statistics.fmean(log_b)) ** 2 for v in log_b)
+        )
+        / df
+    )
     error = max(pooled, SPREAD_FLOOR) * math.sqrt(1 / len(a) + 1 / len(b))
     margin = math.log(factor)
     p_value = t_tail((difference - margin) / error, df)
     ratio = fast_mode(b) / fast_mode(a)
     low, high = ratio_interval(a, b)
     spread = max(max(a) / min(a), max(b) / min(b))
-    shown = (f"ratio {ratio:.3f} [{low:.3f}, {high:.3f}], factor {factor:g}, {len(a)} processes a side spread"
-             f" {spread:.3f}x, p {p_value:.4f} (early look, t test on log times)")
+    shown = (
+        f"ratio {ratio:.3f} [{low:.3f}, {high:.3f}], factor {factor:g}, {len(a)} processes a side spread"
+        f" {spread:.3f}x, p {p_value:.4f} (early look, t test on log times)"
+    )
 
     def verdict(decision: str, reason: str) -> Verdict:
-        return Verdict(decision, ratio, low, high, p_value, alpha, float("nan"), f"{decision}: {reason}")
+        return Verdict(
+            decision, ratio, low, high, p_value, alpha, float("nan"), f"{decision}: {reason}"
+        )
 
     if spread > factor:
-        return verdict(UNDECIDED, f"{shown}; a build's processes differ by more than the factor: the later looks decide")
+        return verdict(
+            UNDECIDED,
+            f"{shown}; a build's processes differ by more than the factor: the later looks decide",
+        )
     if p_value < alpha:
         return verdict(SLOWER, f"{shown}; p < {alpha:.4f}: B is slower than {factor:g} x A")
     if t_tail((-margin - difference) / error, df) < alpha:
         return verdict(FASTER, f"{shown}; B is faster than A / {factor:g} (p < {alpha:.4f})")
     if t_tail((margin - difference) / error, df) < alpha:
-        return verdict(UNCHANGED, f"{shown}; B is faster than {factor:g} x A (p < {alpha:.4f}): below the factor")
-    return verdict(UNDECIDED, f"{shown}; not yet far enough from the factor: the later looks decide")
+        return verdict(
+            UNCHANGED,
+            f"{shown}; B is faster than {factor:g} x A (p < {alpha:.4f}): below the factor",
+        )
+    return verdict(
+        UNDECIDED, f"{shown}; not yet far enough from the factor: the later looks decide"
+    )
 
 
-def judge(a: list[float], b: list[float], factor: float, alpha: float = per_look_alpha(), quieter: str = QUIETER) -> Verdict:
+def judge(
+    a: list[float],
+    b: list[float],
+    factor: float,
+    alpha: float = per_look_alpha(),
+    quieter: str = QUIETER,
+) -> Verdict:
     """Decide whether B is slower than A from each side's process times (seconds, in round order)."""
     if min(len(a), len(b)) < 2:
         raise ValueError("judge needs at least two processes a side")
@@ -228,19 +282,29 @@ def judge(a: list[float], b: list[float], factor: float, alpha: float = per_look
         return Verdict(decision, ratio, low, high, p_value, alpha, noise, f"{decision}: {reason}")
 
     if min(rounds) < FEWEST:
-        return verdict(UNDECIDED, f"{shown}; too few processes ({min(rounds)} < {FEWEST} a side): allow more rounds"
-                                  " (--max-rounds)")
+        return verdict(
+            UNDECIDED,
+            f"{shown}; too few processes ({min(rounds)} < {FEWEST} a side): allow more rounds"
+            " (--max-rounds)",
+        )
     if p_value < alpha:
         return verdict(SLOWER, f"{shown}; p < {alpha:.4f}: B is slower than {factor:g} x A")
     # the other way round: p that A (scaled) is slower than B, i.e. that B is faster than it
     if permutation_p(b, a, factor) < alpha:
         return verdict(FASTER, f"{shown}; B is faster than A / {factor:g} (p < {alpha:.4f})")
     if permutation_p(b, [value * factor for value in a], 1.0) < alpha:
-        return verdict(UNCHANGED, f"{shown}; B is faster than {factor:g} x A (p < {alpha:.4f}): below the factor")
+        return verdict(
+            UNCHANGED,
+            f"{shown}; B is faster than {factor:g} x A (p < {alpha:.4f}): below the factor",
+        )
     if not math.isnan(noise) and noise > factor:
-        why = (f"too noisy: A's fast mode against itself moved {noise:.3f}x, more than the factor {factor:g}; allow"
-               f" more rounds (--max-rounds) or {quieter}")
+        why = (
+            f"too noisy: A's fast mode against itself moved {noise:.3f}x, more than the factor {factor:g}; allow"
+            f" more rounds (--max-rounds) or {quieter}"
+        )
     else:
-        why = (f"neither slower nor faster than {factor:g} x A at p < {alpha:.4f} ({shown}): a change this"
-               f" close to the factor needs more rounds (--max-rounds) or {quieter}")
+        why = (
+            f"neither slower nor faster than {factor:g} x A at p < {alpha:.4f} ({shown}): a change this"
+            f" close to the factor needs more rounds (--max-rounds) or {quieter}"
+        )
     return verdict(UNDECIDED, why)

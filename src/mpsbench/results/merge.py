@@ -43,8 +43,16 @@ from mpsbench.results import recorded
 BENCHMARKS = asv.BENCHMARKS
 MACHINE = "machine.json"
 # asv's result_columns that hold one entry per parameter combination; the others describe the benchmark as a whole
-PER_COMBINATION = ("result", "stats_ci_99_a", "stats_ci_99_b", "stats_q_25", "stats_q_75", "stats_number",
-                   "stats_repeat", "samples")
+PER_COMBINATION = (
+    "result",
+    "stats_ci_99_a",
+    "stats_ci_99_b",
+    "stats_q_25",
+    "stats_q_75",
+    "stats_number",
+    "stats_repeat",
+    "samples",
+)
 Row = dict[str, Any]  # one benchmark's row of a results file, by column name
 Combination = tuple[str, ...]
 
@@ -60,30 +68,46 @@ class Report:
     copied: list[str] = field(default_factory=list)
     merged: list[str] = field(default_factory=list)  # files DEST had, to which values were added
     identical: list[str] = field(default_factory=list)
-    replaced: list[str] = field(default_factory=list)  # values replaced on purpose (--replace), audited
+    replaced: list[str] = field(
+        default_factory=list
+    )  # values replaced on purpose (--replace), audited
     conflicts: list[str] = field(default_factory=list)
-    refused: list[str] = field(default_factory=list)  # incoming values that are no number of their unit: not merged
-    refused_files: list[str] = field(default_factory=list)  # files filed under another build or malformed: not merged
+    refused: list[str] = field(
+        default_factory=list
+    )  # incoming values that are no number of their unit: not merged
+    refused_files: list[str] = field(
+        default_factory=list
+    )  # files filed under another build or malformed: not merged
     corrupt: list[str] = field(default_factory=list)
     benchmarks: list[str] = field(default_factory=list)  # changes to DEST's benchmarks.json
 
     @property
     def clean(self) -> bool:
-        return not self.conflicts and not self.refused and not self.refused_files and not self.corrupt
+        return (
+            not self.conflicts and not self.refused and not self.refused_files and not self.corrupt
+        )
 
     def summary(self, dest: Path) -> str:
-        return (f"merged into {dest}: {len(self.copied)} copied, {len(self.identical)} already there,"
-                f" {len(self.merged)} with values added, {len(self.replaced)} values replaced on purpose,"
-                f" {len(self.conflicts)} in conflict (recorded kept), {len(self.refused)} values refused (not merged),"
-                f" {len(self.refused_files)} files refused (nothing merged from them), {len(self.corrupt)} corrupt"
-                " (skipped)")
+        return (
+            f"merged into {dest}: {len(self.copied)} copied, {len(self.identical)} already there,"
+            f" {len(self.merged)} with values added, {len(self.replaced)} values replaced on purpose,"
+            f" {len(self.conflicts)} in conflict (recorded kept), {len(self.refused)} values refused (not merged),"
+            f" {len(self.refused_files)} files refused (nothing merged from them), {len(self.corrupt)} corrupt"
+            " (skipped)"
+        )
 
     def show(self, dest: Path) -> int:
         """Print what was done, line by line, and the summary; the exit status."""
-        for label, texts in (("copied    ", self.copied), ("merged    ", self.merged), ("replaced  ", self.replaced),
-                             ("conflict  ", self.conflicts), ("refused   ", self.refused),
-                             ("refused   ", self.refused_files), ("corrupt   ", self.corrupt),
-                             ("benchmarks.json: ", self.benchmarks)):
+        for label, texts in (
+            ("copied    ", self.copied),
+            ("merged    ", self.merged),
+            ("replaced  ", self.replaced),
+            ("conflict  ", self.conflicts),
+            ("refused   ", self.refused),
+            ("refused   ", self.refused_files),
+            ("corrupt   ", self.corrupt),
+            ("benchmarks.json: ", self.benchmarks),
+        ):
             for text in texts:
                 print(label + text)
         print(self.summary(dest))
@@ -101,9 +125,14 @@ def problem(value: Any, unit: str) -> str | None:
     if not math.isfinite(value):
         return f"{value!r} is not a finite number"
     found = recorded.unit(unit)
-    if value > found.most or value < found.least or (value == found.least and not found.least_allowed):
-        shown = (f"{'at least' if found.least_allowed else 'above'} {found.least:g}"
-                 + (f" and at most {found.most:g}" if found.most < math.inf else ""))
+    if (
+        value > found.most
+        or value < found.least
+        or (value == found.least and not found.least_allowed)
+    ):
+        shown = f"{'at least' if found.least_allowed else 'above'} {found.least:g}" + (
+            f" and at most {found.most:g}" if found.most < math.inf else ""
+        )
         return f"{value!r} is no value of {unit!r} (valid: a number {shown})"
     return None
 
@@ -126,9 +155,18 @@ def check_file(path: Path, machine: str) -> None:
     try:
         if path.name != MACHINE:
             recorded.read(path, machine)
-        elif not isinstance(util.load_json(str(path), api_version=Machine.api_version).get("machine"), str):
+        elif not isinstance(
+            util.load_json(str(path), api_version=Machine.api_version).get("machine"), str
+        ):
             raise util.UserError(f"{path} names no machine")
-    except (recorded.RecordedError, util.UserError, OSError, ValueError, TypeError, AttributeError) as exc:
+    except (
+        recorded.RecordedError,
+        util.UserError,
+        OSError,
+        ValueError,
+        TypeError,
+        AttributeError,
+    ) as exc:
         raise MergeError(f"{path}: {exc}") from None
 
 
@@ -153,7 +191,9 @@ def _by_combination(row: Row) -> dict[Combination, dict[str, Any]]:
     """Every combination's own columns (its value, statistics and samples)."""
     combos = list(itertools.product(*(row.get("params") or [])))
     columns = {key: row.get(key) or [None] * len(combos) for key in PER_COMBINATION}
-    return {combo: {key: columns[key][j] for key in PER_COMBINATION} for j, combo in enumerate(combos)}
+    return {
+        combo: {key: columns[key][j] for key in PER_COMBINATION} for j, combo in enumerate(combos)
+    }
 
 
 def measured(value: Any) -> bool:
@@ -162,14 +202,22 @@ def measured(value: Any) -> bool:
 
 
 HASH = re.compile(r"[0-9a-f]{40}")  # a timeline commit, as asv records it
-STATISTICS = ("stats_ci_99_a", "stats_ci_99_b", "stats_q_25", "stats_q_75")  # numbers in the value's unit
+STATISTICS = (
+    "stats_ci_99_a",
+    "stats_ci_99_b",
+    "stats_q_25",
+    "stats_q_75",
+)  # numbers in the value's unit
 COUNTS = ("stats_number", "stats_repeat")  # how many calls a sample timed, how many samples
 
 
 def _number(cell: Any) -> bool:
     """A statistic's cell: a number or NaN (asv's "none computed") or null; never text, a boolean or an infinity."""
-    return cell is None or (not isinstance(cell, bool) and isinstance(cell, (int, float))
-                            and (math.isfinite(cell) or math.isnan(cell)))
+    return cell is None or (
+        not isinstance(cell, bool)
+        and isinstance(cell, (int, float))
+        and (math.isfinite(cell) or math.isnan(cell))
+    )
 
 
 def _cell_problem(key: str, cell: Any) -> str | None:
@@ -177,7 +225,9 @@ def _cell_problem(key: str, cell: Any) -> str | None:
         return "is not a number"
     if key in COUNTS and not (_number(cell) and (cell is None or cell != cell or cell >= 0)):
         return "is not a count"
-    if key == "samples" and not (cell is None or (isinstance(cell, list) and all(_number(x) for x in cell))):
+    if key == "samples" and not (
+        cell is None or (isinstance(cell, list) and all(_number(x) for x in cell))
+    ):
         return "is not a list of numbers"
     return None
 
@@ -196,15 +246,22 @@ def malformed(data: dict[str, Any]) -> str | None:
             return f"{name}: its row {cells!r:.80} is not a list of at most {len(columns)} columns"
         row = dict(zip(columns, cells))
         params = row.get("params")
-        if params is not None and not (isinstance(params, list) and all(
-                isinstance(values, list) and all(isinstance(value, str) for value in values) for values in params)):
+        if params is not None and not (
+            isinstance(params, list)
+            and all(
+                isinstance(values, list) and all(isinstance(value, str) for value in values)
+                for values in params
+            )
+        ):
             return f"{name}: params {params!r:.80} is not a list of lists of parameter reprs"
         combos = math.prod(len(values) for values in params or [])
         for key in PER_COMBINATION:
             column = row.get(key)
             if column is not None and not (isinstance(column, list) and len(column) == combos):
-                return (f"{name}: {key} must be a list of {combos} entries (one per combination),"
-                        f" got {column!r:.80}")
+                return (
+                    f"{name}: {key} must be a list of {combos} entries (one per combination),"
+                    f" got {column!r:.80}"
+                )
             for j, cell in enumerate(column or []):
                 if (reason := _cell_problem(key, cell)) is not None:
                     return f"{name}: {key}[{j}] = {cell!r:.40} {reason}"
@@ -222,12 +279,18 @@ def identity(path: Path, data: dict[str, Any], builds: Collection[str] | None) -
     if not isinstance(commit, str) or not HASH.fullmatch(commit):
         return f"commit_hash {commit!r:.50} is no build's hash (40 hexadecimal digits)"
     if machine != path.parent.name:
-        return f"its folder names machine {path.parent.name!r} but params.machine is {machine!r:.50}"
+        return (
+            f"its folder names machine {path.parent.name!r} but params.machine is {machine!r:.50}"
+        )
     named = path.name.split("-", 1)[0]
-    if not isinstance(data.get("env_name"), str) or get_filename(machine, commit, data["env_name"]) != \
-            f"{path.parent.name}/{path.name}":
-        return (f"its name says build {named} but its commit_hash is {commit}"
-                f" (environment {data.get('env_name')!r:.50})")
+    if (
+        not isinstance(data.get("env_name"), str)
+        or get_filename(machine, commit, data["env_name"]) != f"{path.parent.name}/{path.name}"
+    ):
+        return (
+            f"its name says build {named} but its commit_hash is {commit}"
+            f" (environment {data.get('env_name')!r:.50})"
+        )
     if builds is not None and commit not in builds:
         return f"commit_hash {commit} is no build of the timeline"
     return None
@@ -236,7 +299,9 @@ def identity(path: Path, data: dict[str, Any], builds: Collection[str] | None) -
 def timeline_builds(timeline: Path) -> set[str]:
     """Every commit of the timeline repository: the builds a value may be filed under."""
     if not (timeline / ".git").exists() and not (timeline / "HEAD").is_file():
-        raise MergeError(f"--timeline {timeline} is no timeline repository (mpsbench timeline generate writes one)")
+        raise MergeError(
+            f"--timeline {timeline} is no timeline repository (mpsbench timeline generate writes one)"
+        )
     return set(git.text(timeline, "rev-list", "--all").split())
 
 
@@ -258,8 +323,12 @@ def screen(data: dict[str, Any], units: dict[str, str]) -> list[str]:
 
 def values(data: dict[str, Any]) -> dict[tuple[str, Combination], dict[str, Any]]:
     """Every measured value of a results file with its statistics and samples, by benchmark and combination."""
-    return {(name, combo): columns for name in data["results"]
-            for combo, columns in _by_combination(_row(data, name)).items() if measured(columns["result"])}
+    return {
+        (name, combo): columns
+        for name in data["results"]
+        for combo, columns in _by_combination(_row(data, name)).items()
+        if measured(columns["result"])
+    }
 
 
 def _takes(kept: dict[str, Any] | None, incoming: dict[str, Any] | None) -> bool:
@@ -268,7 +337,9 @@ def _takes(kept: dict[str, Any] | None, incoming: dict[str, Any] | None) -> bool
         return False
     if measured(incoming["result"]):
         return True
-    if incoming["result"] is None:  # a failure is recorded where nothing was: absent, or not run (NaN)
+    if (
+        incoming["result"] is None
+    ):  # a failure is recorded where nothing was: absent, or not run (NaN)
         return kept is None or kept["result"] is not None
     return kept is None  # NaN (not run) only fills an absent place
 
@@ -282,29 +353,44 @@ class FileMerge:
 
 def _merge_row(name: str, mine: Row, theirs: Row, replace: bool, merged: FileMerge) -> Row:
     """One benchmark's row: recorded values kept (or replaced and audited), the incoming rest added."""
-    if mine.get("version") != theirs.get("version") or len(mine.get("params") or []) != len(theirs.get("params") or []):
+    if mine.get("version") != theirs.get("version") or len(mine.get("params") or []) != len(
+        theirs.get("params") or []
+    ):
         if replace:
             merged.replaced.append({"benchmark": name, "recorded": mine, "by": theirs})
             return theirs
-        merged.conflicts.append(f"{name}: recorded with version {mine.get('version')}, incoming"
-                                f" {theirs.get('version')}; recorded kept")
+        merged.conflicts.append(
+            f"{name}: recorded with version {mine.get('version')}, incoming"
+            f" {theirs.get('version')}; recorded kept"
+        )
         return mine
-    params = [list(ours) + [value for value in new if value not in ours]
-              for ours, new in zip(mine.get("params") or [], theirs.get("params") or [], strict=True)]
+    params = [
+        list(ours) + [value for value in new if value not in ours]
+        for ours, new in zip(mine.get("params") or [], theirs.get("params") or [], strict=True)
+    ]
     old, new = _by_combination(mine), _by_combination(theirs)
     columns: dict[str, list[Any]] = {key: [] for key in PER_COMBINATION}
     took = False
     for combo in itertools.product(*params):
         chosen = kept = old.get(combo)
         incoming = new.get(combo)
-        if incoming is not None and kept is not None and measured(incoming["result"]) and measured(kept["result"]) \
-                and _text(incoming["result"]) != _text(kept["result"]):
+        if (
+            incoming is not None
+            and kept is not None
+            and measured(incoming["result"])
+            and measured(kept["result"])
+            and _text(incoming["result"]) != _text(kept["result"])
+        ):
             if replace:
-                merged.replaced.append({"benchmark": asv.combination(name, combo), "recorded": kept, "by": incoming})
+                merged.replaced.append(
+                    {"benchmark": asv.combination(name, combo), "recorded": kept, "by": incoming}
+                )
                 chosen = incoming
             else:
-                merged.conflicts.append(f"{asv.combination(name, combo)}: recorded {kept['result']}, incoming"
-                                        f" {incoming['result']}; recorded kept")
+                merged.conflicts.append(
+                    f"{asv.combination(name, combo)}: recorded {kept['result']}, incoming"
+                    f" {incoming['result']}; recorded kept"
+                )
         elif _takes(kept, incoming):
             chosen = incoming  # a value, or a failure where nothing was recorded
         took = took or chosen is not kept
@@ -314,8 +400,11 @@ def _merge_row(name: str, mine: Row, theirs: Row, replace: bool, merged: FileMer
     for key in PER_COMBINATION:  # asv writes a column of nothing but nulls as null
         out[key] = None if all(value is None for value in columns[key]) else columns[key]
     if took:
-        out.update(started_at=theirs.get("started_at"), duration=theirs.get("duration"),
-                   profile=mine.get("profile") or theirs.get("profile"))
+        out.update(
+            started_at=theirs.get("started_at"),
+            duration=theirs.get("duration"),
+            profile=mine.get("profile") or theirs.get("profile"),
+        )
     return out
 
 
@@ -325,24 +414,33 @@ def merge_data(mine: dict[str, Any], theirs: dict[str, Any], replace: bool = Fal
     rows: dict[str, Row] = {name: _row(mine, name) for name in mine["results"]}
     for name in theirs["results"]:
         incoming = _row(theirs, name)
-        rows[name] = _merge_row(name, rows[name], incoming, replace, merged) if name in rows else incoming
-    columns = list(mine["result_columns"]) + [key for key in theirs["result_columns"] if key not in mine["result_columns"]]
+        rows[name] = (
+            _merge_row(name, rows[name], incoming, replace, merged) if name in rows else incoming
+        )
+    columns = list(mine["result_columns"]) + [
+        key for key in theirs["result_columns"] if key not in mine["result_columns"]
+    ]
     results = {}
     for name, row in rows.items():
         cells = [row.get(key) for key in columns]
         while cells and cells[-1] is None:  # as asv's save trims them
             cells.pop()
         results[name] = cells
-    merged.data.update(result_columns=columns, results=results,
-                       durations={**(theirs.get("durations") or {}), **(mine.get("durations") or {})})
+    merged.data.update(
+        result_columns=columns,
+        results=results,
+        durations={**(theirs.get("durations") or {}), **(mine.get("durations") or {})},
+    )
     return merged
 
 
 def audit(trail: Path, target: Path, records: list[dict[str, Any]]) -> None:
     """Append the replaced values to the audit trail, flushed to disk before the file that replaces them is."""
     stamp = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
-    lines = "".join(json.dumps({"replaced_at": stamp, "file": str(target), **record}, sort_keys=True) + "\n"
-                    for record in records).encode()
+    lines = "".join(
+        json.dumps({"replaced_at": stamp, "file": str(target), **record}, sort_keys=True) + "\n"
+        for record in records
+    ).encode()
     with open(trail, "ab", buffering=0) as out:
         start = out.tell()
         try:
@@ -356,7 +454,9 @@ def audit(trail: Path, target: Path, records: list[dict[str, Any]]) -> None:
             raise OSError(exc.errno, exc.strerror, str(trail)) from None
 
 
-def reconcile(dest: Path, sources: Sequence[Path], update: bool, report: Report) -> dict[str, Any] | None:
+def reconcile(
+    dest: Path, sources: Sequence[Path], update: bool, report: Report
+) -> dict[str, Any] | None:
     """The union of DEST's and the sources' benchmarks.json, or None when nothing changes. MergeError names the first
     benchmark whose version differs between two sources, or between a source and DEST (unless ``update``)."""
     target = dest / BENCHMARKS
@@ -377,7 +477,9 @@ def reconcile(dest: Path, sources: Sequence[Path], update: bool, report: Report)
             report.corrupt.append(f"{exc}; skipped")
             continue
         for name, entry in entries.items():
-            if not isinstance(entry, dict):  # the file's own "version" (its format), not a benchmark
+            if not isinstance(
+                entry, dict
+            ):  # the file's own "version" (its format), not a benchmark
                 merged.setdefault(name, entry)
                 continue
             old, new = merged.get(name, {}).get("version"), entry.get("version")
@@ -386,12 +488,16 @@ def reconcile(dest: Path, sources: Sequence[Path], update: bool, report: Report)
                 changes.append(f"added {name}")
             elif old != new:
                 if name in first_source:
-                    raise MergeError(f"benchmark {name} has version {old} in {first_source[name]} but {new} in {path}:"
-                                     " those machines ran different versions of the suite")
+                    raise MergeError(
+                        f"benchmark {name} has version {old} in {first_source[name]} but {new} in {path}:"
+                        " those machines ran different versions of the suite"
+                    )
                 if not update:
-                    raise MergeError(f"benchmark {name} has version {old} in {target} but {new} in {path}: the machines"
-                                     " ran different versions of the suite; run them on one checkout, or pass"
-                                     " --update-benchmarks when the sources ran the newer suite")
+                    raise MergeError(
+                        f"benchmark {name} has version {old} in {target} but {new} in {path}: the machines"
+                        " ran different versions of the suite; run them on one checkout, or pass"
+                        " --update-benchmarks when the sources ran the newer suite"
+                    )
                 merged[name] = entry
                 changes.append(f"replaced {name} (version {old} -> {new})")
             first_source.setdefault(name, path)
@@ -419,23 +525,39 @@ def check_machines(sources: Sequence[Path], machines: Iterable[str]) -> None:
     held = sorted({path.parent.name for source in sources for path in source.glob("*/*.json")})
     for name in machines:
         if name not in held:
-            raise MergeError(f"no machine {name!r} in {', '.join(map(str, sources))};"
-                             f" machines there: {', '.join(held) or 'none'}")
+            raise MergeError(
+                f"no machine {name!r} in {', '.join(map(str, sources))};"
+                f" machines there: {', '.join(held) or 'none'}"
+            )
 
 
-def merge(dest: Path, sources: Sequence[Path], machines: Iterable[str] | None = None, update_benchmarks: bool = False,
-          replace: bool = False, builds: Collection[str] | None = None) -> Report:
+def merge(
+    dest: Path,
+    sources: Sequence[Path],
+    machines: Iterable[str] | None = None,
+    update_benchmarks: bool = False,
+    replace: bool = False,
+    builds: Collection[str] | None = None,
+) -> Report:
     """Merge every machine's files of each source into ``dest`` (see the module's docstring), holding its lock.
     ``builds``: the timeline's commits, where known; a file of any other build is refused."""
     _check_sources(sources)
     # a record run may hold it for hours: say why nothing happens yet
-    with files.lock(dest, waiting=lambda: log.info(f"waiting for the other process writing {dest} (a merge or a record"
-                                                    " run) to finish")):
+    with files.lock(
+        dest,
+        waiting=lambda: log.info(
+            f"waiting for the other process writing {dest} (a merge or a record run) to finish"
+        ),
+    ):
         sources = [source for source in sources if source.resolve() != dest.resolve()]
         report = Report()
-        for leftover in files.clean_orphans(dest):  # a writer killed before its rename: the file it meant is whole
+        for leftover in files.clean_orphans(
+            dest
+        ):  # a writer killed before its rename: the file it meant is whole
             log.info(f"deleted {leftover}, left by a merge or record run that was stopped")
-        benchmarks = reconcile(dest, sources, update_benchmarks, report)  # raises before anything is written
+        benchmarks = reconcile(
+            dest, sources, update_benchmarks, report
+        )  # raises before anything is written
         dest.mkdir(parents=True, exist_ok=True)
         for source in sources:
             units = {**recorded.benchmark_units(dest), **recorded.benchmark_units(source)}
@@ -453,17 +575,30 @@ def _refusal(path: Path, incoming: dict[str, Any], builds: Collection[str] | Non
         return "a symbolic link: a merge reads only the files a results folder holds"
     if path.name == MACHINE:
         named = incoming.get("machine")
-        return None if named == path.parent.name else \
-            f"its folder names machine {path.parent.name!r} but it names {named!r:.50}"
+        return (
+            None
+            if named == path.parent.name
+            else f"its folder names machine {path.parent.name!r} but it names {named!r:.50}"
+        )
     return identity(path, incoming, builds) or malformed(incoming)
 
 
-def _merge_one(path: Path, dest: Path, units: dict[str, str], replace: bool, report: Report,
-               builds: Collection[str] | None = None) -> None:
+def _merge_one(
+    path: Path,
+    dest: Path,
+    units: dict[str, str],
+    replace: bool,
+    report: Report,
+    builds: Collection[str] | None = None,
+) -> None:
     """One source file into DEST: checked and screened, then copied, merged value by value, or named as a conflict."""
     target = dest / path.parent.name / path.name
-    with contextlib.suppress(MergeError):  # asv's loader names what is wrong with a file that is no JSON object
-        if (reason := _refusal(path, _load_object(path), builds)) is not None:  # named before asv says less
+    with contextlib.suppress(
+        MergeError
+    ):  # asv's loader names what is wrong with a file that is no JSON object
+        if (
+            reason := _refusal(path, _load_object(path), builds)
+        ) is not None:  # named before asv says less
             report.refused_files.append(f"{path}: {reason}; nothing merged from this file")
             return
     try:

@@ -67,7 +67,10 @@ def _say_failure(path: Path, offset: int, code: int, lines: int = 12) -> None:
     with open(path, "rb") as handle:
         handle.seek(offset)
         tail = handle.read().decode("utf-8", "replace").strip().splitlines()[-lines:]
-    log.warning(f"asv exited with status {code}; its last lines (all of them in {path}):\n  " + "\n  ".join(tail))
+    log.warning(
+        f"asv exited with status {code}; its last lines (all of them in {path}):\n  "
+        + "\n  ".join(tail)
+    )
 
 
 def scratch_root(results: Path) -> Path:
@@ -109,7 +112,9 @@ def _end_left_behind(scratch: Path) -> None:
                 if abs(process.create_time() - float(event["created"])) < 1e-3:
                     found.append(process)
     if found:
-        log.info(f"ending the asv forkserver a stopped run left running (pid {', '.join(str(p.pid) for p in found)})")
+        log.info(
+            f"ending the asv forkserver a stopped run left running (pid {', '.join(str(p.pid) for p in found)})"
+        )
         asv.end(found)
 
 
@@ -122,14 +127,19 @@ def recover(results: Path, root: Path) -> None:
         _end_left_behind(folder)
         report, _ = _merge_scratch(results, folder, replace=False, accept=quiet.accept_busy())
         if report is not None and (report.copied or report.merged):
-            log.info(f"recovered an interrupted run's results from {folder}: {report.summary(results)}")
+            log.info(
+                f"recovered an interrupted run's results from {folder}: {report.summary(results)}"
+            )
         shutil.rmtree(folder)
 
 
 def newest_first(timeline: Path, commits: Sequence[str]) -> list[str]:
     """The builds by date, newest first; ties keep their order."""
     dates = git.text(timeline, "show", "-s", "--format=%ct", *commits).split() if commits else []
-    return [commit for _, commit in sorted(zip(dates, commits, strict=True), key=lambda pair: -int(pair[0]))]
+    return [
+        commit
+        for _, commit in sorted(zip(dates, commits, strict=True), key=lambda pair: -int(pair[0]))
+    ]
 
 
 def steps(commits: Sequence[str], missing: dict[str, tuple[str, ...]]) -> list[watch.Step]:
@@ -140,7 +150,15 @@ def steps(commits: Sequence[str], missing: dict[str, tuple[str, ...]]) -> list[w
         first = tuple(asv.matching(names, [FIRST_TIER])) if number == 0 else ()
         rest = tuple(name for name in names if name not in first)
         planned += [watch.Step(commit, first, "first tier")] if first and rest else []
-        planned += [watch.Step(commit, rest or first, "the rest" if first and rest else "every combination")] if names else []
+        planned += (
+            [
+                watch.Step(
+                    commit, rest or first, "the rest" if first and rest else "every combination"
+                )
+            ]
+            if names
+            else []
+        )
     return planned
 
 
@@ -161,15 +179,34 @@ def select(conf: AsvConf, bench: Sequence[str]) -> Selection:
     shown = " -b ".join(map(shlex.quote, bench))
     asked = set(asv.matching([combination.name for combination in found], bench))
     if not asked:
-        raise RecordError(f"no benchmark matches -b {shown}; `mpsbench preselect --list` lists every combination")
-    runs = tuple(combination.name for combination in found if combination.name in asked and combination.reason is None)
-    left = collections.Counter(combination.reason for combination in found
-                               if combination.name in asked and combination.reason is not None)
-    reasons = "; ".join(f"{reason} ({count})" for reason, count in left.most_common(3)) + ("; ..." if len(left) > 3 else "")
+        raise RecordError(
+            f"no benchmark matches -b {shown}; `mpsbench preselect --list` lists every combination"
+        )
+    runs = tuple(
+        combination.name
+        for combination in found
+        if combination.name in asked and combination.reason is None
+    )
+    left = collections.Counter(
+        combination.reason
+        for combination in found
+        if combination.name in asked and combination.reason is not None
+    )
+    reasons = "; ".join(f"{reason} ({count})" for reason, count in left.most_common(3)) + (
+        "; ..." if len(left) > 3 else ""
+    )
     if not runs:
-        raise RecordError(f"none of the {len(asked)} combinations -b {shown} finds runs on this machine: {reasons}")
-    said = (f"-b: {len(runs)} of the {len(asked)} combinations it finds run here, the rest would only skip"
-            f" (`mpsbench preselect --list` says why for each): {reasons}") if left else None
+        raise RecordError(
+            f"none of the {len(asked)} combinations -b {shown} finds runs on this machine: {reasons}"
+        )
+    said = (
+        (
+            f"-b: {len(runs)} of the {len(asked)} combinations it finds run here, the rest would only skip"
+            f" (`mpsbench preselect --list` says why for each): {reasons}"
+        )
+        if left
+        else None
+    )
     return Selection(runs, len(default), said)
 
 
@@ -179,14 +216,22 @@ def check_meaning(run: asv.RunArgs) -> None:
     if run.dry_run:
         return
     if run.changes_values:
-        raise RecordError(f"{run.changes_values[0]}; add --dry-run for a throw-away run, or leave it out")
+        raise RecordError(
+            f"{run.changes_values[0]}; add --dry-run for a throw-away run, or leave it out"
+        )
     if (refusal := settings.recording_refusal()) is not None:
         raise RecordError(refusal)
 
 
-def record(conf: AsvConf, machine: str, asv_args: Sequence[str], remeasure: bool = False,
-           facts: watch.Builds | None = None, after: Callable[[watch.Step, bool], None] | None = None,
-           selection: Selection | None = None) -> int:
+def record(
+    conf: AsvConf,
+    machine: str,
+    asv_args: Sequence[str],
+    remeasure: bool = False,
+    facts: watch.Builds | None = None,
+    after: Callable[[watch.Step, bool], None] | None = None,
+    selection: Selection | None = None,
+) -> int:
     """Run what is missing (all, with ``remeasure``) and merge it in: 0 or BENCHMARKS_FAILED.
 
     One asv run per build step, newest first; each value merged as soon as measured; a build that
@@ -207,8 +252,10 @@ def record(conf: AsvConf, machine: str, asv_args: Sequence[str], remeasure: bool
     if chosen.left_out is not None:
         log.info(chosen.left_out)
     if accept:
-        log.info(f"quiet gate: {quiet.ACCEPT_BUSY} is on: values the machine disturbed are"
-                 " recorded all the same; for throw-away results only, never for history")
+        log.info(
+            f"quiet gate: {quiet.ACCEPT_BUSY} is on: values the machine disturbed are"
+            " recorded all the same; for throw-away results only, never for history"
+        )
     with files.lock(results, wait=False):
         root = scratch_root(results)
         recover(results, root)
@@ -218,10 +265,14 @@ def record(conf: AsvConf, machine: str, asv_args: Sequence[str], remeasure: bool
             missing[commit] = tuple(name for name in wanted if name not in have)
         planned = steps([commit for commit in commits if missing[commit]], missing)
         if not planned:
-            log.info(f"every selected combination ({len(wanted)}) is recorded for the {len(commits)} builds: nothing to run")
+            log.info(
+                f"every selected combination ({len(wanted)}) is recorded for the {len(commits)} builds: nothing to run"
+            )
             return 0
         gpu = not any("'cpu'" in name for name in wanted)
-        watching = watch.Watch(planned, watch.Costs(results, machine, gpu, chosen.default_size), facts)
+        watching = watch.Watch(
+            planned, watch.Costs(results, machine, gpu, chosen.default_size), facts
+        )
         print(watching.plan())
         log.info(f"asv's own lines go to {asv_log(results)}; here, one line a combination")
         status, kept_out = 0, []
@@ -229,11 +280,13 @@ def record(conf: AsvConf, machine: str, asv_args: Sequence[str], remeasure: bool
             for step in planned:
                 if not watching.begin(step):
                     continue
-                code, held_now = _measure(conf, machine, run, root, step.commit, step.names,
-                                          remeasure, watching.poll)
+                code, held_now = _measure(
+                    conf, machine, run, root, step.commit, step.names, remeasure, watching.poll
+                )
                 if held_now:
-                    retried, held_now = _again(conf, machine, run, root, step.commit, held_now,
-                                               remeasure)
+                    retried, held_now = _again(
+                        conf, machine, run, root, step.commit, held_now, remeasure
+                    )
                     code = code or retried
                 kept_out += held_now
                 status = BENCHMARKS_FAILED if code else status

@@ -37,24 +37,40 @@ class Unit:
 # outside them is a broken clock, a unit mix-up or a forged file, and a merge refuses it.
 DAY = 86400.0  # no step a benchmark times takes a day: asv's timeout ends it first
 PIB_IN_MIB = float(2**30)  # a pebibyte: no process's memory reaches it
-UNITS = {unit.name: unit for unit in (
-    # tiny ops: a few microseconds is timer jitter; a nanosecond is a few clock cycles, below any timed call
-    Unit("seconds", floor=5e-6, least=1e-9, most=DAY),
-    Unit("MiB", floor=1.0, least=0.0, most=PIB_IN_MIB),  # peak and driver memory: below a MiB is allocator rounding
-    # leak slopes may be negative (memory a loop gave back); cpu readings are the process's RSS, which moves by
-    # allocator chunks either way
-    Unit("MiB/100 steps", floor=1.0, least=-PIB_IN_MIB, most=PIB_IN_MIB),
-    Unit("ops", floor=1.0, least=0.0),  # fallback counts are whole ops: one new fallback op is a change, less is none
-    Unit("fraction", floor=0.01, least=0.0, most=1.0),  # data-wait fraction of an epoch: one percentage point
-    # a rate of one per day at least (a slower step is refused as a time), at most 1e12 per second
-    *(Unit(rate, higher_is_better=True, least=1 / DAY, most=1e12) for rate in ("samples/s", "images/s")),
-    Unit("GFLOP/s", higher_is_better=True, least=1e-6, most=1e8),  # 100 PFLOP/s: beyond any one device
-    Unit("GB/s", higher_is_better=True, least=1e-6, most=1e6),  # 1 PB/s: beyond any one device's memory
-    Unit("samples", higher_is_better=True, least=0.0),
-    *(Unit(amount, least=0.0) for amount in ("relative error", "ratio", "macOS version")),
-    *(Unit(share, least=0.0, most=1.0) for share in ("on", "on battery")),
-    Unit("threads", least=1.0, most=1e6),
-)}
+UNITS = {
+    unit.name: unit
+    for unit in (
+        # tiny ops: a few microseconds is timer jitter; a nanosecond is a few clock cycles, below any timed call
+        Unit("seconds", floor=5e-6, least=1e-9, most=DAY),
+        Unit(
+            "MiB", floor=1.0, least=0.0, most=PIB_IN_MIB
+        ),  # peak and driver memory: below a MiB is allocator rounding
+        # leak slopes may be negative (memory a loop gave back); cpu readings are the process's RSS, which moves by
+        # allocator chunks either way
+        Unit("MiB/100 steps", floor=1.0, least=-PIB_IN_MIB, most=PIB_IN_MIB),
+        Unit(
+            "ops", floor=1.0, least=0.0
+        ),  # fallback counts are whole ops: one new fallback op is a change, less is none
+        Unit(
+            "fraction", floor=0.01, least=0.0, most=1.0
+        ),  # data-wait fraction of an epoch: one percentage point
+        # a rate of one per day at least (a slower step is refused as a time), at most 1e12 per second
+        *(
+            Unit(rate, higher_is_better=True, least=1 / DAY, most=1e12)
+            for rate in ("samples/s", "images/s")
+        ),
+        Unit(
+            "GFLOP/s", higher_is_better=True, least=1e-6, most=1e8
+        ),  # 100 PFLOP/s: beyond any one device
+        Unit(
+            "GB/s", higher_is_better=True, least=1e-6, most=1e6
+        ),  # 1 PB/s: beyond any one device's memory
+        Unit("samples", higher_is_better=True, least=0.0),
+        *(Unit(amount, least=0.0) for amount in ("relative error", "ratio", "macOS version")),
+        *(Unit(share, least=0.0, most=1.0) for share in ("on", "on battery")),
+        Unit("threads", least=1.0, most=1e6),
+    )
+}
 
 
 def unit(name: str) -> Unit:
@@ -110,8 +126,11 @@ class Recorded:
         key = (result.params["machine"], result.commit_hash)
         self.values.setdefault(key, {}).update(rows(result))
         self.failed.setdefault(key, set()).update(  # None is asv's failure; a skip is NaN
-            Row(name, combination) for name in result.get_all_result_keys()
-            for combination, value in _values(result, name) if value is None)
+            Row(name, combination)
+            for name in result.get_all_result_keys()
+            for combination, value in _values(result, name)
+            if value is None
+        )
 
 
 def benchmark_units(results_dir: Path) -> dict[str, str]:
@@ -121,7 +140,9 @@ def benchmark_units(results_dir: Path) -> dict[str, str]:
 
 def param_names(results_dir: Path) -> dict[str, tuple[str, ...]]:
     """Each benchmark's param names, in the order of a Row's params."""
-    return {name: tuple(b.get("param_names", ())) for name, b in asv.benchmarks(results_dir).items()}
+    return {
+        name: tuple(b.get("param_names", ())) for name, b in asv.benchmarks(results_dir).items()
+    }
 
 
 def named(row: Row, names: Sequence[str]) -> dict[str, Any]:
@@ -141,9 +162,16 @@ def rows(result: Any) -> dict[Row, Measured]:
     found = {}
     for name in result.get_all_result_keys():
         params = result.get_result_params(name)
-        stats, samples = result.get_result_stats(name, params), result.get_result_samples(name, params)
+        stats, samples = (
+            result.get_result_stats(name, params),
+            result.get_result_samples(name, params),
+        )
         for (combination, value), stat, sample in zip(_values(result, name), stats, samples):
-            if not isinstance(value, bool) and isinstance(value, (int, float)) and math.isfinite(value):
+            if (
+                not isinstance(value, bool)
+                and isinstance(value, (int, float))
+                and math.isfinite(value)
+            ):
                 kept = tuple(float(x) for x in sample) if sample else None
                 found[Row(name, tuple(combination))] = Measured(float(value), stat or None, kept)
     return found

@@ -89,9 +89,7 @@ MEASURED_SECONDS["mps"] = MEASURED_SECONDS["cuda"]
 DEVICE_AVERAGE_SECONDS = {"cpu": 787.0 / 354, "cuda": 165.0 / 108, "mps": 165.0 / 108}
 STEP_START_SECONDS = 16.0  # environment check, .pth switch, discovery, forkserver
 BUDGET_INSTALL_SECONDS = 80.0  # a cold install, besides its download
-CACHED_SWITCH_SECONDS = (
-    5.0  # an installed build: environment check and .pth
-)
+CACHED_SWITCH_SECONDS = 5.0  # an installed build: environment check and .pth
 WHERE_MEASURED = "this machine's earlier runs"
 WHERE_BUDGET = "figures measured elsewhere (no run here yet)"
 WHERE_BOTH = "this machine's runs and figures measured elsewhere"
@@ -112,9 +110,7 @@ def add(results: Path, machine: str, lines: Iterable[dict[str, object]]) -> None
     if text:
         with open(trail(results), "a+b") as out:
             if out.tell() and (out.seek(out.tell() - 1), out.read(1))[1] != b"\n":
-                text = (
-                    "\n" + text
-                )  # a line cut by a kill stays apart
+                text = "\n" + text  # a line cut by a kill stays apart
             out.write(text.encode())
 
 
@@ -325,13 +321,9 @@ class Builds(Protocol):
 
     def name(self, commit: str) -> str: ...
 
-    def need(
-        self, commit: str
-    ) -> tuple[int, str, bool]: ...  # bytes added, source, installed
+    def need(self, commit: str) -> tuple[int, str, bool]: ...  # bytes added, source, installed
 
-    def download(
-        self, commit: str
-    ) -> tuple[int, tuple[str, ...]]: ...  # bytes, hosts
+    def download(self, commit: str) -> tuple[int, tuple[str, ...]]: ...  # bytes, hosts
 
     def free(self) -> int: ...
 
@@ -354,9 +346,7 @@ class Watch:
         self.installed = {commit for commit, need in self.needs.items() if need[2]}
         self.current: Step | None = None
         self.left: list[str] = []
-        self.running: tuple[str, float] | None = (
-            None  # the combination running, since when
-        )
+        self.running: tuple[str, float] | None = None  # the combination running, since when
         self.said_long = 0.0
         self.skipped: set[str] = set()
         self.cache_used = builds.used() if builds else 0
@@ -366,15 +356,9 @@ class Watch:
             for name in step.names
         }
         self.pace = Pace(self.expected)
-        self.step_began = self.last_event = (
-            0.0  # monotonic
-        )
-        self.last_at: float | None = (
-            None  # events' clock (time.time()) of this step's previous end
-        )
-        self.began_at = (
-            0.0  # time.time(): the previous step's last value, else now
-        )
+        self.step_began = self.last_event = 0.0  # monotonic
+        self.last_at: float | None = None  # events' clock (time.time()) of this step's previous end
+        self.began_at = 0.0  # time.time(): the previous step's last value, else now
         self.last_end: float | None = None
         self.begun: set[str] = set()
         self.first_of_build = True
@@ -607,9 +591,7 @@ class Watch:
             estimate = estimate + Estimate(
                 max(0.0, start_up - (now - self.step_began)), estimate.source
             )
-        elif (
-            self.running is not None
-        ):  # time since the last end is spent
+        elif self.running is not None:  # time since the last end is spent
             estimate = Estimate(
                 max(0.0, estimate.seconds - (now - self.last_event)), estimate.source
             )

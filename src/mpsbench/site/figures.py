@@ -38,7 +38,15 @@ def _figure(out: Path, **subplots: Any) -> Iterator[tuple[Any, Any]]:
 
 
 def _nothing(ax: Any, what: str) -> None:
-    ax.text(0.5, 0.5, f"no {what} results", ha="center", va="center", transform=ax.transAxes, color="#777")
+    ax.text(
+        0.5,
+        0.5,
+        f"no {what} results",
+        ha="center",
+        va="center",
+        transform=ax.transAxes,
+        color="#777",
+    )
     ax.set_xticks([])
     ax.set_yticks([])
 
@@ -59,15 +67,23 @@ def batch_note(point: Point) -> str:
 def _fallback_footnote(points: Iterable[Point], model: str) -> str:
     seed = seed_batch(model)
     if seed is None:
-        return "no seed batch size is registered for this model: the largest batch measured is shown"
+        return (
+            "no seed batch size is registered for this model: the largest batch measured is shown"
+        )
     if all(point.seed for point in points):
         return f"batch size {seed} (the seed's)"
     return f"* not measured at the seed's batch size {seed}: the largest batch measured is shown"
 
 
-def _device_bars(ax: Any, machines_devices: list[tuple[str, str]], values: list[float], notes: list[str]) -> None:
+def _device_bars(
+    ax: Any, machines_devices: list[tuple[str, str]], values: list[float], notes: list[str]
+) -> None:
     """One bar per machine and device, coloured by device; a lone bar keeps a bar's width."""
-    bars = ax.bar(range(len(values)), values, color=[DEVICE_COLORS.get(d, OTHER_DEVICE_COLOR) for _, d in machines_devices])
+    bars = ax.bar(
+        range(len(values)),
+        values,
+        color=[DEVICE_COLORS.get(d, OTHER_DEVICE_COLOR) for _, d in machines_devices],
+    )
     ax.bar_label(bars, labels=notes, fontsize=7)
     ax.set_xticks(range(len(values)), [f"{m}\n{d}" for m, d in machines_devices], fontsize=8)
     ax.set_xlim(-0.6, max(len(values), 3) - 0.4)
@@ -82,9 +98,17 @@ def speedup(model: str, found: list[Speedup], out: Path) -> Any:
             if not mine:
                 continue
             positions = [groups.index((s.machine, s.device)) + offset for s in mine]
-            bars = ax.bar(positions, [s.ratio for s in mine], WIDTH, color=KIND_COLORS[kind], label=kind)
-            ax.bar_label(bars, labels=[f"{s.ratio:.2f}x\n{batch_note(s.gpu)} / cpu {batch_note(s.cpu)}" for s in mine],
-                         fontsize=7, padding=2)
+            bars = ax.bar(
+                positions, [s.ratio for s in mine], WIDTH, color=KIND_COLORS[kind], label=kind
+            )
+            ax.bar_label(
+                bars,
+                labels=[
+                    f"{s.ratio:.2f}x\n{batch_note(s.gpu)} / cpu {batch_note(s.cpu)}" for s in mine
+                ],
+                fontsize=7,
+                padding=2,
+            )
         ax.axhline(1.0, color="black", linewidth=0.8)
         ax.set_xticks(range(len(groups)), [f"{machine}\n{device}" for machine, device in groups])
         ax.set_xlim(-0.6, max(len(groups), 3) - 0.4)  # a lone group keeps its width
@@ -92,7 +116,9 @@ def speedup(model: str, found: list[Speedup], out: Path) -> Any:
         ax.set_title(f"{model}: GPU speedup over cpu, newest build per machine")
         ax.margins(y=0.25)
         ax.legend()
-        fig.supxlabel(_fallback_footnote([p for s in found for p in (s.gpu, s.cpu)], model), fontsize=8)
+        fig.supxlabel(
+            _fallback_footnote([p for s in found for p in (s.gpu, s.cpu)], model), fontsize=8
+        )
     return fig
 
 
@@ -100,20 +126,29 @@ def machines(model: str, points: list[Point], out: Path) -> Any:
     """Samples/s per machine and device, one chart per kind; returns the (closed) Figure."""
     with _figure(out, ncols=len(KINDS), figsize=(11, 4.5), squeeze=False) as (fig, axes):
         for ax, kind in zip(axes[0], KINDS):
-            mine = sorted((p for p in points if p.workload.kind == kind), key=lambda p: (p.machine, p.workload.device))
+            mine = sorted(
+                (p for p in points if p.workload.kind == kind),
+                key=lambda p: (p.machine, p.workload.device),
+            )
             ax.set_title(f"{model} {kind}")
             if not mine:
                 _nothing(ax, kind)
                 continue
-            _device_bars(ax, [(p.machine, p.workload.device) for p in mine], [p.samples_per_second for p in mine],
-                         [f"{number(p.samples_per_second)}\n{batch_note(p)}" for p in mine])
+            _device_bars(
+                ax,
+                [(p.machine, p.workload.device) for p in mine],
+                [p.samples_per_second for p in mine],
+                [f"{number(p.samples_per_second)}\n{batch_note(p)}" for p in mine],
+            )
             ax.set_ylabel("samples/s (higher is better)")
             ax.margins(y=0.2)
         fig.supxlabel(_fallback_footnote(points, model), fontsize=8)
     return fig
 
 
-def batches(model: str, curves: dict[tuple[str, str, str, str], list[tuple[int, float]]], out: Path) -> None:
+def batches(
+    model: str, curves: dict[tuple[str, str, str, str], list[tuple[int, float]]], out: Path
+) -> None:
     with _figure(out, ncols=len(KINDS), figsize=(11, 4.5), squeeze=False) as (_, axes):
         lines = sorted({(machine, device) for (m, _, machine, device) in curves if m == model})
         colors = pyplot().rcParams["axes.prop_cycle"].by_key()["color"]
@@ -125,8 +160,14 @@ def batches(model: str, curves: dict[tuple[str, str, str, str], list[tuple[int, 
                     continue
                 sizes, values = zip(*points)
                 batches_seen.update(sizes)
-                ax.plot(sizes, values, marker="o", label=f"{machine} {device}", color=colors[index % len(colors)],
-                        linestyle="--" if device == CPU else "-")  # dashed: the cpu baseline
+                ax.plot(
+                    sizes,
+                    values,
+                    marker="o",
+                    label=f"{machine} {device}",
+                    color=colors[index % len(colors)],
+                    linestyle="--" if device == CPU else "-",
+                )  # dashed: the cpu baseline
             ax.set_title(f"{model} {kind}")
             if not batches_seen:
                 _nothing(ax, kind)
@@ -140,16 +181,32 @@ def batches(model: str, curves: dict[tuple[str, str, str, str], list[tuple[int, 
             ax.legend(fontsize=8)
 
 
-def by_release(points: list[ReleasePoint], title: str, out: Path, ylabel: str, baseline: float | None) -> None:
+def by_release(
+    points: list[ReleasePoint], title: str, out: Path, ylabel: str, baseline: float | None
+) -> None:
     """A ratio along the builds' dates, one line per model, kind, machine and Python; releases named."""
     with _figure(out, figsize=(11, 5)) as (_, ax):
         for key in sorted({(p.model, p.kind, p.machine, p.python) for p in points}):
-            line = sorted((p for p in points if (p.model, p.kind, p.machine, p.python) == key), key=lambda p: p.date_ms)
+            line = sorted(
+                (p for p in points if (p.model, p.kind, p.machine, p.python) == key),
+                key=lambda p: p.date_ms,
+            )
             when = [datetime.fromtimestamp(p.date_ms / 1000, tz=timezone.utc) for p in line]
-            ax.plot(when, [p.ratio for p in line], marker="o", label=f"{key[0]} {key[1]}, {key[2]}, python {key[3]}")
+            ax.plot(
+                when,
+                [p.ratio for p in line],
+                marker="o",
+                label=f"{key[0]} {key[1]}, {key[2]}, python {key[3]}",
+            )
             for moment, point in zip(when, line):
-                ax.annotate(point.torch_version, (moment, point.ratio), fontsize=7, rotation=45,
-                            textcoords="offset points", xytext=(0, 6))
+                ax.annotate(
+                    point.torch_version,
+                    (moment, point.ratio),
+                    fontsize=7,
+                    rotation=45,
+                    textcoords="offset points",
+                    xytext=(0, 6),
+                )
         if baseline is not None:
             ax.axhline(baseline, color="black", linewidth=0.8)
         ax.set_ylabel(ylabel)
@@ -160,19 +217,35 @@ def by_release(points: list[ReleasePoint], title: str, out: Path, ylabel: str, b
 def compile_pairs(found: list[Pair], out: Path) -> None:
     """Eager and compiled step times side by side, each compiled bar labelled with its speedup."""
     with _figure(out, figsize=(max(6.0, 1.2 * len(found)), 4.5)) as (_, ax):
-        for offset, mode, color, seconds in ((-WIDTH / 2, "eager", "#7f7f7f", [p.eager for p in found]),
-                                             (WIDTH / 2, "compiled", "#ff7f0e", [p.compiled for p in found])):
-            bars = ax.bar([i + offset for i in range(len(found))], [s * 1e3 for s in seconds], WIDTH, color=color, label=mode)
+        for offset, mode, color, seconds in (
+            (-WIDTH / 2, "eager", "#7f7f7f", [p.eager for p in found]),
+            (WIDTH / 2, "compiled", "#ff7f0e", [p.compiled for p in found]),
+        ):
+            bars = ax.bar(
+                [i + offset for i in range(len(found))],
+                [s * 1e3 for s in seconds],
+                WIDTH,
+                color=color,
+                label=mode,
+            )
             if mode == "compiled":
-                ax.bar_label(bars, labels=[f"{p.speedup:.2f}x" for p in found], fontsize=7, padding=2)
-        ax.set_xticks(range(len(found)), [f"{p.model}\n{p.kind}\n{p.machine} {p.device}" for p in found], fontsize=7)
+                ax.bar_label(
+                    bars, labels=[f"{p.speedup:.2f}x" for p in found], fontsize=7, padding=2
+                )
+        ax.set_xticks(
+            range(len(found)),
+            [f"{p.model}\n{p.kind}\n{p.machine} {p.device}" for p in found],
+            fontsize=7,
+        )
         ax.set_yscale("log")
         ax.set_ylabel("ms per step (lower is better)")
         ax.set_title("eager against torch.compile (inductor), seed batch, newest build per machine")
         ax.legend()
 
 
-def tokens(machines_devices: list[tuple[str, str]], speeds: list[float], title: str, out: Path) -> None:
+def tokens(
+    machines_devices: list[tuple[str, str]], speeds: list[float], title: str, out: Path
+) -> None:
     """Decoded tokens per second, one bar per machine and device."""
     with _figure(out, figsize=(max(6.5, 1.6 * len(speeds)), 4.0)) as (_, ax):
         _device_bars(ax, machines_devices, speeds, [f"{s:.1f}" for s in speeds])

@@ -76,16 +76,23 @@ def _spread(measured: recorded.Measured) -> float | None:
     return (float(stats["q_75"]) - float(stats["q_25"])) / 2 / measured.value
 
 
-def _value(results: tp.Results, machine: str, commit: str, kind: str, model: str, device: str) -> Value | None:
+def _value(
+    results: tp.Results, machine: str, commit: str, kind: str, model: str, device: str
+) -> Value | None:
     """The step at the seed batch, else the largest batch timed on that device."""
-    timed = {step.batch: found for (m, c, step), found in results.timed.items()
-             if (m, c, step.kind, step.model, step.device) == (machine, commit, kind, model, device)}
+    timed = {
+        step.batch: found
+        for (m, c, step), found in results.timed.items()
+        if (m, c, step.kind, step.model, step.device) == (machine, commit, kind, model, device)
+    }
     if not timed:
         return None
     seed = tp.seed_batch(model)
     batch = seed if seed in timed else max(timed)
     _, measured = timed[batch]
-    return Value(tp.Step(kind, model, device, batch), measured.value, _spread(measured), batch == seed)
+    return Value(
+        tp.Step(kind, model, device, batch), measured.value, _spread(measured), batch == seed
+    )
 
 
 def summarize(results: tp.Results, timeline: Reader) -> list[Machine]:
@@ -93,30 +100,49 @@ def summarize(results: tp.Results, timeline: Reader) -> list[Machine]:
     found = []
     timed_builds = {(machine, commit) for machine, commit, _ in results.timed}
     for machine in results.recorded.machines:
-        builds = [commit for commit in results.recorded.builds(machine) if (machine, commit) in timed_builds]
+        builds = [
+            commit
+            for commit in results.recorded.builds(machine)
+            if (machine, commit) in timed_builds
+        ]
         if not builds:
             continue
         commit = builds[-1]
         lines, missing = [], []
         for kind, names in SEEDS.items():
             for model in names:
-                values = {device: value for device in devices.NAMES
-                          if (value := _value(results, machine, commit, kind, model, device)) is not None}
+                values = {
+                    device: value
+                    for device in devices.NAMES
+                    if (value := _value(results, machine, commit, kind, model, device)) is not None
+                }
                 if values:
                     lines.append(Line(kind, model, values))
                 else:
                     missing.append(f"{model} {kind}")
         present = {device for line in lines for device in line.values}
-        found.append(Machine(machine, commit, timeline.label(commit),
-                             [device for device in devices.NAMES if device in present], lines, missing))
+        found.append(
+            Machine(
+                machine,
+                commit,
+                timeline.label(commit),
+                [device for device in devices.NAMES if device in present],
+                lines,
+                missing,
+            )
+        )
     return found
 
 
 def graph_link(machine: str, step: tp.Step) -> str:
     """index.html's hash for the step's graph, with its params selected."""
     name = f"{tp.CLASSES[step.kind]}.{tp.TIME}"
-    params = [("machine", machine), ("p-device", repr(step.device)), ("p-model", repr(step.model)),
-              ("p-batch_size", str(step.batch))]
+    params = [
+        ("machine", machine),
+        ("p-device", repr(step.device)),
+        ("p-model", repr(step.model)),
+        ("p-batch_size", str(step.batch)),
+    ]
     return f"#{name}?" + "&".join(f"{key}={quote(value, safe='')}" for key, value in params)
 
 
@@ -130,61 +156,91 @@ def _duration(seconds: float) -> str:
 def _cell(machine: str, value: Value | None) -> str:
     if value is None:
         return '<td class="mpsbench-none">-</td>'
-    spread = f' <small>± {value.spread:.0%}</small>' if value.spread is not None else ""
-    batch = f'<small class="mpsbench-batch">bs {value.step.batch}{"" if value.seed else "*"}</small>'
-    title = (f"{value.step.kind} step of {value.step.model} on {value.step.device}, batch {value.step.batch}: "
-             f"{value.samples_per_second:,.0f} samples/s; open its graph")
-    return (f'<td><a href="{html.escape(graph_link(machine, value.step))}" title="{html.escape(title)}">'
-            f"{_duration(value.seconds)}</a>{spread} {batch}</td>")
+    spread = f" <small>± {value.spread:.0%}</small>" if value.spread is not None else ""
+    batch = (
+        f'<small class="mpsbench-batch">bs {value.step.batch}{"" if value.seed else "*"}</small>'
+    )
+    title = (
+        f"{value.step.kind} step of {value.step.model} on {value.step.device}, batch {value.step.batch}: "
+        f"{value.samples_per_second:,.0f} samples/s; open its graph"
+    )
+    return (
+        f'<td><a href="{html.escape(graph_link(machine, value.step))}" title="{html.escape(title)}">'
+        f"{_duration(value.seconds)}</a>{spread} {batch}</td>"
+    )
 
 
 def _machine_html(summary: Machine) -> str:
     speedups = [f"{gpu}/cpu" for gpu in summary.gpus if tp.CPU in summary.devices]
-    head = "".join(f"<th>{html.escape(label)}</th>" for label in ["model", "step", *summary.devices, *speedups])
+    head = "".join(
+        f"<th>{html.escape(label)}</th>" for label in ["model", "step", *summary.devices, *speedups]
+    )
     rows = []
     for line in summary.lines:
-        ratios = "".join(f"<td><b>{ratio:.2f}x</b></td>" if (ratio := line.speedup(gpu)) is not None
-                         else '<td class="mpsbench-none">-</td>' for gpu in summary.gpus if speedups)
-        cells = "".join(_cell(summary.machine, line.values.get(device)) for device in summary.devices)
-        rows.append(f"<tr><td>{html.escape(line.model)}</td><td>{line.kind}</td>{cells}{ratios}</tr>")
+        ratios = "".join(
+            f"<td><b>{ratio:.2f}x</b></td>"
+            if (ratio := line.speedup(gpu)) is not None
+            else '<td class="mpsbench-none">-</td>'
+            for gpu in summary.gpus
+            if speedups
+        )
+        cells = "".join(
+            _cell(summary.machine, line.values.get(device)) for device in summary.devices
+        )
+        rows.append(
+            f"<tr><td>{html.escape(line.model)}</td><td>{line.kind}</td>{cells}{ratios}</tr>"
+        )
     notes = []
     if not speedups:
-        notes.append(f"Only {', '.join(summary.devices)} measured here: a speedup needs mps or cuda beside cpu"
-                     " on one machine.")
+        notes.append(
+            f"Only {', '.join(summary.devices)} measured here: a speedup needs mps or cuda beside cpu"
+            " on one machine."
+        )
     if any(not value.seed for line in summary.lines for value in line.values.values()):
-        notes.append("bs N*: not the model's seed batch, which that device has no value for: its largest batch.")
+        notes.append(
+            "bs N*: not the model's seed batch, which that device has no value for: its largest batch."
+        )
     if summary.missing:
         notes.append(f"No value yet on this build: {', '.join(summary.missing)}.")
-    return (f'<h3>{html.escape(summary.machine)} <small>newest build: {html.escape(summary.build)}</small></h3>'
-            f'<table class="table table-condensed table-striped mpsbench-steps"><thead><tr>{head}</tr></thead>'
-            f'<tbody>{"".join(rows)}</tbody></table>'
-            + "".join(f"<p class=\"mpsbench-note\">{html.escape(note)}</p>" for note in notes))
+    return (
+        f"<h3>{html.escape(summary.machine)} <small>newest build: {html.escape(summary.build)}</small></h3>"
+        f'<table class="table table-condensed table-striped mpsbench-steps"><thead><tr>{head}</tr></thead>'
+        f"<tbody>{''.join(rows)}</tbody></table>"
+        + "".join(f'<p class="mpsbench-note">{html.escape(note)}</p>' for note in notes)
+    )
 
 
-STYLE = (f"#{MARK}{{padding:10px 20px 0 20px;max-width:1100px}}"
-         f"#{MARK} table{{width:auto}}#{MARK} td,#{MARK} th{{padding:3px 14px 3px 0;text-align:right}}"
-         f"#{MARK} td:first-child,#{MARK} td:nth-child(2),#{MARK} th:first-child,#{MARK} th:nth-child(2)"
-         f"{{text-align:left}}#{MARK} .mpsbench-batch,#{MARK} .mpsbench-none,#{MARK} .mpsbench-note"
-         f"{{color:#777}}#{MARK} h3{{margin-top:12px}}")
+STYLE = (
+    f"#{MARK}{{padding:10px 20px 0 20px;max-width:1100px}}"
+    f"#{MARK} table{{width:auto}}#{MARK} td,#{MARK} th{{padding:3px 14px 3px 0;text-align:right}}"
+    f"#{MARK} td:first-child,#{MARK} td:nth-child(2),#{MARK} th:first-child,#{MARK} th:nth-child(2)"
+    f"{{text-align:left}}#{MARK} .mpsbench-batch,#{MARK} .mpsbench-none,#{MARK} .mpsbench-note"
+    f"{{color:#777}}#{MARK} h3{{margin-top:12px}}"
+)
 
 
 def to_html(summaries: list[Machine], figures: str) -> str:
     """The fragment: heading, explanation, a table per machine, links to the rest."""
     body = "".join(_machine_html(summary) for summary in summaries) or (
         "<p>No training or inference step of a seed model is recorded yet: the rows below are the other"
-        " benchmarks'.</p>")
-    return (f'<div id="{MARK}"><style>{STYLE}</style>'
-            "<h2>Training and inference step time per device</h2>"
-            "<p>Each seed model's step (forward, loss, backward and optimizer step for training; a forward pass"
-            " for inference) at its seed batch size, asv's median with half its interquartile range, on each"
-            " machine's newest build; lower is faster. A speedup is samples/s on the GPU over samples/s on the"
-            " cpu of the same machine and build. Each time links to its graph across builds.</p>"
-            f"{body}"
-            f'<p>The seeds\' figures: <a href="{html.escape(figures)}">Figures</a>. Below: asv\'s grid of every'
-            " benchmark (the Benchmark list and Regressions tabs are in the bar above).</p><hr></div>")
+        " benchmarks'.</p>"
+    )
+    return (
+        f'<div id="{MARK}"><style>{STYLE}</style>'
+        "<h2>Training and inference step time per device</h2>"
+        "<p>Each seed model's step (forward, loss, backward and optimizer step for training; a forward pass"
+        " for inference) at its seed batch size, asv's median with half its interquartile range, on each"
+        " machine's newest build; lower is faster. A speedup is samples/s on the GPU over samples/s on the"
+        " cpu of the same machine and build. Each time links to its graph across builds.</p>"
+        f"{body}"
+        f"<p>The seeds' figures: <a href=\"{html.escape(figures)}\">Figures</a>. Below: asv's grid of every"
+        " benchmark (the Benchmark list and Regressions tabs are in the bar above).</p><hr></div>"
+    )
 
 
-def measured_params(found: recorded.Recorded, param_names: dict[str, tuple[str, ...]]) -> dict[str, list[list[str]]]:
+def measured_params(
+    found: recorded.Recorded, param_names: dict[str, tuple[str, ...]]
+) -> dict[str, list[list[str]]]:
     """Per benchmark and param, the values (asv's reprs) of rows with a recorded number."""
     seen: dict[str, list[set[str]]] = {}
     for rows in found.values.values():
@@ -205,10 +261,14 @@ def write(html_dir: Path, results_dir: Path, timeline: Reader, figures: str) -> 
     text = index.read_text(encoding="utf-8")
     start = text.find(ANCHOR)
     if start < 0:
-        raise SiteAssetError(f"{index} has no {ANCHOR}> to put the summary in; a different asv version?")
+        raise SiteAssetError(
+            f"{index} has no {ANCHOR}> to put the summary in; a different asv version?"
+        )
     if f'id="{MARK}"' not in text:
         end = text.index(">", start) + 1
-        index.write_text(text[:end] + "\n" + to_html(summaries, figures) + text[end:], encoding="utf-8")
+        index.write_text(
+            text[:end] + "\n" + to_html(summaries, figures) + text[end:], encoding="utf-8"
+        )
     index_json = html_dir / "index.json"
     data = json.loads(index_json.read_text(encoding="utf-8"))
     data[MEASURED_KEY] = measured_params(results.recorded, results.param_names)

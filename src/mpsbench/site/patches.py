@@ -26,8 +26,10 @@ EVERY_BRANCH = "state[param] = values;  /* mpsbench: every channel of the defaul
 LOADER = f"{VENDOR}/mpsbench/file-json.js"
 # asv selects each param's first values on load, which may have no data (mps on a cpu-only
 # machine); the patch skips values index.json's MEASURED_KEY (site.landing) lists no data for.
-FIRST_VALUES = re.compile(r"for \(var j = 0; j < param_values\.length && \(j\+1\)\*count <= max_curves; \+\+j\) \{"
-                          r"\s*item\.push\(j\);\s*\}")
+FIRST_VALUES = re.compile(
+    r"for \(var j = 0; j < param_values\.length && \(j\+1\)\*count <= max_curves; \+\+j\) \{"
+    r"\s*item\.push\(j\);\s*\}"
+)
 MEASURED_VALUES = (
     "var measured = ((index.{key} || {{}})[current_benchmark] || [])[k];  /* mpsbench: values with data (site.patches) */"
     "\n                    for (var j = 0; j < param_values.length && (item.length+1)*count <= max_curves; ++j) {{"
@@ -38,20 +40,24 @@ MEASURED_VALUES = (
 # asv's grid draws a tile per benchmark, mostly empty on a first site; keep those with a value
 GRID_SCRIPT = "summarygrid.js"
 EVERY_TILE = "$.each(main_json.benchmarks, function(bm_name, bm) {"
-MEASURED_TILES = (EVERY_TILE + "\n            if (main_json.KEY && !main_json.KEY[bm_name]) { return; }"
-                  "  /* mpsbench: tiles with data only (site.patches) */")
+MEASURED_TILES = (
+    EVERY_TILE + "\n            if (main_json.KEY && !main_json.KEY[bm_name]) { return; }"
+    "  /* mpsbench: tiles with data only (site.patches) */"
+)
 # flot plugin: a one-build series drawn as a point labelled with its value
 LONE_POINT = f"{VENDOR}/mpsbench/lone-point.js"
 ASV_SCRIPT = re.compile(r"(?=<script\b[^>]*\bsrc=\"asv\.js\")")  # before asv.js, after flot
 TWIN = ".js"
-_JQUERY_TAG = re.compile(r"<script\b[^>]*\bsrc=\"[^\"]*jquery(?:-[\d.]+)?\.min\.js\"[^>]*>\s*</script>", re.IGNORECASE)
+_JQUERY_TAG = re.compile(
+    r"<script\b[^>]*\bsrc=\"[^\"]*jquery(?:-[\d.]+)?\.min\.js\"[^>]*>\s*</script>", re.IGNORECASE
+)
 
 
 def _insert_after(page: Path, anchor: re.Match[str] | None, what: str, addition: str) -> None:
     if anchor is None:
         raise SiteAssetError(f"{page} has no {what}; a different asv version?")
     text = anchor.string
-    page.write_text(text[:anchor.end()] + addition + text[anchor.end():], encoding="utf-8")
+    page.write_text(text[: anchor.end()] + addition + text[anchor.end() :], encoding="utf-8")
 
 
 def add_nav_link(html_dir: Path, label: str, href: str) -> None:
@@ -60,9 +66,12 @@ def add_nav_link(html_dir: Path, label: str, href: str) -> None:
     text = index.read_text(encoding="utf-8")
     item_id = "nav-li-mpsbench-" + re.sub(r"[^a-z0-9]+", "-", label.lower()).strip("-")
     if f'id="{item_id}"' not in text:
-        _insert_after(index, re.compile(re.escape(NAV_ANCHOR) + ".*?</li>", re.DOTALL).search(text),
-                      f"{NAV_ANCHOR} to put the {label!r} link after",
-                      f'\n\t<li id="{item_id}"><a href="{html.escape(href)}">{html.escape(label)}</a></li>')
+        _insert_after(
+            index,
+            re.compile(re.escape(NAV_ANCHOR) + ".*?</li>", re.DOTALL).search(text),
+            f"{NAV_ANCHOR} to put the {label!r} link after",
+            f'\n\t<li id="{item_id}"><a href="{html.escape(href)}">{html.escape(label)}</a></li>',
+        )
 
 
 def show_every_channel(html_dir: Path) -> None:
@@ -72,8 +81,10 @@ def show_every_channel(html_dir: Path) -> None:
     if EVERY_BRANCH in text:
         return
     if text.count(FIRST_BRANCH_ONLY) != 1:
-        raise SiteAssetError(f"{script} has no one {FIRST_BRANCH_ONLY!r} to select every channel by; a different"
-                             " asv version? see mpsbench.site.patches")
+        raise SiteAssetError(
+            f"{script} has no one {FIRST_BRANCH_ONLY!r} to select every channel by; a different"
+            " asv version? see mpsbench.site.patches"
+        )
     script.write_text(text.replace(FIRST_BRANCH_ONLY, EVERY_BRANCH), encoding="utf-8")
 
 
@@ -86,8 +97,10 @@ def select_measured_values(html_dir: Path, key: str) -> None:
         return
     found = FIRST_VALUES.findall(text)
     if len(found) != 1:
-        raise SiteAssetError(f"{script} has no one loop selecting the first param values to patch; a different"
-                             " asv version? see mpsbench.site.patches")
+        raise SiteAssetError(
+            f"{script} has no one loop selecting the first param values to patch; a different"
+            " asv version? see mpsbench.site.patches"
+        )
     script.write_text(FIRST_VALUES.sub(lambda _: replacement, text), encoding="utf-8")
 
 
@@ -99,8 +112,10 @@ def grid_of_measured(html_dir: Path, key: str) -> None:
     if replacement in text:
         return
     if text.count(EVERY_TILE) != 1:
-        raise SiteAssetError(f"{script} has no one {EVERY_TILE!r} to keep the measured tiles by; a different asv"
-                             " version? see mpsbench.site.patches")
+        raise SiteAssetError(
+            f"{script} has no one {EVERY_TILE!r} to keep the measured tiles by; a different asv"
+            " version? see mpsbench.site.patches"
+        )
     script.write_text(text.replace(EVERY_TILE, replacement), encoding="utf-8")
 
 
@@ -110,22 +125,33 @@ def label_lone_points(html_dir: Path) -> None:
     index = html_dir / "index.html"
     text = index.read_text(encoding="utf-8")
     if f'src="{LONE_POINT}"' not in text:
-        _insert_after(index, ASV_SCRIPT.search(text), "asv.js script to load the lone-point plugin before",
-                      f'<script src="{LONE_POINT}"></script>\n    ')
+        _insert_after(
+            index,
+            ASV_SCRIPT.search(text),
+            "asv.js script to load the lone-point plugin before",
+            f'<script src="{LONE_POINT}"></script>\n    ',
+        )
 
 
 def _copy_script(name: str, target: Path) -> None:
     target.parent.mkdir(parents=True, exist_ok=True)
-    target.write_text(resources.files("mpsbench.site").joinpath(name).read_text(encoding="utf-8"), encoding="utf-8")
+    target.write_text(
+        resources.files("mpsbench.site").joinpath(name).read_text(encoding="utf-8"),
+        encoding="utf-8",
+    )
 
 
 def keep_measured_tags(html_dir: Path, measured: Collection[str]) -> list[str]:
     """Keeps on the top axis only tags of builds with a recorded value; returns the others."""
     index_path = html_dir / "index.json"
     index = json.loads(index_path.read_text(encoding="utf-8"))
-    hashes = {int(revision): commit for revision, commit in index.get("revision_to_hash", {}).items()}
+    hashes = {
+        int(revision): commit for revision, commit in index.get("revision_to_hash", {}).items()
+    }
     tags = index.get("tags", {})
-    kept = {tag: revision for tag, revision in tags.items() if hashes.get(int(revision)) in measured}
+    kept = {
+        tag: revision for tag, revision in tags.items() if hashes.get(int(revision)) in measured
+    }
     if kept != tags:
         index["tags"] = kept
         index_path.write_text(json.dumps(index), encoding="utf-8")
@@ -144,8 +170,12 @@ def make_readable_from_disk(html_dir: Path) -> int:
     index = html_dir / "index.html"
     text = index.read_text(encoding="utf-8")
     if f'src="{LOADER}"' not in text:
-        _insert_after(index, _JQUERY_TAG.search(text), "jQuery that the file:// loader could follow",
-                      f'\n    <script src="{LOADER}"></script>')
+        _insert_after(
+            index,
+            _JQUERY_TAG.search(text),
+            "jQuery that the file:// loader could follow",
+            f'\n    <script src="{LOADER}"></script>',
+        )
     documents = sorted(html_dir.rglob("*.json"))
     for path in documents:
         data = path.read_text(encoding="utf-8")

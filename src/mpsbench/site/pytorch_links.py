@@ -13,7 +13,9 @@ from mpsbench.builds.timeline import UPSTREAM, Reader, pytorch_url
 
 PAGE = "pytorch.html"
 SHOW_COMMIT_URL = f"{PAGE}#//github.com/"
-_FEED_LINK = re.compile(r"https?://github\.com/pytorch/pytorch/commit/(?:\.\./compare/([0-9a-f]+)\.\.\.([0-9a-f]+)|([0-9a-f]+))")
+_FEED_LINK = re.compile(
+    r"https?://github\.com/pytorch/pytorch/commit/(?:\.\./compare/([0-9a-f]+)\.\.\.([0-9a-f]+)|([0-9a-f]+))"
+)
 
 
 def upstream_url(builds: dict[str, str | None], old: str | None, new: str) -> str | None:
@@ -31,7 +33,10 @@ def _full(builds: dict[str, str | None], prefix: str) -> str | None:
 
 def _build_name(timeline: Reader, commit: str) -> str:
     """The build's label, shown after the short hash."""
-    return timeline.label(commit).removeprefix(commit[:8]).strip() or "unknown: the timeline here has no build.json for it"
+    return (
+        timeline.label(commit).removeprefix(commit[:8]).strip()
+        or "unknown: the timeline here has no build.json for it"
+    )
 
 
 def rewrite(site: Path, timeline: Reader) -> dict[str, str | None]:
@@ -48,15 +53,23 @@ def rewrite(site: Path, timeline: Reader) -> dict[str, str | None]:
     index_path.write_text(json.dumps(index, separators=(",", ":")))
     rows = "".join(
         f"<tr><td><code>{commit[:12]}</code></td><td>{html.escape(_build_name(timeline, commit))}</td><td>"
-        + (f'<a href="{UPSTREAM}/commit/{git}">{git[:12]}</a>' if git else "no git_version recorded")
+        + (
+            f'<a href="{UPSTREAM}/commit/{git}">{git[:12]}</a>'
+            if git
+            else "no git_version recorded"
+        )
         + "</td></tr>"
         for commit, git in builds.items()
     )
-    data = json.dumps({commit: {"git": git} for commit, git in builds.items()}).replace("</", "<\\/")
-    script = resources.files("mpsbench.site").joinpath("pytorch_links.js").read_text(encoding="utf-8")
+    data = json.dumps({commit: {"git": git} for commit, git in builds.items()}).replace(
+        "</", "<\\/"
+    )
+    script = (
+        resources.files("mpsbench.site").joinpath("pytorch_links.js").read_text(encoding="utf-8")
+    )
     (site / PAGE).write_text(
-        "<!doctype html><html><head><meta charset=\"utf-8\"><title>PyTorch commits of the builds</title></head><body>"
-        "<p><a href=\"index.html\">&larr; benchmark graphs</a></p><h1>PyTorch commits of the builds</h1>"
+        '<!doctype html><html><head><meta charset="utf-8"><title>PyTorch commits of the builds</title></head><body>'
+        '<p><a href="index.html">&larr; benchmark graphs</a></p><h1>PyTorch commits of the builds</h1>'
         '<p id="note">Each build on the site is a timeline commit; this is the PyTorch commit it was made from.</p>'
         f"<table><thead><tr><th>timeline commit</th><th>build</th><th>PyTorch commit</th></tr></thead><tbody>{rows}"
         f'</tbody></table><script type="application/json" id="builds">{data}</script>'
@@ -65,12 +78,20 @@ def rewrite(site: Path, timeline: Reader) -> dict[str, str | None]:
     )
     feed = site / "regressions.xml"
     if feed.is_file():
+
         def upstream(match: re.Match[str]) -> str:
-            old, new = (match.group(1), match.group(2)) if match.group(2) else (None, match.group(3))
+            old, new = (
+                (match.group(1), match.group(2)) if match.group(2) else (None, match.group(3))
+            )
             full_new = _full(builds, new)
             # one commit: asv means the change from the build before it
-            full_old = _full(builds, old) if old else (timeline.parent(full_new) if full_new else None)
+            full_old = (
+                _full(builds, old) if old else (timeline.parent(full_new) if full_new else None)
+            )
             url = upstream_url(builds, full_old, full_new) if full_new else None
             return url or f"{PAGE}#//github.com/{new}"
-        feed.write_text(_FEED_LINK.sub(upstream, feed.read_text(encoding="utf-8")), encoding="utf-8")
+
+        feed.write_text(
+            _FEED_LINK.sub(upstream, feed.read_text(encoding="utf-8")), encoding="utf-8"
+        )
     return builds

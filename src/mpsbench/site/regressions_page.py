@@ -22,7 +22,9 @@ from mpsbench.regressions import explain, rule
 from mpsbench.results import recorded
 
 JUDGED = "regressions-judged.json"
-FeedKey = tuple[str, str | None, str]  # a feed entry's row, machine (None where its link names none) and commits
+FeedKey = tuple[
+    str, str | None, str
+]  # a feed entry's row, machine (None where its link names none) and commits
 ATOM = "http://www.w3.org/2005/Atom"
 LATEST = 20  # the regressions the figures page lists
 EXPLAINED = "explain"  # the site's folder of the tables of the ops that changed (mpsbench explain)
@@ -33,7 +35,14 @@ def graph_param(graph_path: str, key: str) -> str | None:
     return found.group(1) if found else None
 
 
-def graph_url(index: dict[str, Any], name: str, machine: str | None, idx: int | None, old: str | None, new: str) -> str:
+def graph_url(
+    index: dict[str, Any],
+    name: str,
+    machine: str | None,
+    idx: int | None,
+    old: str | None,
+    new: str,
+) -> str:
     """The row's graph at a jump's two builds (the new one alone where the older is unknown), relative to the site's
     root."""
     commits = f"{old}-{new}" if old else new
@@ -46,7 +55,9 @@ def graph_url(index: dict[str, Any], name: str, machine: str | None, idx: int | 
     return f"index.html#{benchmark}?{urllib.parse.urlencode({**params, 'commits': commits})}"
 
 
-def _jump_builds(revision_to_hash: dict[str, str], timeline: Reader, rev_a: int | None, rev_b: int) -> tuple[str | None, str]:
+def _jump_builds(
+    revision_to_hash: dict[str, str], timeline: Reader, rev_a: int | None, rev_b: int
+) -> tuple[str | None, str]:
     """A jump's older and newer build. asv names no older one where the jump's range holds the new build alone: the
     older is then its timeline parent (by date, the build before could be another channel's)."""
     new = revision_to_hash[str(rev_b)]
@@ -60,10 +71,14 @@ def _published(html: Path) -> tuple[list[Any], dict[str, Any], dict[str, str]]:
         index = json.loads((html / "index.json").read_text())
         return detected, index, index["revision_to_hash"]
     except (OSError, ValueError, KeyError) as exc:
-        raise UserError(f"{html} holds no readable regressions.json and index.json: publish first ({exc})") from None
+        raise UserError(
+            f"{html} holds no readable regressions.json and index.json: publish first ({exc})"
+        ) from None
 
 
-def judge_site(html: Path, results_dir: Path, thresholds: dict[str, float], timeline: Reader) -> list[dict[str, Any]]:
+def judge_site(
+    html: Path, results_dir: Path, thresholds: dict[str, float], timeline: Reader
+) -> list[dict[str, Any]]:
     """Judge every jump of ``html/regressions.json``; rewrite it and the feed; return every judged jump."""
     detected, index, revision_to_hash = _published(html)
     found = recorded.load(results_dir, strict=False)
@@ -72,7 +87,9 @@ def judge_site(html: Path, results_dir: Path, thresholds: dict[str, float], time
     several_branches = len(index.get("params", {}).get("branch", [])) > 1
     kept_entries: list[Any] = []
     judged: list[dict[str, Any]] = []
-    kept_keys: dict[FeedKey, str | None] = {}  # as asv's feed links the jump -> a new feed title, or None to keep asv's
+    kept_keys: dict[
+        FeedKey, str | None
+    ] = {}  # as asv's feed links the jump -> a new feed title, or None to keep asv's
     for name, graph_path, graph_params, idx, last, best, jumps in detected:
         machine, branch = graph_param(graph_path, "machine"), graph_param(graph_path, "branch")
         # each machine's graph has its own feed entries, on commits the machines share; asv's links name the
@@ -88,18 +105,39 @@ def judge_site(html: Path, results_dir: Path, thresholds: dict[str, float], time
             old, new = _jump_builds(revision_to_hash, timeline, rev_a, rev_b)
             measured_old = found.get(machine, old, row) if machine and old and row else None
             measured_new = found.get(machine, new, row) if machine and row else None
-            if measured_old is None or measured_new is None:  # asv saw it; without our numbers, keep asv's word
-                verdict = rule.Judgement(rule.Decision.SLOWER, rule.Decision.SLOWER.value, after / before if before else math.inf,
-                                         0.0, "asv's step detection (no recorded values to judge)")
+            if (
+                measured_old is None or measured_new is None
+            ):  # asv saw it; without our numbers, keep asv's word
+                verdict = rule.Judgement(
+                    rule.Decision.SLOWER,
+                    rule.Decision.SLOWER.value,
+                    after / before if before else math.inf,
+                    0.0,
+                    "asv's step detection (no recorded values to judge)",
+                )
             else:
                 verdict = rule.judge(thresholds, name, unit, measured_old, measured_new, branch)
-            judged.append({
-                "benchmark": name, "machine": machine, "branch": branch, "unit": unit,
-                "old": old, "new": new, "before": before, "after": after, "ratio": verdict.ratio,
-                "verdict": verdict.label, "reason": verdict.reason, "threshold": verdict.threshold,
-                "regressed": verdict.regressed, "graph": graph_url(index, name, machine, idx, old, new),
-            })
-            if verdict.regressed and old:  # bisect's table of the ops that changed, where it kept one
+            judged.append(
+                {
+                    "benchmark": name,
+                    "machine": machine,
+                    "branch": branch,
+                    "unit": unit,
+                    "old": old,
+                    "new": new,
+                    "before": before,
+                    "after": after,
+                    "ratio": verdict.ratio,
+                    "verdict": verdict.label,
+                    "reason": verdict.reason,
+                    "threshold": verdict.threshold,
+                    "regressed": verdict.regressed,
+                    "graph": graph_url(index, name, machine, idx, old, new),
+                }
+            )
+            if (
+                verdict.regressed and old
+            ):  # bisect's table of the ops that changed, where it kept one
                 judged[-1]["explain"] = _publish_table(html, results_dir, name, old, new)
             if verdict.regressed:
                 # a one-commit jump becomes the range from the build before: asv's page then links the
@@ -107,10 +145,14 @@ def judge_site(html: Path, results_dir: Path, thresholds: dict[str, float], time
                 rev_old = revision_of.get(old, rev_a) if old else rev_a
                 kept_jumps.append([rev_old, rev_b, before, after])
                 retitled = None if verdict.slower else f"{verdict.label}: {name} ({verdict.reason})"
-                kept_keys[(name, feed_machine, new if rev_a is None else f"{old}-{new}")] = retitled  # asv's link
+                kept_keys[(name, feed_machine, new if rev_a is None else f"{old}-{new}")] = (
+                    retitled  # asv's link
+                )
         if kept_jumps:
             kept_entries.append([name, graph_path, graph_params, idx, last, best, kept_jumps])
-    (html / "regressions.json").write_text(json.dumps({"regressions": kept_entries}, separators=(",", ":")))
+    (html / "regressions.json").write_text(
+        json.dumps({"regressions": kept_entries}, separators=(",", ":"))
+    )
     _filter_feed(html / "regressions.xml", kept_keys)
     (html / JUDGED).write_text(json.dumps(judged, indent=1) + "\n")
     return judged
@@ -128,8 +170,12 @@ class Regression:
     after: float
     revision: int
     graph: str = ""  # the row's graph, relative to the site's root
-    kind: str = "slower"  # or the correctness kinds: wrong result, nondeterministic (the judged verdict)
-    explain: str = ""  # the table of the ops that changed (mpsbench explain), relative to the site's root
+    kind: str = (
+        "slower"  # or the correctness kinds: wrong result, nondeterministic (the judged verdict)
+    )
+    explain: str = (
+        ""  # the table of the ops that changed (mpsbench explain), relative to the site's root
+    )
 
     @property
     def ratio(self) -> float:
@@ -152,15 +198,28 @@ def latest(html: Path, timeline: Reader) -> list[Regression]:
     detected, index, revision_to_hash = _published(html)
     regressed = [j for j in _judged(html) if j.get("regressed")]
     kinds = {(j["benchmark"], j["machine"] or "", j["new"]): j["verdict"] for j in regressed}
-    tables = {(j["benchmark"], j["machine"] or "", j["new"]): j.get("explain", "") for j in regressed}
+    tables = {
+        (j["benchmark"], j["machine"] or "", j["new"]): j.get("explain", "") for j in regressed
+    }
     found = []
     for name, graph_path, _graph_params, index_of_params, _last, _best, jumps in detected:
         machine = graph_param(graph_path, "machine") or ""
         for old_revision, new_revision, before, after in jumps:
             old, new = _jump_builds(revision_to_hash, timeline, old_revision, new_revision)
-            found.append(Regression(name, machine, old, new, float(before), float(after), int(new_revision),
-                                    graph_url(index, name, machine, index_of_params, old, new),
-                                    kinds.get((name, machine, new), "slower"), tables.get((name, machine, new), "")))
+            found.append(
+                Regression(
+                    name,
+                    machine,
+                    old,
+                    new,
+                    float(before),
+                    float(after),
+                    int(new_revision),
+                    graph_url(index, name, machine, index_of_params, old, new),
+                    kinds.get((name, machine, new), "slower"),
+                    tables.get((name, machine, new), ""),
+                )
+            )
     found.sort(key=lambda r: (-r.revision, -r.ratio, r.benchmark))
     return found[:LATEST]
 
@@ -189,7 +248,9 @@ def _filter_feed(feed: Path, kept: dict[FeedKey, str | None]) -> None:
     for entry in root.findall(f"{{{ATOM}}}entry"):
         title = (entry.findtext(f"{{{ATOM}}}title") or "").split(" ", 1)[-1]
         link = entry.find(f"{{{ATOM}}}link")
-        query = urllib.parse.urlsplit(link.get("href", "") if link is not None else "").fragment.partition("?")[2]
+        query = urllib.parse.urlsplit(
+            link.get("href", "") if link is not None else ""
+        ).fragment.partition("?")[2]
         params = urllib.parse.parse_qs(query)
         key = (title, params.get("machine", [None])[0], params.get("commits", [""])[0])
         if key not in kept:

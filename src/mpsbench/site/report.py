@@ -9,7 +9,17 @@ from pathlib import Path
 from mpsbench.builds.timeline import Reader, pytorch_url
 from mpsbench.core import asv, progress
 from mpsbench.core.asvconf import AsvConf
-from mpsbench.core.document import Block, Cell, Flagged, Image, Link, Section, Table, to_html, to_markdown
+from mpsbench.core.document import (
+    Block,
+    Cell,
+    Flagged,
+    Image,
+    Link,
+    Section,
+    Table,
+    to_html,
+    to_markdown,
+)
 from mpsbench.core.errors import UserError
 from mpsbench.measure import models, tolerances
 from mpsbench.regressions import rule
@@ -17,13 +27,21 @@ from mpsbench.results import recorded
 from mpsbench.site import figures, regressions_page
 from mpsbench.site import throughput as tp
 
-FALLBACK_NOTE = "bs N*: not the seed's batch size, which that device has no result for: its largest batch."
+FALLBACK_NOTE = (
+    "bs N*: not the seed's batch size, which that device has no result for: its largest batch."
+)
 
 log = progress.logger(__name__)
 
 
-def _per_model(save: figures.Save, results: tp.Results, name: str, what: str, present: set[str],
-               draw: Callable[[str, Path], None]) -> list[Block]:
+def _per_model(
+    save: figures.Save,
+    results: tp.Results,
+    name: str,
+    what: str,
+    present: set[str],
+    draw: Callable[[str, Path], None],
+) -> list[Block]:
     """One figure per model of ``present`` (``NAME_MODEL.png``), drawn by ``draw``."""
     drawn = [model for model in tp.models_in(results) if model in present]
     for model in drawn:
@@ -31,114 +49,263 @@ def _per_model(save: figures.Save, results: tp.Results, name: str, what: str, pr
     return [Image(f"{name}_{model}.png", f"{model} {what}") for model in drawn]
 
 
-def _builds_section(results: tp.Results, results_dir: Path, timeline: Reader, limit: float) -> Section:
+def _builds_section(
+    results: tp.Results, results_dir: Path, timeline: Reader, limit: float
+) -> Section:
     rows: list[list[Cell]] = []
     for machine in results.machines:
         previous = tp.previous_build(results, machine, timeline)
-        rows.append([machine, timeline.label(results.builds(machine)[-1]), timeline.label(previous) if previous else "-"])
-    return Section("Builds", [
-        f"From {results.recorded.files} results files in {results_dir}; every figure uses each machine's newest build. "
-        f"Throughput is batch size over asv's median step time. Regression factor {limit:g} "
-        "(asv.conf.json regressions_thresholds).",
-        Table(["machine", "newest build", "previous build"], rows),
-    ])
+        rows.append(
+            [
+                machine,
+                timeline.label(results.builds(machine)[-1]),
+                timeline.label(previous) if previous else "-",
+            ]
+        )
+    return Section(
+        "Builds",
+        [
+            f"From {results.recorded.files} results files in {results_dir}; every figure uses each machine's newest build. "
+            f"Throughput is batch size over asv's median step time. Regression factor {limit:g} "
+            "(asv.conf.json regressions_thresholds).",
+            Table(["machine", "newest build", "previous build"], rows),
+        ],
+    )
 
 
 def _speedup_section(results: tp.Results, save: figures.Save) -> Section:
     found = tp.speedups(results)
     if not found:
         return Section("GPU speedup over cpu", ["No machine has both GPU and cpu results."])
-    return Section("GPU speedup over cpu", [
-        *_per_model(save, results, "speedup", "speedup over cpu", {s.model for s in found},
-                    lambda model, path: figures.speedup(model, [s for s in found if s.model == model], path)),
-        Table(["model", "kind", "machine", "device", "batch", "cpu batch", "samples/s", "cpu samples/s", "speedup"],
-              [[s.model, s.kind, s.machine, s.device, figures.batch_note(s.gpu), figures.batch_note(s.cpu),
-                figures.number(s.gpu.samples_per_second), figures.number(s.cpu.samples_per_second), f"{s.ratio:.2f}x"]
-               for s in found]),
-        FALLBACK_NOTE,
-    ])
+    return Section(
+        "GPU speedup over cpu",
+        [
+            *_per_model(
+                save,
+                results,
+                "speedup",
+                "speedup over cpu",
+                {s.model for s in found},
+                lambda model, path: figures.speedup(
+                    model, [s for s in found if s.model == model], path
+                ),
+            ),
+            Table(
+                [
+                    "model",
+                    "kind",
+                    "machine",
+                    "device",
+                    "batch",
+                    "cpu batch",
+                    "samples/s",
+                    "cpu samples/s",
+                    "speedup",
+                ],
+                [
+                    [
+                        s.model,
+                        s.kind,
+                        s.machine,
+                        s.device,
+                        figures.batch_note(s.gpu),
+                        figures.batch_note(s.cpu),
+                        figures.number(s.gpu.samples_per_second),
+                        figures.number(s.cpu.samples_per_second),
+                        f"{s.ratio:.2f}x",
+                    ]
+                    for s in found
+                ],
+            ),
+            FALLBACK_NOTE,
+        ],
+    )
 
 
 def _machines_section(results: tp.Results, save: figures.Save) -> Section:
     points = tp.across_machines(results)
-    return Section("Across machines", [
-        *_per_model(save, results, "machines", "across machines", {p.workload.model for p in points},
-                    lambda model, path: figures.machines(model, [p for p in points if p.workload.model == model], path)),
-        Table(["model", "kind", "machine", "device", "batch", "samples/s", "build"],
-              [[p.workload.model, p.workload.kind, p.machine, p.workload.device, figures.batch_note(p),
-                figures.number(p.samples_per_second), p.commit[:8]] for p in points]),
-        FALLBACK_NOTE,
-    ])
+    return Section(
+        "Across machines",
+        [
+            *_per_model(
+                save,
+                results,
+                "machines",
+                "across machines",
+                {p.workload.model for p in points},
+                lambda model, path: figures.machines(
+                    model, [p for p in points if p.workload.model == model], path
+                ),
+            ),
+            Table(
+                ["model", "kind", "machine", "device", "batch", "samples/s", "build"],
+                [
+                    [
+                        p.workload.model,
+                        p.workload.kind,
+                        p.machine,
+                        p.workload.device,
+                        figures.batch_note(p),
+                        figures.number(p.samples_per_second),
+                        p.commit[:8],
+                    ]
+                    for p in points
+                ],
+            ),
+            FALLBACK_NOTE,
+        ],
+    )
 
 
 def _batches_section(results: tp.Results, save: figures.Save) -> Section:
     curves = tp.batch_curves(results)
-    return Section("Throughput across batch sizes", [
-        *_per_model(save, results, "batches", "throughput across batch sizes", {model for model, *_ in curves},
-                    lambda model, path: figures.batches(model, curves, path)),
-        Table(["model", "kind", "machine", "device", "batch", "samples/s"],
-              [[model, kind, machine, device, str(batch), figures.number(value)]
-               for (model, kind, machine, device), values in sorted(curves.items()) for batch, value in values]),
-    ])
+    return Section(
+        "Throughput across batch sizes",
+        [
+            *_per_model(
+                save,
+                results,
+                "batches",
+                "throughput across batch sizes",
+                {model for model, *_ in curves},
+                lambda model, path: figures.batches(model, curves, path),
+            ),
+            Table(
+                ["model", "kind", "machine", "device", "batch", "samples/s"],
+                [
+                    [model, kind, machine, device, str(batch), figures.number(value)]
+                    for (model, kind, machine, device), values in sorted(curves.items())
+                    for batch, value in values
+                ],
+            ),
+        ],
+    )
 
 
-def _release_section(title: str, points: list[tp.ReleasePoint], none: str, save: figures.Save, image: str, ylabel: str,
-                     baseline: float | None, note: str, columns: tuple[str, str], value: Callable[[float], str]) -> Section:
+def _release_section(
+    title: str,
+    points: list[tp.ReleasePoint],
+    none: str,
+    save: figures.Save,
+    image: str,
+    ylabel: str,
+    baseline: float | None,
+    note: str,
+    columns: tuple[str, str],
+    value: Callable[[float], str],
+) -> Section:
     """A ratio along the builds' dates: figure, note and table (``columns``: machine, ratio)."""
     if not points:
         return Section(title, [none])
     figures.by_release(points, title, save(image), ylabel, baseline)
-    return Section(title, [
-        Image(image, title),
-        note,
-        Table(["torch", "python", columns[0], "model", "kind", columns[1]],
-              [[Link(p.torch_version, p.link) if p.link else p.torch_version, p.python, p.machine, p.model, p.kind,
-                value(p.ratio)] for p in sorted(points, key=lambda p: (p.date_ms, p.python, p.machine))]),
-    ])
+    return Section(
+        title,
+        [
+            Image(image, title),
+            note,
+            Table(
+                ["torch", "python", columns[0], "model", "kind", columns[1]],
+                [
+                    [
+                        Link(p.torch_version, p.link) if p.link else p.torch_version,
+                        p.python,
+                        p.machine,
+                        p.model,
+                        p.kind,
+                        value(p.ratio),
+                    ]
+                    for p in sorted(points, key=lambda p: (p.date_ms, p.python, p.machine))
+                ],
+            ),
+        ],
+    )
 
 
 def _by_release_section(results_dir: Path, timeline: Reader, save: figures.Save) -> Section:
     return _release_section(
-        f"{tp.BY_RELEASE_DEVICE.upper()} speedup over cpu by release", tp.speedup_by_release(results_dir, timeline),
-        f"No build has both {tp.BY_RELEASE_DEVICE} and cpu results.", save, "speedup_by_release.png",
-        f"{tp.BY_RELEASE_DEVICE} speedup over cpu (samples/s ratio)", 1.0,
+        f"{tp.BY_RELEASE_DEVICE.upper()} speedup over cpu by release",
+        tp.speedup_by_release(results_dir, timeline),
+        f"No build has both {tp.BY_RELEASE_DEVICE} and cpu results.",
+        save,
+        "speedup_by_release.png",
+        f"{tp.BY_RELEASE_DEVICE} speedup over cpu (samples/s ratio)",
+        1.0,
         "Each build at its date; each line one Python (the era needs two: no Python has wheels for every"
         " release), so a build measured under both shows the seam. Each version links to its PyTorch release.",
-        ("machine", "speedup"), lambda ratio: f"{ratio:.2f}x")
+        ("machine", "speedup"),
+        lambda ratio: f"{ratio:.2f}x",
+    )
 
 
 def _energy_section(results_dir: Path, timeline: Reader, save: figures.Save) -> Section:
     return _release_section(
-        "Samples per joule by release", tp.samples_per_joule(results_dir, timeline),
-        "No build has energy results (benchmark_models' *Capacity.track_joules_per_step).", save,
-        "samples_per_joule.png", "samples per joule (higher is better)", None,
+        "Samples per joule by release",
+        tp.samples_per_joule(results_dir, timeline),
+        "No build has energy results (benchmark_models' *Capacity.track_joules_per_step).",
+        save,
+        "samples_per_joule.png",
+        "samples per joule (higher is better)",
+        None,
         "The seed batch over the joules per step the device's own counter read (cuda: NVML, the board; mps: IOReport,"
         " the GPU; a Linux cpu: RAPL, the packages), along the builds' dates (docs/explanation/instruments.md, Energy).",
-        ("machine and device", "samples/J"), figures.number)
+        ("machine and device", "samples/J"),
+        figures.number,
+    )
 
 
 def _compile_section(results: tp.Results, save: figures.Save) -> Section:
     title = "Eager against torch.compile"
     found = tp.eager_and_compiled(results)
     if not found:
-        return Section(title, ["No machine has compiled results beside eager ones (benchmark_compile)."])
+        return Section(
+            title, ["No machine has compiled results beside eager ones (benchmark_compile)."]
+        )
     figures.compile_pairs(found, save("compile.png"))
-    return Section(title, [
-        Image("compile.png", "eager against compiled step times"),
-        "Speedup is eager over compiled step time; compile time is the compiled step's first call.",
-        Table(["machine", "device", "kind", "model", "eager ms", "compiled ms", "speedup", "compile s"],
-              [[p.machine, p.device, p.kind, p.model, figures.ms(p.eager), figures.ms(p.compiled), f"{p.speedup:.2f}x",
-                "-" if p.compile_seconds is None else f"{p.compile_seconds:.1f}"] for p in found]),
-    ])
+    return Section(
+        title,
+        [
+            Image("compile.png", "eager against compiled step times"),
+            "Speedup is eager over compiled step time; compile time is the compiled step's first call.",
+            Table(
+                [
+                    "machine",
+                    "device",
+                    "kind",
+                    "model",
+                    "eager ms",
+                    "compiled ms",
+                    "speedup",
+                    "compile s",
+                ],
+                [
+                    [
+                        p.machine,
+                        p.device,
+                        p.kind,
+                        p.model,
+                        figures.ms(p.eager),
+                        figures.ms(p.compiled),
+                        f"{p.speedup:.2f}x",
+                        "-" if p.compile_seconds is None else f"{p.compile_seconds:.1f}",
+                    ]
+                    for p in found
+                ],
+            ),
+        ],
+    )
 
 
-ERRORS = ("benchmark_patterns.Correctness.track_relative_error",
-          "benchmark_patterns.ReportedCorrectness.track_relative_error")
+ERRORS = (
+    "benchmark_patterns.Correctness.track_relative_error",
+    "benchmark_patterns.ReportedCorrectness.track_relative_error",
+)
 DIFFERENCES = "benchmark_patterns.Determinism.track_largest_difference"
 NEWEST = 12  # builds per machine in the correctness table, a column each
 
 
-def _correctness_cell(found: recorded.Recorded, machine: str, commit: str, row: recorded.Row) -> Cell:
+def _correctness_cell(
+    found: recorded.Recorded, machine: str, commit: str, row: recorded.Row
+) -> Cell:
     """Red past the line: the dtype's tolerance for an error, 0 for a difference."""
     measured = found.get(machine, commit, row)
     if measured is None:
@@ -158,23 +325,46 @@ def _correctness_section(found: recorded.Recorded, timeline: Reader) -> Section:
     blocks: list[Block] = []
     for machine in found.machines:
         builds = found.builds(machine)[-NEWEST:]
-        rows = {row for commit in builds for table in (found.values.get((machine, commit), {}), found.failed.get(
-            (machine, commit), set())) for row in table if row.benchmark in (*ERRORS, DIFFERENCES)}
+        rows = {
+            row
+            for commit in builds
+            for table in (
+                found.values.get((machine, commit), {}),
+                found.failed.get((machine, commit), set()),
+            )
+            for row in table
+            if row.benchmark in (*ERRORS, DIFFERENCES)
+        }
         if rows:
-            ordered = sorted(rows, key=lambda row: (row.benchmark == DIFFERENCES, _correctness_label(row)))
-            blocks += [f"{machine}, its newest {len(builds)} builds:",
-                       Table(["row", *(timeline.version(commit) for commit in builds)],
-                             [[_correctness_label(row), *(_correctness_cell(found, machine, commit, row)
-                                                          for commit in builds)] for row in ordered])]
+            ordered = sorted(
+                rows, key=lambda row: (row.benchmark == DIFFERENCES, _correctness_label(row))
+            )
+            blocks += [
+                f"{machine}, its newest {len(builds)} builds:",
+                Table(
+                    ["row", *(timeline.version(commit) for commit in builds)],
+                    [
+                        [
+                            _correctness_label(row),
+                            *(_correctness_cell(found, machine, commit, row) for commit in builds),
+                        ]
+                        for row in ordered
+                    ],
+                ),
+            ]
     if not blocks:
         return Section(title, ["No machine has correctness results (benchmark_patterns)."])
-    return Section(title, [
-        "Each pattern's relative error against float64 (red past its dtype's tolerance: "
-        + ", ".join(f"{dtype} {limit:g}" for dtype, limit in tolerances.TOLERANCES.items())
-        + ") and the largest difference between its identical calls (red unless 0: not bit-identical);"
-        " 'failed' is a row asv recorded failed, such as a pattern that crashed its process (docs/explanation/instruments.md).",
-        *blocks,
-    ])
+    return Section(
+        title,
+        [
+            "Each pattern's relative error against float64 (red past its dtype's tolerance: "
+            + ", ".join(f"{dtype} {limit:g}" for dtype, limit in tolerances.TOLERANCES.items())
+            + ") and the largest difference between its identical calls (red unless 0: not bit-identical);"
+            " 'failed' is a row asv recorded failed, such as a pattern that crashed its process"
+            " (docs/explanation/instruments.md).",
+            *blocks,
+        ],
+    )
 
 
 PREFILL = "benchmark_modern.LlmPrefill.time_prefill"
@@ -190,39 +380,91 @@ def _tokens_section(results: tp.Results, save: figures.Save) -> Section:
     decode = sorted((m, str(p["device"]), str(p["model"]), v) for m, p, v in rows[DECODE])
     if not decode:
         return Section(title, ["No machine has decode results (benchmark_modern.LlmDecode)."])
-    figures.tokens([(m, d) for m, d, _, _ in decode], [sizes["batch"] / seconds for _, _, _, seconds in decode],
-                   f"{models.LLAMA_NAME}: greedy decode after a {sizes['prompt_tokens']}-token prompt, batch {sizes['batch']}",
-                   save("tokens.png"))
-    table: list[list[Cell]] = [[m, d, model, f"{sizes['batch'] / seconds:.1f}", figures.ms(seconds),
-                                figures.ms(prefill[(m, d, model)]) if (m, d, model) in prefill else "-"]
-                               for m, d, model, seconds in decode]
-    return Section(title, [
-        Image("tokens.png", "decode tokens per second"),
-        f"Decode: {sizes['new_tokens']} new tokens through the KV cache; prefill: the {sizes['prompt_tokens']}-token prompt "
-        "(time to first token).",
-        Table(["machine", "device", "model", "tokens/s", "ms/token", "prefill ms"], table),
-    ])
+    figures.tokens(
+        [(m, d) for m, d, _, _ in decode],
+        [sizes["batch"] / seconds for _, _, _, seconds in decode],
+        f"{models.LLAMA_NAME}: greedy decode after a {sizes['prompt_tokens']}-token prompt, batch {sizes['batch']}",
+        save("tokens.png"),
+    )
+    table: list[list[Cell]] = [
+        [
+            m,
+            d,
+            model,
+            f"{sizes['batch'] / seconds:.1f}",
+            figures.ms(seconds),
+            figures.ms(prefill[(m, d, model)]) if (m, d, model) in prefill else "-",
+        ]
+        for m, d, model, seconds in decode
+    ]
+    return Section(
+        title,
+        [
+            Image("tokens.png", "decode tokens per second"),
+            f"Decode: {sizes['new_tokens']} new tokens through the KV cache; prefill: the {sizes['prompt_tokens']}-token prompt "
+            "(time to first token).",
+            Table(["machine", "device", "model", "tokens/s", "ms/token", "prefill ms"], table),
+        ],
+    )
 
 
-def _changes_section(results: tp.Results, thresholds: dict[str, float], timeline: Reader) -> Section:
+def _changes_section(
+    results: tp.Results, thresholds: dict[str, float], timeline: Reader
+) -> Section:
     changes = tp.build_changes(results, timeline)
-    log.info(f"comparing each machine's newest build with the one before it on its channel: {len(changes)} workloads")
+    log.info(
+        f"comparing each machine's newest build with the one before it on its channel: {len(changes)} workloads"
+    )
     if not changes:
-        return Section("Build over build", ["No machine has results for two builds of one channel of the timeline"
-                                            " (asv.conf.json's repo) yet."])
+        return Section(
+            "Build over build",
+            [
+                "No machine has results for two builds of one channel of the timeline"
+                " (asv.conf.json's repo) yet."
+            ],
+        )
     # judged by the one rule from asv's recorded statistics
     judged = [rule.judge(thresholds, c.row.entry, "seconds", c.before, c.after) for c in changes]
-    return Section("Build over build", [
-        "Step time of each machine's newest build over the one before it on its channel, each row judged with the "
-        "statistics asv recorded and its own threshold (docs/explanation/site.md); slower and faster are highlighted, noisy and "
-        "not significant are said.",
-        Table(["machine", "kind", "model", "device", "batch", "old ms", "new ms", "new/old", "change"],
-              [[c.machine, c.workload.kind, c.workload.model, c.workload.device, str(c.workload.batch),
-                figures.ms(c.before.value), figures.ms(c.after.value), f"{c.ratio:.3f}",
-                "" if j.label == rule.Decision.UNCHANGED else j.label]
-               for c, j in zip(changes, judged)],
-              [j.label if j.decision in (rule.Decision.SLOWER, rule.Decision.FASTER) else "" for j in judged]),
-    ])
+    return Section(
+        "Build over build",
+        [
+            "Step time of each machine's newest build over the one before it on its channel, each row judged with the "
+            "statistics asv recorded and its own threshold (docs/explanation/site.md); slower and faster "
+            "are highlighted, noisy and "
+            "not significant are said.",
+            Table(
+                [
+                    "machine",
+                    "kind",
+                    "model",
+                    "device",
+                    "batch",
+                    "old ms",
+                    "new ms",
+                    "new/old",
+                    "change",
+                ],
+                [
+                    [
+                        c.machine,
+                        c.workload.kind,
+                        c.workload.model,
+                        c.workload.device,
+                        str(c.workload.batch),
+                        figures.ms(c.before.value),
+                        figures.ms(c.after.value),
+                        f"{c.ratio:.3f}",
+                        "" if j.label == rule.Decision.UNCHANGED else j.label,
+                    ]
+                    for c, j in zip(changes, judged)
+                ],
+                [
+                    j.label if j.decision in (rule.Decision.SLOWER, rule.Decision.FASTER) else ""
+                    for j in judged
+                ],
+            ),
+        ],
+    )
 
 
 def pytorch_range(timeline: Reader, old: str | None, new: str) -> Cell:
@@ -232,7 +474,9 @@ def pytorch_range(timeline: Reader, old: str | None, new: str) -> Cell:
     if not (old_version and new_version):
         return "git_version unknown"
     same = old_version == new_version  # one upstream commit: nothing to compare
-    text = f"{new_version[:12]} (both builds)" if same else f"{old_version[:12]}...{new_version[:12]}"
+    text = (
+        f"{new_version[:12]} (both builds)" if same else f"{old_version[:12]}...{new_version[:12]}"
+    )
     return Link(text, pytorch_url(old_version, new_version))
 
 
@@ -241,39 +485,80 @@ def _regressions_section(site: Path | None, timeline: Reader) -> Section:
     if site is None:
         return Section(title, ["Not read: pass --site with the published html_dir."])
     found = regressions_page.latest(site, timeline)
-    blocks: list[Block] = [
-        "From the site's regressions.json (the Regressions tab and the regressions.xml feed hold the same),"
-        " after each jump was judged row by row with its recorded statistics (docs/explanation/site.md); newest first.",
-        Table(["benchmark", "graph", "machine", "kind", "after/before", "builds", "PyTorch commits"],
-              [[r.benchmark, Link("graph", f"../{r.graph}"), r.machine, r.kind, f"{r.ratio:.2f}x",
-                f"{r.old_commit[:8]}..{r.new_commit[:8]}" if r.old_commit else r.new_commit[:8],
-                pytorch_range(timeline, r.old_commit, r.new_commit)] for r in found]),
-    ] if found else ["No regression: asv detected none, or none held up row by row (below)."]
+    blocks: list[Block] = (
+        [
+            "From the site's regressions.json (the Regressions tab and the regressions.xml feed hold the same),"
+            " after each jump was judged row by row with its recorded statistics (docs/explanation/site.md); newest first.",
+            Table(
+                [
+                    "benchmark",
+                    "graph",
+                    "machine",
+                    "kind",
+                    "after/before",
+                    "builds",
+                    "PyTorch commits",
+                ],
+                [
+                    [
+                        r.benchmark,
+                        Link("graph", f"../{r.graph}"),
+                        r.machine,
+                        r.kind,
+                        f"{r.ratio:.2f}x",
+                        f"{r.old_commit[:8]}..{r.new_commit[:8]}"
+                        if r.old_commit
+                        else r.new_commit[:8],
+                        pytorch_range(timeline, r.old_commit, r.new_commit),
+                    ]
+                    for r in found
+                ],
+            ),
+        ]
+        if found
+        else ["No regression: asv detected none, or none held up row by row (below)."]
+    )
     aside = regressions_page.set_aside(site)
     if aside:
         blocks += [
             f"{len(aside)} jumps asv's single threshold flagged are not regressions by the row's own rule:",
-            Table(["benchmark", "graph", "machine", "verdict", "why"],
-                  [[j["benchmark"], Link("graph", f"../{j['graph']}"), str(j["machine"]), j["verdict"], j["reason"]]
-                   for j in aside[:regressions_page.LATEST * 5]]),
+            Table(
+                ["benchmark", "graph", "machine", "verdict", "why"],
+                [
+                    [
+                        j["benchmark"],
+                        Link("graph", f"../{j['graph']}"),
+                        str(j["machine"]),
+                        j["verdict"],
+                        j["reason"],
+                    ]
+                    for j in aside[: regressions_page.LATEST * 5]
+                ],
+            ),
         ]
     return Section(title, blocks)
 
 
-def build(results_dir: Path, out_dir: Path, conf: AsvConf | None = None, site: Path | None = None) -> None:
+def build(
+    results_dir: Path, out_dir: Path, conf: AsvConf | None = None, site: Path | None = None
+) -> None:
     """Writes the figures, summary.md and summary.html into ``out_dir``.
 
     ``conf``: thresholds and timeline (default: asv's threshold, no builds named); ``site``: the
     published html_dir, for asv's regressions."""
     results = tp.load(results_dir)  # refuses a bad folder before anything is written
     if not (results_dir / asv.BENCHMARKS).is_file():  # e.g. the folder above: no param names
-        raise UserError(f"{results_dir} holds no {asv.BENCHMARKS} (asv run writes it beside the machines'"
-                        " folders): give the results directory itself")
+        raise UserError(
+            f"{results_dir} holds no {asv.BENCHMARKS} (asv run writes it beside the machines'"
+            " folders): give the results directory itself"
+        )
     thresholds = conf.thresholds if conf is not None else {}
     limit = rule.factor(thresholds)
     timeline = Reader(conf.repo if conf is not None else None)
-    log.info(f"{results.recorded.files} results files, {len(results.machines)} machines, "
-             f"{len(results.recorded.dates)} builds")
+    log.info(
+        f"{results.recorded.files} results files, {len(results.machines)} machines, "
+        f"{len(results.recorded.dates)} builds"
+    )
     out_dir.mkdir(parents=True, exist_ok=True)
     written: list[Path] = []  # for the closing count
 

@@ -43,32 +43,54 @@ PACKAGES: dict[str, str] = {
     "jquery@3.3.1": "sha512-Ubldcmxp5np52/ENotGxlLe6aGMvmF4R8S6tZjsP6Knsaxd/xp3Zrh50cG93lR6nPXyUFwzN3ZSOQI0wRJNdGg==",
     "flot@0.8.3": "sha512-xg2otcTJDvS+ERK+my4wxG/ASq90QURXtoM4LhacCq0jQW2jbyjdttbRNqU2cPykrpMvJ6b2uSp6SAgYAzj9tQ==",
     "flot-orderbars@1.0.0": "sha512-Jv51fvzevUjNXEeozpwEKfPjhiZhfiJddv0WHjduUTCmSF+7T5K7C9c9Y1wIVmUhDBv5fLMjgbwKecT0GIKPZA==",
-    "stupid-table-plugin@1.1.3":
-        "sha512-2Vk7XouQPxUQPRe9w0Fu7ZZ8kHLK7rDoLMsCgtKxRNJ7f4dSOGvW9CkHsq5wD6QsaEnWoyLBYH3xOEsrK3yWBg==",
+    "stupid-table-plugin@1.1.3": "sha512-"  # the registry's integrity string, split over two lines
+    "2Vk7XouQPxUQPRe9w0Fu7ZZ8kHLK7rDoLMsCgtKxRNJ7f4dSOGvW9CkHsq5wD6QsaEnWoyLBYH3xOEsrK3yWBg==",
     "blueimp-md5@2.19.0": "sha512-DRQrD6gJyy8FbiE4s+bDoXS9hiW3Vbx5uCdwvcCf3zLHL+Iv7LtGHLpr+GZV8rHG8tK766FGYBwRbu8pELTt+w==",
     "bootstrap@3.1.1": "sha512-TAzqS8E/ISpVHP29gYhy+1NSV+FJwApDVQhDfgLYsIuUDJiqJzH2DfORN5tiu+Ie2iBLrzEG34t4Rf465cigqg==",
 }
 
 _CDNJS = "https://cdnjs.cloudflare.com/ajax/libs"
-_BOOTSTRAP_FONTS = tuple(f"dist/fonts/glyphicons-halflings-regular.{ext}" for ext in ("eot", "svg", "ttf", "woff"))
+_BOOTSTRAP_FONTS = tuple(
+    f"dist/fonts/glyphicons-halflings-regular.{ext}" for ext in ("eot", "svg", "ttf", "woff")
+)
 
 # Every external URL asv 0.6.6's www/index.html loads, as written there.
 ASSETS: dict[str, Asset] = {
     asset.url: asset
     for asset in (
         Asset("https://code.jquery.com/jquery-3.3.1.min.js", "jquery@3.3.1", "dist/jquery.min.js"),
-        *(Asset(f"{_CDNJS}/flot/0.8.3/jquery.flot{plugin}.min.js", "flot@0.8.3", f"jquery.flot{plugin}.js",
-                "cdnjs serves its own minified flot 0.8.3; npm's flot@0.8.3 is the same release unminified")
-          for plugin in ("", ".time", ".selection", ".categories")),
-        Asset("https://cdn.jsdelivr.net/npm/flot-orderbars@1.0.0/js/jquery.flot.orderBars.js", "flot-orderbars@1.0.0",
-              "js/jquery.flot.orderBars.js"),
-        Asset(f"{_CDNJS}/stupidtable/1.0.1/stupidtable.min.js", "stupid-table-plugin@1.1.3", "stupidtable.min.js",
-              "stupidtable 1.0.1 is not on npm; stupid-table-plugin@1.1.3 is the same plugin, API-compatible"),
+        *(
+            Asset(
+                f"{_CDNJS}/flot/0.8.3/jquery.flot{plugin}.min.js",
+                "flot@0.8.3",
+                f"jquery.flot{plugin}.js",
+                "cdnjs serves its own minified flot 0.8.3; npm's flot@0.8.3 is the same release unminified",
+            )
+            for plugin in ("", ".time", ".selection", ".categories")
+        ),
+        Asset(
+            "https://cdn.jsdelivr.net/npm/flot-orderbars@1.0.0/js/jquery.flot.orderBars.js",
+            "flot-orderbars@1.0.0",
+            "js/jquery.flot.orderBars.js",
+        ),
+        Asset(
+            f"{_CDNJS}/stupidtable/1.0.1/stupidtable.min.js",
+            "stupid-table-plugin@1.1.3",
+            "stupidtable.min.js",
+            "stupidtable 1.0.1 is not on npm; stupid-table-plugin@1.1.3 is the same plugin, API-compatible",
+        ),
         Asset(f"{_CDNJS}/blueimp-md5/2.19.0/js/md5.min.js", "blueimp-md5@2.19.0", "js/md5.min.js"),
-        Asset("https://cdn.jsdelivr.net/npm/bootstrap@3.1.1/dist/js/bootstrap.min.js", "bootstrap@3.1.1",
-              "dist/js/bootstrap.min.js"),
-        Asset("https://cdn.jsdelivr.net/npm/bootstrap@3.1.1/dist/css/bootstrap.min.css", "bootstrap@3.1.1",
-              "dist/css/bootstrap.min.css", companions=_BOOTSTRAP_FONTS),
+        Asset(
+            "https://cdn.jsdelivr.net/npm/bootstrap@3.1.1/dist/js/bootstrap.min.js",
+            "bootstrap@3.1.1",
+            "dist/js/bootstrap.min.js",
+        ),
+        Asset(
+            "https://cdn.jsdelivr.net/npm/bootstrap@3.1.1/dist/css/bootstrap.min.css",
+            "bootstrap@3.1.1",
+            "dist/css/bootstrap.min.css",
+            companions=_BOOTSTRAP_FONTS,
+        ),
     )
 }
 
@@ -84,7 +106,9 @@ log = progress.logger(__name__)
 def sri(data: bytes, algorithm: str) -> str:
     """A Subresource Integrity value (``sha256-BASE64``) for ``data``."""
     if algorithm not in ("sha256", "sha384", "sha512"):
-        raise SiteAssetError(f"unsupported integrity algorithm {algorithm!r}; SRI allows sha256, sha384, sha512")
+        raise SiteAssetError(
+            f"unsupported integrity algorithm {algorithm!r}; SRI allows sha256, sha384, sha512"
+        )
     return f"{algorithm}-{base64.b64encode(hashlib.new(algorithm, data).digest()).decode('ascii')}"
 
 
@@ -96,7 +120,9 @@ def _matches(data: bytes, expected: str) -> bool:
 def check_integrity(data: bytes, expected: str, what: str) -> None:
     if not _matches(data, expected):
         actual = sri(data, expected.split("-", 1)[0])
-        raise SiteAssetError(f"{what} has integrity {actual}, expected {expected}; refusing to use it")
+        raise SiteAssetError(
+            f"{what} has integrity {actual}, expected {expected}; refusing to use it"
+        )
 
 
 REGISTRY_ENV = "npm_config_registry"  # npm's variable for a registry mirror
@@ -125,9 +151,12 @@ def _fetch(url: str, integrity: str, path: Path, what: str) -> bytes:
         data = download(url)
     except (OSError, ValueError) as exc:  # URLError and HTTPError are OSErrors
         reason = str(getattr(exc, "reason", None) or exc)
-        raise Unreachable(urlsplit(url).hostname or url, reason,
-                          f"cannot fetch {what} from {url} ({reason}): put {path.name} from a machine that can in"
-                          f" {path.parent}") from None
+        raise Unreachable(
+            urlsplit(url).hostname or url,
+            reason,
+            f"cannot fetch {what} from {url} ({reason}): put {path.name} from a machine that can in"
+            f" {path.parent}",
+        ) from None
     log.info(f"fetched {what} from {url}")
     check_integrity(data, integrity, f"{what} from {url}")
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -154,7 +183,12 @@ def package_file(spec: str, path: str, cache: Path) -> bytes:
 def original(url: str, integrity: str, cache: Path) -> bytes:
     """The exact file asv's page loads (one npm lacks byte for byte), cached or from its CDN;
     SiteAssetError if the CDN serves another file."""
-    return _fetch(url, integrity, cache / "cdn" / re.sub(r"[^\w.-]+", "_", url.split("://", 1)[-1]), "asv's own file")
+    return _fetch(
+        url,
+        integrity,
+        cache / "cdn" / re.sub(r"[^\w.-]+", "_", url.split("://", 1)[-1]),
+        "asv's own file",
+    )
 
 
 @dataclass(frozen=True)
@@ -192,7 +226,9 @@ def _local_path(asset: Asset, path: str | None = None) -> str:
     return f"{VENDOR}/{asset.package}/{path or asset.path}"
 
 
-_CORS_ATTRIBUTES = re.compile(r"""\s+(?:integrity|crossorigin|referrerpolicy)\s*=\s*(["']).*?\1""", re.IGNORECASE)
+_CORS_ATTRIBUTES = re.compile(
+    r"""\s+(?:integrity|crossorigin|referrerpolicy)\s*=\s*(["']).*?\1""", re.IGNORECASE
+)
 
 
 def _rewrite(text: str, local: dict[str, str]) -> str:
@@ -211,17 +247,31 @@ def _rewrite(text: str, local: dict[str, str]) -> str:
     return _LOADING_TAG.sub(replace, text)
 
 
-def _outcome(made_local: int, substitutes: set[str], down: dict[str, str], left_on_cdn: dict[str, str]) -> str:
+def _outcome(
+    made_local: int, substitutes: set[str], down: dict[str, str], left_on_cdn: dict[str, str]
+) -> str:
     """One line: what was made local, substituted, or is missing."""
-    said = f"{made_local} CDN files made local in the site's {VENDOR}/" if made_local else "no CDN file made local"
+    said = (
+        f"{made_local} CDN files made local in the site's {VENDOR}/"
+        if made_local
+        else "no CDN file made local"
+    )
     if left_on_cdn:
         hosts = ", ".join(f"{host} {down[host]}" for host in sorted(set(left_on_cdn.values())))
-        said += (f"; {hosts}: {', '.join(sorted(left_on_cdn))} load from their CDNs, so the site needs the internet"
-                 " and asv preview until a publish reaches the registry")
+        said += (
+            f"; {hosts}: {', '.join(sorted(left_on_cdn))} load from their CDNs, so the site needs the internet"
+            " and asv preview until a publish reaches the registry"
+        )
     if substitutes:
-        cdns = ", ".join(f"{host} {why}" for host, why in sorted(down.items()) if host not in left_on_cdn.values())
-        said += (f"; {cdns + ': ' if cdns else ''}npm's {', '.join(sorted(substitutes))} stand in for asv's CDN"
-                 " files (registry-checked), the site works the same")
+        cdns = ", ".join(
+            f"{host} {why}"
+            for host, why in sorted(down.items())
+            if host not in left_on_cdn.values()
+        )
+        said += (
+            f"; {cdns + ': ' if cdns else ''}npm's {', '.join(sorted(substitutes))} stand in for asv's CDN"
+            " files (registry-checked), the site works the same"
+        )
     return said
 
 
@@ -249,7 +299,9 @@ def make_offline(html_dir: Path, cache: Path = CACHE) -> list[str]:
         integrity = page_integrity[url]
         try:
             data = package_file(asset.package, asset.path, cache)
-            companions = {path: package_file(asset.package, path, cache) for path in asset.companions}
+            companions = {
+                path: package_file(asset.package, path, cache) for path in asset.companions
+            }
         except Unreachable as exc:
             down.setdefault(exc.host, f"unreachable ({exc.reason})")
             left_on_cdn[asset.package] = exc.host
@@ -261,7 +313,9 @@ def make_offline(html_dir: Path, cache: Path = CACHE) -> list[str]:
                 down.setdefault(exc.host, f"unreachable ({exc.reason})")
                 substitutes.add(asset.package)
             except SiteAssetError:
-                down.setdefault(urlsplit(url).hostname or url, "serves another file than asv's page pins")
+                down.setdefault(
+                    urlsplit(url).hostname or url, "serves another file than asv's page pins"
+                )
                 substitutes.add(asset.package)
         elif asset.substitute:
             substitutes.add(asset.package)
@@ -278,10 +332,12 @@ def make_offline(html_dir: Path, cache: Path = CACHE) -> list[str]:
         rewritten = _rewrite(text, local)
         if rewritten != text:
             page.write_text(rewritten, encoding="utf-8")
-    left = [load for load in (load for page in site_pages for load in external_loads(page))
-            if ASSETS[load.url].package not in left_on_cdn]
+    left = [
+        load
+        for load in (load for page in site_pages for load in external_loads(page))
+        if ASSETS[load.url].package not in left_on_cdn
+    ]
     if left:
         raise SiteAssetError(f"{left[0].page.name} still loads {left[0].url} after rewriting")
     log.info(_outcome(len(local), substitutes, down, left_on_cdn))
     return written
-

@@ -23,8 +23,11 @@ TIME = "time_step"
 THROUGHPUT = "track_throughput"
 JOULES = "track_joules_per_step"
 # benchmark -> (kind, metric); throughput and energy live in the *Capacity classes
-METRICS = {f"{cls}{suffix}.{metric}": (kind, metric) for kind, cls in CLASSES.items()
-           for metric, suffix in ((TIME, ""), (THROUGHPUT, "Capacity"), (JOULES, "Capacity"))}
+METRICS = {
+    f"{cls}{suffix}.{metric}": (kind, metric)
+    for kind, cls in CLASSES.items()
+    for metric, suffix in ((TIME, ""), (THROUGHPUT, "Capacity"), (JOULES, "Capacity"))
+}
 PARAM_NAMES = ("device", "model", "batch_size")  # when benchmarks.json is absent
 CPU = "cpu"
 
@@ -48,9 +51,15 @@ class Results:
 
     recorded: recorded.Recorded
     param_names: dict[str, tuple[str, ...]]  # benchmark -> its params' names (benchmarks.json)
-    samples: dict[tuple[str, str], dict[Step, float]] = field(default_factory=dict)  # (machine, build) -> samples/s
-    timed: dict[tuple[str, str, Step], Timed] = field(default_factory=dict)  # the step times asv timed
-    joules: dict[tuple[str, str], dict[Step, float]] = field(default_factory=dict)  # (machine, build) -> J/step
+    samples: dict[tuple[str, str], dict[Step, float]] = field(
+        default_factory=dict
+    )  # (machine, build) -> samples/s
+    timed: dict[tuple[str, str, Step], Timed] = field(
+        default_factory=dict
+    )  # the step times asv timed
+    joules: dict[tuple[str, str], dict[Step, float]] = field(
+        default_factory=dict
+    )  # (machine, build) -> J/step
 
     @property
     def machines(self) -> list[str]:
@@ -58,15 +67,23 @@ class Results:
 
     def builds(self, machine: str) -> list[str]:
         """The machine's builds with throughput results, oldest first."""
-        return [commit for commit in self.recorded.builds(machine) if (machine, commit) in self.samples]
+        return [
+            commit for commit in self.recorded.builds(machine) if (machine, commit) in self.samples
+        ]
 
     def newest(self, names: set[str]) -> dict[str, list[tuple[str, dict[str, Any], float]]]:
         """(machine, params by name, value) of each named benchmark on each machine's newest build;
         rows without param names in benchmarks.json are left out, as asv publish does."""
         found: dict[str, list[tuple[str, dict[str, Any], float]]] = {name: [] for name in names}
         for machine in self.recorded.machines:
-            for row, measured in self.recorded.values[(machine, self.recorded.builds(machine)[-1])].items():
-                if row.benchmark in names and row.benchmark in self.param_names and measured.value > 0:
+            for row, measured in self.recorded.values[
+                (machine, self.recorded.builds(machine)[-1])
+            ].items():
+                if (
+                    row.benchmark in names
+                    and row.benchmark in self.param_names
+                    and measured.value > 0
+                ):
                     params = recorded.named(row, self.param_names[row.benchmark])
                     found[row.benchmark].append((machine, params, measured.value))
         return found
@@ -80,7 +97,9 @@ def _results(found: recorded.Recorded, param_names: dict[str, tuple[str, ...]]) 
                 continue
             kind, metric = METRICS[row.benchmark]
             params = recorded.named(row, param_names.get(row.benchmark) or PARAM_NAMES)
-            workload = Step(kind, str(params["model"]), str(params["device"]), int(params["batch_size"]))
+            workload = Step(
+                kind, str(params["model"]), str(params["device"]), int(params["batch_size"])
+            )
             if metric == JOULES:
                 results.joules.setdefault((machine, commit), {})[workload] = measured.value
                 continue
@@ -113,10 +132,14 @@ class Point:
     seed: bool
 
 
-def pick(results: Results, machine: str, commit: str, kind: str, model: str, device: str) -> Point | None:
+def pick(
+    results: Results, machine: str, commit: str, kind: str, model: str, device: str
+) -> Point | None:
     """The seed-batch measurement, else the largest batch measured for that device."""
     measured = results.samples.get((machine, commit), {})
-    batches = sorted(w.batch for w in measured if (w.kind, w.model, w.device) == (kind, model, device))
+    batches = sorted(
+        w.batch for w in measured if (w.kind, w.model, w.device) == (kind, model, device)
+    )
     if not batches:
         return None
     seed = seed_batch(model)
@@ -130,11 +153,15 @@ def _in_order(present: set[str], names: tuple[str, ...]) -> list[str]:
 
 
 def models_in(results: Results) -> list[str]:
-    return _in_order({w.model for measured in results.samples.values() for w in measured}, models.NAMES)
+    return _in_order(
+        {w.model for measured in results.samples.values() for w in measured}, models.NAMES
+    )
 
 
 def devices_in(results: Results, machine: str, commit: str, model: str) -> list[str]:
-    return _in_order({w.device for w in results.samples[(machine, commit)] if w.model == model}, devices.NAMES)
+    return _in_order(
+        {w.device for w in results.samples[(machine, commit)] if w.model == model}, devices.NAMES
+    )
 
 
 @dataclass(frozen=True)
@@ -151,7 +178,9 @@ class Speedup:
         return self.gpu.samples_per_second / self.cpu.samples_per_second
 
 
-def _speedups(results: Results, machine: str, commit: str, model: str, devices: list[str]) -> list[Speedup]:
+def _speedups(
+    results: Results, machine: str, commit: str, model: str, devices: list[str]
+) -> list[Speedup]:
     """Each of ``devices`` over cpu, per kind, where both were measured on that build."""
     found = []
     for device, kind in itertools.product(devices, KINDS):
@@ -177,8 +206,10 @@ def across_machines(results: Results) -> list[Point]:
     found = []
     for model, kind, machine in itertools.product(models_in(results), KINDS, results.machines):
         commit = results.builds(machine)[-1]
-        points = (pick(results, machine, commit, kind, model, device)
-                  for device in devices_in(results, machine, commit, model))
+        points = (
+            pick(results, machine, commit, kind, model, device)
+            for device in devices_in(results, machine, commit, model)
+        )
         found += [point for point in points if point]
     return found
 
@@ -189,7 +220,9 @@ def batch_curves(results: Results) -> dict[tuple[str, str, str, str], list[tuple
     for machine in results.machines:
         commit = results.builds(machine)[-1]
         for workload, value in sorted(results.samples[(machine, commit)].items()):
-            curves.setdefault((workload.model, workload.kind, machine, workload.device), []).append((workload.batch, value))
+            curves.setdefault((workload.model, workload.kind, machine, workload.device), []).append(
+                (workload.batch, value)
+            )
     return {key: sorted(points) for key, points in curves.items()}
 
 
@@ -214,7 +247,10 @@ def previous_build(results: Results, machine: str, timeline: Reader) -> str | No
     parents), not by date (a release may follow a nightly); None if there is none."""
     builds = results.builds(machine)
     measured = set(builds)
-    return next((commit for commit in reversed(timeline.lineage(builds[-1])[:-1]) if commit in measured), None)
+    return next(
+        (commit for commit in reversed(timeline.lineage(builds[-1])[:-1]) if commit in measured),
+        None,
+    )
 
 
 def build_changes(results: Results, timeline: Reader) -> list[Change]:
@@ -225,13 +261,19 @@ def build_changes(results: Results, timeline: Reader) -> list[Change]:
         if old is None:
             continue
         for workload in sorted(results.samples[(machine, new)]):
-            before, after = results.timed.get((machine, old, workload)), results.timed.get((machine, new, workload))
+            before, after = (
+                results.timed.get((machine, old, workload)),
+                results.timed.get((machine, new, workload)),
+            )
             if before and after:
                 found.append(Change(machine, old, new, workload, after[0], before[1], after[1]))
     return found
 
 
-COMPILED = {"training": "benchmark_compile.CompiledTraining", "inference": "benchmark_compile.CompiledInference"}
+COMPILED = {
+    "training": "benchmark_compile.CompiledTraining",
+    "inference": "benchmark_compile.CompiledInference",
+}
 EAGER = {
     "training": (f"{CLASSES['training']}.{TIME}", f"benchmark_modern.ModernTraining.{TIME}"),
     "inference": (f"{CLASSES['inference']}.{TIME}", f"benchmark_modern.ModernInference.{TIME}"),
@@ -255,19 +297,36 @@ class Pair:
 
 def eager_and_compiled(results: Results) -> list[Pair]:
     """(e) each compiled step beside its eager twin at the seed batch."""
-    names = {f"{cls}.{method}" for cls in COMPILED.values() for method in (TIME, "track_compile_seconds")}
+    names = {
+        f"{cls}.{method}" for cls in COMPILED.values() for method in (TIME, "track_compile_seconds")
+    }
     names |= {name for eager in EAGER.values() for name in eager}
     rows = results.newest(names)
     found = []
     for kind, cls in COMPILED.items():
-        compile_seconds = {(m, p["device"], p["model"]): v for m, p, v in rows[f"{cls}.track_compile_seconds"]}
-        eager = {(m, p["device"], p["model"], p["batch_size"]): v for name in EAGER[kind] for m, p, v in rows[name]}
+        compile_seconds = {
+            (m, p["device"], p["model"]): v for m, p, v in rows[f"{cls}.track_compile_seconds"]
+        }
+        eager = {
+            (m, p["device"], p["model"], p["batch_size"]): v
+            for name in EAGER[kind]
+            for m, p, v in rows[name]
+        }
         for machine, params, seconds in rows[f"{cls}.{TIME}"]:
             device, model = str(params["device"]), str(params["model"])
             twin = eager.get((machine, device, model, seed_batch(model)))
             if twin is not None:
-                found.append(Pair(machine, kind, device, model, twin, seconds,
-                                  compile_seconds.get((machine, device, model))))
+                found.append(
+                    Pair(
+                        machine,
+                        kind,
+                        device,
+                        model,
+                        twin,
+                        seconds,
+                        compile_seconds.get((machine, device, model)),
+                    )
+                )
     return sorted(found, key=lambda p: (p.machine, p.device, p.kind, p.model))
 
 
@@ -300,16 +359,28 @@ def by_release(results_dir: Path, timeline: Reader, ratios: Ratios) -> list[Rele
         results = _results(each, names)
         for machine in each.machines:
             for commit in each.builds(machine):
-                found += [ReleasePoint(python, label, kind, model, timeline.version(commit), each.dates.get(commit, 0),
-                                       timeline.link(commit), ratio)
-                          for label, kind, model, ratio in ratios(results, machine, commit)]
+                found += [
+                    ReleasePoint(
+                        python,
+                        label,
+                        kind,
+                        model,
+                        timeline.version(commit),
+                        each.dates.get(commit, 0),
+                        timeline.link(commit),
+                        ratio,
+                    )
+                    for label, kind, model, ratio in ratios(results, machine, commit)
+                ]
     return found
 
 
 def speedup_by_release(results_dir: Path, timeline: Reader) -> list[ReleasePoint]:
     """Every build's mps speedup over cpu (seed batch, as in the speedup figure)."""
 
-    def speedup(results: Results, machine: str, commit: str) -> Iterator[tuple[str, str, str, float]]:
+    def speedup(
+        results: Results, machine: str, commit: str
+    ) -> Iterator[tuple[str, str, str, float]]:
         for model in models_in(results):
             for s in _speedups(results, machine, commit, model, [BY_RELEASE_DEVICE]):
                 yield machine, s.kind, model, s.ratio
@@ -320,7 +391,9 @@ def speedup_by_release(results_dir: Path, timeline: Reader) -> list[ReleasePoint
 def samples_per_joule(results_dir: Path, timeline: Reader) -> list[ReleasePoint]:
     """Every build's samples per joule at each model's seed batch."""
 
-    def per_joule(results: Results, machine: str, commit: str) -> Iterator[tuple[str, str, str, float]]:
+    def per_joule(
+        results: Results, machine: str, commit: str
+    ) -> Iterator[tuple[str, str, str, float]]:
         for step, joules in results.joules.get((machine, commit), {}).items():
             if step.batch == seed_batch(step.model):
                 yield f"{machine} {step.device}", step.kind, step.model, step.batch / joules
