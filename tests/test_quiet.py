@@ -162,6 +162,14 @@ def test_a_wide_spread_measured_again_is_the_benchmarks_own_when_the_two_measure
     assert set(quiet.judge(1.0e-5, wide, None, BUSY, QUIET, None, first=1.0e-5)) == {"load"}
 
 
+def test_a_tiny_rows_two_quiet_measurements_agree_within_its_own_spread():
+    # a 0.5 ms row on a quiet machine: 62% then 56% spread, medians 25.2% apart (within the spread)
+    wide = {"q_25": 0.3e-3, "q_75": 0.54e-3}  # 56% of 0.43e-3
+    assert quiet.judge(0.43e-3, wide, None, QUIET, QUIET, None, first=0.5758e-3) == {}
+    # twice the spread apart: one of the two was disturbed
+    assert set(quiet.judge(0.43e-3, wide, None, QUIET, QUIET, None, first=1.5e-3)) == {"spread"}
+
+
 @pytest.mark.parametrize("value", ["abc", "-1", "3601", "1.5"])
 def test_a_wait_setting_outside_its_range_is_one_line_naming_it(monkeypatch, value):
     monkeypatch.setenv(quiet.WAIT, value)
