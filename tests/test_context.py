@@ -14,6 +14,7 @@ from mpsbench.builds import defaults
 from mpsbench.builds import manifest as mf
 from mpsbench.context import Suite
 from mpsbench.core import asv, asvconf
+from mpsbench.regressions import fresh
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -63,6 +64,53 @@ def test_the_main_command_parses_asv_conf_json_and_the_manifest_once(
     assert out.startswith("torch ") and "timeline written to .asv/timeline" in out
 
 
+def test_bench_parses_asv_runs_arguments_once_for_the_run(suite_copy, monkeypatch):
+    """Checked, planned, sized and recorded from one parse of the arguments given."""
+    parsed, run_args = [], asv.run_args
+    monkeypatch.setattr(asv, "run_args", lambda args: parsed.append(list(args)) or run_args(args))
+    ran = []
+    monkeypatch.setattr(
+        asv,
+        "supervise",
+        lambda command, cwd, env, tick, every=1.0, output=None: ran.append(command) or 0,
+    )
+    monkeypatch.setattr(bench.publish, "publish", lambda suite: None)
+    given = ["-b", r"Training\.time_step\('cpu', 'mlp', 8\)", "release^!"]
+    assert cli.main(["bench", *given]) == 0
+    assert parsed == [given]
+    # the launch method goes in front of the given options, as a parse of both would have it
+    assert ran[0][ran[0].index("--launch-method") + 1] == asvconf.load().launch_method()
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["compare", "release@2.13.0", "release@2.14.1"],
+        ["bisect", "release@2.13.0", "release@2.15.0"],
+        ["explain", "release@2.13.0", "release@2.14.1"],
+    ],
+)
+def test_compare_bisect_and_explain_read_asv_conf_json_once(
+    suite_copy, monkeypatch, capsys, command
+):
+    """The options' check, the fresh session and its derived config share one read."""
+    parsed: Counter[Path] = Counter()
+    load_conf = asvconf.load
+    monkeypatch.setattr(
+        asvconf, "load", lambda *args: parsed.update([Path(*args)]) or load_conf(*args)
+    )
+
+    def discover(session: fresh.Session, commit: str) -> str:
+        raise fresh.FreshError("stopped where asv would discover the suite")
+
+    monkeypatch.setattr(fresh.Session, "check_bench", discover)
+    row = r"Training\.time_step\('cpu', 'mlp', 8\)"
+    options = ["-b", row, "--machine", "box", "--suite-root", str(suite_copy)]
+    assert cli.main([*command, *options]) == 2
+    assert "stopped where asv would discover the suite" in capsys.readouterr().err
+    assert parsed == {suite_copy / "asv.conf.json": 1}
+
+
 def test_a_run_that_recorded_nothing_publishes_nothing_and_says_so(suite_copy, monkeypatch, capsys):
     published = []
     monkeypatch.setattr(asv, "supervise", lambda command, cwd, env, tick, every=1.0, output=None: 0)
@@ -83,12 +131,12 @@ def test_the_default_runs_hashfiles_lie_beside_the_timeline_not_in_a_fixed_folde
     ]  # the same default on any machine
     planned = defaults.schedule(suite.manifest, platform)
     monkeypatch.setattr(defaults, "this_machine", lambda manifest: (platform, planned, []))
-    runs = bench.plan(suite, [])
-    assert [run[:2] for run in runs] == [
-        ("-E", f"virtualenv:{python}") for python in defaults.pythons(planned)
+    runs = bench.plan(suite, None)
+    assert [run.rest for run in runs] == [
+        ["-E", f"virtualenv:{python}"] for python in defaults.pythons(planned)
     ]
     for run, python in zip(runs, defaults.pythons(planned)):
-        hashes = Path(run[2].removeprefix("HASHFILE:"))
+        hashes = Path((run.range or "").removeprefix("HASHFILE:"))
         assert hashes == timeline.parent / f"default-py{python}.txt"
         assert hashes.read_text().split() == [
             suite.timeline.commits[item.ref] for item in planned if python in item.pythons

@@ -17,7 +17,7 @@ import pytest
 
 from mpsbench import bench, cli
 from mpsbench.builds import disk
-from mpsbench.core import asv_saving
+from mpsbench.core import asv, asv_saving
 from mpsbench.results import record, watch
 from mpsbench.results.watch import Step, Watch
 
@@ -207,13 +207,13 @@ def test_a_builds_disk_need_is_for_the_python_of_the_environment_asv_installs_it
         (3, 10) if sys.version_info[:2] != (3, 10) else (3, 12)
     )  # not the Python that runs mpsbench
     version = f"{other[0]}.{other[1]}"
-    assert (
-        bench.environment_python(("-E", f"virtualenv:{version}", "HASHFILE:hashes.txt")) == other
-    )  # bench.plan's
-    assert bench.environment_python((f"--python={version}", "ALL")) == other
-    assert (
-        bench.environment_python(("release^!",)) is None
-    )  # asv makes its environments of its own Python: this one
+
+    def python(*args: str) -> tuple[int, int] | None:
+        return bench.environment_python(asv.run_args(args))
+
+    assert python("-E", f"virtualenv:{version}", "HASHFILE:hashes.txt") == other  # bench.plan's
+    assert python(f"--python={version}", "ALL") == other
+    assert python("release^!") is None  # asv makes its environments of its own Python: this one
     build = _build(tmp_path, "2.15.0", stored=True, python=other)  # pinned for that Python only
     suite = SimpleNamespace(reader=SimpleNamespace(build=lambda commit: build))
     stored = bench.Builds(suite, other).need("commit")
@@ -338,7 +338,7 @@ def test_results_record_plans_with_what_the_cache_says_of_each_build_as_bench_do
     monkeypatch.setattr(
         record,
         "record",
-        lambda conf, machine, asv_args, remeasure, facts=None: handed.append(facts) or 0,
+        lambda conf, machine, run, remeasure, facts=None: handed.append(facts) or 0,
     )
     config = Path(__file__).resolve().parents[1] / "asv.conf.json"
     assert (

@@ -90,9 +90,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     cli.fresh_arguments(parser, bisecting=False)
     parsed = parser.parse_args(argv)
-    args = cli.fresh_options(
-        parsed, parsed.manifest, parsed.timeline, parsed.machine, parsed.suite_root
-    )
+    args = cli.fresh_options(parsed)
     try:
         compare.check(args)
         _, _, (build,) = fresh.name_builds([parsed.build], args.manifest, args.timeline)

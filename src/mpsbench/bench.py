@@ -60,29 +60,33 @@ def check_range(suite: Suite, asv_args: Sequence[str]) -> None:
         raise UserError(reason)
 
 
-def checked_args(suite: Suite, asv_args: Sequence[str]) -> record.Selection | None:
-    """The arguments for asv run, refused in one line before anything is printed (an option asv lacks, a range naming
-    no build of the generated timeline, a -b that is no regex, finds nothing or only what would skip here); -b's
-    selection (:func:`mpsbench.results.record.select`), made once here for the record run. None: no -b."""
-    record.check_meaning(
-        asv.run_args(asv_args)
-    )  # --quick, -a repeat=1, MPSBENCH_SINGLE_STEPS: no history
-    if not asv_args:
-        return None
+def checked_args(
+    suite: Suite, asv_args: Sequence[str]
+) -> tuple[asv.RunArgs | None, record.Selection | None]:
+    """The arguments for asv run, parsed once and refused in one line before anything is printed
+    (an option asv lacks, one that changes what a value means, a range naming no build of the
+    generated timeline, a -b that is no regex, finds nothing or only what would skip here); None
+    where none are given (the default timeline runs). With them, -b's selection
+    (:func:`mpsbench.results.record.select`), made once here for the record run; None: no -b."""
     run = asv.run_args(asv_args)
-    check_range(suite, asv_args)
-    return record.select(suite.conf, run.bench) if run.bench else None
+    record.check_meaning(run)  # --quick, -a repeat=1, MPSBENCH_SINGLE_STEPS: no history
+    if not asv_args:
+        return None, None
+    reason = timeline.range_refusal(suite.timeline_path, run.range)
+    if reason is not None:
+        raise UserError(reason)
+    return run, record.select(suite.conf, run.bench) if run.bench else None
 
 
-def plan(suite: Suite, asv_args: Sequence[str]) -> list[tuple[str, ...]]:
-    """Each asv run's arguments: those given, else one run per Python of the default timeline."""
-    if asv_args:
-        return [tuple(asv_args)]
+def plan(suite: Suite, given: asv.RunArgs | None) -> list[asv.RunArgs]:
+    """Each asv run: the one given, else one run per Python of the default timeline."""
+    if given is not None:
+        return [given]
     platform, planned, skipped = defaults.this_machine(suite.manifest)
     print(defaults.listing(platform, planned, suite.timeline))
     for line in skipped:  # said before any download
         log.info(line)
-    runs: list[tuple[str, ...]] = []
+    runs: list[asv.RunArgs] = []
     for python in defaults.pythons(planned):
         hashes = suite.hashfile(python)
         hashes.write_text(
@@ -92,13 +96,13 @@ def plan(suite: Suite, asv_args: Sequence[str]) -> list[tuple[str, ...]]:
                 if python in item.pythons
             )
         )
-        runs.append(("-E", f"virtualenv:{python}", f"HASHFILE:{hashes}"))
+        runs.append(asv.run_args(["-E", f"virtualenv:{python}", f"HASHFILE:{hashes}"]))
     return runs
 
 
-def environment_python(run: Sequence[str]) -> tuple[int, int] | None:
+def environment_python(run: asv.RunArgs) -> tuple[int, int] | None:
     """The CPython version of an asv run's environments, or None for asv's own interpreter."""
-    found = re.fullmatch(r".*-py(\d+)\.(\d+)", asv.run_args(run).environment)
+    found = re.fullmatch(r".*-py(\d+)\.(\d+)", run.environment)
     return (int(found[1]), int(found[2])) if found else None
 
 
@@ -173,7 +177,7 @@ def publish_site(suite: Suite, only_if_changed: bool = False) -> None:
 def bench(suite: Suite, options: Options) -> int:
     """Every step in order; 0, or record's BENCHMARKS_FAILED when some benchmark failed."""
     generated = suite.generate()  # first: ranges are checked against it
-    selection = checked_args(suite, options.asv_args)
+    given, selection = checked_args(suite, options.asv_args)
     print(check_setup())
     print(timeline.summary(suite.manifest, generated, suite.timeline_path))
     name = machine.write()[0]
@@ -187,14 +191,13 @@ def bench(suite: Suite, options: Options) -> int:
             publish_site(suite)
             published = True
 
-    for run in plan(suite, options.asv_args):
-        launch = ("--launch-method", suite.conf.launch_method())
+    for run in plan(suite, given):
         builds = Builds(suite, environment_python(run))
         status = (
             record.record(
                 suite.conf,
                 name,
-                [*launch, *run],
+                run.before("--launch-method", suite.conf.launch_method()),
                 options.remeasure,
                 builds,
                 publish_after,

@@ -1,12 +1,14 @@
 """The ``mpsbench`` command: argv in, a library call with a Suite and typed options out (docs/reference/layout.md).
 
-Every subcommand's options are declared here and turned into the small frozen dataclasses the library takes; no
-library function sees an argparse Namespace. A user's mistake is one line on stderr and exit status 2.
+Each subcommand's options are declared beside its handler (an option several commands take, once, in SHARED) and
+filled by name into the small frozen dataclasses the library takes; no library function sees an argparse
+Namespace. A user's mistake is one line on stderr and exit status 2.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import functools
 import os
 import sys
@@ -14,7 +16,7 @@ import time
 from collections.abc import Callable, Sequence
 from datetime import datetime
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any, NoReturn, TypeVar
 
 from mpsbench import bench
 from mpsbench.builds import defaults, history, machine, resolve, timeline, wheels
@@ -49,6 +51,7 @@ class OneLineParser(argparse.ArgumentParser):
 
 
 MACHINE_NAME = text.checked(machine.check_name)
+T = TypeVar("T")
 
 
 def _date(value: str) -> str:
@@ -87,24 +90,117 @@ def _suite(args: argparse.Namespace, config: Path = asvconf.CONFIG) -> Suite:
     )
 
 
+# Options several commands take, each declared once: its flags, type, default and help. A command
+# that reads one differently says its own help (or default) where it adds it.
+SHARED: dict[str, tuple[tuple[str, ...], dict[str, Any]]] = {
+    "config": (
+        ("--config",),
+        {"type": Path, "help": f"the asv configuration (default {asvconf.CONFIG})"},
+    ),
+    "manifest": (
+        ("--manifest",),
+        {"type": Path, "default": history.MANIFEST, "help": f"default {history.MANIFEST}"},
+    ),
+    "timeline": (
+        ("--timeline",),
+        {"type": Path, "default": history.TIMELINE, "help": f"default {history.TIMELINE}"},
+    ),
+    "suite_root": (("--suite-root",), {"type": Path, "default": None, "help": argparse.SUPPRESS}),
+    "machine": (
+        ("--machine",),
+        {"type": MACHINE_NAME, "help": "asv machine name (default: mpsbench machine's)"},
+    ),
+    "machines": (
+        ("--machine",),
+        {
+            "dest": "machines",
+            "metavar": "MACHINE",
+            "action": "append",
+            "default": [],
+            "type": MACHINE_NAME,
+            "help": "only this machine (repeatable)",
+        },
+    ),
+    "bench": (
+        ("-b", "--bench"),
+        {"required": True, "help": "a regex naming ONE benchmark combination, as asv -b"},
+    ),
+    "log": (("--log",), {"type": Path, "help": "append asv's own output here"}),
+    "threads": (
+        ("--threads",),
+        {
+            "type": text.number(int, 1, "--threads"),
+            "metavar": "N",
+            "help": "torch's cpu threads in both builds' processes (OMP_NUM_THREADS);"
+            " default: torch's own",
+        },
+    ),
+    "index": (
+        ("--index",),
+        {
+            "dest": "indexes",
+            "metavar": "INDEX",
+            "action": "append",
+            "default": [],
+            "help": "nightly PEP 503 index (repeatable; default PyTorch's)",
+        },
+    ),
+    "transformers": (
+        ("--transformers",),
+        {"help": "transformers version to pin, or none (default: by torch)"},
+    ),
+    "transformers_index": (
+        ("--transformers-index",),
+        {"default": resolve.PYPI, "help": "PEP 503 index of the other wheels (default PyPI)"},
+    ),
+    "parent": (("--parent",), {"help": "for a new channel: the CHANNEL@ID build it forks from"}),
+    "id": (("--id",), {"help": "build id (default: from the torch version)"}),
+    "note": (("--note",), {"default": "", "help": "a line for the commit message"}),
+    "summary": (
+        ("--summary",),
+        {"type": _new_file, "help": "also write the alerts as Markdown to this file"},
+    ),
+    "asv_args": (("asv_args",), {"nargs": argparse.REMAINDER}),
+}
+
+
+def _option(parser: argparse.ArgumentParser, name: str, **changes: Any) -> argparse.ArgumentParser:
+    """Add the shared option ``name`` (SHARED) to ``parser``, with the command's own ``changes``;
+    returns the parser."""
+    flags, spec = SHARED[name]
+    parser.add_argument(*flags, **{**spec, **changes})
+    return parser
+
+
+def _filled(kind: Callable[..., T], args: argparse.Namespace, **given: Any) -> T:
+    """A command's typed options: each field of the dataclass ``kind`` from the option of its
+    name (``given`` first; a field no option has keeps its default); a repeated option's list
+    becomes a tuple."""
+    found = {
+        field.name: getattr(args, field.name)
+        for field in dataclasses.fields(kind)  # type: ignore[arg-type]
+        if field.init and hasattr(args, field.name)
+    }
+    found = {
+        name: tuple(value) if isinstance(value, list) else value for name, value in found.items()
+    }
+    return kind(**{**found, **given})
+
+
 def _command(
     commands: Any,
     name: str,
     help_text: str,
     func: Callable[[argparse.Namespace], int | None],
-    *files: str,
+    *shared: str,
     **more: Any,
 ) -> argparse.ArgumentParser:
-    """A subcommand running ``func`` (None: exit status 0), with the suite's ``files``: config, manifest, timeline."""
+    """A subcommand running ``func`` (None: exit status 0), with the ``shared`` options (SHARED)
+    it takes as declared there."""
     parser: argparse.ArgumentParser = commands.add_parser(name, help=help_text, **more)
     parser.set_defaults(func=func)
-    helps = {
-        "config": f"the asv configuration (default {asvconf.CONFIG})",
-        "manifest": f"default {history.MANIFEST}",
-        "timeline": f"default {history.TIMELINE}",
-    }
-    for file in files:
-        parser.add_argument(f"--{file}", type=Path, help=helps[file])
+    for option in shared:
+        _option(parser, option)
     return parser
 
 
@@ -114,6 +210,16 @@ def _doc(module: Any) -> dict[str, Any]:
         "description": (module.__doc__ or "").split("\n\n", 1)[-1],
         "formatter_class": argparse.RawDescriptionHelpFormatter,
     }
+
+
+# Each command's parser is declared beside its handler, in the order ``mpsbench --help`` lists them.
+DECLARED: list[Callable[[Any], None]] = []
+
+
+def declares(declare: Callable[[Any], None]) -> Callable[[Any], None]:
+    """Register a function that adds its command(s) to ``mpsbench``'s subcommands."""
+    DECLARED.append(declare)
+    return declare
 
 
 # --- measuring here --------------------------------------------------------------------------------------------
@@ -133,6 +239,11 @@ def cmd_models(args: argparse.Namespace) -> None:
     print(text.table(rows))
 
 
+@declares
+def _models(commands: Any) -> None:
+    _command(commands, "models", "list the registered models", cmd_models)
+
+
 def cmd_devices(args: argparse.Namespace) -> None:
     found = bench.check_setup()  # a bad MPSBENCH_DEVICES, or no torch: one line
     # --usable, for scripts: MPSBENCH_DEVICES=$(mpsbench devices --usable)
@@ -140,6 +251,17 @@ def cmd_devices(args: argparse.Namespace) -> None:
         ",".join(name for name in devices.NAMES if devices.get(name).usable)
         if args.usable
         else found
+    )
+
+
+@declares
+def _devices(commands: Any) -> None:
+    _command(
+        commands, "devices", "list devices and whether they are usable here", cmd_devices
+    ).add_argument(
+        "--usable",
+        action="store_true",
+        help="print only the usable devices, comma-separated (a value for MPSBENCH_DEVICES)",
     )
 
 
@@ -197,6 +319,42 @@ def cmd_run(args: argparse.Namespace) -> None:
         print(f"cpu threads: {devices.cpu_threads()}")
 
 
+@declares
+def _run(commands: Any) -> None:
+    run = _command(commands, "run", "time one model outside asv for a quick look", cmd_run)
+    run.add_argument(
+        "model", help=f"one of: {', '.join(models.REGISTRY)} (as `mpsbench models` lists them)"
+    )
+    run.add_argument(
+        "--device", default="cpu", help=f"one of: {', '.join(devices.NAMES)} (default cpu)"
+    )
+    run.add_argument(
+        "--batch-size",
+        type=text.number(int, 1, "--batch-size"),
+        help="default: the model's seed batch size",
+    )
+    run.add_argument(
+        "--kind", default="both", choices=("training", "inference", "both"), help="default both"
+    )
+    run.add_argument(
+        "--seconds",
+        type=text.number(float, 1e-3, "--seconds", 3600),
+        default=1.0,
+        help="least time spent timing each workload",
+    )
+
+
+@declares
+def _doctor(commands: Any) -> None:
+    _command(
+        commands,
+        "doctor",
+        "check this machine before a run: devices, memory, power, heat, load",
+        lambda args: doctor.run(args.strict),
+        **_doc(doctor),
+    ).add_argument("--strict", action="store_true", help="exit 1 when any check warns")
+
+
 # --- builds and the timeline -----------------------------------------------------------------------------------
 def cmd_add(args: argparse.Namespace) -> None:
     suite = _suite(args)
@@ -248,7 +406,7 @@ def cmd_add_nightly(args: argparse.Namespace) -> None:
         suite.timeline_path,
         args.channel,
         args.date,
-        indexes=tuple(args.index or ()),
+        indexes=tuple(args.indexes),
         pythons=tuple(args.python),
         transformers=args.transformers,
         transformers_index=args.transformers_index,
@@ -272,6 +430,120 @@ def cmd_list(args: argparse.Namespace) -> None:
                 f"  {suite.timeline.commits[ref][:12]}  {ref:<22} torch {build.torch_version:<22}"
                 f" git {build.git_version[:12]}  {build.date}  {build.kind} build{tag}"
             )
+
+
+@declares
+def _build(commands: Any) -> None:
+    """``mpsbench build ...``: add-release, add-nightly, add-wheel, add-url, add-existing, list."""
+    build = commands.add_parser(
+        "build", help="add PyTorch builds to the manifest (and the timeline)"
+    )
+    actions = build.add_subparsers(dest="build_command", metavar="ACTION", required=True)
+
+    def adding(
+        name: str, help_text: str, channel: str, *options: str, **defaults: Any
+    ) -> argparse.ArgumentParser:
+        """An add-* command: unless ``defaults`` say otherwise, cmd_add appends what its ``resolver`` makes."""
+        parser = _command(actions, name, help_text, cmd_add, "manifest", "timeline")
+        parser.set_defaults(**defaults)
+        parser.add_argument(
+            "--channel", default=channel, help=f"channel (branch) to append to (default {channel})"
+        )
+        for option in ("parent", "transformers", *options):
+            _option(parser, option)
+        return parser
+
+    release = adding(
+        "add-release", "a release from PyPI, e.g. 2.14.1", "release", resolver=_release
+    )
+    release.add_argument("version")
+    release.add_argument("--index", default=resolve.PYPI, help="PEP 503 index (default PyPI)")
+    release.add_argument(
+        "--torchvision", help="torchvision version (default: the one made for this torch)"
+    )
+    release.add_argument(
+        "--python",
+        nargs="+",
+        help="python tags to pin on every platform"
+        " (default: per platform, the manifest's defaults' Pythons, else cp310-cp313)",
+    )
+    release.add_argument(
+        "--date", type=_date, help="override the build date (YYYY-MM-DDTHH:MM:SSZ)"
+    )
+    nightly_build = adding(
+        "add-nightly",
+        "a nightly by date (YYYY-MM-DD) or 'latest'",
+        "nightly",
+        "transformers_index",
+        func=cmd_add_nightly,
+    )
+    nightly_build.add_argument("date")
+    _option(nightly_build, "index")
+    nightly_build.add_argument(
+        "--python", nargs="+", default=list(resolve.PYTHONS), help="python tags to pin"
+    )
+    wheel = adding(
+        "add-wheel",
+        "a torch wheel file, e.g. one built from source",
+        "local",
+        "id",
+        "note",
+        "transformers_index",
+        resolver=lambda args, suite: resolve.wheel_file(
+            args.path,
+            torchvision=args.torchvision,
+            transformers=args.transformers,
+            index=args.transformers_index,
+            sha256=args.sha256,
+            build_id=args.id,
+            note=args.note,
+        ),
+    )
+    wheel.add_argument("path", type=Path)
+    wheel.add_argument("--torchvision", type=Path, help="a torchvision wheel file to pin beside it")
+    wheel.add_argument("--sha256", help="refuse the file unless it has this sha256")
+    url = adding(
+        "add-url",
+        "a torch wheel at a URL (fetched once, checksum checked)",
+        "local",
+        "id",
+        "note",
+        "transformers_index",
+        resolver=lambda args, suite: resolve.wheel_url(
+            args.url,
+            sha256=args.sha256,
+            transformers=args.transformers,
+            index=args.transformers_index,
+            build_id=args.id,
+            note=args.note,
+        ),
+    )
+    url.add_argument("url")
+    url.add_argument("--sha256", help="the wheel's sha256 (or end the URL with #sha256=...)")
+    here = adding(
+        "add-existing",
+        "a torch already installed here, used in place",
+        "local",
+        "id",
+        "note",
+        resolver=_existing,
+    )
+    here.add_argument("site_packages", type=Path, help="the site-packages folder that holds torch")
+    here.add_argument(
+        "--date",
+        type=_date,
+        help="build date, YYYY-MM-DDTHH:MM:SSZ (default: when torch/version.py was written)",
+    )
+    here.add_argument(
+        "--env",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="set in every process of this build's environment (repeatable)",
+    )
+    _command(
+        actions, "list", "the builds and their timeline commits", cmd_list, "manifest", "timeline"
+    )
 
 
 def cmd_generate(args: argparse.Namespace) -> None:
@@ -307,6 +579,63 @@ def cmd_default(args: argparse.Namespace) -> None:
             print(f"mpsbench: {line}", file=sys.stderr)
 
 
+def _asv_args(args: argparse.Namespace) -> list[str]:
+    """The arguments passed through to ``asv run``, less the ``--`` that may mark where they start."""
+    passed: list[str] = args.asv_args
+    return passed[1:] if passed[:1] == ["--"] else passed
+
+
+@declares
+def _timeline(commands: Any) -> None:
+    """``mpsbench timeline ...``: generate, range, default, check-range."""
+    line = commands.add_parser("timeline", help="the timeline repository asv walks")
+    timeline_actions = line.add_subparsers(dest="timeline_command", metavar="ACTION", required=True)
+    action = functools.partial(_command, timeline_actions)
+    action(
+        "generate",
+        "(re)generate the timeline from the manifest",
+        cmd_generate,
+        "manifest",
+        "timeline",
+    ).add_argument("--force", action="store_true", help="accept a rewritten channel history")
+    span = action(
+        "range",
+        "the PyTorch commit range between two builds",
+        lambda args: print(_suite(args).upstream_range(args.old, args.new)),
+        "manifest",
+        "timeline",
+    )
+    span.add_argument("old", help="CHANNEL@ID, a tag or timeline commit hash (prefix)")
+    span.add_argument("new", help="CHANNEL@ID, a tag or timeline commit hash (prefix)")
+    default = action(
+        "default",
+        "this platform's default timeline (builds/manifest.json 'defaults'): builds and Pythons",
+        cmd_default,
+        "manifest",
+        "timeline",
+    )
+    default.add_argument(
+        "--platform", choices=wheels.PLATFORMS, help="a manifest platform (default: this machine's)"
+    )
+    default.add_argument(
+        "--pythons", action="store_true", help="print only the Pythons to run, one a line"
+    )
+    default.add_argument(
+        "--hashes", action="store_true", help="print only the timeline commits --python runs"
+    )
+    default.add_argument("--python", help="with --hashes: the Python, e.g. 3.10")
+    _option(
+        action(
+            "check-range",
+            "refuse, in one line, an asv run range that names no timeline commit",
+            lambda args: bench.check_range(_suite(args), _asv_args(args)),
+            "timeline",
+        ),
+        "asv_args",
+        help="the arguments given to asv run",
+    )
+
+
 def cmd_machine(args: argparse.Namespace) -> None:
     name, fields = machine.write(args.name)
     if args.quiet:  # for scripts: NAME=$(mpsbench machine --quiet)
@@ -317,27 +646,103 @@ def cmd_machine(args: argparse.Namespace) -> None:
         print(f"  {key}: {value}")
 
 
+@declares
+def _machine(commands: Any) -> None:
+    host = _command(
+        commands, "machine", "write a stable asv machine entry for this machine", cmd_machine
+    )
+    host.add_argument(
+        "--name", type=MACHINE_NAME, help="machine name (default: from chip and core count)"
+    )
+    host.add_argument("--quiet", action="store_true", help="print only the machine's name")
+
+
 # --- running and recording -------------------------------------------------------------------------------------
-def _asv_args(args: argparse.Namespace) -> list[str]:
-    """The arguments passed through to ``asv run``, less the ``--`` that may mark where they start."""
-    passed: list[str] = args.asv_args
-    return passed[1:] if passed[:1] == ["--"] else passed
+@declares
+def _bench(commands: Any) -> None:
+    benching = _command(
+        commands,
+        "bench",
+        "set-up check, timeline, machine, record every build's missing values, publish (scripts/bench)",
+        lambda args: bench.bench(_suite(args), _filled(bench.Options, args)),
+        allow_abbrev=False,
+        **_doc(bench),
+    )
+    benching.add_argument(
+        "--remeasure",
+        action="store_true",
+        help="run the selection again; replaced values go to .asv/results-replaced.jsonl",
+    )
+    benching.set_defaults(passes_through=True)  # every other argument goes to asv run
 
 
 def cmd_merge(args: argparse.Namespace) -> int:
-    merge.check_machines(args.sources, args.machine)
+    merge.check_machines(args.sources, args.machines)
     builds = merge.timeline_builds(args.timeline) if args.timeline else None
     return merge.merge(
-        args.dest, args.sources, args.machine or None, args.update_benchmarks, args.replace, builds
+        args.dest, args.sources, args.machines or None, args.update_benchmarks, args.replace, builds
     ).show(args.dest)
 
 
 def cmd_record(args: argparse.Namespace) -> int:
     machine.require(args.machine)  # before anything runs
-    suite, asv_args = _suite(args), _asv_args(args)
+    suite, run = _suite(args), asv.run_args(_asv_args(args))  # asv's arguments, parsed once
     # what the plan says of each build's install (its disk, whether it is installed): as mpsbench bench says it
-    builds = bench.Builds(suite, bench.environment_python(asv_args))
-    return record.record(suite.conf, args.machine, asv_args, args.remeasure, builds)
+    builds = bench.Builds(suite, bench.environment_python(run))
+    return record.record(suite.conf, args.machine, run, args.remeasure, builds)
+
+
+@declares
+def _results(commands: Any) -> None:
+    """``mpsbench results merge`` and ``mpsbench results record``."""
+    results = commands.add_parser("results", help="asv results directories from several machines")
+    actions = results.add_subparsers(dest="results_command", metavar="ACTION", required=True)
+    merging = _command(
+        actions,
+        "merge",
+        "merge results directories into one, value by value, never replacing a recorded value",
+        cmd_merge,
+        **_doc(merge),
+    )
+    merging.add_argument(
+        "dest", type=Path, help="the results directory to merge into (created if absent)"
+    )
+    merging.add_argument("sources", type=Path, nargs="+", help="results directories to merge from")
+    _option(merging, "machines", help="merge only this machine's folder (repeatable)")
+    merging.add_argument(
+        "--update-benchmarks",
+        action="store_true",
+        help="the sources ran a newer suite: their benchmarks.json entries replace DEST's",
+    )
+    _option(
+        merging,
+        "timeline",
+        default=None,
+        help="the timeline repository: a file of a build that is none of its commits is refused",
+    )
+    merging.add_argument(
+        "--replace",
+        action="store_true",
+        help="re-measured on purpose: incoming values replace"
+        " recorded ones, which go to the audit trail DEST-replaced.jsonl",
+    )
+    recording = _command(
+        actions,
+        "record",
+        "run asv for what is missing into scratch and merge it in, never replacing a value",
+        cmd_record,
+        "config",
+        **_doc(record),
+    )
+    _option(
+        recording, "machine", required=True, help="asv's machine name (mpsbench machine --quiet)"
+    )
+    recording.add_argument(
+        "--remeasure",
+        action="store_true",
+        help="run every selected combination again; replaced values go to the audit trail",
+    )
+    _option(recording, "asv_args", help="asv run options and range, after --")
 
 
 def cmd_preselect(args: argparse.Namespace) -> None:
@@ -351,68 +756,313 @@ def cmd_preselect(args: argparse.Namespace) -> None:
     log.info(f"asv will run {len(chosen)} of the suite's {len(found)} combinations")
 
 
+@declares
+def _preselect(commands: Any) -> None:
+    selecting = _command(
+        commands,
+        "preselect",
+        "print an asv -b pattern naming exactly the combinations this run times",
+        cmd_preselect,
+        **_doc(preselect),
+    )
+    selecting.add_argument(
+        "--benchmark-dir",
+        type=Path,
+        default=Path("benchmarks"),
+        help="the suite's benchmark package (default: benchmarks)",
+    )
+    selecting.add_argument(
+        "--list",
+        action="store_true",
+        help="print every combination, a tab, and why this run leaves it out ('runs' if it does not)",
+    )
+
+
 # --- judging and publishing ------------------------------------------------------------------------------------
 def cmd_alert(args: argparse.Namespace) -> int:
-    options = alerts.Options(
-        tuple(args.machine), args.build, args.summary, args.confirm, args.results
+    return alerts.check(_suite(args), _filled(alerts.Options, args))[0]
+
+
+@declares
+def _alert(commands: Any) -> None:
+    alert = _command(
+        commands,
+        "alert",
+        "exit 1 if a machine's newest build is slower (docs/explanation/site.md)",
+        cmd_alert,
+        "config",
+        "manifest",
+        "timeline",
     )
-    return alerts.check(_suite(args), options)[0]
+    alert.add_argument(
+        "--results", type=Path, help="asv results directory (default: results_dir of --config)"
+    )
+    _option(alert, "machines")
+    alert.add_argument(
+        "--build", help="only machines whose newest build is this one (CHANNEL@ID or hash)"
+    )
+    _option(alert, "summary")
+    alert.add_argument(
+        "--confirm",
+        action="store_true",
+        help="raise an alert only if a fresh `mpsbench compare` of the"
+        " two builds says slower (measures on this machine: use with --machine for this machine)",
+    )
 
 
 def cmd_ops_rank(args: argparse.Namespace) -> int:
-    return rank_ops.run(
-        _suite(args),
-        rank_ops.Options(args.before, args.after, args.results_dir, args.machine, args.top or None),
+    return rank_ops.run(_suite(args), _filled(rank_ops.Options, args, top=args.top or None))
+
+
+@declares
+def _ops_rank(commands: Any) -> None:
+    ranking = _command(
+        commands,
+        "ops-rank",
+        "rank the op benchmarks by slowdown between two builds",
+        cmd_ops_rank,
+        "config",
+        **_doc(rank_ops),
+    )
+    ranking.add_argument(
+        "before", help="the older build: an asv results .json file, or a commit hash (prefix)"
+    )
+    ranking.add_argument("after", help="the newer build: as BEFORE")
+    ranking.add_argument(
+        "--results-dir",
+        type=Path,
+        help="where asv stores results, for commits (default: results_dir of --config)",
+    )
+    _option(ranking, "machine", help="the asv machine name, for commits (default: the only one)")
+    ranking.add_argument(
+        "--top",
+        type=text.number(int, 0, "--top"),
+        help="show the N largest ratios only (default, or 0: all)",
     )
 
 
-def fresh_options(
-    args: argparse.Namespace,
-    manifest_path: Path,
-    timeline_path: Path,
-    machine_name: str | None,
-    suite_root: Path | None,
-) -> fresh.Options:
-    """compare's and bisect's options (fresh_arguments), typed; the fleet's bisect step names its own files and machine.
-    Public, as fresh_arguments: tools/process_breakdown.py measures as compare does."""
-    return fresh.Options(
-        args.bench,
-        args.min_rounds,
-        args.max_rounds,
-        manifest_path,
-        timeline_path,
-        machine_name,
-        args.log,
-        args.threads,
-        suite_root,
-        args.time_budget,
+@declares
+def _factor(commands: Any) -> None:
+    _option(
+        _command(
+            commands,
+            "factor",
+            "print the regression factor a row is judged by (for asv continuous --factor)",
+            lambda args: print(f"{rule.factor(_suite(args).conf.thresholds, args.bench):g}"),
+            "config",
+        ),
+        "bench",
+        required=False,
+        default="",
+        help="the row, as asv names it (default: any row); a name, not a regex: the config's"
+        " regressions_thresholds regexes are matched against it, and a name none matches gets asv's"
+        " default, as asv continuous would",
     )
 
 
-def _adding(args: argparse.Namespace) -> nightlies.Options:
-    return nightlies.Options(
-        args.nightlies, tuple(args.index or ()), args.transformers, args.transformers_index
+def fresh_options(args: argparse.Namespace, **given: Any) -> fresh.Options:
+    """compare's and bisect's options (fresh_arguments), typed; the fleet's bisect step gives its
+    own files and machine. Public, as fresh_arguments: tools/process_breakdown.py measures as
+    compare does."""
+    return _filled(fresh.Options, args, **given)
+
+
+def fresh_arguments(
+    parser: argparse.ArgumentParser, files: bool = True, bisecting: bool = True
+) -> None:
+    """What compare and bisect share, and bisect's --nightlies; the fleet's bisect step sets the files itself."""
+    _option(parser, "bench")
+    rounds = text.number(int, verdict.FEWEST, "rounds", compare.MOST_ROUNDS)
+    parser.add_argument(
+        "--min-rounds",
+        type=rounds,
+        default=verdict.MIN_ROUNDS,
+        help="processes per build before the first planned look (early looks at 2 .. N-1 when N <= 5)",
+    )
+    parser.add_argument(
+        "--max-rounds",
+        type=rounds,
+        default=verdict.MAX_ROUNDS,
+        help="the rounds planned: with time budget left, an undecided pair goes on, up to 3x this",
+    )
+    parser.add_argument(
+        "--time-budget",
+        type=text.number(float, 1, "--time-budget", 24 * 60),
+        dest="minutes",
+        metavar="MINUTES",
+        default=fresh.TIME_BUDGET_MINUTES,
+        help="the whole command's wall-clock budget: a look it cannot reach in time is not started, and"
+        f" what is undecided then says so, exit 3 (default {fresh.TIME_BUDGET_MINUTES:g})",
+    )
+    _option(parser, "machine")
+    if files:
+        for option in (
+            "manifest",
+            "timeline",
+            "suite_root",
+        ):  # --suite-root, for tests: a stand-in suite
+            _option(parser, option)
+    _option(parser, "log")
+    _option(
+        parser,
+        "threads",
+        help="torch's cpu threads in both builds' processes (OMP_NUM_THREADS); default: torch's own, as"
+        " recorded. On a busy machine a cpu row's thread pool waits for a descheduled thread:"
+        " --threads 1 (docs/explanation/the-rule.md)",
+    )
+    if bisecting:  # the nightlies a search adds between two adjacent builds (nightlies.py)
+        parser.add_argument(
+            "--nightlies",
+            nargs="?",
+            type=text.number(int, 1, "--nightlies"),
+            const=nightlies.DEFAULT,
+            metavar="N",
+            help="where two adjacent builds leave PyTorch nightlies between them, add at"
+            f" most N of them (default {nightlies.DEFAULT}), spread by date, on a bisection channel, and"
+            " search on",
+        )
+        _option(
+            parser,
+            "index",
+            help="nightly PEP 503 index for --nightlies (repeatable; default PyTorch's)",
+        )
+        _option(parser, "transformers_index", help="where --nightlies pins transformers from")
+        _option(
+            parser,
+            "transformers",
+            help="transformers version --nightlies pins, or none (default: by torch)",
+        )
+
+
+def _fresh_command(
+    commands: Any,
+    module: Any,
+    name: str,
+    help_text: str,
+    func: Callable[[argparse.Namespace], int],
+) -> argparse.ArgumentParser:
+    """compare, bisect or explain: its module's first line, its options, then its exit statuses."""
+    return _command(
+        commands,
+        name,
+        help_text,
+        func,
+        description=module.__doc__.splitlines()[0],
+        epilog=module.EXIT_STATUSES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
-    return compare.compare(
-        args.a,
-        args.b,
-        fresh_options(args, args.manifest, args.timeline, args.machine, args.suite_root),
+    return compare.compare(args.a, args.b, fresh_options(args))
+
+
+@declares
+def _compare(commands: Any) -> None:
+    comparing = _fresh_command(
+        commands,
+        compare,
+        "compare",
+        "is build B slower than build A? fresh, interleaved processes; never the recorded results",
+        cmd_compare,
     )
+    comparing.add_argument(
+        "a", help="the reference build: CHANNEL@ID, a timeline hash (prefix) or a tag"
+    )
+    comparing.add_argument("b", help="the build under suspicion, named the same ways")
+    fresh_arguments(comparing, bisecting=False)
 
 
 def cmd_bisect(args: argparse.Namespace) -> int:
-    measuring = fresh_options(args, args.manifest, args.timeline, args.machine, args.suite_root)
     started = time.monotonic()
-    found = bisection.bisect(args.good, args.bad, measuring, _adding(args))
+    found = bisection.bisect(
+        args.good, args.bad, fresh_options(args), _filled(nightlies.Options, args)
+    )
     status = bisection.outcome(found)
     if isinstance(found, bisection.Found) and not args.no_explain:  # explain's own block, below
         explain.after_bisect(
-            found.before, found.first, _explaining(args), time.monotonic() - started
+            found.before, found.first, _filled(explain.Options, args), time.monotonic() - started
         )
     return status
+
+
+@declares
+def _bisect(commands: Any) -> None:
+    bisecting = _fresh_command(
+        commands,
+        bisection,
+        "bisect",
+        "the first build between GOOD and BAD that made one combination slower, measured afresh",
+        cmd_bisect,
+    )
+    bisecting.add_argument(
+        "good", help="the last known good build: CHANNEL@ID, a timeline hash (prefix) or a tag"
+    )
+    bisecting.add_argument("bad", help="a later build on the same line of builds that is slower")
+    fresh_arguments(bisecting)
+    bisecting.add_argument(  # bisect ends with explain's table unless told not to
+        "--no-explain",
+        action="store_true",
+        help="leave out the table of the ops that changed"
+        " in the first bad build (mpsbench explain), which otherwise ends the bisection",
+    )
+
+
+# --- explain: the ops inside a combination's step that changed between two builds ---------------------------------
+def cmd_explain(args: argparse.Namespace) -> int:
+    return explain.run(args.a, args.b, _filled(explain.Options, args))
+
+
+@declares
+def _explain(commands: Any) -> None:
+    """``mpsbench explain A B -b ROW``: its first line and exit statuses as compare's are shown."""
+    explaining = _fresh_command(
+        commands,
+        explain,
+        "explain",
+        "which ops in one combination's step changed from build A to B:"
+        " torch.profiler in fresh, interleaved processes",
+        cmd_explain,
+    )
+    explaining.add_argument(
+        "a", help="the reference build: CHANNEL@ID, a timeline hash (prefix) or a tag"
+    )
+    explaining.add_argument("b", help="the build to explain, named the same ways")
+    _option(explaining, "bench")
+    explaining.add_argument(
+        "--rounds",
+        type=text.number(int, 1, "--rounds", 50),
+        default=explain.ROUNDS,
+        help=f"fresh processes per build, interleaved (default {explain.ROUNDS})",
+    )
+    explaining.add_argument(
+        "--calls",
+        type=text.number(int, 1, "--calls", 1000),
+        default=explain.CALLS,
+        help=f"profiled calls of the timed method per process (default {explain.CALLS})",
+    )
+    explaining.add_argument(
+        "--top",
+        type=text.number(int, 1, "--top"),
+        default=explain.TOP,
+        help=f"rows shown (default {explain.TOP}); every row counts in the sums",
+    )
+    explaining.add_argument(
+        "--save",
+        type=_new_file,
+        metavar="FILE",
+        help="also write the table to FILE and its numbers to FILE.json",
+    )
+    explaining.add_argument(
+        "--keep",
+        action="store_true",
+        help="also keep the table beside the results (explain/),"
+        " where the published site links the regression it explains, as bisect keeps its own",
+    )
+    for option in ("machine", "manifest", "timeline", "suite_root"):
+        _option(explaining, option)
+    _option(explaining, "log", help="append asv's and the processes' own output here")
+    _option(explaining, "threads")
 
 
 def cmd_report(args: argparse.Namespace) -> None:
@@ -433,14 +1083,58 @@ def cmd_publish(args: argparse.Namespace) -> None:
     publish.publish(suite, args.asv_args)
 
 
+@declares
+def _report(commands: Any) -> None:
+    reporting = _command(
+        commands, "report", "figures and a summary from an asv results directory", cmd_report
+    )
+    reporting.add_argument(
+        "results_dir", type=Path, help="asv's results directory (results_dir in asv.conf.json)"
+    )
+    reporting.add_argument(
+        "out_dir", type=Path, help="where the PNGs, summary.md and summary.html go"
+    )
+    _option(
+        reporting,
+        "config",
+        help="asv.conf.json: the regression thresholds and the"
+        " timeline repository (default: ./asv.conf.json if present)",
+    )
+    reporting.add_argument(
+        "--site", type=Path, help="the published html_dir, to list the regressions asv detected"
+    )
+
+
+@declares
+def _publish(commands: Any) -> None:
+    publishing = _command(
+        commands,
+        "publish",
+        "publish the site: asv publish, the regressions re-judged, PyTorch links, the"
+        f" figures, offline libraries (scripts/publish; --config defaults to ${settings.CONFIG}, else"
+        f" {asvconf.CONFIG})",
+        cmd_publish,
+    )
+    _option(
+        publishing,
+        "config",
+        help=f"the asv configuration (default ${settings.CONFIG}, else {asvconf.CONFIG})",
+    )
+    _option(publishing, "asv_args", help="options for asv publish")
+
+
 # --- the fleet's nightly job -----------------------------------------------------------------------------------
 def _nightly_bisect(fleet: nightly.Fleet, args: argparse.Namespace) -> int:
     def search(suite: Suite, machine_name: str) -> tuple[str, str] | str:
         # mpsbench bisect's own options, but for the manifest and timeline: the fleet's
         measuring = fresh_options(
-            args, suite.manifest_path, suite.timeline_path, machine_name, fleet.suite
+            args,
+            manifest=suite.manifest_path,
+            timeline=suite.timeline_path,
+            machine=machine_name,
+            suite_root=fleet.suite,
         )
-        found = bisection.bisect(args.good, args.bad, measuring, _adding(args))
+        found = bisection.bisect(args.good, args.bad, measuring, _filled(nightlies.Options, args))
         return (found.first, found.upstream) if isinstance(found, bisection.Found) else found.reason
 
     return nightly.bisect(fleet, args.bench, args.good, args.bad, args.machine, search)
@@ -449,31 +1143,17 @@ def _nightly_bisect(fleet: nightly.Fleet, args: argparse.Namespace) -> int:
 NIGHTLY_STEPS: dict[str, Callable[[nightly.Fleet, argparse.Namespace], int]] = {
     "fetch": lambda fleet, args: nightly.fetch(fleet, args.remote, args.branch),
     "push": lambda fleet, args: nightly.push(fleet, args.message, args.remote, args.branch),
-    "resolve": lambda fleet, args: nightly.resolve_nightly(
-        fleet,
-        nightly.Resolving(
-            tuple(args.index or ()), args.transformers_index, args.transformers, args.dry_run
-        ),
-    ),
-    "bench": lambda fleet, args: nightly.bench(
-        fleet,
-        nightly.Benching(
-            args.machine,
-            tuple(args.device),
-            tuple(args.bench),
-            args.limit,
-            args.dry_run,
-            args.confirm,
-        ),
-    ),
+    "resolve": lambda fleet, args: nightly.resolve_nightly(fleet, _filled(nightly.Resolving, args)),
+    "bench": lambda fleet, args: nightly.bench(fleet, _filled(nightly.Benching, args)),
     "collect": lambda fleet, args: nightly.collect(fleet, args.sources, args.update_benchmarks),
     "publish": lambda fleet, args: nightly.publish(fleet),
-    "alert": lambda fleet, args: nightly.alert(fleet, args.machine, args.summary),
+    "alert": lambda fleet, args: nightly.alert(fleet, args.machines, args.summary),
     "bisect": _nightly_bisect,
 }
 
 
-def _nightly_parser(commands: Any) -> None:
+@declares
+def _nightly(commands: Any) -> None:
     where = OneLineParser(add_help=False)  # every step's options
     where.add_argument(
         "--suite",
@@ -525,26 +1205,22 @@ def _nightly_parser(commands: Any) -> None:
         remote,
     ).add_argument("--message", default="mpsbench nightly", help="the commit message")
     resolving = step("resolve", "append the newest nightly to the fleet's manifest")
-    resolving.add_argument(
-        "--index", action="append", help="nightly PEP 503 index (repeatable; default PyTorch's)"
-    )
-    resolving.add_argument(
-        "--transformers-index", default=resolve.PYPI, help="where transformers is pinned from"
-    )
-    resolving.add_argument(
-        "--transformers", help="transformers version to pin, or none (default: by torch)"
-    )
+    _option(resolving, "index")
+    _option(resolving, "transformers_index", help="where transformers is pinned from")
+    _option(resolving, "transformers")
     resolving.add_argument(
         "--dry-run", action="store_true", help="say what would be added; change nothing"
     )
     benching = step("bench", "benchmark every build this machine has no results for, then alert")
-    benching.add_argument(
-        "--machine",
-        type=MACHINE_NAME,
+    _option(
+        benching,
+        "machine",
         help=f"machine name (default: ${settings.MACHINE}, else from the chip and core count)",
     )
     benching.add_argument(
         "--device",
+        dest="devices",
+        metavar="DEVICE",
         action="append",
         default=[],
         help="only these devices (repeatable or comma-separated; refused if not usable here)",
@@ -579,16 +1255,8 @@ def _nightly_parser(commands: Any) -> None:
     )
     step("publish", "publish the site of the fleet's results into WORKDIR/html (mpsbench publish)")
     alerting = step("alert", "exit 1 if a machine's newest build is slower than the one before")
-    alerting.add_argument(
-        "--machine",
-        action="append",
-        default=[],
-        type=MACHINE_NAME,
-        help="only this machine (repeatable)",
-    )
-    alerting.add_argument(
-        "--summary", type=_new_file, help="also write the alerts as Markdown to this file"
-    )
+    _option(alerting, "machines")
+    _option(alerting, "summary")
     # mpsbench bisect's own options, but the fleet's manifest and timeline: a channel --nightlies adds goes into the fleet's
     bisecting = step(
         "bisect",
@@ -602,635 +1270,14 @@ def _nightly_parser(commands: Any) -> None:
 
 
 # --- the parser ------------------------------------------------------------------------------------------------
-def _build_parsers(commands: Any) -> None:
-    """``mpsbench build ...``, ``mpsbench timeline ...`` and ``mpsbench machine``."""
-    shared: dict[str, dict[str, Any]] = {  # the options several add-* commands share
-        "--parent": {"help": "for a new channel: the CHANNEL@ID build it forks from"},
-        "--transformers": {"help": "transformers version to pin, or none (default: by torch)"},
-        "--id": {"help": "build id (default: from the torch version)"},
-        "--note": {"default": "", "help": "a line for the commit message"},
-        "--transformers-index": {
-            "default": resolve.PYPI,
-            "help": "PEP 503 index of the other wheels (default PyPI)",
-        },
-    }
-    build = commands.add_parser(
-        "build", help="add PyTorch builds to the manifest (and the timeline)"
-    )
-    actions = build.add_subparsers(dest="build_command", metavar="ACTION", required=True)
-
-    def adding(
-        name: str, help_text: str, channel: str, *options: str, **defaults: Any
-    ) -> argparse.ArgumentParser:
-        """An add-* command: unless ``defaults`` say otherwise, cmd_add appends what its ``resolver`` makes."""
-        parser = _command(actions, name, help_text, cmd_add, "manifest", "timeline")
-        parser.set_defaults(**defaults)
-        parser.add_argument(
-            "--channel", default=channel, help=f"channel (branch) to append to (default {channel})"
-        )
-        for option in ("--parent", "--transformers", *options):
-            parser.add_argument(option, **shared[option])
-        return parser
-
-    release = adding(
-        "add-release", "a release from PyPI, e.g. 2.14.1", "release", resolver=_release
-    )
-    release.add_argument("version")
-    release.add_argument("--index", default=resolve.PYPI, help="PEP 503 index (default PyPI)")
-    release.add_argument(
-        "--torchvision", help="torchvision version (default: the one made for this torch)"
-    )
-    release.add_argument(
-        "--python",
-        nargs="+",
-        help="python tags to pin on every platform"
-        " (default: per platform, the manifest's defaults' Pythons, else cp310-cp313)",
-    )
-    release.add_argument(
-        "--date", type=_date, help="override the build date (YYYY-MM-DDTHH:MM:SSZ)"
-    )
-    nightly_build = adding(
-        "add-nightly",
-        "a nightly by date (YYYY-MM-DD) or 'latest'",
-        "nightly",
-        "--transformers-index",
-        func=cmd_add_nightly,
-    )
-    nightly_build.add_argument("date")
-    nightly_build.add_argument(
-        "--index", action="append", help="nightly PEP 503 index (repeatable; default PyTorch's)"
-    )
-    nightly_build.add_argument(
-        "--python", nargs="+", default=list(resolve.PYTHONS), help="python tags to pin"
-    )
-    wheel = adding(
-        "add-wheel",
-        "a torch wheel file, e.g. one built from source",
-        "local",
-        "--id",
-        "--note",
-        "--transformers-index",
-        resolver=lambda args, suite: resolve.wheel_file(
-            args.path,
-            torchvision=args.torchvision,
-            transformers=args.transformers,
-            index=args.transformers_index,
-            sha256=args.sha256,
-            build_id=args.id,
-            note=args.note,
-        ),
-    )
-    wheel.add_argument("path", type=Path)
-    wheel.add_argument("--torchvision", type=Path, help="a torchvision wheel file to pin beside it")
-    wheel.add_argument("--sha256", help="refuse the file unless it has this sha256")
-    url = adding(
-        "add-url",
-        "a torch wheel at a URL (fetched once, checksum checked)",
-        "local",
-        "--id",
-        "--note",
-        "--transformers-index",
-        resolver=lambda args, suite: resolve.wheel_url(
-            args.url,
-            sha256=args.sha256,
-            transformers=args.transformers,
-            index=args.transformers_index,
-            build_id=args.id,
-            note=args.note,
-        ),
-    )
-    url.add_argument("url")
-    url.add_argument("--sha256", help="the wheel's sha256 (or end the URL with #sha256=...)")
-    here = adding(
-        "add-existing",
-        "a torch already installed here, used in place",
-        "local",
-        "--id",
-        "--note",
-        resolver=_existing,
-    )
-    here.add_argument("site_packages", type=Path, help="the site-packages folder that holds torch")
-    here.add_argument(
-        "--date",
-        type=_date,
-        help="build date, YYYY-MM-DDTHH:MM:SSZ (default: when torch/version.py was written)",
-    )
-    here.add_argument(
-        "--env",
-        action="append",
-        default=[],
-        metavar="NAME=VALUE",
-        help="set in every process of this build's environment (repeatable)",
-    )
-    _command(
-        actions, "list", "the builds and their timeline commits", cmd_list, "manifest", "timeline"
-    )
-
-    line = commands.add_parser("timeline", help="the timeline repository asv walks")
-    timeline_actions = line.add_subparsers(dest="timeline_command", metavar="ACTION", required=True)
-
-    action = functools.partial(_command, timeline_actions)
-    action(
-        "generate",
-        "(re)generate the timeline from the manifest",
-        cmd_generate,
-        "manifest",
-        "timeline",
-    ).add_argument("--force", action="store_true", help="accept a rewritten channel history")
-    span = action(
-        "range",
-        "the PyTorch commit range between two builds",
-        lambda args: print(_suite(args).upstream_range(args.old, args.new)),
-        "manifest",
-        "timeline",
-    )
-    span.add_argument("old", help="CHANNEL@ID, a tag or timeline commit hash (prefix)")
-    span.add_argument("new", help="CHANNEL@ID, a tag or timeline commit hash (prefix)")
-    default = action(
-        "default",
-        "this platform's default timeline (builds/manifest.json 'defaults'): builds and Pythons",
-        cmd_default,
-        "manifest",
-        "timeline",
-    )
-    default.add_argument(
-        "--platform", choices=wheels.PLATFORMS, help="a manifest platform (default: this machine's)"
-    )
-    default.add_argument(
-        "--pythons", action="store_true", help="print only the Pythons to run, one a line"
-    )
-    default.add_argument(
-        "--hashes", action="store_true", help="print only the timeline commits --python runs"
-    )
-    default.add_argument("--python", help="with --hashes: the Python, e.g. 3.10")
-    action(
-        "check-range",
-        "refuse, in one line, an asv run range that names no timeline commit",
-        lambda args: bench.check_range(_suite(args), _asv_args(args)),
-        "timeline",
-    ).add_argument("asv_args", nargs=argparse.REMAINDER, help="the arguments given to asv run")
-
-    host = _command(
-        commands, "machine", "write a stable asv machine entry for this machine", cmd_machine
-    )
-    host.add_argument(
-        "--name", type=MACHINE_NAME, help="machine name (default: from chip and core count)"
-    )
-    host.add_argument("--quiet", action="store_true", help="print only the machine's name")
-
-
-def fresh_arguments(
-    parser: argparse.ArgumentParser, files: bool = True, bisecting: bool = True
-) -> None:
-    """What compare and bisect share, and bisect's --nightlies; the fleet's bisect step sets the files itself."""
-    parser.add_argument(
-        "-b", "--bench", required=True, help="a regex naming ONE benchmark combination, as asv -b"
-    )
-    rounds = text.number(int, verdict.FEWEST, "rounds", compare.MOST_ROUNDS)
-    parser.add_argument(
-        "--min-rounds",
-        type=rounds,
-        default=verdict.MIN_ROUNDS,
-        help="processes per build before the first planned look (early looks at 2 .. N-1 when N <= 5)",
-    )
-    parser.add_argument(
-        "--max-rounds",
-        type=rounds,
-        default=verdict.MAX_ROUNDS,
-        help="the rounds planned: with time budget left, an undecided pair goes on, up to 3x this",
-    )
-    parser.add_argument(
-        "--time-budget",
-        type=text.number(float, 1, "--time-budget", 24 * 60),
-        metavar="MINUTES",
-        default=fresh.TIME_BUDGET_MINUTES,
-        help="the whole command's wall-clock budget: a look it cannot reach in time is not started, and"
-        f" what is undecided then says so, exit 3 (default {fresh.TIME_BUDGET_MINUTES:g})",
-    )
-    parser.add_argument(
-        "--machine", type=MACHINE_NAME, help="asv machine name (default: mpsbench machine's)"
-    )
-    if files:
-        parser.add_argument(
-            "--manifest", type=Path, default=history.MANIFEST, help=f"default {history.MANIFEST}"
-        )
-        parser.add_argument(
-            "--timeline", type=Path, default=history.TIMELINE, help=f"default {history.TIMELINE}"
-        )
-        parser.add_argument(
-            "--suite-root", type=Path, default=None, help=argparse.SUPPRESS
-        )  # tests: a stand-in suite
-    parser.add_argument("--log", type=Path, help="append asv's own output here")
-    parser.add_argument(
-        "--threads",
-        type=text.number(int, 1, "--threads"),
-        metavar="N",
-        help="torch's cpu threads in both builds' processes (OMP_NUM_THREADS); default: torch's own, as"
-        " recorded. On a busy machine a cpu row's thread pool waits for a descheduled thread:"
-        " --threads 1 (docs/explanation/the-rule.md)",
-    )
-    if bisecting:  # the nightlies a search adds between two adjacent builds (nightlies.py)
-        parser.add_argument(
-            "--nightlies",
-            nargs="?",
-            type=text.number(int, 1, "--nightlies"),
-            const=nightlies.DEFAULT,
-            metavar="N",
-            help="where two adjacent builds leave PyTorch nightlies between them, add at"
-            f" most N of them (default {nightlies.DEFAULT}), spread by date, on a bisection channel, and"
-            " search on",
-        )
-        parser.add_argument(
-            "--index",
-            action="append",
-            help="nightly PEP 503 index for --nightlies (repeatable; default PyTorch's)",
-        )
-        parser.add_argument(
-            "--transformers-index",
-            default=resolve.PYPI,
-            help="where --nightlies pins transformers from",
-        )
-        parser.add_argument(
-            "--transformers",
-            help="transformers version --nightlies pins, or none (default: by torch)",
-        )
-
-
-def _fresh_parsers(commands: Any) -> None:
-    """``mpsbench compare`` and ``mpsbench bisect``: each module's first line, its options, then its exit statuses."""
-
-    def command(
-        module: Any, name: str, help_text: str, func: Callable[[argparse.Namespace], int]
-    ) -> argparse.ArgumentParser:
-        return _command(
-            commands,
-            name,
-            help_text,
-            func,
-            description=module.__doc__.splitlines()[0],
-            epilog=module.EXIT_STATUSES,
-            formatter_class=argparse.RawDescriptionHelpFormatter,
-        )
-
-    comparing = command(
-        compare,
-        "compare",
-        "is build B slower than build A? fresh, interleaved processes; never the recorded results",
-        cmd_compare,
-    )
-    comparing.add_argument(
-        "a", help="the reference build: CHANNEL@ID, a timeline hash (prefix) or a tag"
-    )
-    comparing.add_argument("b", help="the build under suspicion, named the same ways")
-    fresh_arguments(comparing, bisecting=False)
-    bisecting = command(
-        bisection,
-        "bisect",
-        "the first build between GOOD and BAD that made one combination slower, measured afresh",
-        cmd_bisect,
-    )
-    bisecting.add_argument(
-        "good", help="the last known good build: CHANNEL@ID, a timeline hash (prefix) or a tag"
-    )
-    bisecting.add_argument("bad", help="a later build on the same line of builds that is slower")
-    fresh_arguments(bisecting)
-
-
-# --- explain: the ops inside a combination's step that changed between two builds ---------------------------------
-def cmd_explain(args: argparse.Namespace) -> int:
-    return explain.run(args.a, args.b, _explaining(args))
-
-
-def _explaining(args: argparse.Namespace) -> explain.Options:
-    """explain's options from its own command line, or from bisect's (its defaults where bisect has none)."""
-    return explain.Options(
-        args.bench,
-        args.manifest,
-        args.timeline,
-        args.machine,
-        args.log,
-        args.threads,
-        args.suite_root,
-        getattr(args, "rounds", explain.ROUNDS),
-        getattr(args, "calls", explain.CALLS),
-        getattr(args, "top", explain.TOP),
-        getattr(args, "save", None),
-        getattr(args, "keep", False),
-    )
-
-
-def _explain_parser(commands: Any) -> None:
-    """``mpsbench explain A B -b ROW``: its first line and exit statuses as compare's are shown."""
-    explaining = _command(
-        commands,
-        "explain",
-        "which ops in one combination's step changed from build A to B:"
-        " torch.profiler in fresh, interleaved processes",
-        cmd_explain,
-        description=explain.__doc__.splitlines()[0],
-        epilog=explain.EXIT_STATUSES,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    explaining.add_argument(
-        "a", help="the reference build: CHANNEL@ID, a timeline hash (prefix) or a tag"
-    )
-    explaining.add_argument("b", help="the build to explain, named the same ways")
-    explaining.add_argument(
-        "-b", "--bench", required=True, help="a regex naming ONE benchmark combination, as asv -b"
-    )
-    explaining.add_argument(
-        "--rounds",
-        type=text.number(int, 1, "--rounds", 50),
-        default=explain.ROUNDS,
-        help=f"fresh processes per build, interleaved (default {explain.ROUNDS})",
-    )
-    explaining.add_argument(
-        "--calls",
-        type=text.number(int, 1, "--calls", 1000),
-        default=explain.CALLS,
-        help=f"profiled calls of the timed method per process (default {explain.CALLS})",
-    )
-    explaining.add_argument(
-        "--top",
-        type=text.number(int, 1, "--top"),
-        default=explain.TOP,
-        help=f"rows shown (default {explain.TOP}); every row counts in the sums",
-    )
-    explaining.add_argument(
-        "--save",
-        type=_new_file,
-        metavar="FILE",
-        help="also write the table to FILE and its numbers to FILE.json",
-    )
-    explaining.add_argument(
-        "--keep",
-        action="store_true",
-        help="also keep the table beside the results (explain/),"
-        " where the published site links the regression it explains, as bisect keeps its own",
-    )
-    explaining.add_argument(
-        "--machine", type=MACHINE_NAME, help="asv machine name (default: mpsbench machine's)"
-    )
-    explaining.add_argument(
-        "--manifest", type=Path, default=history.MANIFEST, help=f"default {history.MANIFEST}"
-    )
-    explaining.add_argument(
-        "--timeline", type=Path, default=history.TIMELINE, help=f"default {history.TIMELINE}"
-    )
-    explaining.add_argument(
-        "--suite-root", type=Path, default=None, help=argparse.SUPPRESS
-    )  # tests: a stand-in suite
-    explaining.add_argument(
-        "--log", type=Path, help="append asv's and the processes' own output here"
-    )
-    explaining.add_argument(
-        "--threads",
-        type=text.number(int, 1, "--threads"),
-        metavar="N",
-        help="torch's cpu threads in both builds' processes (OMP_NUM_THREADS); default: torch's own",
-    )
-    bisecting = commands.choices["bisect"]  # bisect ends with explain's table unless told not to
-    bisecting.add_argument(
-        "--no-explain",
-        action="store_true",
-        help="leave out the table of the ops that changed"
-        " in the first bad build (mpsbench explain), which otherwise ends the bisection",
-    )
-
-
 def build_parser() -> argparse.ArgumentParser:
     parser = OneLineParser(
         prog="mpsbench",
         description="PyTorch training and inference benchmarks for mps, cuda and cpu (asv suite helpers).",
     )
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
-    command = functools.partial(_command, commands)
-    command("models", "list the registered models", cmd_models)
-    command("devices", "list devices and whether they are usable here", cmd_devices).add_argument(
-        "--usable",
-        action="store_true",
-        help="print only the usable devices, comma-separated (a value for MPSBENCH_DEVICES)",
-    )
-    run = command("run", "time one model outside asv for a quick look", cmd_run)
-    run.add_argument(
-        "model", help=f"one of: {', '.join(models.REGISTRY)} (as `mpsbench models` lists them)"
-    )
-    run.add_argument(
-        "--device", default="cpu", help=f"one of: {', '.join(devices.NAMES)} (default cpu)"
-    )
-    run.add_argument(
-        "--batch-size",
-        type=text.number(int, 1, "--batch-size"),
-        help="default: the model's seed batch size",
-    )
-    run.add_argument(
-        "--kind", default="both", choices=("training", "inference", "both"), help="default both"
-    )
-    run.add_argument(
-        "--seconds",
-        type=text.number(float, 1e-3, "--seconds", 3600),
-        default=1.0,
-        help="least time spent timing each workload",
-    )
-    command(
-        "doctor",
-        "check this machine before a run: devices, memory, power, heat, load",
-        lambda args: doctor.run(args.strict),
-        **_doc(doctor),
-    ).add_argument("--strict", action="store_true", help="exit 1 when any check warns")
-    _build_parsers(commands)
-
-    benching = command(
-        "bench",
-        "set-up check, timeline, machine, record every build's missing values, publish (scripts/bench)",
-        lambda args: bench.bench(_suite(args), bench.Options(tuple(args.asv_args), args.remeasure)),
-        allow_abbrev=False,
-        **_doc(bench),
-    )
-    benching.add_argument(
-        "--remeasure",
-        action="store_true",
-        help="run the selection again; replaced values go to .asv/results-replaced.jsonl",
-    )
-    benching.set_defaults(passes_through=True)  # every other argument goes to asv run
-    results = commands.add_parser("results", help="asv results directories from several machines")
-    actions = results.add_subparsers(dest="results_command", metavar="ACTION", required=True)
-    merging = _command(
-        actions,
-        "merge",
-        "merge results directories into one, value by value, never replacing a recorded value",
-        cmd_merge,
-        **_doc(merge),
-    )
-    merging.add_argument(
-        "dest", type=Path, help="the results directory to merge into (created if absent)"
-    )
-    merging.add_argument("sources", type=Path, nargs="+", help="results directories to merge from")
-    merging.add_argument(
-        "--machine",
-        action="append",
-        default=[],
-        type=MACHINE_NAME,
-        help="merge only this machine's folder (repeatable)",
-    )
-    merging.add_argument(
-        "--update-benchmarks",
-        action="store_true",
-        help="the sources ran a newer suite: their benchmarks.json entries replace DEST's",
-    )
-    merging.add_argument(
-        "--timeline",
-        type=Path,
-        help="the timeline repository: a file of a build that is none of its commits is refused",
-    )
-    merging.add_argument(
-        "--replace",
-        action="store_true",
-        help="re-measured on purpose: incoming values replace"
-        " recorded ones, which go to the audit trail DEST-replaced.jsonl",
-    )
-    recording = _command(
-        actions,
-        "record",
-        "run asv for what is missing into scratch and merge it in, never replacing a value",
-        cmd_record,
-        "config",
-        **_doc(record),
-    )
-    recording.add_argument(
-        "--machine",
-        required=True,
-        type=MACHINE_NAME,
-        help="asv's machine name (mpsbench machine --quiet)",
-    )
-    recording.add_argument(
-        "--remeasure",
-        action="store_true",
-        help="run every selected combination again; replaced values go to the audit trail",
-    )
-    recording.add_argument(
-        "asv_args", nargs=argparse.REMAINDER, help="asv run options and range, after --"
-    )
-    selecting = command(
-        "preselect",
-        "print an asv -b pattern naming exactly the combinations this run times",
-        cmd_preselect,
-        **_doc(preselect),
-    )
-    selecting.add_argument(
-        "--benchmark-dir",
-        type=Path,
-        default=Path("benchmarks"),
-        help="the suite's benchmark package (default: benchmarks)",
-    )
-    selecting.add_argument(
-        "--list",
-        action="store_true",
-        help="print every combination, a tab, and why this run leaves it out ('runs' if it does not)",
-    )
-
-    alert = command(
-        "alert",
-        "exit 1 if a machine's newest build is slower (docs/explanation/site.md)",
-        cmd_alert,
-        "config",
-        "manifest",
-        "timeline",
-    )
-    alert.add_argument(
-        "--results", type=Path, help="asv results directory (default: results_dir of --config)"
-    )
-    alert.add_argument(
-        "--machine",
-        action="append",
-        default=[],
-        type=MACHINE_NAME,
-        help="only this machine (repeatable)",
-    )
-    alert.add_argument(
-        "--build", help="only machines whose newest build is this one (CHANNEL@ID or hash)"
-    )
-    alert.add_argument(
-        "--summary", type=_new_file, help="also write the alerts as Markdown to this file"
-    )
-    alert.add_argument(
-        "--confirm",
-        action="store_true",
-        help="raise an alert only if a fresh `mpsbench compare` of the"
-        " two builds says slower (measures on this machine: use with --machine for this machine)",
-    )
-    ranking = command(
-        "ops-rank",
-        "rank the op benchmarks by slowdown between two builds",
-        cmd_ops_rank,
-        "config",
-        **_doc(rank_ops),
-    )
-    ranking.add_argument(
-        "before", help="the older build: an asv results .json file, or a commit hash (prefix)"
-    )
-    ranking.add_argument("after", help="the newer build: as BEFORE")
-    ranking.add_argument(
-        "--results-dir",
-        type=Path,
-        help="where asv stores results, for commits (default: results_dir of --config)",
-    )
-    ranking.add_argument(
-        "--machine",
-        type=MACHINE_NAME,
-        help="the asv machine name, for commits (default: the only one)",
-    )
-    ranking.add_argument(
-        "--top",
-        type=text.number(int, 0, "--top"),
-        help="show the N largest ratios only (default, or 0: all)",
-    )
-    command(
-        "factor",
-        "print the regression factor a row is judged by (for asv continuous --factor)",
-        lambda args: print(f"{rule.factor(_suite(args).conf.thresholds, args.bench):g}"),
-        "config",
-    ).add_argument(
-        "-b",
-        "--bench",
-        default="",
-        help="the row, as asv names it (default: any row); a name, not a regex: the config's"
-        " regressions_thresholds regexes are matched against it, and a name none matches gets asv's default, as asv"
-        " continuous would",
-    )
-    _fresh_parsers(commands)
-    _explain_parser(commands)
-
-    reporting = command("report", "figures and a summary from an asv results directory", cmd_report)
-    reporting.add_argument(
-        "results_dir", type=Path, help="asv's results directory (results_dir in asv.conf.json)"
-    )
-    reporting.add_argument(
-        "out_dir", type=Path, help="where the PNGs, summary.md and summary.html go"
-    )
-    reporting.add_argument(
-        "--config",
-        type=Path,
-        help="asv.conf.json: the regression thresholds and the"
-        " timeline repository (default: ./asv.conf.json if present)",
-    )
-    reporting.add_argument(
-        "--site", type=Path, help="the published html_dir, to list the regressions asv detected"
-    )
-    publishing = command(
-        "publish",
-        "publish the site: asv publish, the regressions re-judged, PyTorch links, the"
-        f" figures, offline libraries (scripts/publish; --config defaults to ${settings.CONFIG}, else"
-        f" {asvconf.CONFIG})",
-        cmd_publish,
-    )
-    publishing.add_argument(
-        "--config",
-        type=Path,
-        help=f"the asv configuration (default ${settings.CONFIG}, else {asvconf.CONFIG})",
-    )
-    publishing.add_argument("asv_args", nargs=argparse.REMAINDER, help="options for asv publish")
-    _nightly_parser(commands)
+    for declare in DECLARED:
+        declare(commands)
     return parser
 
 

@@ -253,6 +253,12 @@ def bad_range(repo: Path, asv_run_args: list[str]) -> str | None:
         arg = asv.run_args(asv_run_args).range
     except asv.AsvError:
         return None
+    return range_refusal(repo, arg)
+
+
+def range_refusal(repo: Path, arg: str | None) -> str | None:
+    """Why ``arg``, the range of a parsed ``asv run`` (None: each branch's newest build), names no
+    timeline build, or None."""
     if arg is None:
         return None
     try:

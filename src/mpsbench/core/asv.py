@@ -16,7 +16,7 @@ import signal
 import subprocess
 import sys
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -129,6 +129,11 @@ class RunArgs:
     dry_run: bool
     # the options that change what a recorded value means (--quick, -a repeat=1, --set-commit-hash, ...), why each
     changes_values: tuple[str, ...] = ()
+
+    def before(self, *options: str) -> RunArgs:
+        """The same run with ``options`` first among the rest (one given again later wins, as in
+        asv's parser): what parsing them in front of the arguments gives, without parsing again."""
+        return replace(self, rest=[*options, *self.rest])
 
 
 def run_args(args: Sequence[str]) -> RunArgs:

@@ -272,7 +272,9 @@ def bench(fleet: Fleet, options: Benching) -> int:
         )
         # measured into scratch and merged value by value: nothing recorded is replaced (mpsbench.results.record)
         status = record.record(
-            suite.conf, name, [*quick, "-b", asv.pattern(chosen), f"HASHFILE:{hashfile}"]
+            suite.conf,
+            name,
+            asv.run_args([*quick, "-b", asv.pattern(chosen), f"HASHFILE:{hashfile}"]),
         )
     if options.dry_run:
         log.info("dry run: nothing was recorded")

@@ -15,7 +15,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from mpsbench.core import asv, asvconf, progress
+from mpsbench.core import asv, progress
 from mpsbench.measure import devices, preselect
 from mpsbench.regressions import fresh, verdict
 
@@ -288,8 +288,7 @@ def check(args: fresh.Options) -> None:
     fresh.round_process(
         None, dict(os.environ)
     )  # a bad MPSBENCH_ROUND_PROCESS: refused before anything is measured
-    suite = asvconf.load((args.suite_root or asvconf.ROOT) / asvconf.CONFIG)
-    benchmarks = preselect.discover(suite.benchmarks)
+    benchmarks = preselect.discover(args.conf.benchmarks)
     found = asv.matching(preselect.names(benchmarks), [args.bench])
     fresh.one_combination(args.bench, found, " (mpsbench preselect --list lists them)")
     # Every process would only skip, after asv has downloaded and installed both builds: minutes and gigabytes

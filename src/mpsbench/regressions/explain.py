@@ -20,11 +20,12 @@ import sys
 import time
 from collections import defaultdict
 from dataclasses import asdict, dataclass, field
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
 from mpsbench.builds import timeline
-from mpsbench.core import asv, asvconf, progress, text
+from mpsbench.core import asv, progress, text
 from mpsbench.core.errors import UserError
 from mpsbench.regressions import compare, fresh, profile_step, servers
 
@@ -61,8 +62,10 @@ class Options:
         False  # also keep it beside the results for the site (:func:`keep`), as bisect does
     )
 
+    @cached_property
     def measuring(self) -> fresh.Options:
-        """The options of the fresh session explain runs in (its rounds are explain's own)."""
+        """The options of the fresh session explain runs in (its rounds are explain's own); one for
+        the command, so that the suite's asv.conf.json is read once."""
         return fresh.Options(
             self.bench,
             self.rounds,
@@ -390,7 +393,7 @@ def _profile(
 def explain(a_ref: str, b_ref: str, options: Options) -> Explained:
     """Profile the combination in builds A and B afresh and tabulate what changed; nothing is recorded."""
     started = time.monotonic()
-    measuring = options.measuring()
+    measuring = options.measuring
     compare.check(measuring)
     _, _, (a, b) = fresh.name_builds([a_ref, b_ref], options.manifest, options.timeline)
     if a.name == b.name:
@@ -470,8 +473,7 @@ def after_bisect(before: str, first: str, options: Options, bisected: float) -> 
 
 def keep(found: Explained, options: Options) -> Path:
     """The table kept beside the suite's results (:func:`stored`), named for the site (:func:`stored_name`)."""
-    root = options.suite_root or asvconf.ROOT
-    folder = stored(asvconf.load(root / asvconf.CONFIG).results)
+    folder = stored(options.measuring.conf.results)
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / stored_name(found.combination, *found.commits)
     save(found, path, options.top)

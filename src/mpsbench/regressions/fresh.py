@@ -19,6 +19,7 @@ import tempfile
 import time
 from collections.abc import Generator
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 
 from mpsbench.builds import history, machine, timeline
@@ -99,13 +100,19 @@ class Options:
     suite_root: Path | None = None  # tests: a stand-in suite
     minutes: float = TIME_BUDGET_MINUTES  # the whole command's wall-clock budget (--time-budget)
 
+    @cached_property
+    def conf(self) -> asvconf.AsvConf:
+        """The suite's asv.conf.json, read once for the command: its checks and its session share
+        it."""
+        return asvconf.load((self.suite_root or asvconf.ROOT) / asvconf.CONFIG)
+
 
 class Session:
     """Fresh processes of one benchmark combination for chosen builds (options checked by compare.check)."""
 
     def __init__(self, args: Options, builds: list[Named]) -> None:
         root = self.root = args.suite_root or asvconf.ROOT
-        conf = asvconf.load(root / asvconf.CONFIG)
+        conf = args.conf
         self.benchmarks = conf.benchmarks
         self.timeline = args.timeline.resolve()
         self.thresholds = conf.thresholds

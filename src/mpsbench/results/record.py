@@ -226,13 +226,14 @@ def check_meaning(run: asv.RunArgs) -> None:
 def record(
     conf: AsvConf,
     machine: str,
-    asv_args: Sequence[str],
+    run: asv.RunArgs,
     remeasure: bool = False,
     facts: watch.Builds | None = None,
     after: Callable[[watch.Step, bool], None] | None = None,
     selection: Selection | None = None,
 ) -> int:
     """Run what is missing (all, with ``remeasure``) and merge it in: 0 or BENCHMARKS_FAILED.
+    ``run``: ``asv run``'s arguments, parsed once by the command (:func:`asv.run_args`).
 
     One asv run per build step, newest first; each value merged as soon as measured; a build that
     does not fit on the disk is skipped. Ctrl-C or SIGTERM ends the run's processes, merges what was
@@ -241,7 +242,6 @@ def record(
     """
     quiet.wait_seconds()  # a bad setting fails before anything runs
     accept = quiet.accept_busy()
-    run = asv.run_args(asv_args)
     check_meaning(run)
     results = conf.results
     if conf.repo is None:
