@@ -147,7 +147,7 @@ def test_no_module_but_recorded_and_the_listed_calls_asv_s_load_json():
     assert set(OTHER_LOAD_JSON) - found == set(), "a listed reader is gone: strike it off the list"
 
 
-def test_every_json_reader_above_the_core_is_listed_with_what_it_reads():
+def test_every_json_reader_from_the_results_layer_up_is_listed_with_what_it_reads():
     found = {
         (module, where)
         for module, each in modules().items()
