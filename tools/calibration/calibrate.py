@@ -45,6 +45,7 @@ from mpsbench.builds import machine, resolve, timeline
 from mpsbench.builds import manifest as mf
 from mpsbench.core import asvconf
 from mpsbench.measure import devices, models, selection
+from mpsbench.results import recorded
 from tools.calibration import slowdown
 
 PHASES = ("fidelity", "noise", "sensitivity", "cost", "breakdown")
@@ -196,13 +197,11 @@ class Asv:
 
 
 def load_results(workdir: Path, machine_name: str, commit: str) -> Any:
-    from asv.results import Results
-
     folder = workdir / "results" / machine_name
     files = sorted(folder.glob(f"{commit[:8]}-*.json"))
     if not files:
         raise RuntimeError(f"no asv results for {commit[:8]} in {folder}")
-    return Results.load(str(files[-1]))
+    return recorded.read(files[-1])
 
 
 def time_values(results: Any) -> dict[tuple[str, tuple[str, ...]], dict[str, Any]]:

@@ -8,7 +8,6 @@ import ast
 import contextlib
 import datetime
 import io
-import json
 import os
 import re
 import shlex
@@ -48,19 +47,6 @@ def combination(benchmark: str, params: Sequence[str] = ()) -> str:
 def param_values(params: Sequence[str]) -> list[Any]:
     """asv keeps each param as its repr."""
     return [ast.literal_eval(text) for text in params]
-
-
-def benchmarks(results_dir: Path) -> dict[str, dict[str, Any]]:
-    """The benchmarks.json beside ``results_dir``'s results, by benchmark; empty where there is none or it is unreadable."""
-    try:
-        listed = json.loads((results_dir / BENCHMARKS).read_text())
-    except (OSError, ValueError):
-        return {}
-    return (
-        {name: entry for name, entry in listed.items() if isinstance(entry, dict)}
-        if isinstance(listed, dict)
-        else {}
-    )
 
 
 def matching(names: Iterable[str], patterns: Sequence[str]) -> list[str]:

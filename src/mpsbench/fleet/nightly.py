@@ -23,7 +23,7 @@ from mpsbench.core.errors import UserError
 from mpsbench.fleet import results_branch
 from mpsbench.measure import preselect
 from mpsbench.regressions import alerts
-from mpsbench.results import merge, record
+from mpsbench.results import merge, record, recorded
 from mpsbench.site import publish as site
 
 WORKDIR = Path(".asv/nightly")
@@ -184,14 +184,7 @@ def machine_name(requested: str | None) -> str:
 
 def missing_builds(suite: Suite, name: str, limit: int) -> list[str]:
     """The timeline commits of the config's branches that this machine has no results for, oldest first."""
-    from asv import results as asv_results
-
-    results = suite.conf.results
-    have = (
-        {result.commit_hash for result in asv_results.iter_results_for_machine(str(results), name)}
-        if (results / name).is_dir()
-        else set()
-    )
+    have = recorded.commits(suite.conf.results, name)
     # no branch (no channel of asv.conf.json's in the fleet's manifest yet): nothing to benchmark, not an error
     branches = suite.conf.branches
     commits = ranges.builds(suite.timeline_path, branches, "ALL") if branches else []

@@ -152,9 +152,6 @@ def format_ranking(ranking: Ranking, top: int | None = None) -> str:
 
 def find_results(results_dir: Path, commit: str, machine: str | None) -> Path:
     """The one results file of ``commit`` (a hash or a unique prefix) on ``machine``."""
-    from asv import results as asv_results
-    from asv import util
-
     if not results_dir.is_dir():
         raise RankError(f"no results directory {str(results_dir)!r}")
     machines = sorted(path.parent.name for path in results_dir.glob("*/machine.json"))
@@ -170,8 +167,8 @@ def find_results(results_dir: Path, commit: str, machine: str | None) -> Path:
             f"no machine {machine!r} in {str(results_dir)!r}; choose one of: {', '.join(machines) or 'none'}"
         )
     try:
-        full = asv_results.get_result_hash_from_prefix(str(results_dir), machine, commit)
-    except util.UserError as exc:
+        full = recorded.full_hash(results_dir, machine, commit)
+    except recorded.RecordedError as exc:
         raise RankError(str(exc)) from None
     paths = sorted((results_dir / machine).glob(f"{full}-*.json")) if full else []
     if not paths:

@@ -21,7 +21,7 @@ from typing import Any
 
 from mpsbench.core import asv, asv_saving, progress
 from mpsbench.measure import quiet
-from mpsbench.results import merge
+from mpsbench.results import merge, recorded
 
 JUDGED = "judged"  # the merged copy, held values left out
 STATS = {
@@ -65,8 +65,8 @@ def _events(scratch: Path) -> dict[tuple[str, str], dict[str, dict[str, Any]]]:
 
 def _recorded(path: Path) -> dict[tuple[str, merge.Combination], dict[str, Any]]:
     try:
-        return merge.values(json.loads(path.read_text()))
-    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return merge.values(recorded.raw(path))
+    except (ValueError, KeyError, TypeError, AttributeError):  # RecordedError is a ValueError
         return {}
 
 
@@ -143,19 +143,19 @@ class _Judge:
     def file(self, path: Path) -> None:
         """Judge each value of one results file; rewrite it with the held ones set to not run."""
         try:
-            data = json.loads(path.read_text())
+            data = recorded.raw(path)
             found = merge.values(data)
         except (ValueError, KeyError, TypeError, AttributeError):
             return  # the merge reports it
         machine, commit = path.parent.name, str(data.get("commit_hash"))
-        recorded = _recorded(self.results / machine / path.name)
+        on_record = _recorded(self.results / machine / path.name)
         changed = False
         for (benchmark, combo), columns in found.items():
             name = asv.combination(benchmark, combo)
             state = self.events.get((commit, name), {})
             runs = ((machine, commit, name, run) for run in self.again)
             first = [self.already[key] for key in runs if key in self.already]
-            earlier = recorded.get((benchmark, combo))
+            earlier = on_record.get((benchmark, combo))
             reasons = _reasons(columns, state, earlier, first[-1] if first else None)
             if not reasons:
                 continue

@@ -139,48 +139,24 @@ def problem(value: Any, unit: str) -> str | None:
 
 def _load_object(path: Path) -> dict[str, Any]:
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, ValueError) as exc:
-        raise MergeError(f"{path}: {exc}") from None
-    if not isinstance(data, dict):
-        raise MergeError(f"{path}: not a JSON object")
-    return data
+        return recorded.raw(path)
+    except recorded.RecordedError as exc:
+        raise MergeError(str(exc)) from None
 
 
 def check_file(path: Path, machine: str) -> None:
     """Raise MergeError unless asv can read ``path`` as the machine's machine.json or results file."""
-    from asv import util
-    from asv.machine import Machine
-
     try:
         if path.name != MACHINE:
             recorded.read(path, machine)
-        elif not isinstance(
-            util.load_json(str(path), api_version=Machine.api_version).get("machine"), str
-        ):
-            raise util.UserError(f"{path} names no machine")
-    except (
-        recorded.RecordedError,
-        util.UserError,
-        OSError,
-        ValueError,
-        TypeError,
-        AttributeError,
-    ) as exc:
+        else:
+            recorded.machine_named(path)
+    except recorded.RecordedError as exc:
         raise MergeError(f"{path}: {exc}") from None
 
 
 def _text(value: Any) -> str:
     return json.dumps(value, sort_keys=True)  # NaN (n/a) equals NaN here, unlike with ==
-
-
-def _same(one: Path, other: Path) -> bool:
-    """Byte-identical, or the same JSON written differently."""
-    first, second = one.read_bytes(), other.read_bytes()
-    try:
-        return first == second or bool(json.loads(first) == json.loads(second))
-    except ValueError:
-        return False
 
 
 def _row(data: dict[str, Any], name: str) -> Row:
@@ -269,11 +245,10 @@ def malformed(data: dict[str, Any]) -> str | None:
 
 
 def identity(path: Path, data: dict[str, Any], builds: Collection[str] | None) -> str | None:
-    """Why ``path``'s values cannot be filed under the build and machine its name says: the file's own
-    ``commit_hash`` and ``params.machine`` differ from its name and folder (asv's own naming, results.get_filename),
-    or its build is none of ``builds`` (the timeline's, where known); None where they agree."""
-    from asv.results import get_filename
-
+    """Why ``path``'s values cannot be filed under the build and machine its name says: the file's
+    own ``commit_hash`` and ``params.machine`` differ from its name and folder (asv's own naming,
+    recorded.filename), or its build is none of ``builds`` (the timeline's, where known); None
+    where they agree."""
     commit, params = data.get("commit_hash"), data.get("params")
     machine = params.get("machine") if isinstance(params, dict) else None
     if not isinstance(commit, str) or not HASH.fullmatch(commit):
@@ -285,7 +260,7 @@ def identity(path: Path, data: dict[str, Any], builds: Collection[str] | None) -
     named = path.name.split("-", 1)[0]
     if (
         not isinstance(data.get("env_name"), str)
-        or get_filename(machine, commit, data["env_name"]) != f"{path.parent.name}/{path.name}"
+        or recorded.filename(machine, commit, data["env_name"]) != f"{path.parent.name}/{path.name}"
     ):
         return (
             f"its name says build {named} but its commit_hash is {commit}"
@@ -615,7 +590,7 @@ def _merge_one(
         else:
             report.conflicts.append(f"{target} appeared while merging {path}; left untouched")
         return
-    if _same(path, target):
+    if recorded.same(path, target):
         report.identical.append(str(target))
         return
     if path.name == MACHINE:

@@ -1,5 +1,9 @@
 """The recorded results, row by row, with the statistics (and samples) asv kept beside each value.
 
+This is the one module that reads the files of an asv results folder: as asv's ``Results`` (rows,
+statistics, samples) or, for code that copies cells exactly (a merge, the quiet gate), as the JSON
+written (:func:`raw`). tests/test_results_readers.py keeps every other module from reading them.
+
 Changes are judged from these (:mod:`mpsbench.regressions.rule`), never from bare medians. An
 unreadable file is an error: a corrupt results directory never reads as "nothing changed".
 """
@@ -7,6 +11,7 @@ unreadable file is an error: a corrupt results directory never reads as "nothing
 from __future__ import annotations
 
 import itertools
+import json
 import math
 import os
 from collections.abc import Iterator, Sequence
@@ -133,16 +138,24 @@ class Recorded:
         )
 
 
+def benchmarks(results_dir: Path) -> dict[str, dict[str, Any]]:
+    """The benchmarks.json beside ``results_dir``'s results, by benchmark; empty where there is
+    none or it is unreadable."""
+    try:
+        listed = raw(results_dir / asv.BENCHMARKS)
+    except RecordedError:
+        return {}
+    return {name: entry for name, entry in listed.items() if isinstance(entry, dict)}
+
+
 def benchmark_units(results_dir: Path) -> dict[str, str]:
     """Each benchmark's unit ("" if none) from the benchmarks.json of ``results_dir``."""
-    return {name: str(b.get("unit", "")) for name, b in asv.benchmarks(results_dir).items()}
+    return {name: str(b.get("unit", "")) for name, b in benchmarks(results_dir).items()}
 
 
 def param_names(results_dir: Path) -> dict[str, tuple[str, ...]]:
     """Each benchmark's param names, in the order of a Row's params."""
-    return {
-        name: tuple(b.get("param_names", ())) for name, b in asv.benchmarks(results_dir).items()
-    }
+    return {name: tuple(b.get("param_names", ())) for name, b in benchmarks(results_dir).items()}
 
 
 def named(row: Row, names: Sequence[str]) -> dict[str, Any]:
@@ -185,6 +198,68 @@ def read(path: Path | str, machine: str | None = None) -> Any:
         return asv_results.Results.load(str(path), machine_name=machine)
     except (util.UserError, OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
         raise RecordedError(first_line(exc)) from None
+
+
+def raw(path: Path) -> dict[str, Any]:
+    """A results folder's file (a results file, machine.json, benchmarks.json) as the JSON object
+    written, cells untouched; RecordedError, naming the file, where it is no JSON object."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError) as exc:
+        raise RecordedError(f"{path}: {exc}") from None
+    if not isinstance(data, dict):
+        raise RecordedError(f"{path}: not a JSON object")
+    return data
+
+
+def same(one: Path, other: Path) -> bool:
+    """Byte-identical, or the same JSON written differently."""
+    first, second = one.read_bytes(), other.read_bytes()
+    try:
+        return first == second or bool(json.loads(first) == json.loads(second))
+    except ValueError:
+        return False
+
+
+def machine_named(path: Path) -> str:
+    """The machine a machine.json names, read as asv reads it; RecordedError where asv cannot."""
+    from asv import util
+    from asv.machine import Machine
+
+    try:
+        name = util.load_json(str(path), api_version=Machine.api_version).get("machine")
+    except (util.UserError, OSError, ValueError, TypeError, AttributeError) as exc:
+        raise RecordedError(str(exc)) from None
+    if not isinstance(name, str):
+        raise RecordedError(f"{path} names no machine")
+    return name
+
+
+def filename(machine: str, commit: str, environment: str) -> str:
+    """Where asv files a build's results: ``machine/<commit[:8]>-<environment>.json``."""
+    from asv.results import get_filename
+
+    return str(get_filename(machine, commit, environment))
+
+
+def full_hash(results_dir: Path, machine: str, prefix: str) -> str | None:
+    """The 8-character name of the one recorded build ``prefix`` starts (None: no such build);
+    RecordedError where several builds start with it."""
+    from asv import results as asv_results
+    from asv import util
+
+    try:
+        found = asv_results.get_result_hash_from_prefix(str(results_dir), machine, prefix)
+    except util.UserError as exc:
+        raise RecordedError(str(exc)) from None
+    return None if found is None else str(found)
+
+
+def commits(results_dir: Path, machine: str) -> set[str]:
+    """The builds ``machine`` has a results file for; an unreadable file is skipped, with a
+    warning."""
+    folder = results_dir / machine
+    return {result.commit_hash for result in _results(folder, False)} if folder.is_dir() else set()
 
 
 def _results(results_dir: Path, strict: bool) -> Iterator[Any]:

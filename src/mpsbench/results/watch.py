@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from mpsbench.core import asv_saving, progress
+from mpsbench.results import recorded
 
 GB = 1e9
 LONG = 60.0  # seconds: a combination running longer, or a build installing, says so once a minute
@@ -202,11 +203,13 @@ class Costs:
         self.installs: list[float] = []
         self._scales: dict[str, float] = {}
         for path in (results / machine).glob("*.json"):
-            try:
-                seconds = json.loads(path.read_text()).get("durations", {}).get("<build>")
-            except (OSError, ValueError, AttributeError):
+            if path.name == "machine.json":
                 continue
-            if isinstance(seconds, (int, float)) and path.name != "machine.json":
+            try:
+                seconds = recorded.raw(path).get("durations", {}).get("<build>")
+            except (ValueError, AttributeError):  # RecordedError is a ValueError
+                continue
+            if isinstance(seconds, (int, float)):
                 self.installs.append(float(seconds))
 
     def note(self, name: str, seconds: float) -> None:
