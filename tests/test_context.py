@@ -101,7 +101,7 @@ def test_compare_bisect_and_explain_read_asv_conf_json_once(
     )
 
     def discover(session: fresh.Session, commit: str) -> str:
-        raise fresh.FreshError("stopped where asv would discover the suite")
+        raise cli.UserError("stopped where asv would discover the suite")
 
     monkeypatch.setattr(fresh.Session, "check_bench", discover)
     row = r"Training\.time_step\('cpu', 'mlp', 8\)"

@@ -10,6 +10,7 @@ import pytest
 import torch
 from tests import fakes
 
+from mpsbench.core.errors import UserError
 from mpsbench.measure import devices, models, workloads
 
 
@@ -59,9 +60,7 @@ def test_cpu_peak_sees_a_large_allocation_inside_the_step():
 
 
 def test_unknown_device_is_one_line_with_the_choices():
-    with pytest.raises(
-        devices.DeviceError, match=r"unknown device 'gpu'; choose one of: cpu, mps, cuda"
-    ):
+    with pytest.raises(UserError, match=r"unknown device 'gpu'; choose one of: cpu, mps, cuda"):
         devices.get("gpu").availability()
 
 

@@ -11,6 +11,7 @@ import torch
 from benchmarks import benchmark_epoch
 from torch import nn
 
+from mpsbench.core.errors import UserError
 from mpsbench.measure import epoch, fallback, measured, models, suite, workloads
 
 BATCH = 8
@@ -146,7 +147,7 @@ def test_the_dataset_is_seeded_cifar10_shaped_uint8_with_labels_in_range():
 def test_bad_parameters_give_one_line_errors_naming_the_choices():
     workload = workloads.Workload("training", "cpu", TINY_CNN, BATCH)
     with pytest.raises(
-        epoch.EpochError, match="unknown dataset 'huge'; choose one of: tiny, small, cifar10"
+        UserError, match="unknown dataset 'huge'; choose one of: tiny, small, cifar10"
     ):
         epoch.EpochRunner(workload, "huge", 0)
 

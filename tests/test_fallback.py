@@ -9,7 +9,7 @@ import pytest
 import torch
 from benchmarks import benchmark_instruments, benchmark_models
 
-from mpsbench.core import settings
+from mpsbench.core.errors import UserError
 from mpsbench.measure import devices, fallback, figures, measured, models, suite
 
 # The warning of aten/src/ATen/mps/MPSFallback.mm as PyTorch releases have
@@ -127,7 +127,7 @@ def test_every_spelling_of_off_refuses_a_combination_that_fell_back(monkeypatch,
 def test_a_switch_neither_on_nor_off_is_refused_in_one_line(monkeypatch):
     monkeypatch.setenv(fallback.ALLOW_ENV, "maybe")
     with pytest.raises(
-        settings.SettingError,
+        UserError,
         match=r"^MPSBENCH_ALLOW_FALLBACK='maybe' is neither on \(1, true, yes, on\)"
         r" nor off \(0, false, no, off, or unset\)$",
     ):

@@ -43,6 +43,7 @@ from tests.test_faults import world as world  # the fault suite's fixture, share
 from mpsbench import cli
 from mpsbench.core import asv, files
 from mpsbench.core import settings as mpsbench_settings
+from mpsbench.core.errors import UserError
 from mpsbench.results import merge
 
 OTHER = "a01a66bc" + "2" * 32  # the build whose value a renamed file holds
@@ -112,15 +113,15 @@ def test_every_delete_checks_what_it_holds(tmp_path):
         results / "sub",
         tmp_path,
     ):
-        with pytest.raises(files.OwnershipError):
+        with pytest.raises(UserError):
             files.remove(target, kept)
     link = tmp_path / "link"
     link.symlink_to(results)  # a link to the results is the results
-    with pytest.raises(files.OwnershipError, match="is the results folder"):
+    with pytest.raises(UserError, match="is the results folder"):
         files.remove(link, kept)
     new = tmp_path / "new"
     new.mkdir()
-    with pytest.raises(files.OwnershipError):
+    with pytest.raises(UserError):
         files.replace_folder(new, tmp_path / "repo" / ".asv", kept)
     assert (results / "kept.json").read_text() == "{}" and new.is_dir()
     own = tmp_path / "repo" / ".asv" / "html"

@@ -8,7 +8,7 @@ import pytest
 import torch
 from benchmarks import benchmark_models
 
-from mpsbench.core import settings
+from mpsbench.core.errors import UserError
 from mpsbench.measure import devices, figures, measured, models, selection, suite
 
 
@@ -111,7 +111,7 @@ def test_mpsbench_devices_leaves_the_other_devices_out_with_the_reason(monkeypat
 def test_an_unknown_device_in_mpsbench_devices_is_refused_by_name(monkeypatch):
     monkeypatch.setenv(selection.DEVICES_ENV, "cpu,tpu")
     with pytest.raises(
-        settings.SettingError,
+        UserError,
         match="MPSBENCH_DEVICES='cpu,tpu' names 'tpu': give a comma-separated"
         " list of cpu, mps, cuda",
     ):

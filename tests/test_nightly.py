@@ -28,6 +28,7 @@ from tests.test_compare import _checksums
 from mpsbench import cli
 from mpsbench.builds import manifest as mf
 from mpsbench.core import asv, asvconf
+from mpsbench.core.errors import UserError
 from mpsbench.fleet import nightly, results_branch
 from mpsbench.measure import preselect, selection
 
@@ -343,7 +344,7 @@ def test_the_results_branch_is_created_then_only_fast_forwarded(tmp_path, capsys
 
     # a copy fetched before that push is refused, never forced over it
     (ours / "results" / "m1" / "late.json").write_text("{}")
-    with pytest.raises(results_branch.FleetError, match="pushing to origin results was refused"):
+    with pytest.raises(UserError, match="pushing to origin results was refused"):
         results_branch.push(main, ours, "stale")
     assert _git(remote, "rev-parse", "results") == second
     assert _git(main, "status", "--porcelain") == ""  # the suite's checkout is never touched
@@ -370,7 +371,7 @@ def test_the_fleets_manifest_takes_in_the_repositorys_new_builds_and_refuses_div
     assert [c.name for c in synced.channels] == ["release", "nightly"]
     assert synced.channel("nightly").builds == (nights[0], nights[1])  # type: ignore[union-attr]
     diverged = mf.append(mf.Manifest(), "nightly", nights[2])
-    with pytest.raises(nightly.NightlyError, match="channel nightly has different builds"):
+    with pytest.raises(UserError, match="channel nightly has different builds"):
         nightly.sync(repository, diverged)
 
 

@@ -12,6 +12,7 @@ import torch
 from benchmarks import benchmark_ops
 from tools import ops_table
 
+from mpsbench.core.errors import UserError
 from mpsbench.measure import devices, fallback, ops, selection, suite, timing
 
 
@@ -54,7 +55,7 @@ def test_every_trained_op_runs_backward_on_cpu_with_a_gradient_per_trained_input
 
 
 def test_ops_without_backward_refuse_training_with_the_valid_choices():
-    with pytest.raises(ops.OpError, match="add is not trained through; choose one of: matmul, "):
+    with pytest.raises(UserError, match="add is not trained through; choose one of: matmul, "):
         ops.OpCase(ops.get("add"), "cpu", "float32", "small", training=True)
 
 
@@ -97,7 +98,7 @@ def test_warm_up_fails_a_case_whose_output_is_not_the_registered_shape(monkeypat
     wrong = ops.OpSpec(**{**spec.__dict__, "output_shape": lambda d: (d["n"],)})
     case = ops.OpCase(wrong, "cpu", "float32", "small", training=False)
     with pytest.raises(
-        ops.OpError,
+        UserError,
         match=r"softmax on cpu \(float32, small\) gave shape \(128, 128\), expected \(128,\)",
     ):
         case.warm_up()
@@ -221,15 +222,13 @@ def test_every_op_has_three_sizes_a_formula_and_a_known_unit():
 
 
 def test_unknown_names_give_one_line_errors_with_the_choices():
-    with pytest.raises(ops.OpError, match="unknown op 'matmull'; choose one of: matmul, linear"):
+    with pytest.raises(UserError, match="unknown op 'matmull'; choose one of: matmul, linear"):
         ops.get("matmull")
     with pytest.raises(
         ValueError, match="unknown dtype 'float64'; choose one of: float32, float16, bfloat16"
     ):
         ops.prepare("cpu", "add", "float64", "small", training=False)
-    with pytest.raises(
-        ops.OpError, match="unknown size 'huge'; choose one of: small, medium, large"
-    ):
+    with pytest.raises(UserError, match="unknown size 'huge'; choose one of: small, medium, large"):
         ops.get("add").dims("huge")
 
 

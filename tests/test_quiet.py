@@ -14,7 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from mpsbench.core import asv_saving, settings
+from mpsbench.core import asv_saving
+from mpsbench.core.errors import UserError
 from mpsbench.fleet import doctor
 from mpsbench.measure import host, quiet
 from mpsbench.results import held, merge
@@ -174,7 +175,7 @@ def test_a_tiny_rows_two_quiet_measurements_agree_within_its_own_spread():
 def test_a_wait_setting_outside_its_range_is_one_line_naming_it(monkeypatch, value):
     monkeypatch.setenv(quiet.WAIT, value)
     with pytest.raises(
-        settings.SettingError,
+        UserError,
         match=rf"^{quiet.WAIT}='{value}' is not a whole number from 0 to 3600$",
     ):
         quiet.wait_seconds()

@@ -26,6 +26,7 @@ from mpsbench.builds import install_build, resolve, timeline
 from mpsbench.builds import manifest as mf
 from mpsbench.core import asv as core_asv
 from mpsbench.core import asvconf, settings
+from mpsbench.core.errors import UserError
 from mpsbench.regressions import fresh, serve_build, servers, verdict
 from mpsbench.results import recorded
 
@@ -184,7 +185,7 @@ def test_each_device_gets_the_round_process_its_a_a_chose(monkeypatch, device, e
 )
 def test_a_bad_round_process_is_refused_in_one_line(monkeypatch, value, platform, says):
     monkeypatch.setattr(sys, "platform", platform)
-    with pytest.raises(fresh.FreshError, match=re.escape(says)):
+    with pytest.raises(UserError, match=re.escape(says)):
         fresh.round_process("cuda", {fresh.ROUND_PROCESS: value})
 
 
@@ -194,7 +195,7 @@ def test_a_server_refuses_a_build_whose_torch_comes_from_elsewhere(tmp_path):
     try:
         server.start()
         with pytest.raises(
-            servers.ServerError,
+            UserError,
             match=r"was imported from .*/a/torch, not from the build's .*/b/torch",
         ):
             server.ready()

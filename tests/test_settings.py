@@ -6,6 +6,7 @@ import pytest
 
 from mpsbench import cli
 from mpsbench.core import settings
+from mpsbench.core.errors import UserError
 from mpsbench.measure import selection
 
 
@@ -33,7 +34,7 @@ def test_unset_is_off_and_a_spelling_outside_the_documented_ones_is_refused(monk
     assert selection.full_sweep() is False
     monkeypatch.setenv(settings.FULL, "maybe")
     with pytest.raises(
-        settings.SettingError,
+        UserError,
         match=r"^MPSBENCH_FULL='maybe' is neither on \(1, true, yes, on\) nor off"
         r" \(0, false, no, off, or unset\)$",
     ):

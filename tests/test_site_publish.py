@@ -197,7 +197,7 @@ def test_a_second_publish_waits_for_the_first_and_the_previous_site_stays_until_
             "the publish ended before its last step"
         )  # reads up to the line, no further
         # a second publish would wait here: this one is asked not to
-        with pytest.raises(files.LockError), files.lock(publish.staging(html) / "site", wait=False):
+        with pytest.raises(UserError), files.lock(publish.staging(html) / "site", wait=False):
             pass
         assert (html / "index.html").read_text() == "old"  # served while the new site is made
         first.stdin.write("\n")

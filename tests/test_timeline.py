@@ -11,6 +11,7 @@ from tests.test_manifest import build
 from mpsbench.builds import history, timeline
 from mpsbench.builds import manifest as mf
 from mpsbench.core import ranges
+from mpsbench.core.errors import UserError
 
 
 def _two_releases() -> mf.Manifest:
@@ -63,7 +64,7 @@ def test_a_rewritten_channel_is_refused_unless_forced(tmp_path):
     rewritten = mf.append(
         mf.Manifest(), "release", build("2.14.1", "2026-09-30T12:58:32Z", "v2.14.1")
     )
-    with pytest.raises(timeline.TimelineError, match="would be orphaned"):
+    with pytest.raises(UserError, match="would be orphaned"):
         timeline.generate(rewritten, tmp_path / "repo")
     timeline.generate(rewritten, tmp_path / "repo", force=True)
 

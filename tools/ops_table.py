@@ -170,7 +170,7 @@ def _choices(text: str | None, valid: Sequence[str], what: str) -> list[str]:
     chosen = [item.strip() for item in text.split(",") if item.strip()]
     for item in chosen:
         if item not in valid:
-            raise ops.OpError(f"unknown {what} {item!r}; choose from: {', '.join(valid)}")
+            raise errors.UserError(f"unknown {what} {item!r}; choose from: {', '.join(valid)}")
     return chosen
 
 

@@ -1079,7 +1079,7 @@ def cmd_publish(args: argparse.Namespace) -> None:
         try:
             _ = suite.conf  # read and checked here, to name the setting
         except asvconf.ConfigError as exc:
-            raise settings.SettingError(f"{settings.CONFIG}={configured!r}: {exc}") from None
+            raise UserError(f"{settings.CONFIG}={configured!r}: {exc}") from None
     publish.publish(suite, args.asv_args)
 
 

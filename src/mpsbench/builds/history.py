@@ -14,10 +14,6 @@ MANIFEST = Path("builds/manifest.json")
 TIMELINE = Path(".asv/timeline")
 
 
-class HistoryError(UserError):
-    """A user mistake in a history command: one line, exit status 2."""
-
-
 def append(
     manifest_path: Path,
     timeline_repo: Path,
@@ -72,7 +68,7 @@ def add_nightly(
     if date == "latest":
         dates = resolve.nightly_dates(indexes)
         if not dates:
-            raise HistoryError(f"no torch nightly on {', '.join(indexes)}")
+            raise UserError(f"no torch nightly on {', '.join(indexes)}")
         date = dates[-1]
         existing = manifest.channel(channel)
         if existing is not None and any(build.id == date for build in existing.builds):
@@ -106,7 +102,7 @@ def resolve_ref(
         name for name, commit in generated.commits.items() if commit.startswith(ref.lower())
     ]
     if len(matches) != 1:
-        raise HistoryError(
+        raise UserError(
             f"{ref!r} names {len(matches)} timeline commits; give CHANNEL@ID, a tag or a longer hash"
         )
     return matches[0], manifest.find(matches[0])
@@ -117,7 +113,7 @@ def upstream_range(manifest: mf.Manifest, generated: timeline.Generated, old: st
     old_name, old_build = resolve_ref(manifest, generated, old)
     new_name, new_build = resolve_ref(manifest, generated, new)
     if old_name == new_name or old_build.when() > new_build.when():
-        raise HistoryError(
+        raise UserError(
             f"{old!r} ({old_name}, {old_build.date}) is not older than {new!r} ({new_name},"
             f" {new_build.date}): give two builds, the older first"
         )

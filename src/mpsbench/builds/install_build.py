@@ -134,7 +134,8 @@ SUITE_NEEDS: dict[str, list[dict[str, str]]] = {
 
 
 class InstallError(Exception):
-    """A build that cannot be installed here (not UserError: this file imports no mpsbench)."""
+    """A build that cannot be installed here; resolve and disk catch it. Not UserError: this file
+    runs in asv's environment and imports no mpsbench."""
 
 
 def cache_root() -> Path:

@@ -66,10 +66,6 @@ def default_name(facts: dict[str, Any]) -> str:
     return re.sub(r"[^a-z0-9]+", "-", f"{stem} {facts['num_cpu']}cpu".lower()).strip("-")
 
 
-class MachineError(UserError):
-    """A machine name asv cannot file results under."""
-
-
 def machine_file() -> Path:
     return Path.home() / ".asv-machine.json"  # where asv reads it
 
@@ -77,7 +73,7 @@ def machine_file() -> Path:
 def check_name(name: str) -> str:
     """``name`` if asv can file results under it (a folder name)."""
     if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]*", name):
-        raise MachineError(
+        raise UserError(
             f"machine name {name!r} may hold only letters, digits, '.', '_' and '-', and must start with"
             " a letter or digit"
         )
@@ -85,14 +81,14 @@ def check_name(name: str) -> str:
 
 
 def require(name: str) -> None:
-    """MachineError unless asv's machine file holds ``name`` (asv's own refusal is many lines)."""
+    """UserError unless asv's machine file holds ``name`` (asv's own refusal is many lines)."""
     path = machine_file()
     try:
         entries = json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
         entries = {}
     except (OSError, UnicodeDecodeError, ValueError) as exc:
-        raise MachineError(
+        raise UserError(
             f"asv's machine file {path} cannot be read ({exc}); `mpsbench machine` writes it"
         ) from None
     known = (
@@ -101,7 +97,7 @@ def require(name: str) -> None:
         else []
     )
     if name not in known:
-        raise MachineError(
+        raise UserError(
             f"no machine {name!r} in {path}; machines there: {', '.join(known) or 'none'}"
             f" (`mpsbench machine --name {name}` adds this machine under that name)"
         )
@@ -124,7 +120,7 @@ def write(name: str | None = None) -> tuple[str, dict[str, Any]]:
 
 
 def _entries(path: Path) -> tuple[dict[str, Any], bytes]:
-    """The machine file's entries and bytes (none if missing); MachineError if it is not JSON
+    """The machine file's entries and bytes (none if missing); UserError if it is not JSON
     (replacing it would drop other tools' entries)."""
     try:
         before = path.read_bytes()
@@ -135,7 +131,7 @@ def _entries(path: Path) -> tuple[dict[str, Any], bytes]:
     except (ValueError, UnicodeDecodeError):
         entries = None
     if not isinstance(entries, dict):
-        raise MachineError(
+        raise UserError(
             f"asv's machine file {path} is not a JSON object of machines; move it aside and run"
             " `mpsbench machine` again (nothing was changed)"
         )

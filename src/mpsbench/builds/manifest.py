@@ -30,7 +30,8 @@ _DATE = "%Y-%m-%dT%H:%M:%SZ"
 
 
 class ManifestError(errors.UserError):
-    """A manifest, or a change to it, that is refused: the message says why."""
+    """A refused manifest or change; caught by --date to refuse as argparse does, by from_json to
+    name the file."""
 
 
 def _form(expected: str, test: Callable[[Any], object]) -> BeforeValidator:

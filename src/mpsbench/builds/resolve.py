@@ -38,7 +38,7 @@ _IDENTITY_PLATFORMS = ("linux-x86_64-cuda", "linux-x86_64-cpu", "macos-arm64")
 
 
 class ResolveError(errors.UserError):
-    """A build that cannot be resolved: the message names the bad value and the choices."""
+    """A build that cannot be resolved; caught by tools/check_pins.py to list a pin set as a row."""
 
 
 def torchvision_series(torch_version: str) -> str:

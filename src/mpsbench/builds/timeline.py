@@ -27,10 +27,6 @@ Do not edit it by hand: regenerate it.
 UPSTREAM = "https://github.com/pytorch/pytorch"
 
 
-class TimelineError(UserError):
-    """The timeline cannot be (re)generated as asked: the message says why."""
-
-
 @dataclass(frozen=True)
 class Generated:
     branches: dict[str, str]  # channel -> tip commit
@@ -138,7 +134,7 @@ def _objects(repo: Path) -> Path:
 def _refuse_backward(
     repo: Path, generated: Generated, heads: dict[str, str], env: dict[str, str]
 ) -> None:
-    """TimelineError if a branch would move to a commit not containing its tip (orphans results)."""
+    """UserError if a branch would move to a commit not containing its tip (orphans results)."""
     for channel, tip in generated.branches.items():
         current = heads.get(channel)
         if (
@@ -149,7 +145,7 @@ def _refuse_backward(
             ).returncode
             != 0
         ):
-            raise TimelineError(
+            raise UserError(
                 f"branch {channel} would move from {current[:12]} to {tip[:12]}, which does not contain it:"
                 " the manifest's history of that channel changed, and results recorded for the old builds"
                 " would be orphaned (use --force to accept)"
@@ -176,12 +172,12 @@ def check(manifest: mf.Manifest, repo: Path, force: bool = False) -> Generated:
             ).returncode
             != 0
         ):
-            raise TimelineError(f"git refuses the ref name {ref!r}; the manifest was not changed")
+            raise UserError(f"git refuses the ref name {ref!r}; the manifest was not changed")
     if here:
         git_dir = repo / ".git" if (repo / ".git").is_dir() else repo
         for lock in ("HEAD", "packed-refs", *refs):
             if (git_dir / f"{lock}.lock").exists():
-                raise TimelineError(
+                raise UserError(
                     f"{git_dir / (lock + '.lock')} exists: a git process that writes the timeline is running or"
                     " died; if none is running, delete that file and run the command again (nothing was changed)"
                 )
@@ -218,7 +214,7 @@ def generate(manifest: mf.Manifest, repo: Path, force: bool = False) -> Generate
 
 
 def _verify(repo: Path, generated: Generated) -> None:
-    """TimelineError if an object of ``generated`` is damaged in ``repo`` (git never rewrites an
+    """UserError if an object of ``generated`` is damaged in ``repo`` (git never rewrites an
     existing object file): git fsck before any ref points at it."""
     wanted = [*generated.commits.values(), *generated.tags.values()]
     if not wanted:
@@ -228,7 +224,7 @@ def _verify(repo: Path, generated: Generated) -> None:
     )
     if done.returncode != 0:
         why = (git.said(done) or done.stdout.decode()).splitlines()[:1]
-        raise TimelineError(
+        raise UserError(
             f"the timeline {repo} holds a damaged object ({why[0] if why else 'git fsck failed'});"
             f" delete {_objects(repo)} and run `mpsbench timeline generate` to write it again"
             " (it is made from the manifest)"

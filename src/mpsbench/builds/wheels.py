@@ -30,7 +30,7 @@ PLATFORMS: tuple[str, ...] = ("macos-arm64", "linux-x86_64-cpu", "linux-x86_64-c
 
 
 class WheelError(errors.UserError):
-    """A wheel or index that cannot be used: the message says which and why."""
+    """A wheel or index that cannot be used; caught by project_wheels to skip a link to no wheel."""
 
 
 @dataclass(frozen=True)

@@ -36,7 +36,7 @@ OWN_OPTIONS = (
 
 
 class AsvError(UserError):
-    """asv's arguments or files are not what mpsbench can run or read: one line saying which."""
+    """asv arguments or files mpsbench cannot use; caught by timeline.bad_range: asv says why."""
 
 
 def combination(benchmark: str, params: Sequence[str] = ()) -> str:
@@ -243,7 +243,7 @@ STOP_SIGNALS = (
 
 
 class Stopped(Exception):
-    """The command was asked to stop by a signal; every process its asv run started has been ended."""
+    """A signal stopped the command, its asv processes ended; cli.main exits with its status."""
 
     def __init__(self, signum: int) -> None:
         super().__init__(f"stopped by {signal.Signals(signum).name}")

@@ -31,7 +31,7 @@ FOLDERS = {
 
 
 class ConfigError(UserError):
-    """asv.conf.json is missing, unreadable or holds a value mpsbench cannot use."""
+    """A bad asv.conf.json; caught by `mpsbench publish` to name the setting that chose the file."""
 
 
 @dataclass(frozen=True)

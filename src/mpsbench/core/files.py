@@ -18,14 +18,6 @@ from pathlib import Path
 from mpsbench.core.errors import UserError
 
 
-class LockError(UserError):
-    """Another process holds the lock and this one was asked not to wait."""
-
-
-class OwnershipError(UserError):
-    """A command would replace or delete a folder that is, or holds, something it does not own."""
-
-
 @dataclass(frozen=True)
 class Kept:
     """A folder no command may replace or delete as a by-product (the results, the config's folder, the repository).
@@ -44,7 +36,7 @@ def _within(path: Path, folder: Path) -> bool:
 
 
 def check_owned(target: Path, kept: Sequence[Kept], role: str | None = None) -> None:
-    """OwnershipError, naming both, where ``target`` is, holds, or (for a ``nothing_inside`` folder) sits inside a
+    """UserError, naming both, where ``target`` is, holds, or (for a ``nothing_inside`` folder) sits inside a
     kept folder (``role`` names ``target`` in it: "html_dir .asv/html of asv.conf.json"). Paths are compared
     resolved, symbolic links followed: a link to the results is the results."""
     mine = target.resolve()
@@ -59,7 +51,7 @@ def check_owned(target: Path, kept: Sequence[Kept], role: str | None = None) -> 
             found.append((2, "sits inside", folder))
     if found:
         _, relation, folder = min(found, key=lambda item: item[0])
-        raise OwnershipError(
+        raise UserError(
             f"{role or f'the folder {target}'} {relation} {folder.what} {folder.path}: it would be"
             f" replaced or deleted; choose a folder of its own, outside {folder.what}"
         )
@@ -131,7 +123,7 @@ def lock(
 
     The lock is the folder that holds ``target`` (an flock on it: no lock file, so a refused command leaves nothing
     behind, and a file replaced by rename keeps its lock). Another process waits for it (calling ``waiting`` first,
-    to say why nothing happens yet, only if it must wait), or with ``wait=False`` gets a :class:`LockError`.
+    to say why nothing happens yet, only if it must wait), or with ``wait=False`` gets a :class:`UserError`.
     Re-entrant within a process: a record run that holds it merges under it.
     """
     folder = target.resolve().parent
@@ -147,7 +139,7 @@ def lock(
                 )
             except BlockingIOError:
                 if not wait or waiting is None:
-                    raise LockError(
+                    raise UserError(
                         f"another process is writing {target} (it holds the lock on {folder})"
                     ) from None
                 waiting()

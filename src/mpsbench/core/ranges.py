@@ -20,7 +20,7 @@ HASHFILE = "HASHFILE:"
 
 
 class RangeError(UserError):
-    """The range names no build of the timeline: one line, with the ranges that would."""
+    """A range naming no timeline build; caught by timeline.bad_range to return the reason."""
 
 
 def _choices(timeline: Path) -> str:

@@ -89,17 +89,13 @@ ON = ("1", "true", "yes", "on")
 OFF = ("0", "false", "no", "off")
 
 
-class SettingError(UserError):
-    """An environment setting outside its documented choices."""
-
-
 def flag(name: str) -> bool:
     """A yes-or-no setting: one of :data:`ON` or :data:`OFF` in any case; unset or empty is off."""
     value = os.environ.get(name, "")
     word = value.strip().lower()
     if word in (*ON, *OFF, ""):
         return word in ON
-    raise SettingError(
+    raise UserError(
         f"{name}={value!r} is neither on ({', '.join(ON)}) nor off ({', '.join(OFF)}, or unset)"
     )
 
@@ -112,7 +108,7 @@ def choices(name: str, valid: Sequence[str]) -> tuple[str, ...] | None:
     items = [item.strip() for item in value.split(",")]
     for item in items:
         if item not in valid:
-            raise SettingError(
+            raise UserError(
                 f"{name}={value!r} names {item!r}: give a comma-separated list of {', '.join(valid)}"
             )
     return tuple(dict.fromkeys(items))
@@ -133,5 +129,5 @@ def whole(name: str, default: int, least: int, most: int) -> int:
     except ValueError:
         number = least - 1
     if not least <= number <= most:
-        raise SettingError(f"{name}={value!r} is not a whole number from {least} to {most}")
+        raise UserError(f"{name}={value!r} is not a whole number from {least} to {most}")
     return number

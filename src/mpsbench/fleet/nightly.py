@@ -30,10 +30,6 @@ WORKDIR = Path(".asv/nightly")
 CHANNEL = "nightly"
 
 
-class NightlyError(UserError):
-    """A nightly step cannot run as asked: the message says why."""
-
-
 log = progress.logger(__name__)
 
 
@@ -76,7 +72,7 @@ def sync(repository: mf.Manifest, fleet_manifest: mf.Manifest) -> mf.Manifest:
             continue
         shorter, longer = sorted((ours, theirs), key=lambda channel: len(channel.builds))
         if longer.builds[: len(shorter.builds)] != shorter.builds or ours.parent != theirs.parent:
-            raise NightlyError(
+            raise UserError(
                 f"channel {name} has different builds in the repository's manifest and the fleet's:"
                 " one must continue the other (fix the manifest on one side)"
             )
@@ -93,7 +89,7 @@ def prepare(fleet: Fleet) -> Suite:
     branches the fleet has, and the nightly channel."""
     work = Suite(fleet.work / asvconf.CONFIG, fleet.manifest, fleet.work / "timeline")
     if not fleet.manifest.is_file() or not work.manifest.channels:
-        raise NightlyError(
+        raise UserError(
             f"{fleet.manifest} holds no builds: run scripts/nightly fetch and resolve first"
         )
     base = asvconf.load(fleet.suite / asvconf.CONFIG)
@@ -173,7 +169,7 @@ def _select_devices(requested: Sequence[str]) -> None:
     for name in names:
         found = devices.get(name).availability()
         if not found.usable:
-            raise NightlyError(f"device {name} is not usable on this machine: {found.reason}")
+            raise UserError(f"device {name} is not usable on this machine: {found.reason}")
     os.environ[settings.DEVICES] = ",".join(names)
 
 
@@ -326,7 +322,7 @@ def bisect(
     log.info(f"bisecting {good}..{bad} for {bench} on {name} (mpsbench bisect)")
     found = search(suite, name)
     if isinstance(found, str):
-        raise NightlyError(f"mpsbench bisect named no build: {found}")
+        raise UserError(f"mpsbench bisect named no build: {found}")
     first, upstream = found
     commit = timeline.compute(mf.load(fleet.manifest), suite.timeline_path).commits[
         first

@@ -30,10 +30,6 @@ per machine. Results are only ever added: `mpsbench results merge` never overwri
 """
 
 
-class FleetError(UserError):
-    """A git operation on the results branch failed: the message says which and why."""
-
-
 def fetch(repo: Path, folder: Path, remote: str = "origin", branch: str = "results") -> str | None:
     """Replace ``folder`` with the files of ``remote``'s ``branch``; its commit, or None if it does not exist yet."""
     ref = f"refs/remotes/{remote}/{branch}"
@@ -42,7 +38,7 @@ def fetch(repo: Path, folder: Path, remote: str = "origin", branch: str = "resul
         git.run(repo, "update-ref", "-d", ref, check=False)
         commit = None
     elif listed.returncode != 0:
-        raise FleetError(f"git ls-remote {remote} failed: {git.said(listed)}")
+        raise UserError(f"git ls-remote {remote} failed: {git.said(listed)}")
     else:
         git.run(
             repo,
@@ -98,7 +94,7 @@ def push(
     )
     done = git.run(repo, "push", "--quiet", remote, f"{commit}:refs/heads/{branch}", check=False)
     if done.returncode != 0:
-        raise FleetError(
+        raise UserError(
             f"pushing to {remote} {branch} was refused (it moved since it was fetched, or no permission): {git.said(done)}"
         )
     git.run(repo, "update-ref", ref, commit)

@@ -28,10 +28,6 @@ MIB = 1024 * 1024
 T = TypeVar("T")
 
 
-class DeviceError(errors.UserError):
-    pass
-
-
 @dataclass(frozen=True)
 class Availability:
     usable: bool
@@ -93,7 +89,7 @@ class Device(str, enum.Enum):
 
     @classmethod
     def _missing_(cls, value: object) -> Device:
-        raise DeviceError(f"unknown device {value!r}; choose one of: {', '.join(NAMES)}")
+        raise errors.UserError(f"unknown device {value!r}; choose one of: {', '.join(NAMES)}")
 
     @functools.cache
     def availability(self) -> Availability:
@@ -266,7 +262,7 @@ def mps_high_watermark_ratio() -> float | None:
     try:
         return float(text)
     except ValueError:
-        raise DeviceError(f"{MPS_WATERMARK_ENV}={text!r} is not a number") from None
+        raise errors.UserError(f"{MPS_WATERMARK_ENV}={text!r} is not a number") from None
 
 
 def cpu_threads() -> int:

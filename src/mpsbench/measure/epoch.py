@@ -15,6 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from mpsbench.core.errors import UserError
 from mpsbench.measure import devices, fallback, measured, models, selection, suite, workloads
 from mpsbench.measure.optional_torch import torch  # loaded at the first epoch
 
@@ -55,14 +56,10 @@ CIFAR10_STD = (0.2470, 0.2435, 0.2616)
 EPOCHS_MEASURED = 3  # per phase; figures are medians over them
 
 
-class EpochError(ValueError):
-    """A parameter value that is not on the epoch benchmark's axes."""
-
-
 def _check(value: object, valid: tuple[Any, ...], what: str) -> None:
     if value not in valid:
         choices = ", ".join(str(choice) for choice in valid)
-        raise EpochError(f"unknown {what} {value!r}; choose one of: {choices}")
+        raise UserError(f"unknown {what} {value!r}; choose one of: {choices}")
 
 
 class SyntheticImages(_MapStyle):

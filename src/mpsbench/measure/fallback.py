@@ -27,7 +27,7 @@ WARNING = re.compile(
 
 
 class FallbackError(RuntimeError):
-    pass
+    """Ops fell back to the cpu; in suite.GUARD_ERRORS, which compiled.prepare lets through."""
 
 
 def enabled() -> bool:

@@ -18,7 +18,7 @@ T = TypeVar("T")
 
 
 class ChildDied(RuntimeError):
-    pass
+    """The child process died; caught by maxbatch to fail the cpu search with its budget."""
 
 
 def call(function: Callable[..., T], *args: Any) -> T:

@@ -27,10 +27,6 @@ INDEX_BYTES = 8  # indices and class targets are int64
 Dims = Mapping[str, int]
 
 
-class OpError(errors.UserError):
-    """An op or size that is not registered, or a case that cannot be built as asked."""
-
-
 @dataclass(frozen=True)
 class Operand:
     shape: tuple[int, ...]
@@ -57,7 +53,7 @@ class OpSpec:
 
     def dims(self, size: str) -> Dims:
         if size not in SIZES:
-            raise OpError(f"unknown size {size!r}; choose one of: {', '.join(SIZES)}")
+            raise errors.UserError(f"unknown size {size!r}; choose one of: {', '.join(SIZES)}")
         return self.shapes[size]
 
     def work_at(self, size: str, dtype: str) -> int:
@@ -416,7 +412,7 @@ def get(name: str) -> OpSpec:
     try:
         return REGISTRY[name]
     except KeyError:
-        raise OpError(f"unknown op {name!r}; choose one of: {', '.join(NAMES)}") from None
+        raise errors.UserError(f"unknown op {name!r}; choose one of: {', '.join(NAMES)}") from None
 
 
 def make_inputs(
@@ -461,7 +457,7 @@ class OpCase:
 
     def __init__(self, spec: OpSpec, device: str, dtype: str, size: str, training: bool) -> None:
         if training and not spec.has_backward:
-            raise OpError(
+            raise errors.UserError(
                 f"{spec.name} is not trained through; choose one of: {', '.join(BACKWARD_NAMES)}"
             )
         _bind_torch()
@@ -514,7 +510,7 @@ class OpCase:
         if output.device.type != expected_device:
             problems.append(f"device {output.device.type}, expected {expected_device}")
         if problems:
-            raise OpError(
+            raise errors.UserError(
                 f"{self.spec.name} on {self.device} ({self.dtype}, {self.size}) gave "
                 + "; ".join(problems)
             )

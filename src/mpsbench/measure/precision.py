@@ -12,6 +12,7 @@ import platform
 import re
 from typing import Any
 
+from mpsbench.core.errors import UserError
 from mpsbench.measure import host
 from mpsbench.measure.optional_torch import torch
 
@@ -23,17 +24,9 @@ NAMES: tuple[str, ...] = (
 DEFAULT = "float32"
 
 
-class PrecisionError(ValueError):
-    pass
-
-
-class DtypeMismatchError(RuntimeError):
-    pass
-
-
 def check_name(name: str) -> str:
     if name not in NAMES:
-        raise PrecisionError(f"unknown dtype {name!r}; choose one of: {', '.join(NAMES)}")
+        raise UserError(f"unknown dtype {name!r}; choose one of: {', '.join(NAMES)}")
     return name
 
 
@@ -110,7 +103,7 @@ def device_lacks(device: str, name: str) -> str | None:
 
 def check_computed(what: str, name: str, computed: torch.dtype | None) -> None:
     if computed != dtype_of(name):
-        raise DtypeMismatchError(
+        raise RuntimeError(
             f"{what}: asked for {name} but the logits were computed in {computed}"
             " (autocast on an unsupported device/dtype warns and silently runs float32)"
         )

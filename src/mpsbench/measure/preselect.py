@@ -20,10 +20,6 @@ from mpsbench.core.errors import UserError
 from mpsbench.measure import devices, selection
 
 
-class PreselectError(UserError):
-    pass
-
-
 @dataclass(frozen=True)
 class Combination:
     name: str  # "benchmark_models.Training.time_step('cpu', 'mlp', 8)", or a bare name
@@ -37,7 +33,7 @@ def discover(benchmark_dir: Path) -> list[Any]:
 
     root = benchmark_dir.resolve()
     if not (root / "__init__.py").is_file():
-        raise PreselectError(
+        raise UserError(
             f"{benchmark_dir} is not a benchmark package (no __init__.py); pass the suite's benchmark"
             " folder, the one holding its __init__.py (benchmarks in this checkout)"
         )
@@ -107,7 +103,7 @@ def selected(found: Sequence[Combination], bench: Sequence[str] = ()) -> list[st
     runs = [combination.name for combination in found if combination.reason is None]
     runs = asv.matching(runs, bench) if bench else runs
     if not runs:  # asv would stop with "No benchmarks selected"; say why first
-        raise PreselectError(
+        raise UserError(
             "no benchmark combination runs on this machine with this MPSBENCH_DEVICES"
             + (f" and -b {' -b '.join(bench)}" if bench else "")
         )

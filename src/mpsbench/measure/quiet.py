@@ -44,7 +44,7 @@ log = progress.logger(__name__)
 
 
 def wait_seconds() -> int:
-    """:data:`WAIT` in seconds; SettingError outside 0..:data:`WAIT_MOST`."""
+    """:data:`WAIT` in seconds; UserError outside 0..:data:`WAIT_MOST`."""
     return settings.whole(WAIT, WAIT_DEFAULT, 0, WAIT_MOST)
 
 

@@ -17,7 +17,8 @@ KINDS: tuple[str, ...] = ("training", "inference")
 
 
 class WorkloadError(ValueError):
-    """A workload that cannot be built as asked (unknown kind, missing package)."""
+    """A workload that cannot be built or stepped; caught by `mpsbench time` to say a bad choice in
+    one line. Not UserError: a non-finite loss is a failed benchmark, not a mistake."""
 
 
 class Workload:

@@ -28,10 +28,6 @@ Compare = Callable[
 ]  # (old commit, new commit, -b regex) -> compare's exit status
 
 
-class AlertError(UserError):
-    """The alert cannot be computed as asked (no results, a bad config): one line, exit status 2."""
-
-
 @dataclass(frozen=True)
 class Options:
     machines: tuple[str, ...] = ()  # only these machines (default: every one)
@@ -126,7 +122,7 @@ def find(suite: Suite, options: Options) -> list[Alert]:
     found = recorded.load(results)
     for name in options.machines:  # a misspelt machine would never raise an alert
         if name not in found.machines:
-            raise AlertError(
+            raise UserError(
                 f"no machine {name!r} in {results}; machines there: {', '.join(found.machines) or 'none'}"
             )
     alerts = []
@@ -139,7 +135,7 @@ def find(suite: Suite, options: Options) -> list[Alert]:
         # on its own channel (first parents): by date alone, a release could follow a nightly and be judged against it
         lineage = timeline.Reader(suite.timeline_path).lineage(builds[-1])
         if not lineage:
-            raise AlertError(
+            raise UserError(
                 f"the timeline {suite.timeline_path} has no commit {builds[-1][:12]}: run mpsbench timeline"
                 " generate"
             )
@@ -232,7 +228,7 @@ def confirm(found: list[Alert], compare: Compare) -> list[Alert]:
             continue
         status = compare(alert.old, alert.new, "^" + re.escape(alert.row.entry) + "$")
         if status not in verdicts:
-            raise AlertError(
+            raise UserError(
                 f"mpsbench compare {alert.old[:12]} {alert.new[:12]} exited with status {status}"
                 f" (expected {', '.join(map(str, verdicts))})"
             )
@@ -340,7 +336,7 @@ def check(suite: Suite, options: Options, compare: Compare | None = None) -> tup
     """:func:`find`, then :func:`confirm` with ``compare`` (``--confirm``: a fresh ``mpsbench compare`` on this
     machine), printed; the exit status and the Markdown (also to ``options.summary``)."""
     if options.confirm and len(options.machines) > 1:
-        raise AlertError(
+        raise UserError(
             "--confirm measures on this machine: give at most one --machine, this machine's name"
         )
     if (

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 
 from mpsbench.builds import history
 from mpsbench.core import progress, text
+from mpsbench.core.errors import UserError
 from mpsbench.regressions import compare, fresh, nightlies, verdict
 
 log = progress.logger(__name__)
@@ -226,14 +227,14 @@ def bisect(
         [good_ref, bad_ref], args.manifest, args.timeline
     )
     if good.name == bad.name:
-        raise fresh.FreshError(f"GOOD and BAD are the same build ({good.name}): name two builds")
+        raise UserError(f"GOOD and BAD are the same build ({good.name}): name two builds")
     line = fresh.lineage(manifest, bad.name)
     if good.name not in line:
         if bad.name in fresh.lineage(manifest, good.name):
-            raise fresh.FreshError(
+            raise UserError(
                 f"{bad.name} comes before {good.name}: give GOOD (older) first, then BAD"
             )
-        raise fresh.FreshError(
+        raise UserError(
             f"{good.name} is not an ancestor of {bad.name} on any channel: bisect along one line of"
             " builds"
         )

@@ -16,6 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from mpsbench.core import asv, progress
+from mpsbench.core.errors import UserError
 from mpsbench.measure import devices, preselect
 from mpsbench.regressions import fresh, verdict
 
@@ -282,7 +283,7 @@ def check(args: fresh.Options) -> None:
     """What compare's and bisect's options alone make impossible, refused before anything is written or measured:
     the timeline, the machine file and .asv/fresh stay as they were."""
     if args.min_rounds > args.max_rounds:
-        raise fresh.FreshError(
+        raise UserError(
             f"--min-rounds {args.min_rounds} is more than --max-rounds {args.max_rounds}"
         )
     fresh.round_process(
@@ -297,7 +298,7 @@ def check(args: fresh.Options) -> None:
     device = preselect.devices_of(benchmarks)[found[0]]
     if device is not None and not devices.present(device):
         here = ", ".join(name for name in devices.NAMES if devices.present(name))
-        raise fresh.FreshError(
+        raise UserError(
             f"-b {args.bench!r} names {found[0]}, which cannot run here: {devices.absent_reason(device)};"
             f" the devices here: {here}"
         )
@@ -316,7 +317,7 @@ def compare(a_ref: str, b_ref: str, args: fresh.Options) -> int:
     check(args)
     _, _, (a, b) = fresh.name_builds([a_ref, b_ref], args.manifest, args.timeline)
     if a.name == b.name:
-        raise fresh.FreshError(f"A and B are the same build ({a.name}): name two builds")
+        raise UserError(f"A and B are the same build ({a.name}): name two builds")
     with fresh.Session(args, [a, b]) as measuring:
         combination = measuring.check_bench(a.commit)
         print(

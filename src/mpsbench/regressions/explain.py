@@ -375,7 +375,7 @@ def _profile(
             )
             if "error" in found:
                 tail = " | ".join(output.strip().splitlines()[-2:])
-                raise fresh.FreshError(
+                raise UserError(
                     f"{build.name} could not profile {session.combination}: {found['error']}"
                     + (f" ({tail})" if tail and tail not in found["error"] else "")
                 )
@@ -397,7 +397,7 @@ def explain(a_ref: str, b_ref: str, options: Options) -> Explained:
     compare.check(measuring)
     _, _, (a, b) = fresh.name_builds([a_ref, b_ref], options.manifest, options.timeline)
     if a.name == b.name:
-        raise fresh.FreshError(f"A and B are the same build ({a.name}): name two builds")
+        raise UserError(f"A and B are the same build ({a.name}): name two builds")
     with fresh.Session(measuring, [a, b]) as session:
         combination = session.check_bench(a.commit)
         log.info(

@@ -49,10 +49,6 @@ FORKED_DEVICES = frozenset({"cuda"})
 ROUND_PROCESS = "MPSBENCH_ROUND_PROCESS"
 
 
-class FreshError(errors.UserError):
-    """A comparison that cannot be measured as asked: one line, exit status 2."""
-
-
 @dataclass(frozen=True)
 class Named:
     name: str  # CHANNEL@ID
@@ -69,8 +65,8 @@ def name_builds(
     for ref in refs:
         try:
             name = history.resolve_ref(manifest, generated, ref)[0]
-        except (mf.ManifestError, history.HistoryError) as exc:
-            raise FreshError(f"unknown build {ref!r}: {exc}") from None
+        except errors.UserError as exc:  # an unknown name, said with the ref
+            raise errors.UserError(f"unknown build {ref!r}: {exc}") from None
         found.append(Named(name, generated.commits[name]))
     return manifest, generated, found
 
@@ -232,7 +228,7 @@ class Session:
             tail = [line.strip() for line in printed if "mpsbench: error:" in line][:1] or printed[
                 -3:
             ]
-            raise FreshError(
+            raise errors.UserError(
                 f"asv could not discover the suite for {commit[:12]}: {' | '.join(tail)}"
                 + ("" if self.log else " (--log FILE keeps asv's whole output)")
             )
@@ -280,19 +276,16 @@ class Session:
         """
         # what `asv run -a` would hand each process
         params = {"repeat": CPU_REPEAT if self.cpu_row else SAMPLES, "rounds": self.max_rounds}
-        try:
-            running = self._servers_of(builds)
-            times: dict[str, list[float]] = {build.name: [] for build in builds}
-            self.samples = {build.name: 0 for build in builds}
-            last = most or self.max_rounds
-            for number in range(1, last + 1):
-                order = list(zip(builds, running))
-                for build, server in order if number % 2 else order[::-1]:  # as asv: A B, B A, ...
-                    said = server.round(number, params, ahead=not self.cpu_row and number < last)
-                    times[build.name].append(self._fastest(build, server, said, number))
-                yield {name: list(values) for name, values in times.items()}
-        except servers.ServerError as exc:
-            raise FreshError(str(exc)) from None
+        running = self._servers_of(builds)
+        times: dict[str, list[float]] = {build.name: [] for build in builds}
+        self.samples = {build.name: 0 for build in builds}
+        last = most or self.max_rounds
+        for number in range(1, last + 1):
+            order = list(zip(builds, running))
+            for build, server in order if number % 2 else order[::-1]:  # as asv: A B, B A, ...
+                said = server.round(number, params, ahead=not self.cpu_row and number < last)
+                times[build.name].append(self._fastest(build, server, said, number))
+            yield {name: list(values) for name, values in times.items()}
 
     def _servers_of(self, builds: list[Named]) -> list[servers.Server]:
         """Each build's server, started (all new ones at once, then waited for) unless it serves already."""
@@ -331,7 +324,7 @@ class Session:
                 if said.get("rc") != 0
                 else "skipped (n/a)"
             )
-            raise FreshError(
+            raise errors.UserError(
                 f"{self.combination} gave no value in round {number} for {build.name} ({why}):"
                 f" {server.tail()}"
             )
@@ -343,12 +336,12 @@ def round_process(device: str | None, env: dict[str, str]) -> str:
     """servers.FORK or servers.SPAWN for a row on ``device`` (None: a row without one), ROUND_PROCESS overriding."""
     asked = env.get(ROUND_PROCESS, "")
     if asked and asked not in (servers.FORK, servers.SPAWN):
-        raise FreshError(
+        raise errors.UserError(
             f"{ROUND_PROCESS}={asked!r}: give {servers.FORK} or {servers.SPAWN}, or leave it unset"
         )
     if not hasattr(os, "fork") or sys.platform == "darwin":
         if asked == servers.FORK:
-            raise FreshError(
+            raise errors.UserError(
                 f"{ROUND_PROCESS}=fork: this platform ({sys.platform}) runs every round spawned; leave"
                 f" it unset or give {servers.SPAWN}"
             )
@@ -360,7 +353,7 @@ def one_combination(bench: str, found: list[str], hint: str) -> None:
     """Refuse a ``-b`` regex that names no or several combinations (``found``), listing the first three."""
     if len(found) != 1:
         shown = f": {', '.join(found[:3])}{', ...' if len(found) > 3 else ''}" if found else ""
-        raise FreshError(
+        raise errors.UserError(
             f"-b {bench!r} matches {len(found)} benchmark combinations{shown}; give a regex that matches"
             f" exactly one{hint}"
         )

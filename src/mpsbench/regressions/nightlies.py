@@ -11,6 +11,7 @@ from datetime import date
 
 from mpsbench.builds import history, resolve, timeline
 from mpsbench.builds import manifest as mf
+from mpsbench.core.errors import UserError
 from mpsbench.regressions import fresh
 
 DEFAULT = 3  # three new builds: a binary search over them is exactly two steps
@@ -86,7 +87,7 @@ class Gaps:
         channel = channel_name(good)
         existing = self.manifest.channel(channel)
         if existing is not None and existing.parent != good:
-            raise fresh.FreshError(
+            raise UserError(
                 f"channel {channel} exists but forks from {existing.parent}, not {good}:"
                 " remove it from the manifest or bisect from another build"
             )

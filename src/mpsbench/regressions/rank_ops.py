@@ -25,10 +25,6 @@ from mpsbench.results import recorded
 MODULE = "benchmark_ops"  # the asv module whose benchmarks are ranked
 
 
-class RankError(UserError):
-    """Results that cannot be found, read or compared: the message says which and why."""
-
-
 @dataclass(frozen=True)
 class Options:
     before: str  # two results files, or two commits of a results folder
@@ -60,11 +56,11 @@ class Ranking:
 def load(path: Path) -> Any:
     """An asv ``Results`` read from ``path``, or a one-line error naming the file."""
     if not path.is_file():
-        raise RankError(f"no results file {str(path)!r}")
+        raise UserError(f"no results file {str(path)!r}")
     try:
         return recorded.read(path)
     except recorded.RecordedError as exc:
-        raise RankError(f"{str(path)!r} is not an asv 0.6 results file: {exc}") from None
+        raise UserError(f"{str(path)!r} is not an asv 0.6 results file: {exc}") from None
 
 
 def op_times(
@@ -153,31 +149,28 @@ def format_ranking(ranking: Ranking, top: int | None = None) -> str:
 def find_results(results_dir: Path, commit: str, machine: str | None) -> Path:
     """The one results file of ``commit`` (a hash or a unique prefix) on ``machine``."""
     if not results_dir.is_dir():
-        raise RankError(f"no results directory {str(results_dir)!r}")
+        raise UserError(f"no results directory {str(results_dir)!r}")
     machines = sorted(path.parent.name for path in results_dir.glob("*/machine.json"))
     if machine is None:
         if len(machines) != 1:
             found = ", ".join(machines) or "none"
-            raise RankError(
+            raise UserError(
                 f"{str(results_dir)!r} holds results of several machines or none ({found}); pass --machine"
             )
         machine = machines[0]
     elif machine not in machines:
-        raise RankError(
+        raise UserError(
             f"no machine {machine!r} in {str(results_dir)!r}; choose one of: {', '.join(machines) or 'none'}"
         )
-    try:
-        full = recorded.full_hash(results_dir, machine, commit)
-    except recorded.RecordedError as exc:
-        raise RankError(str(exc)) from None
+    full = recorded.full_hash(results_dir, machine, commit)  # RecordedError: one line, exit 2
     paths = sorted((results_dir / machine).glob(f"{full}-*.json")) if full else []
     if not paths:
-        raise RankError(
+        raise UserError(
             f"no results for commit {commit} on machine {machine} in {str(results_dir)!r}"
         )
     if len(paths) > 1:
         names = ", ".join(str(path) for path in paths)
-        raise RankError(
+        raise UserError(
             f"commit {commit} has results in several environments ({names}); pass the two files instead"
         )
     return paths[0]
@@ -190,7 +183,7 @@ def run(suite: Suite, options: Options) -> int:
     if all(as_files):
         before_path, after_path = Path(options.before), Path(options.after)
     elif any(as_files):
-        raise RankError(
+        raise UserError(
             f"give two results files or two commits, not one of each: {options.before!r}, {options.after!r}"
         )
     else:

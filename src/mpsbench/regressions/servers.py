@@ -28,10 +28,6 @@ TIMED_OUT = serve_build.TIMED_OUT
 SPAWN, FORK = serve_build.SPAWN, serve_build.FORK
 
 
-class ServerError(errors.UserError):
-    """A build server that could not start or run a round: one line with its reason (compare turns it into FreshError)."""
-
-
 @dataclass(frozen=True)
 class Placed:
     """Where a build's code is: its sys.path entries, the folder torch must come from, the variables it sets."""
@@ -58,7 +54,7 @@ def place(
         said = (done.stderr or done.stdout).strip().splitlines() or [
             f"exit status {done.returncode}"
         ]
-        raise ServerError(
+        raise errors.UserError(
             f"cannot place build {build.get('channel')}@{build.get('id')}: {said[-1]}"
         )
     found = json.loads(done.stdout.strip().splitlines()[-1])
@@ -115,16 +111,16 @@ class Server:
         assert self.replies is not None
         line = self.replies.readline()
         if not line:
-            raise ServerError(
+            raise errors.UserError(
                 f"the server of {self.placed.build} ended before {waiting_for}: {self.tail()}"
             )
         said: dict[str, Any] = json.loads(line)
         if "error" in said:
-            raise ServerError(f"the server of {self.placed.build} refused: {said['error']}")
+            raise errors.UserError(f"the server of {self.placed.build} refused: {said['error']}")
         return said
 
     def ready(self) -> dict[str, Any]:
-        """Wait until the server has imported what it needs; its ready reply (or ServerError with its reason)."""
+        """Wait until the server has imported what it needs; its ready reply (or UserError with its reason)."""
         said = self._reply("it was ready")
         self.is_ready = True
         return said
@@ -147,7 +143,7 @@ class Server:
             )
             self.process.stdin.flush()
         except BrokenPipeError:
-            raise ServerError(
+            raise errors.UserError(
                 f"the server of {self.placed.build} ended before round {number}: {self.tail()}"
             ) from None
         said = self._reply(f"round {number} ended")

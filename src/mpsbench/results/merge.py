@@ -60,7 +60,7 @@ log = progress.logger(__name__)
 
 
 class MergeError(UserError):
-    """The merge cannot be done as asked (a missing folder, benchmark versions that disagree): nothing was written."""
+    """A file or folder the merge refuses; caught by merge to skip a corrupt file and report it."""
 
 
 @dataclass

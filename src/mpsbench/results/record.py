@@ -38,10 +38,6 @@ FIRST_TIER = r"^benchmark_models\.(?:Training|Inference)\.time_step\("
 log = progress.logger(__name__)
 
 
-class RecordError(UserError):
-    """The run cannot start as asked (nothing selected, --quick)."""
-
-
 def recorded_names(results: Path, machine: str, commit: str, environment: str = "*") -> set[str]:
     """The build's combinations this machine's record settles, named as -b sees them: each with a
     value, and each seen to skip here (:func:`mpsbench.results.watch.skipped`: asv's NaN also means
@@ -51,7 +47,7 @@ def recorded_names(results: Path, machine: str, commit: str, environment: str = 
         try:
             result = recorded.read(path, machine)
         except recorded.RecordedError as exc:
-            raise RecordError(f"results file {path} cannot be read ({exc})") from None
+            raise UserError(f"results file {path} cannot be read ({exc})") from None
         if result.commit_hash == commit:
             names.update(row.entry for row in recorded.rows(result))
     return names
@@ -171,7 +167,7 @@ class Selection:
 
 def select(conf: AsvConf, bench: Sequence[str]) -> Selection:
     """The combinations a run times: this machine's preselection, or what -b finds (re.search).
-    RecordError where -b finds none or only ones that skip here (asv would start a process each)."""
+    UserError where -b finds none or only ones that skip here (asv would start a process each)."""
     found = preselect.combinations(preselect.discover(conf.benchmarks))
     default = preselect.selected(found)
     if not bench:
@@ -179,7 +175,7 @@ def select(conf: AsvConf, bench: Sequence[str]) -> Selection:
     shown = " -b ".join(map(shlex.quote, bench))
     asked = set(asv.matching([combination.name for combination in found], bench))
     if not asked:
-        raise RecordError(
+        raise UserError(
             f"no benchmark matches -b {shown}; `mpsbench preselect --list` lists every combination"
         )
     runs = tuple(
@@ -196,7 +192,7 @@ def select(conf: AsvConf, bench: Sequence[str]) -> Selection:
         "; ..." if len(left) > 3 else ""
     )
     if not runs:
-        raise RecordError(
+        raise UserError(
             f"none of the {len(asked)} combinations -b {shown} finds runs on this machine: {reasons}"
         )
     said = (
@@ -211,16 +207,16 @@ def select(conf: AsvConf, bench: Sequence[str]) -> Selection:
 
 
 def check_meaning(run: asv.RunArgs) -> None:
-    """RecordError, before anything runs, where an asv option (--quick, -a repeat=1, --set-commit-hash) or an
+    """UserError, before anything runs, where an asv option (--quick, -a repeat=1, --set-commit-hash) or an
     MPSBENCH_* setting would change what the recorded values mean; a --dry-run saves nothing and may."""
     if run.dry_run:
         return
     if run.changes_values:
-        raise RecordError(
+        raise UserError(
             f"{run.changes_values[0]}; add --dry-run for a throw-away run, or leave it out"
         )
     if (refusal := settings.recording_refusal()) is not None:
-        raise RecordError(refusal)
+        raise UserError(refusal)
 
 
 def record(
@@ -245,7 +241,7 @@ def record(
     check_meaning(run)
     results = conf.results
     if conf.repo is None:
-        raise RecordError(f"{conf.path}: repo must be the timeline's folder, not a URL")
+        raise UserError(f"{conf.path}: repo must be the timeline's folder, not a URL")
     commits = newest_first(conf.repo, ranges.builds(conf.repo, conf.branches, run.range))
     chosen = selection or select(conf, run.bench)
     wanted = chosen.names

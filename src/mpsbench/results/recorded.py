@@ -83,7 +83,7 @@ def unit(name: str) -> Unit:
 
 
 class RecordedError(UserError):
-    """The results directory is missing, empty or holds a file asv cannot read: one line."""
+    """No results, or a file asv cannot read; caught by readers that skip or name that file."""
 
 
 @dataclass(frozen=True)

@@ -24,7 +24,7 @@ VENDOR = "vendor"  # html_dir's folder for the libraries
 
 
 class SiteAssetError(UserError):
-    """The site cannot be made self-contained (the message says why)."""
+    """The site cannot be self-contained; caught to keep the CDN link of a file served wrong."""
 
 
 @dataclass(frozen=True)
@@ -135,7 +135,7 @@ def download(url: str) -> bytes:
 
 
 class Unreachable(SiteAssetError):
-    """The network refused a fetch (not a wrong file)."""
+    """The network refused a fetch; caught to keep that host's CDN links, by its host and reason."""
 
     def __init__(self, host: str, reason: str, message: str) -> None:
         super().__init__(message)
