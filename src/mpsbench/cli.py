@@ -336,8 +336,8 @@ def cmd_record(args: argparse.Namespace) -> int:
     machine.require(args.machine)  # before anything runs
     suite, asv_args = _suite(args), _asv_args(args)
     # what the plan says of each build's install (its disk, whether it is installed): as mpsbench bench says it
-    builds = bench.Builds(suite, bench.environment_python(asv_args))
-    return record.record(suite.conf, args.machine, asv_args, args.remeasure, builds)
+    facts = bench.disk_facts(suite, asv_args)
+    return record.status(record.record(suite.conf, args.machine, asv_args, args.remeasure, facts))
 
 
 def cmd_preselect(args: argparse.Namespace) -> None:
