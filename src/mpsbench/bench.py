@@ -118,12 +118,11 @@ def build_facts(
     return watch.Build(name, need.bytes, need.how, need.installed, size, hosts)
 
 
-def disk_facts(suite: Suite, run: Sequence[str]) -> watch.Disk:
-    """The build cache and each build of asv run arguments ``run``'s range, installed for the
-    Python of the run's environments."""
-    parsed, reader = asv.run_args(run), suite.reader
-    python = environment_python(parsed)
-    commits = record.builds(suite.conf, parsed)
+def disk_facts(suite: Suite, run: asv.RunArgs) -> watch.Disk:
+    """The build cache and each build of ``run``'s range, installed for the Python of the run's
+    environments."""
+    python, reader = environment_python(run), suite.reader
+    commits = record.builds(suite.conf, run)
     return watch.Disk(
         disk.cache(), {commit: build_facts(reader, commit, python) for commit in commits}
     )
@@ -182,7 +181,7 @@ def bench(suite: Suite, options: Options) -> int:
     published = False
     for run in plan(suite, options.asv_args):
         launch = ("--launch-method", suite.conf.launch_method())
-        facts = disk_facts(suite, run)
+        facts = disk_facts(suite, asv.run_args(run))
         steps = record.record(
             suite.conf, name, [*launch, *run], options.remeasure, facts, selection
         )

@@ -335,8 +335,10 @@ def cmd_merge(args: argparse.Namespace) -> int:
 def cmd_record(args: argparse.Namespace) -> int:
     machine.require(args.machine)  # before anything runs
     suite, asv_args = _suite(args), _asv_args(args)
+    run = asv.run_args(asv_args)
+    record.check_meaning(run)  # before the builds are read
     # what the plan says of each build's install (its disk, whether it is installed): as mpsbench bench says it
-    facts = bench.disk_facts(suite, asv_args)
+    facts = bench.disk_facts(suite, run)
     return record.status(record.record(suite.conf, args.machine, asv_args, args.remeasure, facts))
 
 

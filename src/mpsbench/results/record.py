@@ -212,7 +212,10 @@ def select(conf: AsvConf, bench: Sequence[str]) -> Selection:
 
 def check_meaning(run: asv.RunArgs) -> None:
     """RecordError, before anything runs, where an asv option (--quick, -a repeat=1, --set-commit-hash) or an
-    MPSBENCH_* setting would change what the recorded values mean; a --dry-run saves nothing and may."""
+    MPSBENCH_* setting would change what the recorded values mean; a --dry-run saves nothing and may.
+    A bad quiet-gate setting first."""
+    quiet.wait_seconds()
+    quiet.accept_busy()
     if run.dry_run:
         return
     if run.changes_values:
@@ -263,10 +266,9 @@ def record(
     when the run ends, stopped or closed. The results folder's lock is held until then: close the
     generator (``contextlib.closing``) when not iterating it to its end.
     """
-    quiet.wait_seconds()  # a bad setting fails before anything runs
-    accept = quiet.accept_busy()
     run = asv.run_args(asv_args)
-    check_meaning(run)
+    check_meaning(run)  # a bad setting fails before anything runs
+    accept = quiet.accept_busy()
     results = conf.results
     commits = builds(conf, run)
     chosen = selection or select(conf, run.bench)
