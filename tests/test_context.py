@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import shutil
+import subprocess
+import sys
 from collections import Counter
 from pathlib import Path
 
@@ -15,6 +17,8 @@ from mpsbench.builds import manifest as mf
 from mpsbench.context import Suite
 from mpsbench.core import asv, asvconf
 from mpsbench.regressions import fresh
+from mpsbench.results import record
+from mpsbench.results.watch import Step
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -194,3 +198,93 @@ def test_a_bench_run_with_b_starts_asv_only_for_the_combinations_this_machine_ti
     assert asv.matching(names, [pattern]) == [name for name in names if "'cpu'" in name]
     said = [line for line in capsys.readouterr().err.splitlines() if "would only skip" in line]
     assert len(said) == 1 and "4 of the 12 combinations it finds run here" in said[0], said
+
+
+FIRST_AND_OTHER = r"Training\.time_step\('cpu', 'mlp', 8\)$|ComputeBoundOps\.time_forward\('cpu'"
+
+
+def _locked(folder: Path) -> bool:
+    """Whether another process finds ``folder``'s lock (core.files.lock's flock) taken."""
+    probe = "import fcntl, os, sys; fcntl.flock(os.open(sys.argv[1], os.O_RDONLY), 6)"  # EX|NB
+    return subprocess.run([sys.executable, "-c", probe, str(folder)]).returncode != 0
+
+
+def test_record_yields_each_step_newest_build_first_tier_first_and_closing_it_ends_the_run(
+    suite_copy, monkeypatch
+):
+    suite = Suite()
+    suite.generate()
+    codes = iter([0, 1])  # the second step's asv fails; later ones succeed
+
+    def supervise(command, cwd, env, tick, every=1.0, output=None):
+        output.parent.mkdir(parents=True, exist_ok=True)
+        with open(output, "a") as log:
+            log.write("asv's lines\n")
+        return next(codes, 0)
+
+    monkeypatch.setattr(asv, "supervise", supervise)
+    older, newest = (suite.timeline.commits[f"release@{id_}"] for id_ in ("2.14.1", "2.15.0"))
+    run = asv.run_args(["-b", FIRST_AND_OTHER, "release~2..release"])
+    finished = list(record.record(suite.conf, "box", run))
+    assert [(f.step.commit, f.step.tier, f.build_done, f.status) for f in finished] == [
+        (newest, "first tier", False, 0),
+        (newest, "the rest", True, record.BENCHMARKS_FAILED),
+        (older, "every combination", True, 0),
+    ]
+    assert not any(f.recorded for f in finished)  # asv stood in: nothing was measured
+    assert record.status(finished) == record.BENCHMARKS_FAILED
+
+    steps = record.record(suite.conf, "box", run)
+    assert next(steps).step.tier == "first tier"
+    results = suite.conf.results
+    assert _locked(results.parent)  # the run holds the results folder's lock between its steps
+    steps.close()
+    assert not _locked(results.parent)
+
+
+def test_bench_publishes_after_the_first_tier_and_after_each_build_that_has_a_value(
+    suite_copy, monkeypatch
+):
+    said: list[str] = []
+    finished = [
+        (Step("new", ("a",), "first tier"), False, True, 0),
+        (Step("new", ("b",), "the rest"), True, True, record.BENCHMARKS_FAILED),
+        (Step("old", ("a", "b"), "every combination"), True, False, 0),  # the gate held all
+    ]
+
+    def steps(*args, **kwargs):
+        try:
+            for step in finished:
+                said.append(step[0].tier)
+                yield record.Finished(*step)
+        finally:
+            said.append("closed")
+
+    monkeypatch.setattr(record, "record", steps)
+    monkeypatch.setattr(bench, "publish_site", lambda suite, **_: said.append("publish"))
+    monkeypatch.setattr(bench, "check_setup", lambda: "")  # torch's devices: not this test's
+    options = bench.Options(("-b", FIRST_AND_OTHER, "release~2..release"))
+    assert bench.bench(Suite(), options) == record.BENCHMARKS_FAILED
+    assert said == [
+        "first tier",
+        "publish",
+        "the rest",
+        "publish",
+        "every combination",
+        "closed",
+    ]
+
+    said.clear()
+
+    def stopped(suite, **_):
+        raise KeyboardInterrupt  # Ctrl-C while the site is published
+
+    monkeypatch.setattr(bench, "publish_site", stopped)
+    try:
+        bench.bench(Suite(), options)
+    except KeyboardInterrupt:
+        # the run ended (its held values said, its lock released) before Ctrl-C left bench,
+        # not whenever its generator is collected
+        assert said == ["first tier", "closed"]
+    else:
+        pytest.fail("Ctrl-C did not stop bench")

@@ -237,36 +237,19 @@ def test_a_skips_reason_is_read_from_what_its_process_printed():
 def test_a_long_start_up_says_so_once_a_minute_with_what_the_cache_grew_by(
     tmp_path, capsys, monkeypatch
 ):
-    class Grows:
-        holds = 0
-
-        def name(self, commit: str) -> str:
-            return commit
-
-        def need(self, commit: str) -> tuple[int, str, bool]:
-            return (5 * 10**9, "measured", False)
-
-        def download(self, commit: str) -> tuple[int, tuple[str, ...]]:
-            return (2 * 10**9, ("download.pytorch.org",))
-
-        def free(self) -> int:
-            return 100 * 10**9
-
-        def used(self) -> int:
-            return self.holds
-
-        def cache(self) -> Path:
-            return tmp_path
-
-    builds = Grows()
+    holds = [0]  # the build cache's bytes, as asv installs
+    monkeypatch.setattr(watch, "free", lambda folder: 100 * 10**9)
+    monkeypatch.setattr(watch, "used", lambda folder: holds[0])
+    build = watch.Build("b", 5 * 10**9, "measured", False, 2 * 10**9, ("download.pytorch.org",))
     step = Step("b", ("x('cpu', 1)",), "every combination")
-    watching = Watch([step], watch.Costs(tmp_path / "results", "box"), builds)
+    disk = watch.Disk(tmp_path, {"b": build})
+    watching = Watch([step], watch.Costs(tmp_path / "results", "box"), disk)
     watching.begin(step)
     now = [time.monotonic()]
     monkeypatch.setattr(watch.time, "monotonic", lambda: now[0])
     for grown in (1.2, 2.5):
         now[0] += watch.LONG
-        builds.holds = int(grown * 10**9)
+        holds[0] = int(grown * 10**9)
         watching.poll(tmp_path)
     said = [
         line

@@ -207,57 +207,62 @@ def test_a_builds_disk_need_is_for_the_python_of_the_environment_asv_installs_it
         (3, 10) if sys.version_info[:2] != (3, 10) else (3, 12)
     )  # not the Python that runs mpsbench
     version = f"{other[0]}.{other[1]}"
-
-    def python(*args: str) -> tuple[int, int] | None:
-        return bench.environment_python(asv.run_args(args))
-
-    assert python("-E", f"virtualenv:{version}", "HASHFILE:hashes.txt") == other  # bench.plan's
-    assert python(f"--python={version}", "ALL") == other
-    assert python("release^!") is None  # asv makes its environments of its own Python: this one
+    python = bench.environment_python
+    run = asv.run_args(("-E", f"virtualenv:{version}", "HASHFILE:hashes.txt"))  # bench.plan's
+    assert python(run) == other
+    assert python(asv.run_args((f"--python={version}", "ALL"))) == other
+    # asv makes its environments of its own Python: this one
+    assert python(asv.run_args(("release^!",))) is None
     build = _build(tmp_path, "2.15.0", stored=True, python=other)  # pinned for that Python only
-    suite = SimpleNamespace(reader=SimpleNamespace(build=lambda commit: build))
-    stored = bench.Builds(suite, other).need("commit")
-    assert "stored wheels" in stored.how and stored.bytes == int(
+    reader = SimpleNamespace(build=lambda commit: build)
+    stored = bench.build_facts(reader, "commit", other)
+    assert "stored wheels" in stored.how and stored.need == int(
         2000 * disk.INSTALLED_PER_WHEEL_BYTE
     )
+    assert (stored.installed, stored.download) == (False, 0)  # its wheels are here: no download
     _installed(tmp_path, build["pins"]["linux-x86_64-cpu"])
-    assert bench.Builds(suite, other).need("commit") == disk.Need(
-        0, "installed in the cache already", True
+    assert bench.build_facts(reader, "commit", other) == watch.Build(
+        "release@2.15.0 (torch 2.15.0)", 0, "installed in the cache already", True
     )
 
 
-class _Builds:
-    def __init__(self, free: int, needs: dict[str, tuple[int, str, bool]]) -> None:
-        self.needs, self.space, self.holds = needs, free, 3 * int(disk.GB)
+class _Cache:
+    """Stand-ins for the build cache's disk: ``space`` free, ``holds`` used."""
 
-    def name(self, commit: str) -> str:
-        return f"release@{commit}"
-
-    def need(self, commit: str) -> tuple[int, str, bool]:
-        return self.needs[commit]
-
-    def download(self, commit: str) -> tuple[int, tuple[str, ...]]:
-        need, _, installed = self.needs[commit]
-        return (0, ()) if installed else (int(need / 4), ("files.example.org",))
-
-    def free(self) -> int:
-        return self.space
-
-    def used(self) -> int:
-        return self.holds
-
-    def cache(self) -> Path:
-        return Path("/cache")
+    def __init__(self, monkeypatch: pytest.MonkeyPatch, space: int) -> None:
+        self.space, self.holds = space, 3 * int(disk.GB)
+        monkeypatch.setattr(watch, "free", lambda folder: self.space)
+        monkeypatch.setattr(watch, "used", lambda folder: self.holds)
 
 
-def test_a_build_that_does_not_fit_is_skipped_in_one_line_and_the_rest_goes_on(tmp_path, capsys):
+def _disk(needs: dict[str, tuple[int, str, bool]]) -> watch.Disk:
+    """Facts of builds ``release@COMMIT``, each with its need; one not installed downloads a
+    quarter of it."""
+    return watch.Disk(
+        Path("/cache"),
+        {
+            commit: watch.Build(
+                f"release@{commit}",
+                need,
+                how,
+                installed,
+                *((0, ()) if installed else (int(need / 4), ("files.example.org",))),
+            )
+            for commit, (need, how, installed) in needs.items()
+        },
+    )
+
+
+def test_a_build_that_does_not_fit_is_skipped_in_one_line_and_the_rest_goes_on(
+    tmp_path, capsys, monkeypatch
+):
     steps = [
         Step("new", (SEED,), "first tier"),
         Step("new", (OTHER,), "the rest"),
         Step("old", (SEED,), "every combination"),
     ]
-    builds = _Builds(
-        int(5 * disk.GB),
+    _Cache(monkeypatch, int(5 * disk.GB))
+    builds = _disk(
         {
             "new": (int(8 * disk.GB), "measured for 2.15.0 on linux", False),
             "old": (int(4 * disk.GB), "measured for 2.4.1 on linux", False),
@@ -292,14 +297,15 @@ def test_a_build_that_does_not_fit_is_skipped_in_one_line_and_the_rest_goes_on(t
     assert watching.total == 1  # what is left to measure
 
 
-def test_the_running_line_gives_the_cache_as_it_is_after_a_builds_install(tmp_path, capsys):
+def test_the_running_line_gives_the_cache_as_it_is_after_a_builds_install(
+    tmp_path, capsys, monkeypatch
+):
     steps = [Step("new", (SEED, OTHER), "first tier")]
-    builds = _Builds(
-        int(50 * disk.GB), {"new": (int(8 * disk.GB), "measured for 2.15.0 on linux", False)}
-    )
+    cache = _Cache(monkeypatch, int(50 * disk.GB))
+    builds = _disk({"new": (int(8 * disk.GB), "measured for 2.15.0 on linux", False)})
     watching = Watch(steps, watch.Costs(tmp_path, "box", gpu=False, default=100), builds)
     assert watching.begin(steps[0])
-    builds.holds = 11 * int(disk.GB)  # asv installed the build before its first combination
+    cache.holds = 11 * int(disk.GB)  # asv installed the build before its first combination
     events = [
         {"event": "done", "name": name, "outcome": "value", "seconds": 1.0}
         for name in (SEED, OTHER)
@@ -311,14 +317,12 @@ def test_the_running_line_gives_the_cache_as_it_is_after_a_builds_install(tmp_pa
 
 
 def test_the_plan_says_why_a_build_needs_no_disk_never_that_one_it_cannot_install_is_installed(
-    tmp_path,
+    tmp_path, monkeypatch
 ):
     steps = [Step("new", (SEED,), "every combination"), Step("old", (SEED,), "every combination")]
     refused = "a build this machine cannot install (it is refused before any download)"
-    builds = _Builds(
-        int(50 * disk.GB),
-        {"new": (0, "installed in the cache already", True), "old": (0, refused, True)},
-    )
+    _Cache(monkeypatch, int(50 * disk.GB))
+    builds = _disk({"new": (0, "installed in the cache already", True), "old": (0, refused, True)})
     plan = Watch(steps, watch.Costs(tmp_path, "box", gpu=False, default=100), builds).plan()
     assert "disk: none, installed in the cache already" in plan and f"disk: none, {refused}" in plan
     assert "installed already" not in plan.replace("in the cache already", "")
@@ -334,12 +338,16 @@ def test_results_record_plans_with_what_the_cache_says_of_each_build_as_bench_do
     (tmp_path / ".asv-machine.json").write_text(
         json.dumps({"version": 1, "box": {"machine": "box"}})
     )
-    handed = []
+    handed, pythons = [], []
     monkeypatch.setattr(
         record,
         "record",
-        lambda conf, machine, run, remeasure, facts=None: handed.append(facts) or 0,
+        lambda conf, machine, run, remeasure, disk=None: iter(handed.append(disk) or ()),
     )
+    monkeypatch.setattr(record, "builds", lambda conf, run: ["c0ffee00c0ffee00"])
+    measured = disk.Need(int(8 * disk.GB), "measured for 2.0.1 on linux", False)
+    monkeypatch.setattr(disk, "need", lambda build, python=None: pythons.append(python) or measured)
+    monkeypatch.setattr(disk, "download", lambda build, python=None: (int(disk.GB), ("a.org",)))
     config = Path(__file__).resolve().parents[1] / "asv.conf.json"
     assert (
         cli.main(
@@ -358,7 +366,13 @@ def test_results_record_plans_with_what_the_cache_says_of_each_build_as_bench_do
         )
         == 0
     )
-    assert isinstance(handed[0], bench.Builds) and handed[0].python == (3, 10)
+    assert handed == [
+        watch.Disk(
+            disk.cache(),
+            {"c0ffee00c0ffee00": watch.Build("c0ffee00", *measured, int(disk.GB), ("a.org",))},
+        )
+    ]
+    assert pythons == [(3, 10)]  # the Python of the environments asv installs the build into
 
 
 def test_a_machine_the_machine_file_lacks_is_one_line_before_anything_runs(

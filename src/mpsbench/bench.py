@@ -7,6 +7,7 @@ publish the site.
 
 from __future__ import annotations
 
+import contextlib
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -18,8 +19,7 @@ from mpsbench.context import Suite
 from mpsbench.core import asv, progress, text
 from mpsbench.core.errors import UserError
 from mpsbench.measure import devices, selection
-from mpsbench.results import record
-from mpsbench.results.watch import Step
+from mpsbench.results import record, watch
 from mpsbench.site import publish
 
 log = progress.logger(__name__)
@@ -106,30 +106,30 @@ def environment_python(run: asv.RunArgs) -> tuple[int, int] | None:
     return (int(found[1]), int(found[2])) if found else None
 
 
-class Builds:
-    """:class:`mpsbench.results.watch.Builds` from the timeline and the cache, for ``python``."""
+def build_facts(
+    reader: timeline.Reader, commit: str, python: tuple[int, int] | None
+) -> watch.Build:
+    """What a record run's plan and disk check say of build ``commit``, installed for CPython
+    ``python`` (None: this one), read from its timeline commit and the build cache."""
+    build = reader.build(commit)
+    need = disk.need(build, python)
+    size, hosts = disk.download(build, python)
+    name = (
+        f"{build['channel']}@{build['id']} (torch {build.get('torch_version', '?')})"
+        if build
+        else commit[:8]
+    )
+    return watch.Build(name, need.bytes, need.how, need.installed, size, hosts)
 
-    free = staticmethod(disk.free)
-    used = staticmethod(disk.used)
-    cache = staticmethod(disk.cache)
 
-    def __init__(self, suite: Suite, python: tuple[int, int] | None) -> None:
-        self.reader = suite.reader
-        self.python = python
-
-    def name(self, commit: str) -> str:
-        build = self.reader.build(commit)
-        return (
-            f"{build['channel']}@{build['id']} (torch {build.get('torch_version', '?')})"
-            if build
-            else commit[:8]
-        )
-
-    def need(self, commit: str) -> tuple[int, str, bool]:
-        return disk.need(self.reader.build(commit), self.python)
-
-    def download(self, commit: str) -> tuple[int, tuple[str, ...]]:
-        return disk.download(self.reader.build(commit), self.python)
+def disk_facts(suite: Suite, run: asv.RunArgs) -> watch.Disk:
+    """The build cache and each build of ``run``'s range, installed for the Python of the run's
+    environments."""
+    python, reader = environment_python(run), suite.reader
+    commits = record.builds(suite.conf, run)
+    return watch.Disk(
+        disk.cache(), {commit: build_facts(reader, commit, python) for commit in commits}
+    )
 
 
 def _state(suite: Suite) -> str:
@@ -183,28 +183,24 @@ def bench(suite: Suite, options: Options) -> int:
     name = machine.write()[0]
     status = 0
     published = False
-
-    def publish_after(step: Step, build_done: bool) -> None:
-        """Publish after the first tier and after each build."""
-        nonlocal published
-        if step.tier == "first tier" or build_done:
-            publish_site(suite)
-            published = True
-
     for run in plan(suite, given):
-        builds = Builds(suite, environment_python(run))
-        status = (
-            record.record(
-                suite.conf,
-                name,
-                run.before("--launch-method", suite.conf.launch_method()),
-                options.remeasure,
-                builds,
-                publish_after,
-                selection,
-            )
-            or status
+        steps = record.record(
+            suite.conf,
+            name,
+            run.before("--launch-method", suite.conf.launch_method()),
+            options.remeasure,
+            disk_facts(suite, run),
+            selection,
         )
+        with contextlib.closing(steps):  # closed on any exit: held values said, lock released
+            for finished in steps:
+                status = finished.status or status
+                # after the first tier and after each build, once the build has a value to show
+                if finished.recorded and (
+                    finished.step.tier == "first tier" or finished.build_done
+                ):
+                    publish_site(suite)
+                    published = True
     if not published:  # nothing ran
         publish_site(suite, only_if_changed=True)
     if status:

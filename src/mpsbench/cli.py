@@ -687,9 +687,10 @@ def cmd_merge(args: argparse.Namespace) -> int:
 def cmd_record(args: argparse.Namespace) -> int:
     machine.require(args.machine)  # before anything runs
     suite, run = _suite(args), asv.run_args(_asv_args(args))  # asv's arguments, parsed once
+    record.check_meaning(run)  # before the builds are read
     # what the plan says of each build's install (its disk, whether it is installed): as mpsbench bench says it
-    builds = bench.Builds(suite, bench.environment_python(run))
-    return record.record(suite.conf, args.machine, run, args.remeasure, builds)
+    facts = bench.disk_facts(suite, run)
+    return record.status(record.record(suite.conf, args.machine, run, args.remeasure, facts))
 
 
 @declares

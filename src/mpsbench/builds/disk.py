@@ -1,4 +1,4 @@
-"""What a build needs on disk before asv installs it, and what is free where the build cache lives.
+"""What a build needs on disk before asv installs it, and what installing it downloads.
 
 The manifest pins no wheel sizes, so the need is: nothing for an installed build; the stored wheels'
 size times the installed-to-wheel ratio; else the measured figure for that release, or the largest.
@@ -6,9 +6,7 @@ size times the installed-to-wheel ratio; else the measured figure for that relea
 
 from __future__ import annotations
 
-import shutil
 import urllib.parse
-from pathlib import Path
 from typing import Any, NamedTuple
 
 from mpsbench.builds import install_build
@@ -30,28 +28,6 @@ class Need(NamedTuple):
 
 
 cache = install_build.cache_root
-
-
-def free(folder: Path | None = None) -> int:
-    """Bytes free on the disk of ``folder`` (default: the build cache) or its nearest parent."""
-    folder = folder or cache()
-    while not folder.exists() and folder != folder.parent:
-        folder = folder.parent
-    return shutil.disk_usage(folder).free
-
-
-def used(folder: Path | None = None) -> int:
-    """Bytes the build cache holds now (wheels and installed builds)."""
-    folder = folder or cache()
-    return (
-        sum(
-            path.stat().st_size
-            for path in folder.rglob("*")
-            if path.is_file() and not path.is_symlink()
-        )
-        if folder.is_dir()
-        else 0
-    )
 
 
 def need(build: dict[str, Any], python: tuple[int, int] | None = None) -> Need:

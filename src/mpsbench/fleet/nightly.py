@@ -260,10 +260,12 @@ def bench(fleet: Fleet, options: Benching) -> int:
             f"asv will run {len(chosen)} of the suite's {len(found)} combinations (mpsbench preselect)"
         )
         # measured into scratch and merged value by value: nothing recorded is replaced (mpsbench.results.record)
-        status = record.record(
-            suite.conf,
-            name,
-            asv.run_args([*quick, "-b", asv.pattern(chosen), f"HASHFILE:{hashfile}"]),
+        status = record.status(
+            record.record(
+                suite.conf,
+                name,
+                asv.run_args([*quick, "-b", asv.pattern(chosen), f"HASHFILE:{hashfile}"]),
+            )
         )
     if options.dry_run:
         log.info("dry run: nothing was recorded")

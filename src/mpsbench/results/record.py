@@ -21,7 +21,7 @@ import contextlib
 import json
 import shlex
 import shutil
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Generator, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -208,7 +208,10 @@ def select(conf: AsvConf, bench: Sequence[str]) -> Selection:
 
 def check_meaning(run: asv.RunArgs) -> None:
     """UserError, before anything runs, where an asv option (--quick, -a repeat=1, --set-commit-hash) or an
-    MPSBENCH_* setting would change what the recorded values mean; a --dry-run saves nothing and may."""
+    MPSBENCH_* setting would change what the recorded values mean; a --dry-run saves nothing and may.
+    A bad quiet-gate setting first."""
+    quiet.wait_seconds()
+    quiet.accept_busy()
     if run.dry_run:
         return
     if run.changes_values:
@@ -219,30 +222,51 @@ def check_meaning(run: asv.RunArgs) -> None:
         raise UserError(refusal)
 
 
+def builds(conf: AsvConf, run: asv.RunArgs) -> list[str]:
+    """The builds ``run``'s range names, newest first."""
+    if conf.repo is None:
+        raise UserError(f"{conf.path}: repo must be the timeline's folder, not a URL")
+    return newest_first(conf.repo, ranges.builds(conf.repo, conf.branches, run.range))
+
+
+@dataclass(frozen=True)
+class Finished:
+    """A step that ran, with what its caller decides on: whether it was its build's last, whether
+    the build has values recorded (the quiet gate may hold every one), and its status."""
+
+    step: watch.Step
+    build_done: bool
+    recorded: bool
+    status: int  # 0, or BENCHMARKS_FAILED where some benchmark failed
+
+
+def status(finished: Iterable[Finished]) -> int:
+    """Run every step: 0, or BENCHMARKS_FAILED where some benchmark failed."""
+    return max((step.status for step in finished), default=0)
+
+
 def record(
     conf: AsvConf,
     machine: str,
     run: asv.RunArgs,
     remeasure: bool = False,
-    facts: watch.Builds | None = None,
-    after: Callable[[watch.Step, bool], None] | None = None,
+    disk: watch.Disk | None = None,
     selection: Selection | None = None,
-) -> int:
-    """Run what is missing (all, with ``remeasure``) and merge it in: 0 or BENCHMARKS_FAILED.
+) -> Generator[Finished, None, None]:
+    """Run what is missing (all, with ``remeasure``) and merge it in, yielding each step as it ends.
     ``run``: ``asv run``'s arguments, parsed once by the command (:func:`asv.run_args`).
 
     One asv run per build step, newest first; each value merged as soon as measured; a build that
-    does not fit on the disk is skipped. Ctrl-C or SIGTERM ends the run's processes, merges what was
-    measured and raises :class:`asv.Stopped`. ``after(step, build_done)`` runs after each step that
-    recorded something. Values the quiet gate holds stay out (:mod:`mpsbench.results.held`).
+    does not fit on the disk (``disk``: the build cache and each build's facts) is skipped. Ctrl-C
+    or SIGTERM ends the run's processes, merges what was measured and raises :class:`asv.Stopped`.
+    Values the quiet gate holds stay out (:mod:`mpsbench.results.held`); what is still held is said
+    when the run ends, stopped or closed. The results folder's lock is held until then: close the
+    generator (``contextlib.closing``) when not iterating it to its end.
     """
-    quiet.wait_seconds()  # a bad setting fails before anything runs
+    check_meaning(run)  # a bad setting fails before anything runs
     accept = quiet.accept_busy()
-    check_meaning(run)
     results = conf.results
-    if conf.repo is None:
-        raise UserError(f"{conf.path}: repo must be the timeline's folder, not a URL")
-    commits = newest_first(conf.repo, ranges.builds(conf.repo, conf.branches, run.range))
+    commits = builds(conf, run)
     chosen = selection or select(conf, run.bench)
     wanted = chosen.names
     if chosen.left_out is not None:
@@ -264,16 +288,16 @@ def record(
             log.info(
                 f"every selected combination ({len(wanted)}) is recorded for the {len(commits)} builds: nothing to run"
             )
-            return 0
+            return
         gpu = not any("'cpu'" in name for name in wanted)
         watching = watch.Watch(
-            planned, watch.Costs(results, machine, gpu, chosen.default_size), facts
+            planned, watch.Costs(results, machine, gpu, chosen.default_size), disk
         )
         print(watching.plan())
         log.info(f"asv's own lines go to {asv_log(results)}; here, one line a combination")
-        status, kept_out = 0, []
+        kept_out: list[held.Held] = []
         try:
-            for step in planned:
+            for number, step in enumerate(planned, 1):
                 if not watching.begin(step):
                     continue
                 code, held_now = _measure(
@@ -285,16 +309,16 @@ def record(
                     )
                     code = code or retried
                 kept_out += held_now
-                status = BENCHMARKS_FAILED if code else status
-                # nothing recorded: nothing to publish
-                if after is not None and recorded_names(results, machine, step.commit):
-                    following = planned[planned.index(step) + 1 :]
-                    after(step, not following or following[0].commit != step.commit)
+                yield Finished(
+                    step,
+                    number == len(planned) or planned[number].commit != step.commit,
+                    bool(recorded_names(results, machine, step.commit)),
+                    BENCHMARKS_FAILED if code else 0,
+                )
             watching.end()
-        # stopped or not, say what was held
+        # stopped, closed or not, say what was held
         finally:
             _say_held(results, kept_out)
-        return status
 
 
 def _measure(

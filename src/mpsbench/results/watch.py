@@ -16,12 +16,13 @@ from __future__ import annotations
 import contextlib
 import json
 import re
+import shutil
 import statistics
 import time
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 from mpsbench.core import asv_saving, progress
 from mpsbench.results import recorded
@@ -319,40 +320,65 @@ class Step:
     tier: str  # "first tier", "the rest" or "every combination"
 
 
-class Builds(Protocol):
-    """What a record run asks of a build before running it (bench.py answers)."""
+@dataclass(frozen=True)
+class Build:
+    """What a record run knows of a build before running it."""
 
-    def name(self, commit: str) -> str: ...
+    name: str  # as people read it: CHANNEL@ID (torch VERSION)
+    need: int  # bytes its install adds to the build cache
+    how: str  # how the need is known
+    installed: bool  # asv only switches to it
+    download: int = 0  # bytes of wheels fetched to install it
+    hosts: tuple[str, ...] = ()  # where they come from
 
-    def need(self, commit: str) -> tuple[int, str, bool]: ...  # bytes added, source, installed
 
-    def download(self, commit: str) -> tuple[int, tuple[str, ...]]: ...  # bytes, hosts
+@dataclass(frozen=True)
+class Disk:
+    """The build cache's folder and each build a record run may install, by timeline commit."""
 
-    def free(self) -> int: ...
+    cache: Path
+    builds: Mapping[str, Build]
 
-    def used(self) -> int: ...
 
-    def cache(self) -> Path: ...
+def free(folder: Path) -> int:
+    """Bytes free on the disk of ``folder`` or its nearest parent."""
+    while not folder.exists() and folder != folder.parent:
+        folder = folder.parent
+    return shutil.disk_usage(folder).free
+
+
+def used(folder: Path) -> int:
+    """Bytes ``folder`` holds now (the build cache: wheels and installed builds)."""
+    return (
+        sum(
+            path.stat().st_size
+            for path in folder.rglob("*")
+            if path.is_file() and not path.is_symlink()
+        )
+        if folder.is_dir()
+        else 0
+    )
 
 
 class Watch:
-    def __init__(self, steps: Sequence[Step], estimates: Costs, builds: Builds | None) -> None:
-        self.steps, self.estimates, self.builds = list(steps), estimates, builds
+    def __init__(self, steps: Sequence[Step], estimates: Costs, disk: Disk | None) -> None:
+        self.steps, self.estimates, self.disk = list(steps), estimates, disk
         self.commits = list(dict.fromkeys(step.commit for step in self.steps))
         self.total = sum(len(step.names) for step in self.steps)
         self.done = self.offset = 0
         self.started = time.monotonic()
-        self.needs = {
-            commit: builds.need(commit) if builds else (0, "unknown", True)
+        known = disk.builds if disk is not None else {}
+        self.builds = {
+            commit: known.get(commit) or Build(commit[:8], 0, "unknown", True)
             for commit in self.commits
         }
-        self.installed = {commit for commit, need in self.needs.items() if need[2]}
+        self.installed = {commit for commit, build in self.builds.items() if build.installed}
         self.current: Step | None = None
         self.left: list[str] = []
         self.running: tuple[str, float] | None = None  # the combination running, since when
         self.said_long = 0.0
         self.skipped: set[str] = set()
-        self.cache_used = builds.used() if builds else 0
+        self.cache_used = used(disk.cache) if disk is not None else 0
         self.expected = {
             name: self.estimates.combination(name).seconds
             for step in self.steps
@@ -369,7 +395,7 @@ class Watch:
         self.said_reasons: set[str] = set()
 
     def _name(self, commit: str) -> str:
-        return self.builds.name(commit) if self.builds else commit[:8]
+        return self.builds[commit].name
 
     def _start_up(self, commit: str, first: bool) -> Estimate:
         """A step's start-up, from the previous step's last value to its first combination (with
@@ -397,21 +423,19 @@ class Watch:
 
     def _costs(self) -> list[str]:
         """What the run needs before it starts: disk, downloads, hosts."""
-        if self.builds is None:
+        if self.disk is None:
             return []
-        needed = sum(need for need, _, installed in self.needs.values() if not installed)
-        fetch = [
-            self.builds.download(commit) for commit in self.commits if commit not in self.installed
-        ]
-        size = sum(bytes_ for bytes_, _ in fetch)
-        hosts = sorted({host for _, found in fetch for host in found})
-        free = self.builds.free()
+        fetch = [build for commit, build in self.builds.items() if commit not in self.installed]
+        needed = sum(build.need for build in fetch)
+        size = sum(build.download for build in fetch)
+        hosts = sorted({host for build in fetch for host in build.hosts})
+        space = free(self.disk.cache)
         lines = [
-            f"  disk: about {_gb(needed)} more in the build cache {self.builds.cache()} (it holds"
-            f" {_gb(self.cache_used)}), {_gb(free)} free there"
+            f"  disk: about {_gb(needed)} more in the build cache {self.disk.cache} (it holds"
+            f" {_gb(self.cache_used)}), {_gb(space)} free there"
             + (
                 ""
-                if needed <= free
+                if needed <= space
                 else ": builds that do not fit are skipped, each with a line"
                 " (MPSBENCH_CACHE=/path moves the cache to a disk with room)"
             )
@@ -437,13 +461,13 @@ class Watch:
         for step, first, estimate in self._estimates(self.steps, set()):
             total = total + estimate
             if first:
-                need, how, installed = self.needs[step.commit]
+                build = self.builds[step.commit]
                 disk = ""
-                if self.builds is not None:
+                if self.disk is not None:
                     disk = (
-                        f"; disk: none, {how}"
-                        if installed
-                        else f"; disk: about {_gb(need)} ({how})"
+                        f"; disk: none, {build.how}"
+                        if build.installed
+                        else f"; disk: about {_gb(build.need)} ({build.how})"
                     )
                 lines.append(
                     f"  {self.commits.index(step.commit) + 1}. {self._name(step.commit)}{disk}"
@@ -467,17 +491,21 @@ class Watch:
             None,
             0,
         )
-        need, how, installed = self.needs[step.commit]
-        if self.builds is not None and not installed and need > (free := self.builds.free()):
+        build = self.builds[step.commit]
+        if (
+            self.disk is not None
+            and not build.installed
+            and build.need > (space := free(self.disk.cache))
+        ):
             self.skipped.add(step.commit)
             self.total -= sum(len(s.names) for s in self.steps if s.commit == step.commit)
             log.warning(
-                f"skipping {self._name(step.commit)}: installing it needs about {_gb(need)} ({how}),"
-                f" {_gb(free)} is free at {self.builds.cache()}; free space there, or move the build cache"
+                f"skipping {build.name}: installing it needs about {_gb(build.need)} ({build.how}),"
+                f" {_gb(space)} is free at {self.disk.cache}; free space there, or move the build cache"
                 " to a disk with room (MPSBENCH_CACHE=/path scripts/bench), and run again"
             )
             return False
-        self.cache_used = self.builds.used() if self.builds is not None else 0
+        self.cache_used = used(self.disk.cache) if self.disk is not None else 0
         self.step_began = self.last_event = self.said_long = time.monotonic()
         self.began_at = self.last_end if self.last_end is not None else time.time()
         self.step_began -= max(0.0, time.time() - self.began_at)
@@ -528,10 +556,8 @@ class Watch:
                     self.left.remove(name)
                 # the costs stay as read; the pace carries this run
                 self.pace.note(name, wall, self.expected.get(name, wall))
-                if (
-                    commit not in self.installed and self.builds is not None
-                ):  # installed: the disk it took
-                    self.cache_used = self.builds.used()
+                if commit not in self.installed and self.disk is not None:
+                    self.cache_used = used(self.disk.cache)  # installed: the disk it took
                 self.installed.add(commit)
                 log.info(self.line(name, self._outcome(event), seconds))
         now = time.monotonic()
@@ -542,7 +568,7 @@ class Watch:
                 log.info(f"still measuring {name}: {clock(now - since)} so far")
         elif self.starting and self.current is not None and now - self.said_long >= LONG:
             self.said_long = now
-            grown = (self.builds.used() - self.cache_used) if self.builds is not None else 0
+            grown = (used(self.disk.cache) - self.cache_used) if self.disk is not None else 0
             what = (
                 "installing the build and starting asv"
                 if commit not in self.installed
@@ -614,8 +640,8 @@ class Watch:
     def line(self, name: str, outcome: str, seconds: float) -> str:
         number = self.commits.index(self.current.commit) + 1 if self.current else 0
         disk = (
-            f", build cache {_gb(self.cache_used)}, {_gb(self.builds.free())} free"
-            if self.builds is not None
+            f", build cache {_gb(self.cache_used)}, {_gb(free(self.disk.cache))} free"
+            if self.disk is not None
             else ""
         )
         return (
