@@ -401,3 +401,25 @@ def test_measured_again_as_wide_and_as_before_a_value_is_recorded_and_unlike_it_
     }  # as wide, and agreeing: the benchmark's own
     assert [(entry.name, entry.run) for entry in found] == [(f"{NAME}('cuda')", "run-2")]
     assert "-67% from its first measurement" in found[0].reasons["spread"]
+
+
+def test_the_retry_pass_says_each_value_it_measures_again(tmp_path, capsys):
+    from mpsbench.core import asv_saving
+    from mpsbench.results import watch
+
+    events = tmp_path / asv_saving.EVENTS
+    again = watch.Again(2)
+    events.write_text(json.dumps({"event": "start", "name": "a(1)"}) + "\n")
+    assert again.poll(tmp_path) == []  # its costs are the first pass's: nothing to learn
+    with events.open("a") as out:
+        out.write(json.dumps({"event": "done", "name": "a(1)", "outcome": "value", "seconds": 2.5}))
+        out.write("\n" + '{"event": "start", "na')  # a line half written waits
+    again.poll(tmp_path)
+    assert "measured again 1 of 2: a(1): value" in capsys.readouterr().err
+    with events.open("a") as out:
+        out.write(
+            'me": "b(2)"}\n' + json.dumps({"event": "done", "name": "b(2)", "outcome": "failed"})
+        )
+        out.write("\n")
+    again.poll(tmp_path)
+    assert "measured again 2 of 2: b(2): failed" in capsys.readouterr().err

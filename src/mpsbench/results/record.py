@@ -389,7 +389,7 @@ def _again(
     log.info(f"quiet gate: measuring again the {len(names)} values held in this step")
     runs = tuple(dict.fromkeys(entry.run for entry in kept_out))
     return _measure(
-        conf, machine, run, root, commit, names, remeasure, lambda scratch: [], again=runs
+        conf, machine, run, root, commit, names, remeasure, watch.Again(len(names)).poll, again=runs
     )
 
 

@@ -360,6 +360,54 @@ def used(folder: Path) -> int:
     )
 
 
+def read_events(scratch: Path, offset: int) -> tuple[list[dict[str, Any]], int]:
+    """The events a run's saving runner wrote to ``scratch`` after byte ``offset``, and the new
+    offset; a partial last line waits for the next read."""
+    try:
+        with open(scratch / asv_saving.EVENTS) as handle:
+            handle.seek(offset)
+            text = handle.read()
+    except OSError:
+        return [], offset
+    whole = text[: text.rfind("\n") + 1]
+    events = []
+    for line in whole.splitlines():
+        with contextlib.suppress(ValueError):
+            events.append(json.loads(line))
+    return events, offset + len(whole.encode())
+
+
+class Again:
+    """What a retry pass says while it measures held values again: a line per combination, and a
+    line a minute for one that runs longer. Its costs are not learnt: the first pass's are."""
+
+    def __init__(self, total: int) -> None:
+        self.total, self.done, self.offset = total, 0, 0
+        self.running: tuple[str, float] | None = None
+        self.said = time.monotonic()
+
+    def poll(self, scratch: Path) -> list[dict[str, Any]]:
+        events, self.offset = read_events(scratch, self.offset)
+        now = time.monotonic()
+        for event in events:
+            name = str(event.get("name"))
+            if event.get("event") == "start":
+                self.running, self.said = (name, now), now
+            elif event.get("event") == "done":
+                self.done, self.running = self.done + 1, None
+                seconds = float(event.get("seconds", 0.0))
+                log.info(
+                    f"measured again {self.done} of {self.total}: {name}:"
+                    f" {event.get('outcome')}, {clock(seconds)}"
+                )
+        if self.running is not None and now - self.said >= LONG:
+            self.said = now
+            log.info(
+                f"still measuring {self.running[0]} again: {clock(now - self.running[1])} so far"
+            )
+        return []
+
+
 class Watch:
     def __init__(self, steps: Sequence[Step], estimates: Costs, disk: Disk | None) -> None:
         self.steps, self.estimates, self.disk = list(steps), estimates, disk
@@ -594,18 +642,7 @@ class Watch:
         return f"skipped: {reason}"
 
     def _read(self, scratch: Path) -> list[dict[str, Any]]:
-        try:
-            with open(scratch / asv_saving.EVENTS) as handle:
-                handle.seek(self.offset)
-                text = handle.read()
-        except OSError:
-            return []
-        whole = text[: text.rfind("\n") + 1]  # a partial line waits
-        self.offset += len(whole.encode())
-        events = []
-        for line in whole.splitlines():
-            with contextlib.suppress(ValueError):
-                events.append(json.loads(line))
+        events, self.offset = read_events(scratch, self.offset)
         return events
 
     def remaining(self) -> Estimate:
