@@ -90,6 +90,9 @@ def night(tmp_path_factory):
     (suite / "benchmarks").mkdir(parents=True)
     (suite / "benchmarks" / "__init__.py").write_text("")
     (suite / "benchmarks" / "benchmark_models.py").write_text(SUITE)
+    # the repository's manifest, which the fleet's starts as: this suite pins no build of its own
+    (suite / "builds").mkdir()
+    (suite / "builds" / "manifest.json").write_text(json.dumps({"schema": 1, "channels": []}))
     config = asvconf.load(
         ROOT / "asv.conf.json"
     ).raw  # the real config: branches, install command, thresholds
@@ -155,7 +158,8 @@ def nights(night):
 
 
 @pytest.mark.slow
-def test_a_dry_run_resolves_and_benchmarks_but_records_nothing(nights):
+def test_a_dry_run_resolves_and_benchmarks_but_records_nothing(nights, night):
+    _, _, work = night
     assert nights["resolve-dry"].returncode == 0, nights["resolve-dry"].stderr
     assert "added nightly@2026-11-20: torch 2.15.0.dev20261120" in nights["resolve-dry"].stdout
     assert "dry run: " in nights["resolve-dry"].stdout
@@ -165,7 +169,8 @@ def test_a_dry_run_resolves_and_benchmarks_but_records_nothing(nights):
     # --device cpu: asv is given the cpu combination only, and starts no process for the mps one
     assert "asv will run 1 of the suite's 2 combinations (mpsbench preselect)" in bench.stdout
     assert "'mps'" not in bench.stdout
-    assert "benchmark_models.Training.time_step" in bench.stdout
+    # asv's own lines go to their log beside the results, the terminal has one line a combination
+    assert "benchmark_models.Training.time_step" in (work / "results-asv.log").read_text()
     assert "dry run: nothing was recorded" in bench.stdout
 
 
