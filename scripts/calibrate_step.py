@@ -27,25 +27,10 @@ import sys
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-SRC = ROOT / "src"
-sys.path.insert(0, str(ROOT))  # tools/: the calibration lives beside the package, not in it
-try:
-    import mpsbench  # noqa: F401  # installed (pip install -e .)
-except ImportError:  # a bare checkout: use its sources, here and in every child process
-    sys.path.insert(0, str(SRC))
-    os.environ["PYTHONPATH"] = os.pathsep.join(
-        filter(None, [str(SRC), os.environ.get("PYTHONPATH")])
-    )
-try:
-    import psutil  # noqa: F401  # the suite's dependency a system python3 most often lacks
-except ModuleNotFoundError:
-    # A clone's `python3 scripts/...` (or the shebang): scripts/setup installed the dependencies into .venv, so run
-    # under it. A machine without .venv (the lent GPU's, PYTHONPATH set) has them in its own python3.
-    VENV = ROOT / ".venv"
-    if not (VENV / "bin" / "python").is_file() or Path(sys.prefix).resolve() == VENV.resolve():
-        raise
-    os.execv(VENV / "bin" / "python", [str(VENV / "bin" / "python"), __file__, *sys.argv[1:]])
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # scripts/: _checkout beside this file
+from _checkout import use_checkout
+
+use_checkout(__file__)
 
 # The path set up above comes first: these imports must follow it.
 from tools.calibration import calibrate as cal  # noqa: E402

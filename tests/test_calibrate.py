@@ -143,7 +143,8 @@ def test_a_python_without_the_dependencies_runs_the_script_again_under_the_clone
     """`scripts/calibrate-step` (python3) runs these through its launcher: from a clone that is .venv's python, which
     has psutil; a python with no .venv beside the scripts (the lent GPU's) runs them itself."""
     (tmp_path / "scripts").mkdir()
-    shutil.copy(ROOT / "scripts" / script, tmp_path / "scripts" / script)
+    for name in (script, "_checkout.py"):
+        shutil.copy(ROOT / "scripts" / name, tmp_path / "scripts" / name)
     venv_python = tmp_path / ".venv" / "bin" / "python"
     venv_python.parent.mkdir(parents=True)
     venv_python.write_text(f'#!/bin/sh\necho "venv python: $*" > {tmp_path / "ran"}\n')
