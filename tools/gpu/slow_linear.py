@@ -1,8 +1,8 @@
 """A real slowdown in torch's own code for the regression loop's GPU trials: Linear.forward, in eval mode (inference),
 also multiplies a slice of its input (PERCENT of the batch) by the weight, its result dropped.
 
-    python3 tools/h100/slow_linear.py tune DEVICE MODEL BATCH TARGET   # in one process: the smallest percent >= TARGET
-    python3 tools/h100/slow_linear.py patch LINEAR_PY PERCENT          # rewrite a copy of torch/nn/modules/linear.py
+    python3 tools/gpu/slow_linear.py tune DEVICE MODEL BATCH TARGET   # in one process: the smallest percent >= TARGET
+    python3 tools/gpu/slow_linear.py patch LINEAR_PY PERCENT          # rewrite a copy of torch/nn/modules/linear.py
 
 ``tune`` swaps the same forward in (compiled from the text ``patch`` writes) on the suite's own inference workload, in
 interleaved passes, and prints each percent's step time and ratio; its last line is the percent chosen.

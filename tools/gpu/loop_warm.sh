@@ -1,8 +1,8 @@
 #!/bin/bash
 # The regression loop with warm parents on the lent GPU, beside the previous tree, in ONE device call (<= 10 min):
-#     bash tools/h100/loop_warm.sh OUT OLD_TREE        # from this tree's root; OLD_TREE: the tree before the change
+#     bash tools/gpu/loop_warm.sh OUT OLD_TREE        # from this tree's root; OLD_TREE: the tree before the change
 # Builds (once, under $W): site-packages folders of links to the installed torch, one channel `loop`: n1..n5
-# identical, s1..s3 with torch/nn/modules/linear.py's Linear.forward patched by tools/h100/slow_linear.py to multiply
+# identical, s1..s3 with torch/nn/modules/linear.py's Linear.forward patched by tools/gpu/slow_linear.py to multiply
 # PERCENT% more of the batch in inference (tuned first in one process: the smallest at or above TARGET, about 7%).
 # Parts, in order, each timed with its own limit inside LIMIT seconds in all: both trees' asv environments made (not
 # timed: the first command of a checkout makes it), then this tree's bisect n1 s3, compare n3 s2, the old tree's
@@ -18,7 +18,7 @@ END=$(( $(date +%s) + ${LIMIT:-560} ))
 W=${W:-/tmp/h47}
 mkdir -p "$OUT" "$W"
 if [ -z "${SMOKE:-}" ]; then
-    source tools/h100/env.sh "$W" || exit 3
+    source tools/gpu/env.sh "$W" || exit 3
     # what asv's virtualenvs install beyond .whl (pip's build and wheel tools), where this tree carries them
     [ -d whl-extra ] && export PIP_FIND_LINKS="$PIP_FIND_LINKS $PWD/whl-extra"
 else  # SMOKE=1 DEVICE=cpu MODEL=mlp BATCH=32: the script's own steps on a machine without a GPU (python3: its venv's)
@@ -33,7 +33,7 @@ SUMMARY=$OUT/summary.md
 load() { cut -d' ' -f1-3 /proc/loadavg; }
 note() { say "$*"; echo "- $(date -u +%H:%M:%S) $*" >> "$SUMMARY"; }
 mps() { local tree=$1; shift; (cd "$tree" && PYTHONPATH=$W/site:$tree/src:$tree python3 -m mpsbench.cli "$@"); }
-echo "# tools/h100/loop_warm.sh ($(date -u +%FT%TZ))" >> "$SUMMARY"
+echo "# tools/gpu/loop_warm.sh ($(date -u +%FT%TZ))" >> "$SUMMARY"
 note "machine: $(nvidia-smi -L 2>/dev/null | head -1), $(nproc) cores, load $(load); row $BENCH; $(python3 -c 'import torch, transformers; print("torch", torch.__version__, "transformers", transformers.__version__)')"
 
 make_builds() {  # idempotent: a second run on the same machine reuses them
@@ -43,7 +43,7 @@ make_builds() {  # idempotent: a second run on the same machine reuses them
         return 0
     fi
     site=$(python3 -c "import os, torch; print(os.path.dirname(os.path.dirname(torch.__file__)))") || return 1
-    timeout 150 python3 tools/h100/slow_linear.py tune "$DEVICE" "$MODEL" "$BATCH" "$TARGET" > "$W/tune.log" 2>&1
+    timeout 150 python3 tools/gpu/slow_linear.py tune "$DEVICE" "$MODEL" "$BATCH" "$TARGET" > "$W/tune.log" 2>&1
     PERCENT=$(tail -1 "$W/tune.log")
     [[ "$PERCENT" =~ ^[0-9]+$ ]] || { note "tune failed: $(tail -3 "$W/tune.log" | tr '\n' ' ')"; return 1; }
     note "tuned (in one process): $(grep -E '^ *[0-9]+%' "$W/tune.log" | tr -s ' ' | paste -sd';'), chose $PERCENT%"
@@ -61,7 +61,7 @@ make_builds() {  # idempotent: a second run on the same machine reuses them
         if [ "${b#s}" != "$b" ]; then
             rm "$W/builds/$b/torch/nn/modules/linear.py"
             cp "$site/torch/nn/modules/linear.py" "$W/builds/$b/torch/nn/modules/linear.py"
-            python3 tools/h100/slow_linear.py patch "$W/builds/$b/torch/nn/modules/linear.py" "$PERCENT" || return 1
+            python3 tools/gpu/slow_linear.py patch "$W/builds/$b/torch/nn/modules/linear.py" "$PERCENT" || return 1
         fi
         mps "$NEW" build add-existing "$W/builds/$b" --channel loop --id "$b" --date "2026-11-29T00:0$i:00Z" \
             "${FILES[@]}" >> "$OUT/setup.log" 2>&1 || return 1
