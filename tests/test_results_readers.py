@@ -31,7 +31,7 @@ OTHER_JSON = {
     ("results/held.py", "_events"): "the run's event log (core/asv_saving.py's EVENTS)",
     ("results/held.py", "_held"): "the held values' side file (<results>-held.jsonl)",
     ("results/watch.py", "_lines"): "the costs file (<results>-costs.jsonl)",
-    ("results/watch.py", "Watch._read"): "the run's event log, line by line as it grows",
+    ("results/watch.py", "read_events"): "the run's event log, line by line as it grows",
     ("regressions/fresh.py", "Session.check_bench"): "asv's discovered benchmarks of one build",
     ("regressions/explain.py", "_profile"): "the profiling process's answer file",
     ("regressions/servers.py", "place"): "the placing process's answer line",
