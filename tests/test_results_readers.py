@@ -27,11 +27,8 @@ ASV_RESULTS_NAMES = ("iter_results", "get_result_hash_from_prefix", "get_filenam
 
 # Each json.load/json.loads outside recorded.py, by module and function: what it reads.
 OTHER_JSON = {
-    ("results/record.py", "_end_left_behind"): "the run's event log, for the forkserver's pid",
-    ("results/held.py", "_events"): "the run's event log (core/asv_saving.py's EVENTS)",
     ("results/held.py", "_held"): "the held values' side file (<results>-held.jsonl)",
     ("results/watch.py", "_lines"): "the costs file (<results>-costs.jsonl)",
-    ("results/watch.py", "read_events"): "the run's event log, line by line as it grows",
     ("regressions/fresh.py", "Session.check_bench"): "asv's discovered benchmarks of one build",
     ("regressions/explain.py", "_profile"): "the profiling process's answer file",
     ("regressions/servers.py", "place"): "the placing process's answer line",

@@ -70,6 +70,25 @@ def event(results_dir: Path, **fields: Any) -> None:
         out.write(line)
 
 
+def read_events(scratch: Path, offset: int = 0) -> tuple[list[dict[str, Any]], int]:
+    """The events written to ``scratch`` after byte ``offset``, and the new offset; a line not yet
+    whole (still being written, or cut short by a kill) waits for the next read."""
+    try:
+        with open(scratch / EVENTS) as handle:
+            handle.seek(offset)
+            text = handle.read()
+    except OSError:
+        return [], offset
+    whole = text[: text.rfind("\n") + 1]
+    events = []
+    for line in whole.splitlines():
+        with contextlib.suppress(ValueError):
+            found = json.loads(line)
+            if isinstance(found, dict):
+                events.append(found)
+    return events, offset + len(whole.encode())
+
+
 def _atomic(save: Any) -> Any:
     """asv's ``Results.save`` into a staging folder, then renamed over the file, so a concurrent
     reader sees the old file or the new one, never half."""

@@ -52,13 +52,8 @@ class Held:
 def _events(scratch: Path) -> dict[tuple[str, str], dict[str, dict[str, Any]]]:
     """Each combination's last ``start`` and ``done`` events, by (build, combination)."""
     found: dict[tuple[str, str], dict[str, dict[str, Any]]] = collections.defaultdict(dict)
-    path = scratch / asv_saving.EVENTS
-    for line in path.read_text().splitlines() if path.is_file() else []:
-        try:
-            event = json.loads(line)
-        except ValueError:  # cut short by a kill
-            continue
-        if isinstance(event, dict) and event.get("event") in ("start", "done"):
+    for event in asv_saving.read_events(scratch)[0]:
+        if event.get("event") in ("start", "done"):
             found[(str(event.get("build")), str(event.get("name")))][str(event["event"])] = event
     return found
 

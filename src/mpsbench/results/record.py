@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import collections
 import contextlib
-import json
 import shlex
 import shutil
 from collections.abc import Callable, Generator, Iterable, Sequence
@@ -99,10 +98,8 @@ def _end_left_behind(scratch: Path) -> None:
     import psutil
 
     found = []
-    events = scratch / asv_saving.EVENTS
-    for line in events.read_text().splitlines() if events.is_file() else []:
+    for event in asv_saving.read_events(scratch)[0]:
         with contextlib.suppress(ValueError, KeyError, TypeError, psutil.Error):
-            event = json.loads(line)
             if event.get("event") == "forkserver":
                 process = psutil.Process(int(event["pid"]))
                 if abs(process.create_time() - float(event["created"])) < 1e-3:

@@ -360,23 +360,6 @@ def used(folder: Path) -> int:
     )
 
 
-def read_events(scratch: Path, offset: int) -> tuple[list[dict[str, Any]], int]:
-    """The events a run's saving runner wrote to ``scratch`` after byte ``offset``, and the new
-    offset; a partial last line waits for the next read."""
-    try:
-        with open(scratch / asv_saving.EVENTS) as handle:
-            handle.seek(offset)
-            text = handle.read()
-    except OSError:
-        return [], offset
-    whole = text[: text.rfind("\n") + 1]
-    events = []
-    for line in whole.splitlines():
-        with contextlib.suppress(ValueError):
-            events.append(json.loads(line))
-    return events, offset + len(whole.encode())
-
-
 class Again:
     """What a retry pass says while it measures held values again: a line per combination, and a
     line a minute for one that runs longer. Its costs are not learnt: the first pass's are."""
@@ -387,7 +370,7 @@ class Again:
         self.said = time.monotonic()
 
     def poll(self, scratch: Path) -> list[dict[str, Any]]:
-        events, self.offset = read_events(scratch, self.offset)
+        events, self.offset = asv_saving.read_events(scratch, self.offset)
         now = time.monotonic()
         for event in events:
             name = str(event.get("name"))
@@ -642,7 +625,7 @@ class Watch:
         return f"skipped: {reason}"
 
     def _read(self, scratch: Path) -> list[dict[str, Any]]:
-        events, self.offset = read_events(scratch, self.offset)
+        events, self.offset = asv_saving.read_events(scratch, self.offset)
         return events
 
     def remaining(self) -> Estimate:
