@@ -19,7 +19,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from mpsbench.core import settings
+from mpsbench.core import asv_internals, settings
 from mpsbench.core.errors import UserError
 
 BENCHMARKS = "benchmarks.json"  # what asv run writes beside the machines' folders: every benchmark's params and unit
@@ -124,12 +124,10 @@ class RunArgs:
 
 def run_args(args: Sequence[str]) -> RunArgs:
     """``asv run``'s arguments, parsed by asv's own parser; its refusal in one line."""
-    from asv.commands import make_argparser
-
     said = io.StringIO()
     try:
         with contextlib.redirect_stderr(said):
-            parsed = make_argparser()[0].parse_args(["run", *args])
+            parsed = asv_internals.make_argparser()[0].parse_args(["run", *args])
     except SystemExit:
         reason = (said.getvalue().strip().splitlines() or ["?"])[-1]
         raise AsvError(f"asv run options {' '.join(map(shlex.quote, args))}: {reason}") from None
@@ -218,11 +216,8 @@ def publish(config: Path, options: Sequence[str] = ()) -> None:
 
 def environment_python(config: Path) -> Path:
     """The python of the benchmark environment an ``asv run`` of ``config`` (no matrix) made, as asv names it."""
-    from asv.config import Config
-    from asv.environment import get_environments
-
-    conf = Config.load(str(config))
-    environments = get_environments(conf, None, verbose=False)
+    conf = asv_internals.Config.load(str(config))
+    environments = asv_internals.get_environments(conf, None, verbose=False)
     found: list[Path] = [
         Path(conf.env_dir) / env.dir_name / "bin" / "python" for env in environments
     ]

@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
+from mpsbench.core import asv_internals
 from mpsbench.core.asv import combination
 
 EVENTS = "events.jsonl"  # beside the run's results folder
@@ -120,9 +121,10 @@ def _outcome(value: Any) -> str:
     return "skipped" if isinstance(value, float) and math.isnan(value) else "value"
 
 
-def install(runner: Any, run_command: Any, results_dir: Path, gate: Gate | None = None) -> None:
-    """Wraps asv's functions (in ``runner`` and ``run_command``) for a run into ``results_dir``,
-    with ``gate`` around each final-round combination."""
+def install(results_dir: Path, gate: Gate | None = None) -> None:
+    """Wraps asv's run functions for a run into ``results_dir``, with ``gate`` around each
+    final-round combination."""
+    runner = asv_internals.runner
     run_benchmarks, run_benchmark, get_spawner = (
         runner.run_benchmarks,
         runner.run_benchmark,
@@ -130,11 +132,9 @@ def install(runner: Any, run_command: Any, results_dir: Path, gate: Gate | None 
     )
     runner.Results.save = _atomic(runner.Results.save)
 
-    from asv.environment import ExistingEnvironment
-
     def each_build(benchmarks: Any, env: Any, results: Any = None, **options: Any) -> Any:
         if results is None or isinstance(
-            env, ExistingEnvironment
+            env, asv_internals.ExistingEnvironment
         ):  # asv saves nothing there (--python=same)
             return run_benchmarks(benchmarks, env, results=results, **options)
         extra = dict(options.get("extra_params") or {})
@@ -231,7 +231,7 @@ def install(runner: Any, run_command: Any, results_dir: Path, gate: Gate | None 
             )
         return spawner
 
-    runner.run_benchmarks = run_command.run_benchmarks = each_build
+    runner.run_benchmarks = asv_internals.run_command.run_benchmarks = each_build
     runner.run_benchmark = each_combination
     runner.get_spawner = spawner_noted
 
@@ -249,8 +249,6 @@ def _with_earlier(build: _Build, benchmark: dict[str, Any], idx: int, part: Any)
 
 def _combined(parts: dict[int, Any], count: int) -> Any:
     """asv's BenchmarkResult of ``parts``, NaN (not run) for the other combinations."""
-    from asv.runner import BenchmarkResult, _combine_profile_data
-
     result: list[Any] = [math.nan] * count
     samples: list[Any] = [None] * count
     number: list[Any] = [None] * count
@@ -264,29 +262,24 @@ def _combined(parts: dict[int, Any], count: int) -> Any:
         if part.stderr:
             stderr.append(part.stderr)
         errcode = part.errcode or errcode
-    return BenchmarkResult(
+    return asv_internals.BenchmarkResult(
         result=result,
         samples=samples,
         number=number,
         errcode=errcode,
         stderr="\n\n".join(stderr),
-        profile=_combine_profile_data([p.profile for p in parts.values()]),
+        profile=asv_internals.combine_profile_data([p.profile for p in parts.values()]),
     )
 
 
 def main(argv: list[str], gate: Gate | None = None) -> None:
-    from asv import config, runner
-    from asv.commands import make_argparser
-    from asv.commands import run as run_command
-    from asv.main import main as asv_main
-
-    args = make_argparser()[0].parse_args(argv)
+    args = asv_internals.make_argparser()[0].parse_args(argv)
     if not getattr(args, "dry_run", True):  # a dry run saves nothing
         path = Path(args.config or "asv.conf.json").resolve()
-        results_dir = (path.parent / config.Config.load(str(path)).results_dir).resolve()
-        install(runner, run_command, results_dir, gate)
+        results_dir = (path.parent / asv_internals.Config.load(str(path)).results_dir).resolve()
+        install(results_dir, gate)
     sys.argv = ["asv", *argv]
-    asv_main()
+    asv_internals.asv_main()
 
 
 if __name__ == "__main__":

@@ -13,7 +13,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
-from mpsbench.core import files
+from mpsbench.core import asv_internals, files
 from mpsbench.core.errors import UserError
 
 CONFIG = Path("asv.conf.json")  # asv's own default: the config in the working directory
@@ -150,10 +150,8 @@ class AsvConf:
 
 def load(path: Path = CONFIG) -> AsvConf:
     """``path`` read by asv's loader (comments and trailing commas allowed) and checked."""
-    from asv import util
-
     try:
-        raw = util.load_json(str(path), js_comments=True)
+        raw = asv_internals.load_json(str(path), js_comments=True)
     except OSError as exc:
         raise ConfigError(f"cannot read {path}: {exc.strerror}") from None
     except ValueError as exc:

@@ -29,7 +29,7 @@ class Combination:
 def discover(benchmark_dir: Path) -> list[Any]:
     """asv_runner's own discovery, so names and param reprs are exactly asv's (the package imported
     under its folder's name, any earlier suite of that name set aside meanwhile)."""
-    from asv_runner.discovery import disc_benchmarks
+    from mpsbench.core.asv_internals import disc_benchmarks
 
     root = benchmark_dir.resolve()
     if not (root / "__init__.py").is_file():

@@ -5,8 +5,7 @@ from __future__ import annotations
 import os
 import shutil
 
-from asv_runner.benchmarks.mark import SkipNotImplemented as SkipNotImplemented  # re-exported
-
+from mpsbench.core.asv_internals import SkipNotImplemented as SkipNotImplemented  # re-exported
 from mpsbench.measure import devices, precision, selection
 from mpsbench.measure.optional_torch import torch
 

@@ -232,8 +232,7 @@ class Session:
                 f"asv could not discover the suite for {commit[:12]}: {' | '.join(tail)}"
                 + ("" if self.log else " (--log FILE keeps asv's whole output)")
             )
-        from asv.benchmarks import Benchmarks
-        from asv.config import Config
+        from mpsbench.core.asv_internals import Benchmarks, Config
 
         listed = [
             entry for key, entry in json.loads(listing.read_text()).items() if key != "version"

@@ -204,7 +204,7 @@ def _checked_torch(torch_dir: str) -> Any:
 def measure(benchmark_dir: str, benchmark_id: str, torch_dir: str, calls: int) -> dict[str, Any]:
     """The combination's setup, warm-up, unprofiled and profiled calls, teardown: what OUT_JSON holds."""
     torch = _checked_torch(torch_dir)
-    from asv_runner.discovery import get_benchmark_from_name
+    from mpsbench.core.asv_internals import get_benchmark_from_name
 
     benchmark = get_benchmark_from_name(benchmark_dir, benchmark_id)
     if hasattr(benchmark, "set_cache"):  # asv_runner >= 0.3 keeps the setup_cache apart; none here

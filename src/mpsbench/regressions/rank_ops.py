@@ -103,7 +103,7 @@ def rank(before: Any, after: Any, thresholds: dict[str, float] | None = None) ->
 
 
 def format_ranking(ranking: Ranking, top: int | None = None) -> str:
-    from asv.util import human_value
+    from mpsbench.core.asv_internals import human_value
 
     lines = ["no op benchmark was timed in both runs"]
     if ranking.slowdowns:

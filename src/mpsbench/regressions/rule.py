@@ -68,7 +68,7 @@ P_THRESHOLD = 0.002  # asv's significance level for two samples
 
 def noise(measured: Measured) -> float | None:
     """asv's relative half interquartile range of the value, or None without statistics."""
-    from asv_runner.statistics import get_err
+    from mpsbench.core.asv_internals import get_err
 
     stats = measured.stats
     if not stats or stats.get("q_25") is None or stats.get("q_75") is None or not measured.value:

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from mpsbench.core import asv, progress
+from mpsbench.core import asv, asv_internals, progress
 from mpsbench.core.errors import UserError, first_line
 
 log = progress.logger(__name__)
@@ -191,12 +191,16 @@ def rows(result: Any) -> dict[Row, Measured]:
 
 
 def read(path: Path | str, machine: str | None = None) -> Any:
-    from asv import results as asv_results
-    from asv import util
-
     try:
-        return asv_results.Results.load(str(path), machine_name=machine)
-    except (util.UserError, OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
+        return asv_internals.Results.load(str(path), machine_name=machine)
+    except (
+        asv_internals.UserError,
+        OSError,
+        ValueError,
+        KeyError,
+        TypeError,
+        AttributeError,
+    ) as exc:
         raise RecordedError(first_line(exc)) from None
 
 
@@ -223,12 +227,11 @@ def same(one: Path, other: Path) -> bool:
 
 def machine_named(path: Path) -> str:
     """The machine a machine.json names, read as asv reads it; RecordedError where asv cannot."""
-    from asv import util
-    from asv.machine import Machine
-
     try:
-        name = util.load_json(str(path), api_version=Machine.api_version).get("machine")
-    except (util.UserError, OSError, ValueError, TypeError, AttributeError) as exc:
+        name = asv_internals.load_json(
+            str(path), api_version=asv_internals.Machine.api_version
+        ).get("machine")
+    except (asv_internals.UserError, OSError, ValueError, TypeError, AttributeError) as exc:
         raise RecordedError(str(exc)) from None
     if not isinstance(name, str):
         raise RecordedError(f"{path} names no machine")
@@ -237,20 +240,15 @@ def machine_named(path: Path) -> str:
 
 def filename(machine: str, commit: str, environment: str) -> str:
     """Where asv files a build's results: ``machine/<commit[:8]>-<environment>.json``."""
-    from asv.results import get_filename
-
-    return str(get_filename(machine, commit, environment))
+    return str(asv_internals.get_filename(machine, commit, environment))
 
 
 def full_hash(results_dir: Path, machine: str, prefix: str) -> str | None:
     """The 8-character name of the one recorded build ``prefix`` starts (None: no such build);
     RecordedError where several builds start with it."""
-    from asv import results as asv_results
-    from asv import util
-
     try:
-        found = asv_results.get_result_hash_from_prefix(str(results_dir), machine, prefix)
-    except util.UserError as exc:
+        found = asv_internals.get_result_hash_from_prefix(str(results_dir), machine, prefix)
+    except asv_internals.UserError as exc:
         raise RecordedError(str(exc)) from None
     return None if found is None else str(found)
 
@@ -264,11 +262,9 @@ def commits(results_dir: Path, machine: str) -> set[str]:
 
 def _results(results_dir: Path, strict: bool) -> Iterator[Any]:
     """asv's Results of every file under ``results_dir``; an unreadable one raises, or (not strict) is skipped."""
-    from asv import results as asv_results
-
     if not results_dir.is_dir():
         raise RecordedError(f"results directory {results_dir} does not exist")
-    for root, filename, machine in asv_results.iter_results_paths(str(results_dir)):
+    for root, filename, machine in asv_internals.iter_results_paths(str(results_dir)):
         path = os.path.join(root, filename)
         try:
             yield read(path, machine)

@@ -1,0 +1,75 @@
+"""Every name mpsbench takes from asv's and asv_runner's Python code, which has no public API.
+
+Read from asv 0.6.6 and asv_runner 0.3.2; tests/test_asv_internals.py fails on any other version,
+naming each use to re-check; no other module imports asv or asv_runner. A name is imported when
+first used (``asv_internals.Config``): asv's benchmark environments hold only asv_runner. The
+statements of asv's pages that mpsbench.site.patches rewrites are read from the same asv and
+checked here with the rest (``RELIED``).
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+ASV = "0.6.6"
+ASV_RUNNER = "0.3.2"
+
+# name: (module, its attribute or None for the module itself, where mpsbench uses it and how)
+USES: dict[str, tuple[str, str | None, str]] = {
+    "make_argparser": ("asv.commands", "make_argparser", "core.asv.run_args, asv_saving.main"),
+    "Config": ("asv.config", "Config", "core.asv, core.asv_saving, regressions.fresh: .load"),
+    "get_environments": ("asv.environment", "get_environments", "core.asv.environment_python"),
+    "ExistingEnvironment": ("asv.environment", "ExistingEnvironment", "core.asv_saving"),
+    "runner": (
+        "asv.runner",
+        None,
+        "core.asv_saving wraps run_benchmarks, run_benchmark, get_spawner (its server_proc)"
+        " and Results.save, and reads Results.add_result/get_result_keys/get_result_samples",
+    ),
+    "run_command": ("asv.commands.run", None, "core.asv_saving rebinds its run_benchmarks"),
+    "asv_main": ("asv.main", "main", "core.asv_saving.main"),
+    "BenchmarkResult": ("asv.runner", "BenchmarkResult", "core.asv_saving._combined"),
+    "combine_profile_data": ("asv.runner", "_combine_profile_data", "core.asv_saving._combined"),
+    "load_json": ("asv.util", "load_json", "core.asvconf.load, results.recorded.machine_named"),
+    "UserError": ("asv.util", "UserError", "results.recorded: what asv's readers raise"),
+    "human_value": ("asv.util", "human_value", "regressions.rank_ops.format_ranking"),
+    "Machine": ("asv.machine", "Machine", "results.recorded.machine_named: .api_version"),
+    "Results": ("asv.results", "Results", "results.recorded.read: .load"),
+    "get_filename": ("asv.results", "get_filename", "results.recorded.filename"),
+    "get_result_hash_from_prefix": (
+        "asv.results",
+        "get_result_hash_from_prefix",
+        "results.recorded.full_hash",
+    ),
+    "iter_results_paths": ("asv.results", "iter_results_paths", "results.recorded._results"),
+    "Benchmarks": ("asv.benchmarks", "Benchmarks", "regressions.fresh: benchmark_selection"),
+    "get_err": ("asv_runner.statistics", "get_err", "regressions.rule.noise"),
+    "SkipNotImplemented": (
+        "asv_runner.benchmarks.mark",
+        "SkipNotImplemented",
+        "measure.skips, regressions.serve_build",
+    ),
+    "get_benchmark_from_name": (
+        "asv_runner.discovery",
+        "get_benchmark_from_name",
+        "regressions.serve_build, regressions.profile_step (set_cache, _current_params)",
+    ),
+    "disc_benchmarks": ("asv_runner.discovery", "disc_benchmarks", "measure.preselect.discover"),
+}
+# What mpsbench relies on from these versions without importing it.
+RELIED = (
+    "site.patches: the statements and tags of asv's published pages it rewrites",
+    "core.asv_saving.skip_reason: asv_runner's 'asv: skipped: <repr>' line",
+    "core.asv_saving._rounds: asv's get_rounds (a benchmark's or -a rounds)",
+    "measure.models: asv_runner.server imported in asv's forkserver and its children",
+    "core.asv.RUN_BUILDS: asv's discovery installs each branch's newest build when one is refused",
+)
+
+
+def __getattr__(name: str) -> Any:
+    if name not in USES:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    module, attribute, _ = USES[name]
+    found = importlib.import_module(module)
+    return found if attribute is None else getattr(found, attribute)
