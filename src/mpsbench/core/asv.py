@@ -1,6 +1,5 @@
-"""The one way mpsbench drives asv: names of combinations as ``-b`` sees them, ``asv run``'s arguments, its command
-lines, its scratch folders, stopping it with everything it started, and the benchmarks.json it writes. asv itself is
-imported where it is used: the suite's environment holds it, asv's benchmark environments do not."""
+"""How mpsbench drives asv: combination names as ``-b`` sees them, ``asv run``'s arguments and
+command lines, its scratch folders, and stopping it with everything it started."""
 
 from __future__ import annotations
 
@@ -22,8 +21,8 @@ from typing import Any
 from mpsbench.core import asv_internals, settings
 from mpsbench.core.errors import UserError
 
-BENCHMARKS = "benchmarks.json"  # what asv run writes beside the machines' folders: every benchmark's params and unit
-# asv run options mpsbench decides itself (what to run, where results go)
+BENCHMARKS = "benchmarks.json"  # beside the machines' folders: each benchmark's params and unit
+# asv run options mpsbench decides itself
 OWN_OPTIONS = (
     "--config",
     "--machine",
@@ -36,11 +35,11 @@ OWN_OPTIONS = (
 
 
 class AsvError(UserError):
-    """asv arguments or files mpsbench cannot use; caught by timeline.bad_range: asv says why."""
+    """asv arguments or files mpsbench cannot use."""
 
 
 def combination(benchmark: str, params: Sequence[str] = ()) -> str:
-    """``name(p1, p2)``, each param its repr: as asv names a combination and ``-b`` matches it."""
+    """``name(p1, p2)``, each param its repr, as asv names a combination."""
     return f"{benchmark}({', '.join(params)})" if params else benchmark
 
 
@@ -59,17 +58,16 @@ def matching(names: Iterable[str], patterns: Sequence[str]) -> list[str]:
 
 
 def pattern(names: Sequence[str]) -> str:
-    """One anchored pattern that finds exactly ``names`` under asv's ``re.search``."""
+    """A pattern that finds exactly ``names`` under asv's ``re.search``."""
     return "^(?:" + "|".join(re.escape(name) for name in names) + ")$"
 
 
-# asv run -a attributes that leave what a value means as it is: when a benchmark is given up, not how it is sampled
+# asv run -a attributes that leave a value's meaning as it is
 SAFE_ATTRIBUTES = ("timeout",)
 
 
 def _value_changes(parsed: Any) -> tuple[str, ...]:
-    """Each option of a parsed ``asv run`` that changes what a recorded value means, with why, in one line each: a
-    run with any of them is no history (record refuses it, unless --dry-run saves nothing)."""
+    """Each option of a parsed ``asv run`` that changes what a recorded value means, and why."""
     found = ["--quick would record single-sample values as results"] if parsed.quick else []
     for name, value in (parsed.attribute or {}).items():
         if name == "cpu_affinity":
@@ -101,29 +99,23 @@ def _value_changes(parsed: Any) -> tuple[str, ...]:
 
 @dataclass(frozen=True)
 class RunArgs:
-    """An ``asv run`` command line taken apart: what it selects, over which builds, and the rest as given."""
+    """An ``asv run`` command line taken apart."""
 
     bench: list[str]  # the -b patterns
-    range: (
-        str | None
-    )  # ALL, HASHFILE:path, a range of the timeline, or None (each branch's newest build)
+    range: str | None  # ALL, HASHFILE:path, a timeline range, or None (each branch's newest)
     rest: list[str]  # every other option, minus OWN_OPTIONS
-    environment: (
-        str  # the results files' environment part that -E TYPE:PYTHON makes asv write, else "*"
-    )
+    environment: str  # the results files' environment part -E TYPE:PYTHON gives, else "*"
     quick: bool
     dry_run: bool
-    # the options that change what a recorded value means (--quick, -a repeat=1, --set-commit-hash, ...), why each
-    changes_values: tuple[str, ...] = ()
+    changes_values: tuple[str, ...] = ()  # _value_changes
 
     def before(self, *options: str) -> RunArgs:
-        """The same run with ``options`` first among the rest (one given again later wins, as in
-        asv's parser): what parsing them in front of the arguments gives, without parsing again."""
+        """The same run with ``options`` first among the rest (a later one wins, as in asv)."""
         return replace(self, rest=[*options, *self.rest])
 
 
 def run_args(args: Sequence[str]) -> RunArgs:
-    """``asv run``'s arguments, parsed by asv's own parser; its refusal in one line."""
+    """``asv run``'s arguments, parsed by asv's parser; its refusal in one line."""
     said = io.StringIO()
     try:
         with contextlib.redirect_stderr(said):
@@ -157,7 +149,7 @@ def run_args(args: Sequence[str]) -> RunArgs:
 
 
 def scratch(parent: Path) -> Path:
-    """A new folder for one asv run's results, named by the time and this process."""
+    """A new folder for one asv run's results."""
     stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%dT%H%M%S")
     folder = parent / f"{stamp}-{os.getpid()}"
     folder.mkdir(parents=True)
@@ -172,9 +164,8 @@ def run_command(
     hashfile: Path,
     saving: str | None = None,
 ) -> list[str]:
-    """``asv run`` of ``config`` on ``machine`` over exactly ``commits`` (written to ``hashfile``, in that order);
-    ``saving``: the module whose main runs it with each combination's value saved as it is measured
-    (:mod:`mpsbench.core.asv_saving`, or one that runs it with more around each combination)."""
+    """``asv run`` over exactly ``commits`` (written to ``hashfile``), by the module ``saving``
+    (:mod:`mpsbench.core.asv_saving` or one around it) if given."""
     hashfile.write_text("".join(f"{commit}\n" for commit in commits))
     runner = ["-m", saving] if saving else ["-m", "asv"]
     return [
@@ -190,16 +181,14 @@ def run_command(
     ]
 
 
-# The builds one asv run may install (its HASHFILE of timeline hashes): when one is refused, asv's discovery installs
-# every branch's newest instead (asv 0.6.6, Benchmarks._disc_benchmarks); with this set, builds/install_build.py (asv's
-# install command, standard library only: it reads this name, not imports it) refuses any other before a byte downloads.
+# The HASHFILE of the builds one asv run may install: asv's discovery installs each branch's newest
+# when one is refused (asv_internals.RELIED); builds/install_build.py refuses any other build.
 RUN_BUILDS = "MPSBENCH_RUN_BUILDS"
 
 
 def only(hashfile: Path) -> dict[str, str]:
-    """This process's environment for an asv run that may install only the builds in ``hashfile``, without the
-    settings mpsbench sets for its own processes (core/settings.py's internal ones): a recording run never reads
-    them from the user's environment."""
+    """The environment of an asv run that may install only ``hashfile``'s builds, less the
+    settings mpsbench sets for its own processes."""
     return {**settings.without_internal(os.environ), RUN_BUILDS: str(hashfile)}
 
 
@@ -215,7 +204,7 @@ def publish(config: Path, options: Sequence[str] = ()) -> None:
 
 
 def environment_python(config: Path) -> Path:
-    """The python of the benchmark environment an ``asv run`` of ``config`` (no matrix) made, as asv names it."""
+    """The python of the one benchmark environment an ``asv run`` of ``config`` made."""
     conf = asv_internals.Config.load(str(config))
     environments = asv_internals.get_environments(conf, None, verbose=False)
     found: list[Path] = [
@@ -230,15 +219,11 @@ def environment_python(config: Path) -> Path:
     return made[0]
 
 
-STOP_SIGNALS = (
-    signal.SIGINT,
-    signal.SIGTERM,
-    signal.SIGHUP,
-)  # Ctrl-C, `timeout` and kill, a closed terminal
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)  # Ctrl-C, kill, a closed terminal
 
 
 class Stopped(Exception):
-    """A signal stopped the command, its asv processes ended; cli.main exits with its status."""
+    """A signal stopped the command after its asv processes ended."""
 
     def __init__(self, signum: int) -> None:
         super().__init__(f"stopped by {signal.Signals(signum).name}")
@@ -256,12 +241,10 @@ def _descendants(processes: Iterable[Any]) -> set[Any]:
 
 
 def end(processes: Iterable[Any]) -> None:
-    """End ``processes`` and everything under them, each by its pid, within seconds.
+    """End ``processes`` and everything under them, each by its pid.
 
-    asv starts each benchmark process and its forkserver (``benchmark.py run_server``) in a process group of their
-    own, so no group signal reaches all of them, and one whose parent died first is no longer anyone's child: every
-    process is stopped first (SIGSTOP: none can start another), those started meanwhile found, then all killed.
-    """
+    asv's benchmark processes and forkserver have process groups of their own, and an orphan is no
+    one's child: all are suspended first (none can start another), then killed."""
     import psutil
 
     alive = {process for process in processes if process.is_running()}
@@ -280,8 +263,7 @@ def end(processes: Iterable[Any]) -> None:
 
 
 def stop(running: subprocess.Popen[bytes]) -> None:
-    """Stop a process mpsbench started (asv, a build server) and what it started (asv's forkserver, a benchmark
-    process), each by its pid."""
+    """Stop a process mpsbench started and all it started."""
     import psutil
 
     with contextlib.suppress(psutil.NoSuchProcess):
@@ -301,14 +283,11 @@ def supervise(
     every: float = 1.0,
     output: Path | None = None,
 ) -> int:
-    """Run an asv command line, calling ``tick`` every ``every`` seconds and once at the end; its exit status.
-    ``output``: a file asv's own lines (stdout and stderr) are appended to instead of this terminal, so that the
-    caller's one line a combination is all the terminal shows.
+    """Run an asv command line, calling ``tick`` every ``every`` seconds and at the end; its exit
+    status. ``output``: a file for asv's own lines instead of the terminal.
 
-    Ctrl-C, SIGTERM or SIGHUP to this process (or an exception from ``tick``) ends asv and every process it started
-    (:func:`end`: the ones seen at any tick too, in case asv died before them) and raises :class:`Stopped` (or the
-    exception). In the main thread only, where Python runs signal handlers.
-    """
+    A stop signal (or an exception from ``tick``) ends asv and every process seen under it, then
+    raises :class:`Stopped` (or the exception). Main thread only: signal handlers run there."""
     import psutil
 
     previous = {signum: signal.signal(signum, _raise_stopped) for signum in STOP_SIGNALS}
@@ -332,14 +311,14 @@ def supervise(
             except subprocess.TimeoutExpired:
                 tick()
                 continue
-            end(seen)  # a forkserver left behind by an asv that ended on its own
+            end(seen)  # a forkserver an asv that ended left behind
             tick()
             return status
     except BaseException:
-        for signum in STOP_SIGNALS:  # a second Ctrl-C does not interrupt the stopping
+        for signum in STOP_SIGNALS:  # a second Ctrl-C does not interrupt stopping
             signal.signal(signum, signal.SIG_IGN)
         if running is not None:
-            end(seen)  # asv and, found again there, all it started since the last tick
+            end(seen)
             running.wait()
         raise
     finally:

@@ -1,13 +1,8 @@
-"""``asv run``, with each combination's value saved to the results folder the moment it is measured.
+"""``asv run``, with each combination's value saved the moment it is measured.
 
-asv 0.6.6 saves a build's results only when the build ends, so a stopped run loses them. This is
-asv's main with ``run_benchmarks`` wrapped to note each benchmark's rounds, and ``run_benchmark``
-wrapped to run the final round one combination at a time, saving after each (earlier rounds hold
-only part of a value's samples).
-
-``EVENTS`` (JSON lines): ``start``/``done`` per combination with the gate's fields, and
-``forkserver`` with its pid, for ``mpsbench results record`` to merge, show progress, learn costs
-and end a forkserver a kill -9 left behind.
+asv saves a build's results only when the build ends, so a stopped run loses them. This is asv's
+main with its final round run one combination at a time, saving after each. ``EVENTS`` (JSON
+lines) says ``start``/``done`` per combination, with the gate's fields, and the forkserver's pid.
 
     python -m mpsbench.core.asv_saving run --config CONFIG ...   (asv run's arguments)
 """
@@ -40,8 +35,8 @@ EVENTS = "events.jsonl"  # beside the run's results folder
 class _Build:
     """One ``run_benchmarks`` call."""
 
-    results: Any  # asv's: earlier rounds' samples too, until its final round
-    saved: Any  # the values loaded before the build plus each final combination since
+    results: Any  # asv's, with earlier rounds' samples
+    saved: Any  # what was loaded plus each final combination since
     results_dir: Path
     rounds_left: dict[str, int]
     final_round_here: bool
@@ -65,15 +60,15 @@ def _rounds(benchmark: dict[str, Any], extra: dict[str, Any]) -> int:
 
 
 def event(results_dir: Path, **fields: Any) -> None:
-    """Appends one event in a single write, so a reader never sees half a line."""
+    """Appends one event in one write: a reader never sees half a line."""
     line = json.dumps({"at": time.time(), **fields}) + "\n"
     with open(results_dir.parent / EVENTS, "a") as out:
         out.write(line)
 
 
 def read_events(scratch: Path, offset: int = 0) -> tuple[list[dict[str, Any]], int]:
-    """The events written to ``scratch`` after byte ``offset``, and the new offset; a line not yet
-    whole (still being written, or cut short by a kill) waits for the next read."""
+    """The events in ``scratch`` after byte ``offset``, and the new offset; a line not yet whole
+    waits for the next read."""
     try:
         with open(scratch / EVENTS) as handle:
             handle.seek(offset)
@@ -91,8 +86,7 @@ def read_events(scratch: Path, offset: int = 0) -> tuple[list[dict[str, Any]], i
 
 
 def _atomic(save: Any) -> Any:
-    """asv's ``Results.save`` into a staging folder, then renamed over the file, so a concurrent
-    reader sees the old file or the new one, never half."""
+    """asv's ``Results.save`` into a staging folder, then renamed over the file."""
 
     def saved(results: Any, result_dir: str) -> None:
         staging = Path(result_dir).parent / f".saving-{os.getpid()}"
@@ -106,7 +100,7 @@ def _atomic(save: Any) -> Any:
 
 
 def skip_reason(output: str | None) -> str:
-    """Why a combination skipped, from asv_runner's ``asv: skipped: <repr>`` line in its output."""
+    """Why a combination skipped, from asv_runner's ``asv: skipped: <repr>`` line."""
     found = re.search(r"asv: skipped: \w+\((.*)\)\s*$", output or "", re.M)
     if found is None or not found[1]:
         return "no reason given"
@@ -133,9 +127,8 @@ def install(results_dir: Path, gate: Gate | None = None) -> None:
     runner.Results.save = _atomic(runner.Results.save)
 
     def each_build(benchmarks: Any, env: Any, results: Any = None, **options: Any) -> Any:
-        if results is None or isinstance(
-            env, asv_internals.ExistingEnvironment
-        ):  # asv saves nothing there (--python=same)
+        # asv saves nothing for an existing environment (--python=same)
+        if results is None or isinstance(env, asv_internals.ExistingEnvironment):
             return run_benchmarks(benchmarks, env, results=results, **options)
         extra = dict(options.get("extra_params") or {})
         if options.get("quick"):
@@ -178,7 +171,7 @@ def install(results_dir: Path, gate: Gate | None = None) -> None:
         params = list(itertools.product(*benchmark["params"]))  # [()] where it has none
         chosen = sorted(range(len(params)) if selected_idx is None else selected_idx)
         parts: dict[int, Any] = {}  # this round's, as asv's run_benchmark returns them
-        whole: dict[int, Any] = {}  # with earlier rounds' samples: what asv will record
+        whole: dict[int, Any] = {}  # with earlier rounds' samples, as asv records them
         commit = build.results.commit_hash
         for idx in chosen:
             shown = combination(name, params[idx])
@@ -216,8 +209,7 @@ def install(results_dir: Path, gate: Gate | None = None) -> None:
         )
 
     def spawner_noted(env: Any, benchmark_dir: Any, launch_method: Any) -> Any:
-        """asv's spawner; a forkserver's pid goes to the events so the next run can end one that a
-        kill -9 left behind (it has its own process group)."""
+        """asv's spawner, its forkserver's pid in the events: the next run ends one a kill left."""
         spawner = get_spawner(env, benchmark_dir, launch_method=launch_method)
         server = getattr(spawner, "server_proc", None)
         if server is not None:
@@ -237,8 +229,7 @@ def install(results_dir: Path, gate: Gate | None = None) -> None:
 
 
 def _with_earlier(build: _Build, benchmark: dict[str, Any], idx: int, part: Any) -> Any:
-    """The combination with its earlier rounds' samples first, as asv's ``add_result`` combines
-    them, so the value saved is the value asv saves."""
+    """The combination with its earlier rounds' samples first, as asv's ``add_result`` has them."""
     if not build.append.get(benchmark["name"]) or part.samples[idx] is None:
         return part
     earlier = build.results.get_result_samples(benchmark["name"], benchmark["params"])[idx]

@@ -1,6 +1,5 @@
 """The suite's asv.conf.json, read by asv's loader and checked once, and the configs derived from
-it (nightly, compare, a record's scratch) so they never drift. Relative folders resolve from the
-config's folder: mpsbench runs asv there."""
+it. Relative folders resolve from the config's folder, where mpsbench runs asv."""
 
 from __future__ import annotations
 
@@ -17,8 +16,7 @@ from mpsbench.core import asv_internals, files
 from mpsbench.core.errors import UserError
 
 CONFIG = Path("asv.conf.json")  # asv's own default: the config in the working directory
-# The checkout this code runs from, not the working folder: compare's build servers import its
-# src/, which must be this code.
+# This code's checkout: compare's build servers import its src/.
 ROOT = Path(__file__).resolve().parents[3]
 LAUNCH_METHODS = ("spawn", "forkserver")  # what asv 0.6 can start benchmarks with
 # asv's defaults
@@ -31,7 +29,7 @@ FOLDERS = {
 
 
 class ConfigError(UserError):
-    """A bad asv.conf.json; caught by `mpsbench publish` to name the setting that chose the file."""
+    """A bad asv.conf.json."""
 
 
 @dataclass(frozen=True)
@@ -39,14 +37,14 @@ class AsvConf:
     """One asv.conf.json, read and checked."""
 
     path: Path  # absolute
-    raw: dict[str, Any]  # every field as asv reads it: what derived configs copy
+    raw: dict[str, Any]  # every field as asv reads it
 
     @property
     def root(self) -> Path:
         return self.path.parent
 
     def folder(self, key: str) -> Path:
-        """A folder the config names (``benchmark_dir``, ``results_dir``...), absolute."""
+        """A folder the config names (``results_dir``...), absolute."""
         return self.root / str(self.raw.get(key, FOLDERS[key]))
 
     @property
@@ -80,8 +78,7 @@ class AsvConf:
         }
 
     def launch_method(self, platform: str | None = None) -> str:
-        """asv's launch method on ``platform`` (default this one): ``launch_method_by_platform``,
-        else ``launch_method``, else spawn (asv's "auto")."""
+        """asv's launch method on ``platform`` (default this one); spawn is asv's "auto"."""
         table = self.raw.get("launch_method_by_platform") or {}
         return str(table.get(platform or sys.platform) or self.raw.get("launch_method") or "spawn")
 
@@ -89,7 +86,7 @@ class AsvConf:
         self, workdir: Path, timeline: Path, branches: list[str], results: Path | None = None
     ) -> Path:
         """Write ``workdir/asv.conf.json``: this config walking another timeline, with folders of
-        its own; ``results`` (default ``workdir/results``) keeps comparisons out of the record."""
+        its own."""
         return self._write(
             workdir,
             repo=str(timeline),
@@ -102,7 +99,7 @@ class AsvConf:
 
     def scratch(self, workdir: Path) -> Path:
         """Write ``workdir/asv.conf.json``: this config with its results in ``workdir/results``."""
-        if "repo" not in self.raw:  # asv would be handed the word None as the repository
+        if "repo" not in self.raw:  # asv would get the word None
             raise ConfigError(
                 f"{self.path}: repo is missing: it must name the timeline asv walks (e.g. .asv/timeline)"
             )
@@ -115,8 +112,8 @@ class AsvConf:
         )
 
     def _write(self, workdir: Path, **fields: Any) -> Path:
-        """Write these fields over this config, this platform's launch method set, commands kept
-        at its ``{conf_dir}`` (the checkout, not workdir)."""
+        """This config with ``fields`` and this platform's launch method, commands kept at its
+        ``{conf_dir}``."""
         conf = {**self.raw, **fields, "launch_method": self.launch_method()}
         for key in ("install_command", "uninstall_command", "build_command"):
             if key in conf:
@@ -127,8 +124,8 @@ class AsvConf:
         return path
 
     def sync_branches(self, channels: list[str], timeline: Path) -> bool:
-        """Make ``branches`` the manifest's channels if this config walks ``timeline``; True if
-        changed. asv publishes only the branches it is told. Rewritten in place, comments kept."""
+        """Make ``branches`` the manifest's channels (asv publishes only those) if this config
+        walks ``timeline``, comments kept; True if changed."""
         if self.repo != timeline.resolve() or self.raw.get("branches") == channels:
             return False
         text = self.path.read_text(encoding="utf-8")
@@ -169,12 +166,12 @@ def derived(
     root: Path = ROOT,
     results_dir: Path | None = None,
 ) -> Path:
-    """``root``'s asv.conf.json derived for ``workdir`` and ``timeline`` (:meth:`AsvConf.derive`); its path."""
+    """``root``'s asv.conf.json derived (:meth:`AsvConf.derive`); its path."""
     return load(root / CONFIG).derive(workdir, timeline, branches, results_dir)
 
 
 def _check(path: Path, raw: dict[str, Any]) -> None:
-    """One line naming the first field mpsbench reads that holds what it cannot use."""
+    """ConfigError naming the first field mpsbench reads that it cannot use."""
 
     def bad(field: str, what: str) -> ConfigError:
         return ConfigError(f"{path}: {field} must be {what}, got {raw.get(field)!r}")

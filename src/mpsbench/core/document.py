@@ -1,8 +1,5 @@
-"""One document of sections, tables, links and images, rendered as Markdown and HTML that agree.
-
-Not tabulate (no row classes for highlighted rows) nor Jinja2 (one more dependency for the
-torch-free publish job).
-"""
+"""A document of sections, tables, links and images, as Markdown and HTML that agree (tabulate
+has no row classes; Jinja2 would be a dependency of the torch-free publish job)."""
 
 from __future__ import annotations
 
@@ -21,7 +18,7 @@ class Link:
 
 @dataclass(frozen=True)
 class Flagged:
-    """A cell drawn red: a value past its line (a correctness error over its tolerance, a failed row)."""
+    """A cell drawn red: a value past its line."""
 
     text: str
 
@@ -33,9 +30,7 @@ Cell = str | Link | Flagged
 class Table:
     header: list[str]
     rows: list[list[Cell]]
-    marked: list[str] = field(
-        default_factory=list
-    )  # per row: "" or a css class ("slower", "faster")
+    marked: list[str] = field(default_factory=list)  # per row: "" or "slower", "faster"
 
 
 @dataclass(frozen=True)
@@ -68,7 +63,6 @@ def to_markdown(title: str, sections: Sequence[Section]) -> str:
             if isinstance(block, Table):
                 lines += ["| " + " | ".join(block.header) + " |", "|" + "---|" * len(block.header)]
                 for row, mark in itertools.zip_longest(block.rows, block.marked, fillvalue=""):
-                    # Markdown has no row colour: a marked row's cells are bold
                     cells = [
                         f"**{text}**" if mark and text else text for text in map(_md_cell, row)
                     ]
@@ -97,9 +91,7 @@ def _html_cell(cell: Cell) -> str:
     if isinstance(cell, Link):
         return f'<td><a href="{html.escape(cell.url)}">{html.escape(cell.text)}</a></td>'
     text = cell.text if isinstance(cell, Flagged) else cell
-    numeric = bool(
-        re.fullmatch(r"(?=.*\d)[-+\d.,xe% ]+", text)
-    )  # right-align numbers, not "-" or words
+    numeric = bool(re.fullmatch(r"(?=.*\d)[-+\d.,xe% ]+", text))  # not "-" or words
     classes = " ".join(
         name for name, on in (("n", numeric), ("flagged", isinstance(cell, Flagged))) if on
     )

@@ -1,4 +1,4 @@
-"""A user's mistake is one line and exit status 2: the one error class every module's mistakes subclass."""
+"""A user's mistake: one line and exit status 2."""
 
 from __future__ import annotations
 
@@ -6,17 +6,15 @@ import errno
 
 
 class UserError(ValueError):
-    """A bad value, a missing file, a refused action: every command prints it alike, without a list to keep."""
+    """A bad value, a missing file, a refused action: every command prints it alike."""
 
 
 def first_line(exc: BaseException) -> str:
-    """The first line of its message, else its type's name: a multi-line torch error never spills into asv's output
-    or a results file where it becomes a recorded reason."""
+    """The first line of its message, else its type's name."""
     text = str(exc).strip()
     return text.splitlines()[0] if text else type(exc).__name__
 
 
-# what to do about an OS error, by its errno
 _REMEDIES = {
     errno.ENOSPC: "the disk is full: free space there, or point the suite's folders (asv.conf.json, MPSBENCH_CACHE)"
     " at another disk",
@@ -33,7 +31,7 @@ _REMEDIES = {
 
 
 def os_error(exc: OSError) -> str:
-    """An OS error in one line: the path, what happened and what to do (a full disk, a read-only folder)."""
+    """An OS error in one line: the path, what happened and what to do."""
     where = exc.filename if exc.filename is not None else "a file"
     what = exc.strerror or type(exc).__name__
     remedy = _REMEDIES.get(exc.errno or 0)

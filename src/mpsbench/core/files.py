@@ -1,5 +1,5 @@
-"""Writing files so that a kill at any moment leaves the old file or the new one, the one lock writers share, and the
-one way a folder or file is deleted: only after :func:`check_owned` found that it holds nothing the command must keep."""
+"""Writes that a kill leaves old or new, never half; the lock every writer of a folder takes; and
+deletion only after :func:`check_owned` finds nothing inside that a command must keep."""
 
 from __future__ import annotations
 
@@ -20,11 +20,8 @@ from mpsbench.core.errors import UserError
 
 @dataclass(frozen=True)
 class Kept:
-    """A folder no command may replace or delete as a by-product (the results, the config's folder, the repository).
-
-    ``nothing_inside``: a folder of recorded data, whose content only its own writers change: another command's
-    output may not sit inside it either (a site published into the results folder would delete them on the next
-    publish)."""
+    """A folder no command may replace or delete as a by-product. ``nothing_inside``: recorded data
+    that no other command's output may sit inside either."""
 
     what: str  # said in the refusal: "the results folder"
     path: Path
@@ -36,9 +33,8 @@ def _within(path: Path, folder: Path) -> bool:
 
 
 def check_owned(target: Path, kept: Sequence[Kept], role: str | None = None) -> None:
-    """UserError, naming both, where ``target`` is, holds, or (for a ``nothing_inside`` folder) sits inside a
-    kept folder (``role`` names ``target`` in it: "html_dir .asv/html of asv.conf.json"). Paths are compared
-    resolved, symbolic links followed: a link to the results is the results."""
+    """UserError where ``target`` is, holds, or (``nothing_inside``) sits inside a kept folder,
+    compared resolved: a link to the results is the results."""
     mine = target.resolve()
     found = []
     for folder in kept:
@@ -58,8 +54,7 @@ def check_owned(target: Path, kept: Sequence[Kept], role: str | None = None) -> 
 
 
 def remove(path: Path, kept: Sequence[Kept]) -> None:
-    """Delete ``path`` (a folder with everything in it, or a file) after :func:`check_owned`: every deletion of a
-    folder a user sees goes through here."""
+    """Delete a folder or file after :func:`check_owned`."""
     check_owned(path, kept, f"the folder to delete, {path},")
     if path.is_dir() and not path.is_symlink():
         shutil.rmtree(path)
@@ -69,11 +64,11 @@ def remove(path: Path, kept: Sequence[Kept]) -> None:
 
 @contextlib.contextmanager
 def temporary(path: Path, content: bytes) -> Iterator[Path]:
-    """``content`` written beside ``path`` and flushed to disk, in a file removed on the way out unless renamed."""
+    """``content`` flushed to a file beside ``path``, removed on the way out unless renamed."""
     partial = (
         path.parent / f".{path.name}-{uuid.uuid4().hex}.tmp"
-    )  # open() gives the umask's mode, unlike mkstemp
-    created = False  # a read-only file system refuses even the unlink of a file never made (EROFS)
+    )  # the umask's mode, unlike mkstemp
+    created = False  # a read-only file system refuses even the unlink of a file never made
     try:
         try:
             with open(partial, "xb") as out:
@@ -81,9 +76,7 @@ def temporary(path: Path, content: bytes) -> Iterator[Path]:
                 out.write(content)
                 out.flush()
                 os.fsync(out.fileno())
-        except (
-            OSError
-        ) as exc:  # a full or read-only disk: named by the file meant, not its temporary
+        except OSError as exc:  # named by the file meant, not its temporary
             raise type(exc)(exc.errno, exc.strerror, str(path)) from None
         yield partial
     finally:
@@ -92,10 +85,9 @@ def temporary(path: Path, content: bytes) -> Iterator[Path]:
 
 
 def write(path: Path, content: str | bytes) -> None:
-    """Write beside ``path``, then rename over it: a reader or a kill sees the old file or the new one, whole."""
-    with temporary(
-        path, content.encode("utf-8") if isinstance(content, str) else content
-    ) as partial:
+    """Write beside ``path``, then rename over it."""
+    data = content.encode("utf-8") if isinstance(content, str) else content
+    with temporary(path, data) as partial:
         os.replace(partial, path)
 
 
@@ -110,24 +102,20 @@ def create(path: Path, content: bytes) -> bool:
     return True
 
 
-_held: dict[
-    Path, int
-] = {}  # locked folder -> how deep this process holds it: the lock is re-entrant within a process
+_held: dict[Path, int] = {}  # locked folder -> how deep this process holds it (re-entrant)
 
 
 @contextlib.contextmanager
 def lock(
     target: Path, wait: bool = True, waiting: Callable[[], None] | None = None
 ) -> Iterator[None]:
-    """Hold the lock of ``target`` (a results folder, the manifest) for the block: every writer of it takes this one.
+    """Hold the lock of ``target`` (a results folder, the manifest), re-entrant within a process.
 
-    The lock is the folder that holds ``target`` (an flock on it: no lock file, so a refused command leaves nothing
-    behind, and a file replaced by rename keeps its lock). Another process waits for it (calling ``waiting`` first,
-    to say why nothing happens yet, only if it must wait), or with ``wait=False`` gets a :class:`UserError`.
-    Re-entrant within a process: a record run that holds it merges under it.
-    """
+    The lock is an flock on the folder holding ``target``: no lock file to leave behind, and a file
+    replaced by rename keeps it. ``waiting`` is called before waiting; ``wait=False`` raises
+    UserError instead."""
     folder = target.resolve().parent
-    while not folder.is_dir():  # a target whose folders do not exist yet: the nearest one that does
+    while not folder.is_dir():
         folder = folder.parent
     with contextlib.ExitStack() as held:
         if folder not in _held:
@@ -153,14 +141,12 @@ def lock(
                 del _held[folder]
 
 
-_AT_FDCWD = -100  # renameat2's "relative to the working directory"
-_RENAME_EXCHANGE = (
-    2  # Linux renameat2 flag (linux/fs.h); macOS renamex_np's RENAME_SWAP has the same value
-)
+_AT_FDCWD = -100
+_RENAME_EXCHANGE = 2  # linux/fs.h; macOS renamex_np's RENAME_SWAP has the same value
 
 
 def _exchange(first: Path, second: Path) -> bool:
-    """Swap two paths in one step where the OS can (Linux renameat2, macOS renamex_np); False where it cannot."""
+    """Swap two paths in one step (renameat2, renamex_np); False where the OS cannot."""
     libc = ctypes.CDLL(None, use_errno=True)
     paths = (os.fsencode(first), os.fsencode(second))
     if sys.platform.startswith("linux") and hasattr(libc, "renameat2"):  # glibc 2.28+
@@ -169,17 +155,12 @@ def _exchange(first: Path, second: Path) -> bool:
         done = libc.renamex_np(paths[0], paths[1], _RENAME_EXCHANGE)
     else:
         return False
-    return bool(
-        done == 0
-    )  # a file system without the call (EINVAL, ENOSYS): the caller's two renames instead
+    return bool(done == 0)  # EINVAL, ENOSYS: the file system lacks it
 
 
 def replace_folder(new: Path, target: Path, kept: Sequence[Kept] = ()) -> None:
-    """Put the folder ``new`` at ``target`` and delete what was there: a reader sees the old folder or the new one.
-
-    Swapped in one step where the OS can; elsewhere two renames leave ``target`` absent for an instant. ``new``
-    must be on ``target``'s file system (a folder beside it). ``target`` is checked against ``kept`` first.
-    """
+    """Put the folder ``new`` (beside ``target``) at ``target`` and delete what was there, swapped
+    in one step where the OS can, else by two renames."""
     check_owned(target, kept)
     if not target.exists():
         os.rename(new, target)
@@ -192,21 +173,17 @@ def replace_folder(new: Path, target: Path, kept: Sequence[Kept] = ()) -> None:
         remove(old, kept)
 
 
-_TEMPORARY = re.compile(
-    r"\..+-[0-9a-f]{32}\.tmp"
-)  # temporary's names: no other file is taken for one
+_TEMPORARY = re.compile(r"\..+-[0-9a-f]{32}\.tmp")  # temporary's names, no other file's
 
 
 def orphans(folder: Path) -> list[Path]:
-    """The temporary files :func:`temporary` leaves when its process is killed before the rename, in ``folder``
-    and the folders right under it (a results folder's machines)."""
+    """The temporary files a killed writer left in ``folder`` and the folders right under it."""
     found = [*folder.glob(".*.tmp"), *folder.glob("*/.*.tmp")] if folder.is_dir() else []
     return [path for path in found if _TEMPORARY.fullmatch(path.name)]
 
 
 def clean_orphans(folder: Path) -> list[Path]:
-    """Delete :func:`orphans` of ``folder``, under its lock (no writer is between write and rename then); the
-    deleted paths. Every file a writer renamed into place is whole, so nothing recorded goes."""
+    """Delete :func:`orphans` of ``folder`` (under its lock: no writer is mid-rename); the deleted."""
     found = orphans(folder)
     for leftover in found:
         leftover.unlink(missing_ok=True)

@@ -1,4 +1,4 @@
-"""The one way mpsbench runs git: in a named repository, never one a caller's environment points at."""
+"""git, run in a named repository, never one the environment points at."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from pathlib import Path
 
 from mpsbench.core.errors import UserError
 
-# set in git hooks and by callers of their own: they would send these commands to another repository
+# set in git hooks: they would send these commands to another repository
 _REDIRECTS = ("GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE")
 
 
@@ -19,7 +19,7 @@ def run(
     env: dict[str, str] | None = None,
     check: bool = True,
 ) -> subprocess.CompletedProcess[bytes]:
-    """``git ARGS`` in ``repo`` with ``data`` on stdin and ``env`` added; a failure is a UserError if ``check``."""
+    """``git ARGS`` in ``repo``; a failure is a UserError if ``check``."""
     clean = {key: value for key, value in os.environ.items() if key not in _REDIRECTS}
     stdin = data.encode() if isinstance(data, str) else data
     done = subprocess.run(
@@ -41,7 +41,7 @@ def text(repo: Path, *args: str, data: str | None = None, env: dict[str, str] | 
 
 
 def said(done: subprocess.CompletedProcess[bytes]) -> str:
-    """git's own reason for a failure, in one line (git may say it in several)."""
+    """git's reason for a failure, in one line."""
     return "; ".join(
         line.strip() for line in done.stderr.decode(errors="replace").splitlines() if line.strip()
     )

@@ -1,10 +1,7 @@
-"""Which timeline builds an ``asv run`` range names: the one reading of a range, for ``results
-record`` and ``timeline check-range`` (so a bad range is refused before anything runs).
+"""The timeline builds an ``asv run`` range names, read once, before anything runs.
 
-A range is ``ALL``, ``HASHFILE:path``, a git range read as asv reads it (``git rev-list
---first-parent``), or none (each branch's newest build). NEW, EXISTING, TAGS and HEAD are refused:
-a record run hands asv hashes and measures into a scratch folder, where they mean nothing.
-"""
+A range is ``ALL``, ``HASHFILE:path``, a git range as asv reads it, or none (each branch's newest).
+NEW, EXISTING, TAGS and HEAD mean nothing to a record run's scratch folder: refused."""
 
 from __future__ import annotations
 
@@ -20,7 +17,7 @@ HASHFILE = "HASHFILE:"
 
 
 class RangeError(UserError):
-    """A range naming no timeline build; caught by timeline.bad_range to return the reason."""
+    """A range naming no timeline build."""
 
 
 def _choices(timeline: Path) -> str:
@@ -34,16 +31,14 @@ def _choices(timeline: Path) -> str:
 
 
 def _listed(timeline: Path, what: str, *args: str) -> list[str]:
-    """The commits ``git ARGS`` lists; RangeError with git's reason where it knows no such name."""
+    """The commits ``git ARGS`` lists; RangeError with git's reason."""
     done = git.run(timeline, *args, check=False)
     if done.returncode == 0:
         return done.stdout.decode().split()
     said = (git.said(done).splitlines() or ["git failed"])[0]
-    if "@" in what:  # CHANNEL@ID, as the other commands name builds: no git revision
+    if "@" in what:  # CHANNEL@ID is no git revision
         root = "; a range names builds by timeline hash or tag, not CHANNEL@ID: 'mpsbench build list' gives each hash"
-    elif (
-        "^" in what
-    ):  # FIRST^..LAST fails when FIRST is its channel's first build: it has no parent
+    elif "^" in what:  # a channel's first build has no parent
         root = "; a channel's first build has no '^': name the channel for all its builds"
     else:
         root = ""
@@ -55,9 +50,7 @@ def _listed(timeline: Path, what: str, *args: str) -> list[str]:
 def builds(timeline: Path, branches: Sequence[str], spec: str | None) -> list[str]:
     """The timeline commits ``spec`` names, in asv's order, each once; RangeError where none."""
     what, git_range = f"range {spec!r}", False
-    if spec is None or spec.startswith(
-        HASHFILE
-    ):  # each branch's newest build, or the file's builds
+    if spec is None or spec.startswith(HASHFILE):
         what = "the config's branches" if spec is None else what
         names = branches if spec is None else Path(spec[len(HASHFILE) :]).read_text().split()
         found = [
@@ -82,7 +75,7 @@ def builds(timeline: Path, branches: Sequence[str], spec: str | None) -> list[st
             ) from None
         what, git_range = f"build range {spec!r}", True
         found = _listed(timeline, what, "rev-list", "--first-parent", *words, "--")
-    if not found:  # A..A or NEW..OLD, where asv would run nothing and say little
+    if not found:  # A..A or NEW..OLD: asv would run nothing and say little
         why = "is it reversed? asv ranges are OLD..NEW" if git_range else _choices(timeline)
         raise RangeError(f"{what} names no build of the timeline {timeline}: {why}")
     return list(dict.fromkeys(found))

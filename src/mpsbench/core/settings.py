@@ -1,6 +1,5 @@
-"""The ``MPSBENCH_*`` settings, each read and checked here: a bad value is one line naming the variable, the value
-and the valid choices, never a setting that silently means something else. Benchmark processes inherit them.
-"""
+"""The ``MPSBENCH_*`` settings, each read and checked here: a bad value is one line naming the
+variable, the value and the valid choices. Benchmark processes inherit them."""
 
 from __future__ import annotations
 
@@ -10,37 +9,26 @@ from dataclasses import dataclass
 
 from mpsbench.core.errors import UserError
 
-FULL = "MPSBENCH_FULL"  # on: the full sweep (every device at every batch size), not the default selection
-DEVICES = "MPSBENCH_DEVICES"  # a comma-separated list of the devices a run times (default: every device present)
+FULL = "MPSBENCH_FULL"  # on: every device at every batch size
+DEVICES = "MPSBENCH_DEVICES"  # comma-separated devices to time (default: every device present)
 CONFIG = "MPSBENCH_CONFIG"  # another asv.conf.json for scripts/publish (the fleet's)
-MACHINE = "MPSBENCH_MACHINE"  # a fleet runner's machine name, e.g. set in the runner's .env file
-# Set by compare and bisect in a cpu row's processes, not by users: every timed call is one step, whatever the model's
-# steps_per_call, so that a process's fastest sample can be a step the scheduler spared
-# (docs/explanation/the-rule.md, "A cpu row's samples"). A recorded run never has it.
+MACHINE = "MPSBENCH_MACHINE"  # a fleet runner's machine name
+# Set by compare and bisect in a cpu row's processes: each timed call is one step, so that a
+# process's fastest sample can be one the scheduler spared (docs/explanation/the-rule.md).
 SINGLE_STEPS = "MPSBENCH_SINGLE_STEPS"
-ALLOW_FALLBACK = (
-    "MPSBENCH_ALLOW_FALLBACK"  # on: time an mps combination whose ops fell back to the cpu
-)
+ALLOW_FALLBACK = "MPSBENCH_ALLOW_FALLBACK"  # on: time mps combinations with ops on the cpu
 
 
 @dataclass(frozen=True)
 class Setting:
-    """One ``MPSBENCH_*`` setting, and what it does to a recorded value."""
-
     name: str
     does: str  # said where it is refused
-    internal: bool = (
-        False  # set by mpsbench for its own processes: a recording run never takes it from the user
-    )
-    changes_values: bool = (
-        False  # a value measured with it set means something else: no recording run takes it
-    )
+    internal: bool = False  # set by mpsbench for its own processes, never taken from the user
+    changes_values: bool = False  # a value measured with it means something else: not history
 
 
-# Every setting the suite's processes read. Selection settings (which combinations run) leave each value's meaning
-# as it is; those that change how a value is measured are refused for recording (a throw-away run: --dry-run).
-# MPSBENCH_CACHE, _PLATFORM and _WHEELHOUSE (builds/install_build.py) say where a build comes from, not how it is
-# timed: a build is its wheels' hashes, checked at install.
+# Every setting the suite's processes read. MPSBENCH_CACHE, _PLATFORM and _WHEELHOUSE
+# (builds/install_build.py) say where a build comes from, not how it is timed.
 SETTINGS = {
     setting.name: setting
     for setting in (
@@ -64,9 +52,7 @@ SETTINGS = {
 
 
 def recording_refusal(environ: Mapping[str, str] | None = None) -> str | None:
-    """Why a recording run cannot start with this environment (a setting that changes what a value means is set,
-    to anything but off), in one line; None where it can. An internal setting is also dropped from a recording
-    run's processes (:func:`without_internal`)."""
+    """Why a recording run cannot start here (a setting that changes values is on); None if it can."""
     environ = os.environ if environ is None else environ
     for setting in SETTINGS.values():
         value = environ.get(setting.name, "")
@@ -90,7 +76,7 @@ OFF = ("0", "false", "no", "off")
 
 
 def flag(name: str) -> bool:
-    """A yes-or-no setting: one of :data:`ON` or :data:`OFF` in any case; unset or empty is off."""
+    """One of :data:`ON` or :data:`OFF`, in any case; unset or empty is off."""
     value = os.environ.get(name, "")
     word = value.strip().lower()
     if word in (*ON, *OFF, ""):
@@ -101,7 +87,7 @@ def flag(name: str) -> bool:
 
 
 def choices(name: str, valid: Sequence[str]) -> tuple[str, ...] | None:
-    """A comma-separated list of ``valid`` names, each once and in order; None where unset or empty."""
+    """A comma-separated list of ``valid`` names, each once; None where unset or empty."""
     value = os.environ.get(name, "")
     if not value.strip():
         return None
@@ -115,7 +101,7 @@ def choices(name: str, valid: Sequence[str]) -> tuple[str, ...] | None:
 
 
 def text(name: str) -> str | None:
-    """Free text (a path, a name checked where it is used); None where unset or empty."""
+    """Free text, checked where used; None where unset or empty."""
     return os.environ.get(name, "").strip() or None
 
 

@@ -32,7 +32,7 @@ def number(
 
 
 def checked(check: Callable[[str], Any]) -> Callable[[str], Any]:
-    """An argparse type from a library's check: its one-line refusal, which argparse prefixes with the option."""
+    """An argparse type from a library's check, refusing with its one line."""
 
     def parse(value: str) -> Any:
         try:
@@ -44,7 +44,7 @@ def checked(check: Callable[[str], Any]) -> Callable[[str], Any]:
 
 
 def table(rows: Sequence[Sequence[str]], rule: bool = True) -> str:
-    """Rows as left-aligned text columns (rows may be short), with a dashed rule under the header if ``rule``."""
+    """Rows as left-aligned columns (rows may be short), a dashed rule under the header."""
     widths = [
         max(len(row[col]) for row in rows if col < len(row)) for col in range(max(map(len, rows)))
     ]

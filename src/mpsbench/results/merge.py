@@ -1,24 +1,11 @@
 """Merge asv results directories into one, value by value, never replacing a recorded value.
 
-mpsbench results merge DEST SRC... merges every machine's files from each SRC into DEST, so that
-DEST only ever grows: a file DEST lacks is copied; one it holds is merged value by value (a recorded
-value stays, an incoming one that differs is a conflict reported by name, or with --replace replaces
-it, kept first in DEST-replaced.jsonl); a file asv cannot read is skipped; an incoming value that is not a
-number of its unit (the units of mpsbench.results.recorded.UNITS) is refused, named, and the rest of its file
-merged; benchmarks.json becomes the union of every side's (a version that differs is an error, unless
---update-benchmarks).
-A value is filed under the build and machine its file names inside (commit_hash, params.machine): a file
-whose name or folder says otherwise, whose build is no build of the timeline (--timeline), that is a symbolic link,
-or whose columns are not asv's form (a statistic that is no number) is refused whole, in one line naming both,
-and the other files merged all the same.
-docs/how-to/fleet.md, "Results that merge safely", and docs/explanation/integrity.md say each rule.
-
-Every merge holds the results folder's lock (core/files.py's lock, the one every writer of it takes): two merges
-at once, or a merge during a record run, wait for each other and both land. Under it, a merge first deletes the
-temporary files a killed writer left (core/files.py's clean_orphans).
-
-Exit status: 0 merged cleanly, 1 some value in conflict or refused or some file corrupt (the rest merged all the
-same), 2 a mistake in the command (one line, nothing written).
+A file DEST lacks is copied; one it holds is merged value by value: a recorded value stays, a
+differing incoming one is a conflict (or, with --replace, replaces it, kept first in
+DEST-replaced.jsonl). An incoming value that is no number of its unit is refused; a file filed
+under another build or machine, a link, or a malformed one is refused whole; a file asv cannot
+read is skipped. docs/explanation/integrity.md says why each. Every merge holds the results
+folder's lock. Exit status: 0 clean, 1 a conflict, refusal or corrupt file, 2 a bad command.
 """
 
 from __future__ import annotations
@@ -42,7 +29,7 @@ from mpsbench.results import recorded
 
 BENCHMARKS = asv.BENCHMARKS
 MACHINE = "machine.json"
-# asv's result_columns that hold one entry per parameter combination; the others describe the benchmark as a whole
+# asv's result_columns with one entry per parameter combination
 PER_COMBINATION = (
     "result",
     "stats_ci_99_a",
@@ -60,7 +47,7 @@ log = progress.logger(__name__)
 
 
 class MergeError(UserError):
-    """A file or folder the merge refuses; caught by merge to skip a corrupt file and report it."""
+    """A file or folder the merge refuses."""
 
 
 @dataclass
@@ -68,24 +55,16 @@ class Report:
     copied: list[str] = field(default_factory=list)
     merged: list[str] = field(default_factory=list)  # files DEST had, to which values were added
     identical: list[str] = field(default_factory=list)
-    replaced: list[str] = field(
-        default_factory=list
-    )  # values replaced on purpose (--replace), audited
+    replaced: list[str] = field(default_factory=list)  # --replace, audited
     conflicts: list[str] = field(default_factory=list)
-    refused: list[str] = field(
-        default_factory=list
-    )  # incoming values that are no number of their unit: not merged
-    refused_files: list[str] = field(
-        default_factory=list
-    )  # files filed under another build or malformed: not merged
+    refused: list[str] = field(default_factory=list)  # values, not merged
+    refused_files: list[str] = field(default_factory=list)  # nothing merged from them
     corrupt: list[str] = field(default_factory=list)
     benchmarks: list[str] = field(default_factory=list)  # changes to DEST's benchmarks.json
 
     @property
     def clean(self) -> bool:
-        return (
-            not self.conflicts and not self.refused and not self.refused_files and not self.corrupt
-        )
+        return not (self.conflicts or self.refused or self.refused_files or self.corrupt)
 
     def summary(self, dest: Path) -> str:
         return (
@@ -97,7 +76,7 @@ class Report:
         )
 
     def show(self, dest: Path) -> int:
-        """Print what was done, line by line, and the summary; the exit status."""
+        """Print what was done and the summary; the exit status."""
         for label, texts in (
             ("copied    ", self.copied),
             ("merged    ", self.merged),
@@ -115,9 +94,8 @@ class Report:
 
 
 def problem(value: Any, unit: str) -> str | None:
-    """Why ``value`` cannot be recorded for a benchmark of ``unit``: no number (asv's loader takes any JSON as a value,
-    so "abc", true or Infinity would be recorded for good), or outside what any device could measure in that unit
-    (recorded.UNITS' bounds: 1e308 s, 1e-300 s); None when it can (asv's null and NaN can)."""
+    """Why ``value`` cannot be recorded in ``unit`` (asv's loader takes any JSON): no finite
+    number, or outside recorded.UNITS' bounds; None when it can (null and NaN can)."""
     if value is None or (isinstance(value, float) and math.isnan(value)):
         return None
     if isinstance(value, bool) or not isinstance(value, (int, float)):
@@ -145,7 +123,7 @@ def _load_object(path: Path) -> dict[str, Any]:
 
 
 def check_file(path: Path, machine: str) -> None:
-    """Raise MergeError unless asv can read ``path`` as the machine's machine.json or results file."""
+    """MergeError unless asv can read ``path`` as a machine.json or results file."""
     try:
         if path.name != MACHINE:
             recorded.read(path, machine)
@@ -164,7 +142,7 @@ def _row(data: dict[str, Any], name: str) -> Row:
 
 
 def _by_combination(row: Row) -> dict[Combination, dict[str, Any]]:
-    """Every combination's own columns (its value, statistics and samples)."""
+    """Each combination's own columns."""
     combos = list(itertools.product(*(row.get("params") or [])))
     columns = {key: row.get(key) or [None] * len(combos) for key in PER_COMBINATION}
     return {
@@ -173,22 +151,17 @@ def _by_combination(row: Row) -> dict[Combination, dict[str, Any]]:
 
 
 def measured(value: Any) -> bool:
-    """A number: asv writes null for a failure and NaN for a combination skipped or not selected."""
+    """A number: asv writes null for a failure and NaN for a skip."""
     return value is not None and value == value
 
 
 HASH = re.compile(r"[0-9a-f]{40}")  # a timeline commit, as asv records it
-STATISTICS = (
-    "stats_ci_99_a",
-    "stats_ci_99_b",
-    "stats_q_25",
-    "stats_q_75",
-)  # numbers in the value's unit
-COUNTS = ("stats_number", "stats_repeat")  # how many calls a sample timed, how many samples
+STATISTICS = ("stats_ci_99_a", "stats_ci_99_b", "stats_q_25", "stats_q_75")
+COUNTS = ("stats_number", "stats_repeat")
 
 
 def _number(cell: Any) -> bool:
-    """A statistic's cell: a number or NaN (asv's "none computed") or null; never text, a boolean or an infinity."""
+    """A statistic's cell: a finite number, NaN or null."""
     return cell is None or (
         not isinstance(cell, bool)
         and isinstance(cell, (int, float))
@@ -209,9 +182,8 @@ def _cell_problem(key: str, cell: Any) -> str | None:
 
 
 def malformed(data: dict[str, Any]) -> str | None:
-    """Where a results file's rows are not asv's form (what asv's loader lets through: a statistic "junk", params
-    that are no lists): the first such cell, named; None where every row is. Values are screened one by one
-    (:func:`screen`); a malformed row refuses the whole file, whose other rows cannot be trusted either."""
+    """The first cell of a results file that is not in asv's form (asv's loader lets them
+    through), named; None where every row is."""
     columns, results = data.get("result_columns"), data.get("results")
     if not isinstance(columns, list) or not all(isinstance(column, str) for column in columns):
         return f"result_columns {columns!r:.80} is not a list of column names"
@@ -245,10 +217,8 @@ def malformed(data: dict[str, Any]) -> str | None:
 
 
 def identity(path: Path, data: dict[str, Any], builds: Collection[str] | None) -> str | None:
-    """Why ``path``'s values cannot be filed under the build and machine its name says: the file's
-    own ``commit_hash`` and ``params.machine`` differ from its name and folder (asv's own naming,
-    recorded.filename), or its build is none of ``builds`` (the timeline's, where known); None
-    where they agree."""
+    """Why ``path``'s own ``commit_hash`` and ``params.machine`` are not what its name and
+    folder say, or its build none of ``builds``; None where they agree."""
     commit, params = data.get("commit_hash"), data.get("params")
     machine = params.get("machine") if isinstance(params, dict) else None
     if not isinstance(commit, str) or not HASH.fullmatch(commit):
@@ -272,7 +242,7 @@ def identity(path: Path, data: dict[str, Any], builds: Collection[str] | None) -
 
 
 def timeline_builds(timeline: Path) -> set[str]:
-    """Every commit of the timeline repository: the builds a value may be filed under."""
+    """Every commit of the timeline: the builds a value may be filed under."""
     if not (timeline / ".git").exists() and not (timeline / "HEAD").is_file():
         raise MergeError(
             f"--timeline {timeline} is no timeline repository (mpsbench timeline generate writes one)"
@@ -281,8 +251,7 @@ def timeline_builds(timeline: Path) -> set[str]:
 
 
 def screen(data: dict[str, Any], units: dict[str, str]) -> list[str]:
-    """Set each value of ``data`` that is no number of its benchmark's unit to not run (NaN, no statistics), as if
-    it had never come; returns why each was refused. ``data``'s rows are asv's form (:func:`malformed`)."""
+    """Set each value of ``data`` that is no number of its unit to not run; why each was refused."""
     refused = []
     for name in data["results"]:
         row = _row(data, name)
@@ -297,7 +266,7 @@ def screen(data: dict[str, Any], units: dict[str, str]) -> list[str]:
 
 
 def values(data: dict[str, Any]) -> dict[tuple[str, Combination], dict[str, Any]]:
-    """Every measured value of a results file with its statistics and samples, by benchmark and combination."""
+    """Every measured combination's columns, by benchmark and combination."""
     return {
         (name, combo): columns
         for name in data["results"]
@@ -307,14 +276,12 @@ def values(data: dict[str, Any]) -> dict[tuple[str, Combination], dict[str, Any]
 
 
 def _takes(kept: dict[str, Any] | None, incoming: dict[str, Any] | None) -> bool:
-    """Whether an incoming combination fills the place of the kept one (never a measured value's)."""
+    """Whether an incoming combination fills the kept one's place (never a measured one's)."""
     if incoming is None or (kept is not None and measured(kept["result"])):
         return False
     if measured(incoming["result"]):
         return True
-    if (
-        incoming["result"] is None
-    ):  # a failure is recorded where nothing was: absent, or not run (NaN)
+    if incoming["result"] is None:  # a failure fills an absent or not-run place
         return kept is None or kept["result"] is not None
     return kept is None  # NaN (not run) only fills an absent place
 
@@ -323,11 +290,11 @@ def _takes(kept: dict[str, Any] | None, incoming: dict[str, Any] | None) -> bool
 class FileMerge:
     data: dict[str, Any]
     conflicts: list[str] = field(default_factory=list)
-    replaced: list[dict[str, Any]] = field(default_factory=list)  # audit records of replaced values
+    replaced: list[dict[str, Any]] = field(default_factory=list)  # audit records
 
 
 def _merge_row(name: str, mine: Row, theirs: Row, replace: bool, merged: FileMerge) -> Row:
-    """One benchmark's row: recorded values kept (or replaced and audited), the incoming rest added."""
+    """One benchmark's row: recorded values kept (or replaced), the incoming rest added."""
     if mine.get("version") != theirs.get("version") or len(mine.get("params") or []) != len(
         theirs.get("params") or []
     ):
@@ -367,12 +334,12 @@ def _merge_row(name: str, mine: Row, theirs: Row, replace: bool, merged: FileMer
                     f" {incoming['result']}; recorded kept"
                 )
         elif _takes(kept, incoming):
-            chosen = incoming  # a value, or a failure where nothing was recorded
+            chosen = incoming
         took = took or chosen is not kept
         for key in PER_COMBINATION:
             columns[key].append(chosen[key] if chosen is not None else None)
     out: Row = dict(mine, params=params)
-    for key in PER_COMBINATION:  # asv writes a column of nothing but nulls as null
+    for key in PER_COMBINATION:  # asv writes a column of nulls as null
         out[key] = None if all(value is None for value in columns[key]) else columns[key]
     if took:
         out.update(
@@ -384,7 +351,7 @@ def _merge_row(name: str, mine: Row, theirs: Row, replace: bool, merged: FileMer
 
 
 def merge_data(mine: dict[str, Any], theirs: dict[str, Any], replace: bool = False) -> FileMerge:
-    """``theirs`` merged into ``mine`` (two results files of one machine and build), asv's format kept."""
+    """``theirs`` merged into ``mine``: two results files of one machine and build."""
     merged = FileMerge(dict(mine))
     rows: dict[str, Row] = {name: _row(mine, name) for name in mine["results"]}
     for name in theirs["results"]:
@@ -410,7 +377,7 @@ def merge_data(mine: dict[str, Any], theirs: dict[str, Any], replace: bool = Fal
 
 
 def audit(trail: Path, target: Path, records: list[dict[str, Any]]) -> None:
-    """Append the replaced values to the audit trail, flushed to disk before the file that replaces them is."""
+    """Append the replaced values to the audit trail, on disk before their replacement is."""
     stamp = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
     lines = "".join(
         json.dumps({"replaced_at": stamp, "file": str(target), **record}, sort_keys=True) + "\n"
@@ -422,7 +389,7 @@ def audit(trail: Path, target: Path, records: list[dict[str, Any]]) -> None:
             if out.write(lines) != len(lines):  # a short write: the disk is full
                 raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
             os.fsync(out.fileno())
-        except OSError as exc:  # no half line left in the trail, no empty trail left behind
+        except OSError as exc:  # no half line, no empty trail left
             out.truncate(start)
             if not start:
                 trail.unlink()
@@ -432,18 +399,18 @@ def audit(trail: Path, target: Path, records: list[dict[str, Any]]) -> None:
 def reconcile(
     dest: Path, sources: Sequence[Path], update: bool, report: Report
 ) -> dict[str, Any] | None:
-    """The union of DEST's and the sources' benchmarks.json, or None when nothing changes. MergeError names the first
-    benchmark whose version differs between two sources, or between a source and DEST (unless ``update``)."""
+    """The union of DEST's and the sources' benchmarks.json, None if unchanged; MergeError where a
+    benchmark's version differs between sources, or a source and DEST (unless ``update``)."""
     target = dest / BENCHMARKS
     merged: dict[str, Any] = {}
     corrupt = False
     if target.exists():
         try:
             merged = _load_object(target)
-        except MergeError as exc:  # the sources must still agree among themselves
+        except MergeError as exc:  # the sources must still agree
             report.corrupt.append(f"{exc}; left untouched, not merged into")
             corrupt = True
-    first_source: dict[str, Path] = {}  # the source that first defined each benchmark
+    first_source: dict[str, Path] = {}
     changes: list[str] = []
     for path in (source / BENCHMARKS for source in sources if (source / BENCHMARKS).exists()):
         try:
@@ -452,9 +419,7 @@ def reconcile(
             report.corrupt.append(f"{exc}; skipped")
             continue
         for name, entry in entries.items():
-            if not isinstance(
-                entry, dict
-            ):  # the file's own "version" (its format), not a benchmark
+            if not isinstance(entry, dict):  # the file's format "version"
                 merged.setdefault(name, entry)
                 continue
             old, new = merged.get(name, {}).get("version"), entry.get("version")
@@ -483,7 +448,7 @@ def reconcile(
 
 
 def audit_trail(dest: Path) -> Path:
-    """Where replaced values are kept: beside DEST, outside it (asv reads every file inside)."""
+    """Where replaced values are kept: beside DEST (asv reads every file inside it)."""
     return dest.parent / f"{dest.name}-replaced.jsonl"
 
 
@@ -494,8 +459,7 @@ def _check_sources(sources: Sequence[Path]) -> None:
 
 
 def check_machines(sources: Sequence[Path], machines: Iterable[str]) -> None:
-    """MergeError naming a machine that no source holds: the command would merge nothing and exit 0. Not checked by
-    :func:`merge` itself, where a machine's first night restores nothing from the fleet (fleet/nightly.py)."""
+    """MergeError naming a machine no source holds (the command would merge nothing)."""
     _check_sources(sources)
     held = sorted({path.parent.name for source in sources for path in source.glob("*/*.json")})
     for name in machines:
@@ -514,10 +478,8 @@ def merge(
     replace: bool = False,
     builds: Collection[str] | None = None,
 ) -> Report:
-    """Merge every machine's files of each source into ``dest`` (see the module's docstring), holding its lock.
-    ``builds``: the timeline's commits, where known; a file of any other build is refused."""
+    """Merge each source into ``dest`` under its lock; ``builds``: the timeline's, where known."""
     _check_sources(sources)
-    # a record run may hold it for hours: say why nothing happens yet
     with files.lock(
         dest,
         waiting=lambda: log.info(
@@ -526,17 +488,13 @@ def merge(
     ):
         sources = [source for source in sources if source.resolve() != dest.resolve()]
         report = Report()
-        for leftover in files.clean_orphans(
-            dest
-        ):  # a writer killed before its rename: the file it meant is whole
+        for leftover in files.clean_orphans(dest):
             log.info(f"deleted {leftover}, left by a merge or record run that was stopped")
-        benchmarks = reconcile(
-            dest, sources, update_benchmarks, report
-        )  # raises before anything is written
+        benchmarks = reconcile(dest, sources, update_benchmarks, report)  # before any write
         dest.mkdir(parents=True, exist_ok=True)
         for source in sources:
             units = {**recorded.benchmark_units(dest), **recorded.benchmark_units(source)}
-            for path in sorted(source.glob("*/*.json")):  # each machine's folder
+            for path in sorted(source.glob("*/*.json")):
                 if path.is_file() and (machines is None or path.parent.name in machines):
                     _merge_one(path, dest, units, replace, report, builds)
         if benchmarks is not None:
@@ -545,7 +503,7 @@ def merge(
 
 
 def _refusal(path: Path, incoming: dict[str, Any], builds: Collection[str] | None) -> str | None:
-    """Why nothing of ``path`` may be merged (a link, another build's or machine's values, a malformed row)."""
+    """Why nothing of ``path`` may be merged."""
     if path.is_symlink() or path.parent.is_symlink():
         return "a symbolic link: a merge reads only the files a results folder holds"
     if path.name == MACHINE:
@@ -566,14 +524,10 @@ def _merge_one(
     report: Report,
     builds: Collection[str] | None = None,
 ) -> None:
-    """One source file into DEST: checked and screened, then copied, merged value by value, or named as a conflict."""
+    """One source file into DEST: checked, screened, then copied or merged."""
     target = dest / path.parent.name / path.name
-    with contextlib.suppress(
-        MergeError
-    ):  # asv's loader names what is wrong with a file that is no JSON object
-        if (
-            reason := _refusal(path, _load_object(path), builds)
-        ) is not None:  # named before asv says less
+    with contextlib.suppress(MergeError):  # asv's loader names what is wrong with no JSON object
+        if (reason := _refusal(path, _load_object(path), builds)) is not None:
             report.refused_files.append(f"{path}: {reason}; nothing merged from this file")
             return
     try:

@@ -1,12 +1,8 @@
-"""The recorded results, row by row, with the statistics (and samples) asv kept beside each value.
+"""The recorded results, row by row, with the statistics and samples asv kept beside each value.
 
-This is the one module that reads the files of an asv results folder: as asv's ``Results`` (rows,
-statistics, samples) or, for code that copies cells exactly (a merge, the quiet gate), as the JSON
-written (:func:`raw`). tests/test_results_readers.py keeps every other module from reading them.
-
-Changes are judged from these (:mod:`mpsbench.regressions.rule`), never from bare medians. An
-unreadable file is an error: a corrupt results directory never reads as "nothing changed".
-"""
+The one reader of an asv results folder's files: as asv's ``Results``, or as the JSON written
+(:func:`raw`) for code that copies cells exactly. An unreadable file is an error, never "nothing
+changed"."""
 
 from __future__ import annotations
 
@@ -27,49 +23,37 @@ log = progress.logger(__name__)
 
 @dataclass(frozen=True)
 class Unit:
-    """A benchmark unit: the better direction, smallest change (rule.py), allowed values (merge)."""
+    """A benchmark unit: the better direction, smallest change, allowed values."""
 
     name: str
     higher_is_better: bool = False
     floor: float = 0.0  # smaller absolute changes are none
     least: float = -math.inf
     most: float = math.inf
-    least_allowed: bool = True  # whether ``least`` is allowed
+    least_allowed: bool = True
 
 
-# A unit not listed: lower is better, no floor, any finite number (a benchmark's own unit).
-# ``least`` and ``most`` are what any device could measure (docs/explanation/integrity.md says why each): a value
-# outside them is a broken clock, a unit mix-up or a forged file, and a merge refuses it.
-DAY = 86400.0  # no step a benchmark times takes a day: asv's timeout ends it first
-PIB_IN_MIB = float(2**30)  # a pebibyte: no process's memory reaches it
+# A unit not listed: lower is better, no floor, any finite number. ``least`` and ``most`` bound
+# what any device could measure: beyond them is a broken clock or a forged file, refused by a merge
+# (docs/explanation/integrity.md).
+DAY = 86400.0  # asv's timeout ends any timed step first
+PIB_IN_MIB = float(2**30)
 UNITS = {
     unit.name: unit
     for unit in (
-        # tiny ops: a few microseconds is timer jitter; a nanosecond is a few clock cycles, below any timed call
+        # below 5 us is timer jitter; below a nanosecond is a few clock cycles
         Unit("seconds", floor=5e-6, least=1e-9, most=DAY),
-        Unit(
-            "MiB", floor=1.0, least=0.0, most=PIB_IN_MIB
-        ),  # peak and driver memory: below a MiB is allocator rounding
-        # leak slopes may be negative (memory a loop gave back); cpu readings are the process's RSS, which moves by
-        # allocator chunks either way
+        Unit("MiB", floor=1.0, least=0.0, most=PIB_IN_MIB),  # below a MiB: allocator rounding
+        # a leak slope may be negative: memory a loop gave back
         Unit("MiB/100 steps", floor=1.0, least=-PIB_IN_MIB, most=PIB_IN_MIB),
-        Unit(
-            "ops", floor=1.0, least=0.0
-        ),  # fallback counts are whole ops: one new fallback op is a change, less is none
-        Unit(
-            "fraction", floor=0.01, least=0.0, most=1.0
-        ),  # data-wait fraction of an epoch: one percentage point
-        # a rate of one per day at least (a slower step is refused as a time), at most 1e12 per second
+        Unit("ops", floor=1.0, least=0.0),  # one new fallback op is a change
+        Unit("fraction", floor=0.01, least=0.0, most=1.0),  # an epoch's data-wait fraction
         *(
             Unit(rate, higher_is_better=True, least=1 / DAY, most=1e12)
             for rate in ("samples/s", "images/s")
         ),
-        Unit(
-            "GFLOP/s", higher_is_better=True, least=1e-6, most=1e8
-        ),  # 100 PFLOP/s: beyond any one device
-        Unit(
-            "GB/s", higher_is_better=True, least=1e-6, most=1e6
-        ),  # 1 PB/s: beyond any one device's memory
+        Unit("GFLOP/s", higher_is_better=True, least=1e-6, most=1e8),
+        Unit("GB/s", higher_is_better=True, least=1e-6, most=1e6),
         Unit("samples", higher_is_better=True, least=0.0),
         *(Unit(amount, least=0.0) for amount in ("relative error", "ratio", "macOS version")),
         *(Unit(share, least=0.0, most=1.0) for share in ("on", "on battery")),
@@ -83,7 +67,7 @@ def unit(name: str) -> Unit:
 
 
 class RecordedError(UserError):
-    """No results, or a file asv cannot read; caught by readers that skip or name that file."""
+    """No results, or a file asv cannot read."""
 
 
 @dataclass(frozen=True)
@@ -130,7 +114,7 @@ class Recorded:
         self.dates[result.commit_hash] = int(result.date or 0)
         key = (result.params["machine"], result.commit_hash)
         self.values.setdefault(key, {}).update(rows(result))
-        self.failed.setdefault(key, set()).update(  # None is asv's failure; a skip is NaN
+        self.failed.setdefault(key, set()).update(
             Row(name, combination)
             for name in result.get_all_result_keys()
             for combination, value in _values(result, name)
@@ -139,8 +123,7 @@ class Recorded:
 
 
 def benchmarks(results_dir: Path) -> dict[str, dict[str, Any]]:
-    """The benchmarks.json beside ``results_dir``'s results, by benchmark; empty where there is
-    none or it is unreadable."""
+    """``results_dir``'s benchmarks.json by benchmark; empty where absent or unreadable."""
     try:
         listed = raw(results_dir / asv.BENCHMARKS)
     except RecordedError:
@@ -149,7 +132,7 @@ def benchmarks(results_dir: Path) -> dict[str, dict[str, Any]]:
 
 
 def benchmark_units(results_dir: Path) -> dict[str, str]:
-    """Each benchmark's unit ("" if none) from the benchmarks.json of ``results_dir``."""
+    """Each benchmark's unit ("" if none)."""
     return {name: str(b.get("unit", "")) for name, b in benchmarks(results_dir).items()}
 
 
@@ -164,8 +147,7 @@ def named(row: Row, names: Sequence[str]) -> dict[str, Any]:
 
 
 def _values(result: Any, name: str) -> Iterator[tuple[tuple[str, ...], Any]]:
-    """Each combination of one benchmark with its value (None: failed, NaN: skipped); an
-    unparameterized benchmark has one, ``()``."""
+    """Each combination of one benchmark with its value (None: failed, NaN: skipped)."""
     params = result.get_result_params(name)
     return zip(itertools.product(*params), result.get_result_value(name, params))
 
@@ -205,8 +187,7 @@ def read(path: Path | str, machine: str | None = None) -> Any:
 
 
 def raw(path: Path) -> dict[str, Any]:
-    """A results folder's file (a results file, machine.json, benchmarks.json) as the JSON object
-    written, cells untouched; RecordedError, naming the file, where it is no JSON object."""
+    """A results folder's file as the JSON object written; RecordedError where it is none."""
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, ValueError) as exc:
@@ -226,7 +207,7 @@ def same(one: Path, other: Path) -> bool:
 
 
 def machine_named(path: Path) -> str:
-    """The machine a machine.json names, read as asv reads it; RecordedError where asv cannot."""
+    """The machine a machine.json names, read as asv reads it."""
     try:
         name = asv_internals.load_json(
             str(path), api_version=asv_internals.Machine.api_version
@@ -244,8 +225,8 @@ def filename(machine: str, commit: str, environment: str) -> str:
 
 
 def full_hash(results_dir: Path, machine: str, prefix: str) -> str | None:
-    """The 8-character name of the one recorded build ``prefix`` starts (None: no such build);
-    RecordedError where several builds start with it."""
+    """The 8-character name of the one recorded build ``prefix`` starts (None: none);
+    RecordedError where several do."""
     try:
         found = asv_internals.get_result_hash_from_prefix(str(results_dir), machine, prefix)
     except asv_internals.UserError as exc:
@@ -254,14 +235,13 @@ def full_hash(results_dir: Path, machine: str, prefix: str) -> str | None:
 
 
 def commits(results_dir: Path, machine: str) -> set[str]:
-    """The builds ``machine`` has a results file for; an unreadable file is skipped, with a
-    warning."""
+    """The builds ``machine`` has a results file for; an unreadable one is skipped."""
     folder = results_dir / machine
     return {result.commit_hash for result in _results(folder, False)} if folder.is_dir() else set()
 
 
 def _results(results_dir: Path, strict: bool) -> Iterator[Any]:
-    """asv's Results of every file under ``results_dir``; an unreadable one raises, or (not strict) is skipped."""
+    """asv's Results of every file; an unreadable one raises, or (not strict) is skipped."""
     if not results_dir.is_dir():
         raise RecordedError(f"results directory {results_dir} does not exist")
     for root, filename, machine in asv_internals.iter_results_paths(str(results_dir)):
@@ -276,7 +256,7 @@ def _results(results_dir: Path, strict: bool) -> Iterator[Any]:
 
 def load(results_dir: Path, strict: bool = True) -> Recorded:
     """Every results file under ``results_dir``; RecordedError if none, or one is unreadable and
-    ``strict`` (else it is skipped with a warning, as ``asv publish`` does)."""
+    ``strict`` (else skipped with a warning, as ``asv publish`` does)."""
     found = Recorded({}, {}, benchmark_units(results_dir))
     for result in _results(results_dir, strict):
         found.add(result)
@@ -286,7 +266,7 @@ def load(results_dir: Path, strict: bool = True) -> Recorded:
 
 
 def load_each_python(results_dir: Path, strict: bool = True) -> dict[str, Recorded]:
-    """The results per Python they ran under (a build measured under two keeps both)."""
+    """The results per Python they ran under."""
     found: dict[str, Recorded] = {}
     units = benchmark_units(results_dir)
     for result in _results(results_dir, strict):
