@@ -85,11 +85,24 @@ def modules() -> dict[str, str]:
     }
 
 
-def test_no_module_but_asv_internals_imports_asv_or_asv_runner():
+def test_no_module_but_asv_internals_and_the_standalone_ones_imports_asv_or_asv_runner():
     found = {module: asv_imports(source) for module, source in modules().items() if module != ONE}
-    assert {module: lines for module, lines in found.items() if lines} == {}, (
-        "take asv's names from mpsbench.core.asv_internals (USES)"
-    )
+    assert {
+        m: lines for m, lines in found.items() if lines and m not in asv_internals.STANDALONE
+    } == {}, "take asv's names from mpsbench.core.asv_internals (USES)"
+    assert all(found[module] for module in asv_internals.STANDALONE), "strike it off STANDALONE"
+
+
+def test_a_standalone_module_takes_only_names_listed_in_uses():
+    listed = {(module, attribute) for module, attribute, _ in asv_internals.USES.values()}
+    for module in asv_internals.STANDALONE:
+        for node in ast.walk(ast.parse((PACKAGE / module).read_text(encoding="utf-8"))):
+            if (
+                isinstance(node, ast.ImportFrom)
+                and (node.module or "").split(".")[0] in ASV_PACKAGES
+            ):
+                taken = {(node.module, alias.name) for alias in node.names}
+                assert taken <= listed, f"{module}: list {sorted(taken - listed)} in USES"
 
 
 def used_names(source: str) -> set[str]:
@@ -109,5 +122,13 @@ def used_names(source: str) -> set[str]:
 
 def test_every_name_taken_is_listed_and_every_listed_name_is_taken():
     taken = set().union(*(used_names(source) for m, source in modules().items() if m != ONE))
+    standalone = {
+        name
+        for name, (module, attribute, _) in asv_internals.USES.items()
+        for path in asv_internals.STANDALONE
+        if f"from {module} import {attribute}" in (PACKAGE / path).read_text(encoding="utf-8")
+    }
     assert taken - set(asv_internals.USES) == set(), "list the name in asv_internals.USES"
-    assert set(asv_internals.USES) - taken == set(), "a listed use is gone: strike it off USES"
+    assert set(asv_internals.USES) - taken - standalone == set(), (
+        "a use is gone: strike it off USES"
+    )

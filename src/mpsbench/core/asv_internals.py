@@ -1,10 +1,11 @@
 """Every name mpsbench takes from asv's and asv_runner's Python code, which has no public API.
 
 Read from asv 0.6.6 and asv_runner 0.3.2; tests/test_asv_internals.py fails on any other version,
-naming each use to re-check; no other module imports asv or asv_runner. A name is imported when
-first used (``asv_internals.Config``): asv's benchmark environments hold only asv_runner. The
-statements of asv's pages that mpsbench.site.patches rewrites are read from the same asv and
-checked here with the rest (``RELIED``).
+naming each use to re-check. No other module imports asv or asv_runner but
+regressions/serve_build.py (``STANDALONE``), a script that runs without mpsbench; its names are
+listed here too. A name is imported when first used (``asv_internals.Config``): asv's benchmark
+environments hold only asv_runner. The statements of asv's pages that mpsbench.site.patches
+rewrites are read from the same asv and checked with the rest (``RELIED``).
 """
 
 from __future__ import annotations
@@ -48,14 +49,19 @@ USES: dict[str, tuple[str, str | None, str]] = {
     "SkipNotImplemented": (
         "asv_runner.benchmarks.mark",
         "SkipNotImplemented",
-        "measure.skips, regressions.serve_build",
+        "measure.skips, regressions.serve_build (STANDALONE)",
     ),
     "get_benchmark_from_name": (
         "asv_runner.discovery",
         "get_benchmark_from_name",
-        "regressions.serve_build, regressions.profile_step (set_cache, _current_params)",
+        "regressions.serve_build (STANDALONE), regressions.profile_step (set_cache,"
+        " _current_params)",
     ),
     "disc_benchmarks": ("asv_runner.discovery", "disc_benchmarks", "measure.preselect.discover"),
+}
+# Modules that import asv_runner themselves, and why.
+STANDALONE = {
+    "regressions/serve_build.py": "runs as python -S in asv's environment, which may lack mpsbench",
 }
 # What mpsbench relies on from these versions without importing it.
 RELIED = (

@@ -240,26 +240,18 @@ def _with_earlier(build: _Build, benchmark: dict[str, Any], idx: int, part: Any)
 
 def _combined(parts: dict[int, Any], count: int) -> Any:
     """asv's BenchmarkResult of ``parts``, NaN (not run) for the other combinations."""
-    result: list[Any] = [math.nan] * count
-    samples: list[Any] = [None] * count
-    number: list[Any] = [None] * count
-    stderr, errcode = [], 0
-    for idx, part in sorted(parts.items()):
-        result[idx], samples[idx], number[idx] = (
-            part.result[idx],
-            part.samples[idx],
-            part.number[idx],
-        )
-        if part.stderr:
-            stderr.append(part.stderr)
-        errcode = part.errcode or errcode
+
+    def column(name: str, missing: Any) -> list[Any]:
+        return [getattr(parts[idx], name)[idx] if idx in parts else missing for idx in range(count)]
+
+    ordered = [parts[idx] for idx in sorted(parts)]
     return asv_internals.BenchmarkResult(
-        result=result,
-        samples=samples,
-        number=number,
-        errcode=errcode,
-        stderr="\n\n".join(stderr),
-        profile=asv_internals.combine_profile_data([p.profile for p in parts.values()]),
+        result=column("result", math.nan),
+        samples=column("samples", None),
+        number=column("number", None),
+        errcode=next((part.errcode for part in reversed(ordered) if part.errcode), 0),
+        stderr="\n\n".join(part.stderr for part in ordered if part.stderr),
+        profile=asv_internals.combine_profile_data([part.profile for part in parts.values()]),
     )
 
 

@@ -110,7 +110,8 @@ def _run_round(
     pieces; a skip is n/a, NaN); the result written where asv reads it. 0 if it ran, 1 if it raised; and the seconds
     asv's timing loop took (its samples, with its own warm-up calls), 0 where it did not run."""
     sampling = 0.0
-    from mpsbench.core.asv_internals import SkipNotImplemented, get_benchmark_from_name
+    from asv_runner.benchmarks.mark import SkipNotImplemented
+    from asv_runner.discovery import get_benchmark_from_name
 
     try:
         os.chdir(os.path.dirname(result_file))  # asv runs each round in a folder of its own
@@ -283,7 +284,7 @@ def main(argv: list[str]) -> int:
         )
         return 3
     clock = time.perf_counter()
-    from mpsbench.core.asv_internals import get_benchmark_from_name
+    from asv_runner.discovery import get_benchmark_from_name
 
     imported["asv_runner"] = time.perf_counter() - clock
     clock = time.perf_counter()
