@@ -292,20 +292,22 @@ class FileMerge:
     conflicts: list[str] = field(default_factory=list)
     replaced: list[dict[str, Any]] = field(default_factory=list)  # audit records
 
+    def differ(self, what: str, kept: Any, incoming: Any, replace: bool, conflict: str) -> bool:
+        """Whether ``incoming`` replaces ``kept`` (--replace, audited); else a conflict."""
+        if replace:
+            self.replaced.append({"benchmark": what, "recorded": kept, "by": incoming})
+        else:
+            self.conflicts.append(f"{what}: {conflict}; recorded kept")
+        return replace
+
 
 def _merge_row(name: str, mine: Row, theirs: Row, replace: bool, merged: FileMerge) -> Row:
     """One benchmark's row: recorded values kept (or replaced), the incoming rest added."""
     if mine.get("version") != theirs.get("version") or len(mine.get("params") or []) != len(
         theirs.get("params") or []
     ):
-        if replace:
-            merged.replaced.append({"benchmark": name, "recorded": mine, "by": theirs})
-            return theirs
-        merged.conflicts.append(
-            f"{name}: recorded with version {mine.get('version')}, incoming"
-            f" {theirs.get('version')}; recorded kept"
-        )
-        return mine
+        conflict = f"recorded with version {mine.get('version')}, incoming {theirs.get('version')}"
+        return theirs if merged.differ(name, mine, theirs, replace, conflict) else mine
     params = [
         list(ours) + [value for value in new if value not in ours]
         for ours, new in zip(mine.get("params") or [], theirs.get("params") or [], strict=True)
@@ -323,16 +325,9 @@ def _merge_row(name: str, mine: Row, theirs: Row, replace: bool, merged: FileMer
             and measured(kept["result"])
             and _text(incoming["result"]) != _text(kept["result"])
         ):
-            if replace:
-                merged.replaced.append(
-                    {"benchmark": asv.combination(name, combo), "recorded": kept, "by": incoming}
-                )
+            conflict = f"recorded {kept['result']}, incoming {incoming['result']}"
+            if merged.differ(asv.combination(name, combo), kept, incoming, replace, conflict):
                 chosen = incoming
-            else:
-                merged.conflicts.append(
-                    f"{asv.combination(name, combo)}: recorded {kept['result']}, incoming"
-                    f" {incoming['result']}; recorded kept"
-                )
         elif _takes(kept, incoming):
             chosen = incoming
         took = took or chosen is not kept
