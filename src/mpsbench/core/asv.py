@@ -167,10 +167,10 @@ def run_command(
     """``asv run`` over exactly ``commits`` (written to ``hashfile``), by the module ``saving``
     (:mod:`mpsbench.core.asv_saving` or one around it) if given."""
     hashfile.write_text("".join(f"{commit}\n" for commit in commits))
-    runner = ["-m", saving] if saving else ["-m", "asv"]
     return [
         sys.executable,
-        *runner,
+        "-m",
+        saving or "asv",
         "run",
         "--config",
         str(config),
@@ -206,9 +206,9 @@ def publish(config: Path, options: Sequence[str] = ()) -> None:
 def environment_python(config: Path) -> Path:
     """The python of the one benchmark environment an ``asv run`` of ``config`` made."""
     conf = asv_internals.Config.load(str(config))
-    environments = asv_internals.get_environments(conf, None, verbose=False)
     found: list[Path] = [
-        Path(conf.env_dir) / env.dir_name / "bin" / "python" for env in environments
+        Path(conf.env_dir) / env.dir_name / "bin" / "python"
+        for env in asv_internals.get_environments(conf, None, verbose=False)
     ]
     made = [python for python in found if python.is_file()]
     if len(made) != 1:

@@ -1,4 +1,4 @@
-"""Every name mpsbench takes from asv's and asv_runner's Python code, which has no public API.
+"""Every name mpsbench takes from asv's and asv_runner's Python code (asv's public API is its CLI).
 
 Read from asv 0.6.6 and asv_runner 0.3.2; tests/test_asv_internals.py fails on any other version,
 naming each use to re-check. No other module imports asv or asv_runner but
