@@ -42,23 +42,17 @@ def need(build: dict[str, Any], python: tuple[int, int] | None = None) -> Need:
         )
     if (install_build.installed_folder(pins) / ".complete").is_file():
         return Need(0, "installed in the cache already", True)
-    stored = [cache() / "wheels" / pin["sha256"] / pin["filename"] for pin in pins]
+    stored = [install_build.stored_wheel(pin) for pin in pins]
     if all(path.is_file() for path in stored):
-        size = sum(path.stat().st_size for path in stored)
-        return Need(
-            int(size * INSTALLED_PER_WHEEL_BYTE),
-            "its stored wheels' size x the measured install ratio",
-            False,
-        )
+        size = sum(path.stat().st_size for path in stored) * INSTALLED_PER_WHEEL_BYTE
+        return Need(int(size), "its stored wheels' size x the measured install ratio", False)
     system = "macos" if any("macos" in pin["filename"] for pin in pins) else "linux"
     table = MEASURED_INSTALLED_GB[system]
     version = str(build.get("torch_version", ""))
-    installed = table.get(version, max(table.values()))
-    how = (
-        f"measured for {version} on {system}"
-        if version in table
-        else f"the largest measured on {system}"
-    )
+    if version in table:
+        installed, how = table[version], f"measured for {version} on {system}"
+    else:
+        installed, how = max(table.values()), f"the largest measured on {system}"
     return Need(int(installed * (1 + 1 / INSTALLED_PER_WHEEL_BYTE) * GB), how, False)
 
 
@@ -73,7 +67,7 @@ def download(
     fetched = [
         pin
         for pin in pins
-        if not (cache() / "wheels" / pin["sha256"] / pin["filename"]).is_file()
+        if not install_build.stored_wheel(pin).is_file()
         and not pin["url"].startswith("file://")
         and not any((folder / pin["filename"]).is_file() for folder in local)
     ]

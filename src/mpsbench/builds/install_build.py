@@ -1,8 +1,7 @@
 """Install a timeline build into an asv environment: once per build, then switch by a .pth file.
 
 asv runs this (``install_command``) with the environment's own python: standard library and pip
-only. A build installs only if its complete pinned set for this platform and Python can run here
-(checked before any download); each wheel is sha256-checked before pip sees it and by pip again.
+only. Every wheel is sha256-checked before pip sees it, and by pip again.
 
     python install_build.py install BUILD_DIR ENV_DIR SUITE_SRC
     python install_build.py uninstall ENV_DIR
@@ -49,18 +48,11 @@ WITHOUT = {
 _FILES = "https://files.pythonhosted.org/packages/"
 
 
-def _need(name: str, version: str, module: str, python: str, path: str, sha: str) -> dict[str, str]:
-    """A SUITE_NEEDS pin; ``python`` is its wheel's CPython tag, '' for every CPython."""
-    filename, url = path.rsplit("/", 1)[1], _FILES + path
-    return dict(
-        name=name,
-        version=version,
-        module=module,
-        python=python,
-        filename=filename,
-        url=url,
-        sha256=sha,
-    )
+def _need(*fields: str) -> dict[str, str]:
+    """A SUITE_NEEDS pin from name, version, module, python ('': every CPython), path, sha256."""
+    pin = dict(zip(("name", "version", "module", "python", "path", "sha256"), fields))
+    path = pin.pop("path")
+    return {**pin, "filename": path.rsplit("/", 1)[1], "url": _FILES + path}
 
 
 _PSUTIL_MAC = _need(  # stable-ABI wheels: every CPython
@@ -137,6 +129,11 @@ def cache_root() -> Path:
     return Path(os.environ.get(CACHE_ENV) or Path.home() / ".cache" / "mpsbench")
 
 
+def stored_wheel(pin: dict[str, str]) -> Path:
+    """Where the wheel store keeps a pin's wheel."""
+    return cache_root() / "wheels" / pin["sha256"] / pin["filename"]
+
+
 def sha256_of(path: Path) -> str:
     digest = hashlib.sha256()
     with open(path, "rb") as handle:
@@ -171,12 +168,11 @@ def allowed_url(url: object) -> bool:
 
 
 def nvidia_gpu() -> bool:
-    """Whether an NVIDIA driver is installed here, asked without torch."""
     return Path("/proc/driver/nvidia/gpus").is_dir() or shutil.which("nvidia-smi") is not None
 
 
 def platform_candidates() -> list[str]:
-    """Manifest platforms this machine can run, best first."""
+    """The manifest's platforms this machine runs, best first."""
     if forced := os.environ.get(PLATFORM_ENV):
         return [forced]
     machine = platform.machine().lower()
@@ -209,8 +205,7 @@ def select_pins(
             raise InstallError(
                 f"{_ref(build)} pins only {', '.join(sorted({pin['name'] for pin in pins}))} for {key},"
                 " not a complete set per Python: pip would fetch the rest unpinned and unchecked;"
-                " refusing to install (re-pin it with `mpsbench build add-release VERSION --channel"
-                " NAME`, which resolves every package with its sha256)"
+                " re-pin it with `mpsbench build add-release VERSION --channel NAME`"
             )
         chosen = [pin for pin in pins if pin["python"] == tag]
         if any(pin["name"] == "torch" for pin in chosen):
@@ -261,7 +256,6 @@ def why_not_here(filenames: list[str], python: tuple[int, int] | None = None) ->
 
 
 def _requirement(wanted: frozenset[Any], here: set[Any], this: str) -> str:
-    """What a wheel's tags ask that this machine lacks, in words."""
     platforms = sorted({tag.platform for tag in wanted})
     if set(platforms) & {tag.platform for tag in here}:
         return f"Python {', '.join(sorted({tag.interpreter for tag in wanted}))} (this is {this})"
@@ -307,30 +301,22 @@ def _local_wheelhouses() -> list[Path]:
 def _pip(*args: str, tmp: Path | None = None) -> subprocess.CompletedProcess[str]:
     # The pins are the authority: a machine-wide pip constraint must not veto them.
     env = dict(os.environ, PIP_CONSTRAINT=os.devnull)
-    if tmp is not None:  # pip --target unpacks GBs into TMPDIR
+    if tmp is not None:
         env["TMPDIR"] = str(tmp)
     command = [sys.executable, "-m", "pip", "--quiet", "--disable-pip-version-check", *args]
     return subprocess.run(command, capture_output=True, text=True, env=env)
 
 
 def _pip_install_checked(
-    what: str,
-    wheels: list[tuple[Path, dict[str, str]]],
-    folder: Path,
-    *target: str,
-    tmp: Path | None = None,
+    what: str, wheels: list[tuple[Path, dict[str, str]]], folder: Path, *target: str
 ) -> None:
-    requirements = folder / "requirements.txt"
-    requirements.write_text(
-        "".join(
-            f"{path.resolve().as_uri()} --hash=sha256:{pin['sha256']}\n" for path, pin in wheels
-        )
+    """pip installs ``wheels`` (into ``target``, if given) only as hashed; scratch in ``folder``."""
+    listed = folder / "requirements.txt"
+    listed.write_text(
+        "".join(f"{p.resolve().as_uri()} --hash=sha256:{pin['sha256']}\n" for p, pin in wheels)
     )
-    done = _pip(
-        *("install", "--no-deps", "--require-hashes", "--no-index", "--no-warn-script-location"),
-        *(*target, "-r", str(requirements)),
-        tmp=tmp,
-    )
+    args = ("--no-deps", "--require-hashes", "--no-index", "--no-warn-script-location", "-r")
+    done = _pip("install", *args, str(listed), *target, tmp=folder / "tmp" if target else None)
     if done.returncode != 0:
         said = (done.stderr or done.stdout).strip().splitlines()[-5:]
         raise InstallError(f"pip could not install {what}: {' | '.join(said)}")
@@ -376,10 +362,7 @@ def _download(
                         if time.monotonic() - said >= PROGRESS_EVERY:
                             said = time.monotonic()
                             of = f" of {total / 1e9:.2f} GB" if total else ""
-                            print(
-                                f"mpsbench: {target.name}: {done / 1e9:.2f} GB{of} downloaded",
-                                file=sys.stderr,
-                            )
+                            _say(target, f"{done / 1e9:.2f} GB{of} downloaded")
             if total is None or done >= total:
                 return target
             problem = f"the connection closed after {done} of {total} bytes"
@@ -396,13 +379,16 @@ def _download(
             problem = str(exc) or type(exc).__name__
         if attempt < tries:
             wait = backoff * 2 ** (attempt - 1)
-            print(
-                f"mpsbench: {target.name}: {problem}; attempt {attempt + 1} of {tries} in"
-                f" {wait:.0f} s, from byte {done}",
-                file=sys.stderr,
+            _say(
+                target,
+                f"{problem}; attempt {attempt + 1} of {tries} in {wait:.0f} s, from byte {done}",
             )
             time.sleep(wait)
     raise InstallError(f"{target.name}: cannot download {url} after {tries} attempts: {problem}")
+
+
+def _say(target: Path, text: str) -> None:
+    print(f"mpsbench: {target.name}: {text}", file=sys.stderr)
 
 
 def disk_problem(exc: OSError) -> InstallError:
@@ -442,8 +428,8 @@ def fetch_wheel(pin: dict[str, str]) -> Path:
             f"refusing the pin {pin['filename']!r} at {pin['url']!r}: a plain wheel file name"
             " at an https:// or file:// URL is expected"
         )
-    store = cache_root() / "wheels" / pin["sha256"]
-    stored = store / pin["filename"]
+    stored = stored_wheel(pin)
+    store = stored.parent
     if stored.is_file():
         note = " (changed since it was checked; delete it to fetch it again)"
         _check(pin, stored, "the stored copy", note)
@@ -544,7 +530,8 @@ def damage(folder: Path) -> str | None:
 
 
 def ensure_installed(pins: list[dict[str, str]]) -> tuple[Path, bool]:
-    """The folder of this set of wheels, (re)installed from the store if damaged; True if now."""
+    """The folder of this set of wheels, (re)installed from the store if damaged; True if now.
+    A whole folder serves from a read-only cache."""
     folder = installed_folder(pins)
     if damage(folder) is None:
         return folder, False
@@ -556,11 +543,9 @@ def ensure_installed(pins: list[dict[str, str]]) -> tuple[Path, bool]:
             wheels = [(fetch_wheel(pin), pin) for pin in pins]
             staging = Path(tempfile.mkdtemp(dir=folder.parent, prefix=folder.name + ".staging-"))
             try:
-                (staging / "tmp").mkdir()
+                (staging / "tmp").mkdir()  # pip --target unpacks GBs into TMPDIR
                 installed = staging / "target"
-                _pip_install_checked(
-                    "the build", wheels, staging, "--target", str(installed), tmp=staging / "tmp"
-                )
+                _pip_install_checked("the build", wheels, staging, "--target", str(installed))
                 names = [path.name for path, _ in wheels]
                 (installed / ".complete").write_text(json.dumps({"wheels": names}, indent=1))
                 if folder.exists():

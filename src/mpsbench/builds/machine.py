@@ -80,19 +80,7 @@ def check_name(name: str) -> str:
 def require(name: str) -> None:
     """UserError unless asv's machine file holds ``name`` (asv's own refusal is many lines)."""
     path = machine_file()
-    try:
-        entries = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        entries = {}
-    except (OSError, UnicodeDecodeError, ValueError) as exc:
-        raise UserError(
-            f"asv's machine file {path} cannot be read ({exc}); `mpsbench machine` writes it"
-        ) from None
-    known = (
-        sorted(key for key, entry in entries.items() if isinstance(entry, dict))
-        if isinstance(entries, dict)
-        else []
-    )
+    known = sorted(key for key, entry in _entries(path)[0].items() if isinstance(entry, dict))
     if name not in known:
         raise UserError(
             f"no machine {name!r} in {path}; machines there: {', '.join(known) or 'none'}"
@@ -123,6 +111,8 @@ def _entries(path: Path) -> tuple[dict[str, Any], bytes]:
         before = path.read_bytes()
     except FileNotFoundError:
         return {}, b""
+    except OSError as exc:
+        raise UserError(f"asv's machine file {path} cannot be read ({exc.strerror})") from None
     try:
         entries = json.loads(before)
     except (ValueError, UnicodeDecodeError):

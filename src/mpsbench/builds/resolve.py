@@ -414,17 +414,13 @@ def _fetch(pin: mf.Pin) -> Path:
         raise ResolveError(str(exc)) from None
 
 
-def _stored(pin: mf.Pin) -> Path:
-    return install_build.cache_root() / "wheels" / pin.sha256 / pin.filename
-
-
 def in_store(build: mf.Build) -> tuple[mf.Build, list[mf.Pin]]:
     """``build`` with each user's file:// pin moved to its copy in the wheel store, and the original
     pins, which :func:`keep` copies once every check passes."""
     originals: list[mf.Pin] = []
 
     def stored(pin: mf.Pin) -> mf.Pin:
-        target = _stored(pin).resolve().as_uri()
+        target = install_build.stored_wheel(vars(pin)).resolve().as_uri()
         if not pin.url.startswith("file://") or target == pin.url:
             return pin
         originals.append(pin)
@@ -438,10 +434,9 @@ def keep(originals: list[mf.Pin]) -> list[Path]:
     """Copy ``originals`` into the wheel store, hash-checked; returns the copies made now."""
     made = []
     for pin in originals:
-        fresh = not _stored(pin).is_file()
-        _fetch(pin)
-        if fresh:
-            made.append(_stored(pin))
+        fresh = not install_build.stored_wheel(vars(pin)).is_file()
+        stored = _fetch(pin)
+        made += [stored] if fresh else []
     return made
 
 

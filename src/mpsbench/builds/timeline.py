@@ -255,8 +255,7 @@ class Reader:
     a recorded run keeps the timeline it was measured against, which the manifest may not name."""
 
     def __init__(self, repo: Path | None) -> None:
-        bare = repo is not None and (repo / "HEAD").is_file() and (repo / "objects").is_dir()
-        self.repo = repo if repo is not None and ((repo / ".git").exists() or bare) else None
+        self.repo = repo if repo is not None and _git_dir(repo) else None
         self._builds: dict[str, dict[str, Any]] = {}
 
     def _git(self, *args: str) -> str:
