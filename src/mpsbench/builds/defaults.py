@@ -1,8 +1,7 @@
 """A platform's default timeline: which builds ``scripts/bench`` runs there, under which Pythons.
 
-The manifest's ``defaults`` rule picks the last patch of each minor release of some channels. No
-one Python has wheels for the whole era, so each build runs under every rule Python it has wheels
-for: the seam shows on the site.
+The manifest's ``defaults`` rule picks the last patch of each minor release of some channels; each
+build runs under every rule Python it has wheels for (no one Python spans the era).
 """
 
 from __future__ import annotations
@@ -21,7 +20,7 @@ from mpsbench.builds import manifest as mf
 class Scheduled:
     ref: str  # channel@id
     build: mf.Build
-    pythons: tuple[str, ...]  # "3.10", "3.12": the interpreters it runs under by default
+    pythons: tuple[str, ...]  # "3.10", "3.12"
 
 
 def python_tag(python: str) -> str:  # "3.10" -> "cp310"
@@ -29,45 +28,38 @@ def python_tag(python: str) -> str:  # "3.10" -> "cp310"
 
 
 def rule_for(manifest: mf.Manifest, candidates: list[str]) -> tuple[str, mf.Default]:
-    """The first of this machine's platforms (best first) that the manifest gives a default."""
     for platform in candidates:
         if platform in manifest.defaults:
             return platform, manifest.defaults[platform]
     raise mf.ManifestError(
-        f"no default timeline for {', '.join(candidates) or 'this platform'}; the manifest has one for:"
-        f" {', '.join(sorted(manifest.defaults)) or 'none'}"
+        f"no default timeline for {', '.join(candidates) or 'this platform'}; the manifest has one"
+        f" for: {', '.join(sorted(manifest.defaults)) or 'none'}"
     )
 
 
 def releases(manifest: mf.Manifest, platform: str, rule: mf.Default) -> list[tuple[str, mf.Build]]:
     """The rule's releases on ``platform``: the last patch of each minor, oldest first."""
     since = Version(rule.since).release[:2] if rule.since is not None else ()
-    newest_of_minor: dict[tuple[int, ...], tuple[Version, str, mf.Build]] = {}
+    newest: dict[tuple[int, ...], tuple[Version, str, mf.Build]] = {}
     for name in rule.channels:
         channel = manifest.channel(name)
-        # a build pinned before per-Python sets ("" in its sets) is never installed
-        found = sorted(
-            (
-                (Version(build.torch_version), build)
-                for build in (channel.builds if channel else ())
-                if build.kind == "release"
-                and platform in build.pins
-                and "" not in build.sets(platform)
-            ),
-            key=lambda pair: pair[0],
-        )
+        found = [
+            (Version(build.torch_version), build)
+            for build in (channel.builds if channel else ())
+            # a build pinned before per-Python sets ("" in its sets) is never installed
+            if build.kind == "release" and platform in build.pins and "" not in build.sets(platform)
+        ]
         minors = sorted({version.release[:2] for version, _ in found})
-        if name in rule.newest_of:  # only the newest release beside the era's few
-            minors = minors[-rule.newest_of[name] :]
+        minors = minors[-rule.newest_of.get(name, len(minors)) :]
         for version, build in found:
             minor = version.release[:2]
             if (
                 minor in minors
                 and minor >= since
-                and (minor not in newest_of_minor or version > newest_of_minor[minor][0])
+                and (minor not in newest or version > newest[minor][0])
             ):
-                newest_of_minor[minor] = (version, f"{name}@{build.id}", build)
-    ordered = [newest_of_minor[minor] for minor in sorted(newest_of_minor)]
+                newest[minor] = (version, f"{name}@{build.id}", build)
+    ordered = [newest[minor] for minor in sorted(newest)]
     if rule.newest is not None:
         ordered = ordered[-rule.newest :]
     return [(ref, build) for _, ref, build in ordered]
@@ -97,29 +89,23 @@ def this_machine(manifest: mf.Manifest) -> tuple[str, list[Scheduled], list[str]
 def runnable_here(planned: list[Scheduled], platform: str) -> tuple[list[Scheduled], list[str]]:
     """The scheduled runs this machine can make, and a line for each it cannot, asked before any
     download: a Python asv would not find on PATH, wheels that need a newer OS."""
-    kept, said = [], []
-    current = f"{sys.version_info.major}.{sys.version_info.minor}"  # asv falls back on its own interpreter
-    missing = sorted(
-        {
-            p
-            for item in planned
-            for p in item.pythons
-            if p != current and shutil.which(f"python{p}") is None
-        },
-        key=Version,
+    current = f"{sys.version_info.major}.{sys.version_info.minor}"  # asv's own, always found
+    wanted = {python for item in planned for python in item.pythons} - {current}
+    missing = sorted((p for p in wanted if shutil.which(f"python{p}") is None), key=Version)
+    kept, said = (
+        [],
+        [
+            f"skipping every build under Python {python}: python{python} is not on PATH, where asv"
+            " looks for it"
+            for python in missing
+        ],
     )
-    said += [
-        f"skipping every build under Python {python}: python{python} is not on PATH, where asv looks for it"
-        for python in missing
-    ]
     for item in planned:
         pythons = []
         for python in (p for p in item.pythons if p not in missing):
             pins = item.build.sets(platform)[python_tag(python)]
-            major, minor = python.split(".")
-            why = install_build.why_not_here(
-                [pin.filename for pin in pins], (int(major), int(minor))
-            )
+            major, minor = map(int, python.split("."))
+            why = install_build.why_not_here([pin.filename for pin in pins], (major, minor))
             if why is None:
                 pythons.append(python)
             else:
@@ -131,9 +117,10 @@ def runnable_here(planned: list[Scheduled], platform: str) -> tuple[list[Schedul
 
 def pin_pythons(manifest: mf.Manifest) -> dict[str, tuple[str, ...]]:
     """The interpreters a new build is pinned for, per platform: its default's, else all tracked."""
+    rules = manifest.defaults
     return {
-        platform: tuple(python_tag(p) for p in manifest.defaults[platform].pythons)
-        if platform in manifest.defaults and manifest.defaults[platform].pythons
+        platform: tuple(python_tag(p) for p in rules[platform].pythons)
+        if platform in rules and rules[platform].pythons
         else resolve.PYTHONS
         for platform in wheels.PLATFORMS
     }
@@ -145,14 +132,18 @@ def pythons(planned: list[Scheduled]) -> list[str]:
 
 
 def this_machine_is(platform: str) -> str:
-    """What this machine is, for a person: ``platform`` names the wheels its default installs,
-    not its devices (PyPI's Linux torch is the CUDA build, installed to measure cpu rows too)."""
+    """What this machine is, for a person: ``platform`` names the wheels it installs, not its
+    devices (PyPI's Linux torch is the CUDA build, which measures cpu rows too)."""
     if platform.startswith("linux-x86_64"):
         cuda_wheels = platform.endswith("-cuda")
         if install_build.nvidia_gpu():
-            return f"linux-x86_64 with an NVIDIA GPU ({'cuda' if cuda_wheels else 'cpu'} rows; {platform} wheels)"
+            rows = "cuda" if cuda_wheels else "cpu"
+            return f"linux-x86_64 with an NVIDIA GPU ({rows} rows; {platform} wheels)"
         if cuda_wheels:
-            return f"linux-x86_64 (no GPU: cpu rows; the {platform} wheels are what PyPI ships for Linux)"
+            return (
+                f"linux-x86_64 (no GPU: cpu rows; the {platform} wheels are what PyPI ships for"
+                " Linux)"
+            )
     if platform.startswith("macos"):
         return f"{platform} (mps and cpu rows)"
     return platform

@@ -1,7 +1,7 @@
 """What a build needs on disk before asv installs it, and what installing it downloads.
 
-The manifest pins no wheel sizes, so the need is: nothing for an installed build; the stored wheels'
-size times the installed-to-wheel ratio; else the measured figure for that release, or the largest.
+The manifest pins no wheel sizes: the stored wheels' size times the installed-to-wheel ratio, else
+the measured figure for that release, or the largest.
 """
 
 from __future__ import annotations
@@ -13,8 +13,7 @@ from mpsbench.builds import install_build
 
 GB = 1e9
 INSTALLED_PER_WHEEL_BYTE = 9.7 / 5.3  # installed over wheel size, measured
-# Measured installed size in GB (docs/evidence/linux-default.md); stored wheels add
-# 1 / INSTALLED_PER_WHEEL_BYTE of it.
+# Installed size in GB, measured (docs/evidence/linux-default.md).
 MEASURED_INSTALLED_GB: dict[str, dict[str, float]] = {
     "linux": {"1.13.1": 3.4, "2.0.1": 4.5, "2.4.1": 5.2, "2.15.0": 5.6},
     "macos": {"2.15.0": 0.182 * INSTALLED_PER_WHEEL_BYTE},
@@ -32,7 +31,7 @@ cache = install_build.cache_root
 
 def need(build: dict[str, Any], python: tuple[int, int] | None = None) -> Need:
     """What installing ``build`` (a build.json) for CPython ``python`` (default: this one) adds to
-    the cache here; each Python has its own set of wheels."""
+    the cache here."""
     if build.get("kind") == "existing":
         return Need(0, "a build used in place", True)
     try:
@@ -43,31 +42,24 @@ def need(build: dict[str, Any], python: tuple[int, int] | None = None) -> Need:
         )
     if (install_build.installed_folder(pins) / ".complete").is_file():
         return Need(0, "installed in the cache already", True)
-    stored = [cache() / "wheels" / pin["sha256"] / pin["filename"] for pin in pins]
+    stored = [install_build.stored_wheel(pin) for pin in pins]
     if all(path.is_file() for path in stored):
-        size = sum(path.stat().st_size for path in stored)
-        return Need(
-            int(size * INSTALLED_PER_WHEEL_BYTE),
-            "its stored wheels' size x the measured install ratio",
-            False,
-        )
+        size = sum(path.stat().st_size for path in stored) * INSTALLED_PER_WHEEL_BYTE
+        return Need(int(size), "its stored wheels' size x the measured install ratio", False)
     system = "macos" if any("macos" in pin["filename"] for pin in pins) else "linux"
     table = MEASURED_INSTALLED_GB[system]
     version = str(build.get("torch_version", ""))
-    installed = table.get(version, max(table.values()))
-    how = (
-        f"measured for {version} on {system}"
-        if version in table
-        else f"the largest measured on {system}"
-    )
+    if version in table:
+        installed, how = table[version], f"measured for {version} on {system}"
+    else:
+        installed, how = max(table.values()), f"the largest measured on {system}"
     return Need(int(installed * (1 + 1 / INSTALLED_PER_WHEEL_BYTE) * GB), how, False)
 
 
 def download(
     build: dict[str, Any], python: tuple[int, int] | None = None
 ) -> tuple[int, tuple[str, ...]]:
-    """About how many bytes installing ``build`` downloads, and from which hosts: its wheels in
-    neither the store nor a local wheelhouse."""
+    """About how many bytes installing ``build`` downloads, and from which hosts."""
     if need(build, python).installed:
         return 0, ()
     _, pins = install_build.select_pins(build, python)
@@ -75,7 +67,7 @@ def download(
     fetched = [
         pin
         for pin in pins
-        if not (cache() / "wheels" / pin["sha256"] / pin["filename"]).is_file()
+        if not install_build.stored_wheel(pin).is_file()
         and not pin["url"].startswith("file://")
         and not any((folder / pin["filename"]).is_file() for folder in local)
     ]

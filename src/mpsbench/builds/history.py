@@ -21,8 +21,8 @@ def append(
     build: mf.Build,
     parent: str | None = None,
 ) -> str:
-    """Add ``build`` to ``channel`` and regenerate the timeline; returns its timeline commit. Every
-    check runs before the save, under the manifest's lock, so concurrent adds both land."""
+    """Add ``build`` to ``channel`` and regenerate the timeline; its timeline commit. Every check
+    runs before the save, under the manifest's lock, so concurrent adds both land."""
     build, originals = resolve.in_store(build)  # user's files: their store copies
     with files.lock(manifest_path):
         updated = mf.append(mf.load(manifest_path), channel, build, parent=parent)
@@ -71,17 +71,11 @@ def add_nightly(
             raise UserError(f"no torch nightly on {', '.join(indexes)}")
         date = dates[-1]
         existing = manifest.channel(channel)
-        if existing is not None and any(build.id == date for build in existing.builds):
+        if existing and any(build.id == date for build in existing.builds):
             print(f"{channel}@{date} is already the newest nightly; nothing to add")
             return None
     manifest.check_new(channel, date, parent)  # before minutes of resolving
-    build = resolve.nightly(
-        date,
-        indexes=indexes,
-        pythons=pythons,
-        transformers=transformers,
-        transformers_index=transformers_index,
-    )
+    build = resolve.nightly(date, indexes, pythons, transformers, transformers_index)
     return append(manifest_path, timeline_repo, channel, build, parent)
 
 

@@ -1,10 +1,7 @@
 """Install a timeline build into an asv environment: once per build, then switch by a .pth file.
 
-asv runs this (``install_command``) with the environment's own python: standard library and pip only. A build is
-installed only if it pins a complete set for this platform and Python whose wheels can all run here (checked before
-any download), each wheel checked against its sha256 before pip sees it and by pip again (``--require-hashes
---no-deps --no-index``), staged and renamed into place only when pip succeeds; a cached build is switched to
-without writing (a read-only cache serves).
+asv runs this (``install_command``) with the environment's own python: standard library and pip
+only. Every wheel is sha256-checked before pip sees it, and by pip again.
 
     python install_build.py install BUILD_DIR ENV_DIR SUITE_SRC
     python install_build.py uninstall ENV_DIR
@@ -40,31 +37,22 @@ PTH_NAME = "mpsbench_build.pth"
 CACHE_ENV = "MPSBENCH_CACHE"  # default: ~/.cache/mpsbench
 PLATFORM_ENV = "MPSBENCH_PLATFORM"  # force one of the manifest's platform keys
 WHEELHOUSE_ENV = "MPSBENCH_WHEELHOUSE"  # folders searched for pinned wheels, os.pathsep-separated
-# A file of the timeline hashes this asv run may install (core.asv.RUN_BUILDS); others are refused.
-RUN_BUILDS_ENV = "MPSBENCH_RUN_BUILDS"
-# The suite's own imports (SUITE_NEEDS), pinned like a build's wheels; torch needs none of them,
-# so asv's environments get them only here. What each one's absence costs:
+RUN_BUILDS_ENV = "MPSBENCH_RUN_BUILDS"  # a file of the timeline hashes this asv run may install
+HEALING_ENV = "MPSBENCH_HEALING"  # no nested heals
+# The suite's own imports, which torch does not bring: what each one's absence costs.
 WITHOUT = {
-    "psutil": "cpu memory falls back to /proc or is skipped",  # measure/devices.py
-    "nvidia-ml-py": "cuda's energy rows are n/a",  # measure/energy.py
-    "zeus-apple-silicon": "the energy rows are n/a",  # measure/energy.py
+    "psutil": "cpu memory falls back to /proc or is skipped",
+    "nvidia-ml-py": "cuda's energy rows are n/a",
+    "zeus-apple-silicon": "the energy rows are n/a",
 }
 _FILES = "https://files.pythonhosted.org/packages/"
 
 
-def _need(
-    name: str, version: str, module: str, python: str, path: str, sha256: str
-) -> dict[str, str]:
-    """A SUITE_NEEDS pin; ``python`` is its wheel's CPython tag, '' for every CPython."""
-    return {
-        "name": name,
-        "version": version,
-        "module": module,
-        "python": python,
-        "filename": path.rsplit("/", 1)[1],
-        "url": _FILES + path,
-        "sha256": sha256,
-    }
+def _need(*fields: str) -> dict[str, str]:
+    """A SUITE_NEEDS pin from name, version, module, python ('': every CPython), path, sha256."""
+    pin = dict(zip(("name", "version", "module", "python", "path", "sha256"), fields))
+    path = pin.pop("path")
+    return {**pin, "filename": path.rsplit("/", 1)[1], "url": _FILES + path}
 
 
 _PSUTIL_MAC = _need(  # stable-ABI wheels: every CPython
@@ -134,12 +122,16 @@ SUITE_NEEDS: dict[str, list[dict[str, str]]] = {
 
 
 class InstallError(Exception):
-    """A build that cannot be installed here; resolve and disk catch it. Not UserError: this file
-    runs in asv's environment and imports no mpsbench."""
+    """A build that cannot be installed here. Not UserError: this file imports no mpsbench."""
 
 
 def cache_root() -> Path:
     return Path(os.environ.get(CACHE_ENV) or Path.home() / ".cache" / "mpsbench")
+
+
+def stored_wheel(pin: dict[str, str]) -> Path:
+    """Where the wheel store keeps a pin's wheel."""
+    return cache_root() / "wheels" / pin["sha256"] / pin["filename"]
 
 
 def sha256_of(path: Path) -> str:
@@ -161,45 +153,39 @@ def _packaging() -> tuple[ModuleType, ModuleType]:
 
 
 def plain_wheel_name(filename: object) -> bool:
-    """Whether ``filename`` is a wheel's file name and nothing else: joined onto a folder, it stays in it."""
+    """Whether ``filename`` is a wheel's file name that, joined onto a folder, stays in it."""
     if not isinstance(filename, str) or any(part in filename for part in ("/", "\\", "..", "\0")):
         return False
-    utils = _packaging()[1]
     try:
-        utils.parse_wheel_filename(filename)
+        _packaging()[1].parse_wheel_filename(filename)
     except ValueError:  # InvalidWheelFilename, InvalidVersion
         return False
     return True
 
 
 def allowed_url(url: object) -> bool:
-    """Whether ``url`` is https:// or file://."""
     return isinstance(url, str) and re.fullmatch(r"(https|file)://\S+", url) is not None
 
 
 def nvidia_gpu() -> bool:
-    """Whether an NVIDIA driver is installed here, asked without torch."""
     return Path("/proc/driver/nvidia/gpus").is_dir() or shutil.which("nvidia-smi") is not None
 
 
 def platform_candidates() -> list[str]:
-    """Manifest platforms this machine can run, best first."""
-    forced = os.environ.get(PLATFORM_ENV)
-    if forced:
+    """The manifest's platforms this machine runs, best first."""
+    if forced := os.environ.get(PLATFORM_ENV):
         return [forced]
     machine = platform.machine().lower()
     if sys.platform == "darwin" and machine == "arm64":
         return ["macos-arm64"]
     if sys.platform.startswith("linux") and machine in ("x86_64", "amd64"):
         # PyPI's Linux torch is a CUDA build, which runs on the cpu too.
-        if nvidia_gpu():
-            return ["linux-x86_64-cuda", "linux-x86_64-cpu"]
-        return ["linux-x86_64-cpu", "linux-x86_64-cuda"]
+        keys = ["linux-x86_64-cpu", "linux-x86_64-cuda"]
+        return keys[::-1] if nvidia_gpu() else keys
     return []
 
 
 def _python_tag(python: tuple[int, int] | None = None) -> str:
-    """The wheel tag of CPython ``python`` (default this interpreter): cp310."""
     major, minor = python or sys.version_info[:2]
     return f"cp{major}{minor}"
 
@@ -211,18 +197,17 @@ def _ref(build: dict[str, Any]) -> str:
 def select_pins(
     build: dict[str, Any], python: tuple[int, int] | None = None
 ) -> tuple[str, list[dict[str, str]]]:
-    """The platform and the complete set of ``build`` for this machine and this Python (or CPython ``python``)."""
-    candidates = platform_candidates()
+    """The platform and ``build``'s complete set for this machine and this Python (or ``python``)."""
+    candidates, tag = platform_candidates(), _python_tag(python)
     for key in candidates:
         pins = build["pins"].get(key, [])
         if pins and not all(pin.get("python") for pin in pins):
-            # an old pin set: torch, torchvision, transformers only
             raise InstallError(
-                f"{_ref(build)} pins only {', '.join(sorted({pin['name'] for pin in pins}))} for {key}, not a complete"
-                " set per Python: pip would fetch the rest unpinned and unchecked; refusing to install (re-pin it with"
-                " `mpsbench build add-release VERSION --channel NAME`, which resolves every package with its sha256)"
+                f"{_ref(build)} pins only {', '.join(sorted({pin['name'] for pin in pins}))} for {key},"
+                " not a complete set per Python: pip would fetch the rest unpinned and unchecked;"
+                " re-pin it with `mpsbench build add-release VERSION --channel NAME`"
             )
-        chosen = [pin for pin in pins if pin["python"] == _python_tag(python)]
+        chosen = [pin for pin in pins if pin["python"] == tag]
         if any(pin["name"] == "torch" for pin in chosen):
             bad = [
                 pin["filename"]
@@ -231,24 +216,29 @@ def select_pins(
             ]
             if bad or len({pin["name"] for pin in chosen}) != len(chosen):
                 raise InstallError(
-                    f"{_ref(build)}: refusing the pins {bad or [p['filename'] for p in chosen]} for {key}:"
-                    " each must be a plain wheel file name at an https:// or file:// URL, one per package"
+                    f"{_ref(build)}: refusing the pins {bad or [p['filename'] for p in chosen]} for"
+                    f" {key}: each must be a plain wheel file name at an https:// or file:// URL,"
+                    " one per package"
                 )
             return key, chosen
-    sets = {
-        key: sorted({pin.get("python") or "?" for pin in build["pins"].get(key, [])})
+    sets = [
+        f"{key}: {', '.join(sorted({pin.get('python') or '?' for pin in build['pins'][key]}))}"
         for key in candidates
-    }
-    pinned = "; ".join(f"{key}: {', '.join(tags)}" for key, tags in sets.items() if tags)
+        if build["pins"].get(key)
+    ]
+    pinned = (
+        f"its sets there: {'; '.join(sets)}"
+        if sets
+        else f"pinned platforms: {', '.join(sorted(build['pins'])) or 'none'}"
+    )
     raise InstallError(
-        f"{_ref(build)} pins no torch wheel for {_python_tag(python)} on"
-        f" {', '.join(candidates) or sys.platform + '/' + platform.machine()}"
-        f" ({'its sets there: ' + pinned if pinned else 'pinned platforms: ' + (', '.join(sorted(build['pins'])) or 'none')})"
+        f"{_ref(build)} pins no torch wheel for {tag} on"
+        f" {', '.join(candidates) or sys.platform + '/' + platform.machine()} ({pinned})"
     )
 
 
 def why_not_here(filenames: list[str], python: tuple[int, int] | None = None) -> str | None:
-    """Why this machine cannot run one of these wheels under this Python (or CPython ``python``), or None."""
+    """Why this machine cannot run one of these wheels under this Python (or ``python``), or None."""
     tags, utils = _packaging()
     if python is None:
         here = set(tags.sys_tags())
@@ -266,25 +256,19 @@ def why_not_here(filenames: list[str], python: tuple[int, int] | None = None) ->
 
 
 def _requirement(wanted: frozenset[Any], here: set[Any], this: str) -> str:
-    """What a wheel's tags ask that this machine lacks (a newer macOS or glibc, another Python), in words."""
     platforms = sorted({tag.platform for tag in wanted})
-    if not set(platforms) & {tag.platform for tag in here}:
-        mac = [
-            tuple(map(int, name.split("_")[1:3]))
-            for name in platforms
-            if name.startswith("macosx_")
-        ]
-        glibc = [
-            tuple(map(int, name.split("_")[1:3]))
-            for name in platforms
-            if name.startswith("manylinux_")
-        ]
-        if mac and sys.platform == "darwin":
-            return f"macOS {'.'.join(map(str, min(mac)))} or newer (this Mac runs macOS {platform.mac_ver()[0]})"
-        if glibc and sys.platform.startswith("linux"):
-            return f"glibc {'.'.join(map(str, min(glibc)))} or newer (this machine has {' '.join(platform.libc_ver())})"
-        return f"a machine of {', '.join(platforms)}"
-    return f"Python {', '.join(sorted({tag.interpreter for tag in wanted}))} (this is {this})"
+    if set(platforms) & {tag.platform for tag in here}:
+        return f"Python {', '.join(sorted({tag.interpreter for tag in wanted}))} (this is {this})"
+
+    def oldest(prefix: str) -> str | None:
+        found = [tuple(map(int, p.split("_")[1:3])) for p in platforms if p.startswith(prefix)]
+        return ".".join(map(str, min(found))) if found else None
+
+    if (mac := oldest("macosx_")) and sys.platform == "darwin":
+        return f"macOS {mac} or newer (this Mac runs macOS {platform.mac_ver()[0]})"
+    if (glibc := oldest("manylinux_")) and sys.platform.startswith("linux"):
+        return f"glibc {glibc} or newer (this machine has {' '.join(platform.libc_ver())})"
+    return f"a machine of {', '.join(platforms)}"
 
 
 def _refuse_unasked(build: dict[str, Any]) -> None:
@@ -304,60 +288,46 @@ def _refuse_unasked(build: dict[str, Any]) -> None:
 
 
 def _local_wheelhouses() -> list[Path]:
-    folders = []
-    for variable in (WHEELHOUSE_ENV, "PIP_FIND_LINKS"):
-        for entry in os.environ.get(variable, "").replace(" ", os.pathsep).split(os.pathsep):
-            if entry and "://" not in entry and Path(entry).is_dir():
-                folders.append(Path(entry))
-    return folders
+    entries = (
+        entry
+        for variable in (WHEELHOUSE_ENV, "PIP_FIND_LINKS")
+        for entry in os.environ.get(variable, "").replace(" ", os.pathsep).split(os.pathsep)
+    )
+    return [
+        Path(entry) for entry in entries if entry and "://" not in entry and Path(entry).is_dir()
+    ]
 
 
 def _pip(*args: str, tmp: Path | None = None) -> subprocess.CompletedProcess[str]:
     # The pins are the authority: a machine-wide pip constraint must not veto them.
     env = dict(os.environ, PIP_CONSTRAINT=os.devnull)
-    if tmp is not None:  # pip --target unpacks GBs into TMPDIR
+    if tmp is not None:
         env["TMPDIR"] = str(tmp)
     command = [sys.executable, "-m", "pip", "--quiet", "--disable-pip-version-check", *args]
     return subprocess.run(command, capture_output=True, text=True, env=env)
 
 
 def _pip_install_checked(
-    what: str,
-    wheels: list[tuple[Path, dict[str, str]]],
-    folder: Path,
-    *target: str,
-    tmp: Path | None = None,
+    what: str, wheels: list[tuple[Path, dict[str, str]]], folder: Path, *target: str
 ) -> None:
-    requirements = folder / "requirements.txt"
-    requirements.write_text(
-        "".join(
-            f"{path.resolve().as_uri()} --hash=sha256:{pin['sha256']}\n" for path, pin in wheels
-        )
+    """pip installs ``wheels`` (into ``target``, if given) only as hashed; scratch in ``folder``."""
+    listed = folder / "requirements.txt"
+    listed.write_text(
+        "".join(f"{p.resolve().as_uri()} --hash=sha256:{pin['sha256']}\n" for p, pin in wheels)
     )
-    done = _pip(
-        "install",
-        "--no-deps",
-        "--require-hashes",
-        "--no-index",
-        "--no-warn-script-location",
-        *target,
-        "-r",
-        str(requirements),
-        tmp=tmp,
-    )
+    args = ("--no-deps", "--require-hashes", "--no-index", "--no-warn-script-location", "-r")
+    done = _pip("install", *args, str(listed), *target, tmp=folder / "tmp" if target else None)
     if done.returncode != 0:
-        raise InstallError(
-            f"pip could not install {what}: "
-            + " | ".join((done.stderr or done.stdout).strip().splitlines()[-5:])
-        )
+        said = (done.stderr or done.stdout).strip().splitlines()[-5:]
+        raise InstallError(f"pip could not install {what}: {' | '.join(said)}")
 
 
 def _check(pin: dict[str, str], found: Path, where: str, note: str = "") -> None:
     actual = sha256_of(found)
     if actual != pin["sha256"]:
         raise InstallError(
-            f"{pin['filename']}: sha256 {actual} of {where} {found}{note} does not match the pinned {pin['sha256']};"
-            " refusing to install"
+            f"{pin['filename']}: sha256 {actual} of {where} {found}{note} does not match the pinned"
+            f" {pin['sha256']}; refusing to install"
         )
 
 
@@ -369,25 +339,22 @@ PROGRESS_EVERY = 60.0  # seconds between a long download's progress lines
 def _download(
     url: str, target: Path, tries: int | None = None, backoff: float | None = None
 ) -> Path:
-    """Download ``url`` into ``target``, resuming by HTTP Range after a cut or timeout (``tries``
-    attempts, ``backoff`` seconds doubled each time); progress on stderr. Callers check sha256."""
+    """Download ``url`` into ``target``, resuming by HTTP Range after a cut, with progress on
+    stderr; callers check sha256."""
     import http.client
 
-    tries = DOWNLOAD_TRIES if tries is None else tries
+    tries = tries or DOWNLOAD_TRIES
     backoff = DOWNLOAD_BACKOFF if backoff is None else backoff
     done, total, said, problem = 0, None, time.monotonic(), ""
     for attempt in range(1, tries + 1):
         headers = {"User-Agent": "mpsbench", **({"Range": f"bytes={done}-"} if done else {})}
         try:
-            with urllib.request.urlopen(
-                urllib.request.Request(url, headers=headers), timeout=120
-            ) as response:
-                if (
-                    done and response.status != 206
-                ):  # the range was not honoured: the whole file again
+            request = urllib.request.Request(url, headers=headers)
+            with urllib.request.urlopen(request, timeout=120) as response:
+                if done and response.status != 206:  # the range was not honoured: all again
                     done = 0
-                length = response.headers.get("Content-Length")
-                total = done + int(length) if length is not None else total
+                if (length := response.headers.get("Content-Length")) is not None:
+                    total = done + int(length)
                 with open(target, "ab" if done else "wb") as out:
                     while chunk := response.read(1 << 20):
                         out.write(chunk)
@@ -395,10 +362,7 @@ def _download(
                         if time.monotonic() - said >= PROGRESS_EVERY:
                             said = time.monotonic()
                             of = f" of {total / 1e9:.2f} GB" if total else ""
-                            print(
-                                f"mpsbench: {target.name}: {done / 1e9:.2f} GB{of} downloaded",
-                                file=sys.stderr,
-                            )
+                            _say(target, f"{done / 1e9:.2f} GB{of} downloaded")
             if total is None or done >= total:
                 return target
             problem = f"the connection closed after {done} of {total} bytes"
@@ -415,78 +379,65 @@ def _download(
             problem = str(exc) or type(exc).__name__
         if attempt < tries:
             wait = backoff * 2 ** (attempt - 1)
-            print(
-                f"mpsbench: {target.name}: {problem}; attempt {attempt + 1} of {tries} in {wait:.0f} s, from byte"
-                f" {done}",
-                file=sys.stderr,
+            _say(
+                target,
+                f"{problem}; attempt {attempt + 1} of {tries} in {wait:.0f} s, from byte {done}",
             )
             time.sleep(wait)
     raise InstallError(f"{target.name}: cannot download {url} after {tries} attempts: {problem}")
 
 
+def _say(target: Path, text: str) -> None:
+    print(f"mpsbench: {target.name}: {text}", file=sys.stderr)
+
+
 def disk_problem(exc: OSError) -> InstallError:
     """A cache that cannot be written, in one line with the path and what to do."""
-    where = exc.filename or cache_root()
     if exc.errno in (errno.ENOSPC, errno.EDQUOT):
-        advice = f"free space there, or set {CACHE_ENV} to a folder on a disk with room (a build takes 3-6 GB)"
+        advice = (
+            "free space there, or set {} to a folder on a disk with room (a build takes 3-6 GB)"
+        )
     else:
-        advice = f"make it writable, or set {CACHE_ENV} to a writable folder"
-    return InstallError(f"cannot write the build cache at {where}: {exc.strerror or exc}; {advice}")
+        advice = "make it writable, or set {} to a writable folder"
+    return InstallError(
+        f"cannot write the build cache at {exc.filename or cache_root()}: {exc.strerror or exc};"
+        f" {advice.format(CACHE_ENV)}"
+    )
 
 
 def _find(pin: dict[str, str], scratch: Path) -> Path:
     """The pinned wheel from a local wheelhouse, a file:// pin, pip, else the URL."""
-    found = next(
-        (
-            folder / pin["filename"]
-            for folder in _local_wheelhouses()
-            if (folder / pin["filename"]).is_file()
-        ),
-        None,
-    )
+    name = pin["filename"]
+    found = next((f / name for f in _local_wheelhouses() if (f / name).is_file()), None)
     if found is None and pin["url"].startswith("file://"):
         found = Path(urllib.request.url2pathname(urllib.parse.urlparse(pin["url"]).path))
         if not found.is_file():
-            raise InstallError(f"{pin['filename']}: the pinned file {found} does not exist")
+            raise InstallError(f"{name}: the pinned file {found} does not exist")
     if found is None and pin["name"] in ("torch", "torchvision", "transformers"):
-        _pip(
-            "download",
-            "--no-deps",
-            "--only-binary=:all:",
-            "--dest",
-            str(scratch),
-            f"{pin['name']}=={pin['version']}",
-        )
-        found = scratch / pin["filename"] if (scratch / pin["filename"]).is_file() else None
-    return found or _download(pin["url"], scratch / pin["filename"])
+        spec = f"{pin['name']}=={pin['version']}"
+        _pip("download", "--no-deps", "--only-binary=:all:", "--dest", str(scratch), spec)
+        found = scratch / name if (scratch / name).is_file() else None
+    return found or _download(pin["url"], scratch / name)
 
 
 def fetch_wheel(pin: dict[str, str]) -> Path:
-    """The pinned wheel in the local store, fetched and sha256-checked once.
-
-    A download is renamed in from a scratch folder on the store's disk; a user's file is copied
-    via a .partial that never takes the wheel's name (clean_leftovers removes a dead process's).
-    """
+    """The pinned wheel in the local store, fetched and sha256-checked once; it takes its name
+    only whole (renamed in from scratch on the store's disk, or copied via a .partial)."""
     if not plain_wheel_name(pin["filename"]) or not allowed_url(pin["url"]):
         raise InstallError(
             f"refusing the pin {pin['filename']!r} at {pin['url']!r}: a plain wheel file name"
             " at an https:// or file:// URL is expected"
         )
-    store = cache_root() / "wheels" / pin["sha256"]
-    stored = store / pin["filename"]
+    stored = stored_wheel(pin)
+    store = stored.parent
     if stored.is_file():
-        _check(
-            pin,
-            stored,
-            "the stored copy",
-            " (changed since it was checked; delete it to fetch it again)",
-        )
+        note = " (changed since it was checked; delete it to fetch it again)"
+        _check(pin, stored, "the stored copy", note)
         return stored
     try:
         store.parent.mkdir(parents=True, exist_ok=True)
-        with tempfile.TemporaryDirectory(
-            dir=store.parent, prefix=f"fetch-{os.getpid()}-"
-        ) as scratch:
+        prefix = f"fetch-{os.getpid()}-"
+        with tempfile.TemporaryDirectory(dir=store.parent, prefix=prefix) as scratch:
             found = _find(pin, Path(scratch))
             _check(pin, found, "the wheel found at")
             store.mkdir(exist_ok=True)
@@ -506,17 +457,17 @@ def fetch_wheel(pin: dict[str, str]) -> Path:
 
 @contextlib.contextmanager
 def _locked(path: Path, wait: bool = True) -> Iterator[bool]:
-    """Serialize installs of one build across asv runs; False if held and ``wait`` is off."""
+    """An exclusive lock on ``path``; False if held and ``wait`` is off."""
     import fcntl
 
     path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "a") as handle:
+    with open(path, "a") as handle:  # closing it releases the lock
         try:
             fcntl.flock(handle, fcntl.LOCK_EX | (0 if wait else fcntl.LOCK_NB))
         except BlockingIOError:
             yield False
             return
-        yield True  # closing the file releases the lock
+        yield True
 
 
 def _alive(pid: str) -> bool:
@@ -533,9 +484,8 @@ def clean_leftovers(root: Path) -> list[Path]:
     """Remove what killed installs left: unheld staging, dead processes' fetches and copies."""
     removed = []
     for staging in sorted((root / "builds").glob("*.staging-*")):
-        with _locked(
-            root / "builds" / (staging.name.split(".staging-")[0] + ".lock"), wait=False
-        ) as free:
+        lock = root / "builds" / (staging.name.split(".staging-")[0] + ".lock")
+        with _locked(lock, wait=False) as free:
             if free:
                 shutil.rmtree(staging, ignore_errors=True)
                 removed.append(staging)
@@ -552,16 +502,13 @@ def clean_leftovers(root: Path) -> list[Path]:
 
 def installed_folder(pins: list[dict[str, str]]) -> Path:
     """Where this set of wheels is installed in the cache (``.complete`` once it is)."""
-    return (
-        cache_root()
-        / "builds"
-        / hashlib.sha256("".join(sorted(pin["sha256"] for pin in pins)).encode()).hexdigest()[:20]
-    )
+    key = hashlib.sha256("".join(sorted(pin["sha256"] for pin in pins)).encode())
+    return cache_root() / "builds" / key.hexdigest()[:20]
 
 
 def damage(folder: Path) -> str | None:
-    """What is wrong with an installed build's folder, or None: not complete, or a file its
-    RECORDs list missing or of another size (a stat reads nothing; wheels were hash-checked)."""
+    """What is wrong with an installed build's folder, or None: not complete, or a file its RECORDs
+    list missing or of another size (a stat, as the wheels were hash-checked)."""
     if not (folder / ".complete").is_file():
         return f"{folder} is missing or was never completed"
     for record in sorted(folder.glob("*.dist-info/RECORD")):
@@ -583,10 +530,10 @@ def damage(folder: Path) -> str | None:
 
 
 def ensure_installed(pins: list[dict[str, str]]) -> tuple[Path, bool]:
-    """The folder holding this set of wheels, (re)installed from the store if missing or damaged;
-    True if installed now."""
+    """The folder of this set of wheels, (re)installed from the store if damaged; True if now.
+    A whole folder serves from a read-only cache."""
     folder = installed_folder(pins)
-    if damage(folder) is None:  # a read-only cache serves
+    if damage(folder) is None:
         return folder, False
     try:
         clean_leftovers(cache_root())
@@ -596,19 +543,11 @@ def ensure_installed(pins: list[dict[str, str]]) -> tuple[Path, bool]:
             wheels = [(fetch_wheel(pin), pin) for pin in pins]
             staging = Path(tempfile.mkdtemp(dir=folder.parent, prefix=folder.name + ".staging-"))
             try:
-                (staging / "tmp").mkdir()
-                _pip_install_checked(
-                    "the build",
-                    wheels,
-                    staging,
-                    "--target",
-                    str(staging / "target"),
-                    tmp=staging / "tmp",
-                )
+                (staging / "tmp").mkdir()  # pip --target unpacks GBs into TMPDIR
                 installed = staging / "target"
-                (installed / ".complete").write_text(
-                    json.dumps({"wheels": [path.name for path, _ in wheels]}, indent=1)
-                )
+                _pip_install_checked("the build", wheels, staging, "--target", str(installed))
+                names = [path.name for path, _ in wheels]
+                (installed / ".complete").write_text(json.dumps({"wheels": names}, indent=1))
                 if folder.exists():
                     shutil.rmtree(folder)
                 os.replace(installed, folder)
@@ -629,8 +568,8 @@ def suite_needs(key: str, python: tuple[int, int] | None = None) -> list[dict[st
 
 
 def ensure_suite_needs(key: str) -> str:
-    """Install, hash-checked in one pip call, each SUITE_NEEDS package for ``key`` not yet
-    importable; '' or, per package left out, why."""
+    """Install, hash-checked, each SUITE_NEEDS package for ``key`` not yet importable; '' or, per
+    package left out, why."""
     import importlib.util
 
     key = key if key in SUITE_NEEDS else next(iter(platform_candidates()), key)
@@ -659,10 +598,8 @@ def ensure_suite_needs(key: str) -> str:
 
 
 def build_folder(build_dir: Path) -> tuple[dict[str, Any], str, Path, bool]:
-    """The build in ``build_dir``, its platform key and its folder (True if installed now).
-
-    Every refusal comes before any download and before the environment is touched.
-    """
+    """The build in ``build_dir``, its platform key and folder (True if installed now); every
+    refusal comes before any download."""
     build = json.loads((build_dir / "build.json").read_text())
     _refuse_unasked(build)
     if build["kind"] == "existing":
@@ -671,29 +608,25 @@ def build_folder(build_dir: Path) -> tuple[dict[str, Any], str, Path, bool]:
             raise InstallError(f"{_ref(build)}: {folder} holds no torch")
         return build, "existing", folder, False
     key, pins = select_pins(build)
-    unfit = why_not_here([pin["filename"] for pin in pins])
-    if unfit:
+    if unfit := why_not_here([pin["filename"] for pin in pins]):
         raise InstallError(f"{_ref(build)} cannot run here, skipped before any download: {unfit}")
     return build, key, *ensure_installed(pins)
 
 
 def sys_path(folder: Path, suite_src: Path) -> list[str]:
-    """A build's sys.path entries: its folder, then the suite's src (.pth and build servers)."""
     return [str(folder), str(suite_src.resolve())]
 
 
 def paths(build_dir: Path, suite_src: Path) -> dict[str, Any]:
-    """The build installed but not switched to: PYTHONPATH entries for compare's build servers, with
-    ``torch_dir`` and the .pth's ``env``."""
+    """The build installed but not switched to: its PYTHONPATH entries, ``torch_dir`` and ``env``."""
     build, key, folder, fresh = build_folder(build_dir)
-    needs = ensure_suite_needs(key)
     return {
         "build": f"{build['channel']}@{build['id']}",
         "paths": sys_path(folder, suite_src),
         "torch_dir": str(folder.resolve() / "torch"),
         "env": dict(build.get("env") or {}),
         "fresh": fresh,
-        "needs": needs,
+        "needs": ensure_suite_needs(key),
     }
 
 
@@ -702,15 +635,13 @@ def install(build_dir: Path, env_dir: Path, suite_src: Path) -> str:
     started = time.perf_counter()
     build, key, folder, fresh = build_folder(build_dir)
     # Heal line first: site adds only existing folders, so a healed folder still reaches sys.path.
-    pth_lines = [
+    lines = [
         *([] if key == "existing" else [_heal_line(folder, env_dir)]),
         *sys_path(folder, suite_src),
     ]
     if build.get("env"):  # a .pth "import" line runs at interpreter start
-        pth_lines.append(
-            f"import os; os.environ.update({json.dumps(build['env'], sort_keys=True)})"
-        )
-    (_site_packages() / PTH_NAME).write_text("\n".join(pth_lines) + "\n")
+        lines.append(f"import os; os.environ.update({json.dumps(build['env'], sort_keys=True)})")
+    (_site_packages() / PTH_NAME).write_text("\n".join(lines) + "\n")
     record = {
         "build": f"{build['channel']}@{build['id']}",
         "platform": key,
@@ -721,15 +652,13 @@ def install(build_dir: Path, env_dir: Path, suite_src: Path) -> str:
     (env_dir / "mpsbench-build.json").write_text(json.dumps(record, indent=1) + "\n")
     how = "installed" if fresh else "switched to cached"
     needs = ensure_suite_needs(key)
-    return f"mpsbench: {how} torch {build['torch_version']} ({key}) in {time.perf_counter() - started:.2f} s{needs}"
-
-
-HEALING_ENV = "MPSBENCH_HEALING"  # no nested heals
+    seconds = time.perf_counter() - started
+    return f"mpsbench: {how} torch {build['torch_version']} ({key}) in {seconds:.2f} s{needs}"
 
 
 def _heal_line(folder: Path, env_dir: Path) -> str:
-    """The .pth line that reinstalls the build at interpreter start if its folder is gone: asv
-    installs only when it switches commits. Two stats when the folder is whole."""
+    """The .pth line that reinstalls the build at interpreter start if its folder is gone (asv
+    installs only when it switches commits): two stats when the folder is whole."""
     marks = [str(folder / ".complete"), str(folder / "torch" / "__init__.py")]
     command = [str(Path(__file__).resolve()), "heal", str(env_dir)]
     return (
@@ -747,36 +676,28 @@ def heal(env_dir: Path) -> str:
         raise InstallError(
             f"cannot read the build of {env_dir} ({exc}); asv's next install of it writes it"
         ) from None
-    pins = record.get("pins") or []
+    name, pins = record.get("build"), record.get("pins") or []
     if not pins:
-        return f"mpsbench: {record.get('build')} is used in place; nothing to heal"
+        return f"mpsbench: {name} is used in place; nothing to heal"
     why = damage(installed_folder(pins))
     folder, fresh = ensure_installed(pins)
-    return (
-        f"mpsbench: reinstalled {record.get('build')} from the store into {folder} ({why})"
-        if fresh
-        else f"mpsbench: {record.get('build')} is whole in {folder}"
-    )
+    if fresh:
+        return f"mpsbench: reinstalled {name} from the store into {folder} ({why})"
+    return f"mpsbench: {name} is whole in {folder}"
 
 
 def requirements(manifest: Path, ref: str) -> str:
-    """Build ``ref``'s (CHANNEL@ID, or CHANNEL: newest) pinned set here as pip requirements with
-    sha256, for a CI runner's ``pip install --require-hashes --no-deps -r``."""
+    """Build ``ref``'s (CHANNEL@ID, or CHANNEL: its newest) pinned set here as hashed pip
+    requirements."""
     channel_name, _, build_id = ref.partition("@")
-    data = json.loads(manifest.read_text())
-    channel = next(
-        (channel for channel in data.get("channels", []) if channel.get("name") == channel_name),
-        None,
+    channels = json.loads(manifest.read_text()).get("channels", [])
+    builds: list[dict[str, Any]] = next(
+        (c["builds"] for c in channels if c.get("name") == channel_name), []
     )
-    builds = channel["builds"] if channel else []
-    build = (
-        next((b for b in builds if b["id"] == build_id), None)
-        if build_id
-        else (builds or [None])[-1]
-    )
-    if build is None:
+    found = [b for b in builds if b["id"] == build_id] if build_id else builds
+    if not found:
         raise InstallError(f"{manifest} has no build {ref!r}")
-    _, pins = select_pins({"channel": channel_name, **build})
+    _, pins = select_pins({"channel": channel_name, **found[-1]})
     return "".join(f"{pin['name']} @ {pin['url']} --hash=sha256:{pin['sha256']}\n" for pin in pins)
 
 
@@ -786,19 +707,18 @@ def uninstall(env_dir: Path) -> None:
 
 
 def main(argv: list[str]) -> int:
+    command, args = (argv[0], [Path(arg) for arg in argv[1:]]) if argv else ("", [])
     try:
-        if argv[:1] == ["install"] and len(argv) == 4:
-            print(install(Path(argv[1]), Path(argv[2]), Path(argv[3])))
-        elif argv[:1] == ["paths"] and len(argv) == 3:
-            print(json.dumps(paths(Path(argv[1]), Path(argv[2]))))
-        elif argv[:1] == ["requirements"] and len(argv) == 3:
-            print(requirements(Path(argv[1]), argv[2]), end="")
-        elif argv[:1] == ["heal"] and len(argv) == 2:
-            print(
-                heal(Path(argv[1])), file=sys.stderr
-            )  # stderr: a benchmark's stdout is its answer to asv
-        elif argv[:1] == ["uninstall"] and len(argv) == 2:
-            uninstall(Path(argv[1]))
+        if command == "install" and len(args) == 3:
+            print(install(*args))
+        elif command == "paths" and len(args) == 2:
+            print(json.dumps(paths(*args)))
+        elif command == "requirements" and len(args) == 2:
+            print(requirements(args[0], argv[2]), end="")
+        elif command == "heal" and len(args) == 1:
+            print(heal(*args), file=sys.stderr)  # a benchmark's stdout is its answer to asv
+        elif command == "uninstall" and len(args) == 1:
+            uninstall(*args)
         else:
             print(__doc__, file=sys.stderr)
             return 2

@@ -1,7 +1,7 @@
 """A complete, stable asv machine entry: the same on every machine of one kind.
 
-Every field is part of a graph's identity, so a drifting one (asv's own ``os`` holds the kernel
-build) would split history: each field comes from facts that do not drift.
+Every field is part of a graph's identity, so each comes from facts that do not drift (asv's own
+``os`` holds the kernel build, which would split history).
 """
 
 from __future__ import annotations
@@ -31,12 +31,10 @@ def _linux_cpu() -> str:
 
 
 def describe() -> dict[str, Any]:
-    """This machine's stable facts. A Mac's OS is its name only: its version is a tracked value
-    (benchmarks/benchmark_host.py); ``gpu`` only where there is one."""
+    """This machine's stable facts. A Mac's OS is its name only: its version is a tracked value."""
     if sys.platform == "darwin":
-        chip = (
-            host.output("sysctl", "-n", "machdep.cpu.brand_string") or ""
-        ).strip() or platform.processor()
+        brand = host.output("sysctl", "-n", "machdep.cpu.brand_string") or ""
+        chip = brand.strip() or platform.processor()
         facts = {"os": "macOS"}
     else:
         chip = _linux_cpu()
@@ -45,8 +43,7 @@ def describe() -> dict[str, Any]:
         except OSError:
             release = "Linux"
         facts = {"os": release, "os_version": release}
-    gpu = host.gpu()
-    if gpu:
+    if gpu := host.gpu():
         facts["gpu"] = gpu
     ram = round(psutil.virtual_memory().total / 1024**3)
     return {
@@ -60,7 +57,7 @@ def describe() -> dict[str, Any]:
 
 
 def default_name(facts: dict[str, Any]) -> str:
-    """A name derived from the facts, e.g. ``apple-m1-pro-10cpu`` or ``debian-x86-64-2cpu``."""
+    """E.g. ``apple-m1-pro-10cpu`` or ``debian-x86-64-2cpu``."""
     apple = facts["chip"].lower().startswith("apple")
     stem = facts["chip"] if apple else f"{facts['os'].split()[0]}-{facts['arch']}"
     return re.sub(r"[^a-z0-9]+", "-", f"{stem} {facts['num_cpu']}cpu".lower()).strip("-")
@@ -71,11 +68,11 @@ def machine_file() -> Path:
 
 
 def check_name(name: str) -> str:
-    """``name`` if asv can file results under it (a folder name)."""
+    """``name`` if asv can file results under it (a folder name); else UserError."""
     if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]*", name):
         raise UserError(
-            f"machine name {name!r} may hold only letters, digits, '.', '_' and '-', and must start with"
-            " a letter or digit"
+            f"machine name {name!r} may hold only letters, digits, '.', '_' and '-', and must start"
+            " with a letter or digit"
         )
     return name
 
@@ -83,19 +80,7 @@ def check_name(name: str) -> str:
 def require(name: str) -> None:
     """UserError unless asv's machine file holds ``name`` (asv's own refusal is many lines)."""
     path = machine_file()
-    try:
-        entries = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        entries = {}
-    except (OSError, UnicodeDecodeError, ValueError) as exc:
-        raise UserError(
-            f"asv's machine file {path} cannot be read ({exc}); `mpsbench machine` writes it"
-        ) from None
-    known = (
-        sorted(key for key, entry in entries.items() if isinstance(entry, dict))
-        if isinstance(entries, dict)
-        else []
-    )
+    known = sorted(key for key, entry in _entries(path)[0].items() if isinstance(entry, dict))
     if name not in known:
         raise UserError(
             f"no machine {name!r} in {path}; machines there: {', '.join(known) or 'none'}"
@@ -104,7 +89,7 @@ def require(name: str) -> None:
 
 
 def write(name: str | None = None) -> tuple[str, dict[str, Any]]:
-    """Write (or replace) this machine's entry in asv's machine file; returns its name and fields."""
+    """Write (or replace) this machine's entry in asv's machine file; its name and fields."""
     facts = describe()
     name = check_name(default_name(facts) if name is None else name)  # "" is no default
     path = machine_file()
@@ -120,12 +105,14 @@ def write(name: str | None = None) -> tuple[str, dict[str, Any]]:
 
 
 def _entries(path: Path) -> tuple[dict[str, Any], bytes]:
-    """The machine file's entries and bytes (none if missing); UserError if it is not JSON
-    (replacing it would drop other tools' entries)."""
+    """The machine file's entries and bytes; UserError if it is not a JSON object (replacing it
+    would drop other tools' entries)."""
     try:
         before = path.read_bytes()
     except FileNotFoundError:
         return {}, b""
+    except OSError as exc:
+        raise UserError(f"asv's machine file {path} cannot be read ({exc.strerror})") from None
     try:
         entries = json.loads(before)
     except (ValueError, UnicodeDecodeError):

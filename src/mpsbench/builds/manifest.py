@@ -30,8 +30,14 @@ _DATE = "%Y-%m-%dT%H:%M:%SZ"
 
 
 class ManifestError(errors.UserError):
-    """A refused manifest or change; caught by --date to refuse as argparse does, by from_json to
-    name the file."""
+    """A refused manifest or change."""
+
+
+def _passes(test: Callable[[Any], object], value: Any) -> bool:
+    try:
+        return bool(test(value))
+    except (ValueError, TypeError):  # packaging's InvalidVersion is a ValueError
+        return False
 
 
 def _form(expected: str, test: Callable[[Any], object]) -> BeforeValidator:
@@ -43,13 +49,6 @@ def _form(expected: str, test: Callable[[Any], object]) -> BeforeValidator:
         return value
 
     return BeforeValidator(check)
-
-
-def _passes(test: Callable[[Any], object], value: Any) -> bool:
-    try:
-        return bool(test(value))
-    except (ValueError, TypeError):  # packaging's InvalidVersion is a ValueError
-        return False
 
 
 def _pattern(expected: str, pattern: str) -> BeforeValidator:
@@ -75,9 +74,7 @@ NAME_RULE = (
     f"lower-case letters, digits, '.', '_' or '-', starting with a letter or digit, {_REF_RULE}"
 )
 Name = Annotated[str, _form(f"{NAME_RULE} (e.g. release, 2.14.1)", ref_safe)]
-Platform = Annotated[
-    str, _form(f"a platform: {', '.join(PLATFORMS)}", lambda value: value in PLATFORMS)
-]
+Platform = Annotated[str, _form(f"a platform: {', '.join(PLATFORMS)}", PLATFORMS.__contains__)]
 WheelFile = Annotated[
     str,
     _form(
@@ -110,7 +107,7 @@ Date = Annotated[
 GitVersion = Annotated[
     str, _pattern("torch's git commit (hex digits) or Unknown", r"[0-9a-fA-F]+|Unknown")
 ]
-Kind = Annotated[str, _form(f"one of: {', '.join(KINDS)}", lambda value: value in KINDS)]
+Kind = Annotated[str, _form(f"one of: {', '.join(KINDS)}", KINDS.__contains__)]
 Tag = Annotated[
     str,
     _form(
@@ -158,8 +155,7 @@ class Build:
     tag: Tag | None = None  # an annotated tag on the timeline (releases)
     note: str = ""
     site_packages: str | None = None  # kind "existing": a torch installed here, used in place
-    # Set in every process of the build's asv environment (its .pth file).
-    env: dict[EnvName, str] = field(default_factory=dict)
+    env: dict[EnvName, str] = field(default_factory=dict)  # set by the environment's .pth
 
     def when(self) -> datetime:
         """The build's date in UTC, never the local zone: hashes depend on it."""
@@ -205,25 +201,19 @@ class Manifest:
     def check_new(
         self, channel_name: str, build_id: str | None = None, parent: str | None = None
     ) -> None:
-        """ManifestError for what :func:`append` would refuse, before minutes of resolving or
-        gigabytes of download."""
+        """ManifestError for what :func:`append` would refuse, before any resolving or download."""
         check_name("channel name", channel_name)
+        existing = self.channel(channel_name)
         if build_id is not None:
             check_name("build id", build_id)
-            self.refuse_twice(channel_name, build_id)
+            if existing is not None and any(old.id == build_id for old in existing.builds):
+                raise ManifestError(f"channel {channel_name} already has a build {build_id!r}")
         if parent is not None:
-            existing = self.channel(channel_name)
             if existing is not None and parent != existing.parent:
                 raise ManifestError(
                     f"channel {channel_name} exists already; only a new channel takes --parent"
                 )
             self.find(parent)
-
-    def refuse_twice(self, channel_name: str, build_id: str) -> None:
-        """ManifestError if the channel already holds ``build_id`` (checked before resolving)."""
-        existing = self.channel(channel_name)
-        if existing is not None and any(old.id == build_id for old in existing.builds):
-            raise ManifestError(f"channel {channel_name} already has a build {build_id!r}")
 
     def find(self, ref: str) -> Build:
         """The build named ``channel@id``, or a one-line error listing what exists."""
@@ -244,7 +234,7 @@ def format_date(moment: datetime) -> str:
 
 
 def parse_date(value: str) -> datetime:
-    """A manifest date (YYYY-MM-DDTHH:MM:SSZ) as a moment in UTC; ValueError if it is not one."""
+    """A manifest date (YYYY-MM-DDTHH:MM:SSZ) in UTC; ValueError if it is not one."""
     return datetime.strptime(value, _DATE).replace(tzinfo=timezone.utc)
 
 
@@ -252,8 +242,7 @@ FUTURE = timedelta(days=1)  # clock and time-zone slack
 
 
 def refuse_future(date: str, what: str = "build date") -> None:
-    """ManifestError if ``date`` is over a day ahead: it would become the tip and refuse every real
-    build after it as older."""
+    """ManifestError if ``date`` is over a day ahead: as the tip it would refuse every real build."""
     latest = datetime.now(timezone.utc) + FUTURE
     if _passes(parse_date, date) and parse_date(date) > latest:
         raise ManifestError(
@@ -281,21 +270,18 @@ def _where(loc: tuple[int | str, ...], data: Any) -> str:
     """A pydantic error's location, e.g. ``build release@2.13.0: pins.macos-arm64[2].filename``."""
     head, rest = "", list(loc)
     if rest[:1] == ["channels"] and len(rest) > 1:
-        name, head, rest = _get(data, *rest[:2], "name"), f"channels[{rest[1]}]", rest[2:]
-        head = f"channel {name}" if isinstance(name, str) else head
+        channel, rest = _get(data, *rest[:2]), rest[2:]
+        name = _get(channel, "name")
+        head = f"channel {name}" if isinstance(name, str) else f"channels[{loc[1]}]"
         if rest[:1] == ["builds"] and len(rest) > 1:
-            build_id, rest = _get(data, *loc[:4], "id"), rest[2:]
+            build_id, rest = _get(channel, "builds", loc[3], "id"), rest[2:]
             named = isinstance(name, str) and isinstance(build_id, str)
             head = f"build {name}@{build_id}" if named else f"{head}.builds[{loc[3]}]"
     path = "".join(
         f"[{step}]" if isinstance(step, int) else " (the key)" if step == "[key]" else f".{step}"
         for step in rest
-    )
-    return (
-        f"{head}: {path.lstrip('.')}"
-        if head and path
-        else head or path.lstrip(".") or "the manifest"
-    )
+    ).lstrip(".")
+    return f"{head}: {path}" if head and path else head or path or "the manifest"
 
 
 def _problem(exc: ValidationError, data: Any) -> str:
@@ -313,18 +299,18 @@ def _problem(exc: ValidationError, data: Any) -> str:
 
 def _check_rules(manifest: Manifest) -> None:
     """The rules across records; ManifestError names the first one broken."""
-    seen_channels: set[str] = set()
+    seen: set[str] = set()
     tags: set[str] = set()
     for channel in manifest.channels:
-        if channel.name in seen_channels:
+        if channel.name in seen:
             raise ManifestError(f"channel {channel.name} is there twice")
-        seen_channels.add(channel.name)
-        previous: Build | None = None
+        seen.add(channel.name)
+        previous = None
         if channel.parent is not None:
-            parent_channel = channel.parent.partition("@")[0]
-            if parent_channel not in seen_channels or parent_channel == channel.name:
+            if channel.parent.partition("@")[0] not in seen - {channel.name}:
                 raise ManifestError(
-                    f"channel {channel.name} forks from {channel.parent!r}, which no earlier channel holds"
+                    f"channel {channel.name} forks from {channel.parent!r}, which no earlier"
+                    " channel holds"
                 )
             previous = manifest.find(channel.parent)
         ids: set[str] = set()
@@ -332,28 +318,29 @@ def _check_rules(manifest: Manifest) -> None:
             _check_build(channel.name, build)
             if build.id in ids:
                 raise ManifestError(f"channel {channel.name} has build {build.id!r} twice")
-            ids.add(build.id)
             if previous is not None and build.when() < previous.when():
                 raise ManifestError(
-                    f"build {channel.name}@{build.id} dated {build.date} is older than {previous.date},"
-                    f" the build before it; a channel only grows forward in time"
+                    f"build {channel.name}@{build.id} dated {build.date} is older than"
+                    f" {previous.date}, the build before it; a channel only grows forward in time"
                 )
-            if build.tag is not None:
-                if build.tag in tags:
-                    raise ManifestError(f"tag {build.tag!r} is used twice")
-                tags.add(build.tag)
+            if build.tag is not None and build.tag in tags:
+                raise ManifestError(f"tag {build.tag!r} is used twice")
+            ids.add(build.id)
+            tags.add(build.tag or "")
             previous = build
     for platform, rule in manifest.defaults.items():
         where = f"the default timeline of {platform}"
-        unknown = [name for name in rule.channels if name not in seen_channels]
+        unknown = [name for name in rule.channels if name not in seen]
         if not rule.channels or unknown:
             raise ManifestError(
-                f"{where} names channels {unknown or '[]'}; the manifest has: {', '.join(sorted(seen_channels))}"
+                f"{where} names channels {unknown or '[]'}; the manifest has:"
+                f" {', '.join(sorted(seen))}"
             )
         for name in rule.newest_of:
             if name not in rule.channels:
                 raise ManifestError(
-                    f"{where}: newest_of names {name!r}, not one of its channels ({', '.join(rule.channels)})"
+                    f"{where}: newest_of names {name!r}, not one of its channels"
+                    f" ({', '.join(rule.channels)})"
                 )
 
 
@@ -371,11 +358,12 @@ def _check_build(channel: str, build: Build) -> None:
         raise ManifestError(
             f"{where}: torch_version = {build.torch_version!r}: a release needs a PEP 440 version"
         )
-    for platform in build.pins:
-        for pin in build.pins[platform]:
+    for platform, pins in build.pins.items():
+        for pin in pins:
             name, version, _, _ = parse_wheel_filename(pin.filename)
-            if canonicalize_name(name) != canonicalize_name(pin.name) or version != Version(
-                pin.version
+            if (canonicalize_name(name), version) != (
+                canonicalize_name(pin.name),
+                Version(pin.version),
             ):
                 raise ManifestError(
                     f"{where}: {pin.filename} is not {pin.name} {pin.version}, as its pin says"
@@ -422,11 +410,8 @@ def validate(manifest: Manifest) -> None:
 
 # Defaults are left out: a new field never changes the bytes (and timeline hashes) of old records.
 def to_json(manifest: Manifest) -> dict[str, Any]:
-    return {
-        "schema": SCHEMA,
-        "channels": [],
-        **_adapter(Manifest).dump_python(manifest, mode="json", exclude_defaults=True),
-    }
+    dumped = _adapter(Manifest).dump_python(manifest, mode="json", exclude_defaults=True)
+    return {"schema": SCHEMA, "channels": [], **dumped}
 
 
 def build_to_json(build: Build) -> dict[str, Any]:
@@ -440,7 +425,7 @@ def dumps(data: Any) -> str:
 
 
 def load(path: Path, missing_ok: bool = False) -> Manifest:
-    """The manifest at ``path``. A missing file is refused (a mistyped --manifest would empty the
+    """The manifest at ``path``; a missing one is refused (a mistyped --manifest would empty the
     timeline) unless ``missing_ok``."""
     try:
         data = json.loads(path.read_bytes())
@@ -472,13 +457,11 @@ def save(manifest: Manifest, path: Path) -> None:
 
 
 def check_name(what: str, value: str) -> None:
-    """ManifestError unless ``value`` is a channel name or build id git and the manifest both take."""
+    """ManifestError unless ``value`` is a channel name or build id git and the manifest take."""
     if not ref_safe(value):
-        shown = (
-            repr(value)
-            if len(repr(value)) <= 80
-            else f"{str(value)[:60]!r}... ({len(str(value))} characters)"
-        )
+        shown = repr(value)
+        if len(shown) > 80:
+            shown = f"{value[:60]!r}... ({len(value)} characters)"
         raise ManifestError(f"{what} {shown}: expected {NAME_RULE}")
 
 
@@ -486,25 +469,19 @@ def append(
     manifest: Manifest, channel_name: str, build: Build, parent: str | None = None
 ) -> Manifest:
     """A new manifest with ``build`` appended to ``channel_name`` (new: forked from ``parent``)."""
-    check_name("channel name", channel_name)
+    manifest.check_new(channel_name, build.id, parent)
     validate(Manifest((Channel(channel_name, (build,)),)))  # the build's fields first
     refuse_future(build.date, f"build {channel_name}@{build.id} dated")
     existing = manifest.channel(channel_name)
     if existing is None:
-        if parent is not None:
-            manifest.find(parent)  # a clear error if it does not exist
         channels = (*manifest.channels, Channel(channel_name, (build,), parent))
     else:
-        if parent is not None and parent != existing.parent:
-            raise ManifestError(
-                f"channel {channel_name} exists already; only a new channel takes --parent"
-            )
-        manifest.refuse_twice(channel_name, build.id)
         tip = existing.builds[-1]
-        if _passes(Build.when, build) and build.when() < tip.when():
+        if build.when() < tip.when():
             raise ManifestError(
-                f"build {build.id} dated {build.date} is older than {channel_name}'s tip {tip.id} ({tip.date});"
-                f" add it on a bisection channel forked from the build before it (--parent)"
+                f"build {build.id} dated {build.date} is older than {channel_name}'s tip {tip.id}"
+                f" ({tip.date}); add it on a bisection channel forked from the build before it"
+                " (--parent)"
             )
         updated = replace(existing, builds=(*existing.builds, build))
         channels = tuple(updated if c.name == channel_name else c for c in manifest.channels)

@@ -1,7 +1,7 @@
 """Run pip with the environment markers of another platform and Python.
 
-``pip --platform --python-version`` picks the target's wheels but evaluates markers against the host: resolving
-for macOS on Linux would pull in torch's CUDA wheels. So pip's ``default_environment`` answers for the target.
+``pip --platform`` picks the target's wheels but evaluates markers on the host (resolving for macOS
+on Linux would pull in torch's CUDA wheels), so pip's ``default_environment`` answers for the target.
 
     python -m mpsbench.builds.pip_target PLATFORM PYTHON_TAG pip-arguments...
 """

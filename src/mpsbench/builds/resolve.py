@@ -38,12 +38,12 @@ _IDENTITY_PLATFORMS = ("linux-x86_64-cuda", "linux-x86_64-cpu", "macos-arm64")
 
 
 class ResolveError(errors.UserError):
-    """A build that cannot be resolved; caught by tools/check_pins.py to list a pin set as a row."""
+    """A build that cannot be resolved."""
 
 
 def torchvision_series(torch_version: str) -> str:
-    """The torchvision series for a torch release (2.14 -> 0.29): old macOS torchvision wheels
-    do not pin their torch, so pip alone would pair any."""
+    """The torchvision series of a torch release (2.14 -> 0.29): old macOS torchvision wheels do
+    not pin their torch, so pip alone would pair any."""
     try:
         major, minor = Version(torch_version).release[:2]
     except (InvalidVersion, ValueError):
@@ -68,11 +68,11 @@ def requirements(
     wanted = [f"torch=={torch_version}"]
     if torchvision != "none":
         wanted.append(f"torchvision=={torchvision or torchvision_series(torch_version) + '.*'}")
-    cap = transformers_cap(torch_version)
-    if transformers not in ("none", None):
-        wanted.append(f"transformers[torch]=={transformers}")
-    elif transformers is None:
+    if transformers is None:
+        cap = transformers_cap(torch_version)
         wanted.append(f"transformers[torch]{'<' + cap if cap else ''}")
+    elif transformers != "none":
+        wanted.append(f"transformers[torch]=={transformers}")
     if Version(torch_version).release[:2] < (2, 3):  # built on numpy 1, unsaid
         wanted.append("numpy<2")
     return wanted
@@ -97,41 +97,19 @@ def _pip_report(
     wanted: list[str], platform: str, python: str, index: str, extra_indexes: tuple[str, ...] = ()
 ) -> list[dict[str, Any]]:
     """What ``pip install --dry-run --report`` installs for ``wanted`` on ``platform`` and
-    ``python`` (cp310), without a download (pip_target.py sets the target's markers)."""
+    ``python`` (cp310), without a download."""
     if not re.fullmatch(r"cp3\d+", python):
         raise ResolveError(f"python tag {python!r} is not cpython 3 (e.g. cp312)")
-    env = {
-        key: value
-        for key, value in os.environ.items()
-        if not key.startswith("PIP_") or key in _PIP_KEPT
-    }
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PIP_") or k in _PIP_KEPT}
     env["PIP_CONFIG_FILE"] = os.devnull  # no local mirrors in the pins
     with tempfile.TemporaryDirectory(prefix="mpsbench-resolve-") as scratch:
         report = Path(scratch) / "report.json"
         command = [
-            sys.executable,
-            "-m",
-            "mpsbench.builds.pip_target",
-            platform,
-            python,
-            "install",
-            "--dry-run",
-            "--ignore-installed",
-            "--quiet",
-            "--disable-pip-version-check",
-            "--target",
-            str(Path(scratch) / "target"),
-            "--report",
-            str(report),
-            "--only-binary=:all:",
-            "--implementation",
-            "cp",
-            "--python-version",
-            f"3.{python[3:]}",
-            "--abi",
-            python,
-            "--index-url",
-            wheels.index_uri(index),
+            *(sys.executable, "-m", "mpsbench.builds.pip_target", platform, python, "install"),
+            *("--dry-run", "--ignore-installed", "--quiet", "--disable-pip-version-check"),
+            *("--target", str(Path(scratch) / "target"), "--report", str(report)),
+            *("--only-binary=:all:", "--implementation", "cp", "--abi", python),
+            *("--python-version", f"3.{python[3:]}", "--index-url", wheels.index_uri(index)),
             *(f"--extra-index-url={wheels.index_uri(extra)}" for extra in extra_indexes),
             *(f"--platform={tag}" for tag in PLATFORM_TAGS[platform]),
             *wanted,
@@ -152,43 +130,29 @@ def _pin_of(item: dict[str, Any], python: str) -> mf.Pin:
     digest = (
         archive.get("hashes", {}).get("sha256") or archive.get("hash", "").partition("sha256=")[2]
     )
-    wheel = wheels.parse_wheel_name(info["url"])
     if not digest:
         raise ResolveError(
             f"{info['url']} carries no sha256 on its index; pass the wheel as a file instead"
         )
+    wheel = wheels.parse_wheel_name(info["url"])
     return mf.Pin(wheel.name, wheel.version, wheel.filename, info["url"], digest, python=python)
 
 
 def pip_set(
-    wanted: list[str],
-    platform: str,
-    python: str,
-    index: str = PYPI,
-    extra_indexes: tuple[str, ...] = (),
+    wanted: list[str], platform: str, python: str, index: str = PYPI, extra: tuple[str, ...] = ()
 ) -> list[mf.Pin]:
-    pins = [
-        _pin_of(item, python)
-        for item in _pip_report(wanted, platform, python, index, extra_indexes)
-    ]
-    return sorted(pins, key=lambda pin: pin.filename)
+    report = _pip_report(wanted, platform, python, index, extra)
+    return sorted((_pin_of(item, python) for item in report), key=lambda pin: pin.filename)
 
 
 def check_set(
-    pins: list[mf.Pin],
-    platform: str,
-    python: str,
-    index: str = PYPI,
-    extra_indexes: tuple[str, ...] = (),
+    pins: list[mf.Pin], platform: str, python: str, index: str = PYPI, extra: tuple[str, ...] = ()
 ) -> list[str]:
     """What pip's resolver finds wrong with a pinned set: packages it lacks, pins the index serves
     otherwise; empty when complete and as pinned."""
     pinned = {pin.name: pin for pin in pins}
     problems = []
-    for item in _pip_report(
-        [f"{pin.name}=={pin.version}" for pin in pins], platform, python, index, extra_indexes
-    ):
-        found = _pin_of(item, python)
+    for found in pip_set([f"{p.name}=={p.version}" for p in pins], platform, python, index, extra):
         pin = pinned.get(found.name)
         if pin is None:
             problems.append(f"needs {found.name} {found.version}, which the set does not pin")
@@ -215,47 +179,26 @@ def _combos(found: list[wheels.WheelName], pythons: Pythons) -> dict[tuple[str, 
 
 
 def _resolve_pins(
-    wanted: dict[tuple[str, str], list[str]], index: str, extra_indexes: tuple[str, ...] = ()
+    wanted: dict[tuple[str, str], list[str]], index: str, extra: tuple[str, ...] = ()
 ) -> dict[str, list[mf.Pin]]:
     pins: dict[str, list[mf.Pin]] = {}
     for (platform, python), lines in sorted(wanted.items()):
-        pins.setdefault(platform, []).extend(pip_set(lines, platform, python, index, extra_indexes))
+        pins.setdefault(platform, []).extend(pip_set(lines, platform, python, index, extra))
     return pins
 
 
-def _identity(pins: dict[str, list[mf.Pin]]) -> wheels.TorchIdentity:
-    """Read from one torch wheel, the first of _IDENTITY_PLATFORMS, preferably cp311."""
+def _build(pins: dict[str, list[mf.Pin]], date: str | None = None, **fields: Any) -> mf.Build:
+    """A Build of its torch wheel's commit, dated as the wheel unless ``date`` is given; the wheel
+    is the first of _IDENTITY_PLATFORMS', preferably cp311."""
     for key in (*_IDENTITY_PLATFORMS, *sorted(pins)):
-        torch_pins = [pin for pin in pins.get(key, []) if pin.name == "torch"]
-        if torch_pins:
-            return wheels.torch_identity(
-                min(torch_pins, key=lambda pin: ("cp311" not in pin.filename, pin.filename)).url
-            )
-    raise ResolveError("no torch wheel to read the build's identity from")
-
-
-def _build(
-    identity: wheels.TorchIdentity,
-    date: str | None = None,
-    *,
-    id: str,
-    torch_version: str,
-    kind: str,
-    pins: dict[str, list[mf.Pin]],
-    tag: str | None = None,
-    note: str = "",
-) -> mf.Build:
-    """A Build of its torch wheel's commit, dated as the wheel unless ``date`` is given."""
-    return mf.Build(
-        id=id,
-        torch_version=torch_version,
-        date=date or mf.format_date(identity.built),
-        git_version=identity.git_version,
-        kind=kind,
-        pins=pins,
-        tag=tag,
-        note=note,
-    )
+        if torch_pins := [pin for pin in pins.get(key, []) if pin.name == "torch"]:
+            break
+    else:
+        raise ResolveError("no torch wheel to read the build's identity from")
+    wheel = min(torch_pins, key=lambda pin: ("cp311" not in pin.filename, pin.filename))
+    identity = wheels.torch_identity(wheel.url)
+    date = date or mf.format_date(identity.built)
+    return mf.Build(date=date, git_version=identity.git_version, pins=pins, **fields)
 
 
 def release(
@@ -270,50 +213,31 @@ def release(
     if not re.fullmatch(r"\d+\.\d+(\.\d+)?", version):
         raise ResolveError(f"release version {version!r} is not MAJOR.MINOR.PATCH (e.g. 2.14.1)")
     all_torch = wheels.project_wheels(index, "torch")
-    torch_wheels = [wheel for wheel in all_torch if wheel.public_version == version]
-    if not torch_wheels:
-        known = sorted(
-            {
-                wheel.public_version
-                for wheel in all_torch
-                if not Version(wheel.version).is_prerelease
-            },
-            key=Version,
-        )
-        raise ResolveError(
-            f"torch {version} is not on {index}; recent releases there: {', '.join(known[-8:])}"
-        )
-    combos = _combos(torch_wheels, pythons)
+    combos = _combos([w for w in all_torch if w.public_version == version], pythons)
     if not combos:
-        raise ResolveError(
-            f"torch {version} on {index} has no wheel for {pythons} on a tracked platform"
-        )
-    series = torchvision_series(version)
+        known = {w.public_version for w in all_torch if not Version(w.version).is_prerelease}
+        recent = ", ".join(sorted(known, key=Version)[-8:])
+        if any(w.public_version == version for w in all_torch):
+            raise ResolveError(
+                f"torch {version} on {index} has no wheel for {pythons} on a tracked platform"
+            )
+        raise ResolveError(f"torch {version} is not on {index}; recent releases there: {recent}")
+    series = torchvision_series(version) + "."
     vision_wheels = [
         wheel
         for wheel in wheels.project_wheels(index, "torchvision")
-        if wheel.public_version.startswith(series + ".")
+        if wheel.public_version.startswith(series)
     ]
     with_vision = set(_combos(vision_wheels, pythons))
     # No torchvision wheel for a Python: the set has none and the suite skips those models.
-    pins = _resolve_pins(
-        {
-            combo: requirements(
-                exact, torchvision or ("none" if combo not in with_vision else None), transformers
-            )
-            for combo, exact in combos.items()
-        },
-        index,
-    )
-    return _build(
-        _identity(pins),
-        date,
-        id=version,
-        torch_version=version,
-        kind="release",
-        pins=pins,
-        tag=f"v{version}",
-    )
+    wanted = {
+        combo: requirements(
+            exact, torchvision or (None if combo in with_vision else "none"), transformers
+        )
+        for combo, exact in combos.items()
+    }
+    pins = _resolve_pins(wanted, index)
+    return _build(pins, date, id=version, torch_version=version, kind="release", tag=f"v{version}")
 
 
 NIGHTLY_STAMP = re.compile(r"\.dev(\d{4})(\d{2})(\d{2})")
@@ -330,7 +254,6 @@ def nightly_dates(indexes: tuple[str, ...]) -> list[str]:
 
 
 def check_nightly_date(date: str) -> None:
-    """ResolveError unless ``date`` is a nightly's date, YYYY-MM-DD."""
     try:
         datetime.strptime(date, "%Y-%m-%d")
     except ValueError:
@@ -351,37 +274,26 @@ def nightly(
     stamp = ".dev" + date.replace("-", "")
     pins: dict[str, list[mf.Pin]] = {}
     for index in indexes:
-        torch_wheels = [
-            wheel for wheel in wheels.project_wheels(index, "torch") if stamp in wheel.version
-        ]
-        combos = {
-            combo: v for combo, v in _combos(torch_wheels, pythons).items() if combo[0] not in pins
-        }
+        torch_wheels = [w for w in wheels.project_wheels(index, "torch") if stamp in w.version]
+        combos = {c: v for c, v in _combos(torch_wheels, pythons).items() if c[0] not in pins}
         if not combos:
             continue
-        vision = {
-            wheel.version
-            for wheel in wheels.project_wheels(index, "torchvision")
-            if stamp in wheel.version
-        }
+        vision = [
+            w.version for w in wheels.project_wheels(index, "torchvision") if stamp in w.version
+        ]
         torchvision = max(vision, key=Version) if vision else "none"
         extra = (transformers_index,) if transformers_index != index else ()
-        wanted = {
-            combo: requirements(exact, torchvision, transformers) for combo, exact in combos.items()
-        }
+        wanted = {c: requirements(v, torchvision, transformers) for c, v in combos.items()}
         pins.update(_resolve_pins(wanted, index, extra))
     if not pins:
+        day = datetime.fromisoformat(date)
         near = [
-            d
-            for d in nightly_dates(indexes)
-            if abs((datetime.fromisoformat(d) - datetime.fromisoformat(date)).days) <= 7
+            d for d in nightly_dates(indexes) if abs((datetime.fromisoformat(d) - day).days) <= 7
         ]
         hint = f"; nightlies within a week: {', '.join(near)}" if near else ""
         raise ResolveError(f"no torch nightly of {date} on {', '.join(indexes)}{hint}")
-    version = next(pin.version for pin in pins[sorted(pins)[0]] if pin.name == "torch").split("+")[
-        0
-    ]
-    return _build(_identity(pins), id=date, torch_version=version, kind="nightly", pins=pins)
+    torch = next(pin for pin in pins[min(pins)] if pin.name == "torch")
+    return _build(pins, id=date, torch_version=torch.version.split("+")[0], kind="nightly")
 
 
 def _file_pin(path: Path, sha256: str | None = None) -> mf.Pin:
@@ -398,7 +310,8 @@ def _torch_platform(wheel: wheels.WheelName) -> str:
     platform = wheels.platform_key(wheel)
     if wheel.name != "torch" or platform is None:
         raise ResolveError(
-            f"{wheel.filename} is not a torch wheel for a tracked platform ({', '.join(wheels.PLATFORMS)})"
+            f"{wheel.filename} is not a torch wheel for a tracked platform"
+            f" ({', '.join(wheels.PLATFORMS)})"
         )
     return platform
 
@@ -416,34 +329,28 @@ def _own_build(
     wheel = wheels.parse_wheel_name(torch_pin.filename)
     platform = _torch_platform(wheel)
     identity = wheels.torch_identity(str(torch_file))
-    if _passes_version(identity.version) != Version(wheel.version):
+    try:
+        same = Version(identity.version) == Version(wheel.version)
+    except InvalidVersion:
+        same = False
+    if not same:
         raise ResolveError(
             f"{wheel.filename}: its metadata says torch {wheel.version}, its torch/version.py"
             f" {identity.version}; refusing a wheel that contradicts itself"
         )
     wanted = [f"{pin.name} @ {path.resolve().as_uri()}" for pin, path in own]
-    wanted += [
-        line
-        for line in requirements(identity.version, "none", transformers)
-        if not line.startswith("torch==")
-    ]
+    wanted += requirements(identity.version, "none", transformers)[1:]  # all but torch
     mine = {pin.name: replace(pin, python=wheel.python) for pin, _ in own}
     pins = [mine.get(pin.name, pin) for pin in pip_set(wanted, platform, wheel.python, index)]
-    return _build(
-        identity,
+    return mf.Build(
         id=build_id or _build_id(identity.version),
         torch_version=identity.version,
+        date=mf.format_date(identity.built),
+        git_version=identity.git_version,
         kind=kind,
         pins={platform: pins},
         note=note,
     )
-
-
-def _passes_version(text: str) -> Version | None:
-    try:
-        return Version(text)
-    except InvalidVersion:
-        return None
 
 
 def _build_id(torch_version: str) -> str:
@@ -461,10 +368,9 @@ def wheel_file(
 ) -> mf.Build:
     """A torch wheel on disk (a source build, say), with an optional torchvision wheel beside it."""
     wheels.index_uri(index)
-    own = [
-        (_file_pin(path, sha256), path),
-        *([(_file_pin(torchvision), torchvision)] if torchvision is not None else []),
-    ]
+    own = [(_file_pin(path, sha256), path)]
+    if torchvision is not None:
+        own.append((_file_pin(torchvision), torchvision))
     return _own_build(own, "wheel-file", transformers, index, build_id, note)
 
 
@@ -483,46 +389,44 @@ def wheel_url(
             f"{url!r} is not an https:// or file:// URL (http is refused: the wheel and its sha256"
             " could be changed on the way); for a wheel file use add-wheel"
         )
-    digest = sha256 or (fragment[len("sha256=") :] if fragment.startswith("sha256=") else None)
+    digest = sha256 or (fragment[7:] if fragment.startswith("sha256=") else None)
     if not digest or not re.fullmatch(r"[0-9a-fA-F]{64}", digest):
         raise ResolveError(
-            f"a wheel URL needs its sha256: pass --sha256 or a URL ending in #sha256=...; got {digest!r}"
+            "a wheel URL needs its sha256: pass --sha256 or a URL ending in #sha256=...;"
+            f" got {digest!r}"
         )
     wheel = wheels.own_identity(url)  # read by HTTP ranges
     _torch_platform(wheel)  # refused before the download
     wheels.index_uri(index)
-    pin = mf.Pin(wheel.name, wheel.version, wheel.filename, url, digest.lower())
     if url.startswith("file://"):  # copied into the store once added
         local = Path(urllib.request.url2pathname(urllib.parse.urlparse(url).path))
-        return _own_build(
-            [(_file_pin(local, digest), local)], "wheel-url", transformers, index, build_id, note
-        )
-    try:  # kept in the store even if refused later
-        stored = install_build.fetch_wheel(vars(pin))
+        own = [(_file_pin(local, digest), local)]
+    else:
+        pin = mf.Pin(wheel.name, wheel.version, wheel.filename, url, digest.lower())
+        own = [(pin, _fetch(pin))]  # kept in the store even if refused later
+    return _own_build(own, "wheel-url", transformers, index, build_id, note)
+
+
+def _fetch(pin: mf.Pin) -> Path:
+    try:
+        return install_build.fetch_wheel(vars(pin))
     except install_build.InstallError as exc:
         raise ResolveError(str(exc)) from None
-    return _own_build([(pin, stored)], "wheel-url", transformers, index, build_id, note)
 
 
 def in_store(build: mf.Build) -> tuple[mf.Build, list[mf.Pin]]:
     """``build`` with each user's file:// pin moved to its copy in the wheel store, and the original
     pins, which :func:`keep` copies once every check passes."""
-    store = install_build.cache_root() / "wheels"
     originals: list[mf.Pin] = []
 
     def stored(pin: mf.Pin) -> mf.Pin:
-        if not pin.url.startswith("file://"):
-            return pin
-        target = (store / pin.sha256 / pin.filename).resolve()
-        if target.as_uri() == pin.url:
+        target = install_build.stored_wheel(vars(pin)).resolve().as_uri()
+        if not pin.url.startswith("file://") or target == pin.url:
             return pin
         originals.append(pin)
-        return replace(pin, url=target.as_uri())
+        return replace(pin, url=target)
 
-    pins = {
-        platform: [stored(pin) for pin in platform_pins]
-        for platform, platform_pins in build.pins.items()
-    }
+    pins = {platform: list(map(stored, pins)) for platform, pins in build.pins.items()}
     return replace(build, pins=pins), originals
 
 
@@ -530,14 +434,9 @@ def keep(originals: list[mf.Pin]) -> list[Path]:
     """Copy ``originals`` into the wheel store, hash-checked; returns the copies made now."""
     made = []
     for pin in originals:
-        target = install_build.cache_root() / "wheels" / pin.sha256 / pin.filename
-        fresh = not target.is_file()
-        try:
-            install_build.fetch_wheel(vars(pin))
-        except install_build.InstallError as exc:
-            raise ResolveError(str(exc)) from None
-        if fresh:
-            made.append(target)
+        fresh = not install_build.stored_wheel(vars(pin)).is_file()
+        stored = _fetch(pin)
+        made += [stored] if fresh else []
     return made
 
 

@@ -1,7 +1,6 @@
 """Wheels: names and tags, PEP 503 indexes, and what a torch wheel says of itself.
 
-Used on the host when a build is added, never inside an asv environment. A remote wheel is read
-by HTTP range requests: adding a multi-GB build reads kilobytes.
+A remote wheel is read by HTTP range requests: adding a multi-GB build reads kilobytes.
 """
 
 from __future__ import annotations
@@ -14,6 +13,7 @@ import re
 import urllib.parse
 import urllib.request
 import zipfile
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -30,7 +30,7 @@ PLATFORMS: tuple[str, ...] = ("macos-arm64", "linux-x86_64-cpu", "linux-x86_64-c
 
 
 class WheelError(errors.UserError):
-    """A wheel or index that cannot be used; caught by project_wheels to skip a link to no wheel."""
+    """A wheel or index that cannot be used."""
 
 
 @dataclass(frozen=True)
@@ -55,12 +55,16 @@ def parse_wheel_name(filename: str) -> WheelName:
         raise WheelError(
             f"{base!r} is not a wheel file name (expected NAME-VERSION-PY-ABI-PLATFORM.whl)"
         ) from None
-    # a compressed tag set: py2.py3
-    pythons, platforms = (
-        ".".join(sorted({getattr(tag, part) for tag in tags}))
-        for part in ("interpreter", "platform")
-    )
-    return WheelName(base, name.replace("-", "_"), str(version), pythons, platforms)
+    return WheelName(base, name.replace("-", "_"), str(version), *_joined(tags))
+
+
+def _joined(tags: frozenset[packaging.tags.Tag]) -> tuple[str, str]:
+    """A tag set's interpreters and platforms, each compressed as a file name writes them (py2.py3)."""
+    return _dotted(tag.interpreter for tag in tags), _dotted(tag.platform for tag in tags)
+
+
+def _dotted(parts: Iterable[str]) -> str:
+    return ".".join(sorted(set(parts)))
 
 
 def platform_key(wheel: WheelName) -> str | None:
@@ -68,19 +72,13 @@ def platform_key(wheel: WheelName) -> str | None:
     if "macosx" in wheel.platform and wheel.platform.endswith("arm64"):
         return "macos-arm64"
     if "linux" in wheel.platform and wheel.platform.endswith("x86_64"):
-        # "cpu.X": a cpu build with a further local label
         local = packaging.version.Version(wheel.version).local or ""
-        return (
-            "linux-x86_64-cpu"
-            if local == "cpu" or local.startswith("cpu.")
-            else "linux-x86_64-cuda"
-        )
+        cpu = local == "cpu" or local.startswith("cpu.")  # "cpu.X": a further local label
+        return "linux-x86_64-cpu" if cpu else "linux-x86_64-cuda"
     return None
 
 
 class _Links(html.parser.HTMLParser):
-    """The targets of a page's links."""
-
     def __init__(self) -> None:
         super().__init__()
         self.hrefs: list[str] = []
@@ -92,7 +90,6 @@ class _Links(html.parser.HTMLParser):
 
 
 def open_url(url: str, method: str | None = None, **headers: str) -> Any:
-    """``url``'s response (a context manager), with mpsbench's User-Agent."""
     headers = {"User-Agent": "mpsbench (+https://github.com/mpsbench/mpsbench)", **headers}
     return urllib.request.urlopen(
         urllib.request.Request(url, method=method, headers=headers), timeout=60
@@ -100,10 +97,8 @@ def open_url(url: str, method: str | None = None, **headers: str) -> Any:
 
 
 def index_uri(index: str) -> str:
-    """A PEP 503 index as an https:// or file:// URL (a folder as file://).
-
-    Plain http is refused: the pins' sha256 come from the index page, changeable on the way.
-    """
+    """A PEP 503 index as an https:// or file:// URL (a folder as file://); plain http is refused:
+    the pins' sha256 come from the index page, changeable on the way."""
     if "://" not in index:
         return Path(index).resolve().as_uri()
     if not index.startswith(("https://", "file://")):
@@ -116,23 +111,18 @@ def index_uri(index: str) -> str:
 
 def project_wheels(index_url: str, project: str) -> list[WheelName]:
     """Every wheel of ``project`` on a PEP 503 simple index (https:// or file://, or a folder)."""
-    page_url = (
-        index_uri(index_url).rstrip("/") + "/" + packaging.utils.canonicalize_name(project) + "/"
-    )
+    page_url = f"{index_uri(index_url).rstrip('/')}/{packaging.utils.canonicalize_name(project)}/"
     try:  # a folder: index.html
-        with open_url(
-            page_url + "index.html" if page_url.startswith("file://") else page_url
-        ) as response:
+        with open_url(page_url + ("index.html" if page_url[:7] == "file://" else "")) as response:
             text = response.read().decode("utf-8", "replace")
     except OSError as exc:
         raise WheelError(f"cannot read the index page {page_url}: {exc}") from None
     links = _Links()
     links.feed(text)
     found = []
-    for href in links.hrefs:
-        url = href.partition("#")[0]
+    for url in (href.partition("#")[0] for href in links.hrefs):
         if url.endswith(".whl"):
-            with contextlib.suppress(WheelError):
+            with contextlib.suppress(WheelError):  # a link to no wheel
                 found.append(parse_wheel_name(url))
     return found
 
@@ -176,7 +166,6 @@ class TorchIdentity:
 
 
 def _source(location: str) -> io.RawIOBase | Path:
-    """A wheel at a path, file:// or https:// URL, as zipfile opens it."""
     if location.startswith(("http://", "https://")):
         return _HTTPRangeFile(location)
     if location.startswith("file://"):
@@ -189,14 +178,13 @@ def torch_identity(location: str) -> TorchIdentity:
     try:
         with zipfile.ZipFile(_source(location)) as wheel:
             info = wheel.getinfo("torch/version.py")
-            text = wheel.read(info).decode("utf-8")
+            text = wheel.read(info).decode()
     except KeyError:
         raise WheelError(f"{location} holds no torch/version.py: is it a torch wheel?") from None
     except (OSError, zipfile.BadZipFile, UnicodeDecodeError) as exc:
         raise WheelError(f"cannot read {location} as a wheel: {exc}") from None
-    return TorchIdentity(
-        *version_py(text, location), datetime(*info.date_time, tzinfo=timezone.utc)
-    )
+    built = datetime(*info.date_time, tzinfo=timezone.utc)
+    return TorchIdentity(*version_py(text, location), built)
 
 
 def _said(wheel: WheelName) -> str:
@@ -220,12 +208,9 @@ def own_identity(location: str) -> WheelName:
                     f"{named.filename} holds {len(folders)} .dist-info folders with METADATA and WHEEL;"
                     " a wheel has one"
                 )
-            folder = folders.pop()
-            metadata = email.parser.HeaderParser().parsestr(
-                archive.read(f"{folder}/METADATA").decode("utf-8")
-            )
-            wheel_file = email.parser.HeaderParser().parsestr(
-                archive.read(f"{folder}/WHEEL").decode("utf-8")
+            metadata, wheel_file = (
+                email.parser.HeaderParser().parsestr(archive.read(name).decode())
+                for name in sorted(infos)  # METADATA, WHEEL
             )
     except (OSError, zipfile.BadZipFile, UnicodeDecodeError) as exc:
         raise WheelError(f"cannot read {location} as a wheel: {exc}") from None
@@ -240,17 +225,8 @@ def own_identity(location: str) -> WheelName:
         raise WheelError(
             f"{named.filename}: its METADATA or WHEEL holds no valid Version or Tag"
         ) from None
-    pythons, platforms = (
-        ".".join(sorted({getattr(tag, part) for tag in tags}))
-        for part in ("interpreter", "platform")
-    )
-    own = WheelName(
-        named.filename,
-        packaging.utils.canonicalize_name(metadata.get("Name", "")).replace("-", "_"),
-        str(version),
-        pythons,
-        platforms,
-    )
+    name = packaging.utils.canonicalize_name(metadata.get("Name", "")).replace("-", "_")
+    own = WheelName(named.filename, name, str(version), *_joined(tags))
     file_tags = packaging.utils.parse_wheel_filename(named.filename)[3]
     if (own.name, own.version) != (named.name, named.version) or not tags or tags != file_tags:
         raise WheelError(
