@@ -8,8 +8,8 @@ line on stderr and exit status 2.
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import functools
+import inspect
 import os
 import sys
 import time
@@ -172,15 +172,15 @@ def _flag(parser: ArgumentParser, flag: str, help_text: str) -> None:
     parser.add_argument(flag, action="store_true", help=help_text)
 
 
-def _filled(kind: Callable[..., T], args: Namespace, **given: Any) -> T:
-    """The dataclass ``kind``, each field from the option of its name (``given`` first); a
-    repeated option's list becomes a tuple."""
-    found = {
-        field.name: tuple(value) if isinstance(value := getattr(args, field.name), list) else value
-        for field in dataclasses.fields(kind)  # type: ignore[arg-type]
-        if field.init and hasattr(args, field.name)
+def _called(func: Callable[..., T], args: Namespace, *given_args: Any, **given: Any) -> T:
+    """``func`` (an options dataclass, or a library call) with each parameter the ``given`` leave
+    from the option of its name; a repeated option's list becomes a tuple."""
+    names = list(inspect.signature(func).parameters)[len(given_args) :]
+    found = {name: getattr(args, name) for name in names if hasattr(args, name)}
+    tuples = {
+        name: tuple(value) if isinstance(value, list) else value for name, value in found.items()
     }
-    return kind(**{**found, **given})
+    return func(*given_args, **{**tuples, **given})
 
 
 def _command(
@@ -338,14 +338,8 @@ def cmd_add(args: Namespace) -> None:
 
 
 def _release(args: Namespace, suite: Suite) -> mf.Build:
-    return resolve.release(
-        args.version,
-        index=args.index,
-        pythons=tuple(args.python) if args.python else defaults.pin_pythons(suite.manifest),
-        torchvision=args.torchvision,
-        transformers=args.transformers,
-        date=args.date,
-    )
+    pythons = tuple(args.python) if args.python else defaults.pin_pythons(suite.manifest)
+    return _called(resolve.release, args, pythons=pythons)
 
 
 def _existing(args: Namespace, suite: Suite) -> mf.Build:
@@ -355,24 +349,18 @@ def _existing(args: Namespace, suite: Suite) -> mf.Build:
         if not sep or not name:
             raise UserError(f"--env takes NAME=VALUE, got {pair!r}")
         env[name] = value
-    return resolve.existing(
-        args.site_packages, build_id=args.id, date=args.date, env=env, note=args.note
-    )
+    return _called(resolve.existing, args, build_id=args.id, env=env)
+
+
+def _wheel(args: Namespace) -> dict[str, Any]:
+    """A wheel resolver's parameters named otherwise than their options."""
+    return {"index": args.transformers_index, "build_id": args.id}
 
 
 def cmd_add_nightly(args: Namespace) -> None:
     suite = _suite(args)
-    history.add_nightly(
-        suite.manifest_path,
-        suite.timeline_path,
-        args.channel,
-        args.date,
-        indexes=tuple(args.indexes),
-        pythons=tuple(args.python),
-        transformers=args.transformers,
-        transformers_index=args.transformers_index,
-        parent=args.parent,
-    )
+    files = (suite.manifest_path, suite.timeline_path)
+    _called(history.add_nightly, args, *files, pythons=tuple(args.python))
 
 
 def cmd_list(args: Namespace) -> None:
@@ -446,15 +434,7 @@ def _build(commands: Any) -> None:
         "a torch wheel file, e.g. one built from source",
         *local,
         "transformers_index",
-        resolver=lambda args, suite: resolve.wheel_file(
-            args.path,
-            torchvision=args.torchvision,
-            transformers=args.transformers,
-            index=args.transformers_index,
-            sha256=args.sha256,
-            build_id=args.id,
-            note=args.note,
-        ),
+        resolver=lambda args, suite: _called(resolve.wheel_file, args, **_wheel(args)),
     )
     wheel.add_argument("path", type=Path)
     wheel.add_argument("--torchvision", type=Path, help="a torchvision wheel file to pin beside it")
@@ -464,14 +444,7 @@ def _build(commands: Any) -> None:
         "a torch wheel at a URL (fetched once, checksum checked)",
         *local,
         "transformers_index",
-        resolver=lambda args, suite: resolve.wheel_url(
-            args.url,
-            sha256=args.sha256,
-            transformers=args.transformers,
-            index=args.transformers_index,
-            build_id=args.id,
-            note=args.note,
-        ),
+        resolver=lambda args, suite: _called(resolve.wheel_url, args, **_wheel(args)),
     )
     url.add_argument("url")
     url.add_argument("--sha256", help="the wheel's sha256 (or end the URL with #sha256=...)")
@@ -604,7 +577,7 @@ def _bench(commands: Any) -> None:
         commands,
         "bench",
         "check the set-up, record every build's missing values, publish the site (scripts/bench)",
-        lambda args: bench.bench(_suite(args), _filled(bench.Options, args)),
+        lambda args: bench.bench(_suite(args), _called(bench.Options, args)),
         allow_abbrev=False,
         **_doc(bench),
     )
@@ -619,9 +592,7 @@ def _bench(commands: Any) -> None:
 def cmd_merge(args: Namespace) -> int:
     merge.check_machines(args.sources, args.machines)
     builds = merge.timeline_builds(args.timeline) if args.timeline else None
-    merged = merge.merge(
-        args.dest, args.sources, args.machines or None, args.update_benchmarks, args.replace, builds
-    )
+    merged = _called(merge.merge, args, machines=args.machines or None, builds=builds)
     return merged.show(args.dest)
 
 
@@ -720,7 +691,7 @@ def _alert(commands: Any) -> None:
         commands,
         "alert",
         "exit 1 if a machine's newest build is slower (docs/explanation/site.md)",
-        lambda args: alerts.check(_suite(args), _filled(alerts.Options, args))[0],
+        lambda args: alerts.check(_suite(args), _called(alerts.Options, args))[0],
         "config",
         "manifest",
         "timeline",
@@ -747,7 +718,7 @@ def _ops_rank(commands: Any) -> None:
         "ops-rank",
         "rank the op benchmarks by slowdown between two builds",
         lambda args: rank_ops.run(
-            _suite(args), _filled(rank_ops.Options, args, top=args.top or None)
+            _suite(args), _called(rank_ops.Options, args, top=args.top or None)
         ),
         "config",
         **_doc(rank_ops),
@@ -788,7 +759,7 @@ def _factor(commands: Any) -> None:
 
 def fresh_options(args: Namespace, **given: Any) -> fresh.Options:
     """compare's and bisect's options (fresh_arguments), typed; ``given`` overrides them."""
-    return _filled(fresh.Options, args, **given)
+    return _called(fresh.Options, args, **given)
 
 
 def fresh_arguments(parser: ArgumentParser, files: bool = True, bisecting: bool = True) -> None:
@@ -881,12 +852,12 @@ def _compare(commands: Any) -> None:
 def cmd_bisect(args: Namespace) -> int:
     started = time.monotonic()
     found = bisection.bisect(
-        args.good, args.bad, fresh_options(args), _filled(nightlies.Options, args)
+        args.good, args.bad, fresh_options(args), _called(nightlies.Options, args)
     )
     status = bisection.outcome(found)  # printed before explain's table
     if isinstance(found, bisection.Found) and not args.no_explain:
         took = time.monotonic() - started
-        explain.after_bisect(found.before, found.first, _filled(explain.Options, args), took)
+        explain.after_bisect(found.before, found.first, _called(explain.Options, args), took)
     return status
 
 
@@ -917,7 +888,7 @@ def _explain(commands: Any) -> None:
         "explain",
         "which ops in one combination's step changed from build A to B: torch.profiler in fresh,"
         " interleaved processes",
-        lambda args: explain.run(args.a, args.b, _filled(explain.Options, args)),
+        lambda args: explain.run(args.a, args.b, _called(explain.Options, args)),
     )
     explaining.add_argument("a", help=f"the reference build: {BUILD_NAMES}")
     explaining.add_argument("b", help="the build to explain, named the same ways")
@@ -1020,7 +991,7 @@ def _nightly_bisect(fleet: nightly.Fleet, args: Namespace) -> int:
             machine=machine_name,
             suite_root=fleet.suite,
         )
-        found = bisection.bisect(args.good, args.bad, measuring, _filled(nightlies.Options, args))
+        found = bisection.bisect(args.good, args.bad, measuring, _called(nightlies.Options, args))
         return (found.first, found.upstream) if isinstance(found, bisection.Found) else found.reason
 
     return nightly.bisect(fleet, args.bench, args.good, args.bad, args.machine, search)
@@ -1029,8 +1000,8 @@ def _nightly_bisect(fleet: nightly.Fleet, args: Namespace) -> int:
 NIGHTLY_STEPS: dict[str, Callable[[nightly.Fleet, Namespace], int]] = {
     "fetch": lambda fleet, args: nightly.fetch(fleet, args.remote, args.branch),
     "push": lambda fleet, args: nightly.push(fleet, args.message, args.remote, args.branch),
-    "resolve": lambda fleet, args: nightly.resolve_nightly(fleet, _filled(nightly.Resolving, args)),
-    "bench": lambda fleet, args: nightly.bench(fleet, _filled(nightly.Benching, args)),
+    "resolve": lambda fleet, args: nightly.resolve_nightly(fleet, _called(nightly.Resolving, args)),
+    "bench": lambda fleet, args: nightly.bench(fleet, _called(nightly.Benching, args)),
     "collect": lambda fleet, args: nightly.collect(fleet, args.sources, args.update_benchmarks),
     "publish": lambda fleet, args: nightly.publish(fleet),
     "alert": lambda fleet, args: nightly.alert(fleet, args.machines, args.summary),

@@ -117,7 +117,9 @@ def _row_alert(
 def find(suite: Suite, options: Options) -> list[Alert]:
     """The rows slower on each machine's newest build, slowest first; with ``options.build``,
     only on machines whose newest build it is (one that did not run it repeats no old alert)."""
-    newest = suite.timeline.commits[suite.name(options.build)] if options.build else None
+    newest = (
+        suite.timeline.commits[suite.name(options.build)] if options.build is not None else None
+    )
     results = options.results or suite.conf.results
     found = recorded.load(results)
     for name in options.machines:  # a misspelt machine would never raise an alert
