@@ -123,13 +123,15 @@ SHARED: dict[str, tuple[tuple[str, ...], dict[str, Any]]] = {
         ("-b", "--bench"),
         {"required": True, "help": "a regex naming ONE benchmark combination, as asv -b"},
     ),
-    "log": (("--log",), {"type": Path, "help": "append asv's own output here"}),
+    "log": (("--log",), {"type": Path, "help": "append asv's and the processes' own output here"}),
     "threads": (
         ("--threads",),
         {
             "type": text.number(int, 1, "--threads"),
             "metavar": "N",
-            "help": "torch's cpu threads per process (OMP_NUM_THREADS; default: torch's own)",
+            "help": "torch's cpu threads per process (OMP_NUM_THREADS; default: torch's own, as"
+            " recorded); on a busy machine a cpu row needs --threads 1"
+            " (docs/explanation/the-rule.md)",
         },
     ),
     "index": (
@@ -790,12 +792,7 @@ def fresh_arguments(parser: ArgumentParser, files: bool = True, bisecting: bool 
     )
     for option in ("machine", *(("manifest", "timeline", "suite_root") if files else ()), "log"):
         _option(parser, option)
-    _option(
-        parser,
-        "threads",
-        help="torch's cpu threads per process (OMP_NUM_THREADS; default: torch's own, as recorded);"
-        " on a busy machine a cpu row needs --threads 1 (docs/explanation/the-rule.md)",
-    )
+    _option(parser, "threads")
     if not bisecting:
         return
     parser.add_argument(
@@ -922,10 +919,8 @@ def _explain(commands: Any) -> None:
         "--keep",
         "also keep the table beside the results (explain/) for the site, as bisect does",
     )
-    for option in ("machine", "manifest", "timeline", "suite_root"):
+    for option in ("machine", "manifest", "timeline", "suite_root", "log", "threads"):
         _option(explaining, option)
-    _option(explaining, "log", help="append asv's and the processes' own output here")
-    _option(explaining, "threads")
 
 
 def cmd_report(args: Namespace) -> None:
@@ -983,18 +978,16 @@ def _publish(commands: Any) -> None:
 
 # the fleet's nightly job
 def _nightly_bisect(fleet: nightly.Fleet, args: Namespace) -> int:
-    def search(suite: Suite, machine_name: str) -> tuple[str, str] | str:
-        measuring = fresh_options(
-            args,
-            manifest=suite.manifest_path,
-            timeline=suite.timeline_path,
-            machine=machine_name,
-            suite_root=fleet.suite,
-        )
-        found = bisection.bisect(args.good, args.bad, measuring, _called(nightlies.Options, args))
-        return (found.first, found.upstream) if isinstance(found, bisection.Found) else found.reason
-
-    return nightly.bisect(fleet, args.bench, args.good, args.bad, args.machine, search)
+    suite = nightly.prepare(fleet)
+    measuring = fresh_options(  # on the fleet's builds
+        args,
+        manifest=suite.manifest_path,
+        timeline=suite.timeline_path,
+        machine=nightly.machine_name(args.machine),
+        suite_root=fleet.suite,
+    )
+    adding = _called(nightlies.Options, args)
+    return nightly.bisect(fleet, suite, measuring, adding, args.good, args.bad)
 
 
 NIGHTLY_STEPS: dict[str, Callable[[nightly.Fleet, Namespace], int]] = {

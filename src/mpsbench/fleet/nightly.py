@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
@@ -23,7 +23,7 @@ from mpsbench.core import asv, asvconf, files, progress, ranges, settings
 from mpsbench.core.errors import UserError
 from mpsbench.fleet import results_branch
 from mpsbench.measure import preselect
-from mpsbench.regressions import alerts
+from mpsbench.regressions import alerts, bisection, fresh, nightlies
 from mpsbench.results import merge, record, recorded
 from mpsbench.site import publish as site
 
@@ -287,27 +287,24 @@ def alert(fleet: Fleet, machines: Sequence[str], summary: Path | None) -> int:
     return _alert(fleet, _restored(fleet), options)
 
 
-# (suite, machine) -> (first slow build, PyTorch range), or why no build was named
-Search = Callable[[Suite, str], "tuple[str, str] | str"]
-
-
 def bisect(
-    fleet: Fleet, bench: str, good: str, bad: str, requested_machine: str | None, search: Search
+    fleet: Fleet,
+    suite: Suite,
+    measuring: fresh.Options,
+    adding: nightlies.Options,
+    good: str,
+    bad: str,
 ) -> int:
-    """``search`` (mpsbench bisect) on the fleet's builds, its finding also in the job's summary."""
-    suite = prepare(fleet)
-    name = machine_name(requested_machine)
-    log.info(f"bisecting {good}..{bad} for {bench} on {name} (mpsbench bisect)")
-    found = search(suite, name)
-    if isinstance(found, str):
-        raise UserError(f"mpsbench bisect named no build: {found}")
-    first, upstream = found
+    """``mpsbench bisect`` on the fleet's builds, its finding also in the job's summary."""
+    said = f"{measuring.bench} on {measuring.machine}"
+    log.info(f"bisecting {good}..{bad} for {said} (mpsbench bisect)")
+    found = bisection.bisect(good, bad, measuring, adding)
+    if not isinstance(found, bisection.Found):
+        raise UserError(f"mpsbench bisect named no build: {found.reason}")
     # computed again: --nightlies adds builds
-    commit = timeline.compute(mf.load(fleet.manifest), suite.timeline_path).commits[first]
-    lines = [f"first slow build: {first} (timeline commit {commit[:12]})", upstream]
+    commit = timeline.compute(mf.load(fleet.manifest), suite.timeline_path).commits[found.first]
+    lines = [f"first slow build: {found.first} (timeline commit {commit[:12]})", found.upstream]
     for line in lines:
         log.info(line)
-    _to_github(
-        "GITHUB_STEP_SUMMARY", "\n\n".join([f"## mpsbench bisect: {bench} on {name}", *lines])
-    )
+    _to_github("GITHUB_STEP_SUMMARY", "\n\n".join([f"## mpsbench bisect: {said}", *lines]))
     return 0
