@@ -629,12 +629,12 @@ def _results(commands: Any) -> None:
         merging,
         "timeline",
         default=None,
-        help="the timeline repository: a build none of its commits is refused",
+        help="the timeline repository: a file of a build not among its commits is refused",
     )
     _flag(
         merging,
         "--replace",
-        "incoming values replace recorded ones, which go to DEST-replaced.jsonl",
+        "re-measured on purpose: incoming values replace recorded ones, kept in DEST-replaced.jsonl",
     )
     recording = _command(
         actions,
@@ -787,7 +787,8 @@ def fresh_arguments(parser: ArgumentParser, files: bool = True, bisecting: bool 
         dest="minutes",
         metavar="MINUTES",
         default=fresh.TIME_BUDGET_MINUTES,
-        help="the command's wall-clock budget; what it leaves undecided says so, exit 3"
+        help="the command's wall-clock budget: no look starts that cannot end in time, and what"
+        " is left undecided says so, exit 3"
         f" (default {fresh.TIME_BUDGET_MINUTES:g})",
     )
     for option in ("machine", *(("manifest", "timeline", "suite_root") if files else ()), "log"):
