@@ -1,13 +1,13 @@
-"""``mpsbench bench``: the main command's pipeline, in one process (scripts/bench sets up .venv and runs it).
+"""``mpsbench bench``: the main command's pipeline, in one process (scripts/bench runs it).
 
-Check the arguments and the set-up, generate the timeline, write the machine entry, plan the asv runs (this platform's
-default timeline, one run per Python, or the range given), record each (only what is missing: mpsbench.results.record),
-publish the site.
+Check the arguments and the set-up, generate the timeline, write the machine entry, record each
+planned asv run (only what is missing), publish the site.
 """
 
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -32,7 +32,7 @@ class Options:
 
 
 def require_torch() -> Any:
-    """torch, or a one-line UserError (the rest of mpsbench runs without it)."""
+    """torch, or a one-line UserError: the rest of mpsbench runs without it."""
     try:
         import torch
     except ImportError as exc:
@@ -43,7 +43,7 @@ def require_torch() -> Any:
 
 
 def check_setup() -> str:
-    """torch's version and each device: usable here or why not; a bad MPSBENCH_DEVICES first."""
+    """torch's version and whether each device is usable here."""
     selection.selected_devices()
     torch = require_torch()
     rows = [["device", "usable", "details"]]
@@ -53,55 +53,47 @@ def check_setup() -> str:
     return f"torch {torch.__version__}\n{text.table(rows)}"
 
 
-def check_range(suite: Suite, asv_args: Sequence[str]) -> None:
-    """Refuse in one line an asv run range that names no timeline commit."""
-    reason = timeline.bad_range(suite.timeline_path, list(asv_args))
+def _refuse(reason: str | None) -> None:
     if reason is not None:
         raise UserError(reason)
+
+
+def check_range(suite: Suite, asv_args: Sequence[str]) -> None:
+    """Refuse in one line an asv run range that names no timeline commit."""
+    _refuse(timeline.bad_range(suite.timeline_path, list(asv_args)))
 
 
 def checked_args(
     suite: Suite, asv_args: Sequence[str]
 ) -> tuple[asv.RunArgs | None, record.Selection | None]:
-    """The arguments for asv run, parsed once and refused in one line before anything is printed
-    (an option asv lacks, one that changes what a value means, a range naming no build of the
-    generated timeline, a -b that is no regex, finds nothing or only what would skip here); None
-    where none are given (the default timeline runs). With them, -b's selection
-    (:func:`mpsbench.results.record.select`), made once here for the record run; None: no -b."""
+    """The asv run arguments, parsed and checked once before anything runs, and -b's selection."""
     run = asv.run_args(asv_args)
     record.check_meaning(run)  # --quick, -a repeat=1, MPSBENCH_SINGLE_STEPS: no history
     if not asv_args:
         return None, None
-    reason = timeline.range_refusal(suite.timeline_path, run.range)
-    if reason is not None:
-        raise UserError(reason)
+    _refuse(timeline.range_refusal(suite.timeline_path, run.range))
     return run, record.select(suite.conf, run.bench) if run.bench else None
 
 
 def plan(suite: Suite, given: asv.RunArgs | None) -> list[asv.RunArgs]:
-    """Each asv run: the one given, else one run per Python of the default timeline."""
+    """The asv run given, else one per Python of the default timeline."""
     if given is not None:
         return [given]
     platform, planned, skipped = defaults.this_machine(suite.manifest)
     print(defaults.listing(platform, planned, suite.timeline))
     for line in skipped:  # said before any download
         log.info(line)
-    runs: list[asv.RunArgs] = []
+    runs = []
     for python in defaults.pythons(planned):
         hashes = suite.hashfile(python)
-        hashes.write_text(
-            "".join(
-                f"{suite.timeline.commits[item.ref]}\n"
-                for item in planned
-                if python in item.pythons
-            )
-        )
+        commits = [suite.timeline.commits[item.ref] for item in planned if python in item.pythons]
+        hashes.write_text("".join(f"{commit}\n" for commit in commits))
         runs.append(asv.run_args(["-E", f"virtualenv:{python}", f"HASHFILE:{hashes}"]))
     return runs
 
 
 def environment_python(run: asv.RunArgs) -> tuple[int, int] | None:
-    """The CPython version of an asv run's environments, or None for asv's own interpreter."""
+    """The CPython of an asv run's environments; None: asv's own."""
     found = re.fullmatch(r".*-py(\d+)\.(\d+)", run.environment)
     return (int(found[1]), int(found[2])) if found else None
 
@@ -109,8 +101,7 @@ def environment_python(run: asv.RunArgs) -> tuple[int, int] | None:
 def build_facts(
     reader: timeline.Reader, commit: str, python: tuple[int, int] | None
 ) -> watch.Build:
-    """What a record run's plan and disk check say of build ``commit``, installed for CPython
-    ``python`` (None: this one), read from its timeline commit and the build cache."""
+    """What the plan and disk check say of build ``commit`` installed for ``python``."""
     build = reader.build(commit)
     need = disk.need(build, python)
     size, hosts = disk.download(build, python)
@@ -123,25 +114,19 @@ def build_facts(
 
 
 def disk_facts(suite: Suite, run: asv.RunArgs) -> watch.Disk:
-    """The build cache and each build of ``run``'s range, installed for the Python of the run's
-    environments."""
+    """The build cache and each build of ``run``'s range."""
     python, reader = environment_python(run), suite.reader
-    commits = record.builds(suite.conf, run)
-    return watch.Disk(
-        disk.cache(), {commit: build_facts(reader, commit, python) for commit in commits}
-    )
+    builds = {c: build_facts(reader, c, python) for c in record.builds(suite.conf, run)}
+    return watch.Disk(disk.cache(), builds)
 
 
 def _state(suite: Suite) -> str:
-    """A digest of what the site is made from: results, timeline refs and the site's code, by
-    content (a file rewritten unchanged changes nothing)."""
-    import hashlib
-
+    """A digest of the site's inputs: results, timeline refs and the site's code."""
     import mpsbench.site
 
     digest = hashlib.sha256()
-    site_code = Path(mpsbench.site.__file__).parent
     refs = suite.timeline_path / ".git"
+    site_code = Path(mpsbench.site.__file__).parent
     for folder in (suite.conf.results, refs / "refs", refs / "packed-refs", site_code):
         for path in sorted(folder.rglob("*")) if folder.is_dir() else [folder]:
             if path.is_file():
@@ -150,22 +135,21 @@ def _state(suite: Suite) -> str:
 
 
 def published_stamp(suite: Suite) -> Path:
-    """The state the site was last published from (beside the results folder, which asv reads)."""
+    """The state the site was last published from."""
     return suite.conf.results.parent / f"{suite.conf.results.name}-published.txt"
 
 
 def publish_site(suite: Suite, only_if_changed: bool = False) -> None:
-    """Publish the site; ``only_if_changed``: only if its inputs changed."""
     if not publish.measured_builds(suite.conf.results):
         log.info(f"nothing recorded in {suite.conf.results} yet: no site to publish")
         return
     stamp, state = published_stamp(suite), _state(suite)
-    current = (
-        (suite.conf.html / "index.html").is_file()
+    if (
+        only_if_changed
+        and (suite.conf.html / "index.html").is_file()
         and stamp.is_file()
         and stamp.read_text() == state
-    )
-    if only_if_changed and current:
+    ):
         log.info(
             f"the site in {suite.conf.html} is up to date: nothing recorded since it was published"
         )
@@ -175,14 +159,13 @@ def publish_site(suite: Suite, only_if_changed: bool = False) -> None:
 
 
 def bench(suite: Suite, options: Options) -> int:
-    """Every step in order; 0, or record's BENCHMARKS_FAILED when some benchmark failed."""
+    """Every step in order; 0, or BENCHMARKS_FAILED."""
     generated = suite.generate()  # first: ranges are checked against it
     given, selection = checked_args(suite, options.asv_args)
     print(check_setup())
     print(timeline.summary(suite.manifest, generated, suite.timeline_path))
     name = machine.write()[0]
-    status = 0
-    published = False
+    status, published = 0, False
     for run in plan(suite, given):
         steps = record.record(
             suite.conf,
@@ -192,16 +175,13 @@ def bench(suite: Suite, options: Options) -> int:
             disk_facts(suite, run),
             selection,
         )
-        with contextlib.closing(steps):  # closed on any exit: held values said, lock released
-            for finished in steps:
-                status = finished.status or status
-                # after the first tier and after each build, once the build has a value to show
-                if finished.recorded and (
-                    finished.step.tier == "first tier" or finished.build_done
-                ):
+        with contextlib.closing(steps):  # on any exit: held values said, lock released
+            for done in steps:
+                status = done.status or status
+                if done.recorded and (done.step.tier == "first tier" or done.build_done):
                     publish_site(suite)
                     published = True
-    if not published:  # nothing ran
+    if not published:
         publish_site(suite, only_if_changed=True)
     if status:
         log.info(

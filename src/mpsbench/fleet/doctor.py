@@ -1,10 +1,8 @@
 """mpsbench doctor: check a machine before a run, and say what would make its numbers untrustworthy.
 
-Each finding is one line (one per check of CHECKS): ok, warn (numbers taken now would be doubtful, and why) or
-info (the OS does not report it here). --strict exits 1 when anything warned, for scripts that should not
-time a machine in that state. Load, power and thermal state are judged by the rule a record
-run's quiet gate applies before each value (mpsbench.measure.quiet), from one reading of
-the machine.
+One line per finding: ok, warn (numbers taken now would be doubtful, and why) or info (the OS does
+not report it here). --strict exits 1 when anything warned. Load, power and heat are judged by the
+rule a record run's quiet gate applies before each value (mpsbench.measure.quiet).
 """
 
 from __future__ import annotations
@@ -16,13 +14,12 @@ from dataclasses import dataclass
 from mpsbench.measure import devices, host, optional_torch, quiet
 
 MEMORY_FREE_FRACTION = 0.25  # of RAM available; below it, may swap
-# seconds of reading: longer than the gate's, as nothing of ours runs meanwhile
-READING = 1.0
+READING = 1.0  # seconds: longer than the gate's, as nothing of ours runs meanwhile
 
 
 @functools.cache
 def machine() -> quiet.State:
-    """The machine's state, read once per doctor run (:func:`run` forgets it)."""
+    """The machine's state, read once per doctor run."""
     return quiet.read(READING)
 
 
@@ -33,13 +30,15 @@ class Finding:
     detail: str
 
 
+def _judged(what: str, problem: str | None, fine: str) -> Finding:
+    return Finding("warn" if problem else "ok", what, problem or fine)
+
+
 def check_devices() -> Iterator[Finding]:
     if not optional_torch.INSTALLED:
         yield Finding("warn", "devices", "torch is not installed here: nothing can be timed")
         return
-    for name in devices.NAMES:
-        if not devices.present(name):
-            continue
+    for name in filter(devices.present, devices.NAMES):
         found = devices.get(name).availability()
         yield Finding("ok" if found.usable else "warn", name, found.reason)
 
@@ -47,36 +46,29 @@ def check_devices() -> Iterator[Finding]:
 def check_memory() -> Iterator[Finding]:
     import psutil
 
-    memory, swap = psutil.virtual_memory(), psutil.swap_memory()
-    gib = 1024**3
-    detail = f"{memory.available / gib:.1f} of {memory.total / gib:.1f} GiB available, {swap.used / gib:.1f} GiB swap used"
-    low = memory.available < MEMORY_FREE_FRACTION * memory.total
-    yield Finding(
-        "warn" if low else "ok", "memory", detail + (": large batches may swap" if low else "")
+    memory, swap, gib = psutil.virtual_memory(), psutil.swap_memory(), 1024**3
+    detail = (
+        f"{memory.available / gib:.1f} of {memory.total / gib:.1f} GiB available,"
+        f" {swap.used / gib:.1f} GiB swap used"
     )
+    low = memory.available < MEMORY_FREE_FRACTION * memory.total
+    yield _judged("memory", f"{detail}: large batches may swap" if low else None, detail)
 
 
 def check_power() -> Iterator[Finding]:
-    state = machine()
-    if state.battery is None:
+    if machine().battery is None:
         yield Finding("info", "power", "the OS reports no power source here (not macOS)")
     else:
-        problem = quiet.problems(state).get("power")
-        yield Finding("warn" if problem else "ok", "power", problem or "on AC power")
+        yield _judged("power", quiet.problems(machine()).get("power"), "on AC power")
 
 
 def check_thermal() -> Iterator[Finding]:
     if host.thermal_state() is None:
-        yield Finding(
-            "info", "thermal", "the OS reports no thermal pressure here (pmset -g therm is macOS's)"
-        )
-        return
-    problem = quiet.problems(machine()).get("thermal")
-    yield Finding(
-        "warn" if problem else "ok",
-        "thermal",
-        problem or "no throttling, no thermal warning recorded",
-    )
+        said = "the OS reports no thermal pressure here (pmset -g therm is macOS's)"
+        yield Finding("info", "thermal", said)
+    else:
+        problem = quiet.problems(machine()).get("thermal")
+        yield _judged("thermal", problem, "no throttling, no thermal warning recorded")
 
 
 def check_load() -> Iterator[Finding]:
@@ -86,8 +78,7 @@ def check_load() -> Iterator[Finding]:
     if state.load is not None:
         used += f"; load average {state.load:.1f} over the last minute"
     yield Finding("warn" if problem else "ok", "load", used)
-    found = host.busy_processes(quiet.BUSY_PERCENT)
-    if found:
+    if found := host.busy_processes(quiet.BUSY_PERCENT):
         named = ", ".join(f"{name} (pid {pid}, {percent:.0f}%)" for name, pid, percent in found[:5])
         yield Finding("warn" if problem else "ok", "processes", f"busy on the cpu: {named}")
     else:
@@ -105,10 +96,11 @@ def run(strict: bool = False) -> int:
     width = max(len(finding.what) for finding in findings)
     for finding in findings:
         print(f"{finding.level:4}  {finding.what.ljust(width)}  {finding.detail}")
-    warned = [finding.what for finding in findings if finding.level == "warn"]
-    print(
-        f"mpsbench doctor: numbers taken now would be untrustworthy ({', '.join(warned)}): see the warn lines"
-        if warned
-        else "mpsbench doctor: nothing found that would make numbers untrustworthy"
-    )
+    if warned := [finding.what for finding in findings if finding.level == "warn"]:
+        print(
+            f"mpsbench doctor: numbers taken now would be untrustworthy ({', '.join(warned)}):"
+            " see the warn lines"
+        )
+    else:
+        print("mpsbench doctor: nothing found that would make numbers untrustworthy")
     return 1 if warned and strict else 0

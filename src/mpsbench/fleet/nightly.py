@@ -1,7 +1,7 @@
 """The nightly job of a fleet of machines, step by step: scripts/nightly STEP (docs/how-to/fleet.md).
 
-Each step is what one job of .github/workflows/nightly.yml runs, and works the same on a laptop, in a work folder
-(default .asv/nightly) that holds everything, the fleet's files included.
+Each step is what one job of .github/workflows/nightly.yml runs; it works the same on a laptop, in
+a work folder (default .asv/nightly) that holds everything, the fleet's files included.
 
 Exit status: 0 done, 1 a regression (or merge conflicts), 2 a mistake in the
 command or the fleet's files (one line), 3 benchmarks that failed (asv).
@@ -9,8 +9,9 @@ command or the fleet's files (one line), 3 benchmarks that failed (asv).
 
 from __future__ import annotations
 
+import dataclasses
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
@@ -22,29 +23,27 @@ from mpsbench.core import asv, asvconf, files, progress, ranges, settings
 from mpsbench.core.errors import UserError
 from mpsbench.fleet import results_branch
 from mpsbench.measure import preselect
-from mpsbench.regressions import alerts
+from mpsbench.regressions import alerts, bisection, fresh, nightlies
 from mpsbench.results import merge, record, recorded
 from mpsbench.site import publish as site
 
 WORKDIR = Path(".asv/nightly")
 CHANNEL = "nightly"
-
-
 log = progress.logger(__name__)
 
 
 @dataclass(frozen=True)
 class Fleet:
-    """Where every step reads and writes: the suite, the work folder, the fleet's files, and the nightly channel."""
+    """Where every step reads and writes."""
 
-    suite: Path = asvconf.ROOT  # asv.conf.json, benchmarks/, builds/manifest.json
+    suite: Path = asvconf.ROOT
     workdir: Path = WORKDIR  # relative to the suite
     folder: Path | None = None  # the fleet's files (default: WORKDIR/fleet)
     channel: str = CHANNEL
 
     @cached_property
     def work(self) -> Path:
-        return (self.suite.resolve() / self.workdir).resolve()  # an absolute workdir stays as it is
+        return (self.suite.resolve() / self.workdir).resolve()
 
     @cached_property
     def files(self) -> Path:
@@ -60,10 +59,9 @@ class Fleet:
 
 
 def sync(repository: mf.Manifest, fleet_manifest: mf.Manifest) -> mf.Manifest:
-    """The fleet's manifest brought up to date with the repository's: per channel, the history that continues the
-    other (channels only grow); two that diverge are an error."""
-    names = [c.name for c in repository.channels]
-    names += [c.name for c in fleet_manifest.channels if c.name not in names]
+    """The fleet's manifest brought up to date with the repository's: per channel, the history
+    that continues the other; two that diverge are an error."""
+    names = dict.fromkeys(c.name for c in (*repository.channels, *fleet_manifest.channels))
     channels = []
     for name in names:
         ours, theirs = repository.channel(name), fleet_manifest.channel(name)
@@ -77,28 +75,22 @@ def sync(repository: mf.Manifest, fleet_manifest: mf.Manifest) -> mf.Manifest:
                 " one must continue the other (fix the manifest on one side)"
             )
         channels.append(longer)
-    synced = mf.Manifest(
-        tuple(channel for channel in channels if channel is not None), repository.defaults
-    )
+    synced = mf.Manifest(tuple(c for c in channels if c is not None), repository.defaults)
     mf.validate(synced)
     return synced
 
 
 def prepare(fleet: Fleet) -> Suite:
-    """The work folder's suite: the fleet's manifest, its timeline, and an asv.conf.json that walks the suite's
-    branches the fleet has, and the nightly channel."""
+    """The work folder's suite: the fleet's manifest and timeline, and an asv.conf.json walking
+    the suite's branches the fleet has and the nightly channel."""
     work = Suite(fleet.work / asvconf.CONFIG, fleet.manifest, fleet.work / "timeline")
     if not fleet.manifest.is_file() or not work.manifest.channels:
         raise UserError(
             f"{fleet.manifest} holds no builds: run scripts/nightly fetch and resolve first"
         )
     base = asvconf.load(fleet.suite / asvconf.CONFIG)
-    branches = [
-        name
-        for name in dict.fromkeys([*base.branches, fleet.channel])
-        if work.manifest.channel(name)
-    ]
-    base.derive(fleet.work, work.timeline_path, branches)
+    wanted = dict.fromkeys([*base.branches, fleet.channel])
+    base.derive(fleet.work, work.timeline_path, [b for b in wanted if work.manifest.channel(b)])
     work.generate(sync=False)
     return work
 
@@ -125,8 +117,6 @@ def push(fleet: Fleet, message: str, remote: str, branch: str) -> int:
 
 @dataclass(frozen=True)
 class Resolving:
-    """The resolve step's options, as ``mpsbench build add-nightly`` takes them."""
-
     indexes: tuple[str, ...] = ()
     transformers_index: str = resolve.PYPI
     transformers: str | None = None
@@ -134,9 +124,9 @@ class Resolving:
 
 
 def resolve_nightly(fleet: Fleet, options: Resolving) -> int:
-    # the fleet's manifest starts as the repository's: before the first resolve it is not there yet
+    # before the first resolve the fleet's manifest is the repository's
     synced = sync(mf.load(fleet.suite / history.MANIFEST), mf.load(fleet.manifest, missing_ok=True))
-    # a dry run works on a scratch copy and a timeline of its own: the work folder's must never get ahead of the manifest
+    # a dry run's copy and timeline of its own: the work folder's must not get ahead
     scratch = fleet.work / "dry-run" if options.dry_run else fleet.work
     scratch.mkdir(parents=True, exist_ok=True)
     working = scratch / "manifest.json"
@@ -153,18 +143,18 @@ def resolve_nightly(fleet: Fleet, options: Resolving) -> int:
     if options.dry_run:
         log.info(f"dry run: {fleet.manifest} left as it was")
         return 0
-    with files.lock(fleet.manifest):  # every writer of a manifest holds its lock
+    with files.lock(fleet.manifest):
         mf.save(mf.load(working), fleet.manifest)
     log.info(f"the fleet's manifest is {fleet.manifest}")
     return 0
 
 
 def _select_devices(requested: Sequence[str]) -> None:
-    """Refuse a --device not usable here; name the rest in MPSBENCH_DEVICES, which asv passes on to every setup."""
+    """Refuse a --device not usable here; name the rest in MPSBENCH_DEVICES for asv."""
     names = [name for item in requested for name in item.split(",") if name]
     if not names:
         return
-    from mpsbench.measure import devices  # imports torch: only on machines that benchmark
+    from mpsbench.measure import devices  # imports torch
 
     for name in names:
         found = devices.get(name).availability()
@@ -174,26 +164,26 @@ def _select_devices(requested: Sequence[str]) -> None:
 
 
 def machine_name(requested: str | None) -> str:
-    """This runner's machine entry, written: --machine, else MPSBENCH_MACHINE, else from the chip and core count."""
+    """This runner's machine entry, written; its name from --machine, else MPSBENCH_MACHINE."""
     return machine.write(requested or settings.text(settings.MACHINE))[0]
 
 
 def missing_builds(suite: Suite, name: str, limit: int) -> list[str]:
-    """The timeline commits of the config's branches that this machine has no results for, oldest first."""
+    """The timeline commits machine ``name`` has no results for, oldest first, the newest
+    ``limit`` (0: all)."""
     have = recorded.commits(suite.conf.results, name)
-    # no branch (no channel of asv.conf.json's in the fleet's manifest yet): nothing to benchmark, not an error
-    branches = suite.conf.branches
+    branches = suite.conf.branches  # none yet: nothing to run
     commits = ranges.builds(suite.timeline_path, branches, "ALL") if branches else []
-    names = {commit: name for name, commit in suite.timeline.commits.items()}
+    refs = {commit: ref for ref, commit in suite.timeline.commits.items()}
     dated = sorted(
         (c for c in reversed(commits) if c not in have),
-        key=lambda c: suite.manifest.find(names[c]).when(),
+        key=lambda c: suite.manifest.find(refs[c]).when(),
     )
     return dated[-limit:] if limit else dated
 
 
 def _to_github(variable: str, text: str) -> None:
-    """Append to GitHub Actions' GITHUB_STEP_SUMMARY or GITHUB_OUTPUT file, when run by it."""
+    """Append to GitHub Actions' file ``variable`` names, when run by it."""
     if target := os.environ.get(variable):
         with open(target, "a", encoding="utf-8") as out:
             out.write(text + "\n")
@@ -203,15 +193,13 @@ def _alert(fleet: Fleet, suite: Suite, options: alerts.Options) -> int:
     """``mpsbench alert`` on the work folder's results, for the channel's newest build."""
     channel = suite.manifest.channel(fleet.channel)
     newest = f"{channel.name}@{channel.builds[-1].id}" if channel and channel.builds else None
-    status, text = alerts.check(
-        suite, alerts.Options(options.machines, newest, options.summary, options.confirm)
-    )
+    status, text = alerts.check(suite, dataclasses.replace(options, build=newest))
     _to_github("GITHUB_STEP_SUMMARY", text)
     return status
 
 
 def _restore(fleet: Fleet, suite: Suite, machines: list[str] | None = None) -> None:
-    """The fleet's results (of ``machines`` only, if given) merged into the work folder's, which asv reads."""
+    """The fleet's results (of ``machines``, if given) merged into the work folder's."""
     if not fleet.results.is_dir():
         return
     restored = merge.merge(suite.conf.results, [fleet.results], machines)
@@ -222,117 +210,101 @@ def _restore(fleet: Fleet, suite: Suite, machines: list[str] | None = None) -> N
 
 @dataclass(frozen=True)
 class Benching:
-    """The bench step's options."""
-
     machine: str | None = None
-    devices: tuple[str, ...] = ()  # only these (refused if not usable here)
-    bench: tuple[str, ...] = ()  # only benchmarks these regexes find (asv -b)
-    limit: int = 0  # at most the newest N missing builds (0: all)
-    dry_run: bool = False  # each selected benchmark once (asv --quick --dry-run), nothing recorded
-    confirm: bool = False  # raise an alert only if a fresh compare on this machine agrees
+    devices: tuple[str, ...] = ()
+    bench: tuple[str, ...] = ()  # asv -b regexes
+    limit: int = 0  # the newest N missing builds (0: all)
+    dry_run: bool = False
+    confirm: bool = False
 
 
 def bench(fleet: Fleet, options: Benching) -> int:
     _select_devices(options.devices)
-    name = machine_name(
-        options.machine
-    )  # a bad name (or $MPSBENCH_MACHINE) is refused before the work folder is written
+    name = machine_name(options.machine)  # checked before anything is written
     suite = prepare(fleet)
     _to_github("GITHUB_OUTPUT", f"machine={name}")
     _restore(fleet, suite, [name])
-    todo = missing_builds(suite, name, options.limit)
-    if not todo:
+    status = 0
+    if not (todo := missing_builds(suite, name, options.limit)):
         log.info(f"machine {name} has results for every build: nothing to benchmark")
-        status = 0
     else:
-        names = {commit: ref for ref, commit in suite.timeline.commits.items()}
-        log.info(
-            f"machine {name}: benchmarking {len(todo)} build{'' if len(todo) == 1 else 's'}:"
-            f" {', '.join(names[c] for c in todo)}"
-        )
+        refs = {commit: ref for ref, commit in suite.timeline.commits.items()}
+        count = f"{len(todo)} build{'' if len(todo) == 1 else 's'}"
+        log.info(f"machine {name}: benchmarking {count}: {', '.join(refs[c] for c in todo)}")
         hashfile = fleet.work / f"builds-{name}.txt"
         hashfile.write_text("".join(f"{commit}\n" for commit in todo))
         quick = ["--quick", "--dry-run"] if options.dry_run else []
-        # -b names the exact combinations: it spares a process (importing torch again under spawn) for each of the rest
+        # the exact combinations: each of the rest would cost a process importing torch
         found = preselect.combinations(preselect.discover(suite.conf.benchmarks))
         chosen = preselect.selected(found, options.bench)
         log.info(
             f"asv will run {len(chosen)} of the suite's {len(found)} combinations (mpsbench preselect)"
         )
-        # measured into scratch and merged value by value: nothing recorded is replaced (mpsbench.results.record)
-        status = record.status(
-            record.record(
-                suite.conf,
-                name,
-                asv.run_args([*quick, "-b", asv.pattern(chosen), f"HASHFILE:{hashfile}"]),
-            )
-        )
+        run = asv.run_args([*quick, "-b", asv.pattern(chosen), f"HASHFILE:{hashfile}"])
+        status = record.status(record.record(suite.conf, name, run))
+    failed = record.BENCHMARKS_FAILED if status else 0
     if options.dry_run:
         log.info("dry run: nothing was recorded")
-        return record.BENCHMARKS_FAILED if status else 0
+        return failed
+    summary = fleet.work / f"alert-{name}.md"
     regressed = _alert(
-        fleet,
-        suite,
-        alerts.Options((name,), summary=fleet.work / f"alert-{name}.md", confirm=options.confirm),
+        fleet, suite, alerts.Options((name,), summary=summary, confirm=options.confirm)
     )
     if status:
         log.info(
             f"asv run exited with status {status}: some benchmarks failed (see above); their results say which"
         )
-    return 1 if regressed else (record.BENCHMARKS_FAILED if status else 0)
+    return 1 if regressed else failed
 
 
 def collect(fleet: Fleet, sources: Sequence[Path], update_benchmarks: bool) -> int:
-    """Each machine's artifact merged into the fleet's results; every refused file named in one line (another build's
-    or machine's values, a malformed row, a build not in the fleet's timeline), the rest merged all the same."""
+    """Each machine's artifact merged into the fleet's results; each refused file named in one
+    line, the rest merged all the same."""
     builds = None
-    if fleet.manifest.is_file():  # the fleet's builds: a value of any other is refused
+    if fleet.manifest.is_file():
         builds = set(prepare(fleet).timeline.commits.values())
     else:
         log.info(
             f"{fleet.manifest} does not exist: builds are checked against their files' names only"
         )
-    return merge.merge(
-        fleet.results, sources, update_benchmarks=update_benchmarks, builds=builds
-    ).show(fleet.results)
+    merged = merge.merge(fleet.results, sources, update_benchmarks=update_benchmarks, builds=builds)
+    return merged.show(fleet.results)
+
+
+def _restored(fleet: Fleet) -> Suite:
+    suite = prepare(fleet)
+    _restore(fleet, suite)
+    return suite
 
 
 def publish(fleet: Fleet) -> int:
-    suite = prepare(fleet)
-    _restore(fleet, suite)
-    site.publish(suite)
+    site.publish(_restored(fleet))
     return 0
 
 
 def alert(fleet: Fleet, machines: Sequence[str], summary: Path | None) -> int:
-    suite = prepare(fleet)
-    _restore(fleet, suite)
-    return _alert(fleet, suite, alerts.Options(tuple(machines), summary=summary))
-
-
-# (suite, machine) -> (first slow build, PyTorch range), or why no build was named (BAD not slower, undecided)
-Search = Callable[[Suite, str], "tuple[str, str] | str"]
+    options = alerts.Options(tuple(machines), summary=summary)
+    return _alert(fleet, _restored(fleet), options)
 
 
 def bisect(
-    fleet: Fleet, bench: str, good: str, bad: str, requested_machine: str | None, search: Search
+    fleet: Fleet,
+    suite: Suite,
+    measuring: fresh.Options,
+    adding: nightlies.Options,
+    good: str,
+    bad: str,
 ) -> int:
-    """``mpsbench bisect`` (``search``) on the fleet's manifest and timeline, in this process: its passes print into
-    the job's log, and what it found goes to the job's summary too."""
-    suite = prepare(fleet)
-    name = machine_name(requested_machine)
-    log.info(f"bisecting {good}..{bad} for {bench} on {name} (mpsbench bisect)")
-    found = search(suite, name)
-    if isinstance(found, str):
-        raise UserError(f"mpsbench bisect named no build: {found}")
-    first, upstream = found
-    commit = timeline.compute(mf.load(fleet.manifest), suite.timeline_path).commits[
-        first
-    ]  # --nightlies adds builds
-    lines = [f"first slow build: {first} (timeline commit {commit[:12]})", upstream]
-    for text in lines:
-        log.info(text)
-    _to_github(
-        "GITHUB_STEP_SUMMARY", "\n\n".join([f"## mpsbench bisect: {bench} on {name}", *lines])
-    )
+    """``mpsbench bisect`` on the fleet's builds, its finding also in the job's summary."""
+    said = f"{measuring.bench} on {measuring.machine}"
+    log.info(f"bisecting {good}..{bad} for {said} (mpsbench bisect)")
+    found = bisection.bisect(good, bad, measuring, adding)
+    if not isinstance(found, bisection.Found):
+        raise UserError(f"mpsbench bisect named no build: {found.reason}")
+    # computed again: --nightlies adds builds
+    commit = timeline.compute(mf.load(fleet.manifest), suite.timeline_path).commits[found.first]
+    lines = [f"first slow build: {found.first} (timeline commit {commit[:12]})", found.upstream]
+    for line in lines:
+        log.info(line)
+    _to_github("GITHUB_STEP_SUMMARY", "\n\n".join([f"## mpsbench bisect: {said}", *lines]))
     return 0

@@ -1,7 +1,8 @@
-"""Alerts that hold up: each machine's newest build, row by row, against the build before it and the last good one.
+"""Alerts that hold up: each machine's newest build, row by row, against the build before it and
+the last good one.
 
-A build judged slower never becomes the baseline, so n1 n2 s1 s2 is still reported at s2 against n2;
-``--confirm`` re-measures each alert on a timed row with a fresh ``mpsbench compare`` and keeps the others as recorded
+A build judged slower never becomes the baseline, so n1 n2 s1 s2 is still reported at s2 against
+n2; ``--confirm`` re-measures each alert on a timed row with a fresh ``mpsbench compare``
 (docs/explanation/site.md, "Alerts that hold up").
 """
 
@@ -23,25 +24,26 @@ from mpsbench.results import recorded
 
 TITLE = "mpsbench: the newest build is slower"
 PREVIOUS, LAST_GOOD = "the build before", "the last build not flagged"
-Compare = Callable[
-    [str, str, str], int
-]  # (old commit, new commit, -b regex) -> compare's exit status
+Compare = Callable[[str, str, str], int]  # (old commit, new commit, -b regex) -> exit status
+VERDICTS = {
+    rule.Decision.SLOWER.exit_status: "confirmed",
+    rule.Decision.UNCHANGED.exit_status: "not confirmed",
+    rule.Decision.UNDECIDED.exit_status: "undecided",
+}
 
 
 @dataclass(frozen=True)
 class Options:
-    machines: tuple[str, ...] = ()  # only these machines (default: every one)
-    build: str | None = None  # only machines whose newest build is this one (CHANNEL@ID or hash)
+    machines: tuple[str, ...] = ()  # default: every one
+    build: str | None = None  # only machines whose newest build is this one
     summary: Path | None = None  # also write the Markdown here
-    confirm: bool = (
-        False  # raise an alert only if a fresh compare agrees (measures on this machine)
-    )
+    confirm: bool = False  # alert only if a fresh compare on this machine agrees
     results: Path | None = None  # default: the config's results_dir
 
 
 @dataclass(frozen=True)
 class Alert:
-    """One row that got slower, or computes a wrong result, on one machine's newest build."""
+    """One row slower, or computing a wrong result, on one machine's newest build."""
 
     machine: str
     row: recorded.Row
@@ -53,16 +55,20 @@ class Alert:
     new_value: float
     judgement: rule.Judgement
     upstream: str  # the PyTorch commit range between the two builds, with a compare link
-    confirmed: str = ""  # with --confirm: "confirmed", "not confirmed" or "undecided"
+    confirmed: str = ""  # with --confirm: one of VERDICTS' values
 
     @property
     def params(self) -> str:
-        """As asv writes a parameterized benchmark's combination (and as ``asv run -b`` matches it)."""
+        """The combination, as asv writes it and ``asv run -b`` matches it."""
         return self.row.entry[len(self.row.benchmark) :]
 
     @property
     def raised(self) -> bool:
         return self.confirmed in ("", "confirmed")
+
+    @property
+    def ratio(self) -> str:
+        return f"{self.judgement.ratio:.3f}" if self.judgement.slower else self.judgement.label
 
     def values(self) -> tuple[str, str]:
         if self.unit == "seconds":
@@ -72,185 +78,170 @@ class Alert:
     def line(self) -> str:
         old, new = self.values()
         state = f" [{self.confirmed}]" if self.confirmed else ""
-        kind = (
-            f"slower {self.judgement.ratio:.3f}x" if self.judgement.slower else self.judgement.label
-        )
+        kind = f"slower {self.ratio}x" if self.judgement.slower else self.ratio
         return (
             f"{kind}  {self.row.benchmark}{self.params} on {self.machine}: {old} -> {new}"
             f" against {self.against} ({self.judgement.reason}){state}; {self.upstream}"
         )
 
 
-def _row_alerts(
+def _row_alert(
     found: recorded.Recorded,
     thresholds: dict[str, float],
     machine: str,
     row: recorded.Row,
     lineage: list[str],
-) -> list[tuple[str, str, rule.Judgement]]:
-    """(old build, against, judgement) where the newest build of the row is slower: one alert per row, against the
-    last good build where both hold (it says more)."""
+) -> tuple[str, str, rule.Judgement] | None:
+    """(old build, against, judgement) if the row's newest build is slower: against the last
+    good build where both hold (it says more)."""
     unit = found.units.get(row.benchmark, "")
     measured = {b: value for b in lineage if (value := found.get(machine, b, row)) is not None}
     builds = list(measured)
     if len(builds) < 2:
-        return []
+        return None
 
     def judge(old: str, new: str) -> rule.Judgement:
         return rule.judge(thresholds, row.entry, unit, measured[old], measured[new])
 
     good = builds[0]
-    for build in builds[
-        1:-1
-    ]:  # the row's history: who is the last build not flagged before the newest
+    for build in builds[1:-1]:  # the last build not flagged before the newest
         if not judge(good, build).regressed:
             good = build
     newest, previous = builds[-1], builds[-2]
     if good != previous and (to_good := judge(good, newest)).regressed:
-        return [(good, LAST_GOOD, to_good)]
+        return good, LAST_GOOD, to_good
     to_previous = judge(previous, newest)
-    return [(previous, PREVIOUS, to_previous)] if to_previous.regressed else []
+    return (previous, PREVIOUS, to_previous) if to_previous.regressed else None
 
 
 def find(suite: Suite, options: Options) -> list[Alert]:
-    """The rows slower on each machine's newest build, slowest first; with ``options.build``, only on machines whose
-    newest build it is (one that did not run tonight's build does not repeat an old alert)."""
+    """The rows slower on each machine's newest build, slowest first; with ``options.build``,
+    only on machines whose newest build it is (one that did not run it repeats no old alert)."""
     newest = (
         suite.timeline.commits[suite.name(options.build)] if options.build is not None else None
-    )  # checked first
+    )
     results = options.results or suite.conf.results
     found = recorded.load(results)
     for name in options.machines:  # a misspelt machine would never raise an alert
         if name not in found.machines:
             raise UserError(
-                f"no machine {name!r} in {results}; machines there: {', '.join(found.machines) or 'none'}"
+                f"no machine {name!r} in {results}; machines there:"
+                f" {', '.join(found.machines) or 'none'}"
             )
     alerts = []
     for machine in found.machines:
-        builds = found.builds(machine)
-        if (options.machines and machine not in options.machines) or (
-            newest is not None and builds[-1] != newest
-        ):
+        new = found.builds(machine)[-1]
+        if (options.machines and machine not in options.machines) or newest not in (None, new):
             continue
-        # on its own channel (first parents): by date alone, a release could follow a nightly and be judged against it
-        lineage = timeline.Reader(suite.timeline_path).lineage(builds[-1])
+        # on its own channel: by date alone, a release could be judged against a nightly
+        lineage = timeline.Reader(suite.timeline_path).lineage(new)
         if not lineage:
             raise UserError(
-                f"the timeline {suite.timeline_path} has no commit {builds[-1][:12]}: run mpsbench timeline"
-                " generate"
+                f"the timeline {suite.timeline_path} has no commit {new[:12]}: run mpsbench"
+                " timeline generate"
             )
-        for row in sorted(found.values[(machine, builds[-1])], key=lambda r: r.entry):
-            for old, against, judgement in _row_alerts(
-                found, suite.conf.thresholds, machine, row, lineage
-            ):
-                try:
-                    upstream = suite.upstream_range(old, builds[-1])
-                except UserError:  # a build the manifest does not name
-                    upstream = (
-                        f"timeline commits {old[:12]}..{builds[-1][:12]} (not both in the manifest)"
-                    )
-                alerts.append(
-                    Alert(
-                        machine,
-                        row,
-                        found.units.get(row.benchmark, ""),
-                        old,
-                        builds[-1],
-                        against,
-                        found.values[(machine, old)][row].value,
-                        found.values[(machine, builds[-1])][row].value,
-                        judgement,
-                        upstream,
-                    )
+        for row in sorted(found.values[(machine, new)], key=lambda r: r.entry):
+            if not (slower := _row_alert(found, suite.conf.thresholds, machine, row, lineage)):
+                continue
+            old, against, judgement = slower
+            try:
+                upstream = suite.upstream_range(old, new)
+            except UserError:  # a build the manifest does not name
+                upstream = f"timeline commits {old[:12]}..{new[:12]} (not both in the manifest)"
+            alerts.append(
+                Alert(
+                    machine,
+                    row,
+                    found.units.get(row.benchmark, ""),
+                    old,
+                    new,
+                    against,
+                    found.values[(machine, old)][row].value,
+                    found.values[(machine, new)][row].value,
+                    judgement,
+                    upstream,
                 )
-    alerts.sort(key=lambda a: (-a.judgement.ratio, a.machine, a.row.entry))
-    return alerts
+            )
+    return sorted(alerts, key=lambda a: (-a.judgement.ratio, a.machine, a.row.entry))
+
+
+def _mpsbench(what: str, arguments: list[str]) -> int:
+    print(f"mpsbench alert: {what}: mpsbench {' '.join(arguments)}", flush=True)
+    # this interpreter runs the module: no console script need sit beside it (pip --target, conda)
+    return subprocess.run(
+        [sys.executable, "-m", "mpsbench.cli", *arguments], check=False
+    ).returncode
 
 
 def compare_command(suite: Suite, machine: str | None = None) -> Compare:
-    """``mpsbench compare OLD NEW -b BENCH`` run as a command, on the same suite and machine: the alert needs none of
-    compare's code, and a test can put a stand-in here. A confirmed alert is then explained (``mpsbench explain
-    --keep``): its table is printed and kept where the published site links it."""
+    """``mpsbench compare OLD NEW -b BENCH`` as a command on the same suite and machine; a
+    confirmed alert is then explained (``mpsbench explain --keep``) where the site links it."""
 
     def run_compare(old: str, new: str, benchmark: str) -> int:
+        files = ["--manifest", str(suite.manifest_path), "--timeline", str(suite.timeline_path)]
         arguments = [
-            "compare",
             old,
             new,
             "-b",
             benchmark,
-            "--manifest",
-            str(suite.manifest_path),
-            "--timeline",
-            str(suite.timeline_path),
+            *files,
+            *(["--machine", machine] if machine else []),
         ]
-        arguments += ["--machine", machine] if machine else []
-        print(f"mpsbench alert: confirming: mpsbench {' '.join(arguments)}", flush=True)
-        # this interpreter runs the module: the console script need not sit beside it (pip --user, --target, conda)
-        status = subprocess.run(
-            [sys.executable, "-m", "mpsbench.cli", *arguments], check=False
-        ).returncode
-        if (
-            status == rule.Decision.SLOWER.exit_status
-        ):  # confirmed: the ops that changed, kept for the site
-            explaining = ["explain", *arguments[1:], "--keep"]
-            print(f"mpsbench alert: explaining: mpsbench {' '.join(explaining)}", flush=True)
-            subprocess.run(
-                [sys.executable, "-m", "mpsbench.cli", *explaining], check=False
-            )  # its table, or its line
+        status = _mpsbench("confirming", ["compare", *arguments])
+        if status == rule.Decision.SLOWER.exit_status:
+            _mpsbench("explaining", ["explain", *arguments, "--keep"])  # its table, or its line
         return status
 
     return run_compare
 
 
 def remeasurable(row: recorded.Row) -> bool:
-    """Whether ``mpsbench compare`` can measure the row again: it judges the timed samples that only asv's time_ and
-    timeraw_ benchmarks give; a track_ row returns one value (a wrong result, MiB, a rate, a count of ops)."""
+    """Whether ``mpsbench compare`` can measure the row again: only asv's time_ and timeraw_
+    benchmarks give timed samples; a track_ row returns one value."""
     return row.benchmark.rpartition(".")[2].startswith(("time_", "timeraw_"))
 
 
 def confirm(found: list[Alert], compare: Compare) -> list[Alert]:
-    """Each alert with a fresh compare's verdict; one compare cannot measure is kept as recorded, with a line why."""
-    verdicts = {
-        rule.Decision.SLOWER.exit_status: "confirmed",
-        rule.Decision.UNCHANGED.exit_status: "not confirmed",
-        rule.Decision.UNDECIDED.exit_status: "undecided",
-    }
+    """Each alert with a fresh compare's verdict; one compare cannot measure is kept as recorded."""
     confirmed = []
     for alert in found:
         if not remeasurable(alert.row):
             print(
-                f"mpsbench alert: not confirming {alert.row.entry} on {alert.machine}: mpsbench compare re-measures only"
-                f" timed rows (time_*), and this one returns a value ({alert.unit or 'no unit'}); kept as recorded",
+                f"mpsbench alert: not confirming {alert.row.entry} on {alert.machine}: mpsbench"
+                " compare re-measures only timed rows (time_*), and this one returns a value"
+                f" ({alert.unit or 'no unit'}); kept as recorded",
                 flush=True,
             )
             confirmed.append(alert)
             continue
         status = compare(alert.old, alert.new, "^" + re.escape(alert.row.entry) + "$")
-        if status not in verdicts:
+        if status not in VERDICTS:
             raise UserError(
                 f"mpsbench compare {alert.old[:12]} {alert.new[:12]} exited with status {status}"
-                f" (expected {', '.join(map(str, verdicts))})"
+                f" (expected {', '.join(map(str, VERDICTS))})"
             )
-        confirmed.append(replace(alert, confirmed=verdicts[status]))
+        confirmed.append(replace(alert, confirmed=VERDICTS[status]))
     return confirmed
 
 
 def _confirmed(raised: list[Alert]) -> str:
-    """How many of the raised alerts a fresh compare confirmed: the others (if any) it could not measure."""
+    """How many of the raised alerts a fresh compare confirmed."""
     count = sum(alert.confirmed == "confirmed" for alert in raised)
     if not count:
         return "."
     if count == len(raised):
         return ", and confirmed by a fresh `mpsbench compare`."
     return (
-        f"; {count} of them confirmed by a fresh `mpsbench compare`, the others kept as recorded (compare"
-        " re-measures only time_ rows)."
+        f"; {count} of them confirmed by a fresh `mpsbench compare`, the others kept as recorded"
+        " (compare re-measures only time_ rows)."
     )
 
 
+COLUMNS = ["machine", "benchmark", "params", "old", "new", "new/old", "against", "why"]
+
+
 def markdown(alerts: list[Alert], compared: str) -> str:
-    """The alerts as a Markdown document (report.py's renderer), for an issue body or a job summary."""
+    """The alerts as a Markdown document, for an issue body or a job summary."""
     raised = [alert for alert in alerts if alert.raised]
     sections = []
     for title, mine, what in (
@@ -269,7 +260,7 @@ def markdown(alerts: list[Alert], compared: str) -> str:
                 a.row.benchmark,
                 a.params,
                 *a.values(),
-                f"{a.judgement.ratio:.3f}" if a.judgement.slower else a.judgement.label,
+                a.ratio,
                 a.against,
                 a.judgement.reason,
                 a.upstream,
@@ -277,72 +268,46 @@ def markdown(alerts: list[Alert], compared: str) -> str:
             for a in mine
         ]
         machines = sorted({alert.machine for alert in mine})
-        sections.append(
-            document.Section(
-                title,
-                [
-                    f"{len(mine)} rows on {len(machines)} machines ({', '.join(machines)}) {what} on the newest build"
-                    f" ({compared}), each judged by its own rule (docs/explanation/site.md and instruments.md){_confirmed(mine)}",
-                    document.Table(
-                        [
-                            "machine",
-                            "benchmark",
-                            "params",
-                            "old",
-                            "new",
-                            "new/old",
-                            "against",
-                            "why",
-                            "builds and PyTorch commits",
-                        ],
-                        rows,
-                        ["slower"] * len(rows),
-                    ),
-                    "Confirm and bisect: `mpsbench compare OLD NEW -b ROW`, then `mpsbench bisect GOOD BAD -b ROW` (README).",
-                ],
-            )
+        said = (
+            f"{len(mine)} rows on {len(machines)} machines ({', '.join(machines)}) {what} on the"
+            f" newest build ({compared}), each judged by its own rule (docs/explanation/site.md"
+            f" and instruments.md){_confirmed(mine)}"
         )
+        table = document.Table(
+            [*COLUMNS, "builds and PyTorch commits"], rows, ["slower"] * len(rows)
+        )
+        bisect = (
+            "Confirm and bisect: `mpsbench compare OLD NEW -b ROW`, then"
+            " `mpsbench bisect GOOD BAD -b ROW` (README)."
+        )
+        sections.append(document.Section(title, [said, table, bisect]))
     if not raised:
         sections.append(
             document.Section("Result", [f"No row is slower on the newest build ({compared})."])
         )
     if dropped := [alert for alert in alerts if not alert.raised]:
-        sections.append(
-            document.Section(
-                "Not confirmed by a fresh compare",
-                [
-                    document.Table(
-                        ["machine", "benchmark", "params", "recorded new/old", "fresh compare"],
-                        [
-                            [
-                                a.machine,
-                                a.row.benchmark,
-                                a.params,
-                                f"{a.judgement.ratio:.3f}",
-                                a.confirmed,
-                            ]
-                            for a in dropped
-                        ],
-                    )
-                ],
-            )
+        table = document.Table(
+            ["machine", "benchmark", "params", "recorded new/old", "fresh compare"],
+            [
+                [a.machine, a.row.benchmark, a.params, f"{a.judgement.ratio:.3f}", a.confirmed]
+                for a in dropped
+            ],
         )
+        sections.append(document.Section("Not confirmed by a fresh compare", [table]))
     return document.to_markdown(
         TITLE if raised else TITLE.replace("is slower", "is not slower"), sections
     )
 
 
 def check(suite: Suite, options: Options, compare: Compare | None = None) -> tuple[int, str]:
-    """:func:`find`, then :func:`confirm` with ``compare`` (``--confirm``: a fresh ``mpsbench compare`` on this
-    machine), printed; the exit status and the Markdown (also to ``options.summary``)."""
+    """:func:`find`, then :func:`confirm` with ``compare`` (--confirm: a fresh ``mpsbench
+    compare`` on this machine), printed; the exit status and the Markdown."""
     if options.confirm and len(options.machines) > 1:
         raise UserError(
             "--confirm measures on this machine: give at most one --machine, this machine's name"
         )
-    if (
-        options.summary is not None
-    ):  # the Markdown never replaces a recorded file (a machine.json, a result)
-        results = options.results or suite.conf.results
+    results = options.results or suite.conf.results
+    if options.summary is not None:  # never over a recorded file (a machine.json, a result)
         files.check_owned(
             options.summary,
             [files.Kept("the results folder", results, nothing_inside=True)],
@@ -350,10 +315,8 @@ def check(suite: Suite, options: Options, compare: Compare | None = None) -> tup
         )
     found = find(suite, options)
     if options.confirm or compare is not None:
-        found = confirm(
-            found,
-            compare or compare_command(suite, options.machines[0] if options.machines else None),
-        )
+        machine = options.machines[0] if options.machines else None
+        found = confirm(found, compare or compare_command(suite, machine))
     compared = f"each machine's newest build against {PREVIOUS} and {LAST_GOOD}" + (
         f", where the newest is {options.build}" if options.build else ""
     )
@@ -362,15 +325,12 @@ def check(suite: Suite, options: Options, compare: Compare | None = None) -> tup
     text = markdown(found, compared)
     if options.summary is not None:
         options.summary.write_text(text, encoding="utf-8")
-    raised = [alert for alert in found if alert.raised]
-    if raised:
+    if raised := [alert for alert in found if alert.raised]:
         names = sorted({alert.machine for alert in raised})
         wrong = sum(not alert.judgement.slower for alert in raised)
         kinds = f"{len(raised) - wrong} rows slower" + (f", {wrong} wrong" if wrong else "")
         print(f"mpsbench alert: REGRESSION: {kinds} on {', '.join(names)}")
         return 1, text
     unconfirmed = f"; {len(found)} not confirmed by a fresh compare" if found else ""
-    print(
-        f"mpsbench alert: nothing slower ({compared}) in {options.results or suite.conf.results}{unconfirmed}"
-    )
+    print(f"mpsbench alert: nothing slower ({compared}) in {results}{unconfirmed}")
     return 0, text

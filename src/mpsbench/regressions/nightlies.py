@@ -1,6 +1,6 @@
-"""``mpsbench bisect --nightlies N``: at most N of PyTorch's nightlies between two adjacent builds, spread by date, on
-a channel of their own forked from the gap's good build (``bisect-CHANNEL-ID``): a new channel changes no existing
-timeline hash, and a rerun reuses them.
+"""``mpsbench bisect --nightlies N``: at most N of PyTorch's nightlies between two adjacent builds,
+spread by date, on a channel forked from the gap's good build (``bisect-CHANNEL-ID``): a new
+channel changes no existing timeline hash, and a rerun reuses it.
 """
 
 from __future__ import annotations
@@ -14,28 +14,26 @@ from mpsbench.builds import manifest as mf
 from mpsbench.core.errors import UserError
 from mpsbench.regressions import fresh
 
-DEFAULT = 3  # three new builds: a binary search over them is exactly two steps
+DEFAULT = 3  # a binary search over three new builds is exactly two steps
 PREFIX = "bisect-"
 
 
 def day(build: mf.Build) -> date:
-    """The day a build's upstream code is of: a nightly's version stamp (``.dev20261120``), else its date."""
+    """The day of a build's upstream code: a nightly's version stamp, else its date."""
     found = resolve.NIGHTLY_STAMP.search(build.torch_version)
     return date(*map(int, found.groups())) if found else build.when().date()
 
 
 def spread(dates: list[str], count: int) -> list[str]:
-    """At most ``count`` of ``dates`` (sorted), cutting them into ``count + 1`` runs of equal length."""
+    """At most ``count`` of the sorted ``dates``, cutting them into ``count + 1`` equal runs."""
     if len(dates) <= count:
         return list(dates)
-    positions = sorted(
-        {round((pick + 1) * (len(dates) + 1) / (count + 1)) - 1 for pick in range(count)}
-    )
-    return [dates[position] for position in positions]
+    picks = {round((pick + 1) * (len(dates) + 1) / (count + 1)) - 1 for pick in range(count)}
+    return [dates[position] for position in sorted(picks)]
 
 
 def channel_name(good: str) -> str:
-    """The bisection channel forked from ``good`` (CHANNEL@ID): ``bisect-CHANNEL-ID``, never ``bisect-bisect-...``."""
+    """``bisect-CHANNEL-ID`` for ``good`` (CHANNEL@ID), never ``bisect-bisect-...``."""
     channel, _, build_id = good.partition("@")
     return f"{PREFIX}{channel.removeprefix(PREFIX)}-{build_id}"
 
@@ -43,7 +41,7 @@ def channel_name(good: str) -> str:
 @dataclass(frozen=True)
 class Options:
     nightlies: int | None = None  # at most how many to add; None: none
-    indexes: tuple[str, ...] = ()  # nightly PEP 503 indexes; (): PyTorch's
+    indexes: tuple[str, ...] = ()  # (): PyTorch's
     transformers: str | None = None
     transformers_index: str = resolve.PYPI
 
@@ -67,7 +65,7 @@ class Gaps:
         return resolve.nightly_dates(self.indexes)
 
     def fill(self, good: str, bad: str) -> list[fresh.Named]:
-        """The nightlies added between two adjacent builds (good first), oldest first; [] when none or no budget."""
+        """The nightlies added between two adjacent builds, oldest first."""
         if not self.wanted:
             return []
         low, high = day(self.manifest.find(good)), day(self.manifest.find(bad))
@@ -79,9 +77,9 @@ class Gaps:
             return []
         if not self.left:
             print(
-                f"{len(inside)} nightlies between {good} and {bad} ({inside[0]} .. {inside[-1]}) were not"
-                f" measured: the --nightlies budget ({self.wanted}) is spent; run `mpsbench bisect {good} {bad}"
-                f" --nightlies N` to look among them"
+                f"{len(inside)} nightlies between {good} and {bad} ({inside[0]} .. {inside[-1]}) were"
+                f" not measured: the --nightlies budget ({self.wanted}) is spent; run `mpsbench bisect"
+                f" {good} {bad} --nightlies N` to look among them"
             )
             return []
         channel = channel_name(good)
@@ -91,18 +89,19 @@ class Gaps:
                 f"channel {channel} exists but forks from {existing.parent}, not {good}:"
                 " remove it from the manifest or bisect from another build"
             )
-        reused = (
+        names = (
             [f"{channel}@{b.id}" for b in existing.builds if low < day(b) < high]
             if existing
             else []
         )
-        if reused:
-            print(f"reusing {len(reused)} nightlies of {channel} between {good} and {bad}")
+        if names:
+            print(f"reusing {len(names)} nightlies of {channel} between {good} and {bad}")
         else:
             picked = spread(inside, self.left)
             print(
                 f"{len(inside)} nightlies between {good} and {bad}; adding {len(picked)} spread by date"
-                f" (--nightlies {self.wanted}) on channel {channel}, forked from {good}: {', '.join(picked)}"
+                f" (--nightlies {self.wanted}) on channel {channel}, forked from {good}:"
+                f" {', '.join(picked)}"
             )
             for night in picked:
                 history.add_nightly(
@@ -115,10 +114,8 @@ class Gaps:
                     transformers_index=self.args.transformers_index,
                     parent=good,
                 )
-            reused = [f"{channel}@{night}" for night in picked]
-        self.left = max(0, self.left - len(reused))
+            names = [f"{channel}@{night}" for night in picked]
+        self.left = max(0, self.left - len(names))
         self.manifest = mf.load(self.files.manifest)
-        self.generated = timeline.compute(
-            self.manifest, self.files.timeline
-        )  # add-nightly moved the refs already
-        return [fresh.Named(name, self.generated.commits[name]) for name in reused]
+        self.generated = timeline.compute(self.manifest, self.files.timeline)
+        return [fresh.Named(name, self.generated.commits[name]) for name in names]
