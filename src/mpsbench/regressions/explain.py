@@ -1,11 +1,9 @@
 """mpsbench explain A B -b ROW: which ops inside one combination's step got slower from build A to B.
 
-Fresh processes of each build, interleaved A B, B A, ..., run the combination's setup, time steps,
-then profile a few (profile_step.py). The table ranks ops by the change in self time per step (the
-device's kernel time where the profiler sees the device, else the cpu's) and sets their sum against
-the step's change measured without the profiler; what a profiler lacks is said, never filled in.
-Nothing is recorded into the results.
-"""
+Fresh processes of each build, interleaved, profile the combination (profile_step.py). The table
+ranks ops by the change in self time per step (the device's kernel time where the profiler sees the
+device, else the cpu's) and sets their sum against the step's change without the profiler; what a
+profiler lacks is said, never filled in. Nothing is recorded."""
 
 from __future__ import annotations
 
@@ -31,10 +29,10 @@ from mpsbench.regressions import compare, fresh, profile_step, servers
 log = progress.logger(__name__)
 SCRIPT = Path(profile_step.__file__)
 ROUNDS = 2  # processes per build: A B, B A cancels drift between the first and the last
-CALLS = 5  # profiled calls per process
+CALLS = 5  # profiled calls a process
 TOP = 12  # rows shown; every row counts in the sums
-SHAPES_SHOWN = 3  # input shapes listed under an op whose shapes differ
-NAME_SHOWN = 90  # characters of a name shown: a kernel template's run to hundreds
+SHAPES_SHOWN = 3  # listed under an op whose shapes differ
+NAME_SHOWN = 90  # characters: a kernel template's run to hundreds
 PROCESS_TIMEOUT = 1800.0  # a hang guard of a benchmark's own size (the model rows' asv timeout)
 EXIT_STATUSES = """exit status:
   0  the table was printed (whatever it shows: explain judges nothing; compare does)
@@ -44,7 +42,7 @@ EXIT_STATUSES = """exit status:
 
 @dataclass(frozen=True)
 class Options:
-    """What explain measures with (cli.py declares the options)."""
+    """What explain measures with."""
 
     bench: str  # a regex naming ONE combination
     manifest: Path
@@ -52,16 +50,16 @@ class Options:
     machine: str | None = None
     log: Path | None = None
     threads: int | None = None
-    suite_root: Path | None = None  # tests: a stand-in suite
+    suite_root: Path | None = None
     rounds: int = ROUNDS
     calls: int = CALLS
     top: int = TOP
-    save: Path | None = None  # the table (text) here, its numbers beside it as JSON
-    keep: bool = False  # also keep it beside the results for the site, as bisect does
+    save: Path | None = None
+    keep: bool = False  # for the site, as bisect does
 
     @cached_property
     def measuring(self) -> fresh.Options:
-        """The fresh session's options, made once so that asv.conf.json is read once."""
+        """The fresh session's options, made once: asv.conf.json is read once."""
         return fresh.Options(
             self.bench,
             self.rounds,
@@ -77,24 +75,22 @@ class Options:
 
 @dataclass(frozen=True)
 class Op:
-    """One op (or kernel) of one build, per step: its calls, the median over the build's processes,
-    and its self time in the fastest process (contention only ever adds time)."""
+    """One op or kernel of one build, per step: its calls (the median over the build's processes)
+    and self time (the fastest process's: contention only ever adds time)."""
 
     calls: float
     seconds: float
-    shapes: dict[str, float]  # input shapes -> calls per step
+    shapes: dict[str, float]  # -> calls per step
 
 
 @dataclass(frozen=True)
 class Side:
-    """One build's profile of the combination."""
-
     build: str
     torch: str
     device: str
     basis: str  # "device" (kernel times) or "cpu"
-    step: float  # seconds per step without the profiler, in the fastest process
-    profiled_step: float  # the same under the profiler
+    step: float  # seconds per step without the profiler
+    profiled_step: float
     processes: int
     ops: dict[str, Op]
     kernels: dict[str, Op]
@@ -119,11 +115,11 @@ class Explained:
     combination: str
     a: Side
     b: Side
-    ops: list[Row]  # the largest growth in self time per step first
+    ops: list[Row]
     kernels: list[Row]
-    seconds: float = 0.0  # what explaining took
+    seconds: float = 0.0
     notes: list[str] = field(default_factory=list)
-    commits: tuple[str, str] = ("", "")  # A's and B's timeline commits: the stored table's name
+    commits: tuple[str, str] = ("", "")  # timeline commits: the kept table's name
 
     @property
     def step_change(self) -> float:
@@ -134,7 +130,7 @@ class Explained:
         return sum(row.change for row in self.ops)
 
 
-Seen = tuple[float, float, dict[str, float]]  # one process's calls, seconds and shapes per step
+Seen = tuple[float, float, dict[str, float]]  # a process's calls, seconds, shapes per step
 
 
 def side(build: str, said: list[dict[str, Any]]) -> Side:
@@ -179,7 +175,6 @@ def side(build: str, said: list[dict[str, Any]]) -> Side:
 
 
 def rows(before: dict[str, Op], after: dict[str, Op]) -> list[Row]:
-    """Every op of either side, the largest growth in self time per step first."""
     found = [Row(name, before.get(name), after.get(name)) for name in before.keys() | after.keys()]
     return sorted(found, key=lambda row: (-row.change, row.name))
 
@@ -249,8 +244,7 @@ def _table(found: list[Row], b: Side, top: int, what: str) -> list[str]:
 
 
 def _shapes(row: Row) -> list[str]:
-    """The input shapes whose calls per step differ between the builds, the largest difference
-    first (the profiler records no shapes for a kernel)."""
+    """The input shapes whose calls per step differ, the largest difference first."""
     before = row.before.shapes if row.before else {}
     after = row.after.shapes if row.after else {}
     changes = (
@@ -300,7 +294,7 @@ def format_explained(found: Explained, top: int = TOP) -> str:
 
 
 def _run_one(command: list[str], env: dict[str, str], log_path: Path | None) -> tuple[str, int]:
-    """The process's output and exit status; the output appended to ``log_path``."""
+    """The process's output and exit status, appended to the log."""
     try:
         done = subprocess.run(
             command, capture_output=True, text=True, env=env, timeout=PROCESS_TIMEOUT
@@ -317,7 +311,7 @@ def _run_one(command: list[str], env: dict[str, str], log_path: Path | None) -> 
 def _profile(
     session: fresh.Session, builds: list[fresh.Named], options: Options
 ) -> dict[str, list[dict[str, Any]]]:
-    """``options.rounds`` fresh processes per build, interleaved (A B, B A, ...); each one's profile."""
+    """``options.rounds`` fresh processes per build, interleaved: each one's profile."""
     python = asv.environment_python(session.config)
     reader = timeline.Reader(session.timeline)
     benchmark_id = session.key if session.index < 0 else f"{session.key}-{session.index}"
@@ -328,7 +322,7 @@ def _profile(
         )
         for build in builds
     }
-    # a build server's environment, its process never started: as compare's
+    # each build's server environment, as compare's, without starting a server
     envs = {
         name: servers.Server(
             python, at, session.benchmarks, benchmark_id, session.env, session.scratch
@@ -388,7 +382,7 @@ def explain(a_ref: str, b_ref: str, options: Options) -> Explained:
 
 
 def save(found: Explained, path: Path, top: int = TOP) -> None:
-    """The table as text at ``path``, its numbers beside it (``.json``)."""
+    """The table as text at ``path``, its numbers beside it as JSON."""
     path.write_text(format_explained(found, top) + "\n")
     path.with_name(path.name + ".json").write_text(
         json.dumps(dataclasses.asdict(found), indent=1) + "\n"
@@ -396,7 +390,7 @@ def save(found: Explained, path: Path, top: int = TOP) -> None:
 
 
 def run(a_ref: str, b_ref: str, options: Options) -> int:
-    """The command: explain, print the table, save or keep it; returns the exit status."""
+    """The command: explain, print the table, save or keep it."""
     found = explain(a_ref, b_ref, options)
     print(format_explained(found, options.top))
     if options.save is not None:
@@ -408,7 +402,7 @@ def run(a_ref: str, b_ref: str, options: Options) -> int:
 
 
 def stored(results: Path) -> Path:
-    """Where the tables for the site are kept: ``explain/`` beside the results folder."""
+    """Where kept tables live: ``explain/`` beside the results folder."""
     return results.parent / "explain"
 
 
@@ -421,8 +415,8 @@ def stored_name(combination: str, old_commit: str, new_commit: str) -> str:
 
 
 def after_bisect(before: str, first: str, options: Options, bisected: float) -> Path | None:
-    """bisect's last part: the table of its first bad build against the build before it, kept for
-    the site. Whatever stops it is said in one line; bisect's answer and exit status stand."""
+    """bisect's last part: the table of its first bad build against the build before, kept
+    for the site; what stops it is said in one line, and bisect's answer stands."""
     print(
         f"\nexplaining {first} against {before}: mpsbench explain (--no-explain leaves it out)",
         flush=True,
@@ -441,7 +435,6 @@ def after_bisect(before: str, first: str, options: Options, bisected: float) -> 
 
 
 def keep(found: Explained, options: Options) -> Path:
-    """The table kept beside the suite's results, named for the site."""
     folder = stored(options.measuring.conf.results)
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / stored_name(found.combination, *found.commits)

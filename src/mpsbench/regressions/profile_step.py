@@ -1,12 +1,8 @@
-"""Profile a few timed steps of one combination inside one build's environment, for explain.py.
+"""Profiles a few timed steps of one combination inside one build's environment, for explain.py:
 
     python -S profile_step.py BENCHMARK_DIR BENCHMARK_ID TORCH_DIR OUT_JSON STEPS PARENT_PID
 
-It starts as a build server does (serve_build.py), runs the combination's asv ``setup``, times
-steps without the profiler, profiles STEPS more with ``torch.profiler`` and writes OUT_JSON: per op
-and input shapes the calls and self times, the step times and what this build's profiler lacks.
-Standard library, asv_runner and torch only: it runs under every supported torch.
-"""
+Standard library, asv_runner and torch only: it runs under every supported torch."""
 
 from __future__ import annotations
 
@@ -22,24 +18,23 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-WARM_UP_CALLS = 2  # on top of the benchmark's own setup, which warms its workload up already
+WARM_UP_CALLS = 2  # after the benchmark's own setup, which warms up already
 TIMED_CALLS = (10, 200, 1.0)  # unprofiled calls: at least 10, then more up to 200 or 1 s
 OUTSIDE_OPS = "(python between ops)"  # the table's name for torch's ProfilerStep row's self time
 
 
 @dataclass
 class Plan:
-    """What this build's profiler is asked for on the device, and what it cannot give there."""
+    """What this build's profiler is asked for on the device, and what it lacks there."""
 
-    activities: list[Any]  # ProfilerActivity members; empty: the legacy autograd profiler
-    basis: str  # "device" where the profiler times the device's kernels, else "cpu"
-    missing: list[str] = field(default_factory=list)  # said in the table, never a number
-    signposts: Callable[[], Any] | None = None  # torch.mps.profiler's context, where there is one
+    activities: list[Any]  # empty: the legacy autograd profiler
+    basis: str  # "device" (kernel times) or "cpu"
+    missing: list[str] = field(default_factory=list)
+    signposts: Callable[[], Any] | None = None  # torch.mps.profiler's
 
 
 def plan(torch: Any, device: str) -> Plan:
-    """The profiler's activities for ``device``, each asked for only where the build has it
-    (ProfilerActivity.CUDA since torch 1.8.1, torch.mps.profiler since 2.1, no mps activity)."""
+    """The profiler's activities for ``device``, each asked only where the build has it."""
     activity = getattr(getattr(torch, "profiler", None), "ProfilerActivity", None)
     if activity is None:
         return Plan(
@@ -73,7 +68,7 @@ def plan(torch: Any, device: str) -> Plan:
 
 
 def _device_us(event: Any) -> float:
-    """An event's self time on the device, under its name since torch 2.4 or the older one."""
+    """The event's self time on the device, named so since torch 2.4."""
     for name in ("self_device_time_total", "self_cuda_time_total"):
         if (value := getattr(event, name, None)) is not None:
             return float(value)
@@ -81,8 +76,8 @@ def _device_us(event: Any) -> float:
 
 
 def rows(events: Any) -> list[dict[str, Any]]:
-    """The events grouped by op (or kernel) and input shapes: the calls, the self times summed and
-    one call's median (microseconds), which holds where a loaded machine descheduled a few calls."""
+    """The events per op (or kernel) and input shapes: calls, self times summed and one call's
+    median in microseconds (which holds where a loaded machine descheduled a few calls)."""
     grouped: dict[tuple[str, str, str], list[tuple[float, float]]] = {}
     for event in events:
         name = OUTSIDE_OPS if re.fullmatch(r"ProfilerStep(\*|#\d+)", event.name) else event.name
@@ -114,7 +109,7 @@ def _seconds(call: Callable[[], None]) -> float:
 
 
 def _timed(call: Callable[[], None]) -> list[float]:
-    """Wall seconds of unprofiled calls (TIMED_CALLS), each ending where the timed method synchronizes."""
+    """Wall seconds of unprofiled calls, each ending where the timed method synchronizes."""
     least, most, seconds = TIMED_CALLS
     times: list[float] = []
     started = time.perf_counter()
@@ -126,8 +121,8 @@ def _timed(call: Callable[[], None]) -> list[float]:
 def profile(
     torch: Any, call: Callable[[], None], calls: int, found: Plan
 ) -> tuple[list[dict[str, Any]], list[float]]:
-    """``calls`` calls under the profiler after one profiled warm-up call: the rows and each call's seconds."""
-    if not found.activities:  # no torch.profiler: the autograd profiler, every call kept
+    """``calls`` profiled calls after a profiled warm-up: the rows and each call's seconds."""
+    if not found.activities:  # no torch.profiler (torch < 1.8.1)
         with torch.autograd.profiler.profile(record_shapes=True) as legacy:
             seconds = [_seconds(call) for _ in range(calls)]
         return rows(legacy.function_events), seconds
@@ -156,7 +151,7 @@ def _checked_torch(torch_dir: str) -> Any:
     import torch
 
     where = os.path.abspath(torch.__file__)
-    # by the path it was imported through or the one its links resolve to, as serve_build checks it
+    # by the path imported or the one its links resolve to, as serve_build checks it
     if not any(
         path.startswith(os.path.join(base, ""))
         for path, base in (
@@ -171,14 +166,14 @@ def _checked_torch(torch_dir: str) -> Any:
 
 
 def measure(benchmark_dir: str, benchmark_id: str, torch_dir: str, calls: int) -> dict[str, Any]:
-    """The combination's setup, warm-up, unprofiled and profiled calls, teardown: OUT_JSON's content."""
+    """The combination's setup, warm-up, timed and profiled calls, teardown: OUT_JSON."""
     torch = _checked_torch(torch_dir)
     from asv_runner.discovery import get_benchmark_from_name
 
     benchmark = get_benchmark_from_name(benchmark_dir, benchmark_id)
-    if hasattr(benchmark, "set_cache"):  # asv_runner >= 0.3 keeps the setup_cache apart; none here
+    if hasattr(benchmark, "set_cache"):  # asv_runner >= 0.3: no setup_cache here
         benchmark.set_cache(None)
-    params = tuple(benchmark._current_params)  # asv_runner's own: the combination's values
+    params = tuple(benchmark._current_params)  # private: the combination's values
     names = list(getattr(benchmark, "param_names", []))
     device = str(params[names.index("device")]) if "device" in names else "cpu"
     if benchmark.do_setup():
@@ -221,7 +216,7 @@ def main(argv: list[str]) -> int:
     serve_build._site_without_switch()
     try:
         said: dict[str, Any] = measure(benchmark_dir, benchmark_id, torch_dir, int(calls))
-    except BaseException as exc:  # the reason, in one line for explain; the traceback in the log
+    except BaseException as exc:  # one line for explain, the traceback for the log
         traceback.print_exc()
         said = {"error": f"{type(exc).__name__}: {exc}".splitlines()[0]}
     with open(out_json, "w") as handle:

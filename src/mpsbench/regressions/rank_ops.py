@@ -24,18 +24,18 @@ MODULE = "benchmark_ops"
 
 @dataclass(frozen=True)
 class Options:
-    before: str  # two results files, or two commits of a results folder
+    before: str  # a results file, or a commit
     after: str
-    results_dir: Path | None = None  # for commits (default: the config's results_dir)
+    results_dir: Path | None = None  # for commits (default: the config's)
     machine: str | None = None  # for commits (default: the only one)
-    top: int | None = None  # the N largest ratios only
+    top: int | None = None
 
 
 @dataclass(frozen=True)
 class Slowdown:
     benchmark: str  # class and method, e.g. "MemoryBoundOps.time_forward"
     params: tuple[str, ...]  # e.g. ("cuda", "gather", "float16", "medium")
-    before: float  # seconds per call
+    before: float  # seconds a call
     after: float
     judgement: rule.Judgement
 
@@ -46,8 +46,8 @@ class Slowdown:
 
 @dataclass(frozen=True)
 class Ranking:
-    slowdowns: list[Slowdown]  # largest ratio first
-    version_changed: list[str]  # benchmarks left out: their version differs between the runs
+    slowdowns: list[Slowdown]
+    version_changed: list[str]  # benchmarks left out
 
 
 def load(path: Path) -> Any:
@@ -64,7 +64,7 @@ Timed = dict[tuple[str, tuple[str, ...]], tuple[recorded.Row, recorded.Measured]
 
 
 def op_times(results: Any) -> Timed:
-    """Every op ``time_`` combination with a number (not failed, not skipped)."""
+    """Every op time_ combination with a number (not failed, not skipped)."""
     times: Timed = {}
     for row, measured in recorded.rows(results).items():
         module, _, benchmark = row.benchmark.partition(".")
@@ -154,7 +154,7 @@ def find_results(results_dir: Path, commit: str, machine: str | None) -> Path:
     if machine is not None and machine not in machines:
         raise UserError(f"no machine {machine!r} in {str(results_dir)!r}; choose one of: {named}")
     machine = machine or machines[0]
-    full = recorded.full_hash(results_dir, machine, commit)  # RecordedError: one line, exit 2
+    full = recorded.full_hash(results_dir, machine, commit)
     paths = sorted((results_dir / machine).glob(f"{full}-*.json")) if full else []
     if not paths:
         raise UserError(

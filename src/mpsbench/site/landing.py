@@ -1,6 +1,5 @@
-"""The site's first screen: each machine's newest seed step times per device, the GPU speedups over
-cpu and a link to each value's graph, as static HTML above asv's grid in index.html, so that the
-numbers show before any script runs."""
+"""The site's first screen, static HTML above asv's grid in index.html: each machine's newest
+seed step times per device, each linked to its graph, and the GPU speedups over cpu."""
 
 from __future__ import annotations
 
@@ -17,20 +16,20 @@ from mpsbench.site import throughput as tp
 from mpsbench.site.site_assets import SiteAssetError
 
 ANCHOR = '<div id="summarygrid-display"'  # asv's grid page, index.html's default route
-MARK = "mpsbench-landing"  # the fragment's id: written once
-MEASURED_KEY = "mpsbench_measured"  # in index.json: param values with a recorded number
+MARK = "mpsbench-landing"  # the fragment's id
+MEASURED_KEY = "mpsbench_measured"  # index.json's param values with a recorded number
 SEEDS = {"training": models.NAMES, "inference": models.INFERENCE_NAMES}  # benchmark_models' params
 NONE = '<td class="mpsbench-none">-</td>'
 
 
 @dataclass(frozen=True)
 class Value:
-    """One step time: asv's median and half its interquartile range over the median."""
+    """One step time: asv's median, and half its interquartile range over the median."""
 
     step: tp.Step
     seconds: float
     spread: float | None  # None without statistics
-    seed: bool  # at the seed batch, not the largest timed instead
+    seed: bool  # else the largest batch timed
 
     @property
     def samples_per_second(self) -> float:
@@ -39,8 +38,6 @@ class Value:
 
 @dataclass(frozen=True)
 class Line:
-    """One seed model and kind on one machine: a value per device."""
-
     kind: str
     model: str
     values: dict[str, Value]
@@ -53,14 +50,12 @@ class Line:
 
 @dataclass(frozen=True)
 class Machine:
-    """A machine's newest build with timed seed rows."""
-
     machine: str
     commit: str
-    build: str  # as the timeline names it
-    devices: list[str]  # with a value on that build, in devices.NAMES order
+    build: str  # its label
+    devices: list[str]  # with a value, in devices.NAMES order
     lines: list[Line]
-    missing: list[str]  # "model kind" of seed rows with no value
+    missing: list[str]  # "model kind" with no value
 
     @property
     def gpus(self) -> list[str]:

@@ -1,9 +1,6 @@
-"""Patches asv's published pages: a Figures tab, every channel and only measured param values
-selected on load, a lone build drawn as a labelled point, only measured builds on the top axis,
-and a site that opens from ``file://``.
-
-Each patch finds a statement or tag of asv 0.6.6's pages and stops with one line if it moved.
-"""
+"""Patches asv 0.6.6's published pages: a Figures tab, every channel and only measured values
+selected on load, a lone build as a labelled point, only measured builds on the top axis, and a
+site that opens from file://. Each patch stops with one line where asv's code moved."""
 
 from __future__ import annotations
 
@@ -21,11 +18,11 @@ GRAPH_SCRIPT = "graphdisplay.js"
 # asv selects only the first branch on load, hiding the other channels' builds
 FIRST_BRANCH_ONLY = "state[param] = [values[0]];"
 EVERY_BRANCH = "state[param] = values;  /* mpsbench: every channel of the default (site.patches) */"
-# Chromium refuses XMLHttpRequest from file://, so each NAME.json gets a twin NAME.json.js that
-# file_json.js's jQuery transport loads with a <script> element.
+# Chromium refuses XMLHttpRequest from file://: file_json.js loads each NAME.json's twin
+# NAME.json.js with a <script> element instead.
 LOADER = f"{VENDOR}/mpsbench/file-json.js"
 # asv selects each param's first values on load, which may have no data (mps on a cpu-only
-# machine); the patch skips values index.json's MEASURED_KEY (site.landing) lists no data for.
+# machine); the patch selects those index.json's MEASURED_KEY (site.landing) lists.
 FIRST_VALUES = re.compile(
     r"for \(var j = 0; j < param_values\.length && \(j\+1\)\*count <= max_curves; \+\+j\) \{"
     r"\s*item\.push\(j\);\s*\}"
@@ -37,16 +34,14 @@ MEASURED_VALUES = (
     "\n                    }}"
     "\n                    if (item.length == 0) {{ item.push(0); }}"
 )
-# asv's grid draws a tile per benchmark, mostly empty on a first site; keep those with a value
+# asv's grid draws a tile per benchmark, mostly empty on a first site
 GRID_SCRIPT = "summarygrid.js"
 EVERY_TILE = "$.each(main_json.benchmarks, function(bm_name, bm) {"
 MEASURED_TILES = (
     EVERY_TILE + "\n            if (main_json.KEY && !main_json.KEY[bm_name]) { return; }"
     "  /* mpsbench: tiles with data only (site.patches) */"
 )
-LONE_POINT = (
-    f"{VENDOR}/mpsbench/lone-point.js"  # flot plugin: a one-build series as a labelled point
-)
+LONE_POINT = f"{VENDOR}/mpsbench/lone-point.js"
 ASV_SCRIPT = re.compile(r"(?=<script\b[^>]*\bsrc=\"asv\.js\")")  # before asv.js, after flot
 TWIN = ".js"
 _JQUERY_TAG = re.compile(
@@ -57,7 +52,7 @@ _JQUERY_TAG = re.compile(
 def _insert_once(
     html_dir: Path, marker: str, anchor: re.Pattern[str], what: str, addition: str
 ) -> None:
-    """``addition`` into index.html after ``anchor``, unless ``marker`` shows it is there."""
+    """``addition`` into index.html after ``anchor``, unless ``marker`` is there."""
     index = html_dir / "index.html"
     text = index.read_text(encoding="utf-8")
     if marker in text:
@@ -68,7 +63,7 @@ def _insert_once(
 
 
 def _replace_once(script: Path, old: re.Pattern[str], new: str, what: str) -> None:
-    """The one ``old`` of ``script`` replaced by ``new``, unless ``new`` is there already."""
+    """The one ``old`` of ``script`` replaced by ``new``, unless ``new`` is there."""
     text = script.read_text(encoding="utf-8")
     if new in text:
         return
@@ -159,13 +154,12 @@ def keep_measured_tags(html_dir: Path, measured: Collection[str]) -> list[str]:
 
 
 def twin(data: str) -> str:
-    """The JavaScript twin of a JSON document, handing its value to the transport."""
     return f"mpsbenchJSON(document.currentScript, {data});\n"
 
 
 def make_readable_from_disk(html_dir: Path) -> int:
-    """Adds the transport after jQuery (once) and a twin beside every JSON file; returns the
-    number of twins. Runs last, so twins copy the final JSON."""
+    """The transport after jQuery and a twin beside every JSON file, last, so that the twins
+    copy the final JSON; returns the number of twins."""
     _copy_script("file_json.js", html_dir, LOADER)
     _insert_once(
         html_dir,

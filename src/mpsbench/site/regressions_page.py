@@ -1,8 +1,6 @@
-"""The published Regressions page re-judged row by row (docs/explanation/site.md): asv flags every
-increase beyond one fraction, so each jump is judged again by :func:`mpsbench.regressions.rule.judge`;
-only the slower and the wrong stay in ``regressions.json`` and its feed, every verdict goes to
-``JUDGED``.
-"""
+"""The published Regressions page re-judged row by row by :func:`mpsbench.regressions.rule.judge`
+(asv flags every increase beyond one fraction): only the slower and the wrong stay in
+regressions.json and its feed; every verdict goes to JUDGED (docs/explanation/site.md)."""
 
 from __future__ import annotations
 
@@ -27,8 +25,8 @@ FeedKey = tuple[
     str, str | None, str
 ]  # a feed entry's row, machine (None where its link names none), commits
 ATOM = "http://www.w3.org/2005/Atom"
-LATEST = 20  # the regressions the figures page lists
-EXPLAINED = "explain"  # the site's folder of the tables of the ops that changed
+LATEST = 20  # regressions on the figures page
+EXPLAINED = "explain"  # the site's folder of explain's tables
 
 
 def graph_param(graph_path: str, key: str) -> str | None:
@@ -58,14 +56,13 @@ def _graph_url(
 def _jump_builds(
     revision_to_hash: dict[str, str], timeline: Reader, rev_a: int | None, rev_b: int
 ) -> tuple[str | None, str]:
-    """A jump's older and newer build; where asv names no older one, the newer one's timeline
-    parent (by date, the build before could be another channel's)."""
+    """A jump's two builds; where asv names no older one, the newer one's timeline parent (by date,
+    the build before could be another channel's)."""
     new = revision_to_hash[str(rev_b)]
     return (revision_to_hash[str(rev_a)] if rev_a is not None else timeline.parent(new)), new
 
 
 def _published(html: Path) -> tuple[list[Any], dict[str, Any], dict[str, str]]:
-    """asv's regressions.json entries, its index.json and the index's revision_to_hash."""
     try:
         detected = json.loads((html / "regressions.json").read_text())["regressions"]
         index = json.loads((html / "index.json").read_text())
@@ -87,13 +84,13 @@ def judge_site(
     several_branches = len(index.get("params", {}).get("branch", [])) > 1
     kept_entries: list[Any] = []
     judged: list[dict[str, Any]] = []
-    kept_keys: dict[FeedKey, str | None] = {}  # as asv's feed links a jump -> a new title, or None
+    kept_keys: dict[FeedKey, str | None] = {}  # -> a new title, or None
     for name, graph_path, graph_params, idx, last, best, jumps in detected:
         machine, branch = graph_param(graph_path, "machine"), graph_param(graph_path, "branch")
-        # asv's feed links name the machine only where there are several, as its graph params do
+        # asv's feed links name the machine only where there are several, as graph_params do
         feed_machine = graph_params.get("machine")
         if several_branches and branch and "branch" not in graph_params:
-            # asv drops branch when one branch has results; its page, filtering by it, then shows that channel nothing
+            # else asv's page, filtering by a branch with no results, shows that channel nothing
             graph_params["branch"] = branch
         unit = str(index.get("benchmarks", {}).get(name.split("(", 1)[0], {}).get("unit", ""))
         row = rows.get(name)
@@ -130,13 +127,10 @@ def judge_site(
                     graph=_graph_url(index, name, machine, idx, old, new),
                 )
             )
-            if (
-                verdict.regressed and old
-            ):  # the table of the ops that changed, where bisect kept one
+            if verdict.regressed and old:
                 judged[-1]["explain"] = _publish_table(html, results_dir, name, old, new)
             if verdict.regressed:
-                # a one-commit jump becomes the range from the build before: asv's page then links
-                # the range (a PyTorch compare, pytorch_links.py) where it linked the new build alone
+                # a one-commit jump becomes the range from the build before, which asv's page links
                 kept_jumps.append(
                     [revision_of.get(old, rev_a) if old else rev_a, rev_b, before, after]
                 )
@@ -156,8 +150,6 @@ def judge_site(
 
 @dataclass(frozen=True)
 class Regression:
-    """A jump the page kept."""
-
     benchmark: str
     machine: str
     old_commit: str | None
@@ -165,9 +157,9 @@ class Regression:
     before: float
     after: float
     revision: int
-    graph: str = ""  # relative to the site's root, as explain is
-    kind: str = "slower"  # or a correctness verdict: wrong result, nondeterministic
-    explain: str = ""  # the table of the ops that changed
+    graph: str = ""
+    kind: str = "slower"  # or a correctness verdict
+    explain: str = ""  # explain's table, relative to the site's root
 
     @property
     def ratio(self) -> float:
@@ -175,7 +167,7 @@ class Regression:
 
 
 def _publish_table(html: Path, results_dir: Path, name: str, old: str, new: str) -> str:
-    """The table ``mpsbench explain`` kept for this jump, copied into the site: its link, or ""."""
+    """The table explain kept for this jump, copied into the site: its link, or ""."""
     table = explain.stored(results_dir) / explain.stored_name(name, old, new)
     if not table.is_file():
         return ""
@@ -230,8 +222,8 @@ def set_aside(html: Path) -> list[dict[str, Any]]:
 
 
 def _filter_feed(feed: Path, kept: dict[FeedKey, str | None]) -> None:
-    """Drops the feed entries of jumps not kept (asv's title is 'PERCENT NAME', its link names the
-    commits) and retitles those ``kept`` gives a title (a wrong result is no percentage slower)."""
+    """Drops the feed entries of jumps not ``kept`` (asv's title is 'PERCENT NAME', its link names
+    the commits) and retitles the wrong results, which are no percentage slower."""
     if not feed.is_file():
         return
     ET.register_namespace("", ATOM)

@@ -1,5 +1,4 @@
-"""The figures page (summary.md and summary.html) of an asv results directory: throughput picks
-what each figure plots, figures draws it."""
+"""The figures page (summary.md and summary.html) of an asv results directory."""
 
 from __future__ import annotations
 
@@ -54,7 +53,7 @@ def _per_model(
     present: set[str],
     draw: Callable[[str, Path], None],
 ) -> list[Block]:
-    """One figure per model of ``present`` (``NAME_MODEL.png``), drawn by ``draw``."""
+    """One figure per model of ``present``, drawn by ``draw``."""
     drawn = [model for model in tp.models_in(results) if model in present]
     for model in drawn:
         draw(model, save(f"{name}_{model}.png"))
@@ -86,9 +85,6 @@ def _speedup_section(results: tp.Results, save: figures.Save) -> Section:
     if not found:
         return Section(title, ["No machine has both GPU and cpu results."])
 
-    def draw(model: str, path: Path) -> None:
-        figures.speedup(model, [s for s in found if s.model == model], path)
-
     columns = "model, kind, machine, device, batch, cpu batch, samples/s, cpu samples/s, speedup"
     rows: list[list[Cell]] = [
         [
@@ -105,16 +101,18 @@ def _speedup_section(results: tp.Results, save: figures.Save) -> Section:
         for s in found
     ]
     images = _per_model(
-        save, results, "speedup", "speedup over cpu", {s.model for s in found}, draw
+        save,
+        results,
+        "speedup",
+        "speedup over cpu",
+        {s.model for s in found},
+        lambda model, path: figures.speedup(model, [s for s in found if s.model == model], path),
     )
     return Section(title, [*images, Table(_columns(columns), rows), FALLBACK_NOTE])
 
 
 def _machines_section(results: tp.Results, save: figures.Save) -> Section:
     points = tp.across_machines(results)
-
-    def draw(model: str, path: Path) -> None:
-        figures.machines(model, [p for p in points if p.workload.model == model], path)
 
     rows: list[list[Cell]] = [
         [
@@ -128,11 +126,19 @@ def _machines_section(results: tp.Results, save: figures.Save) -> Section:
         ]
         for p in points
     ]
-    present = {p.workload.model for p in points}
     return Section(
         "Across machines",
         [
-            *_per_model(save, results, "machines", "across machines", present, draw),
+            *_per_model(
+                save,
+                results,
+                "machines",
+                "across machines",
+                {p.workload.model for p in points},
+                lambda model, path: figures.machines(
+                    model, [p for p in points if p.workload.model == model], path
+                ),
+            ),
             Table(_columns("model, kind, machine, device, batch, samples/s, build"), rows),
             FALLBACK_NOTE,
         ],
@@ -141,10 +147,6 @@ def _machines_section(results: tp.Results, save: figures.Save) -> Section:
 
 def _batches_section(results: tp.Results, save: figures.Save) -> Section:
     curves = tp.batch_curves(results)
-    what = "throughput across batch sizes"
-
-    def draw(model: str, path: Path) -> None:
-        figures.batches(model, curves, path)
 
     rows: list[list[Cell]] = [
         [*key, str(batch), figures.number(value)]
@@ -154,7 +156,14 @@ def _batches_section(results: tp.Results, save: figures.Save) -> Section:
     return Section(
         "Throughput across batch sizes",
         [
-            *_per_model(save, results, "batches", what, {model for model, *_ in curves}, draw),
+            *_per_model(
+                save,
+                results,
+                "batches",
+                "throughput across batch sizes",
+                {model for model, *_ in curves},
+                lambda model, path: figures.batches(model, curves, path),
+            ),
             Table(_columns("model, kind, machine, device, batch, samples/s"), rows),
         ],
     )
@@ -172,7 +181,7 @@ def _release_section(
     save: figures.Save,
     image: str,
 ) -> Section:
-    """A ratio along the builds' dates: figure, note and table (``columns``: machine, ratio)."""
+    """A ratio by build date: figure, note and table."""
     if not points:
         return Section(title, [none])
     figures.by_release(points, title, save(image), ylabel, baseline)
@@ -197,9 +206,8 @@ def _by_release_section(results_dir: Path, timeline: Reader, save: figures.Save)
         f"{device.upper()} speedup over cpu by release",
         tp.speedup_by_release(results_dir, timeline),
         f"No build has both {device} and cpu results.",
-        "Each build at its date; each line one Python (the era needs two: no Python has wheels for"
-        " every release), so a build measured under both shows the seam. Each version links to its"
-        " PyTorch release.",
+        "Each build at its date, a line per Python (none has wheels for every release); each version"
+        " links to its PyTorch release.",
         f"{device} speedup over cpu (samples/s ratio)",
         1.0,
         ("machine", "speedup"),
@@ -214,9 +222,8 @@ def _energy_section(results_dir: Path, timeline: Reader, save: figures.Save) -> 
         "Samples per joule by release",
         tp.samples_per_joule(results_dir, timeline),
         "No build has energy results (benchmark_models' *Capacity.track_joules_per_step).",
-        "The seed batch over the joules per step the device's own counter read (cuda: NVML, the"
-        " board; mps: IOReport, the GPU; a Linux cpu: RAPL, the packages), along the builds' dates"
-        " (docs/explanation/instruments.md, Energy).",
+        "The seed batch over the joules per step the device's counter read (cuda: NVML; mps:"
+        " IOReport; Linux cpu: RAPL), by build date (docs/explanation/instruments.md).",
         "samples per joule (higher is better)",
         None,
         ("machine and device", "samples/J"),
@@ -276,7 +283,6 @@ def _correctness_label(row: recorded.Row) -> str:
 
 
 def _correctness_section(found: recorded.Recorded, timeline: Reader) -> Section:
-    """A cell per row (pattern, dtype, device) and build."""
     title = "Correctness by release"
     blocks: list[Block] = []
     for machine in found.machines:
@@ -310,9 +316,8 @@ def _correctness_section(found: recorded.Recorded, timeline: Reader) -> Section:
         title,
         [
             f"Each pattern's relative error against float64 (red past its dtype's tolerance: {limits})"
-            " and the largest difference between its identical calls (red unless 0: not"
-            " bit-identical); 'failed' is a row asv recorded failed, such as a pattern that crashed"
-            " its process (docs/explanation/instruments.md).",
+            " and the largest difference between identical calls (red unless 0); 'failed': asv"
+            " recorded the row failed, e.g. its process crashed (docs/explanation/instruments.md).",
             *blocks,
         ],
     )
@@ -362,8 +367,7 @@ def _changes_section(
     title = "Build over build"
     changes = tp.build_changes(results, timeline)
     log.info(
-        "comparing each machine's newest build with the one before it on its channel:"
-        f" {len(changes)} workloads"
+        f"comparing each machine's newest build with the one before it: {len(changes)} workloads"
     )
     if not changes:
         return Section(
@@ -396,10 +400,8 @@ def _changes_section(
     return Section(
         title,
         [
-            "Step time of each machine's newest build over the one before it on its channel, each row"
-            " judged with the statistics asv recorded and its own threshold"
-            " (docs/explanation/site.md); slower and faster are highlighted, noisy and not"
-            " significant are said.",
+            "Step time of each machine's newest build over the build before it on its channel, each"
+            " row judged by its recorded statistics and threshold (docs/explanation/site.md).",
             Table(_columns(columns), rows, marked),
         ],
     )
@@ -440,10 +442,9 @@ def _regressions_section(site: Path | None, timeline: Reader) -> Section:
         ]
         columns = "benchmark, graph, machine, kind, after/before, builds, PyTorch commits, explain"
         blocks = [
-            "From the site's regressions.json (the Regressions tab and the regressions.xml feed hold"
-            " the same), after each jump was judged row by row with its recorded statistics"
-            " (docs/explanation/site.md); newest first. Explain links the table of the ops that"
-            " changed, where bisect kept one.",
+            "The site's regressions.json (as its Regressions tab and feed), each jump judged row by"
+            " row by its recorded statistics (docs/explanation/site.md), newest first; explain: the"
+            " table of the ops that changed, where bisect kept one.",
             Table(_columns(columns), rows),
         ]
     if aside := regressions_page.set_aside(site):
@@ -467,10 +468,8 @@ def _regressions_section(site: Path | None, timeline: Reader) -> Section:
 def build(
     results_dir: Path, out_dir: Path, conf: AsvConf | None = None, site: Path | None = None
 ) -> None:
-    """Writes the figures, summary.md and summary.html into ``out_dir``.
-
-    ``conf``: thresholds and timeline (default: asv's threshold, no builds named); ``site``: the
-    published html_dir, for asv's regressions."""
+    """Writes the figures, summary.md and summary.html into ``out_dir``; ``conf`` gives thresholds
+    and timeline, ``site`` the published html_dir for asv's regressions."""
     results = tp.load(results_dir)  # refuses a bad folder before anything is written
     if not (results_dir / asv.BENCHMARKS).is_file():  # e.g. the folder above: no param names
         raise UserError(

@@ -19,9 +19,9 @@ from mpsbench.builds import wheels
 from mpsbench.core import files, progress
 from mpsbench.core.errors import UserError
 
-CACHE = Path(".asv/npm-cache")  # relative to the working folder, whatever config is published
-VENDOR = "vendor"  # html_dir's folder for the libraries
-REGISTRY_ENV = "npm_config_registry"  # npm's variable for a registry mirror
+CACHE = Path(".asv/npm-cache")  # relative to the working folder
+VENDOR = "vendor"  # in html_dir
+REGISTRY_ENV = "npm_config_registry"  # npm's, for a mirror
 REGISTRY = "https://registry.npmjs.org"
 
 
@@ -42,13 +42,13 @@ class Asset:
     """A CDN URL in asv's pages and the npm package file that replaces it."""
 
     url: str
-    package: str  # a key of PACKAGES
+    package: str
     path: str  # inside the tarball's package/ folder
     substitute: str = ""  # why npm's bytes differ from the CDN's; empty if identical
-    companions: tuple[str, ...] = ()  # files it loads by relative URL (bootstrap's fonts)
+    companions: tuple[str, ...] = ()  # files it loads by relative URL
 
 
-# NAME@VERSION -> the registry's sha512 for its tarball
+# the registry's hash of each tarball
 PACKAGES: dict[str, str] = {
     "jquery@3.3.1": "sha512-Ubldcmxp5np52/ENotGxlLe6aGMvmF4R8S6tZjsP6Knsaxd/xp3Zrh50cG93lR6nPXyUFwzN3ZSOQI0wRJNdGg==",
     "flot@0.8.3": "sha512-xg2otcTJDvS+ERK+my4wxG/ASq90QURXtoM4LhacCq0jQW2jbyjdttbRNqU2cPykrpMvJ6b2uSp6SAgYAzj9tQ==",
@@ -71,7 +71,7 @@ ASSETS: dict[str, Asset] = {
                 f"{_CDNJS}/flot/0.8.3/jquery.flot{plugin}.min.js",
                 "flot@0.8.3",
                 f"jquery.flot{plugin}.js",
-                "cdnjs minified flot 0.8.3 itself; npm's is the same release unminified",
+                "cdnjs minified it; npm's is the same release unminified",
             )
             for plugin in ("", ".time", ".selection", ".categories")
         ),
@@ -84,7 +84,7 @@ ASSETS: dict[str, Asset] = {
             f"{_CDNJS}/stupidtable/1.0.1/stupidtable.min.js",
             "stupid-table-plugin@1.1.3",
             "stupidtable.min.js",
-            "stupidtable 1.0.1 is not on npm; 1.1.3 is the same plugin, API-compatible",
+            "1.0.1 is not on npm; 1.1.3 is API-compatible",
         ),
         Asset(f"{_CDNJS}/blueimp-md5/2.19.0/js/md5.min.js", "blueimp-md5@2.19.0", "js/md5.min.js"),
         Asset(f"{_BOOTSTRAP}/js/bootstrap.min.js", "bootstrap@3.1.1", "dist/js/bootstrap.min.js"),
@@ -120,7 +120,6 @@ def sri(data: bytes, algorithm: str) -> str:
 
 
 def _matches(data: bytes, expected: str) -> bool:
-    """Whether ``data`` matches any SRI hash in ``expected``, as browsers accept."""
     return any(sri(data, candidate.split("-", 1)[0]) == candidate for candidate in expected.split())
 
 
@@ -133,17 +132,17 @@ def check_integrity(data: bytes, expected: str, what: str) -> None:
 
 
 def download(url: str) -> bytes:
-    with wheels.open_url(url) as response:  # the one way mpsbench asks the network
+    with wheels.open_url(url) as response:
         return bytes(response.read())
 
 
 def _fetch(url: str, integrity: str, path: Path, what: str) -> bytes:
-    """The bytes at ``url``, checked against ``integrity``: cached at ``path`` or fetched."""
+    """The bytes at ``url``, cached at ``path`` or fetched, checked against ``integrity``."""
     if path.is_file() and _matches(path.read_bytes(), integrity):
         return path.read_bytes()
     try:
         data = download(url)
-    except (OSError, ValueError) as exc:  # URLError and HTTPError are OSErrors
+    except (OSError, ValueError) as exc:
         reason = str(getattr(exc, "reason", None) or exc)
         raise Unreachable(
             urlsplit(url).hostname or url,
@@ -174,7 +173,7 @@ def package_file(spec: str, path: str, cache: Path) -> bytes:
 
 
 def original(url: str, integrity: str, cache: Path) -> bytes:
-    """The exact file asv's page loads, cached or from its CDN (SiteAssetError if it serves another)."""
+    """The exact file asv's page loads, from its CDN (SiteAssetError if it serves another)."""
     return _fetch(
         url,
         integrity,
@@ -185,8 +184,6 @@ def original(url: str, integrity: str, cache: Path) -> bytes:
 
 @dataclass(frozen=True)
 class Load:
-    """An external URL a page loads, with its tag's integrity attribute (or empty)."""
-
     page: Path
     url: str
     integrity: str
@@ -206,15 +203,14 @@ def pages(html_dir: Path) -> list[Path]:
 
 
 def external_loads(page: Path) -> Iterator[Load]:
-    """Each script or stylesheet the page loads from another host."""
     for found in _LOADING_TAG.finditer(page.read_text(encoding="utf-8")):
         if _EXTERNAL.match(url := _source(found.group(0))):
             yield Load(page, url, _attributes(found.group(0)).get("integrity", ""))
 
 
 def _rewrite(text: str, local: dict[str, str]) -> str:
-    """Points each known tag at its local copy without CORS and integrity attributes: the copy was
-    checked when written, and integrity forces CORS mode, which file:// cannot serve."""
+    """Points known tags at their local copies, without integrity and CORS attributes, which
+    force CORS mode, which file:// cannot serve (the copies were checked when written)."""
 
     def replace(found: re.Match[str]) -> str:
         tag, url = found.group(0), _source(found.group(0))
@@ -229,7 +225,6 @@ def _rewrite(text: str, local: dict[str, str]) -> str:
 def _outcome(
     made_local: int, substitutes: set[str], down: dict[str, str], left_on_cdn: dict[str, str]
 ) -> str:
-    """One line: what was made local, substituted, or is missing."""
     said = (
         f"{made_local} CDN files made local in the site's {VENDOR}/"
         if made_local
@@ -255,8 +250,8 @@ def _outcome(
 
 
 def make_offline(html_dir: Path, cache: Path = CACHE) -> list[str]:
-    """Copies every CDN library into the site and rewrites the pages; returns the files written
-    (idempotent)."""
+    """Copies every CDN library into the site and rewrites the pages (idempotent); returns
+    the files written."""
     if not (html_dir / "index.html").is_file():
         raise SiteAssetError(f"{html_dir} holds no index.html: run `asv publish` first")
     loads = [load for page in pages(html_dir) for load in external_loads(page)]
@@ -267,9 +262,9 @@ def make_offline(html_dir: Path, cache: Path = CACHE) -> list[str]:
         )
     written: list[str] = []
     local: dict[str, str] = {}
-    substitutes: set[str] = set()  # npm packages standing in for a CDN's file
-    down: dict[str, str] = {}  # host -> what went wrong: asked once per host
-    left_on_cdn: dict[str, str] = {}  # package -> its tarball's host; the page keeps the CDN tag
+    substitutes: set[str] = set()
+    down: dict[str, str] = {}  # host -> what went wrong, asked once
+    left_on_cdn: dict[str, str] = {}  # package -> host; its tags stay
     page_integrity = {load.url: load.integrity for load in reversed(loads)}  # the first page's
     for url, integrity in sorted(page_integrity.items()):
         asset = ASSETS[url]
@@ -285,9 +280,7 @@ def make_offline(html_dir: Path, cache: Path = CACHE) -> list[str]:
             continue
         if asset.substitute and integrity and host not in down:
             try:
-                data[asset.path] = original(
-                    url, integrity, cache
-                )  # checked against the page's own hash
+                data[asset.path] = original(url, integrity, cache)
             except Unreachable as exc:
                 down.setdefault(host, f"unreachable ({exc.reason})")
             except SiteAssetError:

@@ -1,8 +1,5 @@
-"""Throughput per machine, build and workload, and the points each figure plots.
-
-Throughput is batch over asv's median ``time_step`` (else ``track_throughput``), at each machine's
-newest build and the model's seed batch, else its largest; a speedup is a ratio of throughputs.
-"""
+"""Throughput (batch over asv's median time_step, else track_throughput) per machine, build and
+workload, at the model's seed batch, else its largest; and the points each figure plots."""
 
 from __future__ import annotations
 
@@ -21,7 +18,7 @@ CLASSES = {"training": f"{SUITE}.Training", "inference": f"{SUITE}.Inference"}
 KINDS = tuple(CLASSES)
 TIME = "time_step"
 JOULES = "track_joules_per_step"
-# benchmark -> (kind, metric); throughput and energy live in the *Capacity classes
+# benchmark -> (kind, metric)
 METRICS = {
     f"{cls}{suffix}.{metric}": (kind, metric)
     for kind, cls in CLASSES.items()
@@ -34,8 +31,6 @@ BY_RELEASE_DEVICE = "mps"
 
 @dataclass(frozen=True, order=True)
 class Step:
-    """What one number measures, whatever the machine and build."""
-
     kind: str
     model: str
     device: str
@@ -43,7 +38,7 @@ class Step:
 
 
 Build = tuple[str, str]  # (machine, commit)
-Timed = tuple[recorded.Row, recorded.Measured]  # a time_step row and what asv recorded for it
+Timed = tuple[recorded.Row, recorded.Measured]
 Newest = dict[str, list[tuple[str, dict[str, Any], float]]]
 
 
@@ -52,7 +47,7 @@ class Results:
     """Throughput per machine, build and workload, with its source rows."""
 
     recorded: recorded.Recorded
-    param_names: dict[str, tuple[str, ...]]  # benchmark -> its params' names (benchmarks.json)
+    param_names: dict[str, tuple[str, ...]]  # from benchmarks.json
     samples: dict[Build, dict[Step, float]] = field(default_factory=dict)  # samples/s
     timed: dict[tuple[str, str, Step], Timed] = field(default_factory=dict)
     joules: dict[Build, dict[Step, float]] = field(default_factory=dict)  # J/step
@@ -66,8 +61,8 @@ class Results:
         return [c for c in self.recorded.builds(machine) if (machine, c) in self.samples]
 
     def newest(self, names: set[str]) -> Newest:
-        """(machine, params by name, value) of each named benchmark on each machine's newest build;
-        rows without param names in benchmarks.json are left out, as asv publish does."""
+        """(machine, params by name, value) of each named benchmark on each machine's newest build,
+        as asv publish shows them (rows with param names in benchmarks.json)."""
         found: Newest = {name: [] for name in names}
         for machine in self.recorded.machines:
             newest = self.recorded.values[(machine, self.recorded.builds(machine)[-1])]
@@ -95,7 +90,7 @@ def _results(found: recorded.Recorded, param_names: dict[str, tuple[str, ...]]) 
                 results.joules.setdefault((machine, commit), {})[step] = measured.value
                 continue
             samples = results.samples.setdefault((machine, commit), {})
-            if metric == TIME:  # a step time wins over a capacity throughput of the same workload
+            if metric == TIME:  # a step time wins over a capacity throughput
                 results.timed[(machine, commit, step)] = (row, measured)
                 samples[step] = step.batch / measured.value
             else:
@@ -168,7 +163,6 @@ class Speedup:
 def _speedups(
     results: Results, machine: str, commit: str, model: str, gpus: list[str]
 ) -> Iterator[Speedup]:
-    """Each of ``gpus`` over cpu, per kind, where both were measured on that build."""
     for device, kind in itertools.product(gpus, KINDS):
         gpu = pick(results, machine, commit, kind, model, device)
         cpu = pick(results, machine, commit, kind, model, CPU)
@@ -177,7 +171,7 @@ def _speedups(
 
 
 def speedups(results: Results) -> list[Speedup]:
-    """Each GPU device over cpu, per model, machine (newest build) and kind."""
+    """Each GPU device over cpu per model, machine (newest build) and kind."""
     found: list[Speedup] = []
     for model, machine in itertools.product(models_in(results), results.machines):
         commit = results.builds(machine)[-1]
@@ -198,7 +192,6 @@ def across_machines(results: Results) -> list[Point]:
 
 
 def batch_curves(results: Results) -> dict[tuple[str, str, str, str], list[tuple[int, float]]]:
-    """(model, kind, machine, device) -> [(batch, samples/s)]."""
     curves: dict[tuple[str, str, str, str], list[tuple[int, float]]] = {}
     for machine in results.machines:
         for w, value in sorted(results.samples[(machine, results.builds(machine)[-1])].items()):
@@ -212,7 +205,7 @@ class Change:
     old: str
     new: str
     workload: Step
-    row: recorded.Row  # the time_step row both builds timed
+    row: recorded.Row
     before: recorded.Measured
     after: recorded.Measured
 
@@ -293,15 +286,13 @@ def eager_and_compiled(results: Results) -> list[Pair]:
 
 @dataclass(frozen=True)
 class ReleasePoint:
-    """One build's ratio for a model (speedup, samples per joule), per Python and machine."""
-
     python: str
     machine: str
     kind: str
     model: str
     torch_version: str
     date_ms: int
-    link: str  # the release page, or a nightly's or local build's upstream commit
+    link: str  # the release page, or the upstream commit
     ratio: float
 
 
