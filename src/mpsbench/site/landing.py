@@ -72,18 +72,14 @@ def _spread(measured: recorded.Measured) -> float | None:
 def _value(
     results: tp.Results, machine: str, commit: str, kind: str, model: str, device: str
 ) -> Value | None:
-    """The step at the seed batch, else the largest batch timed on that device."""
     timed = {
-        step.batch: measured
+        step: measured
         for (m, c, step), (_, measured) in results.timed.items()
-        if (m, c, step.kind, step.model, step.device) == (machine, commit, kind, model, device)
+        if (m, c) == (machine, commit)
     }
-    if not timed:
+    if (step := tp.chosen(timed, kind, model, device)) is None:
         return None
-    seed = tp.seed_batch(model)
-    batch = seed if seed in timed else max(timed)
-    step = tp.Step(kind, model, device, batch)
-    return Value(step, timed[batch].value, _spread(timed[batch]), batch == seed)
+    return Value(step, timed[step].value, _spread(timed[step]), step.batch == tp.seed_batch(model))
 
 
 def summarize(results: tp.Results, timeline: Reader) -> list[Machine]:

@@ -117,19 +117,22 @@ class Point:
     seed: bool
 
 
-def pick(
-    results: Results, machine: str, commit: str, kind: str, model: str, device: str
-) -> Point | None:
-    """The seed-batch measurement, else the largest batch measured for that device."""
-    measured = results.samples.get((machine, commit), {})
-    batches = sorted(
-        w.batch for w in measured if (w.kind, w.model, w.device) == (kind, model, device)
-    )
+def chosen(measured: Iterable[Step], kind: str, model: str, device: str) -> Step | None:
+    """The step at the model's seed batch, else at the largest batch measured on that device."""
+    batches = [s.batch for s in measured if (s.kind, s.model, s.device) == (kind, model, device)]
     if not batches:
         return None
     seed = seed_batch(model)
-    step = Step(kind, model, device, seed if seed in batches else batches[-1])
-    return Point(machine, commit, step, measured[step], step.batch == seed)
+    return Step(kind, model, device, seed if seed in batches else max(batches))
+
+
+def pick(
+    results: Results, machine: str, commit: str, kind: str, model: str, device: str
+) -> Point | None:
+    measured = results.samples.get((machine, commit), {})
+    if step := chosen(measured, kind, model, device):
+        return Point(machine, commit, step, measured[step], step.batch == seed_batch(model))
+    return None
 
 
 def _in_order(present: set[str], names: tuple[str, ...]) -> list[str]:
