@@ -1,5 +1,5 @@
-/* mpsbench: a flot plugin (loaded after flot, before asv's scripts) that draws a series with a single
- * value (one build measured) as a point labelled with its value in asv's units; a label that would cover
+/* mpsbench: a series with a single value (one build measured) drawn as a point labelled with its value
+ * in asv's units. A flot plugin, loaded after flot and before asv's scripts; a label that would cover
  * another is left out (hovering the point still shows the value).
  */
 (function ($) {
