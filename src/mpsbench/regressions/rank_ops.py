@@ -1,13 +1,10 @@
 """``mpsbench ops-rank``: rank the op benchmarks by slowdown between two builds.
 
-A model that got slower between two builds is made of ops; this command reads the op benchmarks' results of both
-builds and lists every combination (benchmark, device, op, dtype, size) timed in both, the slowest-grown first, by the
-ratio of its time per call after to before.
-
-Measuring is mpsbench results record's job: given two commits, it prints the command that records each build's op
-benchmarks (what is missing only, never replacing a value) and ranks the stored results; given two results files, it
-ranks those. Only time_ benchmarks count (the track_ rates come from the same calls); a benchmark whose version
-changed is left out and counted.
+Lists every op combination (benchmark, device, op, dtype, size) timed in both builds, the largest
+ratio of time per call after to before first. Given two results files, it ranks those; given two
+commits, it prints the commands that record what each build lacks, then ranks the stored results.
+Only time_ benchmarks count (the track_ rates come from the same calls); a benchmark whose version
+changed is left out and named.
 """
 
 from __future__ import annotations
@@ -22,25 +19,25 @@ from mpsbench.core.errors import UserError
 from mpsbench.regressions import rule
 from mpsbench.results import recorded
 
-MODULE = "benchmark_ops"  # the asv module whose benchmarks are ranked
+MODULE = "benchmark_ops"
 
 
 @dataclass(frozen=True)
 class Options:
-    before: str  # two results files, or two commits of a results folder
+    before: str  # a results file, or a commit
     after: str
-    results_dir: Path | None = None  # for commits (default: the config's results_dir)
+    results_dir: Path | None = None  # for commits (default: the config's)
     machine: str | None = None  # for commits (default: the only one)
-    top: int | None = None  # the N largest ratios only
+    top: int | None = None
 
 
 @dataclass(frozen=True)
 class Slowdown:
     benchmark: str  # class and method, e.g. "MemoryBoundOps.time_forward"
     params: tuple[str, ...]  # e.g. ("cuda", "gather", "float16", "medium")
-    before: float  # seconds per call
+    before: float  # seconds a call
     after: float
-    judgement: rule.Judgement  # the rule's word on the change, from the recorded statistics
+    judgement: rule.Judgement
 
     @property
     def ratio(self) -> float:
@@ -49,8 +46,8 @@ class Slowdown:
 
 @dataclass(frozen=True)
 class Ranking:
-    slowdowns: list[Slowdown]  # largest ratio first
-    version_changed: list[str]  # benchmarks left out: their version differs between the runs
+    slowdowns: list[Slowdown]
+    version_changed: list[str]  # benchmarks left out
 
 
 def load(path: Path) -> Any:
@@ -63,29 +60,27 @@ def load(path: Path) -> Any:
         raise UserError(f"{str(path)!r} is not an asv 0.6 results file: {exc}") from None
 
 
-def op_times(
-    results: Any,
-) -> dict[tuple[str, tuple[str, ...]], tuple[recorded.Row, recorded.Measured]]:
-    """Every op ``time_`` combination with a number (not failed, not skipped): its row and seconds per call."""
-    times = {}
+Timed = dict[tuple[str, tuple[str, ...]], tuple[recorded.Row, recorded.Measured]]
+
+
+def op_times(results: Any) -> Timed:
+    """Every op time_ combination with a number (not failed, not skipped)."""
+    times: Timed = {}
     for row, measured in recorded.rows(results).items():
         module, _, benchmark = row.benchmark.partition(".")
-        if (
-            module == MODULE
-            and benchmark.rpartition(".")[2].startswith("time_")
-            and measured.value > 0
-        ):
+        method = benchmark.rpartition(".")[2]
+        if module == MODULE and method.startswith("time_") and measured.value > 0:
             times[(benchmark, tuple(map(str, asv.param_values(row.params))))] = (row, measured)
     return times
 
 
 def rank(before: Any, after: Any, thresholds: dict[str, float] | None = None) -> Ranking:
-    """Every combination timed in both runs, the largest after/before ratio first, judged with ``thresholds``."""
-    versions_before, versions_after = before.benchmark_version, after.benchmark_version
+    """Every combination timed in both runs, the largest after/before ratio first."""
+    old_versions, new_versions = before.benchmark_version, after.benchmark_version
     changed = sorted(
         key.partition(".")[2]
-        for key in set(versions_before) & set(versions_after)
-        if key.startswith(MODULE + ".") and versions_before[key] != versions_after[key]
+        for key in old_versions.keys() & new_versions.keys()
+        if key.startswith(MODULE + ".") and old_versions[key] != new_versions[key]
     )
     old, new = op_times(before), op_times(after)
     slowdowns = [
@@ -121,18 +116,18 @@ def format_ranking(ranking: Ranking, top: int | None = None) -> str:
                 "size",
             ]
         ]
-        for place, found in enumerate(ranking.slowdowns[:top], 1):
-            rows.append(
-                [
-                    str(place),
-                    f"{found.ratio:.2f}x",
-                    human_value(found.before, "seconds"),
-                    human_value(found.after, "seconds"),
-                    found.judgement.label,
-                    found.benchmark,
-                    *found.params,
-                ]
-            )
+        rows += [
+            [
+                str(place),
+                f"{s.ratio:.2f}x",
+                human_value(s.before, "seconds"),
+                human_value(s.after, "seconds"),
+                s.judgement.label,
+                s.benchmark,
+                *s.params,
+            ]
+            for place, s in enumerate(ranking.slowdowns[:top], 1)
+        ]
         lines = [
             text.table(rows),
             f"{len(ranking.slowdowns)} combinations timed in both runs; ratio = after / before time per call",
@@ -151,64 +146,49 @@ def find_results(results_dir: Path, commit: str, machine: str | None) -> Path:
     if not results_dir.is_dir():
         raise UserError(f"no results directory {str(results_dir)!r}")
     machines = sorted(path.parent.name for path in results_dir.glob("*/machine.json"))
-    if machine is None:
-        if len(machines) != 1:
-            found = ", ".join(machines) or "none"
-            raise UserError(
-                f"{str(results_dir)!r} holds results of several machines or none ({found}); pass --machine"
-            )
-        machine = machines[0]
-    elif machine not in machines:
+    named = ", ".join(machines) or "none"
+    if machine is None and len(machines) != 1:
         raise UserError(
-            f"no machine {machine!r} in {str(results_dir)!r}; choose one of: {', '.join(machines) or 'none'}"
+            f"{str(results_dir)!r} holds results of several machines or none ({named}); pass --machine"
         )
-    full = recorded.full_hash(results_dir, machine, commit)  # RecordedError: one line, exit 2
+    if machine is not None and machine not in machines:
+        raise UserError(f"no machine {machine!r} in {str(results_dir)!r}; choose one of: {named}")
+    machine = machine or machines[0]
+    full = recorded.full_hash(results_dir, machine, commit)
     paths = sorted((results_dir / machine).glob(f"{full}-*.json")) if full else []
     if not paths:
         raise UserError(
             f"no results for commit {commit} on machine {machine} in {str(results_dir)!r}"
         )
     if len(paths) > 1:
-        names = ", ".join(str(path) for path in paths)
         raise UserError(
-            f"commit {commit} has results in several environments ({names}); pass the two files instead"
+            f"commit {commit} has results in several environments"
+            f" ({', '.join(map(str, paths))}); pass the two files instead"
         )
     return paths[0]
 
 
 def run(suite: Suite, options: Options) -> int:
-    as_files = [
-        name.endswith(".json") or Path(name).is_file() for name in (options.before, options.after)
-    ]
-    if all(as_files):
-        before_path, after_path = Path(options.before), Path(options.after)
-    elif any(as_files):
+    given = (options.before, options.after)
+    as_files = [name.endswith(".json") or Path(name).is_file() for name in given]
+    if any(as_files) and not all(as_files):
         raise UserError(
             f"give two results files or two commits, not one of each: {options.before!r}, {options.after!r}"
         )
-    else:
+    paths = [Path(name) for name in given]
+    if not any(as_files):
         print(
             "# record the op benchmarks of both builds (what is missing only; never a bare asv run, README):"
         )
-        machine_option = (
-            f" --machine {options.machine}"
-            if options.machine
-            else ' --machine "$(mpsbench machine --quiet)"'
-        )
-        for commit in (
-            options.before,
-            options.after,
-        ):  # record runs asv with this platform's launch method
+        machine = options.machine or '"$(mpsbench machine --quiet)"'
+        for commit in given:  # record runs asv with this platform's launch method
             print(
-                f"mpsbench results record --config {suite.config_path}{machine_option} -- -b {MODULE} {commit}^!"
+                f"mpsbench results record --config {suite.config_path} --machine {machine} -- -b {MODULE} {commit}^!"
             )
         results_dir = options.results_dir or suite.conf.results
-        before_path, after_path = (
-            find_results(results_dir, commit, options.machine)
-            for commit in (options.before, options.after)
-        )
-        print(f"# ranking {before_path} -> {after_path}")
+        paths = [find_results(results_dir, commit, options.machine) for commit in given]
+        print(f"# ranking {paths[0]} -> {paths[1]}")
     # two files from elsewhere, with no asv.conf.json here: asv's own threshold
     thresholds = suite.conf.thresholds if suite.config_path.is_file() else {}
-    print(format_ranking(rank(load(before_path), load(after_path), thresholds), options.top))
+    print(format_ranking(rank(load(paths[0]), load(paths[1]), thresholds), options.top))
     return 0

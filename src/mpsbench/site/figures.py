@@ -12,8 +12,6 @@ from mpsbench.site.throughput import CPU, KINDS, Pair, Point, ReleasePoint, Spee
 
 DEVICE_COLORS = {"cpu": "#7f7f7f", "mps": "#1f77b4", "cuda": "#2ca02c"}
 KIND_COLORS = {"training": "#d62728", "inference": "#1f77b4"}
-OTHER_DEVICE_COLOR = "#9467bd"
-DPI = 110
 WIDTH = 0.38  # of each of two bars side by side
 Save = Callable[[str], Path]  # a name -> its output path, announced and recorded
 
@@ -33,7 +31,7 @@ def _figure(out: Path, **subplots: Any) -> Iterator[tuple[Any, Any]]:
     plt = pyplot()
     fig, axes = plt.subplots(layout="constrained", **subplots)
     yield fig, axes
-    fig.savefig(out, dpi=DPI)
+    fig.savefig(out, dpi=110)
     plt.close(fig)
 
 
@@ -49,6 +47,11 @@ def _nothing(ax: Any, what: str) -> None:
     )
     ax.set_xticks([])
     ax.set_yticks([])
+
+
+def _keep_width(ax: Any, bars: int) -> None:
+    """A lone bar or group keeps the width it has among three."""
+    ax.set_xlim(-0.6, max(bars, 3) - 0.4)
 
 
 def number(value: float) -> str:
@@ -78,15 +81,11 @@ def _fallback_footnote(points: Iterable[Point], model: str) -> str:
 def _device_bars(
     ax: Any, machines_devices: list[tuple[str, str]], values: list[float], notes: list[str]
 ) -> None:
-    """One bar per machine and device, coloured by device; a lone bar keeps a bar's width."""
-    bars = ax.bar(
-        range(len(values)),
-        values,
-        color=[DEVICE_COLORS.get(d, OTHER_DEVICE_COLOR) for _, d in machines_devices],
-    )
-    ax.bar_label(bars, labels=notes, fontsize=7)
+    """One bar per machine and device, coloured by device."""
+    colors = [DEVICE_COLORS.get(device, "#9467bd") for _, device in machines_devices]
+    ax.bar_label(ax.bar(range(len(values)), values, color=colors), labels=notes, fontsize=7)
     ax.set_xticks(range(len(values)), [f"{m}\n{d}" for m, d in machines_devices], fontsize=8)
-    ax.set_xlim(-0.6, max(len(values), 3) - 0.4)
+    _keep_width(ax, len(values))
 
 
 def speedup(model: str, found: list[Speedup], out: Path) -> Any:
@@ -94,24 +93,18 @@ def speedup(model: str, found: list[Speedup], out: Path) -> Any:
     groups = sorted({(s.machine, s.device) for s in found})
     with _figure(out, figsize=(max(6.0, 2.4 * len(groups)), 4.5)) as (fig, ax):
         for offset, kind in ((-WIDTH / 2, "training"), (WIDTH / 2, "inference")):
-            mine = [s for s in found if s.kind == kind]
-            if not mine:
-                continue
-            positions = [groups.index((s.machine, s.device)) + offset for s in mine]
-            bars = ax.bar(
-                positions, [s.ratio for s in mine], WIDTH, color=KIND_COLORS[kind], label=kind
-            )
-            ax.bar_label(
-                bars,
-                labels=[
+            if mine := [s for s in found if s.kind == kind]:
+                positions = [groups.index((s.machine, s.device)) + offset for s in mine]
+                bars = ax.bar(
+                    positions, [s.ratio for s in mine], WIDTH, color=KIND_COLORS[kind], label=kind
+                )
+                labels = [
                     f"{s.ratio:.2f}x\n{batch_note(s.gpu)} / cpu {batch_note(s.cpu)}" for s in mine
-                ],
-                fontsize=7,
-                padding=2,
-            )
+                ]
+                ax.bar_label(bars, labels=labels, fontsize=7, padding=2)
         ax.axhline(1.0, color="black", linewidth=0.8)
         ax.set_xticks(range(len(groups)), [f"{machine}\n{device}" for machine, device in groups])
-        ax.set_xlim(-0.6, max(len(groups), 3) - 0.4)  # a lone group keeps its width
+        _keep_width(ax, len(groups))
         ax.set_ylabel("speedup over cpu (samples/s ratio)")
         ax.set_title(f"{model}: GPU speedup over cpu, newest build per machine")
         ax.margins(y=0.25)
@@ -126,11 +119,11 @@ def machines(model: str, points: list[Point], out: Path) -> Any:
     """Samples/s per machine and device, one chart per kind; returns the (closed) Figure."""
     with _figure(out, ncols=len(KINDS), figsize=(11, 4.5), squeeze=False) as (fig, axes):
         for ax, kind in zip(axes[0], KINDS):
+            ax.set_title(f"{model} {kind}")
             mine = sorted(
                 (p for p in points if p.workload.kind == kind),
                 key=lambda p: (p.machine, p.workload.device),
             )
-            ax.set_title(f"{model} {kind}")
             if not mine:
                 _nothing(ax, kind)
                 continue
@@ -153,28 +146,26 @@ def batches(
         lines = sorted({(machine, device) for (m, _, machine, device) in curves if m == model})
         colors = pyplot().rcParams["axes.prop_cycle"].by_key()["color"]
         for ax, kind in zip(axes[0], KINDS):
-            batches_seen: set[int] = set()
+            seen: set[int] = set()
             for index, (machine, device) in enumerate(lines):
-                points = curves.get((model, kind, machine, device))
-                if not points:
-                    continue
-                sizes, values = zip(*points)
-                batches_seen.update(sizes)
-                ax.plot(
-                    sizes,
-                    values,
-                    marker="o",
-                    label=f"{machine} {device}",
-                    color=colors[index % len(colors)],
-                    linestyle="--" if device == CPU else "-",
-                )  # dashed: the cpu baseline
+                if points := curves.get((model, kind, machine, device)):
+                    sizes, values = zip(*points)
+                    seen.update(sizes)
+                    ax.plot(
+                        sizes,
+                        values,
+                        marker="o",
+                        label=f"{machine} {device}",
+                        color=colors[index % len(colors)],
+                        linestyle="--" if device == CPU else "-",  # the cpu baseline
+                    )
             ax.set_title(f"{model} {kind}")
-            if not batches_seen:
+            if not seen:
                 _nothing(ax, kind)
                 continue
             ax.set_xscale("log", base=2)
             ax.set_yscale("log")
-            ax.set_xticks(sorted(batches_seen), [str(b) for b in sorted(batches_seen)])
+            ax.set_xticks(sorted(seen), [str(b) for b in sorted(seen)])
             ax.minorticks_off()
             ax.set_xlabel("batch size")
             ax.set_ylabel("samples/s")
@@ -192,16 +183,12 @@ def by_release(
                 key=lambda p: p.date_ms,
             )
             when = [datetime.fromtimestamp(p.date_ms / 1000, tz=timezone.utc) for p in line]
-            ax.plot(
-                when,
-                [p.ratio for p in line],
-                marker="o",
-                label=f"{key[0]} {key[1]}, {key[2]}, python {key[3]}",
-            )
-            for moment, point in zip(when, line):
+            label = f"{key[0]} {key[1]}, {key[2]}, python {key[3]}"
+            ax.plot(when, [p.ratio for p in line], marker="o", label=label)
+            for moment, p in zip(when, line):
                 ax.annotate(
-                    point.torch_version,
-                    (moment, point.ratio),
+                    p.torch_version,
+                    (moment, p.ratio),
                     fontsize=7,
                     rotation=45,
                     textcoords="offset points",
@@ -217,10 +204,11 @@ def by_release(
 def compile_pairs(found: list[Pair], out: Path) -> None:
     """Eager and compiled step times side by side, each compiled bar labelled with its speedup."""
     with _figure(out, figsize=(max(6.0, 1.2 * len(found)), 4.5)) as (_, ax):
-        for offset, mode, color, seconds in (
-            (-WIDTH / 2, "eager", "#7f7f7f", [p.eager for p in found]),
-            (WIDTH / 2, "compiled", "#ff7f0e", [p.compiled for p in found]),
+        for offset, mode, color in (
+            (-WIDTH / 2, "eager", "#7f7f7f"),
+            (WIDTH / 2, "compiled", "#ff7f0e"),
         ):
+            seconds = [getattr(p, mode) for p in found]
             bars = ax.bar(
                 [i + offset for i in range(len(found))],
                 [s * 1e3 for s in seconds],
@@ -228,10 +216,8 @@ def compile_pairs(found: list[Pair], out: Path) -> None:
                 color=color,
                 label=mode,
             )
-            if mode == "compiled":
-                ax.bar_label(
-                    bars, labels=[f"{p.speedup:.2f}x" for p in found], fontsize=7, padding=2
-                )
+        labels = [f"{p.speedup:.2f}x" for p in found]
+        ax.bar_label(bars, labels=labels, fontsize=7, padding=2)  # the compiled bars, drawn last
         ax.set_xticks(
             range(len(found)),
             [f"{p.model}\n{p.kind}\n{p.machine} {p.device}" for p in found],

@@ -1,9 +1,7 @@
 /* mpsbench: asv's pages opened from disk (file://), where browsers refuse XMLHttpRequest and fetch.
- *
- * asv's JavaScript asks jQuery for every JSON file it shows (info.json, index.json, graphs/..., regressions.json).
  * mpsbench.site.patches writes beside each NAME.json a twin NAME.json.js that hands the same content to
- * mpsbenchJSON; from file:// this transport loads that twin with a <script> element, which browsers allow there.
- * Over http(s) (asv preview, any static server) it stays out of the way: asv's own requests run unchanged.
+ * mpsbenchJSON; from file:// this transport loads that twin with a <script> element. Over http(s) asv's
+ * own requests run unchanged.
  */
 (function ($) {
     "use strict";

@@ -1,8 +1,5 @@
-"""The site's first screen: each machine's newest seed step times per device, the GPU speedups
-over cpu, and a link to each value's graph.
-
-Static HTML written into index.html above asv's grid, so the numbers show before any script runs.
-"""
+"""The site's first screen, static HTML above asv's grid in index.html: each machine's newest
+seed step times per device, each linked to its graph, and the GPU speedups over cpu."""
 
 from __future__ import annotations
 
@@ -19,19 +16,20 @@ from mpsbench.site import throughput as tp
 from mpsbench.site.site_assets import SiteAssetError
 
 ANCHOR = '<div id="summarygrid-display"'  # asv's grid page, index.html's default route
-MARK = "mpsbench-landing"  # the fragment's id: written once
-MEASURED_KEY = "mpsbench_measured"  # in index.json: param values with a recorded number
+MARK = "mpsbench-landing"  # the fragment's id
+MEASURED_KEY = "mpsbench_measured"  # index.json's param values with a recorded number
 SEEDS = {"training": models.NAMES, "inference": models.INFERENCE_NAMES}  # benchmark_models' params
+NONE = '<td class="mpsbench-none">-</td>'
 
 
 @dataclass(frozen=True)
 class Value:
-    """One step time: what was timed, asv's median and half its interquartile range."""
+    """One step time: asv's median, and half its interquartile range over the median."""
 
     step: tp.Step
     seconds: float
-    spread: float | None  # half IQR over the median; None without statistics
-    seed: bool  # at the seed batch, not the largest timed instead
+    spread: float | None  # None without statistics
+    seed: bool  # else the largest batch timed
 
     @property
     def samples_per_second(self) -> float:
@@ -40,14 +38,11 @@ class Value:
 
 @dataclass(frozen=True)
 class Line:
-    """One seed model and kind on one machine: a value per device."""
-
     kind: str
     model: str
-    values: dict[str, Value]  # device -> value
+    values: dict[str, Value]
 
     def speedup(self, gpu: str) -> float | None:
-        """Samples/s on ``gpu`` over samples/s on cpu."""
         if gpu not in self.values or tp.CPU not in self.values:
             return None
         return self.values[gpu].samples_per_second / self.values[tp.CPU].samples_per_second
@@ -55,14 +50,12 @@ class Line:
 
 @dataclass(frozen=True)
 class Machine:
-    """A machine's newest build with timed seed rows."""
-
     machine: str
     commit: str
-    build: str  # the build as the timeline names it
-    devices: list[str]  # with a value on that build, in devices.NAMES order
+    build: str  # its label
+    devices: list[str]  # with a value, in devices.NAMES order
     lines: list[Line]
-    missing: list[str]  # "model kind" of seed rows with no value
+    missing: list[str]  # "model kind" with no value
 
     @property
     def gpus(self) -> list[str]:
@@ -79,71 +72,53 @@ def _spread(measured: recorded.Measured) -> float | None:
 def _value(
     results: tp.Results, machine: str, commit: str, kind: str, model: str, device: str
 ) -> Value | None:
-    """The step at the seed batch, else the largest batch timed on that device."""
     timed = {
-        step.batch: found
-        for (m, c, step), found in results.timed.items()
-        if (m, c, step.kind, step.model, step.device) == (machine, commit, kind, model, device)
+        step: measured
+        for (m, c, step), (_, measured) in results.timed.items()
+        if (m, c) == (machine, commit)
     }
-    if not timed:
+    if (step := tp.chosen(timed, kind, model, device)) is None:
         return None
-    seed = tp.seed_batch(model)
-    batch = seed if seed in timed else max(timed)
-    _, measured = timed[batch]
-    return Value(
-        tp.Step(kind, model, device, batch), measured.value, _spread(measured), batch == seed
-    )
+    return Value(step, timed[step].value, _spread(timed[step]), step.batch == tp.seed_batch(model))
 
 
 def summarize(results: tp.Results, timeline: Reader) -> list[Machine]:
     """Each machine with a timed seed row, at its newest such build by date."""
     found = []
-    timed_builds = {(machine, commit) for machine, commit, _ in results.timed}
+    timed = {(machine, commit) for machine, commit, _ in results.timed}
     for machine in results.recorded.machines:
-        builds = [
-            commit
-            for commit in results.recorded.builds(machine)
-            if (machine, commit) in timed_builds
-        ]
+        builds = [c for c in results.recorded.builds(machine) if (machine, c) in timed]
         if not builds:
             continue
-        commit = builds[-1]
         lines, missing = [], []
         for kind, names in SEEDS.items():
             for model in names:
                 values = {
                     device: value
                     for device in devices.NAMES
-                    if (value := _value(results, machine, commit, kind, model, device)) is not None
+                    if (value := _value(results, machine, builds[-1], kind, model, device))
                 }
                 if values:
                     lines.append(Line(kind, model, values))
                 else:
                     missing.append(f"{model} {kind}")
-        present = {device for line in lines for device in line.values}
+        present = [d for d in devices.NAMES if any(d in line.values for line in lines)]
         found.append(
-            Machine(
-                machine,
-                commit,
-                timeline.label(commit),
-                [device for device in devices.NAMES if device in present],
-                lines,
-                missing,
-            )
+            Machine(machine, builds[-1], timeline.label(builds[-1]), present, lines, missing)
         )
     return found
 
 
 def graph_link(machine: str, step: tp.Step) -> str:
     """index.html's hash for the step's graph, with its params selected."""
-    name = f"{tp.CLASSES[step.kind]}.{tp.TIME}"
-    params = [
-        ("machine", machine),
-        ("p-device", repr(step.device)),
-        ("p-model", repr(step.model)),
-        ("p-batch_size", str(step.batch)),
-    ]
-    return f"#{name}?" + "&".join(f"{key}={quote(value, safe='')}" for key, value in params)
+    params = {
+        "machine": machine,
+        "p-device": repr(step.device),
+        "p-model": repr(step.model),
+        "p-batch_size": str(step.batch),
+    }
+    query = "&".join(f"{key}={quote(value, safe='')}" for key, value in params.items())
+    return f"#{tp.CLASSES[step.kind]}.{tp.TIME}?{query}"
 
 
 def _duration(seconds: float) -> str:
@@ -155,17 +130,16 @@ def _duration(seconds: float) -> str:
 
 def _cell(machine: str, value: Value | None) -> str:
     if value is None:
-        return '<td class="mpsbench-none">-</td>'
+        return NONE
+    step = value.step
     spread = f" <small>± {value.spread:.0%}</small>" if value.spread is not None else ""
-    batch = (
-        f'<small class="mpsbench-batch">bs {value.step.batch}{"" if value.seed else "*"}</small>'
-    )
+    batch = f'<small class="mpsbench-batch">bs {step.batch}{"" if value.seed else "*"}</small>'
     title = (
-        f"{value.step.kind} step of {value.step.model} on {value.step.device}, batch {value.step.batch}: "
-        f"{value.samples_per_second:,.0f} samples/s; open its graph"
+        f"{step.kind} step of {step.model} on {step.device}, batch {step.batch}:"
+        f" {value.samples_per_second:,.0f} samples/s; open its graph"
     )
     return (
-        f'<td><a href="{html.escape(graph_link(machine, value.step))}" title="{html.escape(title)}">'
+        f'<td><a href="{html.escape(graph_link(machine, step))}" title="{html.escape(title)}">'
         f"{_duration(value.seconds)}</a>{spread} {batch}</td>"
     )
 
@@ -177,24 +151,16 @@ def _machine_html(summary: Machine) -> str:
     )
     rows = []
     for line in summary.lines:
-        ratios = "".join(
-            f"<td><b>{ratio:.2f}x</b></td>"
-            if (ratio := line.speedup(gpu)) is not None
-            else '<td class="mpsbench-none">-</td>'
-            for gpu in summary.gpus
-            if speedups
-        )
         cells = "".join(
             _cell(summary.machine, line.values.get(device)) for device in summary.devices
         )
-        rows.append(
-            f"<tr><td>{html.escape(line.model)}</td><td>{line.kind}</td>{cells}{ratios}</tr>"
-        )
+        ratios = [line.speedup(gpu) for gpu in summary.gpus] if speedups else []
+        cells += "".join(NONE if r is None else f"<td><b>{r:.2f}x</b></td>" for r in ratios)
+        rows.append(f"<tr><td>{html.escape(line.model)}</td><td>{line.kind}</td>{cells}</tr>")
     notes = []
     if not speedups:
         notes.append(
-            f"Only {', '.join(summary.devices)} measured here: a speedup needs mps or cuda beside cpu"
-            " on one machine."
+            f"Only {', '.join(summary.devices)} measured here: a speedup needs mps or cuda beside cpu on one machine."
         )
     if any(not value.seed for line in summary.lines for value in line.values.values()):
         notes.append(
@@ -221,20 +187,20 @@ STYLE = (
 
 def to_html(summaries: list[Machine], figures: str) -> str:
     """The fragment: heading, explanation, a table per machine, links to the rest."""
-    body = "".join(_machine_html(summary) for summary in summaries) or (
-        "<p>No training or inference step of a seed model is recorded yet: the rows below are the other"
-        " benchmarks'.</p>"
+    body = "".join(map(_machine_html, summaries)) or (
+        "<p>No training or inference step of a seed model is recorded yet: the rows below are the"
+        " other benchmarks'.</p>"
     )
     return (
         f'<div id="{MARK}"><style>{STYLE}</style>'
         "<h2>Training and inference step time per device</h2>"
-        "<p>Each seed model's step (forward, loss, backward and optimizer step for training; a forward pass"
-        " for inference) at its seed batch size, asv's median with half its interquartile range, on each"
-        " machine's newest build; lower is faster. A speedup is samples/s on the GPU over samples/s on the"
-        " cpu of the same machine and build. Each time links to its graph across builds.</p>"
-        f"{body}"
-        f"<p>The seeds' figures: <a href=\"{html.escape(figures)}\">Figures</a>. Below: asv's grid of every"
-        " benchmark (the Benchmark list and Regressions tabs are in the bar above).</p><hr></div>"
+        "<p>Each seed model's step (forward, loss, backward and optimizer step for training; a forward"
+        " pass for inference) at its seed batch size, asv's median with half its interquartile range,"
+        " on each machine's newest build; lower is faster. A speedup is samples/s on the GPU over"
+        " samples/s on the cpu of the same machine and build. Each time links to its graph across"
+        f" builds.</p>{body}"
+        f"<p>The seeds' figures: <a href=\"{html.escape(figures)}\">Figures</a>. Below: asv's grid of"
+        " every benchmark (the Benchmark list and Regressions tabs are in the bar above).</p><hr></div>"
     )
 
 
@@ -244,17 +210,17 @@ def measured_params(
     """Per benchmark and param, the values (asv's reprs) of rows with a recorded number."""
     seen: dict[str, list[set[str]]] = {}
     for rows in found.values.values():
-        for row in rows:
-            if row.benchmark in param_names:  # rows hold numbers: failures and skips are not rows
-                axes = seen.setdefault(row.benchmark, [set() for _ in row.params])
-                for axis, value in zip(axes, row.params):
+        for row in rows:  # rows hold numbers: failures and skips are not rows
+            if row.benchmark in param_names:
+                for axis, value in zip(
+                    seen.setdefault(row.benchmark, [set() for _ in row.params]), row.params
+                ):
                     axis.add(value)
     return {name: [sorted(axis) for axis in axes] for name, axes in seen.items()}
 
 
 def write(html_dir: Path, results_dir: Path, timeline: Reader, figures: str) -> list[Machine]:
-    """Puts the summary atop index.html's grid page and the measured params in index.json;
-    returns the summary."""
+    """Puts the summary atop index.html's grid page and the measured params in index.json."""
     results = tp.load(results_dir)
     summaries = summarize(results, timeline)
     index = html_dir / "index.html"

@@ -1,9 +1,6 @@
-/* mpsbench: a series with a single value (one build measured so far) drawn as a labelled point.
- *
- * asv's grid draws lines only, so a benchmark with one build showed an empty box; its graph page drew an
- * unlabelled dot. This flot plugin (loaded after flot, before asv's scripts) turns points on for such a
- * series and writes its value beside the point, in asv's own units (a label that would cover another is left
- * out: hovering the point still shows its value).
+/* mpsbench: a series with a single value (one build measured) drawn as a point labelled with its value
+ * in asv's units. A flot plugin, loaded after flot and before asv's scripts; a label that would cover
+ * another is left out (hovering the point still shows the value).
  */
 (function ($) {
     "use strict";

@@ -1,9 +1,6 @@
-"""Patches asv's published pages: a Figures tab, every channel and only measured param values
-selected on load, a lone build drawn as a labelled point, only measured builds on the top axis,
-and a site that opens from ``file://``.
-
-Each patch finds a statement or tag of asv 0.6.6's pages and stops with one line if it moved.
-"""
+"""Patches asv 0.6.6's published pages: a Figures tab, every channel and only measured values
+selected on load, a lone build as a labelled point, only measured builds on the top axis, and a
+site that opens from file://. Each patch stops with one line where asv's code moved."""
 
 from __future__ import annotations
 
@@ -21,11 +18,11 @@ GRAPH_SCRIPT = "graphdisplay.js"
 # asv selects only the first branch on load, hiding the other channels' builds
 FIRST_BRANCH_ONLY = "state[param] = [values[0]];"
 EVERY_BRANCH = "state[param] = values;  /* mpsbench: every channel of the default (site.patches) */"
-# Chromium refuses XMLHttpRequest from file://, so each NAME.json gets a twin NAME.json.js that
-# file_json.js's jQuery transport loads with a <script> element.
+# Chromium refuses XMLHttpRequest from file://: file_json.js loads each NAME.json's twin
+# NAME.json.js with a <script> element instead.
 LOADER = f"{VENDOR}/mpsbench/file-json.js"
 # asv selects each param's first values on load, which may have no data (mps on a cpu-only
-# machine); the patch skips values index.json's MEASURED_KEY (site.landing) lists no data for.
+# machine); the patch selects those index.json's MEASURED_KEY (site.landing) lists.
 FIRST_VALUES = re.compile(
     r"for \(var j = 0; j < param_values\.length && \(j\+1\)\*count <= max_curves; \+\+j\) \{"
     r"\s*item\.push\(j\);\s*\}"
@@ -37,14 +34,13 @@ MEASURED_VALUES = (
     "\n                    }}"
     "\n                    if (item.length == 0) {{ item.push(0); }}"
 )
-# asv's grid draws a tile per benchmark, mostly empty on a first site; keep those with a value
+# asv's grid draws a tile per benchmark, mostly empty on a first site
 GRID_SCRIPT = "summarygrid.js"
 EVERY_TILE = "$.each(main_json.benchmarks, function(bm_name, bm) {"
 MEASURED_TILES = (
     EVERY_TILE + "\n            if (main_json.KEY && !main_json.KEY[bm_name]) { return; }"
     "  /* mpsbench: tiles with data only (site.patches) */"
 )
-# flot plugin: a one-build series drawn as a point labelled with its value
 LONE_POINT = f"{VENDOR}/mpsbench/lone-point.js"
 ASV_SCRIPT = re.compile(r"(?=<script\b[^>]*\bsrc=\"asv\.js\")")  # before asv.js, after flot
 TWIN = ".js"
@@ -53,98 +49,97 @@ _JQUERY_TAG = re.compile(
 )
 
 
-def _insert_after(page: Path, anchor: re.Match[str] | None, what: str, addition: str) -> None:
-    if anchor is None:
-        raise SiteAssetError(f"{page} has no {what}; a different asv version?")
-    text = anchor.string
-    page.write_text(text[: anchor.end()] + addition + text[anchor.end() :], encoding="utf-8")
+def _insert_once(
+    html_dir: Path, marker: str, anchor: re.Pattern[str], what: str, addition: str
+) -> None:
+    """``addition`` into index.html after ``anchor``, unless ``marker`` is there."""
+    index = html_dir / "index.html"
+    text = index.read_text(encoding="utf-8")
+    if marker in text:
+        return
+    if (found := anchor.search(text)) is None:
+        raise SiteAssetError(f"{index} has no {what}; a different asv version?")
+    index.write_text(text[: found.end()] + addition + text[found.end() :], encoding="utf-8")
+
+
+def _replace_once(script: Path, old: re.Pattern[str], new: str, what: str) -> None:
+    """The one ``old`` of ``script`` replaced by ``new``, unless ``new`` is there."""
+    text = script.read_text(encoding="utf-8")
+    if new in text:
+        return
+    if len(old.findall(text)) != 1:
+        raise SiteAssetError(
+            f"{script} has no one {what}; a different asv version? see mpsbench.site.patches"
+        )
+    script.write_text(old.sub(lambda _: new, text), encoding="utf-8")
 
 
 def add_nav_link(html_dir: Path, label: str, href: str) -> None:
     """A navbar entry in index.html after asv's Regressions tab (once)."""
-    index = html_dir / "index.html"
-    text = index.read_text(encoding="utf-8")
     item_id = "nav-li-mpsbench-" + re.sub(r"[^a-z0-9]+", "-", label.lower()).strip("-")
-    if f'id="{item_id}"' not in text:
-        _insert_after(
-            index,
-            re.compile(re.escape(NAV_ANCHOR) + ".*?</li>", re.DOTALL).search(text),
-            f"{NAV_ANCHOR} to put the {label!r} link after",
-            f'\n\t<li id="{item_id}"><a href="{html.escape(href)}">{html.escape(label)}</a></li>',
-        )
+    _insert_once(
+        html_dir,
+        f'id="{item_id}"',
+        re.compile(re.escape(NAV_ANCHOR) + ".*?</li>", re.DOTALL),
+        f"{NAV_ANCHOR} to put the {label!r} link after",
+        f'\n\t<li id="{item_id}"><a href="{html.escape(href)}">{html.escape(label)}</a></li>',
+    )
 
 
 def show_every_channel(html_dir: Path) -> None:
     """The graph page selects every branch (channel) on load."""
-    script = html_dir / GRAPH_SCRIPT
-    text = script.read_text(encoding="utf-8")
-    if EVERY_BRANCH in text:
-        return
-    if text.count(FIRST_BRANCH_ONLY) != 1:
-        raise SiteAssetError(
-            f"{script} has no one {FIRST_BRANCH_ONLY!r} to select every channel by; a different"
-            " asv version? see mpsbench.site.patches"
-        )
-    script.write_text(text.replace(FIRST_BRANCH_ONLY, EVERY_BRANCH), encoding="utf-8")
+    _replace_once(
+        html_dir / GRAPH_SCRIPT,
+        re.compile(re.escape(FIRST_BRANCH_ONLY)),
+        EVERY_BRANCH,
+        f"{FIRST_BRANCH_ONLY!r} to select every channel by",
+    )
 
 
 def select_measured_values(html_dir: Path, key: str) -> None:
     """The graph page selects only param values with data on load."""
-    script = html_dir / GRAPH_SCRIPT
-    text = script.read_text(encoding="utf-8")
-    replacement = MEASURED_VALUES.format(key=key)
-    if replacement in text:
-        return
-    found = FIRST_VALUES.findall(text)
-    if len(found) != 1:
-        raise SiteAssetError(
-            f"{script} has no one loop selecting the first param values to patch; a different"
-            " asv version? see mpsbench.site.patches"
-        )
-    script.write_text(FIRST_VALUES.sub(lambda _: replacement, text), encoding="utf-8")
+    _replace_once(
+        html_dir / GRAPH_SCRIPT,
+        FIRST_VALUES,
+        MEASURED_VALUES.format(key=key),
+        "loop selecting the first param values to patch",
+    )
 
 
 def grid_of_measured(html_dir: Path, key: str) -> None:
     """asv's grid draws only benchmarks with a recorded value; the list tab keeps them all."""
-    script = html_dir / GRID_SCRIPT
-    text = script.read_text(encoding="utf-8")
-    replacement = MEASURED_TILES.replace("KEY", key)
-    if replacement in text:
-        return
-    if text.count(EVERY_TILE) != 1:
-        raise SiteAssetError(
-            f"{script} has no one {EVERY_TILE!r} to keep the measured tiles by; a different asv"
-            " version? see mpsbench.site.patches"
-        )
-    script.write_text(text.replace(EVERY_TILE, replacement), encoding="utf-8")
+    _replace_once(
+        html_dir / GRID_SCRIPT,
+        re.compile(re.escape(EVERY_TILE)),
+        MEASURED_TILES.replace("KEY", key),
+        f"{EVERY_TILE!r} to keep the measured tiles by",
+    )
 
 
-def label_lone_points(html_dir: Path) -> None:
-    """Adds the lone-point plugin, loaded by index.html after flot (once)."""
-    _copy_script("lone_point.js", html_dir / LONE_POINT)
-    index = html_dir / "index.html"
-    text = index.read_text(encoding="utf-8")
-    if f'src="{LONE_POINT}"' not in text:
-        _insert_after(
-            index,
-            ASV_SCRIPT.search(text),
-            "asv.js script to load the lone-point plugin before",
-            f'<script src="{LONE_POINT}"></script>\n    ',
-        )
-
-
-def _copy_script(name: str, target: Path) -> None:
-    target.parent.mkdir(parents=True, exist_ok=True)
-    target.write_text(
+def _copy_script(name: str, html_dir: Path, target: str) -> None:
+    (html_dir / target).parent.mkdir(parents=True, exist_ok=True)
+    (html_dir / target).write_text(
         resources.files("mpsbench.site").joinpath(name).read_text(encoding="utf-8"),
         encoding="utf-8",
     )
 
 
+def label_lone_points(html_dir: Path) -> None:
+    """Adds the lone-point plugin, loaded by index.html after flot (once)."""
+    _copy_script("lone_point.js", html_dir, LONE_POINT)
+    _insert_once(
+        html_dir,
+        f'src="{LONE_POINT}"',
+        ASV_SCRIPT,
+        "asv.js script to load the lone-point plugin before",
+        f'<script src="{LONE_POINT}"></script>\n    ',
+    )
+
+
 def keep_measured_tags(html_dir: Path, measured: Collection[str]) -> list[str]:
     """Keeps on the top axis only tags of builds with a recorded value; returns the others."""
-    index_path = html_dir / "index.json"
-    index = json.loads(index_path.read_text(encoding="utf-8"))
+    path = html_dir / "index.json"
+    index = json.loads(path.read_text(encoding="utf-8"))
     hashes = {
         int(revision): commit for revision, commit in index.get("revision_to_hash", {}).items()
     }
@@ -154,28 +149,25 @@ def keep_measured_tags(html_dir: Path, measured: Collection[str]) -> list[str]:
     }
     if kept != tags:
         index["tags"] = kept
-        index_path.write_text(json.dumps(index), encoding="utf-8")
+        path.write_text(json.dumps(index), encoding="utf-8")
     return sorted(set(tags) - set(kept))
 
 
 def twin(data: str) -> str:
-    """The JavaScript twin of a JSON document, handing its value to the transport."""
     return f"mpsbenchJSON(document.currentScript, {data});\n"
 
 
 def make_readable_from_disk(html_dir: Path) -> int:
-    """Adds the transport after jQuery (once) and a twin beside every JSON file; returns the
-    number of twins. Runs last, so twins copy the final JSON."""
-    _copy_script("file_json.js", html_dir / LOADER)
-    index = html_dir / "index.html"
-    text = index.read_text(encoding="utf-8")
-    if f'src="{LOADER}"' not in text:
-        _insert_after(
-            index,
-            _JQUERY_TAG.search(text),
-            "jQuery that the file:// loader could follow",
-            f'\n    <script src="{LOADER}"></script>',
-        )
+    """The transport after jQuery and a twin beside every JSON file, last, so that the twins
+    copy the final JSON; returns the number of twins."""
+    _copy_script("file_json.js", html_dir, LOADER)
+    _insert_once(
+        html_dir,
+        f'src="{LOADER}"',
+        _JQUERY_TAG,
+        "jQuery that the file:// loader could follow",
+        f'\n    <script src="{LOADER}"></script>',
+    )
     documents = sorted(html_dir.rglob("*.json"))
     for path in documents:
         data = path.read_text(encoding="utf-8")

@@ -1,6 +1,6 @@
-"""``mpsbench publish``: every step of the site into a scratch folder beside html_dir, then one rename over it, so
-that a reader sees the previous site until the new one is whole and a failed publish changes nothing
-(docs/explanation/site.md)."""
+"""``mpsbench publish``: every step of the site into a scratch folder beside html_dir, then one
+rename over it, so that readers see the previous site until the new one is whole and a failed
+publish changes nothing (docs/explanation/site.md)."""
 
 from __future__ import annotations
 
@@ -21,11 +21,9 @@ log = progress.logger(__name__)
 
 
 def measured_builds(results: Path) -> set[str]:
-    """The builds (timeline commits) with at least one recorded value, on any machine of ``results``."""
+    """The builds (timeline commits) with a recorded value on any machine."""
     try:
-        found = recorded.load(
-            results, strict=False
-        )  # as asv publish does: an unreadable file is skipped
+        found = recorded.load(results, strict=False)  # as asv publish: unreadable files skipped
     except recorded.RecordedError:  # no results folder, or no results file in it
         return set()
     return {commit for (_, commit), rows in found.values.items() if rows}
@@ -37,44 +35,33 @@ def staging(html: Path) -> Path:
 
 
 def kept(suite: Suite) -> list[files.Kept]:
-    """What publishing may not replace: html_dir is replaced whole, so it may not be or hold the results, the
-    timeline, the config's folder or this checkout, nor sit inside the results or the timeline."""
+    """What replacing html_dir whole may not touch."""
     conf = suite.conf
     return [
         files.Kept("the results folder", conf.results, nothing_inside=True),
-        *(
-            [files.Kept("the timeline", conf.repo, nothing_inside=True)]
-            if conf.repo is not None
-            else []
-        ),
+        *([files.Kept("the timeline", conf.repo, nothing_inside=True)] if conf.repo else []),
         files.Kept("the folder of the config", conf.root),
         files.Kept("the repository", asvconf.ROOT),
     ]
 
 
 def publish(suite: Suite, asv_options: Sequence[str] = ()) -> None:
-    """Publish ``suite``'s results into its html_dir (``asv_options`` go to ``asv publish``), whole or not at all."""
+    """Publishes the suite's results into its html_dir, whole or not at all."""
     conf = suite.conf
-    files.check_owned(
-        conf.html, kept(suite), f"html_dir {conf.html} of {conf.path}"
-    )  # before anything is written
-    given = [option for option in asv_options if option.split("=", 1)[0] in HTML_DIR_OPTIONS]
-    if given:
+    files.check_owned(conf.html, kept(suite), f"html_dir {conf.html} of {conf.path}")
+    if given := [option for option in asv_options if option.split("=", 1)[0] in HTML_DIR_OPTIONS]:
         raise UserError(
             f"{given[0]}: mpsbench publish writes html_dir of {conf.path} ({conf.html}); set html_dir"
             " there, or pass --config with another asv.conf.json"
         )
-    measured = measured_builds(conf.results)
-    if not measured:
+    if not (measured := measured_builds(conf.results)):
         raise UserError(
             f"nothing recorded in {conf.results} yet: nothing published, {conf.html} left as it"
             " was; record values first (scripts/bench)"
         )
     folder = staging(conf.html)
     folder.mkdir(parents=True, exist_ok=True)
-    with files.lock(
-        folder / "site"
-    ):  # the staging folder's own lock: a run holding the results' lock never blocks it
+    with files.lock(folder / "site"):  # its own lock: a run holding the results' never blocks it
         for left in folder.iterdir():  # a publish killed before its rename
             files.remove(left, kept(suite))
         scratch = Path(tempfile.mkdtemp(prefix="site-", dir=folder))
@@ -92,18 +79,18 @@ def publish(suite: Suite, asv_options: Sequence[str] = ()) -> None:
 
 def _build(suite: Suite, html: Path, measured: set[str], asv_options: Sequence[str]) -> None:
     conf = suite.conf
+    figures = f"{FIGURES}/summary.html"
     log.info("asv publish")
     asv.publish(conf.path, [*asv_options, "--html-dir", str(html)])
     judged = regressions_page.judge_site(html, conf.results, conf.thresholds, suite.reader)
-    kept = sum(1 for jump in judged if jump["regressed"])
     log.info(
-        f"Regressions page: {kept} of {len(judged)} jumps asv found are regressions;"
-        f" the rest are set aside with their reason in {conf.html / regressions_page.JUDGED}"
+        f"Regressions page: {sum(j['regressed'] for j in judged)} of {len(judged)} jumps asv found"
+        f" are regressions; the rest are set aside with their reason in {conf.html / regressions_page.JUDGED}"
     )
     builds = pytorch_links.rewrite(html, suite.reader)
     log.info(
-        f"commit links lead to PyTorch: {sum(1 for git in builds.values() if git)} of {len(builds)} builds have"
-        " an upstream commit"
+        f"commit links lead to PyTorch: {sum(map(bool, builds.values()))} of {len(builds)} builds"
+        " have an upstream commit"
     )
     log.info(f"building the figures into {conf.html / FIGURES}")
     report.build(conf.results, html / FIGURES, conf, site=html)
@@ -111,20 +98,20 @@ def _build(suite: Suite, html: Path, measured: set[str], asv_options: Sequence[s
         f"making the site self-contained (libraries from the npm registry, cached in {site_assets.CACHE})"
     )
     site_assets.make_offline(html)
-    patches.add_nav_link(html, "Figures", f"{FIGURES}/summary.html")
+    patches.add_nav_link(html, "Figures", figures)
     patches.show_every_channel(html)
-    summaries = landing.write(html, conf.results, suite.reader, f"{FIGURES}/summary.html")
+    summaries = landing.write(html, conf.results, suite.reader, figures)
     log.info(
         f"index.html opens on the seed models' step times on each machine's newest build ({len(summaries)})"
     )
     patches.select_measured_values(html, landing.MEASURED_KEY)
     patches.grid_of_measured(html, landing.MEASURED_KEY)
     patches.label_lone_points(html)
-    dropped = patches.keep_measured_tags(html, measured)
-    if dropped:
+    if dropped := patches.keep_measured_tags(html, measured):
+        more = ", ..." if len(dropped) > 5 else ""
         log.info(
-            f"top axis: {len(dropped)} tags of builds with no recorded value left out ({', '.join(dropped[:5])}"
-            f"{', ...' if len(dropped) > 5 else ''})"
+            f"top axis: {len(dropped)} tags of builds with no recorded value left out"
+            f" ({', '.join(dropped[:5])}{more})"
         )
     twins = patches.make_readable_from_disk(html)  # last: after every step has written its JSON
     log.info(f"{twins} JSON files given a .js twin, so that index.html also opens from disk")

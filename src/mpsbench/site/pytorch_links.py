@@ -1,4 +1,4 @@
-"""Points the site's commit links at PyTorch's commits instead of timeline hashes; pytorch.html's
+"""Points the site's commit links at PyTorch's commits instead of timeline hashes: pytorch.html's
 script (pytorch_links.js) redirects to the commit or range a link names."""
 
 from __future__ import annotations
@@ -20,8 +20,7 @@ _FEED_LINK = re.compile(
 
 def upstream_url(builds: dict[str, str | None], old: str | None, new: str) -> str | None:
     """``new``'s PyTorch commit, or the range from ``old``'s; None without a git_version."""
-    git_new = builds.get(new)
-    git_old = builds.get(old) if old else None
+    git_new, git_old = builds.get(new), builds.get(old) if old else None
     if not git_new or (old and not git_old):
         return None
     return pytorch_url(git_old, git_new)
@@ -31,28 +30,24 @@ def _full(builds: dict[str, str | None], prefix: str) -> str | None:
     return next((commit for commit in builds if commit.startswith(prefix)), None)
 
 
-def _build_name(timeline: Reader, commit: str) -> str:
-    """The build's label, shown after the short hash."""
-    return (
-        timeline.label(commit).removeprefix(commit[:8]).strip()
-        or "unknown: the timeline here has no build.json for it"
-    )
-
-
 def rewrite(site: Path, timeline: Reader) -> dict[str, str | None]:
     """Writes pytorch.html, points index.json at it, fixes regressions.xml; returns timeline
     commit -> git_version."""
-    index_path = site / "index.json"  # as asv publish just wrote it
+    index_path = site / "index.json"
     index = json.loads(index_path.read_text())
     builds = {commit: timeline.git_version(commit) for commit in index["revision_to_hash"].values()}
-    for commit in list(builds):  # add the builds before the first ones, for ranges from there
-        parent = timeline.parent(commit)
-        if parent and parent not in builds:
+    for commit in list(builds):  # the builds before the first ones, for ranges from there
+        if (parent := timeline.parent(commit)) and parent not in builds:
             builds[parent] = timeline.git_version(parent)
     index["show_commit_url"] = SHOW_COMMIT_URL
     index_path.write_text(json.dumps(index, separators=(",", ":")))
     rows = "".join(
-        f"<tr><td><code>{commit[:12]}</code></td><td>{html.escape(_build_name(timeline, commit))}</td><td>"
+        f"<tr><td><code>{commit[:12]}</code></td><td>"
+        + html.escape(
+            timeline.label(commit).removeprefix(commit[:8]).strip()
+            or "unknown: the timeline here has no build.json for it"
+        )
+        + "</td><td>"
         + (
             f'<a href="{UPSTREAM}/commit/{git}">{git[:12]}</a>'
             if git
@@ -76,21 +71,17 @@ def rewrite(site: Path, timeline: Reader) -> dict[str, str | None]:
         f"<script>var UPSTREAM = {json.dumps(UPSTREAM)};\n{script}</script></body></html>\n",
         encoding="utf-8",
     )
+
+    def upstream(match: re.Match[str]) -> str:
+        old, new = match.group(1), match.group(2) or match.group(3)
+        full_new = _full(builds, new)
+        # one commit: asv means the change from the build before it
+        full_old = _full(builds, old) if old else (timeline.parent(full_new) if full_new else None)
+        url = upstream_url(builds, full_old, full_new) if full_new else None
+        return url or f"{PAGE}#//github.com/{new}"
+
     feed = site / "regressions.xml"
     if feed.is_file():
-
-        def upstream(match: re.Match[str]) -> str:
-            old, new = (
-                (match.group(1), match.group(2)) if match.group(2) else (None, match.group(3))
-            )
-            full_new = _full(builds, new)
-            # one commit: asv means the change from the build before it
-            full_old = (
-                _full(builds, old) if old else (timeline.parent(full_new) if full_new else None)
-            )
-            url = upstream_url(builds, full_old, full_new) if full_new else None
-            return url or f"{PAGE}#//github.com/{new}"
-
         feed.write_text(
             _FEED_LINK.sub(upstream, feed.read_text(encoding="utf-8")), encoding="utf-8"
         )

@@ -1,7 +1,6 @@
-"""The published Regressions page re-judged row by row (docs/explanation/site.md): asv flags every increase beyond one fraction,
-so each jump is judged again by :func:`mpsbench.regressions.rule.judge`; only the slower and the wrong (a correctness
-row past its tolerance) stay in ``regressions.json`` and its feed, and every verdict goes to ``JUDGED``.
-"""
+"""The published Regressions page re-judged row by row by :func:`mpsbench.regressions.rule.judge`
+(asv flags every increase beyond one fraction): only the slower and the wrong stay in
+regressions.json and its feed; every verdict goes to JUDGED (docs/explanation/site.md)."""
 
 from __future__ import annotations
 
@@ -24,10 +23,10 @@ from mpsbench.results import recorded
 JUDGED = "regressions-judged.json"
 FeedKey = tuple[
     str, str | None, str
-]  # a feed entry's row, machine (None where its link names none) and commits
+]  # a feed entry's row, machine (None where its link names none), commits
 ATOM = "http://www.w3.org/2005/Atom"
-LATEST = 20  # the regressions the figures page lists
-EXPLAINED = "explain"  # the site's folder of the tables of the ops that changed (mpsbench explain)
+LATEST = 20  # regressions on the figures page
+EXPLAINED = "explain"  # the site's folder of explain's tables
 
 
 def graph_param(graph_path: str, key: str) -> str | None:
@@ -35,7 +34,7 @@ def graph_param(graph_path: str, key: str) -> str | None:
     return found.group(1) if found else None
 
 
-def graph_url(
+def _graph_url(
     index: dict[str, Any],
     name: str,
     machine: str | None,
@@ -43,29 +42,27 @@ def graph_url(
     old: str | None,
     new: str,
 ) -> str:
-    """The row's graph at a jump's two builds (the new one alone where the older is unknown), relative to the site's
-    root."""
-    commits = f"{old}-{new}" if old else new
+    """The row's graph at a jump's builds, relative to the site's root."""
     benchmark = name.split("(", 1)[0]
     spec = index.get("benchmarks", {}).get(benchmark, {})
     params = {"machine": machine or ""}
     if idx is not None and spec.get("params"):
         values = next(itertools.islice(itertools.product(*spec["params"]), idx, idx + 1))
         params.update({f"p-{param}": value for param, value in zip(spec["param_names"], values)})
-    return f"index.html#{benchmark}?{urllib.parse.urlencode({**params, 'commits': commits})}"
+    params["commits"] = f"{old}-{new}" if old else new
+    return f"index.html#{benchmark}?{urllib.parse.urlencode(params)}"
 
 
 def _jump_builds(
     revision_to_hash: dict[str, str], timeline: Reader, rev_a: int | None, rev_b: int
 ) -> tuple[str | None, str]:
-    """A jump's older and newer build. asv names no older one where the jump's range holds the new build alone: the
-    older is then its timeline parent (by date, the build before could be another channel's)."""
+    """A jump's two builds; where asv names no older one, the newer one's timeline parent (by date,
+    the build before could be another channel's)."""
     new = revision_to_hash[str(rev_b)]
     return (revision_to_hash[str(rev_a)] if rev_a is not None else timeline.parent(new)), new
 
 
 def _published(html: Path) -> tuple[list[Any], dict[str, Any], dict[str, str]]:
-    """asv's regressions.json entries, its index.json and the index's revision_to_hash."""
     try:
         detected = json.loads((html / "regressions.json").read_text())["regressions"]
         index = json.loads((html / "index.json").read_text())
@@ -87,16 +84,13 @@ def judge_site(
     several_branches = len(index.get("params", {}).get("branch", [])) > 1
     kept_entries: list[Any] = []
     judged: list[dict[str, Any]] = []
-    kept_keys: dict[
-        FeedKey, str | None
-    ] = {}  # as asv's feed links the jump -> a new feed title, or None to keep asv's
+    kept_keys: dict[FeedKey, str | None] = {}  # -> a new title, or None
     for name, graph_path, graph_params, idx, last, best, jumps in detected:
         machine, branch = graph_param(graph_path, "machine"), graph_param(graph_path, "branch")
-        # each machine's graph has its own feed entries, on commits the machines share; asv's links name the
-        # machine only where there are several, as its graph params do
+        # asv's feed links name the machine only where there are several, as graph_params do
         feed_machine = graph_params.get("machine")
         if several_branches and branch and "branch" not in graph_params:
-            # asv drops branch when one branch has results; its page, filtering by it, then shows that channel nothing
+            # else asv's page, filtering by a branch with no results, shows that channel nothing
             graph_params["branch"] = branch
         unit = str(index.get("benchmarks", {}).get(name.split("(", 1)[0], {}).get("unit", ""))
         row = rows.get(name)
@@ -105,9 +99,9 @@ def judge_site(
             old, new = _jump_builds(revision_to_hash, timeline, rev_a, rev_b)
             measured_old = found.get(machine, old, row) if machine and old and row else None
             measured_new = found.get(machine, new, row) if machine and row else None
-            if (
-                measured_old is None or measured_new is None
-            ):  # asv saw it; without our numbers, keep asv's word
+            if measured_old is not None and measured_new is not None:
+                verdict = rule.judge(thresholds, name, unit, measured_old, measured_new, branch)
+            else:  # asv saw it; without our numbers, keep asv's word
                 verdict = rule.Judgement(
                     rule.Decision.SLOWER,
                     rule.Decision.SLOWER.value,
@@ -115,38 +109,34 @@ def judge_site(
                     0.0,
                     "asv's step detection (no recorded values to judge)",
                 )
-            else:
-                verdict = rule.judge(thresholds, name, unit, measured_old, measured_new, branch)
             judged.append(
-                {
-                    "benchmark": name,
-                    "machine": machine,
-                    "branch": branch,
-                    "unit": unit,
-                    "old": old,
-                    "new": new,
-                    "before": before,
-                    "after": after,
-                    "ratio": verdict.ratio,
-                    "verdict": verdict.label,
-                    "reason": verdict.reason,
-                    "threshold": verdict.threshold,
-                    "regressed": verdict.regressed,
-                    "graph": graph_url(index, name, machine, idx, old, new),
-                }
+                dict(
+                    benchmark=name,
+                    machine=machine,
+                    branch=branch,
+                    unit=unit,
+                    old=old,
+                    new=new,
+                    before=before,
+                    after=after,
+                    ratio=verdict.ratio,
+                    verdict=verdict.label,
+                    reason=verdict.reason,
+                    threshold=verdict.threshold,
+                    regressed=verdict.regressed,
+                    graph=_graph_url(index, name, machine, idx, old, new),
+                )
             )
-            if (
-                verdict.regressed and old
-            ):  # bisect's table of the ops that changed, where it kept one
+            if verdict.regressed and old:
                 judged[-1]["explain"] = _publish_table(html, results_dir, name, old, new)
             if verdict.regressed:
-                # a one-commit jump becomes the range from the build before: asv's page then links the
-                # range (a PyTorch compare, pytorch_links.py) where it linked the new build alone
-                rev_old = revision_of.get(old, rev_a) if old else rev_a
-                kept_jumps.append([rev_old, rev_b, before, after])
-                retitled = None if verdict.slower else f"{verdict.label}: {name} ({verdict.reason})"
-                kept_keys[(name, feed_machine, new if rev_a is None else f"{old}-{new}")] = (
-                    retitled  # asv's link
+                # a one-commit jump becomes the range from the build before, which asv's page links
+                kept_jumps.append(
+                    [revision_of.get(old, rev_a) if old else rev_a, rev_b, before, after]
+                )
+                key = (name, feed_machine, new if rev_a is None else f"{old}-{new}")  # asv's link
+                kept_keys[key] = (
+                    None if verdict.slower else f"{verdict.label}: {name} ({verdict.reason})"
                 )
         if kept_jumps:
             kept_entries.append([name, graph_path, graph_params, idx, last, best, kept_jumps])
@@ -160,8 +150,6 @@ def judge_site(
 
 @dataclass(frozen=True)
 class Regression:
-    """A jump the page kept."""
-
     benchmark: str
     machine: str
     old_commit: str | None
@@ -169,13 +157,9 @@ class Regression:
     before: float
     after: float
     revision: int
-    graph: str = ""  # the row's graph, relative to the site's root
-    kind: str = (
-        "slower"  # or the correctness kinds: wrong result, nondeterministic (the judged verdict)
-    )
-    explain: str = (
-        ""  # the table of the ops that changed (mpsbench explain), relative to the site's root
-    )
+    graph: str = ""
+    kind: str = "slower"  # or a correctness verdict
+    explain: str = ""  # explain's table, relative to the site's root
 
     @property
     def ratio(self) -> float:
@@ -183,8 +167,7 @@ class Regression:
 
 
 def _publish_table(html: Path, results_dir: Path, name: str, old: str, new: str) -> str:
-    """The table ``mpsbench explain`` kept for this jump (bisect's last part), copied into the site; its link
-    relative to the site's root, or "" where none was kept."""
+    """The table explain kept for this jump, copied into the site: its link, or ""."""
     table = explain.stored(results_dir) / explain.stored_name(name, old, new)
     if not table.is_file():
         return ""
@@ -196,16 +179,17 @@ def _publish_table(html: Path, results_dir: Path, name: str, old: str, new: str)
 def latest(html: Path, timeline: Reader) -> list[Regression]:
     """The newest jumps of the published regressions.json, newest first."""
     detected, index, revision_to_hash = _published(html)
-    regressed = [j for j in _judged(html) if j.get("regressed")]
-    kinds = {(j["benchmark"], j["machine"] or "", j["new"]): j["verdict"] for j in regressed}
-    tables = {
-        (j["benchmark"], j["machine"] or "", j["new"]): j.get("explain", "") for j in regressed
+    regressed = {
+        (j["benchmark"], j["machine"] or "", j["new"]): j
+        for j in _judged(html)
+        if j.get("regressed")
     }
     found = []
-    for name, graph_path, _graph_params, index_of_params, _last, _best, jumps in detected:
+    for name, graph_path, _, idx, _, _, jumps in detected:
         machine = graph_param(graph_path, "machine") or ""
         for old_revision, new_revision, before, after in jumps:
             old, new = _jump_builds(revision_to_hash, timeline, old_revision, new_revision)
+            judged = regressed.get((name, machine, new), {})
             found.append(
                 Regression(
                     name,
@@ -215,9 +199,9 @@ def latest(html: Path, timeline: Reader) -> list[Regression]:
                     float(before),
                     float(after),
                     int(new_revision),
-                    graph_url(index, name, machine, index_of_params, old, new),
-                    kinds.get((name, machine, new), "slower"),
-                    tables.get((name, machine, new), ""),
+                    _graph_url(index, name, machine, idx, old, new),
+                    judged.get("verdict", "slower"),
+                    judged.get("explain", ""),
                 )
             )
     found.sort(key=lambda r: (-r.revision, -r.ratio, r.benchmark))
@@ -238,23 +222,21 @@ def set_aside(html: Path) -> list[dict[str, Any]]:
 
 
 def _filter_feed(feed: Path, kept: dict[FeedKey, str | None]) -> None:
-    """Drop the feed entries of jumps not kept (asv's title is 'PERCENT NAME', its link names the commits); retitle
-    those ``kept`` gives a title (a wrong result is no percentage slower)."""
+    """Drops the feed entries of jumps not ``kept`` (asv's title is 'PERCENT NAME', its link names
+    the commits) and retitles the wrong results, which are no percentage slower."""
     if not feed.is_file():
         return
     ET.register_namespace("", ATOM)
     tree = ET.parse(feed)
-    root = tree.getroot()
-    for entry in root.findall(f"{{{ATOM}}}entry"):
-        title = (entry.findtext(f"{{{ATOM}}}title") or "").split(" ", 1)[-1]
+    for entry in tree.getroot().findall(f"{{{ATOM}}}entry"):
+        title = entry.find(f"{{{ATOM}}}title")
         link = entry.find(f"{{{ATOM}}}link")
-        query = urllib.parse.urlsplit(
-            link.get("href", "") if link is not None else ""
-        ).fragment.partition("?")[2]
-        params = urllib.parse.parse_qs(query)
-        key = (title, params.get("machine", [None])[0], params.get("commits", [""])[0])
+        href = link.get("href", "") if link is not None else ""
+        params = urllib.parse.parse_qs(urllib.parse.urlsplit(href).fragment.partition("?")[2])
+        name = (title.text or "").split(" ", 1)[-1] if title is not None else ""
+        key = (name, params.get("machine", [None])[0], params.get("commits", [""])[0])
         if key not in kept:
-            root.remove(entry)
-        elif (retitled := kept[key]) is not None:
-            entry.find(f"{{{ATOM}}}title").text = retitled  # type: ignore[union-attr]  # found just above
+            tree.getroot().remove(entry)
+        elif title is not None and kept[key] is not None:
+            title.text = kept[key]
     tree.write(feed, encoding="utf-8", xml_declaration=True)

@@ -1,5 +1,4 @@
-"""The figures page (summary.md and summary.html) from an asv results directory; throughput picks
-what each figure plots, figures draws it."""
+"""The figures page (summary.md and summary.html) of an asv results directory."""
 
 from __future__ import annotations
 
@@ -30,8 +29,20 @@ from mpsbench.site import throughput as tp
 FALLBACK_NOTE = (
     "bs N*: not the seed's batch size, which that device has no result for: its largest batch."
 )
+ERRORS = (
+    "benchmark_patterns.Correctness.track_relative_error",
+    "benchmark_patterns.ReportedCorrectness.track_relative_error",
+)
+DIFFERENCES = "benchmark_patterns.Determinism.track_largest_difference"
+NEWEST = 12  # builds per machine in the correctness table, a column each
+PREFILL = "benchmark_modern.LlmPrefill.time_prefill"
+DECODE = "benchmark_modern.LlmDecode.time_decode"
 
 log = progress.logger(__name__)
+
+
+def _columns(names: str) -> list[str]:
+    return names.split(", ")
 
 
 def _per_model(
@@ -42,7 +53,7 @@ def _per_model(
     present: set[str],
     draw: Callable[[str, Path], None],
 ) -> list[Block]:
-    """One figure per model of ``present`` (``NAME_MODEL.png``), drawn by ``draw``."""
+    """One figure per model of ``present``, drawn by ``draw``."""
     drawn = [model for model in tp.models_in(results) if model in present]
     for model in drawn:
         draw(model, save(f"{name}_{model}.png"))
@@ -55,19 +66,14 @@ def _builds_section(
     rows: list[list[Cell]] = []
     for machine in results.machines:
         previous = tp.previous_build(results, machine, timeline)
-        rows.append(
-            [
-                machine,
-                timeline.label(results.builds(machine)[-1]),
-                timeline.label(previous) if previous else "-",
-            ]
-        )
+        newest = timeline.label(results.builds(machine)[-1])
+        rows.append([machine, newest, timeline.label(previous) if previous else "-"])
     return Section(
         "Builds",
         [
-            f"From {results.recorded.files} results files in {results_dir}; every figure uses each machine's newest build. "
-            f"Throughput is batch size over asv's median step time. Regression factor {limit:g} "
-            "(asv.conf.json regressions_thresholds).",
+            f"From {results.recorded.files} results files in {results_dir}; every figure uses each"
+            " machine's newest build. Throughput is batch size over asv's median step time."
+            f" Regression factor {limit:g} (asv.conf.json regressions_thresholds).",
             Table(["machine", "newest build", "previous build"], rows),
         ],
     )
@@ -75,55 +81,51 @@ def _builds_section(
 
 def _speedup_section(results: tp.Results, save: figures.Save) -> Section:
     found = tp.speedups(results)
+    title = "GPU speedup over cpu"
     if not found:
-        return Section("GPU speedup over cpu", ["No machine has both GPU and cpu results."])
-    return Section(
-        "GPU speedup over cpu",
+        return Section(title, ["No machine has both GPU and cpu results."])
+
+    columns = "model, kind, machine, device, batch, cpu batch, samples/s, cpu samples/s, speedup"
+    rows: list[list[Cell]] = [
         [
-            *_per_model(
-                save,
-                results,
-                "speedup",
-                "speedup over cpu",
-                {s.model for s in found},
-                lambda model, path: figures.speedup(
-                    model, [s for s in found if s.model == model], path
-                ),
-            ),
-            Table(
-                [
-                    "model",
-                    "kind",
-                    "machine",
-                    "device",
-                    "batch",
-                    "cpu batch",
-                    "samples/s",
-                    "cpu samples/s",
-                    "speedup",
-                ],
-                [
-                    [
-                        s.model,
-                        s.kind,
-                        s.machine,
-                        s.device,
-                        figures.batch_note(s.gpu),
-                        figures.batch_note(s.cpu),
-                        figures.number(s.gpu.samples_per_second),
-                        figures.number(s.cpu.samples_per_second),
-                        f"{s.ratio:.2f}x",
-                    ]
-                    for s in found
-                ],
-            ),
-            FALLBACK_NOTE,
-        ],
+            s.model,
+            s.kind,
+            s.machine,
+            s.device,
+            figures.batch_note(s.gpu),
+            figures.batch_note(s.cpu),
+            figures.number(s.gpu.samples_per_second),
+            figures.number(s.cpu.samples_per_second),
+            f"{s.ratio:.2f}x",
+        ]
+        for s in found
+    ]
+    images = _per_model(
+        save,
+        results,
+        "speedup",
+        "speedup over cpu",
+        {s.model for s in found},
+        lambda model, path: figures.speedup(model, [s for s in found if s.model == model], path),
     )
+    return Section(title, [*images, Table(_columns(columns), rows), FALLBACK_NOTE])
 
 
 def _machines_section(results: tp.Results, save: figures.Save) -> Section:
     points = tp.across_machines(results)
+
+    rows: list[list[Cell]] = [
+        [
+            p.workload.model,
+            p.workload.kind,
+            p.machine,
+            p.workload.device,
+            figures.batch_note(p),
+            figures.number(p.samples_per_second),
+            p.commit[:8],
+        ]
+        for p in points
+    ]
     return Section(
         "Across machines",
         [
@@ -137,21 +139,7 @@ def _machines_section(results: tp.Results, save: figures.Save) -> Section:
                     model, [p for p in points if p.workload.model == model], path
                 ),
             ),
-            Table(
-                ["model", "kind", "machine", "device", "batch", "samples/s", "build"],
-                [
-                    [
-                        p.workload.model,
-                        p.workload.kind,
-                        p.machine,
-                        p.workload.device,
-                        figures.batch_note(p),
-                        figures.number(p.samples_per_second),
-                        p.commit[:8],
-                    ]
-                    for p in points
-                ],
-            ),
+            Table(_columns("model, kind, machine, device, batch, samples/s, build"), rows),
             FALLBACK_NOTE,
         ],
     )
@@ -159,6 +147,12 @@ def _machines_section(results: tp.Results, save: figures.Save) -> Section:
 
 def _batches_section(results: tp.Results, save: figures.Save) -> Section:
     curves = tp.batch_curves(results)
+
+    rows: list[list[Cell]] = [
+        [*key, str(batch), figures.number(value)]
+        for key, values in sorted(curves.items())
+        for batch, value in values
+    ]
     return Section(
         "Throughput across batch sizes",
         [
@@ -170,14 +164,7 @@ def _batches_section(results: tp.Results, save: figures.Save) -> Section:
                 {model for model, *_ in curves},
                 lambda model, path: figures.batches(model, curves, path),
             ),
-            Table(
-                ["model", "kind", "machine", "device", "batch", "samples/s"],
-                [
-                    [model, kind, machine, device, str(batch), figures.number(value)]
-                    for (model, kind, machine, device), values in sorted(curves.items())
-                    for batch, value in values
-                ],
-            ),
+            Table(_columns("model, kind, machine, device, batch, samples/s"), rows),
         ],
     )
 
@@ -186,54 +173,47 @@ def _release_section(
     title: str,
     points: list[tp.ReleasePoint],
     none: str,
-    save: figures.Save,
-    image: str,
+    note: str,
     ylabel: str,
     baseline: float | None,
-    note: str,
     columns: tuple[str, str],
     value: Callable[[float], str],
+    save: figures.Save,
+    image: str,
 ) -> Section:
-    """A ratio along the builds' dates: figure, note and table (``columns``: machine, ratio)."""
+    """A ratio by build date: figure, note and table."""
     if not points:
         return Section(title, [none])
     figures.by_release(points, title, save(image), ylabel, baseline)
-    return Section(
-        title,
+    rows: list[list[Cell]] = [
         [
-            Image(image, title),
-            note,
-            Table(
-                ["torch", "python", columns[0], "model", "kind", columns[1]],
-                [
-                    [
-                        Link(p.torch_version, p.link) if p.link else p.torch_version,
-                        p.python,
-                        p.machine,
-                        p.model,
-                        p.kind,
-                        value(p.ratio),
-                    ]
-                    for p in sorted(points, key=lambda p: (p.date_ms, p.python, p.machine))
-                ],
-            ),
-        ],
-    )
+            Link(p.torch_version, p.link) if p.link else p.torch_version,
+            p.python,
+            p.machine,
+            p.model,
+            p.kind,
+            value(p.ratio),
+        ]
+        for p in sorted(points, key=lambda p: (p.date_ms, p.python, p.machine))
+    ]
+    header = ["torch", "python", columns[0], "model", "kind", columns[1]]
+    return Section(title, [Image(image, title), note, Table(header, rows)])
 
 
 def _by_release_section(results_dir: Path, timeline: Reader, save: figures.Save) -> Section:
+    device = tp.BY_RELEASE_DEVICE
     return _release_section(
-        f"{tp.BY_RELEASE_DEVICE.upper()} speedup over cpu by release",
+        f"{device.upper()} speedup over cpu by release",
         tp.speedup_by_release(results_dir, timeline),
-        f"No build has both {tp.BY_RELEASE_DEVICE} and cpu results.",
-        save,
-        "speedup_by_release.png",
-        f"{tp.BY_RELEASE_DEVICE} speedup over cpu (samples/s ratio)",
+        f"No build has both {device} and cpu results.",
+        "Each build at its date, a line per Python (none has wheels for every release); each version"
+        " links to its PyTorch release.",
+        f"{device} speedup over cpu (samples/s ratio)",
         1.0,
-        "Each build at its date; each line one Python (the era needs two: no Python has wheels for every"
-        " release), so a build measured under both shows the seam. Each version links to its PyTorch release.",
         ("machine", "speedup"),
         lambda ratio: f"{ratio:.2f}x",
+        save,
+        "speedup_by_release.png",
     )
 
 
@@ -242,14 +222,14 @@ def _energy_section(results_dir: Path, timeline: Reader, save: figures.Save) -> 
         "Samples per joule by release",
         tp.samples_per_joule(results_dir, timeline),
         "No build has energy results (benchmark_models' *Capacity.track_joules_per_step).",
-        save,
-        "samples_per_joule.png",
+        "The seed batch over the joules per step the device's counter read (cuda: NVML; mps:"
+        " IOReport; Linux cpu: RAPL), by build date (docs/explanation/instruments.md).",
         "samples per joule (higher is better)",
         None,
-        "The seed batch over the joules per step the device's own counter read (cuda: NVML, the board; mps: IOReport,"
-        " the GPU; a Linux cpu: RAPL, the packages), along the builds' dates (docs/explanation/instruments.md, Energy).",
         ("machine and device", "samples/J"),
         figures.number,
+        save,
+        "samples_per_joule.png",
     )
 
 
@@ -261,46 +241,28 @@ def _compile_section(results: tp.Results, save: figures.Save) -> Section:
             title, ["No machine has compiled results beside eager ones (benchmark_compile)."]
         )
     figures.compile_pairs(found, save("compile.png"))
+    rows: list[list[Cell]] = [
+        [
+            p.machine,
+            p.device,
+            p.kind,
+            p.model,
+            figures.ms(p.eager),
+            figures.ms(p.compiled),
+            f"{p.speedup:.2f}x",
+            "-" if p.compile_seconds is None else f"{p.compile_seconds:.1f}",
+        ]
+        for p in found
+    ]
+    columns = "machine, device, kind, model, eager ms, compiled ms, speedup, compile s"
     return Section(
         title,
         [
             Image("compile.png", "eager against compiled step times"),
             "Speedup is eager over compiled step time; compile time is the compiled step's first call.",
-            Table(
-                [
-                    "machine",
-                    "device",
-                    "kind",
-                    "model",
-                    "eager ms",
-                    "compiled ms",
-                    "speedup",
-                    "compile s",
-                ],
-                [
-                    [
-                        p.machine,
-                        p.device,
-                        p.kind,
-                        p.model,
-                        figures.ms(p.eager),
-                        figures.ms(p.compiled),
-                        f"{p.speedup:.2f}x",
-                        "-" if p.compile_seconds is None else f"{p.compile_seconds:.1f}",
-                    ]
-                    for p in found
-                ],
-            ),
+            Table(_columns(columns), rows),
         ],
     )
-
-
-ERRORS = (
-    "benchmark_patterns.Correctness.track_relative_error",
-    "benchmark_patterns.ReportedCorrectness.track_relative_error",
-)
-DIFFERENCES = "benchmark_patterns.Determinism.track_largest_difference"
-NEWEST = 12  # builds per machine in the correctness table, a column each
 
 
 def _correctness_cell(
@@ -311,7 +273,8 @@ def _correctness_cell(
     if measured is None:
         return Flagged("failed") if row in found.failed.get((machine, commit), ()) else "-"
     line = 0.0 if row.benchmark == DIFFERENCES else tolerances.tolerance(row.entry)
-    return Flagged(f"{measured.value:.2g}") if measured.value > line else f"{measured.value:.2g}"
+    shown = f"{measured.value:.2g}"
+    return Flagged(shown) if measured.value > line else shown
 
 
 def _correctness_label(row: recorded.Row) -> str:
@@ -320,7 +283,6 @@ def _correctness_label(row: recorded.Row) -> str:
 
 
 def _correctness_section(found: recorded.Recorded, timeline: Reader) -> Section:
-    """A cell per row (pattern, dtype, device) and build."""
     title = "Correctness by release"
     blocks: list[Block] = []
     for machine in found.machines:
@@ -336,44 +298,35 @@ def _correctness_section(found: recorded.Recorded, timeline: Reader) -> Section:
             if row.benchmark in (*ERRORS, DIFFERENCES)
         }
         if rows:
-            ordered = sorted(
-                rows, key=lambda row: (row.benchmark == DIFFERENCES, _correctness_label(row))
-            )
-            blocks += [
-                f"{machine}, its newest {len(builds)} builds:",
-                Table(
-                    ["row", *(timeline.version(commit) for commit in builds)],
-                    [
-                        [
-                            _correctness_label(row),
-                            *(_correctness_cell(found, machine, commit, row) for commit in builds),
-                        ]
-                        for row in ordered
-                    ],
-                ),
+            cells: list[list[Cell]] = [
+                [
+                    _correctness_label(row),
+                    *(_correctness_cell(found, machine, c, row) for c in builds),
+                ]
+                for row in sorted(
+                    rows, key=lambda row: (row.benchmark == DIFFERENCES, _correctness_label(row))
+                )
             ]
+            header = ["row", *(timeline.version(commit) for commit in builds)]
+            blocks += [f"{machine}, its newest {len(builds)} builds:", Table(header, cells)]
     if not blocks:
         return Section(title, ["No machine has correctness results (benchmark_patterns)."])
+    limits = ", ".join(f"{dtype} {limit:g}" for dtype, limit in tolerances.TOLERANCES.items())
     return Section(
         title,
         [
-            "Each pattern's relative error against float64 (red past its dtype's tolerance: "
-            + ", ".join(f"{dtype} {limit:g}" for dtype, limit in tolerances.TOLERANCES.items())
-            + ") and the largest difference between its identical calls (red unless 0: not bit-identical);"
-            " 'failed' is a row asv recorded failed, such as a pattern that crashed its process"
-            " (docs/explanation/instruments.md).",
+            f"Each pattern's relative error against float64 (red past its dtype's tolerance: {limits})"
+            " and the largest difference between identical calls (red unless 0); 'failed': asv"
+            " recorded the row failed, e.g. its process crashed (docs/explanation/instruments.md).",
             *blocks,
         ],
     )
 
 
-PREFILL = "benchmark_modern.LlmPrefill.time_prefill"
-DECODE = "benchmark_modern.LlmDecode.time_decode"
-
-
 def _tokens_section(results: tp.Results, save: figures.Save) -> Section:
     """Tokens/s is batch over ``LlmDecode.time_decode``; prefill is the time to the first token."""
     sizes = models.LLAMA_GENERATION  # the fixed sizes the rows were measured at
+    batch, prompt = sizes["batch"], sizes["prompt_tokens"]
     title = "Small Llama: tokens per second"
     rows = results.newest({PREFILL, DECODE})
     prefill = {(m, p["device"], p["model"]): v for m, p, v in rows[PREFILL]}
@@ -382,8 +335,8 @@ def _tokens_section(results: tp.Results, save: figures.Save) -> Section:
         return Section(title, ["No machine has decode results (benchmark_modern.LlmDecode)."])
     figures.tokens(
         [(m, d) for m, d, _, _ in decode],
-        [sizes["batch"] / seconds for _, _, _, seconds in decode],
-        f"{models.LLAMA_NAME}: greedy decode after a {sizes['prompt_tokens']}-token prompt, batch {sizes['batch']}",
+        [batch / seconds for *_, seconds in decode],
+        f"{models.LLAMA_NAME}: greedy decode after a {prompt}-token prompt, batch {batch}",
         save("tokens.png"),
     )
     table: list[list[Cell]] = [
@@ -391,7 +344,7 @@ def _tokens_section(results: tp.Results, save: figures.Save) -> Section:
             m,
             d,
             model,
-            f"{sizes['batch'] / seconds:.1f}",
+            f"{batch / seconds:.1f}",
             figures.ms(seconds),
             figures.ms(prefill[(m, d, model)]) if (m, d, model) in prefill else "-",
         ]
@@ -401,9 +354,9 @@ def _tokens_section(results: tp.Results, save: figures.Save) -> Section:
         title,
         [
             Image("tokens.png", "decode tokens per second"),
-            f"Decode: {sizes['new_tokens']} new tokens through the KV cache; prefill: the {sizes['prompt_tokens']}-token prompt "
-            "(time to first token).",
-            Table(["machine", "device", "model", "tokens/s", "ms/token", "prefill ms"], table),
+            f"Decode: {sizes['new_tokens']} new tokens through the KV cache; prefill: the"
+            f" {prompt}-token prompt (time to first token).",
+            Table(_columns("machine, device, model, tokens/s, ms/token, prefill ms"), table),
         ],
     )
 
@@ -411,58 +364,45 @@ def _tokens_section(results: tp.Results, save: figures.Save) -> Section:
 def _changes_section(
     results: tp.Results, thresholds: dict[str, float], timeline: Reader
 ) -> Section:
+    title = "Build over build"
     changes = tp.build_changes(results, timeline)
     log.info(
-        f"comparing each machine's newest build with the one before it on its channel: {len(changes)} workloads"
+        f"comparing each machine's newest build with the one before it: {len(changes)} workloads"
     )
     if not changes:
         return Section(
-            "Build over build",
+            title,
             [
                 "No machine has results for two builds of one channel of the timeline"
                 " (asv.conf.json's repo) yet."
             ],
         )
-    # judged by the one rule from asv's recorded statistics
     judged = [rule.judge(thresholds, c.row.entry, "seconds", c.before, c.after) for c in changes]
-    return Section(
-        "Build over build",
+    rows: list[list[Cell]] = [
         [
-            "Step time of each machine's newest build over the one before it on its channel, each row judged with the "
-            "statistics asv recorded and its own threshold (docs/explanation/site.md); slower and faster "
-            "are highlighted, noisy and "
-            "not significant are said.",
-            Table(
-                [
-                    "machine",
-                    "kind",
-                    "model",
-                    "device",
-                    "batch",
-                    "old ms",
-                    "new ms",
-                    "new/old",
-                    "change",
-                ],
-                [
-                    [
-                        c.machine,
-                        c.workload.kind,
-                        c.workload.model,
-                        c.workload.device,
-                        str(c.workload.batch),
-                        figures.ms(c.before.value),
-                        figures.ms(c.after.value),
-                        f"{c.ratio:.3f}",
-                        "" if j.label == rule.Decision.UNCHANGED else j.label,
-                    ]
-                    for c, j in zip(changes, judged)
-                ],
-                [
-                    j.label if j.decision in (rule.Decision.SLOWER, rule.Decision.FASTER) else ""
-                    for j in judged
-                ],
-            ),
+            c.machine,
+            c.workload.kind,
+            c.workload.model,
+            c.workload.device,
+            str(c.workload.batch),
+            figures.ms(c.before.value),
+            figures.ms(c.after.value),
+            f"{c.ratio:.3f}",
+            "" if j.label == rule.Decision.UNCHANGED else j.label,
+        ]
+        for c, j in zip(changes, judged)
+    ]
+    marked = [
+        j.label if j.decision in (rule.Decision.SLOWER, rule.Decision.FASTER) else ""
+        for j in judged
+    ]
+    columns = "machine, kind, model, device, batch, old ms, new ms, new/old, change"
+    return Section(
+        title,
+        [
+            "Step time of each machine's newest build over the build before it on its channel, each"
+            " row judged by its recorded statistics and threshold (docs/explanation/site.md).",
+            Table(_columns(columns), rows, marked),
         ],
     )
 
@@ -485,56 +425,42 @@ def _regressions_section(site: Path | None, timeline: Reader) -> Section:
     if site is None:
         return Section(title, ["Not read: pass --site with the published html_dir."])
     found = regressions_page.latest(site, timeline)
-    blocks: list[Block] = (
-        [
-            "From the site's regressions.json (the Regressions tab and the regressions.xml feed hold the same),"
-            " after each jump was judged row by row with its recorded statistics (docs/explanation/site.md); newest first.",
-            Table(
-                [
-                    "benchmark",
-                    "graph",
-                    "machine",
-                    "kind",
-                    "after/before",
-                    "builds",
-                    "PyTorch commits",
-                ],
-                [
-                    [
-                        r.benchmark,
-                        Link("graph", f"../{r.graph}"),
-                        r.machine,
-                        r.kind,
-                        f"{r.ratio:.2f}x",
-                        f"{r.old_commit[:8]}..{r.new_commit[:8]}"
-                        if r.old_commit
-                        else r.new_commit[:8],
-                        pytorch_range(timeline, r.old_commit, r.new_commit),
-                    ]
-                    for r in found
-                ],
-            ),
+    blocks: list[Block] = ["No regression: asv detected none, or none held up row by row (below)."]
+    if found:
+        rows: list[list[Cell]] = [
+            [
+                r.benchmark,
+                Link("graph", f"../{r.graph}"),
+                r.machine,
+                r.kind,
+                f"{r.ratio:.2f}x",
+                f"{r.old_commit[:8]}..{r.new_commit[:8]}" if r.old_commit else r.new_commit[:8],
+                pytorch_range(timeline, r.old_commit, r.new_commit),
+                Link("ops", f"../{r.explain}") if r.explain else "-",
+            ]
+            for r in found
         ]
-        if found
-        else ["No regression: asv detected none, or none held up row by row (below)."]
-    )
-    aside = regressions_page.set_aside(site)
-    if aside:
+        columns = "benchmark, graph, machine, kind, after/before, builds, PyTorch commits, explain"
+        blocks = [
+            "The site's regressions.json (as its Regressions tab and feed), each jump judged row by"
+            " row by its recorded statistics (docs/explanation/site.md), newest first; explain: the"
+            " table of the ops that changed, where bisect kept one.",
+            Table(_columns(columns), rows),
+        ]
+    if aside := regressions_page.set_aside(site):
+        rows = [
+            [
+                j["benchmark"],
+                Link("graph", f"../{j['graph']}"),
+                str(j["machine"]),
+                j["verdict"],
+                j["reason"],
+            ]
+            for j in aside[: regressions_page.LATEST * 5]
+        ]
         blocks += [
             f"{len(aside)} jumps asv's single threshold flagged are not regressions by the row's own rule:",
-            Table(
-                ["benchmark", "graph", "machine", "verdict", "why"],
-                [
-                    [
-                        j["benchmark"],
-                        Link("graph", f"../{j['graph']}"),
-                        str(j["machine"]),
-                        j["verdict"],
-                        j["reason"],
-                    ]
-                    for j in aside[: regressions_page.LATEST * 5]
-                ],
-            ),
+            Table(_columns("benchmark, graph, machine, verdict, why"), rows),
         ]
     return Section(title, blocks)
 
@@ -542,10 +468,8 @@ def _regressions_section(site: Path | None, timeline: Reader) -> Section:
 def build(
     results_dir: Path, out_dir: Path, conf: AsvConf | None = None, site: Path | None = None
 ) -> None:
-    """Writes the figures, summary.md and summary.html into ``out_dir``.
-
-    ``conf``: thresholds and timeline (default: asv's threshold, no builds named); ``site``: the
-    published html_dir, for asv's regressions."""
+    """Writes the figures, summary.md and summary.html into ``out_dir``; ``conf`` gives thresholds
+    and timeline, ``site`` the published html_dir for asv's regressions."""
     results = tp.load(results_dir)  # refuses a bad folder before anything is written
     if not (results_dir / asv.BENCHMARKS).is_file():  # e.g. the folder above: no param names
         raise UserError(
@@ -553,23 +477,21 @@ def build(
             " folders): give the results directory itself"
         )
     thresholds = conf.thresholds if conf is not None else {}
-    limit = rule.factor(thresholds)
     timeline = Reader(conf.repo if conf is not None else None)
     log.info(
         f"{results.recorded.files} results files, {len(results.machines)} machines, "
         f"{len(results.recorded.dates)} builds"
     )
     out_dir.mkdir(parents=True, exist_ok=True)
-    written: list[Path] = []  # for the closing count
+    written: list[Path] = []
 
     def save(name: str) -> Path:
-        path = out_dir / name
-        log.info(f"writing {path}")
-        written.append(path)
-        return path
+        written.append(out_dir / name)
+        log.info(f"writing {written[-1]}")
+        return written[-1]
 
     sections = [
-        _builds_section(results, results_dir, timeline, limit),
+        _builds_section(results, results_dir, timeline, rule.factor(thresholds)),
         _speedup_section(results, save),
         _by_release_section(results_dir, timeline, save),
         _correctness_section(results.recorded, timeline),

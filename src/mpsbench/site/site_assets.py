@@ -1,5 +1,5 @@
 """Makes a published asv site self-contained: its CDN libraries copied in from the npm registry,
-integrity-checked. Standard library only: no Node.js, no npm."""
+integrity-checked, with the standard library only (no Node.js, no npm)."""
 
 from __future__ import annotations
 
@@ -19,12 +19,22 @@ from mpsbench.builds import wheels
 from mpsbench.core import files, progress
 from mpsbench.core.errors import UserError
 
-CACHE = Path(".asv/npm-cache")  # relative to the working folder, whatever config is published
-VENDOR = "vendor"  # html_dir's folder for the libraries
+CACHE = Path(".asv/npm-cache")  # relative to the working folder
+VENDOR = "vendor"  # in html_dir
+REGISTRY_ENV = "npm_config_registry"  # npm's, for a mirror
+REGISTRY = "https://registry.npmjs.org"
 
 
 class SiteAssetError(UserError):
     """The site cannot be self-contained; caught to keep the CDN link of a file served wrong."""
+
+
+class Unreachable(SiteAssetError):
+    """The network refused a fetch; caught to keep that host's CDN links."""
+
+    def __init__(self, host: str, reason: str, message: str) -> None:
+        super().__init__(message)
+        self.host, self.reason = host, reason
 
 
 @dataclass(frozen=True)
@@ -32,27 +42,24 @@ class Asset:
     """A CDN URL in asv's pages and the npm package file that replaces it."""
 
     url: str
-    package: str  # a key of PACKAGES
+    package: str
     path: str  # inside the tarball's package/ folder
     substitute: str = ""  # why npm's bytes differ from the CDN's; empty if identical
-    companions: tuple[str, ...] = ()  # files it loads by relative URL (bootstrap's fonts)
+    companions: tuple[str, ...] = ()  # files it loads by relative URL
 
 
-# NAME@VERSION -> the registry's sha512 for its tarball
+# the registry's hash of each tarball
 PACKAGES: dict[str, str] = {
     "jquery@3.3.1": "sha512-Ubldcmxp5np52/ENotGxlLe6aGMvmF4R8S6tZjsP6Knsaxd/xp3Zrh50cG93lR6nPXyUFwzN3ZSOQI0wRJNdGg==",
     "flot@0.8.3": "sha512-xg2otcTJDvS+ERK+my4wxG/ASq90QURXtoM4LhacCq0jQW2jbyjdttbRNqU2cPykrpMvJ6b2uSp6SAgYAzj9tQ==",
     "flot-orderbars@1.0.0": "sha512-Jv51fvzevUjNXEeozpwEKfPjhiZhfiJddv0WHjduUTCmSF+7T5K7C9c9Y1wIVmUhDBv5fLMjgbwKecT0GIKPZA==",
-    "stupid-table-plugin@1.1.3": "sha512-"  # the registry's integrity string, split over two lines
+    "stupid-table-plugin@1.1.3": "sha512-"
     "2Vk7XouQPxUQPRe9w0Fu7ZZ8kHLK7rDoLMsCgtKxRNJ7f4dSOGvW9CkHsq5wD6QsaEnWoyLBYH3xOEsrK3yWBg==",
     "blueimp-md5@2.19.0": "sha512-DRQrD6gJyy8FbiE4s+bDoXS9hiW3Vbx5uCdwvcCf3zLHL+Iv7LtGHLpr+GZV8rHG8tK766FGYBwRbu8pELTt+w==",
     "bootstrap@3.1.1": "sha512-TAzqS8E/ISpVHP29gYhy+1NSV+FJwApDVQhDfgLYsIuUDJiqJzH2DfORN5tiu+Ie2iBLrzEG34t4Rf465cigqg==",
 }
-
 _CDNJS = "https://cdnjs.cloudflare.com/ajax/libs"
-_BOOTSTRAP_FONTS = tuple(
-    f"dist/fonts/glyphicons-halflings-regular.{ext}" for ext in ("eot", "svg", "ttf", "woff")
-)
+_BOOTSTRAP = "https://cdn.jsdelivr.net/npm/bootstrap@3.1.1/dist"
 
 # Every external URL asv 0.6.6's www/index.html loads, as written there.
 ASSETS: dict[str, Asset] = {
@@ -64,7 +71,7 @@ ASSETS: dict[str, Asset] = {
                 f"{_CDNJS}/flot/0.8.3/jquery.flot{plugin}.min.js",
                 "flot@0.8.3",
                 f"jquery.flot{plugin}.js",
-                "cdnjs serves its own minified flot 0.8.3; npm's flot@0.8.3 is the same release unminified",
+                "cdnjs minified it; npm's is the same release unminified",
             )
             for plugin in ("", ".time", ".selection", ".categories")
         ),
@@ -77,28 +84,28 @@ ASSETS: dict[str, Asset] = {
             f"{_CDNJS}/stupidtable/1.0.1/stupidtable.min.js",
             "stupid-table-plugin@1.1.3",
             "stupidtable.min.js",
-            "stupidtable 1.0.1 is not on npm; stupid-table-plugin@1.1.3 is the same plugin, API-compatible",
+            "1.0.1 is not on npm; 1.1.3 is API-compatible",
         ),
         Asset(f"{_CDNJS}/blueimp-md5/2.19.0/js/md5.min.js", "blueimp-md5@2.19.0", "js/md5.min.js"),
+        Asset(f"{_BOOTSTRAP}/js/bootstrap.min.js", "bootstrap@3.1.1", "dist/js/bootstrap.min.js"),
         Asset(
-            "https://cdn.jsdelivr.net/npm/bootstrap@3.1.1/dist/js/bootstrap.min.js",
-            "bootstrap@3.1.1",
-            "dist/js/bootstrap.min.js",
-        ),
-        Asset(
-            "https://cdn.jsdelivr.net/npm/bootstrap@3.1.1/dist/css/bootstrap.min.css",
+            f"{_BOOTSTRAP}/css/bootstrap.min.css",
             "bootstrap@3.1.1",
             "dist/css/bootstrap.min.css",
-            companions=_BOOTSTRAP_FONTS,
+            companions=tuple(
+                f"dist/fonts/glyphicons-halflings-regular.{ext}"
+                for ext in ("eot", "svg", "ttf", "woff")
+            ),
         ),
     )
 }
 
-# <script src> or <link href>: what a page loads (an <a href> only links).
-_LOADING_TAG = re.compile(r"<(script|link)\b[^>]*>", re.IGNORECASE)
+_LOADING_TAG = re.compile(r"<(script|link)\b[^>]*>", re.IGNORECASE)  # what loads; <a> only links
 _ATTRIBUTE = re.compile(r"""\b([\w-]+)\s*=\s*(["'])(.*?)\2""", re.DOTALL)
 _EXTERNAL = re.compile(r"^(https?:)?//", re.IGNORECASE)
-
+_CORS_ATTRIBUTES = re.compile(
+    r"""\s+(?:integrity|crossorigin|referrerpolicy)\s*=\s*(["']).*?\1""", re.IGNORECASE
+)
 
 log = progress.logger(__name__)
 
@@ -113,7 +120,6 @@ def sri(data: bytes, algorithm: str) -> str:
 
 
 def _matches(data: bytes, expected: str) -> bool:
-    """Whether ``data`` matches any SRI hash in ``expected`` (as browsers accept)."""
     return any(sri(data, candidate.split("-", 1)[0]) == candidate for candidate in expected.split())
 
 
@@ -125,37 +131,23 @@ def check_integrity(data: bytes, expected: str, what: str) -> None:
         )
 
 
-REGISTRY_ENV = "npm_config_registry"  # npm's variable for a registry mirror
-REGISTRY = "https://registry.npmjs.org"
-
-
 def download(url: str) -> bytes:
-    with wheels.open_url(url) as response:  # the one way mpsbench asks the network
+    with wheels.open_url(url) as response:
         return bytes(response.read())
 
 
-class Unreachable(SiteAssetError):
-    """The network refused a fetch; caught to keep that host's CDN links, by its host and reason."""
-
-    def __init__(self, host: str, reason: str, message: str) -> None:
-        super().__init__(message)
-        self.host = host
-        self.reason = reason
-
-
 def _fetch(url: str, integrity: str, path: Path, what: str) -> bytes:
-    """The bytes at ``url``, checked against ``integrity``: cached at ``path`` or fetched."""
+    """The bytes at ``url``, cached at ``path`` or fetched, checked against ``integrity``."""
     if path.is_file() and _matches(path.read_bytes(), integrity):
         return path.read_bytes()
     try:
         data = download(url)
-    except (OSError, ValueError) as exc:  # URLError and HTTPError are OSErrors
+    except (OSError, ValueError) as exc:
         reason = str(getattr(exc, "reason", None) or exc)
         raise Unreachable(
             urlsplit(url).hostname or url,
             reason,
-            f"cannot fetch {what} from {url} ({reason}): put {path.name} from a machine that can in"
-            f" {path.parent}",
+            f"cannot fetch {what} from {url} ({reason}): put {path.name} from a machine that can in {path.parent}",
         ) from None
     log.info(f"fetched {what} from {url}")
     check_integrity(data, integrity, f"{what} from {url}")
@@ -167,8 +159,8 @@ def _fetch(url: str, integrity: str, path: Path, what: str) -> bytes:
 def package_file(spec: str, path: str, cache: Path) -> bytes:
     """A file of the package's registry tarball, cached or fetched, integrity-checked."""
     name, _, version = spec.rpartition("@")
-    registry = (os.environ.get(REGISTRY_ENV) or REGISTRY).rstrip("/")  # the metadata's dist.tarball
-    url = f"{registry}/{name}/-/{name.rsplit('/', 1)[-1]}-{version}.tgz"
+    registry = (os.environ.get(REGISTRY_ENV) or REGISTRY).rstrip("/")
+    url = f"{registry}/{name}/-/{name.rsplit('/', 1)[-1]}-{version}.tgz"  # the metadata's dist.tarball
     tarball = _fetch(url, PACKAGES[spec], cache / f"{name}-{version}.tgz", spec)
     with tarfile.open(fileobj=io.BytesIO(tarball), mode="r:gz") as archive:
         try:
@@ -181,8 +173,7 @@ def package_file(spec: str, path: str, cache: Path) -> bytes:
 
 
 def original(url: str, integrity: str, cache: Path) -> bytes:
-    """The exact file asv's page loads (one npm lacks byte for byte), cached or from its CDN;
-    SiteAssetError if the CDN serves another file."""
+    """The exact file asv's page loads, from its CDN (SiteAssetError if it serves another)."""
     return _fetch(
         url,
         integrity,
@@ -193,8 +184,6 @@ def original(url: str, integrity: str, cache: Path) -> bytes:
 
 @dataclass(frozen=True)
 class Load:
-    """An external URL a page loads, with its tag's integrity attribute (or empty)."""
-
     page: Path
     url: str
     integrity: str
@@ -210,38 +199,24 @@ def _source(tag: str) -> str:
 
 
 def pages(html_dir: Path) -> list[Path]:
-    """The HTML pages of a published site (top level)."""
     return sorted(html_dir.glob("*.html"))
 
 
 def external_loads(page: Path) -> Iterator[Load]:
-    """Each script or stylesheet the page loads from another host."""
     for found in _LOADING_TAG.finditer(page.read_text(encoding="utf-8")):
-        url = _source(found.group(0))
-        if _EXTERNAL.match(url):
+        if _EXTERNAL.match(url := _source(found.group(0))):
             yield Load(page, url, _attributes(found.group(0)).get("integrity", ""))
 
 
-def _local_path(asset: Asset, path: str | None = None) -> str:
-    return f"{VENDOR}/{asset.package}/{path or asset.path}"
-
-
-_CORS_ATTRIBUTES = re.compile(
-    r"""\s+(?:integrity|crossorigin|referrerpolicy)\s*=\s*(["']).*?\1""", re.IGNORECASE
-)
-
-
 def _rewrite(text: str, local: dict[str, str]) -> str:
-    """Points each known tag at its local copy and drops CORS and integrity attributes: the copy
-    was checked when written, and integrity forces CORS mode, which file:// cannot serve."""
+    """Points known tags at their local copies, without integrity and CORS attributes, which
+    force CORS mode, which file:// cannot serve (the copies were checked when written)."""
 
     def replace(found: re.Match[str]) -> str:
-        tag = found.group(0)
-        url = _source(tag)
+        tag, url = found.group(0), _source(found.group(0))
         if url not in local:
             return tag
-        path = local[url]
-        tag = tag.replace(html.escape(url, quote=True), path).replace(url, path)
+        tag = tag.replace(html.escape(url, quote=True), local[url]).replace(url, local[url])
         return _CORS_ATTRIBUTES.sub("", tag)
 
     return _LOADING_TAG.sub(replace, text)
@@ -250,7 +225,6 @@ def _rewrite(text: str, local: dict[str, str]) -> str:
 def _outcome(
     made_local: int, substitutes: set[str], down: dict[str, str], left_on_cdn: dict[str, str]
 ) -> str:
-    """One line: what was made local, substituted, or is missing."""
     said = (
         f"{made_local} CDN files made local in the site's {VENDOR}/"
         if made_local
@@ -259,8 +233,8 @@ def _outcome(
     if left_on_cdn:
         hosts = ", ".join(f"{host} {down[host]}" for host in sorted(set(left_on_cdn.values())))
         said += (
-            f"; {hosts}: {', '.join(sorted(left_on_cdn))} load from their CDNs, so the site needs the internet"
-            " and asv preview until a publish reaches the registry"
+            f"; {hosts}: {', '.join(sorted(left_on_cdn))} load from their CDNs, so the site needs the"
+            " internet and asv preview until a publish reaches the registry"
         )
     if substitutes:
         cdns = ", ".join(
@@ -269,72 +243,65 @@ def _outcome(
             if host not in left_on_cdn.values()
         )
         said += (
-            f"; {cdns + ': ' if cdns else ''}npm's {', '.join(sorted(substitutes))} stand in for asv's CDN"
-            " files (registry-checked), the site works the same"
+            f"; {cdns + ': ' if cdns else ''}npm's {', '.join(sorted(substitutes))} stand in for asv's"
+            " CDN files (registry-checked), the site works the same"
         )
     return said
 
 
 def make_offline(html_dir: Path, cache: Path = CACHE) -> list[str]:
-    """Copies every CDN library into the site and rewrites the pages; returns the files written
-    (idempotent)."""
-    site_pages = pages(html_dir)
+    """Copies every CDN library into the site and rewrites the pages (idempotent); returns
+    the files written."""
     if not (html_dir / "index.html").is_file():
         raise SiteAssetError(f"{html_dir} holds no index.html: run `asv publish` first")
-    loads = [load for page in site_pages for load in external_loads(page)]
-    unknown = sorted({load.url for load in loads if load.url not in ASSETS})
-    if unknown:
+    loads = [load for page in pages(html_dir) for load in external_loads(page)]
+    if unknown := sorted({load.url for load in loads} - set(ASSETS)):
         raise SiteAssetError(
-            f"{unknown[0]} (loaded by the published pages) is not in mpsbench.site.site_assets.ASSETS; "
-            "a different asv version? add it there"
+            f"{unknown[0]} (loaded by the published pages) is not in mpsbench.site.site_assets.ASSETS;"
+            " a different asv version? add it there"
         )
     written: list[str] = []
     local: dict[str, str] = {}
-    substitutes: set[str] = set()  # npm packages standing in for a CDN's file
-    down: dict[str, str] = {}  # host -> what went wrong: asked once per host
-    left_on_cdn: dict[str, str] = {}  # package -> its tarball's host; the page keeps the CDN tag
+    substitutes: set[str] = set()
+    down: dict[str, str] = {}  # host -> what went wrong, asked once
+    left_on_cdn: dict[str, str] = {}  # package -> host; its tags stay
     page_integrity = {load.url: load.integrity for load in reversed(loads)}  # the first page's
-    for url in sorted(page_integrity):
+    for url, integrity in sorted(page_integrity.items()):
         asset = ASSETS[url]
-        integrity = page_integrity[url]
+        host = urlsplit(url).hostname or url
         try:
-            data = package_file(asset.package, asset.path, cache)
-            companions = {
-                path: package_file(asset.package, path, cache) for path in asset.companions
+            data = {
+                path: package_file(asset.package, path, cache)
+                for path in (asset.path, *asset.companions)
             }
         except Unreachable as exc:
             down.setdefault(exc.host, f"unreachable ({exc.reason})")
             left_on_cdn[asset.package] = exc.host
             continue
-        if asset.substitute and integrity and urlsplit(url).hostname not in down:
+        if asset.substitute and integrity and host not in down:
             try:
-                data = original(url, integrity, cache)  # checked against the page's own hash
+                data[asset.path] = original(url, integrity, cache)
             except Unreachable as exc:
-                down.setdefault(exc.host, f"unreachable ({exc.reason})")
-                substitutes.add(asset.package)
+                down.setdefault(host, f"unreachable ({exc.reason})")
             except SiteAssetError:
-                down.setdefault(
-                    urlsplit(url).hostname or url, "serves another file than asv's page pins"
-                )
-                substitutes.add(asset.package)
-        elif asset.substitute:
+                down.setdefault(host, "serves another file than asv's page pins")
+        elif integrity and not asset.substitute:
+            check_integrity(data[asset.path], integrity, f"{asset.package}/{asset.path}")
+        if asset.substitute and (host in down or not integrity):  # npm's file stands in
             substitutes.add(asset.package)
-        elif integrity:
-            check_integrity(data, integrity, f"{asset.package}/{asset.path}")
-        for path, content in {asset.path: data, **companions}.items():
-            target = html_dir / _local_path(asset, path)
-            target.parent.mkdir(parents=True, exist_ok=True)
-            target.write_bytes(content)
-            written.append(_local_path(asset, path))
-        local[url] = _local_path(asset)
-    for page in site_pages:
+        for path, content in data.items():
+            written.append(f"{VENDOR}/{asset.package}/{path}")
+            (html_dir / written[-1]).parent.mkdir(parents=True, exist_ok=True)
+            (html_dir / written[-1]).write_bytes(content)
+        local[url] = f"{VENDOR}/{asset.package}/{asset.path}"
+    for page in pages(html_dir):
         text = page.read_text(encoding="utf-8")
-        rewritten = _rewrite(text, local)
-        if rewritten != text:
+        if (rewritten := _rewrite(text, local)) != text:
             page.write_text(rewritten, encoding="utf-8")
     left = [
         load
-        for load in (load for page in site_pages for load in external_loads(page))
+        for page in pages(html_dir)
+        for load in external_loads(page)
         if ASSETS[load.url].package not in left_on_cdn
     ]
     if left:

@@ -1,8 +1,5 @@
-"""Throughput per machine, build and workload, and the points each figure plots.
-
-Throughput is batch over asv's median ``time_step`` (else ``track_throughput``), at each machine's
-newest build and the model's seed batch, else its largest; a speedup is a ratio of throughputs.
-"""
+"""Throughput (batch over asv's median time_step, else track_throughput) per machine, build and
+workload, at the model's seed batch, else its largest; and the points each figure plots."""
 
 from __future__ import annotations
 
@@ -20,29 +17,29 @@ SUITE = "benchmark_models"
 CLASSES = {"training": f"{SUITE}.Training", "inference": f"{SUITE}.Inference"}
 KINDS = tuple(CLASSES)
 TIME = "time_step"
-THROUGHPUT = "track_throughput"
 JOULES = "track_joules_per_step"
-# benchmark -> (kind, metric); throughput and energy live in the *Capacity classes
+# benchmark -> (kind, metric)
 METRICS = {
     f"{cls}{suffix}.{metric}": (kind, metric)
     for kind, cls in CLASSES.items()
-    for metric, suffix in ((TIME, ""), (THROUGHPUT, "Capacity"), (JOULES, "Capacity"))
+    for metric, suffix in ((TIME, ""), ("track_throughput", "Capacity"), (JOULES, "Capacity"))
 }
 PARAM_NAMES = ("device", "model", "batch_size")  # when benchmarks.json is absent
 CPU = "cpu"
+BY_RELEASE_DEVICE = "mps"
 
 
 @dataclass(frozen=True, order=True)
 class Step:
-    """What one number measures, whatever the machine and build."""
-
     kind: str
     model: str
     device: str
     batch: int
 
 
-Timed = tuple[recorded.Row, recorded.Measured]  # a time_step row and what asv recorded for it
+Build = tuple[str, str]  # (machine, commit)
+Timed = tuple[recorded.Row, recorded.Measured]
+Newest = dict[str, list[tuple[str, dict[str, Any], float]]]
 
 
 @dataclass
@@ -50,16 +47,10 @@ class Results:
     """Throughput per machine, build and workload, with its source rows."""
 
     recorded: recorded.Recorded
-    param_names: dict[str, tuple[str, ...]]  # benchmark -> its params' names (benchmarks.json)
-    samples: dict[tuple[str, str], dict[Step, float]] = field(
-        default_factory=dict
-    )  # (machine, build) -> samples/s
-    timed: dict[tuple[str, str, Step], Timed] = field(
-        default_factory=dict
-    )  # the step times asv timed
-    joules: dict[tuple[str, str], dict[Step, float]] = field(
-        default_factory=dict
-    )  # (machine, build) -> J/step
+    param_names: dict[str, tuple[str, ...]]  # from benchmarks.json
+    samples: dict[Build, dict[Step, float]] = field(default_factory=dict)  # samples/s
+    timed: dict[tuple[str, str, Step], Timed] = field(default_factory=dict)
+    joules: dict[Build, dict[Step, float]] = field(default_factory=dict)  # J/step
 
     @property
     def machines(self) -> list[str]:
@@ -67,18 +58,15 @@ class Results:
 
     def builds(self, machine: str) -> list[str]:
         """The machine's builds with throughput results, oldest first."""
-        return [
-            commit for commit in self.recorded.builds(machine) if (machine, commit) in self.samples
-        ]
+        return [c for c in self.recorded.builds(machine) if (machine, c) in self.samples]
 
-    def newest(self, names: set[str]) -> dict[str, list[tuple[str, dict[str, Any], float]]]:
-        """(machine, params by name, value) of each named benchmark on each machine's newest build;
-        rows without param names in benchmarks.json are left out, as asv publish does."""
-        found: dict[str, list[tuple[str, dict[str, Any], float]]] = {name: [] for name in names}
+    def newest(self, names: set[str]) -> Newest:
+        """(machine, params by name, value) of each named benchmark on each machine's newest build,
+        as asv publish shows them (rows with param names in benchmarks.json)."""
+        found: Newest = {name: [] for name in names}
         for machine in self.recorded.machines:
-            for row, measured in self.recorded.values[
-                (machine, self.recorded.builds(machine)[-1])
-            ].items():
+            newest = self.recorded.values[(machine, self.recorded.builds(machine)[-1])]
+            for row, measured in newest.items():
                 if (
                     row.benchmark in names
                     and row.benchmark in self.param_names
@@ -96,19 +84,17 @@ def _results(found: recorded.Recorded, param_names: dict[str, tuple[str, ...]]) 
             if row.benchmark not in METRICS or measured.value <= 0:
                 continue
             kind, metric = METRICS[row.benchmark]
-            params = recorded.named(row, param_names.get(row.benchmark) or PARAM_NAMES)
-            workload = Step(
-                kind, str(params["model"]), str(params["device"]), int(params["batch_size"])
-            )
+            p = recorded.named(row, param_names.get(row.benchmark) or PARAM_NAMES)
+            step = Step(kind, str(p["model"]), str(p["device"]), int(p["batch_size"]))
             if metric == JOULES:
-                results.joules.setdefault((machine, commit), {})[workload] = measured.value
+                results.joules.setdefault((machine, commit), {})[step] = measured.value
                 continue
             samples = results.samples.setdefault((machine, commit), {})
-            if metric == TIME:  # a step time wins over a capacity throughput of the same workload
-                results.timed[(machine, commit, workload)] = (row, measured)
-                samples[workload] = workload.batch / measured.value
+            if metric == TIME:  # a step time wins over a capacity throughput
+                results.timed[(machine, commit, step)] = (row, measured)
+                samples[step] = step.batch / measured.value
             else:
-                samples.setdefault(workload, measured.value)
+                samples.setdefault(step, measured.value)
     return results
 
 
@@ -118,7 +104,6 @@ def load(results_dir: Path) -> Results:
 
 
 def seed_batch(model: str) -> int | None:
-    """The model's seed batch size, if it is registered."""
     spec = models.REGISTRY.get(model)
     return spec.seed_batch_size if spec else None
 
@@ -132,19 +117,22 @@ class Point:
     seed: bool
 
 
-def pick(
-    results: Results, machine: str, commit: str, kind: str, model: str, device: str
-) -> Point | None:
-    """The seed-batch measurement, else the largest batch measured for that device."""
-    measured = results.samples.get((machine, commit), {})
-    batches = sorted(
-        w.batch for w in measured if (w.kind, w.model, w.device) == (kind, model, device)
-    )
+def chosen(measured: Iterable[Step], kind: str, model: str, device: str) -> Step | None:
+    """The step at the model's seed batch, else at the largest batch measured on that device."""
+    batches = [s.batch for s in measured if (s.kind, s.model, s.device) == (kind, model, device)]
     if not batches:
         return None
     seed = seed_batch(model)
-    workload = Step(kind, model, device, seed if seed in batches else batches[-1])
-    return Point(machine, commit, workload, measured[workload], workload.batch == seed)
+    return Step(kind, model, device, seed if seed in batches else max(batches))
+
+
+def pick(
+    results: Results, machine: str, commit: str, kind: str, model: str, device: str
+) -> Point | None:
+    measured = results.samples.get((machine, commit), {})
+    if step := chosen(measured, kind, model, device):
+        return Point(machine, commit, step, measured[step], step.batch == seed_batch(model))
+    return None
 
 
 def _in_order(present: set[str], names: tuple[str, ...]) -> list[str]:
@@ -153,15 +141,12 @@ def _in_order(present: set[str], names: tuple[str, ...]) -> list[str]:
 
 
 def models_in(results: Results) -> list[str]:
-    return _in_order(
-        {w.model for measured in results.samples.values() for w in measured}, models.NAMES
-    )
+    return _in_order({w.model for found in results.samples.values() for w in found}, models.NAMES)
 
 
-def devices_in(results: Results, machine: str, commit: str, model: str) -> list[str]:
-    return _in_order(
-        {w.device for w in results.samples[(machine, commit)] if w.model == model}, devices.NAMES
-    )
+def _devices_in(results: Results, machine: str, commit: str, model: str) -> list[str]:
+    found = results.samples[(machine, commit)]
+    return _in_order({w.device for w in found if w.model == model}, devices.NAMES)
 
 
 @dataclass(frozen=True)
@@ -179,51 +164,42 @@ class Speedup:
 
 
 def _speedups(
-    results: Results, machine: str, commit: str, model: str, devices: list[str]
-) -> list[Speedup]:
-    """Each of ``devices`` over cpu, per kind, where both were measured on that build."""
-    found = []
-    for device, kind in itertools.product(devices, KINDS):
+    results: Results, machine: str, commit: str, model: str, gpus: list[str]
+) -> Iterator[Speedup]:
+    for device, kind in itertools.product(gpus, KINDS):
         gpu = pick(results, machine, commit, kind, model, device)
         cpu = pick(results, machine, commit, kind, model, CPU)
         if gpu and cpu:
-            found.append(Speedup(machine, kind, model, device, gpu, cpu))
-    return found
+            yield Speedup(machine, kind, model, device, gpu, cpu)
 
 
 def speedups(results: Results) -> list[Speedup]:
-    """(a) each GPU device over cpu, per model, machine (newest build) and kind."""
-    found = []
+    """Each GPU device over cpu per model, machine (newest build) and kind."""
+    found: list[Speedup] = []
     for model, machine in itertools.product(models_in(results), results.machines):
         commit = results.builds(machine)[-1]
-        gpus = [d for d in devices_in(results, machine, commit, model) if d != CPU]
+        gpus = [d for d in _devices_in(results, machine, commit, model) if d != CPU]
         found += _speedups(results, machine, commit, model, gpus)
     return found
 
 
 def across_machines(results: Results) -> list[Point]:
-    """(b) the same workload on every machine and device."""
-    found = []
+    """The same workload on every machine and device."""
+    found: list[Point] = []
     for model, kind, machine in itertools.product(models_in(results), KINDS, results.machines):
         commit = results.builds(machine)[-1]
-        points = (
-            pick(results, machine, commit, kind, model, device)
-            for device in devices_in(results, machine, commit, model)
-        )
-        found += [point for point in points if point]
+        for device in _devices_in(results, machine, commit, model):
+            if point := pick(results, machine, commit, kind, model, device):
+                found.append(point)
     return found
 
 
 def batch_curves(results: Results) -> dict[tuple[str, str, str, str], list[tuple[int, float]]]:
-    """(c) (model, kind, machine, device) -> [(batch, samples/s)]."""
     curves: dict[tuple[str, str, str, str], list[tuple[int, float]]] = {}
     for machine in results.machines:
-        commit = results.builds(machine)[-1]
-        for workload, value in sorted(results.samples[(machine, commit)].items()):
-            curves.setdefault((workload.model, workload.kind, machine, workload.device), []).append(
-                (workload.batch, value)
-            )
-    return {key: sorted(points) for key, points in curves.items()}
+        for w, value in sorted(results.samples[(machine, results.builds(machine)[-1])].items()):
+            curves.setdefault((w.model, w.kind, machine, w.device), []).append((w.batch, value))
+    return curves
 
 
 @dataclass(frozen=True)
@@ -232,7 +208,7 @@ class Change:
     old: str
     new: str
     workload: Step
-    row: recorded.Row  # the time_step row both builds timed
+    row: recorded.Row
     before: recorded.Measured
     after: recorded.Measured
 
@@ -244,29 +220,22 @@ class Change:
 
 def previous_build(results: Results, machine: str, timeline: Reader) -> str | None:
     """The build before the machine's newest on the newest's channel (the timeline's first
-    parents), not by date (a release may follow a nightly); None if there is none."""
+    parents), not by date: a release may follow a nightly."""
     builds = results.builds(machine)
-    measured = set(builds)
-    return next(
-        (commit for commit in reversed(timeline.lineage(builds[-1])[:-1]) if commit in measured),
-        None,
-    )
+    return next((c for c in reversed(timeline.lineage(builds[-1])[:-1]) if c in builds), None)
 
 
 def build_changes(results: Results, timeline: Reader) -> list[Change]:
-    """(d) each machine's newest build's step times beside the previous build's on its channel."""
+    """Each machine's newest build's step times beside the previous build's on its channel."""
     found = []
     for machine in results.machines:
         old, new = previous_build(results, machine, timeline), results.builds(machine)[-1]
         if old is None:
             continue
-        for workload in sorted(results.samples[(machine, new)]):
-            before, after = (
-                results.timed.get((machine, old, workload)),
-                results.timed.get((machine, new, workload)),
-            )
+        for step in sorted(results.samples[(machine, new)]):
+            before, after = (results.timed.get((machine, c, step)) for c in (old, new))
             if before and after:
-                found.append(Change(machine, old, new, workload, after[0], before[1], after[1]))
+                found.append(Change(machine, old, new, step, after[0], before[1], after[1]))
     return found
 
 
@@ -275,8 +244,8 @@ COMPILED = {
     "inference": "benchmark_compile.CompiledInference",
 }
 EAGER = {
-    "training": (f"{CLASSES['training']}.{TIME}", f"benchmark_modern.ModernTraining.{TIME}"),
-    "inference": (f"{CLASSES['inference']}.{TIME}", f"benchmark_modern.ModernInference.{TIME}"),
+    kind: (f"{CLASSES[kind]}.{TIME}", f"benchmark_modern.Modern{kind.title()}.{TIME}")
+    for kind in KINDS
 }
 
 
@@ -296,15 +265,12 @@ class Pair:
 
 
 def eager_and_compiled(results: Results) -> list[Pair]:
-    """(e) each compiled step beside its eager twin at the seed batch."""
-    names = {
-        f"{cls}.{method}" for cls in COMPILED.values() for method in (TIME, "track_compile_seconds")
-    }
-    names |= {name for eager in EAGER.values() for name in eager}
-    rows = results.newest(names)
+    """Each compiled step beside its eager twin at the seed batch."""
+    names = {f"{c}.{m}" for c in COMPILED.values() for m in (TIME, "track_compile_seconds")}
+    rows = results.newest(names | {name for eager in EAGER.values() for name in eager})
     found = []
     for kind, cls in COMPILED.items():
-        compile_seconds = {
+        compiling = {
             (m, p["device"], p["model"]): v for m, p, v in rows[f"{cls}.track_compile_seconds"]
         }
         eager = {
@@ -316,34 +282,20 @@ def eager_and_compiled(results: Results) -> list[Pair]:
             device, model = str(params["device"]), str(params["model"])
             twin = eager.get((machine, device, model, seed_batch(model)))
             if twin is not None:
-                found.append(
-                    Pair(
-                        machine,
-                        kind,
-                        device,
-                        model,
-                        twin,
-                        seconds,
-                        compile_seconds.get((machine, device, model)),
-                    )
-                )
+                compile_seconds = compiling.get((machine, device, model))
+                found.append(Pair(machine, kind, device, model, twin, seconds, compile_seconds))
     return sorted(found, key=lambda p: (p.machine, p.device, p.kind, p.model))
-
-
-BY_RELEASE_DEVICE = "mps"
 
 
 @dataclass(frozen=True)
 class ReleasePoint:
-    """One build's ratio for a model (speedup, samples per joule), per Python and machine."""
-
     python: str
     machine: str
     kind: str
     model: str
     torch_version: str
     date_ms: int
-    link: str  # the release page, or a nightly's or local build's upstream commit
+    link: str  # the release page, or the upstream commit
     ratio: float
 
 
@@ -359,17 +311,10 @@ def by_release(results_dir: Path, timeline: Reader, ratios: Ratios) -> list[Rele
         results = _results(each, names)
         for machine in each.machines:
             for commit in each.builds(machine):
+                version, link = timeline.version(commit), timeline.link(commit)
+                date = each.dates.get(commit, 0)
                 found += [
-                    ReleasePoint(
-                        python,
-                        label,
-                        kind,
-                        model,
-                        timeline.version(commit),
-                        each.dates.get(commit, 0),
-                        timeline.link(commit),
-                        ratio,
-                    )
+                    ReleasePoint(python, label, kind, model, version, date, link, ratio)
                     for label, kind, model, ratio in ratios(results, machine, commit)
                 ]
     return found
