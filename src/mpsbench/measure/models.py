@@ -1,11 +1,12 @@
-"""The registry of benchmarked models: random weights, seeded synthetic batches, nothing downloaded.
+"""The benchmarked models: random weights, seeded synthetic batches, nothing downloaded.
 
 torchvision and transformers are imported inside the builders, so the suite imports with any
-supported torch. Each ``seed_batch_size`` is that of the published measurement behind the model.
+supported torch. ``seed_batch_size`` is that of the published measurement behind the model.
 """
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import importlib
 import sys
@@ -14,9 +15,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from mpsbench.core import errors
-from mpsbench.measure.optional_torch import nn, torch  # names and sizes import without torch
+from mpsbench.measure.optional_torch import nn, torch
 
-SEED = 0  # every synthetic input's generator seed
+SEED = 0
 # One axis for every model; a model skips the sizes outside its own `batch_sizes`.
 BATCH_SIZES: tuple[int, ...] = (1, 8, 32, 64, 128, 1024)
 
@@ -28,15 +29,16 @@ class Batch:
     inputs: dict[str, torch.Tensor]
     target: torch.Tensor
 
-    def to(self, device: str) -> Batch:
+    def _map(self, change: Callable[[torch.Tensor], torch.Tensor]) -> Batch:
         return Batch(
-            {key: value.to(device) for key, value in self.inputs.items()}, self.target.to(device)
+            {key: change(value) for key, value in self.inputs.items()}, change(self.target)
         )
 
+    def to(self, device: str) -> Batch:
+        return self._map(lambda tensor: tensor.to(device))
+
     def head(self, samples: int) -> Batch:
-        return Batch(
-            {key: value[:samples] for key, value in self.inputs.items()}, self.target[:samples]
-        )
+        return self._map(lambda tensor: tensor[:samples])
 
 
 @dataclass(frozen=True)
@@ -49,15 +51,14 @@ class ModelSpec:
     seed_batch_size: int
     batch_sizes: tuple[int, ...]
     large: bool  # a cpu step takes seconds: the cpu default runs it at small batches only
-    # Steps per timed call, so sub-millisecond GPU steps rise above clock and launch overhead;
-    # asv's timer divides by it (suite.StepTimer).
+    # Steps per timed call, so sub-millisecond GPU steps rise above clock and launch overhead.
     steps_per_call: int = 1
-    requires: tuple[str, ...] = ()  # importable packages the builder needs
+    requires: tuple[str, ...] = ()
     trainable: Callable[[nn.Module], list[nn.Parameter]] | None = None  # None: all parameters train
     make_optimizer: Callable[[list[nn.Parameter]], torch.optim.Optimizer] = field(
         default=lambda params: torch.optim.SGD(params, lr=0.01, momentum=0.9)
     )
-    forward: Callable[[nn.Module, dict[str, torch.Tensor]], torch.Tensor] = field(  # the logits
+    forward: Callable[[nn.Module, dict[str, torch.Tensor]], torch.Tensor] = field(
         default=lambda model, inputs: model(*inputs.values())
     )
     trains: bool = True  # False: inference only (a frozen text encoder)
@@ -79,7 +80,6 @@ def _build_mlp() -> nn.Module:
 
 
 def _build_lenet5() -> nn.Module:
-    # 28x28 single-channel images; padding keeps 28x28 through the first convolution
     return nn.Sequential(
         nn.Conv2d(1, 6, kernel_size=5, padding=2),
         nn.ReLU(),
@@ -98,8 +98,8 @@ def _build_lenet5() -> nn.Module:
 
 BERT_SEQUENCE_LENGTH = 128
 BERT_NUM_LABELS = 6  # TREC question classification, as in the fine-tuning seed
-# Fixed attention paths: transformers' default changes between releases. BERT: "eager" (in every
-# usable release); Llama: "sdpa", the kernels mps got wrong before.
+# Fixed attention paths, as transformers' default changes between releases. Llama: "sdpa", the
+# kernels mps got wrong before.
 BERT_ATTENTION = "eager"
 LLAMA_ATTENTION = "sdpa"
 # A small Llama-style decoder, 125M parameters: its AdamW step fits the GPU share of an 8 GB Mac.
@@ -114,10 +114,9 @@ LLAMA_CONFIG: dict[str, Any] = dict(
     tie_word_embeddings=False,
 )
 LLAMA_SEQUENCE_LENGTH = 256  # a short chat turn
-# Its generation rows (mpsbench.measure.llm), torch-free for the site.
 LLAMA_GENERATION = {"batch": 1, "prompt_tokens": 512, "new_tokens": 128}
 LLAMA_NAME = "llama_small"
-# Stable Diffusion 1.x's text encoder: CLIP ViT-L/14's text tower (openai/clip-vit-large-patch14).
+# Stable Diffusion 1.x's text encoder: CLIP ViT-L/14's text tower.
 CLIP_TEXT_CONFIG: dict[str, Any] = dict(
     vocab_size=49408,
     hidden_size=768,
@@ -133,7 +132,6 @@ CLIP_SEQUENCE_LENGTH = 77  # SD pads every prompt to CLIP's 77 tokens
 def _transformers_build(
     model_class: str, config_class: str, config: dict[str, Any], attention: str
 ) -> Callable[[], nn.Module]:
-    # ``config`` is read at each build, so a test can shrink the model in place
     def build() -> nn.Module:
         transformers = importlib.import_module("transformers")
         settings = getattr(transformers, config_class)(**config)
@@ -150,20 +148,20 @@ def _transformers_build(
 
 
 def _output(output: Any, name: str) -> torch.Tensor:
-    """An output field of a transformers model; old releases return a tuple, the field first."""
+    """An output field; old transformers releases return a tuple, the field first."""
     found: torch.Tensor = getattr(output, name) if hasattr(output, name) else output[0]
     return found
 
 
 def _causal_lm_forward(model: nn.Module, inputs: dict[str, torch.Tensor]) -> torch.Tensor:
-    """Next-token logits of every position but the last, as (batch, vocabulary, positions) for the loss."""
+    """Next-token logits of every position but the last, as (batch, vocabulary, positions)."""
     return _output(model(input_ids=inputs["input_ids"], use_cache=False), "logits")[
         :, :-1
     ].transpose(1, 2)
 
 
 def _text_encoder_forward(model: nn.Module, inputs: dict[str, torch.Tensor]) -> torch.Tensor:
-    """The last hidden state, what SD's UNet attends to, as (batch, hidden, tokens)."""
+    """The last hidden state (what SD's UNet attends to) as (batch, hidden, tokens)."""
     return _output(model(input_ids=inputs["input_ids"]), "last_hidden_state").transpose(1, 2)
 
 
@@ -184,8 +182,7 @@ def _dense_batch(
 
 
 def _bert_batch(batch_size: int, gen: torch.Generator) -> Batch:
-    vocab_size = 30522  # BertConfig's default vocabulary
-    ids = torch.randint(0, vocab_size, (batch_size, BERT_SEQUENCE_LENGTH), generator=gen)
+    ids = torch.randint(0, 30522, (batch_size, BERT_SEQUENCE_LENGTH), generator=gen)
     mask = torch.ones(batch_size, BERT_SEQUENCE_LENGTH, dtype=torch.long)
     return Batch(
         {"input_ids": ids, "attention_mask": mask}, _classes(batch_size, BERT_NUM_LABELS, gen)
@@ -203,7 +200,7 @@ def _clip_batch(batch_size: int, gen: torch.Generator) -> Batch:
     ids = torch.randint(
         0, CLIP_TEXT_CONFIG["vocab_size"], (batch_size, CLIP_SEQUENCE_LENGTH), generator=gen
     )
-    # Nothing trains a frozen encoder; the target gives the accuracy guard's loss a shape.
+    # the target gives the accuracy guard's loss a shape
     target = torch.randint(
         0, CLIP_TEXT_CONFIG["hidden_size"], (batch_size, CLIP_SEQUENCE_LENGTH), generator=gen
     )
@@ -211,7 +208,7 @@ def _clip_batch(batch_size: int, gen: torch.Generator) -> Batch:
 
 
 def _adamw(params: list[nn.Parameter]) -> torch.optim.Optimizer:
-    return torch.optim.AdamW(params, lr=2e-5)  # BERT fine-tuning's usual optimizer
+    return torch.optim.AdamW(params, lr=2e-5)
 
 
 _CNN_SIZES = (1, 8, 32, 64, 128)
@@ -259,7 +256,7 @@ def _bert(name: str, description: str, **frozen: Any) -> ModelSpec:
         seed_batch_size=64,  # Apple's BERT chart and the fine-tuning seed
         batch_sizes=_BIG_SIZES,
         large=True,
-        requires=("transformers.models.bert.modeling_bert",),  # transformers imports lazily
+        requires=("transformers.models.bert.modeling_bert",),
         make_optimizer=_adamw,
         forward=lambda model, inputs: _output(model(**inputs), "logits"),
         **frozen,
@@ -275,10 +272,10 @@ REGISTRY: dict[str, ModelSpec] = {
             _build_mlp,
             _dense_batch((1024,), 10),
             10,
-            seed_batch_size=1024,  # the MLP seed's batch
+            seed_batch_size=1024,
             batch_sizes=BATCH_SIZES,
             large=False,
-            steps_per_call=20,  # ~0.1 ms a step on a GPU
+            steps_per_call=20,
         ),
         ModelSpec(
             "lenet5",
@@ -289,7 +286,7 @@ REGISTRY: dict[str, ModelSpec] = {
             seed_batch_size=128,  # a common MNIST batch; no seed fixes one
             batch_sizes=BATCH_SIZES,
             large=False,
-            steps_per_call=20,  # sub-millisecond on a GPU
+            steps_per_call=20,
         ),
         _torchvision_spec(
             "resnet50",
@@ -299,7 +296,6 @@ REGISTRY: dict[str, ModelSpec] = {
             batch_sizes=_CNN_SIZES,
         ),
         _torchvision_spec(
-            # 10 classes: the seed trained on CIFAR-10 upscaled to 224x224.
             "vgg16",
             "torchvision VGG16, 224x224, 10 classes (CIFAR-10 upscaled)",
             10,
@@ -315,10 +311,9 @@ REGISTRY: dict[str, ModelSpec] = {
     )
 }
 
-# The seeds' models, taken before the models below join the registry: a model added later never
-# changes the seed-era classes' params (their identity is their history).
+# Taken before the models below join: a later model never changes these classes' params.
 NAMES: tuple[str, ...] = tuple(REGISTRY)
-# A frozen core changes training only: its inference is bert_base's.
+# A frozen encoder changes training only.
 INFERENCE_NAMES: tuple[str, ...] = tuple(name for name in NAMES if REGISTRY[name].trainable is None)
 
 REGISTRY.update(
@@ -343,14 +338,13 @@ REGISTRY.update(
                 seed_batch_size=8,  # 2,048 tokens: a laptop fine-tuning micro-batch
                 batch_sizes=(1, 8, 32),
                 large=True,
-                requires=("transformers.models.llama",),  # transformers 4.28+
+                requires=("transformers.models.llama",),
                 make_optimizer=_adamw,
                 forward=_causal_lm_forward,
             ),
             ModelSpec(
                 "clip_text",
                 "Stable Diffusion 1.x text encoder (CLIPTextModel, ViT-L/14 text sizes), 77 tokens",
-                # "eager": "sdpa" is newer than SD's pipelines
                 _transformers_build("CLIPTextModel", "CLIPTextConfig", CLIP_TEXT_CONFIG, "eager"),
                 _clip_batch,
                 num_classes=CLIP_TEXT_CONFIG["hidden_size"],
@@ -359,12 +353,11 @@ REGISTRY.update(
                 large=True,
                 requires=("transformers",),
                 forward=_text_encoder_forward,
-                trains=False,  # SD's pipelines keep the text encoder frozen
+                trains=False,  # SD keeps its text encoder frozen
             ),
         )
     }
 )
-# Newer models: classes of their own, so the seeds' keep their params.
 MODERN_NAMES: tuple[str, ...] = tuple(name for name in REGISTRY if name not in NAMES)
 MODERN_TRAINING_NAMES: tuple[str, ...] = tuple(
     name for name in MODERN_NAMES if REGISTRY[name].trains
@@ -390,13 +383,11 @@ def check_batch_size(spec: ModelSpec, batch_size: int) -> None:
 
 
 def make_batch(spec: ModelSpec, batch_size: int) -> Batch:
-    """The same tensors on every call and machine."""
     return spec.make_batch(batch_size, torch.Generator().manual_seed(SEED))
 
 
-# asv's forkserver imports the suite once and forks every benchmark process from it: importing
-# these there saves each fork the import (seconds for transformers). No GPU is touched here: it
-# must not be initialized before a fork.
+# Imported once in asv's forkserver, they save each forked benchmark the import (seconds for
+# transformers). No GPU may be initialized before a fork.
 PRELOADED = (
     "torch",
     "torchvision.models",
@@ -404,8 +395,7 @@ PRELOADED = (
     "transformers.models.llama.modeling_llama",
     "transformers.models.clip.modeling_clip",
 )
-# asv_runner.server is imported in every mode: only the mode tells the forkserver from a spawned
-# process, which imports only what its model needs.
+# asv_runner.server is imported in every mode: only the mode tells the forkserver apart.
 FORKSERVER_MODE = "run_server"
 
 
@@ -415,12 +405,9 @@ def preload_for_forkserver() -> list[str]:
         return []
     loaded = []
     for package in PRELOADED:
-        try:
+        with contextlib.suppress(Exception):  # absent or unusable: its models skip with the reason
             importlib.import_module(package)
-        except Exception:  # absent or unusable here: its models skip with the reason
-            continue
-        loaded.append(package)
-    # Python's advice for a server that forks without exec: move the imported objects to the
-    # collector's permanent generation, so a fork's gc.collect() neither walks nor copies them.
+            loaded.append(package)
+    # so a fork's gc.collect() neither walks nor copies the imported objects
     gc.freeze()
     return loaded

@@ -1,7 +1,7 @@
 """The operator registry: per op, fixed inputs at three sizes, the forward call and its work.
 
-Throughput is work over the median call: exact FLOPs for compute-bound ops, compulsory bytes
-(each operand touched once) for memory-bound ones, so GB/s is a lower bound on the achieved rate.
+Work is exact FLOPs for compute-bound ops and compulsory bytes (each operand touched once) for
+memory-bound ones, so GB/s is a lower bound.
 """
 
 from __future__ import annotations
@@ -15,15 +15,12 @@ from mpsbench.measure.optional_torch import F, torch  # loaded at the first case
 
 SIZES: tuple[str, ...] = ("small", "medium", "large")
 DTYPES: tuple[str, ...] = precision.NAMES
-# Calls per timed call, so a sub-millisecond op rises above clock and launch overhead; fixed per
-# size, never chosen from the hardware.
+# Calls per timed call, so a sub-millisecond op rises above clock and launch overhead.
 CALLS_PER_SAMPLE: Mapping[str, int] = {"small": 100, "medium": 20, "large": 3}
 GFLOPS = "GFLOP/s"
 GBPS = "GB/s"  # 1 GB = 1e9 bytes
 INDEX_BYTES = 8  # indices and class targets are int64
 
-# Dim names: n batch or side, c channels, h/w height and width, o output features, t tokens,
-# d feature width, v table rows, k indices taken, l sequence length.
 Dims = Mapping[str, int]
 
 
@@ -57,7 +54,6 @@ class OpSpec:
         return self.shapes[size]
 
     def work_at(self, size: str, dtype: str) -> int:
-        # torch.dtype.itemsize is 2.1+
         itemsize = torch.empty((), dtype=precision.dtype_of(dtype)).element_size()
         return self.work(self.dims(size), itemsize)
 
@@ -65,16 +61,14 @@ class OpSpec:
 def _dims(
     names: str, small: tuple[int, ...], medium: tuple[int, ...], large: tuple[int, ...]
 ) -> dict[str, Dims]:
-    """The dims named in ``names`` (space-separated) at each size, in that order."""
     return {
         size: dict(zip(names.split(), values, strict=True))
         for size, values in zip(SIZES, (small, medium, large))
     }
 
 
-# The elementwise ops, reductions, softmax and gelu: 64 KiB, 4 MiB and 256 MiB per float32 operand.
+# 64 KiB, 4 MiB and 256 MiB per float32 operand
 _SQUARE = _dims("n", (128,), (1024,), (8192,))
-# Image-shaped activations for batch_norm and max_pool2d: 16 Ki, 1 Mi, 64 Mi elements.
 _IMAGES = _dims("n c h w", (4, 16, 16, 16), (16, 64, 32, 32), (64, 256, 64, 64))
 
 
@@ -93,29 +87,20 @@ def _two_square(transposed: bool, trained: bool) -> Callable[[Dims], dict[str, O
     }
 
 
-def _elementwise(
-    name: str,
-    what: str,
-    forward: Callable[[Mapping[str, torch.Tensor]], torch.Tensor],
-    transposed: bool,
-    has_backward: bool,
-) -> OpSpec:
-    layout = (
-        "a transposed (non-contiguous) n x n view and a contiguous one"
-        if transposed
-        else "two contiguous n x n"
-    )
+def _elementwise(name: str, sign: str, transposed: bool) -> OpSpec:
+    """``add`` has no backward kernel of its own; ``mul`` has."""
+    layout = "a transposed (non-contiguous) n x n view and a contiguous one"
     return OpSpec(
-        name,
-        f"elementwise {what} of {layout} tensors",
+        f"{name}_transposed" if transposed else name,
+        f"elementwise a {sign} b of {layout if transposed else 'two contiguous n x n'} tensors",
         _SQUARE,
-        _two_square(transposed, trained=has_backward),
-        forward,
+        _two_square(transposed, trained=name == "mul"),
+        lambda x: getattr(torch, name)(x["a"], x["b"]),
         _square,
         GBPS,
         lambda d, s: 3 * d["n"] ** 2 * s,
         "3*n^2*s (read a and b, write the result)",
-        has_backward=has_backward,
+        has_backward=name == "mul",
     )
 
 
@@ -162,10 +147,7 @@ def _lookup(
     work: Callable[[Dims, int], int],
     formula: str,
 ) -> OpSpec:
-    """An op reading a trained ``source`` at random int64 positions along ``axis``.
-
-    The output has the index's dims, then the source's past ``axis`` (index_select's order).
-    """
+    """An op reading a trained ``source`` at random int64 positions along ``axis``."""
     source_dims, index_dims = source.split(), index.split()
     return OpSpec(
         name,
@@ -187,7 +169,6 @@ def _lookup(
 
 def _copy(name: str, description: str, source_on_host: bool) -> OpSpec:
     return OpSpec(
-        # 256 KiB, 16 MiB, 256 MiB in float32
         name,
         description,
         _dims("n", (65536,), (4194304,), (67108864,)),
@@ -195,7 +176,6 @@ def _copy(name: str, description: str, source_on_host: bool) -> OpSpec:
             "source": Operand((d["n"],), on_host=source_on_host),
             "destination": Operand((d["n"],), on_host=not source_on_host),
         },
-        # into a preallocated buffer: the transfer alone
         lambda x: x["destination"].copy_(x["source"]),
         lambda d: (d["n"],),
         GBPS,
@@ -318,25 +298,10 @@ _SPECS: tuple[OpSpec, ...] = (
         lambda x: torch.softmax(x["x"], dim=-1),
     ),
     _same_shape("gelu", "F.gelu (exact, erf form) of an n x n tensor", lambda x: F.gelu(x["x"])),
-    _elementwise(
-        "add", "a + b", lambda x: torch.add(x["a"], x["b"]), transposed=False, has_backward=False
-    ),
-    _elementwise(
-        "add_transposed",
-        "a + b",
-        lambda x: torch.add(x["a"], x["b"]),
-        transposed=True,
-        has_backward=False,
-    ),
-    _elementwise(
-        "mul", "a * b", lambda x: torch.mul(x["a"], x["b"]), transposed=False, has_backward=True
-    ),
-    _elementwise(
-        "mul_transposed",
-        "a * b",
-        lambda x: torch.mul(x["a"], x["b"]),
-        transposed=True,
-        has_backward=True,
+    *(
+        _elementwise(name, sign, transposed)
+        for name, sign in (("add", "+"), ("mul", "*"))
+        for transposed in (False, True)
     ),
     _reduction("sum", lambda x: torch.sum(x, dim=-1)),
     _reduction("mean", lambda x: torch.mean(x, dim=-1)),
@@ -418,8 +383,7 @@ def get(name: str) -> OpSpec:
 def make_inputs(
     spec: OpSpec, size: str, device: str, dtype: str, training: bool
 ) -> dict[str, torch.Tensor]:
-    """Seeded, drawn in float32 and cast: every dtype sees the same values.
-    With ``training`` the trained operands require gradients."""
+    """Seeded, drawn in float32 and cast: every dtype sees the same values."""
     devices.get(device).seed(models.SEED)
     float_dtype = precision.dtype_of(dtype)
     inputs: dict[str, torch.Tensor] = {}
@@ -439,8 +403,7 @@ def make_inputs(
 
 
 def _bind_torch() -> None:
-    """Bind this module's ``torch`` and ``F`` to the real modules before timing: the stand-ins'
-    lookup would add to a microsecond op's time."""
+    """Binds the real modules before timing: the stand-ins' lookup adds to a microsecond op."""
     global torch, F
     import torch as loaded
     import torch.nn.functional as functional
@@ -451,8 +414,7 @@ def _bind_torch() -> None:
 class OpCase:
     """One op at one size and dtype with its inputs on a device; nothing here synchronizes.
 
-    The backward is ``torch.autograd.grad`` with a fixed output gradient: no ``.grad``
-    accumulation, no loss kernels.
+    The backward is ``torch.autograd.grad`` with a fixed output gradient: no ``.grad`` accumulation.
     """
 
     def __init__(self, spec: OpSpec, device: str, dtype: str, size: str, training: bool) -> None:
@@ -461,13 +423,8 @@ class OpCase:
                 f"{spec.name} is not trained through; choose one of: {', '.join(BACKWARD_NAMES)}"
             )
         _bind_torch()
-        self.spec, self.device, self.dtype, self.size, self.training = (
-            spec,
-            devices.get(device),
-            dtype,
-            size,
-            training,
-        )
+        self.spec, self.dtype, self.size, self.training = spec, dtype, size, training
+        self.device = devices.get(device)
         self.inputs = make_inputs(spec, size, device, dtype, training)
         self.trained = [tensor for tensor in self.inputs.values() if tensor.requires_grad]
         self.grad_output: torch.Tensor | None = None
@@ -479,18 +436,16 @@ class OpCase:
 
     def forward_backward(self) -> tuple[torch.Tensor, ...]:
         output = self.spec.forward(self.inputs)
-        if self.grad_output is None:  # drawn once, the same every call
+        if self.grad_output is None:
             self.grad_output = torch.randn(output.shape, device=output.device).to(output.dtype)
         return torch.autograd.grad(output, self.trained, self.grad_output)
 
     def run(self, calls: int) -> None:
-        """What this case times (the forward, or forward and backward), ``calls`` times back to back."""
         call = self.forward_backward if self.training else self.forward
         for _ in range(calls):
             call()
 
     def work(self) -> int:
-        """FLOPs or bytes of one forward call."""
         return self.spec.work_at(self.size, self.dtype)
 
     def warm_up(self, calls: int = 2) -> None:
@@ -500,15 +455,12 @@ class OpCase:
             if self.training:
                 self.forward_backward()
         self.device.synchronize()
-        expected_shape = self.spec.output_shape(self.spec.dims(self.size))
-        expected_device = "cpu" if self.spec.name == "copy_d2h" else self.device
-        problems = []
-        if tuple(output.shape) != expected_shape:
-            problems.append(f"shape {tuple(output.shape)}, expected {expected_shape}")
-        if output.dtype != precision.dtype_of(self.dtype):
-            problems.append(f"dtype {output.dtype}, expected {self.dtype}")
-        if output.device.type != expected_device:
-            problems.append(f"device {output.device.type}, expected {expected_device}")
+        expected = (
+            ("shape", tuple(output.shape), self.spec.output_shape(self.spec.dims(self.size))),
+            ("dtype", output.dtype, precision.dtype_of(self.dtype)),
+            ("device", output.device.type, "cpu" if self.spec.name == "copy_d2h" else self.device),
+        )
+        problems = [f"{what} {got}, expected {want}" for what, got, want in expected if got != want]
         if problems:
             raise errors.UserError(
                 f"{self.spec.name} on {self.device} ({self.dtype}, {self.size}) gave "
@@ -517,14 +469,12 @@ class OpCase:
 
 
 def median_seconds_per_call(case: OpCase, min_samples: int = 3, min_seconds: float = 0.2) -> float:
-    """Median seconds per call of a warmed-up case (as the asv ``time_`` body runs it)."""
     return timing.median_seconds(
         case.run, case.device, case.calls_per_sample, min_samples, min_seconds
     )[0]
 
 
 def throughput(case: OpCase) -> float:
-    """GFLOP/s or GB/s (the spec's unit) of the forward."""
     return case.work() / median_seconds_per_call(case) / 1e9
 
 
@@ -533,7 +483,7 @@ forget = _slot.clear
 
 
 def cached(device: str, op: str, dtype: str, size: str, training: bool) -> OpCase:
-    """The warmed-up case (one per process); a warm-up that fell back to the cpu fails."""
+    """The warmed-up case, one per process; a warm-up that fell back to the cpu fails."""
 
     def build() -> OpCase:
         case = OpCase(get(op), device, dtype, size, training)
@@ -546,7 +496,7 @@ def cached(device: str, op: str, dtype: str, size: str, training: bool) -> OpCas
 
 
 def prepare(device: str, op: str, dtype: str, size: str, training: bool) -> OpCase:
-    """The case for an asv ``setup``: what cannot run here skips with the reason."""
+    """The case for an asv ``setup``; what cannot run here skips with the reason."""
     spec = get(op)
     precision.check_name(dtype)
     skips.require_device(device)
