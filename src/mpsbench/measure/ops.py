@@ -22,6 +22,7 @@ GBPS = "GB/s"  # 1 GB = 1e9 bytes
 INDEX_BYTES = 8  # indices and class targets are int64
 
 Dims = Mapping[str, int]
+Forward = Callable[[Mapping[str, torch.Tensor]], torch.Tensor]
 
 
 @dataclass(frozen=True)
@@ -40,7 +41,7 @@ class OpSpec:
     description: str
     shapes: Mapping[str, Dims]  # one per name in SIZES
     operands: Callable[[Dims], dict[str, Operand]]
-    forward: Callable[[Mapping[str, torch.Tensor]], torch.Tensor]
+    forward: Forward
     output_shape: Callable[[Dims], tuple[int, ...]]
     unit: str  # GFLOPS or GBPS
     work: Callable[[Dims, int], int]  # FLOPs or bytes of one forward call, given the element size
@@ -72,19 +73,19 @@ _SQUARE = _dims("n", (128,), (1024,), (8192,))
 _IMAGES = _dims("n c h w", (4, 16, 16, 16), (16, 64, 32, 32), (64, 256, 64, 64))
 
 
-def _square(d: Dims) -> tuple[int, ...]:
-    return (d["n"], d["n"])
+Shape = Callable[[Dims], tuple[int, ...]]
 
 
-def _image(d: Dims) -> tuple[int, ...]:
-    return (d["n"], d["c"], d["h"], d["w"])
+def _shape(dims: str) -> Shape:
+    """A shape from dim names (or literal sizes), e.g. ``"o c 3 3"``."""
+    return lambda d: tuple(int(k) if k.isdigit() else d[k] for k in dims.split())
 
 
-def _two_square(transposed: bool, trained: bool) -> Callable[[Dims], dict[str, Operand]]:
-    return lambda d: {
-        "a": Operand(_square(d), trained=trained, transposed=transposed),
-        "b": Operand(_square(d), trained=trained),
-    }
+def _trained(**shapes: str) -> Callable[[Dims], dict[str, Operand]]:
+    return lambda d: {name: Operand(_shape(dims)(d), trained=True) for name, dims in shapes.items()}
+
+
+_square, _image = _shape("n n"), _shape("n c h w")
 
 
 def _elementwise(name: str, sign: str, transposed: bool) -> OpSpec:
@@ -94,7 +95,10 @@ def _elementwise(name: str, sign: str, transposed: bool) -> OpSpec:
         f"{name}_transposed" if transposed else name,
         f"elementwise a {sign} b of {layout if transposed else 'two contiguous n x n'} tensors",
         _SQUARE,
-        _two_square(transposed, trained=name == "mul"),
+        lambda d: {
+            "a": Operand(_square(d), trained=name == "mul", transposed=transposed),
+            "b": Operand(_square(d), trained=name == "mul"),
+        },
         lambda x: getattr(torch, name)(x["a"], x["b"]),
         _square,
         GBPS,
@@ -104,14 +108,12 @@ def _elementwise(name: str, sign: str, transposed: bool) -> OpSpec:
     )
 
 
-def _same_shape(
-    name: str, description: str, forward: Callable[[Mapping[str, torch.Tensor]], torch.Tensor]
-) -> OpSpec:
+def _same_shape(name: str, description: str, forward: Forward) -> OpSpec:
     return OpSpec(
         name,
         description,
         _SQUARE,
-        lambda d: {"x": Operand(_square(d), trained=True)},
+        _trained(x="n n"),
         forward,
         _square,
         GBPS,
@@ -127,7 +129,7 @@ def _reduction(name: str, call: Callable[[torch.Tensor], torch.Tensor]) -> OpSpe
         _SQUARE,
         lambda d: {"x": Operand(_square(d))},
         lambda x: call(x["x"]),
-        lambda d: (d["n"],),
+        _shape("n"),
         GBPS,
         lambda d, s: (d["n"] ** 2 + d["n"]) * s,
         "(n^2 + n)*s (read x, write one value per row)",
@@ -143,24 +145,23 @@ def _lookup(
     source: str,
     index: str,
     axis: int,
-    forward: Callable[[Mapping[str, torch.Tensor]], torch.Tensor],
+    forward: Forward,
     work: Callable[[Dims, int], int],
     formula: str,
 ) -> OpSpec:
-    """An op reading a trained ``source`` at random int64 positions along ``axis``."""
-    source_dims, index_dims = source.split(), index.split()
+    """An op reading a trained ``source`` at random int64 positions along ``axis``; the output
+    has the index's dims, then the source's past ``axis``."""
+    source_dims = source.split()
     return OpSpec(
         name,
         description,
         shapes,
         lambda d: {
-            "source": Operand(tuple(d[k] for k in source_dims), trained=True),
-            "index": Operand(
-                tuple(d[k] for k in index_dims), fill="index", high=d[source_dims[axis]]
-            ),
+            "source": Operand(_shape(source)(d), trained=True),
+            "index": Operand(_shape(index)(d), fill="index", high=d[source_dims[axis]]),
         },
         forward,
-        lambda d: tuple(d[k] for k in index_dims + source_dims[axis + 1 :]),
+        _shape(" ".join([index, *source_dims[axis + 1 :]])),
         GBPS,
         work,
         formula,
@@ -177,7 +178,7 @@ def _copy(name: str, description: str, source_on_host: bool) -> OpSpec:
             "destination": Operand((d["n"],), on_host=not source_on_host),
         },
         lambda x: x["destination"].copy_(x["source"]),
-        lambda d: (d["n"],),
+        _shape("n"),
         GBPS,
         lambda d, s: d["n"] * s,
         "n*s (the bytes that cross between host and device memory)",
@@ -190,7 +191,7 @@ _SPECS: tuple[OpSpec, ...] = (
         "matmul",
         "square matrix product a @ b",
         _dims("n", (64,), (256,), (4096,)),
-        _two_square(transposed=False, trained=True),
+        _trained(a="n n", b="n n"),
         lambda x: torch.matmul(x["a"], x["b"]),
         _square,
         GFLOPS,
@@ -202,13 +203,9 @@ _SPECS: tuple[OpSpec, ...] = (
         "F.linear (nn.Linear): t tokens of i features to o features, with bias",
         # large: BERT-large's FFN, 32 x 512 tokens
         _dims("t i o", (32, 128, 128), (512, 256, 256), (16384, 1024, 4096)),
-        lambda d: {
-            "x": Operand((d["t"], d["i"]), trained=True),
-            "weight": Operand((d["o"], d["i"]), trained=True),
-            "bias": Operand((d["o"],), trained=True),
-        },
+        _trained(x="t i", weight="o i", bias="o"),
         lambda x: F.linear(x["x"], x["weight"], x["bias"]),
-        lambda d: (d["t"], d["o"]),
+        _shape("t o"),
         GFLOPS,
         lambda d, s: d["t"] * d["o"] * (2 * d["i"] + 1),
         "t*o*(2*i + 1) (i multiply-adds and a bias add per output)",
@@ -218,13 +215,9 @@ _SPECS: tuple[OpSpec, ...] = (
         "F.conv2d, 3x3 kernel, stride 1, padding 1, with bias",
         # large: ResNet's first stage at batch 64
         _dims("n c h w o", (1, 16, 16, 16, 16), (8, 32, 16, 16, 32), (64, 64, 56, 56, 64)),
-        lambda d: {
-            "x": Operand(_image(d), trained=True),
-            "weight": Operand((d["o"], d["c"], 3, 3), trained=True),
-            "bias": Operand((d["o"],), trained=True),
-        },
+        _trained(x="n c h w", weight="o c 3 3", bias="o"),
         lambda x: F.conv2d(x["x"], x["weight"], x["bias"], padding=1),
-        lambda d: (d["n"], d["o"], d["h"], d["w"]),
+        _shape("n o h w"),
         GFLOPS,
         lambda d, s: d["n"] * d["o"] * d["h"] * d["w"] * (2 * d["c"] * 9 + 1),
         "n*o*h*w*(2*c*9 + 1) (c*3*3 multiply-adds and a bias add per output)",
@@ -233,12 +226,9 @@ _SPECS: tuple[OpSpec, ...] = (
         "scaled_dot_product_attention",
         "F.scaled_dot_product_attention, no mask, q/k/v of shape (n, h, l, d)",
         _dims("n h l d", (1, 4, 64, 32), (2, 8, 128, 64), (8, 16, 2048, 64)),
-        lambda d: {
-            name: Operand((d["n"], d["h"], d["l"], d["d"]), trained=True)
-            for name in ("q", "k", "v")
-        },
+        _trained(q="n h l d", k="n h l d", v="n h l d"),
         lambda x: F.scaled_dot_product_attention(x["q"], x["k"], x["v"]),
-        lambda d: (d["n"], d["h"], d["l"], d["d"]),
+        _shape("n h l d"),
         GFLOPS,
         lambda d, s: 4 * d["n"] * d["h"] * d["l"] ** 2 * d["d"],
         "4*n*h*l^2*d (q @ k^T and scores @ v; the softmax is left out, as FlashAttention counts)",
@@ -248,14 +238,11 @@ _SPECS: tuple[OpSpec, ...] = (
         "max_pool2d",
         "F.max_pool2d, 2x2 window, stride 2",
         _IMAGES,
-        lambda d: {"x": Operand(_image(d), trained=True)},
+        _trained(x="n c h w"),
         lambda x: F.max_pool2d(x["x"], 2),
         lambda d: (d["n"], d["c"], d["h"] // 2, d["w"] // 2),
         GBPS,
-        lambda d, s: (
-            (d["n"] * d["c"] * d["h"] * d["w"] + d["n"] * d["c"] * (d["h"] // 2) * (d["w"] // 2))
-            * s
-        ),
+        lambda d, s: d["n"] * d["c"] * (d["h"] * d["w"] + (d["h"] // 2) * (d["w"] // 2)) * s,
         "(n*c*h*w + n*c*(h/2)*(w/2))*s (read x, write the pooled result)",
     ),
     OpSpec(
@@ -263,9 +250,7 @@ _SPECS: tuple[OpSpec, ...] = (
         "F.batch_norm in training mode (batch statistics, running stats updated), with affine",
         _IMAGES,
         lambda d: {
-            "x": Operand(_image(d), trained=True),
-            "weight": Operand((d["c"],), trained=True),
-            "bias": Operand((d["c"],), trained=True),
+            **_trained(x="n c h w", weight="c", bias="c")(d),
             "running_mean": Operand((d["c"],), fill="ones"),
             "running_var": Operand((d["c"],), fill="ones"),
         },
@@ -281,13 +266,9 @@ _SPECS: tuple[OpSpec, ...] = (
         "layer_norm",
         "F.layer_norm over the last dim of t tokens of width d, with affine",
         _dims("t d", (64, 256), (4096, 256), (16384, 4096)),
-        lambda d: {
-            "x": Operand((d["t"], d["d"]), trained=True),
-            "weight": Operand((d["d"],), trained=True),
-            "bias": Operand((d["d"],), trained=True),
-        },
+        _trained(x="t d", weight="d", bias="d"),
         lambda x: F.layer_norm(x["x"], (x["x"].shape[-1],), x["weight"], x["bias"]),
-        lambda d: (d["t"], d["d"]),
+        _shape("t d"),
         GBPS,
         lambda d, s: (2 * d["t"] * d["d"] + 2 * d["d"]) * s,
         "(2*t*d + 2*d)*s (read x, write y, read weight and bias)",
@@ -330,7 +311,7 @@ _SPECS: tuple[OpSpec, ...] = (
     _lookup(
         "embedding",
         "F.embedding: look up n x l token ids in a v x d table",
-        # medium: BERT's vocabulary; large: GPT-2's vocabulary
+        # medium: BERT's vocabulary; large: GPT-2's
         _dims("v d n l", (1000, 64, 4, 64), (30522, 256, 16, 256), (50257, 1024, 64, 1024)),
         source="v d",
         index="n l",
@@ -349,21 +330,13 @@ _SPECS: tuple[OpSpec, ...] = (
             "target": Operand((d["n"],), fill="index", high=d["c"]),
         },
         lambda x: F.cross_entropy(x["logits"], x["target"]),
-        lambda d: (),
+        _shape(""),
         GBPS,
         lambda d, s: d["n"] * d["c"] * s + INDEX_BYTES * d["n"] + s,
         "n*c*s + 8*n + s (read the logits and int64 targets, write the scalar loss)",
     ),
-    _copy(
-        "copy_h2d",
-        "copy from pageable host memory into a preallocated device buffer",
-        source_on_host=True,
-    ),
-    _copy(
-        "copy_d2h",
-        "copy from device memory into a preallocated pageable host buffer",
-        source_on_host=False,
-    ),
+    _copy("copy_h2d", "copy from pageable host memory into a preallocated device buffer", True),
+    _copy("copy_d2h", "copy from device memory into a preallocated pageable host buffer", False),
 )
 
 REGISTRY: dict[str, OpSpec] = {spec.name: spec for spec in _SPECS}
