@@ -42,7 +42,6 @@ class MemoryReading:
 
 
 def rss() -> int | None:
-    """This process's resident bytes: psutil, else Linux's /proc; None elsewhere."""
     with contextlib.suppress(ImportError):
         import psutil
 
@@ -77,8 +76,6 @@ def _mps_missing() -> str | None:
 
 
 class Device(str, enum.Enum):
-    """One device and its plumbing; a ``str``, so torch takes it as a device name."""
-
     CPU = "cpu"
     MPS = "mps"
     CUDA = "cuda"
@@ -212,7 +209,6 @@ def accelerators_present() -> tuple[str, ...]:
 
 
 def usable_gpu() -> Device | None:
-    """The GPU a tool times when none is named."""
     return next((device for device in (Device.CUDA, Device.MPS) if device.usable), None)
 
 

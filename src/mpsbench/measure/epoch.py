@@ -138,23 +138,18 @@ def run_epoch(
 ) -> EpochTiming:
     """Feeds every batch to ``step(images, labels)``; time in ``iter()`` and ``next()`` is data
     wait. Synchronizing after every step keeps queued GPU work from counting as waiting."""
-    images = 0
+    images, waited = 0, 0.0
     synchronize = devices.get(device).synchronize
     synchronize()
-    started = time.perf_counter()
-    batches = iter(loader)  # starts the workers: the first wait
-    waited = time.perf_counter() - started
-    while True:
-        before = time.perf_counter()
-        batch = next(batches, None)
-        waited += time.perf_counter() - before
-        if batch is None:
-            break
-        inputs, labels = batch
+    started = asked = time.perf_counter()
+    for inputs, labels in loader:  # iter() starts the workers; each next() waits for a batch
+        waited += time.perf_counter() - asked
         images += len(labels)
         step(inputs.to(device), labels.to(device))
         synchronize()
-    return EpochTiming(images, time.perf_counter() - started, waited)
+        asked = time.perf_counter()
+    ended = time.perf_counter()
+    return EpochTiming(images, ended - started, waited + ended - asked)
 
 
 class EpochRunner:
@@ -211,8 +206,6 @@ class EpochRunner:
 
 @dataclass(frozen=True)
 class PhaseSummary:
-    """Medians over one phase's measured epochs."""
-
     images: int
     seconds: float
     images_per_second: float

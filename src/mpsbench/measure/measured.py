@@ -32,7 +32,6 @@ class Outcome:
     failed: str | None = None
 
     def get(self) -> Any:
-        """The value; otherwise raises asv's n/a or a failure with the reason."""
         if self.skipped is not None:
             raise skips.SkipNotImplemented(self.skipped)
         if self.failed is not None or self.value is None:
@@ -55,8 +54,6 @@ Figure = Callable[[Any], "float | None"]
 
 @dataclass
 class Table:
-    """Every combination's figures (picklable, for ``setup_cache``)."""
-
     figures: dict[Key, dict[str, Outcome]] = field(default_factory=dict)
 
     def lookup(self, key: Key, figure: str) -> Any:
@@ -97,7 +94,6 @@ def measure(
 
 
 def release(device: str) -> None:
-    """Frees the model's memory before the next is built."""
     workloads.forget()
     gc.collect()
     found = devices.get(device)
@@ -116,7 +112,6 @@ def _reading(key: Key, name: str, figure: Figure, state: Any) -> Outcome:
 
 
 def grid(*axes: Iterable[Any]) -> list[Key]:
-    """Every combination of the params' axes, in asv's order."""
     return list(itertools.product(*axes))
 
 
@@ -215,7 +210,6 @@ class PeakMemory(Lookup):
 
 
 def of(benchmark: Any, measure_family: Callable[[str, list[Key]], Table]) -> Callable[[], Table]:
-    """``measure_family`` over every combination of the class's params."""
     return functools.partial(measure_family, benchmark.__name__, grid(*benchmark.params))
 
 

@@ -24,8 +24,6 @@ BATCH_SIZES: tuple[int, ...] = (1, 8, 32, 64, 128, 1024)
 
 @dataclass(frozen=True)
 class Batch:
-    """Keyword inputs for the model and class targets."""
-
     inputs: dict[str, torch.Tensor]
     target: torch.Tensor
 

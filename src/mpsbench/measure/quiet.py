@@ -48,8 +48,6 @@ def accept_busy() -> bool:
 
 @dataclass(frozen=True)
 class State:
-    """The machine over one window."""
-
     cores: int
     others: float  # cores' worth of cpu time other processes used
     load: float | None  # 1-minute load average: kept, not judged
@@ -57,7 +55,6 @@ class State:
     thermal: str | None = None  # pmset's throttling or warning
 
     def fields(self, suffix: str = "") -> dict[str, Any]:
-        """The events file's fields, names ending in ``suffix``."""
         return {f"{key}{suffix}": value for key, value in asdict(self).items()}
 
     @classmethod
@@ -100,7 +97,6 @@ def _busy_seconds() -> float:
 
 
 def own_processes() -> list[Any]:
-    """This process, its children and its parent (the record run)."""
     import psutil
 
     me = psutil.Process()
@@ -137,7 +133,6 @@ def read(window: float = WINDOW, own: Callable[[], list[Any]] = own_processes) -
 
 
 def named(state: State) -> str:
-    """The problems of ``state``, naming the busiest other processes."""
     found = problems(state)
     if "load" in found:
         own = {process.pid for process in own_processes()}
