@@ -1,7 +1,7 @@
 """The benchmarked models: random weights, seeded synthetic batches, nothing downloaded.
 
 torchvision and transformers are imported inside the builders, so the suite imports with any
-supported torch. ``seed_batch_size`` is that of the published measurement behind the model.
+supported torch. docs/reference/models.md gives where each size comes from.
 """
 
 from __future__ import annotations
@@ -49,8 +49,7 @@ class ModelSpec:
     seed_batch_size: int
     batch_sizes: tuple[int, ...]
     large: bool  # a cpu step takes seconds: the cpu default runs it at small batches only
-    # Steps per timed call, so sub-millisecond GPU steps rise above clock and launch overhead.
-    steps_per_call: int = 1
+    steps_per_call: int = 1  # lifts sub-millisecond GPU steps above clock and launch overhead
     requires: tuple[str, ...] = ()
     trainable: Callable[[nn.Module], list[nn.Parameter]] | None = None  # None: all parameters train
     make_optimizer: Callable[[list[nn.Parameter]], torch.optim.Optimizer] = field(
@@ -95,12 +94,10 @@ def _build_lenet5() -> nn.Module:
 
 
 BERT_SEQUENCE_LENGTH = 128
-BERT_NUM_LABELS = 6  # TREC question classification, as in the fine-tuning seed
-# Fixed attention paths, as transformers' default changes between releases. Llama: "sdpa", the
-# kernels mps got wrong before.
+BERT_NUM_LABELS = 6
+# Fixed: transformers' default changes between releases.
 BERT_ATTENTION = "eager"
 LLAMA_ATTENTION = "sdpa"
-# A small Llama-style decoder, 125M parameters: its AdamW step fits the GPU share of an 8 GB Mac.
 LLAMA_CONFIG: dict[str, Any] = dict(
     vocab_size=32000,
     hidden_size=768,
@@ -111,10 +108,9 @@ LLAMA_CONFIG: dict[str, Any] = dict(
     max_position_embeddings=2048,
     tie_word_embeddings=False,
 )
-LLAMA_SEQUENCE_LENGTH = 256  # a short chat turn
+LLAMA_SEQUENCE_LENGTH = 256
 LLAMA_GENERATION = {"batch": 1, "prompt_tokens": 512, "new_tokens": 128}
 LLAMA_NAME = "llama_small"
-# Stable Diffusion 1.x's text encoder: CLIP ViT-L/14's text tower.
 CLIP_TEXT_CONFIG: dict[str, Any] = dict(
     vocab_size=49408,
     hidden_size=768,
@@ -124,7 +120,7 @@ CLIP_TEXT_CONFIG: dict[str, Any] = dict(
     max_position_embeddings=77,
     hidden_act="quick_gelu",
 )
-CLIP_SEQUENCE_LENGTH = 77  # SD pads every prompt to CLIP's 77 tokens
+CLIP_SEQUENCE_LENGTH = 77
 
 
 def _transformers_build(
@@ -251,7 +247,7 @@ def _bert(name: str, description: str, **frozen: Any) -> ModelSpec:
         ),
         _bert_batch,
         BERT_NUM_LABELS,
-        seed_batch_size=64,  # Apple's BERT chart and the fine-tuning seed
+        seed_batch_size=64,
         batch_sizes=_BIG_SIZES,
         large=True,
         requires=("transformers.models.bert.modeling_bert",),
@@ -281,7 +277,7 @@ REGISTRY: dict[str, ModelSpec] = {
             _build_lenet5,
             _dense_batch((1, 28, 28), 10),
             10,
-            seed_batch_size=128,  # a common MNIST batch; no seed fixes one
+            seed_batch_size=128,
             batch_sizes=BATCH_SIZES,
             large=False,
             steps_per_call=20,
@@ -290,14 +286,14 @@ REGISTRY: dict[str, ModelSpec] = {
             "resnet50",
             "torchvision ResNet-50, 224x224, 1000 classes",
             1000,
-            seed_batch_size=128,  # Apple's M1 Ultra chart
+            seed_batch_size=128,
             batch_sizes=_CNN_SIZES,
         ),
         _torchvision_spec(
             "vgg16",
             "torchvision VGG16, 224x224, 10 classes (CIFAR-10 upscaled)",
             10,
-            seed_batch_size=64,  # Apple's chart and the CIFAR-10 seed
+            seed_batch_size=64,
             batch_sizes=_BIG_SIZES,
         ),
         _bert("bert_base", "BERT-base classifier (BertConfig, random weights), seq 128, 6 labels"),
@@ -322,7 +318,7 @@ REGISTRY.update(
                 "vit_b_16",
                 "torchvision ViT-B/16, 224x224, 1000 classes",
                 1000,
-                seed_batch_size=32,  # the largest power of two an 8 GB Mac trains with room
+                seed_batch_size=32,
                 batch_sizes=_BIG_SIZES,
             ),
             ModelSpec(
@@ -333,7 +329,7 @@ REGISTRY.update(
                 ),
                 _llama_batch,
                 num_classes=LLAMA_CONFIG["vocab_size"],
-                seed_batch_size=8,  # 2,048 tokens: a laptop fine-tuning micro-batch
+                seed_batch_size=8,
                 batch_sizes=(1, 8, 32),
                 large=True,
                 requires=("transformers.models.llama",),
@@ -346,12 +342,12 @@ REGISTRY.update(
                 _transformers_build("CLIPTextModel", "CLIPTextConfig", CLIP_TEXT_CONFIG, "eager"),
                 _clip_batch,
                 num_classes=CLIP_TEXT_CONFIG["hidden_size"],
-                seed_batch_size=8,  # 4 images per prompt, with classifier-free guidance's empty prompt
+                seed_batch_size=8,
                 batch_sizes=(1, 8, 32),
                 large=True,
                 requires=("transformers",),
                 forward=_text_encoder_forward,
-                trains=False,  # SD keeps its text encoder frozen
+                trains=False,
             ),
         )
     }
@@ -384,8 +380,7 @@ def make_batch(spec: ModelSpec, batch_size: int) -> Batch:
     return spec.make_batch(batch_size, torch.Generator().manual_seed(SEED))
 
 
-# Imported once in asv's forkserver, they save each forked benchmark the import (seconds for
-# transformers). No GPU may be initialized before a fork.
+# Imported once in asv's forkserver, they save each fork the import; no GPU is touched before a fork.
 PRELOADED = (
     "torch",
     "torchvision.models",
