@@ -24,7 +24,6 @@ def full_sweep() -> bool:
 
 
 def selected_devices() -> tuple[str, ...] | None:
-    """The devices MPSBENCH_DEVICES names, or None (every device)."""
     return settings.choices(DEVICES_ENV, devices.NAMES)
 
 
@@ -73,10 +72,8 @@ def _not_at(model: str, batch_size: int) -> str | None:
 
 
 def steps(device: str, model: str, batch_size: int) -> str | None:
-    """GPUs: the seed batch size; the cpu: small sizes and the seed's (a large model: the small).
-
-    Batch 1 on a GPU is launch-bound and noisier than the regression factor can gate.
-    """
+    """GPUs time the seed batch size: batch 1 there is launch-bound and noisier than the
+    regression factor can gate."""
     spec = models.get(model)
     if device != "cpu":
         default = batch_size == spec.seed_batch_size
@@ -89,7 +86,6 @@ def steps(device: str, model: str, batch_size: int) -> str | None:
 
 
 def modern(device: str, model: str, batch_size: int) -> str | None:
-    """The cpu at batch 1; GPUs in the full sweep."""
     outside = _outside(model, device, "modern models'", batch_size)
     return _decide(device, device == "cpu" and batch_size == 1, outside, _not_at(model, batch_size))
 
@@ -113,7 +109,6 @@ COMPILED_DEFAULT: dict[str, tuple[str, ...]] = {"cpu": ("mlp",), "mps": (), "cud
 
 
 def instruments(kind: str, device: str, model: str) -> str | None:
-    """The cpu's small models; on a GPU those :data:`INSTRUMENTS_ON_GPU` lists."""
     if device == "cpu":
         return _decide(device, not models.get(model).large, _outside(model, device, "instruments"))
     default = model in INSTRUMENTS_ON_GPU[device][kind]
@@ -121,13 +116,12 @@ def instruments(kind: str, device: str, model: str) -> str | None:
 
 
 def cold_start(device: str, model: str) -> str | None:
-    """The cpu's small models; GPUs in the full sweep (every sample imports torch anew)."""
+    """GPUs in the full sweep: every sample imports torch anew."""
     default = device == "cpu" and not models.get(model).large
     return _decide(device, default, _outside(model, device, "cold start"))
 
 
 def precision(kind: str, device: str, model: str, dtype: str) -> str | None:
-    """:data:`PRECISION_MODELS`; on a GPU the reduced dtypes only (float32 is benchmark_models')."""
     on_gpu = device != "cpu"
     listed = model in PRECISION_MODELS["gpu" if on_gpu else "cpu"][kind]
     if listed and on_gpu and dtype == FLOAT32:
@@ -141,7 +135,6 @@ def precision(kind: str, device: str, model: str, dtype: str) -> str | None:
 
 
 def precision_memory(kind: str, device: str, model: str, dtype: str) -> str | None:
-    """The precision timings' rule on the cpu; on a GPU, the full sweep only."""
     if device == "cpu":
         return precision(kind, device, model, dtype)
     return _decide(device, False, _outside(model, device, f"{kind} precision peak memory"))
@@ -158,7 +151,6 @@ def _family(device: str, family: str, default_devices: tuple[str, ...], why: str
 
 
 def generation(device: str, model: str) -> str | None:
-    """The cpu's and mps's default; cuda in the full sweep."""
     return _family(
         device,
         f"{model}'s generation",
@@ -168,8 +160,7 @@ def generation(device: str, model: str) -> str | None:
 
 
 def correctness(device: str, pattern: str, dtype: str) -> str | None:
-    """Each pattern in its dtypes on the cpu and mps; cuda in the full sweep (every timed cuda
-    process checks the guarding patterns anyway)."""
+    """cuda in the full sweep: every timed cuda process checks the guarding patterns anyway."""
     if dtype not in (dtypes := tolerances.dtypes(pattern)):
         return f"{pattern} is measured in {', '.join(dtypes)}, the dtypes its report showed wrong"
     if pattern == "compiled_layer_norm" and device == "cpu":
@@ -200,8 +191,7 @@ CPU_REDUCED_PRECISION_SIZES = ("small", "medium")
 
 
 def op(device: str, name: str, dtype: str, size: str) -> str | None:
-    """float32: the large size on a GPU (bound by the GPU, not the host), small and medium on
-    the cpu."""
+    """float32; on a GPU the large size, bound by the GPU rather than the host launching it."""
     never = None
     if name in HOST_DEVICE_COPIES and device == "cpu":
         never = f"{name} copies between host and a device; on the cpu both ends are host memory"
@@ -215,13 +205,12 @@ def op(device: str, name: str, dtype: str, size: str) -> str | None:
 def epoch(
     device: str, model: str, batch_size: int, num_workers: int, dataset: str, phase: str = "train"
 ) -> str | None:
-    """The cpu: ResNet-50 at batch 8 on the tiny dataset; a GPU: VGG16 at batch 64 on the small.
-    Both loader settings run: their difference is the data-loading bottleneck."""
+    """Both loader settings run: their difference is the data-loading bottleneck."""
     never = None
     if device == "cpu" and dataset == "cifar10":
         never = (
-            "a full CIFAR-10 epoch on the cpu takes hours (50,000 images at the few images/s a cpu"
-            " trains ResNet-50 or VGG16): run the 'small' dataset on the cpu instead"
+            "a full CIFAR-10 epoch on the cpu takes hours (50,000 images at a few images/s):"
+            " run the 'small' dataset on the cpu instead"
         )
     default = (model, batch_size, dataset) == (
         ("resnet50", 8, "tiny") if device == "cpu" else ("vgg16", 64, "small")
@@ -283,10 +272,8 @@ RULES: dict[str, Rule] = {
 
 
 def left_out(benchmark: str, *params: object) -> str | None:
-    """Why this run leaves out ``benchmark``'s combination ``params``, or None.
-
-    Probes no device and builds nothing: it is asked before asv starts any process.
-    """
+    """Why this run leaves out ``benchmark``'s combination ``params``, or None; probes no device
+    and builds nothing, as it is asked before asv starts any process."""
     if benchmark not in RULES:
         raise KeyError(
             f"no selection rule for benchmark class {benchmark!r}; the table has: {', '.join(RULES)}"
