@@ -76,6 +76,8 @@ def _mps_missing() -> str | None:
 
 
 class Device(str, enum.Enum):
+    """One device and its plumbing; a ``str``, so torch takes it as a device name."""
+
     CPU = "cpu"
     MPS = "mps"
     CUDA = "cuda"
