@@ -22,7 +22,7 @@ GBPS = "GB/s"  # 1 GB = 1e9 bytes
 INDEX_BYTES = 8  # indices and class targets are int64
 
 Dims = Mapping[str, int]
-Forward = Callable[[Mapping[str, torch.Tensor]], torch.Tensor]
+Forward = Callable[[Mapping[str, "torch.Tensor"]], "torch.Tensor"]  # strings: torch loads lazily
 
 
 @dataclass(frozen=True)
