@@ -176,8 +176,8 @@ def measure(
     min_updates: int = MIN_UPDATES,
     settle_seconds: float = SETTLE_SECONDS,
 ) -> Reading:
-    """Calls ``run`` untimed for ``settle_seconds`` (once at least), then until enough updates
-    and time have passed (``min_seconds``, else set by the step time); synchronizes after each."""
+    """Calls ``run`` untimed for ``settle_seconds``, then until enough updates and time have
+    passed; synchronizes after each call."""
     poller = _Poller(found)
     poller.start()
     try:

@@ -115,10 +115,8 @@ def grid(*axes: Iterable[Any]) -> list[Key]:
     return list(itertools.product(*axes))
 
 
-# --- one setup_cache for a module's classes, measured by its first lookup
-# asv keys a setup_cache by its module and line, so one function serves every family. It runs in
-# a fresh interpreter that would re-import torch, so it only names the work; the first lookup (a
-# forkserver child, torch imported) measures into asv's shared cache folder.
+# --- one setup_cache for a module's classes: asv runs it in a fresh interpreter that would
+# re-import torch, so it only names the work; the first lookup (a forkserver child) measures.
 MEASURING_TIMEOUT = 6 * 3600  # any lookup may be the one that measures the whole sweep
 
 
@@ -155,8 +153,7 @@ def deferred(measure: Callable[[], Any]) -> Callable[..., Deferred]:
 
 
 def measure_families(families: Mapping[str, Callable[[], Any]]) -> dict[str, Any]:
-    """Each family's readings, or a failed :class:`Outcome`: one family's bug must not cost the
-    others their readings."""
+    """Each family's readings, or a failed :class:`Outcome`; one family's bug costs no other."""
     readings: dict[str, Any] = {}
     for name, measure_family in families.items():
         try:

@@ -1,8 +1,8 @@
 """Whether the machine is quiet enough to time, and whether a value just measured was disturbed.
 
 One rule for ``mpsbench doctor``, the gate before each combination and the judge of each value.
-The state is the cores other processes use (all busy time less this run's own: unlike the load
-average, it excludes our own threads and does not lag) and, on macOS, power and thermal state.
+The state is the cores other processes use (unlike the load average, it excludes our own threads
+and does not lag) and, on macOS, power and thermal state.
 
     python -m mpsbench.measure.quiet run --config CONFIG ...   (asv run's arguments)
 """
