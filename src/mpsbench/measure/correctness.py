@@ -24,30 +24,29 @@ from mpsbench.measure import (
     skips,
     tolerances,
 )
-from mpsbench.measure.optional_torch import torch
+from mpsbench.measure.optional_torch import F, torch
 
 Tensors = Sequence["torch.Tensor"]  # strings: a lazy torch is not loaded at import
-Output = Union["torch.Tensor", tuple["torch.Tensor", ...]]  # one result, or several (reductions)
+Output = Union["torch.Tensor", tuple["torch.Tensor", ...]]
+Make = Callable[["torch.Generator"], tuple["torch.Tensor", ...]]
 # Big enough for a kernel's tiling to matter, small enough for milliseconds.
 B, H, T, D = 2, 4, 64, 32
-# Unrelated work between identical calls: tensors of other sizes allocated, used and freed, as
-# the large allocation that pytorch#193487 needed.
+# Unrelated allocations between identical calls, as the large one that pytorch#193487 needed.
 CHURN_ELEMENTS = (1 << 18, 1 << 22, 1 << 24)
 
 
 class CorrectnessError(RuntimeError):
-    """A device computing wrong numbers; in suite.GUARD_ERRORS: compiled.prepare lets it through."""
+    """A device computing wrong numbers."""
 
 
 @dataclass(frozen=True)
 class Pattern:
     name: str
     issue: str  # the PyTorch issue that showed the layout broken
-    # float64 (indices: int64), on the cpu
-    make: Callable[[torch.Generator], tuple[torch.Tensor, ...]]
+    make: Make  # float64 (indices int64), cpu
     arrange: Callable[[Tensors], tuple[torch.Tensor, ...]]  # views of the made tensors
-    op: Callable[..., Output]  # looked up at each call, so a test can swap in a wrong kernel
-    min_torch: tuple[int, int] = (1, 12)  # the first torch with the op
+    op: Callable[..., Output]
+    min_torch: tuple[int, int] = (1, 12)
     calls: int = 2  # identical calls before the unrelated work and the last call
     compiled: bool = False  # the device runs torch.compile(op); the reference stays eager
     isolated: bool = False  # in a child: a crash fails this pattern, not the run
@@ -67,7 +66,7 @@ def _qkv_transposed(gen: torch.Generator) -> tuple[torch.Tensor, ...]:
 
 
 def _qkv_packed(gen: torch.Generator) -> tuple[torch.Tensor, ...]:
-    return (_randn(gen, B, T, 3, H, D),)  # one fused qkv projection
+    return (_randn(gen, B, T, 3, H, D),)  # a fused qkv projection
 
 
 def _mask(gen: torch.Generator) -> torch.Tensor:
@@ -77,7 +76,6 @@ def _mask(gen: torch.Generator) -> torch.Tensor:
 
 
 def _transposed(inputs: Tensors) -> tuple[torch.Tensor, ...]:
-    # (batch, heads, tokens, dim) views
     return tuple(x.transpose(1, 2) for x in inputs[:3]) + tuple(inputs[3:])
 
 
@@ -89,13 +87,21 @@ def _permuted(inputs: Tensors) -> tuple[torch.Tensor, ...]:
 def _sdpa(
     q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None = None
 ) -> torch.Tensor:
-    return torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+    return F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
 
 
-def _with_mask(
-    make: Callable[[torch.Generator], tuple[torch.Tensor, ...]],
-) -> Callable[..., tuple[torch.Tensor, ...]]:
-    return lambda gen: (*make(gen), _mask(gen))  # every query keeps at least itself
+def _sdpa_pair(
+    layout: str, issue: str, make: Make, arrange: Callable[[Tensors], tuple[torch.Tensor, ...]]
+) -> tuple[Pattern, Pattern]:
+    """Attention over the layout without and with a mask."""
+
+    def masked(gen: torch.Generator) -> tuple[torch.Tensor, ...]:
+        return (*make(gen), _mask(gen))
+
+    return (
+        Pattern(f"sdpa_{layout}", issue, make, arrange, _sdpa, (2, 0)),
+        Pattern(f"sdpa_{layout}_mask", issue, masked, arrange, _sdpa, (2, 0)),
+    )
 
 
 def _indices(gen: torch.Generator, high: int, *shape: int) -> torch.Tensor:
@@ -112,37 +118,21 @@ def _with_nans(gen: torch.Generator) -> tuple[torch.Tensor, ...]:
 PATTERNS: dict[str, Pattern] = {
     pattern.name: pattern
     for pattern in (
-        Pattern("sdpa_transposed", "pytorch#163597", _qkv_transposed, _transposed, _sdpa, (2, 0)),
-        Pattern(
-            "sdpa_transposed_mask",
-            "pytorch#163597",
-            _with_mask(_qkv_transposed),
-            _transposed,
-            _sdpa,
-            (2, 0),
-        ),
-        Pattern("sdpa_permuted", "pytorch#181133", _qkv_packed, _permuted, _sdpa, (2, 0)),
-        Pattern(
-            "sdpa_permuted_mask",
-            "pytorch#181133",
-            _with_mask(_qkv_packed),
-            _permuted,
-            _sdpa,
-            (2, 0),
-        ),
+        *_sdpa_pair("transposed", "pytorch#163597", _qkv_transposed, _transposed),
+        *_sdpa_pair("permuted", "pytorch#181133", _qkv_packed, _permuted),
         Pattern(
             "linear_transposed_weight",
             "pytorch#162730",
             lambda gen: (_randn(gen, 64, 256), _randn(gen, 256, 128), _randn(gen, 128)),
             lambda x: (x[0], x[1].t(), x[2]),  # the weight stored (in, out), passed transposed
-            lambda x, weight, bias: torch.nn.functional.linear(x, weight, bias),
+            lambda x, weight, bias: F.linear(x, weight, bias),
         ),
         Pattern(
             "conv2d_strided_input",
             "strided views",
             lambda gen: (_randn(gen, 2, 16, 32, 32), _randn(gen, 8, 8, 3, 3)),
             lambda x: (x[0][:, ::2, ::2, 1::2], x[1]),  # every other channel, row and column
-            lambda x, weight: torch.nn.functional.conv2d(x, weight, padding=1),
+            lambda x, weight: F.conv2d(x, weight, padding=1),
         ),
         Pattern(
             "index_select_transposed",
@@ -167,24 +157,23 @@ PATTERNS: dict[str, Pattern] = {
                 source.shape[0], 16, dtype=source.dtype, device=source.device
             ).scatter_add(1, index, source),
         ),
-        # Reported calls, each in the dtypes of tolerances.REPORTED.
+        # Reported calls, in the dtypes of tolerances.REPORTED
         Pattern(
             "matmul_transposed_after_churn",
-            "pytorch#193487",  # wrong after other allocations
+            "pytorch#193487",
             lambda gen: (
                 _randn(gen, 50000, 25),
                 torch.rand(50000, generator=gen, dtype=torch.float64),
             ),
-            # the left operand a transposed view: A'WA
             tuple,
-            lambda a, w: (a * w[:, None]).t() @ a,
+            lambda a, w: (a * w[:, None]).t() @ a,  # A'WA, the left operand a transposed view
         ),
         Pattern(
             "linear_3d_no_bias",
-            "pytorch#180776",  # identical half-precision calls disagreed
+            "pytorch#180776",
             lambda gen: (_randn(gen, 2, 13, 1024), _randn(gen, 1024, 1024)),
             tuple,
-            lambda x, weight: torch.nn.functional.linear(x, weight),
+            lambda x, weight: F.linear(x, weight),
         ),
         Pattern(
             "reductions_in_succession",
@@ -202,33 +191,32 @@ PATTERNS: dict[str, Pattern] = {
         ),
         Pattern(
             "compiled_layer_norm",
-            "pytorch#191976",  # compiled wrong while eager was exact
+            "pytorch#191976",
             lambda gen: (_randn(gen, 4, 512), 1 + _randn(gen, 512) / 10, _randn(gen, 512) / 10),
             tuple,
-            lambda x, weight, bias: torch.nn.functional.layer_norm(x, (x.shape[-1],), weight, bias),
+            lambda x, weight, bias: F.layer_norm(x, (x.shape[-1],), weight, bias),
             (2, 0),
             compiled=True,
         ),
         Pattern(
             "linear_bias",
-            "pytorch#188438",  # large relative error on one chip
+            "pytorch#188438",
             lambda gen: (_randn(gen, 80, 1, 2), _randn(gen, 192, 2), _randn(gen, 192)),
             tuple,
-            lambda x, weight, bias: torch.nn.functional.linear(x, weight, bias),
+            lambda x, weight, bias: F.linear(x, weight, bias),
         ),
         Pattern(
             "linear_broadcast_input",
             "pytorch#167154",  # an MPSNDArray assertion aborted
             lambda gen: (_randn(gen, 499 * 768), _randn(gen, 768, 768) / 28, _randn(gen, 768)),
-            # batch stride 0
             lambda x: (torch.as_strided(x[0], (5, 499, 768), (0, 768, 1)), *x[1:]),
-            lambda x, weight, bias: torch.nn.functional.linear(x, weight, bias),
+            lambda x, weight, bias: F.linear(x, weight, bias),
             isolated=True,
         ),
     )
 }
 REPORTED: tuple[str, ...] = tuple(tolerances.REPORTED)
-NAMES: tuple[str, ...] = tuple(name for name in PATTERNS if name not in REPORTED)  # guard timings
+NAMES: tuple[str, ...] = tuple(name for name in PATTERNS if name not in REPORTED)
 
 
 def _outputs(result: Output) -> tuple[torch.Tensor, ...]:
@@ -236,7 +224,7 @@ def _outputs(result: Output) -> tuple[torch.Tensor, ...]:
 
 
 def _error(results: tuple[torch.Tensor, ...], reference: tuple[torch.Tensor, ...]) -> float:
-    # each output's own: a count beside a sum keeps its scale
+    # each output's own, so a count beside a sum keeps its scale
     return max(
         accuracy.relative_error(result, expected) for result, expected in zip(results, reference)
     )
@@ -253,15 +241,12 @@ def _require(device: str, pattern: Pattern) -> None:
 def _calls(
     device: str, name: str, dtype: str, repeated: bool
 ) -> tuple[list[tuple[torch.Tensor, ...]], tuple[torch.Tensor, ...]]:
-    """The outputs of the pattern's calls on ``device`` and the float64 reference's.
-
-    Torch lacking the op or dtype here skips (n/a, not wrong); mps bfloat16 needs macOS 14, asked
-    first since torch's refusal there names no lack.
-    """
+    """The outputs of the pattern's calls on ``device`` and the float64 reference's; torch
+    lacking the op or dtype here skips (n/a, not wrong)."""
     pattern = PATTERNS[name]
     _require(device, pattern)
     skips.require_dtype(device, dtype)
-    kind = precision.dtype_of(dtype)  # the values the device gets
+    kind = precision.dtype_of(dtype)
     rounded = [
         x.to(kind) if x.is_floating_point() else x
         for x in pattern.make(torch.Generator().manual_seed(models.SEED))
@@ -272,7 +257,6 @@ def _calls(
     op = torch.compile(pattern.op) if pattern.compiled else pattern.op
     try:
         arranged = pattern.arrange([x.to(device) for x in rounded])
-        # back to back
         calls = [_outputs(op(*arranged)) for _ in range(pattern.calls if repeated else 1)]
         if repeated:
             _churn(device)
@@ -288,7 +272,7 @@ def _calls(
 
 
 def relative_error(device: str, name: str, dtype: str) -> float:
-    """One call's error against float64 on the cpu; n/a where device, op or dtype is unsupported."""
+    """One call's error against float64 on the cpu."""
     calls, reference = _calls(device, name, dtype, repeated=False)
     return _error(calls[0], reference)
 
@@ -296,7 +280,7 @@ def relative_error(device: str, name: str, dtype: str) -> float:
 @dataclass(frozen=True)
 class Reading:
     error: float  # the worst relative error against float64
-    difference: float  # a later call's furthest relative difference from the first: 0 if identical
+    difference: float  # a later call's furthest relative difference from the first
 
 
 def _churn(device: str) -> None:
@@ -317,7 +301,7 @@ def _read(device: str, name: str, dtype: str) -> Reading:
 def _outcome(device: str, name: str, dtype: str) -> measured.Outcome:
     try:
         if PATTERNS[name].isolated:
-            _require(device, PATTERNS[name])  # before a child starts for nothing
+            _require(device, PATTERNS[name])  # before a child starts
             return measured.Outcome(value=isolated.call(_read, device, name, dtype))
         return measured.Outcome(value=_read(device, name, dtype))
     except Exception as exc:
@@ -329,7 +313,7 @@ forget = _outcome.cache_clear  # a test that swaps a kernel reads again
 
 def reading(device: str, name: str, dtype: str) -> Reading:
     """``calls`` identical calls, unrelated work, one more call: the worst error against float64
-    and the furthest difference from the first call (``isolated``: in a child)."""
+    and the furthest difference from the first call."""
     value: Reading = _outcome(device, name, dtype).get()
     return value
 
@@ -337,7 +321,7 @@ def reading(device: str, name: str, dtype: str) -> Reading:
 @functools.cache  # a failure raises, so only a pass is kept
 def verify(device: str, dtype: str) -> None:
     """Every pattern once per process, device and dtype; one torch lacks here proves nothing."""
-    tolerance = tolerances.TOLERANCES[dtype]  # rounding far below it, a wrong kernel far above
+    tolerance = tolerances.TOLERANCES[dtype]
     wrong = []
     for name in NAMES:
         try:

@@ -1,8 +1,7 @@
 """Everything the suite knows about a device: usable here or not, sync, memory, seed.
 
-Every ``torch.mps`` call is guarded by availability and version: torch 1.12/1.13 lack
-``torch.mps`` (synchronize is a read-back; no memory counters). ``mps`` counts as usable only after
-a real op succeeds: some hosted Macs report it available, then fail.
+Every ``torch.mps`` call is guarded by version (1.12/1.13 lack ``torch.mps``). A device counts
+as usable only after a real op succeeds: some hosted Macs report mps available, then fail.
 """
 
 from __future__ import annotations
@@ -13,14 +12,14 @@ import functools
 import os
 import platform
 import sys
-from collections.abc import Callable, Hashable
+from collections.abc import Callable, Hashable, Iterable
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
 from mpsbench.core import errors
 from mpsbench.measure import optional_torch
-from mpsbench.measure.optional_torch import torch  # names import without torch
+from mpsbench.measure.optional_torch import torch
 
 NAMES: tuple[str, ...] = ("cpu", "mps", "cuda")
 GPU_NAMES: tuple[str, ...] = ("mps", "cuda")
@@ -36,14 +35,13 @@ class Availability:
 
 @dataclass(frozen=True)
 class MemoryReading:
-    """Bytes held on a device at one moment; None where the device cannot say (never 0)."""
+    """Bytes held on a device; None where the device cannot say."""
 
     current: int | None  # tensors alive (allocator; cpu: process RSS)
-    driver: int | None = None  # mps only: what the Metal driver holds for us
+    driver: int | None = None  # mps only: what the Metal driver holds
 
 
 def rss() -> int | None:
-    """This process's resident bytes: psutil, else Linux's /proc."""
     with contextlib.suppress(ImportError):
         import psutil
 
@@ -56,7 +54,7 @@ def rss() -> int | None:
 
 
 def _mps_call(name: str) -> bool:
-    """Call ``torch.mps.<name>()`` where this torch has it; False where it does not (1.12, 1.13)."""
+    """Calls ``torch.mps.<name>()``; False where this torch lacks it."""
     function = getattr(getattr(torch, "mps", None), name, None)
     if function is None:
         return False
@@ -78,13 +76,13 @@ def _mps_missing() -> str | None:
 
 
 class Device(str, enum.Enum):
-    """One device and its plumbing; a ``str`` (``"mps"``), so torch takes it as a device name."""
+    """One device and its plumbing; a ``str``, so torch takes it as a device name."""
 
     CPU = "cpu"
     MPS = "mps"
     CUDA = "cuda"
 
-    # "mps", never "Device.MPS": in messages, f-strings and generated code
+    # "mps", never "Device.MPS", in messages and generated code
     __str__, __format__, __repr__ = str.__str__, str.__format__, str.__repr__  # type: ignore[assignment]
 
     @classmethod
@@ -93,7 +91,6 @@ class Device(str, enum.Enum):
 
     @functools.cache
     def availability(self) -> Availability:
-        """Probed once per process with a real allocation and a real op."""
         if self is Device.CPU:
             return Availability(True, self.describe())
         if self is Device.CUDA and not torch.cuda.is_available():
@@ -103,10 +100,9 @@ class Device(str, enum.Enum):
             )
         if self is Device.MPS and (missing := _mps_missing()) is not None:
             return Availability(False, missing)
-        try:
-            # a read-back proves the op ran
+        try:  # a read-back proves the op ran
             total = float((torch.ones(4, device=self.value) * 2).sum().cpu())
-        except Exception as exc:  # reports available, fails on first use
+        except Exception as exc:
             return Availability(
                 False, f"{self} reported available but a first op failed: {errors.first_line(exc)}"
             )
@@ -128,38 +124,36 @@ class Device(str, enum.Enum):
     def creating(self) -> AbstractContextManager[Any]:
         """Where a model built inside creates its weights: on cuda's GPU (torch 2.0+), else the cpu.
 
-        cpu initialization cost large models seconds per cuda process; mps copies after, as an
+        cpu initialization costs large models seconds per cuda process; mps copies after, as an
         initializer it lacks would fail the combination for an untimed op.
         """
         if self is Device.CUDA and hasattr(torch.device, "__enter__"):
-            return torch.device(self.value)  # a context manager since 2.0
+            return torch.device(self.value)
         return contextlib.nullcontext()
 
     def synchronize(self) -> None:
-        """Block until every queued kernel has finished (before any clock read)."""
+        """Blocks until every queued kernel has finished."""
         if self is Device.CUDA:
             torch.cuda.synchronize()
         elif self is Device.MPS and not _mps_call("synchronize"):
-            torch.zeros(1, device="mps").cpu()  # torch 1.12/1.13: a read-back waits for the queue
+            torch.zeros(1, device="mps").cpu()  # a read-back waits for the queue
 
     def memory(self) -> MemoryReading:
         if self is Device.CUDA:
             return MemoryReading(torch.cuda.memory_allocated())
         if self is Device.MPS:
             mps: Any = getattr(torch, "mps", None)
-            if not hasattr(mps, "current_allocated_memory"):
-                return MemoryReading(None)  # torch < 2.0: no MPS memory counters
+            if not hasattr(mps, "current_allocated_memory"):  # before torch 2.0
+                return MemoryReading(None)
             return MemoryReading(mps.current_allocated_memory(), mps.driver_allocated_memory())
         return MemoryReading(rss())
 
     def no_reading_reason(self) -> str:
-        """Why :meth:`memory` has no current reading here."""
         if self is Device.CPU:
             return f"the process's resident memory is unreadable on {sys.platform} without psutil (not importable here)"
         return f"torch {torch.__version__} keeps no {self} memory counters"
 
     def empty_cache(self) -> None:
-        """Hand cached, unused blocks back to the driver, so the next reading starts clean."""
         if self is Device.CUDA:
             torch.cuda.empty_cache()
         elif self is Device.MPS:
@@ -170,10 +164,8 @@ class Device(str, enum.Enum):
 
 
 class OneSlot(Generic[T]):
-    """One built thing per process, for asv's ``setup``, which runs before every sample.
-
-    A new key drops the old value and empties the cache first: never two models' memory at once.
-    """
+    """One built thing per process, for asv's ``setup`` (run before every sample); a new key
+    drops the old value and empties the cache first, never holding two models at once."""
 
     def __init__(self) -> None:
         self.key: Hashable | None = None
@@ -195,21 +187,16 @@ def get(name: str) -> Device:
 
 
 def present(name: str) -> bool:
-    """Whether this machine could have ``name`` at all, whatever torch is installed; no GPU touched.
-
-    Asked in ``.venv`` (preselect) and in every ``setup``: the answer must not depend on the torch.
-    """
+    """Whether this machine could have ``name`` at all, whatever torch is installed; no GPU touched."""
     device = get(name)
-    if device is Device.CPU:
-        return True
     if device is Device.CUDA:
-        # The driver's control node exists on any Linux host given an NVIDIA GPU; macOS torch has
-        # no CUDA, and asking torch would import it in every lookup process.
+        # the driver's node exists on any Linux host with an NVIDIA GPU; asking torch would
+        # import it in every lookup process
         return sys.platform != "darwin" and (
             os.path.exists("/dev/nvidiactl")
             or (optional_torch.INSTALLED and bool(torch.cuda.is_available()))
         )
-    return sys.platform == "darwin" and platform.machine() == "arm64"
+    return device is Device.CPU or (sys.platform == "darwin" and platform.machine() == "arm64")
 
 
 def absent_reason(name: str) -> str | None:
@@ -224,7 +211,6 @@ def accelerators_present() -> tuple[str, ...]:
 
 
 def usable_gpu() -> Device | None:
-    """The GPU a tool times when none is named: cuda, else mps (a machine has one or the other)."""
     return next((device for device in (Device.CUDA, Device.MPS) if device.usable), None)
 
 
@@ -233,11 +219,10 @@ def peaks_over(
 ) -> tuple[int | None, int | None]:
     """Peak bytes allocated and held by the driver over ``step(probe)``; None where unknown.
 
-    cuda: its own peak counters, reset first. mps and cpu: the largest reading before, at each
-    ``probe()`` and after: mps has no peak counter, and the cpu's max RSS keeps earlier
-    combinations' high-water mark.
+    mps and the cpu take the largest reading at each ``probe()``: mps has no peak counter, and the
+    cpu's max RSS keeps earlier combinations' high-water mark.
     """
-    device.synchronize()  # work queued before is not the step's
+    device.synchronize()
     if device is Device.CUDA:
         torch.cuda.reset_peak_memory_stats()
     readings = [device.memory()]
@@ -246,16 +231,18 @@ def peaks_over(
     readings.append(device.memory())  # mps frees late: the driver may grow as the step ends
     if device is Device.CUDA:
         return torch.cuda.max_memory_allocated(), torch.cuda.max_memory_reserved()
-    allocated = [found.current for found in readings if found.current is not None]
-    driver = [found.driver for found in readings if found.driver is not None]
-    return max(allocated, default=None), max(driver, default=None)
+    return _most(found.current for found in readings), _most(found.driver for found in readings)
+
+
+def _most(values: Iterable[int | None]) -> int | None:
+    return max((value for value in values if value is not None), default=None)
 
 
 MPS_WATERMARK_ENV = "PYTORCH_MPS_HIGH_WATERMARK_RATIO"  # read when mps first allocates
 
 
 def mps_high_watermark_ratio() -> float | None:
-    """The mps allocator's limit as a fraction of the recommended working set; None: unset (torch's default)."""
+    """The mps allocator's limit as a fraction of the working set; None: torch's default."""
     text = os.environ.get(MPS_WATERMARK_ENV, "").strip()
     if not text:
         return None
@@ -269,8 +256,7 @@ def cpu_threads() -> int:
     return torch.get_num_threads()
 
 
-# The host allocator's out-of-memory words (torch 2.x, then 1.x): the cpu under RLIMIT_AS, and a
-# GPU's host-side copies.
+# The host allocator's out-of-memory words (torch 2.x, then 1.x).
 HOST_OUT_OF_MEMORY = (
     "DefaultCPUAllocator: can't allocate memory",
     "DefaultCPUAllocator: not enough memory",
@@ -278,8 +264,7 @@ HOST_OUT_OF_MEMORY = (
 
 
 def is_out_of_memory(exc: BaseException) -> bool:
-    """The suite's one check: cuda's ``OutOfMemoryError`` (a RuntimeError before 1.13), mps's
-    "MPS backend out of memory", the host allocator's words, and MemoryError."""
+    """The suite's one out-of-memory check; cuda's is a RuntimeError before torch 1.13."""
     if isinstance(exc, (MemoryError, getattr(torch.cuda, "OutOfMemoryError", MemoryError))):
         return True
     text = str(exc)

@@ -1,9 +1,8 @@
-"""Energy per step: a device's cumulative energy counter, read by a polling thread while steps run.
+"""Energy per step from a device's cumulative energy counter, polled by a thread while steps run.
 
 Counters: NVML for cuda, IOReport (zeus-apple-silicon) on macOS, RAPL for a Linux cpu. A counter
-moves in steps, so power is taken between the first and last update seen inside the steps. No
-readable counter: the row skips with the reason, never an estimate. Optional packages are imported
-when asked for.
+moves in steps, so power is taken between the first and last update inside the steps. Without a
+readable counter the row skips with the reason, never an estimate.
 """
 
 from __future__ import annotations
@@ -22,31 +21,26 @@ from mpsbench.measure import skips
 from mpsbench.measure.optional_torch import torch
 
 UNIT = "joules/step"
-MIN_SECONDS = 1.0  # of steps, at the least
-# A step shorter than this is paced by the host's dispatch, not the device: its joules vary between
-# short windows, so it gets the longer window.
+MIN_SECONDS = 1.0
+# A shorter step is paced by the host's dispatch: its joules vary between short windows.
 SHORT_STEP_SECONDS, SHORT_STEP_WINDOW = 0.01, 4.0
-MIN_UPDATES = 10  # counter updates inside the steps: nine update intervals
+MIN_UPDATES = 10
 MAX_SECONDS = 10.0  # a slower counter reads with the updates it has (two at least)
-# Steps run untimed first, so the board runs this workload when the window opens; their step
-# time sets the window.
-SETTLE_SECONDS = 0.25
+SETTLE_SECONDS = 0.25  # untimed steps first, so the board runs this workload when the window opens
 POWERCAP = Path("/sys/class/powercap")
 
 
 @dataclass(frozen=True)
 class Counter:
-    """A cumulative energy counter: what it measures, how to read it (joules) and how often to poll it."""
-
     what: str
-    joules: Callable[[], float]
+    joules: Callable[[], float]  # cumulative
     poll_seconds: float
 
 
 @dataclass(frozen=True)
 class Reading:
     joules_per_step: float
-    watts: float  # average power between the first and last update inside the steps
+    watts: float  # between the first and last update inside the steps
     steps: int
     seconds: float  # first call to last synchronize
     updates: int  # counter updates seen inside
@@ -68,18 +62,17 @@ def _nvml() -> Counter:
         raise skips.SkipNotImplemented(
             f"NVML's total energy counter is not readable here: {exc}"
         ) from None
-    # millijoules; polled every 2 ms, well inside the counter's update interval
     return Counter(
         f"NVML total energy of {name}",
-        lambda: pynvml.nvmlDeviceGetTotalEnergyConsumption(handle) / 1e3,
-        0.002,
+        lambda: pynvml.nvmlDeviceGetTotalEnergyConsumption(handle) / 1e3,  # millijoules
+        0.002,  # well inside the counter's update interval
     )
 
 
 def _nvml_handle(pynvml: Any) -> Any:
     """The board torch computes on: by UUID (NVML's order may differ from CUDA's), else by index."""
     index = torch.cuda.current_device()
-    uuid = getattr(torch.cuda.get_device_properties(index), "uuid", None)  # NVML's, minus "GPU-"
+    uuid = getattr(torch.cuda.get_device_properties(index), "uuid", None)
     if uuid is not None:
         with contextlib.suppress(pynvml.NVMLError):
             return pynvml.nvmlDeviceGetHandleByUUID(f"GPU-{uuid}")
@@ -110,11 +103,11 @@ def _ioreport(device: str) -> Counter:
 
 
 def _rapl(root: Path) -> Counter:
-    zones = [
+    zones = [  # the sockets; their subdomains have a second colon
         zone
         for zone in sorted(root.glob("intel-rapl:*"))
         if zone.name.count(":") == 1 and (zone / "name").read_text().startswith("package")
-    ]  # sockets hold the subdomains
+    ]
     if not zones:
         raise skips.SkipNotImplemented(
             f"no RAPL package domain under {root} (a VM, or no intel_rapl driver)"
@@ -183,8 +176,8 @@ def measure(
     min_updates: int = MIN_UPDATES,
     settle_seconds: float = SETTLE_SECONDS,
 ) -> Reading:
-    """Call ``run`` untimed for ``settle_seconds`` (one call at least), synchronizing after each,
-    then until enough updates and time have passed (``min_seconds``, else from the step time)."""
+    """Calls ``run`` untimed for ``settle_seconds``, then until enough updates and time have
+    passed; synchronizes after each call."""
     poller = _Poller(found)
     poller.start()
     try:
@@ -195,7 +188,7 @@ def measure(
             synchronize()
             calls += 1
         begin = end = time.perf_counter()
-        if min_seconds is None:  # longer where the host's dispatch sets a step's pace
+        if min_seconds is None:
             short = (begin - settling) / (calls * steps_per_call) < SHORT_STEP_SECONDS
             min_seconds = SHORT_STEP_WINDOW if short else MIN_SECONDS
         calls = 0
@@ -228,17 +221,9 @@ def reading(
     return Reading(watts * (end - begin) / steps, watts, steps, end - begin, len(inside))
 
 
-def of_workload(workload: Any) -> Reading:
-    """A warmed-up workload's energy reading on its device (n/a where no counter reads)."""
-    steps = workload.spec.steps_per_call
-    return measure(
-        functools.partial(workload.run, steps),
-        workload.device.synchronize,
-        counter(workload.device),
-        steps,
-    )
-
-
 def joules_per_step(workload: Any) -> float:
-    """The ``measured`` figure of the capacity classes: :func:`of_workload`'s joules per step."""
-    return of_workload(workload).joules_per_step
+    """A warmed-up workload's energy per step on its device."""
+    steps = workload.spec.steps_per_call
+    run = functools.partial(workload.run, steps)
+    found = counter(workload.device)
+    return measure(run, workload.device.synchronize, found, steps).joules_per_step

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from mpsbench.core.errors import UserError
 from mpsbench.measure import devices, fallback, measured, models, selection, suite, workloads
-from mpsbench.measure.optional_torch import torch  # loaded at the first epoch
+from mpsbench.measure.optional_torch import torch
 
 if TYPE_CHECKING:
     from torch.utils.data import DataLoader, Dataset
@@ -28,45 +28,33 @@ else:  # a DataLoader needs only __getitem__ and __len__; subclassing would impo
 
 MODELS: tuple[str, ...] = ("vgg16", "resnet50")
 BATCH_SIZES: tuple[int, ...] = (8, 64)  # 8: affordable on a cpu; 64: the VGG16/CIFAR-10 seed's
-NUM_WORKERS: tuple[int, ...] = (0, 2)  # in the training process, or two workers
+NUM_WORKERS: tuple[int, ...] = (0, 2)
 PHASES: tuple[str, ...] = ("train", "eval")
 
 
 @dataclass(frozen=True)
 class DatasetSize:
-    """How many images each split holds."""
-
-    train: int
+    train: int  # images in each split
     test: int
 
 
 DATASETS: dict[str, DatasetSize] = {
     "tiny": DatasetSize(train=16, test=8),  # the cpu's default: two steps at batch 8
-    # The GPUs' default: 16 training steps of VGG16 at batch 64, 4 evaluation batches.
-    "small": DatasetSize(train=1024, test=256),
-    "cifar10": DatasetSize(train=50_000, test=10_000),  # CIFAR-10's real splits: full sweep only
+    "small": DatasetSize(train=1024, test=256),  # the GPUs': 16 steps of VGG16 at batch 64
+    "cifar10": DatasetSize(train=50_000, test=10_000),
 }
 DATASET_NAMES: tuple[str, ...] = tuple(DATASETS)
 
 IMAGE_SIDE = 32  # CIFAR-10's images: 32 x 32 x 3 uint8
 RESIZED_SIDE = 224  # VGG16's and ResNet-50's input side
-# CIFAR-10's per-channel mean and standard deviation.
 CIFAR10_MEAN = (0.4914, 0.4822, 0.4465)
 CIFAR10_STD = (0.2470, 0.2435, 0.2616)
 EPOCHS_MEASURED = 3  # per phase; figures are medians over them
 
 
-def _check(value: object, valid: tuple[Any, ...], what: str) -> None:
-    if value not in valid:
-        choices = ", ".join(str(choice) for choice in valid)
-        raise UserError(f"unknown {what} {value!r}; choose one of: {choices}")
-
-
 class SyntheticImages(_MapStyle):
-    """CIFAR-10-shaped images (N x 32 x 32 x 3 uint8) and labels, transformed per item.
-
-    Module-level and tensor-only: spawned or forkserver DataLoader workers receive it pickled.
-    """
+    """CIFAR-10-shaped images and labels, transformed per item; module-level and tensor-only, so
+    spawned or forkserver DataLoader workers receive it pickled."""
 
     def __init__(
         self, images: torch.Tensor, labels: torch.Tensor, transform: Callable[[Any], torch.Tensor]
@@ -79,13 +67,12 @@ class SyntheticImages(_MapStyle):
         return len(self.labels)
 
     def __getitem__(self, index: int) -> tuple[torch.Tensor, int]:
-        # HWC uint8, as CIFAR-10's loader hands to ToTensor.
+        # HWC uint8, as CIFAR-10's loader hands to ToTensor
         return self.transform(self.images[index].numpy()), int(self.labels[index])
 
 
 @functools.cache
 def synthetic_split(count: int, num_classes: int, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """``count`` seeded uint8 images and labels, built once and kept."""
     generator = torch.Generator().manual_seed(seed)
     images = torch.randint(
         0, 256, (count, IMAGE_SIDE, IMAGE_SIDE, 3), dtype=torch.uint8, generator=generator
@@ -94,12 +81,12 @@ def synthetic_split(count: int, num_classes: int, seed: int) -> tuple[torch.Tens
 
 
 def make_datasets(size: DatasetSize, num_classes: int) -> tuple[SyntheticImages, SyntheticImages]:
-    """The training and test splits (different seeds) through the workload's transforms."""
+    """The training and test splits, seeded differently."""
     transforms = importlib.import_module("torchvision.transforms")
-    # antialias=True is explicit: torchvision's default for tensors changed (no-op when enlarging).
+    # antialias explicit: torchvision's default for tensors changed (a no-op when enlarging)
     transform = transforms.Compose(
         [
-            transforms.ToTensor(),  # uint8 HWC to float CHW in [0, 1]
+            transforms.ToTensor(),
             transforms.Resize((RESIZED_SIDE, RESIZED_SIDE), antialias=True),
             transforms.Normalize(CIFAR10_MEAN, CIFAR10_STD),
         ]
@@ -131,9 +118,7 @@ def make_loader(
 
 @dataclass(frozen=True)
 class EpochTiming:
-    """One pass over one split."""
-
-    images: int  # the split's size, each image once
+    images: int
     seconds: float  # iter(loader) to the last step's end, synchronized
     data_wait_seconds: float  # blocked in the loader's iter() and next()
 
@@ -151,27 +136,20 @@ def run_epoch(
     device: str,
     step: Callable[[torch.Tensor, torch.Tensor], None],
 ) -> EpochTiming:
-    """Feed every batch to ``step(images, labels)``; time in ``iter()`` and ``next()`` is data wait.
-
-    The device is synchronized after every step, so queued GPU work never counts as waiting.
-    """
-    images = 0
-    synchronize = devices.get(device).synchronize  # looked up once, off the clock
-    synchronize()  # nothing queued earlier may finish on this epoch's clock
-    started = time.perf_counter()
-    batches = iter(loader)  # starts the workers: the first wait
-    waited = time.perf_counter() - started
-    while True:
-        before = time.perf_counter()
-        batch = next(batches, None)
-        waited += time.perf_counter() - before
-        if batch is None:
-            break
-        inputs, labels = batch
+    """Feeds every batch to ``step(images, labels)``; time in ``iter()`` and ``next()`` is data
+    wait. Synchronizing after every step keeps queued GPU work from counting as waiting."""
+    images, waited = 0, 0.0
+    synchronize = devices.get(device).synchronize
+    synchronize()
+    started = asked = time.perf_counter()
+    for inputs, labels in loader:  # iter() starts the workers; each next() waits for a batch
+        waited += time.perf_counter() - asked
         images += len(labels)
         step(inputs.to(device), labels.to(device))
-        synchronize()  # the step's GPU work ends here, not in next()
-    return EpochTiming(images, time.perf_counter() - started, waited)
+        synchronize()
+        asked = time.perf_counter()
+    ended = time.perf_counter()
+    return EpochTiming(images, ended - started, waited + ended - asked)
 
 
 class EpochRunner:
@@ -184,20 +162,17 @@ class EpochRunner:
         num_workers: int,
         multiprocessing_context: str | None = None,
     ) -> None:
-        _check(dataset, DATASET_NAMES, "dataset")
-        self.workload = workload
-        self.device = workload.device
+        if dataset not in DATASETS:
+            choices = ", ".join(DATASET_NAMES)
+            raise UserError(f"unknown dataset {dataset!r}; choose one of: {choices}")
+        self.workload, self.device = workload, workload.device
         self.train, self.test = make_datasets(DATASETS[dataset], workload.spec.num_classes)
-        batch_size = workload.batch_size
-        self.train_loader = make_loader(
-            self.train, batch_size, num_workers, True, multiprocessing_context
-        )
-        self.test_loader = make_loader(
-            self.test, batch_size, num_workers, False, multiprocessing_context
+        self.train_loader, self.test_loader = (
+            make_loader(split, workload.batch_size, num_workers, shuffle, multiprocessing_context)
+            for split, shuffle in ((self.train, True), (self.test, False))
         )
 
     def _train_step(self, inputs: torch.Tensor, labels: torch.Tensor) -> None:
-        # The workload's own step.
         self.workload.batch = models.Batch({"input": inputs}, labels)
         self.workload.step()
 
@@ -217,10 +192,8 @@ class EpochRunner:
             self.workload.model.train()
 
     def warm_up(self) -> None:
-        """One training and one evaluation step on a full batch, no workers: kernels chosen.
-
-        A last partial batch meets its shape in the first measured epoch; the median absorbs it.
-        """
+        """One training and one evaluation step on a full batch, no workers: kernels chosen (a
+        last partial batch meets its shape in the first measured epoch; the median absorbs it)."""
         items = [self.train[index % len(self.train)] for index in range(self.workload.batch_size)]
         inputs = torch.stack([image for image, _ in items]).to(self.device)
         labels = torch.tensor([label for _, label in items]).to(self.device)
@@ -233,8 +206,6 @@ class EpochRunner:
 
 @dataclass(frozen=True)
 class PhaseSummary:
-    """Medians over the measured epochs of one phase."""
-
     images: int
     seconds: float
     images_per_second: float
@@ -242,7 +213,7 @@ class PhaseSummary:
 
 
 def measure(runner: EpochRunner, epochs: int = EPOCHS_MEASURED) -> dict[str, PhaseSummary]:
-    """Train an epoch then evaluate one, ``epochs`` times; medians per phase."""
+    """Trains an epoch then evaluates one, ``epochs`` times."""
     timings: dict[str, list[EpochTiming]] = {"train": [], "eval": []}
     for _ in range(epochs):
         timings["train"].append(runner.train_epoch())
@@ -261,10 +232,8 @@ def measure(runner: EpochRunner, epochs: int = EPOCHS_MEASURED) -> dict[str, Pha
 def _measure_model(
     device: str, model: str, batch_size: int, loaders: list[tuple[int, str]], epochs: int
 ) -> dict[measured.Key, dict[str, measured.Outcome]]:
-    """One warmed-up model serves all its (num_workers, dataset) settings.
-
-    A build failure is every setting's outcome; a warm-up that fell back to the cpu is refused.
-    """
+    """One warmed-up model serves all its (num_workers, dataset) settings; a warm-up that fell
+    back to the cpu is refused."""
     try:
         workload = suite.prepare("training", device, model, batch_size, guarded=False)
         fallback.refuse(workload.label, workload.fallback_ops)
@@ -278,7 +247,7 @@ def _measure_model(
     figures = {}
     for num_workers, dataset in loaders:
         key = (device, model, batch_size, num_workers, dataset)
-        try:  # one run of epochs gives both phases
+        try:
             phases = measure(EpochRunner(workload, dataset, num_workers), epochs)
             figures[key] = {
                 phase: measured.Outcome(value=summary) for phase, summary in phases.items()
@@ -289,10 +258,8 @@ def _measure_model(
 
 
 def measure_selection(benchmark: str, epochs: int = EPOCHS_MEASURED) -> measured.Table:
-    """Every combination of ``benchmark``'s selection in one process, a :class:`PhaseSummary` each.
-
-    Each model is dropped before the next is built; an error is its combination's only.
-    """
+    """Every combination of ``benchmark``'s selection in one process, a :class:`PhaseSummary`
+    each; each model is dropped before the next is built."""
     table = measured.Table()
     for device, model, batch_size in itertools.product(devices.NAMES, MODELS, BATCH_SIZES):
         selected = [
@@ -304,6 +271,6 @@ def measure_selection(benchmark: str, epochs: int = EPOCHS_MEASURED) -> measured
         if selected:
             try:
                 table.figures.update(_measure_model(device, model, batch_size, selected, epochs))
-            finally:  # capacity, measured next, must build its own workload
+            finally:
                 measured.release(device)
     return table

@@ -2,7 +2,7 @@
 
 Each asv process costs seconds of start-up on a GPU, so a class whose figures are not timings
 measures its whole selection in one process and its ``track_`` methods look figures up. An error
-is recorded for its own combination (or figure) only.
+is its own combination's (or figure's) only.
 """
 
 from __future__ import annotations
@@ -32,7 +32,6 @@ class Outcome:
     failed: str | None = None
 
     def get(self) -> Any:
-        """The value; otherwise raises asv's n/a or a failure with the reason."""
         if self.skipped is not None:
             raise skips.SkipNotImplemented(self.skipped)
         if self.failed is not None or self.value is None:
@@ -49,20 +48,17 @@ def outcome_of(exc: BaseException) -> Outcome:
     return Outcome(failed=f"{type(exc).__name__}: {errors.first_line(exc)}")
 
 
-# A figure: a number from one combination's prepared state (raising SkipNotImplemented: n/a).
+# A number from one combination's prepared state (raising SkipNotImplemented: n/a).
 Figure = Callable[[Any], "float | None"]
 
 
 @dataclass
 class Table:
-    """Every combination's figures (picklable, for ``setup_cache``)."""
-
     figures: dict[Key, dict[str, Outcome]] = field(default_factory=dict)
 
     def lookup(self, key: Key, figure: str) -> Any:
-        """The figure of ``key``, or asv's n/a / failure with the reason."""
         found = self.figures.get(key)
-        if found is None:  # selected now but not when the cache was measured
+        if found is None:
             raise RuntimeError(
                 f"{key} was not measured in this run's setup_cache; the selection changed"
             )
@@ -78,7 +74,7 @@ def measure(
 ) -> Table:
     """``prepare(*key)`` then every figure, for each selected key, one model at a time.
 
-    A key left out or a failing ``prepare`` gives all its figures that outcome.
+    A key left out or a failing ``prepare`` gives all its figures that outcome;
     ``after_each(device)`` frees the state's memory (default :func:`release`).
     """
     table = Table()
@@ -87,8 +83,7 @@ def measure(
             skips.selected(benchmark, *key)
             state = prepare(*key)
         except Exception as exc:
-            failed = outcome_of(exc)
-            table.figures[key] = {name: failed for name in figures}
+            table.figures[key] = dict.fromkeys(figures, outcome_of(exc))
             continue
         table.figures[key] = {
             name: _reading(key, name, figure, state) for name, figure in figures.items()
@@ -99,7 +94,6 @@ def measure(
 
 
 def release(device: str) -> None:
-    """Frees the model's memory before the next is built."""
     workloads.forget()
     gc.collect()
     found = devices.get(device)
@@ -112,32 +106,25 @@ def _reading(key: Key, name: str, figure: Figure, state: Any) -> Outcome:
         value = figure(state)
     except Exception as exc:
         return outcome_of(exc)
-    return (
-        Outcome(skipped=f"{key[0]} keeps no reading for {name}")
-        if value is None
-        else Outcome(value=value)
-    )
+    if value is None:
+        return Outcome(skipped=f"{key[0]} keeps no reading for {name}")
+    return Outcome(value=value)
 
 
 def grid(*axes: Iterable[Any]) -> list[Key]:
-    """Every combination of the params' axes, in asv's order."""
     return list(itertools.product(*axes))
 
 
-# --- one setup_cache for a module's classes, measured by its first lookup --------------
-# asv keys a setup_cache by its module and line, so one function serves every family. It runs in
-# a fresh interpreter that would re-import torch, so it only names the work (:func:`deferred`);
-# the first lookup (a forkserver child, torch imported) measures into asv's shared cache folder.
-
-# any lookup may be the one that measures the whole sweep
-MEASURING_TIMEOUT = 6 * 3600
+# --- one setup_cache for a module's classes: asv runs it in a fresh interpreter that would
+# re-import torch, so it only names the work; the first lookup (a forkserver child) measures.
+MEASURING_TIMEOUT = 6 * 3600  # any lookup may be the one that measures the whole sweep
 
 
 @dataclass(frozen=True)
 class Deferred:
     """A setup_cache's result: the first lookup that asks measures the readings."""
 
-    setup_cache: Callable[..., Any]  # module-level, pickled by name; what it wraps measures
+    setup_cache: Callable[..., Any]  # module-level, pickled by name
 
     def readings(self) -> Any:
         """The readings in the working folder, measured here if no process has begun them."""
@@ -155,25 +142,23 @@ class Deferred:
 
 
 def deferred(measure: Callable[[], Any]) -> Callable[..., Deferred]:
-    """asv's ``setup_cache`` for ``measure``, returning a :class:`Deferred` at once (asv keys it by
-    ``measure``'s module and line, unwrapping the decorator)."""
+    """asv's ``setup_cache`` for ``measure``, returning a :class:`Deferred` at once; asv keys it
+    by ``measure``'s module and line, unwrapping the decorator."""
 
     @functools.wraps(measure)
-    def setup_cache(
-        *_: Any,
-    ) -> Deferred:  # asv passes a class's benchmark instance, a function's nothing
+    def setup_cache(*_: Any) -> Deferred:  # a class's benchmark instance, or nothing
         return Deferred(setup_cache)
 
     return setup_cache
 
 
 def measure_families(families: Mapping[str, Callable[[], Any]]) -> dict[str, Any]:
-    """Each family's readings, or a failed :class:`Outcome`."""
+    """Each family's readings, or a failed :class:`Outcome`; one family's bug costs no other."""
     readings: dict[str, Any] = {}
     for name, measure_family in families.items():
         try:
             readings[name] = measure_family()
-        except Exception as exc:  # one family's bug must not cost the other its readings
+        except Exception as exc:
             readings[name] = Outcome(
                 failed=f"measuring {name} failed: {type(exc).__name__}: {errors.first_line(exc)}"
             )
@@ -182,9 +167,7 @@ def measure_families(families: Mapping[str, Callable[[], Any]]) -> dict[str, Any
 
 def family(readings: Mapping[str, Any] | Deferred, name: str) -> Any:
     """Family ``name``'s readings; raises (failing the benchmark) if there are none."""
-    families: Mapping[str, Any] = (
-        readings.readings() if isinstance(readings, Deferred) else readings
-    )
+    families = readings.readings() if isinstance(readings, Deferred) else readings
     if name not in families:
         raise RuntimeError(
             f"the setup_cache measured no family {name!r}; it measured: {', '.join(families)}"
@@ -224,7 +207,6 @@ class PeakMemory(Lookup):
 
 
 def of(benchmark: Any, measure_family: Callable[[str, list[Key]], Table]) -> Callable[[], Table]:
-    """``measure_family`` over every combination of the class's params."""
     return functools.partial(measure_family, benchmark.__name__, grid(*benchmark.params))
 
 
@@ -241,5 +223,4 @@ def kind_families(
 def measure_kinds(
     measure_kind: Callable[[str, str, list[Key]], Table], *benchmarks: Any
 ) -> dict[str, Any]:
-    """:func:`measure_families` of :func:`kind_families`."""
     return measure_families(kind_families(measure_kind, *benchmarks))

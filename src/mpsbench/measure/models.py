@@ -1,11 +1,12 @@
-"""The registry of benchmarked models: random weights, seeded synthetic batches, nothing downloaded.
+"""The benchmarked models: random weights, seeded synthetic batches, nothing downloaded.
 
 torchvision and transformers are imported inside the builders, so the suite imports with any
-supported torch. Each ``seed_batch_size`` is that of the published measurement behind the model.
+supported torch. docs/reference/models.md gives where each size comes from.
 """
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import importlib
 import sys
@@ -14,29 +15,28 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from mpsbench.core import errors
-from mpsbench.measure.optional_torch import nn, torch  # names and sizes import without torch
+from mpsbench.measure.optional_torch import nn, torch
 
-SEED = 0  # every synthetic input's generator seed
+SEED = 0
 # One axis for every model; a model skips the sizes outside its own `batch_sizes`.
 BATCH_SIZES: tuple[int, ...] = (1, 8, 32, 64, 128, 1024)
 
 
 @dataclass(frozen=True)
 class Batch:
-    """Keyword inputs for the model and class targets."""
-
     inputs: dict[str, torch.Tensor]
     target: torch.Tensor
 
-    def to(self, device: str) -> Batch:
+    def _map(self, change: Callable[[torch.Tensor], torch.Tensor]) -> Batch:
         return Batch(
-            {key: value.to(device) for key, value in self.inputs.items()}, self.target.to(device)
+            {key: change(value) for key, value in self.inputs.items()}, change(self.target)
         )
 
+    def to(self, device: str) -> Batch:
+        return self._map(lambda tensor: tensor.to(device))
+
     def head(self, samples: int) -> Batch:
-        return Batch(
-            {key: value[:samples] for key, value in self.inputs.items()}, self.target[:samples]
-        )
+        return self._map(lambda tensor: tensor[:samples])
 
 
 @dataclass(frozen=True)
@@ -49,15 +49,13 @@ class ModelSpec:
     seed_batch_size: int
     batch_sizes: tuple[int, ...]
     large: bool  # a cpu step takes seconds: the cpu default runs it at small batches only
-    # Steps per timed call, so sub-millisecond GPU steps rise above clock and launch overhead;
-    # asv's timer divides by it (suite.StepTimer).
-    steps_per_call: int = 1
-    requires: tuple[str, ...] = ()  # importable packages the builder needs
+    steps_per_call: int = 1  # lifts sub-millisecond GPU steps above clock and launch overhead
+    requires: tuple[str, ...] = ()
     trainable: Callable[[nn.Module], list[nn.Parameter]] | None = None  # None: all parameters train
     make_optimizer: Callable[[list[nn.Parameter]], torch.optim.Optimizer] = field(
         default=lambda params: torch.optim.SGD(params, lr=0.01, momentum=0.9)
     )
-    forward: Callable[[nn.Module, dict[str, torch.Tensor]], torch.Tensor] = field(  # the logits
+    forward: Callable[[nn.Module, dict[str, torch.Tensor]], torch.Tensor] = field(
         default=lambda model, inputs: model(*inputs.values())
     )
     trains: bool = True  # False: inference only (a frozen text encoder)
@@ -79,7 +77,6 @@ def _build_mlp() -> nn.Module:
 
 
 def _build_lenet5() -> nn.Module:
-    # 28x28 single-channel images; padding keeps 28x28 through the first convolution
     return nn.Sequential(
         nn.Conv2d(1, 6, kernel_size=5, padding=2),
         nn.ReLU(),
@@ -97,12 +94,10 @@ def _build_lenet5() -> nn.Module:
 
 
 BERT_SEQUENCE_LENGTH = 128
-BERT_NUM_LABELS = 6  # TREC question classification, as in the fine-tuning seed
-# Fixed attention paths: transformers' default changes between releases. BERT: "eager" (in every
-# usable release); Llama: "sdpa", the kernels mps got wrong before.
+BERT_NUM_LABELS = 6
+# Fixed: transformers' default changes between releases.
 BERT_ATTENTION = "eager"
 LLAMA_ATTENTION = "sdpa"
-# A small Llama-style decoder, 125M parameters: its AdamW step fits the GPU share of an 8 GB Mac.
 LLAMA_CONFIG: dict[str, Any] = dict(
     vocab_size=32000,
     hidden_size=768,
@@ -113,11 +108,9 @@ LLAMA_CONFIG: dict[str, Any] = dict(
     max_position_embeddings=2048,
     tie_word_embeddings=False,
 )
-LLAMA_SEQUENCE_LENGTH = 256  # a short chat turn
-# Its generation rows (mpsbench.measure.llm), torch-free for the site.
+LLAMA_SEQUENCE_LENGTH = 256
 LLAMA_GENERATION = {"batch": 1, "prompt_tokens": 512, "new_tokens": 128}
 LLAMA_NAME = "llama_small"
-# Stable Diffusion 1.x's text encoder: CLIP ViT-L/14's text tower (openai/clip-vit-large-patch14).
 CLIP_TEXT_CONFIG: dict[str, Any] = dict(
     vocab_size=49408,
     hidden_size=768,
@@ -127,13 +120,12 @@ CLIP_TEXT_CONFIG: dict[str, Any] = dict(
     max_position_embeddings=77,
     hidden_act="quick_gelu",
 )
-CLIP_SEQUENCE_LENGTH = 77  # SD pads every prompt to CLIP's 77 tokens
+CLIP_SEQUENCE_LENGTH = 77
 
 
 def _transformers_build(
     model_class: str, config_class: str, config: dict[str, Any], attention: str
 ) -> Callable[[], nn.Module]:
-    # ``config`` is read at each build, so a test can shrink the model in place
     def build() -> nn.Module:
         transformers = importlib.import_module("transformers")
         settings = getattr(transformers, config_class)(**config)
@@ -150,20 +142,20 @@ def _transformers_build(
 
 
 def _output(output: Any, name: str) -> torch.Tensor:
-    """An output field of a transformers model; old releases return a tuple, the field first."""
+    """An output field; old transformers releases return a tuple, the field first."""
     found: torch.Tensor = getattr(output, name) if hasattr(output, name) else output[0]
     return found
 
 
 def _causal_lm_forward(model: nn.Module, inputs: dict[str, torch.Tensor]) -> torch.Tensor:
-    """Next-token logits of every position but the last, as (batch, vocabulary, positions) for the loss."""
+    """Next-token logits of every position but the last, as (batch, vocabulary, positions)."""
     return _output(model(input_ids=inputs["input_ids"], use_cache=False), "logits")[
         :, :-1
     ].transpose(1, 2)
 
 
 def _text_encoder_forward(model: nn.Module, inputs: dict[str, torch.Tensor]) -> torch.Tensor:
-    """The last hidden state, what SD's UNet attends to, as (batch, hidden, tokens)."""
+    """The last hidden state (what SD's UNet attends to) as (batch, hidden, tokens)."""
     return _output(model(input_ids=inputs["input_ids"]), "last_hidden_state").transpose(1, 2)
 
 
@@ -184,8 +176,7 @@ def _dense_batch(
 
 
 def _bert_batch(batch_size: int, gen: torch.Generator) -> Batch:
-    vocab_size = 30522  # BertConfig's default vocabulary
-    ids = torch.randint(0, vocab_size, (batch_size, BERT_SEQUENCE_LENGTH), generator=gen)
+    ids = torch.randint(0, 30522, (batch_size, BERT_SEQUENCE_LENGTH), generator=gen)
     mask = torch.ones(batch_size, BERT_SEQUENCE_LENGTH, dtype=torch.long)
     return Batch(
         {"input_ids": ids, "attention_mask": mask}, _classes(batch_size, BERT_NUM_LABELS, gen)
@@ -203,7 +194,7 @@ def _clip_batch(batch_size: int, gen: torch.Generator) -> Batch:
     ids = torch.randint(
         0, CLIP_TEXT_CONFIG["vocab_size"], (batch_size, CLIP_SEQUENCE_LENGTH), generator=gen
     )
-    # Nothing trains a frozen encoder; the target gives the accuracy guard's loss a shape.
+    # the target gives the accuracy guard's loss a shape
     target = torch.randint(
         0, CLIP_TEXT_CONFIG["hidden_size"], (batch_size, CLIP_SEQUENCE_LENGTH), generator=gen
     )
@@ -211,7 +202,7 @@ def _clip_batch(batch_size: int, gen: torch.Generator) -> Batch:
 
 
 def _adamw(params: list[nn.Parameter]) -> torch.optim.Optimizer:
-    return torch.optim.AdamW(params, lr=2e-5)  # BERT fine-tuning's usual optimizer
+    return torch.optim.AdamW(params, lr=2e-5)
 
 
 _CNN_SIZES = (1, 8, 32, 64, 128)
@@ -256,10 +247,10 @@ def _bert(name: str, description: str, **frozen: Any) -> ModelSpec:
         ),
         _bert_batch,
         BERT_NUM_LABELS,
-        seed_batch_size=64,  # Apple's BERT chart and the fine-tuning seed
+        seed_batch_size=64,
         batch_sizes=_BIG_SIZES,
         large=True,
-        requires=("transformers.models.bert.modeling_bert",),  # transformers imports lazily
+        requires=("transformers.models.bert.modeling_bert",),
         make_optimizer=_adamw,
         forward=lambda model, inputs: _output(model(**inputs), "logits"),
         **frozen,
@@ -275,10 +266,10 @@ REGISTRY: dict[str, ModelSpec] = {
             _build_mlp,
             _dense_batch((1024,), 10),
             10,
-            seed_batch_size=1024,  # the MLP seed's batch
+            seed_batch_size=1024,
             batch_sizes=BATCH_SIZES,
             large=False,
-            steps_per_call=20,  # ~0.1 ms a step on a GPU
+            steps_per_call=20,
         ),
         ModelSpec(
             "lenet5",
@@ -286,24 +277,23 @@ REGISTRY: dict[str, ModelSpec] = {
             _build_lenet5,
             _dense_batch((1, 28, 28), 10),
             10,
-            seed_batch_size=128,  # a common MNIST batch; no seed fixes one
+            seed_batch_size=128,
             batch_sizes=BATCH_SIZES,
             large=False,
-            steps_per_call=20,  # sub-millisecond on a GPU
+            steps_per_call=20,
         ),
         _torchvision_spec(
             "resnet50",
             "torchvision ResNet-50, 224x224, 1000 classes",
             1000,
-            seed_batch_size=128,  # Apple's M1 Ultra chart
+            seed_batch_size=128,
             batch_sizes=_CNN_SIZES,
         ),
         _torchvision_spec(
-            # 10 classes: the seed trained on CIFAR-10 upscaled to 224x224.
             "vgg16",
             "torchvision VGG16, 224x224, 10 classes (CIFAR-10 upscaled)",
             10,
-            seed_batch_size=64,  # Apple's chart and the CIFAR-10 seed
+            seed_batch_size=64,
             batch_sizes=_BIG_SIZES,
         ),
         _bert("bert_base", "BERT-base classifier (BertConfig, random weights), seq 128, 6 labels"),
@@ -315,10 +305,9 @@ REGISTRY: dict[str, ModelSpec] = {
     )
 }
 
-# The seeds' models, taken before the models below join the registry: a model added later never
-# changes the seed-era classes' params (their identity is their history).
+# Taken before the models below join: a later model never changes these classes' params.
 NAMES: tuple[str, ...] = tuple(REGISTRY)
-# A frozen core changes training only: its inference is bert_base's.
+# A frozen encoder changes training only.
 INFERENCE_NAMES: tuple[str, ...] = tuple(name for name in NAMES if REGISTRY[name].trainable is None)
 
 REGISTRY.update(
@@ -329,7 +318,7 @@ REGISTRY.update(
                 "vit_b_16",
                 "torchvision ViT-B/16, 224x224, 1000 classes",
                 1000,
-                seed_batch_size=32,  # the largest power of two an 8 GB Mac trains with room
+                seed_batch_size=32,
                 batch_sizes=_BIG_SIZES,
             ),
             ModelSpec(
@@ -340,31 +329,29 @@ REGISTRY.update(
                 ),
                 _llama_batch,
                 num_classes=LLAMA_CONFIG["vocab_size"],
-                seed_batch_size=8,  # 2,048 tokens: a laptop fine-tuning micro-batch
+                seed_batch_size=8,
                 batch_sizes=(1, 8, 32),
                 large=True,
-                requires=("transformers.models.llama",),  # transformers 4.28+
+                requires=("transformers.models.llama",),
                 make_optimizer=_adamw,
                 forward=_causal_lm_forward,
             ),
             ModelSpec(
                 "clip_text",
                 "Stable Diffusion 1.x text encoder (CLIPTextModel, ViT-L/14 text sizes), 77 tokens",
-                # "eager": "sdpa" is newer than SD's pipelines
                 _transformers_build("CLIPTextModel", "CLIPTextConfig", CLIP_TEXT_CONFIG, "eager"),
                 _clip_batch,
                 num_classes=CLIP_TEXT_CONFIG["hidden_size"],
-                seed_batch_size=8,  # 4 images per prompt, with classifier-free guidance's empty prompt
+                seed_batch_size=8,
                 batch_sizes=(1, 8, 32),
                 large=True,
                 requires=("transformers",),
                 forward=_text_encoder_forward,
-                trains=False,  # SD's pipelines keep the text encoder frozen
+                trains=False,
             ),
         )
     }
 )
-# Newer models: classes of their own, so the seeds' keep their params.
 MODERN_NAMES: tuple[str, ...] = tuple(name for name in REGISTRY if name not in NAMES)
 MODERN_TRAINING_NAMES: tuple[str, ...] = tuple(
     name for name in MODERN_NAMES if REGISTRY[name].trains
@@ -390,13 +377,10 @@ def check_batch_size(spec: ModelSpec, batch_size: int) -> None:
 
 
 def make_batch(spec: ModelSpec, batch_size: int) -> Batch:
-    """The same tensors on every call and machine."""
     return spec.make_batch(batch_size, torch.Generator().manual_seed(SEED))
 
 
-# asv's forkserver imports the suite once and forks every benchmark process from it: importing
-# these there saves each fork the import (seconds for transformers). No GPU is touched here: it
-# must not be initialized before a fork.
+# Imported once in asv's forkserver, they save each fork the import; no GPU is touched before a fork.
 PRELOADED = (
     "torch",
     "torchvision.models",
@@ -404,8 +388,7 @@ PRELOADED = (
     "transformers.models.llama.modeling_llama",
     "transformers.models.clip.modeling_clip",
 )
-# asv_runner.server is imported in every mode: only the mode tells the forkserver from a spawned
-# process, which imports only what its model needs.
+# asv_runner.server is imported in every mode: only the mode tells the forkserver apart.
 FORKSERVER_MODE = "run_server"
 
 
@@ -415,12 +398,9 @@ def preload_for_forkserver() -> list[str]:
         return []
     loaded = []
     for package in PRELOADED:
-        try:
+        with contextlib.suppress(Exception):  # absent or unusable: its models skip with the reason
             importlib.import_module(package)
-        except Exception:  # absent or unusable here: its models skip with the reason
-            continue
-        loaded.append(package)
-    # Python's advice for a server that forks without exec: move the imported objects to the
-    # collector's permanent generation, so a fork's gc.collect() neither walks nor copies them.
+            loaded.append(package)
+    # so a fork's gc.collect() neither walks nor copies the imported objects
     gc.freeze()
     return loaded

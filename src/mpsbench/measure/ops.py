@@ -1,7 +1,7 @@
 """The operator registry: per op, fixed inputs at three sizes, the forward call and its work.
 
-Throughput is work over the median call: exact FLOPs for compute-bound ops, compulsory bytes
-(each operand touched once) for memory-bound ones, so GB/s is a lower bound on the achieved rate.
+Work is exact FLOPs for compute-bound ops and compulsory bytes (each operand touched once) for
+memory-bound ones, so GB/s is a lower bound.
 """
 
 from __future__ import annotations
@@ -15,16 +15,14 @@ from mpsbench.measure.optional_torch import F, torch  # loaded at the first case
 
 SIZES: tuple[str, ...] = ("small", "medium", "large")
 DTYPES: tuple[str, ...] = precision.NAMES
-# Calls per timed call, so a sub-millisecond op rises above clock and launch overhead; fixed per
-# size, never chosen from the hardware.
+# Calls per timed call, so a sub-millisecond op rises above clock and launch overhead.
 CALLS_PER_SAMPLE: Mapping[str, int] = {"small": 100, "medium": 20, "large": 3}
 GFLOPS = "GFLOP/s"
 GBPS = "GB/s"  # 1 GB = 1e9 bytes
 INDEX_BYTES = 8  # indices and class targets are int64
 
-# Dim names: n batch or side, c channels, h/w height and width, o output features, t tokens,
-# d feature width, v table rows, k indices taken, l sequence length.
 Dims = Mapping[str, int]
+Forward = Callable[[Mapping[str, "torch.Tensor"]], "torch.Tensor"]  # strings: torch loads lazily
 
 
 @dataclass(frozen=True)
@@ -43,7 +41,7 @@ class OpSpec:
     description: str
     shapes: Mapping[str, Dims]  # one per name in SIZES
     operands: Callable[[Dims], dict[str, Operand]]
-    forward: Callable[[Mapping[str, torch.Tensor]], torch.Tensor]
+    forward: Forward
     output_shape: Callable[[Dims], tuple[int, ...]]
     unit: str  # GFLOPS or GBPS
     work: Callable[[Dims, int], int]  # FLOPs or bytes of one forward call, given the element size
@@ -57,7 +55,6 @@ class OpSpec:
         return self.shapes[size]
 
     def work_at(self, size: str, dtype: str) -> int:
-        # torch.dtype.itemsize is 2.1+
         itemsize = torch.empty((), dtype=precision.dtype_of(dtype)).element_size()
         return self.work(self.dims(size), itemsize)
 
@@ -65,68 +62,58 @@ class OpSpec:
 def _dims(
     names: str, small: tuple[int, ...], medium: tuple[int, ...], large: tuple[int, ...]
 ) -> dict[str, Dims]:
-    """The dims named in ``names`` (space-separated) at each size, in that order."""
     return {
         size: dict(zip(names.split(), values, strict=True))
         for size, values in zip(SIZES, (small, medium, large))
     }
 
 
-# The elementwise ops, reductions, softmax and gelu: 64 KiB, 4 MiB and 256 MiB per float32 operand.
+# 64 KiB, 4 MiB and 256 MiB per float32 operand
 _SQUARE = _dims("n", (128,), (1024,), (8192,))
-# Image-shaped activations for batch_norm and max_pool2d: 16 Ki, 1 Mi, 64 Mi elements.
 _IMAGES = _dims("n c h w", (4, 16, 16, 16), (16, 64, 32, 32), (64, 256, 64, 64))
 
 
-def _square(d: Dims) -> tuple[int, ...]:
-    return (d["n"], d["n"])
+Shape = Callable[[Dims], tuple[int, ...]]
 
 
-def _image(d: Dims) -> tuple[int, ...]:
-    return (d["n"], d["c"], d["h"], d["w"])
+def _shape(dims: str) -> Shape:
+    """A shape from dim names (or literal sizes), e.g. ``"o c 3 3"``."""
+    return lambda d: tuple(int(k) if k.isdigit() else d[k] for k in dims.split())
 
 
-def _two_square(transposed: bool, trained: bool) -> Callable[[Dims], dict[str, Operand]]:
-    return lambda d: {
-        "a": Operand(_square(d), trained=trained, transposed=transposed),
-        "b": Operand(_square(d), trained=trained),
-    }
+def _trained(**shapes: str) -> Callable[[Dims], dict[str, Operand]]:
+    return lambda d: {name: Operand(_shape(dims)(d), trained=True) for name, dims in shapes.items()}
 
 
-def _elementwise(
-    name: str,
-    what: str,
-    forward: Callable[[Mapping[str, torch.Tensor]], torch.Tensor],
-    transposed: bool,
-    has_backward: bool,
-) -> OpSpec:
-    layout = (
-        "a transposed (non-contiguous) n x n view and a contiguous one"
-        if transposed
-        else "two contiguous n x n"
-    )
+_square, _image = _shape("n n"), _shape("n c h w")
+
+
+def _elementwise(name: str, sign: str, transposed: bool) -> OpSpec:
+    """``add`` has no backward kernel of its own; ``mul`` has."""
+    layout = "a transposed (non-contiguous) n x n view and a contiguous one"
     return OpSpec(
-        name,
-        f"elementwise {what} of {layout} tensors",
+        f"{name}_transposed" if transposed else name,
+        f"elementwise a {sign} b of {layout if transposed else 'two contiguous n x n'} tensors",
         _SQUARE,
-        _two_square(transposed, trained=has_backward),
-        forward,
+        lambda d: {
+            "a": Operand(_square(d), trained=name == "mul", transposed=transposed),
+            "b": Operand(_square(d), trained=name == "mul"),
+        },
+        lambda x: getattr(torch, name)(x["a"], x["b"]),
         _square,
         GBPS,
         lambda d, s: 3 * d["n"] ** 2 * s,
         "3*n^2*s (read a and b, write the result)",
-        has_backward=has_backward,
+        has_backward=name == "mul",
     )
 
 
-def _same_shape(
-    name: str, description: str, forward: Callable[[Mapping[str, torch.Tensor]], torch.Tensor]
-) -> OpSpec:
+def _same_shape(name: str, description: str, forward: Forward) -> OpSpec:
     return OpSpec(
         name,
         description,
         _SQUARE,
-        lambda d: {"x": Operand(_square(d), trained=True)},
+        _trained(x="n n"),
         forward,
         _square,
         GBPS,
@@ -142,7 +129,7 @@ def _reduction(name: str, call: Callable[[torch.Tensor], torch.Tensor]) -> OpSpe
         _SQUARE,
         lambda d: {"x": Operand(_square(d))},
         lambda x: call(x["x"]),
-        lambda d: (d["n"],),
+        _shape("n"),
         GBPS,
         lambda d, s: (d["n"] ** 2 + d["n"]) * s,
         "(n^2 + n)*s (read x, write one value per row)",
@@ -158,27 +145,23 @@ def _lookup(
     source: str,
     index: str,
     axis: int,
-    forward: Callable[[Mapping[str, torch.Tensor]], torch.Tensor],
+    forward: Forward,
     work: Callable[[Dims, int], int],
     formula: str,
 ) -> OpSpec:
-    """An op reading a trained ``source`` at random int64 positions along ``axis``.
-
-    The output has the index's dims, then the source's past ``axis`` (index_select's order).
-    """
-    source_dims, index_dims = source.split(), index.split()
+    """An op reading a trained ``source`` at random int64 positions along ``axis``; the output
+    has the index's dims, then the source's past ``axis``."""
+    source_dims = source.split()
     return OpSpec(
         name,
         description,
         shapes,
         lambda d: {
-            "source": Operand(tuple(d[k] for k in source_dims), trained=True),
-            "index": Operand(
-                tuple(d[k] for k in index_dims), fill="index", high=d[source_dims[axis]]
-            ),
+            "source": Operand(_shape(source)(d), trained=True),
+            "index": Operand(_shape(index)(d), fill="index", high=d[source_dims[axis]]),
         },
         forward,
-        lambda d: tuple(d[k] for k in index_dims + source_dims[axis + 1 :]),
+        _shape(" ".join([index, *source_dims[axis + 1 :]])),
         GBPS,
         work,
         formula,
@@ -187,7 +170,6 @@ def _lookup(
 
 def _copy(name: str, description: str, source_on_host: bool) -> OpSpec:
     return OpSpec(
-        # 256 KiB, 16 MiB, 256 MiB in float32
         name,
         description,
         _dims("n", (65536,), (4194304,), (67108864,)),
@@ -195,9 +177,8 @@ def _copy(name: str, description: str, source_on_host: bool) -> OpSpec:
             "source": Operand((d["n"],), on_host=source_on_host),
             "destination": Operand((d["n"],), on_host=not source_on_host),
         },
-        # into a preallocated buffer: the transfer alone
         lambda x: x["destination"].copy_(x["source"]),
-        lambda d: (d["n"],),
+        _shape("n"),
         GBPS,
         lambda d, s: d["n"] * s,
         "n*s (the bytes that cross between host and device memory)",
@@ -210,7 +191,7 @@ _SPECS: tuple[OpSpec, ...] = (
         "matmul",
         "square matrix product a @ b",
         _dims("n", (64,), (256,), (4096,)),
-        _two_square(transposed=False, trained=True),
+        _trained(a="n n", b="n n"),
         lambda x: torch.matmul(x["a"], x["b"]),
         _square,
         GFLOPS,
@@ -222,13 +203,9 @@ _SPECS: tuple[OpSpec, ...] = (
         "F.linear (nn.Linear): t tokens of i features to o features, with bias",
         # large: BERT-large's FFN, 32 x 512 tokens
         _dims("t i o", (32, 128, 128), (512, 256, 256), (16384, 1024, 4096)),
-        lambda d: {
-            "x": Operand((d["t"], d["i"]), trained=True),
-            "weight": Operand((d["o"], d["i"]), trained=True),
-            "bias": Operand((d["o"],), trained=True),
-        },
+        _trained(x="t i", weight="o i", bias="o"),
         lambda x: F.linear(x["x"], x["weight"], x["bias"]),
-        lambda d: (d["t"], d["o"]),
+        _shape("t o"),
         GFLOPS,
         lambda d, s: d["t"] * d["o"] * (2 * d["i"] + 1),
         "t*o*(2*i + 1) (i multiply-adds and a bias add per output)",
@@ -238,13 +215,9 @@ _SPECS: tuple[OpSpec, ...] = (
         "F.conv2d, 3x3 kernel, stride 1, padding 1, with bias",
         # large: ResNet's first stage at batch 64
         _dims("n c h w o", (1, 16, 16, 16, 16), (8, 32, 16, 16, 32), (64, 64, 56, 56, 64)),
-        lambda d: {
-            "x": Operand(_image(d), trained=True),
-            "weight": Operand((d["o"], d["c"], 3, 3), trained=True),
-            "bias": Operand((d["o"],), trained=True),
-        },
+        _trained(x="n c h w", weight="o c 3 3", bias="o"),
         lambda x: F.conv2d(x["x"], x["weight"], x["bias"], padding=1),
-        lambda d: (d["n"], d["o"], d["h"], d["w"]),
+        _shape("n o h w"),
         GFLOPS,
         lambda d, s: d["n"] * d["o"] * d["h"] * d["w"] * (2 * d["c"] * 9 + 1),
         "n*o*h*w*(2*c*9 + 1) (c*3*3 multiply-adds and a bias add per output)",
@@ -253,12 +226,9 @@ _SPECS: tuple[OpSpec, ...] = (
         "scaled_dot_product_attention",
         "F.scaled_dot_product_attention, no mask, q/k/v of shape (n, h, l, d)",
         _dims("n h l d", (1, 4, 64, 32), (2, 8, 128, 64), (8, 16, 2048, 64)),
-        lambda d: {
-            name: Operand((d["n"], d["h"], d["l"], d["d"]), trained=True)
-            for name in ("q", "k", "v")
-        },
+        _trained(q="n h l d", k="n h l d", v="n h l d"),
         lambda x: F.scaled_dot_product_attention(x["q"], x["k"], x["v"]),
-        lambda d: (d["n"], d["h"], d["l"], d["d"]),
+        _shape("n h l d"),
         GFLOPS,
         lambda d, s: 4 * d["n"] * d["h"] * d["l"] ** 2 * d["d"],
         "4*n*h*l^2*d (q @ k^T and scores @ v; the softmax is left out, as FlashAttention counts)",
@@ -268,14 +238,11 @@ _SPECS: tuple[OpSpec, ...] = (
         "max_pool2d",
         "F.max_pool2d, 2x2 window, stride 2",
         _IMAGES,
-        lambda d: {"x": Operand(_image(d), trained=True)},
+        _trained(x="n c h w"),
         lambda x: F.max_pool2d(x["x"], 2),
         lambda d: (d["n"], d["c"], d["h"] // 2, d["w"] // 2),
         GBPS,
-        lambda d, s: (
-            (d["n"] * d["c"] * d["h"] * d["w"] + d["n"] * d["c"] * (d["h"] // 2) * (d["w"] // 2))
-            * s
-        ),
+        lambda d, s: d["n"] * d["c"] * (d["h"] * d["w"] + (d["h"] // 2) * (d["w"] // 2)) * s,
         "(n*c*h*w + n*c*(h/2)*(w/2))*s (read x, write the pooled result)",
     ),
     OpSpec(
@@ -283,9 +250,7 @@ _SPECS: tuple[OpSpec, ...] = (
         "F.batch_norm in training mode (batch statistics, running stats updated), with affine",
         _IMAGES,
         lambda d: {
-            "x": Operand(_image(d), trained=True),
-            "weight": Operand((d["c"],), trained=True),
-            "bias": Operand((d["c"],), trained=True),
+            **_trained(x="n c h w", weight="c", bias="c")(d),
             "running_mean": Operand((d["c"],), fill="ones"),
             "running_var": Operand((d["c"],), fill="ones"),
         },
@@ -301,13 +266,9 @@ _SPECS: tuple[OpSpec, ...] = (
         "layer_norm",
         "F.layer_norm over the last dim of t tokens of width d, with affine",
         _dims("t d", (64, 256), (4096, 256), (16384, 4096)),
-        lambda d: {
-            "x": Operand((d["t"], d["d"]), trained=True),
-            "weight": Operand((d["d"],), trained=True),
-            "bias": Operand((d["d"],), trained=True),
-        },
+        _trained(x="t d", weight="d", bias="d"),
         lambda x: F.layer_norm(x["x"], (x["x"].shape[-1],), x["weight"], x["bias"]),
-        lambda d: (d["t"], d["d"]),
+        _shape("t d"),
         GBPS,
         lambda d, s: (2 * d["t"] * d["d"] + 2 * d["d"]) * s,
         "(2*t*d + 2*d)*s (read x, write y, read weight and bias)",
@@ -318,25 +279,10 @@ _SPECS: tuple[OpSpec, ...] = (
         lambda x: torch.softmax(x["x"], dim=-1),
     ),
     _same_shape("gelu", "F.gelu (exact, erf form) of an n x n tensor", lambda x: F.gelu(x["x"])),
-    _elementwise(
-        "add", "a + b", lambda x: torch.add(x["a"], x["b"]), transposed=False, has_backward=False
-    ),
-    _elementwise(
-        "add_transposed",
-        "a + b",
-        lambda x: torch.add(x["a"], x["b"]),
-        transposed=True,
-        has_backward=False,
-    ),
-    _elementwise(
-        "mul", "a * b", lambda x: torch.mul(x["a"], x["b"]), transposed=False, has_backward=True
-    ),
-    _elementwise(
-        "mul_transposed",
-        "a * b",
-        lambda x: torch.mul(x["a"], x["b"]),
-        transposed=True,
-        has_backward=True,
+    *(
+        _elementwise(name, sign, transposed)
+        for name, sign in (("add", "+"), ("mul", "*"))
+        for transposed in (False, True)
     ),
     _reduction("sum", lambda x: torch.sum(x, dim=-1)),
     _reduction("mean", lambda x: torch.mean(x, dim=-1)),
@@ -365,7 +311,7 @@ _SPECS: tuple[OpSpec, ...] = (
     _lookup(
         "embedding",
         "F.embedding: look up n x l token ids in a v x d table",
-        # medium: BERT's vocabulary; large: GPT-2's vocabulary
+        # medium: BERT's vocabulary; large: GPT-2's
         _dims("v d n l", (1000, 64, 4, 64), (30522, 256, 16, 256), (50257, 1024, 64, 1024)),
         source="v d",
         index="n l",
@@ -384,21 +330,13 @@ _SPECS: tuple[OpSpec, ...] = (
             "target": Operand((d["n"],), fill="index", high=d["c"]),
         },
         lambda x: F.cross_entropy(x["logits"], x["target"]),
-        lambda d: (),
+        _shape(""),
         GBPS,
         lambda d, s: d["n"] * d["c"] * s + INDEX_BYTES * d["n"] + s,
         "n*c*s + 8*n + s (read the logits and int64 targets, write the scalar loss)",
     ),
-    _copy(
-        "copy_h2d",
-        "copy from pageable host memory into a preallocated device buffer",
-        source_on_host=True,
-    ),
-    _copy(
-        "copy_d2h",
-        "copy from device memory into a preallocated pageable host buffer",
-        source_on_host=False,
-    ),
+    _copy("copy_h2d", "copy from pageable host memory into a preallocated device buffer", True),
+    _copy("copy_d2h", "copy from device memory into a preallocated pageable host buffer", False),
 )
 
 REGISTRY: dict[str, OpSpec] = {spec.name: spec for spec in _SPECS}
@@ -418,8 +356,7 @@ def get(name: str) -> OpSpec:
 def make_inputs(
     spec: OpSpec, size: str, device: str, dtype: str, training: bool
 ) -> dict[str, torch.Tensor]:
-    """Seeded, drawn in float32 and cast: every dtype sees the same values.
-    With ``training`` the trained operands require gradients."""
+    """Seeded, drawn in float32 and cast: every dtype sees the same values."""
     devices.get(device).seed(models.SEED)
     float_dtype = precision.dtype_of(dtype)
     inputs: dict[str, torch.Tensor] = {}
@@ -439,8 +376,7 @@ def make_inputs(
 
 
 def _bind_torch() -> None:
-    """Bind this module's ``torch`` and ``F`` to the real modules before timing: the stand-ins'
-    lookup would add to a microsecond op's time."""
+    """Binds the real modules before timing: the stand-ins' lookup adds to a microsecond op."""
     global torch, F
     import torch as loaded
     import torch.nn.functional as functional
@@ -451,8 +387,7 @@ def _bind_torch() -> None:
 class OpCase:
     """One op at one size and dtype with its inputs on a device; nothing here synchronizes.
 
-    The backward is ``torch.autograd.grad`` with a fixed output gradient: no ``.grad``
-    accumulation, no loss kernels.
+    The backward is ``torch.autograd.grad`` with a fixed output gradient: no ``.grad`` accumulation.
     """
 
     def __init__(self, spec: OpSpec, device: str, dtype: str, size: str, training: bool) -> None:
@@ -461,13 +396,8 @@ class OpCase:
                 f"{spec.name} is not trained through; choose one of: {', '.join(BACKWARD_NAMES)}"
             )
         _bind_torch()
-        self.spec, self.device, self.dtype, self.size, self.training = (
-            spec,
-            devices.get(device),
-            dtype,
-            size,
-            training,
-        )
+        self.spec, self.dtype, self.size, self.training = spec, dtype, size, training
+        self.device = devices.get(device)
         self.inputs = make_inputs(spec, size, device, dtype, training)
         self.trained = [tensor for tensor in self.inputs.values() if tensor.requires_grad]
         self.grad_output: torch.Tensor | None = None
@@ -479,18 +409,16 @@ class OpCase:
 
     def forward_backward(self) -> tuple[torch.Tensor, ...]:
         output = self.spec.forward(self.inputs)
-        if self.grad_output is None:  # drawn once, the same every call
+        if self.grad_output is None:
             self.grad_output = torch.randn(output.shape, device=output.device).to(output.dtype)
         return torch.autograd.grad(output, self.trained, self.grad_output)
 
     def run(self, calls: int) -> None:
-        """What this case times (the forward, or forward and backward), ``calls`` times back to back."""
         call = self.forward_backward if self.training else self.forward
         for _ in range(calls):
             call()
 
     def work(self) -> int:
-        """FLOPs or bytes of one forward call."""
         return self.spec.work_at(self.size, self.dtype)
 
     def warm_up(self, calls: int = 2) -> None:
@@ -500,15 +428,12 @@ class OpCase:
             if self.training:
                 self.forward_backward()
         self.device.synchronize()
-        expected_shape = self.spec.output_shape(self.spec.dims(self.size))
-        expected_device = "cpu" if self.spec.name == "copy_d2h" else self.device
-        problems = []
-        if tuple(output.shape) != expected_shape:
-            problems.append(f"shape {tuple(output.shape)}, expected {expected_shape}")
-        if output.dtype != precision.dtype_of(self.dtype):
-            problems.append(f"dtype {output.dtype}, expected {self.dtype}")
-        if output.device.type != expected_device:
-            problems.append(f"device {output.device.type}, expected {expected_device}")
+        expected = (
+            ("shape", tuple(output.shape), self.spec.output_shape(self.spec.dims(self.size))),
+            ("dtype", output.dtype, precision.dtype_of(self.dtype)),
+            ("device", output.device.type, "cpu" if self.spec.name == "copy_d2h" else self.device),
+        )
+        problems = [f"{what} {got}, expected {want}" for what, got, want in expected if got != want]
         if problems:
             raise errors.UserError(
                 f"{self.spec.name} on {self.device} ({self.dtype}, {self.size}) gave "
@@ -517,14 +442,12 @@ class OpCase:
 
 
 def median_seconds_per_call(case: OpCase, min_samples: int = 3, min_seconds: float = 0.2) -> float:
-    """Median seconds per call of a warmed-up case (as the asv ``time_`` body runs it)."""
     return timing.median_seconds(
         case.run, case.device, case.calls_per_sample, min_samples, min_seconds
     )[0]
 
 
 def throughput(case: OpCase) -> float:
-    """GFLOP/s or GB/s (the spec's unit) of the forward."""
     return case.work() / median_seconds_per_call(case) / 1e9
 
 
@@ -533,7 +456,7 @@ forget = _slot.clear
 
 
 def cached(device: str, op: str, dtype: str, size: str, training: bool) -> OpCase:
-    """The warmed-up case (one per process); a warm-up that fell back to the cpu fails."""
+    """The warmed-up case, one per process; a warm-up that fell back to the cpu fails."""
 
     def build() -> OpCase:
         case = OpCase(get(op), device, dtype, size, training)
@@ -546,7 +469,7 @@ def cached(device: str, op: str, dtype: str, size: str, training: bool) -> OpCas
 
 
 def prepare(device: str, op: str, dtype: str, size: str, training: bool) -> OpCase:
-    """The case for an asv ``setup``: what cannot run here skips with the reason."""
+    """The case for an asv ``setup``; what cannot run here skips with the reason."""
     spec = get(op)
     precision.check_name(dtype)
     skips.require_device(device)

@@ -1,8 +1,8 @@
 """Whether the machine is quiet enough to time, and whether a value just measured was disturbed.
 
 One rule for ``mpsbench doctor``, the gate before each combination and the judge of each value.
-The state is the cores other processes use (all busy time less this run's own: unlike the load
-average, it excludes our own threads and does not lag) and, on macOS, power and thermal state.
+The state is the cores other processes use (unlike the load average, it excludes our own threads
+and does not lag) and, on macOS, power and thermal state.
 
     python -m mpsbench.measure.quiet run --config CONFIG ...   (asv run's arguments)
 """
@@ -21,30 +21,24 @@ from typing import Any
 from mpsbench.core import asv_saving, progress, settings
 from mpsbench.measure import host
 
-# The rule (docs/explanation/quiet-gate.md gives the measurements behind each figure)
-# share of all cores other processes may use
-OTHERS_SHARE = 0.25
-# interquartile range over median above this: disturbed
-SPREAD = 0.30
-# farther than this from the recorded value of the same build: one of the two was disturbed
-DRIFT = 0.25
-BUSY_PERCENT = 25.0  # percent of one core above which a process is named as busy
+# The rule; docs/explanation/quiet-gate.md gives the measurements behind each figure.
+OTHERS_SHARE = 0.25  # of all cores, that other processes may use
+SPREAD = 0.30  # interquartile range over median above this: disturbed
+DRIFT = 0.25  # farther from the recorded value of the same build: one of the two was disturbed
+BUSY_PERCENT = 25.0  # of one core, above which a process is named as busy
 WINDOW = 0.5  # seconds per state reading
 POLL = 2.0  # seconds between two readings while the gate waits
 FRESH = 5.0  # seconds a reading after one combination stands for the next one's "before"
 
-# most seconds the gate waits for a quiet machine
-WAIT = "MPSBENCH_QUIET_WAIT"
+WAIT = "MPSBENCH_QUIET_WAIT"  # most seconds the gate waits for a quiet machine
 WAIT_DEFAULT = 120
 WAIT_MOST = 3600
-# on: record whatever the gate says (no wait, none held); not for history
-ACCEPT_BUSY = "MPSBENCH_ACCEPT_BUSY"
+ACCEPT_BUSY = "MPSBENCH_ACCEPT_BUSY"  # record whatever the gate says; not for history
 
 log = progress.logger(__name__)
 
 
 def wait_seconds() -> int:
-    """:data:`WAIT` in seconds; UserError outside 0..:data:`WAIT_MOST`."""
     return settings.whole(WAIT, WAIT_DEFAULT, 0, WAIT_MOST)
 
 
@@ -54,8 +48,6 @@ def accept_busy() -> bool:
 
 @dataclass(frozen=True)
 class State:
-    """The machine over one window."""
-
     cores: int
     others: float  # cores' worth of cpu time other processes used
     load: float | None  # 1-minute load average: kept, not judged
@@ -63,7 +55,6 @@ class State:
     thermal: str | None = None  # pmset's throttling or warning
 
     def fields(self, suffix: str = "") -> dict[str, Any]:
-        """The events file's fields, names ending in ``suffix``."""
         return {f"{key}{suffix}": value for key, value in asdict(self).items()}
 
     @classmethod
@@ -106,7 +97,6 @@ def _busy_seconds() -> float:
 
 
 def own_processes() -> list[Any]:
-    """This process, its children and its parent (the record run)."""
     import psutil
 
     me = psutil.Process()
@@ -114,7 +104,7 @@ def own_processes() -> list[Any]:
 
 
 def _used(processes: Sequence[Any]) -> float:
-    """Their cpu seconds, with their waited-for children's (finished benchmark processes)."""
+    """Their cpu seconds, with their finished children's."""
     import psutil
 
     total = 0.0
@@ -132,19 +122,17 @@ def read(window: float = WINDOW, own: Callable[[], list[Any]] = own_processes) -
     time.sleep(window)
     mine = [*mine, *(process for process in own() if process not in mine)]
     others = (_busy_seconds() - busy) - (_used(mine) - used)
-    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else None
     thermal = host.thermal_state()
     return State(
         os.cpu_count() or 1,
         round(max(0.0, others) / (time.monotonic() - started), 2),
-        load,
+        os.getloadavg()[0] if hasattr(os, "getloadavg") else None,
         host.on_battery(),
         thermal.problem() if thermal else None,
     )
 
 
 def named(state: State) -> str:
-    """The problems of ``state``, naming the busiest other processes."""
     found = problems(state)
     if "load" in found:
         own = {process.pid for process in own_processes()}
@@ -157,9 +145,9 @@ def named(state: State) -> str:
 
 
 class Gate:
-    """Waits up to ``limit`` seconds before each combination for a quiet machine; returns the
-    states around it. After a wait runs out, combinations run at once (judged after) until a
-    reading is quiet, so a busy machine costs one wait, not one per combination.
+    """Waits up to ``limit`` seconds before each combination for a quiet machine. After a wait
+    runs out, combinations run at once (judged after) until a reading is quiet: a busy machine
+    costs one wait, not one per combination.
     """
 
     def __init__(
@@ -171,9 +159,7 @@ class Gate:
         sleep: Callable[[float], None] = time.sleep,
     ) -> None:
         self.limit, self.say, self.clock, self.sleep = limit, say, clock, sleep
-        self.reader = (
-            reader if reader is not None else read
-        )  # looked up now, so a stand-in set after import counts
+        self.reader = reader or read  # looked up now, so a stand-in set after import counts
         self.last: tuple[float, State] | None = None  # (when, reading) after the last combination
         self.ran_out = False  # the last wait ended busy and none was quiet since
 
@@ -229,24 +215,22 @@ def judge(
     earlier: float | None,
     first: float | None = None,
 ) -> dict[str, str]:
-    """Why ``value`` looks disturbed, by kind; empty: record it. ``earlier``: this machine's value
-    of the same build. ``first``: the held value of a re-measurement; if they agree within
-    :data:`DRIFT` or within the value's own spread, a wide spread is the benchmark's own and is
-    accepted (the load rule still holds a value taken while the machine was busy)."""
+    """Why ``value`` looks disturbed, by kind; empty: record it.
+
+    ``earlier`` is this machine's value of the same build; ``first`` the held value of a
+    re-measurement, which, agreeing within :data:`DRIFT` or the value's own spread, makes a wide
+    spread the benchmark's own (a sub-millisecond row's medians move as much as its samples).
+    """
     reasons: dict[str, list[str]] = {}
     for state, when in ((before, "before it"), (after, "after it")):
         for kind, text in (problems(state) if state else {}).items():
             reasons.setdefault(kind, []).append(f"{text} {when}")
     found = spread(value, stats, samples)
-    # the two measurements agree within DRIFT, or within the value's own spread: on a machine quiet
-    # around both, a sub-millisecond row's medians move by as much as its samples spread
     agrees = first is not None and abs(value - first) <= max(DRIFT, found or 0.0) * abs(first)
     if found is not None and found > SPREAD and not agrees:
-        again = (
-            f"; {value / first - 1:+.0%} from its first measurement {first:.4g}"
-            if first is not None
-            else ""
-        )
+        again = ""
+        if first is not None:
+            again = f"; {value / first - 1:+.0%} from its first measurement {first:.4g}"
         reasons["spread"] = [
             f"its samples spread {found:.0%} (interquartile range over median; the limit:"
             f" {SPREAD:.0%}){again}"
@@ -260,10 +244,9 @@ def judge(
 
 
 def main(argv: list[str]) -> None:
-    """asv run saving each value as measured, gated before each combination."""
-    asv_saving.main(
-        argv, gate=Gate(0 if accept_busy() else wait_seconds())
-    )  # accepted busy: states still kept
+    """asv run saving each value as measured, gated before each combination (accepted busy:
+    no wait, states still kept)."""
+    asv_saving.main(argv, gate=Gate(0 if accept_busy() else wait_seconds()))
 
 
 if __name__ == "__main__":  # the imported module, not this __main__ copy: one Gate and one reader

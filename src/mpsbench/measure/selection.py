@@ -1,8 +1,8 @@
 """The selection table: which combinations of each benchmark class this run times, and why not.
 
-:data:`RULES` maps each parameterized class name to a rule: params in order -> why left out, or
-None. ``setup``, ``setup_cache`` and :mod:`~mpsbench.measure.preselect` all ask :func:`left_out`,
-so they cannot disagree. Only MPSBENCH_FULL and MPSBENCH_DEVICES change it. Torch-free.
+:data:`RULES` maps each parameterized class to a rule: its params -> why left out, or None.
+``setup``, ``setup_cache`` and :mod:`~mpsbench.measure.preselect` all ask :func:`left_out`, so
+they cannot disagree. Only MPSBENCH_FULL and MPSBENCH_DEVICES change it. Torch-free.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from mpsbench.measure import devices, models, tolerances
 # asv passes the environment through to every benchmark process.
 FULL_SWEEP_ENV, DEVICES_ENV = settings.FULL, settings.DEVICES
 
-Rule = Callable[..., "str | None"]  # the class's params in order -> why left out, or None
+Rule = Callable[..., "str | None"]
 
 
 def full_sweep() -> bool:
@@ -24,15 +24,13 @@ def full_sweep() -> bool:
 
 
 def selected_devices() -> tuple[str, ...] | None:
-    """The devices MPSBENCH_DEVICES names, or None (every device)."""
     return settings.choices(DEVICES_ENV, devices.NAMES)
 
 
 def device_reason(device: str) -> str | None:
     """Why ``device`` is left out of this run, or None.
 
-    Unset, every device runs except the cpu beside a GPU: its default would take several times
-    the GPU's budget.
+    Unset, every device runs but the cpu beside a GPU: its default would take several GPU budgets.
     """
     names = selected_devices()
     if names is not None:
@@ -48,24 +46,22 @@ def device_reason(device: str) -> str | None:
 
 def _decide(device: str, default: bool, outside: str, never: str | None = None) -> str | None:
     """``never`` (left out even in the full sweep), the device's reason, or ``outside``."""
-    if never is not None:
-        return never
-    excluded = device_reason(device)
-    if excluded is not None:
-        return excluded
-    return (
-        None if default or full_sweep() else f"{outside}; set {FULL_SWEEP_ENV}=1 for the full sweep"
-    )
+    reason = never or device_reason(device)
+    if reason:
+        return reason
+    if default or full_sweep():
+        return None
+    return f"{outside}; set {FULL_SWEEP_ENV}=1 for the full sweep"
 
 
 def _outside(model: str, device: str, what: str = "", batch_size: int | None = None) -> str:
-    """Why a combination outside the default is left out (``batch_size``: default the seed's)."""
     batch = models.get(model).seed_batch_size if batch_size is None else batch_size
-    return f"{model} at batch {batch} on {device} is outside the default {what + ' ' if what else ''}selection"
+    what = f"{what} " if what else ""
+    return f"{model} at batch {batch} on {device} is outside the default {what}selection"
 
 
-# --- the model steps: benchmark_models, benchmark_modern
-CPU_BATCH_SIZES = (1, 8, 32)  # latency and mid sizes, beside each model's seed size
+# --- the model steps
+CPU_BATCH_SIZES = (1, 8, 32)
 CPU_LARGE_BATCH_SIZES = (1, 8)  # a large model at its seed batch would spend the cpu budget alone
 
 
@@ -76,11 +72,8 @@ def _not_at(model: str, batch_size: int) -> str | None:
 
 
 def steps(device: str, model: str, batch_size: int) -> str | None:
-    """GPUs: the seed batch size; the cpu: small sizes and the seed's (a large model: the small).
-
-    A GPU process costs seconds before its first step; batch 1 there is launch-bound and noisier
-    than the regression factor can gate.
-    """
+    """GPUs time the seed batch size: batch 1 there is launch-bound and noisier than the
+    regression factor can gate."""
     spec = models.get(model)
     if device != "cpu":
         default = batch_size == spec.seed_batch_size
@@ -88,62 +81,47 @@ def steps(device: str, model: str, batch_size: int) -> str | None:
         default = batch_size in CPU_LARGE_BATCH_SIZES
     else:
         default = batch_size in CPU_BATCH_SIZES or batch_size == spec.seed_batch_size
-    return _decide(
-        device, default, _outside(model, device, batch_size=batch_size), _not_at(model, batch_size)
-    )
+    outside = _outside(model, device, batch_size=batch_size)
+    return _decide(device, default, outside, _not_at(model, batch_size))
 
 
 def modern(device: str, model: str, batch_size: int) -> str | None:
-    """The cpu at batch 1; GPUs in the full sweep."""
-    default = device == "cpu" and batch_size == 1
-    return _decide(
-        device,
-        default,
-        _outside(model, device, "modern models'", batch_size),
-        _not_at(model, batch_size),
-    )
+    outside = _outside(model, device, "modern models'", batch_size)
+    return _decide(device, device == "cpu" and batch_size == 1, outside, _not_at(model, batch_size))
 
 
 # --- the classes at each model's seed batch size
-# Instruments: on mps, training (where leaks live) on a CNN and on the launch-bound mlp.
-# On cuda, full sweep only: each setup_cache is an interpreter the GPU's budget cannot spare.
+# On mps, training (where leaks live) on a CNN and the launch-bound mlp; on cuda, each
+# setup_cache is an interpreter the GPU's budget cannot spare.
 INSTRUMENTS_ON_GPU: dict[str, dict[str, tuple[str, ...]]] = {
     "mps": {"training": ("mlp", "resnet50"), "inference": ()},
     "cuda": {"training": (), "inference": ()},
 }
-# Precision: a GPU's default is the transformer's mixed-precision training (float32 is
-# benchmark_models'); the cpu, where reduced precision is slow, times the mlp in every dtype.
+# A GPU's default is the transformer's mixed-precision training; the cpu, where reduced
+# precision is slow, times the mlp in every dtype.
 PRECISION_MODELS: dict[str, dict[str, tuple[str, ...]]] = {
     "cpu": {"training": ("mlp",), "inference": ("mlp",)},
     "gpu": {"training": ("bert_base",), "inference": ()},
 }
-FLOAT32 = "float32"  # the dtype every other class times
-# Compiling costs more than every timed step together: the default compiles the cpu's mlp only.
+FLOAT32 = "float32"
+# Compiling costs more than every timed step together.
 COMPILED_DEFAULT: dict[str, tuple[str, ...]] = {"cpu": ("mlp",), "mps": (), "cuda": ()}
 
 
 def instruments(kind: str, device: str, model: str) -> str | None:
-    """The cpu's small models; on a GPU the models :data:`INSTRUMENTS_ON_GPU` lists."""
-    default = (
-        not models.get(model).large
-        if device == "cpu"
-        else model in INSTRUMENTS_ON_GPU[device][kind]
-    )
-    what = "instruments" if device == "cpu" else f"{kind} instruments"
-    return _decide(device, default, _outside(model, device, what))
+    if device == "cpu":
+        return _decide(device, not models.get(model).large, _outside(model, device, "instruments"))
+    default = model in INSTRUMENTS_ON_GPU[device][kind]
+    return _decide(device, default, _outside(model, device, f"{kind} instruments"))
 
 
 def cold_start(device: str, model: str) -> str | None:
-    """The cpu's small models; GPUs in the full sweep (every sample imports torch anew)."""
-    return _decide(
-        device,
-        device == "cpu" and not models.get(model).large,
-        _outside(model, device, "cold start"),
-    )
+    """GPUs in the full sweep: every sample imports torch anew."""
+    default = device == "cpu" and not models.get(model).large
+    return _decide(device, default, _outside(model, device, "cold start"))
 
 
 def precision(kind: str, device: str, model: str, dtype: str) -> str | None:
-    """:data:`PRECISION_MODELS`; on a GPU the reduced dtypes only (float32 is benchmark_models')."""
     on_gpu = device != "cpu"
     listed = model in PRECISION_MODELS["gpu" if on_gpu else "cpu"][kind]
     if listed and on_gpu and dtype == FLOAT32:
@@ -157,28 +135,22 @@ def precision(kind: str, device: str, model: str, dtype: str) -> str | None:
 
 
 def precision_memory(kind: str, device: str, model: str, dtype: str) -> str | None:
-    """The precision timings' rule on the cpu; on a GPU, the full sweep only."""
     if device == "cpu":
         return precision(kind, device, model, dtype)
     return _decide(device, False, _outside(model, device, f"{kind} precision peak memory"))
 
 
 def compiled(kind: str, device: str, model: str) -> str | None:
-    """:data:`COMPILED_DEFAULT` per device, the rest in the full sweep."""
-    return _decide(
-        device, model in COMPILED_DEFAULT[device], _outside(model, device, f"compiled {kind}")
-    )
+    default = model in COMPILED_DEFAULT[device]
+    return _decide(device, default, _outside(model, device, f"compiled {kind}"))
 
 
 def _family(device: str, family: str, default_devices: tuple[str, ...], why: str) -> str | None:
-    """A family whose rows run by default on ``default_devices``; ``why`` says why not the others."""
-    return _decide(
-        device, device in default_devices, f"{family} on {device} is full sweep only ({why})"
-    )
+    outside = f"{family} on {device} is full sweep only ({why})"
+    return _decide(device, device in default_devices, outside)
 
 
 def generation(device: str, model: str) -> str | None:
-    """The cpu's and mps's default; cuda in the full sweep."""
     return _family(
         device,
         f"{model}'s generation",
@@ -188,12 +160,9 @@ def generation(device: str, model: str) -> str | None:
 
 
 def correctness(device: str, pattern: str, dtype: str) -> str | None:
-    """Each pattern in its dtypes on the cpu and mps; cuda in the full sweep.
-
-    Every timed cuda process checks the guarding patterns anyway (suite.guard).
-    """
-    if dtype not in tolerances.dtypes(pattern):
-        return f"{pattern} is measured in {', '.join(tolerances.dtypes(pattern))}, the dtypes its report showed wrong"
+    """cuda in the full sweep: every timed cuda process checks the guarding patterns anyway."""
+    if dtype not in (dtypes := tolerances.dtypes(pattern)):
+        return f"{pattern} is measured in {', '.join(dtypes)}, the dtypes its report showed wrong"
     if pattern == "compiled_layer_norm" and device == "cpu":
         return _decide(
             device,
@@ -210,62 +179,44 @@ def correctness(device: str, pattern: str, dtype: str) -> str | None:
 
 
 def leaks(device: str, pattern: str) -> str | None:
-    """mps by default, where these loops leaked; the cpu and cuda in the full sweep.
-
-    The cpu's RSS moves by more than a leak would; on cuda the loops read nothing.
-    """
+    """mps by default: the cpu's RSS moves by more than a leak would, and cuda's loops read
+    nothing."""
     return _family(device, f"the {pattern} leak loop", ("mps",), "the leaks were mps's")
 
 
 # --- ops, epochs, the largest batch
-HOST_DEVICE_COPIES = ("copy_h2d", "copy_d2h")  # meaningless where the device is the host
+HOST_DEVICE_COPIES = ("copy_h2d", "copy_d2h")
 # Reduced precision on an x86 cpu is an order of magnitude slower: a large call takes minutes.
 CPU_REDUCED_PRECISION_SIZES = ("small", "medium")
 
 
 def op(device: str, name: str, dtype: str, size: str) -> str | None:
-    """float32 on every device: the large size on a GPU, small and medium on the cpu.
-
-    The large size is bound by the GPU, not by the host launching it.
-    """
+    """float32; on a GPU the large size, bound by the GPU rather than the host launching it."""
     never = None
     if name in HOST_DEVICE_COPIES and device == "cpu":
         never = f"{name} copies between host and a device; on the cpu both ends are host memory"
     elif device == "cpu" and dtype != FLOAT32 and size not in CPU_REDUCED_PRECISION_SIZES:
         never = f"{name} in {dtype} at {size} on the cpu is not timed: reduced precision is 10-20x slower there"
     default = dtype == FLOAT32 and (size == "large" if device != "cpu" else size != "large")
-    return _decide(
-        device,
-        default,
-        f"{name} in {dtype} at {size} on {device} is outside the default selection",
-        never,
-    )
+    outside = f"{name} in {dtype} at {size} on {device} is outside the default selection"
+    return _decide(device, default, outside, never)
 
 
 def epoch(
     device: str, model: str, batch_size: int, num_workers: int, dataset: str, phase: str = "train"
 ) -> str | None:
-    """The cpu: ResNet-50 at batch 8 on the tiny dataset; a GPU: VGG16 at batch 64 on the small.
-
-    Both loader settings run: their difference is the data-loading bottleneck.
-    """
+    """Both loader settings run: their difference is the data-loading bottleneck."""
     never = None
     if device == "cpu" and dataset == "cifar10":
         never = (
-            "a full CIFAR-10 epoch on the cpu takes hours (50,000 images at the few images/s a cpu"
-            " trains ResNet-50 or VGG16): run the 'small' dataset on the cpu instead"
+            "a full CIFAR-10 epoch on the cpu takes hours (50,000 images at a few images/s):"
+            " run the 'small' dataset on the cpu instead"
         )
-    if device == "cpu":
-        default = model == "resnet50" and batch_size == 8 and dataset == "tiny"
-    else:
-        default = model == "vgg16" and batch_size == 64 and dataset == "small"
+    default = (model, batch_size, dataset) == (
+        ("resnet50", 8, "tiny") if device == "cpu" else ("vgg16", 64, "small")
+    )
     outside = f"{model} at batch {batch_size} with {num_workers} workers on the {dataset} dataset on {device}"
     return _decide(device, default, f"{outside} is outside the default selection", never)
-
-
-# The largest-batch searches are full sweep only: a GPU's pair would take a sixth of its budget,
-# the mps search can push the Mac into swap, and the cpu's result is set by the fixed
-# maxbatch.CPU_MEMORY_BUDGET, not by the machine.
 
 
 def largest_batch(device: str, model: str, kind: str) -> str | None:
@@ -289,7 +240,6 @@ def largest_batch(device: str, model: str, kind: str) -> str | None:
     return _decide(device, False, f"{outside}; it is outside the default selection", never)
 
 
-# --- the table
 RULES: dict[str, Rule] = {
     "Training": steps,
     "Inference": steps,
@@ -297,10 +247,10 @@ RULES: dict[str, Rule] = {
     "InferenceCapacity": steps,
     "ModernTraining": modern,
     "ModernInference": modern,
-    "TrainingInstruments": functools.partial(instruments, "training"),
-    "InferenceInstruments": functools.partial(instruments, "inference"),
     "TrainingColdStart": cold_start,
     "InferenceColdStart": cold_start,
+    "TrainingInstruments": functools.partial(instruments, "training"),
+    "InferenceInstruments": functools.partial(instruments, "inference"),
     "TrainingPrecision": functools.partial(precision, "training"),
     "InferencePrecision": functools.partial(precision, "inference"),
     "TrainingPrecisionCapacity": functools.partial(precision_memory, "training"),
@@ -322,10 +272,8 @@ RULES: dict[str, Rule] = {
 
 
 def left_out(benchmark: str, *params: object) -> str | None:
-    """Why this run leaves out ``benchmark``'s combination ``params``, or None.
-
-    Probes no device and builds nothing: it is asked before asv starts any process.
-    """
+    """Why this run leaves out ``benchmark``'s combination ``params``, or None; probes no device
+    and builds nothing, as it is asked before asv starts any process."""
     if benchmark not in RULES:
         raise KeyError(
             f"no selection rule for benchmark class {benchmark!r}; the table has: {', '.join(RULES)}"
