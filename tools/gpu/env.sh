@@ -5,10 +5,12 @@
 W=${1:?usage: source tools/gpu/env.sh WORKDIR}
 T0=$(date +%s)
 say() { echo "[$(date -u +%H:%M:%S) +$(( $(date +%s) - T0 ))s] $*"; }
-mkdir -p "$W/wheels"
-cp .whl/*.whl "$W/wheels/"
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target "$W/site" "$W"/wheels/*.whl \
-    || { say "wheel install failed"; return 3; }
+if [ ! -d "$W/site/asv" ]; then  # once per machine: a second call sourcing it reuses the install
+    mkdir -p "$W/wheels"
+    cp .whl/*.whl "$W/wheels/"
+    python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target "$W/site" "$W"/wheels/*.whl \
+        || { say "wheel install failed"; return 3; }
+fi
 export PYTHONPATH=$W/site:$PWD/src:$PWD PATH=$W/site/bin:$PATH PIP_NO_INDEX=1 PIP_FIND_LINKS=$W/wheels PYTHONUNBUFFERED=1
 say "machine: $(nvidia-smi -L | head -1); $(nproc) cores; load $(cut -d' ' -f1-3 /proc/loadavg); commit $(git rev-parse --short HEAD 2>/dev/null || echo '?')"
 python3 -c "import sys, torch, transformers; print(sys.version.split()[0], torch.__version__, transformers.__version__, torch.cuda.get_device_name(0))"

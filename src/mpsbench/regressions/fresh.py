@@ -145,6 +145,7 @@ class Session:
         self.samples: dict[
             str, int
         ] = {}  # by build name: the samples this pass's processes took (rounds)
+        self.repeat: int | tuple[int, int, float] = SAMPLES  # check_bench tells: asv's -a repeat
         self._reader = timeline.Reader(self.timeline)
         self.scratch = Path(tempfile.mkdtemp(prefix="mpsbench-fresh-"))
         self.env[asv.RUN_BUILDS] = str(
@@ -261,6 +262,7 @@ class Session:
         self.mode = round_process(device, self.env)
         if self.cpu_row:
             self.env[settings.SINGLE_STEPS] = "1"
+        self.repeat = CPU_REPEAT if self.cpu_row or self.mode == servers.FORK else SAMPLES
         return self.combination
 
     def rounds(
@@ -275,7 +277,7 @@ class Session:
         session stops them all.
         """
         # what `asv run -a` would hand each process
-        params = {"repeat": CPU_REPEAT if self.cpu_row else SAMPLES, "rounds": self.max_rounds}
+        params = {"repeat": self.repeat, "rounds": self.max_rounds}
         running = self._servers_of(builds)
         times: dict[str, list[float]] = {build.name: [] for build in builds}
         self.samples = {build.name: 0 for build in builds}

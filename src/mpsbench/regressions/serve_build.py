@@ -55,6 +55,7 @@ MODES = (SPAWN, FORK)
 # a forked child that ended without a reply (a crash in native code): the parent reports its wait status instead
 NO_REPLY = -257
 _PR_SET_PDEATHSIG = 1
+_ENDING: list[int] = []  # forked children that replied, reaped before the next fork
 
 
 def _site_without_switch() -> None:
@@ -216,6 +217,9 @@ def _forked_round(
     benchmark_dir: str, benchmark_id: str, command: dict[str, Any], timeout: float, parent: int
 ) -> dict[str, Any]:
     """Fork a child that runs one round and ends; the child's reply (or NO_REPLY with its wait status)."""
+    for pid in _ENDING:  # the children that replied before have ended by now (the other builds' rounds ran)
+        os.waitpid(pid, 0)
+    _ENDING.clear()
     asked = time.perf_counter()
     read, write = os.pipe()
     sys.stdout.flush()
@@ -240,17 +244,19 @@ def _forked_round(
     os.close(write)
     with os.fdopen(read) as replies:
         line = replies.readline()
+    if line:  # its exit (a device context's teardown) overlaps the next build's setup, not this reply
+        _ENDING.append(child)
+        print(f"serve_build: round {command['round']} replied in {time.perf_counter() - asked:.2f} s", flush=True)
+        reply: dict[str, Any] = json.loads(line)
+        return reply
     _, status = os.waitpid(child, 0)
-    if not line:
-        return {
+    return {
             "round": command["round"],
             "rc": NO_REPLY,
             "result": None,
             "seconds": time.perf_counter() - asked,
-            "status": status,
-        }
-    reply: dict[str, Any] = json.loads(line)
-    return reply
+        "status": status,
+    }
 
 
 def main(argv: list[str]) -> int:
