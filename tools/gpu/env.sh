@@ -1,6 +1,6 @@
 # Source me on the lent GPU box (Python 3.12, torch preinstalled, no network) from the repository root:
 #     source tools/gpu/env.sh WORKDIR
-# Installs the carried wheels (.whl/, pip download'ed for cp312: asv and its missing dependencies) into
+# Installs the carried wheels (.whl/ and whl-extra/, pip download'ed for cp312: asv and mpsbench's missing dependencies) into
 # WORKDIR/site and points PYTHONPATH, PATH and pip at them, so that asv's virtualenvs install offline.
 W=${1:?usage: source tools/gpu/env.sh WORKDIR}
 T0=$(date +%s)
@@ -8,6 +8,7 @@ say() { echo "[$(date -u +%H:%M:%S) +$(( $(date +%s) - T0 ))s] $*"; }
 if [ ! -d "$W/site/asv" ]; then  # once per machine: a second call sourcing it reuses the install
     mkdir -p "$W/wheels"
     cp .whl/*.whl "$W/wheels/"
+    [ -d whl-extra ] && cp whl-extra/*.whl "$W/wheels/"  # what .whl lacks (pydantic for mpsbench's manifest)
     python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target "$W/site" "$W"/wheels/*.whl \
         || { say "wheel install failed"; return 3; }
 fi

@@ -12,7 +12,8 @@
 #   old         compare n3 s2 with the tree OLD (the tree before a change)
 #   aa[:N]      A/A compares n1 n2, n2 n3, ... (N pairs, default 10) until the time is spent
 # Default: bisect compare aa. Writes summary.md and the logs to OUT (at most 8 files). asv's virtualenvs also
-# install build, pyproject_hooks, packaging, wheel and setuptools: .whl must hold them (or whl-extra/ beside it).
+# install build, pyproject_hooks, packaging, wheel and setuptools: .whl must hold them; what it lacks goes in
+# whl-extra/ (tools/gpu/env.sh).
 set -u
 OUT=${1:?usage: loop_warm.sh OUT [PART...]}
 shift
@@ -23,7 +24,6 @@ W=${W:-/tmp/loop-gpu}
 mkdir -p "$OUT" "$W"
 if [ -z "${SMOKE:-}" ]; then
     source tools/gpu/env.sh "$W" || exit 3
-    [ -d whl-extra ] && export PIP_FIND_LINKS="$PIP_FIND_LINKS $PWD/whl-extra"
 else  # SMOKE=1 DEVICE=cpu MODEL=lenet5 BATCH=32: the script's own steps on a machine without a GPU (python3: its venv's)
     T0=$(date +%s)
     say() { echo "[$(date -u +%H:%M:%S) +$(( $(date +%s) - T0 ))s] $*"; }
