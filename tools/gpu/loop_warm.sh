@@ -3,7 +3,7 @@
 # device call (<= 10 min):
 #     PATCH=linear MODEL=bert_base BATCH=64 bash tools/gpu/loop_warm.sh OUT [PART...]   # from this tree's root
 # PATCH (tools/gpu/slow_module.py's PATCHES: linear, conv2d) slows MODEL's inference at BATCH on DEVICE (cuda) by the
-# smallest PERCENT of the batch that reaches TARGET (default 1.07) in one process. Builds (once per PATCH, MODEL and
+# smallest PERCENT of the batch that reaches TARGET (default 1.07) in one process (or PERCENT, if given). Builds (once per PATCH, MODEL and
 # BATCH, under $W): site-packages folders of links to the installed torch, channel `loop`: n1..n5 identical, s1..s3
 # with the patched module file. PARTS, in order, each timed with its own limit inside LIMIT seconds in all:
 #   breakdown   tools/process_breakdown.py's forked round, term by term (one warm parent, 3 children)
@@ -49,7 +49,11 @@ make_builds() {  # idempotent: a second run on the same machine reuses them
     fi
     site=$(python3 -c "import os, torch; print(os.path.dirname(os.path.dirname(torch.__file__)))") || return 1
     file=torch/$(python3 tools/gpu/slow_module.py path "$PATCH") || return 1
-    timeout 150 python3 tools/gpu/slow_module.py tune "$PATCH" "$DEVICE" "$MODEL" "$BATCH" "$TARGET" > "$EXAM.tune" 2>&1
+    if [ -n "${PERCENT:-}" ]; then  # chosen by an earlier tune
+        echo "$PERCENT" > "$EXAM.tune"
+    else
+        timeout 150 python3 tools/gpu/slow_module.py tune "$PATCH" "$DEVICE" "$MODEL" "$BATCH" "$TARGET" > "$EXAM.tune" 2>&1
+    fi
     PERCENT=$(tail -1 "$EXAM.tune")
     [[ "$PERCENT" =~ ^[0-9]+$ ]] || { note "tune failed: $(tail -3 "$EXAM.tune" | tr '\n' ' ')"; return 1; }
     note "tuned (in one process): $(grep -E '^ *[0-9]+%' "$EXAM.tune" | tr -s ' ' | paste -sd';'), chose $PERCENT%"
