@@ -1,8 +1,5 @@
-"""Measure builds afresh, one process per build and round, never into the recorded results.
-
-compare and bisect discover the suite once with asv (``just-discover`` into a scratch folder, which also makes the
-asv environment), then time each build through its own build server (servers.py), rounds interleaved across builds,
-until the caller has decided (docs/explanation/the-rule.md, "How they measure").
+"""Measure builds afresh, never into the recorded results: each build through its own build server (servers.py),
+rounds interleaved across builds, until the caller has decided (docs/explanation/the-rule.md).
 """
 
 from __future__ import annotations
@@ -28,27 +25,22 @@ from mpsbench.core import asv, asvconf, errors, files, progress, settings
 from mpsbench.regressions import rule, servers, verdict
 
 log = progress.logger(__name__)
-# past this, a command says undecided (exit 3); it stops before a look it cannot reach in time, never after one
+# then undecided (exit 3), before a look it cannot reach in time
 TIME_BUDGET_MINUTES = 20.0
-WORKDIR = Path(".asv/fresh")  # in the suite: the derived config, its asv environment and discovery
-# samples a process takes: the step rows' own minimum repeat; processes, not samples, carry the spread that decides
+WORKDIR = Path(".asv/fresh")  # the derived config, its asv environment and listing
+# the step rows' minimum repeat: processes, not samples, carry the spread that decides
 SAMPLES = 10
-# A cpu row's process (one step a sample: settings.SINGLE_STEPS) and a forked round: at least SAMPLES, then more up
-# to 200 or 1 s. On a loaded cpu the fastest sample is then a step the scheduler spared; a forked round is cheap
-# enough that a second of samples takes most of its time (docs/explanation/loop.md).
+# a cpu row's (one step a sample) and a forked round's: a second of samples (docs/explanation/loop.md)
 REPEAT_A_SECOND = (SAMPLES, 200, 1.0)
-# How a round's process is made, per device (docs/explanation/loop.md): forked from a warm parent per build where
-# its A/A matched fresh interpreters' (cuda); spawned elsewhere (the loaded cpu, mps: Metal must not fork).
+# where a round forks from a warm parent: its A/A matched fresh interpreters' (docs/explanation/loop.md)
 FORKED_DEVICES = frozenset({"cuda"})
-ROUND_PROCESS = (
-    "MPSBENCH_ROUND_PROCESS"  # fork or spawn for every device: to measure the choice itself
-)
+ROUND_PROCESS = "MPSBENCH_ROUND_PROCESS"  # fork or spawn: to measure the choice
 
 
 @dataclass(frozen=True)
 class Named:
     name: str  # CHANNEL@ID
-    commit: str  # its timeline commit
+    commit: str
 
 
 def name_builds(
@@ -61,7 +53,7 @@ def name_builds(
     for ref in refs:
         try:
             name = history.resolve_ref(manifest, generated, ref)[0]
-        except errors.UserError as exc:  # an unknown name, said with the ref
+        except errors.UserError as exc:
             raise errors.UserError(f"unknown build {ref!r}: {exc}") from None
         found.append(Named(name, generated.commits[name]))
     return manifest, generated, found
@@ -71,7 +63,7 @@ def lineage(manifest: mf.Manifest, name: str) -> list[str]:
     """Every build from the root of ``name``'s channel family to ``name``, oldest first."""
     channel_name, _, build_id = name.partition("@")
     channel = manifest.channel(channel_name)
-    assert channel is not None  # name came from name_builds
+    assert channel is not None
     ids = [build.id for build in channel.builds]
     own = [f"{channel_name}@{i}" for i in ids[: ids.index(build_id) + 1]]
     return (lineage(manifest, channel.parent) if channel.parent else []) + own
@@ -81,16 +73,16 @@ def lineage(manifest: mf.Manifest, name: str) -> list[str]:
 class Options:
     """What compare and bisect measure with (cli.py declares the options)."""
 
-    bench: str  # a regex naming ONE combination
+    bench: str
     min_rounds: int
     max_rounds: int
     manifest: Path
     timeline: Path
-    machine: str | None = None  # None: mpsbench machine's
+    machine: str | None = None
     log: Path | None = None
-    threads: int | None = None  # None: torch's default
+    threads: int | None = None
     suite_root: Path | None = None  # tests: a stand-in suite
-    minutes: float = TIME_BUDGET_MINUTES  # the whole command's wall-clock budget (--time-budget)
+    minutes: float = TIME_BUDGET_MINUTES
 
     @cached_property
     def conf(self) -> asvconf.AsvConf:
@@ -99,7 +91,7 @@ class Options:
 
 
 class Session:
-    """Fresh processes of one benchmark combination for chosen builds (options checked by compare.check)."""
+    """Fresh processes of one combination for chosen builds."""
 
     def __init__(self, args: Options, builds: list[Named]) -> None:
         root = self.root = args.suite_root or asvconf.ROOT
@@ -110,29 +102,30 @@ class Session:
         self.min_rounds, self.max_rounds = args.min_rounds, args.max_rounds
         self.minutes, self.deadline = args.minutes, time.monotonic() + args.minutes * 60
         self.machine = args.machine or machine.write()[0]
-        # asv hands its environment to the benchmark processes: OMP_NUM_THREADS sizes both builds' intra-op pool
         threads = {} if args.threads is None else {"OMP_NUM_THREADS": str(args.threads)}
         self.env = dict(os.environ, **threads)
-        self.quieter = verdict.QUIETER + (
-            "" if args.threads else " or, for a cpu row on a busy machine, --threads 1"
-        )
+        busy = " or, for a cpu row on a busy machine, --threads 1"
+        self.quieter = verdict.QUIETER + ("" if args.threads else busy)
         self._default_sigterm: object = None
-        # what check_bench (always first) tells: the combination, how its rounds run and sample
+        # check_bench (always first) sets these
         self.key: str | None = None
         self.index = -1
         self.combination = ""
-        self.cpu_row = False  # sampled one step at a time, its next process not started ahead
+        self.cpu_row = False
         self.mode = servers.SPAWN
-        self.repeat: int | tuple[int, int, float] = SAMPLES  # asv's -a repeat
-        self._servers: dict[str, servers.Server] = {}  # by build name, for the whole command
-        self.samples: dict[str, int] = {}  # by build name: this pass's samples
+        self.repeat: int | tuple[int, int, float] = SAMPLES
+        self._servers: dict[str, servers.Server] = {}  # by build, for the whole command
+        self.samples: dict[str, int] = {}  # by build, this pass's
         self._reader = timeline.Reader(self.timeline)
         self.scratch = Path(tempfile.mkdtemp(prefix="mpsbench-fresh-"))
-        self.env[asv.RUN_BUILDS] = str(self.scratch / "hashes")  # asv installs only check_bench's
+        self.env[asv.RUN_BUILDS] = str(self.scratch / "hashes")
         channels = sorted({build.name.partition("@")[0] for build in builds})
-        try:  # __exit__ removes the scratch folder only once the session is entered
+        try:
             self.config = conf.derive(
-                (root / WORKDIR).resolve(), self.timeline, channels, self.scratch / "results"
+                (root / WORKDIR).resolve(),
+                self.timeline,
+                channels,
+                self.scratch / "results",
             )
         except BaseException:
             shutil.rmtree(self.scratch, ignore_errors=True)
@@ -140,12 +133,12 @@ class Session:
 
     @property
     def factor(self) -> float:
-        """The combination's regression factor, as the site and alerts judge its row (rule.py)."""
+        """The combination's regression factor (rule.py)."""
         assert self.key is not None
         return rule.factor(self.thresholds, self.combination)
 
     def __enter__(self) -> Session:
-        # a SIGTERM (a CI job cancelled) becomes SystemExit, so that every way out stops the servers
+        # a SIGTERM (a CI job cancelled) stops the servers too
         self._default_sigterm = signal.signal(
             signal.SIGTERM, lambda signum, _: sys.exit(128 + signum)
         )
@@ -155,7 +148,7 @@ class Session:
         try:
             for server in self._servers.values():
                 server.stop()
-            for server in self._servers.values():  # --log: what each server ran and printed
+            for server in self._servers.values():
                 self._keep(server.command, server.log.read_text(errors="replace"))
         finally:
             shutil.rmtree(self.scratch, ignore_errors=True)
@@ -167,8 +160,7 @@ class Session:
                 handle.write(f"$ {' '.join(command)}\n{output}\n")
 
     def _discover(self, commit: str) -> Path:
-        """asv's listing of the suite, from ``just-discover`` once per suite code: the listing depends on the
-        suite's code alone (params never depend on the build), and asv's discovery imports every module."""
+        """asv's listing of the suite, once per suite code (params never depend on the build)."""
         digest = hashlib.sha256()
         for folder in (self.benchmarks, self.root / "src"):
             for path in sorted(Path(folder).rglob("*.py")):
@@ -178,24 +170,36 @@ class Session:
             asv.environment_python(self.config)
             if kept.is_file():
                 return kept
-        except asv.AsvError:  # no environment yet: the run below makes it
+        except asv.AsvError:  # no environment yet
             pass
-        hashfile = self.scratch / "hashes"
-        hashfile.write_text(commit + "\n")
-        command = [sys.executable, "-m", "asv", "run", "--config", str(self.config)]
-        command += ["--machine", self.machine, "--bench", "just-discover", "--record-samples"]
-        command += ["--show-stderr", f"HASHFILE:{hashfile}"]
-        # commands in one checkout share WORKDIR's environment, which asv installs the build into: one at a time
+        hashes = self.scratch / "hashes"
+        hashes.write_text(commit + "\n")
+        command = [
+            sys.executable,
+            "-m",
+            "asv",
+            "run",
+            "--config",
+            str(self.config),
+            "--machine",
+        ]
+        command += [
+            self.machine,
+            "--bench",
+            "just-discover",
+            "--show-stderr",
+            f"HASHFILE:{hashes}",
+        ]
+        # asv installs the build into WORKDIR's environment: one command at a time
         lock = self.root / WORKDIR / "env"
         lock.parent.mkdir(parents=True, exist_ok=True)
-        said = f"waiting for another compare or bisect in {self.root} to leave asv's environment"
+        said = f"waiting for another compare or bisect in {self.root}"
         with files.lock(lock, waiting=lambda: log.info(said)):
             done = subprocess.run(command, capture_output=True, text=True, env=self.env)
         self._keep(command, done.stdout + done.stderr)
         listing = self.scratch / "results" / "benchmarks.json"
         if done.returncode != 0 or not listing.is_file():
             printed = (done.stdout + done.stderr).strip().splitlines()
-            # install_build's own reason says more than asv's closing lines: its first (asv.RUN_BUILDS)
             tail = [line.strip() for line in printed if "mpsbench: error:" in line][:1]
             raise errors.UserError(
                 f"asv could not discover the suite for {commit[:12]}: {' | '.join(tail or printed[-3:])}"
@@ -207,7 +211,7 @@ class Session:
         return kept
 
     def check_bench(self, commit: str) -> str:
-        """Insist that ``bench`` names exactly one combination of the suite; returns it."""
+        """The one combination ``bench`` names, or UserError."""
         from asv.benchmarks import Benchmarks
         from asv.config import Config
 
@@ -229,8 +233,7 @@ class Session:
         self.combination = asv.combination(self.key, values)
         names = list(found[self.key].get("param_names", []))
         device = values[names.index("device")].strip("'") if "device" in names else None
-        # a cpu row is timed on the cores the next process would take importing torch: none starts ahead
-        # (tests/test_servers.py's real cpu row on a loaded machine)
+        # a cpu row: no process starts ahead, to take the cores the row is timed on
         self.cpu_row = device == "cpu"
         self.mode = round_process(device, self.env)
         if self.cpu_row:
@@ -241,13 +244,9 @@ class Session:
     def rounds(
         self, builds: list[Named], most: int | None = None
     ) -> Generator[dict[str, list[float]], None, None]:
-        """Up to ``most`` rounds (default ``max_rounds``) of one process per build; after each, every build's process
-        times so far (a process's fastest sample). Round r of every build runs before round r+1 of any, the order
-        reversed every other round as asv does, so drift hits all builds alike."""
-        params = {
-            "repeat": self.repeat,
-            "rounds": self.max_rounds,
-        }  # what `asv run -a` would hand each process
+        """Up to ``most`` rounds of one process per build; after each, every build's process times (fastest samples)
+        so far. The order reverses every other round, as asv's, so drift hits all builds alike."""
+        params = {"repeat": self.repeat, "rounds": self.max_rounds}  # asv run's -a
         running = self._servers_of(builds)
         times: dict[str, list[float]] = {build.name: [] for build in builds}
         self.samples = {build.name: 0 for build in builds}
@@ -260,17 +259,27 @@ class Session:
             yield {name: list(values) for name, values in times.items()}
 
     def _servers_of(self, builds: list[Named]) -> list[servers.Server]:
-        """Each build's server, the new ones started at once (their imports overlap), then waited for."""
-        assert self.key is not None  # check_bench made the environment the servers run in
+        """Each build's server, the new ones started at once, then waited for."""
+        assert self.key is not None
         python = asv.environment_python(self.config)
         benchmark_id = self.key if self.index < 0 else f"{self.key}-{self.index}"
         new = []
         for build in (build for build in builds if build.name not in self._servers):
             placed = servers.place(
-                python, self._reader.build(build.commit), self.root / "src", self.scratch, self.env
+                python,
+                self._reader.build(build.commit),
+                self.root / "src",
+                self.scratch,
+                self.env,
             )
             server = servers.Server(
-                python, placed, self.benchmarks, benchmark_id, self.env, self.scratch, self.mode
+                python,
+                placed,
+                self.benchmarks,
+                benchmark_id,
+                self.env,
+                self.scratch,
+                self.mode,
             )
             self._servers[build.name] = server
             new.append(server)
@@ -287,13 +296,8 @@ class Session:
         samples = result.get("samples") if isinstance(result, dict) else None
         rc = said.get("rc")
         if rc != 0 or not isinstance(samples, list) or not samples:
-            why = (
-                "timed out"
-                if rc == servers.TIMED_OUT
-                else f"exit status {rc}"
-                if rc
-                else "skipped (n/a)"
-            )
+            why = f"exit status {rc}" if rc else "skipped (n/a)"
+            why = "timed out" if rc == servers.TIMED_OUT else why
             raise errors.UserError(
                 f"{self.combination} gave no value in round {number} for {build.name} ({why}):"
                 f" {server.tail()}"
