@@ -183,8 +183,8 @@ def _forked_round(
         line = replies.readline()
     waited = time.perf_counter() - asked
     if not line:
-        return {"round": command["round"], "rc": NO_REPLY, "result": None, "seconds": waited,
-                "status": os.waitpid(child, 0)[1]}  # fmt: skip
+        status = os.waitpid(child, 0)[1]
+        return {"round": command["round"], "rc": NO_REPLY, "seconds": waited, "status": status}
     # its exit (a device context's teardown) overlaps the next build's setup, not this reply
     _ENDING.append(child)
     print(f"serve_build: round {command['round']} replied in {waited:.2f} s", flush=True)
@@ -204,13 +204,13 @@ def main(argv: list[str]) -> int:
 
     where, version = os.path.abspath(torch.__file__), getattr(torch, "__version__", "?")
     # as imported or as its links resolve: a build may be a folder of links
-    if not any(
-        path.startswith(os.path.join(base, ""))
-        for path, base in ((where, os.path.abspath(torch_dir)),
-                           (os.path.realpath(where), os.path.realpath(torch_dir)))
-    ):  # fmt: skip
-        _say(reply, {"error": f"torch {version} was imported from {os.path.dirname(where)}, not"
-                              f" from the build's {torch_dir}: refusing to measure it as this build"})  # fmt: skip
+    pairs = (
+        (where, os.path.abspath(torch_dir)),
+        (os.path.realpath(where), os.path.realpath(torch_dir)),
+    )
+    if not any(path.startswith(os.path.join(base, "")) for path, base in pairs):
+        said = f"torch {version} was imported from {os.path.dirname(where)}, not from the build's {torch_dir}"
+        _say(reply, {"error": f"{said}: refusing to measure it as this build"})
         return 3
     from asv_runner.discovery import get_benchmark_from_name
 
@@ -218,9 +218,8 @@ def main(argv: list[str]) -> int:
     timeout = float(benchmark.timeout or DEFAULT_TIMEOUT)
     if mode == FORK:
         _preload()
-        if getattr(
-            getattr(torch, "cuda", None), "is_initialized", bool
-        )():  # its context: the child's
+        cuda = getattr(torch, "cuda", None)
+        if cuda is not None and cuda.is_initialized():  # the context belongs in the child
             _say(reply, {"error": "cannot fork rounds: CUDA is initialized in the warm parent"})
             return 3
         gc.freeze()  # a child's collections neither walk nor copy the imported objects
