@@ -2,16 +2,17 @@
 # The regression loop with warm parents on the lent GPU, one row and one real change in torch's own code, in ONE
 # device call (<= 10 min):
 #     PATCH=linear MODEL=bert_base BATCH=64 bash tools/gpu/loop_warm.sh OUT [PART...]   # from this tree's root
-# PATCH (tools/gpu/slow_module.py's PATCHES: linear, conv2d) slows MODEL's inference at BATCH on DEVICE (cuda) by the
-# smallest PERCENT of the batch that reaches TARGET (default 1.07) in one process (or PERCENT, if given). Builds (once per PATCH, MODEL and
-# BATCH, under $W): site-packages folders of links to the installed torch, channel `loop`: n1..n5 identical, s1..s3
-# with the patched module file. PARTS, in order, each timed with its own limit inside LIMIT seconds in all:
+# PATCH (tools/gpu/slow_module.py's PATCHES: linear, conv2d) slows MODEL's inference at BATCH on DEVICE (cuda) by
+# the smallest PERCENT of the batch that reaches TARGET (default 1.07) in one process, or by PERCENT if given.
+# Builds (once per PATCH, MODEL and BATCH, under $W): site-packages folders of links to the installed torch,
+# channel `loop`: n1..n5 identical, s1..s3 with the patched module file. Several rows may share one OUT (one call):
+# each part's log is named for its row, with at most 8 files coming back (tar the rest). PARTS, in order, each timed with its own limit inside LIMIT seconds in all:
 #   breakdown   tools/process_breakdown.py's forked round, term by term (one warm parent, 3 children)
 #   bisect      bisect n1 s3
 #   compare     compare n3 s2
 #   old         compare n3 s2 with the tree OLD (the tree before a change)
 #   aa[:N]      A/A compares n1 n2, n2 n3, ... (N pairs, default 10) until the time is spent
-# Default: bisect compare aa. Writes summary.md and the logs to OUT (at most 8 files). asv's virtualenvs also
+# Default: bisect compare aa. Writes summary.md and the logs to OUT. asv's virtualenvs also
 # install build, pyproject_hooks, packaging, wheel and setuptools: .whl must hold them; what it lacks goes in
 # whl-extra/ (tools/gpu/env.sh).
 set -u
@@ -112,6 +113,7 @@ part() {  # part NAME LIMIT TREE ARGS...: one timed command, its transcript in O
 }
 
 share() {  # the samples' share of each forked round: asv's timing loop against the command-to-reply time
+    [ -f "$1" ] || return 0
     python3 - "$1" >> "$SUMMARY" 2>&1 <<'PY'
 import re, sys
 log = open(sys.argv[1]).read()
