@@ -127,9 +127,10 @@ def test_a_warm_parent_imports_once_and_forks_a_fresh_child_a_round(tmp_path):
         children = psutil.Process(parent.pid).children()
     finally:
         server.stop()
-    assert children == []  # each round's child has ended by the time its reply is read
-    assert [s["rc"] for s in said] == [0, 0, 0]
     pids = [s["pid"] for s in said]
+    # a child's exit overlaps the next round, and the parent reaps it before its next fork: the last may be ending
+    assert {child.pid for child in children} <= {pids[-1]}
+    assert [s["rc"] for s in said] == [0, 0, 0]
     assert (
         len(set(pids)) == 3 and ready["pid"] not in pids
     )  # a child of its own a round, never the parent
@@ -385,13 +386,11 @@ def test_forked_rounds_from_one_warm_parent_a_build_still_measure_right(project,
     processes = int(
         re.search(r"over (\d+) processes", done.stdout).group(1)
     )  # the look that decided
-    assert text.count("serve_build: round ") == 2 * 2 * processes, text
+    assert len(re.findall(r"serve_build: round \d+ (?:of|ended)", text)) == 2 * 2 * processes, text
 
 
 ROW = "Inference.time_step\\('cpu', 'lenet5', 32\\)"  # a cheap real row: 20 steps a timed call as asv run records it
-SINGLE = (
-    200  # compare's samples of one step in a process of this row (fresh.CPU_REPEAT: 200 or 1 s)
-)
+SINGLE = 200  # compare's samples of one step in a process of this row (fresh.REPEAT_A_SECOND: 200 or 1 s)
 
 
 @pytest.fixture(scope="module")

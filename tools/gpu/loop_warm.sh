@@ -1,78 +1,89 @@
 #!/bin/bash
-# The regression loop with warm parents on the lent GPU, beside the previous tree, in ONE device call (<= 10 min):
-#     bash tools/gpu/loop_warm.sh OUT OLD_TREE        # from this tree's root; OLD_TREE: the tree before the change
-# Builds (once, under $W): site-packages folders of links to the installed torch, one channel `loop`: n1..n5
-# identical, s1..s3 with torch/nn/modules/linear.py's Linear.forward patched by tools/gpu/slow_linear.py to multiply
-# PERCENT% more of the batch in inference (tuned first in one process: the smallest at or above TARGET, about 7%).
-# Parts, in order, each timed with its own limit inside LIMIT seconds in all: both trees' asv environments made (not
-# timed: the first command of a checkout makes it), then this tree's bisect n1 s3, compare n3 s2, the old tree's
-# compare n3 s2, then A/A compares (n1 n2, n2 n3, ...) with this tree until the time is spent. Writes summary.md and
-# the logs to OUT (at most 8 files). asv's virtualenvs also install build, pyproject_hooks, packaging, wheel and
-# setuptools, which .whl lacks: put their py3-none-any wheels in whl-extra/ beside this script's tree (this machine's
-# /opt/pypi/files holds them), and the script adds that folder to pip's find-links.
+# The regression loop with warm parents on the lent GPU, one row and one real change in torch's own code, in ONE
+# device call (<= 10 min):
+#     PATCH=linear MODEL=bert_base BATCH=64 bash tools/gpu/loop_warm.sh OUT [PART...]   # from this tree's root
+# PATCH (tools/gpu/slow_module.py's PATCHES: linear, conv2d) slows MODEL's inference at BATCH on DEVICE (cuda) by
+# the smallest PERCENT of the batch that reaches TARGET (default 1.07) in one process, or by PERCENT if given.
+# Builds (once per PATCH, MODEL and BATCH, under $W): site-packages folders of links to the installed torch,
+# channel `loop`: n1..n5 identical, s1..s3 with the patched module file. Several rows may share one OUT (one call):
+# each part's log is named for its row, with at most 8 files coming back (tar the rest). PARTS, in order, each timed with its own limit inside LIMIT seconds in all:
+#   breakdown   tools/process_breakdown.py's forked round, term by term (one warm parent, 3 children)
+#   bisect      bisect n1 s3
+#   compare     compare n3 s2
+#   old         compare n3 s2 with the tree OLD (the tree before a change)
+#   aa[:N]      A/A compares n1 n2, n2 n3, ... (N pairs, default 10) until the time is spent
+# Default: bisect compare aa. Writes summary.md and the logs to OUT. asv's virtualenvs also
+# install build, pyproject_hooks, packaging, wheel and setuptools: .whl must hold them; what it lacks goes in
+# whl-extra/ (tools/gpu/env.sh).
 set -u
-OUT=${1:?usage: loop_warm.sh OUT OLD_TREE}
-OLD=$(cd "${2:?usage: loop_warm.sh OUT OLD_TREE}" && pwd)
+OUT=${1:?usage: loop_warm.sh OUT [PART...]}
+shift
+PARTS=${*:-bisect compare aa}
 NEW=$PWD
 END=$(( $(date +%s) + ${LIMIT:-560} ))
-W=${W:-/tmp/h47}
+W=${W:-/tmp/loop-gpu}
 mkdir -p "$OUT" "$W"
 if [ -z "${SMOKE:-}" ]; then
     source tools/gpu/env.sh "$W" || exit 3
-    # what asv's virtualenvs install beyond .whl (pip's build and wheel tools), where this tree carries them
-    [ -d whl-extra ] && export PIP_FIND_LINKS="$PIP_FIND_LINKS $PWD/whl-extra"
-else  # SMOKE=1 DEVICE=cpu MODEL=mlp BATCH=32: the script's own steps on a machine without a GPU (python3: its venv's)
+else  # SMOKE=1 DEVICE=cpu MODEL=lenet5 BATCH=32: the script's own steps on a machine without a GPU (python3: its venv's)
     T0=$(date +%s)
     say() { echo "[$(date -u +%H:%M:%S) +$(( $(date +%s) - T0 ))s] $*"; }
 fi
 export PYTORCH_NVML_BASED_CUDA_CHECK=1  # torch.cuda.is_available() in a warm parent, if any, leaves CUDA unstarted
-DEVICE=${DEVICE:-cuda} MODEL=${MODEL:-bert_base} BATCH=${BATCH:-64} TARGET=${TARGET:-1.07}
+PATCH=${PATCH:-linear} DEVICE=${DEVICE:-cuda} MODEL=${MODEL:-bert_base} BATCH=${BATCH:-64} TARGET=${TARGET:-1.07}
 BENCH="benchmark_models\\.Inference\\.time_step\\('$DEVICE', '$MODEL', $BATCH\\)"
-FILES=(--manifest "$W/exam/manifest.json" --timeline "$W/exam/timeline")
+EXAM=$W/$PATCH-$DEVICE-$MODEL-$BATCH
+FILES=(--manifest "$EXAM/manifest.json" --timeline "$EXAM/timeline")
 SUMMARY=$OUT/summary.md
+TAG=$MODEL-$BATCH  # the logs' names: one call may run several rows into one OUT
 load() { cut -d' ' -f1-3 /proc/loadavg; }
 note() { say "$*"; echo "- $(date -u +%H:%M:%S) $*" >> "$SUMMARY"; }
 mps() { local tree=$1; shift; (cd "$tree" && PYTHONPATH=$W/site:$tree/src:$tree python3 -m mpsbench.cli "$@"); }
-echo "# tools/gpu/loop_warm.sh ($(date -u +%FT%TZ))" >> "$SUMMARY"
-note "machine: $(nvidia-smi -L 2>/dev/null | head -1), $(nproc) cores, load $(load); row $BENCH; $(python3 -c 'import torch, transformers; print("torch", torch.__version__, "transformers", transformers.__version__)')"
+echo "# tools/gpu/loop_warm.sh $PARTS ($(date -u +%FT%TZ), commit ${COMMIT:-$(git rev-parse --short HEAD 2>/dev/null || echo "?")})" >> "$SUMMARY"
+note "machine: $(nvidia-smi -L 2>/dev/null | head -1), $(nproc) cores, load $(load); row $BENCH; patch $PATCH; $(python3 -c 'import torch, torchvision, transformers; print("torch", torch.__version__, "torchvision", torchvision.__version__, "transformers", transformers.__version__)')"
 
 make_builds() {  # idempotent: a second run on the same machine reuses them
-    local site b i started=$(date +%s)
-    if [ -s "$W/exam/made" ]; then
-        note "builds: reused from $W/exam (PERCENT=$(cat "$W/exam/made"))"
+    local site b i file started=$(date +%s)
+    if [ -s "$EXAM/made" ]; then
+        note "builds: reused from $EXAM (PERCENT=$(cat "$EXAM/made"))"
         return 0
     fi
     site=$(python3 -c "import os, torch; print(os.path.dirname(os.path.dirname(torch.__file__)))") || return 1
-    timeout 150 python3 tools/gpu/slow_linear.py tune "$DEVICE" "$MODEL" "$BATCH" "$TARGET" > "$W/tune.log" 2>&1
-    PERCENT=$(tail -1 "$W/tune.log")
-    [[ "$PERCENT" =~ ^[0-9]+$ ]] || { note "tune failed: $(tail -3 "$W/tune.log" | tr '\n' ' ')"; return 1; }
-    note "tuned (in one process): $(grep -E '^ *[0-9]+%' "$W/tune.log" | tr -s ' ' | paste -sd';'), chose $PERCENT%"
-    rm -rf "$W/builds" "$W/exam"
-    mkdir -p "$W/builds" "$W/exam"
-    echo '{"schema": 1, "channels": []}' > "$W/exam/manifest.json"
+    file=torch/$(python3 tools/gpu/slow_module.py path "$PATCH") || return 1
+    if [ -n "${PERCENT:-}" ]; then  # chosen by an earlier tune
+        echo "$PERCENT" > "$EXAM.tune"
+    else
+        timeout 150 python3 tools/gpu/slow_module.py tune "$PATCH" "$DEVICE" "$MODEL" "$BATCH" "$TARGET" > "$EXAM.tune" 2>&1
+    fi
+    PERCENT=$(tail -1 "$EXAM.tune")
+    [[ "$PERCENT" =~ ^[0-9]+$ ]] || { note "tune failed: $(tail -3 "$EXAM.tune" | tr '\n' ' ')"; return 1; }
+    note "tuned (in one process): $(grep -E '^ *[0-9]+%' "$EXAM.tune" | tr -s ' ' | paste -sd';'), chose $PERCENT%"
+    rm -rf "$EXAM"
+    mkdir -p "$EXAM/builds"
+    echo '{"schema": 1, "channels": []}' > "$EXAM/manifest.json"
     i=0
     for b in n1 n2 n3 n4 n5 s1 s2 s3; do
         i=$((i + 1))
-        mkdir -p "$W/builds/$b"
+        mkdir -p "$EXAM/builds/$b"
         for entry in "$site"/*; do
-            [ "$(basename "$entry")" = torch ] || ln -s "$entry" "$W/builds/$b/"
+            [ "$(basename "$entry")" = torch ] || ln -s "$entry" "$EXAM/builds/$b/"
         done
-        cp -as "$site/torch" "$W/builds/$b/torch" || return 1
+        cp -as "$site/torch" "$EXAM/builds/$b/torch" || return 1
         if [ "${b#s}" != "$b" ]; then
-            rm "$W/builds/$b/torch/nn/modules/linear.py"
-            cp "$site/torch/nn/modules/linear.py" "$W/builds/$b/torch/nn/modules/linear.py"
-            python3 tools/gpu/slow_linear.py patch "$W/builds/$b/torch/nn/modules/linear.py" "$PERCENT" || return 1
+            rm "$EXAM/builds/$b/$file"
+            cp "$site/$file" "$EXAM/builds/$b/$file"
+            python3 tools/gpu/slow_module.py patch "$PATCH" "$EXAM/builds/$b/$file" "$PERCENT" || return 1
         fi
-        mps "$NEW" build add-existing "$W/builds/$b" --channel loop --id "$b" --date "2026-11-29T00:0$i:00Z" \
+        mps "$NEW" build add-existing "$EXAM/builds/$b" --channel loop --id "$b" --date "2026-11-29T00:0$i:00Z" \
             "${FILES[@]}" >> "$OUT/setup.log" 2>&1 || return 1
     done
-    echo "$PERCENT" > "$W/exam/made"
-    note "builds: loop@n1..n5 identical, loop@s1..s3 with Linear.forward +$PERCENT% of the batch in inference, $(( $(date +%s) - started )) s"
+    echo "$PERCENT" > "$EXAM/made"
+    note "builds: loop@n1..n5 identical, loop@s1..s3 with $file's $PATCH +$PERCENT% of the batch in inference, $(( $(date +%s) - started )) s"
 }
 
 warm_env() {  # a checkout's asv environment, made by its own code's discovery (what a first command would do)
     local tree=$1 started=$(date +%s)
-    (cd "$tree" && PYTHONPATH=$W/site:$tree/src:$tree timeout 200 python3 - "$BENCH" "$W/exam" <<'PY'
+    (cd "$tree" && PYTHONPATH=$W/site:$tree/src:$tree timeout 200 python3 - "$BENCH" "$EXAM" <<'PY'
 import sys
 from pathlib import Path
 from mpsbench.regressions import fresh
@@ -87,48 +98,62 @@ PY
 }
 
 part() {  # part NAME LIMIT TREE ARGS...: one timed command, its transcript in OUT/NAME.log, a line in the summary
-    local name=$1 limit=$2 tree=$3 started rc before left
+    local name=$1 limit=$2 tree=$3 started rc before left log=$OUT/$1-$TAG.log seen
     shift 3
     left=$(( END - $(date +%s) ))
     [ "$left" -lt 40 ] && { note "$name: skipped, $left s left"; return 1; }
     [ "$limit" -gt "$left" ] && limit=$left
     before=$(load)
     started=$(date +%s)
-    echo "\$ (cd $tree) mpsbench $*" >> "$OUT/$name.log"
-    timeout "$limit" bash -c "$(declare -f mps); W=$W; mps \"\$@\"" _ "$tree" "$@" >> "$OUT/$name.log" 2>&1
+    echo "\$ (cd $tree) mpsbench $*" >> "$log"
+    seen=$(wc -l < "$log")
+    timeout "$limit" bash -c "$(declare -f mps); W=$W; mps \"\$@\"" _ "$tree" "$@" >> "$log" 2>&1
     rc=$?
-    note "$name ($tree): exit $rc$([ $rc = 124 ] && echo " (timed out at $limit s)"), wall $(( $(date +%s) - started )) s, load $before -> $(load): $(grep -E '^(verdict|first bad build|no regression|undecided|[0-9]+ processes in all)' "$OUT/$name.log" | tail -4 | tr '\n' ' ' | cut -c1-700)"
+    note "$name $* ($tree): exit $rc$([ $rc = 124 ] && echo " (timed out at $limit s)"), wall $(( $(date +%s) - started )) s, load $before -> $(load): $(tail -n +$((seen + 1)) "$log" | grep -E '^(verdict|first bad build|no regression|undecided|[0-9]+ processes in all)' | tail -4 | tr '\n' ' ' | cut -c1-700)"
+}
+
+share() {  # the samples' share of each forked round: asv's timing loop against the command-to-reply time
+    [ -f "$1" ] || return 0
+    python3 - "$1" >> "$SUMMARY" 2>&1 <<'PY'
+import re, sys
+log = open(sys.argv[1]).read()
+replies = [float(s) for s in re.findall(r"replied in ([0-9.]+) s", log)]
+rounds = [(float(a), float(b)) for a, b in re.findall(r"ended: status 0 in ([0-9.]+) s \(sampling ([0-9.]+) s\)", log)]
+if rounds:
+    sampled, inside = sum(s for _, s in rounds), sum(r for r, _ in rounds)
+    print(f"- samples' share ({sys.argv[1].rsplit('/', 1)[-1]}): {len(rounds)} rounds, sampling {sampled:.1f} s of"
+          f" {inside:.1f} s in the rounds' own processes ({sampled / inside:.0%})"
+          + (f", of {sum(replies):.1f} s command to reply ({sampled / sum(replies):.0%})" if replies else ""))
+PY
 }
 
 if make_builds; then
     warm_env "$NEW"
-    warm_env "$OLD"
-    part bisect 300 "$NEW" bisect loop@n1 loop@s3 -b "$BENCH" "${FILES[@]}" --log "$W/bisect-asv.log"
-    if grep -q "cannot fork rounds" "$OUT/bisect.log"; then
-        note "the warm parent refused to fork: every later part spawns (MPSBENCH_ROUND_PROCESS=spawn)"
-        export MPSBENCH_ROUND_PROCESS=spawn
-    fi
-    part compare 150 "$NEW" compare loop@n3 loop@s2 -b "$BENCH" "${FILES[@]}" --log "$W/compare-asv.log"
-    part compare-old 200 "$OLD" compare loop@n3 loop@s2 -b "$BENCH" "${FILES[@]}"
-    pairs=("n1 n2" "n2 n3" "n3 n4" "n4 n5" "n1 n5" "n2 n4" "n1 n3" "n3 n5" "n2 n5" "n1 n4")
-    for pair in "${pairs[@]}"; do
-        set -- $pair
-        part aa "100" "$NEW" compare "loop@$1" "loop@$2" -b "$BENCH" "${FILES[@]}" || break
+    [ -n "${OLD:-}" ] && warm_env "$OLD"
+    for p in $PARTS; do
+        case $p in
+            breakdown)
+                started=$(date +%s)
+                (cd "$NEW" && timeout 200 python3 tools/process_breakdown.py loop@n1 -b "$BENCH" "${FILES[@]}" \
+                    --mode fork --repeat 3) >> "$OUT/breakdown-$TAG.log" 2>&1
+                note "breakdown: exit $?, $(( $(date +%s) - started )) s (breakdown-$TAG.log)" ;;
+            bisect) part bisect 300 "$NEW" bisect loop@n1 loop@s3 -b "$BENCH" "${FILES[@]}" --log "$W/bisect-$TAG.asv"
+                share "$W/bisect-$TAG.asv" ;;
+            compare) part compare 150 "$NEW" compare loop@n3 loop@s2 -b "$BENCH" "${FILES[@]}" --log "$W/compare-$TAG.asv"
+                share "$W/compare-$TAG.asv" ;;
+            old) part old 200 "$OLD" compare loop@n3 loop@s2 -b "$BENCH" "${FILES[@]}" ;;
+            aa|aa:*)
+                pairs=("n1 n2" "n2 n3" "n3 n4" "n4 n5" "n1 n5" "n2 n4" "n1 n3" "n3 n5" "n2 n5" "n1 n4")
+                n=${p#aa}; n=${n#:}
+                for pair in "${pairs[@]:0:${n:-10}}"; do
+                    set -- $pair
+                    part aa 100 "$NEW" compare "loop@$1" "loop@$2" -b "$BENCH" "${FILES[@]}" --log "$W/aa-$TAG.asv" || break
+                done
+                share "$W/aa-$TAG.asv" ;;
+            *) note "unknown part $p" ;;
+        esac
     done
-    # the samples' share: asv's timing loop (serve_build's "sampling") against each forked round and the command
-    python3 - "$W/compare-asv.log" "$OUT/compare.log" >> "$SUMMARY" 2>&1 <<'PY'
-import re, sys
-log, out = open(sys.argv[1]).read(), open(sys.argv[2]).read()
-rounds = [(float(a), float(b)) for a, b in re.findall(r"ended: status 0 in ([0-9.]+) s \(sampling ([0-9.]+) s\)", log)]
-wall = re.search(r"done \(([0-9]+) s,", out)
-if rounds:
-    total, sampled = sum(r for r, _ in rounds), sum(s for _, s in rounds)
-    print(f"- samples' share (compare n3 s2): {len(rounds)} rounds, sampling {sampled:.1f} s of {total:.1f} s in the"
-          f" rounds' own processes ({sampled / total:.0%})" + (f", of the command's {wall.group(1)} s of rounds"
-          f" ({sampled / float(wall.group(1)):.0%})" if wall else ""))
-PY
-    cp "$W/tune.log" "$OUT/tune.log" 2>/dev/null
-    tail -c 4000000 "$W/compare-asv.log" > "$OUT/compare-asv.log" 2>/dev/null
+    cp "$EXAM.tune" "$OUT/tune-$TAG.log" 2>/dev/null
 else
     note "the builds could not be made: no part ran (see setup.log)"
 fi

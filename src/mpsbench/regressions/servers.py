@@ -1,11 +1,5 @@
-"""One build server per build for compare and bisect (serve_build.py runs inside each): one process a round, rounds
-asked of one server at a time, every server stopped on every way out.
-
-A server is the asv environment's python with the build's own sys.path entries (install_build.py ``paths``, the answer
-its .pth switch writes) in PYTHONPATH. Every round is a fresh process, in one of two ways (serve_build.py's MODE, chosen
-per device by fresh.py): ``spawn``, a new interpreter a round, the next one started as a round ends so that its imports
-overlap the other builds' rounds; ``fork``, one warm parent per build for the whole command, which forks a child a round
-(docs/explanation/loop.md).
+"""One build server per build for compare and bisect (serve_build.py runs inside each), every one stopped on every
+way out: the asv environment's python with the build's own sys.path entries (install_build.py ``paths``).
 """
 
 from __future__ import annotations
@@ -30,7 +24,7 @@ SPAWN, FORK = serve_build.SPAWN, serve_build.FORK
 
 @dataclass(frozen=True)
 class Placed:
-    """Where a build's code is: its sys.path entries, the folder torch must come from, the variables it sets."""
+    """A build's sys.path entries, the folder torch must come from, the variables it sets."""
 
     build: str
     paths: list[str]
@@ -39,9 +33,13 @@ class Placed:
 
 
 def place(
-    python: Path, build: dict[str, Any], suite_src: Path, scratch: Path, env: dict[str, str]
+    python: Path,
+    build: dict[str, Any],
+    suite_src: Path,
+    scratch: Path,
+    env: dict[str, str],
 ) -> Placed:
-    """``build`` (a timeline commit's build.json) installed once into the cache by the environment's python, and placed."""
+    """``build`` (a timeline commit's build.json) installed into the cache once, and placed."""
     folder = Path(tempfile.mkdtemp(prefix="build-", dir=scratch))
     (folder / "build.json").write_text(json.dumps(build))
     done = subprocess.run(
@@ -51,18 +49,15 @@ def place(
         env=env,
     )
     if done.returncode != 0:
-        said = (done.stderr or done.stdout).strip().splitlines() or [
-            f"exit status {done.returncode}"
-        ]
-        raise errors.UserError(
-            f"cannot place build {build.get('channel')}@{build.get('id')}: {said[-1]}"
-        )
+        said = (done.stderr or done.stdout).strip().splitlines() or [f"exit {done.returncode}"]
+        name = f"{build.get('channel')}@{build.get('id')}"
+        raise errors.UserError(f"cannot place build {name}: {said[-1]}")
     found = json.loads(done.stdout.strip().splitlines()[-1])
     return Placed(found["build"], found["paths"], found["torch_dir"], found["env"])
 
 
 class Server:
-    """One build's server: :meth:`start` (imports begin), :meth:`ready`, then :meth:`round` after round, :meth:`stop`."""
+    """:meth:`start`, :meth:`ready`, then :meth:`round` after round, :meth:`stop`."""
 
     def __init__(
         self,
@@ -81,18 +76,17 @@ class Server:
             str(SCRIPT),
             str(benchmark_dir),
             benchmark_id,
-            placed.torch_dir,
-            mode,
         ]
-        # asv hands a benchmark PYTHONPATH empty (ASV_PYTHONPATH aside): here it holds exactly the build's entries
+        self.command += [placed.torch_dir, mode]
+        # asv hands a benchmark PYTHONPATH empty: here it holds exactly the build's entries
         self.env = {**env, **placed.env, "PYTHONPATH": os.pathsep.join(placed.paths)}
         self.log = scratch / f"server-{placed.build.replace('@', '-')}.log"
         self.process: subprocess.Popen[bytes] | None = None
         self.replies: IO[str] | None = None
-        self.is_ready = False  # whether the running process's ready reply has been read
+        self.is_ready = False  # the running process's ready reply read
 
     def start(self) -> None:
-        """Launch the process (it imports torch and the benchmark module while others do the same)."""
+        """Launch the process: its imports begin."""
         read, write = os.pipe()
         with open(self.log, "a") as sink:
             self.process = subprocess.Popen(
@@ -120,27 +114,22 @@ class Server:
         return said
 
     def ready(self) -> dict[str, Any]:
-        """Wait until the server has imported what it needs; its ready reply (or UserError with its reason)."""
         said = self._reply("it was ready")
         self.is_ready = True
         return said
 
     def round(self, number: int, params: dict[str, Any], ahead: bool = True) -> dict[str, Any]:
-        """Round ``number`` with asv's ``-a`` attributes ``params``: spawned, in the process started ahead (or now), and
-        with ``ahead`` the next round's process starts as this one ends; forked, in a child of the warm parent, which
-        stays. The server's reply: rc and asv_runner's result."""
+        """Round ``number`` with asv's ``-a`` ``params``; the reply. Spawned, with ``ahead`` the next round's process
+        starts as this one ends."""
         if self.process is None:
             self.start()
         if not self.is_ready:
             self.ready()
         assert self.process is not None and self.process.stdin is not None
         workdir = tempfile.mkdtemp(prefix=f"round{number}-", dir=self.scratch)
+        command = {"round": number, "params": params, "workdir": workdir}
         try:
-            self.process.stdin.write(
-                (
-                    json.dumps({"round": number, "params": params, "workdir": workdir}) + "\n"
-                ).encode()
-            )
+            self.process.stdin.write(json.dumps(command).encode() + b"\n")
             self.process.stdin.flush()
         except BrokenPipeError:
             raise errors.UserError(
@@ -154,13 +143,11 @@ class Server:
         return said
 
     def tail(self, lines: int = 3) -> str:
-        text = (
-            self.log.read_text(errors="replace").strip().splitlines() if self.log.is_file() else []
-        )
-        return " | ".join(text[-lines:]) or "no output"
+        text = self.log.read_text(errors="replace").split("\n") if self.log.is_file() else []
+        return " | ".join([line for line in text if line.strip()][-lines:]) or "no output"
 
     def stop(self) -> None:
-        """Stop the server and its round's process, if running (core.asv.stop: each by its pid)."""
+        """Stop the server and its round's process, if running."""
         if self.process is not None:
             if self.process.stdin is not None:
                 self.process.stdin.close()
