@@ -17,23 +17,20 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 ALPHA = 0.05  # family-wise false-alarm rate over all looks of one comparison
-CONFIDENCE = 0.95  # of the ratio's bootstrap interval (reported)
-BOOTSTRAP = 2000  # resamples
-PERMUTATIONS = 2000  # relabelings: all of them when there are no more, else this many drawn
+CONFIDENCE = 0.95  # of the ratio's bootstrap interval
+BOOTSTRAP = 2000
+PERMUTATIONS = 2000  # drawn where there are more relabelings
 CLUSTER = 1.5  # a side's fast mode: its process times within this factor of its fastest
 MAX_ROUNDS = 20
-# 5 a side that do not overlap give p = 1/252, under the first look's level; 4 would give 1/70
-MIN_ROUNDS = 5
+MIN_ROUNDS = 5  # 5 a side apart give p = 1/252, under the first look's level; 4 give 1/70
 FIRST_MARGIN = 1.25  # the first look's level over the smallest p its size can give
 LOOK_EVERY = 2  # fewer later looks leave each a larger share of ALPHA
 FEWEST = 4  # processes a side below which the permutation test decides nothing
-# Early looks: Student's t on log process times at rounds EARLIEST .. min_rounds - 1, each at
-# EARLY_ALPHA, the spread taken as at least SPREAD_FLOOR (a quiet GPU's A/A spread of log time).
+# early looks at EARLIEST .. min_rounds - 1; SPREAD_FLOOR: a quiet GPU's A/A spread of log time
 EARLIEST = 2
 EARLY_ALPHA = 0.0025
 SPREAD_FLOOR = 0.005
-# Extra looks past max_rounds: one every EXTRA_EVERY rounds up to EXTRA_TIMES x max_rounds,
-# sharing EXTRA_ALPHA.
+# extra looks past max_rounds, every EXTRA_EVERY rounds up to EXTRA_TIMES x, share EXTRA_ALPHA
 EXTRA_ALPHA = 0.0075
 EXTRA_EVERY = 4
 EXTRA_TIMES = 3
@@ -45,13 +42,13 @@ QUIETER = "a quieter machine"  # what else would decide; compare adds --threads 
 
 @dataclass(frozen=True)
 class Verdict:
-    decision: str  # SLOWER, UNCHANGED, FASTER or UNDECIDED
+    decision: str
     ratio: float  # fast mode(B) / fast mode(A)
     low: float  # bootstrap interval of the ratio
     high: float
-    p_value: float  # one-sided permutation p that B is slower than the factor times A
-    alpha: float  # the per-look level p was judged against
-    noise: float  # A/A: A's odd rounds against its even rounds, a factor >= 1 (nan below 4)
+    p_value: float  # one-sided p that B is slower than the factor times A
+    alpha: float  # the level p was judged against
+    noise: float  # A/A (aa_noise)
     reason: str  # why, in words; for UNDECIDED also what to do
 
     @property
@@ -65,7 +62,6 @@ def looks(min_rounds: int = MIN_ROUNDS, max_rounds: int = MAX_ROUNDS) -> list[in
 
 
 def early_looks(min_rounds: int = MIN_ROUNDS) -> list[int]:
-    """None where --min-rounds asks for more than MIN_ROUNDS processes before judging."""
     return list(range(EARLIEST, min_rounds)) if min_rounds <= MIN_ROUNDS else []
 
 
@@ -74,7 +70,6 @@ def extra_looks(max_rounds: int = MAX_ROUNDS) -> list[int]:
 
 
 def planned_alpha(min_rounds: int = MIN_ROUNDS, max_rounds: int = MAX_ROUNDS) -> float:
-    """ALPHA less the early looks' and the extra looks' parts."""
     return (
         ALPHA
         - EARLY_ALPHA * len(early_looks(min_rounds))
@@ -83,8 +78,8 @@ def planned_alpha(min_rounds: int = MIN_ROUNDS, max_rounds: int = MAX_ROUNDS) ->
 
 
 def alphas(min_rounds: int = MIN_ROUNDS, max_rounds: int = MAX_ROUNDS) -> dict[int, float]:
-    """Each planned look's level (a weighted Bonferroni split, whatever the looks' dependence):
-    the first gets what sides that do not overlap need (at most half), the rest share the rest."""
+    """Each planned look's level, a weighted Bonferroni split: the first gets what sides that
+    do not overlap need (at most half), the others share the rest."""
     rounds, total = looks(min_rounds, max_rounds), planned_alpha(min_rounds, max_rounds)
     if len(rounds) == 1:
         return {rounds[0]: total}
@@ -117,12 +112,12 @@ def judge_at(
 
 
 def per_look_alpha(min_rounds: int = MIN_ROUNDS, max_rounds: int = MAX_ROUNDS) -> float:
-    """The level of a single judgement outside the sequential loop: the smallest look's."""
+    """A single judgement's level outside the loop: the smallest look's."""
     return min(alphas(min_rounds, max_rounds).values())
 
 
 def fast_mode(values: list[float]) -> float:
-    """The mean of the process times within CLUSTER of the fastest: those contention spared."""
+    """The mean of the times within CLUSTER of the fastest: the processes contention spared."""
     bound = CLUSTER * min(values)
     return statistics.fmean([value for value in values if value <= bound])
 
@@ -130,7 +125,7 @@ def fast_mode(values: list[float]) -> float:
 def ratio_interval(
     a: list[float], b: list[float], confidence: float = CONFIDENCE, seed: int = 0
 ) -> tuple[float, float]:
-    """Percentile bootstrap interval of fast_mode(b) / fast_mode(a), each side resampled alone."""
+    """Percentile bootstrap interval of fast_mode(b) / fast_mode(a)."""
     rng = random.Random(seed)
     ratios = sorted(
         fast_mode(rng.choices(b, k=len(b))) / fast_mode(rng.choices(a, k=len(a)))
@@ -142,7 +137,7 @@ def ratio_interval(
 
 def permutation_p(a: list[float], b: list[float], scale: float, seed: int = 0) -> float:
     """One-sided p that B is slower than ``scale`` x A: the share of relabelings of the pooled
-    processes (all, or PERMUTATIONS drawn) whose fast-mode ratio reaches the observed one."""
+    processes whose fast-mode ratio reaches the observed one."""
     pooled = [value * scale for value in a] + list(b)
     size = len(a)
     observed = fast_mode(b) / fast_mode(pooled[:size]) * (1 - 1e-12)  # an equal one counts
@@ -198,7 +193,6 @@ def _decided(
     faster: Callable[[], float],
     below: Callable[[], float],
 ) -> tuple[str, str] | None:
-    """The first of the one-sided tests (slower, faster, below the factor) that passes at alpha."""
     for decision, p, why in (
         (SLOWER, slower, f"p < {alpha:.4f}: B is slower than {factor:g} x A"),
         (FASTER, faster, f"B is faster than A / {factor:g} (p < {alpha:.4f})"),
@@ -216,9 +210,8 @@ def early_judge(
     alpha: float = EARLY_ALPHA,
     quieter: str = QUIETER,
 ) -> Verdict:
-    """A look with too few processes for the permutation test: Student's t on the log times,
-    one-sided against the factor each way; it decides only where every process of a side lies
-    within the factor of that side's fastest."""
+    """A look before the permutation test can decide: Student's t on log times, one-sided
+    against the factor each way, deciding only where each side's processes agree within it."""
     if min(len(a), len(b)) < EARLIEST:
         raise ValueError("an early look needs at least two processes a side")
     log_a, log_b = [math.log(value) for value in a], [math.log(value) for value in b]
