@@ -9,7 +9,7 @@ import weakref
 from dataclasses import dataclass
 
 from mpsbench.measure import devices, models, tolerances
-from mpsbench.measure.optional_torch import torch
+from mpsbench.measure.optional_torch import F, torch
 from mpsbench.measure.workloads import Workload
 
 _TINY = 1e-12  # keeps the relative error finite for an all-zero reference
@@ -59,7 +59,7 @@ def compare(workload: Workload) -> Comparison:
     batch = models.make_batch(workload.spec, workload.batch_size).head(samples)
     with torch.no_grad():
         expected = workload.spec.forward(reference, batch.inputs)
-        expected_loss = torch.nn.functional.cross_entropy(expected, batch.target)
+        expected_loss = F.cross_entropy(expected, batch.target)
     return Comparison(
         logits_error=relative_error(logits, expected),
         loss_error=relative_error(loss, expected_loss),

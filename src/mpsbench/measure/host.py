@@ -20,6 +20,10 @@ NVIDIA_PROC = Path("/proc/driver/nvidia/gpus")
 FRAMEWORKS = Path("/System/Library/Frameworks")
 
 
+def _macos_output(*command: str) -> str | None:
+    return output(*command) if sys.platform == "darwin" else None
+
+
 def output(*command: str) -> str | None:
     """None when the command is missing, fails or hangs."""
     try:
@@ -101,8 +105,7 @@ def power_source(pmset_batt: str) -> str | None:
 
 
 def on_battery() -> bool | None:
-    text = output("pmset", "-g", "batt") if sys.platform == "darwin" else None
-    source = power_source(text or "")
+    source = power_source(_macos_output("pmset", "-g", "batt") or "")
     return None if source is None else source == "Battery Power"
 
 
@@ -136,7 +139,7 @@ def thermal(pmset_therm: str) -> Thermal:
 
 
 def thermal_state() -> Thermal | None:
-    text = output("pmset", "-g", "therm") if sys.platform == "darwin" else None
+    text = _macos_output("pmset", "-g", "therm")
     return thermal(text) if text is not None else None
 
 

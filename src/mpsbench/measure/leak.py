@@ -13,7 +13,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from mpsbench.measure import devices, measured, models, skips
-from mpsbench.measure.optional_torch import nn, torch
+from mpsbench.measure.optional_torch import F, nn, torch
 from mpsbench.measure.workloads import Workload
 
 STEPS_SMALL = 200  # mlp, lenet5: milliseconds a step even on a cpu
@@ -97,7 +97,7 @@ def _lstm(device: str) -> Callable[[], object]:
     target = torch.randint(0, 10, (16,), generator=gen).to(device)
     return _sgd_step(
         nn.ModuleList([lstm, head]),
-        lambda: torch.nn.functional.cross_entropy(head(lstm(x)[0][:, -1]), target),
+        lambda: F.cross_entropy(head(lstm(x)[0][:, -1]), target),
     )
 
 
@@ -115,16 +115,13 @@ def _varying_sizes(device: str) -> Callable[[], object]:
         [torch.randn(8, 3, side, side, generator=gen).to(device) for side in SIZES]
     )
     target = torch.randint(0, 10, (8,), generator=gen).to(device)
-    return _sgd_step(model, lambda: torch.nn.functional.cross_entropy(model(next(cycle)), target))
+    return _sgd_step(model, lambda: F.cross_entropy(model(next(cycle)), target))
 
 
 def _maxpool(device: str) -> Callable[[], object]:
     pool = nn.MaxPool2d(2)
-    x = (
-        torch.randn(8, 16, 64, 64, generator=torch.Generator().manual_seed(models.SEED))
-        .to(device)
-        .requires_grad_(True)
-    )
+    gen = torch.Generator().manual_seed(models.SEED)
+    x = torch.randn(8, 16, 64, 64, generator=gen).to(device).requires_grad_(True)
 
     def step() -> object:
         x.grad = None
@@ -143,7 +140,7 @@ def _varying_sdpa(device: str) -> Callable[[], object]:
     def step() -> object:
         q, k, v = next(cycle)
         with torch.no_grad():
-            return torch.nn.functional.scaled_dot_product_attention(q, k, v)
+            return F.scaled_dot_product_attention(q, k, v)
 
     return step
 

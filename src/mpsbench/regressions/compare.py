@@ -77,15 +77,11 @@ def measure(
             now = time.monotonic()
             following = next((look for look in levels if look > count), None)
             pace = (now - started) / count
-            beyond = None  # extra looks go on only while they could decide in time
-            if due and not finished and following is not None and following > session.max_rounds:
-                beyond = _beyond_reach(session, measured, levels, count, pace, now)
-            late = (
-                not finished
-                and beyond is None
-                and following is not None
-                and now + (following - count) * pace > session.deadline
-            )
+            beyond, late = None, False
+            if not finished and following is not None:
+                if due and following > session.max_rounds:  # extra looks, while they could decide
+                    beyond = _beyond_reach(session, measured, levels, count, pace, now)
+                late = beyond is None and now + (following - count) * pace > session.deadline
             for number in range(before + 1, count + 1):
                 shown = ", ".join(
                     f"{b.name} {times[b.name][number - 1] * 1e3:.2f} ms" for b in builds
