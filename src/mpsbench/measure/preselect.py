@@ -1,6 +1,8 @@
-"""Tells asv beforehand which combinations this run times, so it starts no process (each
-re-importing torch) for one whose setup() would only skip. The reasons are the selection's, which
-setup() asks too; a device is left out only when this machine plainly lacks it.
+"""Tells asv beforehand which combinations this run times, so it starts no process for the rest.
+
+asv starts a process for every selected combination, even one whose setup() only skips, and each
+re-imports torch. The reasons are the selection's, which setup() asks too. A device is left out
+only when this machine plainly lacks it: the benchmarked build's torch decides, not .venv's.
 """
 
 from __future__ import annotations

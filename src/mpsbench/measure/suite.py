@@ -46,6 +46,7 @@ class TimedSteps:
         self.timer = StepTimer(self.steps)
 
     def time_step(self, *params: object) -> None:
+        """Median time of one step."""
         workload = self.workload
         with OutOfMemorySkips(workload.device, workload.spec.name, workload.batch_size):
             workload.run(self.steps)
