@@ -1,8 +1,5 @@
-"""Accuracy guard: a device's forward output and loss must agree with a float32 cpu copy.
-
-mps kernels have returned wrong numbers without an error. The error is relative to the
-reference, so one tolerance per dtype serves every model.
-"""
+"""Accuracy guard: a device's forward output and loss must agree with a float32 cpu copy, since
+mps kernels have returned wrong numbers without an error."""
 
 from __future__ import annotations
 
@@ -12,17 +9,15 @@ import weakref
 from dataclasses import dataclass
 
 from mpsbench.measure import devices, models, tolerances
-from mpsbench.measure.optional_torch import torch
+from mpsbench.measure.optional_torch import F, torch
 from mpsbench.measure.workloads import Workload
 
 _TINY = 1e-12  # keeps the relative error finite for an all-zero reference
-# Eval mode makes each sample's logits independent of the others, so a few samples judge the
-# kernels as well as the whole batch, at a fraction of the cpu forward's cost.
-CHECK_SAMPLES = 4
+CHECK_SAMPLES = 4  # in eval mode samples are independent: a few judge the kernels as the batch
 
 
 class AccuracyError(RuntimeError):
-    """Results off the cpu's; in suite.GUARD_ERRORS, which compiled.prepare lets through."""
+    """Results off the cpu's."""
 
 
 @dataclass(frozen=True)
@@ -42,8 +37,7 @@ class Comparison:
 
 def relative_error(result: torch.Tensor, reference: torch.Tensor) -> float:
     """``max|result - reference| / max|reference|`` in float64; infinity if ``result`` is not finite."""
-    # to the cpu first, then float64: mps cannot cast to float64 on the device (a TypeError, or
-    # silent zeros: pytorch#197715)
+    # to the cpu first: mps cannot cast to float64 (a TypeError, or silent zeros)
     result = result.detach().cpu().to(torch.float64)
     reference = reference.detach().cpu().to(torch.float64)
     if result.shape != reference.shape:
@@ -59,16 +53,13 @@ def relative_error(result: torch.Tensor, reference: torch.Tensor) -> float:
 def compare(workload: Workload) -> Comparison:
     samples = min(workload.batch_size, CHECK_SAMPLES)
     logits, loss = workload.evaluate(samples)
-    # A float32 cpu copy of the same weights (a rebuild takes seconds); a compiled model's own.
-    reference = (
-        copy.deepcopy(getattr(workload.model, "_orig_mod", workload.model)).to("cpu").float().eval()
-    )
-    batch = models.make_batch(workload.spec, workload.batch_size).head(
-        samples
-    )  # the same seeded tensors, float32
+    # a float32 cpu copy of the same weights (a compiled model's own) and the same seeded batch
+    model = getattr(workload.model, "_orig_mod", workload.model)
+    reference = copy.deepcopy(model).to("cpu").float().eval()
+    batch = models.make_batch(workload.spec, workload.batch_size).head(samples)
     with torch.no_grad():
         expected = workload.spec.forward(reference, batch.inputs)
-        expected_loss = torch.nn.functional.cross_entropy(expected, batch.target)
+        expected_loss = F.cross_entropy(expected, batch.target)
     return Comparison(
         logits_error=relative_error(logits, expected),
         loss_error=relative_error(loss, expected_loss),
@@ -80,7 +71,7 @@ _compared: weakref.WeakKeyDictionary[Workload, Comparison] = weakref.WeakKeyDict
 
 
 def verify(workload: Workload) -> Comparison:
-    """Compared once per workload (asv calls setup before every sample)."""
+    """Compares once per workload (asv calls setup before every sample)."""
     found = _compared.get(workload)
     if found is None:
         found = _compared[workload] = compare(workload)
@@ -94,5 +85,5 @@ def verify(workload: Workload) -> Comparison:
 
 
 def needed(device: str) -> bool:
-    """Only GPU results are checked: the cpu is the reference."""
+    """The cpu is the reference."""
     return device in devices.GPU_NAMES

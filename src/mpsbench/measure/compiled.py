@@ -1,7 +1,5 @@
-"""The compile axis: ``torch.compile`` (inductor) beside eager.
-
-The first warm-up step is the compile time, cold in every process; later steps are the steady state.
-"""
+"""The compile axis: ``torch.compile`` (inductor) beside eager. The first warm-up step is the
+compile time, cold in every process."""
 
 from __future__ import annotations
 
@@ -22,8 +20,7 @@ INFERENCE_NAMES: tuple[str, ...] = tuple(
 
 
 def cold_caches() -> str:
-    """Point inductor's and triton's caches at a new empty folder and return it: later compiles
-    are cold, whatever caches the environment named."""
+    """Points inductor's and triton's caches at a new empty folder: later compiles are cold."""
     folder = tempfile.mkdtemp(prefix="mpsbench-inductor-")
     for name in ("TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR"):  # read when they cache
         os.environ[name] = os.path.join(folder, name.lower())
@@ -31,7 +28,7 @@ def cold_caches() -> str:
 
 
 def prepare(kind: str, device: str, model: str) -> workloads.Workload:
-    """Build, compile (the first warm-up step) and guard a compiled workload at the seed batch size."""
+    """A compiled, guarded workload at the seed batch; the first warm-up step compiles."""
     suite.require(kind, device, model)
     if (reason := skips.compile_unsupported(device)) is not None:
         raise skips.SkipNotImplemented(reason)
@@ -50,7 +47,6 @@ def prepare(kind: str, device: str, model: str) -> workloads.Workload:
 
 
 def compile_seconds(workload: workloads.Workload) -> float:
-    """Tracing, code generation, kernel builds and one step."""
     if workload.first_step_seconds is None:
         raise RuntimeError(f"{workload.label} was not warmed up: no first step was timed")
     return workload.first_step_seconds

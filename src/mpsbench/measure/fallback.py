@@ -1,7 +1,7 @@
 """Which ops silently ran on the cpu instead of mps, from PyTorch's own warning.
 
 With ``PYTORCH_ENABLE_MPS_FALLBACK=1`` an op mps lacks runs on the cpu, said only by one
-``TORCH_WARN_ONCE`` per process (MPSFallback.mm); :class:`Recorder` makes every fallback warn.
+``TORCH_WARN_ONCE`` a process; :class:`Recorder` makes every fallback warn.
 """
 
 from __future__ import annotations
@@ -16,10 +16,9 @@ from mpsbench.core import settings
 from mpsbench.measure.optional_torch import torch
 
 ENABLE_ENV = "PYTORCH_ENABLE_MPS_FALLBACK"  # PyTorch's switch; read at `import torch`
-ALLOW_ENV = settings.ALLOW_FALLBACK  # ours, a settings.flag: on times combinations that fell back
+ALLOW_ENV = settings.ALLOW_FALLBACK  # ours: on, combinations that fell back are timed
 
-# MPSFallback.mm's warning since 1.12, without the sentence later releases append. The op is
-# `op.schema().operator_name()`: "aten::name" or "aten::name.overload".
+# MPSFallback.mm's warning since 1.12; the op is "aten::name" or "aten::name.overload"
 WARNING = re.compile(
     r"The operator '(?P<op>[^']+)' is not currently supported on the MPS backend"
     r" and will fall back to run on the CPU"
@@ -27,7 +26,7 @@ WARNING = re.compile(
 
 
 class FallbackError(RuntimeError):
-    """Ops fell back to the cpu; in suite.GUARD_ERRORS, which compiled.prepare lets through."""
+    """Ops fell back to the cpu."""
 
 
 def enabled() -> bool:
@@ -39,8 +38,8 @@ def ops_in(message: str) -> list[str]:
 
 
 class Recorder:
-    """Records the ops that fall back to the cpu inside it; other warnings are re-emitted on exit,
-    once per text. autograd replays its worker threads' warnings here."""
+    """Records the ops that fall back to the cpu inside it (autograd's threads' too); other
+    warnings are re-emitted on exit, once per text."""
 
     def __init__(self) -> None:
         self.ops: list[str] = []  # distinct names, in the order they first fell back
@@ -58,11 +57,9 @@ class Recorder:
         torch.set_warn_always(self._warned_always)
         others: dict[str, warnings.WarningMessage] = {}
         for record in self._log:
-            names = ops_in(str(record.message))
-            for name in names:
-                if name not in self.ops:
-                    self.ops.append(name)
-            if not names:
+            if names := ops_in(str(record.message)):
+                self.ops += [name for name in dict.fromkeys(names) if name not in self.ops]
+            else:
                 others.setdefault(f"{record.category.__name__}: {record.message}", record)
         for record in others.values():
             warnings.warn_explicit(record.message, record.category, record.filename, record.lineno)

@@ -1,4 +1,4 @@
-"""The figures a ``setup_cache`` reads from one build and warm-up per combination: capacity and
+"""What a ``setup_cache`` reads from one build and warm-up per combination: capacity figures and
 the instruments."""
 
 from __future__ import annotations
@@ -22,27 +22,27 @@ from mpsbench.measure import (
 def _capacity_workload(
     kind: str, device: str, model: str, batch_size: int, dtype: str = precision.DEFAULT
 ) -> workloads.Workload:
-    # No accuracy check: Training/Inference.time_step checks the same combination and fails it.
+    # no accuracy check: Training/Inference.time_step fails the same combination
     workload = suite.prepare(kind, device, model, batch_size, dtype=dtype, guarded=False)
     fallback.refuse(workload.label, workload.fallback_ops)
     return workload
 
 
-# Peak memory first: it reads the allocator's peak over one step of a settled workload.
+# peak memory first: the allocator's peak over one step of a settled workload
 CAPACITY: dict[str, measured.Figure] = {
     "peak_memory": suite.peak_memory_mib,
     "throughput": suite.throughput,
-    "joules_per_step": energy.joules_per_step,  # n/a with the reason where no counter reads
+    "joules_per_step": energy.joules_per_step,
 }
 
 
 def capacity(kind: str, benchmark: str, keys: list[measured.Key]) -> measured.Table:
-    """Every (device, model, batch size) selected: peak memory (MiB), samples/s and J/step."""
+    """Every (device, model, batch size) selected: peak MiB, samples/s and J/step."""
     return measured.measure(benchmark, keys, functools.partial(_capacity_workload, kind), CAPACITY)
 
 
 def precision_capacity(kind: str, benchmark: str, keys: list[measured.Key]) -> measured.Table:
-    """Every (device, model, dtype) of the precision selection, at the seed batch: peak MiB."""
+    """Every (device, model, dtype) selected, at the seed batch: peak MiB."""
 
     def prepare(device: str, model: str, dtype: str) -> workloads.Workload:
         return _capacity_workload(kind, device, model, models.get(model).seed_batch_size, dtype)
@@ -51,7 +51,7 @@ def precision_capacity(kind: str, benchmark: str, keys: list[measured.Key]) -> m
 
 
 def driver_memory(workload: workloads.Workload) -> float:
-    """Peak memory the driver holds for torch over one step, in MiB (mps driver, cuda reserved)."""
+    """MiB the driver holds for torch at its peak over one step (mps driver, cuda reserved)."""
     if (driver := suite.memory_peaks(workload).driver) is None:
         raise skips.SkipNotImplemented(
             f"{workload.device} keeps no driver memory counter; see *Capacity.track_peak_memory"
@@ -67,12 +67,9 @@ def accuracy_error(workload: workloads.Workload) -> float:
     return accuracy.compare(workload).error
 
 
-# In this order: memory over one step of the settled workload before the leak's many steps; the
-# accuracy check builds a cpu copy last.
+# in order: one step's memory before the leak's many steps; the accuracy's cpu copy last
 INSTRUMENTS: dict[str, measured.Figure] = {
-    "fallback_ops": lambda workload: len(
-        workload.fallback_ops
-    ),  # ops that ran on the cpu during warm-up
+    "fallback_ops": lambda workload: len(workload.fallback_ops),
     "driver_memory": driver_memory,
     "leak": leak.measure,
     "accuracy_error": accuracy_error,
@@ -80,10 +77,10 @@ INSTRUMENTS: dict[str, measured.Figure] = {
 
 
 def instruments(kind: str, benchmark: str, keys: list[measured.Key]) -> measured.Table:
-    """Every (device, model) of this run's instrument selection, at the model's seed batch size."""
+    """Every (device, model) selected, at the model's seed batch size."""
 
     def prepare(device: str, model: str) -> workloads.Workload:
-        # Unguarded: these readings report the very facts a timing is refused for.
+        # unguarded: these report the very facts a timing is refused for
         return suite.prepare(kind, device, model, models.get(model).seed_batch_size, guarded=False)
 
     return measured.measure(benchmark, keys, prepare, INSTRUMENTS)

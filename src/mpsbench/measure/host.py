@@ -1,14 +1,11 @@
 """What the host says about itself: GPU, macOS and Metal versions, power, thermal state, busy
-processes.
-
-Each fact comes from the OS's own tool, parsed by a pure function tested on captured output.
-Torch-free, for ``mpsbench doctor``, the machine entry and the ``Host`` benchmarks.
-"""
+processes, each parsed by a pure function from the OS's own tool. Torch-free."""
 
 from __future__ import annotations
 
 import contextlib
 import json
+import os
 import platform
 import plistlib
 import re
@@ -23,6 +20,10 @@ NVIDIA_PROC = Path("/proc/driver/nvidia/gpus")
 FRAMEWORKS = Path("/System/Library/Frameworks")
 
 
+def _macos_output(*command: str) -> str | None:
+    return output(*command) if sys.platform == "darwin" else None
+
+
 def output(*command: str) -> str | None:
     """None when the command is missing, fails or hangs."""
     try:
@@ -33,7 +34,7 @@ def output(*command: str) -> str | None:
 
 
 def apple_gpu(displays_json: str) -> str | None:
-    """``Apple M2 Max, 38 GPU cores`` from system_profiler's JSON; None without a core count."""
+    """``Apple M2 Max, 38 GPU cores`` from system_profiler's JSON."""
     try:
         entries = json.loads(displays_json).get("SPDisplaysDataType", [])
     except (ValueError, AttributeError):
@@ -47,22 +48,17 @@ def apple_gpu(displays_json: str) -> str | None:
 
 
 def _counted(names: list[str]) -> str | None:
-    """``NVIDIA A100-SXM4-80GB``, or ``2 x NVIDIA A100-SXM4-80GB`` for two of a kind."""
-    return (
-        ", ".join(
-            name if count == 1 else f"{count} x {name}" for name, count in Counter(names).items()
-        )
-        or None
-    )
+    """``2 x NVIDIA A100-SXM4-80GB`` for two of a kind."""
+    counted = Counter(names).items()
+    return ", ".join(name if n == 1 else f"{n} x {name}" for name, n in counted) or None
 
 
 def nvidia_gpus(smi_names: str) -> str | None:
-    """From ``nvidia-smi --query-gpu=name --format=csv,noheader`` (one name a line)."""
+    """From ``nvidia-smi --query-gpu=name --format=csv,noheader``."""
     return _counted([line.strip() for line in smi_names.splitlines() if line.strip()])
 
 
 def proc_nvidia_gpus(root: Path = NVIDIA_PROC) -> str | None:
-    """The GPUs the NVIDIA driver lists in /proc (``Model:`` lines)."""
     found = [
         re.search(r"^Model:\s*(.+)$", information.read_text(errors="replace"), re.M)
         for information in sorted(root.glob("*/information"))
@@ -71,7 +67,6 @@ def proc_nvidia_gpus(root: Path = NVIDIA_PROC) -> str | None:
 
 
 def gpu() -> str | None:
-    """Distinct for different GPUs; None without one."""
     if sys.platform == "darwin":
         text = output("system_profiler", "SPDisplaysDataType", "-json")
         return apple_gpu(text) if text else None
@@ -80,7 +75,7 @@ def gpu() -> str | None:
 
 
 def macos_version() -> str | None:
-    """``15.1.1`` on macOS (what changes MPSGraph), None elsewhere."""
+    """``15.1.1`` (what changes MPSGraph)."""
     return (platform.mac_ver()[0] or None) if sys.platform == "darwin" else None
 
 
@@ -98,27 +93,25 @@ def framework_version(name: str) -> str | None:
 
 
 def version_number(version: str) -> float:
-    """A version as a number that sorts and plots: 15.1.1 -> 15.0101, 14.1 -> 14.01."""
+    """A number that sorts and plots: 15.1.1 -> 15.0101."""
     parts = [int(part) for part in re.findall(r"\d+", version)[:3]] + [0, 0]
     return round(parts[0] + parts[1] / 100 + parts[2] / 10000, 4)
 
 
 def power_source(pmset_batt: str) -> str | None:
-    """'AC Power', 'Battery Power' or 'UPS Power' from ``pmset -g batt``."""
+    """'AC Power', 'Battery Power' or 'UPS Power'."""
     found = re.search(r"Now drawing from '([^']+)'", pmset_batt)
     return found.group(1) if found else None
 
 
 def on_battery() -> bool | None:
-    """None where the OS does not say (not macOS)."""
-    text = output("pmset", "-g", "batt") if sys.platform == "darwin" else None
-    source = power_source(text or "")
+    source = power_source(_macos_output("pmset", "-g", "batt") or "")
     return None if source is None else source == "Battery Power"
 
 
 @dataclass(frozen=True)
 class Thermal:
-    """``pmset -g therm``: speed limits (100 = not throttled) and warning levels."""
+    """``pmset -g therm``: speed limits (100: not throttled) and warning levels."""
 
     limits: dict[str, int]
     warnings: tuple[str, ...]  # as pmset words them
@@ -146,16 +139,15 @@ def thermal(pmset_therm: str) -> Thermal:
 
 
 def thermal_state() -> Thermal | None:
-    text = output("pmset", "-g", "therm") if sys.platform == "darwin" else None
+    text = _macos_output("pmset", "-g", "therm")
     return thermal(text) if text is not None else None
 
 
 def busy_processes(threshold: float) -> list[tuple[str, int, float]]:
-    """(name, pid, percent) of processes above ``threshold`` percent of a core over a second."""
+    """(name, pid, percent) of processes above ``threshold`` % of a core over a second."""
     import psutil
 
-    mine = psutil.Process().pid
-    processes = [process for process in psutil.process_iter(["name"]) if process.pid != mine]
+    processes = [found for found in psutil.process_iter(["name"]) if found.pid != os.getpid()]
     for process in processes:
         with contextlib.suppress(psutil.NoSuchProcess, psutil.AccessDenied):
             process.cpu_percent(None)  # the first call starts the interval

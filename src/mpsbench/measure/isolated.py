@@ -1,7 +1,6 @@
-"""Run a function in a spawned child: its answer or exception comes back; its death is one error.
+"""Run a function in a spawned child: its answer or exception comes back, its death is one error.
 
-A Metal assertion aborts its process and Linux's OOM killer ends one silently: in a child, either
-is one combination's failure, and the measuring process carries on.
+A Metal assertion or Linux's OOM killer then fails one combination, not the measuring process.
 """
 
 from __future__ import annotations
@@ -18,14 +17,12 @@ T = TypeVar("T")
 
 
 class ChildDied(RuntimeError):
-    """The child process died; caught by maxbatch to fail the cpu search with its budget."""
+    """The child process died."""
 
 
 def call(function: Callable[..., T], *args: Any) -> T:
     """``function`` must be importable by its module's name."""
-    context = multiprocessing.get_context(
-        "spawn"
-    )  # a fork would inherit this process's GPU context and memory
+    context = multiprocessing.get_context("spawn")  # a fork would inherit the GPU context
     receiving, sending = context.Pipe(duplex=False)
     child = context.Process(target=_answer, args=(sending, function, args))
     child.start()

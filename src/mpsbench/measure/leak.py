@@ -1,8 +1,7 @@
-"""Leaks: how fast memory held after each step grows, as a least-squares slope in MiB per 100 steps.
+"""Leaks: how fast memory held after each step grows, a least-squares slope in MiB per 100 steps.
 
 A step that keeps something alive makes the readings climb in a line; a clean step's slope is
-about zero. The leak patterns are loop bodies from pytorch issues mps users filed: a warm-up fills
-the allocator's caches with every size of a pattern's cycle, then one reading per iteration.
+about zero. The leak patterns are loop bodies from pytorch issues mps users filed.
 """
 
 from __future__ import annotations
@@ -14,12 +13,12 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from mpsbench.measure import devices, measured, models, skips
-from mpsbench.measure.optional_torch import nn, torch
+from mpsbench.measure.optional_torch import F, nn, torch
 from mpsbench.measure.workloads import Workload
 
 STEPS_SMALL = 200  # mlp, lenet5: milliseconds a step even on a cpu
 STEPS_LARGE = 50  # resnet50, vgg16, bert: about a second a step at the seed batch
-PER = 100  # the slope is reported per this many steps
+PER = 100  # steps the slope is reported per
 
 
 def steps_for(workload: Workload) -> int:
@@ -29,10 +28,8 @@ def steps_for(workload: Workload) -> int:
 def reading(device: str) -> int:
     """Bytes held now: the device allocator's count (the cpu's: the process RSS)."""
     found = devices.get(device)
-    current = found.memory().current
-    # A skip with the reason, never a slope of zeros. mps before torch 2.0 has no counters, and
-    # RSS is no stand-in: the allocator's heaps are private Metal storage, not mapped.
-    if current is None:
+    # a skip, never a slope of zeros; RSS is no stand-in for mps's private Metal heaps
+    if (current := found.memory().current) is None:
         raise skips.SkipNotImplemented(
             f"no memory reading for {device}: {found.no_reading_reason()}"
         )
@@ -46,7 +43,7 @@ def slope_mib_per_100_steps(readings: Sequence[float]) -> float:
 
 
 def record(step: Callable[[], object], device: str, steps: int) -> list[int]:
-    """Run ``step`` ``steps`` times, reading memory after each has finished on the device."""
+    """Memory after each of ``steps`` calls of ``step``, once the device has finished it."""
     gc.collect()  # start from a settled heap: garbage from warm-up is not growth
     synchronize = devices.get(device).synchronize
     synchronize()
@@ -59,15 +56,14 @@ def record(step: Callable[[], object], device: str, steps: int) -> list[int]:
 
 
 def measure(workload: Workload, steps: int | None = None) -> float:
-    """A warmed-up workload's memory growth in MiB per 100 steps."""
     return slope_mib_per_100_steps(
         record(workload.step, workload.device, steps or steps_for(workload))
     )
 
 
-PATTERN_PER = 1000  # a pattern's growth is reported per this many iterations
-PATTERN_WARM_UP = 50  # iterations before the readings: several times every cycle below
-PATTERN_ITERATIONS = 300  # readings: enough for a line through RSS noise
+PATTERN_PER = 1000  # iterations a pattern's growth is reported per
+PATTERN_WARM_UP = 50  # several times every cycle below
+PATTERN_ITERATIONS = 300  # enough for a line through RSS noise
 SIZES = (32, 40, 48, 56, 64)  # image sides of the varying-size pattern
 LENGTHS = (17, 33, 64, 100, 128)  # sequence lengths of the varying-length attention pattern
 
@@ -76,9 +72,7 @@ LENGTHS = (17, 33, 64, 100, 128)  # sequence lengths of the varying-length atten
 class Pattern:
     name: str
     issue: str
-    make: Callable[
-        [str], Callable[[], object]
-    ]  # device -> one iteration, built and seeded on the device
+    make: Callable[[str], Callable[[], object]]  # device -> one iteration, seeded
     min_torch: tuple[int, int] = (1, 12)
 
 
@@ -103,7 +97,7 @@ def _lstm(device: str) -> Callable[[], object]:
     target = torch.randint(0, 10, (16,), generator=gen).to(device)
     return _sgd_step(
         nn.ModuleList([lstm, head]),
-        lambda: torch.nn.functional.cross_entropy(head(lstm(x)[0][:, -1]), target),
+        lambda: F.cross_entropy(head(lstm(x)[0][:, -1]), target),
     )
 
 
@@ -121,16 +115,13 @@ def _varying_sizes(device: str) -> Callable[[], object]:
         [torch.randn(8, 3, side, side, generator=gen).to(device) for side in SIZES]
     )
     target = torch.randint(0, 10, (8,), generator=gen).to(device)
-    return _sgd_step(model, lambda: torch.nn.functional.cross_entropy(model(next(cycle)), target))
+    return _sgd_step(model, lambda: F.cross_entropy(model(next(cycle)), target))
 
 
 def _maxpool(device: str) -> Callable[[], object]:
     pool = nn.MaxPool2d(2)
-    x = (
-        torch.randn(8, 16, 64, 64, generator=torch.Generator().manual_seed(models.SEED))
-        .to(device)
-        .requires_grad_(True)
-    )
+    gen = torch.Generator().manual_seed(models.SEED)
+    x = torch.randn(8, 16, 64, 64, generator=gen).to(device).requires_grad_(True)
 
     def step() -> object:
         x.grad = None
@@ -149,7 +140,7 @@ def _varying_sdpa(device: str) -> Callable[[], object]:
     def step() -> object:
         q, k, v = next(cycle)
         with torch.no_grad():
-            return torch.nn.functional.scaled_dot_product_attention(q, k, v)
+            return F.scaled_dot_product_attention(q, k, v)
 
     return step
 
@@ -167,7 +158,7 @@ PATTERN_NAMES: tuple[str, ...] = tuple(PATTERNS)
 
 
 def growth(device: str, name: str, iterations: int | None = None) -> float:
-    """A pattern's growth in MiB per :data:`PATTERN_PER` iterations; n/a off a usable device."""
+    """A pattern's growth in MiB per :data:`PATTERN_PER` iterations."""
     skips.require_device(device)
     pattern = PATTERNS[name]
     skips.require_torch(pattern.min_torch, name)

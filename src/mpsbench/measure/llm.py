@@ -1,8 +1,7 @@
 """The small Llama's generation with a KV cache: time to the first token, then tokens per second.
 
-``prefill`` is one forward over the prompt that fills the cache and picks the first token;
-``decode`` feeds one greedy token at a time with no end-of-sequence stop, so every build does the
-same work.
+``prefill`` fills the cache from the prompt and picks the first token; ``decode`` feeds one greedy
+token at a time, never stopping early, so every build does the same work.
 """
 
 from __future__ import annotations
@@ -13,7 +12,7 @@ from mpsbench.measure import correctness, devices, fallback, models, precision, 
 from mpsbench.measure.optional_torch import torch
 
 MODEL = models.LLAMA_NAME
-NAMES: tuple[str, ...] = (MODEL,)  # the generation classes' model axis
+NAMES: tuple[str, ...] = (MODEL,)
 BATCH = models.LLAMA_GENERATION["batch"]
 PROMPT_TOKENS = models.LLAMA_GENERATION["prompt_tokens"]
 NEW_TOKENS = models.LLAMA_GENERATION["new_tokens"]
@@ -45,7 +44,6 @@ class Generation:
             return output.logits[:, -1:].argmax(-1), output.past_key_values
 
     def decode(self, token: torch.Tensor, cache: Any, count: int = NEW_TOKENS) -> torch.Tensor:
-        """``count`` greedy tokens through the cache (a ``DynamicCache`` grows in place)."""
         tokens = []
         with torch.inference_mode():
             for _ in range(count):
@@ -56,7 +54,7 @@ class Generation:
         return torch.cat(tokens, dim=1)
 
     def warm_up(self) -> Generation:
-        """A prefill and a few decode steps, recording cpu fallbacks: kernels chosen, shaders compiled."""
+        """A prefill and a few decode steps (kernels chosen, shaders compiled); records fallbacks."""
         with fallback.Recorder() as recorder:
             token, cache = self.prefill()
             out = self.decode(token, cache, count=4)
@@ -68,12 +66,11 @@ class Generation:
 
 
 _slot: devices.OneSlot[Generation] = devices.OneSlot()
-forget = _slot.clear  # drops the generation and its memory, as workloads.forget does
+forget = _slot.clear
 
 
 def prepare(device: str, model: str) -> Generation:
-    """Built once per process. What cannot run here or does not fit skips with the reason; a cpu
-    fallback in warm-up or wrongly computed checked patterns fail."""
+    """Built once per process; skips what cannot run or fit, fails on fallbacks or wrong results."""
     suite.require("inference", device, model)
     with suite.OutOfMemorySkips(device, model, BATCH):
         generation = _slot.get((device, model), device, lambda: Generation(device, model).warm_up())

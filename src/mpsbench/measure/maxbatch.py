@@ -13,22 +13,19 @@ from dataclasses import dataclass
 from mpsbench.core import errors, progress
 from mpsbench.measure import devices, isolated, models, skips, suite, workloads
 
-CEILING = 4096  # 13 tries at most (1, 2, ..., 4096)
+CEILING = 4096  # 13 tries at most
 MODELS: tuple[str, ...] = ("resnet50", "vgg16", "bert_base", "bert_base_frozen")
-# Bytes the cpu search's child may map beyond its state at batch 1: larger budgets reach batches
-# whose cpu steps take minutes each.
+# what the cpu child may map beyond batch 1: larger batches take minutes a cpu step
 CPU_MEMORY_BUDGET = 2 * 1024**3
-# A training step peaks once the optimizer state exists.
-STEPS_PER_TRY = {"training": 2, "inference": 1}
+STEPS_PER_TRY = {"training": 2, "inference": 1}  # training peaks once optimizer state exists
 
-# A search can take minutes: each try reports on stderr (asv's --show-stderr).
 log = progress.logger(__name__)
 
 
 @dataclass(frozen=True)
 class Search:
     largest: int  # 0 if not even batch 1 completed
-    tried: tuple[int, ...]  # every batch size tried, in order
+    tried: tuple[int, ...]
     error: str | None  # the out-of-memory error's first line; None at the ceiling
 
 
@@ -38,8 +35,8 @@ def search(
     ceiling: int = CEILING,
     what: str = "the search",
 ) -> Search:
-    """Double the batch from 1 until ``step(n)`` runs out of memory or passes ``ceiling``;
-    ``release()`` frees what a try left behind."""
+    """Doubles the batch from 1 until ``step(n)`` runs out of memory or passes ``ceiling``;
+    ``release()`` frees what a try left. Each try is a progress line (a search takes minutes)."""
     tried: list[int] = []
     batch_size = 1
     while batch_size <= ceiling:
@@ -48,7 +45,7 @@ def search(
         began = time.perf_counter()
         try:
             step(batch_size)
-        except Exception as exc:  # the error and traceback go at the block's end: nothing kept
+        except Exception as exc:  # nothing of the traceback is kept
             if not devices.is_out_of_memory(exc):
                 raise
             error = errors.first_line(exc)
@@ -63,33 +60,28 @@ def search(
 
 
 class SizedStep:
-    """One model on one device, stepped at whatever batch the search asks. Model and optimizer are
-    built once; between tries only batch and gradients go (optimizer state is part of a step)."""
+    """One model on one device, stepped at whatever batch the search asks; between tries only
+    batch and gradients go (optimizer state is part of a step)."""
 
     def __init__(self, kind: str, device: str, model: str) -> None:
-        self.kind, self.device, self.spec = (
-            workloads.check_kind(kind),
-            devices.get(device),
-            models.get(model),
-        )
+        self.kind, self.device = workloads.check_kind(kind), devices.get(device)
+        self.spec = models.get(model)
         self.workload: workloads.Workload | None = None
 
     def __call__(self, batch_size: int) -> None:
-        if self.workload is None:
-            self.workload = workloads.build(
-                self.kind, self.device, self.spec.name, self.spec.batch_sizes[0]
+        if (workload := self.workload) is None:
+            spec = self.spec
+            workload = self.workload = workloads.build(
+                self.kind, self.device, spec.name, spec.batch_sizes[0]
             )
-        workload = self.workload
         workload.batch = models.make_batch(self.spec, batch_size).to(self.device)
         workload.batch_size = batch_size
         workload.run(STEPS_PER_TRY[self.kind])
         self.device.synchronize()  # an asynchronous device reports its failure here
 
     def release(self) -> None:
-        workload = self.workload
-        if workload is not None:
-            # on the host: nothing held on the device
-            workload.batch = models.make_batch(self.spec, 1)
+        if (workload := self.workload) is not None:
+            workload.batch = models.make_batch(self.spec, 1)  # on the host
             if workload.optimizer is not None:
                 workload.optimizer.zero_grad(set_to_none=True)
         gc.collect()
@@ -101,8 +93,8 @@ class SizedStep:
 
 
 def _search(kind: str, device: str, model: str, ceiling: int, budget: int | None = None) -> Search:
-    """With a ``budget`` (the cpu's child): one unlimited try at batch 1, then the address space
-    limited to what the process then maps plus ``budget``."""
+    """With a ``budget`` (the cpu's child): one try at batch 1, then the address space limited
+    to what the process maps plus ``budget``."""
     step = SizedStep(kind, device, model)
     try:
         if budget is not None:
@@ -110,7 +102,7 @@ def _search(kind: str, device: str, model: str, ceiling: int, budget: int | None
             step.release()
             import psutil  # beside the build in every asv environment
 
-            limit = psutil.Process().memory_info().vms + budget  # mapped now (VmSize)
+            limit = psutil.Process().memory_info().vms + budget
             resource.setrlimit(
                 resource.RLIMIT_AS, (limit, resource.getrlimit(resource.RLIMIT_AS)[1])
             )
@@ -122,7 +114,7 @@ def _search(kind: str, device: str, model: str, ceiling: int, budget: int | None
 def largest_batch_in_child(
     kind: str, model: str, ceiling: int = CEILING, budget: int = CPU_MEMORY_BUDGET
 ) -> Search:
-    """The cpu search in a child; a child that dies fails the search, this process goes on."""
+    """The cpu search in a child, whose death fails the search, not this process."""
     try:
         return isolated.call(_search, kind, "cpu", model, ceiling, budget)
     except isolated.ChildDied as exc:
@@ -133,7 +125,7 @@ def largest_batch_in_child(
 
 def require(device: str, model: str, kind: str) -> None:
     """asv's n/a with the reason where this search cannot run."""
-    suite.require(kind, device, model)  # the device and the model's packages
+    suite.require(kind, device, model)
     if device == "cpu" and not os.path.exists("/proc/self/status"):
         raise skips.SkipNotImplemented(
             "the cpu search needs Linux's RLIMIT_AS and /proc: elsewhere running out of memory raises nothing"
@@ -141,7 +133,7 @@ def require(device: str, model: str, kind: str) -> None:
 
 
 def measure(device: str, model: str, kind: str, ceiling: int = CEILING) -> Search:
-    """In a memory-limited child on the cpu (where nothing would raise), in this process elsewhere."""
+    """On the cpu in a memory-limited child (nothing would raise here), elsewhere here."""
     if device == "cpu":
         return largest_batch_in_child(kind, model, ceiling)
     return _search(kind, device, model, ceiling)

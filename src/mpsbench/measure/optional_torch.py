@@ -1,10 +1,8 @@
 """torch, imported at its first attribute read where installed; elsewhere a stand-in that names
-torch when used.
+torch when used, so torch-free processes import the measuring modules for their names.
 
-Torch-free processes (hosted jobs, asv's ``track_`` lookups) import the measuring modules for
-their names and never pay for torch. Only torch's own module enters sys.modules: a LazyLoader as
-``torch`` breaks its submodule imports on Python 3.12. Module-level code must not read a torch
-attribute.
+Only torch's own module enters sys.modules (a LazyLoader as ``torch`` breaks its submodule
+imports on Python 3.12); module-level code must not read a torch attribute.
 """
 
 from __future__ import annotations

@@ -1,8 +1,8 @@
 """What a dtype means for a step, where it is supported, and proof that it was used.
 
-Training in float16 or bfloat16 is mixed precision (autocast, float32 weights, float16 adds a
-GradScaler); inference casts the model and floating inputs. Autocast on an unsupported
-device/dtype only warns and runs float32, so every warm-up checks the logits' dtype.
+Reduced-precision training is mixed (autocast, float32 weights, a GradScaler for float16);
+inference casts the model and floating inputs. Autocast on an unsupported device/dtype only warns
+and runs float32, so every warm-up checks the logits' dtype.
 """
 
 from __future__ import annotations
@@ -16,11 +16,7 @@ from mpsbench.core.errors import UserError
 from mpsbench.measure import host
 from mpsbench.measure.optional_torch import torch
 
-NAMES: tuple[str, ...] = (
-    "float32",
-    "float16",
-    "bfloat16",
-)  # each the name of its torch dtype (dtype_of)
+NAMES: tuple[str, ...] = ("float32", "float16", "bfloat16")  # torch's names of the dtypes
 DEFAULT = "float32"
 
 
@@ -31,7 +27,7 @@ def check_name(name: str) -> str:
 
 
 def dtype_of(name: str) -> torch.dtype:
-    """torch's dtype of that name, read at the call: a table would load a lazy torch at import."""
+    """Read at the call: a table would load a lazy torch at import."""
     dtype: torch.dtype = getattr(torch, check_name(name))
     return dtype
 
@@ -41,25 +37,23 @@ def is_reduced(name: str) -> bool:
 
 
 def autocast(device: str, kind: str, name: str) -> contextlib.AbstractContextManager[Any]:
-    """Where a forward and loss run: autocast for training in a reduced dtype."""
+    """Autocast for training in a reduced dtype, else nothing."""
     if kind != "training" or not is_reduced(name):
         return contextlib.nullcontext()
     return torch.autocast(device_type=device, dtype=dtype_of(name))
 
 
 def grad_scaler(device: str, kind: str, name: str) -> Any | None:
-    """float16 training's loss scaler (torch.amp.GradScaler from torch 2.3), else None."""
+    """float16 training's loss scaler, else None."""
     if kind != "training" or name != "float16":
         return None
     if (amp_scaler := getattr(getattr(torch, "amp", None), "GradScaler", None)) is not None:
-        return amp_scaler(device)
-    return (
-        torch.cuda.amp.GradScaler()
-    )  # torch < 2.3: only cuda had a scaler (the table skips the rest)
+        return amp_scaler(device)  # torch 2.3 and later
+    return torch.cuda.amp.GradScaler()  # before 2.3 only cuda had one (_MIN_TORCH skips the rest)
 
 
 def torch_version() -> tuple[int, int]:
-    """(major, minor) of the torch in use; "2.5.0a0+git1234" reads as (2, 5)."""
+    """ "2.5.0a0+git1234" reads as (2, 5)."""
     major, minor = re.findall(r"\d+", str(torch.__version__))[:2]
     return int(major), int(minor)
 
@@ -81,19 +75,18 @@ _MIN_TORCH: dict[tuple[str, str, str], tuple[tuple[int, int], str]] = {
 
 
 def unsupported_reason(device: str, kind: str, name: str) -> str | None:
-    """Why a device usable here cannot run ``kind`` in dtype ``name`` with this torch and OS, or None."""
+    """Why a usable device cannot run ``kind`` in dtype ``name`` with this torch and OS, or None."""
     if not is_reduced(name):
         return None
-    needed = _MIN_TORCH.get((device, kind, name))
-    if needed is not None and torch_version() < needed[0]:
+    if (needed := _MIN_TORCH.get((device, kind, name))) and torch_version() < needed[0]:
         return f"{needed[1]}; this is torch {torch.__version__}"
     return device_lacks(device, name)
 
 
 def device_lacks(device: str, name: str) -> str | None:
-    """Why ``device`` cannot hold tensors of dtype ``name`` on this OS or GPU, or None. Asked
-    before torch: its refusal of bfloat16 on macOS 13 names no lack that skips.torch_lacks reads."""
-    macos = platform.mac_ver()[0]  # empty when this is not macOS
+    """Why ``device`` cannot hold dtype ``name`` on this OS or GPU, or None; asked before torch,
+    whose refusal of bfloat16 on macOS 13 skips.torch_lacks does not recognize."""
+    macos = platform.mac_ver()[0]  # empty off macOS
     if device == "mps" and name == "bfloat16" and macos and host.version_number(macos) < 14:
         return f"bfloat16 on mps needs macOS 14 or later; this is macOS {macos}"
     if device == "cuda" and name == "bfloat16" and not torch.cuda.is_bf16_supported():

@@ -27,8 +27,8 @@ class Combination:
 
 
 def discover(benchmark_dir: Path) -> list[Any]:
-    """asv_runner's own discovery, so names and param reprs are exactly asv's (the package imported
-    under its folder's name, any earlier suite of that name set aside meanwhile)."""
+    """asv_runner's own discovery, so that names and param reprs are asv's; the package imports
+    under its folder's name, an earlier suite of that name set aside meanwhile."""
     from mpsbench.core.asv_internals import disc_benchmarks
 
     root = benchmark_dir.resolve()
@@ -37,22 +37,17 @@ def discover(benchmark_dir: Path) -> list[Any]:
             f"{benchmark_dir} is not a benchmark package (no __init__.py); pass the suite's benchmark"
             " folder, the one holding its __init__.py (benchmarks in this checkout)"
         )
-    package = root.name
-    saved = {
-        name: module
-        for name, module in sys.modules.items()
-        if name == package or name.startswith(package + ".")
-    }
-    for name in saved:
-        del sys.modules[name]
+
+    def suite_modules() -> list[str]:
+        return [name for name in sys.modules if (name + ".").startswith(root.name + ".")]
+
+    saved = {name: sys.modules.pop(name) for name in suite_modules()}
     sys.path.insert(0, str(root.parent))
     try:
         return list(disc_benchmarks(str(root)))
     finally:
         sys.path.remove(str(root.parent))
-        for name in [
-            name for name in sys.modules if name == package or name.startswith(package + ".")
-        ]:
+        for name in suite_modules():
             del sys.modules[name]
         sys.modules.update(saved)
 
@@ -64,19 +59,17 @@ def _each(benchmarks: Sequence[Any]) -> Iterator[tuple[Any, tuple[str, ...]]]:
 
 
 def names(benchmarks: Sequence[Any]) -> list[str]:
-    """Every combination's name, as ``-b`` sees it, unselected."""
+    """Every combination's name, as ``-b`` sees it."""
     return [asv.combination(benchmark.name, shown) for benchmark, shown in _each(benchmarks)]
 
 
 def _device(benchmark: Any, shown: tuple[str, ...]) -> str | None:
-    """The device parameter of one combination; None where its benchmark has none."""
     if "device" not in benchmark.param_names:
         return None
     return str(asv.param_values(shown)[list(benchmark.param_names).index("device")])
 
 
 def devices_of(benchmarks: Sequence[Any]) -> dict[str, str | None]:
-    """Every combination's device parameter, by name, unselected."""
     return {
         asv.combination(benchmark.name, shown): _device(benchmark, shown)
         for benchmark, shown in _each(benchmarks)
@@ -88,12 +81,10 @@ def combinations(benchmarks: Sequence[Any]) -> list[Combination]:
     absent = functools.cache(devices.absent_reason)
     found = []
     for benchmark, shown in _each(benchmarks):
-        owner = benchmark.name.split(".")[-2]  # the class
-        device = _device(benchmark, shown)
-        params = asv.param_values(shown)
+        device, params = _device(benchmark, shown), asv.param_values(shown)
         reason = absent(device) if device is not None else None
         if reason is None and params:
-            reason = selection.left_out(owner, *params)
+            reason = selection.left_out(benchmark.name.split(".")[-2], *params)  # by its class
         found.append(Combination(asv.combination(benchmark.name, shown), reason))
     return found
 
@@ -102,7 +93,7 @@ def selected(found: Sequence[Combination], bench: Sequence[str] = ()) -> list[st
     """The combinations this run times, narrowed by ``bench`` regexes (asv's -b)."""
     runs = [combination.name for combination in found if combination.reason is None]
     runs = asv.matching(runs, bench) if bench else runs
-    if not runs:  # asv would stop with "No benchmarks selected"; say why first
+    if not runs:  # asv would say only "No benchmarks selected"
         raise UserError(
             "no benchmark combination runs on this machine with this MPSBENCH_DEVICES"
             + (f" and -b {' -b '.join(bench)}" if bench else "")

@@ -11,8 +11,8 @@ from mpsbench.measure.optional_torch import torch
 
 FIRST_TORCH = (2, 0)  # torch.compile's first release
 FIRST_MPS_TORCH = (2, 8)  # MPSInductor in the release notes of 2.8.0
-CXX_CANDIDATES = ("g++", "clang++", "c++")  # what inductor's cpu backend finds on Linux and macOS
-# Words in torch's errors for an op or dtype a device or kernel does not support.
+CXX_CANDIDATES = ("g++", "clang++", "c++")  # what inductor's cpu backend looks for
+# words in torch's errors for an op or dtype a device or kernel does not support
 LACKING = (
     "not implemented for",
     "not supported",
@@ -23,9 +23,8 @@ LACKING = (
 
 
 def selected(benchmark: str, *params: object) -> None:
-    """A combination this run leaves out: ``benchmark``'s rule in the selection table."""
-    reason = selection.left_out(benchmark, *params)
-    if reason is not None:
+    """Skips a combination ``benchmark``'s rule in the selection table leaves out."""
+    if (reason := selection.left_out(benchmark, *params)) is not None:
         raise SkipNotImplemented(reason)
 
 
@@ -36,9 +35,7 @@ def require_device(device: str) -> None:
 
 
 def require_dtype(device: str, dtype: str) -> None:
-    """Skip where the usable ``device`` cannot hold ``dtype`` here (:func:`precision.device_lacks`)."""
-    reason = precision.device_lacks(device, dtype)
-    if reason is not None:
+    if (reason := precision.device_lacks(device, dtype)) is not None:
         raise SkipNotImplemented(reason)
 
 
@@ -52,15 +49,13 @@ def require_torch(minimum: tuple[int, int], what: str) -> None:
 
 def torch_lacks(exc: BaseException) -> bool:
     """Whether ``exc`` is torch refusing an op or dtype here: n/a, not a wrong result."""
-    if isinstance(exc, NotImplementedError):
-        return True
-    return isinstance(exc, (RuntimeError, TypeError)) and any(
-        word in str(exc).lower() for word in LACKING
+    return isinstance(exc, NotImplementedError) or (
+        isinstance(exc, (RuntimeError, TypeError)) and any(w in str(exc).lower() for w in LACKING)
     )
 
 
 def compile_unsupported(device: str) -> str | None:
-    """Why this build cannot ``torch.compile`` (inductor) for ``device`` here, or None if it should."""
+    """Why this build cannot ``torch.compile`` (inductor) for ``device`` here, or None."""
     if precision.torch_version() < FIRST_TORCH or not hasattr(torch, "compile"):
         return f"torch {torch.__version__} has no torch.compile (2.0 and later)"
     dynamo = getattr(getattr(torch, "_dynamo", None), "is_dynamo_supported", None)

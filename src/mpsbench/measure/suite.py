@@ -20,12 +20,12 @@ from mpsbench.measure import (
     workloads,
 )
 
-# for the benchmark modules; measure/ itself uses skips directly
+# for the benchmark modules
 SkipNotImplemented, selected = skips.SkipNotImplemented, skips.selected
 
 
 class StepTimer:
-    """asv ``timer`` for bodies that loop k steps: the clock over k (set in ``setup``)."""
+    """asv ``timer`` for bodies that loop k steps: the clock over k."""
 
     def __init__(self, steps_per_call: int) -> None:
         self.steps_per_call = steps_per_call
@@ -35,8 +35,8 @@ class StepTimer:
 
 
 class TimedSteps:
-    """The timed step: k steps, one synchronize, :class:`StepTimer` divides by k. Under
-    settings.SINGLE_STEPS a cpu row runs one step a call (its synchronize is free)."""
+    """k steps, one synchronize, :class:`StepTimer` divides by k; under settings.SINGLE_STEPS
+    a cpu row runs one step a call (its synchronize is free)."""
 
     workload: workloads.Workload
 
@@ -54,15 +54,13 @@ class TimedSteps:
 
 
 def require(kind: str, device: str, model: str, *, dtype: str = precision.DEFAULT) -> None:
-    """Skips (asv's n/a, with the reason) a combination that cannot run here; builds nothing."""
-    spec = models.get(model)
+    """Skips a combination that cannot run here; builds nothing."""
     skips.require_device(device)
-    if missing := spec.missing_requirements():
+    if missing := models.get(model).missing_requirements():
         raise skips.SkipNotImplemented(
             f"{model} needs {', '.join(missing)}, not importable in this environment"
         )
-    reason = precision.unsupported_reason(device, kind, dtype)
-    if reason is not None:
+    if (reason := precision.unsupported_reason(device, kind, dtype)) is not None:
         raise skips.SkipNotImplemented(f"{model} {kind} in {dtype} on {device}: {reason}")
 
 
@@ -77,12 +75,12 @@ def prepare(
     compiled: bool = False,
 ) -> workloads.Workload:
     """The warmed-up workload for ``setup``: skips what cannot run or fit, fails on an op torch
-    lacks. Instruments that report what :func:`guard` refuses pass ``guarded=False``."""
+    lacks; instruments that report what :func:`guard` refuses pass ``guarded=False``."""
     require(kind, device, model, dtype=dtype)
-    with OutOfMemorySkips(device, model, batch_size):  # build, copy to the device, warm-up, checks
+    with OutOfMemorySkips(device, model, batch_size):
         try:
             workload = workloads.cached(kind, device, model, batch_size, dtype, compiled)
-        except NotImplementedError as exc:  # torch has no kernel for an op on this device
+        except NotImplementedError as exc:
             raise RuntimeError(f"{model} on {device}: torch lacks an op: {exc}") from exc
         if guarded:
             guard(workload)
@@ -90,7 +88,7 @@ def prepare(
 
 
 class OutOfMemorySkips:
-    """Turns any device's out-of-memory error into a skip (a class: cheap in a timed call)."""
+    """Turns a device's out-of-memory error into a skip (a class: cheap in a timed call)."""
 
     def __init__(self, device: str, model: str, batch_size: int) -> None:
         self.device, self.model, self.batch_size = device, model, batch_size
@@ -101,29 +99,23 @@ class OutOfMemorySkips:
     def __exit__(
         self, kind: type[BaseException] | None, exc: BaseException | None, traceback: object
     ) -> None:
-        if (
-            exc is None
-            or isinstance(exc, skips.SkipNotImplemented)
-            or not devices.is_out_of_memory(exc)
-        ):
+        if exc is None or isinstance(exc, skips.SkipNotImplemented):
             return
-        workloads.forget()
-        devices.get(self.device).empty_cache()
-        first_line = errors.first_line(exc)
-        raise skips.SkipNotImplemented(
-            f"{self.model} at batch {self.batch_size} does not fit in {self.device} memory: {first_line}"
-        ) from exc
+        if devices.is_out_of_memory(exc):
+            workloads.forget()
+            devices.get(self.device).empty_cache()
+            raise skips.SkipNotImplemented(
+                f"{self.model} at batch {self.batch_size} does not fit in {self.device} memory:"
+                f" {errors.first_line(exc)}"
+            ) from exc
 
 
-GUARD_ERRORS = (
-    fallback.FallbackError,
-    correctness.CorrectnessError,
-    accuracy.AccuracyError,
-)  # what guard raises
+GUARD_ERRORS = (fallback.FallbackError, correctness.CorrectnessError, accuracy.AccuracyError)
 
 
 def guard(workload: workloads.Workload) -> None:
-    """Fails a combination whose timing would not be honest: cpu fallbacks, wrong results."""
+    """Fails a combination whose timing would not be honest: cpu fallbacks, wrong results;
+    raises one of GUARD_ERRORS."""
     fallback.refuse(workload.label, workload.fallback_ops)
     correctness.verify(workload.device, workload.dtype)
     if accuracy.needed(workload.device):
@@ -139,17 +131,14 @@ def throughput(workload: workloads.Workload) -> float:
 class MemoryPeaks:
     """Peaks over one step in MiB; None where the device keeps no such counter."""
 
-    allocated: float | None  # live tensors (cuda, mps); cpu: the largest RSS sample over the step
+    allocated: float | None  # live tensors (cuda, mps); cpu: the largest RSS sample
     driver: float | None  # what the driver holds for torch, caches included
 
 
 def memory_peaks(workload: workloads.Workload) -> MemoryPeaks:
     """Sampled before, during and after one step."""
-    peak, driver = devices.peaks_over(workload.device, workload.step)
-    return MemoryPeaks(
-        None if peak is None else peak / devices.MIB,
-        None if driver is None else driver / devices.MIB,
-    )
+    peaks = devices.peaks_over(workload.device, workload.step)
+    return MemoryPeaks(*(None if peak is None else peak / devices.MIB for peak in peaks))
 
 
 def peak_memory_mib(workload: workloads.Workload) -> float:
@@ -162,7 +151,7 @@ def peak_memory_mib(workload: workloads.Workload) -> float:
 
 
 def cold_start_code(kind: str, device: str, model: str, batch_size: int) -> tuple[str, str]:
-    """An asv ``timeraw_`` body (statement, setup); only the first step is timed."""
+    """An asv ``timeraw_`` body (statement, setup) that times only the first step."""
     setup = (
         "from mpsbench.measure import suite\n"
         f"first_step = suite.cold_first_step({kind!r}, {device!r}, {model!r}, {batch_size!r})"
@@ -171,7 +160,7 @@ def cold_start_code(kind: str, device: str, model: str, batch_size: int) -> tupl
 
 
 def cold_first_step(kind: str, device: str, model: str, batch_size: int) -> Callable[[], None]:
-    """Builds the workload (untimed); its first step refuses cpu fallbacks like a timing."""
+    """Builds the workload (untimed); its first step refuses cpu fallbacks as a timing does."""
     workload = workloads.build(kind, device, model, batch_size)
     workload.device.synchronize()
 

@@ -1,5 +1,5 @@
-"""The timing loop outside asv's clock (command line, calibration, ops): warm up, synchronize
-before every clock read, report the median, as the asv classes do."""
+"""The timing loop outside asv's clock (command line, calibration, ops), done as the asv classes
+do: warm up, synchronize before every clock read, report the median."""
 
 from __future__ import annotations
 
@@ -32,7 +32,7 @@ def median_seconds(
     max_samples: int = 50,
 ) -> tuple[float, int]:
     """Median seconds per call of a warmed-up ``run`` and the samples taken; a sample runs
-    ``per_sample`` calls, so a sub-millisecond call is timed long enough for the clock."""
+    ``per_sample`` calls, so that a sub-millisecond call is long enough for the clock."""
     durations: list[float] = []
     synchronize = devices.get(device).synchronize  # looked up once, off the clock
     synchronize()
@@ -50,7 +50,6 @@ def median_seconds(
 def time_steps(
     workload: Workload, min_calls: int = 3, min_seconds: float = 1.0, max_calls: int = 50
 ) -> StepTiming:
-    """A warmed-up workload's median step, each call its model's ``steps_per_call`` steps."""
     steps = workload.spec.steps_per_call
     median, calls = median_seconds(
         workload.run, workload.device, steps, min_calls, min_seconds, max_calls

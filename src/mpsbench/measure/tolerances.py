@@ -5,17 +5,13 @@ from __future__ import annotations
 
 import re
 
-# Relative error allowed per computed dtype. float32 allows for TF32, cuda's default for
-# convolutions (10 mantissa bits, as float16); reduced dtypes for their own rounding.
+# Relative error allowed per computed dtype; float32's allows for TF32, cuda's convolution default
 TOLERANCES: dict[str, float] = {"float32": 1e-2, "float16": 5e-2, "bfloat16": 1e-1}
 DTYPES: tuple[str, ...] = tuple(TOLERANCES)
-ERROR_UNIT = "relative error"  # max|device - reference| / max|reference|: judged against TOLERANCES
-DIFFERENCE_UNIT = (
-    "relative difference"  # between two identical calls: anything but 0 is nondeterminism
-)
+ERROR_UNIT = "relative error"  # max|device - reference| / max|reference|
+DIFFERENCE_UNIT = "relative difference"  # of two identical calls: not 0 is nondeterminism
 
-# The reported patterns (built in mpsbench.measure.correctness), each in the dtypes its report
-# showed wrong; every other pattern runs in every dtype.
+# Reported patterns (measure.correctness) in the dtypes their reports showed wrong; others run in all
 REPORTED: dict[str, tuple[str, ...]] = {
     "matmul_transposed_after_churn": ("float32",),  # pytorch#193487
     "linear_3d_no_bias": ("float16", "bfloat16"),  # pytorch#180776
@@ -31,7 +27,6 @@ def dtypes(pattern: str) -> tuple[str, ...]:
 
 
 def tolerance(entry: str) -> float:
-    """The tolerance of a recorded error row, by the dtype among its params; float32's where it
-    names none."""
+    """A recorded error row's tolerance, by the dtype among its params (else float32's)."""
     named = re.findall(r"'(\w+)'", entry)
     return next((TOLERANCES[name] for name in named if name in TOLERANCES), TOLERANCES["float32"])

@@ -1,7 +1,7 @@
 """Workloads: a model, its optimizer and a fixed batch, resident on a device.
 
-A training step: zero the gradients, forward, loss, backward, optimizer step; an inference step:
-an eval-mode forward under ``torch.inference_mode()``. Neither synchronizes: the caller does.
+A training step zeroes the gradients, runs forward, loss, backward and the optimizer; an inference
+step is an eval-mode forward under ``torch.inference_mode()``. Neither synchronizes.
 """
 
 from __future__ import annotations
@@ -17,8 +17,8 @@ KINDS: tuple[str, ...] = ("training", "inference")
 
 
 class WorkloadError(ValueError):
-    """A workload that cannot be built or stepped; caught by `mpsbench time` to say a bad choice in
-    one line. Not UserError: a non-finite loss is a failed benchmark, not a mistake."""
+    """A workload that cannot be built or stepped: not a UserError, since a non-finite loss is a
+    failed benchmark, not a mistake."""
 
 
 class Workload:
@@ -31,14 +31,9 @@ class Workload:
         dtype: str = precision.DEFAULT,
         compiled: bool = False,
     ) -> None:
-        self.kind, self.spec, self.batch_size, self.dtype, self.compiled = (
-            kind,
-            spec,
-            batch_size,
-            dtype,
-            compiled,
-        )
-        self.device = devices.get(device)  # asked for every step, check and reading
+        self.kind, self.spec, self.batch_size = kind, spec, batch_size
+        self.dtype, self.compiled = dtype, compiled
+        self.device = devices.get(device)
         self.device.seed(models.SEED)
         with self.device.creating():
             self.model = spec.build().to(device)  # a no-op where the weights were created there
@@ -46,20 +41,20 @@ class Workload:
         if kind == "inference" and precision.is_reduced(dtype):  # cast, where training autocasts
             cast = precision.dtype_of(dtype)
             self.model.to(cast)
-            # ids stay integers
+            inputs = self.batch.inputs.items()  # ids stay integers
             self.batch = models.Batch(
                 {
                     key: value.to(cast) if value.is_floating_point() else value
-                    for key, value in self.batch.inputs.items()
+                    for key, value in inputs
                 },
                 self.batch.target,
             )
-        if compiled:  # inductor; compiles at the first step
+        if compiled:  # compiles at the first step
             self.model = torch.compile(self.model)  # type: ignore[assignment]  # an OptimizedModule
-        self.first_step_seconds: float | None = None  # the first warm-up step, compile included
+        self.first_step_seconds: float | None = None  # compile included
         self.loss_fn = nn.CrossEntropyLoss()
         self.optimizer: torch.optim.Optimizer | None = None
-        self.scaler = precision.grad_scaler(device, kind, dtype)  # float16 training only
+        self.scaler = precision.grad_scaler(device, kind, dtype)
         self.computed_dtype: torch.dtype | None = None  # the logits' dtype in the last step
         self.fallback_ops: tuple[str, ...] = ()  # ops that ran on the cpu during warm-up
         if kind == "training":
@@ -73,20 +68,18 @@ class Workload:
             self.model.eval()
 
     def trained_parameters(self) -> list[nn.Parameter]:
-        return (
-            list(self.model.parameters())
-            if self.spec.trainable is None
-            else self.spec.trainable(self.model)
-        )
+        if self.spec.trainable is None:
+            return list(self.model.parameters())
+        return self.spec.trainable(self.model)
 
     @property
     def label(self) -> str:
-        """How errors name this combination: "resnet50 training on mps at batch 128 (float16)"."""
+        """ "resnet50 training on mps at batch 128 (float16)"."""
         compiled = ", compiled" if self.compiled else ""
         return f"{self.spec.name} {self.kind} on {self.device} at batch {self.batch_size} ({self.dtype}{compiled})"
 
     def step(self, probe: Callable[[], None] | None = None) -> torch.Tensor:
-        """One step: the loss (training) or logits (inference); ``probe()`` where memory peaks."""
+        """The loss (training) or logits (inference); ``probe()`` where memory peaks."""
         if self.optimizer is None:
             with torch.inference_mode():
                 logits: torch.Tensor = self.spec.forward(self.model, self.batch.inputs)
@@ -101,7 +94,7 @@ class Workload:
         self.computed_dtype = logits.dtype
         if probe is not None:
             probe()  # activations are alive: the forward peak
-        # float16 scales the loss so small gradients survive; the scaler unscales before the update
+        # float16 scales the loss so that small gradients survive
         (loss if self.scaler is None else self.scaler.scale(loss)).backward()
         if probe is not None:
             probe()  # gradients are alive: the backward peak
@@ -130,10 +123,8 @@ class Workload:
             self.step()
 
     def warm_up(self) -> None:
-        """Two steps, so kernels are chosen and optimizer state exists, recording cpu fallbacks.
-
-        Fails an output moved off the device, computed in another dtype, or a non-finite loss.
-        """
+        """Two steps (kernels chosen, optimizer state made), recording cpu fallbacks; fails an
+        output off the device, computed in another dtype, or a non-finite loss."""
         with fallback.Recorder() as recorder:
             self.device.synchronize()
             begin = time.perf_counter()
@@ -166,7 +157,7 @@ def build(
     dtype: str = precision.DEFAULT,
     compiled: bool = False,
 ) -> Workload:
-    """Validate every argument (one-line errors), then build the workload."""
+    """Validates every argument (one-line errors), then builds the workload."""
     check_kind(kind)
     devices.get(device)
     precision.check_name(dtype)
@@ -186,7 +177,7 @@ def build(
 
 
 _slot: devices.OneSlot[Workload] = devices.OneSlot()
-forget = _slot.clear  # drops the workload and its memory (after an out-of-memory error)
+forget = _slot.clear  # drops the workload and its memory
 
 
 def cached(
@@ -197,7 +188,7 @@ def cached(
     dtype: str = precision.DEFAULT,
     compiled: bool = False,
 ) -> Workload:
-    """The warmed-up workload (one per process: asv calls ``setup`` before every sample)."""
+    """The warmed-up workload, one per process (asv calls ``setup`` before every sample)."""
 
     def build_and_warm_up() -> Workload:
         workload = build(kind, device, model, batch_size, dtype, compiled)

@@ -1,8 +1,8 @@
 """mpsbench bisect GOOD BAD -b BENCH: the first build between two that made one combination slower.
 
-Each step measures GOOD, BAD and the few candidates that split what is left most cheaply (probes()) in ONE
-interleaved run, judged by compare's rule; the first step also confirms BAD slower than GOOD. --nightlies [N]:
-nightlies.py (docs/explanation/the-rule.md).
+Each step measures GOOD, BAD and the candidates that split what is left most cheaply
+(:func:`probes`) in one interleaved run, judged by compare's rule; the first step also confirms BAD
+slower than GOOD. --nightlies adds builds (nightlies.py).
 """
 
 from __future__ import annotations
@@ -18,11 +18,9 @@ from mpsbench.core.errors import UserError
 from mpsbench.regressions import compare, fresh, nightlies, verdict
 
 log = progress.logger(__name__)
-# besides 0 (found) and 2 (a user's mistake): as grep's 1 for "no match", 1 says there is nothing to find, a result a
-# script acts on; 3 is compare's undecided
+# as grep's 1 for "no match": nothing to find, a result a script acts on; 3 is compare's undecided
 NOT_SLOWER, UNDECIDED = 1, 3
-# beyond a handful of candidates a step's own k + 2 processes outweigh what it narrows (the cheapest k is 1 to 4 at
-# every length), and the bound keeps the cost's recursion small for a year of nightlies
+# more probes cost a step more than they narrow; the bound keeps _cheapest's recursion small
 MOST_PROBES = 8
 EXIT_STATUSES = """exit status:
   0  found: the first bad build and the good one before it
@@ -36,7 +34,7 @@ HEADER = ["build", "role", "fast ms", "vs GOOD", "interval", "p", "vs BAD", "ver
 class Found:
     first: str  # the first slow build, CHANNEL@ID
     before: str  # the good one before it
-    upstream: str  # the PyTorch commits to read, or that both builds share one upstream commit
+    upstream: str  # the PyTorch commits to read, or that both share one upstream commit
 
 
 @dataclass(frozen=True)
@@ -47,16 +45,14 @@ class Unresolved:
 
 @dataclass
 class Search:
-    """Where a search stands: between[low] is good (-1: GOOD itself), between[high] is bad (BAD is between's last)."""
+    """between[low] is good (-1: GOOD itself), between[high] is bad (BAD is between's last)."""
 
     between: list[str]
     low: int = -1
     high: int = -1
     confirmed: bool = False
-    processes: int = 0  # every build's rounds, summed over the steps: what the search cost
-    endpoints: list[str] = field(
-        default_factory=list
-    )  # compare's summary of GOOD against BAD, once judged
+    processes: int = 0  # what the search cost
+    endpoints: list[str] = field(default_factory=list)  # compare's summary of GOOD against BAD
     rows: list[list[str]] = field(default_factory=lambda: [list(HEADER)])
 
     def __post_init__(self) -> None:
@@ -64,14 +60,23 @@ class Search:
 
 
 def _row(
-    name: str, role: str, times: list[float], vs_good: verdict.Verdict, vs_bad: str, found: str
+    name: str,
+    role: str,
+    times: list[float],
+    vs_good: verdict.Verdict | None,
+    vs_bad: str,
+    found: str,
 ) -> list[str]:
+    fast = f"{verdict.fast_mode(times) * 1e3:.3f}"
+    if vs_good is None:
+        return [name, role, fast, "1", "", "", vs_bad, found]
+    interval = f"[{vs_good.low:.3f}, {vs_good.high:.3f}]"
     return [
         name,
         role,
-        f"{verdict.fast_mode(times) * 1e3:.3f}",
+        fast,
         f"{vs_good.ratio:.3f}",
-        f"[{vs_good.low:.3f}, {vs_good.high:.3f}]",
+        interval,
         f"{vs_good.p_value:.4f}",
         vs_bad,
         found,
@@ -80,8 +85,8 @@ def _row(
 
 @functools.cache
 def _cheapest(candidates: int) -> tuple[float, int]:
-    """The processes (a round each) a search among ``candidates`` expects, each place of the first bad build (a
-    candidate or BAD) alike likely, and the fewest evenly spaced probes a step takes for it (0 without candidates)."""
+    """The processes a search among ``candidates`` expects (each place of the first bad build
+    alike likely) and the number of evenly spaced probes a step takes for it."""
     return min(
         (
             (_cost(candidates, _spaced(candidates, most)), most)
@@ -92,26 +97,22 @@ def _cheapest(candidates: int) -> tuple[float, int]:
 
 
 def _spaced(candidates: int, most: int) -> list[int]:
-    """``most`` candidate indexes that split the candidates + 1 places of the first bad build into equal parts."""
+    """``most`` indexes that split the candidates + 1 places of the first bad build evenly."""
     return sorted(
         {(index + 1) * (candidates + 1) // (most + 1) - 1 for index in range(most)} - {-1}
     )
 
 
 def _cost(candidates: int, measured: list[int]) -> float:
-    # a step: GOOD, BAD and the measured ones; then the part of the line the first bad build is in, by its share
-    bounds = [-1, *measured, candidates]
-    parts = [
-        high - low for low, high in itertools.pairwise(bounds)
-    ]  # places in each part (the last holds BAD)
+    # a step (GOOD, BAD, the measured), then the part holding the first bad build, by its share
+    parts = [high - low for low, high in itertools.pairwise([-1, *measured, candidates])]
     return (
         len(measured) + 2 + sum(part / (candidates + 1) * _cheapest(part - 1)[0] for part in parts)
     )
 
 
 def probes(candidates: list[str]) -> list[str]:
-    """The evenly spaced candidates whose number makes the whole search cheapest: all of up to four, the middle of
-    five (true bisection), the thirds from six, the quarters from twelve (GOOD and BAD are measured in every step)."""
+    """The evenly spaced candidates whose number makes the whole search cheapest."""
     return [candidates[index] for index in _spaced(len(candidates), _cheapest(len(candidates))[1])]
 
 
@@ -123,16 +124,11 @@ def search(
     state: Search,
     fill: Callable[[str, str], list[fresh.Named]] = lambda good, bad: [],
 ) -> Unresolved | None:
-    """Steps until two adjacent builds are good and bad (None; ``state`` says which) or something stays unresolved.
-
-    Every step measures GOOD and BAD beside its candidates: a verdict only ever compares processes of one run, so a
-    machine that drifts between steps moves both sides of each comparison alike.
-    """
+    """Steps until two adjacent builds are good and bad (None; ``state`` says which) or something
+    stays unresolved. GOOD and BAD are in every step: a verdict compares processes of one run."""
     between = state.between
     while True:
-        if (
-            state.confirmed and state.high - state.low == 1
-        ):  # adjacent: --nightlies may add the nightlies between
+        if state.confirmed and state.high - state.low == 1:  # --nightlies may add builds between
             added = fill(between[state.low] if state.low >= 0 else good.name, between[state.high])
             if not added:
                 return None
@@ -171,21 +167,10 @@ def search(
                     " regression between them to bisect; name a BAD that compare calls slower",
                 )
             state.confirmed = True
-            state.rows.append(
-                [
-                    good.name,
-                    "GOOD",
-                    f"{verdict.fast_mode(step.times[good.name]) * 1e3:.3f}",
-                    "1",
-                    "",
-                    "",
-                    "",
-                    "endpoint",
-                ]
-            )
-            state.rows.append(
-                _row(bad.name, "BAD", step.times[bad.name], endpoint, "1", "confirmed slower")
-            )
+            state.rows += [
+                _row(good.name, "GOOD", step.times[good.name], None, "", "endpoint"),
+                _row(bad.name, "BAD", step.times[bad.name], endpoint, "1", "confirmed slower"),
+            ]
         against = {
             name: (step.verdicts[(good.name, name)], step.verdicts[(name, bad.name)])
             for name in candidates
@@ -202,9 +187,7 @@ def search(
             )
             for name, (vs_good, vs_bad) in against.items()
         ]
-        for (
-            name
-        ) in candidates:  # oldest first: every good one moves low up, the first bad one is high
+        for name in candidates:  # oldest first: each good one moves low up, the first bad is high
             if found[name] is None:
                 vs_good, vs_bad = against[name]
                 return Unresolved(
@@ -221,7 +204,7 @@ def search(
 def bisect(
     good_ref: str, bad_ref: str, args: fresh.Options, adding: nightlies.Options
 ) -> Found | Unresolved:
-    """Measure and search between GOOD and BAD as ``args`` and ``adding`` ask, printing each step and the evidence."""
+    """Measures and searches between GOOD and BAD, printing each step and the evidence."""
     compare.check(args)
     manifest, generated, (good, bad) = fresh.name_builds(
         [good_ref, bad_ref], args.manifest, args.timeline
@@ -258,10 +241,7 @@ def bisect(
         return unresolved
     first = between[state.high]
     before = between[state.low] if state.low >= 0 else good.name
-    old, new = (
-        gaps.manifest.find(before),
-        gaps.manifest.find(first),
-    )  # with the nightlies --nightlies added
+    old, new = gaps.manifest.find(before), gaps.manifest.find(first)  # --nightlies' builds too
     if old.git_version == new.git_version:
         upstream = (
             f"{before} and {first} share the upstream commit {new.git_version[:12]}: the change is in the builds"
@@ -275,7 +255,7 @@ def bisect(
 
 
 def outcome(found: Found | Unresolved) -> int:
-    """Print what a bisection found, or why it found nothing; returns the exit status (EXIT_STATUSES)."""
+    """Prints what a bisection found, or why nothing; returns the exit status."""
     if isinstance(found, Unresolved):
         print(
             f"{'undecided' if found.status == UNDECIDED else 'no regression'}: {found.reason} (exit {found.status})"
@@ -289,7 +269,7 @@ def outcome(found: Found | Unresolved) -> int:
 def _step_decided(
     good: str, bad: str, candidates: list[str], confirmed: bool
 ) -> Callable[[dict[compare.Pair, verdict.Verdict]], bool]:
-    """Once the endpoints are decided (until confirmed) and the candidates classified up to the first bad one."""
+    """Once the endpoints are decided (until confirmed) and the candidates up to the first bad."""
 
     def decided(verdicts: dict[compare.Pair, verdict.Verdict]) -> bool:
         endpoint = verdicts[(good, bad)].decision
@@ -305,7 +285,7 @@ def _step_decided(
 
 
 def _classify(vs_good: verdict.Verdict, vs_bad: verdict.Verdict) -> str | None:
-    """'bad', 'good' or None (undecided) for a candidate, from its verdicts against both endpoints."""
+    """'bad', 'good' or None (undecided), from a candidate's verdicts against both endpoints."""
     if vs_good.decision == verdict.SLOWER:
         return "bad"
     # BAD slower than it, or it within the factor of GOOD (whichever the evidence reaches first)

@@ -1,8 +1,7 @@
 """mpsbench compare A B -b BENCH: is build B slower than build A, measured afresh?
 
-Rounds of fresh, interleaved processes into a scratch folder, never the recorded results (fresh.Session), until
-verdict.py's rule decides or the budget is spent.
-Exit 0: unchanged (or faster) within the regression factor; 1: slower; 3: undecided, with the reason and what to do.
+Rounds of fresh, interleaved processes into a scratch folder (fresh.Session), never the recorded
+results, until verdict.py's rule decides or the budget is spent.
 """
 
 from __future__ import annotations
@@ -21,8 +20,7 @@ from mpsbench.measure import devices, preselect
 from mpsbench.regressions import fresh, verdict
 
 Pair = tuple[str, str]
-# each round is a process per build, seconds at the least: a thousand is hours already (and verdict.looks lists every
-# look: a budget of 10**20 would be a MemoryError)
+# a round is seconds at least, so a thousand is hours; verdict.looks lists every look
 MOST_ROUNDS = 1000
 log = progress.logger(__name__)
 EXIT_STATUSES = """exit status:
@@ -34,9 +32,7 @@ EXIT_STATUSES = """exit status:
 
 @dataclass
 class Measured:
-    times: dict[
-        str, list[float]
-    ]  # each build's process times (its fastest sample, seconds), in round order
+    times: dict[str, list[float]]  # each build's process times (fastest sample, s), round order
     verdicts: dict[Pair, verdict.Verdict] = field(default_factory=dict)
     samples: dict[str, int] = field(default_factory=dict)  # each build's samples over its processes
 
@@ -47,37 +43,32 @@ def measure(
     pairs: list[Pair],
     done: Callable[[dict[Pair, verdict.Verdict]], bool] | None = None,
 ) -> Measured:
-    """Interleaved rounds until every pair is decided (or ``done`` says so) or the budget is spent; a progress line
-    (stderr) as each round ends: every build's fastest sample, and what is left.
-
-    The looks are verdict.schedule's: early ones before --min-rounds, the planned ones up to --max-rounds, then, while
-    an undecided pair could be decided within the time budget at this run's pace (:func:`needed`), extra ones."""
+    """Interleaved rounds until every pair is decided (or ``done`` says so) or the budget is spent,
+    a progress line a round. Extra looks past --max-rounds go on while an undecided pair could be
+    decided in the time left (:func:`needed`)."""
     levels = verdict.schedule(session.min_rounds, session.max_rounds)
     measured = Measured({b.name: [] for b in builds})
-    done = done or (
-        lambda verdicts: all(v.decision != verdict.UNDECIDED for v in verdicts.values())
-    )
-    started = time.monotonic()
+    done = done or (lambda found: all(v.decision != verdict.UNDECIDED for v in found.values()))
+    started, last = time.monotonic(), max(levels)
     if started >= session.deadline:  # an earlier step of the command spent the budget
         return _out_of_time(session, measured, pairs, levels, session.min_rounds)
-    rounds = session.rounds(builds, max(levels))
+    rounds = session.rounds(builds, last)
     try:
         for times in rounds:
             before = len(measured.times[builds[0].name])
             measured.times, measured.samples = times, dict(session.samples)
             count = len(times[builds[0].name])
-            due = [
-                look for look in levels if before < look <= count
-            ]  # asv may finish two rounds at once
-            if due:
+            # asv may finish two rounds at once
+            if due := [look for look in levels if before < look <= count]:
+                look = due[-1]
                 measured.verdicts = {
                     (a, b): verdict.judge_at(
-                        due[-1],
+                        look,
                         session.min_rounds,
                         times[a],
                         times[b],
                         session.factor,
-                        levels[due[-1]],
+                        levels[look],
                         session.quieter,
                     )
                     for a, b in pairs
@@ -86,35 +77,28 @@ def measure(
             now = time.monotonic()
             following = next((look for look in levels if look > count), None)
             pace = (now - started) / count
-            beyond = None  # past the planned looks: the extra looks go on only while they could decide in time
-            if due and not finished and following is not None and following > session.max_rounds:
-                beyond = _beyond_reach(session, measured, levels, count, pace, now)
-            late = (
-                not finished
-                and beyond is None
-                and following is not None
-                and now + (following - count) * pace > session.deadline
-            )
+            beyond, late = None, False
+            if not finished and following is not None:
+                if due and following > session.max_rounds:  # extra looks, while they could decide
+                    beyond = _beyond_reach(session, measured, levels, count, pace, now)
+                late = beyond is None and now + (following - count) * pace > session.deadline
             for number in range(before + 1, count + 1):
                 shown = ", ".join(
                     f"{b.name} {times[b.name][number - 1] * 1e3:.2f} ms" for b in builds
                 )
-                left = (
-                    f"; {_left(measured, following, count, session, now - started, finished, max(levels))}"
-                    if number == count
-                    else ""
-                )
+                if number == count:
+                    shown += f"; {_left(measured, following, count, session, now - started, finished, last)}"
                 of = (
                     f"/{session.max_rounds}"
                     if number <= session.max_rounds
-                    else f" (extra, budget left; up to {max(levels)})"
+                    else f" (extra, budget left; up to {last})"
                 )
-                log.info(f"round {number}{of}: {shown}{left}")
+                log.info(f"round {number}{of}: {shown}")
             if finished:
                 break
             if beyond is not None:
-                return _undecided(session, measured, pairs, beyond)
-            if late:  # the next look would end after the budget: stop before it, with what the last look said
+                return _undecided(measured, beyond)
+            if late:  # the next look would end after the budget: stop with the last look's word
                 return _out_of_time(session, measured, pairs, levels, following or count)
     finally:
         rounds.close()  # stops asv if the rounds were not all needed
@@ -122,9 +106,9 @@ def measure(
 
 
 def needed(found: verdict.Verdict, count: int, alpha: float, factor: float) -> float:
-    """About how many rounds in all would decide a pair that ``count`` rounds left undecided, if its ratio and spread
-    stay as they are: the interval narrows as one over the square root of the rounds until it clears the factor at
-    level ``alpha`` (inf when the ratio sits on the factor). A guide for the user and the budget, not a decision."""
+    """About how many rounds in all would decide an undecided pair if its ratio and spread stay:
+    the interval narrows as one over the square root of the rounds (inf on the factor). A guide
+    for the user and the budget, never a decision."""
     if found.decision != verdict.UNDECIDED and count > 0:
         return float(count)
     if not all(
@@ -139,7 +123,6 @@ def needed(found: verdict.Verdict, count: int, alpha: float, factor: float) -> f
     distance = abs(math.log(found.ratio) - math.log(factor))
     if distance == 0:
         return math.inf
-    # at least one round more: the estimate is a normal approximation to a permutation test, never a decision
     return max(
         count + 1.0, count * (statistics.NormalDist().inv_cdf(1 - alpha) * error / distance) ** 2
     )
@@ -153,7 +136,7 @@ def _beyond_reach(
     pace: float,
     now: float,
 ) -> str | None:
-    """Why the extra looks stop here (None while an undecided pair could still be decided in the budget left)."""
+    """Why the extra looks stop here; None while an undecided pair could be decided in time."""
     extra = [look for look in levels if look > count]
     affordable = count + max(0.0, session.deadline - now) / pace if pace > 0 else math.inf
     reachable = max((look for look in extra if look <= affordable), default=count)
@@ -186,10 +169,8 @@ def _beyond_reach(
     )
 
 
-def _undecided(session: fresh.Session, measured: Measured, pairs: list[Pair], why: str) -> Measured:
-    """Every pair still undecided says why the loop stopped and what it would need."""
-    for pair in pairs:
-        found = measured.verdicts[pair]
+def _undecided(measured: Measured, why: str) -> Measured:
+    for pair, found in measured.verdicts.items():
         if found.decision == verdict.UNDECIDED:
             measured.verdicts[pair] = dataclasses.replace(found, reason=f"{found.reason}; {why}")
     return measured
@@ -202,9 +183,8 @@ def _out_of_time(
     levels: dict[int, float],
     following: int,
 ) -> Measured:
-    """The verdicts when the time budget ends the rounds: each pair the last look decided keeps its decision; any
-    other is undecided, saying so and about how many rounds would decide it. Nothing is decided here: a look the plan
-    did not make would spend alpha it has not."""
+    """A pair the last look decided keeps its decision; any other is undecided, with about how
+    many rounds would decide it. Nothing is decided here: an unplanned look has no alpha."""
     why = (
         f"the time budget ({session.minutes:g} min, --time-budget) ends before round {following}'s look: allow more"
         f" time (--time-budget MINUTES) or {session.quieter}"
@@ -216,7 +196,7 @@ def _out_of_time(
         count = len(measured.times[a])
         if found is None:
             alpha = min(levels.values())
-            if count >= 2:  # the evidence so far, for the report: never a decision
+            if count >= 2:  # the evidence so far, for the report
                 found = verdict.judge(
                     measured.times[a], measured.times[b], session.factor, alpha, session.quieter
                 )
@@ -244,9 +224,8 @@ def _left(
     finished: bool,
     last: int,
 ) -> str:
-    """What is left after ``count`` rounds, for a user watching a slow machine: the next look and the budget, in rounds
-    and in seconds at this run's own pace so far (the first round's installs included, so rather more than less); past
-    --max-rounds, up to the ``last`` extra look."""
+    """The next look and the budget, in rounds and in seconds at this run's pace (installs
+    included, so rather more than less); past --max-rounds, up to the ``last`` extra look."""
     most, pace = (session.max_rounds if count < session.max_rounds else last), elapsed / count
     decided = sum(v.decision != verdict.UNDECIDED for v in measured.verdicts.values())
     judged = f"{decided} of {len(measured.verdicts)} decided, " if measured.verdicts else ""
@@ -263,7 +242,6 @@ def _left(
 
 
 def summary(measured: Measured, a: str, b: str) -> list[str]:
-    """The report of one pair: each side's fast mode, the ratio with its interval, A/A, the test, the verdict."""
     found = measured.verdicts[(a, b)]
     return [
         *(
@@ -280,21 +258,17 @@ def summary(measured: Measured, a: str, b: str) -> list[str]:
 
 
 def check(args: fresh.Options) -> None:
-    """What compare's and bisect's options alone make impossible, refused before anything is written or measured:
-    the timeline, the machine file and .asv/fresh stay as they were."""
+    """Refuses what compare's and bisect's options make impossible, before anything is written."""
     if args.min_rounds > args.max_rounds:
         raise UserError(
             f"--min-rounds {args.min_rounds} is more than --max-rounds {args.max_rounds}"
         )
-    fresh.round_process(
-        None, dict(os.environ)
-    )  # a bad MPSBENCH_ROUND_PROCESS: refused before anything is measured
+    fresh.round_process(None, dict(os.environ))  # refuses a bad MPSBENCH_ROUND_PROCESS
     benchmarks = preselect.discover(args.conf.benchmarks)
     found = asv.matching(preselect.names(benchmarks), [args.bench])
     fresh.one_combination(args.bench, found, " (mpsbench preselect --list lists them)")
-    # Every process would only skip, after asv has downloaded and installed both builds: minutes and gigabytes
-    # spent on a refusal. Asked as the preselection asks it (the machine, not .venv's torch): the build's torch
-    # decides the rest, and a probe here would hold a GPU context through every round.
+    # Else every process would skip after asv installed both builds. Asked of the machine, as
+    # preselect asks: a torch probe here would hold a GPU context through every round.
     device = preselect.devices_of(benchmarks)[found[0]]
     if device is not None and not devices.present(device):
         here = ", ".join(name for name in devices.NAMES if devices.present(name))
@@ -305,15 +279,13 @@ def check(args: fresh.Options) -> None:
 
 
 def measured_as(args: fresh.Options) -> str:
-    """How the processes run, for the first line of compare and bisect."""
     if args.threads is None:
         return "torch's default threads"
     return f"{args.threads} torch thread{'s' if args.threads > 1 else ''} (--threads; recorded runs use torch's default)"
 
 
 def compare(a_ref: str, b_ref: str, args: fresh.Options) -> int:
-    """Is build B slower than build A: the options checked, the builds named and measured afresh, the report printed;
-    returns the exit status (EXIT_STATUSES)."""
+    """Measures both builds afresh and prints the report; returns the exit status."""
     check(args)
     _, _, (a, b) = fresh.name_builds([a_ref, b_ref], args.manifest, args.timeline)
     if a.name == b.name:

@@ -1,10 +1,10 @@
-"""The one regression rule: the decisions, the units' directions and floors, the threshold each row is judged by.
+"""The one regression rule: the decisions, and the threshold and test each recorded row is judged by.
 
-Every command that says "slower" says it here: compare and bisect (verdict.py's test against :func:`factor`), and
-alerts, the Regressions page, the report and ops-rank (recorded values, :func:`judge`: direction from the unit, a floor
-per unit, asv's threshold widened by the row's noise, noisy rows marked rather than alarmed on, no bare medians for
-rates, asv's significance test; docs/explanation/site.md says why for each). A correctness row's regression is "wrong": its error
-past its dtype's tolerance, or identical calls no longer bit-identical (docs/explanation/instruments.md).
+compare and bisect test against :func:`factor` (verdict.py); alerts, the Regressions page, the
+report and ops-rank judge recorded values with :func:`judge`: direction and floor from the unit,
+asv's threshold widened by the row's noise, noisy rows marked, no bare medians for rates, asv's
+significance test (docs/explanation/site.md). A correctness row regresses to "wrong"
+(docs/explanation/instruments.md).
 """
 
 from __future__ import annotations
@@ -23,17 +23,17 @@ from mpsbench.results.recorded import Measured, unit
 
 
 class Decision(str, enum.Enum):
-    """What a comparison of two builds decides; a ``str`` so that it prints and serializes as its word."""
+    """A ``str``, so that it prints and serializes as its word."""
 
     SLOWER = "slower"
-    WRONG = "wrong"  # a correctness row past its tolerance, or identical calls that no longer agree bit for bit
+    WRONG = "wrong"  # an error past its tolerance, or identical calls no longer bit-identical
     UNCHANGED = "unchanged"
     FASTER = "faster"
     UNDECIDED = "undecided"
 
     @property
     def exit_status(self) -> int:
-        """A command's exit status for it: 1 slower or wrong, 3 undecided, 0 otherwise (2 is only a user's mistake)."""
+        """1 slower or wrong, 3 undecided, 0 otherwise (2 is only a user's mistake)."""
         return {Decision.SLOWER: 1, Decision.WRONG: 1, Decision.UNDECIDED: 3}.get(self, 0)
 
 
@@ -41,8 +41,7 @@ ASV_DEFAULT_THRESHOLD = 0.05  # what asv publish uses when no entry matches
 
 
 def threshold(thresholds: Mapping[str, float], entry: str, branch: str | None = None) -> float:
-    """The fraction a row is judged by, everywhere, as asv publish judges: the largest whose regex matches
-    ``entry@branch``, else asv's 5%."""
+    """As asv publish judges: the largest fraction whose regex matches ``entry@branch``, else 5%."""
     name = entry + (f"@{branch}" if branch else "")
     return max(
         (value for regex, value in thresholds.items() if re.match(regex, name)),
@@ -51,7 +50,7 @@ def threshold(thresholds: Mapping[str, float], entry: str, branch: str | None = 
 
 
 def factor(thresholds: Mapping[str, float], entry: str = "", branch: str | None = None) -> float:
-    """:func:`threshold` as compare, bisect and ``asv continuous --factor`` take it (0.05 -> 1.05)."""
+    """:func:`threshold` as a factor (0.05 -> 1.05), as compare, bisect and asv continuous take it."""
     return 1.0 + threshold(thresholds, entry, branch)
 
 
@@ -59,15 +58,15 @@ def regression_factor(config: Path = asvconf.CONFIG, entry: str = "") -> float:
     return factor(asvconf.load(config).thresholds, entry)
 
 
-# the change must exceed the two builds' interquartile ranges laid end to end (2 x the sum of the half-IQRs):
-# docs/explanation/site.md, 0 of 2000 simulated A/A pairs beyond it
+# a change must exceed the two builds' IQRs end to end (docs/explanation/site.md)
 NOISE_MULTIPLE = 2.0
 NOISY = 0.10  # relative half-IQR above this: the row cannot show a change of a few percent
 P_THRESHOLD = 0.002  # asv's significance level for two samples
+CI = ("ci_99_a", "ci_99_b")
 
 
 def noise(measured: Measured) -> float | None:
-    """asv's relative half interquartile range of the value, or None without statistics."""
+    """asv's relative half interquartile range, or None without statistics."""
     from mpsbench.core.asv_internals import get_err
 
     stats = measured.stats
@@ -78,7 +77,6 @@ def noise(measured: Measured) -> float | None:
 
 @functools.cache
 def _orderings(m: int, n: int, u: int) -> int:
-    """How many of the orderings of m values of one side and n of the other have U statistic ``u``."""
     if u < 0:
         return 0
     if not m or not n:
@@ -87,8 +85,8 @@ def _orderings(m: int, n: int, u: int) -> int:
 
 
 def mann_whitney_p(a: Sequence[float], b: Sequence[float]) -> float:
-    """Two-sided p of the Mann-Whitney U test: exact up to 20 values a side, else the normal approximation;
-    ties split the least significant way (as asv's own test, which asv keeps private)."""
+    """Two-sided Mann-Whitney U p: exact up to 20 a side, else normal; ties split the least
+    significant way (as asv's private test)."""
     m, n = len(a), len(b)
     below = sum(x < y for x in a for y in b)
     ties = sum(x == y for x in a for y in b)
@@ -102,36 +100,25 @@ def mann_whitney_p(a: Sequence[float], b: Sequence[float]) -> float:
 
 
 def _significant(old: Measured, new: Measured) -> bool | None:
-    """asv's test where both carry statistics of more than one sample (None where it cannot say): with samples enough
-    for the U test to reach its level, the test; otherwise different only where the 99% intervals do not overlap."""
-    for measured in (old, new):
-        stats = measured.stats
-        if (
-            not stats
-            or stats.get("repeat") == 1
-            or any(
-                not isinstance(stats.get(key), (int, float)) or not math.isfinite(stats[key])
-                for key in ("ci_99_a", "ci_99_b")
-            )
-        ):
-            return None
-    if (
-        old.samples
-        and new.samples
-        and 1
-        / math.comb(len(old.samples) + len(new.samples), min(len(old.samples), len(new.samples)))
-        < P_THRESHOLD
-    ):
-        return mann_whitney_p(old.samples, new.samples) < P_THRESHOLD
+    """asv's test (None without statistics of several samples): the U test where the samples can
+    reach its level, else whether the 99% intervals do not overlap."""
     a, b = old.stats, new.stats
-    assert a is not None and b is not None  # checked above
+    for stats in (a, b):
+        if not stats or stats.get("repeat") == 1:
+            return None
+        if not all(isinstance(v := stats.get(k), (int, float)) and math.isfinite(v) for k in CI):
+            return None
+    assert a is not None and b is not None
+    x, y = old.samples or (), new.samples or ()
+    if x and y and 1 / math.comb(len(x) + len(y), min(len(x), len(y))) < P_THRESHOLD:
+        return mann_whitney_p(x, y) < P_THRESHOLD
     return not (a["ci_99_b"] >= b["ci_99_a"] and a["ci_99_a"] <= b["ci_99_b"])
 
 
 @dataclass(frozen=True)
 class Judgement:
     decision: Decision
-    label: str  # the decision's word, or the finer one: below floor, noisy, not significant, no statistics
+    label: str  # the decision's word or a finer one: below floor, noisy, not significant, ...
     ratio: float  # new/old in the worse direction: above 1 is worse (inf from a zero baseline)
     threshold: float  # the fraction this row needed
     reason: str
@@ -146,21 +133,15 @@ class Judgement:
 
 
 def _correctness(entry: str, unit_name: str, old: Measured, new: Measured) -> Judgement | None:
-    """An error row judged by its dtype's tolerance, a difference row by bit-identity; None for any other row."""
+    """An error row by its dtype's tolerance, a difference row by bit-identity; None for others."""
+    change = f"{old.value:.3g} -> {new.value:.3g}"
     if unit_name == tolerances.ERROR_UNIT:
         limit = tolerances.tolerance(entry)
-        labels, what = (
-            ("wrong result", "fixed"),
-            f"relative error {old.value:.3g} -> {new.value:.3g}, tolerance {limit:g}",
-        )
+        labels, what = ("wrong result", "fixed"), f"relative error {change}, tolerance {limit:g}"
     elif unit_name == tolerances.DIFFERENCE_UNIT:
         limit = 0.0
-        labels, what = (
-            ("nondeterministic", "deterministic"),
-            (
-                f"identical calls differ by {old.value:.3g} -> {new.value:.3g} of their scale, where 0 is bit-identical"
-            ),
-        )
+        labels = ("nondeterministic", "deterministic")
+        what = f"identical calls differ by {change} of their scale, where 0 is bit-identical"
     else:
         return None
     ratio = new.value / old.value if old.value > 0 else (math.inf if new.value > 0 else 1.0)
@@ -180,7 +161,7 @@ def judge(
     new: Measured,
     branch: str | None = None,
 ) -> Judgement:
-    """How ``new`` compares with ``old`` for one recorded row (the module's docstring says how)."""
+    """How ``new`` compares with ``old`` for one recorded row."""
     correctness = _correctness(entry, unit_name, old, new)
     if correctness is not None:
         return correctness
@@ -191,7 +172,6 @@ def judge(
         worse, before, after = new.value - old.value, old.value, new.value
     ratio = after / before if before > 0 else (math.inf if worse > 0 else 1.0)
     base = threshold(thresholds, entry, branch)
-    # the row's noise: asv_runner's half interquartile range of each build, side by side
     spreads = [(m, s) for m in (old, new) if (s := noise(m)) is not None]
     errors = [s * abs(m.value) for m, s in spreads]
     limit = max(base, NOISE_MULTIPLE * sum(errors) / before) if before > 0 else base
@@ -206,8 +186,7 @@ def judge(
             "below floor" if worse else "",
         )
     if found.higher_is_better and not errors:
-        # asv keeps no statistics for track_ rates: a bare median is what made the false alarms,
-        # and each rate is the batch or bytes over a step time whose timed row is judged
+        # asv keeps no statistics for track_ rates, and a bare median made false alarms
         return judged(
             Decision.UNDECIDED,
             "a rate with no recorded statistics: its timed row (time_*) is judged instead",

@@ -1,11 +1,10 @@
 """The statistical rule of ``mpsbench compare``: is build B slower than build A?
 
-Each process contributes its fastest sample (contention only ever adds time); a side's statistic is its fast mode;
-a one-sided permutation test against the regression factor decides, its alpha spent over the sequential loop's looks.
-docs/explanation/the-rule.md ("The rule") says why, with the trials and simulations that chose it. Before the permutation test can
-decide (2 to MIN_ROUNDS - 1 processes a side) an early look may stop a pair whose processes agree within the factor and
-lie far apart relative to it (:func:`early_judge`); past --max-rounds, with time budget left, extra looks share a
-reserved part of the level (:func:`schedule`; docs/explanation/loop.md).
+A process contributes its fastest sample (contention only adds time) and a side's statistic is its
+fast mode; a one-sided permutation test against the regression factor decides, its alpha split
+over the sequential loop's looks. Before the test can decide, early looks (:func:`early_judge`)
+may stop a pair whose processes agree; past --max-rounds, extra looks share a reserved part of the
+level. docs/explanation/the-rule.md and docs/explanation/loop.md say why.
 """
 
 from __future__ import annotations
@@ -14,30 +13,24 @@ import itertools
 import math
 import random
 import statistics
+from collections.abc import Callable
 from dataclasses import dataclass
 
 ALPHA = 0.05  # family-wise false-alarm rate over all looks of one comparison
-CONFIDENCE = 0.95  # of the ratio's bootstrap interval (reported)
-BOOTSTRAP = 2000  # resamples
-PERMUTATIONS = 2000  # relabelings: all of them when there are no more, else this many drawn
+CONFIDENCE = 0.95  # of the ratio's bootstrap interval
+BOOTSTRAP = 2000
+PERMUTATIONS = 2000  # drawn where there are more relabelings
 CLUSTER = 1.5  # a side's fast mode: its process times within this factor of its fastest
 MAX_ROUNDS = 20
-# at 5 processes a side, sides that do not overlap give p = 1/252, under the first look's level (1.25 x that):
-# a clear change is decided there; 4 a side would give only 1/70
-MIN_ROUNDS = 5
+MIN_ROUNDS = 5  # 5 a side apart give p = 1/252, under the first look's level; 4 give 1/70
 FIRST_MARGIN = 1.25  # the first look's level over the smallest p its size can give
-LOOK_EVERY = 2  # rounds between the later looks: fewer looks leave each a larger share of ALPHA
+LOOK_EVERY = 2  # fewer later looks leave each a larger share of ALPHA
 FEWEST = 4  # processes a side below which the permutation test decides nothing
-# The early looks: Student's t on the log process times at rounds EARLIEST .. min_rounds - 1 (min_rounds at most
-# MIN_ROUNDS), each at EARLY_ALPHA
-# (exact for normal log times; tools/verdict_simulation.py checks the measured distributions). The spread it assumes is
-# at least SPREAD_FLOOR (as a standard deviation of log time): fresh processes' A/A spread on a quiet GPU, below which
-# two or three processes that happen to agree must not count as certainty.
+# early looks at EARLIEST .. min_rounds - 1; SPREAD_FLOOR: a quiet GPU's A/A spread of log time
 EARLIEST = 2
 EARLY_ALPHA = 0.0025
 SPREAD_FLOOR = 0.005
-# Past --max-rounds an undecided pair with time budget left goes on: a look every EXTRA_EVERY rounds, up to EXTRA_TIMES x
-# max_rounds in all, the looks sharing EXTRA_ALPHA equally. The planned looks (min_rounds .. max_rounds) share the rest.
+# extra looks past max_rounds, every EXTRA_EVERY rounds up to EXTRA_TIMES x, share EXTRA_ALPHA
 EXTRA_ALPHA = 0.0075
 EXTRA_EVERY = 4
 EXTRA_TIMES = 3
@@ -49,15 +42,13 @@ QUIETER = "a quieter machine"  # what else would decide; compare adds --threads 
 
 @dataclass(frozen=True)
 class Verdict:
-    decision: str  # SLOWER, UNCHANGED, FASTER or UNDECIDED
+    decision: str
     ratio: float  # fast mode(B) / fast mode(A)
     low: float  # bootstrap interval of the ratio
     high: float
-    p_value: float  # one-sided permutation p that B is slower than the factor times A
-    alpha: float  # the per-look level p was judged against
-    noise: (
-        float  # A/A: A's odd rounds against its even rounds, as a factor >= 1 (nan below 4 rounds)
-    )
+    p_value: float  # one-sided p that B is slower than the factor times A
+    alpha: float  # the level p was judged against
+    noise: float  # A/A (aa_noise)
     reason: str  # why, in words; for UNDECIDED also what to do
 
     @property
@@ -66,23 +57,19 @@ class Verdict:
 
 
 def looks(min_rounds: int = MIN_ROUNDS, max_rounds: int = MAX_ROUNDS) -> list[int]:
-    """The rounds at which the loop may stop: min_rounds, the next one, then every LOOK_EVERY, and max_rounds."""
+    """The planned looks: min_rounds, the next one, then every LOOK_EVERY, and max_rounds."""
     return sorted({min_rounds, *range(min_rounds + 1, max_rounds + 1, LOOK_EVERY), max_rounds})
 
 
 def early_looks(min_rounds: int = MIN_ROUNDS) -> list[int]:
-    """The rounds before the first planned look at which :func:`early_judge` may stop a pair: none where --min-rounds
-    asks for more processes than MIN_ROUNDS before judging (at most MIN_ROUNDS - EARLIEST early looks)."""
     return list(range(EARLIEST, min_rounds)) if min_rounds <= MIN_ROUNDS else []
 
 
 def extra_looks(max_rounds: int = MAX_ROUNDS) -> list[int]:
-    """The looks past ``max_rounds`` that time budget left may buy: every EXTRA_EVERY rounds up to EXTRA_TIMES x."""
     return list(range(max_rounds + EXTRA_EVERY, EXTRA_TIMES * max_rounds + 1, EXTRA_EVERY))
 
 
 def planned_alpha(min_rounds: int = MIN_ROUNDS, max_rounds: int = MAX_ROUNDS) -> float:
-    """What the planned looks share: ALPHA less the early looks' and the extra looks' parts."""
     return (
         ALPHA
         - EARLY_ALPHA * len(early_looks(min_rounds))
@@ -91,9 +78,8 @@ def planned_alpha(min_rounds: int = MIN_ROUNDS, max_rounds: int = MAX_ROUNDS) ->
 
 
 def alphas(min_rounds: int = MIN_ROUNDS, max_rounds: int = MAX_ROUNDS) -> dict[int, float]:
-    """Each planned look's level, summing to :func:`planned_alpha`: a weighted Bonferroni split, which holds however the
-    looks depend on each other. The first look gets what sides that do not overlap need (at most half); the later
-    ones share the rest."""
+    """Each planned look's level, a weighted Bonferroni split: the first gets what sides that
+    do not overlap need (at most half), the others share the rest."""
     rounds, total = looks(min_rounds, max_rounds), planned_alpha(min_rounds, max_rounds)
     if len(rounds) == 1:
         return {rounds[0]: total}
@@ -102,7 +88,7 @@ def alphas(min_rounds: int = MIN_ROUNDS, max_rounds: int = MAX_ROUNDS) -> dict[i
 
 
 def schedule(min_rounds: int = MIN_ROUNDS, max_rounds: int = MAX_ROUNDS) -> dict[int, float]:
-    """Every look of one comparison and its level, early, planned and extra, summing to ALPHA (Bonferroni)."""
+    """Every look, early, planned and extra, with its level; the levels sum to ALPHA."""
     extra = extra_looks(max_rounds)
     return {
         **{look: EARLY_ALPHA for look in early_looks(min_rounds)},
@@ -120,20 +106,18 @@ def judge_at(
     alpha: float,
     quieter: str = QUIETER,
 ) -> Verdict:
-    """The judgement a look of :func:`schedule` makes: early (:func:`early_judge`) before ``min_rounds``, else
-    :func:`judge`."""
     if look < min_rounds:
         return early_judge(a, b, factor, alpha, quieter)
     return judge(a, b, factor, alpha, quieter)
 
 
 def per_look_alpha(min_rounds: int = MIN_ROUNDS, max_rounds: int = MAX_ROUNDS) -> float:
-    """What a single judgement outside the sequential loop is held to: the smallest look's level."""
+    """A single judgement's level outside the loop: the smallest look's."""
     return min(alphas(min_rounds, max_rounds).values())
 
 
 def fast_mode(values: list[float]) -> float:
-    """The mean of the process times within CLUSTER of the fastest: the processes contention spared."""
+    """The mean of the times within CLUSTER of the fastest: the processes contention spared."""
     bound = CLUSTER * min(values)
     return statistics.fmean([value for value in values if value <= bound])
 
@@ -141,7 +125,7 @@ def fast_mode(values: list[float]) -> float:
 def ratio_interval(
     a: list[float], b: list[float], confidence: float = CONFIDENCE, seed: int = 0
 ) -> tuple[float, float]:
-    """Percentile bootstrap interval of fast_mode(b) / fast_mode(a), each side resampled on its own."""
+    """Percentile bootstrap interval of fast_mode(b) / fast_mode(a)."""
     rng = random.Random(seed)
     ratios = sorted(
         fast_mode(rng.choices(b, k=len(b))) / fast_mode(rng.choices(a, k=len(a)))
@@ -152,13 +136,11 @@ def ratio_interval(
 
 
 def permutation_p(a: list[float], b: list[float], scale: float, seed: int = 0) -> float:
-    """One-sided p that B is slower than ``scale`` x A: the share of relabelings of the pooled processes
-    (every one, or PERMUTATIONS drawn with a fixed seed) whose fast-mode ratio is at least the observed one."""
+    """One-sided p that B is slower than ``scale`` x A: the share of relabelings of the pooled
+    processes whose fast-mode ratio reaches the observed one."""
     pooled = [value * scale for value in a] + list(b)
     size = len(a)
-    observed = (
-        fast_mode(b) / fast_mode(pooled[:size]) * (1 - 1e-12)
-    )  # a relabeling equal to it counts
+    observed = fast_mode(b) / fast_mode(pooled[:size]) * (1 - 1e-12)  # an equal one counts
     if math.comb(len(pooled), size) <= PERMUTATIONS:
         splits = [
             fast_mode([pooled[i] for i in range(len(pooled)) if i not in chosen])
@@ -176,7 +158,7 @@ def permutation_p(a: list[float], b: list[float], scale: float, seed: int = 0) -
 
 
 def aa_noise(a: list[float]) -> float:
-    """A against itself: the fast mode of its odd rounds over its even rounds, as a factor >= 1 (nan below 4)."""
+    """A's odd rounds against its even rounds, as a factor >= 1 (nan below 4 rounds)."""
     if len(a) < 4:
         return float("nan")
     ratio = fast_mode(a[0::2]) / fast_mode(a[1::2])
@@ -184,8 +166,7 @@ def aa_noise(a: list[float]) -> float:
 
 
 def t_tail(t: float, df: int) -> float:
-    """P(T > t) for Student's t with ``df`` (a whole number) degrees of freedom: the closed forms of Abramowitz and
-    Stegun 26.7.3 and 26.7.4."""
+    """P(T > t) for Student's t with a whole ``df``: Abramowitz and Stegun 26.7.3 and 26.7.4."""
     theta = math.atan(abs(t) / math.sqrt(df))
     cos2, term, total = math.cos(theta) ** 2, 1.0, 1.0
     if df % 2:  # odd: (2/pi) (theta + sin cos (1 + 2/3 cos^2 + ...))
@@ -204,6 +185,24 @@ def t_tail(t: float, df: int) -> float:
     return upper if t >= 0 else 1 - upper
 
 
+def _decided(
+    shown: str,
+    factor: float,
+    alpha: float,
+    slower: Callable[[], float],
+    faster: Callable[[], float],
+    below: Callable[[], float],
+) -> tuple[str, str] | None:
+    for decision, p, why in (
+        (SLOWER, slower, f"p < {alpha:.4f}: B is slower than {factor:g} x A"),
+        (FASTER, faster, f"B is faster than A / {factor:g} (p < {alpha:.4f})"),
+        (UNCHANGED, below, f"B is faster than {factor:g} x A (p < {alpha:.4f}): below the factor"),
+    ):
+        if p() < alpha:
+            return decision, f"{shown}; {why}"
+    return None
+
+
 def early_judge(
     a: list[float],
     b: list[float],
@@ -211,54 +210,41 @@ def early_judge(
     alpha: float = EARLY_ALPHA,
     quieter: str = QUIETER,
 ) -> Verdict:
-    """An early look, with too few processes for the permutation test: Student's t on the log process times, their
-    spread taken as at least SPREAD_FLOOR, one-sided against the factor in each direction; it decides only where every
-    process of each side lies within the factor of that side's fastest (no contended process among them)."""
+    """A look before the permutation test can decide: Student's t on log times, one-sided
+    against the factor each way, deciding only where each side's processes agree within it."""
     if min(len(a), len(b)) < EARLIEST:
         raise ValueError("an early look needs at least two processes a side")
     log_a, log_b = [math.log(value) for value in a], [math.log(value) for value in b]
-    difference = statistics.fmean(log_b) - statistics.fmean(log_a)
-    df = len(a) + len(b) - 2
-    pooled = math.sqrt(
-        (
-            sum((v - statistics.fmean(log_a)) ** 2 for v in log_a)
-            + sum((v - statistics.fmean(log_b)) ** 2 for v in log_b)
-        )
-        / df
-    )
-    error = max(pooled, SPREAD_FLOOR) * math.sqrt(1 / len(a) + 1 / len(b))
+    mean_a, mean_b = statistics.fmean(log_a), statistics.fmean(log_b)
+    difference, df = mean_b - mean_a, len(a) + len(b) - 2
+    squares = sum((v - mean_a) ** 2 for v in log_a) + sum((v - mean_b) ** 2 for v in log_b)
+    error = max(math.sqrt(squares / df), SPREAD_FLOOR) * math.sqrt(1 / len(a) + 1 / len(b))
     margin = math.log(factor)
     p_value = t_tail((difference - margin) / error, df)
     ratio = fast_mode(b) / fast_mode(a)
     low, high = ratio_interval(a, b)
     spread = max(max(a) / min(a), max(b) / min(b))
     shown = (
-        f"ratio {ratio:.3f} [{low:.3f}, {high:.3f}], factor {factor:g}, {len(a)} processes a side spread"
-        f" {spread:.3f}x, p {p_value:.4f} (early look, t test on log times)"
+        f"ratio {ratio:.3f} [{low:.3f}, {high:.3f}], factor {factor:g}, {len(a)} processes a side"
+        f" spread {spread:.3f}x, p {p_value:.4f} (early look, t test on log times)"
     )
-
-    def verdict(decision: str, reason: str) -> Verdict:
-        return Verdict(
-            decision, ratio, low, high, p_value, alpha, float("nan"), f"{decision}: {reason}"
-        )
-
+    found: tuple[str, str]
     if spread > factor:
-        return verdict(
-            UNDECIDED,
-            f"{shown}; a build's processes differ by more than the factor: the later looks decide",
-        )
-    if p_value < alpha:
-        return verdict(SLOWER, f"{shown}; p < {alpha:.4f}: B is slower than {factor:g} x A")
-    if t_tail((-margin - difference) / error, df) < alpha:
-        return verdict(FASTER, f"{shown}; B is faster than A / {factor:g} (p < {alpha:.4f})")
-    if t_tail((margin - difference) / error, df) < alpha:
-        return verdict(
-            UNCHANGED,
-            f"{shown}; B is faster than {factor:g} x A (p < {alpha:.4f}): below the factor",
-        )
-    return verdict(
-        UNDECIDED, f"{shown}; not yet far enough from the factor: the later looks decide"
-    )
+        found = UNDECIDED, f"{shown}; a build's processes differ by more than the factor"
+    else:
+        found = _decided(
+            shown,
+            factor,
+            alpha,
+            lambda: p_value,
+            lambda: t_tail((-margin - difference) / error, df),
+            lambda: t_tail((margin - difference) / error, df),
+        ) or (UNDECIDED, f"{shown}; not yet far enough from the factor")
+    decision, reason = found
+    if decision == UNDECIDED:
+        reason += ": the later looks decide"
+    nan = float("nan")
+    return Verdict(decision, ratio, low, high, p_value, alpha, nan, f"{decision}: {reason}")
 
 
 def judge(
@@ -268,43 +254,46 @@ def judge(
     alpha: float = per_look_alpha(),
     quieter: str = QUIETER,
 ) -> Verdict:
-    """Decide whether B is slower than A from each side's process times (seconds, in round order)."""
+    """Decide whether B is slower than A from each side's process times (seconds, round order)."""
     if min(len(a), len(b)) < 2:
         raise ValueError("judge needs at least two processes a side")
     ratio = fast_mode(b) / fast_mode(a)
     low, high = ratio_interval(a, b)
     p_value = permutation_p(a, b, factor)
     noise = aa_noise(a)
-    rounds = (len(a), len(b))
-    shown = f"ratio {ratio:.3f} [{low:.3f}, {high:.3f}], factor {factor:g}, A/A {noise:.3f}, p {p_value:.4f}"
-
-    def verdict(decision: str, reason: str) -> Verdict:
-        return Verdict(decision, ratio, low, high, p_value, alpha, noise, f"{decision}: {reason}")
-
-    if min(rounds) < FEWEST:
-        return verdict(
+    fewest = min(len(a), len(b))
+    shown = (
+        f"ratio {ratio:.3f} [{low:.3f}, {high:.3f}], factor {factor:g}, A/A {noise:.3f},"
+        f" p {p_value:.4f}"
+    )
+    found: tuple[str, str]
+    more = f"more rounds (--max-rounds) or {quieter}"
+    if fewest < FEWEST:
+        found = (
             UNDECIDED,
-            f"{shown}; too few processes ({min(rounds)} < {FEWEST} a side): allow more rounds"
+            f"{shown}; too few processes ({fewest} < {FEWEST} a side): allow more rounds"
             " (--max-rounds)",
         )
-    if p_value < alpha:
-        return verdict(SLOWER, f"{shown}; p < {alpha:.4f}: B is slower than {factor:g} x A")
-    # the other way round: p that A (scaled) is slower than B, i.e. that B is faster than it
-    if permutation_p(b, a, factor) < alpha:
-        return verdict(FASTER, f"{shown}; B is faster than A / {factor:g} (p < {alpha:.4f})")
-    if permutation_p(b, [value * factor for value in a], 1.0) < alpha:
-        return verdict(
-            UNCHANGED,
-            f"{shown}; B is faster than {factor:g} x A (p < {alpha:.4f}): below the factor",
-        )
-    if not math.isnan(noise) and noise > factor:
-        why = (
-            f"too noisy: A's fast mode against itself moved {noise:.3f}x, more than the factor {factor:g}; allow"
-            f" more rounds (--max-rounds) or {quieter}"
+    elif decided := _decided(
+        shown,
+        factor,
+        alpha,
+        lambda: p_value,
+        lambda: permutation_p(b, a, factor),  # that A (scaled) is slower than B
+        lambda: permutation_p(b, [value * factor for value in a], 1.0),
+    ):
+        found = decided
+    elif not math.isnan(noise) and noise > factor:
+        found = (
+            UNDECIDED,
+            f"too noisy: A's fast mode against itself moved {noise:.3f}x, more than the factor"
+            f" {factor:g}; allow {more}",
         )
     else:
-        why = (
-            f"neither slower nor faster than {factor:g} x A at p < {alpha:.4f} ({shown}): a change this"
-            f" close to the factor needs more rounds (--max-rounds) or {quieter}"
+        found = (
+            UNDECIDED,
+            f"neither slower nor faster than {factor:g} x A at p < {alpha:.4f} ({shown}): a change"
+            f" this close to the factor needs {more}",
         )
-    return verdict(UNDECIDED, why)
+    decision, reason = found
+    return Verdict(decision, ratio, low, high, p_value, alpha, noise, f"{decision}: {reason}")
