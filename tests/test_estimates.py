@@ -122,12 +122,19 @@ def test_time_left_is_within_a_quarter_from_the_first_tier_on_whatever_the_load(
             assert _at(seen, fraction) == pytest.approx(1.0, abs=0.25), (fraction, seen)
 
 
-def test_before_any_history_the_table_and_the_runs_pace_bring_time_left_within_a_quarter(tmp_path):
-    """No costs file: the per-device table's guess is off by 4x (a loaded machine); the pace mends it."""
+def test_before_any_history_a_class_learns_its_own_pace_and_lends_it_to_no_other(tmp_path):
+    """No costs file: the table is right for the ops and the epochs, but the model steps run 3x
+    slower (a load that slows long steps more than short ones): what is left after them is not
+    scaled by their ratio, and each class's own combinations correct its estimate."""
     names = _names(12)
-    table = {watch.benchmark(name): CLASSES[_pattern(name)] for name in names}
+    table = {watch.group(name): CLASSES[_pattern(name)] for name in names}
     rng = random.Random(7)
-    took = {name: 4.0 * CLASSES[_pattern(name)] * rng.lognormvariate(0, 0.25) for name in names}
+    took = {
+        name: (3.0 if "models" in name else 1.0)
+        * CLASSES[_pattern(name)]
+        * rng.lognormvariate(0, 0.25)
+        for name in names
+    }
     first = tuple(name for name in names if "models" in name)
     steps = [
         Step("new", first, "first tier"),
@@ -137,11 +144,39 @@ def test_before_any_history_the_table_and_the_runs_pace_bring_time_left_within_a
         patch.setitem(watch.MEASURED_SECONDS, "cpu", table)
         planned = watch.Costs(tmp_path / "results", "box").combinations(names).seconds
         seen = _simulate(tmp_path, steps, took, start_up=30.0)
-    assert planned / sum(took.values()) == pytest.approx(
-        0.25, abs=0.05
-    )  # the plan's own figure: the table, 4x off
-    for fraction in (len(first) / len(names), 0.5, 0.9):
+        watching = Watch(steps, watch.Costs(tmp_path / "results", "none"), None)
+        for name in first[1:]:  # the first of a class pays its setup_cache: not learnt from
+            watching.pace.note(watching.pace.key(name), took[name], table[watch.group(name)])
+        ops = watching.pace.key(steps[1].names[0])
+        training = watching.pace.key(first[-1])
+    assert watching.pace.ratio(ops) == 1.0 and watching.pace.ratio(training) > 2.0
+    assert planned < sum(took.values())  # the plan knows nothing of the load
+    for fraction in (len(first) / len(names), 0.75, 0.9):
         assert _at(seen, fraction) == pytest.approx(1.0, abs=0.25), (fraction, seen)
+
+
+def test_the_retry_of_held_values_and_the_publish_are_work_left(tmp_path):
+    results = tmp_path / "results"
+    watch.add(results, "box", [{"event": "publish", "seconds": 12.0}])
+    names = ("x('cpu', 1)", "x('cpu', 2)", "x('cpu', 3)")
+    step = Step("b", names, "every combination")
+    watching = Watch([step], watch.Costs(results, "box"), None)
+    assert "publishing the site after each step" in watching.plan()
+    watching.begin(step)
+    events = [{"event": "start", "name": names[0], "at": watching.began_at + 1}]
+    events.append({**events[0], "event": "done", "at": watching.began_at + 3, "seconds": 2.0})
+    (tmp_path / asv_saving.EVENTS).write_text("".join(json.dumps(e) + "\n" for e in events))
+    watching.poll(tmp_path)
+    before = watching.remaining().seconds
+    one = watching.estimates.combination(names[1]).seconds
+    assert before >= 2 * one + 12.0  # two still to run and the site after them
+    watching.hold([names[0]])
+    assert watching.remaining().seconds - before == pytest.approx(
+        one + watching._start_up(True).seconds, rel=0.01
+    )  # the held one is measured again after a start-up
+    assert watching.publish(0.1) == [] and watching.publish(20.0) == [
+        {"event": "publish", "seconds": 20.0}
+    ]
 
 
 def test_an_estimate_is_the_combinations_wall_time_as_learnt_and_its_benchmarks_on_the_same_device(

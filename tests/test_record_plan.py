@@ -104,9 +104,9 @@ def test_estimates_come_from_this_machines_runs_else_from_the_measured_table(tmp
     )
     # never measured here: the measured figure, times how this machine's history compares with the figures
     table = watch.MEASURED_SECONDS["cpu"].get(
-        watch.benchmark(OTHER), watch.DEVICE_AVERAGE_SECONDS["cpu"]
+        watch.group(OTHER), watch.DEVICE_AVERAGE_SECONDS["cpu"]
     )
-    figure = watch.MEASURED_SECONDS["cpu"]["benchmark_models.Training.time_step"]
+    figure = watch.MEASURED_SECONDS["cpu"]["benchmark_models.Training"]
     assert found.scale("cpu") == pytest.approx(12.0 / figure) and found.scale("cuda") == 1.0
     table *= found.scale("cpu")
     assert found.combinations([OTHER]) == watch.Estimate(pytest.approx(table), watch.WHERE_BUDGET)
@@ -116,7 +116,7 @@ def test_estimates_come_from_this_machines_runs_else_from_the_measured_table(tmp
     cuda = "benchmark_models.Training.time_step('cuda', 'mlp', 1024)"
     assert (
         found.combinations([cuda]).seconds
-        == watch.MEASURED_SECONDS["cuda"]["benchmark_models.Training.time_step"]
+        == watch.MEASURED_SECONDS["cuda"]["benchmark_models.Training"]
     )
     # a step's start-up: the environment, discovery, and the install asv timed (median of 70 and 90) or the switch
     assert found.install(installed=False) == watch.Estimate(

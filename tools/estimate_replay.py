@@ -47,10 +47,10 @@ def replay(run: list[dict[str, object]], history: Path | None) -> list[tuple[int
             machine = "replay"
         watching = watch.Watch(steps, watch.Costs(results, machine), None)
         total = sum(took.values())
-        planned = sum(estimate.seconds for _, _, estimate in watching._estimates(steps, set()))
-        rows = [
-            (0, planned - watching._start_up("b", True).seconds, total)
-        ]  # the replay has no start-up
+        planned = sum(estimate.seconds for _, _, estimate in watching._steps(steps, set()))
+        # the replay has no start-up and no publish
+        unpaid = watching.estimates.install(True).seconds + watching.estimates.publish().seconds
+        rows = [(0, planned - len(steps) * unpaid, total)]
         spent = 0.0
         for number, step in enumerate(steps):
             scratch = Path(folder) / f"scratch{number}"
@@ -73,7 +73,8 @@ def replay(run: list[dict[str, object]], history: Path | None) -> list[tuple[int
                 with open(scratch / asv_saving.EVENTS, "a") as out:
                     out.write("".join(json.dumps(event) + "\n" for event in events))
                 watching.poll(scratch)
-                rows.append((order.index(name) + 1, watching.remaining().seconds, total - spent))
+                left = watching.remaining().seconds - (len(steps) - number) * watching.published
+                rows.append((order.index(name) + 1, left, total - spent))
     return rows
 
 

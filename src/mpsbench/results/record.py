@@ -20,7 +20,8 @@ import collections
 import contextlib
 import shlex
 import shutil
-from collections.abc import Callable, Generator, Iterable, Sequence
+import time
+from collections.abc import Generator, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -298,20 +299,22 @@ def record(
                 if not watching.begin(step):
                     continue
                 code, held_now = _measure(
-                    conf, machine, run, root, step.commit, step.names, remeasure, watching.poll
+                    conf, machine, run, root, step.commit, step.names, remeasure, watching
                 )
                 if held_now:
                     retried, held_now = _again(
-                        conf, machine, run, root, step.commit, held_now, remeasure
+                        conf, machine, run, root, step.commit, held_now, remeasure, watching
                     )
                     code = code or retried
                 kept_out += held_now
+                began = time.monotonic()  # the caller publishes the site before resuming
                 yield Finished(
                     step,
                     number == len(planned) or planned[number].commit != step.commit,
                     bool(recorded_names(results, machine, step.commit)),
                     BENCHMARKS_FAILED if code else 0,
                 )
+                watch.add(results, machine, watching.publish(time.monotonic() - began))
             watching.end()
         # stopped, closed or not, say what was held
         finally:
@@ -326,7 +329,7 @@ def _measure(
     commit: str,
     names: Sequence[str],
     remeasure: bool,
-    poll: Callable[[Path], list[dict[str, object]]],
+    watching: watch.Watch,
     again: Sequence[str] = (),
 ) -> tuple[int, list[held.Held]]:
     """One asv run of ``names`` on one build into a new scratch folder, each value judged and
@@ -343,11 +346,12 @@ def _measure(
     kept_out: list[held.Held] = []
 
     def measured(scratch: Path = scratch, final: bool = False) -> None:
-        done = poll(scratch)
+        done = watching.poll(scratch)
         if done or final:
             kept_out[:] = _merge_scratch(
                 results, scratch, remeasure, not final, quiet.accept_busy(), again
             )[1]
+            watching.hold(entry.name for entry in kept_out)
             watch.add(results, machine, done)
 
     said = asv_log(results).stat().st_size if asv_log(results).is_file() else 0
@@ -371,9 +375,11 @@ def _again(
     commit: str,
     kept_out: list[held.Held],
     remeasure: bool,
+    watching: watch.Watch,
 ) -> tuple[int, list[held.Held]]:
     """Measure a step's held values once more after the gate's wait; returns as :func:`_measure`."""
     names = tuple(dict.fromkeys(entry.name for entry in kept_out))
+    watching.retry(names)  # the wait is the retry's start-up
     state = quiet.State.of(
         quiet.Gate(quiet.wait_seconds()).before(f"measuring again the {len(names)} held values")
     )
@@ -385,9 +391,7 @@ def _again(
         return 0, kept_out
     log.info(f"quiet gate: measuring again the {len(names)} values held in this step")
     runs = tuple(dict.fromkeys(entry.run for entry in kept_out))
-    return _measure(
-        conf, machine, run, root, commit, names, remeasure, watch.Again(len(names)).poll, again=runs
-    )
+    return _measure(conf, machine, run, root, commit, names, remeasure, watching, again=runs)
 
 
 def _say_held(results: Path, kept_out: list[held.Held]) -> None:
