@@ -412,9 +412,9 @@ def test_the_retry_pass_says_each_value_it_measures_again(tmp_path, capsys):
     again = watch.Watch([step], watch.Costs(tmp_path / "results", "box"), None)
     again.begin(step)
     again.hold(["a(1)", "b(2)"])
-    held = again.remaining().seconds
+    held = again.remaining()
     again.retry(["a(1)", "b(2)"])
-    assert again.remaining().seconds < held  # the third is still to run, the retry is under way
+    assert again.remaining() < held  # the third is still to run, the retry is under way
     events.write_text(json.dumps({"event": "start", "name": "a(1)"}) + "\n")
     assert [line["event"] for line in again.poll(tmp_path)] == ["begin"]  # the wait and start-up
     with events.open("a") as out:

@@ -47,9 +47,9 @@ def replay(run: list[dict[str, object]], history: Path | None) -> list[tuple[int
             machine = "replay"
         watching = watch.Watch(steps, watch.Costs(results, machine), None)
         total = sum(took.values())
-        planned = sum(estimate.seconds for _, _, estimate in watching._steps(steps, set()))
+        planned = sum(estimate for _, _, estimate in watching._steps(steps, set()))
         # the replay has no start-up and no publish
-        unpaid = watching.estimates.install(True).seconds + watching.estimates.publish().seconds
+        unpaid = watching.estimates.install(True) + watching.estimates.publish()
         rows = [(0, planned - len(steps) * unpaid, total)]
         spent = 0.0
         for number, step in enumerate(steps):
