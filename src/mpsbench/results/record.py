@@ -52,13 +52,12 @@ def _merge_scratch(
     scratch: Path,
     replace: bool,
     silent: bool = False,
-    accept: bool = False,
     again: Sequence[str] = (),
 ) -> tuple[merge.Report | None, list[held.Held]]:
     """Merge ``scratch``'s values but those judged disturbed, which are returned."""
     if not (scratch / "results").is_dir():
         return None, []
-    judged, kept_out = held.judged(results, scratch, accept, again)
+    judged, kept_out = held.judged(results, scratch, quiet.accept_busy(), again)
     report = merge.merge(results, [judged], update_benchmarks=True, replace=replace)
     for line in report.conflicts + report.refused + report.corrupt:
         log.warning(line)
@@ -90,7 +89,7 @@ def recover(results: Path, root: Path) -> None:
         leftover.unlink()
     for folder in sorted(path for path in root.iterdir() if path.is_dir()) if root.is_dir() else []:
         _end_left_behind(folder)
-        report, _ = _merge_scratch(results, folder, replace=False, accept=quiet.accept_busy())
+        report, _ = _merge_scratch(results, folder, replace=False)
         if report is not None and (report.copied or report.merged):
             said = report.summary(results)
             log.info(f"recovered an interrupted run's results from {folder}: {said}")
@@ -278,8 +277,7 @@ def _measure(
     def measured(scratch: Path = scratch, final: bool = False) -> None:
         done = watching.poll(scratch)
         if done or final:
-            accept = quiet.accept_busy()
-            kept_out[:] = _merge_scratch(results, scratch, remeasure, not final, accept, again)[1]
+            kept_out[:] = _merge_scratch(results, scratch, remeasure, not final, again)[1]
             watching.hold(entry.name for entry in kept_out)
             watch.add(results, machine, done)
 
