@@ -1,9 +1,5 @@
-"""Values a busy machine measured, kept out of the record in ``<results>-held.jsonl``.
-
-Before a scratch run is merged each value is judged (:func:`mpsbench.measure.quiet.judge`); a
-disturbed one is set to not run in the merged copy, so it never enters or replaces the record and
-stays missing, to be measured again. ``recorded`` is true where ``MPSBENCH_ACCEPT_BUSY`` kept it.
-"""
+"""Values a busy machine measured (:func:`mpsbench.measure.quiet.judge`): set to not run in the
+copy merged, so they stay missing and are measured again, and kept in ``<results>-held.jsonl``."""
 
 from __future__ import annotations
 
@@ -41,7 +37,7 @@ class Held:
 
 
 def _events(scratch: Path) -> dict[tuple[str, str], dict[str, dict[str, Any]]]:
-    """Each combination's last ``start`` and ``done`` events, by (build, combination)."""
+    """Each combination's last start and done events."""
     found: dict[tuple[str, str], dict[str, dict[str, Any]]] = collections.defaultdict(dict)
     for event in asv_saving.read_events(scratch)[0]:
         if event.get("event") in ("start", "done"):
@@ -92,8 +88,8 @@ def _held(results: Path) -> dict[tuple[str, ...], float]:
 def judged(
     results: Path, scratch: Path, accept: bool = False, again: Sequence[str] = ()
 ) -> tuple[Path, list[Held]]:
-    """A copy of ``scratch``'s results with disturbed values set to not run, and the values held.
-    ``accept``: record them all the same; ``again``: the runs whose held values this retries."""
+    """``scratch``'s results with disturbed values set to not run, and those held. ``accept``:
+    record them all the same; ``again``: the runs whose held values this retries."""
     out = scratch / JUDGED
     shutil.rmtree(out, ignore_errors=True)
     shutil.copytree(scratch / "results", out, ignore=shutil.ignore_patterns(".*"))

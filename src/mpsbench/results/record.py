@@ -175,8 +175,7 @@ def builds(conf: AsvConf, run: asv.RunArgs) -> list[str]:
 
 @dataclass(frozen=True)
 class Finished:
-    """A step that ran: whether it was its build's last, whether the build has values recorded
-    (the quiet gate may hold every one), and its status."""
+    """A step that ran: its build's last or not, the build's values recorded or all held."""
 
     step: watch.Step
     build_done: bool
@@ -263,7 +262,7 @@ def _measure(
     again: Sequence[str] = (),
 ) -> tuple[int, list[held.Held]]:
     """One asv run of ``names`` on one build, each value judged and merged as measured: asv's
-    status and the values held. ``again``: the runs whose held values it retries."""
+    status and the values held."""
     results = conf.results
     scratch = asv.scratch(root)
     hashfile = scratch / "builds.txt"
@@ -309,7 +308,7 @@ def _again(
     remeasure: bool,
     watching: watch.Watch,
 ) -> tuple[int, list[held.Held]]:
-    """Measure a step's held values once more after the gate's wait; returns as :func:`_measure`."""
+    """Measure a step's held values again after the gate's wait."""
     names = tuple(dict.fromkeys(entry.name for entry in kept_out))
     watching.retry(names)  # the wait is the retry's start-up
     gate = quiet.Gate(quiet.wait_seconds())
@@ -326,7 +325,7 @@ def _again(
 
 
 def _say_held(results: Path, kept_out: list[held.Held]) -> None:
-    """Say at the run's end how many values are still held, why, and how to get them."""
+    """How many values are still held, why, and how to get them."""
     recorded_now = {
         (machine, commit, name)
         for machine, commit in {(e.machine, e.commit) for e in kept_out}

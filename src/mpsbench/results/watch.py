@@ -270,8 +270,8 @@ class Watch:
         return sum(self._scaled(self.pace.key(n), self.estimates.combination(n)) for n in names)
 
     def _steps(self, steps: Iterable[Step], seen: set[str]) -> Iterator[tuple[Step, bool, float]]:
-        """Each step, whether it is its build's first, and its estimate: start-up, work, the
-        retries this run's rate of holds brings, the publish after it."""
+        """Each step, whether its build's first, and its start-up, work (with the retries this
+        run's rate of holds brings) and publish."""
         rate = self.holds / (self.done + 20)
         for step in steps:
             first = step.commit not in seen
