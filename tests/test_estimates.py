@@ -179,6 +179,30 @@ def test_the_retry_of_held_values_and_the_publish_are_work_left(tmp_path):
     ]
 
 
+def test_a_retry_that_found_the_machine_still_busy_costs_its_wait_from_then_on(
+    tmp_path, monkeypatch
+):
+    now = [1000.0]
+    monkeypatch.setattr(watch.time, "monotonic", lambda: now[0])
+    names = tuple(f"x('cpu', {i})" for i in range(4))
+    steps = [Step("b", names[:2], "first tier"), Step("b", names[2:], "the rest")]
+    watching = Watch(steps, watch.Costs(tmp_path / "results", "box"), None)
+    watching.begin(steps[0])
+    watching.left.clear()  # both measured, both held
+    watching.hold(names[:2])
+    watching.done = 2
+    rest = next(watching._steps(steps[1:], {"b"}))[2]
+    assert watching.remaining() > 2 * watching.estimates.combination(names[0]) + rest - 1e-9
+    watching.retry(names[:2])
+    now[0] += 120.0  # the gate's whole wait, and the machine still busy
+    watching.still_busy()
+    watching.begin(steps[1])
+    watching.hold([names[2]])
+    held = watching.remaining()
+    watching.held.clear()
+    assert held - watching.remaining() == pytest.approx(120.0)  # the wait, not the values again
+
+
 def test_an_estimate_is_the_combinations_wall_time_as_learnt_and_its_benchmarks_on_the_same_device(
     tmp_path,
 ):

@@ -314,6 +314,7 @@ def _again(
     gate = quiet.Gate(quiet.wait_seconds())
     state = quiet.State.of(gate.before(f"measuring again the {len(names)} held values"))
     if state is not None and quiet.problems(state):
+        watching.still_busy()
         log.info(
             f"quiet gate: the machine is still busy; the {len(names)} held values are left for the"
             " next run"

@@ -257,6 +257,7 @@ class Watch:
         self.began_at, self.started_up, self.published = time.time(), 0.0, 0.0
         self.held: set[str] = set()  # in this step, not measured again yet
         self.holds = self.again = 0  # held in this run; measured again in this pass
+        self.busy: float | None = None  # the last retry's wait, where it found the machine busy
         self.starting = True
         self.said_reasons: set[str] = set()
 
@@ -276,7 +277,8 @@ class Watch:
         for step in steps:
             first = step.commit not in seen
             seen.add(step.commit)
-            work = self._estimate(step.names) * (1 + rate)
+            work = self._estimate(step.names)
+            work += work * rate if self.busy is None else self.busy * (rate > 0)
             start = self._start_up(step.commit in self.installed or not first)
             yield step, first, start + work + self._scaled(PUBLISH, self.estimates.publish())
 
@@ -372,6 +374,17 @@ class Watch:
         self.holds += len(new)
         self.held |= new
 
+    def _retry(self) -> float:
+        """The retry of what is held: the gate's wait alone where the last retry found the machine
+        still busy (it is left for the next run), else a start-up and the values again."""
+        if self.busy is not None:
+            return self.busy
+        return self._estimate(self.held) + self._start_up(True)
+
+    def still_busy(self) -> None:
+        """The retry pass found the machine still busy after the gate's wait."""
+        self.busy = time.monotonic() - self.step_began
+
     def retry(self, names: Sequence[str]) -> None:
         self._start(Step(self.current.commit if self.current else "", tuple(names), "again"), True)
 
@@ -396,6 +409,8 @@ class Watch:
                 self.running, self.said_long = (name, now), now
                 if self.starting:
                     self.starting, self.last_at = False, at
+                    if self.current is not None and self.current.tier == "again":
+                        self.busy = None  # the last retry ran
                     start_up = max(0.0, at - self.began_at)
                     self.pace.note(START_UP, start_up, self.started_up)
                     installed, seconds = commit in self.installed, round(start_up, 3)
@@ -457,7 +472,7 @@ class Watch:
         if self.starting:
             estimate += self._scaled(START_UP, self.started_up)
         if self.held and self.current.tier != "again":
-            estimate += self._estimate(self.held) + self._start_up(True)
+            estimate += self._retry()
         under_way = self.starting or self.running is not None
         estimate = max(0.0, estimate - spent * under_way) + self._scaled(PUBLISH, self.published)
         later = [s for s in self.steps[self.index + 1 :] if s.commit not in self.skipped]
