@@ -127,6 +127,11 @@ def said(log: Path) -> None:
                 found[3],
             )
         actual = end - at
+        if points and points[-1][0] < total:  # stopped: what was left is more than what followed
+            print(
+                f"| {label} | {watch.clock(left)} | more than {watch.clock(actual)} | under {left / actual:.2f} |"
+            )
+            continue
         print(f"| {label} | {watch.clock(left)} | {watch.clock(actual)} | {left / actual:.2f} |")
 
 
