@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from mpsbench.core import asv_saving, progress
+from mpsbench.measure import quiet
 
 GB = 1e9
 LONG = 60.0  # seconds: a long combination or install says so once a minute
@@ -376,10 +377,14 @@ class Watch:
 
     def _retry(self) -> float:
         """The retry of what is held: the gate's wait alone where the last retry found the machine
-        still busy (it is left for the next run), else a start-up and the values again."""
+        still busy (the values are left for the next run); before any, the share of this step's
+        values held says how likely that is, against a start-up and the values again."""
         if self.busy is not None:
             return self.busy
-        return self._estimate(self.held) + self._start_up(True)
+        measured = len(self.current.names) - len(self.left) if self.current else 0
+        busy = min(1.0, len(self.held) / max(measured, 1))
+        again = self._estimate(self.held) + self._start_up(True)
+        return busy * quiet.wait_seconds() + (1 - busy) * again
 
     def still_busy(self) -> None:
         """The retry pass found the machine still busy after the gate's wait."""
