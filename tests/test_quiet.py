@@ -408,9 +408,15 @@ def test_the_retry_pass_says_each_value_it_measures_again(tmp_path, capsys):
     from mpsbench.results import watch
 
     events = tmp_path / asv_saving.EVENTS
-    again = watch.Again(2)
+    step = watch.Step("b", ("a(1)", "b(2)", "c(3)"), "every combination")
+    again = watch.Watch([step], watch.Costs(tmp_path / "results", "box"), None)
+    again.begin(step)
+    again.hold(["a(1)", "b(2)"])
+    held = again.remaining()
+    again.retry(["a(1)", "b(2)"])
+    assert again.remaining() < held  # the third is still to run, the retry is under way
     events.write_text(json.dumps({"event": "start", "name": "a(1)"}) + "\n")
-    assert again.poll(tmp_path) == []  # its costs are the first pass's: nothing to learn
+    assert [line["event"] for line in again.poll(tmp_path)] == ["begin"]  # the wait and start-up
     with events.open("a") as out:
         out.write(json.dumps({"event": "done", "name": "a(1)", "outcome": "value", "seconds": 2.5}))
         out.write("\n" + '{"event": "start", "na')  # a line half written waits

@@ -72,18 +72,8 @@ def test_builds_run_newest_first_by_their_date_whatever_order_the_range_gives(tm
     assert record.newest_first(tmp_path, given) == [commits["c"], commits["b"], commits["a"]]
 
 
-def _results_file(folder: Path, build_seconds: float) -> None:
-    folder.mkdir(parents=True, exist_ok=True)
-    (folder / f"{build_seconds:08.0f}-virtualenv-py3.11.json").write_text(
-        json.dumps({"durations": {"<build>": build_seconds}})
-    )
-
-
 def test_estimates_come_from_this_machines_runs_else_from_the_measured_table(tmp_path):
     results = tmp_path / "results"
-    _results_file(results / "box", 2.0)  # a switch to a cached build: not an install's cost
-    _results_file(results / "box", 90.0)
-    _results_file(results / "box", 70.0)
     watch.add(
         results,
         "box",
@@ -95,49 +85,34 @@ def test_estimates_come_from_this_machines_runs_else_from_the_measured_table(tmp
     with open(watch.trail(results), "a") as out:
         out.write('{"machine": "box", "name": ')  # a line cut short by a kill is passed over
     found = watch.Costs(results, "box")
-    assert found.combinations([SEED]) == watch.Estimate(
-        12.0, watch.WHERE_MEASURED
-    )  # the wall time where known
-    # a batch never measured here: its benchmark's median
-    assert (
-        found.combinations(["benchmark_models.Training.time_step('cpu', 'mlp', 1)"]).seconds == 12.0
-    )
-    # never measured here: the measured figure, times how this machine's history compares with the figures
+    assert found.combination(SEED) == 12.0  # the wall time where known
+    assert found.source([SEED]) == watch.WHERE_MEASURED
+    # a batch never measured here: its class's median
+    assert found.combination("benchmark_models.Training.time_step('cpu', 'mlp', 1)") == 12.0
+    # never measured here, nor its class: the table's figure, not scaled by another class's history
     table = watch.MEASURED_SECONDS["cpu"].get(
-        watch.benchmark(OTHER), watch.DEVICE_AVERAGE_SECONDS["cpu"]
+        watch.group(OTHER), watch.DEVICE_AVERAGE_SECONDS["cpu"]
     )
-    figure = watch.MEASURED_SECONDS["cpu"]["benchmark_models.Training.time_step"]
-    assert found.scale("cpu") == pytest.approx(12.0 / figure) and found.scale("cuda") == 1.0
-    table *= found.scale("cpu")
-    assert found.combinations([OTHER]) == watch.Estimate(pytest.approx(table), watch.WHERE_BUDGET)
-    assert found.combinations([SEED, OTHER]) == watch.Estimate(
-        pytest.approx(12.0 + table), watch.WHERE_BOTH
-    )
+    assert found.combination(OTHER) == table
+    assert found.source([OTHER]) == watch.WHERE_BUDGET
+    assert found.source([SEED, OTHER]) == watch.WHERE_BOTH
     cuda = "benchmark_models.Training.time_step('cuda', 'mlp', 1024)"
-    assert (
-        found.combinations([cuda]).seconds
-        == watch.MEASURED_SECONDS["cuda"]["benchmark_models.Training.time_step"]
-    )
-    # a step's start-up: the environment, discovery, and the install asv timed (median of 70 and 90) or the switch
-    assert found.install(installed=False) == watch.Estimate(
-        watch.STEP_START_SECONDS + 80.0, watch.WHERE_BOTH
-    )
-    assert found.install(installed=True) == watch.Estimate(
-        watch.STEP_START_SECONDS + 2.0, watch.WHERE_BOTH
-    )
-    fresh = watch.Costs(tmp_path / "none", "box")
-    assert fresh.install(installed=False) == watch.Estimate(
-        watch.STEP_START_SECONDS + watch.BUDGET_INSTALL_SECONDS, watch.WHERE_BUDGET
-    )
-    assert fresh.install(installed=True) == watch.Estimate(
-        watch.STEP_START_SECONDS, watch.WHERE_BUDGET
-    )
+    assert found.combination(cuda) == watch.MEASURED_SECONDS["cuda"]["benchmark_models.Training"]
+    # a step's start-up and a publish: measured figures until this machine has its own
+    budget = watch.STEP_START_SECONDS + watch.BUDGET_INSTALL_SECONDS
+    assert found.install(installed=False) == budget
+    assert found.install(installed=True) == watch.STEP_START_SECONDS
+    assert found.publish() == watch.PUBLISH_SECONDS
     watch.add(
-        results, "box", [{"event": "begin", "build": "b", "installed": True, "seconds": 21.0}]
+        results,
+        "box",
+        [
+            {"event": "begin", "build": "b", "installed": True, "seconds": 21.0},
+            {"event": "publish", "seconds": 7.0},
+        ],
     )
-    assert watch.Costs(results, "box").install(installed=True) == watch.Estimate(
-        21.0, watch.WHERE_MEASURED
-    )
+    learnt = watch.Costs(results, "box")
+    assert learnt.install(installed=True) == 21.0 and learnt.publish() == 7.0
 
 
 def _build(
@@ -268,7 +243,7 @@ def test_a_build_that_does_not_fit_is_skipped_in_one_line_and_the_rest_goes_on(
             "old": (int(4 * disk.GB), "measured for 2.4.1 on linux", False),
         },
     )
-    watching = Watch(steps, watch.Costs(tmp_path, "box", gpu=False, default=100), builds)
+    watching = Watch(steps, watch.Costs(tmp_path, "box"), builds)
     plan = watching.plan().splitlines()
     assert plan[0].startswith("the run: 2 builds, newest first, 3 combinations")
     assert plan[1].startswith("  disk: about 12.0 GB more in the build cache /cache")
@@ -303,7 +278,7 @@ def test_the_running_line_gives_the_cache_as_it_is_after_a_builds_install(
     steps = [Step("new", (SEED, OTHER), "first tier")]
     cache = _Cache(monkeypatch, int(50 * disk.GB))
     builds = _disk({"new": (int(8 * disk.GB), "measured for 2.15.0 on linux", False)})
-    watching = Watch(steps, watch.Costs(tmp_path, "box", gpu=False, default=100), builds)
+    watching = Watch(steps, watch.Costs(tmp_path, "box"), builds)
     assert watching.begin(steps[0])
     cache.holds = 11 * int(disk.GB)  # asv installed the build before its first combination
     events = [
@@ -323,10 +298,10 @@ def test_the_plan_says_why_a_build_needs_no_disk_never_that_one_it_cannot_instal
     refused = "a build this machine cannot install (it is refused before any download)"
     _Cache(monkeypatch, int(50 * disk.GB))
     builds = _disk({"new": (0, "installed in the cache already", True), "old": (0, refused, True)})
-    plan = Watch(steps, watch.Costs(tmp_path, "box", gpu=False, default=100), builds).plan()
+    plan = Watch(steps, watch.Costs(tmp_path, "box"), builds).plan()
     assert "disk: none, installed in the cache already" in plan and f"disk: none, {refused}" in plan
     assert "installed already" not in plan.replace("in the cache already", "")
-    unknown = Watch(steps, watch.Costs(tmp_path, "box", gpu=False, default=100), None).plan()
+    unknown = Watch(steps, watch.Costs(tmp_path, "box"), None).plan()
     assert "disk:" not in unknown  # nothing is known of the builds' installs: nothing is said
 
 

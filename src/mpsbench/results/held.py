@@ -1,11 +1,5 @@
-"""Values a busy machine measured: kept out of the recorded results, in a side file.
-
-Before a scratch run is merged, each value is judged (:func:`mpsbench.measure.quiet.judge`). A
-disturbed value is set to not run in the merged copy, so it never enters or replaces the record and
-the combination stays missing, to be measured again. It is kept with its reasons in
-``<results>-held.jsonl`` beside the results folder, one JSON line each (``recorded`` is true only
-where ``MPSBENCH_ACCEPT_BUSY`` recorded it all the same).
-"""
+"""Values a busy machine measured (:func:`mpsbench.measure.quiet.judge`): set to not run in the
+copy merged, so they stay missing and are measured again, and kept in ``<results>-held.jsonl``."""
 
 from __future__ import annotations
 
@@ -24,14 +18,7 @@ from mpsbench.measure import quiet
 from mpsbench.results import merge, recorded
 
 JUDGED = "judged"  # the merged copy, held values left out
-STATS = {
-    "q_25": "stats_q_25",
-    "q_75": "stats_q_75",
-    "ci_99_a": "stats_ci_99_a",
-    "ci_99_b": "stats_ci_99_b",
-    "number": "stats_number",
-    "repeat": "stats_repeat",
-}
+STATS = ("q_25", "q_75", "ci_99_a", "ci_99_b", "number", "repeat")  # asv's get_result_stats names
 
 log = progress.logger(__name__)
 
@@ -50,7 +37,7 @@ class Held:
 
 
 def _events(scratch: Path) -> dict[tuple[str, str], dict[str, dict[str, Any]]]:
-    """Each combination's last ``start`` and ``done`` events, by (build, combination)."""
+    """Each combination's last start and done events."""
     found: dict[tuple[str, str], dict[str, dict[str, Any]]] = collections.defaultdict(dict)
     for event in asv_saving.read_events(scratch)[0]:
         if event.get("event") in ("start", "done"):
@@ -58,7 +45,7 @@ def _events(scratch: Path) -> dict[tuple[str, str], dict[str, dict[str, Any]]]:
     return found
 
 
-def _recorded(path: Path) -> dict[tuple[str, merge.Combination], dict[str, Any]]:
+def _values(path: Path) -> dict[tuple[str, merge.Combination], dict[str, Any]]:
     try:
         return merge.values(recorded.raw(path))
     except (ValueError, KeyError, TypeError, AttributeError):  # RecordedError is a ValueError
@@ -66,8 +53,7 @@ def _recorded(path: Path) -> dict[tuple[str, merge.Combination], dict[str, Any]]
 
 
 def _stats(columns: dict[str, Any]) -> dict[str, Any]:
-    """One combination's statistics, named as asv's ``get_result_stats`` names them."""
-    return {key: columns.get(column) for key, column in STATS.items()}
+    return {key: columns.get(f"stats_{key}") for key in STATS}
 
 
 def _reasons(
@@ -79,18 +65,14 @@ def _reasons(
     stats = _stats(columns) if columns.get("stats_q_25") is not None else None
     before = quiet.State.of(events.get("start", {}))
     after = quiet.State.of(events.get("done", {}), "_after")
-    previous = (
-        float(earlier["result"])
-        if earlier is not None and merge.measured(earlier["result"])
-        else None
-    )
-    return quiet.judge(
-        float(columns["result"]), stats, columns.get("samples"), before, after, previous, first
-    )
+    measured = earlier is not None and merge.measured(earlier["result"])
+    previous = float(earlier["result"]) if earlier is not None and measured else None
+    value = float(columns["result"])
+    return quiet.judge(value, stats, columns.get("samples"), before, after, previous, first)
 
 
 def _held(results: Path) -> dict[tuple[str, ...], float]:
-    """Each value kept in the held file, by (machine, commit, combination, run)."""
+    """Each value in the held file, by (machine, commit, combination, run)."""
     path = trail(results)
     found: dict[tuple[str, ...], float] = {}
     for line in path.read_text().splitlines() if path.is_file() else []:
@@ -103,73 +85,56 @@ def _held(results: Path) -> dict[tuple[str, ...], float]:
     return found
 
 
-def _keep(results: Path, entries: Iterable[dict[str, Any]]) -> None:
-    text = "".join(json.dumps(entry, sort_keys=True) + "\n" for entry in entries)
-    if text:
-        with open(trail(results), "a") as out:
-            out.write(text)
-
-
 def judged(
     results: Path, scratch: Path, accept: bool = False, again: Sequence[str] = ()
 ) -> tuple[Path, list[Held]]:
-    """A copy of ``scratch``'s results with disturbed values set to not run, and the values held.
-    ``accept``: record them all the same; ``again``: the runs whose held values this retries."""
+    """``scratch``'s results with disturbed values set to not run, and those held. ``accept``:
+    record them all the same; ``again``: the runs whose held values this retries."""
     out = scratch / JUDGED
     shutil.rmtree(out, ignore_errors=True)
     shutil.copytree(scratch / "results", out, ignore=shutil.ignore_patterns(".*"))
-    judge = _Judge(results, scratch, accept, again)
-    for path in sorted(out.glob("*/*.json")):
-        if path.name != merge.MACHINE:
-            judge.file(path)
-    _keep(results, judge.new)
-    return out, judge.held
-
-
-class _Judge:
-    """One scratch run's values, file by file: what is held, and the held file's new lines."""
-
-    def __init__(self, results: Path, scratch: Path, accept: bool, again: Sequence[str]) -> None:
-        self.results, self.run, self.accept, self.again = results, scratch.name, accept, again
-        self.events, self.already = _events(scratch), _held(results)
-        self.new: list[dict[str, Any]] = []
-        self.held: list[Held] = []
-
-    def file(self, path: Path) -> None:
-        """Judge each value of one results file; rewrite it with the held ones set to not run."""
+    run, events, already = scratch.name, _events(scratch), _held(results)
+    new: list[dict[str, Any]] = []
+    kept: list[Held] = []
+    for path in sorted(p for p in out.glob("*/*.json") if p.name != merge.MACHINE):
         try:
             data = recorded.raw(path)
             found = merge.values(data)
         except (ValueError, KeyError, TypeError, AttributeError):
-            return  # the merge reports it
+            continue  # the merge reports it
         machine, commit = path.parent.name, str(data.get("commit_hash"))
-        on_record = _recorded(self.results / machine / path.name)
+        on_record = _values(results / machine / path.name)
         changed = False
         for (benchmark, combo), columns in found.items():
             name = asv.combination(benchmark, combo)
-            state = self.events.get((commit, name), {})
-            runs = ((machine, commit, name, run) for run in self.again)
-            first = [self.already[key] for key in runs if key in self.already]
+            state = events.get((commit, name), {})
+            first = [
+                already[k] for k in ((machine, commit, name, r) for r in again) if k in already
+            ]
             earlier = on_record.get((benchmark, combo))
             reasons = _reasons(columns, state, earlier, first[-1] if first else None)
             if not reasons:
                 continue
-            if (machine, commit, name, self.run) not in self.already:  # once a run
+            if (machine, commit, name, run) not in already:  # said and kept once a run
                 shown = f"{name} of build {commit[:8]}: {columns['result']:.4g}; "
                 shown += "; ".join(reasons.values())
                 log.warning(
                     f"quiet gate: recorded all the same ({quiet.ACCEPT_BUSY} is on): {shown}"
-                    if self.accept
+                    if accept
                     else f"quiet gate: held out of the record, to be measured again: {shown}"
                 )
                 entry = _entry(machine, commit, benchmark, combo, columns, reasons, state)
-                self.new.append({**entry, "run": self.run, "recorded": self.accept})
-            if not self.accept:
-                self.held.append(Held(machine, commit, name, reasons, self.run))
+                new.append({**entry, "run": run, "recorded": accept})
+            if not accept:
+                kept.append(Held(machine, commit, name, reasons, run))
                 _unset(data, benchmark, combo)
                 changed = True
         if changed:
             path.write_text(json.dumps(data))
+    if text := "".join(json.dumps(entry, sort_keys=True) + "\n" for entry in new):
+        with open(trail(results), "a") as handle:
+            handle.write(text)
+    return out, kept
 
 
 def _entry(
@@ -181,7 +146,6 @@ def _entry(
     reasons: dict[str, str],
     events: dict[str, dict[str, Any]],
 ) -> dict[str, Any]:
-    stamp = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
     return {
         "machine": machine,
         "commit": commit,
@@ -194,7 +158,7 @@ def _entry(
         "reasons": reasons,
         "before": events.get("start", {}),
         "after": events.get("done", {}),
-        "held_at": stamp,
+        "held_at": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
     }
 
 

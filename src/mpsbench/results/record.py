@@ -1,18 +1,6 @@
-"""Run asv so that recorded results only grow: measure what is missing into scratch, then merge it in.
-
-asv replaces what it re-runs, and its --skip-existing-successful re-runs a whole benchmark when one
-combination failed and skips a combination new to it. So mpsbench results record, holding the results
-folder's lock (the one every writer of it takes), first merges what an interrupted run left in scratch; then,
-for every build of the range, it runs asv for exactly the selected combinations (-b, or this machine's preselection)
-that have no value (a failure counts as missing, n/a as recorded), builds with the same missing set together,
-into RESULTS.scratch, and merges each value in as soon as asv has measured it, combination by combination
-(core/asv_saving.py; the merge is results merge's). --remeasure runs them all again; each value it replaces is
-kept in RESULTS-replaced.jsonl.
-
-RANGE is ALL (every build of the config's branches), HASHFILE:path, a git range of the timeline (timeline
-hashes from mpsbench build list, HASH^! or OLD..NEW, channels and tags; not CHANNEL@ID), or absent (each
-branch's newest build).
-"""
+"""Run asv so that recorded results only grow: per build step, asv measures exactly the selected
+combinations with no value into RESULTS.scratch, and each value is merged in as soon as measured
+(asv replaces what it re-runs; its --skip-existing-successful re-runs whole benchmarks)."""
 
 from __future__ import annotations
 
@@ -20,7 +8,8 @@ import collections
 import contextlib
 import shlex
 import shutil
-from collections.abc import Callable, Generator, Iterable, Sequence
+import time
+from collections.abc import Generator, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -31,16 +20,14 @@ from mpsbench.measure import preselect, quiet
 from mpsbench.results import held, merge, recorded, watch
 
 BENCHMARKS_FAILED = 3  # some benchmark failed; 2 stays a usage mistake
-# The first tier, on the newest build: each seed model's training and inference step
-FIRST_TIER = r"^benchmark_models\.(?:Training|Inference)\.time_step\("
+FIRST_TIER = r"^benchmark_models\.(?:Training|Inference)\.time_step\("  # on the newest build
 
 log = progress.logger(__name__)
 
 
 def recorded_names(results: Path, machine: str, commit: str, environment: str = "*") -> set[str]:
-    """The build's combinations this machine's record settles, named as -b sees them: each with a
-    value, and each seen to skip here (:func:`mpsbench.results.watch.skipped`: asv's NaN also means
-    "not run"). A failure settles nothing: it runs again."""
+    """The build's combinations settled here, as -b names them: each with a value or seen to skip
+    (asv's NaN also means "not run"); a failure runs again."""
     names: set[str] = set(watch.skipped(results, machine, commit))
     for path in sorted((results / machine).glob(f"{commit[:8]}-{environment}.json")):
         try:
@@ -53,19 +40,7 @@ def recorded_names(results: Path, machine: str, commit: str, environment: str = 
 
 
 def asv_log(results: Path) -> Path:
-    """Where a record run's asv writes its lines (beside the results folder, which asv reads)."""
     return results.parent / f"{results.name}-asv.log"
-
-
-def _say_failure(path: Path, offset: int, code: int, lines: int = 12) -> None:
-    """Show asv's last lines of this step after a non-zero exit."""
-    with open(path, "rb") as handle:
-        handle.seek(offset)
-        tail = handle.read().decode("utf-8", "replace").strip().splitlines()[-lines:]
-    log.warning(
-        f"asv exited with status {code}; its last lines (all of them in {path}):\n  "
-        + "\n  ".join(tail)
-    )
 
 
 def scratch_root(results: Path) -> Path:
@@ -77,13 +52,12 @@ def _merge_scratch(
     scratch: Path,
     replace: bool,
     silent: bool = False,
-    accept: bool = False,
     again: Sequence[str] = (),
 ) -> tuple[merge.Report | None, list[held.Held]]:
-    """Merge what asv saved in ``scratch`` except values judged disturbed, which are returned."""
+    """Merge ``scratch``'s values but those judged disturbed, which are returned."""
     if not (scratch / "results").is_dir():
         return None, []
-    judged, kept_out = held.judged(results, scratch, accept, again)
+    judged, kept_out = held.judged(results, scratch, quiet.accept_busy(), again)
     report = merge.merge(results, [judged], update_benchmarks=True, replace=replace)
     for line in report.conflicts + report.refused + report.corrupt:
         log.warning(line)
@@ -93,8 +67,7 @@ def _merge_scratch(
 
 
 def _end_left_behind(scratch: Path) -> None:
-    """End the asv forkserver a killed run left behind, matched by pid and start time (safe against
-    pid reuse)."""
+    """End the asv forkserver a killed run left, matched by pid and start time."""
     import psutil
 
     found = []
@@ -105,34 +78,29 @@ def _end_left_behind(scratch: Path) -> None:
                 if abs(process.create_time() - float(event["created"])) < 1e-3:
                     found.append(process)
     if found:
-        log.info(
-            f"ending the asv forkserver a stopped run left running (pid {', '.join(str(p.pid) for p in found)})"
-        )
+        pids = ", ".join(str(p.pid) for p in found)
+        log.info(f"ending the asv forkserver a stopped run left running (pid {pids})")
         asv.end(found)
 
 
 def recover(results: Path, root: Path) -> None:
-    """Merge what interrupted runs left in scratch (never replacing) and remove it, with a killed
-    merge's temporary files."""
+    """Merge what interrupted runs left in scratch (never replacing), then remove it."""
     for leftover in [*results.glob(".*.tmp"), *results.glob("*/.*.tmp")]:
         leftover.unlink()
     for folder in sorted(path for path in root.iterdir() if path.is_dir()) if root.is_dir() else []:
         _end_left_behind(folder)
-        report, _ = _merge_scratch(results, folder, replace=False, accept=quiet.accept_busy())
+        report, _ = _merge_scratch(results, folder, replace=False)
         if report is not None and (report.copied or report.merged):
-            log.info(
-                f"recovered an interrupted run's results from {folder}: {report.summary(results)}"
-            )
+            said = report.summary(results)
+            log.info(f"recovered an interrupted run's results from {folder}: {said}")
         shutil.rmtree(folder)
 
 
 def newest_first(timeline: Path, commits: Sequence[str]) -> list[str]:
     """The builds by date, newest first; ties keep their order."""
     dates = git.text(timeline, "show", "-s", "--format=%ct", *commits).split() if commits else []
-    return [
-        commit
-        for _, commit in sorted(zip(dates, commits, strict=True), key=lambda pair: -int(pair[0]))
-    ]
+    pairs = sorted(zip(dates, commits, strict=True), key=lambda pair: -int(pair[0]))
+    return [commit for _, commit in pairs]
 
 
 def steps(commits: Sequence[str], missing: dict[str, tuple[str, ...]]) -> list[watch.Step]:
@@ -142,71 +110,50 @@ def steps(commits: Sequence[str], missing: dict[str, tuple[str, ...]]) -> list[w
         names = missing[commit]
         first = tuple(asv.matching(names, [FIRST_TIER])) if number == 0 else ()
         rest = tuple(name for name in names if name not in first)
-        planned += [watch.Step(commit, first, "first tier")] if first and rest else []
-        planned += (
-            [
-                watch.Step(
-                    commit, rest or first, "the rest" if first and rest else "every combination"
-                )
+        if first and rest:
+            planned += [
+                watch.Step(commit, first, "first tier"),
+                watch.Step(commit, rest, "the rest"),
             ]
-            if names
-            else []
-        )
+        elif names:
+            planned.append(watch.Step(commit, names, "every combination"))
     return planned
 
 
 @dataclass(frozen=True)
 class Selection:
     names: tuple[str, ...]
-    default_size: int  # the size of this machine's preselection
     left_out: str | None  # what -b found that only skips here
 
 
 def select(conf: AsvConf, bench: Sequence[str]) -> Selection:
-    """The combinations a run times: this machine's preselection, or what -b finds (re.search).
-    UserError where -b finds none or only ones that skip here (asv would start a process each)."""
+    """This machine's preselection, or what -b finds; UserError where it finds none that runs."""
     found = preselect.combinations(preselect.discover(conf.benchmarks))
-    default = preselect.selected(found)
     if not bench:
-        return Selection(tuple(default), len(default), None)
+        return Selection(tuple(preselect.selected(found)), None)
     shown = " -b ".join(map(shlex.quote, bench))
     asked = set(asv.matching([combination.name for combination in found], bench))
     if not asked:
         raise UserError(
             f"no benchmark matches -b {shown}; `mpsbench preselect --list` lists every combination"
         )
-    runs = tuple(
-        combination.name
-        for combination in found
-        if combination.name in asked and combination.reason is None
-    )
-    left = collections.Counter(
-        combination.reason
-        for combination in found
-        if combination.name in asked and combination.reason is not None
-    )
-    reasons = "; ".join(f"{reason} ({count})" for reason, count in left.most_common(3)) + (
-        "; ..." if len(left) > 3 else ""
-    )
+    runs = tuple(c.name for c in found if c.name in asked and c.reason is None)
+    left = collections.Counter(c.reason for c in found if c.name in asked and c.reason is not None)
+    reasons = "; ".join(f"{reason} ({count})" for reason, count in left.most_common(3))
+    reasons += "; ..." if len(left) > 3 else ""
     if not runs:
         raise UserError(
             f"none of the {len(asked)} combinations -b {shown} finds runs on this machine: {reasons}"
         )
     said = (
-        (
-            f"-b: {len(runs)} of the {len(asked)} combinations it finds run here, the rest would only skip"
-            f" (`mpsbench preselect --list` says why for each): {reasons}"
-        )
-        if left
-        else None
+        f"-b: {len(runs)} of the {len(asked)} combinations it finds run here, the rest would only"
+        f" skip (`mpsbench preselect --list` says why for each): {reasons}"
     )
-    return Selection(runs, len(default), said)
+    return Selection(runs, said if left else None)
 
 
 def check_meaning(run: asv.RunArgs) -> None:
-    """UserError, before anything runs, where an asv option (--quick, -a repeat=1, --set-commit-hash) or an
-    MPSBENCH_* setting would change what the recorded values mean; a --dry-run saves nothing and may.
-    A bad quiet-gate setting first."""
+    """UserError where a setting is bad or would change what values mean (--dry-run may)."""
     quiet.wait_seconds()
     quiet.accept_busy()
     if run.dry_run:
@@ -228,13 +175,12 @@ def builds(conf: AsvConf, run: asv.RunArgs) -> list[str]:
 
 @dataclass(frozen=True)
 class Finished:
-    """A step that ran, with what its caller decides on: whether it was its build's last, whether
-    the build has values recorded (the quiet gate may hold every one), and its status."""
+    """A step that ran: its build's last or not, the build's values recorded or all held."""
 
     step: watch.Step
     build_done: bool
     recorded: bool
-    status: int  # 0, or BENCHMARKS_FAILED where some benchmark failed
+    status: int  # 0, or BENCHMARKS_FAILED
 
 
 def status(finished: Iterable[Finished]) -> int:
@@ -250,25 +196,15 @@ def record(
     disk: watch.Disk | None = None,
     selection: Selection | None = None,
 ) -> Generator[Finished, None, None]:
-    """Run what is missing (all, with ``remeasure``) and merge it in, yielding each step as it ends.
-    ``run``: ``asv run``'s arguments, parsed once by the command (:func:`asv.run_args`).
-
-    One asv run per build step, newest first; each value merged as soon as measured; a build that
-    does not fit on the disk (``disk``: the build cache and each build's facts) is skipped. Ctrl-C
-    or SIGTERM ends the run's processes, merges what was measured and raises :class:`asv.Stopped`.
-    Values the quiet gate holds stay out (:mod:`mpsbench.results.held`); what is still held is said
-    when the run ends, stopped or closed. The results folder's lock is held until then: close the
-    generator (``contextlib.closing``) when not iterating it to its end.
-    """
-    check_meaning(run)  # a bad setting fails before anything runs
-    accept = quiet.accept_busy()
-    results = conf.results
-    commits = builds(conf, run)
+    """Run what is missing (all, with ``remeasure``) and yield each step as it ends; the caller's
+    time before resuming (a publish) is a cost learnt. Ctrl-C merges what was measured and raises
+    :class:`asv.Stopped`. Close the generator when not iterating it to its end (the lock)."""
+    check_meaning(run)
+    results, commits = conf.results, builds(conf, run)
     chosen = selection or select(conf, run.bench)
-    wanted = chosen.names
     if chosen.left_out is not None:
         log.info(chosen.left_out)
-    if accept:
+    if quiet.accept_busy():
         log.info(
             f"quiet gate: {quiet.ACCEPT_BUSY} is on: values the machine disturbed are"
             " recorded all the same; for throw-away results only, never for history"
@@ -279,17 +215,15 @@ def record(
         missing = {}
         for commit in commits:
             have = set() if remeasure else recorded_names(results, machine, commit, run.environment)
-            missing[commit] = tuple(name for name in wanted if name not in have)
+            missing[commit] = tuple(name for name in chosen.names if name not in have)
         planned = steps([commit for commit in commits if missing[commit]], missing)
         if not planned:
             log.info(
-                f"every selected combination ({len(wanted)}) is recorded for the {len(commits)} builds: nothing to run"
+                f"every selected combination ({len(chosen.names)}) is recorded for the"
+                f" {len(commits)} builds: nothing to run"
             )
             return
-        gpu = not any("'cpu'" in name for name in wanted)
-        watching = watch.Watch(
-            planned, watch.Costs(results, machine, gpu, chosen.default_size), disk
-        )
+        watching = watch.Watch(planned, watch.Costs(results, machine), disk)
         print(watching.plan())
         log.info(f"asv's own lines go to {asv_log(results)}; here, one line a combination")
         kept_out: list[held.Held] = []
@@ -297,24 +231,22 @@ def record(
             for number, step in enumerate(planned, 1):
                 if not watching.begin(step):
                     continue
-                code, held_now = _measure(
-                    conf, machine, run, root, step.commit, step.names, remeasure, watching.poll
-                )
+                args = (conf, machine, run, root, step.commit)
+                code, held_now = _measure(*args, step.names, remeasure, watching)
                 if held_now:
-                    retried, held_now = _again(
-                        conf, machine, run, root, step.commit, held_now, remeasure
-                    )
+                    retried, held_now = _again(*args, held_now, remeasure, watching)
                     code = code or retried
                 kept_out += held_now
+                began = time.monotonic()
                 yield Finished(
                     step,
                     number == len(planned) or planned[number].commit != step.commit,
                     bool(recorded_names(results, machine, step.commit)),
                     BENCHMARKS_FAILED if code else 0,
                 )
+                watch.add(results, machine, watching.publish(time.monotonic() - began))
             watching.end()
-        # stopped, closed or not, say what was held
-        finally:
+        finally:  # stopped, closed or not
             _say_held(results, kept_out)
 
 
@@ -326,12 +258,11 @@ def _measure(
     commit: str,
     names: Sequence[str],
     remeasure: bool,
-    poll: Callable[[Path], list[dict[str, object]]],
+    watching: watch.Watch,
     again: Sequence[str] = (),
 ) -> tuple[int, list[held.Held]]:
-    """One asv run of ``names`` on one build into a new scratch folder, each value judged and
-    merged as measured; asv's status and the values held. ``again``: runs whose held values it
-    retries."""
+    """One asv run of ``names`` on one build, each value judged and merged as measured: asv's
+    status and the values held."""
     results = conf.results
     scratch = asv.scratch(root)
     hashfile = scratch / "builds.txt"
@@ -343,23 +274,27 @@ def _measure(
     kept_out: list[held.Held] = []
 
     def measured(scratch: Path = scratch, final: bool = False) -> None:
-        done = poll(scratch)
+        done = watching.poll(scratch)
         if done or final:
-            kept_out[:] = _merge_scratch(
-                results, scratch, remeasure, not final, quiet.accept_busy(), again
-            )[1]
+            kept_out[:] = _merge_scratch(results, scratch, remeasure, not final, again)[1]
+            watching.hold(entry.name for entry in kept_out)
             watch.add(results, machine, done)
 
-    said = asv_log(results).stat().st_size if asv_log(results).is_file() else 0
+    output = asv_log(results)
+    said = output.stat().st_size if output.is_file() else 0
     try:
-        code = asv.supervise(
-            command, conf.root, asv.only(hashfile), measured, output=asv_log(results)
-        )
+        code = asv.supervise(command, conf.root, asv.only(hashfile), measured, output=output)
     finally:  # stopped or not
         measured(final=True)
         shutil.rmtree(scratch)
     if code:
-        _say_failure(asv_log(results), said, code)
+        with open(output, "rb") as handle:
+            handle.seek(said)
+            tail = handle.read().decode("utf-8", "replace").strip().splitlines()[-12:]
+        log.warning(
+            f"asv exited with status {code}; its last lines (all of them in {output}):\n  "
+            + "\n  ".join(tail)
+        )
     return code, kept_out
 
 
@@ -371,13 +306,15 @@ def _again(
     commit: str,
     kept_out: list[held.Held],
     remeasure: bool,
+    watching: watch.Watch,
 ) -> tuple[int, list[held.Held]]:
-    """Measure a step's held values once more after the gate's wait; returns as :func:`_measure`."""
+    """Measure a step's held values again after the gate's wait."""
     names = tuple(dict.fromkeys(entry.name for entry in kept_out))
-    state = quiet.State.of(
-        quiet.Gate(quiet.wait_seconds()).before(f"measuring again the {len(names)} held values")
-    )
+    watching.retry(names)  # the wait is the retry's start-up
+    gate = quiet.Gate(quiet.wait_seconds())
+    state = quiet.State.of(gate.before(f"measuring again the {len(names)} held values"))
     if state is not None and quiet.problems(state):
+        watching.still_busy()
         log.info(
             f"quiet gate: the machine is still busy; the {len(names)} held values are left for the"
             " next run"
@@ -385,27 +322,21 @@ def _again(
         return 0, kept_out
     log.info(f"quiet gate: measuring again the {len(names)} values held in this step")
     runs = tuple(dict.fromkeys(entry.run for entry in kept_out))
-    return _measure(
-        conf, machine, run, root, commit, names, remeasure, watch.Again(len(names)).poll, again=runs
-    )
+    return _measure(conf, machine, run, root, commit, names, remeasure, watching, again=runs)
 
 
 def _say_held(results: Path, kept_out: list[held.Held]) -> None:
-    """Say at the run's end how many values are still held, why, and how to get them."""
+    """How many values are still held, why, and how to get them."""
     recorded_now = {
         (machine, commit, name)
         for machine, commit in {(e.machine, e.commit) for e in kept_out}
         for name in recorded_names(results, machine, commit)
     }
     kinds = held.still_held(kept_out, recorded_now)
-    count = len({(entry.machine, entry.commit, entry.name) for entry in kept_out} - recorded_now)
-    if count:
-        why = ", ".join(
-            f"{kind}: {number}" for kind, number in sorted(kinds.items(), key=lambda item: -item[1])
-        )
+    if count := len({(e.machine, e.commit, e.name) for e in kept_out} - recorded_now):
+        why = ", ".join(f"{kind}: {n}" for kind, n in sorted(kinds.items(), key=lambda i: -i[1]))
         log.info(
             f"quiet gate: {count} values held out of the record ({why}); each is in"
-            f" {held.trail(results)} with its reasons and is measured again by the next run: run it"
-            " when the machine is quieter"
-            " (`mpsbench doctor` says what keeps it busy)"
+            f" {held.trail(results)} with its reasons and is measured again by the next run: run"
+            " it when the machine is quieter (`mpsbench doctor` says what keeps it busy)"
         )
