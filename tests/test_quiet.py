@@ -429,3 +429,23 @@ def test_the_retry_pass_says_each_value_it_measures_again(tmp_path, capsys):
         out.write("\n")
     again.poll(tmp_path)
     assert "measured again 2 of 2: b(2): failed" in capsys.readouterr().err
+
+
+def test_the_gates_lines_in_asvs_log_reach_the_terminal_once_each_and_whole(tmp_path, capsys):
+    from mpsbench.results import record
+
+    log = tmp_path / "results-asv.log"
+    log.write_bytes(b"an earlier run: mpsbench quiet: not said again\n")
+    relay = record._GateLines(log)
+    with open(log, "ab") as asv_writing:
+        asv_writing.write(b"[50.00%] \xc2\xb7\xc2\xb7\xc2\xb7 benchmark_models.x")
+        asv_writing.write(b"mpsbench quiet: the machine is busy; waiting up to 120 s\n")
+        asv_writing.write(b"asv's own line\nmpsbench quiet: a line still being wri")
+    relay()
+    relay()
+    said = capsys.readouterr().err.splitlines()
+    assert said == ["mpsbench record: the machine is busy; waiting up to 120 s"], said
+    with open(log, "ab") as asv_writing:
+        asv_writing.write(b"tten\n")
+    relay()
+    assert capsys.readouterr().err.splitlines() == ["mpsbench record: a line still being written"]

@@ -43,6 +43,28 @@ def asv_log(results: Path) -> Path:
     return results.parent / f"{results.name}-asv.log"
 
 
+class _GateLines:
+    """The quiet gate's lines, from asv's log to the terminal as they come: the gate waits inside
+    asv's benchmark process, whose output goes to the log, and a wait is never silent."""
+
+    MARK = b"mpsbench quiet: "
+
+    def __init__(self, path: Path) -> None:
+        self.path, self.at = path, path.stat().st_size if path.is_file() else 0
+
+    def __call__(self) -> None:
+        if not self.path.is_file():
+            return
+        with open(self.path, "rb") as handle:
+            handle.seek(self.at)
+            text = handle.read()
+        whole = text.rfind(b"\n") + 1  # a line still being written waits for the next call
+        self.at += whole
+        for line in text[:whole].splitlines():
+            if (start := line.find(self.MARK)) >= 0:
+                log.info(line[start + len(self.MARK) :].decode("utf-8", "replace"))
+
+
 def scratch_root(results: Path) -> Path:
     return results.parent / f"{results.name}.scratch"
 
@@ -273,15 +295,18 @@ def _measure(
     )
     kept_out: list[held.Held] = []
 
+    output = asv_log(results)
+    said = output.stat().st_size if output.is_file() else 0
+    gate_lines = _GateLines(output)
+
     def measured(scratch: Path = scratch, final: bool = False) -> None:
+        gate_lines()
         done = watching.poll(scratch)
         if done or final:
             kept_out[:] = _merge_scratch(results, scratch, remeasure, not final, again)[1]
             watching.hold(entry.name for entry in kept_out)
             watch.add(results, machine, done)
 
-    output = asv_log(results)
-    said = output.stat().st_size if output.is_file() else 0
     try:
         code = asv.supervise(command, conf.root, asv.only(hashfile), measured, output=output)
     finally:  # stopped or not
