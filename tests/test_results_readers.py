@@ -33,7 +33,10 @@ OTHER_JSON = {
     ("regressions/explain.py", "_profile"): "the profiling process's answer file",
     ("regressions/servers.py", "place"): "the placing process's answer line",
     ("regressions/servers.py", "Server._reply"): "a benchmark server's reply line",
-    ("regressions/serve_build.py", "_round"): "asv_runner's result file of one round",
+    (
+        "regressions/serve_build.py",
+        "_run_round",
+    ): "a round's result, through JSON as asv_runner's file carries it",
     ("regressions/serve_build.py", "_forked_round"): "the forked round's reply line",
     ("regressions/serve_build.py", "main"): "compare's request lines",
     ("site/regressions_page.py", "_published"): "the site's regressions.json and index.json",
