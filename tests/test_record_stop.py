@@ -3,7 +3,10 @@ seconds, and the next run goes on from the next combination without measuring an
 
 Real asv runs of scripts/bench on this .venv's torch (used in place, nothing installed), stopped while asv measures:
 Ctrl-C and SIGTERM to the main command (as a terminal and `timeout` send them), and kill -9 of its process group.
-Processes are counted with psutil; measurements with the costs file, one line per combination measured.
+Processes are counted with psutil. A stopped run's measurements are the values it saved: recorded, or
+left in its scratch folder for the next run to recover. Its costs lines are not: kill -9 can land after asv
+saved a value and before the record's once-a-second poll noted it, so that value has none (the next run
+recovers it and rightly does not measure it again). The next run's measurements are its costs lines.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ import psutil
 import pytest
 from tests.test_faults import NEEDS_VENV, bench_checkout, recorded_values
 
+from mpsbench.core import asv
 from mpsbench.results import watch
 
 # Six cpu combinations, a few seconds each: a stop lands between two of them or inside one
@@ -136,6 +140,12 @@ def _stop_and_go_on(
         first,
         before,
     )  # every value measured before the stop is recorded
+    saved = {}  # what asv saved and the stopped run did not merge: the next run recovers it
+    for scratch in (repo / ".asv" / "results.scratch").glob("*/results"):
+        saved |= recorded_values(scratch)
+    stopped = {asv.combination(name, combo) for (_, name, combo) in before | saved}
+    assert set(first) <= stopped, (first, stopped)  # a costs line only for a value saved
+    print(f"the stopped run saved {len(stopped)} values; its costs lines name {len(first)}")
     # no wall-clock limit: the rerun's work is the small SELECTION, and a loaded machine may take long over it
     done = subprocess.run(
         ["scripts/bench", *SELECTION, "ALL"], cwd=repo, env=env, capture_output=True, text=True
@@ -145,10 +155,13 @@ def _stop_and_go_on(
     for log in (said, done.stderr):  # no value merged twice (it would be a conflict: recorded kept)
         assert "mpsbench record: warning" not in log, log[-3000:]
     assert all(after[key] == value for key, value in before.items())  # kept, byte for byte
-    names = _measured(repo)
-    assert len(names) == len(set(names)) == COUNT, (
-        names
-    )  # each combination measured once, none twice
+    assert all(after.get(key) == value for key, value in saved.items())  # recovered as saved
+    again = _measured(repo)[len(first) :]  # the next run's: the costs file only grows
+    assert len(first) == len(set(first)) and len(again) == len(set(again)), (first, again)
+    assert stopped.isdisjoint(again) and len(stopped) + len(again) == COUNT, (
+        sorted(stopped),
+        again,
+    )  # each combination measured once, none twice: the next run went on from where it stopped
     assert {name for (_, name, combo) in after} == {"benchmark_models.Training.time_step"}
     assert len(after) == COUNT
     assert not _alive(seen), _alive(
