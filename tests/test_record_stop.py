@@ -7,10 +7,13 @@ Processes are counted with psutil. A stopped run's measurements are the values i
 left in its scratch folder for the next run to recover. Its costs lines are not: kill -9 can land after asv
 saved a value and before the record's once-a-second poll noted it, so that value has none (the next run
 recovers it and rightly does not measure it again). The next run's measurements are its costs lines.
+Before the kill -9, the benchmark in flight is suspended, as a long one would be, so that asv's forkserver (outside
+the killed group) is still running when the next run starts, and that run must end it.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -22,7 +25,7 @@ import psutil
 import pytest
 from tests.test_faults import NEEDS_VENV, bench_checkout, recorded_values
 
-from mpsbench.core import asv
+from mpsbench.core import asv, asv_saving
 from mpsbench.results import watch
 
 # Six cpu combinations, a few seconds each: a stop lands between two of them or inside one
@@ -66,6 +69,9 @@ def _run_stopped(
         time.sleep(0.2)
     time.sleep(1.0)  # inside the next combination's benchmark process
     seen |= set(top.children(recursive=True))
+    while stop == signal.SIGKILL and not _hold_in_flight(repo, seen):
+        assert time.monotonic() < deadline, log.read_text()[-3000:]
+        time.sleep(0.01)
     assert any(
         "run_server" in " ".join(p.cmdline()) for p in seen if p.is_running()
     )  # asv's forkserver is up
@@ -80,6 +86,28 @@ def _run_stopped(
         time.sleep(0.1)
         alive = _alive(alive)
     return (time.monotonic() - ended if alive else 0.0), seen
+
+
+def _hold_in_flight(repo: Path, seen: set[psutil.Process]) -> bool:
+    """Suspend the benchmark processes asv's forkserver has forked (added to ``seen``), as a long
+    benchmark would keep it busy; whether there was one.
+
+    asv starts its forkserver in a process group of its own, which a kill -9 of scripts/bench's group
+    does not reach. Once a benchmark in flight ends, the orphaned forkserver's reply to the killed asv
+    fails and it exits by itself: whether the next run still finds it to end would be a race between
+    that benchmark and the next run's start-up."""
+    held = False
+    for scratch in (repo / ".asv" / "results.scratch").glob("*"):
+        for event in asv_saving.read_events(scratch)[0]:
+            if event.get("event") != "forkserver":
+                continue
+            with contextlib.suppress(psutil.Error):  # ended meanwhile: the next call looks again
+                for process in psutil.Process(int(event["pid"])).children():
+                    if process.status() != psutil.STATUS_ZOMBIE:
+                        process.suspend()
+                        seen.add(process)
+                        held = True
+    return held
 
 
 def _alive(processes: set[psutil.Process] | list[psutil.Process]) -> list[psutil.Process]:
@@ -140,7 +168,9 @@ def _stop_and_go_on(
         first,
         before,
     )  # every value measured before the stop is recorded
-    saved = {}  # what asv saved and the stopped run did not merge: the next run recovers it
+    saved: dict[
+        tuple[str, str, tuple[str, ...]], str
+    ] = {}  # what asv saved and the stopped run did not merge: the next run recovers it
     for scratch in (repo / ".asv" / "results.scratch").glob("*/results"):
         saved |= recorded_values(scratch)
     stopped = {asv.combination(name, combo) for (_, name, combo) in before | saved}
