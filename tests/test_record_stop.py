@@ -7,8 +7,8 @@ Processes are counted with psutil. A stopped run's measurements are the values i
 left in its scratch folder for the next run to recover. Its costs lines are not: kill -9 can land after asv
 saved a value and before the record's once-a-second poll noted it, so that value has none (the next run
 recovers it and rightly does not measure it again). The next run's measurements are its costs lines.
-Before the kill -9, the benchmark in flight is suspended, as a long one would be, so that asv's forkserver (outside
-the killed group) is still running when the next run starts, and that run must end it.
+Right after the kill -9, the benchmark in flight is suspended, as a long one would be, so that asv's forkserver
+(outside the killed group) is still running when the next run starts, and that run must end it.
 """
 
 from __future__ import annotations
@@ -45,11 +45,12 @@ def _measured(repo: Path) -> list[str]:
 
 def _run_stopped(
     repo: Path, env: dict[str, str], log: Path, stop: signal.Signals, group: bool
-) -> tuple[float, set]:
+) -> tuple[float, set, bool]:
     """scripts/bench, stopped by ``stop`` once asv has measured one combination and started the next.
 
     Returns how long the last process of the run outlived it (seconds; kill -9: at most OUTLIVES, as asv's forkserver
-    then runs on until the next run ends it) and the processes seen."""
+    then runs on until the next run ends it), the processes seen, and whether a benchmark in flight was held
+    (:func:`_hold_in_flight`)."""
     with open(log, "w") as out:
         bench = subprocess.Popen(
             ["scripts/bench", *SELECTION, "ALL"],
@@ -69,9 +70,7 @@ def _run_stopped(
         time.sleep(0.2)
     time.sleep(1.0)  # inside the next combination's benchmark process
     seen |= set(top.children(recursive=True))
-    while stop == signal.SIGKILL and not _hold_in_flight(repo, seen):
-        assert time.monotonic() < deadline, log.read_text()[-3000:]
-        time.sleep(0.01)
+    servers = [(server, server.parent()) for server in _forkservers(repo)]
     assert any(
         "run_server" in " ".join(p.cmdline()) for p in seen if p.is_running()
     )  # asv's forkserver is up
@@ -80,33 +79,51 @@ def _run_stopped(
     else:  # the main command's own process (scripts/bench execs it)
         os.kill(bench.pid, stop)
     bench.wait(timeout=60)
+    held = stop == signal.SIGKILL and _hold_in_flight(servers, seen)
     ended = time.monotonic()
     alive = _alive(seen)
     while alive and time.monotonic() - ended < (OUTLIVES if stop == signal.SIGKILL else 30):
         time.sleep(0.1)
         alive = _alive(alive)
-    return (time.monotonic() - ended if alive else 0.0), seen
+    return (time.monotonic() - ended if alive else 0.0), seen, held
 
 
-def _hold_in_flight(repo: Path, seen: set[psutil.Process]) -> bool:
-    """Suspend the benchmark processes asv's forkserver has forked (added to ``seen``), as a long
-    benchmark would keep it busy; whether there was one.
-
-    asv starts its forkserver in a process group of its own, which a kill -9 of scripts/bench's group
-    does not reach. Once a benchmark in flight ends, the orphaned forkserver's reply to the killed asv
-    fails and it exits by itself: whether the next run still finds it to end would be a race between
-    that benchmark and the next run's start-up."""
-    held = False
+def _forkservers(repo: Path) -> list[psutil.Process]:
+    """asv's forkservers, from the scratch runs' events."""
+    found = []
     for scratch in (repo / ".asv" / "results.scratch").glob("*"):
         for event in asv_saving.read_events(scratch)[0]:
-            if event.get("event") != "forkserver":
-                continue
-            with contextlib.suppress(psutil.Error):  # ended meanwhile: the next call looks again
-                for process in psutil.Process(int(event["pid"])).children():
-                    if process.status() != psutil.STATUS_ZOMBIE:
-                        process.suspend()
-                        seen.add(process)
-                        held = True
+            with contextlib.suppress(psutil.Error):
+                if event.get("event") == "forkserver":
+                    found.append(psutil.Process(int(event["pid"])))
+    return found
+
+
+def _hold_in_flight(
+    servers: list[tuple[psutil.Process, psutil.Process | None]], seen: set[psutil.Process]
+) -> bool:
+    """After the kill -9: suspend the benchmark each forkserver still runs (added to ``seen``), as a
+    long benchmark would keep it running; whether one was held.
+
+    asv starts its forkserver in a process group of its own, which the kill does not reach. Once its
+    benchmark ends, the forkserver's reply to the killed asv fails and it exits by itself: whether the
+    next run still found it would be a race between that benchmark and the next run's start-up. Held,
+    the forkserver is there for the next run to end (until the benchmark's asv timeout, 30 minutes).
+    Suspended only once its parent (asv) is dead: a group with a stopped process that its parent's
+    death orphans is sent SIGHUP and SIGCONT by the kernel, which ends both."""
+    held = False
+    for server, parent in servers:
+        with contextlib.suppress(psutil.Error):  # asv gone meanwhile: dead
+            while parent is not None and _alive([parent]):
+                time.sleep(0.01)
+        with contextlib.suppress(psutil.Error):  # it ended meanwhile: nothing to hold
+            for process in server.children():
+                process.suspend()
+                while process.status() not in (psutil.STATUS_STOPPED, psutil.STATUS_ZOMBIE):
+                    time.sleep(0.01)
+                if process.status() == psutil.STATUS_STOPPED:
+                    seen.add(process)
+                    held = True
     return held
 
 
@@ -151,7 +168,7 @@ def _stop_and_go_on(
     seen: set[psutil.Process],
 ) -> None:
     results = repo / ".asv" / "results"
-    outlived, found = _run_stopped(repo, env, tmp_path / "stopped.log", stop, group)
+    outlived, found, held = _run_stopped(repo, env, tmp_path / "stopped.log", stop, group)
     seen |= found
     said = (tmp_path / "stopped.log").read_text()
     print(
@@ -175,7 +192,10 @@ def _stop_and_go_on(
         saved |= recorded_values(scratch)
     stopped = {asv.combination(name, combo) for (_, name, combo) in before | saved}
     assert set(first) <= stopped, (first, stopped)  # a costs line only for a value saved
-    print(f"the stopped run saved {len(stopped)} values; its costs lines name {len(first)}")
+    print(
+        f"the stopped run saved {len(stopped)} values; its costs lines name {len(first)};"
+        f" a benchmark in flight held: {held}"
+    )
     # no wall-clock limit: the rerun's work is the small SELECTION, and a loaded machine may take long over it
     done = subprocess.run(
         ["scripts/bench", *SELECTION, "ALL"], cwd=repo, env=env, capture_output=True, text=True
@@ -197,5 +217,7 @@ def _stop_and_go_on(
     assert not _alive(seen), _alive(
         seen
     )  # a forkserver that kill -9 left behind was ended by the next run
-    if group:
+    if (
+        held
+    ):  # a forkserver kept running by a benchmark in flight (else it may have ended by itself)
         assert "ending the asv forkserver a stopped run left running" in done.stderr
