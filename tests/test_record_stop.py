@@ -49,7 +49,7 @@ def _run_stopped(
     """scripts/bench, stopped by ``stop`` once asv has measured one combination and started the next.
 
     Returns how long the last process of the run outlived it (seconds; kill -9: at most OUTLIVES, as asv's forkserver
-    then runs on until the next run ends it), the processes seen, and whether a benchmark in flight was held
+    may run on until the next run ends it), the processes seen, and whether a benchmark in flight was held
     (:func:`_hold_in_flight`)."""
     with open(log, "w") as out:
         bench = subprocess.Popen(
@@ -185,9 +185,8 @@ def _stop_and_go_on(
         first,
         before,
     )  # every value measured before the stop is recorded
-    saved: dict[
-        tuple[str, str, tuple[str, ...]], str
-    ] = {}  # what asv saved and the stopped run did not merge: the next run recovers it
+    # what asv saved and the stopped run did not merge: the next run recovers it
+    saved: dict[tuple[str, str, tuple[str, ...]], str] = {}
     for scratch in (repo / ".asv" / "results.scratch").glob("*/results"):
         saved |= recorded_values(scratch)
     stopped = {asv.combination(name, combo) for (_, name, combo) in before | saved}
