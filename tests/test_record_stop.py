@@ -45,7 +45,7 @@ def _measured(repo: Path) -> list[str]:
 
 def _run_stopped(
     repo: Path, env: dict[str, str], log: Path, stop: signal.Signals, group: bool
-) -> tuple[float, set, bool]:
+) -> tuple[float, set[psutil.Process], bool]:
     """scripts/bench, stopped by ``stop`` once asv has measured one combination and started the next.
 
     Returns how long the last process of the run outlived it (seconds; kill -9: at most OUTLIVES, as asv's forkserver
