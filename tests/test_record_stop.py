@@ -38,9 +38,8 @@ def _measured(repo: Path) -> list[str]:
     """The combinations measured so far, one entry per measurement (the costs file)."""
     path = watch.trail(repo / ".asv" / "results")
     lines = [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
-    return [
-        line["name"] for line in lines if line.get("event") != "begin"
-    ]  # a step's start-up is no measurement
+    # a combination's line, not a step's start-up nor a publish
+    return [line["name"] for line in lines if line.get("event") == "done"]
 
 
 def _run_stopped(
