@@ -4,6 +4,8 @@ only under the versions it was read from."""
 from __future__ import annotations
 
 import ast
+import subprocess
+import sys
 from importlib import metadata
 from pathlib import Path
 
@@ -132,3 +134,28 @@ def test_every_name_taken_is_listed_and_every_listed_name_is_taken():
     assert set(asv_internals.USES) - taken - standalone == set(), (
         "a use is gone: strike it off USES"
     )
+
+
+def test_ending_an_asv_forkserver_removes_its_socket_folder_and_nothing_else(tmp_path):
+    import psutil
+
+    from mpsbench.core import asv
+
+    folder = tmp_path / "asv-forkserver-x1"
+    folder.mkdir()
+    other = tmp_path / "not-asvs"
+    other.mkdir()
+    sleep = "import time; time.sleep(120)"
+    server = subprocess.Popen(
+        [sys.executable, "-c", sleep, "run_server", str(tmp_path), str(folder / "socket")]
+    )
+    bystander = subprocess.Popen(
+        [sys.executable, "-c", sleep, "run_server", str(tmp_path), str(other / "socket")]
+    )
+    try:
+        asv.end([psutil.Process(server.pid), psutil.Process(bystander.pid)])
+        assert not psutil.pid_exists(server.pid) and not psutil.pid_exists(bystander.pid)
+        assert not folder.exists() and other.is_dir()
+    finally:
+        for process in (server, bystander):
+            process.kill()

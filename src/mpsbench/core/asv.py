@@ -10,6 +10,7 @@ import io
 import os
 import re
 import shlex
+import shutil
 import signal
 import subprocess
 import sys
@@ -256,10 +257,27 @@ def end(processes: Iterable[Any]) -> None:
         if not more:
             break
         alive |= more
+    sockets = [_forkserver_folder(process) for process in alive]
     for process in alive:
         with contextlib.suppress(psutil.Error):
             process.kill()
     psutil.wait_procs(list(alive), timeout=5)
+    for folder in filter(None, sockets):  # asv removes it itself only when it ends normally
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def _forkserver_folder(process: Any) -> Path | None:
+    """The temporary folder of an asv forkserver's socket (``run_server DIR SOCKET``), or None."""
+    import psutil
+
+    try:
+        command = process.cmdline()
+    except psutil.Error:
+        return None
+    if "run_server" not in command or command[-1] == "run_server":
+        return None
+    folder = Path(command[-1]).parent
+    return folder if folder.name.startswith("asv-forkserver-") else None
 
 
 def stop(running: subprocess.Popen[bytes]) -> None:

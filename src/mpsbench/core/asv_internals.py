@@ -70,6 +70,8 @@ RELIED = (
     "core.asv_saving._rounds: asv's get_rounds (a benchmark's or -a rounds)",
     "measure.models: asv_runner.server imported in asv's forkserver and its children",
     "core.asv.RUN_BUILDS: asv's discovery installs each branch's newest build when one is refused",
+    "core.asv.end: a forkserver's command ends 'run_server DIR SOCKET', SOCKET in a folder"
+    " asv-forkserver-* that asv removes only when it ends normally",
 )
 
 
