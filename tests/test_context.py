@@ -39,6 +39,20 @@ def suite_copy(tmp_path, monkeypatch):
     return tmp_path
 
 
+def _stand_in_asv(monkeypatch) -> tuple[list[list[str]], list[Suite]]:
+    """asv's own processes stand in: a run measures nothing; what asv was asked to run, and what
+    publish was handed."""
+    ran: list[list[str]] = []
+    published: list[Suite] = []
+    monkeypatch.setattr(
+        asv,
+        "supervise",
+        lambda command, cwd, env, tick, every=1.0, output=None: ran.append(command) or 0,
+    )
+    monkeypatch.setattr(bench.publish, "publish", published.append)
+    return ran, published
+
+
 def test_the_main_command_parses_asv_conf_json_and_the_manifest_once(
     suite_copy, monkeypatch, capsys
 ):
@@ -50,14 +64,7 @@ def test_the_main_command_parses_asv_conf_json_and_the_manifest_once(
     monkeypatch.setattr(
         mf, "load", lambda *args: parsed.update(["manifest"]) or load_manifest(*args)
     )
-    ran, published = [], []
-    # asv's own processes stand in: the run measures nothing here, and publish sees what the pipeline hands it
-    monkeypatch.setattr(
-        asv,
-        "supervise",
-        lambda command, cwd, env, tick, every=1.0, output=None: ran.append(command) or 0,
-    )
-    monkeypatch.setattr(bench.publish, "publish", lambda suite: published.append(suite))
+    ran, published = _stand_in_asv(monkeypatch)
     # as if a value were recorded: publish is reached (with none, bench says there is no site yet)
     monkeypatch.setattr(bench.publish, "measured_builds", lambda results: {"a build"})
     assert cli.main(["bench", "-b", r"Training\.time_step\('cpu', 'mlp', 8\)", "release^!"]) == 0
@@ -72,13 +79,7 @@ def test_bench_parses_asv_runs_arguments_once_for_the_run(suite_copy, monkeypatc
     """Checked, planned, sized and recorded from one parse of the arguments given."""
     parsed, run_args = [], asv.run_args
     monkeypatch.setattr(asv, "run_args", lambda args: parsed.append(list(args)) or run_args(args))
-    ran = []
-    monkeypatch.setattr(
-        asv,
-        "supervise",
-        lambda command, cwd, env, tick, every=1.0, output=None: ran.append(command) or 0,
-    )
-    monkeypatch.setattr(bench.publish, "publish", lambda suite: None)
+    ran, _ = _stand_in_asv(monkeypatch)
     given = ["-b", r"Training\.time_step\('cpu', 'mlp', 8\)", "release^!"]
     assert cli.main(["bench", *given]) == 0
     assert parsed == [given]
@@ -116,9 +117,7 @@ def test_compare_bisect_and_explain_read_asv_conf_json_once(
 
 
 def test_a_run_that_recorded_nothing_publishes_nothing_and_says_so(suite_copy, monkeypatch, capsys):
-    published = []
-    monkeypatch.setattr(asv, "supervise", lambda command, cwd, env, tick, every=1.0, output=None: 0)
-    monkeypatch.setattr(bench.publish, "publish", lambda suite: published.append(suite))
+    _, published = _stand_in_asv(monkeypatch)
     assert cli.main(["bench", "-b", r"Training\.time_step\('cpu', 'mlp', 8\)", "release^!"]) == 0
     assert published == []
     assert "yet: no site to publish" in capsys.readouterr().err
@@ -176,13 +175,7 @@ def test_a_bench_run_with_b_starts_asv_only_for_the_combinations_this_machine_ti
 ):
     """scripts/tiny-bench's -b names mps and cuda rows too: a cpu-only run (MPSBENCH_DEVICES=cpu) would start a process
     for each of them that only skips, on every re-run."""
-    ran = []
-    monkeypatch.setattr(
-        asv,
-        "supervise",
-        lambda command, cwd, env, tick, every=1.0, output=None: ran.append(command) or 0,
-    )
-    monkeypatch.setattr(bench.publish, "publish", lambda suite: None)
+    ran, _ = _stand_in_asv(monkeypatch)
     tiny = (
         r"^benchmark_models\.(Training|Inference)\.time_step\('(cpu|mps|cuda)', 'mlp', (8|1024)\)$"
     )
