@@ -5,6 +5,7 @@
 #     bash tools/loop_cpu.sh OUT [bisect|aa]...      # from the tree's root, with its .venv
 # W (default /tmp/loop-cpu) holds the builds, a HOME and MPSBENCH_CACHE of their own; delete it afterwards.
 set -u
+source tools/linked_site.sh  # run from the tree's root
 OUT=${1:?usage: loop_cpu.sh OUT [bisect|aa]...}
 shift
 PARTS=${*:-bisect}
@@ -28,11 +29,7 @@ if [ ! -s "$W/exam/made" ]; then
     i=0
     for b in n1 n2 n3 n4 s1 s2 s3 s4; do
         i=$((i + 1))
-        mkdir -p "$W/builds/$b"
-        for entry in "$site"/*; do
-            [ "$(basename "$entry")" = torch ] || ln -s "$entry" "$W/builds/$b/"
-        done
-        cp -as "$site/torch" "$W/builds/$b/torch" || exit 1
+        linked_site "$site" "$W/builds/$b" || exit 1
         if [ "${b#s}" != "$b" ]; then
             rm "$W/builds/$b/torch/nn/functional.py"
             $PY - "$site/torch/nn/functional.py" "$W/builds/$b/torch/nn/functional.py" "$PERCENT" "$ORIGINAL" <<'PY' || exit 1

@@ -16,6 +16,7 @@
 # install build, pyproject_hooks, packaging, wheel and setuptools: .whl must hold them; what it lacks goes in
 # whl-extra/ (tools/gpu/env.sh).
 set -u
+source tools/linked_site.sh  # run from the tree's root
 OUT=${1:?usage: loop_warm.sh OUT [PART...]}
 shift
 PARTS=${*:-bisect compare aa}
@@ -64,11 +65,7 @@ make_builds() {  # idempotent: a second run on the same machine reuses them
     i=0
     for b in n1 n2 n3 n4 n5 s1 s2 s3; do
         i=$((i + 1))
-        mkdir -p "$EXAM/builds/$b"
-        for entry in "$site"/*; do
-            [ "$(basename "$entry")" = torch ] || ln -s "$entry" "$EXAM/builds/$b/"
-        done
-        cp -as "$site/torch" "$EXAM/builds/$b/torch" || return 1
+        linked_site "$site" "$EXAM/builds/$b" || return 1
         if [ "${b#s}" != "$b" ]; then
             rm "$EXAM/builds/$b/$file"
             cp "$site/$file" "$EXAM/builds/$b/$file"
