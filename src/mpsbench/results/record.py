@@ -49,8 +49,8 @@ class _GateLines:
 
     MARK = b"mpsbench quiet: "
 
-    def __init__(self, path: Path) -> None:
-        self.path, self.at = path, path.stat().st_size if path.is_file() else 0
+    def __init__(self, path: Path, at: int) -> None:
+        self.path, self.at = path, at  # the log's size when this run's asv started
 
     def __call__(self) -> None:
         if not self.path.is_file():
@@ -297,7 +297,7 @@ def _measure(
 
     output = asv_log(results)
     said = output.stat().st_size if output.is_file() else 0
-    gate_lines = _GateLines(output)
+    gate_lines = _GateLines(output, said)
 
     def measured(scratch: Path = scratch, final: bool = False) -> None:
         gate_lines()
