@@ -335,11 +335,13 @@ def _again(
 ) -> tuple[int, list[held.Held]]:
     """Measure a step's held values again after the gate's wait."""
     names = tuple(dict.fromkeys(entry.name for entry in kept_out))
-    watching.retry(names)  # the wait is the retry's start-up
+    watching.retry(names)
     gate = quiet.Gate(quiet.wait_seconds())
-    state = quiet.State.of(gate.before(f"measuring again the {len(names)} held values"))
-    if state is not None and quiet.problems(state):
-        watching.still_busy()
+    fields = gate.before(f"measuring again the {len(names)} held values")
+    state = quiet.State.of(fields)
+    busy = state is not None and bool(quiet.problems(state))
+    watching.retry_waited(float(fields.get("waited", 0.0)), busy)
+    if busy:
         log.info(
             f"quiet gate: the machine is still busy; the {len(names)} held values are left for the"
             " next run"

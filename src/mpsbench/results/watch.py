@@ -6,11 +6,13 @@ from __future__ import annotations
 
 import contextlib
 import json
+import math
 import re
 import shutil
 import statistics
 import time
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections import Counter
+from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -174,9 +176,11 @@ class Costs:
 
 
 class Pace:
-    """This run's seconds taken over seconds estimated, per cost class. A class's ratio leans on
-    1 as :data:`PRIOR` of its combinations would, never on another class's: load slows a model's
-    steps and an op's by different factors, and the table's error is its class's own."""
+    """This run's seconds taken over seconds estimated, per cost class. A class's ratio leans, as
+    :data:`PRIOR` of its combinations would, on the square root of the run's ratio over every
+    class: load slows a model's steps more than an op's (on the 2-core VM, op rows slowed by about
+    the square root of the model steps' slow-down: docs/evidence/estimates.md), and the table's
+    error is its class's own."""
 
     PRIOR = 3.0
 
@@ -196,10 +200,18 @@ class Pace:
         self.took[key] = self.took.get(key, 0.0) + took
         self.expected[key] = self.expected.get(key, 0.0) + max(expected, 1e-3)
 
+    def run_ratio(self) -> float:
+        """Every combination class's seconds taken over estimated, leaning on 1 likewise."""
+        keys = [key for key in self.took if key not in (START_UP, PUBLISH)]
+        prior = self.PRIOR * (statistics.fmean(self.mean.values()) if self.mean else 1.0)
+        took, expected = (sum(seen[key] for key in keys) for seen in (self.took, self.expected))
+        return (took + prior) / (expected + prior)
+
     def ratio(self, key: tuple[str, ...], seconds: float = 0.0) -> float:
         """``seconds``: the class's estimate where the plan has none of it."""
         prior = self.PRIOR * max(self.mean.get(key, seconds), 1e-3)
-        return (self.took.get(key, 0.0) + prior) / (self.expected.get(key, 0.0) + prior)
+        lean = math.sqrt(self.run_ratio())
+        return (self.took.get(key, 0.0) + prior * lean) / (self.expected.get(key, 0.0) + prior)
 
 
 @dataclass(frozen=True)
@@ -258,8 +270,12 @@ class Watch:
         self.began_at, self.started_up, self.published = time.time(), 0.0, 0.0
         self.held: set[str] = set()  # in this step, not measured again yet
         self.holds = self.again = 0  # held in this run; measured again in this pass
-        self.busy: float | None = None  # the last retry's wait, where it found the machine busy
         self.starting = True
+        # the quiet gate's waits in this run: the combinations started, the seconds waited before
+        # them, each wait's length and whether it ran out (the machine still busy at its end)
+        self.started_count, self.waited, self.waiting = 0, 0.0, 0.0
+        self.waits: list[tuple[float, bool]] = []
+        self.setup: dict[tuple[str, ...], float] = {}  # a class's first combination's extra
         self.said_reasons: set[str] = set()
 
     def _scaled(self, key: tuple[str, ...], seconds: float) -> float:
@@ -271,15 +287,44 @@ class Watch:
     def _estimate(self, names: Iterable[str]) -> float:
         return sum(self._scaled(self.pace.key(n), self.estimates.combination(n)) for n in names)
 
+    def _hold_rate(self) -> float:
+        """The share of values the gate holds, leaning on none until a few are measured."""
+        return self.holds / (self.done + Pace.PRIOR)
+
+    def _waits(self, count: float) -> float:
+        """The gate's waits before ``count`` more combinations, at this run's rate."""
+        return count * self.waited / (self.started_count + Pace.PRIOR)
+
+    def _retry(self, held: Collection[str], left: Collection[str]) -> float:
+        """The retry pass after a step with ``held`` values and ``left`` to run (of which this
+        run's share is held too): its gate's wait where the machine is busy (as often as values
+        are held), then, unless that wait runs out (as often as this run's waits did), a start-up,
+        each class's setup_cache again and the values with their waits."""
+        rate = self._hold_rate()
+        if not held and not (left and rate):
+            return 0.0
+        values = self._estimate(held) + self._waits(len(held))
+        values += rate * (self._estimate(left) + self._waits(len(left)))
+        count = Counter(self.pace.key(name) for name in left)
+        setups = sum(
+            seconds
+            * (1.0 if key in {self.pace.key(n) for n in held} else 1 - (1 - rate) ** count[key])
+            for key, seconds in self.setup.items()
+        )
+        again = self._start_up(True) + setups + values
+        busy = min(1.0, self.holds / max(self.done, 1))
+        mean_wait = statistics.fmean(w for w, _ in self.waits) if self.waits else 0.0
+        ran_out = statistics.fmean(out for _, out in self.waits) if self.waits else 0.0
+        return busy * mean_wait + (1 - busy * ran_out) * again
+
     def _steps(self, steps: Iterable[Step], seen: set[str]) -> Iterator[tuple[Step, bool, float]]:
-        """Each step, whether its build's first, and its start-up, work (with the retries this
-        run's rate of holds brings) and publish."""
-        rate = self.holds / (self.done + 20)
+        """Each step, whether its build's first, and its start-up, work (with the gate's waits
+        and the retries this run's rate of holds brings) and publish."""
         for step in steps:
             first = step.commit not in seen
             seen.add(step.commit)
-            work = self._estimate(step.names)
-            work += work * rate if self.busy is None else self.busy * (rate > 0)
+            work = self._estimate(step.names) + self._waits(len(step.names))
+            work += self._retry((), step.names)
             start = self._start_up(step.commit in self.installed or not first)
             yield step, first, start + work + self._scaled(PUBLISH, self.estimates.publish())
 
@@ -375,20 +420,12 @@ class Watch:
         self.holds += len(new)
         self.held |= new
 
-    def _retry(self) -> float:
-        """The retry of what is held: the gate's wait alone where the last retry found the machine
-        still busy (the values are left for the next run); before any, the share of this step's
-        values held says how likely that is, against a start-up and the values again."""
-        if self.busy is not None:
-            return self.busy
-        measured = len(self.current.names) - len(self.left) if self.current else 0
-        busy = min(1.0, len(self.held) / max(measured, 1))
-        again = self._estimate(self.held) + self._start_up(True)
-        return busy * quiet.wait_seconds() + (1 - busy) * again
-
-    def still_busy(self) -> None:
-        """The retry pass found the machine still busy after the gate's wait."""
-        self.busy = time.monotonic() - self.step_began
+    def retry_waited(self, seconds: float, ran_out: bool) -> None:
+        """The retry pass's gate waited ``seconds`` (all it may, where ``ran_out``: the values
+        stay held); its start-up begins after that."""
+        if seconds >= 1.0:
+            self.waits.append((seconds, ran_out))
+        self.began_at += seconds
 
     def retry(self, names: Sequence[str]) -> None:
         self._start(Step(self.current.commit if self.current else "", tuple(names), "again"), True)
@@ -412,11 +449,12 @@ class Watch:
             now = time.monotonic()
             if event.get("event") == "start":
                 self.running, self.said_long = (name, now), now
+                self._waited(float(event.get("waited") or 0.0))
                 if self.starting:
-                    self.starting, self.last_at = False, at
-                    if self.current is not None and self.current.tier == "again":
-                        self.busy = None  # the last retry ran
-                    start_up = max(0.0, at - self.began_at)
+                    # the event is written after the gate's wait: this combination's wall is
+                    # from it, and the start-up ends before the wait
+                    self.starting, self.last_at = False, at - self.waiting
+                    start_up = max(0.0, at - self.began_at - self.waiting)
                     self.pace.note(START_UP, start_up, self.started_up)
                     installed, seconds = commit in self.installed, round(start_up, 3)
                     done.append(
@@ -424,15 +462,21 @@ class Watch:
                     )
             elif event.get("event") == "done":
                 seconds = float(event.get("seconds", 0.0))
-                wall = max(seconds, at - self.last_at) if self.last_at is not None else seconds
+                # wall: from the last combination's end, less the gate's wait before this one
+                wall = at - self.last_at - self.waiting if self.last_at is not None else 0.0
+                wall = max(seconds, wall)
                 self.last_at, self.running, self.last_event = at, None, now
-                done.append({**event, "wall": round(wall, 3)})
+                done.append({**event, "wall": round(wall, 3), "waited": self.waiting})
                 with contextlib.suppress(ValueError):
                     self.left.remove(name)
                 # the pace carries this run, less a class's first in a step (its setup_cache)
-                if (key := self.pace.key(name)) in self.classes:
-                    self.pace.note(key, wall, self.expected.get(name, wall))
+                key, expected = self.pace.key(name), self.expected.get(name, wall)
+                if key in self.classes:
+                    self.pace.note(key, wall, expected)
+                else:
+                    self.setup[key] = max(0.0, wall - self._scaled(key, expected))
                 self.classes.add(key)
+                self.waiting = 0.0
                 if commit not in self.installed and self.disk is not None:
                     self.cache_used = used(self.disk.cache)
                 self.installed.add(commit)
@@ -456,6 +500,16 @@ class Watch:
             )
         return done
 
+    def _waited(self, seconds: float) -> None:
+        """The gate waited ``seconds`` before the combination starting now."""
+        self.started_count, self.waited, self.waiting = (
+            self.started_count + 1,
+            self.waited + seconds,
+            seconds,
+        )
+        if seconds >= 1.0:
+            self.waits.append((seconds, seconds >= quiet.wait_seconds() - 2 * quiet.POLL))
+
     def _outcome(self, event: dict[str, Any]) -> str:
         """A skip's reason once per run."""
         reason = str(event.get("reason", "no reason given"))
@@ -476,8 +530,9 @@ class Watch:
         spent = now - self.step_began if self.starting else now - self.last_event
         if self.starting:
             estimate += self._scaled(START_UP, self.started_up)
-        if self.held and self.current.tier != "again":
-            estimate += self._retry()
+        estimate += self._waits(len(self.left))
+        if self.current.tier != "again":
+            estimate += self._retry(self.held, self.left)
         under_way = self.starting or self.running is not None
         estimate = max(0.0, estimate - spent * under_way) + self._scaled(PUBLISH, self.published)
         later = [s for s in self.steps[self.index + 1 :] if s.commit not in self.skipped]
