@@ -5,6 +5,7 @@ The run itself, stopped and resumed, is tests/test_record_stop.py (slow: real as
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import os
@@ -291,16 +292,24 @@ def test_the_running_line_gives_the_cache_as_it_is_after_a_builds_install(
     assert len(lines) == 2 and all("build cache 11.0 GB, 50.0 GB free" in line for line in lines)
 
 
-def test_the_plan_says_why_a_build_needs_no_disk_never_that_one_it_cannot_install_is_installed(
-    tmp_path, monkeypatch
+def test_the_plan_says_why_a_build_needs_no_disk_and_skips_one_it_cannot_install_with_why(
+    tmp_path, monkeypatch, capsys
 ):
+    """A build whose pins this machine cannot install was planned as "disk: none", then run: asv
+    failed on it, once per step, and tried other builds."""
     steps = [Step("new", (SEED,), "every combination"), Step("old", (SEED,), "every combination")]
-    refused = "a build this machine cannot install (it is refused before any download)"
+    why = "build era@2.14.1 pins no torch wheel for cp311 on linux-x86_64-cpu"
     _Cache(monkeypatch, int(50 * disk.GB))
-    builds = _disk({"new": (0, "installed in the cache already", True), "old": (0, refused, True)})
-    plan = Watch(steps, watch.Costs(tmp_path, "box"), builds).plan()
-    assert "disk: none, installed in the cache already" in plan and f"disk: none, {refused}" in plan
+    builds = _disk({"new": (0, "installed in the cache already", True), "old": (0, "", True)})
+    builds.builds["old"] = dataclasses.replace(builds.builds["old"], refused=why)
+    watching = Watch(steps, watch.Costs(tmp_path, "box"), builds)
+    plan = watching.plan()
+    assert "disk: none, installed in the cache already" in plan
+    assert f"skipped: this machine cannot install it: {why}" in plan
+    assert plan.count("every combination: 1 combinations") == 1  # the refused one is not timed
     assert "installed already" not in plan.replace("in the cache already", "")
+    assert watching.begin(steps[0]) and not watching.begin(steps[1])
+    assert f"this machine cannot install it: {why}" in capsys.readouterr().err
     unknown = Watch(steps, watch.Costs(tmp_path, "box"), None).plan()
     assert "disk:" not in unknown  # nothing is known of the builds' installs: nothing is said
 
@@ -344,7 +353,7 @@ def test_results_record_plans_with_what_the_cache_says_of_each_build_as_bench_do
     assert handed == [
         watch.Disk(
             disk.cache(),
-            {"c0ffee00c0ffee00": watch.Build("c0ffee00", *measured, int(disk.GB), ("a.org",))},
+            {"c0ffee00c0ffee00": watch.Build("c0ffee00", *measured[:3], int(disk.GB), ("a.org",))},
         )
     ]
     assert pythons == [(3, 10)]  # the Python of the environments asv installs the build into

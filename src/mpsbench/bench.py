@@ -110,7 +110,7 @@ def build_facts(
         if build
         else commit[:8]
     )
-    return watch.Build(name, need.bytes, need.how, need.installed, size, hosts)
+    return watch.Build(name, need.bytes, need.how, need.installed, size, hosts, need.refused)
 
 
 def disk_facts(suite: Suite, run: asv.RunArgs) -> watch.Disk:

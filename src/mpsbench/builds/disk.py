@@ -24,6 +24,7 @@ class Need(NamedTuple):
     bytes: int
     how: str
     installed: bool  # asv only switches to it
+    refused: str = ""  # why this machine cannot install it, where it cannot
 
 
 cache = install_build.cache_root
@@ -36,10 +37,8 @@ def need(build: dict[str, Any], python: tuple[int, int] | None = None) -> Need:
         return Need(0, "a build used in place", True)
     try:
         _, pins = install_build.select_pins(build, python)
-    except install_build.InstallError:
-        return Need(
-            0, "a build this machine cannot install (it is refused before any download)", True
-        )
+    except install_build.InstallError as exc:
+        return Need(0, "a build this machine cannot install", True, str(exc))
     if (install_build.installed_folder(pins) / ".complete").is_file():
         return Need(0, "installed in the cache already", True)
     stored = [install_build.stored_wheel(pin) for pin in pins]

@@ -229,6 +229,7 @@ class Build:
     installed: bool  # asv only switches to it
     download: int = 0  # bytes of wheels fetched to install it
     hosts: tuple[str, ...] = ()
+    refused: str = ""  # why this machine cannot install it: its steps are skipped
 
 
 @dataclass(frozen=True)
@@ -359,16 +360,21 @@ class Watch:
         ]
         total = 0.0
         for step, first, estimate in self._steps(self.steps, set()):
-            total = total + estimate
+            refused = self.builds[step.commit].refused
+            total = total + estimate * (not refused)
             if first:
                 build, disk = self.builds[step.commit], ""
                 if self.disk is not None:
                     disk = (
-                        f"; disk: none, {build.how}"
+                        f"; skipped: this machine cannot install it: {build.refused}"
+                        if build.refused
+                        else f"; disk: none, {build.how}"
                         if build.installed
                         else (f"; disk: about {_gb(build.need)} ({build.how})")
                     )
                 lines.append(f"  {self.commits.index(step.commit) + 1}. {build.name}{disk}")
+            if refused:
+                continue
             lines.append(
                 f"     {step.tier}: {len(step.names)} combinations, about"
                 f" {clock(estimate)} ({self.estimates.source(step.names)})"
@@ -392,15 +398,20 @@ class Watch:
             return False
         build = self.builds[step.commit]
         space = free(self.disk.cache) if self.disk is not None else 0
-        if self.disk is not None and not build.installed and build.need > space:
+        why = (
+            f"skipping {build.name}: this machine cannot install it: {build.refused}"
+            if build.refused
+            else f"skipping {build.name}: installing it needs about {_gb(build.need)}"
+            f" ({build.how}), {_gb(space)} is free at {self.disk.cache}; free space there,"
+            " or move the build cache to a disk with room (MPSBENCH_CACHE=/path"
+            " scripts/bench), and run again"
+            if self.disk is not None and not build.installed and build.need > space
+            else ""
+        )
+        if why:
             self.skipped.add(step.commit)
             self.total -= sum(len(s.names) for s in self.steps if s.commit == step.commit)
-            log.warning(
-                f"skipping {build.name}: installing it needs about {_gb(build.need)}"
-                f" ({build.how}), {_gb(space)} is free at {self.disk.cache}; free space there,"
-                " or move the build cache to a disk with room (MPSBENCH_CACHE=/path"
-                " scripts/bench), and run again"
-            )
+            log.warning(why)
             return False
         self.index = self.steps.index(step)
         first = all(s.commit != step.commit for s in self.steps[: self.index])
@@ -559,8 +570,8 @@ class Watch:
 
     def end(self) -> None:
         disk = ", ".join(self.builds[c].name for c in sorted(self.skipped))
+        # builds this machine cannot install or has no room for, each said when its turn came
         log.info(
             f"measured {self.done} of {self.total} combinations in"
-            f" {clock(time.monotonic() - self.started)}"
-            + (f"; skipped for disk space: {disk}" if disk else "")
+            f" {clock(time.monotonic() - self.started)}" + (f"; skipped: {disk}" if disk else "")
         )
