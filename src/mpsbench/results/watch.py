@@ -178,7 +178,7 @@ class Costs:
 class Pace:
     """This run's seconds taken over seconds estimated, per cost class. A class's ratio leans, as
     :data:`PRIOR` of its combinations would, on the square root of the run's ratio over every
-    class: load slows a model's steps more than an op's (on the 2-core VM, op rows slowed by about
+    class: load slows a model's steps more than an op's (on a loaded 2-core machine, op rows slowed by about
     the square root of the model steps' slow-down: docs/evidence/estimates.md), and the table's
     error is its class's own."""
 
