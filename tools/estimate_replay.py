@@ -1,10 +1,12 @@
 """Replay one recorded run's costs file through the record run's Watch: what its plan and its time-left line would
 have said at 10%, 50% and 90% of the combinations, against what the run actually took from there.
 
-    python tools/estimate_replay.py RUN_COSTS.jsonl [HISTORY_COSTS.jsonl] [--no-table]
+    python tools/estimate_replay.py RUN_COSTS.jsonl [RUN_HELD.jsonl [HISTORY_COSTS.jsonl]] [--no-table]
 
-RUN_COSTS: the costs file of the run replayed (its "done" lines, in order; the time between two is the second's wall
-time). HISTORY_COSTS: what the machine knew before (none: the measured table, or with --no-table each device's
+RUN_COSTS: the costs file of the run replayed (`.asv/results-costs.jsonl` of a run with no history: its start-ups,
+combinations with their times and the gate's waits, and publishes, in order). RUN_HELD: its held values
+(`.asv/results-held.jsonl`), so that the replay holds what the run held and measures it again in the retry passes the
+run had. HISTORY_COSTS: what the machine knew before (none: the measured table, or with --no-table each device's
 average only). Prints a Markdown table.
 
     python tools/estimate_replay.py --said RUN.log
@@ -16,72 +18,118 @@ against what was actually left until its last line (the last publish's), as a Ma
 
 from __future__ import annotations
 
-import itertools
 import json
 import logging
 import re
 import sys
 import tempfile
 from pathlib import Path
+from typing import Any
 
 from mpsbench.core import asv, asv_saving
 from mpsbench.results import record, watch
 
 
-def replay(run: list[dict[str, object]], history: Path | None) -> list[tuple[int, float, float]]:
-    """(combinations done, estimated left, actually left) after each combination; the first row is the plan's."""
-    names = [str(line["name"]) for line in run]
-    ats = [float(str(line["at"])) for line in run]
-    walls = [float(str(run[0].get("wall", run[0]["seconds"])))] + [
-        b - a for a, b in itertools.pairwise(ats)
-    ]
-    first = tuple(asv.matching(names, [record.FIRST_TIER]))
-    rest = tuple(name for name in names if name not in first)
-    steps = [
-        step
-        for step in (watch.Step("b", first, "first tier"), watch.Step("b", rest, "the rest"))
-        if step.names
-    ]
-    order = [name for step in steps for name in step.names]
-    took = dict(zip(names, walls, strict=True))
-    with tempfile.TemporaryDirectory() as folder:
-        results = Path(folder) / "results"
-        results.mkdir()
-        if history is not None:
-            machine = str(json.loads(history.read_text().splitlines()[0])["machine"])
-            watch.trail(results).write_text(history.read_text())
-        else:
+class _Clock:
+    """The record run's clocks, set by the replay to each event's time."""
+
+    def __init__(self, now: float) -> None:
+        self.now = now
+
+    def monotonic(self) -> float:
+        return self.now
+
+    def time(self) -> float:
+        return self.now
+
+
+def _passes(lines: list[dict[str, Any]]) -> list[tuple[float, list[dict[str, Any]], float]]:
+    """The run's asv passes, each (its start-up, its combinations' lines, the publish after it)."""
+    passes: list[tuple[float, list[dict[str, Any]], float]] = []
+    for line in lines:
+        if line.get("event") == "begin":
+            passes.append((float(line["seconds"]), [], 0.0))
+        elif line.get("event") == "publish" and passes:
+            start_up, done, publish = passes[-1]
+            passes[-1] = (start_up, done, publish + float(line["seconds"]))
+        elif line.get("event", "done") == "done" and "at" in line and passes:
+            passes[-1][1].append(line)
+    return [entry for entry in passes if entry[1]]
+
+
+def replay(
+    lines: list[dict[str, Any]], held: set[tuple[str, float]], history: Path | None
+) -> list[tuple[int, float, float]]:
+    """(combinations done, estimated left, actually left) after each combination of a first pass,
+    the first row the plan's: the run's passes (each step, then its retry pass of what the gate
+    held), start-ups, waits and publishes as its costs file has them, on the record run's Watch."""
+    passes = _passes(lines)
+    seen: set[str] = set()
+    steps, kinds = [], []
+    for _, done, _ in passes:
+        names = tuple(str(line["name"]) for line in done)
+        again = bool(seen) and set(names) <= seen
+        kinds.append(again)
+        if not again:
+            first = all(asv.matching([name], [record.FIRST_TIER]) for name in names)
+            tier = "first tier" if first else "the rest" if seen else "every combination"
+            steps.append(watch.Step("b", names, tier))
+        seen |= set(names)
+    first_line = passes[0][1][0]
+    clock = _Clock(
+        float(first_line["at"]) - float(first_line["wall"]) - float(first_line.get("waited", 0.0))
+    )
+    clock.now -= passes[0][0]
+    real_time = watch.time
+    watch.time = clock
+    try:
+        with tempfile.TemporaryDirectory() as folder:
+            results = Path(folder) / "results"
+            results.mkdir()
             machine = "replay"
-        costs = watch.Costs(results, machine)
-        costs.install = lambda installed: 0.0  # type: ignore[method-assign]  # the replay has
-        costs.publish = lambda: 0.0  # type: ignore[method-assign]  # no start-up, no publish
-        watching = watch.Watch(steps, costs, None)
-        total = sum(took.values())
-        rows = [(0, sum(estimate for _, _, estimate in watching._steps(steps, set())), total)]
-        spent = 0.0
-        for number, step in enumerate(steps):
-            scratch = Path(folder) / f"scratch{number}"
-            scratch.mkdir()
-            watching.begin(step)
-            clock = watching.began_at
-            for name in step.names:
-                events = [{"event": "start", "name": name, "at": clock}]
-                clock += took[name]
-                spent += took[name]
-                events.append(
-                    {
-                        "event": "done",
-                        "name": name,
-                        "at": clock,
-                        "seconds": took[name],
-                        "outcome": "value",
-                    }
-                )
-                with open(scratch / asv_saving.EVENTS, "a") as out:
-                    out.write("".join(json.dumps(event) + "\n" for event in events))
-                watching.poll(scratch)
-                rows.append((order.index(name) + 1, watching.remaining(), total - spent))
-    return rows
+            if history is not None:
+                machine = str(json.loads(history.read_text().splitlines()[0])["machine"])
+                watch.trail(results).write_text(history.read_text())
+            watching = watch.Watch(steps, watch.Costs(results, machine), None)
+            plan = sum(estimate for _, _, estimate in watching._steps(steps, set()))
+            marks: list[tuple[int, float, float]] = []  # done, estimate, at
+            step_index, count, end = 0, 0, clock.now
+            for number, ((start_up, done, publish), again) in enumerate(zip(passes, kinds)):
+                begun = float(done[0]["at"]) - float(done[0]["wall"])
+                begun -= float(done[0].get("waited", 0.0)) + start_up
+                names = tuple(str(line["name"]) for line in done)
+                if again:
+                    watching.retry(names)
+                    waited = max(0.0, begun - clock.now)
+                    clock.now = begun
+                    watching.retry_waited(waited, False)
+                else:
+                    clock.now = max(clock.now, begun)
+                    watching.begin(steps[step_index])
+                    step_index += 1
+                scratch = Path(folder) / f"scratch{number}"
+                scratch.mkdir()
+                for line in done:
+                    at, took = float(line["at"]), float(line["seconds"])
+                    start = {"event": "start", "name": line["name"], "at": at - took}
+                    start["waited"] = float(line.get("waited", 0.0))
+                    with open(scratch / asv_saving.EVENTS, "a") as out:
+                        out.write(json.dumps(start) + "\n" + json.dumps(line) + "\n")
+                    clock.now = at
+                    watching.poll(scratch)
+                    if (str(line["name"]), at) in held:
+                        watching.hold([str(line["name"])])
+                    if not again:
+                        count += 1
+                        marks.append((count, watching.remaining(), at))
+                if publish:
+                    clock.now += publish
+                    watching.publish(publish)
+                end = clock.now
+    finally:
+        watch.time = real_time
+    began = float(first_line["at"]) - float(first_line["wall"]) - passes[0][0]
+    return [(0, plan, end - began), *((n, left, end - at) for n, left, at in marks)]
 
 
 def seconds(said: str) -> float:
@@ -142,32 +190,27 @@ def main(argv: list[str]) -> None:
     paths = [Path(arg) for arg in argv if not arg.startswith("--")]
     if "--no-table" in argv:
         watch.MEASURED_SECONDS.clear()
-    run = [
-        line
-        for line in map(json.loads, paths[0].read_text().splitlines())
-        if line.get("event", "done") == "done" and "at" in line
-    ]
-    rows = replay(run, paths[1] if len(paths) > 1 else None)
-    count = len(run)
-    first = len(asv.matching([str(line["name"]) for line in run], [record.FIRST_TIER]))
+    lines = [json.loads(text) for text in paths[0].read_text().splitlines() if text.strip()]
+    held = {
+        (str(entry["name"]), float(entry["after"]["at"]))
+        for entry in map(json.loads, paths[1].read_text().splitlines() if len(paths) > 1 else [])
+        if isinstance(entry.get("after"), dict) and "at" in entry["after"]
+    }
+    rows = replay(lines, held, paths[2] if len(paths) > 2 else None)
+    count = rows[-1][0]
+    first = len(asv.matching([str(x["name"]) for x in lines if "at" in x], [record.FIRST_TIER]))
+    print(f"{count} combinations, {watch.clock(rows[0][2])} from the first start-up to the end\n")
     print(
-        f"{count} combinations ({first} in the first tier), {watch.clock(rows[0][2])} of wall time in all\n"
+        "| point | estimated left | actually left | estimated / actual |\n| --- | --- | --- | --- |"
     )
-    print(
-        "| moment | done | estimated left | actually left | estimated / actual |\n|---|---|---|---|---|"
-    )
-    for label, fraction in (
-        ("the plan", 0.0),
-        ("end of first tier", first / count),
-        ("10%", 0.1),
-        ("50%", 0.5),
-        ("90%", 0.9),
-    ):
-        done, estimated, actual = next(row for row in rows if row[0] >= round(fraction * count))
+    marks = [("the plan", 0), ("end of the first tier", min(first, count))]
+    marks += [(f"{pct}%", round(pct / 100 * count)) for pct in (10, 25, 50, 75, 90)]
+    for label, done in marks:
+        number, estimated, actual = next(row for row in rows if row[0] >= done)
         if not actual:
             continue
         print(
-            f"| {label} | {done} of {count} | {watch.clock(estimated)} | {watch.clock(actual)} |"
+            f"| {label} ({number} of {count}) | {watch.clock(estimated)} | {watch.clock(actual)} |"
             f" {estimated / actual:.2f} |"
         )
 

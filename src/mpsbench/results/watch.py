@@ -178,9 +178,8 @@ class Costs:
 class Pace:
     """This run's seconds taken over seconds estimated, per cost class. A class's ratio leans, as
     :data:`PRIOR` of its combinations would, on the square root of the run's ratio over every
-    class: load slows a model's steps more than an op's (on a loaded 2-core machine, op rows slowed by about
-    the square root of the model steps' slow-down: docs/evidence/estimates.md), and the table's
-    error is its class's own."""
+    class: load slows a model's steps more than an op's (docs/explanation/estimates.md), and the
+    table's error is its class's own."""
 
     PRIOR = 3.0
 
