@@ -117,11 +117,11 @@ def replay(
                         out.write(json.dumps(start) + "\n" + json.dumps(line) + "\n")
                     clock.now = at
                     watching.poll(scratch)
-                    if (str(line["name"]), at) in held:
-                        watching.hold([str(line["name"])])
-                    if not again:
+                    if not again:  # what its line said, before the record judged its value
                         count += 1
                         marks.append((count, watching.remaining(), at))
+                    if (str(line["name"]), at) in held:
+                        watching.hold([str(line["name"])])
                 if publish:
                     clock.now += publish
                     watching.publish(publish)
