@@ -1,7 +1,6 @@
-"""What a build needs on disk before asv installs it, and what installing it downloads.
-
-The manifest pins no wheel sizes: the stored wheels' size times the installed-to-wheel ratio, else
-the measured figure for that release, or the largest.
+"""What a build needs on disk before asv installs it, and what installing it downloads: the
+stored wheels' size times the installed-to-wheel ratio, else the measured figure for that release,
+or the largest (the manifest pins no sizes).
 """
 
 from __future__ import annotations

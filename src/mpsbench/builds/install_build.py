@@ -12,6 +12,8 @@ from __future__ import annotations
 import contextlib
 import errno
 import hashlib
+import importlib.metadata
+import importlib.util
 import json
 import os
 import platform
@@ -315,7 +317,12 @@ def _download(
             if exc.code not in (408, 429) and exc.code < 500:  # no retry mends it
                 raise InstallError(f"{target.name}: cannot download {url}: {exc}") from None
             problem = str(exc)
-        except (urllib.error.URLError, OSError, http.client.HTTPException) as exc:
+        except (
+            urllib.error.URLError,
+            TimeoutError,
+            ConnectionError,
+            http.client.HTTPException,
+        ) as exc:
             problem = str(exc) or type(exc).__name__
         if attempt < tries:
             wait = backoff * 2 ** (attempt - 1)
@@ -442,21 +449,17 @@ def damage(folder: Path) -> str | None:
     resized (a stat is enough: the wheels were hash-checked)."""
     if not (folder / ".complete").is_file():
         return f"{folder} is missing or was never completed"
-    for record in sorted(folder.glob("*.dist-info/RECORD")):
+    for dist in importlib.metadata.distributions(path=[str(folder)]):
         try:
-            lines = record.read_text(encoding="utf-8").splitlines()
+            files = dist.files or []
         except (OSError, UnicodeDecodeError) as exc:
-            return f"{record} cannot be read ({exc})"
-        for line in lines:
-            name, _, rest = line.partition(",")
-            size = rest.rpartition(",")[2]
-            if not size.isdigit() or name.startswith(("/", "..")):
-                continue
+            return f"the RECORD of {dist.name} in {folder} cannot be read ({exc})"
+        for file in (f for f in files if f.size is not None and not str(f).startswith(("/", ".."))):
             try:
-                if (folder / name).stat().st_size != int(size):
-                    return f"{folder / name} is not the size its wheel installed"
+                if (folder / file).stat().st_size != file.size:
+                    return f"{folder / file} is not the size its wheel installed"
             except OSError:
-                return f"{folder / name} is missing"
+                return f"{folder / file} is missing"
     return None
 
 
@@ -497,8 +500,6 @@ def suite_needs(key: str, python: tuple[int, int] | None = None) -> list[dict[st
 
 def ensure_suite_needs(key: str) -> str:
     """Install each SUITE_NEEDS package for ``key`` not yet importable; why any is left out."""
-    import importlib.util
-
     key = key if key in SUITE_NEEDS else next(iter(platform_candidates()), key)
     modules = {pin["name"]: pin["module"] for pins in SUITE_NEEDS.values() for pin in pins}
     wanted = {pin["name"] for pin in SUITE_NEEDS.get(key, [])} or {"psutil"}

@@ -1,7 +1,6 @@
-"""Turn a release, a nightly's date, a wheel file or URL, or an installed torch into a Build.
-
-Per platform and Python, pip's complete set around torch, torchvision and a compatible transformers,
-each wheel pinned by file, URL and sha256; ``git_version`` and the date from ``torch/version.py``.
+"""Turn a release, a nightly's date, a wheel file or URL, or an installed torch into a Build:
+per platform and Python, pip's complete set around torch, torchvision and transformers, each wheel
+pinned by file, URL and sha256; ``git_version`` and the date from ``torch/version.py``.
 """
 
 from __future__ import annotations
@@ -60,8 +59,8 @@ class ResolveError(errors.UserError):
 
 
 def torchvision_series(torch_version: str) -> str:
-    """The torchvision series of a torch release (2.14 -> 0.29): old macOS torchvision wheels do
-    not pin their torch, so pip alone would pair any."""
+    """The torchvision series of a torch release (2.14 -> 0.29): old macOS torchvision wheels pin
+    no torch, so pip alone would pair any."""
     try:
         major, minor = Version(torch_version).release[:2]
     except (InvalidVersion, ValueError):
@@ -94,8 +93,7 @@ def requirements(
 def pip_set(
     wanted: list[str], platform: str, python: str, index: str = PYPI, extra: tuple[str, ...] = ()
 ) -> list[mf.Pin]:
-    """The wheels ``pip install --dry-run`` picks for ``wanted`` on ``platform`` and ``python``
-    (cp310), pinned, without a download."""
+    """The wheels pip picks for ``wanted`` on ``platform`` and ``python`` (cp310), no download."""
     if not re.fullmatch(r"cp3\d+", python):
         raise ResolveError(f"python tag {python!r} is not cpython 3 (e.g. cp312)")
     env = {k: v for k, v in os.environ.items() if not k.startswith("PIP_") or k in _PIP_KEPT}
@@ -138,8 +136,7 @@ def pip_set(
 def check_set(
     pins: list[mf.Pin], platform: str, python: str, index: str = PYPI, extra: tuple[str, ...] = ()
 ) -> list[str]:
-    """What pip's resolver finds wrong with a pinned set: packages it lacks, pins the index serves
-    otherwise; empty when complete and as pinned."""
+    """What pip finds wrong with a pinned set: packages it lacks, pins the index serves otherwise."""
     pinned = {pin.name: pin for pin in pins}
     problems = []
     for found in pip_set([f"{p.name}=={p.version}" for p in pins], platform, python, index, extra):
@@ -155,7 +152,6 @@ def check_set(
 
 
 def _combos(found: list[wheels.WheelName], pythons: Pythons) -> dict[tuple[str, str], str]:
-    """(platform, python) -> exact torch version, for each torch wheel we pin."""
     combos = {}
     for wheel in found:
         key = wheels.platform_key(wheel)
@@ -175,8 +171,7 @@ def _resolve_pins(
 
 
 def _build(pins: dict[str, list[mf.Pin]], date: str | None = None, **fields: Any) -> mf.Build:
-    """A Build of its torch wheel's commit, dated as the wheel unless ``date`` is given; the wheel
-    is the first of _IDENTITY_PLATFORMS', preferably cp311."""
+    """A Build with its torch wheel's commit and date, from the first of _IDENTITY_PLATFORMS."""
     for key in (*_IDENTITY_PLATFORMS, *sorted(pins)):
         if torch_pins := [pin for pin in pins.get(key, []) if pin.name == "torch"]:
             break
@@ -308,7 +303,6 @@ def _own_build(
     build_id: str | None,
     note: str,
 ) -> mf.Build:
-    """A build of our own torch (and torchvision) wheel with what pip resolves around it."""
     torch_pin, torch_file = own[0]
     wheel = wheels.parse_wheel_name(torch_pin.filename)
     platform = _torch_platform(wheel)
@@ -399,8 +393,8 @@ def _fetch(pin: mf.Pin) -> Path:
 
 
 def in_store(build: mf.Build) -> tuple[mf.Build, list[mf.Pin]]:
-    """``build`` with each user's file:// pin moved to its copy in the wheel store, and the original
-    pins, which :func:`keep` copies once every check passes."""
+    """``build`` with each user's file:// pin moved to the wheel store, and the original pins,
+    which :func:`keep` copies once every check passes."""
     originals: list[mf.Pin] = []
 
     def stored(pin: mf.Pin) -> mf.Pin:
