@@ -59,7 +59,7 @@ def download(
     build: dict[str, Any], python: tuple[int, int] | None = None
 ) -> tuple[int, tuple[str, ...]]:
     """About how many bytes installing ``build`` downloads, and from which hosts."""
-    if need(build, python).installed:
+    if (needed := need(build, python)).installed:
         return 0, ()
     _, pins = install_build.select_pins(build, python)
     local = install_build._local_wheelhouses()
@@ -73,7 +73,7 @@ def download(
     if not fetched:
         return 0, ()
     share = len(fetched) / len(pins)  # torch is most of the bytes
-    wheels = need(build, python).bytes / (1 + INSTALLED_PER_WHEEL_BYTE)
+    wheels = needed.bytes / (1 + INSTALLED_PER_WHEEL_BYTE)
     size = wheels if any(pin["name"] == "torch" for pin in fetched) else wheels * share
     hosts = {urllib.parse.urlparse(pin["url"]).netloc for pin in fetched}
     if any(pin["name"] in ("torch", "torchvision", "transformers") for pin in fetched):

@@ -97,8 +97,7 @@ def write(name: str | None = None) -> tuple[str, dict[str, Any]]:
 
 
 def _entries(path: Path) -> tuple[dict[str, Any], bytes]:
-    """The machine file's entries and bytes; refused unless a JSON object (replacing it would drop
-    other tools' entries)."""
+    """The machine file's entries and bytes; refused unless a JSON object (others' entries stay)."""
     try:
         before = path.read_bytes()
     except FileNotFoundError:

@@ -267,7 +267,6 @@ def _where(loc: list[int | str], data: Any) -> str:
 
 
 def _problem(exc: ValidationError, data: Any) -> str:
-    """The first error pydantic found, in one line: where, the value, what is expected."""
     error = exc.errors(include_url=False)[0]
     where = _where(list(error["loc"]), data)
     if error["type"] == "missing":
@@ -280,7 +279,6 @@ def _problem(exc: ValidationError, data: Any) -> str:
 
 
 def _check_rules(manifest: Manifest) -> None:
-    """The rules across records; ManifestError names the first one broken."""
     seen: set[str] = set()
     tags: set[str] = set()
     for channel in manifest.channels:
@@ -435,7 +433,7 @@ def save(manifest: Manifest, path: Path) -> None:
 
 
 def check_name(what: str, value: str) -> None:
-    """ManifestError unless ``value`` is a channel name or build id git and the manifest take."""
+    """Refuse ``value`` unless git and the manifest take it as a channel name or build id."""
     if not ref_safe(value):
         shown = (
             repr(value)

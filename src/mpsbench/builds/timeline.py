@@ -93,15 +93,13 @@ def _tag(repo: Path, name: str, commit: str, build: mf.Build, env: dict[str, str
 
 
 def _git_dir(repo: Path) -> Path | None:
-    """The repository's git folder (``repo`` itself when bare), or None if there is none."""
     if (repo / ".git").is_dir():
         return repo / ".git"
     return repo if (repo / ".git").exists() or (repo / "HEAD").exists() else None
 
 
 def compute(manifest: mf.Manifest, repo: Path, env: dict[str, str] | None = None) -> Generated:
-    """Write every object for ``manifest`` into ``repo`` (created if absent); move no ref. ``env``:
-    git's environment for every command."""
+    """Write every object for ``manifest`` into ``repo`` (created if absent); move no ref."""
     repo.mkdir(parents=True, exist_ok=True)
     if _git_dir(repo) is None:
         git.text(repo, "init", "--quiet", "--initial-branch=release")
@@ -125,7 +123,6 @@ def _objects(repo: Path) -> Path:
 def _refuse_backward(
     repo: Path, generated: Generated, heads: dict[str, str], env: dict[str, str]
 ) -> None:
-    """UserError if a branch would move to a commit not containing its tip (orphans results)."""
     for channel, tip in generated.branches.items():
         current = heads.get(channel)
         if (
@@ -143,9 +140,8 @@ def _refuse_backward(
 
 
 def check(manifest: mf.Manifest, repo: Path, force: bool = False) -> Generated:
-    """What :func:`generate` would write, checked without writing to ``repo``: objects made in a
-    scratch repository, ref names checked by git, no branch moved backward unless ``force``, no ref
-    lock left by a dead git."""
+    """What :func:`generate` would write, checked without writing to ``repo``: ref names, no branch
+    moved backward unless ``force``, no ref lock left by a dead git."""
     git_dir = _git_dir(repo)
     with tempfile.TemporaryDirectory(prefix="mpsbench-timeline-") as scratch:
         env = {"GIT_ALTERNATE_OBJECT_DIRECTORIES": str(_objects(repo).resolve())} if git_dir else {}
@@ -197,8 +193,7 @@ def generate(manifest: mf.Manifest, repo: Path, force: bool = False) -> Generate
 
 
 def _verify(repo: Path, generated: Generated) -> None:
-    """UserError if an object of ``generated`` is damaged in ``repo`` (git never rewrites an
-    existing object file): git fsck before any ref points at it."""
+    """Refuse an object of ``generated`` damaged in ``repo``: git never rewrites an object file."""
     if not (wanted := [*generated.commits.values(), *generated.tags.values()]):
         return
     done = git.run(
@@ -224,8 +219,7 @@ def summary(manifest: mf.Manifest, generated: Generated, repo: Path) -> str:
 
 
 def bad_range(repo: Path, asv_run_args: list[str]) -> str | None:
-    """Why the range in ``asv run``'s arguments names no timeline build, or None (arguments asv's
-    parser refuses are left to asv)."""
+    """Why the range in ``asv run``'s arguments names no timeline build (asv refuses bad ones)."""
     try:
         arg = asv.run_args(asv_run_args).range
     except asv.AsvError:
@@ -234,8 +228,7 @@ def bad_range(repo: Path, asv_run_args: list[str]) -> str | None:
 
 
 def range_refusal(repo: Path, arg: str | None) -> str | None:
-    """Why ``arg``, a parsed ``asv run`` range (None: each branch's newest build), names no timeline
-    build, or None."""
+    """Why ``arg``, a parsed ``asv run`` range (None: each branch's tip), names no timeline build."""
     try:
         if arg is not None:
             ranges.builds(repo, list(_refs(repo)), arg)
@@ -252,8 +245,8 @@ def pytorch_url(old_version: str | None, new_version: str) -> str:
 
 
 class Reader:
-    """Each build's record, read from a timeline repository's commits rather than the manifest:
-    a recorded run keeps the timeline it was measured against, which the manifest may not name."""
+    """Each build's record, read from a timeline's commits: a recorded run keeps the timeline it was
+    measured against, which the manifest may not name."""
 
     def __init__(self, repo: Path | None) -> None:
         self.repo = repo if repo is not None and _git_dir(repo) else None

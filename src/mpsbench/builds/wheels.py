@@ -5,6 +5,7 @@ A remote wheel is read by HTTP range requests: adding a multi-GB build reads kil
 
 from __future__ import annotations
 
+import contextlib
 import email.parser
 import html.parser
 import io
@@ -48,7 +49,6 @@ class WheelName:
 def _name(
     filename: str, name: str, version: object, tags: frozenset[packaging.tags.Tag]
 ) -> WheelName:
-    """A WheelName, its tag sets compressed as a file name writes them (py2.py3)."""
 
     def dotted(parts: Iterable[str]) -> str:
         return ".".join(sorted(set(parts)))
@@ -122,16 +122,15 @@ def project_wheels(index_url: str, project: str) -> list[WheelName]:
     links = _Links()
     links.feed(text)
     found = []
-    for url in (href.partition("#")[0] for href in links.hrefs if ".whl" in href):
-        try:
-            found.append(parse_wheel_name(url))
-        except WheelError:  # a link to no wheel
-            continue
+    for url in (href.partition("#")[0] for href in links.hrefs):
+        if url.endswith(".whl"):
+            with contextlib.suppress(WheelError):  # a link to no wheel
+                found.append(parse_wheel_name(url))
     return found
 
 
 class _HTTPRangeFile(io.RawIOBase):
-    """A read-only, seekable remote file read by HTTP ranges (for ``zipfile``)."""
+    """A remote file read by HTTP ranges, for ``zipfile``."""
 
     def __init__(self, url: str) -> None:
         super().__init__()
@@ -169,8 +168,7 @@ class TorchIdentity:
 
 
 def _read(location: str, pattern: str) -> dict[str, tuple[str, zipfile.ZipInfo]]:
-    """The text and entry of each member of a wheel (a path, file:// or https:// URL) whose name
-    matches ``pattern``."""
+    """The text and entry of each member matching ``pattern`` of a wheel (path or URL)."""
     if location.startswith(("http://", "https://")):
         source: io.RawIOBase | Path = _HTTPRangeFile(location)
     elif location.startswith("file://"):
@@ -203,10 +201,10 @@ def own_identity(location: str) -> WheelName:
     if its file name says otherwise (a renamed wheel)."""
     named = parse_wheel_name(location)
     found = _read(location, r"[^/]+\.dist-info/(METADATA|WHEEL)")
-    if len({name.split("/", 1)[0] for name in found}) != 1 or len(found) != 2:
+    if len(folders := {name.split("/", 1)[0] for name in found}) != 1 or len(found) != 2:
         raise WheelError(
-            f"{named.filename} holds {len({n.split('/', 1)[0] for n in found})} .dist-info folders"
-            " with METADATA and WHEEL; a wheel has one"
+            f"{named.filename} holds {len(folders)} .dist-info folders with METADATA and WHEEL;"
+            " a wheel has one"
         )
     metadata, wheel_file = (
         email.parser.HeaderParser().parsestr(found[name][0]) for name in sorted(found)
