@@ -481,7 +481,8 @@ def ensure_installed(pins: list[dict[str, str]]) -> tuple[Path, bool]:
                 _pip_install_checked("the build", wheels, staging, "--target", str(installed))
                 names = [path.name for path, _ in wheels]
                 (installed / ".complete").write_text(json.dumps({"wheels": names}, indent=1))
-                shutil.rmtree(folder, ignore_errors=True)
+                if folder.exists():
+                    shutil.rmtree(folder)
                 os.replace(installed, folder)
             finally:
                 shutil.rmtree(staging, ignore_errors=True)
@@ -628,21 +629,21 @@ def uninstall(env_dir: Path) -> None:
 
 
 def main(argv: list[str]) -> int:
-    command, args = (argv[0], argv[1:]) if argv else ("", [])
-    # heal says on stderr: a benchmark's stdout is its answer to asv
-    commands: dict[str, tuple[int, Any]] = {
-        "install": (3, lambda *a: print(install(*map(Path, a)))),
-        "paths": (2, lambda *a: print(json.dumps(paths(*map(Path, a))))),
-        "requirements": (2, lambda m, ref: print(requirements(Path(m), ref), end="")),
-        "heal": (1, lambda env: print(heal(Path(env)), file=sys.stderr)),
-        "uninstall": (1, lambda env: uninstall(Path(env))),
-    }
-    count, run = commands.get(command, (-1, None))
-    if len(args) != count:
-        print(__doc__, file=sys.stderr)
-        return 2
+    command, args = (argv[0], [Path(arg) for arg in argv[1:]]) if argv else ("", [])
     try:
-        run(*args)
+        if command == "install" and len(args) == 3:
+            print(install(*args))
+        elif command == "paths" and len(args) == 2:
+            print(json.dumps(paths(*args)))
+        elif command == "requirements" and len(args) == 2:
+            print(requirements(args[0], argv[2]), end="")
+        elif command == "heal" and len(args) == 1:
+            print(heal(*args), file=sys.stderr)  # a benchmark's stdout is its answer to asv
+        elif command == "uninstall" and len(args) == 1:
+            uninstall(*args)
+        else:
+            print(__doc__, file=sys.stderr)
+            return 2
     except InstallError as exc:
         print(f"mpsbench: error: {exc}", file=sys.stderr)
         return 1

@@ -253,13 +253,11 @@ def nightly(
     stamp = ".dev" + date.replace("-", "")
     pins: dict[str, list[mf.Pin]] = {}
     for index in indexes:
-        found = {
-            project: [w for w in wheels.project_wheels(index, project) if stamp in w.version]
-            for project in ("torch", "torchvision")
-        }
-        combos = {c: v for c, v in _combos(found["torch"], pythons).items() if c[0] not in pins}
+        torch_wheels = [w for w in wheels.project_wheels(index, "torch") if stamp in w.version]
+        combos = {c: v for c, v in _combos(torch_wheels, pythons).items() if c[0] not in pins}
         if combos:
-            vision = max((w.version for w in found["torchvision"]), key=Version, default="none")
+            found = [w.version for w in wheels.project_wheels(index, "torchvision")]
+            vision = max((v for v in found if stamp in v), key=Version, default="none")
             extra = (transformers_index,) if transformers_index != index else ()
             wanted = {c: requirements(v, vision, transformers) for c, v in combos.items()}
             pins.update(_resolve_pins(wanted, index, extra))
@@ -320,22 +318,19 @@ def _own_build(
     wanted += requirements(identity.version, "none", transformers)[1:]  # all but torch
     mine = {pin.name: replace(pin, python=wheel.python) for pin, _ in own}
     pins = [mine.get(pin.name, pin) for pin in pip_set(wanted, platform, wheel.python, index)]
-    return _local_build(
-        identity.version,
-        build_id,
-        note,
-        kind,
-        pins={platform: pins},
+    return mf.Build(
+        id=build_id or _build_id(identity.version),
+        torch_version=identity.version,
         date=mf.format_date(identity.built),
         git_version=identity.git_version,
+        kind=kind,
+        pins={platform: pins},
+        note=note,
     )
 
 
-def _local_build(
-    version: str, build_id: str | None, note: str, kind: str, **fields: Any
-) -> mf.Build:
-    build_id = build_id or re.sub(r"[^a-z0-9._-]+", "-", version.lower())
-    return mf.Build(id=build_id, torch_version=version, kind=kind, note=note, **fields)
+def _build_id(torch_version: str) -> str:
+    return re.sub(r"[^a-z0-9._-]+", "-", torch_version.lower())
 
 
 def wheel_file(
@@ -430,14 +425,14 @@ def existing(
         raise ResolveError(f"{site_packages} holds no installed torch (no torch/version.py)")
     version, git_version = wheels.version_py(version_py.read_text(), str(folder))
     when = datetime.fromtimestamp(version_py.stat().st_mtime, tz=timezone.utc)
-    return _local_build(
-        version,
-        build_id,
-        note,
-        "existing",
-        pins={},
+    return mf.Build(
+        id=build_id or _build_id(version),
+        torch_version=version,
         date=date or mf.format_date(when),
         git_version=git_version,
+        kind="existing",
+        pins={},
+        note=note,
         site_packages=str(folder),
         env=dict(env or {}),
     )

@@ -188,7 +188,7 @@ def _read(location: str, pattern: str) -> dict[str, tuple[str, zipfile.ZipInfo]]
 
 def torch_identity(location: str) -> TorchIdentity:
     """What a torch wheel says of itself in ``torch/version.py``."""
-    found = _read(location, "torch/version.py")
+    found = _read(location, r"torch/version\.py")
     if not found:
         raise WheelError(f"{location} holds no torch/version.py: is it a torch wheel?")
     text, info = found["torch/version.py"]
