@@ -504,8 +504,11 @@ def ensure_suite_needs(key: str) -> str:
     key = key if key in SUITE_NEEDS else next(iter(platform_candidates()), key)
     modules = {pin["name"]: pin["module"] for pins in SUITE_NEEDS.values() for pin in pins}
     wanted = {pin["name"] for pin in SUITE_NEEDS.get(key, [])} or {"psutil"}
-    lacking = [name for name in sorted(wanted) if importlib.util.find_spec(modules[name]) is None]
-    why = {name: f"no wheel is pinned for {_python_tag()} on {key}" for name in lacking}
+    why = {
+        name: f"no wheel is pinned for {_python_tag()} on {key}"
+        for name in sorted(wanted)
+        if importlib.util.find_spec(modules[name]) is None
+    }
     fetched = []
     for pin in suite_needs(key):
         if pin["name"] in why:
@@ -513,14 +516,13 @@ def ensure_suite_needs(key: str) -> str:
                 fetched.append((fetch_wheel(pin), pin))
             except (InstallError, OSError) as exc:
                 why[pin["name"]] = str(exc)
-    names = [pin["name"] for _, pin in fetched]
-    try:
-        if fetched:
+    if names := [pin["name"] for _, pin in fetched]:
+        try:
             with tempfile.TemporaryDirectory(prefix="mpsbench-needs-") as scratch:
                 _pip_install_checked(", ".join(names), fetched, Path(scratch))
-        why = {name: reason for name, reason in why.items() if name not in names}
-    except (InstallError, OSError) as exc:
-        why.update(dict.fromkeys(names, str(exc)))
+            why = {name: reason for name, reason in why.items() if name not in names}
+        except (InstallError, OSError) as exc:
+            why.update(dict.fromkeys(names, str(exc)))
     return "".join(
         f"; {name} not installed ({said}): {WITHOUT[name]}" for name, said in why.items()
     )
