@@ -1,1 +1,1 @@
-"""PyTorch builds: the manifest, resolving and installing wheels, the timeline asv walks, machine entries."""
+"""PyTorch builds: the manifest, resolving and installing wheels, the timeline asv walks."""

@@ -1,7 +1,7 @@
 """A platform's default timeline: which builds ``scripts/bench`` runs there, under which Pythons.
 
-The manifest's ``defaults`` rule picks the last patch of each minor release of some channels; each
-build runs under every rule Python it has wheels for (no one Python spans the era).
+The manifest's rule picks the last patch of each minor release of some channels; each build runs
+under every rule Python it has wheels for (no one Python spans the era).
 """
 
 from __future__ import annotations
@@ -28,9 +28,8 @@ def python_tag(python: str) -> str:  # "3.10" -> "cp310"
 
 
 def rule_for(manifest: mf.Manifest, candidates: list[str]) -> tuple[str, mf.Default]:
-    for platform in candidates:
-        if platform in manifest.defaults:
-            return platform, manifest.defaults[platform]
+    if found := [platform for platform in candidates if platform in manifest.defaults]:
+        return found[0], manifest.defaults[found[0]]
     raise mf.ManifestError(
         f"no default timeline for {', '.join(candidates) or 'this platform'}; the manifest has one"
         f" for: {', '.join(sorted(manifest.defaults)) or 'none'}"
@@ -53,16 +52,11 @@ def releases(manifest: mf.Manifest, platform: str, rule: mf.Default) -> list[tup
         minors = minors[-rule.newest_of.get(name, len(minors)) :]
         for version, build in found:
             minor = version.release[:2]
-            if (
-                minor in minors
-                and minor >= since
-                and (minor not in newest or version > newest[minor][0])
-            ):
+            known = newest.get(minor)
+            if minor in minors and minor >= since and (known is None or version > known[0]):
                 newest[minor] = (version, f"{name}@{build.id}", build)
-    ordered = [newest[minor] for minor in sorted(newest)]
-    if rule.newest is not None:
-        ordered = ordered[-rule.newest :]
-    return [(ref, build) for _, ref, build in ordered]
+    ordered = [newest[minor][1:] for minor in sorted(newest)]
+    return ordered[-rule.newest :] if rule.newest is not None else ordered
 
 
 def schedule(manifest: mf.Manifest, platform: str, here: str | None = None) -> list[Scheduled]:
@@ -87,19 +81,16 @@ def this_machine(manifest: mf.Manifest) -> tuple[str, list[Scheduled], list[str]
 
 
 def runnable_here(planned: list[Scheduled], platform: str) -> tuple[list[Scheduled], list[str]]:
-    """The scheduled runs this machine can make, and a line for each it cannot, asked before any
+    """The scheduled runs this machine can make, and a line for each it cannot, known before any
     download: a Python asv would not find on PATH, wheels that need a newer OS."""
     current = f"{sys.version_info.major}.{sys.version_info.minor}"  # asv's own, always found
     wanted = {python for item in planned for python in item.pythons} - {current}
     missing = sorted((p for p in wanted if shutil.which(f"python{p}") is None), key=Version)
-    kept, said = (
-        [],
-        [
-            f"skipping every build under Python {python}: python{python} is not on PATH, where asv"
-            " looks for it"
-            for python in missing
-        ],
-    )
+    kept: list[Scheduled] = []
+    said = [
+        f"skipping every build under Python {p}: python{p} is not on PATH, where asv looks for it"
+        for p in missing
+    ]
     for item in planned:
         pythons = []
         for python in (p for p in item.pythons if p not in missing):
@@ -134,19 +125,15 @@ def pythons(planned: list[Scheduled]) -> list[str]:
 def this_machine_is(platform: str) -> str:
     """What this machine is, for a person: ``platform`` names the wheels it installs, not its
     devices (PyPI's Linux torch is the CUDA build, which measures cpu rows too)."""
-    if platform.startswith("linux-x86_64"):
-        cuda_wheels = platform.endswith("-cuda")
-        if install_build.nvidia_gpu():
-            rows = "cuda" if cuda_wheels else "cpu"
-            return f"linux-x86_64 with an NVIDIA GPU ({rows} rows; {platform} wheels)"
-        if cuda_wheels:
-            return (
-                f"linux-x86_64 (no GPU: cpu rows; the {platform} wheels are what PyPI ships for"
-                " Linux)"
-            )
-    if platform.startswith("macos"):
-        return f"{platform} (mps and cpu rows)"
-    return platform
+    cuda_wheels = platform == "linux-x86_64-cuda"
+    if platform.startswith("linux-x86_64") and install_build.nvidia_gpu():
+        rows = "cuda" if cuda_wheels else "cpu"
+        return f"linux-x86_64 with an NVIDIA GPU ({rows} rows; {platform} wheels)"
+    if cuda_wheels:
+        return (
+            f"linux-x86_64 (no GPU: cpu rows; the {platform} wheels are what PyPI ships for Linux)"
+        )
+    return f"{platform} (mps and cpu rows)" if platform.startswith("macos") else platform
 
 
 def listing(

@@ -1,7 +1,6 @@
-"""What a build needs on disk before asv installs it, and what installing it downloads.
-
-The manifest pins no wheel sizes: the stored wheels' size times the installed-to-wheel ratio, else
-the measured figure for that release, or the largest.
+"""What a build needs on disk before asv installs it, and what installing it downloads: the
+stored wheels' size times the installed-to-wheel ratio, else the measured figure for that release,
+or the largest (the manifest pins no sizes).
 """
 
 from __future__ import annotations
@@ -59,7 +58,7 @@ def download(
     build: dict[str, Any], python: tuple[int, int] | None = None
 ) -> tuple[int, tuple[str, ...]]:
     """About how many bytes installing ``build`` downloads, and from which hosts."""
-    if need(build, python).installed:
+    if (needed := need(build, python)).installed:
         return 0, ()
     _, pins = install_build.select_pins(build, python)
     local = install_build._local_wheelhouses()
@@ -73,7 +72,7 @@ def download(
     if not fetched:
         return 0, ()
     share = len(fetched) / len(pins)  # torch is most of the bytes
-    wheels = need(build, python).bytes / (1 + INSTALLED_PER_WHEEL_BYTE)
+    wheels = needed.bytes / (1 + INSTALLED_PER_WHEEL_BYTE)
     size = wheels if any(pin["name"] == "torch" for pin in fetched) else wheels * share
     hosts = {urllib.parse.urlparse(pin["url"]).netloc for pin in fetched}
     if any(pin["name"] in ("torch", "torchvision", "transformers") for pin in fetched):

@@ -1,13 +1,10 @@
-"""Install a timeline build into an asv environment: once per build, then switch by a .pth file.
+"""Install a timeline build into an asv environment once, then switch to it by a .pth file.
 
-asv runs this (``install_command``) with the environment's own python: standard library and pip
-only. Every wheel is sha256-checked before pip sees it, and by pip again.
+Run by asv with the environment's python: standard library and pip only. Every wheel is
+sha256-checked before pip sees it, and by pip again.
 
-    python install_build.py install BUILD_DIR ENV_DIR SUITE_SRC
-    python install_build.py uninstall ENV_DIR
-    python install_build.py requirements MANIFEST CHANNEL[@ID]  (CI: the build's pinned set, as pip hashes)
-    python install_build.py heal ENV_DIR          (the .pth's: reinstall a build whose folder is gone or damaged)
-    python install_build.py paths BUILD_DIR SUITE_SRC    (compare's build servers: JSON, nothing switched)
+    install_build.py install BUILD_DIR ENV_DIR SUITE_SRC | uninstall ENV_DIR | heal ENV_DIR
+    install_build.py requirements MANIFEST CHANNEL[@ID] | paths BUILD_DIR SUITE_SRC
 """
 
 from __future__ import annotations
@@ -15,6 +12,8 @@ from __future__ import annotations
 import contextlib
 import errno
 import hashlib
+import importlib.metadata
+import importlib.util
 import json
 import os
 import platform
@@ -45,79 +44,41 @@ WITHOUT = {
     "nvidia-ml-py": "cuda's energy rows are n/a",
     "zeus-apple-silicon": "the energy rows are n/a",
 }
-_FILES = "https://files.pythonhosted.org/packages/"
-
-
-def _need(*fields: str) -> dict[str, str]:
-    """A SUITE_NEEDS pin from name, version, module, python ('': every CPython), path, sha256."""
-    pin = dict(zip(("name", "version", "module", "python", "path", "sha256"), fields))
-    path = pin.pop("path")
-    return {**pin, "filename": path.rsplit("/", 1)[1], "url": _FILES + path}
-
-
-_PSUTIL_MAC = _need(  # stable-ABI wheels: every CPython
-    "psutil",
-    "7.2.2",
-    "psutil",
-    "",
-    "80/c4/f5af4c1ca8c1eeb2e92ccca14ce8effdeec651d5ab6053c589b074eda6e1/"
-    "psutil-7.2.2-cp36-abi3-macosx_11_0_arm64.whl",
-    "1a7b04c10f32cc88ab39cbf606e117fd74721c831c98a27dc04578deb0c16979",
-)
-_PSUTIL_LINUX = _need(
-    "psutil",
-    "7.2.2",
-    "psutil",
-    "",
-    "b5/70/5d8df3b09e25bce090399cf48e452d25c935ab72dad19406c77f4e828045/"
-    "psutil-7.2.2-cp36-abi3-manylinux2010_x86_64.manylinux_2_12_x86_64.manylinux_2_28_x86_64.whl",
-    "076a2d2f923fd4821644f5ba89f059523da90dc9014e85f8e45a5774ca5bc6f9",
-)
-_NVML = _need(
-    "nvidia-ml-py",
-    "13.615.71",
-    "pynvml",
-    "",
-    "53/a1/1681dfa1c904d4e3e72e51b55a0ff012d50b766843ef832d584abe2113c6/"
-    "nvidia_ml_py-13.615.71-py3-none-any.whl",
-    "959bf4adf6fe1308e4bd739e722236b0d1ec8392e2cefad33ff70c311380b9b6",
-)
-_ZEUS = [  # CPython 3.10-3.13 only: elsewhere the rows are n/a
-    _need(
-        "zeus-apple-silicon",
-        "1.1.0",
-        "zeus_apple_silicon",
-        tag,
-        f"{folder}/zeus_apple_silicon-1.1.0-{tag}-{tag}-macosx_11_0_arm64.whl",
-        sha,
-    )
-    for tag, folder, sha in (
-        (
-            "cp310",
-            "b9/2c/2d2cd9d53167b4ab951217d54fa13f3ac183808958193de7d83455903d10",
-            "ed75237100da14552c50618ad8a18e16eb8d7fb1bdf31c43f5134bf2ab47830d",
-        ),
-        (
-            "cp311",
-            "4a/cd/69179ff6d638103440457cbe1c8c0b30d0a22a6bb6f2c043a42995fb99e4",
-            "fca4ff0211b1440841fa8454ea6effedc55c83a17be770ad92bb39da961a2214",
-        ),
-        (
-            "cp312",
-            "4b/50/dae39d71cdfed918eea04596ca582f3a8428bb8e44d76e88020d02f04b75",
-            "c862421e3477344260fad80276cb6b8f6ed7189b5472ef3fca9a54cd5a780aa7",
-        ),
-        (
-            "cp313",
-            "c8/0c/e162be99be598d9be1ee48732a95475a42473b311c4809fc01dcc13a68c7",
-            "410ecf3f594fc94202ad778d274131a24a403553c9b56c7907344edc9107ec03",
-        ),
-    )
+# Each pin: name version module python ("-": every CPython) sha256, then its folder and file under
+# files.pythonhosted.org/packages/.
+_NEEDS = """
+psutil 7.2.2 psutil - 1a7b04c10f32cc88ab39cbf606e117fd74721c831c98a27dc04578deb0c16979
+  80/c4/f5af4c1ca8c1eeb2e92ccca14ce8effdeec651d5ab6053c589b074eda6e1
+  psutil-7.2.2-cp36-abi3-macosx_11_0_arm64.whl
+psutil 7.2.2 psutil - 076a2d2f923fd4821644f5ba89f059523da90dc9014e85f8e45a5774ca5bc6f9
+  b5/70/5d8df3b09e25bce090399cf48e452d25c935ab72dad19406c77f4e828045
+  psutil-7.2.2-cp36-abi3-manylinux2010_x86_64.manylinux_2_12_x86_64.manylinux_2_28_x86_64.whl
+nvidia-ml-py 13.615.71 pynvml - 959bf4adf6fe1308e4bd739e722236b0d1ec8392e2cefad33ff70c311380b9b6
+  53/a1/1681dfa1c904d4e3e72e51b55a0ff012d50b766843ef832d584abe2113c6
+  nvidia_ml_py-13.615.71-py3-none-any.whl
+zeus-apple-silicon 1.1.0 zeus_apple_silicon cp310 ed75237100da14552c50618ad8a18e16eb8d7fb1bdf31c43f5134bf2ab47830d
+  b9/2c/2d2cd9d53167b4ab951217d54fa13f3ac183808958193de7d83455903d10
+  zeus_apple_silicon-1.1.0-cp310-cp310-macosx_11_0_arm64.whl
+zeus-apple-silicon 1.1.0 zeus_apple_silicon cp311 fca4ff0211b1440841fa8454ea6effedc55c83a17be770ad92bb39da961a2214
+  4a/cd/69179ff6d638103440457cbe1c8c0b30d0a22a6bb6f2c043a42995fb99e4
+  zeus_apple_silicon-1.1.0-cp311-cp311-macosx_11_0_arm64.whl
+zeus-apple-silicon 1.1.0 zeus_apple_silicon cp312 c862421e3477344260fad80276cb6b8f6ed7189b5472ef3fca9a54cd5a780aa7
+  4b/50/dae39d71cdfed918eea04596ca582f3a8428bb8e44d76e88020d02f04b75
+  zeus_apple_silicon-1.1.0-cp312-cp312-macosx_11_0_arm64.whl
+zeus-apple-silicon 1.1.0 zeus_apple_silicon cp313 410ecf3f594fc94202ad778d274131a24a403553c9b56c7907344edc9107ec03
+  c8/0c/e162be99be598d9be1ee48732a95475a42473b311c4809fc01dcc13a68c7
+  zeus_apple_silicon-1.1.0-cp313-cp313-macosx_11_0_arm64.whl
+"""
+_PINS = [
+    {"name": name, "version": version, "module": module, "python": python.strip("-"), "sha256": sha}
+    | {"filename": file, "url": f"https://files.pythonhosted.org/packages/{folder}/{file}"}
+    for name, version, module, python, sha, folder, file in zip(*[iter(_NEEDS.split())] * 7)
 ]
+# zeus-apple-silicon has wheels for CPython 3.10-3.13 only: elsewhere the rows are n/a.
 SUITE_NEEDS: dict[str, list[dict[str, str]]] = {
-    "macos-arm64": [_PSUTIL_MAC, *_ZEUS],
-    "linux-x86_64-cpu": [_PSUTIL_LINUX],
-    "linux-x86_64-cuda": [_PSUTIL_LINUX, _NVML],
+    "macos-arm64": [_PINS[0], *_PINS[3:]],
+    "linux-x86_64-cpu": [_PINS[1]],
+    "linux-x86_64-cuda": _PINS[1:3],
 }
 
 
@@ -130,7 +91,6 @@ def cache_root() -> Path:
 
 
 def stored_wheel(pin: dict[str, str]) -> Path:
-    """Where the wheel store keeps a pin's wheel."""
     return cache_root() / "wheels" / pin["sha256"] / pin["filename"]
 
 
@@ -143,7 +103,6 @@ def sha256_of(path: Path) -> str:
 
 
 def _packaging() -> tuple[ModuleType, ModuleType]:
-    """packaging's ``tags`` and ``utils``: the installed packaging, else pip's own copy."""
     try:
         from packaging import tags, utils
     except ImportError:  # only then: importing pip disables setuptools' distutils shim
@@ -153,8 +112,8 @@ def _packaging() -> tuple[ModuleType, ModuleType]:
 
 
 def plain_wheel_name(filename: object) -> bool:
-    """Whether ``filename`` is a wheel's file name that, joined onto a folder, stays in it."""
-    if not isinstance(filename, str) or any(part in filename for part in ("/", "\\", "..", "\0")):
+    """Whether ``filename`` is a wheel's name that stays in the folder it is joined to."""
+    if not isinstance(filename, str) or any(bad in filename for bad in ("/", "\\", "..", "\0")):
         return False
     try:
         _packaging()[1].parse_wheel_filename(filename)
@@ -167,12 +126,15 @@ def allowed_url(url: object) -> bool:
     return isinstance(url, str) and re.fullmatch(r"(https|file)://\S+", url) is not None
 
 
+def _plain_pin(pin: dict[str, str]) -> bool:
+    return plain_wheel_name(pin["filename"]) and allowed_url(pin["url"])
+
+
 def nvidia_gpu() -> bool:
     return Path("/proc/driver/nvidia/gpus").is_dir() or shutil.which("nvidia-smi") is not None
 
 
 def platform_candidates() -> list[str]:
-    """The manifest's platforms this machine runs, best first."""
     if forced := os.environ.get(PLATFORM_ENV):
         return [forced]
     machine = platform.machine().lower()
@@ -197,23 +159,21 @@ def _ref(build: dict[str, Any]) -> str:
 def select_pins(
     build: dict[str, Any], python: tuple[int, int] | None = None
 ) -> tuple[str, list[dict[str, str]]]:
-    """The platform and ``build``'s complete set for this machine and this Python (or ``python``)."""
+    """The platform and ``build``'s complete set for this machine and Python (or ``python``)."""
     candidates, tag = platform_candidates(), _python_tag(python)
+    sets = []
     for key in candidates:
-        pins = build["pins"].get(key, [])
-        if pins and not all(pin.get("python") for pin in pins):
+        if not (pins := build["pins"].get(key, [])):
+            continue
+        if not all(pin.get("python") for pin in pins):
             raise InstallError(
-                f"{_ref(build)} pins only {', '.join(sorted({pin['name'] for pin in pins}))} for {key},"
-                " not a complete set per Python: pip would fetch the rest unpinned and unchecked;"
-                " re-pin it with `mpsbench build add-release VERSION --channel NAME`"
+                f"{_ref(build)} pins only {', '.join(sorted({pin['name'] for pin in pins}))} for"
+                f" {key}, not a complete set per Python: pip would fetch the rest unpinned and"
+                " unchecked; re-pin it with `mpsbench build add-release VERSION --channel NAME`"
             )
         chosen = [pin for pin in pins if pin["python"] == tag]
         if any(pin["name"] == "torch" for pin in chosen):
-            bad = [
-                pin["filename"]
-                for pin in chosen
-                if not plain_wheel_name(pin["filename"]) or not allowed_url(pin["url"])
-            ]
+            bad = [pin["filename"] for pin in chosen if not _plain_pin(pin)]
             if bad or len({pin["name"] for pin in chosen}) != len(chosen):
                 raise InstallError(
                     f"{_ref(build)}: refusing the pins {bad or [p['filename'] for p in chosen]} for"
@@ -221,11 +181,7 @@ def select_pins(
                     " one per package"
                 )
             return key, chosen
-    sets = [
-        f"{key}: {', '.join(sorted({pin.get('python') or '?' for pin in build['pins'][key]}))}"
-        for key in candidates
-        if build["pins"].get(key)
-    ]
+        sets.append(f"{key}: {', '.join(sorted({pin['python'] for pin in pins}))}")
     pinned = (
         f"its sets there: {'; '.join(sets)}"
         if sets
@@ -238,16 +194,17 @@ def select_pins(
 
 
 def why_not_here(filenames: list[str], python: tuple[int, int] | None = None) -> str | None:
-    """Why this machine cannot run one of these wheels under this Python (or ``python``), or None."""
+    """Why this machine cannot run one of these wheels under this Python (or ``python``)."""
     tags, utils = _packaging()
-    if python is None:
-        here = set(tags.sys_tags())
-    else:  # this machine's platforms, another interpreter
-        platforms = list(tags.platform_tags())
-        here = {
+    platforms = list(tags.platform_tags())
+    here = (
+        set(tags.sys_tags())
+        if python is None
+        else {
             *tags.cpython_tags(python, platforms=platforms),
             *tags.compatible_tags(python, platforms=platforms),
         }
+    )
     for filename in filenames:
         wanted = utils.parse_wheel_filename(filename)[3]
         if here.isdisjoint(wanted):
@@ -259,15 +216,13 @@ def _requirement(wanted: frozenset[Any], here: set[Any], this: str) -> str:
     platforms = sorted({tag.platform for tag in wanted})
     if set(platforms) & {tag.platform for tag in here}:
         return f"Python {', '.join(sorted({tag.interpreter for tag in wanted}))} (this is {this})"
-
-    def oldest(prefix: str) -> str | None:
+    for prefix, system, needs, have in (
+        ("macosx_", "darwin", "macOS", f"this Mac runs macOS {platform.mac_ver()[0]}"),
+        ("manylinux_", "linux", "glibc", f"this machine has {' '.join(platform.libc_ver())}"),
+    ):
         found = [tuple(map(int, p.split("_")[1:3])) for p in platforms if p.startswith(prefix)]
-        return ".".join(map(str, min(found))) if found else None
-
-    if (mac := oldest("macosx_")) and sys.platform == "darwin":
-        return f"macOS {mac} or newer (this Mac runs macOS {platform.mac_ver()[0]})"
-    if (glibc := oldest("manylinux_")) and sys.platform.startswith("linux"):
-        return f"glibc {glibc} or newer (this machine has {' '.join(platform.libc_ver())})"
+        if found and sys.platform.startswith(system):
+            return f"{needs} {'.'.join(map(str, min(found)))} or newer ({have})"
     return f"a machine of {', '.join(platforms)}"
 
 
@@ -288,21 +243,17 @@ def _refuse_unasked(build: dict[str, Any]) -> None:
 
 
 def _local_wheelhouses() -> list[Path]:
-    entries = (
-        entry
-        for variable in (WHEELHOUSE_ENV, "PIP_FIND_LINKS")
-        for entry in os.environ.get(variable, "").replace(" ", os.pathsep).split(os.pathsep)
-    )
+    entries = " ".join(os.environ.get(name, "") for name in (WHEELHOUSE_ENV, "PIP_FIND_LINKS"))
     return [
-        Path(entry) for entry in entries if entry and "://" not in entry and Path(entry).is_dir()
+        Path(entry)
+        for entry in entries.replace(os.pathsep, " ").split()
+        if "://" not in entry and Path(entry).is_dir()
     ]
 
 
 def _pip(*args: str, tmp: Path | None = None) -> subprocess.CompletedProcess[str]:
     # The pins are the authority: a machine-wide pip constraint must not veto them.
-    env = dict(os.environ, PIP_CONSTRAINT=os.devnull)
-    if tmp is not None:
-        env["TMPDIR"] = str(tmp)
+    env = dict(os.environ, PIP_CONSTRAINT=os.devnull, **({"TMPDIR": str(tmp)} if tmp else {}))
     command = [sys.executable, "-m", "pip", "--quiet", "--disable-pip-version-check", *args]
     return subprocess.run(command, capture_output=True, text=True, env=env)
 
@@ -310,7 +261,6 @@ def _pip(*args: str, tmp: Path | None = None) -> subprocess.CompletedProcess[str
 def _pip_install_checked(
     what: str, wheels: list[tuple[Path, dict[str, str]]], folder: Path, *target: str
 ) -> None:
-    """pip installs ``wheels`` (into ``target``, if given) only as hashed; scratch in ``folder``."""
     listed = folder / "requirements.txt"
     listed.write_text(
         "".join(f"{p.resolve().as_uri()} --hash=sha256:{pin['sha256']}\n" for p, pin in wheels)
@@ -322,11 +272,10 @@ def _pip_install_checked(
         raise InstallError(f"pip could not install {what}: {' | '.join(said)}")
 
 
-def _check(pin: dict[str, str], found: Path, where: str, note: str = "") -> None:
-    actual = sha256_of(found)
-    if actual != pin["sha256"]:
+def _check(pin: dict[str, str], found: Path, where: str) -> None:
+    if (actual := sha256_of(found)) != pin["sha256"]:
         raise InstallError(
-            f"{pin['filename']}: sha256 {actual} of {where} {found}{note} does not match the pinned"
+            f"{pin['filename']}: sha256 {actual} of {where} does not match the pinned"
             f" {pin['sha256']}; refusing to install"
         )
 
@@ -339,8 +288,7 @@ PROGRESS_EVERY = 60.0  # seconds between a long download's progress lines
 def _download(
     url: str, target: Path, tries: int | None = None, backoff: float | None = None
 ) -> Path:
-    """Download ``url`` into ``target``, resuming by HTTP Range after a cut, with progress on
-    stderr; callers check sha256."""
+    """Download ``url`` into ``target``, resuming by HTTP Range after a cut; callers check sha256."""
     import http.client
 
     tries = tries or DOWNLOAD_TRIES
@@ -357,8 +305,7 @@ def _download(
                     total = done + int(length)
                 with open(target, "ab" if done else "wb") as out:
                     while chunk := response.read(1 << 20):
-                        out.write(chunk)
-                        done += len(chunk)
+                        done += out.write(chunk)
                         if time.monotonic() - said >= PROGRESS_EVERY:
                             said = time.monotonic()
                             of = f" of {total / 1e9:.2f} GB" if total else ""
@@ -392,13 +339,11 @@ def _say(target: Path, text: str) -> None:
 
 
 def disk_problem(exc: OSError) -> InstallError:
-    """A cache that cannot be written, in one line with the path and what to do."""
-    if exc.errno in (errno.ENOSPC, errno.EDQUOT):
-        advice = (
-            "free space there, or set {} to a folder on a disk with room (a build takes 3-6 GB)"
-        )
-    else:
-        advice = "make it writable, or set {} to a writable folder"
+    advice = (
+        "free space there, or set {} to a folder on a disk with room (a build takes 3-6 GB)"
+        if exc.errno in (errno.ENOSPC, errno.EDQUOT)
+        else "make it writable, or set {} to a writable folder"
+    )
     return InstallError(
         f"cannot write the build cache at {exc.filename or cache_root()}: {exc.strerror or exc};"
         f" {advice.format(CACHE_ENV)}"
@@ -406,7 +351,6 @@ def disk_problem(exc: OSError) -> InstallError:
 
 
 def _find(pin: dict[str, str], scratch: Path) -> Path:
-    """The pinned wheel from a local wheelhouse, a file:// pin, pip, else the URL."""
     name = pin["filename"]
     found = next((f / name for f in _local_wheelhouses() if (f / name).is_file()), None)
     if found is None and pin["url"].startswith("file://"):
@@ -421,43 +365,40 @@ def _find(pin: dict[str, str], scratch: Path) -> Path:
 
 
 def fetch_wheel(pin: dict[str, str]) -> Path:
-    """The pinned wheel in the local store, fetched and sha256-checked once; it takes its name
-    only whole (renamed in from scratch on the store's disk, or copied via a .partial)."""
-    if not plain_wheel_name(pin["filename"]) or not allowed_url(pin["url"]):
+    """The pinned wheel in the store, fetched and sha256-checked once, named only when whole."""
+    if not _plain_pin(pin):
         raise InstallError(
             f"refusing the pin {pin['filename']!r} at {pin['url']!r}: a plain wheel file name"
             " at an https:// or file:// URL is expected"
         )
     stored = stored_wheel(pin)
-    store = stored.parent
     if stored.is_file():
-        note = " (changed since it was checked; delete it to fetch it again)"
-        _check(pin, stored, "the stored copy", note)
+        _check(
+            pin,
+            stored,
+            f"the stored copy {stored} (changed since it was checked; delete it to fetch it again)",
+        )
         return stored
+    partial = stored.parent / f".{pin['filename']}.{os.getpid()}.partial"
     try:
-        store.parent.mkdir(parents=True, exist_ok=True)
+        stored.parent.parent.mkdir(parents=True, exist_ok=True)
         prefix = f"fetch-{os.getpid()}-"
-        with tempfile.TemporaryDirectory(dir=store.parent, prefix=prefix) as scratch:
+        with tempfile.TemporaryDirectory(dir=stored.parent.parent, prefix=prefix) as scratch:
             found = _find(pin, Path(scratch))
-            _check(pin, found, "the wheel found at")
-            store.mkdir(exist_ok=True)
-            if found.parent == Path(scratch):  # renamed, not written twice
-                os.replace(found, stored)
-            else:  # the user's file stays where it is
-                partial = store / f".{pin['filename']}.{os.getpid()}.partial"
-                try:
-                    shutil.copyfile(found, partial)
-                    os.replace(partial, stored)
-                finally:
-                    partial.unlink(missing_ok=True)
+            _check(pin, found, f"the wheel found at {found}")
+            stored.parent.mkdir(exist_ok=True)
+            if found.parent != Path(scratch):  # the user's file stays where it is
+                found = Path(shutil.copyfile(found, partial))
+            os.replace(found, stored)  # renamed, not written twice
     except OSError as exc:
         raise disk_problem(exc) from None
+    finally:
+        partial.unlink(missing_ok=True)
     return stored
 
 
 @contextlib.contextmanager
 def _locked(path: Path, wait: bool = True) -> Iterator[bool]:
-    """An exclusive lock on ``path``; False if held and ``wait`` is off."""
     import fcntl
 
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -481,57 +422,49 @@ def _alive(pid: str) -> bool:
 
 
 def clean_leftovers(root: Path) -> list[Path]:
-    """Remove what killed installs left: unheld staging, dead processes' fetches and copies."""
+    """Remove what killed installs left: unlocked staging, dead processes' fetches and copies."""
     removed = []
     for staging in sorted((root / "builds").glob("*.staging-*")):
-        lock = root / "builds" / (staging.name.split(".staging-")[0] + ".lock")
-        with _locked(lock, wait=False) as free:
+        with _locked(root / "builds" / f"{staging.name.split('.staging-')[0]}.lock", False) as free:
             if free:
                 shutil.rmtree(staging, ignore_errors=True)
                 removed.append(staging)
-    for fetch in sorted((root / "wheels").glob("fetch-*-*")):
-        if not _alive(fetch.name.split("-")[1]):
-            shutil.rmtree(fetch, ignore_errors=True)
-            removed.append(fetch)
-    for partial in sorted((root / "wheels").glob("*/.*.partial")):  # .FILENAME.PID.partial
-        if not _alive(partial.name.rsplit(".", 2)[-2]):
-            partial.unlink(missing_ok=True)
-            removed.append(partial)
+    fetches = [(f, f.name.split("-")[1]) for f in sorted((root / "wheels").glob("fetch-*-*"))]
+    partials = sorted((root / "wheels").glob("*/.*.partial"))  # .FILENAME.PID.partial
+    for leftover, pid in [*fetches, *((p, p.name.rsplit(".", 2)[-2]) for p in partials)]:
+        if not _alive(pid):
+            shutil.rmtree(leftover, ignore_errors=True)
+            leftover.unlink(missing_ok=True)
+            removed.append(leftover)
     return removed
 
 
 def installed_folder(pins: list[dict[str, str]]) -> Path:
-    """Where this set of wheels is installed in the cache (``.complete`` once it is)."""
     key = hashlib.sha256("".join(sorted(pin["sha256"] for pin in pins)).encode())
     return cache_root() / "builds" / key.hexdigest()[:20]
 
 
 def damage(folder: Path) -> str | None:
-    """What is wrong with an installed build's folder, or None: not complete, or a file its RECORDs
-    list missing or of another size (a stat, as the wheels were hash-checked)."""
+    """What is wrong with an installed build's folder: incomplete, or a RECORD's file missing or
+    resized (a stat is enough: the wheels were hash-checked)."""
     if not (folder / ".complete").is_file():
         return f"{folder} is missing or was never completed"
-    for record in sorted(folder.glob("*.dist-info/RECORD")):
+    for dist in importlib.metadata.distributions(path=[str(folder)]):
         try:
-            lines = record.read_text(encoding="utf-8").splitlines()
+            files = dist.files or []
         except (OSError, UnicodeDecodeError) as exc:
-            return f"{record} cannot be read ({exc})"
-        for line in lines:
-            name, _, rest = line.partition(",")
-            size = rest.rpartition(",")[2]
-            if not size.isdigit() or name.startswith(("/", "..")):
-                continue
+            return f"the RECORD of {dist.name} in {folder} cannot be read ({exc})"
+        for file in (f for f in files if f.size is not None and not str(f).startswith(("/", ".."))):
             try:
-                if (folder / name).stat().st_size != int(size):
-                    return f"{folder / name} is not the size its wheel installed"
+                if (folder / file).stat().st_size != file.size:
+                    return f"{folder / file} is not the size its wheel installed"
             except OSError:
-                return f"{folder / name} is missing"
+                return f"{folder / file} is missing"
     return None
 
 
 def ensure_installed(pins: list[dict[str, str]]) -> tuple[Path, bool]:
-    """The folder of this set of wheels, (re)installed from the store if damaged; True if now.
-    A whole folder serves from a read-only cache."""
+    """The folder of this set of wheels, (re)installed if damaged; True if now."""
     folder = installed_folder(pins)
     if damage(folder) is None:
         return folder, False
@@ -563,20 +496,19 @@ def _site_packages() -> Path:
 
 
 def suite_needs(key: str, python: tuple[int, int] | None = None) -> list[dict[str, str]]:
-    """SUITE_NEEDS' pins for ``key`` that serve this interpreter (or CPython ``python``)."""
     return [pin for pin in SUITE_NEEDS.get(key, []) if pin["python"] in ("", _python_tag(python))]
 
 
 def ensure_suite_needs(key: str) -> str:
-    """Install, hash-checked, each SUITE_NEEDS package for ``key`` not yet importable; '' or, per
-    package left out, why."""
-    import importlib.util
-
+    """Install each SUITE_NEEDS package for ``key`` not yet importable; why any is left out."""
     key = key if key in SUITE_NEEDS else next(iter(platform_candidates()), key)
     modules = {pin["name"]: pin["module"] for pins in SUITE_NEEDS.values() for pin in pins}
     wanted = {pin["name"] for pin in SUITE_NEEDS.get(key, [])} or {"psutil"}
-    lacking = [name for name in sorted(wanted) if importlib.util.find_spec(modules[name]) is None]
-    why = {name: f"no wheel is pinned for {_python_tag()} on {key}" for name in lacking}
+    why = {
+        name: f"no wheel is pinned for {_python_tag()} on {key}"
+        for name in sorted(wanted)
+        if importlib.util.find_spec(modules[name]) is None
+    }
     fetched = []
     for pin in suite_needs(key):
         if pin["name"] in why:
@@ -584,22 +516,21 @@ def ensure_suite_needs(key: str) -> str:
                 fetched.append((fetch_wheel(pin), pin))
             except (InstallError, OSError) as exc:
                 why[pin["name"]] = str(exc)
-    names = [pin["name"] for _, pin in fetched]
-    try:
-        if fetched:
+    if names := [pin["name"] for _, pin in fetched]:
+        try:
             with tempfile.TemporaryDirectory(prefix="mpsbench-needs-") as scratch:
                 _pip_install_checked(", ".join(names), fetched, Path(scratch))
-        why = {name: reason for name, reason in why.items() if name not in names}
-    except (InstallError, OSError) as exc:
-        why.update(dict.fromkeys(names, str(exc)))
+            why = {name: reason for name, reason in why.items() if name not in names}
+        except (InstallError, OSError) as exc:
+            why.update(dict.fromkeys(names, str(exc)))
     return "".join(
-        f"; {name} not installed ({reason}): {WITHOUT[name]}" for name, reason in why.items()
+        f"; {name} not installed ({said}): {WITHOUT[name]}" for name, said in why.items()
     )
 
 
 def build_folder(build_dir: Path) -> tuple[dict[str, Any], str, Path, bool]:
-    """The build in ``build_dir``, its platform key and folder (True if installed now); every
-    refusal comes before any download."""
+    """The build in ``build_dir``, its platform key and folder (True if installed now), refused
+    before any download."""
     build = json.loads((build_dir / "build.json").read_text())
     _refuse_unasked(build)
     if build["kind"] == "existing":
@@ -613,16 +544,12 @@ def build_folder(build_dir: Path) -> tuple[dict[str, Any], str, Path, bool]:
     return build, key, *ensure_installed(pins)
 
 
-def sys_path(folder: Path, suite_src: Path) -> list[str]:
-    return [str(folder), str(suite_src.resolve())]
-
-
 def paths(build_dir: Path, suite_src: Path) -> dict[str, Any]:
-    """The build installed but not switched to: its PYTHONPATH entries, ``torch_dir`` and ``env``."""
+    """The build installed, not switched to: its PYTHONPATH entries, torch folder and env."""
     build, key, folder, fresh = build_folder(build_dir)
     return {
         "build": f"{build['channel']}@{build['id']}",
-        "paths": sys_path(folder, suite_src),
+        "paths": [str(folder), str(suite_src.resolve())],
         "torch_dir": str(folder.resolve() / "torch"),
         "env": dict(build.get("env") or {}),
         "fresh": fresh,
@@ -631,14 +558,12 @@ def paths(build_dir: Path, suite_src: Path) -> dict[str, Any]:
 
 
 def install(build_dir: Path, env_dir: Path, suite_src: Path) -> str:
-    """Install (once) and switch the running environment to the build in ``build_dir``."""
+    """Install (once) and switch the environment to the build in ``build_dir``."""
     started = time.perf_counter()
     build, key, folder, fresh = build_folder(build_dir)
     # Heal line first: site adds only existing folders, so a healed folder still reaches sys.path.
-    lines = [
-        *([] if key == "existing" else [_heal_line(folder, env_dir)]),
-        *sys_path(folder, suite_src),
-    ]
+    lines = [] if key == "existing" else [_heal_line(folder, env_dir)]
+    lines += [str(folder), str(suite_src.resolve())]
     if build.get("env"):  # a .pth "import" line runs at interpreter start
         lines.append(f"import os; os.environ.update({json.dumps(build['env'], sort_keys=True)})")
     (_site_packages() / PTH_NAME).write_text("\n".join(lines) + "\n")
@@ -657,8 +582,8 @@ def install(build_dir: Path, env_dir: Path, suite_src: Path) -> str:
 
 
 def _heal_line(folder: Path, env_dir: Path) -> str:
-    """The .pth line that reinstalls the build at interpreter start if its folder is gone (asv
-    installs only when it switches commits): two stats when the folder is whole."""
+    """A .pth line that reinstalls the build at start-up if its folder is gone (asv installs only
+    when it switches commits)."""
     marks = [str(folder / ".complete"), str(folder / "torch" / "__init__.py")]
     command = [str(Path(__file__).resolve()), "heal", str(env_dir)]
     return (
@@ -669,7 +594,7 @@ def _heal_line(folder: Path, env_dir: Path) -> str:
 
 
 def heal(env_dir: Path) -> str:
-    """Reinstall the environment's build from the store if missing or damaged; says what."""
+    """Reinstall the environment's build if missing or damaged; what it did."""
     try:
         record = json.loads((env_dir / "mpsbench-build.json").read_text())
     except (OSError, ValueError) as exc:
@@ -687,8 +612,7 @@ def heal(env_dir: Path) -> str:
 
 
 def requirements(manifest: Path, ref: str) -> str:
-    """Build ``ref``'s (CHANNEL@ID, or CHANNEL: its newest) pinned set here as hashed pip
-    requirements."""
+    """The pinned set here of ``ref`` (CHANNEL@ID, or CHANNEL's newest) as hashed requirements."""
     channel_name, _, build_id = ref.partition("@")
     channels = json.loads(manifest.read_text()).get("channels", [])
     builds: list[dict[str, Any]] = next(

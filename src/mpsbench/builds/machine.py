@@ -1,7 +1,5 @@
-"""A complete, stable asv machine entry: the same on every machine of one kind.
-
-Every field is part of a graph's identity, so each comes from facts that do not drift (asv's own
-``os`` holds the kernel build, which would split history).
+"""A stable asv machine entry, the same on every machine of one kind: every field is part of a
+graph's identity, so none may drift (asv's own ``os`` holds the kernel build).
 """
 
 from __future__ import annotations
@@ -22,14 +20,6 @@ from mpsbench.core.errors import UserError
 from mpsbench.measure import host
 
 
-def _linux_cpu() -> str:
-    with contextlib.suppress(OSError):
-        found = re.search(r"^model name\s*:\s*(.+)$", Path("/proc/cpuinfo").read_text(), re.M)
-        if found:
-            return " ".join(found.group(1).split())
-    return platform.processor() or "unknown"
-
-
 def describe() -> dict[str, Any]:
     """This machine's stable facts. A Mac's OS is its name only: its version is a tracked value."""
     if sys.platform == "darwin":
@@ -37,11 +27,13 @@ def describe() -> dict[str, Any]:
         chip = brand.strip() or platform.processor()
         facts = {"os": "macOS"}
     else:
-        chip = _linux_cpu()
-        try:
-            release = platform.freedesktop_os_release().get("PRETTY_NAME", "Linux")
-        except OSError:
-            release = "Linux"
+        found = None
+        with contextlib.suppress(OSError):
+            found = re.search(r"^model name\s*:\s*(.+)$", Path("/proc/cpuinfo").read_text(), re.M)
+        chip = " ".join(found.group(1).split()) if found else platform.processor() or "unknown"
+        release = "Linux"
+        with contextlib.suppress(OSError):
+            release = platform.freedesktop_os_release().get("PRETTY_NAME", release)
         facts = {"os": release, "os_version": release}
     if gpu := host.gpu():
         facts["gpu"] = gpu
@@ -68,7 +60,7 @@ def machine_file() -> Path:
 
 
 def check_name(name: str) -> str:
-    """``name`` if asv can file results under it (a folder name); else UserError."""
+    """``name`` if asv can file results under it (a folder name)."""
     if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]*", name):
         raise UserError(
             f"machine name {name!r} may hold only letters, digits, '.', '_' and '-', and must start"
@@ -99,24 +91,22 @@ def write(name: str | None = None) -> tuple[str, dict[str, Any]]:
         entries.setdefault("version", 1)
         entries[name] = {"machine": name, **facts}
         text = json.dumps(entries, indent=4, sort_keys=True) + "\n"
-        if text.encode() != before:  # unchanged: untouched
+        if text.encode() != before:
             files.write(path, text)
     return name, entries[name]
 
 
 def _entries(path: Path) -> tuple[dict[str, Any], bytes]:
-    """The machine file's entries and bytes; UserError if it is not a JSON object (replacing it
-    would drop other tools' entries)."""
+    """The machine file's entries and bytes; refused unless a JSON object (others' entries stay)."""
     try:
         before = path.read_bytes()
     except FileNotFoundError:
         return {}, b""
     except OSError as exc:
         raise UserError(f"asv's machine file {path} cannot be read ({exc.strerror})") from None
-    try:
+    entries = None
+    with contextlib.suppress(ValueError):  # UnicodeDecodeError is one
         entries = json.loads(before)
-    except (ValueError, UnicodeDecodeError):
-        entries = None
     if not isinstance(entries, dict):
         raise UserError(
             f"asv's machine file {path} is not a JSON object of machines; move it aside and run"

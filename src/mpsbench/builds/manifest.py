@@ -27,6 +27,9 @@ SCHEMA = 1
 KINDS = ("release", "nightly", "wheel-file", "wheel-url", "existing")
 _NAME = "[a-z0-9][a-z0-9._-]*"
 _DATE = "%Y-%m-%dT%H:%M:%SZ"
+MAX_NAME = 100  # ref file, ".lock" and results folder names fit 255 bytes
+EPOCH = datetime(1970, 1, 2, tzinfo=timezone.utc)  # git dates are seconds since 1970
+FUTURE = timedelta(days=1)  # clock and time-zone slack
 
 
 class ManifestError(errors.UserError):
@@ -53,9 +56,6 @@ def _form(expected: str, test: Callable[[Any], object]) -> BeforeValidator:
 
 def _pattern(expected: str, pattern: str) -> BeforeValidator:
     return _form(expected, functools.partial(re.fullmatch, pattern))
-
-
-MAX_NAME = 100  # ref file, ".lock" and results folder names fit 255 bytes
 
 
 def ref_safe(value: object, pattern: str = _NAME) -> bool:
@@ -97,12 +97,9 @@ PinName = Annotated[
 ]
 PepVersion = Annotated[str, _form("a PEP 440 version, e.g. 2.14.1 or 2.15.0.dev20261120", Version)]
 Word = Annotated[str, _pattern("a word without spaces", r"\S+")]
-EPOCH = datetime(1970, 1, 2, tzinfo=timezone.utc)  # git dates are seconds since 1970
 Date = Annotated[
     str,
-    _form(
-        "a UTC date YYYY-MM-DDTHH:MM:SSZ from 1970-01-02", lambda value: parse_date(value) >= EPOCH
-    ),
+    _form("a UTC date YYYY-MM-DDTHH:MM:SSZ from 1970-01-02", lambda v: parse_date(v) >= EPOCH),
 ]
 GitVersion = Annotated[
     str, _pattern("torch's git commit (hex digits) or Unknown", r"[0-9a-fA-F]+|Unknown")
@@ -120,9 +117,7 @@ EnvName = Annotated[str, _pattern("an environment variable name", r"[A-Za-z_][A-
 Minor = Annotated[str, _pattern("a minor release such as 1.12", r"\d+\.\d+")]
 Python = Annotated[str, _pattern("a Python version such as 3.12", r"3\.\d+")]
 Count = Annotated[
-    int,
-    Strict(),
-    _form("a whole number of at least 1", lambda value: type(value) is int and value >= 1),
+    int, Strict(), _form("a whole number of at least 1", lambda v: type(v) is int and v >= 1)
 ]
 # Lax (a JSON list fills a tuple) but strict where it matters (the Strict and _form types).
 _CONFIG = ConfigDict(extra="forbid", revalidate_instances="always")
@@ -136,9 +131,9 @@ class Pin:
     filename: WheelFile
     url: Url
     sha256: Sha256
-    # The interpreter ("cp310") whose resolved set holds this wheel; empty on old pin sets, which
-    # the installer refuses.
-    python: PythonTag = ""
+    python: PythonTag = (
+        ""  # whose resolved set holds it; "" on old sets, which the installer refuses
+    )
 
 
 @dataclass(frozen=True)
@@ -149,7 +144,7 @@ class Build:
     id: Name  # unique within its channel
     torch_version: Word  # as torch reports it
     date: Date  # the commit's date on asv's axis
-    git_version: GitVersion  # torch.version.git_version
+    git_version: GitVersion
     kind: Kind
     pins: dict[Platform, list[Pin]]
     tag: Tag | None = None  # an annotated tag on the timeline (releases)
@@ -183,7 +178,7 @@ class Default:
 
     __pydantic_config__ = _CONFIG
     channels: tuple[Name, ...]  # drawn from in order
-    since: Minor | None = None  # the oldest minor release, e.g. "1.12"
+    since: Minor | None = None  # the oldest minor release
     newest: Count | None = None  # keep only this many newest releases
     newest_of: dict[Name, Count] = field(default_factory=dict)
     pythons: tuple[Python, ...] = ()  # (): asv's own
@@ -192,41 +187,38 @@ class Default:
 @dataclass(frozen=True)
 class Manifest:
     __pydantic_config__ = _CONFIG
-    channels: tuple[Channel, ...] = field(default_factory=tuple)
+    channels: tuple[Channel, ...] = ()
     defaults: dict[Platform, Default] = field(default_factory=dict)
 
     def channel(self, name: str) -> Channel | None:
         return next((channel for channel in self.channels if channel.name == name), None)
 
-    def check_new(
-        self, channel_name: str, build_id: str | None = None, parent: str | None = None
-    ) -> None:
+    def check_new(self, name: str, build_id: str | None = None, parent: str | None = None) -> None:
         """ManifestError for what :func:`append` would refuse, before any resolving or download."""
-        check_name("channel name", channel_name)
-        existing = self.channel(channel_name)
+        check_name("channel name", name)
+        existing = self.channel(name)
         if build_id is not None:
             check_name("build id", build_id)
-            if existing is not None and any(old.id == build_id for old in existing.builds):
-                raise ManifestError(f"channel {channel_name} already has a build {build_id!r}")
+            if existing and any(old.id == build_id for old in existing.builds):
+                raise ManifestError(f"channel {name} already has a build {build_id!r}")
         if parent is not None:
-            if existing is not None and parent != existing.parent:
+            if existing and parent != existing.parent:
                 raise ManifestError(
-                    f"channel {channel_name} exists already; only a new channel takes --parent"
+                    f"channel {name} exists already; only a new channel takes --parent"
                 )
             self.find(parent)
 
     def find(self, ref: str) -> Build:
         """The build named ``channel@id``, or a one-line error listing what exists."""
-        channel_name, _, build_id = ref.partition("@")
-        channel = self.channel(channel_name)
+        name, _, build_id = ref.partition("@")
+        channel = self.channel(name)
         if channel is None or not build_id:
             names = ", ".join(c.name for c in self.channels) or "none"
             raise ManifestError(f"no build {ref!r}: name one as CHANNEL@ID; channels: {names}")
-        for build in channel.builds:
-            if build.id == build_id:
-                return build
+        if found := [build for build in channel.builds if build.id == build_id]:
+            return found[0]
         ids = ", ".join(build.id for build in channel.builds)
-        raise ManifestError(f"no build {build_id!r} on channel {channel_name}; it has: {ids}")
+        raise ManifestError(f"no build {build_id!r} on channel {name}; it has: {ids}")
 
 
 def format_date(moment: datetime) -> str:
@@ -236,9 +228,6 @@ def format_date(moment: datetime) -> str:
 def parse_date(value: str) -> datetime:
     """A manifest date (YYYY-MM-DDTHH:MM:SSZ) in UTC; ValueError if it is not one."""
     return datetime.strptime(value, _DATE).replace(tzinfo=timezone.utc)
-
-
-FUTURE = timedelta(days=1)  # clock and time-zone slack
 
 
 def refuse_future(date: str, what: str = "build date") -> None:
@@ -256,38 +245,30 @@ def _adapter(kind: type[Any]) -> TypeAdapter[Any]:
     return TypeAdapter(kind)
 
 
-def _get(node: Any, *steps: int | str) -> Any:
-    """``node[step][step]...``, or None where the raw data has no such item."""
-    for step in steps:
-        if isinstance(node, list) and isinstance(step, int):
-            node = node[step] if step < len(node) else None
-        else:
-            node = node.get(step) if isinstance(node, dict) else None
-    return node
-
-
-def _where(loc: tuple[int | str, ...], data: Any) -> str:
+def _where(loc: list[int | str], data: Any) -> str:
     """A pydantic error's location, e.g. ``build release@2.13.0: pins.macos-arm64[2].filename``."""
-    head, rest = "", list(loc)
-    if rest[:1] == ["channels"] and len(rest) > 1:
-        channel, rest = _get(data, *rest[:2]), rest[2:]
-        name = _get(channel, "name")
+    head = ""
+    if loc[:1] == ["channels"] and len(loc) > 1:
+        channel = data["channels"][loc[1]]
+        name = channel.get("name") if isinstance(channel, dict) else None
         head = f"channel {name}" if isinstance(name, str) else f"channels[{loc[1]}]"
-        if rest[:1] == ["builds"] and len(rest) > 1:
-            build_id, rest = _get(channel, "builds", loc[3], "id"), rest[2:]
+        loc = loc[2:]
+        if loc[:1] == ["builds"] and len(loc) > 1:
+            build = channel["builds"][loc[1]]
+            build_id = build.get("id") if isinstance(build, dict) else None
             named = isinstance(name, str) and isinstance(build_id, str)
-            head = f"build {name}@{build_id}" if named else f"{head}.builds[{loc[3]}]"
+            head = f"build {name}@{build_id}" if named else f"{head}.builds[{loc[1]}]"
+            loc = loc[2:]
     path = "".join(
         f"[{step}]" if isinstance(step, int) else " (the key)" if step == "[key]" else f".{step}"
-        for step in rest
+        for step in loc
     ).lstrip(".")
     return f"{head}: {path}" if head and path else head or path or "the manifest"
 
 
 def _problem(exc: ValidationError, data: Any) -> str:
-    """The first error pydantic found, in one line: where, the value, what is expected."""
     error = exc.errors(include_url=False)[0]
-    where = _where(tuple(error["loc"]), data)
+    where = _where(list(error["loc"]), data)
     if error["type"] == "missing":
         return f"{where} is missing"
     if error["type"] in ("unexpected_keyword_argument", "extra_forbidden"):
@@ -298,21 +279,20 @@ def _problem(exc: ValidationError, data: Any) -> str:
 
 
 def _check_rules(manifest: Manifest) -> None:
-    """The rules across records; ManifestError names the first one broken."""
     seen: set[str] = set()
     tags: set[str] = set()
     for channel in manifest.channels:
         if channel.name in seen:
             raise ManifestError(f"channel {channel.name} is there twice")
-        seen.add(channel.name)
         previous = None
         if channel.parent is not None:
-            if channel.parent.partition("@")[0] not in seen - {channel.name}:
+            if channel.parent.partition("@")[0] not in seen:
                 raise ManifestError(
                     f"channel {channel.name} forks from {channel.parent!r}, which no earlier"
                     " channel holds"
                 )
             previous = manifest.find(channel.parent)
+        seen.add(channel.name)
         ids: set[str] = set()
         for build in channel.builds:
             _check_build(channel.name, build)
@@ -336,12 +316,11 @@ def _check_rules(manifest: Manifest) -> None:
                 f"{where} names channels {unknown or '[]'}; the manifest has:"
                 f" {', '.join(sorted(seen))}"
             )
-        for name in rule.newest_of:
-            if name not in rule.channels:
-                raise ManifestError(
-                    f"{where}: newest_of names {name!r}, not one of its channels"
-                    f" ({', '.join(rule.channels)})"
-                )
+        if stray := [name for name in rule.newest_of if name not in rule.channels]:
+            raise ManifestError(
+                f"{where}: newest_of names {stray[0]!r}, not one of its channels"
+                f" ({', '.join(rule.channels)})"
+            )
 
 
 def _check_build(channel: str, build: Build) -> None:
@@ -361,10 +340,7 @@ def _check_build(channel: str, build: Build) -> None:
     for platform, pins in build.pins.items():
         for pin in pins:
             name, version, _, _ = parse_wheel_filename(pin.filename)
-            if (canonicalize_name(name), version) != (
-                canonicalize_name(pin.name),
-                Version(pin.version),
-            ):
+            if (name, version) != (canonicalize_name(pin.name), Version(pin.version)):
                 raise ManifestError(
                     f"{where}: {pin.filename} is not {pin.name} {pin.version}, as its pin says"
                 )
@@ -457,34 +433,34 @@ def save(manifest: Manifest, path: Path) -> None:
 
 
 def check_name(what: str, value: str) -> None:
-    """ManifestError unless ``value`` is a channel name or build id git and the manifest take."""
+    """Refuse ``value`` unless git and the manifest take it as a channel name or build id."""
     if not ref_safe(value):
-        shown = repr(value)
-        if len(shown) > 80:
-            shown = f"{value[:60]!r}... ({len(value)} characters)"
+        shown = (
+            repr(value)
+            if len(repr(value)) <= 80
+            else f"{value[:60]!r}... ({len(value)} characters)"
+        )
         raise ManifestError(f"{what} {shown}: expected {NAME_RULE}")
 
 
-def append(
-    manifest: Manifest, channel_name: str, build: Build, parent: str | None = None
-) -> Manifest:
-    """A new manifest with ``build`` appended to ``channel_name`` (new: forked from ``parent``)."""
-    manifest.check_new(channel_name, build.id, parent)
-    validate(Manifest((Channel(channel_name, (build,)),)))  # the build's fields first
-    refuse_future(build.date, f"build {channel_name}@{build.id} dated")
-    existing = manifest.channel(channel_name)
+def append(manifest: Manifest, name: str, build: Build, parent: str | None = None) -> Manifest:
+    """A new manifest with ``build`` appended to channel ``name`` (new: forked from ``parent``)."""
+    manifest.check_new(name, build.id, parent)
+    validate(Manifest((Channel(name, (build,)),)))  # the build's fields first
+    refuse_future(build.date, f"build {name}@{build.id} dated")
+    existing = manifest.channel(name)
     if existing is None:
-        channels = (*manifest.channels, Channel(channel_name, (build,), parent))
+        channels = (*manifest.channels, Channel(name, (build,), parent))
     else:
         tip = existing.builds[-1]
         if build.when() < tip.when():
             raise ManifestError(
-                f"build {build.id} dated {build.date} is older than {channel_name}'s tip {tip.id}"
+                f"build {build.id} dated {build.date} is older than {name}'s tip {tip.id}"
                 f" ({tip.date}); add it on a bisection channel forked from the build before it"
                 " (--parent)"
             )
         updated = replace(existing, builds=(*existing.builds, build))
-        channels = tuple(updated if c.name == channel_name else c for c in manifest.channels)
+        channels = tuple(updated if c.name == name else c for c in manifest.channels)
     result = Manifest(channels, manifest.defaults)
     validate(result)
     return result

@@ -1,9 +1,6 @@
-"""Run pip with the environment markers of another platform and Python.
-
-``pip --platform`` picks the target's wheels but evaluates markers on the host (resolving for macOS
-on Linux would pull in torch's CUDA wheels), so pip's ``default_environment`` answers for the target.
-
-    python -m mpsbench.builds.pip_target PLATFORM PYTHON_TAG pip-arguments...
+"""``python -m mpsbench.builds.pip_target PLATFORM PYTHON_TAG PIP_ARGS...``: pip with the target's
+environment markers (``pip --platform`` evaluates them on the host: resolving for macOS on Linux
+would pull in torch's CUDA wheels).
 """
 
 from __future__ import annotations
@@ -11,7 +8,6 @@ from __future__ import annotations
 import runpy
 import sys
 
-# The PEP 508 markers that differ between the manifest's platforms.
 _LINUX = {"sys_platform": "linux", "platform_system": "Linux", "platform_machine": "x86_64"}
 PLATFORM_MARKERS = {
     "macos-arm64": {

@@ -1,7 +1,6 @@
-"""Turn a release, a nightly's date, a wheel file or URL, or an installed torch into a Build.
-
-Per platform and Python, pip's complete set around torch, torchvision and a compatible transformers,
-each wheel pinned by file, URL and sha256; ``git_version`` and the date from ``torch/version.py``.
+"""Turn a release, a nightly's date, a wheel file or URL, or an installed torch into a Build:
+per platform and Python, pip's complete set around torch, torchvision and transformers, each wheel
+pinned by file, URL and sha256; ``git_version`` and the date from ``torch/version.py``.
 """
 
 from __future__ import annotations
@@ -35,6 +34,24 @@ NIGHTLY_INDEXES = (
 PYTHONS = ("cp310", "cp311", "cp312", "cp313")  # interpreters pinned for each build
 # The wheel git_version and date are read from, in this order of preference.
 _IDENTITY_PLATFORMS = ("linux-x86_64-cuda", "linux-x86_64-cpu", "macos-arm64")
+# (torch below, the first transformers too new for it), which the metadata does not say:
+# 4.50 imports torch.compiler (2.1+), 5.14 torch.distributed.tensor's DTensor (2.5+).
+TRANSFORMERS_CAPS: tuple[tuple[tuple[int, int], str], ...] = (((2, 1), "4.50"), ((2, 5), "5.14"))
+# The platform tags pip resolves for, newest first: every tag a torch wheel may carry.
+_MANYLINUX = (
+    *(f"manylinux_2_{minor}_x86_64" for minor in range(28, 4, -1)),
+    *(f"manylinux{year}_x86_64" for year in ("2014", "2010", "1")),
+)
+PLATFORM_TAGS: dict[str, tuple[str, ...]] = {
+    "macos-arm64": tuple(packaging.tags.mac_platforms((14, 0), "arm64")),
+    "linux-x86_64-cuda": _MANYLINUX,
+    "linux-x86_64-cpu": (*_MANYLINUX, "linux_x86_64"),
+}
+# The only PIP_ settings kept: the others would change what pip finds.
+_PIP_KEPT = ("PIP_CERT", "PIP_DEFAULT_TIMEOUT", "PIP_CACHE_DIR", "PIP_NO_CACHE_DIR")
+NIGHTLY_STAMP = re.compile(r"\.dev(\d{4})(\d{2})(\d{2})")
+
+Pythons = tuple[str, ...] | Mapping[str, tuple[str, ...]]  # for every platform, or per platform
 
 
 class ResolveError(errors.UserError):
@@ -42,18 +59,13 @@ class ResolveError(errors.UserError):
 
 
 def torchvision_series(torch_version: str) -> str:
-    """The torchvision series of a torch release (2.14 -> 0.29): old macOS torchvision wheels do
-    not pin their torch, so pip alone would pair any."""
+    """The torchvision series of a torch release (2.14 -> 0.29): old macOS torchvision wheels pin
+    no torch, so pip alone would pair any."""
     try:
         major, minor = Version(torch_version).release[:2]
     except (InvalidVersion, ValueError):
         raise ResolveError(f"torch version {torch_version!r} is not MAJOR.MINOR[.PATCH]") from None
     return f"0.{minor + 1}" if major == 1 else f"0.{minor + 15}"
-
-
-# (torch below, the first transformers too new for it), which the metadata does not say:
-# 4.50 imports torch.compiler (2.1+), 5.14 torch.distributed.tensor's DTensor (2.5+).
-TRANSFORMERS_CAPS: tuple[tuple[tuple[int, int], str], ...] = (((2, 1), "4.50"), ((2, 5), "5.14"))
 
 
 def transformers_cap(torch_version: str) -> str | None:
@@ -78,26 +90,10 @@ def requirements(
     return wanted
 
 
-# The platform tags pip resolves for, newest first: every tag a torch wheel may carry.
-PLATFORM_TAGS: dict[str, tuple[str, ...]] = {
-    "macos-arm64": tuple(packaging.tags.mac_platforms((14, 0), "arm64")),
-    "linux-x86_64-cuda": (
-        *(f"manylinux_2_{minor}_x86_64" for minor in range(28, 4, -1)),
-        "manylinux2014_x86_64",
-        "manylinux2010_x86_64",
-        "manylinux1_x86_64",
-    ),
-}
-PLATFORM_TAGS["linux-x86_64-cpu"] = (*PLATFORM_TAGS["linux-x86_64-cuda"], "linux_x86_64")
-# The only PIP_ settings kept: the others would change what pip finds.
-_PIP_KEPT = ("PIP_CERT", "PIP_DEFAULT_TIMEOUT", "PIP_CACHE_DIR", "PIP_NO_CACHE_DIR")
-
-
-def _pip_report(
-    wanted: list[str], platform: str, python: str, index: str, extra_indexes: tuple[str, ...] = ()
-) -> list[dict[str, Any]]:
-    """What ``pip install --dry-run --report`` installs for ``wanted`` on ``platform`` and
-    ``python`` (cp310), without a download."""
+def pip_set(
+    wanted: list[str], platform: str, python: str, index: str = PYPI, extra: tuple[str, ...] = ()
+) -> list[mf.Pin]:
+    """The wheels pip picks for ``wanted`` on ``platform`` and ``python`` (cp310), no download."""
     if not re.fullmatch(r"cp3\d+", python):
         raise ResolveError(f"python tag {python!r} is not cpython 3 (e.g. cp312)")
     env = {k: v for k, v in os.environ.items() if not k.startswith("PIP_") or k in _PIP_KEPT}
@@ -110,7 +106,7 @@ def _pip_report(
             *("--target", str(Path(scratch) / "target"), "--report", str(report)),
             *("--only-binary=:all:", "--implementation", "cp", "--abi", python),
             *("--python-version", f"3.{python[3:]}", "--index-url", wheels.index_uri(index)),
-            *(f"--extra-index-url={wheels.index_uri(extra)}" for extra in extra_indexes),
+            *(f"--extra-index-url={wheels.index_uri(url)}" for url in extra),
             *(f"--platform={tag}" for tag in PLATFORM_TAGS[platform]),
             *wanted,
         ]
@@ -120,36 +116,27 @@ def _pip_report(
             raise ResolveError(
                 f"pip cannot resolve {' '.join(wanted)} for {platform} {python}: {why}"
             )
-        installs: list[dict[str, Any]] = json.loads(report.read_text())["install"]
-    return installs
-
-
-def _pin_of(item: dict[str, Any], python: str) -> mf.Pin:
-    info = item["download_info"]
-    archive = info.get("archive_info", {})
-    digest = (
-        archive.get("hashes", {}).get("sha256") or archive.get("hash", "").partition("sha256=")[2]
-    )
-    if not digest:
-        raise ResolveError(
-            f"{info['url']} carries no sha256 on its index; pass the wheel as a file instead"
+        installs = [item["download_info"] for item in json.loads(report.read_text())["install"]]
+    pins = []
+    for info in installs:
+        archive = info.get("archive_info", {})
+        digest = (
+            archive.get("hashes", {}).get("sha256")
+            or archive.get("hash", "").partition("sha256=")[2]
         )
-    wheel = wheels.parse_wheel_name(info["url"])
-    return mf.Pin(wheel.name, wheel.version, wheel.filename, info["url"], digest, python=python)
-
-
-def pip_set(
-    wanted: list[str], platform: str, python: str, index: str = PYPI, extra: tuple[str, ...] = ()
-) -> list[mf.Pin]:
-    report = _pip_report(wanted, platform, python, index, extra)
-    return sorted((_pin_of(item, python) for item in report), key=lambda pin: pin.filename)
+        if not digest:
+            raise ResolveError(
+                f"{info['url']} carries no sha256 on its index; pass the wheel as a file instead"
+            )
+        wheel = wheels.parse_wheel_name(info["url"])
+        pins.append(mf.Pin(wheel.name, wheel.version, wheel.filename, info["url"], digest, python))
+    return sorted(pins, key=lambda pin: pin.filename)
 
 
 def check_set(
     pins: list[mf.Pin], platform: str, python: str, index: str = PYPI, extra: tuple[str, ...] = ()
 ) -> list[str]:
-    """What pip's resolver finds wrong with a pinned set: packages it lacks, pins the index serves
-    otherwise; empty when complete and as pinned."""
+    """What pip finds wrong with a pinned set: packages it lacks, pins the index serves otherwise."""
     pinned = {pin.name: pin for pin in pins}
     problems = []
     for found in pip_set([f"{p.name}=={p.version}" for p in pins], platform, python, index, extra):
@@ -164,11 +151,7 @@ def check_set(
     return problems
 
 
-Pythons = tuple[str, ...] | Mapping[str, tuple[str, ...]]  # for every platform, or per platform
-
-
 def _combos(found: list[wheels.WheelName], pythons: Pythons) -> dict[tuple[str, str], str]:
-    """(platform, python) -> exact torch version, for each torch wheel we pin."""
     combos = {}
     for wheel in found:
         key = wheels.platform_key(wheel)
@@ -188,8 +171,7 @@ def _resolve_pins(
 
 
 def _build(pins: dict[str, list[mf.Pin]], date: str | None = None, **fields: Any) -> mf.Build:
-    """A Build of its torch wheel's commit, dated as the wheel unless ``date`` is given; the wheel
-    is the first of _IDENTITY_PLATFORMS', preferably cp311."""
+    """A Build with its torch wheel's commit and date, from the first of _IDENTITY_PLATFORMS."""
     for key in (*_IDENTITY_PLATFORMS, *sorted(pins)):
         if torch_pins := [pin for pin in pins.get(key, []) if pin.name == "torch"]:
             break
@@ -215,20 +197,20 @@ def release(
     all_torch = wheels.project_wheels(index, "torch")
     combos = _combos([w for w in all_torch if w.public_version == version], pythons)
     if not combos:
-        known = {w.public_version for w in all_torch if not Version(w.version).is_prerelease}
-        recent = ", ".join(sorted(known, key=Version)[-8:])
         if any(w.public_version == version for w in all_torch):
             raise ResolveError(
                 f"torch {version} on {index} has no wheel for {pythons} on a tracked platform"
             )
+        known = {w.public_version for w in all_torch if not Version(w.version).is_prerelease}
+        recent = ", ".join(sorted(known, key=Version)[-8:])
         raise ResolveError(f"torch {version} is not on {index}; recent releases there: {recent}")
     series = torchvision_series(version) + "."
-    vision_wheels = [
+    vision = [
         wheel
         for wheel in wheels.project_wheels(index, "torchvision")
         if wheel.public_version.startswith(series)
     ]
-    with_vision = set(_combos(vision_wheels, pythons))
+    with_vision = _combos(vision, pythons)
     # No torchvision wheel for a Python: the set has none and the suite skips those models.
     wanted = {
         combo: requirements(
@@ -238,9 +220,6 @@ def release(
     }
     pins = _resolve_pins(wanted, index)
     return _build(pins, date, id=version, torch_version=version, kind="release", tag=f"v{version}")
-
-
-NIGHTLY_STAMP = re.compile(r"\.dev(\d{4})(\d{2})(\d{2})")
 
 
 def nightly_dates(indexes: tuple[str, ...]) -> list[str]:
@@ -276,15 +255,12 @@ def nightly(
     for index in indexes:
         torch_wheels = [w for w in wheels.project_wheels(index, "torch") if stamp in w.version]
         combos = {c: v for c, v in _combos(torch_wheels, pythons).items() if c[0] not in pins}
-        if not combos:
-            continue
-        vision = [
-            w.version for w in wheels.project_wheels(index, "torchvision") if stamp in w.version
-        ]
-        torchvision = max(vision, key=Version) if vision else "none"
-        extra = (transformers_index,) if transformers_index != index else ()
-        wanted = {c: requirements(v, torchvision, transformers) for c, v in combos.items()}
-        pins.update(_resolve_pins(wanted, index, extra))
+        if combos:
+            found = [w.version for w in wheels.project_wheels(index, "torchvision")]
+            vision = max((v for v in found if stamp in v), key=Version, default="none")
+            extra = (transformers_index,) if transformers_index != index else ()
+            wanted = {c: requirements(v, vision, transformers) for c, v in combos.items()}
+            pins.update(_resolve_pins(wanted, index, extra))
     if not pins:
         day = datetime.fromisoformat(date)
         near = [
@@ -296,14 +272,15 @@ def nightly(
     return _build(pins, id=date, torch_version=torch.version.split("+")[0], kind="nightly")
 
 
-def _file_pin(path: Path, sha256: str | None = None) -> mf.Pin:
+def _file_pin(path: Path, sha256: str | None = None) -> tuple[mf.Pin, Path]:
     if not path.is_file():
         raise ResolveError(f"wheel file {path} does not exist")
     wheel = wheels.own_identity(str(path))  # its metadata, not its name
     actual = install_build.sha256_of(path)
     if sha256 and sha256.lower() != actual:
         raise ResolveError(f"{path.name}: sha256 {actual} does not match the given {sha256}")
-    return mf.Pin(wheel.name, wheel.version, wheel.filename, path.resolve().as_uri(), actual)
+    uri = path.resolve().as_uri()
+    return mf.Pin(wheel.name, wheel.version, wheel.filename, uri, actual), path
 
 
 def _torch_platform(wheel: wheels.WheelName) -> str:
@@ -324,7 +301,6 @@ def _own_build(
     build_id: str | None,
     note: str,
 ) -> mf.Build:
-    """A build of our own torch (and torchvision) wheel with what pip resolves around it."""
     torch_pin, torch_file = own[0]
     wheel = wheels.parse_wheel_name(torch_pin.filename)
     platform = _torch_platform(wheel)
@@ -368,9 +344,7 @@ def wheel_file(
 ) -> mf.Build:
     """A torch wheel on disk (a source build, say), with an optional torchvision wheel beside it."""
     wheels.index_uri(index)
-    own = [(_file_pin(path, sha256), path)]
-    if torchvision is not None:
-        own.append((_file_pin(torchvision), torchvision))
+    own = [_file_pin(path, sha256), *([_file_pin(torchvision)] if torchvision else [])]
     return _own_build(own, "wheel-file", transformers, index, build_id, note)
 
 
@@ -399,12 +373,11 @@ def wheel_url(
     _torch_platform(wheel)  # refused before the download
     wheels.index_uri(index)
     if url.startswith("file://"):  # copied into the store once added
-        local = Path(urllib.request.url2pathname(urllib.parse.urlparse(url).path))
-        own = [(_file_pin(local, digest), local)]
+        own = _file_pin(Path(urllib.request.url2pathname(urllib.parse.urlparse(url).path)), digest)
     else:
         pin = mf.Pin(wheel.name, wheel.version, wheel.filename, url, digest.lower())
-        own = [(pin, _fetch(pin))]  # kept in the store even if refused later
-    return _own_build(own, "wheel-url", transformers, index, build_id, note)
+        own = (pin, _fetch(pin))  # kept in the store even if refused later
+    return _own_build([own], "wheel-url", transformers, index, build_id, note)
 
 
 def _fetch(pin: mf.Pin) -> Path:
@@ -415,8 +388,8 @@ def _fetch(pin: mf.Pin) -> Path:
 
 
 def in_store(build: mf.Build) -> tuple[mf.Build, list[mf.Pin]]:
-    """``build`` with each user's file:// pin moved to its copy in the wheel store, and the original
-    pins, which :func:`keep` copies once every check passes."""
+    """``build`` with each user's file:// pin moved to the wheel store, and the original pins,
+    which :func:`keep` copies once every check passes."""
     originals: list[mf.Pin] = []
 
     def stored(pin: mf.Pin) -> mf.Pin:
@@ -432,12 +405,10 @@ def in_store(build: mf.Build) -> tuple[mf.Build, list[mf.Pin]]:
 
 def keep(originals: list[mf.Pin]) -> list[Path]:
     """Copy ``originals`` into the wheel store, hash-checked; returns the copies made now."""
-    made = []
+    fresh = [pin for pin in originals if not install_build.stored_wheel(vars(pin)).is_file()]
     for pin in originals:
-        fresh = not install_build.stored_wheel(vars(pin)).is_file()
-        stored = _fetch(pin)
-        made += [stored] if fresh else []
-    return made
+        _fetch(pin)
+    return [install_build.stored_wheel(vars(pin)) for pin in fresh]
 
 
 def existing(

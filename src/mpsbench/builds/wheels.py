@@ -46,6 +46,17 @@ class WheelName:
         return self.version.split("+", 1)[0]
 
 
+def _name(
+    filename: str, name: str, version: object, tags: frozenset[packaging.tags.Tag]
+) -> WheelName:
+
+    def dotted(parts: Iterable[str]) -> str:
+        return ".".join(sorted(set(parts)))
+
+    interpreters, platforms = dotted(t.interpreter for t in tags), dotted(t.platform for t in tags)
+    return WheelName(filename, name.replace("-", "_"), str(version), interpreters, platforms)
+
+
 def parse_wheel_name(filename: str) -> WheelName:
     """The parts of a wheel's file name (or URL)."""
     base = urllib.parse.unquote(filename.rsplit("/", 1)[-1])
@@ -55,16 +66,7 @@ def parse_wheel_name(filename: str) -> WheelName:
         raise WheelError(
             f"{base!r} is not a wheel file name (expected NAME-VERSION-PY-ABI-PLATFORM.whl)"
         ) from None
-    return WheelName(base, name.replace("-", "_"), str(version), *_joined(tags))
-
-
-def _joined(tags: frozenset[packaging.tags.Tag]) -> tuple[str, str]:
-    """A tag set's interpreters and platforms, each compressed as a file name writes them (py2.py3)."""
-    return _dotted(tag.interpreter for tag in tags), _dotted(tag.platform for tag in tags)
-
-
-def _dotted(parts: Iterable[str]) -> str:
-    return ".".join(sorted(set(parts)))
+    return _name(base, name, version, tags)
 
 
 def platform_key(wheel: WheelName) -> str | None:
@@ -128,7 +130,7 @@ def project_wheels(index_url: str, project: str) -> list[WheelName]:
 
 
 class _HTTPRangeFile(io.RawIOBase):
-    """A read-only, seekable remote file read by HTTP ranges (for ``zipfile``)."""
+    """A remote file read by HTTP ranges, for ``zipfile``."""
 
     def __init__(self, url: str) -> None:
         super().__init__()
@@ -165,55 +167,48 @@ class TorchIdentity:
     built: datetime  # torch/version.py's timestamp (UTC)
 
 
-def _source(location: str) -> io.RawIOBase | Path:
+def _read(location: str, pattern: str) -> dict[str, tuple[str, zipfile.ZipInfo]]:
+    """The text and entry of each member matching ``pattern`` of a wheel (path or URL)."""
     if location.startswith(("http://", "https://")):
-        return _HTTPRangeFile(location)
-    if location.startswith("file://"):
-        return Path(urllib.request.url2pathname(urllib.parse.urlparse(location).path))
-    return Path(location)
+        source: io.RawIOBase | Path = _HTTPRangeFile(location)
+    elif location.startswith("file://"):
+        source = Path(urllib.request.url2pathname(urllib.parse.urlparse(location).path))
+    else:
+        source = Path(location)
+    try:
+        with zipfile.ZipFile(source) as wheel:
+            return {
+                info.filename: (wheel.read(info).decode(), info)
+                for info in wheel.infolist()
+                if re.fullmatch(pattern, info.filename)
+            }
+    except (OSError, zipfile.BadZipFile, UnicodeDecodeError) as exc:
+        raise WheelError(f"cannot read {location} as a wheel: {exc}") from None
 
 
 def torch_identity(location: str) -> TorchIdentity:
     """What a torch wheel says of itself in ``torch/version.py``."""
-    try:
-        with zipfile.ZipFile(_source(location)) as wheel:
-            info = wheel.getinfo("torch/version.py")
-            text = wheel.read(info).decode()
-    except KeyError:
-        raise WheelError(f"{location} holds no torch/version.py: is it a torch wheel?") from None
-    except (OSError, zipfile.BadZipFile, UnicodeDecodeError) as exc:
-        raise WheelError(f"cannot read {location} as a wheel: {exc}") from None
+    found = _read(location, r"torch/version\.py")
+    if not found:
+        raise WheelError(f"{location} holds no torch/version.py: is it a torch wheel?")
+    text, info = found["torch/version.py"]
     built = datetime(*info.date_time, tzinfo=timezone.utc)
     return TorchIdentity(*version_py(text, location), built)
-
-
-def _said(wheel: WheelName) -> str:
-    return f"{wheel.name} {wheel.version} for {wheel.python} on {wheel.platform}"
 
 
 def own_identity(location: str) -> WheelName:
     """A wheel's name, version and tags as its ``.dist-info/METADATA`` and ``WHEEL`` say; WheelError
     if its file name says otherwise (a renamed wheel)."""
     named = parse_wheel_name(location)
-    try:
-        with zipfile.ZipFile(_source(location)) as archive:
-            infos = [
-                name
-                for name in archive.namelist()
-                if re.fullmatch(r"[^/]+\.dist-info/(METADATA|WHEEL)", name)
-            ]
-            folders = {name.split("/", 1)[0] for name in infos}
-            if len(folders) != 1 or len(infos) != 2:
-                raise WheelError(
-                    f"{named.filename} holds {len(folders)} .dist-info folders with METADATA and WHEEL;"
-                    " a wheel has one"
-                )
-            metadata, wheel_file = (
-                email.parser.HeaderParser().parsestr(archive.read(name).decode())
-                for name in sorted(infos)  # METADATA, WHEEL
-            )
-    except (OSError, zipfile.BadZipFile, UnicodeDecodeError) as exc:
-        raise WheelError(f"cannot read {location} as a wheel: {exc}") from None
+    found = _read(location, r"[^/]+\.dist-info/(METADATA|WHEEL)")
+    if len(folders := {name.split("/", 1)[0] for name in found}) != 1 or len(found) != 2:
+        raise WheelError(
+            f"{named.filename} holds {len(folders)} .dist-info folders with METADATA and WHEEL;"
+            " a wheel has one"
+        )
+    metadata, wheel_file = (
+        email.parser.HeaderParser().parsestr(found[name][0]) for name in sorted(found)
+    )
     try:
         version = packaging.version.Version(metadata.get("Version", ""))
         tags = frozenset(
@@ -225,13 +220,14 @@ def own_identity(location: str) -> WheelName:
         raise WheelError(
             f"{named.filename}: its METADATA or WHEEL holds no valid Version or Tag"
         ) from None
-    name = packaging.utils.canonicalize_name(metadata.get("Name", "")).replace("-", "_")
-    own = WheelName(named.filename, name, str(version), *_joined(tags))
+    name = packaging.utils.canonicalize_name(metadata.get("Name", ""))
+    own = _name(named.filename, name, version, tags)
     file_tags = packaging.utils.parse_wheel_filename(named.filename)[3]
     if (own.name, own.version) != (named.name, named.version) or not tags or tags != file_tags:
+        said = [f"{w.name} {w.version} for {w.python} on {w.platform}" for w in (named, own)]
         raise WheelError(
-            f"{named.filename}: its file name says {_said(named)}, its own metadata"
-            f" {_said(own)}; refusing a renamed wheel (nothing was changed)"
+            f"{named.filename}: its file name says {said[0]}, its own metadata {said[1]};"
+            " refusing a renamed wheel (nothing was changed)"
         )
     return own
 
