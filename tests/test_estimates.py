@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
+from tools import estimate_replay
 
 from mpsbench.core import asv_saving
 from mpsbench.results import record, watch
@@ -364,3 +365,59 @@ def test_a_long_start_up_says_so_once_a_minute_with_what_the_cache_grew_by(
         if "installing" in line and "so far" in line
     ]
     assert len(said) == 2 and "grown by 1.2 GB" in said[0] and "grown by 2.5 GB" in said[1]
+
+
+def test_a_replay_of_a_runs_costs_and_held_files_says_what_its_lines_said(tmp_path, monkeypatch):
+    """tools/estimate_replay.py turns a real run's files into its estimates (to compare with what it took): a run
+    with waits, holds, retry passes and publishes, replayed, says after each combination what its line said."""
+    clock = estimate_replay._Clock(1000.0)
+    monkeypatch.setattr(watch, "time", clock)
+    results = tmp_path / "results"
+    names = _names(3)
+    first = tuple(name for name in names if "models" in name)
+    steps = [
+        Step("b", first, "first tier"),
+        Step("b", tuple(n for n in names if n not in first), "the rest"),
+    ]
+    rng = random.Random(3)
+    watching = Watch(steps, watch.Costs(results, "box"), None)
+    said, held, number = [], set(), 0
+
+    def measure(names: tuple[str, ...], again: bool) -> None:
+        nonlocal number
+        number += 1
+        scratch = tmp_path / f"scratch{number}"
+        scratch.mkdir()
+        clock.now += 20.0  # the start-up
+        for name in names:
+            waited = rng.choice([0.0, 0.0, 35.0])
+            clock.now += waited
+            start = {"event": "start", "name": name, "at": clock.now, "waited": waited}
+            took = CLASSES[_pattern(name)] * rng.uniform(1, 3)
+            clock.now += took
+            done = {"event": "done", "name": name, "at": clock.now, "seconds": took * 0.9}
+            (scratch / asv_saving.EVENTS).open("a").write(
+                f"{json.dumps(start)}\n{json.dumps(done)}\n"
+            )
+            watch.add(results, "box", watching.poll(scratch))
+            if not again:
+                said.append(watching.remaining())
+                if rng.random() < 0.5:
+                    watching.hold([name])
+                    held.add((name, clock.now))
+
+    for step in steps:
+        watching.begin(step)
+        measure(step.names, again=False)
+        again = tuple(name for name, _ in held if name in step.names)
+        if again:
+            watching.retry(again)
+            clock.now += 12.0
+            watching.retry_waited(12.0, False)
+            measure(again, again=True)
+        clock.now += 4.0
+        watch.add(results, "box", watching.publish(4.0))
+    lines = [json.loads(text) for text in watch.trail(results).read_text().splitlines()]
+    rows = estimate_replay.replay(lines, held, None)
+    assert [left for _, left, _ in rows[1:]] == pytest.approx(said, abs=0.01)  # files keep ms
+    assert rows[0][2] == pytest.approx(clock.now - 1000.0)  # the run's whole time, from its start

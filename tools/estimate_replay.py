@@ -110,8 +110,8 @@ def replay(
                 scratch = Path(folder) / f"scratch{number}"
                 scratch.mkdir()
                 for line in done:
-                    at, took = float(line["at"]), float(line["seconds"])
-                    start = {"event": "start", "name": line["name"], "at": at - took}
+                    at = float(line["at"])  # a pass's first started its wall before its end
+                    start = {"event": "start", "name": line["name"], "at": at - float(line["wall"])}
                     start["waited"] = float(line.get("waited", 0.0))
                     with open(scratch / asv_saving.EVENTS, "a") as out:
                         out.write(json.dumps(start) + "\n" + json.dumps(line) + "\n")
