@@ -396,9 +396,8 @@ def test_a_replay_of_a_runs_costs_and_held_files_says_what_its_lines_said(tmp_pa
             took = CLASSES[_pattern(name)] * rng.uniform(1, 3)
             clock.now += took
             done = {"event": "done", "name": name, "at": clock.now, "seconds": took * 0.9}
-            (scratch / asv_saving.EVENTS).open("a").write(
-                f"{json.dumps(start)}\n{json.dumps(done)}\n"
-            )
+            with open(scratch / asv_saving.EVENTS, "a") as out:
+                out.write(f"{json.dumps(start)}\n{json.dumps(done)}\n")
             watch.add(results, "box", watching.poll(scratch))
             if not again:
                 said.append(watching.remaining())
