@@ -118,11 +118,8 @@ class Device(str, enum.Enum):
         return f"cpu, {torch.get_num_threads()} threads"
 
     def creating(self) -> AbstractContextManager[Any]:
-        """Where a model built inside creates its weights: on cuda's GPU (torch 2.0+), else the cpu.
-
-        cpu initialization costs large models seconds per cuda process; mps copies after, as an
-        initializer it lacks would fail the combination for an untimed op.
-        """
+        """Where a model built inside creates its weights: on cuda's GPU (torch 2.0+; the cpu's
+        initialization costs seconds), else the cpu (an initializer mps lacks would fail it)."""
         if self is Device.CUDA and hasattr(torch.device, "__enter__"):
             return torch.device(self.value)
         return contextlib.nullcontext()
@@ -179,8 +176,7 @@ class OneSlot(Generic[T]):
         self.key, self.value = None, None
 
 
-def get(name: str) -> Device:
-    return Device(name)
+get = Device  # by name: an unknown one is the user's error
 
 
 def present(name: str) -> bool:
@@ -214,11 +210,8 @@ def usable_gpu() -> Device | None:
 def peaks_over(
     device: Device, step: Callable[[Callable[[], None]], object]
 ) -> tuple[int | None, int | None]:
-    """Peak bytes allocated and held by the driver over ``step(probe)``; None where unknown.
-
-    mps and the cpu take the largest reading at each ``probe()``: mps has no peak counter, and the
-    cpu's max RSS keeps earlier combinations' high-water mark.
-    """
+    """Peak bytes allocated and held by the driver over ``step(probe)``; None where unknown. mps
+    (no peak counter) and the cpu (whose max RSS keeps earlier peaks) read at each ``probe()``."""
     device.synchronize()
     if device is Device.CUDA:
         torch.cuda.reset_peak_memory_stats()

@@ -13,6 +13,7 @@ import subprocess
 import sys
 import time
 from collections import Counter
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -140,13 +141,14 @@ def busy_processes(threshold: float) -> list[tuple[str, int, float]]:
     import psutil
 
     processes = [found for found in psutil.process_iter(["name"]) if found.pid != os.getpid()]
-    for process in processes:
-        with contextlib.suppress(psutil.NoSuchProcess, psutil.AccessDenied):
-            process.cpu_percent(None)  # the first call starts the interval
+
+    def percents() -> Iterator[tuple[str, int, float]]:  # the first call starts the interval
+        for process in processes:
+            with contextlib.suppress(psutil.NoSuchProcess, psutil.AccessDenied):
+                yield str(process.info["name"]), process.pid, process.cpu_percent(None)
+
+    list(percents())
     time.sleep(1.0)
-    busy = []
-    for process in processes:
-        with contextlib.suppress(psutil.NoSuchProcess, psutil.AccessDenied):
-            if (percent := process.cpu_percent(None)) > threshold:
-                busy.append((str(process.info["name"]), process.pid, percent))
-    return sorted(busy, key=lambda found: -found[2])
+    return sorted(
+        (found for found in percents() if found[2] > threshold), key=lambda found: -found[2]
+    )

@@ -85,28 +85,26 @@ def modern(device: str, model: str, batch_size: int) -> str | None:
     return _model(device, model, default, "modern models' ", batch_size, _not_at(model, batch_size))
 
 
-# --- the classes at each model's seed batch size
+# --- the classes at each model's seed batch size, their defaults as (device, kind, model) rows
 # On mps, training (where leaks live) on a CNN and the launch-bound mlp; on cuda, each
 # setup_cache is an interpreter the GPU's budget cannot spare.
-INSTRUMENTS_ON_GPU: dict[str, dict[str, tuple[str, ...]]] = {
-    "mps": {"training": ("mlp", "resnet50"), "inference": ()},
-    "cuda": {"training": (), "inference": ()},
-}
+INSTRUMENTS_ON_GPU = {("mps", "training", "mlp"), ("mps", "training", "resnet50")}
 # A GPU's default is the transformer's mixed-precision training; the cpu, where reduced
 # precision is slow, times the mlp in every dtype.
-PRECISION_MODELS: dict[str, dict[str, tuple[str, ...]]] = {
-    "cpu": {"training": ("mlp",), "inference": ("mlp",)},
-    "gpu": {"training": ("bert_base",), "inference": ()},
+PRECISION_MODELS = {
+    ("cpu", "training", "mlp"),
+    ("cpu", "inference", "mlp"),
+    ("gpu", "training", "bert_base"),
 }
 FLOAT32 = "float32"
 # Compiling costs more than every timed step together.
-COMPILED_DEFAULT: dict[str, tuple[str, ...]] = {"cpu": ("mlp",), "mps": (), "cuda": ()}
+COMPILED_DEFAULT = {("cpu", "training", "mlp"), ("cpu", "inference", "mlp")}
 
 
 def instruments(kind: str, device: str, model: str) -> str | None:
-    if device == "cpu":
-        return _model(device, model, not models.get(model).large, "instruments ")
-    return _model(device, model, model in INSTRUMENTS_ON_GPU[device][kind], f"{kind} instruments ")
+    on_cpu = device == "cpu"
+    default = not models.get(model).large if on_cpu else (device, kind, model) in INSTRUMENTS_ON_GPU
+    return _model(device, model, default, f"{kind} instruments ")
 
 
 def cold_start(device: str, model: str) -> str | None:
@@ -116,7 +114,7 @@ def cold_start(device: str, model: str) -> str | None:
 
 def precision(kind: str, device: str, model: str, dtype: str) -> str | None:
     on_gpu = device != "cpu"
-    listed = model in PRECISION_MODELS["gpu" if on_gpu else "cpu"][kind]
+    listed = ("gpu" if on_gpu else "cpu", kind, model) in PRECISION_MODELS
     if listed and on_gpu and dtype == FLOAT32:
         outside = (
             f"{model} {kind} in {dtype} on {device} is outside the default precision selection"
@@ -132,7 +130,7 @@ def precision_memory(kind: str, device: str, model: str, dtype: str) -> str | No
 
 
 def compiled(kind: str, device: str, model: str) -> str | None:
-    return _model(device, model, model in COMPILED_DEFAULT[device], f"compiled {kind} ")
+    return _model(device, model, (device, kind, model) in COMPILED_DEFAULT, f"compiled {kind} ")
 
 
 def _family(
