@@ -1,7 +1,7 @@
 """Everything the suite knows about a device: usable here or not, sync, memory, seed.
 
-Every ``torch.mps`` call is guarded by version (1.12/1.13 lack ``torch.mps``). A device counts
-as usable only after a real op succeeds: some hosted Macs report mps available, then fail.
+Every ``torch.mps`` call is guarded by version (1.12/1.13 lack it). A device is usable only after
+a real op succeeds: some hosted Macs report mps available, then fail.
 """
 
 from __future__ import annotations
@@ -54,7 +54,6 @@ def rss() -> int | None:
 
 
 def _mps(name: str) -> Any:
-    """``torch.mps.<name>``, or None where this torch lacks it."""
     return getattr(getattr(torch, "mps", None), name, None)
 
 
@@ -125,7 +124,6 @@ class Device(str, enum.Enum):
         return contextlib.nullcontext()
 
     def synchronize(self) -> None:
-        """Blocks until every queued kernel has finished."""
         if self is Device.CUDA:
             torch.cuda.synchronize()
         elif self is Device.MPS:

@@ -1,7 +1,5 @@
-"""Run a function in a spawned child: its answer or exception comes back, its death is one error.
-
-A Metal assertion or Linux's OOM killer then fails one combination, not the measuring process.
-"""
+"""Run a function in a spawned child: its answer or exception comes back, its death (a Metal
+assertion, Linux's OOM killer) is one error, not the measuring process's end."""
 
 from __future__ import annotations
 
@@ -17,7 +15,7 @@ T = TypeVar("T")
 
 
 class ChildDied(RuntimeError):
-    """The child process died."""
+    pass
 
 
 def call(function: Callable[..., T], *args: Any) -> T:

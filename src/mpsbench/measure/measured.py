@@ -1,8 +1,7 @@
 """Measure once per run, report per combination: asv's ``setup_cache`` for ``track_`` figures.
 
 A GPU process costs seconds of start-up, so a class whose figures are not timings measures its
-whole selection in one process and its ``track_`` methods look them up. An error is its own
-combination's (or figure's) only.
+selection in one process and its ``track_`` methods look them up; an error stays its figure's.
 """
 
 from __future__ import annotations
@@ -123,7 +122,7 @@ class Deferred:
     setup_cache: Callable[..., Any]  # module-level, pickled by name
 
     def readings(self) -> Any:
-        """The readings in the working folder, measured here if no process has begun them."""
+        """The readings in asv's cache folder, measured here if no process has begun them."""
         name = self.setup_cache.__name__
         done, begun = Path(f"mpsbench{name}.pickle"), Path(f"mpsbench{name}.begun")
         if not done.exists():

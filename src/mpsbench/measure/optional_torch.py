@@ -1,8 +1,7 @@
-"""torch, imported at its first attribute read where installed; elsewhere a stand-in that names
-torch when used, so torch-free processes import the measuring modules for their names.
-
-Only torch's own module enters sys.modules (a LazyLoader as ``torch`` breaks its submodule
-imports on Python 3.12); module-level code must not read a torch attribute.
+"""torch, imported at its first attribute read where installed, else a stand-in that says so when
+used: torch-free processes import the measuring modules for their names. Only torch's own module
+enters sys.modules (a LazyLoader as ``torch`` breaks its submodule imports on Python 3.12), so
+module-level code must not read a torch attribute.
 """
 
 from __future__ import annotations

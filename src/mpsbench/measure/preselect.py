@@ -1,8 +1,6 @@
-"""Tells asv beforehand which combinations this run times, so it starts no process for the rest.
-
-asv starts a process (re-importing torch) for every selected combination, even one whose setup()
-only skips; the reasons are the selection's, which setup() asks too. A device is left out only
-when this machine plainly lacks it: the benchmarked build's torch decides, not .venv's.
+"""Tells asv which combinations this run times, so it starts no process (importing torch) for the
+rest; the reasons are the selection's, which setup() asks too. A device is left out only when
+this machine plainly lacks it: the benchmarked build's torch decides, not .venv's.
 """
 
 from __future__ import annotations
@@ -53,7 +51,6 @@ def discover(benchmark_dir: Path) -> list[Any]:
 
 
 def _each(benchmarks: Sequence[Any]) -> Iterator[tuple[Any, str, str | None, list[Any]]]:
-    """Each combination: its benchmark, name (as ``-b`` sees it), device and param values."""
     for benchmark in benchmarks:
         for shown in itertools.product(*benchmark.params):
             params = asv.param_values(shown)

@@ -1,7 +1,7 @@
 """The selection table: which combinations of each benchmark class this run times, and why not.
 
-``setup``, ``setup_cache`` and :mod:`~mpsbench.measure.preselect` all ask :func:`left_out`, so
-they cannot disagree. Only MPSBENCH_FULL and MPSBENCH_DEVICES change it. Torch-free.
+``setup``, ``setup_cache`` and :mod:`~mpsbench.measure.preselect` all ask :func:`left_out`; only
+MPSBENCH_FULL and MPSBENCH_DEVICES change its answer. Torch-free.
 """
 
 from __future__ import annotations
@@ -25,8 +25,8 @@ def selected_devices() -> tuple[str, ...] | None:
 
 
 def device_reason(device: str) -> str | None:
-    """Why ``device`` is left out of this run, or None. Unset, the cpu beside a GPU is: its
-    default would take several GPU budgets."""
+    """Why ``device`` is left out of this run, or None; by default the cpu beside a GPU (its
+    default would take several GPU budgets)."""
     names = selected_devices()
     if names is not None:
         return None if device in names else f"{device} is not in {DEVICES_ENV}={','.join(names)}"
@@ -40,7 +40,7 @@ def device_reason(device: str) -> str | None:
 
 
 def _decide(device: str, default: bool, outside: str, never: str | None = None) -> str | None:
-    """``never`` (left out even in the full sweep), the device's reason, or ``outside``."""
+    """``never`` (even in the full sweep), the device's reason, or ``outside``."""
     if reason := never or device_reason(device):
         return reason
     return (
@@ -48,18 +48,11 @@ def _decide(device: str, default: bool, outside: str, never: str | None = None) 
     )
 
 
-def _model(
-    device: str, model: str, default: bool, what: str = "", batch: int = 0, never: str | None = None
-) -> str | None:
-    batch = batch or models.get(model).seed_batch_size
-    outside = f"{model} at batch {batch} on {device} is outside the default {what}selection"
-    return _decide(device, default, outside, never)
-
-
-def _not_at(model: str, batch_size: int) -> str | None:
-    if batch_size not in models.get(model).batch_sizes:
-        return f"{model} is not run at batch {batch_size}"
-    return None
+def _model(device: str, model: str, default: bool, what: str = "", batch: int = 0) -> str | None:
+    spec = models.get(model)
+    never = f"{model} is not run at batch {batch}" if batch not in (0, *spec.batch_sizes) else None
+    outside = f"{model} at batch {batch or spec.seed_batch_size} on {device} is outside the default"
+    return _decide(device, default, f"{outside} {what}selection", never)
 
 
 # --- the model steps
@@ -77,12 +70,11 @@ def steps(device: str, model: str, batch_size: int) -> str | None:
         default = batch_size in CPU_LARGE_BATCH_SIZES
     else:
         default = batch_size in CPU_BATCH_SIZES or batch_size == spec.seed_batch_size
-    return _model(device, model, default, "", batch_size, _not_at(model, batch_size))
+    return _model(device, model, default, "", batch_size)
 
 
 def modern(device: str, model: str, batch_size: int) -> str | None:
-    default = device == "cpu" and batch_size == 1
-    return _model(device, model, default, "modern models' ", batch_size, _not_at(model, batch_size))
+    return _model(device, model, device == "cpu" and batch_size == 1, "modern models' ", batch_size)
 
 
 # --- the classes at each model's seed batch size, their defaults as (device, kind, model) rows
@@ -243,7 +235,7 @@ RULES: dict[str, Callable[..., str | None]] = {
 
 def left_out(benchmark: str, *params: object) -> str | None:
     """Why this run leaves out ``benchmark``'s combination ``params``, or None; probes no device
-    and builds nothing, as it is asked before asv starts any process."""
+    and builds nothing (asked before asv starts any process)."""
     if benchmark not in RULES:
         raise KeyError(
             f"no selection rule for benchmark class {benchmark!r}; the table has: {', '.join(RULES)}"

@@ -1,5 +1,5 @@
-"""The timing loop outside asv's clock (command line, calibration, ops), done as the asv classes
-do: warm up, synchronize before every clock read, report the median."""
+"""The timing loop outside asv's clock (command line, calibration, ops), done as asv's: warm up,
+synchronize before every clock read, report the median."""
 
 from __future__ import annotations
 
