@@ -174,7 +174,7 @@ class OneSlot(Generic[T]):
         self.key, self.value = None, None
 
 
-get = Device  # by name: an unknown one is the user's error
+get = Device
 
 
 def present(name: str) -> bool:
