@@ -1,5 +1,5 @@
-"""The compile axis: ``torch.compile`` (inductor) beside eager. The first warm-up step is the
-compile time, cold in every process."""
+"""The compile axis: ``torch.compile`` (inductor) beside eager; the first warm-up step, cold in
+every process, is the compile time."""
 
 from __future__ import annotations
 
@@ -28,20 +28,17 @@ def cold_caches() -> str:
 
 
 def prepare(kind: str, device: str, model: str) -> workloads.Workload:
-    """A compiled, guarded workload at the seed batch; the first warm-up step compiles."""
+    """A compiled, guarded workload at the seed batch."""
     suite.require(kind, device, model)
-    if (reason := skips.compile_unsupported(device)) is not None:
-        raise skips.SkipNotImplemented(reason)
+    skips.skip_if(skips.compile_unsupported(device))
     folder = cold_caches()
     try:
         return suite.prepare(kind, device, model, models.get(model).seed_batch_size, compiled=True)
     except (skips.SkipNotImplemented, *suite.GUARD_ERRORS):
         raise  # n/a, or the guard's refusal of the compiled step: neither is the compile's
     except Exception as exc:
-        first = errors.first_line(exc)
-        raise RuntimeError(
-            f"torch.compile of {model} {kind} on {device} failed: {type(exc).__name__}: {first}"
-        ) from exc
+        what = f"{type(exc).__name__}: {errors.first_line(exc)}"
+        raise RuntimeError(f"torch.compile of {model} {kind} on {device} failed: {what}") from exc
     finally:  # the kernels are loaded; asv's forks skip atexit, so the folder goes now
         shutil.rmtree(folder, ignore_errors=True)
 

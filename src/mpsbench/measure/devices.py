@@ -1,7 +1,7 @@
 """Everything the suite knows about a device: usable here or not, sync, memory, seed.
 
-Every ``torch.mps`` call is guarded by version (1.12/1.13 lack ``torch.mps``). A device counts
-as usable only after a real op succeeds: some hosted Macs report mps available, then fail.
+Every ``torch.mps`` call is guarded by version (1.12/1.13 lack it). A device is usable only after
+a real op succeeds: some hosted Macs report mps available, then fail.
 """
 
 from __future__ import annotations
@@ -53,13 +53,8 @@ def rss() -> int | None:
         return None
 
 
-def _mps_call(name: str) -> bool:
-    """Calls ``torch.mps.<name>()``; False where this torch lacks it."""
-    function = getattr(getattr(torch, "mps", None), name, None)
-    if function is None:
-        return False
-    function()
-    return True
+def _mps(name: str) -> Any:
+    return getattr(getattr(torch, "mps", None), name, None)
 
 
 def _mps_missing() -> str | None:
@@ -68,11 +63,11 @@ def _mps_missing() -> str | None:
         return f"torch {torch.__version__} has no MPS backend (needs 1.12 or later)"
     if not backend.is_built():
         return f"torch {torch.__version__} was built without MPS"
-    if not backend.is_available():
-        if sys.platform != "darwin":
-            return f"MPS needs macOS on Apple silicon; this is {sys.platform}"
-        return "MPS is built but not available (macOS 12.3+ on Apple silicon needed)"
-    return None
+    if backend.is_available():
+        return None
+    if sys.platform != "darwin":
+        return f"MPS needs macOS on Apple silicon; this is {sys.platform}"
+    return "MPS is built but not available (macOS 12.3+ on Apple silicon needed)"
 
 
 class Device(str, enum.Enum):
@@ -91,23 +86,23 @@ class Device(str, enum.Enum):
 
     @functools.cache
     def availability(self) -> Availability:
-        if self is Device.CPU:
-            return Availability(True, self.describe())
         if self is Device.CUDA and not torch.cuda.is_available():
             built = torch.version.cuda is not None
             return Availability(
                 False, "no CUDA device found" if built else f"torch {torch.__version__} has no CUDA"
             )
-        if self is Device.MPS and (missing := _mps_missing()) is not None:
+        if self is Device.MPS and (missing := _mps_missing()):
             return Availability(False, missing)
-        try:  # a read-back proves the op ran
-            total = float((torch.ones(4, device=self.value) * 2).sum().cpu())
-        except Exception as exc:
-            return Availability(
-                False, f"{self} reported available but a first op failed: {errors.first_line(exc)}"
-            )
-        if total != 8.0:
-            return Availability(False, f"{self} computed 2*ones(4).sum() = {total}, expected 8")
+        if self is not Device.CPU:
+            try:  # a read-back proves the op ran
+                total = float((torch.ones(4, device=self.value) * 2).sum().cpu())
+            except Exception as exc:
+                why = errors.first_line(exc)
+                return Availability(
+                    False, f"{self} reported available but a first op failed: {why}"
+                )
+            if total != 8.0:
+                return Availability(False, f"{self} computed 2*ones(4).sum() = {total}, expected 8")
         return Availability(True, self.describe())
 
     @property
@@ -122,31 +117,29 @@ class Device(str, enum.Enum):
         return f"cpu, {torch.get_num_threads()} threads"
 
     def creating(self) -> AbstractContextManager[Any]:
-        """Where a model built inside creates its weights: on cuda's GPU (torch 2.0+), else the cpu.
-
-        cpu initialization costs large models seconds per cuda process; mps copies after, as an
-        initializer it lacks would fail the combination for an untimed op.
-        """
+        """Where a model built inside creates its weights: on cuda's GPU (torch 2.0+; the cpu's
+        initialization costs seconds), else the cpu (an initializer mps lacks would fail it)."""
         if self is Device.CUDA and hasattr(torch.device, "__enter__"):
             return torch.device(self.value)
         return contextlib.nullcontext()
 
     def synchronize(self) -> None:
-        """Blocks until every queued kernel has finished."""
         if self is Device.CUDA:
             torch.cuda.synchronize()
-        elif self is Device.MPS and not _mps_call("synchronize"):
-            torch.zeros(1, device="mps").cpu()  # a read-back waits for the queue
+        elif self is Device.MPS:
+            if synchronize := _mps("synchronize"):
+                synchronize()
+            else:
+                torch.zeros(1, device="mps").cpu()  # a read-back waits for the queue
 
     def memory(self) -> MemoryReading:
         if self is Device.CUDA:
             return MemoryReading(torch.cuda.memory_allocated())
-        if self is Device.MPS:
-            mps: Any = getattr(torch, "mps", None)
-            if not hasattr(mps, "current_allocated_memory"):  # before torch 2.0
-                return MemoryReading(None)
-            return MemoryReading(mps.current_allocated_memory(), mps.driver_allocated_memory())
-        return MemoryReading(rss())
+        if self is Device.CPU:
+            return MemoryReading(rss())
+        if not (current := _mps("current_allocated_memory")):  # before torch 2.0
+            return MemoryReading(None)
+        return MemoryReading(current(), _mps("driver_allocated_memory")())
 
     def no_reading_reason(self) -> str:
         if self is Device.CPU:
@@ -156,20 +149,19 @@ class Device(str, enum.Enum):
     def empty_cache(self) -> None:
         if self is Device.CUDA:
             torch.cuda.empty_cache()
-        elif self is Device.MPS:
-            _mps_call("empty_cache")
+        elif self is Device.MPS and (empty := _mps("empty_cache")):
+            empty()
 
     def seed(self, value: int) -> None:
         torch.manual_seed(value)  # also cuda's, and (2.0+) mps's
 
 
 class OneSlot(Generic[T]):
-    """One built thing per process, for asv's ``setup`` (run before every sample); a new key
-    drops the old value and empties the cache first, never holding two models at once."""
+    """One built thing per process for asv's ``setup``: a new key drops the old value and empties
+    the cache first, never holding two models at once."""
 
-    def __init__(self) -> None:
-        self.key: Hashable | None = None
-        self.value: T | None = None
+    key: Hashable | None = None
+    value: T | None = None
 
     def get(self, key: Hashable, device: str, build: Callable[[], T]) -> T:
         if self.key != key or self.value is None:
@@ -182,8 +174,7 @@ class OneSlot(Generic[T]):
         self.key, self.value = None, None
 
 
-def get(name: str) -> Device:
-    return Device(name)
+get = Device
 
 
 def present(name: str) -> bool:
@@ -207,7 +198,7 @@ def absent_reason(name: str) -> str | None:
 
 
 def accelerators_present() -> tuple[str, ...]:
-    return tuple(name for name in GPU_NAMES if present(name))
+    return tuple(filter(present, GPU_NAMES))
 
 
 def usable_gpu() -> Device | None:
@@ -217,11 +208,8 @@ def usable_gpu() -> Device | None:
 def peaks_over(
     device: Device, step: Callable[[Callable[[], None]], object]
 ) -> tuple[int | None, int | None]:
-    """Peak bytes allocated and held by the driver over ``step(probe)``; None where unknown.
-
-    mps and the cpu take the largest reading at each ``probe()``: mps has no peak counter, and the
-    cpu's max RSS keeps earlier combinations' high-water mark.
-    """
+    """Peak bytes allocated and held by the driver over ``step(probe)``; None where unknown. mps
+    (no peak counter) and the cpu (whose max RSS keeps earlier peaks) read at each ``probe()``."""
     device.synchronize()
     if device is Device.CUDA:
         torch.cuda.reset_peak_memory_stats()
@@ -243,8 +231,7 @@ MPS_WATERMARK_ENV = "PYTORCH_MPS_HIGH_WATERMARK_RATIO"  # read when mps first al
 
 def mps_high_watermark_ratio() -> float | None:
     """The mps allocator's limit as a fraction of the working set; None: torch's default."""
-    text = os.environ.get(MPS_WATERMARK_ENV, "").strip()
-    if not text:
+    if not (text := os.environ.get(MPS_WATERMARK_ENV, "").strip()):
         return None
     try:
         return float(text)
@@ -256,10 +243,11 @@ def cpu_threads() -> int:
     return torch.get_num_threads()
 
 
-# The host allocator's out-of-memory words (torch 2.x, then 1.x).
-HOST_OUT_OF_MEMORY = (
+# The host allocator's out-of-memory words (torch 2.x, then 1.x), and everyone's.
+OUT_OF_MEMORY = (
     "DefaultCPUAllocator: can't allocate memory",
     "DefaultCPUAllocator: not enough memory",
+    "out of memory",
 )
 
 
@@ -267,7 +255,4 @@ def is_out_of_memory(exc: BaseException) -> bool:
     """The suite's one out-of-memory check; cuda's is a RuntimeError before torch 1.13."""
     if isinstance(exc, (MemoryError, getattr(torch.cuda, "OutOfMemoryError", MemoryError))):
         return True
-    text = str(exc)
-    return isinstance(exc, RuntimeError) and (
-        "out of memory" in text or any(words in text for words in HOST_OUT_OF_MEMORY)
-    )
+    return isinstance(exc, RuntimeError) and any(words in str(exc) for words in OUT_OF_MEMORY)

@@ -13,15 +13,12 @@ import subprocess
 import sys
 import time
 from collections import Counter
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 NVIDIA_PROC = Path("/proc/driver/nvidia/gpus")
 FRAMEWORKS = Path("/System/Library/Frameworks")
-
-
-def _macos_output(*command: str) -> str | None:
-    return output(*command) if sys.platform == "darwin" else None
 
 
 def output(*command: str) -> str | None:
@@ -31,6 +28,10 @@ def output(*command: str) -> str | None:
     except (OSError, subprocess.SubprocessError):
         return None
     return done.stdout if done.returncode == 0 else None
+
+
+def _macos_output(*command: str) -> str | None:
+    return output(*command) if sys.platform == "darwin" else None
 
 
 def apple_gpu(displays_json: str) -> str | None:
@@ -49,29 +50,28 @@ def apple_gpu(displays_json: str) -> str | None:
 
 def _counted(names: list[str]) -> str | None:
     """``2 x NVIDIA A100-SXM4-80GB`` for two of a kind."""
-    counted = Counter(names).items()
+    counted = Counter(name.strip() for name in names if name.strip()).items()
     return ", ".join(name if n == 1 else f"{n} x {name}" for name, n in counted) or None
 
 
 def nvidia_gpus(smi_names: str) -> str | None:
     """From ``nvidia-smi --query-gpu=name --format=csv,noheader``."""
-    return _counted([line.strip() for line in smi_names.splitlines() if line.strip()])
+    return _counted(smi_names.splitlines())
 
 
 def proc_nvidia_gpus(root: Path = NVIDIA_PROC) -> str | None:
-    found = [
-        re.search(r"^Model:\s*(.+)$", information.read_text(errors="replace"), re.M)
-        for information in sorted(root.glob("*/information"))
-    ]
-    return _counted([model.group(1).strip() for model in found if model])
+    found = (
+        re.search(r"^Model:\s*(.+)$", path.read_text(errors="replace"), re.M)
+        for path in sorted(root.glob("*/information"))
+    )
+    return _counted([model.group(1) for model in found if model])
 
 
 def gpu() -> str | None:
     if sys.platform == "darwin":
-        text = output("system_profiler", "SPDisplaysDataType", "-json")
-        return apple_gpu(text) if text else None
+        return apple_gpu(output("system_profiler", "SPDisplaysDataType", "-json") or "")
     names = output("nvidia-smi", "--query-gpu=name", "--format=csv,noheader")
-    return (nvidia_gpus(names) if names else None) or proc_nvidia_gpus()
+    return nvidia_gpus(names or "") or proc_nvidia_gpus()
 
 
 def macos_version() -> str | None:
@@ -83,12 +83,10 @@ def framework_version(name: str) -> str | None:
     """``366.14`` for ``Metal``: macOS updates replace the frameworks mps runs on."""
     resources = FRAMEWORKS / f"{name}.framework" / "Resources"
     for plist in (resources / "version.plist", resources / "Info.plist"):
-        try:
+        with contextlib.suppress(OSError, ValueError):  # absent, or not a property list
             info = plistlib.loads(plist.read_bytes())
-        except (OSError, ValueError):  # absent, or not a property list
-            continue
-        if version := info.get("CFBundleShortVersionString") or info.get("CFBundleVersion"):
-            return str(version)
+            if version := info.get("CFBundleShortVersionString") or info.get("CFBundleVersion"):
+                return str(version)
     return None
 
 
@@ -117,25 +115,20 @@ class Thermal:
     warnings: tuple[str, ...]  # as pmset words them
 
     def problem(self) -> str | None:
-        throttled = {name: value for name, value in self.limits.items() if value < 100}
-        if throttled:
-            return "throttled: " + ", ".join(
-                f"{name} = {value}" for name, value in sorted(throttled.items())
-            )
+        if throttled := sorted((name, value) for name, value in self.limits.items() if value < 100):
+            return "throttled: " + ", ".join(f"{name} = {value}" for name, value in throttled)
         return "; ".join(self.warnings) or None
 
 
 def thermal(pmset_therm: str) -> Thermal:
-    limits = {
-        name: int(value) for name, value in re.findall(r"(\w+_Limit)\s*=\s*(\d+)", pmset_therm)
-    }
+    limits = re.findall(r"(\w+_Limit)\s*=\s*(\d+)", pmset_therm)
     warnings = tuple(
         line.strip()
         for line in pmset_therm.splitlines()
         if re.search(r"warning level", line, re.I)
         and not re.search(r"\bNo \w+ warning level", line)
     )
-    return Thermal(limits, warnings)
+    return Thermal({name: int(value) for name, value in limits}, warnings)
 
 
 def thermal_state() -> Thermal | None:
@@ -148,13 +141,14 @@ def busy_processes(threshold: float) -> list[tuple[str, int, float]]:
     import psutil
 
     processes = [found for found in psutil.process_iter(["name"]) if found.pid != os.getpid()]
-    for process in processes:
-        with contextlib.suppress(psutil.NoSuchProcess, psutil.AccessDenied):
-            process.cpu_percent(None)  # the first call starts the interval
+
+    def percents() -> Iterator[tuple[str, int, float]]:  # the first call starts the interval
+        for process in processes:
+            with contextlib.suppress(psutil.NoSuchProcess, psutil.AccessDenied):
+                yield str(process.info["name"]), process.pid, process.cpu_percent(None)
+
+    list(percents())
     time.sleep(1.0)
-    busy = []
-    for process in processes:
-        with contextlib.suppress(psutil.NoSuchProcess, psutil.AccessDenied):
-            if (percent := process.cpu_percent(None)) > threshold:
-                busy.append((str(process.info["name"]), process.pid, percent))
-    return sorted(busy, key=lambda found: -found[2])
+    return sorted(
+        (found for found in percents() if found[2] > threshold), key=lambda found: -found[2]
+    )

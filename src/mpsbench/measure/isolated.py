@@ -1,7 +1,5 @@
-"""Run a function in a spawned child: its answer or exception comes back, its death is one error.
-
-A Metal assertion or Linux's OOM killer then fails one combination, not the measuring process.
-"""
+"""Run a function in a spawned child: its answer or exception comes back, its death (a Metal
+assertion, Linux's OOM killer) is one error, not the measuring process's end."""
 
 from __future__ import annotations
 
@@ -17,7 +15,7 @@ T = TypeVar("T")
 
 
 class ChildDied(RuntimeError):
-    """The child process died."""
+    pass
 
 
 def call(function: Callable[..., T], *args: Any) -> T:
@@ -28,18 +26,13 @@ def call(function: Callable[..., T], *args: Any) -> T:
     child.start()
     sending.close()  # the child holds the only sending end: its death ends the pipe
     try:
-        answered, value = receiving.recv()
+        with receiving:
+            answered, value = receiving.recv()
     except EOFError:
         child.join()
-        code = child.exitcode
-        how = (
-            f"killed by {signal.Signals(-code).name}"
-            if code is not None and code < 0
-            else f"exit status {code}"
-        )
+        code = child.exitcode or 0
+        how = f"killed by {signal.Signals(-code).name}" if code < 0 else f"exit status {code}"
         raise ChildDied(f"{function.__name__} died in its child process ({how})") from None
-    finally:
-        receiving.close()
     child.join()
     if answered:
         return value  # type: ignore[no-any-return]
@@ -54,6 +47,5 @@ def _answer(sending: Connection, function: Callable[..., Any], args: tuple[Any, 
     try:
         sending.send(answer)
     except Exception:  # an exception that does not pickle: its type and first line
-        sending.send(
-            (False, RuntimeError(f"{type(answer[1]).__name__}: {errors.first_line(answer[1])}"))
-        )
+        what = f"{type(answer[1]).__name__}: {errors.first_line(answer[1])}"
+        sending.send((False, RuntimeError(what)))

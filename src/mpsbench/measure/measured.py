@@ -1,8 +1,7 @@
 """Measure once per run, report per combination: asv's ``setup_cache`` for ``track_`` figures.
 
-Each asv process costs seconds of start-up on a GPU, so a class whose figures are not timings
-measures its whole selection in one process and its ``track_`` methods look figures up. An error
-is its own combination's (or figure's) only.
+A GPU process costs seconds of start-up, so a class whose figures are not timings measures its
+selection in one process and its ``track_`` methods look them up; an error stays its figure's.
 """
 
 from __future__ import annotations
@@ -21,6 +20,8 @@ from mpsbench.core import errors, files
 from mpsbench.measure import devices, skips, workloads
 
 Key = tuple[Any, ...]
+# A number from one combination's prepared state (raising SkipNotImplemented: n/a).
+Figure = Callable[[Any], "float | None"]
 
 
 @dataclass(frozen=True)
@@ -48,17 +49,12 @@ def outcome_of(exc: BaseException) -> Outcome:
     return Outcome(failed=f"{type(exc).__name__}: {errors.first_line(exc)}")
 
 
-# A number from one combination's prepared state (raising SkipNotImplemented: n/a).
-Figure = Callable[[Any], "float | None"]
-
-
 @dataclass
 class Table:
     figures: dict[Key, dict[str, Outcome]] = field(default_factory=dict)
 
     def lookup(self, key: Key, figure: str) -> Any:
-        found = self.figures.get(key)
-        if found is None:
+        if (found := self.figures.get(key)) is None:
             raise RuntimeError(
                 f"{key} was not measured in this run's setup_cache; the selection changed"
             )
@@ -72,11 +68,9 @@ def measure(
     figures: Mapping[str, Figure],
     after_each: Callable[[str], None] | None = None,
 ) -> Table:
-    """``prepare(*key)`` then every figure, for each selected key, one model at a time.
-
-    A key left out or a failing ``prepare`` gives all its figures that outcome;
-    ``after_each(device)`` frees the state's memory (default :func:`release`).
-    """
+    """``prepare(*key)`` then every figure, for each selected key, one model at a time; a key
+    left out or failing to prepare gives all its figures that outcome. ``after_each(device)``
+    frees the state's memory (default :func:`release`)."""
     table = Table()
     for key in keys:
         try:
@@ -96,8 +90,7 @@ def measure(
 def release(device: str) -> None:
     workloads.forget()
     gc.collect()
-    found = devices.get(device)
-    if found.usable:
+    if (found := devices.get(device)).usable:
         found.empty_cache()
 
 
@@ -106,17 +99,19 @@ def _reading(key: Key, name: str, figure: Figure, state: Any) -> Outcome:
         value = figure(state)
     except Exception as exc:
         return outcome_of(exc)
-    if value is None:
-        return Outcome(skipped=f"{key[0]} keeps no reading for {name}")
-    return Outcome(value=value)
+    return (
+        Outcome(skipped=f"{key[0]} keeps no reading for {name}")
+        if value is None
+        else Outcome(value)
+    )
 
 
 def grid(*axes: Iterable[Any]) -> list[Key]:
     return list(itertools.product(*axes))
 
 
-# --- one setup_cache for a module's classes: asv runs it in a fresh interpreter that would
-# re-import torch, so it only names the work; the first lookup (a forkserver child) measures.
+# asv runs a setup_cache in a fresh interpreter that would re-import torch, so it only names the
+# work; the first lookup (a forkserver child) measures.
 MEASURING_TIMEOUT = 6 * 3600  # any lookup may be the one that measures the whole sweep
 
 
@@ -127,18 +122,17 @@ class Deferred:
     setup_cache: Callable[..., Any]  # module-level, pickled by name
 
     def readings(self) -> Any:
-        """The readings in the working folder, measured here if no process has begun them."""
+        """The readings in asv's cache folder, measured here if no process has begun them."""
         name = self.setup_cache.__name__
         done, begun = Path(f"mpsbench{name}.pickle"), Path(f"mpsbench{name}.begun")
         if not done.exists():
             if not files.create(begun, b""):
                 raise RuntimeError(
-                    f"an earlier lookup began {name} in {Path.cwd()} and did not finish (it crashed or"
-                    " reached its timeout): its output says why"
+                    f"an earlier lookup began {name} in {Path.cwd()} and did not finish (it"
+                    " crashed or reached its timeout): its output says why"
                 )
             files.write(done, pickle.dumps(inspect.unwrap(self.setup_cache)()))
-        with done.open("rb") as handle:
-            return pickle.load(handle)
+        return pickle.loads(done.read_bytes())
 
 
 def deferred(measure: Callable[[], Any]) -> Callable[..., Deferred]:
@@ -159,9 +153,8 @@ def measure_families(families: Mapping[str, Callable[[], Any]]) -> dict[str, Any
         try:
             readings[name] = measure_family()
         except Exception as exc:
-            readings[name] = Outcome(
-                failed=f"measuring {name} failed: {type(exc).__name__}: {errors.first_line(exc)}"
-            )
+            failed = f"measuring {name} failed: {type(exc).__name__}: {errors.first_line(exc)}"
+            readings[name] = Outcome(failed=failed)
     return readings
 
 
@@ -214,10 +207,7 @@ def kind_families(
     measure_kind: Callable[[str, str, list[Key]], Table], *benchmarks: Any
 ) -> dict[str, Callable[[], Any]]:
     """Each class's family by its ``kind``: ``measure_kind(kind, ...)`` over its params."""
-    return {
-        benchmark.kind: of(benchmark, functools.partial(measure_kind, benchmark.kind))
-        for benchmark in benchmarks
-    }
+    return {b.kind: of(b, functools.partial(measure_kind, b.kind)) for b in benchmarks}
 
 
 def measure_kinds(

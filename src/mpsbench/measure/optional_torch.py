@@ -1,8 +1,7 @@
-"""torch, imported at its first attribute read where installed; elsewhere a stand-in that names
-torch when used, so torch-free processes import the measuring modules for their names.
-
-Only torch's own module enters sys.modules (a LazyLoader as ``torch`` breaks its submodule
-imports on Python 3.12); module-level code must not read a torch attribute.
+"""torch, imported at its first attribute read where installed, else a stand-in that says so when
+used: torch-free processes import the measuring modules for their names. Only torch's own module
+enters sys.modules (a LazyLoader as ``torch`` breaks its submodule imports on Python 3.12), so
+module-level code must not read a torch attribute.
 """
 
 from __future__ import annotations
@@ -11,26 +10,21 @@ import importlib.util
 import sys
 from typing import TYPE_CHECKING, Any
 
+INSTALLED = "torch" in sys.modules or importlib.util.find_spec("torch") is not None
 
-class _Absent:
+
+class _Lazy:
     def __init__(self, name: str) -> None:
         self._name = name
 
     def __getattr__(self, attribute: str) -> Any:
-        raise ModuleNotFoundError(
-            f"{self._name}.{attribute} needs torch, which is not installed here (no module named 'torch'); "
-            "only measuring needs it: pip install torch"
-        )
-
-
-class _Module:
-    def __init__(self, name: str) -> None:
-        self._name = name
-
-    def __getattr__(self, attribute: str) -> Any:
-        return getattr(
-            sys.modules.get(self._name) or importlib.import_module(self._name), attribute
-        )
+        if not INSTALLED:
+            raise ModuleNotFoundError(
+                f"{self._name}.{attribute} needs torch, which is not installed here (no module"
+                " named 'torch'); only measuring needs it: pip install torch"
+            )
+        module = sys.modules.get(self._name) or importlib.import_module(self._name)
+        return getattr(module, attribute)
 
     def __repr__(self) -> str:
         return f"<{self._name}, imported at its first use>"
@@ -40,14 +34,11 @@ def loaded() -> bool:
     return "torch" in sys.modules
 
 
-INSTALLED = "torch" in sys.modules or importlib.util.find_spec("torch") is not None
 if TYPE_CHECKING:
     import torch
     import torch.nn.functional as F
     from torch import nn
-elif INSTALLED:
-    torch, nn, F = _Module("torch"), _Module("torch.nn"), _Module("torch.nn.functional")
 else:
-    torch, nn, F = _Absent("torch"), _Absent("torch.nn"), _Absent("torch.nn.functional")
+    torch, nn, F = _Lazy("torch"), _Lazy("torch.nn"), _Lazy("torch.nn.functional")
 
 __all__ = ["INSTALLED", "F", "loaded", "nn", "torch"]

@@ -1,8 +1,6 @@
-"""Tells asv beforehand which combinations this run times, so it starts no process for the rest.
-
-asv starts a process for every selected combination, even one whose setup() only skips, and each
-re-imports torch. The reasons are the selection's, which setup() asks too. A device is left out
-only when this machine plainly lacks it: the benchmarked build's torch decides, not .venv's.
+"""Tells asv which combinations this run times, so it starts no process (importing torch) for the
+rest; the reasons are the selection's, which setup() asks too. A device is left out only when
+this machine plainly lacks it: the benchmarked build's torch decides, not .venv's.
 """
 
 from __future__ import annotations
@@ -34,8 +32,8 @@ def discover(benchmark_dir: Path) -> list[Any]:
     root = benchmark_dir.resolve()
     if not (root / "__init__.py").is_file():
         raise UserError(
-            f"{benchmark_dir} is not a benchmark package (no __init__.py); pass the suite's benchmark"
-            " folder, the one holding its __init__.py (benchmarks in this checkout)"
+            f"{benchmark_dir} is not a benchmark package (no __init__.py); pass the suite's"
+            " benchmark folder, the one holding its __init__.py (benchmarks in this checkout)"
         )
 
     def suite_modules() -> list[str]:
@@ -52,40 +50,32 @@ def discover(benchmark_dir: Path) -> list[Any]:
         sys.modules.update(saved)
 
 
-def _each(benchmarks: Sequence[Any]) -> Iterator[tuple[Any, tuple[str, ...]]]:
+def _each(benchmarks: Sequence[Any]) -> Iterator[tuple[Any, str, str | None, list[Any]]]:
     for benchmark in benchmarks:
-        for shown in itertools.product(*benchmark.params) if benchmark.params else [()]:
-            yield benchmark, shown
+        for shown in itertools.product(*benchmark.params):
+            params = asv.param_values(shown)
+            named = dict(zip(benchmark.param_names, params, strict=False))
+            device = str(named["device"]) if "device" in named else None
+            yield benchmark, asv.combination(benchmark.name, shown), device, params
 
 
 def names(benchmarks: Sequence[Any]) -> list[str]:
-    """Every combination's name, as ``-b`` sees it."""
-    return [asv.combination(benchmark.name, shown) for benchmark, shown in _each(benchmarks)]
-
-
-def _device(benchmark: Any, shown: tuple[str, ...]) -> str | None:
-    if "device" not in benchmark.param_names:
-        return None
-    return str(asv.param_values(shown)[list(benchmark.param_names).index("device")])
+    return [name for _, name, _, _ in _each(benchmarks)]
 
 
 def devices_of(benchmarks: Sequence[Any]) -> dict[str, str | None]:
-    return {
-        asv.combination(benchmark.name, shown): _device(benchmark, shown)
-        for benchmark, shown in _each(benchmarks)
-    }
+    return {name: device for _, name, device, _ in _each(benchmarks)}
 
 
 def combinations(benchmarks: Sequence[Any]) -> list[Combination]:
     """Every combination, with the reason this run leaves it out."""
     absent = functools.cache(devices.absent_reason)
     found = []
-    for benchmark, shown in _each(benchmarks):
-        device, params = _device(benchmark, shown), asv.param_values(shown)
-        reason = absent(device) if device is not None else None
-        if reason is None and params:
-            reason = selection.left_out(benchmark.name.split(".")[-2], *params)  # by its class
-        found.append(Combination(asv.combination(benchmark.name, shown), reason))
+    for benchmark, name, device, params in _each(benchmarks):
+        reason = absent(device) if device else None
+        if reason is None and params:  # the rule is its class's
+            reason = selection.left_out(benchmark.name.split(".")[-2], *params)
+        found.append(Combination(name, reason))
     return found
 
 

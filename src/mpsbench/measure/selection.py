@@ -1,22 +1,19 @@
 """The selection table: which combinations of each benchmark class this run times, and why not.
 
-:data:`RULES` maps each parameterized class to a rule: its params -> why left out, or None.
-``setup``, ``setup_cache`` and :mod:`~mpsbench.measure.preselect` all ask :func:`left_out`, so
-they cannot disagree. Only MPSBENCH_FULL and MPSBENCH_DEVICES change it. Torch-free.
+``setup``, ``setup_cache`` and :mod:`~mpsbench.measure.preselect` all ask :func:`left_out`; only
+MPSBENCH_FULL and MPSBENCH_DEVICES change its answer. Torch-free.
 """
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Callable
+from functools import partial
 
 from mpsbench.core import settings
 from mpsbench.measure import devices, models, tolerances
 
 # asv passes the environment through to every benchmark process.
 FULL_SWEEP_ENV, DEVICES_ENV = settings.FULL, settings.DEVICES
-
-Rule = Callable[..., "str | None"]
 
 
 def full_sweep() -> bool:
@@ -28,47 +25,39 @@ def selected_devices() -> tuple[str, ...] | None:
 
 
 def device_reason(device: str) -> str | None:
-    """Why ``device`` is left out of this run, or None.
-
-    Unset, every device runs but the cpu beside a GPU: its default would take several GPU budgets.
-    """
+    """Why ``device`` is left out of this run, or None; by default the cpu beside a GPU (its
+    default would take several GPU budgets)."""
     names = selected_devices()
     if names is not None:
         return None if device in names else f"{device} is not in {DEVICES_ENV}={','.join(names)}"
-    accelerators = devices.accelerators_present()
-    if device == "cpu" and accelerators:
+    gpus = devices.accelerators_present()
+    if device == "cpu" and gpus:
         return (
-            f"the cpu is left out by default on a machine with {' and '.join(accelerators)};"
-            f" set {DEVICES_ENV}={','.join(accelerators)},cpu to time it too"
+            f"the cpu is left out by default on a machine with {' and '.join(gpus)};"
+            f" set {DEVICES_ENV}={','.join(gpus)},cpu to time it too"
         )
     return None
 
 
 def _decide(device: str, default: bool, outside: str, never: str | None = None) -> str | None:
-    """``never`` (left out even in the full sweep), the device's reason, or ``outside``."""
-    reason = never or device_reason(device)
-    if reason:
+    """``never`` (even in the full sweep), the device's reason, or ``outside``."""
+    if reason := never or device_reason(device):
         return reason
-    if default or full_sweep():
-        return None
-    return f"{outside}; set {FULL_SWEEP_ENV}=1 for the full sweep"
+    return (
+        None if default or full_sweep() else f"{outside}; set {FULL_SWEEP_ENV}=1 for the full sweep"
+    )
 
 
-def _outside(model: str, device: str, what: str = "", batch_size: int | None = None) -> str:
-    batch = models.get(model).seed_batch_size if batch_size is None else batch_size
-    what = f"{what} " if what else ""
-    return f"{model} at batch {batch} on {device} is outside the default {what}selection"
+def _model(device: str, model: str, default: bool, what: str = "", batch: int = 0) -> str | None:
+    spec = models.get(model)
+    never = f"{model} is not run at batch {batch}" if batch not in (0, *spec.batch_sizes) else None
+    outside = f"{model} at batch {batch or spec.seed_batch_size} on {device} is outside the default"
+    return _decide(device, default, f"{outside} {what}selection", never)
 
 
 # --- the model steps
 CPU_BATCH_SIZES = (1, 8, 32)
 CPU_LARGE_BATCH_SIZES = (1, 8)  # a large model at its seed batch would spend the cpu budget alone
-
-
-def _not_at(model: str, batch_size: int) -> str | None:
-    if batch_size in models.get(model).batch_sizes:
-        return None
-    return f"{model} is not run at batch {batch_size}"
 
 
 def steps(device: str, model: str, batch_size: int) -> str | None:
@@ -81,107 +70,87 @@ def steps(device: str, model: str, batch_size: int) -> str | None:
         default = batch_size in CPU_LARGE_BATCH_SIZES
     else:
         default = batch_size in CPU_BATCH_SIZES or batch_size == spec.seed_batch_size
-    outside = _outside(model, device, batch_size=batch_size)
-    return _decide(device, default, outside, _not_at(model, batch_size))
+    return _model(device, model, default, "", batch_size)
 
 
 def modern(device: str, model: str, batch_size: int) -> str | None:
-    outside = _outside(model, device, "modern models'", batch_size)
-    return _decide(device, device == "cpu" and batch_size == 1, outside, _not_at(model, batch_size))
+    return _model(device, model, device == "cpu" and batch_size == 1, "modern models' ", batch_size)
 
 
-# --- the classes at each model's seed batch size
+# --- the classes at each model's seed batch size, their defaults as (device, kind, model) rows
 # On mps, training (where leaks live) on a CNN and the launch-bound mlp; on cuda, each
 # setup_cache is an interpreter the GPU's budget cannot spare.
-INSTRUMENTS_ON_GPU: dict[str, dict[str, tuple[str, ...]]] = {
-    "mps": {"training": ("mlp", "resnet50"), "inference": ()},
-    "cuda": {"training": (), "inference": ()},
-}
+INSTRUMENTS_ON_GPU = {("mps", "training", "mlp"), ("mps", "training", "resnet50")}
 # A GPU's default is the transformer's mixed-precision training; the cpu, where reduced
 # precision is slow, times the mlp in every dtype.
-PRECISION_MODELS: dict[str, dict[str, tuple[str, ...]]] = {
-    "cpu": {"training": ("mlp",), "inference": ("mlp",)},
-    "gpu": {"training": ("bert_base",), "inference": ()},
+PRECISION_MODELS = {
+    ("cpu", "training", "mlp"),
+    ("cpu", "inference", "mlp"),
+    ("gpu", "training", "bert_base"),
 }
 FLOAT32 = "float32"
 # Compiling costs more than every timed step together.
-COMPILED_DEFAULT: dict[str, tuple[str, ...]] = {"cpu": ("mlp",), "mps": (), "cuda": ()}
+COMPILED_DEFAULT = {("cpu", "training", "mlp"), ("cpu", "inference", "mlp")}
 
 
 def instruments(kind: str, device: str, model: str) -> str | None:
-    if device == "cpu":
-        return _decide(device, not models.get(model).large, _outside(model, device, "instruments"))
-    default = model in INSTRUMENTS_ON_GPU[device][kind]
-    return _decide(device, default, _outside(model, device, f"{kind} instruments"))
+    on_cpu = device == "cpu"
+    default = not models.get(model).large if on_cpu else (device, kind, model) in INSTRUMENTS_ON_GPU
+    return _model(device, model, default, f"{kind} instruments ")
 
 
 def cold_start(device: str, model: str) -> str | None:
     """GPUs in the full sweep: every sample imports torch anew."""
-    default = device == "cpu" and not models.get(model).large
-    return _decide(device, default, _outside(model, device, "cold start"))
+    return _model(device, model, device == "cpu" and not models.get(model).large, "cold start ")
 
 
 def precision(kind: str, device: str, model: str, dtype: str) -> str | None:
     on_gpu = device != "cpu"
-    listed = model in PRECISION_MODELS["gpu" if on_gpu else "cpu"][kind]
+    listed = ("gpu" if on_gpu else "cpu", kind, model) in PRECISION_MODELS
     if listed and on_gpu and dtype == FLOAT32:
-        return _decide(
-            device,
-            False,
-            f"{model} {kind} in {dtype} on {device} is outside the default precision"
-            " selection (benchmark_models times it)",
+        outside = (
+            f"{model} {kind} in {dtype} on {device} is outside the default precision selection"
         )
-    return _decide(device, listed, _outside(model, device, "precision"))
+        return _decide(device, False, f"{outside} (benchmark_models times it)")
+    return _model(device, model, listed, "precision ")
 
 
 def precision_memory(kind: str, device: str, model: str, dtype: str) -> str | None:
     if device == "cpu":
         return precision(kind, device, model, dtype)
-    return _decide(device, False, _outside(model, device, f"{kind} precision peak memory"))
+    return _model(device, model, False, f"{kind} precision peak memory ")
 
 
 def compiled(kind: str, device: str, model: str) -> str | None:
-    default = model in COMPILED_DEFAULT[device]
-    return _decide(device, default, _outside(model, device, f"compiled {kind}"))
+    return _model(device, model, (device, kind, model) in COMPILED_DEFAULT, f"compiled {kind} ")
 
 
-def _family(device: str, family: str, default_devices: tuple[str, ...], why: str) -> str | None:
-    outside = f"{family} on {device} is full sweep only ({why})"
-    return _decide(device, device in default_devices, outside)
+def _family(
+    device: str, family: str, why: str, default: tuple[str, ...] = ("cpu", "mps")
+) -> str | None:
+    return _decide(device, device in default, f"{family} on {device} is full sweep only ({why})")
 
 
 def generation(device: str, model: str) -> str | None:
-    return _family(
-        device,
-        f"{model}'s generation",
-        ("cpu", "mps"),
-        "the GPU's 3-minute default is full; batch-1 decode there is host-bound",
-    )
+    why = "the GPU's 3-minute default is full; batch-1 decode there is host-bound"
+    return _family(device, f"{model}'s generation", why)
 
 
 def correctness(device: str, pattern: str, dtype: str) -> str | None:
     """cuda in the full sweep: every timed cuda process checks the guarding patterns anyway."""
     if dtype not in (dtypes := tolerances.dtypes(pattern)):
         return f"{pattern} is measured in {', '.join(dtypes)}, the dtypes its report showed wrong"
-    if pattern == "compiled_layer_norm" and device == "cpu":
-        return _decide(
-            device,
-            False,
-            "the compiled_layer_norm error on the cpu is full sweep only (a compile costs"
-            " more than every other pattern; the bug was mps's)",
-        )
-    return _family(
-        device,
-        f"the {pattern} {dtype} error",
-        ("cpu", "mps"),
-        "every timed process checks the patterns; the GPU's 3 minutes are full",
-    )
+    if pattern == "compiled_layer_norm":
+        why = "a compile costs more than every other pattern; the bug was mps's"
+        return _family(device, f"the {pattern} error", why, ("mps",))
+    why = "every timed process checks the patterns; the GPU's 3 minutes are full"
+    return _family(device, f"the {pattern} {dtype} error", why)
 
 
 def leaks(device: str, pattern: str) -> str | None:
     """mps by default: the cpu's RSS moves by more than a leak would, and cuda's loops read
     nothing."""
-    return _family(device, f"the {pattern} leak loop", ("mps",), "the leaks were mps's")
+    return _family(device, f"the {pattern} leak loop", "the leaks were mps's", ("mps",))
 
 
 # --- ops, epochs, the largest batch
@@ -197,7 +166,7 @@ def op(device: str, name: str, dtype: str, size: str) -> str | None:
         never = f"{name} copies between host and a device; on the cpu both ends are host memory"
     elif device == "cpu" and dtype != FLOAT32 and size not in CPU_REDUCED_PRECISION_SIZES:
         never = f"{name} in {dtype} at {size} on the cpu is not timed: reduced precision is 10-20x slower there"
-    default = dtype == FLOAT32 and (size == "large" if device != "cpu" else size != "large")
+    default = dtype == FLOAT32 and (size == "large") == (device != "cpu")
     outside = f"{name} in {dtype} at {size} on {device} is outside the default selection"
     return _decide(device, default, outside, never)
 
@@ -212,11 +181,14 @@ def epoch(
             "a full CIFAR-10 epoch on the cpu takes hours (50,000 images at a few images/s):"
             " run the 'small' dataset on the cpu instead"
         )
-    default = (model, batch_size, dataset) == (
-        ("resnet50", 8, "tiny") if device == "cpu" else ("vgg16", 64, "small")
-    )
+    seed = ("resnet50", 8, "tiny") if device == "cpu" else ("vgg16", 64, "small")
     outside = f"{model} at batch {batch_size} with {num_workers} workers on the {dataset} dataset on {device}"
-    return _decide(device, default, f"{outside} is outside the default selection", never)
+    return _decide(
+        device,
+        (model, batch_size, dataset) == seed,
+        f"{outside} is outside the default selection",
+        never,
+    )
 
 
 def largest_batch(device: str, model: str, kind: str) -> str | None:
@@ -227,45 +199,35 @@ def largest_batch(device: str, model: str, kind: str) -> str | None:
             f"{model} differs from its base model in training only: its inference is bert_base's"
         )
     if device == "cuda":
-        outside = f"the cuda search for {model} {kind} fills the GPU's memory batch by batch (seconds to half a minute)"
+        why = f"the cuda search for {model} {kind} fills the GPU's memory batch by batch (seconds to half a minute)"
     elif device == "mps":
         ratio, env = devices.mps_high_watermark_ratio(), devices.MPS_WATERMARK_ENV
         limit = f"{env}={ratio}" if ratio is not None else f"{env} unset: torch's default"
-        outside = f"the mps search grows memory up to the high watermark ({limit}), which can push the Mac into swap first"
+        why = f"the mps search grows memory up to the high watermark ({limit}), which can push the Mac into swap first"
     else:
-        outside = (
+        why = (
             f"the cpu search for {model} {kind} steps every batch up to a fixed memory budget (minutes; its"
             " growth per sample is what the default's peak-memory rows track)"
         )
-    return _decide(device, False, f"{outside}; it is outside the default selection", never)
+    return _decide(device, False, f"{why}; it is outside the default selection", never)
 
 
-RULES: dict[str, Rule] = {
-    "Training": steps,
-    "Inference": steps,
-    "TrainingCapacity": steps,
-    "InferenceCapacity": steps,
-    "ModernTraining": modern,
-    "ModernInference": modern,
-    "TrainingColdStart": cold_start,
-    "InferenceColdStart": cold_start,
-    "TrainingInstruments": functools.partial(instruments, "training"),
-    "InferenceInstruments": functools.partial(instruments, "inference"),
-    "TrainingPrecision": functools.partial(precision, "training"),
-    "InferencePrecision": functools.partial(precision, "inference"),
-    "TrainingPrecisionCapacity": functools.partial(precision_memory, "training"),
-    "InferencePrecisionCapacity": functools.partial(precision_memory, "inference"),
-    "CompiledTraining": functools.partial(compiled, "training"),
-    "CompiledInference": functools.partial(compiled, "inference"),
-    "LlmPrefill": generation,
-    "LlmDecode": generation,
-    "Correctness": correctness,
-    "ReportedCorrectness": correctness,
-    "Determinism": correctness,
+RULES: dict[str, Callable[..., str | None]] = {
+    **dict.fromkeys(("Training", "Inference", "TrainingCapacity", "InferenceCapacity"), steps),
+    **dict.fromkeys(("ModernTraining", "ModernInference"), modern),
+    **dict.fromkeys(("TrainingColdStart", "InferenceColdStart"), cold_start),
+    "TrainingInstruments": partial(instruments, "training"),
+    "InferenceInstruments": partial(instruments, "inference"),
+    "TrainingPrecision": partial(precision, "training"),
+    "InferencePrecision": partial(precision, "inference"),
+    "TrainingPrecisionCapacity": partial(precision_memory, "training"),
+    "InferencePrecisionCapacity": partial(precision_memory, "inference"),
+    "CompiledTraining": partial(compiled, "training"),
+    "CompiledInference": partial(compiled, "inference"),
+    **dict.fromkeys(("LlmPrefill", "LlmDecode"), generation),
+    **dict.fromkeys(("Correctness", "ReportedCorrectness", "Determinism"), correctness),
     "LeakPatterns": leaks,
-    "ComputeBoundOps": op,
-    "MemoryBoundOps": op,
-    "ForwardBackwardOps": op,
+    **dict.fromkeys(("ComputeBoundOps", "MemoryBoundOps", "ForwardBackwardOps"), op),
     "Epoch": epoch,
     "MaxBatch": largest_batch,
 }
@@ -273,7 +235,7 @@ RULES: dict[str, Rule] = {
 
 def left_out(benchmark: str, *params: object) -> str | None:
     """Why this run leaves out ``benchmark``'s combination ``params``, or None; probes no device
-    and builds nothing, as it is asked before asv starts any process."""
+    and builds nothing (asked before asv starts any process)."""
     if benchmark not in RULES:
         raise KeyError(
             f"no selection rule for benchmark class {benchmark!r}; the table has: {', '.join(RULES)}"

@@ -22,26 +22,28 @@ LACKING = (
 )
 
 
+def skip_if(reason: str | None) -> None:
+    if reason is not None:
+        raise SkipNotImplemented(reason)
+
+
 def selected(benchmark: str, *params: object) -> None:
     """Skips a combination ``benchmark``'s rule in the selection table leaves out."""
-    if (reason := selection.left_out(benchmark, *params)) is not None:
-        raise SkipNotImplemented(reason)
+    skip_if(selection.left_out(benchmark, *params))
 
 
 def require_device(device: str) -> None:
     found = devices.get(device).availability()
-    if not found.usable:
-        raise SkipNotImplemented(f"{device} is not usable here: {found.reason}")
+    skip_if(None if found.usable else f"{device} is not usable here: {found.reason}")
 
 
 def require_dtype(device: str, dtype: str) -> None:
-    if (reason := precision.device_lacks(device, dtype)) is not None:
-        raise SkipNotImplemented(reason)
+    skip_if(precision.device_lacks(device, dtype))
 
 
 def require_torch(minimum: tuple[int, int], what: str) -> None:
     if precision.torch_version() < minimum:
-        needed = ".".join(str(part) for part in minimum)
+        needed = ".".join(map(str, minimum))
         raise SkipNotImplemented(
             f"{what} needs torch {needed} or later; this is {torch.__version__}"
         )
@@ -56,18 +58,16 @@ def torch_lacks(exc: BaseException) -> bool:
 
 def compile_unsupported(device: str) -> str | None:
     """Why this build cannot ``torch.compile`` (inductor) for ``device`` here, or None."""
+    version = torch.__version__
     if precision.torch_version() < FIRST_TORCH or not hasattr(torch, "compile"):
-        return f"torch {torch.__version__} has no torch.compile (2.0 and later)"
+        return f"torch {version} has no torch.compile (2.0 and later)"
     dynamo = getattr(getattr(torch, "_dynamo", None), "is_dynamo_supported", None)
     if dynamo is not None and not dynamo():
-        return f"torch {torch.__version__}'s dynamo does not support this Python"
+        return f"torch {version}'s dynamo does not support this Python"
     if device == "mps" and precision.torch_version() < FIRST_MPS_TORCH:
-        return (
-            f"inductor compiles for mps from torch 2.8 (MPSInductor); this is {torch.__version__}"
-        )
-    if device == "cpu" and not any(
-        shutil.which(name) for name in (os.environ.get("CXX"), *CXX_CANDIDATES) if name
-    ):
+        return f"inductor compiles for mps from torch 2.8 (MPSInductor); this is {version}"
+    compilers = (os.environ.get("CXX"), *CXX_CANDIDATES)
+    if device == "cpu" and not any(shutil.which(name) for name in compilers if name):
         return f"inductor needs a C++ compiler on the cpu; none of {', '.join(CXX_CANDIDATES)} or $CXX is on PATH"
     if device == "cuda":
         try:

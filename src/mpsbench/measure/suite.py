@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from mpsbench.core import errors, settings
 from mpsbench.measure import (
@@ -60,7 +60,7 @@ def require(kind: str, device: str, model: str, *, dtype: str = precision.DEFAUL
         raise skips.SkipNotImplemented(
             f"{model} needs {', '.join(missing)}, not importable in this environment"
         )
-    if (reason := precision.unsupported_reason(device, kind, dtype)) is not None:
+    if reason := precision.unsupported_reason(device, kind, dtype):
         raise skips.SkipNotImplemented(f"{model} {kind} in {dtype} on {device}: {reason}")
 
 
@@ -96,9 +96,8 @@ class OutOfMemorySkips:
     def __enter__(self) -> OutOfMemorySkips:
         return self
 
-    def __exit__(
-        self, kind: type[BaseException] | None, exc: BaseException | None, traceback: object
-    ) -> None:
+    def __exit__(self, kind: object, exc: BaseException | None, traceback: object) -> None:
+        # a skip's reason may quote an out-of-memory error: it is one already
         if exc is None or isinstance(exc, skips.SkipNotImplemented):
             return
         if devices.is_out_of_memory(exc):
@@ -114,8 +113,8 @@ GUARD_ERRORS = (fallback.FallbackError, correctness.CorrectnessError, accuracy.A
 
 
 def guard(workload: workloads.Workload) -> None:
-    """Fails a combination whose timing would not be honest: cpu fallbacks, wrong results;
-    raises one of GUARD_ERRORS."""
+    """Fails (one of GUARD_ERRORS) a combination whose timing would not be honest: cpu
+    fallbacks, wrong results."""
     fallback.refuse(workload.label, workload.fallback_ops)
     correctness.verify(workload.device, workload.dtype)
     if accuracy.needed(workload.device):
@@ -127,8 +126,7 @@ def throughput(workload: workloads.Workload) -> float:
     return timing.time_steps(workload, min_calls=5, min_seconds=0.25).samples_per_second
 
 
-@dataclass(frozen=True)
-class MemoryPeaks:
+class MemoryPeaks(NamedTuple):
     """Peaks over one step in MiB; None where the device keeps no such counter."""
 
     allocated: float | None  # live tensors (cuda, mps); cpu: the largest RSS sample
@@ -136,7 +134,6 @@ class MemoryPeaks:
 
 
 def memory_peaks(workload: workloads.Workload) -> MemoryPeaks:
-    """Sampled before, during and after one step."""
     peaks = devices.peaks_over(workload.device, workload.step)
     return MemoryPeaks(*(None if peak is None else peak / devices.MIB for peak in peaks))
 
@@ -152,10 +149,8 @@ def peak_memory_mib(workload: workloads.Workload) -> float:
 
 def cold_start_code(kind: str, device: str, model: str, batch_size: int) -> tuple[str, str]:
     """An asv ``timeraw_`` body (statement, setup) that times only the first step."""
-    setup = (
-        "from mpsbench.measure import suite\n"
-        f"first_step = suite.cold_first_step({kind!r}, {device!r}, {model!r}, {batch_size!r})"
-    )
+    arguments = ", ".join(map(repr, (kind, device, model, batch_size)))
+    setup = f"from mpsbench.measure import suite\nfirst_step = suite.cold_first_step({arguments})"
     return "first_step()", setup
 
 

@@ -1,5 +1,5 @@
-"""The timing loop outside asv's clock (command line, calibration, ops), done as the asv classes
-do: warm up, synchronize before every clock read, report the median."""
+"""The timing loop outside asv's clock (command line, calibration, ops), done as asv's: warm up,
+synchronize before every clock read, report the median."""
 
 from __future__ import annotations
 
@@ -32,9 +32,9 @@ def median_seconds(
     max_samples: int = 50,
 ) -> tuple[float, int]:
     """Median seconds per call of a warmed-up ``run`` and the samples taken; a sample runs
-    ``per_sample`` calls, so that a sub-millisecond call is long enough for the clock."""
+    ``per_sample`` calls, long enough for the clock."""
     durations: list[float] = []
-    synchronize = devices.get(device).synchronize  # looked up once, off the clock
+    synchronize = devices.get(device).synchronize
     synchronize()
     started = time.perf_counter()
     while len(durations) < max_samples and (
