@@ -70,9 +70,9 @@ class SizedStep:
 
     def __call__(self, batch_size: int) -> None:
         if (workload := self.workload) is None:
-            spec = self.spec
+            first = self.spec.batch_sizes[0]
             workload = self.workload = workloads.build(
-                self.kind, self.device, spec.name, spec.batch_sizes[0]
+                self.kind, self.device, self.spec.name, first
             )
         workload.batch = models.make_batch(self.spec, batch_size).to(self.device)
         workload.batch_size = batch_size
@@ -124,7 +124,6 @@ def largest_batch_in_child(
 
 
 def require(device: str, model: str, kind: str) -> None:
-    """asv's n/a with the reason where this search cannot run."""
     suite.require(kind, device, model)
     if device == "cpu" and not os.path.exists("/proc/self/status"):
         raise skips.SkipNotImplemented(
