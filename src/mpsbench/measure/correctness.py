@@ -1,8 +1,7 @@
 """Correctness history: layouts and calls that made mps return wrong numbers silently, per build.
 
-Each pattern is one op fed a layout a past release computed wrong, or a reported call. The
-reference is the op in float64 on the cpu over the same inputs rounded to the dtype, so the error
-is the kernel's alone.
+The reference is the op in float64 on the cpu over the same inputs rounded to the dtype, so the
+error is the kernel's alone.
 """
 
 from __future__ import annotations
@@ -74,7 +73,6 @@ def _sdpa(
 def _sdpa_pair(
     layout: str, issue: str, make: Make, arrange: Callable[[Tensors], tuple[torch.Tensor, ...]]
 ) -> tuple[Pattern, Pattern]:
-    """Attention over the layout without and with a mask."""
 
     def masked(gen: torch.Generator) -> tuple[torch.Tensor, ...]:
         made = make(gen)
@@ -233,8 +231,7 @@ def _churn(device: str) -> None:
 def _calls(
     device: str, name: str, dtype: str, repeated: bool
 ) -> tuple[list[tuple[torch.Tensor, ...]], tuple[torch.Tensor, ...]]:
-    """The outputs of the pattern's calls on ``device`` and the float64 reference's; torch
-    lacking the op or dtype here skips (n/a, not wrong)."""
+    """The outputs of the calls on ``device`` and of the float64 reference; what torch lacks skips."""
     pattern = PATTERNS[name]
     _require(device, pattern)
     skips.require_dtype(device, dtype)

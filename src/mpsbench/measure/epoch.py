@@ -78,7 +78,6 @@ def synthetic_split(count: int, num_classes: int, seed: int) -> tuple[torch.Tens
 
 
 def make_datasets(size: DatasetSize, num_classes: int) -> tuple[SyntheticImages, SyntheticImages]:
-    """The training and test splits, seeded differently."""
     transforms = importlib.import_module("torchvision.transforms")
     # antialias explicit: torchvision's default for tensors changed (a no-op when enlarging)
     transform = transforms.Compose(
@@ -218,8 +217,7 @@ def measure(runner: EpochRunner, epochs: int = EPOCHS_MEASURED) -> dict[str, Pha
 def _measure_model(
     device: str, model: str, batch_size: int, loaders: list[tuple[int, str]], epochs: int
 ) -> dict[measured.Key, dict[str, measured.Outcome]]:
-    """One warmed-up model serves all its (num_workers, dataset) settings; a warm-up that fell
-    back to the cpu is refused."""
+    """One warmed-up model serves all its (num_workers, dataset) settings."""
     figures = {}
     try:
         workload = suite.prepare("training", device, model, batch_size, guarded=False)
@@ -239,8 +237,7 @@ def _measure_model(
 
 
 def measure_selection(benchmark: str, epochs: int = EPOCHS_MEASURED) -> measured.Table:
-    """Every combination of ``benchmark``'s selection in one process, a :class:`PhaseSummary`
-    each; each model is dropped before the next is built."""
+    """A :class:`PhaseSummary` per combination selected, one model in memory at a time."""
     table = measured.Table()
     for device, model, batch_size in itertools.product(devices.NAMES, MODELS, BATCH_SIZES):
         loaders = itertools.product(NUM_WORKERS, DATASET_NAMES)

@@ -1,5 +1,4 @@
-"""The largest power-of-two batch whose training or inference step fits in a device's memory: the
-batch doubles up to :data:`CEILING` until the first out-of-memory error."""
+"""The largest power-of-two batch whose training or inference step fits in a device's memory."""
 
 from __future__ import annotations
 
@@ -132,7 +131,7 @@ def require(device: str, model: str, kind: str) -> None:
 
 
 def measure(device: str, model: str, kind: str, ceiling: int = CEILING) -> Search:
-    """On the cpu in a memory-limited child (nothing would raise here), elsewhere here."""
+    """On the cpu in a memory-limited child (nothing would raise here)."""
     if device == "cpu":
         return largest_batch_in_child(kind, model, ceiling)
     return _search(kind, device, model, ceiling)

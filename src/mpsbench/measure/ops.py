@@ -1,8 +1,5 @@
-"""The operator registry: per op, fixed inputs at three sizes, the forward call and its work.
-
-Work is exact FLOPs for compute-bound ops and compulsory bytes (each operand touched once) for
-memory-bound ones, so GB/s is a lower bound.
-"""
+"""The operator registry: per op, fixed inputs at three sizes, the forward call and its work:
+exact FLOPs, or compulsory bytes (each operand touched once, so GB/s is a lower bound)."""
 
 from __future__ import annotations
 
@@ -91,7 +88,6 @@ class OpSpec:
 
 
 def _dims(names: str, *sizes: tuple[int, ...] | int) -> dict[str, Dims]:
-    """Dims per size from their names and the small, medium and large values."""
     rows = [size if isinstance(size, tuple) else (size,) for size in sizes]
     return {size: dict(zip(names.split(), row, strict=True)) for size, row in zip(SIZES, rows)}
 
@@ -355,10 +351,8 @@ def _bind_torch() -> None:
 
 
 class OpCase:
-    """One op at one size and dtype with its inputs on a device; nothing here synchronizes.
-
-    The backward is ``torch.autograd.grad`` with a fixed output gradient: no ``.grad`` accumulation.
-    """
+    """One op at one size and dtype with its inputs on a device; nothing here synchronizes. The
+    backward is ``torch.autograd.grad`` with a fixed output gradient: no ``.grad`` accumulation."""
 
     def __init__(self, spec: OpSpec, device: str, dtype: str, size: str, training: bool) -> None:
         if training and not spec.has_backward:
@@ -369,16 +363,17 @@ class OpCase:
         self.spec, self.dtype, self.size, self.training = spec, dtype, size, training
         self.device = devices.get(device)
         self.inputs = make_inputs(spec, size, device, dtype, training)
+        self.operands = tuple(self.inputs.values())  # forward's arguments, in its order
         self.trained = [tensor for tensor in self.inputs.values() if tensor.requires_grad]
         self.grad_output: torch.Tensor | None = None
         self.calls_per_sample = CALLS_PER_SAMPLE[size]
 
     def forward(self) -> torch.Tensor:
         with torch.no_grad():
-            return self.spec.forward(*self.inputs.values())
+            return self.spec.forward(*self.operands)
 
     def forward_backward(self) -> tuple[torch.Tensor, ...]:
-        output = self.spec.forward(*self.inputs.values())
+        output = self.spec.forward(*self.operands)
         if self.grad_output is None:
             self.grad_output = torch.randn(output.shape, device=output.device).to(output.dtype)
         return torch.autograd.grad(output, self.trained, self.grad_output)

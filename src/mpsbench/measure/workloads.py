@@ -1,8 +1,5 @@
-"""Workloads: a model, its optimizer and a fixed batch, resident on a device.
-
-A training step zeroes the gradients, runs forward, loss, backward and the optimizer; an inference
-step is an eval-mode forward under ``torch.inference_mode()``. Neither synchronizes.
-"""
+"""Workloads: a model, its optimizer and a fixed batch, resident on a device; a training or
+inference step that does not synchronize."""
 
 from __future__ import annotations
 
@@ -151,7 +148,6 @@ def build(
     dtype: str = precision.DEFAULT,
     compiled: bool = False,
 ) -> Workload:
-    """Validates every argument (one-line errors), then builds the workload."""
     check_kind(kind)
     devices.get(device)
     precision.check_name(dtype)
