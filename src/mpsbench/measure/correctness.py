@@ -1,17 +1,17 @@
 """Correctness history: layouts and calls that made mps return wrong numbers silently, per build.
 
-Each pattern is one op fed a layout a past release computed wrong, or a reported call. The
-reference is the op in float64 on the cpu over the same inputs rounded to the dtype, so the error
-is the kernel's alone.
+The reference is the op in float64 on the cpu over the same inputs rounded to the dtype, so the
+error is the kernel's alone.
 """
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import operator
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Union
+from typing import Any, Union
 
 from mpsbench.core import errors
 from mpsbench.measure import (
@@ -44,44 +44,24 @@ class Pattern:
     name: str
     issue: str  # the PyTorch issue that showed the layout broken
     make: Make  # float64 (indices int64), cpu
-    arrange: Callable[[Tensors], tuple[torch.Tensor, ...]]  # views of the made tensors
     op: Callable[..., Output]
+    arrange: Callable[[Tensors], tuple[torch.Tensor, ...]] = tuple  # views of the made tensors
     min_torch: tuple[int, int] = (1, 12)
     calls: int = 2  # identical calls before the unrelated work and the last call
     compiled: bool = False  # the device runs torch.compile(op); the reference stays eager
     isolated: bool = False  # in a child: a crash fails this pattern, not the run
 
 
-def _transposed_source(inputs: Tensors) -> tuple[torch.Tensor, ...]:
-    return (inputs[0].t(), *inputs[1:])
-
-
 def _randn(gen: torch.Generator, *shape: int) -> torch.Tensor:
     return torch.randn(*shape, generator=gen, dtype=torch.float64)
 
 
-def _qkv_transposed(gen: torch.Generator) -> tuple[torch.Tensor, ...]:
-    # (batch, tokens, heads, dim), as a projection gives
-    return tuple(_randn(gen, B, T, H, D) for _ in range(3))
+def _indices(gen: torch.Generator, high: int, *shape: int) -> torch.Tensor:
+    return torch.randint(0, high, shape, generator=gen)
 
 
-def _qkv_packed(gen: torch.Generator) -> tuple[torch.Tensor, ...]:
-    return (_randn(gen, B, T, 3, H, D),)  # a fused qkv projection
-
-
-def _mask(gen: torch.Generator) -> torch.Tensor:
-    return (torch.rand(B, 1, T, T, generator=gen, dtype=torch.float64) > 0.3) | torch.eye(
-        T, dtype=torch.bool
-    )
-
-
-def _transposed(inputs: Tensors) -> tuple[torch.Tensor, ...]:
-    return tuple(x.transpose(1, 2) for x in inputs[:3]) + tuple(inputs[3:])
-
-
-def _permuted(inputs: Tensors) -> tuple[torch.Tensor, ...]:
-    q, k, v = inputs[0].permute(2, 0, 3, 1, 4).unbind(0)  # the packed layout of #181133
-    return (q, k, v, *inputs[1:])
+def _transposed_source(inputs: Tensors) -> tuple[torch.Tensor, ...]:
+    return (inputs[0].t(), *inputs[1:])
 
 
 def _sdpa(
@@ -93,19 +73,21 @@ def _sdpa(
 def _sdpa_pair(
     layout: str, issue: str, make: Make, arrange: Callable[[Tensors], tuple[torch.Tensor, ...]]
 ) -> tuple[Pattern, Pattern]:
-    """Attention over the layout without and with a mask."""
 
     def masked(gen: torch.Generator) -> tuple[torch.Tensor, ...]:
-        return (*make(gen), _mask(gen))
+        made = make(gen)
+        mask = torch.rand(B, 1, T, T, generator=gen, dtype=torch.float64) > 0.3
+        return (*made, mask | torch.eye(T, dtype=torch.bool))
 
     return (
-        Pattern(f"sdpa_{layout}", issue, make, arrange, _sdpa, (2, 0)),
-        Pattern(f"sdpa_{layout}_mask", issue, masked, arrange, _sdpa, (2, 0)),
+        Pattern(f"sdpa_{layout}", issue, make, _sdpa, arrange, (2, 0)),
+        Pattern(f"sdpa_{layout}_mask", issue, masked, _sdpa, arrange, (2, 0)),
     )
 
 
-def _indices(gen: torch.Generator, high: int, *shape: int) -> torch.Tensor:
-    return torch.randint(0, high, shape, generator=gen)
+def _permuted(inputs: Tensors) -> tuple[torch.Tensor, ...]:
+    q, k, v = inputs[0].permute(2, 0, 3, 1, 4).unbind(0)  # the packed layout of #181133
+    return (q, k, v, *inputs[1:])
 
 
 def _with_nans(gen: torch.Generator) -> tuple[torch.Tensor, ...]:
@@ -115,47 +97,58 @@ def _with_nans(gen: torch.Generator) -> tuple[torch.Tensor, ...]:
     return x, with_nans.reshape(x.shape), torch.rand(2048, 2048, generator=gen, dtype=torch.float64)
 
 
+def _linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None) -> Output:
+    return F.linear(x, weight, bias)
+
+
 PATTERNS: dict[str, Pattern] = {
     pattern.name: pattern
     for pattern in (
-        *_sdpa_pair("transposed", "pytorch#163597", _qkv_transposed, _transposed),
-        *_sdpa_pair("permuted", "pytorch#181133", _qkv_packed, _permuted),
+        *_sdpa_pair(
+            "transposed",
+            "pytorch#163597",
+            lambda gen: tuple(_randn(gen, B, T, H, D) for _ in range(3)),  # as a projection gives
+            lambda x: (*(tensor.transpose(1, 2) for tensor in x[:3]), *x[3:]),
+        ),
+        *_sdpa_pair(
+            "permuted", "pytorch#181133", lambda gen: (_randn(gen, B, T, 3, H, D),), _permuted
+        ),
         Pattern(
             "linear_transposed_weight",
             "pytorch#162730",
             lambda gen: (_randn(gen, 64, 256), _randn(gen, 256, 128), _randn(gen, 128)),
+            _linear,
             lambda x: (x[0], x[1].t(), x[2]),  # the weight stored (in, out), passed transposed
-            lambda x, weight, bias: F.linear(x, weight, bias),
         ),
         Pattern(
             "conv2d_strided_input",
             "strided views",
             lambda gen: (_randn(gen, 2, 16, 32, 32), _randn(gen, 8, 8, 3, 3)),
-            lambda x: (x[0][:, ::2, ::2, 1::2], x[1]),  # every other channel, row and column
             lambda x, weight: F.conv2d(x, weight, padding=1),
+            lambda x: (x[0][:, ::2, ::2, 1::2], x[1]),  # every other channel, row and column
         ),
         Pattern(
             "index_select_transposed",
             "mps index ops",
             lambda gen: (_randn(gen, 48, 64), _indices(gen, 64, 40)),
-            _transposed_source,
             lambda source, index: torch.index_select(source, 0, index),
+            _transposed_source,
         ),
         Pattern(
             "gather_transposed",
             "mps index ops",
             lambda gen: (_randn(gen, 48, 32), _indices(gen, 48, 32, 24)),
-            _transposed_source,
             lambda source, index: torch.gather(source, 1, index),
+            _transposed_source,
         ),
         Pattern(
             "scatter_add_transposed",
             "mps index ops",
             lambda gen: (_randn(gen, 24, 32), _indices(gen, 16, 32, 24)),
+            lambda source, index: source.new_zeros(source.shape[0], 16).scatter_add(
+                1, index, source
+            ),
             _transposed_source,
-            lambda source, index: torch.zeros(
-                source.shape[0], 16, dtype=source.dtype, device=source.device
-            ).scatter_add(1, index, source),
         ),
         # Reported calls, in the dtypes of tolerances.REPORTED
         Pattern(
@@ -165,21 +158,18 @@ PATTERNS: dict[str, Pattern] = {
                 _randn(gen, 50000, 25),
                 torch.rand(50000, generator=gen, dtype=torch.float64),
             ),
-            tuple,
             lambda a, w: (a * w[:, None]).t() @ a,  # A'WA, the left operand a transposed view
         ),
         Pattern(
             "linear_3d_no_bias",
             "pytorch#180776",
             lambda gen: (_randn(gen, 2, 13, 1024), _randn(gen, 1024, 1024)),
-            tuple,
-            lambda x, weight: F.linear(x, weight),
+            _linear,
         ),
         Pattern(
             "reductions_in_succession",
             "pytorch#178497",
             _with_nans,
-            tuple,
             lambda x, nans, square: (
                 x.sum(),
                 x.mean(),
@@ -193,24 +183,22 @@ PATTERNS: dict[str, Pattern] = {
             "compiled_layer_norm",
             "pytorch#191976",
             lambda gen: (_randn(gen, 4, 512), 1 + _randn(gen, 512) / 10, _randn(gen, 512) / 10),
-            tuple,
             lambda x, weight, bias: F.layer_norm(x, (x.shape[-1],), weight, bias),
-            (2, 0),
+            min_torch=(2, 0),
             compiled=True,
         ),
         Pattern(
             "linear_bias",
             "pytorch#188438",
             lambda gen: (_randn(gen, 80, 1, 2), _randn(gen, 192, 2), _randn(gen, 192)),
-            tuple,
-            lambda x, weight, bias: F.linear(x, weight, bias),
+            _linear,
         ),
         Pattern(
             "linear_broadcast_input",
             "pytorch#167154",  # an MPSNDArray assertion aborted
             lambda gen: (_randn(gen, 499 * 768), _randn(gen, 768, 768) / 28, _randn(gen, 768)),
+            _linear,
             lambda x: (torch.as_strided(x[0], (5, 499, 768), (0, 768, 1)), *x[1:]),
-            lambda x, weight, bias: F.linear(x, weight, bias),
             isolated=True,
         ),
     )
@@ -225,34 +213,33 @@ def _outputs(result: Output) -> tuple[torch.Tensor, ...]:
 
 def _error(results: tuple[torch.Tensor, ...], reference: tuple[torch.Tensor, ...]) -> float:
     # each output's own, so a count beside a sum keeps its scale
-    return max(
-        accuracy.relative_error(result, expected) for result, expected in zip(results, reference)
-    )
+    return max(map(accuracy.relative_error, results, reference))
 
 
 def _require(device: str, pattern: Pattern) -> None:
     skips.require_device(device)
     skips.require_torch(pattern.min_torch, pattern.name)
-    reason = skips.compile_unsupported(device) if pattern.compiled else None
-    if reason is not None:
+    if pattern.compiled and (reason := skips.compile_unsupported(device)) is not None:
         raise skips.SkipNotImplemented(f"{pattern.name}: {reason}")
+
+
+def _churn(device: str) -> None:
+    for elements in CHURN_ELEMENTS:
+        torch.ones(elements, device=device).add_(1).sum()
 
 
 def _calls(
     device: str, name: str, dtype: str, repeated: bool
 ) -> tuple[list[tuple[torch.Tensor, ...]], tuple[torch.Tensor, ...]]:
-    """The outputs of the pattern's calls on ``device`` and the float64 reference's; torch
-    lacking the op or dtype here skips (n/a, not wrong)."""
+    """The outputs of the calls on ``device`` and of the float64 reference; what torch lacks skips."""
     pattern = PATTERNS[name]
     _require(device, pattern)
     skips.require_dtype(device, dtype)
     kind = precision.dtype_of(dtype)
-    rounded = [
-        x.to(kind) if x.is_floating_point() else x
-        for x in pattern.make(torch.Generator().manual_seed(models.SEED))
-    ]
-    reference = _outputs(
-        pattern.op(*pattern.arrange([x.double() if x.is_floating_point() else x for x in rounded]))
+    made = pattern.make(torch.Generator().manual_seed(models.SEED))
+    rounded = [x.to(kind) if x.is_floating_point() else x for x in made]
+    reference = pattern.op(
+        *pattern.arrange([x.double() if x.is_floating_point() else x for x in rounded])
     )
     op = torch.compile(pattern.op) if pattern.compiled else pattern.op
     try:
@@ -268,7 +255,7 @@ def _calls(
                 f"{name} in {dtype} on {device}: {errors.first_line(exc)}"
             ) from exc
         raise
-    return calls, reference
+    return calls, _outputs(reference)
 
 
 def relative_error(device: str, name: str, dtype: str) -> float:
@@ -283,27 +270,21 @@ class Reading:
     difference: float  # a later call's furthest relative difference from the first
 
 
-def _churn(device: str) -> None:
-    for elements in CHURN_ELEMENTS:
-        torch.ones(elements, device=device).add_(1).sum()
-
-
 def _read(device: str, name: str, dtype: str) -> Reading:
     calls, reference = _calls(device, name, dtype, repeated=True)
-    first = calls[0]
     return Reading(
         max(_error(call, reference) for call in calls),
-        max(_error(call, first) for call in calls[1:]),
+        max(_error(call, calls[0]) for call in calls[1:]),
     )
 
 
 @functools.cache  # one reading gives both figures
 def _outcome(device: str, name: str, dtype: str) -> measured.Outcome:
     try:
-        if PATTERNS[name].isolated:
-            _require(device, PATTERNS[name])  # before a child starts
-            return measured.Outcome(value=isolated.call(_read, device, name, dtype))
-        return measured.Outcome(value=_read(device, name, dtype))
+        if not PATTERNS[name].isolated:
+            return measured.Outcome(value=_read(device, name, dtype))
+        _require(device, PATTERNS[name])  # before a child starts
+        return measured.Outcome(value=isolated.call(_read, device, name, dtype))
     except Exception as exc:
         return measured.outcome_of(exc)
 
@@ -324,12 +305,9 @@ def verify(device: str, dtype: str) -> None:
     tolerance = tolerances.TOLERANCES[dtype]
     wrong = []
     for name in NAMES:
-        try:
-            error = relative_error(device, name, dtype)
-        except skips.SkipNotImplemented:
-            continue
-        if not error <= tolerance:  # NaN and infinity fail too
-            wrong.append(f"{name} {error:.3g}")
+        with contextlib.suppress(skips.SkipNotImplemented):
+            if not (error := relative_error(device, name, dtype)) <= tolerance:  # NaN fails too
+                wrong.append(f"{name} {error:.3g}")
     if wrong:
         raise CorrectnessError(
             f"{device} computes {', '.join(wrong)} (relative error, {dtype} tolerance {tolerance:g});"
@@ -337,17 +315,10 @@ def verify(device: str, dtype: str) -> None:
         )
 
 
-def measure(benchmark: str, keys: list[measured.Key]) -> measured.Table:
-    return measured.measure(benchmark, keys, relative_error, {"relative_error": float})
+def _measure(prepare: Callable[..., Any], figure: str, read: Any) -> Callable[..., measured.Table]:
+    return functools.partial(measured.measure, prepare=prepare, figures={figure: read})
 
 
-def measure_reported(benchmark: str, keys: list[measured.Key]) -> measured.Table:
-    return measured.measure(
-        benchmark, keys, reading, {"relative_error": operator.attrgetter("error")}
-    )
-
-
-def measure_determinism(benchmark: str, keys: list[measured.Key]) -> measured.Table:
-    return measured.measure(
-        benchmark, keys, reading, {"largest_difference": operator.attrgetter("difference")}
-    )
+measure = _measure(relative_error, "relative_error", float)
+measure_reported = _measure(reading, "relative_error", operator.attrgetter("error"))
+measure_determinism = _measure(reading, "largest_difference", operator.attrgetter("difference"))

@@ -1,14 +1,13 @@
-"""Energy per step from a device's cumulative energy counter, polled by a thread while steps run.
-
-Counters: NVML for cuda, IOReport (zeus-apple-silicon) on macOS, RAPL for a Linux cpu. A counter
-moves in steps, so power is taken between the first and last update inside the steps. Without a
-readable counter the row skips with the reason, never an estimate.
+"""Energy per step from a device's cumulative energy counter, polled by a thread while steps run:
+NVML for cuda, IOReport (zeus-apple-silicon) on macOS, RAPL for a Linux cpu. Without a readable
+counter the row skips with the reason, never an estimate.
 """
 
 from __future__ import annotations
 
 import contextlib
 import functools
+import importlib
 import sys
 import threading
 import time
@@ -46,13 +45,15 @@ class Reading:
     updates: int  # counter updates seen inside
 
 
-def _nvml() -> Counter:
+def _import(module: str, needs: str) -> Any:
     try:
-        import pynvml
+        return importlib.import_module(module)
     except ImportError:
-        raise skips.SkipNotImplemented(
-            "cuda energy needs nvidia-ml-py (import pynvml), which this environment cannot import"
-        ) from None
+        raise skips.SkipNotImplemented(f"{needs}, which this environment cannot import") from None
+
+
+def _nvml() -> Counter:
+    pynvml = _import("pynvml", "cuda energy needs nvidia-ml-py (import pynvml)")
     try:
         pynvml.nvmlInit()
         handle = _nvml_handle(pynvml)
@@ -83,14 +84,9 @@ IOREPORT_FIELDS = {"mps": "gpu_mj", "cpu": "cpu_total_mj"}  # zeus-apple-silicon
 
 
 def _ioreport(device: str) -> Counter:
-    try:
-        from zeus_apple_silicon import AppleEnergyMonitor
-    except ImportError:
-        raise skips.SkipNotImplemented(
-            f"{device} energy on macOS needs zeus-apple-silicon (Apple's IOReport counters without sudo),"
-            " which this environment cannot import"
-        ) from None
-    monitor, field = AppleEnergyMonitor(), IOREPORT_FIELDS[device]
+    why = "needs zeus-apple-silicon (Apple's IOReport counters without sudo)"
+    zeus = _import("zeus_apple_silicon", f"{device} energy on macOS {why}")
+    monitor, field = zeus.AppleEnergyMonitor(), IOREPORT_FIELDS[device]
 
     def joules() -> float:
         millijoules = getattr(monitor.get_cumulative_energy(), field)

@@ -1,7 +1,7 @@
 """One epoch end to end: a CIFAR-10-shaped dataset through torchvision transforms and a DataLoader.
 
-Per phase: epoch time, images per second and the fraction blocked on the loader, which tests the
-claim that data loading, not the device, is the bottleneck.
+Per phase: epoch time, images per second and the fraction blocked on the loader (is data loading,
+not the device, the bottleneck?).
 """
 
 from __future__ import annotations
@@ -53,15 +53,13 @@ EPOCHS_MEASURED = 3  # per phase; figures are medians over them
 
 
 class SyntheticImages(_MapStyle):
-    """CIFAR-10-shaped images and labels, transformed per item; module-level and tensor-only, so
-    spawned or forkserver DataLoader workers receive it pickled."""
+    """CIFAR-10-shaped images and labels, transformed per item; tensor-only, so spawned or
+    forkserver DataLoader workers receive it pickled."""
 
     def __init__(
         self, images: torch.Tensor, labels: torch.Tensor, transform: Callable[[Any], torch.Tensor]
     ) -> None:
-        self.images = images
-        self.labels = labels
-        self.transform = transform
+        self.images, self.labels, self.transform = images, labels, transform
 
     def __len__(self) -> int:
         return len(self.labels)
@@ -74,14 +72,12 @@ class SyntheticImages(_MapStyle):
 @functools.cache
 def synthetic_split(count: int, num_classes: int, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
     generator = torch.Generator().manual_seed(seed)
-    images = torch.randint(
-        0, 256, (count, IMAGE_SIDE, IMAGE_SIDE, 3), dtype=torch.uint8, generator=generator
-    )
+    shape = (count, IMAGE_SIDE, IMAGE_SIDE, 3)
+    images = torch.randint(0, 256, shape, dtype=torch.uint8, generator=generator)
     return images, torch.randint(0, num_classes, (count,), generator=generator)
 
 
 def make_datasets(size: DatasetSize, num_classes: int) -> tuple[SyntheticImages, SyntheticImages]:
-    """The training and test splits, seeded differently."""
     transforms = importlib.import_module("torchvision.transforms")
     # antialias explicit: torchvision's default for tensors changed (a no-op when enlarging)
     transform = transforms.Compose(
@@ -91,28 +87,9 @@ def make_datasets(size: DatasetSize, num_classes: int) -> tuple[SyntheticImages,
             transforms.Normalize(CIFAR10_MEAN, CIFAR10_STD),
         ]
     )
-    train = SyntheticImages(*synthetic_split(size.train, num_classes, models.SEED), transform)
-    test = SyntheticImages(*synthetic_split(size.test, num_classes, models.SEED + 1), transform)
-    return train, test
-
-
-def make_loader(
-    dataset: SyntheticImages,
-    batch_size: int,
-    num_workers: int,
-    shuffle: bool,
-    multiprocessing_context: str | None,
-) -> DataLoader[tuple[torch.Tensor, int]]:
-    """A seeded DataLoader: last partial batch kept, no pinned memory, workers started per epoch."""
-    from torch.utils.data import DataLoader
-
-    return DataLoader(
-        dataset,
-        batch_size=batch_size,
-        shuffle=shuffle,
-        num_workers=num_workers,
-        generator=torch.Generator().manual_seed(models.SEED),
-        multiprocessing_context=multiprocessing_context if num_workers > 0 else None,
+    return (
+        SyntheticImages(*synthetic_split(size.train, num_classes, models.SEED), transform),
+        SyntheticImages(*synthetic_split(size.test, num_classes, models.SEED + 1), transform),
     )
 
 
@@ -136,8 +113,8 @@ def run_epoch(
     device: str,
     step: Callable[[torch.Tensor, torch.Tensor], None],
 ) -> EpochTiming:
-    """Feeds every batch to ``step(images, labels)``; time in ``iter()`` and ``next()`` is data
-    wait. Synchronizing after every step keeps queued GPU work from counting as waiting."""
+    """Feeds every batch to ``step``; time in the loader's ``iter()`` and ``next()`` is data wait.
+    Synchronizing after every step keeps queued GPU work from counting as waiting."""
     images, waited = 0, 0.0
     synchronize = devices.get(device).synchronize
     synchronize()
@@ -153,7 +130,8 @@ def run_epoch(
 
 
 class EpochRunner:
-    """A model, its optimizer and the two loaders: trains an epoch, evaluates an epoch."""
+    """A model, its optimizer and two seeded loaders (last partial batch kept, no pinned memory,
+    workers started per epoch): trains an epoch, evaluates an epoch."""
 
     def __init__(
         self,
@@ -162,14 +140,23 @@ class EpochRunner:
         num_workers: int,
         multiprocessing_context: str | None = None,
     ) -> None:
+        from torch.utils.data import DataLoader
+
         if dataset not in DATASETS:
             choices = ", ".join(DATASET_NAMES)
             raise UserError(f"unknown dataset {dataset!r}; choose one of: {choices}")
         self.workload, self.device = workload, workload.device
         self.train, self.test = make_datasets(DATASETS[dataset], workload.spec.num_classes)
         self.train_loader, self.test_loader = (
-            make_loader(split, workload.batch_size, num_workers, shuffle, multiprocessing_context)
-            for split, shuffle in ((self.train, True), (self.test, False))
+            DataLoader(
+                split,
+                batch_size=workload.batch_size,
+                shuffle=split is self.train,
+                num_workers=num_workers,
+                generator=torch.Generator().manual_seed(models.SEED),
+                multiprocessing_context=multiprocessing_context if num_workers > 0 else None,
+            )
+            for split in (self.train, self.test)
         )
 
     def _train_step(self, inputs: torch.Tensor, labels: torch.Tensor) -> None:
@@ -212,65 +199,54 @@ class PhaseSummary:
     data_wait_fraction: float
 
 
+_FIGURES = ("seconds", "images_per_second", "data_wait_fraction")
+
+
 def measure(runner: EpochRunner, epochs: int = EPOCHS_MEASURED) -> dict[str, PhaseSummary]:
-    """Trains an epoch then evaluates one, ``epochs`` times."""
-    timings: dict[str, list[EpochTiming]] = {"train": [], "eval": []}
-    for _ in range(epochs):
-        timings["train"].append(runner.train_epoch())
-        timings["eval"].append(runner.eval_epoch())
+    """Trains an epoch then evaluates one, ``epochs`` times; medians per phase."""
+    rounds = [(runner.train_epoch(), runner.eval_epoch()) for _ in range(epochs)]
     return {
         phase: PhaseSummary(
-            images=found[0].images,
-            seconds=statistics.median(t.seconds for t in found),
-            images_per_second=statistics.median(t.images_per_second for t in found),
-            data_wait_fraction=statistics.median(t.data_wait_fraction for t in found),
+            found[0].images,
+            *(statistics.median(getattr(t, figure) for t in found) for figure in _FIGURES),
         )
-        for phase, found in timings.items()
+        for phase, found in zip(PHASES, zip(*rounds))
     }
 
 
 def _measure_model(
     device: str, model: str, batch_size: int, loaders: list[tuple[int, str]], epochs: int
 ) -> dict[measured.Key, dict[str, measured.Outcome]]:
-    """One warmed-up model serves all its (num_workers, dataset) settings; a warm-up that fell
-    back to the cpu is refused."""
+    """One warmed-up model serves all its (num_workers, dataset) settings."""
+    figures = {}
     try:
         workload = suite.prepare("training", device, model, batch_size, guarded=False)
         fallback.refuse(workload.label, workload.fallback_ops)
         EpochRunner(workload, "tiny", 0).warm_up()
     except Exception as exc:
         failed = measured.outcome_of(exc)
-        return {
-            (device, model, batch_size, *loader): dict.fromkeys(PHASES, failed)
-            for loader in loaders
-        }
-    figures = {}
+        return {(device, model, batch_size, *key): dict.fromkeys(PHASES, failed) for key in loaders}
     for num_workers, dataset in loaders:
-        key = (device, model, batch_size, num_workers, dataset)
         try:
             phases = measure(EpochRunner(workload, dataset, num_workers), epochs)
-            figures[key] = {
-                phase: measured.Outcome(value=summary) for phase, summary in phases.items()
-            }
+            found = {phase: measured.Outcome(value=value) for phase, value in phases.items()}
         except Exception as exc:
-            figures[key] = dict.fromkeys(PHASES, measured.outcome_of(exc))
+            found = dict.fromkeys(PHASES, measured.outcome_of(exc))
+        figures[device, model, batch_size, num_workers, dataset] = found
     return figures
 
 
 def measure_selection(benchmark: str, epochs: int = EPOCHS_MEASURED) -> measured.Table:
-    """Every combination of ``benchmark``'s selection in one process, a :class:`PhaseSummary`
-    each; each model is dropped before the next is built."""
+    """A :class:`PhaseSummary` per combination selected, one model in memory at a time."""
     table = measured.Table()
     for device, model, batch_size in itertools.product(devices.NAMES, MODELS, BATCH_SIZES):
-        selected = [
-            (num_workers, dataset)
-            for num_workers, dataset in itertools.product(NUM_WORKERS, DATASET_NAMES)
-            if selection.left_out(benchmark, device, model, batch_size, num_workers, dataset)
-            is None
-        ]
-        if selected:
+        loaders = itertools.product(NUM_WORKERS, DATASET_NAMES)
+        key = (device, model, batch_size)
+        if selected := [
+            load for load in loaders if selection.left_out(benchmark, *key, *load) is None
+        ]:
             try:
-                table.figures.update(_measure_model(device, model, batch_size, selected, epochs))
+                table.figures.update(_measure_model(*key, selected, epochs))
             finally:
                 measured.release(device)
     return table

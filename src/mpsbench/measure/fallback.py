@@ -1,8 +1,5 @@
-"""Which ops silently ran on the cpu instead of mps, from PyTorch's own warning.
-
-With ``PYTORCH_ENABLE_MPS_FALLBACK=1`` an op mps lacks runs on the cpu, said only by one
-``TORCH_WARN_ONCE`` a process; :class:`Recorder` makes every fallback warn.
-"""
+"""Which ops silently ran on the cpu instead of mps (``PYTORCH_ENABLE_MPS_FALLBACK=1``), from
+PyTorch's own warning, which :class:`Recorder` makes fire for every op, not once a process."""
 
 from __future__ import annotations
 

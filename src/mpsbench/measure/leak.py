@@ -1,7 +1,6 @@
 """Leaks: how fast memory held after each step grows, a least-squares slope in MiB per 100 steps.
 
-A step that keeps something alive makes the readings climb in a line; a clean step's slope is
-about zero. The leak patterns are loop bodies from pytorch issues mps users filed.
+The leak patterns are loop bodies from pytorch issues mps users filed.
 """
 
 from __future__ import annotations
@@ -26,9 +25,9 @@ def steps_for(workload: Workload) -> int:
 
 
 def reading(device: str) -> int:
-    """Bytes held now: the device allocator's count (the cpu's: the process RSS)."""
+    """Bytes held now: the device allocator's count (the cpu's: the process RSS); no reading
+    skips, never a slope of zeros (RSS is no stand-in for mps's private Metal heaps)."""
     found = devices.get(device)
-    # a skip, never a slope of zeros; RSS is no stand-in for mps's private Metal heaps
     if (current := found.memory().current) is None:
         raise skips.SkipNotImplemented(
             f"no memory reading for {device}: {found.no_reading_reason()}"
@@ -56,9 +55,8 @@ def record(step: Callable[[], object], device: str, steps: int) -> list[int]:
 
 
 def measure(workload: Workload, steps: int | None = None) -> float:
-    return slope_mib_per_100_steps(
-        record(workload.step, workload.device, steps or steps_for(workload))
-    )
+    steps = steps or steps_for(workload)
+    return slope_mib_per_100_steps(record(workload.step, workload.device, steps))
 
 
 PATTERN_PER = 1000  # iterations a pattern's growth is reported per
@@ -76,6 +74,10 @@ class Pattern:
     min_torch: tuple[int, int] = (1, 12)
 
 
+def _seeded() -> torch.Generator:
+    return torch.Generator().manual_seed(models.SEED)
+
+
 def _sgd_step(model: nn.Module, loss: Callable[[], torch.Tensor]) -> Callable[[], object]:
     optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
 
@@ -90,7 +92,7 @@ def _sgd_step(model: nn.Module, loss: Callable[[], torch.Tensor]) -> Callable[[]
 
 
 def _lstm(device: str) -> Callable[[], object]:
-    gen = torch.Generator().manual_seed(models.SEED)
+    gen = _seeded()
     lstm = nn.LSTM(64, 128, num_layers=2, batch_first=True).to(device)
     head = nn.Linear(128, 10).to(device)
     x = torch.randn(16, 32, 64, generator=gen).to(device)
@@ -102,7 +104,7 @@ def _lstm(device: str) -> Callable[[], object]:
 
 
 def _varying_sizes(device: str) -> Callable[[], object]:
-    gen = torch.Generator().manual_seed(models.SEED)
+    gen = _seeded()
     model = nn.Sequential(
         nn.Conv2d(3, 16, 3, padding=1),
         nn.ReLU(),
@@ -120,7 +122,7 @@ def _varying_sizes(device: str) -> Callable[[], object]:
 
 def _maxpool(device: str) -> Callable[[], object]:
     pool = nn.MaxPool2d(2)
-    gen = torch.Generator().manual_seed(models.SEED)
+    gen = _seeded()
     x = torch.randn(8, 16, 64, 64, generator=gen).to(device).requires_grad_(True)
 
     def step() -> object:
@@ -132,7 +134,7 @@ def _maxpool(device: str) -> Callable[[], object]:
 
 
 def _varying_sdpa(device: str) -> Callable[[], object]:
-    gen = torch.Generator().manual_seed(models.SEED)
+    gen = _seeded()
     cycle = itertools.cycle(
         [torch.randn(3, 4, 8, length, 64, generator=gen).to(device) for length in LENGTHS]
     )

@@ -1,7 +1,6 @@
 """The small Llama's generation with a KV cache: time to the first token, then tokens per second.
 
-``prefill`` fills the cache from the prompt and picks the first token; ``decode`` feeds one greedy
-token at a time, never stopping early, so every build does the same work.
+Greedy decoding never stops early, so every build does the same work.
 """
 
 from __future__ import annotations

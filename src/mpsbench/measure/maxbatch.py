@@ -1,5 +1,4 @@
-"""The largest power-of-two batch whose training or inference step fits in a device's memory: the
-batch doubles up to :data:`CEILING` until the first out-of-memory error."""
+"""The largest power-of-two batch whose training or inference step fits in a device's memory."""
 
 from __future__ import annotations
 
@@ -70,9 +69,9 @@ class SizedStep:
 
     def __call__(self, batch_size: int) -> None:
         if (workload := self.workload) is None:
-            spec = self.spec
+            first = self.spec.batch_sizes[0]
             workload = self.workload = workloads.build(
-                self.kind, self.device, spec.name, spec.batch_sizes[0]
+                self.kind, self.device, self.spec.name, first
             )
         workload.batch = models.make_batch(self.spec, batch_size).to(self.device)
         workload.batch_size = batch_size
@@ -124,7 +123,6 @@ def largest_batch_in_child(
 
 
 def require(device: str, model: str, kind: str) -> None:
-    """asv's n/a with the reason where this search cannot run."""
     suite.require(kind, device, model)
     if device == "cpu" and not os.path.exists("/proc/self/status"):
         raise skips.SkipNotImplemented(
@@ -133,7 +131,7 @@ def require(device: str, model: str, kind: str) -> None:
 
 
 def measure(device: str, model: str, kind: str, ceiling: int = CEILING) -> Search:
-    """On the cpu in a memory-limited child (nothing would raise here), elsewhere here."""
+    """On the cpu in a memory-limited child (nothing would raise here)."""
     if device == "cpu":
         return largest_batch_in_child(kind, model, ceiling)
     return _search(kind, device, model, ceiling)

@@ -1,7 +1,7 @@
 """The benchmarked models: random weights, seeded synthetic batches, nothing downloaded.
 
-torchvision and transformers are imported inside the builders, so the suite imports with any
-supported torch. docs/reference/models.md gives where each size comes from.
+torchvision and transformers load inside the builders, so the suite imports with any supported
+torch. docs/reference/models.md gives where each size comes from.
 """
 
 from __future__ import annotations
@@ -48,7 +48,7 @@ class ModelSpec:
     num_classes: int
     seed_batch_size: int
     batch_sizes: tuple[int, ...]
-    large: bool  # a cpu step takes seconds: the cpu default runs it at small batches only
+    large: bool = True  # a cpu step takes seconds: the cpu default runs it at small batches only
     steps_per_call: int = 1  # lifts sub-millisecond GPU steps above clock and launch overhead
     requires: tuple[str, ...] = ()
     trainable: Callable[[nn.Module], list[nn.Parameter]] | None = None  # None: all parameters train
@@ -59,15 +59,18 @@ class ModelSpec:
         default=lambda model, inputs: model(*inputs.values())
     )
     trains: bool = True  # False: inference only (a frozen text encoder)
+    modern: bool = False  # in the modern classes, not the original ones
 
     def missing_requirements(self) -> list[str]:
-        missing = []
-        for package in self.requires:
-            try:
-                importlib.import_module(package)
-            except Exception:  # absent, or made for a newer torch
-                missing.append(package)
-        return missing
+        return [package for package in self.requires if not _imports(package)]
+
+
+def _imports(package: str) -> bool:
+    try:
+        importlib.import_module(package)
+    except Exception:  # absent, or made for a newer torch
+        return False
+    return True
 
 
 def _build_mlp() -> nn.Module:
@@ -166,17 +169,18 @@ def _classes(batch_size: int, num_classes: int, gen: torch.Generator) -> torch.T
 def _dense_batch(
     shape: tuple[int, ...], num_classes: int
 ) -> Callable[[int, torch.Generator], Batch]:
-    def make(batch_size: int, gen: torch.Generator) -> Batch:
-        return Batch(
-            {"input": torch.randn(batch_size, *shape, generator=gen)},
-            _classes(batch_size, num_classes, gen),
-        )
+    return lambda batch_size, gen: Batch(
+        {"input": torch.randn(batch_size, *shape, generator=gen)},
+        _classes(batch_size, num_classes, gen),
+    )
 
-    return make
+
+def _token_ids(vocabulary: int, length: int, batch_size: int, gen: torch.Generator) -> torch.Tensor:
+    return torch.randint(0, vocabulary, (batch_size, length), generator=gen)
 
 
 def _bert_batch(batch_size: int, gen: torch.Generator) -> Batch:
-    ids = torch.randint(0, 30522, (batch_size, BERT_SEQUENCE_LENGTH), generator=gen)
+    ids = _token_ids(30522, BERT_SEQUENCE_LENGTH, batch_size, gen)
     mask = torch.ones(batch_size, BERT_SEQUENCE_LENGTH, dtype=torch.long)
     return Batch(
         {"input_ids": ids, "attention_mask": mask}, _classes(batch_size, BERT_NUM_LABELS, gen)
@@ -184,20 +188,14 @@ def _bert_batch(batch_size: int, gen: torch.Generator) -> Batch:
 
 
 def _llama_batch(batch_size: int, gen: torch.Generator) -> Batch:
-    ids = torch.randint(
-        0, LLAMA_CONFIG["vocab_size"], (batch_size, LLAMA_SEQUENCE_LENGTH), generator=gen
-    )
+    ids = _token_ids(LLAMA_CONFIG["vocab_size"], LLAMA_SEQUENCE_LENGTH, batch_size, gen)
     return Batch({"input_ids": ids}, ids[:, 1:].clone())  # each position's next token
 
 
 def _clip_batch(batch_size: int, gen: torch.Generator) -> Batch:
-    ids = torch.randint(
-        0, CLIP_TEXT_CONFIG["vocab_size"], (batch_size, CLIP_SEQUENCE_LENGTH), generator=gen
-    )
+    ids = _token_ids(CLIP_TEXT_CONFIG["vocab_size"], CLIP_SEQUENCE_LENGTH, batch_size, gen)
     # the target gives the accuracy guard's loss a shape
-    target = torch.randint(
-        0, CLIP_TEXT_CONFIG["hidden_size"], (batch_size, CLIP_SEQUENCE_LENGTH), generator=gen
-    )
+    target = _token_ids(CLIP_TEXT_CONFIG["hidden_size"], CLIP_SEQUENCE_LENGTH, batch_size, gen)
     return Batch({"input_ids": ids}, target)
 
 
@@ -209,29 +207,17 @@ _CNN_SIZES = (1, 8, 32, 64, 128)
 _BIG_SIZES = (1, 8, 32, 64)
 
 
-def _torchvision_spec(
-    name: str,
-    description: str,
-    num_classes: int,
-    seed_batch_size: int,
-    batch_sizes: tuple[int, ...],
+def _torchvision(
+    name: str, description: str, num_classes: int, seed: int, sizes: tuple[int, ...], **more: Any
 ) -> ModelSpec:
     def build() -> nn.Module:
-        module: nn.Module = getattr(importlib.import_module("torchvision.models"), name)(
-            weights=None, num_classes=num_classes
-        )
-        return module
+        module = importlib.import_module("torchvision.models")
+        built: nn.Module = getattr(module, name)(weights=None, num_classes=num_classes)
+        return built
 
+    batch = _dense_batch((3, 224, 224), num_classes)
     return ModelSpec(
-        name,
-        description,
-        build,
-        _dense_batch((3, 224, 224), num_classes),
-        num_classes,
-        seed_batch_size,
-        batch_sizes,
-        large=True,
-        requires=("torchvision",),
+        name, description, build, batch, num_classes, seed, sizes, requires=("torchvision",), **more
     )
 
 
@@ -249,7 +235,6 @@ def _bert(name: str, description: str, **frozen: Any) -> ModelSpec:
         BERT_NUM_LABELS,
         seed_batch_size=64,
         batch_sizes=_BIG_SIZES,
-        large=True,
         requires=("transformers.models.bert.modeling_bert",),
         make_optimizer=_adamw,
         forward=lambda model, inputs: _output(model(**inputs), "logits"),
@@ -266,8 +251,8 @@ REGISTRY: dict[str, ModelSpec] = {
             _build_mlp,
             _dense_batch((1024,), 10),
             10,
-            seed_batch_size=1024,
-            batch_sizes=BATCH_SIZES,
+            1024,
+            BATCH_SIZES,
             large=False,
             steps_per_call=20,
         ),
@@ -277,24 +262,20 @@ REGISTRY: dict[str, ModelSpec] = {
             _build_lenet5,
             _dense_batch((1, 28, 28), 10),
             10,
-            seed_batch_size=128,
-            batch_sizes=BATCH_SIZES,
+            128,
+            BATCH_SIZES,
             large=False,
             steps_per_call=20,
         ),
-        _torchvision_spec(
-            "resnet50",
-            "torchvision ResNet-50, 224x224, 1000 classes",
-            1000,
-            seed_batch_size=128,
-            batch_sizes=_CNN_SIZES,
+        _torchvision(
+            "resnet50", "torchvision ResNet-50, 224x224, 1000 classes", 1000, 128, _CNN_SIZES
         ),
-        _torchvision_spec(
+        _torchvision(
             "vgg16",
             "torchvision VGG16, 224x224, 10 classes (CIFAR-10 upscaled)",
             10,
-            seed_batch_size=64,
-            batch_sizes=_BIG_SIZES,
+            64,
+            _BIG_SIZES,
         ),
         _bert("bert_base", "BERT-base classifier (BertConfig, random weights), seq 128, 6 labels"),
         _bert(
@@ -302,56 +283,47 @@ REGISTRY: dict[str, ModelSpec] = {
             "BERT-base with a frozen encoder: only the classifier head trains",
             trainable=lambda model: list(model.classifier.parameters()),
         ),
+        # modern: a later model never changes the params of the classes above
+        _torchvision(
+            "vit_b_16",
+            "torchvision ViT-B/16, 224x224, 1000 classes",
+            1000,
+            32,
+            _BIG_SIZES,
+            modern=True,
+        ),
+        ModelSpec(
+            LLAMA_NAME,
+            "Llama-style decoder (LlamaConfig, 125M params, random weights), 256 tokens, causal LM loss",
+            _transformers_build("LlamaForCausalLM", "LlamaConfig", LLAMA_CONFIG, LLAMA_ATTENTION),
+            _llama_batch,
+            LLAMA_CONFIG["vocab_size"],
+            8,
+            (1, 8, 32),
+            requires=("transformers.models.llama",),
+            make_optimizer=_adamw,
+            forward=_causal_lm_forward,
+            modern=True,
+        ),
+        ModelSpec(
+            "clip_text",
+            "Stable Diffusion 1.x text encoder (CLIPTextModel, ViT-L/14 text sizes), 77 tokens",
+            _transformers_build("CLIPTextModel", "CLIPTextConfig", CLIP_TEXT_CONFIG, "eager"),
+            _clip_batch,
+            CLIP_TEXT_CONFIG["hidden_size"],
+            8,
+            (1, 8, 32),
+            requires=("transformers",),
+            forward=_text_encoder_forward,
+            trains=False,
+            modern=True,
+        ),
     )
 }
 
-# Taken before the models below join: a later model never changes these classes' params.
-NAMES: tuple[str, ...] = tuple(REGISTRY)
+NAMES: tuple[str, ...] = tuple(name for name, spec in REGISTRY.items() if not spec.modern)
 # A frozen encoder changes training only.
 INFERENCE_NAMES: tuple[str, ...] = tuple(name for name in NAMES if REGISTRY[name].trainable is None)
-
-REGISTRY.update(
-    {
-        spec.name: spec
-        for spec in (
-            _torchvision_spec(
-                "vit_b_16",
-                "torchvision ViT-B/16, 224x224, 1000 classes",
-                1000,
-                seed_batch_size=32,
-                batch_sizes=_BIG_SIZES,
-            ),
-            ModelSpec(
-                LLAMA_NAME,
-                "Llama-style decoder (LlamaConfig, 125M params, random weights), 256 tokens, causal LM loss",
-                _transformers_build(
-                    "LlamaForCausalLM", "LlamaConfig", LLAMA_CONFIG, LLAMA_ATTENTION
-                ),
-                _llama_batch,
-                num_classes=LLAMA_CONFIG["vocab_size"],
-                seed_batch_size=8,
-                batch_sizes=(1, 8, 32),
-                large=True,
-                requires=("transformers.models.llama",),
-                make_optimizer=_adamw,
-                forward=_causal_lm_forward,
-            ),
-            ModelSpec(
-                "clip_text",
-                "Stable Diffusion 1.x text encoder (CLIPTextModel, ViT-L/14 text sizes), 77 tokens",
-                _transformers_build("CLIPTextModel", "CLIPTextConfig", CLIP_TEXT_CONFIG, "eager"),
-                _clip_batch,
-                num_classes=CLIP_TEXT_CONFIG["hidden_size"],
-                seed_batch_size=8,
-                batch_sizes=(1, 8, 32),
-                large=True,
-                requires=("transformers",),
-                forward=_text_encoder_forward,
-                trains=False,
-            ),
-        )
-    }
-)
 MODERN_NAMES: tuple[str, ...] = tuple(name for name in REGISTRY if name not in NAMES)
 MODERN_TRAINING_NAMES: tuple[str, ...] = tuple(
     name for name in MODERN_NAMES if REGISTRY[name].trains

@@ -1,8 +1,5 @@
-"""The operator registry: per op, fixed inputs at three sizes, the forward call and its work.
-
-Work is exact FLOPs for compute-bound ops and compulsory bytes (each operand touched once) for
-memory-bound ones, so GB/s is a lower bound.
-"""
+"""The operator registry: per op, fixed inputs at three sizes, the forward call and its work:
+exact FLOPs, or compulsory bytes (each operand touched once, so GB/s is a lower bound)."""
 
 from __future__ import annotations
 
@@ -19,10 +16,8 @@ DTYPES: tuple[str, ...] = precision.NAMES
 CALLS_PER_SAMPLE: Mapping[str, int] = {"small": 100, "medium": 20, "large": 3}
 GFLOPS = "GFLOP/s"
 GBPS = "GB/s"  # 1 GB = 1e9 bytes
-INDEX_BYTES = 8  # indices and class targets are int64
 
 Dims = Mapping[str, int]
-Forward = Callable[[Mapping[str, "torch.Tensor"]], "torch.Tensor"]  # strings: torch loads lazily
 
 
 @dataclass(frozen=True)
@@ -35,17 +30,30 @@ class Operand:
     on_host: bool = False  # stays in host memory (one end of a copy)
 
 
+def _evaluate(expression: str, dims: Dims, itemsize: int = 0) -> int:
+    """An expression of dims as the docs write it, so the documented formula is the computed one."""
+    python = expression.replace("^", "**").replace("/", "//")
+    return int(eval(python, {"__builtins__": {}}, {**dims, "s": itemsize}))  # our own constants
+
+
+def _shape(words: list[str], dims: Dims) -> tuple[int, ...]:
+    return tuple(_evaluate(word, dims) for word in words)
+
+
 @dataclass(frozen=True)
 class OpSpec:
+    """One op as a row. ``inputs``: ``name dims [ones|host|transposed] [below DIM]`` per operand,
+    in ``forward``'s order (``below v``: int64 in [0, v)); normal values train where the op has a
+    backward. ``formula``: one forward call's FLOPs or bytes (``s`` per element), then why."""
+
     name: str
     description: str
     shapes: Mapping[str, Dims]  # one per name in SIZES
-    operands: Callable[[Dims], dict[str, Operand]]
-    forward: Forward
-    output_shape: Callable[[Dims], tuple[int, ...]]
+    inputs: str
+    forward: Callable[..., torch.Tensor]
+    output: str  # the output's dims
     unit: str  # GFLOPS or GBPS
-    work: Callable[[Dims, int], int]  # FLOPs or bytes of one forward call, given the element size
-    formula: str  # ``work`` in words, for the docs
+    formula: str
     has_backward: bool = True  # timed by the forward+backward benchmark
     needs_functional: str | None = None  # a torch.nn.functional name older torch lacks
 
@@ -54,148 +62,60 @@ class OpSpec:
             raise errors.UserError(f"unknown size {size!r}; choose one of: {', '.join(SIZES)}")
         return self.shapes[size]
 
+    def operands(self, dims: Dims) -> dict[str, Operand]:
+        found = {}
+        for declared in self.inputs.split(", "):
+            declared, _, high = declared.partition(" below ")
+            name, *words = declared.split()
+            flags = {"ones", "host", "transposed"}.intersection(words)
+            fill = "index" if high else "ones" if "ones" in flags else "normal"
+            found[name] = Operand(
+                _shape([word for word in words if word not in flags], dims),
+                fill,
+                dims.get(high, 0),
+                trained=self.has_backward and fill == "normal",
+                transposed="transposed" in flags,
+                on_host="host" in flags,
+            )
+        return found
+
+    def output_shape(self, dims: Dims) -> tuple[int, ...]:
+        return _shape(self.output.split(), dims)
+
     def work_at(self, size: str, dtype: str) -> int:
         itemsize = torch.empty((), dtype=precision.dtype_of(dtype)).element_size()
-        return self.work(self.dims(size), itemsize)
+        return _evaluate(self.formula.split(" (")[0], self.dims(size), itemsize)
 
 
-def _dims(
-    names: str, small: tuple[int, ...], medium: tuple[int, ...], large: tuple[int, ...]
-) -> dict[str, Dims]:
-    return {
-        size: dict(zip(names.split(), values, strict=True))
-        for size, values in zip(SIZES, (small, medium, large))
-    }
+def _dims(names: str, *sizes: tuple[int, ...] | int) -> dict[str, Dims]:
+    rows = [size if isinstance(size, tuple) else (size,) for size in sizes]
+    return {size: dict(zip(names.split(), row, strict=True)) for size, row in zip(SIZES, rows)}
 
 
 # 64 KiB, 4 MiB and 256 MiB per float32 operand
-_SQUARE = _dims("n", (128,), (1024,), (8192,))
+_SQUARE = _dims("n", 128, 1024, 8192)
 _IMAGES = _dims("n c h w", (4, 16, 16, 16), (16, 64, 32, 32), (64, 256, 64, 64))
+_COPIED = _dims("n", 65536, 4194304, 67108864)
 
 
-Shape = Callable[[Dims], tuple[int, ...]]
+def _torch_function(name: str) -> Callable[..., torch.Tensor]:
+    return lambda *operands: getattr(torch, name)(*operands)  # torch is bound at the first case
 
 
-def _shape(dims: str) -> Shape:
-    """A shape from dim names (or literal sizes), e.g. ``"o c 3 3"``."""
-    return lambda d: tuple(int(k) if k.isdigit() else d[k] for k in dims.split())
-
-
-def _trained(**shapes: str) -> Callable[[Dims], dict[str, Operand]]:
-    return lambda d: {name: Operand(_shape(dims)(d), trained=True) for name, dims in shapes.items()}
-
-
-_square, _image = _shape("n n"), _shape("n c h w")
-
-
-def _elementwise(name: str, sign: str, transposed: bool) -> OpSpec:
-    """``add`` has no backward kernel of its own; ``mul`` has."""
-    layout = "a transposed (non-contiguous) n x n view and a contiguous one"
-    return OpSpec(
-        f"{name}_transposed" if transposed else name,
-        f"elementwise a {sign} b of {layout if transposed else 'two contiguous n x n'} tensors",
-        _SQUARE,
-        lambda d: {
-            "a": Operand(_square(d), trained=name == "mul", transposed=transposed),
-            "b": Operand(_square(d), trained=name == "mul"),
-        },
-        lambda x: getattr(torch, name)(x["a"], x["b"]),
-        _square,
-        GBPS,
-        lambda d, s: 3 * d["n"] ** 2 * s,
-        "3*n^2*s (read a and b, write the result)",
-        has_backward=name == "mul",
-    )
-
-
-def _same_shape(name: str, description: str, forward: Forward) -> OpSpec:
-    return OpSpec(
-        name,
-        description,
-        _SQUARE,
-        _trained(x="n n"),
-        forward,
-        _square,
-        GBPS,
-        lambda d, s: 2 * d["n"] ** 2 * s,
-        "2*n^2*s (read x, write y)",
-    )
-
-
-def _reduction(name: str, call: Callable[[torch.Tensor], torch.Tensor]) -> OpSpec:
-    return OpSpec(
-        name,
-        f"{name} over the last dim of an n x n tensor",
-        _SQUARE,
-        lambda d: {"x": Operand(_square(d))},
-        lambda x: call(x["x"]),
-        _shape("n"),
-        GBPS,
-        lambda d, s: (d["n"] ** 2 + d["n"]) * s,
-        "(n^2 + n)*s (read x, write one value per row)",
-        has_backward=False,  # the backward is a broadcast: no kernel of its own
-    )
-
-
-def _lookup(
-    name: str,
-    description: str,
-    shapes: dict[str, Dims],
-    *,
-    source: str,
-    index: str,
-    axis: int,
-    forward: Forward,
-    work: Callable[[Dims, int], int],
-    formula: str,
-) -> OpSpec:
-    """An op reading a trained ``source`` at random int64 positions along ``axis``; the output
-    has the index's dims, then the source's past ``axis``."""
-    source_dims = source.split()
-    return OpSpec(
-        name,
-        description,
-        shapes,
-        lambda d: {
-            "source": Operand(_shape(source)(d), trained=True),
-            "index": Operand(_shape(index)(d), fill="index", high=d[source_dims[axis]]),
-        },
-        forward,
-        _shape(" ".join([index, *source_dims[axis + 1 :]])),
-        GBPS,
-        work,
-        formula,
-    )
-
-
-def _copy(name: str, description: str, source_on_host: bool) -> OpSpec:
-    return OpSpec(
-        name,
-        description,
-        _dims("n", (65536,), (4194304,), (67108864,)),
-        lambda d: {
-            "source": Operand((d["n"],), on_host=source_on_host),
-            "destination": Operand((d["n"],), on_host=not source_on_host),
-        },
-        lambda x: x["destination"].copy_(x["source"]),
-        _shape("n"),
-        GBPS,
-        lambda d, s: d["n"] * s,
-        "n*s (the bytes that cross between host and device memory)",
-        has_backward=False,
-    )
-
+_TRANSPOSED = "a transposed (non-contiguous) n x n view and a contiguous one"
+_READ_WRITE = "2*n^2*s (read x, write y)"
+_ONE_PER_ROW = "(n^2 + n)*s (read x, write one value per row)"
+_CROSSING = "n*s (the bytes that cross between host and device memory)"
 
 _SPECS: tuple[OpSpec, ...] = (
     OpSpec(
         "matmul",
         "square matrix product a @ b",
-        _dims("n", (64,), (256,), (4096,)),
-        _trained(a="n n", b="n n"),
-        lambda x: torch.matmul(x["a"], x["b"]),
-        _square,
+        _dims("n", 64, 256, 4096),
+        "a n n, b n n",
+        lambda a, b: torch.matmul(a, b),
+        "n n",
         GFLOPS,
-        lambda d, s: 2 * d["n"] ** 3,
         "2*n^3 (n^3 multiply-adds)",
     ),
     OpSpec(
@@ -203,11 +123,10 @@ _SPECS: tuple[OpSpec, ...] = (
         "F.linear (nn.Linear): t tokens of i features to o features, with bias",
         # large: BERT-large's FFN, 32 x 512 tokens
         _dims("t i o", (32, 128, 128), (512, 256, 256), (16384, 1024, 4096)),
-        _trained(x="t i", weight="o i", bias="o"),
-        lambda x: F.linear(x["x"], x["weight"], x["bias"]),
-        _shape("t o"),
+        "x t i, weight o i, bias o",
+        lambda x, weight, bias: F.linear(x, weight, bias),
+        "t o",
         GFLOPS,
-        lambda d, s: d["t"] * d["o"] * (2 * d["i"] + 1),
         "t*o*(2*i + 1) (i multiply-adds and a bias add per output)",
     ),
     OpSpec(
@@ -215,22 +134,20 @@ _SPECS: tuple[OpSpec, ...] = (
         "F.conv2d, 3x3 kernel, stride 1, padding 1, with bias",
         # large: ResNet's first stage at batch 64
         _dims("n c h w o", (1, 16, 16, 16, 16), (8, 32, 16, 16, 32), (64, 64, 56, 56, 64)),
-        _trained(x="n c h w", weight="o c 3 3", bias="o"),
-        lambda x: F.conv2d(x["x"], x["weight"], x["bias"], padding=1),
-        _shape("n o h w"),
+        "x n c h w, weight o c 3 3, bias o",
+        lambda x, weight, bias: F.conv2d(x, weight, bias, padding=1),
+        "n o h w",
         GFLOPS,
-        lambda d, s: d["n"] * d["o"] * d["h"] * d["w"] * (2 * d["c"] * 9 + 1),
         "n*o*h*w*(2*c*9 + 1) (c*3*3 multiply-adds and a bias add per output)",
     ),
     OpSpec(
         "scaled_dot_product_attention",
         "F.scaled_dot_product_attention, no mask, q/k/v of shape (n, h, l, d)",
         _dims("n h l d", (1, 4, 64, 32), (2, 8, 128, 64), (8, 16, 2048, 64)),
-        _trained(q="n h l d", k="n h l d", v="n h l d"),
-        lambda x: F.scaled_dot_product_attention(x["q"], x["k"], x["v"]),
-        _shape("n h l d"),
+        "q n h l d, k n h l d, v n h l d",
+        lambda q, k, v: F.scaled_dot_product_attention(q, k, v),
+        "n h l d",
         GFLOPS,
-        lambda d, s: 4 * d["n"] * d["h"] * d["l"] ** 2 * d["d"],
         "4*n*h*l^2*d (q @ k^T and scores @ v; the softmax is left out, as FlashAttention counts)",
         needs_functional="scaled_dot_product_attention",  # torch 2.0+
     ),
@@ -238,105 +155,155 @@ _SPECS: tuple[OpSpec, ...] = (
         "max_pool2d",
         "F.max_pool2d, 2x2 window, stride 2",
         _IMAGES,
-        _trained(x="n c h w"),
-        lambda x: F.max_pool2d(x["x"], 2),
-        lambda d: (d["n"], d["c"], d["h"] // 2, d["w"] // 2),
+        "x n c h w",
+        lambda x: F.max_pool2d(x, 2),
+        "n c h/2 w/2",
         GBPS,
-        lambda d, s: d["n"] * d["c"] * (d["h"] * d["w"] + (d["h"] // 2) * (d["w"] // 2)) * s,
         "(n*c*h*w + n*c*(h/2)*(w/2))*s (read x, write the pooled result)",
     ),
     OpSpec(
         "batch_norm",
         "F.batch_norm in training mode (batch statistics, running stats updated), with affine",
         _IMAGES,
-        lambda d: {
-            **_trained(x="n c h w", weight="c", bias="c")(d),
-            "running_mean": Operand((d["c"],), fill="ones"),
-            "running_var": Operand((d["c"],), fill="ones"),
-        },
-        lambda x: F.batch_norm(
-            x["x"], x["running_mean"], x["running_var"], x["weight"], x["bias"], training=True
-        ),
-        _image,
+        "x n c h w, weight c, bias c, running_mean c ones, running_var c ones",
+        lambda x, weight, bias, mean, var: F.batch_norm(x, mean, var, weight, bias, training=True),
+        "n c h w",
         GBPS,
-        lambda d, s: (2 * d["n"] * d["c"] * d["h"] * d["w"] + 6 * d["c"]) * s,
         "(2*n*c*h*w + 6*c)*s (read x, write y; read weight and bias; read and write both running stats)",
     ),
     OpSpec(
         "layer_norm",
         "F.layer_norm over the last dim of t tokens of width d, with affine",
         _dims("t d", (64, 256), (4096, 256), (16384, 4096)),
-        _trained(x="t d", weight="d", bias="d"),
-        lambda x: F.layer_norm(x["x"], (x["x"].shape[-1],), x["weight"], x["bias"]),
-        _shape("t d"),
+        "x t d, weight d, bias d",
+        lambda x, weight, bias: F.layer_norm(x, (x.shape[-1],), weight, bias),
+        "t d",
         GBPS,
-        lambda d, s: (2 * d["t"] * d["d"] + 2 * d["d"]) * s,
         "(2*t*d + 2*d)*s (read x, write y, read weight and bias)",
     ),
-    _same_shape(
+    OpSpec(
         "softmax",
         "softmax over the last dim of an n x n tensor",
-        lambda x: torch.softmax(x["x"], dim=-1),
+        _SQUARE,
+        "x n n",
+        lambda x: torch.softmax(x, dim=-1),
+        "n n",
+        GBPS,
+        _READ_WRITE,
     ),
-    _same_shape("gelu", "F.gelu (exact, erf form) of an n x n tensor", lambda x: F.gelu(x["x"])),
+    OpSpec(
+        "gelu",
+        "F.gelu (exact, erf form) of an n x n tensor",
+        _SQUARE,
+        "x n n",
+        lambda x: F.gelu(x),
+        "n n",
+        GBPS,
+        _READ_WRITE,
+    ),
+    # add has no backward kernel of its own; mul has
     *(
-        _elementwise(name, sign, transposed)
+        OpSpec(
+            f"{name}{suffix}",
+            f"elementwise a {sign} b of {_TRANSPOSED if suffix else 'two contiguous n x n'} tensors",
+            _SQUARE,
+            f"a n n{suffix.replace('_', ' ')}, b n n",
+            _torch_function(name),
+            "n n",
+            GBPS,
+            "3*n^2*s (read a and b, write the result)",
+            has_backward=name == "mul",
+        )
         for name, sign in (("add", "+"), ("mul", "*"))
-        for transposed in (False, True)
+        for suffix in ("", "_transposed")
     ),
-    _reduction("sum", lambda x: torch.sum(x, dim=-1)),
-    _reduction("mean", lambda x: torch.mean(x, dim=-1)),
-    _lookup(
+    # the backward of a reduction is a broadcast: no kernel of its own
+    OpSpec(
+        "sum",
+        "sum over the last dim of an n x n tensor",
+        _SQUARE,
+        "x n n",
+        lambda x: torch.sum(x, dim=-1),
+        "n",
+        GBPS,
+        _ONE_PER_ROW,
+        has_backward=False,
+    ),
+    OpSpec(
+        "mean",
+        "mean over the last dim of an n x n tensor",
+        _SQUARE,
+        "x n n",
+        lambda x: torch.mean(x, dim=-1),
+        "n",
+        GBPS,
+        _ONE_PER_ROW,
+        has_backward=False,
+    ),
+    OpSpec(
         "index_select",
         "index_select of k rows (random, repeats allowed) from a v x d table",
         _dims("v d k", (1024, 64, 256), (32768, 256, 4096), (65536, 1024, 65536)),
-        source="v d",
-        index="k",
-        axis=0,
-        forward=lambda x: torch.index_select(x["source"], 0, x["index"]),
-        work=lambda d, s: 2 * d["k"] * d["d"] * s + INDEX_BYTES * d["k"],
-        formula="2*k*d*s + 8*k (read the selected rows, write them, read the int64 indices)",
+        "source v d, index k below v",
+        lambda source, index: torch.index_select(source, 0, index),
+        "k d",
+        GBPS,
+        "2*k*d*s + 8*k (read the selected rows, write them, read the int64 indices)",
     ),
-    _lookup(
+    OpSpec(
         "gather",
         "torch.gather along dim 1: k random columns per row of an r x c tensor",
         _dims("r c k", (256, 256, 64), (2048, 2048, 512), (16384, 8192, 4096)),
-        source="r c",
-        index="r k",
-        axis=1,
-        forward=lambda x: torch.gather(x["source"], 1, x["index"]),
-        work=lambda d, s: d["r"] * d["k"] * (2 * s + INDEX_BYTES),
-        formula="r*k*(2*s + 8) (per output: read an int64 index and a source element, write it)",
+        "source r c, index r k below c",
+        lambda source, index: torch.gather(source, 1, index),
+        "r k",
+        GBPS,
+        "r*k*(2*s + 8) (per output: read an int64 index and a source element, write it)",
     ),
-    _lookup(
+    OpSpec(
         "embedding",
         "F.embedding: look up n x l token ids in a v x d table",
         # medium: BERT's vocabulary; large: GPT-2's
         _dims("v d n l", (1000, 64, 4, 64), (30522, 256, 16, 256), (50257, 1024, 64, 1024)),
-        source="v d",
-        index="n l",
-        axis=0,
-        forward=lambda x: F.embedding(x["index"], x["source"]),
-        work=lambda d, s: 2 * d["n"] * d["l"] * d["d"] * s + INDEX_BYTES * d["n"] * d["l"],
-        formula="2*n*l*d*s + 8*n*l (read the looked-up rows, write them, read the int64 ids)",
+        "source v d, index n l below v",
+        lambda source, index: F.embedding(index, source),
+        "n l d",
+        GBPS,
+        "2*n*l*d*s + 8*n*l (read the looked-up rows, write them, read the int64 ids)",
     ),
     OpSpec(
         "cross_entropy",
         "F.cross_entropy of n rows of c logits against int64 class targets (mean)",
         # medium: ImageNet's classes; large: an LM's vocabulary
         _dims("n c", (64, 1000), (1024, 1000), (4096, 32000)),
-        lambda d: {
-            "logits": Operand((d["n"], d["c"]), trained=True),
-            "target": Operand((d["n"],), fill="index", high=d["c"]),
-        },
-        lambda x: F.cross_entropy(x["logits"], x["target"]),
-        _shape(""),
+        "logits n c, target n below c",
+        lambda logits, target: F.cross_entropy(logits, target),
+        "",
         GBPS,
-        lambda d, s: d["n"] * d["c"] * s + INDEX_BYTES * d["n"] + s,
         "n*c*s + 8*n + s (read the logits and int64 targets, write the scalar loss)",
     ),
-    _copy("copy_h2d", "copy from pageable host memory into a preallocated device buffer", True),
-    _copy("copy_d2h", "copy from device memory into a preallocated pageable host buffer", False),
+    OpSpec(
+        "copy_h2d",
+        "copy from pageable host memory into a preallocated device buffer",
+        _COPIED,
+        "source n host, destination n",
+        lambda source, destination: destination.copy_(source),
+        "n",
+        GBPS,
+        _CROSSING,
+        has_backward=False,
+    ),
+    OpSpec(
+        "copy_d2h",
+        "copy from device memory into a preallocated pageable host buffer",
+        _COPIED,
+        "source n, destination n host",
+        lambda source, destination: destination.copy_(source),
+        "n",
+        GBPS,
+        _CROSSING,
+        has_backward=False,
+    ),
 )
 
 REGISTRY: dict[str, OpSpec] = {spec.name: spec for spec in _SPECS}
@@ -359,18 +326,17 @@ def make_inputs(
     """Seeded, drawn in float32 and cast: every dtype sees the same values."""
     devices.get(device).seed(models.SEED)
     float_dtype = precision.dtype_of(dtype)
-    inputs: dict[str, torch.Tensor] = {}
+    inputs = {}
     for name, operand in spec.operands(spec.dims(size)).items():
         where = "cpu" if operand.on_host else device
         shape = operand.shape[::-1] if operand.transposed else operand.shape
         if operand.fill == "index":
-            tensor = torch.randint(0, operand.high, shape, device=where, dtype=torch.int64)
+            tensor = torch.randint(0, operand.high, shape, device=where)
         elif operand.fill == "ones":
             tensor = torch.ones(shape, device=where, dtype=float_dtype)
         else:
             tensor = torch.randn(shape, device=where).to(float_dtype)
-        if operand.transposed:
-            tensor = tensor.t()
+        tensor = tensor.t() if operand.transposed else tensor
         inputs[name] = tensor.requires_grad_(training and operand.trained)
     return inputs
 
@@ -385,10 +351,8 @@ def _bind_torch() -> None:
 
 
 class OpCase:
-    """One op at one size and dtype with its inputs on a device; nothing here synchronizes.
-
-    The backward is ``torch.autograd.grad`` with a fixed output gradient: no ``.grad`` accumulation.
-    """
+    """One op at one size and dtype with its inputs on a device; nothing here synchronizes. The
+    backward is ``torch.autograd.grad`` with a fixed output gradient: no ``.grad`` accumulation."""
 
     def __init__(self, spec: OpSpec, device: str, dtype: str, size: str, training: bool) -> None:
         if training and not spec.has_backward:
@@ -399,16 +363,17 @@ class OpCase:
         self.spec, self.dtype, self.size, self.training = spec, dtype, size, training
         self.device = devices.get(device)
         self.inputs = make_inputs(spec, size, device, dtype, training)
+        self.operands = tuple(self.inputs.values())  # forward's arguments, in its order
         self.trained = [tensor for tensor in self.inputs.values() if tensor.requires_grad]
         self.grad_output: torch.Tensor | None = None
         self.calls_per_sample = CALLS_PER_SAMPLE[size]
 
     def forward(self) -> torch.Tensor:
         with torch.no_grad():
-            return self.spec.forward(self.inputs)
+            return self.spec.forward(*self.operands)
 
     def forward_backward(self) -> tuple[torch.Tensor, ...]:
-        output = self.spec.forward(self.inputs)
+        output = self.spec.forward(*self.operands)
         if self.grad_output is None:
             self.grad_output = torch.randn(output.shape, device=output.device).to(output.dtype)
         return torch.autograd.grad(output, self.trained, self.grad_output)

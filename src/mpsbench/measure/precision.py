@@ -1,8 +1,7 @@
 """What a dtype means for a step, where it is supported, and proof that it was used.
 
 Reduced-precision training is mixed (autocast, float32 weights, a GradScaler for float16);
-inference casts the model and floating inputs. Autocast on an unsupported device/dtype only warns
-and runs float32, so every warm-up checks the logits' dtype.
+inference casts the model and floating inputs.
 """
 
 from __future__ import annotations
@@ -37,14 +36,12 @@ def is_reduced(name: str) -> bool:
 
 
 def autocast(device: str, kind: str, name: str) -> contextlib.AbstractContextManager[Any]:
-    """Autocast for training in a reduced dtype, else nothing."""
     if kind != "training" or not is_reduced(name):
         return contextlib.nullcontext()
     return torch.autocast(device_type=device, dtype=dtype_of(name))
 
 
 def grad_scaler(device: str, kind: str, name: str) -> Any | None:
-    """float16 training's loss scaler, else None."""
     if kind != "training" or name != "float16":
         return None
     if (amp_scaler := getattr(getattr(torch, "amp", None), "GradScaler", None)) is not None:

@@ -1,8 +1,5 @@
-"""Workloads: a model, its optimizer and a fixed batch, resident on a device.
-
-A training step zeroes the gradients, runs forward, loss, backward and the optimizer; an inference
-step is an eval-mode forward under ``torch.inference_mode()``. Neither synchronizes.
-"""
+"""Workloads: a model, its optimizer and a fixed batch, resident on a device; a training or
+inference step that does not synchronize."""
 
 from __future__ import annotations
 
@@ -17,8 +14,7 @@ KINDS: tuple[str, ...] = ("training", "inference")
 
 
 class WorkloadError(ValueError):
-    """A workload that cannot be built or stepped: not a UserError, since a non-finite loss is a
-    failed benchmark, not a mistake."""
+    """A workload that cannot be built or stepped: a failed benchmark, not a user's mistake."""
 
 
 class Workload:
@@ -41,14 +37,11 @@ class Workload:
         if kind == "inference" and precision.is_reduced(dtype):  # cast, where training autocasts
             cast = precision.dtype_of(dtype)
             self.model.to(cast)
-            inputs = self.batch.inputs.items()  # ids stay integers
-            self.batch = models.Batch(
-                {
-                    key: value.to(cast) if value.is_floating_point() else value
-                    for key, value in inputs
-                },
-                self.batch.target,
-            )
+            inputs = {
+                key: value.to(cast) if value.is_floating_point() else value  # ids stay integers
+                for key, value in self.batch.inputs.items()
+            }
+            self.batch = models.Batch(inputs, self.batch.target)
         if compiled:  # compiles at the first step
             self.model = torch.compile(self.model)  # type: ignore[assignment]  # an OptimizedModule
         self.first_step_seconds: float | None = None  # compile included
@@ -57,15 +50,13 @@ class Workload:
         self.scaler = precision.grad_scaler(device, kind, dtype)
         self.computed_dtype: torch.dtype | None = None  # the logits' dtype in the last step
         self.fallback_ops: tuple[str, ...] = ()  # ops that ran on the cpu during warm-up
+        self.model.train(kind == "training")
         if kind == "training":
-            self.model.train()
             trained = self.trained_parameters()
             self.model.requires_grad_(False)
             for parameter in trained:
                 parameter.requires_grad_(True)
             self.optimizer = spec.make_optimizer(trained)
-        else:
-            self.model.eval()
 
     def trained_parameters(self) -> list[nn.Parameter]:
         if self.spec.trainable is None:
@@ -157,7 +148,6 @@ def build(
     dtype: str = precision.DEFAULT,
     compiled: bool = False,
 ) -> Workload:
-    """Validates every argument (one-line errors), then builds the workload."""
     check_kind(kind)
     devices.get(device)
     precision.check_name(dtype)
