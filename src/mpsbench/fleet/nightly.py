@@ -57,21 +57,21 @@ class Fleet:
 
 def sync(repository: mf.Manifest, fleet_manifest: mf.Manifest) -> mf.Manifest:
     """Per channel, the history of the two that continues the other; diverging ones are an error."""
-    names = dict.fromkeys(c.name for c in (*repository.channels, *fleet_manifest.channels))
     channels = []
-    for name in names:
-        ours, theirs = repository.channel(name), fleet_manifest.channel(name)
-        if ours is None or theirs is None:
-            channels.append(ours or theirs)
-            continue
-        shorter, longer = sorted((ours, theirs), key=lambda channel: len(channel.builds))
-        if longer.builds[: len(shorter.builds)] != shorter.builds or ours.parent != theirs.parent:
+    for name in dict.fromkeys(c.name for c in (*repository.channels, *fleet_manifest.channels)):
+        found = (repository.channel(name), fleet_manifest.channel(name))
+        ordered = sorted((c for c in found if c), key=lambda channel: len(channel.builds))
+        shorter, longer = ordered[0], ordered[-1]
+        if (
+            longer.builds[: len(shorter.builds)] != shorter.builds
+            or shorter.parent != longer.parent
+        ):
             raise UserError(
                 f"channel {name} has different builds in the repository's manifest and the fleet's:"
                 " one must continue the other (fix the manifest on one side)"
             )
         channels.append(longer)
-    synced = mf.Manifest(tuple(c for c in channels if c is not None), repository.defaults)
+    synced = mf.Manifest(tuple(channels), repository.defaults)
     mf.validate(synced)
     return synced
 
