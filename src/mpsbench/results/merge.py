@@ -253,9 +253,11 @@ def screen(data: dict[str, Any], units: dict[str, str]) -> list[str]:
 
 
 def _rank(columns: dict[str, Any] | None) -> int:
-    """Absent, not run (NaN), failed (null), measured: a combination fills a lower one's place."""
-    value = columns and columns["result"]
-    return 0 if columns is None else 3 if measured(value) else 2 if value is None else 1
+    """Absent 0, not run (NaN) 1, failed (null) 2, measured 3: a combination fills a lower one's."""
+    if columns is None:
+        return 0
+    value = columns["result"]
+    return 3 if measured(value) else 2 if value is None else 1
 
 
 @dataclass
