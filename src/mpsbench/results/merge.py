@@ -55,13 +55,15 @@ SAID = (
 
 @dataclass
 class Report:
+    """What a merge did, line by line (SAID says what each list holds)."""
+
     copied: list[str] = field(default_factory=list)
     identical: list[str] = field(default_factory=list)
-    merged: list[str] = field(default_factory=list)  # files DEST had, to which values were added
-    replaced: list[str] = field(default_factory=list)  # --replace, audited
+    merged: list[str] = field(default_factory=list)
+    replaced: list[str] = field(default_factory=list)
     conflicts: list[str] = field(default_factory=list)
-    refused: list[str] = field(default_factory=list)  # values, not merged
-    refused_files: list[str] = field(default_factory=list)  # nothing merged from them
+    refused: list[str] = field(default_factory=list)
+    refused_files: list[str] = field(default_factory=list)
     corrupt: list[str] = field(default_factory=list)
     benchmarks: list[str] = field(default_factory=list)  # changes to DEST's benchmarks.json
 
