@@ -167,7 +167,7 @@ def test_a_dry_run_resolves_and_benchmarks_but_records_nothing(nights, night):
     assert bench.returncode == 0, bench.stdout + bench.stderr
     assert "machine fleet-a: benchmarking 1 build: nightly@2026-11-20" in bench.stdout
     # --device cpu: asv is given the cpu combination only, and starts no process for the mps one
-    assert "asv will run 1 of the suite's 2 combinations (mpsbench preselect)" in bench.stdout
+    assert "the run: 1 build, newest first, 1 combinations;" in bench.stdout
     assert "'mps'" not in bench.stdout
     # asv's own lines go to their log beside the results, the terminal has one line a combination
     assert "benchmark_models.Training.time_step" in (work / "results-asv.log").read_text()

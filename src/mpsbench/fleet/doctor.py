@@ -1,8 +1,8 @@
 """mpsbench doctor: check a machine before a run, and say what would make its numbers untrustworthy.
 
 One line per finding: ok, warn (numbers taken now would be doubtful, and why) or info (the OS does
-not report it here). --strict exits 1 when anything warned. Load, power and heat are judged by the
-rule a record run's quiet gate applies before each value (mpsbench.measure.quiet).
+not report it here); --strict exits 1 when anything warned. Load, power and heat are judged by the
+rule of a record run's quiet gate (mpsbench.measure.quiet).
 """
 
 from __future__ import annotations
@@ -17,9 +17,8 @@ MEMORY_FREE_FRACTION = 0.25  # of RAM available; below it, may swap
 READING = 1.0  # seconds: longer than the gate's, as nothing of ours runs meanwhile
 
 
-@functools.cache
+@functools.cache  # read once per doctor run
 def machine() -> quiet.State:
-    """The machine's state, read once per doctor run."""
     return quiet.read(READING)
 
 
@@ -67,20 +66,20 @@ def check_thermal() -> Iterator[Finding]:
         said = "the OS reports no thermal pressure here (pmset -g therm is macOS's)"
         yield Finding("info", "thermal", said)
     else:
-        problem = quiet.problems(machine()).get("thermal")
-        yield _judged("thermal", problem, "no throttling, no thermal warning recorded")
+        fine = "no throttling, no thermal warning recorded"
+        yield _judged("thermal", quiet.problems(machine()).get("thermal"), fine)
 
 
 def check_load() -> Iterator[Finding]:
     state = machine()
-    problem = quiet.problems(state).get("load")
+    level = "warn" if (problem := quiet.problems(state).get("load")) else "ok"
     used = problem or f"other processes used {state.others:.1f} of {state.cores} cores"
     if state.load is not None:
         used += f"; load average {state.load:.1f} over the last minute"
-    yield Finding("warn" if problem else "ok", "load", used)
+    yield Finding(level, "load", used)
     if found := host.busy_processes(quiet.BUSY_PERCENT):
         named = ", ".join(f"{name} (pid {pid}, {percent:.0f}%)" for name, pid, percent in found[:5])
-        yield Finding("warn" if problem else "ok", "processes", f"busy on the cpu: {named}")
+        yield Finding(level, "processes", f"busy on the cpu: {named}")
     else:
         said = f"no other process above {quiet.BUSY_PERCENT:.0f}% of a core"
         yield Finding("ok", "processes", said)
@@ -103,4 +102,4 @@ def run(strict: bool = False) -> int:
         )
     else:
         print("mpsbench doctor: nothing found that would make numbers untrustworthy")
-    return 1 if warned and strict else 0
+    return int(bool(warned) and strict)

@@ -1,10 +1,8 @@
-"""The nightly job of a fleet of machines, step by step: scripts/nightly STEP (docs/how-to/fleet.md).
+"""The fleet's nightly job, one step at a time (scripts/nightly STEP; docs/how-to/fleet.md).
 
-Each step is what one job of .github/workflows/nightly.yml runs; it works the same on a laptop, in
-a work folder (default .asv/nightly) that holds everything, the fleet's files included.
-
-Exit status: 0 done, 1 a regression (or merge conflicts), 2 a mistake in the
-command or the fleet's files (one line), 3 benchmarks that failed (asv).
+Each step is a job of .github/workflows/nightly.yml and runs the same on a laptop: the fleet is a
+suite whose files live in a work folder (default .asv/nightly). Exit: 0 done, 1 a regression or
+merge conflict, 2 a bad command or fleet file (one line), 3 benchmarks that failed.
 """
 
 from __future__ import annotations
@@ -22,7 +20,6 @@ from mpsbench.context import Suite
 from mpsbench.core import asv, asvconf, files, progress, ranges, settings
 from mpsbench.core.errors import UserError
 from mpsbench.fleet import results_branch
-from mpsbench.measure import preselect
 from mpsbench.regressions import alerts, bisection, fresh, nightlies
 from mpsbench.results import merge, record, recorded
 from mpsbench.site import publish as site
@@ -59,30 +56,29 @@ class Fleet:
 
 
 def sync(repository: mf.Manifest, fleet_manifest: mf.Manifest) -> mf.Manifest:
-    """The fleet's manifest brought up to date with the repository's: per channel, the history
-    that continues the other; two that diverge are an error."""
-    names = dict.fromkeys(c.name for c in (*repository.channels, *fleet_manifest.channels))
+    """Per channel, the history of the two that continues the other; diverging ones are an error."""
     channels = []
-    for name in names:
-        ours, theirs = repository.channel(name), fleet_manifest.channel(name)
-        if ours is None or theirs is None:
-            channels.append(ours or theirs)
-            continue
-        shorter, longer = sorted((ours, theirs), key=lambda channel: len(channel.builds))
-        if longer.builds[: len(shorter.builds)] != shorter.builds or ours.parent != theirs.parent:
+    for name in dict.fromkeys(c.name for c in (*repository.channels, *fleet_manifest.channels)):
+        found = (repository.channel(name), fleet_manifest.channel(name))
+        ordered = sorted((c for c in found if c), key=lambda channel: len(channel.builds))
+        shorter, longer = ordered[0], ordered[-1]
+        if (
+            longer.builds[: len(shorter.builds)] != shorter.builds
+            or shorter.parent != longer.parent
+        ):
             raise UserError(
                 f"channel {name} has different builds in the repository's manifest and the fleet's:"
                 " one must continue the other (fix the manifest on one side)"
             )
         channels.append(longer)
-    synced = mf.Manifest(tuple(c for c in channels if c is not None), repository.defaults)
+    synced = mf.Manifest(tuple(channels), repository.defaults)
     mf.validate(synced)
     return synced
 
 
 def prepare(fleet: Fleet) -> Suite:
     """The work folder's suite: the fleet's manifest and timeline, and an asv.conf.json walking
-    the suite's branches the fleet has and the nightly channel."""
+    the nightly channel and the suite's branches the fleet has."""
     work = Suite(fleet.work / asvconf.CONFIG, fleet.manifest, fleet.work / "timeline")
     if not fleet.manifest.is_file() or not work.manifest.channels:
         raise UserError(
@@ -96,12 +92,12 @@ def prepare(fleet: Fleet) -> Suite:
 
 
 def fetch(fleet: Fleet, remote: str, branch: str) -> int:
-    commit = results_branch.fetch(fleet.suite, fleet.files, remote, branch)
-    log.info(
-        f"{remote} has no branch {branch} yet: {fleet.files} starts empty (push creates it)"
-        if commit is None
-        else f"{remote}/{branch} at {commit[:12]} copied into {fleet.files}"
-    )
+    if commit := results_branch.fetch(fleet.suite, fleet.files, remote, branch):
+        log.info(f"{remote}/{branch} at {commit[:12]} copied into {fleet.files}")
+    else:
+        log.info(
+            f"{remote} has no branch {branch} yet: {fleet.files} starts empty (push creates it)"
+        )
     return 0
 
 
@@ -124,7 +120,6 @@ class Resolving:
 
 
 def resolve_nightly(fleet: Fleet, options: Resolving) -> int:
-    # before the first resolve the fleet's manifest is the repository's
     synced = sync(mf.load(fleet.suite / history.MANIFEST), mf.load(fleet.manifest, missing_ok=True))
     # a dry run's copy and timeline of its own: the work folder's must not get ahead
     scratch = fleet.work / "dry-run" if options.dry_run else fleet.work
@@ -151,35 +146,18 @@ def resolve_nightly(fleet: Fleet, options: Resolving) -> int:
 
 def _select_devices(requested: Sequence[str]) -> None:
     """Refuse a --device not usable here; name the rest in MPSBENCH_DEVICES for asv."""
-    names = [name for item in requested for name in item.split(",") if name]
-    if not names:
-        return
-    from mpsbench.measure import devices  # imports torch
+    if names := [name for item in requested for name in item.split(",") if name]:
+        from mpsbench.measure import devices  # imports torch
 
-    for name in names:
-        found = devices.get(name).availability()
-        if not found.usable:
-            raise UserError(f"device {name} is not usable on this machine: {found.reason}")
-    os.environ[settings.DEVICES] = ",".join(names)
+        for name in names:
+            if not (found := devices.get(name).availability()).usable:
+                raise UserError(f"device {name} is not usable on this machine: {found.reason}")
+        os.environ[settings.DEVICES] = ",".join(names)
 
 
 def machine_name(requested: str | None) -> str:
     """This runner's machine entry, written; its name from --machine, else MPSBENCH_MACHINE."""
     return machine.write(requested or settings.text(settings.MACHINE))[0]
-
-
-def missing_builds(suite: Suite, name: str, limit: int) -> list[str]:
-    """The timeline commits machine ``name`` has no results for, oldest first, the newest
-    ``limit`` (0: all)."""
-    have = recorded.commits(suite.conf.results, name)
-    branches = suite.conf.branches  # none yet: nothing to run
-    commits = ranges.builds(suite.timeline_path, branches, "ALL") if branches else []
-    refs = {commit: ref for ref, commit in suite.timeline.commits.items()}
-    dated = sorted(
-        (c for c in reversed(commits) if c not in have),
-        key=lambda c: suite.manifest.find(refs[c]).when(),
-    )
-    return dated[-limit:] if limit else dated
 
 
 def _to_github(variable: str, text: str) -> None:
@@ -190,7 +168,7 @@ def _to_github(variable: str, text: str) -> None:
 
 
 def _alert(fleet: Fleet, suite: Suite, options: alerts.Options) -> int:
-    """``mpsbench alert`` on the work folder's results, for the channel's newest build."""
+    """``mpsbench alert`` for the channel's newest build."""
     channel = suite.manifest.channel(fleet.channel)
     newest = f"{channel.name}@{channel.builds[-1].id}" if channel and channel.builds else None
     status, text = alerts.check(suite, dataclasses.replace(options, build=newest))
@@ -198,14 +176,14 @@ def _alert(fleet: Fleet, suite: Suite, options: alerts.Options) -> int:
     return status
 
 
-def _restore(fleet: Fleet, suite: Suite, machines: list[str] | None = None) -> None:
+def _restore(fleet: Fleet, suite: Suite, machines: list[str] | None = None) -> Suite:
     """The fleet's results (of ``machines``, if given) merged into the work folder's."""
-    if not fleet.results.is_dir():
-        return
-    restored = merge.merge(suite.conf.results, [fleet.results], machines)
-    log.info(f"results restored from the fleet: {restored.summary(suite.conf.results)}")
-    for line in restored.conflicts + restored.corrupt:
-        log.warning(line)
+    if fleet.results.is_dir():
+        restored = merge.merge(suite.conf.results, [fleet.results], machines)
+        log.info(f"results restored from the fleet: {restored.summary(suite.conf.results)}")
+        for line in restored.conflicts + restored.corrupt:
+            log.warning(line)
+    return suite
 
 
 @dataclass(frozen=True)
@@ -219,51 +197,46 @@ class Benching:
 
 
 def bench(fleet: Fleet, options: Benching) -> int:
+    """``mpsbench record`` of the newest builds this machine has no results for, then alert."""
     _select_devices(options.devices)
     name = machine_name(options.machine)  # checked before anything is written
-    suite = prepare(fleet)
+    suite = _restore(fleet, prepare(fleet), [name])
     _to_github("GITHUB_OUTPUT", f"machine={name}")
-    _restore(fleet, suite, [name])
+    have = recorded.commits(suite.conf.results, name)
+    every = (
+        ranges.builds(suite.timeline_path, suite.conf.branches, "ALL")
+        if suite.conf.branches
+        else []
+    )
+    todo = [c for c in record.newest_first(suite.timeline_path, every) if c not in have]
+    todo = todo[: options.limit or None]
     status = 0
-    if not (todo := missing_builds(suite, name, options.limit)):
-        log.info(f"machine {name} has results for every build: nothing to benchmark")
-    else:
+    if todo:
         refs = {commit: ref for ref, commit in suite.timeline.commits.items()}
         count = f"{len(todo)} build{'' if len(todo) == 1 else 's'}"
-        log.info(f"machine {name}: benchmarking {count}: {', '.join(refs[c] for c in todo)}")
+        log.info(f"machine {name}: benchmarking {count}: {', '.join(refs[c] for c in todo[::-1])}")
         hashfile = fleet.work / f"builds-{name}.txt"
         hashfile.write_text("".join(f"{commit}\n" for commit in todo))
         quick = ["--quick", "--dry-run"] if options.dry_run else []
-        # the exact combinations: each of the rest would cost a process importing torch
-        found = preselect.combinations(preselect.discover(suite.conf.benchmarks))
-        chosen = preselect.selected(found, options.bench)
-        log.info(
-            f"asv will run {len(chosen)} of the suite's {len(found)} combinations (mpsbench preselect)"
-        )
-        run = asv.run_args([*quick, "-b", asv.pattern(chosen), f"HASHFILE:{hashfile}"])
+        selected = [f"--bench={regex}" for regex in options.bench]
+        run = asv.run_args([*quick, *selected, f"HASHFILE:{hashfile}"])
         status = record.status(record.record(suite.conf, name, run))
-    failed = record.BENCHMARKS_FAILED if status else 0
+    else:
+        log.info(f"machine {name} has results for every build: nothing to benchmark")
     if options.dry_run:
         log.info("dry run: nothing was recorded")
-        return failed
+        return status
     summary = fleet.work / f"alert-{name}.md"
-    regressed = _alert(
-        fleet, suite, alerts.Options((name,), summary=summary, confirm=options.confirm)
-    )
+    alerting = alerts.Options((name,), summary=summary, confirm=options.confirm)
     if status:
-        log.info(
-            f"asv run exited with status {status}: some benchmarks failed (see above); their results say which"
-        )
-    return 1 if regressed else failed
+        log.info("some benchmarks failed (see above): their results say which")
+    return 1 if _alert(fleet, suite, alerting) else status
 
 
 def collect(fleet: Fleet, sources: Sequence[Path], update_benchmarks: bool) -> int:
-    """Each machine's artifact merged into the fleet's results; each refused file named in one
-    line, the rest merged all the same."""
-    builds = None
-    if fleet.manifest.is_file():
-        builds = set(prepare(fleet).timeline.commits.values())
-    else:
+    """Each machine's artifact merged into the fleet's results; a refused file named in one line."""
+    builds = set(prepare(fleet).timeline.commits.values()) if fleet.manifest.is_file() else None
+    if builds is None:
         log.info(
             f"{fleet.manifest} does not exist: builds are checked against their files' names only"
         )
@@ -271,20 +244,14 @@ def collect(fleet: Fleet, sources: Sequence[Path], update_benchmarks: bool) -> i
     return merged.show(fleet.results)
 
 
-def _restored(fleet: Fleet) -> Suite:
-    suite = prepare(fleet)
-    _restore(fleet, suite)
-    return suite
-
-
 def publish(fleet: Fleet) -> int:
-    site.publish(_restored(fleet))
+    site.publish(_restore(fleet, prepare(fleet)))
     return 0
 
 
 def alert(fleet: Fleet, machines: Sequence[str], summary: Path | None) -> int:
     options = alerts.Options(tuple(machines), summary=summary)
-    return _alert(fleet, _restored(fleet), options)
+    return _alert(fleet, _restore(fleet, prepare(fleet)), options)
 
 
 def bisect(

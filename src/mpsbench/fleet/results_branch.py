@@ -1,8 +1,8 @@
 """The results branch: the fleet's manifest (builds/) and every machine's results (results/) in git.
 
-:func:`fetch` copies the branch's files into a plain folder, never touching the suite's checkout;
-:func:`push` commits that folder on top of the fetched commit, fast-forward or nothing: if the
-branch moved meanwhile the job fails rather than overwrite another job's commit.
+:func:`fetch` copies the branch into a plain folder, never touching the suite's checkout; :func:`push`
+commits that folder on top of the fetched commit, fast-forward or nothing: a job fails rather than
+overwrite another job's commit.
 """
 
 from __future__ import annotations
@@ -17,10 +17,9 @@ from mpsbench.core.errors import UserError
 
 NAME, EMAIL = "mpsbench nightly", "nightly@mpsbench.invalid"
 IDENTITY = {
-    "GIT_AUTHOR_NAME": NAME,
-    "GIT_AUTHOR_EMAIL": EMAIL,
-    "GIT_COMMITTER_NAME": NAME,
-    "GIT_COMMITTER_EMAIL": EMAIL,
+    f"GIT_{who}_{what}": value
+    for who in ("AUTHOR", "COMMITTER")
+    for what, value in (("NAME", NAME), ("EMAIL", EMAIL))
 }
 README = """\
 # mpsbench results
@@ -36,21 +35,14 @@ def fetch(repo: Path, folder: Path, remote: str = "origin", branch: str = "resul
     branch does not exist yet."""
     ref = f"refs/remotes/{remote}/{branch}"
     listed = git.run(repo, "ls-remote", "--exit-code", "--heads", remote, branch, check=False)
-    commit = None
-    if listed.returncode == 2:  # no such branch: the first nightly creates it
-        git.run(repo, "update-ref", "-d", ref, check=False)
-    elif listed.returncode != 0:
+    if listed.returncode not in (0, 2):  # 2: no such branch, which the first nightly creates
         raise UserError(f"git ls-remote {remote} failed: {git.said(listed)}")
+    commit = None
+    if listed.returncode:
+        git.run(repo, "update-ref", "-d", ref, check=False)
     else:
-        git.run(
-            repo,
-            "fetch",
-            "--quiet",
-            "--no-tags",
-            "--depth=1",
-            remote,
-            f"+refs/heads/{branch}:{ref}",
-        )
+        fetched = f"+refs/heads/{branch}:{ref}"
+        git.run(repo, "fetch", "--quiet", "--no-tags", "--depth=1", remote, fetched)
         commit = git.text(repo, "rev-parse", "--verify", ref)
     # replaced whole: never the checkout, nor a folder holding it (--fleet . would be)
     kept = [files.Kept("the repository", repo)]

@@ -1,1 +1,1 @@
-"""Recorded results: asv configurations derived from the suite's, and the append-only store."""
+"""Recorded results: read, recorded and merged, append-only."""

@@ -4,8 +4,8 @@ copy merged, so they stay missing and are measured again, and kept in ``<results
 from __future__ import annotations
 
 import collections
+import contextlib
 import datetime
-import itertools
 import json
 import shutil
 from collections.abc import Iterable, Sequence
@@ -18,7 +18,7 @@ from mpsbench.measure import quiet
 from mpsbench.results import merge, recorded
 
 JUDGED = "judged"  # the merged copy, held values left out
-STATS = ("q_25", "q_75", "ci_99_a", "ci_99_b", "number", "repeat")  # asv's get_result_stats names
+STATS = merge.STATISTICS + merge.COUNTS  # as asv's get_result_stats names them
 
 log = progress.logger(__name__)
 
@@ -45,43 +45,22 @@ def _events(scratch: Path) -> dict[tuple[str, str], dict[str, dict[str, Any]]]:
     return found
 
 
-def _values(path: Path) -> dict[tuple[str, merge.Combination], dict[str, Any]]:
-    try:
-        return merge.values(recorded.raw(path))
-    except (ValueError, KeyError, TypeError, AttributeError):  # RecordedError is a ValueError
-        return {}
-
-
-def _stats(columns: dict[str, Any]) -> dict[str, Any]:
-    return {key: columns.get(f"stats_{key}") for key in STATS}
-
-
-def _reasons(
-    columns: dict[str, Any],
-    events: dict[str, dict[str, Any]],
-    earlier: dict[str, Any] | None,
-    first: float | None,
-) -> dict[str, str]:
-    stats = _stats(columns) if columns.get("stats_q_25") is not None else None
-    before = quiet.State.of(events.get("start", {}))
-    after = quiet.State.of(events.get("done", {}), "_after")
-    measured = earlier is not None and merge.measured(earlier["result"])
-    previous = float(earlier["result"]) if earlier is not None and measured else None
-    value = float(columns["result"])
-    return quiet.judge(value, stats, columns.get("samples"), before, after, previous, first)
+def _read(path: Path) -> tuple[dict[str, Any], dict[tuple[str, merge.Combination], Any]]:
+    """A results file and its measured values; nothing where it cannot be read (the merge says)."""
+    with contextlib.suppress(ValueError, KeyError, TypeError, AttributeError):  # RecordedError too
+        data = recorded.raw(path)
+        return data, merge.values(data)
+    return {}, {}
 
 
 def _held(results: Path) -> dict[tuple[str, ...], float]:
     """Each value in the held file, by (machine, commit, combination, run)."""
-    path = trail(results)
-    found: dict[tuple[str, ...], float] = {}
+    path, found = trail(results), {}
     for line in path.read_text().splitlines() if path.is_file() else []:
-        try:
+        with contextlib.suppress(ValueError, KeyError, TypeError):
             entry = json.loads(line)
             key = tuple(str(entry[field]) for field in ("machine", "commit", "name", "run"))
             found[key] = float(entry["value"])
-        except (ValueError, KeyError, TypeError):
-            continue
     return found
 
 
@@ -94,25 +73,28 @@ def judged(
     shutil.rmtree(out, ignore_errors=True)
     shutil.copytree(scratch / "results", out, ignore=shutil.ignore_patterns(".*"))
     run, events, already = scratch.name, _events(scratch), _held(results)
+    now = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
     new: list[dict[str, Any]] = []
     kept: list[Held] = []
     for path in sorted(p for p in out.glob("*/*.json") if p.name != merge.MACHINE):
-        try:
-            data = recorded.raw(path)
-            found = merge.values(data)
-        except (ValueError, KeyError, TypeError, AttributeError):
-            continue  # the merge reports it
-        machine, commit = path.parent.name, str(data.get("commit_hash"))
-        on_record = _values(results / machine / path.name)
-        changed = False
+        data, found = _read(path)
+        machine, commit, held_before = path.parent.name, str(data.get("commit_hash")), len(kept)
+        on_record = _read(results / machine / path.name)[1]
         for (benchmark, combo), columns in found.items():
             name = asv.combination(benchmark, combo)
             state = events.get((commit, name), {})
-            first = [
-                already[k] for k in ((machine, commit, name, r) for r in again) if k in already
-            ]
+            first = [already[k] for r in again if (k := (machine, commit, name, r)) in already]
             earlier = on_record.get((benchmark, combo))
-            reasons = _reasons(columns, state, earlier, first[-1] if first else None)
+            stats = {key: columns[f"stats_{key}"] for key in STATS}
+            reasons = quiet.judge(
+                float(columns["result"]),
+                stats if columns["stats_q_25"] is not None else None,
+                columns["samples"],
+                quiet.State.of(state.get("start", {})),
+                quiet.State.of(state.get("done", {}), "_after"),
+                float(earlier["result"]) if earlier else None,
+                first[-1] if first else None,
+            )
             if not reasons:
                 continue
             if (machine, commit, name, run) not in already:  # said and kept once a run
@@ -123,53 +105,32 @@ def judged(
                     if accept
                     else f"quiet gate: held out of the record, to be measured again: {shown}"
                 )
-                entry = _entry(machine, commit, benchmark, combo, columns, reasons, state)
-                new.append({**entry, "run": run, "recorded": accept})
+                new.append(
+                    {
+                        "machine": machine,
+                        "commit": commit,
+                        "benchmark": benchmark,
+                        "params": list(combo),
+                        "name": name,
+                        "value": columns["result"],
+                        "stats": stats,
+                        "samples": columns["samples"],
+                        "reasons": reasons,
+                        "before": state.get("start", {}),
+                        "after": state.get("done", {}),
+                        "held_at": now,
+                        "run": run,
+                        "recorded": accept,
+                    }
+                )
             if not accept:
                 kept.append(Held(machine, commit, name, reasons, run))
-                _unset(data, benchmark, combo)
-                changed = True
-        if changed:
+                merge.unset(data, benchmark, combo)
+        if len(kept) > held_before:
             path.write_text(json.dumps(data))
-    if text := "".join(json.dumps(entry, sort_keys=True) + "\n" for entry in new):
-        with open(trail(results), "a") as handle:
-            handle.write(text)
+    if new:
+        merge.append(trail(results), new)
     return out, kept
-
-
-def _entry(
-    machine: str,
-    commit: str,
-    benchmark: str,
-    combo: merge.Combination,
-    columns: dict[str, Any],
-    reasons: dict[str, str],
-    events: dict[str, dict[str, Any]],
-) -> dict[str, Any]:
-    return {
-        "machine": machine,
-        "commit": commit,
-        "benchmark": benchmark,
-        "params": list(combo),
-        "name": asv.combination(benchmark, combo),
-        "value": columns["result"],
-        "stats": _stats(columns),
-        "samples": columns.get("samples"),
-        "reasons": reasons,
-        "before": events.get("start", {}),
-        "after": events.get("done", {}),
-        "held_at": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-    }
-
-
-def _unset(data: dict[str, Any], benchmark: str, combo: merge.Combination) -> None:
-    """Set the combination to not run (NaN, no statistics, no samples)."""
-    row = dict(zip(data["result_columns"], data["results"][benchmark], strict=False))
-    index = list(itertools.product(*(row.get("params") or []))).index(combo)
-    for position, column in enumerate(data["result_columns"][: len(data["results"][benchmark])]):
-        cells = data["results"][benchmark][position]
-        if column in merge.PER_COMBINATION and isinstance(cells, list):
-            cells[index] = float("nan") if column == "result" else None
 
 
 def still_held(held: Iterable[Held], recorded: set[tuple[str, str, str]]) -> dict[str, int]:

@@ -1,8 +1,6 @@
-"""The recorded results, row by row, with the statistics and samples asv kept beside each value.
-
-The one reader of an asv results folder's files: as asv's ``Results``, or as the JSON written
-(:func:`raw`) for code that copies cells exactly. An unreadable file is an error, never "nothing
-changed"."""
+"""The one reader of an asv results folder: each file as asv's ``Results``, row by row with the
+statistics and samples asv kept, or as the JSON written (:func:`raw`) for code that copies cells.
+An unreadable file is an error, never "nothing changed"."""
 
 from __future__ import annotations
 
@@ -30,31 +28,25 @@ class Unit:
     floor: float = 0.0  # smaller absolute changes are none
     least: float = -math.inf
     most: float = math.inf
-    least_allowed: bool = True
 
 
-# A unit not listed: lower is better, no floor, any finite number. ``least`` and ``most`` bound
-# what any device could measure: beyond them is a broken clock or a forged file, refused by a merge
-# (docs/explanation/integrity.md).
+# A unit not listed: lower is better, no floor, any finite number. Beyond ``least`` and ``most`` is
+# a broken clock or a forged file, refused by a merge (docs/explanation/integrity.md).
 DAY = 86400.0  # asv's timeout ends any timed step first
 PIB_IN_MIB = float(2**30)
 UNITS = {
     unit.name: unit
     for unit in (
-        # below 5 us is timer jitter; below a nanosecond is a few clock cycles
-        Unit("seconds", floor=5e-6, least=1e-9, most=DAY),
+        Unit("seconds", floor=5e-6, least=1e-9, most=DAY),  # below 5 us is timer jitter
         Unit("MiB", floor=1.0, least=0.0, most=PIB_IN_MIB),  # below a MiB: allocator rounding
         # a leak slope may be negative: memory a loop gave back
         Unit("MiB/100 steps", floor=1.0, least=-PIB_IN_MIB, most=PIB_IN_MIB),
         Unit("ops", floor=1.0, least=0.0),  # one new fallback op is a change
         Unit("fraction", floor=0.01, least=0.0, most=1.0),  # an epoch's data-wait fraction
-        *(
-            Unit(rate, higher_is_better=True, least=1 / DAY, most=1e12)
-            for rate in ("samples/s", "images/s")
-        ),
-        Unit("GFLOP/s", higher_is_better=True, least=1e-6, most=1e8),
-        Unit("GB/s", higher_is_better=True, least=1e-6, most=1e6),
-        Unit("samples", higher_is_better=True, least=0.0),
+        *(Unit(rate, True, least=1 / DAY, most=1e12) for rate in ("samples/s", "images/s")),
+        Unit("GFLOP/s", True, least=1e-6, most=1e8),
+        Unit("GB/s", True, least=1e-6, most=1e6),
+        Unit("samples", True, least=0.0),
         *(Unit(amount, least=0.0) for amount in ("relative error", "ratio", "macOS version")),
         *(Unit(share, least=0.0, most=1.0) for share in ("on", "on battery")),
         Unit("threads", least=1.0, most=1e6),
@@ -115,10 +107,7 @@ class Recorded:
         key = (result.params["machine"], result.commit_hash)
         self.values.setdefault(key, {}).update(rows(result))
         self.failed.setdefault(key, set()).update(
-            Row(name, combination)
-            for name in result.get_all_result_keys()
-            for combination, value in _values(result, name)
-            if value is None
+            row for row, value, _, _ in _cells(result) if value is None
         )
 
 
@@ -146,43 +135,37 @@ def named(row: Row, names: Sequence[str]) -> dict[str, Any]:
     return dict(zip(names, asv.param_values(row.params)))
 
 
-def _values(result: Any, name: str) -> Iterator[tuple[tuple[str, ...], Any]]:
-    """Each combination of one benchmark with its value (None: failed, NaN: skipped)."""
-    params = result.get_result_params(name)
-    return zip(itertools.product(*params), result.get_result_value(name, params))
+def _cells(result: Any) -> Iterator[tuple[Row, Any, Any, Any]]:
+    """Each combination of one asv ``Results``: its value (None: failed, NaN: skipped),
+    statistics and samples."""
+    for name in result.get_all_result_keys():
+        params = result.get_result_params(name)
+        for combination, *cells in zip(
+            itertools.product(*params),
+            result.get_result_value(name, params),
+            result.get_result_stats(name, params),
+            result.get_result_samples(name, params),
+        ):
+            yield Row(name, tuple(combination)), *cells
 
 
 def rows(result: Any) -> dict[Row, Measured]:
     """Every row of one asv ``Results`` that holds a number."""
-    found = {}
-    for name in result.get_all_result_keys():
-        params = result.get_result_params(name)
-        stats, samples = (
-            result.get_result_stats(name, params),
-            result.get_result_samples(name, params),
-        )
-        for (combination, value), stat, sample in zip(_values(result, name), stats, samples):
-            if (
-                not isinstance(value, bool)
-                and isinstance(value, (int, float))
-                and math.isfinite(value)
-            ):
-                kept = tuple(float(x) for x in sample) if sample else None
-                found[Row(name, tuple(combination))] = Measured(float(value), stat or None, kept)
-    return found
+    return {
+        row: Measured(float(value), stats or None, tuple(map(float, samples)) if samples else None)
+        for row, value, stats, samples in _cells(result)
+        if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+    }
+
+
+# what asv's readers raise on a file they cannot read
+UNREADABLE = (asv_internals.UserError, OSError, ValueError, KeyError, TypeError, AttributeError)
 
 
 def read(path: Path | str, machine: str | None = None) -> Any:
     try:
         return asv_internals.Results.load(str(path), machine_name=machine)
-    except (
-        asv_internals.UserError,
-        OSError,
-        ValueError,
-        KeyError,
-        TypeError,
-        AttributeError,
-    ) as exc:
+    except UNREADABLE as exc:
         raise RecordedError(first_line(exc)) from None
 
 
@@ -209,10 +192,9 @@ def same(one: Path, other: Path) -> bool:
 def machine_named(path: Path) -> str:
     """The machine a machine.json names, read as asv reads it."""
     try:
-        name = asv_internals.load_json(
-            str(path), api_version=asv_internals.Machine.api_version
-        ).get("machine")
-    except (asv_internals.UserError, OSError, ValueError, TypeError, AttributeError) as exc:
+        found = asv_internals.load_json(str(path), api_version=asv_internals.Machine.api_version)
+        name = found.get("machine")
+    except UNREADABLE as exc:
         raise RecordedError(str(exc)) from None
     if not isinstance(name, str):
         raise RecordedError(f"{path} names no machine")
@@ -257,18 +239,18 @@ def _results(results_dir: Path, strict: bool) -> Iterator[Any]:
 def load(results_dir: Path, strict: bool = True) -> Recorded:
     """Every results file under ``results_dir``; RecordedError if none, or one is unreadable and
     ``strict`` (else skipped with a warning, as ``asv publish`` does)."""
-    found = Recorded({}, {}, benchmark_units(results_dir))
-    for result in _results(results_dir, strict):
-        found.add(result)
-    if not found.files:
+    if not (found := load_each_python(results_dir, strict, each=False)):
         raise RecordedError(f"results directory {results_dir} holds no asv results files")
-    return found
+    return found[""]
 
 
-def load_each_python(results_dir: Path, strict: bool = True) -> dict[str, Recorded]:
-    """The results per Python they ran under."""
+def load_each_python(
+    results_dir: Path, strict: bool = True, each: bool = True
+) -> dict[str, Recorded]:
+    """The results per Python they ran under (``each``; else all under "")."""
     found: dict[str, Recorded] = {}
     units = benchmark_units(results_dir)
     for result in _results(results_dir, strict):
-        found.setdefault(str(result.params.get("python")), Recorded({}, {}, units)).add(result)
+        python = str(result.params.get("python")) if each else ""
+        found.setdefault(python, Recorded({}, {}, units)).add(result)
     return found
