@@ -1702,8 +1702,8 @@ def growing(count: int) -> tuple[list[str], set[tuple[str, ...]]]:
 
 
 BENCH = "benchmark_models.Training.time_step"
-# when each moment has come: what the log shows (asv's and scripts/bench's own lines), or for an
-# install, pip at work in a staging folder of the build cache
+# when each moment has come: what this run's lines show (scripts/bench's, then asv's from its log),
+# or for an install, pip at work in a staging folder of the build cache
 MOMENTS: dict[str, Callable[[str, Path], bool]] = {
     "before": lambda log, cache: True,
     "install": lambda log, cache: any((cache / "builds").glob("*.staging-*")),
@@ -1828,10 +1828,14 @@ def run_bench(
             start_new_session=True,
         )
     started = time.monotonic()
+    asv_log = repo / ".asv" / "results-asv.log"  # asv's own lines: this run's, after the offset
+    offset = asv_log.stat().st_size if asv_log.is_file() else 0
     while process.poll() is None and time.monotonic() - started < timeout:
-        if moment is not None and MOMENTS[moment](
-            log.read_text(errors="replace"), Path(env["MPSBENCH_CACHE"])
-        ):
+        said = log.read_text(errors="replace")
+        if asv_log.is_file():
+            with open(asv_log, "rb") as handle:
+                said += handle.read()[offset:].decode(errors="replace")
+        if moment is not None and MOMENTS[moment](said, Path(env["MPSBENCH_CACHE"])):
             time.sleep(rng.uniform(0.0, kill_within[moment]))
             if process.poll() is None:
                 os.killpg(process.pid, signal.SIGKILL)
