@@ -68,6 +68,9 @@ def _date(value: str) -> str:
     return date
 
 
+DATE = text.checked(_date)
+
+
 def _new_file(value: str) -> Path:
     path = Path(value)
     if not value or not path.parent.is_dir() or path.is_dir():
@@ -104,7 +107,6 @@ def many(name: str, help_text: str, **spec: Any) -> Option:
     return opt(name, help_text, action="append", default=[], **spec)
 
 
-# shared() changes an option's help or keywords for one command
 SHARED: dict[str, Option] = {
     "config": opt("--config", f"asv configuration (default {asvconf.CONFIG})", type=Path),
     "manifest": opt(
@@ -197,14 +199,6 @@ GROUPS = {  # the commands whose actions are subcommands
 }
 
 
-def _suite(args: Namespace) -> Suite:
-    return Suite(
-        getattr(args, "config", None) or asvconf.CONFIG,
-        getattr(args, "manifest", None) or history.MANIFEST,
-        getattr(args, "timeline", None) or history.TIMELINE,
-    )
-
-
 def _filled(func: Callable[..., T], args: Namespace, **given: Any) -> T:
     """``func`` called with each parameter ``given`` leaves filled by its type (Suite, Namespace,
     a dataclass filled alike), else by the option of its name."""
@@ -213,8 +207,14 @@ def _filled(func: Callable[..., T], args: Namespace, **given: Any) -> T:
         kind = hints.get(name)
         if name in given:
             values[name] = given[name]
-        elif kind in (Suite, Namespace):
-            values[name] = _suite(args) if kind is Suite else args
+        elif kind is Namespace:
+            values[name] = args
+        elif kind is Suite:  # of the command's --config, --manifest and --timeline
+            values[name] = Suite(
+                getattr(args, "config", None) or asvconf.CONFIG,
+                getattr(args, "manifest", None) or history.MANIFEST,
+                getattr(args, "timeline", None) or history.TIMELINE,
+            )
         elif dataclasses.is_dataclass(kind):
             values[name] = _filled(kind, args)  # type: ignore[arg-type]
         elif hasattr(args, name):
@@ -265,7 +265,7 @@ def cmd_run(model: str, device: str, batch_size: int | None, kind: str, seconds:
     from mpsbench.measure import timing, workloads  # imports torch
 
     spec, on = models.get(model), devices.get(device)
-    batch = spec.seed_batch_size if batch_size is None else batch_size
+    batch = batch_size or spec.seed_batch_size
     models.check_batch_size(spec, batch)
     if not (found := on.availability()).usable:
         usable = _usable()
@@ -327,9 +327,8 @@ LOCAL = (
     opt("--id", "build id (default: from the torch version)", dest="build_id", metavar="ID"),
     opt("--note", "a line for the commit message", default=""),
 )
-WHEELS = (  # a wheel's resolver names the other wheels' index "index"
-    shared("transformers_index", dest="index", metavar="TRANSFORMERS_INDEX"),
-)
+# a wheel's resolver names the other wheels' index "index"
+OTHERS = shared("transformers_index", dest="index", metavar="TRANSFORMERS_INDEX")
 
 
 def cmd_add(suite: Suite, channel: str, parent: str | None, args: Namespace) -> None:
@@ -363,7 +362,7 @@ command(
         dest="pythons",
         metavar="PYTHON",
     ),
-    opt("--date", "override the build date (YYYY-MM-DDTHH:MM:SSZ)", type=text.checked(_date)),
+    opt("--date", "override the build date (YYYY-MM-DDTHH:MM:SSZ)", type=DATE),
     resolver=_release,
 )(cmd_add)
 
@@ -392,7 +391,7 @@ command(
     "build add-wheel",
     "a torch wheel file, e.g. one built from source",
     *LOCAL,
-    *WHEELS,
+    OTHERS,
     opt("path", type=Path),
     opt("--torchvision", "a torchvision wheel file to pin beside it", type=Path),
     opt("--sha256", "refuse the file unless it has this sha256"),
@@ -402,7 +401,7 @@ command(
     "build add-url",
     "a torch wheel at a URL (fetched once, checksum checked)",
     *LOCAL,
-    *WHEELS,
+    OTHERS,
     opt("url"),
     opt("--sha256", "the wheel's sha256 (or end the URL with #sha256=...)"),
     resolver=resolve.wheel_url,
@@ -415,7 +414,7 @@ command(
     opt(
         "--date",
         "build date, YYYY-MM-DDTHH:MM:SSZ (default: when torch/version.py was written)",
-        type=text.checked(_date),
+        type=DATE,
     ),
     many(
         "--env",
@@ -661,8 +660,8 @@ command(
     "config",
     shared(
         "bench",
-        "the row's name, not a regex (default: any row), matched against the config's"
-        " regressions_thresholds, else asv's default, as asv continuous does",
+        "the row's name, not a regex (default: any row), looked up in the config's"
+        " regressions_thresholds as asv continuous does",
         required=False,
         default="",
     ),
@@ -688,8 +687,8 @@ FRESH: tuple[str | Option, ...] = (  # compare's and bisect's
     ),
     count(
         "--time-budget",
-        "the command's wall-clock budget: no look starts that cannot end in time, and what is"
-        f" left undecided says so, exit 3 (default {fresh.TIME_BUDGET_MINUTES:g})",
+        "wall-clock budget: no look starts that cannot end in time; what is left undecided"
+        f" says so, exit 3 (default {fresh.TIME_BUDGET_MINUTES:g})",
         float,
         1,
         24 * 60,
@@ -704,8 +703,8 @@ MEASURED = (  # compare's, bisect's and explain's
     opt("--log", "append asv's and the processes' own output here", type=Path),
     count(
         "--threads",
-        "torch's cpu threads per process (OMP_NUM_THREADS; default: torch's own, as recorded); on"
-        " a busy machine a cpu row needs --threads 1 (docs/explanation/the-rule.md)",
+        "torch's cpu threads per process (OMP_NUM_THREADS; default: torch's own); a cpu row on a"
+        " busy machine needs 1 (docs/explanation/the-rule.md)",
         int,
         1,
         metavar="N",
@@ -835,8 +834,8 @@ PUBLISHED = f"${settings.CONFIG}, else {asvconf.CONFIG}"
 
 @command(
     "publish",
-    "publish the site: asv publish, the regressions re-judged, PyTorch links, the figures,"
-    f" offline libraries (scripts/publish; --config defaults to {PUBLISHED})",
+    "publish the site: asv publish, regressions re-judged, PyTorch links, figures, offline"
+    f" libraries (scripts/publish; --config defaults to {PUBLISHED})",
     shared("config", f"the asv configuration (default {PUBLISHED})"),
     shared("asv_args", "options for asv publish"),
 )
@@ -992,8 +991,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return int(_filled(args.func, args) or 0)
     except asv.Stopped as exc:  # Ctrl-C, SIGTERM, `timeout`
         print(
-            f"mpsbench: {exc}: every process of the run has ended; each value measured before the"
-            " stop is recorded, and the next run goes on from the next combination",
+            f"mpsbench: {exc}: every process has ended; each value measured is recorded, and the"
+            " next run goes on from there",
             file=sys.stderr,
         )
         return exc.status
