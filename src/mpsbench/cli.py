@@ -107,70 +107,80 @@ def many(name: str, help_text: str, **spec: Any) -> Option:
     return opt(name, help_text, action="append", default=[], **spec)
 
 
-SHARED: dict[str, Option] = {
-    "config": opt("--config", f"asv configuration (default {asvconf.CONFIG})", type=Path),
-    "manifest": opt(
-        "--manifest", f"default {history.MANIFEST}", type=Path, default=history.MANIFEST
-    ),
-    "timeline": opt(
-        "--timeline", f"default {history.TIMELINE}", type=Path, default=history.TIMELINE
-    ),
-    "machine": opt(
-        "--machine", "asv machine name (default: mpsbench machine's)", type=MACHINE_NAME
-    ),
-    "machines": many(
-        "--machine",
-        "only this machine (repeatable)",
-        dest="machines",
-        metavar="MACHINE",
-        type=MACHINE_NAME,
-    ),
-    "bench": (
-        ("-b", "--bench"),
-        {"required": True, "help": "a regex naming ONE benchmark combination, as asv -b"},
-    ),
-    "index": many(
-        "--index",
-        "nightly PEP 503 index (repeatable; default PyTorch's)",
-        dest="indexes",
-        metavar="INDEX",
-    ),
-    "transformers": opt("--transformers", "transformers version, or none (default: by torch)"),
-    "transformers_index": opt(
-        "--transformers-index", "index of the other wheels (default PyPI)", default=resolve.PYPI
-    ),
-    "summary": opt("--summary", "also write the alerts as Markdown here", type=_new_file),
-    "asv_args": opt("asv_args", nargs=argparse.REMAINDER),
-    "a": opt("a_ref", f"the reference build: {BUILD_NAMES}", metavar="a"),
-}
+# options several commands take; changed() varies one for a command
+CONFIG = opt("--config", f"asv configuration (default {asvconf.CONFIG})", type=Path)
+MANIFEST = opt("--manifest", f"default {history.MANIFEST}", type=Path, default=history.MANIFEST)
+TIMELINE = opt("--timeline", f"default {history.TIMELINE}", type=Path, default=history.TIMELINE)
+MACHINE = opt("--machine", "asv machine name (default: mpsbench machine's)", type=MACHINE_NAME)
+MACHINES = many(
+    "--machine",
+    "only this machine (repeatable)",
+    dest="machines",
+    metavar="MACHINE",
+    type=MACHINE_NAME,
+)
+BENCH = (
+    ("-b", "--bench"),
+    {"required": True, "help": "a regex naming ONE benchmark combination, as asv -b"},
+)
+INDEX = many(
+    "--index",
+    "nightly PEP 503 index (repeatable; default PyTorch's)",
+    dest="indexes",
+    metavar="INDEX",
+)
+TRANSFORMERS = opt("--transformers", "transformers version, or none (default: by torch)")
+TRANSFORMERS_INDEX = opt(
+    "--transformers-index", "index of the other wheels (default PyPI)", default=resolve.PYPI
+)
+SUMMARY = opt("--summary", "also write the alerts as Markdown here", type=_new_file)
+CONFIRM = flag(
+    "--confirm",
+    "alert only if a fresh `mpsbench compare` of the two builds on this machine agrees",
+)
+SOURCES = opt("sources", "asv results directories to merge from", type=Path, nargs="+")
+UPDATE_BENCHMARKS = flag(
+    "--update-benchmarks", "the sources ran a newer suite: their benchmarks.json wins"
+)
+ASV_ARGS = opt("asv_args", nargs=argparse.REMAINDER)
+REFERENCE = opt("a_ref", f"the reference build: {BUILD_NAMES}", metavar="a")
 
 
-def shared(name: str, help_text: str | None = None, **changes: Any) -> Option:
-    flags, spec = SHARED[name]
+def changed(option: Option, help_text: str | None = None, **changes: Any) -> Option:
+    flags, spec = option
     return flags, {**spec, **changes, "help": help_text or spec["help"]}
 
 
-def _add(parser: ArgumentParser, options: Sequence[str | Option]) -> None:
-    for option in options:
-        flags, spec = SHARED[option] if isinstance(option, str) else option
+def _add(parser: ArgumentParser, options: Sequence[Option]) -> None:
+    for flags, spec in options:
         parser.add_argument(*flags, **spec)
 
 
-Declared = tuple[
-    str, str, Callable[..., Any], Sequence[str | Option], dict[str, Any], dict[str, Any]
-]
-COMMANDS: list[Declared] = []  # in --help order
+PARSER = OneLineParser(
+    prog="mpsbench",
+    description="PyTorch training and inference benchmarks for mps, cuda and cpu (asv suite helpers).",
+)
+SUBCOMMANDS = {"": PARSER.add_subparsers(dest="command", metavar="COMMAND", required=True)}
+
+
+def group(name: str, help_text: str, metavar: str = "ACTION", **more: Any) -> None:
+    """Declare a command whose actions are subcommands."""
+    parser = SUBCOMMANDS[""].add_parser(name, help=help_text, **more)
+    SUBCOMMANDS[name] = parser.add_subparsers(metavar=metavar, required=True)
 
 
 def command(
-    words: str, help_text: str, *options: str | Option, parser: Any = None, **preset: Any
+    words: str, help_text: str, *options: Option, parser: Any = None, **preset: Any
 ) -> Callable[[F], F]:
-    """Declare command ``words`` (e.g. "build list") running the function it decorates; a string
-    option is SHARED's; ``parser``: add_parser's keywords, or the module describing the command."""
+    """Declare command ``words`` (e.g. "build list") running the function it decorates;
+    ``parser``: add_parser's keywords, or the module describing the command."""
+    above, _, name = words.rpartition(" ")
     more = parser if isinstance(parser, dict) else _doc(parser) if parser else {}
+    declared = SUBCOMMANDS[above].add_parser(name, help=help_text, **more)
+    _add(declared, options)
 
     def declare(func: F) -> F:
-        COMMANDS.append((words, help_text, func, options, more, preset))
+        declared.set_defaults(func=func, **preset)
         return func
 
     return declare
@@ -185,18 +195,6 @@ def _doc(module: Any) -> dict[str, Any]:
         "epilog": statuses,
         "formatter_class": argparse.RawDescriptionHelpFormatter,
     }
-
-
-GROUPS = {  # the commands whose actions are subcommands
-    "build": {"help": "add PyTorch builds to the manifest (and the timeline)"},
-    "timeline": {"help": "the timeline repository asv walks"},
-    "results": {"help": "asv results directories from several machines"},
-    "nightly": {
-        **_doc(nightly),
-        "help": "one step of the fleet's nightly job (scripts/nightly; docs/how-to/fleet.md)",
-        "epilog": "docs/how-to/fleet.md says how the workflows use each step.",
-    },
-}
 
 
 def _filled(func: Callable[..., T], args: Namespace, **given: Any) -> T:
@@ -311,14 +309,17 @@ command(
 
 
 # builds and the timeline
-def appending(channel: str) -> tuple[str | Option, ...]:
+group("build", "add PyTorch builds to the manifest (and the timeline)")
+
+
+def appending(channel: str) -> tuple[Option, ...]:
     """The options of a ``build add-*`` command."""
     return (
-        "manifest",
-        "timeline",
+        MANIFEST,
+        TIMELINE,
         opt("--channel", f"channel (branch) to append to (default {channel})", default=channel),
         opt("--parent", "a new channel's CHANNEL@ID to fork from"),
-        "transformers",
+        TRANSFORMERS,
     )
 
 
@@ -328,7 +329,7 @@ LOCAL = (
     opt("--note", "a line for the commit message", default=""),
 )
 # a wheel's resolver names the other wheels' index "index"
-OTHERS = shared("transformers_index", dest="index", metavar="TRANSFORMERS_INDEX")
+OTHERS = changed(TRANSFORMERS_INDEX, dest="index", metavar="TRANSFORMERS_INDEX")
 
 
 def cmd_add(suite: Suite, channel: str, parent: str | None, args: Namespace) -> None:
@@ -371,9 +372,9 @@ command(
     "build add-nightly",
     "a nightly by date (YYYY-MM-DD) or 'latest'",
     *appending("nightly"),
-    "transformers_index",
+    TRANSFORMERS_INDEX,
     opt("date"),
-    "index",
+    INDEX,
     opt(
         "--python",
         "python tags to pin",
@@ -426,7 +427,7 @@ command(
 )(cmd_add)
 
 
-@command("build list", "the builds and their timeline commits", "manifest", "timeline")
+@command("build list", "the builds and their timeline commits", MANIFEST, TIMELINE)
 def cmd_list(suite: Suite) -> None:
     for channel in suite.manifest.channels:
         print(
@@ -442,11 +443,14 @@ def cmd_list(suite: Suite) -> None:
             )
 
 
+group("timeline", "the timeline repository asv walks")
+
+
 @command(
     "timeline generate",
     "(re)generate the timeline from the manifest",
-    "manifest",
-    "timeline",
+    MANIFEST,
+    TIMELINE,
     flag("--force", "accept a rewritten channel history"),
 )
 def cmd_generate(suite: Suite, force: bool) -> None:
@@ -456,8 +460,8 @@ def cmd_generate(suite: Suite, force: bool) -> None:
 @command(
     "timeline range",
     "the PyTorch commit range between two builds",
-    "manifest",
-    "timeline",
+    MANIFEST,
+    TIMELINE,
     opt("old", BUILD_NAMES),
     opt("new", BUILD_NAMES),
 )
@@ -468,8 +472,8 @@ def cmd_range(suite: Suite, old: str, new: str) -> None:
 @command(
     "timeline default",
     "this platform's default timeline (builds/manifest.json 'defaults'): builds and Pythons",
-    "manifest",
-    "timeline",
+    MANIFEST,
+    TIMELINE,
     opt("--platform", "a manifest platform (default: this machine's)", choices=wheels.PLATFORMS),
     flag("--pythons", "print only the Pythons to run, one a line"),
     flag("--hashes", "print only the timeline commits --python runs"),
@@ -506,8 +510,8 @@ def cmd_default(
 @command(
     "timeline check-range",
     "refuse, in one line, an asv run range that names no timeline commit",
-    "timeline",
-    shared("asv_args", "the arguments given to asv run"),
+    TIMELINE,
+    changed(ASV_ARGS, "the arguments given to asv run"),
 )
 def cmd_check_range(suite: Suite, asv_args: list[str]) -> None:
     bench.check_range(suite, _asv_args(asv_args))
@@ -541,15 +545,18 @@ command(
 )(bench.bench)
 
 
+group("results", "asv results directories from several machines")
+
+
 @command(
     "results merge",
     "merge results directories into one, value by value, never replacing a recorded value",
     opt("dest", "the results directory to merge into (created if absent)", type=Path),
-    opt("sources", "results directories to merge from", type=Path, nargs="+"),
-    shared("machines", "merge only this machine's folder (repeatable)"),
-    flag("--update-benchmarks", "the sources ran a newer suite: their benchmarks.json wins"),
-    shared(
-        "timeline",
+    SOURCES,
+    changed(MACHINES, "merge only this machine's folder (repeatable)"),
+    UPDATE_BENCHMARKS,
+    changed(
+        TIMELINE,
         "the timeline repository: a file of a build not among its commits is refused",
         default=None,
     ),
@@ -574,10 +581,10 @@ def cmd_merge(
 @command(
     "results record",
     "run asv for what is missing into scratch and merge it in, never replacing a value",
-    "config",
-    shared("machine", "asv's machine name (mpsbench machine --quiet)", required=True),
+    CONFIG,
+    changed(MACHINE, "asv's machine name (mpsbench machine --quiet)", required=True),
     flag("--remeasure", "run the selection again; replaced values go to the audit trail"),
-    shared("asv_args", "asv run options and range, after --"),
+    changed(ASV_ARGS, "asv run options and range, after --"),
     parser=record,
 )
 def cmd_record(suite: Suite, args: Namespace) -> int:
@@ -619,17 +626,14 @@ def cmd_preselect(benchmark_dir: Path, every: bool) -> None:
 @command(
     "alert",
     "exit 1 if a machine's newest build is slower (docs/explanation/site.md)",
-    "config",
-    "manifest",
-    "timeline",
+    CONFIG,
+    MANIFEST,
+    TIMELINE,
     opt("--results", "asv results directory (default: results_dir of --config)", type=Path),
-    "machines",
+    MACHINES,
     opt("--build", "only machines whose newest build is this (CHANNEL@ID or hash)"),
-    "summary",
-    flag(
-        "--confirm",
-        "alert only if a fresh `mpsbench compare` of the two builds on this machine agrees",
-    ),
+    SUMMARY,
+    CONFIRM,
 )
 def cmd_alert(suite: Suite, options: alerts.Options) -> int:
     return alerts.check(suite, options)[0]
@@ -638,13 +642,13 @@ def cmd_alert(suite: Suite, options: alerts.Options) -> int:
 command(
     "ops-rank",
     "rank the op benchmarks by slowdown between two builds",
-    "config",
+    CONFIG,
     opt("before", "the older build: an asv results .json file, or a commit hash (prefix)"),
     opt("after", "the newer build: as BEFORE"),
     opt(
         "--results-dir", "asv's results, for commits (default: results_dir of --config)", type=Path
     ),
-    shared("machine", "asv machine name, for commits (default: the only one)"),
+    changed(MACHINE, "asv machine name, for commits (default: the only one)"),
     opt(
         "--top",
         "the N largest ratios only (0: all)",
@@ -657,9 +661,9 @@ command(
 @command(
     "factor",
     "print the regression factor a row is judged by (for asv continuous --factor)",
-    "config",
-    shared(
-        "bench",
+    CONFIG,
+    changed(
+        BENCH,
         "the row's name, not a regex (default: any row), looked up in the config's"
         " regressions_thresholds as asv continuous does",
         required=False,
@@ -671,8 +675,8 @@ def cmd_factor(suite: Suite, bench: str) -> None:
 
 
 ROUNDS = text.number(int, verdict.FEWEST, "rounds", compare.MOST_ROUNDS)
-FRESH: tuple[str | Option, ...] = (  # compare's and bisect's
-    "bench",
+FRESH: tuple[Option, ...] = (  # compare's and bisect's
+    BENCH,
     opt(
         "--min-rounds",
         "processes per build before the first planned look (early looks at 2 .. N-1 if N <= 5)",
@@ -696,9 +700,9 @@ FRESH: tuple[str | Option, ...] = (  # compare's and bisect's
         metavar="MINUTES",
         default=fresh.TIME_BUDGET_MINUTES,
     ),
-    "machine",
+    MACHINE,
 )
-FILES = ("manifest", "timeline", opt("--suite-root", argparse.SUPPRESS, type=Path))
+FILES = (MANIFEST, TIMELINE, opt("--suite-root", argparse.SUPPRESS, type=Path))
 MEASURED = (  # compare's, bisect's and explain's
     opt("--log", "append asv's and the processes' own output here", type=Path),
     count(
@@ -721,9 +725,9 @@ NIGHTLIES = (  # bisect's
         const=nightlies.DEFAULT,
         metavar="N",
     ),
-    shared("index", "nightly PEP 503 index for --nightlies (repeatable; default PyTorch's)"),
-    shared("transformers_index", "where --nightlies pins transformers from"),
-    shared("transformers", "transformers version --nightlies pins, or none (default: by torch)"),
+    changed(INDEX, "nightly PEP 503 index for --nightlies (repeatable; default PyTorch's)"),
+    changed(TRANSFORMERS_INDEX, "where --nightlies pins transformers from"),
+    changed(TRANSFORMERS, "transformers version --nightlies pins, or none (default: by torch)"),
 )
 
 
@@ -739,7 +743,7 @@ def fresh_options(args: Namespace, **given: Any) -> fresh.Options:
 command(
     "compare",
     "is build B slower than build A? fresh, interleaved processes; never the recorded results",
-    "a",
+    REFERENCE,
     opt("b_ref", "the build under suspicion, named the same ways", metavar="b"),
     *FRESH,
     *FILES,
@@ -774,9 +778,9 @@ command(
     "explain",
     "which ops in one combination's step changed from build A to B: torch.profiler in fresh,"
     " interleaved processes",
-    "a",
+    REFERENCE,
     opt("b_ref", "the build to explain, named the same ways", metavar="b"),
-    "bench",
+    BENCH,
     count(
         "--rounds",
         f"fresh processes per build, interleaved (default {explain.ROUNDS})",
@@ -809,7 +813,7 @@ command(
     flag(
         "--keep", "also keep the table beside the results (explain/) for the site, as bisect does"
     ),
-    "machine",
+    MACHINE,
     *FILES,
     *MEASURED,
     parser=explain,
@@ -821,7 +825,7 @@ command(
     "figures and a summary from an asv results directory",
     opt("results_dir", "asv's results directory (results_dir in asv.conf.json)", type=Path),
     opt("out_dir", "where the PNGs, summary.md and summary.html go", type=Path),
-    shared("config", "for the thresholds and the timeline (default: ./asv.conf.json if present)"),
+    changed(CONFIG, "for the thresholds and the timeline (default: ./asv.conf.json if present)"),
     opt("--site", "the published html_dir, to list the regressions asv detected", type=Path),
 )
 def cmd_report(results_dir: Path, out_dir: Path, config: Path | None, site: Path | None) -> None:
@@ -836,8 +840,8 @@ PUBLISHED = f"${settings.CONFIG}, else {asvconf.CONFIG}"
     "publish",
     "publish the site: asv publish, regressions re-judged, PyTorch links, figures, offline"
     f" libraries (scripts/publish; --config defaults to {PUBLISHED})",
-    shared("config", f"the asv configuration (default {PUBLISHED})"),
-    shared("asv_args", "options for asv publish"),
+    changed(CONFIG, f"the asv configuration (default {PUBLISHED})"),
+    changed(ASV_ARGS, "options for asv publish"),
 )
 def cmd_publish(config: Path | None, asv_args: list[str]) -> None:
     configured = settings.text(settings.CONFIG)
@@ -851,7 +855,15 @@ def cmd_publish(config: Path | None, asv_args: list[str]) -> None:
 
 
 # the fleet's nightly job
-def step(name: str, help_text: str, *options: str | Option) -> Callable[[F], F]:
+group(
+    "nightly",
+    "one step of the fleet's nightly job (scripts/nightly; docs/how-to/fleet.md)",
+    "STEP",
+    **_doc(nightly) | {"epilog": "docs/how-to/fleet.md says how the workflows use each step."},
+)
+
+
+def step(name: str, help_text: str, *options: Option) -> Callable[[F], F]:
     """Declare ``nightly NAME``, with where the fleet's files are."""
     return command(
         f"nightly {name}",
@@ -897,17 +909,15 @@ step(
 step(
     "resolve",
     "append the newest nightly to the fleet's manifest",
-    "index",
-    shared("transformers_index", "where transformers is pinned from"),
-    "transformers",
+    INDEX,
+    changed(TRANSFORMERS_INDEX, "where transformers is pinned from"),
+    TRANSFORMERS,
     flag("--dry-run", "say what would be added; change nothing"),
 )(nightly.resolve_nightly)
 step(
     "bench",
     "benchmark every build this machine has no results for, then alert",
-    shared(
-        "machine", f"machine name (default: ${settings.MACHINE}, else from chip and core count)"
-    ),
+    changed(MACHINE, f"machine name (default: ${settings.MACHINE}, else from chip and core count)"),
     many(
         "--device",
         "only these devices (repeatable or comma-separated), each usable here",
@@ -917,13 +927,13 @@ step(
     many("--bench", "only benchmarks matching this regex (asv -b)"),
     count("--limit", "at most the newest N missing builds (default: all)", int, 0, default=0),
     flag("--dry-run", "run each selected benchmark once (asv --quick --dry-run); record nothing"),
-    flag("--confirm", "alert only if a fresh `mpsbench compare` on this machine agrees"),
+    CONFIRM,
 )(nightly.bench)
 step(
     "collect",
     "merge results directories (the machines' artifacts) into the fleet's",
-    opt("sources", "asv results directories", type=Path, nargs="+"),
-    flag("--update-benchmarks", "the sources ran a newer suite: their benchmarks.json wins"),
+    SOURCES,
+    UPDATE_BENCHMARKS,
 )(nightly.collect)
 step("publish", "publish the site of the fleet's results into WORKDIR/html (mpsbench publish)")(
     nightly.publish
@@ -931,8 +941,8 @@ step("publish", "publish the site of the fleet's results into WORKDIR/html (mpsb
 step(
     "alert",
     "exit 1 if a machine's newest build is slower than the one before",
-    "machines",
-    "summary",
+    MACHINES,
+    SUMMARY,
 )(nightly.alert)
 
 
@@ -958,23 +968,7 @@ def cmd_nightly_bisect(fleet: nightly.Fleet, args: Namespace) -> int:
 
 
 def build_parser() -> ArgumentParser:
-    parser = OneLineParser(
-        prog="mpsbench",
-        description="PyTorch training and inference benchmarks for mps, cuda and cpu (asv suite helpers).",
-    )
-    subcommands = {"": parser.add_subparsers(dest="command", metavar="COMMAND", required=True)}
-    for words, help_text, func, options, more, preset in COMMANDS:
-        above, _, name = words.rpartition(" ")
-        if above not in subcommands:
-            subcommands[above] = (
-                subcommands[""]
-                .add_parser(above, **GROUPS[above])
-                .add_subparsers(metavar="STEP" if above == "nightly" else "ACTION", required=True)
-            )
-        sub = subcommands[above].add_parser(name, help=help_text, **more)
-        sub.set_defaults(func=func, **preset)
-        _add(sub, options)
-    return parser
+    return PARSER
 
 
 def main(argv: Sequence[str] | None = None) -> int:
