@@ -107,7 +107,7 @@ def many(name: str, help_text: str, **spec: Any) -> Option:
     return opt(name, help_text, action="append", default=[], **spec)
 
 
-# options several commands take; changed() varies one for a command
+# options several commands take
 CONFIG = opt("--config", f"asv configuration (default {asvconf.CONFIG})", type=Path)
 MANIFEST = opt("--manifest", f"default {history.MANIFEST}", type=Path, default=history.MANIFEST)
 TIMELINE = opt("--timeline", f"default {history.TIMELINE}", type=Path, default=history.TIMELINE)
@@ -143,6 +143,7 @@ UPDATE_BENCHMARKS = flag(
     "--update-benchmarks", "the sources ran a newer suite: their benchmarks.json wins"
 )
 ASV_ARGS = opt("asv_args", nargs=argparse.REMAINDER)
+FILES = (MANIFEST, TIMELINE)
 REFERENCE = opt("a_ref", f"the reference build: {BUILD_NAMES}", metavar="a")
 
 
@@ -315,8 +316,7 @@ group("build", "add PyTorch builds to the manifest (and the timeline)")
 def appending(channel: str) -> tuple[Option, ...]:
     """The options of a ``build add-*`` command."""
     return (
-        MANIFEST,
-        TIMELINE,
+        *FILES,
         opt("--channel", f"channel (branch) to append to (default {channel})", default=channel),
         opt("--parent", "a new channel's CHANNEL@ID to fork from"),
         TRANSFORMERS,
@@ -427,7 +427,7 @@ command(
 )(cmd_add)
 
 
-@command("build list", "the builds and their timeline commits", MANIFEST, TIMELINE)
+@command("build list", "the builds and their timeline commits", *FILES)
 def cmd_list(suite: Suite) -> None:
     for channel in suite.manifest.channels:
         print(
@@ -449,8 +449,7 @@ group("timeline", "the timeline repository asv walks")
 @command(
     "timeline generate",
     "(re)generate the timeline from the manifest",
-    MANIFEST,
-    TIMELINE,
+    *FILES,
     flag("--force", "accept a rewritten channel history"),
 )
 def cmd_generate(suite: Suite, force: bool) -> None:
@@ -460,8 +459,7 @@ def cmd_generate(suite: Suite, force: bool) -> None:
 @command(
     "timeline range",
     "the PyTorch commit range between two builds",
-    MANIFEST,
-    TIMELINE,
+    *FILES,
     opt("old", BUILD_NAMES),
     opt("new", BUILD_NAMES),
 )
@@ -472,8 +470,7 @@ def cmd_range(suite: Suite, old: str, new: str) -> None:
 @command(
     "timeline default",
     "this platform's default timeline (builds/manifest.json 'defaults'): builds and Pythons",
-    MANIFEST,
-    TIMELINE,
+    *FILES,
     opt("--platform", "a manifest platform (default: this machine's)", choices=wheels.PLATFORMS),
     flag("--pythons", "print only the Pythons to run, one a line"),
     flag("--hashes", "print only the timeline commits --python runs"),
@@ -627,8 +624,7 @@ def cmd_preselect(benchmark_dir: Path, every: bool) -> None:
     "alert",
     "exit 1 if a machine's newest build is slower (docs/explanation/site.md)",
     CONFIG,
-    MANIFEST,
-    TIMELINE,
+    *FILES,
     opt("--results", "asv results directory (default: results_dir of --config)", type=Path),
     MACHINES,
     opt("--build", "only machines whose newest build is this (CHANNEL@ID or hash)"),
@@ -652,7 +648,7 @@ command(
     opt(
         "--top",
         "the N largest ratios only (0: all)",
-        type=lambda value: text.number(int, 0, "--top")(value) or None,  # None: all
+        type=lambda value: text.number(int, 0, "--top")(value) or None,
     ),
     parser=rank_ops,
 )(rank_ops.run)
@@ -702,7 +698,7 @@ FRESH: tuple[Option, ...] = (  # compare's and bisect's
     ),
     MACHINE,
 )
-FILES = (MANIFEST, TIMELINE, opt("--suite-root", argparse.SUPPRESS, type=Path))
+SUITE_FILES = (*FILES, opt("--suite-root", argparse.SUPPRESS, type=Path))
 MEASURED = (  # compare's, bisect's and explain's
     opt("--log", "append asv's and the processes' own output here", type=Path),
     count(
@@ -733,7 +729,10 @@ NIGHTLIES = (  # bisect's
 
 def fresh_arguments(parser: ArgumentParser, files: bool = True, bisecting: bool = True) -> None:
     """Add compare's options (``bisecting``: bisect's); without ``files``, no manifest and timeline."""
-    _add(parser, (*FRESH, *(FILES if files else ()), *MEASURED, *(NIGHTLIES if bisecting else ())))
+    _add(
+        parser,
+        (*FRESH, *(SUITE_FILES if files else ()), *MEASURED, *(NIGHTLIES if bisecting else ())),
+    )
 
 
 def fresh_options(args: Namespace, **given: Any) -> fresh.Options:
@@ -746,7 +745,7 @@ command(
     REFERENCE,
     opt("b_ref", "the build under suspicion, named the same ways", metavar="b"),
     *FRESH,
-    *FILES,
+    *SUITE_FILES,
     *MEASURED,
     parser=compare,
 )(compare.compare)
@@ -758,7 +757,7 @@ command(
     opt("good_ref", f"the last known good build: {BUILD_NAMES}", metavar="good"),
     opt("bad_ref", "a later build on the same line of builds that is slower", metavar="bad"),
     *FRESH,
-    *FILES,
+    *SUITE_FILES,
     *MEASURED,
     *NIGHTLIES,
     flag("--no-explain", "end without the table of the ops that changed (mpsbench explain)"),
@@ -814,7 +813,7 @@ command(
         "--keep", "also keep the table beside the results (explain/) for the site, as bisect does"
     ),
     MACHINE,
-    *FILES,
+    *SUITE_FILES,
     *MEASURED,
     parser=explain,
 )(explain.run)
