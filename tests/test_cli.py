@@ -3,14 +3,19 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import inspect
 import re
 import subprocess
 import sys
+import typing
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from mpsbench import cli
+from mpsbench.context import Suite
 from mpsbench.measure import models
 
 
@@ -171,3 +176,44 @@ def test_publish_says_the_same_default_config_in_both_helps(capsys):
         "--config CONFIG the asv configuration (default $MPSBENCH_CONFIG, else asv.conf.json)"
         in own
     )
+
+
+def _filled_by_name(func: Any) -> set[str] | None:
+    """The options ``func`` takes by name, as cli._filled fills it; None: it reads the Namespace."""
+    hints, names = typing.get_type_hints(func), set()
+    for name in inspect.signature(func).parameters:
+        kind = hints.get(name)
+        if kind is argparse.Namespace:
+            return None
+        if kind is Suite:
+            names |= {"config", "manifest", "timeline"}
+        elif dataclasses.is_dataclass(kind):
+            inner = _filled_by_name(kind)
+            if inner is None:
+                return None
+            names |= inner
+        else:
+            names.add(name)
+    return names
+
+
+def test_every_option_of_a_command_reaches_a_parameter_of_its_function_by_name():
+    """Options are filled into the command's function by name: an option whose dest no parameter
+    takes would be parsed and then silently dropped (a renamed parameter with a default keeps it)."""
+
+    def commands(parser: argparse.ArgumentParser, words: tuple[str, ...] = ()) -> Any:
+        groups = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+        if not groups:
+            yield words, parser
+        for name, sub in (groups[0].choices if groups else {}).items():
+            yield from commands(sub, (*words, name))
+
+    checked = 0
+    for words, parser in commands(cli.build_parser()):
+        taken = _filled_by_name(parser.get_default("func"))
+        if taken is None:
+            continue
+        dests = {action.dest for action in parser._actions if action.dest != "help"}
+        assert dests <= taken, (" ".join(words), sorted(dests - taken))
+        checked += 1
+    assert checked > 20
