@@ -260,8 +260,8 @@ def judge(
     ratio = fast_mode(b) / fast_mode(a)
     low, high = ratio_interval(a, b)
     p_value = permutation_p(a, b, factor)
-    noise = aa_noise(a)
     fewest = min(len(a), len(b))
+    noise = max(aa_noise(a), aa_noise(b)) if fewest >= FEWEST else math.nan
     shown = (
         f"ratio {ratio:.3f} [{low:.3f}, {high:.3f}], factor {factor:g}, A/A {noise:.3f},"
         f" p {p_value:.4f}"
@@ -282,11 +282,21 @@ def judge(
         lambda: permutation_p(b, a, factor),  # that A (scaled) is slower than B
         lambda: permutation_p(b, [value * factor for value in a], 1.0),
     ):
+        # the permutation test trusts every round alike; a decision must also clear the rounds'
+        # own spread, which few rounds on a busy machine leave wider than the effect
+        margin = {SLOWER: ratio / factor, FASTER: 1 / (ratio * factor), UNCHANGED: factor / ratio}
         found = decided
-    elif not math.isnan(noise) and noise > factor:
+        if noise >= margin[decided[0]]:
+            found = (
+                UNDECIDED,
+                f"too noisy for {fewest} rounds: a build's rounds against themselves moved"
+                f" {noise:.3f}x, more than the ratio's {margin[decided[0]]:.3f}x distance from the"
+                f" factor ({shown}); allow {more}",
+            )
+    elif noise > factor:
         found = (
             UNDECIDED,
-            f"too noisy: A's fast mode against itself moved {noise:.3f}x, more than the factor"
+            f"too noisy: a build's fast mode against itself moved {noise:.3f}x, more than the factor"
             f" {factor:g}; allow {more}",
         )
     else:
