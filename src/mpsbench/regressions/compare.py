@@ -106,12 +106,17 @@ def needed(found: verdict.Verdict, count: int, alpha: float, factor: float) -> f
     (the interval narrows as one over their square root): a guide, never a decision."""
     if found.decision != verdict.UNDECIDED and count > 0:
         return float(count)
-    values = (found.ratio, found.low, found.high)
-    if not all(math.isfinite(v) and v > 0 for v in values) or found.ratio == factor:
+    if not all(math.isfinite(v) and v > 0 for v in (found.ratio, found.low, found.high)):
+        return math.inf
+    distance = abs(math.log(found.ratio) - math.log(factor))
+    if distance == 0:
         return math.inf
     normal = statistics.NormalDist()
-    error = math.log(found.high / found.low) / 2 / normal.inv_cdf((1 + verdict.CONFIDENCE) / 2)
-    distance = abs(math.log(found.ratio / factor))
+    error = (
+        (math.log(found.high) - math.log(found.low))
+        / 2
+        / normal.inv_cdf((1 + verdict.CONFIDENCE) / 2)
+    )
     return max(count + 1.0, count * (normal.inv_cdf(1 - alpha) * error / distance) ** 2)
 
 
