@@ -281,3 +281,25 @@ def test_the_early_looks_keep_their_level_on_the_quiet_gpu_at_the_factor(name):
     assert alarms <= 6, (
         alarms
     )  # 3 looks at 0.0025: 0.0075 expected, 3 of 400; 6 is its binomial 95% bound
+
+
+def test_few_rounds_whose_own_spread_exceeds_the_effect_decide_nothing():
+    # --min-rounds 4 --max-rounds 4 on a busy machine: B's 4 processes all lie beyond 1.05 x A's, so the
+    # permutation test alone passes its level, but A's odd and even rounds differ by more than B sits
+    # beyond the factor: the rule refuses, and the same rounds without that spread decide
+    alpha = verdict.alphas(4, 4)[4]
+    b = [1.30, 1.31, 1.32, 1.30]
+    noisy = verdict.judge([1.00, 1.20, 1.01, 1.19], b, FACTOR, alpha)
+    assert noisy.p_value < alpha and noisy.ratio > FACTOR
+    assert noisy.noise > noisy.ratio / FACTOR
+    assert noisy.decision == verdict.UNDECIDED and "too noisy for 4 rounds" in noisy.reason
+    assert "--max-rounds" in noisy.reason
+    clean = verdict.judge([1.00, 1.01, 1.00, 1.01], b, FACTOR, alpha)
+    assert clean.decision == verdict.SLOWER and clean.p_value == noisy.p_value
+    # "unchanged" too, and B's own rounds count: all of B below 1.05 x A, but B's odd and even rounds
+    # 1.07x apart, farther than B sits below the factor
+    a = [1.0, 1.0, 1.01, 1.0]
+    assert verdict.judge(a, [1.0, 1.01, 1.0, 1.0], FACTOR, alpha).decision == verdict.UNCHANGED
+    spread_b = verdict.judge(a, [0.97, 1.04, 0.97, 1.04], FACTOR, alpha)
+    assert spread_b.p_value > alpha and spread_b.noise == pytest.approx(1.04 / 0.97)
+    assert spread_b.decision == verdict.UNDECIDED and "too noisy for 4 rounds" in spread_b.reason

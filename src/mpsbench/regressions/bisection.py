@@ -1,8 +1,7 @@
 """mpsbench bisect GOOD BAD -b BENCH: the first build between two that made one combination slower.
 
-Each step measures GOOD, BAD and the candidates that split what is left most cheaply
-(:func:`probes`) in one interleaved run, judged by compare's rule; the first step also confirms BAD
-slower than GOOD. --nightlies adds builds (nightlies.py).
+Each step measures GOOD, BAD and the candidates that split what is left most cheaply in one
+interleaved run, judged by compare's rule; the first also confirms BAD slower than GOOD.
 """
 
 from __future__ import annotations
@@ -18,10 +17,8 @@ from mpsbench.core.errors import UserError
 from mpsbench.regressions import compare, fresh, nightlies, verdict
 
 log = progress.logger(__name__)
-# as grep's 1 for "no match": nothing to find, a result a script acts on; 3 is compare's undecided
-NOT_SLOWER, UNDECIDED = 1, 3
-# more probes cost a step more than they narrow; the bound keeps _cheapest's recursion small
-MOST_PROBES = 8
+NOT_SLOWER, UNDECIDED = 1, 3  # 1 as grep's "no match": a result a script acts on
+MOST_PROBES = 8  # more cost a step more than they narrow; it bounds _cheapest's recursion
 EXIT_STATUSES = """exit status:
   0  found: the first bad build and the good one before it
   1  BAD is not slower than GOOD (unchanged or faster): no regression between them to bisect
@@ -45,7 +42,7 @@ class Unresolved:
 
 @dataclass
 class Search:
-    """between[low] is good (-1: GOOD itself), between[high] is bad (BAD is between's last)."""
+    """between[low] is good (-1: GOOD), between[high] is bad (BAD is between's last)."""
 
     between: list[str]
     low: int = -1
@@ -60,33 +57,20 @@ class Search:
 
 
 def _row(
-    name: str,
-    role: str,
-    times: list[float],
-    vs_good: verdict.Verdict | None,
-    vs_bad: str,
-    found: str,
+    name: str, role: str, times: list[float], vs: verdict.Verdict | None, vs_bad: str, found: str
 ) -> list[str]:
-    fast = f"{verdict.fast_mode(times) * 1e3:.3f}"
-    if vs_good is None:
-        return [name, role, fast, "1", "", "", vs_bad, found]
-    interval = f"[{vs_good.low:.3f}, {vs_good.high:.3f}]"
-    return [
-        name,
-        role,
-        fast,
-        f"{vs_good.ratio:.3f}",
-        interval,
-        f"{vs_good.p_value:.4f}",
-        vs_bad,
-        found,
-    ]
+    good = (
+        [f"{vs.ratio:.3f}", f"[{vs.low:.3f}, {vs.high:.3f}]", f"{vs.p_value:.4f}"]
+        if vs
+        else ["1", "", ""]
+    )
+    return [name, role, f"{verdict.fast_mode(times) * 1e3:.3f}", *good, vs_bad, found]
 
 
 @functools.cache
 def _cheapest(candidates: int) -> tuple[float, int]:
-    """The processes a search among ``candidates`` expects (each place of the first bad build
-    alike likely) and the number of evenly spaced probes a step takes for it."""
+    """The processes a search among ``candidates`` expects, and the evenly spaced probes a step
+    takes for it (each place of the first bad build alike likely)."""
     return min(
         (
             (_cost(candidates, _spaced(candidates, most)), most)
@@ -125,7 +109,7 @@ def search(
     fill: Callable[[str, str], list[fresh.Named]] = lambda good, bad: [],
 ) -> Unresolved | None:
     """Steps until two adjacent builds are good and bad (None; ``state`` says which) or something
-    stays unresolved. GOOD and BAD are in every step: a verdict compares processes of one run."""
+    stays unresolved; GOOD and BAD are in every step, as a verdict compares one run's processes."""
     between = state.between
     while True:
         if state.confirmed and state.high - state.low == 1:  # --nightlies may add builds between
@@ -257,9 +241,8 @@ def bisect(
 def outcome(found: Found | Unresolved) -> int:
     """Prints what a bisection found, or why nothing; returns the exit status."""
     if isinstance(found, Unresolved):
-        print(
-            f"{'undecided' if found.status == UNDECIDED else 'no regression'}: {found.reason} (exit {found.status})"
-        )
+        word = "undecided" if found.status == UNDECIDED else "no regression"
+        print(f"{word}: {found.reason} (exit {found.status})")
         return found.status
     print(f"first bad build: {found.first} (the build before it, {found.before}, is good)")
     print(found.upstream)
@@ -274,12 +257,10 @@ def _step_decided(
     def decided(verdicts: dict[compare.Pair, verdict.Verdict]) -> bool:
         endpoint = verdicts[(good, bad)].decision
         if not confirmed and endpoint != verdict.SLOWER:
-            return endpoint != verdict.UNDECIDED  # unchanged or faster: nothing to bisect, stop now
-        for name in candidates:
-            found = _classify(verdicts[(good, name)], verdicts[(name, bad)])
-            if found != "good":
-                return found is not None  # the first bad one ends the search here; undecided: go on
-        return True
+            return endpoint != verdict.UNDECIDED  # unchanged or faster: nothing to bisect
+        classes = (_classify(verdicts[(good, n)], verdicts[(n, bad)]) for n in candidates)
+        # the first bad one ends the search here; an undecided one goes on
+        return next((found is not None for found in classes if found != "good"), True)
 
     return decided
 

@@ -1,7 +1,7 @@
 """mpsbench compare A B -b BENCH: is build B slower than build A, measured afresh?
 
-Rounds of fresh, interleaved processes into a scratch folder (fresh.Session), never the recorded
-results, until verdict.py's rule decides or the budget is spent.
+Interleaved rounds of fresh processes (fresh.Session), never the recorded results, until
+verdict.py's rule decides or the budget is spent.
 """
 
 from __future__ import annotations
@@ -20,8 +20,7 @@ from mpsbench.measure import devices, preselect
 from mpsbench.regressions import fresh, verdict
 
 Pair = tuple[str, str]
-# a round is seconds at least, so a thousand is hours; verdict.looks lists every look
-MOST_ROUNDS = 1000
+MOST_ROUNDS = 1000  # a round is seconds at least, so a thousand is hours
 log = progress.logger(__name__)
 EXIT_STATUSES = """exit status:
   0  unchanged (within the regression factor) or faster: no regression
@@ -36,6 +35,9 @@ class Measured:
     verdicts: dict[Pair, verdict.Verdict] = field(default_factory=dict)
     samples: dict[str, int] = field(default_factory=dict)  # each build's samples over its processes
 
+    def undecided(self) -> list[verdict.Verdict]:
+        return [v for v in self.verdicts.values() if v.decision == verdict.UNDECIDED]
+
 
 def measure(
     session: fresh.Session,
@@ -43,37 +45,28 @@ def measure(
     pairs: list[Pair],
     done: Callable[[dict[Pair, verdict.Verdict]], bool] | None = None,
 ) -> Measured:
-    """Interleaved rounds until every pair is decided (or ``done`` says so) or the budget is spent,
-    a progress line a round. Extra looks past --max-rounds go on while an undecided pair could be
-    decided in the time left (:func:`needed`)."""
+    """Rounds until every pair is decided (or ``done`` says so) or the budget is spent, a progress
+    line a round; extra looks past --max-rounds while an undecided pair could still be decided."""
     levels = verdict.schedule(session.min_rounds, session.max_rounds)
     measured = Measured({b.name: [] for b in builds})
-    done = done or (lambda found: all(v.decision != verdict.UNDECIDED for v in found.values()))
-    started, last = time.monotonic(), max(levels)
+    started, last, first = time.monotonic(), max(levels), builds[0].name
     if started >= session.deadline:  # an earlier step of the command spent the budget
         return _out_of_time(session, measured, pairs, levels, session.min_rounds)
     rounds = session.rounds(builds, last)
     try:
         for times in rounds:
-            before = len(measured.times[builds[0].name])
+            before, count = len(measured.times[first]), len(times[first])
             measured.times, measured.samples = times, dict(session.samples)
-            count = len(times[builds[0].name])
-            # asv may finish two rounds at once
+            # asv may finish two rounds at once: the later look judges
             if due := [look for look in levels if before < look <= count]:
-                look = due[-1]
+                judge = verdict.early_judge if due[-1] < session.min_rounds else verdict.judge
                 measured.verdicts = {
-                    (a, b): verdict.judge_at(
-                        look,
-                        session.min_rounds,
-                        times[a],
-                        times[b],
-                        session.factor,
-                        levels[look],
-                        session.quieter,
+                    (a, b): judge(
+                        times[a], times[b], session.factor, levels[due[-1]], session.quieter
                     )
                     for a, b in pairs
                 }
-            finished = bool(due) and done(measured.verdicts)
+            finished = bool(due) and (done(measured.verdicts) if done else not measured.undecided())
             now = time.monotonic()
             following = next((look for look in levels if look > count), None)
             pace = (now - started) / count
@@ -88,16 +81,19 @@ def measure(
                 )
                 if number == count:
                     shown += f"; {_left(measured, following, count, session, now - started, finished, last)}"
-                of = (
-                    f"/{session.max_rounds}"
-                    if number <= session.max_rounds
-                    else f" (extra, budget left; up to {last})"
+                extra = f" (extra, budget left; up to {last})"
+                log.info(
+                    f"round {number}{f'/{session.max_rounds}' if number <= session.max_rounds else extra}: {shown}"
                 )
-                log.info(f"round {number}{of}: {shown}")
             if finished:
                 break
             if beyond is not None:
-                return _undecided(measured, beyond)
+                for pair, found in measured.verdicts.items():
+                    if found.decision == verdict.UNDECIDED:
+                        measured.verdicts[pair] = dataclasses.replace(
+                            found, reason=f"{found.reason}; {beyond}"
+                        )
+                return measured
             if late:  # the next look would end after the budget: stop with the last look's word
                 return _out_of_time(session, measured, pairs, levels, following or count)
     finally:
@@ -106,26 +102,22 @@ def measure(
 
 
 def needed(found: verdict.Verdict, count: int, alpha: float, factor: float) -> float:
-    """About how many rounds in all would decide an undecided pair if its ratio and spread stay:
-    the interval narrows as one over the square root of the rounds (inf on the factor). A guide
-    for the user and the budget, never a decision."""
+    """About how many rounds in all would decide an undecided pair if its ratio and spread stay
+    (the interval narrows as one over their square root): a guide, never a decision."""
     if found.decision != verdict.UNDECIDED and count > 0:
         return float(count)
-    if not all(
-        math.isfinite(value) and value > 0 for value in (found.ratio, found.low, found.high)
-    ):
+    if not all(math.isfinite(v) and v > 0 for v in (found.ratio, found.low, found.high)):
         return math.inf
-    error = (
-        (math.log(found.high) - math.log(found.low))
-        / 2
-        / statistics.NormalDist().inv_cdf((1 + verdict.CONFIDENCE) / 2)
-    )
     distance = abs(math.log(found.ratio) - math.log(factor))
     if distance == 0:
         return math.inf
-    return max(
-        count + 1.0, count * (statistics.NormalDist().inv_cdf(1 - alpha) * error / distance) ** 2
+    normal = statistics.NormalDist()
+    error = (
+        (math.log(found.high) - math.log(found.low))
+        / 2
+        / normal.inv_cdf((1 + verdict.CONFIDENCE) / 2)
     )
+    return max(count + 1.0, count * (normal.inv_cdf(1 - alpha) * error / distance) ** 2)
 
 
 def _beyond_reach(
@@ -138,42 +130,31 @@ def _beyond_reach(
 ) -> str | None:
     """Why the extra looks stop here; None while an undecided pair could be decided in time."""
     extra = [look for look in levels if look > count]
-    affordable = count + max(0.0, session.deadline - now) / pace if pace > 0 else math.inf
+    left = max(0.0, session.deadline - now)
+    affordable = count + left / pace if pace > 0 else math.inf
     reachable = max((look for look in extra if look <= affordable), default=count)
-    open_pairs = [
-        found for found in measured.verdicts.values() if found.decision == verdict.UNDECIDED
-    ]
     need = min(
-        (needed(found, count, levels[extra[-1]], session.factor) for found in open_pairs),
+        (needed(v, count, levels[extra[-1]], session.factor) for v in measured.undecided()),
         default=math.inf,
     )
     if need <= reachable:
         if count == session.max_rounds:
             log.info(
-                f"undecided after the planned {count} rounds: about {need:.0f} in all would decide; going on with"
-                f" the budget left ({max(0.0, session.deadline - now) / 60:.1f} min, up to round {reachable})"
+                f"undecided after the planned {count} rounds: about {need:.0f} in all would decide;"
+                f" going on with the budget left ({left / 60:.1f} min, up to round {reachable})"
             )
         return None
     more = (
         "the ratio sits on the factor"
         if math.isinf(need)
-        else (
-            f"about {need:.0f} rounds in all would decide (~{(need - count) * pace / 60:.0f} min more at"
-            f" {pace:.1f} s a round)"
-        )
+        else f"about {need:.0f} rounds in all would decide (~{(need - count) * pace / 60:.0f} min"
+        f" more at {pace:.1f} s a round)"
     )
     return (
-        f"after {count} rounds {more}, where the time budget ({session.minutes:g} min) and the extra looks"
-        f" reach round {reachable}: allow more rounds (--max-rounds) and time (--time-budget MINUTES) or"
-        f" {session.quieter}"
+        f"after {count} rounds {more}, where the time budget ({session.minutes:g} min) and the"
+        f" extra looks reach round {reachable}: allow more rounds (--max-rounds) and time"
+        f" (--time-budget MINUTES) or {session.quieter}"
     )
-
-
-def _undecided(measured: Measured, why: str) -> Measured:
-    for pair, found in measured.verdicts.items():
-        if found.decision == verdict.UNDECIDED:
-            measured.verdicts[pair] = dataclasses.replace(found, reason=f"{found.reason}; {why}")
-    return measured
 
 
 def _out_of_time(
@@ -183,30 +164,29 @@ def _out_of_time(
     levels: dict[int, float],
     following: int,
 ) -> Measured:
-    """A pair the last look decided keeps its decision; any other is undecided, with about how
-    many rounds would decide it. Nothing is decided here: an unplanned look has no alpha."""
+    """Pairs the last look left undecided stay so, saying what would decide them: an unplanned
+    look has no alpha."""
     why = (
-        f"the time budget ({session.minutes:g} min, --time-budget) ends before round {following}'s look: allow more"
-        f" time (--time-budget MINUTES) or {session.quieter}"
+        f"the time budget ({session.minutes:g} min, --time-budget) ends before round"
+        f" {following}'s look: allow more time (--time-budget MINUTES) or {session.quieter}"
     )
+    alpha = min(levels.values())
     for a, b in pairs:
-        found = measured.verdicts.get((a, b))
+        found, count = measured.verdicts.get((a, b)), len(measured.times[a])
         if found is not None and found.decision != verdict.UNDECIDED:
             continue
-        count = len(measured.times[a])
-        if found is None:
-            alpha = min(levels.values())
+        if found is not None:
+            why_here = f"{found.reason.removeprefix(verdict.UNDECIDED + ': ')}; {why}"
+        else:
+            why_here = f"{count} processes a side, fewer than the first look's {min(levels)}; {why}"
             if count >= 2:  # the evidence so far, for the report
                 found = verdict.judge(
                     measured.times[a], measured.times[b], session.factor, alpha, session.quieter
                 )
             else:
-                nan = float("nan")
+                nan = math.nan
                 found = verdict.Verdict(verdict.UNDECIDED, nan, nan, nan, 1.0, alpha, nan, "")
-            why_here = f"{count} processes a side, fewer than the first look's {min(levels)}; {why}"
-        else:
-            why_here = f"{found.reason.removeprefix(verdict.UNDECIDED + ': ')}; {why}"
-        need = needed(found, count, levels.get(following, min(levels.values())), session.factor)
+        need = needed(found, count, levels.get(following, alpha), session.factor)
         if count >= 2 and math.isfinite(need):
             why_here += f" (about {need:.0f} rounds in all would decide)"
         measured.verdicts[(a, b)] = dataclasses.replace(
@@ -224,20 +204,20 @@ def _left(
     finished: bool,
     last: int,
 ) -> str:
-    """The next look and the budget, in rounds and in seconds at this run's pace (installs
-    included, so rather more than less); past --max-rounds, up to the ``last`` extra look."""
+    """The next look and the budget left, in rounds and in seconds at this run's pace."""
     most, pace = (session.max_rounds if count < session.max_rounds else last), elapsed / count
-    decided = sum(v.decision != verdict.UNDECIDED for v in measured.verdicts.values())
+    decided = len(measured.verdicts) - len(measured.undecided())
     judged = f"{decided} of {len(measured.verdicts)} decided, " if measured.verdicts else ""
     if finished:
         return f"{judged}done ({elapsed:.0f} s, {pace:.1f} s a round)"
     if following is None:
         return f"{judged}budget spent ({elapsed:.0f} s)"
+    left = max(0.0, session.deadline - time.monotonic()) / 60
     return (
         f"{judged}{elapsed:.0f} s so far, {pace:.1f} s a round; next look at round {following}"
-        f" (~{(following - count) * pace:.0f} s), at most {most - count} round{'s' if most - count > 1 else ''} left"
-        f" (~{(most - count) * pace:.0f} s); {max(0.0, session.deadline - time.monotonic()) / 60:.1f} of the"
-        f" command's {session.minutes:g} min left"
+        f" (~{(following - count) * pace:.0f} s), at most {most - count}"
+        f" round{'s' if most - count > 1 else ''} left (~{(most - count) * pace:.0f} s);"
+        f" {left:.1f} of the command's {session.minutes:g} min left"
     )
 
 
@@ -245,14 +225,15 @@ def summary(measured: Measured, a: str, b: str) -> list[str]:
     found = measured.verdicts[(a, b)]
     return [
         *(
-            f"{label} {name}: fast mode {verdict.fast_mode(measured.times[name]) * 1e3:.3f} ms, median"
-            f" {statistics.median(measured.times[name]) * 1e3:.3f} ms over {len(measured.times[name])} processes"
+            f"{label} {name}: fast mode {verdict.fast_mode(times) * 1e3:.3f} ms, median"
+            f" {statistics.median(times) * 1e3:.3f} ms over {len(times)} processes"
             f" ({measured.samples.get(name, 0)} samples)"
             for label, name in (("A", a), ("B", b))
+            for times in [measured.times[name]]
         ),
-        f"B/A {found.ratio:.3f} [{found.low:.3f}, {found.high:.3f}] (fast modes, 95% bootstrap over processes);"
-        f" A/A {found.noise:.3f}; p {found.p_value:.4f} that B is slower than the factor x A (decides below"
-        f" {found.alpha:.4f})",
+        f"B/A {found.ratio:.3f} [{found.low:.3f}, {found.high:.3f}] (fast modes, 95% bootstrap over"
+        f" processes); A/A {found.noise:.3f}; p {found.p_value:.4f} that B is slower than the"
+        f" factor x A (decides below {found.alpha:.4f})",
         f"verdict: {found.reason} (exit {found.exit_code})",
     ]
 
@@ -267,21 +248,21 @@ def check(args: fresh.Options) -> None:
     benchmarks = preselect.discover(args.conf.benchmarks)
     found = asv.matching(preselect.names(benchmarks), [args.bench])
     fresh.one_combination(args.bench, found, " (mpsbench preselect --list lists them)")
-    # Else every process would skip after asv installed both builds. Asked of the machine, as
-    # preselect asks: a torch probe here would hold a GPU context through every round.
+    # else every process would skip; asked as preselect asks: a torch probe holds a GPU context
     device = preselect.devices_of(benchmarks)[found[0]]
     if device is not None and not devices.present(device):
         here = ", ".join(name for name in devices.NAMES if devices.present(name))
         raise UserError(
-            f"-b {args.bench!r} names {found[0]}, which cannot run here: {devices.absent_reason(device)};"
-            f" the devices here: {here}"
+            f"-b {args.bench!r} names {found[0]}, which cannot run here:"
+            f" {devices.absent_reason(device)}; the devices here: {here}"
         )
 
 
 def measured_as(args: fresh.Options) -> str:
     if args.threads is None:
         return "torch's default threads"
-    return f"{args.threads} torch thread{'s' if args.threads > 1 else ''} (--threads; recorded runs use torch's default)"
+    plural = "s" if args.threads > 1 else ""
+    return f"{args.threads} torch thread{plural} (--threads; recorded runs use torch's default)"
 
 
 def compare(a_ref: str, b_ref: str, args: fresh.Options) -> int:
@@ -293,9 +274,9 @@ def compare(a_ref: str, b_ref: str, args: fresh.Options) -> int:
     with fresh.Session(args, [a, b]) as measuring:
         combination = measuring.check_bench(a.commit)
         print(
-            f"compare {combination}: A {a.name} ({a.commit[:12]}) against B {b.name} ({b.commit[:12]}),"
-            f" machine {measuring.machine}, factor {measuring.factor:g}, {args.min_rounds}-{args.max_rounds} rounds,"
-            f" {measured_as(args)}"
+            f"compare {combination}: A {a.name} ({a.commit[:12]}) against B {b.name}"
+            f" ({b.commit[:12]}), machine {measuring.machine}, factor {measuring.factor:g},"
+            f" {args.min_rounds}-{args.max_rounds} rounds, {measured_as(args)}"
         )
         measured = measure(measuring, [a, b], [(a.name, b.name)])
     print("\n".join(summary(measured, a.name, b.name)))

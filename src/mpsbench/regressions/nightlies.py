@@ -1,6 +1,6 @@
-"""``mpsbench bisect --nightlies N``: at most N of PyTorch's nightlies between two adjacent builds,
-spread by date, on a channel forked from the gap's good build (``bisect-CHANNEL-ID``): a new
-channel changes no existing timeline hash, and a rerun reuses it.
+"""``mpsbench bisect --nightlies N``: up to N nightlies between two adjacent builds, spread by date,
+on a channel forked from the good one (``bisect-CHANNEL-ID``): no timeline hash changes, a rerun
+reuses it.
 """
 
 from __future__ import annotations
@@ -46,19 +46,18 @@ class Options:
     transformers_index: str = resolve.PYPI
 
 
+@dataclass
 class Gaps:
     """Fills the gaps a bisection ends in with nightlies, while its ``--nightlies`` budget lasts."""
 
-    def __init__(
-        self,
-        args: Options,
-        files: fresh.Options,
-        manifest: mf.Manifest,
-        generated: timeline.Generated,
-    ) -> None:
-        self.left = self.wanted = args.nightlies or 0
-        self.indexes = args.indexes or tuple(resolve.NIGHTLY_INDEXES)
-        self.args, self.files, self.manifest, self.generated = args, files, manifest, generated
+    args: Options
+    files: fresh.Options
+    manifest: mf.Manifest
+    generated: timeline.Generated
+
+    def __post_init__(self) -> None:
+        self.left = self.wanted = self.args.nightlies or 0
+        self.indexes = self.args.indexes or tuple(resolve.NIGHTLY_INDEXES)
 
     @functools.cached_property
     def dates(self) -> list[str]:
@@ -89,11 +88,8 @@ class Gaps:
                 f"channel {channel} exists but forks from {existing.parent}, not {good}:"
                 " remove it from the manifest or bisect from another build"
             )
-        names = (
-            [f"{channel}@{b.id}" for b in existing.builds if low < day(b) < high]
-            if existing
-            else []
-        )
+        builds = existing.builds if existing else []
+        names = [f"{channel}@{b.id}" for b in builds if low < day(b) < high]
         if names:
             print(f"reusing {len(names)} nightlies of {channel} between {good} and {bad}")
         else:

@@ -1,10 +1,8 @@
-"""The one regression rule: the decisions, and the threshold and test each recorded row is judged by.
+"""The one regression rule: the decisions, the threshold, and the test each recorded row is judged by.
 
-compare and bisect test against :func:`factor` (verdict.py); alerts, the Regressions page, the
-report and ops-rank judge recorded values with :func:`judge`: direction and floor from the unit,
-asv's threshold widened by the row's noise, noisy rows marked, no bare medians for rates, asv's
-significance test (docs/explanation/site.md). A correctness row regresses to "wrong"
-(docs/explanation/instruments.md).
+compare and bisect test against :func:`factor` (verdict.py); the alerts, site, report and ops-rank
+judge recorded values with :func:`judge` (docs/explanation/site.md; correctness rows:
+docs/explanation/instruments.md).
 """
 
 from __future__ import annotations
@@ -23,7 +21,9 @@ from mpsbench.results.recorded import Measured, unit
 
 
 class Decision(str, enum.Enum):
-    """A ``str``, so that it prints and serializes as its word."""
+    """A ``str`` that prints and serializes as its word."""
+
+    __str__ = str.__str__
 
     SLOWER = "slower"
     WRONG = "wrong"  # an error past its tolerance, or identical calls no longer bit-identical
@@ -33,7 +33,7 @@ class Decision(str, enum.Enum):
 
     @property
     def exit_status(self) -> int:
-        """1 slower or wrong, 3 undecided, 0 otherwise (2 is only a user's mistake)."""
+        """1 slower or wrong, 3 undecided, 0 otherwise (2 is a user's mistake)."""
         return {Decision.SLOWER: 1, Decision.WRONG: 1, Decision.UNDECIDED: 3}.get(self, 0)
 
 
@@ -58,7 +58,6 @@ def regression_factor(config: Path = asvconf.CONFIG, entry: str = "") -> float:
     return factor(asvconf.load(config).thresholds, entry)
 
 
-# a change must exceed the two builds' IQRs end to end (docs/explanation/site.md)
 NOISE_MULTIPLE = 2.0
 NOISY = 0.10  # relative half-IQR above this: the row cannot show a change of a few percent
 P_THRESHOLD = 0.002  # asv's significance level for two samples
@@ -102,13 +101,11 @@ def mann_whitney_p(a: Sequence[float], b: Sequence[float]) -> float:
 def _significant(old: Measured, new: Measured) -> bool | None:
     """asv's test (None without statistics of several samples): the U test where the samples can
     reach its level, else whether the 99% intervals do not overlap."""
-    a, b = old.stats, new.stats
+    a, b = old.stats or {}, new.stats or {}
     for stats in (a, b):
-        if not stats or stats.get("repeat") == 1:
+        finite = (isinstance(v := stats.get(k), (int, float)) and math.isfinite(v) for k in CI)
+        if not stats or stats.get("repeat") == 1 or not all(finite):
             return None
-        if not all(isinstance(v := stats.get(k), (int, float)) and math.isfinite(v) for k in CI):
-            return None
-    assert a is not None and b is not None
     x, y = old.samples or (), new.samples or ()
     if x and y and 1 / math.comb(len(x) + len(y), min(len(x), len(y))) < P_THRESHOLD:
         return mann_whitney_p(x, y) < P_THRESHOLD
@@ -137,20 +134,19 @@ def _correctness(entry: str, unit_name: str, old: Measured, new: Measured) -> Ju
     change = f"{old.value:.3g} -> {new.value:.3g}"
     if unit_name == tolerances.ERROR_UNIT:
         limit = tolerances.tolerance(entry)
-        labels, what = ("wrong result", "fixed"), f"relative error {change}, tolerance {limit:g}"
+        bad, good, what = "wrong result", "fixed", f"relative error {change}, tolerance {limit:g}"
     elif unit_name == tolerances.DIFFERENCE_UNIT:
-        limit = 0.0
-        labels = ("nondeterministic", "deterministic")
+        limit, bad, good = 0.0, "nondeterministic", "deterministic"
         what = f"identical calls differ by {change} of their scale, where 0 is bit-identical"
     else:
         return None
     ratio = new.value / old.value if old.value > 0 else (math.inf if new.value > 0 else 1.0)
     if new.value > limit >= old.value:
-        return Judgement(Decision.WRONG, labels[0], ratio, limit, what)
+        return Judgement(Decision.WRONG, bad, ratio, limit, what)
     if old.value > limit >= new.value:
-        return Judgement(Decision.FASTER, labels[1], ratio, limit, what)
+        return Judgement(Decision.FASTER, good, ratio, limit, what)
     side = "still past the line" if old.value > limit else "within the line"
-    return Judgement(Decision.UNCHANGED, Decision.UNCHANGED.value, ratio, limit, f"{what}: {side}")
+    return Judgement(Decision.UNCHANGED, "unchanged", ratio, limit, f"{what}: {side}")
 
 
 def judge(
@@ -174,6 +170,7 @@ def judge(
     base = threshold(thresholds, entry, branch)
     spreads = [(m, s) for m in (old, new) if (s := noise(m)) is not None]
     errors = [s * abs(m.value) for m, s in spreads]
+    # a change must exceed the two builds' IQRs end to end (docs/explanation/site.md)
     limit = max(base, NOISE_MULTIPLE * sum(errors) / before) if before > 0 else base
 
     def judged(decision: Decision, reason: str, label: str = "") -> Judgement:

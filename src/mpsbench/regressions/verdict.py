@@ -1,10 +1,8 @@
 """The statistical rule of ``mpsbench compare``: is build B slower than build A?
 
-A process contributes its fastest sample (contention only adds time) and a side's statistic is its
-fast mode; a one-sided permutation test against the regression factor decides, its alpha split
-over the sequential loop's looks. Before the test can decide, early looks (:func:`early_judge`)
-may stop a pair whose processes agree; past --max-rounds, extra looks share a reserved part of the
-level. docs/explanation/the-rule.md and docs/explanation/loop.md say why.
+A process contributes its fastest sample and a side its fast mode; a one-sided permutation test
+against the regression factor decides, its alpha split over the loop's looks, with early looks (a t
+test) before it and extra looks past --max-rounds (docs/explanation/the-rule.md and loop.md).
 """
 
 from __future__ import annotations
@@ -16,44 +14,45 @@ import statistics
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from mpsbench.regressions.rule import Decision
+
 ALPHA = 0.05  # family-wise false-alarm rate over all looks of one comparison
 CONFIDENCE = 0.95  # of the ratio's bootstrap interval
-BOOTSTRAP = 2000
-PERMUTATIONS = 2000  # drawn where there are more relabelings
+BOOTSTRAP = PERMUTATIONS = 2000  # permutations are drawn where there are more relabelings
 CLUSTER = 1.5  # a side's fast mode: its process times within this factor of its fastest
 MAX_ROUNDS = 20
 MIN_ROUNDS = 5  # 5 a side apart give p = 1/252, under the first look's level; 4 give 1/70
 FIRST_MARGIN = 1.25  # the first look's level over the smallest p its size can give
 LOOK_EVERY = 2  # fewer later looks leave each a larger share of ALPHA
 FEWEST = 4  # processes a side below which the permutation test decides nothing
-# early looks at EARLIEST .. min_rounds - 1; SPREAD_FLOOR: a quiet GPU's A/A spread of log time
-EARLIEST = 2
-EARLY_ALPHA = 0.0025
-SPREAD_FLOOR = 0.005
+EARLIEST, EARLY_ALPHA = 2, 0.0025  # early looks at EARLIEST .. min_rounds - 1, each at this level
+SPREAD_FLOOR = 0.005  # a quiet GPU's A/A spread of log time
 # extra looks past max_rounds, every EXTRA_EVERY rounds up to EXTRA_TIMES x, share EXTRA_ALPHA
-EXTRA_ALPHA = 0.0075
-EXTRA_EVERY = 4
-EXTRA_TIMES = 3
+EXTRA_ALPHA, EXTRA_EVERY, EXTRA_TIMES = 0.0075, 4, 3
 
-SLOWER, UNCHANGED, FASTER, UNDECIDED = "slower", "unchanged", "faster", "undecided"
-EXIT_CODES = {UNCHANGED: 0, FASTER: 0, SLOWER: 1, UNDECIDED: 3}
+SLOWER, UNCHANGED, FASTER, UNDECIDED = (
+    Decision.SLOWER,
+    Decision.UNCHANGED,
+    Decision.FASTER,
+    Decision.UNDECIDED,
+)
 QUIETER = "a quieter machine"  # what else would decide; compare adds --threads where it applies
 
 
 @dataclass(frozen=True)
 class Verdict:
-    decision: str
+    decision: Decision
     ratio: float  # fast mode(B) / fast mode(A)
     low: float  # bootstrap interval of the ratio
     high: float
     p_value: float  # one-sided p that B is slower than the factor times A
     alpha: float  # the level p was judged against
-    noise: float  # A/A (aa_noise)
+    noise: float  # A/A: the larger of both builds' aa_noise
     reason: str  # why, in words; for UNDECIDED also what to do
 
     @property
     def exit_code(self) -> int:
-        return EXIT_CODES[self.decision]
+        return self.decision.exit_status
 
 
 def looks(min_rounds: int = MIN_ROUNDS, max_rounds: int = MAX_ROUNDS) -> list[int]:
@@ -70,45 +69,29 @@ def extra_looks(max_rounds: int = MAX_ROUNDS) -> list[int]:
 
 
 def planned_alpha(min_rounds: int = MIN_ROUNDS, max_rounds: int = MAX_ROUNDS) -> float:
-    return (
-        ALPHA
-        - EARLY_ALPHA * len(early_looks(min_rounds))
-        - EXTRA_ALPHA * bool(extra_looks(max_rounds))
-    )
+    early, extra = early_looks(min_rounds), extra_looks(max_rounds)
+    return ALPHA - EARLY_ALPHA * len(early) - EXTRA_ALPHA * bool(extra)
 
 
 def alphas(min_rounds: int = MIN_ROUNDS, max_rounds: int = MAX_ROUNDS) -> dict[int, float]:
     """Each planned look's level, a weighted Bonferroni split: the first gets what sides that
     do not overlap need (at most half), the others share the rest."""
-    rounds, total = looks(min_rounds, max_rounds), planned_alpha(min_rounds, max_rounds)
-    if len(rounds) == 1:
-        return {rounds[0]: total}
-    first = min(total / 2, FIRST_MARGIN / math.comb(2 * min_rounds, min_rounds))
-    return {rounds[0]: first, **{look: (total - first) / (len(rounds) - 1) for look in rounds[1:]}}
+    first, *rest = looks(min_rounds, max_rounds)
+    total = planned_alpha(min_rounds, max_rounds)
+    if not rest:
+        return {first: total}
+    level = min(total / 2, FIRST_MARGIN / math.comb(2 * min_rounds, min_rounds))
+    return {first: level, **dict.fromkeys(rest, (total - level) / len(rest))}
 
 
 def schedule(min_rounds: int = MIN_ROUNDS, max_rounds: int = MAX_ROUNDS) -> dict[int, float]:
     """Every look, early, planned and extra, with its level; the levels sum to ALPHA."""
     extra = extra_looks(max_rounds)
     return {
-        **{look: EARLY_ALPHA for look in early_looks(min_rounds)},
+        **dict.fromkeys(early_looks(min_rounds), EARLY_ALPHA),
         **alphas(min_rounds, max_rounds),
-        **{look: EXTRA_ALPHA / len(extra) for look in extra},
+        **dict.fromkeys(extra, EXTRA_ALPHA / max(1, len(extra))),
     }
-
-
-def judge_at(
-    look: int,
-    min_rounds: int,
-    a: list[float],
-    b: list[float],
-    factor: float,
-    alpha: float,
-    quieter: str = QUIETER,
-) -> Verdict:
-    if look < min_rounds:
-        return early_judge(a, b, factor, alpha, quieter)
-    return judge(a, b, factor, alpha, quieter)
 
 
 def per_look_alpha(min_rounds: int = MIN_ROUNDS, max_rounds: int = MAX_ROUNDS) -> float:
@@ -118,8 +101,7 @@ def per_look_alpha(min_rounds: int = MIN_ROUNDS, max_rounds: int = MAX_ROUNDS) -
 
 def fast_mode(values: list[float]) -> float:
     """The mean of the times within CLUSTER of the fastest: the processes contention spared."""
-    bound = CLUSTER * min(values)
-    return statistics.fmean([value for value in values if value <= bound])
+    return statistics.fmean([value for value in values if value <= CLUSTER * min(values)])
 
 
 def ratio_interval(
@@ -138,19 +120,16 @@ def ratio_interval(
 def permutation_p(a: list[float], b: list[float], scale: float, seed: int = 0) -> float:
     """One-sided p that B is slower than ``scale`` x A: the share of relabelings of the pooled
     processes whose fast-mode ratio reaches the observed one."""
-    pooled = [value * scale for value in a] + list(b)
-    size = len(a)
+    pooled, size = [value * scale for value in a] + list(b), len(a)
     observed = fast_mode(b) / fast_mode(pooled[:size]) * (1 - 1e-12)  # an equal one counts
-    if math.comb(len(pooled), size) <= PERMUTATIONS:
-        splits = [
-            fast_mode([pooled[i] for i in range(len(pooled)) if i not in chosen])
+    if math.comb(len(pooled), size) <= PERMUTATIONS:  # every split, the observed one among them
+        return statistics.fmean(
+            fast_mode([v for i, v in enumerate(pooled) if i not in chosen])
             / fast_mode([pooled[i] for i in chosen])
             >= observed
             for chosen in map(set, itertools.combinations(range(len(pooled)), size))
-        ]
-        return sum(splits) / len(splits)  # the observed split is one of them: p >= 1/len
-    rng = random.Random(seed)
-    hits = 0
+        )
+    rng, hits = random.Random(seed), 0
     for _ in range(PERMUTATIONS):
         rng.shuffle(pooled)
         hits += fast_mode(pooled[size:]) / fast_mode(pooled[:size]) >= observed
@@ -160,7 +139,7 @@ def permutation_p(a: list[float], b: list[float], scale: float, seed: int = 0) -
 def aa_noise(a: list[float]) -> float:
     """A's odd rounds against its even rounds, as a factor >= 1 (nan below 4 rounds)."""
     if len(a) < 4:
-        return float("nan")
+        return math.nan
     ratio = fast_mode(a[0::2]) / fast_mode(a[1::2])
     return max(ratio, 1 / ratio)
 
@@ -169,36 +148,30 @@ def t_tail(t: float, df: int) -> float:
     """P(T > t) for Student's t with a whole ``df``: Abramowitz and Stegun 26.7.3 and 26.7.4."""
     theta = math.atan(abs(t) / math.sqrt(df))
     cos2, term, total = math.cos(theta) ** 2, 1.0, 1.0
-    if df % 2:  # odd: (2/pi) (theta + sin cos (1 + 2/3 cos^2 + ...))
-        for k in range(1, (df - 1) // 2):
-            term *= 2 * k / (2 * k + 1) * cos2
-            total += term
-        inside = (
-            2 / math.pi * (theta + (math.sin(theta) * math.cos(theta) * total if df > 1 else 0.0))
-        )
-    else:  # even: sin (1 + 1/2 cos^2 + 1*3/(2*4) cos^4 + ...)
-        for k in range(1, df // 2):
-            term *= (2 * k - 1) / (2 * k) * cos2
-            total += term
-        inside = math.sin(theta) * total
+    for k in range(1, (df - 1) // 2 if df % 2 else df // 2):
+        term *= (2 * k / (2 * k + 1) if df % 2 else (2 * k - 1) / (2 * k)) * cos2
+        total += term
+    # odd df: (2/pi) (theta + sin cos (1 + 2/3 cos^2 + ...)); even: sin (1 + 1/2 cos^2 + ...)
+    sin_cos = math.sin(theta) * math.cos(theta) * total * (df > 1)
+    inside = 2 / math.pi * (theta + sin_cos) if df % 2 else math.sin(theta) * total
     upper = (1 - inside) / 2
     return upper if t >= 0 else 1 - upper
 
 
 def _decided(
-    shown: str,
-    factor: float,
-    alpha: float,
-    slower: Callable[[], float],
-    faster: Callable[[], float],
-    below: Callable[[], float],
-) -> tuple[str, str] | None:
-    for decision, p, why in (
-        (SLOWER, slower, f"p < {alpha:.4f}: B is slower than {factor:g} x A"),
-        (FASTER, faster, f"B is faster than A / {factor:g} (p < {alpha:.4f})"),
-        (UNCHANGED, below, f"B is faster than {factor:g} x A (p < {alpha:.4f}): below the factor"),
+    shown: str, factor: float, alpha: float, *tests: Callable[[], float]
+) -> tuple[Decision, str] | None:
+    """The first of slower, faster and below the factor whose test's p is below ``alpha``."""
+    for decision, test, why in zip(
+        (SLOWER, FASTER, UNCHANGED),
+        tests,
+        (
+            f"p < {alpha:.4f}: B is slower than {factor:g} x A",
+            f"B is faster than A / {factor:g} (p < {alpha:.4f})",
+            f"B is faster than {factor:g} x A (p < {alpha:.4f}): below the factor",
+        ),
     ):
-        if p() < alpha:
+        if test() < alpha:
             return decision, f"{shown}; {why}"
     return None
 
@@ -215,20 +188,17 @@ def early_judge(
     if min(len(a), len(b)) < EARLIEST:
         raise ValueError("an early look needs at least two processes a side")
     log_a, log_b = [math.log(value) for value in a], [math.log(value) for value in b]
-    mean_a, mean_b = statistics.fmean(log_a), statistics.fmean(log_b)
-    difference, df = mean_b - mean_a, len(a) + len(b) - 2
-    squares = sum((v - mean_a) ** 2 for v in log_a) + sum((v - mean_b) ** 2 for v in log_b)
+    difference, df = statistics.fmean(log_b) - statistics.fmean(log_a), len(a) + len(b) - 2
+    squares = (len(a) - 1) * statistics.variance(log_a) + (len(b) - 1) * statistics.variance(log_b)
     error = max(math.sqrt(squares / df), SPREAD_FLOOR) * math.sqrt(1 / len(a) + 1 / len(b))
     margin = math.log(factor)
     p_value = t_tail((difference - margin) / error, df)
-    ratio = fast_mode(b) / fast_mode(a)
-    low, high = ratio_interval(a, b)
+    ratio, (low, high) = fast_mode(b) / fast_mode(a), ratio_interval(a, b)
     spread = max(max(a) / min(a), max(b) / min(b))
     shown = (
         f"ratio {ratio:.3f} [{low:.3f}, {high:.3f}], factor {factor:g}, {len(a)} processes a side"
         f" spread {spread:.3f}x, p {p_value:.4f} (early look, t test on log times)"
     )
-    found: tuple[str, str]
     if spread > factor:
         found = UNDECIDED, f"{shown}; a build's processes differ by more than the factor"
     else:
@@ -243,8 +213,7 @@ def early_judge(
     decision, reason = found
     if decision == UNDECIDED:
         reason += ": the later looks decide"
-    nan = float("nan")
-    return Verdict(decision, ratio, low, high, p_value, alpha, nan, f"{decision}: {reason}")
+    return Verdict(decision, ratio, low, high, p_value, alpha, math.nan, f"{decision}: {reason}")
 
 
 def judge(
@@ -255,26 +224,25 @@ def judge(
     quieter: str = QUIETER,
 ) -> Verdict:
     """Decide whether B is slower than A from each side's process times (seconds, round order)."""
-    if min(len(a), len(b)) < 2:
-        raise ValueError("judge needs at least two processes a side")
-    ratio = fast_mode(b) / fast_mode(a)
-    low, high = ratio_interval(a, b)
-    p_value = permutation_p(a, b, factor)
-    noise = aa_noise(a)
     fewest = min(len(a), len(b))
+    if fewest < 2:
+        raise ValueError("judge needs at least two processes a side")
+    ratio, p_value = fast_mode(b) / fast_mode(a), permutation_p(a, b, factor)
+    noise = max(aa_noise(a), aa_noise(b)) if fewest >= FEWEST else math.nan
+    low, high = ratio_interval(a, b)
     shown = (
         f"ratio {ratio:.3f} [{low:.3f}, {high:.3f}], factor {factor:g}, A/A {noise:.3f},"
         f" p {p_value:.4f}"
     )
-    found: tuple[str, str]
     more = f"more rounds (--max-rounds) or {quieter}"
+    found: tuple[Decision, str] | None
     if fewest < FEWEST:
         found = (
             UNDECIDED,
             f"{shown}; too few processes ({fewest} < {FEWEST} a side): allow more rounds"
             " (--max-rounds)",
         )
-    elif decided := _decided(
+    elif found := _decided(
         shown,
         factor,
         alpha,
@@ -282,12 +250,23 @@ def judge(
         lambda: permutation_p(b, a, factor),  # that A (scaled) is slower than B
         lambda: permutation_p(b, [value * factor for value in a], 1.0),
     ):
-        found = decided
-    elif not math.isnan(noise) and noise > factor:
+        # the permutation test trusts every round alike; a decision must also clear the rounds'
+        # own spread, which few rounds on a busy machine leave wider than the effect
+        margin = {SLOWER: ratio / factor, FASTER: 1 / (ratio * factor)}.get(
+            found[0], factor / ratio
+        )
+        if noise >= margin:
+            found = (
+                UNDECIDED,
+                f"too noisy for {fewest} rounds: a build's rounds against themselves moved"
+                f" {noise:.3f}x, more than the ratio's {margin:.3f}x distance from the factor"
+                f" ({shown}); allow {more}",
+            )
+    elif noise > factor:
         found = (
             UNDECIDED,
-            f"too noisy: A's fast mode against itself moved {noise:.3f}x, more than the factor"
-            f" {factor:g}; allow {more}",
+            f"too noisy: a build's fast mode against itself moved {noise:.3f}x, more than the"
+            f" factor {factor:g}; allow {more}",
         )
     else:
         found = (
