@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from mpsbench.builds.timeline import Reader, pytorch_url
@@ -41,20 +41,15 @@ DECODE = "benchmark_modern.LlmDecode.time_decode"
 log = progress.logger(__name__)
 
 
-def _columns(names: str) -> list[str]:
-    return names.split(", ")
+def _table(columns: str, rows: Iterable[list[Cell]], marked: list[str] | None = None) -> Table:
+    return Table(columns.split(", "), list(rows), marked or [])
 
 
 def _per_model(
-    save: figures.Save,
-    results: tp.Results,
-    name: str,
-    what: str,
-    present: set[str],
-    draw: Callable[[str, Path], None],
+    save: figures.Save, name: str, what: str, present: set[str], draw: Callable[[str, Path], None]
 ) -> list[Block]:
-    """One figure per model of ``present``, drawn by ``draw``."""
-    drawn = [model for model in tp.models_in(results) if model in present]
+    """One figure per model of ``present``, in the registry's order, drawn by ``draw``."""
+    drawn = tp.in_order(present, models.NAMES)
     for model in drawn:
         draw(model, save(f"{name}_{model}.png"))
     return [Image(f"{name}_{model}.png", f"{model} {what}") for model in drawn]
@@ -63,7 +58,7 @@ def _per_model(
 def _builds_section(
     results: tp.Results, results_dir: Path, timeline: Reader, limit: float
 ) -> Section:
-    rows: list[list[Cell]] = []
+    rows = []
     for machine in results.machines:
         previous = tp.previous_build(results, machine, timeline)
         newest = timeline.label(results.builds(machine)[-1])
@@ -74,19 +69,16 @@ def _builds_section(
             f"From {results.recorded.files} results files in {results_dir}; every figure uses each"
             " machine's newest build. Throughput is batch size over asv's median step time."
             f" Regression factor {limit:g} (asv.conf.json regressions_thresholds).",
-            Table(["machine", "newest build", "previous build"], rows),
+            _table("machine, newest build, previous build", rows),
         ],
     )
 
 
 def _speedup_section(results: tp.Results, save: figures.Save) -> Section:
     found = tp.speedups(results)
-    title = "GPU speedup over cpu"
     if not found:
-        return Section(title, ["No machine has both GPU and cpu results."])
-
-    columns = "model, kind, machine, device, batch, cpu batch, samples/s, cpu samples/s, speedup"
-    rows: list[list[Cell]] = [
+        return Section("GPU speedup over cpu", ["No machine has both GPU and cpu results."])
+    rows = [
         [
             s.model,
             s.kind,
@@ -102,19 +94,18 @@ def _speedup_section(results: tp.Results, save: figures.Save) -> Section:
     ]
     images = _per_model(
         save,
-        results,
         "speedup",
         "speedup over cpu",
         {s.model for s in found},
         lambda model, path: figures.speedup(model, [s for s in found if s.model == model], path),
     )
-    return Section(title, [*images, Table(_columns(columns), rows), FALLBACK_NOTE])
+    columns = "model, kind, machine, device, batch, cpu batch, samples/s, cpu samples/s, speedup"
+    return Section("GPU speedup over cpu", [*images, _table(columns, rows), FALLBACK_NOTE])
 
 
 def _machines_section(results: tp.Results, save: figures.Save) -> Section:
     points = tp.across_machines(results)
-
-    rows: list[list[Cell]] = [
+    rows = [
         [
             p.workload.model,
             p.workload.kind,
@@ -126,47 +117,35 @@ def _machines_section(results: tp.Results, save: figures.Save) -> Section:
         ]
         for p in points
     ]
-    return Section(
-        "Across machines",
-        [
-            *_per_model(
-                save,
-                results,
-                "machines",
-                "across machines",
-                {p.workload.model for p in points},
-                lambda model, path: figures.machines(
-                    model, [p for p in points if p.workload.model == model], path
-                ),
-            ),
-            Table(_columns("model, kind, machine, device, batch, samples/s, build"), rows),
-            FALLBACK_NOTE,
-        ],
+    images = _per_model(
+        save,
+        "machines",
+        "across machines",
+        {p.workload.model for p in points},
+        lambda model, path: figures.machines(
+            model, [p for p in points if p.workload.model == model], path
+        ),
     )
+    columns = "model, kind, machine, device, batch, samples/s, build"
+    return Section("Across machines", [*images, _table(columns, rows), FALLBACK_NOTE])
 
 
 def _batches_section(results: tp.Results, save: figures.Save) -> Section:
     curves = tp.batch_curves(results)
-
-    rows: list[list[Cell]] = [
+    rows = [
         [*key, str(batch), figures.number(value)]
         for key, values in sorted(curves.items())
         for batch, value in values
     ]
-    return Section(
-        "Throughput across batch sizes",
-        [
-            *_per_model(
-                save,
-                results,
-                "batches",
-                "throughput across batch sizes",
-                {model for model, *_ in curves},
-                lambda model, path: figures.batches(model, curves, path),
-            ),
-            Table(_columns("model, kind, machine, device, batch, samples/s"), rows),
-        ],
+    images = _per_model(
+        save,
+        "batches",
+        "throughput across batch sizes",
+        {model for model, *_ in curves},
+        lambda model, path: figures.batches(model, curves, path),
     )
+    columns = "model, kind, machine, device, batch, samples/s"
+    return Section("Throughput across batch sizes", [*images, _table(columns, rows)])
 
 
 def _release_section(
@@ -176,7 +155,7 @@ def _release_section(
     note: str,
     ylabel: str,
     baseline: float | None,
-    columns: tuple[str, str],
+    columns: str,
     value: Callable[[float], str],
     save: figures.Save,
     image: str,
@@ -185,7 +164,7 @@ def _release_section(
     if not points:
         return Section(title, [none])
     figures.by_release(points, title, save(image), ylabel, baseline)
-    rows: list[list[Cell]] = [
+    rows = [
         [
             Link(p.torch_version, p.link) if p.link else p.torch_version,
             p.python,
@@ -196,41 +175,7 @@ def _release_section(
         ]
         for p in sorted(points, key=lambda p: (p.date_ms, p.python, p.machine))
     ]
-    header = ["torch", "python", columns[0], "model", "kind", columns[1]]
-    return Section(title, [Image(image, title), note, Table(header, rows)])
-
-
-def _by_release_section(results_dir: Path, timeline: Reader, save: figures.Save) -> Section:
-    device = tp.BY_RELEASE_DEVICE
-    return _release_section(
-        f"{device.upper()} speedup over cpu by release",
-        tp.speedup_by_release(results_dir, timeline),
-        f"No build has both {device} and cpu results.",
-        "Each build at its date, a line per Python (none has wheels for every release); each version"
-        " links to its PyTorch release.",
-        f"{device} speedup over cpu (samples/s ratio)",
-        1.0,
-        ("machine", "speedup"),
-        lambda ratio: f"{ratio:.2f}x",
-        save,
-        "speedup_by_release.png",
-    )
-
-
-def _energy_section(results_dir: Path, timeline: Reader, save: figures.Save) -> Section:
-    return _release_section(
-        "Samples per joule by release",
-        tp.samples_per_joule(results_dir, timeline),
-        "No build has energy results (benchmark_models' *Capacity.track_joules_per_step).",
-        "The seed batch over the joules per step the device's counter read (cuda: NVML; mps:"
-        " IOReport; Linux cpu: RAPL), by build date (docs/explanation/instruments.md).",
-        "samples per joule (higher is better)",
-        None,
-        ("machine and device", "samples/J"),
-        figures.number,
-        save,
-        "samples_per_joule.png",
-    )
+    return Section(title, [Image(image, title), note, _table(columns, rows)])
 
 
 def _compile_section(results: tp.Results, save: figures.Save) -> Section:
@@ -241,7 +186,7 @@ def _compile_section(results: tp.Results, save: figures.Save) -> Section:
             title, ["No machine has compiled results beside eager ones (benchmark_compile)."]
         )
     figures.compile_pairs(found, save("compile.png"))
-    rows: list[list[Cell]] = [
+    rows = [
         [
             p.machine,
             p.device,
@@ -260,7 +205,7 @@ def _compile_section(results: tp.Results, save: figures.Save) -> Section:
         [
             Image("compile.png", "eager against compiled step times"),
             "Speedup is eager over compiled step time; compile time is the compiled step's first call.",
-            Table(_columns(columns), rows),
+            _table(columns, rows),
         ],
     )
 
@@ -277,9 +222,10 @@ def _correctness_cell(
     return Flagged(shown) if measured.value > line else shown
 
 
-def _correctness_label(row: recorded.Row) -> str:
+def _correctness_key(row: recorded.Row) -> tuple[bool, str]:
     device, pattern, dtype = (param.strip("'") for param in row.params)
-    return f"{pattern} {dtype} on {device}: {'difference' if row.benchmark == DIFFERENCES else 'error'}"
+    difference = row.benchmark == DIFFERENCES
+    return difference, f"{pattern} {dtype} on {device}: {'difference' if difference else 'error'}"
 
 
 def _correctness_section(found: recorded.Recorded, timeline: Reader) -> Section:
@@ -298,14 +244,12 @@ def _correctness_section(found: recorded.Recorded, timeline: Reader) -> Section:
             if row.benchmark in (*ERRORS, DIFFERENCES)
         }
         if rows:
-            cells: list[list[Cell]] = [
+            cells = [
                 [
-                    _correctness_label(row),
+                    _correctness_key(row)[1],
                     *(_correctness_cell(found, machine, c, row) for c in builds),
                 ]
-                for row in sorted(
-                    rows, key=lambda row: (row.benchmark == DIFFERENCES, _correctness_label(row))
-                )
+                for row in sorted(rows, key=_correctness_key)
             ]
             header = ["row", *(timeline.version(commit) for commit in builds)]
             blocks += [f"{machine}, its newest {len(builds)} builds:", Table(header, cells)]
@@ -339,14 +283,14 @@ def _tokens_section(results: tp.Results, save: figures.Save) -> Section:
         f"{models.LLAMA_NAME}: greedy decode after a {prompt}-token prompt, batch {batch}",
         save("tokens.png"),
     )
-    table: list[list[Cell]] = [
+    table = [
         [
             m,
             d,
             model,
             f"{batch / seconds:.1f}",
             figures.ms(seconds),
-            figures.ms(prefill[(m, d, model)]) if (m, d, model) in prefill else "-",
+            figures.ms(prefill[m, d, model]) if (m, d, model) in prefill else "-",
         ]
         for m, d, model, seconds in decode
     ]
@@ -356,7 +300,7 @@ def _tokens_section(results: tp.Results, save: figures.Save) -> Section:
             Image("tokens.png", "decode tokens per second"),
             f"Decode: {sizes['new_tokens']} new tokens through the KV cache; prefill: the"
             f" {prompt}-token prompt (time to first token).",
-            Table(_columns("machine, device, model, tokens/s, ms/token, prefill ms"), table),
+            _table("machine, device, model, tokens/s, ms/token, prefill ms", table),
         ],
     )
 
@@ -364,21 +308,20 @@ def _tokens_section(results: tp.Results, save: figures.Save) -> Section:
 def _changes_section(
     results: tp.Results, thresholds: dict[str, float], timeline: Reader
 ) -> Section:
-    title = "Build over build"
     changes = tp.build_changes(results, timeline)
     log.info(
         f"comparing each machine's newest build with the one before it: {len(changes)} workloads"
     )
     if not changes:
         return Section(
-            title,
+            "Build over build",
             [
                 "No machine has results for two builds of one channel of the timeline"
                 " (asv.conf.json's repo) yet."
             ],
         )
     judged = [rule.judge(thresholds, c.row.entry, "seconds", c.before, c.after) for c in changes]
-    rows: list[list[Cell]] = [
+    rows = [
         [
             c.machine,
             c.workload.kind,
@@ -392,17 +335,15 @@ def _changes_section(
         ]
         for c, j in zip(changes, judged)
     ]
-    marked = [
-        j.label if j.decision in (rule.Decision.SLOWER, rule.Decision.FASTER) else ""
-        for j in judged
-    ]
+    moved = (rule.Decision.SLOWER, rule.Decision.FASTER)
+    marked = [j.label if j.decision in moved else "" for j in judged]
     columns = "machine, kind, model, device, batch, old ms, new ms, new/old, change"
     return Section(
-        title,
+        "Build over build",
         [
             "Step time of each machine's newest build over the build before it on its channel, each"
             " row judged by its recorded statistics and threshold (docs/explanation/site.md).",
-            Table(_columns(columns), rows, marked),
+            _table(columns, rows, marked),
         ],
     )
 
@@ -424,10 +365,9 @@ def _regressions_section(site: Path | None, timeline: Reader) -> Section:
     title = "Latest regressions asv detected"
     if site is None:
         return Section(title, ["Not read: pass --site with the published html_dir."])
-    found = regressions_page.latest(site, timeline)
     blocks: list[Block] = ["No regression: asv detected none, or none held up row by row (below)."]
-    if found:
-        rows: list[list[Cell]] = [
+    if found := regressions_page.latest(site, timeline):
+        rows = [
             [
                 r.benchmark,
                 Link("graph", f"../{r.graph}"),
@@ -445,7 +385,7 @@ def _regressions_section(site: Path | None, timeline: Reader) -> Section:
             "The site's regressions.json (as its Regressions tab and feed), each jump judged row by"
             " row by its recorded statistics (docs/explanation/site.md), newest first; explain: the"
             " table of the ops that changed, where bisect kept one.",
-            Table(_columns(columns), rows),
+            _table(columns, rows),
         ]
     if aside := regressions_page.set_aside(site):
         rows = [
@@ -460,7 +400,7 @@ def _regressions_section(site: Path | None, timeline: Reader) -> Section:
         ]
         blocks += [
             f"{len(aside)} jumps asv's single threshold flagged are not regressions by the row's own rule:",
-            Table(_columns("benchmark, graph, machine, verdict, why"), rows),
+            _table("benchmark, graph, machine, verdict, why", rows),
         ]
     return Section(title, blocks)
 
@@ -490,12 +430,37 @@ def build(
         log.info(f"writing {written[-1]}")
         return written[-1]
 
+    gpu = tp.BY_RELEASE_DEVICE
     sections = [
         _builds_section(results, results_dir, timeline, rule.factor(thresholds)),
         _speedup_section(results, save),
-        _by_release_section(results_dir, timeline, save),
+        _release_section(
+            f"{gpu.upper()} speedup over cpu by release",
+            tp.speedup_by_release(results_dir, timeline),
+            f"No build has both {gpu} and cpu results.",
+            "Each build at its date, a line per Python (none has wheels for every release); each"
+            " version links to its PyTorch release.",
+            f"{gpu} speedup over cpu (samples/s ratio)",
+            1.0,
+            "torch, python, machine, model, kind, speedup",
+            lambda ratio: f"{ratio:.2f}x",
+            save,
+            "speedup_by_release.png",
+        ),
         _correctness_section(results.recorded, timeline),
-        _energy_section(results_dir, timeline, save),
+        _release_section(
+            "Samples per joule by release",
+            tp.samples_per_joule(results_dir, timeline),
+            "No build has energy results (benchmark_models' *Capacity.track_joules_per_step).",
+            "The seed batch over the joules per step the device's counter read (cuda: NVML; mps:"
+            " IOReport; Linux cpu: RAPL), by build date (docs/explanation/instruments.md).",
+            "samples per joule (higher is better)",
+            None,
+            "torch, python, machine and device, model, kind, samples/J",
+            figures.number,
+            save,
+            "samples_per_joule.png",
+        ),
         _machines_section(results, save),
         _batches_section(results, save),
         _compile_section(results, save),
