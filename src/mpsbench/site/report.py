@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 
 from mpsbench.builds.timeline import Reader, pytorch_url
@@ -41,8 +41,8 @@ DECODE = "benchmark_modern.LlmDecode.time_decode"
 log = progress.logger(__name__)
 
 
-def _table(columns: str, rows: Iterable[list[Cell]], marked: list[str] | None = None) -> Table:
-    return Table(columns.split(", "), list(rows), marked or [])
+def _table(columns: str, rows: Iterable[Sequence[Cell]], marked: list[str] | None = None) -> Table:
+    return Table(columns.split(", "), [list(row) for row in rows], marked or [])
 
 
 def _per_model(

@@ -43,6 +43,7 @@ class Step:
 
 
 Build = tuple[str, str]  # (machine, commit)
+Timed = tuple[recorded.Row, recorded.Measured]
 Newest = dict[str, list[tuple[str, dict[str, Any], float]]]
 
 
@@ -53,9 +54,7 @@ class Results:
     recorded: recorded.Recorded
     param_names: dict[str, tuple[str, ...]]  # from benchmarks.json
     samples: dict[Build, dict[Step, float]] = field(default_factory=dict)  # samples/s
-    timed: dict[tuple[str, str, Step], tuple[recorded.Row, recorded.Measured]] = field(
-        default_factory=dict
-    )
+    timed: dict[tuple[str, str, Step], Timed] = field(default_factory=dict)
     joules: dict[Build, dict[Step, float]] = field(default_factory=dict)  # J/step
 
     @property
@@ -240,7 +239,9 @@ def build_changes(results: Results, timeline: Reader) -> list[Change]:
     found = []
     for machine in results.machines:
         old, new = previous_build(results, machine, timeline), results.builds(machine)[-1]
-        for step in sorted(results.samples[(machine, new)]) if old else ():
+        if old is None:
+            continue
+        for step in sorted(results.samples[(machine, new)]):
             before, after = (results.timed.get((machine, c, step)) for c in (old, new))
             if before and after:
                 found.append(Change(machine, old, new, step, after[0], before[1], after[1]))
