@@ -55,29 +55,24 @@ def _per_model(
     return [Image(f"{name}_{model}.png", f"{model} {what}") for model in drawn]
 
 
-def _builds_section(
-    results: tp.Results, results_dir: Path, timeline: Reader, limit: float
-) -> Section:
+def _builds(results: tp.Results, results_dir: Path, timeline: Reader, limit: float) -> list[Block]:
     rows = []
     for machine in results.machines:
         previous = tp.previous_build(results, machine, timeline)
         newest = timeline.label(results.builds(machine)[-1])
         rows.append([machine, newest, timeline.label(previous) if previous else "-"])
-    return Section(
-        "Builds",
-        [
-            f"From {results.recorded.files} results files in {results_dir}; every figure uses each"
-            " machine's newest build. Throughput is batch size over asv's median step time."
-            f" Regression factor {limit:g} (asv.conf.json regressions_thresholds).",
-            _table("machine, newest build, previous build", rows),
-        ],
-    )
+    return [
+        f"From {results.recorded.files} results files in {results_dir}; every figure uses each"
+        " machine's newest build. Throughput is batch size over asv's median step time."
+        f" Regression factor {limit:g} (asv.conf.json regressions_thresholds).",
+        _table("machine, newest build, previous build", rows),
+    ]
 
 
-def _speedup_section(results: tp.Results, save: figures.Save) -> Section:
+def _speedup(results: tp.Results, save: figures.Save) -> list[Block]:
     found = tp.speedups(results)
     if not found:
-        return Section("GPU speedup over cpu", ["No machine has both GPU and cpu results."])
+        return ["No machine has both GPU and cpu results."]
     rows = [
         [
             s.model,
@@ -100,10 +95,10 @@ def _speedup_section(results: tp.Results, save: figures.Save) -> Section:
         lambda model, path: figures.speedup(model, [s for s in found if s.model == model], path),
     )
     columns = "model, kind, machine, device, batch, cpu batch, samples/s, cpu samples/s, speedup"
-    return Section("GPU speedup over cpu", [*images, _table(columns, rows), FALLBACK_NOTE])
+    return [*images, _table(columns, rows), FALLBACK_NOTE]
 
 
-def _machines_section(results: tp.Results, save: figures.Save) -> Section:
+def _machines(results: tp.Results, save: figures.Save) -> list[Block]:
     points = tp.across_machines(results)
     rows = [
         [
@@ -127,10 +122,10 @@ def _machines_section(results: tp.Results, save: figures.Save) -> Section:
         ),
     )
     columns = "model, kind, machine, device, batch, samples/s, build"
-    return Section("Across machines", [*images, _table(columns, rows), FALLBACK_NOTE])
+    return [*images, _table(columns, rows), FALLBACK_NOTE]
 
 
-def _batches_section(results: tp.Results, save: figures.Save) -> Section:
+def _batches(results: tp.Results, save: figures.Save) -> list[Block]:
     curves = tp.batch_curves(results)
     rows = [
         [*key, str(batch), figures.number(value)]
@@ -145,10 +140,10 @@ def _batches_section(results: tp.Results, save: figures.Save) -> Section:
         lambda model, path: figures.batches(model, curves, path),
     )
     columns = "model, kind, machine, device, batch, samples/s"
-    return Section("Throughput across batch sizes", [*images, _table(columns, rows)])
+    return [*images, _table(columns, rows)]
 
 
-def _release_section(
+def _release(
     title: str,
     points: list[tp.ReleasePoint],
     none: str,
@@ -159,10 +154,10 @@ def _release_section(
     value: Callable[[float], str],
     save: figures.Save,
     image: str,
-) -> Section:
+) -> list[Block]:
     """A ratio by build date: figure, note and table."""
     if not points:
-        return Section(title, [none])
+        return [none]
     figures.by_release(points, title, save(image), ylabel, baseline)
     rows = [
         [
@@ -175,16 +170,12 @@ def _release_section(
         ]
         for p in sorted(points, key=lambda p: (p.date_ms, p.python, p.machine))
     ]
-    return Section(title, [Image(image, title), note, _table(columns, rows)])
+    return [Image(image, title), note, _table(columns, rows)]
 
 
-def _compile_section(results: tp.Results, save: figures.Save) -> Section:
-    title = "Eager against torch.compile"
-    found = tp.eager_and_compiled(results)
-    if not found:
-        return Section(
-            title, ["No machine has compiled results beside eager ones (benchmark_compile)."]
-        )
+def _compile(results: tp.Results, save: figures.Save) -> list[Block]:
+    if not (found := tp.eager_and_compiled(results)):
+        return ["No machine has compiled results beside eager ones (benchmark_compile)."]
     figures.compile_pairs(found, save("compile.png"))
     rows = [
         [
@@ -200,14 +191,11 @@ def _compile_section(results: tp.Results, save: figures.Save) -> Section:
         for p in found
     ]
     columns = "machine, device, kind, model, eager ms, compiled ms, speedup, compile s"
-    return Section(
-        title,
-        [
-            Image("compile.png", "eager against compiled step times"),
-            "Speedup is eager over compiled step time; compile time is the compiled step's first call.",
-            _table(columns, rows),
-        ],
-    )
+    return [
+        Image("compile.png", "eager against compiled step times"),
+        "Speedup is eager over compiled step time; compile time is the compiled step's first call.",
+        _table(columns, rows),
+    ]
 
 
 def _correctness_cell(
@@ -228,8 +216,7 @@ def _correctness_key(row: recorded.Row) -> tuple[bool, str]:
     return difference, f"{pattern} {dtype} on {device}: {'difference' if difference else 'error'}"
 
 
-def _correctness_section(found: recorded.Recorded, timeline: Reader) -> Section:
-    title = "Correctness by release"
+def _correctness(found: recorded.Recorded, timeline: Reader) -> list[Block]:
     blocks: list[Block] = []
     for machine in found.machines:
         builds = found.builds(machine)[-NEWEST:]
@@ -254,29 +241,25 @@ def _correctness_section(found: recorded.Recorded, timeline: Reader) -> Section:
             header = ["row", *(timeline.version(commit) for commit in builds)]
             blocks += [f"{machine}, its newest {len(builds)} builds:", Table(header, cells)]
     if not blocks:
-        return Section(title, ["No machine has correctness results (benchmark_patterns)."])
+        return ["No machine has correctness results (benchmark_patterns)."]
     limits = ", ".join(f"{dtype} {limit:g}" for dtype, limit in tolerances.TOLERANCES.items())
-    return Section(
-        title,
-        [
-            f"Each pattern's relative error against float64 (red past its dtype's tolerance: {limits})"
-            " and the largest difference between identical calls (red unless 0); 'failed': asv"
-            " recorded the row failed, e.g. its process crashed (docs/explanation/instruments.md).",
-            *blocks,
-        ],
-    )
+    return [
+        f"Each pattern's relative error against float64 (red past its dtype's tolerance: {limits})"
+        " and the largest difference between identical calls (red unless 0); 'failed': asv"
+        " recorded the row failed, e.g. its process crashed (docs/explanation/instruments.md).",
+        *blocks,
+    ]
 
 
-def _tokens_section(results: tp.Results, save: figures.Save) -> Section:
+def _tokens(results: tp.Results, save: figures.Save) -> list[Block]:
     """Tokens/s is batch over ``LlmDecode.time_decode``; prefill is the time to the first token."""
     sizes = models.LLAMA_GENERATION  # the fixed sizes the rows were measured at
     batch, prompt = sizes["batch"], sizes["prompt_tokens"]
-    title = "Small Llama: tokens per second"
     rows = results.newest({PREFILL, DECODE})
     prefill = {(m, p["device"], p["model"]): v for m, p, v in rows[PREFILL]}
     decode = sorted((m, str(p["device"]), str(p["model"]), v) for m, p, v in rows[DECODE])
     if not decode:
-        return Section(title, ["No machine has decode results (benchmark_modern.LlmDecode)."])
+        return ["No machine has decode results (benchmark_modern.LlmDecode)."]
     figures.tokens(
         [(m, d) for m, d, _, _ in decode],
         [batch / seconds for *_, seconds in decode],
@@ -294,32 +277,24 @@ def _tokens_section(results: tp.Results, save: figures.Save) -> Section:
         ]
         for m, d, model, seconds in decode
     ]
-    return Section(
-        title,
-        [
-            Image("tokens.png", "decode tokens per second"),
-            f"Decode: {sizes['new_tokens']} new tokens through the KV cache; prefill: the"
-            f" {prompt}-token prompt (time to first token).",
-            _table("machine, device, model, tokens/s, ms/token, prefill ms", table),
-        ],
-    )
+    return [
+        Image("tokens.png", "decode tokens per second"),
+        f"Decode: {sizes['new_tokens']} new tokens through the KV cache; prefill: the"
+        f" {prompt}-token prompt (time to first token).",
+        _table("machine, device, model, tokens/s, ms/token, prefill ms", table),
+    ]
 
 
-def _changes_section(
-    results: tp.Results, thresholds: dict[str, float], timeline: Reader
-) -> Section:
+def _changes(results: tp.Results, thresholds: dict[str, float], timeline: Reader) -> list[Block]:
     changes = tp.build_changes(results, timeline)
     log.info(
         f"comparing each machine's newest build with the one before it: {len(changes)} workloads"
     )
     if not changes:
-        return Section(
-            "Build over build",
-            [
-                "No machine has results for two builds of one channel of the timeline"
-                " (asv.conf.json's repo) yet."
-            ],
-        )
+        return [
+            "No machine has results for two builds of one channel of the timeline"
+            " (asv.conf.json's repo) yet."
+        ]
     judged = [rule.judge(thresholds, c.row.entry, "seconds", c.before, c.after) for c in changes]
     rows = [
         [
@@ -338,14 +313,11 @@ def _changes_section(
     moved = (rule.Decision.SLOWER, rule.Decision.FASTER)
     marked = [j.label if j.decision in moved else "" for j in judged]
     columns = "machine, kind, model, device, batch, old ms, new ms, new/old, change"
-    return Section(
-        "Build over build",
-        [
-            "Step time of each machine's newest build over the build before it on its channel, each"
-            " row judged by its recorded statistics and threshold (docs/explanation/site.md).",
-            _table(columns, rows, marked),
-        ],
-    )
+    return [
+        "Step time of each machine's newest build over the build before it on its channel, each"
+        " row judged by its recorded statistics and threshold (docs/explanation/site.md).",
+        _table(columns, rows, marked),
+    ]
 
 
 def pytorch_range(timeline: Reader, old: str | None, new: str) -> Cell:
@@ -361,10 +333,9 @@ def pytorch_range(timeline: Reader, old: str | None, new: str) -> Cell:
     return Link(text, pytorch_url(old_version, new_version))
 
 
-def _regressions_section(site: Path | None, timeline: Reader) -> Section:
-    title = "Latest regressions asv detected"
+def _regressions(site: Path | None, timeline: Reader) -> list[Block]:
     if site is None:
-        return Section(title, ["Not read: pass --site with the published html_dir."])
+        return ["Not read: pass --site with the published html_dir."]
     blocks: list[Block] = ["No regression: asv detected none, or none held up row by row (below)."]
     if found := regressions_page.latest(site, timeline):
         rows = [
@@ -402,7 +373,7 @@ def _regressions_section(site: Path | None, timeline: Reader) -> Section:
             f"{len(aside)} jumps asv's single threshold flagged are not regressions by the row's own rule:",
             _table("benchmark, graph, machine, verdict, why", rows),
         ]
-    return Section(title, blocks)
+    return blocks
 
 
 def build(
@@ -431,11 +402,12 @@ def build(
         return written[-1]
 
     gpu = tp.BY_RELEASE_DEVICE
-    sections = [
-        _builds_section(results, results_dir, timeline, rule.factor(thresholds)),
-        _speedup_section(results, save),
-        _release_section(
-            f"{gpu.upper()} speedup over cpu by release",
+    by_release = f"{gpu.upper()} speedup over cpu by release"
+    sections = {
+        "Builds": _builds(results, results_dir, timeline, rule.factor(thresholds)),
+        "GPU speedup over cpu": _speedup(results, save),
+        by_release: _release(
+            by_release,
             tp.speedup_by_release(results_dir, timeline),
             f"No build has both {gpu} and cpu results.",
             "Each build at its date, a line per Python (none has wheels for every release); each"
@@ -447,8 +419,8 @@ def build(
             save,
             "speedup_by_release.png",
         ),
-        _correctness_section(results.recorded, timeline),
-        _release_section(
+        "Correctness by release": _correctness(results.recorded, timeline),
+        "Samples per joule by release": _release(
             "Samples per joule by release",
             tp.samples_per_joule(results_dir, timeline),
             "No build has energy results (benchmark_models' *Capacity.track_joules_per_step).",
@@ -461,14 +433,15 @@ def build(
             save,
             "samples_per_joule.png",
         ),
-        _machines_section(results, save),
-        _batches_section(results, save),
-        _compile_section(results, save),
-        _tokens_section(results, save),
-        _changes_section(results, thresholds, timeline),
-        _regressions_section(site, timeline),
-    ]
+        "Across machines": _machines(results, save),
+        "Throughput across batch sizes": _batches(results, save),
+        "Eager against torch.compile": _compile(results, save),
+        "Small Llama: tokens per second": _tokens(results, save),
+        "Build over build": _changes(results, thresholds, timeline),
+        "Latest regressions asv detected": _regressions(site, timeline),
+    }
     title = "mpsbench: the seeds' figures"
-    save("summary.md").write_text(to_markdown(title, sections), encoding="utf-8")
-    save("summary.html").write_text(to_html(title, sections), encoding="utf-8")
+    document = [Section(heading, blocks) for heading, blocks in sections.items()]
+    save("summary.md").write_text(to_markdown(title, document), encoding="utf-8")
+    save("summary.html").write_text(to_html(title, document), encoding="utf-8")
     log.info(f"done: {len(written)} files in {out_dir}")
