@@ -27,22 +27,23 @@ class Kept:
     nothing_inside: bool = False  # recorded data: no other command's output may sit inside it
 
 
+def _within(path: Path, folder: Path) -> bool:
+    return path == folder or folder in path.parents
+
+
 def check_owned(target: Path, kept: Sequence[Kept], role: str | None = None) -> None:
     """UserError where ``target`` is, holds, or (``nothing_inside``) sits inside a kept folder,
     compared resolved: a link to the results is the results."""
     mine = target.resolve()
-    found = [
-        (rank, relation, folder)
-        for folder in kept
-        for rank, (relation, hit) in enumerate(
-            (
-                ("is", mine == folder.path.resolve()),
-                ("holds", folder.path.resolve() in mine.parents),
-                ("sits inside", folder.nothing_inside and mine in folder.path.resolve().parents),
-            )
-        )
-        if hit
-    ]
+    found = []
+    for folder in kept:
+        theirs = folder.path.resolve()
+        if mine == theirs:
+            found.append((0, "is", folder))
+        elif _within(theirs, mine):
+            found.append((1, "holds", folder))
+        elif folder.nothing_inside and _within(mine, theirs):
+            found.append((2, "sits inside", folder))
     if found:
         _, relation, folder = min(found, key=lambda item: item[0])
         raise UserError(
