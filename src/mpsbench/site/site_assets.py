@@ -35,7 +35,7 @@ class Unreachable(SiteAssetError):
 
     def __init__(self, url: str, reason: str, message: str) -> None:
         super().__init__(message)
-        self.host, self.reason = _host(url), reason
+        self.host, self.why = _host(url), f"unreachable ({reason})"
 
 
 @dataclass(frozen=True)
@@ -266,7 +266,7 @@ def make_offline(html_dir: Path, cache: Path = CACHE) -> list[str]:
                 for path in (asset.path, *asset.companions)
             }
         except Unreachable as exc:
-            down.setdefault(exc.host, f"unreachable ({exc.reason})")
+            down.setdefault(exc.host, exc.why)
             left_on_cdn[asset.package] = exc.host
             continue
         if asset.substitute and integrity and host not in down:
@@ -274,7 +274,7 @@ def make_offline(html_dir: Path, cache: Path = CACHE) -> list[str]:
                 cached = cache / "cdn" / re.sub(r"[^\w.-]+", "_", url.split("://", 1)[-1])
                 data[asset.path] = _fetch(url, integrity, cached, "asv's own file")
             except Unreachable as exc:
-                down.setdefault(host, f"unreachable ({exc.reason})")
+                down.setdefault(host, exc.why)
             except SiteAssetError:
                 down.setdefault(host, "serves another file than asv's page pins")
         elif integrity and not asset.substitute:
