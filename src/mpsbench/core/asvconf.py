@@ -16,9 +16,9 @@ from mpsbench.core import asv_internals, files
 from mpsbench.core.errors import UserError
 
 CONFIG = Path("asv.conf.json")  # asv's default: the config in the working directory
-ROOT = Path(__file__).resolve().parents[3]
+ROOT = Path(__file__).resolve().parents[3]  # this checkout: compare's build servers import its src/
 LAUNCH_METHODS = ("spawn", "forkserver")  # what asv 0.6 can start benchmarks with
-FOLDERS = {
+FOLDERS = {  # asv's defaults
     "benchmark_dir": "benchmarks",
     "env_dir": "env",
     "results_dir": "results",

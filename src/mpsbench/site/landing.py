@@ -72,13 +72,13 @@ def _spread(measured: recorded.Measured) -> float | None:
 def summarize(results: tp.Results, timeline: Reader) -> list[Machine]:
     """Each machine with a timed seed row, at its newest such build by date."""
     found = []
+    timed_builds = {(machine, commit) for machine, commit, _ in results.timed}
     for machine in results.recorded.machines:
-        builds = {c for m, c, _ in results.timed if m == machine}
-        if not (newest := [c for c in results.recorded.builds(machine) if c in builds][-1:]):
+        builds = [c for c in results.recorded.builds(machine) if (machine, c) in timed_builds]
+        if not builds:
             continue
-        timed = {
-            s: v for (m, c, s), (_, v) in results.timed.items() if (m, c) == (machine, *newest)
-        }
+        newest = builds[-1]
+        timed = {s: v for (m, c, s), (_, v) in results.timed.items() if (m, c) == (machine, newest)}
         lines, missing = [], []
         for kind, names in SEEDS.items():
             for model in names:
@@ -98,9 +98,7 @@ def summarize(results: tp.Results, timeline: Reader) -> list[Machine]:
                 else:
                     missing.append(f"{model} {kind}")
         present = [d for d in devices.NAMES if any(d in line.values for line in lines)]
-        found.append(
-            Machine(machine, newest[0], timeline.label(newest[0]), present, lines, missing)
-        )
+        found.append(Machine(machine, newest, timeline.label(newest), present, lines, missing))
     return found
 
 
