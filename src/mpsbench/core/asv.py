@@ -1,5 +1,5 @@
 """How mpsbench drives asv: combination names as ``-b`` sees them, ``asv run``'s arguments and
-command lines, its scratch folders, and stopping it with everything it started."""
+command lines, and stopping it with everything it started."""
 
 from __future__ import annotations
 
@@ -23,7 +23,6 @@ from mpsbench.core import asv_internals, settings
 from mpsbench.core.errors import UserError
 
 BENCHMARKS = "benchmarks.json"  # beside the machines' folders: each benchmark's params and unit
-# asv run options mpsbench decides itself
 OWN_OPTIONS = (
     "--config",
     "--machine",
@@ -50,7 +49,7 @@ def param_values(params: Sequence[str]) -> list[Any]:
 
 
 def matching(names: Iterable[str], patterns: Sequence[str]) -> list[str]:
-    """The names any of ``patterns`` finds, as asv's ``-b`` finds them (``re.search``)."""
+    """The names any of ``patterns`` finds, as asv's ``-b`` does (``re.search``)."""
     try:
         compiled = [re.compile(pattern) for pattern in patterns]
     except re.error as exc:
@@ -63,12 +62,11 @@ def pattern(names: Sequence[str]) -> str:
     return "^(?:" + "|".join(re.escape(name) for name in names) + ")$"
 
 
-# asv run -a attributes that leave a value's meaning as it is
-SAFE_ATTRIBUTES = ("timeout",)
+SAFE_ATTRIBUTES = ("timeout",)  # asv run -a attributes that leave a value's meaning as it is
 
 
 def _value_changes(parsed: Any) -> tuple[str, ...]:
-    """Each option of a parsed ``asv run`` that changes what a recorded value means, and why."""
+    """Why each option of a parsed ``asv run`` changes what a recorded value means."""
     found = ["--quick would record single-sample values as results"] if parsed.quick else []
     for name, value in (parsed.attribute or {}).items():
         if name == "cpu_affinity":
@@ -108,15 +106,15 @@ class RunArgs:
     environment: str  # the results files' environment part -E TYPE:PYTHON gives, else "*"
     quick: bool
     dry_run: bool
-    changes_values: tuple[str, ...] = ()  # _value_changes
+    changes_values: tuple[str, ...] = ()
 
     def before(self, *options: str) -> RunArgs:
-        """The same run with ``options`` first among the rest (a later one wins, as in asv)."""
+        """The same run with ``options`` first among the rest (a later one wins in asv)."""
         return replace(self, rest=[*options, *self.rest])
 
 
 def run_args(args: Sequence[str]) -> RunArgs:
-    """``asv run``'s arguments, parsed by asv's parser; its refusal in one line."""
+    """``asv run``'s arguments, parsed by asv's own parser; a refusal in one line."""
     said = io.StringIO()
     try:
         with contextlib.redirect_stderr(said):
@@ -150,7 +148,6 @@ def run_args(args: Sequence[str]) -> RunArgs:
 
 
 def scratch(parent: Path) -> Path:
-    """A new folder for one asv run's results."""
     stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%dT%H%M%S")
     folder = parent / f"{stamp}-{os.getpid()}"
     folder.mkdir(parents=True)
@@ -182,19 +179,18 @@ def run_command(
     ]
 
 
-# The HASHFILE of the builds one asv run may install: asv's discovery installs each branch's newest
-# when one is refused (asv_internals.RELIED); builds/install_build.py refuses any other build.
+# The builds one asv run may install (a HASHFILE): asv's discovery installs each branch's newest
+# (asv_internals.RELIED), which builds/install_build.py then refuses.
 RUN_BUILDS = "MPSBENCH_RUN_BUILDS"
 
 
 def only(hashfile: Path) -> dict[str, str]:
-    """The environment of an asv run that may install only ``hashfile``'s builds, less the
-    settings mpsbench sets for its own processes."""
+    """The environment of an asv run that may install only ``hashfile``'s builds, less mpsbench's
+    internal settings."""
     return {**settings.without_internal(os.environ), RUN_BUILDS: str(hashfile)}
 
 
 def publish(config: Path, options: Sequence[str] = ()) -> None:
-    """``asv publish`` of ``config``'s results into its html_dir."""
     done = subprocess.run(
         [sys.executable, "-m", "asv", "publish", "--config", str(config), *options], check=False
     )
@@ -242,10 +238,9 @@ def _descendants(processes: Iterable[Any]) -> set[Any]:
 
 
 def end(processes: Iterable[Any]) -> None:
-    """End ``processes`` and everything under them, each by its pid.
-
-    asv's benchmark processes and forkserver have process groups of their own, and an orphan is no
-    one's child: all are suspended first (none can start another), then killed."""
+    """Ends ``processes`` and everything under them, each by its pid: all are suspended first (none
+    can start another), as asv's benchmark processes and forkserver have process groups of their
+    own and an orphan is no one's child."""
     import psutil
 
     alive = {process for process in processes if process.is_running()}
@@ -267,7 +262,7 @@ def end(processes: Iterable[Any]) -> None:
 
 
 def _forkserver_folder(process: Any) -> Path | None:
-    """The temporary folder of an asv forkserver's socket (``run_server DIR SOCKET``), or None."""
+    """The folder of an asv forkserver's socket (``run_server DIR SOCKET``), or None."""
     import psutil
 
     try:
@@ -281,7 +276,6 @@ def _forkserver_folder(process: Any) -> Path | None:
 
 
 def stop(running: subprocess.Popen[bytes]) -> None:
-    """Stop a process mpsbench started and all it started."""
     import psutil
 
     with contextlib.suppress(psutil.NoSuchProcess):
@@ -301,11 +295,10 @@ def supervise(
     every: float = 1.0,
     output: Path | None = None,
 ) -> int:
-    """Run an asv command line, calling ``tick`` every ``every`` seconds and at the end; its exit
-    status. ``output``: a file for asv's own lines instead of the terminal.
-
-    A stop signal (or an exception from ``tick``) ends asv and every process seen under it, then
-    raises :class:`Stopped` (or the exception). Main thread only: signal handlers run there."""
+    """Runs an asv command line, calling ``tick`` every ``every`` seconds and at the end; its exit
+    status. ``output``: a file for asv's lines instead of the terminal. A stop signal (or an
+    exception from ``tick``) ends asv and every process seen under it, then raises :class:`Stopped`
+    (or the exception). Main thread only: signal handlers run there."""
     import psutil
 
     previous = {signum: signal.signal(signum, _raise_stopped) for signum in STOP_SIGNALS}

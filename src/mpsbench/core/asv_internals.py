@@ -1,12 +1,7 @@
-"""Every name mpsbench takes from asv's and asv_runner's Python code (asv's public API is its CLI).
-
-Read from asv 0.6.6 and asv_runner 0.3.2; tests/test_asv_internals.py fails on any other version,
-naming each use to re-check. No other module imports asv or asv_runner but
-regressions/serve_build.py (``STANDALONE``), a script that runs without mpsbench; its names are
-listed here too. A name is imported when first used (``asv_internals.Config``): asv's benchmark
-environments hold only asv_runner. The statements of asv's pages that mpsbench.site.patches
-rewrites are read from the same asv and checked with the rest (``RELIED``).
-"""
+"""Every name mpsbench takes from asv's and asv_runner's Python code (asv's public API is its CLI),
+imported when first used (asv's environments hold only asv_runner). tests/test_asv_internals.py
+fails on other versions than those read from, naming each use to re-check; only the STANDALONE
+modules import asv_runner themselves."""
 
 from __future__ import annotations
 
@@ -16,7 +11,7 @@ from typing import Any
 ASV = "0.6.6"
 ASV_RUNNER = "0.3.2"
 
-# name: (module, its attribute or None for the module itself, where mpsbench uses it and how)
+# name: (module, its attribute or None for the module itself, where mpsbench uses it)
 USES: dict[str, tuple[str, str | None, str]] = {
     "make_argparser": ("asv.commands", "make_argparser", "core.asv.run_args, asv_saving.main"),
     "Config": ("asv.config", "Config", "core.asv, core.asv_saving, regressions.fresh: .load"),
@@ -25,8 +20,8 @@ USES: dict[str, tuple[str, str | None, str]] = {
     "runner": (
         "asv.runner",
         None,
-        "core.asv_saving wraps run_benchmarks, run_benchmark, get_spawner (its server_proc)"
-        " and Results.save, and reads Results.add_result/get_result_keys/get_result_samples",
+        "core.asv_saving wraps run_benchmarks, run_benchmark, get_spawner, Results.save; reads"
+        " Results.add_result/get_result_keys/get_result_samples",
     ),
     "run_command": ("asv.commands.run", None, "core.asv_saving rebinds its run_benchmarks"),
     "asv_main": ("asv.main", "main", "core.asv_saving.main"),
@@ -59,11 +54,10 @@ USES: dict[str, tuple[str, str | None, str]] = {
     ),
     "disc_benchmarks": ("asv_runner.discovery", "disc_benchmarks", "measure.preselect.discover"),
 }
-# Modules that import asv_runner themselves, and why.
 STANDALONE = {
     "regressions/serve_build.py": "runs as python -S in asv's environment, which may lack mpsbench",
 }
-# What mpsbench relies on from these versions without importing it.
+# What mpsbench relies on from these versions without importing it; site.patches's statements too.
 RELIED = (
     "site.patches: the statements and tags of asv's published pages it rewrites",
     "core.asv_saving.skip_reason: asv_runner's 'asv: skipped: <repr>' line",

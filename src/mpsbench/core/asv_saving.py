@@ -1,11 +1,7 @@
-"""``asv run``, with each combination's value saved the moment it is measured.
-
-asv saves a build's results only when the build ends, so a stopped run loses them. This is asv's
-main with its final round run one combination at a time, saving after each. ``EVENTS`` (JSON
-lines) says ``start``/``done`` per combination, with the gate's fields, and the forkserver's pid.
-
-    python -m mpsbench.core.asv_saving run --config CONFIG ...   (asv run's arguments)
-"""
+"""``python -m mpsbench.core.asv_saving run ...``: asv's main with its final round run one
+combination at a time, each value saved the moment it is measured (asv saves a build's results only
+when the build ends). ``EVENTS`` (JSON lines) says ``start``/``done`` per combination, with the
+gate's fields, and the forkserver's pid."""
 
 from __future__ import annotations
 
@@ -32,9 +28,7 @@ EVENTS = "events.jsonl"  # beside the run's results folder
 
 
 @dataclass
-class _Build:
-    """One ``run_benchmarks`` call."""
-
+class _Build:  # one run_benchmarks call
     results: Any  # asv's, with earlier rounds' samples
     saved: Any  # what was loaded plus each final combination since
     results_dir: Path
@@ -67,8 +61,7 @@ def event(results_dir: Path, **fields: Any) -> None:
 
 
 def read_events(scratch: Path, offset: int = 0) -> tuple[list[dict[str, Any]], int]:
-    """The events in ``scratch`` after byte ``offset``, and the new offset; a line not yet whole
-    waits for the next read."""
+    """The whole event lines in ``scratch`` after byte ``offset``, and the new offset."""
     try:
         with open(scratch / EVENTS) as handle:
             handle.seek(offset)
@@ -79,10 +72,8 @@ def read_events(scratch: Path, offset: int = 0) -> tuple[list[dict[str, Any]], i
     events = []
     for line in whole.splitlines():
         with contextlib.suppress(ValueError):
-            found = json.loads(line)
-            if isinstance(found, dict):
-                events.append(found)
-    return events, offset + len(whole.encode())
+            events.append(json.loads(line))
+    return [e for e in events if isinstance(e, dict)], offset + len(whole.encode())
 
 
 def _atomic(save: Any) -> Any:
@@ -116,8 +107,8 @@ def _outcome(value: Any) -> str:
 
 
 def install(results_dir: Path, gate: Gate | None = None) -> None:
-    """Wraps asv's run functions for a run into ``results_dir``, with ``gate`` around each
-    final-round combination."""
+    """Wraps asv's run functions for a run into ``results_dir``, ``gate`` around each final-round
+    combination."""
     runner = asv_internals.runner
     run_benchmarks, run_benchmark, get_spawner = (
         runner.run_benchmarks,
@@ -209,7 +200,7 @@ def install(results_dir: Path, gate: Gate | None = None) -> None:
         )
 
     def spawner_noted(env: Any, benchmark_dir: Any, launch_method: Any) -> Any:
-        """asv's spawner, its forkserver's pid in the events: the next run ends one a kill left."""
+        # the forkserver's pid in the events: the next run ends one a kill left
         spawner = get_spawner(env, benchmark_dir, launch_method=launch_method)
         server = getattr(spawner, "server_proc", None)
         if server is not None:

@@ -15,12 +15,10 @@ from typing import Any
 from mpsbench.core import asv_internals, files
 from mpsbench.core.errors import UserError
 
-CONFIG = Path("asv.conf.json")  # asv's own default: the config in the working directory
-# This code's checkout: compare's build servers import its src/.
-ROOT = Path(__file__).resolve().parents[3]
+CONFIG = Path("asv.conf.json")  # asv's default: the config in the working directory
+ROOT = Path(__file__).resolve().parents[3]  # this checkout: compare's build servers import its src/
 LAUNCH_METHODS = ("spawn", "forkserver")  # what asv 0.6 can start benchmarks with
-# asv's defaults
-FOLDERS = {
+FOLDERS = {  # asv's defaults
     "benchmark_dir": "benchmarks",
     "env_dir": "env",
     "results_dir": "results",
@@ -85,8 +83,8 @@ class AsvConf:
     def derive(
         self, workdir: Path, timeline: Path, branches: list[str], results: Path | None = None
     ) -> Path:
-        """Write ``workdir/asv.conf.json``: this config walking another timeline, with folders of
-        its own."""
+        """Writes ``workdir/asv.conf.json``: this config walking another timeline, in folders of its
+        own."""
         return self._write(
             workdir,
             repo=str(timeline),
@@ -98,7 +96,7 @@ class AsvConf:
         )
 
     def scratch(self, workdir: Path) -> Path:
-        """Write ``workdir/asv.conf.json``: this config with its results in ``workdir/results``."""
+        """Writes ``workdir/asv.conf.json``: this config with its results in ``workdir/results``."""
         if "repo" not in self.raw:  # asv would get the word None
             raise ConfigError(
                 f"{self.path}: repo is missing: it must name the timeline asv walks (e.g. .asv/timeline)"
@@ -112,8 +110,8 @@ class AsvConf:
         )
 
     def _write(self, workdir: Path, **fields: Any) -> Path:
-        """This config with ``fields`` and this platform's launch method, commands kept at its
-        ``{conf_dir}``."""
+        """This config with ``fields`` and this platform's launch method, its commands' ``{conf_dir}``
+        kept."""
         conf = {**self.raw, **fields, "launch_method": self.launch_method()}
         for key in ("install_command", "uninstall_command", "build_command"):
             if key in conf:
@@ -124,7 +122,7 @@ class AsvConf:
         return path
 
     def sync_branches(self, channels: list[str], timeline: Path) -> bool:
-        """Make ``branches`` the manifest's channels (asv publishes only those) if this config
+        """Makes ``branches`` the manifest's channels (asv publishes only those) if this config
         walks ``timeline``, comments kept; True if changed."""
         if self.repo != timeline.resolve() or self.raw.get("branches") == channels:
             return False
@@ -173,19 +171,29 @@ def derived(
 def _check(path: Path, raw: dict[str, Any]) -> None:
     """ConfigError naming the first field mpsbench reads that it cannot use."""
 
-    def bad(field: str, what: str) -> ConfigError:
-        return ConfigError(f"{path}: {field} must be {what}, got {raw.get(field)!r}")
-
-    for key in ("repo", *FOLDERS):
-        if key in raw and not isinstance(raw[key], str):
-            raise bad(key, "a path")
-    if "branches" in raw and not (
-        isinstance(raw["branches"], list) and all(isinstance(b, str) for b in raw["branches"])
-    ):
-        raise bad("branches", "a list of branch names")
+    table = raw.get("launch_method_by_platform") or {}
     thresholds = raw.get("regressions_thresholds", {})
-    if not isinstance(thresholds, dict):
-        raise bad("regressions_thresholds", "an object of regexes to fractions")
+    for field, what, ok in [
+        *((key, "a path", isinstance(raw.get(key, ""), str)) for key in ("repo", *FOLDERS)),
+        (
+            "branches",
+            "a list of branch names",
+            isinstance(raw.get("branches", []), list)
+            and all(isinstance(b, str) for b in raw.get("branches", [])),
+        ),
+        (
+            "regressions_thresholds",
+            "an object of regexes to fractions",
+            isinstance(thresholds, dict),
+        ),
+        (
+            "launch_method_by_platform",
+            "an object of platforms to launch methods",
+            isinstance(table, dict),
+        ),
+    ]:
+        if not ok:
+            raise ConfigError(f"{path}: {field} must be {what}, got {raw.get(field)!r}")
     for regex, value in thresholds.items():
         if (
             isinstance(value, bool)
@@ -201,9 +209,6 @@ def _check(path: Path, raw: dict[str, Any]) -> None:
             raise ConfigError(
                 f"{path}: regressions_thresholds has a key {regex!r} that is no regex ({exc})"
             ) from None
-    table = raw.get("launch_method_by_platform") or {}
-    if not isinstance(table, dict):
-        raise bad("launch_method_by_platform", "an object of platforms to launch methods")
     for where, method in [
         ("launch_method", raw.get("launch_method") or "spawn"),
         *((f"launch_method_by_platform[{key!r}]", value) for key, value in table.items()),

@@ -1,4 +1,4 @@
-"""Writes that a kill leaves old or new, never half; the lock every writer of a folder takes; and
+"""Writes that a kill leaves old or new, never half; the lock every writer of a folder takes;
 deletion only after :func:`check_owned` finds nothing inside that a command must keep."""
 
 from __future__ import annotations
@@ -20,12 +20,11 @@ from mpsbench.core.errors import UserError
 
 @dataclass(frozen=True)
 class Kept:
-    """A folder no command may replace or delete as a by-product. ``nothing_inside``: recorded data
-    that no other command's output may sit inside either."""
+    """A folder no command may replace or delete as a by-product."""
 
     what: str  # said in the refusal: "the results folder"
     path: Path
-    nothing_inside: bool = False
+    nothing_inside: bool = False  # recorded data: no other command's output may sit inside it
 
 
 def _within(path: Path, folder: Path) -> bool:
@@ -54,7 +53,7 @@ def check_owned(target: Path, kept: Sequence[Kept], role: str | None = None) -> 
 
 
 def remove(path: Path, kept: Sequence[Kept]) -> None:
-    """Delete a folder or file after :func:`check_owned`."""
+    """Deletes a folder or file after :func:`check_owned`."""
     check_owned(path, kept, f"the folder to delete, {path},")
     if path.is_dir() and not path.is_symlink():
         shutil.rmtree(path)
@@ -65,9 +64,7 @@ def remove(path: Path, kept: Sequence[Kept]) -> None:
 @contextlib.contextmanager
 def temporary(path: Path, content: bytes) -> Iterator[Path]:
     """``content`` flushed to a file beside ``path``, removed on the way out unless renamed."""
-    partial = (
-        path.parent / f".{path.name}-{uuid.uuid4().hex}.tmp"
-    )  # the umask's mode, unlike mkstemp
+    partial = path.parent / f".{path.name}-{uuid.uuid4().hex}.tmp"  # umask's mode, unlike mkstemp
     created = False  # a read-only file system refuses even the unlink of a file never made
     try:
         try:
@@ -85,14 +82,14 @@ def temporary(path: Path, content: bytes) -> Iterator[Path]:
 
 
 def write(path: Path, content: str | bytes) -> None:
-    """Write beside ``path``, then rename over it."""
+    """Writes beside ``path``, then renames over it."""
     data = content.encode("utf-8") if isinstance(content, str) else content
     with temporary(path, data) as partial:
         os.replace(partial, path)
 
 
 def create(path: Path, content: bytes) -> bool:
-    """Write ``path`` unless it exists (checked atomically, never replaced); True if written."""
+    """Writes ``path`` unless it exists (checked atomically, never replaced); True if written."""
     path.parent.mkdir(parents=True, exist_ok=True)
     with temporary(path, content) as partial:
         try:
@@ -109,11 +106,9 @@ _held: dict[Path, int] = {}  # locked folder -> how deep this process holds it (
 def lock(
     target: Path, wait: bool = True, waiting: Callable[[], None] | None = None
 ) -> Iterator[None]:
-    """Hold the lock of ``target`` (a results folder, the manifest), re-entrant within a process.
-
-    The lock is an flock on the folder holding ``target``: no lock file to leave behind, and a file
-    replaced by rename keeps it. ``waiting`` is called before waiting; ``wait=False`` raises
-    UserError instead."""
+    """Holds the lock of ``target``, re-entrant within a process: an flock on the folder holding it
+    (no lock file to leave behind; a file replaced by rename keeps it). ``waiting`` is called
+    before waiting; ``wait=False`` raises UserError instead."""
     folder = target.resolve().parent
     while not folder.is_dir():
         folder = folder.parent
@@ -146,7 +141,7 @@ _RENAME_EXCHANGE = 2  # linux/fs.h; macOS renamex_np's RENAME_SWAP has the same 
 
 
 def _exchange(first: Path, second: Path) -> bool:
-    """Swap two paths in one step (renameat2, renamex_np); False where the OS cannot."""
+    """Swaps two paths in one step (renameat2, renamex_np); False where the OS cannot."""
     libc = ctypes.CDLL(None, use_errno=True)
     paths = (os.fsencode(first), os.fsencode(second))
     if sys.platform.startswith("linux") and hasattr(libc, "renameat2"):  # glibc 2.28+
@@ -159,8 +154,8 @@ def _exchange(first: Path, second: Path) -> bool:
 
 
 def replace_folder(new: Path, target: Path, kept: Sequence[Kept] = ()) -> None:
-    """Put the folder ``new`` (beside ``target``) at ``target`` and delete what was there, swapped
-    in one step where the OS can, else by two renames."""
+    """Puts the folder ``new`` (beside ``target``) at ``target`` and deletes what was there, in one
+    swap where the OS can, else by two renames."""
     check_owned(target, kept)
     if not target.exists():
         os.rename(new, target)
@@ -183,8 +178,7 @@ def orphans(folder: Path) -> list[Path]:
 
 
 def clean_orphans(folder: Path) -> list[Path]:
-    """Delete :func:`orphans` of ``folder`` (under its lock: no writer is mid-rename); the deleted."""
-    found = orphans(folder)
-    for leftover in found:
+    """Deletes :func:`orphans` of ``folder`` (call under its lock: no writer is mid-rename)."""
+    for leftover in (found := orphans(folder)):
         leftover.unlink(missing_ok=True)
     return found

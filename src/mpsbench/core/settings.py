@@ -17,35 +17,30 @@ MACHINE = "MPSBENCH_MACHINE"  # a fleet runner's machine name
 # process's fastest sample can be one the scheduler spared (docs/explanation/the-rule.md).
 SINGLE_STEPS = "MPSBENCH_SINGLE_STEPS"
 ALLOW_FALLBACK = "MPSBENCH_ALLOW_FALLBACK"  # on: time mps combinations with ops on the cpu
+ON = ("1", "true", "yes", "on")
+OFF = ("0", "false", "no", "off")
 
 
 @dataclass(frozen=True)
 class Setting:
+    """A setting that changes what a measured value means: a recording run refuses it."""
+
     name: str
     does: str  # said where it is refused
     internal: bool = False  # set by mpsbench for its own processes, never taken from the user
-    changes_values: bool = False  # a value measured with it means something else: not history
 
 
-# Every setting the suite's processes read. MPSBENCH_CACHE, _PLATFORM and _WHEELHOUSE
-# (builds/install_build.py) say where a build comes from, not how it is timed.
 SETTINGS = {
     setting.name: setting
     for setting in (
-        Setting(FULL, "selects the full sweep"),
-        Setting(DEVICES, "selects the devices timed"),
-        Setting(CONFIG, "names another asv.conf.json"),
-        Setting(MACHINE, "names the machine"),
         Setting(
             SINGLE_STEPS,
             "times one step a call, where a recorded value times the model's steps_per_call",
             internal=True,
-            changes_values=True,
         ),
         Setting(
             ALLOW_FALLBACK,
             "times mps combinations whose ops fell back to the cpu: no pure device value",
-            changes_values=True,
         ),
     )
 }
@@ -56,7 +51,7 @@ def recording_refusal(environ: Mapping[str, str] | None = None) -> str | None:
     environ = os.environ if environ is None else environ
     for setting in SETTINGS.values():
         value = environ.get(setting.name, "")
-        if setting.changes_values and value.strip().lower() not in (*OFF, ""):
+        if value.strip().lower() not in (*OFF, ""):
             who = "mpsbench sets it for compare and bisect; " if setting.internal else ""
             return (
                 f"{setting.name}={value!r} {setting.does}, so the values would not be history: {who}unset it to"
@@ -67,12 +62,7 @@ def recording_refusal(environ: Mapping[str, str] | None = None) -> str | None:
 
 def without_internal(environ: Mapping[str, str]) -> dict[str, str]:
     """``environ`` less every internal setting: what a recording run's processes see."""
-    internal = {setting.name for setting in SETTINGS.values() if setting.internal}
-    return {name: value for name, value in environ.items() if name not in internal}
-
-
-ON = ("1", "true", "yes", "on")
-OFF = ("0", "false", "no", "off")
+    return {k: v for k, v in environ.items() if not getattr(SETTINGS.get(k), "internal", False)}
 
 
 def flag(name: str) -> bool:
@@ -88,8 +78,7 @@ def flag(name: str) -> bool:
 
 def choices(name: str, valid: Sequence[str]) -> tuple[str, ...] | None:
     """A comma-separated list of ``valid`` names, each once; None where unset or empty."""
-    value = os.environ.get(name, "")
-    if not value.strip():
+    if not (value := os.environ.get(name, "")).strip():
         return None
     items = [item.strip() for item in value.split(",")]
     for item in items:
@@ -107,8 +96,7 @@ def text(name: str) -> str | None:
 
 def whole(name: str, default: int, least: int, most: int) -> int:
     """A whole number from ``least`` to ``most``; ``default`` where unset or empty."""
-    value = os.environ.get(name, "")
-    if not value.strip():
+    if not (value := os.environ.get(name, "")).strip():
         return default
     try:
         number = int(value.strip())

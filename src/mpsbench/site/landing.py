@@ -1,5 +1,5 @@
-"""The site's first screen, static HTML above asv's grid in index.html: each machine's newest
-seed step times per device, each linked to its graph, and the GPU speedups over cpu."""
+"""The site's first screen, above asv's grid in index.html: each machine's newest seed step times
+per device, each linked to its graph, and the GPU speedups over cpu."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import html
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from urllib.parse import quote
+from urllib.parse import quote, urlencode
 
 from mpsbench.builds.timeline import Reader
 from mpsbench.measure import devices, models
@@ -43,9 +43,9 @@ class Line:
     values: dict[str, Value]
 
     def speedup(self, gpu: str) -> float | None:
-        if gpu not in self.values or tp.CPU not in self.values:
-            return None
-        return self.values[gpu].samples_per_second / self.values[tp.CPU].samples_per_second
+        if gpu in self.values and tp.CPU in self.values:
+            return self.values[gpu].samples_per_second / self.values[tp.CPU].samples_per_second
+        return None
 
 
 @dataclass(frozen=True)
@@ -69,43 +69,36 @@ def _spread(measured: recorded.Measured) -> float | None:
     return (float(stats["q_75"]) - float(stats["q_25"])) / 2 / measured.value
 
 
-def _value(
-    results: tp.Results, machine: str, commit: str, kind: str, model: str, device: str
-) -> Value | None:
-    timed = {
-        step: measured
-        for (m, c, step), (_, measured) in results.timed.items()
-        if (m, c) == (machine, commit)
-    }
-    if (step := tp.chosen(timed, kind, model, device)) is None:
-        return None
-    return Value(step, timed[step].value, _spread(timed[step]), step.batch == tp.seed_batch(model))
-
-
 def summarize(results: tp.Results, timeline: Reader) -> list[Machine]:
     """Each machine with a timed seed row, at its newest such build by date."""
     found = []
-    timed = {(machine, commit) for machine, commit, _ in results.timed}
+    timed_builds = {(machine, commit) for machine, commit, _ in results.timed}
     for machine in results.recorded.machines:
-        builds = [c for c in results.recorded.builds(machine) if (machine, c) in timed]
+        builds = [c for c in results.recorded.builds(machine) if (machine, c) in timed_builds]
         if not builds:
             continue
+        newest = builds[-1]
+        timed = {s: v for (m, c, s), (_, v) in results.timed.items() if (m, c) == (machine, newest)}
         lines, missing = [], []
         for kind, names in SEEDS.items():
             for model in names:
+                steps = [tp.chosen(timed, kind, model, device) for device in devices.NAMES]
                 values = {
-                    device: value
-                    for device in devices.NAMES
-                    if (value := _value(results, machine, builds[-1], kind, model, device))
+                    step.device: Value(
+                        step,
+                        timed[step].value,
+                        _spread(timed[step]),
+                        step.batch == tp.seed_batch(model),
+                    )
+                    for step in steps
+                    if step
                 }
                 if values:
                     lines.append(Line(kind, model, values))
                 else:
                     missing.append(f"{model} {kind}")
         present = [d for d in devices.NAMES if any(d in line.values for line in lines)]
-        found.append(
-            Machine(machine, builds[-1], timeline.label(builds[-1]), present, lines, missing)
-        )
+        found.append(Machine(machine, newest, timeline.label(newest), present, lines, missing))
     return found
 
 
@@ -115,10 +108,9 @@ def graph_link(machine: str, step: tp.Step) -> str:
         "machine": machine,
         "p-device": repr(step.device),
         "p-model": repr(step.model),
-        "p-batch_size": str(step.batch),
+        "p-batch_size": step.batch,
     }
-    query = "&".join(f"{key}={quote(value, safe='')}" for key, value in params.items())
-    return f"#{tp.CLASSES[step.kind]}.{tp.TIME}?{query}"
+    return f"#{tp.CLASSES[step.kind]}.{tp.TIME}?{urlencode(params, quote_via=quote, safe='')}"
 
 
 def _duration(seconds: float) -> str:
@@ -212,9 +204,8 @@ def measured_params(
     for rows in found.values.values():
         for row in rows:  # rows hold numbers: failures and skips are not rows
             if row.benchmark in param_names:
-                for axis, value in zip(
-                    seen.setdefault(row.benchmark, [set() for _ in row.params]), row.params
-                ):
+                axes = seen.setdefault(row.benchmark, [set() for _ in row.params])
+                for axis, value in zip(axes, row.params):
                     axis.add(value)
     return {name: [sorted(axis) for axis in axes] for name, axes in seen.items()}
 

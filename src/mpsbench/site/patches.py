@@ -62,8 +62,9 @@ def _insert_once(
     index.write_text(text[: found.end()] + addition + text[found.end() :], encoding="utf-8")
 
 
-def _replace_once(script: Path, old: re.Pattern[str], new: str, what: str) -> None:
+def _replace_once(script: Path, old: str | re.Pattern[str], new: str, what: str) -> None:
     """The one ``old`` of ``script`` replaced by ``new``, unless ``new`` is there."""
+    old = re.compile(re.escape(old)) if isinstance(old, str) else old
     text = script.read_text(encoding="utf-8")
     if new in text:
         return
@@ -90,7 +91,7 @@ def show_every_channel(html_dir: Path) -> None:
     """The graph page selects every branch (channel) on load."""
     _replace_once(
         html_dir / GRAPH_SCRIPT,
-        re.compile(re.escape(FIRST_BRANCH_ONLY)),
+        FIRST_BRANCH_ONLY,
         EVERY_BRANCH,
         f"{FIRST_BRANCH_ONLY!r} to select every channel by",
     )
@@ -110,7 +111,7 @@ def grid_of_measured(html_dir: Path, key: str) -> None:
     """asv's grid draws only benchmarks with a recorded value; the list tab keeps them all."""
     _replace_once(
         html_dir / GRID_SCRIPT,
-        re.compile(re.escape(EVERY_TILE)),
+        EVERY_TILE,
         MEASURED_TILES.replace("KEY", key),
         f"{EVERY_TILE!r} to keep the measured tiles by",
     )
@@ -119,8 +120,7 @@ def grid_of_measured(html_dir: Path, key: str) -> None:
 def _copy_script(name: str, html_dir: Path, target: str) -> None:
     (html_dir / target).parent.mkdir(parents=True, exist_ok=True)
     (html_dir / target).write_text(
-        resources.files("mpsbench.site").joinpath(name).read_text(encoding="utf-8"),
-        encoding="utf-8",
+        resources.files("mpsbench.site").joinpath(name).read_text("utf-8"), "utf-8"
     )
 
 
@@ -158,8 +158,8 @@ def twin(data: str) -> str:
 
 
 def make_readable_from_disk(html_dir: Path) -> int:
-    """The transport after jQuery and a twin beside every JSON file, last, so that the twins
-    copy the final JSON; returns the number of twins."""
+    """The file:// loader after jQuery and a twin beside every JSON file (run last: the twins copy
+    the final JSON); the number of twins."""
     _copy_script("file_json.js", html_dir, LOADER)
     _insert_once(
         html_dir,

@@ -47,8 +47,8 @@ def kept(suite: Suite) -> list[files.Kept]:
 
 def publish(suite: Suite, asv_options: Sequence[str] = ()) -> None:
     """Publishes the suite's results into its html_dir, whole or not at all."""
-    conf = suite.conf
-    files.check_owned(conf.html, kept(suite), f"html_dir {conf.html} of {conf.path}")
+    conf, keep = suite.conf, kept(suite)
+    files.check_owned(conf.html, keep, f"html_dir {conf.html} of {conf.path}")
     if given := [option for option in asv_options if option.split("=", 1)[0] in HTML_DIR_OPTIONS]:
         raise UserError(
             f"{given[0]}: mpsbench publish writes html_dir of {conf.path} ({conf.html}); set html_dir"
@@ -63,14 +63,14 @@ def publish(suite: Suite, asv_options: Sequence[str] = ()) -> None:
     folder.mkdir(parents=True, exist_ok=True)
     with files.lock(folder / "site"):  # its own lock: a run holding the results' never blocks it
         for left in folder.iterdir():  # a publish killed before its rename
-            files.remove(left, kept(suite))
+            files.remove(left, keep)
         scratch = Path(tempfile.mkdtemp(prefix="site-", dir=folder))
         try:
             _build(suite, scratch, measured, asv_options)
-            files.replace_folder(scratch, conf.html, kept(suite))
+            files.replace_folder(scratch, conf.html, keep)
         finally:
             if scratch.exists():
-                files.remove(scratch, kept(suite))
+                files.remove(scratch, keep)
     log.info(
         f"site written to {conf.html}: open {conf.html / 'index.html'} in a browser, or serve it with"
         f" .venv/bin/asv preview --config {suite.config_path}"

@@ -1,6 +1,5 @@
-"""The published Regressions page re-judged row by row by :func:`mpsbench.regressions.rule.judge`
-(asv flags every increase beyond one fraction): only the slower and the wrong stay in
-regressions.json and its feed; every verdict goes to JUDGED (docs/explanation/site.md)."""
+"""The published Regressions page re-judged row by row by :func:`mpsbench.regressions.rule.judge`:
+only the slower and the wrong stay in regressions.json and its feed; every verdict goes to JUDGED."""
 
 from __future__ import annotations
 
@@ -21,9 +20,7 @@ from mpsbench.regressions import explain, rule
 from mpsbench.results import recorded
 
 JUDGED = "regressions-judged.json"
-FeedKey = tuple[
-    str, str | None, str
-]  # a feed entry's row, machine (None where its link names none), commits
+FeedKey = tuple[str, str | None, str]  # row, machine (None where the link names none), commits
 ATOM = "http://www.w3.org/2005/Atom"
 LATEST = 20  # regressions on the figures page
 EXPLAINED = "explain"  # the site's folder of explain's tables
@@ -42,7 +39,6 @@ def _graph_url(
     old: str | None,
     new: str,
 ) -> str:
-    """The row's graph at a jump's builds, relative to the site's root."""
     benchmark = name.split("(", 1)[0]
     spec = index.get("benchmarks", {}).get(benchmark, {})
     params = {"machine": machine or ""}
@@ -56,8 +52,8 @@ def _graph_url(
 def _jump_builds(
     revision_to_hash: dict[str, str], timeline: Reader, rev_a: int | None, rev_b: int
 ) -> tuple[str | None, str]:
-    """A jump's two builds; where asv names no older one, the newer one's timeline parent (by date,
-    the build before could be another channel's)."""
+    """A jump's two builds; where asv names no older one, the newer one's timeline parent (the
+    build before by date could be another channel's)."""
     new = revision_to_hash[str(rev_b)]
     return (revision_to_hash[str(rev_a)] if rev_a is not None else timeline.parent(new)), new
 
@@ -76,7 +72,7 @@ def _published(html: Path) -> tuple[list[Any], dict[str, Any], dict[str, str]]:
 def judge_site(
     html: Path, results_dir: Path, thresholds: dict[str, float], timeline: Reader
 ) -> list[dict[str, Any]]:
-    """Judge every jump of ``html/regressions.json``; rewrite it and the feed; return every judged jump."""
+    """Judges every jump of ``html/regressions.json``, rewrites it and the feed; every verdict."""
     detected, index, revision_to_hash = _published(html)
     found = recorded.load(results_dir, strict=False)
     rows = {row.entry: row for table in found.values.values() for row in table}
@@ -87,8 +83,7 @@ def judge_site(
     kept_keys: dict[FeedKey, str | None] = {}  # -> a new title, or None
     for name, graph_path, graph_params, idx, last, best, jumps in detected:
         machine, branch = graph_param(graph_path, "machine"), graph_param(graph_path, "branch")
-        # asv's feed links name the machine only where there are several, as graph_params do
-        feed_machine = graph_params.get("machine")
+        feed_machine = graph_params.get("machine")  # asv names it only where there are several
         if several_branches and branch and "branch" not in graph_params:
             # else asv's page, filtering by a branch with no results, shows that channel nothing
             graph_params["branch"] = branch
@@ -97,10 +92,11 @@ def judge_site(
         kept_jumps = []
         for rev_a, rev_b, before, after in jumps:
             old, new = _jump_builds(revision_to_hash, timeline, rev_a, rev_b)
-            measured_old = found.get(machine, old, row) if machine and old and row else None
-            measured_new = found.get(machine, new, row) if machine and row else None
-            if measured_old is not None and measured_new is not None:
-                verdict = rule.judge(thresholds, name, unit, measured_old, measured_new, branch)
+            was, now = (
+                found.get(machine, c, row) if machine and c and row else None for c in (old, new)
+            )
+            if was and now:
+                verdict = rule.judge(thresholds, name, unit, was, now, branch)
             else:  # asv saw it; without our numbers, keep asv's word
                 verdict = rule.Judgement(
                     rule.Decision.SLOWER,
@@ -110,26 +106,26 @@ def judge_site(
                     "asv's step detection (no recorded values to judge)",
                 )
             judged.append(
-                dict(
-                    benchmark=name,
-                    machine=machine,
-                    branch=branch,
-                    unit=unit,
-                    old=old,
-                    new=new,
-                    before=before,
-                    after=after,
-                    ratio=verdict.ratio,
-                    verdict=verdict.label,
-                    reason=verdict.reason,
-                    threshold=verdict.threshold,
-                    regressed=verdict.regressed,
-                    graph=_graph_url(index, name, machine, idx, old, new),
-                )
+                {
+                    "benchmark": name,
+                    "machine": machine,
+                    "branch": branch,
+                    "unit": unit,
+                    "old": old,
+                    "new": new,
+                    "before": before,
+                    "after": after,
+                    "ratio": verdict.ratio,
+                    "verdict": verdict.label,
+                    "reason": verdict.reason,
+                    "threshold": verdict.threshold,
+                    "regressed": verdict.regressed,
+                    "graph": _graph_url(index, name, machine, idx, old, new),
+                }
             )
-            if verdict.regressed and old:
-                judged[-1]["explain"] = _publish_table(html, results_dir, name, old, new)
             if verdict.regressed:
+                if old:
+                    judged[-1]["explain"] = _publish_table(html, results_dir, name, old, new)
                 # a one-commit jump becomes the range from the build before, which asv's page links
                 kept_jumps.append(
                     [revision_of.get(old, rev_a) if old else rev_a, rev_b, before, after]
@@ -210,10 +206,9 @@ def latest(html: Path, timeline: Reader) -> list[Regression]:
 
 def _judged(html: Path) -> list[dict[str, Any]]:
     try:
-        found: list[dict[str, Any]] = json.loads((html / JUDGED).read_text())
+        return list(json.loads((html / JUDGED).read_text()))
     except (OSError, ValueError):
         return []
-    return found
 
 
 def set_aside(html: Path) -> list[dict[str, Any]]:
@@ -223,7 +218,7 @@ def set_aside(html: Path) -> list[dict[str, Any]]:
 
 def _filter_feed(feed: Path, kept: dict[FeedKey, str | None]) -> None:
     """Drops the feed entries of jumps not ``kept`` (asv's title is 'PERCENT NAME', its link names
-    the commits) and retitles the wrong results, which are no percentage slower."""
+    the commits); retitles the wrong results, which are no percentage slower."""
     if not feed.is_file():
         return
     ET.register_namespace("", ATOM)

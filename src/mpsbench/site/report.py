@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 
 from mpsbench.builds.timeline import Reader, pytorch_url
@@ -41,52 +41,39 @@ DECODE = "benchmark_modern.LlmDecode.time_decode"
 log = progress.logger(__name__)
 
 
-def _columns(names: str) -> list[str]:
-    return names.split(", ")
+def _table(columns: str, rows: Iterable[Sequence[Cell]], marked: list[str] | None = None) -> Table:
+    return Table(columns.split(", "), [list(row) for row in rows], marked or [])
 
 
 def _per_model(
-    save: figures.Save,
-    results: tp.Results,
-    name: str,
-    what: str,
-    present: set[str],
-    draw: Callable[[str, Path], None],
+    save: figures.Save, name: str, what: str, present: set[str], draw: Callable[[str, Path], None]
 ) -> list[Block]:
-    """One figure per model of ``present``, drawn by ``draw``."""
-    drawn = [model for model in tp.models_in(results) if model in present]
+    """One figure per model of ``present``, in the registry's order, drawn by ``draw``."""
+    drawn = tp.in_order(present, models.NAMES)
     for model in drawn:
         draw(model, save(f"{name}_{model}.png"))
     return [Image(f"{name}_{model}.png", f"{model} {what}") for model in drawn]
 
 
-def _builds_section(
-    results: tp.Results, results_dir: Path, timeline: Reader, limit: float
-) -> Section:
-    rows: list[list[Cell]] = []
+def _builds(results: tp.Results, results_dir: Path, timeline: Reader, limit: float) -> list[Block]:
+    rows = []
     for machine in results.machines:
         previous = tp.previous_build(results, machine, timeline)
         newest = timeline.label(results.builds(machine)[-1])
         rows.append([machine, newest, timeline.label(previous) if previous else "-"])
-    return Section(
-        "Builds",
-        [
-            f"From {results.recorded.files} results files in {results_dir}; every figure uses each"
-            " machine's newest build. Throughput is batch size over asv's median step time."
-            f" Regression factor {limit:g} (asv.conf.json regressions_thresholds).",
-            Table(["machine", "newest build", "previous build"], rows),
-        ],
-    )
+    return [
+        f"From {results.recorded.files} results files in {results_dir}; every figure uses each"
+        " machine's newest build. Throughput is batch size over asv's median step time."
+        f" Regression factor {limit:g} (asv.conf.json regressions_thresholds).",
+        _table("machine, newest build, previous build", rows),
+    ]
 
 
-def _speedup_section(results: tp.Results, save: figures.Save) -> Section:
+def _speedup(results: tp.Results, save: figures.Save) -> list[Block]:
     found = tp.speedups(results)
-    title = "GPU speedup over cpu"
     if not found:
-        return Section(title, ["No machine has both GPU and cpu results."])
-
-    columns = "model, kind, machine, device, batch, cpu batch, samples/s, cpu samples/s, speedup"
-    rows: list[list[Cell]] = [
+        return ["No machine has both GPU and cpu results."]
+    rows = [
         [
             s.model,
             s.kind,
@@ -102,19 +89,18 @@ def _speedup_section(results: tp.Results, save: figures.Save) -> Section:
     ]
     images = _per_model(
         save,
-        results,
         "speedup",
         "speedup over cpu",
         {s.model for s in found},
         lambda model, path: figures.speedup(model, [s for s in found if s.model == model], path),
     )
-    return Section(title, [*images, Table(_columns(columns), rows), FALLBACK_NOTE])
+    columns = "model, kind, machine, device, batch, cpu batch, samples/s, cpu samples/s, speedup"
+    return [*images, _table(columns, rows), FALLBACK_NOTE]
 
 
-def _machines_section(results: tp.Results, save: figures.Save) -> Section:
+def _machines(results: tp.Results, save: figures.Save) -> list[Block]:
     points = tp.across_machines(results)
-
-    rows: list[list[Cell]] = [
+    rows = [
         [
             p.workload.model,
             p.workload.kind,
@@ -126,66 +112,54 @@ def _machines_section(results: tp.Results, save: figures.Save) -> Section:
         ]
         for p in points
     ]
-    return Section(
-        "Across machines",
-        [
-            *_per_model(
-                save,
-                results,
-                "machines",
-                "across machines",
-                {p.workload.model for p in points},
-                lambda model, path: figures.machines(
-                    model, [p for p in points if p.workload.model == model], path
-                ),
-            ),
-            Table(_columns("model, kind, machine, device, batch, samples/s, build"), rows),
-            FALLBACK_NOTE,
-        ],
+    images = _per_model(
+        save,
+        "machines",
+        "across machines",
+        {p.workload.model for p in points},
+        lambda model, path: figures.machines(
+            model, [p for p in points if p.workload.model == model], path
+        ),
     )
+    columns = "model, kind, machine, device, batch, samples/s, build"
+    return [*images, _table(columns, rows), FALLBACK_NOTE]
 
 
-def _batches_section(results: tp.Results, save: figures.Save) -> Section:
+def _batches(results: tp.Results, save: figures.Save) -> list[Block]:
     curves = tp.batch_curves(results)
-
-    rows: list[list[Cell]] = [
+    rows = [
         [*key, str(batch), figures.number(value)]
         for key, values in sorted(curves.items())
         for batch, value in values
     ]
-    return Section(
-        "Throughput across batch sizes",
-        [
-            *_per_model(
-                save,
-                results,
-                "batches",
-                "throughput across batch sizes",
-                {model for model, *_ in curves},
-                lambda model, path: figures.batches(model, curves, path),
-            ),
-            Table(_columns("model, kind, machine, device, batch, samples/s"), rows),
-        ],
+    images = _per_model(
+        save,
+        "batches",
+        "throughput across batch sizes",
+        {model for model, *_ in curves},
+        lambda model, path: figures.batches(model, curves, path),
     )
+    columns = "model, kind, machine, device, batch, samples/s"
+    return [*images, _table(columns, rows)]
 
 
-def _release_section(
+def _release(
     title: str,
     points: list[tp.ReleasePoint],
     none: str,
     note: str,
     ylabel: str,
     baseline: float | None,
-    columns: tuple[str, str],
+    columns: str,
     value: Callable[[float], str],
     save: figures.Save,
     image: str,
-) -> Section:
+) -> list[Block]:
     """A ratio by build date: figure, note and table."""
     if not points:
-        return Section(title, [none])
+        return [none]
     figures.by_release(points, title, save(image), ylabel, baseline)
-    rows: list[list[Cell]] = [
+    rows = [
         [
             Link(p.torch_version, p.link) if p.link else p.torch_version,
             p.python,
@@ -196,52 +170,14 @@ def _release_section(
         ]
         for p in sorted(points, key=lambda p: (p.date_ms, p.python, p.machine))
     ]
-    header = ["torch", "python", columns[0], "model", "kind", columns[1]]
-    return Section(title, [Image(image, title), note, Table(header, rows)])
+    return [Image(image, title), note, _table(columns, rows)]
 
 
-def _by_release_section(results_dir: Path, timeline: Reader, save: figures.Save) -> Section:
-    device = tp.BY_RELEASE_DEVICE
-    return _release_section(
-        f"{device.upper()} speedup over cpu by release",
-        tp.speedup_by_release(results_dir, timeline),
-        f"No build has both {device} and cpu results.",
-        "Each build at its date, a line per Python (none has wheels for every release); each version"
-        " links to its PyTorch release.",
-        f"{device} speedup over cpu (samples/s ratio)",
-        1.0,
-        ("machine", "speedup"),
-        lambda ratio: f"{ratio:.2f}x",
-        save,
-        "speedup_by_release.png",
-    )
-
-
-def _energy_section(results_dir: Path, timeline: Reader, save: figures.Save) -> Section:
-    return _release_section(
-        "Samples per joule by release",
-        tp.samples_per_joule(results_dir, timeline),
-        "No build has energy results (benchmark_models' *Capacity.track_joules_per_step).",
-        "The seed batch over the joules per step the device's counter read (cuda: NVML; mps:"
-        " IOReport; Linux cpu: RAPL), by build date (docs/explanation/instruments.md).",
-        "samples per joule (higher is better)",
-        None,
-        ("machine and device", "samples/J"),
-        figures.number,
-        save,
-        "samples_per_joule.png",
-    )
-
-
-def _compile_section(results: tp.Results, save: figures.Save) -> Section:
-    title = "Eager against torch.compile"
-    found = tp.eager_and_compiled(results)
-    if not found:
-        return Section(
-            title, ["No machine has compiled results beside eager ones (benchmark_compile)."]
-        )
+def _compile(results: tp.Results, save: figures.Save) -> list[Block]:
+    if not (found := tp.eager_and_compiled(results)):
+        return ["No machine has compiled results beside eager ones (benchmark_compile)."]
     figures.compile_pairs(found, save("compile.png"))
-    rows: list[list[Cell]] = [
+    rows = [
         [
             p.machine,
             p.device,
@@ -255,14 +191,11 @@ def _compile_section(results: tp.Results, save: figures.Save) -> Section:
         for p in found
     ]
     columns = "machine, device, kind, model, eager ms, compiled ms, speedup, compile s"
-    return Section(
-        title,
-        [
-            Image("compile.png", "eager against compiled step times"),
-            "Speedup is eager over compiled step time; compile time is the compiled step's first call.",
-            Table(_columns(columns), rows),
-        ],
-    )
+    return [
+        Image("compile.png", "eager against compiled step times"),
+        "Speedup is eager over compiled step time; compile time is the compiled step's first call.",
+        _table(columns, rows),
+    ]
 
 
 def _correctness_cell(
@@ -277,13 +210,13 @@ def _correctness_cell(
     return Flagged(shown) if measured.value > line else shown
 
 
-def _correctness_label(row: recorded.Row) -> str:
+def _correctness_key(row: recorded.Row) -> tuple[bool, str]:
     device, pattern, dtype = (param.strip("'") for param in row.params)
-    return f"{pattern} {dtype} on {device}: {'difference' if row.benchmark == DIFFERENCES else 'error'}"
+    difference = row.benchmark == DIFFERENCES
+    return difference, f"{pattern} {dtype} on {device}: {'difference' if difference else 'error'}"
 
 
-def _correctness_section(found: recorded.Recorded, timeline: Reader) -> Section:
-    title = "Correctness by release"
+def _correctness(found: recorded.Recorded, timeline: Reader) -> list[Block]:
     blocks: list[Block] = []
     for machine in found.machines:
         builds = found.builds(machine)[-NEWEST:]
@@ -298,87 +231,72 @@ def _correctness_section(found: recorded.Recorded, timeline: Reader) -> Section:
             if row.benchmark in (*ERRORS, DIFFERENCES)
         }
         if rows:
-            cells: list[list[Cell]] = [
+            cells = [
                 [
-                    _correctness_label(row),
+                    _correctness_key(row)[1],
                     *(_correctness_cell(found, machine, c, row) for c in builds),
                 ]
-                for row in sorted(
-                    rows, key=lambda row: (row.benchmark == DIFFERENCES, _correctness_label(row))
-                )
+                for row in sorted(rows, key=_correctness_key)
             ]
             header = ["row", *(timeline.version(commit) for commit in builds)]
             blocks += [f"{machine}, its newest {len(builds)} builds:", Table(header, cells)]
     if not blocks:
-        return Section(title, ["No machine has correctness results (benchmark_patterns)."])
+        return ["No machine has correctness results (benchmark_patterns)."]
     limits = ", ".join(f"{dtype} {limit:g}" for dtype, limit in tolerances.TOLERANCES.items())
-    return Section(
-        title,
-        [
-            f"Each pattern's relative error against float64 (red past its dtype's tolerance: {limits})"
-            " and the largest difference between identical calls (red unless 0); 'failed': asv"
-            " recorded the row failed, e.g. its process crashed (docs/explanation/instruments.md).",
-            *blocks,
-        ],
-    )
+    return [
+        f"Each pattern's relative error against float64 (red past its dtype's tolerance: {limits})"
+        " and the largest difference between identical calls (red unless 0); 'failed': asv"
+        " recorded the row failed, e.g. its process crashed (docs/explanation/instruments.md).",
+        *blocks,
+    ]
 
 
-def _tokens_section(results: tp.Results, save: figures.Save) -> Section:
+def _tokens(results: tp.Results, save: figures.Save) -> list[Block]:
     """Tokens/s is batch over ``LlmDecode.time_decode``; prefill is the time to the first token."""
     sizes = models.LLAMA_GENERATION  # the fixed sizes the rows were measured at
     batch, prompt = sizes["batch"], sizes["prompt_tokens"]
-    title = "Small Llama: tokens per second"
     rows = results.newest({PREFILL, DECODE})
     prefill = {(m, p["device"], p["model"]): v for m, p, v in rows[PREFILL]}
     decode = sorted((m, str(p["device"]), str(p["model"]), v) for m, p, v in rows[DECODE])
     if not decode:
-        return Section(title, ["No machine has decode results (benchmark_modern.LlmDecode)."])
+        return ["No machine has decode results (benchmark_modern.LlmDecode)."]
     figures.tokens(
         [(m, d) for m, d, _, _ in decode],
         [batch / seconds for *_, seconds in decode],
         f"{models.LLAMA_NAME}: greedy decode after a {prompt}-token prompt, batch {batch}",
         save("tokens.png"),
     )
-    table: list[list[Cell]] = [
+    table = [
         [
             m,
             d,
             model,
             f"{batch / seconds:.1f}",
             figures.ms(seconds),
-            figures.ms(prefill[(m, d, model)]) if (m, d, model) in prefill else "-",
+            figures.ms(prefill[m, d, model]) if (m, d, model) in prefill else "-",
         ]
         for m, d, model, seconds in decode
     ]
-    return Section(
-        title,
-        [
-            Image("tokens.png", "decode tokens per second"),
-            f"Decode: {sizes['new_tokens']} new tokens through the KV cache; prefill: the"
-            f" {prompt}-token prompt (time to first token).",
-            Table(_columns("machine, device, model, tokens/s, ms/token, prefill ms"), table),
-        ],
-    )
+    return [
+        Image("tokens.png", "decode tokens per second"),
+        f"Decode: {sizes['new_tokens']} new tokens through the KV cache; prefill: the"
+        f" {prompt}-token prompt (time to first token).",
+        _table("machine, device, model, tokens/s, ms/token, prefill ms", table),
+    ]
 
 
-def _changes_section(
-    results: tp.Results, thresholds: dict[str, float], timeline: Reader
-) -> Section:
-    title = "Build over build"
+def _changes(results: tp.Results, thresholds: dict[str, float], timeline: Reader) -> list[Block]:
     changes = tp.build_changes(results, timeline)
     log.info(
         f"comparing each machine's newest build with the one before it: {len(changes)} workloads"
     )
     if not changes:
-        return Section(
-            title,
-            [
-                "No machine has results for two builds of one channel of the timeline"
-                " (asv.conf.json's repo) yet."
-            ],
-        )
+        return [
+            "No machine has results for two builds of one channel of the timeline"
+            " (asv.conf.json's repo) yet."
+        ]
     judged = [rule.judge(thresholds, c.row.entry, "seconds", c.before, c.after) for c in changes]
-    rows: list[list[Cell]] = [
+    rows = [
         [
             c.machine,
             c.workload.kind,
@@ -392,19 +310,14 @@ def _changes_section(
         ]
         for c, j in zip(changes, judged)
     ]
-    marked = [
-        j.label if j.decision in (rule.Decision.SLOWER, rule.Decision.FASTER) else ""
-        for j in judged
-    ]
+    moved = (rule.Decision.SLOWER, rule.Decision.FASTER)
+    marked = [j.label if j.decision in moved else "" for j in judged]
     columns = "machine, kind, model, device, batch, old ms, new ms, new/old, change"
-    return Section(
-        title,
-        [
-            "Step time of each machine's newest build over the build before it on its channel, each"
-            " row judged by its recorded statistics and threshold (docs/explanation/site.md).",
-            Table(_columns(columns), rows, marked),
-        ],
-    )
+    return [
+        "Step time of each machine's newest build over the build before it on its channel, each"
+        " row judged by its recorded statistics and threshold (docs/explanation/site.md).",
+        _table(columns, rows, marked),
+    ]
 
 
 def pytorch_range(timeline: Reader, old: str | None, new: str) -> Cell:
@@ -420,14 +333,12 @@ def pytorch_range(timeline: Reader, old: str | None, new: str) -> Cell:
     return Link(text, pytorch_url(old_version, new_version))
 
 
-def _regressions_section(site: Path | None, timeline: Reader) -> Section:
-    title = "Latest regressions asv detected"
+def _regressions(site: Path | None, timeline: Reader) -> list[Block]:
     if site is None:
-        return Section(title, ["Not read: pass --site with the published html_dir."])
-    found = regressions_page.latest(site, timeline)
+        return ["Not read: pass --site with the published html_dir."]
     blocks: list[Block] = ["No regression: asv detected none, or none held up row by row (below)."]
-    if found:
-        rows: list[list[Cell]] = [
+    if found := regressions_page.latest(site, timeline):
+        rows = [
             [
                 r.benchmark,
                 Link("graph", f"../{r.graph}"),
@@ -445,7 +356,7 @@ def _regressions_section(site: Path | None, timeline: Reader) -> Section:
             "The site's regressions.json (as its Regressions tab and feed), each jump judged row by"
             " row by its recorded statistics (docs/explanation/site.md), newest first; explain: the"
             " table of the ops that changed, where bisect kept one.",
-            Table(_columns(columns), rows),
+            _table(columns, rows),
         ]
     if aside := regressions_page.set_aside(site):
         rows = [
@@ -460,9 +371,9 @@ def _regressions_section(site: Path | None, timeline: Reader) -> Section:
         ]
         blocks += [
             f"{len(aside)} jumps asv's single threshold flagged are not regressions by the row's own rule:",
-            Table(_columns("benchmark, graph, machine, verdict, why"), rows),
+            _table("benchmark, graph, machine, verdict, why", rows),
         ]
-    return Section(title, blocks)
+    return blocks
 
 
 def build(
@@ -490,20 +401,47 @@ def build(
         log.info(f"writing {written[-1]}")
         return written[-1]
 
-    sections = [
-        _builds_section(results, results_dir, timeline, rule.factor(thresholds)),
-        _speedup_section(results, save),
-        _by_release_section(results_dir, timeline, save),
-        _correctness_section(results.recorded, timeline),
-        _energy_section(results_dir, timeline, save),
-        _machines_section(results, save),
-        _batches_section(results, save),
-        _compile_section(results, save),
-        _tokens_section(results, save),
-        _changes_section(results, thresholds, timeline),
-        _regressions_section(site, timeline),
-    ]
+    gpu = tp.BY_RELEASE_DEVICE
+    by_release = f"{gpu.upper()} speedup over cpu by release"
+    sections = {
+        "Builds": _builds(results, results_dir, timeline, rule.factor(thresholds)),
+        "GPU speedup over cpu": _speedup(results, save),
+        by_release: _release(
+            by_release,
+            tp.speedup_by_release(results_dir, timeline),
+            f"No build has both {gpu} and cpu results.",
+            "Each build at its date, a line per Python (none has wheels for every release); each"
+            " version links to its PyTorch release.",
+            f"{gpu} speedup over cpu (samples/s ratio)",
+            1.0,
+            "torch, python, machine, model, kind, speedup",
+            lambda ratio: f"{ratio:.2f}x",
+            save,
+            "speedup_by_release.png",
+        ),
+        "Correctness by release": _correctness(results.recorded, timeline),
+        "Samples per joule by release": _release(
+            "Samples per joule by release",
+            tp.samples_per_joule(results_dir, timeline),
+            "No build has energy results (benchmark_models' *Capacity.track_joules_per_step).",
+            "The seed batch over the joules per step the device's counter read (cuda: NVML; mps:"
+            " IOReport; Linux cpu: RAPL), by build date (docs/explanation/instruments.md).",
+            "samples per joule (higher is better)",
+            None,
+            "torch, python, machine and device, model, kind, samples/J",
+            figures.number,
+            save,
+            "samples_per_joule.png",
+        ),
+        "Across machines": _machines(results, save),
+        "Throughput across batch sizes": _batches(results, save),
+        "Eager against torch.compile": _compile(results, save),
+        "Small Llama: tokens per second": _tokens(results, save),
+        "Build over build": _changes(results, thresholds, timeline),
+        "Latest regressions asv detected": _regressions(site, timeline),
+    }
     title = "mpsbench: the seeds' figures"
-    save("summary.md").write_text(to_markdown(title, sections), encoding="utf-8")
-    save("summary.html").write_text(to_html(title, sections), encoding="utf-8")
+    document = [Section(heading, blocks) for heading, blocks in sections.items()]
+    save("summary.md").write_text(to_markdown(title, document), encoding="utf-8")
+    save("summary.html").write_text(to_html(title, document), encoding="utf-8")
     log.info(f"done: {len(written)} files in {out_dir}")

@@ -1,9 +1,10 @@
 """Makes a published asv site self-contained: its CDN libraries copied in from the npm registry,
-integrity-checked, with the standard library only (no Node.js, no npm)."""
+integrity-checked, with the standard library only."""
 
 from __future__ import annotations
 
 import base64
+import contextlib
 import hashlib
 import html
 import io
@@ -32,9 +33,9 @@ class SiteAssetError(UserError):
 class Unreachable(SiteAssetError):
     """The network refused a fetch; caught to keep that host's CDN links."""
 
-    def __init__(self, host: str, reason: str, message: str) -> None:
+    def __init__(self, url: str, reason: str, message: str) -> None:
         super().__init__(message)
-        self.host, self.reason = host, reason
+        self.host, self.why = _host(url), f"unreachable ({reason})"
 
 
 @dataclass(frozen=True)
@@ -100,7 +101,7 @@ ASSETS: dict[str, Asset] = {
     )
 }
 
-_LOADING_TAG = re.compile(r"<(script|link)\b[^>]*>", re.IGNORECASE)  # what loads; <a> only links
+_TAG = re.compile(r"<(script|link)\b[^>]*>", re.IGNORECASE)  # what loads; <a> only links
 _ATTRIBUTE = re.compile(r"""\b([\w-]+)\s*=\s*(["'])(.*?)\2""", re.DOTALL)
 _EXTERNAL = re.compile(r"^(https?:)?//", re.IGNORECASE)
 _CORS_ATTRIBUTES = re.compile(
@@ -108,6 +109,10 @@ _CORS_ATTRIBUTES = re.compile(
 )
 
 log = progress.logger(__name__)
+
+
+def _host(url: str) -> str:
+    return urlsplit(url).hostname or url
 
 
 def sri(data: bytes, algorithm: str) -> str:
@@ -143,11 +148,11 @@ def _fetch(url: str, integrity: str, path: Path, what: str) -> bytes:
     try:
         data = download(url)
     except (OSError, ValueError) as exc:
-        reason = str(getattr(exc, "reason", None) or exc)
+        why = str(getattr(exc, "reason", None) or exc)
         raise Unreachable(
-            urlsplit(url).hostname or url,
-            reason,
-            f"cannot fetch {what} from {url} ({reason}): put {path.name} from a machine that can in {path.parent}",
+            url,
+            why,
+            f"cannot fetch {what} from {url} ({why}): put {path.name} from a machine that can in {path.parent}",
         ) from None
     log.info(f"fetched {what} from {url}")
     check_integrity(data, integrity, f"{what} from {url}")
@@ -162,24 +167,13 @@ def package_file(spec: str, path: str, cache: Path) -> bytes:
     registry = (os.environ.get(REGISTRY_ENV) or REGISTRY).rstrip("/")
     url = f"{registry}/{name}/-/{name.rsplit('/', 1)[-1]}-{version}.tgz"  # the metadata's dist.tarball
     tarball = _fetch(url, PACKAGES[spec], cache / f"{name}-{version}.tgz", spec)
-    with tarfile.open(fileobj=io.BytesIO(tarball), mode="r:gz") as archive:
-        try:
-            member = archive.extractfile(f"package/{path}")
-        except KeyError:
-            member = None
-        if member is None:
-            raise SiteAssetError(f"{spec} has no file {path}")
-        return member.read()
-
-
-def original(url: str, integrity: str, cache: Path) -> bytes:
-    """The exact file asv's page loads, from its CDN (SiteAssetError if it serves another)."""
-    return _fetch(
-        url,
-        integrity,
-        cache / "cdn" / re.sub(r"[^\w.-]+", "_", url.split("://", 1)[-1]),
-        "asv's own file",
-    )
+    with (
+        tarfile.open(fileobj=io.BytesIO(tarball), mode="r:gz") as archive,
+        contextlib.suppress(KeyError),
+    ):
+        if member := archive.extractfile(f"package/{path}"):
+            return member.read()
+    raise SiteAssetError(f"{spec} has no file {path}")
 
 
 @dataclass(frozen=True)
@@ -189,13 +183,10 @@ class Load:
     integrity: str
 
 
-def _attributes(tag: str) -> dict[str, str]:
-    return {name.lower(): html.unescape(value) for name, _, value in _ATTRIBUTE.findall(tag)}
-
-
-def _source(tag: str) -> str:
-    attributes = _attributes(tag)
-    return attributes.get("src") or attributes.get("href") or ""
+def _source(tag: str) -> tuple[str, dict[str, str]]:
+    """The URL a tag loads, and its attributes."""
+    found = {name.lower(): html.unescape(value) for name, _, value in _ATTRIBUTE.findall(tag)}
+    return found.get("src") or found.get("href") or "", found
 
 
 def pages(html_dir: Path) -> list[Path]:
@@ -203,23 +194,24 @@ def pages(html_dir: Path) -> list[Path]:
 
 
 def external_loads(page: Path) -> Iterator[Load]:
-    for found in _LOADING_TAG.finditer(page.read_text(encoding="utf-8")):
-        if _EXTERNAL.match(url := _source(found.group(0))):
-            yield Load(page, url, _attributes(found.group(0)).get("integrity", ""))
+    for found in _TAG.finditer(page.read_text(encoding="utf-8")):
+        url, attributes = _source(found.group(0))
+        if _EXTERNAL.match(url):
+            yield Load(page, url, attributes.get("integrity", ""))
 
 
 def _rewrite(text: str, local: dict[str, str]) -> str:
-    """Points known tags at their local copies, without integrity and CORS attributes, which
-    force CORS mode, which file:// cannot serve (the copies were checked when written)."""
+    """Points known tags at their local copies, less the integrity and CORS attributes that force
+    CORS mode, which file:// cannot serve (the copies were checked when written)."""
 
     def replace(found: re.Match[str]) -> str:
-        tag, url = found.group(0), _source(found.group(0))
+        tag, url = found.group(0), _source(found.group(0))[0]
         if url not in local:
             return tag
         tag = tag.replace(html.escape(url, quote=True), local[url]).replace(url, local[url])
         return _CORS_ATTRIBUTES.sub("", tag)
 
-    return _LOADING_TAG.sub(replace, text)
+    return _TAG.sub(replace, text)
 
 
 def _outcome(
@@ -250,8 +242,8 @@ def _outcome(
 
 
 def make_offline(html_dir: Path, cache: Path = CACHE) -> list[str]:
-    """Copies every CDN library into the site and rewrites the pages (idempotent); returns
-    the files written."""
+    """Copies every CDN library into the site and points the pages at them (idempotent); the files
+    written."""
     if not (html_dir / "index.html").is_file():
         raise SiteAssetError(f"{html_dir} holds no index.html: run `asv publish` first")
     loads = [load for page in pages(html_dir) for load in external_loads(page)]
@@ -267,22 +259,22 @@ def make_offline(html_dir: Path, cache: Path = CACHE) -> list[str]:
     left_on_cdn: dict[str, str] = {}  # package -> host; its tags stay
     page_integrity = {load.url: load.integrity for load in reversed(loads)}  # the first page's
     for url, integrity in sorted(page_integrity.items()):
-        asset = ASSETS[url]
-        host = urlsplit(url).hostname or url
+        asset, host = ASSETS[url], _host(url)
         try:
             data = {
                 path: package_file(asset.package, path, cache)
                 for path in (asset.path, *asset.companions)
             }
         except Unreachable as exc:
-            down.setdefault(exc.host, f"unreachable ({exc.reason})")
+            down.setdefault(exc.host, exc.why)
             left_on_cdn[asset.package] = exc.host
             continue
         if asset.substitute and integrity and host not in down:
             try:
-                data[asset.path] = original(url, integrity, cache)
+                cached = cache / "cdn" / re.sub(r"[^\w.-]+", "_", url.split("://", 1)[-1])
+                data[asset.path] = _fetch(url, integrity, cached, "asv's own file")
             except Unreachable as exc:
-                down.setdefault(host, f"unreachable ({exc.reason})")
+                down.setdefault(host, exc.why)
             except SiteAssetError:
                 down.setdefault(host, "serves another file than asv's page pins")
         elif integrity and not asset.substitute:

@@ -27,6 +27,11 @@ METRICS = {
 PARAM_NAMES = ("device", "model", "batch_size")  # when benchmarks.json is absent
 CPU = "cpu"
 BY_RELEASE_DEVICE = "mps"
+COMPILED = {kind: f"benchmark_compile.Compiled{kind.title()}" for kind in KINDS}
+EAGER = {
+    kind: (f"{CLASSES[kind]}.{TIME}", f"benchmark_modern.Modern{kind.title()}.{TIME}")
+    for kind in KINDS
+}
 
 
 @dataclass(frozen=True, order=True)
@@ -135,18 +140,21 @@ def pick(
     return None
 
 
-def _in_order(present: set[str], names: tuple[str, ...]) -> list[str]:
+def in_order(present: set[str], names: tuple[str, ...]) -> list[str]:
     """The registry's order first, then unknown names sorted."""
     return [name for name in names if name in present] + sorted(present - set(names))
 
 
 def models_in(results: Results) -> list[str]:
-    return _in_order({w.model for found in results.samples.values() for w in found}, models.NAMES)
+    return in_order({w.model for found in results.samples.values() for w in found}, models.NAMES)
 
 
-def _devices_in(results: Results, machine: str, commit: str, model: str) -> list[str]:
-    found = results.samples[(machine, commit)]
-    return _in_order({w.device for w in found if w.model == model}, devices.NAMES)
+def _newest(results: Results) -> Iterator[tuple[str, str, str, list[str]]]:
+    """(model, machine, newest commit, devices measured) for every model and machine."""
+    for model, machine in itertools.product(models_in(results), results.machines):
+        commit = results.builds(machine)[-1]
+        found = {w.device for w in results.samples[(machine, commit)] if w.model == model}
+        yield model, machine, commit, in_order(found, devices.NAMES)
 
 
 @dataclass(frozen=True)
@@ -175,23 +183,24 @@ def _speedups(
 
 def speedups(results: Results) -> list[Speedup]:
     """Each GPU device over cpu per model, machine (newest build) and kind."""
-    found: list[Speedup] = []
-    for model, machine in itertools.product(models_in(results), results.machines):
-        commit = results.builds(machine)[-1]
-        gpus = [d for d in _devices_in(results, machine, commit, model) if d != CPU]
-        found += _speedups(results, machine, commit, model, gpus)
-    return found
+    return [
+        speedup
+        for model, machine, commit, found in _newest(results)
+        for speedup in _speedups(results, machine, commit, model, [d for d in found if d != CPU])
+    ]
 
 
 def across_machines(results: Results) -> list[Point]:
-    """The same workload on every machine and device."""
-    found: list[Point] = []
-    for model, kind, machine in itertools.product(models_in(results), KINDS, results.machines):
-        commit = results.builds(machine)[-1]
-        for device in _devices_in(results, machine, commit, model):
-            if point := pick(results, machine, commit, kind, model, device):
-                found.append(point)
-    return found
+    """The same workload on every machine and device, by model and kind."""
+    points = [
+        point
+        for model, machine, commit, found in _newest(results)
+        for kind in KINDS
+        for device in found
+        if (point := pick(results, machine, commit, kind, model, device))
+    ]
+    rank = {model: i for i, model in enumerate(models_in(results))}
+    return sorted(points, key=lambda p: (rank[p.workload.model], KINDS.index(p.workload.kind)))
 
 
 def batch_curves(results: Results) -> dict[tuple[str, str, str, str], list[tuple[int, float]]]:
@@ -237,16 +246,6 @@ def build_changes(results: Results, timeline: Reader) -> list[Change]:
             if before and after:
                 found.append(Change(machine, old, new, step, after[0], before[1], after[1]))
     return found
-
-
-COMPILED = {
-    "training": "benchmark_compile.CompiledTraining",
-    "inference": "benchmark_compile.CompiledInference",
-}
-EAGER = {
-    kind: (f"{CLASSES[kind]}.{TIME}", f"benchmark_modern.Modern{kind.title()}.{TIME}")
-    for kind in KINDS
-}
 
 
 @dataclass(frozen=True)
@@ -306,41 +305,39 @@ Ratios = Callable[[Results, str, str], Iterable[tuple[str, str, str, float]]]
 def by_release(results_dir: Path, timeline: Reader, ratios: Ratios) -> list[ReleasePoint]:
     """Every build's ``ratios``, per Python (no one Python has wheels for the whole era)."""
     names = recorded.param_names(results_dir)
-    found = []
-    for python, each in sorted(recorded.load_each_python(results_dir, strict=False).items()):
-        results = _results(each, names)
-        for machine in each.machines:
-            for commit in each.builds(machine):
-                version, link = timeline.version(commit), timeline.link(commit)
-                date = each.dates.get(commit, 0)
-                found += [
-                    ReleasePoint(python, label, kind, model, version, date, link, ratio)
-                    for label, kind, model, ratio in ratios(results, machine, commit)
-                ]
-    return found
+    return [
+        ReleasePoint(
+            python, *row[:3], timeline.version(c), each.dates.get(c, 0), timeline.link(c), row[3]
+        )
+        for python, each in sorted(recorded.load_each_python(results_dir, strict=False).items())
+        for results in [_results(each, names)]
+        for machine in each.machines
+        for c in each.builds(machine)
+        for row in ratios(results, machine, c)
+    ]
 
 
 def speedup_by_release(results_dir: Path, timeline: Reader) -> list[ReleasePoint]:
     """Every build's mps speedup over cpu (seed batch, as in the speedup figure)."""
-
-    def speedup(
-        results: Results, machine: str, commit: str
-    ) -> Iterator[tuple[str, str, str, float]]:
-        for model in models_in(results):
-            for s in _speedups(results, machine, commit, model, [BY_RELEASE_DEVICE]):
-                yield machine, s.kind, model, s.ratio
-
-    return by_release(results_dir, timeline, speedup)
+    return by_release(
+        results_dir,
+        timeline,
+        lambda results, machine, commit: (
+            (machine, s.kind, model, s.ratio)
+            for model in models_in(results)
+            for s in _speedups(results, machine, commit, model, [BY_RELEASE_DEVICE])
+        ),
+    )
 
 
 def samples_per_joule(results_dir: Path, timeline: Reader) -> list[ReleasePoint]:
     """Every build's samples per joule at each model's seed batch."""
-
-    def per_joule(
-        results: Results, machine: str, commit: str
-    ) -> Iterator[tuple[str, str, str, float]]:
-        for step, joules in results.joules.get((machine, commit), {}).items():
-            if step.batch == seed_batch(step.model):
-                yield f"{machine} {step.device}", step.kind, step.model, step.batch / joules
-
-    return by_release(results_dir, timeline, per_joule)
+    return by_release(
+        results_dir,
+        timeline,
+        lambda results, machine, commit: (
+            (f"{machine} {step.device}", step.kind, step.model, step.batch / joules)
+            for step, joules in results.joules.get((machine, commit), {}).items()
+            if step.batch == seed_batch(step.model)
+        ),
+    )
