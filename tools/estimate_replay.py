@@ -25,6 +25,7 @@ import sys
 import tempfile
 from pathlib import Path
 from typing import Any
+from unittest import mock
 
 from mpsbench.core import asv, asv_saving
 from mpsbench.results import record, watch
@@ -80,54 +81,50 @@ def replay(
         float(first_line["at"]) - float(first_line["wall"]) - float(first_line.get("waited", 0.0))
     )
     clock.now -= passes[0][0]
-    real_time = watch.time
-    watch.time = clock
-    try:
-        with tempfile.TemporaryDirectory() as folder:
-            results = Path(folder) / "results"
-            results.mkdir()
-            machine = "replay"
-            if history is not None:
-                machine = str(json.loads(history.read_text().splitlines()[0])["machine"])
-                watch.trail(results).write_text(history.read_text())
-            watching = watch.Watch(steps, watch.Costs(results, machine), None)
-            plan = sum(estimate for _, _, estimate in watching._steps(steps, set()))
-            marks: list[tuple[int, float, float]] = []  # done, estimate, at
-            step_index, count, end = 0, 0, clock.now
-            for number, ((start_up, done, publish), again) in enumerate(zip(passes, kinds)):
-                begun = float(done[0]["at"]) - float(done[0]["wall"])
-                begun -= float(done[0].get("waited", 0.0)) + start_up
-                names = tuple(str(line["name"]) for line in done)
-                if again:
-                    watching.retry(names)
-                    waited = max(0.0, begun - clock.now)
-                    clock.now = begun
-                    watching.retry_waited(waited, False)
-                else:
-                    clock.now = max(clock.now, begun)
-                    watching.begin(steps[step_index])
-                    step_index += 1
-                scratch = Path(folder) / f"scratch{number}"
-                scratch.mkdir()
-                for line in done:
-                    at = float(line["at"])  # a pass's first started its wall before its end
-                    start = {"event": "start", "name": line["name"], "at": at - float(line["wall"])}
-                    start["waited"] = float(line.get("waited", 0.0))
-                    with open(scratch / asv_saving.EVENTS, "a") as out:
-                        out.write(json.dumps(start) + "\n" + json.dumps(line) + "\n")
-                    clock.now = at
-                    watching.poll(scratch)
-                    if not again:  # what its line said, before the record judged its value
-                        count += 1
-                        marks.append((count, watching.remaining(), at))
-                    if (str(line["name"]), at) in held:
-                        watching.hold([str(line["name"])])
-                if publish:
-                    clock.now += publish
-                    watching.publish(publish)
-                end = clock.now
-    finally:
-        watch.time = real_time
+    # the record run's clocks are the events' own
+    with mock.patch.object(watch, "time", clock), tempfile.TemporaryDirectory() as folder:
+        results = Path(folder) / "results"
+        results.mkdir()
+        machine = "replay"
+        if history is not None:
+            machine = str(json.loads(history.read_text().splitlines()[0])["machine"])
+            watch.trail(results).write_text(history.read_text())
+        watching = watch.Watch(steps, watch.Costs(results, machine), None)
+        plan = sum(estimate for _, _, estimate in watching._steps(steps, set()))
+        marks: list[tuple[int, float, float]] = []  # done, estimate, at
+        step_index, count, end = 0, 0, clock.now
+        for number, ((start_up, done, publish), again) in enumerate(zip(passes, kinds)):
+            begun = float(done[0]["at"]) - float(done[0]["wall"])
+            begun -= float(done[0].get("waited", 0.0)) + start_up
+            names = tuple(str(line["name"]) for line in done)
+            if again:
+                watching.retry(names)
+                waited = max(0.0, begun - clock.now)
+                clock.now = begun
+                watching.retry_waited(waited, False)
+            else:
+                clock.now = max(clock.now, begun)
+                watching.begin(steps[step_index])
+                step_index += 1
+            scratch = Path(folder) / f"scratch{number}"
+            scratch.mkdir()
+            for line in done:
+                at = float(line["at"])  # a pass's first started its wall before its end
+                start = {"event": "start", "name": line["name"], "at": at - float(line["wall"])}
+                start["waited"] = float(line.get("waited", 0.0))
+                with open(scratch / asv_saving.EVENTS, "a") as out:
+                    out.write(json.dumps(start) + "\n" + json.dumps(line) + "\n")
+                clock.now = at
+                watching.poll(scratch)
+                if not again:  # what its line said, before the record judged its value
+                    count += 1
+                    marks.append((count, watching.remaining(), at))
+                if (str(line["name"]), at) in held:
+                    watching.hold([str(line["name"])])
+            if publish:
+                clock.now += publish
+                watching.publish(publish)
+            end = clock.now
     began = float(first_line["at"]) - float(first_line["wall"]) - passes[0][0]
     return [(0, plan, end - began), *((n, left, end - at) for n, left, at in marks)]
 

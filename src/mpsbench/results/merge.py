@@ -2,7 +2,8 @@
 
 A differing incoming value is a conflict (or, with --replace, replaces it, audited first in
 DEST-replaced.jsonl); values no number of their unit and files that are links, malformed or filed
-under another build or machine are refused (docs/explanation/integrity.md). Exit: 0 clean, 1 not.
+under another build or machine are refused (docs/explanation/integrity.md). Exit status: 0 clean,
+1 a conflict, refusal or corrupt file, 2 a bad command.
 """
 
 from __future__ import annotations
