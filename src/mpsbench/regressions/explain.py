@@ -1,8 +1,7 @@
-"""mpsbench explain A B -b ROW: which ops inside one combination's step got slower from A to B.
+"""mpsbench explain A B -b ROW: which ops inside one combination's step got slower from build A to B.
 
-Fresh interleaved processes of each build profile the combination (profile_step.py); ops rank by the
-change in self time per step, set against the step's change without the profiler. What a profiler
-lacks is said, never filled in. Nothing is recorded."""
+Fresh interleaved processes of each build profile it (profile_step.py); ops rank by the change in
+self time per step, set against the step's change unprofiled. Nothing is recorded."""
 
 from __future__ import annotations
 
@@ -40,8 +39,6 @@ EXIT_STATUSES = """exit status:
 
 @dataclass(frozen=True)
 class Options:
-    """What explain measures with."""
-
     bench: str  # a regex naming ONE combination
     manifest: Path
     timeline: Path
@@ -57,17 +54,23 @@ class Options:
 
     @cached_property
     def measuring(self) -> fresh.Options:
-        """The fresh session's options, made once: asv.conf.json is read once."""
+        """Made once, so asv.conf.json is read once."""
         return fresh.Options(
-            self.bench, self.rounds, self.rounds, self.manifest, self.timeline, self.machine,
-            self.log, self.threads, self.suite_root,
-        )  # fmt: skip
+            self.bench,
+            self.rounds,
+            self.rounds,
+            self.manifest,
+            self.timeline,
+            self.machine,
+            self.log,
+            self.threads,
+            self.suite_root,
+        )
 
 
 @dataclass(frozen=True)
 class Op:
-    """One op or kernel of one build, per step: its calls (the median over the build's processes)
-    and self time (the fastest process's: contention only ever adds time)."""
+    """One op or kernel of a build per step: the median process's calls, the fastest's self time."""
 
     calls: float
     seconds: float
@@ -124,7 +127,7 @@ class Explained:
 def side(build: str, said: list[dict[str, Any]]) -> Side:
     """One build's processes' profiles (profile_step.py's JSON), per step."""
     first, basis = said[0], said[0]["basis"]
-    # by (kind, name), each process's calls, seconds and calls by shapes: 0 where it never ran it
+    # (kind, name) -> each process's [calls, seconds] and calls by shapes: 0 where it never ran it
     seen: dict[tuple[str, str], list[tuple[list[float], defaultdict[str, float]]]] = {}
     for number, process in enumerate(said):
         steps = process["calls"] * process["steps_per_call"]
@@ -187,27 +190,22 @@ def _short(name: str) -> str:
 
 
 def _table(found: list[Row], b: Side, top: int, what: str) -> list[str]:
-    lines = [
-        [
-            what,
-            *[
-                "calls/step A",
-                "B",
-                "us/call A",
-                "B",
-                "self ms/step A",
-                "B",
-                "change ms",
-                "% of step B",
-            ],
-        ]
+    header = [
+        "calls/step A",
+        "B",
+        "us/call A",
+        "B",
+        "self ms/step A",
+        "B",
+        "change ms",
+        "% of step B",
     ]
+    lines = [[what, *header]]
     shapes = []
     for row in found[:top]:
         ops = (row.before, row.after)
-        counted = (
-            ops if row.name != profile_step.OUTSIDE_OPS else (None, None)
-        )  # no calls of its own
+        # the time outside any op has no calls of its own
+        counted = (None, None) if row.name == profile_step.OUTSIDE_OPS else ops
         lines.append(
             [
                 _short(row.name),
@@ -383,7 +381,8 @@ def after_bisect(before: str, first: str, options: Options, bisected: float) -> 
     print(format_explained(found, options.top))
     path = keep(found, options)
     print(
-        f"timed apart: the bisection {bisected:.0f} s, explain {found.seconds:.0f} s; the table is kept in {path}"
+        f"timed apart: the bisection {bisected:.0f} s, explain {found.seconds:.0f} s; the table is"
+        f" kept in {path}"
     )
     return path
 

@@ -29,9 +29,9 @@ TIME_BUDGET_MINUTES = 20.0  # then undecided (exit 3), before a look it cannot r
 WORKDIR = Path(".asv/fresh")  # the derived config, its asv environment and listing
 # the step rows' minimum repeat: processes, not samples, carry the spread that decides
 SAMPLES = 10
-# a cpu row's (one step a sample) and a forked round's: a second of samples (docs/explanation/loop.md)
+# a cpu row's (a step a sample) and a forked round's: a second of samples (docs/explanation/loop.md)
 REPEAT_A_SECOND = (SAMPLES, 200, 1.0)
-# where a round forks from a warm parent: its A/A matched fresh interpreters' (docs/explanation/loop.md)
+# a round forks from a warm parent where its A/A matched fresh interpreters' (explanation/loop.md)
 FORKED_DEVICES = frozenset({"cuda"})
 ROUND_PROCESS = "MPSBENCH_ROUND_PROCESS"  # fork or spawn: to measure the choice
 
@@ -150,7 +150,7 @@ class Session:
             signal.signal(signal.SIGTERM, self._default_sigterm)  # type: ignore[arg-type]
 
     def _discover(self, commit: str) -> Path:
-        """asv's listing of the suite, once per suite code (params never depend on the build)."""
+        """asv's listing of the suite, once per suite code: params never depend on the build."""
         digest = hashlib.sha256()
         for folder in (self.benchmarks, self.root / "src"):
             for path in sorted(Path(folder).rglob("*.py")):
@@ -241,17 +241,16 @@ class Session:
     def rounds(
         self, builds: list[Named], most: int | None = None
     ) -> Generator[dict[str, list[float]], None, None]:
-        """Up to ``most`` rounds of one process per build; after each, every build's process times
-        (fastest samples) so far. The order reverses every other round, as asv's, so drift hits
+        """Up to ``most`` rounds of a process per build, yielding each build's process times
+        (fastest samples) so far; the order reverses every other round, as asv's, so drift hits
         all builds alike."""
-        new = [
-            self._servers.setdefault(b.name, self.server(b))
-            for b in builds
-            if b.name not in self._servers
-        ]
-        for server in new:  # all start at once, then are waited for
+        new = {
+            build.name: self.server(build) for build in builds if build.name not in self._servers
+        }
+        self._servers |= new
+        for server in new.values():  # all start at once, then are waited for
             server.start()
-        for server in new:
+        for server in new.values():
             server.ready()
         params = {"repeat": self.repeat, "rounds": self.max_rounds}  # asv run's -a
         times: dict[str, list[float]] = {build.name: [] for build in builds}
@@ -261,11 +260,11 @@ class Session:
             for build in builds if number % 2 else builds[::-1]:
                 server = self._servers[build.name]
                 said = server.round(number, params, ahead=not self.cpu_row and number < last)
-                result = said.get("result")
+                result, rc = said.get("result"), said.get("rc")
                 samples = result.get("samples") if isinstance(result, dict) else None
-                if said.get("rc") != 0 or not isinstance(samples, list) or not samples:
-                    why = f"exit status {said.get('rc')}" if said.get("rc") else "skipped (n/a)"
-                    why = "timed out" if said.get("rc") == servers.TIMED_OUT else why
+                if rc != 0 or not isinstance(samples, list) or not samples:
+                    why = f"exit status {rc}" if rc else "skipped (n/a)"
+                    why = "timed out" if rc == servers.TIMED_OUT else why
                     raise errors.UserError(
                         f"{self.combination} gave no value in round {number} for {build.name}"
                         f" ({why}): {server.tail()}"
@@ -276,7 +275,7 @@ class Session:
 
 
 def round_process(device: str | None, env: dict[str, str]) -> str:
-    """servers.FORK or servers.SPAWN for a row on ``device`` (None: none), ROUND_PROCESS overriding."""
+    """servers.FORK or SPAWN for a row on ``device`` (None: none); ROUND_PROCESS overrides."""
     asked = env.get(ROUND_PROCESS, "")
     if asked not in ("", servers.FORK, servers.SPAWN):
         raise errors.UserError(

@@ -1,8 +1,7 @@
-"""A build server: asv's environment python as ``python -S`` with ONE build on PYTHONPATH (the .pth
-switch skipped), running rounds of one combination through asv_runner; standard library and asv_runner only.
-    python -S serve_build.py BENCHMARK_DIR BENCHMARK_ID TORCH_DIR MODE REPLY_FD PARENT_PID
-MODE spawn runs one round and ends; fork forks a child a round from a warm parent (docs/explanation/loop.md).
-"""
+"""A build server: ``python -S serve_build.py BENCHMARK_DIR BENCHMARK_ID TORCH_DIR MODE REPLY_FD
+PARENT_PID`` in asv's environment, ONE build on PYTHONPATH, runs rounds of one combination through
+asv_runner (standard library and asv_runner only). MODE spawn: one round; fork: a child a round from
+a warm parent (docs/explanation/loop.md). Commands on stdin, replies to REPLY_FD: JSON lines."""
 
 from __future__ import annotations
 
@@ -100,8 +99,8 @@ def _round(
     reply: TextIO,
     asked: float | None = None,
 ) -> dict[str, Any]:
-    """One round as asv_runner's private ``run._run`` runs it (rc 1 and the traceback in the log if it
-    raised), stopped at ``timeout``; a forked one's (``asked``: when it was forked) says how long the fork took."""
+    """One round as asv_runner's private ``run._run`` runs it, stopped at ``timeout``; a forked
+    one's reply (``asked``: when it was forked) says how long the fork took."""
     from asv_runner.benchmarks.mark import SkipNotImplemented
     from asv_runner.discovery import get_benchmark_from_name
 
@@ -141,7 +140,8 @@ def _round(
     alarm.cancel()
     seconds = time.perf_counter() - started
     print(
-        f"serve_build: round {number} ended: status {rc} in {seconds:.2f} s (sampling {sampling:.2f} s)"
+        f"serve_build: round {number} ended: status {rc} in {seconds:.2f} s"
+        f" (sampling {sampling:.2f} s)"
     )
     said = {"round": number, "rc": rc, "result": result, "seconds": seconds, "sampling": sampling}
     return said | {"pid": os.getpid()} | ({} if asked is None else {"forked": started - asked})
