@@ -85,8 +85,8 @@ class Alert:
 def _alert(
     suite: Suite, found: recorded.Recorded, machine: str, row: recorded.Row, lineage: list[str]
 ) -> Alert | None:
-    """The row's alert if its newest build is slower: against the last good build where both hold
-    (it says more), else against the build before."""
+    """The row's alert: against the last good build where both hold (it says more), else the one
+    before."""
     unit = found.units.get(row.benchmark, "")
     measured = {b: value for b in lineage if (value := found.get(machine, b, row)) is not None}
     if len(measured) < 2:
@@ -193,7 +193,6 @@ def confirm(found: list[Alert], compare: Compare) -> list[Alert]:
 
 
 def _confirmed(raised: list[Alert]) -> str:
-    """How many of the raised alerts a fresh compare confirmed."""
     count = sum(alert.confirmed == "confirmed" for alert in raised)
     if not count:
         return "."
@@ -261,8 +260,8 @@ def markdown(alerts: list[Alert], compared: str) -> str:
 
 
 def check(suite: Suite, options: Options, compare: Compare | None = None) -> tuple[int, str]:
-    """:func:`find`, then :func:`confirm` with ``compare`` (--confirm: a fresh ``mpsbench
-    compare`` on this machine), printed; the exit status and the Markdown."""
+    """The alerts found, then confirmed with ``compare`` where asked, printed; the exit status and
+    the Markdown."""
     if options.confirm and len(options.machines) > 1:
         raise UserError(
             "--confirm measures on this machine: give at most one --machine, this machine's name"

@@ -274,7 +274,7 @@ def _profile(
     session: fresh.Session, builds: list[fresh.Named], options: Options
 ) -> dict[str, list[dict[str, Any]]]:
     """``options.rounds`` fresh processes per build, interleaved: each one's profile."""
-    # each build's server environment, as compare's, without starting a server
+    # each build placed as compare's servers are, none started
     made = {build.name: session.server(build) for build in builds}
     said: dict[str, list[dict[str, Any]]] = {build.name: [] for build in builds}
     total, started = options.rounds * len(builds), time.monotonic()
@@ -367,8 +367,8 @@ def stored_name(combination: str, old_commit: str, new_commit: str) -> str:
 
 
 def after_bisect(before: str, first: str, options: Options, bisected: float) -> Path | None:
-    """bisect's last part: the table of its first bad build against the build before, kept for the
-    site; what stops it is said in one line, and bisect's answer stands."""
+    """bisect's last part: its first bad build explained against the one before, kept for the site;
+    what stops it is said in one line, and bisect's answer stands."""
     print(
         f"\nexplaining {first} against {before}: mpsbench explain (--no-explain leaves it out)",
         flush=True,

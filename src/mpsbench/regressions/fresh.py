@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import itertools
 import json
@@ -156,12 +157,10 @@ class Session:
             for path in sorted(Path(folder).rglob("*.py")):
                 digest.update(str(path.relative_to(folder)).encode() + path.read_bytes())
         kept = self.root / WORKDIR / f"benchmarks-{digest.hexdigest()[:16]}.json"
-        try:
+        with contextlib.suppress(asv.AsvError):  # no environment yet
             asv.environment_python(self.config)
             if kept.is_file():
                 return kept
-        except asv.AsvError:  # no environment yet
-            pass
         hashes = self.scratch / "hashes"
         hashes.write_text(commit + "\n")
         command = [sys.executable, "-m", "asv", "run", "--config", str(self.config)]

@@ -37,12 +37,14 @@ def _site_without_switch() -> None:
     # a venv's own scheme: Debian's default, posix_local, is not a venv's
     names = sysconfig.get_scheme_names()
     scheme = "venv" if "venv" in names else ("nt" if os.name == "nt" else "posix_prefix")
-    purelib = sysconfig.get_paths(scheme, vars={"base": sys.prefix, "platbase": sys.exec_prefix})
-    known = set(sys.path) | {purelib["purelib"]}
-    sys.path.append(purelib["purelib"])
-    for name in sorted(os.listdir(purelib["purelib"])):
+    purelib = sysconfig.get_path(
+        "purelib", scheme, {"base": sys.prefix, "platbase": sys.exec_prefix}
+    )
+    known = set(sys.path) | {purelib}
+    sys.path.append(purelib)
+    for name in sorted(os.listdir(purelib)):
         if name.endswith(".pth") and name != PTH_NAME:
-            site.addpackage(purelib["purelib"], name, known)
+            site.addpackage(purelib, name, known)
 
 
 def _die_with(parent: int) -> None:
