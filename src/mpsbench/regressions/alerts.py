@@ -27,7 +27,17 @@ VERDICTS = {
     rule.Decision.UNCHANGED.exit_status: "not confirmed",
     rule.Decision.UNDECIDED.exit_status: "undecided",
 }
-COLUMNS = ["machine", "benchmark", "params", "old", "new", "new/old", "against", "why"]
+COLUMNS = [
+    "machine",
+    "benchmark",
+    "params",
+    "old",
+    "new",
+    "new/old",
+    "against",
+    "why",
+    "builds and PyTorch commits",
+]
 
 
 @dataclass(frozen=True)
@@ -233,9 +243,7 @@ def markdown(alerts: list[Alert], compared: str) -> str:
             f" newest build ({compared}), each judged by its own rule (docs/explanation/site.md"
             f" and instruments.md){_confirmed(mine)}"
         )
-        table = document.Table(
-            [*COLUMNS, "builds and PyTorch commits"], rows, ["slower"] * len(rows)
-        )
+        table = document.Table(COLUMNS, rows, ["slower"] * len(rows))
         bisect = (
             "Confirm and bisect: `mpsbench compare OLD NEW -b ROW`, then"
             " `mpsbench bisect GOOD BAD -b ROW` (README)."

@@ -63,6 +63,14 @@ def plan(torch: Any, device: str) -> Plan:
     return found
 
 
+def _device_us(event: Any) -> float:
+    """The event's self time on the device, named so since torch 2.4."""
+    for name in ("self_device_time_total", "self_cuda_time_total"):
+        if (value := getattr(event, name, None)) is not None:
+            return float(value)
+    return 0.0
+
+
 def rows(events: Any) -> list[dict[str, Any]]:
     """The events per op (or kernel) and input shapes: calls, self times summed and one call's
     median in microseconds (which holds where a loaded machine descheduled a few calls)."""
@@ -77,11 +85,7 @@ def rows(events: Any) -> list[dict[str, Any]]:
             ("op" if on_cpu else "kernel", name, str(shapes) if shapes else ""), ([], [])
         )
         cpu.append(float(event.self_cpu_time_total))
-        # the device's self time is named so since torch 2.4
-        on_device = getattr(event, "self_device_time_total", None)
-        device.append(
-            float(getattr(event, "self_cuda_time_total", 0.0) if on_device is None else on_device)
-        )
+        device.append(_device_us(event))
     return [
         {
             "name": name,
