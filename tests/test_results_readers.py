@@ -35,7 +35,7 @@ OTHER_JSON = {
     ("regressions/servers.py", "Server._reply"): "a benchmark server's reply line",
     (
         "regressions/serve_build.py",
-        "_run_round",
+        "_round",
     ): "a round's result, through JSON as asv_runner's file carries it",
     ("regressions/serve_build.py", "_forked_round"): "the forked round's reply line",
     ("regressions/serve_build.py", "main"): "compare's request lines",

@@ -1,10 +1,7 @@
-"""Alerts that hold up: each machine's newest build, row by row, against the build before it and
-the last good one.
-
-A build judged slower never becomes the baseline, so n1 n2 s1 s2 is still reported at s2 against
-n2; ``--confirm`` re-measures each alert on a timed row with a fresh ``mpsbench compare``
-(docs/explanation/site.md, "Alerts that hold up").
-"""
+"""Alerts that hold up: each machine's newest build, row by row, against the build before it and the
+last good one. A build judged slower never becomes the baseline (n1 n2 s1 s2 is reported at s2
+against n2); ``--confirm`` re-measures each timed alert with a fresh ``mpsbench compare``
+(docs/explanation/site.md, "Alerts that hold up")."""
 
 from __future__ import annotations
 
@@ -30,6 +27,17 @@ VERDICTS = {
     rule.Decision.UNCHANGED.exit_status: "not confirmed",
     rule.Decision.UNDECIDED.exit_status: "undecided",
 }
+COLUMNS = [
+    "machine",
+    "benchmark",
+    "params",
+    "old",
+    "new",
+    "new/old",
+    "against",
+    "why",
+    "builds and PyTorch commits",
+]
 
 
 @dataclass(frozen=True)
@@ -71,9 +79,8 @@ class Alert:
         return f"{self.judgement.ratio:.3f}" if self.judgement.slower else self.judgement.label
 
     def values(self) -> tuple[str, str]:
-        if self.unit == "seconds":
-            return f"{self.old_value * 1e3:.4g} ms", f"{self.new_value * 1e3:.4g} ms"
-        return f"{self.old_value:.4g} {self.unit}", f"{self.new_value:.4g} {self.unit}"
+        scale, unit = (1e3, "ms") if self.unit == "seconds" else (1, self.unit)
+        return f"{self.old_value * scale:.4g} {unit}", f"{self.new_value * scale:.4g} {unit}"
 
     def line(self) -> str:
         old, new = self.values()
@@ -85,33 +92,36 @@ class Alert:
         )
 
 
-def _row_alert(
-    found: recorded.Recorded,
-    thresholds: dict[str, float],
-    machine: str,
-    row: recorded.Row,
-    lineage: list[str],
-) -> tuple[str, str, rule.Judgement] | None:
-    """(old build, against, judgement) if the row's newest build is slower: against the last
-    good build where both hold (it says more)."""
+def _alert(
+    suite: Suite, found: recorded.Recorded, machine: str, row: recorded.Row, lineage: list[str]
+) -> Alert | None:
+    """The row's alert: against the last good build where both hold (it says more), else the one
+    before."""
     unit = found.units.get(row.benchmark, "")
     measured = {b: value for b in lineage if (value := found.get(machine, b, row)) is not None}
-    builds = list(measured)
-    if len(builds) < 2:
+    if len(measured) < 2:
         return None
 
     def judge(old: str, new: str) -> rule.Judgement:
-        return rule.judge(thresholds, row.entry, unit, measured[old], measured[new])
+        return rule.judge(suite.conf.thresholds, row.entry, unit, measured[old], measured[new])
 
-    good = builds[0]
-    for build in builds[1:-1]:  # the last build not flagged before the newest
+    *older, new = measured
+    good, previous = older[0], older[-1]
+    for build in older[1:]:  # the last build not flagged before the newest
         if not judge(good, build).regressed:
             good = build
-    newest, previous = builds[-1], builds[-2]
-    if good != previous and (to_good := judge(good, newest)).regressed:
-        return good, LAST_GOOD, to_good
-    to_previous = judge(previous, newest)
-    return (previous, PREVIOUS, to_previous) if to_previous.regressed else None
+    if good != previous and (judgement := judge(good, new)).regressed:
+        old, against = good, LAST_GOOD
+    elif (judgement := judge(previous, new)).regressed:
+        old, against = previous, PREVIOUS
+    else:
+        return None
+    try:
+        upstream = suite.upstream_range(old, new)
+    except UserError:  # a build the manifest does not name
+        upstream = f"timeline commits {old[:12]}..{new[:12]} (not both in the manifest)"
+    values = measured[old].value, measured[new].value
+    return Alert(machine, row, unit, old, new, against, *values, judgement, upstream)
 
 
 def find(suite: Suite, options: Options) -> list[Alert]:
@@ -141,71 +151,39 @@ def find(suite: Suite, options: Options) -> list[Alert]:
                 " timeline generate"
             )
         for row in sorted(found.values[(machine, new)], key=lambda r: r.entry):
-            if not (slower := _row_alert(found, suite.conf.thresholds, machine, row, lineage)):
-                continue
-            old, against, judgement = slower
-            try:
-                upstream = suite.upstream_range(old, new)
-            except UserError:  # a build the manifest does not name
-                upstream = f"timeline commits {old[:12]}..{new[:12]} (not both in the manifest)"
-            alerts.append(
-                Alert(
-                    machine,
-                    row,
-                    found.units.get(row.benchmark, ""),
-                    old,
-                    new,
-                    against,
-                    found.values[(machine, old)][row].value,
-                    found.values[(machine, new)][row].value,
-                    judgement,
-                    upstream,
-                )
-            )
+            if alert := _alert(suite, found, machine, row, lineage):
+                alerts.append(alert)
     return sorted(alerts, key=lambda a: (-a.judgement.ratio, a.machine, a.row.entry))
 
 
-def _mpsbench(what: str, arguments: list[str]) -> int:
-    print(f"mpsbench alert: {what}: mpsbench {' '.join(arguments)}", flush=True)
-    # this interpreter runs the module: no console script need sit beside it (pip --target, conda)
-    return subprocess.run(
-        [sys.executable, "-m", "mpsbench.cli", *arguments], check=False
-    ).returncode
-
-
 def compare_command(suite: Suite, machine: str | None = None) -> Compare:
-    """``mpsbench compare OLD NEW -b BENCH`` as a command on the same suite and machine; a
-    confirmed alert is then explained (``mpsbench explain --keep``) where the site links it."""
+    """``mpsbench compare OLD NEW -b BENCH`` on the same suite and machine; a confirmed alert is
+    then explained (``mpsbench explain --keep``) where the site links it."""
+
+    def mpsbench(what: str, arguments: list[str]) -> int:
+        print(f"mpsbench alert: {what}: mpsbench {' '.join(arguments)}", flush=True)
+        # this interpreter runs the module: no console script need sit beside it (pip --target)
+        command = [sys.executable, "-m", "mpsbench.cli", *arguments]
+        return subprocess.run(command, check=False).returncode
 
     def run_compare(old: str, new: str, benchmark: str) -> int:
-        files = ["--manifest", str(suite.manifest_path), "--timeline", str(suite.timeline_path)]
-        arguments = [
-            old,
-            new,
-            "-b",
-            benchmark,
-            *files,
-            *(["--machine", machine] if machine else []),
-        ]
-        status = _mpsbench("confirming", ["compare", *arguments])
+        arguments = [old, new, "-b", benchmark, "--manifest", str(suite.manifest_path)]
+        arguments += ["--timeline", str(suite.timeline_path)]
+        arguments += ["--machine", machine] if machine else []
+        status = mpsbench("confirming", ["compare", *arguments])
         if status == rule.Decision.SLOWER.exit_status:
-            _mpsbench("explaining", ["explain", *arguments, "--keep"])  # its table, or its line
+            mpsbench("explaining", ["explain", *arguments, "--keep"])  # its table, or its line
         return status
 
     return run_compare
 
 
-def remeasurable(row: recorded.Row) -> bool:
-    """Whether ``mpsbench compare`` can measure the row again: only asv's time_ and timeraw_
-    benchmarks give timed samples; a track_ row returns one value."""
-    return row.benchmark.rpartition(".")[2].startswith(("time_", "timeraw_"))
-
-
 def confirm(found: list[Alert], compare: Compare) -> list[Alert]:
-    """Each alert with a fresh compare's verdict; one compare cannot measure is kept as recorded."""
+    """Each alert with a fresh compare's verdict; a row compare cannot measure (only asv's time_
+    and timeraw_ rows give timed samples) is kept as recorded."""
     confirmed = []
     for alert in found:
-        if not remeasurable(alert.row):
+        if not alert.row.benchmark.rpartition(".")[2].startswith(("time_", "timeraw_")):
             print(
                 f"mpsbench alert: not confirming {alert.row.entry} on {alert.machine}: mpsbench"
                 " compare re-measures only timed rows (time_*), and this one returns a value"
@@ -225,7 +203,6 @@ def confirm(found: list[Alert], compare: Compare) -> list[Alert]:
 
 
 def _confirmed(raised: list[Alert]) -> str:
-    """How many of the raised alerts a fresh compare confirmed."""
     count = sum(alert.confirmed == "confirmed" for alert in raised)
     if not count:
         return "."
@@ -237,22 +214,15 @@ def _confirmed(raised: list[Alert]) -> str:
     )
 
 
-COLUMNS = ["machine", "benchmark", "params", "old", "new", "new/old", "against", "why"]
-
-
 def markdown(alerts: list[Alert], compared: str) -> str:
     """The alerts as a Markdown document, for an issue body or a job summary."""
     raised = [alert for alert in alerts if alert.raised]
     sections = []
-    for title, mine, what in (
-        ("Slower", [a for a in raised if a.judgement.slower], "are slower"),
-        (
-            "Wrong results",
-            [a for a in raised if not a.judgement.slower],
-            "compute past their tolerance, or no longer repeat bit for bit,",
-        ),
+    for title, slower, what in (
+        ("Slower", True, "are slower"),
+        ("Wrong results", False, "compute past their tolerance, or no longer repeat bit for bit,"),
     ):
-        if not mine:
+        if not (mine := [a for a in raised if a.judgement.slower == slower]):
             continue
         rows: list[list[document.Cell]] = [
             [
@@ -273,9 +243,7 @@ def markdown(alerts: list[Alert], compared: str) -> str:
             f" newest build ({compared}), each judged by its own rule (docs/explanation/site.md"
             f" and instruments.md){_confirmed(mine)}"
         )
-        table = document.Table(
-            [*COLUMNS, "builds and PyTorch commits"], rows, ["slower"] * len(rows)
-        )
+        table = document.Table(COLUMNS, rows, ["slower"] * len(rows))
         bisect = (
             "Confirm and bisect: `mpsbench compare OLD NEW -b ROW`, then"
             " `mpsbench bisect GOOD BAD -b ROW` (README)."
@@ -300,8 +268,8 @@ def markdown(alerts: list[Alert], compared: str) -> str:
 
 
 def check(suite: Suite, options: Options, compare: Compare | None = None) -> tuple[int, str]:
-    """:func:`find`, then :func:`confirm` with ``compare`` (--confirm: a fresh ``mpsbench
-    compare`` on this machine), printed; the exit status and the Markdown."""
+    """The alerts found, then confirmed with ``compare`` where asked, printed; the exit status and
+    the Markdown."""
     if options.confirm and len(options.machines) > 1:
         raise UserError(
             "--confirm measures on this machine: give at most one --machine, this machine's name"

@@ -1,9 +1,7 @@
 """mpsbench explain A B -b ROW: which ops inside one combination's step got slower from build A to B.
 
-Fresh processes of each build, interleaved, profile the combination (profile_step.py). The table
-ranks ops by the change in self time per step (the device's kernel time where the profiler sees the
-device, else the cpu's) and sets their sum against the step's change without the profiler; what a
-profiler lacks is said, never filled in. Nothing is recorded."""
+Fresh interleaved processes of each build profile it (profile_step.py); ops rank by the change in
+self time per step, set against the step's change unprofiled. Nothing is recorded."""
 
 from __future__ import annotations
 
@@ -21,10 +19,9 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
-from mpsbench.builds import timeline
-from mpsbench.core import asv, progress, text
+from mpsbench.core import progress, text
 from mpsbench.core.errors import UserError
-from mpsbench.regressions import compare, fresh, profile_step, servers
+from mpsbench.regressions import compare, fresh, profile_step
 
 log = progress.logger(__name__)
 SCRIPT = Path(profile_step.__file__)
@@ -42,8 +39,6 @@ EXIT_STATUSES = """exit status:
 
 @dataclass(frozen=True)
 class Options:
-    """What explain measures with."""
-
     bench: str  # a regex naming ONE combination
     manifest: Path
     timeline: Path
@@ -59,7 +54,7 @@ class Options:
 
     @cached_property
     def measuring(self) -> fresh.Options:
-        """The fresh session's options, made once: asv.conf.json is read once."""
+        """Made once, so asv.conf.json is read once."""
         return fresh.Options(
             self.bench,
             self.rounds,
@@ -75,8 +70,7 @@ class Options:
 
 @dataclass(frozen=True)
 class Op:
-    """One op or kernel of one build, per step: its calls (the median over the build's processes)
-    and self time (the fastest process's: contention only ever adds time)."""
+    """One op or kernel of a build per step: the median process's calls, the fastest's self time."""
 
     calls: float
     seconds: float
@@ -130,36 +124,29 @@ class Explained:
         return sum(row.change for row in self.ops)
 
 
-Seen = tuple[float, float, dict[str, float]]  # a process's calls, seconds, shapes per step
-
-
 def side(build: str, said: list[dict[str, Any]]) -> Side:
     """One build's processes' profiles (profile_step.py's JSON), per step."""
-    first = said[0]
-    basis = first["basis"]
-    seen: dict[tuple[str, str], list[Seen]] = defaultdict(list)
-    for process in said:
+    first, basis = said[0], said[0]["basis"]
+    # (kind, name) -> each process's [calls, seconds] and calls by shapes: 0 where it never ran it
+    seen: dict[tuple[str, str], list[tuple[list[float], defaultdict[str, float]]]] = {}
+    for number, process in enumerate(said):
         steps = process["calls"] * process["steps_per_call"]
-        totals: dict[tuple[str, str], list[float]] = defaultdict(lambda: [0.0, 0.0])
-        shapes: dict[tuple[str, str], dict[str, float]] = defaultdict(lambda: defaultdict(float))
         for row in process["rows"]:
-            key, calls = (row["kind"], row["name"]), row["calls"] / steps
-            totals[key][0] += calls
-            totals[key][1] += calls * row[f"{basis}_us_median"] * 1e-6
-            shapes[key][row["shapes"]] += calls
-        for key, (calls, seconds) in totals.items():
-            seen[key].append((calls, seconds, dict(shapes[key])))
-
-    def per_step(kind: str) -> dict[str, Op]:
-        found = {}
-        for (each, name), runs in seen.items():
-            if each == kind:  # a process that never ran it ran it 0 times
-                runs = runs + [(0.0, 0.0, {})] * (len(said) - len(runs))
-                found[name] = Op(
-                    statistics.median(c for c, _, _ in runs), min(s for _, s, _ in runs), runs[0][2]
-                )
-        return found
-
+            runs = seen.setdefault(
+                (row["kind"], row["name"]), [([0.0, 0.0], defaultdict(float)) for _ in said]
+            )
+            totals, shapes = runs[number]
+            calls = row["calls"] / steps
+            totals[0] += calls
+            totals[1] += calls * row[f"{basis}_us_median"] * 1e-6
+            shapes[row["shapes"]] += calls
+    per_step: dict[str, dict[str, Op]] = {"op": {}, "kernel": {}}
+    for (kind, name), runs in seen.items():
+        per_step[kind][name] = Op(
+            statistics.median(totals[0] for totals, _ in runs),
+            min(totals[1] for totals, _ in runs),
+            dict(next(shapes for _, shapes in runs if shapes)),
+        )
     return Side(
         build,
         first["torch"],
@@ -168,18 +155,19 @@ def side(build: str, said: list[dict[str, Any]]) -> Side:
         min(p["call_seconds"] / p["steps_per_call"] for p in said),
         min(p["profiled_call_seconds"] / p["steps_per_call"] for p in said),
         len(said),
-        per_step("op"),
-        per_step("kernel") if basis == "device" else {},  # apart: the ops' device times hold them
+        per_step["op"],
+        per_step["kernel"] if basis == "device" else {},  # apart: the ops' device times hold them
         list(first["missing"]),
     )
 
 
-def rows(before: dict[str, Op], after: dict[str, Op]) -> list[Row]:
-    found = [Row(name, before.get(name), after.get(name)) for name in before.keys() | after.keys()]
-    return sorted(found, key=lambda row: (-row.change, row.name))
-
-
 def diff(combination: str, a: Side, b: Side) -> Explained:
+    def rows(before: dict[str, Op], after: dict[str, Op]) -> list[Row]:
+        found = [
+            Row(name, before.get(name), after.get(name)) for name in before.keys() | after.keys()
+        ]
+        return sorted(found, key=lambda row: (-row.change, row.name))
+
     notes = []
     if a.basis != b.basis:  # the profile rows then hold cpu times on both sides
         notes.append(
@@ -202,25 +190,22 @@ def _short(name: str) -> str:
 
 
 def _table(found: list[Row], b: Side, top: int, what: str) -> list[str]:
-    lines = [
-        [
-            what,
-            "calls/step A",
-            "B",
-            "us/call A",
-            "B",
-            "self ms/step A",
-            "B",
-            "change ms",
-            "% of step B",
-        ]
+    header = [
+        "calls/step A",
+        "B",
+        "us/call A",
+        "B",
+        "self ms/step A",
+        "B",
+        "change ms",
+        "% of step B",
     ]
+    lines = [[what, *header]]
+    shapes = []
     for row in found[:top]:
+        ops = (row.before, row.after)
         # the time outside any op has no calls of its own
-        counted = [
-            op if op and row.name != profile_step.OUTSIDE_OPS else None
-            for op in (row.before, row.after)
-        ]
+        counted = (None, None) if row.name == profile_step.OUTSIDE_OPS else ops
         lines.append(
             [
                 _short(row.name),
@@ -229,32 +214,26 @@ def _table(found: list[Row], b: Side, top: int, what: str) -> list[str]:
                     f"{op.seconds / op.calls * 1e6:.1f}" if op and op.calls else "-"
                     for op in counted
                 ),
-                *(_ms(op.seconds) if op else "-" for op in (row.before, row.after)),
+                *(_ms(op.seconds) if op else "-" for op in ops),
                 f"{row.change * 1e3:+.3f}",
                 f"{100 * row.after.seconds / b.step:.1f}" if row.after else "-",
             ]
         )
-    shown = [text.table(lines)]
-    for row in found[:top]:
-        shown += [f"  {_short(row.name)} shapes: {said}" for said in _shapes(row)]
+        # the input shapes whose calls per step differ, the largest difference first
+        before, after = (op.shapes if op else {} for op in ops)
+        changed = [
+            (after.get(s, 0.0) - before.get(s, 0.0), s) for s in before.keys() | after.keys() if s
+        ]
+        changed = sorted((c for c in changed if abs(c[0]) > 1e-9), key=lambda c: (-abs(c[0]), c[1]))
+        shapes += [
+            f"  {_short(row.name)} shapes: {shape} {_calls(before.get(shape, 0.0))} ->"
+            f" {_calls(after.get(shape, 0.0))} a step"
+            for _, shape in changed[:SHAPES_SHOWN]
+        ]
     if rest := found[top:]:
         change = sum(row.change for row in rest) * 1e3
-        shown.append(f"  ... {len(rest)} more {what}s: {change:+.3f} ms/step together")
-    return shown
-
-
-def _shapes(row: Row) -> list[str]:
-    """The input shapes whose calls per step differ, the largest difference first."""
-    before = row.before.shapes if row.before else {}
-    after = row.after.shapes if row.after else {}
-    changes = (
-        (after.get(s, 0.0) - before.get(s, 0.0), s) for s in before.keys() | after.keys() if s
-    )
-    changed = sorted((c for c in changes if abs(c[0]) > 1e-9), key=lambda c: (-abs(c[0]), c[1]))
-    return [
-        f"{shape} {_calls(before.get(shape, 0.0))} -> {_calls(after.get(shape, 0.0))} a step"
-        for _, shape in changed[:SHAPES_SHOWN]
-    ]
+        shapes.append(f"  ... {len(rest)} more {what}s: {change:+.3f} ms/step together")
+    return [text.table(lines), *shapes]
 
 
 def format_explained(found: Explained, top: int = TOP) -> str:
@@ -283,65 +262,40 @@ def format_explained(found: Explained, top: int = TOP) -> str:
         f" {left * 1e3:+.3f} ms{share}",
         f"step under the profiler: A {_ms(a.profiled_step)} ms, B {_ms(b.profiled_step)} ms (its"
         " own cost included)",
+        *(f"missing in {s.build} (torch {s.torch}): {said}" for s in (a, b) for said in s.missing),
+        *found.notes,
     ]
-    lines += [
-        f"missing in {s.build} (torch {s.torch}): {said}" for s in (a, b) for said in s.missing
-    ]
-    lines += found.notes
     if found.seconds:
         lines.append(f"explained in {found.seconds:.0f} s")
     return "\n".join(lines)
-
-
-def _run_one(command: list[str], env: dict[str, str], log_path: Path | None) -> tuple[str, int]:
-    """The process's output and exit status, appended to the log."""
-    try:
-        done = subprocess.run(
-            command, capture_output=True, text=True, env=env, timeout=PROCESS_TIMEOUT
-        )
-        output, rc = done.stdout + done.stderr, done.returncode
-    except subprocess.TimeoutExpired:
-        output, rc = f"timed out after {PROCESS_TIMEOUT:.0f} s", -1
-    if log_path is not None:
-        with open(log_path, "a") as handle:
-            handle.write(f"$ {' '.join(command)}\n{output}\n")
-    return output, rc
 
 
 def _profile(
     session: fresh.Session, builds: list[fresh.Named], options: Options
 ) -> dict[str, list[dict[str, Any]]]:
     """``options.rounds`` fresh processes per build, interleaved: each one's profile."""
-    python = asv.environment_python(session.config)
-    reader = timeline.Reader(session.timeline)
-    benchmark_id = session.key if session.index < 0 else f"{session.key}-{session.index}"
-    assert benchmark_id is not None
-    placed = {
-        build.name: servers.place(
-            python, reader.build(build.commit), session.root / "src", session.scratch, session.env
-        )
-        for build in builds
-    }
-    # each build's server environment, as compare's, without starting a server
-    envs = {
-        name: servers.Server(
-            python, at, session.benchmarks, benchmark_id, session.env, session.scratch
-        ).env
-        for name, at in placed.items()
-    }
+    # each build placed as compare's servers are, none started
+    made = {build.name: session.server(build) for build in builds}
     said: dict[str, list[dict[str, Any]]] = {build.name: [] for build in builds}
     total, started = options.rounds * len(builds), time.monotonic()
     for number in range(options.rounds):
         for build in builds if number % 2 == 0 else builds[::-1]:
             out = session.scratch / f"profile-{build.name.replace('@', '-')}-{number}.json"
-            command = [str(python), "-S", str(SCRIPT), str(session.benchmarks), benchmark_id]
-            command += [
-                placed[build.name].torch_dir,
-                str(out),
-                str(options.calls),
-                str(os.getpid()),
-            ]
-            output, rc = _run_one(command, envs[build.name], options.log)
+            python, _, _, benchmarks, benchmark_id, torch_dir, _ = made[build.name].command
+            command = [python, "-S", str(SCRIPT), benchmarks, benchmark_id, torch_dir, str(out)]
+            command += [str(options.calls), str(os.getpid())]
+            try:
+                done = subprocess.run(
+                    command,
+                    capture_output=True,
+                    text=True,
+                    env=made[build.name].env,
+                    timeout=PROCESS_TIMEOUT,
+                )
+                output, rc = done.stdout + done.stderr, done.returncode
+            except subprocess.TimeoutExpired:
+                output, rc = f"timed out after {PROCESS_TIMEOUT:.0f} s", -1
+            fresh.log_output(options.log, command, output)
             found: dict[str, Any] = (
                 json.loads(out.read_text()) if out.is_file() else {"error": f"exit status {rc}"}
             )
@@ -355,8 +309,8 @@ def _profile(
             count, elapsed = sum(map(len, said.values())), time.monotonic() - started
             log.info(
                 f"process {count}/{total} ({build.name}): a step"
-                f" {found['call_seconds'] / found['steps_per_call'] * 1e3:.2f} ms; {elapsed:.0f} s so"
-                f" far, ~{elapsed / count * (total - count):.0f} s left"
+                f" {found['call_seconds'] / found['steps_per_call'] * 1e3:.2f} ms; {elapsed:.0f} s"
+                f" so far, ~{elapsed / count * (total - count):.0f} s left"
             )
     return said
 
@@ -408,15 +362,13 @@ def stored(results: Path) -> Path:
 
 def stored_name(combination: str, old_commit: str, new_commit: str) -> str:
     """A kept table's file name, which the site finds by the same three."""
-    return (
-        hashlib.sha256(f"{combination}\0{old_commit}\0{new_commit}".encode()).hexdigest()[:20]
-        + ".txt"
-    )
+    named = f"{combination}\0{old_commit}\0{new_commit}".encode()
+    return hashlib.sha256(named).hexdigest()[:20] + ".txt"
 
 
 def after_bisect(before: str, first: str, options: Options, bisected: float) -> Path | None:
-    """bisect's last part: the table of its first bad build against the build before, kept
-    for the site; what stops it is said in one line, and bisect's answer stands."""
+    """bisect's last part: its first bad build explained against the one before, kept for the site;
+    what stops it is said in one line, and bisect's answer stands."""
     print(
         f"\nexplaining {first} against {before}: mpsbench explain (--no-explain leaves it out)",
         flush=True,
@@ -429,7 +381,8 @@ def after_bisect(before: str, first: str, options: Options, bisected: float) -> 
     print(format_explained(found, options.top))
     path = keep(found, options)
     print(
-        f"timed apart: the bisection {bisected:.0f} s, explain {found.seconds:.0f} s; the table is kept in {path}"
+        f"timed apart: the bisection {bisected:.0f} s, explain {found.seconds:.0f} s; the table is"
+        f" kept in {path}"
     )
     return path
 

@@ -1,9 +1,10 @@
-"""Measure builds afresh, never into the recorded results: each build through its own build server (servers.py),
-rounds interleaved across builds, until the caller has decided (docs/explanation/the-rule.md).
-"""
+"""Measure builds afresh, never into the recorded results: each build through its own build server
+(servers.py), rounds interleaved across builds, until the caller has decided
+(docs/explanation/the-rule.md)."""
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import itertools
 import json
@@ -25,14 +26,13 @@ from mpsbench.core import asv, asvconf, errors, files, progress, settings
 from mpsbench.regressions import rule, servers, verdict
 
 log = progress.logger(__name__)
-# then undecided (exit 3), before a look it cannot reach in time
-TIME_BUDGET_MINUTES = 20.0
+TIME_BUDGET_MINUTES = 20.0  # then undecided (exit 3), before a look it cannot reach in time
 WORKDIR = Path(".asv/fresh")  # the derived config, its asv environment and listing
 # the step rows' minimum repeat: processes, not samples, carry the spread that decides
 SAMPLES = 10
-# a cpu row's (one step a sample) and a forked round's: a second of samples (docs/explanation/loop.md)
+# a cpu row's (a step a sample) and a forked round's: a second of samples (docs/explanation/loop.md)
 REPEAT_A_SECOND = (SAMPLES, 200, 1.0)
-# where a round forks from a warm parent: its A/A matched fresh interpreters' (docs/explanation/loop.md)
+# a round forks from a warm parent where its A/A matched fresh interpreters' (explanation/loop.md)
 FORKED_DEVICES = frozenset({"cuda"})
 ROUND_PROCESS = "MPSBENCH_ROUND_PROCESS"  # fork or spawn: to measure the choice
 
@@ -69,6 +69,13 @@ def lineage(manifest: mf.Manifest, name: str) -> list[str]:
     return (lineage(manifest, channel.parent) if channel.parent else []) + own
 
 
+def log_output(log: Path | None, command: list[str], output: str) -> None:
+    """A process's command line and output, appended to ``--log``."""
+    if log is not None:
+        with open(log, "a") as handle:
+            handle.write(f"$ {' '.join(command)}\n{output}\n")
+
+
 @dataclass(frozen=True)
 class Options:
     """What compare and bisect measure with (cli.py declares the options)."""
@@ -91,14 +98,12 @@ class Options:
 
 
 class Session:
-    """Fresh processes of one combination for chosen builds."""
+    """Fresh processes of one combination for chosen builds; :meth:`check_bench` comes first."""
 
     def __init__(self, args: Options, builds: list[Named]) -> None:
         root = self.root = args.suite_root or asvconf.ROOT
-        conf = args.conf
-        self.benchmarks, self.thresholds = conf.benchmarks, conf.thresholds
-        self.timeline = args.timeline.resolve()
-        self.bench, self.log = args.bench, args.log
+        self.benchmarks, self.thresholds = args.conf.benchmarks, args.conf.thresholds
+        self.timeline, self.bench, self.log = args.timeline.resolve(), args.bench, args.log
         self.min_rounds, self.max_rounds = args.min_rounds, args.max_rounds
         self.minutes, self.deadline = args.minutes, time.monotonic() + args.minutes * 60
         self.machine = args.machine or machine.write()[0]
@@ -107,25 +112,17 @@ class Session:
         busy = " or, for a cpu row on a busy machine, --threads 1"
         self.quieter = verdict.QUIETER + ("" if args.threads else busy)
         self._default_sigterm: object = None
-        # check_bench (always first) sets these
         self.key: str | None = None
-        self.index = -1
-        self.combination = ""
-        self.cpu_row = False
-        self.mode = servers.SPAWN
+        self.index, self.combination, self.cpu_row, self.mode = -1, "", False, servers.SPAWN
         self.repeat: int | tuple[int, int, float] = SAMPLES
         self._servers: dict[str, servers.Server] = {}  # by build, for the whole command
         self.samples: dict[str, int] = {}  # by build, this pass's
-        self._reader = timeline.Reader(self.timeline)
         self.scratch = Path(tempfile.mkdtemp(prefix="mpsbench-fresh-"))
         self.env[asv.RUN_BUILDS] = str(self.scratch / "hashes")
         channels = sorted({build.name.partition("@")[0] for build in builds})
         try:
-            self.config = conf.derive(
-                (root / WORKDIR).resolve(),
-                self.timeline,
-                channels,
-                self.scratch / "results",
+            self.config = args.conf.derive(
+                (root / WORKDIR).resolve(), self.timeline, channels, self.scratch / "results"
             )
         except BaseException:
             shutil.rmtree(self.scratch, ignore_errors=True)
@@ -134,7 +131,6 @@ class Session:
     @property
     def factor(self) -> float:
         """The combination's regression factor (rule.py)."""
-        assert self.key is not None
         return rule.factor(self.thresholds, self.combination)
 
     def __enter__(self) -> Session:
@@ -149,60 +145,41 @@ class Session:
             for server in self._servers.values():
                 server.stop()
             for server in self._servers.values():
-                self._keep(server.command, server.log.read_text(errors="replace"))
+                log_output(self.log, server.command, server.log.read_text(errors="replace"))
         finally:
             shutil.rmtree(self.scratch, ignore_errors=True)
             signal.signal(signal.SIGTERM, self._default_sigterm)  # type: ignore[arg-type]
 
-    def _keep(self, command: list[str], output: str) -> None:
-        if self.log is not None:
-            with open(self.log, "a") as handle:
-                handle.write(f"$ {' '.join(command)}\n{output}\n")
-
     def _discover(self, commit: str) -> Path:
-        """asv's listing of the suite, once per suite code (params never depend on the build)."""
+        """asv's listing of the suite, once per suite code: params never depend on the build."""
         digest = hashlib.sha256()
         for folder in (self.benchmarks, self.root / "src"):
             for path in sorted(Path(folder).rglob("*.py")):
                 digest.update(str(path.relative_to(folder)).encode() + path.read_bytes())
         kept = self.root / WORKDIR / f"benchmarks-{digest.hexdigest()[:16]}.json"
-        try:
+        with contextlib.suppress(asv.AsvError):  # no environment yet
             asv.environment_python(self.config)
             if kept.is_file():
                 return kept
-        except asv.AsvError:  # no environment yet
-            pass
         hashes = self.scratch / "hashes"
         hashes.write_text(commit + "\n")
-        command = [
-            sys.executable,
-            "-m",
-            "asv",
-            "run",
-            "--config",
-            str(self.config),
-            "--machine",
-        ]
-        command += [
-            self.machine,
-            "--bench",
-            "just-discover",
-            "--show-stderr",
-            f"HASHFILE:{hashes}",
-        ]
+        command = [sys.executable, "-m", "asv", "run", "--config", str(self.config)]
+        command += ["--machine", self.machine, "--bench", "just-discover", "--show-stderr"]
+        command.append(f"HASHFILE:{hashes}")
         # asv installs the build into WORKDIR's environment: one command at a time
         lock = self.root / WORKDIR / "env"
         lock.parent.mkdir(parents=True, exist_ok=True)
         said = f"waiting for another compare or bisect in {self.root}"
         with files.lock(lock, waiting=lambda: log.info(said)):
             done = subprocess.run(command, capture_output=True, text=True, env=self.env)
-        self._keep(command, done.stdout + done.stderr)
+        printed = done.stdout + done.stderr
+        log_output(self.log, command, printed)
         listing = self.scratch / "results" / "benchmarks.json"
         if done.returncode != 0 or not listing.is_file():
-            printed = (done.stdout + done.stderr).strip().splitlines()
-            tail = [line.strip() for line in printed if "mpsbench: error:" in line][:1]
+            lines = printed.strip().splitlines()
+            tail = [line.strip() for line in lines if "mpsbench: error:" in line][:1] or lines[-3:]
             raise errors.UserError(
-                f"asv could not discover the suite for {commit[:12]}: {' | '.join(tail or printed[-3:])}"
+                f"asv could not discover the suite for {commit[:12]}: {' | '.join(tail)}"
                 + ("" if self.log else " (--log FILE keeps asv's whole output)")
             )
         for old in kept.parent.glob("benchmarks-*.json"):
@@ -218,7 +195,11 @@ class Session:
         listed = [entry for key, entry in listing.items() if key != "version"]
         found = Benchmarks(Config.load(str(self.config)), listed, regex=self.bench)
         matches = [
-            (key, index, _values(found[key]["params"], index))
+            (
+                key,
+                index,
+                list(itertools.product(*found[key]["params"]))[index] if index >= 0 else (),
+            )
             for key, indexes in found.benchmark_selection.items()
             if key in found
             for index in (indexes if indexes is not None else [-1])
@@ -240,83 +221,70 @@ class Session:
         self.repeat = REPEAT_A_SECOND if self.cpu_row or self.mode == servers.FORK else SAMPLES
         return self.combination
 
+    def server(self, build: Named) -> servers.Server:
+        """A server of ``build`` for the combination, placed but not started."""
+        python = asv.environment_python(self.config)
+        placed = servers.place(
+            python,
+            timeline.Reader(self.timeline).build(build.commit),
+            self.root / "src",
+            self.scratch,
+            self.env,
+        )
+        benchmark_id = self.key if self.index < 0 else f"{self.key}-{self.index}"
+        assert benchmark_id is not None
+        return servers.Server(
+            python, placed, self.benchmarks, benchmark_id, self.env, self.scratch, self.mode
+        )
+
     def rounds(
         self, builds: list[Named], most: int | None = None
     ) -> Generator[dict[str, list[float]], None, None]:
-        """Up to ``most`` rounds of one process per build; after each, every build's process times (fastest samples)
-        so far. The order reverses every other round, as asv's, so drift hits all builds alike."""
+        """Up to ``most`` rounds of a process per build, yielding each build's process times
+        (fastest samples) so far; the order reverses every other round, as asv's, so drift hits
+        all builds alike."""
+        new = {
+            build.name: self.server(build) for build in builds if build.name not in self._servers
+        }
+        self._servers |= new
+        for server in new.values():  # all start at once, then are waited for
+            server.start()
+        for server in new.values():
+            server.ready()
         params = {"repeat": self.repeat, "rounds": self.max_rounds}  # asv run's -a
-        running = self._servers_of(builds)
         times: dict[str, list[float]] = {build.name: [] for build in builds}
         self.samples = {build.name: 0 for build in builds}
         last = most or self.max_rounds
         for number in range(1, last + 1):
-            order = list(zip(builds, running))
-            for build, server in order if number % 2 else order[::-1]:
+            for build in builds if number % 2 else builds[::-1]:
+                server = self._servers[build.name]
                 said = server.round(number, params, ahead=not self.cpu_row and number < last)
-                times[build.name].append(self._fastest(build, server, said, number))
+                result, rc = said.get("result"), said.get("rc")
+                samples = result.get("samples") if isinstance(result, dict) else None
+                if rc != 0 or not isinstance(samples, list) or not samples:
+                    why = f"exit status {rc}" if rc else "skipped (n/a)"
+                    why = "timed out" if rc == servers.TIMED_OUT else why
+                    raise errors.UserError(
+                        f"{self.combination} gave no value in round {number} for {build.name}"
+                        f" ({why}): {server.tail()}"
+                    )
+                self.samples[build.name] += len(samples)
+                times[build.name].append(min(map(float, samples)))
             yield {name: list(values) for name, values in times.items()}
-
-    def _servers_of(self, builds: list[Named]) -> list[servers.Server]:
-        """Each build's server, the new ones started at once, then waited for."""
-        assert self.key is not None
-        python = asv.environment_python(self.config)
-        benchmark_id = self.key if self.index < 0 else f"{self.key}-{self.index}"
-        new = []
-        for build in (build for build in builds if build.name not in self._servers):
-            placed = servers.place(
-                python,
-                self._reader.build(build.commit),
-                self.root / "src",
-                self.scratch,
-                self.env,
-            )
-            server = servers.Server(
-                python,
-                placed,
-                self.benchmarks,
-                benchmark_id,
-                self.env,
-                self.scratch,
-                self.mode,
-            )
-            self._servers[build.name] = server
-            new.append(server)
-        for server in new:
-            server.start()
-        for server in new:
-            server.ready()
-        return [self._servers[build.name] for build in builds]
-
-    def _fastest(
-        self, build: Named, server: servers.Server, said: dict[str, object], number: int
-    ) -> float:
-        result = said.get("result")
-        samples = result.get("samples") if isinstance(result, dict) else None
-        rc = said.get("rc")
-        if rc != 0 or not isinstance(samples, list) or not samples:
-            why = f"exit status {rc}" if rc else "skipped (n/a)"
-            why = "timed out" if rc == servers.TIMED_OUT else why
-            raise errors.UserError(
-                f"{self.combination} gave no value in round {number} for {build.name} ({why}):"
-                f" {server.tail()}"
-            )
-        self.samples[build.name] += len(samples)
-        return min(float(sample) for sample in samples)
 
 
 def round_process(device: str | None, env: dict[str, str]) -> str:
-    """servers.FORK or servers.SPAWN for a row on ``device`` (None: none), ROUND_PROCESS overriding."""
+    """servers.FORK or SPAWN for a row on ``device`` (None: none); ROUND_PROCESS overrides."""
     asked = env.get(ROUND_PROCESS, "")
-    if asked and asked not in (servers.FORK, servers.SPAWN):
+    if asked not in ("", servers.FORK, servers.SPAWN):
         raise errors.UserError(
             f"{ROUND_PROCESS}={asked!r}: give {servers.FORK} or {servers.SPAWN}, or leave it unset"
         )
     if not hasattr(os, "fork") or sys.platform == "darwin":
         if asked == servers.FORK:
             raise errors.UserError(
-                f"{ROUND_PROCESS}=fork: this platform ({sys.platform}) runs every round spawned; leave"
-                f" it unset or give {servers.SPAWN}"
+                f"{ROUND_PROCESS}=fork: this platform ({sys.platform}) runs every round spawned;"
+                f" leave it unset or give {servers.SPAWN}"
             )
         return servers.SPAWN
     return asked or (servers.FORK if device in FORKED_DEVICES else servers.SPAWN)
@@ -327,11 +295,6 @@ def one_combination(bench: str, found: list[str], hint: str) -> None:
     if len(found) != 1:
         shown = f": {', '.join(found[:3])}{', ...' if len(found) > 3 else ''}" if found else ""
         raise errors.UserError(
-            f"-b {bench!r} matches {len(found)} benchmark combinations{shown}; give a regex that matches"
-            f" exactly one{hint}"
+            f"-b {bench!r} matches {len(found)} benchmark combinations{shown}; give a regex that"
+            f" matches exactly one{hint}"
         )
-
-
-def _values(params: list[list[str]], index: int) -> tuple[str, ...]:
-    """A benchmark's ``index``-th parameter set in asv's order, each value its repr."""
-    return list(itertools.product(*params))[index] if index >= 0 else ()

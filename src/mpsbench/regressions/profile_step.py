@@ -1,14 +1,11 @@
-"""Profiles a few timed steps of one combination inside one build's environment, for explain.py:
-
+"""Profiles a few timed steps of one combination in one build's environment, for explain.py:
     python -S profile_step.py BENCHMARK_DIR BENCHMARK_ID TORCH_DIR OUT_JSON STEPS PARENT_PID
-
 Standard library, asv_runner and torch only: it runs under every supported torch."""
 
 from __future__ import annotations
 
 import contextlib
 import json
-import os
 import re
 import statistics
 import sys
@@ -17,6 +14,8 @@ import traceback
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
+
+from mpsbench.regressions import serve_build  # PYTHONPATH holds the suite's src
 
 WARM_UP_CALLS = 2  # after the benchmark's own setup, which warms up already
 TIMED_CALLS = (10, 200, 1.0)  # unprofiled calls: at least 10, then more up to 200 or 1 s
@@ -37,11 +36,8 @@ def plan(torch: Any, device: str) -> Plan:
     """The profiler's activities for ``device``, each asked only where the build has it."""
     activity = getattr(getattr(torch, "profiler", None), "ProfilerActivity", None)
     if activity is None:
-        return Plan(
-            [],
-            "cpu",
-            ["torch.profiler (torch >= 1.8.1): the autograd profiler's cpu times instead"],
-        )
+        missing = "torch.profiler (torch >= 1.8.1): the autograd profiler's cpu times instead"
+        return Plan([], "cpu", [missing])
     found = Plan([activity.CPU], "cpu")
     if device == "cuda" and hasattr(activity, "CUDA") and torch.cuda.is_available():
         found.activities.append(activity.CUDA)
@@ -50,15 +46,15 @@ def plan(torch: Any, device: str) -> Plan:
         found.missing.append("cuda kernel times: this build's profiler has no CUDA activity here")
     elif device == "mps":
         found.missing.append(
-            "mps GPU times: torch's profiler sees the cpu side of each mps op (its encoding), not the"
-            " GPU's; the table's times are the cpu's"
+            "mps GPU times: torch's profiler sees the cpu side of each mps op (its encoding), not"
+            " the GPU's; the table's times are the cpu's"
         )
         signposts = getattr(getattr(getattr(torch, "mps", None), "profiler", None), "profile", None)
         if signposts is not None and torch.backends.mps.is_available():
             found.signposts = lambda: signposts(mode="interval", wait_until_completed=False)
             found.missing.append(
-                "mps kernels: torch.mps.profiler's signposts went to Instruments (os_signpost), which"
-                " Python cannot read: record with xctrace to see them"
+                "mps kernels: torch.mps.profiler's signposts went to Instruments (os_signpost),"
+                " which Python cannot read: record with xctrace to see them"
             )
         else:
             found.missing.append(
@@ -78,27 +74,30 @@ def _device_us(event: Any) -> float:
 def rows(events: Any) -> list[dict[str, Any]]:
     """The events per op (or kernel) and input shapes: calls, self times summed and one call's
     median in microseconds (which holds where a loaded machine descheduled a few calls)."""
-    grouped: dict[tuple[str, str, str], list[tuple[float, float]]] = {}
+    grouped: dict[tuple[str, str, str], tuple[list[float], list[float]]] = {}
     for event in events:
         name = OUTSIDE_OPS if re.fullmatch(r"ProfilerStep(\*|#\d+)", event.name) else event.name
         on_cpu = str(getattr(event, "device_type", "CPU")).rpartition(".")[2] == "CPU"
         if not on_cpu and (name == OUTSIDE_OPS or getattr(event, "is_user_annotation", False)):
             continue  # an annotation's span on the device's timeline, not a kernel
         shapes = getattr(event, "input_shapes", None)
-        key = ("op" if on_cpu else "kernel", name, str(shapes) if shapes else "")
-        grouped.setdefault(key, []).append((float(event.self_cpu_time_total), _device_us(event)))
+        cpu, device = grouped.setdefault(
+            ("op" if on_cpu else "kernel", name, str(shapes) if shapes else ""), ([], [])
+        )
+        cpu.append(float(event.self_cpu_time_total))
+        device.append(_device_us(event))
     return [
         {
             "name": name,
             "kind": kind,
             "shapes": shapes,
-            "calls": len(times),
-            "cpu_us": sum(cpu for cpu, _ in times),
-            "device_us": sum(device for _, device in times),
-            "cpu_us_median": statistics.median(cpu for cpu, _ in times),
-            "device_us_median": statistics.median(device for _, device in times),
+            "calls": len(cpu),
+            "cpu_us": sum(cpu),
+            "device_us": sum(device),
+            "cpu_us_median": statistics.median(cpu),
+            "device_us_median": statistics.median(device),
         }
-        for (kind, name, shapes), times in grouped.items()
+        for (kind, name, shapes), (cpu, device) in grouped.items()
     ]
 
 
@@ -106,16 +105,6 @@ def _seconds(call: Callable[[], None]) -> float:
     clock = time.perf_counter()
     call()
     return time.perf_counter() - clock
-
-
-def _timed(call: Callable[[], None]) -> list[float]:
-    """Wall seconds of unprofiled calls, each ending where the timed method synchronizes."""
-    least, most, seconds = TIMED_CALLS
-    times: list[float] = []
-    started = time.perf_counter()
-    while len(times) < least or (len(times) < most and time.perf_counter() - started < seconds):
-        times.append(_seconds(call))
-    return times
 
 
 def profile(
@@ -147,27 +136,9 @@ def profile(
     return rows(kept[-1]), seconds[1:]  # the warm-up call is not one of the profiled ones
 
 
-def _checked_torch(torch_dir: str) -> Any:
-    import torch
-
-    where = os.path.abspath(torch.__file__)
-    # by the path imported or the one its links resolve to, as serve_build checks it
-    if not any(
-        path.startswith(os.path.join(base, ""))
-        for path, base in (
-            (where, os.path.abspath(torch_dir)),
-            (os.path.realpath(where), os.path.realpath(torch_dir)),
-        )
-    ):
-        raise RuntimeError(
-            f"torch was imported from {os.path.dirname(where)}, not from the build's {torch_dir}"
-        )
-    return torch
-
-
 def measure(benchmark_dir: str, benchmark_id: str, torch_dir: str, calls: int) -> dict[str, Any]:
     """The combination's setup, warm-up, timed and profiled calls, teardown: OUT_JSON."""
-    torch = _checked_torch(torch_dir)
+    torch = serve_build.torch_from(torch_dir)
     from mpsbench.core.asv_internals import get_benchmark_from_name
 
     benchmark = get_benchmark_from_name(benchmark_dir, benchmark_id)
@@ -188,9 +159,13 @@ def measure(benchmark_dir: str, benchmark_id: str, torch_dir: str, calls: int) -
         steps = steps if isinstance(steps, int) and steps > 0 else 1
         for _ in range(WARM_UP_CALLS):
             call()
-        timed = _timed(call)
+        least, most, seconds = TIMED_CALLS
+        timed: list[float] = []
+        started = time.perf_counter()
+        while len(timed) < least or (len(timed) < most and time.perf_counter() - started < seconds):
+            timed.append(_seconds(call))
         found = plan(torch, device)
-        profiled, seconds = profile(torch, call, calls, found)
+        profiled, seconds_each = profile(torch, call, calls, found)
     finally:
         benchmark.do_teardown()
     return {
@@ -201,7 +176,7 @@ def measure(benchmark_dir: str, benchmark_id: str, torch_dir: str, calls: int) -
         "call_seconds": min(timed),  # as compare reads a process: contention only ever adds time
         "call_seconds_median": statistics.median(timed),
         "timed_calls": len(timed),
-        "profiled_call_seconds": min(seconds),
+        "profiled_call_seconds": min(seconds_each),
         "basis": found.basis,
         "missing": found.missing,
         "rows": profiled,
@@ -210,8 +185,6 @@ def measure(benchmark_dir: str, benchmark_id: str, torch_dir: str, calls: int) -
 
 def main(argv: list[str]) -> int:
     benchmark_dir, benchmark_id, torch_dir, out_json, calls, parent = argv
-    from mpsbench.regressions import serve_build  # PYTHONPATH holds the suite's src
-
     serve_build._die_with(int(parent))
     serve_build._site_without_switch()
     try:

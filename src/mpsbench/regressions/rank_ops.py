@@ -20,6 +20,18 @@ from mpsbench.regressions import rule
 from mpsbench.results import recorded
 
 MODULE = "benchmark_ops"
+HEADER = [
+    "rank",
+    "ratio",
+    "before",
+    "after",
+    "change",
+    "benchmark",
+    "device",
+    "op",
+    "dtype",
+    "size",
+]
 
 
 @dataclass(frozen=True)
@@ -60,16 +72,18 @@ def load(path: Path) -> Any:
         raise UserError(f"{str(path)!r} is not an asv 0.6 results file: {exc}") from None
 
 
-Timed = dict[tuple[str, tuple[str, ...]], tuple[recorded.Row, recorded.Measured]]
-
-
-def op_times(results: Any) -> Timed:
+def op_times(
+    results: Any,
+) -> dict[tuple[str, tuple[str, ...]], tuple[recorded.Row, recorded.Measured]]:
     """Every op time_ combination with a number (not failed, not skipped)."""
-    times: Timed = {}
+    times = {}
     for row, measured in recorded.rows(results).items():
         module, _, benchmark = row.benchmark.partition(".")
-        method = benchmark.rpartition(".")[2]
-        if module == MODULE and method.startswith("time_") and measured.value > 0:
+        if (
+            module == MODULE
+            and benchmark.rpartition(".")[2].startswith("time_")
+            and measured.value > 0
+        ):
             times[(benchmark, tuple(map(str, asv.param_values(row.params))))] = (row, measured)
     return times
 
@@ -100,44 +114,29 @@ def rank(before: Any, after: Any, thresholds: dict[str, float] | None = None) ->
 def format_ranking(ranking: Ranking, top: int | None = None) -> str:
     from mpsbench.core.asv_internals import human_value
 
+    found = ranking.slowdowns
     lines = ["no op benchmark was timed in both runs"]
-    if ranking.slowdowns:
+    if found:
         rows = [
-            [
-                "rank",
-                "ratio",
-                "before",
-                "after",
-                "change",
-                "benchmark",
-                "device",
-                "op",
-                "dtype",
-                "size",
-            ]
-        ]
-        rows += [
             [
                 str(place),
                 f"{s.ratio:.2f}x",
-                human_value(s.before, "seconds"),
-                human_value(s.after, "seconds"),
+                *(human_value(v, "seconds") for v in (s.before, s.after)),
                 s.judgement.label,
                 s.benchmark,
                 *s.params,
             ]
-            for place, s in enumerate(ranking.slowdowns[:top], 1)
+            for place, s in enumerate(found[:top], 1)
         ]
         lines = [
-            text.table(rows),
-            f"{len(ranking.slowdowns)} combinations timed in both runs; ratio = after / before time per call",
+            text.table([HEADER, *rows]),
+            f"{len(found)} combinations timed in both runs; ratio = after / before time per call",
         ]
-        if top is not None and top < len(ranking.slowdowns):
+        if top is not None and top < len(found):
             lines.append(f"(the {top} largest shown; --top 0 shows all)")
     if ranking.version_changed:
-        lines.append(
-            f"left out, version changed between the runs: {', '.join(ranking.version_changed)}"
-        )
+        changed = ", ".join(ranking.version_changed)
+        lines.append(f"left out, version changed between the runs: {changed}")
     return "\n".join(lines)
 
 
@@ -149,7 +148,8 @@ def find_results(results_dir: Path, commit: str, machine: str | None) -> Path:
     named = ", ".join(machines) or "none"
     if machine is None and len(machines) != 1:
         raise UserError(
-            f"{str(results_dir)!r} holds results of several machines or none ({named}); pass --machine"
+            f"{str(results_dir)!r} holds results of several machines or none ({named});"
+            " pass --machine"
         )
     if machine is not None and machine not in machines:
         raise UserError(f"no machine {machine!r} in {str(results_dir)!r}; choose one of: {named}")
@@ -170,20 +170,23 @@ def find_results(results_dir: Path, commit: str, machine: str | None) -> Path:
 
 def run(suite: Suite, options: Options) -> int:
     given = (options.before, options.after)
-    as_files = [name.endswith(".json") or Path(name).is_file() for name in given]
-    if any(as_files) and not all(as_files):
-        raise UserError(
-            f"give two results files or two commits, not one of each: {options.before!r}, {options.after!r}"
-        )
     paths = [Path(name) for name in given]
-    if not any(as_files):
+    as_files = {name.endswith(".json") or path.is_file() for name, path in zip(given, paths)}
+    if len(as_files) > 1:
+        raise UserError(
+            f"give two results files or two commits, not one of each: {options.before!r},"
+            f" {options.after!r}"
+        )
+    if as_files == {False}:
         print(
-            "# record the op benchmarks of both builds (what is missing only; never a bare asv run, README):"
+            "# record the op benchmarks of both builds (what is missing only; never a bare asv"
+            " run, README):"
         )
         machine = options.machine or '"$(mpsbench machine --quiet)"'
         for commit in given:  # record runs asv with this platform's launch method
             print(
-                f"mpsbench results record --config {suite.config_path} --machine {machine} -- -b {MODULE} {commit}^!"
+                f"mpsbench results record --config {suite.config_path} --machine {machine}"
+                f" -- -b {MODULE} {commit}^!"
             )
         results_dir = options.results_dir or suite.conf.results
         paths = [find_results(results_dir, commit, options.machine) for commit in given]

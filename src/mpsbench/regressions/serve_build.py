@@ -1,12 +1,7 @@
-"""A build server: the asv environment's python with ONE build on sys.path, running rounds of one combination
-through asv_runner's own steps, without asv's CLI, discovery or environment switch. Standard library and asv_runner
-only, as ``python -S``: install_build's .pth is skipped, so the only build is the one PYTHONPATH names.
-
-    python -S serve_build.py BENCHMARK_DIR BENCHMARK_ID TORCH_DIR MODE REPLY_FD PARENT_PID
-
-MODE ``spawn`` runs one round and ends; ``fork`` is a warm parent that forks a child a round before any device is
-touched (docs/explanation/loop.md). Commands come on stdin, replies go to REPLY_FD: a JSON line each.
-"""
+"""A build server: ``python -S serve_build.py BENCHMARK_DIR BENCHMARK_ID TORCH_DIR MODE REPLY_FD
+PARENT_PID`` in asv's environment, ONE build on PYTHONPATH, runs rounds of one combination through
+asv_runner (standard library and asv_runner only). MODE spawn: one round; fork: a child a round from
+a warm parent (docs/explanation/loop.md). Commands on stdin, replies to REPLY_FD: JSON lines."""
 
 from __future__ import annotations
 
@@ -28,10 +23,8 @@ from typing import Any, TextIO
 
 PTH_NAME = "mpsbench_build.pth"  # install_build.PTH_NAME: the switch a server must not take
 DEFAULT_TIMEOUT = 60.0  # asv's default_benchmark_timeout
-TIMED_OUT = -256  # the status asv's forkserver reports for a benchmark stopped at its timeout
-NO_REPLY = (
-    -257
-)  # a forked child that ended without a reply (native code): its wait status comes instead
+TIMED_OUT = -256  # asv's forkserver's status for a benchmark stopped at its timeout
+NO_REPLY = -257  # a forked child that ended without a reply: its wait status comes instead
 SPAWN, FORK = MODES = ("spawn", "fork")
 _ENDING: list[int] = []  # forked children that replied, reaped before the next fork
 
@@ -39,13 +32,14 @@ _ENDING: list[int] = []  # forked children that replied, reaped before the next 
 def _site_without_switch() -> None:
     """The environment's site-packages and .pth files, except install_build's switch."""
     venv = os.path.dirname(os.path.dirname(os.path.abspath(sys.executable)))
-    if os.path.isfile(os.path.join(venv, "pyvenv.cfg")):  # what site.venv() does, which -S skipped
+    if os.path.isfile(os.path.join(venv, "pyvenv.cfg")):  # site.venv()'s work, which -S skipped
         sys.prefix = sys.exec_prefix = venv
     # a venv's own scheme: Debian's default, posix_local, is not a venv's
     names = sysconfig.get_scheme_names()
     scheme = "venv" if "venv" in names else ("nt" if os.name == "nt" else "posix_prefix")
-    paths = sysconfig.get_paths(scheme, vars={"base": sys.prefix, "platbase": sys.exec_prefix})
-    purelib = paths["purelib"]
+    purelib = sysconfig.get_path(
+        "purelib", scheme, {"base": sys.prefix, "platbase": sys.exec_prefix}
+    )
     known = set(sys.path) | {purelib}
     sys.path.append(purelib)
     for name in sorted(os.listdir(purelib)):
@@ -54,7 +48,7 @@ def _site_without_switch() -> None:
 
 
 def _die_with(parent: int) -> None:
-    """End this process when ``parent`` ends, however it ends: no server outlives compare."""
+    """End this process when ``parent`` ends, however it ends."""
     if sys.platform.startswith("linux"):
         import ctypes
 
@@ -71,42 +65,32 @@ def _die_with(parent: int) -> None:
     threading.Thread(target=watch, daemon=True).start()
 
 
+def torch_from(torch_dir: str) -> Any:
+    """torch, imported, or RuntimeError if it does not come from ``torch_dir`` (a build may be a
+    folder of links: the path imported or the one they resolve to)."""
+    import torch
+
+    where = os.path.abspath(torch.__file__)
+    pairs = (
+        (where, os.path.abspath(torch_dir)),
+        (os.path.realpath(where), os.path.realpath(torch_dir)),
+    )
+    if not any(path.startswith(os.path.join(base, "")) for path, base in pairs):
+        raise RuntimeError(
+            f"torch {getattr(torch, '__version__', '?')} was imported from"
+            f" {os.path.dirname(where)}, not from the build's {torch_dir}"
+        )
+    return torch
+
+
+def _flush() -> None:
+    sys.stdout.flush()
+    sys.stderr.flush()
+
+
 def _say(reply: TextIO, message: dict[str, Any]) -> None:
     reply.write(json.dumps(message) + "\n")
     reply.flush()
-
-
-def _run_round(dir_: str, bench_id: str, command: dict[str, Any]) -> tuple[int, Any, float]:
-    """One round as asv_runner's private ``run._run`` runs it: 0 and the result if it ran, 1 and None if it raised
-    (the traceback in the log, as asv reports it); and the seconds of asv's timing loop."""
-    from asv_runner.benchmarks.mark import SkipNotImplemented
-    from asv_runner.discovery import get_benchmark_from_name
-
-    sampling = 0.0
-    try:
-        os.chdir(command["workdir"])
-        benchmark = get_benchmark_from_name(dir_, bench_id, extra_params=command["params"])
-        cache = None
-        if benchmark.setup_cache_key is not None:
-            with open("cache.pickle", "rb") as handle:
-                cache = pickle.load(handle)
-        benchmark.set_cache(cache)
-        result: Any = math.nan
-        try:
-            if not benchmark.do_setup():
-                clock = time.perf_counter()
-                with contextlib.suppress(SkipNotImplemented):
-                    result = benchmark.do_run()
-                sampling = time.perf_counter() - clock
-        finally:
-            benchmark.do_teardown()
-        return 0, json.loads(json.dumps(result)), sampling
-    except BaseException:
-        traceback.print_exc()
-        return 1, None, sampling
-    finally:
-        sys.stdout.flush()
-        sys.stderr.flush()
 
 
 def _round(
@@ -117,9 +101,12 @@ def _round(
     reply: TextIO,
     asked: float | None = None,
 ) -> dict[str, Any]:
-    """One round's reply; a forked one's (``asked``: when it was forked) says how long the fork took."""
-    number = command["round"]
-    started = time.perf_counter()
+    """One round as asv_runner's private ``run._run`` runs it, stopped at ``timeout``; a forked
+    one's reply (``asked``: when it was forked) says how long the fork took."""
+    from asv_runner.benchmarks.mark import SkipNotImplemented
+    from asv_runner.discovery import get_benchmark_from_name
+
+    number, started = command["round"], time.perf_counter()
     print(f"serve_build: round {number} of {bench_id}", flush=True)
 
     def late() -> None:
@@ -129,11 +116,34 @@ def _round(
     alarm = threading.Timer(timeout, late)
     alarm.daemon = True
     alarm.start()
-    rc, result, sampling = _run_round(dir_, bench_id, command)
+    rc, result, sampling = 1, None, 0.0
+    try:
+        os.chdir(command["workdir"])
+        benchmark = get_benchmark_from_name(dir_, bench_id, extra_params=command["params"])
+        if benchmark.setup_cache_key is None:
+            benchmark.set_cache(None)
+        else:
+            with open("cache.pickle", "rb") as handle:
+                benchmark.set_cache(pickle.load(handle))
+        result = math.nan
+        try:
+            if not benchmark.do_setup():
+                clock = time.perf_counter()
+                with contextlib.suppress(SkipNotImplemented):
+                    result = benchmark.do_run()
+                sampling = time.perf_counter() - clock
+        finally:
+            benchmark.do_teardown()
+        rc, result = 0, json.loads(json.dumps(result))
+    except BaseException:
+        traceback.print_exc()
+        result = None
+    _flush()
     alarm.cancel()
     seconds = time.perf_counter() - started
     print(
-        f"serve_build: round {number} ended: status {rc} in {seconds:.2f} s (sampling {sampling:.2f} s)"
+        f"serve_build: round {number} ended: status {rc} in {seconds:.2f} s"
+        f" (sampling {sampling:.2f} s)"
     )
     said = {"round": number, "rc": rc, "result": result, "seconds": seconds, "sampling": sampling}
     return said | {"pid": os.getpid()} | ({} if asked is None else {"forked": started - asked})
@@ -142,15 +152,12 @@ def _round(
 def _preload() -> dict[str, float]:
     """A warm parent's imports of the models' packages, timed."""
     timed: dict[str, float] = {}
-    try:
-        packages = importlib.import_module("mpsbench.measure.models").PRELOADED
-    except Exception:
-        return timed
-    for package in packages:
-        clock = time.perf_counter()
-        with contextlib.suppress(Exception):
-            importlib.import_module(package)
-            timed[package] = time.perf_counter() - clock
+    with contextlib.suppress(Exception):
+        for package in importlib.import_module("mpsbench.measure.models").PRELOADED:
+            clock = time.perf_counter()
+            with contextlib.suppress(Exception):
+                importlib.import_module(package)
+                timed[package] = time.perf_counter() - clock
     return timed
 
 
@@ -163,8 +170,7 @@ def _forked_round(
     _ENDING.clear()
     asked = time.perf_counter()
     read, write = os.pipe()
-    sys.stdout.flush()
-    sys.stderr.flush()
+    _flush()
     child = os.fork()
     if child == 0:  # it alone touches the device
         status = 1
@@ -175,8 +181,7 @@ def _forked_round(
                 _say(own, _round(dir_, bench_id, command, timeout, own, asked))
             status = 0
         finally:
-            sys.stdout.flush()
-            sys.stderr.flush()
+            _flush()
             os._exit(status)
     os.close(write)
     with os.fdopen(read) as replies:
@@ -200,17 +205,10 @@ def main(argv: list[str]) -> int:
     if mode not in MODES:
         _say(reply, {"error": f"unknown mode {mode!r}: {' or '.join(MODES)}"})
         return 2
-    import torch
-
-    where, version = os.path.abspath(torch.__file__), getattr(torch, "__version__", "?")
-    # as imported or as its links resolve: a build may be a folder of links
-    pairs = (
-        (where, os.path.abspath(torch_dir)),
-        (os.path.realpath(where), os.path.realpath(torch_dir)),
-    )
-    if not any(path.startswith(os.path.join(base, "")) for path, base in pairs):
-        said = f"torch {version} was imported from {os.path.dirname(where)}, not from the build's {torch_dir}"
-        _say(reply, {"error": f"{said}: refusing to measure it as this build"})
+    try:
+        torch = torch_from(torch_dir)
+    except RuntimeError as exc:
+        _say(reply, {"error": f"{exc}: refusing to measure it as this build"})
         return 3
     from asv_runner.discovery import get_benchmark_from_name
 
@@ -223,11 +221,13 @@ def main(argv: list[str]) -> int:
             _say(reply, {"error": "cannot fork rounds: CUDA is initialized in the warm parent"})
             return 3
         gc.freeze()  # a child's collections neither walk nor copy the imported objects
-    ready = {"ready": True, "pid": os.getpid(), "torch": version, "torch_file": where}
-    _say(reply, ready | {"mode": mode, "timeout": timeout})
+    ready = {"ready": True, "pid": os.getpid(), "torch": getattr(torch, "__version__", "?")}
+    _say(
+        reply,
+        ready | {"torch_file": os.path.abspath(torch.__file__), "mode": mode, "timeout": timeout},
+    )
     if mode == SPAWN:
-        line = sys.stdin.readline()
-        if line:
+        if line := sys.stdin.readline():
             _say(reply, _round(dir_, bench_id, json.loads(line), timeout, reply))
         return 0
     for line in sys.stdin:  # until compare closes the pipe

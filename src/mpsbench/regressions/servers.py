@@ -1,6 +1,5 @@
-"""One build server per build for compare and bisect (serve_build.py runs inside each), every one stopped on every
-way out: the asv environment's python with the build's own sys.path entries (install_build.py ``paths``).
-"""
+"""One build server per build for compare and bisect (serve_build.py runs inside each), every one
+stopped on every way out: asv's environment python with the build's own sys.path entries."""
 
 from __future__ import annotations
 
@@ -16,10 +15,9 @@ from mpsbench.builds import install_build
 from mpsbench.core import asv, errors
 from mpsbench.regressions import serve_build
 
-SCRIPT = Path(__file__).with_name("serve_build.py")
+SCRIPT = Path(serve_build.__file__)
 INSTALLER = Path(install_build.__file__)
-TIMED_OUT = serve_build.TIMED_OUT
-SPAWN, FORK = serve_build.SPAWN, serve_build.FORK
+TIMED_OUT, SPAWN, FORK = serve_build.TIMED_OUT, serve_build.SPAWN, serve_build.FORK
 
 
 @dataclass(frozen=True)
@@ -33,21 +31,13 @@ class Placed:
 
 
 def place(
-    python: Path,
-    build: dict[str, Any],
-    suite_src: Path,
-    scratch: Path,
-    env: dict[str, str],
+    python: Path, build: dict[str, Any], suite_src: Path, scratch: Path, env: dict[str, str]
 ) -> Placed:
     """``build`` (a timeline commit's build.json) installed into the cache once, and placed."""
     folder = Path(tempfile.mkdtemp(prefix="build-", dir=scratch))
     (folder / "build.json").write_text(json.dumps(build))
-    done = subprocess.run(
-        [str(python), str(INSTALLER), "paths", str(folder), str(suite_src)],
-        capture_output=True,
-        text=True,
-        env=env,
-    )
+    command = [str(python), str(INSTALLER), "paths", str(folder), str(suite_src)]
+    done = subprocess.run(command, capture_output=True, text=True, env=env)
     if done.returncode != 0:
         said = (done.stderr or done.stdout).strip().splitlines() or [f"exit {done.returncode}"]
         name = f"{build.get('channel')}@{build.get('id')}"
@@ -70,13 +60,7 @@ class Server:
         mode: str = SPAWN,
     ) -> None:
         self.placed, self.scratch, self.mode = placed, scratch, mode
-        self.command = [
-            str(python),
-            "-S",
-            str(SCRIPT),
-            str(benchmark_dir),
-            benchmark_id,
-        ]
+        self.command = [str(python), "-S", str(SCRIPT), str(benchmark_dir), benchmark_id]
         self.command += [placed.torch_dir, mode]
         # asv hands a benchmark PYTHONPATH empty: here it holds exactly the build's entries
         self.env = {**env, **placed.env, "PYTHONPATH": os.pathsep.join(placed.paths)}
@@ -101,13 +85,15 @@ class Server:
         self.replies = os.fdopen(read)
         self.is_ready = False
 
+    def _ended(self, before: str) -> errors.UserError:
+        return errors.UserError(
+            f"the server of {self.placed.build} ended before {before}: {self.tail()}"
+        )
+
     def _reply(self, waiting_for: str) -> dict[str, Any]:
         assert self.replies is not None
-        line = self.replies.readline()
-        if not line:
-            raise errors.UserError(
-                f"the server of {self.placed.build} ended before {waiting_for}: {self.tail()}"
-            )
+        if not (line := self.replies.readline()):
+            raise self._ended(waiting_for)
         said: dict[str, Any] = json.loads(line)
         if "error" in said:
             raise errors.UserError(f"the server of {self.placed.build} refused: {said['error']}")
@@ -119,22 +105,21 @@ class Server:
         return said
 
     def round(self, number: int, params: dict[str, Any], ahead: bool = True) -> dict[str, Any]:
-        """Round ``number`` with asv's ``-a`` ``params``; the reply. Spawned, with ``ahead`` the next round's process
-        starts as this one ends."""
+        """Round ``number`` with asv's ``-a`` ``params``; the reply. Spawned, with ``ahead`` the
+        next round's process starts as this one ends."""
         if self.process is None:
             self.start()
         if not self.is_ready:
             self.ready()
         assert self.process is not None and self.process.stdin is not None
         workdir = tempfile.mkdtemp(prefix=f"round{number}-", dir=self.scratch)
-        command = {"round": number, "params": params, "workdir": workdir}
         try:
-            self.process.stdin.write(json.dumps(command).encode() + b"\n")
+            self.process.stdin.write(
+                json.dumps({"round": number, "params": params, "workdir": workdir}).encode() + b"\n"
+            )
             self.process.stdin.flush()
         except BrokenPipeError:
-            raise errors.UserError(
-                f"the server of {self.placed.build} ended before round {number}: {self.tail()}"
-            ) from None
+            raise self._ended(f"round {number}") from None
         said = self._reply(f"round {number} ended")
         if self.mode == SPAWN:
             self.stop()
