@@ -15,7 +15,8 @@ T = TypeVar("T")
 
 
 class ChildDied(RuntimeError):
-    pass
+    """The child process died (a signal or an exit without an answer): callers such as maxbatch
+    tell it apart from the function's own errors."""
 
 
 def call(function: Callable[..., T], *args: Any) -> T:
