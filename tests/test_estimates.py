@@ -247,14 +247,12 @@ def test_the_retry_of_held_values_and_the_publish_are_work_left(tmp_path):
     watching.done = 3
     assert watching._retry({names[0]}, ()) == pytest.approx(again)
     watching.retry_waited(120.0, True)  # a retry's wait ran out: the next retry may too
-    busy = 1 / 3  # the share of values held
-    ran_out = 1 / (1 + watch.Pace.PRIOR)  # one wait, leaning on waits that end quiet
-    expected = busy * 120.0 + (1 - busy * ran_out) * again
-    assert watching._retry({names[0]}, ()) == pytest.approx(expected)
-    for _ in range(20):  # a machine whose every wait runs out: the retry is its wait, nearly
-        watching.retry_waited(120.0, True)
-    watching.holds = 3
-    assert watching._retry({names[0]}, ()) == pytest.approx(120.0 + again * 3 / 24)
+    busy = 1 / 3  # no readings yet: the share of values held says how busy the machine is
+    assert watching._retry({names[0]}, ()) == pytest.approx(busy * 120.0 + (1 - busy) * again)
+    watching.busy_after = [True] * watch.RECENT  # the latest readings: busy
+    assert watching._retry({names[0]}, ()) == pytest.approx(120.0)  # skipped after its wait
+    watching.busy_after = [False] * watch.RECENT  # quiet now: measured again at once
+    assert watching._retry({names[0]}, ()) == pytest.approx(again)
     assert watching.publish(0.1) == [] and watching.publish(20.0) == [
         {"event": "publish", "seconds": 20.0}
     ]

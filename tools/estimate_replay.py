@@ -1,13 +1,13 @@
 """Replay one recorded run's costs file through the record run's Watch: what its plan and its time-left line would
 have said at 10%, 50% and 90% of the combinations, against what the run actually took from there.
 
-    python tools/estimate_replay.py RUN_COSTS.jsonl [RUN_HELD.jsonl [HISTORY_COSTS.jsonl]] [--no-table]
+    python tools/estimate_replay.py RUN_COSTS.jsonl [RUN_HELD.jsonl [HISTORY_COSTS.jsonl]] [--no-table] [--log RUN.log]
 
 RUN_COSTS: the costs file of the run replayed (`.asv/results-costs.jsonl` of a run with no history: its start-ups,
 combinations with their times and the gate's waits, and publishes, in order). RUN_HELD: its held values
 (`.asv/results-held.jsonl`), so that the replay holds what the run held and measures it again in the retry passes the
 run had. HISTORY_COSTS: what the machine knew before (none: the measured table, or with --no-table each device's
-average only). Prints a Markdown table.
+average only). RUN.log: its terminal, time-stamped as for --said, for the run's real end. Prints a Markdown table.
 
     python tools/estimate_replay.py --said RUN.log
 
@@ -59,7 +59,10 @@ def _passes(lines: list[dict[str, Any]]) -> list[tuple[float, list[dict[str, Any
 
 
 def replay(
-    lines: list[dict[str, Any]], held: set[tuple[str, float]], history: Path | None
+    lines: list[dict[str, Any]],
+    held: set[tuple[str, float]],
+    history: Path | None,
+    until: float = 0.0,
 ) -> list[tuple[int, float, float]]:
     """(combinations done, estimated left, actually left) after each combination of a first pass,
     the first row the plan's: the run's passes (each step, then its retry pass of what the gate
@@ -125,6 +128,7 @@ def replay(
                 clock.now += publish
                 watching.publish(publish)
             end = clock.now
+    end = max(end, until)  # the run's real end: a last retry's wait leaves no line in the files
     began = float(first_line["at"]) - float(first_line["wall"]) - passes[0][0]
     return [(0, plan, end - began), *((n, left, end - at) for n, left, at in marks)]
 
@@ -193,7 +197,12 @@ def main(argv: list[str]) -> None:
         for entry in map(json.loads, paths[1].read_text().splitlines() if len(paths) > 1 else [])
         if isinstance(entry.get("after"), dict) and "at" in entry["after"]
     }
-    rows = replay(lines, held, paths[2] if len(paths) > 2 else None)
+    until = 0.0
+    if "--log" in argv:  # the run's terminal, time-stamped as for --said: its last line is its end
+        stamped = Path(argv[argv.index("--log") + 1]).read_text().split()
+        until = max(float(word) for word in stamped if re.fullmatch(r"1\d{9}\.\d", word))
+        paths = [path for path in paths if str(path) != argv[argv.index("--log") + 1]]
+    rows = replay(lines, held, paths[2] if len(paths) > 2 else None, until)
     count = rows[-1][0]
     first = len(asv.matching([str(x["name"]) for x in lines if "at" in x], [record.FIRST_TIER]))
     print(f"{count} combinations, {watch.clock(rows[0][2])} from the first start-up to the end\n")

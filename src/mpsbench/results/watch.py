@@ -22,6 +22,7 @@ from mpsbench.measure import quiet
 
 GB = 1e9
 LONG = 60.0  # seconds: a long combination or install says so once a minute
+RECENT = 10  # combinations whose after-readings say whether the machine is busy now
 # Wall seconds per combination by device and benchmark class (docs/evidence/estimates.md; mps: no Mac)
 MEASURED_SECONDS: dict[str, dict[str, float]] = {
     "cpu": {
@@ -199,17 +200,22 @@ class Pace:
         self.took[key] = self.took.get(key, 0.0) + took
         self.expected[key] = self.expected.get(key, 0.0) + max(expected, 1e-3)
 
-    def run_ratio(self) -> float:
-        """Every combination class's seconds taken over estimated, leaning on 1 likewise."""
-        keys = [key for key in self.took if key not in (START_UP, PUBLISH)]
+    def run_ratio(self, module: str = "") -> float:
+        """The seconds taken over estimated of every combination class (of benchmark file
+        ``module`` only, where given), leaning on 1 likewise."""
+        keys = [k for k in self.took if k not in (START_UP, PUBLISH) and k[1].startswith(module)]
         prior = self.PRIOR * (statistics.fmean(self.mean.values()) if self.mean else 1.0)
         took, expected = (sum(seen[key] for key in keys) for seen in (self.took, self.expected))
         return (took + prior) / (expected + prior)
 
     def ratio(self, key: tuple[str, ...], seconds: float = 0.0) -> float:
-        """``seconds``: the class's estimate where the plan has none of it."""
+        """``seconds``: the class's estimate where the plan has none of it. A class leans on its
+        benchmark file's ratio where that file has run (a capacity class does model work, like
+        the model steps), else on the square root of the run's."""
         prior = self.PRIOR * max(self.mean.get(key, seconds), 1e-3)
-        lean = math.sqrt(self.run_ratio())
+        module = key[1].split(".")[0] + "." if key not in (START_UP, PUBLISH) else ""
+        ran = module and any(k[1].startswith(module) for k in self.took if len(k) > 1 and k != key)
+        lean = self.run_ratio(module) if ran else math.sqrt(self.run_ratio())
         return (self.took.get(key, 0.0) + prior * lean) / (self.expected.get(key, 0.0) + prior)
 
 
@@ -275,6 +281,7 @@ class Watch:
         # them, each wait's length and whether it ran out (the machine still busy at its end)
         self.started_count, self.waited, self.waiting = 0, 0.0, 0.0
         self.waits: list[tuple[float, bool]] = []
+        self.busy_after: list[bool] = []  # each combination's after-reading: the machine busy
         self.setup: dict[tuple[str, ...], float] = {}  # a class's first combination's extra
         self.said_reasons: set[str] = set()
 
@@ -292,14 +299,24 @@ class Watch:
         return self.holds / (self.done + Pace.PRIOR)
 
     def _waits(self, count: float) -> float:
-        """The gate's waits before ``count`` more combinations, at this run's rate."""
+        """The gate's waits within a pass before ``count`` more combinations, at this run's rate
+        (a gate that waited in vain waits no more until the machine is quiet once)."""
         return count * self.waited / (self.started_count + Pace.PRIOR)
+
+    def _busy(self) -> float:
+        """How likely the machine is busy now: the share of the latest readings that said so."""
+        recent = self.busy_after[-RECENT:]
+        return statistics.fmean(recent) if recent else min(1.0, self.holds / max(self.done, 1))
+
+    def _gate_wait(self) -> float:
+        """A fresh gate's wait, before a pass: this run's mean wait, where the machine is busy."""
+        return self._busy() * statistics.fmean(w for w, _ in self.waits) if self.waits else 0.0
 
     def _retry(self, held: Collection[str], left: Collection[str]) -> float:
         """The retry pass after a step with ``held`` values and ``left`` to run (of which this
         run's share is held too): its gate's wait where the machine is busy (as often as values
-        are held), then, unless that wait runs out (as this run's waits did, leaning on not), a
-        start-up, each class's setup_cache again and the values with their waits."""
+        are held and as the latest readings say), then, unless that wait runs out (as this run's
+        waits did), a start-up, each class's setup_cache again and the values with their waits."""
         rate = self._hold_rate()
         if not held and not (left and rate):
             return 0.0
@@ -312,12 +329,10 @@ class Watch:
             for key, seconds in self.setup.items()
         )
         again = self._start_up(True) + setups + values
-        busy = min(1.0, self.holds / max(self.done, 1))
-        mean_wait = statistics.fmean(w for w, _ in self.waits) if self.waits else 0.0
-        # leaning on waits that end quiet as PRIOR of them would: one wait that ran out at a busy
-        # start says little of the machine at the step's end, and a retry skipped is time saved
-        ran_out = sum(out for _, out in self.waits) / (len(self.waits) + Pace.PRIOR)
-        return busy * mean_wait + (1 - busy * ran_out) * again
+        # a wait that finds the machine busy runs out as often as this run's waits did: the retry
+        # is then skipped and costs its wait alone
+        ran_out = statistics.fmean(out for _, out in self.waits) if self.waits else 0.0
+        return self._gate_wait() + (1 - self._busy() * ran_out) * again
 
     def _steps(self, steps: Iterable[Step], seen: set[str]) -> Iterator[tuple[Step, bool, float]]:
         """Each step, whether its build's first, and its start-up, work (with the gate's waits
@@ -325,7 +340,7 @@ class Watch:
         for step in steps:
             first = step.commit not in seen
             seen.add(step.commit)
-            work = self._estimate(step.names) + self._waits(len(step.names))
+            work = self._gate_wait() + self._estimate(step.names) + self._waits(len(step.names))
             work += self._retry((), step.names)
             start = self._start_up(step.commit in self.installed or not first)
             yield step, first, start + work + self._scaled(PUBLISH, self.estimates.publish())
@@ -461,7 +476,7 @@ class Watch:
             now = time.monotonic()
             if event.get("event") == "start":
                 self.running, self.said_long = (name, now), now
-                self._waited(float(event.get("waited") or 0.0))
+                self._waited(float(event.get("waited") or 0.0), self.starting)
                 if self.starting:
                     # the event is written after the gate's wait: this combination's wall is
                     # from it, and the start-up ends before the wait
@@ -489,6 +504,9 @@ class Watch:
                     self.setup[key] = max(0.0, wall - self._scaled(key, expected))
                 self.classes.add(key)
                 self.waiting = 0.0
+                after = quiet.State.of(event, "_after")
+                if after is not None:
+                    self.busy_after.append(bool(quiet.problems(after)))
                 if commit not in self.installed and self.disk is not None:
                     self.cache_used = used(self.disk.cache)
                 self.installed.add(commit)
@@ -512,13 +530,12 @@ class Watch:
             )
         return done
 
-    def _waited(self, seconds: float) -> None:
-        """The gate waited ``seconds`` before the combination starting now."""
-        self.started_count, self.waited, self.waiting = (
-            self.started_count + 1,
-            self.waited + seconds,
-            seconds,
-        )
+    def _waited(self, seconds: float, first: bool) -> None:
+        """The gate waited ``seconds`` before the combination starting now, ``first`` in its
+        pass (its gate fresh) or within it."""
+        self.waiting = seconds
+        if not first:
+            self.started_count, self.waited = self.started_count + 1, self.waited + seconds
         if seconds >= 1.0:
             self.waits.append((seconds, seconds >= quiet.wait_seconds() - 2 * quiet.POLL))
 
@@ -541,7 +558,7 @@ class Watch:
         now = time.monotonic()
         spent = now - self.step_began if self.starting else now - self.last_event
         if self.starting:
-            estimate += self._scaled(START_UP, self.started_up)
+            estimate += self._scaled(START_UP, self.started_up) + self._gate_wait()
         estimate += self._waits(len(self.left))
         if self.current.tier != "again":
             estimate += self._retry(self.held, self.left)
