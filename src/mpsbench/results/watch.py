@@ -178,9 +178,8 @@ class Costs:
 
 class Pace:
     """This run's seconds taken over seconds estimated, per cost class. A class's ratio leans, as
-    :data:`PRIOR` of its combinations would, on the square root of the run's ratio over every
-    class: load slows a model's steps more than an op's (docs/explanation/estimates.md), and the
-    table's error is its class's own."""
+    :data:`PRIOR` of its combinations would, on what the run knows of classes like it (see
+    :meth:`ratio`; docs/explanation/estimates.md): load slows some classes more than others."""
 
     PRIOR = 3.0
 
