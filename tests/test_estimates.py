@@ -14,6 +14,7 @@ import pytest
 from tools import estimate_replay
 
 from mpsbench.core import asv_saving
+from mpsbench.measure import quiet
 from mpsbench.results import record, watch
 from mpsbench.results.watch import Step, Watch
 
@@ -61,11 +62,13 @@ def _simulate(
     waits: Sequence[float] = (),
     held: set[str] | frozenset[str] = frozenset(),
     setup: float = 0.0,
+    others: float = 0.0,
 ) -> list[tuple[float, float]]:
     """Run ``steps`` through a Watch on events whose clock says each combination took ``took`` (each step's
     start-up ``start_up``, each class's first in a pass ``setup`` more), the quiet gate waited the next of
-    ``waits`` before it and held it where it is in ``held``; after a step with held values, a retry pass measures them again at
-    the same cost. After each combination: (fraction done, estimated left / actually left)."""
+    ``waits`` before it and held it where it is in ``held``, other processes using ``others`` of 2 cores after each;
+    after a step with held values, a retry pass measures them again at the same cost.
+    After each combination: (fraction done, estimated left / actually left)."""
     waited = [*waits, *[0.0] * 2 * sum(len(step.names) for step in steps)]
     results = tmp_path / "results"
     watching = Watch(steps, watch.Costs(results, "box"), None)
@@ -109,6 +112,7 @@ def _simulate(
                     "seconds": took[name] * 0.9,
                     "outcome": "value",
                     "build": commit,
+                    **quiet.State(2, others, None).fields("_after"),
                 }
             )
             with open(scratch / asv_saving.EVENTS, "a") as out:
@@ -156,7 +160,7 @@ def test_time_left_is_within_a_quarter_from_the_first_tier_on_whatever_the_load(
         Step("older", tuple(names), "every combination"),
     ]
     took.update({name: took[name] for name in names})
-    seen = _simulate(tmp_path, steps, took, start_up=16.0 * slower)
+    seen = _simulate(tmp_path, steps, took, start_up=16.0 * slower, others=2.0 * (slower > 1))
     first_tier_end = len(first) / (2 * len(names))
     for fraction in (0.1, 0.5, 0.9):
         if fraction >= first_tier_end:
@@ -184,7 +188,7 @@ def test_before_any_history_an_unseen_class_leans_on_the_square_root_of_the_runs
     with pytest.MonkeyPatch.context() as patch:
         patch.setitem(watch.MEASURED_SECONDS, "cpu", table)
         planned = sum(map(watch.Costs(tmp_path / "results", "box").combination, names))
-        seen = _simulate(tmp_path, steps, took, start_up=30.0)
+        seen = _simulate(tmp_path, steps, took, start_up=30.0, others=2.0)  # a load beside it
         watching = Watch(steps, watch.Costs(tmp_path / "results", "none"), None)
         ops = watching.pace.key(steps[1].names[0])
         assert watching.pace.ratio(ops) == 1.0  # nothing run: the table as it is
@@ -220,7 +224,7 @@ def test_on_a_busy_machine_the_gates_waits_and_the_held_values_retry_are_time_le
         Step("new", first, "first tier"),
         Step("new", tuple(n for n in names if n not in first), "the rest"),
     ]
-    seen = _simulate(tmp_path, steps, took, 30.0, waits, held, setup=15.0)
+    seen = _simulate(tmp_path, steps, took, 30.0, waits, held, setup=15.0, others=2.0)
     for fraction in (len(first) / len(names), 0.75, 0.9):
         assert _at(seen, fraction) == pytest.approx(1.0, abs=0.25), (fraction, seen)
 

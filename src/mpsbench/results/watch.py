@@ -207,14 +207,15 @@ class Pace:
         took, expected = (sum(seen[key] for key in keys) for seen in (self.took, self.expected))
         return (took + prior) / (expected + prior)
 
-    def ratio(self, key: tuple[str, ...], seconds: float = 0.0) -> float:
+    def ratio(self, key: tuple[str, ...], seconds: float = 0.0, busy: float = 1.0) -> float:
         """``seconds``: the class's estimate where the plan has none of it. A class leans on its
         benchmark file's ratio where that file has run (a capacity class does model work, like
-        the model steps), else on the square root of the run's."""
+        the model steps), else on the square root of the run's as far as the machine is
+        ``busy`` (0-1): on a quiet machine another file's ratio is its table's error, not load."""
         prior = self.PRIOR * max(self.mean.get(key, seconds), 1e-3)
         module = key[1].split(".")[0] + "." if key not in (START_UP, PUBLISH) else ""
         ran = module and any(k[1].startswith(module) for k in self.took if len(k) > 1 and k != key)
-        lean = self.run_ratio(module) if ran else math.sqrt(self.run_ratio())
+        lean = self.run_ratio(module) if ran else 1 + busy * (math.sqrt(self.run_ratio()) - 1)
         return (self.took.get(key, 0.0) + prior * lean) / (self.expected.get(key, 0.0) + prior)
 
 
@@ -285,7 +286,7 @@ class Watch:
         self.said_reasons: set[str] = set()
 
     def _scaled(self, key: tuple[str, ...], seconds: float) -> float:
-        return seconds * self.pace.ratio(key, seconds)
+        return seconds * self.pace.ratio(key, seconds, self._busy())
 
     def _start_up(self, installed: bool) -> float:
         return self._scaled(START_UP, self.estimates.install(installed))
