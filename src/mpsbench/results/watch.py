@@ -11,7 +11,6 @@ import re
 import shutil
 import statistics
 import time
-from collections import Counter
 from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -316,18 +315,15 @@ class Watch:
         """The retry pass after a step with ``held`` values and ``left`` to run (of which this
         run's share is held too): its gate's wait where the machine is busy (as often as values
         are held and as the latest readings say), then, unless that wait runs out (as this run's
-        waits did), a start-up, each class's setup_cache again and the values with their waits."""
+        waits did), a start-up, the setup_cache again of each class with a value held so far (a
+        class none of whose values is held yet pays none) and the values with their waits."""
         rate = self._hold_rate()
         if not held and not (left and rate):
             return 0.0
         values = self._estimate(held) + self._waits(len(held))
         values += rate * (self._estimate(left) + self._waits(len(left)))
-        count = Counter(self.pace.key(name) for name in left)
-        setups = sum(
-            seconds
-            * (1.0 if key in {self.pace.key(n) for n in held} else 1 - (1 - rate) ** count[key])
-            for key, seconds in self.setup.items()
-        )
+        held_classes = {self.pace.key(name) for name in held}
+        setups = sum(seconds for key, seconds in self.setup.items() if key in held_classes)
         again = self._start_up(True) + setups + values
         # a wait that finds the machine busy runs out as often as this run's waits did: the retry
         # is then skipped and costs its wait alone
