@@ -389,7 +389,9 @@ def test_a_replay_of_a_runs_costs_and_held_files_says_what_its_lines_said(tmp_pa
     ]
     rng = random.Random(3)
     watching = Watch(steps, watch.Costs(results, "box"), None)
-    said, held, number = [], set(), 0
+    said: list[float] = []
+    held: dict[tuple[str, float], dict[str, object]] = {}  # with each value's before-reading
+    number = 0
 
     def measure(names: tuple[str, ...], again: bool) -> None:
         nonlocal number
@@ -398,9 +400,10 @@ def test_a_replay_of_a_runs_costs_and_held_files_says_what_its_lines_said(tmp_pa
         scratch.mkdir()
         clock.now += 20.0  # the start-up
         for name in names:
-            waited = rng.choice([0.0, 0.0, 35.0])
+            waited = rng.choice([0.0, 0.0, 35.0, 120.0])  # 120 s: ran out, the machine still busy
             clock.now += waited
-            start = {"event": "start", "name": name, "at": clock.now, "waited": waited}
+            before = quiet.State(2, 2.0 if waited == 120.0 else 0.0, None).fields()
+            start = {"event": "start", "name": name, "at": clock.now, "waited": waited, **before}
             took = CLASSES[_pattern(name)] * rng.uniform(1, 3)
             clock.now += took
             done = {"event": "done", "name": name, "at": clock.now, "seconds": took * 0.9}
@@ -409,9 +412,10 @@ def test_a_replay_of_a_runs_costs_and_held_files_says_what_its_lines_said(tmp_pa
             watch.add(results, "box", watching.poll(scratch))
             if not again:
                 said.append(watching.remaining())
-                if rng.random() < 0.5:
-                    watching.hold([name])
-                    held.add((name, clock.now))
+            # a busy reading is always held, in a retry pass too (the held file has it again)
+            if waited == 120.0 or (not again and rng.random() < 0.5):
+                watching.hold([name])
+                held[(name, clock.now)] = before
 
     for step in steps:
         watching.begin(step)

@@ -1834,7 +1834,8 @@ def run_bench(
         said = log.read_text(errors="replace")
         if asv_log.is_file():
             with open(asv_log, "rb") as handle:
-                said += handle.read()[offset:].decode(errors="replace")
+                handle.seek(offset)
+                said += handle.read().decode(errors="replace")
         if moment is not None and MOMENTS[moment](said, Path(env["MPSBENCH_CACHE"])):
             time.sleep(rng.uniform(0.0, kill_within[moment]))
             if process.poll() is None:

@@ -23,6 +23,7 @@ import logging
 import re
 import sys
 import tempfile
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 from unittest import mock
@@ -60,7 +61,7 @@ def _passes(lines: list[dict[str, Any]]) -> list[tuple[float, list[dict[str, Any
 
 def replay(
     lines: list[dict[str, Any]],
-    held: set[tuple[str, float]],
+    held: Mapping[tuple[str, float], Mapping[str, Any]],
     history: Path | None,
     until: float = 0.0,
 ) -> list[tuple[int, float, float]]:
@@ -113,8 +114,9 @@ def replay(
             scratch.mkdir()
             for line in done:
                 at = float(line["at"])  # a pass's first started its wall before its end
-                start = {"event": "start", "name": line["name"], "at": at - float(line["wall"])}
-                start["waited"] = float(line.get("waited", 0.0))
+                start = {**held.get((str(line["name"]), at), {}), "event": "start"}
+                start.update(name=line["name"], at=at - float(line["wall"]))
+                start["waited"] = float(line.get("waited", 0.0))  # the reading it ended on: held's
                 with open(scratch / asv_saving.EVENTS, "a") as out:
                     out.write(json.dumps(start) + "\n" + json.dumps(line) + "\n")
                 clock.now = at
@@ -192,8 +194,8 @@ def main(argv: list[str]) -> None:
     if "--no-table" in argv:
         watch.MEASURED_SECONDS.clear()
     lines = [json.loads(text) for text in paths[0].read_text().splitlines() if text.strip()]
-    held = {
-        (str(entry["name"]), float(entry["after"]["at"]))
+    held = {  # each held value's before-reading, as its start event had it
+        (str(entry["name"]), float(entry["after"]["at"])): entry.get("before") or {}
         for entry in map(json.loads, paths[1].read_text().splitlines() if len(paths) > 1 else [])
         if isinstance(entry.get("after"), dict) and "at" in entry["after"]
     }

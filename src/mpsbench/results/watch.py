@@ -410,20 +410,20 @@ class Watch:
             return False
         build = self.builds[step.commit]
         space = free(self.disk.cache) if self.disk is not None else 0
-        why = (
-            f"skipping {build.name}: this machine cannot install it: {build.refused}"
-            if build.refused
-            else f"skipping {build.name}: installing it needs about {_gb(build.need)}"
-            f" ({build.how}), {_gb(space)} is free at {self.disk.cache}; free space there,"
-            " or move the build cache to a disk with room (MPSBENCH_CACHE=/path"
-            " scripts/bench), and run again"
-            if self.disk is not None and not build.installed and build.need > space
-            else ""
-        )
+        if build.refused:
+            why = f"this machine cannot install it: {build.refused}"
+        elif self.disk is not None and not build.installed and build.need > space:
+            why = (
+                f"installing it needs about {_gb(build.need)} ({build.how}), {_gb(space)} is free"
+                f" at {self.disk.cache}; free space there, or move the build cache to a disk with"
+                " room (MPSBENCH_CACHE=/path scripts/bench), and run again"
+            )
+        else:
+            why = ""
         if why:
             self.skipped.add(step.commit)
             self.total -= sum(len(s.names) for s in self.steps if s.commit == step.commit)
-            log.warning(why)
+            log.warning(f"skipping {build.name}: {why}")
             return False
         self.index = self.steps.index(step)
         first = all(s.commit != step.commit for s in self.steps[: self.index])
@@ -472,7 +472,7 @@ class Watch:
             now = time.monotonic()
             if event.get("event") == "start":
                 self.running, self.said_long = (name, now), now
-                self._waited(float(event.get("waited") or 0.0), self.starting)
+                self._waited(event, self.starting)
                 if self.starting:
                     # the event is written after the gate's wait: this combination's wall is
                     # from it, and the start-up ends before the wait
@@ -526,14 +526,15 @@ class Watch:
             )
         return done
 
-    def _waited(self, seconds: float, first: bool) -> None:
-        """The gate waited ``seconds`` before the combination starting now, ``first`` in its
-        pass (its gate fresh) or within it."""
-        self.waiting = seconds
+    def _waited(self, start: dict[str, Any], first: bool) -> None:
+        """What the gate waited before the combination ``start``ing now, ``first`` in its pass
+        (its gate fresh) or within it; the wait ran out where the reading it ended on was busy."""
+        self.waiting = seconds = float(start.get("waited") or 0.0)
         if not first:
             self.started_count, self.waited = self.started_count + 1, self.waited + seconds
         if seconds >= 1.0:
-            self.waits.append((seconds, seconds >= quiet.wait_seconds() - 2 * quiet.POLL))
+            state = quiet.State.of(start)
+            self.waits.append((seconds, state is not None and bool(quiet.problems(state))))
 
     def _outcome(self, event: dict[str, Any]) -> str:
         """A skip's reason once per run."""
