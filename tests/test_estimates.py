@@ -432,3 +432,72 @@ def test_a_replay_of_a_runs_costs_and_held_files_says_what_its_lines_said(tmp_pa
     rows = estimate_replay.replay(lines, held, None)
     assert [left for _, left, _ in rows[1:]] == pytest.approx(said, abs=0.01)  # files keep ms
     assert rows[0][2] == pytest.approx(clock.now - 1000.0)  # the run's whole time, from its start
+
+
+CAPACITY = "benchmark_models.InferenceCapacity.track_batch('cpu', 'm{}', 'training')"
+
+
+def test_a_setup_cache_is_counted_once_a_pass_from_the_table_or_this_machines_runs(tmp_path):
+    """InferenceCapacity's table has its setup_cache apart from its combinations: a pass of its n
+    combinations is the setup plus n values; this machine's runs replace both, the first of the class
+    in each pass (after its begin line) counted as the setup."""
+    names = tuple(CAPACITY.format(i) for i in range(4))
+    key = ("cpu", "benchmark_models.InferenceCapacity")
+    fresh = watch.Costs(tmp_path / "none", "box")
+    step = Step("b", names, "every combination")
+    watching = Watch([step], fresh, None)
+    table = watch.MEASURED_SECONDS["cpu"]["benchmark_models.InferenceCapacity"]
+    start = fresh.install(True) + fresh.publish()
+    assert watching._steps([step], set()).__next__()[2] == pytest.approx(
+        start + watch.SETUP_SECONDS["cpu"][key[1]] + 4 * table
+    )
+    results = tmp_path / "results"
+    for setup in (70.0, 80.0):
+        watch.add(results, "box", [{"event": "begin", "installed": True, "seconds": 5.0}])
+        walls = [setup, 0.5, 0.6]
+        watch.add(
+            results, "box", [{"name": n, "seconds": w, "wall": w} for n, w in zip(names, walls)]
+        )
+    learnt = watch.Costs(results, "box")
+    assert learnt.setup(key) == pytest.approx(75.0 - 0.55)  # the firsts' median less the values'
+    assert learnt.combination(names[0]) == pytest.approx(0.55)  # a first's wall is not a value
+    assert learnt.combination(names[3]) == pytest.approx(0.55)
+
+
+def test_a_class_leans_on_classes_as_long_and_a_setup_cache_on_its_benchmark_files_pace():
+    """Load slows a long model step more than a short combination (mostly asv's own work): a class not
+    yet run leans on the classes whose combinations take about as long; a setup_cache, which runs models,
+    on its benchmark file's classes."""
+    step, op, other_op = (
+        "benchmark_models.Training.time_step('cpu', 'mlp', 8)",
+        "benchmark_ops.MemoryBoundOps.time_forward('cpu', 'copy', 'float32', 'small')",
+        "benchmark_ops.ComputeBoundOps.time_forward('cpu', 'mm', 'float32', 'small')",
+    )
+    capacity = CAPACITY.format(1)
+    pace = watch.Pace({step: 6.0, op: 0.6, other_op: 0.9, capacity: 0.55})
+    pace.note(pace.key(step), 5 * 6.0 * 20, 6.0 * 20)  # 5x over 20 combinations
+    for fresh in (op, capacity):
+        # nothing as short has run: the square root of the run's pace, as far as the machine is busy
+        assert pace.lean(pace.key(fresh), 0.0, 1.0) == pytest.approx(pace.run_ratio() ** 0.5)
+        assert pace.lean(pace.key(fresh), 0.0, 0.0) == 1.0
+    pace.note(pace.key(op), 2 * 0.6 * 30, 0.6 * 30)  # 2x
+    assert pace.ratio(pace.key(other_op)) == pytest.approx(pace.ratio(pace.key(capacity)))
+    assert 1.7 < pace.ratio(pace.key(capacity)) < 2.0  # the op's pace, not the model step's
+    setup = pace.setup_ratio(pace.key(capacity))
+    assert setup == pace.run_ratio("benchmark_models.") and setup > 4.0
+
+
+def test_a_start_up_and_a_publish_are_this_runs_own_once_it_has_one(tmp_path):
+    names = ("x('cpu', 1)", "x('cpu', 2)")
+    steps = [Step("b", names[:1], "first tier"), Step("b", names[1:], "the rest")]
+    watching = Watch(steps, watch.Costs(tmp_path / "results", "box"), None)
+    assert watching._start_up(True) == watch.STEP_START_SECONDS  # nothing run: the table
+    assert watching._publish() == watch.PUBLISH_SECONDS
+    watching.begin(steps[0])
+    events = [{"event": "start", "name": names[0], "at": watching.began_at + 4.0}]
+    events.append({**events[0], "event": "done", "at": watching.began_at + 6.0, "seconds": 2.0})
+    (tmp_path / asv_saving.EVENTS).write_text("".join(json.dumps(e) + "\n" for e in events))
+    watching.poll(tmp_path)
+    watching.publish(1.5)
+    assert watching._start_up(True) == pytest.approx(4.0)
+    assert watching._publish() == pytest.approx(1.5)

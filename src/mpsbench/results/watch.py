@@ -30,7 +30,7 @@ MEASURED_SECONDS: dict[str, dict[str, float]] = {
             "models.Training": 5.9,
             "models.Inference": 2.6,
             "models.TrainingCapacity": 0.55,
-            "models.InferenceCapacity": 2.05,
+            "models.InferenceCapacity": 0.55,
             "models.Environment": 2.7,
             "coldstart.TrainingColdStart": 9.2,
             "coldstart.InferenceColdStart": 5.2,
@@ -56,6 +56,10 @@ MEASURED_SECONDS: dict[str, dict[str, float]] = {
     },
 }
 MEASURED_SECONDS["mps"] = MEASURED_SECONDS["cuda"]
+# A class's setup_cache, paid by its first combination in a pass, where the table has it apart:
+# InferenceCapacity's measured 2.05 s a combination less TrainingCapacity's 0.55 (both read the one
+# setup_cache's figures), over its 42 combinations (docs/explanation/estimates.md)
+SETUP_SECONDS = {"cpu": {"benchmark_models.InferenceCapacity": 63.0}}
 DEVICE_AVERAGE_SECONDS = {"cpu": 787.0 / 354, "cuda": 165.0 / 108, "mps": 165.0 / 108}
 STEP_START_SECONDS = 16.0  # environment check, .pth switch, discovery, forkserver
 BUDGET_INSTALL_SECONDS = 80.0  # a cold install, besides its download
@@ -64,7 +68,7 @@ WHERE_MEASURED = "this machine's earlier runs"
 WHERE_BUDGET = "figures measured elsewhere (no run here yet)"
 WHERE_BOTH = "this machine's runs and figures measured elsewhere"
 DEVICE = re.compile(r"\('(cpu|mps|cuda)'")
-START_UP, PUBLISH = ("start-up",), ("publish",)  # cost classes besides (device, group)
+LIKE = 2.0  # classes whose combinations take within this factor of each other slow down alike
 
 log = progress.logger(__name__)
 
@@ -133,6 +137,10 @@ def _measured(name: str) -> float:
     return MEASURED_SECONDS.get(on, {}).get(group(name), average)
 
 
+def _key(name: str) -> tuple[str, str]:
+    return device(name), group(name)
+
+
 def _median(seconds: list[float], fallback: float) -> float:
     return statistics.median(seconds) if seconds else fallback
 
@@ -145,16 +153,32 @@ class Costs:
         self.by_group: dict[tuple[str, str], list[float]] = {}
         self.starts: dict[bool, list[float]] = {True: [], False: []}  # by installed
         self.publishes: list[float] = []
+        walls: list[tuple[str, bool, float]] = []  # name, its class's first in its pass, seconds
+        begun: set[tuple[str, str]] | None = None  # the classes of the pass read, from its begin
         for line in _lines(results, machine):
             with contextlib.suppress(ValueError, KeyError, TypeError):
                 if line.get("event") == "begin":
                     self.starts[bool(line["installed"])].append(float(line["seconds"]))
+                    begun = set()
                 elif line.get("event") == "publish":
                     self.publishes.append(float(line["seconds"]))
                 else:
                     name, seconds = str(line["name"]), float(line.get("wall", line["seconds"]))
-                    self.by_name.setdefault(name, []).append(seconds)
-                    self.by_group.setdefault((device(name), group(name)), []).append(seconds)
+                    walls.append((name, begun is not None and _key(name) not in begun, seconds))
+                    begun = None if begun is None else begun | {_key(name)}
+        # a class's first in a pass pays its setup_cache: kept apart where the class has others
+        later = {_key(name) for name, first, _ in walls if not first}
+        firsts: dict[tuple[str, str], list[float]] = {}
+        for name, first, seconds in walls:
+            if first and _key(name) in later:
+                firsts.setdefault(_key(name), []).append(seconds)
+            else:
+                self.by_name.setdefault(name, []).append(seconds)
+                self.by_group.setdefault(_key(name), []).append(seconds)
+        self.setups: dict[tuple[str, ...], float] = {
+            key: max(0.0, statistics.median(seconds) - statistics.median(self.by_group[key]))
+            for key, seconds in firsts.items()
+        }
 
     def combination(self, name: str) -> float:
         """This machine's median for the combination, else for its class (not another class's:
@@ -165,6 +189,11 @@ class Costs:
     def source(self, names: Iterable[str]) -> str:
         known = {(device(n), group(n)) in self.by_group for n in names}
         return WHERE_BOTH if len(known) > 1 else WHERE_BUDGET if False in known else WHERE_MEASURED
+
+    def setup(self, key: tuple[str, ...]) -> float:
+        """A class's setup_cache beyond its combination: this machine's, else the table's."""
+        table = SETUP_SECONDS.get(key[0], {}).get(key[1], 0.0)
+        return self.setups.get(key, table)
 
     def install(self, installed: bool) -> float:
         """A step's start-up: environment, install or switch, discovery, forkserver."""
@@ -178,7 +207,7 @@ class Costs:
 class Pace:
     """This run's seconds taken over seconds estimated, per cost class. A class's ratio leans, as
     :data:`PRIOR` of its combinations would, on what the run knows of classes like it (see
-    :meth:`ratio`; docs/explanation/estimates.md): load slows some classes more than others."""
+    :meth:`lean`; docs/explanation/estimates.md): load slows some classes more than others."""
 
     PRIOR = 3.0
 
@@ -198,23 +227,38 @@ class Pace:
         self.took[key] = self.took.get(key, 0.0) + took
         self.expected[key] = self.expected.get(key, 0.0) + max(expected, 1e-3)
 
-    def run_ratio(self, module: str = "") -> float:
-        """The seconds taken over estimated of every combination class (of benchmark file
-        ``module`` only, where given), leaning on 1 likewise."""
-        keys = [k for k in self.took if k not in (START_UP, PUBLISH) and k[1].startswith(module)]
-        prior = self.PRIOR * (statistics.fmean(self.mean.values()) if self.mean else 1.0)
-        took, expected = (sum(seen[key] for key in keys) for seen in (self.took, self.expected))
+    def pooled(self, keys: Iterable[tuple[str, ...]]) -> float:
+        """The seconds taken over estimated of the classes ``keys`` run so far, leaning on 1."""
+        ran = [key for key in keys if key in self.took]
+        prior = self.PRIOR * statistics.fmean([self.mean.get(key, 1.0) for key in ran] or [1.0])
+        took, expected = (sum(seen[key] for key in ran) for seen in (self.took, self.expected))
         return (took + prior) / (expected + prior)
 
+    def run_ratio(self, module: str = "") -> float:
+        """Every class's pooled ratio (of benchmark file ``module`` only, where given)."""
+        return self.pooled(key for key in self.took if key[1].startswith(module))
+
+    def setup_ratio(self, key: tuple[str, ...]) -> float:
+        """A setup_cache builds and runs models: its benchmark file's pace where that file has
+        run, else the run's."""
+        module = key[1].split(".")[0] + "."
+        return self.run_ratio(module if any(k[1].startswith(module) for k in self.took) else "")
+
+    def lean(self, key: tuple[str, ...], seconds: float, busy: float) -> float:
+        """The pooled ratio of the classes whose combinations take about as long (within
+        :data:`LIKE` times: a short one is mostly asv's per-benchmark work, a long one the
+        model's), else the square root of the run's as far as the machine is ``busy`` (0-1): on a
+        quiet machine another class's ratio is its table's error, not load."""
+        size = max(self.mean.get(key, seconds), 1e-3)
+        like = [
+            k for k in self.took if k != key and 1 / LIKE <= self.mean.get(k, 0.0) / size <= LIKE
+        ]
+        return self.pooled(like) if like else 1 + busy * (math.sqrt(self.run_ratio()) - 1)
+
     def ratio(self, key: tuple[str, ...], seconds: float = 0.0, busy: float = 1.0) -> float:
-        """``seconds``: the class's estimate where the plan has none of it. A class leans on its
-        benchmark file's ratio where that file has run (a capacity class does model work, like
-        the model steps), else on the square root of the run's as far as the machine is
-        ``busy`` (0-1): on a quiet machine another file's ratio is its table's error, not load."""
+        """``seconds``: the class's estimate where the plan has none of it."""
         prior = self.PRIOR * max(self.mean.get(key, seconds), 1e-3)
-        module = key[1].split(".")[0] + "." if key not in (START_UP, PUBLISH) else ""
-        ran = module and any(k[1].startswith(module) for k in self.took if len(k) > 1 and k != key)
-        lean = self.run_ratio(module) if ran else 1 + busy * (math.sqrt(self.run_ratio()) - 1)
+        lean = self.lean(key, seconds, busy)
         return (self.took.get(key, 0.0) + prior * lean) / (self.expected.get(key, 0.0) + prior)
 
 
@@ -272,7 +316,10 @@ class Watch:
         self.expected = {n: estimates.combination(n) for s in self.steps for n in s.names}
         self.pace = Pace(self.expected)
         self.last_at: float | None = None  # the events' clock at the step's previous end
-        self.began_at, self.started_up, self.published = time.time(), 0.0, 0.0
+        self.began_at, self.start_installed, self.to_publish = time.time(), True, False
+        # this run's own start-ups (by installed) and publishes: each one event, not a class
+        self.run_starts: dict[bool, list[float]] = {True: [], False: []}
+        self.run_publishes: list[float] = []
         self.held: set[str] = set()  # in this step, not measured again yet
         self.holds = self.again = 0  # held in this run; measured again in this pass
         self.starting = True
@@ -287,11 +334,36 @@ class Watch:
     def _scaled(self, key: tuple[str, ...], seconds: float) -> float:
         return seconds * self.pace.ratio(key, seconds, self._busy())
 
+    def _run_lean(self) -> float:
+        """What is known only from history or the table: the square root of this run's pace, as
+        far as the machine is busy now (a start-up or a publish is mostly asv's and the disk's)."""
+        return 1 + self._busy() * (math.sqrt(self.pace.run_ratio()) - 1)
+
     def _start_up(self, installed: bool) -> float:
-        return self._scaled(START_UP, self.estimates.install(installed))
+        """This run's median start-up, else this machine's or the table's at the run's pace."""
+        seen = self.run_starts[installed]
+        return (
+            statistics.median(seen)
+            if seen
+            else self.estimates.install(installed) * self._run_lean()
+        )
+
+    def _publish(self) -> float:
+        seen = self.run_publishes
+        return statistics.median(seen) if seen else self.estimates.publish() * self._run_lean()
 
     def _estimate(self, names: Iterable[str]) -> float:
         return sum(self._scaled(self.pace.key(n), self.estimates.combination(n)) for n in names)
+
+    def _setups(self, names: Iterable[str], begun: Collection[tuple[str, ...]] = ()) -> float:
+        """The setup_cache of each class of ``names`` not ``begun`` in the pass: this run's where
+        it has paid it, else this machine's or the table's at its benchmark file's pace."""
+        return sum(
+            self.setup[key]
+            if key in self.setup
+            else self.estimates.setup(key) * self.pace.setup_ratio(key)
+            for key in {self.pace.key(name) for name in names} - set(begun)
+        )
 
     def _hold_rate(self) -> float:
         """The share of values the gate holds, leaning on none until a few are measured."""
@@ -322,9 +394,7 @@ class Watch:
             return 0.0
         values = self._estimate(held) + self._waits(len(held))
         values += rate * (self._estimate(left) + self._waits(len(left)))
-        held_classes = {self.pace.key(name) for name in held}
-        setups = sum(seconds for key, seconds in self.setup.items() if key in held_classes)
-        again = self._start_up(True) + setups + values
+        again = self._start_up(True) + self._setups(held) + values
         # a wait that finds the machine busy runs out as often as this run's waits did: the retry
         # is then skipped and costs its wait alone
         ran_out = statistics.fmean(out for _, out in self.waits) if self.waits else 0.0
@@ -336,10 +406,10 @@ class Watch:
         for step in steps:
             first = step.commit not in seen
             seen.add(step.commit)
-            work = self._gate_wait() + self._estimate(step.names) + self._waits(len(step.names))
-            work += self._retry((), step.names)
+            work = self._gate_wait() + self._estimate(step.names) + self._setups(step.names)
+            work += self._waits(len(step.names)) + self._retry((), step.names)
             start = self._start_up(step.commit in self.installed or not first)
-            yield step, first, start + work + self._scaled(PUBLISH, self.estimates.publish())
+            yield step, first, start + work + self._publish()
 
     def _costs(self) -> list[str]:
         if self.disk is None:
@@ -401,7 +471,7 @@ class Watch:
         self.current, self.left, self.running, self.offset = step, list(step.names), None, 0
         self.step_began = self.last_event = self.said_long = time.monotonic()
         self.began_at, self.last_at, self.starting = time.time(), None, True
-        self.started_up = self.estimates.install(installed)
+        self.start_installed = installed
         self.classes: set[tuple[str, ...]] = set()  # begun in this step
 
     def begin(self, step: Step) -> bool:
@@ -428,7 +498,7 @@ class Watch:
         self.index = self.steps.index(step)
         first = all(s.commit != step.commit for s in self.steps[: self.index])
         self._start(step, step.commit in self.installed or not first)
-        self.published, self.held, self.again = self.estimates.publish(), set(), 0
+        self.to_publish, self.held, self.again = True, set(), 0
         self.cache_used = used(self.disk.cache) if self.disk is not None else 0
         log.info(
             f"build {self.commits.index(step.commit) + 1} of {len(self.commits)}:"
@@ -457,8 +527,8 @@ class Watch:
         """The caller took ``seconds`` after this step: a publish, where any."""
         if seconds < 0.5:
             return []
-        self.pace.note(PUBLISH, seconds, self.published)
-        self.published = 0.0
+        self.run_publishes.append(seconds)
+        self.to_publish = False
         return [{"event": "publish", "seconds": round(seconds, 3)}]
 
     def poll(self, scratch: Path) -> list[dict[str, Any]]:
@@ -478,7 +548,7 @@ class Watch:
                     # from it, and the start-up ends before the wait
                     self.starting, self.last_at = False, at - self.waiting
                     start_up = max(0.0, at - self.began_at - self.waiting)
-                    self.pace.note(START_UP, start_up, self.started_up)
+                    self.run_starts[self.start_installed].append(start_up)
                     installed, seconds = commit in self.installed, round(start_up, 3)
                     done.append(
                         dict(event="begin", build=commit, installed=installed, seconds=seconds)
@@ -552,15 +622,16 @@ class Watch:
         estimate = self._estimate(self.left)
         if self.current is None:
             return estimate
+        estimate += self._setups(self.left, self.classes)
         now = time.monotonic()
         spent = now - self.step_began if self.starting else now - self.last_event
         if self.starting:
-            estimate += self._scaled(START_UP, self.started_up) + self._gate_wait()
+            estimate += self._start_up(self.start_installed) + self._gate_wait()
         estimate += self._waits(len(self.left))
         if self.current.tier != "again":
             estimate += self._retry(self.held, self.left)
         under_way = self.starting or self.running is not None
-        estimate = max(0.0, estimate - spent * under_way) + self._scaled(PUBLISH, self.published)
+        estimate = max(0.0, estimate - spent * under_way) + self._publish() * self.to_publish
         later = [s for s in self.steps[self.index + 1 :] if s.commit not in self.skipped]
         return sum((e for _, _, e in self._steps(later, {self.current.commit})), estimate)
 
