@@ -108,7 +108,6 @@ def changed(option: Option, help_text: str | None = None, **changes: Any) -> Opt
     return flags, {**spec, **changes, "help": help_text or spec["help"]}
 
 
-# options several commands take
 CONFIG = opt("--config", f"asv configuration (default {asvconf.CONFIG})", type=Path)
 MANIFEST = opt("--manifest", f"default {history.MANIFEST}", type=Path, default=history.MANIFEST)
 TIMELINE = opt("--timeline", f"default {history.TIMELINE}", type=Path, default=history.TIMELINE)
@@ -208,7 +207,6 @@ def _filled(func: Callable[..., T], args: Namespace, **given: Any) -> T:
     return func(**values)
 
 
-# measuring here
 @command("models", "list the registered models")
 def cmd_models() -> None:
     rows = [["model", "seed batch", "batch sizes", "needs", "description"]]
@@ -287,7 +285,6 @@ command(
 )(doctor.run)
 
 
-# builds and the timeline
 group("build", "add PyTorch builds to the manifest (and the timeline)")
 
 
@@ -493,7 +490,6 @@ def cmd_machine(name: str | None, quiet: bool) -> None:
         print(f"  {key}: {value}")
 
 
-# running and recording
 command(
     "bench",
     "check the set-up, record every build's missing values, publish the site (scripts/bench)",
@@ -578,7 +574,6 @@ def cmd_preselect(benchmark_dir: Path, every: bool) -> None:
     log.info(f"asv will run {len(chosen)} of the suite's {len(found)} combinations")
 
 
-# judging and publishing
 @command(
     "alert",
     "exit 1 if a machine's newest build is slower (docs/explanation/site.md)",
@@ -806,7 +801,6 @@ def cmd_publish(config: Path | None, asv_args: list[str]) -> None:
     publish.publish(suite, asv_args)
 
 
-# the fleet's nightly job
 group(
     "nightly",
     "one step of the fleet's nightly job (scripts/nightly; docs/how-to/fleet.md)",
@@ -932,8 +926,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return int(_filled(args.func, args) or 0)
     except asv.Stopped as exc:  # Ctrl-C, SIGTERM, `timeout`
         print(
-            f"mpsbench: {exc}: every process has ended; each value measured is recorded, and the"
-            " next run goes on from there",
+            f"mpsbench: {exc}: every process has ended; each value measured is kept, and the next"
+            " run goes on from there",
             file=sys.stderr,
         )
         return exc.status
