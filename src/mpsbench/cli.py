@@ -469,7 +469,7 @@ def cmd_default(
     TIMELINE,
     changed(ASV_ARGS, "the arguments given to asv run"),
 )
-def cmd_check_range(suite: Suite, asv_args: list[str]) -> None:
+def cmd_check_range(suite: Suite, asv_args: Sequence[str]) -> None:
     if refused := timeline.bad_range(suite.timeline_path, list(asv_args)):
         raise UserError(refused)
 
@@ -790,7 +790,7 @@ PUBLISHED = f"${settings.CONFIG}, else {asvconf.CONFIG}"
     changed(CONFIG, f"the asv configuration (default {PUBLISHED})"),
     changed(ASV_ARGS, "options for asv publish"),
 )
-def cmd_publish(config: Path | None, asv_args: list[str]) -> None:
+def cmd_publish(config: Path | None, asv_args: Sequence[str]) -> None:
     configured = settings.text(settings.CONFIG)
     suite = Suite(config or Path(configured or asvconf.CONFIG))
     if configured and not config:
