@@ -1,7 +1,7 @@
-"""``mpsbench bench``: the main command's pipeline, in one process (scripts/bench runs it).
+"""mpsbench bench (scripts/bench): the main command's pipeline, in one process.
 
-Check the arguments and the set-up, generate the timeline, write the machine entry, record each
-planned asv run (only what is missing), publish the site.
+Check the arguments and the set-up, generate the timeline, write the machine entry, record what each
+planned asv run is missing, publish the site.
 """
 
 from __future__ import annotations
@@ -9,7 +9,6 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import re
-from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -45,34 +44,11 @@ def require_torch() -> Any:
 def check_setup() -> str:
     """torch's version and whether each device is usable here."""
     selection.selected_devices()
-    torch = require_torch()
     rows = [["device", "usable", "details"]]
     for name in devices.NAMES:
         found = devices.get(name).availability()
         rows.append([name, "yes" if found.usable else "no", found.reason])
-    return f"torch {torch.__version__}\n{text.table(rows)}"
-
-
-def _refuse(reason: str | None) -> None:
-    if reason is not None:
-        raise UserError(reason)
-
-
-def check_range(suite: Suite, asv_args: Sequence[str]) -> None:
-    """Refuse in one line an asv run range that names no timeline commit."""
-    _refuse(timeline.bad_range(suite.timeline_path, list(asv_args)))
-
-
-def checked_args(
-    suite: Suite, asv_args: Sequence[str]
-) -> tuple[asv.RunArgs | None, record.Selection | None]:
-    """The asv run arguments, parsed and checked once before anything runs, and -b's selection."""
-    run = asv.run_args(asv_args)
-    record.check_meaning(run)  # --quick, -a repeat=1, MPSBENCH_SINGLE_STEPS: no history
-    if not asv_args:
-        return None, None
-    _refuse(timeline.range_refusal(suite.timeline_path, run.range))
-    return run, record.select(suite.conf, run.bench) if run.bench else None
+    return f"torch {require_torch().__version__}\n{text.table(rows)}"
 
 
 def plan(suite: Suite, given: asv.RunArgs | None) -> list[asv.RunArgs]:
@@ -101,15 +77,12 @@ def environment_python(run: asv.RunArgs) -> tuple[int, int] | None:
 def build_facts(
     reader: timeline.Reader, commit: str, python: tuple[int, int] | None
 ) -> watch.Build:
-    """What the plan and disk check say of build ``commit`` installed for ``python``."""
+    """What the plan and the disk check say of build ``commit`` installed for ``python``."""
     build = reader.build(commit)
     need = disk.need(build, python)
     size, hosts = disk.download(build, python)
-    name = (
-        f"{build['channel']}@{build['id']} (torch {build.get('torch_version', '?')})"
-        if build
-        else commit[:8]
-    )
+    torch = build.get("torch_version", "?")
+    name = f"{build['channel']}@{build['id']} (torch {torch})" if build else commit[:8]
     return watch.Build(name, need.bytes, need.how, need.installed, size, hosts, need.refused)
 
 
@@ -124,8 +97,7 @@ def _state(suite: Suite) -> str:
     """A digest of the site's inputs: results, timeline refs and the site's code."""
     import mpsbench.site
 
-    digest = hashlib.sha256()
-    refs = suite.timeline_path / ".git"
+    digest, refs = hashlib.sha256(), suite.timeline_path / ".git"
     site_code = Path(mpsbench.site.__file__).parent
     for folder in (suite.conf.results, refs / "refs", refs / "packed-refs", site_code):
         for path in sorted(folder.rglob("*")) if folder.is_dir() else [folder]:
@@ -134,25 +106,15 @@ def _state(suite: Suite) -> str:
     return digest.hexdigest()
 
 
-def published_stamp(suite: Suite) -> Path:
-    """The state the site was last published from."""
-    return suite.conf.results.parent / f"{suite.conf.results.name}-published.txt"
-
-
 def publish_site(suite: Suite, only_if_changed: bool = False) -> None:
-    if not publish.measured_builds(suite.conf.results):
-        log.info(f"nothing recorded in {suite.conf.results} yet: no site to publish")
+    results, html = suite.conf.results, suite.conf.html
+    if not publish.measured_builds(results):
+        log.info(f"nothing recorded in {results} yet: no site to publish")
         return
-    stamp, state = published_stamp(suite), _state(suite)
-    if (
-        only_if_changed
-        and (suite.conf.html / "index.html").is_file()
-        and stamp.is_file()
-        and stamp.read_text() == state
-    ):
-        log.info(
-            f"the site in {suite.conf.html} is up to date: nothing recorded since it was published"
-        )
+    stamp, state = results.parent / f"{results.name}-published.txt", _state(suite)
+    unchanged = stamp.is_file() and stamp.read_text() == state and (html / "index.html").is_file()
+    if only_if_changed and unchanged:
+        log.info(f"the site in {html} is up to date: nothing recorded since it was published")
         return
     publish.publish(suite)
     stamp.write_text(state)
@@ -161,19 +123,21 @@ def publish_site(suite: Suite, only_if_changed: bool = False) -> None:
 def bench(suite: Suite, options: Options) -> int:
     """Every step in order; 0, or BENCHMARKS_FAILED."""
     generated = suite.generate()  # first: ranges are checked against it
-    given, selection = checked_args(suite, options.asv_args)
+    run = asv.run_args(options.asv_args)
+    record.check_meaning(run)  # --quick, -a repeat=1, MPSBENCH_SINGLE_STEPS: no history
+    given, chosen = None, None
+    if options.asv_args:
+        if refused := timeline.range_refusal(suite.timeline_path, run.range):
+            raise UserError(refused)
+        given, chosen = run, record.select(suite.conf, run.bench) if run.bench else None
     print(check_setup())
     print(timeline.summary(suite.manifest, generated, suite.timeline_path))
     name = machine.write()[0]
     status, published = 0, False
     for run in plan(suite, given):
+        launched = run.before("--launch-method", suite.conf.launch_method())
         steps = record.record(
-            suite.conf,
-            name,
-            run.before("--launch-method", suite.conf.launch_method()),
-            options.remeasure,
-            disk_facts(suite, run),
-            selection,
+            suite.conf, name, launched, options.remeasure, disk_facts(suite, run), chosen
         )
         with contextlib.closing(steps):  # on any exit: held values said, lock released
             for done in steps:

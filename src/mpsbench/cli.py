@@ -1,8 +1,5 @@
-"""The ``mpsbench`` command: each command's function, declared with its options beside it.
-
-``main`` calls it with each parameter filled by name, or by type for a Suite, an options
-dataclass or the Namespace. A user's mistake is one line on stderr, exit status 2.
-"""
+"""The ``mpsbench`` command: each command's function, declared with its options and called with its
+parameters filled by name; a user's mistake is one line on stderr, exit status 2."""
 
 from __future__ import annotations
 
@@ -50,7 +47,7 @@ Option = tuple[tuple[str, ...], dict[str, Any]]
 
 
 class OneLineParser(ArgumentParser):
-    """argparse that says a user's mistake in one line, exit status 2; subcommands inherit it."""
+    """argparse refusing in one line, exit status 2; subcommands inherit it."""
 
     def error(self, message: str) -> NoReturn:
         self.exit(2, f"{self.prog.split()[0]}: error: {message} (see {self.prog} --help)\n")
@@ -68,15 +65,11 @@ def _date(value: str) -> str:
     return date
 
 
-DATE = text.checked(_date)
-
-
 def _new_file(value: str) -> Path:
     path = Path(value)
     if not value or not path.parent.is_dir() or path.is_dir():
         raise argparse.ArgumentTypeError(
-            f"{value!r} is no file in an existing folder: create the folder first, or"
-            " name a file in one"
+            f"{value!r} is no file in an existing folder: create the folder first"
         )
     return path
 
@@ -88,8 +81,11 @@ def _env(value: str) -> tuple[str, str]:
     return name, setting
 
 
+DATE = text.checked(_date)
+
+
 def opt(name: str, help_text: str | None = None, **spec: Any) -> Option:
-    """An option as data: its flag or positional's name, help and add_argument's keywords."""
+    """An option as data: its name and add_argument's keywords."""
     return (name,), {"help": help_text, **spec}
 
 
@@ -107,10 +103,15 @@ def many(name: str, help_text: str, **spec: Any) -> Option:
     return opt(name, help_text, action="append", default=[], **spec)
 
 
-# options several commands take
+def changed(option: Option, help_text: str | None = None, **changes: Any) -> Option:
+    flags, spec = option
+    return flags, {**spec, **changes, "help": help_text or spec["help"]}
+
+
 CONFIG = opt("--config", f"asv configuration (default {asvconf.CONFIG})", type=Path)
 MANIFEST = opt("--manifest", f"default {history.MANIFEST}", type=Path, default=history.MANIFEST)
 TIMELINE = opt("--timeline", f"default {history.TIMELINE}", type=Path, default=history.TIMELINE)
+FILES = (MANIFEST, TIMELINE)
 MACHINE = opt("--machine", "asv machine name (default: mpsbench machine's)", type=MACHINE_NAME)
 MACHINES = many(
     "--machine",
@@ -119,10 +120,7 @@ MACHINES = many(
     metavar="MACHINE",
     type=MACHINE_NAME,
 )
-BENCH = (
-    ("-b", "--bench"),
-    {"required": True, "help": "a regex naming ONE benchmark combination, as asv -b"},
-)
+BENCH = ("-b", "--bench"), {"required": True, "help": "a regex naming ONE combination, as asv -b"}
 INDEX = many(
     "--index",
     "nightly PEP 503 index (repeatable; default PyTorch's)",
@@ -134,22 +132,11 @@ TRANSFORMERS_INDEX = opt(
     "--transformers-index", "index of the other wheels (default PyPI)", default=resolve.PYPI
 )
 SUMMARY = opt("--summary", "also write the alerts as Markdown here", type=_new_file)
-CONFIRM = flag(
-    "--confirm",
-    "alert only if a fresh `mpsbench compare` of the two builds on this machine agrees",
-)
+CONFIRM = flag("--confirm", "alert only if a fresh `mpsbench compare` here agrees")
 SOURCES = opt("sources", "asv results directories to merge from", type=Path, nargs="+")
-UPDATE_BENCHMARKS = flag(
-    "--update-benchmarks", "the sources ran a newer suite: their benchmarks.json wins"
-)
+UPDATE_BENCHMARKS = flag("--update-benchmarks", "the sources' newer benchmarks.json wins")
 ASV_ARGS = opt("asv_args", nargs=argparse.REMAINDER)
-FILES = (MANIFEST, TIMELINE)
 REFERENCE = opt("a_ref", f"the reference build: {BUILD_NAMES}", metavar="a")
-
-
-def changed(option: Option, help_text: str | None = None, **changes: Any) -> Option:
-    flags, spec = option
-    return flags, {**spec, **changes, "help": help_text or spec["help"]}
 
 
 def _add(parser: ArgumentParser, options: Sequence[Option]) -> None:
@@ -173,8 +160,8 @@ def group(name: str, help_text: str, metavar: str = "ACTION", **more: Any) -> No
 def command(
     words: str, help_text: str, *options: Option, parser: Any = None, **preset: Any
 ) -> Callable[[F], F]:
-    """Declare command ``words`` (e.g. "build list") running the function it decorates;
-    ``parser``: add_parser's keywords, or the module describing the command."""
+    """Declare command ``words`` (e.g. "build list") running the decorated function; ``parser``:
+    add_parser's keywords, or the module whose docstring describes the command."""
     above, _, name = words.rpartition(" ")
     more = parser if isinstance(parser, dict) else _doc(parser) if parser else {}
     declared = SUBCOMMANDS[above].add_parser(name, help=help_text, **more)
@@ -188,8 +175,7 @@ def command(
 
 
 def _doc(module: Any) -> dict[str, Any]:
-    """A command's description: its module's docstring past the first paragraph, or its first
-    line where EXIT_STATUSES is the epilog."""
+    """The module's docstring past its first paragraph, or its first line above EXIT_STATUSES."""
     doc, statuses = module.__doc__ or "", getattr(module, "EXIT_STATUSES", None)
     return {
         "description": doc.splitlines()[0] if statuses else doc.split("\n\n", 1)[-1],
@@ -199,8 +185,8 @@ def _doc(module: Any) -> dict[str, Any]:
 
 
 def _filled(func: Callable[..., T], args: Namespace, **given: Any) -> T:
-    """``func`` called with each parameter ``given`` leaves filled by its type (Suite, Namespace,
-    a dataclass filled alike), else by the option of its name."""
+    """``func`` called with each parameter not ``given`` filled by its type (Suite, Namespace, a
+    dataclass filled alike), else by the option of its name."""
     hints, values = typing.get_type_hints(func), {}
     for name in inspect.signature(func).parameters:
         kind = hints.get(name)
@@ -209,11 +195,10 @@ def _filled(func: Callable[..., T], args: Namespace, **given: Any) -> T:
         elif kind is Namespace:
             values[name] = args
         elif kind is Suite:  # of the command's --config, --manifest and --timeline
-            values[name] = Suite(
-                getattr(args, "config", None) or asvconf.CONFIG,
-                getattr(args, "manifest", None) or history.MANIFEST,
-                getattr(args, "timeline", None) or history.TIMELINE,
-            )
+            files = {
+                f"{o}_path": getattr(args, o, None) for o in ("config", "manifest", "timeline")
+            }
+            values[name] = Suite(**{field: path for field, path in files.items() if path})
         elif dataclasses.is_dataclass(kind):
             values[name] = _filled(kind, args)  # type: ignore[arg-type]
         elif hasattr(args, name):
@@ -222,11 +207,6 @@ def _filled(func: Callable[..., T], args: Namespace, **given: Any) -> T:
     return func(**values)
 
 
-def _asv_args(passed: list[str]) -> list[str]:
-    return passed[1:] if passed[:1] == ["--"] else passed
-
-
-# measuring here
 @command("models", "list the registered models")
 def cmd_models() -> None:
     rows = [["model", "seed batch", "batch sizes", "needs", "description"]]
@@ -271,13 +251,9 @@ def cmd_run(model: str, device: str, batch_size: int | None, kind: str, seconds:
         hint = f"; usable here: {', '.join(usable)}: try --device {usable[0]}" if usable else ""
         mac = " (mps needs a Mac with Apple silicon)" if on == "mps" else ""
         raise UserError(f"device {on} is not usable here: {found.reason}{hint}{mac}")
-    kinds = (  # "both": the kinds the model has
-        [k for k in workloads.KINDS if (spec.trains if k == "training" else spec.trainable is None)]
-        if kind == "both"
-        else [kind]
-    )
+    has = {"training": spec.trains, "inference": spec.trainable is None}  # the kinds "both" runs
     rows = [["workload", "model", "device", "batch", "ms/step", "samples/s", "calls"]]
-    for each in kinds:
+    for each in [kind] if kind != "both" else [k for k in workloads.KINDS if has[k]]:
         try:
             workload = workloads.build(each, on, spec.name, batch)
         except workloads.WorkloadError as exc:
@@ -309,7 +285,6 @@ command(
 )(doctor.run)
 
 
-# builds and the timeline
 group("build", "add PyTorch builds to the manifest (and the timeline)")
 
 
@@ -328,7 +303,7 @@ LOCAL = (
     opt("--id", "build id (default: from the torch version)", dest="build_id", metavar="ID"),
     opt("--note", "a line for the commit message", default=""),
 )
-# a wheel's resolver names the other wheels' index "index"
+# the wheel resolvers call the other wheels' index "index"
 OTHERS = changed(TRANSFORMERS_INDEX, dest="index", metavar="TRANSFORMERS_INDEX")
 
 
@@ -348,6 +323,7 @@ def _existing(env: Sequence[tuple[str, str]], args: Namespace) -> mf.Build:
     return _filled(resolve.existing, args, env=dict(env))
 
 
+PYTHONS = opt("--python", "python tags to pin", nargs="+", dest="pythons", metavar="PYTHON")
 command(
     "build add-release",
     "a release from PyPI, e.g. 2.14.1",
@@ -355,13 +331,10 @@ command(
     opt("version"),
     opt("--index", "PEP 503 index (default PyPI)", default=resolve.PYPI),
     opt("--torchvision", "torchvision version (default: the one for this torch)"),
-    opt(
-        "--python",
-        "python tags to pin on every platform (default: per platform, the manifest's"
-        " defaults' Pythons, else cp310-cp313)",
-        nargs="+",
-        dest="pythons",
-        metavar="PYTHON",
+    changed(
+        PYTHONS,
+        "python tags to pin on every platform (default: per platform, the manifest's defaults'"
+        " Pythons, else cp310-cp313)",
     ),
     opt("--date", "override the build date (YYYY-MM-DDTHH:MM:SSZ)", type=DATE),
     resolver=_release,
@@ -375,14 +348,7 @@ command(
     TRANSFORMERS_INDEX,
     opt("date"),
     INDEX,
-    opt(
-        "--python",
-        "python tags to pin",
-        nargs="+",
-        default=list(resolve.PYTHONS),
-        dest="pythons",
-        metavar="PYTHON",
-    ),
+    changed(PYTHONS, default=list(resolve.PYTHONS)),
 )
 def cmd_add_nightly(manifest: Path, timeline: Path, args: Namespace) -> None:
     _filled(history.add_nightly, args, manifest_path=manifest, timeline_repo=timeline)
@@ -412,16 +378,9 @@ command(
     "a torch already installed here, used in place",
     *LOCAL,
     opt("site_packages", "the site-packages folder that holds torch", type=Path),
-    opt(
-        "--date",
-        "build date, YYYY-MM-DDTHH:MM:SSZ (default: when torch/version.py was written)",
-        type=DATE,
-    ),
+    opt("--date", "build date (default: when torch/version.py was written)", type=DATE),
     many(
-        "--env",
-        "set in every process of this build's environment (repeatable)",
-        metavar="NAME=VALUE",
-        type=_env,
+        "--env", "set in every process of this build (repeatable)", metavar="NAME=VALUE", type=_env
     ),
     resolver=_existing,
 )(cmd_add)
@@ -510,8 +469,9 @@ def cmd_default(
     TIMELINE,
     changed(ASV_ARGS, "the arguments given to asv run"),
 )
-def cmd_check_range(suite: Suite, asv_args: list[str]) -> None:
-    bench.check_range(suite, _asv_args(asv_args))
+def cmd_check_range(suite: Suite, asv_args: Sequence[str]) -> None:
+    if refused := timeline.bad_range(suite.timeline_path, list(asv_args)):
+        raise UserError(refused)
 
 
 @command(
@@ -530,7 +490,6 @@ def cmd_machine(name: str | None, quiet: bool) -> None:
         print(f"  {key}: {value}")
 
 
-# running and recording
 command(
     "bench",
     "check the set-up, record every build's missing values, publish the site (scripts/bench)",
@@ -552,11 +511,7 @@ group("results", "asv results directories from several machines")
     SOURCES,
     changed(MACHINES, "merge only this machine's folder (repeatable)"),
     UPDATE_BENCHMARKS,
-    changed(
-        TIMELINE,
-        "the timeline repository: a file of a build not among its commits is refused",
-        default=None,
-    ),
+    changed(TIMELINE, "refuse a file of a build not among this timeline's commits", default=None),
     flag(
         "--replace",
         "re-measured on purpose: incoming values replace recorded ones, kept in DEST-replaced.jsonl",
@@ -586,7 +541,7 @@ def cmd_merge(
 )
 def cmd_record(suite: Suite, args: Namespace) -> int:
     machine.require(args.machine)
-    run = asv.run_args(_asv_args(args.asv_args))
+    run = asv.run_args(args.asv_args)
     record.check_meaning(run)
     facts = bench.disk_facts(suite, run)
     return record.status(record.record(suite.conf, args.machine, run, args.remeasure, facts))
@@ -603,7 +558,7 @@ def cmd_record(suite: Suite, args: Namespace) -> int:
     ),
     flag(
         "--list",
-        "print every combination, a tab, and why this run leaves it out, or 'runs'",
+        "print each combination, a tab, and why this run skips it, or 'runs'",
         dest="every",
     ),
     parser=preselect,
@@ -619,7 +574,6 @@ def cmd_preselect(benchmark_dir: Path, every: bool) -> None:
     log.info(f"asv will run {len(chosen)} of the suite's {len(found)} combinations")
 
 
-# judging and publishing
 @command(
     "alert",
     "exit 1 if a machine's newest build is slower (docs/explanation/site.md)",
@@ -671,6 +625,17 @@ def cmd_factor(suite: Suite, bench: str) -> None:
 
 
 ROUNDS = text.number(int, verdict.FEWEST, "rounds", compare.MOST_ROUNDS)
+MEASURED = (  # compare's, bisect's and explain's
+    opt("--log", "append asv's and the processes' own output here", type=Path),
+    count(
+        "--threads",
+        "torch's cpu threads per process (OMP_NUM_THREADS; default: torch's own); a cpu row on a"
+        " busy machine needs 1 (docs/explanation/the-rule.md)",
+        int,
+        1,
+        metavar="N",
+    ),
+)
 FRESH: tuple[Option, ...] = (  # compare's and bisect's
     BENCH,
     opt(
@@ -699,17 +664,6 @@ FRESH: tuple[Option, ...] = (  # compare's and bisect's
     MACHINE,
 )
 SUITE_FILES = (*FILES, opt("--suite-root", argparse.SUPPRESS, type=Path))
-MEASURED = (  # compare's, bisect's and explain's
-    opt("--log", "append asv's and the processes' own output here", type=Path),
-    count(
-        "--threads",
-        "torch's cpu threads per process (OMP_NUM_THREADS; default: torch's own); a cpu row on a"
-        " busy machine needs 1 (docs/explanation/the-rule.md)",
-        int,
-        1,
-        metavar="N",
-    ),
-)
 NIGHTLIES = (  # bisect's
     count(
         "--nightlies",
@@ -725,14 +679,12 @@ NIGHTLIES = (  # bisect's
     changed(TRANSFORMERS_INDEX, "where --nightlies pins transformers from"),
     changed(TRANSFORMERS, "transformers version --nightlies pins, or none (default: by torch)"),
 )
+COMPARING = (*FRESH, *SUITE_FILES, *MEASURED)
 
 
-def fresh_arguments(parser: ArgumentParser, files: bool = True, bisecting: bool = True) -> None:
-    """Add compare's options (``bisecting``: bisect's); without ``files``, no manifest and timeline."""
-    _add(
-        parser,
-        (*FRESH, *(SUITE_FILES if files else ()), *MEASURED, *(NIGHTLIES if bisecting else ())),
-    )
+def fresh_arguments(parser: ArgumentParser, bisecting: bool = True) -> None:
+    """Add compare's options (``bisecting``: bisect's)."""
+    _add(parser, (*COMPARING, *(NIGHTLIES if bisecting else ())))
 
 
 def fresh_options(args: Namespace, **given: Any) -> fresh.Options:
@@ -744,9 +696,7 @@ command(
     "is build B slower than build A? fresh, interleaved processes; never the recorded results",
     REFERENCE,
     opt("b_ref", "the build under suspicion, named the same ways", metavar="b"),
-    *FRESH,
-    *SUITE_FILES,
-    *MEASURED,
+    *COMPARING,
     parser=compare,
 )(compare.compare)
 
@@ -756,9 +706,7 @@ command(
     "the first build between GOOD and BAD that made one combination slower, measured afresh",
     opt("good_ref", f"the last known good build: {BUILD_NAMES}", metavar="good"),
     opt("bad_ref", "a later build on the same line of builds that is slower", metavar="bad"),
-    *FRESH,
-    *SUITE_FILES,
-    *MEASURED,
+    *COMPARING,
     *NIGHTLIES,
     flag("--no-explain", "end without the table of the ops that changed (mpsbench explain)"),
     parser=bisection,
@@ -798,14 +746,14 @@ command(
     ),
     count(
         "--top",
-        f"rows shown (default {explain.TOP}); every row counts in the sums",
+        f"rows shown (default {explain.TOP}); all rows count in the sums",
         int,
         1,
         default=explain.TOP,
     ),
     opt(
         "--save",
-        "also write the table to FILE and its numbers to FILE.json",
+        "also write the table to FILE, its numbers to FILE.json",
         type=_new_file,
         metavar="FILE",
     ),
@@ -842,7 +790,7 @@ PUBLISHED = f"${settings.CONFIG}, else {asvconf.CONFIG}"
     changed(CONFIG, f"the asv configuration (default {PUBLISHED})"),
     changed(ASV_ARGS, "options for asv publish"),
 )
-def cmd_publish(config: Path | None, asv_args: list[str]) -> None:
+def cmd_publish(config: Path | None, asv_args: Sequence[str]) -> None:
     configured = settings.text(settings.CONFIG)
     suite = Suite(config or Path(configured or asvconf.CONFIG))
     if configured and not config:
@@ -853,44 +801,40 @@ def cmd_publish(config: Path | None, asv_args: list[str]) -> None:
     publish.publish(suite, asv_args)
 
 
-# the fleet's nightly job
 group(
     "nightly",
     "one step of the fleet's nightly job (scripts/nightly; docs/how-to/fleet.md)",
     "STEP",
     **_doc(nightly) | {"epilog": "docs/how-to/fleet.md says how the workflows use each step."},
 )
+FLEET = (  # nightly.Fleet's fields
+    opt(
+        "--suite",
+        "asv.conf.json, benchmarks/ and builds/ (default: this checkout)",
+        type=Path,
+        default=asvconf.ROOT,
+    ),
+    opt(
+        "--workdir",
+        f"work folder, relative to the suite (default {nightly.WORKDIR})",
+        type=Path,
+        default=nightly.WORKDIR,
+    ),
+    opt(
+        "--fleet",
+        "the fleet's files (default: WORKDIR/fleet)",
+        type=Path,
+        dest="folder",
+        metavar="FLEET",
+    ),
+    opt("--channel", f"the nightly channel (default {nightly.CHANNEL})", default=nightly.CHANNEL),
+)
 
 
 def step(name: str, help_text: str, *options: Option) -> Callable[[F], F]:
     """Declare ``nightly NAME``, with where the fleet's files are."""
     return command(
-        f"nightly {name}",
-        help_text,
-        opt(
-            "--suite",
-            "asv.conf.json, benchmarks/ and builds/manifest.json (default: this checkout)",
-            type=Path,
-            default=asvconf.ROOT,
-        ),
-        opt(
-            "--workdir",
-            f"work folder, relative to the suite (default {nightly.WORKDIR})",
-            type=Path,
-            default=nightly.WORKDIR,
-        ),
-        opt(
-            "--fleet",
-            "the fleet's files (default: WORKDIR/fleet)",
-            type=Path,
-            dest="folder",
-            metavar="FLEET",
-        ),
-        opt(
-            "--channel", f"the nightly channel (default {nightly.CHANNEL})", default=nightly.CHANNEL
-        ),
-        *options,
-        parser={"description": help_text},
+        f"nightly {name}", help_text, *FLEET, *options, parser={"description": help_text}
     )
 
 
@@ -938,10 +882,7 @@ step("publish", "publish the site of the fleet's results into WORKDIR/html (mpsb
     nightly.publish
 )
 step(
-    "alert",
-    "exit 1 if a machine's newest build is slower than the one before",
-    MACHINES,
-    SUMMARY,
+    "alert", "exit 1 if a machine's newest build is slower than the one before", MACHINES, SUMMARY
 )(nightly.alert)
 
 
@@ -971,21 +912,22 @@ def build_parser() -> ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
     try:  # argparse's refusal and --help exit
-        args, extras = parser.parse_known_args(argv)
+        args, extras = PARSER.parse_known_args(argv)
         if getattr(args, "passes_through", False):
             args.asv_args = extras
         elif extras:
-            parser.error(f"unrecognized arguments: {' '.join(extras)}")
+            PARSER.error(f"unrecognized arguments: {' '.join(extras)}")
+        elif getattr(args, "asv_args", [])[:1] == ["--"]:  # REMAINDER keeps it
+            del args.asv_args[0]
     except SystemExit as exc:
         return int(exc.code or 0)
     try:
         return int(_filled(args.func, args) or 0)
     except asv.Stopped as exc:  # Ctrl-C, SIGTERM, `timeout`
         print(
-            f"mpsbench: {exc}: every process has ended; each value measured is recorded, and the"
-            " next run goes on from there",
+            f"mpsbench: {exc}: every process has ended; each value measured is kept, and the next"
+            " run goes on from there",
             file=sys.stderr,
         )
         return exc.status

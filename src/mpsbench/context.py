@@ -1,5 +1,4 @@
-"""The suite a command works on: asv.conf.json, the manifest and the timeline, each read once,
-when first asked for."""
+"""The suite a command works on: asv.conf.json, the manifest and the timeline, each read once."""
 
 from __future__ import annotations
 
@@ -43,7 +42,7 @@ class Suite:
         return generated
 
     def hashfile(self, python: str) -> Path:
-        """The default timeline's HASHFILE for ``python``; absolute, as asv reads it."""
+        """The default timeline's HASHFILE for ``python``, absolute as asv reads it."""
         return self.timeline_path.resolve().parent / f"default-py{python}.txt"
 
     def name(self, ref: str) -> str:
