@@ -65,7 +65,7 @@ STEP_START_SECONDS = 16.0  # environment check, .pth switch, discovery, forkserv
 BUDGET_INSTALL_SECONDS = 80.0  # a cold install, besides its download
 PUBLISH_SECONDS = 5.0
 WHERE_MEASURED = "this machine's earlier runs"
-WHERE_BUDGET = "figures measured elsewhere (no run here yet)"
+WHERE_BUDGET = "figures measured elsewhere: no run here yet"
 WHERE_BOTH = "this machine's runs and figures measured elsewhere"
 DEVICE = re.compile(r"\('(cpu|mps|cuda)'")
 LIKE = 2.0  # classes whose combinations take within this factor of each other slow down alike
@@ -244,16 +244,20 @@ class Pace:
         module = key[1].split(".")[0] + "."
         return self.run_ratio(module if any(k[1].startswith(module) for k in self.took) else "")
 
+    def unlike(self, busy: float) -> float:
+        """The pace of work unlike any run so far: the square root of the run's, as far as the
+        machine is ``busy`` (0-1); on a quiet machine another class's ratio is its table's error."""
+        return 1 + busy * (math.sqrt(self.run_ratio()) - 1)
+
     def lean(self, key: tuple[str, ...], seconds: float, busy: float) -> float:
         """The pooled ratio of the classes whose combinations take about as long (within
         :data:`LIKE` times: a short one is mostly asv's per-benchmark work, a long one the
-        model's), else the square root of the run's as far as the machine is ``busy`` (0-1): on a
-        quiet machine another class's ratio is its table's error, not load."""
+        model's), else :meth:`unlike`."""
         size = max(self.mean.get(key, seconds), 1e-3)
         like = [
             k for k in self.took if k != key and 1 / LIKE <= self.mean.get(k, 0.0) / size <= LIKE
         ]
-        return self.pooled(like) if like else 1 + busy * (math.sqrt(self.run_ratio()) - 1)
+        return self.pooled(like) if like else self.unlike(busy)
 
     def ratio(self, key: tuple[str, ...], seconds: float = 0.0, busy: float = 1.0) -> float:
         """``seconds``: the class's estimate where the plan has none of it."""
@@ -334,23 +338,15 @@ class Watch:
     def _scaled(self, key: tuple[str, ...], seconds: float) -> float:
         return seconds * self.pace.ratio(key, seconds, self._busy())
 
-    def _run_lean(self) -> float:
-        """What is known only from history or the table: the square root of this run's pace, as
-        far as the machine is busy now (a start-up or a publish is mostly asv's and the disk's)."""
-        return 1 + self._busy() * (math.sqrt(self.pace.run_ratio()) - 1)
-
     def _start_up(self, installed: bool) -> float:
-        """This run's median start-up, else this machine's or the table's at the run's pace."""
-        seen = self.run_starts[installed]
-        return (
-            statistics.median(seen)
-            if seen
-            else self.estimates.install(installed) * self._run_lean()
-        )
+        """This run's median start-up, else this machine's or the table's (mostly asv's and the
+        disk's work, unlike the combinations')."""
+        seen, known = self.run_starts[installed], self.estimates.install(installed)
+        return statistics.median(seen) if seen else known * self.pace.unlike(self._busy())
 
     def _publish(self) -> float:
-        seen = self.run_publishes
-        return statistics.median(seen) if seen else self.estimates.publish() * self._run_lean()
+        seen, known = self.run_publishes, self.estimates.publish()
+        return statistics.median(seen) if seen else known * self.pace.unlike(self._busy())
 
     def _estimate(self, names: Iterable[str]) -> float:
         return sum(self._scaled(self.pace.key(n), self.estimates.combination(n)) for n in names)
