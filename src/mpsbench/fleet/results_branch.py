@@ -13,9 +13,10 @@ from mpsbench.core.errors import UserError
 
 NAME, EMAIL = "mpsbench nightly", "nightly@mpsbench.invalid"
 IDENTITY = {
-    f"GIT_{who}_{what}": value
-    for who in ("AUTHOR", "COMMITTER")
-    for what, value in (("NAME", NAME), ("EMAIL", EMAIL))
+    "GIT_AUTHOR_NAME": NAME,
+    "GIT_AUTHOR_EMAIL": EMAIL,
+    "GIT_COMMITTER_NAME": NAME,
+    "GIT_COMMITTER_EMAIL": EMAIL,
 }
 README = """\
 # mpsbench results

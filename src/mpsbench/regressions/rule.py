@@ -125,6 +125,10 @@ class Judgement:
         return self.decision in (Decision.SLOWER, Decision.WRONG)
 
 
+def _ratio(before: float, after: float) -> float:
+    return after / before if before > 0 else (math.inf if after > before else 1.0)
+
+
 def _correctness(entry: str, unit_name: str, old: Measured, new: Measured) -> Judgement | None:
     """An error row by its dtype's tolerance, a difference row by bit-identity; None for others."""
     change = f"{old.value:.3g} -> {new.value:.3g}"
@@ -136,7 +140,7 @@ def _correctness(entry: str, unit_name: str, old: Measured, new: Measured) -> Ju
         what = f"identical calls differ by {change} of their scale, where 0 is bit-identical"
     else:
         return None
-    ratio = new.value / old.value if old.value > 0 else (math.inf if new.value > 0 else 1.0)
+    ratio = _ratio(old.value, new.value)
     if new.value > limit >= old.value:
         return Judgement(Decision.WRONG, bad, ratio, limit, what)
     if old.value > limit >= new.value:
@@ -158,11 +162,8 @@ def judge(
     if correctness is not None:
         return correctness
     found = unit(unit_name)
-    if found.higher_is_better:
-        worse, before, after = old.value - new.value, new.value, old.value
-    else:
-        worse, before, after = new.value - old.value, old.value, new.value
-    ratio = after / before if before > 0 else (math.inf if worse > 0 else 1.0)
+    before, after = (new.value, old.value) if found.higher_is_better else (old.value, new.value)
+    worse, ratio = after - before, _ratio(before, after)
     base = threshold(thresholds, entry, branch)
     spreads = [(m, s) for m in (old, new) if (s := noise(m)) is not None]
     errors = [s * abs(m.value) for m, s in spreads]
