@@ -1,9 +1,5 @@
-"""mpsbench doctor: check a machine before a run, and say what would make its numbers untrustworthy.
-
-One line per finding: ok, warn (numbers taken now would be doubtful, and why) or info (the OS does
-not report it here); --strict exits 1 when anything warned. Load, power and heat are judged by the
-rule of a record run's quiet gate (mpsbench.measure.quiet).
-"""
+"""mpsbench doctor: one line per finding, ok, warn (numbers taken now would be doubtful, and why) or
+info (the OS does not report it here); load, power and heat by the record gate's rule (measure.quiet)."""
 
 from __future__ import annotations
 

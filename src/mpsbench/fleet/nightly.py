@@ -1,9 +1,5 @@
-"""The fleet's nightly job, one step at a time (scripts/nightly STEP; docs/how-to/fleet.md).
-
-Each step is a job of .github/workflows/nightly.yml and runs the same on a laptop: the fleet is a
-suite whose files live in a work folder (default .asv/nightly). Exit: 0 done, 1 a regression or
-merge conflict, 2 a bad command or fleet file (one line), 3 benchmarks that failed.
-"""
+"""The fleet's nightly job, one step at a time (scripts/nightly STEP; docs/how-to/fleet.md): each step
+runs the same in CI and on a laptop, on a suite whose files live in a work folder."""
 
 from __future__ import annotations
 
@@ -59,8 +55,8 @@ def sync(repository: mf.Manifest, fleet_manifest: mf.Manifest) -> mf.Manifest:
     """Per channel, the history of the two that continues the other; diverging ones are an error."""
     channels = []
     for name in dict.fromkeys(c.name for c in (*repository.channels, *fleet_manifest.channels)):
-        found = (repository.channel(name), fleet_manifest.channel(name))
-        ordered = sorted((c for c in found if c), key=lambda channel: len(channel.builds))
+        found = [c for c in (repository.channel(name), fleet_manifest.channel(name)) if c]
+        ordered = sorted(found, key=lambda channel: len(channel.builds))
         shorter, longer = ordered[0], ordered[-1]
         if (
             longer.builds[: len(shorter.builds)] != shorter.builds
@@ -77,8 +73,8 @@ def sync(repository: mf.Manifest, fleet_manifest: mf.Manifest) -> mf.Manifest:
 
 
 def prepare(fleet: Fleet) -> Suite:
-    """The work folder's suite: the fleet's manifest and timeline, and an asv.conf.json walking
-    the nightly channel and the suite's branches the fleet has."""
+    """The work folder's suite: the fleet's manifest and timeline, walking the nightly channel and
+    the suite's branches the fleet has."""
     work = Suite(fleet.work / asvconf.CONFIG, fleet.manifest, fleet.work / "timeline")
     if not fleet.manifest.is_file() or not work.manifest.channels:
         raise UserError(
@@ -121,7 +117,7 @@ class Resolving:
 
 def resolve_nightly(fleet: Fleet, options: Resolving) -> int:
     synced = sync(mf.load(fleet.suite / history.MANIFEST), mf.load(fleet.manifest, missing_ok=True))
-    # a dry run's copy and timeline of its own: the work folder's must not get ahead
+    # a dry run's own copy and timeline: the work folder's must not get ahead
     scratch = fleet.work / "dry-run" if options.dry_run else fleet.work
     scratch.mkdir(parents=True, exist_ok=True)
     working = scratch / "manifest.json"
@@ -145,7 +141,6 @@ def resolve_nightly(fleet: Fleet, options: Resolving) -> int:
 
 
 def _select_devices(requested: Sequence[str]) -> None:
-    """Refuse a --device not usable here; name the rest in MPSBENCH_DEVICES for asv."""
     if names := [name for item in requested for name in item.split(",") if name]:
         from mpsbench.measure import devices  # imports torch
 
@@ -161,7 +156,7 @@ def machine_name(requested: str | None) -> str:
 
 
 def _to_github(variable: str, text: str) -> None:
-    """Append to GitHub Actions' file ``variable`` names, when run by it."""
+    """Append to the file GitHub Actions' ``variable`` names, when run by it."""
     if target := os.environ.get(variable):
         with open(target, "a", encoding="utf-8") as out:
             out.write(text + "\n")
@@ -176,8 +171,9 @@ def _alert(fleet: Fleet, suite: Suite, options: alerts.Options) -> int:
     return status
 
 
-def _restore(fleet: Fleet, suite: Suite, machines: list[str] | None = None) -> Suite:
-    """The fleet's results (of ``machines``, if given) merged into the work folder's."""
+def _restore(fleet: Fleet, machines: list[str] | None = None) -> Suite:
+    """The work folder's suite with the fleet's results (of ``machines``, if given) merged in."""
+    suite = prepare(fleet)
     if fleet.results.is_dir():
         restored = merge.merge(suite.conf.results, [fleet.results], machines)
         log.info(f"results restored from the fleet: {restored.summary(suite.conf.results)}")
@@ -200,7 +196,7 @@ def bench(fleet: Fleet, options: Benching) -> int:
     """``mpsbench record`` of the newest builds this machine has no results for, then alert."""
     _select_devices(options.devices)
     name = machine_name(options.machine)  # checked before anything is written
-    suite = _restore(fleet, prepare(fleet), [name])
+    suite = _restore(fleet, [name])
     _to_github("GITHUB_OUTPUT", f"machine={name}")
     have = recorded.commits(suite.conf.results, name)
     every = (
@@ -226,11 +222,14 @@ def bench(fleet: Fleet, options: Benching) -> int:
     if options.dry_run:
         log.info("dry run: nothing was recorded")
         return status
-    summary = fleet.work / f"alert-{name}.md"
-    alerting = alerts.Options((name,), summary=summary, confirm=options.confirm)
     if status:
         log.info("some benchmarks failed (see above): their results say which")
-    return 1 if _alert(fleet, suite, alerting) else status
+    summary = fleet.work / f"alert-{name}.md"
+    return (
+        1
+        if _alert(fleet, suite, alerts.Options((name,), summary=summary, confirm=options.confirm))
+        else status
+    )
 
 
 def collect(fleet: Fleet, sources: Sequence[Path], update_benchmarks: bool) -> int:
@@ -245,13 +244,12 @@ def collect(fleet: Fleet, sources: Sequence[Path], update_benchmarks: bool) -> i
 
 
 def publish(fleet: Fleet) -> int:
-    site.publish(_restore(fleet, prepare(fleet)))
+    site.publish(_restore(fleet))
     return 0
 
 
 def alert(fleet: Fleet, machines: Sequence[str], summary: Path | None) -> int:
-    options = alerts.Options(tuple(machines), summary=summary)
-    return _alert(fleet, _restore(fleet, prepare(fleet)), options)
+    return _alert(fleet, _restore(fleet), alerts.Options(tuple(machines), summary=summary))
 
 
 def bisect(

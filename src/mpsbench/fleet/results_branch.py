@@ -1,9 +1,5 @@
-"""The results branch: the fleet's manifest (builds/) and every machine's results (results/) in git.
-
-:func:`fetch` copies the branch into a plain folder, never touching the suite's checkout; :func:`push`
-commits that folder on top of the fetched commit, fast-forward or nothing: a job fails rather than
-overwrite another job's commit.
-"""
+"""The results branch: the fleet's manifest (builds/) and every machine's results (results/) in git,
+copied into a plain folder and pushed fast-forward only, never through the suite's checkout."""
 
 from __future__ import annotations
 
@@ -17,9 +13,10 @@ from mpsbench.core.errors import UserError
 
 NAME, EMAIL = "mpsbench nightly", "nightly@mpsbench.invalid"
 IDENTITY = {
-    f"GIT_{who}_{what}": value
-    for who in ("AUTHOR", "COMMITTER")
-    for what, value in (("NAME", NAME), ("EMAIL", EMAIL))
+    "GIT_AUTHOR_NAME": NAME,
+    "GIT_AUTHOR_EMAIL": EMAIL,
+    "GIT_COMMITTER_NAME": NAME,
+    "GIT_COMMITTER_EMAIL": EMAIL,
 }
 README = """\
 # mpsbench results
@@ -31,8 +28,7 @@ per machine. Results are only ever added: `mpsbench results merge` never overwri
 
 
 def fetch(repo: Path, folder: Path, remote: str = "origin", branch: str = "results") -> str | None:
-    """Replace ``folder`` with the files of ``remote``'s ``branch``; its commit, or None if the
-    branch does not exist yet."""
+    """Replace ``folder`` with the files of ``remote``'s ``branch``; its commit, None if none yet."""
     ref = f"refs/remotes/{remote}/{branch}"
     listed = git.run(repo, "ls-remote", "--exit-code", "--heads", remote, branch, check=False)
     if listed.returncode not in (0, 2):  # 2: no such branch, which the first nightly creates
@@ -62,8 +58,7 @@ def fetch(repo: Path, folder: Path, remote: str = "origin", branch: str = "resul
 def push(
     repo: Path, folder: Path, message: str, remote: str = "origin", branch: str = "results"
 ) -> str | None:
-    """Commit ``folder`` on top of the fetched commit and push it; the new commit, or None if
-    nothing changed."""
+    """Commit ``folder`` on top of the fetched commit and push it; the commit, None if unchanged."""
     ref = f"refs/remotes/{remote}/{branch}"
     found = git.run(repo, "rev-parse", "--verify", "--quiet", ref, check=False)
     parent = found.stdout.decode().strip() or None

@@ -1,7 +1,5 @@
 """``mpsbench bisect --nightlies N``: up to N nightlies between two adjacent builds, spread by date,
-on a channel forked from the good one (``bisect-CHANNEL-ID``): no timeline hash changes, a rerun
-reuses it.
-"""
+on a channel forked from the good one, which a rerun reuses (no timeline hash changes)."""
 
 from __future__ import annotations
 
@@ -40,7 +38,7 @@ def channel_name(good: str) -> str:
 
 @dataclass(frozen=True)
 class Options:
-    nightlies: int | None = None  # at most how many to add; None: none
+    nightlies: int | None = None  # at most how many to add
     indexes: tuple[str, ...] = ()  # (): PyTorch's
     transformers: str | None = None
     transformers_index: str = resolve.PYPI
@@ -88,8 +86,11 @@ class Gaps:
                 f"channel {channel} exists but forks from {existing.parent}, not {good}:"
                 " remove it from the manifest or bisect from another build"
             )
-        builds = existing.builds if existing else []
-        names = [f"{channel}@{b.id}" for b in builds if low < day(b) < high]
+        names = (
+            [f"{channel}@{b.id}" for b in existing.builds if low < day(b) < high]
+            if existing
+            else []
+        )
         if names:
             print(f"reusing {len(names)} nightlies of {channel} between {good} and {bad}")
         else:

@@ -1,10 +1,10 @@
-"""Profiles a few timed steps of one combination in one build's environment, for explain.py:
-    python -S profile_step.py BENCHMARK_DIR BENCHMARK_ID TORCH_DIR OUT_JSON STEPS PARENT_PID
-Standard library, asv_runner and torch only: it runs under every supported torch."""
+"""``python -S profile_step.py BENCHMARK_DIR BENCHMARK_ID TORCH_DIR OUT_JSON STEPS PARENT_PID``:
+explain's profile of one combination's steps in one build's environment, under every torch."""
 
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import re
 import statistics
@@ -46,15 +46,15 @@ def plan(torch: Any, device: str) -> Plan:
         found.missing.append("cuda kernel times: this build's profiler has no CUDA activity here")
     elif device == "mps":
         found.missing.append(
-            "mps GPU times: torch's profiler sees the cpu side of each mps op (its encoding), not"
-            " the GPU's; the table's times are the cpu's"
+            "mps GPU times: torch's profiler sees each mps op's cpu side (its encoding): the"
+            " table's times are the cpu's"
         )
         signposts = getattr(getattr(getattr(torch, "mps", None), "profiler", None), "profile", None)
         if signposts is not None and torch.backends.mps.is_available():
             found.signposts = lambda: signposts(mode="interval", wait_until_completed=False)
             found.missing.append(
-                "mps kernels: torch.mps.profiler's signposts went to Instruments (os_signpost),"
-                " which Python cannot read: record with xctrace to see them"
+                "mps kernels: torch.mps.profiler's signposts went to Instruments, which Python"
+                " cannot read: record with xctrace to see them"
             )
         else:
             found.missing.append(
@@ -64,7 +64,7 @@ def plan(torch: Any, device: str) -> Plan:
 
 
 def _device_us(event: Any) -> float:
-    """The event's self time on the device, named so since torch 2.4."""
+    """The event's self time on the device (torch < 2.4: its cuda time)."""
     for name in ("self_device_time_total", "self_cuda_time_total"):
         if (value := getattr(event, name, None)) is not None:
             return float(value)
@@ -72,8 +72,8 @@ def _device_us(event: Any) -> float:
 
 
 def rows(events: Any) -> list[dict[str, Any]]:
-    """The events per op (or kernel) and input shapes: calls, self times summed and one call's
-    median in microseconds (which holds where a loaded machine descheduled a few calls)."""
+    """The events per op (or kernel) and input shapes: calls, and self times in microseconds summed
+    and one call's median (which holds where a loaded machine descheduled a few calls)."""
     grouped: dict[tuple[str, str, str], tuple[list[float], list[float]]] = {}
     for event in events:
         name = OUTSIDE_OPS if re.fullmatch(r"ProfilerStep(\*|#\d+)", event.name) else event.name
@@ -110,8 +110,8 @@ def _seconds(call: Callable[[], None]) -> float:
 def profile(
     torch: Any, call: Callable[[], None], calls: int, found: Plan
 ) -> tuple[list[dict[str, Any]], list[float]]:
-    """``calls`` profiled calls after a profiled warm-up: the rows and each call's seconds."""
-    if not found.activities:  # no torch.profiler (torch < 1.8.1)
+    """``calls`` profiled calls after a warm-up: the rows and each call's seconds."""
+    if not found.activities:
         with torch.autograd.profiler.profile(record_shapes=True) as legacy:
             seconds = [_seconds(call) for _ in range(calls)]
         return rows(legacy.function_events), seconds
@@ -133,7 +133,7 @@ def profile(
             profiler.step()
     if not kept:
         raise RuntimeError("the profiler handed back no events for the profiled steps")
-    return rows(kept[-1]), seconds[1:]  # the warm-up call is not one of the profiled ones
+    return rows(kept[-1]), seconds[1:]  # less the warm-up call
 
 
 def measure(benchmark_dir: str, benchmark_id: str, torch_dir: str, calls: int) -> dict[str, Any]:
@@ -144,17 +144,14 @@ def measure(benchmark_dir: str, benchmark_id: str, torch_dir: str, calls: int) -
     benchmark = get_benchmark_from_name(benchmark_dir, benchmark_id)
     if hasattr(benchmark, "set_cache"):  # asv_runner >= 0.3: no setup_cache here
         benchmark.set_cache(None)
-    params = tuple(benchmark._current_params)  # private: the combination's values
+    params = tuple(benchmark._current_params)  # private: no public way
     names = list(getattr(benchmark, "param_names", []))
     device = str(params[names.index("device")]) if "device" in names else "cpu"
     if benchmark.do_setup():
         raise RuntimeError(f"{benchmark_id} skips here (its setup said n/a)")
+    call = functools.partial(benchmark.func, *params)
     try:
-
-        def call() -> None:
-            benchmark.func(*params)
-
-        # what one asv sample divides its clock by: the suite's StepTimer's steps a call
+        # what asv divides a sample's clock by: the suite's StepTimer's steps a call
         steps = getattr(benchmark.timer, "steps_per_call", 1)
         steps = steps if isinstance(steps, int) and steps > 0 else 1
         for _ in range(WARM_UP_CALLS):

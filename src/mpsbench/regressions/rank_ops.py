@@ -1,11 +1,5 @@
-"""``mpsbench ops-rank``: rank the op benchmarks by slowdown between two builds.
-
-Lists every op combination (benchmark, device, op, dtype, size) timed in both builds, the largest
-ratio of time per call after to before first. Given two results files, it ranks those; given two
-commits, it prints the commands that record what each build lacks, then ranks the stored results.
-Only time_ benchmarks count (the track_ rates come from the same calls); a benchmark whose version
-changed is left out and named.
-"""
+"""``mpsbench ops-rank``: every op combination timed in two results files or commits, the largest
+slowdown first; only time_ benchmarks count, and one whose version changed is left out and named."""
 
 from __future__ import annotations
 
@@ -38,15 +32,15 @@ HEADER = [
 class Options:
     before: str  # a results file, or a commit
     after: str
-    results_dir: Path | None = None  # for commits (default: the config's)
-    machine: str | None = None  # for commits (default: the only one)
+    results_dir: Path | None = None  # for commits
+    machine: str | None = None  # for commits
     top: int | None = None
 
 
 @dataclass(frozen=True)
 class Slowdown:
-    benchmark: str  # class and method, e.g. "MemoryBoundOps.time_forward"
-    params: tuple[str, ...]  # e.g. ("cuda", "gather", "float16", "medium")
+    benchmark: str  # class.method
+    params: tuple[str, ...]
     before: float  # seconds a call
     after: float
     judgement: rule.Judgement
@@ -63,7 +57,7 @@ class Ranking:
 
 
 def load(path: Path) -> Any:
-    """An asv ``Results`` read from ``path``, or a one-line error naming the file."""
+    """asv's ``Results`` of ``path``."""
     if not path.is_file():
         raise UserError(f"no results file {str(path)!r}")
     try:
@@ -94,7 +88,7 @@ def rank(before: Any, after: Any, thresholds: dict[str, float] | None = None) ->
     changed = sorted(
         key.partition(".")[2]
         for key in old_versions.keys() & new_versions.keys()
-        if key.startswith(MODULE + ".") and old_versions[key] != new_versions[key]
+        if key.startswith(f"{MODULE}.") and old_versions[key] != new_versions[key]
     )
     old, new = op_times(before), op_times(after)
     slowdowns = [
@@ -142,24 +136,22 @@ def format_ranking(ranking: Ranking, top: int | None = None) -> str:
 
 def find_results(results_dir: Path, commit: str, machine: str | None) -> Path:
     """The one results file of ``commit`` (a hash or a unique prefix) on ``machine``."""
+    where = repr(str(results_dir))
     if not results_dir.is_dir():
-        raise UserError(f"no results directory {str(results_dir)!r}")
+        raise UserError(f"no results directory {where}")
     machines = sorted(path.parent.name for path in results_dir.glob("*/machine.json"))
     named = ", ".join(machines) or "none"
     if machine is None and len(machines) != 1:
         raise UserError(
-            f"{str(results_dir)!r} holds results of several machines or none ({named});"
-            " pass --machine"
+            f"{where} holds results of several machines or none ({named}); pass --machine"
         )
     if machine is not None and machine not in machines:
-        raise UserError(f"no machine {machine!r} in {str(results_dir)!r}; choose one of: {named}")
+        raise UserError(f"no machine {machine!r} in {where}; choose one of: {named}")
     machine = machine or machines[0]
     full = recorded.full_hash(results_dir, machine, commit)
     paths = sorted((results_dir / machine).glob(f"{full}-*.json")) if full else []
     if not paths:
-        raise UserError(
-            f"no results for commit {commit} on machine {machine} in {str(results_dir)!r}"
-        )
+        raise UserError(f"no results for commit {commit} on machine {machine} in {where}")
     if len(paths) > 1:
         raise UserError(
             f"commit {commit} has results in several environments"
@@ -178,12 +170,9 @@ def run(suite: Suite, options: Options) -> int:
             f" {options.after!r}"
         )
     if as_files == {False}:
-        print(
-            "# record the op benchmarks of both builds (what is missing only; never a bare asv"
-            " run, README):"
-        )
+        print("# record the op benchmarks of both builds (what is missing only):")
         machine = options.machine or '"$(mpsbench machine --quiet)"'
-        for commit in given:  # record runs asv with this platform's launch method
+        for commit in given:
             print(
                 f"mpsbench results record --config {suite.config_path} --machine {machine}"
                 f" -- -b {MODULE} {commit}^!"

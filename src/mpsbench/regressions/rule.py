@@ -1,9 +1,5 @@
-"""The one regression rule: the decisions, the threshold, and the test each recorded row is judged by.
-
-compare and bisect test against :func:`factor` (verdict.py); the alerts, site, report and ops-rank
-judge recorded values with :func:`judge` (docs/explanation/site.md; correctness rows:
-docs/explanation/instruments.md).
-"""
+"""The one regression rule: the decisions, the threshold, and the test each recorded row is judged
+by (docs/explanation/site.md; correctness rows: docs/explanation/instruments.md)."""
 
 from __future__ import annotations
 
@@ -33,7 +29,7 @@ class Decision(str, enum.Enum):
 
     @property
     def exit_status(self) -> int:
-        """1 slower or wrong, 3 undecided, 0 otherwise (2 is a user's mistake)."""
+        """1 slower or wrong, 3 undecided, else 0 (2 is a user's mistake)."""
         return {Decision.SLOWER: 1, Decision.WRONG: 1, Decision.UNDECIDED: 3}.get(self, 0)
 
 
@@ -84,8 +80,8 @@ def _orderings(m: int, n: int, u: int) -> int:
 
 
 def mann_whitney_p(a: Sequence[float], b: Sequence[float]) -> float:
-    """Two-sided Mann-Whitney U p: exact up to 20 a side, else normal; ties split the least
-    significant way (as asv's private test)."""
+    """Two-sided Mann-Whitney U p as asv's private test: exact up to 20 a side, else normal; ties
+    split the least significant way."""
     m, n = len(a), len(b)
     below = sum(x < y for x in a for y in b)
     ties = sum(x == y for x in a for y in b)
@@ -100,7 +96,7 @@ def mann_whitney_p(a: Sequence[float], b: Sequence[float]) -> float:
 
 def _significant(old: Measured, new: Measured) -> bool | None:
     """asv's test (None without statistics of several samples): the U test where the samples can
-    reach its level, else whether the 99% intervals do not overlap."""
+    reach its level, else whether the 99% intervals are apart."""
     a, b = old.stats or {}, new.stats or {}
     for stats in (a, b):
         finite = (isinstance(v := stats.get(k), (int, float)) and math.isfinite(v) for k in CI)
@@ -115,8 +111,8 @@ def _significant(old: Measured, new: Measured) -> bool | None:
 @dataclass(frozen=True)
 class Judgement:
     decision: Decision
-    label: str  # the decision's word or a finer one: below floor, noisy, not significant, ...
-    ratio: float  # new/old in the worse direction: above 1 is worse (inf from a zero baseline)
+    label: str  # the decision's word or a finer one: below floor, noisy, ...
+    ratio: float  # new/old in the worse direction: above 1 is worse
     threshold: float  # the fraction this row needed
     reason: str
 
@@ -125,8 +121,12 @@ class Judgement:
         return self.decision is Decision.SLOWER
 
     @property
-    def regressed(self) -> bool:  # what an alert raises and the Regressions page keeps
+    def regressed(self) -> bool:
         return self.decision in (Decision.SLOWER, Decision.WRONG)
+
+
+def _ratio(before: float, after: float) -> float:
+    return after / before if before > 0 else (math.inf if after > before else 1.0)
 
 
 def _correctness(entry: str, unit_name: str, old: Measured, new: Measured) -> Judgement | None:
@@ -140,7 +140,7 @@ def _correctness(entry: str, unit_name: str, old: Measured, new: Measured) -> Ju
         what = f"identical calls differ by {change} of their scale, where 0 is bit-identical"
     else:
         return None
-    ratio = new.value / old.value if old.value > 0 else (math.inf if new.value > 0 else 1.0)
+    ratio = _ratio(old.value, new.value)
     if new.value > limit >= old.value:
         return Judgement(Decision.WRONG, bad, ratio, limit, what)
     if old.value > limit >= new.value:
@@ -162,11 +162,8 @@ def judge(
     if correctness is not None:
         return correctness
     found = unit(unit_name)
-    if found.higher_is_better:
-        worse, before, after = old.value - new.value, new.value, old.value
-    else:
-        worse, before, after = new.value - old.value, old.value, new.value
-    ratio = after / before if before > 0 else (math.inf if worse > 0 else 1.0)
+    before, after = (new.value, old.value) if found.higher_is_better else (old.value, new.value)
+    worse, ratio = after - before, _ratio(before, after)
     base = threshold(thresholds, entry, branch)
     spreads = [(m, s) for m in (old, new) if (s := noise(m)) is not None]
     errors = [s * abs(m.value) for m, s in spreads]

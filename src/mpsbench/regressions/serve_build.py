@@ -1,7 +1,6 @@
-"""A build server: ``python -S serve_build.py BENCHMARK_DIR BENCHMARK_ID TORCH_DIR MODE REPLY_FD
-PARENT_PID`` in asv's environment, ONE build on PYTHONPATH, runs rounds of one combination through
-asv_runner (standard library and asv_runner only). MODE spawn: one round; fork: a child a round from
-a warm parent (docs/explanation/loop.md). Commands on stdin, replies to REPLY_FD: JSON lines."""
+"""``python -S serve_build.py BENCHMARK_DIR BENCHMARK_ID TORCH_DIR MODE REPLY_FD PARENT_PID``: one
+build's rounds of one combination through asv_runner, one round (spawn) or a child a round forked from
+a warm parent (fork; docs/explanation/loop.md); JSON lines in on stdin, out on REPLY_FD."""
 
 from __future__ import annotations
 
@@ -24,7 +23,7 @@ from typing import Any, TextIO
 PTH_NAME = "mpsbench_build.pth"  # install_build.PTH_NAME: the switch a server must not take
 DEFAULT_TIMEOUT = 60.0  # asv's default_benchmark_timeout
 TIMED_OUT = -256  # asv's forkserver's status for a benchmark stopped at its timeout
-NO_REPLY = -257  # a forked child that ended without a reply: its wait status comes instead
+NO_REPLY = -257  # a forked child that ended without a reply
 SPAWN, FORK = MODES = ("spawn", "fork")
 _ENDING: list[int] = []  # forked children that replied, reaped before the next fork
 
@@ -34,7 +33,7 @@ def _site_without_switch() -> None:
     venv = os.path.dirname(os.path.dirname(os.path.abspath(sys.executable)))
     if os.path.isfile(os.path.join(venv, "pyvenv.cfg")):  # site.venv()'s work, which -S skipped
         sys.prefix = sys.exec_prefix = venv
-    # a venv's own scheme: Debian's default, posix_local, is not a venv's
+    # Debian's default scheme, posix_local, is not a venv's
     names = sysconfig.get_scheme_names()
     scheme = "venv" if "venv" in names else ("nt" if os.name == "nt" else "posix_prefix")
     purelib = sysconfig.get_path(
@@ -48,12 +47,11 @@ def _site_without_switch() -> None:
 
 
 def _die_with(parent: int) -> None:
-    """End this process when ``parent`` ends, however it ends."""
     if sys.platform.startswith("linux"):
         import ctypes
 
         ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
-        if os.getppid() != parent:  # it ended before prctl took
+        if os.getppid() != parent:  # ended before prctl took
             os._exit(1)
         return
 
@@ -66,8 +64,8 @@ def _die_with(parent: int) -> None:
 
 
 def torch_from(torch_dir: str) -> Any:
-    """torch, imported, or RuntimeError if it does not come from ``torch_dir`` (a build may be a
-    folder of links: the path imported or the one they resolve to)."""
+    """torch, imported, or RuntimeError if it does not come from ``torch_dir`` (or the folder its
+    links resolve to)."""
     import torch
 
     where = os.path.abspath(torch.__file__)
@@ -101,8 +99,8 @@ def _round(
     reply: TextIO,
     asked: float | None = None,
 ) -> dict[str, Any]:
-    """One round as asv_runner's private ``run._run`` runs it, stopped at ``timeout``; a forked
-    one's reply (``asked``: when it was forked) says how long the fork took."""
+    """One round as asv_runner's private ``run._run`` runs it, stopped at ``timeout``; a forked one
+    (``asked``: when) also says how long the fork took."""
     from asv_runner.benchmarks.mark import SkipNotImplemented
     from asv_runner.discovery import get_benchmark_from_name
 
@@ -150,7 +148,6 @@ def _round(
 
 
 def _preload() -> dict[str, float]:
-    """A warm parent's imports of the models' packages, timed."""
     timed: dict[str, float] = {}
     with contextlib.suppress(Exception):
         for package in importlib.import_module("mpsbench.measure.models").PRELOADED:
@@ -165,14 +162,14 @@ def _forked_round(
     dir_: str, bench_id: str, command: dict[str, Any], timeout: float, parent: int
 ) -> dict[str, Any]:
     """A child that runs one round and ends; its reply (or NO_REPLY with its wait status)."""
-    for pid in _ENDING:  # ended while the other builds' rounds ran
+    for pid in _ENDING:
         os.waitpid(pid, 0)
     _ENDING.clear()
     asked = time.perf_counter()
     read, write = os.pipe()
     _flush()
     child = os.fork()
-    if child == 0:  # it alone touches the device
+    if child == 0:
         status = 1
         try:
             os.close(read)
@@ -190,7 +187,7 @@ def _forked_round(
     if not line:
         status = os.waitpid(child, 0)[1]
         return {"round": command["round"], "rc": NO_REPLY, "seconds": waited, "status": status}
-    # its exit (a device context's teardown) overlaps the next build's setup, not this reply
+    # reaped later: its exit (a device context's teardown) overlaps the next build's setup
     _ENDING.append(child)
     print(f"serve_build: round {command['round']} replied in {waited:.2f} s", flush=True)
     reply: dict[str, Any] = json.loads(line)
@@ -212,25 +209,25 @@ def main(argv: list[str]) -> int:
         return 3
     from asv_runner.discovery import get_benchmark_from_name
 
-    benchmark = get_benchmark_from_name(dir_, bench_id)  # imports the benchmark's module
+    benchmark = get_benchmark_from_name(dir_, bench_id)
     timeout = float(benchmark.timeout or DEFAULT_TIMEOUT)
     if mode == FORK:
         _preload()
         cuda = getattr(torch, "cuda", None)
-        if cuda is not None and cuda.is_initialized():  # the context belongs in the child
+        if cuda is not None and cuda.is_initialized():  # a forked child cannot use it
             _say(reply, {"error": "cannot fork rounds: CUDA is initialized in the warm parent"})
             return 3
         gc.freeze()  # a child's collections neither walk nor copy the imported objects
     ready = {"ready": True, "pid": os.getpid(), "torch": getattr(torch, "__version__", "?")}
     _say(
         reply,
-        ready | {"torch_file": os.path.abspath(torch.__file__), "mode": mode, "timeout": timeout},
+        {**ready, "torch_file": os.path.abspath(torch.__file__), "mode": mode, "timeout": timeout},
     )
     if mode == SPAWN:
         if line := sys.stdin.readline():
             _say(reply, _round(dir_, bench_id, json.loads(line), timeout, reply))
         return 0
-    for line in sys.stdin:  # until compare closes the pipe
+    for line in sys.stdin:
         _say(reply, _forked_round(dir_, bench_id, json.loads(line), timeout, os.getpid()))
     return 0
 

@@ -1,5 +1,5 @@
-"""One build server per build for compare and bisect (serve_build.py runs inside each), every one
-stopped on every way out: asv's environment python with the build's own sys.path entries."""
+"""compare's and bisect's build servers (serve_build.py), one a build in asv's environment with the
+build's own sys.path entries, stopped on every way out."""
 
 from __future__ import annotations
 
@@ -67,10 +67,9 @@ class Server:
         self.log = scratch / f"server-{placed.build.replace('@', '-')}.log"
         self.process: subprocess.Popen[bytes] | None = None
         self.replies: IO[str] | None = None
-        self.is_ready = False  # the running process's ready reply read
+        self.is_ready = False
 
     def start(self) -> None:
-        """Launch the process: its imports begin."""
         read, write = os.pipe()
         with open(self.log, "a") as sink:
             self.process = subprocess.Popen(
@@ -105,8 +104,8 @@ class Server:
         return said
 
     def round(self, number: int, params: dict[str, Any], ahead: bool = True) -> dict[str, Any]:
-        """Round ``number`` with asv's ``-a`` ``params``; the reply. Spawned, with ``ahead`` the
-        next round's process starts as this one ends."""
+        """Round ``number`` with asv's ``-a`` ``params``; spawned, with ``ahead`` the next round's
+        process starts as this one ends."""
         if self.process is None:
             self.start()
         if not self.is_ready:
@@ -132,7 +131,6 @@ class Server:
         return " | ".join([line for line in text if line.strip()][-lines:]) or "no output"
 
     def stop(self) -> None:
-        """Stop the server and its round's process, if running."""
         if self.process is not None:
             if self.process.stdin is not None:
                 self.process.stdin.close()
