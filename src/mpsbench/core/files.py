@@ -81,6 +81,18 @@ def temporary(path: Path, content: bytes) -> Iterator[Path]:
             partial.unlink(missing_ok=True)
 
 
+def tail(path: Path, offset: int) -> tuple[bytes, int]:
+    """The whole lines after byte ``offset`` (none where unreadable), and the new offset."""
+    try:
+        with open(path, "rb") as handle:
+            handle.seek(offset)
+            text = handle.read()
+    except OSError:
+        return b"", offset
+    whole = text[: text.rfind(b"\n") + 1]  # a line still being written waits
+    return whole, offset + len(whole)
+
+
 def write(path: Path, content: str | bytes) -> None:
     """Writes beside ``path``, then renames over it."""
     data = content.encode("utf-8") if isinstance(content, str) else content
