@@ -1,5 +1,4 @@
-"""A document of sections, tables, links and images, as Markdown and HTML that agree (tabulate
-has no row classes; Jinja2 would be a dependency of the torch-free publish job)."""
+"""A document of sections, tables, links and images, as Markdown and HTML that agree."""
 
 from __future__ import annotations
 
@@ -30,7 +29,7 @@ Cell = str | Link | Flagged
 class Table:
     header: list[str]
     rows: list[list[Cell]]
-    marked: list[str] = field(default_factory=list)  # per row: "" or "slower", "faster"
+    marked: list[str] = field(default_factory=list)  # per row: "", "slower" or "faster"
 
 
 @dataclass(frozen=True)
