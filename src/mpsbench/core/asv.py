@@ -69,19 +69,14 @@ def _value_changes(parsed: Any) -> tuple[str, ...]:
     found = ["--quick would record single-sample values as results"] if parsed.quick else []
     for name, value in (parsed.attribute or {}).items():
         if name == "cpu_affinity":
-            found.append(
-                "--cpu-affinity pins the benchmark to some cores: a cpu row's value is then no longer the"
-                " machine's"
-            )
+            found.append("--cpu-affinity pins the benchmark to some cores, not the whole machine")
         elif name not in SAFE_ATTRIBUTES:
             found.append(
-                f"-a {name}={value} overrides how the benchmark samples (its {name}): the value is no longer"
-                " one of its history"
+                f"-a {name}={value} overrides how the benchmark samples, unlike its history"
             )
     if parsed.set_commit_hash:
         found.append(
-            f"--set-commit-hash {parsed.set_commit_hash} files the values under a build that did not make"
-            " them"
+            f"--set-commit-hash {parsed.set_commit_hash} files the values under another build"
         )
     same = [
         spec
@@ -89,9 +84,7 @@ def _value_changes(parsed: Any) -> tuple[str, ...]:
         if spec.split(":", 1)[0] == "existing" or spec.split(":", 1)[-1] == "same"
     ]
     if same:
-        found.append(
-            f"-E {same[0]} times the torch installed here, not the build each value is filed under"
-        )
+        found.append(f"-E {same[0]} times the torch installed here, not the build filed under")
     return tuple(found)
 
 

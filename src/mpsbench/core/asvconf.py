@@ -165,13 +165,13 @@ def derived(
 def _check(path: Path, raw: dict[str, Any]) -> None:
     table = raw.get("launch_method_by_platform") or {}
     thresholds = raw.get("regressions_thresholds", {})
+    branches = raw.get("branches", [])
     for field, what, ok in [
         *((key, "a path", isinstance(raw.get(key, ""), str)) for key in ("repo", *FOLDERS)),
         (
             "branches",
             "a list of branch names",
-            isinstance(raw.get("branches", []), list)
-            and all(isinstance(b, str) for b in raw.get("branches", [])),
+            isinstance(branches, list) and all(isinstance(b, str) for b in branches),
         ),
         (
             "regressions_thresholds",

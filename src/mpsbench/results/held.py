@@ -79,47 +79,47 @@ def judged(
         machine, commit, held_before = path.parent.name, str(data.get("commit_hash")), len(kept)
         on_record = _read(results / machine / path.name)[1]
         for (benchmark, combo), columns in found.items():
-            name = asv.combination(benchmark, combo)
-            state = events.get((commit, name), {})
+            name, value = asv.combination(benchmark, combo), columns["result"]
+            events_of = events.get((commit, name), {})
+            before, after = events_of.get("start", {}), events_of.get("done", {})
             first = [already[k] for r in again if (k := (machine, commit, name, r)) in already]
             earlier = on_record.get((benchmark, combo))
             stats = {key: columns[f"stats_{key}"] for key in STATS}
             reasons = quiet.judge(
-                float(columns["result"]),
+                float(value),
                 stats if columns["stats_q_25"] is not None else None,
                 columns["samples"],
-                quiet.State.of(state.get("start", {})),
-                quiet.State.of(state.get("done", {}), "_after"),
+                quiet.State.of(before),
+                quiet.State.of(after, "_after"),
                 float(earlier["result"]) if earlier else None,
                 first[-1] if first else None,
             )
             if not reasons:
                 continue
             if (machine, commit, name, run) not in already:  # said and kept once a run
-                shown = f"{name} of build {commit[:8]}: {columns['result']:.4g}; "
-                shown += "; ".join(reasons.values())
+                shown = f"{name} of build {commit[:8]}: {value:.4g}; " + "; ".join(reasons.values())
                 log.warning(
                     f"quiet gate: recorded all the same ({quiet.ACCEPT_BUSY} is on): {shown}"
                     if accept
                     else f"quiet gate: held out of the record, to be measured again: {shown}"
                 )
                 new.append(
-                    {
-                        "machine": machine,
-                        "commit": commit,
-                        "benchmark": benchmark,
-                        "params": list(combo),
-                        "name": name,
-                        "value": columns["result"],
-                        "stats": stats,
-                        "samples": columns["samples"],
-                        "reasons": reasons,
-                        "before": state.get("start", {}),
-                        "after": state.get("done", {}),
-                        "held_at": now,
-                        "run": run,
-                        "recorded": accept,
-                    }
+                    dict(
+                        machine=machine,
+                        commit=commit,
+                        benchmark=benchmark,
+                        params=list(combo),
+                        name=name,
+                        value=value,
+                        stats=stats,
+                        samples=columns["samples"],
+                        reasons=reasons,
+                        before=before,
+                        after=after,
+                        held_at=now,
+                        run=run,
+                        recorded=accept,
+                    )
                 )
             if not accept:
                 kept.append(Held(machine, commit, name, reasons, run))
