@@ -478,17 +478,13 @@ def _merge_one(
             report.copied.append(str(target))
         else:
             report.conflicts.append(f"{target} appeared while merging {path}; left untouched")
-    elif recorded.same(path, target):
+        return
+    if recorded.same(path, target):
         report.identical.append(str(target))
-    elif path.name == MACHINE:
+        return
+    if path.name == MACHINE:
         report.conflicts.append(f"{path} differs from {target}; both left untouched")
-    else:
-        _merge_into(path, target, incoming, replace, report, audit_trail(dest))
-
-
-def _merge_into(
-    path: Path, target: Path, incoming: dict[str, Any], replace: bool, report: Report, trail: Path
-) -> None:
+        return
     try:
         before = check_file(target, target.parent.name)
         if (reason := malformed(before)) is not None:
@@ -500,7 +496,8 @@ def _merge_into(
     report.conflicts.extend(f"{path}: {text}" for text in merged.conflicts)
     if merged.replaced:  # on disk before the replacement is
         stamp = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
-        append(trail, ({"replaced_at": stamp, "file": str(target), **r} for r in merged.replaced))
+        records = ({"replaced_at": stamp, "file": str(target), **r} for r in merged.replaced)
+        append(audit_trail(dest), records)
         report.replaced.extend(f"{target}: {record['benchmark']}" for record in merged.replaced)
     if _text(merged.data) == _text(before):
         report.identical.append(str(target))

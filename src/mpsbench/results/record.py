@@ -151,8 +151,9 @@ def select(conf: AsvConf, bench: Sequence[str]) -> Selection:
         raise UserError(
             f"no benchmark matches -b {shown}; `mpsbench preselect --list` lists every combination"
         )
-    runs = tuple(c.name for c in found if c.name in asked and c.reason is None)
-    left = collections.Counter(c.reason for c in found if c.name in asked and c.reason is not None)
+    chosen = [c for c in found if c.name in asked]
+    runs = tuple(c.name for c in chosen if c.reason is None)
+    left = collections.Counter(c.reason for c in chosen if c.reason is not None)
     reasons = "; ".join(f"{reason} ({count})" for reason, count in left.most_common(3))
     reasons += "; ..." if len(left) > 3 else ""
     if not runs:
