@@ -310,9 +310,7 @@ class _Runs:
             measured(final=True)
             shutil.rmtree(scratch)
         if code:
-            with open(output, "rb") as handle:
-                handle.seek(said)
-                tail = handle.read().decode("utf-8", "replace").strip().splitlines()[-12:]
+            tail = files.tail(output, said)[0].decode("utf-8", "replace").strip().splitlines()[-12:]
             log.warning(
                 f"asv exited with status {code}; its last lines (all of them in {output}):\n  "
                 + "\n  ".join(tail)
