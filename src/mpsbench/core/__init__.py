@@ -1,3 +1,1 @@
-"""The torch-free foundations, standard library only except asv, imported where used
-(``mpsbench.measure`` runs inside asv's environments).
-"""
+"""The torch-free foundations: the standard library, and asv where used."""

@@ -1,5 +1,5 @@
-"""How mpsbench drives asv: combination names as ``-b`` sees them, ``asv run``'s arguments and
-command lines, and stopping it with everything it started."""
+"""How mpsbench drives asv: combination names, ``asv run``'s arguments, and stopping asv with
+everything it started."""
 
 from __future__ import annotations
 
@@ -22,7 +22,7 @@ from typing import Any
 from mpsbench.core import asv_internals, settings
 from mpsbench.core.errors import UserError
 
-BENCHMARKS = "benchmarks.json"  # beside the machines' folders: each benchmark's params and unit
+BENCHMARKS = "benchmarks.json"
 OWN_OPTIONS = (
     "--config",
     "--machine",
@@ -39,17 +39,17 @@ class AsvError(UserError):
 
 
 def combination(benchmark: str, params: Sequence[str] = ()) -> str:
-    """``name(p1, p2)``, each param its repr, as asv names a combination."""
+    """``name(p1, p2)``, as asv names a combination."""
     return f"{benchmark}({', '.join(params)})" if params else benchmark
 
 
 def param_values(params: Sequence[str]) -> list[Any]:
-    """asv keeps each param as its repr."""
+    """The Python values of asv's param reprs."""
     return [ast.literal_eval(text) for text in params]
 
 
 def matching(names: Iterable[str], patterns: Sequence[str]) -> list[str]:
-    """The names any of ``patterns`` finds, as asv's ``-b`` does (``re.search``)."""
+    """The names any of ``patterns`` finds, as asv's ``-b`` does."""
     try:
         compiled = [re.compile(pattern) for pattern in patterns]
     except re.error as exc:
@@ -58,31 +58,25 @@ def matching(names: Iterable[str], patterns: Sequence[str]) -> list[str]:
 
 
 def pattern(names: Sequence[str]) -> str:
-    """A pattern that finds exactly ``names`` under asv's ``re.search``."""
+    """A ``-b`` pattern that finds exactly ``names``."""
     return "^(?:" + "|".join(re.escape(name) for name in names) + ")$"
 
 
-SAFE_ATTRIBUTES = ("timeout",)  # asv run -a attributes that leave a value's meaning as it is
+SAFE_ATTRIBUTES = ("timeout",)  # -a attributes that leave a value's meaning as it is
 
 
 def _value_changes(parsed: Any) -> tuple[str, ...]:
-    """Why each option of a parsed ``asv run`` changes what a recorded value means."""
     found = ["--quick would record single-sample values as results"] if parsed.quick else []
     for name, value in (parsed.attribute or {}).items():
         if name == "cpu_affinity":
-            found.append(
-                "--cpu-affinity pins the benchmark to some cores: a cpu row's value is then no longer the"
-                " machine's"
-            )
+            found.append("--cpu-affinity pins the benchmark to some cores, not the whole machine")
         elif name not in SAFE_ATTRIBUTES:
             found.append(
-                f"-a {name}={value} overrides how the benchmark samples (its {name}): the value is no longer"
-                " one of its history"
+                f"-a {name}={value} overrides how the benchmark samples, unlike its history"
             )
     if parsed.set_commit_hash:
         found.append(
-            f"--set-commit-hash {parsed.set_commit_hash} files the values under a build that did not make"
-            " them"
+            f"--set-commit-hash {parsed.set_commit_hash} files the values under another build"
         )
     same = [
         spec
@@ -90,9 +84,7 @@ def _value_changes(parsed: Any) -> tuple[str, ...]:
         if spec.split(":", 1)[0] == "existing" or spec.split(":", 1)[-1] == "same"
     ]
     if same:
-        found.append(
-            f"-E {same[0]} times the torch installed here, not the build each value is filed under"
-        )
+        found.append(f"-E {same[0]} times the torch installed here, not the build filed under")
     return tuple(found)
 
 
@@ -101,20 +93,20 @@ class RunArgs:
     """An ``asv run`` command line taken apart."""
 
     bench: list[str]  # the -b patterns
-    range: str | None  # ALL, HASHFILE:path, a timeline range, or None (each branch's newest)
-    rest: list[str]  # every other option, minus OWN_OPTIONS
+    range: str | None  # None: each branch's newest
+    rest: list[str]  # every other option, less OWN_OPTIONS
     environment: str  # the results files' environment part -E TYPE:PYTHON gives, else "*"
     quick: bool
     dry_run: bool
     changes_values: tuple[str, ...] = ()
 
     def before(self, *options: str) -> RunArgs:
-        """The same run with ``options`` first among the rest (a later one wins in asv)."""
+        """The same run with ``options`` first (a later one wins in asv)."""
         return replace(self, rest=[*options, *self.rest])
 
 
 def run_args(args: Sequence[str]) -> RunArgs:
-    """``asv run``'s arguments, parsed by asv's own parser; a refusal in one line."""
+    """``asv run``'s arguments, parsed by asv's parser; a refusal in one line."""
     said = io.StringIO()
     try:
         with contextlib.redirect_stderr(said):
@@ -162,8 +154,7 @@ def run_command(
     hashfile: Path,
     saving: str | None = None,
 ) -> list[str]:
-    """``asv run`` over exactly ``commits`` (written to ``hashfile``), by the module ``saving``
-    (:mod:`mpsbench.core.asv_saving` or one around it) if given."""
+    """``asv run`` over exactly ``commits``, by the module ``saving`` (asv_saving's main) if given."""
     hashfile.write_text("".join(f"{commit}\n" for commit in commits))
     return [
         sys.executable,
@@ -179,14 +170,12 @@ def run_command(
     ]
 
 
-# The builds one asv run may install (a HASHFILE): asv's discovery installs each branch's newest
-# (asv_internals.RELIED), which builds/install_build.py then refuses.
+# The builds an asv run may install: asv's discovery installs each branch's newest, refused then.
 RUN_BUILDS = "MPSBENCH_RUN_BUILDS"
 
 
 def only(hashfile: Path) -> dict[str, str]:
-    """The environment of an asv run that may install only ``hashfile``'s builds, less mpsbench's
-    internal settings."""
+    """The environment of an asv run that installs only ``hashfile``'s builds."""
     return {**settings.without_internal(os.environ), RUN_BUILDS: str(hashfile)}
 
 
@@ -201,7 +190,7 @@ def publish(config: Path, options: Sequence[str] = ()) -> None:
 
 
 def environment_python(config: Path) -> Path:
-    """The python of the one benchmark environment an ``asv run`` of ``config`` made."""
+    """The python of the one environment an ``asv run`` of ``config`` made."""
     conf = asv_internals.Config.load(str(config))
     found: list[Path] = [
         Path(conf.env_dir) / env.dir_name / "bin" / "python"
@@ -220,11 +209,11 @@ STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)  # Ctrl-C, kill, a
 
 
 class Stopped(Exception):
-    """A signal stopped the command after its asv processes ended."""
+    """A signal stopped the command (after its asv processes ended)."""
 
     def __init__(self, signum: int) -> None:
         super().__init__(f"stopped by {signal.Signals(signum).name}")
-        self.status = 128 + signum  # the shell's status for a process ended by that signal
+        self.status = 128 + signum  # as a shell reports it
 
 
 def _descendants(processes: Iterable[Any]) -> set[Any]:
@@ -238,9 +227,8 @@ def _descendants(processes: Iterable[Any]) -> set[Any]:
 
 
 def end(processes: Iterable[Any]) -> None:
-    """Ends ``processes`` and everything under them, each by its pid: all are suspended first (none
-    can start another), as asv's benchmark processes and forkserver have process groups of their
-    own and an orphan is no one's child."""
+    """Ends ``processes`` and everything under them by pid, all suspended first: asv's benchmark
+    processes and forkserver have process groups of their own."""
     import psutil
 
     alive = {process for process in processes if process.is_running()}
@@ -262,17 +250,14 @@ def end(processes: Iterable[Any]) -> None:
 
 
 def _forkserver_folder(process: Any) -> Path | None:
-    """The folder of an asv forkserver's socket (``run_server DIR SOCKET``), or None."""
     import psutil
 
-    try:
-        command = process.cmdline()
-    except psutil.Error:
-        return None
-    if "run_server" not in command or command[-1] == "run_server":
-        return None
-    folder = Path(command[-1]).parent
-    return folder if folder.name.startswith("asv-forkserver-") else None
+    with contextlib.suppress(psutil.Error):
+        command = process.cmdline()  # run_server DIR SOCKET
+        if "run_server" in command[:-1]:
+            folder = Path(command[-1]).parent
+            return folder if folder.name.startswith("asv-forkserver-") else None
+    return None
 
 
 def stop(running: subprocess.Popen[bytes]) -> None:
@@ -295,10 +280,9 @@ def supervise(
     every: float = 1.0,
     output: Path | None = None,
 ) -> int:
-    """Runs an asv command line, calling ``tick`` every ``every`` seconds and at the end; its exit
-    status. ``output``: a file for asv's lines instead of the terminal. A stop signal (or an
-    exception from ``tick``) ends asv and every process seen under it, then raises :class:`Stopped`
-    (or the exception). Main thread only: signal handlers run there."""
+    """Runs asv, calling ``tick`` every ``every`` seconds and at the end; its exit status. A stop
+    signal or an exception from ``tick`` ends every process seen under it, then raises (main
+    thread only: signal handlers run there)."""
     import psutil
 
     previous = {signum: signal.signal(signum, _raise_stopped) for signum in STOP_SIGNALS}
@@ -322,7 +306,7 @@ def supervise(
             except subprocess.TimeoutExpired:
                 tick()
                 continue
-            end(seen)  # a forkserver an asv that ended left behind
+            end(seen)  # a forkserver asv left behind
             tick()
             return status
     except BaseException:

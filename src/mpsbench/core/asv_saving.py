@@ -1,7 +1,5 @@
 """``python -m mpsbench.core.asv_saving run ...``: asv's main with its final round run one
-combination at a time, each value saved the moment it is measured (asv saves a build's results only
-when the build ends). ``EVENTS`` (JSON lines) says ``start``/``done`` per combination, with the
-gate's fields, and the forkserver's pid."""
+combination at a time, each value saved when measured (asv saves a build's only when it ends)."""
 
 from __future__ import annotations
 
@@ -21,10 +19,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from mpsbench.core import asv_internals
+from mpsbench.core import asv_internals, files
 from mpsbench.core.asv import combination
 
-EVENTS = "events.jsonl"  # beside the run's results folder
+EVENTS = "events.jsonl"  # start/done per combination, the forkserver's pid
 
 
 @dataclass
@@ -39,7 +37,7 @@ class _Build:  # one run_benchmarks call
 
 
 class Gate(Protocol):
-    """Runs around each combination; each call returns fields for its event."""
+    """Runs around each combination, returning fields for its event."""
 
     def before(self, name: str) -> dict[str, Any]: ...
 
@@ -54,30 +52,24 @@ def _rounds(benchmark: dict[str, Any], extra: dict[str, Any]) -> int:
 
 
 def event(results_dir: Path, **fields: Any) -> None:
-    """Appends one event in one write: a reader never sees half a line."""
+    """Appends one event in one write: no reader sees half a line."""
     line = json.dumps({"at": time.time(), **fields}) + "\n"
     with open(results_dir.parent / EVENTS, "a") as out:
         out.write(line)
 
 
 def read_events(scratch: Path, offset: int = 0) -> tuple[list[dict[str, Any]], int]:
-    """The whole event lines in ``scratch`` after byte ``offset``, and the new offset."""
-    try:
-        with open(scratch / EVENTS) as handle:
-            handle.seek(offset)
-            text = handle.read()
-    except OSError:
-        return [], offset
-    whole = text[: text.rfind("\n") + 1]
+    """The events in ``scratch`` after byte ``offset``, and the new offset."""
+    text, offset = files.tail(scratch / EVENTS, offset)
     events = []
-    for line in whole.splitlines():
+    for line in text.splitlines():
         with contextlib.suppress(ValueError):
             events.append(json.loads(line))
-    return [e for e in events if isinstance(e, dict)], offset + len(whole.encode())
+    return [e for e in events if isinstance(e, dict)], offset
 
 
 def _atomic(save: Any) -> Any:
-    """asv's ``Results.save`` into a staging folder, then renamed over the file."""
+    """asv's ``Results.save`` into a staging folder, then renamed over the files."""
 
     def saved(results: Any, result_dir: str) -> None:
         staging = Path(result_dir).parent / f".saving-{os.getpid()}"
@@ -107,8 +99,7 @@ def _outcome(value: Any) -> str:
 
 
 def install(results_dir: Path, gate: Gate | None = None) -> None:
-    """Wraps asv's run functions for a run into ``results_dir``, ``gate`` around each final-round
-    combination."""
+    """Wraps asv's run functions, ``gate`` around each final-round combination."""
     runner = asv_internals.runner
     run_benchmarks, run_benchmark, get_spawner = (
         runner.run_benchmarks,
@@ -118,7 +109,7 @@ def install(results_dir: Path, gate: Gate | None = None) -> None:
     runner.Results.save = _atomic(runner.Results.save)
 
     def each_build(benchmarks: Any, env: Any, results: Any = None, **options: Any) -> Any:
-        # asv saves nothing for an existing environment (--python=same)
+        # asv saves nothing for --python=same
         if results is None or isinstance(env, asv_internals.ExistingEnvironment):
             return run_benchmarks(benchmarks, env, results=results, **options)
         extra = dict(options.get("extra_params") or {})
@@ -161,7 +152,7 @@ def install(results_dir: Path, gate: Gate | None = None) -> None:
             return run_benchmark(benchmark, spawner, profile, selected_idx, extra_params, cwd)
         params = list(itertools.product(*benchmark["params"]))  # [()] where it has none
         chosen = sorted(range(len(params)) if selected_idx is None else selected_idx)
-        parts: dict[int, Any] = {}  # this round's, as asv's run_benchmark returns them
+        parts: dict[int, Any] = {}  # this round's, as run_benchmark returns them
         whole: dict[int, Any] = {}  # with earlier rounds' samples, as asv records them
         commit = build.results.commit_hash
         for idx in chosen:
@@ -200,7 +191,7 @@ def install(results_dir: Path, gate: Gate | None = None) -> None:
         )
 
     def spawner_noted(env: Any, benchmark_dir: Any, launch_method: Any) -> Any:
-        # the forkserver's pid in the events: the next run ends one a kill left
+        # the next run ends a forkserver a kill left
         spawner = get_spawner(env, benchmark_dir, launch_method=launch_method)
         server = getattr(spawner, "server_proc", None)
         if server is not None:
@@ -220,7 +211,7 @@ def install(results_dir: Path, gate: Gate | None = None) -> None:
 
 
 def _with_earlier(build: _Build, benchmark: dict[str, Any], idx: int, part: Any) -> Any:
-    """The combination with its earlier rounds' samples first, as asv's ``add_result`` has them."""
+    """The combination with its earlier rounds' samples first, as ``add_result`` has them."""
     if not build.append.get(benchmark["name"]) or part.samples[idx] is None:
         return part
     earlier = build.results.get_result_samples(benchmark["name"], benchmark["params"])[idx]

@@ -1,5 +1,4 @@
-"""The suite's asv.conf.json, read by asv's loader and checked once, and the configs derived from
-it. Relative folders resolve from the config's folder, where mpsbench runs asv."""
+"""The suite's asv.conf.json, read by asv's loader and checked once, and configs derived from it."""
 
 from __future__ import annotations
 
@@ -17,7 +16,7 @@ from mpsbench.core.errors import UserError
 
 CONFIG = Path("asv.conf.json")  # asv's default: the config in the working directory
 ROOT = Path(__file__).resolve().parents[3]  # this checkout: compare's build servers import its src/
-LAUNCH_METHODS = ("spawn", "forkserver")  # what asv 0.6 can start benchmarks with
+LAUNCH_METHODS = ("spawn", "forkserver")
 FOLDERS = {  # asv's defaults
     "benchmark_dir": "benchmarks",
     "env_dir": "env",
@@ -32,17 +31,16 @@ class ConfigError(UserError):
 
 @dataclass(frozen=True)
 class AsvConf:
-    """One asv.conf.json, read and checked."""
+    """One asv.conf.json, read and checked; its folders resolve from its own."""
 
     path: Path  # absolute
-    raw: dict[str, Any]  # every field as asv reads it
+    raw: dict[str, Any]
 
     @property
     def root(self) -> Path:
         return self.path.parent
 
     def folder(self, key: str) -> Path:
-        """A folder the config names (``results_dir``...), absolute."""
         return self.root / str(self.raw.get(key, FOLDERS[key]))
 
     @property
@@ -59,32 +57,30 @@ class AsvConf:
 
     @property
     def repo(self) -> Path | None:
-        """The timeline repository asv walks; None where ``repo`` is a URL."""
+        """The timeline asv walks; None where ``repo`` is a URL."""
         repo = self.raw.get("repo")
         return None if repo is None or "://" in str(repo) else (self.root / str(repo)).resolve()
 
     @property
     def branches(self) -> list[str]:
-        return list(self.raw.get("branches", ["main"]))  # asv's default: main
+        return list(self.raw.get("branches", ["main"]))
 
     @cached_property
     def thresholds(self) -> dict[str, float]:
-        """``regressions_thresholds``: a fraction per benchmark regex."""
         return {
             str(regex): float(value)
             for regex, value in (self.raw.get("regressions_thresholds") or {}).items()
         }
 
     def launch_method(self, platform: str | None = None) -> str:
-        """asv's launch method on ``platform`` (default this one); spawn is asv's "auto"."""
+        """asv's launch method on ``platform`` (default this one)."""
         table = self.raw.get("launch_method_by_platform") or {}
         return str(table.get(platform or sys.platform) or self.raw.get("launch_method") or "spawn")
 
     def derive(
         self, workdir: Path, timeline: Path, branches: list[str], results: Path | None = None
     ) -> Path:
-        """Writes ``workdir/asv.conf.json``: this config walking another timeline, in folders of its
-        own."""
+        """Writes ``workdir/asv.conf.json``: this config walking another timeline, in its folders."""
         return self._write(
             workdir,
             repo=str(timeline),
@@ -96,7 +92,7 @@ class AsvConf:
         )
 
     def scratch(self, workdir: Path) -> Path:
-        """Writes ``workdir/asv.conf.json``: this config with its results in ``workdir/results``."""
+        """Writes ``workdir/asv.conf.json``: this config, results in ``workdir/results``."""
         if "repo" not in self.raw:  # asv would get the word None
             raise ConfigError(
                 f"{self.path}: repo is missing: it must name the timeline asv walks (e.g. .asv/timeline)"
@@ -110,8 +106,6 @@ class AsvConf:
         )
 
     def _write(self, workdir: Path, **fields: Any) -> Path:
-        """This config with ``fields`` and this platform's launch method, its commands' ``{conf_dir}``
-        kept."""
         conf = {**self.raw, **fields, "launch_method": self.launch_method()}
         for key in ("install_command", "uninstall_command", "build_command"):
             if key in conf:
@@ -123,7 +117,7 @@ class AsvConf:
 
     def sync_branches(self, channels: list[str], timeline: Path) -> bool:
         """Makes ``branches`` the manifest's channels (asv publishes only those) if this config
-        walks ``timeline``, comments kept; True if changed."""
+        walks ``timeline``; True if changed."""
         if self.repo != timeline.resolve() or self.raw.get("branches") == channels:
             return False
         text = self.path.read_text(encoding="utf-8")
@@ -144,7 +138,7 @@ class AsvConf:
 
 
 def load(path: Path = CONFIG) -> AsvConf:
-    """``path`` read by asv's loader (comments and trailing commas allowed) and checked."""
+    """``path`` read by asv's loader and checked."""
     try:
         raw = asv_internals.load_json(str(path), js_comments=True)
     except OSError as exc:
@@ -164,22 +158,20 @@ def derived(
     root: Path = ROOT,
     results_dir: Path | None = None,
 ) -> Path:
-    """``root``'s asv.conf.json derived (:meth:`AsvConf.derive`); its path."""
+    """``root``'s asv.conf.json derived (:meth:`AsvConf.derive`)."""
     return load(root / CONFIG).derive(workdir, timeline, branches, results_dir)
 
 
 def _check(path: Path, raw: dict[str, Any]) -> None:
-    """ConfigError naming the first field mpsbench reads that it cannot use."""
-
     table = raw.get("launch_method_by_platform") or {}
     thresholds = raw.get("regressions_thresholds", {})
+    branches = raw.get("branches", [])
     for field, what, ok in [
         *((key, "a path", isinstance(raw.get(key, ""), str)) for key in ("repo", *FOLDERS)),
         (
             "branches",
             "a list of branch names",
-            isinstance(raw.get("branches", []), list)
-            and all(isinstance(b, str) for b in raw.get("branches", [])),
+            isinstance(branches, list) and all(isinstance(b, str) for b in branches),
         ),
         (
             "regressions_thresholds",

@@ -1,5 +1,4 @@
-"""A document of sections, tables, links and images, as Markdown and HTML that agree (tabulate
-has no row classes; Jinja2 would be a dependency of the torch-free publish job)."""
+"""A document of sections, tables, links and images, as Markdown and HTML that agree."""
 
 from __future__ import annotations
 
@@ -30,7 +29,7 @@ Cell = str | Link | Flagged
 class Table:
     header: list[str]
     rows: list[list[Cell]]
-    marked: list[str] = field(default_factory=list)  # per row: "" or "slower", "faster"
+    marked: list[str] = field(default_factory=list)  # per row: "", "slower" or "faster"
 
 
 @dataclass(frozen=True)
@@ -92,14 +91,12 @@ def _html_cell(cell: Cell) -> str:
         return f'<td><a href="{html.escape(cell.url)}">{html.escape(cell.text)}</a></td>'
     text = cell.text if isinstance(cell, Flagged) else cell
     numeric = bool(re.fullmatch(r"(?=.*\d)[-+\d.,xe% ]+", text))  # not "-" or words
-    classes = " ".join(
-        name for name, on in (("n", numeric), ("flagged", isinstance(cell, Flagged))) if on
-    )
-    return (
-        f'<td class="{classes}">{html.escape(text)}</td>'
-        if classes
-        else f"<td>{html.escape(text)}</td>"
-    )
+    classes = [name for name, on in (("n", numeric), ("flagged", isinstance(cell, Flagged))) if on]
+    return f"<td{_class(' '.join(classes))}>{html.escape(text)}</td>"
+
+
+def _class(name: str) -> str:
+    return f' class="{name}"' if name else ""
 
 
 def to_html(title: str, sections: Sequence[Section]) -> str:
@@ -121,10 +118,7 @@ def to_html(title: str, sections: Sequence[Section]) -> str:
                     + "</tr></thead><tbody>"
                 )
                 for row, mark in itertools.zip_longest(block.rows, block.marked, fillvalue=""):
-                    attribute = f' class="{mark}"' if mark else ""
-                    parts.append(
-                        f"<tr{attribute}>" + "".join(_html_cell(cell) for cell in row) + "</tr>"
-                    )
+                    parts.append(f"<tr{_class(mark)}>{''.join(map(_html_cell, row))}</tr>")
                 parts.append("</tbody></table>")
             elif isinstance(block, Image):
                 parts.append(

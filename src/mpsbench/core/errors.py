@@ -6,7 +6,7 @@ import errno
 
 
 class UserError(ValueError):
-    """A bad value, a missing file, a refused action: every command prints it alike."""
+    """A bad value, a missing file, a refused action."""
 
 
 def first_line(exc: BaseException) -> str:

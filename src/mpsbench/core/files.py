@@ -1,5 +1,5 @@
-"""Writes that a kill leaves old or new, never half; the lock every writer of a folder takes;
-deletion only after :func:`check_owned` finds nothing inside that a command must keep."""
+"""Writes a kill leaves old or new, never half; the lock every writer of a folder takes; deletion
+only of what holds nothing a command must keep."""
 
 from __future__ import annotations
 
@@ -22,9 +22,9 @@ from mpsbench.core.errors import UserError
 class Kept:
     """A folder no command may replace or delete as a by-product."""
 
-    what: str  # said in the refusal: "the results folder"
+    what: str  # "the results folder"
     path: Path
-    nothing_inside: bool = False  # recorded data: no other command's output may sit inside it
+    nothing_inside: bool = False  # no other command's output may sit inside it
 
 
 def _within(path: Path, folder: Path) -> bool:
@@ -32,9 +32,8 @@ def _within(path: Path, folder: Path) -> bool:
 
 
 def check_owned(target: Path, kept: Sequence[Kept], role: str | None = None) -> None:
-    """UserError where ``target`` is, holds, or (``nothing_inside``) sits inside a kept folder,
-    compared resolved: a link to the results is the results."""
-    mine = target.resolve()
+    """UserError where ``target`` is, holds, or (``nothing_inside``) sits inside a kept folder."""
+    mine = target.resolve()  # a link to the results is the results
     found = []
     for folder in kept:
         theirs = folder.path.resolve()
@@ -63,7 +62,7 @@ def remove(path: Path, kept: Sequence[Kept]) -> None:
 
 @contextlib.contextmanager
 def temporary(path: Path, content: bytes) -> Iterator[Path]:
-    """``content`` flushed to a file beside ``path``, removed on the way out unless renamed."""
+    """``content`` flushed to a file beside ``path``, removed at the end unless renamed."""
     partial = path.parent / f".{path.name}-{uuid.uuid4().hex}.tmp"  # umask's mode, unlike mkstemp
     created = False  # a read-only file system refuses even the unlink of a file never made
     try:
@@ -81,6 +80,18 @@ def temporary(path: Path, content: bytes) -> Iterator[Path]:
             partial.unlink(missing_ok=True)
 
 
+def tail(path: Path, offset: int) -> tuple[bytes, int]:
+    """The whole lines after byte ``offset`` (none where unreadable), and the new offset."""
+    try:
+        with open(path, "rb") as handle:
+            handle.seek(offset)
+            text = handle.read()
+    except OSError:
+        return b"", offset
+    whole = text[: text.rfind(b"\n") + 1]  # a line still being written waits
+    return whole, offset + len(whole)
+
+
 def write(path: Path, content: str | bytes) -> None:
     """Writes beside ``path``, then renames over it."""
     data = content.encode("utf-8") if isinstance(content, str) else content
@@ -89,7 +100,7 @@ def write(path: Path, content: str | bytes) -> None:
 
 
 def create(path: Path, content: bytes) -> bool:
-    """Writes ``path`` unless it exists (checked atomically, never replaced); True if written."""
+    """Writes ``path`` unless it exists (atomically); True if written."""
     path.parent.mkdir(parents=True, exist_ok=True)
     with temporary(path, content) as partial:
         try:
@@ -99,16 +110,15 @@ def create(path: Path, content: bytes) -> bool:
     return True
 
 
-_held: dict[Path, int] = {}  # locked folder -> how deep this process holds it (re-entrant)
+_held: dict[Path, int] = {}  # locked folder -> how deep this process holds it
 
 
 @contextlib.contextmanager
 def lock(
     target: Path, wait: bool = True, waiting: Callable[[], None] | None = None
 ) -> Iterator[None]:
-    """Holds the lock of ``target``, re-entrant within a process: an flock on the folder holding it
-    (no lock file to leave behind; a file replaced by rename keeps it). ``waiting`` is called
-    before waiting; ``wait=False`` raises UserError instead."""
+    """Holds ``target``'s lock, re-entrant: an flock on its folder (no lock file to leave behind).
+    ``waiting`` is called before waiting; ``wait=False`` raises UserError instead."""
     folder = target.resolve().parent
     while not folder.is_dir():
         folder = folder.parent
@@ -141,7 +151,7 @@ _RENAME_EXCHANGE = 2  # linux/fs.h; macOS renamex_np's RENAME_SWAP has the same 
 
 
 def _exchange(first: Path, second: Path) -> bool:
-    """Swaps two paths in one step (renameat2, renamex_np); False where the OS cannot."""
+    """Swaps two paths in one step; False where the OS cannot."""
     libc = ctypes.CDLL(None, use_errno=True)
     paths = (os.fsencode(first), os.fsencode(second))
     if sys.platform.startswith("linux") and hasattr(libc, "renameat2"):  # glibc 2.28+
@@ -154,8 +164,8 @@ def _exchange(first: Path, second: Path) -> bool:
 
 
 def replace_folder(new: Path, target: Path, kept: Sequence[Kept] = ()) -> None:
-    """Puts the folder ``new`` (beside ``target``) at ``target`` and deletes what was there, in one
-    swap where the OS can, else by two renames."""
+    """Puts the folder ``new`` at ``target`` and deletes what was there, in one swap where the OS
+    can."""
     check_owned(target, kept)
     if not target.exists():
         os.rename(new, target)
@@ -172,13 +182,13 @@ _TEMPORARY = re.compile(r"\..+-[0-9a-f]{32}\.tmp")  # temporary's names, no othe
 
 
 def orphans(folder: Path) -> list[Path]:
-    """The temporary files a killed writer left in ``folder`` and the folders right under it."""
+    """The temporary files a killed writer left in ``folder`` and the folders under it."""
     found = [*folder.glob(".*.tmp"), *folder.glob("*/.*.tmp")] if folder.is_dir() else []
     return [path for path in found if _TEMPORARY.fullmatch(path.name)]
 
 
 def clean_orphans(folder: Path) -> list[Path]:
-    """Deletes :func:`orphans` of ``folder`` (call under its lock: no writer is mid-rename)."""
+    """Deletes the orphans of ``folder`` (under its lock: no writer is mid-rename)."""
     for leftover in (found := orphans(folder)):
         leftover.unlink(missing_ok=True)
     return found

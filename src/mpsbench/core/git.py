@@ -8,7 +8,6 @@ from pathlib import Path
 
 from mpsbench.core.errors import UserError
 
-# set in git hooks: they would send these commands to another repository
 _REDIRECTS = ("GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE")
 
 
@@ -20,6 +19,7 @@ def run(
     check: bool = True,
 ) -> subprocess.CompletedProcess[bytes]:
     """``git ARGS`` in ``repo``; a failure is a UserError if ``check``."""
+    # git hooks set these: they would send the command to another repository
     clean = {key: value for key, value in os.environ.items() if key not in _REDIRECTS}
     stdin = data.encode() if isinstance(data, str) else data
     done = subprocess.run(
@@ -36,7 +36,6 @@ def run(
 
 
 def text(repo: Path, *args: str, data: str | None = None, env: dict[str, str] | None = None) -> str:
-    """What ``git ARGS`` prints, stripped."""
     return run(repo, *args, data=data, env=env).stdout.decode().strip()
 
 

@@ -1,7 +1,4 @@
-"""Progress lines, ``mpsbench COMPONENT: message``, from ``log = progress.logger(__name__)``.
-
-On stderr, so a command's stdout carries only its answer and can be piped.
-"""
+"""Progress lines, ``mpsbench COMPONENT: message``, on stderr: stdout carries only the answer."""
 
 from __future__ import annotations
 
@@ -13,7 +10,7 @@ ROOT = "mpsbench"
 
 class _CurrentStderr(logging.StreamHandler):  # type: ignore[type-arg]
     def emit(self, record: logging.LogRecord) -> None:
-        self.stream = sys.stderr  # whatever it is now (a test's capture, a redirect)
+        self.stream = sys.stderr  # whatever it is now
         super().emit(record)
 
 
@@ -30,8 +27,8 @@ def logger(name: str) -> logging.Logger:
         handler.setFormatter(_Component())
         root.addHandler(handler)
         root.setLevel(logging.INFO)
-        root.propagate = False  # a host application's logging setup does not print our lines twice
-    if name == "__main__":  # run as ``python -m mpsbench.fleet.nightly``: the module's real name
+        root.propagate = False  # a host application's logging does not print them twice
+    if name == "__main__":  # run as ``python -m``: the module's real name
         spec = getattr(sys.modules["__main__"], "__spec__", None)
         name = spec.name if spec is not None else ROOT
     return logging.getLogger(name if name.startswith(f"{ROOT}.") else f"{ROOT}.{name}")

@@ -1,7 +1,4 @@
-"""The timeline builds an ``asv run`` range names, read once, before anything runs.
-
-A range is ``ALL``, ``HASHFILE:path``, a git range as asv reads it, or none (each branch's newest).
-NEW, EXISTING, TAGS and HEAD mean nothing to a record run's scratch folder: refused."""
+"""The timeline builds an ``asv run`` range names, read before anything runs."""
 
 from __future__ import annotations
 
@@ -12,7 +9,7 @@ from pathlib import Path
 from mpsbench.core import git
 from mpsbench.core.errors import UserError
 
-REFUSED = ("NEW", "EXISTING", "TAGS", "HEAD")
+REFUSED = ("NEW", "EXISTING", "TAGS", "HEAD")  # mean nothing to a record run's scratch folder
 HASHFILE = "HASHFILE:"
 
 
@@ -31,7 +28,6 @@ def _choices(timeline: Path) -> str:
 
 
 def _listed(timeline: Path, what: str, *args: str) -> list[str]:
-    """The commits ``git ARGS`` lists; RangeError with git's reason."""
     done = git.run(timeline, *args, check=False)
     if done.returncode == 0:
         return done.stdout.decode().split()
@@ -48,7 +44,7 @@ def _listed(timeline: Path, what: str, *args: str) -> list[str]:
 
 
 def builds(timeline: Path, branches: Sequence[str], spec: str | None) -> list[str]:
-    """The timeline commits ``spec`` names, in asv's order, each once; RangeError where none."""
+    """The timeline commits ``spec`` names, in asv's order; RangeError where none."""
     what, git_range = f"range {spec!r}", False
     if spec is None or spec.startswith(HASHFILE):
         what = "the config's branches" if spec is None else what

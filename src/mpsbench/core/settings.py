@@ -1,5 +1,4 @@
-"""The ``MPSBENCH_*`` settings, each read and checked here: a bad value is one line naming the
-variable, the value and the valid choices. Benchmark processes inherit them."""
+"""The ``MPSBENCH_*`` settings, each read and checked here; benchmark processes inherit them."""
 
 from __future__ import annotations
 
@@ -9,14 +8,13 @@ from dataclasses import dataclass
 
 from mpsbench.core.errors import UserError
 
-FULL = "MPSBENCH_FULL"  # on: every device at every batch size
-DEVICES = "MPSBENCH_DEVICES"  # comma-separated devices to time (default: every device present)
-CONFIG = "MPSBENCH_CONFIG"  # another asv.conf.json for scripts/publish (the fleet's)
+FULL = "MPSBENCH_FULL"  # every device at every batch size
+DEVICES = "MPSBENCH_DEVICES"  # the devices to time (default: every one present)
+CONFIG = "MPSBENCH_CONFIG"  # another asv.conf.json for scripts/publish
 MACHINE = "MPSBENCH_MACHINE"  # a fleet runner's machine name
-# Set by compare and bisect in a cpu row's processes: each timed call is one step, so that a
-# process's fastest sample can be one the scheduler spared (docs/explanation/the-rule.md).
+# compare's and bisect's cpu rows: one step a call (docs/explanation/the-rule.md)
 SINGLE_STEPS = "MPSBENCH_SINGLE_STEPS"
-ALLOW_FALLBACK = "MPSBENCH_ALLOW_FALLBACK"  # on: time mps combinations with ops on the cpu
+ALLOW_FALLBACK = "MPSBENCH_ALLOW_FALLBACK"  # time mps combinations with ops on the cpu
 ON = ("1", "true", "yes", "on")
 OFF = ("0", "false", "no", "off")
 
@@ -26,8 +24,8 @@ class Setting:
     """A setting that changes what a measured value means: a recording run refuses it."""
 
     name: str
-    does: str  # said where it is refused
-    internal: bool = False  # set by mpsbench for its own processes, never taken from the user
+    does: str
+    internal: bool = False  # set by mpsbench for its own processes
 
 
 SETTINGS = {
@@ -47,7 +45,7 @@ SETTINGS = {
 
 
 def recording_refusal(environ: Mapping[str, str] | None = None) -> str | None:
-    """Why a recording run cannot start here (a setting that changes values is on); None if it can."""
+    """Why a recording run cannot start here; None if it can."""
     environ = os.environ if environ is None else environ
     for setting in SETTINGS.values():
         value = environ.get(setting.name, "")
@@ -61,12 +59,12 @@ def recording_refusal(environ: Mapping[str, str] | None = None) -> str | None:
 
 
 def without_internal(environ: Mapping[str, str]) -> dict[str, str]:
-    """``environ`` less every internal setting: what a recording run's processes see."""
+    """``environ`` less every internal setting."""
     return {k: v for k, v in environ.items() if not getattr(SETTINGS.get(k), "internal", False)}
 
 
 def flag(name: str) -> bool:
-    """One of :data:`ON` or :data:`OFF`, in any case; unset or empty is off."""
+    """On or off; unset or empty is off."""
     value = os.environ.get(name, "")
     word = value.strip().lower()
     if word in (*ON, *OFF, ""):
@@ -77,7 +75,7 @@ def flag(name: str) -> bool:
 
 
 def choices(name: str, valid: Sequence[str]) -> tuple[str, ...] | None:
-    """A comma-separated list of ``valid`` names, each once; None where unset or empty."""
+    """A comma-separated list of ``valid`` names; None where unset or empty."""
     if not (value := os.environ.get(name, "")).strip():
         return None
     items = [item.strip() for item in value.split(",")]

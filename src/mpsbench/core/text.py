@@ -1,4 +1,4 @@
-"""Text a person types or reads: numbers and names given on a command line, and tables."""
+"""Text a person types or reads: command-line numbers and names, and tables."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from mpsbench.core.errors import UserError
 def number(
     kind: Callable[[str], float], least: float, what: str, most: float = math.inf
 ) -> Callable[[str], Any]:
-    """An argparse type: a finite number of ``kind`` (int or float) from ``least`` to ``most``."""
+    """An argparse type: a finite ``kind`` from ``least`` to ``most``."""
 
     def parse(value: str) -> float:
         try:
@@ -44,7 +44,7 @@ def checked(check: Callable[[str], Any]) -> Callable[[str], Any]:
 
 
 def table(rows: Sequence[Sequence[str]], rule: bool = True) -> str:
-    """Rows as left-aligned columns (rows may be short), a dashed rule under the header."""
+    """Rows as left-aligned columns, a dashed rule under the header."""
     widths = [
         max(len(row[col]) for row in rows if col < len(row)) for col in range(max(map(len, rows)))
     ]

@@ -1,5 +1,5 @@
-"""Values a busy machine measured (:func:`mpsbench.measure.quiet.judge`): set to not run in the
-copy merged, so they stay missing and are measured again, and kept in ``<results>-held.jsonl``."""
+"""Values a busy machine measured: set to not run in the copy merged, so they are measured again,
+and kept in ``<results>-held.jsonl``."""
 
 from __future__ import annotations
 
@@ -37,7 +37,6 @@ class Held:
 
 
 def _events(scratch: Path) -> dict[tuple[str, str], dict[str, dict[str, Any]]]:
-    """Each combination's last start and done events."""
     found: dict[tuple[str, str], dict[str, dict[str, Any]]] = collections.defaultdict(dict)
     for event in asv_saving.read_events(scratch)[0]:
         if event.get("event") in ("start", "done"):
@@ -46,7 +45,7 @@ def _events(scratch: Path) -> dict[tuple[str, str], dict[str, dict[str, Any]]]:
 
 
 def _read(path: Path) -> tuple[dict[str, Any], dict[tuple[str, merge.Combination], Any]]:
-    """A results file and its measured values; nothing where it cannot be read (the merge says)."""
+    """A results file and its values; nothing where unreadable (the merge says)."""
     with contextlib.suppress(ValueError, KeyError, TypeError, AttributeError):  # RecordedError too
         data = recorded.raw(path)
         return data, merge.values(data)
@@ -54,7 +53,6 @@ def _read(path: Path) -> tuple[dict[str, Any], dict[tuple[str, merge.Combination
 
 
 def _held(results: Path) -> dict[tuple[str, ...], float]:
-    """Each value in the held file, by (machine, commit, combination, run)."""
     path, found = trail(results), {}
     for line in path.read_text().splitlines() if path.is_file() else []:
         with contextlib.suppress(ValueError, KeyError, TypeError):
@@ -67,8 +65,8 @@ def _held(results: Path) -> dict[tuple[str, ...], float]:
 def judged(
     results: Path, scratch: Path, accept: bool = False, again: Sequence[str] = ()
 ) -> tuple[Path, list[Held]]:
-    """``scratch``'s results with disturbed values set to not run, and those held. ``accept``:
-    record them all the same; ``again``: the runs whose held values this retries."""
+    """``scratch``'s results with disturbed values set to not run, and those held (``accept``: none;
+    ``again``: the runs whose held values this retries)."""
     out = scratch / JUDGED
     shutil.rmtree(out, ignore_errors=True)
     shutil.copytree(scratch / "results", out, ignore=shutil.ignore_patterns(".*"))
@@ -81,47 +79,47 @@ def judged(
         machine, commit, held_before = path.parent.name, str(data.get("commit_hash")), len(kept)
         on_record = _read(results / machine / path.name)[1]
         for (benchmark, combo), columns in found.items():
-            name = asv.combination(benchmark, combo)
-            state = events.get((commit, name), {})
+            name, value = asv.combination(benchmark, combo), columns["result"]
+            events_of = events.get((commit, name), {})
+            before, after = events_of.get("start", {}), events_of.get("done", {})
             first = [already[k] for r in again if (k := (machine, commit, name, r)) in already]
             earlier = on_record.get((benchmark, combo))
             stats = {key: columns[f"stats_{key}"] for key in STATS}
             reasons = quiet.judge(
-                float(columns["result"]),
+                float(value),
                 stats if columns["stats_q_25"] is not None else None,
                 columns["samples"],
-                quiet.State.of(state.get("start", {})),
-                quiet.State.of(state.get("done", {}), "_after"),
+                quiet.State.of(before),
+                quiet.State.of(after, "_after"),
                 float(earlier["result"]) if earlier else None,
                 first[-1] if first else None,
             )
             if not reasons:
                 continue
             if (machine, commit, name, run) not in already:  # said and kept once a run
-                shown = f"{name} of build {commit[:8]}: {columns['result']:.4g}; "
-                shown += "; ".join(reasons.values())
+                shown = f"{name} of build {commit[:8]}: {value:.4g}; " + "; ".join(reasons.values())
                 log.warning(
                     f"quiet gate: recorded all the same ({quiet.ACCEPT_BUSY} is on): {shown}"
                     if accept
                     else f"quiet gate: held out of the record, to be measured again: {shown}"
                 )
                 new.append(
-                    {
-                        "machine": machine,
-                        "commit": commit,
-                        "benchmark": benchmark,
-                        "params": list(combo),
-                        "name": name,
-                        "value": columns["result"],
-                        "stats": stats,
-                        "samples": columns["samples"],
-                        "reasons": reasons,
-                        "before": state.get("start", {}),
-                        "after": state.get("done", {}),
-                        "held_at": now,
-                        "run": run,
-                        "recorded": accept,
-                    }
+                    dict(
+                        machine=machine,
+                        commit=commit,
+                        benchmark=benchmark,
+                        params=list(combo),
+                        name=name,
+                        value=value,
+                        stats=stats,
+                        samples=columns["samples"],
+                        reasons=reasons,
+                        before=before,
+                        after=after,
+                        held_at=now,
+                        run=run,
+                        recorded=accept,
+                    )
                 )
             if not accept:
                 kept.append(Held(machine, commit, name, reasons, run))
@@ -134,7 +132,7 @@ def judged(
 
 
 def still_held(held: Iterable[Held], recorded: set[tuple[str, str, str]]) -> dict[str, int]:
-    """How many of ``held`` are still not in ``recorded``, by kind of reason."""
+    """How many of ``held`` are not in ``recorded``, by kind of reason."""
     kinds: collections.Counter[str] = collections.Counter()
     for entry in {(h.machine, h.commit, h.name): h for h in held}.values():
         if (entry.machine, entry.commit, entry.name) not in recorded:

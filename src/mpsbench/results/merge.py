@@ -1,10 +1,5 @@
-"""Merge asv results folders into one, value by value, never replacing a recorded value.
-
-A differing incoming value is a conflict (or, with --replace, replaces it, audited first in
-DEST-replaced.jsonl); values no number of their unit and files that are links, malformed or filed
-under another build or machine are refused (docs/explanation/integrity.md). Exit status: 0 clean,
-1 a conflict, refusal or corrupt file, 2 a bad command.
-"""
+"""Merge asv results folders value by value, never replacing a recorded value unasked
+(docs/explanation/integrity.md). Exit status: 0 clean, 1 a conflict, refusal or corrupt file."""
 
 from __future__ import annotations
 
@@ -32,7 +27,7 @@ STATISTICS, COUNTS = ("ci_99_a", "ci_99_b", "q_25", "q_75"), ("number", "repeat"
 PER_COMBINATION = ("result", *(f"stats_{name}" for name in STATISTICS + COUNTS), "samples")
 Row = dict[str, Any]  # one benchmark's row of a results file, by column name
 Combination = tuple[str, ...]
-HASH = re.compile(r"[0-9a-f]{40}")  # a timeline commit, as asv records it
+HASH = re.compile(r"[0-9a-f]{40}")
 
 log = progress.logger(__name__)
 
@@ -56,7 +51,7 @@ SAID = (
 
 @dataclass
 class Report:
-    """What a merge did, line by line (SAID says what each list holds)."""
+    """What a merge did, line by line."""
 
     copied: list[str] = field(default_factory=list)
     identical: list[str] = field(default_factory=list)
@@ -77,7 +72,7 @@ class Report:
         return f"merged into {dest}: {counts}"
 
     def show(self, dest: Path) -> int:
-        """Print what was done and the summary; the exit status."""
+        """Prints what was done; the exit status."""
         for name, label, _ in SAID:
             for text in getattr(self, name) if label else []:
                 print(f"{label:10}{text}")
@@ -93,7 +88,7 @@ def measured(value: Any) -> bool:
 
 
 def problem(value: Any, unit: str) -> str | None:
-    """Why ``value`` (asv's loader takes any JSON) is no value of ``unit``; None for null and NaN."""
+    """Why ``value`` is no value of ``unit``; None for null and NaN."""
     if not measured(value):
         return None
     if isinstance(value, bool) or not isinstance(value, (int, float)):
@@ -120,7 +115,7 @@ def check_file(path: Path, machine: str) -> dict[str, Any]:
 
 
 def _text(value: Any) -> str:
-    return json.dumps(value, sort_keys=True)  # NaN (n/a) equals NaN here, unlike with ==
+    return json.dumps(value, sort_keys=True)  # NaN equals NaN here, unlike with ==
 
 
 def _row(data: dict[str, Any], name: str) -> Row:
@@ -150,7 +145,7 @@ def values(data: dict[str, Any]) -> dict[tuple[str, Combination], dict[str, Any]
 
 
 def unset(data: dict[str, Any], name: str, combo: Combination) -> None:
-    """Set a combination to not run: NaN, no statistics, no samples."""
+    """Sets a combination to not run: NaN, no statistics, no samples."""
     row = _row(data, name)
     j = _combinations(row).index(combo)
     for key in PER_COMBINATION:
@@ -182,7 +177,7 @@ CELLS: dict[str, tuple[Callable[[Any], bool], str]] = {
 
 
 def malformed(data: dict[str, Any]) -> str | None:
-    """The first cell not in asv's form (asv's loader lets them through), named; None if none."""
+    """The first cell not in asv's form (asv's loader lets them through); None if none."""
     columns, results = data.get("result_columns"), data.get("results")
     if not isinstance(columns, list) or not all(isinstance(column, str) for column in columns):
         return f"result_columns {columns!r:.80} is not a list of column names"
@@ -245,18 +240,8 @@ def timeline_builds(timeline: Path) -> set[str]:
     return set(git.text(timeline, "rev-list", "--all").split())
 
 
-def screen(data: dict[str, Any], units: dict[str, str]) -> list[str]:
-    """Set each value that is no number of its unit to not run; why each was refused."""
-    refused = []
-    for (name, combo), columns in values(data).items():
-        if (reason := problem(columns["result"], units.get(name, ""))) is not None:
-            refused.append(f"{asv.combination(name, combo)}: {reason}; not merged")
-            unset(data, name, combo)
-    return refused
-
-
 def _rank(columns: dict[str, Any] | None) -> int:
-    """Absent 0, not run (NaN) 1, failed (null) 2, measured 3: a combination fills a lower one's."""
+    """Absent 0, not run (NaN) 1, failed (null) 2, measured 3: a higher rank fills a lower's place."""
     if columns is None:
         return 0
     value = columns["result"]
@@ -266,24 +251,25 @@ def _rank(columns: dict[str, Any] | None) -> int:
 @dataclass
 class FileMerge:
     data: dict[str, Any]
+    replace: bool
     conflicts: list[str] = field(default_factory=list)
     replaced: list[dict[str, Any]] = field(default_factory=list)  # audit records
 
-    def differ(self, what: str, kept: Any, incoming: Any, replace: bool, conflict: str) -> bool:
+    def differ(self, what: str, kept: Any, incoming: Any, conflict: str) -> bool:
         """Whether ``incoming`` replaces ``kept`` (--replace, audited), else a conflict."""
-        if replace:
+        if self.replace:
             self.replaced.append({"benchmark": what, "recorded": kept, "by": incoming})
         else:
             self.conflicts.append(f"{what}: {conflict}; recorded kept")
-        return replace
+        return self.replace
 
 
-def _merge_row(name: str, mine: Row, theirs: Row, replace: bool, merged: FileMerge) -> Row:
+def _merge_row(name: str, mine: Row, theirs: Row, merged: FileMerge) -> Row:
     """One benchmark's row: recorded values kept (or replaced), the incoming rest added."""
     ours, new = mine.get("params") or [], theirs.get("params") or []
     if mine.get("version") != theirs.get("version") or len(ours) != len(new):
         conflict = f"recorded with version {mine.get('version')}, incoming {theirs.get('version')}"
-        return theirs if merged.differ(name, mine, theirs, replace, conflict) else mine
+        return theirs if merged.differ(name, mine, theirs, conflict) else mine
     params = [
         list(have) + [value for value in added if value not in have]
         for have, added in zip(ours, new, strict=True)
@@ -300,7 +286,7 @@ def _merge_row(name: str, mine: Row, theirs: Row, replace: bool, merged: FileMer
             and _text(kept["result"]) != _text(offered["result"])
         ):
             conflict = f"recorded {kept['result']}, incoming {offered['result']}"
-            if merged.differ(asv.combination(name, combo), kept, offered, replace, conflict):
+            if merged.differ(asv.combination(name, combo), kept, offered, conflict):
                 pick = offered
         chosen.append((pick, kept))
     out: Row = dict(mine, params=params)
@@ -318,13 +304,11 @@ def _merge_row(name: str, mine: Row, theirs: Row, replace: bool, merged: FileMer
 
 def merge_data(mine: dict[str, Any], theirs: dict[str, Any], replace: bool = False) -> FileMerge:
     """Two results files of one machine and build, merged."""
-    merged = FileMerge(dict(mine))
+    merged = FileMerge(dict(mine), replace)
     rows = {name: _row(mine, name) for name in mine["results"]}
     for name in theirs["results"]:
         incoming = _row(theirs, name)
-        rows[name] = (
-            _merge_row(name, rows[name], incoming, replace, merged) if name in rows else incoming
-        )
+        rows[name] = _merge_row(name, rows[name], incoming, merged) if name in rows else incoming
     columns = list(dict.fromkeys([*mine["result_columns"], *theirs["result_columns"]]))
     results = {}
     for name, row in rows.items():
@@ -341,7 +325,7 @@ def merge_data(mine: dict[str, Any], theirs: dict[str, Any], replace: bool = Fal
 
 
 def append(trail: Path, records: Iterable[dict[str, Any]]) -> None:
-    """Append JSON lines to ``trail``, on disk on return; a full disk leaves no half line."""
+    """Appends JSON lines to ``trail``, on disk on return; a full disk leaves no half line."""
     lines = "".join(json.dumps(record, sort_keys=True) + "\n" for record in records).encode()
     with open(trail, "ab", buffering=0) as out:
         start = out.tell()
@@ -354,12 +338,6 @@ def append(trail: Path, records: Iterable[dict[str, Any]]) -> None:
             if not start:
                 trail.unlink()
             raise OSError(exc.errno, exc.strerror, str(trail)) from None
-
-
-def audit(trail: Path, target: Path, records: list[dict[str, Any]]) -> None:
-    """Append the replaced values to the audit trail, on disk before their replacement is."""
-    stamp = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
-    append(trail, ({"replaced_at": stamp, "file": str(target), **record} for record in records))
 
 
 def reconcile(
@@ -387,25 +365,25 @@ def reconcile(
                 merged.setdefault(name, entry)
                 continue
             old, new = merged.get(name, {}).get("version"), entry.get("version")
-            if name not in merged:
-                changes.append(f"added {name}")
-            elif old != new:
-                where = first_source.get(name)
-                if where or not update:
-                    raise MergeError(
-                        f"benchmark {name} has version {old} in {where or target} but {new} in"
-                        f" {path}: those machines ran different versions of the suite"
-                        + (
-                            ""
-                            if where
-                            else "; run them on one checkout, or pass --update-benchmarks when"
-                            " the sources ran the newer suite"
-                        )
+            earlier = first_source.setdefault(name, path) != path
+            if name in merged and old != new and (earlier or not update):
+                raise MergeError(
+                    f"benchmark {name} has version {old} in {first_source[name] if earlier else target}"
+                    f" but {new} in {path}: those machines ran different versions of the suite"
+                    + (
+                        ""
+                        if earlier
+                        else "; run them on one checkout, or pass --update-benchmarks when the"
+                        " sources ran the newer suite"
                     )
-                changes.append(f"replaced {name} (version {old} -> {new})")
+                )
             if name not in merged or old != new:
+                changes.append(
+                    f"replaced {name} (version {old} -> {new})"
+                    if name in merged
+                    else f"added {name}"
+                )
                 merged[name] = entry
-            first_source.setdefault(name, path)
     if corrupt or not changes:
         return None
     report.benchmarks.extend(changes)
@@ -441,7 +419,7 @@ def merge(
     replace: bool = False,
     builds: Collection[str] | None = None,
 ) -> Report:
-    """Merge each source into ``dest`` under its lock; ``builds``: the timeline's, where known."""
+    """Merges each source into ``dest`` under its lock; ``builds``: the timeline's, where known."""
     check_machines(sources)
     waiting = f"waiting for the other process writing {dest} (a merge or a record run) to finish"
     with files.lock(dest, waiting=lambda: log.info(waiting)):
@@ -489,8 +467,12 @@ def _merge_one(
     except MergeError as exc:
         report.corrupt.append(f"{exc}; skipped")
         return
-    refused = [] if path.name == MACHINE else screen(incoming, units)
-    report.refused.extend(f"{path}: {text}" for text in refused)
+    refused = []
+    for (name, combo), columns in values(incoming).items() if path.name != MACHINE else ():
+        if (reason := problem(columns["result"], units.get(name, ""))) is not None:
+            refused.append(f"{path}: {asv.combination(name, combo)}: {reason}; not merged")
+            unset(incoming, name, combo)
+    report.refused += refused
     if not target.exists():
         if files.create(target, json.dumps(incoming).encode() if refused else path.read_bytes()):
             report.copied.append(str(target))
@@ -512,8 +494,10 @@ def _merge_one(
         return
     merged = merge_data(before, incoming, replace)
     report.conflicts.extend(f"{path}: {text}" for text in merged.conflicts)
-    if merged.replaced:
-        audit(audit_trail(dest), target, merged.replaced)
+    if merged.replaced:  # on disk before the replacement is
+        stamp = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
+        records = ({"replaced_at": stamp, "file": str(target), **r} for r in merged.replaced)
+        append(audit_trail(dest), records)
         report.replaced.extend(f"{target}: {record['benchmark']}" for record in merged.replaced)
     if _text(merged.data) == _text(before):
         report.identical.append(str(target))

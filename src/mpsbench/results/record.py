@@ -1,6 +1,5 @@
-"""Run asv so that recorded results only grow: per build step, asv measures exactly the selected
-combinations with no value into RESULTS.scratch, and each value is merged in as soon as measured
-(asv replaces what it re-runs; its --skip-existing-successful re-runs whole benchmarks)."""
+"""Runs asv so that recorded results only grow: asv measures the combinations with no value into a
+scratch folder, each value merged in as soon as measured (asv replaces what it re-runs)."""
 
 from __future__ import annotations
 
@@ -20,14 +19,13 @@ from mpsbench.measure import preselect, quiet
 from mpsbench.results import held, merge, recorded, watch
 
 BENCHMARKS_FAILED = 3  # some benchmark failed; 2 stays a usage mistake
-FIRST_TIER = r"^benchmark_models\.(?:Training|Inference)\.time_step\("  # on the newest build
+FIRST_TIER = r"^benchmark_models\.(?:Training|Inference)\.time_step\("  # the newest build's first
 
 log = progress.logger(__name__)
 
 
 def recorded_names(results: Path, machine: str, commit: str, environment: str = "*") -> set[str]:
-    """The build's combinations settled here, as -b names them: each with a value or seen to skip
-    (asv's NaN also means "not run"); a failure runs again."""
+    """The build's combinations with a value or seen to skip, as -b names them; a failure runs again."""
     names: set[str] = set(watch.skipped(results, machine, commit))
     for path in sorted((results / machine).glob(f"{commit[:8]}-{environment}.json")):
         try:
@@ -44,23 +42,16 @@ def asv_log(results: Path) -> Path:
 
 
 class _GateLines:
-    """The quiet gate's lines, from asv's log to the terminal as they come: the gate waits inside
-    asv's benchmark process, whose output goes to the log, and a wait is never silent."""
+    """Relays the quiet gate's lines from asv's log (the gate waits in asv's benchmark process)."""
 
     MARK = b"mpsbench quiet: "
 
     def __init__(self, path: Path, at: int) -> None:
-        self.path, self.at = path, at  # the log's size when this run's asv started
+        self.path, self.at = path, at
 
     def __call__(self) -> None:
-        if not self.path.is_file():
-            return
-        with open(self.path, "rb") as handle:
-            handle.seek(self.at)
-            text = handle.read()
-        whole = text.rfind(b"\n") + 1  # a line still being written waits for the next call
-        self.at += whole
-        for line in text[:whole].splitlines():
+        text, self.at = files.tail(self.path, self.at)
+        for line in text.splitlines():
             if (start := line.find(self.MARK)) >= 0:
                 log.info(line[start + len(self.MARK) :].decode("utf-8", "replace"))
 
@@ -76,7 +67,7 @@ def _merge_scratch(
     silent: bool = False,
     again: Sequence[str] = (),
 ) -> tuple[merge.Report | None, list[held.Held]]:
-    """Merge ``scratch``'s values but those judged disturbed, which are returned."""
+    """Merges ``scratch``'s values but those judged disturbed, which it returns."""
     if not (scratch / "results").is_dir():
         return None, []
     judged, kept_out = held.judged(results, scratch, quiet.accept_busy(), again)
@@ -89,7 +80,7 @@ def _merge_scratch(
 
 
 def _end_left_behind(scratch: Path) -> None:
-    """End the asv forkserver a killed run left, matched by pid and start time."""
+    """Ends the asv forkserver a killed run left, matched by pid and start time."""
     import psutil
 
     found = []
@@ -106,27 +97,28 @@ def _end_left_behind(scratch: Path) -> None:
 
 
 def recover(results: Path, root: Path) -> None:
-    """Merge what interrupted runs left in scratch (never replacing), then remove it."""
+    """Merges what interrupted runs left in scratch (never replacing), then removes it."""
     for leftover in [*results.glob(".*.tmp"), *results.glob("*/.*.tmp")]:
         leftover.unlink()
     for folder in sorted(path for path in root.iterdir() if path.is_dir()) if root.is_dir() else []:
         _end_left_behind(folder)
         report, _ = _merge_scratch(results, folder, replace=False)
         if report is not None and (report.copied or report.merged):
-            said = report.summary(results)
-            log.info(f"recovered an interrupted run's results from {folder}: {said}")
+            log.info(
+                f"recovered an interrupted run's results from {folder}: {report.summary(results)}"
+            )
         shutil.rmtree(folder)
 
 
 def newest_first(timeline: Path, commits: Sequence[str]) -> list[str]:
-    """The builds by date, newest first; ties keep their order."""
+    """The builds newest first; ties keep their order."""
     dates = git.text(timeline, "show", "-s", "--format=%ct", *commits).split() if commits else []
     pairs = sorted(zip(dates, commits, strict=True), key=lambda pair: -int(pair[0]))
     return [commit for _, commit in pairs]
 
 
 def steps(commits: Sequence[str], missing: dict[str, tuple[str, ...]]) -> list[watch.Step]:
-    """Newest build first (its first tier, then the rest), then each older build's missing ones."""
+    """Newest build first (its first tier, then the rest), then each older one's missing."""
     planned = []
     for number, commit in enumerate(commits):
         names = missing[commit]
@@ -149,7 +141,7 @@ class Selection:
 
 
 def select(conf: AsvConf, bench: Sequence[str]) -> Selection:
-    """This machine's preselection, or what -b finds; UserError where it finds none that runs."""
+    """This machine's preselection, or what -b finds; UserError where none of it runs."""
     found = preselect.combinations(preselect.discover(conf.benchmarks))
     if not bench:
         return Selection(tuple(preselect.selected(found)), None)
@@ -159,8 +151,9 @@ def select(conf: AsvConf, bench: Sequence[str]) -> Selection:
         raise UserError(
             f"no benchmark matches -b {shown}; `mpsbench preselect --list` lists every combination"
         )
-    runs = tuple(c.name for c in found if c.name in asked and c.reason is None)
-    left = collections.Counter(c.reason for c in found if c.name in asked and c.reason is not None)
+    chosen = [c for c in found if c.name in asked]
+    runs = tuple(c.name for c in chosen if c.reason is None)
+    left = collections.Counter(c.reason for c in chosen if c.reason is not None)
     reasons = "; ".join(f"{reason} ({count})" for reason, count in left.most_common(3))
     reasons += "; ..." if len(left) > 3 else ""
     if not runs:
@@ -175,7 +168,7 @@ def select(conf: AsvConf, bench: Sequence[str]) -> Selection:
 
 
 def check_meaning(run: asv.RunArgs) -> None:
-    """UserError where a setting is bad or would change what values mean (--dry-run may)."""
+    """UserError where a setting is bad or changes what values mean (unless --dry-run)."""
     quiet.wait_seconds()
     quiet.accept_busy()
     if run.dry_run:
@@ -197,16 +190,16 @@ def builds(conf: AsvConf, run: asv.RunArgs) -> list[str]:
 
 @dataclass(frozen=True)
 class Finished:
-    """A step that ran: its build's last or not, the build's values recorded or all held."""
+    """A step that ran."""
 
     step: watch.Step
-    build_done: bool
-    recorded: bool
+    build_done: bool  # its build's last step
+    recorded: bool  # the build has values, not all held
     status: int  # 0, or BENCHMARKS_FAILED
 
 
 def status(finished: Iterable[Finished]) -> int:
-    """Run every step: 0, or BENCHMARKS_FAILED where some benchmark failed."""
+    """Runs every step: 0, or BENCHMARKS_FAILED where some benchmark failed."""
     return max((step.status for step in finished), default=0)
 
 
@@ -218,9 +211,8 @@ def record(
     disk: watch.Disk | None = None,
     selection: Selection | None = None,
 ) -> Generator[Finished, None, None]:
-    """Run what is missing (all, with ``remeasure``) and yield each step as it ends; the caller's
-    time before resuming (a publish) is a cost learnt. Ctrl-C merges what was measured and raises
-    :class:`asv.Stopped`. Close the generator when not iterating it to its end (the lock)."""
+    """Runs what is missing (all, with ``remeasure``), yielding each step as it ends; the caller's
+    time before resuming (a publish) is a cost learnt. Close it when not iterated to its end."""
     check_meaning(run)
     results, commits = conf.results, builds(conf, run)
     chosen = selection or select(conf, run.bench)
@@ -248,15 +240,15 @@ def record(
         watching = watch.Watch(planned, watch.Costs(results, machine), disk)
         print(watching.plan())
         log.info(f"asv's own lines go to {asv_log(results)}; here, one line a combination")
+        runs = _Runs(conf, machine, run, root, remeasure, watching)
         kept_out: list[held.Held] = []
         try:
             for number, step in enumerate(planned, 1):
                 if not watching.begin(step):
                     continue
-                args = (conf, machine, run, root, step.commit)
-                code, held_now = _measure(*args, step.names, remeasure, watching)
+                code, held_now = runs.measure(step.commit, step.names)
                 if held_now:
-                    retried, held_now = _again(*args, held_now, remeasure, watching)
+                    retried, held_now = runs.again(step.commit, held_now)
                     code = code or retried
                 kept_out += held_now
                 began = time.monotonic()
@@ -272,84 +264,77 @@ def record(
             _say_held(results, kept_out)
 
 
-def _measure(
-    conf: AsvConf,
-    machine: str,
-    run: asv.RunArgs,
-    root: Path,
-    commit: str,
-    names: Sequence[str],
-    remeasure: bool,
-    watching: watch.Watch,
-    again: Sequence[str] = (),
-) -> tuple[int, list[held.Held]]:
-    """One asv run of ``names`` on one build, each value judged and merged as measured: asv's
-    status and the values held."""
-    results = conf.results
-    scratch = asv.scratch(root)
-    hashfile = scratch / "builds.txt"
-    # --no-interleave-rounds: otherwise asv saves a half-sampled first round before the second.
-    options = [*run.rest, "--no-interleave-rounds", "-b", asv.pattern(names)]
-    command = asv.run_command(
-        conf.scratch(scratch), machine, options, [commit], hashfile, saving=quiet.__name__
-    )
-    kept_out: list[held.Held] = []
+@dataclass(frozen=True)
+class _Runs:
+    """The asv runs of one record: each measures one build's names, values merged as measured."""
 
-    output = asv_log(results)
-    said = output.stat().st_size if output.is_file() else 0
-    gate_lines = _GateLines(output, said)
+    conf: AsvConf
+    machine: str
+    run: asv.RunArgs
+    root: Path
+    remeasure: bool
+    watching: watch.Watch
 
-    def measured(scratch: Path = scratch, final: bool = False) -> None:
-        gate_lines()
-        done = watching.poll(scratch)
-        if done or final:
-            kept_out[:] = _merge_scratch(results, scratch, remeasure, not final, again)[1]
-            watching.hold(entry.name for entry in kept_out)
-            watch.add(results, machine, done)
-
-    try:
-        code = asv.supervise(command, conf.root, asv.only(hashfile), measured, output=output)
-    finally:  # stopped or not
-        measured(final=True)
-        shutil.rmtree(scratch)
-    if code:
-        with open(output, "rb") as handle:
-            handle.seek(said)
-            tail = handle.read().decode("utf-8", "replace").strip().splitlines()[-12:]
-        log.warning(
-            f"asv exited with status {code}; its last lines (all of them in {output}):\n  "
-            + "\n  ".join(tail)
+    def measure(
+        self, commit: str, names: Sequence[str], again: Sequence[str] = ()
+    ) -> tuple[int, list[held.Held]]:
+        """asv's status and the values held."""
+        results, watching = self.conf.results, self.watching
+        scratch = asv.scratch(self.root)
+        hashfile = scratch / "builds.txt"
+        # --no-interleave-rounds: otherwise asv saves a half-sampled first round before the second.
+        options = [*self.run.rest, "--no-interleave-rounds", "-b", asv.pattern(names)]
+        config = self.conf.scratch(scratch)
+        command = asv.run_command(
+            config, self.machine, options, [commit], hashfile, saving=quiet.__name__
         )
-    return code, kept_out
+        kept_out: list[held.Held] = []
+        output = asv_log(results)
+        said = output.stat().st_size if output.is_file() else 0
+        gate_lines = _GateLines(output, said)
 
+        def measured(final: bool = False) -> None:
+            gate_lines()
+            done = watching.poll(scratch)
+            if done or final:
+                merged = _merge_scratch(results, scratch, self.remeasure, not final, again)
+                kept_out[:] = merged[1]
+                watching.hold(entry.name for entry in kept_out)
+                watch.add(results, self.machine, done)
 
-def _again(
-    conf: AsvConf,
-    machine: str,
-    run: asv.RunArgs,
-    root: Path,
-    commit: str,
-    kept_out: list[held.Held],
-    remeasure: bool,
-    watching: watch.Watch,
-) -> tuple[int, list[held.Held]]:
-    """Measure a step's held values again after the gate's wait."""
-    names = tuple(dict.fromkeys(entry.name for entry in kept_out))
-    watching.retry(names)
-    gate = quiet.Gate(quiet.wait_seconds())
-    fields = gate.before(f"measuring again the {len(names)} held values")
-    state = quiet.State.of(fields)
-    busy = state is not None and bool(quiet.problems(state))
-    watching.retry_waited(float(fields.get("waited", 0.0)), busy)
-    if busy:
-        log.info(
-            f"quiet gate: the machine is still busy; the {len(names)} held values are left for the"
-            " next run"
+        try:
+            code = asv.supervise(
+                command, self.conf.root, asv.only(hashfile), measured, output=output
+            )
+        finally:  # stopped or not
+            measured(final=True)
+            shutil.rmtree(scratch)
+        if code:
+            tail = files.tail(output, said)[0].decode("utf-8", "replace").strip().splitlines()[-12:]
+            log.warning(
+                f"asv exited with status {code}; its last lines (all of them in {output}):\n  "
+                + "\n  ".join(tail)
+            )
+        return code, kept_out
+
+    def again(self, commit: str, kept_out: list[held.Held]) -> tuple[int, list[held.Held]]:
+        """Measures a step's held values again after the gate's wait."""
+        names = tuple(dict.fromkeys(entry.name for entry in kept_out))
+        self.watching.retry(names)
+        fields = quiet.Gate(quiet.wait_seconds()).before(
+            f"measuring again the {len(names)} held values"
         )
-        return 0, kept_out
-    log.info(f"quiet gate: measuring again the {len(names)} values held in this step")
-    runs = tuple(dict.fromkeys(entry.run for entry in kept_out))
-    return _measure(conf, machine, run, root, commit, names, remeasure, watching, again=runs)
+        state = quiet.State.of(fields)
+        busy = state is not None and bool(quiet.problems(state))
+        self.watching.retry_waited(float(fields.get("waited", 0.0)), busy)
+        if busy:
+            log.info(
+                f"quiet gate: the machine is still busy; the {len(names)} held values are left"
+                " for the next run"
+            )
+            return 0, kept_out
+        log.info(f"quiet gate: measuring again the {len(names)} values held in this step")
+        return self.measure(commit, names, tuple(dict.fromkeys(entry.run for entry in kept_out)))
 
 
 def _say_held(results: Path, kept_out: list[held.Held]) -> None:

@@ -1,6 +1,5 @@
-"""The one reader of an asv results folder: each file as asv's ``Results``, row by row with the
-statistics and samples asv kept, or as the JSON written (:func:`raw`) for code that copies cells.
-An unreadable file is an error, never "nothing changed"."""
+"""The one reader of asv results folders: each file as asv's ``Results`` row by row, or as the JSON
+written (:func:`raw`). An unreadable file is an error, never "nothing changed"."""
 
 from __future__ import annotations
 
@@ -21,7 +20,8 @@ log = progress.logger(__name__)
 
 @dataclass(frozen=True)
 class Unit:
-    """A benchmark unit: the better direction, smallest change, allowed values."""
+    """A benchmark unit: the better direction, smallest change, allowed values (beyond them: a
+    broken clock or a forged file, docs/explanation/integrity.md)."""
 
     name: str
     higher_is_better: bool = False
@@ -30,8 +30,6 @@ class Unit:
     most: float = math.inf
 
 
-# A unit not listed: lower is better, no floor, any finite number. Beyond ``least`` and ``most`` is
-# a broken clock or a forged file, refused by a merge (docs/explanation/integrity.md).
 DAY = 86400.0  # asv's timeout ends any timed step first
 PIB_IN_MIB = float(2**30)
 UNITS = {
@@ -39,8 +37,7 @@ UNITS = {
     for unit in (
         Unit("seconds", floor=5e-6, least=1e-9, most=DAY),  # below 5 us is timer jitter
         Unit("MiB", floor=1.0, least=0.0, most=PIB_IN_MIB),  # below a MiB: allocator rounding
-        # a leak slope may be negative: memory a loop gave back
-        Unit("MiB/100 steps", floor=1.0, least=-PIB_IN_MIB, most=PIB_IN_MIB),
+        Unit("MiB/100 steps", floor=1.0, least=-PIB_IN_MIB, most=PIB_IN_MIB),  # a leak's slope
         Unit("ops", floor=1.0, least=0.0),  # one new fallback op is a change
         Unit("fraction", floor=0.01, least=0.0, most=1.0),  # an epoch's data-wait fraction
         *(Unit(rate, True, least=1 / DAY, most=1e12) for rate in ("samples/s", "images/s")),
@@ -66,23 +63,22 @@ class RecordedError(UserError):
 class Measured:
     value: float
     stats: dict[str, Any] | None = None  # asv's statistics
-    samples: tuple[float, ...] | None = None  # only with asv run --record-samples
+    samples: tuple[float, ...] | None = None  # with asv run --record-samples
 
 
 @dataclass(frozen=True)
 class Row:
     benchmark: str
-    params: tuple[str, ...]  # asv's repr strings, in param_names order
+    params: tuple[str, ...]  # asv's reprs, in param_names order
 
     @property
     def entry(self) -> str:
-        """The combination as asv names it: ``name(param, param)``."""
         return asv.combination(self.benchmark, self.params)
 
 
 @dataclass
 class Recorded:
-    """Every machine's recorded rows per build, oldest build first."""
+    """Every machine's recorded rows per build."""
 
     values: dict[tuple[str, str], dict[Row, Measured]]
     dates: dict[str, int]  # commit -> date (ms)
@@ -112,7 +108,7 @@ class Recorded:
 
 
 def benchmarks(results_dir: Path) -> dict[str, dict[str, Any]]:
-    """``results_dir``'s benchmarks.json by benchmark; empty where absent or unreadable."""
+    """benchmarks.json by benchmark; empty where absent or unreadable."""
     try:
         listed = raw(results_dir / asv.BENCHMARKS)
     except RecordedError:
@@ -121,23 +117,20 @@ def benchmarks(results_dir: Path) -> dict[str, dict[str, Any]]:
 
 
 def benchmark_units(results_dir: Path) -> dict[str, str]:
-    """Each benchmark's unit ("" if none)."""
     return {name: str(b.get("unit", "")) for name, b in benchmarks(results_dir).items()}
 
 
 def param_names(results_dir: Path) -> dict[str, tuple[str, ...]]:
-    """Each benchmark's param names, in the order of a Row's params."""
     return {name: tuple(b.get("param_names", ())) for name, b in benchmarks(results_dir).items()}
 
 
 def named(row: Row, names: Sequence[str]) -> dict[str, Any]:
-    """The row's params by name, as Python values (asv keeps their reprs)."""
+    """The row's params by name, as Python values."""
     return dict(zip(names, asv.param_values(row.params)))
 
 
 def _cells(result: Any) -> Iterator[tuple[Row, Any, Any, Any]]:
-    """Each combination of one asv ``Results``: its value (None: failed, NaN: skipped),
-    statistics and samples."""
+    """Each combination's value (None: failed, NaN: skipped), statistics and samples."""
     for name in result.get_all_result_keys():
         params = result.get_result_params(name)
         for combination, *cells in zip(
@@ -150,7 +143,7 @@ def _cells(result: Any) -> Iterator[tuple[Row, Any, Any, Any]]:
 
 
 def rows(result: Any) -> dict[Row, Measured]:
-    """Every row of one asv ``Results`` that holds a number."""
+    """Every row of an asv ``Results`` that holds a number."""
     return {
         row: Measured(float(value), stats or None, tuple(map(float, samples)) if samples else None)
         for row, value, stats, samples in _cells(result)
@@ -158,7 +151,6 @@ def rows(result: Any) -> dict[Row, Measured]:
     }
 
 
-# what asv's readers raise on a file they cannot read
 UNREADABLE = (asv_internals.UserError, OSError, ValueError, KeyError, TypeError, AttributeError)
 
 
@@ -170,7 +162,7 @@ def read(path: Path | str, machine: str | None = None) -> Any:
 
 
 def raw(path: Path) -> dict[str, Any]:
-    """A results folder's file as the JSON object written; RecordedError where it is none."""
+    """The JSON object a file holds; RecordedError where it is none."""
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, ValueError) as exc:
@@ -190,7 +182,7 @@ def same(one: Path, other: Path) -> bool:
 
 
 def machine_named(path: Path) -> str:
-    """The machine a machine.json names, read as asv reads it."""
+    """The machine a machine.json names, as asv reads it."""
     try:
         found = asv_internals.load_json(str(path), api_version=asv_internals.Machine.api_version)
         name = found.get("machine")
@@ -202,13 +194,12 @@ def machine_named(path: Path) -> str:
 
 
 def filename(machine: str, commit: str, environment: str) -> str:
-    """Where asv files a build's results: ``machine/<commit[:8]>-<environment>.json``."""
+    """Where asv files a build's results."""
     return str(asv_internals.get_filename(machine, commit, environment))
 
 
 def full_hash(results_dir: Path, machine: str, prefix: str) -> str | None:
-    """The 8-character name of the one recorded build ``prefix`` starts (None: none);
-    RecordedError where several do."""
+    """The short name of the one recorded build ``prefix`` starts; RecordedError where several do."""
     try:
         found = asv_internals.get_result_hash_from_prefix(str(results_dir), machine, prefix)
     except asv_internals.UserError as exc:
@@ -217,13 +208,12 @@ def full_hash(results_dir: Path, machine: str, prefix: str) -> str | None:
 
 
 def commits(results_dir: Path, machine: str) -> set[str]:
-    """The builds ``machine`` has a results file for; an unreadable one is skipped."""
+    """The builds ``machine`` has a readable results file for."""
     folder = results_dir / machine
     return {result.commit_hash for result in _results(folder, False)} if folder.is_dir() else set()
 
 
 def _results(results_dir: Path, strict: bool) -> Iterator[Any]:
-    """asv's Results of every file; an unreadable one raises, or (not strict) is skipped."""
     if not results_dir.is_dir():
         raise RecordedError(f"results directory {results_dir} does not exist")
     for root, filename, machine in asv_internals.iter_results_paths(str(results_dir)):
@@ -237,8 +227,8 @@ def _results(results_dir: Path, strict: bool) -> Iterator[Any]:
 
 
 def load(results_dir: Path, strict: bool = True) -> Recorded:
-    """Every results file under ``results_dir``; RecordedError if none, or one is unreadable and
-    ``strict`` (else skipped with a warning, as ``asv publish`` does)."""
+    """Every results file; RecordedError if none, or one is unreadable and ``strict`` (else skipped
+    with a warning, as ``asv publish`` does)."""
     if not (found := load_each_python(results_dir, strict, each=False)):
         raise RecordedError(f"results directory {results_dir} holds no asv results files")
     return found[""]
