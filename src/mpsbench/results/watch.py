@@ -327,8 +327,8 @@ class Watch:
         self.held: set[str] = set()  # in this step, not measured again yet
         self.holds = self.again = 0  # held in this run; measured again in this pass
         self.starting = True
-        # the quiet gate's waits in this run: the combinations started, the seconds waited before
-        # them, each wait's length and whether it ran out (the machine still busy at its end)
+        # the gate's waits: combinations started within passes, seconds waited before them, the
+        # current one's; each wait's length and whether it ran out
         self.started_count, self.waited, self.waiting = 0, 0.0, 0.0
         self.waits: list[tuple[float, bool]] = []
         self.busy_after: list[bool] = []  # each combination's after-reading: the machine busy
@@ -380,19 +380,15 @@ class Watch:
         return self._busy() * statistics.fmean(w for w, _ in self.waits) if self.waits else 0.0
 
     def _retry(self, held: Collection[str], left: Collection[str]) -> float:
-        """The retry pass after a step with ``held`` values and ``left`` to run (of which this
-        run's share is held too): its gate's wait where the machine is busy (as often as values
-        are held and as the latest readings say), then, unless that wait runs out (as this run's
-        waits did), a start-up, the setup_cache again of each class with a value held so far (a
-        class none of whose values is held yet pays none) and the values with their waits."""
+        """The retry pass of ``held`` values and of this run's share of ``left``: a fresh gate's
+        wait, then, unless it runs out, a start-up, the held classes' setup_cache and the values."""
         rate = self._hold_rate()
         if not held and not (left and rate):
             return 0.0
         values = self._estimate(held) + self._waits(len(held))
         values += rate * (self._estimate(left) + self._waits(len(left)))
         again = self._start_up(True) + self._setups(held) + values
-        # a wait that finds the machine busy runs out as often as this run's waits did: the retry
-        # is then skipped and costs its wait alone
+        # a busy machine's wait runs out as often as this run's did: the retry is then skipped
         ran_out = statistics.fmean(out for _, out in self.waits) if self.waits else 0.0
         return self._gate_wait() + (1 - self._busy() * ran_out) * again
 
