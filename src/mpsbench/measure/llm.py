@@ -1,7 +1,5 @@
-"""The small Llama's generation with a KV cache: time to the first token, then tokens per second.
-
-Greedy decoding never stops early, so every build does the same work.
-"""
+"""The small Llama's generation with a KV cache; greedy decoding never stops early, so every build
+does the same work."""
 
 from __future__ import annotations
 
@@ -53,7 +51,7 @@ class Generation:
         return torch.cat(tokens, dim=1)
 
     def warm_up(self) -> Generation:
-        """A prefill and a few decode steps (kernels chosen, shaders compiled); records fallbacks."""
+        """A prefill and a few decode steps, recording fallbacks."""
         with fallback.Recorder() as recorder:
             token, cache = self.prefill()
             out = self.decode(token, cache, count=4)
