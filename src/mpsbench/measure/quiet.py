@@ -1,5 +1,4 @@
-"""Whether the machine is quiet enough to time, and whether a measured value was disturbed: one
-rule for ``mpsbench doctor``, the gate before each combination and the judge of each value."""
+"""Whether the machine is quiet enough to time, and whether a measured value was disturbed."""
 
 from __future__ import annotations
 
@@ -82,7 +81,7 @@ def problems(state: State) -> dict[str, str]:
 
 
 def _busy_seconds() -> float:
-    """All cores' busy seconds (Linux counts guest time inside user time too)."""
+    # Linux counts guest time inside user time too
     import psutil
 
     times = psutil.cpu_times()._asdict()
@@ -151,7 +150,7 @@ class Gate:
     ) -> None:
         self.limit, self.say, self.clock, self.sleep = limit, say, clock, sleep
         self.reader = reader or read  # looked up now: a stand-in set after import counts
-        self.last: tuple[float, State] | None = None  # (when, reading) after the last combination
+        self.last: tuple[float, State] | None = None  # (when, reading) after a combination
         self.ran_out = False
 
     def before(self, name: str) -> dict[str, Any]:
@@ -185,7 +184,7 @@ class Gate:
 def spread(
     value: float, stats: Mapping[str, Any] | None, samples: Sequence[float] | None
 ) -> float | None:
-    """Interquartile range over median, from the samples or asv's statistics; None for one sample."""
+    """Interquartile range over median, from the samples or else asv's statistics."""
     if samples is not None and len(samples) >= 4:
         q1, _, q3 = statistics.quantiles(samples, n=4)
         middle = statistics.median(samples)
@@ -205,8 +204,8 @@ def judge(
     earlier: float | None,
     first: float | None = None,
 ) -> dict[str, str]:
-    """Why ``value`` looks disturbed, by kind. ``earlier``: this machine's value of the same build;
-    ``first``: a re-measured value's first, which, agreeing, makes a wide spread the benchmark's own."""
+    """Why ``value`` looks disturbed, by kind; ``earlier`` is the same build's recorded value, and a
+    re-measurement agreeing with its ``first`` makes a wide spread the benchmark's own."""
     reasons: dict[str, list[str]] = {}
     for state, when in ((before, "before it"), (after, "after it")):
         for kind, text in (problems(state) if state else {}).items():

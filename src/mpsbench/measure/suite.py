@@ -19,7 +19,6 @@ from mpsbench.measure import (
     workloads,
 )
 
-# for the benchmark modules
 SkipNotImplemented, selected = skips.SkipNotImplemented, skips.selected
 
 
@@ -73,7 +72,7 @@ def prepare(
     compiled: bool = False,
 ) -> workloads.Workload:
     """The warmed-up workload for ``setup``: skips what cannot run or fit, fails on an op torch
-    lacks; ``guarded=False`` for instruments that report what :func:`guard` refuses."""
+    lacks; instruments reporting what :func:`guard` refuses pass ``guarded=False``."""
     require(kind, device, model, dtype=dtype)
     with OutOfMemorySkips(device, model, batch_size):
         try:

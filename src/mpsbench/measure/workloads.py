@@ -51,16 +51,12 @@ class Workload:
         self.fallback_ops: tuple[str, ...] = ()  # ops that ran on the cpu during warm-up
         self.model.train(kind == "training")
         if kind == "training":
-            trained = self.trained_parameters()
+            model = self.model
+            trained = list(model.parameters()) if spec.trainable is None else spec.trainable(model)
             self.model.requires_grad_(False)
             for parameter in trained:
                 parameter.requires_grad_(True)
             self.optimizer = spec.make_optimizer(trained)
-
-    def trained_parameters(self) -> list[nn.Parameter]:
-        if self.spec.trainable is None:
-            return list(self.model.parameters())
-        return self.spec.trainable(self.model)
 
     @property
     def label(self) -> str:
@@ -110,7 +106,7 @@ class Workload:
         for _ in range(steps):
             self.step()
 
-    def warm_up(self) -> None:
+    def warm_up(self) -> Workload:
         """Two steps, recording cpu fallbacks; fails an output off the device, computed in another
         dtype, or a non-finite loss."""
         with fallback.Recorder() as recorder:
@@ -129,6 +125,7 @@ class Workload:
         precision.check_computed(self.label, self.dtype, self.computed_dtype)
         if self.kind == "training" and not math.isfinite(float(result.detach().cpu())):
             raise WorkloadError(f"{self.spec.name} on {self.device}: non-finite training loss")
+        return self
 
 
 def check_kind(kind: str) -> str:
@@ -176,10 +173,5 @@ def cached(
     compiled: bool = False,
 ) -> Workload:
     """The warmed-up workload, one per process (asv calls ``setup`` before every sample)."""
-
-    def build_and_warm_up() -> Workload:
-        workload = build(kind, device, model, batch_size, dtype, compiled)
-        workload.warm_up()
-        return workload
-
-    return _slot.get((kind, device, model, batch_size, dtype, compiled), device, build_and_warm_up)
+    key = (kind, device, model, batch_size, dtype, compiled)
+    return _slot.get(key, device, lambda: build(*key).warm_up())
