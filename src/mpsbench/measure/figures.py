@@ -40,7 +40,6 @@ def capacity(kind: str, benchmark: str, keys: list[measured.Key]) -> measured.Ta
 
 
 def precision_capacity(kind: str, benchmark: str, keys: list[measured.Key]) -> measured.Table:
-
     def prepare(device: str, model: str, dtype: str) -> workloads.Workload:
         return _capacity_workload(kind, device, model, models.get(model).seed_batch_size, dtype)
 

@@ -1,5 +1,4 @@
-"""What the host says about itself (GPU, macOS and Metal versions, power, heat, busy processes),
-each parsed by a pure function from the OS's own tool. Torch-free."""
+"""What the host says about itself, each parsed by a pure function from the OS's own tool. Torch-free."""
 
 from __future__ import annotations
 

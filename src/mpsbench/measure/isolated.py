@@ -1,5 +1,5 @@
-"""Run a function in a spawned child: its answer or exception comes back; its death (a Metal
-assertion, the OOM killer) is one error, not the measuring process's end."""
+"""Run a function in a spawned child, whose death (a Metal assertion, the OOM killer) is one error,
+not the measuring process's end."""
 
 from __future__ import annotations
 

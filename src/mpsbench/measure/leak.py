@@ -1,5 +1,5 @@
-"""Leaks: how fast memory held after each step grows (a least-squares slope), for the workloads and
-for loop bodies from pytorch issues mps users filed."""
+"""Leaks: how fast the memory held after each step grows, for the workloads and for loop bodies
+from pytorch issues."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
-"""Measure once per run, report per combination: a class whose figures are not timings measures
-its selection in one ``setup_cache`` process and its ``track_`` methods look them up."""
+"""Measure once per run, report per combination: one ``setup_cache`` measures a class's selection
+and its ``track_`` methods look the figures up."""
 
 from __future__ import annotations
 

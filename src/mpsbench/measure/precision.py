@@ -1,5 +1,4 @@
-"""What a dtype means for a step, where it is supported, and proof that it was used: training
-autocasts (a GradScaler for float16), inference casts the model and floating inputs."""
+"""What a dtype means for a step, where it is supported, and proof that it was used."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
-"""Which combinations this run times, so asv starts no process for the rest: the selection's
-reasons, and a device this machine plainly lacks (the benchmarked build's torch decides the rest)."""
+"""Which combinations this run times, so asv starts no process for the rest; a device is left out
+only where this machine plainly lacks it (the benchmarked build's torch decides the rest)."""
 
 from __future__ import annotations
 

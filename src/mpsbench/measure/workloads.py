@@ -16,6 +16,13 @@ class WorkloadError(ValueError):
     """A workload that cannot be built or stepped: a failed benchmark, not a user's mistake."""
 
 
+def resident(device: devices.Device, spec: models.ModelSpec) -> nn.Module:
+    """``spec``'s model, seeded, on ``device``."""
+    device.seed(models.SEED)
+    with device.creating():
+        return spec.build().to(device)
+
+
 class Workload:
     def __init__(
         self,
@@ -29,9 +36,7 @@ class Workload:
         self.kind, self.spec, self.batch_size = kind, spec, batch_size
         self.dtype, self.compiled = dtype, compiled
         self.device = devices.get(device)
-        self.device.seed(models.SEED)
-        with self.device.creating():
-            self.model = spec.build().to(device)
+        self.model = resident(self.device, spec)
         self.batch = models.make_batch(spec, batch_size).to(device)
         if kind == "inference" and precision.is_reduced(dtype):
             cast = precision.dtype_of(dtype)
@@ -51,12 +56,16 @@ class Workload:
         self.fallback_ops: tuple[str, ...] = ()  # ops that ran on the cpu during warm-up
         self.model.train(kind == "training")
         if kind == "training":
-            model = self.model
-            trained = list(model.parameters()) if spec.trainable is None else spec.trainable(model)
+            trained = self.trained_parameters()
             self.model.requires_grad_(False)
             for parameter in trained:
                 parameter.requires_grad_(True)
             self.optimizer = spec.make_optimizer(trained)
+
+    def trained_parameters(self) -> list[nn.Parameter]:
+        if self.spec.trainable is None:
+            return list(self.model.parameters())
+        return self.spec.trainable(self.model)
 
     @property
     def label(self) -> str:
