@@ -213,9 +213,11 @@ def judge(
     found = spread(value, stats, samples)
     agrees = first is not None and abs(value - first) <= max(DRIFT, found or 0.0) * abs(first)
     if found is not None and found > SPREAD and not agrees:
-        again = ""
-        if first is not None:
-            again = f"; {value / first - 1:+.0%} from its first measurement {first:.4g}"
+        again = (
+            ""
+            if first is None
+            else f"; {value / first - 1:+.0%} from its first measurement {first:.4g}"
+        )
         reasons["spread"] = [
             f"its samples spread {found:.0%} (interquartile range over median; the limit:"
             f" {SPREAD:.0%}){again}"
