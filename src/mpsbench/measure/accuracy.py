@@ -1,5 +1,5 @@
-"""Accuracy guard: a device's forward output and loss must agree with a float32 cpu copy, since
-mps kernels have returned wrong numbers without an error."""
+"""A device's forward output and loss must agree with a float32 cpu copy: mps kernels have
+returned wrong numbers without an error."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from mpsbench.measure.optional_torch import F, torch
 from mpsbench.measure.workloads import Workload
 
 _TINY = 1e-12  # keeps the relative error finite for an all-zero reference
-CHECK_SAMPLES = 4  # in eval mode samples are independent: a few judge the kernels as the batch
+CHECK_SAMPLES = 4  # samples are independent in eval mode: a few judge the kernels
 
 
 class AccuracyError(RuntimeError):
@@ -32,12 +32,12 @@ class Comparison:
 
     @property
     def ok(self) -> bool:
-        return self.error <= self.tolerance  # False for NaN and infinity too
+        return self.error <= self.tolerance  # False for NaN too
 
 
 def relative_error(result: torch.Tensor, reference: torch.Tensor) -> float:
-    """``max|result - reference| / max|reference|`` in float64; infinity if ``result`` is not finite."""
-    # to the cpu first: mps cannot cast to float64 (a TypeError, or silent zeros)
+    """``max|result - reference| / max|reference|``; infinity if ``result`` is not finite."""
+    # to the cpu first: mps cannot cast to float64
     result = result.detach().cpu().to(torch.float64)
     reference = reference.detach().cpu().to(torch.float64)
     if result.shape != reference.shape:
@@ -53,7 +53,6 @@ def relative_error(result: torch.Tensor, reference: torch.Tensor) -> float:
 def compare(workload: Workload) -> Comparison:
     samples = min(workload.batch_size, CHECK_SAMPLES)
     logits, loss = workload.evaluate(samples)
-    # a float32 cpu copy of the same weights (a compiled model's own) and the same seeded batch
     model = getattr(workload.model, "_orig_mod", workload.model)
     reference = copy.deepcopy(model).to("cpu").float().eval()
     batch = models.make_batch(workload.spec, workload.batch_size).head(samples)
@@ -85,5 +84,4 @@ def verify(workload: Workload) -> Comparison:
 
 
 def needed(device: str) -> bool:
-    """The cpu is the reference."""
     return device in devices.GPU_NAMES

@@ -1,5 +1,5 @@
-"""The compile axis: ``torch.compile`` (inductor) beside eager; the first warm-up step, cold in
-every process, is the compile time."""
+"""``torch.compile`` (inductor) beside eager; the first warm-up step, cold in every process, is the
+compile time."""
 
 from __future__ import annotations
 
@@ -22,24 +22,23 @@ INFERENCE_NAMES: tuple[str, ...] = tuple(
 def cold_caches() -> str:
     """Points inductor's and triton's caches at a new empty folder: later compiles are cold."""
     folder = tempfile.mkdtemp(prefix="mpsbench-inductor-")
-    for name in ("TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR"):  # read when they cache
+    for name in ("TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR"):
         os.environ[name] = os.path.join(folder, name.lower())
     return folder
 
 
 def prepare(kind: str, device: str, model: str) -> workloads.Workload:
-    """A compiled, guarded workload at the seed batch."""
     suite.require(kind, device, model)
     skips.skip_if(skips.compile_unsupported(device))
     folder = cold_caches()
     try:
         return suite.prepare(kind, device, model, models.get(model).seed_batch_size, compiled=True)
     except (skips.SkipNotImplemented, *suite.GUARD_ERRORS):
-        raise  # n/a, or the guard's refusal of the compiled step: neither is the compile's
+        raise  # not the compile's failure
     except Exception as exc:
         what = f"{type(exc).__name__}: {errors.first_line(exc)}"
         raise RuntimeError(f"torch.compile of {model} {kind} on {device} failed: {what}") from exc
-    finally:  # the kernels are loaded; asv's forks skip atexit, so the folder goes now
+    finally:  # the kernels are loaded; asv's forks skip atexit
         shutil.rmtree(folder, ignore_errors=True)
 
 

@@ -1,5 +1,5 @@
 """Which ops silently ran on the cpu instead of mps (``PYTORCH_ENABLE_MPS_FALLBACK=1``), from
-PyTorch's own warning, which :class:`Recorder` makes fire for every op, not once a process."""
+PyTorch's own warning."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from mpsbench.measure.optional_torch import torch
 ENABLE_ENV = "PYTORCH_ENABLE_MPS_FALLBACK"  # PyTorch's switch; read at `import torch`
 ALLOW_ENV = settings.ALLOW_FALLBACK  # ours: on, combinations that fell back are timed
 
-# MPSFallback.mm's warning since 1.12; the op is "aten::name" or "aten::name.overload"
+# MPSFallback.mm's warning since torch 1.12
 WARNING = re.compile(
     r"The operator '(?P<op>[^']+)' is not currently supported on the MPS backend"
     r" and will fall back to run on the CPU"
@@ -39,7 +39,7 @@ class Recorder:
     warnings are re-emitted on exit, once per text."""
 
     def __init__(self) -> None:
-        self.ops: list[str] = []  # distinct names, in the order they first fell back
+        self.ops: list[str] = []  # distinct, in the order they first fell back
         self._catcher = warnings.catch_warnings(record=True)
 
     def __enter__(self) -> Recorder:
@@ -63,7 +63,6 @@ class Recorder:
 
 
 def refuse(what: str, ops: Sequence[str]) -> None:
-    """Fail a combination whose warm-up fell back to the cpu, unless allowed."""
     if not ops or settings.flag(ALLOW_ENV):
         return
     raise FallbackError(

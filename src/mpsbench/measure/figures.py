@@ -1,5 +1,4 @@
-"""What a ``setup_cache`` reads from one build and warm-up per combination: capacity figures and
-the instruments."""
+"""What a ``setup_cache`` reads per combination: capacity figures and the instruments."""
 
 from __future__ import annotations
 
@@ -22,13 +21,13 @@ from mpsbench.measure import (
 def _capacity_workload(
     kind: str, device: str, model: str, batch_size: int, dtype: str = precision.DEFAULT
 ) -> workloads.Workload:
-    # no accuracy check: Training/Inference.time_step fails the same combination
+    # no accuracy check: time_step fails the same combination
     workload = suite.prepare(kind, device, model, batch_size, dtype=dtype, guarded=False)
     fallback.refuse(workload.label, workload.fallback_ops)
     return workload
 
 
-# peak memory first: the allocator's peak over one step of a settled workload
+# peak memory first, over one step of a settled workload
 CAPACITY: dict[str, measured.Figure] = {
     "peak_memory": suite.peak_memory_mib,
     "throughput": suite.throughput,
@@ -37,13 +36,10 @@ CAPACITY: dict[str, measured.Figure] = {
 
 
 def capacity(kind: str, benchmark: str, keys: list[measured.Key]) -> measured.Table:
-    """Every (device, model, batch size) selected: peak MiB, samples/s and J/step."""
     return measured.measure(benchmark, keys, functools.partial(_capacity_workload, kind), CAPACITY)
 
 
 def precision_capacity(kind: str, benchmark: str, keys: list[measured.Key]) -> measured.Table:
-    """Every (device, model, dtype) selected, at the seed batch: peak MiB."""
-
     def prepare(device: str, model: str, dtype: str) -> workloads.Workload:
         return _capacity_workload(kind, device, model, models.get(model).seed_batch_size, dtype)
 
@@ -51,7 +47,7 @@ def precision_capacity(kind: str, benchmark: str, keys: list[measured.Key]) -> m
 
 
 def driver_memory(workload: workloads.Workload) -> float:
-    """MiB the driver holds for torch at its peak over one step (mps driver, cuda reserved)."""
+    """MiB the driver holds for torch at its peak over one step."""
     if (driver := suite.memory_peaks(workload).driver) is None:
         raise skips.SkipNotImplemented(
             f"{workload.device} keeps no driver memory counter; see *Capacity.track_peak_memory"
@@ -67,7 +63,7 @@ def accuracy_error(workload: workloads.Workload) -> float:
     return accuracy.compare(workload).error
 
 
-# in order: one step's memory before the leak's many steps; the accuracy's cpu copy last
+# one step's memory before the leak's many steps; the accuracy's cpu copy last
 INSTRUMENTS: dict[str, measured.Figure] = {
     "fallback_ops": lambda workload: len(workload.fallback_ops),
     "driver_memory": driver_memory,
@@ -77,8 +73,6 @@ INSTRUMENTS: dict[str, measured.Figure] = {
 
 
 def instruments(kind: str, benchmark: str, keys: list[measured.Key]) -> measured.Table:
-    """Every (device, model) selected, at the model's seed batch size."""
-
     def prepare(device: str, model: str) -> workloads.Workload:
         # unguarded: these report the very facts a timing is refused for
         return suite.prepare(kind, device, model, models.get(model).seed_batch_size, guarded=False)

@@ -1,5 +1,4 @@
-"""What the host says about itself: GPU, macOS and Metal versions, power, thermal state, busy
-processes, each parsed by a pure function from the OS's own tool. Torch-free."""
+"""What the host says about itself, each parsed by a pure function from the OS's own tool. Torch-free."""
 
 from __future__ import annotations
 
@@ -22,7 +21,7 @@ FRAMEWORKS = Path("/System/Library/Frameworks")
 
 
 def output(*command: str) -> str | None:
-    """None when the command is missing, fails or hangs."""
+    """Its stdout; None when the command is missing, fails or hangs."""
     try:
         done = subprocess.run(command, capture_output=True, text=True, timeout=30, check=False)
     except (OSError, subprocess.SubprocessError):
@@ -30,8 +29,8 @@ def output(*command: str) -> str | None:
     return done.stdout if done.returncode == 0 else None
 
 
-def _macos_output(*command: str) -> str | None:
-    return output(*command) if sys.platform == "darwin" else None
+def _pmset(what: str) -> str:
+    return (output("pmset", "-g", what) if sys.platform == "darwin" else None) or ""
 
 
 def apple_gpu(displays_json: str) -> str | None:
@@ -55,16 +54,12 @@ def _counted(names: list[str]) -> str | None:
 
 
 def nvidia_gpus(smi_names: str) -> str | None:
-    """From ``nvidia-smi --query-gpu=name --format=csv,noheader``."""
     return _counted(smi_names.splitlines())
 
 
 def proc_nvidia_gpus(root: Path = NVIDIA_PROC) -> str | None:
-    found = (
-        re.search(r"^Model:\s*(.+)$", path.read_text(errors="replace"), re.M)
-        for path in sorted(root.glob("*/information"))
-    )
-    return _counted([model.group(1) for model in found if model])
+    text = "".join(path.read_text(errors="replace") for path in sorted(root.glob("*/information")))
+    return _counted(re.findall(r"^Model:\s*(.+)$", text, re.M))
 
 
 def gpu() -> str | None:
@@ -75,7 +70,6 @@ def gpu() -> str | None:
 
 
 def macos_version() -> str | None:
-    """``15.1.1`` (what changes MPSGraph)."""
     return (platform.mac_ver()[0] or None) if sys.platform == "darwin" else None
 
 
@@ -83,7 +77,7 @@ def framework_version(name: str) -> str | None:
     """``366.14`` for ``Metal``: macOS updates replace the frameworks mps runs on."""
     resources = FRAMEWORKS / f"{name}.framework" / "Resources"
     for plist in (resources / "version.plist", resources / "Info.plist"):
-        with contextlib.suppress(OSError, ValueError):  # absent, or not a property list
+        with contextlib.suppress(OSError, ValueError):
             info = plistlib.loads(plist.read_bytes())
             if version := info.get("CFBundleShortVersionString") or info.get("CFBundleVersion"):
                 return str(version)
@@ -97,13 +91,12 @@ def version_number(version: str) -> float:
 
 
 def power_source(pmset_batt: str) -> str | None:
-    """'AC Power', 'Battery Power' or 'UPS Power'."""
     found = re.search(r"Now drawing from '([^']+)'", pmset_batt)
     return found.group(1) if found else None
 
 
 def on_battery() -> bool | None:
-    source = power_source(_macos_output("pmset", "-g", "batt") or "")
+    source = power_source(_pmset("batt"))
     return None if source is None else source == "Battery Power"
 
 
@@ -112,7 +105,7 @@ class Thermal:
     """``pmset -g therm``: speed limits (100: not throttled) and warning levels."""
 
     limits: dict[str, int]
-    warnings: tuple[str, ...]  # as pmset words them
+    warnings: tuple[str, ...]
 
     def problem(self) -> str | None:
         if throttled := sorted((name, value) for name, value in self.limits.items() if value < 100):
@@ -132,8 +125,7 @@ def thermal(pmset_therm: str) -> Thermal:
 
 
 def thermal_state() -> Thermal | None:
-    text = _macos_output("pmset", "-g", "therm")
-    return thermal(text) if text is not None else None
+    return thermal(text) if (text := _pmset("therm")) else None
 
 
 def busy_processes(threshold: float) -> list[tuple[str, int, float]]:

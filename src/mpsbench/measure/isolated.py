@@ -1,5 +1,5 @@
-"""Run a function in a spawned child: its answer or exception comes back, its death (a Metal
-assertion, Linux's OOM killer) is one error, not the measuring process's end."""
+"""Run a function in a spawned child, whose death (a Metal assertion, the OOM killer) is one error,
+not the measuring process's end."""
 
 from __future__ import annotations
 
@@ -15,8 +15,7 @@ T = TypeVar("T")
 
 
 class ChildDied(RuntimeError):
-    """The child process died (a signal or an exit without an answer): callers such as maxbatch
-    tell it apart from the function's own errors."""
+    """The child died (a signal or an exit without an answer), unlike the function's own errors."""
 
 
 def call(function: Callable[..., T], *args: Any) -> T:
@@ -25,7 +24,7 @@ def call(function: Callable[..., T], *args: Any) -> T:
     receiving, sending = context.Pipe(duplex=False)
     child = context.Process(target=_answer, args=(sending, function, args))
     child.start()
-    sending.close()  # the child holds the only sending end: its death ends the pipe
+    sending.close()  # the child's death then ends the pipe
     try:
         with receiving:
             answered, value = receiving.recv()
@@ -43,7 +42,7 @@ def call(function: Callable[..., T], *args: Any) -> T:
 def _answer(sending: Connection, function: Callable[..., Any], args: tuple[Any, ...]) -> None:
     try:
         answer = (True, function(*args))
-    except BaseException as exc:  # every exception goes back to the parent, which raises it
+    except BaseException as exc:
         answer = (False, exc)
     try:
         sending.send(answer)

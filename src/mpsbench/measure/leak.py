@@ -1,7 +1,5 @@
-"""Leaks: how fast memory held after each step grows, a least-squares slope in MiB per 100 steps.
-
-The leak patterns are loop bodies from pytorch issues mps users filed.
-"""
+"""Leaks: how fast the memory held after each step grows, for the workloads and for loop bodies
+from pytorch issues."""
 
 from __future__ import annotations
 
@@ -15,8 +13,8 @@ from mpsbench.measure import devices, measured, models, skips
 from mpsbench.measure.optional_torch import F, nn, torch
 from mpsbench.measure.workloads import Workload
 
-STEPS_SMALL = 200  # mlp, lenet5: milliseconds a step even on a cpu
-STEPS_LARGE = 50  # resnet50, vgg16, bert: about a second a step at the seed batch
+STEPS_SMALL = 200  # milliseconds a step even on a cpu
+STEPS_LARGE = 50  # about a second a step at the seed batch
 PER = 100  # steps the slope is reported per
 
 
@@ -25,8 +23,8 @@ def steps_for(workload: Workload) -> int:
 
 
 def reading(device: str) -> int:
-    """Bytes held now: the device allocator's count (the cpu's: the process RSS); no reading
-    skips, never a slope of zeros (RSS is no stand-in for mps's private Metal heaps)."""
+    """Bytes held now (the cpu's: the process RSS); no reading skips, never a slope of zeros (RSS
+    is no stand-in for mps's private Metal heaps)."""
     found = devices.get(device)
     if (current := found.memory().current) is None:
         raise skips.SkipNotImplemented(
@@ -43,7 +41,7 @@ def slope_mib_per_100_steps(readings: Sequence[float]) -> float:
 
 def record(step: Callable[[], object], device: str, steps: int) -> list[int]:
     """Memory after each of ``steps`` calls of ``step``, once the device has finished it."""
-    gc.collect()  # start from a settled heap: garbage from warm-up is not growth
+    gc.collect()  # garbage from warm-up is not growth
     synchronize = devices.get(device).synchronize
     synchronize()
     readings = []
@@ -62,15 +60,15 @@ def measure(workload: Workload, steps: int | None = None) -> float:
 PATTERN_PER = 1000  # iterations a pattern's growth is reported per
 PATTERN_WARM_UP = 50  # several times every cycle below
 PATTERN_ITERATIONS = 300  # enough for a line through RSS noise
-SIZES = (32, 40, 48, 56, 64)  # image sides of the varying-size pattern
-LENGTHS = (17, 33, 64, 100, 128)  # sequence lengths of the varying-length attention pattern
+SIZES = (32, 40, 48, 56, 64)  # image sides
+LENGTHS = (17, 33, 64, 100, 128)  # attention sequence lengths
 
 
 @dataclass(frozen=True)
 class Pattern:
     name: str
     issue: str
-    make: Callable[[str], Callable[[], object]]  # device -> one iteration, seeded
+    make: Callable[[str], Callable[[], object]]  # device -> one seeded iteration
     min_torch: tuple[int, int] = (1, 12)
 
 

@@ -1,13 +1,11 @@
-"""The small Llama's generation with a KV cache: time to the first token, then tokens per second.
-
-Greedy decoding never stops early, so every build does the same work.
-"""
+"""The small Llama's generation with a KV cache; greedy decoding never stops early: every build does
+the same work."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from mpsbench.measure import correctness, devices, fallback, models, precision, suite
+from mpsbench.measure import correctness, devices, fallback, models, precision, suite, workloads
 from mpsbench.measure.optional_torch import torch
 
 MODEL = models.LLAMA_NAME
@@ -21,21 +19,13 @@ class Generation:
     def __init__(self, device: str, model: str = MODEL) -> None:
         self.device = devices.get(device)
         self.spec = models.get(model)
-        self.device.seed(models.SEED)
-        with self.device.creating():
-            self.model = self.spec.build().to(device)
-        self.model.eval()
+        self.model = workloads.resident(self.device, self.spec).eval()
+        self.label = f"{model} generation on {device} (batch {BATCH}, prompt {PROMPT_TOKENS})"
         generator = torch.Generator().manual_seed(models.SEED)
         self.prompt = torch.randint(
             0, models.LLAMA_CONFIG["vocab_size"], (BATCH, PROMPT_TOKENS), generator=generator
         ).to(device)
         self.fallback_ops: tuple[str, ...] = ()
-
-    @property
-    def label(self) -> str:
-        return (
-            f"{self.spec.name} generation on {self.device} (batch {BATCH}, prompt {PROMPT_TOKENS})"
-        )
 
     def prefill(self) -> tuple[torch.Tensor, Any]:
         with torch.inference_mode():
@@ -53,7 +43,7 @@ class Generation:
         return torch.cat(tokens, dim=1)
 
     def warm_up(self) -> Generation:
-        """A prefill and a few decode steps (kernels chosen, shaders compiled); records fallbacks."""
+        """A prefill and a few decode steps, recording fallbacks."""
         with fallback.Recorder() as recorder:
             token, cache = self.prefill()
             out = self.decode(token, cache, count=4)

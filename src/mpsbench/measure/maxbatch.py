@@ -12,10 +12,9 @@ from dataclasses import dataclass
 from mpsbench.core import errors, progress
 from mpsbench.measure import devices, isolated, models, skips, suite, workloads
 
-CEILING = 4096  # 13 tries at most
+CEILING = 4096
 MODELS: tuple[str, ...] = ("resnet50", "vgg16", "bert_base", "bert_base_frozen")
-# what the cpu child may map beyond batch 1: larger batches take minutes a cpu step
-CPU_MEMORY_BUDGET = 2 * 1024**3
+CPU_MEMORY_BUDGET = 2 * 1024**3  # beyond batch 1: larger batches take minutes a cpu step
 STEPS_PER_TRY = {"training": 2, "inference": 1}  # training peaks once optimizer state exists
 
 log = progress.logger(__name__)
@@ -25,7 +24,7 @@ log = progress.logger(__name__)
 class Search:
     largest: int  # 0 if not even batch 1 completed
     tried: tuple[int, ...]
-    error: str | None  # the out-of-memory error's first line; None at the ceiling
+    error: str | None  # None at the ceiling
 
 
 def search(
@@ -35,7 +34,7 @@ def search(
     what: str = "the search",
 ) -> Search:
     """Doubles the batch from 1 until ``step(n)`` runs out of memory or passes ``ceiling``;
-    ``release()`` frees what a try left. Each try is a progress line (a search takes minutes)."""
+    ``release()`` frees what a try left."""
     tried: list[int] = []
     batch_size = 1
     while batch_size <= ceiling:
@@ -44,7 +43,7 @@ def search(
         began = time.perf_counter()
         try:
             step(batch_size)
-        except Exception as exc:  # nothing of the traceback is kept
+        except Exception as exc:
             if not devices.is_out_of_memory(exc):
                 raise
             error = errors.first_line(exc)
@@ -59,8 +58,8 @@ def search(
 
 
 class SizedStep:
-    """One model on one device, stepped at whatever batch the search asks; between tries only
-    batch and gradients go (optimizer state is part of a step)."""
+    """One model on one device, stepped at the batch the search asks; between tries only batch
+    and gradients go."""
 
     def __init__(self, kind: str, device: str, model: str) -> None:
         self.kind, self.device = workloads.check_kind(kind), devices.get(device)
@@ -92,14 +91,13 @@ class SizedStep:
 
 
 def _search(kind: str, device: str, model: str, ceiling: int, budget: int | None = None) -> Search:
-    """With a ``budget`` (the cpu's child): one try at batch 1, then the address space limited
-    to what the process maps plus ``budget``."""
+    """With a ``budget``: one try at batch 1, then the address space limited to that plus ``budget``."""
     step = SizedStep(kind, device, model)
     try:
         if budget is not None:
             step(1)
             step.release()
-            import psutil  # beside the build in every asv environment
+            import psutil
 
             limit = psutil.Process().memory_info().vms + budget
             resource.setrlimit(
@@ -131,7 +129,6 @@ def require(device: str, model: str, kind: str) -> None:
 
 
 def measure(device: str, model: str, kind: str, ceiling: int = CEILING) -> Search:
-    """On the cpu in a memory-limited child (nothing would raise here)."""
     if device == "cpu":
         return largest_batch_in_child(kind, model, ceiling)
     return _search(kind, device, model, ceiling)

@@ -1,8 +1,5 @@
-"""Measure once per run, report per combination: asv's ``setup_cache`` for ``track_`` figures.
-
-A GPU process costs seconds of start-up, so a class whose figures are not timings measures its
-selection in one process and its ``track_`` methods look them up; an error stays its figure's.
-"""
+"""Measure once per run, report per combination: one ``setup_cache`` measures a class's selection
+and its ``track_`` methods look the figures up."""
 
 from __future__ import annotations
 
@@ -20,13 +17,12 @@ from mpsbench.core import errors, files
 from mpsbench.measure import devices, skips, workloads
 
 Key = tuple[Any, ...]
-# A number from one combination's prepared state (raising SkipNotImplemented: n/a).
 Figure = Callable[[Any], "float | None"]
 
 
 @dataclass(frozen=True)
 class Outcome:
-    """One figure's value, or why there is none: skipped (n/a) or failed."""
+    """One figure's value, or why there is none."""
 
     value: Any = None
     skipped: str | None = None
@@ -41,7 +37,6 @@ class Outcome:
 
 
 def outcome_of(exc: BaseException) -> Outcome:
-    """Skips and out-of-memory are n/a; any other exception is a failure."""
     if isinstance(exc, skips.SkipNotImplemented):
         return Outcome(skipped=errors.first_line(exc))
     if devices.is_out_of_memory(exc):
@@ -68,9 +63,8 @@ def measure(
     figures: Mapping[str, Figure],
     after_each: Callable[[str], None] | None = None,
 ) -> Table:
-    """``prepare(*key)`` then every figure, for each selected key, one model at a time; a key
-    left out or failing to prepare gives all its figures that outcome. ``after_each(device)``
-    frees the state's memory (default :func:`release`)."""
+    """Every figure of ``prepare(*key)`` for each selected key, one at a time; ``after_each(device)``
+    frees its memory."""
     table = Table()
     for key in keys:
         try:
@@ -79,9 +73,7 @@ def measure(
         except Exception as exc:
             table.figures[key] = dict.fromkeys(figures, outcome_of(exc))
             continue
-        table.figures[key] = {
-            name: _reading(key, name, figure, state) for name, figure in figures.items()
-        }
+        table.figures[key] = {name: _reading(key, name, f, state) for name, f in figures.items()}
         del state
         (after_each or release)(key[0])
     return table
@@ -110,19 +102,18 @@ def grid(*axes: Iterable[Any]) -> list[Key]:
     return list(itertools.product(*axes))
 
 
-# asv runs a setup_cache in a fresh interpreter that would re-import torch, so it only names the
-# work; the first lookup (a forkserver child) measures.
-MEASURING_TIMEOUT = 6 * 3600  # any lookup may be the one that measures the whole sweep
+# asv runs a setup_cache in a fresh interpreter that would re-import torch, so the first lookup
+# measures: any lookup may be the one that measures the whole sweep
+MEASURING_TIMEOUT = 6 * 3600
 
 
 @dataclass(frozen=True)
 class Deferred:
-    """A setup_cache's result: the first lookup that asks measures the readings."""
+    """A setup_cache's result: the first lookup measures the readings into asv's cache folder."""
 
     setup_cache: Callable[..., Any]  # module-level, pickled by name
 
     def readings(self) -> Any:
-        """The readings in asv's cache folder, measured here if no process has begun them."""
         name = self.setup_cache.__name__
         done, begun = Path(f"mpsbench{name}.pickle"), Path(f"mpsbench{name}.begun")
         if not done.exists():
@@ -136,8 +127,7 @@ class Deferred:
 
 
 def deferred(measure: Callable[[], Any]) -> Callable[..., Deferred]:
-    """asv's ``setup_cache`` for ``measure``, returning a :class:`Deferred` at once; asv keys it
-    by ``measure``'s module and line, unwrapping the decorator."""
+    """asv's ``setup_cache`` for ``measure``, a :class:`Deferred`; asv keys it by ``measure``'s line."""
 
     @functools.wraps(measure)
     def setup_cache(*_: Any) -> Deferred:  # a class's benchmark instance, or nothing
@@ -147,7 +137,7 @@ def deferred(measure: Callable[[], Any]) -> Callable[..., Deferred]:
 
 
 def measure_families(families: Mapping[str, Callable[[], Any]]) -> dict[str, Any]:
-    """Each family's readings, or a failed :class:`Outcome`; one family's bug costs no other."""
+    """Each family's readings, or a failed :class:`Outcome`: one family's bug costs no other."""
     readings: dict[str, Any] = {}
     for name, measure_family in families.items():
         try:
@@ -159,7 +149,6 @@ def measure_families(families: Mapping[str, Callable[[], Any]]) -> dict[str, Any
 
 
 def family(readings: Mapping[str, Any] | Deferred, name: str) -> Any:
-    """Family ``name``'s readings; raises (failing the benchmark) if there are none."""
     families = readings.readings() if isinstance(readings, Deferred) else readings
     if name not in families:
         raise RuntimeError(
@@ -172,13 +161,13 @@ def family(readings: Mapping[str, Any] | Deferred, name: str) -> Any:
 class Lookup:
     """Base of a class whose ``track_`` methods look up a shared setup_cache's figures."""
 
-    kind: str  # the class's family in the readings: training, inference, epoch, ...
+    kind: str  # the class's family in the readings
     rounds = 1  # a second round would read the same cache again
     timeout = MEASURING_TIMEOUT
 
 
 def track(figure: str, unit: str, doc: str) -> Callable[..., float]:
-    """A :class:`Lookup`'s ``track_`` method for ``figure``; asv reads its unit and docstring."""
+    """A :class:`Lookup`'s ``track_`` method for ``figure``."""
 
     def track_figure(self: Lookup, readings: Mapping[str, Any], *params: Any) -> float:
         value: float = family(readings, self.kind).lookup(params, figure)
@@ -190,8 +179,6 @@ def track(figure: str, unit: str, doc: str) -> Callable[..., float]:
 
 
 class PeakMemory(Lookup):
-    """The peak-memory lookup of the step classes (models and precision)."""
-
     track_peak_memory = track(
         "peak_memory",
         "MiB",

@@ -1,8 +1,6 @@
-"""torch, imported at its first attribute read where installed, else a stand-in that says so when
-used: torch-free processes import the measuring modules for their names. Only torch's own module
-enters sys.modules (a LazyLoader as ``torch`` breaks its submodule imports on Python 3.12), so
-module-level code must not read a torch attribute.
-"""
+"""torch, imported at its first attribute read, else a stand-in that says it is missing: torch-free
+processes import the measuring modules for their names, so module-level code reads no torch attribute.
+(A LazyLoader as ``torch`` in sys.modules breaks its submodule imports on Python 3.12.)"""
 
 from __future__ import annotations
 

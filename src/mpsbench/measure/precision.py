@@ -1,8 +1,4 @@
-"""What a dtype means for a step, where it is supported, and proof that it was used.
-
-Reduced-precision training is mixed (autocast, float32 weights, a GradScaler for float16);
-inference casts the model and floating inputs.
-"""
+"""What a dtype means for a step, where it is supported, and proof that it was used."""
 
 from __future__ import annotations
 
@@ -15,7 +11,7 @@ from mpsbench.core.errors import UserError
 from mpsbench.measure import host
 from mpsbench.measure.optional_torch import torch
 
-NAMES: tuple[str, ...] = ("float32", "float16", "bfloat16")  # torch's names of the dtypes
+NAMES: tuple[str, ...] = ("float32", "float16", "bfloat16")
 DEFAULT = "float32"
 
 
@@ -26,7 +22,6 @@ def check_name(name: str) -> str:
 
 
 def dtype_of(name: str) -> torch.dtype:
-    """Read at the call: a table would load a lazy torch at import."""
     dtype: torch.dtype = getattr(torch, check_name(name))
     return dtype
 
@@ -45,17 +40,15 @@ def grad_scaler(device: str, kind: str, name: str) -> Any | None:
     if kind != "training" or name != "float16":
         return None
     if (amp_scaler := getattr(getattr(torch, "amp", None), "GradScaler", None)) is not None:
-        return amp_scaler(device)  # torch 2.3 and later
-    return torch.cuda.amp.GradScaler()  # before 2.3 only cuda had one (_MIN_TORCH skips the rest)
+        return amp_scaler(device)
+    return torch.cuda.amp.GradScaler()  # before torch 2.3 only cuda had one
 
 
 def torch_version() -> tuple[int, int]:
-    """ "2.5.0a0+git1234" reads as (2, 5)."""
     major, minor = re.findall(r"\d+", str(torch.__version__))[:2]
     return int(major), int(minor)
 
 
-# (device, kind, dtype) -> the torch version the recipe needs, and why.
 _MIN_TORCH: dict[tuple[str, str, str], tuple[tuple[int, int], str]] = {
     ("mps", "training", "float16"): (
         (2, 8),
@@ -72,7 +65,7 @@ _MIN_TORCH: dict[tuple[str, str, str], tuple[tuple[int, int], str]] = {
 
 
 def unsupported_reason(device: str, kind: str, name: str) -> str | None:
-    """Why a usable device cannot run ``kind`` in dtype ``name`` with this torch and OS, or None."""
+    """Why a usable device cannot run ``kind`` in dtype ``name`` with this torch and OS."""
     if not is_reduced(name):
         return None
     if (needed := _MIN_TORCH.get((device, kind, name))) and torch_version() < needed[0]:
@@ -81,9 +74,9 @@ def unsupported_reason(device: str, kind: str, name: str) -> str | None:
 
 
 def device_lacks(device: str, name: str) -> str | None:
-    """Why ``device`` cannot hold dtype ``name`` on this OS or GPU, or None; asked before torch,
-    whose refusal of bfloat16 on macOS 13 skips.torch_lacks does not recognize."""
-    macos = platform.mac_ver()[0]  # empty off macOS
+    """Why ``device`` cannot hold dtype ``name`` on this OS or GPU; asked before torch, whose
+    refusal of bfloat16 on macOS 13 skips.torch_lacks does not recognize."""
+    macos = platform.mac_ver()[0]
     if device == "mps" and name == "bfloat16" and macos and host.version_number(macos) < 14:
         return f"bfloat16 on mps needs macOS 14 or later; this is macOS {macos}"
     if device == "cuda" and name == "bfloat16" and not torch.cuda.is_bf16_supported():

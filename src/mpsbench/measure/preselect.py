@@ -1,7 +1,5 @@
-"""Tells asv which combinations this run times, so it starts no process (importing torch) for the
-rest; the reasons are the selection's, which setup() asks too. A device is left out only when
-this machine plainly lacks it: the benchmarked build's torch decides, not .venv's.
-"""
+"""Which combinations this run times, so asv starts no process for the rest; a device is left out
+only where this machine plainly lacks it (the benchmarked build's torch decides the rest)."""
 
 from __future__ import annotations
 
@@ -21,12 +19,12 @@ from mpsbench.measure import devices, selection
 @dataclass(frozen=True)
 class Combination:
     name: str  # "benchmark_models.Training.time_step('cpu', 'mlp', 8)", or a bare name
-    reason: str | None  # why this run leaves it out; None: it runs
+    reason: str | None  # why this run leaves it out
 
 
 def discover(benchmark_dir: Path) -> list[Any]:
-    """asv_runner's own discovery, so that names and param reprs are asv's; the package imports
-    under its folder's name, an earlier suite of that name set aside meanwhile."""
+    """asv_runner's own discovery (names and param reprs as asv's), importing the package under its
+    folder's name."""
     from mpsbench.core.asv_internals import disc_benchmarks
 
     root = benchmark_dir.resolve()
@@ -68,12 +66,11 @@ def devices_of(benchmarks: Sequence[Any]) -> dict[str, str | None]:
 
 
 def combinations(benchmarks: Sequence[Any]) -> list[Combination]:
-    """Every combination, with the reason this run leaves it out."""
     absent = functools.cache(devices.absent_reason)
     found = []
     for benchmark, name, device, params in _each(benchmarks):
         reason = absent(device) if device else None
-        if reason is None and params:  # the rule is its class's
+        if reason is None and params:
             reason = selection.left_out(benchmark.name.split(".")[-2], *params)
         found.append(Combination(name, reason))
     return found
@@ -83,7 +80,7 @@ def selected(found: Sequence[Combination], bench: Sequence[str] = ()) -> list[st
     """The combinations this run times, narrowed by ``bench`` regexes (asv's -b)."""
     runs = [combination.name for combination in found if combination.reason is None]
     runs = asv.matching(runs, bench) if bench else runs
-    if not runs:  # asv would say only "No benchmarks selected"
+    if not runs:
         raise UserError(
             "no benchmark combination runs on this machine with this MPSBENCH_DEVICES"
             + (f" and -b {' -b '.join(bench)}" if bench else "")

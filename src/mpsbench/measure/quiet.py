@@ -1,11 +1,4 @@
-"""Whether the machine is quiet enough to time, and whether a value just measured was disturbed.
-
-One rule for ``mpsbench doctor``, the gate before each combination and the judge of each value.
-The state is the cores other processes use (unlike the load average, it excludes our own threads
-and does not lag) and, on macOS, power and thermal state.
-
-    python -m mpsbench.measure.quiet run --config CONFIG ...   (asv run's arguments)
-"""
+"""Whether the machine is quiet enough to time, and whether a measured value was disturbed."""
 
 from __future__ import annotations
 
@@ -21,16 +14,16 @@ from typing import Any
 from mpsbench.core import asv_saving, progress, settings
 from mpsbench.measure import host
 
-# The rule; docs/explanation/quiet-gate.md gives the measurements behind each figure.
-OTHERS_SHARE = 0.25  # of all cores, that other processes may use
-SPREAD = 0.30  # interquartile range over median above this: disturbed
-DRIFT = 0.25  # farther from the recorded value of the same build: one of the two was disturbed
-BUSY_PERCENT = 25.0  # of one core, above which a process is named as busy
-WINDOW = 0.5  # seconds per state reading
-POLL = 2.0  # seconds between two readings while the gate waits
-FRESH = 5.0  # seconds a reading after one combination stands for the next one's "before"
+# docs/explanation/quiet-gate.md gives the measurements behind each figure
+OTHERS_SHARE = 0.25  # of all cores
+SPREAD = 0.30  # interquartile range over median
+DRIFT = 0.25  # from the recorded value of the same build
+BUSY_PERCENT = 25.0  # of one core: a process named as busy
+WINDOW = 0.5  # seconds per reading
+POLL = 2.0  # seconds between readings while waiting
+FRESH = 5.0  # seconds a reading after a combination stands for the next one's "before"
 
-WAIT = "MPSBENCH_QUIET_WAIT"  # most seconds the gate waits for a quiet machine
+WAIT = "MPSBENCH_QUIET_WAIT"  # most seconds the gate waits
 WAIT_DEFAULT = 120
 WAIT_MOST = 3600
 ACCEPT_BUSY = "MPSBENCH_ACCEPT_BUSY"  # record whatever the gate says; not for history
@@ -50,16 +43,16 @@ def accept_busy() -> bool:
 class State:
     cores: int
     others: float  # cores' worth of cpu time other processes used
-    load: float | None  # 1-minute load average: kept, not judged
-    battery: bool | None = None  # None where the OS does not say
-    thermal: str | None = None  # pmset's throttling or warning
+    load: float | None  # kept, not judged
+    battery: bool | None = None
+    thermal: str | None = None
 
     def fields(self, suffix: str = "") -> dict[str, Any]:
         return {f"{key}{suffix}": value for key, value in asdict(self).items()}
 
     @classmethod
     def of(cls, event: Mapping[str, Any], suffix: str = "") -> State | None:
-        """The state :meth:`fields` recorded in ``event``; None where it has none."""
+        """The state :meth:`fields` recorded in ``event``, if any."""
         try:
             return cls(
                 int(event[f"cores{suffix}"]),
@@ -73,7 +66,7 @@ class State:
 
 
 def problems(state: State) -> dict[str, str]:
-    """Why values taken in ``state`` are doubtful, by kind; empty: quiet."""
+    """Why values taken in ``state`` are doubtful, by kind."""
     found = {}
     if state.others > OTHERS_SHARE * state.cores:
         found["load"] = (
@@ -88,7 +81,7 @@ def problems(state: State) -> dict[str, str]:
 
 
 def _busy_seconds() -> float:
-    """All cores' busy seconds (Linux counts guest time inside user time)."""
+    # Linux counts guest time inside user time too
     import psutil
 
     times = psutil.cpu_times()._asdict()
@@ -104,7 +97,6 @@ def own_processes() -> list[Any]:
 
 
 def _used(processes: Sequence[Any]) -> float:
-    """Their cpu seconds, with their finished children's."""
     import psutil
 
     total = 0.0
@@ -116,7 +108,7 @@ def _used(processes: Sequence[Any]) -> float:
 
 
 def read(window: float = WINDOW, own: Callable[[], list[Any]] = own_processes) -> State:
-    """The state over ``window`` seconds; ``own`` lists the processes not counted as others."""
+    """The state over ``window`` seconds; ``own`` lists the processes not counted."""
     mine = own()
     busy, used, started = _busy_seconds(), _used(mine), time.monotonic()
     time.sleep(window)
@@ -145,10 +137,8 @@ def named(state: State) -> str:
 
 
 class Gate:
-    """Waits up to ``limit`` seconds before each combination for a quiet machine. After a wait
-    runs out, combinations run at once (judged after) until a reading is quiet: a busy machine
-    costs one wait, not one per combination.
-    """
+    """Waits up to ``limit`` seconds before each combination for a quiet machine; once a wait
+    runs out, none starts again until a reading is quiet (a busy machine costs one wait)."""
 
     def __init__(
         self,
@@ -159,12 +149,12 @@ class Gate:
         sleep: Callable[[float], None] = time.sleep,
     ) -> None:
         self.limit, self.say, self.clock, self.sleep = limit, say, clock, sleep
-        self.reader = reader or read  # looked up now, so a stand-in set after import counts
-        self.last: tuple[float, State] | None = None  # (when, reading) after the last combination
-        self.ran_out = False  # the last wait ended busy and none was quiet since
+        self.reader = reader or read  # looked up now: a stand-in set after import counts
+        self.last: tuple[float, State] | None = None  # (when, reading) after a combination
+        self.ran_out = False
 
     def before(self, name: str) -> dict[str, Any]:
-        """The state before ``name`` (waiting while busy) as events fields, with ``waited``."""
+        """The state before ``name`` (waiting while busy) as event fields, with ``waited``."""
         if (
             self.last is not None
             and self.clock() - self.last[0] <= FRESH
@@ -194,8 +184,7 @@ class Gate:
 def spread(
     value: float, stats: Mapping[str, Any] | None, samples: Sequence[float] | None
 ) -> float | None:
-    """Interquartile range over median, from the samples or else asv's statistics; None for a
-    single-sample value (a count, a memory peak)."""
+    """Interquartile range over median, from the samples or else asv's statistics."""
     if samples is not None and len(samples) >= 4:
         q1, _, q3 = statistics.quantiles(samples, n=4)
         middle = statistics.median(samples)
@@ -215,12 +204,8 @@ def judge(
     earlier: float | None,
     first: float | None = None,
 ) -> dict[str, str]:
-    """Why ``value`` looks disturbed, by kind; empty: record it.
-
-    ``earlier`` is this machine's value of the same build; ``first`` the held value of a
-    re-measurement, which, agreeing within :data:`DRIFT` or the value's own spread, makes a wide
-    spread the benchmark's own (a sub-millisecond row's medians move as much as its samples).
-    """
+    """Why ``value`` looks disturbed, by kind; ``earlier`` is the same build's recorded value, and a
+    re-measurement agreeing with its ``first`` makes a wide spread the benchmark's own."""
     reasons: dict[str, list[str]] = {}
     for state, when in ((before, "before it"), (after, "after it")):
         for kind, text in (problems(state) if state else {}).items():
@@ -228,9 +213,11 @@ def judge(
     found = spread(value, stats, samples)
     agrees = first is not None and abs(value - first) <= max(DRIFT, found or 0.0) * abs(first)
     if found is not None and found > SPREAD and not agrees:
-        again = ""
-        if first is not None:
-            again = f"; {value / first - 1:+.0%} from its first measurement {first:.4g}"
+        again = (
+            ""
+            if first is None
+            else f"; {value / first - 1:+.0%} from its first measurement {first:.4g}"
+        )
         reasons["spread"] = [
             f"its samples spread {found:.0%} (interquartile range over median; the limit:"
             f" {SPREAD:.0%}){again}"
@@ -244,12 +231,11 @@ def judge(
 
 
 def main(argv: list[str]) -> None:
-    """asv run saving each value as measured, gated before each combination (accepted busy:
-    no wait, states still kept)."""
+    """asv run saving each value as measured, gated before each combination."""
     asv_saving.main(argv, gate=Gate(0 if accept_busy() else wait_seconds()))
 
 
-if __name__ == "__main__":  # the imported module, not this __main__ copy: one Gate and one reader
+if __name__ == "__main__":  # the imported module, not this __main__ copy: one reader
     from mpsbench.measure import quiet
 
     quiet.main(sys.argv[1:])

@@ -1,4 +1,4 @@
-"""asv's n/a with the reason: what skips a combination before anything is built."""
+"""asv's n/a with its reason: what skips a combination before anything is built."""
 
 from __future__ import annotations
 
@@ -9,10 +9,8 @@ from mpsbench.core.asv_internals import SkipNotImplemented as SkipNotImplemented
 from mpsbench.measure import devices, precision, selection
 from mpsbench.measure.optional_torch import torch
 
-FIRST_TORCH = (2, 0)  # torch.compile's first release
-FIRST_MPS_TORCH = (2, 8)  # MPSInductor in the release notes of 2.8.0
 CXX_CANDIDATES = ("g++", "clang++", "c++")  # what inductor's cpu backend looks for
-# words in torch's errors for an op or dtype a device or kernel does not support
+# words in torch's errors for an op or dtype a device does not support
 LACKING = (
     "not implemented for",
     "not supported",
@@ -28,7 +26,6 @@ def skip_if(reason: str | None) -> None:
 
 
 def selected(benchmark: str, *params: object) -> None:
-    """Skips a combination ``benchmark``'s rule in the selection table leaves out."""
     skip_if(selection.left_out(benchmark, *params))
 
 
@@ -57,21 +54,21 @@ def torch_lacks(exc: BaseException) -> bool:
 
 
 def compile_unsupported(device: str) -> str | None:
-    """Why this build cannot ``torch.compile`` (inductor) for ``device`` here, or None."""
+    """Why this build cannot ``torch.compile`` (inductor) for ``device`` here."""
     version = torch.__version__
-    if precision.torch_version() < FIRST_TORCH or not hasattr(torch, "compile"):
+    if precision.torch_version() < (2, 0) or not hasattr(torch, "compile"):
         return f"torch {version} has no torch.compile (2.0 and later)"
     dynamo = getattr(getattr(torch, "_dynamo", None), "is_dynamo_supported", None)
     if dynamo is not None and not dynamo():
         return f"torch {version}'s dynamo does not support this Python"
-    if device == "mps" and precision.torch_version() < FIRST_MPS_TORCH:
+    if device == "mps" and precision.torch_version() < (2, 8):
         return f"inductor compiles for mps from torch 2.8 (MPSInductor); this is {version}"
     compilers = (os.environ.get("CXX"), *CXX_CANDIDATES)
     if device == "cpu" and not any(shutil.which(name) for name in compilers if name):
         return f"inductor needs a C++ compiler on the cpu; none of {', '.join(CXX_CANDIDATES)} or $CXX is on PATH"
     if device == "cuda":
         try:
-            import triton  # noqa: F401  # inductor generates triton kernels for cuda
+            import triton  # noqa: F401
         except ImportError:
             return "inductor needs triton for cuda, which this environment cannot import"
     return None

@@ -1,5 +1,4 @@
-"""What the benchmark classes share: preparing, guarding and timing a combination, its memory,
-its cold start."""
+"""What the benchmark classes share: preparing, guarding and timing a combination."""
 
 from __future__ import annotations
 
@@ -20,7 +19,6 @@ from mpsbench.measure import (
     workloads,
 )
 
-# for the benchmark modules
 SkipNotImplemented, selected = skips.SkipNotImplemented, skips.selected
 
 
@@ -35,8 +33,7 @@ class StepTimer:
 
 
 class TimedSteps:
-    """k steps, one synchronize, :class:`StepTimer` divides by k; under settings.SINGLE_STEPS
-    a cpu row runs one step a call (its synchronize is free)."""
+    """k steps and one synchronize a call; a cpu row under settings.SINGLE_STEPS runs one."""
 
     workload: workloads.Workload
 
@@ -54,7 +51,7 @@ class TimedSteps:
 
 
 def require(kind: str, device: str, model: str, *, dtype: str = precision.DEFAULT) -> None:
-    """Skips a combination that cannot run here; builds nothing."""
+    """Skips a combination that cannot run here, building nothing."""
     skips.require_device(device)
     if missing := models.get(model).missing_requirements():
         raise skips.SkipNotImplemented(
@@ -75,7 +72,7 @@ def prepare(
     compiled: bool = False,
 ) -> workloads.Workload:
     """The warmed-up workload for ``setup``: skips what cannot run or fit, fails on an op torch
-    lacks; instruments that report what :func:`guard` refuses pass ``guarded=False``."""
+    lacks; instruments reporting what :func:`guard` refuses pass ``guarded=False``."""
     require(kind, device, model, dtype=dtype)
     with OutOfMemorySkips(device, model, batch_size):
         try:
@@ -97,7 +94,6 @@ class OutOfMemorySkips:
         return self
 
     def __exit__(self, kind: object, exc: BaseException | None, traceback: object) -> None:
-        # a skip's reason may quote an out-of-memory error: it is one already
         if exc is None or isinstance(exc, skips.SkipNotImplemented):
             return
         if devices.is_out_of_memory(exc):
@@ -113,8 +109,7 @@ GUARD_ERRORS = (fallback.FallbackError, correctness.CorrectnessError, accuracy.A
 
 
 def guard(workload: workloads.Workload) -> None:
-    """Fails (one of GUARD_ERRORS) a combination whose timing would not be honest: cpu
-    fallbacks, wrong results."""
+    """Fails (GUARD_ERRORS) a combination whose timing would not be honest."""
     fallback.refuse(workload.label, workload.fallback_ops)
     correctness.verify(workload.device, workload.dtype)
     if accuracy.needed(workload.device):
@@ -122,14 +117,14 @@ def guard(workload: workloads.Workload) -> None:
 
 
 def throughput(workload: workloads.Workload) -> float:
-    """Samples per second over at least 5 calls and 0.25 s (time_step is the precise one)."""
+    """Samples per second over at least 5 calls and 0.25 s."""
     return timing.time_steps(workload, min_calls=5, min_seconds=0.25).samples_per_second
 
 
 class MemoryPeaks(NamedTuple):
     """Peaks over one step in MiB; None where the device keeps no such counter."""
 
-    allocated: float | None  # live tensors (cuda, mps); cpu: the largest RSS sample
+    allocated: float | None  # live tensors; cpu: the largest RSS sample
     driver: float | None  # what the driver holds for torch, caches included
 
 
@@ -139,7 +134,6 @@ def memory_peaks(workload: workloads.Workload) -> MemoryPeaks:
 
 
 def peak_memory_mib(workload: workloads.Workload) -> float:
-    """Skips where the device gives no reading (never 0)."""
     if (allocated := memory_peaks(workload).allocated) is None:
         raise skips.SkipNotImplemented(
             f"no {workload.device} memory reading: {workload.device.no_reading_reason()}"
@@ -148,14 +142,14 @@ def peak_memory_mib(workload: workloads.Workload) -> float:
 
 
 def cold_start_code(kind: str, device: str, model: str, batch_size: int) -> tuple[str, str]:
-    """An asv ``timeraw_`` body (statement, setup) that times only the first step."""
+    """An asv ``timeraw_`` (statement, setup) timing only the first step."""
     arguments = ", ".join(map(repr, (kind, device, model, batch_size)))
     setup = f"from mpsbench.measure import suite\nfirst_step = suite.cold_first_step({arguments})"
     return "first_step()", setup
 
 
 def cold_first_step(kind: str, device: str, model: str, batch_size: int) -> Callable[[], None]:
-    """Builds the workload (untimed); its first step refuses cpu fallbacks as a timing does."""
+    """The first step of a new workload, refusing cpu fallbacks as a timing does."""
     workload = workloads.build(kind, device, model, batch_size)
     workload.device.synchronize()
 

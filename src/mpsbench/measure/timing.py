@@ -1,5 +1,5 @@
-"""The timing loop outside asv's clock (command line, calibration, ops), done as asv's: warm up,
-synchronize before every clock read, report the median."""
+"""The timing loop outside asv's clock, done as asv's: warm up, synchronize before every clock read,
+report the median."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class StepTiming:
-    seconds_per_step: float  # median over the timed calls
+    seconds_per_step: float  # median
     samples_per_second: float
     calls: int
     steps_per_call: int
@@ -31,8 +31,7 @@ def median_seconds(
     min_seconds: float = 1.0,
     max_samples: int = 50,
 ) -> tuple[float, int]:
-    """Median seconds per call of a warmed-up ``run`` and the samples taken; a sample runs
-    ``per_sample`` calls, long enough for the clock."""
+    """Median seconds per call of a warmed-up ``run``, and the samples taken."""
     durations: list[float] = []
     synchronize = devices.get(device).synchronize
     synchronize()

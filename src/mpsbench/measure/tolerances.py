@@ -5,20 +5,20 @@ from __future__ import annotations
 
 import re
 
-# Relative error allowed per computed dtype; float32's allows for TF32, cuda's convolution default
+# Relative error allowed per computed dtype; float32's allows for cuda's TF32 convolutions
 TOLERANCES: dict[str, float] = {"float32": 1e-2, "float16": 5e-2, "bfloat16": 1e-1}
 DTYPES: tuple[str, ...] = tuple(TOLERANCES)
 ERROR_UNIT = "relative error"  # max|device - reference| / max|reference|
 DIFFERENCE_UNIT = "relative difference"  # of two identical calls: not 0 is nondeterminism
 
-# Reported patterns (measure.correctness) in the dtypes their reports showed wrong; others run in all
+# Reported patterns (measure.correctness) in the dtypes their pytorch issues showed wrong
 REPORTED: dict[str, tuple[str, ...]] = {
-    "matmul_transposed_after_churn": ("float32",),  # pytorch#193487
-    "linear_3d_no_bias": ("float16", "bfloat16"),  # pytorch#180776
-    "reductions_in_succession": ("float32",),  # pytorch#178497
-    "compiled_layer_norm": ("float32",),  # pytorch#191976
-    "linear_bias": ("float32",),  # pytorch#188438
-    "linear_broadcast_input": ("float32",),  # pytorch#167154
+    "matmul_transposed_after_churn": ("float32",),
+    "linear_3d_no_bias": ("float16", "bfloat16"),
+    "reductions_in_succession": ("float32",),
+    "compiled_layer_norm": ("float32",),
+    "linear_bias": ("float32",),
+    "linear_broadcast_input": ("float32",),
 }
 
 

@@ -1,5 +1,4 @@
-"""Workloads: a model, its optimizer and a fixed batch, resident on a device; a training or
-inference step that does not synchronize."""
+"""A model, its optimizer and a fixed batch, resident on a device, and its unsynchronized step."""
 
 from __future__ import annotations
 
@@ -17,6 +16,13 @@ class WorkloadError(ValueError):
     """A workload that cannot be built or stepped: a failed benchmark, not a user's mistake."""
 
 
+def resident(device: devices.Device, spec: models.ModelSpec) -> nn.Module:
+    """``spec``'s model, seeded, on ``device``."""
+    device.seed(models.SEED)
+    with device.creating():
+        return spec.build().to(device)
+
+
 class Workload:
     def __init__(
         self,
@@ -30,11 +36,9 @@ class Workload:
         self.kind, self.spec, self.batch_size = kind, spec, batch_size
         self.dtype, self.compiled = dtype, compiled
         self.device = devices.get(device)
-        self.device.seed(models.SEED)
-        with self.device.creating():
-            self.model = spec.build().to(device)  # a no-op where the weights were created there
+        self.model = resident(self.device, spec)
         self.batch = models.make_batch(spec, batch_size).to(device)
-        if kind == "inference" and precision.is_reduced(dtype):  # cast, where training autocasts
+        if kind == "inference" and precision.is_reduced(dtype):
             cast = precision.dtype_of(dtype)
             self.model.to(cast)
             inputs = {
@@ -42,13 +46,13 @@ class Workload:
                 for key, value in self.batch.inputs.items()
             }
             self.batch = models.Batch(inputs, self.batch.target)
-        if compiled:  # compiles at the first step
-            self.model = torch.compile(self.model)  # type: ignore[assignment]  # an OptimizedModule
+        if compiled:  # at the first step
+            self.model = torch.compile(self.model)  # type: ignore[assignment]
         self.first_step_seconds: float | None = None  # compile included
         self.loss_fn = nn.CrossEntropyLoss()
         self.optimizer: torch.optim.Optimizer | None = None
         self.scaler = precision.grad_scaler(device, kind, dtype)
-        self.computed_dtype: torch.dtype | None = None  # the logits' dtype in the last step
+        self.computed_dtype: torch.dtype | None = None  # the last step's logits'
         self.fallback_ops: tuple[str, ...] = ()  # ops that ran on the cpu during warm-up
         self.model.train(kind == "training")
         if kind == "training":
@@ -65,7 +69,6 @@ class Workload:
 
     @property
     def label(self) -> str:
-        """ "resnet50 training on mps at batch 128 (float16)"."""
         compiled = ", compiled" if self.compiled else ""
         return f"{self.spec.name} {self.kind} on {self.device} at batch {self.batch_size} ({self.dtype}{compiled})"
 
@@ -84,11 +87,10 @@ class Workload:
             loss: torch.Tensor = self.loss_fn(logits, self.batch.target)
         self.computed_dtype = logits.dtype
         if probe is not None:
-            probe()  # activations are alive: the forward peak
-        # float16 scales the loss so that small gradients survive
+            probe()  # the forward peak
         (loss if self.scaler is None else self.scaler.scale(loss)).backward()
         if probe is not None:
-            probe()  # gradients are alive: the backward peak
+            probe()  # the backward peak
         if self.scaler is None:
             self.optimizer.step()
         else:
@@ -113,9 +115,9 @@ class Workload:
         for _ in range(steps):
             self.step()
 
-    def warm_up(self) -> None:
-        """Two steps (kernels chosen, optimizer state made), recording cpu fallbacks; fails an
-        output off the device, computed in another dtype, or a non-finite loss."""
+    def warm_up(self) -> Workload:
+        """Two steps, recording cpu fallbacks; fails an output off the device, computed in another
+        dtype, or a non-finite loss."""
         with fallback.Recorder() as recorder:
             self.device.synchronize()
             begin = time.perf_counter()
@@ -132,6 +134,7 @@ class Workload:
         precision.check_computed(self.label, self.dtype, self.computed_dtype)
         if self.kind == "training" and not math.isfinite(float(result.detach().cpu())):
             raise WorkloadError(f"{self.spec.name} on {self.device}: non-finite training loss")
+        return self
 
 
 def check_kind(kind: str) -> str:
@@ -179,10 +182,5 @@ def cached(
     compiled: bool = False,
 ) -> Workload:
     """The warmed-up workload, one per process (asv calls ``setup`` before every sample)."""
-
-    def build_and_warm_up() -> Workload:
-        workload = build(kind, device, model, batch_size, dtype, compiled)
-        workload.warm_up()
-        return workload
-
-    return _slot.get((kind, device, model, batch_size, dtype, compiled), device, build_and_warm_up)
+    key = (kind, device, model, batch_size, dtype, compiled)
+    return _slot.get(key, device, lambda: build(*key).warm_up())
