@@ -1,7 +1,5 @@
-"""What a build needs on disk before asv installs it, and what installing it downloads: the
-stored wheels' size times the installed-to-wheel ratio, else the measured figure for that release,
-or the largest (the manifest pins no sizes).
-"""
+"""What installing a build needs on disk and downloads: its stored wheels' size times the
+installed-to-wheel ratio, else the measured figure of its release or the largest."""
 
 from __future__ import annotations
 
@@ -30,8 +28,7 @@ cache = install_build.cache_root
 
 
 def need(build: dict[str, Any], python: tuple[int, int] | None = None) -> Need:
-    """What installing ``build`` (a build.json) for CPython ``python`` (default: this one) adds to
-    the cache here."""
+    """What installing ``build`` (a build.json) for CPython ``python`` (or this one) adds here."""
     if build.get("kind") == "existing":
         return Need(0, "a build used in place", True)
     try:

@@ -1,4 +1,4 @@
-"""The history of PyTorch builds: adding one to the manifest and the timeline, and naming builds."""
+"""Adding a build to the manifest and the timeline, and naming builds."""
 
 from __future__ import annotations
 
@@ -103,7 +103,7 @@ def resolve_ref(
 
 
 def upstream_range(manifest: mf.Manifest, generated: timeline.Generated, old: str, new: str) -> str:
-    """The PyTorch commit range between two builds, as a line with a compare link."""
+    """The PyTorch commit range between two builds, with a compare link."""
     old_name, old_build = resolve_ref(manifest, generated, old)
     new_name, new_build = resolve_ref(manifest, generated, new)
     if old_name == new_name or old_build.when() > new_build.when():
