@@ -12,6 +12,8 @@ from packaging.version import Version
 from mpsbench.builds import install_build, resolve, timeline, wheels
 from mpsbench.builds import manifest as mf
 
+CURRENT = f"{sys.version_info.major}.{sys.version_info.minor}"  # asv's own Python, always found
+
 
 @dataclass(frozen=True)
 class Scheduled:
@@ -60,7 +62,7 @@ def releases(manifest: mf.Manifest, platform: str, rule: mf.Default) -> list[tup
 def schedule(manifest: mf.Manifest, platform: str, here: str | None = None) -> list[Scheduled]:
     """Each default build of ``platform`` with its Pythons (``here``: where the rule names none)."""
     rule = manifest.defaults[platform]
-    pythons = rule.pythons or (here or f"{sys.version_info.major}.{sys.version_info.minor}",)
+    pythons = rule.pythons or (here or CURRENT,)
     return [
         Scheduled(ref, build, runs)
         for ref, build in releases(manifest, platform, rule)
@@ -81,8 +83,7 @@ def this_machine(manifest: mf.Manifest) -> tuple[str, list[Scheduled], list[str]
 def runnable_here(planned: list[Scheduled], platform: str) -> tuple[list[Scheduled], list[str]]:
     """The scheduled runs this machine can make, and a line for each it cannot, known before any
     download."""
-    current = f"{sys.version_info.major}.{sys.version_info.minor}"  # asv's own, always found
-    wanted = {python for item in planned for python in item.pythons} - {current}
+    wanted = set(pythons(planned)) - {CURRENT}
     missing = sorted((p for p in wanted if shutil.which(f"python{p}") is None), key=Version)
     kept: list[Scheduled] = []
     said = [
@@ -90,26 +91,25 @@ def runnable_here(planned: list[Scheduled], platform: str) -> tuple[list[Schedul
         for p in missing
     ]
     for item in planned:
-        pythons = []
+        runs = []
         for python in (p for p in item.pythons if p not in missing):
             pins = item.build.sets(platform)[python_tag(python)]
             major, minor = map(int, python.split("."))
             why = install_build.why_not_here([pin.filename for pin in pins], (major, minor))
             if why is None:
-                pythons.append(python)
+                runs.append(python)
             else:
                 said.append(f"skipping {item.ref} under Python {python}: {why}")
-        if pythons:
-            kept.append(replace(item, pythons=tuple(pythons)))
+        if runs:
+            kept.append(replace(item, pythons=tuple(runs)))
     return kept, said
 
 
 def pin_pythons(manifest: mf.Manifest) -> dict[str, tuple[str, ...]]:
     """The interpreters a new build is pinned for, per platform: its default's, else all tracked."""
-    rules = manifest.defaults
     return {
-        platform: tuple(python_tag(p) for p in rules[platform].pythons)
-        if platform in rules and rules[platform].pythons
+        platform: tuple(map(python_tag, rule.pythons))
+        if (rule := manifest.defaults.get(platform)) and rule.pythons
         else resolve.PYTHONS
         for platform in wheels.PLATFORMS
     }

@@ -348,11 +348,18 @@ def disk_problem(exc: OSError) -> InstallError:
     )
 
 
+def local_path(location: str) -> Path:
+    """The file a path or file:// URL names."""
+    if location.startswith("file://"):
+        return Path(urllib.request.url2pathname(urllib.parse.urlparse(location).path))
+    return Path(location)
+
+
 def _find(pin: dict[str, str], scratch: Path) -> Path:
     name = pin["filename"]
     found = next((f / name for f in _local_wheelhouses() if (f / name).is_file()), None)
     if found is None and pin["url"].startswith("file://"):
-        found = Path(urllib.request.url2pathname(urllib.parse.urlparse(pin["url"]).path))
+        found = local_path(pin["url"])
         if not found.is_file():
             raise InstallError(f"{name}: the pinned file {found} does not exist")
     if found is None and pin["name"] in PIP_FETCHES:

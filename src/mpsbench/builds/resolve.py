@@ -9,8 +9,6 @@ import re
 import subprocess
 import sys
 import tempfile
-import urllib.parse
-import urllib.request
 from collections.abc import Mapping
 from dataclasses import replace
 from datetime import datetime, timezone
@@ -364,7 +362,7 @@ def wheel_url(
     _torch_platform(wheel := wheels.own_identity(url))  # read by HTTP ranges, before the download
     wheels.index_uri(index)
     if url.startswith("file://"):  # copied into the store once added
-        own = _file_pin(Path(urllib.request.url2pathname(urllib.parse.urlparse(url).path)), digest)
+        own = _file_pin(install_build.local_path(url), digest)
     else:
         pin = mf.Pin(wheel.name, wheel.version, wheel.filename, url, digest.lower())
         own = (pin, _fetch(pin))  # kept in the store even if refused later

@@ -132,27 +132,22 @@ def check(manifest: mf.Manifest, repo: Path, force: bool = False) -> Generated:
     """What :func:`generate` would write, checked without writing to ``repo``: ref names, no branch
     moved backward unless ``force``, no ref lock left by a dead git."""
     git_dir = _git_dir(repo)
+    env = {"GIT_ALTERNATE_OBJECT_DIRECTORIES": str(_objects(repo).resolve())} if git_dir else {}
     with tempfile.TemporaryDirectory(prefix="mpsbench-timeline-") as scratch:
-        env = {"GIT_ALTERNATE_OBJECT_DIRECTORIES": str(_objects(repo).resolve())} if git_dir else {}
         generated = compute(manifest, Path(scratch), env)
         if git_dir and not force:
             _refuse_backward(Path(scratch), generated, _refs(repo), env)
-    refs = [f"refs/heads/{name}" for name in generated.branches]
-    refs += [f"refs/tags/{name}" for name in generated.tags]
-    for ref in refs:
-        if git.run(
-            repo if git_dir else Path(scratch).parent, "check-ref-format", ref, check=False
-        ).returncode:
-            raise UserError(f"git refuses the ref name {ref!r}; the manifest was not changed")
-    for lock in (
-        [git_dir / f"{ref}.lock" for ref in ("HEAD", "packed-refs", *refs)] if git_dir else []
-    ):
-        if lock.exists():
-            raise UserError(
-                f"{lock} exists: a git process that writes the timeline is"
-                " running or died; if none is running, delete that file and run the command again"
-                " (nothing was changed)"
-            )
+        refs = [f"refs/heads/{name}" for name in generated.branches]
+        refs += [f"refs/tags/{name}" for name in generated.tags]
+        for ref in refs:
+            if git.run(Path(scratch), "check-ref-format", ref, check=False).returncode:
+                raise UserError(f"git refuses the ref name {ref!r}; the manifest was not changed")
+    locks = [git_dir / f"{ref}.lock" for ref in ("HEAD", "packed-refs", *refs)] if git_dir else []
+    if lock := next(filter(Path.exists, locks), None):
+        raise UserError(
+            f"{lock} exists: a git process that writes the timeline is running or died; if"
+            " none is running, delete it and run the command again (nothing was changed)"
+        )
     return generated
 
 
@@ -242,8 +237,10 @@ class Reader:
         self._builds: dict[str, dict[str, Any]] = {}
 
     def _git(self, *args: str) -> str:
-        done = git.run(self.repo, *args, check=False) if self.repo is not None else None
-        return done.stdout.decode() if done is not None and done.returncode == 0 else ""
+        if self.repo is None:
+            return ""
+        done = git.run(self.repo, *args, check=False)
+        return done.stdout.decode() if done.returncode == 0 else ""
 
     def build(self, commit: str) -> dict[str, Any]:
         if commit not in self._builds:

@@ -21,6 +21,7 @@ import packaging.tags
 import packaging.utils
 import packaging.version
 
+from mpsbench.builds import install_build
 from mpsbench.core import errors
 
 # The manifest's platform keys. PyPI's Linux torch is the CUDA build; a cpu-only one is "+cpu".
@@ -152,12 +153,11 @@ class TorchIdentity:
 
 
 def _read(location: str, pattern: str) -> dict[str, tuple[str, zipfile.ZipInfo]]:
-    if location.startswith(("http://", "https://")):
-        source: io.RawIOBase | Path = _HTTPRangeFile(location)
-    elif location.startswith("file://"):
-        source = Path(urllib.request.url2pathname(urllib.parse.urlparse(location).path))
-    else:
-        source = Path(location)
+    source = (
+        _HTTPRangeFile(location)
+        if location.startswith(("http://", "https://"))
+        else install_build.local_path(location)
+    )
     try:
         with zipfile.ZipFile(source) as wheel:
             return {
@@ -198,14 +198,14 @@ def own_identity(location: str) -> WheelName:
             for line in wheel_file.get_all("Tag") or []
             for tag in packaging.tags.parse_tag(line)
         )
-    except (packaging.version.InvalidVersion, ValueError):
+    except ValueError:  # InvalidVersion, InvalidTag
         raise WheelError(
             f"{named.filename}: its METADATA or WHEEL holds no valid Version or Tag"
         ) from None
     name = packaging.utils.canonicalize_name(metadata.get("Name", ""))
     own = _name(named.filename, name, version, tags)
     file_tags = packaging.utils.parse_wheel_filename(named.filename)[3]
-    if (own.name, own.version) != (named.name, named.version) or not tags or tags != file_tags:
+    if (own.name, own.version, tags) != (named.name, named.version, file_tags):
         said = [f"{w.name} {w.version} for {w.python} on {w.platform}" for w in (named, own)]
         raise WheelError(
             f"{named.filename}: its file name says {said[0]}, its own metadata {said[1]};"
