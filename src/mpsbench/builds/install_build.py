@@ -32,7 +32,7 @@ from typing import Any
 
 PTH_NAME = "mpsbench_build.pth"
 RECORD = "mpsbench-build.json"
-CACHE_ENV = "MPSBENCH_CACHE"  # default: ~/.cache/mpsbench
+CACHE_ENV = "MPSBENCH_CACHE"
 PLATFORM_ENV = "MPSBENCH_PLATFORM"  # force one of the manifest's platform keys
 WHEELHOUSE_ENV = "MPSBENCH_WHEELHOUSE"  # folders searched for pinned wheels, os.pathsep-separated
 RUN_BUILDS_ENV = "MPSBENCH_RUN_BUILDS"  # a file of the timeline hashes this asv run may install
@@ -528,24 +528,24 @@ def ensure_suite_needs(key: str) -> str:
     )
 
 
-def build_folder(build_dir: Path) -> tuple[dict[str, Any], str, Path, bool]:
-    """The build in ``build_dir``, its platform key and folder (True: installed now)."""
+def build_folder(build_dir: Path) -> tuple[dict[str, Any], str, list[dict[str, str]], Path, bool]:
+    """The build in ``build_dir``, its platform key, pins and folder (True: installed now)."""
     build = json.loads((build_dir / "build.json").read_text())
     _refuse_unasked(build)
     if build["kind"] == "existing":
         folder = Path(build["site_packages"])
         if not (folder / "torch" / "__init__.py").is_file():
             raise InstallError(f"{_ref(build)}: {folder} holds no torch")
-        return build, "existing", folder, False
+        return build, "existing", [], folder, False
     key, pins = select_pins(build)
     if unfit := why_not_here([pin["filename"] for pin in pins]):
         raise InstallError(f"{_ref(build)} cannot run here, skipped before any download: {unfit}")
-    return build, key, *ensure_installed(pins)
+    return build, key, pins, *ensure_installed(pins)
 
 
 def paths(build_dir: Path, suite_src: Path) -> dict[str, Any]:
     """The build installed, not switched to: its PYTHONPATH entries, torch folder and env."""
-    build, key, folder, fresh = build_folder(build_dir)
+    build, key, _, folder, fresh = build_folder(build_dir)
     return {
         "build": f"{build['channel']}@{build['id']}",
         "paths": [str(folder), str(suite_src.resolve())],
@@ -559,7 +559,7 @@ def paths(build_dir: Path, suite_src: Path) -> dict[str, Any]:
 def install(build_dir: Path, env_dir: Path, suite_src: Path) -> str:
     """Install (once) and switch the environment to the build in ``build_dir``."""
     started = time.perf_counter()
-    build, key, folder, fresh = build_folder(build_dir)
+    build, key, pins, folder, fresh = build_folder(build_dir)
     # Heal line first: site adds only existing folders, so a healed folder still reaches sys.path.
     lines = [] if key == "existing" else [_heal_line(folder, env_dir)]
     lines += [str(folder), str(suite_src.resolve())]
@@ -571,7 +571,7 @@ def install(build_dir: Path, env_dir: Path, suite_src: Path) -> str:
         "platform": key,
         "folder": str(folder),
         "fresh": fresh,
-        "pins": [] if key == "existing" else select_pins(build)[1],
+        "pins": pins,
     }
     (env_dir / RECORD).write_text(json.dumps(record, indent=1) + "\n")
     how = "installed" if fresh else "switched to cached"
