@@ -72,6 +72,6 @@ def download(
     wheels = needed.bytes / (1 + INSTALLED_PER_WHEEL_BYTE)
     size = wheels if any(pin["name"] == "torch" for pin in fetched) else wheels * share
     hosts = {urllib.parse.urlparse(pin["url"]).netloc for pin in fetched}
-    if any(pin["name"] in ("torch", "torchvision", "transformers") for pin in fetched):
-        hosts.add("pip's index (pypi.org unless configured)")  # asked first (install_build._find)
+    if any(pin["name"] in install_build.PIP_FETCHES for pin in fetched):
+        hosts.add("pip's index (pypi.org unless configured)")
     return int(size), tuple(sorted(hosts))
