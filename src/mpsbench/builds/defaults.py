@@ -1,8 +1,5 @@
-"""A platform's default timeline: which builds ``scripts/bench`` runs there, under which Pythons.
-
-The manifest's rule picks the last patch of each minor release of some channels; each build runs
-under every rule Python it has wheels for (no one Python spans the era).
-"""
+"""A platform's default timeline: the last patch of each minor release of the rule's channels,
+each under every rule Python it has wheels for (no one Python spans the era)."""
 
 from __future__ import annotations
 
@@ -14,6 +11,8 @@ from packaging.version import Version
 
 from mpsbench.builds import install_build, resolve, timeline, wheels
 from mpsbench.builds import manifest as mf
+
+CURRENT = f"{sys.version_info.major}.{sys.version_info.minor}"  # asv's own Python, always found
 
 
 @dataclass(frozen=True)
@@ -45,8 +44,9 @@ def releases(manifest: mf.Manifest, platform: str, rule: mf.Default) -> list[tup
         found = [
             (Version(build.torch_version), build)
             for build in (channel.builds if channel else ())
-            # a build pinned before per-Python sets ("" in its sets) is never installed
-            if build.kind == "release" and platform in build.pins and "" not in build.sets(platform)
+            if build.kind == "release"
+            and build.pins.get(platform)
+            and "" not in build.sets(platform)
         ]
         minors = sorted({version.release[:2] for version, _ in found})
         minors = minors[-rule.newest_of.get(name, len(minors)) :]
@@ -62,7 +62,7 @@ def releases(manifest: mf.Manifest, platform: str, rule: mf.Default) -> list[tup
 def schedule(manifest: mf.Manifest, platform: str, here: str | None = None) -> list[Scheduled]:
     """Each default build of ``platform`` with its Pythons (``here``: where the rule names none)."""
     rule = manifest.defaults[platform]
-    pythons = rule.pythons or (here or f"{sys.version_info.major}.{sys.version_info.minor}",)
+    pythons = rule.pythons or (here or CURRENT,)
     return [
         Scheduled(ref, build, runs)
         for ref, build in releases(manifest, platform, rule)
@@ -82,9 +82,8 @@ def this_machine(manifest: mf.Manifest) -> tuple[str, list[Scheduled], list[str]
 
 def runnable_here(planned: list[Scheduled], platform: str) -> tuple[list[Scheduled], list[str]]:
     """The scheduled runs this machine can make, and a line for each it cannot, known before any
-    download: a Python asv would not find on PATH, wheels that need a newer OS."""
-    current = f"{sys.version_info.major}.{sys.version_info.minor}"  # asv's own, always found
-    wanted = {python for item in planned for python in item.pythons} - {current}
+    download."""
+    wanted = set(pythons(planned)) - {CURRENT}
     missing = sorted((p for p in wanted if shutil.which(f"python{p}") is None), key=Version)
     kept: list[Scheduled] = []
     said = [
@@ -92,39 +91,37 @@ def runnable_here(planned: list[Scheduled], platform: str) -> tuple[list[Schedul
         for p in missing
     ]
     for item in planned:
-        pythons = []
+        runs = []
         for python in (p for p in item.pythons if p not in missing):
             pins = item.build.sets(platform)[python_tag(python)]
             major, minor = map(int, python.split("."))
             why = install_build.why_not_here([pin.filename for pin in pins], (major, minor))
             if why is None:
-                pythons.append(python)
+                runs.append(python)
             else:
                 said.append(f"skipping {item.ref} under Python {python}: {why}")
-        if pythons:
-            kept.append(replace(item, pythons=tuple(pythons)))
+        if runs:
+            kept.append(replace(item, pythons=tuple(runs)))
     return kept, said
 
 
 def pin_pythons(manifest: mf.Manifest) -> dict[str, tuple[str, ...]]:
     """The interpreters a new build is pinned for, per platform: its default's, else all tracked."""
-    rules = manifest.defaults
     return {
-        platform: tuple(python_tag(p) for p in rules[platform].pythons)
-        if platform in rules and rules[platform].pythons
+        platform: tuple(map(python_tag, rule.pythons))
+        if (rule := manifest.defaults.get(platform)) and rule.pythons
         else resolve.PYTHONS
         for platform in wheels.PLATFORMS
     }
 
 
 def pythons(planned: list[Scheduled]) -> list[str]:
-    """The Pythons a schedule runs, each once, in order: one asv run each."""
+    """The Pythons a schedule runs, each once, in order."""
     return list(dict.fromkeys(python for item in planned for python in item.pythons))
 
 
 def this_machine_is(platform: str) -> str:
-    """What this machine is, for a person: ``platform`` names the wheels it installs, not its
-    devices (PyPI's Linux torch is the CUDA build, which measures cpu rows too)."""
+    """What this machine is, for a person: ``platform`` names its wheels, not its devices."""
     cuda_wheels = platform == "linux-x86_64-cuda"
     if platform.startswith("linux-x86_64") and install_build.nvidia_gpu():
         rows = "cuda" if cuda_wheels else "cpu"
@@ -139,7 +136,6 @@ def this_machine_is(platform: str) -> str:
 def listing(
     platform: str, planned: list[Scheduled], generated: timeline.Generated, here: bool = True
 ) -> str:
-    """``platform``'s default timeline as ``mpsbench timeline default`` prints it."""
     named = this_machine_is(platform) if here else platform
     lines = [f"default timeline of {named}: {len(planned)} build{'' if len(planned) == 1 else 's'}"]
     lines += [

@@ -1,7 +1,5 @@
-"""What a build needs on disk before asv installs it, and what installing it downloads: the
-stored wheels' size times the installed-to-wheel ratio, else the measured figure for that release,
-or the largest (the manifest pins no sizes).
-"""
+"""What installing a build needs on disk and downloads: its stored wheels' size times the
+installed-to-wheel ratio, else the measured figure of its release or the largest."""
 
 from __future__ import annotations
 
@@ -30,8 +28,7 @@ cache = install_build.cache_root
 
 
 def need(build: dict[str, Any], python: tuple[int, int] | None = None) -> Need:
-    """What installing ``build`` (a build.json) for CPython ``python`` (default: this one) adds to
-    the cache here."""
+    """What installing ``build`` (a build.json) for CPython ``python`` (or this one) adds here."""
     if build.get("kind") == "existing":
         return Need(0, "a build used in place", True)
     try:
@@ -75,6 +72,6 @@ def download(
     wheels = needed.bytes / (1 + INSTALLED_PER_WHEEL_BYTE)
     size = wheels if any(pin["name"] == "torch" for pin in fetched) else wheels * share
     hosts = {urllib.parse.urlparse(pin["url"]).netloc for pin in fetched}
-    if any(pin["name"] in ("torch", "torchvision", "transformers") for pin in fetched):
-        hosts.add("pip's index (pypi.org unless configured)")  # asked first (install_build._find)
+    if any(pin["name"] in install_build.PIP_FETCHES for pin in fetched):
+        hosts.add("pip's index (pypi.org unless configured)")
     return int(size), tuple(sorted(hosts))

@@ -1,4 +1,4 @@
-"""The history of PyTorch builds: adding one to the manifest and the timeline, and naming builds."""
+"""Adding a build to the manifest and the timeline, and naming builds."""
 
 from __future__ import annotations
 
@@ -62,18 +62,17 @@ def add_nightly(
     None if already there."""
     indexes = indexes or tuple(resolve.NIGHTLY_INDEXES)
     manifest = mf.load(manifest_path)  # before any index is read
-    if date != "latest":
-        resolve.check_nightly_date(date)
-    manifest.check_new(channel, parent=parent)
     if date == "latest":
-        dates = resolve.nightly_dates(indexes)
-        if not dates:
+        manifest.check_new(channel, parent=parent)
+        if not (dates := resolve.nightly_dates(indexes)):
             raise UserError(f"no torch nightly on {', '.join(indexes)}")
         date = dates[-1]
         existing = manifest.channel(channel)
         if existing and any(build.id == date for build in existing.builds):
             print(f"{channel}@{date} is already the newest nightly; nothing to add")
             return None
+    else:
+        resolve.check_nightly_date(date)
     manifest.check_new(channel, date, parent)  # before minutes of resolving
     build = resolve.nightly(date, indexes, pythons, transformers, transformers_index)
     return append(manifest_path, timeline_repo, channel, build, parent)
@@ -103,7 +102,7 @@ def resolve_ref(
 
 
 def upstream_range(manifest: mf.Manifest, generated: timeline.Generated, old: str, new: str) -> str:
-    """The PyTorch commit range between two builds, as a line with a compare link."""
+    """The PyTorch commit range between two builds, with a compare link."""
     old_name, old_build = resolve_ref(manifest, generated, old)
     new_name, new_build = resolve_ref(manifest, generated, new)
     if old_name == new_name or old_build.when() > new_build.when():

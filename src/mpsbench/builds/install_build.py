@@ -1,7 +1,5 @@
 """Install a timeline build into an asv environment once, then switch to it by a .pth file.
-
-Run by asv with the environment's python: standard library and pip only. Every wheel is
-sha256-checked before pip sees it, and by pip again.
+asv runs this with the environment's python: standard library and pip only.
 
     install_build.py install BUILD_DIR ENV_DIR SUITE_SRC | uninstall ENV_DIR | heal ENV_DIR
     install_build.py requirements MANIFEST CHANNEL[@ID] | paths BUILD_DIR SUITE_SRC
@@ -33,19 +31,21 @@ from types import ModuleType
 from typing import Any
 
 PTH_NAME = "mpsbench_build.pth"
-CACHE_ENV = "MPSBENCH_CACHE"  # default: ~/.cache/mpsbench
+RECORD = "mpsbench-build.json"
+CACHE_ENV = "MPSBENCH_CACHE"
 PLATFORM_ENV = "MPSBENCH_PLATFORM"  # force one of the manifest's platform keys
 WHEELHOUSE_ENV = "MPSBENCH_WHEELHOUSE"  # folders searched for pinned wheels, os.pathsep-separated
 RUN_BUILDS_ENV = "MPSBENCH_RUN_BUILDS"  # a file of the timeline hashes this asv run may install
 HEALING_ENV = "MPSBENCH_HEALING"  # no nested heals
+PIP_FETCHES = ("torch", "torchvision", "transformers")  # asked of pip's index before their URL
 # The suite's own imports, which torch does not bring: what each one's absence costs.
 WITHOUT = {
     "psutil": "cpu memory falls back to /proc or is skipped",
     "nvidia-ml-py": "cuda's energy rows are n/a",
     "zeus-apple-silicon": "the energy rows are n/a",
 }
-# Each pin: name version module python ("-": every CPython) sha256, then its folder and file under
-# files.pythonhosted.org/packages/.
+
+# Each pin: name version module python ("-": any) sha256, then its path under PyPI's packages/.
 _NEEDS = """
 psutil 7.2.2 psutil - 1a7b04c10f32cc88ab39cbf606e117fd74721c831c98a27dc04578deb0c16979
   80/c4/f5af4c1ca8c1eeb2e92ccca14ce8effdeec651d5ab6053c589b074eda6e1
@@ -83,7 +83,7 @@ SUITE_NEEDS: dict[str, list[dict[str, str]]] = {
 
 
 class InstallError(Exception):
-    """A build that cannot be installed here. Not UserError: this file imports no mpsbench."""
+    """A build that cannot be installed here (this file imports no mpsbench: no UserError)."""
 
 
 def cache_root() -> Path:
@@ -163,8 +163,7 @@ def select_pins(
     candidates, tag = platform_candidates(), _python_tag(python)
     sets = []
     for key in candidates:
-        if not (pins := build["pins"].get(key, [])):
-            continue
+        pins = build["pins"].get(key, [])
         if not all(pin.get("python") for pin in pins):
             raise InstallError(
                 f"{_ref(build)} pins only {', '.join(sorted({pin['name'] for pin in pins}))} for"
@@ -173,15 +172,15 @@ def select_pins(
             )
         chosen = [pin for pin in pins if pin["python"] == tag]
         if any(pin["name"] == "torch" for pin in chosen):
-            bad = [pin["filename"] for pin in chosen if not _plain_pin(pin)]
-            if bad or len({pin["name"] for pin in chosen}) != len(chosen):
+            if not all(map(_plain_pin, chosen)) or len({p["name"] for p in chosen}) < len(chosen):
                 raise InstallError(
-                    f"{_ref(build)}: refusing the pins {bad or [p['filename'] for p in chosen]} for"
+                    f"{_ref(build)}: refusing the pins {[p['filename'] for p in chosen]} for"
                     f" {key}: each must be a plain wheel file name at an https:// or file:// URL,"
                     " one per package"
                 )
             return key, chosen
-        sets.append(f"{key}: {', '.join(sorted({pin['python'] for pin in pins}))}")
+        if pins:
+            sets.append(f"{key}: {', '.join(sorted({pin['python'] for pin in pins}))}")
     pinned = (
         f"its sets there: {'; '.join(sets)}"
         if sets
@@ -286,12 +285,11 @@ PROGRESS_EVERY = 60.0  # seconds between a long download's progress lines
 
 
 def _download(
-    url: str, target: Path, tries: int | None = None, backoff: float | None = None
+    url: str, target: Path, tries: int = DOWNLOAD_TRIES, backoff: float | None = None
 ) -> Path:
     """Download ``url`` into ``target``, resuming by HTTP Range after a cut; callers check sha256."""
     import http.client
 
-    tries = tries or DOWNLOAD_TRIES
     backoff = DOWNLOAD_BACKOFF if backoff is None else backoff
     done, total, said, problem = 0, None, time.monotonic(), ""
     for attempt in range(1, tries + 1):
@@ -299,7 +297,7 @@ def _download(
         try:
             request = urllib.request.Request(url, headers=headers)
             with urllib.request.urlopen(request, timeout=120) as response:
-                if done and response.status != 206:  # the range was not honoured: all again
+                if response.status != 206:  # the range was not honoured: all again
                     done = 0
                 if (length := response.headers.get("Content-Length")) is not None:
                     total = done + int(length)
@@ -350,14 +348,21 @@ def disk_problem(exc: OSError) -> InstallError:
     )
 
 
+def local_path(location: str) -> Path:
+    """The file a path or file:// URL names."""
+    if location.startswith("file://"):
+        return Path(urllib.request.url2pathname(urllib.parse.urlparse(location).path))
+    return Path(location)
+
+
 def _find(pin: dict[str, str], scratch: Path) -> Path:
     name = pin["filename"]
     found = next((f / name for f in _local_wheelhouses() if (f / name).is_file()), None)
     if found is None and pin["url"].startswith("file://"):
-        found = Path(urllib.request.url2pathname(urllib.parse.urlparse(pin["url"]).path))
+        found = local_path(pin["url"])
         if not found.is_file():
             raise InstallError(f"{name}: the pinned file {found} does not exist")
-    if found is None and pin["name"] in ("torch", "torchvision", "transformers"):
+    if found is None and pin["name"] in PIP_FETCHES:
         spec = f"{pin['name']}=={pin['version']}"
         _pip("download", "--no-deps", "--only-binary=:all:", "--dest", str(scratch), spec)
         found = scratch / name if (scratch / name).is_file() else None
@@ -373,11 +378,8 @@ def fetch_wheel(pin: dict[str, str]) -> Path:
         )
     stored = stored_wheel(pin)
     if stored.is_file():
-        _check(
-            pin,
-            stored,
-            f"the stored copy {stored} (changed since it was checked; delete it to fetch it again)",
-        )
+        why = "changed since it was checked; delete it to fetch it again"
+        _check(pin, stored, f"the stored copy {stored} ({why})")
         return stored
     partial = stored.parent / f".{pin['filename']}.{os.getpid()}.partial"
     try:
@@ -389,7 +391,7 @@ def fetch_wheel(pin: dict[str, str]) -> Path:
             stored.parent.mkdir(exist_ok=True)
             if found.parent != Path(scratch):  # the user's file stays where it is
                 found = Path(shutil.copyfile(found, partial))
-            os.replace(found, stored)  # renamed, not written twice
+            os.replace(found, stored)
     except OSError as exc:
         raise disk_problem(exc) from None
     finally:
@@ -446,7 +448,7 @@ def installed_folder(pins: list[dict[str, str]]) -> Path:
 
 def damage(folder: Path) -> str | None:
     """What is wrong with an installed build's folder: incomplete, or a RECORD's file missing or
-    resized (a stat is enough: the wheels were hash-checked)."""
+    resized (the wheels were hash-checked)."""
     if not (folder / ".complete").is_file():
         return f"{folder} is missing or was never completed"
     for dist in importlib.metadata.distributions(path=[str(folder)]):
@@ -481,8 +483,7 @@ def ensure_installed(pins: list[dict[str, str]]) -> tuple[Path, bool]:
                 _pip_install_checked("the build", wheels, staging, "--target", str(installed))
                 names = [path.name for path, _ in wheels]
                 (installed / ".complete").write_text(json.dumps({"wheels": names}, indent=1))
-                if folder.exists():
-                    shutil.rmtree(folder)
+                shutil.rmtree(folder, ignore_errors=True)
                 os.replace(installed, folder)
             finally:
                 shutil.rmtree(staging, ignore_errors=True)
@@ -503,24 +504,23 @@ def ensure_suite_needs(key: str) -> str:
     """Install each SUITE_NEEDS package for ``key`` not yet importable; why any is left out."""
     key = key if key in SUITE_NEEDS else next(iter(platform_candidates()), key)
     modules = {pin["name"]: pin["module"] for pins in SUITE_NEEDS.values() for pin in pins}
-    wanted = {pin["name"] for pin in SUITE_NEEDS.get(key, [])} or {"psutil"}
     why = {
         name: f"no wheel is pinned for {_python_tag()} on {key}"
-        for name in sorted(wanted)
+        for name in sorted({pin["name"] for pin in SUITE_NEEDS.get(key, [])} or {"psutil"})
         if importlib.util.find_spec(modules[name]) is None
     }
     fetched = []
-    for pin in suite_needs(key):
-        if pin["name"] in why:
-            try:
-                fetched.append((fetch_wheel(pin), pin))
-            except (InstallError, OSError) as exc:
-                why[pin["name"]] = str(exc)
+    for pin in (pin for pin in suite_needs(key) if pin["name"] in why):
+        try:
+            fetched.append((fetch_wheel(pin), pin))
+        except (InstallError, OSError) as exc:
+            why[pin["name"]] = str(exc)
     if names := [pin["name"] for _, pin in fetched]:
         try:
             with tempfile.TemporaryDirectory(prefix="mpsbench-needs-") as scratch:
                 _pip_install_checked(", ".join(names), fetched, Path(scratch))
-            why = {name: reason for name, reason in why.items() if name not in names}
+            for name in names:
+                del why[name]
         except (InstallError, OSError) as exc:
             why.update(dict.fromkeys(names, str(exc)))
     return "".join(
@@ -528,25 +528,24 @@ def ensure_suite_needs(key: str) -> str:
     )
 
 
-def build_folder(build_dir: Path) -> tuple[dict[str, Any], str, Path, bool]:
-    """The build in ``build_dir``, its platform key and folder (True if installed now), refused
-    before any download."""
+def build_folder(build_dir: Path) -> tuple[dict[str, Any], str, list[dict[str, str]], Path, bool]:
+    """The build in ``build_dir``, its platform key, pins and folder (True: installed now)."""
     build = json.loads((build_dir / "build.json").read_text())
     _refuse_unasked(build)
     if build["kind"] == "existing":
         folder = Path(build["site_packages"])
         if not (folder / "torch" / "__init__.py").is_file():
             raise InstallError(f"{_ref(build)}: {folder} holds no torch")
-        return build, "existing", folder, False
+        return build, "existing", [], folder, False
     key, pins = select_pins(build)
     if unfit := why_not_here([pin["filename"] for pin in pins]):
         raise InstallError(f"{_ref(build)} cannot run here, skipped before any download: {unfit}")
-    return build, key, *ensure_installed(pins)
+    return build, key, pins, *ensure_installed(pins)
 
 
 def paths(build_dir: Path, suite_src: Path) -> dict[str, Any]:
     """The build installed, not switched to: its PYTHONPATH entries, torch folder and env."""
-    build, key, folder, fresh = build_folder(build_dir)
+    build, key, _, folder, fresh = build_folder(build_dir)
     return {
         "build": f"{build['channel']}@{build['id']}",
         "paths": [str(folder), str(suite_src.resolve())],
@@ -560,7 +559,7 @@ def paths(build_dir: Path, suite_src: Path) -> dict[str, Any]:
 def install(build_dir: Path, env_dir: Path, suite_src: Path) -> str:
     """Install (once) and switch the environment to the build in ``build_dir``."""
     started = time.perf_counter()
-    build, key, folder, fresh = build_folder(build_dir)
+    build, key, pins, folder, fresh = build_folder(build_dir)
     # Heal line first: site adds only existing folders, so a healed folder still reaches sys.path.
     lines = [] if key == "existing" else [_heal_line(folder, env_dir)]
     lines += [str(folder), str(suite_src.resolve())]
@@ -572,9 +571,9 @@ def install(build_dir: Path, env_dir: Path, suite_src: Path) -> str:
         "platform": key,
         "folder": str(folder),
         "fresh": fresh,
-        "pins": [] if key == "existing" else select_pins(build)[1],
+        "pins": pins,
     }
-    (env_dir / "mpsbench-build.json").write_text(json.dumps(record, indent=1) + "\n")
+    (env_dir / RECORD).write_text(json.dumps(record, indent=1) + "\n")
     how = "installed" if fresh else "switched to cached"
     needs = ensure_suite_needs(key)
     seconds = time.perf_counter() - started
@@ -596,7 +595,7 @@ def _heal_line(folder: Path, env_dir: Path) -> str:
 def heal(env_dir: Path) -> str:
     """Reinstall the environment's build if missing or damaged; what it did."""
     try:
-        record = json.loads((env_dir / "mpsbench-build.json").read_text())
+        record = json.loads((env_dir / RECORD).read_text())
     except (OSError, ValueError) as exc:
         raise InstallError(
             f"cannot read the build of {env_dir} ({exc}); asv's next install of it writes it"
@@ -627,7 +626,7 @@ def requirements(manifest: Path, ref: str) -> str:
 
 def uninstall(env_dir: Path) -> None:
     (_site_packages() / PTH_NAME).unlink(missing_ok=True)
-    (env_dir / "mpsbench-build.json").unlink(missing_ok=True)
+    (env_dir / RECORD).unlink(missing_ok=True)
 
 
 def main(argv: list[str]) -> int:

@@ -1,6 +1,5 @@
-"""A stable asv machine entry, the same on every machine of one kind: every field is part of a
-graph's identity, so none may drift (asv's own ``os`` holds the kernel build).
-"""
+"""asv's machine entry, the same on every machine of one kind: each field is part of a graph's
+identity, so none may drift (asv's own ``os`` holds the kernel build)."""
 
 from __future__ import annotations
 
@@ -97,7 +96,7 @@ def write(name: str | None = None) -> tuple[str, dict[str, Any]]:
 
 
 def _entries(path: Path) -> tuple[dict[str, Any], bytes]:
-    """The machine file's entries and bytes; refused unless a JSON object (others' entries stay)."""
+    """The machine file's entries and bytes; refused unless a JSON object."""
     try:
         before = path.read_bytes()
     except FileNotFoundError:

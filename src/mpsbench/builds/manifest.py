@@ -1,8 +1,5 @@
-"""builds/manifest.json: append-only channels of builds, each pinned per platform.
-
-A channel may fork from another's build (``parent``). :func:`from_json` checks each field's form
-(pydantic), then the rules across records; a problem is one line naming field, value and rule.
-"""
+"""builds/manifest.json: append-only channels of builds pinned per platform, a channel forking
+from another's build (``parent``); a problem is one line naming field, value and rule."""
 
 from __future__ import annotations
 
@@ -43,19 +40,16 @@ def _passes(test: Callable[[Any], object], value: Any) -> bool:
         return False
 
 
-def _form(expected: str, test: Callable[[Any], object]) -> BeforeValidator:
-    """A field that must pass ``test`` (false or ValueError fails), else "expected ``expected``"."""
+def _form(expected: str, test: Callable[[Any], object] | str) -> BeforeValidator:
+    """A field that passes ``test`` (a predicate or a regular expression), else "expected ..."."""
+    passes = functools.partial(re.fullmatch, test) if isinstance(test, str) else test
 
     def check(value: Any) -> Any:
-        if not _passes(test, value):
+        if not _passes(passes, value):
             raise ValueError(f"expected {expected}")
         return value
 
     return BeforeValidator(check)
-
-
-def _pattern(expected: str, pattern: str) -> BeforeValidator:
-    return _form(expected, functools.partial(re.fullmatch, pattern))
 
 
 def ref_safe(value: object, pattern: str = _NAME) -> bool:
@@ -85,24 +79,24 @@ WheelFile = Annotated[
 Url = Annotated[
     str,
     _form(
-        "an https:// or file:// URL (a wheel and its sha256 never come over plain http)",
+        "an https:// or file:// URL (never plain http)",
         allowed_url,
     ),
 ]
-Sha256 = Annotated[str, _pattern("64 lower-case hex digits", r"[0-9a-f]{64}")]
-PythonTag = Annotated[str, _pattern("a CPython tag such as cp312, or empty", r"(cp3\d+)?")]
+Sha256 = Annotated[str, _form("64 lower-case hex digits", r"[0-9a-f]{64}")]
+PythonTag = Annotated[str, _form("a CPython tag such as cp312, or empty", r"(cp3\d+)?")]
 PinName = Annotated[
     str,
-    _pattern("a package name as a wheel writes it, e.g. typing_extensions", r"[a-z0-9][a-z0-9_]*"),
+    _form("a package name as a wheel writes it, e.g. typing_extensions", r"[a-z0-9][a-z0-9_]*"),
 ]
 PepVersion = Annotated[str, _form("a PEP 440 version, e.g. 2.14.1 or 2.15.0.dev20261120", Version)]
-Word = Annotated[str, _pattern("a word without spaces", r"\S+")]
+Word = Annotated[str, _form("a word without spaces", r"\S+")]
 Date = Annotated[
     str,
     _form("a UTC date YYYY-MM-DDTHH:MM:SSZ from 1970-01-02", lambda v: parse_date(v) >= EPOCH),
 ]
 GitVersion = Annotated[
-    str, _pattern("torch's git commit (hex digits) or Unknown", r"[0-9a-fA-F]+|Unknown")
+    str, _form("torch's git commit (hex digits) or Unknown", r"[0-9a-fA-F]+|Unknown")
 ]
 Kind = Annotated[str, _form(f"one of: {', '.join(KINDS)}", KINDS.__contains__)]
 Tag = Annotated[
@@ -112,10 +106,10 @@ Tag = Annotated[
         functools.partial(ref_safe, pattern=r"[A-Za-z0-9][A-Za-z0-9._-]*"),
     ),
 ]
-Ref = Annotated[str, _pattern("a build as CHANNEL@ID", f"{_NAME}@{_NAME}")]
-EnvName = Annotated[str, _pattern("an environment variable name", r"[A-Za-z_][A-Za-z0-9_]*")]
-Minor = Annotated[str, _pattern("a minor release such as 1.12", r"\d+\.\d+")]
-Python = Annotated[str, _pattern("a Python version such as 3.12", r"3\.\d+")]
+Ref = Annotated[str, _form("a build as CHANNEL@ID", f"{_NAME}@{_NAME}")]
+EnvName = Annotated[str, _form("an environment variable name", r"[A-Za-z_][A-Za-z0-9_]*")]
+Minor = Annotated[str, _form("a minor release such as 1.12", r"\d+\.\d+")]
+Python = Annotated[str, _form("a Python version such as 3.12", r"3\.\d+")]
 Count = Annotated[
     int, Strict(), _form("a whole number of at least 1", lambda v: type(v) is int and v >= 1)
 ]
@@ -131,9 +125,7 @@ class Pin:
     filename: WheelFile
     url: Url
     sha256: Sha256
-    python: PythonTag = (
-        ""  # whose resolved set holds it; "" on old sets, which the installer refuses
-    )
+    python: PythonTag = ""  # whose set holds it; "" on old sets, which the installer refuses
 
 
 @dataclass(frozen=True)
@@ -152,8 +144,7 @@ class Build:
     site_packages: str | None = None  # kind "existing": a torch installed here, used in place
     env: dict[EnvName, str] = field(default_factory=dict)  # set by the environment's .pth
 
-    def when(self) -> datetime:
-        """The build's date in UTC, never the local zone: hashes depend on it."""
+    def when(self) -> datetime:  # in UTC, never the local zone: hashes depend on it
         return parse_date(self.date)
 
     def sets(self, platform: str) -> dict[str, list[Pin]]:
@@ -194,7 +185,7 @@ class Manifest:
         return next((channel for channel in self.channels if channel.name == name), None)
 
     def check_new(self, name: str, build_id: str | None = None, parent: str | None = None) -> None:
-        """ManifestError for what :func:`append` would refuse, before any resolving or download."""
+        """Refuse what :func:`append` would, before any resolving or download."""
         check_name("channel name", name)
         existing = self.channel(name)
         if build_id is not None:
@@ -209,7 +200,7 @@ class Manifest:
             self.find(parent)
 
     def find(self, ref: str) -> Build:
-        """The build named ``channel@id``, or a one-line error listing what exists."""
+        """The build named ``channel@id``, else a one-line error listing what exists."""
         name, _, build_id = ref.partition("@")
         channel = self.channel(name)
         if channel is None or not build_id:
@@ -226,12 +217,11 @@ def format_date(moment: datetime) -> str:
 
 
 def parse_date(value: str) -> datetime:
-    """A manifest date (YYYY-MM-DDTHH:MM:SSZ) in UTC; ValueError if it is not one."""
     return datetime.strptime(value, _DATE).replace(tzinfo=timezone.utc)
 
 
 def refuse_future(date: str, what: str = "build date") -> None:
-    """ManifestError if ``date`` is over a day ahead: as the tip it would refuse every real build."""
+    """Refuse a ``date`` over a day ahead: as the tip it would refuse every real build."""
     latest = datetime.now(timezone.utc) + FUTURE
     if _passes(parse_date, date) and parse_date(date) > latest:
         raise ManifestError(
@@ -246,7 +236,6 @@ def _adapter(kind: type[Any]) -> TypeAdapter[Any]:
 
 
 def _where(loc: list[int | str], data: Any) -> str:
-    """A pydantic error's location, e.g. ``build release@2.13.0: pins.macos-arm64[2].filename``."""
     head = ""
     if loc[:1] == ["channels"] and len(loc) > 1:
         channel = data["channels"][loc[1]]
@@ -380,7 +369,6 @@ def from_json(data: Any, source: str = "manifest") -> Manifest:
 
 
 def validate(manifest: Manifest) -> None:
-    """Check a manifest made in code as :func:`from_json` would."""
     from_json(to_json(manifest))
 
 
@@ -391,8 +379,7 @@ def to_json(manifest: Manifest) -> dict[str, Any]:
 
 
 def build_to_json(build: Build) -> dict[str, Any]:
-    data: dict[str, Any] = _adapter(Build).dump_python(build, mode="json", exclude_defaults=True)
-    return data
+    return _adapter(Build).dump_python(build, mode="json", exclude_defaults=True)  # type: ignore[no-any-return]
 
 
 def dumps(data: Any) -> str:
@@ -401,8 +388,8 @@ def dumps(data: Any) -> str:
 
 
 def load(path: Path, missing_ok: bool = False) -> Manifest:
-    """The manifest at ``path``; a missing one is refused (a mistyped --manifest would empty the
-    timeline) unless ``missing_ok``."""
+    """The manifest at ``path``; a missing one is refused unless ``missing_ok`` (a mistyped
+    --manifest would empty the timeline)."""
     try:
         data = json.loads(path.read_bytes())
     except FileNotFoundError:
@@ -420,7 +407,6 @@ def load(path: Path, missing_ok: bool = False) -> Manifest:
 
 
 def save(manifest: Manifest, path: Path) -> None:
-    """Validate, then replace ``path`` atomically under the manifest's lock."""
     validate(manifest)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)

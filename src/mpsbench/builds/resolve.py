@@ -1,7 +1,5 @@
-"""Turn a release, a nightly's date, a wheel file or URL, or an installed torch into a Build:
-per platform and Python, pip's complete set around torch, torchvision and transformers, each wheel
-pinned by file, URL and sha256; ``git_version`` and the date from ``torch/version.py``.
-"""
+"""A release, a nightly, a wheel file or URL, or an installed torch as a Build: pip's complete set
+per platform and Python, each wheel pinned by URL and sha256, dated by ``torch/version.py``."""
 
 from __future__ import annotations
 
@@ -11,8 +9,6 @@ import re
 import subprocess
 import sys
 import tempfile
-import urllib.parse
-import urllib.request
 from collections.abc import Mapping
 from dataclasses import replace
 from datetime import datetime, timezone
@@ -34,10 +30,10 @@ NIGHTLY_INDEXES = (
 PYTHONS = ("cp310", "cp311", "cp312", "cp313")  # interpreters pinned for each build
 # The wheel git_version and date are read from, in this order of preference.
 _IDENTITY_PLATFORMS = ("linux-x86_64-cuda", "linux-x86_64-cpu", "macos-arm64")
-# (torch below, the first transformers too new for it), which the metadata does not say:
-# 4.50 imports torch.compiler (2.1+), 5.14 torch.distributed.tensor's DTensor (2.5+).
+# (torch below, the first transformers too new for it), unsaid by the metadata: 4.50 imports
+# torch.compiler (2.1+), 5.14 torch.distributed.tensor's DTensor (2.5+).
 TRANSFORMERS_CAPS: tuple[tuple[tuple[int, int], str], ...] = (((2, 1), "4.50"), ((2, 5), "5.14"))
-# The platform tags pip resolves for, newest first: every tag a torch wheel may carry.
+# Every platform tag a torch wheel may carry, newest first.
 _MANYLINUX = (
     *(f"manylinux_2_{minor}_x86_64" for minor in range(28, 4, -1)),
     *(f"manylinux{year}_x86_64" for year in ("2014", "2010", "1")),
@@ -120,11 +116,8 @@ def pip_set(
     pins = []
     for info in installs:
         archive = info.get("archive_info", {})
-        digest = (
-            archive.get("hashes", {}).get("sha256")
-            or archive.get("hash", "").partition("sha256=")[2]
-        )
-        if not digest:
+        digest = archive.get("hashes", {}).get("sha256")
+        if not (digest := digest or archive.get("hash", "").partition("sha256=")[2]):
             raise ResolveError(
                 f"{info['url']} carries no sha256 on its index; pass the wheel as a file instead"
             )
@@ -152,6 +145,7 @@ def check_set(
 
 
 def _combos(found: list[wheels.WheelName], pythons: Pythons) -> dict[tuple[str, str], str]:
+    """(platform, python) -> the torch (or torchvision) version of each wheel wanted."""
     combos = {}
     for wheel in found:
         key = wheels.platform_key(wheel)
@@ -161,7 +155,7 @@ def _combos(found: list[wheels.WheelName], pythons: Pythons) -> dict[tuple[str, 
     return combos
 
 
-def _resolve_pins(
+def _resolved(
     wanted: dict[tuple[str, str], list[str]], index: str, extra: tuple[str, ...] = ()
 ) -> dict[str, list[mf.Pin]]:
     pins: dict[str, list[mf.Pin]] = {}
@@ -171,13 +165,13 @@ def _resolve_pins(
 
 
 def _build(pins: dict[str, list[mf.Pin]], date: str | None = None, **fields: Any) -> mf.Build:
-    """A Build with its torch wheel's commit and date, from the first of _IDENTITY_PLATFORMS."""
+    """A Build dated and identified by a torch wheel of the first of _IDENTITY_PLATFORMS."""
     for key in (*_IDENTITY_PLATFORMS, *sorted(pins)):
-        if torch_pins := [pin for pin in pins.get(key, []) if pin.name == "torch"]:
+        if torch := [pin for pin in pins.get(key, []) if pin.name == "torch"]:
             break
     else:
         raise ResolveError("no torch wheel to read the build's identity from")
-    wheel = min(torch_pins, key=lambda pin: ("cp311" not in pin.filename, pin.filename))
+    wheel = min(torch, key=lambda pin: ("cp311" not in pin.filename, pin.filename))
     identity = wheels.torch_identity(wheel.url)
     date = date or mf.format_date(identity.built)
     return mf.Build(date=date, git_version=identity.git_version, pins=pins, **fields)
@@ -205,12 +199,8 @@ def release(
         recent = ", ".join(sorted(known, key=Version)[-8:])
         raise ResolveError(f"torch {version} is not on {index}; recent releases there: {recent}")
     series = torchvision_series(version) + "."
-    vision = [
-        wheel
-        for wheel in wheels.project_wheels(index, "torchvision")
-        if wheel.public_version.startswith(series)
-    ]
-    with_vision = _combos(vision, pythons)
+    vision = wheels.project_wheels(index, "torchvision")
+    with_vision = _combos([w for w in vision if w.public_version.startswith(series)], pythons)
     # No torchvision wheel for a Python: the set has none and the suite skips those models.
     wanted = {
         combo: requirements(
@@ -218,7 +208,7 @@ def release(
         )
         for combo, exact in combos.items()
     }
-    pins = _resolve_pins(wanted, index)
+    pins = _resolved(wanted, index)
     return _build(pins, date, id=version, torch_version=version, kind="release", tag=f"v{version}")
 
 
@@ -246,7 +236,7 @@ def nightly(
     transformers: str | None = None,
     transformers_index: str = PYPI,
 ) -> mf.Build:
-    """The nightly of ``date`` (YYYY-MM-DD): each platform from the index holding its torch."""
+    """The nightly of ``date`` (YYYY-MM-DD): each platform from the first index holding its torch."""
     check_nightly_date(date)
     for each in (*indexes, transformers_index):  # check all before reading one
         wheels.index_uri(each)
@@ -260,7 +250,7 @@ def nightly(
             vision = max((v for v in found if stamp in v), key=Version, default="none")
             extra = (transformers_index,) if transformers_index != index else ()
             wanted = {c: requirements(v, vision, transformers) for c, v in combos.items()}
-            pins.update(_resolve_pins(wanted, index, extra))
+            pins.update(_resolved(wanted, index, extra))
     if not pins:
         day = datetime.fromisoformat(date)
         near = [
@@ -275,7 +265,7 @@ def nightly(
 def _file_pin(path: Path, sha256: str | None = None) -> tuple[mf.Pin, Path]:
     if not path.is_file():
         raise ResolveError(f"wheel file {path} does not exist")
-    wheel = wheels.own_identity(str(path))  # its metadata, not its name
+    wheel = wheels.own_identity(str(path))
     actual = install_build.sha256_of(path)
     if sha256 and sha256.lower() != actual:
         raise ResolveError(f"{path.name}: sha256 {actual} does not match the given {sha256}")
@@ -342,7 +332,7 @@ def wheel_file(
     build_id: str | None = None,
     note: str = "",
 ) -> mf.Build:
-    """A torch wheel on disk (a source build, say), with an optional torchvision wheel beside it."""
+    """A torch wheel on disk (a source build, say), with an optional torchvision wheel."""
     wheels.index_uri(index)
     own = [_file_pin(path, sha256), *([_file_pin(torchvision)] if torchvision else [])]
     return _own_build(own, "wheel-file", transformers, index, build_id, note)
@@ -356,7 +346,7 @@ def wheel_url(
     build_id: str | None = None,
     note: str = "",
 ) -> mf.Build:
-    """A torch wheel at a URL: fetched once into the wheel store and checked against ``sha256``."""
+    """A torch wheel at a URL, fetched once into the wheel store and checked against ``sha256``."""
     url, _, fragment = url.partition("#")
     if not install_build.allowed_url(url):
         raise ResolveError(
@@ -369,11 +359,10 @@ def wheel_url(
             "a wheel URL needs its sha256: pass --sha256 or a URL ending in #sha256=...;"
             f" got {digest!r}"
         )
-    wheel = wheels.own_identity(url)  # read by HTTP ranges
-    _torch_platform(wheel)  # refused before the download
+    _torch_platform(wheel := wheels.own_identity(url))  # read by HTTP ranges, before the download
     wheels.index_uri(index)
     if url.startswith("file://"):  # copied into the store once added
-        own = _file_pin(Path(urllib.request.url2pathname(urllib.parse.urlparse(url).path)), digest)
+        own = _file_pin(install_build.local_path(url), digest)
     else:
         pin = mf.Pin(wheel.name, wheel.version, wheel.filename, url, digest.lower())
         own = (pin, _fetch(pin))  # kept in the store even if refused later
@@ -404,7 +393,7 @@ def in_store(build: mf.Build) -> tuple[mf.Build, list[mf.Pin]]:
 
 
 def keep(originals: list[mf.Pin]) -> list[Path]:
-    """Copy ``originals`` into the wheel store, hash-checked; returns the copies made now."""
+    """Copy ``originals`` into the wheel store, hash-checked; the copies made now."""
     fresh = [pin for pin in originals if not install_build.stored_wheel(vars(pin)).is_file()]
     for pin in originals:
         _fetch(pin)

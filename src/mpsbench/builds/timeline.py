@@ -1,8 +1,5 @@
-"""The timeline git repository asv walks: a branch per channel, a commit per build (its ``build.json``).
-
-asv keys results by commit hash, so generation is deterministic (fixed identity and dates, canonical
-JSON): appending never changes an earlier hash, and :func:`generate` moves a branch only forward.
-"""
+"""The timeline git repository asv walks: a branch per channel, a commit per build (``build.json``),
+made deterministically: asv keys results by commit hash, so appending never changes an earlier one."""
 
 from __future__ import annotations
 
@@ -38,7 +35,6 @@ def _epoch(build: mf.Build) -> str:
 
 
 def _refs(repo: Path, kind: str = "heads") -> dict[str, str]:
-    """Branch name -> tip commit (``kind="tags"``: tag name -> tag object)."""
     listing = git.text(
         repo, "for-each-ref", "--format=%(refname:lstrip=2) %(objectname)", f"refs/{kind}/"
     )
@@ -46,23 +42,16 @@ def _refs(repo: Path, kind: str = "heads") -> dict[str, str]:
 
 
 def commit_message(channel: str, build: mf.Build) -> str:
-    fields = {
-        "channel": channel,
-        "build": build.id,
-        "kind": build.kind,
-        "torch_version": build.torch_version,
-        "git_version": build.git_version,
-        "date": build.date,
-        "platforms": ", ".join(sorted(build.pins)),
-    }
-    lines = [f"torch {build.torch_version} ({channel}@{build.id})", ""]
-    lines += [f"{key}: {value}" for key, value in fields.items()]
-    lines += ["", build.note] if build.note else []
-    return "\n".join(lines) + "\n"
+    b = build
+    return (
+        f"torch {b.torch_version} ({channel}@{b.id})\n\nchannel: {channel}\nbuild: {b.id}\n"
+        f"kind: {b.kind}\ntorch_version: {b.torch_version}\ngit_version: {b.git_version}\n"
+        f"date: {b.date}\nplatforms: {', '.join(sorted(b.pins))}\n"
+        + (f"\n{b.note}\n" if b.note else "")
+    )
 
 
 def build_record(channel: str, build: mf.Build) -> str:
-    """The build.json a timeline commit holds, which install_build.py reads."""
     return mf.dumps({"channel": channel, **mf.build_to_json(build)})
 
 
@@ -143,27 +132,22 @@ def check(manifest: mf.Manifest, repo: Path, force: bool = False) -> Generated:
     """What :func:`generate` would write, checked without writing to ``repo``: ref names, no branch
     moved backward unless ``force``, no ref lock left by a dead git."""
     git_dir = _git_dir(repo)
+    env = {"GIT_ALTERNATE_OBJECT_DIRECTORIES": str(_objects(repo).resolve())} if git_dir else {}
     with tempfile.TemporaryDirectory(prefix="mpsbench-timeline-") as scratch:
-        env = {"GIT_ALTERNATE_OBJECT_DIRECTORIES": str(_objects(repo).resolve())} if git_dir else {}
         generated = compute(manifest, Path(scratch), env)
         if git_dir and not force:
             _refuse_backward(Path(scratch), generated, _refs(repo), env)
-    refs = [f"refs/heads/{name}" for name in generated.branches]
-    refs += [f"refs/tags/{name}" for name in generated.tags]
-    for ref in refs:
-        if git.run(
-            repo if git_dir else Path(scratch).parent, "check-ref-format", ref, check=False
-        ).returncode:
-            raise UserError(f"git refuses the ref name {ref!r}; the manifest was not changed")
-    for lock in (
-        [git_dir / f"{ref}.lock" for ref in ("HEAD", "packed-refs", *refs)] if git_dir else []
-    ):
-        if lock.exists():
-            raise UserError(
-                f"{lock} exists: a git process that writes the timeline is"
-                " running or died; if none is running, delete that file and run the command again"
-                " (nothing was changed)"
-            )
+        refs = [f"refs/heads/{name}" for name in generated.branches]
+        refs += [f"refs/tags/{name}" for name in generated.tags]
+        for ref in refs:
+            if git.run(Path(scratch), "check-ref-format", ref, check=False).returncode:
+                raise UserError(f"git refuses the ref name {ref!r}; the manifest was not changed")
+    locks = [git_dir / f"{ref}.lock" for ref in ("HEAD", "packed-refs", *refs)] if git_dir else []
+    if lock := next(filter(Path.exists, locks), None):
+        raise UserError(
+            f"{lock} exists: a git process that writes the timeline is running or died; if"
+            " none is running, delete it and run the command again (nothing was changed)"
+        )
     return generated
 
 
@@ -175,7 +159,7 @@ def generate(manifest: mf.Manifest, repo: Path, force: bool = False) -> Generate
     if not force:
         _refuse_backward(repo, generated, heads, {})
     # Only refs that move are written: git logs even a no-op update, and a command that refuses
-    # later (compare, bisect) must leave the timeline's files as they were.
+    # later must leave the timeline's files as they were.
     tags = _refs(repo, "tags")
     moved = {
         f"heads/{name}": tip for name, tip in generated.branches.items() if heads.get(name) != tip
@@ -208,7 +192,7 @@ def _verify(repo: Path, generated: Generated) -> None:
 
 
 def summary(manifest: mf.Manifest, generated: Generated, repo: Path) -> str:
-    """What ``mpsbench timeline generate`` prints: each channel's builds and tip, and where."""
+    """Each channel's builds and tip, and where, as ``mpsbench timeline generate`` prints them."""
     lines = [
         f"{channel.name}: {len(channel.builds)} build{'' if len(channel.builds) == 1 else 's'},"
         f" tip {generated.branches[channel.name][:12]}"
@@ -232,32 +216,33 @@ def range_refusal(repo: Path, arg: str | None) -> str | None:
     try:
         if arg is not None:
             ranges.builds(repo, list(_refs(repo)), arg)
+        return None
     except ranges.RangeError as exc:
         return str(exc)
-    return None
 
 
 def pytorch_url(old_version: str | None, new_version: str) -> str:
-    """PyTorch's page for a build: the compare range from ``old_version``, or its commit."""
+    """PyTorch's compare page from ``old_version``, or the commit page of ``new_version``."""
     if old_version and old_version != new_version:
         return f"{UPSTREAM}/compare/{old_version}...{new_version}"
     return f"{UPSTREAM}/commit/{new_version}"
 
 
 class Reader:
-    """Each build's record, read from a timeline's commits: a recorded run keeps the timeline it was
-    measured against, which the manifest may not name."""
+    """Each build's record, read from a timeline's commits (a recorded run's builds may be gone from
+    the manifest)."""
 
     def __init__(self, repo: Path | None) -> None:
         self.repo = repo if repo is not None and _git_dir(repo) else None
         self._builds: dict[str, dict[str, Any]] = {}
 
     def _git(self, *args: str) -> str:
-        done = git.run(self.repo, *args, check=False) if self.repo is not None else None
-        return done.stdout.decode() if done is not None and done.returncode == 0 else ""
+        if self.repo is None:
+            return ""
+        done = git.run(self.repo, *args, check=False)
+        return done.stdout.decode() if done.returncode == 0 else ""
 
     def build(self, commit: str) -> dict[str, Any]:
-        """The commit's build.json; empty if it has none."""
         if commit not in self._builds:
             try:
                 self._builds[commit] = json.loads(self._git("show", f"{commit}:build.json") or "{}")
@@ -269,7 +254,6 @@ class Reader:
         return str(self.build(commit).get("torch_version") or commit[:8])
 
     def git_version(self, commit: str) -> str | None:
-        """The PyTorch commit the build was made from, or None."""
         version = str(self.build(commit).get("git_version", ""))
         return version if re.fullmatch(r"[0-9a-fA-F]{7,40}", version) else None
 
@@ -277,17 +261,16 @@ class Reader:
         return self._git("rev-parse", "--verify", "--quiet", f"{commit}^").strip() or None
 
     def lineage(self, commit: str) -> list[str]:
-        """``commit``'s first-parent ancestry, oldest first, itself last; [] if unknown."""
+        """``commit``'s first-parent ancestry, oldest first; [] if unknown."""
         return self._git("rev-list", "--first-parent", commit).split()[::-1]
 
     def label(self, commit: str) -> str:
-        """The short hash and the build, as the commit's subject names it."""
         if not (build := self.build(commit)):
             return commit[:8]
         return f"{commit[:8]} torch {build.get('torch_version')} ({build.get('channel')}@{build.get('id')})"
 
     def link(self, commit: str) -> str:
-        """The build's PyTorch release page, else its upstream commit ("" if unknown)."""
+        """The build's PyTorch release page, else its upstream commit, else ""."""
         build = self.build(commit)
         if build.get("kind") == "release":
             return f"{UPSTREAM}/releases/tag/v{build['torch_version']}"

@@ -1,13 +1,11 @@
-"""Wheels: names and tags, PEP 503 indexes, and what a torch wheel says of itself.
-
-A remote wheel is read by HTTP range requests: adding a multi-GB build reads kilobytes.
-"""
+"""Wheels: names and tags, PEP 503 indexes, and what a torch wheel says of itself (a remote one
+read by HTTP range requests: kilobytes of a multi-GB file)."""
 
 from __future__ import annotations
 
 import contextlib
 import email.parser
-import html.parser
+import html
 import io
 import re
 import urllib.parse
@@ -23,6 +21,7 @@ import packaging.tags
 import packaging.utils
 import packaging.version
 
+from mpsbench.builds import install_build
 from mpsbench.core import errors
 
 # The manifest's platform keys. PyPI's Linux torch is the CUDA build; a cpu-only one is "+cpu".
@@ -80,17 +79,6 @@ def platform_key(wheel: WheelName) -> str | None:
     return None
 
 
-class _Links(html.parser.HTMLParser):
-    def __init__(self) -> None:
-        super().__init__()
-        self.hrefs: list[str] = []
-
-    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
-        href = dict(attrs).get("href")
-        if tag == "a" and href:
-            self.hrefs.append(href)
-
-
 def open_url(url: str, method: str | None = None, **headers: str) -> Any:
     headers = {"User-Agent": "mpsbench (+https://github.com/mpsbench/mpsbench)", **headers}
     return urllib.request.urlopen(
@@ -100,7 +88,7 @@ def open_url(url: str, method: str | None = None, **headers: str) -> Any:
 
 def index_uri(index: str) -> str:
     """A PEP 503 index as an https:// or file:// URL (a folder as file://); plain http is refused:
-    the pins' sha256 come from the index page, changeable on the way."""
+    the pins' sha256 come from the index page."""
     if "://" not in index:
         return Path(index).resolve().as_uri()
     if not index.startswith(("https://", "file://")):
@@ -119,13 +107,10 @@ def project_wheels(index_url: str, project: str) -> list[WheelName]:
             text = response.read().decode("utf-8", "replace")
     except OSError as exc:
         raise WheelError(f"cannot read the index page {page_url}: {exc}") from None
-    links = _Links()
-    links.feed(text)
     found = []
-    for url in (href.partition("#")[0] for href in links.hrefs):
-        if url.endswith(".whl"):
-            with contextlib.suppress(WheelError):  # a link to no wheel
-                found.append(parse_wheel_name(url))
+    for href in re.findall(r"""<a\s[^>]*?href=["']([^"'#]+\.whl)[#"']""", text, re.I):
+        with contextlib.suppress(WheelError):  # a link to no wheel
+            found.append(parse_wheel_name(html.unescape(href)))
     return found
 
 
@@ -168,13 +153,11 @@ class TorchIdentity:
 
 
 def _read(location: str, pattern: str) -> dict[str, tuple[str, zipfile.ZipInfo]]:
-    """The text and entry of each member matching ``pattern`` of a wheel (path or URL)."""
-    if location.startswith(("http://", "https://")):
-        source: io.RawIOBase | Path = _HTTPRangeFile(location)
-    elif location.startswith("file://"):
-        source = Path(urllib.request.url2pathname(urllib.parse.urlparse(location).path))
-    else:
-        source = Path(location)
+    source = (
+        _HTTPRangeFile(location)
+        if location.startswith(("http://", "https://"))
+        else install_build.local_path(location)
+    )
     try:
         with zipfile.ZipFile(source) as wheel:
             return {
@@ -187,7 +170,6 @@ def _read(location: str, pattern: str) -> dict[str, tuple[str, zipfile.ZipInfo]]
 
 
 def torch_identity(location: str) -> TorchIdentity:
-    """What a torch wheel says of itself in ``torch/version.py``."""
     found = _read(location, r"torch/version\.py")
     if not found:
         raise WheelError(f"{location} holds no torch/version.py: is it a torch wheel?")
@@ -197,7 +179,7 @@ def torch_identity(location: str) -> TorchIdentity:
 
 
 def own_identity(location: str) -> WheelName:
-    """A wheel's name, version and tags as its ``.dist-info/METADATA`` and ``WHEEL`` say; WheelError
+    """A wheel's name, version and tags as its ``.dist-info/METADATA`` and ``WHEEL`` say; refused
     if its file name says otherwise (a renamed wheel)."""
     named = parse_wheel_name(location)
     found = _read(location, r"[^/]+\.dist-info/(METADATA|WHEEL)")
@@ -216,14 +198,14 @@ def own_identity(location: str) -> WheelName:
             for line in wheel_file.get_all("Tag") or []
             for tag in packaging.tags.parse_tag(line)
         )
-    except (packaging.version.InvalidVersion, ValueError):
+    except ValueError:  # InvalidVersion, InvalidTag
         raise WheelError(
             f"{named.filename}: its METADATA or WHEEL holds no valid Version or Tag"
         ) from None
     name = packaging.utils.canonicalize_name(metadata.get("Name", ""))
     own = _name(named.filename, name, version, tags)
     file_tags = packaging.utils.parse_wheel_filename(named.filename)[3]
-    if (own.name, own.version) != (named.name, named.version) or not tags or tags != file_tags:
+    if (own.name, own.version, tags) != (named.name, named.version, file_tags):
         said = [f"{w.name} {w.version} for {w.python} on {w.platform}" for w in (named, own)]
         raise WheelError(
             f"{named.filename}: its file name says {said[0]}, its own metadata {said[1]};"
@@ -233,7 +215,6 @@ def own_identity(location: str) -> WheelName:
 
 
 def version_py(text: str, where: str) -> tuple[str, str]:
-    """``__version__`` and ``git_version`` from the text of a ``torch/version.py``."""
     version = re.search(r"^__version__\s*=\s*['\"]([^'\"]+)", text, re.M)
     git = re.search(r"^git_version\s*=\s*['\"]([0-9a-fA-F]+|Unknown)['\"]", text, re.M)
     if not version or not git:
