@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import email.parser
-import html
+import html.parser
 import io
 import re
 import urllib.parse
@@ -79,6 +79,17 @@ def platform_key(wheel: WheelName) -> str | None:
     return None
 
 
+class _Links(html.parser.HTMLParser):
+    def __init__(self) -> None:
+        super().__init__()
+        self.hrefs: list[str] = []
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        href = dict(attrs).get("href")
+        if tag == "a" and href:
+            self.hrefs.append(href)
+
+
 def open_url(url: str, method: str | None = None, **headers: str) -> Any:
     headers = {"User-Agent": "mpsbench (+https://github.com/mpsbench/mpsbench)", **headers}
     return urllib.request.urlopen(
@@ -107,10 +118,13 @@ def project_wheels(index_url: str, project: str) -> list[WheelName]:
             text = response.read().decode("utf-8", "replace")
     except OSError as exc:
         raise WheelError(f"cannot read the index page {page_url}: {exc}") from None
+    links = _Links()  # the standard library's HTML parser: any quoting an index serves
+    links.feed(text)
     found = []
-    for href in re.findall(r"""<a\s[^>]*?href=["']([^"'#]+\.whl)[#"']""", text, re.I):
-        with contextlib.suppress(WheelError):  # a link to no wheel
-            found.append(parse_wheel_name(html.unescape(href)))
+    for url in (href.partition("#")[0] for href in links.hrefs):
+        if url.endswith(".whl"):
+            with contextlib.suppress(WheelError):  # a link to no wheel
+                found.append(parse_wheel_name(url))
     return found
 
 
