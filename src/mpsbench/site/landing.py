@@ -1,5 +1,5 @@
-"""The site's first screen, above asv's grid in index.html: each machine's newest seed step times
-per device, each linked to its graph, and the GPU speedups over cpu."""
+"""The site's first screen, above asv's grid: each machine's newest seed step times per device,
+linked to their graphs, and the GPU speedups over cpu."""
 
 from __future__ import annotations
 
@@ -15,9 +15,9 @@ from mpsbench.results import recorded
 from mpsbench.site import throughput as tp
 from mpsbench.site.site_assets import SiteAssetError
 
-ANCHOR = '<div id="summarygrid-display"'  # asv's grid page, index.html's default route
+ANCHOR = '<div id="summarygrid-display"'  # asv's grid, index.html's default route
 MARK = "mpsbench-landing"  # the fragment's id
-MEASURED_KEY = "mpsbench_measured"  # index.json's param values with a recorded number
+MEASURED_KEY = "mpsbench_measured"  # index.json's key: param values with a recorded number
 SEEDS = {"training": models.NAMES, "inference": models.INFERENCE_NAMES}  # benchmark_models' params
 NONE = '<td class="mpsbench-none">-</td>'
 
@@ -29,7 +29,7 @@ class Value:
     step: tp.Step
     seconds: float
     spread: float | None  # None without statistics
-    seed: bool  # else the largest batch timed
+    seed: bool  # else the largest batch
 
     @property
     def samples_per_second(self) -> float:
@@ -72,13 +72,12 @@ def _spread(measured: recorded.Measured) -> float | None:
 def summarize(results: tp.Results, timeline: Reader) -> list[Machine]:
     """Each machine with a timed seed row, at its newest such build by date."""
     found = []
-    timed_builds = {(machine, commit) for machine, commit, _ in results.timed}
     for machine in results.recorded.machines:
-        builds = [c for c in results.recorded.builds(machine) if (machine, c) in timed_builds]
+        builds = [c for c in results.recorded.builds(machine) if (machine, c) in results.timed]
         if not builds:
             continue
         newest = builds[-1]
-        timed = {s: v for (m, c, s), (_, v) in results.timed.items() if (m, c) == (machine, newest)}
+        timed = {step: measured for step, (_, measured) in results.timed[machine, newest].items()}
         lines, missing = [], []
         for kind, names in SEEDS.items():
             for model in names:
@@ -103,7 +102,7 @@ def summarize(results: tp.Results, timeline: Reader) -> list[Machine]:
 
 
 def graph_link(machine: str, step: tp.Step) -> str:
-    """index.html's hash for the step's graph, with its params selected."""
+    """index.html's hash for the step's graph, its params selected."""
     params = {
         "machine": machine,
         "p-device": repr(step.device),
@@ -155,9 +154,7 @@ def _machine_html(summary: Machine) -> str:
             f"Only {', '.join(summary.devices)} measured here: a speedup needs mps or cuda beside cpu on one machine."
         )
     if any(not value.seed for line in summary.lines for value in line.values.values()):
-        notes.append(
-            "bs N*: not the model's seed batch, which that device has no value for: its largest batch."
-        )
+        notes.append(tp.FALLBACK_NOTE)
     if summary.missing:
         notes.append(f"No value yet on this build: {', '.join(summary.missing)}.")
     return (
@@ -178,7 +175,6 @@ STYLE = (
 
 
 def to_html(summaries: list[Machine], figures: str) -> str:
-    """The fragment: heading, explanation, a table per machine, links to the rest."""
     body = "".join(map(_machine_html, summaries)) or (
         "<p>No training or inference step of a seed model is recorded yet: the rows below are the"
         " other benchmarks'.</p>"
@@ -202,7 +198,7 @@ def measured_params(
     """Per benchmark and param, the values (asv's reprs) of rows with a recorded number."""
     seen: dict[str, list[set[str]]] = {}
     for rows in found.values.values():
-        for row in rows:  # rows hold numbers: failures and skips are not rows
+        for row in rows:
             if row.benchmark in param_names:
                 axes = seen.setdefault(row.benchmark, [set() for _ in row.params])
                 for axis, value in zip(axes, row.params):
@@ -211,7 +207,7 @@ def measured_params(
 
 
 def write(html_dir: Path, results_dir: Path, timeline: Reader, figures: str) -> list[Machine]:
-    """Puts the summary atop index.html's grid page and the measured params in index.json."""
+    """Puts the summary atop index.html's grid and the measured params into index.json."""
     results = tp.load(results_dir)
     summaries = summarize(results, timeline)
     index = html_dir / "index.html"

@@ -1,5 +1,5 @@
-"""Points the site's commit links at PyTorch's commits instead of timeline hashes: pytorch.html's
-script (pytorch_links.js) redirects to the commit or range a link names."""
+"""Points the site's commit links at PyTorch's commits, not timeline hashes: pytorch.html's script
+(pytorch_links.js) redirects to the commit or range a link names."""
 
 from __future__ import annotations
 
@@ -31,12 +31,12 @@ def _full(builds: dict[str, str | None], prefix: str) -> str | None:
 
 
 def rewrite(site: Path, timeline: Reader) -> dict[str, str | None]:
-    """Writes pytorch.html, points index.json at it, fixes regressions.xml; returns timeline
-    commit -> git_version."""
+    """Writes pytorch.html, points index.json at it, fixes regressions.xml; each timeline commit's
+    git_version."""
     index_path = site / "index.json"
     index = json.loads(index_path.read_text())
     builds = {commit: timeline.git_version(commit) for commit in index["revision_to_hash"].values()}
-    for commit in list(builds):  # the builds before the first ones, for ranges from there
+    for commit in list(builds):  # the builds before the first, for ranges from them
         if (parent := timeline.parent(commit)) and parent not in builds:
             builds[parent] = timeline.git_version(parent)
     index["show_commit_url"] = SHOW_COMMIT_URL
