@@ -156,7 +156,7 @@ def batches(
                         marker="o",
                         label=f"{machine} {device}",
                         color=colors[index % len(colors)],
-                        linestyle="--" if device == CPU else "-",  # the cpu baseline
+                        linestyle="--" if device == CPU else "-",
                     )
             ax.set_title(f"{model} {kind}")
             if not seen:

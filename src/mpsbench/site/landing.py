@@ -11,12 +11,13 @@ from urllib.parse import quote, urlencode
 
 from mpsbench.builds.timeline import Reader
 from mpsbench.measure import devices, models
+from mpsbench.regressions import rule
 from mpsbench.results import recorded
 from mpsbench.site import throughput as tp
 from mpsbench.site.site_assets import SiteAssetError
 
 ANCHOR = '<div id="summarygrid-display"'  # asv's grid, index.html's default route
-MARK = "mpsbench-landing"  # the fragment's id
+MARK = "mpsbench-landing"
 MEASURED_KEY = "mpsbench_measured"  # index.json's key: param values with a recorded number
 SEEDS = {"training": models.NAMES, "inference": models.INFERENCE_NAMES}  # benchmark_models' params
 NONE = '<td class="mpsbench-none">-</td>'
@@ -62,13 +63,6 @@ class Machine:
         return [device for device in self.devices if device != tp.CPU]
 
 
-def _spread(measured: recorded.Measured) -> float | None:
-    stats = measured.stats or {}
-    if stats.get("q_25") is None or stats.get("q_75") is None or not measured.value:
-        return None
-    return (float(stats["q_75"]) - float(stats["q_25"])) / 2 / measured.value
-
-
 def summarize(results: tp.Results, timeline: Reader) -> list[Machine]:
     """Each machine with a timed seed row, at its newest such build by date."""
     found = []
@@ -86,7 +80,7 @@ def summarize(results: tp.Results, timeline: Reader) -> list[Machine]:
                     step.device: Value(
                         step,
                         timed[step].value,
-                        _spread(timed[step]),
+                        rule.noise(timed[step]),
                         step.batch == tp.seed_batch(model),
                     )
                     for step in steps
@@ -166,11 +160,11 @@ def _machine_html(summary: Machine) -> str:
 
 
 STYLE = (
-    f"#{MARK}{{padding:10px 20px 0 20px;max-width:1100px}}"
-    f"#{MARK} table{{width:auto}}#{MARK} td,#{MARK} th{{padding:3px 14px 3px 0;text-align:right}}"
-    f"#{MARK} td:first-child,#{MARK} td:nth-child(2),#{MARK} th:first-child,#{MARK} th:nth-child(2)"
-    f"{{text-align:left}}#{MARK} .mpsbench-batch,#{MARK} .mpsbench-none,#{MARK} .mpsbench-note"
-    f"{{color:#777}}#{MARK} h3{{margin-top:12px}}"
+    f"#{MARK}{{padding:10px 20px 0 20px;max-width:1100px}}#{MARK} table{{width:auto}}"
+    f"#{MARK} :is(td,th){{padding:3px 14px 3px 0;text-align:right}}"
+    f"#{MARK} :is(td,th):nth-child(-n+2){{text-align:left}}"
+    f"#{MARK} :is(.mpsbench-batch,.mpsbench-none,.mpsbench-note){{color:#777}}"
+    f"#{MARK} h3{{margin-top:12px}}"
 )
 
 
@@ -182,11 +176,10 @@ def to_html(summaries: list[Machine], figures: str) -> str:
     return (
         f'<div id="{MARK}"><style>{STYLE}</style>'
         "<h2>Training and inference step time per device</h2>"
-        "<p>Each seed model's step (forward, loss, backward and optimizer step for training; a forward"
-        " pass for inference) at its seed batch size, asv's median with half its interquartile range,"
-        " on each machine's newest build; lower is faster. A speedup is samples/s on the GPU over"
-        " samples/s on the cpu of the same machine and build. Each time links to its graph across"
-        f" builds.</p>{body}"
+        "<p>Each seed model's step (training: forward, loss, backward, optimizer step; inference: a"
+        " forward pass) at its seed batch size on each machine's newest build: asv's median ± half"
+        " its interquartile range; lower is faster. A speedup is the GPU's samples/s over the cpu's"
+        f" on one machine and build. Each time links to its graph across builds.</p>{body}"
         f"<p>The seeds' figures: <a href=\"{html.escape(figures)}\">Figures</a>. Below: asv's grid of"
         " every benchmark (the Benchmark list and Regressions tabs are in the bar above).</p><hr></div>"
     )

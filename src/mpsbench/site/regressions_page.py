@@ -22,7 +22,7 @@ from mpsbench.results import recorded
 JUDGED = "regressions-judged.json"
 FeedKey = tuple[str, str | None, str]  # row, machine (None where the link names none), commits
 ATOM = "http://www.w3.org/2005/Atom"
-LATEST = 20  # regressions on the figures page
+LATEST = 20  # on the figures page
 EXPLAINED = "explain"  # the site's folder of explain's tables
 
 
@@ -81,7 +81,8 @@ def judge_site(
     kept_entries: list[Any] = []
     judged: list[dict[str, Any]] = []
     kept_keys: dict[FeedKey, str | None] = {}  # -> its new title, if any
-    for name, graph_path, graph_params, idx, last, best, jumps in detected:
+    for entry in detected:
+        name, graph_path, graph_params, idx, *_, jumps = entry
         machine, branch = graph_param(graph_path, "machine"), graph_param(graph_path, "branch")
         feed_machine = graph_params.get("machine")  # asv names it only where there are several
         if several_branches and branch and "branch" not in graph_params:
@@ -135,7 +136,7 @@ def judge_site(
                     None if verdict.slower else f"{verdict.label}: {name} ({verdict.reason})"
                 )
         if kept_jumps:
-            kept_entries.append([name, graph_path, graph_params, idx, last, best, kept_jumps])
+            kept_entries.append([*entry[:-1], kept_jumps])
     (html / "regressions.json").write_text(
         json.dumps({"regressions": kept_entries}, separators=(",", ":"))
     )

@@ -34,8 +34,8 @@ class Unreachable(SiteAssetError):
     """The network refused a fetch: that host's CDN links stay."""
 
     def __init__(self, url: str, reason: str) -> None:
-        super().__init__(f"{url} unreachable ({reason})")
         self.host, self.why = _host(url), f"unreachable ({reason})"
+        super().__init__(f"{url} {self.why}")
 
 
 @dataclass(frozen=True)
