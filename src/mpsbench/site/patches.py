@@ -113,28 +113,19 @@ def grid_of_measured(html_dir: Path, key: str) -> None:
     )
 
 
-def _add_script(
-    html_dir: Path, name: str, target: str, anchor: re.Pattern[str], what: str, tag: str
-) -> None:
+def _add_script(html_dir: Path, name: str, target: str, anchor: re.Pattern[str], what: str) -> None:
     """Copies our script ``name`` to ``target`` and loads it in index.html after ``anchor``."""
     (html_dir / target).parent.mkdir(parents=True, exist_ok=True)
     (html_dir / target).write_text(
         resources.files("mpsbench.site").joinpath(name).read_text("utf-8"), "utf-8"
     )
-    _insert_once(
-        html_dir, f'src="{target}"', anchor, what, tag.format(f'<script src="{target}"></script>')
-    )
+    tag = f'<script src="{target}"></script>'
+    _insert_once(html_dir, f'src="{target}"', anchor, what, f"{tag}\n")
 
 
 def label_lone_points(html_dir: Path) -> None:
-    _add_script(
-        html_dir,
-        "lone_point.js",
-        LONE_POINT,
-        ASV_SCRIPT,
-        "asv.js script to load the lone-point plugin before",
-        "{}\n    ",
-    )
+    what = "asv.js script to load the lone-point plugin before"
+    _add_script(html_dir, "lone_point.js", LONE_POINT, ASV_SCRIPT, what)
 
 
 def keep_measured_tags(html_dir: Path, measured: Collection[str]) -> list[str]:
@@ -161,14 +152,8 @@ def twin(data: str) -> str:
 def make_readable_from_disk(html_dir: Path) -> int:
     """The file:// loader after jQuery and a twin beside every JSON file, to run last (the twins
     copy the final JSON); the number of twins."""
-    _add_script(
-        html_dir,
-        "file_json.js",
-        LOADER,
-        _JQUERY_TAG,
-        "jQuery that the file:// loader could follow",
-        "\n    {}",
-    )
+    what = "jQuery that the file:// loader could follow"
+    _add_script(html_dir, "file_json.js", LOADER, _JQUERY_TAG, what)
     documents = sorted(html_dir.rglob("*.json"))
     for path in documents:
         data = path.read_text(encoding="utf-8")

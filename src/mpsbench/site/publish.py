@@ -89,7 +89,7 @@ def _build(suite: Suite, html: Path, measured: set[str], asv_options: Sequence[s
     builds = pytorch_links.rewrite(html, suite.reader)
     log.info(
         f"commit links lead to PyTorch: {sum(map(bool, builds.values()))} of {len(builds)} builds"
-        " have its commit"
+        " have an upstream commit"
     )
     log.info(f"building the figures into {conf.html / FIGURES}")
     report.build(conf.results, html / FIGURES, conf, site=html)
