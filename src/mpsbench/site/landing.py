@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import html
 import json
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import quote, urlencode
@@ -13,8 +14,8 @@ from mpsbench.builds.timeline import Reader
 from mpsbench.measure import devices, models
 from mpsbench.regressions import rule
 from mpsbench.results import recorded
+from mpsbench.site import patches
 from mpsbench.site import throughput as tp
-from mpsbench.site.site_assets import SiteAssetError
 
 ANCHOR = '<div id="summarygrid-display"'  # asv's grid, index.html's default route
 MARK = "mpsbench-landing"
@@ -203,18 +204,13 @@ def write(html_dir: Path, results_dir: Path, timeline: Reader, figures: str) -> 
     """Puts the summary atop index.html's grid and the measured params into index.json."""
     results = tp.load(results_dir)
     summaries = summarize(results, timeline)
-    index = html_dir / "index.html"
-    text = index.read_text(encoding="utf-8")
-    start = text.find(ANCHOR)
-    if start < 0:
-        raise SiteAssetError(
-            f"{index} has no {ANCHOR}> to put the summary in; a different asv version?"
-        )
-    if f'id="{MARK}"' not in text:
-        end = text.index(">", start) + 1
-        index.write_text(
-            text[:end] + "\n" + to_html(summaries, figures) + text[end:], encoding="utf-8"
-        )
+    patches.insert_once(
+        html_dir,
+        f'id="{MARK}"',
+        re.compile(re.escape(ANCHOR) + "[^>]*>"),
+        f"{ANCHOR}> to put the summary in",
+        "\n" + to_html(summaries, figures),
+    )
     index_json = html_dir / "index.json"
     data = json.loads(index_json.read_text(encoding="utf-8"))
     data[MEASURED_KEY] = measured_params(results.recorded, results.param_names)

@@ -46,7 +46,7 @@ _JQUERY_TAG = re.compile(
 )
 
 
-def _insert_once(
+def insert_once(
     html_dir: Path, marker: str, anchor: re.Pattern[str], what: str, addition: str
 ) -> None:
     """``addition`` into index.html after ``anchor``, unless ``marker`` is there."""
@@ -75,7 +75,7 @@ def _replace_once(script: Path, old: str | re.Pattern[str], new: str, what: str)
 def add_nav_link(html_dir: Path, label: str, href: str) -> None:
     """A navbar entry after asv's Regressions tab."""
     item_id = "nav-li-mpsbench-" + re.sub(r"[^a-z0-9]+", "-", label.lower()).strip("-")
-    _insert_once(
+    insert_once(
         html_dir,
         f'id="{item_id}"',
         re.compile(re.escape(NAV_ANCHOR) + ".*?</li>", re.DOTALL),
@@ -120,7 +120,7 @@ def _add_script(html_dir: Path, name: str, target: str, anchor: re.Pattern[str],
         resources.files("mpsbench.site").joinpath(name).read_text("utf-8"), "utf-8"
     )
     tag = f'<script src="{target}"></script>'
-    _insert_once(html_dir, f'src="{target}"', anchor, what, f"{tag}\n")
+    insert_once(html_dir, f'src="{target}"', anchor, what, f"{tag}\n")
 
 
 def label_lone_points(html_dir: Path) -> None:
