@@ -146,13 +146,14 @@ def _release(
     image: str,
     title: str,
     points: list[tp.ReleasePoint],
-    texts: tuple[str, str, str, str],
+    none: str,
+    note: str,
+    ylabel: str,
+    columns: str,
     baseline: float | None,
     value: Callable[[float], str],
 ) -> list[Block]:
-    """A ratio by build date: figure, note and table; ``texts``: when none, note, y label,
-    columns."""
-    none, note, ylabel, columns = texts
+    """A ratio by build date: figure, note and table, or what ``none`` says."""
     if not points:
         return [none]
     figures.by_release(points, title, save(image), ylabel, baseline)
@@ -402,13 +403,11 @@ def build(
             "speedup_by_release.png",
             speedups,
             tp.speedup_by_release(results_dir, timeline),
-            (
-                f"No build has both {gpu} and cpu results.",
-                "Each build at its date, a line per Python (none has wheels for every release);"
-                " each version links to its PyTorch release.",
-                f"{gpu} speedup over cpu (samples/s ratio)",
-                "torch, python, machine, model, kind, speedup",
-            ),
+            f"No build has both {gpu} and cpu results.",
+            "Each build at its date, a line per Python (none has wheels for every release);"
+            " each version links to its PyTorch release.",
+            f"{gpu} speedup over cpu (samples/s ratio)",
+            "torch, python, machine, model, kind, speedup",
             1.0,
             lambda ratio: f"{ratio:.2f}x",
         ),
@@ -418,13 +417,11 @@ def build(
             "samples_per_joule.png",
             joules,
             tp.samples_per_joule(results_dir, timeline),
-            (
-                "No build has energy results (benchmark_models' *Capacity.track_joules_per_step).",
-                "The seed batch over the joules per step the device's counter read (cuda: NVML;"
-                " mps: IOReport; Linux cpu: RAPL), by build date (docs/explanation/instruments.md).",
-                "samples per joule (higher is better)",
-                "torch, python, machine and device, model, kind, samples/J",
-            ),
+            "No build has energy results (benchmark_models' *Capacity.track_joules_per_step).",
+            "The seed batch over the joules per step the device's counter read (cuda: NVML;"
+            " mps: IOReport; Linux cpu: RAPL), by build date (docs/explanation/instruments.md).",
+            "samples per joule (higher is better)",
+            "torch, python, machine and device, model, kind, samples/J",
             None,
             number,
         ),
