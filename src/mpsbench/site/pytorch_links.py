@@ -62,9 +62,10 @@ def rewrite(site: Path, timeline: Reader) -> dict[str, str | None]:
     script = (
         resources.files("mpsbench.site").joinpath("pytorch_links.js").read_text(encoding="utf-8")
     )
+    title = "PyTorch commits of the builds"
     (site / PAGE).write_text(
-        '<!doctype html><html><head><meta charset="utf-8"><title>PyTorch commits of the builds</title></head><body>'
-        '<p><a href="index.html">&larr; benchmark graphs</a></p><h1>PyTorch commits of the builds</h1>'
+        f'<!doctype html><html><head><meta charset="utf-8"><title>{title}</title></head><body>'
+        f'<p><a href="index.html">&larr; benchmark graphs</a></p><h1>{title}</h1>'
         '<p id="note">Each build on the site is a timeline commit; this is the PyTorch commit it was made from.</p>'
         f"<table><thead><tr><th>timeline commit</th><th>build</th><th>PyTorch commit</th></tr></thead><tbody>{rows}"
         f'</tbody></table><script type="application/json" id="builds">{data}</script>'

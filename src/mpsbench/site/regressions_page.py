@@ -43,7 +43,7 @@ def _graph_url(
     spec = index.get("benchmarks", {}).get(benchmark, {})
     params = {"machine": machine or ""}
     if idx is not None and spec.get("params"):
-        values = next(itertools.islice(itertools.product(*spec["params"]), idx, idx + 1))
+        values = list(itertools.product(*spec["params"]))[idx]
         params.update({f"p-{param}": value for param, value in zip(spec["param_names"], values)})
     params["commits"] = f"{old}-{new}" if old else new
     return f"index.html#{benchmark}?{urllib.parse.urlencode(params)}"
