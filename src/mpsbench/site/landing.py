@@ -190,14 +190,12 @@ def measured_params(
     found: recorded.Recorded, param_names: dict[str, tuple[str, ...]]
 ) -> dict[str, list[list[str]]]:
     """Per benchmark and param, the values (asv's reprs) of rows with a recorded number."""
-    seen: dict[str, list[set[str]]] = {}
+    combinations: dict[str, set[tuple[str, ...]]] = {}
     for rows in found.values.values():
         for row in rows:
             if row.benchmark in param_names:
-                axes = seen.setdefault(row.benchmark, [set() for _ in row.params])
-                for axis, value in zip(axes, row.params):
-                    axis.add(value)
-    return {name: [sorted(axis) for axis in axes] for name, axes in seen.items()}
+                combinations.setdefault(row.benchmark, set()).add(row.params)
+    return {name: [sorted(set(axis)) for axis in zip(*each)] for name, each in combinations.items()}
 
 
 def write(html_dir: Path, results_dir: Path, timeline: Reader, figures: str) -> list[Machine]:

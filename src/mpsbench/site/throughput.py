@@ -63,7 +63,6 @@ class Results:
         return sorted({machine for machine, _ in self.samples})
 
     def builds(self, machine: str) -> list[str]:
-        """The machine's builds with throughput results, oldest first."""
         return [c for c in self.recorded.builds(machine) if (machine, c) in self.samples]
 
     def newest(self, names: set[str]) -> Newest:
@@ -100,7 +99,7 @@ def _results(found: recorded.Recorded, param_names: dict[str, tuple[str, ...]]) 
 
 
 def load(results_dir: Path) -> Results:
-    """Every results file under ``results_dir`` (recorded.RecordedError if none)."""
+    """Every results file under ``results_dir``; recorded.RecordedError if none."""
     return _results(recorded.load(results_dir, strict=False), recorded.param_names(results_dir))
 
 
@@ -228,7 +227,7 @@ def previous_build(results: Results, machine: str, timeline: Reader) -> str | No
 
 
 def build_changes(results: Results, timeline: Reader) -> list[Change]:
-    """Each machine's newest build's step times beside the previous build's on its channel."""
+    """Each machine's newest step times beside its previous build's on the channel."""
     found = []
     for machine in results.machines:
         if (old := previous_build(results, machine, timeline)) is None:
@@ -311,7 +310,7 @@ def by_release(results_dir: Path, timeline: Reader, ratios: Ratios) -> list[Rele
 
 
 def speedup_by_release(results_dir: Path, timeline: Reader) -> list[ReleasePoint]:
-    """Every build's mps speedup over cpu (seed batch, as in the speedup figure)."""
+    """Every build's mps speedup over cpu at the seed batch."""
     return by_release(
         results_dir,
         timeline,
