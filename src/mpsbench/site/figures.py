@@ -49,6 +49,7 @@ def _nothing(ax: Any, what: str) -> None:
 
 
 def _keep_width(ax: Any, bars: int) -> None:
+    """A lone bar or group keeps the width it has among three."""
     ax.set_xlim(-0.6, max(bars, 3) - 0.4)
 
 

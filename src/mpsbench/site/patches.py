@@ -85,6 +85,7 @@ def add_nav_link(html_dir: Path, label: str, href: str) -> None:
 
 
 def show_every_channel(html_dir: Path) -> None:
+    """The graph page selects every branch (channel) on load."""
     _replace_once(
         html_dir / GRAPH_SCRIPT,
         FIRST_BRANCH_ONLY,

@@ -14,7 +14,7 @@ from mpsbench.results import recorded
 from mpsbench.site import landing, patches, pytorch_links, regressions_page, report, site_assets
 
 FIGURES = "mpsbench"  # the figures page's folder in html_dir
-HTML_DIR_OPTIONS = ("-o", "--html-dir")  # asv publish's: ours to set
+HTML_DIR_OPTIONS = ("-o", "--html-dir")  # asv publish's own: the scratch folder is ours to name
 
 log = progress.logger(__name__)
 

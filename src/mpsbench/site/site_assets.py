@@ -1,5 +1,5 @@
 """Makes a published asv site self-contained: its CDN libraries, copied from the npm registry and
-integrity-checked."""
+integrity-checked, with the standard library only."""
 
 from __future__ import annotations
 
@@ -116,6 +116,7 @@ def _host(url: str) -> str:
 
 
 def sri(data: bytes, algorithm: str) -> str:
+    """A Subresource Integrity value (``sha256-BASE64``) for ``data``."""
     if algorithm not in ("sha256", "sha384", "sha512"):
         raise SiteAssetError(
             f"unsupported integrity algorithm {algorithm!r}; SRI allows sha256, sha384, sha512"

@@ -63,6 +63,7 @@ class Results:
         return sorted({machine for machine, _ in self.samples})
 
     def builds(self, machine: str) -> list[str]:
+        """The machine's builds with throughput results, oldest first."""
         return [c for c in self.recorded.builds(machine) if (machine, c) in self.samples]
 
     def newest(self, names: set[str]) -> Newest:
