@@ -13,13 +13,13 @@ from mpsbench.site.throughput import CPU, KINDS, Pair, Point, ReleasePoint, Spee
 DEVICE_COLORS = {"cpu": "#7f7f7f", "mps": "#1f77b4", "cuda": "#2ca02c"}
 KIND_COLORS = {"training": "#d62728", "inference": "#1f77b4"}
 WIDTH = 0.38  # of each of two bars side by side
-Save = Callable[[str], Path]  # a name -> its output path, announced and recorded
+Save = Callable[[str], Path]  # a file name -> its path, announced
 
 
 def pyplot() -> Any:
     import matplotlib
 
-    matplotlib.use("Agg")  # files only: no display needed
+    matplotlib.use("Agg")  # files only, no display
     import matplotlib.pyplot as plt
 
     return plt
@@ -27,7 +27,7 @@ def pyplot() -> Any:
 
 @contextlib.contextmanager
 def _figure(out: Path, **subplots: Any) -> Iterator[tuple[Any, Any]]:
-    """``plt.subplots(**subplots)``, saved into ``out`` when the block ends."""
+    """``plt.subplots(**subplots)``, saved into ``out`` at the block's end."""
     plt = pyplot()
     fig, axes = plt.subplots(layout="constrained", **subplots)
     yield fig, axes
@@ -45,8 +45,7 @@ def _nothing(ax: Any, what: str) -> None:
         transform=ax.transAxes,
         color="#777",
     )
-    ax.set_xticks([])
-    ax.set_yticks([])
+    ax.set(xticks=[], yticks=[])
 
 
 def _keep_width(ax: Any, bars: int) -> None:
@@ -81,7 +80,6 @@ def _fallback_footnote(points: Iterable[Point], model: str) -> str:
 def _device_bars(
     ax: Any, machines_devices: list[tuple[str, str]], values: list[float], notes: list[str]
 ) -> None:
-    """One bar per machine and device, coloured by device."""
     colors = [DEVICE_COLORS.get(device, "#9467bd") for _, device in machines_devices]
     ax.bar_label(ax.bar(range(len(values)), values, color=colors), labels=notes, fontsize=7)
     ax.set_xticks(range(len(values)), [f"{m}\n{d}" for m, d in machines_devices], fontsize=8)
@@ -89,7 +87,7 @@ def _device_bars(
 
 
 def speedup(model: str, found: list[Speedup], out: Path) -> Any:
-    """The speedup chart, saved into ``out``; returns the (closed) Figure for inspection."""
+    """The speedup chart; returns the (closed) Figure."""
     groups = sorted({(s.machine, s.device) for s in found})
     with _figure(out, figsize=(max(6.0, 2.4 * len(groups)), 4.5)) as (fig, ax):
         for offset, kind in ((-WIDTH / 2, "training"), (WIDTH / 2, "inference")):
@@ -105,8 +103,10 @@ def speedup(model: str, found: list[Speedup], out: Path) -> Any:
         ax.axhline(1.0, color="black", linewidth=0.8)
         ax.set_xticks(range(len(groups)), [f"{machine}\n{device}" for machine, device in groups])
         _keep_width(ax, len(groups))
-        ax.set_ylabel("speedup over cpu (samples/s ratio)")
-        ax.set_title(f"{model}: GPU speedup over cpu, newest build per machine")
+        ax.set(
+            ylabel="speedup over cpu (samples/s ratio)",
+            title=f"{model}: GPU speedup over cpu, newest build per machine",
+        )
         ax.margins(y=0.25)
         ax.legend()
         fig.supxlabel(
@@ -116,7 +116,7 @@ def speedup(model: str, found: list[Speedup], out: Path) -> Any:
 
 
 def machines(model: str, points: list[Point], out: Path) -> Any:
-    """Samples/s per machine and device, one chart per kind; returns the (closed) Figure."""
+    """Samples/s per machine and device, a chart per kind; returns the (closed) Figure."""
     with _figure(out, ncols=len(KINDS), figsize=(11, 4.5), squeeze=False) as (fig, axes):
         for ax, kind in zip(axes[0], KINDS):
             ax.set_title(f"{model} {kind}")
@@ -157,25 +157,23 @@ def batches(
                         marker="o",
                         label=f"{machine} {device}",
                         color=colors[index % len(colors)],
-                        linestyle="--" if device == CPU else "-",  # the cpu baseline
+                        linestyle="--" if device == CPU else "-",
                     )
             ax.set_title(f"{model} {kind}")
             if not seen:
                 _nothing(ax, kind)
                 continue
             ax.set_xscale("log", base=2)
-            ax.set_yscale("log")
             ax.set_xticks(sorted(seen), [str(b) for b in sorted(seen)])
             ax.minorticks_off()
-            ax.set_xlabel("batch size")
-            ax.set_ylabel("samples/s")
+            ax.set(yscale="log", xlabel="batch size", ylabel="samples/s")
             ax.legend(fontsize=8)
 
 
 def by_release(
     points: list[ReleasePoint], title: str, out: Path, ylabel: str, baseline: float | None
 ) -> None:
-    """A ratio along the builds' dates, one line per model, kind, machine and Python; releases named."""
+    """A ratio along the builds' dates, a line per model, kind, machine and Python."""
     with _figure(out, figsize=(11, 5)) as (_, ax):
         for key in sorted({(p.model, p.kind, p.machine, p.python) for p in points}):
             line = sorted(
@@ -196,13 +194,12 @@ def by_release(
                 )
         if baseline is not None:
             ax.axhline(baseline, color="black", linewidth=0.8)
-        ax.set_ylabel(ylabel)
-        ax.set_title(title)
+        ax.set(ylabel=ylabel, title=title)
         ax.legend(fontsize=7)
 
 
 def compile_pairs(found: list[Pair], out: Path) -> None:
-    """Eager and compiled step times side by side, each compiled bar labelled with its speedup."""
+    """Eager and compiled step times side by side, the compiled bars labelled with the speedup."""
     with _figure(out, figsize=(max(6.0, 1.2 * len(found)), 4.5)) as (_, ax):
         for offset, mode, color in (
             (-WIDTH / 2, "eager", "#7f7f7f"),
@@ -223,16 +220,17 @@ def compile_pairs(found: list[Pair], out: Path) -> None:
             [f"{p.model}\n{p.kind}\n{p.machine} {p.device}" for p in found],
             fontsize=7,
         )
-        ax.set_yscale("log")
-        ax.set_ylabel("ms per step (lower is better)")
-        ax.set_title("eager against torch.compile (inductor), seed batch, newest build per machine")
+        ax.set(
+            yscale="log",
+            ylabel="ms per step (lower is better)",
+            title="eager against torch.compile (inductor), seed batch, newest build per machine",
+        )
         ax.legend()
 
 
 def tokens(
     machines_devices: list[tuple[str, str]], speeds: list[float], title: str, out: Path
 ) -> None:
-    """Decoded tokens per second, one bar per machine and device."""
     with _figure(out, figsize=(max(6.5, 1.6 * len(speeds)), 4.0)) as (_, ax):
         _device_bars(ax, machines_devices, speeds, [f"{s:.1f}" for s in speeds])
         ax.set_ylabel("decoded tokens/s (higher is better)")

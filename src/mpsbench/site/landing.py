@@ -1,23 +1,25 @@
-"""The site's first screen, above asv's grid in index.html: each machine's newest seed step times
-per device, each linked to its graph, and the GPU speedups over cpu."""
+"""The site's first screen, above asv's grid: each machine's newest seed step times per device,
+linked to their graphs, and the GPU speedups over cpu."""
 
 from __future__ import annotations
 
 import html
 import json
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import quote, urlencode
 
 from mpsbench.builds.timeline import Reader
 from mpsbench.measure import devices, models
+from mpsbench.regressions import rule
 from mpsbench.results import recorded
+from mpsbench.site import patches
 from mpsbench.site import throughput as tp
-from mpsbench.site.site_assets import SiteAssetError
 
-ANCHOR = '<div id="summarygrid-display"'  # asv's grid page, index.html's default route
-MARK = "mpsbench-landing"  # the fragment's id
-MEASURED_KEY = "mpsbench_measured"  # index.json's param values with a recorded number
+ANCHOR = '<div id="summarygrid-display"'  # asv's grid, index.html's default route
+MARK = "mpsbench-landing"
+MEASURED_KEY = "mpsbench_measured"  # index.json's key: param values with a recorded number
 SEEDS = {"training": models.NAMES, "inference": models.INFERENCE_NAMES}  # benchmark_models' params
 NONE = '<td class="mpsbench-none">-</td>'
 
@@ -29,7 +31,7 @@ class Value:
     step: tp.Step
     seconds: float
     spread: float | None  # None without statistics
-    seed: bool  # else the largest batch timed
+    seed: bool  # else the largest batch
 
     @property
     def samples_per_second(self) -> float:
@@ -62,23 +64,15 @@ class Machine:
         return [device for device in self.devices if device != tp.CPU]
 
 
-def _spread(measured: recorded.Measured) -> float | None:
-    stats = measured.stats or {}
-    if stats.get("q_25") is None or stats.get("q_75") is None or not measured.value:
-        return None
-    return (float(stats["q_75"]) - float(stats["q_25"])) / 2 / measured.value
-
-
 def summarize(results: tp.Results, timeline: Reader) -> list[Machine]:
     """Each machine with a timed seed row, at its newest such build by date."""
     found = []
-    timed_builds = {(machine, commit) for machine, commit, _ in results.timed}
     for machine in results.recorded.machines:
-        builds = [c for c in results.recorded.builds(machine) if (machine, c) in timed_builds]
+        builds = [c for c in results.recorded.builds(machine) if (machine, c) in results.timed]
         if not builds:
             continue
         newest = builds[-1]
-        timed = {s: v for (m, c, s), (_, v) in results.timed.items() if (m, c) == (machine, newest)}
+        timed = {step: measured for step, (_, measured) in results.timed[machine, newest].items()}
         lines, missing = [], []
         for kind, names in SEEDS.items():
             for model in names:
@@ -87,7 +81,7 @@ def summarize(results: tp.Results, timeline: Reader) -> list[Machine]:
                     step.device: Value(
                         step,
                         timed[step].value,
-                        _spread(timed[step]),
+                        rule.noise(timed[step]),
                         step.batch == tp.seed_batch(model),
                     )
                     for step in steps
@@ -103,7 +97,7 @@ def summarize(results: tp.Results, timeline: Reader) -> list[Machine]:
 
 
 def graph_link(machine: str, step: tp.Step) -> str:
-    """index.html's hash for the step's graph, with its params selected."""
+    """index.html's hash for the step's graph, its params selected."""
     params = {
         "machine": machine,
         "p-device": repr(step.device),
@@ -155,9 +149,7 @@ def _machine_html(summary: Machine) -> str:
             f"Only {', '.join(summary.devices)} measured here: a speedup needs mps or cuda beside cpu on one machine."
         )
     if any(not value.seed for line in summary.lines for value in line.values.values()):
-        notes.append(
-            "bs N*: not the model's seed batch, which that device has no value for: its largest batch."
-        )
+        notes.append(tp.FALLBACK_NOTE)
     if summary.missing:
         notes.append(f"No value yet on this build: {', '.join(summary.missing)}.")
     return (
@@ -169,16 +161,15 @@ def _machine_html(summary: Machine) -> str:
 
 
 STYLE = (
-    f"#{MARK}{{padding:10px 20px 0 20px;max-width:1100px}}"
-    f"#{MARK} table{{width:auto}}#{MARK} td,#{MARK} th{{padding:3px 14px 3px 0;text-align:right}}"
-    f"#{MARK} td:first-child,#{MARK} td:nth-child(2),#{MARK} th:first-child,#{MARK} th:nth-child(2)"
-    f"{{text-align:left}}#{MARK} .mpsbench-batch,#{MARK} .mpsbench-none,#{MARK} .mpsbench-note"
-    f"{{color:#777}}#{MARK} h3{{margin-top:12px}}"
+    f"#{MARK}{{padding:10px 20px 0 20px;max-width:1100px}}#{MARK} table{{width:auto}}"
+    f"#{MARK} :is(td,th){{padding:3px 14px 3px 0;text-align:right}}"
+    f"#{MARK} :is(td,th):nth-child(-n+2){{text-align:left}}"
+    f"#{MARK} :is(.mpsbench-batch,.mpsbench-none,.mpsbench-note){{color:#777}}"
+    f"#{MARK} h3{{margin-top:12px}}"
 )
 
 
 def to_html(summaries: list[Machine], figures: str) -> str:
-    """The fragment: heading, explanation, a table per machine, links to the rest."""
     body = "".join(map(_machine_html, summaries)) or (
         "<p>No training or inference step of a seed model is recorded yet: the rows below are the"
         " other benchmarks'.</p>"
@@ -186,11 +177,10 @@ def to_html(summaries: list[Machine], figures: str) -> str:
     return (
         f'<div id="{MARK}"><style>{STYLE}</style>'
         "<h2>Training and inference step time per device</h2>"
-        "<p>Each seed model's step (forward, loss, backward and optimizer step for training; a forward"
-        " pass for inference) at its seed batch size, asv's median with half its interquartile range,"
-        " on each machine's newest build; lower is faster. A speedup is samples/s on the GPU over"
-        " samples/s on the cpu of the same machine and build. Each time links to its graph across"
-        f" builds.</p>{body}"
+        "<p>Each seed model's step (training: forward, loss, backward, optimizer step; inference: a"
+        " forward pass) at its seed batch size on each machine's newest build: asv's median ± half"
+        " its interquartile range; lower is faster. A speedup is the GPU's samples/s over the cpu's"
+        f" on one machine and build. Each time links to its graph across builds.</p>{body}"
         f"<p>The seeds' figures: <a href=\"{html.escape(figures)}\">Figures</a>. Below: asv's grid of"
         " every benchmark (the Benchmark list and Regressions tabs are in the bar above).</p><hr></div>"
     )
@@ -200,32 +190,25 @@ def measured_params(
     found: recorded.Recorded, param_names: dict[str, tuple[str, ...]]
 ) -> dict[str, list[list[str]]]:
     """Per benchmark and param, the values (asv's reprs) of rows with a recorded number."""
-    seen: dict[str, list[set[str]]] = {}
+    combinations: dict[str, set[tuple[str, ...]]] = {}
     for rows in found.values.values():
-        for row in rows:  # rows hold numbers: failures and skips are not rows
+        for row in rows:
             if row.benchmark in param_names:
-                axes = seen.setdefault(row.benchmark, [set() for _ in row.params])
-                for axis, value in zip(axes, row.params):
-                    axis.add(value)
-    return {name: [sorted(axis) for axis in axes] for name, axes in seen.items()}
+                combinations.setdefault(row.benchmark, set()).add(row.params)
+    return {name: [sorted(set(axis)) for axis in zip(*each)] for name, each in combinations.items()}
 
 
 def write(html_dir: Path, results_dir: Path, timeline: Reader, figures: str) -> list[Machine]:
-    """Puts the summary atop index.html's grid page and the measured params in index.json."""
+    """Puts the summary atop index.html's grid and the measured params into index.json."""
     results = tp.load(results_dir)
     summaries = summarize(results, timeline)
-    index = html_dir / "index.html"
-    text = index.read_text(encoding="utf-8")
-    start = text.find(ANCHOR)
-    if start < 0:
-        raise SiteAssetError(
-            f"{index} has no {ANCHOR}> to put the summary in; a different asv version?"
-        )
-    if f'id="{MARK}"' not in text:
-        end = text.index(">", start) + 1
-        index.write_text(
-            text[:end] + "\n" + to_html(summaries, figures) + text[end:], encoding="utf-8"
-        )
+    patches.insert_once(
+        html_dir,
+        f'id="{MARK}"',
+        re.compile(re.escape(ANCHOR) + "[^>]*>"),
+        f"{ANCHOR}> to put the summary in",
+        "\n" + to_html(summaries, figures),
+    )
     index_json = html_dir / "index.json"
     data = json.loads(index_json.read_text(encoding="utf-8"))
     data[MEASURED_KEY] = measured_params(results.recorded, results.param_names)

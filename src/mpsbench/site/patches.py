@@ -18,11 +18,9 @@ GRAPH_SCRIPT = "graphdisplay.js"
 # asv selects only the first branch on load, hiding the other channels' builds
 FIRST_BRANCH_ONLY = "state[param] = [values[0]];"
 EVERY_BRANCH = "state[param] = values;  /* mpsbench: every channel of the default (site.patches) */"
-# Chromium refuses XMLHttpRequest from file://: file_json.js loads each NAME.json's twin
-# NAME.json.js with a <script> element instead.
+# Chromium refuses XMLHttpRequest from file://: this loads NAME.json's twin NAME.json.js instead
 LOADER = f"{VENDOR}/mpsbench/file-json.js"
-# asv selects each param's first values on load, which may have no data (mps on a cpu-only
-# machine); the patch selects those index.json's MEASURED_KEY (site.landing) lists.
+# asv selects each param's first values, which may have no data (mps on a cpu-only machine)
 FIRST_VALUES = re.compile(
     r"for \(var j = 0; j < param_values\.length && \(j\+1\)\*count <= max_curves; \+\+j\) \{"
     r"\s*item\.push\(j\);\s*\}"
@@ -34,7 +32,6 @@ MEASURED_VALUES = (
     "\n                    }}"
     "\n                    if (item.length == 0) {{ item.push(0); }}"
 )
-# asv's grid draws a tile per benchmark, mostly empty on a first site
 GRID_SCRIPT = "summarygrid.js"
 EVERY_TILE = "$.each(main_json.benchmarks, function(bm_name, bm) {"
 MEASURED_TILES = (
@@ -49,7 +46,7 @@ _JQUERY_TAG = re.compile(
 )
 
 
-def _insert_once(
+def insert_once(
     html_dir: Path, marker: str, anchor: re.Pattern[str], what: str, addition: str
 ) -> None:
     """``addition`` into index.html after ``anchor``, unless ``marker`` is there."""
@@ -76,9 +73,9 @@ def _replace_once(script: Path, old: str | re.Pattern[str], new: str, what: str)
 
 
 def add_nav_link(html_dir: Path, label: str, href: str) -> None:
-    """A navbar entry in index.html after asv's Regressions tab (once)."""
+    """A navbar entry after asv's Regressions tab."""
     item_id = "nav-li-mpsbench-" + re.sub(r"[^a-z0-9]+", "-", label.lower()).strip("-")
-    _insert_once(
+    insert_once(
         html_dir,
         f'id="{item_id}"',
         re.compile(re.escape(NAV_ANCHOR) + ".*?</li>", re.DOTALL),
@@ -98,7 +95,7 @@ def show_every_channel(html_dir: Path) -> None:
 
 
 def select_measured_values(html_dir: Path, key: str) -> None:
-    """The graph page selects only param values with data on load."""
+    """The graph page selects on load only the param values index.json's ``key`` lists."""
     _replace_once(
         html_dir / GRAPH_SCRIPT,
         FIRST_VALUES,
@@ -117,23 +114,19 @@ def grid_of_measured(html_dir: Path, key: str) -> None:
     )
 
 
-def _copy_script(name: str, html_dir: Path, target: str) -> None:
+def _add_script(html_dir: Path, name: str, target: str, anchor: re.Pattern[str], what: str) -> None:
+    """Copies our script ``name`` to ``target`` and loads it in index.html after ``anchor``."""
     (html_dir / target).parent.mkdir(parents=True, exist_ok=True)
     (html_dir / target).write_text(
         resources.files("mpsbench.site").joinpath(name).read_text("utf-8"), "utf-8"
     )
+    tag = f'<script src="{target}"></script>'
+    insert_once(html_dir, f'src="{target}"', anchor, what, f"{tag}\n")
 
 
 def label_lone_points(html_dir: Path) -> None:
-    """Adds the lone-point plugin, loaded by index.html after flot (once)."""
-    _copy_script("lone_point.js", html_dir, LONE_POINT)
-    _insert_once(
-        html_dir,
-        f'src="{LONE_POINT}"',
-        ASV_SCRIPT,
-        "asv.js script to load the lone-point plugin before",
-        f'<script src="{LONE_POINT}"></script>\n    ',
-    )
+    what = "asv.js script to load the lone-point plugin before"
+    _add_script(html_dir, "lone_point.js", LONE_POINT, ASV_SCRIPT, what)
 
 
 def keep_measured_tags(html_dir: Path, measured: Collection[str]) -> list[str]:
@@ -150,7 +143,7 @@ def keep_measured_tags(html_dir: Path, measured: Collection[str]) -> list[str]:
     if kept != tags:
         index["tags"] = kept
         path.write_text(json.dumps(index), encoding="utf-8")
-    return sorted(set(tags) - set(kept))
+    return sorted(tags.keys() - kept.keys())
 
 
 def twin(data: str) -> str:
@@ -158,16 +151,10 @@ def twin(data: str) -> str:
 
 
 def make_readable_from_disk(html_dir: Path) -> int:
-    """The file:// loader after jQuery and a twin beside every JSON file (run last: the twins copy
-    the final JSON); the number of twins."""
-    _copy_script("file_json.js", html_dir, LOADER)
-    _insert_once(
-        html_dir,
-        f'src="{LOADER}"',
-        _JQUERY_TAG,
-        "jQuery that the file:// loader could follow",
-        f'\n    <script src="{LOADER}"></script>',
-    )
+    """The file:// loader after jQuery and a twin beside every JSON file, to run last (the twins
+    copy the final JSON); the number of twins."""
+    what = "jQuery that the file:// loader could follow"
+    _add_script(html_dir, "file_json.js", LOADER, _JQUERY_TAG, what)
     documents = sorted(html_dir.rglob("*.json"))
     for path in documents:
         data = path.read_text(encoding="utf-8")

@@ -1,6 +1,5 @@
-"""``mpsbench publish``: every step of the site into a scratch folder beside html_dir, then one
-rename over it, so that readers see the previous site until the new one is whole and a failed
-publish changes nothing (docs/explanation/site.md)."""
+"""``mpsbench publish``: the site built in a scratch folder beside html_dir, then renamed over it:
+readers see the previous site until the new one is whole (docs/explanation/site.md)."""
 
 from __future__ import annotations
 
@@ -24,13 +23,13 @@ def measured_builds(results: Path) -> set[str]:
     """The builds (timeline commits) with a recorded value on any machine."""
     try:
         found = recorded.load(results, strict=False)  # as asv publish: unreadable files skipped
-    except recorded.RecordedError:  # no results folder, or no results file in it
+    except recorded.RecordedError:
         return set()
     return {commit for (_, commit), rows in found.values.items() if rows}
 
 
 def staging(html: Path) -> Path:
-    """Beside html_dir, on its file system, for the rename."""
+    """Beside html_dir, on its file system for the rename."""
     return html.parent / f".{html.name}.publishing"
 
 
@@ -62,7 +61,7 @@ def publish(suite: Suite, asv_options: Sequence[str] = ()) -> None:
     folder = staging(conf.html)
     folder.mkdir(parents=True, exist_ok=True)
     with files.lock(folder / "site"):  # its own lock: a run holding the results' never blocks it
-        for left in folder.iterdir():  # a publish killed before its rename
+        for left in folder.iterdir():  # of a publish killed before its rename
             files.remove(left, keep)
         scratch = Path(tempfile.mkdtemp(prefix="site-", dir=folder))
         try:
@@ -85,7 +84,7 @@ def _build(suite: Suite, html: Path, measured: set[str], asv_options: Sequence[s
     judged = regressions_page.judge_site(html, conf.results, conf.thresholds, suite.reader)
     log.info(
         f"Regressions page: {sum(j['regressed'] for j in judged)} of {len(judged)} jumps asv found"
-        f" are regressions; the rest are set aside with their reason in {conf.html / regressions_page.JUDGED}"
+        f" are regressions; the rest, with their reasons: {conf.html / regressions_page.JUDGED}"
     )
     builds = pytorch_links.rewrite(html, suite.reader)
     log.info(
@@ -94,24 +93,20 @@ def _build(suite: Suite, html: Path, measured: set[str], asv_options: Sequence[s
     )
     log.info(f"building the figures into {conf.html / FIGURES}")
     report.build(conf.results, html / FIGURES, conf, site=html)
-    log.info(
-        f"making the site self-contained (libraries from the npm registry, cached in {site_assets.CACHE})"
-    )
+    log.info(f"making the site self-contained (npm registry, cached in {site_assets.CACHE})")
     site_assets.make_offline(html)
     patches.add_nav_link(html, "Figures", figures)
     patches.show_every_channel(html)
     summaries = landing.write(html, conf.results, suite.reader, figures)
-    log.info(
-        f"index.html opens on the seed models' step times on each machine's newest build ({len(summaries)})"
-    )
+    log.info(f"index.html opens on the seeds' step times of {len(summaries)} machines")
     patches.select_measured_values(html, landing.MEASURED_KEY)
     patches.grid_of_measured(html, landing.MEASURED_KEY)
     patches.label_lone_points(html)
     if dropped := patches.keep_measured_tags(html, measured):
         more = ", ..." if len(dropped) > 5 else ""
         log.info(
-            f"top axis: {len(dropped)} tags of builds with no recorded value left out"
+            f"top axis: {len(dropped)} tags of builds without a recorded value left out"
             f" ({', '.join(dropped[:5])}{more})"
         )
-    twins = patches.make_readable_from_disk(html)  # last: after every step has written its JSON
-    log.info(f"{twins} JSON files given a .js twin, so that index.html also opens from disk")
+    twins = patches.make_readable_from_disk(html)  # last: every JSON is final
+    log.info(f"{twins} JSON files given a .js twin, so that index.html opens from disk")

@@ -1,5 +1,5 @@
-"""Points the site's commit links at PyTorch's commits instead of timeline hashes: pytorch.html's
-script (pytorch_links.js) redirects to the commit or range a link names."""
+"""Points the site's commit links at PyTorch's commits, not timeline hashes: pytorch.html's script
+(pytorch_links.js) redirects to the commit or range a link names."""
 
 from __future__ import annotations
 
@@ -31,12 +31,12 @@ def _full(builds: dict[str, str | None], prefix: str) -> str | None:
 
 
 def rewrite(site: Path, timeline: Reader) -> dict[str, str | None]:
-    """Writes pytorch.html, points index.json at it, fixes regressions.xml; returns timeline
-    commit -> git_version."""
+    """Writes pytorch.html, points index.json at it, fixes regressions.xml; each timeline commit's
+    git_version."""
     index_path = site / "index.json"
     index = json.loads(index_path.read_text())
     builds = {commit: timeline.git_version(commit) for commit in index["revision_to_hash"].values()}
-    for commit in list(builds):  # the builds before the first ones, for ranges from there
+    for commit in list(builds):  # the builds before the first, for ranges from them
         if (parent := timeline.parent(commit)) and parent not in builds:
             builds[parent] = timeline.git_version(parent)
     index["show_commit_url"] = SHOW_COMMIT_URL
@@ -62,9 +62,10 @@ def rewrite(site: Path, timeline: Reader) -> dict[str, str | None]:
     script = (
         resources.files("mpsbench.site").joinpath("pytorch_links.js").read_text(encoding="utf-8")
     )
+    title = "PyTorch commits of the builds"
     (site / PAGE).write_text(
-        '<!doctype html><html><head><meta charset="utf-8"><title>PyTorch commits of the builds</title></head><body>'
-        '<p><a href="index.html">&larr; benchmark graphs</a></p><h1>PyTorch commits of the builds</h1>'
+        f'<!doctype html><html><head><meta charset="utf-8"><title>{title}</title></head><body>'
+        f'<p><a href="index.html">&larr; benchmark graphs</a></p><h1>{title}</h1>'
         '<p id="note">Each build on the site is a timeline commit; this is the PyTorch commit it was made from.</p>'
         f"<table><thead><tr><th>timeline commit</th><th>build</th><th>PyTorch commit</th></tr></thead><tbody>{rows}"
         f'</tbody></table><script type="application/json" id="builds">{data}</script>'

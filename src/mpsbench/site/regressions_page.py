@@ -1,5 +1,5 @@
-"""The published Regressions page re-judged row by row by :func:`mpsbench.regressions.rule.judge`:
-only the slower and the wrong stay in regressions.json and its feed; every verdict goes to JUDGED."""
+"""The published Regressions page re-judged row by row (mpsbench.regressions.rule): only the slower
+and the wrong stay in regressions.json and its feed; every verdict goes to JUDGED."""
 
 from __future__ import annotations
 
@@ -22,7 +22,7 @@ from mpsbench.results import recorded
 JUDGED = "regressions-judged.json"
 FeedKey = tuple[str, str | None, str]  # row, machine (None where the link names none), commits
 ATOM = "http://www.w3.org/2005/Atom"
-LATEST = 20  # regressions on the figures page
+LATEST = 20  # on the figures page
 EXPLAINED = "explain"  # the site's folder of explain's tables
 
 
@@ -43,7 +43,7 @@ def _graph_url(
     spec = index.get("benchmarks", {}).get(benchmark, {})
     params = {"machine": machine or ""}
     if idx is not None and spec.get("params"):
-        values = next(itertools.islice(itertools.product(*spec["params"]), idx, idx + 1))
+        values = list(itertools.product(*spec["params"]))[idx]
         params.update({f"p-{param}": value for param, value in zip(spec["param_names"], values)})
     params["commits"] = f"{old}-{new}" if old else new
     return f"index.html#{benchmark}?{urllib.parse.urlencode(params)}"
@@ -53,7 +53,7 @@ def _jump_builds(
     revision_to_hash: dict[str, str], timeline: Reader, rev_a: int | None, rev_b: int
 ) -> tuple[str | None, str]:
     """A jump's two builds; where asv names no older one, the newer one's timeline parent (the
-    build before by date could be another channel's)."""
+    build before by date may be another channel's)."""
     new = revision_to_hash[str(rev_b)]
     return (revision_to_hash[str(rev_a)] if rev_a is not None else timeline.parent(new)), new
 
@@ -72,7 +72,7 @@ def _published(html: Path) -> tuple[list[Any], dict[str, Any], dict[str, str]]:
 def judge_site(
     html: Path, results_dir: Path, thresholds: dict[str, float], timeline: Reader
 ) -> list[dict[str, Any]]:
-    """Judges every jump of ``html/regressions.json``, rewrites it and the feed; every verdict."""
+    """Judges every jump of the site's regressions.json, rewrites it and the feed; every verdict."""
     detected, index, revision_to_hash = _published(html)
     found = recorded.load(results_dir, strict=False)
     rows = {row.entry: row for table in found.values.values() for row in table}
@@ -80,12 +80,13 @@ def judge_site(
     several_branches = len(index.get("params", {}).get("branch", [])) > 1
     kept_entries: list[Any] = []
     judged: list[dict[str, Any]] = []
-    kept_keys: dict[FeedKey, str | None] = {}  # -> a new title, or None
-    for name, graph_path, graph_params, idx, last, best, jumps in detected:
+    kept_keys: dict[FeedKey, str | None] = {}  # -> its new title, if any
+    for entry in detected:
+        name, graph_path, graph_params, idx, *_, jumps = entry
         machine, branch = graph_param(graph_path, "machine"), graph_param(graph_path, "branch")
         feed_machine = graph_params.get("machine")  # asv names it only where there are several
         if several_branches and branch and "branch" not in graph_params:
-            # else asv's page, filtering by a branch with no results, shows that channel nothing
+            # else asv's page filters by a branch without this channel's results
             graph_params["branch"] = branch
         unit = str(index.get("benchmarks", {}).get(name.split("(", 1)[0], {}).get("unit", ""))
         row = rows.get(name)
@@ -106,27 +107,27 @@ def judge_site(
                     "asv's step detection (no recorded values to judge)",
                 )
             judged.append(
-                {
-                    "benchmark": name,
-                    "machine": machine,
-                    "branch": branch,
-                    "unit": unit,
-                    "old": old,
-                    "new": new,
-                    "before": before,
-                    "after": after,
-                    "ratio": verdict.ratio,
-                    "verdict": verdict.label,
-                    "reason": verdict.reason,
-                    "threshold": verdict.threshold,
-                    "regressed": verdict.regressed,
-                    "graph": _graph_url(index, name, machine, idx, old, new),
-                }
+                dict(
+                    benchmark=name,
+                    machine=machine,
+                    branch=branch,
+                    unit=unit,
+                    old=old,
+                    new=new,
+                    before=before,
+                    after=after,
+                    ratio=verdict.ratio,
+                    verdict=verdict.label,
+                    reason=verdict.reason,
+                    threshold=verdict.threshold,
+                    regressed=verdict.regressed,
+                    graph=_graph_url(index, name, machine, idx, old, new),
+                )
             )
             if verdict.regressed:
                 if old:
                     judged[-1]["explain"] = _publish_table(html, results_dir, name, old, new)
-                # a one-commit jump becomes the range from the build before, which asv's page links
+                # a one-build jump becomes the range from the build before, as asv's page links it
                 kept_jumps.append(
                     [revision_of.get(old, rev_a) if old else rev_a, rev_b, before, after]
                 )
@@ -135,7 +136,7 @@ def judge_site(
                     None if verdict.slower else f"{verdict.label}: {name} ({verdict.reason})"
                 )
         if kept_jumps:
-            kept_entries.append([name, graph_path, graph_params, idx, last, best, kept_jumps])
+            kept_entries.append([*entry[:-1], kept_jumps])
     (html / "regressions.json").write_text(
         json.dumps({"regressions": kept_entries}, separators=(",", ":"))
     )
@@ -155,7 +156,7 @@ class Regression:
     revision: int
     graph: str = ""
     kind: str = "slower"  # or a correctness verdict
-    explain: str = ""  # explain's table, relative to the site's root
+    explain: str = ""  # explain's table, from the site's root
 
     @property
     def ratio(self) -> float:
@@ -163,7 +164,7 @@ class Regression:
 
 
 def _publish_table(html: Path, results_dir: Path, name: str, old: str, new: str) -> str:
-    """The table explain kept for this jump, copied into the site: its link, or ""."""
+    """Copies the table explain kept for this jump into the site: its link, or ""."""
     table = explain.stored(results_dir) / explain.stored_name(name, old, new)
     if not table.is_file():
         return ""
@@ -212,13 +213,13 @@ def _judged(html: Path) -> list[dict[str, Any]]:
 
 
 def set_aside(html: Path) -> list[dict[str, Any]]:
-    """The jumps asv found that are no regressions, each with its reason."""
+    """The jumps asv found that are no regressions, with their reasons."""
     return [j for j in _judged(html) if not j.get("regressed")]
 
 
 def _filter_feed(feed: Path, kept: dict[FeedKey, str | None]) -> None:
     """Drops the feed entries of jumps not ``kept`` (asv's title is 'PERCENT NAME', its link names
-    the commits); retitles the wrong results, which are no percentage slower."""
+    the commits) and retitles the wrong results."""
     if not feed.is_file():
         return
     ET.register_namespace("", ATOM)

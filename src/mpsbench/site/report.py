@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
+from typing import Any, TypeVar
 
 from mpsbench.builds.timeline import Reader, pytorch_url
 from mpsbench.core import asv, progress
@@ -25,20 +26,19 @@ from mpsbench.regressions import rule
 from mpsbench.results import recorded
 from mpsbench.site import figures, regressions_page
 from mpsbench.site import throughput as tp
+from mpsbench.site.figures import Save, batch_note, ms, number
 
-FALLBACK_NOTE = (
-    "bs N*: not the seed's batch size, which that device has no result for: its largest batch."
-)
 ERRORS = (
     "benchmark_patterns.Correctness.track_relative_error",
     "benchmark_patterns.ReportedCorrectness.track_relative_error",
 )
 DIFFERENCES = "benchmark_patterns.Determinism.track_largest_difference"
-NEWEST = 12  # builds per machine in the correctness table, a column each
+NEWEST = 12  # builds per machine in the correctness table
 PREFILL = "benchmark_modern.LlmPrefill.time_prefill"
 DECODE = "benchmark_modern.LlmDecode.time_decode"
 
 log = progress.logger(__name__)
+T = TypeVar("T")
 
 
 def _table(columns: str, rows: Iterable[Sequence[Cell]], marked: list[str] | None = None) -> Table:
@@ -46,13 +46,18 @@ def _table(columns: str, rows: Iterable[Sequence[Cell]], marked: list[str] | Non
 
 
 def _per_model(
-    save: figures.Save, name: str, what: str, present: set[str], draw: Callable[[str, Path], None]
+    save: Save,
+    name: str,
+    what: str,
+    items: Sequence[T],
+    model: Callable[[T], str],
+    draw: Callable[[str, list[T], Path], Any],
 ) -> list[Block]:
-    """One figure per model of ``present``, in the registry's order, drawn by ``draw``."""
-    drawn = tp.in_order(present, models.NAMES)
-    for model in drawn:
-        draw(model, save(f"{name}_{model}.png"))
-    return [Image(f"{name}_{model}.png", f"{model} {what}") for model in drawn]
+    """A figure per model, in the registry's order, each drawn from its items."""
+    drawn = tp.in_order({model(item) for item in items}, models.NAMES)
+    for each in drawn:
+        draw(each, [item for item in items if model(item) == each], save(f"{name}_{each}.png"))
+    return [Image(f"{name}_{each}.png", f"{each} {what}") for each in drawn]
 
 
 def _builds(results: tp.Results, results_dir: Path, timeline: Reader, limit: float) -> list[Block]:
@@ -62,16 +67,15 @@ def _builds(results: tp.Results, results_dir: Path, timeline: Reader, limit: flo
         newest = timeline.label(results.builds(machine)[-1])
         rows.append([machine, newest, timeline.label(previous) if previous else "-"])
     return [
-        f"From {results.recorded.files} results files in {results_dir}; every figure uses each"
-        " machine's newest build. Throughput is batch size over asv's median step time."
-        f" Regression factor {limit:g} (asv.conf.json regressions_thresholds).",
+        f"From {results.recorded.files} results files in {results_dir}; figures use each machine's"
+        " newest build. Throughput is batch size over asv's median step time. Regression factor"
+        f" {limit:g} (asv.conf.json regressions_thresholds).",
         _table("machine, newest build, previous build", rows),
     ]
 
 
-def _speedup(results: tp.Results, save: figures.Save) -> list[Block]:
-    found = tp.speedups(results)
-    if not found:
+def _speedup(results: tp.Results, save: Save) -> list[Block]:
+    if not (found := tp.speedups(results)):
         return ["No machine has both GPU and cpu results."]
     rows = [
         [
@@ -79,26 +83,23 @@ def _speedup(results: tp.Results, save: figures.Save) -> list[Block]:
             s.kind,
             s.machine,
             s.device,
-            figures.batch_note(s.gpu),
-            figures.batch_note(s.cpu),
-            figures.number(s.gpu.samples_per_second),
-            figures.number(s.cpu.samples_per_second),
+            batch_note(s.gpu),
+            batch_note(s.cpu),
+            number(s.gpu.samples_per_second),
+            number(s.cpu.samples_per_second),
             f"{s.ratio:.2f}x",
         ]
         for s in found
     ]
-    images = _per_model(
-        save,
-        "speedup",
-        "speedup over cpu",
-        {s.model for s in found},
-        lambda model, path: figures.speedup(model, [s for s in found if s.model == model], path),
-    )
     columns = "model, kind, machine, device, batch, cpu batch, samples/s, cpu samples/s, speedup"
-    return [*images, _table(columns, rows), FALLBACK_NOTE]
+    return [
+        *_per_model(save, "speedup", "speedup over cpu", found, lambda s: s.model, figures.speedup),
+        _table(columns, rows),
+        tp.FALLBACK_NOTE,
+    ]
 
 
-def _machines(results: tp.Results, save: figures.Save) -> list[Block]:
+def _machines(results: tp.Results, save: Save) -> list[Block]:
     points = tp.across_machines(results)
     rows = [
         [
@@ -106,56 +107,53 @@ def _machines(results: tp.Results, save: figures.Save) -> list[Block]:
             p.workload.kind,
             p.machine,
             p.workload.device,
-            figures.batch_note(p),
-            figures.number(p.samples_per_second),
+            batch_note(p),
+            number(p.samples_per_second),
             p.commit[:8],
         ]
         for p in points
     ]
-    images = _per_model(
-        save,
-        "machines",
-        "across machines",
-        {p.workload.model for p in points},
-        lambda model, path: figures.machines(
-            model, [p for p in points if p.workload.model == model], path
+    return [
+        *_per_model(
+            save,
+            "machines",
+            "across machines",
+            points,
+            lambda p: p.workload.model,
+            figures.machines,
         ),
-    )
-    columns = "model, kind, machine, device, batch, samples/s, build"
-    return [*images, _table(columns, rows), FALLBACK_NOTE]
-
-
-def _batches(results: tp.Results, save: figures.Save) -> list[Block]:
-    curves = tp.batch_curves(results)
-    rows = [
-        [*key, str(batch), figures.number(value)]
-        for key, values in sorted(curves.items())
-        for batch, value in values
+        _table("model, kind, machine, device, batch, samples/s, build", rows),
+        tp.FALLBACK_NOTE,
     ]
+
+
+def _batches(results: tp.Results, save: Save) -> list[Block]:
+    curves = sorted(tp.batch_curves(results).items())
+    rows = [[*key, str(batch), number(value)] for key, values in curves for batch, value in values]
     images = _per_model(
         save,
         "batches",
         "throughput across batch sizes",
-        {model for model, *_ in curves},
-        lambda model, path: figures.batches(model, curves, path),
+        curves,
+        lambda curve: curve[0][0],
+        lambda model, mine, path: figures.batches(model, dict(mine), path),
     )
-    columns = "model, kind, machine, device, batch, samples/s"
-    return [*images, _table(columns, rows)]
+    return [*images, _table("model, kind, machine, device, batch, samples/s", rows)]
 
 
 def _release(
+    save: Save,
+    image: str,
     title: str,
     points: list[tp.ReleasePoint],
     none: str,
     note: str,
     ylabel: str,
-    baseline: float | None,
     columns: str,
+    baseline: float | None,
     value: Callable[[float], str],
-    save: figures.Save,
-    image: str,
 ) -> list[Block]:
-    """A ratio by build date: figure, note and table."""
+    """A ratio by build date: figure, note and table, or what ``none`` says."""
     if not points:
         return [none]
     figures.by_release(points, title, save(image), ylabel, baseline)
@@ -173,7 +171,7 @@ def _release(
     return [Image(image, title), note, _table(columns, rows)]
 
 
-def _compile(results: tp.Results, save: figures.Save) -> list[Block]:
+def _compile(results: tp.Results, save: Save) -> list[Block]:
     if not (found := tp.eager_and_compiled(results)):
         return ["No machine has compiled results beside eager ones (benchmark_compile)."]
     figures.compile_pairs(found, save("compile.png"))
@@ -183,8 +181,8 @@ def _compile(results: tp.Results, save: figures.Save) -> list[Block]:
             p.device,
             p.kind,
             p.model,
-            figures.ms(p.eager),
-            figures.ms(p.compiled),
+            ms(p.eager),
+            ms(p.compiled),
             f"{p.speedup:.2f}x",
             "-" if p.compile_seconds is None else f"{p.compile_seconds:.1f}",
         ]
@@ -201,9 +199,8 @@ def _compile(results: tp.Results, save: figures.Save) -> list[Block]:
 def _correctness_cell(
     found: recorded.Recorded, machine: str, commit: str, row: recorded.Row
 ) -> Cell:
-    """Red past the line: the dtype's tolerance for an error, 0 for a difference."""
-    measured = found.get(machine, commit, row)
-    if measured is None:
+    """Red past the dtype's tolerance for an error, past 0 for a difference."""
+    if (measured := found.get(machine, commit, row)) is None:
         return Flagged("failed") if row in found.failed.get((machine, commit), ()) else "-"
     line = 0.0 if row.benchmark == DIFFERENCES else tolerances.tolerance(row.entry)
     shown = f"{measured.value:.2g}"
@@ -225,7 +222,7 @@ def _correctness(found: recorded.Recorded, timeline: Reader) -> list[Block]:
             for commit in builds
             for table in (
                 found.values.get((machine, commit), {}),
-                found.failed.get((machine, commit), set()),
+                found.failed.get((machine, commit), ()),
             )
             for row in table
             if row.benchmark in (*ERRORS, DIFFERENCES)
@@ -238,7 +235,7 @@ def _correctness(found: recorded.Recorded, timeline: Reader) -> list[Block]:
                 ]
                 for row in sorted(rows, key=_correctness_key)
             ]
-            header = ["row", *(timeline.version(commit) for commit in builds)]
+            header = ["row", *map(timeline.version, builds)]
             blocks += [f"{machine}, its newest {len(builds)} builds:", Table(header, cells)]
     if not blocks:
         return ["No machine has correctness results (benchmark_patterns)."]
@@ -251,8 +248,7 @@ def _correctness(found: recorded.Recorded, timeline: Reader) -> list[Block]:
     ]
 
 
-def _tokens(results: tp.Results, save: figures.Save) -> list[Block]:
-    """Tokens/s is batch over ``LlmDecode.time_decode``; prefill is the time to the first token."""
+def _tokens(results: tp.Results, save: Save) -> list[Block]:
     sizes = models.LLAMA_GENERATION  # the fixed sizes the rows were measured at
     batch, prompt = sizes["batch"], sizes["prompt_tokens"]
     rows = results.newest({PREFILL, DECODE})
@@ -272,8 +268,8 @@ def _tokens(results: tp.Results, save: figures.Save) -> list[Block]:
             d,
             model,
             f"{batch / seconds:.1f}",
-            figures.ms(seconds),
-            figures.ms(prefill[m, d, model]) if (m, d, model) in prefill else "-",
+            ms(seconds),
+            ms(prefill[m, d, model]) if (m, d, model) in prefill else "-",
         ]
         for m, d, model, seconds in decode
     ]
@@ -287,9 +283,7 @@ def _tokens(results: tp.Results, save: figures.Save) -> list[Block]:
 
 def _changes(results: tp.Results, thresholds: dict[str, float], timeline: Reader) -> list[Block]:
     changes = tp.build_changes(results, timeline)
-    log.info(
-        f"comparing each machine's newest build with the one before it: {len(changes)} workloads"
-    )
+    log.info(f"comparing each machine's newest build with the one before: {len(changes)} workloads")
     if not changes:
         return [
             "No machine has results for two builds of one channel of the timeline"
@@ -303,30 +297,28 @@ def _changes(results: tp.Results, thresholds: dict[str, float], timeline: Reader
             c.workload.model,
             c.workload.device,
             str(c.workload.batch),
-            figures.ms(c.before.value),
-            figures.ms(c.after.value),
+            ms(c.before.value),
+            ms(c.after.value),
             f"{c.ratio:.3f}",
             "" if j.label == rule.Decision.UNCHANGED else j.label,
         ]
         for c, j in zip(changes, judged)
     ]
     moved = (rule.Decision.SLOWER, rule.Decision.FASTER)
-    marked = [j.label if j.decision in moved else "" for j in judged]
     columns = "machine, kind, model, device, batch, old ms, new ms, new/old, change"
     return [
         "Step time of each machine's newest build over the build before it on its channel, each"
         " row judged by its recorded statistics and threshold (docs/explanation/site.md).",
-        _table(columns, rows, marked),
+        _table(columns, rows, [j.label if j.decision in moved else "" for j in judged]),
     ]
 
 
 def pytorch_range(timeline: Reader, old: str | None, new: str) -> Cell:
     """The PyTorch commits between two builds, as a compare link."""
     old_version = timeline.git_version(old) if old else None
-    new_version = timeline.git_version(new)
-    if not (old_version and new_version):
+    if not (old_version and (new_version := timeline.git_version(new))):
         return "git_version unknown"
-    same = old_version == new_version  # one upstream commit: nothing to compare
+    same = old_version == new_version
     text = (
         f"{new_version[:12]} (both builds)" if same else f"{old_version[:12]}...{new_version[:12]}"
     )
@@ -353,9 +345,9 @@ def _regressions(site: Path | None, timeline: Reader) -> list[Block]:
         ]
         columns = "benchmark, graph, machine, kind, after/before, builds, PyTorch commits, explain"
         blocks = [
-            "The site's regressions.json (as its Regressions tab and feed), each jump judged row by"
-            " row by its recorded statistics (docs/explanation/site.md), newest first; explain: the"
-            " table of the ops that changed, where bisect kept one.",
+            "The site's regressions.json (its Regressions tab and feed), each jump judged by the"
+            " row's recorded statistics (docs/explanation/site.md), newest first; explain: the ops"
+            " that changed, where bisect kept their table.",
             _table(columns, rows),
         ]
     if aside := regressions_page.set_aside(site):
@@ -381,14 +373,14 @@ def build(
 ) -> None:
     """Writes the figures, summary.md and summary.html into ``out_dir``; ``conf`` gives thresholds
     and timeline, ``site`` the published html_dir for asv's regressions."""
-    results = tp.load(results_dir)  # refuses a bad folder before anything is written
+    results = tp.load(results_dir)
     if not (results_dir / asv.BENCHMARKS).is_file():  # e.g. the folder above: no param names
         raise UserError(
             f"{results_dir} holds no {asv.BENCHMARKS} (asv run writes it beside the machines'"
             " folders): give the results directory itself"
         )
-    thresholds = conf.thresholds if conf is not None else {}
-    timeline = Reader(conf.repo if conf is not None else None)
+    thresholds = conf.thresholds if conf else {}
+    timeline = Reader(conf.repo if conf else None)
     log.info(
         f"{results.recorded.files} results files, {len(results.machines)} machines, "
         f"{len(results.recorded.dates)} builds"
@@ -402,36 +394,36 @@ def build(
         return written[-1]
 
     gpu = tp.BY_RELEASE_DEVICE
-    by_release = f"{gpu.upper()} speedup over cpu by release"
+    speedups, joules = f"{gpu.upper()} speedup over cpu by release", "Samples per joule by release"
     sections = {
         "Builds": _builds(results, results_dir, timeline, rule.factor(thresholds)),
         "GPU speedup over cpu": _speedup(results, save),
-        by_release: _release(
-            by_release,
-            tp.speedup_by_release(results_dir, timeline),
-            f"No build has both {gpu} and cpu results.",
-            "Each build at its date, a line per Python (none has wheels for every release); each"
-            " version links to its PyTorch release.",
-            f"{gpu} speedup over cpu (samples/s ratio)",
-            1.0,
-            "torch, python, machine, model, kind, speedup",
-            lambda ratio: f"{ratio:.2f}x",
+        speedups: _release(
             save,
             "speedup_by_release.png",
+            speedups,
+            tp.speedup_by_release(results_dir, timeline),
+            f"No build has both {gpu} and cpu results.",
+            "Each build at its date, a line per Python (none has wheels for every release);"
+            " each version links to its PyTorch release.",
+            f"{gpu} speedup over cpu (samples/s ratio)",
+            "torch, python, machine, model, kind, speedup",
+            1.0,
+            lambda ratio: f"{ratio:.2f}x",
         ),
         "Correctness by release": _correctness(results.recorded, timeline),
-        "Samples per joule by release": _release(
-            "Samples per joule by release",
-            tp.samples_per_joule(results_dir, timeline),
-            "No build has energy results (benchmark_models' *Capacity.track_joules_per_step).",
-            "The seed batch over the joules per step the device's counter read (cuda: NVML; mps:"
-            " IOReport; Linux cpu: RAPL), by build date (docs/explanation/instruments.md).",
-            "samples per joule (higher is better)",
-            None,
-            "torch, python, machine and device, model, kind, samples/J",
-            figures.number,
+        joules: _release(
             save,
             "samples_per_joule.png",
+            joules,
+            tp.samples_per_joule(results_dir, timeline),
+            "No build has energy results (benchmark_models' *Capacity.track_joules_per_step).",
+            "The seed batch over the joules per step the device's counter read (cuda: NVML;"
+            " mps: IOReport; Linux cpu: RAPL), by build date (docs/explanation/instruments.md).",
+            "samples per joule (higher is better)",
+            "torch, python, machine and device, model, kind, samples/J",
+            None,
+            number,
         ),
         "Across machines": _machines(results, save),
         "Throughput across batch sizes": _batches(results, save),

@@ -1,4 +1,4 @@
-"""Makes a published asv site self-contained: its CDN libraries copied in from the npm registry,
+"""Makes a published asv site self-contained: its CDN libraries, copied from the npm registry and
 integrity-checked, with the standard library only."""
 
 from __future__ import annotations
@@ -27,15 +27,15 @@ REGISTRY = "https://registry.npmjs.org"
 
 
 class SiteAssetError(UserError):
-    """The site cannot be self-contained; caught to keep the CDN link of a file served wrong."""
+    """A published site this package cannot patch or make self-contained."""
 
 
 class Unreachable(SiteAssetError):
-    """The network refused a fetch; caught to keep that host's CDN links."""
+    """The network refused a fetch: that host's CDN links stay."""
 
-    def __init__(self, url: str, reason: str, message: str) -> None:
-        super().__init__(message)
+    def __init__(self, url: str, reason: str) -> None:
         self.host, self.why = _host(url), f"unreachable ({reason})"
+        super().__init__(f"{url} {self.why}")
 
 
 @dataclass(frozen=True)
@@ -44,8 +44,8 @@ class Asset:
 
     url: str
     package: str
-    path: str  # inside the tarball's package/ folder
-    substitute: str = ""  # why npm's bytes differ from the CDN's; empty if identical
+    path: str  # in the tarball's package/ folder
+    substitute: str = ""  # why npm's bytes differ from the CDN's, if they do
     companions: tuple[str, ...] = ()  # files it loads by relative URL
 
 
@@ -62,7 +62,7 @@ PACKAGES: dict[str, str] = {
 _CDNJS = "https://cdnjs.cloudflare.com/ajax/libs"
 _BOOTSTRAP = "https://cdn.jsdelivr.net/npm/bootstrap@3.1.1/dist"
 
-# Every external URL asv 0.6.6's www/index.html loads, as written there.
+# every URL asv 0.6.6's www/index.html loads, as written there
 ASSETS: dict[str, Asset] = {
     asset.url: asset
     for asset in (
@@ -142,18 +142,13 @@ def download(url: str) -> bytes:
 
 
 def _fetch(url: str, integrity: str, path: Path, what: str) -> bytes:
-    """The bytes at ``url``, cached at ``path`` or fetched, checked against ``integrity``."""
+    """The bytes at ``url``, from the cache at ``path`` or fetched, integrity-checked."""
     if path.is_file() and _matches(path.read_bytes(), integrity):
         return path.read_bytes()
     try:
         data = download(url)
     except (OSError, ValueError) as exc:
-        why = str(getattr(exc, "reason", None) or exc)
-        raise Unreachable(
-            url,
-            why,
-            f"cannot fetch {what} from {url} ({why}): put {path.name} from a machine that can in {path.parent}",
-        ) from None
+        raise Unreachable(url, str(getattr(exc, "reason", None) or exc)) from None
     log.info(f"fetched {what} from {url}")
     check_integrity(data, integrity, f"{what} from {url}")
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -162,7 +157,7 @@ def _fetch(url: str, integrity: str, path: Path, what: str) -> bytes:
 
 
 def package_file(spec: str, path: str, cache: Path) -> bytes:
-    """A file of the package's registry tarball, cached or fetched, integrity-checked."""
+    """A file of the package's registry tarball."""
     name, _, version = spec.rpartition("@")
     registry = (os.environ.get(REGISTRY_ENV) or REGISTRY).rstrip("/")
     url = f"{registry}/{name}/-/{name.rsplit('/', 1)[-1]}-{version}.tgz"  # the metadata's dist.tarball
@@ -184,7 +179,6 @@ class Load:
 
 
 def _source(tag: str) -> tuple[str, dict[str, str]]:
-    """The URL a tag loads, and its attributes."""
     found = {name.lower(): html.unescape(value) for name, _, value in _ATTRIBUTE.findall(tag)}
     return found.get("src") or found.get("href") or "", found
 
@@ -201,8 +195,8 @@ def external_loads(page: Path) -> Iterator[Load]:
 
 
 def _rewrite(text: str, local: dict[str, str]) -> str:
-    """Points known tags at their local copies, less the integrity and CORS attributes that force
-    CORS mode, which file:// cannot serve (the copies were checked when written)."""
+    """Points known tags at their checked local copies, less the attributes that force CORS mode,
+    which file:// cannot serve."""
 
     def replace(found: re.Match[str]) -> str:
         tag, url = found.group(0), _source(found.group(0))[0]
@@ -242,8 +236,7 @@ def _outcome(
 
 
 def make_offline(html_dir: Path, cache: Path = CACHE) -> list[str]:
-    """Copies every CDN library into the site and points the pages at them (idempotent); the files
-    written."""
+    """Copies every CDN library into the site and points the pages at them; the files written."""
     if not (html_dir / "index.html").is_file():
         raise SiteAssetError(f"{html_dir} holds no index.html: run `asv publish` first")
     loads = [load for page in pages(html_dir) for load in external_loads(page)]
@@ -256,7 +249,7 @@ def make_offline(html_dir: Path, cache: Path = CACHE) -> list[str]:
     local: dict[str, str] = {}
     substitutes: set[str] = set()
     down: dict[str, str] = {}  # host -> what went wrong, asked once
-    left_on_cdn: dict[str, str] = {}  # package -> host; its tags stay
+    left_on_cdn: dict[str, str] = {}  # package -> host
     page_integrity = {load.url: load.integrity for load in reversed(loads)}  # the first page's
     for url, integrity in sorted(page_integrity.items()):
         asset, host = ASSETS[url], _host(url)

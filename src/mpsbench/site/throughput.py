@@ -1,5 +1,5 @@
-"""Throughput (batch over asv's median time_step, else track_throughput) per machine, build and
-workload, at the model's seed batch, else its largest; and the points each figure plots."""
+"""Throughput per machine, build and workload (batch over asv's median time_step, else
+track_throughput), and the points each figure plots."""
 
 from __future__ import annotations
 
@@ -13,19 +13,20 @@ from mpsbench.builds.timeline import Reader
 from mpsbench.measure import devices, models
 from mpsbench.results import recorded
 
-SUITE = "benchmark_models"
-CLASSES = {"training": f"{SUITE}.Training", "inference": f"{SUITE}.Inference"}
+CLASSES = {"training": "benchmark_models.Training", "inference": "benchmark_models.Inference"}
 KINDS = tuple(CLASSES)
 TIME = "time_step"
 JOULES = "track_joules_per_step"
-# benchmark -> (kind, metric)
-METRICS = {
+METRICS = {  # benchmark -> (kind, metric)
     f"{cls}{suffix}.{metric}": (kind, metric)
     for kind, cls in CLASSES.items()
     for metric, suffix in ((TIME, ""), ("track_throughput", "Capacity"), (JOULES, "Capacity"))
 }
 PARAM_NAMES = ("device", "model", "batch_size")  # when benchmarks.json is absent
 CPU = "cpu"
+FALLBACK_NOTE = (
+    "bs N*: not the model's seed batch, which that device has no value for: its largest batch."
+)
 BY_RELEASE_DEVICE = "mps"
 COMPILED = {kind: f"benchmark_compile.Compiled{kind.title()}" for kind in KINDS}
 EAGER = {
@@ -54,7 +55,7 @@ class Results:
     recorded: recorded.Recorded
     param_names: dict[str, tuple[str, ...]]  # from benchmarks.json
     samples: dict[Build, dict[Step, float]] = field(default_factory=dict)  # samples/s
-    timed: dict[tuple[str, str, Step], Timed] = field(default_factory=dict)
+    timed: dict[Build, dict[Step, Timed]] = field(default_factory=dict)
     joules: dict[Build, dict[Step, float]] = field(default_factory=dict)  # J/step
 
     @property
@@ -66,25 +67,22 @@ class Results:
         return [c for c in self.recorded.builds(machine) if (machine, c) in self.samples]
 
     def newest(self, names: set[str]) -> Newest:
-        """(machine, params by name, value) of each named benchmark on each machine's newest build,
-        as asv publish shows them (rows with param names in benchmarks.json)."""
+        """(machine, params, value) of each named benchmark on each machine's newest build, where
+        benchmarks.json names its params (as asv publish)."""
         found: Newest = {name: [] for name in names}
         for machine in self.recorded.machines:
             newest = self.recorded.values[(machine, self.recorded.builds(machine)[-1])]
             for row, measured in newest.items():
-                if (
-                    row.benchmark in names
-                    and row.benchmark in self.param_names
-                    and measured.value > 0
-                ):
+                if row.benchmark in names and row.benchmark in self.param_names:
                     params = recorded.named(row, self.param_names[row.benchmark])
-                    found[row.benchmark].append((machine, params, measured.value))
+                    if measured.value > 0:
+                        found[row.benchmark].append((machine, params, measured.value))
         return found
 
 
 def _results(found: recorded.Recorded, param_names: dict[str, tuple[str, ...]]) -> Results:
     results = Results(found, param_names)
-    for (machine, commit), rows in found.values.items():
+    for build, rows in found.values.items():
         for row, measured in rows.items():
             if row.benchmark not in METRICS or measured.value <= 0:
                 continue
@@ -92,19 +90,17 @@ def _results(found: recorded.Recorded, param_names: dict[str, tuple[str, ...]]) 
             p = recorded.named(row, param_names.get(row.benchmark) or PARAM_NAMES)
             step = Step(kind, str(p["model"]), str(p["device"]), int(p["batch_size"]))
             if metric == JOULES:
-                results.joules.setdefault((machine, commit), {})[step] = measured.value
-                continue
-            samples = results.samples.setdefault((machine, commit), {})
-            if metric == TIME:  # a step time wins over a capacity throughput
-                results.timed[(machine, commit, step)] = (row, measured)
-                samples[step] = step.batch / measured.value
+                results.joules.setdefault(build, {})[step] = measured.value
+            elif metric == TIME:  # a step time wins over a capacity throughput
+                results.timed.setdefault(build, {})[step] = row, measured
+                results.samples.setdefault(build, {})[step] = step.batch / measured.value
             else:
-                samples.setdefault(step, measured.value)
+                results.samples.setdefault(build, {}).setdefault(step, measured.value)
     return results
 
 
 def load(results_dir: Path) -> Results:
-    """Every results file under ``results_dir`` (recorded.RecordedError if none)."""
+    """Every results file under ``results_dir``; recorded.RecordedError if none."""
     return _results(recorded.load(results_dir, strict=False), recorded.param_names(results_dir))
 
 
@@ -125,10 +121,8 @@ class Point:
 def chosen(measured: Iterable[Step], kind: str, model: str, device: str) -> Step | None:
     """The step at the model's seed batch, else at the largest batch measured on that device."""
     batches = [s.batch for s in measured if (s.kind, s.model, s.device) == (kind, model, device)]
-    if not batches:
-        return None
     seed = seed_batch(model)
-    return Step(kind, model, device, seed if seed in batches else max(batches))
+    return Step(kind, model, device, seed if seed in batches else max(batches)) if batches else None
 
 
 def pick(
@@ -150,7 +144,6 @@ def models_in(results: Results) -> list[str]:
 
 
 def _newest(results: Results) -> Iterator[tuple[str, str, str, list[str]]]:
-    """(model, machine, newest commit, devices measured) for every model and machine."""
     for model, machine in itertools.product(models_in(results), results.machines):
         commit = results.builds(machine)[-1]
         found = {w.device for w in results.samples[(machine, commit)] if w.model == model}
@@ -172,12 +165,11 @@ class Speedup:
 
 
 def _speedups(
-    results: Results, machine: str, commit: str, model: str, gpus: list[str]
+    results: Results, machine: str, commit: str, model: str, gpus: Iterable[str]
 ) -> Iterator[Speedup]:
     for device, kind in itertools.product(gpus, KINDS):
         gpu = pick(results, machine, commit, kind, model, device)
-        cpu = pick(results, machine, commit, kind, model, CPU)
-        if gpu and cpu:
+        if gpu and (cpu := pick(results, machine, commit, kind, model, CPU)):
             yield Speedup(machine, kind, model, device, gpu, cpu)
 
 
@@ -192,15 +184,17 @@ def speedups(results: Results) -> list[Speedup]:
 
 def across_machines(results: Results) -> list[Point]:
     """The same workload on every machine and device, by model and kind."""
-    points = [
-        point
-        for model, machine, commit, found in _newest(results)
-        for kind in KINDS
-        for device in found
-        if (point := pick(results, machine, commit, kind, model, device))
-    ]
     rank = {model: i for i, model in enumerate(models_in(results))}
-    return sorted(points, key=lambda p: (rank[p.workload.model], KINDS.index(p.workload.kind)))
+    return sorted(
+        (
+            point
+            for model, machine, commit, found in _newest(results)
+            for kind in KINDS
+            for device in found
+            if (point := pick(results, machine, commit, kind, model, device))
+        ),
+        key=lambda p: (rank[p.workload.model], KINDS.index(p.workload.kind)),
+    )
 
 
 def batch_curves(results: Results) -> dict[tuple[str, str, str, str], list[tuple[int, float]]]:
@@ -223,28 +217,28 @@ class Change:
 
     @property
     def ratio(self) -> float:
-        """New step time over old: above the factor is slower."""
         return self.after.value / self.before.value
 
 
 def previous_build(results: Results, machine: str, timeline: Reader) -> str | None:
-    """The build before the machine's newest on the newest's channel (the timeline's first
-    parents), not by date: a release may follow a nightly."""
+    """The build before the newest on its channel (first parents), not by date: a release may
+    follow a nightly."""
     builds = results.builds(machine)
     return next((c for c in reversed(timeline.lineage(builds[-1])[:-1]) if c in builds), None)
 
 
 def build_changes(results: Results, timeline: Reader) -> list[Change]:
-    """Each machine's newest build's step times beside the previous build's on its channel."""
+    """Each machine's newest step times beside its previous build's on the channel."""
     found = []
     for machine in results.machines:
-        old, new = previous_build(results, machine, timeline), results.builds(machine)[-1]
-        if old is None:
+        if (old := previous_build(results, machine, timeline)) is None:
             continue
-        for step in sorted(results.samples[(machine, new)]):
-            before, after = (results.timed.get((machine, c, step)) for c in (old, new))
-            if before and after:
-                found.append(Change(machine, old, new, step, after[0], before[1], after[1]))
+        new = results.builds(machine)[-1]
+        before, after = (results.timed.get((machine, c), {}) for c in (old, new))
+        for step in sorted(before.keys() & after.keys()):
+            found.append(
+                Change(machine, old, new, step, after[step][0], before[step][1], after[step][1])
+            )
     return found
 
 
@@ -279,10 +273,9 @@ def eager_and_compiled(results: Results) -> list[Pair]:
         }
         for machine, params, seconds in rows[f"{cls}.{TIME}"]:
             device, model = str(params["device"]), str(params["model"])
-            twin = eager.get((machine, device, model, seed_batch(model)))
-            if twin is not None:
-                compile_seconds = compiling.get((machine, device, model))
-                found.append(Pair(machine, kind, device, model, twin, seconds, compile_seconds))
+            if (twin := eager.get((machine, device, model, seed_batch(model)))) is not None:
+                spent = compiling.get((machine, device, model))
+                found.append(Pair(machine, kind, device, model, twin, seconds, spent))
     return sorted(found, key=lambda p: (p.machine, p.device, p.kind, p.model))
 
 
@@ -303,7 +296,7 @@ Ratios = Callable[[Results, str, str], Iterable[tuple[str, str, str, float]]]
 
 
 def by_release(results_dir: Path, timeline: Reader, ratios: Ratios) -> list[ReleasePoint]:
-    """Every build's ``ratios``, per Python (no one Python has wheels for the whole era)."""
+    """Every build's ``ratios``, per Python: none has wheels for every release."""
     names = recorded.param_names(results_dir)
     return [
         ReleasePoint(
@@ -318,7 +311,7 @@ def by_release(results_dir: Path, timeline: Reader, ratios: Ratios) -> list[Rele
 
 
 def speedup_by_release(results_dir: Path, timeline: Reader) -> list[ReleasePoint]:
-    """Every build's mps speedup over cpu (seed batch, as in the speedup figure)."""
+    """Every build's mps speedup over cpu at the seed batch."""
     return by_release(
         results_dir,
         timeline,
