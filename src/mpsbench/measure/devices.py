@@ -83,24 +83,22 @@ class Device(str, enum.Enum):
 
     @functools.cache
     def availability(self) -> Availability:
+        unusable = self._unusable()
+        return Availability(unusable is None, unusable or self.describe())
+
+    def _unusable(self) -> str | None:
+        if self is Device.CPU:
+            return None
         if self is Device.CUDA and not torch.cuda.is_available():
             built = torch.version.cuda is not None
-            return Availability(
-                False, "no CUDA device found" if built else f"torch {torch.__version__} has no CUDA"
-            )
+            return "no CUDA device found" if built else f"torch {torch.__version__} has no CUDA"
         if self is Device.MPS and (missing := _mps_missing()):
-            return Availability(False, missing)
-        if self is not Device.CPU:
-            try:  # a read-back proves the op ran: some hosted Macs report mps, then fail
-                total = float((torch.ones(4, device=self.value) * 2).sum().cpu())
-            except Exception as exc:
-                why = errors.first_line(exc)
-                return Availability(
-                    False, f"{self} reported available but a first op failed: {why}"
-                )
-            if total != 8.0:
-                return Availability(False, f"{self} computed 2*ones(4).sum() = {total}, expected 8")
-        return Availability(True, self.describe())
+            return missing
+        try:  # a read-back proves the op ran: some hosted Macs report mps, then fail
+            total = float((torch.ones(4, device=self.value) * 2).sum().cpu())
+        except Exception as exc:
+            return f"{self} reported available but a first op failed: {errors.first_line(exc)}"
+        return None if total == 8.0 else f"{self} computed 2*ones(4).sum() = {total}, expected 8"
 
     @property
     def usable(self) -> bool:

@@ -23,8 +23,8 @@ Dims = Mapping[str, int]
 @dataclass(frozen=True)
 class Operand:
     shape: tuple[int, ...]
-    fill: str = "normal"  # "normal" in the op's dtype; "ones"; "index": int64 in [0, high)
-    high: int = 0
+    high: int = 0  # above 0: int64 indices in [0, high); else normal values, or ones
+    ones: bool = False
     trained: bool = False  # gets a gradient in forward+backward
     transposed: bool = False  # a transposed view: strides (1, rows)
     on_host: bool = False  # stays in host memory (one end of a copy)
@@ -67,12 +67,11 @@ class OpSpec:
             declared, _, high = declared.partition(" below ")
             name, *words = declared.split()
             flags = {"ones", "host", "transposed"}.intersection(words)
-            fill = "index" if high else "ones" if "ones" in flags else "normal"
             found[name] = Operand(
                 _shape([word for word in words if word not in flags], dims),
-                fill,
                 dims.get(high, 0),
-                trained=self.has_backward and fill == "normal",
+                "ones" in flags,
+                trained=self.has_backward and not high and "ones" not in flags,
                 transposed="transposed" in flags,
                 on_host="host" in flags,
             )
@@ -197,7 +196,7 @@ _SPECS: tuple[OpSpec, ...] = (
     *(
         OpSpec(
             f"{name}{suffix}",
-            f"elementwise a {sign} b{', a a transposed view' if suffix else ''}",
+            f"elementwise a {sign} b{', with a transposed' if suffix else ''}",
             _SQUARE,
             f"a n n{suffix.replace('_', ' ')}, b n n",
             lambda a, b, name=name: getattr(torch, name)(a, b),  # torch binds at the first case
@@ -309,9 +308,9 @@ def make_inputs(
     for name, operand in spec.operands(spec.dims(size)).items():
         where = "cpu" if operand.on_host else device
         shape = operand.shape[::-1] if operand.transposed else operand.shape
-        if operand.fill == "index":
+        if operand.high:
             tensor = torch.randint(0, operand.high, shape, device=where)
-        elif operand.fill == "ones":
+        elif operand.ones:
             tensor = torch.ones(shape, device=where, dtype=float_dtype)
         else:
             tensor = torch.randn(shape, device=where).to(float_dtype)
