@@ -156,7 +156,7 @@ def op(device: str, name: str, dtype: str, size: str) -> str | None:
     if name in HOST_DEVICE_COPIES and device == "cpu":
         never = f"{name} copies between host and a device; on the cpu both ends are host memory"
     elif device == "cpu" and dtype != FLOAT32 and size not in CPU_REDUCED_PRECISION_SIZES:
-        never = f"{name} in {dtype} at {size} is not timed on the cpu: 10-20x slower there"
+        never = f"{name} in {dtype} at {size} is not timed on the cpu: reduced precision is 10-20x slower there"
     default = dtype == FLOAT32 and (size == "large") == (device != "cpu")
     outside = f"{name} in {dtype} at {size} on {device} is outside the default selection"
     return _decide(device, default, outside, never)
