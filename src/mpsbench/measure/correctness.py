@@ -290,8 +290,8 @@ forget = _outcome.cache_clear  # a test that swaps a kernel reads again
 
 
 def reading(device: str, name: str, dtype: str) -> Reading:
-    """``calls`` identical calls, unrelated work, one more call: their worst error and furthest
-    difference from the first call."""
+    """The worst error and furthest difference from the first of ``calls`` identical calls,
+    unrelated work and one more call."""
     value: Reading = _outcome(device, name, dtype).get()
     return value
 

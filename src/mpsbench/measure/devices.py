@@ -152,8 +152,7 @@ class Device(str, enum.Enum):
 
 
 class OneSlot(Generic[T]):
-    """One built thing per process: a new key drops the old value and empties the cache first,
-    so two models are never held at once."""
+    """One built thing per process: a new key drops the old one first, emptying the cache."""
 
     key: Hashable | None = None
     value: T | None = None

@@ -170,8 +170,8 @@ def measure(
     min_updates: int = MIN_UPDATES,
     settle_seconds: float = SETTLE_SECONDS,
 ) -> Reading:
-    """Calls ``run`` untimed for ``settle_seconds``, then until enough updates and time have
-    passed, synchronizing after each call."""
+    """Calls ``run`` (synchronized) untimed for ``settle_seconds``, then until enough updates
+    and time have passed."""
     poller = _Poller(found)
     poller.start()
     try:

@@ -50,8 +50,7 @@ EPOCHS_MEASURED = 3  # per phase; figures are medians over them
 
 
 class SyntheticImages(_MapStyle):
-    """CIFAR-10-shaped images and labels, transformed per item; tensor-only, so spawned
-    workers receive it pickled."""
+    """CIFAR-10-shaped images, transformed per item; tensor-only, so workers get it pickled."""
 
     def __init__(
         self, images: torch.Tensor, labels: torch.Tensor, transform: Callable[[Any], torch.Tensor]
@@ -121,8 +120,8 @@ def run_epoch(
 
 
 class EpochRunner:
-    """A model, its optimizer and two seeded loaders (last partial batch kept, no pinned memory,
-    workers started per epoch)."""
+    """A workload and two seeded loaders (last partial batch kept, no pinned memory, workers
+    started per epoch)."""
 
     def __init__(
         self,
@@ -170,8 +169,8 @@ class EpochRunner:
             self.workload.model.train()
 
     def warm_up(self) -> None:
-        """One training and one evaluation step on a full batch: kernels chosen (a last partial
-        batch meets its shape in the first measured epoch; the median absorbs it)."""
+        """One training and one evaluation step on a full batch, so kernels are chosen (a last
+        partial batch's are chosen in the first epoch, which the median absorbs)."""
         items = [self.train[index % len(self.train)] for index in range(self.workload.batch_size)]
         inputs = torch.stack([image for image, _ in items]).to(self.device)
         labels = torch.tensor([label for _, label in items]).to(self.device)

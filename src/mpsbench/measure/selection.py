@@ -214,8 +214,8 @@ RULES: dict[str, Callable[..., str | None]] = {
 
 
 def left_out(benchmark: str, *params: object) -> str | None:
-    """Why this run leaves out ``benchmark``'s combination ``params``, or None; probes no device
-    and builds nothing (asked before asv starts any process)."""
+    """Why this run leaves out ``benchmark``'s combination ``params``, or None; probes no
+    device (asked before asv starts any process)."""
     if benchmark not in RULES:
         raise KeyError(
             f"no selection rule for benchmark class {benchmark!r}; the table has: {', '.join(RULES)}"
