@@ -306,7 +306,7 @@ def test_torch_refusing_a_reduced_precision_dtype_is_skipped_with_torchs_words(m
     )
     with pytest.raises(
         suite.SkipNotImplemented,
-        match="gelu in bfloat16 on cpu: torch does not support it here: Trying to convert BFloat16",
+        match="gelu on cpu in bfloat16 at small: torch does not support it here: Trying to convert BFloat16",
     ):
         ops.prepare("cpu", "gelu", "bfloat16", "small", training=False)
 
@@ -322,7 +322,7 @@ def test_torch_refusing_float32_fails_the_combination_with_the_op_name(monkeypat
         ),
     )
     with pytest.raises(
-        RuntimeError, match="gelu on cpu in float32: torch lacks an op: The operator"
+        RuntimeError, match="gelu on cpu in float32 at small: torch lacks an op: The operator"
     ) as caught:
         ops.prepare("cpu", "gelu", "float32", "small", training=False)
     assert not isinstance(caught.value, NotImplementedError)  # a failure, never an n/a
@@ -358,7 +358,7 @@ def test_inputs_that_do_not_fit_are_skipped_with_the_reason(monkeypatch):
         ops, "cached", _raising(RuntimeError("CUDA out of memory. Tried to allocate 2.00 GiB"))
     )
     with pytest.raises(
-        suite.SkipNotImplemented, match="matmul at small in float32 does not fit in cpu memory"
+        suite.SkipNotImplemented, match="matmul on cpu in float32 at small does not fit in memory"
     ):
         ops.prepare("cpu", "matmul", "float32", "small", training=False)
 

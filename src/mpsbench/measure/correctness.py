@@ -1,8 +1,5 @@
-"""Correctness history: layouts and calls that made mps return wrong numbers silently, per build.
-
-The reference is the op in float64 on the cpu over the same inputs rounded to the dtype, so the
-error is the kernel's alone.
-"""
+"""Layouts and calls that made mps return wrong numbers silently, checked per build against the
+op in float64 on the cpu over the same inputs rounded to the dtype: the error is the kernel's."""
 
 from __future__ import annotations
 
@@ -26,12 +23,12 @@ from mpsbench.measure import (
 )
 from mpsbench.measure.optional_torch import F, torch
 
-Tensors = Sequence["torch.Tensor"]  # strings: a lazy torch is not loaded at import
+Tensors = Sequence["torch.Tensor"]  # strings: torch is not loaded at import
 Output = Union["torch.Tensor", tuple["torch.Tensor", ...]]
 Make = Callable[["torch.Generator"], tuple["torch.Tensor", ...]]
-# Big enough for a kernel's tiling to matter, small enough for milliseconds.
+# big enough for a kernel's tiling to matter, small enough for milliseconds
 B, H, T, D = 2, 4, 64, 32
-# Unrelated allocations between identical calls, as the large one that pytorch#193487 needed.
+# unrelated allocations between identical calls, as pytorch#193487 needed
 CHURN_ELEMENTS = (1 << 18, 1 << 22, 1 << 24)
 
 
@@ -107,7 +104,7 @@ PATTERNS: dict[str, Pattern] = {
         *_sdpa_pair(
             "transposed",
             "pytorch#163597",
-            lambda gen: tuple(_randn(gen, B, T, H, D) for _ in range(3)),  # as a projection gives
+            lambda gen: tuple(_randn(gen, B, T, H, D) for _ in range(3)),  # a projection's
             lambda x: (*(tensor.transpose(1, 2) for tensor in x[:3]), *x[3:]),
         ),
         *_sdpa_pair(
@@ -150,7 +147,7 @@ PATTERNS: dict[str, Pattern] = {
             ),
             _transposed_source,
         ),
-        # Reported calls, in the dtypes of tolerances.REPORTED
+        # reported calls, in the dtypes of tolerances.REPORTED
         Pattern(
             "matmul_transposed_after_churn",
             "pytorch#193487",
@@ -231,7 +228,7 @@ def _churn(device: str) -> None:
 def _calls(
     device: str, name: str, dtype: str, repeated: bool
 ) -> tuple[list[tuple[torch.Tensor, ...]], tuple[torch.Tensor, ...]]:
-    """The outputs of the calls on ``device`` and of the float64 reference; what torch lacks skips."""
+    """The outputs of the calls on ``device`` and of the float64 reference."""
     pattern = PATTERNS[name]
     _require(device, pattern)
     skips.require_dtype(device, dtype)
@@ -293,15 +290,15 @@ forget = _outcome.cache_clear  # a test that swaps a kernel reads again
 
 
 def reading(device: str, name: str, dtype: str) -> Reading:
-    """``calls`` identical calls, unrelated work, one more call: the worst error against float64
-    and the furthest difference from the first call."""
+    """The worst error and furthest difference from the first of ``calls`` identical calls,
+    unrelated work and one more call."""
     value: Reading = _outcome(device, name, dtype).get()
     return value
 
 
 @functools.cache  # a failure raises, so only a pass is kept
 def verify(device: str, dtype: str) -> None:
-    """Every pattern once per process, device and dtype; one torch lacks here proves nothing."""
+    """Checks every pattern once per process, device and dtype; one torch lacks proves nothing."""
     tolerance = tolerances.TOLERANCES[dtype]
     wrong = []
     for name in NAMES:

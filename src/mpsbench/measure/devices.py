@@ -1,8 +1,5 @@
-"""Everything the suite knows about a device: usable here or not, sync, memory, seed.
-
-Every ``torch.mps`` call is guarded by version (1.12/1.13 lack it). A device is usable only after
-a real op succeeds: some hosted Macs report mps available, then fail.
-"""
+"""Everything the suite knows about a device: usable here or not, sync, memory, seed. Every
+``torch.mps`` call is guarded; a device is usable only once a real op succeeds on it."""
 
 from __future__ import annotations
 
@@ -35,9 +32,9 @@ class Availability:
 
 @dataclass(frozen=True)
 class MemoryReading:
-    """Bytes held on a device; None where the device cannot say."""
+    """Bytes held on a device; None where it cannot say."""
 
-    current: int | None  # tensors alive (allocator; cpu: process RSS)
+    current: int | None  # tensors alive (cpu: the process's RSS)
     driver: int | None = None  # mps only: what the Metal driver holds
 
 
@@ -77,7 +74,7 @@ class Device(str, enum.Enum):
     MPS = "mps"
     CUDA = "cuda"
 
-    # "mps", never "Device.MPS", in messages and generated code
+    # "mps", never "Device.MPS", in messages
     __str__, __format__, __repr__ = str.__str__, str.__format__, str.__repr__  # type: ignore[assignment]
 
     @classmethod
@@ -86,24 +83,22 @@ class Device(str, enum.Enum):
 
     @functools.cache
     def availability(self) -> Availability:
+        unusable = self._unusable()
+        return Availability(unusable is None, unusable or self.describe())
+
+    def _unusable(self) -> str | None:
+        if self is Device.CPU:
+            return None
         if self is Device.CUDA and not torch.cuda.is_available():
             built = torch.version.cuda is not None
-            return Availability(
-                False, "no CUDA device found" if built else f"torch {torch.__version__} has no CUDA"
-            )
+            return "no CUDA device found" if built else f"torch {torch.__version__} has no CUDA"
         if self is Device.MPS and (missing := _mps_missing()):
-            return Availability(False, missing)
-        if self is not Device.CPU:
-            try:  # a read-back proves the op ran
-                total = float((torch.ones(4, device=self.value) * 2).sum().cpu())
-            except Exception as exc:
-                why = errors.first_line(exc)
-                return Availability(
-                    False, f"{self} reported available but a first op failed: {why}"
-                )
-            if total != 8.0:
-                return Availability(False, f"{self} computed 2*ones(4).sum() = {total}, expected 8")
-        return Availability(True, self.describe())
+            return missing
+        try:  # a read-back proves the op ran: some hosted Macs report mps, then fail
+            total = float((torch.ones(4, device=self.value) * 2).sum().cpu())
+        except Exception as exc:
+            return f"{self} reported available but a first op failed: {errors.first_line(exc)}"
+        return None if total == 8.0 else f"{self} computed 2*ones(4).sum() = {total}, expected 8"
 
     @property
     def usable(self) -> bool:
@@ -117,8 +112,8 @@ class Device(str, enum.Enum):
         return f"cpu, {torch.get_num_threads()} threads"
 
     def creating(self) -> AbstractContextManager[Any]:
-        """Where a model built inside creates its weights: on cuda's GPU (torch 2.0+; the cpu's
-        initialization costs seconds), else the cpu (an initializer mps lacks would fail it)."""
+        """Where a model built inside creates its weights: cuda's GPU (torch 2.0+; the cpu takes
+        seconds), else the cpu (an initializer mps lacks would fail)."""
         if self is Device.CUDA and hasattr(torch.device, "__enter__"):
             return torch.device(self.value)
         return contextlib.nullcontext()
@@ -157,8 +152,7 @@ class Device(str, enum.Enum):
 
 
 class OneSlot(Generic[T]):
-    """One built thing per process for asv's ``setup``: a new key drops the old value and empties
-    the cache first, never holding two models at once."""
+    """One built thing per process: a new key drops the old one first, emptying the cache."""
 
     key: Hashable | None = None
     value: T | None = None
@@ -181,8 +175,7 @@ def present(name: str) -> bool:
     """Whether this machine could have ``name`` at all, whatever torch is installed; no GPU touched."""
     device = get(name)
     if device is Device.CUDA:
-        # the driver's node exists on any Linux host with an NVIDIA GPU; asking torch would
-        # import it in every lookup process
+        # the NVIDIA driver's node: asking torch would import it in every lookup process
         return sys.platform != "darwin" and (
             os.path.exists("/dev/nvidiactl")
             or (optional_torch.INSTALLED and bool(torch.cuda.is_available()))
@@ -209,7 +202,7 @@ def peaks_over(
     device: Device, step: Callable[[Callable[[], None]], object]
 ) -> tuple[int | None, int | None]:
     """Peak bytes allocated and held by the driver over ``step(probe)``; None where unknown. mps
-    (no peak counter) and the cpu (whose max RSS keeps earlier peaks) read at each ``probe()``."""
+    (no peak counter) and the cpu (max RSS keeps earlier peaks) read at each ``probe()``."""
     device.synchronize()
     if device is Device.CUDA:
         torch.cuda.reset_peak_memory_stats()
@@ -243,7 +236,7 @@ def cpu_threads() -> int:
     return torch.get_num_threads()
 
 
-# The host allocator's out-of-memory words (torch 2.x, then 1.x), and everyone's.
+# the host allocator's words (torch 2.x, then 1.x), and everyone's
 OUT_OF_MEMORY = (
     "DefaultCPUAllocator: can't allocate memory",
     "DefaultCPUAllocator: not enough memory",

@@ -1,7 +1,5 @@
-"""Energy per step from a device's cumulative energy counter, polled by a thread while steps run:
-NVML for cuda, IOReport (zeus-apple-silicon) on macOS, RAPL for a Linux cpu. Without a readable
-counter the row skips with the reason, never an estimate.
-"""
+"""Energy per step from a device's cumulative energy counter (NVML, macOS's IOReport, Linux's RAPL)
+polled while steps run; without a readable counter the row skips with the reason, never estimates."""
 
 from __future__ import annotations
 
@@ -21,11 +19,11 @@ from mpsbench.measure.optional_torch import torch
 
 UNIT = "joules/step"
 MIN_SECONDS = 1.0
-# A shorter step is paced by the host's dispatch: its joules vary between short windows.
+# a shorter step is paced by the host's dispatch: its joules vary between short windows
 SHORT_STEP_SECONDS, SHORT_STEP_WINDOW = 0.01, 4.0
 MIN_UPDATES = 10
 MAX_SECONDS = 10.0  # a slower counter reads with the updates it has (two at least)
-SETTLE_SECONDS = 0.25  # untimed steps first, so the board runs this workload when the window opens
+SETTLE_SECONDS = 0.25  # untimed steps first: the board runs this workload when the window opens
 POWERCAP = Path("/sys/class/powercap")
 
 
@@ -41,8 +39,8 @@ class Reading:
     joules_per_step: float
     watts: float  # between the first and last update inside the steps
     steps: int
-    seconds: float  # first call to last synchronize
-    updates: int  # counter updates seen inside
+    seconds: float
+    updates: int
 
 
 def _import(module: str, needs: str) -> Any:
@@ -71,7 +69,7 @@ def _nvml() -> Counter:
 
 
 def _nvml_handle(pynvml: Any) -> Any:
-    """The board torch computes on: by UUID (NVML's order may differ from CUDA's), else by index."""
+    # by UUID: NVML's order may differ from CUDA's
     index = torch.cuda.current_device()
     uuid = getattr(torch.cuda.get_device_properties(index), "uuid", None)
     if uuid is not None:
@@ -99,7 +97,7 @@ def _ioreport(device: str) -> Counter:
 
 
 def _rapl(root: Path) -> Counter:
-    zones = [  # the sockets; their subdomains have a second colon
+    zones = [  # the sockets: their subdomains have a second colon
         zone
         for zone in sorted(root.glob("intel-rapl:*"))
         if zone.name.count(":") == 1 and (zone / "name").read_text().startswith("package")
@@ -130,7 +128,7 @@ def _rapl(root: Path) -> Counter:
 
 @functools.cache  # a skip is not kept, so each combination says why
 def counter(device: str) -> Counter:
-    """The energy counter of ``device`` here; asv's n/a with the reason where there is none."""
+    """The energy counter of ``device`` here; a skip with the reason where there is none."""
     skips.require_device(device)
     if device == "cuda":
         return _nvml()
@@ -142,7 +140,7 @@ def counter(device: str) -> Counter:
 
 
 class _Poller(threading.Thread):
-    """Reads the counter every ``poll_seconds`` and keeps (time, joules) at each change."""
+    """Keeps (time, joules) at each change of the counter, read every ``poll_seconds``."""
 
     def __init__(self, found: Counter) -> None:
         super().__init__(daemon=True)
@@ -172,8 +170,8 @@ def measure(
     min_updates: int = MIN_UPDATES,
     settle_seconds: float = SETTLE_SECONDS,
 ) -> Reading:
-    """Calls ``run`` untimed for ``settle_seconds``, then until enough updates and time have
-    passed; synchronizes after each call."""
+    """Calls ``run`` (synchronized) untimed for ``settle_seconds``, then until enough updates
+    and time have passed."""
     poller = _Poller(found)
     poller.start()
     try:
@@ -218,7 +216,6 @@ def reading(
 
 
 def joules_per_step(workload: Any) -> float:
-    """A warmed-up workload's energy per step on its device."""
     steps = workload.spec.steps_per_call
     run = functools.partial(workload.run, steps)
     found = counter(workload.device)

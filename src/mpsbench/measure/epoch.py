@@ -1,18 +1,15 @@
-"""One epoch end to end: a CIFAR-10-shaped dataset through torchvision transforms and a DataLoader.
-
-Per phase: epoch time, images per second and the fraction blocked on the loader (is data loading,
-not the device, the bottleneck?).
-"""
+"""One epoch end to end through torchvision transforms and a DataLoader: per phase, epoch time,
+images per second and the fraction blocked on the loader (is data loading the bottleneck?)."""
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import importlib
 import itertools
 import statistics
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from mpsbench.core.errors import UserError
@@ -32,7 +29,7 @@ NUM_WORKERS: tuple[int, ...] = (0, 2)
 PHASES: tuple[str, ...] = ("train", "eval")
 
 
-@dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True)
 class DatasetSize:
     train: int  # images in each split
     test: int
@@ -53,8 +50,7 @@ EPOCHS_MEASURED = 3  # per phase; figures are medians over them
 
 
 class SyntheticImages(_MapStyle):
-    """CIFAR-10-shaped images and labels, transformed per item; tensor-only, so spawned or
-    forkserver DataLoader workers receive it pickled."""
+    """CIFAR-10-shaped images, transformed per item; tensor-only, so workers get it pickled."""
 
     def __init__(
         self, images: torch.Tensor, labels: torch.Tensor, transform: Callable[[Any], torch.Tensor]
@@ -93,28 +89,21 @@ def make_datasets(size: DatasetSize, num_classes: int) -> tuple[SyntheticImages,
     )
 
 
-@dataclass(frozen=True)
-class EpochTiming:
+@dataclasses.dataclass(frozen=True)
+class PhaseSummary:
     images: int
     seconds: float  # iter(loader) to the last step's end, synchronized
-    data_wait_seconds: float  # blocked in the loader's iter() and next()
-
-    @property
-    def images_per_second(self) -> float:
-        return self.images / self.seconds
-
-    @property
-    def data_wait_fraction(self) -> float:
-        return self.data_wait_seconds / self.seconds
+    images_per_second: float
+    data_wait_fraction: float  # of the seconds, blocked in the loader's iter() and next()
 
 
 def run_epoch(
     loader: DataLoader[tuple[torch.Tensor, int]],
     device: str,
     step: Callable[[torch.Tensor, torch.Tensor], None],
-) -> EpochTiming:
-    """Feeds every batch to ``step``; time in the loader's ``iter()`` and ``next()`` is data wait.
-    Synchronizing after every step keeps queued GPU work from counting as waiting."""
+) -> PhaseSummary:
+    """Feeds every batch to ``step``, synchronizing after each so that queued GPU work does not
+    count as waiting for data."""
     images, waited = 0, 0.0
     synchronize = devices.get(device).synchronize
     synchronize()
@@ -126,12 +115,13 @@ def run_epoch(
         synchronize()
         asked = time.perf_counter()
     ended = time.perf_counter()
-    return EpochTiming(images, ended - started, waited + ended - asked)
+    seconds, waited = ended - started, waited + ended - asked
+    return PhaseSummary(images, seconds, images / seconds, waited / seconds)
 
 
 class EpochRunner:
-    """A model, its optimizer and two seeded loaders (last partial batch kept, no pinned memory,
-    workers started per epoch): trains an epoch, evaluates an epoch."""
+    """A workload and two seeded loaders (last partial batch kept, no pinned memory, workers
+    started per epoch)."""
 
     def __init__(
         self,
@@ -167,11 +157,11 @@ class EpochRunner:
         with torch.inference_mode():
             self.workload.spec.forward(self.workload.model, {"input": inputs})
 
-    def train_epoch(self) -> EpochTiming:
+    def train_epoch(self) -> PhaseSummary:
         self.workload.model.train()
         return run_epoch(self.train_loader, self.device, self._train_step)
 
-    def eval_epoch(self) -> EpochTiming:
+    def eval_epoch(self) -> PhaseSummary:
         self.workload.model.eval()
         try:
             return run_epoch(self.test_loader, self.device, self._eval_step)
@@ -179,8 +169,8 @@ class EpochRunner:
             self.workload.model.train()
 
     def warm_up(self) -> None:
-        """One training and one evaluation step on a full batch, no workers: kernels chosen (a
-        last partial batch meets its shape in the first measured epoch; the median absorbs it)."""
+        """One training and one evaluation step on a full batch, so kernels are chosen (a last
+        partial batch's are chosen in the first epoch, which the median absorbs)."""
         items = [self.train[index % len(self.train)] for index in range(self.workload.batch_size)]
         inputs = torch.stack([image for image, _ in items]).to(self.device)
         labels = torch.tensor([label for _, label in items]).to(self.device)
@@ -191,33 +181,20 @@ class EpochRunner:
         self.device.synchronize()
 
 
-@dataclass(frozen=True)
-class PhaseSummary:
-    images: int
-    seconds: float
-    images_per_second: float
-    data_wait_fraction: float
-
-
-_FIGURES = ("seconds", "images_per_second", "data_wait_fraction")
-
-
 def measure(runner: EpochRunner, epochs: int = EPOCHS_MEASURED) -> dict[str, PhaseSummary]:
     """Trains an epoch then evaluates one, ``epochs`` times; medians per phase."""
     rounds = [(runner.train_epoch(), runner.eval_epoch()) for _ in range(epochs)]
-    return {
-        phase: PhaseSummary(
-            found[0].images,
-            *(statistics.median(getattr(t, figure) for t in found) for figure in _FIGURES),
-        )
-        for phase, found in zip(PHASES, zip(*rounds))
-    }
+    medians = {}
+    for phase, found in zip(PHASES, zip(*rounds)):
+        images, *figures = zip(*map(dataclasses.astuple, found))
+        medians[phase] = PhaseSummary(images[0], *map(statistics.median, figures))
+    return medians
 
 
 def _measure_model(
     device: str, model: str, batch_size: int, loaders: list[tuple[int, str]], epochs: int
 ) -> dict[measured.Key, dict[str, measured.Outcome]]:
-    """One warmed-up model serves all its (num_workers, dataset) settings."""
+    # one warmed-up model serves all its (num_workers, dataset) settings
     figures = {}
     try:
         workload = suite.prepare("training", device, model, batch_size, guarded=False)
@@ -242,9 +219,7 @@ def measure_selection(benchmark: str, epochs: int = EPOCHS_MEASURED) -> measured
     for device, model, batch_size in itertools.product(devices.NAMES, MODELS, BATCH_SIZES):
         loaders = itertools.product(NUM_WORKERS, DATASET_NAMES)
         key = (device, model, batch_size)
-        if selected := [
-            load for load in loaders if selection.left_out(benchmark, *key, *load) is None
-        ]:
+        if selected := [x for x in loaders if selection.left_out(benchmark, *key, *x) is None]:
             try:
                 table.figures.update(_measure_model(*key, selected, epochs))
             finally:

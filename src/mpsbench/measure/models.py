@@ -1,8 +1,5 @@
 """The benchmarked models: random weights, seeded synthetic batches, nothing downloaded.
-
-torchvision and transformers load inside the builders, so the suite imports with any supported
-torch. docs/reference/models.md gives where each size comes from.
-"""
+torchvision and transformers load inside the builders (sizes: docs/reference/models.md)."""
 
 from __future__ import annotations
 
@@ -18,7 +15,7 @@ from mpsbench.core import errors
 from mpsbench.measure.optional_torch import nn, torch
 
 SEED = 0
-# One axis for every model; a model skips the sizes outside its own `batch_sizes`.
+# one axis for every model; a model skips the sizes outside its own
 BATCH_SIZES: tuple[int, ...] = (1, 8, 32, 64, 128, 1024)
 
 
@@ -48,18 +45,18 @@ class ModelSpec:
     num_classes: int
     seed_batch_size: int
     batch_sizes: tuple[int, ...]
-    large: bool = True  # a cpu step takes seconds: the cpu default runs it at small batches only
-    steps_per_call: int = 1  # lifts sub-millisecond GPU steps above clock and launch overhead
+    large: bool = True  # a cpu step takes seconds: small batches only by default there
+    steps_per_call: int = 1  # lifts sub-millisecond steps above clock and launch overhead
     requires: tuple[str, ...] = ()
-    trainable: Callable[[nn.Module], list[nn.Parameter]] | None = None  # None: all parameters train
+    trainable: Callable[[nn.Module], list[nn.Parameter]] | None = None  # None: all
     make_optimizer: Callable[[list[nn.Parameter]], torch.optim.Optimizer] = field(
         default=lambda params: torch.optim.SGD(params, lr=0.01, momentum=0.9)
     )
     forward: Callable[[nn.Module, dict[str, torch.Tensor]], torch.Tensor] = field(
         default=lambda model, inputs: model(*inputs.values())
     )
-    trains: bool = True  # False: inference only (a frozen text encoder)
-    modern: bool = False  # in the modern classes, not the original ones
+    trains: bool = True  # False: inference only
+    modern: bool = False  # in the modern classes: a later model never changes the original ones
 
     def missing_requirements(self) -> list[str]:
         return [package for package in self.requires if not _imports(package)]
@@ -98,7 +95,7 @@ def _build_lenet5() -> nn.Module:
 
 BERT_SEQUENCE_LENGTH = 128
 BERT_NUM_LABELS = 6
-# Fixed: transformers' default changes between releases.
+# fixed: transformers' default changes between releases
 BERT_ATTENTION = "eager"
 LLAMA_ATTENTION = "sdpa"
 LLAMA_CONFIG: dict[str, Any] = dict(
@@ -145,7 +142,7 @@ def _transformers_build(
 
 
 def _output(output: Any, name: str) -> torch.Tensor:
-    """An output field; old transformers releases return a tuple, the field first."""
+    # old transformers releases return a tuple, the field first
     found: torch.Tensor = getattr(output, name) if hasattr(output, name) else output[0]
     return found
 
@@ -194,7 +191,7 @@ def _llama_batch(batch_size: int, gen: torch.Generator) -> Batch:
 
 def _clip_batch(batch_size: int, gen: torch.Generator) -> Batch:
     ids = _token_ids(CLIP_TEXT_CONFIG["vocab_size"], CLIP_SEQUENCE_LENGTH, batch_size, gen)
-    # the target gives the accuracy guard's loss a shape
+    # a target gives the accuracy guard's loss a shape
     target = _token_ids(CLIP_TEXT_CONFIG["hidden_size"], CLIP_SEQUENCE_LENGTH, batch_size, gen)
     return Batch({"input_ids": ids}, target)
 
@@ -283,7 +280,6 @@ REGISTRY: dict[str, ModelSpec] = {
             "BERT-base with a frozen encoder: only the classifier head trains",
             trainable=lambda model: list(model.classifier.parameters()),
         ),
-        # modern: a later model never changes the params of the classes above
         _torchvision(
             "vit_b_16",
             "torchvision ViT-B/16, 224x224, 1000 classes",
@@ -322,7 +318,7 @@ REGISTRY: dict[str, ModelSpec] = {
 }
 
 NAMES: tuple[str, ...] = tuple(name for name, spec in REGISTRY.items() if not spec.modern)
-# A frozen encoder changes training only.
+# a frozen encoder changes training only
 INFERENCE_NAMES: tuple[str, ...] = tuple(name for name in NAMES if REGISTRY[name].trainable is None)
 MODERN_NAMES: tuple[str, ...] = tuple(name for name in REGISTRY if name not in NAMES)
 MODERN_TRAINING_NAMES: tuple[str, ...] = tuple(
@@ -352,7 +348,7 @@ def make_batch(spec: ModelSpec, batch_size: int) -> Batch:
     return spec.make_batch(batch_size, torch.Generator().manual_seed(SEED))
 
 
-# Imported once in asv's forkserver, they save each fork the import; no GPU is touched before a fork.
+# imported once in asv's forkserver, they save each fork the import; no GPU is touched before a fork
 PRELOADED = (
     "torch",
     "torchvision.models",
@@ -360,19 +356,19 @@ PRELOADED = (
     "transformers.models.llama.modeling_llama",
     "transformers.models.clip.modeling_clip",
 )
-# asv_runner.server is imported in every mode: only the mode tells the forkserver apart.
+# asv_runner.server is imported in every mode: only the mode tells the forkserver apart
 FORKSERVER_MODE = "run_server"
 
 
 def preload_for_forkserver() -> list[str]:
-    """In asv's forkserver, import torch and the models' optional packages; elsewhere nothing."""
+    """In asv's forkserver, imports torch and the models' optional packages; elsewhere nothing."""
     if "asv_runner.server" not in sys.modules or sys.argv[1:2] != [FORKSERVER_MODE]:
         return []
     loaded = []
     for package in PRELOADED:
-        with contextlib.suppress(Exception):  # absent or unusable: its models skip with the reason
+        with contextlib.suppress(Exception):  # its models skip with the reason
             importlib.import_module(package)
             loaded.append(package)
-    # so a fork's gc.collect() neither walks nor copies the imported objects
+    # a fork's gc.collect() then neither walks nor copies the imported objects
     gc.freeze()
     return loaded

@@ -1,5 +1,5 @@
-"""The operator registry: per op, fixed inputs at three sizes, the forward call and its work:
-exact FLOPs, or compulsory bytes (each operand touched once, so GB/s is a lower bound)."""
+"""The operator registry: per op, fixed inputs at three sizes, the forward call and its work
+(exact FLOPs, or compulsory bytes: each operand touched once, so GB/s is a lower bound)."""
 
 from __future__ import annotations
 
@@ -23,15 +23,15 @@ Dims = Mapping[str, int]
 @dataclass(frozen=True)
 class Operand:
     shape: tuple[int, ...]
-    fill: str = "normal"  # "normal" in the op's dtype; "ones"; "index": int64 in [0, high)
-    high: int = 0
+    high: int = 0  # above 0: int64 indices in [0, high); else normal values, or ones
+    ones: bool = False
     trained: bool = False  # gets a gradient in forward+backward
     transposed: bool = False  # a transposed view: strides (1, rows)
     on_host: bool = False  # stays in host memory (one end of a copy)
 
 
 def _evaluate(expression: str, dims: Dims, itemsize: int = 0) -> int:
-    """An expression of dims as the docs write it, so the documented formula is the computed one."""
+    """Evaluates the formula as the docs write it, so the documented one is the computed one."""
     python = expression.replace("^", "**").replace("/", "//")
     return int(eval(python, {"__builtins__": {}}, {**dims, "s": itemsize}))  # our own constants
 
@@ -42,9 +42,8 @@ def _shape(words: list[str], dims: Dims) -> tuple[int, ...]:
 
 @dataclass(frozen=True)
 class OpSpec:
-    """One op as a row. ``inputs``: ``name dims [ones|host|transposed] [below DIM]`` per operand,
-    in ``forward``'s order (``below v``: int64 in [0, v)); normal values train where the op has a
-    backward. ``formula``: one forward call's FLOPs or bytes (``s`` per element), then why."""
+    """One op. ``inputs``: ``name dims [ones|host|transposed] [below DIM]`` per operand in
+    ``forward``'s order; ``formula``: one forward call's FLOPs or bytes (``s`` per element)."""
 
     name: str
     description: str
@@ -68,12 +67,11 @@ class OpSpec:
             declared, _, high = declared.partition(" below ")
             name, *words = declared.split()
             flags = {"ones", "host", "transposed"}.intersection(words)
-            fill = "index" if high else "ones" if "ones" in flags else "normal"
             found[name] = Operand(
                 _shape([word for word in words if word not in flags], dims),
-                fill,
                 dims.get(high, 0),
-                trained=self.has_backward and fill == "normal",
+                "ones" in flags,
+                trained=self.has_backward and not high and "ones" not in flags,
                 transposed="transposed" in flags,
                 on_host="host" in flags,
             )
@@ -98,14 +96,7 @@ _IMAGES = _dims("n c h w", (4, 16, 16, 16), (16, 64, 32, 32), (64, 256, 64, 64))
 _COPIED = _dims("n", 65536, 4194304, 67108864)
 
 
-def _torch_function(name: str) -> Callable[..., torch.Tensor]:
-    return lambda *operands: getattr(torch, name)(*operands)  # torch is bound at the first case
-
-
-_TRANSPOSED = "a transposed (non-contiguous) n x n view and a contiguous one"
 _READ_WRITE = "2*n^2*s (read x, write y)"
-_ONE_PER_ROW = "(n^2 + n)*s (read x, write one value per row)"
-_CROSSING = "n*s (the bytes that cross between host and device memory)"
 
 _SPECS: tuple[OpSpec, ...] = (
     OpSpec(
@@ -120,8 +111,8 @@ _SPECS: tuple[OpSpec, ...] = (
     ),
     OpSpec(
         "linear",
-        "F.linear (nn.Linear): t tokens of i features to o features, with bias",
-        # large: BERT-large's FFN, 32 x 512 tokens
+        "nn.Linear: t tokens of i features to o, with bias",
+        # large: BERT-large's FFN over 32 x 512 tokens
         _dims("t i o", (32, 128, 128), (512, 256, 256), (16384, 1024, 4096)),
         "x t i, weight o i, bias o",
         lambda x, weight, bias: F.linear(x, weight, bias),
@@ -131,7 +122,7 @@ _SPECS: tuple[OpSpec, ...] = (
     ),
     OpSpec(
         "conv2d",
-        "F.conv2d, 3x3 kernel, stride 1, padding 1, with bias",
+        "3x3 kernel, stride 1, padding 1, with bias",
         # large: ResNet's first stage at batch 64
         _dims("n c h w o", (1, 16, 16, 16, 16), (8, 32, 16, 16, 32), (64, 64, 56, 56, 64)),
         "x n c h w, weight o c 3 3, bias o",
@@ -142,7 +133,7 @@ _SPECS: tuple[OpSpec, ...] = (
     ),
     OpSpec(
         "scaled_dot_product_attention",
-        "F.scaled_dot_product_attention, no mask, q/k/v of shape (n, h, l, d)",
+        "attention without a mask",
         _dims("n h l d", (1, 4, 64, 32), (2, 8, 128, 64), (8, 16, 2048, 64)),
         "q n h l d, k n h l d, v n h l d",
         lambda q, k, v: F.scaled_dot_product_attention(q, k, v),
@@ -153,7 +144,7 @@ _SPECS: tuple[OpSpec, ...] = (
     ),
     OpSpec(
         "max_pool2d",
-        "F.max_pool2d, 2x2 window, stride 2",
+        "2x2 window, stride 2",
         _IMAGES,
         "x n c h w",
         lambda x: F.max_pool2d(x, 2),
@@ -163,7 +154,7 @@ _SPECS: tuple[OpSpec, ...] = (
     ),
     OpSpec(
         "batch_norm",
-        "F.batch_norm in training mode (batch statistics, running stats updated), with affine",
+        "training mode: batch statistics, running stats updated",
         _IMAGES,
         "x n c h w, weight c, bias c, running_mean c ones, running_var c ones",
         lambda x, weight, bias, mean, var: F.batch_norm(x, mean, var, weight, bias, training=True),
@@ -173,7 +164,7 @@ _SPECS: tuple[OpSpec, ...] = (
     ),
     OpSpec(
         "layer_norm",
-        "F.layer_norm over the last dim of t tokens of width d, with affine",
+        "over the last dim, with affine",
         _dims("t d", (64, 256), (4096, 256), (16384, 4096)),
         "x t d, weight d, bias d",
         lambda x, weight, bias: F.layer_norm(x, (x.shape[-1],), weight, bias),
@@ -183,7 +174,7 @@ _SPECS: tuple[OpSpec, ...] = (
     ),
     OpSpec(
         "softmax",
-        "softmax over the last dim of an n x n tensor",
+        "over the last dim",
         _SQUARE,
         "x n n",
         lambda x: torch.softmax(x, dim=-1),
@@ -193,7 +184,7 @@ _SPECS: tuple[OpSpec, ...] = (
     ),
     OpSpec(
         "gelu",
-        "F.gelu (exact, erf form) of an n x n tensor",
+        "exact (erf) form",
         _SQUARE,
         "x n n",
         lambda x: F.gelu(x),
@@ -205,10 +196,10 @@ _SPECS: tuple[OpSpec, ...] = (
     *(
         OpSpec(
             f"{name}{suffix}",
-            f"elementwise a {sign} b of {_TRANSPOSED if suffix else 'two contiguous n x n'} tensors",
+            f"elementwise a {sign} b{', with a transposed' if suffix else ''}",
             _SQUARE,
             f"a n n{suffix.replace('_', ' ')}, b n n",
-            _torch_function(name),
+            lambda a, b, name=name: getattr(torch, name)(a, b),  # torch binds at the first case
             "n n",
             GBPS,
             "3*n^2*s (read a and b, write the result)",
@@ -218,31 +209,23 @@ _SPECS: tuple[OpSpec, ...] = (
         for suffix in ("", "_transposed")
     ),
     # the backward of a reduction is a broadcast: no kernel of its own
-    OpSpec(
-        "sum",
-        "sum over the last dim of an n x n tensor",
-        _SQUARE,
-        "x n n",
-        lambda x: torch.sum(x, dim=-1),
-        "n",
-        GBPS,
-        _ONE_PER_ROW,
-        has_backward=False,
-    ),
-    OpSpec(
-        "mean",
-        "mean over the last dim of an n x n tensor",
-        _SQUARE,
-        "x n n",
-        lambda x: torch.mean(x, dim=-1),
-        "n",
-        GBPS,
-        _ONE_PER_ROW,
-        has_backward=False,
+    *(
+        OpSpec(
+            name,
+            "over the last dim",
+            _SQUARE,
+            "x n n",
+            lambda x, name=name: getattr(torch, name)(x, dim=-1),
+            "n",
+            GBPS,
+            "(n^2 + n)*s (read x, write one value per row)",
+            has_backward=False,
+        )
+        for name in ("sum", "mean")
     ),
     OpSpec(
         "index_select",
-        "index_select of k rows (random, repeats allowed) from a v x d table",
+        "k random rows (repeats allowed) of a table",
         _dims("v d k", (1024, 64, 256), (32768, 256, 4096), (65536, 1024, 65536)),
         "source v d, index k below v",
         lambda source, index: torch.index_select(source, 0, index),
@@ -252,7 +235,7 @@ _SPECS: tuple[OpSpec, ...] = (
     ),
     OpSpec(
         "gather",
-        "torch.gather along dim 1: k random columns per row of an r x c tensor",
+        "k random columns per row",
         _dims("r c k", (256, 256, 64), (2048, 2048, 512), (16384, 8192, 4096)),
         "source r c, index r k below c",
         lambda source, index: torch.gather(source, 1, index),
@@ -262,7 +245,7 @@ _SPECS: tuple[OpSpec, ...] = (
     ),
     OpSpec(
         "embedding",
-        "F.embedding: look up n x l token ids in a v x d table",
+        "look up n x l token ids in a table",
         # medium: BERT's vocabulary; large: GPT-2's
         _dims("v d n l", (1000, 64, 4, 64), (30522, 256, 16, 256), (50257, 1024, 64, 1024)),
         "source v d, index n l below v",
@@ -273,7 +256,7 @@ _SPECS: tuple[OpSpec, ...] = (
     ),
     OpSpec(
         "cross_entropy",
-        "F.cross_entropy of n rows of c logits against int64 class targets (mean)",
+        "mean over n rows of c logits against class targets",
         # medium: ImageNet's classes; large: an LM's vocabulary
         _dims("n c", (64, 1000), (1024, 1000), (4096, 32000)),
         "logits n c, target n below c",
@@ -282,27 +265,22 @@ _SPECS: tuple[OpSpec, ...] = (
         GBPS,
         "n*c*s + 8*n + s (read the logits and int64 targets, write the scalar loss)",
     ),
-    OpSpec(
-        "copy_h2d",
-        "copy from pageable host memory into a preallocated device buffer",
-        _COPIED,
-        "source n host, destination n",
-        lambda source, destination: destination.copy_(source),
-        "n",
-        GBPS,
-        _CROSSING,
-        has_backward=False,
-    ),
-    OpSpec(
-        "copy_d2h",
-        "copy from device memory into a preallocated pageable host buffer",
-        _COPIED,
-        "source n, destination n host",
-        lambda source, destination: destination.copy_(source),
-        "n",
-        GBPS,
-        _CROSSING,
-        has_backward=False,
+    *(
+        OpSpec(
+            f"copy_{direction}",
+            f"copy from {source} into a preallocated {destination} buffer",
+            _COPIED,
+            f"source n{' host' * (direction == 'h2d')}, destination n{' host' * (direction == 'd2h')}",
+            lambda source, destination: destination.copy_(source),
+            "n",
+            GBPS,
+            "n*s (the bytes that cross between host and device memory)",
+            has_backward=False,
+        )
+        for direction, source, destination in (
+            ("h2d", "pageable host memory", "device"),
+            ("d2h", "device memory", "pageable host"),
+        )
     ),
 )
 
@@ -323,16 +301,16 @@ def get(name: str) -> OpSpec:
 def make_inputs(
     spec: OpSpec, size: str, device: str, dtype: str, training: bool
 ) -> dict[str, torch.Tensor]:
-    """Seeded, drawn in float32 and cast: every dtype sees the same values."""
+    """Seeded and drawn in float32, then cast: every dtype sees the same values."""
     devices.get(device).seed(models.SEED)
     float_dtype = precision.dtype_of(dtype)
     inputs = {}
     for name, operand in spec.operands(spec.dims(size)).items():
         where = "cpu" if operand.on_host else device
         shape = operand.shape[::-1] if operand.transposed else operand.shape
-        if operand.fill == "index":
+        if operand.high:
             tensor = torch.randint(0, operand.high, shape, device=where)
-        elif operand.fill == "ones":
+        elif operand.ones:
             tensor = torch.ones(shape, device=where, dtype=float_dtype)
         else:
             tensor = torch.randn(shape, device=where).to(float_dtype)
@@ -342,7 +320,7 @@ def make_inputs(
 
 
 def _bind_torch() -> None:
-    """Binds the real modules before timing: the stand-ins' lookup adds to a microsecond op."""
+    # the stand-ins' lookup would add to a microsecond op
     global torch, F
     import torch as loaded
     import torch.nn.functional as functional
@@ -352,7 +330,7 @@ def _bind_torch() -> None:
 
 class OpCase:
     """One op at one size and dtype with its inputs on a device; nothing here synchronizes. The
-    backward is ``torch.autograd.grad`` with a fixed output gradient: no ``.grad`` accumulation."""
+    backward is ``torch.autograd.grad`` with a fixed output gradient: nothing accumulates."""
 
     def __init__(self, spec: OpSpec, device: str, dtype: str, size: str, training: bool) -> None:
         if training and not spec.has_backward:
@@ -363,7 +341,7 @@ class OpCase:
         self.spec, self.dtype, self.size, self.training = spec, dtype, size, training
         self.device = devices.get(device)
         self.inputs = make_inputs(spec, size, device, dtype, training)
-        self.operands = tuple(self.inputs.values())  # forward's arguments, in its order
+        self.operands = tuple(self.inputs.values())
         self.trained = [tensor for tensor in self.inputs.values() if tensor.requires_grad]
         self.grad_output: torch.Tensor | None = None
         self.calls_per_sample = CALLS_PER_SAMPLE[size]
@@ -387,7 +365,7 @@ class OpCase:
         return self.spec.work_at(self.size, self.dtype)
 
     def warm_up(self, calls: int = 2) -> None:
-        """Run until kernels are chosen; fail an output of the wrong shape, dtype or device."""
+        """Runs until kernels are chosen; fails an output of the wrong shape, dtype or device."""
         for _ in range(calls):
             output = self.forward()
             if self.training:
@@ -416,18 +394,22 @@ def throughput(case: OpCase) -> float:
     return case.work() / median_seconds_per_call(case) / 1e9
 
 
+def _label(device: str, op: str, dtype: str, size: str) -> str:
+    return f"{op} on {device} in {dtype} at {size}"
+
+
 _slot: devices.OneSlot[OpCase] = devices.OneSlot()
 forget = _slot.clear
 
 
 def cached(device: str, op: str, dtype: str, size: str, training: bool) -> OpCase:
-    """The warmed-up case, one per process; a warm-up that fell back to the cpu fails."""
+    """The warmed-up case, one per process; a warm-up that falls back to the cpu fails."""
 
     def build() -> OpCase:
         case = OpCase(get(op), device, dtype, size, training)
         with fallback.Recorder() as recorder:
             case.warm_up()
-        fallback.refuse(f"{op} on {device} in {dtype} at {size}", recorder.ops)
+        fallback.refuse(_label(device, op, dtype, size), recorder.ops)
         return case
 
     return _slot.get((device, op, dtype, size, training), device, build)
@@ -447,16 +429,15 @@ def prepare(device: str, op: str, dtype: str, size: str, training: bool) -> OpCa
         return cached(device, op, dtype, size, training)
     except Exception as exc:
         forget()
+        label, why = _label(device, op, dtype, size), errors.first_line(exc)
         if devices.is_out_of_memory(exc):
             devices.get(device).empty_cache()
-            raise skips.SkipNotImplemented(
-                f"{op} at {size} in {dtype} does not fit in {device} memory: {errors.first_line(exc)}"
-            ) from exc
+            raise skips.SkipNotImplemented(f"{label} does not fit in memory: {why}") from exc
         # float32 must run everywhere; reduced-precision support varies with device, OS and torch
         if dtype != precision.DEFAULT and skips.torch_lacks(exc):
             raise skips.SkipNotImplemented(
-                f"{op} in {dtype} on {device}: torch does not support it here: {errors.first_line(exc)}"
+                f"{label}: torch does not support it here: {why}"
             ) from exc
         if isinstance(exc, NotImplementedError):  # torch lacks a kernel: a failure, not an n/a
-            raise RuntimeError(f"{op} on {device} in {dtype}: torch lacks an op: {exc}") from exc
+            raise RuntimeError(f"{label}: torch lacks an op: {exc}") from exc
         raise

@@ -1,8 +1,5 @@
 """The selection table: which combinations of each benchmark class this run times, and why not.
-
-``setup``, ``setup_cache`` and :mod:`~mpsbench.measure.preselect` all ask :func:`left_out`; only
-MPSBENCH_FULL and MPSBENCH_DEVICES change its answer. Torch-free.
-"""
+Torch-free; only MPSBENCH_FULL and MPSBENCH_DEVICES change an answer."""
 
 from __future__ import annotations
 
@@ -12,7 +9,7 @@ from functools import partial
 from mpsbench.core import settings
 from mpsbench.measure import devices, models, tolerances
 
-# asv passes the environment through to every benchmark process.
+# asv passes the environment through to every benchmark process
 FULL_SWEEP_ENV, DEVICES_ENV = settings.FULL, settings.DEVICES
 
 
@@ -55,21 +52,19 @@ def _model(device: str, model: str, default: bool, what: str = "", batch: int = 
     return _decide(device, default, f"{outside} {what}selection", never)
 
 
-# --- the model steps
 CPU_BATCH_SIZES = (1, 8, 32)
 CPU_LARGE_BATCH_SIZES = (1, 8)  # a large model at its seed batch would spend the cpu budget alone
 
 
 def steps(device: str, model: str, batch_size: int) -> str | None:
-    """GPUs time the seed batch size: batch 1 there is launch-bound and noisier than the
-    regression factor can gate."""
+    """GPUs time the seed batch: batch 1 there is launch-bound, noisier than the gate allows."""
     spec = models.get(model)
     if device != "cpu":
         default = batch_size == spec.seed_batch_size
     elif spec.large:
         default = batch_size in CPU_LARGE_BATCH_SIZES
     else:
-        default = batch_size in CPU_BATCH_SIZES or batch_size == spec.seed_batch_size
+        default = batch_size in (*CPU_BATCH_SIZES, spec.seed_batch_size)
     return _model(device, model, default, "", batch_size)
 
 
@@ -77,19 +72,17 @@ def modern(device: str, model: str, batch_size: int) -> str | None:
     return _model(device, model, device == "cpu" and batch_size == 1, "modern models' ", batch_size)
 
 
-# --- the classes at each model's seed batch size, their defaults as (device, kind, model) rows
-# On mps, training (where leaks live) on a CNN and the launch-bound mlp; on cuda, each
-# setup_cache is an interpreter the GPU's budget cannot spare.
+# defaults as (device, kind, model) rows. On mps, training (where leaks live) on a CNN and the
+# launch-bound mlp; on cuda, each setup_cache is an interpreter the GPU's budget cannot spare.
 INSTRUMENTS_ON_GPU = {("mps", "training", "mlp"), ("mps", "training", "resnet50")}
-# A GPU's default is the transformer's mixed-precision training; the cpu, where reduced
-# precision is slow, times the mlp in every dtype.
+# a GPU's default is the transformer's mixed-precision training; the cpu's, the mlp in every dtype
 PRECISION_MODELS = {
     ("cpu", "training", "mlp"),
     ("cpu", "inference", "mlp"),
     ("gpu", "training", "bert_base"),
 }
 FLOAT32 = "float32"
-# Compiling costs more than every timed step together.
+# compiling costs more than every timed step together
 COMPILED_DEFAULT = {("cpu", "training", "mlp"), ("cpu", "inference", "mlp")}
 
 
@@ -137,7 +130,7 @@ def generation(device: str, model: str) -> str | None:
 
 
 def correctness(device: str, pattern: str, dtype: str) -> str | None:
-    """cuda in the full sweep: every timed cuda process checks the guarding patterns anyway."""
+    """cuda in the full sweep: every timed cuda process checks the patterns anyway."""
     if dtype not in (dtypes := tolerances.dtypes(pattern)):
         return f"{pattern} is measured in {', '.join(dtypes)}, the dtypes its report showed wrong"
     if pattern == "compiled_layer_norm":
@@ -148,14 +141,12 @@ def correctness(device: str, pattern: str, dtype: str) -> str | None:
 
 
 def leaks(device: str, pattern: str) -> str | None:
-    """mps by default: the cpu's RSS moves by more than a leak would, and cuda's loops read
-    nothing."""
+    """mps by default: the cpu's RSS moves more than a leak would; cuda's loops read nothing."""
     return _family(device, f"the {pattern} leak loop", "the leaks were mps's", ("mps",))
 
 
-# --- ops, epochs, the largest batch
 HOST_DEVICE_COPIES = ("copy_h2d", "copy_d2h")
-# Reduced precision on an x86 cpu is an order of magnitude slower: a large call takes minutes.
+# reduced precision on an x86 cpu is 10-20x slower: a large call takes minutes
 CPU_REDUCED_PRECISION_SIZES = ("small", "medium")
 
 
@@ -165,7 +156,7 @@ def op(device: str, name: str, dtype: str, size: str) -> str | None:
     if name in HOST_DEVICE_COPIES and device == "cpu":
         never = f"{name} copies between host and a device; on the cpu both ends are host memory"
     elif device == "cpu" and dtype != FLOAT32 and size not in CPU_REDUCED_PRECISION_SIZES:
-        never = f"{name} in {dtype} at {size} on the cpu is not timed: reduced precision is 10-20x slower there"
+        never = f"{name} in {dtype} at {size} is not timed on the cpu: reduced precision is 10-20x slower there"
     default = dtype == FLOAT32 and (size == "large") == (device != "cpu")
     outside = f"{name} in {dtype} at {size} on {device} is outside the default selection"
     return _decide(device, default, outside, never)
@@ -177,38 +168,27 @@ def epoch(
     """Both loader settings run: their difference is the data-loading bottleneck."""
     never = None
     if device == "cpu" and dataset == "cifar10":
-        never = (
-            "a full CIFAR-10 epoch on the cpu takes hours (50,000 images at a few images/s):"
-            " run the 'small' dataset on the cpu instead"
-        )
+        never = "a CIFAR-10 epoch on the cpu takes hours: run the 'small' dataset there instead"
     seed = ("resnet50", 8, "tiny") if device == "cpu" else ("vgg16", 64, "small")
-    outside = f"{model} at batch {batch_size} with {num_workers} workers on the {dataset} dataset on {device}"
-    return _decide(
-        device,
-        (model, batch_size, dataset) == seed,
-        f"{outside} is outside the default selection",
-        never,
-    )
+    outside = f"{model} at batch {batch_size} with {num_workers} workers on {dataset} on {device}"
+    default = (model, batch_size, dataset) == seed
+    return _decide(device, default, f"{outside} is outside the default selection", never)
 
 
 def largest_batch(device: str, model: str, kind: str) -> str | None:
     """Full sweep only: each search steps the model at every batch up to its memory limit."""
     never = None
     if kind == "inference" and model not in models.INFERENCE_NAMES:
-        never = (
-            f"{model} differs from its base model in training only: its inference is bert_base's"
-        )
-    if device == "cuda":
-        why = f"the cuda search for {model} {kind} fills the GPU's memory batch by batch (seconds to half a minute)"
-    elif device == "mps":
+        never = f"{model} differs from its base model in training only"
+    if device == "mps":
         ratio, env = devices.mps_high_watermark_ratio(), devices.MPS_WATERMARK_ENV
         limit = f"{env}={ratio}" if ratio is not None else f"{env} unset: torch's default"
-        why = f"the mps search grows memory up to the high watermark ({limit}), which can push the Mac into swap first"
+        why = f"the mps search grows memory up to the high watermark ({limit}): the Mac may swap"
     else:
-        why = (
-            f"the cpu search for {model} {kind} steps every batch up to a fixed memory budget (minutes; its"
-            " growth per sample is what the default's peak-memory rows track)"
+        limit = (
+            "fills the GPU's memory" if device == "cuda" else "steps up to a fixed memory budget"
         )
+        why = f"the {device} search for {model} {kind} {limit}, batch by batch"
     return _decide(device, False, f"{why}; it is outside the default selection", never)
 
 
@@ -234,8 +214,8 @@ RULES: dict[str, Callable[..., str | None]] = {
 
 
 def left_out(benchmark: str, *params: object) -> str | None:
-    """Why this run leaves out ``benchmark``'s combination ``params``, or None; probes no device
-    and builds nothing (asked before asv starts any process)."""
+    """Why this run leaves out ``benchmark``'s combination ``params``, or None; probes no
+    device (asked before asv starts any process)."""
     if benchmark not in RULES:
         raise KeyError(
             f"no selection rule for benchmark class {benchmark!r}; the table has: {', '.join(RULES)}"
