@@ -50,7 +50,7 @@ def install() -> None:
 
     warm_up, run = workloads.Workload.warm_up, workloads.Workload.run
 
-    def warm_up_and_measure(self: Any, *args: Any, **kwargs: Any) -> None:
+    def warm_up_and_measure(self: Any, *args: Any, **kwargs: Any) -> Any:
         warm_up(self, *args, **kwargs)
         self.injected_seconds = 0.0
         fraction = slowdown_for(self.spec.name)
@@ -61,6 +61,7 @@ def install() -> None:
                 functools.partial(run, self), self.device, 1, 5, 0.0, 5
             )
             self.injected_seconds = fraction * median
+        return self  # the workload, as the wrapped warm_up returns it
 
     def run_and_wait(self: Any, steps: int) -> None:
         run(self, steps)
