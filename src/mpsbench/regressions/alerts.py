@@ -1,5 +1,5 @@
-"""Each machine's newest build, row by row, against the build before it and the last one not flagged;
-``--confirm`` re-measures each timed alert with ``mpsbench compare`` (docs/explanation/site.md)."""
+"""Each machine's newest build, row by row, against the build before it and the last one not
+flagged; ``--confirm`` re-measures each timed alert afresh (docs/explanation/site.md)."""
 
 from __future__ import annotations
 
@@ -146,7 +146,7 @@ def find(suite: Suite, options: Options) -> list[Alert]:
                 f"the timeline {suite.timeline_path} has no commit {new[:12]}: run mpsbench"
                 " timeline generate"
             )
-        for row in sorted(found.values[(machine, new)], key=lambda r: r.entry):
+        for row in found.values[(machine, new)]:
             if alert := _alert(suite, found, machine, row, lineage):
                 alerts.append(alert)
     return sorted(alerts, key=lambda a: (-a.judgement.ratio, a.machine, a.row.entry))

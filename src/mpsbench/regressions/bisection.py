@@ -1,5 +1,5 @@
 """mpsbench bisect GOOD BAD -b BENCH: the first build that made one combination slower. A step
-measures GOOD, BAD and the cheapest split of the candidates in one interleaved run (compare's rule)."""
+measures GOOD, BAD and the cheapest split of the candidates in one interleaved run."""
 
 from __future__ import annotations
 
@@ -43,14 +43,14 @@ class Search:
 
     between: list[str]
     low: int = -1
-    high: int = -1
+    high: int = field(init=False)
     confirmed: bool = False
     processes: int = 0
     endpoints: list[str] = field(default_factory=list)  # compare's summary of GOOD against BAD
     rows: list[list[str]] = field(default_factory=lambda: [list(HEADER)])
 
     def __post_init__(self) -> None:
-        self.high = len(self.between) - 1 if self.high < 0 else self.high
+        self.high = len(self.between) - 1
 
 
 def _row(
@@ -66,8 +66,8 @@ def _row(
 
 @functools.cache
 def _cheapest(candidates: int) -> tuple[float, int]:
-    """The processes a search among ``candidates`` expects, and the evenly spaced probes a step takes
-    (each place of the first bad build alike likely)."""
+    """The processes a search among ``candidates`` expects, and the evenly spaced probes a step
+    takes (each place of the first bad build alike likely)."""
     return min(
         (
             (_cost(candidates, _spaced(candidates, most)), most)
@@ -188,10 +188,8 @@ def bisect(
     """Searches between GOOD and BAD, printing each step and the evidence."""
     compare.check(args)
     manifest, generated, (good, bad) = fresh.name_builds(
-        [good_ref, bad_ref], args.manifest, args.timeline
+        [good_ref, bad_ref], args.manifest, args.timeline, "GOOD and BAD"
     )
-    if good.name == bad.name:
-        raise UserError(f"GOOD and BAD are the same build ({good.name}): name two builds")
     line = fresh.lineage(manifest, bad.name)
     if good.name not in line:
         if bad.name in fresh.lineage(manifest, good.name):
@@ -249,7 +247,7 @@ def outcome(found: Found | Unresolved) -> int:
 def _step_decided(
     good: str, bad: str, candidates: list[str], confirmed: bool
 ) -> Callable[[dict[compare.Pair, verdict.Verdict]], bool]:
-    """Whether a step is done: the endpoints (until confirmed), then the candidates up to the first bad."""
+    """Whether a step is done: the endpoints (until confirmed), then candidates to the first bad."""
 
     def decided(verdicts: dict[compare.Pair, verdict.Verdict]) -> bool:
         endpoint = verdicts[(good, bad)].decision

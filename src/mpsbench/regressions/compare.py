@@ -3,6 +3,7 @@ until verdict.py's rule decides or the budget is spent."""
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import math
 import os
@@ -50,7 +51,7 @@ def measure(
     if started >= session.deadline:  # an earlier step spent the budget
         return _out_of_time(session, measured, pairs, levels, session.min_rounds)
     rounds = session.rounds(builds, last)
-    try:
+    with contextlib.closing(rounds):  # stops the servers early
         for times in rounds:
             before, count = len(measured.times[first]), len(times[first])
             measured.times, measured.samples = times, dict(session.samples)
@@ -93,8 +94,6 @@ def measure(
                 return measured
             if late:  # the next look would end after the budget
                 return _out_of_time(session, measured, pairs, levels, following or count)
-    finally:
-        rounds.close()  # stops the servers early
     return measured
 
 
@@ -265,9 +264,7 @@ def measured_as(args: fresh.Options) -> str:
 def compare(a_ref: str, b_ref: str, args: fresh.Options) -> int:
     """Measures both builds afresh and prints the report: the exit status."""
     check(args)
-    _, _, (a, b) = fresh.name_builds([a_ref, b_ref], args.manifest, args.timeline)
-    if a.name == b.name:
-        raise UserError(f"A and B are the same build ({a.name}): name two builds")
+    _, _, (a, b) = fresh.name_builds([a_ref, b_ref], args.manifest, args.timeline, "A and B")
     with fresh.Session(args, [a, b]) as measuring:
         combination = measuring.check_bench(a.commit)
         print(

@@ -1,5 +1,5 @@
 """mpsbench explain A B -b ROW: the ops of one combination's step ranked by their change in self
-time from build A to B, profiled in fresh interleaved processes (profile_step.py); nothing recorded."""
+time from build A to B, profiled in fresh interleaved processes (profile_step.py)."""
 
 from __future__ import annotations
 
@@ -219,14 +219,14 @@ def _table(found: list[Row], b: Side, top: int, what: str) -> list[str]:
         )
         # the input shapes whose calls per step differ, largest difference first
         before, after = (op.shapes if op else {} for op in ops)
-        changed = [
-            (after.get(s, 0.0) - before.get(s, 0.0), s) for s in before.keys() | after.keys() if s
-        ]
-        changed = sorted((c for c in changed if abs(c[0]) > 1e-9), key=lambda c: (-abs(c[0]), c[1]))
+        moved = {s: after.get(s, 0.0) - before.get(s, 0.0) for s in before.keys() | after.keys()}
+        changed = sorted(
+            (s for s in moved if s and abs(moved[s]) > 1e-9), key=lambda s: (-abs(moved[s]), s)
+        )
         shapes += [
-            f"  {_short(row.name)} shapes: {shape} {_calls(before.get(shape, 0.0))} ->"
-            f" {_calls(after.get(shape, 0.0))} a step"
-            for _, shape in changed[:SHAPES_SHOWN]
+            f"  {_short(row.name)} shapes: {s} {_calls(before.get(s, 0.0))} ->"
+            f" {_calls(after.get(s, 0.0))} a step"
+            for s in changed[:SHAPES_SHOWN]
         ]
     if rest := found[top:]:
         change = sum(row.change for row in rest) * 1e3
@@ -307,9 +307,7 @@ def explain(a_ref: str, b_ref: str, options: Options) -> Explained:
     """The combination profiled afresh in builds A and B, and what changed."""
     started = time.monotonic()
     compare.check(options.measuring)
-    _, _, (a, b) = fresh.name_builds([a_ref, b_ref], options.manifest, options.timeline)
-    if a.name == b.name:
-        raise UserError(f"A and B are the same build ({a.name}): name two builds")
+    _, _, (a, b) = fresh.name_builds([a_ref, b_ref], options.manifest, options.timeline, "A and B")
     with fresh.Session(options.measuring, [a, b]) as session:
         combination = session.check_bench(a.commit)
         log.info(

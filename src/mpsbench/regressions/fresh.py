@@ -42,9 +42,10 @@ class Named:
 
 
 def name_builds(
-    refs: list[str], manifest_path: Path, timeline_path: Path
+    refs: list[str], manifest_path: Path, timeline_path: Path, roles: str = ""
 ) -> tuple[mf.Manifest, timeline.Generated, list[Named]]:
-    """The builds ``refs`` name (CHANNEL@ID, timeline hash prefix or tag); writes the timeline."""
+    """The builds ``refs`` name (CHANNEL@ID, timeline hash prefix or tag), two of them different
+    where ``roles`` names them; writes the timeline."""
     manifest = mf.load(manifest_path)
     generated = timeline.generate(manifest, timeline_path)
     found = []
@@ -54,6 +55,8 @@ def name_builds(
         except errors.UserError as exc:
             raise errors.UserError(f"unknown build {ref!r}: {exc}") from None
         found.append(Named(name, generated.commits[name]))
+    if roles and found[0].name == found[-1].name:
+        raise errors.UserError(f"{roles} are the same build ({found[0].name}): name two builds")
     return manifest, generated, found
 
 
