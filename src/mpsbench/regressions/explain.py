@@ -341,7 +341,6 @@ def run(a_ref: str, b_ref: str, options: Options) -> int:
 
 
 def stored(results: Path) -> Path:
-    """Where kept tables live, beside the results folder."""
     return results.parent / "explain"
 
 

@@ -71,7 +71,6 @@ def lineage(manifest: mf.Manifest, name: str) -> list[str]:
 
 
 def log_output(log: Path | None, command: list[str], output: str) -> None:
-    """Appends a process's command line and output to ``--log``."""
     if log is not None:
         with open(log, "a") as handle:
             handle.write(f"$ {' '.join(command)}\n{output}\n")

@@ -15,7 +15,7 @@ from mpsbench.regressions.rule import Decision
 ALPHA = 0.05  # family-wise false-alarm rate over all looks of one comparison
 CONFIDENCE = 0.95  # of the ratio's bootstrap interval
 BOOTSTRAP = PERMUTATIONS = 2000  # permutations are drawn where there are more relabelings
-CLUSTER = 1.5  # a side's fast mode: its process times within this factor of its fastest
+CLUSTER = 1.5  # a fast mode: the process times within this factor of the fastest
 MAX_ROUNDS = 20
 MIN_ROUNDS = 5  # 5 a side apart give p = 1/252, under the first look's level; 4 give 1/70
 FIRST_MARGIN = 1.25  # the first look's level over the smallest p its size can give
