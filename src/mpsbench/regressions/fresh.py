@@ -124,9 +124,8 @@ class Session:
         self.env = dict(os.environ, **threads)
         busy = " or, for a cpu row on a busy machine, --threads 1"
         self.quieter = verdict.QUIETER + ("" if args.threads else busy)
-        self._default_sigterm: object = None
-        self.key: str | None = None
-        self.index, self.combination, self.cpu_row, self.mode = -1, "", False, servers.SPAWN
+        self.key, self.index, self.combination, self.cpu_row = "", -1, "", False
+        self.mode = servers.SPAWN
         self.repeat: int | tuple[int, int, float] = SAMPLES
         self._servers: dict[str, servers.Server] = {}  # by build, for the whole command
         self.samples: dict[str, int] = {}  # by build, this pass's
@@ -160,7 +159,7 @@ class Session:
                 log_output(self.log, server.command, server.log.read_text(errors="replace"))
         finally:
             shutil.rmtree(self.scratch, ignore_errors=True)
-            signal.signal(signal.SIGTERM, self._default_sigterm)  # type: ignore[arg-type]
+            signal.signal(signal.SIGTERM, self._default_sigterm)
 
     def _discover(self, commit: str) -> Path:
         """asv's listing of the suite, kept per suite code: params never depend on the build."""
@@ -242,7 +241,6 @@ class Session:
             self.env,
         )
         benchmark_id = self.key if self.index < 0 else f"{self.key}-{self.index}"
-        assert benchmark_id is not None
         return servers.Server(
             python, placed, self.benchmarks, benchmark_id, self.env, self.scratch, self.mode
         )
