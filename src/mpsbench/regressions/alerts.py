@@ -1,7 +1,5 @@
-"""Alerts that hold up: each machine's newest build, row by row, against the build before it and the
-last good one. A build judged slower never becomes the baseline (n1 n2 s1 s2 is reported at s2
-against n2); ``--confirm`` re-measures each timed alert with a fresh ``mpsbench compare``
-(docs/explanation/site.md, "Alerts that hold up")."""
+"""Each machine's newest build, row by row, against the build before it and the last one not
+flagged; ``--confirm`` re-measures each timed alert afresh (docs/explanation/site.md)."""
 
 from __future__ import annotations
 
@@ -45,29 +43,29 @@ class Options:
     machines: tuple[str, ...] = ()  # default: every one
     build: str | None = None  # only machines whose newest build is this one
     summary: Path | None = None  # also write the Markdown here
-    confirm: bool = False  # alert only if a fresh compare on this machine agrees
+    confirm: bool = False
     results: Path | None = None  # default: the config's results_dir
 
 
 @dataclass(frozen=True)
 class Alert:
-    """One row slower, or computing a wrong result, on one machine's newest build."""
+    """One row slower, or wrong, on one machine's newest build."""
 
     machine: str
     row: recorded.Row
     unit: str
-    old: str  # the build it is slower than
+    old: str
     new: str
     against: str  # PREVIOUS or LAST_GOOD
     old_value: float
     new_value: float
     judgement: rule.Judgement
-    upstream: str  # the PyTorch commit range between the two builds, with a compare link
+    upstream: str  # the PyTorch commit range between the two builds
     confirmed: str = ""  # with --confirm: one of VERDICTS' values
 
     @property
     def params(self) -> str:
-        """The combination, as asv writes it and ``asv run -b`` matches it."""
+        """The combination, as asv writes it."""
         return self.row.entry[len(self.row.benchmark) :]
 
     @property
@@ -95,8 +93,7 @@ class Alert:
 def _alert(
     suite: Suite, found: recorded.Recorded, machine: str, row: recorded.Row, lineage: list[str]
 ) -> Alert | None:
-    """The row's alert: against the last good build where both hold (it says more), else the one
-    before."""
+    """The row's alert against the last build not flagged, else the one before."""
     unit = found.units.get(row.benchmark, "")
     measured = {b: value for b in lineage if (value := found.get(machine, b, row)) is not None}
     if len(measured) < 2:
@@ -107,7 +104,7 @@ def _alert(
 
     *older, new = measured
     good, previous = older[0], older[-1]
-    for build in older[1:]:  # the last build not flagged before the newest
+    for build in older[1:]:
         if not judge(good, build).regressed:
             good = build
     if good != previous and (judgement := judge(good, new)).regressed:
@@ -125,14 +122,13 @@ def _alert(
 
 
 def find(suite: Suite, options: Options) -> list[Alert]:
-    """The rows slower on each machine's newest build, slowest first; with ``options.build``,
-    only on machines whose newest build it is (one that did not run it repeats no old alert)."""
+    """The rows slower on each machine's newest build (``options.build`` only), slowest first."""
     newest = (
         suite.timeline.commits[suite.name(options.build)] if options.build is not None else None
     )
     results = options.results or suite.conf.results
     found = recorded.load(results)
-    for name in options.machines:  # a misspelt machine would never raise an alert
+    for name in options.machines:
         if name not in found.machines:
             raise UserError(
                 f"no machine {name!r} in {results}; machines there:"
@@ -143,26 +139,26 @@ def find(suite: Suite, options: Options) -> list[Alert]:
         new = found.builds(machine)[-1]
         if (options.machines and machine not in options.machines) or newest not in (None, new):
             continue
-        # on its own channel: by date alone, a release could be judged against a nightly
+        # its own channel's builds: by date, a release could be judged against a nightly
         lineage = timeline.Reader(suite.timeline_path).lineage(new)
         if not lineage:
             raise UserError(
                 f"the timeline {suite.timeline_path} has no commit {new[:12]}: run mpsbench"
                 " timeline generate"
             )
-        for row in sorted(found.values[(machine, new)], key=lambda r: r.entry):
+        for row in found.values[(machine, new)]:
             if alert := _alert(suite, found, machine, row, lineage):
                 alerts.append(alert)
     return sorted(alerts, key=lambda a: (-a.judgement.ratio, a.machine, a.row.entry))
 
 
 def compare_command(suite: Suite, machine: str | None = None) -> Compare:
-    """``mpsbench compare OLD NEW -b BENCH`` on the same suite and machine; a confirmed alert is
-    then explained (``mpsbench explain --keep``) where the site links it."""
+    """``mpsbench compare OLD NEW -b BENCH`` on the same suite and machine, then ``mpsbench explain
+    --keep`` of a confirmed alert for the site."""
 
     def mpsbench(what: str, arguments: list[str]) -> int:
         print(f"mpsbench alert: {what}: mpsbench {' '.join(arguments)}", flush=True)
-        # this interpreter runs the module: no console script need sit beside it (pip --target)
+        # no console script need sit beside this interpreter (pip --target)
         command = [sys.executable, "-m", "mpsbench.cli", *arguments]
         return subprocess.run(command, check=False).returncode
 
@@ -172,15 +168,14 @@ def compare_command(suite: Suite, machine: str | None = None) -> Compare:
         arguments += ["--machine", machine] if machine else []
         status = mpsbench("confirming", ["compare", *arguments])
         if status == rule.Decision.SLOWER.exit_status:
-            mpsbench("explaining", ["explain", *arguments, "--keep"])  # its table, or its line
+            mpsbench("explaining", ["explain", *arguments, "--keep"])
         return status
 
     return run_compare
 
 
 def confirm(found: list[Alert], compare: Compare) -> list[Alert]:
-    """Each alert with a fresh compare's verdict; a row compare cannot measure (only asv's time_
-    and timeraw_ rows give timed samples) is kept as recorded."""
+    """Each alert with a fresh compare's verdict; an untimed row is kept as recorded."""
     confirmed = []
     for alert in found:
         if not alert.row.benchmark.rpartition(".")[2].startswith(("time_", "timeraw_")):
@@ -268,14 +263,13 @@ def markdown(alerts: list[Alert], compared: str) -> str:
 
 
 def check(suite: Suite, options: Options, compare: Compare | None = None) -> tuple[int, str]:
-    """The alerts found, then confirmed with ``compare`` where asked, printed; the exit status and
-    the Markdown."""
+    """The alerts, confirmed with ``compare`` where asked, printed: the exit status and Markdown."""
     if options.confirm and len(options.machines) > 1:
         raise UserError(
             "--confirm measures on this machine: give at most one --machine, this machine's name"
         )
     results = options.results or suite.conf.results
-    if options.summary is not None:  # never over a recorded file (a machine.json, a result)
+    if options.summary is not None:  # never over a recorded file
         files.check_owned(
             options.summary,
             [files.Kept("the results folder", results, nothing_inside=True)],

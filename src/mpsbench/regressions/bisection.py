@@ -1,8 +1,5 @@
-"""mpsbench bisect GOOD BAD -b BENCH: the first build between two that made one combination slower.
-
-Each step measures GOOD, BAD and the candidates that split what is left most cheaply in one
-interleaved run, judged by compare's rule; the first also confirms BAD slower than GOOD.
-"""
+"""mpsbench bisect GOOD BAD -b BENCH: the first build that made one combination slower. A step
+measures GOOD, BAD and the cheapest split of the candidates in one interleaved run."""
 
 from __future__ import annotations
 
@@ -18,7 +15,7 @@ from mpsbench.regressions import compare, fresh, nightlies, verdict
 
 log = progress.logger(__name__)
 NOT_SLOWER, UNDECIDED = 1, 3  # 1 as grep's "no match": a result a script acts on
-MOST_PROBES = 8  # more cost a step more than they narrow; it bounds _cheapest's recursion
+MOST_PROBES = 8  # more cost a step more than they narrow
 EXIT_STATUSES = """exit status:
   0  found: the first bad build and the good one before it
   1  BAD is not slower than GOOD (unchanged or faster): no regression between them to bisect
@@ -29,15 +26,15 @@ HEADER = ["build", "role", "fast ms", "vs GOOD", "interval", "p", "vs BAD", "ver
 
 @dataclass(frozen=True)
 class Found:
-    first: str  # the first slow build, CHANNEL@ID
+    first: str  # the first slow build
     before: str  # the good one before it
-    upstream: str  # the PyTorch commits to read, or that both share one upstream commit
+    upstream: str  # the PyTorch commits to read, or that both share one
 
 
 @dataclass(frozen=True)
 class Unresolved:
-    status: int  # NOT_SLOWER (a result) or UNDECIDED
-    reason: str  # the evidence and the next step
+    status: int  # NOT_SLOWER or UNDECIDED
+    reason: str
 
 
 @dataclass
@@ -46,14 +43,14 @@ class Search:
 
     between: list[str]
     low: int = -1
-    high: int = -1
+    high: int = field(init=False)
     confirmed: bool = False
-    processes: int = 0  # what the search cost
+    processes: int = 0
     endpoints: list[str] = field(default_factory=list)  # compare's summary of GOOD against BAD
     rows: list[list[str]] = field(default_factory=lambda: [list(HEADER)])
 
     def __post_init__(self) -> None:
-        self.high = len(self.between) - 1 if self.high < 0 else self.high
+        self.high = len(self.between) - 1
 
 
 def _row(
@@ -70,7 +67,7 @@ def _row(
 @functools.cache
 def _cheapest(candidates: int) -> tuple[float, int]:
     """The processes a search among ``candidates`` expects, and the evenly spaced probes a step
-    takes for it (each place of the first bad build alike likely)."""
+    takes (each place of the first bad build alike likely)."""
     return min(
         (
             (_cost(candidates, _spaced(candidates, most)), most)
@@ -81,14 +78,14 @@ def _cheapest(candidates: int) -> tuple[float, int]:
 
 
 def _spaced(candidates: int, most: int) -> list[int]:
-    """``most`` indexes that split the candidates + 1 places of the first bad build evenly."""
+    """``most`` indexes splitting the candidates + 1 places of the first bad build evenly."""
     return sorted(
         {(index + 1) * (candidates + 1) // (most + 1) - 1 for index in range(most)} - {-1}
     )
 
 
 def _cost(candidates: int, measured: list[int]) -> float:
-    # a step (GOOD, BAD, the measured), then the part holding the first bad build, by its share
+    # a step (GOOD, BAD, the measured), then the part holding the first bad build, by its odds
     parts = [high - low for low, high in itertools.pairwise([-1, *measured, candidates])]
     return (
         len(measured) + 2 + sum(part / (candidates + 1) * _cheapest(part - 1)[0] for part in parts)
@@ -109,10 +106,10 @@ def search(
     fill: Callable[[str, str], list[fresh.Named]] = lambda good, bad: [],
 ) -> Unresolved | None:
     """Steps until two adjacent builds are good and bad (None; ``state`` says which) or something
-    stays unresolved; GOOD and BAD are in every step, as a verdict compares one run's processes."""
+    stays unresolved; GOOD and BAD are in every step, a verdict comparing one run's processes."""
     between = state.between
     while True:
-        if state.confirmed and state.high - state.low == 1:  # --nightlies may add builds between
+        if state.confirmed and state.high - state.low == 1:  # --nightlies adds builds between
             added = fill(between[state.low] if state.low >= 0 else good.name, between[state.high])
             if not added:
                 return None
@@ -171,7 +168,7 @@ def search(
             )
             for name, (vs_good, vs_bad) in against.items()
         ]
-        for name in candidates:  # oldest first: each good one moves low up, the first bad is high
+        for name in candidates:  # oldest first
             if found[name] is None:
                 vs_good, vs_bad = against[name]
                 return Unresolved(
@@ -188,13 +185,11 @@ def search(
 def bisect(
     good_ref: str, bad_ref: str, args: fresh.Options, adding: nightlies.Options
 ) -> Found | Unresolved:
-    """Measures and searches between GOOD and BAD, printing each step and the evidence."""
+    """Searches between GOOD and BAD, printing each step and the evidence."""
     compare.check(args)
     manifest, generated, (good, bad) = fresh.name_builds(
-        [good_ref, bad_ref], args.manifest, args.timeline
+        [good_ref, bad_ref], args.manifest, args.timeline, "GOOD and BAD"
     )
-    if good.name == bad.name:
-        raise UserError(f"GOOD and BAD are the same build ({good.name}): name two builds")
     line = fresh.lineage(manifest, bad.name)
     if good.name not in line:
         if bad.name in fresh.lineage(manifest, good.name):
@@ -225,7 +220,7 @@ def bisect(
         return unresolved
     first = between[state.high]
     before = between[state.low] if state.low >= 0 else good.name
-    old, new = gaps.manifest.find(before), gaps.manifest.find(first)  # --nightlies' builds too
+    old, new = gaps.manifest.find(before), gaps.manifest.find(first)  # with --nightlies' builds
     if old.git_version == new.git_version:
         upstream = (
             f"{before} and {first} share the upstream commit {new.git_version[:12]}: the change is in the builds"
@@ -239,7 +234,7 @@ def bisect(
 
 
 def outcome(found: Found | Unresolved) -> int:
-    """Prints what a bisection found, or why nothing; returns the exit status."""
+    """Prints what a bisection found, or why nothing: the exit status."""
     if isinstance(found, Unresolved):
         word = "undecided" if found.status == UNDECIDED else "no regression"
         print(f"{word}: {found.reason} (exit {found.status})")
@@ -252,14 +247,13 @@ def outcome(found: Found | Unresolved) -> int:
 def _step_decided(
     good: str, bad: str, candidates: list[str], confirmed: bool
 ) -> Callable[[dict[compare.Pair, verdict.Verdict]], bool]:
-    """Once the endpoints are decided (until confirmed) and the candidates up to the first bad."""
+    """Whether a step is done: the endpoints (until confirmed), then candidates to the first bad."""
 
     def decided(verdicts: dict[compare.Pair, verdict.Verdict]) -> bool:
         endpoint = verdicts[(good, bad)].decision
         if not confirmed and endpoint != verdict.SLOWER:
             return endpoint != verdict.UNDECIDED  # unchanged or faster: nothing to bisect
         classes = (_classify(verdicts[(good, n)], verdicts[(n, bad)]) for n in candidates)
-        # the first bad one ends the search here; an undecided one goes on
         return next((found is not None for found in classes if found != "good"), True)
 
     return decided
@@ -269,7 +263,6 @@ def _classify(vs_good: verdict.Verdict, vs_bad: verdict.Verdict) -> str | None:
     """'bad', 'good' or None (undecided), from a candidate's verdicts against both endpoints."""
     if vs_good.decision == verdict.SLOWER:
         return "bad"
-    # BAD slower than it, or it within the factor of GOOD (whichever the evidence reaches first)
     if vs_bad.decision == verdict.SLOWER or vs_good.decision in (verdict.UNCHANGED, verdict.FASTER):
         return "good"
     return None

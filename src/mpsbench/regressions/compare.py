@@ -1,11 +1,9 @@
-"""mpsbench compare A B -b BENCH: is build B slower than build A, measured afresh?
-
-Interleaved rounds of fresh processes (fresh.Session), never the recorded results, until
-verdict.py's rule decides or the budget is spent.
-"""
+"""mpsbench compare A B -b BENCH: is build B slower than A? Interleaved rounds of fresh processes
+until verdict.py's rule decides or the budget is spent."""
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import math
 import os
@@ -33,7 +31,7 @@ EXIT_STATUSES = """exit status:
 class Measured:
     times: dict[str, list[float]]  # each build's process times (fastest sample, s), round order
     verdicts: dict[Pair, verdict.Verdict] = field(default_factory=dict)
-    samples: dict[str, int] = field(default_factory=dict)  # each build's samples over its processes
+    samples: dict[str, int] = field(default_factory=dict)
 
     def undecided(self) -> list[verdict.Verdict]:
         return [v for v in self.verdicts.values() if v.decision == verdict.UNDECIDED]
@@ -45,15 +43,15 @@ def measure(
     pairs: list[Pair],
     done: Callable[[dict[Pair, verdict.Verdict]], bool] | None = None,
 ) -> Measured:
-    """Rounds until every pair is decided (or ``done`` says so) or the budget is spent, a progress
-    line a round; extra looks past --max-rounds while an undecided pair could still be decided."""
+    """Rounds until every pair is decided (or ``done``) or the budget is spent; extra looks past
+    --max-rounds while an undecided pair could still be decided."""
     levels = verdict.schedule(session.min_rounds, session.max_rounds)
     measured = Measured({b.name: [] for b in builds})
     started, last, first = time.monotonic(), max(levels), builds[0].name
-    if started >= session.deadline:  # an earlier step of the command spent the budget
+    if started >= session.deadline:  # an earlier step spent the budget
         return _out_of_time(session, measured, pairs, levels, session.min_rounds)
     rounds = session.rounds(builds, last)
-    try:
+    with contextlib.closing(rounds):  # stops the servers early
         for times in rounds:
             before, count = len(measured.times[first]), len(times[first])
             measured.times, measured.samples = times, dict(session.samples)
@@ -72,7 +70,7 @@ def measure(
             pace = (now - started) / count
             beyond, late = None, False
             if not finished and following is not None:
-                if due and following > session.max_rounds:  # extra looks, while they could decide
+                if due and following > session.max_rounds:
                     beyond = _beyond_reach(session, measured, levels, count, pace, now)
                 late = beyond is None and now + (following - count) * pace > session.deadline
             for number in range(before + 1, count + 1):
@@ -94,16 +92,14 @@ def measure(
                             found, reason=f"{found.reason}; {beyond}"
                         )
                 return measured
-            if late:  # the next look would end after the budget: stop with the last look's word
+            if late:  # the next look would end after the budget
                 return _out_of_time(session, measured, pairs, levels, following or count)
-    finally:
-        rounds.close()  # stops asv if the rounds were not all needed
     return measured
 
 
 def needed(found: verdict.Verdict, count: int, alpha: float, factor: float) -> float:
-    """About how many rounds in all would decide an undecided pair if its ratio and spread stay
-    (the interval narrows as one over their square root): a guide, never a decision."""
+    """About how many rounds in all would decide an undecided pair if its ratio and spread stay: a
+    guide, never a decision."""
     if found.decision != verdict.UNDECIDED and count > 0:
         return float(count)
     if not all(math.isfinite(v) and v > 0 for v in (found.ratio, found.low, found.high)):
@@ -164,8 +160,8 @@ def _out_of_time(
     levels: dict[int, float],
     following: int,
 ) -> Measured:
-    """Pairs the last look left undecided stay so, saying what would decide them: an unplanned
-    look has no alpha."""
+    """Pairs the last look left undecided stay so (an unplanned look has no alpha), saying what
+    would decide them."""
     why = (
         f"the time budget ({session.minutes:g} min, --time-budget) ends before round"
         f" {following}'s look: allow more time (--time-budget MINUTES) or {session.quieter}"
@@ -179,7 +175,7 @@ def _out_of_time(
             why_here = f"{found.reason.removeprefix(verdict.UNDECIDED + ': ')}; {why}"
         else:
             why_here = f"{count} processes a side, fewer than the first look's {min(levels)}; {why}"
-            if count >= 2:  # the evidence so far, for the report
+            if count >= 2:  # the evidence so far
                 found = verdict.judge(
                     measured.times[a], measured.times[b], session.factor, alpha, session.quieter
                 )
@@ -204,7 +200,7 @@ def _left(
     finished: bool,
     last: int,
 ) -> str:
-    """The next look and the budget left, in rounds and in seconds at this run's pace."""
+    """The next look and the budget left, in rounds and seconds at this run's pace."""
     most, pace = (session.max_rounds if count < session.max_rounds else last), elapsed / count
     decided = len(measured.verdicts) - len(measured.undecided())
     judged = f"{decided} of {len(measured.verdicts)} decided, " if measured.verdicts else ""
@@ -239,7 +235,7 @@ def summary(measured: Measured, a: str, b: str) -> list[str]:
 
 
 def check(args: fresh.Options) -> None:
-    """Refuses what compare's and bisect's options make impossible, before anything is written."""
+    """Refuses impossible options of compare and bisect before anything is written."""
     if args.min_rounds > args.max_rounds:
         raise UserError(
             f"--min-rounds {args.min_rounds} is more than --max-rounds {args.max_rounds}"
@@ -248,7 +244,7 @@ def check(args: fresh.Options) -> None:
     benchmarks = preselect.discover(args.conf.benchmarks)
     found = asv.matching(preselect.names(benchmarks), [args.bench])
     fresh.one_combination(args.bench, found, " (mpsbench preselect --list lists them)")
-    # else every process would skip; asked as preselect asks: a torch probe holds a GPU context
+    # else every process would skip; no torch probe: it would hold a GPU context
     device = preselect.devices_of(benchmarks)[found[0]]
     if device is not None and not devices.present(device):
         here = ", ".join(name for name in devices.NAMES if devices.present(name))
@@ -266,11 +262,9 @@ def measured_as(args: fresh.Options) -> str:
 
 
 def compare(a_ref: str, b_ref: str, args: fresh.Options) -> int:
-    """Measures both builds afresh and prints the report; returns the exit status."""
+    """Measures both builds afresh and prints the report: the exit status."""
     check(args)
-    _, _, (a, b) = fresh.name_builds([a_ref, b_ref], args.manifest, args.timeline)
-    if a.name == b.name:
-        raise UserError(f"A and B are the same build ({a.name}): name two builds")
+    _, _, (a, b) = fresh.name_builds([a_ref, b_ref], args.manifest, args.timeline, "A and B")
     with fresh.Session(args, [a, b]) as measuring:
         combination = measuring.check_bench(a.commit)
         print(

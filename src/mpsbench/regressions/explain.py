@@ -1,7 +1,5 @@
-"""mpsbench explain A B -b ROW: which ops inside one combination's step got slower from build A to B.
-
-Fresh interleaved processes of each build profile it (profile_step.py); ops rank by the change in
-self time per step, set against the step's change unprofiled. Nothing is recorded."""
+"""mpsbench explain A B -b ROW: the ops of one combination's step ranked by their change in self
+time from build A to B, profiled in fresh interleaved processes (profile_step.py)."""
 
 from __future__ import annotations
 
@@ -10,7 +8,6 @@ import hashlib
 import json
 import os
 import statistics
-import subprocess
 import sys
 import time
 from collections import defaultdict
@@ -30,7 +27,7 @@ CALLS = 5  # profiled calls a process
 TOP = 12  # rows shown; every row counts in the sums
 SHAPES_SHOWN = 3  # listed under an op whose shapes differ
 NAME_SHOWN = 90  # characters: a kernel template's run to hundreds
-PROCESS_TIMEOUT = 1800.0  # a hang guard of a benchmark's own size (the model rows' asv timeout)
+PROCESS_TIMEOUT = 1800.0  # a hang guard: the model rows' asv timeout
 EXIT_STATUSES = """exit status:
   0  the table was printed (whatever it shows: explain judges nothing; compare does)
   2  bad input (an unknown build, a regex matching no or several combinations or one on an absent device, a
@@ -50,7 +47,7 @@ class Options:
     calls: int = CALLS
     top: int = TOP
     save: Path | None = None
-    keep: bool = False  # for the site, as bisect does
+    keep: bool = False
 
     @cached_property
     def measuring(self) -> fresh.Options:
@@ -70,11 +67,11 @@ class Options:
 
 @dataclass(frozen=True)
 class Op:
-    """One op or kernel of a build per step: the median process's calls, the fastest's self time."""
+    """One op or kernel per step: the median process's calls, the fastest's self time."""
 
     calls: float
     seconds: float
-    shapes: dict[str, float]  # -> calls per step
+    shapes: dict[str, float]  # calls per step
 
 
 @dataclass(frozen=True)
@@ -113,7 +110,7 @@ class Explained:
     kernels: list[Row]
     seconds: float = 0.0
     notes: list[str] = field(default_factory=list)
-    commits: tuple[str, str] = ("", "")  # timeline commits: the kept table's name
+    commits: tuple[str, str] = ("", "")  # timeline commits, naming the kept table
 
     @property
     def step_change(self) -> float:
@@ -127,7 +124,7 @@ class Explained:
 def side(build: str, said: list[dict[str, Any]]) -> Side:
     """One build's processes' profiles (profile_step.py's JSON), per step."""
     first, basis = said[0], said[0]["basis"]
-    # (kind, name) -> each process's [calls, seconds] and calls by shapes: 0 where it never ran it
+    # (kind, name) -> each process's [calls, seconds] and calls by shapes; 0 where it never ran
     seen: dict[tuple[str, str], list[tuple[list[float], defaultdict[str, float]]]] = {}
     for number, process in enumerate(said):
         steps = process["calls"] * process["steps_per_call"]
@@ -156,7 +153,7 @@ def side(build: str, said: list[dict[str, Any]]) -> Side:
         min(p["profiled_call_seconds"] / p["steps_per_call"] for p in said),
         len(said),
         per_step["op"],
-        per_step["kernel"] if basis == "device" else {},  # apart: the ops' device times hold them
+        per_step["kernel"] if basis == "device" else {},
         list(first["missing"]),
     )
 
@@ -190,21 +187,22 @@ def _short(name: str) -> str:
 
 
 def _table(found: list[Row], b: Side, top: int, what: str) -> list[str]:
-    header = [
-        "calls/step A",
-        "B",
-        "us/call A",
-        "B",
-        "self ms/step A",
-        "B",
-        "change ms",
-        "% of step B",
+    lines = [
+        [
+            what,
+            "calls/step A",
+            "B",
+            "us/call A",
+            "B",
+            "self ms/step A",
+            "B",
+            "change ms",
+            "% of step B",
+        ]
     ]
-    lines = [[what, *header]]
     shapes = []
     for row in found[:top]:
         ops = (row.before, row.after)
-        # the time outside any op has no calls of its own
         counted = (None, None) if row.name == profile_step.OUTSIDE_OPS else ops
         lines.append(
             [
@@ -219,16 +217,16 @@ def _table(found: list[Row], b: Side, top: int, what: str) -> list[str]:
                 f"{100 * row.after.seconds / b.step:.1f}" if row.after else "-",
             ]
         )
-        # the input shapes whose calls per step differ, the largest difference first
+        # the input shapes whose calls per step differ, largest difference first
         before, after = (op.shapes if op else {} for op in ops)
-        changed = [
-            (after.get(s, 0.0) - before.get(s, 0.0), s) for s in before.keys() | after.keys() if s
-        ]
-        changed = sorted((c for c in changed if abs(c[0]) > 1e-9), key=lambda c: (-abs(c[0]), c[1]))
+        moved = {s: after.get(s, 0.0) - before.get(s, 0.0) for s in before.keys() | after.keys()}
+        changed = sorted(
+            (s for s in moved if s and abs(moved[s]) > 1e-9), key=lambda s: (-abs(moved[s]), s)
+        )
         shapes += [
-            f"  {_short(row.name)} shapes: {shape} {_calls(before.get(shape, 0.0))} ->"
-            f" {_calls(after.get(shape, 0.0))} a step"
-            for _, shape in changed[:SHAPES_SHOWN]
+            f"  {_short(row.name)} shapes: {s} {_calls(before.get(s, 0.0))} ->"
+            f" {_calls(after.get(s, 0.0))} a step"
+            for s in changed[:SHAPES_SHOWN]
         ]
     if rest := found[top:]:
         change = sum(row.change for row in rest) * 1e3
@@ -274,7 +272,6 @@ def _profile(
     session: fresh.Session, builds: list[fresh.Named], options: Options
 ) -> dict[str, list[dict[str, Any]]]:
     """``options.rounds`` fresh processes per build, interleaved: each one's profile."""
-    # each build placed as compare's servers are, none started
     made = {build.name: session.server(build) for build in builds}
     said: dict[str, list[dict[str, Any]]] = {build.name: [] for build in builds}
     total, started = options.rounds * len(builds), time.monotonic()
@@ -284,18 +281,9 @@ def _profile(
             python, _, _, benchmarks, benchmark_id, torch_dir, _ = made[build.name].command
             command = [python, "-S", str(SCRIPT), benchmarks, benchmark_id, torch_dir, str(out)]
             command += [str(options.calls), str(os.getpid())]
-            try:
-                done = subprocess.run(
-                    command,
-                    capture_output=True,
-                    text=True,
-                    env=made[build.name].env,
-                    timeout=PROCESS_TIMEOUT,
-                )
-                output, rc = done.stdout + done.stderr, done.returncode
-            except subprocess.TimeoutExpired:
-                output, rc = f"timed out after {PROCESS_TIMEOUT:.0f} s", -1
-            fresh.log_output(options.log, command, output)
+            output, rc = fresh.run_logged(
+                command, made[build.name].env, options.log, PROCESS_TIMEOUT
+            )
             found: dict[str, Any] = (
                 json.loads(out.read_text()) if out.is_file() else {"error": f"exit status {rc}"}
             )
@@ -316,12 +304,10 @@ def _profile(
 
 
 def explain(a_ref: str, b_ref: str, options: Options) -> Explained:
-    """Profile the combination in builds A and B afresh and tabulate what changed."""
+    """The combination profiled afresh in builds A and B, and what changed."""
     started = time.monotonic()
     compare.check(options.measuring)
-    _, _, (a, b) = fresh.name_builds([a_ref, b_ref], options.manifest, options.timeline)
-    if a.name == b.name:
-        raise UserError(f"A and B are the same build ({a.name}): name two builds")
+    _, _, (a, b) = fresh.name_builds([a_ref, b_ref], options.manifest, options.timeline, "A and B")
     with fresh.Session(options.measuring, [a, b]) as session:
         combination = session.check_bench(a.commit)
         log.info(
@@ -336,7 +322,7 @@ def explain(a_ref: str, b_ref: str, options: Options) -> Explained:
 
 
 def save(found: Explained, path: Path, top: int = TOP) -> None:
-    """The table as text at ``path``, its numbers beside it as JSON."""
+    """The table at ``path``, its numbers beside it as JSON."""
     path.write_text(format_explained(found, top) + "\n")
     path.with_name(path.name + ".json").write_text(
         json.dumps(dataclasses.asdict(found), indent=1) + "\n"
@@ -344,7 +330,6 @@ def save(found: Explained, path: Path, top: int = TOP) -> None:
 
 
 def run(a_ref: str, b_ref: str, options: Options) -> int:
-    """The command: explain, print the table, save or keep it."""
     found = explain(a_ref, b_ref, options)
     print(format_explained(found, options.top))
     if options.save is not None:
@@ -356,7 +341,6 @@ def run(a_ref: str, b_ref: str, options: Options) -> int:
 
 
 def stored(results: Path) -> Path:
-    """Where kept tables live: ``explain/`` beside the results folder."""
     return results.parent / "explain"
 
 
@@ -367,8 +351,8 @@ def stored_name(combination: str, old_commit: str, new_commit: str) -> str:
 
 
 def after_bisect(before: str, first: str, options: Options, bisected: float) -> Path | None:
-    """bisect's last part: its first bad build explained against the one before, kept for the site;
-    what stops it is said in one line, and bisect's answer stands."""
+    """bisect's first bad build explained against the one before and kept; a failure is one line and
+    bisect's answer stands."""
     print(
         f"\nexplaining {first} against {before}: mpsbench explain (--no-explain leaves it out)",
         flush=True,

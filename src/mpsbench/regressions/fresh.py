@@ -1,6 +1,5 @@
-"""Measure builds afresh, never into the recorded results: each build through its own build server
-(servers.py), rounds interleaved across builds, until the caller has decided
-(docs/explanation/the-rule.md)."""
+"""Builds measured afresh, never into the recorded results: a build server each (servers.py), rounds
+interleaved across builds until the caller decides (docs/explanation/the-rule.md)."""
 
 from __future__ import annotations
 
@@ -26,13 +25,12 @@ from mpsbench.core import asv, asvconf, errors, files, progress, settings
 from mpsbench.regressions import rule, servers, verdict
 
 log = progress.logger(__name__)
-TIME_BUDGET_MINUTES = 20.0  # then undecided (exit 3), before a look it cannot reach in time
+TIME_BUDGET_MINUTES = 20.0  # then undecided (exit 3)
 WORKDIR = Path(".asv/fresh")  # the derived config, its asv environment and listing
-# the step rows' minimum repeat: processes, not samples, carry the spread that decides
-SAMPLES = 10
-# a cpu row's (a step a sample) and a forked round's: a second of samples (docs/explanation/loop.md)
+SAMPLES = 10  # processes, not samples, carry the spread that decides
+# a cpu row's and a forked round's repeat: a second of samples (docs/explanation/loop.md)
 REPEAT_A_SECOND = (SAMPLES, 200, 1.0)
-# a round forks from a warm parent where its A/A matched fresh interpreters' (explanation/loop.md)
+# where a forked round's A/A matched fresh interpreters' (docs/explanation/loop.md)
 FORKED_DEVICES = frozenset({"cuda"})
 ROUND_PROCESS = "MPSBENCH_ROUND_PROCESS"  # fork or spawn: to measure the choice
 
@@ -44,9 +42,10 @@ class Named:
 
 
 def name_builds(
-    refs: list[str], manifest_path: Path, timeline_path: Path
+    refs: list[str], manifest_path: Path, timeline_path: Path, roles: str = ""
 ) -> tuple[mf.Manifest, timeline.Generated, list[Named]]:
-    """Resolve CHANNEL@ID, timeline hashes (prefixes) and tags; writes the timeline."""
+    """The builds ``refs`` name (CHANNEL@ID, timeline hash prefix or tag), two of them different
+    where ``roles`` names them; writes the timeline."""
     manifest = mf.load(manifest_path)
     generated = timeline.generate(manifest, timeline_path)
     found = []
@@ -56,11 +55,13 @@ def name_builds(
         except errors.UserError as exc:
             raise errors.UserError(f"unknown build {ref!r}: {exc}") from None
         found.append(Named(name, generated.commits[name]))
+    if roles and found[0].name == found[-1].name:
+        raise errors.UserError(f"{roles} are the same build ({found[0].name}): name two builds")
     return manifest, generated, found
 
 
 def lineage(manifest: mf.Manifest, name: str) -> list[str]:
-    """Every build from the root of ``name``'s channel family to ``name``, oldest first."""
+    """The builds from the root of ``name``'s channel family to ``name``, oldest first."""
     channel_name, _, build_id = name.partition("@")
     channel = manifest.channel(channel_name)
     assert channel is not None
@@ -70,15 +71,27 @@ def lineage(manifest: mf.Manifest, name: str) -> list[str]:
 
 
 def log_output(log: Path | None, command: list[str], output: str) -> None:
-    """A process's command line and output, appended to ``--log``."""
     if log is not None:
         with open(log, "a") as handle:
             handle.write(f"$ {' '.join(command)}\n{output}\n")
 
 
+def run_logged(
+    command: list[str], env: dict[str, str], log: Path | None, timeout: float | None = None
+) -> tuple[str, int]:
+    """A process's output and exit status (-1: timed out), logged to ``--log``."""
+    try:
+        done = subprocess.run(command, capture_output=True, text=True, env=env, timeout=timeout)
+        output, rc = done.stdout + done.stderr, done.returncode
+    except subprocess.TimeoutExpired:
+        output, rc = f"timed out after {timeout:.0f} s", -1
+    log_output(log, command, output)
+    return output, rc
+
+
 @dataclass(frozen=True)
 class Options:
-    """What compare and bisect measure with (cli.py declares the options)."""
+    """What compare and bisect measure with."""
 
     bench: str
     min_rounds: int
@@ -88,17 +101,17 @@ class Options:
     machine: str | None = None
     log: Path | None = None
     threads: int | None = None
-    suite_root: Path | None = None  # tests: a stand-in suite
+    suite_root: Path | None = None  # a stand-in suite
     minutes: float = TIME_BUDGET_MINUTES
 
     @cached_property
     def conf(self) -> asvconf.AsvConf:
-        """The suite's asv.conf.json, read once for the command."""
+        """The suite's asv.conf.json, read once."""
         return asvconf.load((self.suite_root or asvconf.ROOT) / asvconf.CONFIG)
 
 
 class Session:
-    """Fresh processes of one combination for chosen builds; :meth:`check_bench` comes first."""
+    """Fresh processes of one combination for chosen builds; :meth:`check_bench` first."""
 
     def __init__(self, args: Options, builds: list[Named]) -> None:
         root = self.root = args.suite_root or asvconf.ROOT
@@ -111,9 +124,8 @@ class Session:
         self.env = dict(os.environ, **threads)
         busy = " or, for a cpu row on a busy machine, --threads 1"
         self.quieter = verdict.QUIETER + ("" if args.threads else busy)
-        self._default_sigterm: object = None
-        self.key: str | None = None
-        self.index, self.combination, self.cpu_row, self.mode = -1, "", False, servers.SPAWN
+        self.key, self.index, self.combination, self.cpu_row = "", -1, "", False
+        self.mode = servers.SPAWN
         self.repeat: int | tuple[int, int, float] = SAMPLES
         self._servers: dict[str, servers.Server] = {}  # by build, for the whole command
         self.samples: dict[str, int] = {}  # by build, this pass's
@@ -130,11 +142,10 @@ class Session:
 
     @property
     def factor(self) -> float:
-        """The combination's regression factor (rule.py)."""
         return rule.factor(self.thresholds, self.combination)
 
     def __enter__(self) -> Session:
-        # a SIGTERM (a CI job cancelled) stops the servers too
+        # a cancelled CI job's SIGTERM stops the servers too
         self._default_sigterm = signal.signal(
             signal.SIGTERM, lambda signum, _: sys.exit(128 + signum)
         )
@@ -148,10 +159,10 @@ class Session:
                 log_output(self.log, server.command, server.log.read_text(errors="replace"))
         finally:
             shutil.rmtree(self.scratch, ignore_errors=True)
-            signal.signal(signal.SIGTERM, self._default_sigterm)  # type: ignore[arg-type]
+            signal.signal(signal.SIGTERM, self._default_sigterm)
 
     def _discover(self, commit: str) -> Path:
-        """asv's listing of the suite, once per suite code: params never depend on the build."""
+        """asv's listing of the suite, kept per suite code: params never depend on the build."""
         digest = hashlib.sha256()
         for folder in (self.benchmarks, self.root / "src"):
             for path in sorted(Path(folder).rglob("*.py")):
@@ -171,11 +182,9 @@ class Session:
         lock.parent.mkdir(parents=True, exist_ok=True)
         said = f"waiting for another compare or bisect in {self.root}"
         with files.lock(lock, waiting=lambda: log.info(said)):
-            done = subprocess.run(command, capture_output=True, text=True, env=self.env)
-        printed = done.stdout + done.stderr
-        log_output(self.log, command, printed)
+            printed, rc = run_logged(command, self.env, self.log)
         listing = self.scratch / "results" / "benchmarks.json"
-        if done.returncode != 0 or not listing.is_file():
+        if rc != 0 or not listing.is_file():
             lines = printed.strip().splitlines()
             tail = [line.strip() for line in lines if "mpsbench: error:" in line][:1] or lines[-3:]
             raise errors.UserError(
@@ -222,7 +231,7 @@ class Session:
         return self.combination
 
     def server(self, build: Named) -> servers.Server:
-        """A server of ``build`` for the combination, placed but not started."""
+        """A server of ``build`` for the combination, not started."""
         python = asv.environment_python(self.config)
         placed = servers.place(
             python,
@@ -232,7 +241,6 @@ class Session:
             self.env,
         )
         benchmark_id = self.key if self.index < 0 else f"{self.key}-{self.index}"
-        assert benchmark_id is not None
         return servers.Server(
             python, placed, self.benchmarks, benchmark_id, self.env, self.scratch, self.mode
         )
@@ -240,14 +248,13 @@ class Session:
     def rounds(
         self, builds: list[Named], most: int | None = None
     ) -> Generator[dict[str, list[float]], None, None]:
-        """Up to ``most`` rounds of a process per build, yielding each build's process times
-        (fastest samples) so far; the order reverses every other round, as asv's, so drift hits
-        all builds alike."""
+        """Up to ``most`` rounds of a process per build, yielding each build's process times (fastest
+        samples) so far; the order reverses every other round so drift hits all builds alike."""
         new = {
             build.name: self.server(build) for build in builds if build.name not in self._servers
         }
         self._servers |= new
-        for server in new.values():  # all start at once, then are waited for
+        for server in new.values():  # all start at once
             server.start()
         for server in new.values():
             server.ready()
@@ -274,7 +281,7 @@ class Session:
 
 
 def round_process(device: str | None, env: dict[str, str]) -> str:
-    """servers.FORK or SPAWN for a row on ``device`` (None: none); ROUND_PROCESS overrides."""
+    """servers.FORK or SPAWN for a row on ``device``; ROUND_PROCESS overrides."""
     asked = env.get(ROUND_PROCESS, "")
     if asked not in ("", servers.FORK, servers.SPAWN):
         raise errors.UserError(
@@ -291,7 +298,7 @@ def round_process(device: str | None, env: dict[str, str]) -> str:
 
 
 def one_combination(bench: str, found: list[str], hint: str) -> None:
-    """Refuse a ``-b`` regex that names no or several combinations (``found``)."""
+    """Refuses a ``-b`` regex that names no or several combinations (``found``)."""
     if len(found) != 1:
         shown = f": {', '.join(found[:3])}{', ...' if len(found) > 3 else ''}" if found else ""
         raise errors.UserError(

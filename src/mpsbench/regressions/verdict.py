@@ -1,9 +1,5 @@
-"""The statistical rule of ``mpsbench compare``: is build B slower than build A?
-
-A process contributes its fastest sample and a side its fast mode; a one-sided permutation test
-against the regression factor decides, its alpha split over the loop's looks, with early looks (a t
-test) before it and extra looks past --max-rounds (docs/explanation/the-rule.md and loop.md).
-"""
+"""The rule of ``mpsbench compare``: a one-sided permutation test of B's fast mode against the
+factor times A's, its alpha split over the loop's looks (docs/explanation/the-rule.md, loop.md)."""
 
 from __future__ import annotations
 
@@ -19,7 +15,7 @@ from mpsbench.regressions.rule import Decision
 ALPHA = 0.05  # family-wise false-alarm rate over all looks of one comparison
 CONFIDENCE = 0.95  # of the ratio's bootstrap interval
 BOOTSTRAP = PERMUTATIONS = 2000  # permutations are drawn where there are more relabelings
-CLUSTER = 1.5  # a side's fast mode: its process times within this factor of its fastest
+CLUSTER = 1.5  # a fast mode: the process times within this factor of the fastest
 MAX_ROUNDS = 20
 MIN_ROUNDS = 5  # 5 a side apart give p = 1/252, under the first look's level; 4 give 1/70
 FIRST_MARGIN = 1.25  # the first look's level over the smallest p its size can give
@@ -69,13 +65,13 @@ def extra_looks(max_rounds: int = MAX_ROUNDS) -> list[int]:
 
 
 def planned_alpha(min_rounds: int = MIN_ROUNDS, max_rounds: int = MAX_ROUNDS) -> float:
-    early, extra = early_looks(min_rounds), extra_looks(max_rounds)
-    return ALPHA - EARLY_ALPHA * len(early) - EXTRA_ALPHA * bool(extra)
+    extra = bool(extra_looks(max_rounds))
+    return ALPHA - EARLY_ALPHA * len(early_looks(min_rounds)) - EXTRA_ALPHA * extra
 
 
 def alphas(min_rounds: int = MIN_ROUNDS, max_rounds: int = MAX_ROUNDS) -> dict[int, float]:
-    """Each planned look's level, a weighted Bonferroni split: the first gets what sides that
-    do not overlap need (at most half), the others share the rest."""
+    """Each planned look's level: the first gets what sides that do not overlap need (at most
+    half), the others share the rest (a weighted Bonferroni split)."""
     first, *rest = looks(min_rounds, max_rounds)
     total = planned_alpha(min_rounds, max_rounds)
     if not rest:
@@ -151,16 +147,16 @@ def t_tail(t: float, df: int) -> float:
     for k in range(1, (df - 1) // 2 if df % 2 else df // 2):
         term *= (2 * k / (2 * k + 1) if df % 2 else (2 * k - 1) / (2 * k)) * cos2
         total += term
-    # odd df: (2/pi) (theta + sin cos (1 + 2/3 cos^2 + ...)); even: sin (1 + 1/2 cos^2 + ...)
     sin_cos = math.sin(theta) * math.cos(theta) * total * (df > 1)
     inside = 2 / math.pi * (theta + sin_cos) if df % 2 else math.sin(theta) * total
     upper = (1 - inside) / 2
     return upper if t >= 0 else 1 - upper
 
 
-def _decided(
-    shown: str, factor: float, alpha: float, *tests: Callable[[], float]
-) -> tuple[Decision, str] | None:
+Found = tuple[Decision, str]
+
+
+def _decided(shown: str, factor: float, alpha: float, *tests: Callable[[], float]) -> Found | None:
     """The first of slower, faster and below the factor whose test's p is below ``alpha``."""
     for decision, test, why in zip(
         (SLOWER, FASTER, UNCHANGED),
@@ -176,6 +172,11 @@ def _decided(
     return None
 
 
+def _interval(a: list[float], b: list[float], factor: float) -> tuple[float, float, float, str]:
+    ratio, (low, high) = fast_mode(b) / fast_mode(a), ratio_interval(a, b)
+    return ratio, low, high, f"ratio {ratio:.3f} [{low:.3f}, {high:.3f}], factor {factor:g}"
+
+
 def early_judge(
     a: list[float],
     b: list[float],
@@ -183,8 +184,8 @@ def early_judge(
     alpha: float = EARLY_ALPHA,
     quieter: str = QUIETER,
 ) -> Verdict:
-    """A look before the permutation test can decide: Student's t on log times, one-sided
-    against the factor each way, deciding only where each side's processes agree within it."""
+    """A look before the permutation test can decide: Student's t on log times, one-sided against
+    the factor each way, deciding only where each side's processes agree within it."""
     if min(len(a), len(b)) < EARLIEST:
         raise ValueError("an early look needs at least two processes a side")
     log_a, log_b = [math.log(value) for value in a], [math.log(value) for value in b]
@@ -193,11 +194,11 @@ def early_judge(
     error = max(math.sqrt(squares / df), SPREAD_FLOOR) * math.sqrt(1 / len(a) + 1 / len(b))
     margin = math.log(factor)
     p_value = t_tail((difference - margin) / error, df)
-    ratio, (low, high) = fast_mode(b) / fast_mode(a), ratio_interval(a, b)
+    ratio, low, high, shown = _interval(a, b, factor)
     spread = max(max(a) / min(a), max(b) / min(b))
-    shown = (
-        f"ratio {ratio:.3f} [{low:.3f}, {high:.3f}], factor {factor:g}, {len(a)} processes a side"
-        f" spread {spread:.3f}x, p {p_value:.4f} (early look, t test on log times)"
+    shown += (
+        f", {len(a)} processes a side spread {spread:.3f}x, p {p_value:.4f} (early look, t test on"
+        " log times)"
     )
     if spread > factor:
         found = UNDECIDED, f"{shown}; a build's processes differ by more than the factor"
@@ -223,19 +224,16 @@ def judge(
     alpha: float = per_look_alpha(),
     quieter: str = QUIETER,
 ) -> Verdict:
-    """Decide whether B is slower than A from each side's process times (seconds, round order)."""
+    """Whether B is slower than A, from each side's process times (seconds, round order)."""
     fewest = min(len(a), len(b))
     if fewest < 2:
         raise ValueError("judge needs at least two processes a side")
-    ratio, p_value = fast_mode(b) / fast_mode(a), permutation_p(a, b, factor)
+    p_value = permutation_p(a, b, factor)
     noise = max(aa_noise(a), aa_noise(b)) if fewest >= FEWEST else math.nan
-    low, high = ratio_interval(a, b)
-    shown = (
-        f"ratio {ratio:.3f} [{low:.3f}, {high:.3f}], factor {factor:g}, A/A {noise:.3f},"
-        f" p {p_value:.4f}"
-    )
+    ratio, low, high, shown = _interval(a, b, factor)
+    shown += f", A/A {noise:.3f}, p {p_value:.4f}"
     more = f"more rounds (--max-rounds) or {quieter}"
-    found: tuple[Decision, str] | None
+    found: Found | None
     if fewest < FEWEST:
         found = (
             UNDECIDED,
@@ -250,8 +248,7 @@ def judge(
         lambda: permutation_p(b, a, factor),  # that A (scaled) is slower than B
         lambda: permutation_p(b, [value * factor for value in a], 1.0),
     ):
-        # the permutation test trusts every round alike; a decision must also clear the rounds'
-        # own spread, which few rounds on a busy machine leave wider than the effect
+        # the test trusts every round alike; a decision must also clear the rounds' own spread
         margin = {SLOWER: ratio / factor, FASTER: 1 / (ratio * factor)}.get(
             found[0], factor / ratio
         )
