@@ -16,6 +16,7 @@ from mpsbench.builds import defaults
 from mpsbench.builds import manifest as mf
 from mpsbench.context import Suite
 from mpsbench.core import asv, asvconf
+from mpsbench.measure import quiet
 from mpsbench.regressions import fresh
 from mpsbench.results import record
 from mpsbench.results.watch import Step
@@ -281,3 +282,21 @@ def test_bench_publishes_after_the_first_tier_and_after_each_build_that_has_a_va
         assert said == ["first tier", "closed"]
     else:
         pytest.fail("Ctrl-C did not stop bench")
+
+
+@pytest.mark.parametrize("others", [1.6, 0.1], ids=["busy", "quiet"])
+def test_the_plan_says_when_the_machine_is_busy_as_it_starts(
+    suite_copy, monkeypatch, capsys, others
+):
+    """The plan's times are a quiet machine's: on a busy one, a line right after it says so."""
+    suite = Suite()
+    suite.generate()
+    monkeypatch.setattr(asv, "supervise", lambda command, cwd, env, tick, every=1.0, output=None: 0)
+    monkeypatch.setattr(
+        quiet, "read", lambda window=quiet.WINDOW, own=None: quiet.State(2, others, 0.0)
+    )
+    run = asv.run_args(["-b", FIRST_AND_OTHER, "release^!"])
+    list(record.record(suite.conf, "box", run))
+    said = capsys.readouterr()
+    busy = "the machine is busy now (other processes used 1.6 of 2 cores"
+    assert (busy in said.err + said.out) == (others > 1)

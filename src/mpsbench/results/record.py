@@ -239,6 +239,12 @@ def record(
             return
         watching = watch.Watch(planned, watch.Costs(results, machine), disk)
         print(watching.plan())
+        busy = quiet.named(quiet.read())
+        if busy:  # the plan cannot know how much slower: say that it is
+            log.info(
+                f"the machine is busy now ({busy}): the times above are a quiet machine's; the"
+                " estimate learns this one's pace from its first combinations"
+            )
         log.info(f"asv's own lines go to {asv_log(results)}; here, one line a combination")
         runs = _Runs(conf, machine, run, root, remeasure, watching)
         kept_out: list[held.Held] = []
