@@ -1,4 +1,4 @@
-"""``mpsbench ops-rank``: every op combination timed in two results files or commits, the largest
+"""mpsbench ops-rank: every op combination timed in two results files or commits, the largest
 slowdown first; only time_ benchmarks count, and one whose version changed is left out and named."""
 
 from __future__ import annotations
