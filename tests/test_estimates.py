@@ -501,3 +501,21 @@ def test_a_start_up_and_a_publish_are_this_runs_own_once_it_has_one(tmp_path):
     watching.publish(1.5)
     assert watching._start_up(True) == pytest.approx(4.0)
     assert watching._publish() == pytest.approx(1.5)
+
+
+def test_while_the_quiet_gate_waits_before_the_first_combination_the_minute_line_says_so(
+    tmp_path, capsys, monkeypatch
+):
+    step = Step("b", ("x('cpu', 1)",), "every combination")
+    watching = Watch([step], watch.Costs(tmp_path / "results", "box"), None)
+    watching.begin(step)
+    now = [time.monotonic()]
+    monkeypatch.setattr(watch.time, "monotonic", lambda: now[0])
+    now[0] += watch.LONG
+    watching.poll(tmp_path)  # asv starting
+    watching.gate_waits()  # the gate's line: the machine is busy, waiting up to 120 s
+    now[0] += watch.LONG
+    watching.poll(tmp_path)
+    said = [line for line in capsys.readouterr().err.splitlines() if "so far" in line]
+    assert "starting asv: 1 min 00 s so far" in said[0]
+    assert "the quiet gate is waiting (above): 1 min 00 s so far" in said[1], said

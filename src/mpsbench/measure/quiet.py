@@ -26,6 +26,7 @@ FRESH = 5.0  # seconds a reading after a combination stands for the next one's "
 WAIT = "MPSBENCH_QUIET_WAIT"  # most seconds the gate waits
 WAIT_DEFAULT = 120
 WAIT_MOST = 3600
+WAITING = "waiting up to"  # the gate's line as it begins a wait (record relays it to the watch)
 ACCEPT_BUSY = "MPSBENCH_ACCEPT_BUSY"  # record whatever the gate says; not for history
 
 log = progress.logger(__name__)
@@ -166,7 +167,7 @@ class Gate:
         started = self.clock()
         if problems(state) and not self.ran_out and self.limit > 0:
             self.say(
-                f"the machine is busy ({named(state)}); waiting up to {self.limit:.0f} s for it to"
+                f"the machine is busy ({named(state)}); {WAITING} {self.limit:.0f} s for it to"
                 f" quiet down before {name} ({WAIT} sets how long)"
             )
             while problems(state) and self.clock() - started < self.limit:

@@ -49,11 +49,16 @@ class _GateLines:
     def __init__(self, path: Path, at: int) -> None:
         self.path, self.at = path, at
 
-    def __call__(self) -> None:
+    def __call__(self) -> bool:
+        """Whether a line said that the gate waits."""
         text, self.at = files.tail(self.path, self.at)
+        waits = False
         for line in text.splitlines():
             if (start := line.find(self.MARK)) >= 0:
-                log.info(line[start + len(self.MARK) :].decode("utf-8", "replace"))
+                said = line[start + len(self.MARK) :].decode("utf-8", "replace")
+                log.info(said)
+                waits = waits or quiet.WAITING in said
+        return waits
 
 
 def scratch_root(results: Path) -> Path:
@@ -300,7 +305,8 @@ class _Runs:
         gate_lines = _GateLines(output, said)
 
         def measured(final: bool = False) -> None:
-            gate_lines()
+            if gate_lines():
+                watching.gate_waits()
             done = watching.poll(scratch)
             if done or final:
                 merged = _merge_scratch(results, scratch, self.remeasure, not final, again)

@@ -464,6 +464,7 @@ class Watch:
         self.step_began = self.last_event = self.said_long = time.monotonic()
         self.began_at, self.last_at, self.starting = time.time(), None, True
         self.start_installed = installed
+        self.gate_since: float | None = None  # the quiet gate said it waits before the first
         self.classes: set[tuple[str, ...]] = set()  # begun in this step
 
     def begin(self, step: Step) -> bool:
@@ -504,6 +505,11 @@ class Watch:
         new = set(names) - self.held
         self.holds += len(new)
         self.held |= new
+
+    def gate_waits(self) -> None:
+        """The quiet gate said it waits for a quiet machine: while starting, say that, not asv."""
+        if self.starting and self.gate_since is None:
+            self.gate_since = self.said_long = time.monotonic()
 
     def retry_waited(self, seconds: float, ran_out: bool) -> None:
         """The retry pass's gate waited ``seconds`` (all it may, where ``ran_out``: the values
@@ -573,6 +579,9 @@ class Watch:
         if self.running is not None and now - self.said_long >= LONG:
             self.said_long = now
             log.info(f"still measuring {self.running[0]}: {clock(now - self.running[1])} so far")
+        elif self.starting and self.gate_since is not None and now - self.said_long >= LONG:
+            self.said_long = now
+            log.info(f"the quiet gate is waiting (above): {clock(now - self.gate_since)} so far")
         elif self.starting and self.current is not None and now - self.said_long >= LONG:
             self.said_long = now
             grown = (used(self.disk.cache) - self.cache_used) if self.disk is not None else 0
