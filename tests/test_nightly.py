@@ -169,7 +169,7 @@ def test_a_dry_run_resolves_and_benchmarks_but_records_nothing(nights, night):
     # --device cpu: asv is given the cpu combination only, and starts no process for the mps one
     assert "the run: 1 build, newest first, 1 combinations;" in bench.stdout
     assert "'mps'" not in bench.stdout
-    # asv's own lines go to their log beside the results, the terminal has one line a combination
+    # asv's own lines go to their log beside the results, the terminal has one line per combination
     assert "benchmark_models.Training.time_step" in (work / "results-asv.log").read_text()
     assert "dry run: nothing was recorded" in bench.stdout
 

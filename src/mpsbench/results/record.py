@@ -250,7 +250,7 @@ def record(
                 f"the machine is busy now ({busy}): the times above are a quiet machine's; the"
                 " estimate learns this one's pace from its first combinations"
             )
-        log.info(f"asv's own lines go to {asv_log(results)}; here, one line a combination")
+        log.info(f"asv's own lines go to {asv_log(results)}; here, one line per combination")
         runs = _Runs(conf, machine, run, root, remeasure, watching)
         kept_out: list[held.Held] = []
         try:
