@@ -137,7 +137,8 @@ def _measured(name: str) -> float:
     return MEASURED_SECONDS.get(on, {}).get(group(name), average)
 
 
-def _key(name: str) -> tuple[str, str]:
+def cost_class(name: str) -> tuple[str, ...]:
+    """A combination's cost class: its device and its benchmark's class."""
     return device(name), group(name)
 
 
@@ -150,11 +151,11 @@ class Costs:
 
     def __init__(self, results: Path, machine: str) -> None:
         self.by_name: dict[str, list[float]] = {}
-        self.by_group: dict[tuple[str, str], list[float]] = {}
+        self.by_group: dict[tuple[str, ...], list[float]] = {}
         self.starts: dict[bool, list[float]] = {True: [], False: []}  # by installed
         self.publishes: list[float] = []
         walls: list[tuple[str, bool, float]] = []  # name, its class's first in its pass, seconds
-        begun: set[tuple[str, str]] | None = None  # the classes of the pass read, from its begin
+        begun: set[tuple[str, ...]] | None = None  # the classes of the pass read, from its begin
         for line in _lines(results, machine):
             with contextlib.suppress(ValueError, KeyError, TypeError):
                 if line.get("event") == "begin":
@@ -164,17 +165,19 @@ class Costs:
                     self.publishes.append(float(line["seconds"]))
                 else:
                     name, seconds = str(line["name"]), float(line.get("wall", line["seconds"]))
-                    walls.append((name, begun is not None and _key(name) not in begun, seconds))
-                    begun = None if begun is None else begun | {_key(name)}
+                    key = cost_class(name)
+                    walls.append((name, begun is not None and key not in begun, seconds))
+                    if begun is not None:
+                        begun.add(key)
         # a class's first in a pass pays its setup_cache: kept apart where the class has others
-        later = {_key(name) for name, first, _ in walls if not first}
-        firsts: dict[tuple[str, str], list[float]] = {}
+        later = {cost_class(name) for name, first, _ in walls if not first}
+        firsts: dict[tuple[str, ...], list[float]] = {}
         for name, first, seconds in walls:
-            if first and _key(name) in later:
-                firsts.setdefault(_key(name), []).append(seconds)
+            if first and cost_class(name) in later:
+                firsts.setdefault(cost_class(name), []).append(seconds)
             else:
                 self.by_name.setdefault(name, []).append(seconds)
-                self.by_group.setdefault(_key(name), []).append(seconds)
+                self.by_group.setdefault(cost_class(name), []).append(seconds)
         self.setups: dict[tuple[str, ...], float] = {
             key: max(0.0, statistics.median(seconds) - statistics.median(self.by_group[key]))
             for key, seconds in firsts.items()
@@ -183,11 +186,11 @@ class Costs:
     def combination(self, name: str) -> float:
         """This machine's median for the combination, else for its class (not another class's:
         their ratios to the table differ), else the table's."""
-        seconds = self.by_name.get(name) or self.by_group.get((device(name), group(name)), [])
+        seconds = self.by_name.get(name) or self.by_group.get(cost_class(name), [])
         return _median(seconds, _measured(name))
 
     def source(self, names: Iterable[str]) -> str:
-        known = {(device(n), group(n)) in self.by_group for n in names}
+        known = {cost_class(n) in self.by_group for n in names}
         return WHERE_BOTH if len(known) > 1 else WHERE_BUDGET if False in known else WHERE_MEASURED
 
     def setup(self, key: tuple[str, ...]) -> float:
@@ -219,9 +222,7 @@ class Pace:
             sums.setdefault(self.key(name), []).append(max(seconds, 1e-3))
         self.mean = {key: statistics.fmean(values) for key, values in sums.items()}
 
-    @staticmethod
-    def key(name: str) -> tuple[str, ...]:
-        return device(name), group(name)
+    key = staticmethod(cost_class)
 
     def note(self, key: tuple[str, ...], took: float, expected: float) -> None:
         self.took[key] = self.took.get(key, 0.0) + took
@@ -327,6 +328,7 @@ class Watch:
         self.held: set[str] = set()  # in this step, not measured again yet
         self.holds = self.again = 0  # held in this run; measured again in this pass
         self.starting = True
+        self.gate_since: float | None = None  # the quiet gate said it waits before the first
         # the gate's waits: combinations started within passes, seconds waited before them, the
         # current one's; each wait's length and whether it ran out
         self.started_count, self.waited, self.waiting = 0, 0.0, 0.0
@@ -338,15 +340,16 @@ class Watch:
     def _scaled(self, key: tuple[str, ...], seconds: float) -> float:
         return seconds * self.pace.ratio(key, seconds, self._busy())
 
-    def _start_up(self, installed: bool) -> float:
-        """This run's median start-up, else this machine's or the table's (mostly asv's and the
-        disk's work, unlike the combinations')."""
-        seen, known = self.run_starts[installed], self.estimates.install(installed)
+    def _own(self, seen: list[float], known: float) -> float:
+        """A start-up's or a publish's: this run's median, else this machine's or the table's
+        (mostly asv's and the disk's work, unlike the combinations')."""
         return statistics.median(seen) if seen else known * self.pace.unlike(self._busy())
 
+    def _start_up(self, installed: bool) -> float:
+        return self._own(self.run_starts[installed], self.estimates.install(installed))
+
     def _publish(self) -> float:
-        seen, known = self.run_publishes, self.estimates.publish()
-        return statistics.median(seen) if seen else known * self.pace.unlike(self._busy())
+        return self._own(self.run_publishes, self.estimates.publish())
 
     def _estimate(self, names: Iterable[str]) -> float:
         return sum(self._scaled(self.pace.key(n), self.estimates.combination(n)) for n in names)
@@ -463,8 +466,7 @@ class Watch:
         self.current, self.left, self.running, self.offset = step, list(step.names), None, 0
         self.step_began = self.last_event = self.said_long = time.monotonic()
         self.began_at, self.last_at, self.starting = time.time(), None, True
-        self.start_installed = installed
-        self.gate_since: float | None = None  # the quiet gate said it waits before the first
+        self.start_installed, self.gate_since = installed, None
         self.classes: set[tuple[str, ...]] = set()  # begun in this step
 
     def begin(self, step: Step) -> bool:
