@@ -1,5 +1,5 @@
 """Each machine's newest build, row by row, against the build before it and the last one not
-flagged; ``--confirm`` re-measures each timed alert afresh (docs/explanation/site.md)."""
+flagged; ``--confirm`` re-measures each timed alert (docs/explanation/site.md)."""
 
 from __future__ import annotations
 
@@ -65,7 +65,6 @@ class Alert:
 
     @property
     def params(self) -> str:
-        """The combination, as asv writes it."""
         return self.row.entry[len(self.row.benchmark) :]
 
     @property
@@ -93,7 +92,6 @@ class Alert:
 def _alert(
     suite: Suite, found: recorded.Recorded, machine: str, row: recorded.Row, lineage: list[str]
 ) -> Alert | None:
-    """The row's alert against the last build not flagged, else the one before."""
     unit = found.units.get(row.benchmark, "")
     measured = {b: value for b in lineage if (value := found.get(machine, b, row)) is not None}
     if len(measured) < 2:
@@ -122,7 +120,7 @@ def _alert(
 
 
 def find(suite: Suite, options: Options) -> list[Alert]:
-    """The rows slower on each machine's newest build (``options.build`` only), slowest first."""
+    """The rows slower on each machine's newest build, slowest first."""
     newest = (
         suite.timeline.commits[suite.name(options.build)] if options.build is not None else None
     )
@@ -153,8 +151,8 @@ def find(suite: Suite, options: Options) -> list[Alert]:
 
 
 def compare_command(suite: Suite, machine: str | None = None) -> Compare:
-    """``mpsbench compare OLD NEW -b BENCH`` on the same suite and machine, then ``mpsbench explain
-    --keep`` of a confirmed alert for the site."""
+    """``mpsbench compare`` on the same suite and machine, then ``explain --keep`` of a confirmed
+    alert for the site."""
 
     def mpsbench(what: str, arguments: list[str]) -> int:
         print(f"mpsbench alert: {what}: mpsbench {' '.join(arguments)}", flush=True)
@@ -175,7 +173,6 @@ def compare_command(suite: Suite, machine: str | None = None) -> Compare:
 
 
 def confirm(found: list[Alert], compare: Compare) -> list[Alert]:
-    """Each alert with a fresh compare's verdict; an untimed row is kept as recorded."""
     confirmed = []
     for alert in found:
         if not alert.row.benchmark.rpartition(".")[2].startswith(("time_", "timeraw_")):
@@ -210,7 +207,7 @@ def _confirmed(raised: list[Alert]) -> str:
 
 
 def markdown(alerts: list[Alert], compared: str) -> str:
-    """The alerts as a Markdown document, for an issue body or a job summary."""
+    """The alerts in Markdown, for an issue body or a job summary."""
     raised = [alert for alert in alerts if alert.raised]
     sections = []
     for title, slower, what in (
@@ -263,7 +260,7 @@ def markdown(alerts: list[Alert], compared: str) -> str:
 
 
 def check(suite: Suite, options: Options, compare: Compare | None = None) -> tuple[int, str]:
-    """The alerts, confirmed with ``compare`` where asked, printed: the exit status and Markdown."""
+    """Prints the alerts, confirmed with ``compare`` where asked: the exit status and Markdown."""
     if options.confirm and len(options.machines) > 1:
         raise UserError(
             "--confirm measures on this machine: give at most one --machine, this machine's name"

@@ -1,4 +1,4 @@
-"""mpsbench bisect GOOD BAD -b BENCH: the first build that made one combination slower. A step
+"""mpsbench bisect GOOD BAD -b BENCH: the first build that made one combination slower. Each step
 measures GOOD, BAD and the cheapest split of the candidates in one interleaved run."""
 
 from __future__ import annotations
@@ -78,7 +78,6 @@ def _cheapest(candidates: int) -> tuple[float, int]:
 
 
 def _spaced(candidates: int, most: int) -> list[int]:
-    """``most`` indexes splitting the candidates + 1 places of the first bad build evenly."""
     return sorted(
         {(index + 1) * (candidates + 1) // (most + 1) - 1 for index in range(most)} - {-1}
     )
@@ -106,7 +105,7 @@ def search(
     fill: Callable[[str, str], list[fresh.Named]] = lambda good, bad: [],
 ) -> Unresolved | None:
     """Steps until two adjacent builds are good and bad (None; ``state`` says which) or something
-    stays unresolved; GOOD and BAD are in every step, a verdict comparing one run's processes."""
+    stays unresolved; GOOD and BAD are in every step."""
     between = state.between
     while True:
         if state.confirmed and state.high - state.low == 1:  # --nightlies adds builds between
@@ -162,11 +161,11 @@ def search(
                 name,
                 "step",
                 step.times[name],
-                vs_good,
-                f"{vs_bad.ratio:.3f}",
+                good_vs,
+                f"{bad_vs.ratio:.3f}",
                 found[name] or "undecided",
             )
-            for name, (vs_good, vs_bad) in against.items()
+            for name, (good_vs, bad_vs) in against.items()
         ]
         for name in candidates:  # oldest first
             if found[name] is None:
@@ -185,7 +184,6 @@ def search(
 def bisect(
     good_ref: str, bad_ref: str, args: fresh.Options, adding: nightlies.Options
 ) -> Found | Unresolved:
-    """Searches between GOOD and BAD, printing each step and the evidence."""
     compare.check(args)
     manifest, generated, (good, bad) = fresh.name_builds(
         [good_ref, bad_ref], args.manifest, args.timeline, "GOOD and BAD"
@@ -234,7 +232,7 @@ def bisect(
 
 
 def outcome(found: Found | Unresolved) -> int:
-    """Prints what a bisection found, or why nothing: the exit status."""
+    """Prints what a bisection found, or why nothing; returns the exit status."""
     if isinstance(found, Unresolved):
         word = "undecided" if found.status == UNDECIDED else "no regression"
         print(f"{word}: {found.reason} (exit {found.status})")
@@ -247,7 +245,6 @@ def outcome(found: Found | Unresolved) -> int:
 def _step_decided(
     good: str, bad: str, candidates: list[str], confirmed: bool
 ) -> Callable[[dict[compare.Pair, verdict.Verdict]], bool]:
-    """Whether a step is done: the endpoints (until confirmed), then candidates to the first bad."""
 
     def decided(verdicts: dict[compare.Pair, verdict.Verdict]) -> bool:
         endpoint = verdicts[(good, bad)].decision

@@ -1,5 +1,5 @@
-"""mpsbench compare A B -b BENCH: is build B slower than A? Interleaved rounds of fresh processes
-until verdict.py's rule decides or the budget is spent."""
+"""mpsbench compare A B -b BENCH: is B slower than A? Interleaved rounds of fresh processes until
+verdict's rule decides or the budget is spent."""
 
 from __future__ import annotations
 
@@ -44,7 +44,7 @@ def measure(
     done: Callable[[dict[Pair, verdict.Verdict]], bool] | None = None,
 ) -> Measured:
     """Rounds until every pair is decided (or ``done``) or the budget is spent; extra looks past
-    --max-rounds while an undecided pair could still be decided."""
+    --max-rounds while an undecided pair could be decided."""
     levels = verdict.schedule(session.min_rounds, session.max_rounds)
     measured = Measured({b.name: [] for b in builds})
     started, last, first = time.monotonic(), max(levels), builds[0].name
@@ -98,8 +98,7 @@ def measure(
 
 
 def needed(found: verdict.Verdict, count: int, alpha: float, factor: float) -> float:
-    """About how many rounds in all would decide an undecided pair if its ratio and spread stay: a
-    guide, never a decision."""
+    """About how many rounds in all would decide a pair if its ratio and spread stay: a guide."""
     if found.decision != verdict.UNDECIDED and count > 0:
         return float(count)
     if not all(math.isfinite(v) and v > 0 for v in (found.ratio, found.low, found.high)):
@@ -160,7 +159,7 @@ def _out_of_time(
     levels: dict[int, float],
     following: int,
 ) -> Measured:
-    """Pairs the last look left undecided stay so (an unplanned look has no alpha), saying what
+    """Pairs the last look left undecided stay so (an unplanned look has no alpha), with what
     would decide them."""
     why = (
         f"the time budget ({session.minutes:g} min, --time-budget) ends before round"
@@ -200,7 +199,6 @@ def _left(
     finished: bool,
     last: int,
 ) -> str:
-    """The next look and the budget left, in rounds and seconds at this run's pace."""
     most, pace = (session.max_rounds if count < session.max_rounds else last), elapsed / count
     decided = len(measured.verdicts) - len(measured.undecided())
     judged = f"{decided} of {len(measured.verdicts)} decided, " if measured.verdicts else ""
@@ -235,7 +233,7 @@ def summary(measured: Measured, a: str, b: str) -> list[str]:
 
 
 def check(args: fresh.Options) -> None:
-    """Refuses impossible options of compare and bisect before anything is written."""
+    """Refuses impossible options of compare and bisect before anything runs."""
     if args.min_rounds > args.max_rounds:
         raise UserError(
             f"--min-rounds {args.min_rounds} is more than --max-rounds {args.max_rounds}"
@@ -244,7 +242,7 @@ def check(args: fresh.Options) -> None:
     benchmarks = preselect.discover(args.conf.benchmarks)
     found = asv.matching(preselect.names(benchmarks), [args.bench])
     fresh.one_combination(args.bench, found, " (mpsbench preselect --list lists them)")
-    # else every process would skip; no torch probe: it would hold a GPU context
+    # else every process would skip (no torch probe here: it would hold a GPU context)
     device = preselect.devices_of(benchmarks)[found[0]]
     if device is not None and not devices.present(device):
         here = ", ".join(name for name in devices.NAMES if devices.present(name))
@@ -262,7 +260,7 @@ def measured_as(args: fresh.Options) -> str:
 
 
 def compare(a_ref: str, b_ref: str, args: fresh.Options) -> int:
-    """Measures both builds afresh and prints the report: the exit status."""
+    """Measures both builds afresh and prints the report; returns the exit status."""
     check(args)
     _, _, (a, b) = fresh.name_builds([a_ref, b_ref], args.manifest, args.timeline, "A and B")
     with fresh.Session(args, [a, b]) as measuring:

@@ -1,5 +1,5 @@
-"""The one regression rule: the decisions, the threshold, and the test each recorded row is judged
-by (docs/explanation/site.md; correctness rows: docs/explanation/instruments.md)."""
+"""The regression rule for recorded rows: the decisions, the threshold and the test
+(docs/explanation/site.md, instruments.md)."""
 
 from __future__ import annotations
 
@@ -17,8 +17,6 @@ from mpsbench.results.recorded import Measured, unit
 
 
 class Decision(str, enum.Enum):
-    """A ``str`` that prints and serializes as its word."""
-
     __str__ = str.__str__
 
     SLOWER = "slower"
@@ -37,7 +35,7 @@ ASV_DEFAULT_THRESHOLD = 0.05  # what asv publish uses when no entry matches
 
 
 def threshold(thresholds: Mapping[str, float], entry: str, branch: str | None = None) -> float:
-    """As asv publish judges: the largest fraction whose regex matches ``entry@branch``, else 5%."""
+    """As asv publish: the largest fraction whose regex matches ``entry@branch``, else 5%."""
     name = entry + (f"@{branch}" if branch else "")
     return max(
         (value for regex, value in thresholds.items() if re.match(regex, name)),
@@ -46,7 +44,7 @@ def threshold(thresholds: Mapping[str, float], entry: str, branch: str | None = 
 
 
 def factor(thresholds: Mapping[str, float], entry: str = "", branch: str | None = None) -> float:
-    """:func:`threshold` as a factor (0.05 -> 1.05), as compare, bisect and asv continuous take it."""
+    """:func:`threshold` as a factor (0.05 -> 1.05)."""
     return 1.0 + threshold(thresholds, entry, branch)
 
 
@@ -61,7 +59,7 @@ CI = ("ci_99_a", "ci_99_b")
 
 
 def noise(measured: Measured) -> float | None:
-    """asv's relative half interquartile range, or None without statistics."""
+    """asv's relative half interquartile range; None without statistics."""
     from mpsbench.core.asv_internals import get_err
 
     stats = measured.stats
@@ -80,8 +78,7 @@ def _orderings(m: int, n: int, u: int) -> int:
 
 
 def mann_whitney_p(a: Sequence[float], b: Sequence[float]) -> float:
-    """Two-sided Mann-Whitney U p as asv's private test: exact up to 20 a side, else normal; ties
-    split the least significant way."""
+    """Two-sided Mann-Whitney U p as asv's private test: exact up to 20 a side, else normal."""
     m, n = len(a), len(b)
     below = sum(x < y for x in a for y in b)
     ties = sum(x == y for x in a for y in b)
@@ -95,7 +92,7 @@ def mann_whitney_p(a: Sequence[float], b: Sequence[float]) -> float:
 
 
 def _significant(old: Measured, new: Measured) -> bool | None:
-    """asv's test (None without statistics of several samples): the U test where the samples can
+    """asv's test (None without several samples' statistics): the U test where the samples can
     reach its level, else whether the 99% intervals are apart."""
     a, b = old.stats or {}, new.stats or {}
     for stats in (a, b):
@@ -130,7 +127,7 @@ def _ratio(before: float, after: float) -> float:
 
 
 def _correctness(entry: str, unit_name: str, old: Measured, new: Measured) -> Judgement | None:
-    """An error row by its dtype's tolerance, a difference row by bit-identity; None for others."""
+    """An error row by its dtype's tolerance, a difference row by bit-identity; else None."""
     change = f"{old.value:.3g} -> {new.value:.3g}"
     if unit_name == tolerances.ERROR_UNIT:
         limit = tolerances.tolerance(entry)
@@ -157,7 +154,6 @@ def judge(
     new: Measured,
     branch: str | None = None,
 ) -> Judgement:
-    """How ``new`` compares with ``old`` for one recorded row."""
     correctness = _correctness(entry, unit_name, old, new)
     if correctness is not None:
         return correctness

@@ -1,5 +1,5 @@
-"""The rule of ``mpsbench compare``: a one-sided permutation test of B's fast mode against the
-factor times A's, its alpha split over the loop's looks (docs/explanation/the-rule.md, loop.md)."""
+"""compare's rule: a one-sided permutation test of B's fast mode against the factor times A's, its
+alpha split over the looks (docs/explanation/the-rule.md)."""
 
 from __future__ import annotations
 
@@ -23,7 +23,7 @@ LOOK_EVERY = 2  # fewer later looks leave each a larger share of ALPHA
 FEWEST = 4  # processes a side below which the permutation test decides nothing
 EARLIEST, EARLY_ALPHA = 2, 0.0025  # early looks at EARLIEST .. min_rounds - 1, each at this level
 SPREAD_FLOOR = 0.005  # a quiet GPU's A/A spread of log time
-# extra looks past max_rounds, every EXTRA_EVERY rounds up to EXTRA_TIMES x, share EXTRA_ALPHA
+# looks past max_rounds: every EXTRA_EVERY rounds up to EXTRA_TIMES x, sharing EXTRA_ALPHA
 EXTRA_ALPHA, EXTRA_EVERY, EXTRA_TIMES = 0.0075, 4, 3
 
 SLOWER, UNCHANGED, FASTER, UNDECIDED = (
@@ -52,7 +52,6 @@ class Verdict:
 
 
 def looks(min_rounds: int = MIN_ROUNDS, max_rounds: int = MAX_ROUNDS) -> list[int]:
-    """The planned looks: min_rounds, the next one, then every LOOK_EVERY, and max_rounds."""
     return sorted({min_rounds, *range(min_rounds + 1, max_rounds + 1, LOOK_EVERY), max_rounds})
 
 
@@ -70,8 +69,8 @@ def planned_alpha(min_rounds: int = MIN_ROUNDS, max_rounds: int = MAX_ROUNDS) ->
 
 
 def alphas(min_rounds: int = MIN_ROUNDS, max_rounds: int = MAX_ROUNDS) -> dict[int, float]:
-    """Each planned look's level: the first gets what sides that do not overlap need (at most
-    half), the others share the rest (a weighted Bonferroni split)."""
+    """Each planned look's level: the first what disjoint sides need (at most half), the others
+    share the rest (a weighted Bonferroni split)."""
     first, *rest = looks(min_rounds, max_rounds)
     total = planned_alpha(min_rounds, max_rounds)
     if not rest:
@@ -91,7 +90,6 @@ def schedule(min_rounds: int = MIN_ROUNDS, max_rounds: int = MAX_ROUNDS) -> dict
 
 
 def per_look_alpha(min_rounds: int = MIN_ROUNDS, max_rounds: int = MAX_ROUNDS) -> float:
-    """A single judgement's level outside the loop: the smallest look's."""
     return min(alphas(min_rounds, max_rounds).values())
 
 
@@ -114,8 +112,7 @@ def ratio_interval(
 
 
 def permutation_p(a: list[float], b: list[float], scale: float, seed: int = 0) -> float:
-    """One-sided p that B is slower than ``scale`` x A: the share of relabelings of the pooled
-    processes whose fast-mode ratio reaches the observed one."""
+    """One-sided p that B is slower than ``scale`` x A, over relabelings of the pooled processes."""
     pooled, size = [value * scale for value in a] + list(b), len(a)
     observed = fast_mode(b) / fast_mode(pooled[:size]) * (1 - 1e-12)  # an equal one counts
     if math.comb(len(pooled), size) <= PERMUTATIONS:  # every split, the observed one among them
@@ -141,7 +138,7 @@ def aa_noise(a: list[float]) -> float:
 
 
 def t_tail(t: float, df: int) -> float:
-    """P(T > t) for Student's t with a whole ``df``: Abramowitz and Stegun 26.7.3 and 26.7.4."""
+    """P(T > t), Student's t, whole ``df`` (Abramowitz and Stegun 26.7.3-4)."""
     theta = math.atan(abs(t) / math.sqrt(df))
     cos2, term, total = math.cos(theta) ** 2, 1.0, 1.0
     for k in range(1, (df - 1) // 2 if df % 2 else df // 2):
@@ -157,7 +154,6 @@ Found = tuple[Decision, str]
 
 
 def _decided(shown: str, factor: float, alpha: float, *tests: Callable[[], float]) -> Found | None:
-    """The first of slower, faster and below the factor whose test's p is below ``alpha``."""
     for decision, test, why in zip(
         (SLOWER, FASTER, UNCHANGED),
         tests,
@@ -184,8 +180,8 @@ def early_judge(
     alpha: float = EARLY_ALPHA,
     quieter: str = QUIETER,
 ) -> Verdict:
-    """A look before the permutation test can decide: Student's t on log times, one-sided against
-    the factor each way, deciding only where each side's processes agree within it."""
+    """A look before the permutation test can decide: one-sided t tests on log times, deciding
+    only where each side's processes agree within the factor."""
     if min(len(a), len(b)) < EARLIEST:
         raise ValueError("an early look needs at least two processes a side")
     log_a, log_b = [math.log(value) for value in a], [math.log(value) for value in b]
@@ -224,7 +220,7 @@ def judge(
     alpha: float = per_look_alpha(),
     quieter: str = QUIETER,
 ) -> Verdict:
-    """Whether B is slower than A, from each side's process times (seconds, round order)."""
+    """Whether B is slower than A, from each side's process times in round order."""
     fewest = min(len(a), len(b))
     if fewest < 2:
         raise ValueError("judge needs at least two processes a side")
@@ -248,7 +244,7 @@ def judge(
         lambda: permutation_p(b, a, factor),  # that A (scaled) is slower than B
         lambda: permutation_p(b, [value * factor for value in a], 1.0),
     ):
-        # the test trusts every round alike; a decision must also clear the rounds' own spread
+        # the test trusts every round alike: a decision must also clear the rounds' spread
         margin = {SLOWER: ratio / factor, FASTER: 1 / (ratio * factor)}.get(
             found[0], factor / ratio
         )
