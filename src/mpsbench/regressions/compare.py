@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import math
 import os
 import statistics
@@ -57,11 +58,13 @@ def measure(
             measured.times, measured.samples = times, dict(session.samples)
             # asv may finish two rounds at once: the later look judges
             if due := [look for look in levels if before < look <= count]:
-                judge = verdict.early_judge if due[-1] < session.min_rounds else verdict.judge
+                judge = (
+                    verdict.early_judge
+                    if due[-1] < session.min_rounds
+                    else functools.partial(verdict.judge, quieter=session.quieter)
+                )
                 measured.verdicts = {
-                    (a, b): judge(
-                        times[a], times[b], session.factor, levels[due[-1]], session.quieter
-                    )
+                    (a, b): judge(times[a], times[b], session.factor, levels[due[-1]])
                     for a, b in pairs
                 }
             finished = bool(due) and (done(measured.verdicts) if done else not measured.undecided())
@@ -78,11 +81,12 @@ def measure(
                     f"{b.name} {times[b.name][number - 1] * 1e3:.2f} ms" for b in builds
                 )
                 if number == count:
-                    shown += f"; {_left(measured, following, count, session, now - started, finished, last)}"
-                extra = f" (extra, budget left; up to {last})"
-                log.info(
-                    f"round {number}{f'/{session.max_rounds}' if number <= session.max_rounds else extra}: {shown}"
-                )
+                    left = _left(measured, following, count, session, now - started, finished, last)
+                    shown += f"; {left}"
+                of = f"/{session.max_rounds}"
+                if number > session.max_rounds:
+                    of = f" (extra, budget left; up to {last})"
+                log.info(f"round {number}{of}: {shown}")
             if finished:
                 break
             if beyond is not None:

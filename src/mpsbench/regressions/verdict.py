@@ -178,7 +178,6 @@ def early_judge(
     b: list[float],
     factor: float,
     alpha: float = EARLY_ALPHA,
-    quieter: str = QUIETER,
 ) -> Verdict:
     """A look before the permutation test can decide: one-sided t tests on log times, deciding
     only where each side's processes agree within the factor."""
