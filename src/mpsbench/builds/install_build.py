@@ -1,5 +1,5 @@
-"""Install a timeline build into an asv environment once, then switch to it by a .pth file;
-asv runs this with the environment's python (standard library and pip only).
+"""Install a timeline build in an asv environment once and switch to it by a .pth file; asv runs
+this with the environment's python: standard library and pip only.
 
     install_build.py install BUILD_DIR ENV_DIR SUITE_SRC | uninstall ENV_DIR | heal ENV_DIR
     install_build.py requirements MANIFEST CHANNEL[@ID] | paths BUILD_DIR SUITE_SRC
@@ -166,7 +166,6 @@ def select_pins(
 ) -> tuple[str, list[dict[str, str]]]:
     """The platform key and ``build``'s set for this machine and Python."""
     candidates, tag = platform_candidates(), _python_tag(python)
-    sets = []
     for key in candidates:
         pins = build["pins"].get(key, [])
         if not all(pin.get("python") for pin in pins):
@@ -178,17 +177,15 @@ def select_pins(
         if any(pin["name"] == "torch" for pin in chosen):
             _refuse_odd(chosen, f"{_ref(build)} on {key}: ")
             return key, chosen
-        if pins:
-            sets.append(f"{key}: {', '.join(sorted({pin['python'] for pin in pins}))}")
     pinned = (
-        f"its sets there: {'; '.join(sets)}"
-        if sets
-        else f"pinned platforms: {', '.join(sorted(build['pins'])) or 'none'}"
+        "; ".join(
+            f"{key}: {', '.join(sorted({pin.get('python') or '?' for pin in pins}))}"
+            for key, pins in sorted(build["pins"].items())
+        )
+        or "none"
     )
-    raise InstallError(
-        f"{_ref(build)} pins no torch wheel for {tag} on"
-        f" {', '.join(candidates) or sys.platform + '/' + platform.machine()} ({pinned})"
-    )
+    here = ", ".join(candidates) or f"{sys.platform}/{platform.machine()}"
+    raise InstallError(f"{_ref(build)} pins no torch wheel for {tag} on {here} (pinned: {pinned})")
 
 
 def why_not_here(filenames: list[str], python: tuple[int, int] | None = None) -> str | None:

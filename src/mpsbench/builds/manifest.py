@@ -1,5 +1,5 @@
-"""builds/manifest.json: append-only channels of builds pinned per platform, a channel forking
-from another's build; a problem is one line naming field, value and rule."""
+"""builds/manifest.json: append-only channels of builds pinned per platform; a problem is one line
+naming field, value and rule."""
 
 from __future__ import annotations
 
@@ -337,7 +337,7 @@ def _check_build(channel: str, build: Build) -> None:
 
 
 def from_json(data: Any, source: str = "manifest") -> Manifest:
-    """A manifest from its JSON form, checked whole; ManifestError names the first problem."""
+    """A manifest from its JSON form, checked whole."""
     if not isinstance(data, dict):
         raise ManifestError(
             f'{source}: a manifest is a JSON object with "schema": {SCHEMA} and "channels",'

@@ -1,5 +1,5 @@
-"""A release, a nightly, a wheel file or URL, or an installed torch as a Build: pip's set per
-platform and Python, each wheel pinned by URL and sha256."""
+"""A release, a nightly, a wheel file or URL, or an installed torch as a Build, each wheel pinned
+by URL and sha256."""
 
 from __future__ import annotations
 
@@ -87,7 +87,7 @@ def requirements(
 def pip_set(
     wanted: list[str], platform: str, python: str, index: str = PYPI, extra: tuple[str, ...] = ()
 ) -> list[mf.Pin]:
-    """The wheels pip picks for ``wanted`` on ``platform`` and ``python``, no download."""
+    """The wheels pip picks for ``wanted``, without downloading them."""
     if not re.fullmatch(r"cp3\d+", python):
         raise ResolveError(f"python tag {python!r} is not cpython 3 (e.g. cp312)")
     env = {k: v for k, v in os.environ.items() if not k.startswith("PIP_") or k in _PIP_KEPT}
@@ -127,7 +127,7 @@ def pip_set(
 def check_set(
     pins: list[mf.Pin], platform: str, python: str, index: str = PYPI, extra: tuple[str, ...] = ()
 ) -> list[str]:
-    """What pip finds wrong with a pinned set: packages it lacks, wheels the index serves otherwise."""
+    """What pip finds wrong with a pinned set."""
     pinned = {pin.name: pin for pin in pins}
     problems = []
     for found in pip_set([f"{p.name}=={p.version}" for p in pins], platform, python, index, extra):
@@ -181,7 +181,7 @@ def release(
     transformers: str | None = None,
     date: str | None = None,
 ) -> mf.Build:
-    """A torch release on ``index``, e.g. ``2.14.1``, with pip's choice of its neighbours."""
+    """A torch release on ``index`` with pip's choice of its neighbours."""
     if not re.fullmatch(r"\d+\.\d+(\.\d+)?", version):
         raise ResolveError(f"release version {version!r} is not MAJOR.MINOR.PATCH (e.g. 2.14.1)")
     all_torch = wheels.project_wheels(index, "torch")
@@ -209,7 +209,7 @@ def release(
 
 
 def nightly_dates(indexes: tuple[str, ...]) -> list[str]:
-    """Every nightly date with a torch wheel on any of ``indexes``, oldest first."""
+    """Every nightly date on ``indexes``, oldest first."""
     stamps = (
         NIGHTLY_STAMP.search(wheel.version)
         for index in indexes
@@ -328,7 +328,7 @@ def wheel_file(
     build_id: str | None = None,
     note: str = "",
 ) -> mf.Build:
-    """A torch wheel on disk (a source build, say), with an optional torchvision wheel."""
+    """A torch wheel file, with an optional torchvision wheel."""
     wheels.index_uri(index)
     own = [_file_pin(path, sha256), *([_file_pin(torchvision)] if torchvision else [])]
     return _own_build(own, "wheel-file", transformers, index, build_id, note)
@@ -388,7 +388,7 @@ def in_store(build: mf.Build) -> tuple[mf.Build, list[mf.Pin]]:
 
 
 def keep(originals: list[mf.Pin]) -> list[Path]:
-    """Copy ``originals`` into the wheel store, hash-checked; the copies made now."""
+    """Copy ``originals`` into the wheel store; the copies made now."""
     fresh = [pin for pin in originals if not install_build.stored_wheel(vars(pin)).is_file()]
     for pin in originals:
         _fetch(pin)

@@ -1,5 +1,4 @@
-"""Wheels: names and tags, PEP 503 indexes, and what a wheel says of itself (a remote one read by
-HTTP ranges: kilobytes of a multi-GB file)."""
+"""Wheels: names, PEP 503 indexes, and what a wheel says of itself (read remotely by HTTP ranges)."""
 
 from __future__ import annotations
 
