@@ -280,7 +280,8 @@ def _check_rules(manifest: Manifest) -> None:
             if previous is not None and build.when() < previous.when():
                 raise ManifestError(
                     f"build {channel.name}@{build.id} dated {build.date} is older than"
-                    f" {previous.date}, the build before it; a channel only grows forward in time"
+                    f" {previous.id} ({previous.date}), the build before it; add it on a"
+                    " bisection channel forked from an earlier build (--parent)"
                 )
             if build.tag is not None and build.tag in tags:
                 raise ManifestError(f"tag {build.tag!r} is used twice")
@@ -419,13 +420,6 @@ def append(manifest: Manifest, name: str, build: Build, parent: str | None = Non
     if existing is None:
         channels = (*manifest.channels, Channel(name, (build,), parent))
     else:
-        tip = existing.builds[-1]
-        if build.when() < tip.when():
-            raise ManifestError(
-                f"build {build.id} dated {build.date} is older than {name}'s tip {tip.id}"
-                f" ({tip.date}); add it on a bisection channel forked from the build before it"
-                " (--parent)"
-            )
         updated = replace(existing, builds=(*existing.builds, build))
         channels = tuple(updated if c.name == name else c for c in manifest.channels)
     result = Manifest(channels, manifest.defaults)
