@@ -1,5 +1,5 @@
-"""Install a timeline build in an asv environment once and switch to it by a .pth file; asv runs
-this with the environment's python: standard library and pip only.
+"""Install a timeline build in an asv environment once and switch to it by a .pth file (standard
+library and pip only).
 
     install_build.py install BUILD_DIR ENV_DIR SUITE_SRC | uninstall ENV_DIR | heal ENV_DIR
     install_build.py requirements MANIFEST CHANNEL[@ID] | paths BUILD_DIR SUITE_SRC
@@ -189,7 +189,7 @@ def select_pins(
 
 
 def why_not_here(filenames: list[str], python: tuple[int, int] | None = None) -> str | None:
-    """Why one of these wheels cannot run on this machine, under ``python`` or this one."""
+    """Why one of these wheels cannot run here (under ``python``, else this one)."""
     tags, utils = _packaging()
     platforms = list(tags.platform_tags())
     here = (
@@ -535,7 +535,7 @@ def build_folder(build_dir: Path) -> tuple[dict[str, Any], str, list[dict[str, s
 
 
 def paths(build_dir: Path, suite_src: Path) -> dict[str, Any]:
-    """The build installed, not switched to: its PYTHONPATH entries, torch folder and env."""
+    """The build installed but not switched to, for a server's PYTHONPATH."""
     build, key, _, folder, fresh = build_folder(build_dir)
     return {
         "build": _name(build),
@@ -594,7 +594,7 @@ def heal(env_dir: Path) -> str:
 
 
 def requirements(manifest: Path, ref: str) -> str:
-    """The set here of ``ref`` (CHANNEL@ID, or CHANNEL's newest) as hashed requirements."""
+    """``ref``'s set here (CHANNEL@ID, or CHANNEL's newest) as hashed requirements."""
     channel_name, _, build_id = ref.partition("@")
     channels = json.loads(manifest.read_text()).get("channels", [])
     builds: list[dict[str, Any]] = next(

@@ -1,5 +1,4 @@
-"""builds/manifest.json: append-only channels of builds pinned per platform; a problem is one line
-naming field, value and rule."""
+"""builds/manifest.json: append-only channels of builds, each pinned per platform."""
 
 from __future__ import annotations
 
@@ -135,7 +134,6 @@ class Build:
         return parse_date(self.date)
 
     def sets(self, platform: str) -> dict[str, list[Pin]]:
-        """Each Python tag's wheels on ``platform``."""
         found: dict[str, list[Pin]] = {}
         for pin in self.pins.get(platform, []):
             found.setdefault(pin.python, []).append(pin)
@@ -152,7 +150,7 @@ class Channel:
 
 @dataclass(frozen=True)
 class Default:
-    """Which releases a platform runs by default (defaults.py applies it)."""
+    """A platform's default releases (defaults.py applies it)."""
 
     __pydantic_config__ = _CONFIG
     channels: tuple[Name, ...]

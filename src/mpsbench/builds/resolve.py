@@ -181,7 +181,7 @@ def release(
     transformers: str | None = None,
     date: str | None = None,
 ) -> mf.Build:
-    """A torch release on ``index`` with pip's choice of its neighbours."""
+    """A torch release with pip's choice of its neighbours."""
     if not re.fullmatch(r"\d+\.\d+(\.\d+)?", version):
         raise ResolveError(f"release version {version!r} is not MAJOR.MINOR.PATCH (e.g. 2.14.1)")
     all_torch = wheels.project_wheels(index, "torch")
@@ -195,8 +195,12 @@ def release(
         recent = ", ".join(sorted(known, key=Version)[-8:])
         raise ResolveError(f"torch {version} is not on {index}; recent releases there: {recent}")
     series = torchvision_series(version) + "."
-    vision = wheels.project_wheels(index, "torchvision")
-    with_vision = _combos([w for w in vision if w.public_version.startswith(series)], pythons)
+    vision = [
+        w
+        for w in wheels.project_wheels(index, "torchvision")
+        if w.public_version.startswith(series)
+    ]
+    with_vision = _combos(vision, pythons)
     # no torchvision for a Python: the suite skips those models there
     wanted = {
         combo: requirements(
@@ -265,8 +269,7 @@ def _file_pin(path: Path, sha256: str | None = None) -> tuple[mf.Pin, Path]:
     actual = install_build.sha256_of(path)
     if sha256 and sha256.lower() != actual:
         raise ResolveError(f"{path.name}: sha256 {actual} does not match the given {sha256}")
-    uri = path.resolve().as_uri()
-    return mf.Pin(wheel.name, wheel.version, wheel.filename, uri, actual), path
+    return mf.Pin(wheel.name, wheel.version, wheel.filename, path.resolve().as_uri(), actual), path
 
 
 def _torch_platform(wheel: wheels.WheelName) -> str:
@@ -346,8 +349,8 @@ def wheel_url(
     url, _, fragment = url.partition("#")
     if not install_build.allowed_url(url):
         raise ResolveError(
-            f"{url!r} is not an https:// or file:// URL (http is refused: the wheel and its sha256"
-            " could be changed on the way); for a wheel file use add-wheel"
+            f"{url!r} is not an https:// or file:// URL (http is refused: it could change the"
+            " wheel on the way); for a wheel file use add-wheel"
         )
     digest = sha256 or (fragment[7:] if fragment.startswith("sha256=") else None)
     if not digest or not re.fullmatch(r"[0-9a-fA-F]{64}", digest):

@@ -180,7 +180,7 @@ def _verify(repo: Path, generated: Generated) -> None:
         why = (git.said(done) or done.stdout.decode()).splitlines()[:1] or ["git fsck failed"]
         raise UserError(
             f"the timeline {repo} holds a damaged object ({why[0]}); delete {_objects(repo)} and run"
-            " `mpsbench timeline generate` to write it again (it is made from the manifest)"
+            " `mpsbench timeline generate` to write it again"
         )
 
 
@@ -214,7 +214,6 @@ def range_refusal(repo: Path, arg: str | None) -> str | None:
 
 
 def pytorch_url(old_version: str | None, new_version: str) -> str:
-    """The compare page from ``old_version``, else the commit page of ``new_version``."""
     if old_version and old_version != new_version:
         return f"{UPSTREAM}/compare/{old_version}...{new_version}"
     return f"{UPSTREAM}/commit/{new_version}"
@@ -261,7 +260,6 @@ class Reader:
         return f"{commit[:8]} torch {build.get('torch_version')} ({build.get('channel')}@{build.get('id')})"
 
     def link(self, commit: str) -> str:
-        """The build's PyTorch release page, else its upstream commit, else ""."""
         build = self.build(commit)
         if build.get("kind") == "release":
             return f"{UPSTREAM}/releases/tag/v{build['torch_version']}"

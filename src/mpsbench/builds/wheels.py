@@ -102,7 +102,7 @@ def index_uri(index: str) -> str:
     if not index.startswith(("https://", "file://")):
         raise WheelError(
             f"index {index!r}: use https://, file:// or a folder (plain http could change the"
-            " wheels and their sha256 on the way)"
+            " wheels on the way)"
         )
     return index
 
