@@ -29,7 +29,7 @@ FUTURE = timedelta(days=1)  # clock and time-zone slack
 
 
 class ManifestError(errors.UserError):
-    pass
+    """A refused manifest or change."""
 
 
 def _passes(test: Callable[[Any], object], value: Any) -> bool:

@@ -50,7 +50,7 @@ Pythons = tuple[str, ...] | Mapping[str, tuple[str, ...]]  # or per platform
 
 
 class ResolveError(errors.UserError):
-    pass
+    """A build that cannot be resolved."""
 
 
 def torchvision_series(torch_version: str) -> str:

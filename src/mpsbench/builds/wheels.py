@@ -28,7 +28,7 @@ PLATFORMS: tuple[str, ...] = ("macos-arm64", "linux-x86_64-cpu", "linux-x86_64-c
 
 
 class WheelError(errors.UserError):
-    pass
+    """A wheel or index that cannot be used."""
 
 
 @dataclass(frozen=True)
