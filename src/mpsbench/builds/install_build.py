@@ -520,7 +520,7 @@ def ensure_suite_needs(key: str) -> str:
 
 
 def build_folder(build_dir: Path) -> tuple[dict[str, Any], str, list[dict[str, str]], Path, bool]:
-    """The build in ``build_dir``, its platform key, pins and folder (True: installed now)."""
+    """The build in ``build_dir``, installed: key, pins, folder (True: just now)."""
     build = json.loads((build_dir / "build.json").read_text())
     _refuse_unasked(build)
     if build["kind"] == "existing":
@@ -576,7 +576,6 @@ def _heal_line(folder: Path, env_dir: Path) -> str:
 
 
 def heal(env_dir: Path) -> str:
-    """Reinstall the environment's build if damaged; what it did."""
     try:
         record = json.loads((env_dir / RECORD).read_text())
     except (OSError, ValueError) as exc:

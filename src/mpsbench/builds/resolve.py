@@ -376,7 +376,7 @@ def _fetch(pin: mf.Pin) -> Path:
 
 
 def in_store(build: mf.Build) -> tuple[mf.Build, list[mf.Pin]]:
-    """``build`` with its file:// pins moved to the wheel store, and the originals for :func:`keep`."""
+    """``build`` with file:// pins moved to the store, and the originals for :func:`keep`."""
     originals: list[mf.Pin] = []
 
     def stored(pin: mf.Pin) -> mf.Pin:

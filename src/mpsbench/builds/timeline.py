@@ -88,7 +88,7 @@ def _git_dir(repo: Path) -> Path | None:
 
 
 def compute(manifest: mf.Manifest, repo: Path, env: dict[str, str] | None = None) -> Generated:
-    """Write every object for ``manifest`` into ``repo``; move no ref."""
+    """Write the objects of ``manifest`` into ``repo``; move no ref."""
     repo.mkdir(parents=True, exist_ok=True)
     if _git_dir(repo) is None:
         git.text(repo, "init", "--quiet", "--initial-branch=release")
@@ -127,7 +127,7 @@ def _refuse_backward(
 
 
 def check(manifest: mf.Manifest, repo: Path, force: bool = False) -> Generated:
-    """What :func:`generate` would write, checked without writing to ``repo``."""
+    """What :func:`generate` would write, checked; writes nothing to ``repo``."""
     git_dir = _git_dir(repo)
     env = {"GIT_ALTERNATE_OBJECT_DIRECTORIES": str(_objects(repo).resolve())} if git_dir else {}
     with tempfile.TemporaryDirectory(prefix="mpsbench-timeline-") as scratch:

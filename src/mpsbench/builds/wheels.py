@@ -190,7 +190,7 @@ def torch_identity(location: str) -> TorchIdentity:
 
 
 def own_identity(location: str) -> WheelName:
-    """A wheel's name, version and tags by its own METADATA and WHEEL, refused if renamed."""
+    """A wheel's identity by its own METADATA and WHEEL, refused if renamed."""
     named = parse_wheel_name(location)
     found = _read(location, r"[^/]+\.dist-info/(METADATA|WHEEL)")
     if len(folders := {name.split("/", 1)[0] for name in found}) != 1 or len(found) != 2:
