@@ -556,8 +556,14 @@ def install(build_dir: Path, env_dir: Path, suite_src: Path) -> str:
     if build.get("env"):
         lines.append(f"import os; os.environ.update({json.dumps(build['env'], sort_keys=True)})")
     (_site_packages() / PTH_NAME).write_text("\n".join(lines) + "\n")
-    record = {"build": _name(build), "platform": key, "folder": str(folder), "fresh": fresh}
-    (env_dir / RECORD).write_text(json.dumps(record | {"pins": pins}, indent=1) + "\n")
+    record = {
+        "build": _name(build),
+        "platform": key,
+        "folder": str(folder),
+        "fresh": fresh,
+        "pins": pins,
+    }
+    (env_dir / RECORD).write_text(json.dumps(record, indent=1) + "\n")
     needs = ensure_suite_needs(key)
     how = "installed" if fresh else "switched to cached"
     seconds = time.perf_counter() - started

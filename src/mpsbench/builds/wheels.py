@@ -115,7 +115,7 @@ def project_wheels(index_url: str, project: str) -> list[WheelName]:
             text = response.read().decode("utf-8", "replace")
     except OSError as exc:
         raise WheelError(f"cannot read the index page {page_url}: {exc}") from None
-    links = _Links()
+    links = _Links()  # a parser, not a regex: any quoting an index serves
     links.feed(text)
     found = []
     for url in (href.partition("#")[0] for href in links.hrefs):
