@@ -1,5 +1,5 @@
-"""Install a timeline build into an asv environment once, then switch to it by a .pth file.
-asv runs this with the environment's python: standard library and pip only.
+"""Install a timeline build in an asv environment once and switch to it by a .pth file (standard
+library and pip only).
 
     install_build.py install BUILD_DIR ENV_DIR SUITE_SRC | uninstall ENV_DIR | heal ENV_DIR
     install_build.py requirements MANIFEST CHANNEL[@ID] | paths BUILD_DIR SUITE_SRC
@@ -33,19 +33,18 @@ from typing import Any
 PTH_NAME = "mpsbench_build.pth"
 RECORD = "mpsbench-build.json"
 CACHE_ENV = "MPSBENCH_CACHE"
-PLATFORM_ENV = "MPSBENCH_PLATFORM"  # force one of the manifest's platform keys
-WHEELHOUSE_ENV = "MPSBENCH_WHEELHOUSE"  # folders searched for pinned wheels, os.pathsep-separated
+PLATFORM_ENV = "MPSBENCH_PLATFORM"
+WHEELHOUSE_ENV = "MPSBENCH_WHEELHOUSE"  # os.pathsep-separated folders of pinned wheels
 RUN_BUILDS_ENV = "MPSBENCH_RUN_BUILDS"  # a file of the timeline hashes this asv run may install
-HEALING_ENV = "MPSBENCH_HEALING"  # no nested heals
-PIP_FETCHES = ("torch", "torchvision", "transformers")  # asked of pip's index before their URL
-# The suite's own imports, which torch does not bring: what each one's absence costs.
+HEALING_ENV = "MPSBENCH_HEALING"
+PIP_FETCHES = ("torch", "torchvision", "transformers")  # pip download tried before their URL
 WITHOUT = {
     "psutil": "cpu memory falls back to /proc or is skipped",
     "nvidia-ml-py": "cuda's energy rows are n/a",
     "zeus-apple-silicon": "the energy rows are n/a",
 }
 
-# Each pin: name version module python ("-": any) sha256, then its path under PyPI's packages/.
+# name version module python ("-": any) sha256, then the path under PyPI's packages/
 _NEEDS = """
 psutil 7.2.2 psutil - 1a7b04c10f32cc88ab39cbf606e117fd74721c831c98a27dc04578deb0c16979
   80/c4/f5af4c1ca8c1eeb2e92ccca14ce8effdeec651d5ab6053c589b074eda6e1
@@ -74,7 +73,6 @@ _PINS = [
     | {"filename": file, "url": f"https://files.pythonhosted.org/packages/{folder}/{file}"}
     for name, version, module, python, sha, folder, file in zip(*[iter(_NEEDS.split())] * 7)
 ]
-# zeus-apple-silicon has wheels for CPython 3.10-3.13 only: elsewhere the rows are n/a.
 SUITE_NEEDS: dict[str, list[dict[str, str]]] = {
     "macos-arm64": [_PINS[0], *_PINS[3:]],
     "linux-x86_64-cpu": [_PINS[1]],
@@ -83,7 +81,7 @@ SUITE_NEEDS: dict[str, list[dict[str, str]]] = {
 
 
 class InstallError(Exception):
-    """A build that cannot be installed here (this file imports no mpsbench: no UserError)."""
+    """Not a UserError: this file imports no mpsbench."""
 
 
 def cache_root() -> Path:
@@ -105,19 +103,17 @@ def sha256_of(path: Path) -> str:
 def _packaging() -> tuple[ModuleType, ModuleType]:
     try:
         from packaging import tags, utils
-    except ImportError:  # only then: importing pip disables setuptools' distutils shim
-        # (pypa/pip#8761), which a later torch.compile needs
+    except ImportError:  # only then: importing pip breaks a later torch.compile (pypa/pip#8761)
         from pip._vendor.packaging import tags, utils  # type: ignore[no-redef]
     return tags, utils
 
 
 def plain_wheel_name(filename: object) -> bool:
-    """Whether ``filename`` is a wheel's name that stays in the folder it is joined to."""
     if not isinstance(filename, str) or any(bad in filename for bad in ("/", "\\", "..", "\0")):
         return False
     try:
         _packaging()[1].parse_wheel_filename(filename)
-    except ValueError:  # InvalidWheelFilename, InvalidVersion
+    except ValueError:
         return False
     return True
 
@@ -126,8 +122,13 @@ def allowed_url(url: object) -> bool:
     return isinstance(url, str) and re.fullmatch(r"(https|file)://\S+", url) is not None
 
 
-def _plain_pin(pin: dict[str, str]) -> bool:
-    return plain_wheel_name(pin["filename"]) and allowed_url(pin["url"])
+def _refuse_odd(pins: list[dict[str, str]], where: str = "") -> None:
+    plain = all(plain_wheel_name(p["filename"]) and allowed_url(p["url"]) for p in pins)
+    if not plain or len({p["name"] for p in pins}) < len(pins):
+        raise InstallError(
+            f"{where}refusing the pins {[p['filename'] for p in pins]}: each must be a plain wheel"
+            " file name at an https:// or file:// URL, one per package"
+        )
 
 
 def nvidia_gpu() -> bool:
@@ -141,7 +142,7 @@ def platform_candidates() -> list[str]:
     if sys.platform == "darwin" and machine == "arm64":
         return ["macos-arm64"]
     if sys.platform.startswith("linux") and machine in ("x86_64", "amd64"):
-        # PyPI's Linux torch is a CUDA build, which runs on the cpu too.
+        # PyPI's Linux torch is a CUDA build, which runs on the cpu too
         keys = ["linux-x86_64-cpu", "linux-x86_64-cuda"]
         return keys[::-1] if nvidia_gpu() else keys
     return []
@@ -152,48 +153,43 @@ def _python_tag(python: tuple[int, int] | None = None) -> str:
     return f"cp{major}{minor}"
 
 
+def _name(build: dict[str, Any]) -> str:
+    return f"{build['channel']}@{build['id']}"
+
+
 def _ref(build: dict[str, Any]) -> str:
-    return f"build {build['channel']}@{build['id']}"
+    return f"build {_name(build)}"
 
 
 def select_pins(
     build: dict[str, Any], python: tuple[int, int] | None = None
 ) -> tuple[str, list[dict[str, str]]]:
-    """The platform and ``build``'s complete set for this machine and Python (or ``python``)."""
+    """The platform key and ``build``'s set for this machine and Python."""
     candidates, tag = platform_candidates(), _python_tag(python)
-    sets = []
     for key in candidates:
         pins = build["pins"].get(key, [])
         if not all(pin.get("python") for pin in pins):
             raise InstallError(
-                f"{_ref(build)} pins only {', '.join(sorted({pin['name'] for pin in pins}))} for"
-                f" {key}, not a complete set per Python: pip would fetch the rest unpinned and"
-                " unchecked; re-pin it with `mpsbench build add-release VERSION --channel NAME`"
+                f"{_ref(build)} has no set per Python for {key} (pip would fetch the rest"
+                " unchecked); re-pin it: `mpsbench build add-release VERSION --channel NAME`"
             )
         chosen = [pin for pin in pins if pin["python"] == tag]
         if any(pin["name"] == "torch" for pin in chosen):
-            if not all(map(_plain_pin, chosen)) or len({p["name"] for p in chosen}) < len(chosen):
-                raise InstallError(
-                    f"{_ref(build)}: refusing the pins {[p['filename'] for p in chosen]} for"
-                    f" {key}: each must be a plain wheel file name at an https:// or file:// URL,"
-                    " one per package"
-                )
+            _refuse_odd(chosen, f"{_ref(build)} on {key}: ")
             return key, chosen
-        if pins:
-            sets.append(f"{key}: {', '.join(sorted({pin['python'] for pin in pins}))}")
     pinned = (
-        f"its sets there: {'; '.join(sets)}"
-        if sets
-        else f"pinned platforms: {', '.join(sorted(build['pins'])) or 'none'}"
+        "; ".join(
+            f"{key}: {', '.join(sorted({pin.get('python') or '?' for pin in pins}))}"
+            for key, pins in sorted(build["pins"].items())
+        )
+        or "none"
     )
-    raise InstallError(
-        f"{_ref(build)} pins no torch wheel for {tag} on"
-        f" {', '.join(candidates) or sys.platform + '/' + platform.machine()} ({pinned})"
-    )
+    here = ", ".join(candidates) or f"{sys.platform}/{platform.machine()}"
+    raise InstallError(f"{_ref(build)} pins no torch wheel for {tag} on {here} (pinned: {pinned})")
 
 
 def why_not_here(filenames: list[str], python: tuple[int, int] | None = None) -> str | None:
-    """Why this machine cannot run one of these wheels under this Python (or ``python``)."""
+    """Why one of these wheels cannot run here (under ``python``, else this one)."""
     tags, utils = _packaging()
     platforms = list(tags.platform_tags())
     here = (
@@ -251,7 +247,7 @@ def _local_wheelhouses() -> list[Path]:
 
 
 def _pip(*args: str, tmp: Path | None = None) -> subprocess.CompletedProcess[str]:
-    # The pins are the authority: a machine-wide pip constraint must not veto them.
+    # no machine-wide pip constraint may veto the pins
     env = dict(os.environ, PIP_CONSTRAINT=os.devnull, **({"TMPDIR": str(tmp)} if tmp else {}))
     command = [sys.executable, "-m", "pip", "--quiet", "--disable-pip-version-check", *args]
     return subprocess.run(command, capture_output=True, text=True, env=env)
@@ -279,25 +275,30 @@ def _check(pin: dict[str, str], found: Path, where: str) -> None:
         )
 
 
-DOWNLOAD_TRIES = 5  # attempts at one wheel, each resuming where the last was cut
-DOWNLOAD_BACKOFF = 2.0  # seconds before the second attempt, doubled before each next one
-PROGRESS_EVERY = 60.0  # seconds between a long download's progress lines
+DOWNLOAD_TRIES = 5
+DOWNLOAD_BACKOFF = 2.0  # seconds before the second attempt, doubled for each next one
+PROGRESS_EVERY = 60.0
 
 
 def _download(
     url: str, target: Path, tries: int = DOWNLOAD_TRIES, backoff: float | None = None
 ) -> Path:
-    """Download ``url`` into ``target``, resuming by HTTP Range after a cut; callers check sha256."""
+    """Resume by HTTP Range after a cut; the caller checks sha256."""
     import http.client
 
-    backoff = DOWNLOAD_BACKOFF if backoff is None else backoff
     done, total, said, problem = 0, None, time.monotonic(), ""
     for attempt in range(1, tries + 1):
+        if attempt > 1:
+            wait = (DOWNLOAD_BACKOFF if backoff is None else backoff) * 2 ** (attempt - 2)
+            _say(
+                target, f"{problem}; attempt {attempt} of {tries} in {wait:.0f} s, from byte {done}"
+            )
+            time.sleep(wait)
         headers = {"User-Agent": "mpsbench", **({"Range": f"bytes={done}-"} if done else {})}
         try:
             request = urllib.request.Request(url, headers=headers)
             with urllib.request.urlopen(request, timeout=120) as response:
-                if response.status != 206:  # the range was not honoured: all again
+                if response.status != 206:  # the Range was ignored: start over
                     done = 0
                 if (length := response.headers.get("Content-Length")) is not None:
                     total = done + int(length)
@@ -306,13 +307,13 @@ def _download(
                         done += out.write(chunk)
                         if time.monotonic() - said >= PROGRESS_EVERY:
                             said = time.monotonic()
-                            of = f" of {total / 1e9:.2f} GB" if total else ""
-                            _say(target, f"{done / 1e9:.2f} GB{of} downloaded")
+                            of = f" of {total / 1e9:.2f}" if total else ""
+                            _say(target, f"{done / 1e9:.2f}{of} GB downloaded")
             if total is None or done >= total:
                 return target
             problem = f"the connection closed after {done} of {total} bytes"
         except urllib.error.HTTPError as exc:
-            if exc.code not in (408, 429) and exc.code < 500:  # no retry mends it
+            if exc.code not in (408, 429) and exc.code < 500:
                 raise InstallError(f"{target.name}: cannot download {url}: {exc}") from None
             problem = str(exc)
         except (
@@ -322,13 +323,6 @@ def _download(
             http.client.HTTPException,
         ) as exc:
             problem = str(exc) or type(exc).__name__
-        if attempt < tries:
-            wait = backoff * 2 ** (attempt - 1)
-            _say(
-                target,
-                f"{problem}; attempt {attempt + 1} of {tries} in {wait:.0f} s, from byte {done}",
-            )
-            time.sleep(wait)
     raise InstallError(f"{target.name}: cannot download {url} after {tries} attempts: {problem}")
 
 
@@ -349,7 +343,6 @@ def disk_problem(exc: OSError) -> InstallError:
 
 
 def local_path(location: str) -> Path:
-    """The file a path or file:// URL names."""
     if location.startswith("file://"):
         return Path(urllib.request.url2pathname(urllib.parse.urlparse(location).path))
     return Path(location)
@@ -370,16 +363,15 @@ def _find(pin: dict[str, str], scratch: Path) -> Path:
 
 
 def fetch_wheel(pin: dict[str, str]) -> Path:
-    """The pinned wheel in the store, fetched and sha256-checked once, named only when whole."""
-    if not _plain_pin(pin):
-        raise InstallError(
-            f"refusing the pin {pin['filename']!r} at {pin['url']!r}: a plain wheel file name"
-            " at an https:// or file:// URL is expected"
-        )
+    """The pinned wheel in the store, fetched and sha256-checked once."""
+    _refuse_odd([pin])
     stored = stored_wheel(pin)
     if stored.is_file():
-        why = "changed since it was checked; delete it to fetch it again"
-        _check(pin, stored, f"the stored copy {stored} ({why})")
+        _check(
+            pin,
+            stored,
+            f"the stored copy {stored} (changed since it was checked; delete it to fetch it again)",
+        )
         return stored
     partial = stored.parent / f".{pin['filename']}.{os.getpid()}.partial"
     try:
@@ -389,7 +381,7 @@ def fetch_wheel(pin: dict[str, str]) -> Path:
             found = _find(pin, Path(scratch))
             _check(pin, found, f"the wheel found at {found}")
             stored.parent.mkdir(exist_ok=True)
-            if found.parent != Path(scratch):  # the user's file stays where it is
+            if found.parent != Path(scratch):
                 found = Path(shutil.copyfile(found, partial))
             os.replace(found, stored)
     except OSError as exc:
@@ -404,7 +396,7 @@ def _locked(path: Path, wait: bool = True) -> Iterator[bool]:
     import fcntl
 
     path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "a") as handle:  # closing it releases the lock
+    with open(path, "a") as handle:
         try:
             fcntl.flock(handle, fcntl.LOCK_EX | (0 if wait else fcntl.LOCK_NB))
         except BlockingIOError:
@@ -418,13 +410,13 @@ def _alive(pid: str) -> bool:
         os.kill(int(pid), 0)
     except (ValueError, ProcessLookupError):
         return False
-    except PermissionError:  # another user's process
+    except PermissionError:
         pass
     return True
 
 
 def clean_leftovers(root: Path) -> list[Path]:
-    """Remove what killed installs left: unlocked staging, dead processes' fetches and copies."""
+    """Remove what killed installs left."""
     removed = []
     for staging in sorted((root / "builds").glob("*.staging-*")):
         with _locked(root / "builds" / f"{staging.name.split('.staging-')[0]}.lock", False) as free:
@@ -447,8 +439,7 @@ def installed_folder(pins: list[dict[str, str]]) -> Path:
 
 
 def damage(folder: Path) -> str | None:
-    """What is wrong with an installed build's folder: incomplete, or a RECORD's file missing or
-    resized (the wheels were hash-checked)."""
+    """Why an installed build's folder is not whole, else None."""
     if not (folder / ".complete").is_file():
         return f"{folder} is missing or was never completed"
     for dist in importlib.metadata.distributions(path=[str(folder)]):
@@ -466,7 +457,7 @@ def damage(folder: Path) -> str | None:
 
 
 def ensure_installed(pins: list[dict[str, str]]) -> tuple[Path, bool]:
-    """The folder of this set of wheels, (re)installed if damaged; True if now."""
+    """The folder of ``pins``, installed unless whole (True: now)."""
     folder = installed_folder(pins)
     if damage(folder) is None:
         return folder, False
@@ -488,7 +479,7 @@ def ensure_installed(pins: list[dict[str, str]]) -> tuple[Path, bool]:
             finally:
                 shutil.rmtree(staging, ignore_errors=True)
             return folder, True
-    except OSError as exc:  # a read-only or full cache: one line, not a traceback
+    except OSError as exc:
         raise disk_problem(exc) from None
 
 
@@ -501,7 +492,7 @@ def suite_needs(key: str, python: tuple[int, int] | None = None) -> list[dict[st
 
 
 def ensure_suite_needs(key: str) -> str:
-    """Install each SUITE_NEEDS package for ``key`` not yet importable; why any is left out."""
+    """Install the SUITE_NEEDS of ``key`` not yet importable; why any is left out."""
     key = key if key in SUITE_NEEDS else next(iter(platform_candidates()), key)
     modules = {pin["name"]: pin["module"] for pins in SUITE_NEEDS.values() for pin in pins}
     why = {
@@ -529,7 +520,7 @@ def ensure_suite_needs(key: str) -> str:
 
 
 def build_folder(build_dir: Path) -> tuple[dict[str, Any], str, list[dict[str, str]], Path, bool]:
-    """The build in ``build_dir``, its platform key, pins and folder (True: installed now)."""
+    """The build in ``build_dir``, installed: key, pins, folder (True: just now)."""
     build = json.loads((build_dir / "build.json").read_text())
     _refuse_unasked(build)
     if build["kind"] == "existing":
@@ -544,10 +535,10 @@ def build_folder(build_dir: Path) -> tuple[dict[str, Any], str, list[dict[str, s
 
 
 def paths(build_dir: Path, suite_src: Path) -> dict[str, Any]:
-    """The build installed, not switched to: its PYTHONPATH entries, torch folder and env."""
+    """The build installed but not switched to, for a server's PYTHONPATH."""
     build, key, _, folder, fresh = build_folder(build_dir)
     return {
-        "build": f"{build['channel']}@{build['id']}",
+        "build": _name(build),
         "paths": [str(folder), str(suite_src.resolve())],
         "torch_dir": str(folder.resolve() / "torch"),
         "env": dict(build.get("env") or {}),
@@ -557,32 +548,30 @@ def paths(build_dir: Path, suite_src: Path) -> dict[str, Any]:
 
 
 def install(build_dir: Path, env_dir: Path, suite_src: Path) -> str:
-    """Install (once) and switch the environment to the build in ``build_dir``."""
     started = time.perf_counter()
     build, key, pins, folder, fresh = build_folder(build_dir)
-    # Heal line first: site adds only existing folders, so a healed folder still reaches sys.path.
+    # heal line first: site adds only folders that exist, so a healed one still reaches sys.path
     lines = [] if key == "existing" else [_heal_line(folder, env_dir)]
     lines += [str(folder), str(suite_src.resolve())]
-    if build.get("env"):  # a .pth "import" line runs at interpreter start
+    if build.get("env"):
         lines.append(f"import os; os.environ.update({json.dumps(build['env'], sort_keys=True)})")
     (_site_packages() / PTH_NAME).write_text("\n".join(lines) + "\n")
     record = {
-        "build": f"{build['channel']}@{build['id']}",
+        "build": _name(build),
         "platform": key,
         "folder": str(folder),
         "fresh": fresh,
         "pins": pins,
     }
     (env_dir / RECORD).write_text(json.dumps(record, indent=1) + "\n")
-    how = "installed" if fresh else "switched to cached"
     needs = ensure_suite_needs(key)
+    how = "installed" if fresh else "switched to cached"
     seconds = time.perf_counter() - started
     return f"mpsbench: {how} torch {build['torch_version']} ({key}) in {seconds:.2f} s{needs}"
 
 
 def _heal_line(folder: Path, env_dir: Path) -> str:
-    """A .pth line that reinstalls the build at start-up if its folder is gone (asv installs only
-    when it switches commits)."""
+    """Reinstall a vanished build at start-up (asv installs only on a switch)."""
     marks = [str(folder / ".complete"), str(folder / "torch" / "__init__.py")]
     command = [str(Path(__file__).resolve()), "heal", str(env_dir)]
     return (
@@ -593,7 +582,6 @@ def _heal_line(folder: Path, env_dir: Path) -> str:
 
 
 def heal(env_dir: Path) -> str:
-    """Reinstall the environment's build if missing or damaged; what it did."""
     try:
         record = json.loads((env_dir / RECORD).read_text())
     except (OSError, ValueError) as exc:
@@ -611,7 +599,7 @@ def heal(env_dir: Path) -> str:
 
 
 def requirements(manifest: Path, ref: str) -> str:
-    """The pinned set here of ``ref`` (CHANNEL@ID, or CHANNEL's newest) as hashed requirements."""
+    """``ref``'s set here (CHANNEL@ID, or CHANNEL's newest) as hashed requirements."""
     channel_name, _, build_id = ref.partition("@")
     channels = json.loads(manifest.read_text()).get("channels", [])
     builds: list[dict[str, Any]] = next(

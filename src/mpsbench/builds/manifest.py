@@ -1,5 +1,4 @@
-"""builds/manifest.json: append-only channels of builds pinned per platform, a channel forking
-from another's build (``parent``); a problem is one line naming field, value and rule."""
+"""builds/manifest.json: append-only channels of builds, each pinned per platform."""
 
 from __future__ import annotations
 
@@ -36,12 +35,11 @@ class ManifestError(errors.UserError):
 def _passes(test: Callable[[Any], object], value: Any) -> bool:
     try:
         return bool(test(value))
-    except (ValueError, TypeError):  # packaging's InvalidVersion is a ValueError
+    except (ValueError, TypeError):
         return False
 
 
 def _form(expected: str, test: Callable[[Any], object] | str) -> BeforeValidator:
-    """A field that passes ``test`` (a predicate or a regular expression), else "expected ..."."""
     passes = functools.partial(re.fullmatch, test) if isinstance(test, str) else test
 
     def check(value: Any) -> Any:
@@ -53,7 +51,7 @@ def _form(expected: str, test: Callable[[Any], object] | str) -> BeforeValidator
 
 
 def ref_safe(value: object, pattern: str = _NAME) -> bool:
-    """Whether ``value`` matches ``pattern``, is a one-level git ref name and fits MAX_NAME."""
+    """Whether ``value`` matches ``pattern`` and makes a one-level git ref name."""
     return (
         isinstance(value, str)
         and re.fullmatch(pattern, value) is not None
@@ -70,24 +68,13 @@ NAME_RULE = (
 Name = Annotated[str, _form(f"{NAME_RULE} (e.g. release, 2.14.1)", ref_safe)]
 Platform = Annotated[str, _form(f"a platform: {', '.join(PLATFORMS)}", PLATFORMS.__contains__)]
 WheelFile = Annotated[
-    str,
-    _form(
-        "a plain wheel file name, NAME-VERSION-PY-ABI-PLATFORM.whl (no '/', '\\' or '..')",
-        plain_wheel_name,
-    ),
+    str, _form("a plain wheel file name NAME-VERSION-PY-ABI-PLATFORM.whl", plain_wheel_name)
 ]
-Url = Annotated[
-    str,
-    _form(
-        "an https:// or file:// URL (never plain http)",
-        allowed_url,
-    ),
-]
+Url = Annotated[str, _form("an https:// or file:// URL", allowed_url)]
 Sha256 = Annotated[str, _form("64 lower-case hex digits", r"[0-9a-f]{64}")]
 PythonTag = Annotated[str, _form("a CPython tag such as cp312, or empty", r"(cp3\d+)?")]
 PinName = Annotated[
-    str,
-    _form("a package name as a wheel writes it, e.g. typing_extensions", r"[a-z0-9][a-z0-9_]*"),
+    str, _form("a wheel's package name, e.g. typing_extensions", r"[a-z0-9][a-z0-9_]*")
 ]
 PepVersion = Annotated[str, _form("a PEP 440 version, e.g. 2.14.1 or 2.15.0.dev20261120", Version)]
 Word = Annotated[str, _form("a word without spaces", r"\S+")]
@@ -113,7 +100,6 @@ Python = Annotated[str, _form("a Python version such as 3.12", r"3\.\d+")]
 Count = Annotated[
     int, Strict(), _form("a whole number of at least 1", lambda v: type(v) is int and v >= 1)
 ]
-# Lax (a JSON list fills a tuple) but strict where it matters (the Strict and _form types).
 _CONFIG = ConfigDict(extra="forbid", revalidate_instances="always")
 
 
@@ -125,7 +111,7 @@ class Pin:
     filename: WheelFile
     url: Url
     sha256: Sha256
-    python: PythonTag = ""  # whose set holds it; "" on old sets, which the installer refuses
+    python: PythonTag = ""  # "": an old set, which the installer refuses
 
 
 @dataclass(frozen=True)
@@ -133,22 +119,21 @@ class Build:
     """One PyTorch build: a commit of the timeline."""
 
     __pydantic_config__ = _CONFIG
-    id: Name  # unique within its channel
-    torch_version: Word  # as torch reports it
-    date: Date  # the commit's date on asv's axis
+    id: Name
+    torch_version: Word
+    date: Date
     git_version: GitVersion
     kind: Kind
     pins: dict[Platform, list[Pin]]
-    tag: Tag | None = None  # an annotated tag on the timeline (releases)
+    tag: Tag | None = None
     note: str = ""
-    site_packages: str | None = None  # kind "existing": a torch installed here, used in place
-    env: dict[EnvName, str] = field(default_factory=dict)  # set by the environment's .pth
+    site_packages: str | None = None  # kind "existing": a torch used in place
+    env: dict[EnvName, str] = field(default_factory=dict)
 
-    def when(self) -> datetime:  # in UTC, never the local zone: hashes depend on it
+    def when(self) -> datetime:
         return parse_date(self.date)
 
     def sets(self, platform: str) -> dict[str, list[Pin]]:
-        """Each interpreter's wheels on ``platform`` ("": an old set, not per Python)."""
         found: dict[str, list[Pin]] = {}
         for pin in self.pins.get(platform, []):
             found.setdefault(pin.python, []).append(pin)
@@ -160,17 +145,17 @@ class Channel:
     __pydantic_config__ = _CONFIG
     name: Name
     builds: tuple[Build, ...]
-    parent: Ref | None = None  # the build this channel forks from; None: a root
+    parent: Ref | None = None
 
 
 @dataclass(frozen=True)
 class Default:
-    """Which releases a platform runs by default (defaults.py applies the rule)."""
+    """A platform's default releases (defaults.py applies it)."""
 
     __pydantic_config__ = _CONFIG
-    channels: tuple[Name, ...]  # drawn from in order
-    since: Minor | None = None  # the oldest minor release
-    newest: Count | None = None  # keep only this many newest releases
+    channels: tuple[Name, ...]
+    since: Minor | None = None
+    newest: Count | None = None
     newest_of: dict[Name, Count] = field(default_factory=dict)
     pythons: tuple[Python, ...] = ()  # (): asv's own
 
@@ -185,7 +170,7 @@ class Manifest:
         return next((channel for channel in self.channels if channel.name == name), None)
 
     def check_new(self, name: str, build_id: str | None = None, parent: str | None = None) -> None:
-        """Refuse what :func:`append` would, before any resolving or download."""
+        """Refuse what :func:`append` would, before any download."""
         check_name("channel name", name)
         existing = self.channel(name)
         if build_id is not None:
@@ -200,7 +185,6 @@ class Manifest:
             self.find(parent)
 
     def find(self, ref: str) -> Build:
-        """The build named ``channel@id``, else a one-line error listing what exists."""
         name, _, build_id = ref.partition("@")
         channel = self.channel(name)
         if channel is None or not build_id:
@@ -221,9 +205,9 @@ def parse_date(value: str) -> datetime:
 
 
 def refuse_future(date: str, what: str = "build date") -> None:
-    """Refuse a ``date`` over a day ahead: as the tip it would refuse every real build."""
+    """Refuse a ``date`` over a day ahead: as a tip it would refuse every real build."""
     latest = datetime.now(timezone.utc) + FUTURE
-    if _passes(parse_date, date) and parse_date(date) > latest:
+    if parse_date(date) > latest:
         raise ManifestError(
             f"{what} {date} is in the future; a build is dated at most a day ahead"
             f" (until {format_date(latest)})"
@@ -262,9 +246,13 @@ def _problem(exc: ValidationError, data: Any) -> str:
         return f"{where} is missing"
     if error["type"] in ("unexpected_keyword_argument", "extra_forbidden"):
         return f"{where} is not a field of the manifest (misspelt?)"
-    shown = repr(error["input"])
     said = error["msg"].removeprefix("Value error, ").replace("Input should be ", "expected ", 1)
-    return f"{where} = {shown if len(shown) <= 80 else shown[:77] + '...'}: {said}"
+    return f"{where} = {_shown(error['input'])}: {said}"
+
+
+def _shown(value: Any) -> str:
+    shown = repr(value)
+    return shown if len(shown) <= 80 else shown[:77] + "..."
 
 
 def _check_rules(manifest: Manifest) -> None:
@@ -290,7 +278,8 @@ def _check_rules(manifest: Manifest) -> None:
             if previous is not None and build.when() < previous.when():
                 raise ManifestError(
                     f"build {channel.name}@{build.id} dated {build.date} is older than"
-                    f" {previous.date}, the build before it; a channel only grows forward in time"
+                    f" {previous.id} ({previous.date}), the build before it; add it on a"
+                    " bisection channel forked from an earlier build (--parent)"
                 )
             if build.tag is not None and build.tag in tags:
                 raise ManifestError(f"tag {build.tag!r} is used twice")
@@ -335,13 +324,11 @@ def _check_build(channel: str, build: Build) -> None:
                 )
         sets = build.sets(platform)
         if "" in sets and len(sets) > 1:
-            raise ManifestError(
-                f"{where}: {platform} mixes wheels of per-Python sets with wheels of none"
-            )
+            raise ManifestError(f"{where}: {platform} mixes per-Python sets with a set of none")
         for python, pins in sets.items():
             names = [pin.name for pin in pins]
             twice = sorted({name for name in names if names.count(name) > 1}) if python else []
-            if "torch" not in names or twice:  # a tags set: one per Python
+            if "torch" not in names or twice:  # a set by tags: one per Python
                 raise ManifestError(
                     f"{where}: the {platform} set {python or '(by tags)'} needs one torch wheel and"
                     f" one wheel per package{'; twice: ' + ', '.join(twice) if twice else ''}"
@@ -349,7 +336,7 @@ def _check_build(channel: str, build: Build) -> None:
 
 
 def from_json(data: Any, source: str = "manifest") -> Manifest:
-    """A manifest from its JSON form, checked whole; ManifestError for the first problem."""
+    """A manifest from its JSON form, checked whole."""
     if not isinstance(data, dict):
         raise ManifestError(
             f'{source}: a manifest is a JSON object with "schema": {SCHEMA} and "channels",'
@@ -372,7 +359,7 @@ def validate(manifest: Manifest) -> None:
     from_json(to_json(manifest))
 
 
-# Defaults are left out: a new field never changes the bytes (and timeline hashes) of old records.
+# defaults left out: a new field never changes old records' bytes (and timeline hashes)
 def to_json(manifest: Manifest) -> dict[str, Any]:
     dumped = _adapter(Manifest).dump_python(manifest, mode="json", exclude_defaults=True)
     return {"schema": SCHEMA, "channels": [], **dumped}
@@ -388,8 +375,7 @@ def dumps(data: Any) -> str:
 
 
 def load(path: Path, missing_ok: bool = False) -> Manifest:
-    """The manifest at ``path``; a missing one is refused unless ``missing_ok`` (a mistyped
-    --manifest would empty the timeline)."""
+    """The manifest at ``path``; missing: refused (a mistyped --manifest would empty the timeline)."""
     try:
         data = json.loads(path.read_bytes())
     except FileNotFoundError:
@@ -419,14 +405,8 @@ def save(manifest: Manifest, path: Path) -> None:
 
 
 def check_name(what: str, value: str) -> None:
-    """Refuse ``value`` unless git and the manifest take it as a channel name or build id."""
     if not ref_safe(value):
-        shown = (
-            repr(value)
-            if len(repr(value)) <= 80
-            else f"{value[:60]!r}... ({len(value)} characters)"
-        )
-        raise ManifestError(f"{what} {shown}: expected {NAME_RULE}")
+        raise ManifestError(f"{what} {_shown(value)}: expected {NAME_RULE}")
 
 
 def append(manifest: Manifest, name: str, build: Build, parent: str | None = None) -> Manifest:
@@ -438,13 +418,6 @@ def append(manifest: Manifest, name: str, build: Build, parent: str | None = Non
     if existing is None:
         channels = (*manifest.channels, Channel(name, (build,), parent))
     else:
-        tip = existing.builds[-1]
-        if build.when() < tip.when():
-            raise ManifestError(
-                f"build {build.id} dated {build.date} is older than {name}'s tip {tip.id}"
-                f" ({tip.date}); add it on a bisection channel forked from the build before it"
-                " (--parent)"
-            )
         updated = replace(existing, builds=(*existing.builds, build))
         channels = tuple(updated if c.name == name else c for c in manifest.channels)
     result = Manifest(channels, manifest.defaults)

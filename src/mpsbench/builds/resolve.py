@@ -1,5 +1,5 @@
-"""A release, a nightly, a wheel file or URL, or an installed torch as a Build: pip's complete set
-per platform and Python, each wheel pinned by URL and sha256, dated by ``torch/version.py``."""
+"""A release, a nightly, a wheel file or URL, or an installed torch as a Build, each wheel pinned
+by URL and sha256."""
 
 from __future__ import annotations
 
@@ -27,13 +27,12 @@ NIGHTLY_INDEXES = (
     "https://download.pytorch.org/whl/nightly/cpu",
     "https://download.pytorch.org/whl/nightly/cu130",
 )
-PYTHONS = ("cp310", "cp311", "cp312", "cp313")  # interpreters pinned for each build
-# The wheel git_version and date are read from, in this order of preference.
+PYTHONS = ("cp310", "cp311", "cp312", "cp313")
+# whose torch wheel gives a build its git_version and date, by preference
 _IDENTITY_PLATFORMS = ("linux-x86_64-cuda", "linux-x86_64-cpu", "macos-arm64")
 # (torch below, the first transformers too new for it), unsaid by the metadata: 4.50 imports
 # torch.compiler (2.1+), 5.14 torch.distributed.tensor's DTensor (2.5+).
 TRANSFORMERS_CAPS: tuple[tuple[tuple[int, int], str], ...] = (((2, 1), "4.50"), ((2, 5), "5.14"))
-# Every platform tag a torch wheel may carry, newest first.
 _MANYLINUX = (
     *(f"manylinux_2_{minor}_x86_64" for minor in range(28, 4, -1)),
     *(f"manylinux{year}_x86_64" for year in ("2014", "2010", "1")),
@@ -43,11 +42,11 @@ PLATFORM_TAGS: dict[str, tuple[str, ...]] = {
     "linux-x86_64-cuda": _MANYLINUX,
     "linux-x86_64-cpu": (*_MANYLINUX, "linux_x86_64"),
 }
-# The only PIP_ settings kept: the others would change what pip finds.
+# the only PIP_ settings kept: the others change what pip finds
 _PIP_KEPT = ("PIP_CERT", "PIP_DEFAULT_TIMEOUT", "PIP_CACHE_DIR", "PIP_NO_CACHE_DIR")
 NIGHTLY_STAMP = re.compile(r"\.dev(\d{4})(\d{2})(\d{2})")
 
-Pythons = tuple[str, ...] | Mapping[str, tuple[str, ...]]  # for every platform, or per platform
+Pythons = tuple[str, ...] | Mapping[str, tuple[str, ...]]  # or per platform
 
 
 class ResolveError(errors.UserError):
@@ -55,8 +54,7 @@ class ResolveError(errors.UserError):
 
 
 def torchvision_series(torch_version: str) -> str:
-    """The torchvision series of a torch release (2.14 -> 0.29): old macOS torchvision wheels pin
-    no torch, so pip alone would pair any."""
+    """The torchvision series of a torch release (2.14 -> 0.29): old macOS ones pin no torch."""
     try:
         major, minor = Version(torch_version).release[:2]
     except (InvalidVersion, ValueError):
@@ -72,7 +70,7 @@ def transformers_cap(torch_version: str) -> str | None:
 def requirements(
     torch_version: str, torchvision: str | None = None, transformers: str | None = None
 ) -> list[str]:
-    """What pip resolves a build from: torch, torchvision (a version or ``none``), transformers."""
+    """What pip resolves a build from (``torchvision`` may be ``none``)."""
     wanted = [f"torch=={torch_version}"]
     if torchvision != "none":
         wanted.append(f"torchvision=={torchvision or torchvision_series(torch_version) + '.*'}")
@@ -89,7 +87,7 @@ def requirements(
 def pip_set(
     wanted: list[str], platform: str, python: str, index: str = PYPI, extra: tuple[str, ...] = ()
 ) -> list[mf.Pin]:
-    """The wheels pip picks for ``wanted`` on ``platform`` and ``python`` (cp310), no download."""
+    """The wheels pip picks for ``wanted``, without downloading them."""
     if not re.fullmatch(r"cp3\d+", python):
         raise ResolveError(f"python tag {python!r} is not cpython 3 (e.g. cp312)")
     env = {k: v for k, v in os.environ.items() if not k.startswith("PIP_") or k in _PIP_KEPT}
@@ -129,7 +127,7 @@ def pip_set(
 def check_set(
     pins: list[mf.Pin], platform: str, python: str, index: str = PYPI, extra: tuple[str, ...] = ()
 ) -> list[str]:
-    """What pip finds wrong with a pinned set: packages it lacks, pins the index serves otherwise."""
+    """What pip finds wrong with a pinned set."""
     pinned = {pin.name: pin for pin in pins}
     problems = []
     for found in pip_set([f"{p.name}=={p.version}" for p in pins], platform, python, index, extra):
@@ -145,7 +143,6 @@ def check_set(
 
 
 def _combos(found: list[wheels.WheelName], pythons: Pythons) -> dict[tuple[str, str], str]:
-    """(platform, python) -> the torch (or torchvision) version of each wheel wanted."""
     combos = {}
     for wheel in found:
         key = wheels.platform_key(wheel)
@@ -165,7 +162,6 @@ def _resolved(
 
 
 def _build(pins: dict[str, list[mf.Pin]], date: str | None = None, **fields: Any) -> mf.Build:
-    """A Build dated and identified by a torch wheel of the first of _IDENTITY_PLATFORMS."""
     for key in (*_IDENTITY_PLATFORMS, *sorted(pins)):
         if torch := [pin for pin in pins.get(key, []) if pin.name == "torch"]:
             break
@@ -185,7 +181,7 @@ def release(
     transformers: str | None = None,
     date: str | None = None,
 ) -> mf.Build:
-    """A torch release on ``index``, e.g. ``2.14.1``, with pip's resolution of its neighbours."""
+    """A torch release with pip's choice of its neighbours."""
     if not re.fullmatch(r"\d+\.\d+(\.\d+)?", version):
         raise ResolveError(f"release version {version!r} is not MAJOR.MINOR.PATCH (e.g. 2.14.1)")
     all_torch = wheels.project_wheels(index, "torch")
@@ -199,9 +195,13 @@ def release(
         recent = ", ".join(sorted(known, key=Version)[-8:])
         raise ResolveError(f"torch {version} is not on {index}; recent releases there: {recent}")
     series = torchvision_series(version) + "."
-    vision = wheels.project_wheels(index, "torchvision")
-    with_vision = _combos([w for w in vision if w.public_version.startswith(series)], pythons)
-    # No torchvision wheel for a Python: the set has none and the suite skips those models.
+    vision = [
+        w
+        for w in wheels.project_wheels(index, "torchvision")
+        if w.public_version.startswith(series)
+    ]
+    with_vision = _combos(vision, pythons)
+    # no torchvision for a Python: the suite skips those models there
     wanted = {
         combo: requirements(
             exact, torchvision or (None if combo in with_vision else "none"), transformers
@@ -213,7 +213,7 @@ def release(
 
 
 def nightly_dates(indexes: tuple[str, ...]) -> list[str]:
-    """Every nightly date (YYYY-MM-DD) with a torch wheel on any of ``indexes``, oldest first."""
+    """Every nightly date on ``indexes``, oldest first."""
     stamps = (
         NIGHTLY_STAMP.search(wheel.version)
         for index in indexes
@@ -236,7 +236,7 @@ def nightly(
     transformers: str | None = None,
     transformers_index: str = PYPI,
 ) -> mf.Build:
-    """The nightly of ``date`` (YYYY-MM-DD): each platform from the first index holding its torch."""
+    """The nightly of ``date``: each platform from the first index holding its torch."""
     check_nightly_date(date)
     for each in (*indexes, transformers_index):  # check all before reading one
         wheels.index_uri(each)
@@ -269,8 +269,7 @@ def _file_pin(path: Path, sha256: str | None = None) -> tuple[mf.Pin, Path]:
     actual = install_build.sha256_of(path)
     if sha256 and sha256.lower() != actual:
         raise ResolveError(f"{path.name}: sha256 {actual} does not match the given {sha256}")
-    uri = path.resolve().as_uri()
-    return mf.Pin(wheel.name, wheel.version, wheel.filename, uri, actual), path
+    return mf.Pin(wheel.name, wheel.version, wheel.filename, path.resolve().as_uri(), actual), path
 
 
 def _torch_platform(wheel: wheels.WheelName) -> str:
@@ -332,7 +331,7 @@ def wheel_file(
     build_id: str | None = None,
     note: str = "",
 ) -> mf.Build:
-    """A torch wheel on disk (a source build, say), with an optional torchvision wheel."""
+    """A torch wheel file, with an optional torchvision wheel."""
     wheels.index_uri(index)
     own = [_file_pin(path, sha256), *([_file_pin(torchvision)] if torchvision else [])]
     return _own_build(own, "wheel-file", transformers, index, build_id, note)
@@ -346,12 +345,12 @@ def wheel_url(
     build_id: str | None = None,
     note: str = "",
 ) -> mf.Build:
-    """A torch wheel at a URL, fetched once into the wheel store and checked against ``sha256``."""
+    """A torch wheel at a URL, fetched once into the wheel store."""
     url, _, fragment = url.partition("#")
     if not install_build.allowed_url(url):
         raise ResolveError(
-            f"{url!r} is not an https:// or file:// URL (http is refused: the wheel and its sha256"
-            " could be changed on the way); for a wheel file use add-wheel"
+            f"{url!r} is not an https:// or file:// URL (http is refused: it could change the"
+            " wheel on the way); for a wheel file use add-wheel"
         )
     digest = sha256 or (fragment[7:] if fragment.startswith("sha256=") else None)
     if not digest or not re.fullmatch(r"[0-9a-fA-F]{64}", digest):
@@ -359,7 +358,7 @@ def wheel_url(
             "a wheel URL needs its sha256: pass --sha256 or a URL ending in #sha256=...;"
             f" got {digest!r}"
         )
-    _torch_platform(wheel := wheels.own_identity(url))  # read by HTTP ranges, before the download
+    _torch_platform(wheel := wheels.own_identity(url))  # by HTTP ranges, before the download
     wheels.index_uri(index)
     if url.startswith("file://"):  # copied into the store once added
         own = _file_pin(install_build.local_path(url), digest)
@@ -377,8 +376,7 @@ def _fetch(pin: mf.Pin) -> Path:
 
 
 def in_store(build: mf.Build) -> tuple[mf.Build, list[mf.Pin]]:
-    """``build`` with each user's file:// pin moved to the wheel store, and the original pins,
-    which :func:`keep` copies once every check passes."""
+    """``build`` with file:// pins moved to the store, and the originals for :func:`keep`."""
     originals: list[mf.Pin] = []
 
     def stored(pin: mf.Pin) -> mf.Pin:
@@ -393,7 +391,7 @@ def in_store(build: mf.Build) -> tuple[mf.Build, list[mf.Pin]]:
 
 
 def keep(originals: list[mf.Pin]) -> list[Path]:
-    """Copy ``originals`` into the wheel store, hash-checked; the copies made now."""
+    """Copy ``originals`` into the wheel store; the copies made now."""
     fresh = [pin for pin in originals if not install_build.stored_wheel(vars(pin)).is_file()]
     for pin in originals:
         _fetch(pin)
@@ -407,7 +405,6 @@ def existing(
     env: dict[str, str] | None = None,
     note: str = "",
 ) -> mf.Build:
-    """A torch already installed here, used in place."""
     folder = site_packages.resolve()
     version_py = folder / "torch" / "version.py"
     if not version_py.is_file():

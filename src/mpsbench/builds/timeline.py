@@ -1,5 +1,5 @@
-"""The timeline git repository asv walks: a branch per channel, a commit per build (``build.json``),
-made deterministically: asv keys results by commit hash, so appending never changes an earlier one."""
+"""The timeline git repository asv walks, a commit per build, made deterministically: asv keys
+results by commit hash."""
 
 from __future__ import annotations
 
@@ -88,18 +88,19 @@ def _git_dir(repo: Path) -> Path | None:
 
 
 def compute(manifest: mf.Manifest, repo: Path, env: dict[str, str] | None = None) -> Generated:
-    """Write every object for ``manifest`` into ``repo`` (created if absent); move no ref."""
+    """Write the objects of ``manifest`` into ``repo``; move no ref."""
     repo.mkdir(parents=True, exist_ok=True)
     if _git_dir(repo) is None:
         git.text(repo, "init", "--quiet", "--initial-branch=release")
+    env = env or {}
     generated = Generated(branches={}, commits={}, tags={})
     for channel in manifest.channels:
         parent = generated.commits[channel.parent] if channel.parent else None
         for build in channel.builds:
-            parent = _commit(repo, channel.name, build, parent, env or {})
+            parent = _commit(repo, channel.name, build, parent, env)
             generated.commits[f"{channel.name}@{build.id}"] = parent
             if build.tag:
-                generated.tags[build.tag] = _tag(repo, build.tag, parent, build, env or {})
+                generated.tags[build.tag] = _tag(repo, build.tag, parent, build, env)
         if parent is not None:
             generated.branches[channel.name] = parent
     return generated
@@ -114,23 +115,19 @@ def _refuse_backward(
 ) -> None:
     for channel, tip in generated.branches.items():
         current = heads.get(channel)
-        if (
-            current
-            and current != tip
-            and git.run(
-                repo, "merge-base", "--is-ancestor", current, tip, check=False, env=env
-            ).returncode
-        ):
+        if not current or current == tip:
+            continue
+        if git.run(
+            repo, "merge-base", "--is-ancestor", current, tip, check=False, env=env
+        ).returncode:
             raise UserError(
                 f"branch {channel} would move from {current[:12]} to {tip[:12]}, which does not"
-                " contain it: the manifest's history of that channel changed, and results recorded"
-                " for the old builds would be orphaned (use --force to accept)"
+                " contain it: the results of its old builds would be orphaned (--force accepts it)"
             )
 
 
 def check(manifest: mf.Manifest, repo: Path, force: bool = False) -> Generated:
-    """What :func:`generate` would write, checked without writing to ``repo``: ref names, no branch
-    moved backward unless ``force``, no ref lock left by a dead git."""
+    """What :func:`generate` would write, checked; writes nothing to ``repo``."""
     git_dir = _git_dir(repo)
     env = {"GIT_ALTERNATE_OBJECT_DIRECTORIES": str(_objects(repo).resolve())} if git_dir else {}
     with tempfile.TemporaryDirectory(prefix="mpsbench-timeline-") as scratch:
@@ -145,28 +142,24 @@ def check(manifest: mf.Manifest, repo: Path, force: bool = False) -> Generated:
     locks = [git_dir / f"{ref}.lock" for ref in ("HEAD", "packed-refs", *refs)] if git_dir else []
     if lock := next(filter(Path.exists, locks), None):
         raise UserError(
-            f"{lock} exists: a git process that writes the timeline is running or died; if"
-            " none is running, delete it and run the command again (nothing was changed)"
+            f"{lock} exists: a git writing the timeline runs or died; if none runs, delete it and"
+            " run the command again (nothing was changed)"
         )
     return generated
 
 
 def generate(manifest: mf.Manifest, repo: Path, force: bool = False) -> Generated:
-    """Write the timeline and move its branches and tags, only forward unless ``force``."""
+    """Write the timeline and move its refs, only forward unless ``force``."""
     generated = compute(manifest, repo)
     _verify(repo, generated)
     heads = _refs(repo)
     if not force:
         _refuse_backward(repo, generated, heads, {})
-    # Only refs that move are written: git logs even a no-op update, and a command that refuses
-    # later must leave the timeline's files as they were.
     tags = _refs(repo, "tags")
-    moved = {
-        f"heads/{name}": tip for name, tip in generated.branches.items() if heads.get(name) != tip
-    }
-    moved |= {f"tags/{name}": tag for name, tag in generated.tags.items() if tags.get(name) != tag}
-    for ref, target in moved.items():
-        git.text(repo, "update-ref", f"refs/{ref}", target)
+    for kind, wanted, now in (("heads", generated.branches, heads), ("tags", generated.tags, tags)):
+        for name, target in wanted.items():
+            if now.get(name) != target:  # git logs even a no-op update
+                git.text(repo, "update-ref", f"refs/{kind}/{name}", target)
     if manifest.channels:
         head = f"refs/heads/{manifest.channels[0].name}"
         if git.run(repo, "symbolic-ref", "HEAD", check=False).stdout.decode().strip() != head:
@@ -177,7 +170,7 @@ def generate(manifest: mf.Manifest, repo: Path, force: bool = False) -> Generate
 
 
 def _verify(repo: Path, generated: Generated) -> None:
-    """Refuse an object of ``generated`` damaged in ``repo``: git never rewrites an object file."""
+    """git never rewrites an object file: refuse a damaged one."""
     if not (wanted := [*generated.commits.values(), *generated.tags.values()]):
         return
     done = git.run(
@@ -187,12 +180,11 @@ def _verify(repo: Path, generated: Generated) -> None:
         why = (git.said(done) or done.stdout.decode()).splitlines()[:1] or ["git fsck failed"]
         raise UserError(
             f"the timeline {repo} holds a damaged object ({why[0]}); delete {_objects(repo)} and run"
-            " `mpsbench timeline generate` to write it again (it is made from the manifest)"
+            " `mpsbench timeline generate` to write it again"
         )
 
 
 def summary(manifest: mf.Manifest, generated: Generated, repo: Path) -> str:
-    """Each channel's builds and tip, and where, as ``mpsbench timeline generate`` prints them."""
     lines = [
         f"{channel.name}: {len(channel.builds)} build{'' if len(channel.builds) == 1 else 's'},"
         f" tip {generated.branches[channel.name][:12]}"
@@ -203,7 +195,7 @@ def summary(manifest: mf.Manifest, generated: Generated, repo: Path) -> str:
 
 
 def bad_range(repo: Path, asv_run_args: list[str]) -> str | None:
-    """Why the range in ``asv run``'s arguments names no timeline build (asv refuses bad ones)."""
+    """Why the range in ``asv run``'s arguments names no timeline build."""
     try:
         arg = asv.run_args(asv_run_args).range
     except asv.AsvError:
@@ -212,7 +204,7 @@ def bad_range(repo: Path, asv_run_args: list[str]) -> str | None:
 
 
 def range_refusal(repo: Path, arg: str | None) -> str | None:
-    """Why ``arg``, a parsed ``asv run`` range (None: each branch's tip), names no timeline build."""
+    """:func:`bad_range` of a parsed range ``arg`` (None: each branch's tip)."""
     try:
         if arg is not None:
             ranges.builds(repo, list(_refs(repo)), arg)
@@ -222,15 +214,13 @@ def range_refusal(repo: Path, arg: str | None) -> str | None:
 
 
 def pytorch_url(old_version: str | None, new_version: str) -> str:
-    """PyTorch's compare page from ``old_version``, or the commit page of ``new_version``."""
     if old_version and old_version != new_version:
         return f"{UPSTREAM}/compare/{old_version}...{new_version}"
     return f"{UPSTREAM}/commit/{new_version}"
 
 
 class Reader:
-    """Each build's record, read from a timeline's commits (a recorded run's builds may be gone from
-    the manifest)."""
+    """Build records from timeline commits (a recorded build may have left the manifest)."""
 
     def __init__(self, repo: Path | None) -> None:
         self.repo = repo if repo is not None and _git_dir(repo) else None
@@ -261,7 +251,7 @@ class Reader:
         return self._git("rev-parse", "--verify", "--quiet", f"{commit}^").strip() or None
 
     def lineage(self, commit: str) -> list[str]:
-        """``commit``'s first-parent ancestry, oldest first; [] if unknown."""
+        """First-parent ancestry, oldest first; [] if unknown."""
         return self._git("rev-list", "--first-parent", commit).split()[::-1]
 
     def label(self, commit: str) -> str:
@@ -270,7 +260,6 @@ class Reader:
         return f"{commit[:8]} torch {build.get('torch_version')} ({build.get('channel')}@{build.get('id')})"
 
     def link(self, commit: str) -> str:
-        """The build's PyTorch release page, else its upstream commit, else ""."""
         build = self.build(commit)
         if build.get("kind") == "release":
             return f"{UPSTREAM}/releases/tag/v{build['torch_version']}"

@@ -1,5 +1,4 @@
-"""Wheels: names and tags, PEP 503 indexes, and what a torch wheel says of itself (a remote one
-read by HTTP range requests: kilobytes of a multi-GB file)."""
+"""Wheels: names, PEP 503 indexes, and what a wheel says of itself (read remotely by HTTP ranges)."""
 
 from __future__ import annotations
 
@@ -24,7 +23,7 @@ import packaging.version
 from mpsbench.builds import install_build
 from mpsbench.core import errors
 
-# The manifest's platform keys. PyPI's Linux torch is the CUDA build; a cpu-only one is "+cpu".
+# PyPI's Linux torch is the CUDA build; a cpu-only one is "+cpu"
 PLATFORMS: tuple[str, ...] = ("macos-arm64", "linux-x86_64-cpu", "linux-x86_64-cuda")
 
 
@@ -37,7 +36,7 @@ class WheelName:
     filename: str
     name: str  # canonical, '-' written '_'
     version: str
-    python: str  # e.g. cp311, py3
+    python: str
     platform: str
 
     @property
@@ -57,7 +56,6 @@ def _name(
 
 
 def parse_wheel_name(filename: str) -> WheelName:
-    """The parts of a wheel's file name (or URL)."""
     base = urllib.parse.unquote(filename.rsplit("/", 1)[-1])
     try:
         name, version, _build, tags = packaging.utils.parse_wheel_filename(base)
@@ -74,7 +72,7 @@ def platform_key(wheel: WheelName) -> str | None:
         return "macos-arm64"
     if "linux" in wheel.platform and wheel.platform.endswith("x86_64"):
         local = packaging.version.Version(wheel.version).local or ""
-        cpu = local == "cpu" or local.startswith("cpu.")  # "cpu.X": a further local label
+        cpu = local == "cpu" or local.startswith("cpu.")
         return "linux-x86_64-cpu" if cpu else "linux-x86_64-cuda"
     return None
 
@@ -98,32 +96,31 @@ def open_url(url: str, method: str | None = None, **headers: str) -> Any:
 
 
 def index_uri(index: str) -> str:
-    """A PEP 503 index as an https:// or file:// URL (a folder as file://); plain http is refused:
-    the pins' sha256 come from the index page."""
+    """A PEP 503 index (a URL or a folder) as an https:// or file:// URL."""
     if "://" not in index:
         return Path(index).resolve().as_uri()
     if not index.startswith(("https://", "file://")):
         raise WheelError(
-            f"index {index!r}: use https://, file:// or a folder (plain http could change the wheels"
-            " and their sha256 on the way)"
+            f"index {index!r}: use https://, file:// or a folder (plain http could change the"
+            " wheels on the way)"
         )
     return index
 
 
 def project_wheels(index_url: str, project: str) -> list[WheelName]:
-    """Every wheel of ``project`` on a PEP 503 simple index (https:// or file://, or a folder)."""
+    """Every wheel of ``project`` on a PEP 503 index."""
     page_url = f"{index_uri(index_url).rstrip('/')}/{packaging.utils.canonicalize_name(project)}/"
     try:  # a folder: index.html
         with open_url(page_url + ("index.html" if page_url[:7] == "file://" else "")) as response:
             text = response.read().decode("utf-8", "replace")
     except OSError as exc:
         raise WheelError(f"cannot read the index page {page_url}: {exc}") from None
-    links = _Links()  # the standard library's HTML parser: any quoting an index serves
+    links = _Links()  # a parser, not a regex: any quoting an index serves
     links.feed(text)
     found = []
     for url in (href.partition("#")[0] for href in links.hrefs):
         if url.endswith(".whl"):
-            with contextlib.suppress(WheelError):  # a link to no wheel
+            with contextlib.suppress(WheelError):
                 found.append(parse_wheel_name(url))
     return found
 
@@ -193,8 +190,7 @@ def torch_identity(location: str) -> TorchIdentity:
 
 
 def own_identity(location: str) -> WheelName:
-    """A wheel's name, version and tags as its ``.dist-info/METADATA`` and ``WHEEL`` say; refused
-    if its file name says otherwise (a renamed wheel)."""
+    """A wheel's identity by its own METADATA and WHEEL, refused if renamed."""
     named = parse_wheel_name(location)
     found = _read(location, r"[^/]+\.dist-info/(METADATA|WHEEL)")
     if len(folders := {name.split("/", 1)[0] for name in found}) != 1 or len(found) != 2:
@@ -212,7 +208,7 @@ def own_identity(location: str) -> WheelName:
             for line in wheel_file.get_all("Tag") or []
             for tag in packaging.tags.parse_tag(line)
         )
-    except ValueError:  # InvalidVersion, InvalidTag
+    except ValueError:
         raise WheelError(
             f"{named.filename}: its METADATA or WHEEL holds no valid Version or Tag"
         ) from None
