@@ -1,4 +1,4 @@
-"""The ``mpsbench`` command line: each command declared with its options, its function filled by name."""
+"""The ``mpsbench`` command line: commands declared with their options, functions filled by name."""
 
 from __future__ import annotations
 
@@ -84,6 +84,10 @@ def opt(name: str, help_text: str | None = None, **spec: Any) -> Option:
     return (name,), {"help": help_text, **spec}
 
 
+def path(name: str, help_text: str | None = None, **spec: Any) -> Option:
+    return opt(name, help_text, type=Path, **spec)
+
+
 def flag(name: str, help_text: str, **spec: Any) -> Option:
     return opt(name, help_text, action="store_true", **spec)
 
@@ -103,9 +107,9 @@ def changed(option: Option, help_text: str | None = None, **changes: Any) -> Opt
     return flags, {**spec, **changes, "help": help_text or spec["help"]}
 
 
-CONFIG = opt("--config", f"asv configuration (default {asvconf.CONFIG})", type=Path)
-MANIFEST = opt("--manifest", f"default {history.MANIFEST}", type=Path, default=history.MANIFEST)
-TIMELINE = opt("--timeline", f"default {history.TIMELINE}", type=Path, default=history.TIMELINE)
+CONFIG = path("--config", f"asv configuration (default {asvconf.CONFIG})")
+MANIFEST = path("--manifest", f"default {history.MANIFEST}", default=history.MANIFEST)
+TIMELINE = path("--timeline", f"default {history.TIMELINE}", default=history.TIMELINE)
 FILES = (MANIFEST, TIMELINE)
 MACHINE = opt("--machine", "asv machine name (default: this machine's)", type=MACHINE_NAME)
 MACHINES = many(
@@ -128,7 +132,7 @@ TRANSFORMERS_INDEX = opt(
 )
 SUMMARY = opt("--summary", "also write the alerts as Markdown here", type=_new_file)
 CONFIRM = flag("--confirm", "alert only if a fresh `mpsbench compare` here agrees")
-SOURCES = opt("sources", "asv results directories", type=Path, nargs="+")
+SOURCES = path("sources", "asv results directories", nargs="+")
 UPDATE_BENCHMARKS = flag("--update-benchmarks", "the sources' newer benchmarks.json wins")
 REMEASURE = flag("--remeasure", "run the selection again; replaced values go to the audit trail")
 ASV_ARGS = opt("asv_args", nargs=argparse.REMAINDER)
@@ -189,7 +193,7 @@ def _filled(func: Callable[..., T], args: Namespace, **given: Any) -> T:
             values[name] = given[name]
         elif kind is Namespace:
             values[name] = args
-        elif kind is Suite:  # of --config, --manifest and --timeline
+        elif kind is Suite:
             files = {
                 f"{o}_path": getattr(args, o, None) for o in ("config", "manifest", "timeline")
             }
@@ -261,10 +265,10 @@ def cmd_run(model: str, device: str, batch_size: int | None, kind: str, seconds:
             raise
         workload.warm_up()
         took = timing.time_steps(workload, min_seconds=seconds)
-        per_step, per_second = took.seconds_per_step * 1e3, took.samples_per_second
+        per_step = f"{took.seconds_per_step * 1e3:.3f}"
         calls = f"{took.calls}x{took.steps_per_call}"
         rows.append(
-            [each, spec.name, on, str(batch), f"{per_step:.3f}", f"{per_second:.1f}", calls]
+            [each, spec.name, on, str(batch), per_step, f"{took.samples_per_second:.1f}", calls]
         )
         workloads.forget()
     print(text.table(rows))
@@ -349,8 +353,8 @@ command(
     "a torch wheel file (e.g. built from source)",
     *LOCAL,
     OTHERS,
-    opt("path", type=Path),
-    opt("--torchvision", "a torchvision wheel to pin beside it", type=Path),
+    path("path"),
+    path("--torchvision", "a torchvision wheel to pin beside it"),
     opt("--sha256", "the file's expected sha256"),
     resolver=resolve.wheel_file,
 )(cmd_add)
@@ -367,7 +371,7 @@ command(
     "build add-existing",
     "a torch already installed here, used in place",
     *LOCAL,
-    opt("site_packages", "the site-packages holding torch", type=Path),
+    path("site_packages", "the site-packages holding torch"),
     opt("--date", "build date (default: torch/version.py's mtime)", type=DATE),
     many(
         "--env", "set in every process of this build (repeatable)", metavar="NAME=VALUE", type=_env
@@ -495,7 +499,7 @@ group("results", "merge or record asv results")
 @command(
     "results merge",
     "merge results directories value by value, never replacing one",
-    opt("dest", "the results directory to merge into", type=Path),
+    path("dest", "the results directory to merge into"),
     SOURCES,
     MACHINES,
     UPDATE_BENCHMARKS,
@@ -503,14 +507,8 @@ group("results", "merge or record asv results")
     flag("--replace", "incoming values replace recorded ones (kept in DEST-replaced.jsonl)"),
     parser=merge,
 )
-def cmd_merge(
-    dest: Path,
-    sources: Sequence[Path],
-    machines: Sequence[str],
-    timeline: Path | None,
-    args: Namespace,
-) -> int:
-    merge.check_machines(sources, machines)
+def cmd_merge(dest: Path, machines: Sequence[str], timeline: Path | None, args: Namespace) -> int:
+    merge.check_machines(args.sources, machines)
     builds = merge.timeline_builds(timeline) if timeline else None
     return _filled(merge.merge, args, machines=machines or None, builds=builds).show(dest)
 
@@ -528,17 +526,18 @@ def cmd_record(suite: Suite, args: Namespace) -> int:
     machine.require(args.machine)
     run = asv.run_args(args.asv_args)
     record.check_meaning(run)
-    facts = bench.disk_facts(suite, run)
-    return record.status(record.record(suite.conf, args.machine, run, args.remeasure, facts))
+    steps = record.record(
+        suite.conf, args.machine, run, args.remeasure, bench.disk_facts(suite, run)
+    )
+    return record.status(steps)
 
 
 @command(
     "preselect",
     "print the asv -b pattern of the combinations this run times",
-    opt(
+    path(
         "--benchmark-dir",
         "default: benchmarks",
-        type=Path,
         default=Path("benchmarks"),
     ),
     flag("--list", "each combination, a tab, and why it is skipped, or 'runs'", dest="every"),
@@ -560,7 +559,7 @@ def cmd_preselect(benchmark_dir: Path, every: bool) -> None:
     "exit 1 if a machine's newest build is slower (docs/explanation/site.md)",
     CONFIG,
     *FILES,
-    opt("--results", "default: results_dir of --config", type=Path),
+    path("--results", "default: results_dir of --config"),
     MACHINES,
     opt("--build", "only machines whose newest build is this"),
     SUMMARY,
@@ -576,7 +575,7 @@ command(
     CONFIG,
     opt("before", "the older build: asv results .json or commit hash (prefix)"),
     opt("after", "the newer build: as BEFORE"),
-    opt("--results-dir", "for commits (default: results_dir of --config)", type=Path),
+    path("--results-dir", "for commits (default: results_dir of --config)"),
     changed(MACHINE, "for commits (default: the only one)"),
     opt(
         "--top",
@@ -604,7 +603,7 @@ def cmd_factor(suite: Suite, bench: str) -> None:
 
 ROUNDS = text.number(int, verdict.FEWEST, "rounds", compare.MOST_ROUNDS)
 MEASURED = (
-    opt("--log", "append asv's and the processes' output here", type=Path),
+    path("--log", "append asv's and the processes' output here"),
     count(
         "--threads",
         "torch's cpu threads per process (default: torch's); a busy machine's cpu row needs 1"
@@ -640,7 +639,7 @@ FRESH: tuple[Option, ...] = (
     ),
     MACHINE,
 )
-SUITE_FILES = (*FILES, opt("--suite-root", argparse.SUPPRESS, type=Path))
+SUITE_FILES = (*FILES, path("--suite-root", argparse.SUPPRESS))
 NIGHTLIES = (
     count(
         "--nightlies",
@@ -744,10 +743,10 @@ command(
 @command(
     "report",
     "figures and a summary of asv results",
-    opt("results_dir", "asv's results_dir", type=Path),
-    opt("out_dir", "for the PNGs, summary.md and summary.html", type=Path),
+    path("results_dir", "asv's results_dir"),
+    path("out_dir", "for the PNGs, summary.md and summary.html"),
     changed(CONFIG, "for thresholds and timeline (default: ./asv.conf.json if present)"),
-    opt("--site", "the published html_dir, for asv's detected regressions", type=Path),
+    path("--site", "the published html_dir, for asv's detected regressions"),
 )
 def cmd_report(results_dir: Path, out_dir: Path, config: Path | None, site: Path | None) -> None:
     config = config or (asvconf.CONFIG if asvconf.CONFIG.is_file() else None)
@@ -781,22 +780,15 @@ group(
     **_doc(nightly),
 )
 FLEET = (
-    opt(
-        "--suite",
-        "the suite's folder (default: this checkout)",
-        type=Path,
-        default=asvconf.ROOT,
-    ),
-    opt(
+    path("--suite", "the suite's folder (default: this checkout)", default=asvconf.ROOT),
+    path(
         "--workdir",
         f"work folder in the suite (default {nightly.WORKDIR})",
-        type=Path,
         default=nightly.WORKDIR,
     ),
-    opt(
+    path(
         "--fleet",
         "the fleet's files (default: WORKDIR/fleet)",
-        type=Path,
         dest="folder",
         metavar="FLEET",
     ),

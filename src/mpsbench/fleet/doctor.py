@@ -9,8 +9,8 @@ from dataclasses import dataclass
 
 from mpsbench.measure import devices, host, optional_torch, quiet
 
-MEMORY_FREE_FRACTION = 0.25  # of RAM available; below it, may swap
-READING = 1.0  # seconds: longer than the gate's, as nothing of ours runs meanwhile
+MEMORY_FREE_FRACTION = 0.25  # of RAM: below it, may swap
+READING = 1.0  # seconds: longer than the gate's, nothing of ours runs meanwhile
 
 
 @functools.cache

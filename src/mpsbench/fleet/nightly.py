@@ -26,10 +26,8 @@ log = progress.logger(__name__)
 
 @dataclass(frozen=True)
 class Fleet:
-    """Where every step reads and writes."""
-
     suite: Path = asvconf.ROOT
-    workdir: Path = WORKDIR  # relative to the suite
+    workdir: Path = WORKDIR
     folder: Path | None = None
     channel: str = CHANNEL
 
@@ -83,18 +81,16 @@ def prepare(fleet: Fleet) -> Suite:
     return work
 
 
-def fetch(fleet: Fleet, remote: str, branch: str) -> int:
+def fetch(fleet: Fleet, remote: str, branch: str) -> None:
     if commit := results_branch.fetch(fleet.suite, fleet.files, remote, branch):
         log.info(f"{remote}/{branch} at {commit[:12]} copied into {fleet.files}")
     else:
         log.info(f"{remote} has no branch {branch} yet: {fleet.files} starts empty")
-    return 0
 
 
-def push(fleet: Fleet, message: str, remote: str, branch: str) -> int:
+def push(fleet: Fleet, message: str, remote: str, branch: str) -> None:
     commit = results_branch.push(fleet.suite, fleet.files, message, remote, branch)
     log.info(f"pushed {commit[:12]} to {remote}/{branch}" if commit else "nothing to push")
-    return 0
 
 
 def resolve_nightly(
@@ -103,7 +99,7 @@ def resolve_nightly(
     transformers_index: str,
     transformers: str | None,
     dry_run: bool,
-) -> int:
+) -> None:
     synced = sync(mf.load(fleet.suite / history.MANIFEST), mf.load(fleet.manifest, missing_ok=True))
     # a dry run's own copy and timeline: the work folder's must not get ahead
     scratch = fleet.work / "dry-run" if dry_run else fleet.work
@@ -121,11 +117,10 @@ def resolve_nightly(
     )
     if dry_run:
         log.info(f"dry run: {fleet.manifest} left as it was")
-        return 0
+        return
     with files.lock(fleet.manifest):
         mf.save(mf.load(working), fleet.manifest)
     log.info(f"the fleet's manifest is {fleet.manifest}")
-    return 0
 
 
 def _select_devices(requested: Sequence[str]) -> None:
@@ -144,7 +139,7 @@ def machine_name(requested: str | None) -> str:
 
 
 def _to_github(variable: str, text: str) -> None:
-    if target := os.environ.get(variable):  # set under GitHub Actions
+    if target := os.environ.get(variable):
         with open(target, "a", encoding="utf-8") as out:
             out.write(text + "\n")
 
@@ -167,20 +162,18 @@ def _restore(fleet: Fleet, machines: list[str] | None = None) -> Suite:
     return suite
 
 
-@dataclass(frozen=True)
-class Benching:
-    machine: str | None = None
-    devices: tuple[str, ...] = ()
-    bench: tuple[str, ...] = ()  # asv -b regexes
-    limit: int = 0  # the newest N missing builds (0: all)
-    dry_run: bool = False
-    confirm: bool = False
-
-
-def bench(fleet: Fleet, options: Benching) -> int:
-    """``mpsbench record`` of the newest builds this machine has no results for, then alert."""
-    _select_devices(options.devices)
-    name = machine_name(options.machine)  # checked before anything is written
+def bench(
+    fleet: Fleet,
+    machine: str | None,
+    devices: tuple[str, ...],
+    bench: tuple[str, ...],
+    limit: int,
+    dry_run: bool,
+    confirm: bool,
+) -> int:
+    """``mpsbench record`` of the newest builds this machine lacks, then alert."""
+    _select_devices(devices)
+    name = machine_name(machine)  # checked before anything is written
     suite = _restore(fleet, [name])
     _to_github("GITHUB_OUTPUT", f"machine={name}")
     have = recorded.commits(suite.conf.results, name)
@@ -190,7 +183,7 @@ def bench(fleet: Fleet, options: Benching) -> int:
         else []
     )
     missing = [c for c in record.newest_first(suite.timeline_path, every) if c not in have]
-    todo = missing[: options.limit or None]
+    todo = missing[: limit or None]
     status = 0
     if todo:
         refs = {commit: ref for ref, commit in suite.timeline.commits.items()}
@@ -198,26 +191,23 @@ def bench(fleet: Fleet, options: Benching) -> int:
         log.info(f"machine {name}: benchmarking {count}: {', '.join(refs[c] for c in todo[::-1])}")
         hashfile = fleet.work / f"builds-{name}.txt"
         hashfile.write_text("".join(f"{commit}\n" for commit in todo))
-        quick = ["--quick", "--dry-run"] if options.dry_run else []
+        quick = ["--quick", "--dry-run"] if dry_run else []
         run = asv.run_args(
-            [*quick, *(f"--bench={regex}" for regex in options.bench), f"HASHFILE:{hashfile}"]
+            [*quick, *(f"--bench={regex}" for regex in bench), f"HASHFILE:{hashfile}"]
         )
         status = record.status(record.record(suite.conf, name, run))
     else:
         log.info(f"machine {name} has results for every build: nothing to benchmark")
-    if options.dry_run:
+    if dry_run:
         log.info("dry run: nothing was recorded")
         return status
     if status:
         log.info("some benchmarks failed (see above): their results say which")
-    asked = alerts.Options(
-        (name,), summary=fleet.work / f"alert-{name}.md", confirm=options.confirm
-    )
+    asked = alerts.Options((name,), summary=fleet.work / f"alert-{name}.md", confirm=confirm)
     return 1 if _alert(fleet, suite, asked) else status
 
 
 def collect(fleet: Fleet, sources: Sequence[Path], update_benchmarks: bool) -> int:
-    """Each machine's artifact merged into the fleet's results."""
     builds = set(prepare(fleet).timeline.commits.values()) if fleet.manifest.is_file() else None
     if builds is None:
         log.info(f"{fleet.manifest} does not exist: builds are checked by their files' names only")
@@ -225,9 +215,8 @@ def collect(fleet: Fleet, sources: Sequence[Path], update_benchmarks: bool) -> i
     return merged.show(fleet.results)
 
 
-def publish(fleet: Fleet) -> int:
+def publish(fleet: Fleet) -> None:
     site.publish(_restore(fleet))
-    return 0
 
 
 def alert(fleet: Fleet, machines: Sequence[str], summary: Path | None) -> int:

@@ -21,9 +21,9 @@ IDENTITY = {
 README = """\
 # mpsbench results
 
-Written by the nightly workflow (.github/workflows/nightly.yml); see docs/how-to/fleet.md on the main branch.
-`builds/manifest.json` is the fleet's manifest; `results/` is an asv results directory with one folder
-per machine. Results are only ever added: `mpsbench results merge` never overwrites a file.
+Written by the nightly workflow (docs/how-to/fleet.md on the main branch): `builds/manifest.json` is the
+fleet's manifest, `results/` an asv results directory with a folder per machine. Results are only ever
+added: `mpsbench results merge` never overwrites a file.
 """
 
 
