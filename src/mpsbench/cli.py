@@ -174,8 +174,7 @@ def command(
 
 
 def _doc(module: Any) -> dict[str, Any]:
-    """Help from the module's docstring: past its first paragraph, or its first line above
-    EXIT_STATUSES."""
+    """--help's text from the module's docstring and EXIT_STATUSES."""
     doc, statuses = module.__doc__ or "", getattr(module, "EXIT_STATUSES", None)
     return {
         "description": doc.splitlines()[0] if statuses else doc.split("\n\n", 1)[-1],
@@ -313,8 +312,7 @@ def cmd_add(suite: Suite, channel: str, parent: str | None, args: Namespace) -> 
 
 
 def _release(suite: Suite, pythons: tuple[str, ...] | None, args: Namespace) -> mf.Build:
-    pinned = pythons or defaults.pin_pythons(suite.manifest)
-    return _filled(resolve.release, args, pythons=pinned)
+    return _filled(resolve.release, args, pythons=pythons or defaults.pin_pythons(suite.manifest))
 
 
 def _existing(env: Sequence[tuple[str, str]], args: Namespace) -> mf.Build:
