@@ -132,7 +132,7 @@ def bench(suite: Suite, options: Options) -> int:
         steps = record.record(
             suite.conf, name, launched, options.remeasure, disk_facts(suite, run), chosen
         )
-        with contextlib.closing(steps):  # on any exit: lock released
+        with contextlib.closing(steps):  # on any exit: held values said, lock released
             for done in steps:
                 status = done.status or status
                 if done.recorded and (done.step.tier == "first tier" or done.build_done):
@@ -141,5 +141,8 @@ def bench(suite: Suite, options: Options) -> int:
     if not published:
         publish_site(suite, only_if_changed=True)
     if status:
-        log.info(f"asv run exited with status {status}: some benchmarks failed (see above)")
+        log.info(
+            f"asv exited with status {status}: some benchmarks failed (see above);"
+            " the site shows the rest"
+        )
     return status

@@ -134,7 +134,9 @@ SUMMARY = opt("--summary", "also write the alerts as Markdown here", type=_new_f
 CONFIRM = flag("--confirm", "alert only if a fresh `mpsbench compare` here agrees")
 SOURCES = path("sources", "asv results directories", nargs="+")
 UPDATE_BENCHMARKS = flag("--update-benchmarks", "the sources' newer benchmarks.json wins")
-REMEASURE = flag("--remeasure", "run the selection again; replaced values go to the audit trail")
+REMEASURE = flag(
+    "--remeasure", "run the selection again; replaced values go to RESULTS-replaced.jsonl"
+)
 ASV_ARGS = opt("asv_args", nargs=argparse.REMAINDER)
 REFERENCE = opt("a_ref", f"the reference build: {BUILD_NAMES}", metavar="a")
 
@@ -604,8 +606,8 @@ MEASURED = (
     path("--log", "append asv's and the processes' output here"),
     count(
         "--threads",
-        "torch's cpu threads per process (default: torch's); a busy machine's cpu row needs 1"
-        " (docs/explanation/the-rule.md)",
+        "torch's cpu threads per process (OMP_NUM_THREADS; default: torch's); a busy machine's cpu"
+        " row needs 1 (docs/explanation/the-rule.md)",
         int,
         1,
         metavar="N",
@@ -756,7 +758,8 @@ PUBLISHED = f"${settings.CONFIG}, else {asvconf.CONFIG}"
 
 @command(
     "publish",
-    f"publish the site (scripts/publish; --config defaults to {PUBLISHED})",
+    "asv publish, regressions re-judged, figures"
+    f" (scripts/publish; --config defaults to {PUBLISHED})",
     changed(CONFIG, f"the asv configuration (default {PUBLISHED})"),
     changed(ASV_ARGS, "options for asv publish"),
 )

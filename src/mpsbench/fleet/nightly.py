@@ -192,9 +192,8 @@ def bench(
         hashfile = fleet.work / f"builds-{name}.txt"
         hashfile.write_text("".join(f"{commit}\n" for commit in todo))
         quick = ["--quick", "--dry-run"] if dry_run else []
-        run = asv.run_args(
-            [*quick, *(f"--bench={regex}" for regex in bench), f"HASHFILE:{hashfile}"]
-        )
+        selected = [f"--bench={regex}" for regex in bench]
+        run = asv.run_args([*quick, *selected, f"HASHFILE:{hashfile}"])
         status = record.status(record.record(suite.conf, name, run))
     else:
         log.info(f"machine {name} has results for every build: nothing to benchmark")
