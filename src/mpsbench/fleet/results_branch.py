@@ -62,8 +62,8 @@ def push(
     ref = f"refs/remotes/{remote}/{branch}"
     found = git.run(repo, "rev-parse", "--verify", "--quiet", ref, check=False)
     parent = found.stdout.decode().strip() or None
-    if not (folder / "README.md").exists():
-        (folder / "README.md").write_text(README)
+    if not (readme := folder / "README.md").exists():
+        readme.write_text(README)
     with (
         tempfile.TemporaryDirectory() as scratch
     ):  # an index of its own: the checkout's is untouched
