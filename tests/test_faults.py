@@ -335,7 +335,7 @@ OBSERVED: list[tuple[str, list[str], str, dict[str, str], Callable[[Path], None]
     (
         "add-existing-date-yesterday",
         ["build", "add-existing", ".", "--date", "yesterday", *BUILD],
-        r"argument --date: --date takes a UTC date and time YYYY-MM-DDTHH:MM:SSZ, .* got 'yesterday'",
+        r"argument --date: --date takes YYYY-MM-DDTHH:MM:SSZ \(UTC\), .* got 'yesterday'",
         {},
         None,
     ),

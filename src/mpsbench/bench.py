@@ -1,8 +1,5 @@
-"""mpsbench bench (scripts/bench): the main command's pipeline, in one process.
-
-Check the arguments and the set-up, generate the timeline, write the machine entry, record what each
-planned asv run is missing, publish the site.
-"""
+"""Check the set-up, generate the timeline, record what each planned asv run is missing, publish
+the site (scripts/bench)."""
 
 from __future__ import annotations
 
@@ -27,7 +24,7 @@ log = progress.logger(__name__)
 @dataclass(frozen=True)
 class Options:
     asv_args: tuple[str, ...] = ()  # none: the default timeline
-    remeasure: bool = False  # replaced values go to the audit trail
+    remeasure: bool = False
 
 
 def require_torch() -> Any:
@@ -42,7 +39,6 @@ def require_torch() -> Any:
 
 
 def check_setup() -> str:
-    """torch's version and whether each device is usable here."""
     selection.selected_devices()
     rows = [["device", "usable", "details"]]
     for name in devices.NAMES:
@@ -57,7 +53,7 @@ def plan(suite: Suite, given: asv.RunArgs | None) -> list[asv.RunArgs]:
         return [given]
     platform, planned, skipped = defaults.this_machine(suite.manifest)
     print(defaults.listing(platform, planned, suite.timeline))
-    for line in skipped:  # said before any download
+    for line in skipped:
         log.info(line)
     runs = []
     for python in defaults.pythons(planned):
@@ -77,7 +73,6 @@ def environment_python(run: asv.RunArgs) -> tuple[int, int] | None:
 def build_facts(
     reader: timeline.Reader, commit: str, python: tuple[int, int] | None
 ) -> watch.Build:
-    """What the plan and the disk check say of build ``commit`` installed for ``python``."""
     build = reader.build(commit)
     need = disk.need(build, python)
     size, hosts = disk.download(build, python)
@@ -87,7 +82,6 @@ def build_facts(
 
 
 def disk_facts(suite: Suite, run: asv.RunArgs) -> watch.Disk:
-    """The build cache and each build of ``run``'s range."""
     python, reader = environment_python(run), suite.reader
     builds = {c: build_facts(reader, c, python) for c in record.builds(suite.conf, run)}
     return watch.Disk(disk.cache(), builds)
@@ -121,10 +115,9 @@ def publish_site(suite: Suite, only_if_changed: bool = False) -> None:
 
 
 def bench(suite: Suite, options: Options) -> int:
-    """Every step in order; 0, or BENCHMARKS_FAILED."""
-    generated = suite.generate()  # first: ranges are checked against it
+    generated = suite.generate()  # ranges are checked against it
     run = asv.run_args(options.asv_args)
-    record.check_meaning(run)  # --quick, -a repeat=1, MPSBENCH_SINGLE_STEPS: no history
+    record.check_meaning(run)
     given, chosen = None, None
     if options.asv_args:
         if refused := timeline.range_refusal(suite.timeline_path, run.range):
@@ -149,6 +142,7 @@ def bench(suite: Suite, options: Options) -> int:
         publish_site(suite, only_if_changed=True)
     if status:
         log.info(
-            f"asv run exited with status {status}: some benchmarks failed (see above); the site shows the rest"
+            f"asv exited with status {status}: some benchmarks failed (see above);"
+            " the site shows the rest"
         )
     return status

@@ -1,5 +1,4 @@
-"""The ``mpsbench`` command: each command's function, declared with its options and called with its
-parameters filled by name; a user's mistake is one line on stderr, exit status 2."""
+"""The ``mpsbench`` command line: commands declared with their options, functions filled by name."""
 
 from __future__ import annotations
 
@@ -47,7 +46,7 @@ Option = tuple[tuple[str, ...], dict[str, Any]]
 
 
 class OneLineParser(ArgumentParser):
-    """argparse refusing in one line, exit status 2; subcommands inherit it."""
+    """argparse refusing in one line, exit status 2."""
 
     def error(self, message: str) -> NoReturn:
         self.exit(2, f"{self.prog.split()[0]}: error: {message} (see {self.prog} --help)\n")
@@ -58,8 +57,7 @@ def _date(value: str) -> str:
         date = mf.format_date(mf.parse_date(value))
     except ValueError:
         raise UserError(
-            f"--date takes a UTC date and time YYYY-MM-DDTHH:MM:SSZ, e.g."
-            f" 2026-11-20T00:00:00Z, got {value!r}"
+            f"--date takes YYYY-MM-DDTHH:MM:SSZ (UTC), e.g. 2026-11-20T00:00:00Z, got {value!r}"
         ) from None
     mf.refuse_future(date, "--date")
     return date
@@ -68,9 +66,7 @@ def _date(value: str) -> str:
 def _new_file(value: str) -> Path:
     path = Path(value)
     if not value or not path.parent.is_dir() or path.is_dir():
-        raise argparse.ArgumentTypeError(
-            f"{value!r} is no file in an existing folder: create the folder first"
-        )
+        raise argparse.ArgumentTypeError(f"{value!r} is no file in an existing folder")
     return path
 
 
@@ -85,8 +81,11 @@ DATE = text.checked(_date)
 
 
 def opt(name: str, help_text: str | None = None, **spec: Any) -> Option:
-    """An option as data: its name and add_argument's keywords."""
     return (name,), {"help": help_text, **spec}
+
+
+def path(name: str, help_text: str | None = None, **spec: Any) -> Option:
+    return opt(name, help_text, type=Path, **spec)
 
 
 def flag(name: str, help_text: str, **spec: Any) -> Option:
@@ -108,11 +107,11 @@ def changed(option: Option, help_text: str | None = None, **changes: Any) -> Opt
     return flags, {**spec, **changes, "help": help_text or spec["help"]}
 
 
-CONFIG = opt("--config", f"asv configuration (default {asvconf.CONFIG})", type=Path)
-MANIFEST = opt("--manifest", f"default {history.MANIFEST}", type=Path, default=history.MANIFEST)
-TIMELINE = opt("--timeline", f"default {history.TIMELINE}", type=Path, default=history.TIMELINE)
+CONFIG = path("--config", f"asv configuration (default {asvconf.CONFIG})")
+MANIFEST = path("--manifest", f"default {history.MANIFEST}", default=history.MANIFEST)
+TIMELINE = path("--timeline", f"default {history.TIMELINE}", default=history.TIMELINE)
 FILES = (MANIFEST, TIMELINE)
-MACHINE = opt("--machine", "asv machine name (default: mpsbench machine's)", type=MACHINE_NAME)
+MACHINE = opt("--machine", "asv machine name (default: this machine's)", type=MACHINE_NAME)
 MACHINES = many(
     "--machine",
     "only this machine (repeatable)",
@@ -133,8 +132,11 @@ TRANSFORMERS_INDEX = opt(
 )
 SUMMARY = opt("--summary", "also write the alerts as Markdown here", type=_new_file)
 CONFIRM = flag("--confirm", "alert only if a fresh `mpsbench compare` here agrees")
-SOURCES = opt("sources", "asv results directories to merge from", type=Path, nargs="+")
+SOURCES = path("sources", "asv results directories", nargs="+")
 UPDATE_BENCHMARKS = flag("--update-benchmarks", "the sources' newer benchmarks.json wins")
+REMEASURE = flag(
+    "--remeasure", "run the selection again; replaced values go to RESULTS-replaced.jsonl"
+)
 ASV_ARGS = opt("asv_args", nargs=argparse.REMAINDER)
 REFERENCE = opt("a_ref", f"the reference build: {BUILD_NAMES}", metavar="a")
 
@@ -146,13 +148,12 @@ def _add(parser: ArgumentParser, options: Sequence[Option]) -> None:
 
 PARSER = OneLineParser(
     prog="mpsbench",
-    description="PyTorch training and inference benchmarks for mps, cuda and cpu (asv suite helpers).",
+    description="PyTorch benchmarks on mps, cuda and cpu (asv suite helpers).",
 )
 SUBCOMMANDS = {"": PARSER.add_subparsers(dest="command", metavar="COMMAND", required=True)}
 
 
 def group(name: str, help_text: str, metavar: str = "ACTION", **more: Any) -> None:
-    """Declare a command whose actions are subcommands."""
     parser = SUBCOMMANDS[""].add_parser(name, help=help_text, **more)
     SUBCOMMANDS[name] = parser.add_subparsers(metavar=metavar, required=True)
 
@@ -160,8 +161,8 @@ def group(name: str, help_text: str, metavar: str = "ACTION", **more: Any) -> No
 def command(
     words: str, help_text: str, *options: Option, parser: Any = None, **preset: Any
 ) -> Callable[[F], F]:
-    """Declare command ``words`` (e.g. "build list") running the decorated function; ``parser``:
-    add_parser's keywords, or the module whose docstring describes the command."""
+    """Declare command ``words`` ("build list") running the decorated function; ``parser``:
+    add_parser's keywords, or the module documenting it."""
     above, _, name = words.rpartition(" ")
     more = parser if isinstance(parser, dict) else _doc(parser) if parser else {}
     declared = SUBCOMMANDS[above].add_parser(name, help=help_text, **more)
@@ -175,7 +176,7 @@ def command(
 
 
 def _doc(module: Any) -> dict[str, Any]:
-    """The module's docstring past its first paragraph, or its first line above EXIT_STATUSES."""
+    """--help's text from the module's docstring and EXIT_STATUSES."""
     doc, statuses = module.__doc__ or "", getattr(module, "EXIT_STATUSES", None)
     return {
         "description": doc.splitlines()[0] if statuses else doc.split("\n\n", 1)[-1],
@@ -185,8 +186,7 @@ def _doc(module: Any) -> dict[str, Any]:
 
 
 def _filled(func: Callable[..., T], args: Namespace, **given: Any) -> T:
-    """``func`` called with each parameter not ``given`` filled by its type (Suite, Namespace, a
-    dataclass filled alike), else by the option of its name."""
+    """``func`` called with each parameter not ``given`` filled by its type, else by its option."""
     hints, values = typing.get_type_hints(func), {}
     for name in inspect.signature(func).parameters:
         kind = hints.get(name)
@@ -194,7 +194,7 @@ def _filled(func: Callable[..., T], args: Namespace, **given: Any) -> T:
             values[name] = given[name]
         elif kind is Namespace:
             values[name] = args
-        elif kind is Suite:  # of the command's --config, --manifest and --timeline
+        elif kind is Suite:
             files = {
                 f"{o}_path": getattr(args, o, None) for o in ("config", "manifest", "timeline")
             }
@@ -207,7 +207,7 @@ def _filled(func: Callable[..., T], args: Namespace, **given: Any) -> T:
     return func(**values)
 
 
-@command("models", "list the registered models")
+@command("models", "list the models")
 def cmd_models() -> None:
     rows = [["model", "seed batch", "batch sizes", "needs", "description"]]
     for spec in models.REGISTRY.values():
@@ -222,8 +222,8 @@ def _usable() -> list[str]:
 
 @command(
     "devices",
-    "list devices and whether they are usable here",
-    flag("--usable", "print only the usable ones, comma-separated (for MPSBENCH_DEVICES)"),
+    "list devices and whether each is usable here",
+    flag("--usable", "only the usable ones, comma-separated (for MPSBENCH_DEVICES)"),
 )
 def cmd_devices(usable: bool) -> None:
     found = bench.check_setup()
@@ -232,12 +232,12 @@ def cmd_devices(usable: bool) -> None:
 
 @command(
     "run",
-    "time one model outside asv for a quick look",
+    "time one model outside asv",
     opt("model", f"one of: {', '.join(models.REGISTRY)}"),
     opt("--device", f"one of: {', '.join(devices.NAMES)} (default cpu)", default="cpu"),
     count("--batch-size", "default: the model's seed batch size", int, 1),
     opt("--kind", "default both", default="both", choices=("training", "inference", "both")),
-    count("--seconds", "least time spent timing each workload", float, 1e-3, 3600, default=1.0),
+    count("--seconds", "least seconds timing each workload", float, 1e-3, 3600, default=1.0),
 )
 def cmd_run(model: str, device: str, batch_size: int | None, kind: str, seconds: float) -> None:
     bench.require_torch()
@@ -251,7 +251,7 @@ def cmd_run(model: str, device: str, batch_size: int | None, kind: str, seconds:
         hint = f"; usable here: {', '.join(usable)}: try --device {usable[0]}" if usable else ""
         mac = " (mps needs a Mac with Apple silicon)" if on == "mps" else ""
         raise UserError(f"device {on} is not usable here: {found.reason}{hint}{mac}")
-    has = {"training": spec.trains, "inference": spec.trainable is None}  # the kinds "both" runs
+    has = {"training": spec.trains, "inference": spec.trainable is None}
     rows = [["workload", "model", "device", "batch", "ms/step", "samples/s", "calls"]]
     for each in [kind] if kind != "both" else [k for k in workloads.KINDS if has[k]]:
         try:
@@ -266,10 +266,10 @@ def cmd_run(model: str, device: str, batch_size: int | None, kind: str, seconds:
             raise
         workload.warm_up()
         took = timing.time_steps(workload, min_seconds=seconds)
-        per_step, per_second = took.seconds_per_step * 1e3, took.samples_per_second
+        per_step = f"{took.seconds_per_step * 1e3:.3f}"
         calls = f"{took.calls}x{took.steps_per_call}"
         rows.append(
-            [each, spec.name, on, str(batch), f"{per_step:.3f}", f"{per_second:.1f}", calls]
+            [each, spec.name, on, str(batch), per_step, f"{took.samples_per_second:.1f}", calls]
         )
         workloads.forget()
     print(text.table(rows))
@@ -279,20 +279,19 @@ def cmd_run(model: str, device: str, batch_size: int | None, kind: str, seconds:
 
 command(
     "doctor",
-    "check this machine before a run: devices, memory, power, heat, load",
+    "check devices, memory, power, heat and load before a run",
     flag("--strict", "exit 1 when any check warns"),
     parser=doctor,
 )(doctor.run)
 
 
-group("build", "add PyTorch builds to the manifest (and the timeline)")
+group("build", "add PyTorch builds to the manifest and timeline")
 
 
 def appending(channel: str) -> tuple[Option, ...]:
-    """The options of a ``build add-*`` command."""
     return (
         *FILES,
-        opt("--channel", f"channel (branch) to append to (default {channel})", default=channel),
+        opt("--channel", f"channel to append to (default {channel})", default=channel),
         opt("--parent", "a new channel's CHANNEL@ID to fork from"),
         TRANSFORMERS,
     )
@@ -315,8 +314,7 @@ def cmd_add(suite: Suite, channel: str, parent: str | None, args: Namespace) -> 
 
 
 def _release(suite: Suite, pythons: tuple[str, ...] | None, args: Namespace) -> mf.Build:
-    pinned = pythons or defaults.pin_pythons(suite.manifest)
-    return _filled(resolve.release, args, pythons=pinned)
+    return _filled(resolve.release, args, pythons=pythons or defaults.pin_pythons(suite.manifest))
 
 
 def _existing(env: Sequence[tuple[str, str]], args: Namespace) -> mf.Build:
@@ -330,13 +328,9 @@ command(
     *appending("release"),
     opt("version"),
     opt("--index", "PEP 503 index (default PyPI)", default=resolve.PYPI),
-    opt("--torchvision", "torchvision version (default: the one for this torch)"),
-    changed(
-        PYTHONS,
-        "python tags to pin on every platform (default: per platform, the manifest's defaults'"
-        " Pythons, else cp310-cp313)",
-    ),
-    opt("--date", "override the build date (YYYY-MM-DDTHH:MM:SSZ)", type=DATE),
+    opt("--torchvision", "torchvision version (default: torch's match)"),
+    changed(PYTHONS, "python tags to pin (default: the manifest's defaults', else cp310-cp313)"),
+    opt("--date", "the build date (YYYY-MM-DDTHH:MM:SSZ)", type=DATE),
     resolver=_release,
 )(cmd_add)
 
@@ -356,12 +350,12 @@ def cmd_add_nightly(manifest: Path, timeline: Path, args: Namespace) -> None:
 
 command(
     "build add-wheel",
-    "a torch wheel file, e.g. one built from source",
+    "a torch wheel file (e.g. built from source)",
     *LOCAL,
     OTHERS,
-    opt("path", type=Path),
-    opt("--torchvision", "a torchvision wheel file to pin beside it", type=Path),
-    opt("--sha256", "refuse the file unless it has this sha256"),
+    path("path"),
+    path("--torchvision", "a torchvision wheel to pin beside it"),
+    opt("--sha256", "the file's expected sha256"),
     resolver=resolve.wheel_file,
 )(cmd_add)
 command(
@@ -377,8 +371,8 @@ command(
     "build add-existing",
     "a torch already installed here, used in place",
     *LOCAL,
-    opt("site_packages", "the site-packages folder that holds torch", type=Path),
-    opt("--date", "build date (default: when torch/version.py was written)", type=DATE),
+    path("site_packages", "the site-packages holding torch"),
+    opt("--date", "build date (default: torch/version.py's mtime)", type=DATE),
     many(
         "--env", "set in every process of this build (repeatable)", metavar="NAME=VALUE", type=_env
     ),
@@ -428,11 +422,11 @@ def cmd_range(suite: Suite, old: str, new: str) -> None:
 
 @command(
     "timeline default",
-    "this platform's default timeline (builds/manifest.json 'defaults'): builds and Pythons",
+    "this platform's default builds and Pythons (the manifest's 'defaults')",
     *FILES,
     opt("--platform", "a manifest platform (default: this machine's)", choices=wheels.PLATFORMS),
-    flag("--pythons", "print only the Pythons to run, one a line"),
-    flag("--hashes", "print only the timeline commits --python runs"),
+    flag("--pythons", "only the Pythons to run, one a line"),
+    flag("--hashes", "only the timeline commits --python runs"),
     opt("--python", "with --hashes: the Python, e.g. 3.10"),
 )
 def cmd_default(
@@ -442,14 +436,14 @@ def cmd_default(
     if platform:
         platform = defaults.rule_for(suite.manifest, [platform])[0]
         planned, skipped = defaults.schedule(suite.manifest, platform), list[str]()
-    else:  # what this machine cannot run is left out
+    else:
         platform, planned, skipped = defaults.this_machine(suite.manifest)
     runs = defaults.pythons(planned)
     if pythons:
         print("\n".join(runs))
-    elif hashes:  # for asv run HASHFILE:
+    elif hashes:
         if python is None:
-            raise UserError("--hashes needs --python VERSION: each Python runs its own builds")
+            raise UserError("--hashes needs --python VERSION: each Python runs its builds")
         if python not in runs:
             raise UserError(
                 f"--python {python} runs no build of {platform}'s default; its Pythons:"
@@ -465,7 +459,7 @@ def cmd_default(
 
 @command(
     "timeline check-range",
-    "refuse, in one line, an asv run range that names no timeline commit",
+    "refuse an asv run range naming no timeline commit",
     TIMELINE,
     changed(ASV_ARGS, "the arguments given to asv run"),
 )
@@ -476,8 +470,8 @@ def cmd_check_range(suite: Suite, asv_args: Sequence[str]) -> None:
 
 @command(
     "machine",
-    "write a stable asv machine entry for this machine",
-    opt("--name", "machine name (default: from chip and core count)", type=MACHINE_NAME),
+    "write this machine's asv machine entry",
+    opt("--name", "machine name (default: by chip and cores)", type=MACHINE_NAME),
     flag("--quiet", "print only the machine's name"),
 )
 def cmd_machine(name: str | None, quiet: bool) -> None:
@@ -492,50 +486,39 @@ def cmd_machine(name: str | None, quiet: bool) -> None:
 
 command(
     "bench",
-    "check the set-up, record every build's missing values, publish the site (scripts/bench)",
-    flag(
-        "--remeasure", "run the selection again; replaced values go to .asv/results-replaced.jsonl"
-    ),
+    "check the set-up, record what is missing, publish the site (scripts/bench)",
+    REMEASURE,
     parser={**_doc(bench), "allow_abbrev": False},
     passes_through=True,  # every other argument goes to asv run
 )(bench.bench)
 
 
-group("results", "asv results directories from several machines")
+group("results", "merge or record asv results")
 
 
 @command(
     "results merge",
-    "merge results directories into one, value by value, never replacing a recorded value",
-    opt("dest", "the results directory to merge into (created if absent)", type=Path),
+    "merge results directories value by value, never replacing one",
+    path("dest", "the results directory to merge into"),
     SOURCES,
-    changed(MACHINES, "merge only this machine's folder (repeatable)"),
+    MACHINES,
     UPDATE_BENCHMARKS,
-    changed(TIMELINE, "refuse a file of a build not among this timeline's commits", default=None),
-    flag(
-        "--replace",
-        "re-measured on purpose: incoming values replace recorded ones, kept in DEST-replaced.jsonl",
-    ),
+    changed(TIMELINE, "refuse files of builds not in this timeline", default=None),
+    flag("--replace", "incoming values replace recorded ones (kept in DEST-replaced.jsonl)"),
     parser=merge,
 )
-def cmd_merge(
-    dest: Path,
-    sources: Sequence[Path],
-    machines: Sequence[str],
-    timeline: Path | None,
-    args: Namespace,
-) -> int:
-    merge.check_machines(sources, machines)
+def cmd_merge(dest: Path, machines: Sequence[str], timeline: Path | None, args: Namespace) -> int:
+    merge.check_machines(args.sources, machines)
     builds = merge.timeline_builds(timeline) if timeline else None
     return _filled(merge.merge, args, machines=machines or None, builds=builds).show(dest)
 
 
 @command(
     "results record",
-    "run asv for what is missing into scratch and merge it in, never replacing a value",
+    "asv run what is missing, then merge it in, never replacing a value",
     CONFIG,
     changed(MACHINE, "asv's machine name (mpsbench machine --quiet)", required=True),
-    flag("--remeasure", "run the selection again; replaced values go to the audit trail"),
+    REMEASURE,
     changed(ASV_ARGS, "asv run options and range, after --"),
     parser=record,
 )
@@ -543,24 +526,21 @@ def cmd_record(suite: Suite, args: Namespace) -> int:
     machine.require(args.machine)
     run = asv.run_args(args.asv_args)
     record.check_meaning(run)
-    facts = bench.disk_facts(suite, run)
-    return record.status(record.record(suite.conf, args.machine, run, args.remeasure, facts))
+    steps = record.record(
+        suite.conf, args.machine, run, args.remeasure, bench.disk_facts(suite, run)
+    )
+    return record.status(steps)
 
 
 @command(
     "preselect",
-    "print an asv -b pattern naming exactly the combinations this run times",
-    opt(
+    "print the asv -b pattern of the combinations this run times",
+    path(
         "--benchmark-dir",
-        "the suite's benchmarks (default: benchmarks)",
-        type=Path,
+        "default: benchmarks",
         default=Path("benchmarks"),
     ),
-    flag(
-        "--list",
-        "print each combination, a tab, and why this run skips it, or 'runs'",
-        dest="every",
-    ),
+    flag("--list", "each combination, a tab, and why it is skipped, or 'runs'", dest="every"),
     parser=preselect,
 )
 def cmd_preselect(benchmark_dir: Path, every: bool) -> None:
@@ -579,9 +559,9 @@ def cmd_preselect(benchmark_dir: Path, every: bool) -> None:
     "exit 1 if a machine's newest build is slower (docs/explanation/site.md)",
     CONFIG,
     *FILES,
-    opt("--results", "asv results directory (default: results_dir of --config)", type=Path),
+    path("--results", "default: results_dir of --config"),
     MACHINES,
-    opt("--build", "only machines whose newest build is this (CHANNEL@ID or hash)"),
+    opt("--build", "only machines whose newest build is this"),
     SUMMARY,
     CONFIRM,
 )
@@ -591,14 +571,12 @@ def cmd_alert(suite: Suite, options: alerts.Options) -> int:
 
 command(
     "ops-rank",
-    "rank the op benchmarks by slowdown between two builds",
+    "rank op benchmarks by slowdown between two builds",
     CONFIG,
-    opt("before", "the older build: an asv results .json file, or a commit hash (prefix)"),
+    opt("before", "the older build: asv results .json or commit hash (prefix)"),
     opt("after", "the newer build: as BEFORE"),
-    opt(
-        "--results-dir", "asv's results, for commits (default: results_dir of --config)", type=Path
-    ),
-    changed(MACHINE, "asv machine name, for commits (default: the only one)"),
+    path("--results-dir", "for commits (default: results_dir of --config)"),
+    changed(MACHINE, "for commits (default: the only one)"),
     opt(
         "--top",
         "the N largest ratios only (0: all)",
@@ -610,12 +588,11 @@ command(
 
 @command(
     "factor",
-    "print the regression factor a row is judged by (for asv continuous --factor)",
+    "print a row's regression factor (for asv continuous --factor)",
     CONFIG,
     changed(
         BENCH,
-        "the row's name, not a regex (default: any row), looked up in the config's"
-        " regressions_thresholds as asv continuous does",
+        "the row's name, not a regex (default: any row), as asv continuous looks it up",
         required=False,
         default="",
     ),
@@ -625,35 +602,34 @@ def cmd_factor(suite: Suite, bench: str) -> None:
 
 
 ROUNDS = text.number(int, verdict.FEWEST, "rounds", compare.MOST_ROUNDS)
-MEASURED = (  # compare's, bisect's and explain's
-    opt("--log", "append asv's and the processes' own output here", type=Path),
+MEASURED = (
+    path("--log", "append asv's and the processes' output here"),
     count(
         "--threads",
-        "torch's cpu threads per process (OMP_NUM_THREADS; default: torch's own); a cpu row on a"
-        " busy machine needs 1 (docs/explanation/the-rule.md)",
+        "torch's cpu threads per process (OMP_NUM_THREADS; default: torch's); a busy machine's cpu"
+        " row needs 1 (docs/explanation/the-rule.md)",
         int,
         1,
         metavar="N",
     ),
 )
-FRESH: tuple[Option, ...] = (  # compare's and bisect's
+FRESH: tuple[Option, ...] = (
     BENCH,
     opt(
         "--min-rounds",
-        "processes per build before the first planned look (early looks at 2 .. N-1 if N <= 5)",
+        "processes per build before the first planned look (N <= 5: early looks from 2)",
         type=ROUNDS,
         default=verdict.MIN_ROUNDS,
     ),
     opt(
         "--max-rounds",
-        "the rounds planned; with time left, an undecided pair goes on, up to 3x this",
+        "rounds planned; with time left, an undecided pair goes on up to 3x",
         type=ROUNDS,
         default=verdict.MAX_ROUNDS,
     ),
     count(
         "--time-budget",
-        "wall-clock budget: no look starts that cannot end in time; what is left undecided"
-        f" says so, exit 3 (default {fresh.TIME_BUDGET_MINUTES:g})",
+        f"wall-clock budget; undecided at its end: exit 3 (default {fresh.TIME_BUDGET_MINUTES:g})",
         float,
         1,
         24 * 60,
@@ -663,21 +639,21 @@ FRESH: tuple[Option, ...] = (  # compare's and bisect's
     ),
     MACHINE,
 )
-SUITE_FILES = (*FILES, opt("--suite-root", argparse.SUPPRESS, type=Path))
-NIGHTLIES = (  # bisect's
+SUITE_FILES = (*FILES, path("--suite-root", argparse.SUPPRESS))
+NIGHTLIES = (
     count(
         "--nightlies",
-        f"add at most N (default {nightlies.DEFAULT}) PyTorch nightlies between two adjacent"
-        " builds, spread by date, on a bisection channel, and search on",
+        f"add up to N (default {nightlies.DEFAULT}) nightlies between the adjacent builds found,"
+        " and search on",
         int,
         1,
         nargs="?",
         const=nightlies.DEFAULT,
         metavar="N",
     ),
-    changed(INDEX, "nightly PEP 503 index for --nightlies (repeatable; default PyTorch's)"),
-    changed(TRANSFORMERS_INDEX, "where --nightlies pins transformers from"),
-    changed(TRANSFORMERS, "transformers version --nightlies pins, or none (default: by torch)"),
+    INDEX,
+    TRANSFORMERS_INDEX,
+    TRANSFORMERS,
 )
 COMPARING = (*FRESH, *SUITE_FILES, *MEASURED)
 
@@ -693,9 +669,9 @@ def fresh_options(args: Namespace, **given: Any) -> fresh.Options:
 
 command(
     "compare",
-    "is build B slower than build A? fresh, interleaved processes; never the recorded results",
+    "is build B slower than A? measured afresh in interleaved processes",
     REFERENCE,
-    opt("b_ref", "the build under suspicion, named the same ways", metavar="b"),
+    opt("b_ref", "the suspect build, named alike", metavar="b"),
     *COMPARING,
     parser=compare,
 )(compare.compare)
@@ -703,12 +679,12 @@ command(
 
 @command(
     "bisect",
-    "the first build between GOOD and BAD that made one combination slower, measured afresh",
+    "the first build between GOOD and BAD that made a combination slower, measured afresh",
     opt("good_ref", f"the last known good build: {BUILD_NAMES}", metavar="good"),
-    opt("bad_ref", "a later build on the same line of builds that is slower", metavar="bad"),
+    opt("bad_ref", "a later, slower build on the same line", metavar="bad"),
     *COMPARING,
     *NIGHTLIES,
-    flag("--no-explain", "end without the table of the ops that changed (mpsbench explain)"),
+    flag("--no-explain", "skip the table of ops that changed (mpsbench explain)"),
     parser=bisection,
 )
 def cmd_bisect(no_explain: bool, args: Namespace) -> int:
@@ -723,14 +699,13 @@ def cmd_bisect(no_explain: bool, args: Namespace) -> int:
 
 command(
     "explain",
-    "which ops in one combination's step changed from build A to B: torch.profiler in fresh,"
-    " interleaved processes",
+    "which ops of a combination's step changed from build A to B (torch.profiler, fresh processes)",
     REFERENCE,
-    opt("b_ref", "the build to explain, named the same ways", metavar="b"),
+    opt("b_ref", "the build to explain, named alike", metavar="b"),
     BENCH,
     count(
         "--rounds",
-        f"fresh processes per build, interleaved (default {explain.ROUNDS})",
+        f"fresh processes per build (default {explain.ROUNDS})",
         int,
         1,
         50,
@@ -738,7 +713,7 @@ command(
     ),
     count(
         "--calls",
-        f"profiled calls of the timed method per process (default {explain.CALLS})",
+        f"profiled calls per process (default {explain.CALLS})",
         int,
         1,
         1000,
@@ -746,20 +721,18 @@ command(
     ),
     count(
         "--top",
-        f"rows shown (default {explain.TOP}); all rows count in the sums",
+        f"rows shown (default {explain.TOP}); all count in the sums",
         int,
         1,
         default=explain.TOP,
     ),
     opt(
         "--save",
-        "also write the table to FILE, its numbers to FILE.json",
+        "also write the table to FILE, numbers to FILE.json",
         type=_new_file,
         metavar="FILE",
     ),
-    flag(
-        "--keep", "also keep the table beside the results (explain/) for the site, as bisect does"
-    ),
+    flag("--keep", "also keep the table in the results' explain/ for the site"),
     MACHINE,
     *SUITE_FILES,
     *MEASURED,
@@ -769,11 +742,11 @@ command(
 
 @command(
     "report",
-    "figures and a summary from an asv results directory",
-    opt("results_dir", "asv's results directory (results_dir in asv.conf.json)", type=Path),
-    opt("out_dir", "where the PNGs, summary.md and summary.html go", type=Path),
-    changed(CONFIG, "for the thresholds and the timeline (default: ./asv.conf.json if present)"),
-    opt("--site", "the published html_dir, to list the regressions asv detected", type=Path),
+    "figures and a summary of asv results",
+    path("results_dir", "asv's results_dir"),
+    path("out_dir", "for the PNGs, summary.md and summary.html"),
+    changed(CONFIG, "for thresholds and timeline (default: ./asv.conf.json if present)"),
+    path("--site", "the published html_dir, for asv's detected regressions"),
 )
 def cmd_report(results_dir: Path, out_dir: Path, config: Path | None, site: Path | None) -> None:
     config = config or (asvconf.CONFIG if asvconf.CONFIG.is_file() else None)
@@ -785,8 +758,8 @@ PUBLISHED = f"${settings.CONFIG}, else {asvconf.CONFIG}"
 
 @command(
     "publish",
-    "publish the site: asv publish, regressions re-judged, PyTorch links, figures, offline"
-    f" libraries (scripts/publish; --config defaults to {PUBLISHED})",
+    "asv publish, regressions re-judged, figures"
+    f" (scripts/publish; --config defaults to {PUBLISHED})",
     changed(CONFIG, f"the asv configuration (default {PUBLISHED})"),
     changed(ASV_ARGS, "options for asv publish"),
 )
@@ -803,27 +776,20 @@ def cmd_publish(config: Path | None, asv_args: Sequence[str]) -> None:
 
 group(
     "nightly",
-    "one step of the fleet's nightly job (scripts/nightly; docs/how-to/fleet.md)",
+    "a step of the fleet's nightly job (docs/how-to/fleet.md)",
     "STEP",
-    **_doc(nightly) | {"epilog": "docs/how-to/fleet.md says how the workflows use each step."},
+    **_doc(nightly),
 )
-FLEET = (  # nightly.Fleet's fields
-    opt(
-        "--suite",
-        "asv.conf.json, benchmarks/ and builds/ (default: this checkout)",
-        type=Path,
-        default=asvconf.ROOT,
-    ),
-    opt(
+FLEET = (
+    path("--suite", "the suite's folder (default: this checkout)", default=asvconf.ROOT),
+    path(
         "--workdir",
-        f"work folder, relative to the suite (default {nightly.WORKDIR})",
-        type=Path,
+        f"work folder in the suite (default {nightly.WORKDIR})",
         default=nightly.WORKDIR,
     ),
-    opt(
+    path(
         "--fleet",
         "the fleet's files (default: WORKDIR/fleet)",
-        type=Path,
         dest="folder",
         metavar="FLEET",
     ),
@@ -832,7 +798,6 @@ FLEET = (  # nightly.Fleet's fields
 
 
 def step(name: str, help_text: str, *options: Option) -> Callable[[F], F]:
-    """Declare ``nightly NAME``, with where the fleet's files are."""
     return command(
         f"nightly {name}", help_text, *FLEET, *options, parser={"description": help_text}
     )
@@ -845,53 +810,49 @@ REMOTE = (
 step("fetch", "copy the results branch into the fleet folder", *REMOTE)(nightly.fetch)
 step(
     "push",
-    "commit the fleet folder on the results branch and push it (fast-forward only)",
+    "commit the fleet folder to the results branch and push it (fast-forward)",
     *REMOTE,
     opt("--message", "the commit message", default="mpsbench nightly"),
 )(nightly.push)
 step(
     "resolve",
-    "append the newest nightly to the fleet's manifest",
+    "add the newest nightly to the fleet's manifest",
     INDEX,
-    changed(TRANSFORMERS_INDEX, "where transformers is pinned from"),
+    TRANSFORMERS_INDEX,
     TRANSFORMERS,
-    flag("--dry-run", "say what would be added; change nothing"),
+    flag("--dry-run", "say what would be added, change nothing"),
 )(nightly.resolve_nightly)
 step(
     "bench",
-    "benchmark every build this machine has no results for, then alert",
-    changed(MACHINE, f"machine name (default: ${settings.MACHINE}, else from chip and core count)"),
+    "benchmark the builds this machine lacks, then alert",
+    changed(MACHINE, f"machine name (default: ${settings.MACHINE}, else by chip and cores)"),
     many(
         "--device",
-        "only these devices (repeatable or comma-separated), each usable here",
+        "only these devices (repeatable or comma-separated)",
         dest="devices",
         metavar="DEVICE",
     ),
     many("--bench", "only benchmarks matching this regex (asv -b)"),
-    count("--limit", "at most the newest N missing builds (default: all)", int, 0, default=0),
-    flag("--dry-run", "run each selected benchmark once (asv --quick --dry-run); record nothing"),
+    count("--limit", "only the newest N missing builds (default: all)", int, 0, default=0),
+    flag("--dry-run", "run each benchmark once, record nothing (asv --quick --dry-run)"),
     CONFIRM,
 )(nightly.bench)
 step(
     "collect",
-    "merge results directories (the machines' artifacts) into the fleet's",
+    "merge the machines' results directories into the fleet's",
     SOURCES,
     UPDATE_BENCHMARKS,
 )(nightly.collect)
-step("publish", "publish the site of the fleet's results into WORKDIR/html (mpsbench publish)")(
-    nightly.publish
-)
-step(
-    "alert", "exit 1 if a machine's newest build is slower than the one before", MACHINES, SUMMARY
-)(nightly.alert)
+step("publish", "publish the fleet's results into WORKDIR/html")(nightly.publish)
+step("alert", "exit 1 if a machine's newest build is slower", MACHINES, SUMMARY)(nightly.alert)
 
 
 @step(
     "bisect",
-    "mpsbench bisect over a range of the fleet's builds (fresh processes, nothing recorded)",
-    opt("--good", "the last fast build: CHANNEL@ID or timeline hash", required=True),
-    opt("--bad", "a slow build: CHANNEL@ID or timeline hash", required=True),
-    *FRESH,  # on the fleet's manifest and timeline
+    "mpsbench bisect over the fleet's builds (nothing recorded)",
+    opt("--good", "the last fast build (CHANNEL@ID or hash)", required=True),
+    opt("--bad", "a slow build (CHANNEL@ID or hash)", required=True),
+    *FRESH,
     *MEASURED,
     *NIGHTLIES,
 )
@@ -924,14 +885,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         return int(exc.code or 0)
     try:
         return int(_filled(args.func, args) or 0)
-    except asv.Stopped as exc:  # Ctrl-C, SIGTERM, `timeout`
+    except asv.Stopped as exc:
         print(
-            f"mpsbench: {exc}: every process has ended; each value measured is kept, and the next"
-            " run goes on from there",
+            f"mpsbench: {exc}: every process ended; what was measured is kept for the next run",
             file=sys.stderr,
         )
         return exc.status
-    except BrokenPipeError:  # stdout piped into `head`: Python's remedy
+    except BrokenPipeError:  # stdout piped into `head`
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 1
     except (UserError, OSError) as exc:

@@ -28,11 +28,10 @@ class Suite:
 
     @cached_property
     def timeline(self) -> tl.Generated:
-        """Each build's timeline commit; no branch moved."""
         return tl.compute(self.manifest, self.timeline_path)
 
     def generate(self, force: bool = False, sync: bool = True) -> tl.Generated:
-        """Write the timeline, move its branches and (``sync``) set asv.conf.json's branches."""
+        """Write the timeline and move its branches (``sync``: also asv.conf.json's)."""
         generated = self.__dict__["timeline"] = tl.generate(
             self.manifest, self.timeline_path, force=force
         )
@@ -42,7 +41,7 @@ class Suite:
         return generated
 
     def hashfile(self, python: str) -> Path:
-        """The default timeline's HASHFILE for ``python``, absolute as asv reads it."""
+        """The default timeline's HASHFILE for ``python``, absolute for asv."""
         return self.timeline_path.resolve().parent / f"default-py{python}.txt"
 
     def name(self, ref: str) -> str:

@@ -1,1 +1,1 @@
-"""The fleet: the nightly job's steps, the results branch, the machine check (doctor)."""
+"""The fleet: the nightly job's steps, the results branch, the machine check."""

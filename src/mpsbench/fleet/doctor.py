@@ -1,5 +1,5 @@
-"""mpsbench doctor: one line per finding, ok, warn (numbers taken now would be doubtful, and why) or
-info (the OS does not report it here); load, power and heat by the record gate's rule (measure.quiet)."""
+"""One line per finding: ok, warn (numbers taken now would be doubtful, and why) or info (not
+reported here); load, power and heat judged as the record gate judges them."""
 
 from __future__ import annotations
 
@@ -9,24 +9,30 @@ from dataclasses import dataclass
 
 from mpsbench.measure import devices, host, optional_torch, quiet
 
-MEMORY_FREE_FRACTION = 0.25  # of RAM available; below it, may swap
-READING = 1.0  # seconds: longer than the gate's, as nothing of ours runs meanwhile
+MEMORY_FREE_FRACTION = 0.25  # of RAM: below it, may swap
+READING = 1.0  # seconds: longer than the gate's, nothing of ours runs meanwhile
 
 
-@functools.cache  # read once per doctor run
+@functools.cache
 def machine() -> quiet.State:
     return quiet.read(READING)
 
 
 @dataclass(frozen=True)
 class Finding:
-    level: str  # "ok", "warn" or "info"
+    level: str  # ok, warn or info
     what: str
     detail: str
 
 
 def _judged(what: str, problem: str | None, fine: str) -> Finding:
     return Finding("warn" if problem else "ok", what, problem or fine)
+
+
+def _by_the_gate(what: str, reported: bool, unreported: str, fine: str) -> Finding:
+    if not reported:
+        return Finding("info", what, f"the OS reports no {unreported} here")
+    return _judged(what, quiet.problems(machine()).get(what), fine)
 
 
 def check_devices() -> Iterator[Finding]:
@@ -51,19 +57,18 @@ def check_memory() -> Iterator[Finding]:
 
 
 def check_power() -> Iterator[Finding]:
-    if machine().battery is None:
-        yield Finding("info", "power", "the OS reports no power source here (not macOS)")
-    else:
-        yield _judged("power", quiet.problems(machine()).get("power"), "on AC power")
+    yield _by_the_gate(
+        "power", machine().battery is not None, "power source (not macOS)", "on AC power"
+    )
 
 
 def check_thermal() -> Iterator[Finding]:
-    if host.thermal_state() is None:
-        said = "the OS reports no thermal pressure here (pmset -g therm is macOS's)"
-        yield Finding("info", "thermal", said)
-    else:
-        fine = "no throttling, no thermal warning recorded"
-        yield _judged("thermal", quiet.problems(machine()).get("thermal"), fine)
+    yield _by_the_gate(
+        "thermal",
+        host.thermal_state() is not None,
+        "thermal pressure (pmset -g therm is macOS's)",
+        "no throttling, no thermal warning recorded",
+    )
 
 
 def check_load() -> Iterator[Finding]:
@@ -77,15 +82,15 @@ def check_load() -> Iterator[Finding]:
         named = ", ".join(f"{name} (pid {pid}, {percent:.0f}%)" for name, pid, percent in found[:5])
         yield Finding(level, "processes", f"busy on the cpu: {named}")
     else:
-        said = f"no other process above {quiet.BUSY_PERCENT:.0f}% of a core"
-        yield Finding("ok", "processes", said)
+        yield Finding(
+            "ok", "processes", f"no other process above {quiet.BUSY_PERCENT:.0f}% of a core"
+        )
 
 
 CHECKS = (check_devices, check_memory, check_power, check_thermal, check_load)
 
 
 def run(strict: bool = False) -> int:
-    """Print every check's findings; 1 if ``strict`` and any warned, else 0."""
     machine.cache_clear()
     findings = [finding for check in CHECKS for finding in check()]
     width = max(len(finding.what) for finding in findings)

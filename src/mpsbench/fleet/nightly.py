@@ -1,5 +1,4 @@
-"""The fleet's nightly job, one step at a time (scripts/nightly STEP; docs/how-to/fleet.md): each step
-runs the same in CI and on a laptop, on a suite whose files live in a work folder."""
+"""The fleet's nightly job, one step at a time (scripts/nightly STEP; docs/how-to/fleet.md)."""
 
 from __future__ import annotations
 
@@ -10,7 +9,7 @@ from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
 
-from mpsbench.builds import history, machine, resolve, timeline
+from mpsbench.builds import history, machine, timeline
 from mpsbench.builds import manifest as mf
 from mpsbench.context import Suite
 from mpsbench.core import asv, asvconf, files, progress, ranges, settings
@@ -27,11 +26,9 @@ log = progress.logger(__name__)
 
 @dataclass(frozen=True)
 class Fleet:
-    """Where every step reads and writes."""
-
     suite: Path = asvconf.ROOT
-    workdir: Path = WORKDIR  # relative to the suite
-    folder: Path | None = None  # the fleet's files (default: WORKDIR/fleet)
+    workdir: Path = WORKDIR
+    folder: Path | None = None
     channel: str = CHANNEL
 
     @cached_property
@@ -52,7 +49,7 @@ class Fleet:
 
 
 def sync(repository: mf.Manifest, fleet_manifest: mf.Manifest) -> mf.Manifest:
-    """Per channel, the history of the two that continues the other; diverging ones are an error."""
+    """Per channel, whichever of the two continues the other; diverging ones are an error."""
     channels = []
     for name in dict.fromkeys(c.name for c in (*repository.channels, *fleet_manifest.channels)):
         found = [c for c in (repository.channel(name), fleet_manifest.channel(name)) if c]
@@ -64,7 +61,7 @@ def sync(repository: mf.Manifest, fleet_manifest: mf.Manifest) -> mf.Manifest:
         ):
             raise UserError(
                 f"channel {name} has different builds in the repository's manifest and the fleet's:"
-                " one must continue the other (fix the manifest on one side)"
+                " fix one so that it continues the other"
             )
         channels.append(longer)
     synced = mf.Manifest(tuple(channels), repository.defaults)
@@ -73,13 +70,10 @@ def sync(repository: mf.Manifest, fleet_manifest: mf.Manifest) -> mf.Manifest:
 
 
 def prepare(fleet: Fleet) -> Suite:
-    """The work folder's suite: the fleet's manifest and timeline, walking the nightly channel and
-    the suite's branches the fleet has."""
+    """The work folder's suite on the fleet's manifest, walking its nightly channel."""
     work = Suite(fleet.work / asvconf.CONFIG, fleet.manifest, fleet.work / "timeline")
     if not fleet.manifest.is_file() or not work.manifest.channels:
-        raise UserError(
-            f"{fleet.manifest} holds no builds: run scripts/nightly fetch and resolve first"
-        )
+        raise UserError(f"{fleet.manifest} holds no builds: run scripts/nightly fetch and resolve")
     base = asvconf.load(fleet.suite / asvconf.CONFIG)
     wanted = dict.fromkeys([*base.branches, fleet.channel])
     base.derive(fleet.work, work.timeline_path, [b for b in wanted if work.manifest.channel(b)])
@@ -87,38 +81,28 @@ def prepare(fleet: Fleet) -> Suite:
     return work
 
 
-def fetch(fleet: Fleet, remote: str, branch: str) -> int:
+def fetch(fleet: Fleet, remote: str, branch: str) -> None:
     if commit := results_branch.fetch(fleet.suite, fleet.files, remote, branch):
         log.info(f"{remote}/{branch} at {commit[:12]} copied into {fleet.files}")
     else:
-        log.info(
-            f"{remote} has no branch {branch} yet: {fleet.files} starts empty (push creates it)"
-        )
-    return 0
+        log.info(f"{remote} has no branch {branch} yet: {fleet.files} starts empty")
 
 
-def push(fleet: Fleet, message: str, remote: str, branch: str) -> int:
+def push(fleet: Fleet, message: str, remote: str, branch: str) -> None:
     commit = results_branch.push(fleet.suite, fleet.files, message, remote, branch)
-    log.info(
-        f"pushed {commit[:12]} to {remote}/{branch}"
-        if commit
-        else "nothing changed: nothing pushed"
-    )
-    return 0
+    log.info(f"pushed {commit[:12]} to {remote}/{branch}" if commit else "nothing to push")
 
 
-@dataclass(frozen=True)
-class Resolving:
-    indexes: tuple[str, ...] = ()
-    transformers_index: str = resolve.PYPI
-    transformers: str | None = None
-    dry_run: bool = False
-
-
-def resolve_nightly(fleet: Fleet, options: Resolving) -> int:
+def resolve_nightly(
+    fleet: Fleet,
+    indexes: tuple[str, ...],
+    transformers_index: str,
+    transformers: str | None,
+    dry_run: bool,
+) -> None:
     synced = sync(mf.load(fleet.suite / history.MANIFEST), mf.load(fleet.manifest, missing_ok=True))
     # a dry run's own copy and timeline: the work folder's must not get ahead
-    scratch = fleet.work / "dry-run" if options.dry_run else fleet.work
+    scratch = fleet.work / "dry-run" if dry_run else fleet.work
     scratch.mkdir(parents=True, exist_ok=True)
     working = scratch / "manifest.json"
     mf.save(synced, working)
@@ -127,17 +111,16 @@ def resolve_nightly(fleet: Fleet, options: Resolving) -> int:
         scratch / "timeline",
         fleet.channel,
         "latest",
-        indexes=options.indexes,
-        transformers=options.transformers,
-        transformers_index=options.transformers_index,
+        indexes=indexes,
+        transformers=transformers,
+        transformers_index=transformers_index,
     )
-    if options.dry_run:
+    if dry_run:
         log.info(f"dry run: {fleet.manifest} left as it was")
-        return 0
+        return
     with files.lock(fleet.manifest):
         mf.save(mf.load(working), fleet.manifest)
     log.info(f"the fleet's manifest is {fleet.manifest}")
-    return 0
 
 
 def _select_devices(requested: Sequence[str]) -> None:
@@ -151,19 +134,17 @@ def _select_devices(requested: Sequence[str]) -> None:
 
 
 def machine_name(requested: str | None) -> str:
-    """This runner's machine entry, written; its name from --machine, else MPSBENCH_MACHINE."""
+    """This runner's machine entry, written; named by --machine, else MPSBENCH_MACHINE."""
     return machine.write(requested or settings.text(settings.MACHINE))[0]
 
 
 def _to_github(variable: str, text: str) -> None:
-    """Append to the file GitHub Actions' ``variable`` names, when run by it."""
     if target := os.environ.get(variable):
         with open(target, "a", encoding="utf-8") as out:
             out.write(text + "\n")
 
 
 def _alert(fleet: Fleet, suite: Suite, options: alerts.Options) -> int:
-    """``mpsbench alert`` for the channel's newest build."""
     channel = suite.manifest.channel(fleet.channel)
     newest = f"{channel.name}@{channel.builds[-1].id}" if channel and channel.builds else None
     status, text = alerts.check(suite, dataclasses.replace(options, build=newest))
@@ -172,7 +153,6 @@ def _alert(fleet: Fleet, suite: Suite, options: alerts.Options) -> int:
 
 
 def _restore(fleet: Fleet, machines: list[str] | None = None) -> Suite:
-    """The work folder's suite with the fleet's results (of ``machines``, if given) merged in."""
     suite = prepare(fleet)
     if fleet.results.is_dir():
         restored = merge.merge(suite.conf.results, [fleet.results], machines)
@@ -182,20 +162,18 @@ def _restore(fleet: Fleet, machines: list[str] | None = None) -> Suite:
     return suite
 
 
-@dataclass(frozen=True)
-class Benching:
-    machine: str | None = None
-    devices: tuple[str, ...] = ()
-    bench: tuple[str, ...] = ()  # asv -b regexes
-    limit: int = 0  # the newest N missing builds (0: all)
-    dry_run: bool = False
-    confirm: bool = False
-
-
-def bench(fleet: Fleet, options: Benching) -> int:
-    """``mpsbench record`` of the newest builds this machine has no results for, then alert."""
-    _select_devices(options.devices)
-    name = machine_name(options.machine)  # checked before anything is written
+def bench(
+    fleet: Fleet,
+    machine: str | None,
+    devices: tuple[str, ...],
+    bench: tuple[str, ...],
+    limit: int,
+    dry_run: bool,
+    confirm: bool,
+) -> int:
+    """``mpsbench record`` of the newest builds this machine lacks, then alert."""
+    _select_devices(devices)
+    name = machine_name(machine)  # checked before anything is written
     suite = _restore(fleet, [name])
     _to_github("GITHUB_OUTPUT", f"machine={name}")
     have = recorded.commits(suite.conf.results, name)
@@ -204,8 +182,8 @@ def bench(fleet: Fleet, options: Benching) -> int:
         if suite.conf.branches
         else []
     )
-    todo = [c for c in record.newest_first(suite.timeline_path, every) if c not in have]
-    todo = todo[: options.limit or None]
+    missing = [c for c in record.newest_first(suite.timeline_path, every) if c not in have]
+    todo = missing[: limit or None]
     status = 0
     if todo:
         refs = {commit: ref for ref, commit in suite.timeline.commits.items()}
@@ -213,39 +191,31 @@ def bench(fleet: Fleet, options: Benching) -> int:
         log.info(f"machine {name}: benchmarking {count}: {', '.join(refs[c] for c in todo[::-1])}")
         hashfile = fleet.work / f"builds-{name}.txt"
         hashfile.write_text("".join(f"{commit}\n" for commit in todo))
-        quick = ["--quick", "--dry-run"] if options.dry_run else []
-        selected = [f"--bench={regex}" for regex in options.bench]
+        quick = ["--quick", "--dry-run"] if dry_run else []
+        selected = [f"--bench={regex}" for regex in bench]
         run = asv.run_args([*quick, *selected, f"HASHFILE:{hashfile}"])
         status = record.status(record.record(suite.conf, name, run))
     else:
         log.info(f"machine {name} has results for every build: nothing to benchmark")
-    if options.dry_run:
+    if dry_run:
         log.info("dry run: nothing was recorded")
         return status
     if status:
         log.info("some benchmarks failed (see above): their results say which")
-    summary = fleet.work / f"alert-{name}.md"
-    return (
-        1
-        if _alert(fleet, suite, alerts.Options((name,), summary=summary, confirm=options.confirm))
-        else status
-    )
+    asked = alerts.Options((name,), summary=fleet.work / f"alert-{name}.md", confirm=confirm)
+    return 1 if _alert(fleet, suite, asked) else status
 
 
 def collect(fleet: Fleet, sources: Sequence[Path], update_benchmarks: bool) -> int:
-    """Each machine's artifact merged into the fleet's results; a refused file named in one line."""
     builds = set(prepare(fleet).timeline.commits.values()) if fleet.manifest.is_file() else None
     if builds is None:
-        log.info(
-            f"{fleet.manifest} does not exist: builds are checked against their files' names only"
-        )
+        log.info(f"{fleet.manifest} does not exist: builds are checked by their files' names only")
     merged = merge.merge(fleet.results, sources, update_benchmarks=update_benchmarks, builds=builds)
     return merged.show(fleet.results)
 
 
-def publish(fleet: Fleet) -> int:
+def publish(fleet: Fleet) -> None:
     site.publish(_restore(fleet))
-    return 0
 
 
 def alert(fleet: Fleet, machines: Sequence[str], summary: Path | None) -> int:

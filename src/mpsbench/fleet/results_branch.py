@@ -1,5 +1,5 @@
-"""The results branch: the fleet's manifest (builds/) and every machine's results (results/) in git,
-copied into a plain folder and pushed fast-forward only, never through the suite's checkout."""
+"""The results branch (the fleet's manifest and results) to and from a plain folder, never through the
+suite's checkout."""
 
 from __future__ import annotations
 
@@ -21,14 +21,14 @@ IDENTITY = {
 README = """\
 # mpsbench results
 
-Written by the nightly workflow (.github/workflows/nightly.yml); see docs/how-to/fleet.md on the main branch.
-`builds/manifest.json` is the fleet's manifest; `results/` is an asv results directory with one folder
-per machine. Results are only ever added: `mpsbench results merge` never overwrites a file.
+Written by the nightly workflow (docs/how-to/fleet.md on the main branch): `builds/manifest.json` is the
+fleet's manifest, `results/` an asv results directory with a folder per machine. Results are only ever
+added: `mpsbench results merge` never overwrites a file.
 """
 
 
 def fetch(repo: Path, folder: Path, remote: str = "origin", branch: str = "results") -> str | None:
-    """Replace ``folder`` with the files of ``remote``'s ``branch``; its commit, None if none yet."""
+    """Replace ``folder`` with ``remote``'s ``branch``; its commit, None if none yet."""
     ref = f"refs/remotes/{remote}/{branch}"
     listed = git.run(repo, "ls-remote", "--exit-code", "--heads", remote, branch, check=False)
     if listed.returncode not in (0, 2):  # 2: no such branch, which the first nightly creates
@@ -40,7 +40,7 @@ def fetch(repo: Path, folder: Path, remote: str = "origin", branch: str = "resul
         fetched = f"+refs/heads/{branch}:{ref}"
         git.run(repo, "fetch", "--quiet", "--no-tags", "--depth=1", remote, fetched)
         commit = git.text(repo, "rev-parse", "--verify", ref)
-    # replaced whole: never the checkout, nor a folder holding it (--fleet . would be)
+    # never the checkout, nor a folder holding it (--fleet .)
     kept = [files.Kept("the repository", repo)]
     files.check_owned(folder, kept, f"the fleet's folder {folder}")
     if folder.exists():
@@ -49,7 +49,7 @@ def fetch(repo: Path, folder: Path, remote: str = "origin", branch: str = "resul
     if commit is not None:
         archive = git.run(repo, "archive", "--format=tar", commit).stdout
         with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
-            # the safe filter where Python has it; else our own branch is trusted
+            # the safe filter where Python has it
             tar.extraction_filter = getattr(tarfile, "data_filter", None)
             tar.extractall(folder)
     return commit
@@ -58,13 +58,15 @@ def fetch(repo: Path, folder: Path, remote: str = "origin", branch: str = "resul
 def push(
     repo: Path, folder: Path, message: str, remote: str = "origin", branch: str = "results"
 ) -> str | None:
-    """Commit ``folder`` on top of the fetched commit and push it; the commit, None if unchanged."""
+    """Commit ``folder`` on the fetched commit and push it; the commit, None if unchanged."""
     ref = f"refs/remotes/{remote}/{branch}"
     found = git.run(repo, "rev-parse", "--verify", "--quiet", ref, check=False)
     parent = found.stdout.decode().strip() or None
-    if not (folder / "README.md").exists():
-        (folder / "README.md").write_text(README)
-    with tempfile.TemporaryDirectory() as scratch:  # an index of its own: the checkout is untouched
+    if not (readme := folder / "README.md").exists():
+        readme.write_text(README)
+    with (
+        tempfile.TemporaryDirectory() as scratch
+    ):  # an index of its own: the checkout's is untouched
         env = {
             "GIT_DIR": git.text(repo, "rev-parse", "--absolute-git-dir"),
             "GIT_WORK_TREE": str(folder.resolve()),
@@ -79,8 +81,8 @@ def push(
     done = git.run(repo, "push", "--quiet", remote, f"{commit}:refs/heads/{branch}", check=False)
     if done.returncode != 0:
         raise UserError(
-            f"pushing to {remote} {branch} was refused (it moved since it was fetched, or no"
-            f" permission): {git.said(done)}"
+            f"pushing to {remote} {branch} was refused (moved since fetched, or no permission):"
+            f" {git.said(done)}"
         )
     git.run(repo, "update-ref", ref, commit)
     return commit
