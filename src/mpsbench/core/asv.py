@@ -1,5 +1,4 @@
-"""How mpsbench drives asv: combination names, ``asv run``'s arguments, and stopping asv with
-everything it started."""
+"""Driving asv: combination names, ``asv run``'s arguments, stopping asv and all it started."""
 
 from __future__ import annotations
 
@@ -23,15 +22,6 @@ from mpsbench.core import asv_internals, settings
 from mpsbench.core.errors import UserError
 
 BENCHMARKS = "benchmarks.json"
-OWN_OPTIONS = (
-    "--config",
-    "--machine",
-    "--skip-existing-successful",
-    "--skip-existing-failed",
-    "--skip-existing-commits",
-    "--skip-existing",
-    "-k",
-)
 
 
 class AsvError(UserError):
@@ -39,17 +29,15 @@ class AsvError(UserError):
 
 
 def combination(benchmark: str, params: Sequence[str] = ()) -> str:
-    """``name(p1, p2)``, as asv names a combination."""
     return f"{benchmark}({', '.join(params)})" if params else benchmark
 
 
 def param_values(params: Sequence[str]) -> list[Any]:
-    """The Python values of asv's param reprs."""
     return [ast.literal_eval(text) for text in params]
 
 
 def matching(names: Iterable[str], patterns: Sequence[str]) -> list[str]:
-    """The names any of ``patterns`` finds, as asv's ``-b`` does."""
+    """As asv's ``-b`` selects."""
     try:
         compiled = [re.compile(pattern) for pattern in patterns]
     except re.error as exc:
@@ -58,11 +46,11 @@ def matching(names: Iterable[str], patterns: Sequence[str]) -> list[str]:
 
 
 def pattern(names: Sequence[str]) -> str:
-    """A ``-b`` pattern that finds exactly ``names``."""
+    """A ``-b`` pattern selecting exactly ``names``."""
     return "^(?:" + "|".join(re.escape(name) for name in names) + ")$"
 
 
-SAFE_ATTRIBUTES = ("timeout",)  # -a attributes that leave a value's meaning as it is
+SAFE_ATTRIBUTES = ("timeout",)
 
 
 def _value_changes(parsed: Any) -> tuple[str, ...]:
@@ -90,23 +78,24 @@ def _value_changes(parsed: Any) -> tuple[str, ...]:
 
 @dataclass(frozen=True)
 class RunArgs:
-    """An ``asv run`` command line taken apart."""
-
-    bench: list[str]  # the -b patterns
+    bench: list[str]
     range: str | None  # None: each branch's newest
-    rest: list[str]  # every other option, less OWN_OPTIONS
-    environment: str  # the results files' environment part -E TYPE:PYTHON gives, else "*"
+    rest: list[str]
+    environment: str  # from -E TYPE:PYTHON, else "*"
     quick: bool
     dry_run: bool
     changes_values: tuple[str, ...] = ()
 
     def before(self, *options: str) -> RunArgs:
-        """The same run with ``options`` first (a later one wins in asv)."""
+        """With ``options`` first: a later one wins in asv."""
         return replace(self, rest=[*options, *self.rest])
 
 
+MPSBENCH_SETS = ("-b", "--bench", "--config", "--machine", "--skip-existing")
+
+
 def run_args(args: Sequence[str]) -> RunArgs:
-    """``asv run``'s arguments, parsed by asv's parser; a refusal in one line."""
+    """Parsed by asv's own parser; a refusal in one line."""
     said = io.StringIO()
     try:
         with contextlib.redirect_stderr(said):
@@ -120,11 +109,7 @@ def run_args(args: Sequence[str]) -> RunArgs:
     for i, arg in words:
         if arg in ("-b", "--bench", "--config", "--machine"):
             next(words, None)  # its value
-        elif (
-            i != position
-            and not arg.startswith("-b")
-            and arg.split("=", 1)[0] not in ("--bench", *OWN_OPTIONS)
-        ):
+        elif i != position and arg != "-k" and not arg.startswith(MPSBENCH_SETS):
             rest.append(arg)
     kinds = [spec.split(":", 1) for spec in parsed.env_spec or [] if ":" in spec]
     environment = f"{kinds[0][0]}-py{kinds[0][1]}" if kinds else "*"
@@ -154,7 +139,7 @@ def run_command(
     hashfile: Path,
     saving: str | None = None,
 ) -> list[str]:
-    """``asv run`` over exactly ``commits``, by the module ``saving`` (asv_saving's main) if given."""
+    """``asv run`` over exactly ``commits``, by the module ``saving`` if given."""
     hashfile.write_text("".join(f"{commit}\n" for commit in commits))
     return [
         sys.executable,
@@ -170,12 +155,11 @@ def run_command(
     ]
 
 
-# The builds an asv run may install: asv's discovery installs each branch's newest, refused then.
+# asv's discovery installs each branch's newest build: refused unless listed.
 RUN_BUILDS = "MPSBENCH_RUN_BUILDS"
 
 
 def only(hashfile: Path) -> dict[str, str]:
-    """The environment of an asv run that installs only ``hashfile``'s builds."""
     return {**settings.without_internal(os.environ), RUN_BUILDS: str(hashfile)}
 
 
@@ -190,7 +174,6 @@ def publish(config: Path, options: Sequence[str] = ()) -> None:
 
 
 def environment_python(config: Path) -> Path:
-    """The python of the one environment an ``asv run`` of ``config`` made."""
     conf = asv_internals.Config.load(str(config))
     found: list[Path] = [
         Path(conf.env_dir) / env.dir_name / "bin" / "python"
@@ -205,11 +188,11 @@ def environment_python(config: Path) -> Path:
     return made[0]
 
 
-STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)  # Ctrl-C, kill, a closed terminal
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
 
 class Stopped(Exception):
-    """A signal stopped the command (after its asv processes ended)."""
+    """A signal stopped the command, after its asv processes ended."""
 
     def __init__(self, signum: int) -> None:
         super().__init__(f"stopped by {signal.Signals(signum).name}")
@@ -227,8 +210,8 @@ def _descendants(processes: Iterable[Any]) -> set[Any]:
 
 
 def end(processes: Iterable[Any]) -> None:
-    """Ends ``processes`` and everything under them by pid, all suspended first: asv's benchmark
-    processes and forkserver have process groups of their own."""
+    """Kills ``processes`` and all under them by pid, suspended first: asv's benchmark processes and
+    forkserver have process groups of their own."""
     import psutil
 
     alive = {process for process in processes if process.is_running()}
@@ -245,7 +228,7 @@ def end(processes: Iterable[Any]) -> None:
         with contextlib.suppress(psutil.Error):
             process.kill()
     psutil.wait_procs(list(alive), timeout=5)
-    for folder in filter(None, sockets):  # asv removes it itself only when it ends normally
+    for folder in filter(None, sockets):  # asv removes it only when it ends normally
         shutil.rmtree(folder, ignore_errors=True)
 
 
@@ -281,8 +264,7 @@ def supervise(
     output: Path | None = None,
 ) -> int:
     """Runs asv, calling ``tick`` every ``every`` seconds and at the end; its exit status. A stop
-    signal or an exception from ``tick`` ends every process seen under it, then raises (main
-    thread only: signal handlers run there)."""
+    signal or an exception ends every process seen under it, then raises (main thread only)."""
     import psutil
 
     previous = {signum: signal.signal(signum, _raise_stopped) for signum in STOP_SIGNALS}
@@ -310,7 +292,7 @@ def supervise(
             tick()
             return status
     except BaseException:
-        for signum in STOP_SIGNALS:  # a second Ctrl-C does not interrupt stopping
+        for signum in STOP_SIGNALS:  # a second Ctrl-C must not interrupt stopping
             signal.signal(signum, signal.SIG_IGN)
         if running is not None:
             end(seen)

@@ -1,5 +1,5 @@
-"""Every name mpsbench takes from asv's and asv_runner's code (asv's public API is its CLI), imported
-when used; tests/test_asv_internals.py fails on other versions than those read from."""
+"""Every name taken from asv's and asv_runner's code (asv's public API is its CLI), imported when
+used; tests/test_asv_internals.py fails on versions other than those read from."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from typing import Any
 ASV = "0.6.6"
 ASV_RUNNER = "0.3.2"
 
-# name: (module, its attribute or None for the module, where mpsbench uses it)
+# name: (module, attribute or None for the module, where used)
 USES: dict[str, tuple[str, str | None, str]] = {
     "make_argparser": ("asv.commands", "make_argparser", "core.asv, core.asv_saving"),
     "Config": ("asv.config", "Config", "core.asv, core.asv_saving, regressions.fresh"),
@@ -46,10 +46,10 @@ USES: dict[str, tuple[str, str | None, str]] = {
     ),
     "disc_benchmarks": ("asv_runner.discovery", "disc_benchmarks", "measure.preselect"),
 }
-STANDALONE = {  # these import asv_runner themselves
+STANDALONE = {  # import asv_runner themselves
     "regressions/serve_build.py": "runs as python -S in asv's environment, which may lack mpsbench",
 }
-# What mpsbench relies on from these versions without importing it.
+# Relied on without importing it.
 RELIED = (
     "site.patches: the statements and tags of asv's published pages it rewrites",
     "core.asv_saving.skip_reason: asv_runner's 'asv: skipped: <repr>' line",
@@ -57,7 +57,7 @@ RELIED = (
     "measure.models: asv_runner.server imported in asv's forkserver and its children",
     "core.asv.RUN_BUILDS: asv's discovery installs each branch's newest build when one is refused",
     "core.asv.end: a forkserver's command ends 'run_server DIR SOCKET', SOCKET in a folder"
-    " asv-forkserver-* asv removes only when it ends normally",
+    " asv-forkserver-* removed only when asv ends normally",
 )
 
 

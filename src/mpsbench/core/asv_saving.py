@@ -1,5 +1,5 @@
-"""``python -m mpsbench.core.asv_saving run ...``: asv's main with its final round run one
-combination at a time, each value saved when measured (asv saves a build's only when it ends)."""
+"""``python -m mpsbench.core.asv_saving run ...``: asv, its final round one combination at a time,
+each value saved when measured (asv saves a build's values only when it ends)."""
 
 from __future__ import annotations
 
@@ -22,12 +22,12 @@ from typing import Any, Protocol
 from mpsbench.core import asv_internals, files
 from mpsbench.core.asv import combination
 
-EVENTS = "events.jsonl"  # start/done per combination, the forkserver's pid
+EVENTS = "events.jsonl"
 
 
 @dataclass
-class _Build:  # one run_benchmarks call
-    results: Any  # asv's, with earlier rounds' samples
+class _Build:
+    results: Any
     saved: Any  # what was loaded plus each final combination since
     results_dir: Path
     rounds_left: dict[str, int]
@@ -37,7 +37,7 @@ class _Build:  # one run_benchmarks call
 
 
 class Gate(Protocol):
-    """Runs around each combination, returning fields for its event."""
+    """Runs around each combination, giving fields for its event."""
 
     def before(self, name: str) -> dict[str, Any]: ...
 
@@ -52,14 +52,13 @@ def _rounds(benchmark: dict[str, Any], extra: dict[str, Any]) -> int:
 
 
 def event(results_dir: Path, **fields: Any) -> None:
-    """Appends one event in one write: no reader sees half a line."""
+    """One write: no reader sees half a line."""
     line = json.dumps({"at": time.time(), **fields}) + "\n"
     with open(results_dir.parent / EVENTS, "a") as out:
         out.write(line)
 
 
 def read_events(scratch: Path, offset: int = 0) -> tuple[list[dict[str, Any]], int]:
-    """The events in ``scratch`` after byte ``offset``, and the new offset."""
     text, offset = files.tail(scratch / EVENTS, offset)
     events = []
     for line in text.splitlines():
@@ -69,7 +68,7 @@ def read_events(scratch: Path, offset: int = 0) -> tuple[list[dict[str, Any]], i
 
 
 def _atomic(save: Any) -> Any:
-    """asv's ``Results.save`` into a staging folder, then renamed over the files."""
+    """asv's ``Results.save``, staged then renamed over the files."""
 
     def saved(results: Any, result_dir: str) -> None:
         staging = Path(result_dir).parent / f".saving-{os.getpid()}"
@@ -83,7 +82,7 @@ def _atomic(save: Any) -> Any:
 
 
 def skip_reason(output: str | None) -> str:
-    """Why a combination skipped, from asv_runner's ``asv: skipped: <repr>`` line."""
+    """From asv_runner's ``asv: skipped: <repr>`` line."""
     found = re.search(r"asv: skipped: \w+\((.*)\)\s*$", output or "", re.M)
     if found is None or not found[1]:
         return "no reason given"
@@ -99,7 +98,7 @@ def _outcome(value: Any) -> str:
 
 
 def install(results_dir: Path, gate: Gate | None = None) -> None:
-    """Wraps asv's run functions, ``gate`` around each final-round combination."""
+    """Wraps asv's run functions; ``gate`` runs around each final-round combination."""
     runner = asv_internals.runner
     run_benchmarks, run_benchmark, get_spawner = (
         runner.run_benchmarks,
@@ -152,8 +151,8 @@ def install(results_dir: Path, gate: Gate | None = None) -> None:
             return run_benchmark(benchmark, spawner, profile, selected_idx, extra_params, cwd)
         params = list(itertools.product(*benchmark["params"]))  # [()] where it has none
         chosen = sorted(range(len(params)) if selected_idx is None else selected_idx)
-        parts: dict[int, Any] = {}  # this round's, as run_benchmark returns them
-        whole: dict[int, Any] = {}  # with earlier rounds' samples, as asv records them
+        parts: dict[int, Any] = {}  # this round's
+        whole: dict[int, Any] = {}  # with earlier rounds' samples
         commit = build.results.commit_hash
         for idx in chosen:
             shown = combination(name, params[idx])
@@ -191,7 +190,7 @@ def install(results_dir: Path, gate: Gate | None = None) -> None:
         )
 
     def spawner_noted(env: Any, benchmark_dir: Any, launch_method: Any) -> Any:
-        # the next run ends a forkserver a kill left
+        # noted for the next run to end the forkserver a kill leaves
         spawner = get_spawner(env, benchmark_dir, launch_method=launch_method)
         server = getattr(spawner, "server_proc", None)
         if server is not None:
@@ -211,7 +210,7 @@ def install(results_dir: Path, gate: Gate | None = None) -> None:
 
 
 def _with_earlier(build: _Build, benchmark: dict[str, Any], idx: int, part: Any) -> Any:
-    """The combination with its earlier rounds' samples first, as ``add_result`` has them."""
+    """With its earlier rounds' samples first, as ``add_result`` has them."""
     if not build.append.get(benchmark["name"]) or part.samples[idx] is None:
         return part
     earlier = build.results.get_result_samples(benchmark["name"], benchmark["params"])[idx]
@@ -221,7 +220,7 @@ def _with_earlier(build: _Build, benchmark: dict[str, Any], idx: int, part: Any)
 
 
 def _combined(parts: dict[int, Any], count: int) -> Any:
-    """asv's BenchmarkResult of ``parts``, NaN (not run) for the other combinations."""
+    """asv's BenchmarkResult of ``parts``, NaN (not run) for the others."""
 
     def column(name: str, missing: Any) -> list[Any]:
         return [getattr(parts[idx], name)[idx] if idx in parts else missing for idx in range(count)]

@@ -1,4 +1,4 @@
-"""The suite's asv.conf.json, read by asv's loader and checked once, and configs derived from it."""
+"""The suite's asv.conf.json, read by asv's loader and checked, and configs derived from it."""
 
 from __future__ import annotations
 
@@ -6,6 +6,7 @@ import json
 import math
 import re
 import sys
+from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
@@ -14,7 +15,7 @@ from typing import Any
 from mpsbench.core import asv_internals, files
 from mpsbench.core.errors import UserError
 
-CONFIG = Path("asv.conf.json")  # asv's default: the config in the working directory
+CONFIG = Path("asv.conf.json")
 ROOT = Path(__file__).resolve().parents[3]  # this checkout: compare's build servers import its src/
 LAUNCH_METHODS = ("spawn", "forkserver")
 FOLDERS = {  # asv's defaults
@@ -57,7 +58,7 @@ class AsvConf:
 
     @property
     def repo(self) -> Path | None:
-        """The timeline asv walks; None where ``repo`` is a URL."""
+        """None where ``repo`` is a URL."""
         repo = self.raw.get("repo")
         return None if repo is None or "://" in str(repo) else (self.root / str(repo)).resolve()
 
@@ -73,14 +74,13 @@ class AsvConf:
         }
 
     def launch_method(self, platform: str | None = None) -> str:
-        """asv's launch method on ``platform`` (default this one)."""
         table = self.raw.get("launch_method_by_platform") or {}
         return str(table.get(platform or sys.platform) or self.raw.get("launch_method") or "spawn")
 
     def derive(
         self, workdir: Path, timeline: Path, branches: list[str], results: Path | None = None
     ) -> Path:
-        """Writes ``workdir/asv.conf.json``: this config walking another timeline, in its folders."""
+        """Writes ``workdir/asv.conf.json``: this config on another timeline, in its own folders."""
         return self._write(
             workdir,
             repo=str(timeline),
@@ -92,10 +92,10 @@ class AsvConf:
         )
 
     def scratch(self, workdir: Path) -> Path:
-        """Writes ``workdir/asv.conf.json``: this config, results in ``workdir/results``."""
+        """Writes ``workdir/asv.conf.json``: this config, its results in ``workdir/results``."""
         if "repo" not in self.raw:  # asv would get the word None
             raise ConfigError(
-                f"{self.path}: repo is missing: it must name the timeline asv walks (e.g. .asv/timeline)"
+                f"{self.path}: repo is missing: it must name the timeline asv walks (.asv/timeline)"
             )
         fields = {key: str(self.folder(key)) for key in ("benchmark_dir", "env_dir", "html_dir")}
         return self._write(
@@ -116,7 +116,7 @@ class AsvConf:
         return path
 
     def sync_branches(self, channels: list[str], timeline: Path) -> bool:
-        """Makes ``branches`` the manifest's channels (asv publishes only those) if this config
+        """Sets ``branches`` to the manifest's channels (asv publishes only those) if this config
         walks ``timeline``; True if changed."""
         if self.repo != timeline.resolve() or self.raw.get("branches") == channels:
             return False
@@ -129,8 +129,8 @@ class AsvConf:
         )
         if count != 1:
             raise ConfigError(
-                f'{self.path}: "branches" must be a list, to follow the manifest\'s channels'
-                f" ({', '.join(channels)}); got {self.raw.get('branches')!r}"
+                f"{self.path}: branches must be a list to follow the channels {', '.join(channels)};"
+                f" got {self.raw.get('branches')!r}"
             )
         files.write(self.path, updated)
         self.raw["branches"] = channels
@@ -138,7 +138,6 @@ class AsvConf:
 
 
 def load(path: Path = CONFIG) -> AsvConf:
-    """``path`` read by asv's loader and checked."""
     try:
         raw = asv_internals.load_json(str(path), js_comments=True)
     except OSError as exc:
@@ -147,7 +146,8 @@ def load(path: Path = CONFIG) -> AsvConf:
         raise ConfigError(f"{path} is not valid JSON: {exc}") from None
     if not isinstance(raw, dict):
         raise ConfigError(f"{path} must hold a JSON object")
-    _check(path, raw)
+    if problem := next(_problems(raw), None):
+        raise ConfigError(f"{path}: {problem}")
     return AsvConf(path.resolve(), raw)
 
 
@@ -158,11 +158,10 @@ def derived(
     root: Path = ROOT,
     results_dir: Path | None = None,
 ) -> Path:
-    """``root``'s asv.conf.json derived (:meth:`AsvConf.derive`)."""
     return load(root / CONFIG).derive(workdir, timeline, branches, results_dir)
 
 
-def _check(path: Path, raw: dict[str, Any]) -> None:
+def _problems(raw: dict[str, Any]) -> Iterator[str]:
     table = raw.get("launch_method_by_platform") or {}
     thresholds = raw.get("regressions_thresholds", {})
     branches = raw.get("branches", [])
@@ -185,27 +184,17 @@ def _check(path: Path, raw: dict[str, Any]) -> None:
         ),
     ]:
         if not ok:
-            raise ConfigError(f"{path}: {field} must be {what}, got {raw.get(field)!r}")
+            yield f"{field} must be {what}, got {raw.get(field)!r}"
     for regex, value in thresholds.items():
-        if (
-            isinstance(value, bool)
-            or not isinstance(value, (int, float))
-            or not 0 <= value < math.inf
-        ):
-            raise ConfigError(
-                f"{path}: regressions_thresholds[{regex!r}] must be a fraction >= 0, got {value!r}"
-            )
+        if type(value) not in (int, float) or not 0 <= value < math.inf:
+            yield f"regressions_thresholds[{regex!r}] must be a fraction >= 0, got {value!r}"
         try:
             re.compile(regex)
         except re.error as exc:
-            raise ConfigError(
-                f"{path}: regressions_thresholds has a key {regex!r} that is no regex ({exc})"
-            ) from None
+            yield f"regressions_thresholds has a key {regex!r} that is no regex ({exc})"
     for where, method in [
         ("launch_method", raw.get("launch_method") or "spawn"),
         *((f"launch_method_by_platform[{key!r}]", value) for key, value in table.items()),
     ]:
         if method not in LAUNCH_METHODS:
-            raise ConfigError(
-                f"{path}: {where} is {method!r}: asv knows {' and '.join(LAUNCH_METHODS)}"
-            )
+            yield f"{where} is {method!r}: asv knows {' and '.join(LAUNCH_METHODS)}"
