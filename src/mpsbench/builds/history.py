@@ -21,9 +21,9 @@ def append(
     build: mf.Build,
     parent: str | None = None,
 ) -> str:
-    """Add ``build`` to ``channel`` and regenerate the timeline; its timeline commit. Every check
-    runs before the save, under the manifest's lock, so concurrent adds both land."""
-    build, originals = resolve.in_store(build)  # user's files: their store copies
+    """Adds ``build`` and regenerates the timeline; its timeline commit. Checked and saved under the
+    manifest's lock: concurrent adds both land."""
+    build, originals = resolve.in_store(build)
     with files.lock(manifest_path):
         updated = mf.append(mf.load(manifest_path), channel, build, parent=parent)
         timeline.check(updated, timeline_repo)  # before a byte is written
@@ -58,8 +58,7 @@ def add_nightly(
     transformers_index: str = resolve.PYPI,
     parent: str | None = None,
 ) -> str | None:
-    """Add the nightly of ``date`` ("latest": the newest) to ``channel``; its timeline commit, or
-    None if already there."""
+    """Adds the nightly of ``date`` or "latest"; its timeline commit, None if already there."""
     indexes = indexes or tuple(resolve.NIGHTLY_INDEXES)
     manifest = mf.load(manifest_path)  # before any index is read
     if date == "latest":
@@ -79,7 +78,6 @@ def add_nightly(
 
 
 def sync_branches(generated: timeline.Generated, repo: Path, conf: asvconf.AsvConf | None) -> None:
-    """Set asv.conf.json's branches to the manifest's channels where it walks this timeline."""
     if conf is not None and conf.sync_branches(list(generated.branches), repo):
         print(f"{conf.path.name}: branches set to the channels {', '.join(generated.branches)}")
 
@@ -87,7 +85,7 @@ def sync_branches(generated: timeline.Generated, repo: Path, conf: asvconf.AsvCo
 def resolve_ref(
     manifest: mf.Manifest, generated: timeline.Generated, ref: str
 ) -> tuple[str, mf.Build]:
-    """CHANNEL@ID and the build ``ref`` names (CHANNEL@ID, a tag, a timeline hash or prefix)."""
+    """CHANNEL@ID and the build that CHANNEL@ID, a tag or a timeline hash (prefix) names."""
     if "@" in ref:
         return ref, manifest.find(ref)
     tagged = [name for name in generated.commits if manifest.find(name).tag == ref]

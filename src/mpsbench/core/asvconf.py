@@ -129,8 +129,8 @@ class AsvConf:
         )
         if count != 1:
             raise ConfigError(
-                f"{self.path}: branches must be a list to follow the channels {', '.join(channels)};"
-                f" got {self.raw.get('branches')!r}"
+                f"{self.path}: branches must be a list to follow the channels"
+                f" {', '.join(channels)}; got {self.raw.get('branches')!r}"
             )
         files.write(self.path, updated)
         self.raw["branches"] = channels

@@ -18,7 +18,6 @@ def run(
     env: dict[str, str] | None = None,
     check: bool = True,
 ) -> subprocess.CompletedProcess[bytes]:
-    """``git ARGS`` in ``repo``; a failure is a UserError if ``check``."""
     # git hooks set these: they would send the command to another repository
     clean = {key: value for key, value in os.environ.items() if key not in _REDIRECTS}
     stdin = data.encode() if isinstance(data, str) else data

@@ -9,7 +9,7 @@ from pathlib import Path
 from mpsbench.core import git
 from mpsbench.core.errors import UserError
 
-REFUSED = ("NEW", "EXISTING", "TAGS", "HEAD")  # mean nothing to a record run's scratch folder
+REFUSED = ("NEW", "EXISTING", "TAGS", "HEAD")  # meaningless in a record run's scratch folder
 HASHFILE = "HASHFILE:"
 
 
@@ -33,7 +33,7 @@ def _listed(timeline: Path, what: str, *args: str) -> list[str]:
         return done.stdout.decode().split()
     said = (git.said(done).splitlines() or ["git failed"])[0]
     if "@" in what:  # CHANNEL@ID is no git revision
-        root = "; a range names builds by timeline hash or tag, not CHANNEL@ID: 'mpsbench build list' gives each hash"
+        root = "; name builds by timeline hash or tag, not CHANNEL@ID: 'mpsbench build list' gives each hash"
     elif "^" in what:  # a channel's first build has no parent
         root = "; a channel's first build has no '^': name the channel for all its builds"
     else:
@@ -44,7 +44,7 @@ def _listed(timeline: Path, what: str, *args: str) -> list[str]:
 
 
 def builds(timeline: Path, branches: Sequence[str], spec: str | None) -> list[str]:
-    """The timeline commits ``spec`` names, in asv's order; RangeError where none."""
+    """The timeline commits ``spec`` names, in asv's order."""
     what, git_range = f"range {spec!r}", False
     if spec is None or spec.startswith(HASHFILE):
         what = "the config's branches" if spec is None else what
@@ -71,7 +71,7 @@ def builds(timeline: Path, branches: Sequence[str], spec: str | None) -> list[st
             ) from None
         what, git_range = f"build range {spec!r}", True
         found = _listed(timeline, what, "rev-list", "--first-parent", *words, "--")
-    if not found:  # A..A or NEW..OLD: asv would run nothing and say little
+    if not found:  # asv would run nothing and say little
         why = "is it reversed? asv ranges are OLD..NEW" if git_range else _choices(timeline)
         raise RangeError(f"{what} names no build of the timeline {timeline}: {why}")
     return list(dict.fromkeys(found))
