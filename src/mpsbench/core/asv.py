@@ -50,15 +50,12 @@ def pattern(names: Sequence[str]) -> str:
     return "^(?:" + "|".join(re.escape(name) for name in names) + ")$"
 
 
-SAFE_ATTRIBUTES = ("timeout",)
-
-
 def _value_changes(parsed: Any) -> tuple[str, ...]:
     found = ["--quick would record single-sample values as results"] if parsed.quick else []
     for name, value in (parsed.attribute or {}).items():
         if name == "cpu_affinity":
             found.append("--cpu-affinity pins the benchmark to some cores, not the whole machine")
-        elif name not in SAFE_ATTRIBUTES:
+        elif name != "timeout":  # the one that keeps a value's meaning
             found.append(
                 f"-a {name}={value} overrides how the benchmark samples, unlike its history"
             )
@@ -66,13 +63,11 @@ def _value_changes(parsed: Any) -> tuple[str, ...]:
         found.append(
             f"--set-commit-hash {parsed.set_commit_hash} files the values under another build"
         )
-    same = [
-        spec
-        for spec in [*(parsed.env_spec or []), *(f":{p}" for p in [parsed.python] if p)]
-        if spec.split(":", 1)[0] == "existing" or spec.split(":", 1)[-1] == "same"
-    ]
-    if same:
-        found.append(f"-E {same[0]} times the torch installed here, not the build filed under")
+    specs = [*(parsed.env_spec or []), *([f":{parsed.python}"] if parsed.python else [])]
+    for spec in specs:
+        if spec.split(":", 1)[0] == "existing" or spec.split(":", 1)[-1] == "same":
+            found.append(f"-E {spec} times the torch installed here, not the build filed under")
+            break
     return tuple(found)
 
 
@@ -175,7 +170,7 @@ def publish(config: Path, options: Sequence[str] = ()) -> None:
 
 def environment_python(config: Path) -> Path:
     conf = asv_internals.Config.load(str(config))
-    found: list[Path] = [
+    found = [
         Path(conf.env_dir) / env.dir_name / "bin" / "python"
         for env in asv_internals.get_environments(conf, None, verbose=False)
     ]

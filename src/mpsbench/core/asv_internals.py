@@ -9,42 +9,26 @@ from typing import Any
 ASV = "0.6.6"
 ASV_RUNNER = "0.3.2"
 
-# name: (module, attribute or None for the module, where used)
-USES: dict[str, tuple[str, str | None, str]] = {
-    "make_argparser": ("asv.commands", "make_argparser", "core.asv, core.asv_saving"),
-    "Config": ("asv.config", "Config", "core.asv, core.asv_saving, regressions.fresh"),
-    "get_environments": ("asv.environment", "get_environments", "core.asv"),
-    "ExistingEnvironment": ("asv.environment", "ExistingEnvironment", "core.asv_saving"),
-    "runner": ("asv.runner", None, "core.asv_saving: run functions and Results methods"),
-    "run_command": ("asv.commands.run", None, "core.asv_saving rebinds its run_benchmarks"),
-    "asv_main": ("asv.main", "main", "core.asv_saving"),
-    "BenchmarkResult": ("asv.runner", "BenchmarkResult", "core.asv_saving"),
-    "combine_profile_data": ("asv.runner", "_combine_profile_data", "core.asv_saving"),
-    "load_json": ("asv.util", "load_json", "core.asvconf, results.recorded"),
-    "UserError": ("asv.util", "UserError", "results.recorded"),
-    "human_value": ("asv.util", "human_value", "regressions.rank_ops"),
-    "Machine": ("asv.machine", "Machine", "results.recorded: .api_version"),
-    "Results": ("asv.results", "Results", "results.recorded: .load"),
-    "get_filename": ("asv.results", "get_filename", "results.recorded"),
-    "get_result_hash_from_prefix": (
-        "asv.results",
-        "get_result_hash_from_prefix",
-        "results.recorded",
-    ),
-    "iter_results_paths": ("asv.results", "iter_results_paths", "results.recorded"),
-    "Benchmarks": ("asv.benchmarks", "Benchmarks", "regressions.fresh"),
-    "get_err": ("asv_runner.statistics", "get_err", "regressions.rule"),
-    "SkipNotImplemented": (
-        "asv_runner.benchmarks.mark",
-        "SkipNotImplemented",
-        "measure.skips, regressions.serve_build",
-    ),
-    "get_benchmark_from_name": (
-        "asv_runner.discovery",
-        "get_benchmark_from_name",
-        "regressions.serve_build, regressions.profile_step",
-    ),
-    "disc_benchmarks": ("asv_runner.discovery", "disc_benchmarks", "measure.preselect"),
+_SAME_NAME = {
+    "asv.benchmarks": ("Benchmarks",),
+    "asv.commands": ("make_argparser",),
+    "asv.config": ("Config",),
+    "asv.environment": ("get_environments", "ExistingEnvironment"),
+    "asv.machine": ("Machine",),
+    "asv.results": ("Results", "get_filename", "get_result_hash_from_prefix", "iter_results_paths"),
+    "asv.runner": ("BenchmarkResult",),
+    "asv.util": ("load_json", "UserError", "human_value"),
+    "asv_runner.benchmarks.mark": ("SkipNotImplemented",),
+    "asv_runner.discovery": ("get_benchmark_from_name", "disc_benchmarks"),
+    "asv_runner.statistics": ("get_err",),
+}
+# name: (module, attribute or None for the module)
+USES: dict[str, tuple[str, str | None]] = {
+    **{name: (module, name) for module, names in _SAME_NAME.items() for name in names},
+    "runner": ("asv.runner", None),
+    "run_command": ("asv.commands.run", None),
+    "asv_main": ("asv.main", "main"),
+    "combine_profile_data": ("asv.runner", "_combine_profile_data"),
 }
 STANDALONE = {  # import asv_runner themselves
     "regressions/serve_build.py": "runs as python -S in asv's environment, which may lack mpsbench",
@@ -64,6 +48,6 @@ RELIED = (
 def __getattr__(name: str) -> Any:
     if name not in USES:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    module, attribute, _ = USES[name]
+    module, attribute = USES[name]
     found = importlib.import_module(module)
     return found if attribute is None else getattr(found, attribute)

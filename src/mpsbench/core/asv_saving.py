@@ -29,7 +29,6 @@ EVENTS = "events.jsonl"
 class _Build:
     results: Any
     saved: Any  # what was loaded plus each final combination since
-    results_dir: Path
     rounds_left: dict[str, int]
     final_round_here: bool
     record_samples: bool
@@ -123,7 +122,6 @@ def install(results_dir: Path, gate: Gate | None = None) -> None:
         build = _Build(
             results,
             copy.deepcopy(results),
-            results_dir,
             left,
             1 in rounds,
             bool(options.get("record_samples")),
@@ -158,7 +156,7 @@ def install(results_dir: Path, gate: Gate | None = None) -> None:
             shown = combination(name, params[idx])
             state = gate.before(shown) if gate is not None else {}
             started = time.monotonic()
-            event(build.results_dir, event="start", name=shown, build=commit, **state)
+            event(results_dir, event="start", name=shown, build=commit, **state)
             parts[idx] = part = run_benchmark(benchmark, spawner, profile, {idx}, extra_params, cwd)
             seconds = time.monotonic() - started
             state = gate.after() if gate is not None else {}
@@ -171,10 +169,10 @@ def install(results_dir: Path, gate: Gate | None = None) -> None:
                 duration=seconds,
                 record_samples=build.record_samples,
             )
-            build.saved.save(str(build.results_dir))
+            build.saved.save(str(results_dir))
             outcome = _outcome(part.result[idx])
             event(
-                build.results_dir,
+                results_dir,
                 event="done",
                 name=shown,
                 build=commit,

@@ -83,11 +83,10 @@ class AsvConf:
         """Writes ``workdir/asv.conf.json``: this config on another timeline, in its own folders."""
         return self._write(
             workdir,
+            results,
             repo=str(timeline),
             branches=branches,
-            benchmark_dir=str(self.benchmarks),
             env_dir=str(workdir / "env"),
-            results_dir=str(results or workdir / "results"),
             html_dir=str(workdir / "html"),
         )
 
@@ -97,16 +96,22 @@ class AsvConf:
             raise ConfigError(
                 f"{self.path}: repo is missing: it must name the timeline asv walks (.asv/timeline)"
             )
-        fields = {key: str(self.folder(key)) for key in ("benchmark_dir", "env_dir", "html_dir")}
         return self._write(
             workdir,
+            None,
             repo=str(self.repo or self.raw["repo"]),
-            results_dir=str(workdir / "results"),
-            **fields,
+            env_dir=str(self.folder("env_dir")),
+            html_dir=str(self.html),
         )
 
-    def _write(self, workdir: Path, **fields: Any) -> Path:
-        conf = {**self.raw, **fields, "launch_method": self.launch_method()}
+    def _write(self, workdir: Path, results: Path | None, **fields: Any) -> Path:
+        conf = {
+            **self.raw,
+            "benchmark_dir": str(self.benchmarks),
+            "results_dir": str(results or workdir / "results"),
+            **fields,
+            "launch_method": self.launch_method(),
+        }
         for key in ("install_command", "uninstall_command", "build_command"):
             if key in conf:
                 conf[key] = [command.replace("{conf_dir}", str(self.root)) for command in conf[key]]
