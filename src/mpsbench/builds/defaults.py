@@ -1,5 +1,4 @@
-"""A platform's default timeline: each minor release's last patch, under each Python it has wheels
-for (no one Python spans the era)."""
+"""A platform's default timeline: each minor release's last patch, under each Python with wheels."""
 
 from __future__ import annotations
 
@@ -19,7 +18,7 @@ CURRENT = f"{sys.version_info.major}.{sys.version_info.minor}"  # asv's own: alw
 class Scheduled:
     ref: str  # channel@id
     build: mf.Build
-    pythons: tuple[str, ...]  # "3.10", ...
+    pythons: tuple[str, ...]
 
 
 def python_tag(python: str) -> str:  # "3.10" -> "cp310"
@@ -75,13 +74,12 @@ def schedule(manifest: mf.Manifest, platform: str, here: str | None = None) -> l
 
 
 def this_machine(manifest: mf.Manifest) -> tuple[str, list[Scheduled], list[str]]:
-    """This machine's platform, the runs it can make, and a line for each it cannot."""
     platform, _ = rule_for(manifest, install_build.platform_candidates())
     return platform, *runnable_here(schedule(manifest, platform), platform)
 
 
 def runnable_here(planned: list[Scheduled], platform: str) -> tuple[list[Scheduled], list[str]]:
-    """The runs this machine can make, and a line for each it cannot, before any download."""
+    """The runs this machine can make, and why not the others, before any download."""
     wanted = set(pythons(planned)) - {CURRENT}
     missing = sorted((p for p in wanted if shutil.which(f"python{p}") is None), key=Version)
     kept: list[Scheduled] = []

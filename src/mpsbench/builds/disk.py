@@ -8,8 +8,8 @@ from typing import Any, NamedTuple
 from mpsbench.builds import install_build
 
 GB = 1e9
-INSTALLED_PER_WHEEL_BYTE = 9.7 / 5.3  # measured
-# in GB, measured (docs/evidence/linux-default.md)
+# measured (docs/evidence/linux-default.md)
+INSTALLED_PER_WHEEL_BYTE = 9.7 / 5.3
 MEASURED_INSTALLED_GB: dict[str, dict[str, float]] = {
     "linux": {"1.13.1": 3.4, "2.0.1": 4.5, "2.4.1": 5.2, "2.15.0": 5.6},
     "macos": {"2.15.0": 0.182 * INSTALLED_PER_WHEEL_BYTE},
@@ -20,14 +20,14 @@ class Need(NamedTuple):
     bytes: int
     how: str
     installed: bool  # asv only switches to it
-    refused: str = ""  # why this machine cannot install it
+    refused: str = ""
 
 
 cache = install_build.cache_root
 
 
 def need(build: dict[str, Any], python: tuple[int, int] | None = None) -> Need:
-    """What installing ``build`` (a build.json) for CPython ``python`` (default this) adds here."""
+    """What installing a build.json for CPython ``python`` (default this) adds here."""
     if build.get("kind") == "existing":
         return Need(0, "a build used in place", True)
     try:
@@ -53,7 +53,7 @@ def need(build: dict[str, Any], python: tuple[int, int] | None = None) -> Need:
 def download(
     build: dict[str, Any], python: tuple[int, int] | None = None
 ) -> tuple[int, tuple[str, ...]]:
-    """About how many bytes installing ``build`` downloads, and from which hosts."""
+    """About how many bytes it downloads, and from which hosts."""
     if (needed := need(build, python)).installed:
         return 0, ()
     _, pins = install_build.select_pins(build, python)

@@ -1,4 +1,4 @@
-"""Adding a build to the manifest and the timeline, and naming builds."""
+"""Adding builds to the manifest and timeline, and naming them."""
 
 from __future__ import annotations
 
@@ -21,8 +21,7 @@ def append(
     build: mf.Build,
     parent: str | None = None,
 ) -> str:
-    """Adds ``build`` and regenerates the timeline; its timeline commit. Checked and saved under the
-    manifest's lock: concurrent adds both land."""
+    """Adds ``build`` and regenerates the timeline, under the manifest's lock; its timeline commit."""
     build, originals = resolve.in_store(build)
     with files.lock(manifest_path):
         updated = mf.append(mf.load(manifest_path), channel, build, parent=parent)
@@ -58,9 +57,9 @@ def add_nightly(
     transformers_index: str = resolve.PYPI,
     parent: str | None = None,
 ) -> str | None:
-    """Adds the nightly of ``date`` or "latest"; its timeline commit, None if already there."""
+    """Adds the nightly of ``date`` or "latest"; its timeline commit, None if there already."""
     indexes = indexes or tuple(resolve.NIGHTLY_INDEXES)
-    manifest = mf.load(manifest_path)  # before any index is read
+    manifest = mf.load(manifest_path)
     if date == "latest":
         manifest.check_new(channel, parent=parent)
         if not (dates := resolve.nightly_dates(indexes)):
@@ -85,7 +84,7 @@ def sync_branches(generated: timeline.Generated, repo: Path, conf: asvconf.AsvCo
 def resolve_ref(
     manifest: mf.Manifest, generated: timeline.Generated, ref: str
 ) -> tuple[str, mf.Build]:
-    """CHANNEL@ID and the build that CHANNEL@ID, a tag or a timeline hash (prefix) names."""
+    """CHANNEL@ID and the build of CHANNEL@ID, a tag or a timeline hash prefix."""
     if "@" in ref:
         return ref, manifest.find(ref)
     tagged = [name for name in generated.commits if manifest.find(name).tag == ref]

@@ -1,5 +1,5 @@
-"""asv's machine entry, alike on every machine of one kind: each field is part of a graph's identity
-(asv's own ``os`` holds the kernel build)."""
+"""asv's machine entry, alike on every machine of one kind: each field is part of a graph's
+identity."""
 
 from __future__ import annotations
 
@@ -55,7 +55,7 @@ def default_name(facts: dict[str, Any]) -> str:
 
 
 def machine_file() -> Path:
-    return Path.home() / ".asv-machine.json"  # where asv reads it
+    return Path.home() / ".asv-machine.json"
 
 
 def check_name(name: str) -> str:
@@ -79,11 +79,11 @@ def require(name: str) -> None:
 
 
 def write(name: str | None = None) -> tuple[str, dict[str, Any]]:
-    """Writes or replaces this machine's entry; its name and fields."""
+    """Writes this machine's entry; its name and fields."""
     facts = describe()
     name = check_name(default_name(facts) if name is None else name)  # "" is no default
     path = machine_file()
-    # locked from reading to writing: two writers each keep the other's entry
+    # from reading to writing: two writers each keep the other's entry
     with files.lock(path):
         entries, before = _entries(path)
         entries.setdefault("version", 1)

@@ -1,4 +1,4 @@
-"""Driving asv: combination names, ``asv run``'s arguments, stopping asv and all it started."""
+"""Driving asv: run arguments, combination names, and stopping all it started."""
 
 from __future__ import annotations
 
@@ -55,7 +55,7 @@ def _value_changes(parsed: Any) -> tuple[str, ...]:
     for name, value in (parsed.attribute or {}).items():
         if name == "cpu_affinity":
             found.append("--cpu-affinity pins the benchmark to some cores, not the whole machine")
-        elif name != "timeout":  # the one that keeps a value's meaning
+        elif name != "timeout":  # keeps a value's meaning
             found.append(
                 f"-a {name}={value} overrides how the benchmark samples, unlike its history"
             )
@@ -103,7 +103,7 @@ def run_args(args: Sequence[str]) -> RunArgs:
     words = iter(enumerate(args))
     for i, arg in words:
         if arg in ("-b", "--bench", "--config", "--machine"):
-            next(words, None)  # its value
+            next(words, None)
         elif i != position and arg != "-k" and not arg.startswith(MPSBENCH_SETS):
             rest.append(arg)
     kinds = [spec.split(":", 1) for spec in parsed.env_spec or [] if ":" in spec]
@@ -170,7 +170,7 @@ def publish(config: Path, options: Sequence[str] = ()) -> None:
 
 def environment_python(config: Path) -> Path:
     conf = asv_internals.Config.load(str(config))
-    found = [
+    found: list[Path] = [
         Path(conf.env_dir) / env.dir_name / "bin" / "python"
         for env in asv_internals.get_environments(conf, None, verbose=False)
     ]
@@ -205,8 +205,7 @@ def _descendants(processes: Iterable[Any]) -> set[Any]:
 
 
 def end(processes: Iterable[Any]) -> None:
-    """Kills ``processes`` and all under them by pid, suspended first: asv's benchmark processes and
-    forkserver have process groups of their own."""
+    """Kills ``processes`` and all under them by pid: asv's processes lead groups of their own."""
     import psutil
 
     alive = {process for process in processes if process.is_running()}
@@ -231,7 +230,7 @@ def _forkserver_folder(process: Any) -> Path | None:
     import psutil
 
     with contextlib.suppress(psutil.Error):
-        command = process.cmdline()  # run_server DIR SOCKET
+        command = process.cmdline()
         if "run_server" in command[:-1]:
             folder = Path(command[-1]).parent
             return folder if folder.name.startswith("asv-forkserver-") else None
@@ -258,8 +257,8 @@ def supervise(
     every: float = 1.0,
     output: Path | None = None,
 ) -> int:
-    """Runs asv, calling ``tick`` every ``every`` seconds and at the end; its exit status. A stop
-    signal or an exception ends every process seen under it, then raises (main thread only)."""
+    """Runs ``command``, calling ``tick`` every ``every`` seconds and at the end; its exit status. A
+    signal or an exception ends all it started, then raises (main thread only)."""
     import psutil
 
     previous = {signum: signal.signal(signum, _raise_stopped) for signum in STOP_SIGNALS}

@@ -1,5 +1,5 @@
-"""Every name taken from asv's and asv_runner's code (asv's public API is its CLI), imported when
-used; tests/test_asv_internals.py fails on versions other than those read from."""
+"""Every name taken from asv's and asv_runner's code; tests/test_asv_internals.py fails on other
+versions."""
 
 from __future__ import annotations
 
@@ -22,7 +22,7 @@ _SAME_NAME = {
     "asv_runner.discovery": ("get_benchmark_from_name", "disc_benchmarks"),
     "asv_runner.statistics": ("get_err",),
 }
-# name: (module, attribute or None for the module)
+# name: (module, attribute; None: the module)
 USES: dict[str, tuple[str, str | None]] = {
     **{name: (module, name) for module, names in _SAME_NAME.items() for name in names},
     "runner": ("asv.runner", None),
@@ -30,10 +30,9 @@ USES: dict[str, tuple[str, str | None]] = {
     "asv_main": ("asv.main", "main"),
     "combine_profile_data": ("asv.runner", "_combine_profile_data"),
 }
-STANDALONE = {  # import asv_runner themselves
+STANDALONE = {
     "regressions/serve_build.py": "runs as python -S in asv's environment, which may lack mpsbench",
 }
-# Relied on without importing it.
 RELIED = (
     "site.patches: the statements and tags of asv's published pages it rewrites",
     "core.asv_saving.skip_reason: asv_runner's 'asv: skipped: <repr>' line",

@@ -1,5 +1,4 @@
-"""``python -m mpsbench.core.asv_saving run ...``: asv, its final round one combination at a time,
-each value saved when measured (asv saves a build's values only when it ends)."""
+"""``python -m mpsbench.core.asv_saving run ...``: asv, saving each value when measured."""
 
 from __future__ import annotations
 
@@ -28,7 +27,7 @@ EVENTS = "events.jsonl"
 @dataclass
 class _Build:
     results: Any
-    saved: Any  # what was loaded plus each final combination since
+    saved: Any  # as loaded, plus each final combination since
     rounds_left: dict[str, int]
     final_round_here: bool
     record_samples: bool
@@ -67,7 +66,6 @@ def read_events(scratch: Path, offset: int = 0) -> tuple[list[dict[str, Any]], i
 
 
 def _atomic(save: Any) -> Any:
-    """asv's ``Results.save``, staged then renamed over the files."""
 
     def saved(results: Any, result_dir: str) -> None:
         staging = Path(result_dir).parent / f".saving-{os.getpid()}"
@@ -149,7 +147,7 @@ def install(results_dir: Path, gate: Gate | None = None) -> None:
             return run_benchmark(benchmark, spawner, profile, selected_idx, extra_params, cwd)
         params = list(itertools.product(*benchmark["params"]))  # [()] where it has none
         chosen = sorted(range(len(params)) if selected_idx is None else selected_idx)
-        parts: dict[int, Any] = {}  # this round's
+        parts: dict[int, Any] = {}
         whole: dict[int, Any] = {}  # with earlier rounds' samples
         commit = build.results.commit_hash
         for idx in chosen:
@@ -188,7 +186,7 @@ def install(results_dir: Path, gate: Gate | None = None) -> None:
         )
 
     def spawner_noted(env: Any, benchmark_dir: Any, launch_method: Any) -> Any:
-        # noted for the next run to end the forkserver a kill leaves
+        # noted: the next run ends a forkserver a kill leaves
         spawner = get_spawner(env, benchmark_dir, launch_method=launch_method)
         server = getattr(spawner, "server_proc", None)
         if server is not None:
@@ -208,7 +206,6 @@ def install(results_dir: Path, gate: Gate | None = None) -> None:
 
 
 def _with_earlier(build: _Build, benchmark: dict[str, Any], idx: int, part: Any) -> Any:
-    """With its earlier rounds' samples first, as ``add_result`` has them."""
     if not build.append.get(benchmark["name"]) or part.samples[idx] is None:
         return part
     earlier = build.results.get_result_samples(benchmark["name"], benchmark["params"])[idx]
@@ -218,7 +215,7 @@ def _with_earlier(build: _Build, benchmark: dict[str, Any], idx: int, part: Any)
 
 
 def _combined(parts: dict[int, Any], count: int) -> Any:
-    """asv's BenchmarkResult of ``parts``, NaN (not run) for the others."""
+    """NaN for the combinations not run."""
 
     def column(name: str, missing: Any) -> list[Any]:
         return [getattr(parts[idx], name)[idx] if idx in parts else missing for idx in range(count)]

@@ -1,4 +1,4 @@
-"""The suite's asv.conf.json, read by asv's loader and checked, and configs derived from it."""
+"""The suite's asv.conf.json, checked, and configs derived from it."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from mpsbench.core import asv_internals, files
 from mpsbench.core.errors import UserError
 
 CONFIG = Path("asv.conf.json")
-ROOT = Path(__file__).resolve().parents[3]  # this checkout: compare's build servers import its src/
+ROOT = Path(__file__).resolve().parents[3]  # compare's build servers import its src/
 LAUNCH_METHODS = ("spawn", "forkserver")
 FOLDERS = {  # asv's defaults
     "benchmark_dir": "benchmarks",
@@ -32,7 +32,7 @@ class ConfigError(UserError):
 
 @dataclass(frozen=True)
 class AsvConf:
-    """One asv.conf.json, read and checked; its folders resolve from its own."""
+    """Its folders resolve from its own."""
 
     path: Path  # absolute
     raw: dict[str, Any]
@@ -80,7 +80,7 @@ class AsvConf:
     def derive(
         self, workdir: Path, timeline: Path, branches: list[str], results: Path | None = None
     ) -> Path:
-        """Writes ``workdir/asv.conf.json``: this config on another timeline, in its own folders."""
+        """This config on another timeline, in ``workdir``'s folders."""
         return self._write(
             workdir,
             results,
@@ -91,7 +91,7 @@ class AsvConf:
         )
 
     def scratch(self, workdir: Path) -> Path:
-        """Writes ``workdir/asv.conf.json``: this config, its results in ``workdir/results``."""
+        """This config, its results in ``workdir``."""
         if "repo" not in self.raw:  # asv would get the word None
             raise ConfigError(
                 f"{self.path}: repo is missing: it must name the timeline asv walks (.asv/timeline)"
@@ -121,8 +121,8 @@ class AsvConf:
         return path
 
     def sync_branches(self, channels: list[str], timeline: Path) -> bool:
-        """Sets ``branches`` to the manifest's channels (asv publishes only those) if this config
-        walks ``timeline``; True if changed."""
+        """Follows the manifest's channels (asv publishes only those) where this walks ``timeline``;
+        True if changed."""
         if self.repo != timeline.resolve() or self.raw.get("branches") == channels:
             return False
         text = self.path.read_text(encoding="utf-8")

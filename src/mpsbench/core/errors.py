@@ -10,7 +10,6 @@ class UserError(ValueError):
 
 
 def first_line(exc: BaseException) -> str:
-    """Of its message, else its type's name."""
     text = str(exc).strip()
     return text.splitlines()[0] if text else type(exc).__name__
 
@@ -30,7 +29,7 @@ _REMEDIES = {  # after the OS's own words
 
 
 def os_error(exc: OSError) -> str:
-    """The path, what happened and what to do, in one line."""
+    """The path, what happened and what to do."""
     where = exc.filename if exc.filename is not None else "a file"
     remedy = _REMEDIES.get(exc.errno or 0)
     return f"{where}: {exc.strerror or type(exc).__name__}" + (f"; {remedy}" if remedy else "")

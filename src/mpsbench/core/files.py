@@ -1,4 +1,4 @@
-"""Writes a kill leaves old or new, never half; a folder's lock; deletion sparing kept folders."""
+"""Atomic writes, a folder's lock, and deletion that spares kept folders."""
 
 from __future__ import annotations
 
@@ -27,7 +27,7 @@ class Kept:
 
 
 def check_owned(target: Path, kept: Sequence[Kept], role: str | None = None) -> None:
-    """UserError where ``target`` is, holds or (``nothing_inside``) sits inside a kept folder."""
+    """Refuses a ``target`` that is, holds or (``nothing_inside``) sits inside a kept folder."""
     mine = target.resolve()  # a link to the results is the results
     found = []
     for folder in kept:
@@ -56,9 +56,9 @@ def remove(path: Path, kept: Sequence[Kept]) -> None:
 
 @contextlib.contextmanager
 def temporary(path: Path, content: bytes) -> Iterator[Path]:
-    """``content`` flushed to a file beside ``path``, removed unless renamed."""
+    """``content`` flushed beside ``path``; removed unless renamed."""
     partial = path.parent / f".{path.name}-{uuid.uuid4().hex}.tmp"  # umask's mode, unlike mkstemp
-    created = False  # a read-only file system refuses even unlinking a missing file
+    created = False  # a read-only file system refuses to unlink a missing file
     try:
         try:
             with open(partial, "xb") as out:
@@ -75,7 +75,7 @@ def temporary(path: Path, content: bytes) -> Iterator[Path]:
 
 
 def tail(path: Path, offset: int) -> tuple[bytes, int]:
-    """The whole lines after byte ``offset``, and the new offset."""
+    """Whole lines after byte ``offset``, and the new offset."""
     try:
         with open(path, "rb") as handle:
             handle.seek(offset)
@@ -103,15 +103,15 @@ def create(path: Path, content: bytes) -> bool:
     return True
 
 
-_held: dict[Path, int] = {}  # folder: re-entrance depth
+_held: dict[Path, int] = {}
 
 
 @contextlib.contextmanager
 def lock(
     target: Path, wait: bool = True, waiting: Callable[[], None] | None = None
 ) -> Iterator[None]:
-    """Re-entrant: an flock on ``target``'s folder, no lock file to leave. ``waiting`` runs before
-    waiting; ``wait=False`` refuses instead."""
+    """Re-entrant, an flock on ``target``'s folder; ``waiting`` runs before waiting, ``wait=False``
+    refuses instead."""
     folder = target.resolve().parent
     while not folder.is_dir():
         folder = folder.parent

@@ -18,7 +18,7 @@ def run(
     env: dict[str, str] | None = None,
     check: bool = True,
 ) -> subprocess.CompletedProcess[bytes]:
-    # git hooks set these: they would send the command to another repository
+    # set by git hooks: they would redirect the command to another repository
     clean = {key: value for key, value in os.environ.items() if key not in _REDIRECTS}
     stdin = data.encode() if isinstance(data, str) else data
     done = subprocess.run(
@@ -39,7 +39,6 @@ def text(repo: Path, *args: str, data: str | None = None, env: dict[str, str] | 
 
 
 def said(done: subprocess.CompletedProcess[bytes]) -> str:
-    """git's reason for a failure, in one line."""
     return "; ".join(
         line.strip() for line in done.stderr.decode(errors="replace").splitlines() if line.strip()
     )

@@ -1,4 +1,4 @@
-"""The timeline builds an ``asv run`` range names, read before anything runs."""
+"""The timeline builds an ``asv run`` range names."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from pathlib import Path
 from mpsbench.core import git
 from mpsbench.core.errors import UserError
 
-REFUSED = ("NEW", "EXISTING", "TAGS", "HEAD")  # meaningless in a record run's scratch folder
+REFUSED = ("NEW", "EXISTING", "TAGS", "HEAD")  # meaningless to a record run's scratch folder
 HASHFILE = "HASHFILE:"
 
 
@@ -64,7 +64,7 @@ def builds(timeline: Path, branches: Sequence[str], spec: str | None) -> list[st
         raise RangeError(f"range {spec!r} is not supported here: {_choices(timeline)}")
     else:
         try:
-            words = shlex.split(spec)  # as asv splits it
+            words = shlex.split(spec)  # as asv does
         except ValueError as exc:
             raise RangeError(
                 f"range {spec!r} cannot be read as asv reads it ({exc}): {_choices(timeline)}"

@@ -1,4 +1,4 @@
-"""The ``MPSBENCH_*`` settings, each read and checked here; benchmark processes inherit them."""
+"""The ``MPSBENCH_*`` settings, read and checked here; benchmark processes inherit them."""
 
 from __future__ import annotations
 
@@ -8,11 +8,11 @@ from dataclasses import dataclass
 
 from mpsbench.core.errors import UserError
 
-FULL = "MPSBENCH_FULL"  # every device at every batch size
-DEVICES = "MPSBENCH_DEVICES"  # default: every one present
-CONFIG = "MPSBENCH_CONFIG"  # another asv.conf.json for scripts/publish
-MACHINE = "MPSBENCH_MACHINE"  # a fleet runner's machine name
-SINGLE_STEPS = "MPSBENCH_SINGLE_STEPS"  # compare's and bisect's (docs/explanation/the-rule.md)
+FULL = "MPSBENCH_FULL"
+DEVICES = "MPSBENCH_DEVICES"
+CONFIG = "MPSBENCH_CONFIG"
+MACHINE = "MPSBENCH_MACHINE"
+SINGLE_STEPS = "MPSBENCH_SINGLE_STEPS"  # docs/explanation/the-rule.md
 ALLOW_FALLBACK = "MPSBENCH_ALLOW_FALLBACK"
 ON = ("1", "true", "yes", "on")
 OFF = ("0", "false", "no", "off")
@@ -20,7 +20,7 @@ OFF = ("0", "false", "no", "off")
 
 @dataclass(frozen=True)
 class Setting:
-    """A setting that changes what a measured value means: a recording run refuses it."""
+    """Changes what a measured value means: a recording run refuses it."""
 
     name: str
     does: str
@@ -44,7 +44,6 @@ SETTINGS = {
 
 
 def recording_refusal() -> str | None:
-    """Why a recording run cannot start here; None if it can."""
     for setting in SETTINGS.values():
         value = os.environ.get(setting.name, "")
         if value.strip().lower() not in (*OFF, ""):
@@ -71,7 +70,7 @@ def flag(name: str) -> bool:
 
 
 def choices(name: str, valid: Sequence[str]) -> tuple[str, ...] | None:
-    """A comma-separated list of ``valid`` names; None where unset or empty."""
+    """Comma-separated ``valid`` names; None where unset or empty."""
     if not (value := os.environ.get(name, "")).strip():
         return None
     items = [item.strip() for item in value.split(",")]
@@ -85,12 +84,10 @@ def choices(name: str, valid: Sequence[str]) -> tuple[str, ...] | None:
 
 
 def text(name: str) -> str | None:
-    """Checked where used; None where unset or empty."""
     return os.environ.get(name, "").strip() or None
 
 
 def whole(name: str, default: int, least: int, most: int) -> int:
-    """``default`` where unset or empty."""
     if not (value := os.environ.get(name, "")).strip():
         return default
     try:

@@ -1,4 +1,4 @@
-"""Text a person types or reads: command-line numbers and names, and tables."""
+"""Text a person types or reads: argparse types and tables."""
 
 from __future__ import annotations
 
