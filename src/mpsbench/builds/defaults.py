@@ -80,8 +80,10 @@ def this_machine(manifest: mf.Manifest) -> tuple[str, list[Scheduled], list[str]
 
 def runnable_here(planned: list[Scheduled], platform: str) -> tuple[list[Scheduled], list[str]]:
     """The runs this machine can make, and why not the others, before any download."""
-    wanted = set(pythons(planned)) - {CURRENT}
-    missing = sorted((p for p in wanted if shutil.which(f"python{p}") is None), key=Version)
+    missing = sorted(
+        (p for p in pythons(planned) if p != CURRENT and not shutil.which(f"python{p}")),
+        key=Version,
+    )
     kept: list[Scheduled] = []
     said = [
         f"skipping every build under Python {p}: python{p} is not on PATH, where asv looks for it"

@@ -36,14 +36,13 @@ def describe() -> dict[str, Any]:
         facts = {"os": release, "os_version": release}
     if gpu := host.gpu():
         facts["gpu"] = gpu
-    ram = round(psutil.virtual_memory().total / 1024**3)
     return {
         "arch": platform.machine(),
         "chip": chip,
         "cpu": chip,
         "num_cpu": str(os.cpu_count() or 1),
         **facts,
-        "ram": f"{ram} GiB",
+        "ram": f"{round(psutil.virtual_memory().total / 1024**3)} GiB",
     }
 
 
@@ -74,7 +73,7 @@ def require(name: str) -> None:
     if name not in known:
         raise UserError(
             f"no machine {name!r} in {path}; machines there: {', '.join(known) or 'none'}"
-            f" (`mpsbench machine --name {name}` adds this machine under that name)"
+            f" (`mpsbench machine --name {name}` adds this one)"
         )
 
 
@@ -107,6 +106,6 @@ def _entries(path: Path) -> tuple[dict[str, Any], bytes]:
     if not isinstance(entries, dict):
         raise UserError(
             f"asv's machine file {path} is not a JSON object of machines; move it aside and run"
-            " `mpsbench machine` again (nothing was changed)"
+            " `mpsbench machine` again"
         )
     return entries, before

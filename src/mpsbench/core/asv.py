@@ -107,12 +107,11 @@ def run_args(args: Sequence[str]) -> RunArgs:
         elif i != position and arg != "-k" and not arg.startswith(MPSBENCH_SETS):
             rest.append(arg)
     kinds = [spec.split(":", 1) for spec in parsed.env_spec or [] if ":" in spec]
-    environment = f"{kinds[0][0]}-py{kinds[0][1]}" if kinds else "*"
     return RunArgs(
         list(parsed.bench or []),
         parsed.range,
         rest,
-        environment,
+        f"{kinds[0][0]}-py{kinds[0][1]}" if kinds else "*",
         bool(parsed.quick),
         bool(parsed.dry_run),
         _value_changes(parsed),
@@ -160,7 +159,7 @@ def only(hashfile: Path) -> dict[str, str]:
 
 def publish(config: Path, options: Sequence[str] = ()) -> None:
     done = subprocess.run(
-        [sys.executable, "-m", "asv", "publish", "--config", str(config), *options], check=False
+        [sys.executable, "-m", "asv", "publish", "--config", str(config), *options]
     )
     if done.returncode != 0:
         raise AsvError(

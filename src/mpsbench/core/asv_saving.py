@@ -14,7 +14,7 @@ import os
 import re
 import sys
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -31,7 +31,7 @@ class _Build:
     rounds_left: dict[str, int]
     final_round_here: bool
     record_samples: bool
-    append: dict[str, bool] = field(default_factory=dict)  # asv appends the final samples
+    append: dict[str, bool]  # asv appends the final samples
 
 
 class Gate(Protocol):
@@ -51,9 +51,8 @@ def _rounds(benchmark: dict[str, Any], extra: dict[str, Any]) -> int:
 
 def event(results_dir: Path, **fields: Any) -> None:
     """One write: no reader sees half a line."""
-    line = json.dumps({"at": time.time(), **fields}) + "\n"
     with open(results_dir.parent / EVENTS, "a") as out:
-        out.write(line)
+        out.write(json.dumps({"at": time.time(), **fields}) + "\n")
 
 
 def read_events(scratch: Path, offset: int = 0) -> tuple[list[dict[str, Any]], int]:
@@ -66,7 +65,6 @@ def read_events(scratch: Path, offset: int = 0) -> tuple[list[dict[str, Any]], i
 
 
 def _atomic(save: Any) -> Any:
-
     def saved(results: Any, result_dir: str) -> None:
         staging = Path(result_dir).parent / f".saving-{os.getpid()}"
         save(results, str(staging))

@@ -125,11 +125,10 @@ class AsvConf:
         True if changed."""
         if self.repo != timeline.resolve() or self.raw.get("branches") == channels:
             return False
-        text = self.path.read_text(encoding="utf-8")
         updated, count = re.subn(
             r'("branches"\s*:\s*)\[[^\]]*\]',
             lambda m: m.group(1) + json.dumps(channels),
-            text,
+            self.path.read_text(encoding="utf-8"),
             count=1,
         )
         if count != 1:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import ctypes
 import fcntl
@@ -103,7 +104,7 @@ def create(path: Path, content: bytes) -> bool:
     return True
 
 
-_held: dict[Path, int] = {}
+_held: collections.Counter[Path] = collections.Counter()
 
 
 @contextlib.contextmanager
@@ -116,7 +117,7 @@ def lock(
     while not folder.is_dir():
         folder = folder.parent
     with contextlib.ExitStack() as held:
-        if folder not in _held:
+        if not _held[folder]:
             handle = os.open(folder, os.O_RDONLY)
             held.callback(os.close, handle)  # which releases the flock
             try:
@@ -130,13 +131,9 @@ def lock(
                     ) from None
                 waiting()
                 fcntl.flock(handle, fcntl.LOCK_EX)
-        _held[folder] = _held.get(folder, 0) + 1
-        try:
-            yield
-        finally:
-            _held[folder] -= 1
-            if not _held[folder]:
-                del _held[folder]
+        _held[folder] += 1
+        held.callback(_held.subtract, [folder])
+        yield
 
 
 _AT_FDCWD = -100

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from mpsbench.core.errors import UserError
 
-_REDIRECTS = ("GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE")
+_REDIRECTS = ("GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE")  # set by hooks: they redirect git
 
 
 def run(
@@ -18,16 +18,13 @@ def run(
     env: dict[str, str] | None = None,
     check: bool = True,
 ) -> subprocess.CompletedProcess[bytes]:
-    # set by git hooks: they would redirect the command to another repository
     clean = {key: value for key, value in os.environ.items() if key not in _REDIRECTS}
-    stdin = data.encode() if isinstance(data, str) else data
     done = subprocess.run(
         ["git", *args],
         cwd=repo,
-        input=stdin,
+        input=data.encode() if isinstance(data, str) else data,
         env={**clean, **(env or {})},
         capture_output=True,
-        check=False,
     )
     if check and done.returncode != 0:
         raise UserError(f"git {' '.join(args[:2])} failed in {repo}: {said(done)}")

@@ -46,31 +46,24 @@ def _listed(timeline: Path, what: str, *args: str) -> list[str]:
 def builds(timeline: Path, branches: Sequence[str], spec: str | None) -> list[str]:
     """The timeline commits ``spec`` names, in asv's order."""
     what, git_range = f"range {spec!r}", False
+    if spec in REFUSED:
+        raise RangeError(f"{what} is not supported here: {_choices(timeline)}")
     if spec is None or spec.startswith(HASHFILE):
         what = "the config's branches" if spec is None else what
         names = branches if spec is None else Path(spec[len(HASHFILE) :]).read_text().split()
-        found = [
-            commit
-            for name in names
-            for commit in _listed(timeline, what, "rev-parse", "--verify", f"{name}^{{commit}}")
-        ]
+        queries = [["rev-parse", "--verify", f"{name}^{{commit}}"] for name in names]
     elif spec == "ALL":
-        found = [
-            commit
-            for branch in branches
-            for commit in _listed(timeline, what, "rev-list", "--first-parent", branch)
-        ]
-    elif spec in REFUSED:
-        raise RangeError(f"range {spec!r} is not supported here: {_choices(timeline)}")
+        queries = [["rev-list", "--first-parent", branch] for branch in branches]
     else:
         try:
             words = shlex.split(spec)  # as asv does
         except ValueError as exc:
             raise RangeError(
-                f"range {spec!r} cannot be read as asv reads it ({exc}): {_choices(timeline)}"
+                f"{what} cannot be read as asv reads it ({exc}): {_choices(timeline)}"
             ) from None
-        what, git_range = f"build range {spec!r}", True
-        found = _listed(timeline, what, "rev-list", "--first-parent", *words, "--")
+        what, git_range = f"build {what}", True
+        queries = [["rev-list", "--first-parent", *words, "--"]]
+    found = [commit for query in queries for commit in _listed(timeline, what, *query)]
     if not found:  # asv would run nothing and say little
         why = "is it reversed? asv ranges are OLD..NEW" if git_range else _choices(timeline)
         raise RangeError(f"{what} names no build of the timeline {timeline}: {why}")
