@@ -21,7 +21,7 @@ def append(
     build: mf.Build,
     parent: str | None = None,
 ) -> str:
-    """Adds ``build`` and regenerates the timeline, under the manifest's lock; its timeline commit."""
+    """Adds ``build``, regenerating the timeline, under the manifest's lock; its timeline commit."""
     build, originals = resolve.in_store(build)
     with files.lock(manifest_path):
         updated = mf.append(mf.load(manifest_path), channel, build, parent=parent)
@@ -93,7 +93,8 @@ def resolve_ref(
     ]
     if len(matches) != 1:
         raise UserError(
-            f"{ref!r} names {len(matches)} timeline commits; give CHANNEL@ID, a tag or a longer hash"
+            f"{ref!r} names {len(matches)} timeline commits; give CHANNEL@ID, a tag or a longer"
+            " hash"
         )
     return matches[0], manifest.find(matches[0])
 

@@ -79,14 +79,14 @@ class RunArgs:
     environment: str  # from -E TYPE:PYTHON, else "*"
     quick: bool
     dry_run: bool
-    changes_values: tuple[str, ...] = ()
+    changes_values: tuple[str, ...]
 
     def before(self, *options: str) -> RunArgs:
         """With ``options`` first: a later one wins in asv."""
         return replace(self, rest=[*options, *self.rest])
 
 
-MPSBENCH_SETS = ("-b", "--bench", "--config", "--machine", "--skip-existing")
+_TAKES_VALUE = ("-b", "--bench", "--config", "--machine")  # mpsbench sets these
 
 
 def run_args(args: Sequence[str]) -> RunArgs:
@@ -102,9 +102,11 @@ def run_args(args: Sequence[str]) -> RunArgs:
     rest: list[str] = []
     words = iter(enumerate(args))
     for i, arg in words:
-        if arg in ("-b", "--bench", "--config", "--machine"):
+        if arg in _TAKES_VALUE:
             next(words, None)
-        elif i != position and arg != "-k" and not arg.startswith(MPSBENCH_SETS):
+        elif (
+            i != position and arg != "-k" and not arg.startswith((*_TAKES_VALUE, "--skip-existing"))
+        ):
             rest.append(arg)
     kinds = [spec.split(":", 1) for spec in parsed.env_spec or [] if ":" in spec]
     return RunArgs(

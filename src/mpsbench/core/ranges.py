@@ -22,8 +22,8 @@ def _choices(timeline: Path) -> str:
         timeline, "for-each-ref", "--format=%(refname:short)", "refs/heads/", "refs/tags/"
     ).split()
     return (
-        f"use ALL, HASHFILE:path, or timeline hashes from 'mpsbench build list' (HASH^! or OLD..NEW), channels and"
-        f" tags ({', '.join(names) or 'none yet'})"
+        "use ALL, HASHFILE:path, or timeline hashes from 'mpsbench build list' (HASH^! or"
+        f" OLD..NEW), channels and tags ({', '.join(names) or 'none yet'})"
     )
 
 
@@ -33,7 +33,10 @@ def _listed(timeline: Path, what: str, *args: str) -> list[str]:
         return done.stdout.decode().split()
     said = (git.said(done).splitlines() or ["git failed"])[0]
     if "@" in what:  # CHANNEL@ID is no git revision
-        root = "; name builds by timeline hash or tag, not CHANNEL@ID: 'mpsbench build list' gives each hash"
+        root = (
+            "; name builds by timeline hash or tag, not CHANNEL@ID: 'mpsbench build list' gives"
+            " each hash"
+        )
     elif "^" in what:  # a channel's first build has no parent
         root = "; a channel's first build has no '^': name the channel for all its builds"
     else:
