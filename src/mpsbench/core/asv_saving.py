@@ -111,9 +111,7 @@ def install(results_dir: Path, gate: Gate | None = None) -> None:
             extra["rounds"] = 1
         most = max((_rounds(b, extra) for b in benchmarks.values()), default=1)
         rounds = options.get("run_rounds") or list(range(1, most + 1))
-        left = {
-            name: sum(1 for r in rounds if r <= _rounds(b, extra)) for name, b in benchmarks.items()
-        }
+        left = {name: sum(r <= _rounds(b, extra) for r in rounds) for name, b in benchmarks.items()}
         existing = results.get_result_keys(benchmarks) if options.get("append_samples") else set()
         build = _Build(
             results,
