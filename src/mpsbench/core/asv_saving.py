@@ -211,8 +211,6 @@ def _with_earlier(build: _Build, benchmark: dict[str, Any], idx: int, part: Any)
 
 
 def _combined(parts: dict[int, Any], count: int) -> Any:
-    """NaN for the combinations not run."""
-
     def column(name: str, missing: Any) -> list[Any]:
         return [getattr(parts[idx], name)[idx] if idx in parts else missing for idx in range(count)]
 

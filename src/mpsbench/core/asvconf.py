@@ -32,7 +32,7 @@ class ConfigError(UserError):
 
 @dataclass(frozen=True)
 class AsvConf:
-    """Its folders resolve from its own."""
+    """Folders resolve from its own."""
 
     path: Path  # absolute
     raw: dict[str, Any]
@@ -80,7 +80,7 @@ class AsvConf:
     def derive(
         self, workdir: Path, timeline: Path, branches: list[str], results: Path | None = None
     ) -> Path:
-        """This config on another timeline, in ``workdir``'s folders."""
+        """Writes this config into ``workdir``, on another timeline, in folders of its own."""
         return self._write(
             workdir,
             results,
@@ -91,10 +91,11 @@ class AsvConf:
         )
 
     def scratch(self, workdir: Path) -> Path:
-        """This config, its results in ``workdir``."""
+        """Writes this config into ``workdir``, its results there."""
         if "repo" not in self.raw:  # asv would get the word None
             raise ConfigError(
-                f"{self.path}: repo is missing: it must name the timeline asv walks (.asv/timeline)"
+                f"{self.path}: repo is missing: it must name the timeline asv walks"
+                " (e.g. .asv/timeline)"
             )
         return self._write(
             workdir,
