@@ -55,7 +55,7 @@ def _value_changes(parsed: Any) -> tuple[str, ...]:
     for name, value in (parsed.attribute or {}).items():
         if name == "cpu_affinity":
             found.append("--cpu-affinity pins the benchmark to some cores, not the whole machine")
-        elif name != "timeout":  # keeps a value's meaning
+        elif name != "timeout":  # the one -a that keeps a value's meaning
             found.append(
                 f"-a {name}={value} overrides how the benchmark samples, unlike its history"
             )

@@ -154,7 +154,7 @@ def _exchange(first: Path, second: Path) -> bool:
 
 
 def replace_folder(new: Path, target: Path, kept: Sequence[Kept] = ()) -> None:
-    """Deletes the old folder at ``target``, in one swap where the OS can."""
+    """Puts ``new`` at ``target``, deleting the old, in one swap where the OS can."""
     check_owned(target, kept)
     if not target.exists():
         os.rename(new, target)
