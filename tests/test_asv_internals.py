@@ -21,9 +21,11 @@ ASV_PACKAGES = ("asv", "asv_runner")
 def test_the_installed_asv_and_asv_runner_are_the_versions_the_uses_were_read_from():
     installed = {name: metadata.version(name) for name in ASV_PACKAGES}
     read = {"asv": asv_internals.ASV, "asv_runner": asv_internals.ASV_RUNNER}
+    users = {module: used_names(source) for module, source in modules().items()}
     uses = [
-        f"{name} ({module}{'.' + attr if attr else ''}): {where}"
-        for name, (module, attr, where) in asv_internals.USES.items()
+        f"{name} ({module}{'.' + attr if attr else ''}):"
+        f" {', '.join(user for user, names in users.items() if name in names)}"
+        for name, (module, attr) in asv_internals.USES.items()
     ]
     assert installed == read, (
         f"installed {installed}, read from {read}: re-check each use, then set the versions in"
@@ -96,7 +98,7 @@ def test_no_module_but_asv_internals_and_the_standalone_ones_imports_asv_or_asv_
 
 
 def test_a_standalone_module_takes_only_names_listed_in_uses():
-    listed = {(module, attribute) for module, attribute, _ in asv_internals.USES.values()}
+    listed = set(asv_internals.USES.values())
     for module in asv_internals.STANDALONE:
         for node in ast.walk(ast.parse((PACKAGE / module).read_text(encoding="utf-8"))):
             if (
@@ -126,7 +128,7 @@ def test_every_name_taken_is_listed_and_every_listed_name_is_taken():
     taken = set().union(*(used_names(source) for m, source in modules().items() if m != ONE))
     standalone = {
         name
-        for name, (module, attribute, _) in asv_internals.USES.items()
+        for name, (module, attribute) in asv_internals.USES.items()
         for path in asv_internals.STANDALONE
         if f"from {module} import {attribute}" in (PACKAGE / path).read_text(encoding="utf-8")
     }

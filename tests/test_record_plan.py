@@ -386,7 +386,7 @@ def test_a_machine_the_machine_file_lacks_is_one_line_before_anything_runs(
     machine_file = home / ".asv-machine.json"
     assert capsys.readouterr().err == (
         f"mpsbench: error: no machine 'nosuchmachine' in {machine_file}; machines there:"
-        " none (`mpsbench machine --name nosuchmachine` adds this machine under that name)\n"
+        " none (`mpsbench machine --name nosuchmachine` adds this one)\n"
     )
     machine_file.write_text(
         json.dumps({"version": 1, "box": {"machine": "box"}, "lab-2": {"machine": "lab-2"}})

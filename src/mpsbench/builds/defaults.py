@@ -1,5 +1,4 @@
-"""A platform's default timeline: the last patch of each minor release of the rule's channels,
-each under every rule Python it has wheels for (no one Python spans the era)."""
+"""A platform's default timeline: each minor release's last patch, under each Python with wheels."""
 
 from __future__ import annotations
 
@@ -12,14 +11,14 @@ from packaging.version import Version
 from mpsbench.builds import install_build, resolve, timeline, wheels
 from mpsbench.builds import manifest as mf
 
-CURRENT = f"{sys.version_info.major}.{sys.version_info.minor}"  # asv's own Python, always found
+CURRENT = f"{sys.version_info.major}.{sys.version_info.minor}"  # asv's own: always found
 
 
 @dataclass(frozen=True)
 class Scheduled:
     ref: str  # channel@id
     build: mf.Build
-    pythons: tuple[str, ...]  # "3.10", "3.12"
+    pythons: tuple[str, ...]
 
 
 def python_tag(python: str) -> str:  # "3.10" -> "cp310"
@@ -36,7 +35,7 @@ def rule_for(manifest: mf.Manifest, candidates: list[str]) -> tuple[str, mf.Defa
 
 
 def releases(manifest: mf.Manifest, platform: str, rule: mf.Default) -> list[tuple[str, mf.Build]]:
-    """The rule's releases on ``platform``: the last patch of each minor, oldest first."""
+    """The last patch of each minor, oldest first."""
     since = Version(rule.since).release[:2] if rule.since is not None else ()
     newest: dict[tuple[int, ...], tuple[Version, str, mf.Build]] = {}
     for name in rule.channels:
@@ -60,7 +59,7 @@ def releases(manifest: mf.Manifest, platform: str, rule: mf.Default) -> list[tup
 
 
 def schedule(manifest: mf.Manifest, platform: str, here: str | None = None) -> list[Scheduled]:
-    """Each default build of ``platform`` with its Pythons (``here``: where the rule names none)."""
+    """Each default build with its Pythons (``here`` where the rule names none)."""
     rule = manifest.defaults[platform]
     pythons = rule.pythons or (here or CURRENT,)
     return [
@@ -75,16 +74,16 @@ def schedule(manifest: mf.Manifest, platform: str, here: str | None = None) -> l
 
 
 def this_machine(manifest: mf.Manifest) -> tuple[str, list[Scheduled], list[str]]:
-    """This machine's platform, the default runs it can make, and a line for each it cannot."""
     platform, _ = rule_for(manifest, install_build.platform_candidates())
     return platform, *runnable_here(schedule(manifest, platform), platform)
 
 
 def runnable_here(planned: list[Scheduled], platform: str) -> tuple[list[Scheduled], list[str]]:
-    """The scheduled runs this machine can make, and a line for each it cannot, known before any
-    download."""
-    wanted = set(pythons(planned)) - {CURRENT}
-    missing = sorted((p for p in wanted if shutil.which(f"python{p}") is None), key=Version)
+    """The runs this machine can make, and why not the others, before any download."""
+    missing = sorted(
+        (p for p in pythons(planned) if p != CURRENT and not shutil.which(f"python{p}")),
+        key=Version,
+    )
     kept: list[Scheduled] = []
     said = [
         f"skipping every build under Python {p}: python{p} is not on PATH, where asv looks for it"
@@ -106,7 +105,7 @@ def runnable_here(planned: list[Scheduled], platform: str) -> tuple[list[Schedul
 
 
 def pin_pythons(manifest: mf.Manifest) -> dict[str, tuple[str, ...]]:
-    """The interpreters a new build is pinned for, per platform: its default's, else all tracked."""
+    """Per platform, a new build's Pythons: its default's, else all tracked."""
     return {
         platform: tuple(map(python_tag, rule.pythons))
         if (rule := manifest.defaults.get(platform)) and rule.pythons
@@ -116,12 +115,11 @@ def pin_pythons(manifest: mf.Manifest) -> dict[str, tuple[str, ...]]:
 
 
 def pythons(planned: list[Scheduled]) -> list[str]:
-    """The Pythons a schedule runs, each once, in order."""
     return list(dict.fromkeys(python for item in planned for python in item.pythons))
 
 
 def this_machine_is(platform: str) -> str:
-    """What this machine is, for a person: ``platform`` names its wheels, not its devices."""
+    """For a person: ``platform`` names the wheels, not the devices."""
     cuda_wheels = platform == "linux-x86_64-cuda"
     if platform.startswith("linux-x86_64") and install_build.nvidia_gpu():
         rows = "cuda" if cuda_wheels else "cpu"

@@ -1,5 +1,4 @@
-"""What installing a build needs on disk and downloads: its stored wheels' size times the
-installed-to-wheel ratio, else the measured figure of its release or the largest."""
+"""What installing a build needs on disk and downloads."""
 
 from __future__ import annotations
 
@@ -9,8 +8,8 @@ from typing import Any, NamedTuple
 from mpsbench.builds import install_build
 
 GB = 1e9
-INSTALLED_PER_WHEEL_BYTE = 9.7 / 5.3  # installed over wheel size, measured
-# Installed size in GB, measured (docs/evidence/linux-default.md).
+# measured (docs/evidence/linux-default.md)
+INSTALLED_PER_WHEEL_BYTE = 9.7 / 5.3
 MEASURED_INSTALLED_GB: dict[str, dict[str, float]] = {
     "linux": {"1.13.1": 3.4, "2.0.1": 4.5, "2.4.1": 5.2, "2.15.0": 5.6},
     "macos": {"2.15.0": 0.182 * INSTALLED_PER_WHEEL_BYTE},
@@ -21,14 +20,14 @@ class Need(NamedTuple):
     bytes: int
     how: str
     installed: bool  # asv only switches to it
-    refused: str = ""  # why this machine cannot install it, where it cannot
+    refused: str = ""
 
 
 cache = install_build.cache_root
 
 
 def need(build: dict[str, Any], python: tuple[int, int] | None = None) -> Need:
-    """What installing ``build`` (a build.json) for CPython ``python`` (or this one) adds here."""
+    """What installing a build.json for CPython ``python`` (default this) adds here."""
     if build.get("kind") == "existing":
         return Need(0, "a build used in place", True)
     try:
@@ -54,7 +53,7 @@ def need(build: dict[str, Any], python: tuple[int, int] | None = None) -> Need:
 def download(
     build: dict[str, Any], python: tuple[int, int] | None = None
 ) -> tuple[int, tuple[str, ...]]:
-    """About how many bytes installing ``build`` downloads, and from which hosts."""
+    """About how many bytes it downloads, and from which hosts."""
     if (needed := need(build, python)).installed:
         return 0, ()
     _, pins = install_build.select_pins(build, python)

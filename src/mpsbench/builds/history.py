@@ -1,4 +1,4 @@
-"""Adding a build to the manifest and the timeline, and naming builds."""
+"""Adding builds to the manifest and timeline, and naming them."""
 
 from __future__ import annotations
 
@@ -21,9 +21,8 @@ def append(
     build: mf.Build,
     parent: str | None = None,
 ) -> str:
-    """Add ``build`` to ``channel`` and regenerate the timeline; its timeline commit. Every check
-    runs before the save, under the manifest's lock, so concurrent adds both land."""
-    build, originals = resolve.in_store(build)  # user's files: their store copies
+    """Adds ``build``, regenerating the timeline, under the manifest's lock; its timeline commit."""
+    build, originals = resolve.in_store(build)
     with files.lock(manifest_path):
         updated = mf.append(mf.load(manifest_path), channel, build, parent=parent)
         timeline.check(updated, timeline_repo)  # before a byte is written
@@ -58,10 +57,9 @@ def add_nightly(
     transformers_index: str = resolve.PYPI,
     parent: str | None = None,
 ) -> str | None:
-    """Add the nightly of ``date`` ("latest": the newest) to ``channel``; its timeline commit, or
-    None if already there."""
+    """Adds the nightly of ``date`` or "latest"; its timeline commit, None if there already."""
     indexes = indexes or tuple(resolve.NIGHTLY_INDEXES)
-    manifest = mf.load(manifest_path)  # before any index is read
+    manifest = mf.load(manifest_path)
     if date == "latest":
         manifest.check_new(channel, parent=parent)
         if not (dates := resolve.nightly_dates(indexes)):
@@ -79,7 +77,6 @@ def add_nightly(
 
 
 def sync_branches(generated: timeline.Generated, repo: Path, conf: asvconf.AsvConf | None) -> None:
-    """Set asv.conf.json's branches to the manifest's channels where it walks this timeline."""
     if conf is not None and conf.sync_branches(list(generated.branches), repo):
         print(f"{conf.path.name}: branches set to the channels {', '.join(generated.branches)}")
 
@@ -87,7 +84,7 @@ def sync_branches(generated: timeline.Generated, repo: Path, conf: asvconf.AsvCo
 def resolve_ref(
     manifest: mf.Manifest, generated: timeline.Generated, ref: str
 ) -> tuple[str, mf.Build]:
-    """CHANNEL@ID and the build ``ref`` names (CHANNEL@ID, a tag, a timeline hash or prefix)."""
+    """CHANNEL@ID and the build of CHANNEL@ID, a tag or a timeline hash prefix."""
     if "@" in ref:
         return ref, manifest.find(ref)
     tagged = [name for name in generated.commits if manifest.find(name).tag == ref]
@@ -96,7 +93,8 @@ def resolve_ref(
     ]
     if len(matches) != 1:
         raise UserError(
-            f"{ref!r} names {len(matches)} timeline commits; give CHANNEL@ID, a tag or a longer hash"
+            f"{ref!r} names {len(matches)} timeline commits; give CHANNEL@ID, a tag or a longer"
+            " hash"
         )
     return matches[0], manifest.find(matches[0])
 

@@ -1,5 +1,5 @@
-"""asv's machine entry, the same on every machine of one kind: each field is part of a graph's
-identity, so none may drift (asv's own ``os`` holds the kernel build)."""
+"""asv's machine entry, alike on every machine of one kind: each field is part of a graph's
+identity."""
 
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ from mpsbench.measure import host
 
 
 def describe() -> dict[str, Any]:
-    """This machine's stable facts. A Mac's OS is its name only: its version is a tracked value."""
+    """Stable facts only: a Mac's OS version is a tracked value."""
     if sys.platform == "darwin":
         brand = host.output("sysctl", "-n", "machdep.cpu.brand_string") or ""
         chip = brand.strip() or platform.processor()
@@ -36,14 +36,13 @@ def describe() -> dict[str, Any]:
         facts = {"os": release, "os_version": release}
     if gpu := host.gpu():
         facts["gpu"] = gpu
-    ram = round(psutil.virtual_memory().total / 1024**3)
     return {
         "arch": platform.machine(),
         "chip": chip,
         "cpu": chip,
         "num_cpu": str(os.cpu_count() or 1),
         **facts,
-        "ram": f"{ram} GiB",
+        "ram": f"{round(psutil.virtual_memory().total / 1024**3)} GiB",
     }
 
 
@@ -55,12 +54,11 @@ def default_name(facts: dict[str, Any]) -> str:
 
 
 def machine_file() -> Path:
-    return Path.home() / ".asv-machine.json"  # where asv reads it
+    return Path.home() / ".asv-machine.json"
 
 
 def check_name(name: str) -> str:
-    """``name`` if asv can file results under it (a folder name)."""
-    if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]*", name):
+    if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]*", name):  # a folder name
         raise UserError(
             f"machine name {name!r} may hold only letters, digits, '.', '_' and '-', and must start"
             " with a letter or digit"
@@ -69,22 +67,22 @@ def check_name(name: str) -> str:
 
 
 def require(name: str) -> None:
-    """UserError unless asv's machine file holds ``name`` (asv's own refusal is many lines)."""
+    """asv's own refusal is many lines."""
     path = machine_file()
     known = sorted(key for key, entry in _entries(path)[0].items() if isinstance(entry, dict))
     if name not in known:
         raise UserError(
             f"no machine {name!r} in {path}; machines there: {', '.join(known) or 'none'}"
-            f" (`mpsbench machine --name {name}` adds this machine under that name)"
+            f" (`mpsbench machine --name {name}` adds this one)"
         )
 
 
 def write(name: str | None = None) -> tuple[str, dict[str, Any]]:
-    """Write (or replace) this machine's entry in asv's machine file; its name and fields."""
+    """Writes this machine's entry; its name and fields."""
     facts = describe()
     name = check_name(default_name(facts) if name is None else name)  # "" is no default
     path = machine_file()
-    # Locked from reading to writing: two writers each keep the other's entry.
+    # from reading to writing: two writers each keep the other's entry
     with files.lock(path):
         entries, before = _entries(path)
         entries.setdefault("version", 1)
@@ -96,7 +94,6 @@ def write(name: str | None = None) -> tuple[str, dict[str, Any]]:
 
 
 def _entries(path: Path) -> tuple[dict[str, Any], bytes]:
-    """The machine file's entries and bytes; refused unless a JSON object."""
     try:
         before = path.read_bytes()
     except FileNotFoundError:
@@ -109,6 +106,6 @@ def _entries(path: Path) -> tuple[dict[str, Any], bytes]:
     if not isinstance(entries, dict):
         raise UserError(
             f"asv's machine file {path} is not a JSON object of machines; move it aside and run"
-            " `mpsbench machine` again (nothing was changed)"
+            " `mpsbench machine` again"
         )
     return entries, before

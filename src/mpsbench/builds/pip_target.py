@@ -1,5 +1,5 @@
-"""``python -m mpsbench.builds.pip_target PLATFORM PYTHON_TAG PIP_ARGS...``: pip with the target's
-environment markers (``pip --platform`` evaluates the host's: macOS would get torch's CUDA wheels)."""
+"""``python -m mpsbench.builds.pip_target PLATFORM PYTHON_TAG PIP_ARGS...``: pip under the target's
+environment markers (with ``pip --platform`` alone, macOS gets torch's CUDA wheels)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,4 @@
-"""How mpsbench drives asv: combination names, ``asv run``'s arguments, and stopping asv with
-everything it started."""
+"""Driving asv: run arguments, combination names, and stopping all it started."""
 
 from __future__ import annotations
 
@@ -23,15 +22,6 @@ from mpsbench.core import asv_internals, settings
 from mpsbench.core.errors import UserError
 
 BENCHMARKS = "benchmarks.json"
-OWN_OPTIONS = (
-    "--config",
-    "--machine",
-    "--skip-existing-successful",
-    "--skip-existing-failed",
-    "--skip-existing-commits",
-    "--skip-existing",
-    "-k",
-)
 
 
 class AsvError(UserError):
@@ -39,17 +29,15 @@ class AsvError(UserError):
 
 
 def combination(benchmark: str, params: Sequence[str] = ()) -> str:
-    """``name(p1, p2)``, as asv names a combination."""
     return f"{benchmark}({', '.join(params)})" if params else benchmark
 
 
 def param_values(params: Sequence[str]) -> list[Any]:
-    """The Python values of asv's param reprs."""
     return [ast.literal_eval(text) for text in params]
 
 
 def matching(names: Iterable[str], patterns: Sequence[str]) -> list[str]:
-    """The names any of ``patterns`` finds, as asv's ``-b`` does."""
+    """As asv's ``-b`` selects."""
     try:
         compiled = [re.compile(pattern) for pattern in patterns]
     except re.error as exc:
@@ -58,11 +46,8 @@ def matching(names: Iterable[str], patterns: Sequence[str]) -> list[str]:
 
 
 def pattern(names: Sequence[str]) -> str:
-    """A ``-b`` pattern that finds exactly ``names``."""
+    """A ``-b`` pattern selecting exactly ``names``."""
     return "^(?:" + "|".join(re.escape(name) for name in names) + ")$"
-
-
-SAFE_ATTRIBUTES = ("timeout",)  # -a attributes that leave a value's meaning as it is
 
 
 def _value_changes(parsed: Any) -> tuple[str, ...]:
@@ -70,7 +55,7 @@ def _value_changes(parsed: Any) -> tuple[str, ...]:
     for name, value in (parsed.attribute or {}).items():
         if name == "cpu_affinity":
             found.append("--cpu-affinity pins the benchmark to some cores, not the whole machine")
-        elif name not in SAFE_ATTRIBUTES:
+        elif name != "timeout":  # the one -a that keeps a value's meaning
             found.append(
                 f"-a {name}={value} overrides how the benchmark samples, unlike its history"
             )
@@ -78,35 +63,34 @@ def _value_changes(parsed: Any) -> tuple[str, ...]:
         found.append(
             f"--set-commit-hash {parsed.set_commit_hash} files the values under another build"
         )
-    same = [
-        spec
-        for spec in [*(parsed.env_spec or []), *(f":{p}" for p in [parsed.python] if p)]
-        if spec.split(":", 1)[0] == "existing" or spec.split(":", 1)[-1] == "same"
-    ]
-    if same:
-        found.append(f"-E {same[0]} times the torch installed here, not the build filed under")
+    specs = [*(parsed.env_spec or []), *([f":{parsed.python}"] if parsed.python else [])]
+    for spec in specs:
+        if spec.split(":", 1)[0] == "existing" or spec.split(":", 1)[-1] == "same":
+            found.append(f"-E {spec} times the torch installed here, not the build filed under")
+            break
     return tuple(found)
 
 
 @dataclass(frozen=True)
 class RunArgs:
-    """An ``asv run`` command line taken apart."""
-
-    bench: list[str]  # the -b patterns
+    bench: list[str]
     range: str | None  # None: each branch's newest
-    rest: list[str]  # every other option, less OWN_OPTIONS
-    environment: str  # the results files' environment part -E TYPE:PYTHON gives, else "*"
+    rest: list[str]
+    environment: str  # from -E TYPE:PYTHON, else "*"
     quick: bool
     dry_run: bool
-    changes_values: tuple[str, ...] = ()
+    changes_values: tuple[str, ...]
 
     def before(self, *options: str) -> RunArgs:
-        """The same run with ``options`` first (a later one wins in asv)."""
+        """With ``options`` first: a later one wins in asv."""
         return replace(self, rest=[*options, *self.rest])
 
 
+_TAKES_VALUE = ("-b", "--bench", "--config", "--machine")  # mpsbench sets these
+
+
 def run_args(args: Sequence[str]) -> RunArgs:
-    """``asv run``'s arguments, parsed by asv's parser; a refusal in one line."""
+    """Parsed by asv's own parser; a refusal in one line."""
     said = io.StringIO()
     try:
         with contextlib.redirect_stderr(said):
@@ -118,21 +102,18 @@ def run_args(args: Sequence[str]) -> RunArgs:
     rest: list[str] = []
     words = iter(enumerate(args))
     for i, arg in words:
-        if arg in ("-b", "--bench", "--config", "--machine"):
-            next(words, None)  # its value
+        if arg in _TAKES_VALUE:
+            next(words, None)
         elif (
-            i != position
-            and not arg.startswith("-b")
-            and arg.split("=", 1)[0] not in ("--bench", *OWN_OPTIONS)
+            i != position and arg != "-k" and not arg.startswith((*_TAKES_VALUE, "--skip-existing"))
         ):
             rest.append(arg)
     kinds = [spec.split(":", 1) for spec in parsed.env_spec or [] if ":" in spec]
-    environment = f"{kinds[0][0]}-py{kinds[0][1]}" if kinds else "*"
     return RunArgs(
         list(parsed.bench or []),
         parsed.range,
         rest,
-        environment,
+        f"{kinds[0][0]}-py{kinds[0][1]}" if kinds else "*",
         bool(parsed.quick),
         bool(parsed.dry_run),
         _value_changes(parsed),
@@ -154,7 +135,7 @@ def run_command(
     hashfile: Path,
     saving: str | None = None,
 ) -> list[str]:
-    """``asv run`` over exactly ``commits``, by the module ``saving`` (asv_saving's main) if given."""
+    """``asv run`` over exactly ``commits``, by the module ``saving`` if given."""
     hashfile.write_text("".join(f"{commit}\n" for commit in commits))
     return [
         sys.executable,
@@ -170,18 +151,17 @@ def run_command(
     ]
 
 
-# The builds an asv run may install: asv's discovery installs each branch's newest, refused then.
+# asv's discovery installs each branch's newest build: refused unless listed.
 RUN_BUILDS = "MPSBENCH_RUN_BUILDS"
 
 
 def only(hashfile: Path) -> dict[str, str]:
-    """The environment of an asv run that installs only ``hashfile``'s builds."""
     return {**settings.without_internal(os.environ), RUN_BUILDS: str(hashfile)}
 
 
 def publish(config: Path, options: Sequence[str] = ()) -> None:
     done = subprocess.run(
-        [sys.executable, "-m", "asv", "publish", "--config", str(config), *options], check=False
+        [sys.executable, "-m", "asv", "publish", "--config", str(config), *options]
     )
     if done.returncode != 0:
         raise AsvError(
@@ -190,7 +170,6 @@ def publish(config: Path, options: Sequence[str] = ()) -> None:
 
 
 def environment_python(config: Path) -> Path:
-    """The python of the one environment an ``asv run`` of ``config`` made."""
     conf = asv_internals.Config.load(str(config))
     found: list[Path] = [
         Path(conf.env_dir) / env.dir_name / "bin" / "python"
@@ -205,11 +184,11 @@ def environment_python(config: Path) -> Path:
     return made[0]
 
 
-STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)  # Ctrl-C, kill, a closed terminal
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
 
 class Stopped(Exception):
-    """A signal stopped the command (after its asv processes ended)."""
+    """A signal stopped the command, after its asv processes ended."""
 
     def __init__(self, signum: int) -> None:
         super().__init__(f"stopped by {signal.Signals(signum).name}")
@@ -227,8 +206,7 @@ def _descendants(processes: Iterable[Any]) -> set[Any]:
 
 
 def end(processes: Iterable[Any]) -> None:
-    """Ends ``processes`` and everything under them by pid, all suspended first: asv's benchmark
-    processes and forkserver have process groups of their own."""
+    """Kills ``processes`` and all under them by pid: asv's processes lead groups of their own."""
     import psutil
 
     alive = {process for process in processes if process.is_running()}
@@ -245,7 +223,7 @@ def end(processes: Iterable[Any]) -> None:
         with contextlib.suppress(psutil.Error):
             process.kill()
     psutil.wait_procs(list(alive), timeout=5)
-    for folder in filter(None, sockets):  # asv removes it itself only when it ends normally
+    for folder in filter(None, sockets):  # asv removes it only when it ends normally
         shutil.rmtree(folder, ignore_errors=True)
 
 
@@ -253,7 +231,7 @@ def _forkserver_folder(process: Any) -> Path | None:
     import psutil
 
     with contextlib.suppress(psutil.Error):
-        command = process.cmdline()  # run_server DIR SOCKET
+        command = process.cmdline()
         if "run_server" in command[:-1]:
             folder = Path(command[-1]).parent
             return folder if folder.name.startswith("asv-forkserver-") else None
@@ -280,9 +258,8 @@ def supervise(
     every: float = 1.0,
     output: Path | None = None,
 ) -> int:
-    """Runs asv, calling ``tick`` every ``every`` seconds and at the end; its exit status. A stop
-    signal or an exception from ``tick`` ends every process seen under it, then raises (main
-    thread only: signal handlers run there)."""
+    """Runs ``command``, calling ``tick`` every ``every`` seconds and at the end; its exit status. A
+    signal or an exception ends all it started, then raises (main thread only)."""
     import psutil
 
     previous = {signum: signal.signal(signum, _raise_stopped) for signum in STOP_SIGNALS}
@@ -310,7 +287,7 @@ def supervise(
             tick()
             return status
     except BaseException:
-        for signum in STOP_SIGNALS:  # a second Ctrl-C does not interrupt stopping
+        for signum in STOP_SIGNALS:  # a second Ctrl-C must not interrupt stopping
             signal.signal(signum, signal.SIG_IGN)
         if running is not None:
             end(seen)

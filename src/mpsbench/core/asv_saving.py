@@ -1,5 +1,4 @@
-"""``python -m mpsbench.core.asv_saving run ...``: asv's main with its final round run one
-combination at a time, each value saved when measured (asv saves a build's only when it ends)."""
+"""``python -m mpsbench.core.asv_saving run ...``: asv, saving each value when measured."""
 
 from __future__ import annotations
 
@@ -15,29 +14,28 @@ import os
 import re
 import sys
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
 from mpsbench.core import asv_internals, files
 from mpsbench.core.asv import combination
 
-EVENTS = "events.jsonl"  # start/done per combination, the forkserver's pid
+EVENTS = "events.jsonl"
 
 
 @dataclass
-class _Build:  # one run_benchmarks call
-    results: Any  # asv's, with earlier rounds' samples
-    saved: Any  # what was loaded plus each final combination since
-    results_dir: Path
+class _Build:
+    results: Any
+    saved: Any  # as loaded, plus each final combination since
     rounds_left: dict[str, int]
     final_round_here: bool
     record_samples: bool
-    append: dict[str, bool] = field(default_factory=dict)  # asv appends the final samples
+    append: dict[str, bool]  # asv appends the final samples
 
 
 class Gate(Protocol):
-    """Runs around each combination, returning fields for its event."""
+    """Runs around each combination, giving fields for its event."""
 
     def before(self, name: str) -> dict[str, Any]: ...
 
@@ -52,14 +50,12 @@ def _rounds(benchmark: dict[str, Any], extra: dict[str, Any]) -> int:
 
 
 def event(results_dir: Path, **fields: Any) -> None:
-    """Appends one event in one write: no reader sees half a line."""
-    line = json.dumps({"at": time.time(), **fields}) + "\n"
+    """One write: no reader sees half a line."""
     with open(results_dir.parent / EVENTS, "a") as out:
-        out.write(line)
+        out.write(json.dumps({"at": time.time(), **fields}) + "\n")
 
 
 def read_events(scratch: Path, offset: int = 0) -> tuple[list[dict[str, Any]], int]:
-    """The events in ``scratch`` after byte ``offset``, and the new offset."""
     text, offset = files.tail(scratch / EVENTS, offset)
     events = []
     for line in text.splitlines():
@@ -69,8 +65,6 @@ def read_events(scratch: Path, offset: int = 0) -> tuple[list[dict[str, Any]], i
 
 
 def _atomic(save: Any) -> Any:
-    """asv's ``Results.save`` into a staging folder, then renamed over the files."""
-
     def saved(results: Any, result_dir: str) -> None:
         staging = Path(result_dir).parent / f".saving-{os.getpid()}"
         save(results, str(staging))
@@ -83,7 +77,7 @@ def _atomic(save: Any) -> Any:
 
 
 def skip_reason(output: str | None) -> str:
-    """Why a combination skipped, from asv_runner's ``asv: skipped: <repr>`` line."""
+    """From asv_runner's ``asv: skipped: <repr>`` line."""
     found = re.search(r"asv: skipped: \w+\((.*)\)\s*$", output or "", re.M)
     if found is None or not found[1]:
         return "no reason given"
@@ -99,7 +93,7 @@ def _outcome(value: Any) -> str:
 
 
 def install(results_dir: Path, gate: Gate | None = None) -> None:
-    """Wraps asv's run functions, ``gate`` around each final-round combination."""
+    """Wraps asv's run functions; ``gate`` runs around each final-round combination."""
     runner = asv_internals.runner
     run_benchmarks, run_benchmark, get_spawner = (
         runner.run_benchmarks,
@@ -117,14 +111,11 @@ def install(results_dir: Path, gate: Gate | None = None) -> None:
             extra["rounds"] = 1
         most = max((_rounds(b, extra) for b in benchmarks.values()), default=1)
         rounds = options.get("run_rounds") or list(range(1, most + 1))
-        left = {
-            name: sum(1 for r in rounds if r <= _rounds(b, extra)) for name, b in benchmarks.items()
-        }
+        left = {name: sum(r <= _rounds(b, extra) for r in rounds) for name, b in benchmarks.items()}
         existing = results.get_result_keys(benchmarks) if options.get("append_samples") else set()
         build = _Build(
             results,
             copy.deepcopy(results),
-            results_dir,
             left,
             1 in rounds,
             bool(options.get("record_samples")),
@@ -152,14 +143,14 @@ def install(results_dir: Path, gate: Gate | None = None) -> None:
             return run_benchmark(benchmark, spawner, profile, selected_idx, extra_params, cwd)
         params = list(itertools.product(*benchmark["params"]))  # [()] where it has none
         chosen = sorted(range(len(params)) if selected_idx is None else selected_idx)
-        parts: dict[int, Any] = {}  # this round's, as run_benchmark returns them
-        whole: dict[int, Any] = {}  # with earlier rounds' samples, as asv records them
+        parts: dict[int, Any] = {}
+        whole: dict[int, Any] = {}  # with earlier rounds' samples
         commit = build.results.commit_hash
         for idx in chosen:
             shown = combination(name, params[idx])
             state = gate.before(shown) if gate is not None else {}
             started = time.monotonic()
-            event(build.results_dir, event="start", name=shown, build=commit, **state)
+            event(results_dir, event="start", name=shown, build=commit, **state)
             parts[idx] = part = run_benchmark(benchmark, spawner, profile, {idx}, extra_params, cwd)
             seconds = time.monotonic() - started
             state = gate.after() if gate is not None else {}
@@ -172,10 +163,10 @@ def install(results_dir: Path, gate: Gate | None = None) -> None:
                 duration=seconds,
                 record_samples=build.record_samples,
             )
-            build.saved.save(str(build.results_dir))
+            build.saved.save(str(results_dir))
             outcome = _outcome(part.result[idx])
             event(
-                build.results_dir,
+                results_dir,
                 event="done",
                 name=shown,
                 build=commit,
@@ -191,7 +182,7 @@ def install(results_dir: Path, gate: Gate | None = None) -> None:
         )
 
     def spawner_noted(env: Any, benchmark_dir: Any, launch_method: Any) -> Any:
-        # the next run ends a forkserver a kill left
+        # noted: the next run ends a forkserver a kill leaves
         spawner = get_spawner(env, benchmark_dir, launch_method=launch_method)
         server = getattr(spawner, "server_proc", None)
         if server is not None:
@@ -211,7 +202,6 @@ def install(results_dir: Path, gate: Gate | None = None) -> None:
 
 
 def _with_earlier(build: _Build, benchmark: dict[str, Any], idx: int, part: Any) -> Any:
-    """The combination with its earlier rounds' samples first, as ``add_result`` has them."""
     if not build.append.get(benchmark["name"]) or part.samples[idx] is None:
         return part
     earlier = build.results.get_result_samples(benchmark["name"], benchmark["params"])[idx]
@@ -221,8 +211,6 @@ def _with_earlier(build: _Build, benchmark: dict[str, Any], idx: int, part: Any)
 
 
 def _combined(parts: dict[int, Any], count: int) -> Any:
-    """asv's BenchmarkResult of ``parts``, NaN (not run) for the other combinations."""
-
     def column(name: str, missing: Any) -> list[Any]:
         return [getattr(parts[idx], name)[idx] if idx in parts else missing for idx in range(count)]
 

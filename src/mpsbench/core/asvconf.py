@@ -1,4 +1,4 @@
-"""The suite's asv.conf.json, read by asv's loader and checked once, and configs derived from it."""
+"""The suite's asv.conf.json, checked, and configs derived from it."""
 
 from __future__ import annotations
 
@@ -6,6 +6,7 @@ import json
 import math
 import re
 import sys
+from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
@@ -14,8 +15,8 @@ from typing import Any
 from mpsbench.core import asv_internals, files
 from mpsbench.core.errors import UserError
 
-CONFIG = Path("asv.conf.json")  # asv's default: the config in the working directory
-ROOT = Path(__file__).resolve().parents[3]  # this checkout: compare's build servers import its src/
+CONFIG = Path("asv.conf.json")
+ROOT = Path(__file__).resolve().parents[3]  # compare's build servers import its src/
 LAUNCH_METHODS = ("spawn", "forkserver")
 FOLDERS = {  # asv's defaults
     "benchmark_dir": "benchmarks",
@@ -31,7 +32,7 @@ class ConfigError(UserError):
 
 @dataclass(frozen=True)
 class AsvConf:
-    """One asv.conf.json, read and checked; its folders resolve from its own."""
+    """Folders resolve from its own."""
 
     path: Path  # absolute
     raw: dict[str, Any]
@@ -57,7 +58,7 @@ class AsvConf:
 
     @property
     def repo(self) -> Path | None:
-        """The timeline asv walks; None where ``repo`` is a URL."""
+        """None where ``repo`` is a URL."""
         repo = self.raw.get("repo")
         return None if repo is None or "://" in str(repo) else (self.root / str(repo)).resolve()
 
@@ -73,40 +74,45 @@ class AsvConf:
         }
 
     def launch_method(self, platform: str | None = None) -> str:
-        """asv's launch method on ``platform`` (default this one)."""
         table = self.raw.get("launch_method_by_platform") or {}
         return str(table.get(platform or sys.platform) or self.raw.get("launch_method") or "spawn")
 
     def derive(
         self, workdir: Path, timeline: Path, branches: list[str], results: Path | None = None
     ) -> Path:
-        """Writes ``workdir/asv.conf.json``: this config walking another timeline, in its folders."""
+        """Writes this config into ``workdir``, on another timeline, in folders of its own."""
         return self._write(
             workdir,
+            results,
             repo=str(timeline),
             branches=branches,
-            benchmark_dir=str(self.benchmarks),
             env_dir=str(workdir / "env"),
-            results_dir=str(results or workdir / "results"),
             html_dir=str(workdir / "html"),
         )
 
     def scratch(self, workdir: Path) -> Path:
-        """Writes ``workdir/asv.conf.json``: this config, results in ``workdir/results``."""
+        """Writes this config into ``workdir``, its results there."""
         if "repo" not in self.raw:  # asv would get the word None
             raise ConfigError(
-                f"{self.path}: repo is missing: it must name the timeline asv walks (e.g. .asv/timeline)"
+                f"{self.path}: repo is missing: it must name the timeline asv walks"
+                " (e.g. .asv/timeline)"
             )
-        fields = {key: str(self.folder(key)) for key in ("benchmark_dir", "env_dir", "html_dir")}
         return self._write(
             workdir,
+            None,
             repo=str(self.repo or self.raw["repo"]),
-            results_dir=str(workdir / "results"),
-            **fields,
+            env_dir=str(self.folder("env_dir")),
+            html_dir=str(self.html),
         )
 
-    def _write(self, workdir: Path, **fields: Any) -> Path:
-        conf = {**self.raw, **fields, "launch_method": self.launch_method()}
+    def _write(self, workdir: Path, results: Path | None, **fields: Any) -> Path:
+        conf = {
+            **self.raw,
+            "benchmark_dir": str(self.benchmarks),
+            "results_dir": str(results or workdir / "results"),
+            **fields,
+            "launch_method": self.launch_method(),
+        }
         for key in ("install_command", "uninstall_command", "build_command"):
             if key in conf:
                 conf[key] = [command.replace("{conf_dir}", str(self.root)) for command in conf[key]]
@@ -116,21 +122,20 @@ class AsvConf:
         return path
 
     def sync_branches(self, channels: list[str], timeline: Path) -> bool:
-        """Makes ``branches`` the manifest's channels (asv publishes only those) if this config
-        walks ``timeline``; True if changed."""
+        """Follows the manifest's channels (asv publishes only those) where this walks ``timeline``;
+        True if changed."""
         if self.repo != timeline.resolve() or self.raw.get("branches") == channels:
             return False
-        text = self.path.read_text(encoding="utf-8")
         updated, count = re.subn(
             r'("branches"\s*:\s*)\[[^\]]*\]',
             lambda m: m.group(1) + json.dumps(channels),
-            text,
+            self.path.read_text(encoding="utf-8"),
             count=1,
         )
         if count != 1:
             raise ConfigError(
-                f'{self.path}: "branches" must be a list, to follow the manifest\'s channels'
-                f" ({', '.join(channels)}); got {self.raw.get('branches')!r}"
+                f"{self.path}: branches must be a list to follow the channels"
+                f" {', '.join(channels)}; got {self.raw.get('branches')!r}"
             )
         files.write(self.path, updated)
         self.raw["branches"] = channels
@@ -138,7 +143,6 @@ class AsvConf:
 
 
 def load(path: Path = CONFIG) -> AsvConf:
-    """``path`` read by asv's loader and checked."""
     try:
         raw = asv_internals.load_json(str(path), js_comments=True)
     except OSError as exc:
@@ -147,7 +151,8 @@ def load(path: Path = CONFIG) -> AsvConf:
         raise ConfigError(f"{path} is not valid JSON: {exc}") from None
     if not isinstance(raw, dict):
         raise ConfigError(f"{path} must hold a JSON object")
-    _check(path, raw)
+    if problem := next(_problems(raw), None):
+        raise ConfigError(f"{path}: {problem}")
     return AsvConf(path.resolve(), raw)
 
 
@@ -158,11 +163,10 @@ def derived(
     root: Path = ROOT,
     results_dir: Path | None = None,
 ) -> Path:
-    """``root``'s asv.conf.json derived (:meth:`AsvConf.derive`)."""
     return load(root / CONFIG).derive(workdir, timeline, branches, results_dir)
 
 
-def _check(path: Path, raw: dict[str, Any]) -> None:
+def _problems(raw: dict[str, Any]) -> Iterator[str]:
     table = raw.get("launch_method_by_platform") or {}
     thresholds = raw.get("regressions_thresholds", {})
     branches = raw.get("branches", [])
@@ -185,27 +189,17 @@ def _check(path: Path, raw: dict[str, Any]) -> None:
         ),
     ]:
         if not ok:
-            raise ConfigError(f"{path}: {field} must be {what}, got {raw.get(field)!r}")
+            yield f"{field} must be {what}, got {raw.get(field)!r}"
     for regex, value in thresholds.items():
-        if (
-            isinstance(value, bool)
-            or not isinstance(value, (int, float))
-            or not 0 <= value < math.inf
-        ):
-            raise ConfigError(
-                f"{path}: regressions_thresholds[{regex!r}] must be a fraction >= 0, got {value!r}"
-            )
+        if type(value) not in (int, float) or not 0 <= value < math.inf:
+            yield f"regressions_thresholds[{regex!r}] must be a fraction >= 0, got {value!r}"
         try:
             re.compile(regex)
         except re.error as exc:
-            raise ConfigError(
-                f"{path}: regressions_thresholds has a key {regex!r} that is no regex ({exc})"
-            ) from None
+            yield f"regressions_thresholds has a key {regex!r} that is no regex ({exc})"
     for where, method in [
         ("launch_method", raw.get("launch_method") or "spawn"),
         *((f"launch_method_by_platform[{key!r}]", value) for key, value in table.items()),
     ]:
         if method not in LAUNCH_METHODS:
-            raise ConfigError(
-                f"{path}: {where} is {method!r}: asv knows {' and '.join(LAUNCH_METHODS)}"
-            )
+            yield f"{where} is {method!r}: asv knows {' and '.join(LAUNCH_METHODS)}"

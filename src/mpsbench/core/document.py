@@ -1,4 +1,4 @@
-"""A document of sections, tables, links and images, as Markdown and HTML that agree."""
+"""Sections, tables, links and images, as Markdown and HTML that agree."""
 
 from __future__ import annotations
 

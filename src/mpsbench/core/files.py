@@ -1,8 +1,8 @@
-"""Writes a kill leaves old or new, never half; the lock every writer of a folder takes; deletion
-only of what holds nothing a command must keep."""
+"""Atomic writes, a folder's lock, and deletion that spares kept folders."""
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import ctypes
 import fcntl
@@ -22,26 +22,22 @@ from mpsbench.core.errors import UserError
 class Kept:
     """A folder no command may replace or delete as a by-product."""
 
-    what: str  # "the results folder"
+    what: str
     path: Path
-    nothing_inside: bool = False  # no other command's output may sit inside it
-
-
-def _within(path: Path, folder: Path) -> bool:
-    return path == folder or folder in path.parents
+    nothing_inside: bool = False  # no other command's output may sit inside
 
 
 def check_owned(target: Path, kept: Sequence[Kept], role: str | None = None) -> None:
-    """UserError where ``target`` is, holds, or (``nothing_inside``) sits inside a kept folder."""
+    """Refuses a ``target`` that is, holds or (``nothing_inside``) sits inside a kept folder."""
     mine = target.resolve()  # a link to the results is the results
     found = []
     for folder in kept:
         theirs = folder.path.resolve()
         if mine == theirs:
             found.append((0, "is", folder))
-        elif _within(theirs, mine):
+        elif theirs.is_relative_to(mine):
             found.append((1, "holds", folder))
-        elif folder.nothing_inside and _within(mine, theirs):
+        elif folder.nothing_inside and mine.is_relative_to(theirs):
             found.append((2, "sits inside", folder))
     if found:
         _, relation, folder = min(found, key=lambda item: item[0])
@@ -52,7 +48,6 @@ def check_owned(target: Path, kept: Sequence[Kept], role: str | None = None) -> 
 
 
 def remove(path: Path, kept: Sequence[Kept]) -> None:
-    """Deletes a folder or file after :func:`check_owned`."""
     check_owned(path, kept, f"the folder to delete, {path},")
     if path.is_dir() and not path.is_symlink():
         shutil.rmtree(path)
@@ -62,9 +57,9 @@ def remove(path: Path, kept: Sequence[Kept]) -> None:
 
 @contextlib.contextmanager
 def temporary(path: Path, content: bytes) -> Iterator[Path]:
-    """``content`` flushed to a file beside ``path``, removed at the end unless renamed."""
+    """``content`` flushed beside ``path``; removed unless renamed."""
     partial = path.parent / f".{path.name}-{uuid.uuid4().hex}.tmp"  # umask's mode, unlike mkstemp
-    created = False  # a read-only file system refuses even the unlink of a file never made
+    created = False  # a read-only file system refuses to unlink a missing file
     try:
         try:
             with open(partial, "xb") as out:
@@ -72,7 +67,7 @@ def temporary(path: Path, content: bytes) -> Iterator[Path]:
                 out.write(content)
                 out.flush()
                 os.fsync(out.fileno())
-        except OSError as exc:  # named by the file meant, not its temporary
+        except OSError as exc:
             raise type(exc)(exc.errno, exc.strerror, str(path)) from None
         yield partial
     finally:
@@ -81,7 +76,7 @@ def temporary(path: Path, content: bytes) -> Iterator[Path]:
 
 
 def tail(path: Path, offset: int) -> tuple[bytes, int]:
-    """The whole lines after byte ``offset`` (none where unreadable), and the new offset."""
+    """Whole lines after byte ``offset``, and the new offset."""
     try:
         with open(path, "rb") as handle:
             handle.seek(offset)
@@ -93,14 +88,13 @@ def tail(path: Path, offset: int) -> tuple[bytes, int]:
 
 
 def write(path: Path, content: str | bytes) -> None:
-    """Writes beside ``path``, then renames over it."""
     data = content.encode("utf-8") if isinstance(content, str) else content
     with temporary(path, data) as partial:
         os.replace(partial, path)
 
 
 def create(path: Path, content: bytes) -> bool:
-    """Writes ``path`` unless it exists (atomically); True if written."""
+    """Atomically, unless ``path`` exists; True if written."""
     path.parent.mkdir(parents=True, exist_ok=True)
     with temporary(path, content) as partial:
         try:
@@ -110,22 +104,22 @@ def create(path: Path, content: bytes) -> bool:
     return True
 
 
-_held: dict[Path, int] = {}  # locked folder -> how deep this process holds it
+_held: collections.Counter[Path] = collections.Counter()
 
 
 @contextlib.contextmanager
 def lock(
     target: Path, wait: bool = True, waiting: Callable[[], None] | None = None
 ) -> Iterator[None]:
-    """Holds ``target``'s lock, re-entrant: an flock on its folder (no lock file to leave behind).
-    ``waiting`` is called before waiting; ``wait=False`` raises UserError instead."""
+    """Re-entrant, an flock on ``target``'s folder; ``waiting`` runs before waiting, ``wait=False``
+    refuses instead."""
     folder = target.resolve().parent
     while not folder.is_dir():
         folder = folder.parent
     with contextlib.ExitStack() as held:
-        if folder not in _held:
+        if not _held[folder]:
             handle = os.open(folder, os.O_RDONLY)
-            held.callback(os.close, handle)  # closing the last descriptor releases the flock
+            held.callback(os.close, handle)  # which releases the flock
             try:
                 fcntl.flock(
                     handle, fcntl.LOCK_EX | (0 if wait and waiting is None else fcntl.LOCK_NB)
@@ -137,21 +131,17 @@ def lock(
                     ) from None
                 waiting()
                 fcntl.flock(handle, fcntl.LOCK_EX)
-        _held[folder] = _held.get(folder, 0) + 1
-        try:
-            yield
-        finally:
-            _held[folder] -= 1
-            if not _held[folder]:
-                del _held[folder]
+        _held[folder] += 1
+        held.callback(_held.subtract, [folder])
+        yield
 
 
 _AT_FDCWD = -100
-_RENAME_EXCHANGE = 2  # linux/fs.h; macOS renamex_np's RENAME_SWAP has the same value
+_RENAME_EXCHANGE = 2  # linux/fs.h; macOS's RENAME_SWAP too
 
 
 def _exchange(first: Path, second: Path) -> bool:
-    """Swaps two paths in one step; False where the OS cannot."""
+    """False where the OS cannot."""
     libc = ctypes.CDLL(None, use_errno=True)
     paths = (os.fsencode(first), os.fsencode(second))
     if sys.platform.startswith("linux") and hasattr(libc, "renameat2"):  # glibc 2.28+
@@ -164,8 +154,7 @@ def _exchange(first: Path, second: Path) -> bool:
 
 
 def replace_folder(new: Path, target: Path, kept: Sequence[Kept] = ()) -> None:
-    """Puts the folder ``new`` at ``target`` and deletes what was there, in one swap where the OS
-    can."""
+    """Puts ``new`` at ``target``, deleting the old, in one swap where the OS can."""
     check_owned(target, kept)
     if not target.exists():
         os.rename(new, target)
@@ -178,17 +167,17 @@ def replace_folder(new: Path, target: Path, kept: Sequence[Kept] = ()) -> None:
         remove(old, kept)
 
 
-_TEMPORARY = re.compile(r"\..+-[0-9a-f]{32}\.tmp")  # temporary's names, no other file's
+_TEMPORARY = re.compile(r"\..+-[0-9a-f]{32}\.tmp")
 
 
 def orphans(folder: Path) -> list[Path]:
-    """The temporary files a killed writer left in ``folder`` and the folders under it."""
+    """Files killed writers left in ``folder`` and its subfolders."""
     found = [*folder.glob(".*.tmp"), *folder.glob("*/.*.tmp")] if folder.is_dir() else []
     return [path for path in found if _TEMPORARY.fullmatch(path.name)]
 
 
 def clean_orphans(folder: Path) -> list[Path]:
-    """Deletes the orphans of ``folder`` (under its lock: no writer is mid-rename)."""
+    """Call under the folder's lock: no writer is mid-rename."""
     for leftover in (found := orphans(folder)):
         leftover.unlink(missing_ok=True)
     return found

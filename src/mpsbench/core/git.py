@@ -8,7 +8,7 @@ from pathlib import Path
 
 from mpsbench.core.errors import UserError
 
-_REDIRECTS = ("GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE")
+_REDIRECTS = ("GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE")  # set by hooks: they redirect git
 
 
 def run(
@@ -18,17 +18,13 @@ def run(
     env: dict[str, str] | None = None,
     check: bool = True,
 ) -> subprocess.CompletedProcess[bytes]:
-    """``git ARGS`` in ``repo``; a failure is a UserError if ``check``."""
-    # git hooks set these: they would send the command to another repository
     clean = {key: value for key, value in os.environ.items() if key not in _REDIRECTS}
-    stdin = data.encode() if isinstance(data, str) else data
     done = subprocess.run(
         ["git", *args],
         cwd=repo,
-        input=stdin,
+        input=data.encode() if isinstance(data, str) else data,
         env={**clean, **(env or {})},
         capture_output=True,
-        check=False,
     )
     if check and done.returncode != 0:
         raise UserError(f"git {' '.join(args[:2])} failed in {repo}: {said(done)}")
@@ -40,7 +36,6 @@ def text(repo: Path, *args: str, data: str | None = None, env: dict[str, str] | 
 
 
 def said(done: subprocess.CompletedProcess[bytes]) -> str:
-    """git's reason for a failure, in one line."""
     return "; ".join(
         line.strip() for line in done.stderr.decode(errors="replace").splitlines() if line.strip()
     )

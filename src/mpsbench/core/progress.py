@@ -1,4 +1,4 @@
-"""Progress lines, ``mpsbench COMPONENT: message``, on stderr: stdout carries only the answer."""
+"""Progress lines on stderr, ``mpsbench COMPONENT: message``."""
 
 from __future__ import annotations
 
@@ -27,8 +27,8 @@ def logger(name: str) -> logging.Logger:
         handler.setFormatter(_Component())
         root.addHandler(handler)
         root.setLevel(logging.INFO)
-        root.propagate = False  # a host application's logging does not print them twice
-    if name == "__main__":  # run as ``python -m``: the module's real name
+        root.propagate = False  # else a host's logging prints them twice
+    if name == "__main__":  # run by ``python -m``
         spec = getattr(sys.modules["__main__"], "__spec__", None)
         name = spec.name if spec is not None else ROOT
     return logging.getLogger(name if name.startswith(f"{ROOT}.") else f"{ROOT}.{name}")

@@ -1,4 +1,4 @@
-"""The timeline builds an ``asv run`` range names, read before anything runs."""
+"""The timeline builds an ``asv run`` range names."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from pathlib import Path
 from mpsbench.core import git
 from mpsbench.core.errors import UserError
 
-REFUSED = ("NEW", "EXISTING", "TAGS", "HEAD")  # mean nothing to a record run's scratch folder
+REFUSED = ("NEW", "EXISTING", "TAGS", "HEAD")  # meaningless to a record run's scratch folder
 HASHFILE = "HASHFILE:"
 
 
@@ -22,8 +22,8 @@ def _choices(timeline: Path) -> str:
         timeline, "for-each-ref", "--format=%(refname:short)", "refs/heads/", "refs/tags/"
     ).split()
     return (
-        f"use ALL, HASHFILE:path, or timeline hashes from 'mpsbench build list' (HASH^! or OLD..NEW), channels and"
-        f" tags ({', '.join(names) or 'none yet'})"
+        "use ALL, HASHFILE:path, or timeline hashes from 'mpsbench build list' (HASH^! or"
+        f" OLD..NEW), channels and tags ({', '.join(names) or 'none yet'})"
     )
 
 
@@ -33,7 +33,10 @@ def _listed(timeline: Path, what: str, *args: str) -> list[str]:
         return done.stdout.decode().split()
     said = (git.said(done).splitlines() or ["git failed"])[0]
     if "@" in what:  # CHANNEL@ID is no git revision
-        root = "; a range names builds by timeline hash or tag, not CHANNEL@ID: 'mpsbench build list' gives each hash"
+        root = (
+            "; name builds by timeline hash or tag, not CHANNEL@ID: 'mpsbench build list' gives"
+            " each hash"
+        )
     elif "^" in what:  # a channel's first build has no parent
         root = "; a channel's first build has no '^': name the channel for all its builds"
     else:
@@ -44,34 +47,27 @@ def _listed(timeline: Path, what: str, *args: str) -> list[str]:
 
 
 def builds(timeline: Path, branches: Sequence[str], spec: str | None) -> list[str]:
-    """The timeline commits ``spec`` names, in asv's order; RangeError where none."""
+    """The timeline commits ``spec`` names, in asv's order."""
     what, git_range = f"range {spec!r}", False
+    if spec in REFUSED:
+        raise RangeError(f"{what} is not supported here: {_choices(timeline)}")
     if spec is None or spec.startswith(HASHFILE):
         what = "the config's branches" if spec is None else what
         names = branches if spec is None else Path(spec[len(HASHFILE) :]).read_text().split()
-        found = [
-            commit
-            for name in names
-            for commit in _listed(timeline, what, "rev-parse", "--verify", f"{name}^{{commit}}")
-        ]
+        queries = [["rev-parse", "--verify", f"{name}^{{commit}}"] for name in names]
     elif spec == "ALL":
-        found = [
-            commit
-            for branch in branches
-            for commit in _listed(timeline, what, "rev-list", "--first-parent", branch)
-        ]
-    elif spec in REFUSED:
-        raise RangeError(f"range {spec!r} is not supported here: {_choices(timeline)}")
+        queries = [["rev-list", "--first-parent", branch] for branch in branches]
     else:
         try:
-            words = shlex.split(spec)  # as asv splits it
+            words = shlex.split(spec)  # as asv does
         except ValueError as exc:
             raise RangeError(
-                f"range {spec!r} cannot be read as asv reads it ({exc}): {_choices(timeline)}"
+                f"{what} cannot be read as asv reads it ({exc}): {_choices(timeline)}"
             ) from None
-        what, git_range = f"build range {spec!r}", True
-        found = _listed(timeline, what, "rev-list", "--first-parent", *words, "--")
-    if not found:  # A..A or NEW..OLD: asv would run nothing and say little
+        what, git_range = f"build {what}", True
+        queries = [["rev-list", "--first-parent", *words, "--"]]
+    found = [commit for query in queries for commit in _listed(timeline, what, *query)]
+    if not found:  # asv would run nothing and say little
         why = "is it reversed? asv ranges are OLD..NEW" if git_range else _choices(timeline)
         raise RangeError(f"{what} names no build of the timeline {timeline}: {why}")
     return list(dict.fromkeys(found))

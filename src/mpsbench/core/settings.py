@@ -1,4 +1,4 @@
-"""The ``MPSBENCH_*`` settings, each read and checked here; benchmark processes inherit them."""
+"""The ``MPSBENCH_*`` settings, read and checked here; benchmark processes inherit them."""
 
 from __future__ import annotations
 
@@ -8,20 +8,19 @@ from dataclasses import dataclass
 
 from mpsbench.core.errors import UserError
 
-FULL = "MPSBENCH_FULL"  # every device at every batch size
-DEVICES = "MPSBENCH_DEVICES"  # the devices to time (default: every one present)
-CONFIG = "MPSBENCH_CONFIG"  # another asv.conf.json for scripts/publish
-MACHINE = "MPSBENCH_MACHINE"  # a fleet runner's machine name
-# compare's and bisect's cpu rows: one step a call (docs/explanation/the-rule.md)
-SINGLE_STEPS = "MPSBENCH_SINGLE_STEPS"
-ALLOW_FALLBACK = "MPSBENCH_ALLOW_FALLBACK"  # time mps combinations with ops on the cpu
+FULL = "MPSBENCH_FULL"
+DEVICES = "MPSBENCH_DEVICES"
+CONFIG = "MPSBENCH_CONFIG"
+MACHINE = "MPSBENCH_MACHINE"
+SINGLE_STEPS = "MPSBENCH_SINGLE_STEPS"  # docs/explanation/the-rule.md
+ALLOW_FALLBACK = "MPSBENCH_ALLOW_FALLBACK"
 ON = ("1", "true", "yes", "on")
 OFF = ("0", "false", "no", "off")
 
 
 @dataclass(frozen=True)
 class Setting:
-    """A setting that changes what a measured value means: a recording run refuses it."""
+    """Changes what a measured value means: a recording run refuses it."""
 
     name: str
     does: str
@@ -44,30 +43,26 @@ SETTINGS = {
 }
 
 
-def recording_refusal(environ: Mapping[str, str] | None = None) -> str | None:
-    """Why a recording run cannot start here; None if it can."""
-    environ = os.environ if environ is None else environ
+def recording_refusal() -> str | None:
     for setting in SETTINGS.values():
-        value = environ.get(setting.name, "")
+        value = os.environ.get(setting.name, "")
         if value.strip().lower() not in (*OFF, ""):
             who = "mpsbench sets it for compare and bisect; " if setting.internal else ""
             return (
-                f"{setting.name}={value!r} {setting.does}, so the values would not be history: {who}unset it to"
-                " record, or add --dry-run for a throw-away run"
+                f"{setting.name}={value!r} {setting.does}, so the values would not be history:"
+                f" {who}unset it to record, or add --dry-run for a throw-away run"
             )
     return None
 
 
 def without_internal(environ: Mapping[str, str]) -> dict[str, str]:
-    """``environ`` less every internal setting."""
     return {k: v for k, v in environ.items() if not getattr(SETTINGS.get(k), "internal", False)}
 
 
 def flag(name: str) -> bool:
-    """On or off; unset or empty is off."""
+    """Unset or empty is off."""
     value = os.environ.get(name, "")
-    word = value.strip().lower()
-    if word in (*ON, *OFF, ""):
+    if (word := value.strip().lower()) in (*ON, *OFF, ""):
         return word in ON
     raise UserError(
         f"{name}={value!r} is neither on ({', '.join(ON)}) nor off ({', '.join(OFF)}, or unset)"
@@ -75,29 +70,28 @@ def flag(name: str) -> bool:
 
 
 def choices(name: str, valid: Sequence[str]) -> tuple[str, ...] | None:
-    """A comma-separated list of ``valid`` names; None where unset or empty."""
+    """Comma-separated ``valid`` names; None where unset or empty."""
     if not (value := os.environ.get(name, "")).strip():
         return None
     items = [item.strip() for item in value.split(",")]
     for item in items:
         if item not in valid:
             raise UserError(
-                f"{name}={value!r} names {item!r}: give a comma-separated list of {', '.join(valid)}"
+                f"{name}={value!r} names {item!r}: give a comma-separated list of"
+                f" {', '.join(valid)}"
             )
     return tuple(dict.fromkeys(items))
 
 
 def text(name: str) -> str | None:
-    """Free text, checked where used; None where unset or empty."""
     return os.environ.get(name, "").strip() or None
 
 
 def whole(name: str, default: int, least: int, most: int) -> int:
-    """A whole number from ``least`` to ``most``; ``default`` where unset or empty."""
     if not (value := os.environ.get(name, "")).strip():
         return default
     try:
-        number = int(value.strip())
+        number = int(value)
     except ValueError:
         number = least - 1
     if not least <= number <= most:

@@ -1,8 +1,9 @@
-"""Text a person types or reads: command-line numbers and names, and tables."""
+"""Text a person types or reads: argparse types and tables."""
 
 from __future__ import annotations
 
 import argparse
+import itertools
 import math
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -32,7 +33,7 @@ def number(
 
 
 def checked(check: Callable[[str], Any]) -> Callable[[str], Any]:
-    """An argparse type from a library's check, refusing with its one line."""
+    """An argparse type refusing with ``check``'s one line."""
 
     def parse(value: str) -> Any:
         try:
@@ -44,10 +45,8 @@ def checked(check: Callable[[str], Any]) -> Callable[[str], Any]:
 
 
 def table(rows: Sequence[Sequence[str]], rule: bool = True) -> str:
-    """Rows as left-aligned columns, a dashed rule under the header."""
-    widths = [
-        max(len(row[col]) for row in rows if col < len(row)) for col in range(max(map(len, rows)))
-    ]
+    """Left-aligned columns, a dashed rule under the header."""
+    widths = [max(map(len, column)) for column in itertools.zip_longest(*rows, fillvalue="")]
     lines = [
         "  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip() for row in rows
     ]
