@@ -1,5 +1,4 @@
-"""The site's first screen, above asv's grid: each machine's newest seed step times per device,
-linked to their graphs, and the GPU speedups over cpu."""
+"""The site's first screen: each machine's newest seed step times per device and GPU speedups."""
 
 from __future__ import annotations
 
@@ -17,20 +16,18 @@ from mpsbench.results import recorded
 from mpsbench.site import patches
 from mpsbench.site import throughput as tp
 
-ANCHOR = '<div id="summarygrid-display"'  # asv's grid, index.html's default route
+ANCHOR = '<div id="summarygrid-display"'  # asv's grid
 MARK = "mpsbench-landing"
-MEASURED_KEY = "mpsbench_measured"  # index.json's key: param values with a recorded number
-SEEDS = {"training": models.NAMES, "inference": models.INFERENCE_NAMES}  # benchmark_models' params
+MEASURED_KEY = "mpsbench_measured"  # in index.json
+SEEDS = {"training": models.NAMES, "inference": models.INFERENCE_NAMES}
 NONE = '<td class="mpsbench-none">-</td>'
 
 
 @dataclass(frozen=True)
 class Value:
-    """One step time: asv's median, and half its interquartile range over the median."""
-
     step: tp.Step
     seconds: float
-    spread: float | None  # None without statistics
+    spread: float | None  # half the interquartile range over the median
     seed: bool  # else the largest batch
 
     @property
@@ -55,7 +52,7 @@ class Machine:
     machine: str
     commit: str
     build: str  # its label
-    devices: list[str]  # with a value, in devices.NAMES order
+    devices: list[str]
     lines: list[Line]
     missing: list[str]  # "model kind" with no value
 
@@ -65,7 +62,7 @@ class Machine:
 
 
 def summarize(results: tp.Results, timeline: Reader) -> list[Machine]:
-    """Each machine with a timed seed row, at its newest such build by date."""
+    """Each machine with a timed seed row, at its newest such build."""
     found = []
     for machine in results.recorded.machines:
         builds = [c for c in results.recorded.builds(machine) if (machine, c) in results.timed]
@@ -97,7 +94,6 @@ def summarize(results: tp.Results, timeline: Reader) -> list[Machine]:
 
 
 def graph_link(machine: str, step: tp.Step) -> str:
-    """index.html's hash for the step's graph, its params selected."""
     params = {
         "machine": machine,
         "p-device": repr(step.device),
@@ -132,9 +128,7 @@ def _cell(machine: str, value: Value | None) -> str:
 
 def _machine_html(summary: Machine) -> str:
     speedups = [f"{gpu}/cpu" for gpu in summary.gpus if tp.CPU in summary.devices]
-    head = "".join(
-        f"<th>{html.escape(label)}</th>" for label in ["model", "step", *summary.devices, *speedups]
-    )
+    head = "".join(f"<th>{label}</th>" for label in ["model", "step", *summary.devices, *speedups])
     rows = []
     for line in summary.lines:
         cells = "".join(
@@ -146,7 +140,7 @@ def _machine_html(summary: Machine) -> str:
     notes = []
     if not speedups:
         notes.append(
-            f"Only {', '.join(summary.devices)} measured here: a speedup needs mps or cuda beside cpu on one machine."
+            f"Only {', '.join(summary.devices)} measured here: a speedup needs a GPU beside cpu."
         )
     if any(not value.seed for line in summary.lines for value in line.values.values()):
         notes.append(tp.FALLBACK_NOTE)
@@ -171,25 +165,23 @@ STYLE = (
 
 def to_html(summaries: list[Machine], figures: str) -> str:
     body = "".join(map(_machine_html, summaries)) or (
-        "<p>No training or inference step of a seed model is recorded yet: the rows below are the"
-        " other benchmarks'.</p>"
+        "<p>No seed model's training or inference step is recorded yet.</p>"
     )
     return (
         f'<div id="{MARK}"><style>{STYLE}</style>'
         "<h2>Training and inference step time per device</h2>"
-        "<p>Each seed model's step (training: forward, loss, backward, optimizer step; inference: a"
-        " forward pass) at its seed batch size on each machine's newest build: asv's median ± half"
-        " its interquartile range; lower is faster. A speedup is the GPU's samples/s over the cpu's"
-        f" on one machine and build. Each time links to its graph across builds.</p>{body}"
-        f"<p>The seeds' figures: <a href=\"{html.escape(figures)}\">Figures</a>. Below: asv's grid of"
-        " every benchmark (the Benchmark list and Regressions tabs are in the bar above).</p><hr></div>"
+        "<p>Each seed model's step (training: forward, loss, backward, optimizer step; inference:"
+        " forward) at its seed batch on each machine's newest build: asv's median ± half the"
+        " interquartile range, lower is faster; speedup: the GPU's samples/s over the cpu's. Each"
+        f' time links to its graph.</p>{body}<p>More: <a href="{html.escape(figures)}">Figures</a>;'
+        " below, asv's grid of every benchmark.</p><hr></div>"
     )
 
 
 def measured_params(
     found: recorded.Recorded, param_names: dict[str, tuple[str, ...]]
 ) -> dict[str, list[list[str]]]:
-    """Per benchmark and param, the values (asv's reprs) of rows with a recorded number."""
+    """Per benchmark and param, the values of rows with a recorded number."""
     combinations: dict[str, set[tuple[str, ...]]] = {}
     for rows in found.values.values():
         for row in rows:

@@ -1,6 +1,4 @@
-"""Patches asv 0.6.6's published pages: a Figures tab, every channel and only measured values
-selected on load, a lone build as a labelled point, only measured builds on the top axis, and a
-site that opens from file://. Each patch stops with one line where asv's code moved."""
+"""Patches asv 0.6.6's published pages; each patch stops with one line where asv's code moved."""
 
 from __future__ import annotations
 
@@ -15,12 +13,12 @@ from mpsbench.site.site_assets import VENDOR, SiteAssetError
 
 NAV_ANCHOR = '<li id="nav-li-regressions">'
 GRAPH_SCRIPT = "graphdisplay.js"
-# asv selects only the first branch on load, hiding the other channels' builds
+# asv selects only the first branch on load, hiding the other channels
 FIRST_BRANCH_ONLY = "state[param] = [values[0]];"
 EVERY_BRANCH = "state[param] = values;  /* mpsbench: every channel of the default (site.patches) */"
-# Chromium refuses XMLHttpRequest from file://: this loads NAME.json's twin NAME.json.js instead
+# Chromium refuses XMLHttpRequest from file://: this loads NAME.json.js instead
 LOADER = f"{VENDOR}/mpsbench/file-json.js"
-# asv selects each param's first values, which may have no data (mps on a cpu-only machine)
+# asv selects each param's first values, which may have no data
 FIRST_VALUES = re.compile(
     r"for \(var j = 0; j < param_values\.length && \(j\+1\)\*count <= max_curves; \+\+j\) \{"
     r"\s*item\.push\(j\);\s*\}"
@@ -39,7 +37,7 @@ MEASURED_TILES = (
     "  /* mpsbench: tiles with data only (site.patches) */"
 )
 LONE_POINT = f"{VENDOR}/mpsbench/lone-point.js"
-ASV_SCRIPT = re.compile(r"(?=<script\b[^>]*\bsrc=\"asv\.js\")")  # before asv.js, after flot
+ASV_SCRIPT = re.compile(r"(?=<script\b[^>]*\bsrc=\"asv\.js\")")
 TWIN = ".js"
 _JQUERY_TAG = re.compile(
     r"<script\b[^>]*\bsrc=\"[^\"]*jquery(?:-[\d.]+)?\.min\.js\"[^>]*>\s*</script>", re.IGNORECASE
@@ -49,7 +47,6 @@ _JQUERY_TAG = re.compile(
 def insert_once(
     html_dir: Path, marker: str, anchor: re.Pattern[str], what: str, addition: str
 ) -> None:
-    """``addition`` into index.html after ``anchor``, unless ``marker`` is there."""
     index = html_dir / "index.html"
     text = index.read_text(encoding="utf-8")
     if marker in text:
@@ -60,7 +57,6 @@ def insert_once(
 
 
 def _replace_once(script: Path, old: str | re.Pattern[str], new: str, what: str) -> None:
-    """The one ``old`` of ``script`` replaced by ``new``, unless ``new`` is there."""
     old = re.compile(re.escape(old)) if isinstance(old, str) else old
     text = script.read_text(encoding="utf-8")
     if new in text:
@@ -73,7 +69,6 @@ def _replace_once(script: Path, old: str | re.Pattern[str], new: str, what: str)
 
 
 def add_nav_link(html_dir: Path, label: str, href: str) -> None:
-    """A navbar entry after asv's Regressions tab."""
     item_id = "nav-li-mpsbench-" + re.sub(r"[^a-z0-9]+", "-", label.lower()).strip("-")
     insert_once(
         html_dir,
@@ -85,7 +80,6 @@ def add_nav_link(html_dir: Path, label: str, href: str) -> None:
 
 
 def show_every_channel(html_dir: Path) -> None:
-    """The graph page selects every branch (channel) on load."""
     _replace_once(
         html_dir / GRAPH_SCRIPT,
         FIRST_BRANCH_ONLY,
@@ -105,7 +99,7 @@ def select_measured_values(html_dir: Path, key: str) -> None:
 
 
 def grid_of_measured(html_dir: Path, key: str) -> None:
-    """asv's grid draws only benchmarks with a recorded value; the list tab keeps them all."""
+    """asv's grid draws only benchmarks with a recorded value."""
     _replace_once(
         html_dir / GRID_SCRIPT,
         EVERY_TILE,
@@ -115,7 +109,6 @@ def grid_of_measured(html_dir: Path, key: str) -> None:
 
 
 def _add_script(html_dir: Path, name: str, target: str, anchor: re.Pattern[str], what: str) -> None:
-    """Copies our script ``name`` to ``target`` and loads it in index.html after ``anchor``."""
     (html_dir / target).parent.mkdir(parents=True, exist_ok=True)
     (html_dir / target).write_text(
         resources.files("mpsbench.site").joinpath(name).read_text("utf-8"), "utf-8"
@@ -130,7 +123,7 @@ def label_lone_points(html_dir: Path) -> None:
 
 
 def keep_measured_tags(html_dir: Path, measured: Collection[str]) -> list[str]:
-    """Keeps on the top axis only tags of builds with a recorded value; returns the others."""
+    """Keeps on the top axis only tags of measured builds; returns the others."""
     path = html_dir / "index.json"
     index = json.loads(path.read_text(encoding="utf-8"))
     hashes = {
@@ -151,13 +144,12 @@ def twin(data: str) -> str:
 
 
 def make_readable_from_disk(html_dir: Path) -> int:
-    """The file:// loader after jQuery and a twin beside every JSON file, to run last (the twins
-    copy the final JSON); the number of twins."""
+    """The file:// loader and a .js twin of every JSON file (so it runs last); the twins made."""
     what = "jQuery that the file:// loader could follow"
     _add_script(html_dir, "file_json.js", LOADER, _JQUERY_TAG, what)
     documents = sorted(html_dir.rglob("*.json"))
     for path in documents:
         data = path.read_text(encoding="utf-8")
-        json.loads(data)  # invalid JSON would make an invalid twin: stop here
+        json.loads(data)  # no twin of invalid JSON
         path.with_name(path.name + TWIN).write_text(twin(data), encoding="utf-8")
     return len(documents)

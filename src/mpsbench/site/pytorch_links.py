@@ -1,5 +1,4 @@
-"""Points the site's commit links at PyTorch's commits, not timeline hashes: pytorch.html's script
-(pytorch_links.js) redirects to the commit or range a link names."""
+"""Points the site's commit links at PyTorch's commits through pytorch.html's redirect."""
 
 from __future__ import annotations
 
@@ -31,12 +30,11 @@ def _full(builds: dict[str, str | None], prefix: str) -> str | None:
 
 
 def rewrite(site: Path, timeline: Reader) -> dict[str, str | None]:
-    """Writes pytorch.html, points index.json at it, fixes regressions.xml; each timeline commit's
-    git_version."""
+    """Writes pytorch.html, points index.json and the feed at it; each build's git_version."""
     index_path = site / "index.json"
     index = json.loads(index_path.read_text())
     builds = {commit: timeline.git_version(commit) for commit in index["revision_to_hash"].values()}
-    for commit in list(builds):  # the builds before the first, for ranges from them
+    for commit in list(builds):  # parents, for ranges from them
         if (parent := timeline.parent(commit)) and parent not in builds:
             builds[parent] = timeline.git_version(parent)
     index["show_commit_url"] = SHOW_COMMIT_URL
