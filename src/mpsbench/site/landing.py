@@ -198,7 +198,7 @@ def write(html_dir: Path, results_dir: Path, timeline: Reader, figures: str) -> 
         html_dir,
         f'id="{MARK}"',
         re.compile(re.escape(ANCHOR) + "[^>]*>"),
-        f"{ANCHOR}> to put the summary in",
+        f"{ANCHOR}>",
         "\n" + to_html(summaries, figures),
     )
     index_json = html_dir / "index.json"

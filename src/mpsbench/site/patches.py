@@ -56,16 +56,16 @@ def insert_once(
     index.write_text(text[: found.end()] + addition + text[found.end() :], encoding="utf-8")
 
 
-def _replace_once(script: Path, old: str | re.Pattern[str], new: str, what: str) -> None:
-    old = re.compile(re.escape(old)) if isinstance(old, str) else old
+def _replace_once(script: Path, old: str | re.Pattern[str], new: str, what: str = "") -> None:
+    pattern = re.compile(re.escape(old)) if isinstance(old, str) else old
     text = script.read_text(encoding="utf-8")
     if new in text:
         return
-    if len(old.findall(text)) != 1:
+    if len(pattern.findall(text)) != 1:
         raise SiteAssetError(
-            f"{script} has no one {what}; a different asv version? see mpsbench.site.patches"
+            f"{script} has no one {what or repr(old)}; a different asv version? see mpsbench.site.patches"
         )
-    script.write_text(old.sub(lambda _: new, text), encoding="utf-8")
+    script.write_text(pattern.sub(lambda _: new, text), encoding="utf-8")
 
 
 def add_nav_link(html_dir: Path, label: str, href: str) -> None:
@@ -74,18 +74,13 @@ def add_nav_link(html_dir: Path, label: str, href: str) -> None:
         html_dir,
         f'id="{item_id}"',
         re.compile(re.escape(NAV_ANCHOR) + ".*?</li>", re.DOTALL),
-        f"{NAV_ANCHOR} to put the {label!r} link after",
+        NAV_ANCHOR,
         f'\n\t<li id="{item_id}"><a href="{html.escape(href)}">{html.escape(label)}</a></li>',
     )
 
 
 def show_every_channel(html_dir: Path) -> None:
-    _replace_once(
-        html_dir / GRAPH_SCRIPT,
-        FIRST_BRANCH_ONLY,
-        EVERY_BRANCH,
-        f"{FIRST_BRANCH_ONLY!r} to select every channel by",
-    )
+    _replace_once(html_dir / GRAPH_SCRIPT, FIRST_BRANCH_ONLY, EVERY_BRANCH)
 
 
 def select_measured_values(html_dir: Path, key: str) -> None:
@@ -94,18 +89,13 @@ def select_measured_values(html_dir: Path, key: str) -> None:
         html_dir / GRAPH_SCRIPT,
         FIRST_VALUES,
         MEASURED_VALUES.format(key=key),
-        "loop selecting the first param values to patch",
+        "loop selecting the first param values",
     )
 
 
 def grid_of_measured(html_dir: Path, key: str) -> None:
     """asv's grid draws only benchmarks with a recorded value."""
-    _replace_once(
-        html_dir / GRID_SCRIPT,
-        EVERY_TILE,
-        MEASURED_TILES.replace("KEY", key),
-        f"{EVERY_TILE!r} to keep the measured tiles by",
-    )
+    _replace_once(html_dir / GRID_SCRIPT, EVERY_TILE, MEASURED_TILES.replace("KEY", key))
 
 
 def _add_script(html_dir: Path, name: str, target: str, anchor: re.Pattern[str], what: str) -> None:
@@ -113,25 +103,21 @@ def _add_script(html_dir: Path, name: str, target: str, anchor: re.Pattern[str],
     (html_dir / target).write_text(
         resources.files("mpsbench.site").joinpath(name).read_text("utf-8"), "utf-8"
     )
-    tag = f'<script src="{target}"></script>'
-    insert_once(html_dir, f'src="{target}"', anchor, what, f"{tag}\n")
+    tag = f'<script src="{target}"></script>\n'
+    insert_once(html_dir, f'src="{target}"', anchor, what, tag)
 
 
 def label_lone_points(html_dir: Path) -> None:
-    what = "asv.js script to load the lone-point plugin before"
-    _add_script(html_dir, "lone_point.js", LONE_POINT, ASV_SCRIPT, what)
+    _add_script(html_dir, "lone_point.js", LONE_POINT, ASV_SCRIPT, "asv.js script")
 
 
 def keep_measured_tags(html_dir: Path, measured: Collection[str]) -> list[str]:
     """Keeps on the top axis only tags of measured builds; returns the others."""
     path = html_dir / "index.json"
     index = json.loads(path.read_text(encoding="utf-8"))
-    hashes = {
-        int(revision): commit for revision, commit in index.get("revision_to_hash", {}).items()
-    }
-    tags = index.get("tags", {})
+    hashes, tags = index.get("revision_to_hash", {}), index.get("tags", {})
     kept = {
-        tag: revision for tag, revision in tags.items() if hashes.get(int(revision)) in measured
+        tag: revision for tag, revision in tags.items() if hashes.get(str(revision)) in measured
     }
     if kept != tags:
         index["tags"] = kept
@@ -145,8 +131,7 @@ def twin(data: str) -> str:
 
 def make_readable_from_disk(html_dir: Path) -> int:
     """The file:// loader and a .js twin of every JSON file (so it runs last); the twins made."""
-    what = "jQuery that the file:// loader could follow"
-    _add_script(html_dir, "file_json.js", LOADER, _JQUERY_TAG, what)
+    _add_script(html_dir, "file_json.js", LOADER, _JQUERY_TAG, "jQuery script")
     documents = sorted(html_dir.rglob("*.json"))
     for path in documents:
         data = path.read_text(encoding="utf-8")
