@@ -66,12 +66,10 @@ def batch_note(point: Point) -> str:
 def _fallback_footnote(points: Iterable[Point], model: str) -> str:
     seed = seed_batch(model)
     if seed is None:
-        return (
-            "no seed batch size is registered for this model: the largest batch measured is shown"
-        )
+        return "no seed batch size registered: the largest batch measured"
     if all(point.seed for point in points):
         return f"batch size {seed} (the seed's)"
-    return f"* not measured at the seed's batch size {seed}: the largest batch measured is shown"
+    return f"* not at the seed's batch size {seed}: the largest batch measured"
 
 
 def _device_bars(

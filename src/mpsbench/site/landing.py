@@ -170,11 +170,11 @@ def to_html(summaries: list[Machine], figures: str) -> str:
     return (
         f'<div id="{MARK}"><style>{STYLE}</style>'
         "<h2>Training and inference step time per device</h2>"
-        "<p>Each seed model's step (training: forward, loss, backward, optimizer step; inference:"
-        " forward) at its seed batch on each machine's newest build: asv's median ± half the"
-        " interquartile range, lower is faster; speedup: the GPU's samples/s over the cpu's. Each"
-        f' time links to its graph.</p>{body}<p>More: <a href="{html.escape(figures)}">Figures</a>;'
-        " below, asv's grid of every benchmark.</p><hr></div>"
+        "<p>Each seed model's median step time ± half the interquartile range (training: forward,"
+        " loss, backward, optimizer step; inference: forward) at its seed batch on each machine's"
+        " newest build; speedup: GPU samples/s over cpu's. Each time links to its graph.</p>"
+        f'{body}<p>More: <a href="{html.escape(figures)}">Figures</a>;'
+        " below, asv's grid.</p><hr></div>"
     )
 
 

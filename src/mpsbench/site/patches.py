@@ -15,7 +15,7 @@ NAV_ANCHOR = '<li id="nav-li-regressions">'
 GRAPH_SCRIPT = "graphdisplay.js"
 # asv selects only the first branch on load, hiding the other channels
 FIRST_BRANCH_ONLY = "state[param] = [values[0]];"
-EVERY_BRANCH = "state[param] = values;  /* mpsbench: every channel of the default (site.patches) */"
+EVERY_BRANCH = "state[param] = values;  /* mpsbench: every channel (site.patches) */"
 # Chromium refuses XMLHttpRequest from file://: this loads NAME.json.js instead
 LOADER = f"{VENDOR}/mpsbench/file-json.js"
 # asv selects each param's first values, which may have no data

@@ -90,10 +90,12 @@ def _speedup(results: tp.Results, save: Save) -> list[Block]:
         ]
         for s in found
     ]
-    columns = "model, kind, machine, device, batch, cpu batch, samples/s, cpu samples/s, speedup"
     return [
         *_per_model(save, "speedup", "speedup over cpu", found, lambda s: s.model, figures.speedup),
-        _table(columns, rows),
+        _table(
+            "model, kind, machine, device, batch, cpu batch, samples/s, cpu samples/s, speedup",
+            rows,
+        ),
         tp.FALLBACK_NOTE,
     ]
 
@@ -186,11 +188,10 @@ def _compile(results: tp.Results, save: Save) -> list[Block]:
         ]
         for p in found
     ]
-    columns = "machine, device, kind, model, eager ms, compiled ms, speedup, compile s"
     return [
         Image("compile.png", "eager against compiled step times"),
         "Speedup: eager over compiled step time; compile s: the compiled step's first call.",
-        _table(columns, rows),
+        _table("machine, device, kind, model, eager ms, compiled ms, speedup, compile s", rows),
     ]
 
 
@@ -216,12 +217,9 @@ def _correctness(found: recorded.Recorded, timeline: Reader) -> list[Block]:
         builds = found.builds(machine)[-NEWEST:]
         rows = {
             row
-            for commit in builds
-            for table in (
-                found.values.get((machine, commit), {}),
-                found.failed.get((machine, commit), ()),
-            )
-            for row in table
+            for c in builds
+            for row in found.values.get((machine, c), {}).keys()
+            | found.failed.get((machine, c), set())
             if row.benchmark in (*ERRORS, DIFFERENCES)
         }
         if rows:
@@ -238,9 +236,9 @@ def _correctness(found: recorded.Recorded, timeline: Reader) -> list[Block]:
         return ["No machine has correctness results (benchmark_patterns)."]
     limits = ", ".join(f"{dtype} {limit:g}" for dtype, limit in tolerances.TOLERANCES.items())
     return [
-        f"Relative error against float64 (red past the dtype's tolerance: {limits}) and largest"
-        " difference between identical calls (red unless 0); failed: asv recorded a failure, e.g."
-        " a crash (docs/explanation/instruments.md).",
+        f"Error: relative to float64, red past the dtype's tolerance ({limits}); difference:"
+        " between identical calls, red unless 0; failed: asv recorded a failure, e.g. a crash"
+        " (docs/explanation/instruments.md).",
         *blocks,
     ]
 
@@ -299,11 +297,14 @@ def _changes(results: tp.Results, thresholds: dict[str, float], timeline: Reader
         for c, j in zip(changes, judged)
     ]
     moved = (rule.Decision.SLOWER, rule.Decision.FASTER)
-    columns = "machine, kind, model, device, batch, old ms, new ms, new/old, change"
     return [
         "Each machine's newest step time over its channel's build before, judged by the row's"
         " statistics and threshold (docs/explanation/site.md).",
-        _table(columns, rows, [j.label if j.decision in moved else "" for j in judged]),
+        _table(
+            "machine, kind, model, device, batch, old ms, new ms, new/old, change",
+            rows,
+            [j.label if j.decision in moved else "" for j in judged],
+        ),
     ]
 
 
@@ -319,7 +320,7 @@ def pytorch_range(timeline: Reader, old: str | None, new: str) -> Cell:
 def _regressions(site: Path | None, timeline: Reader) -> list[Block]:
     if site is None:
         return ["Not read: pass --site with the published html_dir."]
-    blocks: list[Block] = ["No regression: asv detected none, or none held up row by row (below)."]
+    blocks: list[Block] = ["No regression: asv detected none, or none held up row by row."]
     if found := regressions_page.latest(site, timeline):
         rows = [
             [
@@ -334,11 +335,13 @@ def _regressions(site: Path | None, timeline: Reader) -> list[Block]:
             ]
             for r in found
         ]
-        columns = "benchmark, graph, machine, kind, after/before, builds, PyTorch commits, explain"
         blocks = [
             "The site's Regressions tab, newest first, each jump judged by the row's statistics"
             " (docs/explanation/site.md); explain: the ops that changed, where bisect kept them.",
-            _table(columns, rows),
+            _table(
+                "benchmark, graph, machine, kind, after/before, builds, PyTorch commits, explain",
+                rows,
+            ),
         ]
     if aside := regressions_page.set_aside(site):
         rows = [

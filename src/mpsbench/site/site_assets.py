@@ -236,8 +236,8 @@ def make_offline(html_dir: Path, cache: Path = CACHE) -> list[str]:
     loads = [load for page in pages(html_dir) for load in external_loads(page)]
     if unknown := sorted({load.url for load in loads} - set(ASSETS)):
         raise SiteAssetError(
-            f"{unknown[0]} (loaded by the published pages) is not in mpsbench.site.site_assets.ASSETS;"
-            " a different asv version? add it there"
+            f"{unknown[0]} (loaded by the pages) is not in mpsbench.site.site_assets.ASSETS; a"
+            " different asv version? add it there"
         )
     written: list[str] = []
     local: dict[str, str] = {}
@@ -256,18 +256,19 @@ def make_offline(html_dir: Path, cache: Path = CACHE) -> list[str]:
             down.setdefault(exc.host, exc.why)
             left_on_cdn[asset.package] = exc.host
             continue
-        if asset.substitute and integrity and host not in down:
-            try:
-                cached = cache / "cdn" / re.sub(r"[^\w.-]+", "_", url.split("://", 1)[-1])
-                data[asset.path] = _fetch(url, integrity, cached, "asv's own file")
-            except Unreachable as exc:
-                down.setdefault(host, exc.why)
-            except SiteAssetError:
-                down.setdefault(host, "serves another file than asv's page pins")
-        elif integrity and not asset.substitute:
+        if asset.substitute:
+            if integrity and host not in down:
+                try:
+                    cached = cache / "cdn" / re.sub(r"[^\w.-]+", "_", url.split("://", 1)[-1])
+                    data[asset.path] = _fetch(url, integrity, cached, "asv's own file")
+                except Unreachable as exc:
+                    down[host] = exc.why
+                except SiteAssetError:
+                    down[host] = "serves another file than asv's page pins"
+            if host in down or not integrity:
+                substitutes.add(asset.package)
+        elif integrity:
             check_integrity(data[asset.path], integrity, f"{asset.package}/{asset.path}")
-        if asset.substitute and (host in down or not integrity):
-            substitutes.add(asset.package)
         for path, content in data.items():
             written.append(f"{VENDOR}/{asset.package}/{path}")
             (html_dir / written[-1]).parent.mkdir(parents=True, exist_ok=True)

@@ -68,10 +68,13 @@ class Results:
         for machine in self.recorded.machines:
             newest = self.recorded.values[(machine, self.recorded.builds(machine)[-1])]
             for row, measured in newest.items():
-                if row.benchmark in names and row.benchmark in self.param_names:
+                if (
+                    row.benchmark in found
+                    and row.benchmark in self.param_names
+                    and measured.value > 0
+                ):
                     params = recorded.named(row, self.param_names[row.benchmark])
-                    if measured.value > 0:
-                        found[row.benchmark].append((machine, params, measured.value))
+                    found[row.benchmark].append((machine, params, measured.value))
         return found
 
 
@@ -99,8 +102,7 @@ def load(results_dir: Path) -> Results:
 
 
 def seed_batch(model: str) -> int | None:
-    spec = models.REGISTRY.get(model)
-    return spec.seed_batch_size if spec else None
+    return spec.seed_batch_size if (spec := models.REGISTRY.get(model)) else None
 
 
 @dataclass(frozen=True)
@@ -220,14 +222,13 @@ def previous_build(results: Results, machine: str, timeline: Reader) -> str | No
 def build_changes(results: Results, timeline: Reader) -> list[Change]:
     found = []
     for machine in results.machines:
-        if (old := previous_build(results, machine, timeline)) is None:
-            continue
-        new = results.builds(machine)[-1]
-        before, after = (results.timed.get((machine, c), {}) for c in (old, new))
-        for step in sorted(before.keys() & after.keys()):
-            found.append(
+        if old := previous_build(results, machine, timeline):
+            new = results.builds(machine)[-1]
+            before, after = (results.timed.get((machine, c), {}) for c in (old, new))
+            found += [
                 Change(machine, old, new, step, after[step][0], before[step][1], after[step][1])
-            )
+                for step in sorted(before.keys() & after.keys())
+            ]
     return found
 
 
