@@ -12,7 +12,7 @@ from mpsbench.site.throughput import CPU, KINDS, Pair, Point, ReleasePoint, Spee
 
 DEVICE_COLORS = {"cpu": "#7f7f7f", "mps": "#1f77b4", "cuda": "#2ca02c"}
 KIND_COLORS = {"training": "#d62728", "inference": "#1f77b4"}
-WIDTH = 0.38  # of each of two bars
+WIDTH = 0.38
 Save = Callable[[str], Path]
 
 
@@ -173,7 +173,7 @@ def by_release(
                 key=lambda p: p.date_ms,
             )
             when = [datetime.fromtimestamp(p.date_ms / 1000, tz=timezone.utc) for p in line]
-            label = f"{key[0]} {key[1]}, {key[2]}, python {key[3]}"
+            label = "{} {}, {}, python {}".format(*key)
             ax.plot(when, [p.ratio for p in line], marker="o", label=label)
             for moment, p in zip(when, line):
                 ax.annotate(
@@ -196,16 +196,14 @@ def compile_pairs(found: list[Pair], out: Path) -> None:
             (-WIDTH / 2, "eager", "#7f7f7f"),
             (WIDTH / 2, "compiled", "#ff7f0e"),
         ):
-            seconds = [getattr(p, mode) for p in found]
             bars = ax.bar(
                 [i + offset for i in range(len(found))],
-                [s * 1e3 for s in seconds],
+                [getattr(p, mode) * 1e3 for p in found],
                 WIDTH,
                 color=color,
                 label=mode,
             )
-        labels = [f"{p.speedup:.2f}x" for p in found]
-        ax.bar_label(bars, labels=labels, fontsize=7, padding=2)
+        ax.bar_label(bars, labels=[f"{p.speedup:.2f}x" for p in found], fontsize=7, padding=2)
         ax.set_xticks(
             range(len(found)),
             [f"{p.model}\n{p.kind}\n{p.machine} {p.device}" for p in found],

@@ -18,7 +18,7 @@ from mpsbench.site import throughput as tp
 
 ANCHOR = '<div id="summarygrid-display"'  # asv's grid
 MARK = "mpsbench-landing"
-MEASURED_KEY = "mpsbench_measured"  # in index.json
+MEASURED_KEY = "mpsbench_measured"
 SEEDS = {"training": models.NAMES, "inference": models.INFERENCE_NAMES}
 NONE = '<td class="mpsbench-none">-</td>'
 
@@ -51,7 +51,7 @@ class Line:
 class Machine:
     machine: str
     commit: str
-    build: str  # its label
+    build: str
     devices: list[str]
     lines: list[Line]
     missing: list[str]  # "model kind" with no value

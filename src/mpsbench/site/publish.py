@@ -12,14 +12,13 @@ from mpsbench.core.errors import UserError
 from mpsbench.results import recorded
 from mpsbench.site import landing, patches, pytorch_links, regressions_page, report, site_assets
 
-FIGURES = "mpsbench"  # in html_dir
-HTML_DIR_OPTIONS = ("-o", "--html-dir")  # asv publish's
+FIGURES = "mpsbench"
+HTML_DIR_OPTIONS = ("-o", "--html-dir")
 
 log = progress.logger(__name__)
 
 
 def measured_builds(results: Path) -> set[str]:
-    """The builds with a recorded value on any machine."""
     try:
         found = recorded.load(results, strict=False)
     except recorded.RecordedError:

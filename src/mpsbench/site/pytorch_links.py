@@ -44,7 +44,7 @@ def rewrite(site: Path, timeline: Reader) -> dict[str, str | None]:
     index_path = site / "index.json"
     index = json.loads(index_path.read_text())
     commits = list(index["revision_to_hash"].values())
-    parents = [parent for commit in commits if (parent := timeline.parent(commit))]  # for ranges
+    parents = [parent for commit in commits if (parent := timeline.parent(commit))]
     builds = {commit: timeline.git_version(commit) for commit in commits + parents}
     index["show_commit_url"] = SHOW_COMMIT_URL
     index_path.write_text(json.dumps(index, separators=(",", ":")))

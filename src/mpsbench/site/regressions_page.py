@@ -79,7 +79,7 @@ def judge_site(
     several_branches = len(index.get("params", {}).get("branch", [])) > 1
     kept_entries: list[Any] = []
     judged: list[dict[str, Any]] = []
-    kept_keys: dict[FeedKey, str | None] = {}  # -> new title
+    kept_keys: dict[FeedKey, str | None] = {}
     for entry in detected:
         name, graph_path, graph_params, idx, *_, jumps = entry
         machine, branch = graph_param(graph_path, "machine"), graph_param(graph_path, "branch")
@@ -129,7 +129,7 @@ def judge_site(
                 kept_jumps.append(
                     [revision_of.get(old, rev_a) if old else rev_a, rev_b, before, after]
                 )
-                key = (name, feed_machine, new if rev_a is None else f"{old}-{new}")  # asv's link
+                key = (name, feed_machine, new if rev_a is None else f"{old}-{new}")
                 kept_keys[key] = (
                     None if verdict.slower else f"{verdict.label}: {name} ({verdict.reason})"
                 )
@@ -154,7 +154,7 @@ class Regression:
     revision: int
     graph: str = ""
     kind: str = "slower"  # or a correctness verdict
-    explain: str = ""  # from the site's root
+    explain: str = ""
 
     @property
     def ratio(self) -> float:

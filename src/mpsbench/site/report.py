@@ -309,7 +309,6 @@ def _changes(results: tp.Results, thresholds: dict[str, float], timeline: Reader
 
 
 def pytorch_range(timeline: Reader, old: str | None, new: str) -> Cell:
-    """The PyTorch commits between two builds, as a compare link."""
     before = timeline.git_version(old) if old else None
     if not (before and (after := timeline.git_version(new))):
         return "git_version unknown"

@@ -42,7 +42,7 @@ class Step:
     batch: int
 
 
-Build = tuple[str, str]  # (machine, commit)
+Build = tuple[str, str]
 Timed = tuple[recorded.Row, recorded.Measured]
 Newest = dict[str, list[tuple[str, dict[str, Any], float]]]
 
