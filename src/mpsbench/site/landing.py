@@ -20,7 +20,7 @@ ANCHOR = '<div id="summarygrid-display"'  # asv's grid
 MARK = "mpsbench-landing"
 MEASURED_KEY = "mpsbench_measured"
 SEEDS = {"training": models.NAMES, "inference": models.INFERENCE_NAMES}
-NONE = '<td class="mpsbench-none">-</td>'
+NONE = '<td class="dim">-</td>'
 
 
 @dataclass(frozen=True)
@@ -115,7 +115,7 @@ def _cell(machine: str, value: Value | None) -> str:
         return NONE
     step = value.step
     spread = f" <small>± {value.spread:.0%}</small>" if value.spread is not None else ""
-    batch = f'<small class="mpsbench-batch">bs {step.batch}{"" if value.seed else "*"}</small>'
+    batch = f'<small class="dim">bs {step.batch}{"" if value.seed else "*"}</small>'
     title = (
         f"{step.kind} step of {step.model} on {step.device}, batch {step.batch}:"
         f" {value.samples_per_second:,.0f} samples/s; open its graph"
@@ -148,9 +148,9 @@ def _machine_html(summary: Machine) -> str:
         notes.append(f"No value yet on this build: {', '.join(summary.missing)}.")
     return (
         f"<h3>{html.escape(summary.machine)} <small>newest build: {html.escape(summary.build)}</small></h3>"
-        f'<table class="table table-condensed table-striped mpsbench-steps"><thead><tr>{head}</tr></thead>'
+        f'<table class="table table-condensed table-striped"><thead><tr>{head}</tr></thead>'
         f"<tbody>{''.join(rows)}</tbody></table>"
-        + "".join(f'<p class="mpsbench-note">{html.escape(note)}</p>' for note in notes)
+        + "".join(f'<p class="dim">{html.escape(note)}</p>' for note in notes)
     )
 
 
@@ -158,7 +158,7 @@ STYLE = (
     f"#{MARK}{{padding:10px 20px 0 20px;max-width:1100px}}#{MARK} table{{width:auto}}"
     f"#{MARK} :is(td,th){{padding:3px 14px 3px 0;text-align:right}}"
     f"#{MARK} :is(td,th):nth-child(-n+2){{text-align:left}}"
-    f"#{MARK} :is(.mpsbench-batch,.mpsbench-none,.mpsbench-note){{color:#777}}"
+    f"#{MARK} .dim{{color:#777}}"
     f"#{MARK} h3{{margin-top:12px}}"
 )
 

@@ -202,31 +202,24 @@ def _rewrite(text: str, local: dict[str, str]) -> str:
     return _TAG.sub(replace, text)
 
 
-def _outcome(
-    made_local: int, substitutes: set[str], down: dict[str, str], left_on_cdn: dict[str, str]
-) -> str:
-    said = (
+def _outcome(made_local: int, substitutes: set[str], down: dict[str, str], left: set[str]) -> str:
+    said = [
         f"{made_local} CDN files made local in the site's {VENDOR}/"
         if made_local
         else "no CDN file made local"
-    )
-    if left_on_cdn:
-        hosts = ", ".join(f"{host} {down[host]}" for host in sorted(set(left_on_cdn.values())))
-        said += (
-            f"; {hosts}: {', '.join(sorted(left_on_cdn))} load from their CDNs, so the site needs the"
-            " internet and asv preview until a publish reaches the registry"
+    ]
+    said += [f"{host} {why}" for host, why in sorted(down.items())]
+    if left:
+        said.append(
+            f"{', '.join(sorted(left))} load from their CDNs: the site needs the internet and asv"
+            " preview until a publish reaches the registry"
         )
     if substitutes:
-        cdns = ", ".join(
-            f"{host} {why}"
-            for host, why in sorted(down.items())
-            if host not in left_on_cdn.values()
+        said.append(
+            f"npm's {', '.join(sorted(substitutes))} stand in for asv's CDN files"
+            " (registry-checked): the site works the same"
         )
-        said += (
-            f"; {cdns + ': ' if cdns else ''}npm's {', '.join(sorted(substitutes))} stand in for asv's"
-            " CDN files (registry-checked), the site works the same"
-        )
-    return said
+    return "; ".join(said)
 
 
 def make_offline(html_dir: Path, cache: Path = CACHE) -> list[str]:
@@ -243,7 +236,7 @@ def make_offline(html_dir: Path, cache: Path = CACHE) -> list[str]:
     local: dict[str, str] = {}
     substitutes: set[str] = set()
     down: dict[str, str] = {}
-    left_on_cdn: dict[str, str] = {}
+    left_on_cdn: set[str] = set()
     page_integrity = {load.url: load.integrity for load in reversed(loads)}  # the first page's
     for url, integrity in sorted(page_integrity.items()):
         asset, host = ASSETS[url], _host(url)
@@ -254,7 +247,7 @@ def make_offline(html_dir: Path, cache: Path = CACHE) -> list[str]:
             }
         except Unreachable as exc:
             down.setdefault(exc.host, exc.why)
-            left_on_cdn[asset.package] = exc.host
+            left_on_cdn.add(asset.package)
             continue
         if asset.substitute:
             if integrity and host not in down:
