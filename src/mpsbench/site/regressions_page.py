@@ -199,8 +199,7 @@ def latest(html: Path, timeline: Reader) -> list[Regression]:
                     judged.get("explain", ""),
                 )
             )
-    found.sort(key=lambda r: (-r.revision, -r.ratio, r.benchmark))
-    return found[:LATEST]
+    return sorted(found, key=lambda r: (-r.revision, -r.ratio, r.benchmark))[:LATEST]
 
 
 def _judged(html: Path) -> list[dict[str, Any]]:
