@@ -247,7 +247,7 @@ def _tokens(results: tp.Results, save: Save) -> list[Block]:
     sizes = models.LLAMA_GENERATION
     batch, prompt = sizes["batch"], sizes["prompt_tokens"]
     rows = results.newest({PREFILL, DECODE})
-    prefill = {(m, p["device"], p["model"]): v for m, p, v in rows[PREFILL]}
+    prefill = {(m, p["device"], p["model"]): ms(v) for m, p, v in rows[PREFILL]}
     decode = sorted((m, str(p["device"]), str(p["model"]), v) for m, p, v in rows[DECODE])
     if not decode:
         return ["No machine has decode results (benchmark_modern.LlmDecode)."]
@@ -264,7 +264,7 @@ def _tokens(results: tp.Results, save: Save) -> list[Block]:
             model,
             f"{batch / seconds:.1f}",
             ms(seconds),
-            ms(prefill[m, d, model]) if (m, d, model) in prefill else "-",
+            prefill.get((m, d, model), "-"),
         ]
         for m, d, model, seconds in decode
     ]
