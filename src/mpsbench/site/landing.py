@@ -202,7 +202,7 @@ def write(html_dir: Path, results_dir: Path, timeline: Reader, figures: str) -> 
         "\n" + to_html(summaries, figures),
     )
     index_json = html_dir / "index.json"
-    data = json.loads(index_json.read_text(encoding="utf-8"))
+    data = json.loads(index_json.read_text("utf-8"))
     data[MEASURED_KEY] = measured_params(results.recorded, results.param_names)
-    index_json.write_text(json.dumps(data), encoding="utf-8")
+    index_json.write_text(json.dumps(data), "utf-8")
     return summaries

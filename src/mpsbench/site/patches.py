@@ -48,24 +48,24 @@ def insert_once(
     html_dir: Path, marker: str, anchor: re.Pattern[str], what: str, addition: str
 ) -> None:
     index = html_dir / "index.html"
-    text = index.read_text(encoding="utf-8")
+    text = index.read_text("utf-8")
     if marker in text:
         return
     if (found := anchor.search(text)) is None:
         raise SiteAssetError(f"{index} has no {what}; a different asv version?")
-    index.write_text(text[: found.end()] + addition + text[found.end() :], encoding="utf-8")
+    index.write_text(text[: found.end()] + addition + text[found.end() :], "utf-8")
 
 
 def _replace_once(script: Path, old: str | re.Pattern[str], new: str, what: str = "") -> None:
     pattern = re.compile(re.escape(old)) if isinstance(old, str) else old
-    text = script.read_text(encoding="utf-8")
+    text = script.read_text("utf-8")
     if new in text:
         return
     if len(pattern.findall(text)) != 1:
         raise SiteAssetError(
             f"{script} has no one {what or repr(old)}; a different asv version? see mpsbench.site.patches"
         )
-    script.write_text(pattern.sub(lambda _: new, text), encoding="utf-8")
+    script.write_text(pattern.sub(lambda _: new, text), "utf-8")
 
 
 def add_nav_link(html_dir: Path, label: str, href: str) -> None:
@@ -114,14 +114,14 @@ def label_lone_points(html_dir: Path) -> None:
 def keep_measured_tags(html_dir: Path, measured: Collection[str]) -> list[str]:
     """Keeps on the top axis only tags of measured builds; returns the others."""
     path = html_dir / "index.json"
-    index = json.loads(path.read_text(encoding="utf-8"))
+    index = json.loads(path.read_text("utf-8"))
     hashes, tags = index.get("revision_to_hash", {}), index.get("tags", {})
     kept = {
         tag: revision for tag, revision in tags.items() if hashes.get(str(revision)) in measured
     }
     if kept != tags:
         index["tags"] = kept
-        path.write_text(json.dumps(index), encoding="utf-8")
+        path.write_text(json.dumps(index), "utf-8")
     return sorted(tags.keys() - kept.keys())
 
 
@@ -134,7 +134,7 @@ def make_readable_from_disk(html_dir: Path) -> int:
     _add_script(html_dir, "file_json.js", LOADER, _JQUERY_TAG, "jQuery script")
     documents = sorted(html_dir.rglob("*.json"))
     for path in documents:
-        data = path.read_text(encoding="utf-8")
+        data = path.read_text("utf-8")
         json.loads(data)  # no twin of invalid JSON
-        path.with_name(path.name + TWIN).write_text(twin(data), encoding="utf-8")
+        path.with_name(path.name + TWIN).write_text(twin(data), "utf-8")
     return len(documents)

@@ -61,7 +61,7 @@ def rewrite(site: Path, timeline: Reader) -> dict[str, str | None]:
         "<table><thead><tr><th>timeline commit</th><th>build</th><th>PyTorch commit</th></tr>"
         f'</thead><tbody>{rows}</tbody></table><script type="application/json" id="builds">{data}'
         f"</script><script>var UPSTREAM = {json.dumps(UPSTREAM)};\n{script}</script></body></html>\n",
-        encoding="utf-8",
+        "utf-8",
     )
 
     def upstream(match: re.Match[str]) -> str:

@@ -423,6 +423,6 @@ def build(
     }
     title = "mpsbench: the seeds' figures"
     document = [Section(heading, blocks) for heading, blocks in sections.items()]
-    save("summary.md").write_text(to_markdown(title, document), encoding="utf-8")
-    save("summary.html").write_text(to_html(title, document), encoding="utf-8")
+    save("summary.md").write_text(to_markdown(title, document), "utf-8")
+    save("summary.html").write_text(to_html(title, document), "utf-8")
     log.info(f"done: {len(written)} files in {out_dir}")

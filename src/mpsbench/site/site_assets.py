@@ -183,7 +183,7 @@ def pages(html_dir: Path) -> list[Path]:
 
 
 def external_loads(page: Path) -> Iterator[Load]:
-    for found in _TAG.finditer(page.read_text(encoding="utf-8")):
+    for found in _TAG.finditer(page.read_text("utf-8")):
         url, attributes = _source(found.group(0))
         if _EXTERNAL.match(url):
             yield Load(page, url, attributes.get("integrity", ""))
@@ -271,8 +271,8 @@ def make_offline(html_dir: Path, cache: Path = CACHE) -> list[str]:
             (html_dir / written[-1]).write_bytes(content)
         local[url] = f"{VENDOR}/{asset.package}/{asset.path}"
     for page in pages(html_dir):
-        text = page.read_text(encoding="utf-8")
+        text = page.read_text("utf-8")
         if (rewritten := _rewrite(text, local)) != text:
-            page.write_text(rewritten, encoding="utf-8")
+            page.write_text(rewritten, "utf-8")
     log.info(_outcome(len(local), substitutes, down, left_on_cdn))
     return written
