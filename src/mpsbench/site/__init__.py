@@ -1,1 +1,1 @@
-"""The published site: asv publish's output made offline, the figures and summary, link rewriting."""
+"""The published site: asv publish's output made offline, with figures and a summary."""

@@ -12,14 +12,14 @@ from mpsbench.site.throughput import CPU, KINDS, Pair, Point, ReleasePoint, Spee
 
 DEVICE_COLORS = {"cpu": "#7f7f7f", "mps": "#1f77b4", "cuda": "#2ca02c"}
 KIND_COLORS = {"training": "#d62728", "inference": "#1f77b4"}
-WIDTH = 0.38  # of each of two bars side by side
-Save = Callable[[str], Path]  # a file name -> its path, announced
+WIDTH = 0.38
+Save = Callable[[str], Path]
 
 
 def pyplot() -> Any:
     import matplotlib
 
-    matplotlib.use("Agg")  # files only, no display
+    matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     return plt
@@ -27,7 +27,6 @@ def pyplot() -> Any:
 
 @contextlib.contextmanager
 def _figure(out: Path, **subplots: Any) -> Iterator[tuple[Any, Any]]:
-    """``plt.subplots(**subplots)``, saved into ``out`` at the block's end."""
     plt = pyplot()
     fig, axes = plt.subplots(layout="constrained", **subplots)
     yield fig, axes
@@ -49,8 +48,7 @@ def _nothing(ax: Any, what: str) -> None:
 
 
 def _keep_width(ax: Any, bars: int) -> None:
-    """A lone bar or group keeps the width it has among three."""
-    ax.set_xlim(-0.6, max(bars, 3) - 0.4)
+    ax.set_xlim(-0.6, max(bars, 3) - 0.4)  # a lone bar keeps its width among three
 
 
 def number(value: float) -> str:
@@ -62,19 +60,16 @@ def ms(seconds: float) -> str:
 
 
 def batch_note(point: Point) -> str:
-    """``bs N``, starred where N is not the seed's batch size."""
     return f"bs {point.workload.batch}" + ("" if point.seed else "*")
 
 
 def _fallback_footnote(points: Iterable[Point], model: str) -> str:
     seed = seed_batch(model)
     if seed is None:
-        return (
-            "no seed batch size is registered for this model: the largest batch measured is shown"
-        )
+        return "no seed batch size registered: the largest batch measured"
     if all(point.seed for point in points):
         return f"batch size {seed} (the seed's)"
-    return f"* not measured at the seed's batch size {seed}: the largest batch measured is shown"
+    return f"* not at the seed's batch size {seed}: the largest batch measured"
 
 
 def _device_bars(
@@ -87,7 +82,6 @@ def _device_bars(
 
 
 def speedup(model: str, found: list[Speedup], out: Path) -> Any:
-    """The speedup chart; returns the (closed) Figure."""
     groups = sorted({(s.machine, s.device) for s in found})
     with _figure(out, figsize=(max(6.0, 2.4 * len(groups)), 4.5)) as (fig, ax):
         for offset, kind in ((-WIDTH / 2, "training"), (WIDTH / 2, "inference")):
@@ -116,7 +110,6 @@ def speedup(model: str, found: list[Speedup], out: Path) -> Any:
 
 
 def machines(model: str, points: list[Point], out: Path) -> Any:
-    """Samples/s per machine and device, a chart per kind; returns the (closed) Figure."""
     with _figure(out, ncols=len(KINDS), figsize=(11, 4.5), squeeze=False) as (fig, axes):
         for ax, kind in zip(axes[0], KINDS):
             ax.set_title(f"{model} {kind}")
@@ -173,7 +166,6 @@ def batches(
 def by_release(
     points: list[ReleasePoint], title: str, out: Path, ylabel: str, baseline: float | None
 ) -> None:
-    """A ratio along the builds' dates, a line per model, kind, machine and Python."""
     with _figure(out, figsize=(11, 5)) as (_, ax):
         for key in sorted({(p.model, p.kind, p.machine, p.python) for p in points}):
             line = sorted(
@@ -181,7 +173,7 @@ def by_release(
                 key=lambda p: p.date_ms,
             )
             when = [datetime.fromtimestamp(p.date_ms / 1000, tz=timezone.utc) for p in line]
-            label = f"{key[0]} {key[1]}, {key[2]}, python {key[3]}"
+            label = "{} {}, {}, python {}".format(*key)
             ax.plot(when, [p.ratio for p in line], marker="o", label=label)
             for moment, p in zip(when, line):
                 ax.annotate(
@@ -199,22 +191,19 @@ def by_release(
 
 
 def compile_pairs(found: list[Pair], out: Path) -> None:
-    """Eager and compiled step times side by side, the compiled bars labelled with the speedup."""
     with _figure(out, figsize=(max(6.0, 1.2 * len(found)), 4.5)) as (_, ax):
         for offset, mode, color in (
             (-WIDTH / 2, "eager", "#7f7f7f"),
             (WIDTH / 2, "compiled", "#ff7f0e"),
         ):
-            seconds = [getattr(p, mode) for p in found]
             bars = ax.bar(
                 [i + offset for i in range(len(found))],
-                [s * 1e3 for s in seconds],
+                [getattr(p, mode) * 1e3 for p in found],
                 WIDTH,
                 color=color,
                 label=mode,
             )
-        labels = [f"{p.speedup:.2f}x" for p in found]
-        ax.bar_label(bars, labels=labels, fontsize=7, padding=2)  # the compiled bars, drawn last
+        ax.bar_label(bars, labels=[f"{p.speedup:.2f}x" for p in found], fontsize=7, padding=2)
         ax.set_xticks(
             range(len(found)),
             [f"{p.model}\n{p.kind}\n{p.machine} {p.device}" for p in found],
@@ -234,4 +223,4 @@ def tokens(
     with _figure(out, figsize=(max(6.5, 1.6 * len(speeds)), 4.0)) as (_, ax):
         _device_bars(ax, machines_devices, speeds, [f"{s:.1f}" for s in speeds])
         ax.set_ylabel("decoded tokens/s (higher is better)")
-        ax.set_title(title, fontsize=10)  # fits the narrowest figure
+        ax.set_title(title, fontsize=10)

@@ -1,5 +1,4 @@
-"""The site's first screen, above asv's grid: each machine's newest seed step times per device,
-linked to their graphs, and the GPU speedups over cpu."""
+"""The site's first screen: each machine's newest seed step times per device and GPU speedups."""
 
 from __future__ import annotations
 
@@ -17,20 +16,18 @@ from mpsbench.results import recorded
 from mpsbench.site import patches
 from mpsbench.site import throughput as tp
 
-ANCHOR = '<div id="summarygrid-display"'  # asv's grid, index.html's default route
+ANCHOR = '<div id="summarygrid-display"'  # asv's grid
 MARK = "mpsbench-landing"
-MEASURED_KEY = "mpsbench_measured"  # index.json's key: param values with a recorded number
-SEEDS = {"training": models.NAMES, "inference": models.INFERENCE_NAMES}  # benchmark_models' params
-NONE = '<td class="mpsbench-none">-</td>'
+MEASURED_KEY = "mpsbench_measured"
+SEEDS = {"training": models.NAMES, "inference": models.INFERENCE_NAMES}
+NONE = '<td class="dim">-</td>'
 
 
 @dataclass(frozen=True)
 class Value:
-    """One step time: asv's median, and half its interquartile range over the median."""
-
     step: tp.Step
     seconds: float
-    spread: float | None  # None without statistics
+    spread: float | None  # half the interquartile range over the median
     seed: bool  # else the largest batch
 
     @property
@@ -54,8 +51,8 @@ class Line:
 class Machine:
     machine: str
     commit: str
-    build: str  # its label
-    devices: list[str]  # with a value, in devices.NAMES order
+    build: str
+    devices: list[str]
     lines: list[Line]
     missing: list[str]  # "model kind" with no value
 
@@ -65,7 +62,7 @@ class Machine:
 
 
 def summarize(results: tp.Results, timeline: Reader) -> list[Machine]:
-    """Each machine with a timed seed row, at its newest such build by date."""
+    """Each machine with a timed seed row, at its newest such build."""
     found = []
     for machine in results.recorded.machines:
         builds = [c for c in results.recorded.builds(machine) if (machine, c) in results.timed]
@@ -97,7 +94,6 @@ def summarize(results: tp.Results, timeline: Reader) -> list[Machine]:
 
 
 def graph_link(machine: str, step: tp.Step) -> str:
-    """index.html's hash for the step's graph, its params selected."""
     params = {
         "machine": machine,
         "p-device": repr(step.device),
@@ -119,7 +115,7 @@ def _cell(machine: str, value: Value | None) -> str:
         return NONE
     step = value.step
     spread = f" <small>± {value.spread:.0%}</small>" if value.spread is not None else ""
-    batch = f'<small class="mpsbench-batch">bs {step.batch}{"" if value.seed else "*"}</small>'
+    batch = f'<small class="dim">bs {step.batch}{"" if value.seed else "*"}</small>'
     title = (
         f"{step.kind} step of {step.model} on {step.device}, batch {step.batch}:"
         f" {value.samples_per_second:,.0f} samples/s; open its graph"
@@ -132,9 +128,7 @@ def _cell(machine: str, value: Value | None) -> str:
 
 def _machine_html(summary: Machine) -> str:
     speedups = [f"{gpu}/cpu" for gpu in summary.gpus if tp.CPU in summary.devices]
-    head = "".join(
-        f"<th>{html.escape(label)}</th>" for label in ["model", "step", *summary.devices, *speedups]
-    )
+    head = "".join(f"<th>{label}</th>" for label in ["model", "step", *summary.devices, *speedups])
     rows = []
     for line in summary.lines:
         cells = "".join(
@@ -146,7 +140,7 @@ def _machine_html(summary: Machine) -> str:
     notes = []
     if not speedups:
         notes.append(
-            f"Only {', '.join(summary.devices)} measured here: a speedup needs mps or cuda beside cpu on one machine."
+            f"Only {', '.join(summary.devices)} measured here: a speedup needs a GPU beside cpu."
         )
     if any(not value.seed for line in summary.lines for value in line.values.values()):
         notes.append(tp.FALLBACK_NOTE)
@@ -154,9 +148,9 @@ def _machine_html(summary: Machine) -> str:
         notes.append(f"No value yet on this build: {', '.join(summary.missing)}.")
     return (
         f"<h3>{html.escape(summary.machine)} <small>newest build: {html.escape(summary.build)}</small></h3>"
-        f'<table class="table table-condensed table-striped mpsbench-steps"><thead><tr>{head}</tr></thead>'
+        f'<table class="table table-condensed table-striped"><thead><tr>{head}</tr></thead>'
         f"<tbody>{''.join(rows)}</tbody></table>"
-        + "".join(f'<p class="mpsbench-note">{html.escape(note)}</p>' for note in notes)
+        + "".join(f'<p class="dim">{html.escape(note)}</p>' for note in notes)
     )
 
 
@@ -164,32 +158,30 @@ STYLE = (
     f"#{MARK}{{padding:10px 20px 0 20px;max-width:1100px}}#{MARK} table{{width:auto}}"
     f"#{MARK} :is(td,th){{padding:3px 14px 3px 0;text-align:right}}"
     f"#{MARK} :is(td,th):nth-child(-n+2){{text-align:left}}"
-    f"#{MARK} :is(.mpsbench-batch,.mpsbench-none,.mpsbench-note){{color:#777}}"
+    f"#{MARK} .dim{{color:#777}}"
     f"#{MARK} h3{{margin-top:12px}}"
 )
 
 
 def to_html(summaries: list[Machine], figures: str) -> str:
     body = "".join(map(_machine_html, summaries)) or (
-        "<p>No training or inference step of a seed model is recorded yet: the rows below are the"
-        " other benchmarks'.</p>"
+        "<p>No seed model's training or inference step is recorded yet.</p>"
     )
     return (
         f'<div id="{MARK}"><style>{STYLE}</style>'
         "<h2>Training and inference step time per device</h2>"
-        "<p>Each seed model's step (training: forward, loss, backward, optimizer step; inference: a"
-        " forward pass) at its seed batch size on each machine's newest build: asv's median ± half"
-        " its interquartile range; lower is faster. A speedup is the GPU's samples/s over the cpu's"
-        f" on one machine and build. Each time links to its graph across builds.</p>{body}"
-        f"<p>The seeds' figures: <a href=\"{html.escape(figures)}\">Figures</a>. Below: asv's grid of"
-        " every benchmark (the Benchmark list and Regressions tabs are in the bar above).</p><hr></div>"
+        "<p>Each seed model's median step time ± half the interquartile range (training: forward,"
+        " loss, backward, optimizer step; inference: forward) at its seed batch on each machine's"
+        " newest build; speedup: GPU samples/s over cpu's. Each time links to its graph.</p>"
+        f'{body}<p>More: <a href="{html.escape(figures)}">Figures</a>;'
+        " below, asv's grid.</p><hr></div>"
     )
 
 
 def measured_params(
     found: recorded.Recorded, param_names: dict[str, tuple[str, ...]]
 ) -> dict[str, list[list[str]]]:
-    """Per benchmark and param, the values (asv's reprs) of rows with a recorded number."""
+    """Per benchmark and param, the values of rows with a recorded number."""
     combinations: dict[str, set[tuple[str, ...]]] = {}
     for rows in found.values.values():
         for row in rows:
@@ -206,11 +198,11 @@ def write(html_dir: Path, results_dir: Path, timeline: Reader, figures: str) -> 
         html_dir,
         f'id="{MARK}"',
         re.compile(re.escape(ANCHOR) + "[^>]*>"),
-        f"{ANCHOR}> to put the summary in",
+        f"{ANCHOR}>",
         "\n" + to_html(summaries, figures),
     )
     index_json = html_dir / "index.json"
-    data = json.loads(index_json.read_text(encoding="utf-8"))
+    data = json.loads(index_json.read_text("utf-8"))
     data[MEASURED_KEY] = measured_params(results.recorded, results.param_names)
-    index_json.write_text(json.dumps(data), encoding="utf-8")
+    index_json.write_text(json.dumps(data), "utf-8")
     return summaries

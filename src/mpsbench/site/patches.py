@@ -1,6 +1,4 @@
-"""Patches asv 0.6.6's published pages: a Figures tab, every channel and only measured values
-selected on load, a lone build as a labelled point, only measured builds on the top axis, and a
-site that opens from file://. Each patch stops with one line where asv's code moved."""
+"""Patches asv 0.6.6's published pages; each patch stops with one line where asv's code moved."""
 
 from __future__ import annotations
 
@@ -15,12 +13,12 @@ from mpsbench.site.site_assets import VENDOR, SiteAssetError
 
 NAV_ANCHOR = '<li id="nav-li-regressions">'
 GRAPH_SCRIPT = "graphdisplay.js"
-# asv selects only the first branch on load, hiding the other channels' builds
+# asv selects only the first branch on load, hiding the other channels
 FIRST_BRANCH_ONLY = "state[param] = [values[0]];"
-EVERY_BRANCH = "state[param] = values;  /* mpsbench: every channel of the default (site.patches) */"
-# Chromium refuses XMLHttpRequest from file://: this loads NAME.json's twin NAME.json.js instead
+EVERY_BRANCH = "state[param] = values;  /* mpsbench: every channel (site.patches) */"
+# Chromium refuses XMLHttpRequest from file://: this loads NAME.json.js instead
 LOADER = f"{VENDOR}/mpsbench/file-json.js"
-# asv selects each param's first values, which may have no data (mps on a cpu-only machine)
+# asv selects each param's first values, which may have no data
 FIRST_VALUES = re.compile(
     r"for \(var j = 0; j < param_values\.length && \(j\+1\)\*count <= max_curves; \+\+j\) \{"
     r"\s*item\.push\(j\);\s*\}"
@@ -39,7 +37,7 @@ MEASURED_TILES = (
     "  /* mpsbench: tiles with data only (site.patches) */"
 )
 LONE_POINT = f"{VENDOR}/mpsbench/lone-point.js"
-ASV_SCRIPT = re.compile(r"(?=<script\b[^>]*\bsrc=\"asv\.js\")")  # before asv.js, after flot
+ASV_SCRIPT = re.compile(r"(?=<script\b[^>]*\bsrc=\"asv\.js\")")
 TWIN = ".js"
 _JQUERY_TAG = re.compile(
     r"<script\b[^>]*\bsrc=\"[^\"]*jquery(?:-[\d.]+)?\.min\.js\"[^>]*>\s*</script>", re.IGNORECASE
@@ -49,49 +47,40 @@ _JQUERY_TAG = re.compile(
 def insert_once(
     html_dir: Path, marker: str, anchor: re.Pattern[str], what: str, addition: str
 ) -> None:
-    """``addition`` into index.html after ``anchor``, unless ``marker`` is there."""
     index = html_dir / "index.html"
-    text = index.read_text(encoding="utf-8")
+    text = index.read_text("utf-8")
     if marker in text:
         return
     if (found := anchor.search(text)) is None:
         raise SiteAssetError(f"{index} has no {what}; a different asv version?")
-    index.write_text(text[: found.end()] + addition + text[found.end() :], encoding="utf-8")
+    index.write_text(text[: found.end()] + addition + text[found.end() :], "utf-8")
 
 
-def _replace_once(script: Path, old: str | re.Pattern[str], new: str, what: str) -> None:
-    """The one ``old`` of ``script`` replaced by ``new``, unless ``new`` is there."""
-    old = re.compile(re.escape(old)) if isinstance(old, str) else old
-    text = script.read_text(encoding="utf-8")
+def _replace_once(script: Path, old: str | re.Pattern[str], new: str, what: str = "") -> None:
+    pattern = re.compile(re.escape(old)) if isinstance(old, str) else old
+    text = script.read_text("utf-8")
     if new in text:
         return
-    if len(old.findall(text)) != 1:
+    if len(pattern.findall(text)) != 1:
         raise SiteAssetError(
-            f"{script} has no one {what}; a different asv version? see mpsbench.site.patches"
+            f"{script} has no one {what or repr(old)}; a different asv version? see mpsbench.site.patches"
         )
-    script.write_text(old.sub(lambda _: new, text), encoding="utf-8")
+    script.write_text(pattern.sub(lambda _: new, text), "utf-8")
 
 
 def add_nav_link(html_dir: Path, label: str, href: str) -> None:
-    """A navbar entry after asv's Regressions tab."""
     item_id = "nav-li-mpsbench-" + re.sub(r"[^a-z0-9]+", "-", label.lower()).strip("-")
     insert_once(
         html_dir,
         f'id="{item_id}"',
         re.compile(re.escape(NAV_ANCHOR) + ".*?</li>", re.DOTALL),
-        f"{NAV_ANCHOR} to put the {label!r} link after",
+        NAV_ANCHOR,
         f'\n\t<li id="{item_id}"><a href="{html.escape(href)}">{html.escape(label)}</a></li>',
     )
 
 
 def show_every_channel(html_dir: Path) -> None:
-    """The graph page selects every branch (channel) on load."""
-    _replace_once(
-        html_dir / GRAPH_SCRIPT,
-        FIRST_BRANCH_ONLY,
-        EVERY_BRANCH,
-        f"{FIRST_BRANCH_ONLY!r} to select every channel by",
-    )
+    _replace_once(html_dir / GRAPH_SCRIPT, FIRST_BRANCH_ONLY, EVERY_BRANCH)
 
 
 def select_measured_values(html_dir: Path, key: str) -> None:
@@ -100,49 +89,39 @@ def select_measured_values(html_dir: Path, key: str) -> None:
         html_dir / GRAPH_SCRIPT,
         FIRST_VALUES,
         MEASURED_VALUES.format(key=key),
-        "loop selecting the first param values to patch",
+        "loop selecting the first param values",
     )
 
 
 def grid_of_measured(html_dir: Path, key: str) -> None:
-    """asv's grid draws only benchmarks with a recorded value; the list tab keeps them all."""
-    _replace_once(
-        html_dir / GRID_SCRIPT,
-        EVERY_TILE,
-        MEASURED_TILES.replace("KEY", key),
-        f"{EVERY_TILE!r} to keep the measured tiles by",
-    )
+    """asv's grid draws only benchmarks with a recorded value."""
+    _replace_once(html_dir / GRID_SCRIPT, EVERY_TILE, MEASURED_TILES.replace("KEY", key))
 
 
 def _add_script(html_dir: Path, name: str, target: str, anchor: re.Pattern[str], what: str) -> None:
-    """Copies our script ``name`` to ``target`` and loads it in index.html after ``anchor``."""
     (html_dir / target).parent.mkdir(parents=True, exist_ok=True)
     (html_dir / target).write_text(
         resources.files("mpsbench.site").joinpath(name).read_text("utf-8"), "utf-8"
     )
-    tag = f'<script src="{target}"></script>'
-    insert_once(html_dir, f'src="{target}"', anchor, what, f"{tag}\n")
+    tag = f'<script src="{target}"></script>\n'
+    insert_once(html_dir, f'src="{target}"', anchor, what, tag)
 
 
 def label_lone_points(html_dir: Path) -> None:
-    what = "asv.js script to load the lone-point plugin before"
-    _add_script(html_dir, "lone_point.js", LONE_POINT, ASV_SCRIPT, what)
+    _add_script(html_dir, "lone_point.js", LONE_POINT, ASV_SCRIPT, "asv.js script")
 
 
 def keep_measured_tags(html_dir: Path, measured: Collection[str]) -> list[str]:
-    """Keeps on the top axis only tags of builds with a recorded value; returns the others."""
+    """Keeps on the top axis only tags of measured builds; returns the others."""
     path = html_dir / "index.json"
-    index = json.loads(path.read_text(encoding="utf-8"))
-    hashes = {
-        int(revision): commit for revision, commit in index.get("revision_to_hash", {}).items()
-    }
-    tags = index.get("tags", {})
+    index = json.loads(path.read_text("utf-8"))
+    hashes, tags = index.get("revision_to_hash", {}), index.get("tags", {})
     kept = {
-        tag: revision for tag, revision in tags.items() if hashes.get(int(revision)) in measured
+        tag: revision for tag, revision in tags.items() if hashes.get(str(revision)) in measured
     }
     if kept != tags:
         index["tags"] = kept
-        path.write_text(json.dumps(index), encoding="utf-8")
+        path.write_text(json.dumps(index), "utf-8")
     return sorted(tags.keys() - kept.keys())
 
 
@@ -151,13 +130,11 @@ def twin(data: str) -> str:
 
 
 def make_readable_from_disk(html_dir: Path) -> int:
-    """The file:// loader after jQuery and a twin beside every JSON file, to run last (the twins
-    copy the final JSON); the number of twins."""
-    what = "jQuery that the file:// loader could follow"
-    _add_script(html_dir, "file_json.js", LOADER, _JQUERY_TAG, what)
+    """The file:// loader and a .js twin of every JSON file (so it runs last); the twins made."""
+    _add_script(html_dir, "file_json.js", LOADER, _JQUERY_TAG, "jQuery script")
     documents = sorted(html_dir.rglob("*.json"))
     for path in documents:
-        data = path.read_text(encoding="utf-8")
-        json.loads(data)  # invalid JSON would make an invalid twin: stop here
-        path.with_name(path.name + TWIN).write_text(twin(data), encoding="utf-8")
+        data = path.read_text("utf-8")
+        json.loads(data)  # no twin of invalid JSON
+        path.with_name(path.name + TWIN).write_text(twin(data), "utf-8")
     return len(documents)

@@ -1,5 +1,4 @@
-"""``mpsbench publish``: the site built in a scratch folder beside html_dir, then renamed over it:
-readers see the previous site until the new one is whole (docs/explanation/site.md)."""
+"""``mpsbench publish``: the site built beside html_dir, then renamed over it whole."""
 
 from __future__ import annotations
 
@@ -13,28 +12,25 @@ from mpsbench.core.errors import UserError
 from mpsbench.results import recorded
 from mpsbench.site import landing, patches, pytorch_links, regressions_page, report, site_assets
 
-FIGURES = "mpsbench"  # the figures page's folder in html_dir
-HTML_DIR_OPTIONS = ("-o", "--html-dir")  # asv publish's own: the scratch folder is ours to name
+FIGURES = "mpsbench"
+HTML_DIR_OPTIONS = ("-o", "--html-dir")
 
 log = progress.logger(__name__)
 
 
 def measured_builds(results: Path) -> set[str]:
-    """The builds (timeline commits) with a recorded value on any machine."""
     try:
-        found = recorded.load(results, strict=False)  # as asv publish: unreadable files skipped
+        found = recorded.load(results, strict=False)
     except recorded.RecordedError:
         return set()
     return {commit for (_, commit), rows in found.values.items() if rows}
 
 
 def staging(html: Path) -> Path:
-    """Beside html_dir, on its file system for the rename."""
     return html.parent / f".{html.name}.publishing"
 
 
 def kept(suite: Suite) -> list[files.Kept]:
-    """What replacing html_dir whole may not touch."""
     conf = suite.conf
     return [
         files.Kept("the results folder", conf.results, nothing_inside=True),
@@ -45,23 +41,22 @@ def kept(suite: Suite) -> list[files.Kept]:
 
 
 def publish(suite: Suite, asv_options: Sequence[str] = ()) -> None:
-    """Publishes the suite's results into its html_dir, whole or not at all."""
     conf, keep = suite.conf, kept(suite)
     files.check_owned(conf.html, keep, f"html_dir {conf.html} of {conf.path}")
     if given := [option for option in asv_options if option.split("=", 1)[0] in HTML_DIR_OPTIONS]:
         raise UserError(
-            f"{given[0]}: mpsbench publish writes html_dir of {conf.path} ({conf.html}); set html_dir"
-            " there, or pass --config with another asv.conf.json"
+            f"{given[0]}: mpsbench publish writes html_dir of {conf.path} ({conf.html}); set it"
+            " there, or pass another --config"
         )
     if not (measured := measured_builds(conf.results)):
         raise UserError(
-            f"nothing recorded in {conf.results} yet: nothing published, {conf.html} left as it"
-            " was; record values first (scripts/bench)"
+            f"nothing recorded in {conf.results} yet: {conf.html} left as it was; record values"
+            " first (scripts/bench)"
         )
     folder = staging(conf.html)
     folder.mkdir(parents=True, exist_ok=True)
-    with files.lock(folder / "site"):  # its own lock: a run holding the results' never blocks it
-        for left in folder.iterdir():  # of a publish killed before its rename
+    with files.lock(folder / "site"):  # not the results' lock: a run never blocks it
+        for left in folder.iterdir():
             files.remove(left, keep)
         scratch = Path(tempfile.mkdtemp(prefix="site-", dir=folder))
         try:
@@ -71,42 +66,40 @@ def publish(suite: Suite, asv_options: Sequence[str] = ()) -> None:
             if scratch.exists():
                 files.remove(scratch, keep)
     log.info(
-        f"site written to {conf.html}: open {conf.html / 'index.html'} in a browser, or serve it with"
+        f"site written to {conf.html}: open its index.html in a browser, or serve it with"
         f" .venv/bin/asv preview --config {suite.config_path}"
     )
 
 
 def _build(suite: Suite, html: Path, measured: set[str], asv_options: Sequence[str]) -> None:
-    conf = suite.conf
-    figures = f"{FIGURES}/summary.html"
+    conf, figures = suite.conf, f"{FIGURES}/summary.html"
     log.info("asv publish")
     asv.publish(conf.path, [*asv_options, "--html-dir", str(html)])
     judged = regressions_page.judge_site(html, conf.results, conf.thresholds, suite.reader)
     log.info(
         f"Regressions page: {sum(j['regressed'] for j in judged)} of {len(judged)} jumps asv found"
-        f" are regressions; the rest, with their reasons: {conf.html / regressions_page.JUDGED}"
+        f" are regressions; every verdict: {conf.html / regressions_page.JUDGED}"
     )
     builds = pytorch_links.rewrite(html, suite.reader)
     log.info(
         f"commit links lead to PyTorch: {sum(map(bool, builds.values()))} of {len(builds)} builds"
-        " have an upstream commit"
+        " have one"
     )
     log.info(f"building the figures into {conf.html / FIGURES}")
     report.build(conf.results, html / FIGURES, conf, site=html)
-    log.info(f"making the site self-contained (npm registry, cached in {site_assets.CACHE})")
+    log.info(f"making the site self-contained (npm registry, cache {site_assets.CACHE})")
     site_assets.make_offline(html)
     patches.add_nav_link(html, "Figures", figures)
     patches.show_every_channel(html)
     summaries = landing.write(html, conf.results, suite.reader, figures)
-    log.info(f"index.html opens on the seeds' step times of {len(summaries)} machines")
+    log.info(f"index.html opens on the step times of {len(summaries)} machines")
     patches.select_measured_values(html, landing.MEASURED_KEY)
     patches.grid_of_measured(html, landing.MEASURED_KEY)
     patches.label_lone_points(html)
     if dropped := patches.keep_measured_tags(html, measured):
         more = ", ..." if len(dropped) > 5 else ""
         log.info(
-            f"top axis: {len(dropped)} tags of builds without a recorded value left out"
-            f" ({', '.join(dropped[:5])}{more})"
+            f"top axis: {len(dropped)} unmeasured builds' tags left out ({', '.join(dropped[:5])}{more})"
         )
     twins = patches.make_readable_from_disk(html)  # last: every JSON is final
-    log.info(f"{twins} JSON files given a .js twin, so that index.html opens from disk")
+    log.info(f"{twins} JSON files given a .js twin: index.html opens from disk")

@@ -1,5 +1,4 @@
-"""Points the site's commit links at PyTorch's commits, not timeline hashes: pytorch.html's script
-(pytorch_links.js) redirects to the commit or range a link names."""
+"""Points the site's commit links at PyTorch's commits through pytorch.html's redirect."""
 
 from __future__ import annotations
 
@@ -30,60 +29,50 @@ def _full(builds: dict[str, str | None], prefix: str) -> str | None:
     return next((commit for commit in builds if commit.startswith(prefix)), None)
 
 
+def _row(timeline: Reader, commit: str, git: str | None) -> str:
+    build = timeline.label(commit).removeprefix(commit[:8]).strip()
+    link = f'<a href="{UPSTREAM}/commit/{git}">{git[:12]}</a>' if git else "no git_version recorded"
+    return (
+        f"<tr><td><code>{commit[:12]}</code></td><td>"
+        f"{html.escape(build or 'unknown: the timeline here has no build.json for it')}</td>"
+        f"<td>{link}</td></tr>"
+    )
+
+
 def rewrite(site: Path, timeline: Reader) -> dict[str, str | None]:
-    """Writes pytorch.html, points index.json at it, fixes regressions.xml; each timeline commit's
-    git_version."""
+    """Writes pytorch.html, points index.json and the feed at it; each build's git_version."""
     index_path = site / "index.json"
     index = json.loads(index_path.read_text())
-    builds = {commit: timeline.git_version(commit) for commit in index["revision_to_hash"].values()}
-    for commit in list(builds):  # the builds before the first, for ranges from them
-        if (parent := timeline.parent(commit)) and parent not in builds:
-            builds[parent] = timeline.git_version(parent)
+    commits = list(index["revision_to_hash"].values())
+    parents = [parent for commit in commits if (parent := timeline.parent(commit))]
+    builds = {commit: timeline.git_version(commit) for commit in commits + parents}
     index["show_commit_url"] = SHOW_COMMIT_URL
     index_path.write_text(json.dumps(index, separators=(",", ":")))
-    rows = "".join(
-        f"<tr><td><code>{commit[:12]}</code></td><td>"
-        + html.escape(
-            timeline.label(commit).removeprefix(commit[:8]).strip()
-            or "unknown: the timeline here has no build.json for it"
-        )
-        + "</td><td>"
-        + (
-            f'<a href="{UPSTREAM}/commit/{git}">{git[:12]}</a>'
-            if git
-            else "no git_version recorded"
-        )
-        + "</td></tr>"
-        for commit, git in builds.items()
-    )
+    rows = "".join(_row(timeline, commit, git) for commit, git in builds.items())
     data = json.dumps({commit: {"git": git} for commit, git in builds.items()}).replace(
         "</", "<\\/"
     )
-    script = (
-        resources.files("mpsbench.site").joinpath("pytorch_links.js").read_text(encoding="utf-8")
-    )
+    script = resources.files("mpsbench.site").joinpath("pytorch_links.js").read_text("utf-8")
     title = "PyTorch commits of the builds"
     (site / PAGE).write_text(
         f'<!doctype html><html><head><meta charset="utf-8"><title>{title}</title></head><body>'
         f'<p><a href="index.html">&larr; benchmark graphs</a></p><h1>{title}</h1>'
-        '<p id="note">Each build on the site is a timeline commit; this is the PyTorch commit it was made from.</p>'
-        f"<table><thead><tr><th>timeline commit</th><th>build</th><th>PyTorch commit</th></tr></thead><tbody>{rows}"
-        f'</tbody></table><script type="application/json" id="builds">{data}</script>'
-        f"<script>var UPSTREAM = {json.dumps(UPSTREAM)};\n{script}</script></body></html>\n",
-        encoding="utf-8",
+        '<p id="note">Each build is a timeline commit, made from the PyTorch commit beside it.</p>'
+        "<table><thead><tr><th>timeline commit</th><th>build</th><th>PyTorch commit</th></tr>"
+        f'</thead><tbody>{rows}</tbody></table><script type="application/json" id="builds">{data}'
+        f"</script><script>var UPSTREAM = {json.dumps(UPSTREAM)};\n{script}</script></body></html>\n",
+        "utf-8",
     )
 
     def upstream(match: re.Match[str]) -> str:
         old, new = match.group(1), match.group(2) or match.group(3)
-        full_new = _full(builds, new)
-        # one commit: asv means the change from the build before it
-        full_old = _full(builds, old) if old else (timeline.parent(full_new) if full_new else None)
-        url = upstream_url(builds, full_old, full_new) if full_new else None
-        return url or f"{PAGE}#//github.com/{new}"
+        if full_new := _full(builds, new):
+            # one commit: asv means the change from the build before it
+            full_old = _full(builds, old) if old else timeline.parent(full_new)
+            return upstream_url(builds, full_old, full_new) or SHOW_COMMIT_URL + new
+        return SHOW_COMMIT_URL + new
 
     feed = site / "regressions.xml"
     if feed.is_file():
-        feed.write_text(
-            _FEED_LINK.sub(upstream, feed.read_text(encoding="utf-8")), encoding="utf-8"
-        )
+        feed.write_text(_FEED_LINK.sub(upstream, feed.read_text("utf-8")), "utf-8")
     return builds

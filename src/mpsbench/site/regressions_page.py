@@ -1,5 +1,5 @@
-"""The published Regressions page re-judged row by row (mpsbench.regressions.rule): only the slower
-and the wrong stay in regressions.json and its feed; every verdict goes to JUDGED."""
+"""The published Regressions page re-judged row by row: only the slower and the wrong stay in
+regressions.json and its feed; every verdict goes to JUDGED."""
 
 from __future__ import annotations
 
@@ -22,8 +22,8 @@ from mpsbench.results import recorded
 JUDGED = "regressions-judged.json"
 FeedKey = tuple[str, str | None, str]  # row, machine (None where the link names none), commits
 ATOM = "http://www.w3.org/2005/Atom"
-LATEST = 20  # on the figures page
-EXPLAINED = "explain"  # the site's folder of explain's tables
+LATEST = 20
+EXPLAINED = "explain"
 
 
 def graph_param(graph_path: str, key: str) -> str | None:
@@ -52,8 +52,7 @@ def _graph_url(
 def _jump_builds(
     revision_to_hash: dict[str, str], timeline: Reader, rev_a: int | None, rev_b: int
 ) -> tuple[str | None, str]:
-    """A jump's two builds; where asv names no older one, the newer one's timeline parent (the
-    build before by date may be another channel's)."""
+    """A jump's two builds; without asv's older one, the newer one's parent on its channel."""
     new = revision_to_hash[str(rev_b)]
     return (revision_to_hash[str(rev_a)] if rev_a is not None else timeline.parent(new)), new
 
@@ -72,7 +71,7 @@ def _published(html: Path) -> tuple[list[Any], dict[str, Any], dict[str, str]]:
 def judge_site(
     html: Path, results_dir: Path, thresholds: dict[str, float], timeline: Reader
 ) -> list[dict[str, Any]]:
-    """Judges every jump of the site's regressions.json, rewrites it and the feed; every verdict."""
+    """Judges every jump of the site's regressions.json and rewrites it and the feed."""
     detected, index, revision_to_hash = _published(html)
     found = recorded.load(results_dir, strict=False)
     rows = {row.entry: row for table in found.values.values() for row in table}
@@ -80,14 +79,13 @@ def judge_site(
     several_branches = len(index.get("params", {}).get("branch", [])) > 1
     kept_entries: list[Any] = []
     judged: list[dict[str, Any]] = []
-    kept_keys: dict[FeedKey, str | None] = {}  # -> its new title, if any
+    kept_keys: dict[FeedKey, str | None] = {}
     for entry in detected:
         name, graph_path, graph_params, idx, *_, jumps = entry
         machine, branch = graph_param(graph_path, "machine"), graph_param(graph_path, "branch")
         feed_machine = graph_params.get("machine")  # asv names it only where there are several
         if several_branches and branch and "branch" not in graph_params:
-            # else asv's page filters by a branch without this channel's results
-            graph_params["branch"] = branch
+            graph_params["branch"] = branch  # else asv's page shows another channel
         unit = str(index.get("benchmarks", {}).get(name.split("(", 1)[0], {}).get("unit", ""))
         row = rows.get(name)
         kept_jumps = []
@@ -98,7 +96,7 @@ def judge_site(
             )
             if was and now:
                 verdict = rule.judge(thresholds, name, unit, was, now, branch)
-            else:  # asv saw it; without our numbers, keep asv's word
+            else:  # no numbers of ours: asv's word
                 verdict = rule.Judgement(
                     rule.Decision.SLOWER,
                     rule.Decision.SLOWER.value,
@@ -127,11 +125,11 @@ def judge_site(
             if verdict.regressed:
                 if old:
                     judged[-1]["explain"] = _publish_table(html, results_dir, name, old, new)
-                # a one-build jump becomes the range from the build before, as asv's page links it
+                # a one-build jump: the range from the build before, as asv links it
                 kept_jumps.append(
                     [revision_of.get(old, rev_a) if old else rev_a, rev_b, before, after]
                 )
-                key = (name, feed_machine, new if rev_a is None else f"{old}-{new}")  # asv's link
+                key = (name, feed_machine, new if rev_a is None else f"{old}-{new}")
                 kept_keys[key] = (
                     None if verdict.slower else f"{verdict.label}: {name} ({verdict.reason})"
                 )
@@ -156,7 +154,7 @@ class Regression:
     revision: int
     graph: str = ""
     kind: str = "slower"  # or a correctness verdict
-    explain: str = ""  # explain's table, from the site's root
+    explain: str = ""
 
     @property
     def ratio(self) -> float:
@@ -164,7 +162,7 @@ class Regression:
 
 
 def _publish_table(html: Path, results_dir: Path, name: str, old: str, new: str) -> str:
-    """Copies the table explain kept for this jump into the site: its link, or ""."""
+    """Copies explain's table of this jump into the site: its link, or ""."""
     table = explain.stored(results_dir) / explain.stored_name(name, old, new)
     if not table.is_file():
         return ""
@@ -201,8 +199,7 @@ def latest(html: Path, timeline: Reader) -> list[Regression]:
                     judged.get("explain", ""),
                 )
             )
-    found.sort(key=lambda r: (-r.revision, -r.ratio, r.benchmark))
-    return found[:LATEST]
+    return sorted(found, key=lambda r: (-r.revision, -r.ratio, r.benchmark))[:LATEST]
 
 
 def _judged(html: Path) -> list[dict[str, Any]]:
@@ -213,13 +210,11 @@ def _judged(html: Path) -> list[dict[str, Any]]:
 
 
 def set_aside(html: Path) -> list[dict[str, Any]]:
-    """The jumps asv found that are no regressions, with their reasons."""
     return [j for j in _judged(html) if not j.get("regressed")]
 
 
 def _filter_feed(feed: Path, kept: dict[FeedKey, str | None]) -> None:
-    """Drops the feed entries of jumps not ``kept`` (asv's title is 'PERCENT NAME', its link names
-    the commits) and retitles the wrong results."""
+    """Drops the feed entries of jumps not ``kept`` and retitles the wrong results."""
     if not feed.is_file():
         return
     ET.register_namespace("", ATOM)

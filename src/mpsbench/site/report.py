@@ -53,7 +53,6 @@ def _per_model(
     model: Callable[[T], str],
     draw: Callable[[str, list[T], Path], Any],
 ) -> list[Block]:
-    """A figure per model, in the registry's order, each drawn from its items."""
     drawn = tp.in_order({model(item) for item in items}, models.NAMES)
     for each in drawn:
         draw(each, [item for item in items if model(item) == each], save(f"{name}_{each}.png"))
@@ -67,9 +66,9 @@ def _builds(results: tp.Results, results_dir: Path, timeline: Reader, limit: flo
         newest = timeline.label(results.builds(machine)[-1])
         rows.append([machine, newest, timeline.label(previous) if previous else "-"])
     return [
-        f"From {results.recorded.files} results files in {results_dir}; figures use each machine's"
-        " newest build. Throughput is batch size over asv's median step time. Regression factor"
-        f" {limit:g} (asv.conf.json regressions_thresholds).",
+        f"{results.recorded.files} results files in {results_dir}; figures: each machine's newest"
+        f" build; throughput: batch size over asv's median step time; regression factor {limit:g}"
+        " (regressions_thresholds).",
         _table("machine, newest build, previous build", rows),
     ]
 
@@ -91,10 +90,12 @@ def _speedup(results: tp.Results, save: Save) -> list[Block]:
         ]
         for s in found
     ]
-    columns = "model, kind, machine, device, batch, cpu batch, samples/s, cpu samples/s, speedup"
     return [
         *_per_model(save, "speedup", "speedup over cpu", found, lambda s: s.model, figures.speedup),
-        _table(columns, rows),
+        _table(
+            "model, kind, machine, device, batch, cpu batch, samples/s, cpu samples/s, speedup",
+            rows,
+        ),
         tp.FALLBACK_NOTE,
     ]
 
@@ -153,7 +154,6 @@ def _release(
     baseline: float | None,
     value: Callable[[float], str],
 ) -> list[Block]:
-    """A ratio by build date: figure, note and table, or what ``none`` says."""
     if not points:
         return [none]
     figures.by_release(points, title, save(image), ylabel, baseline)
@@ -188,18 +188,16 @@ def _compile(results: tp.Results, save: Save) -> list[Block]:
         ]
         for p in found
     ]
-    columns = "machine, device, kind, model, eager ms, compiled ms, speedup, compile s"
     return [
         Image("compile.png", "eager against compiled step times"),
-        "Speedup is eager over compiled step time; compile time is the compiled step's first call.",
-        _table(columns, rows),
+        "Speedup: eager over compiled step time; compile s: the compiled step's first call.",
+        _table("machine, device, kind, model, eager ms, compiled ms, speedup, compile s", rows),
     ]
 
 
 def _correctness_cell(
     found: recorded.Recorded, machine: str, commit: str, row: recorded.Row
 ) -> Cell:
-    """Red past the dtype's tolerance for an error, past 0 for a difference."""
     if (measured := found.get(machine, commit, row)) is None:
         return Flagged("failed") if row in found.failed.get((machine, commit), ()) else "-"
     line = 0.0 if row.benchmark == DIFFERENCES else tolerances.tolerance(row.entry)
@@ -219,12 +217,9 @@ def _correctness(found: recorded.Recorded, timeline: Reader) -> list[Block]:
         builds = found.builds(machine)[-NEWEST:]
         rows = {
             row
-            for commit in builds
-            for table in (
-                found.values.get((machine, commit), {}),
-                found.failed.get((machine, commit), ()),
-            )
-            for row in table
+            for c in builds
+            for row in found.values.get((machine, c), {}).keys()
+            | found.failed.get((machine, c), set())
             if row.benchmark in (*ERRORS, DIFFERENCES)
         }
         if rows:
@@ -241,18 +236,18 @@ def _correctness(found: recorded.Recorded, timeline: Reader) -> list[Block]:
         return ["No machine has correctness results (benchmark_patterns)."]
     limits = ", ".join(f"{dtype} {limit:g}" for dtype, limit in tolerances.TOLERANCES.items())
     return [
-        f"Each pattern's relative error against float64 (red past its dtype's tolerance: {limits})"
-        " and the largest difference between identical calls (red unless 0); 'failed': asv"
-        " recorded the row failed, e.g. its process crashed (docs/explanation/instruments.md).",
+        f"Error: relative to float64, red past the dtype's tolerance ({limits}); difference:"
+        " between identical calls, red unless 0; failed: asv recorded a failure, e.g. a crash"
+        " (docs/explanation/instruments.md).",
         *blocks,
     ]
 
 
 def _tokens(results: tp.Results, save: Save) -> list[Block]:
-    sizes = models.LLAMA_GENERATION  # the fixed sizes the rows were measured at
+    sizes = models.LLAMA_GENERATION
     batch, prompt = sizes["batch"], sizes["prompt_tokens"]
     rows = results.newest({PREFILL, DECODE})
-    prefill = {(m, p["device"], p["model"]): v for m, p, v in rows[PREFILL]}
+    prefill = {(m, p["device"], p["model"]): ms(v) for m, p, v in rows[PREFILL]}
     decode = sorted((m, str(p["device"]), str(p["model"]), v) for m, p, v in rows[DECODE])
     if not decode:
         return ["No machine has decode results (benchmark_modern.LlmDecode)."]
@@ -269,26 +264,23 @@ def _tokens(results: tp.Results, save: Save) -> list[Block]:
             model,
             f"{batch / seconds:.1f}",
             ms(seconds),
-            ms(prefill[m, d, model]) if (m, d, model) in prefill else "-",
+            prefill.get((m, d, model), "-"),
         ]
         for m, d, model, seconds in decode
     ]
     return [
         Image("tokens.png", "decode tokens per second"),
-        f"Decode: {sizes['new_tokens']} new tokens through the KV cache; prefill: the"
-        f" {prompt}-token prompt (time to first token).",
+        f"Decode: {sizes['new_tokens']} new tokens through the KV cache; prefill: the prompt"
+        " (time to first token).",
         _table("machine, device, model, tokens/s, ms/token, prefill ms", table),
     ]
 
 
 def _changes(results: tp.Results, thresholds: dict[str, float], timeline: Reader) -> list[Block]:
     changes = tp.build_changes(results, timeline)
-    log.info(f"comparing each machine's newest build with the one before: {len(changes)} workloads")
+    log.info(f"newest build against the one before: {len(changes)} workloads")
     if not changes:
-        return [
-            "No machine has results for two builds of one channel of the timeline"
-            " (asv.conf.json's repo) yet."
-        ]
+        return ["No machine has results for two builds of one timeline channel yet."]
     judged = [rule.judge(thresholds, c.row.entry, "seconds", c.before, c.after) for c in changes]
     rows = [
         [
@@ -305,30 +297,29 @@ def _changes(results: tp.Results, thresholds: dict[str, float], timeline: Reader
         for c, j in zip(changes, judged)
     ]
     moved = (rule.Decision.SLOWER, rule.Decision.FASTER)
-    columns = "machine, kind, model, device, batch, old ms, new ms, new/old, change"
     return [
-        "Step time of each machine's newest build over the build before it on its channel, each"
-        " row judged by its recorded statistics and threshold (docs/explanation/site.md).",
-        _table(columns, rows, [j.label if j.decision in moved else "" for j in judged]),
+        "Each machine's newest step time over its channel's build before, judged by the row's"
+        " statistics and threshold (docs/explanation/site.md).",
+        _table(
+            "machine, kind, model, device, batch, old ms, new ms, new/old, change",
+            rows,
+            [j.label if j.decision in moved else "" for j in judged],
+        ),
     ]
 
 
 def pytorch_range(timeline: Reader, old: str | None, new: str) -> Cell:
-    """The PyTorch commits between two builds, as a compare link."""
-    old_version = timeline.git_version(old) if old else None
-    if not (old_version and (new_version := timeline.git_version(new))):
+    before = timeline.git_version(old) if old else None
+    if not (before and (after := timeline.git_version(new))):
         return "git_version unknown"
-    same = old_version == new_version
-    text = (
-        f"{new_version[:12]} (both builds)" if same else f"{old_version[:12]}...{new_version[:12]}"
-    )
-    return Link(text, pytorch_url(old_version, new_version))
+    text = f"{after[:12]} (both builds)" if before == after else f"{before[:12]}...{after[:12]}"
+    return Link(text, pytorch_url(before, after))
 
 
 def _regressions(site: Path | None, timeline: Reader) -> list[Block]:
     if site is None:
         return ["Not read: pass --site with the published html_dir."]
-    blocks: list[Block] = ["No regression: asv detected none, or none held up row by row (below)."]
+    blocks: list[Block] = ["No regression: asv detected none, or none held up row by row."]
     if found := regressions_page.latest(site, timeline):
         rows = [
             [
@@ -343,12 +334,13 @@ def _regressions(site: Path | None, timeline: Reader) -> list[Block]:
             ]
             for r in found
         ]
-        columns = "benchmark, graph, machine, kind, after/before, builds, PyTorch commits, explain"
         blocks = [
-            "The site's regressions.json (its Regressions tab and feed), each jump judged by the"
-            " row's recorded statistics (docs/explanation/site.md), newest first; explain: the ops"
-            " that changed, where bisect kept their table.",
-            _table(columns, rows),
+            "The site's Regressions tab, newest first, each jump judged by the row's statistics"
+            " (docs/explanation/site.md); explain: the ops that changed, where bisect kept them.",
+            _table(
+                "benchmark, graph, machine, kind, after/before, builds, PyTorch commits, explain",
+                rows,
+            ),
         ]
     if aside := regressions_page.set_aside(site):
         rows = [
@@ -362,7 +354,7 @@ def _regressions(site: Path | None, timeline: Reader) -> list[Block]:
             for j in aside[: regressions_page.LATEST * 5]
         ]
         blocks += [
-            f"{len(aside)} jumps asv's single threshold flagged are not regressions by the row's own rule:",
+            f"{len(aside)} jumps asv flagged are no regressions by the row's own rule:",
             _table("benchmark, graph, machine, verdict, why", rows),
         ]
     return blocks
@@ -371,13 +363,11 @@ def _regressions(site: Path | None, timeline: Reader) -> list[Block]:
 def build(
     results_dir: Path, out_dir: Path, conf: AsvConf | None = None, site: Path | None = None
 ) -> None:
-    """Writes the figures, summary.md and summary.html into ``out_dir``; ``conf`` gives thresholds
-    and timeline, ``site`` the published html_dir for asv's regressions."""
+    """Writes the figures, summary.md and summary.html into ``out_dir``."""
     results = tp.load(results_dir)
     if not (results_dir / asv.BENCHMARKS).is_file():  # e.g. the folder above: no param names
         raise UserError(
-            f"{results_dir} holds no {asv.BENCHMARKS} (asv run writes it beside the machines'"
-            " folders): give the results directory itself"
+            f"{results_dir} holds no {asv.BENCHMARKS}: give the results directory itself"
         )
     thresholds = conf.thresholds if conf else {}
     timeline = Reader(conf.repo if conf else None)
@@ -404,8 +394,7 @@ def build(
             speedups,
             tp.speedup_by_release(results_dir, timeline),
             f"No build has both {gpu} and cpu results.",
-            "Each build at its date, a line per Python (none has wheels for every release);"
-            " each version links to its PyTorch release.",
+            "Each build at its date, a line per Python; each version links to its release.",
             f"{gpu} speedup over cpu (samples/s ratio)",
             "torch, python, machine, model, kind, speedup",
             1.0,
@@ -417,9 +406,9 @@ def build(
             "samples_per_joule.png",
             joules,
             tp.samples_per_joule(results_dir, timeline),
-            "No build has energy results (benchmark_models' *Capacity.track_joules_per_step).",
-            "The seed batch over the joules per step the device's counter read (cuda: NVML;"
-            " mps: IOReport; Linux cpu: RAPL), by build date (docs/explanation/instruments.md).",
+            "No build has energy results (*Capacity.track_joules_per_step).",
+            "The seed batch over the joules per step (cuda: NVML; mps: IOReport; Linux cpu: RAPL)"
+            " by build date (docs/explanation/instruments.md).",
             "samples per joule (higher is better)",
             "torch, python, machine and device, model, kind, samples/J",
             None,
@@ -434,6 +423,6 @@ def build(
     }
     title = "mpsbench: the seeds' figures"
     document = [Section(heading, blocks) for heading, blocks in sections.items()]
-    save("summary.md").write_text(to_markdown(title, document), encoding="utf-8")
-    save("summary.html").write_text(to_html(title, document), encoding="utf-8")
+    save("summary.md").write_text(to_markdown(title, document), "utf-8")
+    save("summary.html").write_text(to_html(title, document), "utf-8")
     log.info(f"done: {len(written)} files in {out_dir}")

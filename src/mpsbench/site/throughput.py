@@ -1,5 +1,4 @@
-"""Throughput per machine, build and workload (batch over asv's median time_step, else
-track_throughput), and the points each figure plots."""
+"""Throughput per machine, build and workload, and the points each figure plots."""
 
 from __future__ import annotations
 
@@ -17,12 +16,12 @@ CLASSES = {"training": "benchmark_models.Training", "inference": "benchmark_mode
 KINDS = tuple(CLASSES)
 TIME = "time_step"
 JOULES = "track_joules_per_step"
-METRICS = {  # benchmark -> (kind, metric)
+METRICS = {
     f"{cls}{suffix}.{metric}": (kind, metric)
     for kind, cls in CLASSES.items()
     for metric, suffix in ((TIME, ""), ("track_throughput", "Capacity"), (JOULES, "Capacity"))
 }
-PARAM_NAMES = ("device", "model", "batch_size")  # when benchmarks.json is absent
+PARAM_NAMES = ("device", "model", "batch_size")  # without benchmarks.json
 CPU = "cpu"
 FALLBACK_NOTE = (
     "bs N*: not the model's seed batch, which that device has no value for: its largest batch."
@@ -43,40 +42,39 @@ class Step:
     batch: int
 
 
-Build = tuple[str, str]  # (machine, commit)
+Build = tuple[str, str]
 Timed = tuple[recorded.Row, recorded.Measured]
 Newest = dict[str, list[tuple[str, dict[str, Any], float]]]
 
 
 @dataclass
 class Results:
-    """Throughput per machine, build and workload, with its source rows."""
-
     recorded: recorded.Recorded
-    param_names: dict[str, tuple[str, ...]]  # from benchmarks.json
-    samples: dict[Build, dict[Step, float]] = field(default_factory=dict)  # samples/s
+    param_names: dict[str, tuple[str, ...]]
+    samples: dict[Build, dict[Step, float]] = field(default_factory=dict)
     timed: dict[Build, dict[Step, Timed]] = field(default_factory=dict)
-    joules: dict[Build, dict[Step, float]] = field(default_factory=dict)  # J/step
+    joules: dict[Build, dict[Step, float]] = field(default_factory=dict)
 
     @property
     def machines(self) -> list[str]:
         return sorted({machine for machine, _ in self.samples})
 
     def builds(self, machine: str) -> list[str]:
-        """The machine's builds with throughput results, oldest first."""
         return [c for c in self.recorded.builds(machine) if (machine, c) in self.samples]
 
     def newest(self, names: set[str]) -> Newest:
-        """(machine, params, value) of each named benchmark on each machine's newest build, where
-        benchmarks.json names its params (as asv publish)."""
+        """(machine, params, value) of each named benchmark on each machine's newest build."""
         found: Newest = {name: [] for name in names}
         for machine in self.recorded.machines:
             newest = self.recorded.values[(machine, self.recorded.builds(machine)[-1])]
             for row, measured in newest.items():
-                if row.benchmark in names and row.benchmark in self.param_names:
+                if (
+                    row.benchmark in found
+                    and row.benchmark in self.param_names
+                    and measured.value > 0
+                ):
                     params = recorded.named(row, self.param_names[row.benchmark])
-                    if measured.value > 0:
-                        found[row.benchmark].append((machine, params, measured.value))
+                    found[row.benchmark].append((machine, params, measured.value))
         return found
 
 
@@ -100,13 +98,11 @@ def _results(found: recorded.Recorded, param_names: dict[str, tuple[str, ...]]) 
 
 
 def load(results_dir: Path) -> Results:
-    """Every results file under ``results_dir``; recorded.RecordedError if none."""
     return _results(recorded.load(results_dir, strict=False), recorded.param_names(results_dir))
 
 
 def seed_batch(model: str) -> int | None:
-    spec = models.REGISTRY.get(model)
-    return spec.seed_batch_size if spec else None
+    return spec.seed_batch_size if (spec := models.REGISTRY.get(model)) else None
 
 
 @dataclass(frozen=True)
@@ -119,7 +115,7 @@ class Point:
 
 
 def chosen(measured: Iterable[Step], kind: str, model: str, device: str) -> Step | None:
-    """The step at the model's seed batch, else at the largest batch measured on that device."""
+    """The step at the model's seed batch, else at the largest batch measured."""
     batches = [s.batch for s in measured if (s.kind, s.model, s.device) == (kind, model, device)]
     seed = seed_batch(model)
     return Step(kind, model, device, seed if seed in batches else max(batches)) if batches else None
@@ -135,7 +131,6 @@ def pick(
 
 
 def in_order(present: set[str], names: tuple[str, ...]) -> list[str]:
-    """The registry's order first, then unknown names sorted."""
     return [name for name in names if name in present] + sorted(present - set(names))
 
 
@@ -174,7 +169,6 @@ def _speedups(
 
 
 def speedups(results: Results) -> list[Speedup]:
-    """Each GPU device over cpu per model, machine (newest build) and kind."""
     return [
         speedup
         for model, machine, commit, found in _newest(results)
@@ -183,7 +177,6 @@ def speedups(results: Results) -> list[Speedup]:
 
 
 def across_machines(results: Results) -> list[Point]:
-    """The same workload on every machine and device, by model and kind."""
     rank = {model: i for i, model in enumerate(models_in(results))}
     return sorted(
         (
@@ -221,24 +214,21 @@ class Change:
 
 
 def previous_build(results: Results, machine: str, timeline: Reader) -> str | None:
-    """The build before the newest on its channel (first parents), not by date: a release may
-    follow a nightly."""
+    """The build before the newest on its channel, not by date: a release may follow a nightly."""
     builds = results.builds(machine)
     return next((c for c in reversed(timeline.lineage(builds[-1])[:-1]) if c in builds), None)
 
 
 def build_changes(results: Results, timeline: Reader) -> list[Change]:
-    """Each machine's newest step times beside its previous build's on the channel."""
     found = []
     for machine in results.machines:
-        if (old := previous_build(results, machine, timeline)) is None:
-            continue
-        new = results.builds(machine)[-1]
-        before, after = (results.timed.get((machine, c), {}) for c in (old, new))
-        for step in sorted(before.keys() & after.keys()):
-            found.append(
+        if old := previous_build(results, machine, timeline):
+            new = results.builds(machine)[-1]
+            before, after = (results.timed.get((machine, c), {}) for c in (old, new))
+            found += [
                 Change(machine, old, new, step, after[step][0], before[step][1], after[step][1])
-            )
+                for step in sorted(before.keys() & after.keys())
+            ]
     return found
 
 
@@ -248,7 +238,7 @@ class Pair:
     kind: str
     device: str
     model: str
-    eager: float  # seconds per step
+    eager: float
     compiled: float
     compile_seconds: float | None
 
@@ -258,7 +248,6 @@ class Pair:
 
 
 def eager_and_compiled(results: Results) -> list[Pair]:
-    """Each compiled step beside its eager twin at the seed batch."""
     names = {f"{c}.{m}" for c in COMPILED.values() for m in (TIME, "track_compile_seconds")}
     rows = results.newest(names | {name for eager in EAGER.values() for name in eager})
     found = []
@@ -287,7 +276,7 @@ class ReleasePoint:
     model: str
     torch_version: str
     date_ms: int
-    link: str  # the release page, or the upstream commit
+    link: str
     ratio: float
 
 
@@ -311,7 +300,6 @@ def by_release(results_dir: Path, timeline: Reader, ratios: Ratios) -> list[Rele
 
 
 def speedup_by_release(results_dir: Path, timeline: Reader) -> list[ReleasePoint]:
-    """Every build's mps speedup over cpu at the seed batch."""
     return by_release(
         results_dir,
         timeline,
@@ -324,7 +312,6 @@ def speedup_by_release(results_dir: Path, timeline: Reader) -> list[ReleasePoint
 
 
 def samples_per_joule(results_dir: Path, timeline: Reader) -> list[ReleasePoint]:
-    """Every build's samples per joule at each model's seed batch."""
     return by_release(
         results_dir,
         timeline,
