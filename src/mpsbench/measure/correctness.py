@@ -1,5 +1,5 @@
-"""Layouts and calls that made mps return wrong numbers silently, checked per build against the
-op in float64 on the cpu over the same inputs rounded to the dtype: the error is the kernel's."""
+"""Layouts and calls that made mps silently wrong, checked against float64 on the cpu over the same
+inputs rounded to the dtype, so the error is the kernel's."""
 
 from __future__ import annotations
 
@@ -26,26 +26,25 @@ from mpsbench.measure.optional_torch import F, torch
 Tensors = Sequence["torch.Tensor"]  # strings: torch is not loaded at import
 Output = Union["torch.Tensor", tuple["torch.Tensor", ...]]
 Make = Callable[["torch.Generator"], tuple["torch.Tensor", ...]]
-# big enough for a kernel's tiling to matter, small enough for milliseconds
-B, H, T, D = 2, 4, 64, 32
+B, H, T, D = 2, 4, 64, 32  # big enough for a kernel's tiling to matter
 # unrelated allocations between identical calls, as pytorch#193487 needed
 CHURN_ELEMENTS = (1 << 18, 1 << 22, 1 << 24)
 
 
 class CorrectnessError(RuntimeError):
-    """A device computing wrong numbers."""
+    pass
 
 
 @dataclass(frozen=True)
 class Pattern:
     name: str
-    issue: str  # the PyTorch issue that showed the layout broken
+    issue: str
     make: Make  # float64 (indices int64), cpu
     op: Callable[..., Output]
     arrange: Callable[[Tensors], tuple[torch.Tensor, ...]] = tuple  # views of the made tensors
     min_torch: tuple[int, int] = (1, 12)
     calls: int = 2  # identical calls before the unrelated work and the last call
-    compiled: bool = False  # the device runs torch.compile(op); the reference stays eager
+    compiled: bool = False  # the reference stays eager
     isolated: bool = False  # in a child: a crash fails this pattern, not the run
 
 
@@ -147,7 +146,6 @@ PATTERNS: dict[str, Pattern] = {
             ),
             _transposed_source,
         ),
-        # reported calls, in the dtypes of tolerances.REPORTED
         Pattern(
             "matmul_transposed_after_churn",
             "pytorch#193487",
@@ -228,7 +226,6 @@ def _churn(device: str) -> None:
 def _calls(
     device: str, name: str, dtype: str, repeated: bool
 ) -> tuple[list[tuple[torch.Tensor, ...]], tuple[torch.Tensor, ...]]:
-    """The outputs of the calls on ``device`` and of the float64 reference."""
     pattern = PATTERNS[name]
     _require(device, pattern)
     skips.require_dtype(device, dtype)
@@ -256,7 +253,6 @@ def _calls(
 
 
 def relative_error(device: str, name: str, dtype: str) -> float:
-    """One call's error against float64 on the cpu."""
     calls, reference = _calls(device, name, dtype, repeated=False)
     return _error(calls[0], reference)
 
@@ -264,7 +260,7 @@ def relative_error(device: str, name: str, dtype: str) -> float:
 @dataclass(frozen=True)
 class Reading:
     error: float  # the worst relative error against float64
-    difference: float  # a later call's furthest relative difference from the first
+    difference: float  # a later call's furthest from the first
 
 
 def _read(device: str, name: str, dtype: str) -> Reading:
@@ -290,15 +286,14 @@ forget = _outcome.cache_clear  # a test that swaps a kernel reads again
 
 
 def reading(device: str, name: str, dtype: str) -> Reading:
-    """The worst error and furthest difference from the first of ``calls`` identical calls,
-    unrelated work and one more call."""
+    """Over ``calls`` identical calls, unrelated work and one more call."""
     value: Reading = _outcome(device, name, dtype).get()
     return value
 
 
 @functools.cache  # a failure raises, so only a pass is kept
 def verify(device: str, dtype: str) -> None:
-    """Checks every pattern once per process, device and dtype; one torch lacks proves nothing."""
+    """Checks every pattern once per process, device and dtype; one torch lacks is skipped."""
     tolerance = tolerances.TOLERANCES[dtype]
     wrong = []
     for name in NAMES:
