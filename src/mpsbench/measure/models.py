@@ -56,7 +56,7 @@ class ModelSpec:
         default=lambda model, inputs: model(*inputs.values())
     )
     trains: bool = True
-    modern: bool = False  # in the modern classes: adding one never changes the original params
+    modern: bool = False  # adding one never changes the original classes' params
 
     def missing_requirements(self) -> list[str]:
         return [package for package in self.requires if not _imports(package)]
@@ -148,7 +148,7 @@ def _output(output: Any, name: str) -> torch.Tensor:
 
 
 def _causal_lm_forward(model: nn.Module, inputs: dict[str, torch.Tensor]) -> torch.Tensor:
-    # each position's next-token logits, but the last's, as cross_entropy takes them
+    # next-token logits, as cross_entropy takes them
     return _output(model(input_ids=inputs["input_ids"], use_cache=False), "logits")[
         :, :-1
     ].transpose(1, 2)

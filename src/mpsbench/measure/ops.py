@@ -1,5 +1,4 @@
-"""The operator registry: per op, fixed inputs at three sizes, the forward call and its work
-(exact FLOPs, or compulsory bytes: a lower bound on GB/s)."""
+"""The operator registry: per op, fixed inputs at three sizes, the forward call and its work."""
 
 from __future__ import annotations
 
@@ -8,7 +7,7 @@ from dataclasses import dataclass
 
 from mpsbench.core import errors
 from mpsbench.measure import devices, fallback, models, precision, skips, timing
-from mpsbench.measure.optional_torch import F, torch  # loaded at the first case
+from mpsbench.measure.optional_torch import F, torch
 
 SIZES: tuple[str, ...] = ("small", "medium", "large")
 DTYPES: tuple[str, ...] = precision.NAMES
@@ -31,7 +30,7 @@ class Operand:
 
 
 def _evaluate(expression: str, dims: Dims, itemsize: int = 0) -> int:
-    # the documented formula is the computed one; eval sees only our own constants
+    # eval of our own constants: the documented formula is the computed one
     python = expression.replace("^", "**").replace("/", "//")
     return int(eval(python, {"__builtins__": {}}, {**dims, "s": itemsize}))
 
@@ -54,7 +53,7 @@ class OpSpec:
     unit: str
     formula: str
     has_backward: bool = True
-    needs_functional: str | None = None  # older torch lacks it
+    needs_functional: str | None = None
 
     def dims(self, size: str) -> Dims:
         if size not in SIZES:
@@ -343,7 +342,7 @@ class OpCase:
             return self.spec.forward(*self.operands)
 
     def forward_backward(self) -> tuple[torch.Tensor, ...]:
-        # a fixed output gradient and autograd.grad: nothing accumulates between calls
+        # autograd.grad with a fixed output gradient: nothing accumulates
         output = self.spec.forward(*self.operands)
         if self.grad_output is None:
             self.grad_output = torch.randn(output.shape, device=output.device).to(output.dtype)
@@ -387,16 +386,11 @@ def throughput(case: OpCase) -> float:
     return case.work() / median_seconds_per_call(case) / 1e9
 
 
-def _label(device: str, op: str, dtype: str, size: str) -> str:
-    return f"{op} on {device} in {dtype} at {size}"
-
-
 _slot: devices.OneSlot[OpCase] = devices.OneSlot()
 forget = _slot.clear
 
 
 def cached(device: str, op: str, dtype: str, size: str, training: bool) -> OpCase:
-
     def build() -> OpCase:
         case = OpCase(get(op), device, dtype, size, training)
         with fallback.Recorder() as recorder:
@@ -407,8 +401,12 @@ def cached(device: str, op: str, dtype: str, size: str, training: bool) -> OpCas
     return _slot.get((device, op, dtype, size, training), device, build)
 
 
+def _label(device: str, op: str, dtype: str, size: str) -> str:
+    return f"{op} on {device} in {dtype} at {size}"
+
+
 def prepare(device: str, op: str, dtype: str, size: str, training: bool) -> OpCase:
-    """The case for an asv ``setup``; what cannot run here skips with the reason."""
+    """The warmed-up case for an asv ``setup``; what cannot run here skips with the reason."""
     spec = get(op)
     precision.check_name(dtype)
     skips.require_device(device)

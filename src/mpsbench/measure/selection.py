@@ -21,8 +21,7 @@ def selected_devices() -> tuple[str, ...] | None:
 
 
 def device_reason(device: str) -> str | None:
-    """Why this run leaves ``device`` out, or None; by default the cpu beside a GPU, whose
-    default would take several GPU budgets."""
+    """Why this run leaves ``device`` out, or None: by default the cpu beside a GPU."""
     names = selected_devices()
     if names is not None:
         return None if device in names else f"{device} is not in {DEVICES_ENV}={','.join(names)}"
@@ -70,8 +69,7 @@ def modern(device: str, model: str, batch_size: int) -> str | None:
     return _model(device, model, device == "cpu" and batch_size == 1, "modern models' ", batch_size)
 
 
-# mps: training (where leaks live) on a CNN and the launch-bound mlp; cuda: none, each setup_cache
-# is an interpreter its budget cannot spare
+# cuda: none, each setup_cache is an interpreter its budget cannot spare
 INSTRUMENTS_ON_GPU = {("mps", "training", "mlp"), ("mps", "training", "resnet50")}
 PRECISION_MODELS = {
     ("cpu", "training", "mlp"),
@@ -208,7 +206,7 @@ RULES: dict[str, Callable[..., str | None]] = {
 
 
 def left_out(benchmark: str, *params: object) -> str | None:
-    """Why this run leaves out ``benchmark``'s combination ``params``, or None; probes no device."""
+    """Why this run leaves out ``benchmark``'s combination, or None; probes no device."""
     if benchmark not in RULES:
         raise KeyError(
             f"no selection rule for benchmark class {benchmark!r}; the table has: {', '.join(RULES)}"
