@@ -1,5 +1,5 @@
-"""Layouts and calls that made mps silently wrong, checked against float64 on the cpu over the same
-inputs rounded to the dtype, so the error is the kernel's."""
+"""Layouts and calls that made mps silently wrong, against float64 on the cpu over the same inputs
+rounded to the dtype."""
 
 from __future__ import annotations
 
@@ -34,7 +34,7 @@ CHURN_ELEMENTS = (1 << 18, 1 << 22, 1 << 24)
 
 
 class CorrectnessError(RuntimeError):
-    pass
+    """A device computing wrong numbers."""
 
 
 @dataclass(frozen=True)
@@ -257,7 +257,7 @@ def relative_error(device: str, name: str, dtype: str) -> float:
 
 @dataclass(frozen=True)
 class Reading:
-    error: float  # the worst against float64
+    error: float
     difference: float  # a later call's furthest from the first
 
 
@@ -291,7 +291,7 @@ def reading(device: str, name: str, dtype: str) -> Reading:
 
 @functools.cache  # a failure raises, so only a pass is kept
 def verify(device: str, dtype: str) -> None:
-    """Checks every pattern once per process, device and dtype; one torch lacks is skipped."""
+    """Once per process, device and dtype; a pattern torch lacks is skipped."""
     tolerance = tolerances.TOLERANCES[dtype]
     wrong = []
     for name in NAMES:

@@ -165,9 +165,10 @@ class EpochRunner:
 
     def warm_up(self) -> None:
         # a last partial batch's kernels are chosen in the first epoch: the median absorbs it
+        from torch.utils.data import default_collate
+
         items = [self.train[index % len(self.train)] for index in range(self.workload.batch_size)]
-        inputs = torch.stack([image for image, _ in items]).to(self.device)
-        labels = torch.tensor([label for _, label in items]).to(self.device)
+        inputs, labels = (tensor.to(self.device) for tensor in default_collate(items))
         self._train_step(inputs, labels)
         self.workload.model.eval()
         self._eval_step(inputs, labels)

@@ -33,8 +33,7 @@ def search(
     ceiling: int = CEILING,
     what: str = "the search",
 ) -> Search:
-    """Doubles the batch from 1 until ``step(n)`` runs out of memory or passes ``ceiling``;
-    ``release()`` frees what a try left."""
+    """Doubles the batch from 1 until ``step`` runs out of memory or passes ``ceiling``."""
     tried: list[int] = []
     error = None
     while error is None and (batch_size := 2 ** len(tried)) <= ceiling:
@@ -54,8 +53,8 @@ def search(
 
 
 class SizedStep:
-    """One model on one device, stepped at the batch the search asks; between tries only the
-    batch and the gradients go."""
+    """Steps one model at the batch the search asks; between tries only the batch and gradients
+    go."""
 
     def __init__(self, kind: str, device: str, model: str) -> None:
         self.kind, self.device = workloads.check_kind(kind), devices.get(device)

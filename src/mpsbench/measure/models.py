@@ -148,7 +148,6 @@ def _output(output: Any, name: str) -> torch.Tensor:
 
 
 def _causal_lm_forward(model: nn.Module, inputs: dict[str, torch.Tensor]) -> torch.Tensor:
-    # next-token logits, as cross_entropy takes them
     return _output(model(input_ids=inputs["input_ids"], use_cache=False), "logits")[
         :, :-1
     ].transpose(1, 2)

@@ -11,7 +11,6 @@ from mpsbench.measure.optional_torch import F, torch
 
 SIZES: tuple[str, ...] = ("small", "medium", "large")
 DTYPES: tuple[str, ...] = precision.NAMES
-# lifts a sub-millisecond op above clock and launch overhead
 CALLS_PER_SAMPLE: Mapping[str, int] = {"small": 100, "medium": 20, "large": 3}
 GFLOPS = "GFLOP/s"
 GBPS = "GB/s"  # 1 GB = 1e9 bytes
@@ -321,7 +320,7 @@ def _bind_torch() -> None:
 
 
 class OpCase:
-    """One op at one size and dtype, its inputs on a device; nothing here synchronizes."""
+    """An op's inputs on a device and its calls; nothing here synchronizes."""
 
     def __init__(self, spec: OpSpec, device: str, dtype: str, size: str, training: bool) -> None:
         if training and not spec.has_backward:

@@ -62,7 +62,7 @@ _MIN_TORCH: dict[tuple[str, str, str], tuple[tuple[int, int], str]] = {
 
 
 def unsupported_reason(device: str, kind: str, name: str) -> str | None:
-    """Why a usable device cannot run ``kind`` in dtype ``name`` with this torch and OS."""
+    """Why a usable ``device`` cannot run ``kind`` in ``name`` with this torch and OS."""
     if not is_reduced(name):
         return None
     if (needed := _MIN_TORCH.get((device, kind, name))) and torch_version() < needed[0]:
@@ -71,8 +71,7 @@ def unsupported_reason(device: str, kind: str, name: str) -> str | None:
 
 
 def device_lacks(device: str, name: str) -> str | None:
-    """Why ``device`` cannot hold dtype ``name`` here; asked before torch, whose macOS 13 bfloat16
-    refusal skips.torch_lacks misses."""
+    """Asked before torch, whose macOS 13 bfloat16 refusal skips.torch_lacks misses."""
     macos = platform.mac_ver()[0]
     if device == "mps" and name == "bfloat16" and macos and host.version_number(macos) < 14:
         return f"bfloat16 on mps needs macOS 14 or later; this is macOS {macos}"

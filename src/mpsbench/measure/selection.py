@@ -1,5 +1,4 @@
-"""Which combinations of each benchmark class this run times, and why not; torch-free, and only
-MPSBENCH_FULL and MPSBENCH_DEVICES change an answer."""
+"""The selection table, torch-free: only MPSBENCH_FULL and MPSBENCH_DEVICES change an answer."""
 
 from __future__ import annotations
 
@@ -82,8 +81,8 @@ COMPILED_DEFAULT = {("cpu", "training", "mlp"), ("cpu", "inference", "mlp")}
 
 
 def instruments(kind: str, device: str, model: str) -> str | None:
-    on_cpu = device == "cpu"
-    default = not models.get(model).large if on_cpu else (device, kind, model) in INSTRUMENTS_ON_GPU
+    on_gpu = (device, kind, model) in INSTRUMENTS_ON_GPU
+    default = not models.get(model).large if device == "cpu" else on_gpu
     return _model(device, model, default, f"{kind} instruments ")
 
 
@@ -164,8 +163,12 @@ def epoch(
         never = "a CIFAR-10 epoch on the cpu takes hours: use 'small' there"
     seed = ("resnet50", 8, "tiny") if device == "cpu" else ("vgg16", 64, "small")
     outside = f"{model} at batch {batch_size} with {num_workers} workers on {dataset} on {device}"
-    default = (model, batch_size, dataset) == seed
-    return _decide(device, default, f"{outside} is outside the default selection", never)
+    return _decide(
+        device,
+        (model, batch_size, dataset) == seed,
+        f"{outside} is outside the default selection",
+        never,
+    )
 
 
 def largest_batch(device: str, model: str, kind: str) -> str | None:

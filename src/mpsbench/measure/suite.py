@@ -68,8 +68,8 @@ def prepare(
     guarded: bool = True,
     compiled: bool = False,
 ) -> workloads.Workload:
-    """The warmed-up workload for ``setup``; ``guarded=False`` for instruments that report what
-    guard refuses."""
+    """The warmed-up workload for ``setup``; instruments reporting what guard refuses pass
+    ``guarded=False``."""
     require(kind, device, model, dtype=dtype)
     with OutOfMemorySkips(device, model, batch_size):
         try:
@@ -145,7 +145,6 @@ def cold_start_code(kind: str, device: str, model: str, batch_size: int) -> tupl
 
 
 def cold_first_step(kind: str, device: str, model: str, batch_size: int) -> Callable[[], None]:
-    """The first step of a new workload, refusing cpu fallbacks."""
     workload = workloads.build(kind, device, model, batch_size)
     workload.device.synchronize()
 

@@ -51,7 +51,7 @@ class Workload:
         self.loss_fn = nn.CrossEntropyLoss()
         self.optimizer: torch.optim.Optimizer | None = None
         self.scaler = precision.grad_scaler(device, kind, dtype)
-        self.computed_dtype: torch.dtype | None = None  # the last step's logits'
+        self.computed_dtype: torch.dtype | None = None
         self.fallback_ops: tuple[str, ...] = ()
         self.model.train(kind == "training")
         if kind == "training":
@@ -114,8 +114,8 @@ class Workload:
             self.step()
 
     def warm_up(self) -> Workload:
-        """Two steps, recording cpu fallbacks; fails an output off the device or in another dtype,
-        or a non-finite loss."""
+        """Two steps, recording cpu fallbacks; fails an output off the device or dtype, or a
+        non-finite loss."""
         with fallback.Recorder() as recorder:
             self.device.synchronize()
             begin = time.perf_counter()
