@@ -223,16 +223,17 @@ def _churn(device: str) -> None:
         torch.ones(elements, device=device).add_(1).sum()
 
 
+def _floats_in(dtype: torch.dtype, tensors: Tensors) -> list[torch.Tensor]:
+    return [x.to(dtype) if x.is_floating_point() else x for x in tensors]
+
+
 def _calls(device: str, name: str, dtype: str, repeated: bool) -> tuple[list[Outputs], Outputs]:
     pattern = PATTERNS[name]
     _require(device, pattern)
     skips.require_dtype(device, dtype)
-    kind = precision.dtype_of(dtype)
     made = pattern.make(torch.Generator().manual_seed(models.SEED))
-    rounded = [x.to(kind) if x.is_floating_point() else x for x in made]
-    reference = pattern.op(
-        *pattern.arrange([x.double() if x.is_floating_point() else x for x in rounded])
-    )
+    rounded = _floats_in(precision.dtype_of(dtype), made)
+    reference = pattern.op(*pattern.arrange(_floats_in(torch.float64, rounded)))
     op = torch.compile(pattern.op) if pattern.compiled else pattern.op
     try:
         arranged = pattern.arrange([x.to(device) for x in rounded])

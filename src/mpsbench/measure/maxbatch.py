@@ -105,7 +105,7 @@ def _search(kind: str, device: str, model: str, ceiling: int, budget: int | None
 def largest_batch_in_child(
     kind: str, model: str, ceiling: int = CEILING, budget: int = CPU_MEMORY_BUDGET
 ) -> Search:
-    """The cpu search in a child, whose death fails the search, not this process."""
+    """In a child, whose death fails the search, not this process."""
     try:
         return isolated.call(_search, kind, "cpu", model, ceiling, budget)
     except isolated.ChildDied as exc:

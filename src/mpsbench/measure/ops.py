@@ -40,8 +40,8 @@ def _shape(words: list[str], dims: Dims) -> tuple[int, ...]:
 
 @dataclass(frozen=True)
 class OpSpec:
-    """``inputs``: ``name dims [ones|host|transposed] [below DIM]`` per operand, in ``forward``'s
-    order; ``formula``: one forward call's FLOPs or bytes (``s`` bytes per element)."""
+    """``inputs``: ``name dims [ones|host|transposed] [below DIM]`` per operand, in call order;
+    ``formula``: one forward call's FLOPs or bytes (``s`` bytes per element)."""
 
     name: str
     description: str
@@ -405,7 +405,7 @@ def _label(device: str, op: str, dtype: str, size: str) -> str:
 
 
 def prepare(device: str, op: str, dtype: str, size: str, training: bool) -> OpCase:
-    """The warmed-up case for an asv ``setup``; what cannot run here skips with the reason."""
+    """For an asv ``setup``: what cannot run here skips with the reason."""
     spec = get(op)
     precision.check_name(dtype)
     skips.require_device(device)

@@ -81,8 +81,8 @@ COMPILED_DEFAULT = {("cpu", "training", "mlp"), ("cpu", "inference", "mlp")}
 
 
 def instruments(kind: str, device: str, model: str) -> str | None:
-    on_gpu = (device, kind, model) in INSTRUMENTS_ON_GPU
-    default = not models.get(model).large if device == "cpu" else on_gpu
+    listed = (device, kind, model) in INSTRUMENTS_ON_GPU
+    default = not models.get(model).large if device == "cpu" else listed
     return _model(device, model, default, f"{kind} instruments ")
 
 

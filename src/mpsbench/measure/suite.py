@@ -118,7 +118,7 @@ def throughput(workload: workloads.Workload) -> float:
 
 
 class MemoryPeaks(NamedTuple):
-    """Peaks over one step in MiB; None where the device keeps no such counter."""
+    """Over one step, in MiB; None where the device keeps no such counter."""
 
     allocated: float | None  # live tensors; cpu: the largest RSS sample
     driver: float | None  # caches included
