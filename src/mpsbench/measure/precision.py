@@ -50,7 +50,10 @@ def torch_version() -> tuple[int, int]:
 
 
 _MIN_TORCH: dict[tuple[str, str, str], tuple[tuple[int, int], str]] = {
-    ("mps", "training", "float16"): ((2, 8), "mps float16 training (GradScaler) needs torch 2.8"),
+    ("mps", "training", "float16"): (
+        (2, 8),
+        "mps float16 training (GradScaler kernels) needs torch 2.8",
+    ),
     ("mps", "training", "bfloat16"): ((2, 6), "mps autocast in bfloat16 needs torch 2.6"),
     ("mps", "inference", "bfloat16"): ((2, 3), "bfloat16 tensors on mps need torch 2.3"),
     ("cpu", "training", "float16"): (

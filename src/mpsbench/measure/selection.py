@@ -163,12 +163,8 @@ def epoch(
         never = "a CIFAR-10 epoch on the cpu takes hours: use 'small' there"
     seed = ("resnet50", 8, "tiny") if device == "cpu" else ("vgg16", 64, "small")
     outside = f"{model} at batch {batch_size} with {num_workers} workers on {dataset} on {device}"
-    return _decide(
-        device,
-        (model, batch_size, dataset) == seed,
-        f"{outside} is outside the default selection",
-        never,
-    )
+    default = (model, batch_size, dataset) == seed
+    return _decide(device, default, f"{outside} is outside the default selection", never)
 
 
 def largest_batch(device: str, model: str, kind: str) -> str | None:
