@@ -1,5 +1,5 @@
-"""Layouts and calls that made mps return wrong numbers silently, checked per build against the
-op in float64 on the cpu over the same inputs rounded to the dtype: the error is the kernel's."""
+"""Layouts and calls that made mps silently wrong, against float64 on the cpu over the same inputs
+rounded to the dtype."""
 
 from __future__ import annotations
 
@@ -24,9 +24,10 @@ from mpsbench.measure import (
 from mpsbench.measure.optional_torch import F, torch
 
 Tensors = Sequence["torch.Tensor"]  # strings: torch is not loaded at import
-Output = Union["torch.Tensor", tuple["torch.Tensor", ...]]
-Make = Callable[["torch.Generator"], tuple["torch.Tensor", ...]]
-# big enough for a kernel's tiling to matter, small enough for milliseconds
+Outputs = tuple["torch.Tensor", ...]
+Output = Union["torch.Tensor", Outputs]
+Make = Callable[["torch.Generator"], Outputs]
+Arrange = Callable[[Tensors], Outputs]
 B, H, T, D = 2, 4, 64, 32
 # unrelated allocations between identical calls, as pytorch#193487 needed
 CHURN_ELEMENTS = (1 << 18, 1 << 22, 1 << 24)
@@ -39,13 +40,13 @@ class CorrectnessError(RuntimeError):
 @dataclass(frozen=True)
 class Pattern:
     name: str
-    issue: str  # the PyTorch issue that showed the layout broken
+    issue: str
     make: Make  # float64 (indices int64), cpu
     op: Callable[..., Output]
-    arrange: Callable[[Tensors], tuple[torch.Tensor, ...]] = tuple  # views of the made tensors
+    arrange: Arrange = tuple
     min_torch: tuple[int, int] = (1, 12)
-    calls: int = 2  # identical calls before the unrelated work and the last call
-    compiled: bool = False  # the device runs torch.compile(op); the reference stays eager
+    calls: int = 2
+    compiled: bool = False
     isolated: bool = False  # in a child: a crash fails this pattern, not the run
 
 
@@ -57,7 +58,7 @@ def _indices(gen: torch.Generator, high: int, *shape: int) -> torch.Tensor:
     return torch.randint(0, high, shape, generator=gen)
 
 
-def _transposed_source(inputs: Tensors) -> tuple[torch.Tensor, ...]:
+def _transposed_source(inputs: Tensors) -> Outputs:
     return (inputs[0].t(), *inputs[1:])
 
 
@@ -67,11 +68,9 @@ def _sdpa(
     return F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
 
 
-def _sdpa_pair(
-    layout: str, issue: str, make: Make, arrange: Callable[[Tensors], tuple[torch.Tensor, ...]]
-) -> tuple[Pattern, Pattern]:
+def _sdpa_pair(layout: str, issue: str, make: Make, arrange: Arrange) -> tuple[Pattern, Pattern]:
 
-    def masked(gen: torch.Generator) -> tuple[torch.Tensor, ...]:
+    def masked(gen: torch.Generator) -> Outputs:
         made = make(gen)
         mask = torch.rand(B, 1, T, T, generator=gen, dtype=torch.float64) > 0.3
         return (*made, mask | torch.eye(T, dtype=torch.bool))
@@ -82,12 +81,12 @@ def _sdpa_pair(
     )
 
 
-def _permuted(inputs: Tensors) -> tuple[torch.Tensor, ...]:
-    q, k, v = inputs[0].permute(2, 0, 3, 1, 4).unbind(0)  # the packed layout of #181133
+def _permuted(inputs: Tensors) -> Outputs:
+    q, k, v = inputs[0].permute(2, 0, 3, 1, 4).unbind(0)  # pytorch#181133's packed layout
     return (q, k, v, *inputs[1:])
 
 
-def _with_nans(gen: torch.Generator) -> tuple[torch.Tensor, ...]:
+def _with_nans(gen: torch.Generator) -> Outputs:
     x = torch.rand(16, 2100, 256, generator=gen, dtype=torch.float64)  # pytorch#178497's shape
     with_nans = x.clone().flatten()
     with_nans[::100] = float("nan")
@@ -104,7 +103,7 @@ PATTERNS: dict[str, Pattern] = {
         *_sdpa_pair(
             "transposed",
             "pytorch#163597",
-            lambda gen: tuple(_randn(gen, B, T, H, D) for _ in range(3)),  # a projection's
+            lambda gen: tuple(_randn(gen, B, T, H, D) for _ in range(3)),
             lambda x: (*(tensor.transpose(1, 2) for tensor in x[:3]), *x[3:]),
         ),
         *_sdpa_pair(
@@ -122,7 +121,7 @@ PATTERNS: dict[str, Pattern] = {
             "strided views",
             lambda gen: (_randn(gen, 2, 16, 32, 32), _randn(gen, 8, 8, 3, 3)),
             lambda x, weight: F.conv2d(x, weight, padding=1),
-            lambda x: (x[0][:, ::2, ::2, 1::2], x[1]),  # every other channel, row and column
+            lambda x: (x[0][:, ::2, ::2, 1::2], x[1]),
         ),
         Pattern(
             "index_select_transposed",
@@ -147,7 +146,6 @@ PATTERNS: dict[str, Pattern] = {
             ),
             _transposed_source,
         ),
-        # reported calls, in the dtypes of tolerances.REPORTED
         Pattern(
             "matmul_transposed_after_churn",
             "pytorch#193487",
@@ -204,11 +202,11 @@ REPORTED: tuple[str, ...] = tuple(tolerances.REPORTED)
 NAMES: tuple[str, ...] = tuple(name for name in PATTERNS if name not in REPORTED)
 
 
-def _outputs(result: Output) -> tuple[torch.Tensor, ...]:
+def _outputs(result: Output) -> Outputs:
     return result if isinstance(result, tuple) else (result,)
 
 
-def _error(results: tuple[torch.Tensor, ...], reference: tuple[torch.Tensor, ...]) -> float:
+def _error(results: Outputs, reference: Outputs) -> float:
     # each output's own, so a count beside a sum keeps its scale
     return max(map(accuracy.relative_error, results, reference))
 
@@ -225,19 +223,17 @@ def _churn(device: str) -> None:
         torch.ones(elements, device=device).add_(1).sum()
 
 
-def _calls(
-    device: str, name: str, dtype: str, repeated: bool
-) -> tuple[list[tuple[torch.Tensor, ...]], tuple[torch.Tensor, ...]]:
-    """The outputs of the calls on ``device`` and of the float64 reference."""
+def _floats_in(dtype: torch.dtype, tensors: Tensors) -> list[torch.Tensor]:
+    return [x.to(dtype) if x.is_floating_point() else x for x in tensors]
+
+
+def _calls(device: str, name: str, dtype: str, repeated: bool) -> tuple[list[Outputs], Outputs]:
     pattern = PATTERNS[name]
     _require(device, pattern)
     skips.require_dtype(device, dtype)
-    kind = precision.dtype_of(dtype)
     made = pattern.make(torch.Generator().manual_seed(models.SEED))
-    rounded = [x.to(kind) if x.is_floating_point() else x for x in made]
-    reference = pattern.op(
-        *pattern.arrange([x.double() if x.is_floating_point() else x for x in rounded])
-    )
+    rounded = _floats_in(precision.dtype_of(dtype), made)
+    reference = pattern.op(*pattern.arrange(_floats_in(torch.float64, rounded)))
     op = torch.compile(pattern.op) if pattern.compiled else pattern.op
     try:
         arranged = pattern.arrange([x.to(device) for x in rounded])
@@ -256,15 +252,14 @@ def _calls(
 
 
 def relative_error(device: str, name: str, dtype: str) -> float:
-    """One call's error against float64 on the cpu."""
     calls, reference = _calls(device, name, dtype, repeated=False)
     return _error(calls[0], reference)
 
 
 @dataclass(frozen=True)
 class Reading:
-    error: float  # the worst relative error against float64
-    difference: float  # a later call's furthest relative difference from the first
+    error: float
+    difference: float  # a later call's furthest from the first
 
 
 def _read(device: str, name: str, dtype: str) -> Reading:
@@ -286,19 +281,18 @@ def _outcome(device: str, name: str, dtype: str) -> measured.Outcome:
         return measured.outcome_of(exc)
 
 
-forget = _outcome.cache_clear  # a test that swaps a kernel reads again
+forget = _outcome.cache_clear
 
 
 def reading(device: str, name: str, dtype: str) -> Reading:
-    """The worst error and furthest difference from the first of ``calls`` identical calls,
-    unrelated work and one more call."""
+    """Over ``calls`` identical calls, unrelated work and one more call."""
     value: Reading = _outcome(device, name, dtype).get()
     return value
 
 
 @functools.cache  # a failure raises, so only a pass is kept
 def verify(device: str, dtype: str) -> None:
-    """Checks every pattern once per process, device and dtype; one torch lacks proves nothing."""
+    """Once per process, device and dtype; a pattern torch lacks is skipped."""
     tolerance = tolerances.TOLERANCES[dtype]
     wrong = []
     for name in NAMES:

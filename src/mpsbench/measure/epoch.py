@@ -1,5 +1,4 @@
-"""One epoch end to end through torchvision transforms and a DataLoader: per phase, epoch time,
-images per second and the fraction blocked on the loader (is data loading the bottleneck?)."""
+"""Epochs through torchvision transforms and a DataLoader: is data loading the bottleneck?"""
 
 from __future__ import annotations
 
@@ -20,42 +19,42 @@ if TYPE_CHECKING:
     from torch.utils.data import DataLoader, Dataset
 
     _MapStyle = Dataset[tuple[torch.Tensor, int]]
-else:  # a DataLoader needs only __getitem__ and __len__; subclassing would import torch here
+else:  # subclassing Dataset would import torch here
     _MapStyle = object
 
 MODELS: tuple[str, ...] = ("vgg16", "resnet50")
-BATCH_SIZES: tuple[int, ...] = (8, 64)  # 8: affordable on a cpu; 64: the VGG16/CIFAR-10 seed's
+BATCH_SIZES: tuple[int, ...] = (8, 64)
 NUM_WORKERS: tuple[int, ...] = (0, 2)
 PHASES: tuple[str, ...] = ("train", "eval")
 
 
 @dataclasses.dataclass(frozen=True)
 class DatasetSize:
-    train: int  # images in each split
+    train: int
     test: int
 
 
 DATASETS: dict[str, DatasetSize] = {
-    "tiny": DatasetSize(train=16, test=8),  # the cpu's default: two steps at batch 8
-    "small": DatasetSize(train=1024, test=256),  # the GPUs': 16 steps of VGG16 at batch 64
+    "tiny": DatasetSize(train=16, test=8),
+    "small": DatasetSize(train=1024, test=256),
     "cifar10": DatasetSize(train=50_000, test=10_000),
 }
 DATASET_NAMES: tuple[str, ...] = tuple(DATASETS)
 
-IMAGE_SIDE = 32  # CIFAR-10's images: 32 x 32 x 3 uint8
-RESIZED_SIDE = 224  # VGG16's and ResNet-50's input side
+IMAGE_SIDE = 32
+RESIZED_SIDE = 224
 CIFAR10_MEAN = (0.4914, 0.4822, 0.4465)
 CIFAR10_STD = (0.2470, 0.2435, 0.2616)
-EPOCHS_MEASURED = 3  # per phase; figures are medians over them
+EPOCHS_MEASURED = 3
 
 
+@dataclasses.dataclass(eq=False)
 class SyntheticImages(_MapStyle):
-    """CIFAR-10-shaped images, transformed per item; tensor-only, so workers get it pickled."""
+    """CIFAR-10-shaped images, transformed per item; picklable for the workers."""
 
-    def __init__(
-        self, images: torch.Tensor, labels: torch.Tensor, transform: Callable[[Any], torch.Tensor]
-    ) -> None:
-        self.images, self.labels, self.transform = images, labels, transform
+    images: torch.Tensor
+    labels: torch.Tensor
+    transform: Callable[[Any], torch.Tensor]
 
     def __len__(self) -> int:
         return len(self.labels)
@@ -75,7 +74,7 @@ def synthetic_split(count: int, num_classes: int, seed: int) -> tuple[torch.Tens
 
 def make_datasets(size: DatasetSize, num_classes: int) -> tuple[SyntheticImages, SyntheticImages]:
     transforms = importlib.import_module("torchvision.transforms")
-    # antialias explicit: torchvision's default for tensors changed (a no-op when enlarging)
+    # torchvision's antialias default for tensors changed (a no-op when enlarging)
     transform = transforms.Compose(
         [
             transforms.ToTensor(),
@@ -94,7 +93,7 @@ class PhaseSummary:
     images: int
     seconds: float  # iter(loader) to the last step's end, synchronized
     images_per_second: float
-    data_wait_fraction: float  # of the seconds, blocked in the loader's iter() and next()
+    data_wait_fraction: float  # blocked in the loader's iter() and next()
 
 
 def run_epoch(
@@ -102,13 +101,12 @@ def run_epoch(
     device: str,
     step: Callable[[torch.Tensor, torch.Tensor], None],
 ) -> PhaseSummary:
-    """Feeds every batch to ``step``, synchronizing after each so that queued GPU work does not
-    count as waiting for data."""
+    """Synchronizes after each step, so queued GPU work does not count as waiting for data."""
     images, waited = 0, 0.0
     synchronize = devices.get(device).synchronize
     synchronize()
     started = asked = time.perf_counter()
-    for inputs, labels in loader:  # iter() starts the workers; each next() waits for a batch
+    for inputs, labels in loader:
         waited += time.perf_counter() - asked
         images += len(labels)
         step(inputs.to(device), labels.to(device))
@@ -120,9 +118,6 @@ def run_epoch(
 
 
 class EpochRunner:
-    """A workload and two seeded loaders (last partial batch kept, no pinned memory, workers
-    started per epoch)."""
-
     def __init__(
         self,
         workload: workloads.Workload,
@@ -169,11 +164,11 @@ class EpochRunner:
             self.workload.model.train()
 
     def warm_up(self) -> None:
-        """One training and one evaluation step on a full batch, so kernels are chosen (a last
-        partial batch's are chosen in the first epoch, which the median absorbs)."""
+        # a last partial batch's kernels are chosen in the first epoch: the median absorbs it
+        from torch.utils.data import default_collate
+
         items = [self.train[index % len(self.train)] for index in range(self.workload.batch_size)]
-        inputs = torch.stack([image for image, _ in items]).to(self.device)
-        labels = torch.tensor([label for _, label in items]).to(self.device)
+        inputs, labels = (tensor.to(self.device) for tensor in default_collate(items))
         self._train_step(inputs, labels)
         self.workload.model.eval()
         self._eval_step(inputs, labels)
@@ -214,7 +209,7 @@ def _measure_model(
 
 
 def measure_selection(benchmark: str, epochs: int = EPOCHS_MEASURED) -> measured.Table:
-    """A :class:`PhaseSummary` per combination selected, one model in memory at a time."""
+    """One model in memory at a time."""
     table = measured.Table()
     for device, model, batch_size in itertools.product(devices.NAMES, MODELS, BATCH_SIZES):
         loaders = itertools.product(NUM_WORKERS, DATASET_NAMES)

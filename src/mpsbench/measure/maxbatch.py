@@ -14,7 +14,7 @@ from mpsbench.measure import devices, isolated, models, skips, suite, workloads
 
 CEILING = 4096
 MODELS: tuple[str, ...] = ("resnet50", "vgg16", "bert_base", "bert_base_frozen")
-CPU_MEMORY_BUDGET = 2 * 1024**3  # beyond batch 1: larger batches take minutes a cpu step
+CPU_MEMORY_BUDGET = 2 * 1024**3  # beyond batch 1; larger batches take minutes a cpu step
 STEPS_PER_TRY = {"training": 2, "inference": 1}  # training peaks once optimizer state exists
 
 log = progress.logger(__name__)
@@ -22,7 +22,7 @@ log = progress.logger(__name__)
 
 @dataclass(frozen=True)
 class Search:
-    largest: int  # 0 if not even batch 1 completed
+    largest: int  # 0: not even batch 1
     tried: tuple[int, ...]
     error: str | None  # None at the ceiling
 
@@ -33,13 +33,11 @@ def search(
     ceiling: int = CEILING,
     what: str = "the search",
 ) -> Search:
-    """Doubles the batch from 1 until ``step(n)`` runs out of memory or passes ``ceiling``;
-    ``release()`` frees what a try left."""
+    """Doubles the batch from 1 until ``step`` runs out of memory or passes ``ceiling``."""
     tried: list[int] = []
-    batch_size = 1
-    while batch_size <= ceiling:
+    error = None
+    while error is None and (batch_size := 2 ** len(tried)) <= ceiling:
         tried.append(batch_size)
-        error = None
         began = time.perf_counter()
         try:
             step(batch_size)
@@ -51,15 +49,12 @@ def search(
         release()
         outcome = "fits" if error is None else "does not fit"
         log.info("%s: batch %d %s (%.1f s)", what, batch_size, outcome, time.perf_counter() - began)
-        if error is not None:
-            return Search(batch_size // 2, tuple(tried), error)
-        batch_size *= 2
-    return Search(batch_size // 2, tuple(tried), None)
+    return Search(batch_size // 2, tuple(tried), error)
 
 
 class SizedStep:
-    """One model on one device, stepped at the batch the search asks; between tries only batch
-    and gradients go."""
+    """Steps one model at the batch the search asks; between tries only the batch and gradients
+    go."""
 
     def __init__(self, kind: str, device: str, model: str) -> None:
         self.kind, self.device = workloads.check_kind(kind), devices.get(device)
@@ -68,9 +63,8 @@ class SizedStep:
 
     def __call__(self, batch_size: int) -> None:
         if (workload := self.workload) is None:
-            first = self.spec.batch_sizes[0]
             workload = self.workload = workloads.build(
-                self.kind, self.device, self.spec.name, first
+                self.kind, self.device, self.spec.name, self.spec.batch_sizes[0]
             )
         workload.batch = models.make_batch(self.spec, batch_size).to(self.device)
         workload.batch_size = batch_size
@@ -91,7 +85,7 @@ class SizedStep:
 
 
 def _search(kind: str, device: str, model: str, ceiling: int, budget: int | None = None) -> Search:
-    """With a ``budget``: one try at batch 1, then the address space limited to that plus ``budget``."""
+    # a budget limits the address space to batch 1's plus the budget
     step = SizedStep(kind, device, model)
     try:
         if budget is not None:
@@ -111,12 +105,13 @@ def _search(kind: str, device: str, model: str, ceiling: int, budget: int | None
 def largest_batch_in_child(
     kind: str, model: str, ceiling: int = CEILING, budget: int = CPU_MEMORY_BUDGET
 ) -> Search:
-    """The cpu search in a child, whose death fails the search, not this process."""
+    """In a child, whose death fails the search, not this process."""
     try:
         return isolated.call(_search, kind, "cpu", model, ceiling, budget)
     except isolated.ChildDied as exc:
+        gib = budget / 2**30
         raise RuntimeError(
-            f"the cpu search for {model} ({kind}) died in its child under a {budget / 2**30:.1f} GiB budget ({exc})"
+            f"the cpu search for {model} {kind} died under a {gib:.1f} GiB budget: {exc}"
         ) from exc
 
 
@@ -124,7 +119,7 @@ def require(device: str, model: str, kind: str) -> None:
     suite.require(kind, device, model)
     if device == "cpu" and not os.path.exists("/proc/self/status"):
         raise skips.SkipNotImplemented(
-            "the cpu search needs Linux's RLIMIT_AS and /proc: elsewhere running out of memory raises nothing"
+            "the cpu search needs Linux's RLIMIT_AS and /proc: elsewhere memory runs out silently"
         )
 
 

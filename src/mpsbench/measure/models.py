@@ -1,5 +1,5 @@
-"""The benchmarked models: random weights, seeded synthetic batches, nothing downloaded.
-torchvision and transformers load inside the builders (sizes: docs/reference/models.md)."""
+"""The benchmarked models: random weights, seeded synthetic batches, nothing downloaded
+(docs/reference/models.md)."""
 
 from __future__ import annotations
 
@@ -45,7 +45,7 @@ class ModelSpec:
     num_classes: int
     seed_batch_size: int
     batch_sizes: tuple[int, ...]
-    large: bool = True  # a cpu step takes seconds: small batches only by default there
+    large: bool = True  # a cpu step takes seconds: small batches by default there
     steps_per_call: int = 1  # lifts sub-millisecond steps above clock and launch overhead
     requires: tuple[str, ...] = ()
     trainable: Callable[[nn.Module], list[nn.Parameter]] | None = None  # None: all
@@ -55,8 +55,8 @@ class ModelSpec:
     forward: Callable[[nn.Module, dict[str, torch.Tensor]], torch.Tensor] = field(
         default=lambda model, inputs: model(*inputs.values())
     )
-    trains: bool = True  # False: inference only
-    modern: bool = False  # in the modern classes: a later model never changes the original ones
+    trains: bool = True
+    modern: bool = False  # adding one never changes the original classes' params
 
     def missing_requirements(self) -> list[str]:
         return [package for package in self.requires if not _imports(package)]
@@ -148,19 +148,17 @@ def _output(output: Any, name: str) -> torch.Tensor:
 
 
 def _causal_lm_forward(model: nn.Module, inputs: dict[str, torch.Tensor]) -> torch.Tensor:
-    """Next-token logits of every position but the last, as (batch, vocabulary, positions)."""
     return _output(model(input_ids=inputs["input_ids"], use_cache=False), "logits")[
         :, :-1
     ].transpose(1, 2)
 
 
 def _text_encoder_forward(model: nn.Module, inputs: dict[str, torch.Tensor]) -> torch.Tensor:
-    """The last hidden state (what SD's UNet attends to) as (batch, hidden, tokens)."""
     return _output(model(input_ids=inputs["input_ids"]), "last_hidden_state").transpose(1, 2)
 
 
-def _classes(batch_size: int, num_classes: int, gen: torch.Generator) -> torch.Tensor:
-    return torch.randint(0, num_classes, (batch_size,), generator=gen)
+def _ints(gen: torch.Generator, high: int, *shape: int) -> torch.Tensor:
+    return torch.randint(0, high, shape, generator=gen)
 
 
 def _dense_batch(
@@ -168,32 +166,28 @@ def _dense_batch(
 ) -> Callable[[int, torch.Generator], Batch]:
     return lambda batch_size, gen: Batch(
         {"input": torch.randn(batch_size, *shape, generator=gen)},
-        _classes(batch_size, num_classes, gen),
+        _ints(gen, num_classes, batch_size),
     )
 
 
-def _token_ids(vocabulary: int, length: int, batch_size: int, gen: torch.Generator) -> torch.Tensor:
-    return torch.randint(0, vocabulary, (batch_size, length), generator=gen)
-
-
 def _bert_batch(batch_size: int, gen: torch.Generator) -> Batch:
-    ids = _token_ids(30522, BERT_SEQUENCE_LENGTH, batch_size, gen)
+    ids = _ints(gen, 30522, batch_size, BERT_SEQUENCE_LENGTH)
     mask = torch.ones(batch_size, BERT_SEQUENCE_LENGTH, dtype=torch.long)
     return Batch(
-        {"input_ids": ids, "attention_mask": mask}, _classes(batch_size, BERT_NUM_LABELS, gen)
+        {"input_ids": ids, "attention_mask": mask}, _ints(gen, BERT_NUM_LABELS, batch_size)
     )
 
 
 def _llama_batch(batch_size: int, gen: torch.Generator) -> Batch:
-    ids = _token_ids(LLAMA_CONFIG["vocab_size"], LLAMA_SEQUENCE_LENGTH, batch_size, gen)
+    ids = _ints(gen, LLAMA_CONFIG["vocab_size"], batch_size, LLAMA_SEQUENCE_LENGTH)
     return Batch({"input_ids": ids}, ids[:, 1:].clone())  # each position's next token
 
 
 def _clip_batch(batch_size: int, gen: torch.Generator) -> Batch:
-    ids = _token_ids(CLIP_TEXT_CONFIG["vocab_size"], CLIP_SEQUENCE_LENGTH, batch_size, gen)
+    shape = batch_size, CLIP_SEQUENCE_LENGTH
+    ids = _ints(gen, CLIP_TEXT_CONFIG["vocab_size"], *shape)
     # a target gives the accuracy guard's loss a shape
-    target = _token_ids(CLIP_TEXT_CONFIG["hidden_size"], CLIP_SEQUENCE_LENGTH, batch_size, gen)
-    return Batch({"input_ids": ids}, target)
+    return Batch({"input_ids": ids}, _ints(gen, CLIP_TEXT_CONFIG["hidden_size"], *shape))
 
 
 def _adamw(params: list[nn.Parameter]) -> torch.optim.Optimizer:
@@ -318,7 +312,6 @@ REGISTRY: dict[str, ModelSpec] = {
 }
 
 NAMES: tuple[str, ...] = tuple(name for name, spec in REGISTRY.items() if not spec.modern)
-# a frozen encoder changes training only
 INFERENCE_NAMES: tuple[str, ...] = tuple(name for name in NAMES if REGISTRY[name].trainable is None)
 MODERN_NAMES: tuple[str, ...] = tuple(name for name in REGISTRY if name not in NAMES)
 MODERN_TRAINING_NAMES: tuple[str, ...] = tuple(
@@ -338,7 +331,7 @@ def get(name: str) -> ModelSpec:
 
 def check_batch_size(spec: ModelSpec, batch_size: int) -> None:
     if batch_size not in spec.batch_sizes:
-        sizes = ", ".join(str(size) for size in spec.batch_sizes)
+        sizes = ", ".join(map(str, spec.batch_sizes))
         raise errors.UserError(
             f"batch size {batch_size} is not run for {spec.name}; choose one of: {sizes}"
         )
@@ -348,7 +341,7 @@ def make_batch(spec: ModelSpec, batch_size: int) -> Batch:
     return spec.make_batch(batch_size, torch.Generator().manual_seed(SEED))
 
 
-# imported once in asv's forkserver, they save each fork the import; no GPU is touched before a fork
+# imported once in asv's forkserver, not in each fork; no GPU is touched before a fork
 PRELOADED = (
     "torch",
     "torchvision.models",
@@ -361,7 +354,7 @@ FORKSERVER_MODE = "run_server"
 
 
 def preload_for_forkserver() -> list[str]:
-    """In asv's forkserver, imports torch and the models' optional packages; elsewhere nothing."""
+    """In asv's forkserver only, imports torch and the models' optional packages."""
     if "asv_runner.server" not in sys.modules or sys.argv[1:2] != [FORKSERVER_MODE]:
         return []
     loaded = []
@@ -369,6 +362,6 @@ def preload_for_forkserver() -> list[str]:
         with contextlib.suppress(Exception):  # its models skip with the reason
             importlib.import_module(package)
             loaded.append(package)
-    # a fork's gc.collect() then neither walks nor copies the imported objects
+    # a fork's gc.collect() then neither walks nor copies them
     gc.freeze()
     return loaded

@@ -1,5 +1,4 @@
-"""The operator registry: per op, fixed inputs at three sizes, the forward call and its work
-(exact FLOPs, or compulsory bytes: each operand touched once, so GB/s is a lower bound)."""
+"""The operator registry: per op, fixed inputs at three sizes, the forward call and its work."""
 
 from __future__ import annotations
 
@@ -8,11 +7,10 @@ from dataclasses import dataclass
 
 from mpsbench.core import errors
 from mpsbench.measure import devices, fallback, models, precision, skips, timing
-from mpsbench.measure.optional_torch import F, torch  # loaded at the first case
+from mpsbench.measure.optional_torch import F, torch
 
 SIZES: tuple[str, ...] = ("small", "medium", "large")
 DTYPES: tuple[str, ...] = precision.NAMES
-# Calls per timed call, so a sub-millisecond op rises above clock and launch overhead.
 CALLS_PER_SAMPLE: Mapping[str, int] = {"small": 100, "medium": 20, "large": 3}
 GFLOPS = "GFLOP/s"
 GBPS = "GB/s"  # 1 GB = 1e9 bytes
@@ -25,15 +23,15 @@ class Operand:
     shape: tuple[int, ...]
     high: int = 0  # above 0: int64 indices in [0, high); else normal values, or ones
     ones: bool = False
-    trained: bool = False  # gets a gradient in forward+backward
-    transposed: bool = False  # a transposed view: strides (1, rows)
-    on_host: bool = False  # stays in host memory (one end of a copy)
+    trained: bool = False
+    transposed: bool = False
+    on_host: bool = False
 
 
 def _evaluate(expression: str, dims: Dims, itemsize: int = 0) -> int:
-    """Evaluates the formula as the docs write it, so the documented one is the computed one."""
+    # eval of our own constants: the documented formula is the computed one
     python = expression.replace("^", "**").replace("/", "//")
-    return int(eval(python, {"__builtins__": {}}, {**dims, "s": itemsize}))  # our own constants
+    return int(eval(python, {"__builtins__": {}}, {**dims, "s": itemsize}))
 
 
 def _shape(words: list[str], dims: Dims) -> tuple[int, ...]:
@@ -42,19 +40,19 @@ def _shape(words: list[str], dims: Dims) -> tuple[int, ...]:
 
 @dataclass(frozen=True)
 class OpSpec:
-    """One op. ``inputs``: ``name dims [ones|host|transposed] [below DIM]`` per operand in
-    ``forward``'s order; ``formula``: one forward call's FLOPs or bytes (``s`` per element)."""
+    """``inputs``: ``name dims [ones|host|transposed] [below DIM]`` per operand, in call order;
+    ``formula``: one forward call's FLOPs or bytes (``s`` bytes per element)."""
 
     name: str
     description: str
-    shapes: Mapping[str, Dims]  # one per name in SIZES
+    shapes: Mapping[str, Dims]
     inputs: str
     forward: Callable[..., torch.Tensor]
-    output: str  # the output's dims
-    unit: str  # GFLOPS or GBPS
+    output: str
+    unit: str
     formula: str
-    has_backward: bool = True  # timed by the forward+backward benchmark
-    needs_functional: str | None = None  # a torch.nn.functional name older torch lacks
+    has_backward: bool = True
+    needs_functional: str | None = None
 
     def dims(self, size: str) -> Dims:
         if size not in SIZES:
@@ -90,7 +88,6 @@ def _dims(names: str, *sizes: tuple[int, ...] | int) -> dict[str, Dims]:
     return {size: dict(zip(names.split(), row, strict=True)) for size, row in zip(SIZES, rows)}
 
 
-# 64 KiB, 4 MiB and 256 MiB per float32 operand
 _SQUARE = _dims("n", 128, 1024, 8192)
 _IMAGES = _dims("n c h w", (4, 16, 16, 16), (16, 64, 32, 32), (64, 256, 64, 64))
 _COPIED = _dims("n", 65536, 4194304, 67108864)
@@ -112,7 +109,6 @@ _SPECS: tuple[OpSpec, ...] = (
     OpSpec(
         "linear",
         "nn.Linear: t tokens of i features to o, with bias",
-        # large: BERT-large's FFN over 32 x 512 tokens
         _dims("t i o", (32, 128, 128), (512, 256, 256), (16384, 1024, 4096)),
         "x t i, weight o i, bias o",
         lambda x, weight, bias: F.linear(x, weight, bias),
@@ -123,7 +119,6 @@ _SPECS: tuple[OpSpec, ...] = (
     OpSpec(
         "conv2d",
         "3x3 kernel, stride 1, padding 1, with bias",
-        # large: ResNet's first stage at batch 64
         _dims("n c h w o", (1, 16, 16, 16, 16), (8, 32, 16, 16, 32), (64, 64, 56, 56, 64)),
         "x n c h w, weight o c 3 3, bias o",
         lambda x, weight, bias: F.conv2d(x, weight, bias, padding=1),
@@ -140,7 +135,7 @@ _SPECS: tuple[OpSpec, ...] = (
         "n h l d",
         GFLOPS,
         "4*n*h*l^2*d (q @ k^T and scores @ v; the softmax is left out, as FlashAttention counts)",
-        needs_functional="scaled_dot_product_attention",  # torch 2.0+
+        needs_functional="scaled_dot_product_attention",
     ),
     OpSpec(
         "max_pool2d",
@@ -192,7 +187,6 @@ _SPECS: tuple[OpSpec, ...] = (
         GBPS,
         _READ_WRITE,
     ),
-    # add has no backward kernel of its own; mul has
     *(
         OpSpec(
             f"{name}{suffix}",
@@ -208,7 +202,6 @@ _SPECS: tuple[OpSpec, ...] = (
         for name, sign in (("add", "+"), ("mul", "*"))
         for suffix in ("", "_transposed")
     ),
-    # the backward of a reduction is a broadcast: no kernel of its own
     *(
         OpSpec(
             name,
@@ -246,7 +239,6 @@ _SPECS: tuple[OpSpec, ...] = (
     OpSpec(
         "embedding",
         "look up n x l token ids in a table",
-        # medium: BERT's vocabulary; large: GPT-2's
         _dims("v d n l", (1000, 64, 4, 64), (30522, 256, 16, 256), (50257, 1024, 64, 1024)),
         "source v d, index n l below v",
         lambda source, index: F.embedding(index, source),
@@ -257,7 +249,6 @@ _SPECS: tuple[OpSpec, ...] = (
     OpSpec(
         "cross_entropy",
         "mean over n rows of c logits against class targets",
-        # medium: ImageNet's classes; large: an LM's vocabulary
         _dims("n c", (64, 1000), (1024, 1000), (4096, 32000)),
         "logits n c, target n below c",
         lambda logits, target: F.cross_entropy(logits, target),
@@ -301,7 +292,7 @@ def get(name: str) -> OpSpec:
 def make_inputs(
     spec: OpSpec, size: str, device: str, dtype: str, training: bool
 ) -> dict[str, torch.Tensor]:
-    """Seeded and drawn in float32, then cast: every dtype sees the same values."""
+    """Drawn in float32, then cast: every dtype sees the same values."""
     devices.get(device).seed(models.SEED)
     float_dtype = precision.dtype_of(dtype)
     inputs = {}
@@ -329,8 +320,7 @@ def _bind_torch() -> None:
 
 
 class OpCase:
-    """One op at one size and dtype with its inputs on a device; nothing here synchronizes. The
-    backward is ``torch.autograd.grad`` with a fixed output gradient: nothing accumulates."""
+    """An op's inputs on a device and its calls; nothing here synchronizes."""
 
     def __init__(self, spec: OpSpec, device: str, dtype: str, size: str, training: bool) -> None:
         if training and not spec.has_backward:
@@ -351,6 +341,7 @@ class OpCase:
             return self.spec.forward(*self.operands)
 
     def forward_backward(self) -> tuple[torch.Tensor, ...]:
+        # autograd.grad with a fixed output gradient: nothing accumulates
         output = self.spec.forward(*self.operands)
         if self.grad_output is None:
             self.grad_output = torch.randn(output.shape, device=output.device).to(output.dtype)
@@ -365,7 +356,7 @@ class OpCase:
         return self.spec.work_at(self.size, self.dtype)
 
     def warm_up(self, calls: int = 2) -> None:
-        """Runs until kernels are chosen; fails an output of the wrong shape, dtype or device."""
+        """Fails an output of the wrong shape, dtype or device."""
         for _ in range(calls):
             output = self.forward()
             if self.training:
@@ -394,17 +385,11 @@ def throughput(case: OpCase) -> float:
     return case.work() / median_seconds_per_call(case) / 1e9
 
 
-def _label(device: str, op: str, dtype: str, size: str) -> str:
-    return f"{op} on {device} in {dtype} at {size}"
-
-
 _slot: devices.OneSlot[OpCase] = devices.OneSlot()
 forget = _slot.clear
 
 
 def cached(device: str, op: str, dtype: str, size: str, training: bool) -> OpCase:
-    """The warmed-up case, one per process; a warm-up that falls back to the cpu fails."""
-
     def build() -> OpCase:
         case = OpCase(get(op), device, dtype, size, training)
         with fallback.Recorder() as recorder:
@@ -415,8 +400,12 @@ def cached(device: str, op: str, dtype: str, size: str, training: bool) -> OpCas
     return _slot.get((device, op, dtype, size, training), device, build)
 
 
+def _label(device: str, op: str, dtype: str, size: str) -> str:
+    return f"{op} on {device} in {dtype} at {size}"
+
+
 def prepare(device: str, op: str, dtype: str, size: str, training: bool) -> OpCase:
-    """The case for an asv ``setup``; what cannot run here skips with the reason."""
+    """For an asv ``setup``: what cannot run here skips with the reason."""
     spec = get(op)
     precision.check_name(dtype)
     skips.require_device(device)
@@ -433,7 +422,7 @@ def prepare(device: str, op: str, dtype: str, size: str, training: bool) -> OpCa
         if devices.is_out_of_memory(exc):
             devices.get(device).empty_cache()
             raise skips.SkipNotImplemented(f"{label} does not fit in memory: {why}") from exc
-        # float32 must run everywhere; reduced-precision support varies with device, OS and torch
+        # float32 must run everywhere; reduced precision varies with device, OS and torch
         if dtype != precision.DEFAULT and skips.torch_lacks(exc):
             raise skips.SkipNotImplemented(
                 f"{label}: torch does not support it here: {why}"

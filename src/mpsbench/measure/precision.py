@@ -52,20 +52,20 @@ def torch_version() -> tuple[int, int]:
 _MIN_TORCH: dict[tuple[str, str, str], tuple[tuple[int, int], str]] = {
     ("mps", "training", "float16"): (
         (2, 8),
-        "mps float16 training (autocast from 2.5, GradScaler kernels from 2.8) needs torch 2.8",
+        "mps float16 training (GradScaler kernels) needs torch 2.8",
     ),
     ("mps", "training", "bfloat16"): ((2, 6), "mps autocast in bfloat16 needs torch 2.6"),
     ("mps", "inference", "bfloat16"): ((2, 3), "bfloat16 tensors on mps need torch 2.3"),
     ("cpu", "training", "float16"): (
         (2, 4),
-        "cpu float16 training (float16 autocast and GradScaler on cpu) needs torch 2.4",
+        "cpu float16 training (autocast, GradScaler) needs torch 2.4",
     ),
     ("cpu", "inference", "float16"): ((2, 1), "float16 matrix products on the cpu need torch 2.1"),
 }
 
 
 def unsupported_reason(device: str, kind: str, name: str) -> str | None:
-    """Why a usable device cannot run ``kind`` in dtype ``name`` with this torch and OS."""
+    """Why a usable ``device`` cannot run ``kind`` in ``name`` with this torch and OS."""
     if not is_reduced(name):
         return None
     if (needed := _MIN_TORCH.get((device, kind, name))) and torch_version() < needed[0]:
@@ -74,8 +74,7 @@ def unsupported_reason(device: str, kind: str, name: str) -> str | None:
 
 
 def device_lacks(device: str, name: str) -> str | None:
-    """Why ``device`` cannot hold dtype ``name`` on this OS or GPU; asked before torch, whose
-    refusal of bfloat16 on macOS 13 skips.torch_lacks does not recognize."""
+    """Asked before torch, whose macOS 13 bfloat16 refusal skips.torch_lacks misses."""
     macos = platform.mac_ver()[0]
     if device == "mps" and name == "bfloat16" and macos and host.version_number(macos) < 14:
         return f"bfloat16 on mps needs macOS 14 or later; this is macOS {macos}"
@@ -88,5 +87,5 @@ def check_computed(what: str, name: str, computed: torch.dtype | None) -> None:
     if computed != dtype_of(name):
         raise RuntimeError(
             f"{what}: asked for {name} but the logits were computed in {computed}"
-            " (autocast on an unsupported device/dtype warns and silently runs float32)"
+            " (autocast where unsupported runs float32)"
         )

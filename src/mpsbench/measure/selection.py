@@ -1,5 +1,4 @@
-"""The selection table: which combinations of each benchmark class this run times, and why not.
-Torch-free; only MPSBENCH_FULL and MPSBENCH_DEVICES change an answer."""
+"""The selection table, torch-free: only MPSBENCH_FULL and MPSBENCH_DEVICES change an answer."""
 
 from __future__ import annotations
 
@@ -9,7 +8,6 @@ from functools import partial
 from mpsbench.core import settings
 from mpsbench.measure import devices, models, tolerances
 
-# asv passes the environment through to every benchmark process
 FULL_SWEEP_ENV, DEVICES_ENV = settings.FULL, settings.DEVICES
 
 
@@ -22,8 +20,7 @@ def selected_devices() -> tuple[str, ...] | None:
 
 
 def device_reason(device: str) -> str | None:
-    """Why ``device`` is left out of this run, or None; by default the cpu beside a GPU (its
-    default would take several GPU budgets)."""
+    """Why this run leaves ``device`` out, or None: by default the cpu beside a GPU."""
     names = selected_devices()
     if names is not None:
         return None if device in names else f"{device} is not in {DEVICES_ENV}={','.join(names)}"
@@ -37,7 +34,6 @@ def device_reason(device: str) -> str | None:
 
 
 def _decide(device: str, default: bool, outside: str, never: str | None = None) -> str | None:
-    """``never`` (even in the full sweep), the device's reason, or ``outside``."""
     if reason := never or device_reason(device):
         return reason
     return (
@@ -72,10 +68,8 @@ def modern(device: str, model: str, batch_size: int) -> str | None:
     return _model(device, model, device == "cpu" and batch_size == 1, "modern models' ", batch_size)
 
 
-# defaults as (device, kind, model) rows. On mps, training (where leaks live) on a CNN and the
-# launch-bound mlp; on cuda, each setup_cache is an interpreter the GPU's budget cannot spare.
+# cuda: none, each setup_cache is an interpreter its budget cannot spare
 INSTRUMENTS_ON_GPU = {("mps", "training", "mlp"), ("mps", "training", "resnet50")}
-# a GPU's default is the transformer's mixed-precision training; the cpu's, the mlp in every dtype
 PRECISION_MODELS = {
     ("cpu", "training", "mlp"),
     ("cpu", "inference", "mlp"),
@@ -87,8 +81,8 @@ COMPILED_DEFAULT = {("cpu", "training", "mlp"), ("cpu", "inference", "mlp")}
 
 
 def instruments(kind: str, device: str, model: str) -> str | None:
-    on_cpu = device == "cpu"
-    default = not models.get(model).large if on_cpu else (device, kind, model) in INSTRUMENTS_ON_GPU
+    listed = (device, kind, model) in INSTRUMENTS_ON_GPU
+    default = not models.get(model).large if device == "cpu" else listed
     return _model(device, model, default, f"{kind} instruments ")
 
 
@@ -125,28 +119,26 @@ def _family(
 
 
 def generation(device: str, model: str) -> str | None:
-    why = "the GPU's 3-minute default is full; batch-1 decode there is host-bound"
+    why = "the GPU's 3 minutes are full; batch-1 decode there is host-bound"
     return _family(device, f"{model}'s generation", why)
 
 
 def correctness(device: str, pattern: str, dtype: str) -> str | None:
-    """cuda in the full sweep: every timed cuda process checks the patterns anyway."""
     if dtype not in (dtypes := tolerances.dtypes(pattern)):
         return f"{pattern} is measured in {', '.join(dtypes)}, the dtypes its report showed wrong"
     if pattern == "compiled_layer_norm":
         why = "a compile costs more than every other pattern; the bug was mps's"
         return _family(device, f"the {pattern} error", why, ("mps",))
-    why = "every timed process checks the patterns; the GPU's 3 minutes are full"
+    why = "every timed process checks them; the GPU's 3 minutes are full"
     return _family(device, f"the {pattern} {dtype} error", why)
 
 
 def leaks(device: str, pattern: str) -> str | None:
-    """mps by default: the cpu's RSS moves more than a leak would; cuda's loops read nothing."""
+    """mps by default: the cpu's RSS moves more than a leak; cuda's loops read nothing."""
     return _family(device, f"the {pattern} leak loop", "the leaks were mps's", ("mps",))
 
 
 HOST_DEVICE_COPIES = ("copy_h2d", "copy_d2h")
-# reduced precision on an x86 cpu is 10-20x slower: a large call takes minutes
 CPU_REDUCED_PRECISION_SIZES = ("small", "medium")
 
 
@@ -154,9 +146,9 @@ def op(device: str, name: str, dtype: str, size: str) -> str | None:
     """float32; on a GPU the large size, bound by the GPU rather than the host launching it."""
     never = None
     if name in HOST_DEVICE_COPIES and device == "cpu":
-        never = f"{name} copies between host and a device; on the cpu both ends are host memory"
+        never = f"{name} copies between host and a device: on the cpu both are host memory"
     elif device == "cpu" and dtype != FLOAT32 and size not in CPU_REDUCED_PRECISION_SIZES:
-        never = f"{name} in {dtype} at {size} is not timed on the cpu: reduced precision is 10-20x slower there"
+        never = f"{name} in {dtype} at {size}: reduced precision is 10-20x slower on the cpu"
     default = dtype == FLOAT32 and (size == "large") == (device != "cpu")
     outside = f"{name} in {dtype} at {size} on {device} is outside the default selection"
     return _decide(device, default, outside, never)
@@ -168,7 +160,7 @@ def epoch(
     """Both loader settings run: their difference is the data-loading bottleneck."""
     never = None
     if device == "cpu" and dataset == "cifar10":
-        never = "a CIFAR-10 epoch on the cpu takes hours: run the 'small' dataset there instead"
+        never = "a CIFAR-10 epoch on the cpu takes hours: use 'small' there"
     seed = ("resnet50", 8, "tiny") if device == "cpu" else ("vgg16", 64, "small")
     outside = f"{model} at batch {batch_size} with {num_workers} workers on {dataset} on {device}"
     default = (model, batch_size, dataset) == seed
@@ -176,7 +168,6 @@ def epoch(
 
 
 def largest_batch(device: str, model: str, kind: str) -> str | None:
-    """Full sweep only: each search steps the model at every batch up to its memory limit."""
     never = None
     if kind == "inference" and model not in models.INFERENCE_NAMES:
         never = f"{model} differs from its base model in training only"
@@ -188,7 +179,7 @@ def largest_batch(device: str, model: str, kind: str) -> str | None:
         limit = (
             "fills the GPU's memory" if device == "cuda" else "steps up to a fixed memory budget"
         )
-        why = f"the {device} search for {model} {kind} {limit}, batch by batch"
+        why = f"the {device} search for {model} {kind} {limit}"
     return _decide(device, False, f"{why}; it is outside the default selection", never)
 
 
@@ -214,8 +205,7 @@ RULES: dict[str, Callable[..., str | None]] = {
 
 
 def left_out(benchmark: str, *params: object) -> str | None:
-    """Why this run leaves out ``benchmark``'s combination ``params``, or None; probes no
-    device (asked before asv starts any process)."""
+    """Why this run leaves out ``benchmark``'s combination, or None; probes no device."""
     if benchmark not in RULES:
         raise KeyError(
             f"no selection rule for benchmark class {benchmark!r}; the table has: {', '.join(RULES)}"

@@ -33,7 +33,7 @@ class StepTimer:
 
 
 class TimedSteps:
-    """k steps and one synchronize a call; a cpu row under settings.SINGLE_STEPS runs one."""
+    """k steps and one synchronize a call; one step on the cpu under settings.SINGLE_STEPS."""
 
     workload: workloads.Workload
 
@@ -51,12 +51,9 @@ class TimedSteps:
 
 
 def require(kind: str, device: str, model: str, *, dtype: str = precision.DEFAULT) -> None:
-    """Skips a combination that cannot run here, building nothing."""
     skips.require_device(device)
     if missing := models.get(model).missing_requirements():
-        raise skips.SkipNotImplemented(
-            f"{model} needs {', '.join(missing)}, not importable in this environment"
-        )
+        raise skips.SkipNotImplemented(f"{model} needs {', '.join(missing)}, not importable here")
     if reason := precision.unsupported_reason(device, kind, dtype):
         raise skips.SkipNotImplemented(f"{model} {kind} in {dtype} on {device}: {reason}")
 
@@ -71,8 +68,8 @@ def prepare(
     guarded: bool = True,
     compiled: bool = False,
 ) -> workloads.Workload:
-    """The warmed-up workload for ``setup``: skips what cannot run or fit, fails on an op torch
-    lacks; instruments reporting what :func:`guard` refuses pass ``guarded=False``."""
+    """The warmed-up workload for ``setup``; instruments reporting what guard refuses pass
+    ``guarded=False``."""
     require(kind, device, model, dtype=dtype)
     with OutOfMemorySkips(device, model, batch_size):
         try:
@@ -117,15 +114,14 @@ def guard(workload: workloads.Workload) -> None:
 
 
 def throughput(workload: workloads.Workload) -> float:
-    """Samples per second over at least 5 calls and 0.25 s."""
     return timing.time_steps(workload, min_calls=5, min_seconds=0.25).samples_per_second
 
 
 class MemoryPeaks(NamedTuple):
-    """Peaks over one step in MiB; None where the device keeps no such counter."""
+    """Over one step, in MiB; None where the device keeps no such counter."""
 
     allocated: float | None  # live tensors; cpu: the largest RSS sample
-    driver: float | None  # what the driver holds for torch, caches included
+    driver: float | None  # caches included
 
 
 def memory_peaks(workload: workloads.Workload) -> MemoryPeaks:
@@ -149,7 +145,6 @@ def cold_start_code(kind: str, device: str, model: str, batch_size: int) -> tupl
 
 
 def cold_first_step(kind: str, device: str, model: str, batch_size: int) -> Callable[[], None]:
-    """The first step of a new workload, refusing cpu fallbacks as a timing does."""
     workload = workloads.build(kind, device, model, batch_size)
     workload.device.synchronize()
 

@@ -13,11 +13,10 @@ KINDS: tuple[str, ...] = ("training", "inference")
 
 
 class WorkloadError(ValueError):
-    """A workload that cannot be built or stepped: a failed benchmark, not a user's mistake."""
+    """A failed benchmark, not a user's mistake."""
 
 
 def resident(device: devices.Device, spec: models.ModelSpec) -> nn.Module:
-    """``spec``'s model, seeded, on ``device``."""
     device.seed(models.SEED)
     with device.creating():
         return spec.build().to(device)
@@ -46,14 +45,14 @@ class Workload:
                 for key, value in self.batch.inputs.items()
             }
             self.batch = models.Batch(inputs, self.batch.target)
-        if compiled:  # at the first step
+        if compiled:
             self.model = torch.compile(self.model)  # type: ignore[assignment]
-        self.first_step_seconds: float | None = None  # compile included
+        self.first_step_seconds: float | None = None
         self.loss_fn = nn.CrossEntropyLoss()
         self.optimizer: torch.optim.Optimizer | None = None
         self.scaler = precision.grad_scaler(device, kind, dtype)
-        self.computed_dtype: torch.dtype | None = None  # the last step's logits'
-        self.fallback_ops: tuple[str, ...] = ()  # ops that ran on the cpu during warm-up
+        self.computed_dtype: torch.dtype | None = None
+        self.fallback_ops: tuple[str, ...] = ()
         self.model.train(kind == "training")
         if kind == "training":
             trained = self.trained_parameters()
@@ -87,10 +86,10 @@ class Workload:
             loss: torch.Tensor = self.loss_fn(logits, self.batch.target)
         self.computed_dtype = logits.dtype
         if probe is not None:
-            probe()  # the forward peak
+            probe()
         (loss if self.scaler is None else self.scaler.scale(loss)).backward()
         if probe is not None:
-            probe()  # the backward peak
+            probe()
         if self.scaler is None:
             self.optimizer.step()
         else:
@@ -99,7 +98,6 @@ class Workload:
         return loss
 
     def evaluate(self, samples: int | None = None) -> tuple[torch.Tensor, torch.Tensor]:
-        """Logits and loss of one eval-mode forward on the first ``samples``."""
         was_training = self.model.training
         self.model.eval()
         try:
@@ -116,8 +114,8 @@ class Workload:
             self.step()
 
     def warm_up(self) -> Workload:
-        """Two steps, recording cpu fallbacks; fails an output off the device, computed in another
-        dtype, or a non-finite loss."""
+        """Two steps, recording cpu fallbacks; fails an output off the device or dtype, or a
+        non-finite loss."""
         with fallback.Recorder() as recorder:
             self.device.synchronize()
             begin = time.perf_counter()
@@ -163,14 +161,12 @@ def build(
     if kind == "training" and not spec.trains:
         raise WorkloadError(f"{model} is an inference-only model; time its inference")
     if missing := spec.missing_requirements():
-        raise WorkloadError(
-            f"{model} needs {', '.join(missing)}, which this environment cannot import"
-        )
+        raise WorkloadError(f"{model} needs {', '.join(missing)}, not importable here")
     return Workload(kind, device, spec, batch_size, dtype, compiled)
 
 
 _slot: devices.OneSlot[Workload] = devices.OneSlot()
-forget = _slot.clear  # drops the workload and its memory
+forget = _slot.clear
 
 
 def cached(
@@ -181,6 +177,6 @@ def cached(
     dtype: str = precision.DEFAULT,
     compiled: bool = False,
 ) -> Workload:
-    """The warmed-up workload, one per process (asv calls ``setup`` before every sample)."""
+    """One per process: asv calls ``setup`` before every sample."""
     key = (kind, device, model, batch_size, dtype, compiled)
     return _slot.get(key, device, lambda: build(*key).warm_up())
