@@ -1,5 +1,5 @@
 """Merge asv results folders value by value, never replacing a recorded value unasked
-(docs/explanation/integrity.md). Exit status: 0 clean, 1 a conflict, refusal or corrupt file."""
+(docs/explanation/integrity.md)."""
 
 from __future__ import annotations
 
@@ -23,9 +23,8 @@ from mpsbench.results import recorded
 BENCHMARKS = asv.BENCHMARKS
 MACHINE = "machine.json"
 STATISTICS, COUNTS = ("ci_99_a", "ci_99_b", "q_25", "q_75"), ("number", "repeat")
-# asv's result_columns with one entry per parameter combination
 PER_COMBINATION = ("result", *(f"stats_{name}" for name in STATISTICS + COUNTS), "samples")
-Row = dict[str, Any]  # one benchmark's row of a results file, by column name
+Row = dict[str, Any]
 Combination = tuple[str, ...]
 HASH = re.compile(r"[0-9a-f]{40}")
 
@@ -33,10 +32,10 @@ log = progress.logger(__name__)
 
 
 class MergeError(UserError):
-    """A file or folder the merge refuses."""
+    pass
 
 
-# each list of a Report: its label in the listing (None: not listed), its words in the summary
+# a Report's list, its label when listed, its words in the summary
 SAID = (
     ("copied", "copied", "copied"),
     ("identical", None, "already there"),
@@ -51,8 +50,6 @@ SAID = (
 
 @dataclass
 class Report:
-    """What a merge did, line by line."""
-
     copied: list[str] = field(default_factory=list)
     identical: list[str] = field(default_factory=list)
     merged: list[str] = field(default_factory=list)
@@ -61,7 +58,7 @@ class Report:
     refused: list[str] = field(default_factory=list)
     refused_files: list[str] = field(default_factory=list)
     corrupt: list[str] = field(default_factory=list)
-    benchmarks: list[str] = field(default_factory=list)  # changes to DEST's benchmarks.json
+    benchmarks: list[str] = field(default_factory=list)  # changes to benchmarks.json
 
     @property
     def clean(self) -> bool:
@@ -72,7 +69,7 @@ class Report:
         return f"merged into {dest}: {counts}"
 
     def show(self, dest: Path) -> int:
-        """Prints what was done; the exit status."""
+        """Prints what was done; exit status 0 clean, else 1."""
         for name, label, _ in SAID:
             for text in getattr(self, name) if label else []:
                 print(f"{label:10}{text}")
@@ -83,7 +80,7 @@ class Report:
 
 
 def measured(value: Any) -> bool:
-    """A number: asv writes null for a failure and NaN for a skip."""
+    """Not null (a failure) nor NaN (a skip)."""
     return value is not None and value == value
 
 
@@ -103,7 +100,7 @@ def problem(value: Any, unit: str) -> str | None:
 
 
 def check_file(path: Path, machine: str) -> dict[str, Any]:
-    """The JSON object ``path`` holds; MergeError unless asv reads it."""
+    """The JSON object ``path`` holds, where asv reads it."""
     try:
         if path.name == MACHINE:
             recorded.machine_named(path)
@@ -115,11 +112,11 @@ def check_file(path: Path, machine: str) -> dict[str, Any]:
 
 
 def _text(value: Any) -> str:
-    return json.dumps(value, sort_keys=True)  # NaN equals NaN here, unlike with ==
+    return json.dumps(value, sort_keys=True)  # NaN equals NaN here
 
 
 def _row(data: dict[str, Any], name: str) -> Row:
-    """The file's own lists, by column: a change to one changes ``data``."""
+    """The file's own lists: a change to one changes ``data``."""
     return dict(zip(data["result_columns"], data["results"][name], strict=False))
 
 
@@ -135,7 +132,6 @@ def _by_combination(row: Row) -> dict[Combination, dict[str, Any]]:
 
 
 def values(data: dict[str, Any]) -> dict[tuple[str, Combination], dict[str, Any]]:
-    """Every measured combination's columns, by benchmark and combination."""
     return {
         (name, combo): columns
         for name in data["results"]
@@ -145,7 +141,6 @@ def values(data: dict[str, Any]) -> dict[tuple[str, Combination], dict[str, Any]
 
 
 def unset(data: dict[str, Any], name: str, combo: Combination) -> None:
-    """Sets a combination to not run: NaN, no statistics, no samples."""
     row = _row(data, name)
     j = _combinations(row).index(combo)
     for key in PER_COMBINATION:
@@ -154,7 +149,6 @@ def unset(data: dict[str, Any], name: str, combo: Combination) -> None:
 
 
 def _number(cell: Any) -> bool:
-    """A finite number, NaN or null."""
     return cell is None or (
         isinstance(cell, (int, float)) and not isinstance(cell, bool) and not math.isinf(cell)
     )
@@ -177,7 +171,7 @@ CELLS: dict[str, tuple[Callable[[Any], bool], str]] = {
 
 
 def malformed(data: dict[str, Any]) -> str | None:
-    """The first cell not in asv's form (asv's loader lets them through); None if none."""
+    """The first cell asv's loader lets through but not in asv's form."""
     columns, results = data.get("result_columns"), data.get("results")
     if not isinstance(columns, list) or not all(isinstance(column, str) for column in columns):
         return f"result_columns {columns!r:.80} is not a list of column names"
@@ -209,7 +203,7 @@ def malformed(data: dict[str, Any]) -> str | None:
 
 
 def identity(path: Path, data: dict[str, Any], builds: Collection[str] | None) -> str | None:
-    """Why the build and machine ``data`` names are not what ``path`` says, or none of ``builds``."""
+    """Why ``data``'s build and machine are not what ``path`` says, or none of ``builds``."""
     commit, params, environment = data.get("commit_hash"), data.get("params"), data.get("env_name")
     machine = params.get("machine") if isinstance(params, dict) else None
     if not isinstance(commit, str) or not HASH.fullmatch(commit):
@@ -232,7 +226,6 @@ def identity(path: Path, data: dict[str, Any], builds: Collection[str] | None) -
 
 
 def timeline_builds(timeline: Path) -> set[str]:
-    """The builds a value may be filed under."""
     if not (timeline / ".git").exists() and not (timeline / "HEAD").is_file():
         raise MergeError(
             f"--timeline {timeline} is no timeline repository (mpsbench timeline generate writes one)"
@@ -241,7 +234,7 @@ def timeline_builds(timeline: Path) -> set[str]:
 
 
 def _rank(columns: dict[str, Any] | None) -> int:
-    """Absent 0, not run (NaN) 1, failed (null) 2, measured 3: a higher rank fills a lower's place."""
+    """Absent 0, not run 1, failed 2, measured 3: a higher fills a lower's place."""
     if columns is None:
         return 0
     value = columns["result"]
@@ -253,10 +246,9 @@ class FileMerge:
     data: dict[str, Any]
     replace: bool
     conflicts: list[str] = field(default_factory=list)
-    replaced: list[dict[str, Any]] = field(default_factory=list)  # audit records
+    replaced: list[dict[str, Any]] = field(default_factory=list)
 
     def differ(self, what: str, kept: Any, incoming: Any, conflict: str) -> bool:
-        """Whether ``incoming`` replaces ``kept`` (--replace, audited), else a conflict."""
         if self.replace:
             self.replaced.append({"benchmark": what, "recorded": kept, "by": incoming})
         else:
@@ -265,7 +257,6 @@ class FileMerge:
 
 
 def _merge_row(name: str, mine: Row, theirs: Row, merged: FileMerge) -> Row:
-    """One benchmark's row: recorded values kept (or replaced), the incoming rest added."""
     ours, new = mine.get("params") or [], theirs.get("params") or []
     if mine.get("version") != theirs.get("version") or len(ours) != len(new):
         conflict = f"recorded with version {mine.get('version')}, incoming {theirs.get('version')}"
@@ -303,7 +294,6 @@ def _merge_row(name: str, mine: Row, theirs: Row, merged: FileMerge) -> Row:
 
 
 def merge_data(mine: dict[str, Any], theirs: dict[str, Any], replace: bool = False) -> FileMerge:
-    """Two results files of one machine and build, merged."""
     merged = FileMerge(dict(mine), replace)
     rows = {name: _row(mine, name) for name in mine["results"]}
     for name in theirs["results"]:
@@ -313,7 +303,7 @@ def merge_data(mine: dict[str, Any], theirs: dict[str, Any], replace: bool = Fal
     results = {}
     for name, row in rows.items():
         cells = [row.get(key) for key in columns]
-        while cells and cells[-1] is None:  # as asv's save trims them
+        while cells and cells[-1] is None:  # as asv saves them
             cells.pop()
         results[name] = cells
     merged.data.update(
@@ -325,7 +315,7 @@ def merge_data(mine: dict[str, Any], theirs: dict[str, Any], replace: bool = Fal
 
 
 def append(trail: Path, records: Iterable[dict[str, Any]]) -> None:
-    """Appends JSON lines to ``trail``, on disk on return; a full disk leaves no half line."""
+    """Appends JSON lines, on disk on return; a full disk leaves no half line."""
     lines = "".join(json.dumps(record, sort_keys=True) + "\n" for record in records).encode()
     with open(trail, "ab", buffering=0) as out:
         start = out.tell()
@@ -343,13 +333,12 @@ def append(trail: Path, records: Iterable[dict[str, Any]]) -> None:
 def reconcile(
     dest: Path, sources: Sequence[Path], update: bool, report: Report
 ) -> dict[str, Any] | None:
-    """The union of DEST's and the sources' benchmarks.json (None: unchanged); MergeError where a
-    benchmark's version differs between sources, or from DEST's without ``update``."""
+    """The union of the benchmarks.json files (None: unchanged); MergeError where versions differ."""
     target, merged, corrupt = dest / BENCHMARKS, {}, False
     if target.exists():
         try:
             merged = recorded.raw(target)
-        except recorded.RecordedError as exc:  # the sources must still agree
+        except recorded.RecordedError as exc:  # the sources are checked all the same
             report.corrupt.append(f"{exc}; left untouched, not merged into")
             corrupt = True
     first_source: dict[str, Path] = {}
@@ -361,7 +350,7 @@ def reconcile(
             report.corrupt.append(f"{exc}; skipped")
             continue
         for name, entry in entries.items():
-            if not isinstance(entry, dict):  # the file's format "version"
+            if not isinstance(entry, dict):  # the file's "version"
                 merged.setdefault(name, entry)
                 continue
             old, new = merged.get(name, {}).get("version"), entry.get("version")
@@ -391,12 +380,11 @@ def reconcile(
 
 
 def audit_trail(dest: Path) -> Path:
-    """Beside DEST, as asv reads every file inside it."""
+    # beside DEST: asv reads every file inside it
     return dest.parent / f"{dest.name}-replaced.jsonl"
 
 
 def check_machines(sources: Sequence[Path], machines: Collection[str] = ()) -> None:
-    """MergeError naming a source that is no folder, or a machine no source holds."""
     for source in sources:
         if not source.is_dir():
             raise MergeError(f"results directory {source} does not exist")
@@ -419,7 +407,7 @@ def merge(
     replace: bool = False,
     builds: Collection[str] | None = None,
 ) -> Report:
-    """Merges each source into ``dest`` under its lock; ``builds``: the timeline's, where known."""
+    """Merges each source into ``dest`` under its lock; ``builds``: the timeline's."""
     check_machines(sources)
     waiting = f"waiting for the other process writing {dest} (a merge or a record run) to finish"
     with files.lock(dest, waiting=lambda: log.info(waiting)):
@@ -458,7 +446,7 @@ def _merge_one(
     builds: Collection[str] | None,
 ) -> None:
     target = dest / path.parent.name / path.name
-    with contextlib.suppress(recorded.RecordedError):  # asv's loader says what no JSON object is
+    with contextlib.suppress(recorded.RecordedError):  # check_file says it
         if (reason := _refusal(path, recorded.raw(path), builds)) is not None:
             report.refused_files.append(f"{path}: {reason}; nothing merged from this file")
             return
@@ -494,7 +482,7 @@ def _merge_one(
         return
     merged = merge_data(before, incoming, replace)
     report.conflicts.extend(f"{path}: {text}" for text in merged.conflicts)
-    if merged.replaced:  # on disk before the replacement is
+    if merged.replaced:  # audited before the replacement
         stamp = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
         records = ({"replaced_at": stamp, "file": str(target), **r} for r in merged.replaced)
         append(audit_trail(dest), records)

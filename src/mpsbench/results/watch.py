@@ -90,7 +90,7 @@ def _lines(results: Path, machine: str) -> Iterator[dict[str, Any]]:
 
 
 def read_lines(path: Path) -> Iterator[dict[str, Any]]:
-    """The JSON objects of a ``.jsonl`` trail; a line a kill cut is skipped."""
+    """The JSON objects of a ``.jsonl`` trail but a line a kill cut."""
     with contextlib.suppress(OSError):
         for text in path.read_text().splitlines():
             with contextlib.suppress(ValueError):
@@ -140,8 +140,6 @@ def _median(seconds: list[float], fallback: float) -> float:
 
 
 class Costs:
-    """This machine's measured costs, read once a run."""
-
     def __init__(self, results: Path, machine: str) -> None:
         self.by_name: dict[str, list[float]] = {}
         self.by_group: dict[tuple[str, ...], list[float]] = {}
@@ -189,11 +187,9 @@ class Costs:
         return WHERE_BOTH if len(known) > 1 else WHERE_BUDGET if False in known else WHERE_MEASURED
 
     def setup(self, key: tuple[str, ...]) -> float:
-        """A class's setup_cache beyond its combination's cost."""
         return self.setups.get(key, SETUP_SECONDS.get(key[0], {}).get(key[1], 0.0))
 
     def install(self, installed: bool) -> float:
-        """A step's start-up: environment, install or switch, discovery, forkserver."""
         budget = STEP_START_SECONDS + (0.0 if installed else BUDGET_INSTALL_SECONDS)
         return _median(self.starts[installed], budget)
 
@@ -202,8 +198,7 @@ class Costs:
 
 
 class Pace:
-    """This run's seconds taken over seconds estimated, per cost class, each leaning as
-    :data:`PRIOR` combinations would on classes like it (docs/explanation/estimates.md)."""
+    """This run's seconds taken over estimated, per cost class (docs/explanation/estimates.md)."""
 
     PRIOR = 3.0
 
@@ -229,22 +224,20 @@ class Pace:
         return (took + prior) / (expected + prior)
 
     def run_ratio(self, module: str = "") -> float:
-        """Every class's pooled ratio, of benchmark file ``module`` only where given."""
         return self.pooled(key for key in self.took if key[1].startswith(module))
 
     def setup_ratio(self, key: tuple[str, ...]) -> float:
-        """A setup_cache runs models: its benchmark file's pace where that has run, else the run's."""
+        """A setup_cache runs models: its benchmark file's pace, else the run's."""
         module = key[1].split(".")[0] + "."
         return self.run_ratio(module if any(k[1].startswith(module) for k in self.took) else "")
 
     def unlike(self, busy: float) -> float:
-        """The pace of work unlike any run so far: the run's square root, as far as ``busy`` (0-1):
-        on a quiet machine another class's ratio is its table's error, not load."""
+        """The pace of work unlike any run so far: on a quiet machine (``busy`` 0) another class's
+        ratio is its table's error, not load."""
         return 1 + busy * (math.sqrt(self.run_ratio()) - 1)
 
     def lean(self, key: tuple[str, ...], seconds: float, busy: float) -> float:
-        """The pooled ratio of the classes about as long (a short one is mostly asv's own work, a
-        long one the model's), else :meth:`unlike`."""
+        """The pooled ratio of the classes about as long: a short one is mostly asv's own work."""
         size = max(self.mean.get(key, seconds), 1e-3)
         like = [
             k for k in self.took if k != key and 1 / LIKE <= self.mean.get(k, 0.0) / size <= LIKE
@@ -252,7 +245,6 @@ class Pace:
         return self.pooled(like) if like else self.unlike(busy)
 
     def ratio(self, key: tuple[str, ...], seconds: float = 0.0, busy: float = 1.0) -> float:
-        """``seconds``: the class's estimate where the plan has none."""
         prior = self.PRIOR * max(self.mean.get(key, seconds), 1e-3)
         lean = self.lean(key, seconds, busy)
         return (self.took.get(key, 0.0) + prior * lean) / (self.expected.get(key, 0.0) + prior)
@@ -279,7 +271,7 @@ class Build:
 @dataclass(frozen=True)
 class Disk:
     cache: Path
-    builds: Mapping[str, Build]  # by timeline commit
+    builds: Mapping[str, Build]  # by commit
 
 
 def free(folder: Path) -> int:
@@ -289,7 +281,7 @@ def free(folder: Path) -> int:
 
 
 def said_busy(fields: Mapping[str, Any], suffix: str = "") -> bool | None:
-    """Whether the quiet gate's reading in ``fields`` found the machine busy; None: no reading."""
+    """Whether the quiet gate's reading in ``fields`` found the machine busy."""
     state = quiet.State.of(fields, suffix)
     return None if state is None else bool(quiet.problems(state))
 
@@ -316,24 +308,23 @@ class Watch:
         self.pace = Pace(self.expected)
         self._start(None, True)
         self.to_publish = False
-        # this run's own start-ups (by installed) and publishes: each one event, not a class
+        # this run's own start-ups (by installed) and publishes
         self.run_starts: dict[bool, list[float]] = {True: [], False: []}
         self.run_publishes: list[float] = []
         self.held: set[str] = set()  # in this step, not measured again yet
         self.holds = self.again = 0  # held in this run; measured again in this pass
-        # the gate's waits within passes: combinations started, seconds waited, the current one's
+        # the gate's waits within passes: combinations started, seconds waited, the current one
         self.started_count, self.waited, self.waiting = 0, 0.0, 0.0
-        self.waits: list[tuple[float, bool]] = []  # each wait's length and whether it ran out
+        self.waits: list[tuple[float, bool]] = []  # seconds, whether it ran out
         self.busy_after: list[bool] = []
-        self.setup: dict[tuple[str, ...], float] = {}  # a class's first combination's extra
+        self.setup: dict[tuple[str, ...], float] = {}  # by class, this run's
         self.said_reasons: set[str] = set()
 
     def _scaled(self, key: tuple[str, ...], seconds: float) -> float:
         return seconds * self.pace.ratio(key, seconds, self._busy())
 
     def _own(self, seen: list[float], known: float) -> float:
-        """A start-up's or a publish's, mostly asv's and the disk's work: this run's median, else
-        ``known`` at the pace of work unlike the combinations."""
+        # a start-up or a publish is mostly asv's and the disk's work, unlike the combinations
         return statistics.median(seen) if seen else known * self.pace.unlike(self._busy())
 
     def _start_up(self, installed: bool) -> float:
@@ -346,7 +337,6 @@ class Watch:
         return sum(self._scaled(self.pace.key(n), self.estimates.combination(n)) for n in names)
 
     def _setups(self, names: Iterable[str], begun: Collection[tuple[str, ...]] = ()) -> float:
-        """The setup_cache of each class of ``names`` not ``begun`` in the pass."""
         return sum(
             self.setup[key]
             if key in self.setup
@@ -355,22 +345,17 @@ class Watch:
         )
 
     def _waits(self, count: float) -> float:
-        """The gate's waits within a pass before ``count`` more combinations, at this run's rate."""
         return count * self.waited / (self.started_count + Pace.PRIOR)
 
     def _busy(self) -> float:
-        """How likely the machine is busy now: the share of the latest readings that said so."""
         recent = self.busy_after[-RECENT:]
         return statistics.fmean(recent) if recent else min(1.0, self.holds / max(self.done, 1))
 
     def _gate_wait(self) -> float:
-        """A fresh gate's wait before a pass: this run's mean wait, as far as the machine is busy."""
         return self._busy() * statistics.fmean(w for w, _ in self.waits) if self.waits else 0.0
 
     def _retry(self, held: Collection[str], left: Collection[str]) -> float:
-        """The retry pass of ``held`` and of this run's share of ``left``: a fresh gate's wait,
-        then, unless it runs out, a start-up, the setup_caches and the values."""
-        rate = self.holds / (self.done + Pace.PRIOR)  # leaning on none until a few are measured
+        rate = self.holds / (self.done + Pace.PRIOR)
         if not held and not (left and rate):
             return 0.0
         values = self._estimate(held) + self._waits(len(held))
@@ -380,7 +365,6 @@ class Watch:
         return self._gate_wait() + (1 - self._busy() * ran_out) * again
 
     def _steps(self, steps: Iterable[Step], seen: set[str]) -> Iterator[tuple[Step, bool, float]]:
-        """Each step, whether its build's first, and its whole estimate."""
         for step in steps:
             first = step.commit not in seen
             seen.add(step.commit)
@@ -452,11 +436,11 @@ class Watch:
         self.step_began = self.last_event = self.said_long = time.monotonic()
         self.began_at, self.starting, self.start_installed = time.time(), True, installed
         self.last_at: float | None = None  # the events' clock at the step's previous end
-        self.gate_since: float | None = None  # since the gate said it waits before the first
+        self.gate_since: float | None = None
         self.classes: set[tuple[str, ...]] = set()  # begun in this step
 
     def begin(self, step: Step) -> bool:
-        """Say which step starts; False (and a line) for a build that does not fit on the disk."""
+        """Says which step starts; False for a build this machine cannot install."""
         if step.commit in self.skipped:
             return False
         build = self.builds[step.commit]
@@ -486,18 +470,15 @@ class Watch:
         return True
 
     def hold(self, names: Iterable[str]) -> None:
-        """Values the quiet gate holds in this step, for the retry pass."""
         new = set(names) - self.held
         self.holds += len(new)
         self.held |= new
 
     def gate_waits(self) -> None:
-        """The quiet gate waits: while starting, the minute line says so."""
         if self.starting and self.gate_since is None:
             self.gate_since = self.said_long = time.monotonic()
 
     def retry_waited(self, seconds: float, ran_out: bool) -> None:
-        """The retry pass's gate waited ``seconds`` (in vain where ``ran_out``) before its start-up."""
         if seconds >= 1.0:
             self.waits.append((seconds, ran_out))
         self.began_at += seconds
@@ -514,7 +495,6 @@ class Watch:
         return [{"event": "publish", "seconds": round(seconds, 3)}]
 
     def poll(self, scratch: Path) -> list[dict[str, Any]]:
-        """Cost lines since the last poll; says progress."""
         done: list[dict[str, Any]] = []
         commit = self.current.commit if self.current else ""
         events, self.offset = asv_saving.read_events(scratch, self.offset)
@@ -582,7 +562,6 @@ class Watch:
         return done
 
     def _waited(self, start: dict[str, Any], first: bool) -> None:
-        """What the gate waited before the combination ``start``ing now, ``first`` in its pass."""
         self.waiting = seconds = float(start.get("waited") or 0.0)
         if not first:
             self.started_count, self.waited = self.started_count + 1, self.waited + seconds
@@ -590,7 +569,6 @@ class Watch:
             self.waits.append((seconds, bool(said_busy(start))))
 
     def _outcome(self, event: dict[str, Any]) -> str:
-        """A skip's reason once a run."""
         reason = str(event.get("reason", "no reason given"))
         if event.get("outcome") != "skipped":
             return str(event.get("outcome"))
@@ -600,8 +578,7 @@ class Watch:
         return f"skipped: {reason}"
 
     def remaining(self) -> float:
-        """At this run's pace: this step's start-up and combinations less the time the one
-        under way has taken, the retry of what is held, its publish, then every later step."""
+        """The seconds left at this run's pace."""
         estimate = self._estimate(self.left)
         if self.current is None:
             return estimate
@@ -639,7 +616,6 @@ class Watch:
         )
 
     def end(self) -> None:
-        # builds this machine cannot install or has no room for, each said when its turn came
         disk = ", ".join(self.builds[c].name for c in sorted(self.skipped))
         log.info(
             f"measured {self.done} of {self.total} combinations in"
