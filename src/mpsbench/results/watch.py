@@ -141,11 +141,11 @@ def _median(seconds: list[float], fallback: float) -> float:
 
 class Costs:
     def __init__(self, results: Path, machine: str) -> None:
-        self.by_name: dict[str, list[float]] = {}
-        self.by_group: dict[tuple[str, ...], list[float]] = {}
+        self.by_name: dict[str, list[float]] = collections.defaultdict(list)
+        self.by_group: dict[tuple[str, ...], list[float]] = collections.defaultdict(list)
         self.starts: dict[bool, list[float]] = {True: [], False: []}  # by installed
         self.publishes: list[float] = []
-        walls: list[tuple[str, bool, float]] = []  # name, its class's first in its pass, seconds
+        walls = []  # name, class, whether its class's first in its pass, seconds
         begun: set[tuple[str, ...]] | None = None
         for line in _lines(results, machine):
             with contextlib.suppress(ValueError, KeyError, TypeError):
@@ -157,18 +157,18 @@ class Costs:
                 else:
                     name, seconds = str(line["name"]), float(line.get("wall", line["seconds"]))
                     key = cost_class(name)
-                    walls.append((name, begun is not None and key not in begun, seconds))
+                    walls.append((name, key, begun is not None and key not in begun, seconds))
                     if begun is not None:
                         begun.add(key)
         # a class's first in a pass pays its setup_cache
-        later = {cost_class(name) for name, first, _ in walls if not first}
-        firsts: dict[tuple[str, ...], list[float]] = {}
-        for name, first, seconds in walls:
-            if first and cost_class(name) in later:
-                firsts.setdefault(cost_class(name), []).append(seconds)
+        later = {key for _, key, first, _ in walls if not first}
+        firsts = collections.defaultdict(list)
+        for name, key, first, seconds in walls:
+            if first and key in later:
+                firsts[key].append(seconds)
             else:
-                self.by_name.setdefault(name, []).append(seconds)
-                self.by_group.setdefault(cost_class(name), []).append(seconds)
+                self.by_name[name].append(seconds)
+                self.by_group[key].append(seconds)
         self.setups: dict[tuple[str, ...], float] = {
             key: max(0.0, statistics.median(seconds) - statistics.median(self.by_group[key]))
             for key, seconds in firsts.items()
@@ -205,9 +205,9 @@ class Pace:
     def __init__(self, planned: Mapping[str, float]) -> None:
         self.took: dict[tuple[str, ...], float] = collections.defaultdict(float)
         self.expected: dict[tuple[str, ...], float] = collections.defaultdict(float)
-        sums: dict[tuple[str, ...], list[float]] = {}
+        sums = collections.defaultdict(list)
         for name, seconds in planned.items():
-            sums.setdefault(self.key(name), []).append(max(seconds, 1e-3))
+            sums[self.key(name)].append(max(seconds, 1e-3))
         self.mean = {key: statistics.fmean(values) for key, values in sums.items()}
 
     key = staticmethod(cost_class)
@@ -303,7 +303,7 @@ class Watch:
         self.builds = {c: known.get(c) or Build(c[:8], 0, "unknown", True) for c in self.commits}
         self.installed = {commit for commit, build in self.builds.items() if build.installed}
         self.skipped: set[str] = set()
-        self.cache_used = used(disk.cache) if disk is not None else 0
+        self.cache_used = self._cache()
         self.expected = {n: estimates.combination(n) for s in self.steps for n in s.names}
         self.pace = Pace(self.expected)
         self._start(None, True)
@@ -319,6 +319,12 @@ class Watch:
         self.busy_after: list[bool] = []
         self.setup: dict[tuple[str, ...], float] = {}  # by class, this run's
         self.said_reasons: set[str] = set()
+
+    def _cache(self) -> int:
+        return used(self.disk.cache) if self.disk is not None else 0
+
+    def _build(self, commit: str) -> str:
+        return f"build {self.commits.index(commit) + 1} of {len(self.commits)}"
 
     def _scaled(self, key: tuple[str, ...], seconds: float) -> float:
         return seconds * self.pace.ratio(key, seconds, self._busy())
@@ -458,13 +464,12 @@ class Watch:
             log.warning(f"skipping {build.name}: {why}")
             return False
         self.index = self.steps.index(step)
-        first = all(s.commit != step.commit for s in self.steps[: self.index])
-        self._start(step, step.commit in self.installed or not first)
+        again = any(s.commit == step.commit for s in self.steps[: self.index])
+        self._start(step, step.commit in self.installed or again)
         self.to_publish, self.held, self.again = True, set(), 0
-        self.cache_used = used(self.disk.cache) if self.disk is not None else 0
+        self.cache_used = self._cache()
         log.info(
-            f"build {self.commits.index(step.commit) + 1} of {len(self.commits)}:"
-            f" {build.name}, {step.tier}: {len(step.names)} combinations"
+            f"{self._build(step.commit)}: {build.name}, {step.tier}: {len(step.names)} combinations"
             + ("" if step.commit in self.installed else ", installed first")
         )
         return True
@@ -520,8 +525,9 @@ class Watch:
             elif event.get("event") == "done":
                 seconds = float(event.get("seconds", 0.0))
                 # from the previous combination's end, less the gate's wait before this one
-                wall = at - self.last_at - self.waiting if self.last_at is not None else 0.0
-                wall = max(seconds, wall)
+                wall = max(
+                    seconds, at - self.last_at - self.waiting if self.last_at is not None else 0.0
+                )
                 self.last_at, self.running, self.last_event = at, None, now
                 done.append({**event, "wall": round(wall, 3), "waited": self.waiting})
                 with contextlib.suppress(ValueError):
@@ -536,10 +542,10 @@ class Watch:
                 self.waiting = 0.0
                 if (busy := said_busy(event, "_after")) is not None:
                     self.busy_after.append(busy)
-                if commit not in self.installed and self.disk is not None:
-                    self.cache_used = used(self.disk.cache)
+                if commit not in self.installed:
+                    self.cache_used = self._cache()
                 self.installed.add(commit)
-                log.info(self.line(name, self._outcome(event), seconds))
+                log.info(self.line(commit, name, self._outcome(event), seconds))
         now = time.monotonic()
         if now - self.said_long >= LONG and (self.running or (self.starting and self.current)):
             self.said_long = now
@@ -553,8 +559,7 @@ class Watch:
                     if commit in self.installed
                     else "installing the build and starting asv"
                 ) + f": {clock(now - self.step_began)} so far"
-                grown = (used(self.disk.cache) - self.cache_used) if self.disk is not None else 0
-                if grown > 0:
+                if (grown := self._cache() - self.cache_used) > 0:
                     said += (
                         f", the build cache has grown by {_gb(grown)} (downloads and the install)"
                     )
@@ -594,7 +599,7 @@ class Watch:
         later = [s for s in self.steps[self.index + 1 :] if s.commit not in self.skipped]
         return sum((e for _, _, e in self._steps(later, {self.current.commit})), estimate)
 
-    def line(self, name: str, outcome: str, seconds: float) -> str:
+    def line(self, commit: str, name: str, outcome: str, seconds: float) -> str:
         left = f"about {clock(self.remaining())} left"
         if self.current is not None and self.current.tier == "again":
             self.again += 1
@@ -603,14 +608,13 @@ class Watch:
                 f" {clock(seconds)}, {left}"
             )
         self.done += 1
-        number = self.commits.index(self.current.commit) + 1 if self.current else 0
         disk = (
             f", build cache {_gb(self.cache_used)}, {_gb(free(self.disk.cache))} free"
             if self.disk is not None
             else ""
         )
         return (
-            f"build {number} of {len(self.commits)}, {self.done} of {self.total} combinations"
+            f"{self._build(commit)}, {self.done} of {self.total} combinations"
             f" done ({name}: {outcome}, {clock(seconds)}), elapsed"
             f" {clock(time.monotonic() - self.started)}, {left}{disk}"
         )
