@@ -15,7 +15,7 @@ from typing import Any
 
 from mpsbench.core import asv, asv_saving, progress
 from mpsbench.measure import quiet
-from mpsbench.results import merge, recorded, watch
+from mpsbench.results import merge, recorded
 
 JUDGED = "judged"
 STATS = merge.STATISTICS + merge.COUNTS
@@ -54,7 +54,7 @@ def _read(path: Path) -> tuple[dict[str, Any], dict[tuple[str, merge.Combination
 
 def _held(results: Path) -> dict[tuple[str, ...], float]:
     found = {}
-    for entry in watch.read_lines(trail(results)):
+    for entry in merge.read_lines(trail(results)):
         with contextlib.suppress(ValueError, KeyError, TypeError):
             key = tuple(str(entry[field]) for field in ("machine", "commit", "name", "run"))
             found[key] = float(entry["value"])

@@ -11,7 +11,7 @@ import json
 import math
 import os
 import re
-from collections.abc import Callable, Collection, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -315,10 +315,13 @@ def merge_data(mine: dict[str, Any], theirs: dict[str, Any], replace: bool = Fal
 
 
 def append(trail: Path, records: Iterable[dict[str, Any]]) -> None:
-    """Appends JSON lines, on disk on return; a full disk leaves no half line."""
+    """Appends JSON lines, on disk on return; a full disk leaves no half line, a kill's stays apart."""
     lines = "".join(json.dumps(record, sort_keys=True) + "\n" for record in records).encode()
-    with open(trail, "ab", buffering=0) as out:
-        start = out.tell()
+    if not lines:
+        return
+    with open(trail, "a+b", buffering=0) as out:
+        if (start := out.tell()) and os.pread(out.fileno(), 1, start - 1) != b"\n":
+            lines = b"\n" + lines
         try:
             if out.write(lines) != len(lines):  # a short write: the disk is full
                 raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
@@ -328,6 +331,15 @@ def append(trail: Path, records: Iterable[dict[str, Any]]) -> None:
             if not start:
                 trail.unlink()
             raise OSError(exc.errno, exc.strerror, str(trail)) from None
+
+
+def read_lines(trail: Path) -> Iterator[dict[str, Any]]:
+    """The JSON objects of a trail's lines but one a kill cut."""
+    with contextlib.suppress(OSError):
+        for text in trail.read_text().splitlines():
+            with contextlib.suppress(ValueError):
+                if isinstance(line := json.loads(text), dict):
+                    yield line
 
 
 def reconcile(

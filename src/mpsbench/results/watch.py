@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import collections
 import contextlib
-import json
 import math
 import re
 import shutil
@@ -18,6 +17,7 @@ from typing import Any
 
 from mpsbench.core import asv_saving, progress
 from mpsbench.measure import quiet
+from mpsbench.results import merge
 
 GB = 1e9
 LONG = 60.0  # seconds: a long combination or install says so once a minute
@@ -77,25 +77,11 @@ def trail(results: Path) -> Path:
 
 
 def add(results: Path, machine: str, lines: Iterable[dict[str, object]]) -> None:
-    text = "".join(json.dumps({"machine": machine, **x}, sort_keys=True) + "\n" for x in lines)
-    if text:
-        with open(trail(results), "a+b") as out:
-            if out.tell() and (out.seek(out.tell() - 1), out.read(1))[1] != b"\n":
-                text = "\n" + text  # a line cut by a kill stays apart
-            out.write(text.encode())
+    merge.append(trail(results), ({"machine": machine, **line} for line in lines))
 
 
 def _lines(results: Path, machine: str) -> Iterator[dict[str, Any]]:
-    return (line for line in read_lines(trail(results)) if line.get("machine") == machine)
-
-
-def read_lines(path: Path) -> Iterator[dict[str, Any]]:
-    """The JSON objects of a ``.jsonl`` trail but a line a kill cut."""
-    with contextlib.suppress(OSError):
-        for text in path.read_text().splitlines():
-            with contextlib.suppress(ValueError):
-                if isinstance(line := json.loads(text), dict):
-                    yield line
+    return (line for line in merge.read_lines(trail(results)) if line.get("machine") == machine)
 
 
 def skipped(results: Path, machine: str, commit: str) -> dict[str, str]:
