@@ -1,5 +1,4 @@
-"""Values a busy machine measured: set to not run in the copy merged, to be measured again, and kept
-in ``<results>-held.jsonl``."""
+"""Values a busy machine measured: kept in ``<results>-held.jsonl``, not merged, measured again."""
 
 from __future__ import annotations
 
@@ -45,7 +44,6 @@ def _events(scratch: Path) -> dict[tuple[str, str], dict[str, dict[str, Any]]]:
 
 
 def _read(path: Path) -> tuple[dict[str, Any], dict[tuple[str, merge.Combination], Any]]:
-    # nothing where unreadable: the merge says
     with contextlib.suppress(ValueError, KeyError, TypeError, AttributeError):
         data = recorded.raw(path)
         return data, merge.values(data)
@@ -64,8 +62,8 @@ def _held(results: Path) -> dict[tuple[str, ...], float]:
 def judged(
     results: Path, scratch: Path, accept: bool = False, again: Sequence[str] = ()
 ) -> tuple[Path, list[Held]]:
-    """``scratch``'s results with disturbed values set to not run, and those held (``accept``: none;
-    ``again``: the runs whose held values this retries)."""
+    """``scratch``'s results less the disturbed values, and those held; ``again``: the runs whose
+    held values this retries."""
     out = scratch / JUDGED
     shutil.rmtree(out, ignore_errors=True)
     shutil.copytree(scratch / "results", out, ignore=shutil.ignore_patterns(".*"))

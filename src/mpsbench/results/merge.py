@@ -1,5 +1,4 @@
-"""Merge asv results folders value by value, never replacing a recorded value unasked
-(docs/explanation/integrity.md)."""
+"""Merges asv results folders value by value, never replacing a recorded value unasked."""
 
 from __future__ import annotations
 
@@ -35,7 +34,7 @@ class MergeError(UserError):
     pass
 
 
-# a Report's list, its label when listed, its words in the summary
+# a Report's list, its label, its words in the summary
 SAID = (
     ("copied", "copied", "copied"),
     ("identical", None, "already there"),
@@ -69,7 +68,7 @@ class Report:
         return f"merged into {dest}: {counts}"
 
     def show(self, dest: Path) -> int:
-        """Prints what was done; exit status 0 clean, else 1."""
+        """Prints what was done; the exit status."""
         for name, label, _ in SAID:
             for text in getattr(self, name) if label else []:
                 print(f"{label:10}{text}")
@@ -100,7 +99,6 @@ def problem(value: Any, unit: str) -> str | None:
 
 
 def check_file(path: Path, machine: str) -> dict[str, Any]:
-    """The JSON object ``path`` holds, where asv reads it."""
     try:
         if path.name == MACHINE:
             recorded.machine_named(path)
@@ -281,7 +279,7 @@ def _merge_row(name: str, mine: Row, theirs: Row, merged: FileMerge) -> Row:
                 pick = offered
         chosen.append((pick, kept))
     out: Row = dict(mine, params=params)
-    for key in PER_COMBINATION:  # asv writes a column of nulls as null
+    for key in PER_COMBINATION:  # a column of nulls is null, as asv writes it
         column = [pick[key] if pick else None for pick, _ in chosen]
         out[key] = None if all(value is None for value in column) else column
     if any(pick is not kept for pick, kept in chosen):
@@ -303,7 +301,7 @@ def merge_data(mine: dict[str, Any], theirs: dict[str, Any], replace: bool = Fal
     results = {}
     for name, row in rows.items():
         cells = [row.get(key) for key in columns]
-        while cells and cells[-1] is None:  # as asv saves them
+        while cells and cells[-1] is None:
             cells.pop()
         results[name] = cells
     merged.data.update(
@@ -315,7 +313,7 @@ def merge_data(mine: dict[str, Any], theirs: dict[str, Any], replace: bool = Fal
 
 
 def append(trail: Path, records: Iterable[dict[str, Any]]) -> None:
-    """Appends JSON lines, on disk on return; a full disk leaves no half line, a kill's stays apart."""
+    """Appends JSON lines, on disk on return; a full disk leaves no half line."""
     lines = "".join(json.dumps(record, sort_keys=True) + "\n" for record in records).encode()
     if not lines:
         return
@@ -334,7 +332,7 @@ def append(trail: Path, records: Iterable[dict[str, Any]]) -> None:
 
 
 def read_lines(trail: Path) -> Iterator[dict[str, Any]]:
-    """The JSON objects of a trail's lines but one a kill cut."""
+    """Each line's JSON object but one a kill cut."""
     with contextlib.suppress(OSError):
         for text in trail.read_text().splitlines():
             with contextlib.suppress(ValueError):
@@ -345,12 +343,12 @@ def read_lines(trail: Path) -> Iterator[dict[str, Any]]:
 def reconcile(
     dest: Path, sources: Sequence[Path], update: bool, report: Report
 ) -> dict[str, Any] | None:
-    """The union of the benchmarks.json files (None: unchanged); MergeError where versions differ."""
+    """The benchmarks.json of them all (None: unchanged); MergeError where versions differ."""
     target, merged, corrupt = dest / BENCHMARKS, {}, False
     if target.exists():
         try:
             merged = recorded.raw(target)
-        except recorded.RecordedError as exc:  # the sources are checked all the same
+        except recorded.RecordedError as exc:
             report.corrupt.append(f"{exc}; left untouched, not merged into")
             corrupt = True
     first_source: dict[str, Path] = {}
@@ -419,7 +417,7 @@ def merge(
     replace: bool = False,
     builds: Collection[str] | None = None,
 ) -> Report:
-    """Merges each source into ``dest`` under its lock; ``builds``: the timeline's."""
+    """``builds``: the timeline's."""
     check_machines(sources)
     waiting = f"waiting for the other process writing {dest} (a merge or a record run) to finish"
     with files.lock(dest, waiting=lambda: log.info(waiting)):
@@ -494,7 +492,7 @@ def _merge_one(
         return
     merged = merge_data(before, incoming, replace)
     report.conflicts.extend(f"{path}: {text}" for text in merged.conflicts)
-    if merged.replaced:  # audited before the replacement
+    if merged.replaced:
         stamp = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
         records = ({"replaced_at": stamp, "file": str(target), **r} for r in merged.replaced)
         append(audit_trail(dest), records)

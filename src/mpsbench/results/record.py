@@ -1,5 +1,4 @@
-"""Runs asv so that recorded results only grow: asv measures what has no value into a scratch folder,
-each value merged in as measured (asv replaces what it re-runs)."""
+"""Runs asv so that recorded results only grow: each value measured in scratch, merged in at once."""
 
 from __future__ import annotations
 
@@ -43,7 +42,7 @@ def asv_log(results: Path) -> Path:
 
 
 def _gate_lines(path: Path, at: int) -> Callable[[], bool]:
-    """Relays the quiet gate's lines from asv's log, where the gate waits; says whether it waits."""
+    """Relays the quiet gate's lines from asv's log; says whether the gate waits."""
 
     def relay() -> bool:
         nonlocal at
@@ -71,7 +70,7 @@ def _merge_scratch(
     silent: bool = False,
     again: Sequence[str] = (),
 ) -> tuple[merge.Report | None, list[held.Held]]:
-    """Merges ``scratch``'s values but those judged disturbed, which it returns."""
+    """Merges ``scratch``'s values but the disturbed, which it returns."""
     if not (scratch / "results").is_dir():
         return None, []
     judged, kept_out = held.judged(results, scratch, quiet.accept_busy(), again)
@@ -139,7 +138,7 @@ def steps(commits: Sequence[str], missing: dict[str, tuple[str, ...]]) -> list[w
 @dataclass(frozen=True)
 class Selection:
     names: tuple[str, ...]
-    left_out: str | None  # what -b found that only skips here
+    left_out: str | None
 
 
 def select(conf: AsvConf, bench: Sequence[str]) -> Selection:
@@ -209,8 +208,8 @@ def record(
     disk: watch.Disk | None = None,
     selection: Selection | None = None,
 ) -> Generator[Finished, None, None]:
-    """Runs what is missing (all, with ``remeasure``), yielding each step as it ends; the caller's
-    time before resuming is a publish's cost. Close it when not iterated to its end."""
+    """Runs what is missing, yielding each step as it ends (the caller's time before resuming is a
+    publish's cost); close it when stopping early."""
     check_meaning(run)
     results, commits = conf.results, builds(conf, run)
     chosen = selection or select(conf, run.bench)

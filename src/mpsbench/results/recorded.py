@@ -1,5 +1,4 @@
-"""The one reader of asv results folders, as asv's ``Results`` or as JSON; an unreadable file is an
-error, never "nothing changed"."""
+"""The one reader of asv results folders: an unreadable file is an error, never "nothing changed"."""
 
 from __future__ import annotations
 
@@ -62,7 +61,7 @@ class RecordedError(UserError):
 class Measured:
     value: float
     stats: dict[str, Any] | None = None
-    samples: tuple[float, ...] | None = None  # with asv run --record-samples
+    samples: tuple[float, ...] | None = None
 
 
 @dataclass(frozen=True)
@@ -78,7 +77,7 @@ class Row:
 @dataclass
 class Recorded:
     values: dict[tuple[str, str], dict[Row, Measured]]
-    dates: dict[str, int]  # by commit, in ms
+    dates: dict[str, int]  # ms
     units: dict[str, str]
     files: int = 0
     failed: dict[tuple[str, str], set[Row]] = field(default_factory=dict)
@@ -138,7 +137,6 @@ def _cells(result: Any) -> Iterator[tuple[Row, Any, Any, Any]]:
 
 
 def rows(result: Any) -> dict[Row, Measured]:
-    """Every row of an asv ``Results`` that holds a number."""
     return {
         row: Measured(float(value), stats or None, tuple(map(float, samples)) if samples else None)
         for row, value, stats, samples in _cells(result)
@@ -190,7 +188,7 @@ def filename(machine: str, commit: str, environment: str) -> str:
 
 
 def full_hash(results_dir: Path, machine: str, prefix: str) -> str | None:
-    """The one recorded build ``prefix`` starts; RecordedError where several do."""
+    """The one recorded build ``prefix`` starts."""
     try:
         found = asv_internals.get_result_hash_from_prefix(str(results_dir), machine, prefix)
     except asv_internals.UserError as exc:
@@ -217,8 +215,7 @@ def _results(results_dir: Path, strict: bool) -> Iterator[Any]:
 
 
 def load(results_dir: Path, strict: bool = True) -> Recorded:
-    """Every results file; RecordedError if none, or one is unreadable and ``strict`` (else skipped
-    with a warning, as ``asv publish`` does)."""
+    """Every results file; an unreadable one is an error if ``strict``, else a warning."""
     if not (found := load_each_python(results_dir, strict, each=False)):
         raise RecordedError(f"results directory {results_dir} holds no asv results files")
     return found[""]
@@ -227,7 +224,7 @@ def load(results_dir: Path, strict: bool = True) -> Recorded:
 def load_each_python(
     results_dir: Path, strict: bool = True, each: bool = True
 ) -> dict[str, Recorded]:
-    """By the Python they ran under (``each``; else all under "")."""
+    """By the Python they ran under, where ``each``."""
     found: dict[str, Recorded] = {}
     units = benchmark_units(results_dir)
     for result in _results(results_dir, strict):

@@ -1,5 +1,4 @@
-"""A record run's plan, progress lines and time left, learnt from ``<results>-costs.jsonl``
-(docs/explanation/estimates.md)."""
+"""A record run's plan, progress lines and time left (docs/explanation/estimates.md)."""
 
 from __future__ import annotations
 
@@ -20,8 +19,8 @@ from mpsbench.measure import quiet
 from mpsbench.results import merge
 
 GB = 1e9
-LONG = 60.0  # seconds: a long combination or install says so once a minute
-RECENT = 10  # after-readings that say whether the machine is busy now
+LONG = 60.0  # a long combination or install says so once a minute
+RECENT = 10  # readings that say whether the machine is busy now
 # wall seconds per combination (docs/evidence/estimates.md); mps: cuda's, no Mac measured
 MEASURED_SECONDS: dict[str, dict[str, float]] = {
     "cpu": {
@@ -131,7 +130,7 @@ class Costs:
         self.by_group: dict[tuple[str, ...], list[float]] = collections.defaultdict(list)
         self.starts: dict[bool, list[float]] = {True: [], False: []}  # by installed
         self.publishes: list[float] = []
-        walls = []  # name, class, whether its class's first in its pass, seconds
+        walls = []  # name, class, its class's first in its pass, seconds
         begun: set[tuple[str, ...]] | None = None
         for line in _lines(results, machine):
             with contextlib.suppress(ValueError, KeyError, TypeError):
@@ -184,7 +183,7 @@ class Costs:
 
 
 class Pace:
-    """This run's seconds taken over estimated, per cost class (docs/explanation/estimates.md)."""
+    """This run's seconds taken over estimated, per cost class."""
 
     PRIOR = 3.0
 
@@ -218,8 +217,7 @@ class Pace:
         return self.run_ratio(module if any(k[1].startswith(module) for k in self.took) else "")
 
     def unlike(self, busy: float) -> float:
-        """The pace of work unlike any run so far: on a quiet machine (``busy`` 0) another class's
-        ratio is its table's error, not load."""
+        """The pace of work unlike any run so far: on a quiet machine, 1."""
         return 1 + busy * (math.sqrt(self.run_ratio()) - 1)
 
     def lean(self, key: tuple[str, ...], seconds: float, busy: float) -> float:
@@ -245,11 +243,11 @@ class Step:
 
 @dataclass(frozen=True)
 class Build:
-    name: str  # CHANNEL@ID (torch VERSION)
+    name: str
     need: int  # bytes its install adds to the build cache
     how: str  # how the need is known
     installed: bool
-    download: int = 0  # bytes of wheels fetched
+    download: int = 0  # bytes
     hosts: tuple[str, ...] = ()
     refused: str = ""  # why this machine cannot install it
 
@@ -257,7 +255,7 @@ class Build:
 @dataclass(frozen=True)
 class Disk:
     cache: Path
-    builds: Mapping[str, Build]  # by commit
+    builds: Mapping[str, Build]
 
 
 def free(folder: Path) -> int:
@@ -267,7 +265,7 @@ def free(folder: Path) -> int:
 
 
 def said_busy(fields: Mapping[str, Any], suffix: str = "") -> bool | None:
-    """Whether the quiet gate's reading in ``fields`` found the machine busy."""
+    """Whether the quiet gate's reading found the machine busy."""
     state = quiet.State.of(fields, suffix)
     return None if state is None else bool(quiet.problems(state))
 
@@ -294,16 +292,15 @@ class Watch:
         self.pace = Pace(self.expected)
         self._start(None, True)
         self.to_publish = False
-        # this run's own start-ups (by installed) and publishes
         self.run_starts: dict[bool, list[float]] = {True: [], False: []}
         self.run_publishes: list[float] = []
-        self.held: set[str] = set()  # in this step, not measured again yet
+        self.held: set[str] = set()  # in this step
         self.holds = self.again = 0  # held in this run; measured again in this pass
-        # the gate's waits within passes: combinations started, seconds waited, the current one
+        # within passes: combinations started, the gate's wait before them, before this one
         self.started_count, self.waited, self.waiting = 0, 0.0, 0.0
         self.waits: list[tuple[float, bool]] = []  # seconds, whether it ran out
         self.busy_after: list[bool] = []
-        self.setup: dict[tuple[str, ...], float] = {}  # by class, this run's
+        self.setup: dict[tuple[str, ...], float] = {}
         self.said_reasons: set[str] = set()
 
     def _cache(self) -> int:
@@ -316,7 +313,7 @@ class Watch:
         return seconds * self.pace.ratio(key, seconds, self._busy())
 
     def _own(self, seen: list[float], known: float) -> float:
-        # a start-up or a publish is mostly asv's and the disk's work, unlike the combinations
+        # a start-up or a publish is mostly asv's and the disk's work
         return statistics.median(seen) if seen else known * self.pace.unlike(self._busy())
 
     def _start_up(self, installed: bool) -> float:
@@ -427,12 +424,12 @@ class Watch:
         self.left = list(step.names if step else ())
         self.step_began = self.last_event = self.said_long = time.monotonic()
         self.began_at, self.starting, self.start_installed = time.time(), True, installed
-        self.last_at: float | None = None  # the events' clock at the step's previous end
+        self.last_at: float | None = None  # the previous end, on the events' clock
         self.gate_since: float | None = None
         self.classes: set[tuple[str, ...]] = set()  # begun in this step
 
     def begin(self, step: Step) -> bool:
-        """Says which step starts; False for a build this machine cannot install."""
+        """False for a build this machine cannot install."""
         if step.commit in self.skipped:
             return False
         build = self.builds[step.commit]
@@ -510,7 +507,7 @@ class Watch:
                     )
             elif event.get("event") == "done":
                 seconds = float(event.get("seconds", 0.0))
-                # from the previous combination's end, less the gate's wait before this one
+                # from the previous end, less the gate's wait
                 wall = max(
                     seconds, at - self.last_at - self.waiting if self.last_at is not None else 0.0
                 )
@@ -518,7 +515,7 @@ class Watch:
                 done.append({**event, "wall": round(wall, 3), "waited": self.waiting})
                 with contextlib.suppress(ValueError):
                     self.left.remove(name)
-                # a class's first in a step pays its setup_cache: kept out of the pace
+                # a class's first in a step pays its setup_cache
                 key, expected = self.pace.key(name), self.expected.get(name, wall)
                 if key in self.classes:
                     self.pace.note(key, wall, expected)
