@@ -31,7 +31,7 @@ log = progress.logger(__name__)
 
 
 class MergeError(UserError):
-    pass
+    """A file or folder the merge refuses."""
 
 
 # a Report's list, its label, its words in the summary

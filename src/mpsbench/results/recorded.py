@@ -54,7 +54,7 @@ def unit(name: str) -> Unit:
 
 
 class RecordedError(UserError):
-    pass
+    """No results, or a file asv cannot read."""
 
 
 @dataclass(frozen=True)
