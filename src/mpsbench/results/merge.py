@@ -368,7 +368,7 @@ def reconcile(
             if name in merged and old != new and (earlier or not update):
                 raise MergeError(
                     f"benchmark {name} has version {old} in {first_source[name] if earlier else target}"
-                    f" but {new} in {path}: those machines ran different versions of the suite"
+                    f" but {new} in {path}: those machines ran different suites"
                     + (
                         ""
                         if earlier
@@ -417,7 +417,6 @@ def merge(
     replace: bool = False,
     builds: Collection[str] | None = None,
 ) -> Report:
-    """``builds``: the timeline's."""
     check_machines(sources)
     waiting = f"waiting for the other process writing {dest} (a merge or a record run) to finish"
     with files.lock(dest, waiting=lambda: log.info(waiting)):

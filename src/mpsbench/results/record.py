@@ -217,8 +217,8 @@ def record(
         log.info(chosen.left_out)
     if quiet.accept_busy():
         log.info(
-            f"quiet gate: {quiet.ACCEPT_BUSY} is on: values the machine disturbed are"
-            " recorded all the same; for throw-away results only, never for history"
+            f"quiet gate: {quiet.ACCEPT_BUSY} is on: disturbed values are recorded all the same;"
+            " for throw-away results only"
         )
     with files.lock(results, wait=False):
         root = scratch_root(results)

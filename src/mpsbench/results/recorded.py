@@ -188,7 +188,6 @@ def filename(machine: str, commit: str, environment: str) -> str:
 
 
 def full_hash(results_dir: Path, machine: str, prefix: str) -> str | None:
-    """The one recorded build ``prefix`` starts."""
     try:
         found = asv_internals.get_result_hash_from_prefix(str(results_dir), machine, prefix)
     except asv_internals.UserError as exc:

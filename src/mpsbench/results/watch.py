@@ -265,7 +265,6 @@ def free(folder: Path) -> int:
 
 
 def said_busy(fields: Mapping[str, Any], suffix: str = "") -> bool | None:
-    """Whether the quiet gate's reading found the machine busy."""
     state = quiet.State.of(fields, suffix)
     return None if state is None else bool(quiet.problems(state))
 
@@ -375,8 +374,7 @@ class Watch:
             + (
                 ""
                 if needed <= space
-                else ": builds that do not fit are skipped, each with a line"
-                " (MPSBENCH_CACHE=/path moves the cache to a disk with room)"
+                else ": builds that do not fit are skipped (MPSBENCH_CACHE=/path moves the cache)"
             ),
             f"  downloads: about {_gb(size)} of wheels"
             + (f" from {', '.join(hosts)}" if hosts else "")
@@ -389,7 +387,7 @@ class Watch:
         builds = f"{len(self.commits)} build{'s' if len(self.commits) != 1 else ''}"
         lines = [
             f"the run: {builds}, newest first, {self.total} combinations; each value is saved as"
-            " it is measured, so a stopped run keeps it and the next one goes on from there",
+            " measured: a stopped run keeps it, the next goes on from there",
             *self._costs(),
         ]
         total = 0.0
@@ -414,7 +412,7 @@ class Watch:
                 )
         lines.append(
             f"  in all about {clock(total)}, publishing the site after each step;"
-            " the estimate learns from each combination measured"
+            " the estimate learns as it goes"
         )
         return "\n".join(lines)
 
@@ -438,8 +436,8 @@ class Watch:
         if not why and self.disk is not None and not build.installed and build.need > space:
             why = (
                 f"installing it needs about {_gb(build.need)} ({build.how}), {_gb(space)} is free"
-                f" at {self.disk.cache}; free space there, or move the build cache to a disk with"
-                " room (MPSBENCH_CACHE=/path scripts/bench), and run again"
+                f" at {self.disk.cache}; free space there, or set MPSBENCH_CACHE=/path to a disk"
+                " with room, and run again"
             )
         if why:
             self.skipped.add(step.commit)
@@ -491,11 +489,13 @@ class Watch:
             now = time.monotonic()
             if event.get("event") == "start":
                 self.running, self.said_long = (name, now), now
-                self._waited(event, self.starting)
+                self.waiting = waited = float(event.get("waited") or 0.0)
+                if waited >= 1.0:
+                    self.waits.append((waited, bool(said_busy(event))))
                 if self.starting:
                     # the event is written after the gate's wait: the start-up ends before it
-                    self.starting, self.last_at = False, at - self.waiting
-                    start_up = max(0.0, at - self.began_at - self.waiting)
+                    self.starting, self.last_at = False, at - waited
+                    start_up = max(0.0, at - self.began_at - waited)
                     self.run_starts[self.start_installed].append(start_up)
                     done.append(
                         dict(
@@ -505,6 +505,8 @@ class Watch:
                             seconds=round(start_up, 3),
                         )
                     )
+                else:
+                    self.started_count, self.waited = self.started_count + 1, self.waited + waited
             elif event.get("event") == "done":
                 seconds = float(event.get("seconds", 0.0))
                 # from the previous end, less the gate's wait
@@ -549,13 +551,6 @@ class Watch:
             log.info(said)
         return done
 
-    def _waited(self, start: dict[str, Any], first: bool) -> None:
-        self.waiting = seconds = float(start.get("waited") or 0.0)
-        if not first:
-            self.started_count, self.waited = self.started_count + 1, self.waited + seconds
-        if seconds >= 1.0:
-            self.waits.append((seconds, bool(said_busy(start))))
-
     def _outcome(self, event: dict[str, Any]) -> str:
         reason = str(event.get("reason", "no reason given"))
         if event.get("outcome") != "skipped":
@@ -566,7 +561,6 @@ class Watch:
         return f"skipped: {reason}"
 
     def remaining(self) -> float:
-        """The seconds left at this run's pace."""
         estimate = self._estimate(self.left)
         if self.current is None:
             return estimate
