@@ -23,9 +23,9 @@ BENCHMARKS = asv.BENCHMARKS
 MACHINE = "machine.json"
 STATISTICS, COUNTS = ("ci_99_a", "ci_99_b", "q_25", "q_75"), ("number", "repeat")
 PER_COMBINATION = ("result", *(f"stats_{name}" for name in STATISTICS + COUNTS), "samples")
-Row = dict[str, Any]
+Json = dict[str, Any]
+Row = Json  # by column
 Combination = tuple[str, ...]
-HASH = re.compile(r"[0-9a-f]{40}")
 
 log = progress.logger(__name__)
 
@@ -98,7 +98,7 @@ def problem(value: Any, unit: str) -> str | None:
     return f"{value!r} is no value of {unit!r} (valid: a number at least {found.least:g}{most})"
 
 
-def check_file(path: Path, machine: str) -> dict[str, Any]:
+def check_file(path: Path, machine: str) -> Json:
     try:
         if path.name == MACHINE:
             recorded.machine_named(path)
@@ -113,7 +113,7 @@ def _text(value: Any) -> str:
     return json.dumps(value, sort_keys=True)  # NaN equals NaN here
 
 
-def _row(data: dict[str, Any], name: str) -> Row:
+def _row(data: Json, name: str) -> Row:
     """The file's own lists: a change to one changes ``data``."""
     return dict(zip(data["result_columns"], data["results"][name], strict=False))
 
@@ -122,14 +122,14 @@ def _combinations(row: Row) -> list[Combination]:
     return list(itertools.product(*(row.get("params") or [])))
 
 
-def _by_combination(row: Row) -> dict[Combination, dict[str, Any]]:
+def _by_combination(row: Row) -> dict[Combination, Json]:
     return {
         combo: {key: row[key][j] if row.get(key) else None for key in PER_COMBINATION}
         for j, combo in enumerate(_combinations(row))
     }
 
 
-def values(data: dict[str, Any]) -> dict[tuple[str, Combination], dict[str, Any]]:
+def values(data: Json) -> dict[tuple[str, Combination], Json]:
     return {
         (name, combo): columns
         for name in data["results"]
@@ -138,7 +138,7 @@ def values(data: dict[str, Any]) -> dict[tuple[str, Combination], dict[str, Any]
     }
 
 
-def unset(data: dict[str, Any], name: str, combo: Combination) -> None:
+def unset(data: Json, name: str, combo: Combination) -> None:
     row = _row(data, name)
     j = _combinations(row).index(combo)
     for key in PER_COMBINATION:
@@ -168,7 +168,7 @@ CELLS: dict[str, tuple[Callable[[Any], bool], str]] = {
 }
 
 
-def malformed(data: dict[str, Any]) -> str | None:
+def malformed(data: Json) -> str | None:
     """The first cell asv's loader lets through but not in asv's form."""
     columns, results = data.get("result_columns"), data.get("results")
     if not isinstance(columns, list) or not all(isinstance(column, str) for column in columns):
@@ -200,11 +200,11 @@ def malformed(data: dict[str, Any]) -> str | None:
     return None
 
 
-def identity(path: Path, data: dict[str, Any], builds: Collection[str] | None) -> str | None:
+def identity(path: Path, data: Json, builds: Collection[str] | None) -> str | None:
     """Why ``data``'s build and machine are not what ``path`` says, or none of ``builds``."""
     commit, params, environment = data.get("commit_hash"), data.get("params"), data.get("env_name")
     machine = params.get("machine") if isinstance(params, dict) else None
-    if not isinstance(commit, str) or not HASH.fullmatch(commit):
+    if not isinstance(commit, str) or not re.fullmatch(r"[0-9a-f]{40}", commit):
         return f"commit_hash {commit!r:.50} is no build's hash (40 hexadecimal digits)"
     if machine != path.parent.name:
         return (
@@ -231,7 +231,7 @@ def timeline_builds(timeline: Path) -> set[str]:
     return set(git.text(timeline, "rev-list", "--all").split())
 
 
-def _rank(columns: dict[str, Any] | None) -> int:
+def _rank(columns: Json | None) -> int:
     """Absent 0, not run 1, failed 2, measured 3: a higher fills a lower's place."""
     if columns is None:
         return 0
@@ -241,10 +241,10 @@ def _rank(columns: dict[str, Any] | None) -> int:
 
 @dataclass
 class FileMerge:
-    data: dict[str, Any]
+    data: Json
     replace: bool
     conflicts: list[str] = field(default_factory=list)
-    replaced: list[dict[str, Any]] = field(default_factory=list)
+    replaced: list[Json] = field(default_factory=list)
 
     def differ(self, what: str, kept: Any, incoming: Any, conflict: str) -> bool:
         if self.replace:
@@ -291,7 +291,7 @@ def _merge_row(name: str, mine: Row, theirs: Row, merged: FileMerge) -> Row:
     return out
 
 
-def merge_data(mine: dict[str, Any], theirs: dict[str, Any], replace: bool = False) -> FileMerge:
+def merge_data(mine: Json, theirs: Json, replace: bool = False) -> FileMerge:
     merged = FileMerge(dict(mine), replace)
     rows = {name: _row(mine, name) for name in mine["results"]}
     for name in theirs["results"]:
@@ -312,7 +312,7 @@ def merge_data(mine: dict[str, Any], theirs: dict[str, Any], replace: bool = Fal
     return merged
 
 
-def append(trail: Path, records: Iterable[dict[str, Any]]) -> None:
+def append(trail: Path, records: Iterable[Json]) -> None:
     """Appends JSON lines, on disk on return; a full disk leaves no half line."""
     lines = "".join(json.dumps(record, sort_keys=True) + "\n" for record in records).encode()
     if not lines:
@@ -331,7 +331,7 @@ def append(trail: Path, records: Iterable[dict[str, Any]]) -> None:
             raise OSError(exc.errno, exc.strerror, str(trail)) from None
 
 
-def read_lines(trail: Path) -> Iterator[dict[str, Any]]:
+def read_lines(trail: Path) -> Iterator[Json]:
     """Each line's JSON object but one a kill cut."""
     with contextlib.suppress(OSError):
         for text in trail.read_text().splitlines():
@@ -340,9 +340,7 @@ def read_lines(trail: Path) -> Iterator[dict[str, Any]]:
                     yield line
 
 
-def reconcile(
-    dest: Path, sources: Sequence[Path], update: bool, report: Report
-) -> dict[str, Any] | None:
+def reconcile(dest: Path, sources: Sequence[Path], update: bool, report: Report) -> Json | None:
     """The benchmarks.json of them all (None: unchanged); MergeError where versions differ."""
     target, merged, corrupt = dest / BENCHMARKS, {}, False
     if target.exists():
@@ -436,7 +434,7 @@ def merge(
         return report
 
 
-def _refusal(path: Path, incoming: dict[str, Any], builds: Collection[str] | None) -> str | None:
+def _refusal(path: Path, incoming: Json, builds: Collection[str] | None) -> str | None:
     if path.is_symlink() or path.parent.is_symlink():
         return "a symbolic link: a merge reads only the files a results folder holds"
     if path.name != MACHINE:

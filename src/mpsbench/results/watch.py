@@ -67,6 +67,7 @@ WHERE_BOTH = "this machine's runs and figures measured elsewhere"
 CANNOT = "this machine cannot install it: "
 DEVICE = re.compile(r"\('(cpu|mps|cuda)'")
 LIKE = 2.0  # classes this close in length slow down alike
+CostClass = tuple[str, str]  # device, benchmark class
 
 log = progress.logger(__name__)
 
@@ -116,7 +117,7 @@ def group(name: str) -> str:
     return name.split("(", 1)[0].rsplit(".", 1)[0]
 
 
-def cost_class(name: str) -> tuple[str, ...]:
+def cost_class(name: str) -> CostClass:
     return device(name), group(name)
 
 
@@ -127,11 +128,11 @@ def _median(seconds: list[float], fallback: float) -> float:
 class Costs:
     def __init__(self, results: Path, machine: str) -> None:
         self.by_name: dict[str, list[float]] = collections.defaultdict(list)
-        self.by_group: dict[tuple[str, ...], list[float]] = collections.defaultdict(list)
+        self.by_group: dict[CostClass, list[float]] = collections.defaultdict(list)
         self.starts: dict[bool, list[float]] = {True: [], False: []}  # by installed
         self.publishes: list[float] = []
         walls = []  # name, class, its class's first in its pass, seconds
-        begun: set[tuple[str, ...]] | None = None
+        begun: set[CostClass] | None = None
         for line in _lines(results, machine):
             with contextlib.suppress(ValueError, KeyError, TypeError):
                 if line.get("event") == "begin":
@@ -154,7 +155,7 @@ class Costs:
             else:
                 self.by_name[name].append(seconds)
                 self.by_group[key].append(seconds)
-        self.setups: dict[tuple[str, ...], float] = {
+        self.setups: dict[CostClass, float] = {
             key: max(0.0, statistics.median(seconds) - statistics.median(self.by_group[key]))
             for key, seconds in firsts.items()
         }
@@ -171,7 +172,7 @@ class Costs:
         known = {cost_class(n) in self.by_group for n in names}
         return WHERE_BOTH if len(known) > 1 else WHERE_BUDGET if False in known else WHERE_MEASURED
 
-    def setup(self, key: tuple[str, ...]) -> float:
+    def setup(self, key: CostClass) -> float:
         return self.setups.get(key, SETUP_SECONDS.get(key[0], {}).get(key[1], 0.0))
 
     def install(self, installed: bool) -> float:
@@ -188,8 +189,8 @@ class Pace:
     PRIOR = 3.0
 
     def __init__(self, planned: Mapping[str, float]) -> None:
-        self.took: dict[tuple[str, ...], float] = collections.defaultdict(float)
-        self.expected: dict[tuple[str, ...], float] = collections.defaultdict(float)
+        self.took: dict[CostClass, float] = collections.defaultdict(float)
+        self.expected: dict[CostClass, float] = collections.defaultdict(float)
         sums = collections.defaultdict(list)
         for name, seconds in planned.items():
             sums[self.key(name)].append(max(seconds, 1e-3))
@@ -197,11 +198,11 @@ class Pace:
 
     key = staticmethod(cost_class)
 
-    def note(self, key: tuple[str, ...], took: float, expected: float) -> None:
+    def note(self, key: CostClass, took: float, expected: float) -> None:
         self.took[key] += took
         self.expected[key] += max(expected, 1e-3)
 
-    def pooled(self, keys: Iterable[tuple[str, ...]]) -> float:
+    def pooled(self, keys: Iterable[CostClass]) -> float:
         """The ratio of the classes ``keys`` run so far, leaning on 1."""
         ran = [key for key in keys if key in self.took]
         prior = self.PRIOR * statistics.fmean([self.mean.get(key, 1.0) for key in ran] or [1.0])
@@ -211,7 +212,7 @@ class Pace:
     def run_ratio(self, module: str = "") -> float:
         return self.pooled(key for key in self.took if key[1].startswith(module))
 
-    def setup_ratio(self, key: tuple[str, ...]) -> float:
+    def setup_ratio(self, key: CostClass) -> float:
         """A setup_cache runs models: its benchmark file's pace, else the run's."""
         module = key[1].split(".")[0] + "."
         return self.run_ratio(module if any(k[1].startswith(module) for k in self.took) else "")
@@ -220,7 +221,7 @@ class Pace:
         """The pace of work unlike any run so far: on a quiet machine, 1."""
         return 1 + busy * (math.sqrt(self.run_ratio()) - 1)
 
-    def lean(self, key: tuple[str, ...], seconds: float, busy: float) -> float:
+    def lean(self, key: CostClass, seconds: float, busy: float) -> float:
         """The pooled ratio of the classes about as long: a short one is mostly asv's own work."""
         size = max(self.mean.get(key, seconds), 1e-3)
         like = [
@@ -228,7 +229,7 @@ class Pace:
         ]
         return self.pooled(like) if like else self.unlike(busy)
 
-    def ratio(self, key: tuple[str, ...], seconds: float = 0.0, busy: float = 1.0) -> float:
+    def ratio(self, key: CostClass, seconds: float = 0.0, busy: float = 1.0) -> float:
         prior = self.PRIOR * max(self.mean.get(key, seconds), 1e-3)
         lean = self.lean(key, seconds, busy)
         return (self.took.get(key, 0.0) + prior * lean) / (self.expected.get(key, 0.0) + prior)
@@ -299,7 +300,7 @@ class Watch:
         self.started_count, self.waited, self.waiting = 0, 0.0, 0.0
         self.waits: list[tuple[float, bool]] = []  # seconds, whether it ran out
         self.busy_after: list[bool] = []
-        self.setup: dict[tuple[str, ...], float] = {}
+        self.setup: dict[CostClass, float] = {}
         self.said_reasons: set[str] = set()
 
     def _cache(self) -> int:
@@ -308,7 +309,7 @@ class Watch:
     def _build(self, commit: str) -> str:
         return f"build {self.commits.index(commit) + 1} of {len(self.commits)}"
 
-    def _scaled(self, key: tuple[str, ...], seconds: float) -> float:
+    def _scaled(self, key: CostClass, seconds: float) -> float:
         return seconds * self.pace.ratio(key, seconds, self._busy())
 
     def _own(self, seen: list[float], known: float) -> float:
@@ -324,7 +325,7 @@ class Watch:
     def _estimate(self, names: Iterable[str]) -> float:
         return sum(self._scaled(self.pace.key(n), self.estimates.combination(n)) for n in names)
 
-    def _setups(self, names: Iterable[str], begun: Collection[tuple[str, ...]] = ()) -> float:
+    def _setups(self, names: Iterable[str], begun: Collection[CostClass] = ()) -> float:
         return sum(
             self.setup[key]
             if key in self.setup
@@ -424,7 +425,7 @@ class Watch:
         self.began_at, self.starting, self.start_installed = time.time(), True, installed
         self.last_at: float | None = None  # the previous end, on the events' clock
         self.gate_since: float | None = None
-        self.classes: set[tuple[str, ...]] = set()  # begun in this step
+        self.classes: set[CostClass] = set()  # begun in this step
 
     def begin(self, step: Step) -> bool:
         """False for a build this machine cannot install."""
