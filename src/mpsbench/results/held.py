@@ -95,11 +95,14 @@ def judged(
                 continue
             entry = Held(machine, commit, name, reasons, run)
             if (machine, commit, name, run) not in already:  # said once a run
-                shown = f"{name} of build {commit[:8]}: {value:.4g}; " + "; ".join(reasons.values())
-                log.warning(
-                    f"quiet gate: recorded all the same ({quiet.ACCEPT_BUSY} is on): {shown}"
+                done = (
+                    f"recorded all the same ({quiet.ACCEPT_BUSY} is on)"
                     if accept
-                    else f"quiet gate: held out of the record, to be measured again: {shown}"
+                    else "held out of the record, to be measured again"
+                )
+                log.warning(
+                    f"quiet gate: {done}: {name} of build {commit[:8]}: {value:.4g}; "
+                    + "; ".join(reasons.values())
                 )
                 new.append(
                     dict(

@@ -13,7 +13,7 @@ import re
 from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeGuard
 
 from mpsbench.core import asv, files, git, progress
 from mpsbench.core.errors import UserError
@@ -168,10 +168,14 @@ CELLS: dict[str, tuple[Callable[[Any], bool], str]] = {
 }
 
 
+def _strings(value: Any) -> TypeGuard[list[str]]:
+    return isinstance(value, list) and all(isinstance(item, str) for item in value)
+
+
 def malformed(data: Json) -> str | None:
     """The first cell asv's loader lets through but not in asv's form."""
     columns, results = data.get("result_columns"), data.get("results")
-    if not isinstance(columns, list) or not all(isinstance(column, str) for column in columns):
+    if not _strings(columns):
         return f"result_columns {columns!r:.80} is not a list of column names"
     if not isinstance(results, dict):
         return f"results {results!r:.80} is not an object of rows"
@@ -180,10 +184,7 @@ def malformed(data: Json) -> str | None:
             return f"{name}: its row {cells!r:.80} is not a list of at most {len(columns)} columns"
         row = dict(zip(columns, cells))
         params = row.get("params")
-        if params is not None and not (
-            isinstance(params, list)
-            and all(isinstance(p, list) and all(isinstance(v, str) for v in p) for p in params)
-        ):
+        if params is not None and not (isinstance(params, list) and all(map(_strings, params))):
             return f"{name}: params {params!r:.80} is not a list of lists of parameter reprs"
         combos = math.prod(len(values) for values in params or [])
         for key in PER_COMBINATION:
