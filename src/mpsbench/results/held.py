@@ -5,7 +5,6 @@ from __future__ import annotations
 import collections
 import contextlib
 import dataclasses
-import datetime
 import json
 import shutil
 from collections.abc import Iterable, Sequence
@@ -68,7 +67,6 @@ def judged(
     shutil.rmtree(out, ignore_errors=True)
     shutil.copytree(scratch / "results", out, ignore=shutil.ignore_patterns(".*"))
     run, events, already = scratch.name, _events(scratch), _held(results)
-    now = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
     new: list[dict[str, Any]] = []
     kept: list[Held] = []
     for path in sorted(p for p in out.glob("*/*.json") if p.name != merge.MACHINE):
@@ -114,7 +112,7 @@ def judged(
                         samples=columns["samples"],
                         before=before,
                         after=after,
-                        held_at=now,
+                        held_at=merge.now(),
                         recorded=accept,
                     )
                 )

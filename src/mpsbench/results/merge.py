@@ -60,6 +60,10 @@ class Report:
     benchmarks: list[str] = field(default_factory=list)  # changes to benchmarks.json
 
     @property
+    def changed(self) -> bool:
+        return bool(self.copied or self.merged or self.replaced)
+
+    @property
     def clean(self) -> bool:
         return not (self.conflicts or self.refused or self.refused_files or self.corrupt)
 
@@ -332,6 +336,10 @@ def append(trail: Path, records: Iterable[Json]) -> None:
             raise OSError(exc.errno, exc.strerror, str(trail)) from None
 
 
+def now() -> str:
+    return datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
+
+
 def read_lines(trail: Path) -> Iterator[Json]:
     """Each line's JSON object but one a kill cut."""
     with contextlib.suppress(OSError):
@@ -491,8 +499,7 @@ def _merge_one(
     merged = merge_data(before, incoming, replace)
     report.conflicts.extend(f"{path}: {text}" for text in merged.conflicts)
     if merged.replaced:
-        stamp = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
-        records = ({"replaced_at": stamp, "file": str(target), **r} for r in merged.replaced)
+        records = ({"replaced_at": now(), "file": str(target), **r} for r in merged.replaced)
         append(audit_trail(dest), records)
         report.replaced.extend(f"{target}: {record['benchmark']}" for record in merged.replaced)
     if _text(merged.data) == _text(before):

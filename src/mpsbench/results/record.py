@@ -77,7 +77,7 @@ def _merge_scratch(
     report = merge.merge(results, [judged], update_benchmarks=True, replace=replace)
     for line in report.conflicts + report.refused + report.corrupt:
         log.warning(line)
-    if not silent and (report.copied or report.merged or report.replaced):
+    if not silent and report.changed:
         log.info(report.summary(results))
     return report, kept_out
 
@@ -105,7 +105,7 @@ def recover(results: Path, root: Path) -> None:
     for folder in sorted(path for path in root.iterdir() if path.is_dir()) if root.is_dir() else []:
         _end_left_behind(folder)
         report, _ = _merge_scratch(results, folder, replace=False)
-        if report is not None and (report.copied or report.merged):
+        if report is not None and report.changed:
             log.info(
                 f"recovered an interrupted run's results from {folder}: {report.summary(results)}"
             )
@@ -349,7 +349,7 @@ def _say_held(results: Path, kept_out: list[held.Held]) -> None:
         kinds = held.still_held(kept_out, recorded_now).most_common()
         why = ", ".join(f"{kind}: {n}" for kind, n in kinds)
         log.info(
-            f"quiet gate: {count} values held out of the record ({why}); each is in"
-            f" {held.trail(results)} with its reasons and is measured again by the next run: run"
-            " it when the machine is quieter (`mpsbench doctor` says what keeps it busy)"
+            f"quiet gate: {count} values held out of the record ({why}), with their reasons in"
+            f" {held.trail(results)}; the next run measures them again: run it when the machine is"
+            " quieter (`mpsbench doctor` says what keeps it busy)"
         )

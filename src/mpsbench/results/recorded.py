@@ -208,9 +208,10 @@ def _results(results_dir: Path, strict: bool) -> Iterator[Any]:
         try:
             yield read(path, machine)
         except RecordedError as exc:
+            said = f"results file {path} cannot be read ({exc})"
             if strict:
-                raise RecordedError(f"results file {path} cannot be read ({exc})") from None
-            log.warning(f"results file {path} cannot be read ({exc}): skipped")
+                raise RecordedError(said) from None
+            log.warning(f"{said}: skipped")
 
 
 def load(results_dir: Path, strict: bool = True) -> Recorded:
