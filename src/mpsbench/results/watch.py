@@ -231,8 +231,8 @@ class Pace:
 
     def ratio(self, key: CostClass, seconds: float = 0.0, busy: float = 1.0) -> float:
         prior = self.PRIOR * max(self.mean.get(key, seconds), 1e-3)
-        took = self.took.get(key, 0.0) + prior * self.lean(key, seconds, busy)
-        return took / (self.expected.get(key, 0.0) + prior)
+        lean = self.lean(key, seconds, busy)
+        return (self.took.get(key, 0.0) + prior * lean) / (self.expected.get(key, 0.0) + prior)
 
 
 @dataclass(frozen=True)
