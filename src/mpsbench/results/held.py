@@ -1,4 +1,5 @@
-"""Values a busy machine measured: kept in ``<results>-held.jsonl``, not merged, measured again."""
+"""Values a busy machine measured: held out of the merge to be measured again, each kept in
+``<results>-held.jsonl``."""
 
 from __future__ import annotations
 
