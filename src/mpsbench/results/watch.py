@@ -323,14 +323,14 @@ class Watch:
         return self._own(self.run_publishes, self.estimates.publish())
 
     def _estimate(self, names: Iterable[str]) -> float:
-        return sum(self._scaled(self.pace.key(n), self.estimates.combination(n)) for n in names)
+        return sum(self._scaled(cost_class(n), self.estimates.combination(n)) for n in names)
 
     def _setups(self, names: Iterable[str], begun: Collection[CostClass] = ()) -> float:
         return sum(
             self.setup[key]
             if key in self.setup
             else self.estimates.setup(key) * self.pace.setup_ratio(key)
-            for key in {self.pace.key(name) for name in names} - set(begun)
+            for key in {cost_class(name) for name in names} - set(begun)
         )
 
     def _waits(self, count: float) -> float:
@@ -519,7 +519,7 @@ class Watch:
                 with contextlib.suppress(ValueError):
                     self.left.remove(name)
                 # a class's first in a step pays its setup_cache
-                key, expected = self.pace.key(name), self.expected.get(name, wall)
+                key, expected = cost_class(name), self.expected.get(name, wall)
                 if key in self.classes:
                     self.pace.note(key, wall, expected)
                 else:
